@@ -1,0 +1,1 @@
+"""What the bytes are: every on-disk record declared once, as a construct struct."""

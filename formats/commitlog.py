@@ -1,0 +1,146 @@
+"""CommitLog record layouts (STORE-FORMAT §2.2–§2.10).
+
+The construct declarations below are the single truth for the record layout. They
+are the tolerant, slow path (forensic decoding, building test data); the hot path in
+``rmqstore_cli.store.commitlog`` uses ``struct`` formats *derived* from them by
+:func:`fixed_fields_format`, and a test checks that both decode every field alike.
+"""
+from __future__ import annotations
+
+import struct
+
+from construct import (
+    Bytes,
+    Const,
+    IfThenElse,
+    Int8sb,
+    Int16sb,
+    Int32sb,
+    Int32ub,
+    Int64sb,
+    Rebuild,
+    Struct,
+    Switch,
+    len_,
+    this,
+)
+
+from .derive import field_format, fixed_fields_format
+
+MAGIC_V1 = 0xDAA320A7  # MessageDecoder.MESSAGE_MAGIC_CODE (V1)
+MAGIC_V2 = 0xDAA320AB  # MessageDecoder.MESSAGE_MAGIC_CODE_V2 (5.1.0+)
+MAGIC_BLANK = 0xCBD43194  # CommitLog.BLANK_MAGIC_CODE
+END_FILE_MIN_BLANK_LENGTH = 8  # CommitLog.END_FILE_MIN_BLANK_LENGTH
+
+# MessageSysFlag
+COMPRESSED_FLAG = 0x1
+MULTI_TAGS_FLAG = 0x2
+TRANSACTION_NOT_TYPE = 0x0
+TRANSACTION_PREPARED_TYPE = 0x4
+TRANSACTION_COMMIT_TYPE = 0x8
+TRANSACTION_ROLLBACK_TYPE = 0xC
+TRANSACTION_MASK = 0xC
+BORNHOST_V6_FLAG = 0x10
+STOREHOSTADDRESS_V6_FLAG = 0x20
+NEED_UNWRAP_FLAG = 0x40
+INNER_BATCH_FLAG = 0x80
+COMPRESSION_TYPE_MASK = 0x700
+
+# CommitLog.CRC32_RESERVED_LEN: "__CRC32#" + \x01 + 10 digits + \x02
+CRC32_PROPERTY = "__CRC32#"
+CRC32_RESERVED_LEN = len(CRC32_PROPERTY) + 1 + 10 + 1
+
+#: The fixed head of every record, up to and including BORNTIMESTAMP (48 bytes).
+MessageHead = Struct(
+    "total_size" / Int32sb,
+    "magic" / Int32ub,
+    "body_crc" / Int32sb,
+    "queue_id" / Int32sb,
+    "flag" / Int32sb,
+    "queue_offset" / Int64sb,
+    "physical_offset" / Int64sb,
+    "sys_flag" / Int32sb,
+    "born_timestamp" / Int64sb,
+)
+
+HostV4 = Struct("address" / Bytes(4), "port" / Int32sb)
+HostV6 = Struct("address" / Bytes(16), "port" / Int32sb)
+
+
+def _host(v6_flag: int):
+    return IfThenElse(lambda ctx: ctx.sys_flag & v6_flag, HostV6, HostV4)
+
+
+def _host_len(sys_flag: int, v6_flag: int) -> int:
+    return 20 if sys_flag & v6_flag else 8
+
+
+def record_length(sys_flag: int, magic: int, body_len: int, topic_len: int, props_len: int) -> int:
+    """``MessageExtEncoder#calMsgLength``: 74 + B + S + T + bodyLen + topicLen + propLen."""
+    b = _host_len(sys_flag, BORNHOST_V6_FLAG)
+    s = _host_len(sys_flag, STOREHOSTADDRESS_V6_FLAG)
+    t = 2 if magic == MAGIC_V2 else 1
+    return 74 + b + s + t + max(body_len, 0) + topic_len + max(props_len, 0)
+
+
+def _total_size(ctx) -> int:
+    return record_length(ctx.sys_flag, ctx.magic, len(ctx.body), len(ctx.topic), len(ctx.properties))
+
+
+#: A whole message record, V1 or V2, IPv4 or IPv6 hosts (``DefaultAppendMessageCallback``).
+MessageRecord = Struct(
+    "total_size" / Rebuild(Int32sb, _total_size),
+    "magic" / Int32ub,
+    "body_crc" / Int32sb,
+    "queue_id" / Int32sb,
+    "flag" / Int32sb,
+    "queue_offset" / Int64sb,
+    "physical_offset" / Int64sb,
+    "sys_flag" / Int32sb,
+    "born_timestamp" / Int64sb,
+    "born_host" / _host(BORNHOST_V6_FLAG),
+    "store_timestamp" / Int64sb,
+    "store_host" / _host(STOREHOSTADDRESS_V6_FLAG),
+    "reconsume_times" / Int32sb,
+    "prepared_transaction_offset" / Int64sb,
+    "body_length" / Rebuild(Int32sb, len_(this.body)),
+    "body" / Bytes(lambda ctx: max(ctx.body_length, 0)),
+    "topic_length" / Rebuild(Switch(this.magic, {MAGIC_V2: Int16sb}, default=Int8sb), len_(this.topic)),
+    "topic" / Bytes(this.topic_length),
+    "properties_length" / Rebuild(Int16sb, len_(this.properties)),
+    "properties" / Bytes(lambda ctx: max(ctx.properties_length, 0)),
+)
+
+#: The 8-byte end-of-file marker (``CommitLog.DefaultAppendMessageCallback#doAppend``).
+BlankRecord = Struct(
+    "total_size" / Int32sb,
+    "magic" / Const(MAGIC_BLANK, Int32ub),
+)
+
+#: The two ints every scan reads first: TOTALSIZE, MAGICCODE.
+RecordPrefix = Struct("total_size" / Int32sb, "magic" / Int32ub)
+
+HEAD_FORMAT = fixed_fields_format(MessageHead)
+HEAD_SIZE = struct.calcsize(HEAD_FORMAT)
+
+
+def middle_format(born_v6: bool, store_v6: bool) -> str:
+    """BORNHOST … BODYLENGTH for the given host kinds, taken from :data:`MessageRecord`."""
+    names = [sc.name for sc in MessageRecord.subcons]
+    fields = MessageRecord.subcons[names.index("born_host"): names.index("body_length") + 1]
+    out = ">"
+    for sc in fields:
+        sub = sc.subcon
+        if isinstance(sub, IfThenElse):  # a host: v6 or v4 by its sysFlag bit
+            v6 = born_v6 if sc.name == "born_host" else store_v6
+            sub = sub.thensubcon if v6 else sub.elsesubcon
+        elif isinstance(sub, Rebuild):
+            sub = sub.subcon
+        out += field_format(sub)
+    return out
+
+
+TOPIC_LENGTH_FORMAT = {MAGIC_V1: ">b", MAGIC_V2: ">h"}
+PROPERTIES_LENGTH_FORMAT = ">h"
+BODY_OFFSET_V4 = HEAD_SIZE + struct.calcsize(middle_format(False, False))
+

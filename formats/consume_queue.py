@@ -1,0 +1,44 @@
+"""Consume-queue units (STORE-FORMAT §4.1, §4.4, §4.5)."""
+from __future__ import annotations
+
+from construct import Bytes, Int16sb, Int32sb, Int64sb, Struct
+
+from .derive import fixed_fields_format, numpy_dtype
+
+#: ``ConsumeQueue#putMessagePositionInfo``: one 20-byte unit per dispatched message.
+ConsumeQueueUnit = Struct(
+    "commitlog_offset" / Int64sb,
+    "size" / Int32sb,
+    "tags_code" / Int64sb,
+)
+CQ_STORE_UNIT_SIZE = ConsumeQueueUnit.sizeof()
+UNIT_FORMAT = fixed_fields_format(ConsumeQueueUnit)
+
+#: ``ConsumeQueue#fillPreBlank``: the unit written below the first real unit of a queue.
+PRE_BLANK_SIZE = 0x7FFFFFFF
+
+#: ``ConsumeQueueExt.CqExtUnit#write`` (read side).
+ConsumeQueueExtUnit = Struct(
+    "size" / Int16sb,
+    "tags_code" / Int64sb,
+    "msg_store_time" / Int64sb,
+    "bitmap_size" / Int16sb,
+    "filter_bitmap" / Bytes(lambda ctx: max(ctx.bitmap_size, 0)),
+)
+CQ_EXT_HEADER_SIZE = 20
+
+#: 5.x ``BatchConsumeQueue#putBatchMessagePositionInfo`` (read side), 46 bytes.
+BatchConsumeQueueUnit = Struct(
+    "commitlog_offset" / Int64sb,
+    "size" / Int32sb,
+    "tags_code" / Int64sb,
+    "store_time" / Int64sb,
+    "msg_base_offset" / Int64sb,
+    "batch_size" / Int16sb,
+    "compacted_offset" / Int32sb,
+    "reserved" / Int32sb,
+)
+BATCH_CQ_UNIT_SIZE = BatchConsumeQueueUnit.sizeof()
+
+
+

@@ -1,0 +1,48 @@
+"""Derive fast-path views (``struct`` formats, numpy dtypes) from the construct declarations.
+
+The hot loops never restate a layout: they call these on the declaration, and
+``tests/test_formats.py`` checks both decoders agree on every field.
+"""
+from __future__ import annotations
+
+from construct import Bytes, Const, FormatField, Struct
+
+
+def fixed_fields_format(s: Struct) -> str:
+    """The ``struct`` format of a Struct made only of fixed-size fields (nested flattened)."""
+    return ">" + "".join(field_format(sc.subcon) for sc in s.subcons)
+
+
+def field_format(sc) -> str:
+    if isinstance(sc, FormatField):
+        return sc.fmtstr[1:]
+    if isinstance(sc, Struct):
+        return "".join(field_format(x.subcon) for x in sc.subcons)
+    if isinstance(sc, Bytes) and isinstance(sc.length, int):
+        return f"{sc.length}s"
+    if isinstance(sc, Const):
+        return field_format(sc.subcon)
+    raise TypeError(f"not a fixed-size field: {sc!r}")
+
+
+_NUMPY_CODES = {"q": ">i8", "l": ">i4", "i": ">i4", "h": ">i2", "b": "i1", "L": ">u4", "Q": ">u8"}
+
+
+def numpy_dtype(s: Struct):
+    """A big-endian numpy record dtype with the Struct's field names and layout."""
+    import numpy as np  # only the commands that vectorise pay for numpy
+
+    fmt = fixed_fields_format(s)[1:]
+    return np.dtype({"names": [sc.name for sc in s.subcons], "formats": [_NUMPY_CODES[c] for c in fmt]})
+
+
+def field_offset(s: Struct, name: str) -> int:
+    """Byte offset of field ``name`` in a fixed-size Struct."""
+    import struct
+
+    pos = ">"
+    for sc in s.subcons:
+        if sc.name == name:
+            return struct.calcsize(pos)
+        pos += field_format(sc.subcon)
+    raise KeyError(name)

@@ -1,0 +1,48 @@
+"""The typer app: global options, and every command registered from ``commands/``."""
+from __future__ import annotations
+
+import sys
+from typing import Annotated, Optional
+
+import typer
+
+from rmqstore_cli import __version__
+from rmqstore_cli.commands import common
+from rmqstore_cli.commands import dump_commitlog, generate
+
+app = typer.Typer(
+    name="rmqstore",
+    help="Read, write, verify and repair Apache RocketMQ broker store directories offline: "
+         "commitlog, consume queues, index, checkpoint.",
+    no_args_is_help=True,
+    add_completion=False,
+    rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        print(f"rmqstore {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _global(
+    debug: Annotated[bool, typer.Option("--debug", help="Show a traceback for errors.")] = False,
+    version: Annotated[Optional[bool], typer.Option("--version", callback=_version, is_eager=True,
+                                                    help="Print the version and exit.")] = None,
+) -> None:
+    common.STATE["debug"] = debug
+
+
+for module in (generate, dump_commitlog):
+    module.register(app)
+
+
+def main() -> None:
+    try:
+        app(prog_name="rmqstore")
+    except BrokenPipeError:
+        common._silence_broken_pipe()
+        sys.exit(0)

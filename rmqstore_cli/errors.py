@@ -1,0 +1,48 @@
+"""Errors that become one line on stderr and a documented exit code (DESIGN.md)."""
+from __future__ import annotations
+
+import os
+
+EXIT_OK = 0
+EXIT_NEGATIVE = 1  # verify found problems; a look-up or filter found nothing
+EXIT_USAGE = 2
+EXIT_STORE = 3  # the store could not be read or is not a RocketMQ store
+EXIT_REFUSED = 4  # a live broker holds the lock, or --force/--yes is needed
+
+
+class RmqstoreError(Exception):
+    """An error for the user, not a bug: printed as ``rmqstore: error: …``."""
+
+    exit_code = EXIT_STORE
+
+    def __init__(self, message: str, path: str | os.PathLike | None = None,
+                 offset: int | None = None, hint: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.path = path
+        self.offset = offset
+        self.hint = hint
+
+    def __str__(self) -> str:
+        where = ""
+        if self.path is not None:
+            where = f" ({self.path}" + (f":{self.offset}" if self.offset is not None else "") + ")"
+        return f"{self.message}{where}" + (f"; {self.hint}" if self.hint else "")
+
+
+class StoreError(RmqstoreError):
+    exit_code = EXIT_STORE
+
+
+class UsageError(RmqstoreError):
+    exit_code = EXIT_USAGE
+
+
+class RefusedError(RmqstoreError):
+    exit_code = EXIT_REFUSED
+
+
+class NotFound(RmqstoreError):
+    """A negative answer (nothing matched); exit 1."""
+
+    exit_code = EXIT_NEGATIVE

@@ -1,0 +1,205 @@
+"""Output: rich tables for people, JSON Lines / JSON for scripts; store text made safe.
+
+Text from a store is data: a topic may hold terminal escapes or rich markup. Tables get
+control characters shown as ``\\xNN`` and markup escaped; JSON escapes C0/C1 controls so
+even ``cat`` of the output cannot drive a terminal.
+"""
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import sys
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+FORMATS = ("table", "jsonl", "json")
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def safe_text(s: str) -> str:
+    """A string that is inert on a terminal: control and bidi characters as escapes."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m[0]):02x}" if ord(m[0]) < 0x100 else f"\\u{ord(m[0]):04x}", s)
+
+
+def _json_safe(line: str) -> str:
+    return _CONTROL.sub(lambda m: f"\\u{ord(m[0]):04x}", line)
+
+
+def to_json(obj: Any) -> str:
+    return _json_safe(json.dumps(obj, ensure_ascii=False, separators=(",", ":")))
+
+
+def text_or_b64(raw: bytes) -> tuple[str, bool]:
+    """(text, exact): the UTF-8 text, and whether it decoded without replacement."""
+    try:
+        return raw.decode("utf-8"), True
+    except UnicodeDecodeError:
+        return raw.decode("utf-8", "replace"), False
+
+
+def encode_body(body: bytes, mode: str) -> str | None:
+    if mode == "none":
+        return None
+    if mode == "base64":
+        return base64.b64encode(body).decode()
+    if mode == "hex":
+        return body.hex()
+    return body.decode("utf-8", "backslashreplace")
+
+
+def message_dict(msg, body: str = "none", properties: bool = True, file: str | None = None) -> dict:
+    """A message under DESIGN.md's field names, in the order dump-commitlog prints them."""
+    topic, topic_exact = text_or_b64(msg.topic_bytes)
+    d: dict[str, Any] = {
+        "physical_offset": msg.physical_offset,
+        "total_size": msg.total_size,
+        "magic": msg.version,
+        "body_crc": msg.body_crc,
+        "queue_id": msg.queue_id,
+        "flag": msg.flag,
+        "queue_offset": msg.queue_offset,
+        "sys_flag": msg.sys_flag,
+        "born_timestamp": msg.born_timestamp,
+        "born_host": msg.born_host,
+        "store_timestamp": msg.store_timestamp,
+        "store_host": msg.store_host,
+        "reconsume_times": msg.reconsume_times,
+        "prepared_transaction_offset": msg.prepared_transaction_offset,
+        "topic": topic,
+    }
+    if not topic_exact:
+        d["topic_base64"] = base64.b64encode(msg.topic_bytes).decode()
+    if properties:
+        d["properties"] = msg.properties
+        text, exact = text_or_b64(msg.properties_bytes)
+        if exact:
+            d["properties_string"] = text
+        else:
+            d["properties_base64"] = base64.b64encode(msg.properties_bytes).decode()
+    d["tags"] = msg.tags
+    d["keys"] = msg.keys
+    d["uniq_key"] = msg.uniq_key
+    d["msg_id"] = msg.msg_id
+    d["body_size"] = msg.body_size
+    b = encode_body(msg.body, body)
+    if b is not None:
+        d["body"] = b
+        d["body_encoding"] = body
+    d["file"] = file if file is not None else ""
+    return d
+
+
+class Output:
+    """Writes records in the chosen format to stdout; tables are printed in pages so a
+    long dump streams instead of piling up in memory."""
+
+    PAGE = 200
+
+    def __init__(self, fmt: str, columns: list[tuple[str, str]] | None = None, title: str | None = None):
+        self.fmt = fmt
+        self.columns = columns or []
+        self.title = title
+        self.count = 0
+        self._rows: list[list[str]] = []
+        self._json_first = True
+        self._out = sys.stdout
+
+    def emit(self, record: dict) -> None:
+        self.count += 1
+        if self.fmt == "jsonl":
+            self._out.write(to_json(record) + "\n")
+        elif self.fmt == "json":
+            self._out.write(("[\n" if self._json_first else ",\n") + to_json(record))
+            self._json_first = False
+        else:
+            self._rows.append([_cell(record.get(key)) for key, _ in self.columns])
+            if len(self._rows) >= self.PAGE:
+                self._flush_table()
+
+    def emit_all(self, records: Iterable[dict]) -> int:
+        for r in records:
+            self.emit(r)
+        return self.count
+
+    def _flush_table(self) -> None:
+        if not self._rows:
+            return
+        from rich.table import Table
+        from rich.text import Text
+
+        table = Table(title=self.title if self.count <= self.PAGE else None, show_lines=False)
+        for _, header in self.columns:
+            table.add_column(header, overflow="fold")
+        for row in self._rows:
+            table.add_row(*(Text(c) for c in row))
+        console().print(table)
+        self._rows = []
+
+    def close(self) -> None:
+        if self.fmt == "json":
+            self._out.write("[]\n" if self._json_first else "\n]\n")
+        elif self.fmt == "table":
+            self._flush_table()
+        self._out.flush()
+
+
+def _cell(v: Any) -> str:
+    if v is None:
+        return ""
+    if isinstance(v, list):
+        return safe_text(" ".join(str(x) for x in v))
+    return safe_text(str(v))
+
+
+_console = None
+_err_console = None
+
+
+def console():
+    global _console
+    if _console is None:
+        from rich.console import Console
+
+        _console = Console(highlight=False, no_color="NO_COLOR" in os.environ, soft_wrap=False)
+    return _console
+
+
+def err_console():
+    global _err_console
+    if _err_console is None:
+        from rich.console import Console
+
+        _err_console = Console(stderr=True, highlight=False, no_color="NO_COLOR" in os.environ)
+    return _err_console
+
+
+def print_summary(fmt: str, summary: dict, title: str) -> None:
+    """A command's summary: one JSON object, or a two-column table."""
+    if fmt in ("json", "jsonl"):
+        sys.stdout.write(to_json(summary) + "\n")
+        return
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(title=title, show_header=False)
+    table.add_column("what")
+    table.add_column("value")
+    for k, v in summary.items():
+        table.add_row(Text(k), Text(_cell(v) if not isinstance(v, dict) else to_json(v)))
+    console().print(table)
+
+
+def iter_progress(items: Iterator, total: int | None, label: str, enabled: bool) -> Iterator:
+    """Wrap an iterator with a progress bar on stderr, only on a terminal."""
+    if not enabled or not sys.stderr.isatty():
+        yield from items
+        return
+    from rich.progress import Progress
+
+    with Progress(console=err_console(), transient=True) as p:
+        task = p.add_task(label, total=total)
+        for it in items:
+            yield it
+            p.advance(task)

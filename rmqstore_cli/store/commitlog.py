@@ -1,0 +1,412 @@
+"""CommitLog: scan and get (read), append with BLANK and roll (write).
+
+Reading follows ``CommitLog#checkMessageAndReturnSize`` (STORE-FORMAT §7.2): a record
+is *valid*, the *BLANK* end-of-file marker, *invalid* (the log ends) or a *size
+mismatch* (dispatch skips it, recovery ends). Writing follows
+``DefaultAppendMessageCallback#doAppend`` (§2.6–§2.8, §14.1).
+"""
+from __future__ import annotations
+
+import struct
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from enum import Enum
+
+from rmqstore_cli.errors import StoreError
+from rmqstore_cli.formats.commitlog import (
+    BORNHOST_V6_FLAG,
+    CRC32_PROPERTY,
+    CRC32_RESERVED_LEN,
+    END_FILE_MIN_BLANK_LENGTH,
+    HEAD_FORMAT,
+    MAGIC_BLANK,
+    MAGIC_V1,
+    MAGIC_V2,
+    STOREHOSTADDRESS_V6_FLAG,
+    TRANSACTION_COMMIT_TYPE,
+    TRANSACTION_MASK,
+    TRANSACTION_NOT_TYPE,
+    BlankRecord,
+    MessageHead,
+    middle_format,
+    record_length,
+)
+from rmqstore_cli.formats.derive import field_offset, fixed_fields_format
+from rmqstore_cli.formats.properties import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR
+from rmqstore_cli.store.config import StoreConfig
+from rmqstore_cli.store.mapped_files import MappedFile, MappedFileQueue
+from rmqstore_cli.store.message import Message, offset_msg_id
+
+_HEAD = struct.Struct(HEAD_FORMAT)
+_PREFIX = struct.Struct(fixed_fields_format(BlankRecord))
+_MIDDLE = {(b, s): struct.Struct(middle_format(b, s)) for b in (False, True) for s in (False, True)}
+_TOPIC_LEN = {MAGIC_V1: struct.Struct(">b"), MAGIC_V2: struct.Struct(">h")}
+_PROPS_LEN = struct.Struct(">h")
+_QUEUE_OFFSET_POS = field_offset(MessageHead, "queue_offset")  # MessageDecoder.QUEUE_OFFSET_POSITION
+_PHY_POS = field_offset(MessageHead, "physical_offset")  # MessageDecoder.PHY_POS_POSITION
+_I64 = struct.Struct(">q")
+
+
+class Status(Enum):
+    VALID = "valid"
+    BLANK = "blank"
+    INVALID = "invalid"
+    SIZE_MISMATCH = "size-mismatch"
+
+
+@dataclass(slots=True)
+class Blank:
+    """The BLANK end-of-file record: its size field counts the bytes to the file's end."""
+
+    physical_offset: int
+    total_size: int
+    file: str
+
+
+@dataclass(slots=True)
+class Check:
+    """The verdict on the bytes at one position; ``message`` is set when they decoded."""
+
+    status: Status
+    size: int
+    reason: str = ""
+    message: Message | None = None
+
+
+def check_message(buf, pos: int, limit: int, file_from: int, check_crc: bool = False,
+                  force_prop_crc: bool = False) -> Check:
+    """``CommitLog#checkMessageAndReturnSize`` over ``buf[pos:limit]``.
+
+    Bounds every read by ``limit`` (the file's end) the way a Java buffer does, so a
+    corrupted length is an *invalid* record, never a crash or a huge allocation.
+    """
+    if limit - pos < 8:
+        return Check(Status.INVALID, -1, "fewer than 8 bytes left in the file")
+    total, magic = _PREFIX.unpack_from(buf, pos)
+    if magic == MAGIC_BLANK:
+        return Check(Status.BLANK, 0)
+    if magic != MAGIC_V1 and magic != MAGIC_V2:
+        return Check(Status.INVALID, -1, "no message here (end of data)" if magic == 0 and total == 0
+                     else f"bad magic code 0x{magic:08X}")
+    if total < _HEAD.size or total - 4 > limit - pos - 4:
+        return Check(Status.INVALID, -1, f"total size {total} does not fit in the {limit - pos} bytes left")
+    (_, _, crc, queue_id, flag, queue_offset, phy, sys_flag, born_ts) = _HEAD.unpack_from(buf, pos)
+    mid = _MIDDLE[(bool(sys_flag & BORNHOST_V6_FLAG), bool(sys_flag & STOREHOSTADDRESS_V6_FLAG))]
+    p = pos + _HEAD.size
+    if p + mid.size > limit:
+        return Check(Status.INVALID, -1, "record truncated in its fixed fields")
+    (born_addr, born_port, store_ts, store_addr, store_port, reconsume, prepared, body_len) = \
+        mid.unpack_from(buf, p)
+    p += mid.size
+    body = b""
+    if body_len > 0:
+        if p + body_len > limit:
+            return Check(Status.INVALID, -1, f"body length {body_len} runs past the file's end")
+        body = buf[p:p + body_len]
+        if check_crc and not force_prop_crc and (zlib.crc32(body) & 0x7FFFFFFF) != crc:
+            return Check(Status.INVALID, -1, f"body CRC mismatch (stored {crc}, computed {zlib.crc32(body) & 0x7FFFFFFF})")
+        p += body_len
+    tl = _TOPIC_LEN[magic]
+    if p + tl.size > limit:
+        return Check(Status.INVALID, -1, "record truncated before its topic")
+    (topic_len,) = tl.unpack_from(buf, p)
+    p += tl.size
+    if topic_len < 0 or p + topic_len > limit:
+        return Check(Status.INVALID, -1, f"bad topic length {topic_len}")
+    topic = buf[p:p + topic_len]
+    p += topic_len
+    if p + 2 > limit:
+        return Check(Status.INVALID, -1, "record truncated before its properties")
+    (props_len,) = _PROPS_LEN.unpack_from(buf, p)
+    p += 2
+    props = b""
+    if props_len > 0:
+        if p + props_len > limit:
+            return Check(Status.INVALID, -1, f"properties length {props_len} runs past the file's end")
+        props = buf[p:p + props_len]
+    msg = Message(file_from + pos, total, magic, crc, queue_id, flag, queue_offset, sys_flag, born_ts,
+                  born_addr, born_port, store_ts, store_addr, store_port, reconsume, prepared,
+                  body, topic, props)
+    if check_crc and force_prop_crc and not _prop_crc_ok(buf, pos, total, props):
+        return Check(Status.INVALID, -1, "whole-record CRC (__CRC32#) missing or wrong", msg)
+    expected = record_length(sys_flag, magic, body_len, topic_len, props_len)
+    if expected != total:
+        return Check(Status.SIZE_MISMATCH, total, f"total size {total} but fields add up to {expected}", msg)
+    return Check(Status.VALID, total, "", msg)
+
+
+def _prop_crc_ok(buf, pos: int, total: int, props: bytes) -> bool:
+    """``__CRC32#`` value (digits least significant first) vs CRC of the record less 20 bytes."""
+    marker = (CRC32_PROPERTY + NAME_VALUE_SEPARATOR).encode()
+    i = props.rfind(marker)
+    if i < 0:
+        return False
+    digits = props[i + len(marker): i + len(marker) + 10]
+    if len(digits) != 10 or not digits.isdigit():
+        return False
+    stored = int(digits[::-1])
+    return stored == zlib.crc32(buf[pos:pos + total - CRC32_RESERVED_LEN]) & 0x7FFFFFFF
+
+
+def crc_property_value(crc: int) -> str:
+    """``MessageDecoder#createCrc32``: 10 decimal digits, least significant first."""
+    return str(crc).zfill(10)[::-1]
+
+
+@dataclass(slots=True)
+class ScanEnd:
+    """Where and why a scan stopped: the end of the readable log."""
+
+    offset: int
+    reason: str
+    file: str | None = None
+    clean: bool = True
+
+
+class CommitLog:
+    """The commit-log files of one store, read-only unless opened ``writable``."""
+
+    def __init__(self, config: StoreConfig, writable: bool = False):
+        self.config = config
+        self.queue = MappedFileQueue(config.commitlog_dirs, config.mapped_file_size_commit_log, writable)
+        self.file_size = config.mapped_file_size_commit_log
+        self.end: ScanEnd | None = None
+        # writer state
+        self.topic_queue_table: dict[str, int] = {}
+        self._write_offset = 0
+
+    @property
+    def files(self) -> list[MappedFile]:
+        return self.queue.files
+
+    @property
+    def min_offset(self) -> int:
+        """``CommitLog#getMinOffset``: the first file's start offset."""
+        return self.queue.min_offset
+
+    # ------------------------------------------------------------- reading
+    def scan(self, start: int | None = None, end: int | None = None, check_crc: bool = False,
+             include_blank: bool = False, skip_mismatch: bool = False,
+             ) -> Iterator[Message | Blank]:
+        """Records in physical order from ``start`` (a record start) to ``end``.
+
+        Stops where the broker's recovery stops: the first invalid record (the zero tail
+        of the active file is one). ``skip_mismatch`` continues past a size mismatch, as
+        the reput service does. ``self.end`` says where and why the scan stopped.
+        """
+        force = self.config.force_verify_prop_crc
+        start = self.min_offset if start is None else start
+        self.end = None
+        files = self.queue.files_from(start)
+        for i, f in enumerate(files):
+            buf = f.buffer()
+            limit = len(buf)
+            pos = max(0, start - f.file_from_offset)
+            if i > 0 and f.file_from_offset != files[i - 1].end_offset:
+                self.end = ScanEnd(files[i - 1].end_offset, f"gap: no file between {files[i - 1].end_offset} "
+                                   f"and {f.file_from_offset}", f.name, clean=False)
+                return
+            while True:
+                if end is not None and f.file_from_offset + pos >= end:
+                    self.end = ScanEnd(f.file_from_offset + pos, "end offset reached", f.name)
+                    return
+                c = check_message(buf, pos, limit, f.file_from_offset, check_crc, force)
+                if c.status is Status.VALID:
+                    yield c.message
+                    pos += c.size
+                    continue
+                if c.status is Status.BLANK:
+                    if include_blank:
+                        yield Blank(f.file_from_offset + pos, _PREFIX.unpack_from(buf, pos)[0], f.name)
+                    break
+                if c.status is Status.SIZE_MISMATCH and skip_mismatch:
+                    pos += c.size
+                    continue
+                last = i == len(files) - 1
+                clean = last and c.reason.startswith("no message here") and not any(buf[pos:pos + 4096])
+                self.end = ScanEnd(f.file_from_offset + pos, c.reason, f.name, clean)
+                return
+        last = files[-1] if files else None
+        self.end = ScanEnd(last.end_offset if last else start, "end of the last file", last.name if last else None)
+
+    def get(self, offset: int, check_crc: bool = False) -> Message:
+        """The message at physical ``offset`` (``DefaultMessageStore#lookMessageByOffset``)."""
+        f = self.queue.find(offset)
+        if f is None:
+            raise StoreError(f"no commit-log file holds offset {offset}", path=self.config.commitlog_dirs[0],
+                             offset=offset)
+        buf = f.buffer()
+        c = check_message(buf, offset - f.file_from_offset, len(buf), f.file_from_offset, check_crc,
+                          self.config.force_verify_prop_crc)
+        if c.message is None or c.status is Status.INVALID:
+            raise StoreError(f"no valid message at offset {offset}: {c.reason or c.status.value}",
+                             path=f.path, offset=offset - f.file_from_offset)
+        return c.message
+
+    def check_at(self, offset: int, check_crc: bool = False) -> Check | None:
+        f = self.queue.find(offset)
+        if f is None:
+            return None
+        buf = f.buffer()
+        return check_message(buf, offset - f.file_from_offset, len(buf), f.file_from_offset, check_crc,
+                             self.config.force_verify_prop_crc)
+
+    def max_offset(self) -> int:
+        """``CommitLog#getMaxOffset`` of a cleanly recovered store: the end of valid data."""
+        if not self.files:
+            return 0
+        last = self.files[-1]
+        for _ in self.scan(last.file_from_offset):
+            pass
+        return self.end.offset if self.end else last.file_from_offset
+
+    def close(self) -> None:
+        self.queue.close()
+
+    # ------------------------------------------------------------- writing
+    def open_for_append(self) -> None:
+        """Position the writer after the last valid record, as recovery would."""
+        self._write_offset = self.max_offset() if self.files else 0
+
+    @property
+    def write_offset(self) -> int:
+        return self._write_offset
+
+    def append(self, spec: "AppendSpec") -> "AppendResult":
+        """``DefaultAppendMessageCallback#doAppend`` for one message."""
+        record = encode_record(spec, self.config)
+        size = len(record)
+        if size + END_FILE_MIN_BLANK_LENGTH > self.file_size:
+            raise StoreError(f"a {size}-byte message can never fit a {self.file_size}-byte commit-log file")
+        if spec.physical_offset is not None and spec.physical_offset != self._write_offset:
+            self._seek(spec.physical_offset)
+        f = self.queue.get_last_mapped_file(self._write_offset)
+        pos = self._write_offset - f.file_from_offset
+        if size + END_FILE_MIN_BLANK_LENGTH > self.file_size - pos:
+            self._write_blank(f, pos)
+            f = self.queue.get_last_mapped_file(self._write_offset)
+            pos = 0
+        tran = spec.sys_flag & TRANSACTION_MASK
+        queue_offset = 0
+        if tran in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE):
+            key = f"{spec.topic}-{spec.queue_id}"
+            queue_offset = self.topic_queue_table.get(key, 0) if spec.queue_offset is None else spec.queue_offset
+            self.topic_queue_table[key] = queue_offset + 1
+        elif spec.queue_offset is not None:
+            queue_offset = spec.queue_offset
+        phy = f.file_from_offset + pos
+        _I64.pack_into(record, _QUEUE_OFFSET_POS, queue_offset)
+        _I64.pack_into(record, _PHY_POS, phy)
+        if self.config.enabled_append_prop_crc and not spec.raw_properties:
+            crc = zlib.crc32(memoryview(record)[:size - CRC32_RESERVED_LEN]) & 0x7FFFFFFF
+            record[size - 11:size - 1] = crc_property_value(crc).encode()
+        f.buffer()[pos:pos + size] = record
+        self._write_offset = phy + size
+        msg_id = offset_msg_id(spec.store_host[0], spec.store_host[1], phy)
+        return AppendResult(phy, size, queue_offset, msg_id, spec.store_timestamp, bytes(record))
+
+    def _seek(self, offset: int) -> None:
+        """Continue at ``offset``: where an empty log starts, or a later file after a BLANK."""
+        if not self.files:
+            self._write_offset = offset
+            return
+        f = self.queue.get_last_mapped_file(self._write_offset)
+        if offset < f.end_offset:
+            raise StoreError(f"cannot write at offset {offset}: the log continues at {self._write_offset}",
+                             offset=offset, hint="replay a contiguous dump (no filters)")
+        self._write_blank(f, self._write_offset - f.file_from_offset)
+        self._write_offset = offset
+
+    def _write_blank(self, f: MappedFile, pos: int) -> None:
+        """The 8-byte BLANK: int32 bytes-left-in-file, int32 0xCBD43194; the rest stays zero."""
+        f.buffer()[pos:pos + END_FILE_MIN_BLANK_LENGTH] = _PREFIX.pack(self.file_size - pos, MAGIC_BLANK)
+        self._write_offset = f.end_offset
+
+
+@dataclass(slots=True)
+class AppendSpec:
+    """A message to append; the writer assigns queue offset and physical offset."""
+
+    topic: str
+    queue_id: int
+    body: bytes
+    properties: str | bytes
+    store_timestamp: int
+    born_timestamp: int
+    born_host: tuple[bytes, int]
+    store_host: tuple[bytes, int]
+    flag: int = 0
+    sys_flag: int = 0
+    reconsume_times: int = 0
+    prepared_transaction_offset: int = 0
+    magic: int | None = None  # None: V2 only for long topics when the config asks for it
+    #: Replaying a dump: keep these as they were instead of assigning them.
+    queue_offset: int | None = None
+    physical_offset: int | None = None
+    #: Properties are the stored bytes already (a CRC trailer included): copy verbatim.
+    raw_properties: bool = False
+
+
+@dataclass(slots=True)
+class AppendResult:
+    """``AppendMessageResult``: wroteOffset, wroteBytes, logicsOffset, msgId, store time."""
+
+    physical_offset: int
+    size: int
+    queue_offset: int
+    msg_id: str
+    store_timestamp: int
+    record: bytes
+
+
+def choose_magic(topic: str, config: StoreConfig) -> int:
+    """5.x: V2 when ``autoMessageVersionOnTopicLen`` and the topic has > 127 UTF-16 units."""
+    units = len(topic.encode("utf-16-le", "surrogatepass")) // 2
+    return MAGIC_V2 if config.auto_message_version_on_topic_len and units > 127 else MAGIC_V1
+
+
+def encode_record(spec: AppendSpec, config: StoreConfig) -> bytearray:
+    """``MessageExtEncoder#encode``: the record with QUEUEOFFSET and PHYSICALOFFSET still 0.
+
+    With ``enabledAppendPropCRC`` the properties get a ``\\x02`` if they lack one and a
+    20-byte ``__CRC32#`` placeholder; :meth:`CommitLog.append` fills in its digits.
+    """
+    magic = spec.magic if spec.magic is not None else choose_magic(spec.topic, config)
+    sys_flag = spec.sys_flag & ~(BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG)
+    if len(spec.born_host[0]) == 16:
+        sys_flag |= BORNHOST_V6_FLAG
+    if len(spec.store_host[0]) == 16:
+        sys_flag |= STOREHOSTADDRESS_V6_FLAG
+    props = spec.properties
+    if config.enabled_append_prop_crc and not spec.raw_properties:
+        if props and not props.endswith(PROPERTY_SEPARATOR):
+            props += PROPERTY_SEPARATOR
+        props += CRC32_PROPERTY + NAME_VALUE_SEPARATOR + "0" * 10 + PROPERTY_SEPARATOR
+    topic_b = spec.topic.encode("utf-8", "surrogatepass")
+    props_b = props if isinstance(props, bytes) else props.encode("utf-8", "surrogatepass")
+    body = spec.body
+    if len(props_b) > 32767:
+        raise StoreError(f"properties of {len(props_b)} bytes exceed 32767 (PROPERTIES_SIZE_EXCEEDED)")
+    if magic == MAGIC_V1 and len(topic_b) > 127:
+        raise StoreError(f"topic of {len(topic_b)} bytes needs a V2 record")
+    total = record_length(sys_flag, magic, len(body), len(topic_b), len(props_b))
+    crc = zlib.crc32(body) & 0x7FFFFFFF if body else 0
+    out = bytearray(total)
+    _HEAD.pack_into(out, 0, total, magic, crc, spec.queue_id, spec.flag, 0, 0, sys_flag, spec.born_timestamp)
+    mid = _MIDDLE[(bool(sys_flag & BORNHOST_V6_FLAG), bool(sys_flag & STOREHOSTADDRESS_V6_FLAG))]
+    p = _HEAD.size
+    mid.pack_into(out, p, spec.born_host[0], spec.born_host[1], spec.store_timestamp, spec.store_host[0],
+                  spec.store_host[1], spec.reconsume_times, spec.prepared_transaction_offset, len(body))
+    p += mid.size
+    out[p:p + len(body)] = body
+    p += len(body)
+    tl = _TOPIC_LEN[magic]
+    tl.pack_into(out, p, len(topic_b))
+    p += tl.size
+    out[p:p + len(topic_b)] = topic_b
+    p += len(topic_b)
+    _PROPS_LEN.pack_into(out, p, len(props_b))
+    p += 2
+    out[p:p + len(props_b)] = props_b
+    return out

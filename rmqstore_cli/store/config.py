@@ -1,0 +1,284 @@
+"""StoreConfig: the ``MessageStoreConfig`` properties a store reader and writer need.
+
+Values come from the broker's defaults, then ``broker.conf`` (parsed as
+``java.util.Properties`` and applied as ``MixAll#properties2Object`` does), then explicit
+overrides. Without a ``broker.conf`` the file sizes are inferred from the files on disk
+and checked, so a store written with non-default sizes is read right or refused clearly.
+"""
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+
+from rmqstore_cli.errors import StoreError, UsageError
+
+DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+_TIME_UNITS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+@dataclass
+class StoreConfig:
+    """Broker property names in snake case; see STORE-FORMAT §1.4 for each default."""
+
+    store_path_root_dir: str = os.path.join(os.path.expanduser("~"), "store")
+    store_path_commit_log: str | None = None
+    mapped_file_size_commit_log: int = 1024 * 1024 * 1024
+    mapped_file_size_consume_queue: int = 300_000 * 20
+    max_hash_slot_num: int = 5_000_000
+    max_index_num: int = 5_000_000 * 4
+    message_index_enable: bool = True
+    max_msgs_num_batch: int = 64
+    max_message_size: int = 1024 * 1024 * 4
+    check_crc_on_recover: bool = True
+    file_reserved_time: int = 72
+    delete_when: str = "04"
+    message_delay_level: str = DEFAULT_DELAY_LEVELS
+    enabled_append_prop_crc: bool = False
+    force_verify_prop_crc: bool = False
+    auto_message_version_on_topic_len: bool = True
+    enable_consume_queue_ext: bool = False
+    enable_dleger_commit_log: bool = False
+    store_type: str = "default"
+    broker_cluster_name: str = "DefaultCluster"
+    #: Which of the fields were set explicitly (conf file or override), not defaulted.
+    explicit: set[str] = field(default_factory=set, repr=False)
+
+    # ------------------------------------------------------------- paths
+    @property
+    def root(self) -> Path:
+        return Path(self.store_path_root_dir)
+
+    @property
+    def commitlog_dirs(self) -> list[Path]:
+        """``storePathCommitLog``; a comma-separated value is a multi-path commit log (§10.6)."""
+        if self.store_path_commit_log:
+            return [Path(p.strip()) for p in self.store_path_commit_log.split(",") if p.strip()]
+        return [self.root / "commitlog"]
+
+    @property
+    def consumequeue_dir(self) -> Path:
+        return self.root / "consumequeue"
+
+    @property
+    def index_dir(self) -> Path:
+        return self.root / "index"
+
+    @property
+    def checkpoint_path(self) -> Path:
+        return self.root / "checkpoint"
+
+    @property
+    def cq_file_size(self) -> int:
+        """``MessageStoreConfig#getMappedFileSizeConsumeQueue`` rounds up to a multiple of 20."""
+        v = self.mapped_file_size_consume_queue
+        return -(-v // 20) * 20
+
+    @property
+    def index_file_size(self) -> int:
+        return 40 + self.max_hash_slot_num * 4 + self.max_index_num * 20
+
+    @property
+    def delay_level_table(self) -> dict[int, int]:
+        """``ScheduleMessageService#parseDelayLevel``: level (1-based) -> milliseconds."""
+        table: dict[int, int] = {}
+        for i, word in enumerate(self.message_delay_level.split(" ")):
+            unit = _TIME_UNITS.get(word[-1:]) if word else None
+            try:
+                if unit is None:
+                    raise ValueError(word)
+                table[i + 1] = int(word[:-1]) * unit
+            except ValueError:
+                raise UsageError(f"messageDelayLevel has a bad level {word!r}") from None
+        return table
+
+    # ------------------------------------------------------------- building
+    @classmethod
+    def load(cls, store: str | os.PathLike | None, broker_conf: str | os.PathLike | None = None,
+             **overrides) -> "StoreConfig":
+        cfg = cls()
+        if broker_conf:
+            cfg.apply_properties(read_java_properties(Path(broker_conf)))
+        if store is not None:
+            cfg.store_path_root_dir = str(store)
+            cfg.explicit.add("store_path_root_dir")
+        for name, value in overrides.items():
+            if value is not None:
+                setattr(cfg, name, value)
+                cfg.explicit.add(name)
+        return cfg
+
+    def apply_properties(self, props: dict[str, str]) -> None:
+        """``MixAll#properties2Object``: numbers parsed untrimmed (bad ones silently ignored)."""
+        by_name = {_snake(f.name): f for f in fields(self) if f.name != "explicit"}
+        for key, raw in props.items():
+            f = by_name.get(_snake(key))
+            if f is None:
+                continue
+            kind = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", "")
+            try:
+                if kind.startswith("int"):
+                    value: object = _java_parse_int(raw)
+                elif kind.startswith("bool"):
+                    value = raw.strip().lower() == "true"  # Boolean.parseBoolean
+                else:
+                    value = raw.strip()
+            except ValueError:
+                continue
+            setattr(self, f.name, value)
+            self.explicit.add(f.name)
+
+    def infer_sizes(self) -> list[str]:
+        """Check file sizes against the config; infer them when no config set them.
+
+        Returns notes saying what was inferred. Raises StoreError naming the option to
+        pass when the files disagree with each other or with an explicit setting.
+        """
+        notes: list[str] = []
+        self.mapped_file_size_commit_log = self._infer(
+            "mapped_file_size_commit_log", "mappedFileSizeCommitLog", "--commitlog-file-size",
+            _data_files(d for d in self.commitlog_dirs), notes)
+        cq_files = _data_files(q for t in _subdirs(self.consumequeue_dir) for q in _subdirs(t))
+        inferred = self._infer("mapped_file_size_consume_queue", "mappedFileSizeConsumeQueue",
+                               "--cq-file-size", cq_files, notes)
+        self.mapped_file_size_consume_queue = inferred
+        self._infer_index(notes)
+        return notes
+
+    def _infer(self, attr: str, prop: str, option: str, files: list[Path], notes: list[str]) -> int:
+        current = getattr(self, attr)
+        sizes: dict[int, Path] = {}
+        for p in files:
+            sizes.setdefault(p.stat().st_size, p)
+        if not sizes:
+            return current
+        want = self.cq_file_size if attr == "mapped_file_size_consume_queue" else current
+        if len(sizes) > 1:
+            (s1, p1), (s2, p2) = list(sizes.items())[:2]
+            raise StoreError(f"files disagree on {prop}: {p1} has {s1} bytes, {p2} has {s2}",
+                             path=p2, hint=f"the broker refuses to load such a store; pass {option} or --broker-conf")
+        (size, path), = sizes.items()
+        if size == want:
+            return current
+        if attr in self.explicit:
+            raise StoreError(f"{path} has {size} bytes but {prop}={want}", path=path,
+                             hint=f"pass the broker's own {option} or --broker-conf")
+        notes.append(f"{prop}={size} inferred from {path.name}")
+        return size
+
+    def _infer_index(self, notes: list[str]) -> None:
+        files = _data_files([self.index_dir])
+        if not files:
+            return
+        sizes = {p.stat().st_size for p in files}
+        if len(sizes) > 1:
+            raise StoreError(f"index files disagree on their size ({sorted(sizes)})", path=self.index_dir,
+                             hint="pass --index-slots/--index-max or --broker-conf")
+        (size,) = sizes
+        if size == self.index_file_size:
+            return
+        if {"max_hash_slot_num", "max_index_num"} & self.explicit:
+            raise StoreError(f"index file {files[0]} has {size} bytes, not {self.index_file_size}",
+                             path=files[0], hint="pass the broker's --index-slots/--index-max or --broker-conf")
+        from rmqstore_cli.store.index import infer_index_geometry
+
+        slots, entries = infer_index_geometry(files, size)
+        self.max_hash_slot_num, self.max_index_num = slots, entries
+        notes.append(f"maxHashSlotNum={slots} maxIndexNum={entries} inferred from the index files")
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", name.lower())
+
+
+def _java_parse_int(raw: str) -> int:
+    """``Integer.parseInt``/``Long.parseLong``: optional sign, ASCII digits, no spaces."""
+    if not re.fullmatch(r"[+-]?[0-9]+", raw):
+        raise ValueError(raw)
+    return int(raw)
+
+
+def _subdirs(p: Path):
+    try:
+        return sorted(x for x in p.iterdir() if x.is_dir())
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+
+
+def _data_files(dirs) -> list[Path]:
+    out = []
+    for d in dirs:
+        try:
+            out.extend(x for x in Path(d).iterdir() if x.is_file() and x.name.isdigit())
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+    return out
+
+
+def read_java_properties(path: Path) -> dict[str, str]:
+    """Parse a ``java.util.Properties`` file (comments, ``=``/``:``/space separators,
+    backslash continuations and escapes)."""
+    try:
+        text = path.read_text(encoding="latin-1")
+    except OSError as e:
+        raise UsageError(f"cannot read broker config {path}: {e.strerror}") from None
+    props: dict[str, str] = {}
+    logical = ""
+    for line in text.splitlines():
+        stripped = line.lstrip(" \t\f")
+        if not logical and (not stripped or stripped[0] in "#!"):
+            continue
+        if _ends_with_odd_backslashes(stripped):
+            logical += stripped[:-1]
+            continue
+        logical += stripped
+        key, value = _split_property(logical)
+        props[_unescape(key)] = _unescape(value)
+        logical = ""
+    if logical:
+        key, value = _split_property(logical)
+        props[_unescape(key)] = _unescape(value)
+    return props
+
+
+def _ends_with_odd_backslashes(s: str) -> bool:
+    n = len(s) - len(s.rstrip("\\"))
+    return n % 2 == 1
+
+
+def _split_property(line: str) -> tuple[str, str]:
+    i = 0
+    while i < len(line):
+        c = line[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c in "=: \t\f":
+            break
+        i += 1
+    key = line[:i]
+    rest = line[i:].lstrip(" \t\f")
+    if rest[:1] in ("=", ":"):
+        rest = rest[1:].lstrip(" \t\f")
+    return key, rest
+
+
+def _unescape(s: str) -> str:
+    if "\\" not in s:
+        return s
+    out, i = [], 0
+    while i < len(s):
+        c = s[i]
+        if c == "\\" and i + 1 < len(s):
+            n = s[i + 1]
+            if n == "u" and i + 6 <= len(s):
+                out.append(chr(int(s[i + 2:i + 6], 16)))
+                i += 6
+                continue
+            out.append({"t": "\t", "n": "\n", "r": "\r", "f": "\f"}.get(n, n))
+            i += 2
+            continue
+        out.append(c)
+        i += 1
+    return "".join(out)

@@ -1,0 +1,214 @@
+"""ConsumeQueue: 20-byte units per (topic, queueId), read vectorised, written as the broker does.
+
+Reading ends a queue at its first invalid unit (``offset < 0 || size <= 0``,
+``ConsumeQueue#recover``); writing is ``ConsumeQueue#putMessagePositionInfo`` with its
+pre-blank fill for a queue whose first unit is not at offset 0 (STORE-FORMAT §4.3).
+"""
+from __future__ import annotations
+
+import os
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from rmqstore_cli.formats.consume_queue import (
+    CQ_STORE_UNIT_SIZE,
+    PRE_BLANK_SIZE,
+    UNIT_FORMAT,
+    ConsumeQueueUnit,
+)
+from rmqstore_cli.formats.derive import numpy_dtype
+from rmqstore_cli.store.mapped_files import MappedFileQueue, offset2file_name
+
+UNIT_DTYPE = numpy_dtype(ConsumeQueueUnit)
+_UNIT = struct.Struct(UNIT_FORMAT)
+PRE_BLANK_UNIT = _UNIT.pack(0, PRE_BLANK_SIZE, 0)
+
+
+@dataclass(slots=True)
+class Unit:
+    cq_offset: int
+    commitlog_offset: int
+    size: int
+    tags_code: int
+    file: str
+
+    @property
+    def pre_blank(self) -> bool:
+        return self.commitlog_offset == 0 and self.size == PRE_BLANK_SIZE and self.tags_code == 0
+
+
+def queue_dirs(consumequeue_dir: Path) -> Iterator[tuple[str, int, Path]]:
+    """Every ``<topic>/<queueId>`` directory on disk, sorted; non-numeric queue ids skipped."""
+    try:
+        topics = sorted(p for p in consumequeue_dir.iterdir() if p.is_dir())
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    for t in topics:
+        for q in sorted((p for p in t.iterdir() if p.is_dir() and p.name.isdigit()), key=lambda p: int(p.name)):
+            yield t.name, int(q.name), q
+
+
+class ConsumeQueue:
+    """One queue's files, read-only."""
+
+    def __init__(self, root: Path, topic: str, queue_id: int, file_size: int):
+        self.topic = topic
+        self.queue_id = queue_id
+        self.dir = root / topic / str(queue_id)
+        self.file_size = file_size
+        self.queue = MappedFileQueue(self.dir, file_size)
+        self._units_per_file = file_size // CQ_STORE_UNIT_SIZE
+        self._end: int | None = None
+
+    def _file_units(self, i: int) -> np.ndarray:
+        f = self.queue.files[i]
+        buf = f.buffer()
+        n = len(buf) // CQ_STORE_UNIT_SIZE
+        return np.frombuffer(buf, dtype=UNIT_DTYPE, count=n) if n else np.empty(0, UNIT_DTYPE)
+
+    @property
+    def max_offset(self) -> int:
+        """``#getMaxOffsetInQueue`` after recovery: the unit index after the last valid unit."""
+        if self._end is None:
+            self._end = self._find_end()
+        return self._end
+
+    def _find_end(self) -> int:
+        files = self.queue.files
+        end = files[0].file_from_offset // CQ_STORE_UNIT_SIZE if files else 0
+        for i in range(max(0, len(files) - 3), len(files)):  # ConsumeQueue#recover starts at n-3
+            units = self._file_units(i)
+            bad = np.flatnonzero((units["commitlog_offset"] < 0) | (units["size"] <= 0))
+            base = files[i].file_from_offset // CQ_STORE_UNIT_SIZE
+            if len(bad):
+                return base + int(bad[0])
+            end = base + len(units)
+            if len(units) < self._units_per_file:
+                return end
+        return end
+
+    @property
+    def min_file_offset(self) -> int:
+        files = self.queue.files
+        return files[0].file_from_offset // CQ_STORE_UNIT_SIZE if files else 0
+
+    def min_offset(self, commitlog_min_offset: int) -> int:
+        """``#getMinOffsetInQueue`` after ``#correctMinOffset`` (4.9.7): the first unit of the
+        first file whose commit-log offset is ≥ the commit log's minimum; else the file start."""
+        if not self.queue.files:
+            return 0
+        units = self._file_units(0)
+        base = self.min_file_offset
+        limit = min(len(units), max(0, self.max_offset - base))
+        hits = np.flatnonzero(units["commitlog_offset"][:limit] >= commitlog_min_offset)
+        return base + int(hits[0]) if len(hits) else base
+
+    def units(self, start: int = 0, stop: int | None = None) -> Iterator[Unit]:
+        """Units with logical offsets in ``[start, stop)`` (default: up to the queue's end)."""
+        stop = self.max_offset if stop is None else min(stop, self.max_offset)
+        for arr, first, name in self.unit_arrays(start, stop):
+            for j, (off, size, tags) in enumerate(arr.tolist()):
+                yield Unit(first + j, off, size, tags, name)
+
+    def unit_arrays(self, start: int, stop: int) -> Iterator[tuple[np.ndarray, int, str]]:
+        """Numpy slices of units in ``[start, stop)``, one per file, with the first offset."""
+        per = self._units_per_file
+        for i, f in enumerate(self.queue.files):
+            base = f.file_from_offset // CQ_STORE_UNIT_SIZE
+            if base + per <= start or base >= stop:
+                continue
+            units = self._file_units(i)
+            lo, hi = max(start, base) - base, min(stop, base + len(units)) - base
+            if hi > lo:
+                yield units[lo:hi], base + lo, f.name
+
+    def close(self) -> None:
+        self.queue.close()
+
+
+class ConsumeQueueWriter:
+    """``ConsumeQueue#putMessagePositionInfo`` into fresh files, buffered, per queue.
+
+    Holds only a small buffer and no open file, so memory and descriptors are bounded
+    by the number of queues, not messages.
+    """
+
+    FLUSH_UNITS = 4096
+
+    def __init__(self, root: Path, topic: str, queue_id: int, file_size: int):
+        self.dir = root / topic / str(queue_id)
+        self.file_size = file_size
+        self.max_physic_offset = -1
+        self.write_offset = -1  # logical byte position of the next unit; -1: no file yet
+        self.min_logic_offset = 0
+        self.units_written = 0
+        self._buf = bytearray()
+        self._buf_start = 0
+        self._files: set[int] = set()
+        self.files_created: list[Path] = []
+
+    @classmethod
+    def resume(cls, cq: ConsumeQueue) -> "ConsumeQueueWriter":
+        """A writer that appends after the last valid unit of an existing queue."""
+        w = cls(cq.dir.parent.parent, cq.topic, cq.queue_id, cq.file_size)
+        end = cq.max_offset
+        w.write_offset = w._buf_start = end * CQ_STORE_UNIT_SIZE
+        w._files = {f.file_from_offset for f in cq.queue.files}
+        if end > cq.min_file_offset:
+            last = next(cq.units(end - 1, end))
+            w.max_physic_offset = last.commitlog_offset + last.size
+        return w
+
+    def put(self, offset: int, size: int, tags_code: int, cq_offset: int) -> bool:
+        if offset + size <= self.max_physic_offset:  # already dispatched
+            return True
+        expect = cq_offset * CQ_STORE_UNIT_SIZE
+        if self.write_offset < 0:
+            first = expect - expect % self.file_size
+            self.write_offset = first
+            self._buf_start = first
+            if cq_offset != 0:  # isFirstCreateInQueue: pre-blank up to the first unit
+                self.min_logic_offset = expect
+                self._buf += PRE_BLANK_UNIT * ((expect - first) // CQ_STORE_UNIT_SIZE)
+                self.write_offset = expect
+        elif cq_offset != 0:
+            if expect < self.write_offset:
+                return True
+            # expect > write_offset: "[BUG]logic queue order maybe wrong", appended anyway
+        self.max_physic_offset = offset + size
+        self._buf += _UNIT.pack(offset, size, tags_code)
+        self.write_offset += CQ_STORE_UNIT_SIZE
+        self.units_written += 1
+        if len(self._buf) >= self.FLUSH_UNITS * CQ_STORE_UNIT_SIZE:
+            self.flush()
+        return True
+
+    def flush(self) -> None:
+        data, pos = self._buf, self._buf_start
+        while data:
+            file_start = pos - pos % self.file_size
+            path = self._file(file_start)
+            n = min(len(data), file_start + self.file_size - pos)
+            fd = os.open(path, os.O_WRONLY)
+            try:
+                os.pwrite(fd, bytes(data[:n]), pos - file_start)
+            finally:
+                os.close(fd)
+            data = data[n:]
+            pos += n
+        self._buf = bytearray()
+        self._buf_start = pos
+
+    def _file(self, file_start: int) -> Path:
+        path = self.dir / offset2file_name(file_start)
+        if file_start not in self._files:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            with open(path, "xb") as fh:
+                fh.truncate(self.file_size)
+            self._files.add(file_start)
+            self.files_created.append(path)
+        return path

@@ -1,0 +1,139 @@
+"""The reput path: commit-log records -> consume-queue units and index keys.
+
+``DefaultMessageStore.ReputMessageService#doReput`` hands each valid record to
+``CommitLogDispatcherBuildConsumeQueue`` and ``CommitLogDispatcherBuildIndex``; this
+module decides exactly what each of them writes (STORE-FORMAT §4.2, §4.3, §5.6).
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from rmqstore_cli.formats.commitlog import (
+    TRANSACTION_COMMIT_TYPE,
+    TRANSACTION_MASK,
+    TRANSACTION_NOT_TYPE,
+    TRANSACTION_ROLLBACK_TYPE,
+)
+from rmqstore_cli.store.config import StoreConfig
+from rmqstore_cli.store.consume_queue import ConsumeQueueWriter
+from rmqstore_cli.store.index import IndexService, build_key
+from rmqstore_cli.store.message import (
+    PROPERTY_DELAY,
+    PROPERTY_TAGS,
+    Message,
+    java_hash,
+)
+
+_JAVA_INT = re.compile(r"[+-]?[0-9]+")
+_INT_MIN, _INT_MAX = -(1 << 31), (1 << 31) - 1
+
+
+class InvalidForDispatch(ValueError):
+    """The broker's check throws for this record (e.g. a non-integer DELAY), so it is invalid."""
+
+
+@dataclass(slots=True)
+class DispatchRequest:
+    """``DispatchRequest``: what the dispatchers need of one record."""
+
+    topic: str
+    queue_id: int
+    commitlog_offset: int
+    msg_size: int
+    tags_code: int
+    store_timestamp: int
+    consume_queue_offset: int
+    keys: list[str]
+    uniq_key: str | None
+    sys_flag: int
+
+    @property
+    def to_consume_queue(self) -> bool:
+        """``CommitLogDispatcherBuildConsumeQueue``: NOT and COMMIT records only."""
+        return self.sys_flag & TRANSACTION_MASK in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE)
+
+    @property
+    def index_keys(self) -> list[str]:
+        """``IndexService#buildIndex``: ``topic#UNIQ_KEY`` then ``topic#k`` per KEYS entry,
+        none for ROLLBACK records."""
+        if self.sys_flag & TRANSACTION_MASK == TRANSACTION_ROLLBACK_TYPE:
+            return []
+        out = [build_key(self.topic, self.uniq_key)] if self.uniq_key else []
+        out.extend(build_key(self.topic, k) for k in self.keys)
+        return out
+
+
+def compute_tags_code(msg: Message, delay_table: dict[int, int]) -> int:
+    """``CommitLog#checkMessageAndReturnSize``'s tagsCode: TAGS hashCode (sign-extended),
+    or, on the schedule topic with a DELAY, the delivery time."""
+    props = msg.properties
+    tags = props.get(PROPERTY_TAGS)
+    code = java_hash(tags) if tags else 0
+    if msg.topic_bytes == b"SCHEDULE_TOPIC_XXXX":
+        delay = props.get(PROPERTY_DELAY)
+        if delay is not None:
+            if not _JAVA_INT.fullmatch(delay) or not _INT_MIN <= int(delay) <= _INT_MAX:
+                raise InvalidForDispatch(f"DELAY {delay!r} is not an int")
+            level = min(int(delay), max(delay_table) if delay_table else 0)
+            if level > 0:
+                code = msg.store_timestamp + delay_table.get(level, 1000)
+    return code
+
+
+def dispatch_request(msg: Message, delay_table: dict[int, int]) -> DispatchRequest:
+    return DispatchRequest(msg.topic, msg.queue_id, msg.physical_offset, msg.total_size,
+                           compute_tags_code(msg, delay_table), msg.store_timestamp, msg.queue_offset,
+                           msg.keys, msg.uniq_key, msg.sys_flag)
+
+
+
+
+class Dispatcher:
+    """Builds consume queues and index files from dispatch requests, in physical order.
+
+    ``cq_root``/``index_dir`` may differ from the store's own (rebuild beside it).
+    ``topics`` limits which queues are built; ``build_cq``/``build_index`` pick the halves.
+    """
+
+    def __init__(self, config: StoreConfig, cq_root: Path, index_dir: Path, tz: _dt.tzinfo | None = None,
+                 build_cq: bool = True, build_index: bool = True, topics: Iterable[str] | None = None):
+        self.config = config
+        self.cq_root = cq_root
+        self.delay_table = config.delay_level_table
+        self.writers: dict[tuple[str, int], ConsumeQueueWriter] = {}
+        self.build_cq = build_cq
+        self.build_index = build_index and config.message_index_enable
+        self.topics = set(topics) if topics is not None else None
+        self.index = IndexService(index_dir, config.max_hash_slot_num, config.max_index_num,
+                                  config.max_msgs_num_batch, writable=True, tz=tz) if self.build_index else None
+        self.last_store_timestamp = 0
+        self.units = 0
+
+    def dispatch(self, msg: Message) -> DispatchRequest:
+        req = dispatch_request(msg, self.delay_table)
+        self.dispatch_request(req)
+        return req
+
+    def dispatch_request(self, req: DispatchRequest) -> None:
+        if self.build_cq and req.to_consume_queue and (self.topics is None or req.topic in self.topics):
+            key = (req.topic, req.queue_id)
+            w = self.writers.get(key)
+            if w is None:
+                w = self.writers[key] = ConsumeQueueWriter(self.cq_root, req.topic, req.queue_id,
+                                                           self.config.cq_file_size)
+            w.put(req.commitlog_offset, req.msg_size, req.tags_code, req.consume_queue_offset)
+            self.units += 1
+        if self.index is not None and req.commitlog_offset >= self.index.last_end_phy_offset:
+            for key in req.index_keys:
+                self.index.put_key(key, req.commitlog_offset, req.store_timestamp)
+        self.last_store_timestamp = req.store_timestamp
+
+    def close(self) -> None:
+        for w in self.writers.values():
+            w.flush()
+        if self.index is not None:
+            self.index.close()

@@ -1,0 +1,315 @@
+"""IndexFile and IndexService: the hash index queried by ``topic#key`` and a time range.
+
+Reading touches only the header, one slot and the chain's entries, so a look-up in a
+420 MB file reads a few pages. Writing is ``IndexFile#putKey`` with the broker's chain,
+timeDiff and counter rules, and ``IndexService``'s roll (STORE-FORMAT §5).
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import mmap
+import os
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+from rmqstore_cli.errors import StoreError
+from rmqstore_cli.formats.index import (
+    ENTRY_FORMAT,
+    HASH_SLOT_SIZE,
+    HEADER_FORMAT,
+    INDEX_ENTRY_SIZE,
+    INDEX_HEADER_SIZE,
+    SLOT_FORMAT,
+)
+from rmqstore_cli.store.message import index_key_hash
+
+_HEADER = struct.Struct(HEADER_FORMAT)
+_SLOT = struct.Struct(SLOT_FORMAT)
+_ENTRY = struct.Struct(ENTRY_FORMAT)
+_INT_MAX = (1 << 31) - 1
+
+
+def build_key(topic: str, key: str) -> str:
+    """``IndexService#buildKey``."""
+    return f"{topic}#{key}"
+
+
+@dataclass(slots=True)
+class IndexHeaderValues:
+    begin_timestamp: int = 0
+    end_timestamp: int = 0
+    begin_phy_offset: int = 0
+    end_phy_offset: int = 0
+    hash_slot_count: int = 0
+    index_count: int = 1
+
+    def as_tuple(self) -> tuple[int, ...]:
+        return (self.begin_timestamp, self.end_timestamp, self.begin_phy_offset, self.end_phy_offset,
+                self.hash_slot_count, self.index_count)
+
+
+class IndexFile:
+    """One index file; read-only unless ``writable``."""
+
+    def __init__(self, path: Path, slot_num: int, index_num: int, writable: bool = False):
+        self.path = path
+        self.slot_num = slot_num
+        self.index_num = index_num
+        self.writable = writable
+        self.size = INDEX_HEADER_SIZE + slot_num * HASH_SLOT_SIZE + index_num * INDEX_ENTRY_SIZE
+        fd = os.open(path, os.O_RDWR if writable else os.O_RDONLY)
+        try:
+            length = os.fstat(fd).st_size
+            if length < INDEX_HEADER_SIZE:
+                raise StoreError(f"index file has {length} bytes, less than its 40-byte header", path=path)
+            self.mm = mmap.mmap(fd, length, access=mmap.ACCESS_WRITE if writable else mmap.ACCESS_READ)
+        finally:
+            os.close(fd)
+        self.length = length
+        h = IndexHeaderValues(*_HEADER.unpack_from(self.mm, 0))
+        if h.index_count <= 0:  # IndexHeader#load: a stored count <= 0 reads as 1
+            h.index_count = 1
+        self.header = h
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    @property
+    def entries_base(self) -> int:
+        return INDEX_HEADER_SIZE + self.slot_num * HASH_SLOT_SIZE
+
+    def slot_pos(self, key_hash: int) -> int:
+        return INDEX_HEADER_SIZE + (key_hash % self.slot_num) * HASH_SLOT_SIZE
+
+    def entry_pos(self, n: int) -> int:
+        return self.entries_base + n * INDEX_ENTRY_SIZE
+
+    def read_slot(self, key_hash: int) -> int:
+        return _SLOT.unpack_from(self.mm, self.slot_pos(key_hash))[0]
+
+    def read_entry(self, n: int) -> tuple[int, int, int, int]:
+        """(keyHash, phyOffset, timeDiff, prevIndex) of entry ``n``."""
+        pos = self.entry_pos(n)
+        if pos + INDEX_ENTRY_SIZE > self.length:
+            raise StoreError(f"index entry {n} lies past the end of the file", path=self.path, offset=pos)
+        return _ENTRY.unpack_from(self.mm, pos)
+
+    def is_write_full(self) -> bool:
+        return self.header.index_count >= self.index_num
+
+    def is_time_matched(self, begin: int, end: int) -> bool:
+        """``IndexFile#isTimeMatched``."""
+        b, e = self.header.begin_timestamp, self.header.end_timestamp
+        return (begin < b and end > e) or (b <= begin <= e) or (b <= end <= e)
+
+    def select_phy_offset(self, key: str, max_num: int, begin: int, end: int,
+                          out: list[int] | None = None) -> list[int]:
+        """``IndexFile#selectPhyOffset``: hash matches along the slot's chain, newest first."""
+        out = [] if out is None else out
+        h = index_key_hash(key)
+        v = self.read_slot(h)
+        count = self.header.index_count
+        if v <= 0 or v > count or count <= 1:
+            return out
+        n = v
+        base = self.header.begin_timestamp
+        steps = 0
+        while len(out) < max_num and steps <= count:  # a chain can't be longer than the file
+            steps += 1
+            key_hash, phy, diff, prev = self.read_entry(n)
+            if diff < 0:
+                break
+            t = base + diff * 1000
+            if key_hash == h and begin <= t <= end:
+                out.append(phy)
+            if prev <= 0 or prev > count or prev == n or t < begin:
+                break
+            n = prev
+        return out
+
+    # ------------------------------------------------------------- writing
+    def put_key(self, key: str, phy_offset: int, store_timestamp: int) -> bool:
+        """``IndexFile#putKey``, writing the header through after every put."""
+        h = self.header
+        if h.index_count >= self.index_num:
+            return False
+        key_hash = index_key_hash(key)
+        slot_pos = self.slot_pos(key_hash)
+        slot_value = _SLOT.unpack_from(self.mm, slot_pos)[0]
+        if slot_value <= 0 or slot_value > h.index_count:
+            slot_value = 0
+        diff = (store_timestamp - h.begin_timestamp) // 1000 if store_timestamp >= h.begin_timestamp \
+            else -((h.begin_timestamp - store_timestamp) // 1000)  # Java long division truncates
+        if h.begin_timestamp <= 0:
+            diff = 0
+        elif diff > _INT_MAX:
+            diff = _INT_MAX
+        elif diff < 0:
+            diff = 0
+        _ENTRY.pack_into(self.mm, self.entry_pos(h.index_count), key_hash, phy_offset, diff, slot_value)
+        _SLOT.pack_into(self.mm, slot_pos, h.index_count)
+        if h.index_count <= 1:
+            h.begin_phy_offset = phy_offset
+            h.begin_timestamp = store_timestamp
+        if slot_value == 0:
+            h.hash_slot_count += 1
+        h.index_count += 1
+        h.end_phy_offset = phy_offset
+        h.end_timestamp = store_timestamp
+        _HEADER.pack_into(self.mm, 0, *h.as_tuple())
+        return True
+
+    @classmethod
+    def create(cls, path: Path, slot_num: int, index_num: int, prev_end_phy: int = 0,
+               prev_end_ts: int = 0) -> "IndexFile":
+        """A new full-size file; a rolled file starts from the previous file's end values
+        (``IndexService#getAndCreateLastIndexFile``)."""
+        size = INDEX_HEADER_SIZE + slot_num * HASH_SLOT_SIZE + index_num * INDEX_ENTRY_SIZE
+        with open(path, "xb") as fh:
+            fh.truncate(size)
+        f = cls(path, slot_num, index_num, writable=True)
+        if prev_end_phy > 0:
+            f.header.begin_phy_offset = f.header.end_phy_offset = prev_end_phy
+        if prev_end_ts > 0:
+            f.header.begin_timestamp = f.header.end_timestamp = prev_end_ts
+        return f
+
+    def close(self) -> None:
+        if self.writable:
+            self.mm.flush()
+        self.mm.close()
+
+
+def index_file_name(ts_ms: int, tz: _dt.tzinfo | None) -> str:
+    """``UtilAll#timeMillisToHumanString``: ``yyyyMMddHHmmssSSS`` in the given zone."""
+    t = _dt.datetime.fromtimestamp(ts_ms / 1000, tz) if tz else _dt.datetime.fromtimestamp(ts_ms / 1000)
+    return t.strftime("%Y%m%d%H%M%S") + f"{ts_ms % 1000:03d}"
+
+
+class IndexService:
+    """The index files of a store in name order; query and (for writers) build."""
+
+    def __init__(self, index_dir: Path, slot_num: int, index_num: int, max_msgs_num_batch: int = 64,
+                 writable: bool = False, tz: _dt.tzinfo | None = None):
+        self.dir = index_dir
+        self.slot_num = slot_num
+        self.index_num = index_num
+        self.max_msgs_num_batch = max_msgs_num_batch
+        self.writable = writable
+        self.tz = tz
+        self.files: list[IndexFile] = []
+        try:
+            names = sorted(p for p in index_dir.iterdir() if p.is_file() and not p.name.startswith("."))
+        except (FileNotFoundError, NotADirectoryError):
+            names = []
+        for p in names:
+            self.files.append(IndexFile(p, slot_num, index_num, writable))
+        self.keys_put = 0
+
+    def query_offset(self, topic: str, key: str, max_num: int, begin: int, end: int,
+                     cap: bool = True) -> list[int]:
+        """``IndexService#queryOffset``: newest file first; stops at a file older than ``begin``."""
+        if cap:
+            max_num = min(max_num, self.max_msgs_num_batch)
+        out: list[int] = []
+        k = build_key(topic, key)
+        for f in reversed(self.files):
+            last = f is self.files[0]
+            if f.is_time_matched(begin, end):
+                f.select_phy_offset(k, max_num, begin, end, out)
+            if f.header.begin_timestamp < begin or len(out) >= max_num or last:
+                break
+        return out
+
+    # ------------------------------------------------------------- writing
+    def _last_writable(self, store_timestamp: int) -> IndexFile:
+        """``IndexService#getAndCreateLastIndexFile``, naming a new file by the store time
+        of its first entry (the broker's creation wall time cannot be known offline)."""
+        last = self.files[-1] if self.files else None
+        if last is not None and not last.is_write_full():
+            return last
+        prev_phy = last.header.end_phy_offset if last else 0
+        prev_ts = last.header.end_timestamp if last else 0
+        self.dir.mkdir(parents=True, exist_ok=True)
+        ts = store_timestamp
+        name = index_file_name(ts, self.tz)
+        while (self.dir / name).exists() or (last is not None and name <= last.name):
+            ts += 1
+            name = index_file_name(ts, self.tz)
+        f = IndexFile.create(self.dir / name, self.slot_num, self.index_num, prev_phy, prev_ts)
+        self.files.append(f)
+        return f
+
+    @property
+    def last_end_phy_offset(self) -> int:
+        return self.files[-1].header.end_phy_offset if self.files else 0
+
+    def put_key(self, key: str, phy_offset: int, store_timestamp: int) -> None:
+        """``IndexService#putKey`` with its retry on a new file when the last one is full."""
+        f = self._last_writable(store_timestamp)
+        if not f.put_key(key, phy_offset, store_timestamp):
+            f = self._last_writable(store_timestamp)
+            if not f.put_key(key, phy_offset, store_timestamp):
+                raise StoreError("index put failed on a fresh file", path=f.path)
+        self.keys_put += 1
+
+    def full_files_end_timestamp(self) -> int:
+        """The checkpoint's indexMsgTimestamp: endTimestamp of the last full file, or 0."""
+        full = [f for f in self.files if f.is_write_full()]
+        return full[-1].header.end_timestamp if full else 0
+
+    def close(self) -> None:
+        for f in self.files:
+            f.close()
+
+
+def infer_index_geometry(files: list[Path], size: int) -> tuple[int, int]:
+    """Find (maxHashSlotNum, maxIndexNum) for index files of a non-default ``size``.
+
+    The header does not store them. For each geometry that fits the size, the newest
+    entry of a file must head its own slot's chain (``slot[hash % S] == indexCount-1``)
+    and its predecessor must be older; the unique geometry all files agree on wins.
+    """
+    body = size - INDEX_HEADER_SIZE
+    samples = []
+    for p in files:
+        with open(p, "rb") as fh:
+            data = fh.read()
+        count = _HEADER.unpack_from(data, 0)[5]
+        if count > 1:
+            samples.append((data, count))
+    if body < 0 or not samples:
+        raise StoreError(f"cannot tell the index geometry of {size}-byte files", path=files[0],
+                         hint="pass --index-slots and --index-max, or --broker-conf")
+    candidates = []
+    max_slots = body // HASH_SLOT_SIZE
+    if max_slots > 2_000_000:
+        raise StoreError(f"index files of {size} bytes are not the default size", path=files[0],
+                         hint="pass --index-slots and --index-max, or --broker-conf")
+    for s in range(1, max_slots + 1):
+        rest = body - s * HASH_SLOT_SIZE
+        if rest <= 0 or rest % INDEX_ENTRY_SIZE:
+            continue
+        n = rest // INDEX_ENTRY_SIZE
+        if all(_geometry_fits(data, count, s, n) for data, count in samples):
+            candidates.append((s, n))
+    if len(candidates) != 1:
+        raise StoreError(f"cannot tell the index geometry of {size}-byte files "
+                         f"({len(candidates)} candidates)", path=files[0],
+                         hint="pass --index-slots and --index-max, or --broker-conf")
+    return candidates[0]
+
+
+def _geometry_fits(data: bytes, count: int, s: int, n: int) -> bool:
+    if count > n:
+        return False
+    base = INDEX_HEADER_SIZE + s * HASH_SLOT_SIZE
+    for k in range(count - 1, max(0, count - 9), -1):
+        key_hash, _, diff, prev = _ENTRY.unpack_from(data, base + k * INDEX_ENTRY_SIZE)
+        if key_hash < 0 or diff < 0 or not 0 <= prev < k:
+            return False
+        if k == count - 1 and _SLOT.unpack_from(data, INDEX_HEADER_SIZE + (key_hash % s) * HASH_SLOT_SIZE)[0] != k:
+            return False
+    return True

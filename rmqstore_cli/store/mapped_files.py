@@ -1,0 +1,157 @@
+"""A queue of fixed-size files named by their start offset (``MappedFileQueue``).
+
+Commit logs and consume queues are such queues: file name = 20-digit start offset,
+every file created at its full size (sparse), a new one at ``last + size``. Readers map
+files read-only and never change a byte; writers map them read-write.
+"""
+from __future__ import annotations
+
+import mmap
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rmqstore_cli.errors import StoreError
+
+
+def offset2file_name(offset: int) -> str:
+    """``UtilAll#offset2FileName``: 20-digit zero-padded decimal."""
+    return f"{offset:020d}"
+
+
+@dataclass
+class MappedFile:
+    path: Path
+    file_from_offset: int
+    file_size: int
+    writable: bool = False
+    _mm: mmap.mmap | None = field(default=None, repr=False)
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    @property
+    def end_offset(self) -> int:
+        return self.file_from_offset + self.file_size
+
+    def buffer(self) -> mmap.mmap | bytes:
+        """The file's bytes as a mapping (read-only unless the queue is writable)."""
+        if self._mm is None:
+            mode = os.O_RDWR if self.writable else os.O_RDONLY
+            try:
+                fd = os.open(self.path, mode)
+            except OSError as e:
+                raise StoreError(f"cannot open {self.path}: {e.strerror}", path=self.path) from None
+            try:
+                length = os.fstat(fd).st_size
+                if length == 0:
+                    return b""
+                access = mmap.ACCESS_WRITE if self.writable else mmap.ACCESS_READ
+                self._mm = mmap.mmap(fd, length, access=access)
+            finally:
+                os.close(fd)
+        return self._mm
+
+    def close(self) -> None:
+        if self._mm is not None:
+            if self.writable:
+                self._mm.flush()
+            self._mm.close()
+            self._mm = None
+
+
+class MappedFileQueue:
+    """The files of one directory (or several, for a multi-path commit log), by offset."""
+
+    def __init__(self, dirs: list[Path] | Path, file_size: int, writable: bool = False):
+        self.dirs = [dirs] if isinstance(dirs, Path) else list(dirs)
+        self.file_size = file_size
+        self.writable = writable
+        self.files: list[MappedFile] = []
+        #: Names found that are not 20-digit offsets (the broker would refuse to load).
+        self.strays: list[Path] = []
+        self.load()
+
+    def load(self) -> None:
+        found: dict[int, Path] = {}
+        for d in self.dirs:
+            try:
+                entries = sorted(os.scandir(d), key=lambda e: e.name)
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+            for e in entries:
+                if e.name.startswith(".") or e.is_dir(follow_symlinks=False):
+                    continue
+                if not (e.name.isdigit() and e.name.isascii()):
+                    self.strays.append(Path(e.path))
+                    continue
+                offset = int(e.name)
+                if offset in found:
+                    raise StoreError(f"two files start at offset {offset}", path=e.path,
+                                     hint=f"the other is {found[offset]}")
+                found[offset] = Path(e.path)
+        self.files = [MappedFile(p, off, self.file_size, self.writable) for off, p in sorted(found.items())]
+
+    # ------------------------------------------------------------- lookups
+    @property
+    def min_offset(self) -> int:
+        return self.files[0].file_from_offset if self.files else 0
+
+    def find(self, offset: int) -> MappedFile | None:
+        """The file holding ``offset`` (``MappedFileQueue#findMappedFileByOffset``)."""
+        lo, hi = 0, len(self.files) - 1
+        while lo <= hi:
+            mid = (lo + hi) // 2
+            f = self.files[mid]
+            if offset < f.file_from_offset:
+                hi = mid - 1
+            elif offset >= f.end_offset:
+                lo = mid + 1
+            else:
+                return f
+        return None
+
+    def files_from(self, offset: int) -> list[MappedFile]:
+        return [f for f in self.files if f.end_offset > offset]
+
+    def check_sizes(self) -> None:
+        """``MappedFileQueue#doLoad`` refuses a file whose length is not the configured size."""
+        for f in self.files:
+            size = f.path.stat().st_size
+            if size != self.file_size:
+                raise StoreError(f"file has {size} bytes, expected {self.file_size}", path=f.path,
+                                 hint="pass the broker's file size options or --broker-conf")
+
+    # ------------------------------------------------------------- writing
+    def create_file(self, start_offset: int) -> MappedFile:
+        """A new full-size (sparse) file, as ``DefaultMappedFile#init`` preallocates it."""
+        if not self.writable:
+            raise RuntimeError("read-only queue")
+        d = self.dirs[(start_offset // self.file_size) % len(self.dirs)]
+        d.mkdir(parents=True, exist_ok=True)
+        path = d / offset2file_name(start_offset)
+        with open(path, "xb") as fh:
+            fh.truncate(self.file_size)
+        f = MappedFile(path, start_offset, self.file_size, True)
+        self.files.append(f)
+        return f
+
+    def get_last_mapped_file(self, start_offset: int) -> MappedFile:
+        """``MappedFileQueue#getLastMappedFile(startOffset, true)`` for a writer that never
+        leaves a file part-full: the file holding ``start_offset``, created if missing."""
+        if self.files and self.files[-1].file_from_offset <= start_offset < self.files[-1].end_offset:
+            return self.files[-1]
+        if self.files:
+            nxt = self.files[-1].end_offset
+            if start_offset < nxt:
+                found = self.find(start_offset)
+                if found is None:
+                    raise StoreError(f"offset {start_offset} falls in a gap", path=self.dirs[0])
+                return found
+            return self.create_file(start_offset - start_offset % self.file_size)
+        return self.create_file(start_offset - start_offset % self.file_size)
+
+    def close(self) -> None:
+        for f in self.files:
+            f.close()

@@ -1,0 +1,90 @@
+"""MessageStore: one store directory opened for reading (or writing), like
+``DefaultMessageStore``: config with sizes checked, commit log, queues, index, checkpoint."""
+from __future__ import annotations
+
+import datetime as _dt
+import json
+from functools import cached_property
+from pathlib import Path
+
+from rmqstore_cli.errors import StoreError
+from rmqstore_cli.store.checkpoint import StoreCheckpoint
+from rmqstore_cli.store.commitlog import CommitLog
+from rmqstore_cli.store.config import StoreConfig
+from rmqstore_cli.store.consume_queue import ConsumeQueue, queue_dirs
+from rmqstore_cli.store.index import IndexService
+
+_STORE_MARKERS = ("commitlog", "consumequeue", "index", "checkpoint")
+
+
+class MessageStore:
+    def __init__(self, config: StoreConfig, tz: _dt.tzinfo | None = None):
+        self.config = config
+        self.tz = tz
+        self.notes: list[str] = []
+
+    @classmethod
+    def open(cls, config: StoreConfig, tz: _dt.tzinfo | None = None) -> "MessageStore":
+        """Open an existing store read-only; refuse what is not a store or not readable."""
+        root = config.root
+        if not root.is_dir():
+            raise StoreError("no such store directory", path=root, hint="pass --store or set RMQSTORE_STORE")
+        if not any((root / m).exists() for m in _STORE_MARKERS) and not any(
+                d.is_dir() for d in config.commitlog_dirs):
+            raise StoreError("not a RocketMQ store (no commitlog/, consumequeue/, index/ or checkpoint)",
+                             path=root)
+        _refuse_unsupported(config)
+        store = cls(config, tz)
+        store.notes = config.infer_sizes()
+        return store
+
+    @cached_property
+    def commitlog(self) -> CommitLog:
+        cl = CommitLog(self.config)
+        cl.queue.check_sizes()
+        return cl
+
+    def consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue:
+        return ConsumeQueue(self.config.consumequeue_dir, topic, queue_id, self.config.cq_file_size)
+
+    def consume_queues(self):
+        for topic, qid, _ in queue_dirs(self.config.consumequeue_dir):
+            yield self.consume_queue(topic, qid)
+
+    @cached_property
+    def index(self) -> IndexService:
+        return IndexService(self.config.index_dir, self.config.max_hash_slot_num, self.config.max_index_num,
+                            self.config.max_msgs_num_batch, tz=self.tz)
+
+    @cached_property
+    def checkpoint(self) -> StoreCheckpoint | None:
+        p = self.config.checkpoint_path
+        return StoreCheckpoint.read(p) if p.exists() else None
+
+    def topics(self) -> list[str]:
+        """Topics the store knows: ``config/topics.json`` and ``consumequeue/`` directories."""
+        found = {t for t, _, _ in queue_dirs(self.config.consumequeue_dir)}
+        p = self.config.root / "config" / "topics.json"
+        try:
+            data = json.loads(p.read_text(encoding="utf-8"))
+            found.update(data.get("topicConfigTable", {}).keys())
+        except (OSError, ValueError, AttributeError):
+            pass
+        return sorted(found)
+
+    def close(self) -> None:
+        if "commitlog" in self.__dict__:
+            self.commitlog.close()
+        if "index" in self.__dict__:
+            self.index.close()
+
+
+def _refuse_unsupported(config: StoreConfig) -> None:
+    """DLedger commit logs and RocksDB consume queues are other formats (§10.5, §10.7)."""
+    if config.enable_dleger_commit_log:
+        raise StoreError("this broker uses a DLedger commit log, which rmqstore does not read",
+                         path=config.root, hint="enableDLegerCommitLog=true in the broker config")
+    cq = config.consumequeue_dir
+    if config.store_type == "defaultRocksDB" or (cq / "CURRENT").exists() or any(cq.glob("MANIFEST-*")):
+        raise StoreError("the consume queues are in RocksDB (storeType=defaultRocksDB), which rmqstore "
+                         "does not read", path=cq, hint="rebuild-index can write file consume queues")

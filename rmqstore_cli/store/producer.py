@@ -1,0 +1,238 @@
+"""What a producer sends and how the broker turns it into a record's properties.
+
+``SendMessageProcessor`` parses the client's property string into a HashMap, adds
+CLUSTER, (4.9.3+) leaves WAIT out of the stored string, (5.x) keeps WAIT and generates a
+UNIQ_KEY, and re-serialises the map; delayed and transactional sends are rewritten by
+``CommitLog#asyncPutMessage`` and the transaction bridge (STORE-FORMAT §2.4, §2.5).
+The workload generator below drives that path for ``rmqstore generate``.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import random
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from rmqstore_cli.formats.commitlog import (
+    COMPRESSED_FLAG,
+    MULTI_TAGS_FLAG,
+    TRANSACTION_COMMIT_TYPE,
+    TRANSACTION_PREPARED_TYPE,
+    TRANSACTION_ROLLBACK_TYPE,
+)
+from rmqstore_cli.formats.properties import serialize_properties
+from rmqstore_cli.store.commitlog import AppendSpec
+from rmqstore_cli.store.message import (
+    PROPERTY_CLUSTER,
+    PROPERTY_DELAY,
+    PROPERTY_KEYS,
+    PROPERTY_PGROUP,
+    PROPERTY_REAL_QID,
+    PROPERTY_REAL_TOPIC,
+    PROPERTY_TAGS,
+    PROPERTY_TRAN_MSG,
+    PROPERTY_UNIQ_KEY,
+    PROPERTY_WAIT,
+    SCHEDULE_TOPIC,
+    TRANS_HALF_TOPIC,
+    TRANS_OP_HALF_TOPIC,
+    JavaHashMap,
+    encode_uniq_key,
+    month_start_ms,
+)
+
+
+@dataclass(frozen=True)
+class BrokerProfile:
+    """The differences between a 4.9.x and a 5.x broker's send path."""
+
+    version: str  # "4.9" or "5"
+
+    @property
+    def map_capacity(self) -> int:  # string2messageProperties: new HashMap<>() / new HashMap<>(128)
+        return 128 if self.version == "5" else 16
+
+    @property
+    def trailing_separator(self) -> bool:  # 4.9.x deletes the last \x02
+        return self.version == "5"
+
+    @property
+    def stores_wait(self) -> bool:
+        return self.version == "5"
+
+
+def client_properties(items: list[tuple[str, str]]) -> str:
+    """What a Java client sends: its own HashMap (capacity 16) serialised."""
+    m = JavaHashMap(16)
+    for k, v in items:
+        m.put(k, v)
+    return serialize_properties(m.items(), trailing_separator=False)
+
+
+def broker_map(client_items: list[tuple[str, str]], profile: BrokerProfile, cluster: str) -> JavaHashMap:
+    """The broker's map after parsing the client's string and adding CLUSTER."""
+    m = JavaHashMap(profile.map_capacity)
+    client = JavaHashMap(16)
+    for k, v in client_items:
+        client.put(k, v)
+    for k, v in client.items():  # parsed in the client's serialised order
+        m.put(k, v)
+    m.put(PROPERTY_CLUSTER, cluster)
+    return m
+
+
+def stored_properties(m: JavaHashMap, profile: BrokerProfile, keep_wait: bool = False) -> str:
+    """The stored string: 4.9.3+ leaves WAIT out of a plain send (keep_wait re-serialises it)."""
+    items = m.items()
+    if not profile.stores_wait and not keep_wait:
+        items = [(k, v) for k, v in items if k != PROPERTY_WAIT]
+    return serialize_properties(items, profile.trailing_separator)
+
+
+@dataclass
+class WorkloadOptions:
+    messages: int = 1000
+    seed: int = 1
+    topics: int = 4
+    queues: int = 4
+    body_min: int = 64
+    body_max: int = 512
+    start_ms: int = 1_767_225_600_000  # 2026-01-01T00:00:00Z
+    span_ms: int = 3_600_000
+    delay_ratio: float = 0.05
+    transaction_ratio: float = 0.05
+    ipv6_ratio: float = 0.05
+    shared_key_ratio: float = 0.2
+    keys_per_message: int = 2
+    compress_ratio: float = 0.0
+    broker_version: str = "4.9"
+    cluster: str = "DefaultCluster"
+    tz: _dt.tzinfo | None = None
+
+
+_TAGS = ["TagA", "TagB", "Pay", "Audit", "支付标签", "Tag With Blank", "t-x_2"]
+_STORE_V4 = (bytes([10, 0, 0, 5]), 10911)
+_STORE_V6 = (bytes.fromhex("20010db8000000000000000000000053"), 10911)
+
+
+class Workload:
+    """Deterministic, realistic sends: same options and seed, same records, same bytes."""
+
+    def __init__(self, opts: WorkloadOptions):
+        self.o = opts
+        self.rng = random.Random(opts.seed)
+        self.profile = BrokerProfile(opts.broker_version)
+        names = ["OrderTopic", "PaymentTopic", "AuditTopic", "Refund.Topic-2", "TradeTopic", "LogTopic"]
+        self.topic_names = [names[i] if i < len(names) else f"Topic{i}" for i in range(opts.topics)]
+        self.producers = [self._producer(i) for i in range(4)]
+        self.counter = 0
+
+    def _producer(self, i: int) -> tuple[bytes, int, int]:
+        ip = bytes([172, 16, self.rng.randrange(256), self.rng.randrange(1, 255)])
+        return ip, self.rng.randrange(1, 65536), self.rng.getrandbits(31)
+
+    def _uniq_key(self, born_ms: int) -> str:
+        ip, pid, cl = self.rng.choice(self.producers)
+        self.counter += 1
+        span = born_ms - month_start_ms(born_ms, self.o.tz)
+        return encode_uniq_key(ip, pid, cl, span, self.counter)
+
+    def _keys(self, i: int) -> str:
+        keys = [f"order-{i}"]
+        for _ in range(max(0, self.o.keys_per_message - 1)):
+            r = self.rng.random()
+            if r < self.o.shared_key_ratio:
+                keys.append(f"shared-{self.rng.randrange(16)}")
+            elif r < self.o.shared_key_ratio + 0.05:
+                keys.append(f"订单-{i}")
+            else:
+                keys.append(f"k{i}-{self.rng.randrange(1 << 20):x}")
+        return " ".join(keys)
+
+    def _body(self) -> bytes:
+        n = self.rng.randint(self.o.body_min, self.o.body_max)
+        return self.rng.randbytes(n // 2).hex().encode()[:n].ljust(n, b"0")
+
+    def specs(self) -> Iterator[tuple[str, AppendSpec]]:
+        """(kind, spec) in send order; kinds: normal, delay, half, commit, op, prepared, rollback.
+
+        A ``commit`` or ``rollback`` spec's ``prepared_transaction_offset`` is filled in by
+        the writer from the record it answers (see :meth:`StoreWriter.append_workload`).
+        """
+        o = self.o
+        step = o.span_ms / max(1, o.messages)
+        for i in range(o.messages):
+            store_ms = o.start_ms + int(i * step)
+            born_ms = store_ms - self.rng.randrange(1, 50)
+            topic = self.rng.choice(self.topic_names)
+            qid = self.rng.randrange(o.queues)
+            tags = self.rng.choice(_TAGS) if self.rng.random() < 0.9 else None
+            born = self._born_host()
+            store = _STORE_V6 if self.rng.random() < o.ipv6_ratio else _STORE_V4
+            body = self._body()
+            sys_flag = 0
+            if self.rng.random() < o.compress_ratio:
+                import zlib
+
+                body = zlib.compress(body, 5)
+                sys_flag |= COMPRESSED_FLAG
+            if tags and " " in tags:
+                sys_flag |= MULTI_TAGS_FLAG
+            client = []
+            if tags:
+                client.append((PROPERTY_TAGS, tags))
+            client.append((PROPERTY_KEYS, self._keys(i)))
+            client.append((PROPERTY_WAIT, "true"))
+            client.append((PROPERTY_UNIQ_KEY, self._uniq_key(born_ms)))
+            flag = self.rng.choice((0, 0, 0, 0, 0, 0, 0, 0, 0, 1))
+            r = self.rng.random()
+            common = dict(born_timestamp=born_ms, born_host=born, store_host=store, flag=flag)
+            if r < o.delay_ratio:
+                level = self.rng.randint(1, 5)
+                client.append((PROPERTY_DELAY, str(level)))
+                m = broker_map(client, self.profile, o.cluster)
+                m.put(PROPERTY_REAL_TOPIC, topic)
+                m.put(PROPERTY_REAL_QID, str(qid))
+                yield "delay", AppendSpec(SCHEDULE_TOPIC, level - 1, body, stored_properties(m, self.profile, True),
+                                          store_ms, sys_flag=sys_flag, **common)
+            elif r < o.delay_ratio + o.transaction_ratio:
+                yield from self._transaction(topic, qid, client, body, store_ms, sys_flag, common)
+            else:
+                m = broker_map(client, self.profile, o.cluster)
+                yield "normal", AppendSpec(topic, qid, body, stored_properties(m, self.profile), store_ms,
+                                           sys_flag=sys_flag, **common)
+
+    def _born_host(self) -> tuple[bytes, int]:
+        port = self.rng.randrange(1024, 65536)
+        if self.rng.random() < self.o.ipv6_ratio:
+            return bytes.fromhex("20010db8000000000000000000") + bytes([0, 0, self.rng.randrange(1, 255)]), port
+        return self.rng.choice(self.producers)[0], port
+
+    def _transaction(self, topic, qid, client, body, store_ms, sys_flag, common):
+        """Either the 4.3+ half/commit/op path or a legacy PREPARED record resolved later."""
+        client = client + [(PROPERTY_TRAN_MSG, "true"), (PROPERTY_PGROUP, "tx-group")]
+        if self.rng.random() < 0.7:
+            m = broker_map(client, self.profile, self.o.cluster)
+            m.put(PROPERTY_REAL_TOPIC, topic)
+            m.put(PROPERTY_REAL_QID, str(qid))
+            yield "half", AppendSpec(TRANS_HALF_TOPIC, 0, body, stored_properties(m, self.profile, True),
+                                     store_ms, sys_flag=sys_flag, **common)
+            commit = broker_map(client, self.profile, self.o.cluster)
+            commit.put(PROPERTY_REAL_TOPIC, topic)
+            commit.put(PROPERTY_REAL_QID, str(qid))
+            yield "commit", AppendSpec(topic, qid, body, stored_properties(commit, self.profile, True),
+                                       store_ms + 1, sys_flag=sys_flag | TRANSACTION_COMMIT_TYPE, **common)
+            op = JavaHashMap(self.profile.map_capacity)
+            op.put(PROPERTY_TAGS, "d")
+            op.put(PROPERTY_WAIT, "true")
+            op.put(PROPERTY_CLUSTER, self.o.cluster)
+            yield "op", AppendSpec(TRANS_OP_HALF_TOPIC, 0, b"", stored_properties(op, self.profile, True),
+                                   store_ms + 2, **common)
+        else:
+            m = broker_map(client, self.profile, self.o.cluster)
+            yield "prepared", AppendSpec(topic, qid, body, stored_properties(m, self.profile), store_ms,
+                                         sys_flag=sys_flag | TRANSACTION_PREPARED_TYPE, **common)
+            end = TRANSACTION_COMMIT_TYPE if self.rng.random() < 0.75 else TRANSACTION_ROLLBACK_TYPE
+            yield ("commit" if end == TRANSACTION_COMMIT_TYPE else "rollback"), AppendSpec(
+                topic, qid, body, stored_properties(m, self.profile), store_ms + 1,
+                sys_flag=sys_flag | end, **common)
