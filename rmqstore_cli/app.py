@@ -1,6 +1,7 @@
 """The typer app: global options, and every command registered from ``commands/``."""
 from __future__ import annotations
 
+import importlib
 import sys
 from typing import Annotated, Optional
 
@@ -8,8 +9,6 @@ import typer
 
 from rmqstore_cli import __version__
 from rmqstore_cli.commands import common
-from rmqstore_cli.commands import dump_commitlog, generate
-
 app = typer.Typer(
     name="rmqstore",
     help="Read, write, verify and repair Apache RocketMQ broker store directories offline: "
@@ -36,8 +35,14 @@ def _global(
     common.STATE["debug"] = debug
 
 
-for module in (generate, dump_commitlog):
-    module.register(app)
+#: Command modules under ``commands/``, in the order ``--help`` lists them.
+COMMANDS = (
+    "generate",
+    "dump_commitlog",
+)
+
+for _name in COMMANDS:
+    importlib.import_module(f"rmqstore_cli.commands.{_name}").register(app)
 
 
 def main() -> None:
