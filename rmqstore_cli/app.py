@@ -9,6 +9,7 @@ import typer
 
 from rmqstore_cli import __version__
 from rmqstore_cli.commands import common
+
 app = typer.Typer(
     name="rmqstore",
     help="Read, write, verify and repair Apache RocketMQ broker store directories offline: "
