@@ -119,7 +119,7 @@ def dump_commitlog(
                 continue
             if tag is not None and rec.tags != tag:
                 continue
-            f = cl.queue.find(rec.physical_offset)
+            f = cl.queue.find(rec.offset)
             d = message_dict(rec, body.value, properties, f.name if f else "")
             if fmt is Fmt.table:
                 d["store_time"] = format_ms(rec.store_timestamp, zone)
@@ -153,13 +153,13 @@ def _check_message_start(cl, offset: int) -> None:
         return
     c = cl.check_at(offset)
     if c is not None and c.status is Status.VALID and c.message.physical_offset == offset:
-        return
+        return  # a record whose stored offset names this very position
     before, after = None, None
     for rec in cl.scan(f.file_from_offset, f.end_offset, include_blank=True):
-        if rec.physical_offset < offset:
-            before = rec.physical_offset
+        if rec.offset < offset:
+            before = rec.offset
         else:
-            after = rec.physical_offset
+            after = rec.offset
             break
     raise UsageError(f"offset {offset} is not the start of a message",
                      path=f.path, offset=offset - f.file_from_offset,

@@ -125,9 +125,9 @@ def check_message(buf, pos: int, limit: int, file_from: int, check_crc: bool = F
         if p + props_len > limit:
             return Check(Status.INVALID, -1, f"properties length {props_len} runs past the file's end")
         props = buf[p:p + props_len]
-    msg = Message(file_from + pos, total, magic, crc, queue_id, flag, queue_offset, sys_flag, born_ts,
+    msg = Message(phy, total, magic, crc, queue_id, flag, queue_offset, sys_flag, born_ts,
                   born_addr, born_port, store_ts, store_addr, store_port, reconsume, prepared,
-                  body, topic, props)
+                  body, topic, props, file_from + pos)
     if check_crc and force_prop_crc and not _prop_crc_ok(buf, pos, total, props):
         return Check(Status.INVALID, -1, "whole-record CRC (__CRC32#) missing or wrong", msg)
     expected = record_length(sys_flag, magic, body_len, topic_len, props_len)

@@ -203,6 +203,10 @@ class Message:
     body: bytes
     topic_bytes: bytes
     properties_bytes: bytes
+    #: Where the record lies (fileFromOffset + position). ``physical_offset`` is the stored
+    #: PHYSICALOFFSET field, which the broker's decode and dispatch use; they differ only
+    #: in a damaged or hand-made log.
+    offset: int = -1
     _props: dict[str, str] | None = field(default=None, repr=False)
 
     @property
