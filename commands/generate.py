@@ -48,7 +48,9 @@ def generate(
     transaction_ratio: Annotated[float, typer.Option(min=0, max=1, help="Share of transactional sends.")] = 0.05,
     ipv6_ratio: Annotated[float, typer.Option(min=0, max=1, help="Share of IPv6 born and store hosts.")] = 0.05,
     compress_ratio: Annotated[float, typer.Option(min=0, max=1, help="Share of zlib-compressed bodies.")] = 0.0,
-    start: Annotated[str, typer.Option(help="Store time of the first message (ISO 8601, epoch ms, now, -2h).")] = "2026-01-01T00:00:00Z",
+    start: Annotated[Optional[str], typer.Option(
+        help="Store time of the first message (ISO 8601, epoch ms, now, -2h); default "
+             "2026-01-01T00:00:00Z, or 1 s after the last message of an existing store.")] = None,
     span: Annotated[str, typer.Option(help="Store times spread over this long (e.g. 90m, 6h, 2d).")] = "1h",
     broker_version: Annotated[str, typer.Option(help="Write as a 4.9 or a 5 broker (property order, WAIT, V2 records).")] = "4.9",
     append_prop_crc: Annotated[bool, typer.Option(help="5.x enabledAppendPropCRC: whole-record CRC property.")] = False,
@@ -95,6 +97,8 @@ def generate(
         raise UsageError(f"--body-size: cannot read {body_size!r}", hint="use N or MIN-MAX") from None
     if not 0 <= body_min <= body_max:
         raise UsageError(f"--body-size: {body_size!r} is not a range of sizes")
+    start_ms = parse_time(start, "--start", tz=zone) if start is not None else None
+    span_ms = parse_duration(span, "--span")
     t0 = now_ms()
     writer = StoreWriter(cfg, zone)
     try:
@@ -108,8 +112,8 @@ def generate(
         else:
             opts = WorkloadOptions(
                 messages=messages, seed=seed, topics=topics, queues=queues, body_min=body_min,
-                body_max=body_max, start_ms=parse_time(start, "--start", tz=zone),
-                span_ms=parse_duration(span, "--span"), delay_ratio=delay_ratio,
+                body_max=body_max, start_ms=_start_ms(start_ms, writer),
+                span_ms=span_ms, delay_ratio=delay_ratio,
                 transaction_ratio=transaction_ratio, ipv6_ratio=ipv6_ratio, shared_key_ratio=shared_key_ratio,
                 keys_per_message=keys_per_message, compress_ratio=compress_ratio,
                 broker_version=broker_version, cluster=cfg.broker_cluster_name, tz=zone)
@@ -129,3 +133,13 @@ def generate(
         "seconds": round((now_ms() - t0) / 1000, 3),
     }
     print_summary(fmt.value, summary, "generated")
+
+
+
+def _start_ms(start_ms: int | None, writer) -> int:
+    """Default start: after the last message of an existing store, else 2026-01-01Z."""
+    if start_ms is not None:
+        return start_ms
+    if writer.last_store_timestamp:
+        return writer.last_store_timestamp + 1000
+    return 1_767_225_600_000

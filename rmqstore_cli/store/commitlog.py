@@ -175,6 +175,8 @@ class CommitLog:
         # writer state
         self.topic_queue_table: dict[str, int] = {}
         self._write_offset = 0
+        #: Store time of the last record seen by :meth:`max_offset` (0: none).
+        self.last_store_timestamp = 0
 
     @property
     def files(self) -> list[MappedFile]:
@@ -257,8 +259,8 @@ class CommitLog:
         if not self.files:
             return 0
         last = self.files[-1]
-        for _ in self.scan(last.file_from_offset):
-            pass
+        for m in self.scan(last.file_from_offset):
+            self.last_store_timestamp = m.store_timestamp
         return self.end.offset if self.end else last.file_from_offset
 
     def close(self) -> None:

@@ -233,14 +233,23 @@ class IndexService:
         prev_phy = last.header.end_phy_offset if last else 0
         prev_ts = last.header.end_timestamp if last else 0
         self.dir.mkdir(parents=True, exist_ok=True)
-        ts = store_timestamp
-        name = index_file_name(ts, self.tz)
-        while (self.dir / name).exists() or (last is not None and name <= last.name):
-            ts += 1
-            name = index_file_name(ts, self.tz)
+        name = index_file_name(store_timestamp, self.tz)
+        if last is not None and name <= last.name:  # names must sort in creation order
+            name = self._name_after(last.name)
+        while (self.dir / name).exists():
+            name = self._name_after(name)
         f = IndexFile.create(self.dir / name, self.slot_num, self.index_num, prev_phy, prev_ts)
         self.files.append(f)
         return f
+
+    def _name_after(self, name: str) -> str:
+        """The name one millisecond after ``name`` (``yyyyMMddHHmmssSSS``, this zone)."""
+        try:
+            t = _dt.datetime.strptime(name[:14], "%Y%m%d%H%M%S").replace(tzinfo=self.tz)
+            ms = int(t.timestamp() * 1000) + int(name[14:17]) + 1
+        except ValueError:
+            raise StoreError(f"index file name {name!r} is not yyyyMMddHHmmssSSS", path=self.dir / name) from None
+        return index_file_name(ms, self.tz)
 
     @property
     def last_end_phy_offset(self) -> int:

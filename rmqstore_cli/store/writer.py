@@ -32,7 +32,8 @@ class StoreWriter:
         self.dispatcher = Dispatcher(config, config.consumequeue_dir, config.index_dir, tz)
         self._resume_consume_queues()
         self.topics: dict[str, int] = {}
-        self.last_store_timestamp = 0
+        #: Store times never go backwards within one broker process.
+        self.last_store_timestamp = self.commitlog.last_store_timestamp
         self.messages = 0
 
     def _recover_topic_queue_table(self) -> None:
