@@ -1,0 +1,158 @@
+"""``rmqstore index-lookup``: the broker's query by key, answered from the files, with the
+real-key check and time window a person means."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from rmqstore_cli.commands.common import (
+    DEFAULT_STORE,
+    BrokerConfOpt,
+    CommitlogSizeOpt,
+    Fmt,
+    FormatOpt,
+    IndexMaxOpt,
+    IndexSlotsOpt,
+    StoreOpt,
+    TzOpt,
+    command,
+)
+from rmqstore_cli.commands.dump_commitlog import BodyMode
+
+EPILOG = """Examples:
+
+  rmqstore index-lookup order-42 --store ~/store --topic OrderTopic
+
+  rmqstore index-lookup order-42 --begin 2026-11-22T03:10 --end 2026-11-22T03:40 --format jsonl | jq .physical_offset
+
+  rmqstore index-lookup AC100A0748FF5FFD2B276CDD6CD90004 --show-collisions --max 0
+
+  rmqstore index-lookup AaAa --topic PaymentTopic --broker-window --broker-conf broker.conf
+"""
+
+TABLE_COLUMNS = [
+    ("physical_offset", "offset"), ("store_time", "store time"), ("topic", "topic"), ("match", "match"),
+    ("keys", "keys"), ("uniq_key", "uniq key"), ("index_file", "index file"),
+]
+
+
+def register(app: typer.Typer) -> None:
+    app.command("index-lookup", epilog=EPILOG)(index_lookup)
+
+
+@command
+def index_lookup(
+    key: Annotated[str, typer.Argument(help="The key: a KEYS element or a UNIQ_KEY, exactly as sent.")],
+    topic: Annotated[Optional[list[str]], typer.Option(
+        "--topic", "-t", help="Topic to look in (repeatable); default every topic the store knows "
+                              "(config/topics.json and consumequeue/).")] = None,
+    begin: Annotated[Optional[str], typer.Option(help="Store time from (ISO 8601, epoch ms, now, -2h); default all time.")] = None,
+    end: Annotated[Optional[str], typer.Option(help="Store time up to, inclusive; default all time.")] = None,
+    max_hits: Annotated[int, typer.Option("--max", min=0, help="At most this many hits per look-up, the newest; "
+                                          "0 = no cap (the broker caps at maxMsgsNumBatch).")] = 64,
+    broker_window: Annotated[bool, typer.Option(
+        "--broker-window", help="Answer exactly as DefaultMessageStore#queryMessage plus the client's key "
+                                "check would (whole-second index times, up to 3 rounds, maxMsgsNumBatch cap).")] = False,
+    show_collisions: Annotated[bool, typer.Option(
+        "--show-collisions", help="Also print index entries whose hash matched but whose message does not "
+                                  "carry the key (collisions), points at no valid record (stale), or lies "
+                                  "outside the window.")] = False,
+    body: Annotated[BodyMode, typer.Option(help="Include each message's body: none, text (escaped), hex or base64.")] = BodyMode.none,
+    properties: Annotated[bool, typer.Option("--properties/--no-properties", help="Include message properties.")] = True,
+    store: StoreOpt = DEFAULT_STORE,
+    broker_conf: BrokerConfOpt = None,
+    commitlog_file_size: CommitlogSizeOpt = None,
+    index_slots: IndexSlotsOpt = None,
+    index_max: IndexMaxOpt = None,
+    fmt: FormatOpt = Fmt.table,
+    tz: TzOpt = None,
+) -> None:
+    """Find messages by key through the index files, and check each one's real key.
+
+    The index stores only a hash of topic#key and a whole-second time, so the broker's
+    answer includes hash collisions and can miss messages at the edges of a time window.
+    This command reads every hit's message and keeps it only if its topic is the
+    topic and KEYS.split(" ") contains the key or its UNIQ_KEY equals it; the window is
+    the messages' real store time. --broker-window gives the broker's own answer instead
+    (plus the client's key check). Exit 1 when nothing is found.
+    """
+    from rmqstore_cli.commands.common import load_config
+    from rmqstore_cli.errors import NotFound
+    from rmqstore_cli.render import Output
+    from rmqstore_cli.store.lookup import LONG_MAX, INT_MAX, ReadStore, broker_query_message, lookup_key
+    from rmqstore_cli.times import format_ms, parse_time, parse_tz
+
+    zone = parse_tz(tz)
+    b = parse_time(begin, "--begin", tz=zone) if begin else 0
+    e = parse_time(end, "--end", tz=zone) if end else LONG_MAX
+    cfg = load_config(store, broker_conf, commitlog_file_size=commitlog_file_size, index_slots=index_slots,
+                      index_max=index_max)
+    st = ReadStore.open(cfg, zone)
+    try:
+        topics = list(dict.fromkeys(topic)) if topic else st.topics()
+        if broker_window:
+            hits, others, capped = [], [], False
+            for t in topics:
+                for h in broker_query_message(st.index, st.commitlog, t, key, max_hits or INT_MAX, b, e):
+                    (hits if h.true else others).append(h)
+        else:
+            r = lookup_key(st.index, st.commitlog, topics, key, b, e, max_hits)
+            hits, others, capped = r.hits, r.others, r.capped
+        shown = hits + others if show_collisions else hits
+        if show_collisions:
+            shown.sort(key=lambda h: h.physical_offset)
+        out = Output(fmt.value, TABLE_COLUMNS, title=f"{cfg.root}: {key}")
+        try:
+            for h in shown:
+                out.emit(hit_dict(h, st.commitlog, body.value, properties, fmt is Fmt.table, zone, format_ms))
+        finally:
+            out.close()
+    finally:
+        st.close()
+    if capped:
+        print(f"rmqstore: note: more than {max_hits} messages match; showing the newest {max_hits} "
+              f"(--max 0 shows all)", file=sys.stderr)
+    if others and not show_collisions:
+        kinds = _count(others)
+        print(f"rmqstore: note: left out {kinds} (--show-collisions shows them)", file=sys.stderr)
+    if not topics:
+        raise NotFound("the store knows no topic", path=cfg.root, hint="pass --topic")
+    if not hits:
+        raise NotFound(f"no message with key {key!r}" + (f" in topic {topics[0]!r}" if len(topics) == 1 else "")
+                       + ("" if b == 0 and e == LONG_MAX else " in that time window"))
+
+
+def _count(others) -> str:
+    names = {"collision": "hash collision", "stale": "stale index entry", "outside": "hit outside the window"}
+    counts: dict[str, int] = {}
+    for h in others:
+        counts[h.match] = counts.get(h.match, 0) + 1
+    return ", ".join(f"{n} {names.get(k, k)}{'s' if n != 1 else ''}" for k, n in counts.items())
+
+
+def hit_dict(h, commitlog, body: str, properties: bool, table: bool, zone, format_ms) -> dict:
+    """An index hit under DESIGN.md's names: key, topic, physical_offset, store_timestamp,
+    index_file, and the decoded message under ``message``."""
+    from rmqstore_cli.render import message_dict
+
+    msg = h.message
+    d: dict = {"key": h.key, "topic": h.topic, "physical_offset": h.physical_offset,
+               "store_timestamp": h.store_timestamp, "index_file": h.index_file, "match": h.match}
+    if h.reason:
+        d["reason"] = h.reason
+    if msg is not None:
+        f = commitlog.queue.find(msg.offset)
+        d["message"] = message_dict(msg, body, properties, f.name if f else "")
+    else:
+        d["message"] = None
+    if table:
+        d["store_time"] = format_ms(h.store_timestamp, zone) if h.store_timestamp is not None else h.reason
+        if msg is not None:
+            d["keys"] = msg.keys
+            d["uniq_key"] = msg.uniq_key
+            if h.match == "collision" and msg.topic != h.topic:
+                d["topic"] = f"{h.topic} (record: {msg.topic})"
+    return d

@@ -1,0 +1,141 @@
+"""Which kind of id a hex string is, and what it says (STORE-FORMAT §3).
+
+An offset msgId (``MessageDecoder#createMessageId``: store address, int32 port, int64
+offset) and a client UNIQ_KEY (``MessageClientIDSetter``: ip, short pid, int class-loader
+hash, int time-in-month, short counter) have the *same* lengths: 32 hex digits with an
+IPv4 address, 56 with an IPv6 one. The format cannot tell them apart, so each id is read
+both ways and judged by plausibility:
+
+* as an offset msgId, the port field must be 1…65535 and the offset 0 … 2^50 (1 PiB);
+* as a UNIQ_KEY, the pid must not be 0 and the time-in-month below 31 days.
+
+The two tests exclude each other in practice: an offset id read as a UNIQ_KEY has pid 0
+(the port's high 16 bits), and a UNIQ_KEY read as an offset id has a port above 65535
+(its pid in the high 16 bits) unless the process's ``(short) pid`` happens to be 0. When
+both or neither reading is plausible the id is ``ambiguous`` and both readings are
+shown. With a store, both readings are tried against it (the record at the offset; the
+UNIQ_KEY through the index) and what is found decides.
+
+No numpy here: ``decode-msgid`` must start fast.
+"""
+from __future__ import annotations
+
+import string
+from dataclasses import dataclass, field
+
+from rmqstore_cli.store.message import (
+    Message,
+    OffsetMsgId,
+    UniqKey,
+    decode_offset_msg_id,
+    decode_uniq_key,
+)
+
+OFFSET_ID = "offset_msg_id"
+UNIQ_KEY = "uniq_key"
+AMBIGUOUS = "ambiguous"
+
+MAX_PLAUSIBLE_OFFSET = 1 << 50
+MAX_TIME_IN_MONTH_MS = 31 * 86_400_000
+_HEX = set(string.hexdigits)
+
+
+class BadId(ValueError):
+    """Not a message id at all (length or characters)."""
+
+
+@dataclass
+class IdReading:
+    """One id read both ways, with the verdict and why."""
+
+    text: str  # as given
+    id: str  # upper-case, as ids are stored and indexed
+    offset: OffsetMsgId
+    uniq: UniqKey
+    offset_plausible: bool
+    uniq_plausible: bool
+    kind: str = AMBIGUOUS
+    basis: str = ""
+    #: Filled by a store look-up: the record at the offset, the records with this UNIQ_KEY.
+    offset_message: Message | None = None
+    offset_problem: str = ""
+    uniq_messages: list[Message] = field(default_factory=list)
+    searched_store: bool = False
+
+    @property
+    def found(self) -> bool:
+        return self.offset_message is not None or bool(self.uniq_messages)
+
+
+def parse_id(text: str) -> IdReading:
+    """Read ``text`` both ways and judge by plausibility (see the module doc)."""
+    s = text.strip()
+    if not s:
+        raise BadId("empty id")
+    bad = next((c for c in s if c not in _HEX), None)
+    if bad is not None:
+        raise BadId(f"{bad!r} is not a hex digit")
+    if len(s) not in (32, 56):
+        raise BadId(f"it has {len(s)} hex digits; an offset msgId or UNIQ_KEY has 32 (IPv4) or 56 (IPv6)")
+    u = s.upper()
+    off = decode_offset_msg_id(u)
+    uniq = decode_uniq_key(u)
+    off_ok = 1 <= off.port <= 65535 and 0 <= off.physical_offset < MAX_PLAUSIBLE_OFFSET
+    uniq_ok = uniq.pid != 0 and uniq.time_in_month_ms < MAX_TIME_IN_MONTH_MS
+    r = IdReading(text, u, off, uniq, off_ok, uniq_ok)
+    _judge_by_format(r)
+    return r
+
+
+def _judge_by_format(r: IdReading) -> None:
+    o, q = r.offset, r.uniq
+    why_not_uniq = ("pid would be 0" if q.pid == 0 else
+                    f"time-in-month {q.time_in_month_ms} ms exceeds 31 days")
+    why_not_offset = (f"port would be {o.port}" if not 1 <= o.port <= 65535 else
+                      f"offset {o.physical_offset} is implausibly large")
+    if r.offset_plausible and not r.uniq_plausible:
+        r.kind, r.basis = OFFSET_ID, f"format: port {o.port}, offset {o.physical_offset}; as a UNIQ_KEY {why_not_uniq}"
+    elif r.uniq_plausible and not r.offset_plausible:
+        r.kind, r.basis = UNIQ_KEY, f"format: pid {q.pid}; as an offset msgId {why_not_offset}"
+    elif r.uniq_plausible:
+        r.kind, r.basis = AMBIGUOUS, "format: plausible both as an offset msgId and as a UNIQ_KEY"
+    else:
+        r.kind, r.basis = AMBIGUOUS, (f"format: implausible both ways (as an offset msgId {why_not_offset}; "
+                                      f"as a UNIQ_KEY {why_not_uniq})")
+
+
+def resolve_in_store(r: IdReading, store, topics: list[str]) -> None:
+    """Try both readings against a store (a :class:`~rmqstore_cli.store.lookup.ReadStore`):
+    the record at the offset, whose own offset field must agree; and the UNIQ_KEY through
+    the index of every topic. What is found decides the kind."""
+    from rmqstore_cli.store.lookup import lookup_key, read_record
+
+    r.searched_store = True
+    o = r.offset
+    if o.physical_offset >= 0:
+        msg, why = read_record(store.commitlog, o.physical_offset)
+        if msg is not None and msg.offset != msg.physical_offset:
+            msg, why = None, f"the record there says its offset is {msg.physical_offset}"
+        r.offset_message, r.offset_problem = msg, why
+    res = lookup_key(store.index, store.commitlog, topics, r.id, max_hits=0)
+    r.uniq_messages = [h.message for h in res.hits if h.match == "uniq_key"]
+    by_offset = r.offset_message is not None
+    if by_offset and r.uniq_messages:
+        r.kind, r.basis = AMBIGUOUS, "store: a record lies at the offset and records carry it as UNIQ_KEY"
+    elif by_offset:
+        r.kind, r.basis = OFFSET_ID, f"store: a record starts at offset {o.physical_offset}"
+        if not store_host_matches(r):
+            r.basis += f" but its store host is {r.offset_message.store_host}, not {o.store_host}"
+    elif r.uniq_messages:
+        n = len(r.uniq_messages)
+        r.kind, r.basis = UNIQ_KEY, f"store: {n} record{'s' if n != 1 else ''} carr{'y' if n != 1 else 'ies'} it as UNIQ_KEY"
+    else:
+        r.basis += "; not found in the store either way"
+
+
+def store_host_matches(r: IdReading) -> bool | None:
+    """Whether an offset id's store host is the store host of the record at its offset."""
+    m = r.offset_message
+    if m is None:
+        return None
+    return m.store_address == r.offset.address and m.store_port == r.offset.port
