@@ -40,6 +40,8 @@ def _global(
 COMMANDS = (
     "generate",
     "dump_commitlog",
+    "index_lookup",
+    "decode_msgid",
 )
 
 for _name in COMMANDS:
