@@ -40,6 +40,7 @@ def _global(
 COMMANDS = (
     "generate",
     "dump_commitlog",
+    "dump_cq",
     "index_lookup",
     "decode_msgid",
 )

@@ -1,0 +1,247 @@
+"""``rmqstore dump-cq``: consume-queue units, each checked against the message it points at."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from rmqstore_cli.commands.common import (
+    BrokerConfOpt,
+    CommitlogSizeOpt,
+    CqSizeOpt,
+    Fmt,
+    FormatOpt,
+    TzOpt,
+    command,
+)
+
+EPILOG = """Examples:
+
+  rmqstore dump-cq OrderTopic 3 --store ~/store --from 1000 --limit 20
+
+  rmqstore dump-cq OrderTopic 3 --format jsonl | jq 'select(.agrees == false)'
+
+  rmqstore dump-cq --file ~/store/consumequeue/OrderTopic/3/00000000000006000000 --no-resolve
+
+  rmqstore dump-cq --summary --format jsonl        # min/max offsets of every queue
+"""
+
+TABLE_COLUMNS = [
+    ("cq_offset", "cq offset"), ("commitlog_offset", "commitlog offset"), ("size", "size"),
+    ("tags_code", "tags code"), ("store_time", "store time"), ("keys", "keys"), ("status", "status"),
+    ("problems", "problems"),
+]
+SUMMARY_COLUMNS = [
+    ("topic", "topic"), ("queue_id", "queue"), ("min_offset", "min offset"), ("max_offset", "max offset"),
+    ("max_physic_offset", "max physic offset"), ("pre_blank_units", "pre-blank"), ("files", "files"),
+]
+
+
+def register(app: typer.Typer) -> None:
+    app.command("dump-cq", epilog=EPILOG)(dump_cq)
+
+
+@command
+def dump_cq(
+    topic: Annotated[Optional[str], typer.Argument(help="The queue's topic (its directory name).")] = None,
+    queue_id: Annotated[Optional[int], typer.Argument(help="The queue id.", min=0)] = None,
+    store: Annotated[Optional[Path], typer.Option(
+        "--store", "-s", envvar="RMQSTORE_STORE", show_default="~/store",
+        help="Store root directory (storePathRootDir). With --file: resolve units against this store.")] = None,
+    broker_conf: BrokerConfOpt = None,
+    commitlog_file_size: CommitlogSizeOpt = None,
+    cq_file_size: CqSizeOpt = None,
+    from_offset: Annotated[Optional[int], typer.Option(
+        "--from", min=0, help="First logical (queue) offset; default the queue's first unit.")] = None,
+    limit: Annotated[Optional[int], typer.Option(min=0, help="Print at most this many units.")] = None,
+    resolve: Annotated[bool, typer.Option(
+        "--resolve/--no-resolve", help="Read each unit's message and check that it agrees.")] = True,
+    file: Annotated[Optional[Path], typer.Option(
+        "--file", help="Dump this one consume-queue file directly (no store needed).")] = None,
+    summary: Annotated[bool, typer.Option(
+        "--summary", help="Per queue: min and max offset, max physical offset, pre-blank units, files "
+                          "(all queues, or those of TOPIC).")] = False,
+    fmt: FormatOpt = Fmt.table,
+    tz: TzOpt = None,
+) -> None:
+    """Print consume-queue units by logical offset, each resolved against the commit log.
+
+    A unit agrees with its message when the record there is valid, has the unit's size,
+    topic, queue id and queue offset, gets a unit at all (not PREPARED/ROLLBACK) and has
+    the tags code dispatch computes. Pre-blank units (written below the first unit of a
+    queue that starts above 0) are shown as pre-blank, not as errors. Units are read up to
+    the queue's end as the broker's recovery finds it. Exit 1 when no unit is printed.
+    """
+    from rmqstore_cli.commands.common import DEFAULT_STORE, open_store
+    from rmqstore_cli.errors import NotFound, UsageError
+    from rmqstore_cli.times import parse_tz
+
+    zone = parse_tz(tz)
+    if file is not None:
+        if summary:
+            raise UsageError("--summary and --file do not go together")
+        ms = open_store(store, broker_conf, tz, commitlog_file_size=commitlog_file_size,
+                        cq_file_size=cq_file_size) if store is not None and resolve else None
+        shown = _dump_file(file, topic, queue_id, ms, from_offset, limit, fmt, zone)
+    else:
+        ms = open_store(store or DEFAULT_STORE, broker_conf, tz, commitlog_file_size=commitlog_file_size,
+                        cq_file_size=cq_file_size)
+        if summary:
+            if queue_id is not None and topic is None:
+                raise UsageError("give the topic before the queue id")
+            shown = _summary(ms, topic, queue_id, fmt)
+            if not shown:
+                raise NotFound("no consume queue matched" if topic else "the store has no consume queues",
+                               path=ms.config.consumequeue_dir)
+            return
+        if topic is None or queue_id is None:
+            raise UsageError("give TOPIC and QUEUE_ID (or --file PATH, or --summary)")
+        shown = _dump_queue(ms, topic, queue_id, from_offset, limit, resolve, fmt, zone)
+    if shown == 0:
+        raise NotFound("no unit in that range")
+
+
+def _resolver(ms, topic, queue_id):
+    from rmqstore_cli.store.unit_check import check_unit
+
+    cl = ms.commitlog
+    delay = ms.config.delay_level_table
+    ext = ms.config.enable_consume_queue_ext
+
+    def resolve(cq_offset, off, size, tags):
+        return check_unit(cl, cq_offset, off, size, tags, topic, queue_id, delay, ext)
+
+    return resolve
+
+
+def _unit_dict(topic, queue_id, cq_offset, off, size, tags, fname, check, table: bool, zone) -> dict:
+    from rmqstore_cli.store.unit_check import is_pre_blank
+    from rmqstore_cli.times import format_ms
+
+    d = {"topic": topic, "queue_id": queue_id, "cq_offset": cq_offset, "commitlog_offset": off, "size": size,
+         "tags_code": tags, "file": fname, "pre_blank": is_pre_blank(off, size, tags)}
+    if check is not None:
+        m = check.message
+        d["status"] = check.status
+        d["agrees"] = check.agrees
+        d["problems"] = check.problems
+        d["store_timestamp"] = m.store_timestamp if m is not None else None
+        d["keys"] = m.keys if m is not None else None
+        d["tags"] = m.tags if m is not None else None
+        d["uniq_key"] = m.uniq_key if m is not None else None
+        if table:
+            d["store_time"] = format_ms(m.store_timestamp, zone) if m is not None else ""
+            d["problems"] = "; ".join(check.problems)
+    elif table:
+        d["status"] = "pre-blank" if d["pre_blank"] else ""
+    return d
+
+
+def _dump_queue(ms, topic, queue_id, from_offset, limit, resolve, fmt, zone) -> int:
+    from rmqstore_cli.errors import NotFound
+    from rmqstore_cli.render import Output
+
+    cq = ms.consume_queue(topic, queue_id)
+    if not cq.queue.files:
+        qids = sorted(int(p.name) for p in (ms.config.consumequeue_dir / topic).glob("*") if p.name.isdigit()) \
+            if (ms.config.consumequeue_dir / topic).is_dir() else []
+        raise NotFound(f"no consume queue {topic}/{queue_id}", path=cq.dir,
+                       hint=f"queues of this topic: {', '.join(map(str, qids))}" if qids else
+                       "rmqstore dump-cq --summary lists the queues")
+    res = _resolver(ms, topic, queue_id) if resolve else None
+    start = max(from_offset or 0, cq.min_file_offset)
+    stop = cq.max_offset if limit is None else min(cq.max_offset, start + limit)
+    out = Output(fmt.value, TABLE_COLUMNS, title=f"{topic}/{queue_id}")
+    try:
+        for arr, first, fname in cq.unit_arrays(start, stop):
+            for j, (off, size, tags) in enumerate(arr.tolist()):
+                check = res(first + j, off, size, tags) if res else None
+                out.emit(_unit_dict(topic, queue_id, first + j, off, size, tags, fname, check,
+                                    fmt.value == "table", zone))
+    finally:
+        out.close()  # the queue's read-only mappings close with the process (numpy views hold them)
+    return out.count
+
+
+def _dump_file(path: Path, topic, queue_id, ms, from_offset, limit, fmt, zone) -> int:
+    """One CQ file on its own: units from the file's start up to its first invalid unit
+    (``ConsumeQueue#recover``'s end); the file name gives the first logical offset."""
+    import mmap
+    import os
+
+    import numpy as np
+
+    from rmqstore_cli.errors import StoreError
+    from rmqstore_cli.formats.consume_queue import CQ_STORE_UNIT_SIZE
+    from rmqstore_cli.render import Output
+    from rmqstore_cli.store.consume_queue import UNIT_DTYPE
+
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError as e:
+        raise StoreError(f"cannot open consume-queue file: {e.strerror}", path=path) from None
+    if topic is None and path.parent.name.isdigit() and path.parent.parent.name:
+        topic, queue_id = path.parent.parent.name, int(path.parent.name) if queue_id is None else queue_id
+    base = int(path.name) // CQ_STORE_UNIT_SIZE if path.name.isdigit() and len(path.name) == 20 else 0
+    try:
+        length = os.fstat(fd).st_size
+        buf = mmap.mmap(fd, length, access=mmap.ACCESS_READ) if length else b""
+    finally:
+        os.close(fd)
+    if length % CQ_STORE_UNIT_SIZE:
+        raise StoreError(f"file has {length} bytes, not a multiple of the {CQ_STORE_UNIT_SIZE}-byte unit",
+                         path=path, hint="is this a consume-queue file?")
+    units = np.frombuffer(buf, dtype=UNIT_DTYPE, count=length // CQ_STORE_UNIT_SIZE) if length else \
+        np.empty(0, UNIT_DTYPE)
+    bad = np.flatnonzero((units["commitlog_offset"] < 0) | (units["size"] <= 0))
+    end = int(bad[0]) if len(bad) else len(units)
+    lo = max(0, (from_offset or base) - base)
+    hi = end if limit is None else min(end, lo + limit)
+    res = _resolver(ms, topic, queue_id) if ms is not None else None
+    out = Output(fmt.value, TABLE_COLUMNS, title=str(path))
+    try:
+        for j, (off, size, tags) in enumerate(units[lo:hi].tolist() if hi > lo else []):
+            check = res(base + lo + j, off, size, tags) if res else None
+            out.emit(_unit_dict(topic, queue_id, base + lo + j, off, size, tags, path.name, check,
+                                fmt.value == "table", zone))
+    finally:
+        out.close()
+        del units, bad
+        if isinstance(buf, mmap.mmap):
+            try:
+                buf.close()
+            except BufferError:  # a numpy view still alive; the mapping closes with the process
+                pass
+    return out.count
+
+
+def _summary(ms, topic, queue_id, fmt) -> int:
+    import numpy as np
+
+    from rmqstore_cli.formats.consume_queue import PRE_BLANK_SIZE
+    from rmqstore_cli.render import Output
+
+    clmin = ms.commitlog.min_offset
+    out = Output(fmt.value, SUMMARY_COLUMNS, title=f"{ms.config.root}: consume queues")
+    try:
+        for cq in ms.consume_queues():
+            if topic is not None and cq.topic != topic or queue_id is not None and cq.queue_id != queue_id:
+                continue
+            end = cq.max_offset
+            pre = 0
+            max_phy = -1
+            for arr, first, _ in cq.unit_arrays(cq.min_file_offset, end):
+                pre += int(np.count_nonzero((arr["commitlog_offset"] == 0) & (arr["size"] == PRE_BLANK_SIZE)
+                                            & (arr["tags_code"] == 0)))
+                last = arr[-1]
+                max_phy = int(last["commitlog_offset"]) + int(last["size"])
+            d = {"topic": cq.topic, "queue_id": cq.queue_id, "min_offset": cq.min_offset(clmin),
+                 "max_offset": end, "max_physic_offset": max_phy, "pre_blank_units": pre,
+                 "files": [f.name for f in cq.queue.files]}
+            if fmt.value == "table":
+                d["files"] = f"{len(cq.queue.files)}: {d['files'][0]}…" if len(cq.queue.files) > 1 else d["files"]
+            out.emit(d)
+    finally:
+        out.close()
+    return out.count

@@ -1,0 +1,82 @@
+"""A consume-queue unit checked against the record it points at (STORE-FORMAT §4.1–§4.6).
+
+A unit agrees with its record when the record is valid and starts there, its size is the
+unit's size, its topic/queueId/QUEUEOFFSET are the queue's and the unit's index, its
+transaction type gets a unit at all (NOT or COMMIT), and the tagsCode is what dispatch
+computes (§4.2; ext addresses of ``enableConsumeQueueExt`` are not compared). Pre-blank
+units (``#fillPreBlank``) and units whose record has expired have nothing to agree with.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from rmqstore_cli.formats.commitlog import TRANSACTION_COMMIT_TYPE, TRANSACTION_NOT_TYPE
+from rmqstore_cli.formats.consume_queue import PRE_BLANK_SIZE
+from rmqstore_cli.store.commitlog import CommitLog, Status
+from rmqstore_cli.store.dispatch import InvalidForDispatch, compute_tags_code
+from rmqstore_cli.store.message import Message
+
+#: ``ConsumeQueueExt#isExtAddr``: addresses are <= Integer.MIN_VALUE - 1.
+_EXT_ADDR_MAX = -(1 << 31) - 1
+
+OK = "ok"
+MISMATCH = "mismatch"
+PRE_BLANK = "pre-blank"
+EXPIRED = "expired"
+MISSING = "missing"
+
+
+@dataclass(slots=True)
+class UnitCheck:
+    """``status``: ok, mismatch, pre-blank, expired (before the commit log's first file)
+    or missing (no valid record there). ``agrees`` is None when there is nothing to
+    compare (pre-blank, expired)."""
+
+    status: str
+    agrees: bool | None
+    message: Message | None = None
+    problems: list[str] = field(default_factory=list)
+
+
+def is_pre_blank(commitlog_offset: int, size: int, tags_code: int) -> bool:
+    return commitlog_offset == 0 and size == PRE_BLANK_SIZE and tags_code == 0
+
+
+def check_unit(commitlog: CommitLog, cq_offset: int, commitlog_offset: int, size: int, tags_code: int,
+               topic: str | None, queue_id: int | None, delay_table: dict[int, int],
+               ext_enabled: bool = False) -> UnitCheck:
+    if is_pre_blank(commitlog_offset, size, tags_code):
+        return UnitCheck(PRE_BLANK, None)
+    if commitlog.files and commitlog_offset < commitlog.min_offset:
+        return UnitCheck(EXPIRED, None, problems=[f"the commit log starts at {commitlog.min_offset}"])
+    c = commitlog.check_at(commitlog_offset)
+    if c is None:
+        return UnitCheck(MISSING, False, problems=[f"no commit-log file holds offset {commitlog_offset}"])
+    if c.message is None or c.status in (Status.INVALID, Status.BLANK):
+        why = "a BLANK end-of-file record" if c.status is Status.BLANK else (c.reason or c.status.value)
+        return UnitCheck(MISSING, False, c.message, [f"no valid record there: {why}"])
+    m = c.message
+    problems: list[str] = []
+    if c.status is Status.SIZE_MISMATCH:
+        problems.append(c.reason)
+    if m.physical_offset != m.offset:
+        problems.append(f"record's PHYSICALOFFSET field is {m.physical_offset}")
+    if size != m.total_size:
+        problems.append(f"size {size}, record has {m.total_size}")
+    if topic is not None and m.topic_bytes != topic.encode("utf-8", "surrogateescape"):
+        problems.append(f"record's topic is {m.topic!r}")
+    if queue_id is not None and m.queue_id != queue_id:
+        problems.append(f"record's queue id is {m.queue_id}")
+    if m.queue_offset != cq_offset:
+        problems.append(f"record's queue offset is {m.queue_offset}")
+    if m.transaction_type not in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE):
+        problems.append("a PREPARED or ROLLBACK record gets no unit")
+    if not (ext_enabled and tags_code <= _EXT_ADDR_MAX):
+        try:
+            want = compute_tags_code(m, delay_table)
+        except InvalidForDispatch as e:
+            problems.append(f"dispatch would reject the record: {e}")
+        else:
+            if want != tags_code:
+                problems.append(f"tags code should be {want}")
+    return UnitCheck(MISMATCH if problems else OK, not problems, m, problems)
