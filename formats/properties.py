@@ -18,9 +18,9 @@ def parse_properties(text: str) -> dict[str, str]:
     """
     out: dict[str, str] = {}
     for part in text.split(PROPERTY_SEPARATOR):
-        k = part.find(NAME_VALUE_SEPARATOR)
-        if 0 < k < len(part) - 1:
-            out[part[:k]] = part[k + 1:]
+        name, _, value = part.partition(NAME_VALUE_SEPARATOR)
+        if name and value:  # the broker's 0 < k < len(part) - 1
+            out[name] = value
     return out
 
 

@@ -43,6 +43,8 @@ _PREFIX = struct.Struct(fixed_fields_format(BlankRecord))
 _MIDDLE = {(b, s): struct.Struct(middle_format(b, s)) for b in (False, True) for s in (False, True)}
 _TOPIC_LEN = {MAGIC_V1: struct.Struct(">b"), MAGIC_V2: struct.Struct(">h")}
 _PROPS_LEN = struct.Struct(">h")
+_FIXED_V4 = struct.Struct(HEAD_FORMAT + middle_format(False, False)[1:])  # TOTALSIZE … BODYLENGTH
+_V6_FLAGS = BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG
 _QUEUE_OFFSET_POS = field_offset(MessageHead, "queue_offset")  # MessageDecoder.QUEUE_OFFSET_POSITION
 _PHY_POS = field_offset(MessageHead, "physical_offset")  # MessageDecoder.PHY_POS_POSITION
 _I64 = struct.Struct(">q")
@@ -80,7 +82,46 @@ def check_message(buf, pos: int, limit: int, file_from: int, check_crc: bool = F
 
     Bounds every read by ``limit`` (the file's end) the way a Java buffer does, so a
     corrupted length is an *invalid* record, never a crash or a huge allocation.
+
+    The fast path decodes a well-formed IPv4/IPv4 record with one ``unpack``; anything
+    else (or any doubt) goes to :func:`_check_exact`, which gives every verdict and reason.
     """
+    if limit - pos >= _FIXED_V4.size:
+        (total, magic, crc, queue_id, flag, queue_offset, phy, sys_flag, born_ts, born_addr, born_port,
+         store_ts, store_addr, store_port, reconsume, prepared, body_len) = _FIXED_V4.unpack_from(buf, pos)
+        if (magic == MAGIC_V1 or magic == MAGIC_V2) and not sys_flag & _V6_FLAGS and body_len >= 0 \
+                and _FIXED_V4.size <= total <= limit - pos and not (check_crc and force_prop_crc):
+            p = pos + _FIXED_V4.size
+            end = pos + total
+            body = buf[p:p + body_len]
+            p += body_len
+            if magic == MAGIC_V1:
+                topic_len = buf[p] if p < end else -1
+                if topic_len > 127:
+                    topic_len = -1  # a signed byte: negative, invalid
+                p += 1
+                fixed = _FIXED_V4.size + 1 + 2
+            else:
+                topic_len = int.from_bytes(buf[p:p + 2], "big", signed=True) if p + 2 <= end else -1
+                p += 2
+                fixed = _FIXED_V4.size + 2 + 2
+            if topic_len >= 0 and p + topic_len + 2 <= end:
+                topic = buf[p:p + topic_len]
+                p += topic_len
+                props_len = int.from_bytes(buf[p:p + 2], "big", signed=True)
+                if props_len >= 0 and fixed + body_len + topic_len + props_len == total and \
+                        (not check_crc or (zlib.crc32(body) & 0x7FFFFFFF if body_len else 0) == crc
+                         or body_len == 0):
+                    p += 2
+                    return Check(Status.VALID, total, "", Message(
+                        phy, total, magic, crc, queue_id, flag, queue_offset, sys_flag, born_ts, born_addr,
+                        born_port, store_ts, store_addr, store_port, reconsume, prepared, body, topic,
+                        buf[p:p + props_len], file_from + pos))
+    return _check_exact(buf, pos, limit, file_from, check_crc, force_prop_crc)
+
+
+def _check_exact(buf, pos: int, limit: int, file_from: int, check_crc: bool, force_prop_crc: bool) -> Check:
+    """The careful decode: every read bounded, every verdict with its reason."""
     if limit - pos < 8:
         return Check(Status.INVALID, -1, "fewer than 8 bytes left in the file")
     total, magic = _PREFIX.unpack_from(buf, pos)
