@@ -7,6 +7,7 @@ hash rule, the masked CRC32 (``UtilAll#crc32``), the offset message id
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import ipaddress
 import struct
 import zlib
@@ -309,9 +310,11 @@ class JavaHashMap:
     def items(self) -> list[tuple[str, str]]:
         mask = self.capacity - 1
         seq = {k: i for i, k in enumerate(self._items)}
+        return sorted(self._items.items(), key=lambda kv: (_spread(kv[0]) & mask, seq[kv[0]]))
 
-        def bucket(k: str) -> int:
-            h = java_hash(k) & 0xFFFFFFFF
-            return (h ^ (h >> 16)) & mask
 
-        return sorted(self._items.items(), key=lambda kv: (bucket(kv[0]), seq[kv[0]]))
+@functools.lru_cache(maxsize=4096)
+def _spread(key: str) -> int:
+    """``HashMap#hash``: ``h ^ (h >>> 16)``; property names repeat, so it is cached."""
+    h = java_hash(key) & 0xFFFFFFFF
+    return h ^ (h >> 16)
