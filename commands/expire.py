@@ -1,0 +1,237 @@
+"""``rmqstore expire``: the broker's file expiry (commit log, consume queues, index), for cron."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from rmqstore_cli.commands.common import (
+    DEFAULT_STORE,
+    BrokerConfOpt,
+    CommitlogSizeOpt,
+    CqSizeOpt,
+    Fmt,
+    FormatOpt,
+    IndexMaxOpt,
+    IndexSlotsOpt,
+    StoreOpt,
+    TzOpt,
+    command,
+)
+
+EPILOG = """Examples:
+
+  rmqstore expire --store ~/store --reserved-hours 72 --dry-run
+
+  rmqstore expire --broker-conf /opt/rocketmq/conf/broker.conf --quiet    # crontab: 0 4 * * *
+
+  rmqstore expire --store /snap/store --reserved-hours 48 --now 2026-11-20T04:00 --format json
+
+  rmqstore expire --store ~/store --disk-ratio 0.85 --max-files 10 --verbose
+"""
+
+TABLE_COLUMNS = [("kind", "kind"), ("file", "file"), ("rule", "rule"), ("reason", "why"), ("bytes", "bytes")]
+
+
+def register(app: typer.Typer) -> None:
+    app.command("expire", epilog=EPILOG)(expire)
+
+
+def _ratio(value: float | None) -> float | None:
+    from rmqstore_cli.errors import UsageError
+
+    if value is None:
+        return None
+    if 0 < value <= 1:
+        return value
+    if 1 < value <= 100:
+        return value / 100
+    raise UsageError(f"--disk-ratio {value:g} is not a share of the disk",
+                     hint="give a fraction (0.85) or a percentage (85)")
+
+
+@command
+def expire(
+    store: StoreOpt = DEFAULT_STORE,
+    broker_conf: BrokerConfOpt = None,
+    reserved_hours: Annotated[Optional[float], typer.Option(
+        min=0, help="Keep commit-log files modified less than this many hours ago "
+                    "(fileReservedTime; default: from --broker-conf, else 72).")] = None,
+    now: Annotated[Optional[str], typer.Option(
+        help="Judge ages as of this time instead of now (ISO 8601, epoch ms, -2h): forensics on a snapshot.")] = None,
+    disk_ratio: Annotated[Optional[float], typer.Option(
+        help="Also delete the oldest files, whatever their age, while the commit-log partition is "
+             "more than this full (0.85 or 85), as the broker's forced clean does.")] = None,
+    max_files: Annotated[Optional[int], typer.Option(
+        min=1, help="Delete at most this many commit-log files in this run (the broker: "
+                    "deleteFileBatchMax=10 per 10 s). Default: no cap.")] = None,
+    pause_ms: Annotated[int, typer.Option(
+        min=0, help="Sleep between deletions, like deleteCommitLogFilesInterval (100 in the broker).")] = 0,
+    dry_run: Annotated[bool, typer.Option("--dry-run", "-n", help="List what would go and why; delete nothing.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Run even while a live broker holds the store's lock.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing unless something was deleted or went wrong (for cron).")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="One line per deletion on stderr, as it happens.")] = False,
+    commitlog_file_size: CommitlogSizeOpt = None,
+    cq_file_size: CqSizeOpt = None,
+    index_slots: IndexSlotsOpt = None,
+    index_max: IndexMaxOpt = None,
+    fmt: FormatOpt = Fmt.table,
+    tz: TzOpt = None,
+) -> None:
+    """Delete expired commit-log files, then the consume-queue and index files that only
+    point below the commit log's new minimum — the broker's cleaning, run once.
+
+    Commit-log files go oldest first while they were last modified --reserved-hours ago
+    or more (or while the disk is above --disk-ratio), never the newest file, stopping at
+    the first that stays. Then each consume queue loses its oldest files whose last unit
+    points below the new minimum, and the index its oldest files whose endPhyOffset is
+    below it; the newest file of each always stays. Nothing else is changed.
+
+    Every file is checked to be a store file (20- or 17-digit name, configured size,
+    regular file, not a symlink) before it is deleted. Refuses (exit 4) while a live
+    broker holds the store's lock, unless --force; holds that lock itself while deleting.
+    An interrupted run leaves a consistent store; the next run finishes the job.
+    Exit 0 when the run completed (whether or not anything was due), 3 when a file could
+    not be checked or deleted.
+    """
+    from rmqstore_cli.commands.common import load_config
+    from rmqstore_cli.errors import StoreError
+    from rmqstore_cli.store import cleanup
+    from rmqstore_cli.store.lock import lock_holder, refuse_if_live
+    from rmqstore_cli.store.message_store import MessageStore
+    from rmqstore_cli.times import now_ms, parse_time, parse_tz
+
+    zone = parse_tz(tz)
+    ratio = _ratio(disk_ratio)
+    at = parse_time(now, "--now", tz=zone) if now is not None else now_ms()
+    cfg = load_config(store, broker_conf, commitlog_file_size, cq_file_size, index_slots, index_max)
+    hours = reserved_hours if reserved_hours is not None else float(cfg.file_reserved_time)
+    root = cfg.root
+    refuse_if_live(root, force)
+    ms = MessageStore.open(cfg, zone)  # sizes inferred and checked; DLedger / RocksDB refused
+    try:
+        ms.commitlog.queue.check_sizes()
+    finally:
+        ms.close()
+    warn = (lambda msg: None) if quiet else (lambda msg: print(f"rmqstore: {msg}", file=sys.stderr))
+    if verbose:
+        for note in ms.notes:
+            warn(f"note: {note}")
+
+    lock = cleanup.StoreLock(root)
+    if not dry_run:
+        if lock_holder(root) is None:
+            lock.acquire()
+        else:
+            warn("warning: --force: deleting while a live broker holds the store's lock")
+    try:
+        plan = cleanup.plan_expiry(cfg, at, hours, disk_ratio=ratio, max_files=max_files)
+
+        def said(a) -> None:
+            if verbose:
+                verb = "would delete" if dry_run else "deleted"
+                print(f"rmqstore: {verb} {a.file} ({a.size} bytes): {a.reason}", file=sys.stderr)
+
+        if dry_run:
+            for a in plan.actions:
+                said(a)
+            deleted, error = plan.actions, None
+        else:
+            result = cleanup.execute_plan(plan, on_delete=said, pause_ms=pause_ms)
+            deleted, error = result.deleted, result.error
+    finally:
+        lock.release()
+
+    summary = _summary(plan, deleted, error, cfg, dry_run)
+    for n in plan.notes:
+        warn(f"note: {n}")
+    went_wrong = error is not None or bool(plan.problems)
+    if not (quiet and not deleted and not went_wrong):
+        _print(fmt, summary, deleted, dry_run, root)
+    for p in plan.problems[1:] if error is None else plan.problems:
+        print(f"rmqstore: error: {p}", file=sys.stderr)
+    if error is not None:
+        raise error
+    if plan.problems:
+        p = plan.problems[0]
+        raise StoreError(p.message, path=p.path,
+                         hint="files before it were handled; move it away or fix the size options, then run again")
+
+
+def _summary(plan, deleted, error, cfg, dry_run: bool) -> dict:
+    from rmqstore_cli.store.cleanup import COMMITLOG, CONSUMEQUEUE, INDEX, KINDS
+    from rmqstore_cli.store.mapped_files import MappedFileQueue
+
+    counts = {k: sum(1 for a in deleted if a.kind == k) for k in KINDS}
+    if dry_run or error is None:
+        cl_min = plan.commitlog_min_after
+    else:  # stopped early: say where the commit log really starts now
+        q = MappedFileQueue(cfg.commitlog_dirs, cfg.mapped_file_size_commit_log)
+        cl_min = q.files[0].file_from_offset if q.files else -1
+    done_q: dict[tuple[str, int], int] = {}
+    for a in deleted:
+        if a.kind == CONSUMEQUEUE:
+            done_q[(a.topic, a.queue_id)] = done_q.get((a.topic, a.queue_id), 0) + 1
+    queues = [{"topic": m.topic, "queue_id": m.queue_id, "files_deleted": m.files_deleted, "min_offset": m.min_offset}
+              for m in plan.queue_mins if done_q.get((m.topic, m.queue_id)) == m.files_deleted]
+    index_complete = counts[INDEX] == len(plan.of(INDEX))
+    s = {
+        "store": str(cfg.root),
+        "dry_run": dry_run,
+        "completed": error is None and not plan.problems,
+        "now": plan.now_ms,
+        "reserved_hours": plan.reserved_hours,
+        "disk_ratio": plan.disk_ratio,
+        "max_files": plan.max_files,
+        "files": len(deleted),
+        "bytes": sum(a.size for a in deleted),
+        "bytes_freed": sum(a.freed for a in deleted),
+        "deleted": counts,
+        "min_offsets": {
+            COMMITLOG: cl_min,
+            "commitlog_before": plan.commitlog_min_before,
+            CONSUMEQUEUE: queues,
+            INDEX: plan.index_first if index_complete else None,
+        },
+    }
+    if plan.disk is not None:
+        s["disk"] = plan.disk
+    s["problems"] = [str(p) for p in plan.problems] + ([str(error)] if error is not None else [])
+    s["notes"] = list(plan.notes)
+    return s
+
+
+def _print(fmt, summary: dict, deleted, dry_run: bool, root: Path) -> None:
+    from rmqstore_cli.render import Output, print_summary, to_json
+
+    if fmt is Fmt.json:
+        sys.stdout.write(to_json({**summary, "actions": [a.as_dict() for a in deleted]}) + "\n")
+        return
+    if fmt is Fmt.jsonl:
+        for a in deleted:
+            sys.stdout.write(to_json(a.as_dict()) + "\n")
+        sys.stdout.write(to_json({"kind": "summary", **summary}) + "\n")
+        return
+    title = f"{'would delete (dry run)' if dry_run else 'deleted'}: {root}"
+    if deleted:
+        out = Output("table", TABLE_COLUMNS, title=title)
+        for a in deleted:
+            out.emit(a.as_dict())
+        out.close()
+    mins = summary["min_offsets"]
+    idx = mins["index"]
+    table = {
+        "files" + (" (would go)" if dry_run else " deleted"): summary["files"],
+        "by kind": " ".join(f"{k}={v}" for k, v in summary["deleted"].items()),
+        "bytes freed": summary["bytes_freed"],
+        "commit-log min offset": f"{mins['commitlog_before']} -> {mins['commitlog']}",
+        "queues trimmed": len(mins["consumequeue"]),
+        "first index file": (idx or {}).get("file", ""),
+        "completed": summary["completed"],
+    }
+    if "disk" in summary:
+        d = summary["disk"]
+        table["disk used"] = f"{d['used_ratio_before']:.0%} -> {d['used_ratio_after']:.0%} (threshold {d['threshold']:.0%})"
+    print_summary("table", table, title="expire" + (" (dry run)" if dry_run else ""))
