@@ -43,6 +43,7 @@ COMMANDS = (
     "dump_cq",
     "index_lookup",
     "decode_msgid",
+    "expire",
 )
 
 for _name in COMMANDS:
