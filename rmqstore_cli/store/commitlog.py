@@ -195,6 +195,23 @@ def crc_property_value(crc: int) -> str:
     return str(crc).zfill(10)[::-1]
 
 
+_RELEASE_EVERY = 64 << 20
+
+
+def _release(buf, start: int, stop: int) -> int:
+    """Drop pages already scanned from this process's mapping, so a scan's memory does not
+    grow with the store (they stay in the page cache). Returns the new released mark."""
+    import mmap
+
+    stop -= stop % mmap.PAGESIZE
+    if stop > start and isinstance(buf, mmap.mmap):
+        try:
+            buf.madvise(mmap.MADV_DONTNEED, start, stop - start)
+        except (OSError, ValueError, AttributeError):
+            pass
+    return max(start, stop)
+
+
 @dataclass(slots=True)
 class ScanEnd:
     """Where and why a scan stopped: the end of the readable log."""
@@ -250,10 +267,14 @@ class CommitLog:
                 self.end = ScanEnd(files[i - 1].end_offset, f"gap: no file between {files[i - 1].end_offset} "
                                    f"and {f.file_from_offset}", f.name, clean=False)
                 return
+            stop = limit if end is None else end - f.file_from_offset
+            released = pos - pos % _RELEASE_EVERY
             while True:
-                if end is not None and f.file_from_offset + pos >= end:
+                if pos >= stop and end is not None:
                     self.end = ScanEnd(f.file_from_offset + pos, "end offset reached", f.name)
                     return
+                if pos - released >= _RELEASE_EVERY:
+                    released = _release(buf, released, pos)
                 c = check_message(buf, pos, limit, f.file_from_offset, check_crc, force)
                 if c.status is Status.VALID:
                     yield c.message
@@ -262,6 +283,7 @@ class CommitLog:
                 if c.status is Status.BLANK:
                     if include_blank:
                         yield Blank(f.file_from_offset + pos, _PREFIX.unpack_from(buf, pos)[0], f.name)
+                    _release(buf, released, limit)
                     break
                 if c.status is Status.SIZE_MISMATCH and skip_mismatch:
                     pos += c.size
