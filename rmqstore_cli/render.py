@@ -129,7 +129,8 @@ class Output:
         from rich.table import Table
         from rich.text import Text
 
-        table = Table(title=self.title if self.count <= self.PAGE else None, show_lines=False)
+        title = Text(safe_text(self.title)) if self.title and self.count <= self.PAGE else None  # data: no markup
+        table = Table(title=title, show_lines=False)
         for _, header in self.columns:
             table.add_column(header, overflow="fold")
         for row in self._rows:
@@ -162,7 +163,9 @@ def console():
     if _console is None:
         from rich.console import Console
 
-        _console = Console(highlight=False, no_color="NO_COLOR" in os.environ, soft_wrap=False)
+        # piped tables (less, files) get room for a msgId instead of 80 folded columns
+        width = None if sys.stdout.isatty() else int(os.environ.get("COLUMNS", "0") or 0) or 200
+        _console = Console(highlight=False, no_color="NO_COLOR" in os.environ, soft_wrap=False, width=width)
     return _console
 
 
@@ -183,7 +186,7 @@ def print_summary(fmt: str, summary: dict, title: str) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    table = Table(title=title, show_header=False)
+    table = Table(title=Text(safe_text(title)), show_header=False)
     table.add_column("what")
     table.add_column("value")
     for k, v in summary.items():
