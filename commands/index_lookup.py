@@ -86,8 +86,8 @@ def index_lookup(
     from rmqstore_cli.times import format_ms, parse_time, parse_tz
 
     zone = parse_tz(tz)
-    b = parse_time(begin, "--begin", tz=zone) if begin else 0
-    e = parse_time(end, "--end", tz=zone) if end else LONG_MAX
+    b = _time(begin, "--begin", zone, parse_time) if begin else 0
+    e = _time(end, "--end", zone, parse_time) if end else LONG_MAX
     cfg = load_config(store, broker_conf, commitlog_file_size=commitlog_file_size, index_slots=index_slots,
                       index_max=index_max)
     st = ReadStore.open(cfg, zone)
@@ -123,6 +123,15 @@ def index_lookup(
     if not hits:
         raise NotFound(f"no message with key {key!r}" + (f" in topic {topics[0]!r}" if len(topics) == 1 else "")
                        + ("" if b == 0 and e == LONG_MAX else " in that time window"))
+
+
+def _time(value: str, option: str, zone, parse_time) -> int:
+    """Any plain integer is epoch milliseconds (0 and Long.MAX_VALUE included, as the
+    broker's own query arguments are written); everything else as ``parse_time`` reads it."""
+    v = value.strip()
+    if v.lstrip("-").isdigit() and v.isascii():
+        return int(v)
+    return parse_time(v, option, tz=zone)
 
 
 def _count(others) -> str:
