@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from typing import Annotated, Optional
 
@@ -51,6 +52,10 @@ for _name in COMMANDS:
 
 
 def main() -> None:
+    if "_RMQSTORE_COMPLETE" in os.environ:  # shell completion (completions/): only then load it
+        from typer._completion_classes import completion_init
+
+        completion_init()
     try:
         app(prog_name="rmqstore")
     except BrokenPipeError:

@@ -1,0 +1,118 @@
+"""Man pages and shell completion scripts, generated from the same click objects as ``--help``.
+
+``python -m rmqstore_cli.manpages [DIR]`` rewrites ``DIR/man/*.1`` and ``DIR/completions/*``
+(default: the current directory); ``tests/test_docs.py`` checks the committed files are
+current, so the pages cannot drift from the CLI.
+"""
+from __future__ import annotations
+
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import typer
+
+from rmqstore_cli import __version__
+
+SHELLS = {"bash": "rmqstore.bash", "zsh": "_rmqstore", "fish": "rmqstore.fish"}
+_DATE = "2026-11-22"  # fixed, so regenerating changes nothing unless the CLI changed
+
+
+def _roff(text: str) -> str:
+    out = text.replace("\\", "\\e").replace("-", "\\-")
+    return "\n".join(("\\&" + ln) if ln.startswith((".", "'")) else ln for ln in out.splitlines())
+
+
+def _options(cmd, ctx) -> list[str]:
+    lines = []
+    for p in cmd.get_params(ctx):
+        rec = p.get_help_record(ctx)
+        if rec is None:
+            continue
+        names, help_text = rec
+        lines += [".TP", f".B {_roff(names)}", _roff(help_text or "")]
+    return lines
+
+
+def _examples(cmd) -> list[str]:
+    epilog = (cmd.epilog or "").strip()
+    if not epilog:
+        return []
+    body = [ln.strip() for ln in epilog.splitlines()[1:] if ln.strip()]
+    lines = [".SH EXAMPLES"]
+    for ln in body:
+        lines += [".PP", ".nf", _roff(ln), ".fi"]
+    return lines
+
+
+def page(cmd, name: str, parent) -> str:
+    """One roff page for a click command (typer builds them; click is vendored inside typer)."""
+    ctx = cmd.context_class(cmd, info_name=name, parent=parent)
+    title = name.replace(" ", "-")
+    short = (cmd.get_short_help_str(200) if parent else "Apache RocketMQ store forensics and operations")
+    usage = " ".join(cmd.collect_usage_pieces(ctx))
+    lines = [
+        f'.TH {title.upper()} 1 "{_DATE}" "rmqstore {__version__}" "User Commands"',
+        ".SH NAME", f"{_roff(title)} \\- {_roff(short)}",
+        ".SH SYNOPSIS", f".B {_roff(name)}", _roff(usage),
+        ".SH DESCRIPTION", _roff(cmd.help or ""),
+        ".SH OPTIONS", *_options(cmd, ctx),
+        *_examples(cmd),
+    ]
+    if hasattr(cmd, "list_commands"):
+        lines += [".SH COMMANDS"]
+        for sub in cmd.list_commands(ctx):
+            c = cmd.get_command(ctx, sub)
+            lines += [".TP", f".B {sub}", _roff(c.get_short_help_str(200)) + f"\nSee \\fBrmqstore\\-{sub}\\fR(1)."]
+        lines += [".SH EXIT STATUS",
+                  "0 done; 1 a negative answer (nothing matched, verify found errors); 2 usage error; "
+                  "3 the store could not be read or is not a RocketMQ store; 4 refused for safety "
+                  "(a live broker holds the lock).",
+                  ".SH ENVIRONMENT", ".TP", ".B RMQSTORE_STORE", "Default for \\-\\-store.",
+                  ".TP", ".B RMQSTORE_BROKER_CONF", "Default for \\-\\-broker\\-conf.",
+                  ".TP", ".B NO_COLOR", "Disables colour in tables."]
+    else:
+        lines += [".SH SEE ALSO", "\\fBrmqstore\\fR(1)"]
+    return "\n".join(lines) + "\n"
+
+
+def pages() -> dict[str, str]:
+    from rmqstore_cli.app import app
+
+    group = typer.main.get_command(app)
+    root = group.context_class(group, info_name="rmqstore")
+    out = {"rmqstore.1": page(group, "rmqstore", None)}
+    for sub in group.list_commands(root):
+        out[f"rmqstore-{sub}.1"] = page(group.get_command(root, sub), f"rmqstore {sub}", root)
+    return out
+
+
+def completion_scripts() -> dict[str, str]:
+    """The scripts click/typer print for ``_RMQSTORE_COMPLETE=source_<shell>``."""
+    out = {}
+    env = dict(os.environ)
+    for shell, fname in SHELLS.items():
+        env["_RMQSTORE_COMPLETE"] = f"source_{shell}"
+        r = subprocess.run([sys.executable, "-m", "rmqstore_cli"], env=env, capture_output=True, text=True,
+                           check=True)
+        out[fname] = r.stdout
+    return out
+
+
+def write(root: Path) -> list[Path]:
+    written = []
+    for sub, files in (("man", pages()), ("completions", completion_scripts())):
+        (root / sub).mkdir(exist_ok=True)
+        for name, text in files.items():
+            p = root / sub / name
+            p.write_text(text, encoding="utf-8")
+            written.append(p)
+    return written
+
+
+if __name__ == "__main__":
+    for p in write(Path(sys.argv[1] if len(sys.argv) > 1 else ".")):
+        print(p)
+
