@@ -22,6 +22,7 @@ _DATE = "2026-11-22"  # fixed, so regenerating changes nothing unless the CLI ch
 
 def _roff(text: str) -> str:
     out = text.replace("\\", "\\e").replace("-", "\\-")
+    out = "".join(c if ord(c) < 128 else f"\\[u{ord(c):04X}]" for c in out)  # groff needs ASCII input
     return "\n".join(("\\&" + ln) if ln.startswith((".", "'")) else ln for ln in out.splitlines())
 
 

@@ -1,0 +1,81 @@
+"""--help, man pages and completions come from one source and stay current; start-up is light."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, cli
+from rmqstore_cli.manpages import completion_scripts, pages
+
+
+def test_man_pages_are_current():
+    """Regenerate with: python -m rmqstore_cli.manpages ."""
+    for name, text in pages().items():
+        p = ROOT / "man" / name
+        assert p.exists(), f"{p} missing: run python -m rmqstore_cli.manpages ."
+        assert p.read_text(encoding="utf-8") == text, f"{p} is stale: run python -m rmqstore_cli.manpages ."
+    assert {p.name for p in (ROOT / "man").glob("*.1")} == set(pages())
+
+
+def test_completion_scripts_are_current():
+    for name, text in completion_scripts().items():
+        assert (ROOT / "completions" / name).read_text(encoding="utf-8") == text, name
+
+
+@pytest.mark.skipif(shutil.which("groff") is None and shutil.which("man") is None, reason="no groff or man here")
+def test_man_pages_render_cleanly():
+    for p in (ROOT / "man").glob("*.1"):
+        if shutil.which("groff"):
+            r = subprocess.run(["groff", "-man", "-Tutf8", "-ww", "-z", str(p)], capture_output=True, text=True)
+        else:
+            r = subprocess.run(["man", "-l", str(p)], capture_output=True, text=True,
+                               env=dict(os.environ, MANPAGER="cat", MANWIDTH="100"))
+        assert r.returncode == 0 and "warning" not in r.stderr.lower(), (p.name, r.stderr)
+
+
+def _bash_complete(words: str) -> list[str]:
+    script = ROOT / "completions" / "rmqstore.bash"
+    cword = len(words.split()) - (0 if words.endswith(" ") else 1)
+    prog = (f"source {script}; COMP_WORDS=({words}); COMP_CWORD={cword}; "
+            f"_rmqstore_completion rmqstore; printf '%s\\n' \"${{COMPREPLY[@]}}\"")
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    r = subprocess.run(["bash", "-c", prog], capture_output=True, text=True, env=env, timeout=60)
+    return r.stdout.split()
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="no bash")
+def test_bash_completion_of_commands_options_and_enum_values():
+    assert "dump-commitlog" in _bash_complete("rmqstore dump-c")
+    assert "--from-offset" in _bash_complete("rmqstore dump-commitlog --from-")
+    assert _bash_complete("rmqstore dump-commitlog --format j") == ["jsonl", "json"]
+
+
+def test_every_command_has_help_with_examples():
+    r = cli("--help")
+    assert r.exit_code == 0
+    for name in pages():
+        if name == "rmqstore.1":
+            continue
+        sub = name[len("rmqstore-"):-2]
+        h = cli(sub, "--help")
+        assert h.exit_code == 0 and "Examples" in h.stdout, sub
+
+
+def test_version():
+    r = cli("--version")
+    assert r.exit_code == 0 and r.stdout.startswith("rmqstore ")
+
+
+def test_help_does_not_import_heavy_modules():
+    code = ("import sys; sys.argv=['rmqstore','--help']\n"
+            "from rmqstore_cli.app import main\n"
+            "try:\n main()\nexcept SystemExit:\n pass\n"
+            "heavy=[m for m in ('numpy','pyspark','construct','rich.table') if m in sys.modules]\n"
+            "print('HEAVY', heavy, file=sys.stderr)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert "HEAVY []" in r.stderr, r.stderr
