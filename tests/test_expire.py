@@ -180,6 +180,22 @@ def test_newest_file_survives_reserved_zero_and_each_queue_keeps_its_newest(smal
     assert_store_reads(small_store)
 
 
+def test_an_index_that_fell_behind_keeps_its_newest_file(small_store):
+    # IndexService#deleteExpiredFile walks files 0 .. n-2 only: as if messageIndexEnable had
+    # been switched off, every index file ends below the new minimum; the newest still stays
+    files = cl_files(small_store)
+    idx = index_files(small_store)
+    for p in idx[len(idx) // 2:]:
+        p.unlink()
+    kept = index_files(small_store)
+    assert INDEX_HEADER.unpack_from(kept[-1].read_bytes(), 0)[3] < int(files[-1].name)
+    set_ages(small_store, [1000])
+    s = expire_json(small_store, "--reserved-hours", "0")
+    assert index_files(small_store) == [kept[-1]]
+    assert s["deleted"]["index"] == len(kept) - 1
+    assert s["min_offsets"]["index"]["file"] == kept[-1].name
+
+
 def test_second_run_deletes_nothing(small_store):
     set_ages(small_store, [200] * 8 + [1])
     first = expire_json(small_store, "--reserved-hours", "72")
@@ -379,14 +395,21 @@ def test_a_file_of_the_wrong_size_stops_everything(small_store):
 
 
 def test_stray_names_are_never_deleted(small_store):
-    set_ages(small_store, [100] * 3 + [1])
+    n_cl = len(cl_files(small_store))
     stray = small_store / "commitlog" / "notes.txt"
     stray.write_text("operator notes")
     cq_stray = next(iter(queue_files(small_store).values()))[0].parent / "backup"
     cq_stray.write_bytes(b"x" * 2000)
-    s = expire_json(small_store, "--reserved-hours", "72")
-    assert s["deleted"]["commitlog"] == 3
-    assert stray.exists() and cq_stray.exists()
+    for p in index_files(small_store)[10:]:  # an index that fell behind: even its newest file is below min
+        p.unlink()
+    idx = index_files(small_store)
+    idx_stray = small_store / "index" / "zz-readme"  # sorts last: must not pass for the newest index file
+    idx_stray.write_text("x")
+    set_ages(small_store, [1000])
+    s = expire_json(small_store, "--reserved-hours", "0")
+    assert s["deleted"]["commitlog"] == n_cl - 1
+    assert stray.exists() and cq_stray.exists() and idx_stray.exists()
+    assert idx[-1].exists()
     assert any("notes.txt" in n for n in s["notes"])
 
 

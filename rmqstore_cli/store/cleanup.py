@@ -356,11 +356,14 @@ def _read_index_header(path: Path) -> tuple[int, int, int, int]:
 def _plan_index(plan: ExpiryPlan, config: StoreConfig) -> None:
     """``IndexService#deleteExpiredFile(min)``."""
     root, idir, clmin = config.root, config.index_dir, plan.commitlog_min_after
-    try:  # IndexService#load: every file of the directory, sorted by name
-        paths = sorted((p for p in idir.iterdir() if not p.name.startswith(".") and not p.is_dir()),
-                       key=lambda p: p.name)
+    try:  # IndexService#load: the files of the directory, sorted by name
+        entries = sorted((p for p in idir.iterdir() if not p.name.startswith(".")), key=lambda p: p.name)
     except (FileNotFoundError, NotADirectoryError):
         return
+    paths = [p for p in entries if _INDEX_NAME.fullmatch(p.name)]
+    for p in entries:
+        if not _INDEX_NAME.fullmatch(p.name):  # never counted, so never taken for the newest file
+            plan.notes.append(f"{_relative(p, root)} is not an index file name; left alone")
     if not paths:
         return
     size = config.index_file_size
