@@ -80,7 +80,7 @@ def index_lookup(
     (plus the client's key check). Exit 1 when nothing is found.
     """
     from rmqstore_cli.commands.common import load_config
-    from rmqstore_cli.errors import NotFound
+    from rmqstore_cli.errors import NotFound, UsageError
     from rmqstore_cli.render import Output
     from rmqstore_cli.store.lookup import LONG_MAX, INT_MAX, ReadStore, broker_query_message, lookup_key
     from rmqstore_cli.times import format_ms, parse_time, parse_tz
@@ -88,19 +88,31 @@ def index_lookup(
     zone = parse_tz(tz)
     b = _time(begin, "--begin", zone, parse_time) if begin else 0
     e = _time(end, "--end", zone, parse_time) if end else LONG_MAX
+    if b > e:
+        raise UsageError("--begin lies after --end")
     cfg = load_config(store, broker_conf, commitlog_file_size=commitlog_file_size, index_slots=index_slots,
                       index_max=index_max)
     st = ReadStore.open(cfg, zone)
     try:
         topics = list(dict.fromkeys(topic)) if topic else st.topics()
-        if broker_window:
-            hits, others, capped = [], [], False
-            for t in topics:
-                for h in broker_query_message(st.index, st.commitlog, t, key, max_hits or INT_MAX, b, e):
-                    (hits if h.true else others).append(h)
-        else:
-            r = lookup_key(st.index, st.commitlog, topics, key, b, e, max_hits)
-            hits, others, capped = r.hits, r.others, r.capped
+        no_index = not st.index.files
+
+        def query(k: str):
+            if broker_window:
+                hits, others = [], []
+                for t in topics:
+                    for h in broker_query_message(st.index, st.commitlog, t, k, max_hits or INT_MAX, b, e):
+                        (hits if h.true else others).append(h)
+                return hits, others, False
+            r = lookup_key(st.index, st.commitlog, topics, k, b, e, max_hits)
+            return r.hits, r.others, r.capped
+
+        hits, others, capped = query(key)
+        if not hits and key != key.upper() and len(key) in (32, 56) and _is_hex(key):
+            # UNIQ_KEYs are stored and indexed in upper case; a pasted lower-case id means that
+            hits, others, capped = query(key.upper())
+            if hits:
+                print("rmqstore: note: found as the upper-case UNIQ_KEY", file=sys.stderr)
         shown = hits + others if show_collisions else hits
         if show_collisions:
             shown.sort(key=lambda h: h.physical_offset)
@@ -122,7 +134,12 @@ def index_lookup(
         raise NotFound("the store knows no topic", path=cfg.root, hint="pass --topic")
     if not hits:
         raise NotFound(f"no message with key {key!r}" + (f" in topic {topics[0]!r}" if len(topics) == 1 else "")
-                       + ("" if b == 0 and e == LONG_MAX else " in that time window"))
+                       + ("" if b == 0 and e == LONG_MAX else " in that time window"),
+                       hint="the store has no index files (messageIndexEnable=false?)" if no_index else None)
+
+
+def _is_hex(s: str) -> bool:
+    return all(c in "0123456789abcdefABCDEF" for c in s)
 
 
 def _time(value: str, option: str, zone, parse_time) -> int:

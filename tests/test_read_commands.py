@@ -536,3 +536,12 @@ def test_help_has_examples():
     for c in ("dump-cq", "index-lookup", "decode-msgid"):
         r = cli(c, "--help")
         assert r.exit_code == 0 and "Examples:" in r.stdout and f"rmqstore {c}" in r.stdout
+
+
+def test_index_lookup_lower_case_uniq_key_and_bad_window(fixture):
+    store, conf, exp = fixture
+    m = next(m for m in exp["messages"] if m["uniq_key"] and m["topic"] == "PaymentTopic")
+    r = cli("index-lookup", m["uniq_key"].lower(), "--topic", "PaymentTopic", "--store", store, "--format", "jsonl")
+    assert r.exit_code == 0 and "upper-case" in r.stderr
+    assert [h["physical_offset"] for h in _jsonl(r)] == [m["physical_offset"]]
+    assert cli("index-lookup", "x", "--begin", "10", "--end", "5", "--store", store).exit_code == 2
