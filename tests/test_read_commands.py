@@ -444,7 +444,15 @@ def hostile_store(tmp_path_factory):
         w.append(AppendSpec(topic=topics[i % 2], queue_id=0, body=b"\x1b[31mbody", properties=props,
                             store_timestamp=1_767_225_600_000 + i * 1000,
                             born_timestamp=1_767_225_600_000 + i * 1000, born_host=host, store_host=host))
+    w.append(AppendSpec(topic="BadUtf8Topic", queue_id=0, body=b"", properties="KEYS\x01bad-topic-key",
+                        store_timestamp=1_767_225_610_000, born_timestamp=1_767_225_610_000, born_host=host,
+                        store_host=host))
     w.close()
+    # make the last record's topic invalid UTF-8 (same length, so the record stays valid)
+    log = root / "commitlog" / "00000000000000000000"
+    data = log.read_bytes()
+    assert data.count(b"BadUtf8Topic") == 1
+    log.write_bytes(data.replace(b"BadUtf8Topic", b"BadUtf8\xff\x1bpic"))
     return root
 
 
@@ -472,6 +480,19 @@ def test_hostile_text_is_escaped(hostile_store):
     assert "\ufffd" in bad_key
     r = cli("index-lookup", bad_key, "--store", hostile_store, "--format", "jsonl")
     assert r.exit_code == 0 and len(_jsonl(r)) == 3
+    # invalid UTF-8 (and an ESC) in a record's topic: the unit and the hit say so, escaped
+    for fmt in ("table", "jsonl"):
+        r = cli("dump-cq", "BadUtf8Topic", "0", "--store", hostile_store, "--format", fmt)
+        assert r.exit_code == 0
+        _no_raw_controls(r.stdout)
+        assert "record's topic is" in r.stdout
+        r = cli("index-lookup", "bad-topic-key", "--topic", "BadUtf8Topic", "--show-collisions",
+                "--store", hostile_store, "--format", fmt)
+        assert r.exit_code == 1 and "BadUtf8" in r.stdout  # only a collision: the real topic differs
+        _no_raw_controls(r.stdout)
+    (h,) = _jsonl(cli("index-lookup", "bad-topic-key", "--topic", "BadUtf8Topic", "--show-collisions",
+                      "--store", hostile_store, "--format", "jsonl"))
+    assert h["match"] == "collision" and h["message"]["topic_base64"] == "QmFkVXRmOP8bcGlj"
     r = cli("decode-msgid", "\x1b[2J\x1b]0;x\x07", "--format", "table")
     assert r.exit_code == 1 and "not a message id" in r.stderr
     _no_raw_controls(r.stderr)
