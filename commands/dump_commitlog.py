@@ -98,7 +98,7 @@ def dump_commitlog(
     out = Output(fmt.value, TABLE_COLUMNS, title=str(ms.config.root))
     shown = 0
     try:
-        for rec in cl.scan(start, stop, check_crc=check_crc, include_blank=show_blank):
+        for rec in cl.scan(start, stop, check_crc=check_crc, include_blank=show_blank, every_file=True):
             if limit is not None and shown >= limit:
                 break
             if isinstance(rec, Blank):
@@ -128,11 +128,11 @@ def dump_commitlog(
             shown += 1
     finally:
         out.close()
+    for stop_ in cl.stops:
+        print(f"rmqstore: warning: {stop_.reason} at offset {stop_.offset} ({stop_.file}); "
+              "the rest of that file was skipped", file=sys.stderr)
     end_ = cl.end
-    if end_ is not None and not end_.clean:
-        print(f"rmqstore: warning: the commit log ends at offset {end_.offset}: {end_.reason} ({end_.file})",
-              file=sys.stderr)
-    elif show_blank and end_ is not None and fmt is Fmt.table:
+    if show_blank and end_ is not None and end_.clean and fmt is Fmt.table:
         print(f"data ends at offset {end_.offset} ({end_.reason})", file=sys.stderr)
     if shown == 0 and any(x is not None for x in (topic, queue_id, key, uniq_key, tag, b, e)):
         raise NotFound("no message matched the filters")

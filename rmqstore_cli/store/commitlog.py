@@ -247,17 +247,20 @@ class CommitLog:
 
     # ------------------------------------------------------------- reading
     def scan(self, start: int | None = None, end: int | None = None, check_crc: bool = False,
-             include_blank: bool = False, skip_mismatch: bool = False,
+             include_blank: bool = False, skip_mismatch: bool = False, every_file: bool = False,
              ) -> Iterator[Message | Blank]:
         """Records in physical order from ``start`` (a record start) to ``end``.
 
         Stops where the broker's recovery stops: the first invalid record (the zero tail
         of the active file is one). ``skip_mismatch`` continues past a size mismatch, as
-        the reput service does. ``self.end`` says where and why the scan stopped.
+        the reput service does. ``every_file`` (forensics) instead goes on with the next
+        file after an invalid record or a gap, since records never span files; each such
+        stop is kept in ``self.stops``. ``self.end`` says where and why the scan stopped.
         """
         force = self.config.force_verify_prop_crc
         start = self.min_offset if start is None else start
         self.end = None
+        self.stops: list[ScanEnd] = []
         files = self.queue.files_from(start)
         for i, f in enumerate(files):
             buf = f.buffer()
@@ -266,7 +269,9 @@ class CommitLog:
             if i > 0 and f.file_from_offset != files[i - 1].end_offset:
                 self.end = ScanEnd(files[i - 1].end_offset, f"gap: no file between {files[i - 1].end_offset} "
                                    f"and {f.file_from_offset}", f.name, clean=False)
-                return
+                self.stops.append(self.end)
+                if not every_file:
+                    return
             stop = limit if end is None else end - f.file_from_offset
             released = pos - pos % _RELEASE_EVERY
             while True:
@@ -291,7 +296,12 @@ class CommitLog:
                 last = i == len(files) - 1
                 clean = last and c.reason.startswith("no message here") and not any(buf[pos:pos + 4096])
                 self.end = ScanEnd(f.file_from_offset + pos, c.reason, f.name, clean)
-                return
+                if last or not every_file:
+                    if not clean:
+                        self.stops.append(self.end)
+                    return
+                self.stops.append(self.end)
+                break
         last = files[-1] if files else None
         self.end = ScanEnd(last.end_offset if last else start, "end of the last file", last.name if last else None)
 
