@@ -1,0 +1,1493 @@
+"""Consistency checks of a whole store, as findings (``rmqstore verify``).
+
+The engine proves a store consistent or says exactly where it is not. It knows nothing of
+terminals: :class:`Verifier` yields :class:`Finding` objects (a stable check id, a
+severity, the file relative to the store root, the byte offset in that file, a detail)
+and keeps a summary.
+
+How it reads, fast and in bounded memory:
+
+* Each commit-log file is walked record by record (TOTALSIZE and MAGICCODE only, the
+  walk of STORE-FORMAT §7.1), then every field of a batch of records is gathered at once
+  with numpy at offsets derived from ``formats.commitlog`` and checked vectorised
+  (§2.2, §2.3, §7.2 plus the forensic checks the broker never makes: PHYSICALOFFSET
+  against the real position, queue-offset continuity). Only what must be per record
+  stays in a Python loop: body CRC (``zlib.crc32``), topic and properties syntax, and the
+  extraction of TAGS/KEYS/UNIQ_KEY.
+* Damage does not stop the scan: after a bad record the walk resynchronises on the next
+  plausible record (valid magic, sane TOTALSIZE, PHYSICALOFFSET equal to its position)
+  and reports the unreadable byte range.
+* Consume-queue units and index entries are checked against each batch as it passes
+  (numpy look-ups by queue offset and by physical offset), so the store is read once.
+
+Broker-normal artefacts (STORE-FORMAT §10.10) are info, never errors.
+"""
+from __future__ import annotations
+
+import mmap
+import os
+import re
+import struct
+import zlib
+from collections import Counter, defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from rmqstore_cli.errors import StoreError
+from rmqstore_cli.formats.commitlog import (
+    BORNHOST_V6_FLAG,
+    CRC32_PROPERTY,
+    CRC32_RESERVED_LEN,
+    END_FILE_MIN_BLANK_LENGTH,
+    HEAD_SIZE,
+    INNER_BATCH_FLAG,
+    MAGIC_BLANK,
+    MAGIC_V1,
+    MAGIC_V2,
+    STOREHOSTADDRESS_V6_FLAG,
+    TRANSACTION_MASK,
+    TRANSACTION_ROLLBACK_TYPE,
+    MessageHead,
+    middle_format,
+    record_length,
+)
+from rmqstore_cli.formats.consume_queue import CQ_STORE_UNIT_SIZE, PRE_BLANK_SIZE
+from rmqstore_cli.formats.derive import field_offset, numpy_dtype
+from rmqstore_cli.formats.index import (
+    HASH_SLOT_SIZE,
+    INDEX_ENTRY_SIZE,
+    INDEX_HEADER_SIZE,
+    IndexEntry,
+)
+from rmqstore_cli.formats.properties import parse_properties
+from rmqstore_cli.store.checkpoint import StoreCheckpoint
+from rmqstore_cli.store.commitlog import Status, check_message
+from rmqstore_cli.store.config import StoreConfig
+from rmqstore_cli.store.consume_queue import UNIT_DTYPE
+from rmqstore_cli.store.dispatch import InvalidForDispatch, compute_tags_code
+from rmqstore_cli.store.lock import abort_exists, lock_holder
+from rmqstore_cli.store.mapped_files import MappedFileQueue
+from rmqstore_cli.store.message import SCHEDULE_TOPIC, java_hash
+
+ERROR, WARNING, INFO = "error", "warning", "info"
+
+#: Every check id, its severity when it fires, and what it means. Ids are stable.
+CHECKS: dict[str, tuple[str, str]] = {
+    "store.sizes": (ERROR, "files of one kind disagree on their size; the broker refuses to load (§10.3)"),
+    "store.live-broker": (WARNING, "a live broker holds the store's lock; files change under the check"),
+    "commitlog.file-name": (ERROR, "a commit-log file name is not a 20-digit offset aligned to the file size"),
+    "commitlog.file-size": (ERROR, "a commit-log file's length is not mappedFileSizeCommitLog (§10.3)"),
+    "commitlog.gap": (ERROR, "no file holds a range between two commit-log files (expired or lost middle file)"),
+    "commitlog.magic": (ERROR, "no valid MAGICCODE where a record must start"),
+    "commitlog.total-size": (ERROR, "TOTALSIZE does not fit the file or disagrees with the fields (calMsgLength)"),
+    "commitlog.field-bounds": (ERROR, "a length field runs past the record's end or is negative"),
+    "commitlog.truncated": (ERROR, "the file ends inside a record"),
+    "commitlog.physical-offset": (ERROR, "PHYSICALOFFSET stored in the record differs from its position"),
+    "commitlog.body-crc": (ERROR, "BODYCRC differs from crc32(body) & 0x7FFFFFFF"),
+    "commitlog.prop-crc": (ERROR, "the __CRC32# whole-record CRC property is wrong (§2.8)"),
+    "commitlog.properties": (WARNING, "PROPERTIES are not valid UTF-8 or hold pairs the broker's parser drops"),
+    "commitlog.topic": (ERROR, "the topic is empty, not UTF-8, or cannot be a consume-queue directory name"),
+    "commitlog.topic-chars": (WARNING, "the topic has characters outside the broker's topic character set"),
+    "commitlog.blank": (ERROR, "a BLANK end-of-file record is wrong, or a full file lacks one (§2.7)"),
+    "commitlog.tail": (WARNING, "non-zero bytes after the end of data (stale data after truncation, §10.2)"),
+    "commitlog.queue-offset": (ERROR, "QUEUEOFFSET skips ahead within a (topic, queue): messages are missing"),
+    "commitlog.queue-offset-reset": (INFO, "QUEUEOFFSET repeats or restarts (broker restart without its CQ, §2.6)"),
+    "cq.file-name": (ERROR, "a consume-queue file or directory name is not what the broker writes"),
+    "cq.file-size": (ERROR, "a consume-queue file's length is not mappedFileSizeConsumeQueue"),
+    "cq.gap": (ERROR, "a consume-queue file is missing between two others"),
+    "cq.unit-target": (ERROR, "a unit points where no message of its queue starts"),
+    "cq.unit-mismatch": (ERROR, "a unit's size or tagsCode disagrees with its message, or points elsewhere"),
+    "cq.missing-unit": (ERROR, "a dispatched message (store time <= checkpoint) has no consume-queue unit"),
+    "cq.not-dispatched": (INFO, "messages newer than the checkpoint have no unit yet; the broker dispatches them"),
+    "cq.pre-blank": (INFO, "pre-blank units below a queue's first unit (§4.3)"),
+    "cq.expired": (INFO, "units point below the commit log's first offset (expired files, §9)"),
+    "cq.tail": (WARNING, "non-zero units after a queue's logical end (stale after truncation, §10.2)"),
+    "index.file-name": (WARNING, "an index file name is not a yyyyMMddHHmmssSSS time"),
+    "index.file-size": (ERROR, "an index file's length is not 40 + 4*maxHashSlotNum + 20*maxIndexNum"),
+    "index.header": (ERROR, "the index header disagrees with its entries (count, begin/end offset and time)"),
+    "index.slot-count": (WARNING, "hashSlotCount differs from the number of used slots (older writer?)"),
+    "index.slot": (ERROR, "a slot points outside the written entries or at an entry of another slot"),
+    "index.chain": (ERROR, "an entry's chain leaves the file, its slot, or does not terminate (loop, branch)"),
+    "index.orphan": (ERROR, "an entry no slot chain reaches: its key cannot be found"),
+    "index.entry": (ERROR, "an entry has a negative hash or time difference"),
+    "index.order": (WARNING, "entries' physical offsets go backwards"),
+    "index.tail": (WARNING, "non-zero entries after indexCount"),
+    "index.entry-target": (ERROR, "an entry points where no readable message starts"),
+    "index.entry-hash": (ERROR, "an entry's hash is none of its message's index keys"),
+    "index.expired": (INFO, "entries point below the commit log's first offset (expired, §5.11)"),
+    "index.beyond-end": (WARNING, "entries point beyond the end of the commit log's data (§8)"),
+    "index.missing-key": (ERROR, "an indexed key of a message is not in the index (--deep)"),
+    "checkpoint.missing": (WARNING, "no checkpoint file"),
+    "checkpoint.ahead": (ERROR, "a checkpoint time is newer than any message: flushed data is missing"),
+    "abort.unclean-shutdown": (WARNING, "an abort file: the broker will run abnormal recovery (§6.2, §8)"),
+    "recovery.truncate": (ERROR, "the broker's recovery would stop here and truncate the commit log after it"),
+}
+
+_HEAD_DTYPE = numpy_dtype(MessageHead)
+_ENTRY_DTYPE = numpy_dtype(IndexEntry)
+_POS_MAGIC = field_offset(MessageHead, "magic")
+_POS_CRC = field_offset(MessageHead, "body_crc")
+_POS_QID = field_offset(MessageHead, "queue_id")
+_POS_QOFF = field_offset(MessageHead, "queue_offset")
+_POS_PHY = field_offset(MessageHead, "physical_offset")
+_POS_SYS = field_offset(MessageHead, "sys_flag")
+_HOST_V4 = 8
+_HOST_V6 = 20
+# BORNHOST .. BODYLENGTH: store timestamp after the born host, body length at the end.
+_MID_V4 = struct.calcsize(middle_format(False, False))
+_MIN_RECORD = HEAD_SIZE + _MID_V4 + 1 + 2  # empty body, topic and properties, IPv4, V1
+_MAGIC_BYTES = [m.to_bytes(4, "big") for m in (MAGIC_V1, MAGIC_V2, MAGIC_BLANK)]
+_BATCH = 32768
+_TOPIC_OK = re.compile(rb"[A-Za-z0-9%|_\-]+")
+_TOPIC_OK_DOT = re.compile(rb"[A-Za-z0-9%|_.\-]+")  # '.' seen in real stores
+_INDEX_NAME = re.compile(r"\d{17}")
+_CRC_MARK = (CRC32_PROPERTY + "\x01").encode()
+_POW31 = None
+
+
+@dataclass(slots=True)
+class Finding:
+    check: str
+    severity: str
+    file: str
+    offset: int | None
+    detail: str
+    extra: dict = field(default_factory=dict)
+
+    def as_dict(self) -> dict:
+        d = {"check": self.check, "severity": self.severity, "file": self.file, "offset": self.offset,
+             "detail": self.detail}
+        d.update(self.extra)
+        return d
+
+
+@dataclass
+class VerifyOptions:
+    crc: bool = True
+    deep: bool = False
+    #: Findings emitted per check (all are counted); None = no limit.
+    max_findings: int | None = None
+
+
+# ---------------------------------------------------------------- helpers
+
+def _pow31(n: int) -> np.ndarray:
+    global _POW31
+    if _POW31 is None or len(_POW31) < n:
+        size = max(n, 1024)
+        p = np.empty(size, np.uint64)
+        v = 1
+        for i in range(size):
+            p[i] = v
+            v = (v * 31) & 0xFFFFFFFF
+        _POW31 = p
+    return _POW31
+
+
+def index_hashes(keys: list[bytes]) -> np.ndarray:
+    """``IndexFile#indexKeyHashMethod`` of many UTF-8 keys at once (int64 array, >= 0).
+
+    ``String#hashCode`` = sum(u_i * 31^(n-1-i)) mod 2^32 over UTF-16 code units, which
+    numpy evaluates for all keys in one pass; non-ASCII keys go through UTF-16 first.
+    """
+    n = len(keys)
+    if n == 0:
+        return np.zeros(0, np.int64)
+    joined = b"".join(keys)
+    if joined.isascii():
+        units = np.frombuffer(joined, np.uint8).astype(np.uint64)
+        lens = np.fromiter(map(len, keys), np.int64, n)
+    else:
+        u16 = [k.decode("utf-8", "replace").encode("utf-16-be", "surrogatepass") for k in keys]
+        units = np.frombuffer(b"".join(u16), ">u2").astype(np.uint64)
+        lens = np.fromiter((len(u) // 2 for u in u16), np.int64, n)
+    out = np.zeros(n, np.uint64)
+    nz = lens > 0
+    if units.size:
+        ends = np.cumsum(lens)
+        exp = np.repeat(ends - 1, lens) - np.arange(units.size)
+        prod = (units * _pow31(int(lens.max()))[exp]) & np.uint64(0xFFFFFFFF)
+        sums = np.add.reduceat(prod, (ends - lens)[nz])
+        out[nz] = sums & np.uint64(0xFFFFFFFF)
+    h = out.astype(np.int64)
+    h = np.where(h >= 1 << 31, h - (1 << 32), h)  # signed int
+    return np.where(h == -(1 << 31), 0, np.abs(h))
+
+
+def _gather(arr: np.ndarray, idx: np.ndarray, width: int, dtype: str) -> np.ndarray:
+    """Big-endian integers of ``width`` bytes at byte positions ``idx`` (clipped to the buffer)."""
+    if idx.size == 0:
+        return np.zeros(0, dtype)
+    pos = idx[:, None] + np.arange(width)
+    np.clip(pos, 0, arr.size - 1, out=pos)
+    return np.ascontiguousarray(arr[pos]).view(dtype).ravel()
+
+
+def _prop(props: bytes, name: bytes) -> bytes | None:
+    """The value of property ``name`` (``name`` ends with \\x01), last pair winning, or None."""
+    i = props.rfind(b"\x02" + name)
+    if i >= 0:
+        i += 1
+    elif props.startswith(name):
+        i = 0
+    else:
+        return None
+    j = props.find(b"\x02", i)
+    v = props[i + len(name): j if j >= 0 else len(props)]
+    if not v:  # an empty value is dropped by the parser; an earlier pair may still count
+        return parse_properties(props.decode("utf-8", "replace")).get(name[:-1].decode(), "").encode() or None
+    return v
+
+
+def _props_well_formed(props: bytes) -> bool:
+    """Cheap test that every pair is ``name\\x01value`` with both non-empty."""
+    c2 = props.count(b"\x02")
+    pairs = c2 if props.endswith(b"\x02") else c2 + 1
+    return (props.count(b"\x01") == pairs and not props.startswith(b"\x01")
+            and b"\x02\x01" not in props and b"\x01\x02" not in props and b"\x02\x02" not in props
+            and not props.endswith(b"\x01"))
+
+
+def _props_problem(props: bytes) -> str | None:
+    try:
+        text = props.decode("utf-8")
+    except UnicodeDecodeError as e:
+        return f"properties are not valid UTF-8 (byte {e.start})"
+    if _props_well_formed(props):
+        return None
+    parts = text.split("\x02")
+    if parts and parts[-1] == "":
+        parts.pop()
+    dropped = [p for p in parts if not (0 < p.find("\x01") < len(p) - 1)]
+    if dropped:
+        shown = ", ".join(repr(p)[:40] for p in dropped[:3])
+        return f"{len(dropped)} property pair(s) the broker's parser drops: {shown}"
+    return None  # values holding \x01: legal, the value keeps them
+
+
+def first_nonzero(path: Path | str, arr: np.ndarray, start: int, end: int | None = None) -> int | None:
+    """Position of the first non-zero byte of ``arr[start:end]`` (a mapping of ``path``), or None.
+
+    Preallocated store files are sparse: ``SEEK_DATA``/``SEEK_HOLE`` skip the holes, so a
+    1 GiB file with a few MB of data costs a few MB of reading, not a page fault per page.
+    """
+    end = arr.size if end is None else min(end, arr.size)
+    segments = [(start, end)]
+    if end - start > 1 << 20 and hasattr(os, "SEEK_DATA"):
+        segments = []
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError:
+            fd = None
+        if fd is None:
+            segments = [(start, end)]
+        else:
+            try:
+                pos = start
+                while pos < end:
+                    try:
+                        data = os.lseek(fd, pos, os.SEEK_DATA)
+                    except OSError:  # ENXIO: only a hole remains
+                        break
+                    if data >= end:
+                        break
+                    hole = min(os.lseek(fd, data, os.SEEK_HOLE), end)
+                    segments.append((max(data, start), hole))
+                    pos = hole
+            except OSError:
+                segments = [(start, end)]
+            finally:
+                os.close(fd)
+    step = 1 << 22
+    for a, b in segments:
+        for c in range(a, b, step):
+            chunk = arr[c:min(b, c + step)]
+            if chunk.any():
+                return c + int(np.flatnonzero(chunk)[0])
+    return None
+
+
+# ---------------------------------------------------------------- per-queue state
+
+class _Queue:
+    """One consume queue's files as numpy views, its end, and which units were accounted for."""
+
+    def __init__(self, topic: str, qid: int, dirpath: Path, file_size: int, root: Path):
+        self.topic, self.qid, self.dir, self.root = topic, qid, dirpath, root
+        self.per = file_size // CQ_STORE_UNIT_SIZE
+        self.mfq = MappedFileQueue(dirpath, file_size)
+        self.files: dict[int, tuple[np.ndarray, str]] = {}
+        for f in self.mfq.files:
+            buf = f.buffer()
+            n = len(buf) // CQ_STORE_UNIT_SIZE
+            units = np.frombuffer(buf, UNIT_DTYPE, count=n) if n else np.zeros(0, UNIT_DTYPE)
+            self.files[f.file_from_offset // CQ_STORE_UNIT_SIZE] = (units, self.rel(f.path))
+        bases = sorted(self.files)
+        self.base = bases[0] if bases else 0
+        self.end = self._find_end(bases)
+        self.matched = np.zeros(max(0, self.end - self.base), bool)
+
+    def rel(self, p: Path) -> str:
+        return os.path.relpath(p, self.root)
+
+    def _find_end(self, bases: list[int]) -> int:
+        """``ConsumeQueue#recover``: from file n-3 on, the first invalid unit (offset < 0 or
+        size <= 0) ends the queue; a fully valid file continues into the next one listed."""
+        end = self.base
+        for b in bases[max(0, len(bases) - 3):]:
+            units = self.files[b][0]
+            bad = np.flatnonzero((units["commitlog_offset"] < 0) | (units["size"] <= 0))
+            if len(bad):
+                return b + int(bad[0])
+            end = b + len(units)
+            if len(units) < self.per:
+                return end
+        return end
+
+    def units_at(self, logical: np.ndarray):
+        """(found mask, offset, size, tags) for logical unit indices below the end."""
+        n = logical.size
+        found = np.zeros(n, bool)
+        off = np.zeros(n, np.int64)
+        size = np.zeros(n, np.int64)
+        tags = np.zeros(n, np.int64)
+        inr = (logical >= self.base) & (logical < self.end)
+        if not inr.any():
+            return found, off, size, tags
+        fidx = np.where(inr, logical // self.per * self.per, -1)
+        for b in np.unique(fidx[inr]).tolist():
+            entry = self.files.get(b)
+            if entry is None:
+                continue
+            sel = np.flatnonzero(fidx == b)
+            u = entry[0][logical[sel] - b]
+            found[sel] = True
+            off[sel] = u["commitlog_offset"]
+            size[sel] = u["size"]
+            tags[sel] = u["tags_code"]
+        return found, off, size, tags
+
+    def file_of(self, logical: int) -> tuple[str, int]:
+        b = logical // self.per * self.per
+        name = f"{b * CQ_STORE_UNIT_SIZE:020d}"
+        return self.rel(self.dir / name), (logical - b) * CQ_STORE_UNIT_SIZE
+
+    def close(self) -> None:
+        self.files.clear()
+        self.mfq.close()
+
+
+class _IndexFile:
+    def __init__(self, path: Path, slots: int, max_num: int, root: Path):
+        self.path = path
+        self.name = path.name
+        self.rel = os.path.relpath(path, root)
+        self.slots, self.max_num = slots, max_num
+        self.size = INDEX_HEADER_SIZE + slots * HASH_SLOT_SIZE + max_num * INDEX_ENTRY_SIZE
+        self.length = path.stat().st_size
+        with open(path, "rb") as fh:
+            self.mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) if self.length else b""
+        hdr = np.frombuffer(self.mm, ">i8", count=4) if self.length >= INDEX_HEADER_SIZE else np.zeros(4, ">i8")
+        cnt = np.frombuffer(self.mm, ">i4", count=2, offset=32) if self.length >= INDEX_HEADER_SIZE \
+            else np.zeros(2, ">i4")
+        self.begin_ts, self.end_ts, self.begin_phy, self.end_phy = (int(x) for x in hdr)
+        self.hash_slot_count, self.stored_count = (int(x) for x in cnt)
+        self.count = self.stored_count if self.stored_count > 0 else 1
+        self.entries_base = INDEX_HEADER_SIZE + slots * HASH_SLOT_SIZE
+        room = max(0, (self.length - self.entries_base) // INDEX_ENTRY_SIZE)
+        self.n = max(0, min(self.count, room, max_num))  # entries 1 .. n-1 are readable
+        if self.n > 1:
+            self.entries = np.frombuffer(self.mm, _ENTRY_DTYPE, count=self.n - 1,
+                                         offset=self.entries_base + INDEX_ENTRY_SIZE)
+        else:
+            self.entries = np.zeros(0, _ENTRY_DTYPE)
+        self.phy = self.entries["phy_offset"].astype(np.int64)
+        self.hash = self.entries["key_hash"].astype(np.int64)
+        self.order = None if self.phy.size < 2 or bool(np.all(self.phy[1:] >= self.phy[:-1])) \
+            else np.argsort(self.phy, kind="stable")
+        self.sorted_phy = self.phy if self.order is None else self.phy[self.order]
+        self.checked = np.zeros(self.phy.size, bool)
+
+    def entry_offset(self, i: int) -> int:
+        """Byte offset of entry number ``i + 1`` (entries array index i)."""
+        return self.entries_base + (i + 1) * INDEX_ENTRY_SIZE
+
+    def in_range(self, lo: int, hi: int) -> np.ndarray:
+        a = np.searchsorted(self.sorted_phy, lo, "left")
+        b = np.searchsorted(self.sorted_phy, hi, "left")
+        idx = np.arange(a, b)
+        return idx if self.order is None else self.order[idx]
+
+    def close(self) -> None:
+        self.entries = self.phy = self.hash = self.sorted_phy = None
+        if not isinstance(self.mm, bytes):
+            self.mm.close()
+
+
+# ---------------------------------------------------------------- the verifier
+
+class Verifier:
+    """Run every check over one store; iterate :meth:`run` for findings, then read ``summary``."""
+
+    def __init__(self, config: StoreConfig, options: VerifyOptions | None = None, progress=None):
+        self.config = config
+        self.opt = options or VerifyOptions()
+        self.root = config.root
+        self.counts: Counter[str] = Counter()
+        self.by_severity: Counter[str] = Counter()
+        self.messages = 0
+        self.bytes = 0
+        self.files = Counter()
+        self.progress = progress  # callable(bytes_done) or None
+        self._pending: list[Finding] = []
+        self.notes: list[str] = []
+
+    # -------------------------------------------------------- findings
+    def _add(self, check: str, file: str, offset: int | None, detail: str, severity: str | None = None,
+             **extra) -> None:
+        sev = severity or CHECKS[check][0]
+        self.counts[check] += 1
+        self.by_severity[sev] += 1
+        if self.opt.max_findings is None or self.counts[check] <= self.opt.max_findings:
+            self._pending.append(Finding(check, sev, file, offset, detail, extra))
+
+    def _drain(self) -> Iterator[Finding]:
+        out, self._pending = self._pending, []
+        yield from out
+
+    def rel(self, p: Path | str) -> str:
+        return os.path.relpath(p, self.root)
+
+    @property
+    def summary(self) -> dict:
+        return {
+            "store": str(self.root),
+            "messages": self.messages,
+            "bytes": self.bytes,
+            "files": dict(self.files),
+            "commitlog_min_offset": getattr(self, "cl_min", 0),
+            "commitlog_end_offset": getattr(self, "cl_end", 0),
+            "consume_queues": len(getattr(self, "queues", {})),
+            "errors": self.by_severity.get(ERROR, 0),
+            "warnings": self.by_severity.get(WARNING, 0),
+            "infos": self.by_severity.get(INFO, 0),
+            "findings": dict(sorted(self.counts.items())),
+            "notes": self.notes,
+        }
+
+    @property
+    def ok(self) -> bool:
+        return self.by_severity.get(ERROR, 0) == 0
+
+    # -------------------------------------------------------- driver
+    def run(self) -> Iterator[Finding]:
+        cfg = self.config
+        self._infer_sizes()
+        yield from self._drain()
+        pid = lock_holder(self.root)
+        if pid is not None:
+            self._add("store.live-broker", "lock", 0, f"pid {pid} holds the lock: the broker is running, "
+                      "so files may change while they are checked")
+        p = cfg.checkpoint_path
+        self.checkpoint = None
+        if p.exists():
+            try:
+                self.checkpoint = StoreCheckpoint.read(p)
+            except StoreError as e:
+                self._add("checkpoint.missing", "checkpoint", 0, f"unreadable checkpoint: {e.message}")
+        else:
+            self._add("checkpoint.missing", "checkpoint", None, "no checkpoint file: the broker starts from zero "
+                      "times and recovers from the first commit-log file", severity=WARNING)
+        self.abort = abort_exists(self.root)
+        self._open_queues()
+        self._open_index()
+        yield from self._drain()
+        yield from self._scan_commitlog()
+        self._finish_queues()
+        yield from self._drain()
+        self._finish_index()
+        yield from self._drain()
+        self._check_checkpoint()
+        self._check_recovery()
+        yield from self._drain()
+        for q in self.queues.values():
+            q.close()
+        for f in self.index_files:
+            f.close()
+
+    # -------------------------------------------------------- sizes
+    def _infer_sizes(self) -> None:
+        """Like ``StoreConfig.infer_sizes`` but a disagreeing file is a finding, not the end."""
+        from rmqstore_cli.store.config import _data_files, _subdirs
+
+        cfg = self.config
+        kinds = [
+            ("mapped_file_size_commit_log", "commitlog", _data_files(cfg.commitlog_dirs), "commitlog.file-size"),
+            ("mapped_file_size_consume_queue", "cq",
+             _data_files(q for t in _subdirs(cfg.consumequeue_dir) for q in _subdirs(t)), "cq.file-size"),
+        ]
+        for attr, label, files, _check in kinds:
+            sizes = Counter(p.stat().st_size for p in files)
+            if not sizes:
+                continue
+            want = cfg.cq_file_size if label == "cq" else getattr(cfg, attr)
+            if attr in cfg.explicit or want in sizes and (len(sizes) == 1 or sizes[want] * 2 >= sum(sizes.values())):
+                continue
+            size = max(sizes.items(), key=lambda kv: (kv[1], kv[0] == want, kv[0]))[0]
+            if len(sizes) > 1 and sizes[size] * 2 <= sum(sizes.values()):
+                raise StoreError(f"{label} files disagree on their size ({dict(sizes)}) and none is the majority",
+                                 path=cfg.root, hint="pass the broker's sizes or --broker-conf")
+            setattr(cfg, attr, size)
+            self.notes.append(f"{attr} = {size} inferred from the files")
+        files = _data_files([cfg.index_dir])
+        sizes = Counter(p.stat().st_size for p in files)
+        if sizes and cfg.index_file_size not in sizes and not {"max_hash_slot_num", "max_index_num"} & cfg.explicit:
+            from rmqstore_cli.store.index import infer_index_geometry
+
+            size = sizes.most_common(1)[0][0]
+            slots, entries = infer_index_geometry([p for p in files if p.stat().st_size == size], size)
+            cfg.max_hash_slot_num, cfg.max_index_num = slots, entries
+            self.notes.append(f"maxHashSlotNum = {slots}, maxIndexNum = {entries} inferred from the index files")
+
+    # -------------------------------------------------------- consume queues: open
+    def _open_queues(self) -> None:
+        cfg = self.config
+        self.queues: dict[tuple[bytes, int], _Queue] = {}
+        cq_root = cfg.consumequeue_dir
+        size = cfg.cq_file_size
+        try:
+            topics = sorted(p for p in cq_root.iterdir() if p.is_dir())
+        except (FileNotFoundError, NotADirectoryError):
+            topics = []
+        for t in topics:
+            for q in sorted(t.iterdir()):
+                if not q.is_dir():
+                    continue
+                if not (q.name.isascii() and q.name.isdigit()):
+                    self._add("cq.file-name", self.rel(q), None, "queue directory name is not a queue id",
+                              severity=WARNING)
+                    continue
+                mq = _Queue(t.name, int(q.name), q, size, self.root)
+                self.files["consumequeue"] += len(mq.mfq.files)
+                for s in mq.mfq.strays:
+                    self._add("cq.file-name", self.rel(s), None, "not a 20-digit offset: the broker cannot load it")
+                prev = None
+                for f in mq.mfq.files:
+                    rel = self.rel(f.path)
+                    if f.file_from_offset % size:
+                        self._add("cq.file-name", rel, None, f"start {f.file_from_offset} is not a multiple of "
+                                  f"the file size {size}")
+                    length = f.path.stat().st_size
+                    if length != size:
+                        self._add("cq.file-size", rel, None, f"{length} bytes, expected {size}")
+                    if prev is not None and f.file_from_offset != prev.end_offset:
+                        self._add("cq.gap", rel, 0, f"no file holds logical offsets "
+                                  f"{prev.end_offset // CQ_STORE_UNIT_SIZE}..{f.file_from_offset // CQ_STORE_UNIT_SIZE - 1} "
+                                  f"(file {prev.end_offset:020d} is missing)",
+                                  missing_file=self.rel(mq.dir / f"{prev.end_offset:020d}"))
+                    prev = f
+                self.queues[(t.name.encode("utf-8", "surrogateescape"), int(q.name))] = mq
+
+    # -------------------------------------------------------- index: open + structure
+    def _open_index(self) -> None:
+        cfg = self.config
+        self.index_files: list[_IndexFile] = []
+        try:
+            paths = sorted(p for p in cfg.index_dir.iterdir() if p.is_file() and not p.name.startswith("."))
+        except (FileNotFoundError, NotADirectoryError):
+            paths = []
+        for p in paths:
+            f = _IndexFile(p, cfg.max_hash_slot_num, cfg.max_index_num, self.root)
+            self.files["index"] += 1
+            self.index_files.append(f)
+            if not _INDEX_NAME.fullmatch(p.name):
+                self._add("index.file-name", f.rel, None, "name is not yyyyMMddHHmmssSSS")
+            if f.length != f.size:
+                self._add("index.file-size", f.rel, None, f"{f.length} bytes, expected {f.size} "
+                          f"(maxHashSlotNum={f.slots}, maxIndexNum={f.max_num})")
+            self._index_structure(f)
+        for a, b in zip(self.index_files, self.index_files[1:]):
+            if b.n > 1 and a.n > 1 and b.begin_phy < a.end_phy:
+                self._add("index.order", b.rel, 16, f"beginPhyOffset {b.begin_phy} is below the previous "
+                          f"file's endPhyOffset {a.end_phy}")
+        self.index_end = max((f.end_phy for f in self.index_files if f.n > 1), default=-1)
+
+    def _index_structure(self, f: _IndexFile) -> None:
+        """STORE-FORMAT §5.10, vectorised: slots, chains, counts, header vs entries."""
+        S = f.slots
+        if f.stored_count > f.max_num:
+            self._add("index.header", f.rel, 36, f"indexCount {f.stored_count} exceeds maxIndexNum {f.max_num}")
+        if f.length < f.entries_base:
+            self._add("index.header", f.rel, 0, "file too short for its slots")
+            return
+        slots = np.frombuffer(f.mm, ">i4", count=S, offset=INDEX_HEADER_SIZE).astype(np.int64)
+        n = f.n  # entries 1..n-1
+        ents = f.entries
+        nums = np.arange(1, n, dtype=np.int64)
+        used = int(np.count_nonzero(slots))
+        if used != f.hash_slot_count and n > 1:
+            self._add("index.slot-count", f.rel, 32, f"hashSlotCount {f.hash_slot_count}, but {used} slots are used")
+        bad_slot = np.flatnonzero((slots < 0) | (slots >= max(n, 1)))
+        for s in bad_slot.tolist():
+            self._add("index.slot", f.rel, INDEX_HEADER_SIZE + 4 * s,
+                      f"slot {s} holds {int(slots[s])}, outside the written entries 1..{n - 1}")
+        if n <= 1:
+            if f.length >= f.entries_base + 2 * INDEX_ENTRY_SIZE:
+                first = first_nonzero(f.path, np.frombuffer(f.mm, np.uint8), f.entries_base + INDEX_ENTRY_SIZE)
+                if first is not None:
+                    self._add("index.tail", f.rel, first, "non-zero bytes in an index file with no entries")
+            return
+        h = f.hash
+        prev = ents["prev_index"].astype(np.int64)
+        diff = ents["time_diff"].astype(np.int64)
+        bad = np.flatnonzero((h < 0) | (diff < 0))
+        for i in bad.tolist():
+            self._add("index.entry", f.rel, f.entry_offset(i),
+                      f"entry {i + 1}: keyHash {int(h[i])}, timeDiff {int(diff[i])} (both must be >= 0)")
+        # chains: every link goes to an older entry of the same slot, every entry reached once
+        slot_of = np.where(h >= 0, h % S, -1)
+        broken = (prev < 0) | (prev >= nums)
+        pv = np.clip(prev, 0, n - 1)
+        cross = (~broken) & (prev > 0) & (slot_of[np.maximum(pv - 1, 0)] != slot_of)
+        for i in np.flatnonzero(broken | cross).tolist():
+            p = int(prev[i])
+            why = (f"points to entry {p}, not an older one: the chain loops or leaves the written entries"
+                   if broken[i] else f"links to entry {p} of slot {int(slot_of[p - 1])}, not its own slot {int(slot_of[i])}")
+            self._add("index.chain", f.rel, f.entry_offset(i) + 16, f"entry {i + 1} {why}")
+        refs = np.zeros(n, np.int64)
+        ok_links = prev[~broken & (prev > 0)]
+        np.add.at(refs, ok_links, 1)
+        heads = slots[(slots > 0) & (slots < n)]
+        np.add.at(refs, heads, 1)
+        for s in np.flatnonzero((slots > 0) & (slots < n)).tolist():
+            e = int(slots[s])
+            if slot_of[e - 1] != s:
+                self._add("index.slot", f.rel, INDEX_HEADER_SIZE + 4 * s,
+                          f"slot {s} heads entry {e}, whose hash {int(h[e - 1])} belongs to slot {int(slot_of[e - 1])}")
+        for e in np.flatnonzero(refs[1:] > 1).tolist():
+            self._add("index.chain", f.rel, f.entry_offset(e), f"entry {e + 1} is reached from {int(refs[e + 1])} "
+                      "places: chains branch")
+        orphans = np.flatnonzero(refs[1:] == 0)
+        for e in orphans.tolist():
+            self._add("index.orphan", f.rel, f.entry_offset(e),
+                      f"entry {e + 1} (hash {int(h[e])}, offset {int(f.phy[e])}) is on no slot's chain")
+        # header against entries
+        if f.begin_phy != int(f.phy[0]):
+            self._add("index.header", f.rel, 16, f"beginPhyOffset {f.begin_phy}, first entry points at {int(f.phy[0])}")
+        if f.end_phy != int(f.phy[-1]):
+            self._add("index.header", f.rel, 24, f"endPhyOffset {f.end_phy}, last entry points at {int(f.phy[-1])}")
+        if f.begin_ts > f.end_ts:
+            self._add("index.header", f.rel, 0, f"beginTimestamp {f.begin_ts} after endTimestamp {f.end_ts}")
+        back = np.flatnonzero(f.phy[1:] < f.phy[:-1])
+        for i in back[:1].tolist():
+            self._add("index.order", f.rel, f.entry_offset(i + 1),
+                      f"entry {i + 2} points at {int(f.phy[i + 1])}, below entry {i + 1}'s {int(f.phy[i])}"
+                      + (f" ({len(back)} such steps)" if len(back) > 1 else ""))
+        tail_start = f.entries_base + f.n * INDEX_ENTRY_SIZE
+        if f.length > tail_start:
+            first = first_nonzero(f.path, np.frombuffer(f.mm, np.uint8), tail_start)
+            if first is not None:
+                self._add("index.tail", f.rel, first, f"non-zero bytes after the last entry {f.n - 1} (indexCount "
+                          f"{f.stored_count})")
+
+    # -------------------------------------------------------- commit log
+    def _scan_commitlog(self) -> Iterator[Finding]:
+        cfg = self.config
+        size = cfg.mapped_file_size_commit_log
+        mfq = MappedFileQueue(cfg.commitlog_dirs, size)
+        self.mfq = mfq
+        files = mfq.files
+        self.files["commitlog"] = len(files)
+        for s in mfq.strays:
+            self._add("commitlog.file-name", self.rel(s), None, "not a 20-digit offset: the broker cannot load it")
+        self.cl_min = files[0].file_from_offset if files else 0
+        self.cl_end = self.cl_min
+        self.delay_table = cfg.delay_level_table
+        self.topic_ids: dict[bytes, int] = {}
+        self.topic_names: list[bytes] = []
+        self.tq_ids: dict[tuple[int, int], int] = {}
+        self.tq_list: list[tuple[int, int]] = []
+        self.tq_queue: list[_Queue | None] = []
+        self.tq_last: list[int | None] = []  # next expected queue offset per tq
+        self.tags_cache: dict[bytes, int] = {}
+        self.missing: list[tuple[np.ndarray, ...]] = []
+        self.stops: list[tuple[int, str, str]] = []  # (physical offset, check, file): recovery stoppers
+        self.last_store_ts = 0
+        self.max_store_ts = 0
+        self.ranges: list[tuple[int, int]] = []  # readable [start, end) physical ranges with records
+        self.first_records: dict[int, tuple[int, int] | None] = {}
+        self.index_active = [f for f in self.index_files if f.phy.size]
+        do_index = bool(self.index_active) or self.opt.deep
+        self.want_keys = cfg.message_index_enable and do_index
+        for i, f in enumerate(files):
+            rel = self.rel(f.path)
+            if f.file_from_offset % size:
+                self._add("commitlog.file-name", rel, None, f"start {f.file_from_offset} is not a multiple of "
+                          f"the file size {size}")
+            if i and f.file_from_offset != files[i - 1].end_offset:
+                a, b = files[i - 1].end_offset, f.file_from_offset
+                if b > a:
+                    self._add("commitlog.gap", rel, 0, f"no file holds offsets {a}..{b - 1} ({b - a} bytes; "
+                              f"file {a:020d} is missing, e.g. expired or deleted out of order)",
+                              physical_offset=a, missing_file=f"{a:020d}")
+                    self.stops.append((a, "commitlog.gap", rel))
+                else:
+                    self._add("commitlog.file-name", rel, 0, f"overlaps the previous file (ends at {a})")
+            length = f.path.stat().st_size
+            if length != size:
+                self._add("commitlog.file-size", rel, None, f"{length} bytes, expected {size}"
+                          + (" (truncated)" if length < size else ""))
+            self._scan_file(f, rel, last=i == len(files) - 1)
+            self.bytes += min(length, size)
+            if self.progress:
+                self.progress(min(length, size))
+            yield from self._drain()
+        mfq.close()
+
+    def _scan_file(self, f, rel: str, last: bool) -> None:
+        buf = f.buffer()
+        limit = len(buf)
+        base = f.file_from_offset
+        arr = np.frombuffer(buf, np.uint8) if limit else np.zeros(0, np.uint8)
+        unpack = _PREFIX_UNPACK
+        pos = 0
+        first_rec = None
+        while True:
+            # walk: TOTALSIZE and MAGICCODE only
+            positions: list[int] = []
+            append = positions.append
+            kind = "eof"
+            while pos + 8 <= limit:
+                total, magic = unpack(buf, pos)
+                if magic == MAGIC_V1 or magic == MAGIC_V2:
+                    if total < _MIN_RECORD or total > limit - pos:
+                        kind = "bad"
+                        break
+                    append(pos)
+                    pos += total
+                    if len(positions) >= _BATCH:
+                        kind = "batch"
+                        break
+                    continue
+                kind = "blank" if magic == MAGIC_BLANK else ("zero" if magic == 0 and total == 0 else "bad")
+                break
+            else:
+                if pos < limit:
+                    kind = "short"
+            if positions:
+                if first_rec is None:
+                    first_rec = positions[0]
+                bad = self._check_batch(buf, arr, np.array(positions, np.int64), base, rel, limit)
+                if bad is not None:  # a structural failure inside the batch: resync after it
+                    pos = self._resync(buf, limit, base, rel, *bad)
+                    if pos is None:
+                        break
+                    continue
+            if kind == "batch":
+                continue
+            if kind == "blank":
+                total = unpack(buf, pos)[0]
+                if total != self.config.mapped_file_size_commit_log - pos:
+                    self._add("commitlog.blank", rel, pos, f"BLANK size field {total}, but {limit - pos} bytes "
+                              "remain to the file's end", physical_offset=base + pos)
+                self._check_tail(f.path, arr, pos + END_FILE_MIN_BLANK_LENGTH, rel, base, "the BLANK record")
+                if last:
+                    self.cl_end = base + self.config.mapped_file_size_commit_log
+                break
+            if kind == "eof" or kind == "short":
+                if kind == "short":
+                    self._add("commitlog.truncated", rel, pos, f"{limit - pos} bytes left, too few for a record "
+                              "header", physical_offset=base + pos)
+                    self.stops.append((base + pos, "commitlog.truncated", rel))
+                elif not last or limit < self.config.mapped_file_size_commit_log:
+                    self._add("commitlog.blank", rel, pos, "the file ends without a BLANK record",
+                              physical_offset=base + pos)
+                if last:
+                    self.cl_end = base + pos
+                break
+            if kind == "zero":
+                nz = first_nonzero(f.path, arr, pos)
+                nxt = None if nz is None else self._find_next(buf, max(pos, nz - 8), limit, base)
+                if nxt is not None:  # zeros, then records again: a hole inside the data
+                    self._add("commitlog.magic", rel, pos, f"a run of zero bytes inside the data; records resume "
+                              f"at {base + nxt} ({nxt - pos} bytes unreadable)", physical_offset=base + pos,
+                              end_offset=nxt)
+                    self.stops.append((base + pos, "commitlog.magic", rel))
+                    pos = nxt
+                    continue
+                if last:
+                    self.cl_end = base + pos
+                else:
+                    self._add("commitlog.blank", rel, pos, "data ends without a BLANK record in a file that is not "
+                              "the last: recovery stops here and deletes the later files",
+                              physical_offset=base + pos)
+                    self.stops.append((base + pos, "commitlog.blank", rel))
+                if nz is not None:
+                    self._add("commitlog.tail", rel, nz, f"non-zero bytes after the end of data (from {base + nz}): "
+                              "stale data after a truncation, or a lost end of log", physical_offset=base + nz)
+                break
+            # kind == "bad": magic or size unusable at pos
+            nxt = self._resync(buf, limit, base, rel, pos, *self._classify_bad(buf, pos, limit))
+            if nxt is None:
+                break
+            pos = nxt
+        self.first_records[base] = first_rec
+
+    def _check_tail(self, path, arr: np.ndarray, start: int, rel: str, base: int, what: str) -> None:
+        if start >= arr.size:
+            return
+        at = first_nonzero(path, arr, start)
+        if at is not None:
+            self._add("commitlog.tail", rel, at, f"non-zero bytes after {what} (from {base + at}): stale data "
+                      "after a truncation, or a lost end of log", physical_offset=base + at)
+
+    def _classify_bad(self, buf, pos: int, limit: int) -> tuple[str, str]:
+        total, magic = _PREFIX_UNPACK(buf, pos) if pos + 8 <= limit else (0, 0)
+        size = self.config.mapped_file_size_commit_log
+        if magic not in (MAGIC_V1, MAGIC_V2, MAGIC_BLANK):
+            return "commitlog.magic", f"bad magic code 0x{magic:08X}"
+        if limit - pos < total <= size - pos and limit < size:
+            return "commitlog.truncated", f"record of {total} bytes, but the file ends after {limit - pos}"
+        return "commitlog.total-size", f"total size {total} does not fit ({limit - pos} bytes left in the file)"
+
+    def _resync(self, buf, limit: int, base: int, rel: str, bad: int, check: str, why: str) -> int | None:
+        """Report the bad record at ``bad``; search forward for the next plausible record."""
+        nxt = self._find_next(buf, bad + 1, limit, base)
+        end = nxt if nxt is not None else limit
+        msg = f"{end - bad} bytes unreadable, " + (f"scan resumed at {base + nxt}" if nxt is not None
+                                                  else "no further record in this file")
+        self._add(check, rel, bad, f"{why}; {msg}", physical_offset=base + bad, end_offset=base + end)
+        self.stops.append((base + bad, check, rel))
+        return nxt
+
+    def _find_next(self, buf, start: int, limit: int, base: int) -> int | None:
+        """Next position >= start where a record plausibly starts: V1/V2 magic, sane size and
+        PHYSICALOFFSET equal to the position (or a fully valid record), or a right-sized BLANK."""
+        size = self.config.mapped_file_size_commit_log
+        finds = {m: buf.find(m, start + 4, limit) for m in _MAGIC_BYTES}
+        while True:
+            live = [(i, m) for m, i in finds.items() if i >= 0]
+            if not live:
+                return None
+            i, m = min(live)
+            c = i - 4
+            total = int.from_bytes(buf[c:c + 4], "big", signed=True)
+            if m == _MAGIC_BYTES[2]:
+                if total == size - c:
+                    return c
+            elif _MIN_RECORD <= total <= limit - c:
+                phy = int.from_bytes(buf[c + _POS_PHY:c + _POS_PHY + 8], "big", signed=True)
+                if phy == base + c:
+                    return c
+                chk = check_message(buf, c, limit, base)
+                if chk.status is Status.VALID:
+                    nxt = c + total
+                    if nxt + 8 > limit:
+                        return c
+                    t2, m2 = _PREFIX_UNPACK(buf, nxt)
+                    if m2 in (MAGIC_V1, MAGIC_V2) and _MIN_RECORD <= t2 <= limit - nxt or \
+                            m2 == MAGIC_BLANK or (t2 == 0 and m2 == 0):
+                        return c
+            finds[m] = buf.find(m, i + 1, limit)
+
+    # -------------------------------------------------------- one batch of records
+    def _check_batch(self, buf, arr, P: np.ndarray, base: int, rel: str, limit: int) -> int | None:
+        """Check records at file positions ``P``; return the position of the first structurally
+        broken record (its successors are unreliable) or None."""
+        total = _gather(arr, P, 4, ">i4").astype(np.int64)
+        magic = _gather(arr, P + _POS_MAGIC, 4, ">u4")
+        sysf = _gather(arr, P + _POS_SYS, 4, ">i4").astype(np.int64)
+        B = np.where(sysf & BORNHOST_V6_FLAG, _HOST_V6, _HOST_V4)
+        S = np.where(sysf & STOREHOSTADDRESS_V6_FLAG, _HOST_V6, _HOST_V4)
+        v2 = magic == MAGIC_V2
+        T = np.where(v2, 2, 1)
+        rec_end = P + total
+        body_len_pos = P + HEAD_SIZE + B + 8 + S + 4 + 8
+        body_len = _gather(arr, body_len_pos, 4, ">i4").astype(np.int64)
+        bl = np.maximum(body_len, 0)
+        body_start = body_len_pos + 4
+        tlp = body_start + bl
+        tl1 = _gather(arr, tlp, 1, "i1").astype(np.int64)
+        tl2 = _gather(arr, tlp, 2, ">i2").astype(np.int64)
+        topic_len = np.where(v2, tl2, tl1)
+        topic_start = tlp + T
+        plp = topic_start + np.maximum(topic_len, 0)
+        props_len = _gather(arr, plp, 2, ">i2").astype(np.int64)
+        props_start = plp + 2
+        pl = np.maximum(props_len, 0)
+        expected = 74 + B + S + T + bl + np.maximum(topic_len, 0) + pl
+        ok_fixed = body_start <= rec_end
+        ok_body = tlp + T <= rec_end
+        ok_topic = (topic_len >= 0) & (plp + 2 <= rec_end)
+        ok_props = props_start + pl <= rec_end
+        ok_size = expected == total
+        good = ok_fixed & ok_body & ok_topic & ok_props & ok_size
+        stop = None
+        n = P.size
+        if not good.all():
+            i = int(np.flatnonzero(~good)[0])
+            p = int(P[i])
+            if not (ok_fixed[i] and ok_body[i] and ok_topic[i] and ok_props[i]):
+                what = ("fixed fields" if not ok_fixed[i] else f"body length {int(body_len[i])}" if not ok_body[i]
+                        else f"topic length {int(topic_len[i])}" if not ok_topic[i]
+                        else f"properties length {int(props_len[i])}")
+                stop = (p, "commitlog.field-bounds", f"{what} runs past the record's end (total size {int(total[i])})")
+            else:
+                stop = (p, "commitlog.total-size", f"total size {int(total[i])} but the fields add up "
+                        f"to {int(expected[i])}")
+            n = i
+            if n == 0:
+                return stop
+            P, total, sysf, B, S = P[:n], total[:n], sysf[:n], B[:n], S[:n]
+            body_len, bl, body_start = body_len[:n], bl[:n], body_start[:n]
+            topic_len, topic_start, pl, props_start = topic_len[:n], topic_start[:n], pl[:n], props_start[:n]
+        self.messages += n
+        self.ranges.append((base + int(P[0]), base + int(P[-1] + total[-1])))
+        crc = _gather(arr, P + _POS_CRC, 4, ">i4").astype(np.int64)
+        qid = _gather(arr, P + _POS_QID, 4, ">i4").astype(np.int64)
+        qoff = _gather(arr, P + _POS_QOFF, 8, ">i8")
+        phy = _gather(arr, P + _POS_PHY, 8, ">i8")
+        store_ts = _gather(arr, P + HEAD_SIZE + B, 8, ">i8")
+        absP = P + base
+        # PHYSICALOFFSET = position
+        for i in np.flatnonzero(phy != absP).tolist():
+            self._add("commitlog.physical-offset", rel, int(P[i]), f"stored PHYSICALOFFSET {int(phy[i])}, but the "
+                      f"record lies at {int(absP[i])}", physical_offset=int(absP[i]))
+        if n:
+            self.last_store_ts = int(store_ts[-1])
+            self.max_store_ts = max(self.max_store_ts, int(store_ts.max()))
+        # per-record Python work: CRC, topic, properties, keys
+        mv = memoryview(buf)
+        Pl, bsl, bll, tsl, tll, psl, pll, totl = (P.tolist(), body_start.tolist(), bl.tolist(), topic_start.tolist(),
+                                                  topic_len.tolist(), props_start.tolist(), pl.tolist(), total.tolist())
+        if self.opt.crc:
+            crc32 = zlib.crc32
+            got = np.fromiter((crc32(mv[a:a + b]) & 0x7FFFFFFF if b else 0 for a, b in zip(bsl, bll)), np.int64, n)
+            bad_crc = np.flatnonzero((got != crc) & (bl > 0))
+            for i in bad_crc.tolist():
+                self._add("commitlog.body-crc", rel, Pl[i], f"stored body CRC {int(crc[i])}, computed {int(got[i])} "
+                          f"over {bll[i]} body bytes", physical_offset=Pl[i] + base)
+                if self.config.check_crc_on_recover:
+                    self.stops.append((Pl[i] + base, "commitlog.body-crc", rel))
+        topic_ids = self.topic_ids
+        tid = np.empty(n, np.int64)
+        tags_code = np.zeros(n, np.int64)
+        want_keys = self.want_keys
+        keys: list[bytes] = []
+        owners: list[int] = []
+        tags_cache = self.tags_cache
+        sched_tid = topic_ids.get(SCHEDULE_TOPIC.encode())
+        inner: list[int] = []
+        tran = sysf & TRANSACTION_MASK
+        rollback = tran == TRANSACTION_ROLLBACK_TYPE
+        rb = rollback.tolist() if rollback.any() else None
+        check_crc = self.opt.crc
+        for i in range(n):
+            ts = tsl[i]
+            tb = buf[ts:ts + tll[i]]
+            t = topic_ids.get(tb)
+            if t is None:
+                t = self._new_topic(tb, rel, Pl[i], base)
+                if tb == SCHEDULE_TOPIC.encode():
+                    sched_tid = t
+            tid[i] = t
+            plen = pll[i]
+            if not plen:
+                continue
+            ps = psl[i]
+            props = buf[ps:ps + plen]
+            if not props.isascii() or not _props_well_formed(props):
+                problem = _props_problem(props)
+                if problem:
+                    self._add("commitlog.properties", rel, Pl[i], problem, physical_offset=Pl[i] + base)
+            if _CRC_MARK in props and check_crc:
+                self._check_prop_crc(buf, Pl[i], totl[i], props, rel, base)
+            tg = _prop(props, b"TAGS\x01")
+            if tg is not None:
+                c = tags_cache.get(tg)
+                if c is None:
+                    c = tags_cache[tg] = java_hash(tg.decode("utf-8", "replace"))
+                tags_code[i] = c
+            if t == sched_tid:
+                tags_code[i] = self._schedule_tags(buf, Pl[i], base, limit, tags_code[i])
+            if want_keys and (rb is None or not rb[i]):
+                pre = tb + b"#"
+                u = _prop(props, b"UNIQ_KEY\x01")
+                if u is not None:
+                    keys.append(pre + u)
+                    owners.append(i)
+                k = _prop(props, b"KEYS\x01")
+                if k is not None:
+                    for kk in k.split(b" "):
+                        if kk:
+                            keys.append(pre + kk)
+                            owners.append(i)
+        if (sysf & INNER_BATCH_FLAG).any():
+            inner = np.flatnonzero(sysf & INNER_BATCH_FLAG).tolist()
+        step = np.ones(n, np.int64)
+        for i in inner:
+            props = buf[psl[i]:psl[i] + pll[i]]
+            v = _prop(props, b"INNER_NUM\x01")
+            if v is not None and v.isdigit():
+                step[i] = int(v)
+        dispatch = (tran == 0) | (tran == 8)
+        tq = self._tq_ids(tid, qid)
+        self._check_queue_offsets(tq, qoff, step, dispatch, absP, rel, base)
+        self._check_units(tq, qoff, dispatch, absP, total, tags_code, store_ts, rel, base)
+        if want_keys:
+            self._check_index_batch(absP, total, keys, owners, base, rel)
+        return stop
+
+    def _schedule_tags(self, buf, pos: int, base: int, limit: int, current: int) -> int:
+        c = check_message(buf, pos, limit, base)
+        if c.message is None:
+            return current
+        try:
+            return compute_tags_code(c.message, self.delay_table)
+        except InvalidForDispatch:
+            return current
+
+    def _check_prop_crc(self, buf, pos: int, total: int, props: bytes, rel: str, base: int) -> None:
+        """§2.8: the __CRC32# digits (least significant first) against crc32(record[:total-20])."""
+        if props.endswith(b"\x02") and props.startswith(_CRC_MARK, len(props) - CRC32_RESERVED_LEN):
+            digits = props[-11:-1]
+        else:
+            v = parse_properties(props.decode("utf-8", "replace")).get(CRC32_PROPERTY, "")
+            digits = v.encode()
+        want = zlib.crc32(memoryview(buf)[pos:pos + total - CRC32_RESERVED_LEN]) & 0x7FFFFFFF
+        if len(digits) != 10 or not digits.isdigit() or int(digits[::-1]) != want:
+            self._add("commitlog.prop-crc", rel, pos, f"__CRC32# is {digits.decode('ascii', 'replace')!r}, the "
+                      f"record's CRC is {want} (stored reversed as {str(want).zfill(10)[::-1]})",
+                      physical_offset=base + pos)
+
+    def _new_topic(self, tb: bytes, rel: str, pos: int, base: int) -> int:
+        t = len(self.topic_names)
+        self.topic_ids[tb] = t
+        self.topic_names.append(tb)
+        shown = tb.decode("utf-8", "backslashreplace")
+        try:
+            text = tb.decode("utf-8")
+        except UnicodeDecodeError:
+            text = None
+        if not tb or text is None or tb in (b".", b"..") or any(c in tb for c in b"/\x00") or \
+                any(ord(ch) < 0x20 for ch in text):
+            why = "empty" if not tb else "not UTF-8" if text is None else "not usable as a directory name"
+            self._add("commitlog.topic", rel, pos, f"topic {shown!r} is {why} (first seen here)",
+                      physical_offset=base + pos)
+        elif not _TOPIC_OK_DOT.fullmatch(tb):
+            self._add("commitlog.topic-chars", rel, pos, f"topic {shown!r} has characters outside "
+                      "[A-Za-z0-9%|_.-] (first seen here)", physical_offset=base + pos)
+        return t
+
+    def _tq_ids(self, tid: np.ndarray, qid: np.ndarray) -> np.ndarray:
+        combo = tid * (1 << 32) + (qid & 0xFFFFFFFF)
+        uniq, inv = np.unique(combo, return_inverse=True)
+        ids = np.empty(uniq.size, np.int64)
+        for j, c in enumerate(uniq.tolist()):
+            t, q = c >> 32, c & 0xFFFFFFFF
+            q = q - (1 << 32) if q >= 1 << 31 else q
+            key = (t, q)
+            v = self.tq_ids.get(key)
+            if v is None:
+                v = self.tq_ids[key] = len(self.tq_list)
+                self.tq_list.append(key)
+                self.tq_queue.append(self.queues.get((self.topic_names[t], q)))
+                self.tq_last.append(None)
+            ids[j] = v
+        return ids[inv.ravel()]
+
+    # -------------------------------------------------------- queue offsets
+    def _check_queue_offsets(self, tq, qoff, step, dispatch, absP, rel, base) -> None:
+        idx = np.flatnonzero(dispatch)
+        if not idx.size:
+            return
+        order = idx[np.argsort(tq[idx], kind="stable")]
+        g = tq[order]
+        q = qoff[order]
+        st = step[order]
+        first = np.ones(order.size, bool)
+        first[1:] = g[1:] != g[:-1]
+        exp = np.empty(order.size, np.int64)
+        exp[1:] = q[:-1] + st[:-1]
+        heads = np.flatnonzero(first)
+        for h in heads.tolist():
+            prev = self.tq_last[int(g[h])]
+            exp[h] = q[h] if prev is None else prev
+        last = np.flatnonzero(np.append(first[1:], True))
+        for li in last.tolist():
+            self.tq_last[int(g[li])] = int(q[li] + st[li])
+        for j in np.flatnonzero(q != exp).tolist():
+            i = int(order[j])
+            t, qi = self.tq_list[int(g[j])]
+            topic = self.topic_names[t].decode("utf-8", "backslashreplace")
+            e, got = int(exp[j]), int(q[j])
+            if got > e:
+                self._add("commitlog.queue-offset", rel, int(absP[i]) - base,
+                          f"{topic}/{qi}: queue offset {got}, expected {e} ({got - e} missing)",
+                          physical_offset=int(absP[i]), topic=topic, queue_id=qi)
+            else:
+                self._add("commitlog.queue-offset-reset", rel, int(absP[i]) - base,
+                          f"{topic}/{qi}: queue offset {got} after {e - 1} (restart without its consume queue?)",
+                          physical_offset=int(absP[i]), topic=topic, queue_id=qi)
+
+    # -------------------------------------------------------- consume-queue units
+    def _check_units(self, tq, qoff, dispatch, absP, total, tags_code, store_ts, rel, base) -> None:
+        idx = np.flatnonzero(dispatch)
+        if not idx.size:
+            return
+        order = idx[np.argsort(tq[idx], kind="stable")]
+        g = tq[order]
+        bounds = np.flatnonzero(np.r_[True, g[1:] != g[:-1], True])
+        for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+            sel = order[a:b]
+            t = int(g[a])
+            mq = self.tq_queue[t]
+            L = qoff[sel]
+            if mq is None:
+                self.missing.append((np.full(sel.size, t), L, absP[sel], store_ts[sel]))
+                continue
+            found, off, size, tags = mq.units_at(L)
+            match = found & (off == absP[sel])
+            if not match.all():
+                miss = ~found
+                if miss.any():
+                    self.missing.append((np.full(int(miss.sum()), t), L[miss], absP[sel][miss], store_ts[sel][miss]))
+                other = found & ~match
+                for j in np.flatnonzero(other).tolist():
+                    self._unit_elsewhere(mq, int(L[j]), int(off[j]), int(absP[sel][j]))
+                    mq.matched[int(L[j]) - mq.base] = True
+            if match.any():
+                m = np.flatnonzero(match)
+                mq.matched[L[m] - mq.base] = True
+                bad = m[(size[m] != total[sel][m]) | (tags[m] != tags_code[sel][m])]
+                for j in bad.tolist():
+                    f, o = mq.file_of(int(L[j]))
+                    what = []
+                    if size[j] != total[sel][j]:
+                        what.append(f"size {int(size[j])} but the message has {int(total[sel][j])} bytes")
+                    if tags[j] != tags_code[sel][j]:
+                        what.append(f"tagsCode {int(tags[j])} but the message's is {int(tags_code[sel][j])}")
+                    self._add("cq.unit-mismatch", f, o, f"unit {int(L[j])} -> {int(absP[sel][j])}: " + "; ".join(what),
+                              topic=mq.topic, queue_id=mq.qid, physical_offset=int(absP[sel][j]))
+
+    def _unit_elsewhere(self, mq: _Queue, L: int, off: int, msg_at: int) -> None:
+        """Unit L of the message's queue points at ``off``, not at the message (at ``msg_at``)."""
+        c = self._check_at(off)
+        f, o = mq.file_of(L)
+        if c is not None and c.status is Status.VALID and c.message.queue_offset == L and \
+                c.message.queue_id == mq.qid and c.message.topic_bytes == mq.topic.encode() and off < msg_at:
+            self._add("commitlog.queue-offset-reset", self.rel(self._cl_path(msg_at)), msg_at - self._cl_base(msg_at),
+                      f"{mq.topic}/{mq.qid}: queue offset {L} also used by the message at {off}, which its unit "
+                      "points at (duplicate queue offset after a restart)", physical_offset=msg_at,
+                      topic=mq.topic, queue_id=mq.qid)
+            return
+        self._add("cq.unit-mismatch", f, o, f"unit {L} points at {off}, but the message with queue offset {L} "
+                  f"is at {msg_at}", topic=mq.topic, queue_id=mq.qid, physical_offset=msg_at)
+
+    def _cl_path(self, offset: int):
+        f = self.mfq.find(offset)
+        return f.path if f else self.config.commitlog_dirs[0]
+
+    def _cl_base(self, offset: int) -> int:
+        f = self.mfq.find(offset)
+        return f.file_from_offset if f else 0
+
+    def _check_at(self, offset: int):
+        f = self.mfq.find(offset)
+        if f is None:
+            return None
+        buf = f.buffer()
+        pos = offset - f.file_from_offset
+        if pos + 8 > len(buf):
+            return None
+        return check_message(buf, pos, len(buf), f.file_from_offset)
+
+    def _no_file_reason(self, offset: int) -> str:
+        f = self.mfq.find(offset)
+        if f is None:
+            return "no commit-log file holds it"
+        return f"it lies past the end of the truncated file {f.name}"
+
+    def _readable(self, offs: np.ndarray) -> np.ndarray:
+        """Which physical offsets fall inside ranges the scan decoded."""
+        if not self.ranges:
+            return np.zeros(offs.size, bool)
+        r = np.array(self.ranges, np.int64)
+        order = np.argsort(r[:, 0])
+        r = r[order]
+        i = np.searchsorted(r[:, 0], offs, "right") - 1
+        ok = i >= 0
+        ok[ok] = offs[ok] < r[i[ok], 1]
+        return ok
+
+    def _finish_queues(self) -> None:
+        cp = self.checkpoint
+        limit_ts = cp.logics_msg_timestamp if cp is not None else 0
+        # missing units, in runs per queue
+        if self.missing:
+            t = np.concatenate([m[0] for m in self.missing])
+            L = np.concatenate([m[1] for m in self.missing])
+            off = np.concatenate([m[2] for m in self.missing])
+            ts = np.concatenate([m[3] for m in self.missing])
+            late = ts > limit_ts
+            for is_late in (False, True):
+                sel = np.flatnonzero(late == is_late)
+                if not sel.size:
+                    continue
+                o = sel[np.lexsort((L[sel], t[sel]))]
+                tt, LL = t[o], L[o]
+                brk = np.flatnonzero(np.r_[True, (tt[1:] != tt[:-1]) | (LL[1:] != LL[:-1] + 1), True])
+                for a, b in zip(brk[:-1].tolist(), brk[1:].tolist()):
+                    ti = int(tt[a])
+                    tid, qid = self.tq_list[ti]
+                    topic = self.topic_names[tid].decode("utf-8", "backslashreplace")
+                    mq = self.tq_queue[ti]
+                    lo, hi = int(LL[a]), int(LL[b - 1])
+                    if mq is not None:
+                        file, fo = mq.file_of(lo)
+                    else:
+                        file = self.rel(self.config.consumequeue_dir / topic / str(qid))
+                        fo = None
+                    rng = f"unit {lo}" if lo == hi else f"units {lo}..{hi}"
+                    first_off = int(off[o[a]])
+                    if is_late:
+                        self._add("cq.not-dispatched", file, fo, f"{topic}/{qid}: {rng} ({b - a} messages from "
+                                  f"offset {first_off}) not written yet; newer than the checkpoint's "
+                                  "logicsMsgTimestamp, the broker dispatches them at start",
+                                  topic=topic, queue_id=qid, physical_offset=first_off, count=b - a)
+                    else:
+                        where = "its queue directory is missing" if mq is None else (
+                            "below the queue's first file" if lo < mq.base else
+                            "in a missing file" if mq.files.get(lo // mq.per * mq.per) is None else
+                            "after the queue's end")
+                        self._add("cq.missing-unit", file, fo, f"{topic}/{qid}: {rng} missing ({b - a} messages "
+                                  f"from offset {first_off}; {where})", topic=topic, queue_id=qid,
+                                  physical_offset=first_off, count=b - a)
+        # units no message accounted for
+        cl_min = self.cl_min
+        for mq in self.queues.values():
+            n = mq.end - mq.base
+            if n <= 0:
+                self._cq_tail(mq)
+                continue
+            un = np.flatnonzero(~mq.matched)
+            pre = expired = 0
+            if un.size:
+                L = un + mq.base
+                found, off, size, tags = mq.units_at(L)
+                is_pre = (off == 0) & (size == PRE_BLANK_SIZE) & (tags == 0)
+                pre = int(is_pre.sum())
+                is_exp = ~is_pre & (off < cl_min) & (off >= 0)
+                expired = int(is_exp.sum())
+                rest = np.flatnonzero(found & ~is_pre & ~is_exp)
+                shown = 0
+                for j in rest.tolist():
+                    f, o = mq.file_of(int(L[j]))
+                    if self.opt.max_findings is not None and shown >= self.opt.max_findings:
+                        self._add("cq.unit-target", f, o, "", topic=mq.topic, queue_id=mq.qid)
+                        continue
+                    shown += 1
+                    self._add("cq.unit-target", f, o, f"unit {int(L[j])} -> {int(off[j])} ({int(size[j])} bytes): "
+                              + self._why_not_message(int(off[j]), mq), topic=mq.topic, queue_id=mq.qid,
+                              physical_offset=int(off[j]))
+            if pre:
+                f, o = mq.file_of(mq.base)
+                self._add("cq.pre-blank", f, o, f"{mq.topic}/{mq.qid}: {pre} pre-blank units below the first unit",
+                          topic=mq.topic, queue_id=mq.qid, count=pre)
+            if expired:
+                f, o = mq.file_of(mq.base)
+                self._add("cq.expired", f, o, f"{mq.topic}/{mq.qid}: {expired} units point below the commit log's "
+                          f"first offset {cl_min}", topic=mq.topic, queue_id=mq.qid, count=expired)
+            self._cq_tail(mq)
+
+    def _why_not_message(self, off: int, mq: _Queue) -> str:
+        if off < self.cl_min:
+            return "below the commit log"
+        if off >= self.cl_end:
+            return f"beyond the end of the commit log's data ({self.cl_end})"
+        c = self._check_at(off)
+        if c is None:
+            return self._no_file_reason(off)
+        if c.status is not Status.VALID or c.message is None:
+            return f"no readable message starts there ({c.reason or c.status.value})"
+        m = c.message
+        if m.topic_bytes != mq.topic.encode() or m.queue_id != mq.qid:
+            return f"the message there belongs to {m.topic}/{m.queue_id}"
+        if m.physical_offset != off:
+            return f"the record there has PHYSICALOFFSET {m.physical_offset}"
+        return f"the message there has queue offset {m.queue_offset}"
+
+    def _cq_tail(self, mq: _Queue) -> None:
+        b = mq.end // mq.per * mq.per
+        entry = mq.files.get(b)
+        if entry is None:
+            return
+        units, name = entry
+        raw = units.view(np.uint8)
+        at = first_nonzero(self.root / name, raw, (mq.end - b) * CQ_STORE_UNIT_SIZE)
+        if at is not None:
+            self._add("cq.tail", name, at // CQ_STORE_UNIT_SIZE * CQ_STORE_UNIT_SIZE,
+                      f"{mq.topic}/{mq.qid}: non-zero bytes after the queue's end at unit {mq.end}",
+                      topic=mq.topic, queue_id=mq.qid)
+
+    # -------------------------------------------------------- index vs messages
+    def _check_index_batch(self, absP, total, keys, owners, base, rel) -> None:
+        lo, hi = int(absP[0]), int(absP[-1] + total[-1])
+        hashes = index_hashes(keys)
+        own = np.asarray(owners, np.int64)
+        pair = (absP[own] - lo) * (1 << 31) + hashes if own.size else np.zeros(0, np.int64)
+        entry_pairs = []
+        for f in self.index_active:
+            if f.end_phy < lo and f.begin_phy < lo and (f.sorted_phy.size == 0 or f.sorted_phy[-1] < lo):
+                continue
+            sel = f.in_range(lo, hi)
+            if not sel.size:
+                continue
+            f.checked[sel] = True
+            ephy = f.phy[sel]
+            eh = f.hash[sel]
+            j = np.searchsorted(absP, ephy)
+            is_start = (j < absP.size) & (absP[np.minimum(j, absP.size - 1)] == ephy)
+            ep = (ephy - lo) * (1 << 31) + eh
+            entry_pairs.append(ep[is_start])
+            for k in np.flatnonzero(~is_start).tolist():
+                e = int(sel[k])
+                self._add("index.entry-target", f.rel, f.entry_offset(e), f"entry {e + 1} -> {int(ephy[k])}: no "
+                          "message starts there", physical_offset=int(ephy[k]))
+            ok = np.flatnonzero(is_start)
+            if ok.size:
+                bad = ok[~np.isin(ep[ok], pair)]
+                for k in bad.tolist():
+                    e = int(sel[k])
+                    m = int(j[k])
+                    mine = [keys[x].decode("utf-8", "backslashreplace") for x in np.flatnonzero(own == m).tolist()]
+                    self._add("index.entry-hash", f.rel, f.entry_offset(e),
+                              f"entry {e + 1} -> {int(ephy[k])}: hash {int(eh[k])} is none of the message's keys "
+                              f"{mine[:5]}", physical_offset=int(ephy[k]))
+        if self.opt.deep and own.size:
+            upto = own[absP[own] <= self.index_end]
+            if upto.size:
+                allp = np.concatenate(entry_pairs) if entry_pairs else np.zeros(0, np.int64)
+                cand = np.flatnonzero(absP[own] <= self.index_end)
+                missing = cand[~np.isin(pair[cand], allp)]
+                for x in missing.tolist():
+                    m = int(own[x])
+                    self._add("index.missing-key", rel, int(absP[m]) - base,
+                              f"key {keys[x].decode('utf-8', 'backslashreplace')!r} (hash {int(hashes[x])}) of the "
+                              f"message at {int(absP[m])} is in no index file", physical_offset=int(absP[m]))
+
+    def _finish_index(self) -> None:
+        for f in self.index_files:
+            if not f.phy.size:
+                continue
+            un = np.flatnonzero(~f.checked)
+            if not un.size:
+                self._index_header_times(f)
+                continue
+            phy = f.phy[un]
+            below = phy < self.cl_min
+            if below.any():
+                self._add("index.expired", f.rel, f.entry_offset(int(un[below][0])),
+                          f"{int(below.sum())} entries point below the commit log's first offset {self.cl_min}",
+                          count=int(below.sum()))
+            beyond = phy >= self.cl_end
+            if beyond.any():
+                self._add("index.beyond-end", f.rel, f.entry_offset(int(un[beyond][0])),
+                          f"{int(beyond.sum())} entries point at or beyond the end of the commit log's data "
+                          f"({self.cl_end}), e.g. {int(phy[beyond][0])}", count=int(beyond.sum()))
+            rest = un[~below & ~beyond]
+            for e in rest.tolist():
+                off = int(f.phy[e])
+                c = self._check_at(off)
+                why = self._no_file_reason(off) if c is None else "it lies in unreadable bytes"
+                self._add("index.entry-target", f.rel, f.entry_offset(e), f"entry {e + 1} -> {off}: {why}",
+                          physical_offset=off)
+            self._index_header_times(f)
+
+    def _index_header_times(self, f: _IndexFile) -> None:
+        """endTimestamp is the store time of the last entry's message; beginTimestamp the first's."""
+        for which, e, stored, hoff in (("end", f.phy.size - 1, f.end_ts, 8), ("begin", 0, f.begin_ts, 0)):
+            c = self._check_at(int(f.phy[e]))
+            if c is None or c.message is None or c.status is not Status.VALID:
+                continue
+            if c.message.store_timestamp != stored:
+                self._add("index.header", f.rel, hoff, f"{which}Timestamp {stored}, but entry {e + 1}'s message "
+                          f"has store time {c.message.store_timestamp}")
+
+    # -------------------------------------------------------- checkpoint, abort, recovery
+    def _check_checkpoint(self) -> None:
+        cp = self.checkpoint
+        if cp is None or self.messages == 0:
+            return
+        top = self.max_store_ts
+        for name, v, off in (("physicMsgTimestamp", cp.physic_msg_timestamp, 0),
+                             ("logicsMsgTimestamp", cp.logics_msg_timestamp, 8),
+                             ("indexMsgTimestamp", cp.index_msg_timestamp, 16)):
+            if v > top:
+                self._add("checkpoint.ahead", "checkpoint", off, f"{name} {v} is newer than the newest message "
+                          f"({top}): {v - top} ms of flushed data are missing")
+
+    def _check_recovery(self) -> None:
+        """Which recovery the broker runs next (§8) and what it would truncate."""
+        files = self.mfq.files
+        if not files:
+            return
+        cp = self.checkpoint or StoreCheckpoint()
+        if self.abort:
+            start = None
+            for f in reversed(files):
+                pos = self.first_records.get(f.file_from_offset)
+                if pos != 0:
+                    continue
+                c = self._check_at(f.file_from_offset)
+                if c is None or c.message is None:
+                    continue
+                ts = c.message.store_timestamp
+                if ts != 0 and ts <= cp.min_timestamp:
+                    start = f
+                    break
+            start = start or files[0]
+            kind = "abnormal"
+        else:
+            start = files[max(0, len(files) - 3)]
+            kind = "normal"
+        stops = sorted(s for s in self.stops if s[0] >= start.file_from_offset)
+        cut = stops[0] if stops else None
+        process = cut[0] if cut else self.cl_end
+        later = [f.name for f in files if f.file_from_offset > process]
+        if cut is not None and (process < self.cl_end or later):
+            off = process - self._cl_base(process)
+            self._add("recovery.truncate", cut[2], off,
+                      f"{kind} recovery (from file {start.name}) stops at {process} ({cut[1]}): the broker would "
+                      f"truncate the commit log there" + (f", delete {len(later)} later file(s)" if later else "")
+                      + f" and drop consume-queue units from {process} on; {max(0, self.cl_end - process)} bytes "
+                      "of data after it would be lost", physical_offset=process)
+        if self.abort:
+            idx_del = [f.name for f in self.index_files if f.end_ts > cp.index_msg_timestamp]
+            self._add("abort.unclean-shutdown", "abort", None,
+                      f"the last shutdown was not clean: abnormal recovery from file {start.name} "
+                      f"(first record's store time <= checkpoint min time {cp.min_timestamp}), re-dispatching every "
+                      f"message from {start.file_from_offset}; the log would end at {process}"
+                      + ("" if process >= self.cl_end else f" (cutting {self.cl_end - process} bytes)")
+                      + f"; index files newer than indexMsgTimestamp {cp.index_msg_timestamp} deleted: "
+                      + (", ".join(idx_del) if idx_del else "none"),
+                      recovery_start=start.file_from_offset, truncate_at=process, index_deleted=idx_del)
+
+
+_PREFIX_UNPACK = struct.Struct(">iI").unpack_from
+
+
+def open_for_verify(config: StoreConfig) -> StoreConfig:
+    """Refuse what is not a store (exit 3); sizes are inferred later, tolerantly."""
+    from rmqstore_cli.store.message_store import _STORE_MARKERS, _refuse_unsupported
+
+    root = config.root
+    if not root.is_dir():
+        raise StoreError("no such store directory", path=root, hint="pass --store or set RMQSTORE_STORE")
+    if not any((root / m).exists() for m in _STORE_MARKERS) and not any(d.is_dir() for d in config.commitlog_dirs):
+        raise StoreError("not a RocketMQ store (no commitlog/, consumequeue/, index/ or checkpoint)", path=root)
+    _refuse_unsupported(config)
+    return config

@@ -1,0 +1,381 @@
+"""rmqstore verify: clean stores verify clean; each injected fault is reported with its
+exact check id and location, and the scan goes on past it."""
+from __future__ import annotations
+
+import json
+import os
+import struct
+import zlib
+
+import pytest
+
+from conftest import SMALL, cli, generate, run, tree_digest
+
+CL_SIZE = 65536
+CQ_SIZE = 2000
+SLOTS, INDEX_MAX = 64, 400
+ENTRIES_BASE = 40 + SLOTS * 4
+
+
+def _verify(store, *extra):
+    r = cli("verify", "--store", store, *SMALL, "--format", "jsonl", "--max-findings", "1000", *extra)
+    lines = [json.loads(x) for x in r.stdout.splitlines() if x.strip()]
+    assert lines and "summary" in lines[-1], r.stdout + r.stderr
+    return r, lines[:-1], lines[-1]["summary"]
+
+
+def _records(store):
+    """(file name, position, total size, physical offset) of every record, read with the plain
+    struct walk of STORE-FORMAT §7.1 (not the verifier's code)."""
+    out = []
+    for name in sorted(os.listdir(store / "commitlog")):
+        data = (store / "commitlog" / name).read_bytes()
+        pos = 0
+        while pos + 8 <= len(data):
+            total, magic = struct.unpack_from(">iI", data, pos)
+            if magic not in (0xDAA320A7, 0xDAA320AB):
+                break
+            out.append((name, pos, total, int(name) + pos))
+            pos += total
+    return out
+
+
+def _body(data: bytes, pos: int) -> tuple[int, int]:
+    """(start, length) of the body of the IPv4/IPv6 record at ``pos``."""
+    sys_flag = struct.unpack_from(">i", data, pos + 36)[0]
+    b = 20 if sys_flag & 0x10 else 8
+    s = 20 if sys_flag & 0x20 else 8
+    at = pos + 48 + b + 8 + s + 4 + 8
+    return at + 4, struct.unpack_from(">i", data, at)[0]
+
+
+def _patch(path, offset: int, data: bytes) -> None:
+    with open(path, "r+b") as fh:
+        fh.seek(offset)
+        fh.write(data)
+
+
+def _find(findings, check):
+    return [f for f in findings if f["check"] == check]
+
+
+def _errors(findings):
+    return {f["check"] for f in findings if f["severity"] == "error"}
+
+
+# ---------------------------------------------------------------- clean stores
+
+def test_clean_small_store_has_no_findings(small_store):
+    before = tree_digest(small_store)
+    r, findings, summary = _verify(small_store, "--deep")
+    assert r.exit_code == 0
+    assert findings == []
+    assert summary["messages"] == len(_records(small_store))
+    assert summary["errors"] == 0 and summary["findings"] == {}
+    assert summary["files"]["commitlog"] == len(os.listdir(small_store / "commitlog"))
+    assert tree_digest(small_store) == before  # read-only
+
+
+def test_clean_small_store_sizes_inferred(small_store):
+    r = cli("verify", "--store", small_store, "--format", "jsonl")
+    assert r.exit_code == 0, r.stdout
+    summary = json.loads(r.stdout.splitlines()[-1])["summary"]
+    assert summary["errors"] == summary["warnings"] == 0
+    assert any("65536" in n for n in summary["notes"])
+
+
+def test_clean_default_size_store(tmp_path):
+    store = generate(tmp_path / "store", messages=300, small=False)
+    r = cli("verify", "--store", store, "--deep", "--format", "jsonl")
+    assert r.exit_code == 0, r.stdout
+    lines = r.stdout.splitlines()
+    assert len(lines) == 1 and json.loads(lines[0])["summary"]["messages"] == len(_records(store))
+
+
+def test_clean_5x_store_with_prop_crc(tmp_path):
+    store = generate(tmp_path / "store", "--broker-version", "5", "--append-prop-crc", messages=600)
+    r, findings, _ = _verify(store, "--deep")
+    assert r.exit_code == 0 and findings == []
+    # a wrong __CRC32# digit is caught
+    name, pos, total, phy = _records(store)[5]
+    path = store / "commitlog" / name
+    data = path.read_bytes()
+    assert data[pos + total - 20:pos + total - 11] == b"__CRC32#\x01"
+    digit = data[pos + total - 11]
+    _patch(path, pos + total - 11, bytes([ord("0") + (digit - ord("0") + 1) % 10]))
+    r, findings, _ = _verify(store)
+    assert r.exit_code == 1
+    assert [(f["file"], f["offset"]) for f in _find(findings, "commitlog.prop-crc")] == [(f"commitlog/{name}", pos)]
+
+
+def test_real_broker_fixtures_verify_without_errors(fixture):
+    store, conf, exp = fixture
+    r = cli("verify", "--store", store, "--broker-conf", conf, "--deep", "--format", "jsonl")
+    assert r.exit_code == 0, r.stdout
+    lines = [json.loads(x) for x in r.stdout.splitlines()]
+    summary = lines[-1]["summary"]
+    assert [f for f in lines[:-1] if f["severity"] != "info"] == []
+    assert summary["messages"] == len(exp["messages"])
+    assert summary["commitlog_end_offset"] == exp["commitlog_max_offset"]
+
+
+# ---------------------------------------------------------------- injected faults
+
+def test_flipped_body_byte(small_store):
+    recs = _records(small_store)
+    name, pos, total, phy = recs[10]
+    path = small_store / "commitlog" / name
+    start, length = _body(path.read_bytes(), pos)
+    assert length > 0
+    _patch(path, start + length // 2, bytes([path.read_bytes()[start + length // 2] ^ 0x40]))
+    r, findings, summary = _verify(small_store)
+    assert r.exit_code == 1
+    crc = _find(findings, "commitlog.body-crc")
+    assert [(f["file"], f["offset"], f["physical_offset"]) for f in crc] == [(f"commitlog/{name}", pos, phy)]
+    assert _errors(findings) == {"commitlog.body-crc"}
+    assert summary["messages"] == len(recs)  # the scan went on
+    r, findings, _ = _verify(small_store, "--no-crc")
+    assert r.exit_code == 0 and findings == []
+
+
+def test_flipped_size_field(small_store):
+    recs = _records(small_store)
+    name, pos, total, phy = recs[20]
+    nxt = recs[21]
+    assert nxt[0] == name
+    _patch(small_store / "commitlog" / name, pos, struct.pack(">i", total + 3))
+    r, findings, summary = _verify(small_store)
+    assert r.exit_code == 1
+    bad = _find(findings, "commitlog.total-size")
+    assert [(f["file"], f["offset"]) for f in bad] == [(f"commitlog/{name}", pos)]
+    assert bad[0]["end_offset"] == nxt[3]  # resynchronised on the next record
+    assert summary["messages"] == len(recs) - 1
+    # the lost record's unit and index entries now point at unreadable bytes
+    assert "cq.unit-target" in _errors(findings) or "index.entry-target" in _errors(findings)
+
+
+def test_flipped_magic_code(small_store):
+    recs = _records(small_store)
+    name, pos, total, phy = recs[30]
+    _patch(small_store / "commitlog" / name, pos + 4, b"\x00\x11\x22\x33")
+    r, findings, summary = _verify(small_store)
+    assert r.exit_code == 1
+    bad = _find(findings, "commitlog.magic")
+    assert [(f["file"], f["offset"], f["end_offset"]) for f in bad] == [(f"commitlog/{name}", pos, recs[31][3])]
+    assert summary["messages"] == len(recs) - 1
+
+
+def test_truncated_file_mid_message(small_store):
+    recs = _records(small_store)
+    name = sorted(os.listdir(small_store / "commitlog"))[3]
+    in_file = [r for r in recs if r[0] == name]
+    victim = in_file[len(in_file) // 2]
+    os.truncate(small_store / "commitlog" / name, victim[1] + 10)
+    r, findings, summary = _verify(small_store)
+    assert r.exit_code == 1
+    assert [(f["file"], f["offset"]) for f in _find(findings, "commitlog.truncated")] == [(f"commitlog/{name}",
+                                                                                          victim[1])]
+    assert [f["file"] for f in _find(findings, "commitlog.file-size")] == [f"commitlog/{name}"]
+    lost = len(in_file) - len(in_file) // 2
+    assert summary["messages"] == len(recs) - lost
+
+
+def test_deleted_first_consume_queue_file(small_store):
+    qdir = next(q for t in sorted((small_store / "consumequeue").iterdir()) for q in sorted(t.iterdir())
+                if len(os.listdir(q)) >= 2)
+    first = sorted(os.listdir(qdir))[0]
+    os.remove(qdir / first)
+    r, findings, _ = _verify(small_store)
+    assert r.exit_code == 1
+    rel = os.path.relpath(qdir, small_store)
+    missing = _find(findings, "cq.missing-unit")
+    assert [(f["file"], f["offset"], f["count"]) for f in missing] == [(f"{rel}/{first}", 0, CQ_SIZE // 20)]
+    assert _errors(findings) == {"cq.missing-unit"}
+
+
+def test_deleted_middle_consume_queue_file(tmp_path):
+    store = generate(tmp_path / "store", "--topics", "1", "--queues", "1", "--delay-ratio", "0",
+                     "--transaction-ratio", "0", messages=450)
+    qdir = next((store / "consumequeue").iterdir()) / "0"
+    names = sorted(os.listdir(qdir))
+    assert len(names) >= 4
+    os.remove(qdir / names[1])
+    r, findings, _ = _verify(store)
+    assert r.exit_code == 1
+    rel = os.path.relpath(qdir, store)
+    assert [(f["file"], f["offset"]) for f in _find(findings, "cq.gap")] == [(f"{rel}/{names[2]}", 0)]
+    missing = _find(findings, "cq.missing-unit")
+    assert [(f["file"], f["offset"], f["count"]) for f in missing] == [(f"{rel}/{names[1]}", 0, CQ_SIZE // 20)]
+    assert _errors(findings) == {"cq.gap", "cq.missing-unit"}
+
+
+def test_deleted_queue_directory(small_store):
+    qdir = next(q for t in sorted((small_store / "consumequeue").iterdir()) for q in sorted(t.iterdir())
+                if not t.name.startswith(("SCHEDULE", "RMQ_SYS")))
+    assert os.listdir(qdir)
+    for f in os.listdir(qdir):
+        os.remove(qdir / f)
+    os.rmdir(qdir)
+    r, findings, _ = _verify(small_store)
+    assert r.exit_code == 1
+    missing = _find(findings, "cq.missing-unit")
+    assert len(missing) == 1 and missing[0]["file"] == os.path.relpath(qdir, small_store)
+    assert missing[0]["detail"].startswith(f"{qdir.parent.name}/{qdir.name}: units 0..")
+
+
+def _index_file(store, n=1):
+    return sorted((store / "index").iterdir())[n]
+
+
+def test_index_chain_loop(small_store):
+    path = _index_file(small_store)
+    data = path.read_bytes()
+    count = struct.unpack_from(">i", data, 36)[0]
+    k = count // 2
+    at = ENTRIES_BASE + k * 20
+    _patch(path, at + 16, struct.pack(">i", k))  # prevIndex of entry k -> itself: a loop
+    r, findings, _ = _verify(small_store)
+    assert r.exit_code == 1
+    chain = _find(findings, "index.chain")
+    assert (f"index/{path.name}", at + 16) in [(f["file"], f["offset"]) for f in chain]
+    assert "loops" in chain[0]["detail"]
+
+
+def test_index_slot_out_of_range(small_store):
+    path = _index_file(small_store)
+    data = path.read_bytes()
+    count = struct.unpack_from(">i", data, 36)[0]
+    s = next(i for i in range(SLOTS) if struct.unpack_from(">i", data, 40 + 4 * i)[0])
+    _patch(path, 40 + 4 * s, struct.pack(">i", count + 7))
+    r, findings, _ = _verify(small_store)
+    assert r.exit_code == 1
+    assert [(f["file"], f["offset"]) for f in _find(findings, "index.slot")] == [(f"index/{path.name}", 40 + 4 * s)]
+    assert _find(findings, "index.orphan")  # the entry the slot headed is now unreachable
+
+
+def test_index_entry_wrong_hash_and_deep_missing_key(small_store):
+    path = _index_file(small_store)
+    data = path.read_bytes()
+    k = 5
+    at = ENTRIES_BASE + k * 20
+    h, phy = struct.unpack_from(">iq", data, at)
+    _patch(path, at + 4, struct.pack(">q", phy + 1))  # point one byte into the record
+    r, findings, _ = _verify(small_store, "--deep")
+    assert r.exit_code == 1
+    target = _find(findings, "index.entry-target")
+    assert [(f["file"], f["offset"]) for f in target] == [(f"index/{path.name}", at)]
+    missing = _find(findings, "index.missing-key")
+    assert [f["physical_offset"] for f in missing] == [phy]
+
+
+def test_removed_middle_commitlog_file(small_store):
+    names = sorted(os.listdir(small_store / "commitlog"))
+    gone = names[len(names) // 2]
+    os.remove(small_store / "commitlog" / gone)
+    r, findings, _ = _verify(small_store)
+    assert r.exit_code == 1
+    gap = _find(findings, "commitlog.gap")
+    nxt = names[len(names) // 2 + 1]
+    assert [(f["file"], f["offset"], f["physical_offset"]) for f in gap] == [(f"commitlog/{nxt}", 0, int(gone))]
+    # units and entries of the lost messages are reported, not crashed on
+    assert "cq.unit-target" in _errors(findings)
+    assert "index.entry-target" in _errors(findings)
+
+
+def test_abort_file_says_which_recovery(small_store):
+    (small_store / "abort").write_bytes(b"")
+    r, findings, _ = _verify(small_store)
+    assert r.exit_code == 0  # an unclean shutdown alone is a warning
+    ab = _find(findings, "abort.unclean-shutdown")
+    assert len(ab) == 1 and ab[0]["severity"] == "warning" and ab[0]["file"] == "abort"
+    assert "abnormal recovery" in ab[0]["detail"]
+    names = sorted(os.listdir(small_store / "commitlog"))
+    assert f"{ab[0]['recovery_start']:020d}" in names
+    assert ab[0]["truncate_at"] == _verify(small_store)[2]["commitlog_end_offset"]
+
+
+def test_abort_with_damage_says_what_recovery_truncates(small_store):
+    (small_store / "abort").write_bytes(b"")
+    recs = _records(small_store)
+    name, pos, total, phy = recs[-3]
+    path = small_store / "commitlog" / name
+    start, length = _body(path.read_bytes(), pos)
+    _patch(path, start, bytes([path.read_bytes()[start] ^ 1]))
+    r, findings, _ = _verify(small_store)
+    assert r.exit_code == 1
+    cut = _find(findings, "recovery.truncate")
+    assert [(f["file"], f["offset"], f["physical_offset"]) for f in cut] == [(f"commitlog/{name}", pos, phy)]
+    ab = _find(findings, "abort.unclean-shutdown")
+    assert ab[0]["truncate_at"] == phy
+
+
+def test_checkpoint_ahead_of_data(small_store):
+    cp = small_store / "checkpoint"
+    data = bytearray(cp.read_bytes())
+    t = struct.unpack_from(">q", data, 8)[0]
+    struct.pack_into(">q", data, 8, t + 3_600_000)
+    cp.write_bytes(bytes(data))
+    r, findings, _ = _verify(small_store)
+    assert r.exit_code == 1
+    assert [(f["file"], f["offset"]) for f in _find(findings, "checkpoint.ahead")] == [("checkpoint", 8)]
+
+
+def test_broker_artefacts_are_info(small_store):
+    """A pre-blank queue, expired commit-log head: info only (STORE-FORMAT §10.10)."""
+    names = sorted(os.listdir(small_store / "commitlog"))
+    os.remove(small_store / "commitlog" / names[0])  # expiry of the oldest file
+    r, findings, _ = _verify(small_store)
+    assert r.exit_code == 0, [f for f in findings if f["severity"] == "error"][:3]
+    assert {f["severity"] for f in findings} <= {"info"}
+    assert _find(findings, "cq.expired") and _find(findings, "index.expired")
+
+
+def test_max_findings_caps_per_check_but_counts_all(small_store):
+    recs = _records(small_store)
+    for name, pos, total, phy in recs[:40:4]:
+        path = small_store / "commitlog" / name
+        start, length = _body(path.read_bytes(), pos)
+        if length:
+            _patch(path, start, bytes([path.read_bytes()[start] ^ 2]))
+    r = cli("verify", "--store", small_store, *SMALL, "--format", "jsonl", "--max-findings", "2")
+    lines = [json.loads(x) for x in r.stdout.splitlines()]
+    assert r.exit_code == 1
+    assert len(_find(lines[:-1], "commitlog.body-crc")) == 2
+    assert lines[-1]["summary"]["findings"]["commitlog.body-crc"] == 10
+
+
+def test_table_output_groups_by_check(small_store):
+    recs = _records(small_store)
+    name, pos, total, phy = recs[3]
+    _patch(small_store / "commitlog" / name, pos + 28, struct.pack(">q", phy + 8))
+    r = cli("verify", "--store", small_store, *SMALL)
+    assert r.exit_code == 1
+    assert "commitlog.physical-offset" in r.stdout and str(pos) in r.stdout
+    assert "verify summary" in r.stdout
+
+
+def test_not_a_store_exit_3(tmp_path):
+    r = run("verify", "--store", tmp_path)
+    assert r.returncode == 3
+    assert r.stderr.decode().startswith("rmqstore: error: not a RocketMQ store")
+    assert b"Traceback" not in r.stderr
+
+
+def test_subprocess_jsonl_and_exit_code(small_store):
+    r = run("verify", "--store", small_store, "--format", "jsonl")
+    assert r.returncode == 0
+    assert r.stderr == b""  # no progress bar off a terminal
+    assert json.loads(r.stdout.splitlines()[-1])["summary"]["errors"] == 0
+
+
+def test_index_hashes_match_java_hash():
+    from rmqstore_cli.store.message import index_key_hash
+    from rmqstore_cli.store.verify import index_hashes
+
+    keys = ["PaymentTopic#AaAa", "PaymentTopic#BBBB", "AuditTopic#minhash-280000磁龟", "T#emoji-🎉", "a#", "x" * 300]
+    got = index_hashes([k.encode() for k in keys]).tolist()
+    assert got == [index_key_hash(k) for k in keys]
+    assert got[2] == 0  # Integer.MIN_VALUE maps to 0
+    ascii_only = [f"Topic#k-{i}".encode() for i in range(100)]
+    assert index_hashes(ascii_only).tolist() == [index_key_hash(k.decode()) for k in ascii_only]
+
