@@ -3,7 +3,6 @@ real-key check and time window a person means."""
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 from typing import Annotated, Optional
 
 import typer

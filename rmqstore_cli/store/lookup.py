@@ -21,7 +21,6 @@ from __future__ import annotations
 import datetime as _dt
 import json
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from rmqstore_cli.errors import StoreError
 from rmqstore_cli.store.commitlog import CommitLog, Status
