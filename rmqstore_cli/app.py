@@ -45,6 +45,7 @@ COMMANDS = (
     "index_lookup",
     "decode_msgid",
     "expire",
+    "verify",
 )
 
 for _name in COMMANDS:
