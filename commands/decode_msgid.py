@@ -69,6 +69,10 @@ def decode_msgid(
     client's IP, pid (low 16 bits), class-loader hash, approximate creation time and
     counter. With --store the message is fetched (by offset, or through the index across
     all topics for a UNIQ_KEY). Exit 1 if any id is invalid or, with --store, not found.
+
+    JSON fields: id, kind (offset_msg_id, uniq_key, ambiguous), basis; store_host,
+    physical_offset; client_ip, pid, class_loader_hash, time_in_month_ms, nearly_time,
+    counter; with --store: found, host_matches_store, messages.
     """
     from rmqstore_cli.errors import NotFound, UsageError
     from rmqstore_cli.render import Output, safe_text

@@ -72,6 +72,11 @@ def dump_cq(
     the tags code dispatch computes. Pre-blank units (written below the first unit of a
     queue that starts above 0) are shown as pre-blank, not as errors. Units are read up to
     the queue's end as the broker's recovery finds it. Exit 1 when no unit is printed.
+
+    JSON fields: topic, queue_id, cq_offset, commitlog_offset, size, tags_code, file,
+    pre_blank; resolved: status (ok, mismatch, pre-blank, expired, missing), agrees
+    (true, false, or null when there is nothing to compare), problems, store_timestamp,
+    keys, tags, uniq_key.
     """
     from rmqstore_cli.commands.common import DEFAULT_STORE, open_store
     from rmqstore_cli.errors import NotFound, UsageError

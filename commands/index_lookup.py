@@ -77,6 +77,9 @@ def index_lookup(
     topic and KEYS.split(" ") contains the key or its UNIQ_KEY equals it; the window is
     the messages' real store time. --broker-window gives the broker's own answer instead
     (plus the client's key check). Exit 1 when nothing is found.
+
+    JSON fields: key, topic, physical_offset, store_timestamp, index_file, match (keys or
+    uniq_key; with --show-collisions also collision, stale, outside), message.
     """
     from rmqstore_cli.commands.common import load_config
     from rmqstore_cli.errors import NotFound, UsageError
