@@ -147,3 +147,37 @@ def test_body_base64_is_stored_bytes(fixture):
             "--limit", "1")
     got = json.loads(r.stdout)[0]
     assert base64.b64decode(got["body"]) == base64.b64decode(m["body_base64"])
+
+
+def test_index_geometry_is_inferred_from_one_index_file(tmp_path):
+    """Without broker.conf, even a single small index file tells its slot and entry counts."""
+    import shutil
+
+    from conftest import fixture_dir
+
+    d = fixture_dir("4.9.7")
+    store = tmp_path / "store"
+    shutil.copytree(d / "store", store)
+    for p in sorted((store / "index").iterdir())[:-1]:
+        p.unlink()
+    cfg = StoreConfig.load(store, None)
+    cfg.infer_sizes()
+    assert (cfg.max_hash_slot_num, cfg.max_index_num) == (64, 400)
+
+
+def test_unreadable_index_geometry_only_fails_index_use(tmp_path):
+    from conftest import cli, generate
+
+    store = generate(tmp_path / "s", messages=30)
+    for p in (store / "index").iterdir():
+        with open(p, "r+b") as fh:  # one entry: no chain to tell the geometry by
+            fh.write(bytes(40))
+    r = cli("dump-commitlog", "--store", store, "--format", "jsonl", "--limit", "1")
+    assert r.exit_code == 0, r.stderr
+    ms = MessageStore.open(StoreConfig.load(store, None))
+    import pytest
+
+    from rmqstore_cli.errors import StoreError
+
+    with pytest.raises(StoreError, match="index"):
+        ms.index

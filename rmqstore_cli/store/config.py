@@ -44,6 +44,8 @@ class StoreConfig:
     broker_cluster_name: str = "DefaultCluster"
     #: Which of the fields were set explicitly (conf file or override), not defaulted.
     explicit: set[str] = field(default_factory=set, repr=False)
+    #: Set when the index files' geometry could not be inferred; raised on first index use.
+    index_geometry_error: Exception | None = field(default=None, repr=False)
 
     # ------------------------------------------------------------- paths
     @property
@@ -111,7 +113,7 @@ class StoreConfig:
 
     def apply_properties(self, props: dict[str, str]) -> None:
         """``MixAll#properties2Object``: numbers parsed untrimmed (bad ones silently ignored)."""
-        by_name = {_snake(f.name): f for f in fields(self) if f.name != "explicit"}
+        by_name = {_snake(f.name): f for f in fields(self) if f.name not in ("explicit", "index_geometry_error")}
         for key, raw in props.items():
             f = by_name.get(_snake(key))
             if f is None:
@@ -183,7 +185,12 @@ class StoreConfig:
                              path=files[0], hint="pass the broker's --index-slots/--index-max or --broker-conf")
         from rmqstore_cli.store.index import infer_index_geometry
 
-        slots, entries = infer_index_geometry(files, size)
+        try:
+            slots, entries = infer_index_geometry(files, size)
+        except StoreError as e:  # only commands that read the index need it: they raise it then
+            self.index_geometry_error = e
+            notes.append(str(e))
+            return
         self.max_hash_slot_num, self.max_index_num = slots, entries
         notes.append(f"maxHashSlotNum={slots} maxIndexNum={entries} inferred from the index files")
 

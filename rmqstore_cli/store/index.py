@@ -312,13 +312,19 @@ def infer_index_geometry(files: list[Path], size: int) -> tuple[int, int]:
 
 
 def _geometry_fits(data: bytes, count: int, s: int, n: int) -> bool:
+    """Entries of one chain share a slot: ``hash(prev) % S == hash(entry) % S`` for the
+    newest entries, and the newest entry heads its slot's chain."""
     if count > n:
         return False
     base = INDEX_HEADER_SIZE + s * HASH_SLOT_SIZE
-    for k in range(count - 1, max(0, count - 9), -1):
+    for k in range(count - 1, max(0, count - 257), -1):
         key_hash, _, diff, prev = _ENTRY.unpack_from(data, base + k * INDEX_ENTRY_SIZE)
         if key_hash < 0 or diff < 0 or not 0 <= prev < k:
             return False
         if k == count - 1 and _SLOT.unpack_from(data, INDEX_HEADER_SIZE + (key_hash % s) * HASH_SLOT_SIZE)[0] != k:
             return False
+        if prev > 0:
+            prev_hash = _ENTRY.unpack_from(data, base + prev * INDEX_ENTRY_SIZE)[0]
+            if prev_hash % s != key_hash % s:
+                return False
     return True

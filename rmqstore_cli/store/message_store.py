@@ -53,6 +53,8 @@ class MessageStore:
 
     @cached_property
     def index(self) -> IndexService:
+        if self.config.index_geometry_error is not None:
+            raise self.config.index_geometry_error
         return IndexService(self.config.index_dir, self.config.max_hash_slot_num, self.config.max_index_num,
                             self.config.max_msgs_num_batch, tz=self.tz)
 
