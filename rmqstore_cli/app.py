@@ -46,6 +46,7 @@ COMMANDS = (
     "decode_msgid",
     "expire",
     "verify",
+    "rebuild_index",
 )
 
 for _name in COMMANDS:

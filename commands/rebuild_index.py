@@ -1,0 +1,200 @@
+"""``rmqstore rebuild-index``: consume queues and index files regenerated from the commit log."""
+from __future__ import annotations
+
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from rmqstore_cli.commands.common import (
+    DEFAULT_STORE,
+    BrokerConfOpt,
+    CommitlogSizeOpt,
+    CqSizeOpt,
+    Fmt,
+    FormatOpt,
+    IndexMaxOpt,
+    IndexSlotsOpt,
+    StoreOpt,
+    TzOpt,
+    command,
+)
+
+EPILOG = """Examples:
+
+  rmqstore rebuild-index --store ~/store --output /tmp/rebuilt
+
+  rmqstore rebuild-index --store ~/store --in-place --dry-run
+
+  rmqstore rebuild-index --store ~/store --in-place --only cq --topic OrderTopic --topic '%RETRY%cg'
+
+  rmqstore rebuild-index --store snap/ --broker-conf broker.conf --output out/ --tz Asia/Shanghai --format json
+
+Index file names are the store time of each file's first entry in --tz (the broker names
+them by its wall clock at creation, which the store does not record). An interrupted
+--in-place run is finished (or rolled back) by the next run, or by --recover.
+"""
+
+
+class Only(str, Enum):
+    cq = "cq"
+    index = "index"
+
+
+def register(app: typer.Typer) -> None:
+    app.command("rebuild-index", epilog=EPILOG)(rebuild_index)
+
+
+@command
+def rebuild_index(
+    store: StoreOpt = DEFAULT_STORE,
+    broker_conf: BrokerConfOpt = None,
+    output: Annotated[Optional[Path], typer.Option(
+        "--output", "-o", help="Write the rebuilt consumequeue/, index/ and checkpoint here; the store is only read.")] = None,
+    in_place: Annotated[bool, typer.Option(
+        "--in-place", help="Replace the store's own consumequeue/ and index/ (refused while a broker runs).")] = False,
+    only: Annotated[Optional[Only], typer.Option("--only", help="Rebuild only consume queues (cq) or only the index.")] = None,
+    topic: Annotated[Optional[list[str]], typer.Option(
+        "--topic", "-t", help="Rebuild only this topic's queues (repeatable; implies --only cq).")] = None,
+    copy_commitlog: Annotated[bool, typer.Option(
+        help="With --output: copy the commit-log files (sparse, mtimes kept) instead of a symlink.")] = False,
+    no_backup: Annotated[bool, typer.Option(
+        "--no-backup", help="With --in-place: delete the old sets instead of keeping *.bak-<id>.")] = False,
+    recover: Annotated[bool, typer.Option(
+        "--recover", help="Only finish (or roll back) an interrupted --in-place run, then stop.")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Scan and report what would be written; write nothing.")] = False,
+    progress: Annotated[bool, typer.Option(help="Progress bar on stderr (only ever on a terminal).")] = True,
+    commitlog_file_size: CommitlogSizeOpt = None,
+    cq_file_size: CqSizeOpt = None,
+    index_slots: IndexSlotsOpt = None,
+    index_max: IndexMaxOpt = None,
+    tz: TzOpt = None,
+    fmt: FormatOpt = Fmt.table,
+) -> None:
+    """Regenerate consume queues and index files from the commit log, as the broker's dispatch builds them.
+
+    Records are dispatched the way a broker that lost consumequeue/ and index/ would on
+    start: recovery decides where the log ends (a torn tail stops dispatch at the last
+    valid message, and the summary says where and why), then every record from the first
+    commit-log file is dispatched (size mismatches skipped, no CRC check before the
+    recovery region). Queues whose first files were expired start above 0 with pre-blank
+    units, like the broker's. Exit 0 done, 2 usage, 3 unreadable store, 4 a live broker.
+    """
+    from rmqstore_cli.commands.common import load_config
+    from rmqstore_cli.errors import UsageError
+    from rmqstore_cli.store.message_store import MessageStore
+    from rmqstore_cli.store.rebuild import RebuildOptions, rebuild_in_place, rebuild_to, recover_journal
+    from rmqstore_cli.times import parse_tz
+
+    if recover:
+        if output is not None or dry_run:
+            raise UsageError("--recover takes only --store")
+        from rmqstore_cli.store.lock import refuse_if_live
+
+        refuse_if_live(store)
+        j = recover_journal(store)
+        _emit(fmt, {"store": str(store), "recovered": j["id"] if j else None,
+                    "outcome": j["outcome"] if j else "nothing to recover"}, "rebuild-index --recover")
+        return
+    if (output is None) == (not in_place):
+        raise UsageError("pass exactly one of --output DIR and --in-place")
+    if no_backup and not in_place:
+        raise UsageError("--no-backup only applies to --in-place")
+    if copy_commitlog and in_place:
+        raise UsageError("--copy-commitlog only applies to --output")
+    if topic and only is Only.index:
+        raise UsageError("--topic selects consume queues; it cannot be combined with --only index")
+    zone = parse_tz(tz)
+    cfg = load_config(store, broker_conf, commitlog_file_size, cq_file_size, index_slots, index_max)
+    ms = MessageStore.open(cfg, zone)
+    for note in ms.notes:
+        print(f"rmqstore: note: {note}", file=sys.stderr)
+    if not cfg.message_index_enable and only is Only.index:
+        raise UsageError("messageIndexEnable=false in the broker config: the broker builds no index")
+    opts = RebuildOptions(build_cq=only is not Only.index,
+                          build_index=(only is not Only.cq and not topic) and cfg.message_index_enable,
+                          topics=list(topic) if topic else None, tz=zone, dry_run=dry_run)
+    with _Progress(progress and sys.stderr.isatty()) as bar:
+        if in_place:
+            rep, plan = rebuild_in_place(cfg, opts, no_backup, bar.update)
+        else:
+            rep, plan = rebuild_to(cfg, output, opts, copy_commitlog, bar.update)
+    summary = _summary(store, rep, plan, opts)
+    _emit(fmt, summary, "rebuild-index (dry run)" if dry_run else "rebuild-index")
+    if rep is not None and rep.stop is not None and not rep.stop.clean:
+        print(f"rmqstore: warning: dispatch stopped at offset {rep.stop.offset} ({rep.stop.file}): "
+              f"{rep.stop.reason}", file=sys.stderr)
+    if rep is not None and rep.skipped:
+        print(f"rmqstore: warning: {len(rep.skipped)} stretch(es) of the commit log were skipped undispatched "
+              f"(see 'skipped')", file=sys.stderr)
+
+
+def _summary(store: Path, rep, plan: dict, opts) -> dict:
+    s: dict = {"store": str(store), "dry_run": opts.dry_run}
+    s.update(plan)
+    if rep is None:
+        return s
+    s.update({
+        "messages": rep.messages,
+        "commitlog_files": rep.files,
+        "commitlog_bytes": rep.bytes,
+        "consume_queues": rep.queues if opts.build_cq else None,
+        "consume_queue_units": rep.units if opts.build_cq else None,
+        "consume_queue_files": rep.cq_files if opts.build_cq else None,
+        "index_files": rep.index_files if opts.build_index else None,
+        "index_keys": rep.index_keys if opts.build_index else None,
+        "seconds": round(rep.seconds, 3),
+        "messages_per_second": round(rep.messages / rep.seconds) if rep.seconds > 0 else None,
+        "recovery": rep.recovery,
+        "recovery_first_file": rep.recovery_first_file,
+        "dispatch_end": {"offset": rep.stop.offset, "file": rep.stop.file, "reason": rep.stop.reason,
+                         "clean": rep.stop.clean} if rep.stop else None,
+        "skipped": [{"offset": k.offset, "size": k.size, "file": k.file, "reason": k.reason} for k in rep.skipped],
+    })
+    return s
+
+
+def _emit(fmt: Fmt, summary: dict, title: str) -> None:
+    from rmqstore_cli.render import print_summary
+
+    print_summary(fmt.value, summary, title)
+
+
+class _Progress:
+    """files, messages and MB/s on stderr, only on a terminal."""
+
+    def __init__(self, enabled: bool):
+        self.enabled = enabled
+        self.p = None
+        self.task = None
+
+    def __enter__(self):
+        if self.enabled:
+            from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+            from rmqstore_cli.render import err_console
+
+            self.p = Progress(TextColumn("dispatching"), BarColumn(), TextColumn("{task.fields[info]}"),
+                              TimeElapsedColumn(), console=err_console(), transient=True)
+            self.p.__enter__()
+            self.task = self.p.add_task("dispatch", total=1, info="")
+            import time
+
+            self.t0 = time.perf_counter()
+        return self
+
+    def update(self, files: int, done: int, total: int, messages: int) -> None:
+        if self.p is None:
+            return
+        import time
+
+        dt = max(time.perf_counter() - self.t0, 1e-6)
+        self.p.update(self.task, total=max(total, 1), completed=done,
+                      info=f"files {files}  messages {messages:,}  {done / dt / 1e6:.0f} MB/s")
+
+    def __exit__(self, *exc):
+        if self.p is not None:
+            self.p.__exit__(*exc)
+        return False

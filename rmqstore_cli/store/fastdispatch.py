@@ -1,0 +1,614 @@
+"""Vectorised dispatch: many commit-log records at once into the same writers as :mod:`dispatch`.
+
+The per-record :class:`~rmqstore_cli.store.dispatch.Dispatcher` is the reference; this
+module produces the same bytes for a batch of records whose layout makes that safe,
+and falls back to the per-record path otherwise:
+
+* record fields are gathered with numpy from the file's mapping (positions from the
+  record walk, field offsets from the ``formats`` declarations);
+* ``TAGS``/``KEYS``/``UNIQ_KEY``/``DELAY`` are picked out of the PROPERTIES bytes with
+  ``rfind`` when that is provably what ``MessageDecoder#string2messageProperties``
+  would keep (the last pair of that name, at a pair start, non-empty), else parsed fully;
+* ``String#hashCode`` of every tag and ``topic#key`` is computed as one polynomial per
+  segment (``h(a+b) = h(a)·31^len(b) + h(b) mod 2^32``), non-ASCII text in Python;
+* consume-queue units of a queue go in one append when their queue offsets are
+  consecutive from the queue's end and their end offsets rise (``putMessagePositionInfo``
+  would append each one unchecked); anything else goes unit by unit;
+* index keys go into ``IndexFile`` in blocks: entry numbers are consecutive, each entry's
+  ``prevIndex`` is the previous entry of the same slot in the block or the slot's old
+  value, ``hashSlotCount`` grows once per slot that was empty, and the header ends as the
+  last per-key put would leave it (``IndexFile#putKey``, STORE-FORMAT §5.3).
+"""
+from __future__ import annotations
+
+import mmap
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from rmqstore_cli.formats.commitlog import (
+    BORNHOST_V6_FLAG,
+    HEAD_SIZE,
+    MAGIC_V2,
+    STOREHOSTADDRESS_V6_FLAG,
+    TRANSACTION_COMMIT_TYPE,
+    TRANSACTION_MASK,
+    TRANSACTION_NOT_TYPE,
+    TRANSACTION_ROLLBACK_TYPE,
+    HostV4,
+    HostV6,
+    MessageHead,
+)
+from rmqstore_cli.formats.consume_queue import CQ_STORE_UNIT_SIZE
+from rmqstore_cli.formats.derive import field_offset
+from rmqstore_cli.formats.index import INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE
+from rmqstore_cli.formats.properties import parse_properties
+from rmqstore_cli.store.consume_queue import UNIT_DTYPE, ConsumeQueueWriter
+from rmqstore_cli.store.dispatch import Dispatcher, DispatchRequest, InvalidForDispatch
+from rmqstore_cli.store.index import _HEADER, IndexFile, build_key
+from rmqstore_cli.store.message import SCHEDULE_TOPIC, java_hash
+
+_OFF = {name: field_offset(MessageHead, name) for name in
+        ("total_size", "magic", "queue_id", "queue_offset", "physical_offset", "sys_flag", "body_crc")}
+_V4_HOST, _V6_HOST = HostV4.sizeof(), HostV6.sizeof()
+_ENTRY_DTYPE = np.dtype([("key_hash", ">i4"), ("phy_offset", ">i8"), ("time_diff", ">i4"), ("prev_index", ">i4")])
+_INT_MIN, _INT_MAX = -(1 << 31), (1 << 31) - 1
+_SCHEDULE = SCHEDULE_TOPIC.encode()
+_PAGE = mmap.PAGESIZE
+
+_pow31 = np.ones(1, dtype=np.uint32)
+
+
+def pow31(n: int) -> np.ndarray:
+    """``31**k mod 2**32`` for k < n (cached, grown on demand)."""
+    global _pow31
+    if len(_pow31) < n:
+        size = max(n, 2 * len(_pow31), 1024)
+        out = np.empty(size, dtype=np.uint64)
+        v = 1
+        for k in range(size):
+            out[k] = v
+            v = (v * 31) & 0xFFFFFFFF
+        _pow31 = out.astype(np.uint32)
+    return _pow31
+
+
+def gather(a: np.ndarray, pos: np.ndarray, width: int, dtype: str) -> np.ndarray:
+    """Big-endian ints of ``width`` bytes at byte positions ``pos`` of the uint8 array ``a``."""
+    if not len(pos):
+        return np.empty(0, dtype=np.dtype(dtype).newbyteorder("="))
+    idx = pos[:, None] + np.arange(width)
+    return a[idx].view(dtype).ravel().astype(np.dtype(dtype).newbyteorder("="))
+
+
+def poly_hash(units: np.ndarray, lens: np.ndarray) -> np.ndarray:
+    """``h = 31*h + u`` (mod 2**32) over consecutive segments of ``units`` of the given lengths."""
+    n = len(lens)
+    if n == 0 or units.size == 0:
+        return np.zeros(n, dtype=np.uint32)
+    starts = np.zeros(n, dtype=np.int64)
+    np.cumsum(lens[:-1], out=starts[1:])
+    width = int(lens.max())
+    if width <= 128:
+        # rows right-aligned in a (width, n) matrix: leading zeros add nothing to Horner's rule
+        rows = np.zeros((width, n), dtype=units.dtype)
+        col = np.repeat(width - lens - starts, lens) + np.arange(len(units))
+        rows.ravel()[col * n + np.repeat(np.arange(n), lens)] = units
+        h = np.zeros(n, dtype=np.uint32)
+        k31 = np.uint32(31)
+        for r in range(width):
+            h *= k31
+            h += rows[r]
+        return h
+    out = np.zeros(n, dtype=np.uint32)
+    nz = np.flatnonzero(lens > 0)
+    ends = np.repeat(starts + lens, lens)
+    terms = units.astype(np.uint32) * pow31(width)[ends - 1 - np.arange(len(units))]
+    out[nz] = np.add.reduceat(terms, starts[nz], dtype=np.uint32)
+    return out
+
+
+def java_hashes(strings: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
+    """``String#hashCode`` (as uint32) and UTF-16 length of UTF-8 byte strings, vectorised.
+
+    Non-ASCII strings are decoded as the broker's decoder would (U+FFFD for bad bytes) and
+    hashed over their UTF-16 code units."""
+    n = len(strings)
+    lens = np.fromiter(map(len, strings), dtype=np.int64, count=n)
+    joined = b"".join(strings)
+    h = poly_hash(np.frombuffer(joined, dtype=np.uint8), lens)
+    if not joined.isascii():
+        idx = [i for i, x in enumerate(strings) if not x.isascii()]
+        u16 = [strings[i].decode("utf-8", "replace").encode("utf-16-be", "surrogatepass") for i in idx]
+        l16 = np.fromiter(map(len, u16), dtype=np.int64, count=len(u16)) // 2
+        ia = np.asarray(idx, dtype=np.int64)
+        h[ia] = poly_hash(np.frombuffer(b"".join(u16), dtype=">u2").astype(np.uint16), l16)
+        lens[ia] = l16
+    return h, lens
+
+
+def _prop(props: bytes, name: bytes) -> bytes | None | bool:
+    """The value ``string2messageProperties`` keeps for ``name``: bytes, None (absent), or
+    False when a full parse is needed to tell."""
+    i = props.rfind(name)
+    if i < 0:
+        return None
+    if i and props[i - 1] != 2:
+        return False
+    j = props.find(b"\x02", i)
+    v = props[i + len(name):] if j < 0 else props[i + len(name):j]
+    return v if v else False
+
+
+_PROPS_RE = re.compile(b"\\x02(?:(TAGS|KEYS|UNIQ_KEY|DELAY)\\x01([^\\x02]+)|\\xff(?=\\x02))")
+_weights: dict[int, np.ndarray] = {}
+
+
+def _row_weights(width: int) -> np.ndarray:
+    w = _weights.get(width)
+    if w is None:
+        w = _weights[width] = np.random.default_rng(width).integers(1, 1 << 63, size=width, dtype=np.uint64) | 1
+    return w
+
+
+def _full(props: bytes) -> tuple:
+    d = parse_properties(props.decode("utf-8", "replace"))
+    return tuple((d[k].encode("utf-8", "surrogatepass") if k in d else None)
+                 for k in ("TAGS", "KEYS", "UNIQ_KEY", "DELAY"))
+
+
+@dataclass
+class Topic:
+    id: int
+    name: str
+    raw: bytes
+    schedule: bool
+    cq: bool  # selected for consume queues
+    prefix_hash: int  # hashCode of "topic#" as uint32
+
+
+class FastDispatcher:
+    """Dispatch batches of records of one mapped commit-log file through a :class:`Dispatcher`."""
+
+    def __init__(self, dispatcher: Dispatcher):
+        self.d = dispatcher
+        self.topics: dict[bytes, Topic] = {}
+        self.topic_list: list[Topic] = []
+        self.units = 0
+        self.keys = 0
+        self.messages = 0
+        self.last_store_timestamp = 0
+        #: Dry run: count what would be written, write nothing.
+        self.dry = False
+        self.dry_queues: dict[tuple[str, int], list[int]] = {}  # (topic, qid) -> [first, last, units]
+        self.dry_last_phy = 0
+
+    def topic(self, raw: bytes) -> Topic:
+        t = self.topics.get(raw)
+        if t is None:
+            name = raw.decode("utf-8", "replace")
+            sel = self.d.build_cq and (self.d.topics is None or name in self.d.topics)
+            pfx = name + "#"
+            t = Topic(len(self.topic_list), name, raw, raw == _SCHEDULE, sel, java_hash(pfx) & 0xFFFFFFFF)
+            self.topics[raw] = t
+            self.topic_list.append(t)
+        return t
+
+    # ------------------------------------------------------------- fields
+    @staticmethod
+    def fields(a: np.ndarray, pos: np.ndarray) -> dict[str, np.ndarray]:
+        """Every field dispatch needs, for records starting at ``pos`` (already walked:
+        magic V1/V2 and TOTALSIZE within the file)."""
+        sys_flag = gather(a, pos + _OFF["sys_flag"], 4, ">i4")
+        bh = np.where(sys_flag & BORNHOST_V6_FLAG, _V6_HOST, _V4_HOST)
+        sh = np.where(sys_flag & STOREHOSTADDRESS_V6_FLAG, _V6_HOST, _V4_HOST)
+        store_ts_at = pos + HEAD_SIZE + bh
+        body_len_at = store_ts_at + 8 + sh + 4 + 8
+        return {
+            "total": gather(a, pos + _OFF["total_size"], 4, ">i4"),
+            "magic": gather(a, pos + _OFF["magic"], 4, ">u4"),
+            "crc": gather(a, pos + _OFF["body_crc"], 4, ">i4"),
+            "queue_id": gather(a, pos + _OFF["queue_id"], 4, ">i4"),
+            "queue_offset": gather(a, pos + _OFF["queue_offset"], 8, ">i8"),
+            "phy": gather(a, pos + _OFF["physical_offset"], 8, ">i8"),
+            "sys_flag": sys_flag,
+            "bh": bh, "sh": sh,
+            "store_ts_at": store_ts_at,
+            "body_len_at": body_len_at,
+        }
+
+    @staticmethod
+    def layout(a: np.ndarray, pos: np.ndarray, f: dict, limit: int) -> np.ndarray:
+        """Positions of body, topic and properties; returns the index of the first record
+        ``checkMessageAndReturnSize`` finds *invalid* (a read past the file's end, a
+        negative topic length), or ``len(pos)``. Sets ``f['mismatch']`` (size mismatch)."""
+        n = len(pos)
+        la = len(a)
+        body_len_at = f["body_len_at"]
+        bad = body_len_at + 4 > limit
+        body_len = gather(a, np.minimum(body_len_at, la - 4), 4, ">i4")
+        body_at = body_len_at + 4
+        blen = np.maximum(body_len, 0)
+        bad |= body_at + blen > limit
+        v2 = f["magic"] == MAGIC_V2
+        tl_at = np.minimum(body_at + blen, la - 2)
+        bad |= body_at + blen + np.where(v2, 2, 1) > limit
+        t1 = gather(a, tl_at, 1, "i1").astype(np.int64)
+        t2 = gather(a, tl_at, 2, ">i2").astype(np.int64)
+        topic_len = np.where(v2, t2, t1)
+        topic_at = body_at + blen + np.where(v2, 2, 1)
+        bad |= (topic_len < 0) | (topic_at + topic_len > limit)
+        pl_at = topic_at + np.maximum(topic_len, 0)
+        bad |= pl_at + 2 > limit
+        props_len = gather(a, np.clip(pl_at, 0, la - 2), 2, ">i2").astype(np.int64)
+        props_at = pl_at + 2
+        bad |= (props_len > 0) & (props_at + props_len > limit)
+        expected = 74 + f["bh"] + f["sh"] + np.where(v2, 2, 1) + blen + topic_len + np.maximum(props_len, 0)
+        f.update(body_len=body_len, body_at=body_at, topic_len=topic_len, topic_at=topic_at,
+                 props_len=props_len, props_at=props_at, mismatch=expected != f["total"])
+        first_bad = np.flatnonzero(bad)
+        return int(first_bad[0]) if len(first_bad) else n
+
+    # ------------------------------------------------------------- dispatch
+    def dispatch(self, buf, a: np.ndarray, pos: np.ndarray, f: dict, take: np.ndarray) -> int | None:
+        """Dispatch records ``take`` (indexes into ``pos``; valid, in order). Returns the index
+        (into ``pos``) of a record found invalid for dispatch (non-int DELAY), which was not
+        dispatched and ends the batch, or None."""
+        d = self.d
+        delay_table = d.delay_table
+        max_level = max(delay_table) if delay_table else 0
+        tl = f["topic_len"][take].tolist()
+        ta = f["topic_at"][take].tolist()
+        pl = f["props_len"][take].tolist()
+        pa = f["props_at"][take].tolist()
+        sysf = f["sys_flag"][take]
+        store_ts = gather(a, f["store_ts_at"][take], 8, ">i8")
+        rollback = (sysf & TRANSACTION_MASK) == TRANSACTION_ROLLBACK_TYPE
+        ex = self._extract_fast(buf, a, ta, tl, pa, pl, rollback)
+        if ex is None:
+            ex = self._extract_slow(buf, ta, tl, pa, pl, rollback.tolist())
+        tids_a, tags_list, key_list, key_owner_a, delay_fix = ex
+        key_owner = key_owner_a
+        stop = None
+        # tagsCode: hashCode of TAGS, sign-extended; the schedule topic's delivery time
+        tags_code = java_hashes(tags_list)[0].view(np.int32).astype(np.int64)
+        for i, delay in delay_fix:
+            s = delay
+            try:
+                level = _java_int(s)
+            except InvalidForDispatch:
+                stop = i
+                break
+            level = min(level, max_level)
+            if level > 0:
+                tags_code[i] = int(store_ts[i]) + delay_table.get(level, 1000)
+        m = len(tl) if stop is None else stop
+        if stop is not None:
+            nk = int(np.searchsorted(key_owner, stop)) if len(key_owner) else 0
+            del key_list[nk:]
+            key_owner = key_owner[:nk]
+        if m == 0:
+            return None if stop is None else int(take[stop])
+        sel = take[:m]
+        phy = f["phy"][sel]
+        size = f["total"][sel].astype(np.int64)
+        qid = f["queue_id"][sel].astype(np.int64)
+        qoff = f["queue_offset"][sel]
+        tids_a = tids_a[:m]
+        tran = sysf[:m] & TRANSACTION_MASK
+        if d.build_cq:
+            to_cq = (tran == TRANSACTION_NOT_TYPE) | (tran == TRANSACTION_COMMIT_TYPE)
+            sel_topics = np.fromiter((t.cq for t in self.topic_list), dtype=bool, count=len(self.topic_list))
+            to_cq &= sel_topics[tids_a]
+            self._consume_queues(np.flatnonzero(to_cq), tids_a, qid, phy, size, tags_code[:m], qoff)
+        if self.dry and d.build_index and key_list:
+            kphy = phy[key_owner]
+            self.keys += int(np.count_nonzero(kphy >= self.dry_last_phy))
+            self.dry_last_phy = max(self.dry_last_phy, int(kphy.max()))
+        elif d.index is not None and key_list:
+            self._index(key_list, key_owner, tids_a[key_owner], phy, store_ts[:m])
+        self.messages += m
+        self.last_store_timestamp = int(store_ts[m - 1])
+        d.last_store_timestamp = self.last_store_timestamp
+        return None if stop is None else int(take[stop])
+
+    def _extract_slow(self, buf, ta, tl, pa, pl, rollback):
+        """Per record: topic, TAGS, UNIQ_KEY + KEYS, DELAY (the reference for :meth:`_extract_fast`)."""
+        tids = []
+        tags_list: list[bytes] = []
+        key_list: list[bytes] = []
+        key_owner: list[int] = []
+        delay_fix: list[tuple[int, str]] = []
+        topic = self.topic
+        topics = self.topics
+        for i in range(len(tl)):
+            raw = buf[ta[i]:ta[i] + tl[i]]
+            t = topics.get(raw) or topic(raw)
+            tids.append(t.id)
+            n = pl[i]
+            if n > 0:
+                props = buf[pa[i]:pa[i] + n]
+                tags = _prop(props, b"TAGS\x01")
+                keys = _prop(props, b"KEYS\x01")
+                uniq = _prop(props, b"UNIQ_KEY\x01")
+                delay = _prop(props, b"DELAY\x01") if t.schedule else None
+                if tags is False or keys is False or uniq is False or delay is False:
+                    tags, keys, uniq, delay = _full(props)
+                    if not t.schedule:
+                        delay = None
+            else:
+                tags = keys = uniq = delay = None
+            tags_list.append(tags or b"")
+            if delay is not None:
+                delay_fix.append((i, delay.decode("utf-8", "replace")))
+            if not rollback[i]:
+                if uniq:
+                    key_list.append(uniq)
+                    key_owner.append(i)
+                if keys:
+                    for k in keys.split(b" "):
+                        if k:
+                            key_list.append(k)
+                            key_owner.append(i)
+        return (np.asarray(tids, dtype=np.int64), tags_list, key_list, np.asarray(key_owner, dtype=np.int64),
+                delay_fix)
+
+    def _topic_ids(self, buf, a, ta, tl) -> np.ndarray | None:
+        """Topic id per record: rows of topic bytes hashed and grouped with numpy, each group
+        checked byte for byte against its first row; None when topics are too long for that."""
+        n = len(ta)
+        width = int(tl.max()) if n else 0
+        if n == 0 or width > 256:
+            return None
+        cols = np.arange(width)
+        idx = np.minimum(ta[:, None] + cols, len(a) - 1)
+        rows = np.where(cols < tl[:, None], a[idx], 0).astype(np.uint8)
+        w = _row_weights(width)
+        h = (rows.astype(np.uint64) * w).sum(axis=1, dtype=np.uint64) + tl.astype(np.uint64)
+        uniq, first, inv = np.unique(h, return_index=True, return_inverse=True)
+        if not np.array_equal(rows, rows[first[inv]]) or not np.array_equal(tl, tl[first[inv]]):
+            return None
+        ids = np.empty(len(uniq), dtype=np.int64)
+        for u, i in enumerate(first.tolist()):
+            raw = bytes(buf[int(ta[i]):int(ta[i]) + int(tl[i])])
+            ids[u] = (self.topics.get(raw) or self.topic(raw)).id
+        return ids[inv.ravel()]
+
+    def _extract_fast(self, buf, a, ta, tl, pa, pl, rollback):
+        """:meth:`_extract_slow` for a whole block: each property is found by one regex pass
+        over the block's PROPERTIES joined by ``\\x02\\xff\\x02`` (a pair boundary, so no
+        match spans two records); a run whose separators do not add up (a pair named
+        ``\\xff``) or that holds a repeated name falls back to the per-record path."""
+        ta_a, tl_a = np.asarray(ta, dtype=np.int64), np.asarray(tl, dtype=np.int64)
+        tids = self._topic_ids(buf, a, ta_a, tl_a)
+        if tids is None:
+            return None
+        n = len(ta)
+        blob = b"\x02" + b"\x02\xff\x02".join([buf[p:p + k] if k > 0 else b"" for p, k in zip(pa, pl)])
+        found = {}
+        sched = any(self.topic_list[i].schedule for i in np.unique(tids).tolist())
+        res = _PROPS_RE.findall(blob)
+        arr = np.array(res, dtype=object).reshape(len(res), 2)
+        names, values = arr[:, 0], arr[:, 1]
+        sep = names == b""
+        if int(np.count_nonzero(sep)) != n - 1:
+            return None  # a pair named \\xff: per record
+        owner_all = np.cumsum(sep)
+        for name in (b"TAGS", b"KEYS", b"UNIQ_KEY", b"DELAY"):
+            m = names == name
+            owner = owner_all[m]
+            if len(owner) > 1 and np.any(np.diff(owner) == 0):
+                return None  # a name twice in one record: the last non-empty one wins; per record
+            found[name.decode()] = (owner, values[m])
+        tags_arr = np.full(n, b"", dtype=object)
+        o, v = found["TAGS"]
+        tags_arr[o] = v
+        delay_fix = []
+        if sched:
+            o, v = found["DELAY"]
+            sch = np.fromiter((t.schedule for t in self.topic_list), dtype=bool, count=len(self.topic_list))
+            keep = sch[tids[o]]
+            delay_fix = [(i, x.decode("utf-8", "replace")) for i, x in zip(o[keep].tolist(), v[keep].tolist())]
+        uo, uv = found["UNIQ_KEY"]
+        ko, kv = found["KEYS"]
+        ok_u = ~rollback[uo]
+        ok_k = ~rollback[ko]
+        uo, uv = uo[ok_u], uv[ok_u]
+        ko, kv = ko[ok_k], kv[ok_k]
+        kvl = kv.tolist()
+        tokens = b" ".join(kvl).split(b" ") if kvl else []
+        counts = np.fromiter((x.count(b" ") + 1 for x in kvl), dtype=np.int64, count=len(kvl))
+        t_owner = np.repeat(ko, counts)
+        t_arr = np.array(tokens, dtype=object) if tokens else np.empty(0, dtype=object)
+        if len(t_arr):
+            nonempty = t_arr != b""
+            t_owner, t_arr = t_owner[nonempty], t_arr[nonempty]
+        owner = np.concatenate([uo, t_owner]).astype(np.int64)
+        keys = np.concatenate([uv, t_arr])
+        order = np.argsort(owner, kind="stable")
+        return tids, tags_arr.tolist(), keys[order].tolist(), owner[order], delay_fix
+
+    def _consume_queues(self, idx, tids, qid, phy, size, tags_code, qoff) -> None:
+        if not len(idx):
+            return
+        d = self.d
+        qkey = tids[idx] * (1 << 32) + (qid[idx] & 0xFFFFFFFF)
+        order = np.argsort(qkey, kind="stable")
+        sk = qkey[order]
+        cuts = np.flatnonzero(np.diff(sk)) + 1
+        for grp in np.split(idx[order], cuts):
+            t = self.topic_list[int(tids[grp[0]])]
+            q = int(qid[grp[0]])
+            key = (t.name, q)
+            self.units += len(grp)
+            if self.dry:
+                st = self.dry_queues.setdefault(key, [int(qoff[grp[0]]), 0, 0])
+                st[1] = int(qoff[grp[-1]])
+                st[2] += len(grp)
+                continue
+            w = d.writers.get(key)
+            if w is None:
+                w = d.writers[key] = ConsumeQueueWriter(d.cq_root, t.name, q, d.config.cq_file_size)
+            put_units(w, phy[grp], size[grp], tags_code[grp], qoff[grp])
+        d.units = self.units
+
+    def _index(self, key_list, owner, tid, phy, store_ts) -> None:
+        d = self.d
+        svc = d.index
+        kh, klen = java_hashes(key_list)
+        pfx = np.fromiter((t.prefix_hash for t in self.topic_list), dtype=np.uint32, count=len(self.topic_list))
+        # hashCode("topic#" + key) = hashCode("topic#") * 31^len(key) + hashCode(key)  (mod 2^32)
+        h = (pfx[tid] * pow31(int(klen.max()) + 1)[klen] + kh).astype(np.uint32)
+        hs = h.view(np.int32).astype(np.int64)
+        hs = np.where(hs == _INT_MIN, 0, np.abs(hs))
+        kphy = phy[owner]
+        kts = store_ts[owner]
+        # IndexService#buildIndex skips a record below the last file's endPhyOffset: in
+        # a block that can only happen for the first records, unless offsets go backwards.
+        if len(kphy) > 1 and np.any(np.diff(kphy) < 0):
+            self._index_slow(key_list, tid, kphy, kts)
+            return
+        first_ok = int(np.searchsorted(kphy, svc.last_end_phy_offset, side="left"))
+        if first_ok:
+            # offsets below endPhyOffset: per key, exactly as the broker checks them
+            self._index_slow(key_list[:first_ok], tid[:first_ok], kphy[:first_ok], kts[:first_ok])
+            if first_ok >= len(kphy):
+                return
+            hs, kphy, kts = hs[first_ok:], kphy[first_ok:], kts[first_ok:]
+        put_keys(svc, hs, kphy, kts)
+        self.keys += len(hs)
+
+    def _index_slow(self, key_list, tid, kphy, kts) -> None:
+        svc = self.d.index
+        for j in range(len(key_list)):
+            p = int(kphy[j])
+            if p < svc.last_end_phy_offset:
+                continue
+            t = self.topic_list[int(tid[j])]
+            svc.put_key(build_key(t.name, key_list[j].decode("utf-8", "replace")), p, int(kts[j]))
+            self.keys += 1
+
+    def dispatch_message(self, msg) -> DispatchRequest:
+        """The per-record reference path (used for records the batch path does not take)."""
+        req = self.d.dispatch(msg)
+        self.messages += 1
+        self.units = self.d.units
+        self.keys = self.d.index.keys_put if self.d.index is not None else 0
+        self.last_store_timestamp = req.store_timestamp
+        return req
+
+
+def _java_int(s: str) -> int:
+    from rmqstore_cli.store.dispatch import _INT_MAX as imax, _INT_MIN as imin, _JAVA_INT
+
+    if not _JAVA_INT.fullmatch(s) or not imin <= int(s) <= imax:
+        raise InvalidForDispatch(f"DELAY {s!r} is not an int")
+    return int(s)
+
+
+def put_units(w: ConsumeQueueWriter, phy, size, tags_code, cq_offset) -> None:
+    """``putMessagePositionInfo`` for units of one queue in order: one append when every
+    unit would be appended unchecked at the queue's end, else unit by unit."""
+    n = len(phy)
+    i = 0
+    if w.write_offset < 0 and n:
+        w.put(int(phy[0]), int(size[0]), int(tags_code[0]), int(cq_offset[0]))
+        i = 1
+    if i < n:
+        ends = phy[i:] + size[i:]
+        ok = (int(cq_offset[i]) * CQ_STORE_UNIT_SIZE == w.write_offset
+              and int(ends[0]) > w.max_physic_offset
+              and (n - i == 1 or (np.all(np.diff(cq_offset[i:]) == 1) and np.all(np.diff(ends) > 0))))
+        if ok:
+            units = np.empty(n - i, dtype=UNIT_DTYPE)
+            units["commitlog_offset"] = phy[i:]
+            units["size"] = size[i:]
+            units["tags_code"] = tags_code[i:]
+            w._buf += units.tobytes()
+            w.write_offset += CQ_STORE_UNIT_SIZE * (n - i)
+            w.max_physic_offset = int(ends[-1])
+            w.units_written += n - i
+            if len(w._buf) >= w.FLUSH_UNITS * CQ_STORE_UNIT_SIZE:
+                w.flush()
+            return
+        for j in range(i, n):
+            w.put(int(phy[j]), int(size[j]), int(tags_code[j]), int(cq_offset[j]))
+
+
+def put_keys(svc, hashes: np.ndarray, phy: np.ndarray, ts: np.ndarray) -> None:
+    """``IndexService#putKey`` for many keys (index hashes given), rolling files as needed."""
+    i, n = 0, len(hashes)
+    while i < n:
+        f = svc._last_writable(int(ts[i]))
+        k = min(f.index_num - f.header.index_count, n - i)
+        if k <= 0:  # a fresh file that cannot take a key: let the scalar path raise
+            raise RuntimeError("index file full right after creation")
+        put_block(f, hashes[i:i + k], phy[i:i + k], ts[i:i + k])
+        i += k
+    svc.keys_put += n
+
+
+def put_block(f: IndexFile, h: np.ndarray, phy: np.ndarray, ts: np.ndarray) -> None:
+    """``IndexFile#putKey`` for ``k`` keys that all fit in ``f``; same bytes as k single puts."""
+    hdr = f.header
+    k = len(h)
+    c0 = hdr.index_count
+    n = c0 + np.arange(k, dtype=np.int64)
+    s = h % f.slot_num
+    first = c0 <= 1
+    begin = np.full(k, hdr.begin_timestamp, dtype=np.int64)
+    if first and k > 1:
+        begin[1:] = ts[0]
+    delta = ts - begin
+    diff = np.where(delta >= 0, delta // 1000, -((-delta) // 1000))
+    diff = np.where(begin <= 0, 0, np.clip(diff, 0, _INT_MAX))
+    slots = np.frombuffer(f.mm, dtype=">i4", count=f.slot_num, offset=INDEX_HEADER_SIZE)
+    order = np.argsort(s, kind="stable")
+    ss, nn = s[order], n[order]
+    head = np.ones(k, dtype=bool)
+    head[1:] = ss[1:] != ss[:-1]
+    tail = np.ones(k, dtype=bool)
+    tail[:-1] = head[1:]
+    old = slots[ss].astype(np.int64)
+    old = np.where((old > 0) & (old <= nn), old, 0)
+    prev_sorted = np.empty(k, dtype=np.int64)
+    prev_sorted[1:] = nn[:-1]
+    prev_sorted[head] = old[head]
+    prev = np.empty(k, dtype=np.int64)
+    prev[order] = prev_sorted
+    entries = np.empty(k, dtype=_ENTRY_DTYPE)
+    entries["key_hash"] = h
+    entries["phy_offset"] = phy
+    entries["time_diff"] = diff
+    entries["prev_index"] = prev
+    at = f.entries_base + c0 * INDEX_ENTRY_SIZE
+    f.mm[at:at + k * INDEX_ENTRY_SIZE] = entries.tobytes()
+    slots[ss[tail]] = nn[tail]
+    del slots
+    if first:
+        hdr.begin_phy_offset = int(phy[0])
+        hdr.begin_timestamp = int(ts[0])
+    hdr.hash_slot_count += int(np.count_nonzero(prev_sorted[head] == 0))
+    hdr.index_count = c0 + k
+    hdr.end_phy_offset = int(phy[-1])
+    hdr.end_timestamp = int(ts[-1])
+    _HEADER.pack_into(f.mm, 0, *hdr.as_tuple())
+
+
+def release(mm, start: int, end: int) -> None:
+    """Drop pages ``[start, end)`` of a shared mapping from this process (data stays in the
+    page cache and the file), so a long scan's resident memory stays bounded."""
+    lo = start - start % _PAGE
+    hi = end - end % _PAGE
+    if hi > lo and hasattr(mm, "madvise"):
+        try:
+            mm.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
+        except (OSError, ValueError):
+            pass
+
+
+def release_index(f: IndexFile, upto_entry: int) -> None:
+    release(f.mm, f.entries_base, f.entries_base + upto_entry * INDEX_ENTRY_SIZE)
+
+

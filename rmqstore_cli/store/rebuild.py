@@ -1,0 +1,691 @@
+"""rebuild-index: consume queues and index files regenerated from the commit log.
+
+What a broker builds when it starts on a store whose ``consumequeue/`` and ``index/`` are
+gone: recovery finds the end of the log, then the reput service dispatches every record
+from the commit log's first file (STORE-FORMAT §7.3, §8):
+
+* **before the recovery region** (files a broker's recovery does not re-check) the reput
+  rules: no CRC; a *size mismatch* is skipped undispatched; an *invalid* record makes a
+  master jump to the end of that file's data (``ReputMessageService#doReput``:
+  ``reputFromOffset += result.getSize() - readSize``), so the rest of that file is lost;
+* **in the recovery region** (4.9.7 ``recoverNormally``: the last three files;
+  ``recoverAbnormally`` with an ``abort`` file: from the newest file whose first record's
+  store time is ≤ the checkpoint's ``minTimestamp``) recovery's rules decide where the log
+  ends: body CRC checked (``checkCRCOnRecover``), invalid *or* size mismatch = end of log.
+  Nothing after that end is dispatched (the broker truncates it).
+
+Records are walked and dispatched in blocks by :mod:`fastdispatch` (same bytes as the
+per-record :class:`~rmqstore_cli.store.dispatch.Dispatcher`).
+
+In-place replacement is crash-safe; the protocol is described at :func:`rebuild_in_place`.
+"""
+from __future__ import annotations
+
+import ctypes
+import datetime as _dt
+import errno
+import json
+import os
+import shutil
+import struct
+import time
+import zlib
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from rmqstore_cli.errors import RefusedError, StoreError, UsageError
+from rmqstore_cli.formats.commitlog import (
+    BORNHOST_V6_FLAG,
+    HEAD_SIZE,
+    MAGIC_BLANK,
+    MAGIC_V1,
+    MAGIC_V2,
+    HostV4,
+    HostV6,
+)
+from rmqstore_cli.store.checkpoint import StoreCheckpoint
+from rmqstore_cli.store.commitlog import CommitLog, ScanEnd, Status, check_message
+from rmqstore_cli.store.config import StoreConfig
+from rmqstore_cli.store.dispatch import Dispatcher
+from rmqstore_cli.store.fastdispatch import FastDispatcher, release, release_index
+from rmqstore_cli.store.lock import abort_exists, refuse_if_live
+from rmqstore_cli.store.mapped_files import MappedFile
+
+_PREFIX = struct.Struct(">iI")
+JOURNAL = ".rebuild-index.journal"
+STAGING_PREFIX = ".rebuild-index-"
+BATCH = 32768
+
+
+@dataclass
+class Skipped:
+    """Bytes the reput passes over without dispatching."""
+
+    offset: int
+    size: int
+    file: str
+    reason: str
+
+
+@dataclass
+class DispatchReport:
+    messages: int = 0
+    files: int = 0
+    bytes: int = 0
+    queues: int = 0
+    units: int = 0
+    cq_files: int = 0
+    index_files: int = 0
+    index_keys: int = 0
+    last_store_timestamp: int = 0
+    index_msg_timestamp: int = 0
+    recovery: str = ""
+    recovery_first_file: str | None = None
+    stop: ScanEnd | None = None
+    skipped: list[Skipped] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+Progress = Callable[[int, int, int, int], None]  # (files done, bytes done, bytes total, messages)
+
+
+# ----------------------------------------------------------------- recovery region
+
+def recovery_start(files: list[MappedFile], abort: bool, checkpoint: StoreCheckpoint | None) -> int:
+    """Index of the first file the broker's recovery scans (STORE-FORMAT §8).
+
+    Normal (no ``abort``): the third-last file (4.9.7 and 5.0–5.3.1 ``recoverNormally``).
+    Abnormal: newest back to the first file whose first record is a message with store time
+    ≠ 0 and ≤ ``StoreCheckpoint#getMinTimestamp`` (``isMappedFileMatchedRecover``); none → 0.
+    """
+    if not files:
+        return 0
+    if not abort:
+        return max(0, len(files) - 3)
+    min_ts = checkpoint.min_timestamp if checkpoint else 0
+    for i in range(len(files) - 1, -1, -1):
+        buf = files[i].buffer()
+        if len(buf) < HEAD_SIZE + 28:
+            continue
+        _, magic = _PREFIX.unpack_from(buf, 0)
+        if magic not in (MAGIC_V1, MAGIC_V2):
+            continue
+        sys_flag = struct.unpack_from(">i", buf, 36)[0]
+        bh = HostV6.sizeof() if sys_flag & BORNHOST_V6_FLAG else HostV4.sizeof()
+        ts = struct.unpack_from(">q", buf, HEAD_SIZE + bh)[0]
+        if ts != 0 and ts <= min_ts:
+            return i
+    return 0
+
+
+def _walk(buf, pos: int, limit: int, max_n: int) -> tuple[list[int], int, str | None]:
+    """Record starts from ``pos``: stops at BLANK ('blank'), at bytes that cannot start a
+    record ('invalid'), or after ``max_n`` records (None)."""
+    out: list[int] = []
+    unpack = _PREFIX.unpack_from
+    while len(out) < max_n:
+        if limit - pos < 8:
+            return out, pos, "invalid"
+        total, magic = unpack(buf, pos)
+        if magic == MAGIC_BLANK:
+            return out, pos, "blank"
+        if (magic != MAGIC_V1 and magic != MAGIC_V2) or total < HEAD_SIZE or total > limit - pos:
+            return out, pos, "invalid"
+        out.append(pos)
+        pos += total
+    return out, pos, None
+
+
+def dispatch_log(config: StoreConfig, dispatcher: Dispatcher, *, abort: bool,
+                 checkpoint: StoreCheckpoint | None, progress: Progress | None = None,
+                 dry_run: bool = False, batch: int = BATCH) -> DispatchReport:
+    """Dispatch the whole commit log as the broker's recovery + reput would; see the module doc."""
+    t0 = time.perf_counter()
+    rep = DispatchReport()
+    cl = CommitLog(config)
+    cl.queue.check_sizes()
+    files = cl.files
+    fd = FastDispatcher(dispatcher)
+    fd.dry = dry_run
+    rec = recovery_start(files, abort, checkpoint)
+    rep.recovery = "abnormal (abort file present)" if abort else "normal"
+    rep.recovery_first_file = files[rec].name if files else None
+    check_crc = config.check_crc_on_recover
+    force_prop_crc = config.force_verify_prop_crc
+    total_bytes = (files[-1].end_offset - files[0].file_from_offset) if files else 0
+    done_bytes = 0
+    try:
+        for i, f in enumerate(files):
+            if i > 0 and f.file_from_offset != files[i - 1].end_offset:
+                rep.stop = ScanEnd(files[i - 1].end_offset, f"gap: no file between {files[i - 1].end_offset} and "
+                                   f"{f.file_from_offset}", f.name, clean=False)
+                break
+            recovering = i >= rec
+            buf = f.buffer()
+            limit = len(buf)
+            a = np.frombuffer(buf, dtype=np.uint8) if limit else np.empty(0, np.uint8)
+            pos = 0
+            stop_at: int | None = None
+            reason = ""
+            while True:
+                starts, end_pos, why = _walk(buf, pos, limit, batch)
+                cut = len(starts)
+                if starts:
+                    P = np.asarray(starts, dtype=np.int64)
+                    fields = fd.fields(a, P)
+                    cut = fd.layout(a, P, fields, limit)
+                    mism = fields["mismatch"][:cut]
+                    if recovering:
+                        bad = np.flatnonzero(mism)
+                        if len(bad):
+                            cut = int(bad[0])
+                        if check_crc:
+                            k = _first_crc_failure(buf, P[:cut], fields, limit, f.file_from_offset, force_prop_crc)
+                            if k is not None:
+                                cut = min(cut, k)
+                        take = np.arange(cut)
+                    else:
+                        take = np.flatnonzero(~mism)
+                        for j in np.flatnonzero(mism).tolist():
+                            p = starts[j]
+                            c = check_message(buf, p, limit, f.file_from_offset)
+                            rep.skipped.append(Skipped(f.file_from_offset + p, c.size, f.name, c.reason))
+                    d_stop = fd.dispatch(buf, a, P, fields, take)
+                    if d_stop is not None:
+                        cut = d_stop
+                    if cut < len(starts):
+                        stop_at = starts[cut]
+                        c = check_message(buf, stop_at, limit, f.file_from_offset, recovering and check_crc,
+                                          force_prop_crc)
+                        reason = c.reason or f"DELAY of the record is not an int ({c.status.value})"
+                        if c.status is Status.VALID:  # only the dispatch check failed (DELAY)
+                            reason = "DELAY property is not an int (the broker's check throws)"
+                    release(buf, pos, starts[cut] if cut < len(starts) else end_pos)
+                    if dispatcher.index is not None and dispatcher.index.files:
+                        last = dispatcher.index.files[-1]
+                        release_index(last, last.header.index_count)
+                    if progress:
+                        progress(rep.files, done_bytes + end_pos, total_bytes, fd.messages)
+                if stop_at is not None:
+                    break
+                pos = end_pos
+                if why is None:
+                    continue
+                if why == "blank":
+                    break
+                stop_at = pos
+                c = check_message(buf, pos, limit, f.file_from_offset)
+                reason = c.reason
+                break
+            del a
+            rep.files += 1
+            done_bytes += f.file_size
+            if stop_at is not None:
+                off = f.file_from_offset + stop_at
+                if recovering:
+                    last_file = i == len(files) - 1
+                    clean = last_file and reason.startswith("no message here") and not any(
+                        buf[stop_at:stop_at + 4096])
+                    rep.stop = ScanEnd(off, reason, f.name, clean)
+                    if not clean:
+                        rep.stop.reason = reason + ("; later files are dropped by recovery" if not last_file else "")
+                    break
+                rep.skipped.append(Skipped(off, limit - stop_at, f.name,
+                                           f"invalid record: {reason}; the master's reput skips the rest of the file"))
+            f.close()
+        if rep.stop is None:
+            last = files[-1] if files else None
+            rep.stop = ScanEnd(last.end_offset if last else 0, "end of the last file", last.name if last else None)
+    finally:
+        cl.close()
+    if progress:
+        progress(rep.files, total_bytes, total_bytes, fd.messages)
+    rep.messages = fd.messages
+    rep.units = fd.units
+    rep.last_store_timestamp = fd.last_store_timestamp
+    if dry_run:
+        F = config.cq_file_size
+        rep.queues = len(fd.dry_queues)
+        rep.cq_files = sum((last * 20) // F - (first * 20) // F + 1 for first, last, _ in fd.dry_queues.values())
+        rep.index_keys = fd.keys
+        per = max(1, config.max_index_num - 1)
+        rep.index_files = -(-fd.keys // per) if dispatcher.build_index else 0
+        dispatcher.close()
+    else:
+        dispatcher.close()
+        rep.queues = len(dispatcher.writers)
+        rep.cq_files = sum(len(w._files) for w in dispatcher.writers.values())
+        if dispatcher.index is not None:
+            rep.index_files = len(dispatcher.index.files)
+            rep.index_keys = dispatcher.index.keys_put
+            rep.index_msg_timestamp = dispatcher.index.full_files_end_timestamp()
+    rep.bytes = (rep.stop.offset - files[0].file_from_offset) if files and rep.stop else 0
+    rep.seconds = time.perf_counter() - t0
+    return rep
+
+
+def _first_crc_failure(buf, P: np.ndarray, fields: dict, limit: int, file_from: int, force: bool) -> int | None:
+    """Recovery's ``checkCRCOnRecover``: index of the first record whose body CRC (or, with
+    ``forceVerifyPropCRC``, whole-record CRC) fails."""
+    if force:
+        for j, p in enumerate(P.tolist()):
+            if check_message(buf, p, limit, file_from, True, True).status is Status.INVALID:
+                return j
+        return None
+    mv = memoryview(buf)
+    crc32 = zlib.crc32
+    bl = fields["body_len"][:len(P)].tolist()
+    ba = fields["body_at"][:len(P)].tolist()
+    stored = fields["crc"][:len(P)].tolist()
+    for j in range(len(bl)):
+        n = bl[j]
+        if n > 0 and (crc32(mv[ba[j]:ba[j] + n]) & 0x7FFFFFFF) != stored[j]:
+            return j
+    return None
+
+
+# ----------------------------------------------------------------- building a set
+
+@dataclass
+class RebuildOptions:
+    build_cq: bool = True
+    build_index: bool = True
+    topics: list[str] | None = None
+    tz: _dt.tzinfo | None = None
+    dry_run: bool = False
+
+    def key(self) -> dict:
+        return {"build_cq": self.build_cq, "build_index": self.build_index,
+                "topics": sorted(self.topics) if self.topics is not None else None}
+
+
+def build_set(config: StoreConfig, dest: Path, opts: RebuildOptions, progress: Progress | None = None
+              ) -> DispatchReport:
+    """Dispatch the store's commit log into ``dest/consumequeue`` and ``dest/index``."""
+    root = config.root
+    ck = StoreCheckpoint.read(config.checkpoint_path) if config.checkpoint_path.exists() else None
+    d = Dispatcher(config, dest / "consumequeue", dest / "index", opts.tz, build_cq=opts.build_cq,
+                   build_index=opts.build_index, topics=opts.topics)
+    return dispatch_log(config, d, abort=abort_exists(root), checkpoint=ck, progress=progress,
+                        dry_run=opts.dry_run)
+
+
+def _fsync_tree(path: Path) -> None:
+    if not path.exists():
+        return
+    for dirpath, _, names in os.walk(path):
+        for n in names:
+            fd = os.open(os.path.join(dirpath, n), os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        _fsync_dir(Path(dirpath))
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _new_checkpoint(base: StoreCheckpoint | None, rep: DispatchReport, opts: RebuildOptions,
+                    fresh: bool) -> StoreCheckpoint:
+    cp = StoreCheckpoint() if fresh or base is None else StoreCheckpoint(**asdict(base))
+    if fresh and rep.last_store_timestamp:
+        cp.physic_msg_timestamp = rep.last_store_timestamp
+    if opts.build_cq and opts.topics is None and rep.last_store_timestamp:
+        cp.logics_msg_timestamp = rep.last_store_timestamp
+    if opts.build_index:
+        cp.index_msg_timestamp = rep.index_msg_timestamp
+    return cp
+
+
+def _run_id() -> str:
+    return time.strftime("%Y%m%d%H%M%S") + f"{time.time_ns() // 1_000_000 % 1000:03d}-{os.getpid()}"
+
+
+# ----------------------------------------------------------------- --output
+
+def rebuild_to(config: StoreConfig, out: Path, opts: RebuildOptions, copy_commitlog: bool = False,
+               progress: Progress | None = None) -> tuple[DispatchReport, dict]:
+    """Write ``out/consumequeue``, ``out/index`` and ``out/checkpoint``; the source is only read.
+    ``out/commitlog`` becomes a symlink to the source's (a copy with ``copy_commitlog``)."""
+    root = config.root.resolve()
+    out = out.resolve() if out.exists() else out.absolute()
+    if out == root:
+        raise UsageError("--output is the store itself", hint="use --in-place to replace the store's own files")
+    if root in out.parents and out.parent != root:
+        pass
+    parts = [p for p, on in (("consumequeue", opts.build_cq), ("index", opts.build_index)) if on]
+    for p in parts:
+        if (out / p).exists():
+            raise UsageError(f"{out / p} already exists", hint="choose an empty --output directory")
+    plan = {"output": str(out), "writes": [str(out / p) for p in parts] + [str(out / "checkpoint")],
+            "commitlog": ("copy of " if copy_commitlog else "symlink to ") + ",".join(map(str, config.commitlog_dirs))}
+    if opts.dry_run:
+        rep = build_set(config, out / ".dry-run-never-written", opts, progress)
+        return rep, plan
+    out.mkdir(parents=True, exist_ok=True)
+    staging = out / (STAGING_PREFIX + _run_id())
+    try:
+        rep = build_set(config, staging, opts, progress)
+        for p in parts:
+            (staging / p).mkdir(parents=True, exist_ok=True)
+        _fsync_tree(staging)
+        for p in parts:
+            os.rename(staging / p, out / p)
+        base = StoreCheckpoint.read(config.checkpoint_path) if config.checkpoint_path.exists() else None
+        _new_checkpoint(base, rep, opts, fresh=True).write(out / "checkpoint")
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    _reference_commitlog(config, out, copy_commitlog, rep)
+    _fsync_dir(out)
+    return rep, plan
+
+
+def _reference_commitlog(config: StoreConfig, out: Path, copy: bool, rep: DispatchReport) -> None:
+    target = out / "commitlog"
+    if target.exists() or target.is_symlink():
+        return
+    dirs = [d.resolve() for d in config.commitlog_dirs if d.is_dir()]
+    if not dirs:
+        return
+    if not copy:
+        if len(dirs) == 1:
+            target.symlink_to(dirs[0], target_is_directory=True)
+        return
+    tmp = out / (STAGING_PREFIX + "commitlog")
+    tmp.mkdir(exist_ok=True)
+    for d in dirs:
+        for p in sorted(d.iterdir()):
+            if p.is_file() and p.name.isdigit():
+                _sparse_copy(p, tmp / p.name)
+    os.rename(tmp, target)
+
+
+def _sparse_copy(src: Path, dst: Path, chunk: int = 1 << 20) -> None:
+    """Copy keeping zero runs as holes (commit-log files are preallocated, mostly zero at the tail)."""
+    zero = bytes(chunk)
+    with open(src, "rb") as fi, open(dst, "wb") as fo:
+        size = os.fstat(fi.fileno()).st_size
+        while True:
+            b = fi.read(chunk)
+            if not b:
+                break
+            if b == zero[:len(b)]:
+                fo.seek(len(b), os.SEEK_CUR)
+            else:
+                fo.write(b)
+        fo.truncate(size)
+        fo.flush()
+        os.fsync(fo.fileno())
+    shutil.copystat(src, dst)  # expiry reads mtimes
+
+
+# ----------------------------------------------------------------- --in-place
+
+_RENAME_EXCHANGE = 2
+_AT_FDCWD = -100
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Atomically swap two paths (``renameat2(RENAME_EXCHANGE)``); False if unsupported."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        fn = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    if fn(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    e = ctypes.get_errno()
+    if e in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP):
+        return False
+    raise OSError(e, os.strerror(e), str(a))
+
+
+def _step() -> None:
+    """Test hook: RMQSTORE_TEST_SWAP_DELAY seconds between the steps of a swap, so a test
+    can kill the process inside the critical section."""
+    d = os.environ.get("RMQSTORE_TEST_SWAP_DELAY")
+    if d:
+        time.sleep(float(d))
+
+
+def _write_journal(root: Path, data: dict) -> None:
+    path = root / JOURNAL
+    tmp = root / (JOURNAL + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(data, fh)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    _fsync_dir(root)
+
+
+def read_journal(root: Path) -> dict | None:
+    try:
+        return json.loads((root / JOURNAL).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as e:
+        raise StoreError(f"unreadable rebuild journal: {e}", path=root / JOURNAL,
+                         hint="inspect it; remove it only if no .rebuild-index-* directory remains") from None
+
+
+def _swap_dir(target: Path, staged: Path, backup: Path, marker: str) -> None:
+    """Put ``staged`` (which holds ``marker``) at ``target``, the old ``target`` at ``backup``.
+    Idempotent: the marker tells whether ``target`` already is the new set."""
+    if (target / marker).exists():  # exchanged already; staged (if still there) is the old set
+        if staged.exists():
+            backup.parent.mkdir(parents=True, exist_ok=True)
+            _step()
+            os.rename(staged, backup)
+        _step()
+        (target / marker).unlink()
+        return
+    if not staged.exists():
+        return  # done earlier
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if target.exists():
+        if _exchange(staged, target):
+            _fsync_dir(target.parent)
+            backup.parent.mkdir(parents=True, exist_ok=True)
+            _step()
+            os.rename(staged, backup)
+        else:  # no RENAME_EXCHANGE: a moment without target; the journal rolls it forward
+            backup.parent.mkdir(parents=True, exist_ok=True)
+            os.rename(target, backup)
+            _step()
+            os.rename(staged, target)
+    else:
+        os.rename(staged, target)
+    _fsync_dir(target.parent)
+    _step()
+    (target / marker).unlink()
+
+
+def _roll_forward(root: Path, j: dict) -> None:
+    marker = j["marker"]
+    for target, staged, backup, kind in j["parts"]:
+        target, staged, backup = Path(target), Path(staged), Path(backup)
+        if kind == "replace":
+            _swap_dir(target, staged, backup, marker)
+        elif target.exists():  # "remove": the rebuilt set has no such directory
+            backup.parent.mkdir(parents=True, exist_ok=True)
+            _step()
+            os.rename(target, backup)
+    cp = j.get("checkpoint")
+    if cp:
+        target, staged, backup = map(Path, cp)
+        if staged.exists():
+            if target.exists() and not backup.exists() and not j["no_backup"]:
+                tmp = backup.with_name(backup.name + ".tmp")
+                shutil.copy2(target, tmp)
+                os.replace(tmp, backup)
+            _step()
+            os.replace(staged, target)
+    _fsync_dir(root)
+    j["state"] = "cleanup"
+    _write_journal(root, j)
+    _cleanup(root, j)
+
+
+def _cleanup(root: Path, j: dict) -> None:
+    if j["no_backup"]:
+        for _, _, backup, _ in j["parts"]:
+            shutil.rmtree(backup, ignore_errors=True)
+        for extra in j.get("backup_dirs", []):
+            if Path(extra).is_dir() and not any(Path(extra).iterdir()):
+                Path(extra).rmdir()
+        cp = j.get("checkpoint")
+        if cp and Path(cp[2]).exists():
+            Path(cp[2]).unlink()
+    shutil.rmtree(j["staging"], ignore_errors=True)
+    (root / JOURNAL).unlink(missing_ok=True)
+    _fsync_dir(root)
+
+
+def recover_journal(root: Path) -> dict | None:
+    """Finish what an interrupted in-place rebuild left: roll back while it was building,
+    roll forward once it had started swapping, finish clean-up. Returns the journal."""
+    j = read_journal(root)
+    if j is None:
+        for p in root.glob(STAGING_PREFIX + "*"):  # killed before its journal was written
+            shutil.rmtree(p, ignore_errors=True)
+        return None
+    if j["state"] == "building":
+        shutil.rmtree(j["staging"], ignore_errors=True)
+        (root / JOURNAL).unlink(missing_ok=True)
+        _fsync_dir(root)
+        j["outcome"] = "rolled back"
+    elif j["state"] == "swapping":
+        _roll_forward(root, j)
+        j["outcome"] = "completed"
+    else:
+        _cleanup(root, j)
+        j["outcome"] = "completed"
+    for p in root.glob(STAGING_PREFIX + "*"):
+        shutil.rmtree(p, ignore_errors=True)
+    return j
+
+
+class _StoreLock:
+    """Hold the broker's lock byte while we replace files, so no broker starts meanwhile."""
+
+    def __init__(self, root: Path):
+        self.fd = None
+        path = root / "lock"
+        if not path.exists():
+            return
+        import fcntl
+
+        self.fd = os.open(path, os.O_RDWR)
+        try:
+            fcntl.lockf(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0)
+        except OSError:
+            os.close(self.fd)
+            self.fd = None
+            raise RefusedError("another process holds the store's lock", path=path,
+                               hint="stop the broker or the other rebuild first") from None
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+def rebuild_in_place(config: StoreConfig, opts: RebuildOptions, no_backup: bool = False,
+                     progress: Progress | None = None) -> tuple[DispatchReport | None, dict]:
+    """Replace the store's own ``consumequeue/`` and ``index/`` (or the selected topics'
+    queue directories) and update its checkpoint.
+
+    Crash safety (every step is a rename on one file system, and is repeatable):
+
+    1. journal ``<root>/.rebuild-index.journal`` := state *building*; build the new set in
+       ``<root>/.rebuild-index-<id>/``, put a marker file ``.rebuild-<id>`` in each new
+       directory, fsync everything. A crash here leaves the old set untouched; the next
+       run deletes the staging directory (roll back).
+    2. journal := *swapping* (lists every target, staged and backup path). For each
+       directory: ``renameat2(RENAME_EXCHANGE)`` swaps new and old atomically (the target
+       never disappears), the old one is renamed to ``<name>.bak-<id>``, then the marker is
+       removed. Without RENAME_EXCHANGE (some file systems) the old one is renamed away
+       first, then the new one in. The marker tells a re-run whether a target already is
+       the new set, so a re-run after a crash completes the swap (roll forward). The
+       checkpoint is copied to ``checkpoint.bak-<id>`` and replaced by an atomic rename.
+    3. journal := *cleanup*: with ``no_backup`` the backups are deleted; the staging
+       directory and then the journal are removed.
+
+    At any moment each of ``consumequeue/`` and ``index/`` is a complete old or complete
+    new set (in the no-exchange fallback: briefly absent, with the journal saying how to
+    finish). Any later run of rebuild-index on the store (or ``--recover``) finishes first.
+    """
+    root = config.root
+    refuse_if_live(root)
+    lock = _StoreLock(root)
+    try:
+        prior = recover_journal(root)
+        if prior is not None and prior.get("outcome") == "completed" and prior.get("options") == opts.key() \
+                and not opts.dry_run:
+            return None, {"recovered": prior["id"], "outcome": "completed the interrupted rebuild",
+                          "backups": [] if prior["no_backup"] else [p[2] for p in prior["parts"]]}
+        run = _run_id()
+        staging = root / (STAGING_PREFIX + run)
+        suffix = f".bak-{run}"
+        parts: list[list[str]] = []
+        backup_dirs: list[str] = []
+        if opts.build_cq:
+            cq = config.consumequeue_dir
+            if opts.topics is None:
+                parts.append([str(cq), str(staging / "consumequeue"), str(cq.with_name(cq.name + suffix)), "replace"])
+            else:
+                bdir = cq.with_name(cq.name + suffix)
+                backup_dirs.append(str(bdir))
+                for t in sorted(set(opts.topics)):
+                    parts.append([str(cq / t), str(staging / "consumequeue" / t), str(bdir / t), "replace"])
+        if opts.build_index:
+            ix = config.index_dir
+            parts.append([str(ix), str(staging / "index"), str(ix.with_name(ix.name + suffix)), "replace"])
+        cp = config.checkpoint_path
+        plan = {"in_place": str(root), "replaces": [p[0] for p in parts] + [str(cp)],
+                "backups": [] if no_backup else [p[2] for p in parts] + [str(cp) + suffix],
+                "staging": str(staging)}
+        if prior is not None:
+            plan["recovered"] = prior["id"]
+            plan["recovery_outcome"] = prior["outcome"]
+        if opts.dry_run:
+            rep = build_set(config, staging / ".dry-run-never-written", opts, progress)
+            return rep, plan
+        marker = f".rebuild-{run}"
+        journal = {"id": run, "state": "building", "staging": str(staging), "parts": parts,
+                   "checkpoint": [str(cp), str(staging / "checkpoint"), str(cp) + suffix],
+                   "no_backup": no_backup, "marker": marker, "options": opts.key(), "backup_dirs": backup_dirs}
+        _write_journal(root, journal)
+        staging.mkdir()
+        rep = build_set(config, staging, opts, progress)
+        for part in parts:
+            staged = Path(part[1])
+            if opts.topics is None:
+                staged.mkdir(parents=True, exist_ok=True)
+            if staged.exists():
+                (staged / marker).write_bytes(b"")
+            else:
+                part[3] = "remove"
+        base = StoreCheckpoint.read(cp) if cp.exists() else None
+        _new_checkpoint(base, rep, opts, fresh=False).write(staging / "checkpoint")
+        _fsync_tree(staging)
+        journal["state"] = "swapping"
+        _write_journal(root, journal)
+        _roll_forward(root, journal)
+        return rep, plan
+    finally:
+        lock.close()
