@@ -78,6 +78,8 @@ class ReadStore:
     def index(self) -> IndexService:
         if self._index is None:
             c = self.config
+            if getattr(c, "index_geometry_error", None) is not None:  # as MessageStore.index does
+                raise c.index_geometry_error
             self._index = IndexService(c.index_dir, c.max_hash_slot_num, c.max_index_num, c.max_msgs_num_batch,
                                        tz=self.tz)
         return self._index
