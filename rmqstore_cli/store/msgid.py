@@ -23,6 +23,7 @@ from __future__ import annotations
 import string
 from dataclasses import dataclass, field
 
+from rmqstore_cli.errors import StoreError
 from rmqstore_cli.store.message import (
     Message,
     OffsetMsgId,
@@ -117,8 +118,12 @@ def resolve_in_store(r: IdReading, store, topics: list[str]) -> None:
         if msg is not None and msg.offset != msg.physical_offset:
             msg, why = None, f"the record there says its offset is {msg.physical_offset}"
         r.offset_message, r.offset_problem = msg, why
-    res = lookup_key(store.index, store.commitlog, topics, r.id, max_hits=0)
-    r.uniq_messages = [h.message for h in res.hits if h.match == "uniq_key"]
+    index_problem = ""
+    try:
+        res = lookup_key(store.index, store.commitlog, topics, r.id, max_hits=0)
+        r.uniq_messages = [h.message for h in res.hits if h.match == "uniq_key"]
+    except StoreError as e:  # an unreadable index still leaves the offset reading
+        index_problem = f"; the index could not be read ({e.message})"
     by_offset = r.offset_message is not None
     if by_offset and r.uniq_messages:
         r.kind, r.basis = AMBIGUOUS, "store: a record lies at the offset and records carry it as UNIQ_KEY"
@@ -131,6 +136,7 @@ def resolve_in_store(r: IdReading, store, topics: list[str]) -> None:
         r.kind, r.basis = UNIQ_KEY, f"store: {n} record{'s' if n != 1 else ''} carr{'y' if n != 1 else 'ies'} it as UNIQ_KEY"
     else:
         r.basis += "; not found in the store either way"
+    r.basis += index_problem
 
 
 def store_host_matches(r: IdReading) -> bool | None:
