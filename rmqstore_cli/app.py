@@ -47,6 +47,7 @@ COMMANDS = (
     "expire",
     "verify",
     "rebuild_index",
+    "export",
 )
 
 for _name in COMMANDS:

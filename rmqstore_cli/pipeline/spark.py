@@ -1,0 +1,104 @@
+"""The Spark engine: the same tasks, one Spark task per commit-log file.
+
+The driver plans tasks and reads back only counts and capped findings; rows go from the
+executors straight to Parquet.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from rmqstore_cli.pipeline.schema import PARTITION_COLUMNS, spark_schema
+from rmqstore_cli.pipeline.tasks import FileTask, export_rows
+
+MAX_FINDINGS = 1000
+
+
+def session(master: str = "local[*]", conf: list[str] | None = None, verbose: bool = False):
+    """A SparkSession; embedded (``local[*]``) needs only the ``spark`` extra and a JDK."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    b = SparkSession.builder.appName("rmqstore").master(master)
+    b = b.config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+    b = b.config("spark.sql.sources.partitionOverwriteMode", "static")
+    if not verbose:
+        quiet = f"-Dlog4j2.configurationFile={Path(__file__).with_name('log4j2.properties')}"
+        b = b.config("spark.driver.extraJavaOptions", quiet).config("spark.executor.extraJavaOptions", quiet)
+    for kv in conf or []:
+        k, sep, v = kv.partition("=")
+        if not sep or not k:
+            from rmqstore_cli.errors import UsageError
+
+            raise UsageError(f"--spark-conf {kv!r} is not KEY=VALUE")
+        b = b.config(k, v)
+    s = b.getOrCreate()
+    s.sparkContext.setLogLevel("INFO" if verbose else "ERROR")
+    return s
+
+
+class _ListParam:
+    """An accumulator of capped lists (unreadable ranges found by the executors)."""
+
+    def zero(self, value):
+        return []
+
+    def addInPlace(self, a, b):
+        a.extend(b[: max(0, MAX_FINDINGS - len(a))])
+        return a
+
+
+def export(spark, tasks: list[FileTask], output: Path, body: bool) -> dict:
+    from pyspark.accumulators import AccumulatorParam
+
+    param = type("ListParam", (_ListParam, AccumulatorParam), {})()
+    acc = spark.sparkContext.accumulator([], param)
+
+    def run(task: FileTask):
+        stops: list = []
+        yield from export_rows(task, body, stops)
+        acc.add(stops)
+
+    rdd = spark.sparkContext.parallelize(tasks, max(1, len(tasks))).flatMap(run)
+    df = spark.createDataFrame(rdd, spark_schema())
+    df.write.mode("overwrite").partitionBy(*PARTITION_COLUMNS).parquet(str(output))
+    rows = spark.read.parquet(str(output)).count()  # from Parquet footers, not by collecting rows
+    seen, stops = set(), []
+    for s in acc.value:  # a retried task adds its findings again
+        key = (s["store"], s["file"], s["offset"])
+        if key not in seen:
+            seen.add(key)
+            stops.append(s)
+    return {"rows": rows, "unreadable": stops}
+
+
+def run_job(job, master: str, conf: list[str] | None, verbose: bool, *args):
+    """Start a session, run ``job(session, *args)``, stop; a failed job is one clean error."""
+    from rmqstore_cli.errors import StoreError
+
+    try:
+        s = session(master, conf, verbose)
+    except Exception as e:  # no JDK, bad master URL, …
+        raise StoreError(f"cannot start Spark ({master}): {_first_line(e)}",
+                         hint="the spark engine needs a JDK (JAVA_HOME) and the 'spark' extra") from None
+    try:
+        return job(s, *args)
+    except StoreError:
+        raise
+    except Exception as e:  # Py4JJavaError, PythonException from an executor
+        if verbose:
+            raise
+        raise StoreError(f"the Spark job failed: {_first_line(e)}", hint="rerun with --verbose for Spark's log") from None
+    finally:
+        s.stop()
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    for ln in reversed(lines):  # the Python error an executor raised, if any
+        if "Error:" in ln or "Exception:" in ln:
+            return ln[:300]
+    return (lines[0] if lines else type(e).__name__)[:300]

@@ -1,0 +1,99 @@
+"""export on the local engine and on Spark (local mode): the same rows, the dump's records."""
+from __future__ import annotations
+
+import base64
+import json
+
+import pytest
+
+from conftest import cli, generate, run
+
+pa_ds = pytest.importorskip("pyarrow.dataset")
+
+
+def _rows(path):
+    t = pa_ds.dataset(path, format="parquet", partitioning="hive").to_table()
+    rows = t.to_pylist()
+    for r in rows:
+        r["properties"] = dict(r["properties"]) if r["properties"] is not None else None
+    return sorted(rows, key=lambda r: (r["store"], r["physical_offset"]))
+
+
+@pytest.fixture(scope="module")
+def two_stores(tmp_path_factory):
+    """Two generated multi-file stores, the second with a damaged middle file."""
+    root = tmp_path_factory.mktemp("fleet")
+    a = generate(root / "a", messages=600, seed=11)
+    b = generate(root / "b", messages=600, seed=12, )
+    f = sorted((b / "commitlog").iterdir())[2]
+    with open(f, "r+b") as fh:
+        fh.seek(30000)
+        data = fh.read(4096)
+        # break the first record that starts after 30000: find it by its magic code
+        i = data.find(bytes.fromhex("DAA320A7"))
+        fh.seek(30000 + i)
+        fh.write(b"\x00\x00\x00\x00")
+    return a, b
+
+
+def _dump(store):
+    r = cli("dump-commitlog", "--store", store, "--format", "jsonl", "--body", "base64")
+    return [json.loads(x) for x in r.stdout.splitlines()]
+
+
+def test_local_export_rows_are_the_dump_records(two_stores, tmp_path):
+    a, b = two_stores
+    r = run("export", "--store", a, "--store", b, "--output", tmp_path / "out", "--body", "--format", "json")
+    assert r.returncode == 0, r.stderr
+    summary = json.loads(r.stdout)
+    assert summary["stores"] == 2 and summary["unreadable_ranges"] == 1
+    assert b"the rest of that file was skipped" in r.stderr
+    rows = _rows(tmp_path / "out")
+    assert summary["rows"] == len(rows)
+    for store in (a, b):
+        mine = [x for x in rows if x["store"] == str(store)]
+        dumped = _dump(store)
+        assert len(mine) == len(dumped)
+        for x, d in zip(mine, dumped):
+            body = base64.b64decode(d.pop("body"))
+            d.pop("body_encoding")
+            assert x["body"] == body
+            for k, v in d.items():
+                assert x[k] == v, k
+
+
+def test_existing_output_is_not_overwritten_without_consent(two_stores, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "keep.txt").write_text("x")
+    r = run("export", "--store", two_stores[0], "--output", out)
+    assert r.returncode == 2 and b"--overwrite" in r.stderr
+    assert (out / "keep.txt").read_text() == "x"
+
+
+def test_store_globs(two_stores, tmp_path):
+    pattern = str(two_stores[0].parent / "*")
+    r = run("export", "--store", pattern, "--output", tmp_path / "o", "--format", "json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["stores"] == 2
+    assert run("export", "--store", str(tmp_path / "nothing-*"), "--output", tmp_path / "p").returncode == 2
+
+
+def test_spark_engine_writes_the_same_rows_as_local(two_stores, tmp_path):
+    pytest.importorskip("pyspark")
+    a, b = two_stores
+    local = run("export", "--store", a, "--store", b, "--output", tmp_path / "local", "--body", "-f", "json")
+    spark = run("export", "--store", a, "--store", b, "--output", tmp_path / "spark", "--body", "-f", "json",
+                "--engine", "spark", "--spark-master", "local[2]")
+    assert spark.returncode == 0, spark.stderr[-3000:]
+    assert json.loads(spark.stdout)["rows"] == json.loads(local.stdout)["rows"]
+    assert json.loads(spark.stdout)["unreadable_ranges"] == 1
+    assert _rows(tmp_path / "spark") == _rows(tmp_path / "local")
+    assert b"Traceback" not in spark.stderr and b" INFO " not in spark.stderr
+
+
+def test_bad_spark_conf_is_a_usage_error(two_stores, tmp_path):
+    pytest.importorskip("pyspark")
+    r = run("export", "--store", two_stores[0], "--output", tmp_path / "x", "--engine", "spark",
+            "--spark-conf", "novalue")
+    assert r.returncode in (2, 3) and b"KEY=VALUE" in r.stderr and b"Traceback" not in r.stderr
