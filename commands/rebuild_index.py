@@ -106,6 +106,10 @@ def rebuild_index(
         raise UsageError("--copy-commitlog only applies to --output")
     if topic and only is Only.index:
         raise UsageError("--topic selects consume queues; it cannot be combined with --only index")
+    if in_place:
+        from rmqstore_cli.store.lock import refuse_if_live
+
+        refuse_if_live(store)  # before anything else is read or said
     zone = parse_tz(tz)
     cfg = load_config(store, broker_conf, commitlog_file_size, cq_file_size, index_slots, index_max)
     ms = MessageStore.open(cfg, zone)
