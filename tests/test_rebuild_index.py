@@ -105,7 +105,7 @@ def test_rebuild_to_output_is_byte_identical_and_source_untouched(small_store, t
     for part in PARTS:
         assert_same_tree(small_store, out, part)
     assert (out / "commitlog").is_symlink() and (out / "commitlog").resolve() == (small_store / "commitlog").resolve()
-    assert s["messages"] == 3000 + 0 or s["messages"] > 3000  # transactions add records
+    assert s["messages"] == sum(1 for _ in CommitLog(_config(small_store)).scan())
     assert s["dispatch_end"]["clean"] is True and s["skipped"] == []
     assert s["consume_queues"] == len(list(queue_dirs(small_store / "consumequeue")))
     # the rebuilt store reads back: the checkpoint has the last store time
