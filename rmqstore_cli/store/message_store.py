@@ -11,7 +11,6 @@ from rmqstore_cli.errors import StoreError
 from rmqstore_cli.store.checkpoint import StoreCheckpoint
 from rmqstore_cli.store.commitlog import CommitLog
 from rmqstore_cli.store.config import StoreConfig
-from rmqstore_cli.store.consume_queue import ConsumeQueue, queue_dirs
 from rmqstore_cli.store.index import IndexService
 
 _STORE_MARKERS = ("commitlog", "consumequeue", "index", "checkpoint")
@@ -44,10 +43,15 @@ class MessageStore:
         cl.queue.check_sizes()
         return cl
 
-    def consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue:
+    def consume_queue(self, topic: str, queue_id: int):
+        """One queue, read-only (numpy is imported here, not at start-up)."""
+        from rmqstore_cli.store.consume_queue import ConsumeQueue
+
         return ConsumeQueue(self.config.consumequeue_dir, topic, queue_id, self.config.cq_file_size)
 
     def consume_queues(self):
+        from rmqstore_cli.store.consume_queue import queue_dirs
+
         for topic, qid, _ in queue_dirs(self.config.consumequeue_dir):
             yield self.consume_queue(topic, qid)
 
@@ -65,6 +69,8 @@ class MessageStore:
 
     def topics(self) -> list[str]:
         """Topics the store knows: ``config/topics.json`` and ``consumequeue/`` directories."""
+        from rmqstore_cli.store.consume_queue import queue_dirs
+
         found = {t for t, _, _ in queue_dirs(self.config.consumequeue_dir)}
         p = self.config.root / "config" / "topics.json"
         try:
