@@ -89,11 +89,11 @@ def decode_msgid(
     st = topics = None
     if store is not None:
         from rmqstore_cli.commands.common import load_config
-        from rmqstore_cli.store.lookup import ReadStore
+        from rmqstore_cli.store.message_store import MessageStore
 
         cfg = load_config(store, broker_conf, commitlog_file_size=commitlog_file_size, index_slots=index_slots,
                           index_max=index_max)
-        st = ReadStore.open(cfg, zone)
+        st = MessageStore.open(cfg, zone)
         topics = st.topics()
     failed = 0
     out = Output(fmt.value, TABLE_COLUMNS, title="message ids")

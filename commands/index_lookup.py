@@ -84,7 +84,8 @@ def index_lookup(
     from rmqstore_cli.commands.common import load_config
     from rmqstore_cli.errors import NotFound, UsageError
     from rmqstore_cli.render import Output
-    from rmqstore_cli.store.lookup import LONG_MAX, INT_MAX, ReadStore, broker_query_message, lookup_key
+    from rmqstore_cli.store.lookup import LONG_MAX, INT_MAX, broker_query_message, lookup_key
+    from rmqstore_cli.store.message_store import MessageStore
     from rmqstore_cli.times import format_ms, parse_time, parse_tz
 
     zone = parse_tz(tz)
@@ -94,7 +95,7 @@ def index_lookup(
         raise UsageError("--begin lies after --end")
     cfg = load_config(store, broker_conf, commitlog_file_size=commitlog_file_size, index_slots=index_slots,
                       index_max=index_max)
-    st = ReadStore.open(cfg, zone)
+    st = MessageStore.open(cfg, zone)
     try:
         topics = list(dict.fromkeys(topic)) if topic else st.topics()
         no_index = not st.index.files

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from construct import Bytes, Int16sb, Int32sb, Int64sb, Struct
 
-from .derive import fixed_fields_format, numpy_dtype
+from .derive import fixed_fields_format
 
 #: ``ConsumeQueue#putMessagePositionInfo``: one 20-byte unit per dispatched message.
 ConsumeQueueUnit = Struct(

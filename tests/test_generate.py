@@ -9,7 +9,6 @@ import sys
 from conftest import SMALL, cli, generate, run
 from rmqstore_cli.formats.commitlog import (
     TRANSACTION_COMMIT_TYPE,
-    TRANSACTION_MASK,
     TRANSACTION_PREPARED_TYPE,
     TRANSACTION_ROLLBACK_TYPE,
 )

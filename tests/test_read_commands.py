@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from conftest import cli, generate, run, tree_digest
+from conftest import cli, run, tree_digest
 
 LONG_MAX = (1 << 63) - 1
 ROLLBACK = 0xC
@@ -104,10 +104,11 @@ def test_index_lookup_broker_window_equals_true_offsets(fixture):
 
 def test_raw_query_offset_equals_broker(fixture):
     from rmqstore_cli.store.config import StoreConfig
-    from rmqstore_cli.store.lookup import ReadStore, broker_query_message, query_offset
+    from rmqstore_cli.store.lookup import broker_query_message, query_offset
+    from rmqstore_cli.store.message_store import MessageStore
 
     store, conf, exp = fixture
-    st = ReadStore.open(StoreConfig.load(store, conf))
+    st = MessageStore.open(StoreConfig.load(store, conf))
     names = {f["name"] for f in exp["index_files"]}
     for q in exp["queries"]:
         args = (q["topic"], q["key"], 100000, q["begin"], q["end"])

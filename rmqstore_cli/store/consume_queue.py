@@ -21,7 +21,7 @@ from rmqstore_cli.formats.consume_queue import (
     ConsumeQueueUnit,
 )
 from rmqstore_cli.formats.derive import numpy_dtype
-from rmqstore_cli.store.mapped_files import MappedFileQueue, offset2file_name
+from rmqstore_cli.store.mapped_files import MappedFileQueue, offset2file_name, queue_dirs  # noqa: F401
 
 UNIT_DTYPE = numpy_dtype(ConsumeQueueUnit)
 _UNIT = struct.Struct(UNIT_FORMAT)
@@ -39,17 +39,6 @@ class Unit:
     @property
     def pre_blank(self) -> bool:
         return self.commitlog_offset == 0 and self.size == PRE_BLANK_SIZE and self.tags_code == 0
-
-
-def queue_dirs(consumequeue_dir: Path) -> Iterator[tuple[str, int, Path]]:
-    """Every ``<topic>/<queueId>`` directory on disk, sorted; non-numeric queue ids skipped."""
-    try:
-        topics = sorted(p for p in consumequeue_dir.iterdir() if p.is_dir())
-    except (FileNotFoundError, NotADirectoryError):
-        return
-    for t in topics:
-        for q in sorted((p for p in t.iterdir() if p.is_dir() and p.name.isdigit()), key=lambda p: int(p.name)):
-            yield t.name, int(q.name), q
 
 
 class ConsumeQueue:

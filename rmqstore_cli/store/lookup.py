@@ -14,17 +14,13 @@ gives both answers:
 
 Everything here touches only index headers, one slot and its chain per file, and the
 records the chain points at, so a look-up in 420 MB index files reads a few pages.
-No numpy: ``decode-msgid`` and ``index-lookup`` start fast (:class:`ReadStore`).
+No numpy: ``decode-msgid`` and ``index-lookup`` start fast (``MessageStore`` reads queues lazily).
 """
 from __future__ import annotations
 
-import datetime as _dt
-import json
 from dataclasses import dataclass, field
 
-from rmqstore_cli.errors import StoreError
 from rmqstore_cli.store.commitlog import CommitLog, Status
-from rmqstore_cli.store.config import StoreConfig
 from rmqstore_cli.store.index import IndexFile, IndexService, build_key
 from rmqstore_cli.store.message import KEY_SEPARATOR, Message, index_key_hash
 
@@ -33,84 +29,6 @@ INT_MAX = (1 << 31) - 1
 #: An entry's index time is its store time truncated to whole seconds after the file's
 #: beginTimestamp, so it lies in (real - 1000, real].
 _TRUNCATION_SLACK = 999
-
-_STORE_MARKERS = ("commitlog", "consumequeue", "index", "checkpoint")
-
-
-# ---------------------------------------------------------------- a light, read-only store
-
-class ReadStore:
-    """The parts of a store a look-up needs (commit log, index, topic names), opened
-    read-only with sizes checked like :class:`MessageStore` — without importing numpy."""
-
-    def __init__(self, config: StoreConfig, tz: _dt.tzinfo | None = None):
-        self.config = config
-        self.tz = tz
-        self.notes: list[str] = []
-        self._commitlog: CommitLog | None = None
-        self._index: IndexService | None = None
-
-    @classmethod
-    def open(cls, config: StoreConfig, tz: _dt.tzinfo | None = None) -> "ReadStore":
-        root = config.root
-        if not root.is_dir():
-            raise StoreError("no such store directory", path=root, hint="pass --store or set RMQSTORE_STORE")
-        if not any((root / m).exists() for m in _STORE_MARKERS) and not any(
-                d.is_dir() for d in config.commitlog_dirs):
-            raise StoreError("not a RocketMQ store (no commitlog/, consumequeue/, index/ or checkpoint)",
-                             path=root)
-        if config.enable_dleger_commit_log:
-            raise StoreError("this broker uses a DLedger commit log, which rmqstore does not read",
-                             path=config.root, hint="enableDLegerCommitLog=true in the broker config")
-        store = cls(config, tz)
-        store.notes = config.infer_sizes()
-        return store
-
-    @property
-    def commitlog(self) -> CommitLog:
-        if self._commitlog is None:
-            cl = CommitLog(self.config)
-            cl.queue.check_sizes()
-            self._commitlog = cl
-        return self._commitlog
-
-    @property
-    def index(self) -> IndexService:
-        if self._index is None:
-            c = self.config
-            if getattr(c, "index_geometry_error", None) is not None:  # as MessageStore.index does
-                raise c.index_geometry_error
-            self._index = IndexService(c.index_dir, c.max_hash_slot_num, c.max_index_num, c.max_msgs_num_batch,
-                                       tz=self.tz)
-        return self._index
-
-    def topics(self) -> list[str]:
-        return store_topics(self.config)
-
-    def close(self) -> None:
-        if self._commitlog is not None:
-            self._commitlog.close()
-        if self._index is not None:
-            self._index.close()
-
-
-def store_topics(config: StoreConfig) -> list[str]:
-    """Topics the store knows: ``config/topics.json`` and ``consumequeue/<topic>/<queueId>/``
-    (the same answer as ``MessageStore.topics()``)."""
-    found: set[str] = set()
-    try:
-        for t in config.consumequeue_dir.iterdir():
-            if t.is_dir() and any(q.is_dir() and q.name.isdigit() for q in t.iterdir()):
-                found.add(t.name)
-    except (FileNotFoundError, NotADirectoryError):
-        pass
-    p = config.root / "config" / "topics.json"
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-        found.update(data.get("topicConfigTable", {}).keys())
-    except (OSError, ValueError, AttributeError):
-        pass
-    return sorted(found)
 
 
 # ---------------------------------------------------------------- the real-key check

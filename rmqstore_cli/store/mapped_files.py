@@ -7,6 +7,7 @@ files read-only and never change a byte; writers map them read-write.
 from __future__ import annotations
 
 import mmap
+from collections.abc import Iterator
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -155,3 +156,14 @@ class MappedFileQueue:
     def close(self) -> None:
         for f in self.files:
             f.close()
+
+
+def queue_dirs(consumequeue_dir: Path) -> Iterator[tuple[str, int, Path]]:
+    """Every ``<topic>/<queueId>`` directory on disk, sorted; non-numeric queue ids skipped."""
+    try:
+        topics = sorted(p for p in consumequeue_dir.iterdir() if p.is_dir())
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    for t in topics:
+        for q in sorted((p for p in t.iterdir() if p.is_dir() and p.name.isdigit()), key=lambda p: int(p.name)):
+            yield t.name, int(q.name), q

@@ -5,13 +5,13 @@ from __future__ import annotations
 import datetime as _dt
 import json
 from functools import cached_property
-from pathlib import Path
 
 from rmqstore_cli.errors import StoreError
 from rmqstore_cli.store.checkpoint import StoreCheckpoint
 from rmqstore_cli.store.commitlog import CommitLog
 from rmqstore_cli.store.config import StoreConfig
 from rmqstore_cli.store.index import IndexService
+from rmqstore_cli.store.mapped_files import queue_dirs
 
 _STORE_MARKERS = ("commitlog", "consumequeue", "index", "checkpoint")
 
@@ -50,8 +50,6 @@ class MessageStore:
         return ConsumeQueue(self.config.consumequeue_dir, topic, queue_id, self.config.cq_file_size)
 
     def consume_queues(self):
-        from rmqstore_cli.store.consume_queue import queue_dirs
-
         for topic, qid, _ in queue_dirs(self.config.consumequeue_dir):
             yield self.consume_queue(topic, qid)
 
@@ -69,8 +67,6 @@ class MessageStore:
 
     def topics(self) -> list[str]:
         """Topics the store knows: ``config/topics.json`` and ``consumequeue/`` directories."""
-        from rmqstore_cli.store.consume_queue import queue_dirs
-
         found = {t for t, _, _ in queue_dirs(self.config.consumequeue_dir)}
         p = self.config.root / "config" / "topics.json"
         try:

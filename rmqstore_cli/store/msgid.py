@@ -106,7 +106,7 @@ def _judge_by_format(r: IdReading) -> None:
 
 
 def resolve_in_store(r: IdReading, store, topics: list[str]) -> None:
-    """Try both readings against a store (a :class:`~rmqstore_cli.store.lookup.ReadStore`):
+    """Try both readings against a store (a :class:`~rmqstore_cli.store.message_store.MessageStore`):
     the record at the offset, whose own offset field must agree; and the UNIQ_KEY through
     the index of every topic. What is found decides the kind."""
     from rmqstore_cli.store.lookup import lookup_key, read_record
