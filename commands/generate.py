@@ -46,6 +46,8 @@ def generate(
     shared_key_ratio: Annotated[float, typer.Option(min=0, max=1, help="Share of extra keys shared by many messages.")] = 0.2,
     delay_ratio: Annotated[float, typer.Option(min=0, max=1, help="Share of delayed sends (SCHEDULE_TOPIC_XXXX).")] = 0.05,
     transaction_ratio: Annotated[float, typer.Option(min=0, max=1, help="Share of transactional sends.")] = 0.05,
+    retry_ratio: Annotated[float, typer.Option(min=0, max=1, help="Share of consumer retries (%RETRY% topic; a "
+                                                                  "141-char V2 topic with --broker-version 5).")] = 0.0,
     ipv6_ratio: Annotated[float, typer.Option(min=0, max=1, help="Share of IPv6 born and store hosts.")] = 0.05,
     compress_ratio: Annotated[float, typer.Option(min=0, max=1, help="Share of zlib-compressed bodies.")] = 0.0,
     start: Annotated[Optional[str], typer.Option(
@@ -114,7 +116,7 @@ def generate(
                 messages=messages, seed=seed, topics=topics, queues=queues, body_min=body_min,
                 body_max=body_max, start_ms=_start_ms(start_ms, writer),
                 span_ms=span_ms, delay_ratio=delay_ratio,
-                transaction_ratio=transaction_ratio, ipv6_ratio=ipv6_ratio, shared_key_ratio=shared_key_ratio,
+                transaction_ratio=transaction_ratio, retry_ratio=retry_ratio, ipv6_ratio=ipv6_ratio, shared_key_ratio=shared_key_ratio,
                 keys_per_message=keys_per_message, compress_ratio=compress_ratio,
                 broker_version=broker_version, cluster=cfg.broker_cluster_name, tz=zone)
             writer.append_workload(Workload(opts).specs())

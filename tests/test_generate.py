@@ -148,3 +148,15 @@ def test_help_lists_examples():
     r = cli("generate", "--help")
     assert r.exit_code == 0 and "--from-jsonl" in r.stdout and "Examples" in r.stdout
 
+
+
+def test_5x_retry_topic_is_a_v2_record_and_4x_keeps_v1(tmp_path):
+    store5 = generate(tmp_path / "s5", "--broker-version", "5", "--retry-ratio", "0.3", messages=200)
+    msgs = list(MessageStore.open(StoreConfig.load(store5, None)).commitlog.scan())
+    retries = [m for m in msgs if m.topic.startswith("%RETRY%")]
+    assert retries and all(m.version == "v2" and len(m.topic) > 127 for m in retries)
+    assert all(m.version == "v1" for m in msgs if not m.topic.startswith("%RETRY%"))
+    assert all(1 <= m.reconsume_times <= 16 and m.properties["RETRY_TOPIC"] for m in retries)
+    store4 = generate(tmp_path / "s4", "--retry-ratio", "0.3", messages=200)
+    msgs4 = list(MessageStore.open(StoreConfig.load(store4, None)).commitlog.scan())
+    assert any(m.topic == "%RETRY%cg-sample" for m in msgs4) and all(m.version == "v1" for m in msgs4)

@@ -100,6 +100,7 @@ class WorkloadOptions:
     start_ms: int = 1_767_225_600_000  # 2026-01-01T00:00:00Z
     span_ms: int = 3_600_000
     delay_ratio: float = 0.05
+    retry_ratio: float = 0.0
     transaction_ratio: float = 0.05
     ipv6_ratio: float = 0.05
     shared_key_ratio: float = 0.2
@@ -197,10 +198,31 @@ class Workload:
                                           store_ms, sys_flag=sys_flag, **common)
             elif r < o.delay_ratio + o.transaction_ratio:
                 yield from self._transaction(topic, qid, client, body, store_ms, sys_flag, common)
+            elif r < o.delay_ratio + o.transaction_ratio + o.retry_ratio:
+                yield "retry", self._retry(topic, client, body, store_ms, sys_flag, common)
             else:
                 m = broker_map(client, self.profile, o.cluster)
                 yield "normal", AppendSpec(topic, qid, body, stored_properties(m, self.profile), store_ms,
                                            sys_flag=sys_flag, **common)
+
+    @property
+    def retry_topic(self) -> str:
+        """``%RETRY%<group>``; on 5.x the group name is long enough (141 chars in all) for a
+        V2 record, as 5.x allows retry topics of 128–255 chars (STORE-FORMAT §2.9)."""
+        group = "cg-sample" if self.profile.version == "4.9" else "cg-sample-long." + "retry" * 25 + "-x"
+        return "%RETRY%" + group
+
+    def _retry(self, topic, client, body, store_ms, sys_flag, common) -> AppendSpec:
+        """A message sent back by a consumer (``SendMessageProcessor#consumerSendMsgBack``)."""
+        rt = self.retry_topic
+        m = broker_map(client, self.profile, self.o.cluster)
+        m.put("RETRY_TOPIC", topic)
+        m.put("ORIGIN_MESSAGE_ID", f"0A00000500002A9F{self.rng.getrandbits(40):016X}")
+        m.put("MAX_RECONSUME_TIMES", "16")
+        m.put(PROPERTY_REAL_TOPIC, rt)
+        m.put(PROPERTY_REAL_QID, "0")
+        return AppendSpec(rt, 0, body, stored_properties(m, self.profile, True), store_ms, sys_flag=sys_flag,
+                          reconsume_times=self.rng.randint(1, 16), **common)
 
     def _born_host(self) -> tuple[bytes, int]:
         port = self.rng.randrange(1024, 65536)
