@@ -96,6 +96,7 @@ def dump_commitlog(
         _check_message_start(cl, start)
     out = Output(fmt.value, TABLE_COLUMNS, title=str(ms.config.root))
     shown = 0
+    cur: tuple[int, int, str] | None = None  # the current file's [start, end) and name
     try:
         for rec in cl.scan(start, stop, check_crc=check_crc, include_blank=show_blank, every_file=True):
             if limit is not None and shown >= limit:
@@ -118,8 +119,10 @@ def dump_commitlog(
                 continue
             if tag is not None and rec.tags != tag:
                 continue
-            f = cl.queue.find(rec.offset)
-            d = message_dict(rec, body.value, properties, f.name if f else "")
+            if not cur or not cur[0] <= rec.offset < cur[1]:
+                f = cl.queue.find(rec.offset)
+                cur = (f.file_from_offset, f.end_offset, f.name) if f else (rec.offset, rec.offset + 1, "")
+            d = message_dict(rec, body.value, properties, cur[2])
             if fmt is Fmt.table:
                 d["store_time"] = format_ms(rec.store_timestamp, zone)
                 d["queue"] = f"{rec.queue_id}/{rec.queue_offset}"

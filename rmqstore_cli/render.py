@@ -14,6 +14,8 @@ import sys
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from rmqstore_cli.store.message import format_host, offset_msg_id
+
 FORMATS = ("table", "jsonl", "json")
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
@@ -28,7 +30,37 @@ def _json_safe(line: str) -> str:
 
 
 def to_json(obj: Any) -> str:
-    return _json_safe(json.dumps(obj, ensure_ascii=False, separators=(",", ":")))
+    return to_json_bytes(obj).decode("utf-8")
+
+
+#: What JSON encoders leave raw but a terminal would act on: DEL, C1 controls (UTF-8
+#: C2 80..9F), line/paragraph separators and bidi overrides.
+_UNSAFE_UTF8 = re.compile(rb"\x7f|\xc2[\x80-\x9f]|\xe2\x80[\x8e\x8f\xa8-\xae]|\xe2\x81[\xa6-\xa9]")
+
+
+def _escape_utf8(m: re.Match) -> bytes:
+    return b"\\u%04x" % ord(m[0].decode("utf-8"))
+
+
+try:  # orjson is ~10x faster; it escapes C0 controls as json does
+    import orjson as _orjson
+
+    def _dumps(obj: Any) -> bytes:
+        try:
+            return _orjson.dumps(obj)
+        except TypeError:  # e.g. lone surrogates: let json escape them
+            return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogatepass")
+except ImportError:  # pragma: no cover - orjson is a dependency
+    def _dumps(obj: Any) -> bytes:
+        return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogatepass")
+
+
+def to_json_bytes(obj: Any) -> bytes:
+    """Compact UTF-8 JSON that is inert on a terminal (see :data:`_UNSAFE_UTF8`)."""
+    b = _dumps(obj)
+    if b.isascii() and b"\x7f" not in b:
+        return b
+    return _UNSAFE_UTF8.sub(_escape_utf8, b)
 
 
 def text_or_b64(raw: bytes) -> tuple[str, bool]:
@@ -51,7 +83,10 @@ def encode_body(body: bytes, mode: str) -> str | None:
 
 def message_dict(msg, body: str = "none", properties: bool = True, file: str | None = None) -> dict:
     """A message under DESIGN.md's field names, in the order dump-commitlog prints them."""
-    topic, topic_exact = text_or_b64(msg.topic_bytes)
+    try:
+        topic, topic_exact = msg.topic_bytes.decode("utf-8"), True
+    except UnicodeDecodeError:
+        topic, topic_exact = msg.topic_bytes.decode("utf-8", "replace"), False
     d: dict[str, Any] = {
         "physical_offset": msg.physical_offset,
         "total_size": msg.total_size,
@@ -62,28 +97,30 @@ def message_dict(msg, body: str = "none", properties: bool = True, file: str | N
         "queue_offset": msg.queue_offset,
         "sys_flag": msg.sys_flag,
         "born_timestamp": msg.born_timestamp,
-        "born_host": msg.born_host,
+        "born_host": format_host(msg.born_address, msg.born_port),
         "store_timestamp": msg.store_timestamp,
-        "store_host": msg.store_host,
+        "store_host": format_host(msg.store_address, msg.store_port),
         "reconsume_times": msg.reconsume_times,
         "prepared_transaction_offset": msg.prepared_transaction_offset,
         "topic": topic,
     }
     if not topic_exact:
         d["topic_base64"] = base64.b64encode(msg.topic_bytes).decode()
+    props = msg.properties
     if properties:
-        d["properties"] = msg.properties
+        d["properties"] = props
         text, exact = text_or_b64(msg.properties_bytes)
         if exact:
             d["properties_string"] = text
         else:
             d["properties_base64"] = base64.b64encode(msg.properties_bytes).decode()
-    d["tags"] = msg.tags
-    d["keys"] = msg.keys
-    d["uniq_key"] = msg.uniq_key
-    d["msg_id"] = msg.msg_id
-    d["body_size"] = msg.body_size
-    b = encode_body(msg.body, body)
+    d["tags"] = props.get("TAGS")
+    keys = props.get("KEYS")
+    d["keys"] = [k for k in keys.split(" ") if k] if keys else []
+    d["uniq_key"] = props.get("UNIQ_KEY")
+    d["msg_id"] = offset_msg_id(msg.store_address, msg.store_port, msg.physical_offset)
+    d["body_size"] = len(msg.body)
+    b = encode_body(msg.body, body) if body != "none" else None
     if b is not None:
         d["body"] = b
         d["body_encoding"] = body
@@ -96,6 +133,7 @@ class Output:
     long dump streams instead of piling up in memory."""
 
     PAGE = 200
+    BATCH = 512
 
     def __init__(self, fmt: str, columns: list[tuple[str, str]] | None = None, title: str | None = None):
         self.fmt = fmt
@@ -104,15 +142,20 @@ class Output:
         self.count = 0
         self._rows: list[list[str]] = []
         self._json_first = True
+        self._lines: list[bytes] = []
         self._out = sys.stdout
 
     def emit(self, record: dict) -> None:
         self.count += 1
         if self.fmt == "jsonl":
-            self._out.write(to_json(record) + "\n")
+            self._lines.append(to_json_bytes(record))
+            if len(self._lines) >= self.BATCH:
+                self._flush_lines()
         elif self.fmt == "json":
-            self._out.write(("[\n" if self._json_first else ",\n") + to_json(record))
+            self._lines.append((b"[\n" if self._json_first else b",\n") + to_json_bytes(record))
             self._json_first = False
+            if len(self._lines) >= self.BATCH:
+                self._flush_lines()
         else:
             self._rows.append([_cell(record.get(key)) for key, _ in self.columns])
             if len(self._rows) >= self.PAGE:
@@ -138,7 +181,23 @@ class Output:
         console().print(table)
         self._rows = []
 
+    def _flush_lines(self) -> None:
+        """Records go out in batches, as bytes: one write per batch, not per record."""
+        if not self._lines:
+            return
+        sep = b"\n" if self.fmt == "jsonl" else b""
+        data = sep.join(self._lines) + sep
+        self._lines = []
+        buf = getattr(self._out, "buffer", None)
+        if buf is None:
+            self._out.write(data.decode("utf-8"))
+        else:
+            self._out.flush()
+            buf.write(data)
+            buf.flush()
+
     def close(self) -> None:
+        self._flush_lines()
         if self.fmt == "json":
             self._out.write("[]\n" if self._json_first else "\n]\n")
         elif self.fmt == "table":

@@ -43,7 +43,9 @@ _PREFIX = struct.Struct(fixed_fields_format(BlankRecord))
 _MIDDLE = {(b, s): struct.Struct(middle_format(b, s)) for b in (False, True) for s in (False, True)}
 _TOPIC_LEN = {MAGIC_V1: struct.Struct(">b"), MAGIC_V2: struct.Struct(">h")}
 _PROPS_LEN = struct.Struct(">h")
-_FIXED_V4 = struct.Struct(HEAD_FORMAT + middle_format(False, False)[1:])  # TOTALSIZE … BODYLENGTH
+_FIXED = {(b, s): struct.Struct(HEAD_FORMAT + middle_format(b, s)[1:])  # TOTALSIZE … BODYLENGTH
+          for b in (False, True) for s in (False, True)}
+_FIXED_V4 = _FIXED[(False, False)]
 _V6_FLAGS = BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG
 _QUEUE_OFFSET_POS = field_offset(MessageHead, "queue_offset")  # MessageDecoder.QUEUE_OFFSET_POSITION
 _PHY_POS = field_offset(MessageHead, "physical_offset")  # MessageDecoder.PHY_POS_POSITION
@@ -83,15 +85,22 @@ def check_message(buf, pos: int, limit: int, file_from: int, check_crc: bool = F
     Bounds every read by ``limit`` (the file's end) the way a Java buffer does, so a
     corrupted length is an *invalid* record, never a crash or a huge allocation.
 
-    The fast path decodes a well-formed IPv4/IPv4 record with one ``unpack``; anything
-    else (or any doubt) goes to :func:`_check_exact`, which gives every verdict and reason.
+    The fast path decodes a well-formed record with one ``unpack`` (two for IPv6 hosts);
+    anything else (or any doubt) goes to :func:`_check_exact`, which gives every verdict
+    and reason.
     """
     if limit - pos >= _FIXED_V4.size:
+        fixed = _FIXED_V4
         (total, magic, crc, queue_id, flag, queue_offset, phy, sys_flag, born_ts, born_addr, born_port,
-         store_ts, store_addr, store_port, reconsume, prepared, body_len) = _FIXED_V4.unpack_from(buf, pos)
-        if (magic == MAGIC_V1 or magic == MAGIC_V2) and not sys_flag & _V6_FLAGS and body_len >= 0 \
-                and _FIXED_V4.size <= total <= limit - pos and not (check_crc and force_prop_crc):
-            p = pos + _FIXED_V4.size
+         store_ts, store_addr, store_port, reconsume, prepared, body_len) = fixed.unpack_from(buf, pos)
+        if sys_flag & _V6_FLAGS and 0 < total <= limit - pos:
+            fixed = _FIXED[(bool(sys_flag & BORNHOST_V6_FLAG), bool(sys_flag & STOREHOSTADDRESS_V6_FLAG))]
+            if fixed.size <= total:
+                (total, magic, crc, queue_id, flag, queue_offset, phy, sys_flag, born_ts, born_addr, born_port,
+                 store_ts, store_addr, store_port, reconsume, prepared, body_len) = fixed.unpack_from(buf, pos)
+        if (magic == MAGIC_V1 or magic == MAGIC_V2) and body_len >= 0 \
+                and fixed.size <= total <= limit - pos and not (check_crc and force_prop_crc):
+            p = pos + fixed.size
             end = pos + total
             body = buf[p:p + body_len]
             p += body_len
@@ -100,16 +109,16 @@ def check_message(buf, pos: int, limit: int, file_from: int, check_crc: bool = F
                 if topic_len > 127:
                     topic_len = -1  # a signed byte: negative, invalid
                 p += 1
-                fixed = _FIXED_V4.size + 1 + 2
+                lengths = fixed.size + 1 + 2
             else:
                 topic_len = int.from_bytes(buf[p:p + 2], "big", signed=True) if p + 2 <= end else -1
                 p += 2
-                fixed = _FIXED_V4.size + 2 + 2
+                lengths = fixed.size + 2 + 2
             if topic_len >= 0 and p + topic_len + 2 <= end:
                 topic = buf[p:p + topic_len]
                 p += topic_len
                 props_len = int.from_bytes(buf[p:p + 2], "big", signed=True)
-                if props_len >= 0 and fixed + body_len + topic_len + props_len == total and \
+                if props_len >= 0 and lengths + body_len + topic_len + props_len == total and \
                         (not check_crc or (zlib.crc32(body) & 0x7FFFFFFF if body_len else 0) == crc
                          or body_len == 0):
                     p += 2

@@ -11,6 +11,7 @@ import functools
 import ipaddress
 import struct
 import zlib
+from socket import inet_ntoa as _inet_ntoa
 from dataclasses import dataclass, field
 
 from rmqstore_cli.formats.commitlog import (
@@ -90,7 +91,7 @@ def host_bytes(host: str) -> tuple[bytes, int]:
 def format_host(address: bytes, port: int) -> str:
     """``ip:port`` for IPv4, ``[compressed-v6]:port`` for IPv6 (DESIGN.md field names)."""
     if len(address) == 4:
-        return f"{address[0]}.{address[1]}.{address[2]}.{address[3]}:{port}"
+        return f"{_inet_ntoa(address)}:{port}"
     return f"[{ipaddress.IPv6Address(address).compressed}]:{port}"
 
 
