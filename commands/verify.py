@@ -71,7 +71,7 @@ def verify(
     opts = VerifyOptions(crc=crc, deep=deep, max_findings=max_findings)
     progress = None
     bar = None
-    if sys.stderr.isatty() and fmt is Fmt.table:
+    if sys.stderr.isatty():
         from rich.progress import Progress
 
         total = sum(p.stat().st_size for d in cfg.commitlog_dirs if d.is_dir() for p in d.iterdir() if p.is_file())

@@ -379,3 +379,41 @@ def test_index_hashes_match_java_hash():
     ascii_only = [f"Topic#k-{i}".encode() for i in range(100)]
     assert index_hashes(ascii_only).tolist() == [index_key_hash(k.decode()) for k in ascii_only]
 
+
+
+def test_batch_property_scan_matches_the_broker_parser():
+    """The vectorised scan finds the same TAGS/KEYS/UNIQ_KEY as parse_properties
+    (MessageDecoder#string2messageProperties), duplicates, empty values and \\x01 included."""
+    import random
+
+    import numpy as np
+
+    from rmqstore_cli.formats.properties import parse_properties
+    from rmqstore_cli.store.message import java_hash
+    from rmqstore_cli.store.verify import _Props
+
+    rnd = random.Random(5)
+    names = ["TAGS", "KEYS", "UNIQ_KEY", "CLUSTER", "TAG", "KEYSX", "", "__CRC32#"]
+    values = ["", "a", "Tag With Blank", "支付标签", " pad-11 tail-11 ", "x\x01y", "AaAa BBBB", "k1  k2"]
+    props = []
+    for _ in range(400):
+        pairs = [f"{rnd.choice(names)}\x01{rnd.choice(values)}" for _ in range(rnd.randint(0, 5))]
+        if rnd.random() < 0.1:
+            pairs.insert(0, "junk")
+        s = "\x02".join(pairs) + ("\x02" if pairs and rnd.random() < 0.5 else "")
+        props.append(s.encode())
+    blob = b"".join(b"HEAD" + p for p in props)
+    starts, pos = [], 0
+    for p in props:
+        starts.append(pos + 4)
+        pos += 4 + len(p)
+    arr = np.frombuffer(blob, np.uint8)
+    pr = _Props(arr, np.array(starts, np.int64), np.array([len(p) for p in props], np.int64))
+    for name in ("TAGS", "KEYS", "UNIQ_KEY"):
+        m, a, b = pr.value(name.encode() + b"\x01")
+        got = {int(i): bytes(pr.cat[x:y]).decode() for i, x, y in zip(m, a, b)}
+        want = {i: d[name] for i, p in enumerate(props) if name in (d := parse_properties(p.decode()))}
+        assert got == want, name
+    for i, p in enumerate(props):
+        tags = parse_properties(p.decode()).get("TAGS")
+        assert pr.tags_code[i] == (java_hash(tags) if tags else 0)

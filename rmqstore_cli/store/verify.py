@@ -24,6 +24,7 @@ Broker-normal artefacts (STORE-FORMAT §10.10) are info, never errors.
 """
 from __future__ import annotations
 
+import functools
 import mmap
 import os
 import re
@@ -70,13 +71,12 @@ from rmqstore_cli.store.consume_queue import UNIT_DTYPE
 from rmqstore_cli.store.dispatch import InvalidForDispatch, compute_tags_code
 from rmqstore_cli.store.lock import abort_exists, lock_holder
 from rmqstore_cli.store.mapped_files import MappedFileQueue
-from rmqstore_cli.store.message import SCHEDULE_TOPIC, java_hash
+from rmqstore_cli.store.message import SCHEDULE_TOPIC, index_key_hash, java_hash
 
 ERROR, WARNING, INFO = "error", "warning", "info"
 
 #: Every check id, its severity when it fires, and what it means. Ids are stable.
 CHECKS: dict[str, tuple[str, str]] = {
-    "store.sizes": (ERROR, "files of one kind disagree on their size; the broker refuses to load (§10.3)"),
     "store.live-broker": (WARNING, "a live broker holds the store's lock; files change under the check"),
     "commitlog.file-name": (ERROR, "a commit-log file name is not a 20-digit offset aligned to the file size"),
     "commitlog.file-size": (ERROR, "a commit-log file's length is not mappedFileSizeCommitLog (§10.3)"),
@@ -141,11 +141,13 @@ _MID_V4 = struct.calcsize(middle_format(False, False))
 _MIN_RECORD = HEAD_SIZE + _MID_V4 + 1 + 2  # empty body, topic and properties, IPv4, V1
 _MAGIC_BYTES = [m.to_bytes(4, "big") for m in (MAGIC_V1, MAGIC_V2, MAGIC_BLANK)]
 _BATCH = 32768
+_EXT_ADDR_MAX = -(1 << 31) - 1  # ConsumeQueueExt#isExtAddr
+_FAST_WALK_REGION = 16 << 20  # bytes searched per vectorised walk step
+_FAST_WALK_MAX_AVG = 4096  # bigger records: the Python walk is cheaper than scanning their bytes
 _TOPIC_OK = re.compile(rb"[A-Za-z0-9%|_\-]+")
 _TOPIC_OK_DOT = re.compile(rb"[A-Za-z0-9%|_.\-]+")  # '.' seen in real stores
 _INDEX_NAME = re.compile(r"\d{17}")
 _CRC_MARK = (CRC32_PROPERTY + "\x01").encode()
-_POW31 = None
 
 
 @dataclass(slots=True)
@@ -174,47 +176,27 @@ class VerifyOptions:
 
 # ---------------------------------------------------------------- helpers
 
-def _pow31(n: int) -> np.ndarray:
-    global _POW31
-    if _POW31 is None or len(_POW31) < n:
-        size = max(n, 1024)
-        p = np.empty(size, np.uint64)
-        v = 1
-        for i in range(size):
-            p[i] = v
-            v = (v * 31) & 0xFFFFFFFF
-        _POW31 = p
-    return _POW31
-
-
 def index_hashes(keys: list[bytes]) -> np.ndarray:
-    """``IndexFile#indexKeyHashMethod`` of many UTF-8 keys at once (int64 array, >= 0).
-
-    ``String#hashCode`` = sum(u_i * 31^(n-1-i)) mod 2^32 over UTF-16 code units, which
-    numpy evaluates for all keys in one pass; non-ASCII keys go through UTF-16 first.
-    """
-    n = len(keys)
-    if n == 0:
+    """``IndexFile#indexKeyHashMethod`` of many UTF-8 keys at once (int64 array, >= 0)."""
+    if not keys:
         return np.zeros(0, np.int64)
-    joined = b"".join(keys)
-    if joined.isascii():
-        units = np.frombuffer(joined, np.uint8).astype(np.uint64)
-        lens = np.fromiter(map(len, keys), np.int64, n)
-    else:
-        u16 = [k.decode("utf-8", "replace").encode("utf-16-be", "surrogatepass") for k in keys]
-        units = np.frombuffer(b"".join(u16), ">u2").astype(np.uint64)
-        lens = np.fromiter((len(u) // 2 for u in u16), np.int64, n)
-    out = np.zeros(n, np.uint64)
-    nz = lens > 0
-    if units.size:
-        ends = np.cumsum(lens)
-        exp = np.repeat(ends - 1, lens) - np.arange(units.size)
-        prod = (units * _pow31(int(lens.max()))[exp]) & np.uint64(0xFFFFFFFF)
-        sums = np.add.reduceat(prod, (ends - lens)[nz])
-        out[nz] = sums & np.uint64(0xFFFFFFFF)
-    h = out.astype(np.int64)
-    h = np.where(h >= 1 << 31, h - (1 << 32), h)  # signed int
-    return np.where(h == -(1 << 31), 0, np.abs(h))
+    lens = np.fromiter(map(len, keys), np.int64, len(keys))
+    joined = np.frombuffer(b"".join(keys), np.uint8)
+    pr = _Props(joined, np.zeros(1, np.int64), np.array([joined.size], np.int64))
+    b = np.cumsum(lens)
+    a = b - lens
+    h = _to_index_hash(pr.hash_ranges(a, b)) if joined.size else np.zeros(len(keys), np.int64)
+    for x in pr.non_ascii(a, b).tolist():
+        h[x] = index_key_hash(keys[x].decode("utf-8", "replace"))
+    return h
+
+
+def _member(x: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:
+    """``np.isin(x, set)`` by binary search in an already sorted array."""
+    if not sorted_set.size:
+        return np.zeros(x.size, bool)
+    i = np.searchsorted(sorted_set, x)
+    return sorted_set[np.minimum(i, sorted_set.size - 1)] == x
 
 
 def _gather(arr: np.ndarray, idx: np.ndarray, width: int, dtype: str) -> np.ndarray:
@@ -310,6 +292,239 @@ def first_nonzero(path: Path | str, arr: np.ndarray, start: int, end: int | None
     return None
 
 
+# ---------------------------------------------------------------- properties, vectorised
+
+def _to_index_hash(h: np.ndarray) -> np.ndarray:
+    """uint32 hashCode -> ``IndexFile#indexKeyHashMethod`` (abs, MIN_VALUE -> 0), int64."""
+    s = h.astype(np.int64)
+    s = np.where(s >= 1 << 31, s - (1 << 32), s)
+    return np.where(s == -(1 << 31), 0, np.abs(s))
+
+
+@functools.lru_cache(maxsize=4096)
+def _java_hash_cached(text: str) -> int:
+    return java_hash(text)
+
+
+@dataclass(slots=True)
+class _Delayed:
+    """What ``compute_tags_code`` reads of a message on the schedule topic."""
+
+    properties: dict
+    topic_bytes: bytes
+    store_timestamp: int
+
+
+class _Keys:
+    """Index keys of a batch: owner message, index hash, and the key text on demand."""
+
+    def __init__(self, owner, hash_, cat, a, b, topic_of):
+        self.owner, self.hash, self._cat, self._a, self._b, self._topic_of = owner, hash_, cat, a, b, topic_of
+
+    def text(self, x: int) -> str:
+        key = bytes(self._cat[self._a[x]:self._b[x]]).decode("utf-8", "backslashreplace")
+        return f"{self._topic_of(int(self.owner[x]))}#{key}"
+
+
+_POW_TABLES: list[np.ndarray] = []  # [31^i, 31^-i] mod 2^32 as uint32
+_INV31 = pow(31, -1, 1 << 32)
+
+
+def _pow_tables(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """31^i and 31^-i (31 is odd, so invertible mod 2^32) for i < n, uint32, by doubling."""
+    global _POW_TABLES
+    if not _POW_TABLES or _POW_TABLES[0].size < n:
+        size = 1 << max(10, (n - 1).bit_length())
+        fw, bw = np.ones(1, np.uint32), np.ones(1, np.uint32)
+        f_step, b_step = 31, _INV31
+        while fw.size < size:
+            fw = np.concatenate([fw, fw * np.uint32(f_step)])
+            bw = np.concatenate([bw, bw * np.uint32(b_step)])
+            f_step, b_step = f_step * f_step & 0xFFFFFFFF, b_step * b_step & 0xFFFFFFFF
+        _POW_TABLES = [fw, bw]
+    return _POW_TABLES[0], _POW_TABLES[1]
+
+
+class _Props:
+    """``MessageDecoder#string2messageProperties`` for a whole batch at once, on the bytes.
+
+    Pair boundaries are the \x02 bytes; a pair's name runs to its first \x01 (both are
+    single bytes in UTF-8, never inside a multi-byte character). The last pair of a name
+    wins; empty names/values are dropped, as the broker's parser does.
+
+    Java ``String#hashCode`` of any byte range comes from one prefix sum:
+    ``hash(cat[a:b]) = 31^(b-1) * (S[b] - S[a])`` with ``S[k] = sum(c_i * 31^-i, i < k)``,
+    all mod 2^32 (uint32 arithmetic wraps exactly like Java's int). Non-ASCII ranges are
+    hashed over UTF-16 code units in Python instead.
+    """
+
+    def __init__(self, arr: np.ndarray, ps: np.ndarray, pl: np.ndarray, buf=None):
+        n = ps.size
+        self.n = n
+        self.tags_code = np.zeros(n, np.int64)
+        self._prefix = None
+        self._S = None
+        self.suspect = np.zeros(n, bool)
+        self.prop_crc = np.zeros(n, bool)
+        tot = int(pl.sum())
+        self.tot = tot
+        self.hp = np.zeros(0, np.int64)
+        if not tot:
+            self.cat = np.zeros(0, np.uint8)
+            return
+        moff = np.cumsum(pl) - pl
+        self.moff, self.mend = moff, moff + pl
+        if buf is not None:  # slicing the mapping and joining is cheaper than a numpy gather
+            cat = np.frombuffer(b"".join(map(buf.__getitem__, map(slice, ps.tolist(), (ps + pl).tolist()))),
+                                np.uint8)
+        else:
+            cat = arr[np.repeat(ps - moff, pl) + np.arange(tot)]
+        self.cat = cat
+        sep = np.flatnonzero(cat == 2)
+        starts = np.concatenate([moff[pl > 0], sep + 1])
+        starts.sort(kind="stable")
+        if starts.size > 1:
+            starts = starts[np.r_[True, starts[1:] != starts[:-1]]]
+        starts = starts[starts < tot]
+        owner = np.searchsorted(moff, starts, "right") - 1
+        j = np.searchsorted(sep, starts)
+        nxt = np.where(j < sep.size, sep[np.minimum(j, max(sep.size - 1, 0))], tot) if sep.size else np.full(
+            starts.size, tot)
+        end = np.minimum(nxt, self.mend[owner])
+        self.starts, self.owner, self.end = starts, owner, end
+        # well-formed pairs: name\x01value, both non-empty
+        ones = np.flatnonzero(cat == 1)
+        k = np.searchsorted(ones, starts)
+        first1 = np.where(k < ones.size, ones[np.minimum(k, max(ones.size - 1, 0))], tot) if ones.size else \
+            np.full(starts.size, tot)
+        good = (first1 > starts) & (first1 < end - 1)
+        self.suspect[owner[~good]] = True
+        self.hp = np.flatnonzero(cat >= 0x80)  # non-ASCII bytes: UTF-8 to validate, UTF-16 to hash
+        if self.hp.size:
+            self.non_ascii_msg = np.zeros(n, bool)
+            self.non_ascii_msg[np.searchsorted(moff, self.hp, "right") - 1] = True
+        m, a, b = self.value(b"TAGS\x01")
+        if m.size:
+            s = self.hash_ranges(a, b).astype(np.int64)
+            self.tags_code[m] = np.where(s >= 1 << 31, s - (1 << 32), s)
+            for x in self.non_ascii(a, b).tolist():
+                self.tags_code[m[x]] = _java_hash_cached(bytes(cat[a[x]:b[x]]).decode("utf-8", "replace"))
+        self.prop_crc[self.value(_CRC_MARK)[0]] = True
+
+    def suspects(self) -> np.ndarray:
+        """Messages whose properties need a closer look: malformed pairs, or non-ASCII bytes
+        that may not be UTF-8 (one decode of the whole batch clears them all when it is)."""
+        bad = self.suspect.copy()
+        if self.hp.size:
+            cat = self.cat
+            first = cat[self.moff[self.mend > self.moff]]
+            cont = ((first & 0xC0) == 0x80).any()  # a character split across two messages
+            try:
+                if cont:
+                    raise UnicodeDecodeError("utf-8", b"", 0, 1, "split")
+                cat.tobytes().decode("utf-8")
+            except UnicodeDecodeError:
+                bad |= self.non_ascii_msg
+        return np.flatnonzero(bad)
+
+    def hash_ranges(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """Java hashCode (uint32) of the ASCII byte ranges ``cat[a:b]``."""
+        fw, bw = _pow_tables(self.tot + 1)
+        if self._S is None:
+            w = self.cat.astype(np.uint32)
+            w *= bw[:self.tot]
+            S = np.zeros(self.tot + 1, np.uint32)
+            np.cumsum(w, dtype=np.uint32, out=S[1:])
+            self._S = S
+        S = self._S
+        return fw[np.maximum(b - 1, 0)] * (S[b] - S[a])
+
+    def non_ascii(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        if not self.hp.size:
+            return np.zeros(0, np.int64)
+        return np.flatnonzero(np.searchsorted(self.hp, b) > np.searchsorted(self.hp, a))
+
+    def value(self, name: bytes):
+        """(message index, value start, value end) of the last non-empty pair ``name`` per message."""
+        if not self.tot:
+            z = np.zeros(0, np.int64)
+            return z, z, z
+        L = len(name)
+        if self._prefix is None:
+            pos = np.minimum(self.starts[:, None] + np.arange(4), self.tot - 1)
+            self._prefix = np.ascontiguousarray(self.cat[pos]).view(">u4").ravel()
+        m = np.flatnonzero((self._prefix == int.from_bytes(name[:4], "big")) & (self.starts + L < self.end))
+        if m.size and L > 4:
+            pos = np.minimum(self.starts[m][:, None] + np.arange(4, L), self.tot - 1)
+            m = m[(self.cat[pos] == np.frombuffer(name[4:], np.uint8)).all(1)]
+        if not m.size:
+            z = np.zeros(0, np.int64)
+            return z, z, z
+        own = self.owner[m]
+        last = np.r_[own[1:] != own[:-1], True]
+        m = m[last]
+        return self.owner[m], self.starts[m] + L, self.end[m]
+
+    def index_keys(self, tid: np.ndarray, prefix_hash: np.ndarray, indexable: np.ndarray,
+                   topic_names: list[bytes]) -> _Keys:
+        """``IndexService#buildIndex`` keys (topic#UNIQ_KEY, topic#k for each KEYS word)."""
+        cat = self.cat
+        um, ua, ub = self.value(b"UNIQ_KEY\x01")
+        km, ka, kb = self.value(b"KEYS\x01")
+        if km.size:  # words of KEYS: split each value at its spaces, drop empty words
+            order = np.argsort(ka, kind="stable")
+            km, ka, kb = km[order], ka[order], kb[order]
+            sp = np.flatnonzero(cat == 0x20)
+            r = np.searchsorted(ka, sp, "right") - 1
+            inside = (r >= 0) & (sp < kb[np.maximum(r, 0)])
+            sp = sp[inside]
+            wa = np.concatenate([ka, sp + 1])
+            wb = np.concatenate([sp, kb])
+            wa.sort()
+            wb.sort()
+            keep = wb > wa
+            wa, wb = wa[keep], wb[keep]
+            wm = km[np.searchsorted(ka, wa, "right") - 1]
+        else:
+            wa = wb = wm = np.zeros(0, np.int64)
+        owner = np.concatenate([um, wm])
+        a = np.concatenate([ua, wa])
+        b = np.concatenate([ub, wb])
+        keep = indexable[owner] if owner.size else np.zeros(0, bool)
+        owner, a, b = owner[keep], a[keep], b[keep]
+        fw, _ = _pow_tables(self.tot + 1)
+        h = prefix_hash[tid[owner]].astype(np.uint32) * fw[b - a] + self.hash_ranges(a, b)
+        ih = _to_index_hash(h)
+        for x in self.non_ascii(a, b).tolist():  # UTF-16 code units differ from the bytes
+            topic = topic_names[int(tid[owner[x]])].decode("utf-8", "replace")
+            ih[x] = index_key_hash(f"{topic}#{bytes(cat[a[x]:b[x]]).decode('utf-8', 'replace')}")
+
+        def topic_of(m: int) -> str:
+            return topic_names[int(tid[m])].decode("utf-8", "backslashreplace")
+
+        return _Keys(owner, ih, cat, a, b, topic_of)
+
+
+def _scan_properties(arr: np.ndarray, ps: np.ndarray, pl: np.ndarray, buf=None) -> _Props:
+    return _Props(arr, ps, pl, buf)
+
+
+def _data_extent(path: Path) -> int | None:
+    """Offset of the first hole of a sparse file (its length if none), or None if unknown."""
+    if not hasattr(os, "SEEK_HOLE"):
+        return None
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        return os.lseek(fd, 0, os.SEEK_HOLE)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
 # ---------------------------------------------------------------- per-queue state
 
 class _Queue:
@@ -339,6 +554,9 @@ class _Queue:
         end = self.base
         for b in bases[max(0, len(bases) - 3):]:
             units = self.files[b][0]
+            extent = _data_extent(self.dir / f"{b * CQ_STORE_UNIT_SIZE:020d}")
+            if extent is not None and extent < units.size * CQ_STORE_UNIT_SIZE:
+                units = units[: extent // CQ_STORE_UNIT_SIZE + 1]  # a hole follows: zero units
             bad = np.flatnonzero((units["commitlog_offset"] < 0) | (units["size"] <= 0))
             if len(bad):
                 return b + int(bad[0])
@@ -358,7 +576,10 @@ class _Queue:
         if not inr.any():
             return found, off, size, tags
         fidx = np.where(inr, logical // self.per * self.per, -1)
-        for b in np.unique(fidx[inr]).tolist():
+        sel_f = fidx[inr]
+        lo, hi = int(sel_f.min()), int(sel_f.max())
+        cands = range(lo, hi + 1, self.per) if (hi - lo) // self.per < 64 else np.unique(sel_f).tolist()
+        for b in cands:
             entry = self.files.get(b)
             if entry is None:
                 continue
@@ -556,6 +777,9 @@ class Verifier:
     def _open_queues(self) -> None:
         cfg = self.config
         self.queues: dict[tuple[bytes, int], _Queue] = {}
+        bcq = cfg.root / "batchconsumequeue"
+        self.batch_topics = {p.name.encode("utf-8", "surrogateescape") for p in bcq.iterdir()} \
+            if bcq.is_dir() else set()
         cq_root = cfg.consumequeue_dir
         size = cfg.cq_file_size
         try:
@@ -623,17 +847,26 @@ class Verifier:
         if f.length < f.entries_base:
             self._add("index.header", f.rel, 0, "file too short for its slots")
             return
-        slots = np.frombuffer(f.mm, ">i4", count=S, offset=INDEX_HEADER_SIZE).astype(np.int64)
+        raw = np.frombuffer(f.mm, np.uint32, count=S, offset=INDEX_HEADER_SIZE)  # zero test needs no byte swap
+        used_at = None
+        if f.phy.size:  # the used slots should be exactly those of the entries' hashes: check that
+            expect = np.unique(f.hash[f.hash >= 0] % S)
+            if np.count_nonzero(raw) == expect.size and raw[expect].all():
+                used_at = expect
+        if used_at is None:
+            used_at = np.flatnonzero(raw)
+        slot_vals = raw[used_at].byteswap().view(np.int32).astype(np.int64)
         n = f.n  # entries 1..n-1
         ents = f.entries
         nums = np.arange(1, n, dtype=np.int64)
-        used = int(np.count_nonzero(slots))
+        used = int(used_at.size)
         if used != f.hash_slot_count and n > 1:
             self._add("index.slot-count", f.rel, 32, f"hashSlotCount {f.hash_slot_count}, but {used} slots are used")
-        bad_slot = np.flatnonzero((slots < 0) | (slots >= max(n, 1)))
-        for s in bad_slot.tolist():
+        bad_slot = np.flatnonzero((slot_vals < 0) | (slot_vals >= max(n, 1)))
+        for j in bad_slot.tolist():
+            s = int(used_at[j])
             self._add("index.slot", f.rel, INDEX_HEADER_SIZE + 4 * s,
-                      f"slot {s} holds {int(slots[s])}, outside the written entries 1..{n - 1}")
+                      f"slot {s} holds {int(slot_vals[j])}, outside the written entries 1..{n - 1}")
         if n <= 1:
             if f.length >= f.entries_base + 2 * INDEX_ENTRY_SIZE:
                 first = first_nonzero(f.path, np.frombuffer(f.mm, np.uint8), f.entries_base + INDEX_ENTRY_SIZE)
@@ -657,16 +890,15 @@ class Verifier:
             why = (f"points to entry {p}, not an older one: the chain loops or leaves the written entries"
                    if broken[i] else f"links to entry {p} of slot {int(slot_of[p - 1])}, not its own slot {int(slot_of[i])}")
             self._add("index.chain", f.rel, f.entry_offset(i) + 16, f"entry {i + 1} {why}")
-        refs = np.zeros(n, np.int64)
         ok_links = prev[~broken & (prev > 0)]
-        np.add.at(refs, ok_links, 1)
-        heads = slots[(slots > 0) & (slots < n)]
-        np.add.at(refs, heads, 1)
-        for s in np.flatnonzero((slots > 0) & (slots < n)).tolist():
-            e = int(slots[s])
-            if slot_of[e - 1] != s:
-                self._add("index.slot", f.rel, INDEX_HEADER_SIZE + 4 * s,
-                          f"slot {s} heads entry {e}, whose hash {int(h[e - 1])} belongs to slot {int(slot_of[e - 1])}")
+        head_ok = (slot_vals > 0) & (slot_vals < n)
+        heads = slot_vals[head_ok]
+        refs = np.bincount(ok_links, minlength=n)[:n] + np.bincount(heads, minlength=n)[:n]
+        head_slots = used_at[head_ok]
+        for j in np.flatnonzero(slot_of[heads - 1] != head_slots).tolist():
+            s, e = int(head_slots[j]), int(heads[j])
+            self._add("index.slot", f.rel, INDEX_HEADER_SIZE + 4 * s,
+                      f"slot {s} heads entry {e}, whose hash {int(h[e - 1])} belongs to slot {int(slot_of[e - 1])}")
         for e in np.flatnonzero(refs[1:] > 1).tolist():
             self._add("index.chain", f.rel, f.entry_offset(e), f"entry {e + 1} is reached from {int(refs[e + 1])} "
                       "places: chains branch")
@@ -745,7 +977,10 @@ class Verifier:
             if self.progress:
                 self.progress(min(length, size))
             yield from self._drain()
-        mfq.close()
+        try:
+            mfq.close()
+        except BufferError:  # a view still alive (e.g. held by a caller); the GC unmaps it
+            pass
 
     def _scan_file(self, f, rel: str, last: bool) -> None:
         buf = f.buffer()
@@ -755,11 +990,31 @@ class Verifier:
         unpack = _PREFIX_UNPACK
         pos = 0
         first_rec = None
+        walked = [0, 0]  # records, bytes: small records take the vectorised walk
         while True:
-            # walk: TOTALSIZE and MAGICCODE only
-            positions: list[int] = []
-            append = positions.append
+            positions: list[int] | np.ndarray = []
             kind = "eof"
+            cap = _BATCH
+            if walked[0] >= 64 and walked[1] < walked[0] * _FAST_WALK_MAX_AVG:
+                chain, nxt = self._chain(arr, pos, limit, base)
+                if chain.size:
+                    walked[0] += chain.size
+                    walked[1] += nxt - pos
+                    bad = self._check_batch(buf, arr, chain, base, rel, limit)
+                    if first_rec is None:
+                        first_rec = int(chain[0])
+                    if bad is not None:
+                        pos = self._resync(buf, limit, base, rel, *bad)
+                        if pos is None:
+                            break
+                        continue
+                    pos = nxt
+                    if chain.size > 64:
+                        continue
+                cap = 256  # past the break in the chain, then back to the vectorised walk
+            # walk: TOTALSIZE and MAGICCODE only
+            append = positions.append
+            start_pos = pos
             while pos + 8 <= limit:
                 total, magic = unpack(buf, pos)
                 if magic == MAGIC_V1 or magic == MAGIC_V2:
@@ -768,7 +1023,7 @@ class Verifier:
                         break
                     append(pos)
                     pos += total
-                    if len(positions) >= _BATCH:
+                    if len(positions) >= cap:
                         kind = "batch"
                         break
                     continue
@@ -777,6 +1032,8 @@ class Verifier:
             else:
                 if pos < limit:
                     kind = "short"
+            walked[0] += len(positions)
+            walked[1] += pos - start_pos
             if positions:
                 if first_rec is None:
                     first_rec = positions[0]
@@ -835,6 +1092,33 @@ class Verifier:
                 break
             pos = nxt
         self.first_records[base] = first_rec
+
+    def _chain(self, arr: np.ndarray, pos: int, limit: int, base: int) -> tuple[np.ndarray, int]:
+        """The walk of §7.1 without a Python loop: records tiling from ``pos`` found by their
+        MAGICCODE and anchored by PHYSICALOFFSET == position. Returns the record starts and
+        the end of the last one; stops where the tiling breaks (the Python walk takes over)."""
+        end = min(limit - 8, pos + _FAST_WALK_REGION)
+        if end <= pos:
+            return np.zeros(0, np.int64), pos
+        m = np.flatnonzero(arr[pos + 4:end + 4] == 0xDA) + (pos + 4)
+        m = m[m + 4 <= limit]
+        if not m.size:
+            return np.zeros(0, np.int64), pos
+        last = arr[m + 3]
+        m = m[(arr[m + 1] == 0xA3) & (arr[m + 2] == 0x20) & ((last == 0xA7) | (last == 0xAB))]
+        c = m - 4
+        if not c.size or c[0] != pos:
+            return np.zeros(0, np.int64), pos
+        total = _gather(arr, c, 4, ">i4").astype(np.int64)
+        phy = _gather(arr, c + _POS_PHY, 8, ">i8")
+        ok = (phy == c + base) & (total >= _MIN_RECORD) & (total <= limit - c)
+        c, total = c[ok], total[ok]
+        if not c.size or c[0] != pos:
+            return np.zeros(0, np.int64), pos
+        nxt = c + total
+        brk = np.flatnonzero(nxt[:-1] != c[1:])
+        k = min(int(brk[0]) if brk.size else c.size - 1, _BATCH - 1)
+        return c[:k + 1], int(nxt[k])
 
     def _check_tail(self, path, arr: np.ndarray, start: int, rel: str, base: int, what: str) -> None:
         if start >= arr.size:
@@ -965,7 +1249,8 @@ class Verifier:
                                                   topic_len.tolist(), props_start.tolist(), pl.tolist(), total.tolist())
         if self.opt.crc:
             crc32 = zlib.crc32
-            got = np.fromiter((crc32(mv[a:a + b]) & 0x7FFFFFFF if b else 0 for a, b in zip(bsl, bll)), np.int64, n)
+            got = np.fromiter(map(crc32, map(mv.__getitem__, map(slice, bsl, (body_start + bl).tolist()))),
+                              np.int64, n) & 0x7FFFFFFF
             bad_crc = np.flatnonzero((got != crc) & (bl > 0))
             for i in bad_crc.tolist():
                 self._add("commitlog.body-crc", rel, Pl[i], f"stored body CRC {int(crc[i])}, computed {int(got[i])} "
@@ -973,58 +1258,50 @@ class Verifier:
                 if self.config.check_crc_on_recover:
                     self.stops.append((Pl[i] + base, "commitlog.body-crc", rel))
         topic_ids = self.topic_ids
-        tid = np.empty(n, np.int64)
-        tags_code = np.zeros(n, np.int64)
-        want_keys = self.want_keys
-        keys: list[bytes] = []
-        owners: list[int] = []
-        tags_cache = self.tags_cache
-        sched_tid = topic_ids.get(SCHEDULE_TOPIC.encode())
-        inner: list[int] = []
+        get = topic_ids.get
+        tids = list(map(get, map(buf.__getitem__, map(slice, tsl, (topic_start + topic_len).tolist()))))
+        if None in tids:
+            for i, t in enumerate(tids):
+                if t is None:
+                    tb = buf[tsl[i]:tsl[i] + tll[i]]
+                    t = get(tb)
+                    tids[i] = t if t is not None else self._new_topic(tb, rel, Pl[i], base)
+        tid = np.array(tids, np.int64)
         tran = sysf & TRANSACTION_MASK
-        rollback = tran == TRANSACTION_ROLLBACK_TYPE
-        rb = rollback.tolist() if rollback.any() else None
-        check_crc = self.opt.crc
-        for i in range(n):
-            ts = tsl[i]
-            tb = buf[ts:ts + tll[i]]
-            t = topic_ids.get(tb)
-            if t is None:
-                t = self._new_topic(tb, rel, Pl[i], base)
-                if tb == SCHEDULE_TOPIC.encode():
-                    sched_tid = t
-            tid[i] = t
-            plen = pll[i]
-            if not plen:
-                continue
-            ps = psl[i]
-            props = buf[ps:ps + plen]
-            if not props.isascii() or not _props_well_formed(props):
-                problem = _props_problem(props)
-                if problem:
-                    self._add("commitlog.properties", rel, Pl[i], problem, physical_offset=Pl[i] + base)
-            if _CRC_MARK in props and check_crc:
-                self._check_prop_crc(buf, Pl[i], totl[i], props, rel, base)
-            tg = _prop(props, b"TAGS\x01")
-            if tg is not None:
-                c = tags_cache.get(tg)
-                if c is None:
-                    c = tags_cache[tg] = java_hash(tg.decode("utf-8", "replace"))
-                tags_code[i] = c
-            if t == sched_tid:
-                tags_code[i] = self._schedule_tags(buf, Pl[i], base, limit, tags_code[i])
-            if want_keys and (rb is None or not rb[i]):
-                pre = tb + b"#"
-                u = _prop(props, b"UNIQ_KEY\x01")
-                if u is not None:
-                    keys.append(pre + u)
-                    owners.append(i)
-                k = _prop(props, b"KEYS\x01")
-                if k is not None:
-                    for kk in k.split(b" "):
-                        if kk:
-                            keys.append(pre + kk)
-                            owners.append(i)
+        pr = _scan_properties(arr, props_start, pl, buf)
+        for i in pr.suspects().tolist():
+            problem = _props_problem(buf[psl[i]:psl[i] + pll[i]])
+            if problem:
+                self._add("commitlog.properties", rel, Pl[i], problem, physical_offset=Pl[i] + base)
+        if self.opt.crc:
+            for i in np.flatnonzero(pr.prop_crc).tolist():
+                self._check_prop_crc(buf, Pl[i], totl[i], buf[psl[i]:psl[i] + pll[i]], rel, base)
+        tags_code = pr.tags_code
+        sched_tid = topic_ids.get(SCHEDULE_TOPIC.encode())
+        if sched_tid is not None and (tid == sched_tid).any():
+            dm, da, db = pr.value(b"DELAY\x01")
+            is_sched = tid[dm] == sched_tid
+            tm, ta, tb_ = pr.value(b"TAGS\x01")
+            tags_at = dict(zip(tm.tolist(), zip(ta.tolist(), tb_.tolist())))
+            cat = pr.cat
+            for i, x, y in zip(dm[is_sched].tolist(), da[is_sched].tolist(), db[is_sched].tolist()):
+                props = {"DELAY": bytes(cat[x:y]).decode("utf-8", "replace")}
+                if i in tags_at:
+                    u, w = tags_at[i]
+                    props["TAGS"] = bytes(cat[u:w]).decode("utf-8", "replace")
+                try:
+                    tags_code[i] = compute_tags_code(_Delayed(props, SCHEDULE_TOPIC.encode(), int(store_ts[i])),
+                                                     self.delay_table)
+                except InvalidForDispatch as e:
+                    self._add("commitlog.properties", rel, Pl[i], f"{e}: the broker's check throws, so it treats "
+                              "the record as invalid (dispatch and recovery stop here)", severity=ERROR,
+                              physical_offset=Pl[i] + base)
+                    self.stops.append((Pl[i] + base, "commitlog.properties", rel))
+        keys = None
+        if self.want_keys:
+            keys = pr.index_keys(tid, self._topic_prefix_hashes(), tran != TRANSACTION_ROLLBACK_TYPE,
+                                 self.topic_names)
+        inner: list[int] = []
         if (sysf & INNER_BATCH_FLAG).any():
             inner = np.flatnonzero(sysf & INNER_BATCH_FLAG).tolist()
         step = np.ones(n, np.int64)
@@ -1033,22 +1310,15 @@ class Verifier:
             v = _prop(props, b"INNER_NUM\x01")
             if v is not None and v.isdigit():
                 step[i] = int(v)
-        dispatch = (tran == 0) | (tran == 8)
+        # NOT and COMMIT records get a unit; 5.x inner-batch records go to the batch consume
+        # queue (batchconsumequeue/, not checked here) instead
+        dispatch = ((tran == 0) | (tran == 8)) & ((sysf & INNER_BATCH_FLAG) == 0)
         tq = self._tq_ids(tid, qid)
         self._check_queue_offsets(tq, qoff, step, dispatch, absP, rel, base)
         self._check_units(tq, qoff, dispatch, absP, total, tags_code, store_ts, rel, base)
-        if want_keys:
-            self._check_index_batch(absP, total, keys, owners, base, rel)
+        if keys is not None:
+            self._check_index_batch(absP, total, keys, base, rel)
         return stop
-
-    def _schedule_tags(self, buf, pos: int, base: int, limit: int, current: int) -> int:
-        c = check_message(buf, pos, limit, base)
-        if c.message is None:
-            return current
-        try:
-            return compute_tags_code(c.message, self.delay_table)
-        except InvalidForDispatch:
-            return current
 
     def _check_prop_crc(self, buf, pos: int, total: int, props: bytes, rel: str, base: int) -> None:
         """§2.8: the __CRC32# digits (least significant first) against crc32(record[:total-20])."""
@@ -1062,6 +1332,14 @@ class Verifier:
             self._add("commitlog.prop-crc", rel, pos, f"__CRC32# is {digits.decode('ascii', 'replace')!r}, the "
                       f"record's CRC is {want} (stored reversed as {str(want).zfill(10)[::-1]})",
                       physical_offset=base + pos)
+
+    def _topic_prefix_hashes(self) -> np.ndarray:
+        """Java hashCode of ``topic + "#"`` per topic id (uint64, mod 2^32)."""
+        have = getattr(self, "_prefix_h", None)
+        if have is None or have.size < len(self.topic_names):
+            self._prefix_h = np.array([java_hash(t.decode("utf-8", "replace") + "#") & 0xFFFFFFFF
+                                       for t in self.topic_names], np.uint64)
+        return self._prefix_h
 
     def _new_topic(self, tb: bytes, rel: str, pos: int, base: int) -> int:
         t = len(self.topic_names)
@@ -1083,6 +1361,23 @@ class Verifier:
         return t
 
     def _tq_ids(self, tid: np.ndarray, qid: np.ndarray) -> np.ndarray:
+        """A dense id per (topic, queue id): a lookup table for the usual small queue ids."""
+        lut = getattr(self, "_tq_lut", None)
+        if lut is None or lut.shape[0] < len(self.topic_names):
+            new = np.full((len(self.topic_names) + 16, 1024), -1, np.int64)
+            if lut is not None:
+                new[:lut.shape[0]] = lut
+            lut = self._tq_lut = new
+        small = (qid >= 0) & (qid < 1024)
+        if small.all():
+            ids = lut[tid, qid]
+            if (ids >= 0).all():
+                return ids
+        ids = self._tq_ids_slow(tid, qid)
+        lut[tid[small], qid[small]] = ids[small]
+        return ids
+
+    def _tq_ids_slow(self, tid: np.ndarray, qid: np.ndarray) -> np.ndarray:
         combo = tid * (1 << 32) + (qid & 0xFFFFFFFF)
         uniq, inv = np.unique(combo, return_inverse=True)
         ids = np.empty(uniq.size, np.int64)
@@ -1146,6 +1441,8 @@ class Verifier:
             t = int(g[a])
             mq = self.tq_queue[t]
             L = qoff[sel]
+            if mq is None and self.topic_names[self.tq_list[t][0]] in self.batch_topics:
+                continue  # a 5.x BatchCQ topic: its units are in batchconsumequeue/ (§4.5), not checked
             if mq is None:
                 self.missing.append((np.full(sel.size, t), L, absP[sel], store_ts[sel]))
                 continue
@@ -1162,7 +1459,8 @@ class Verifier:
             if match.any():
                 m = np.flatnonzero(match)
                 mq.matched[L[m] - mq.base] = True
-                bad = m[(size[m] != total[sel][m]) | (tags[m] != tags_code[sel][m])]
+                ext = tags[m] <= _EXT_ADDR_MAX  # ConsumeQueueExt address, not a tagsCode (§4.2 step 3)
+                bad = m[(size[m] != total[sel][m]) | ((tags[m] != tags_code[sel][m]) & ~ext)]
                 for j in bad.tolist():
                     f, o = mq.file_of(int(L[j]))
                     what = []
@@ -1283,16 +1581,13 @@ class Verifier:
                 is_exp = ~is_pre & (off < cl_min) & (off >= 0)
                 expired = int(is_exp.sum())
                 rest = np.flatnonzero(found & ~is_pre & ~is_exp)
-                shown = 0
                 for j in rest.tolist():
-                    f, o = mq.file_of(int(L[j]))
-                    if self.opt.max_findings is not None and shown >= self.opt.max_findings:
-                        self._add("cq.unit-target", f, o, "", topic=mq.topic, queue_id=mq.qid)
+                    why = self._why_not_message(int(off[j]), mq, int(L[j]))
+                    if why is None:  # an LMQ unit written by multi-dispatch (§4.3)
                         continue
-                    shown += 1
+                    f, o = mq.file_of(int(L[j]))
                     self._add("cq.unit-target", f, o, f"unit {int(L[j])} -> {int(off[j])} ({int(size[j])} bytes): "
-                              + self._why_not_message(int(off[j]), mq), topic=mq.topic, queue_id=mq.qid,
-                              physical_offset=int(off[j]))
+                              + why, topic=mq.topic, queue_id=mq.qid, physical_offset=int(off[j]))
             if pre:
                 f, o = mq.file_of(mq.base)
                 self._add("cq.pre-blank", f, o, f"{mq.topic}/{mq.qid}: {pre} pre-blank units below the first unit",
@@ -1303,7 +1598,8 @@ class Verifier:
                           f"first offset {cl_min}", topic=mq.topic, queue_id=mq.qid, count=expired)
             self._cq_tail(mq)
 
-    def _why_not_message(self, off: int, mq: _Queue) -> str:
+    def _why_not_message(self, off: int, mq: _Queue, logical: int) -> str | None:
+        """Why unit ``logical`` of ``mq`` (pointing at ``off``) is wrong, or None if it is an LMQ unit."""
         if off < self.cl_min:
             return "below the commit log"
         if off >= self.cl_end:
@@ -1315,6 +1611,11 @@ class Verifier:
             return f"no readable message starts there ({c.reason or c.status.value})"
         m = c.message
         if m.topic_bytes != mq.topic.encode() or m.queue_id != mq.qid:
+            queues = (m.properties.get("INNER_MULTI_DISPATCH") or "").split(",")
+            offsets = (m.properties.get("INNER_MULTI_QUEUE_OFFSET") or "").split(",")
+            if mq.topic in queues and len(queues) == len(offsets) and \
+                    offsets[queues.index(mq.topic)] == str(logical) and m.physical_offset == off:
+                return None
             return f"the message there belongs to {m.topic}/{m.queue_id}"
         if m.physical_offset != off:
             return f"the record there has PHYSICALOFFSET {m.physical_offset}"
@@ -1334,11 +1635,12 @@ class Verifier:
                       topic=mq.topic, queue_id=mq.qid)
 
     # -------------------------------------------------------- index vs messages
-    def _check_index_batch(self, absP, total, keys, owners, base, rel) -> None:
+    def _check_index_batch(self, absP, total, keys: "_Keys", base, rel) -> None:
         lo, hi = int(absP[0]), int(absP[-1] + total[-1])
-        hashes = index_hashes(keys)
-        own = np.asarray(owners, np.int64)
+        hashes = keys.hash
+        own = keys.owner
         pair = (absP[own] - lo) * (1 << 31) + hashes if own.size else np.zeros(0, np.int64)
+        pair_sorted = np.sort(pair)
         entry_pairs = []
         for f in self.index_active:
             if f.end_phy < lo and f.begin_phy < lo and (f.sorted_phy.size == 0 or f.sorted_phy[-1] < lo):
@@ -1359,11 +1661,11 @@ class Verifier:
                           "message starts there", physical_offset=int(ephy[k]))
             ok = np.flatnonzero(is_start)
             if ok.size:
-                bad = ok[~np.isin(ep[ok], pair)]
+                bad = ok[~_member(ep[ok], pair_sorted)]
                 for k in bad.tolist():
                     e = int(sel[k])
                     m = int(j[k])
-                    mine = [keys[x].decode("utf-8", "backslashreplace") for x in np.flatnonzero(own == m).tolist()]
+                    mine = [keys.text(x) for x in np.flatnonzero(own == m).tolist()]
                     self._add("index.entry-hash", f.rel, f.entry_offset(e),
                               f"entry {e + 1} -> {int(ephy[k])}: hash {int(eh[k])} is none of the message's keys "
                               f"{mine[:5]}", physical_offset=int(ephy[k]))
@@ -1372,11 +1674,11 @@ class Verifier:
             if upto.size:
                 allp = np.concatenate(entry_pairs) if entry_pairs else np.zeros(0, np.int64)
                 cand = np.flatnonzero(absP[own] <= self.index_end)
-                missing = cand[~np.isin(pair[cand], allp)]
+                missing = cand[~_member(pair[cand], np.sort(allp))]
                 for x in missing.tolist():
                     m = int(own[x])
                     self._add("index.missing-key", rel, int(absP[m]) - base,
-                              f"key {keys[x].decode('utf-8', 'backslashreplace')!r} (hash {int(hashes[x])}) of the "
+                              f"key {keys.text(x)!r} (hash {int(hashes[x])}) of the "
                               f"message at {int(absP[m])} is in no index file", physical_offset=int(absP[m]))
 
     def _finish_index(self) -> None:
