@@ -28,6 +28,8 @@ EPILOG = """Examples:
 
   rmqstore verify --store ~/store --no-crc --max-findings 5
 
+  rmqstore verify --list-checks
+
 Exit codes: 0 no errors (warnings and info may be listed), 1 errors found, 3 not a store.
 With --format jsonl every finding is one line {"check","severity","file","offset","detail",...};
 the last line is {"summary": {...}} (messages, bytes, files, findings per check).
@@ -52,6 +54,8 @@ def verify(
     deep: Annotated[bool, typer.Option("--deep", help="Also prove every indexed key of every message is in the index.")] = False,
     max_findings: Annotated[Optional[int], typer.Option(
         "--max-findings", min=0, help="Show at most N findings per check (all are counted in the summary).")] = 100,
+    list_checks: Annotated[bool, typer.Option("--list-checks", help="List every check id, its severity and "
+                                              "meaning, and exit.")] = False,
     fmt: FormatOpt = Fmt.table,
 ) -> None:
     """Check a store's commit log, consume queues, index, checkpoint and abort marker.
@@ -67,6 +71,14 @@ def verify(
     from rmqstore_cli.render import Output, console, err_console, print_summary, safe_text, to_json
     from rmqstore_cli.store.verify import CHECKS, Verifier, VerifyOptions, open_for_verify
 
+    if list_checks:
+        rows = [{"check": c, "severity": sev, "detail": what} for c, (sev, what) in CHECKS.items()]
+        out = Output(fmt.value, [("check", "check"), ("severity", "severity"), ("detail", "meaning")],
+                     title="verify checks")
+        for r in rows:
+            out.emit(r)
+        out.close()
+        return
     cfg = open_for_verify(load_config(store, broker_conf, commitlog_file_size, cq_file_size, index_slots, index_max))
     opts = VerifyOptions(crc=crc, deep=deep, max_findings=max_findings)
     progress = None

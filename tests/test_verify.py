@@ -417,3 +417,32 @@ def test_batch_property_scan_matches_the_broker_parser():
     for i, p in enumerate(props):
         tags = parse_properties(p.decode()).get("TAGS")
         assert pr.tags_code[i] == (java_hash(tags) if tags else 0)
+
+
+def test_list_checks_names_every_check_reported():
+    r = cli("verify", "--list-checks", "--format", "jsonl")
+    assert r.exit_code == 0
+    listed = {json.loads(x)["check"]: json.loads(x)["severity"] for x in r.stdout.splitlines()}
+    for check in ("commitlog.body-crc", "commitlog.gap", "cq.missing-unit", "index.chain", "abort.unclean-shutdown",
+                  "recovery.truncate", "cq.pre-blank"):
+        assert check in listed
+    assert listed["cq.pre-blank"] == "info" and listed["commitlog.body-crc"] == "error"
+
+
+def test_pre_blank_queue_is_info(tmp_path):
+    """A queue whose first unit is not 0 gets pre-blank units (ConsumeQueue#fillPreBlank): info only."""
+    src = generate(tmp_path / "src", "--topics", "1", "--queues", "1", "--delay-ratio", "0",
+                   "--transaction-ratio", "0", messages=40)
+    r = cli("dump-commitlog", "--store", src, *SMALL[:2], "--format", "jsonl", "--body", "base64")
+    assert r.exit_code == 0, r.stderr
+    recs = [json.loads(x) for x in r.stdout.splitlines()][7:]
+    for rec in recs:  # a log that starts at queue offset 7, physical offsets re-assigned
+        rec.pop("physical_offset")
+    dump = tmp_path / "dump.jsonl"
+    dump.write_text("".join(json.dumps(x) + "\n" for x in recs))
+    dst = generate(tmp_path / "dst", "--from-jsonl", str(dump))
+    r, findings, _ = _verify(dst, "--deep")
+    assert r.exit_code == 0, findings
+    pre = _find(findings, "cq.pre-blank")
+    assert [(f["severity"], f["count"], f["offset"]) for f in pre] == [("info", 7, 0)]
+    assert {f["check"] for f in findings} == {"cq.pre-blank"}
