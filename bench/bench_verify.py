@@ -49,6 +49,12 @@ def generate(path: Path, messages: int, body: str) -> Path:
     return path
 
 
+def peak_rss_mib() -> float:
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 def run_verify(path: Path, crc: bool, deep: bool = False):
     from rmqstore_cli.store.config import StoreConfig
     from rmqstore_cli.store.verify import Verifier, VerifyOptions, open_for_verify
@@ -144,6 +150,8 @@ def main() -> None:
         ratio = (v["data_bytes"] / v["seconds"]) / (body_total / per_body)
         results["runs"][f"{label} crc"]["fraction_of_raw_crc32"] = round(ratio, 3)
         print(f"{label:8} verify (crc) runs at {ratio:.0%} of raw per-body crc32 speed over the same bytes")
+    results["peak_rss_mib"] = round(peak_rss_mib(), 1)
+    print(f"peak RSS of the process: {results['peak_rss_mib']} MiB")
     out = ROOT / "bench" / "results"
     out.mkdir(exist_ok=True)
     (out / "verify.json").write_text(json.dumps(results, indent=2) + "\n")

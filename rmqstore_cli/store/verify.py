@@ -65,7 +65,7 @@ from rmqstore_cli.formats.index import (
 )
 from rmqstore_cli.formats.properties import parse_properties
 from rmqstore_cli.store.checkpoint import StoreCheckpoint
-from rmqstore_cli.store.commitlog import Status, check_message
+from rmqstore_cli.store.commitlog import Status, _release, check_message
 from rmqstore_cli.store.config import StoreConfig
 from rmqstore_cli.store.consume_queue import UNIT_DTYPE
 from rmqstore_cli.store.dispatch import InvalidForDispatch, compute_tags_code
@@ -141,6 +141,8 @@ _MID_V4 = struct.calcsize(middle_format(False, False))
 _MIN_RECORD = HEAD_SIZE + _MID_V4 + 1 + 2  # empty body, topic and properties, IPv4, V1
 _MAGIC_BYTES = [m.to_bytes(4, "big") for m in (MAGIC_V1, MAGIC_V2, MAGIC_BLANK)]
 _BATCH = 32768
+_RELEASE_EVERY = 64 << 20
+_BATCH_BYTES = 32 << 20
 _EXT_ADDR_MAX = -(1 << 31) - 1  # ConsumeQueueExt#isExtAddr
 _FAST_WALK_REGION = 16 << 20  # bytes searched per vectorised walk step
 _FAST_WALK_MAX_AVG = 4096  # bigger records: the Python walk is cheaper than scanning their bytes
@@ -991,7 +993,10 @@ class Verifier:
         pos = 0
         first_rec = None
         walked = [0, 0]  # records, bytes: small records take the vectorised walk
+        released = 0
         while True:
+            if pos - released >= _RELEASE_EVERY:  # memory stays flat however big the store
+                released = _release(buf, released, pos)
             positions: list[int] | np.ndarray = []
             kind = "eof"
             cap = _BATCH
@@ -1012,6 +1017,8 @@ class Verifier:
                     if chain.size > 64:
                         continue
                 cap = 256  # past the break in the chain, then back to the vectorised walk
+            else:  # a first probe of 64 records, then batches of about _BATCH_BYTES (memory is released)
+                cap = max(64, min(_BATCH, _BATCH_BYTES * walked[0] // max(walked[1], 1))) if walked[0] else 64
             # walk: TOTALSIZE and MAGICCODE only
             append = positions.append
             start_pos = pos
@@ -1092,6 +1099,11 @@ class Verifier:
                 break
             pos = nxt
         self.first_records[base] = first_rec
+        del arr
+        try:
+            f.close()  # later look-ups map it again
+        except BufferError:
+            pass
 
     def _chain(self, arr: np.ndarray, pos: int, limit: int, base: int) -> tuple[np.ndarray, int]:
         """The walk of §7.1 without a Python loop: records tiling from ``pos`` found by their
