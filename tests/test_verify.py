@@ -5,9 +5,6 @@ from __future__ import annotations
 import json
 import os
 import struct
-import zlib
-
-import pytest
 
 from conftest import SMALL, cli, generate, run, tree_digest
 

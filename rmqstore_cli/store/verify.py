@@ -30,7 +30,7 @@ import os
 import re
 import struct
 import zlib
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,7 +53,6 @@ from rmqstore_cli.formats.commitlog import (
     TRANSACTION_ROLLBACK_TYPE,
     MessageHead,
     middle_format,
-    record_length,
 )
 from rmqstore_cli.formats.consume_queue import CQ_STORE_UNIT_SIZE, PRE_BLANK_SIZE
 from rmqstore_cli.formats.derive import field_offset, numpy_dtype
@@ -126,7 +125,6 @@ CHECKS: dict[str, tuple[str, str]] = {
     "recovery.truncate": (ERROR, "the broker's recovery would stop here and truncate the commit log after it"),
 }
 
-_HEAD_DTYPE = numpy_dtype(MessageHead)
 _ENTRY_DTYPE = numpy_dtype(IndexEntry)
 _POS_MAGIC = field_offset(MessageHead, "magic")
 _POS_CRC = field_offset(MessageHead, "body_crc")
@@ -146,7 +144,6 @@ _BATCH_BYTES = 32 << 20
 _EXT_ADDR_MAX = -(1 << 31) - 1  # ConsumeQueueExt#isExtAddr
 _FAST_WALK_REGION = 16 << 20  # bytes searched per vectorised walk step
 _FAST_WALK_MAX_AVG = 4096  # bigger records: the Python walk is cheaper than scanning their bytes
-_TOPIC_OK = re.compile(rb"[A-Za-z0-9%|_\-]+")
 _TOPIC_OK_DOT = re.compile(rb"[A-Za-z0-9%|_.\-]+")  # '.' seen in real stores
 _INDEX_NAME = re.compile(r"\d{17}")
 _CRC_MARK = (CRC32_PROPERTY + "\x01").encode()
@@ -497,14 +494,31 @@ class _Props:
         fw, _ = _pow_tables(self.tot + 1)
         h = prefix_hash[tid[owner]].astype(np.uint32) * fw[b - a] + self.hash_ranges(a, b)
         ih = _to_index_hash(h)
-        for x in self.non_ascii(a, b).tolist():  # UTF-16 code units differ from the bytes
-            topic = topic_names[int(tid[owner[x]])].decode("utf-8", "replace")
-            ih[x] = index_key_hash(f"{topic}#{bytes(cat[a[x]:b[x]]).decode('utf-8', 'replace')}")
+        na = self.non_ascii(a, b)
+        if na.size:  # hashCode runs over UTF-16 code units, not the UTF-8 bytes: re-hash those keys
+            raw = cat.tobytes()
+            u16 = [raw[x:y].decode("utf-8", "replace").encode("utf-16-be", "surrogatepass")
+                   for x, y in zip(a[na].tolist(), b[na].tolist())]
+            ih[na] = _to_index_hash(prefix_hash[tid[owner[na]]].astype(np.uint32)
+                                    * fw[np.fromiter(map(len, u16), np.int64, na.size) // 2]
+                                    + _utf16_hashes(u16))
 
         def topic_of(m: int) -> str:
             return topic_names[int(tid[m])].decode("utf-8", "backslashreplace")
 
         return _Keys(owner, ih, cat, a, b, topic_of)
+
+
+def _utf16_hashes(units: list[bytes]) -> np.ndarray:
+    """Java hashCode (uint32) of strings given as UTF-16-BE bytes."""
+    lens = np.fromiter(map(len, units), np.int64, len(units)) // 2
+    joined = np.frombuffer(b"".join(units), ">u2").astype(np.uint32)
+    fw, bw = _pow_tables(joined.size + 1)
+    S = np.zeros(joined.size + 1, np.uint32)
+    np.cumsum(joined * bw[:joined.size], dtype=np.uint32, out=S[1:])
+    b = np.cumsum(lens)
+    a = b - lens
+    return fw[np.maximum(b - 1, 0)] * (S[b] - S[a])
 
 
 def _scan_properties(arr: np.ndarray, ps: np.ndarray, pl: np.ndarray, buf=None) -> _Props:
@@ -1520,18 +1534,6 @@ class Verifier:
         if f is None:
             return "no commit-log file holds it"
         return f"it lies past the end of the truncated file {f.name}"
-
-    def _readable(self, offs: np.ndarray) -> np.ndarray:
-        """Which physical offsets fall inside ranges the scan decoded."""
-        if not self.ranges:
-            return np.zeros(offs.size, bool)
-        r = np.array(self.ranges, np.int64)
-        order = np.argsort(r[:, 0])
-        r = r[order]
-        i = np.searchsorted(r[:, 0], offs, "right") - 1
-        ok = i >= 0
-        ok[ok] = offs[ok] < r[i[ok], 1]
-        return ok
 
     def _finish_queues(self) -> None:
         cp = self.checkpoint
