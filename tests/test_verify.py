@@ -443,3 +443,20 @@ def test_pre_blank_queue_is_info(tmp_path):
     pre = _find(findings, "cq.pre-blank")
     assert [(f["severity"], f["count"], f["offset"]) for f in pre] == [("info", 7, 0)]
     assert {f["check"] for f in findings} == {"cq.pre-blank"}
+
+
+def test_restart_without_consume_queue_is_info(tmp_path):
+    """A queue whose CQ was lost restarts its offsets at 0 after a restart
+    (DefaultMessageStore#recoverTopicQueueTable): duplicate queue offsets are info, not errors."""
+    store = generate(tmp_path / "store", "--topics", "1", "--queues", "2", "--delay-ratio", "0",
+                     "--transaction-ratio", "0", messages=300)
+    qdir = next((store / "consumequeue").iterdir()) / "0"
+    for f in os.listdir(qdir):
+        os.remove(qdir / f)
+    generate(store, "--topics", "1", "--queues", "2", "--delay-ratio", "0", "--transaction-ratio", "0",
+             "--start", "2026-01-01T02:00:00Z", messages=40, seed=9)
+    r, findings, _ = _verify(store, "--deep")
+    assert r.exit_code == 0, [f for f in findings if f["severity"] != "info"][:3]
+    checks = {f["check"] for f in findings}
+    assert {"commitlog.queue-offset-reset", "cq.superseded"} <= checks
+    assert {f["severity"] for f in findings} == {"info"}

@@ -101,6 +101,7 @@ CHECKS: dict[str, tuple[str, str]] = {
     "cq.unit-mismatch": (ERROR, "a unit's size or tagsCode disagrees with its message, or points elsewhere"),
     "cq.missing-unit": (ERROR, "a dispatched message (store time <= checkpoint) has no consume-queue unit"),
     "cq.not-dispatched": (INFO, "messages newer than the checkpoint have no unit yet; the broker dispatches them"),
+    "cq.superseded": (INFO, "messages whose queue offsets were used again after a restart lost their units (§2.6)"),
     "cq.pre-blank": (INFO, "pre-blank units below a queue's first unit (§4.3)"),
     "cq.expired": (INFO, "units point below the commit log's first offset (expired files, §9)"),
     "cq.tail": (WARNING, "non-zero units after a queue's logical end (stale after truncation, §10.2)"),
@@ -960,6 +961,7 @@ class Verifier:
         self.tq_list: list[tuple[int, int]] = []
         self.tq_queue: list[_Queue | None] = []
         self.tq_last: list[int | None] = []  # next expected queue offset per tq
+        self.tq_reset: dict[int, int] = {}  # tq -> last physical offset where its queue offsets restarted
         self.tags_cache: dict[bytes, int] = {}
         self.missing: list[tuple[np.ndarray, ...]] = []
         self.stops: list[tuple[int, str, str]] = []  # (physical offset, check, file): recovery stoppers
@@ -1450,6 +1452,8 @@ class Verifier:
                           f"{topic}/{qi}: queue offset {got}, expected {e} ({got - e} missing)",
                           physical_offset=int(absP[i]), topic=topic, queue_id=qi)
             else:
+                t = int(g[j])
+                self.tq_reset[t] = max(self.tq_reset.get(t, -1), int(absP[i]))
                 self._add("commitlog.queue-offset-reset", rel, int(absP[i]) - base,
                           f"{topic}/{qi}: queue offset {got} after {e - 1} (restart without its consume queue?)",
                           physical_offset=int(absP[i]), topic=topic, queue_id=qi)
@@ -1502,11 +1506,10 @@ class Verifier:
         c = self._check_at(off)
         f, o = mq.file_of(L)
         if c is not None and c.status is Status.VALID and c.message.queue_offset == L and \
-                c.message.queue_id == mq.qid and c.message.topic_bytes == mq.topic.encode() and off < msg_at:
-            self._add("commitlog.queue-offset-reset", self.rel(self._cl_path(msg_at)), msg_at - self._cl_base(msg_at),
-                      f"{mq.topic}/{mq.qid}: queue offset {L} also used by the message at {off}, which its unit "
-                      "points at (duplicate queue offset after a restart)", physical_offset=msg_at,
-                      topic=mq.topic, queue_id=mq.qid)
+                c.message.queue_id == mq.qid and c.message.topic_bytes == mq.topic.encode():
+            self._add("cq.superseded", f, o, f"{mq.topic}/{mq.qid}: queue offset {L} is used by the messages at "
+                      f"{msg_at} and {off}; the unit points at {off} (duplicate queue offset after a restart, §2.6)",
+                      physical_offset=msg_at, topic=mq.topic, queue_id=mq.qid)
             return
         self._add("cq.unit-mismatch", f, o, f"unit {L} points at {off}, but the message with queue offset {L} "
                   f"is at {msg_at}", topic=mq.topic, queue_id=mq.qid, physical_offset=msg_at)
@@ -1544,9 +1547,10 @@ class Verifier:
             L = np.concatenate([m[1] for m in self.missing])
             off = np.concatenate([m[2] for m in self.missing])
             ts = np.concatenate([m[3] for m in self.missing])
-            late = ts > limit_ts
-            for is_late in (False, True):
-                sel = np.flatnonzero(late == is_late)
+            reset_at = np.array([self.tq_reset.get(x, -1) for x in range(len(self.tq_list))], np.int64)
+            kind = np.where(off < reset_at[t], 2, (ts > limit_ts).astype(np.int64))
+            for is_late in (0, 1, 2):
+                sel = np.flatnonzero(kind == is_late)
                 if not sel.size:
                     continue
                 o = sel[np.lexsort((L[sel], t[sel]))]
@@ -1565,7 +1569,12 @@ class Verifier:
                         fo = None
                     rng = f"unit {lo}" if lo == hi else f"units {lo}..{hi}"
                     first_off = int(off[o[a]])
-                    if is_late:
+                    if is_late == 2:
+                        self._add("cq.superseded", file, fo, f"{topic}/{qid}: {rng} ({b - a} messages from offset "
+                                  f"{first_off}) have no unit: their queue offsets were used again after a restart "
+                                  "(§2.6), and the queue holds the newer messages", topic=topic, queue_id=qid,
+                                  physical_offset=first_off, count=b - a)
+                    elif is_late:
                         self._add("cq.not-dispatched", file, fo, f"{topic}/{qid}: {rng} ({b - a} messages from "
                                   f"offset {first_off}) not written yet; newer than the checkpoint's "
                                   "logicsMsgTimestamp, the broker dispatches them at start",
