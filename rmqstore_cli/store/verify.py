@@ -786,7 +786,19 @@ class Verifier:
             from rmqstore_cli.store.index import infer_index_geometry
 
             size = sizes.most_common(1)[0][0]
-            slots, entries = infer_index_geometry([p for p in files if p.stat().st_size == size], size)
+            same = [p for p in files if p.stat().st_size == size]
+            try:
+                slots, entries = infer_index_geometry(same, size)
+            except StoreError:  # a damaged file spoils the joint inference: let the files vote
+                votes: Counter = Counter()
+                for p in same:
+                    try:
+                        votes[infer_index_geometry([p], size)] += 1
+                    except StoreError:
+                        pass
+                if not votes:
+                    raise
+                slots, entries = votes.most_common(1)[0][0]
             cfg.max_hash_slot_num, cfg.max_index_num = slots, entries
             self.notes.append(f"maxHashSlotNum = {slots}, maxIndexNum = {entries} inferred from the index files")
 
