@@ -1,0 +1,1 @@
+complete --command rmqstore --no-files --arguments "(env _RMQSTORE_COMPLETE=complete_fish _TYPER_COMPLETE_FISH_ACTION=get-args _TYPER_COMPLETE_ARGS=(commandline -cp) rmqstore)" --condition "env _RMQSTORE_COMPLETE=complete_fish _TYPER_COMPLETE_FISH_ACTION=is-args _TYPER_COMPLETE_ARGS=(commandline -cp) rmqstore"
