@@ -99,7 +99,7 @@ def expire(
     from rmqstore_cli.commands.common import load_config
     from rmqstore_cli.errors import StoreError
     from rmqstore_cli.store import cleanup
-    from rmqstore_cli.store.lock import lock_holder, refuse_if_live
+    from rmqstore_cli.store.lock import StoreLock, lock_holder, refuse_if_live
     from rmqstore_cli.store.message_store import MessageStore
     from rmqstore_cli.times import now_ms, parse_time, parse_tz
 
@@ -120,7 +120,7 @@ def expire(
         for note in ms.notes:
             warn(f"note: {note}")
 
-    lock = cleanup.StoreLock(root)
+    lock = StoreLock(root, hint="a broker or another rmqstore expire is starting; try again later")
     if not dry_run:
         if lock_holder(root) is None:
             lock.acquire()

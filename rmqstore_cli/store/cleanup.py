@@ -38,12 +38,12 @@ from pathlib import Path
 
 import numpy as np
 
-from rmqstore_cli.errors import RefusedError, StoreError
+from rmqstore_cli.errors import StoreError
 from rmqstore_cli.formats.consume_queue import CQ_STORE_UNIT_SIZE, UNIT_FORMAT
 from rmqstore_cli.formats.index import HEADER_FORMAT, INDEX_HEADER_SIZE
 from rmqstore_cli.store.config import StoreConfig
 from rmqstore_cli.store.consume_queue import UNIT_DTYPE, queue_dirs
-from rmqstore_cli.store.mapped_files import MappedFileQueue
+from rmqstore_cli.store.mapped_files import MappedFileQueue, fsync_dir
 
 COMMITLOG = "commitlog"
 CONSUMEQUEUE = "consumequeue"
@@ -414,19 +414,6 @@ def _unlink_proven(a: Condemned) -> None:
         os.close(dfd)
 
 
-def _fsync_dir(d: Path) -> None:
-    try:
-        fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
 def execute_plan(plan: ExpiryPlan, on_delete: Callable[[Condemned], None] | None = None,
                  pause_ms: int = 0) -> ExpiryResult:
     """Delete the plan's files in its order; stop at the first failure.
@@ -440,7 +427,7 @@ def execute_plan(plan: ExpiryPlan, on_delete: Callable[[Condemned], None] | None
     for a in plan.actions:
         if a.kind != kind:
             for d in sorted(dirs):
-                _fsync_dir(d)
+                fsync_dir(d)
             dirs.clear()
             kind = a.kind
         try:
@@ -463,44 +450,7 @@ def execute_plan(plan: ExpiryPlan, on_delete: Callable[[Condemned], None] | None
         if pause_ms > 0:
             time.sleep(pause_ms / 1000)
     for d in sorted(dirs):
-        _fsync_dir(d)
+        fsync_dir(d)
     return res
 
 
-# ----------------------------------------------------------------- the store's lock
-class StoreLock:
-    """Hold the broker's own lock (byte [0, 1) of ``<root>/lock``) while files are deleted,
-    so a broker started meanwhile fails with "Lock failed, MQ already started" instead of
-    loading a store that is being cut. Absent or unwritable lock file: nothing is held."""
-
-    def __init__(self, root: Path):
-        self.path = root / "lock"
-        self.fd: int | None = None
-
-    def acquire(self) -> bool:
-        import fcntl
-
-        try:
-            fd = os.open(self.path, os.O_RDWR | getattr(os, "O_NOFOLLOW", 0))
-        except OSError:
-            return False
-        try:
-            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0)
-        except OSError:
-            os.close(fd)
-            raise RefusedError("another process took the store's lock", path=self.path,
-                               hint="a broker or another rmqstore expire is starting; try again later") from None
-        self.fd = fd
-        return True
-
-    def release(self) -> None:
-        if self.fd is not None:
-            os.close(self.fd)  # closing the descriptor drops the POSIX lock
-            self.fd = None
-
-    def __enter__(self) -> "StoreLock":
-        self.acquire()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.release()

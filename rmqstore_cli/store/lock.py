@@ -46,3 +46,39 @@ def refuse_if_live(root: Path, force: bool = False) -> None:
 def abort_exists(root: Path) -> bool:
     """``DefaultMessageStore#isTempFileExist``: the last shutdown was not clean."""
     return (root / "abort").exists()
+
+
+class StoreLock:
+    """Hold the broker's own lock (byte [0, 1) of ``<root>/lock``) while a mutating command
+    changes files, so a broker started meanwhile fails with "Lock failed, MQ already
+    started" instead of loading a half-changed store. No lock file: nothing is held."""
+
+    def __init__(self, root: Path, hint: str = "a broker or another rmqstore command is starting; try again"):
+        self.path = root / "lock"
+        self.hint = hint
+        self.fd: int | None = None
+
+    def acquire(self) -> bool:
+        try:
+            fd = os.open(self.path, os.O_RDWR | getattr(os, "O_NOFOLLOW", 0))
+        except OSError:
+            return False
+        try:
+            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0)
+        except OSError:
+            os.close(fd)
+            raise RefusedError("another process holds the store's lock", path=self.path, hint=self.hint) from None
+        self.fd = fd
+        return True
+
+    def release(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)  # closing the descriptor drops the POSIX lock
+            self.fd = None
+
+    def __enter__(self) -> "StoreLock":
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()

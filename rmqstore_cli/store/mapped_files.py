@@ -6,6 +6,7 @@ files read-only and never change a byte; writers map them read-write.
 """
 from __future__ import annotations
 
+import errno
 import mmap
 from collections.abc import Iterator
 import os
@@ -167,3 +168,19 @@ def queue_dirs(consumequeue_dir: Path) -> Iterator[tuple[str, int, Path]]:
     for t in topics:
         for q in sorted((p for p in t.iterdir() if p.is_dir() and p.name.isdigit()), key=lambda p: int(p.name)):
             yield t.name, int(q.name), q
+
+
+def fsync_dir(path: Path) -> None:
+    """Make renames and unlinks in ``path`` durable (a file system without directory
+    fsync, EINVAL, is accepted)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError as e:
+        if e.errno != errno.EINVAL:
+            raise
+    finally:
+        os.close(fd)

@@ -36,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rmqstore_cli.errors import RefusedError, StoreError, UsageError
+from rmqstore_cli.errors import StoreError, UsageError
 from rmqstore_cli.formats.commitlog import (
     BORNHOST_V6_FLAG,
     HEAD_SIZE,
@@ -51,8 +51,8 @@ from rmqstore_cli.store.commitlog import CommitLog, ScanEnd, Status, check_messa
 from rmqstore_cli.store.config import StoreConfig
 from rmqstore_cli.store.dispatch import Dispatcher
 from rmqstore_cli.store.fastdispatch import FastDispatcher, release, release_index
-from rmqstore_cli.store.lock import abort_exists, refuse_if_live
-from rmqstore_cli.store.mapped_files import MappedFile
+from rmqstore_cli.store.lock import StoreLock, abort_exists, refuse_if_live
+from rmqstore_cli.store.mapped_files import MappedFile, fsync_dir
 
 _PREFIX = struct.Struct(">iI")
 JOURNAL = ".rebuild-index.journal"
@@ -323,18 +323,7 @@ def _fsync_tree(path: Path) -> None:
                 os.fsync(fd)
             finally:
                 os.close(fd)
-        _fsync_dir(Path(dirpath))
-
-
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+        fsync_dir(Path(dirpath))
 
 
 def _new_checkpoint(base: StoreCheckpoint | None, rep: DispatchReport, opts: RebuildOptions,
@@ -388,7 +377,7 @@ def rebuild_to(config: StoreConfig, out: Path, opts: RebuildOptions, copy_commit
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     _reference_commitlog(config, out, copy_commitlog, rep)
-    _fsync_dir(out)
+    fsync_dir(out)
     return rep, plan
 
 
@@ -469,7 +458,7 @@ def _write_journal(root: Path, data: dict) -> None:
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, path)
-    _fsync_dir(root)
+    fsync_dir(root)
 
 
 def read_journal(root: Path) -> dict | None:
@@ -498,7 +487,7 @@ def _swap_dir(target: Path, staged: Path, backup: Path, marker: str) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     if target.exists():
         if _exchange(staged, target):
-            _fsync_dir(target.parent)
+            fsync_dir(target.parent)
             backup.parent.mkdir(parents=True, exist_ok=True)
             _step()
             os.rename(staged, backup)
@@ -509,7 +498,7 @@ def _swap_dir(target: Path, staged: Path, backup: Path, marker: str) -> None:
             os.rename(staged, target)
     else:
         os.rename(staged, target)
-    _fsync_dir(target.parent)
+    fsync_dir(target.parent)
     _step()
     (target / marker).unlink()
 
@@ -534,7 +523,7 @@ def _roll_forward(root: Path, j: dict) -> None:
                 os.replace(tmp, backup)
             _step()
             os.replace(staged, target)
-    _fsync_dir(root)
+    fsync_dir(root)
     j["state"] = "cleanup"
     _write_journal(root, j)
     _cleanup(root, j)
@@ -552,7 +541,7 @@ def _cleanup(root: Path, j: dict) -> None:
             Path(cp[2]).unlink()
     shutil.rmtree(j["staging"], ignore_errors=True)
     (root / JOURNAL).unlink(missing_ok=True)
-    _fsync_dir(root)
+    fsync_dir(root)
 
 
 def recover_journal(root: Path) -> dict | None:
@@ -566,7 +555,7 @@ def recover_journal(root: Path) -> dict | None:
     if j["state"] == "building":
         shutil.rmtree(j["staging"], ignore_errors=True)
         (root / JOURNAL).unlink(missing_ok=True)
-        _fsync_dir(root)
+        fsync_dir(root)
         j["outcome"] = "rolled back"
     elif j["state"] == "swapping":
         _roll_forward(root, j)
@@ -577,31 +566,6 @@ def recover_journal(root: Path) -> dict | None:
     for p in root.glob(STAGING_PREFIX + "*"):
         shutil.rmtree(p, ignore_errors=True)
     return j
-
-
-class _StoreLock:
-    """Hold the broker's lock byte while we replace files, so no broker starts meanwhile."""
-
-    def __init__(self, root: Path):
-        self.fd = None
-        path = root / "lock"
-        if not path.exists():
-            return
-        import fcntl
-
-        self.fd = os.open(path, os.O_RDWR)
-        try:
-            fcntl.lockf(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0)
-        except OSError:
-            os.close(self.fd)
-            self.fd = None
-            raise RefusedError("another process holds the store's lock", path=path,
-                               hint="stop the broker or the other rebuild first") from None
-
-    def close(self) -> None:
-        if self.fd is not None:
-            os.close(self.fd)
-            self.fd = None
 
 
 def rebuild_in_place(config: StoreConfig, opts: RebuildOptions, no_backup: bool = False,
@@ -631,7 +595,8 @@ def rebuild_in_place(config: StoreConfig, opts: RebuildOptions, no_backup: bool 
     """
     root = config.root
     refuse_if_live(root)
-    lock = _StoreLock(root)
+    lock = StoreLock(root, hint="stop the broker or the other rebuild first")
+    lock.acquire()
     try:
         prior = recover_journal(root)
         if prior is not None and prior.get("outcome") == "completed" and prior.get("options") == opts.key() \
@@ -688,4 +653,4 @@ def rebuild_in_place(config: StoreConfig, opts: RebuildOptions, no_backup: bool 
         _roll_forward(root, journal)
         return rep, plan
     finally:
-        lock.close()
+        lock.release()
