@@ -50,19 +50,6 @@ COMPRESSION_TYPE_MASK = 0x700
 CRC32_PROPERTY = "__CRC32#"
 CRC32_RESERVED_LEN = len(CRC32_PROPERTY) + 1 + 10 + 1
 
-#: The fixed head of every record, up to and including BORNTIMESTAMP (48 bytes).
-MessageHead = Struct(
-    "total_size" / Int32sb,
-    "magic" / Int32ub,
-    "body_crc" / Int32sb,
-    "queue_id" / Int32sb,
-    "flag" / Int32sb,
-    "queue_offset" / Int64sb,
-    "physical_offset" / Int64sb,
-    "sys_flag" / Int32sb,
-    "born_timestamp" / Int64sb,
-)
-
 HostV4 = Struct("address" / Bytes(4), "port" / Int32sb)
 HostV6 = Struct("address" / Bytes(16), "port" / Int32sb)
 
@@ -111,6 +98,10 @@ MessageRecord = Struct(
     "properties" / Bytes(lambda ctx: max(ctx.properties_length, 0)),
 )
 
+#: The fixed head of every record, TOTALSIZE … BORNTIMESTAMP (48 bytes): the first nine
+#: fields of :data:`MessageRecord`, which the broker reads at fixed positions.
+MessageHead = Struct(*MessageRecord.subcons[:9])
+
 #: The 8-byte end-of-file marker (``CommitLog.DefaultAppendMessageCallback#doAppend``).
 BlankRecord = Struct(
     "total_size" / Int32sb,
@@ -134,13 +125,13 @@ def middle_format(born_v6: bool, store_v6: bool) -> str:
         if isinstance(sub, IfThenElse):  # a host: v6 or v4 by its sysFlag bit
             v6 = born_v6 if sc.name == "born_host" else store_v6
             sub = sub.thensubcon if v6 else sub.elsesubcon
-        elif isinstance(sub, Rebuild):
-            sub = sub.subcon
         out += field_format(sub)
     return out
 
 
-TOPIC_LENGTH_FORMAT = {MAGIC_V1: ">b", MAGIC_V2: ">h"}
-PROPERTIES_LENGTH_FORMAT = ">h"
-BODY_OFFSET_V4 = HEAD_SIZE + struct.calcsize(middle_format(False, False))
+_FIELDS = {sc.name: sc.subcon for sc in MessageRecord.subcons}
+_TOPIC_SWITCH = _FIELDS["topic_length"].subcon
+#: TOPICLENGTH: a signed byte in V1, a signed short in V2.
+TOPIC_LENGTH_FORMAT = {MAGIC_V1: _TOPIC_SWITCH.default.fmtstr, MAGIC_V2: _TOPIC_SWITCH.cases[MAGIC_V2].fmtstr}
+PROPERTIES_LENGTH_FORMAT = _FIELDS["properties_length"].subcon.fmtstr
 

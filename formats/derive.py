@@ -5,7 +5,7 @@ The hot loops never restate a layout: they call these on the declaration, and
 """
 from __future__ import annotations
 
-from construct import Bytes, Const, FormatField, Struct
+from construct import Bytes, Const, FormatField, Rebuild, Struct
 
 
 def fixed_fields_format(s: Struct) -> str:
@@ -20,7 +20,7 @@ def field_format(sc) -> str:
         return "".join(field_format(x.subcon) for x in sc.subcons)
     if isinstance(sc, Bytes) and isinstance(sc.length, int):
         return f"{sc.length}s"
-    if isinstance(sc, Const):
+    if isinstance(sc, (Const, Rebuild)):
         return field_format(sc.subcon)
     raise TypeError(f"not a fixed-size field: {sc!r}")
 

@@ -27,7 +27,9 @@ from rmqstore_cli.formats.commitlog import (
     TRANSACTION_COMMIT_TYPE,
     TRANSACTION_MASK,
     TRANSACTION_NOT_TYPE,
-    BlankRecord,
+    PROPERTIES_LENGTH_FORMAT,
+    TOPIC_LENGTH_FORMAT,
+    RecordPrefix,
     MessageHead,
     middle_format,
     record_length,
@@ -39,10 +41,10 @@ from rmqstore_cli.store.mapped_files import MappedFile, MappedFileQueue
 from rmqstore_cli.store.message import Message, offset_msg_id
 
 _HEAD = struct.Struct(HEAD_FORMAT)
-_PREFIX = struct.Struct(fixed_fields_format(BlankRecord))
+_PREFIX = struct.Struct(fixed_fields_format(RecordPrefix))
 _MIDDLE = {(b, s): struct.Struct(middle_format(b, s)) for b in (False, True) for s in (False, True)}
-_TOPIC_LEN = {MAGIC_V1: struct.Struct(">b"), MAGIC_V2: struct.Struct(">h")}
-_PROPS_LEN = struct.Struct(">h")
+_TOPIC_LEN = {magic: struct.Struct(fmt) for magic, fmt in TOPIC_LENGTH_FORMAT.items()}
+_PROPS_LEN = struct.Struct(PROPERTIES_LENGTH_FORMAT)
 _FIXED = {(b, s): struct.Struct(HEAD_FORMAT + middle_format(b, s)[1:])  # TOTALSIZE … BODYLENGTH
           for b in (False, True) for s in (False, True)}
 _FIXED_V4 = _FIXED[(False, False)]
