@@ -97,3 +97,61 @@ def open_store(store: Path | None, broker_conf: Path | None, tz: str | None = No
     cfg = load_config(store, broker_conf, **sizes)
     ms = MessageStore.open(cfg, parse_tz(tz))
     return ms
+
+
+# --- shell completion of names from the store (completions/): fast, and never fails -------------
+
+#: Topic names as the broker validates them (TopicValidator#isTopicOrGroupIllegal: %|a-zA-Z0-9_-),
+#: plus '.', which older clients sent; anything else under consumequeue/ is not offered, so no
+#: store-controlled text reaches a shell's eval.
+_TOPIC_NAME = r"[%|.a-zA-Z0-9_-]{1,255}"
+
+
+def _completion_store(ctx) -> Path:
+    p = ctx.params.get("store") if ctx is not None else None
+    if isinstance(p, (list, tuple)):  # export: --store is repeatable
+        p = p[0] if p else None
+    return Path(os.path.expanduser(str(p))) if p else DEFAULT_STORE
+
+
+def complete_topic(ctx: typer.Context, incomplete: str) -> list[str]:
+    """Topics of the store given by --store (consumequeue/ and config/topics.json)."""
+    import re
+
+    try:
+        root = _completion_store(ctx)
+        names = set()
+        try:
+            names.update(e.name for e in os.scandir(root / "consumequeue") if e.is_dir())
+        except OSError:
+            pass
+        try:
+            tj = root / "config" / "topics.json"
+            if tj.is_file() and tj.stat().st_size < 64 << 20:
+                import json
+
+                table = json.loads(tj.read_text(encoding="utf-8", errors="replace")).get("topicConfigTable") or {}
+                names.update(k for k in table if isinstance(k, str))
+        except (OSError, ValueError, AttributeError):
+            pass
+        ok = re.compile(_TOPIC_NAME)
+        return sorted(n for n in names if n.startswith(incomplete) and ok.fullmatch(n))
+    except Exception:  # noqa: BLE001 - completion must never fail
+        return []
+
+
+def complete_queue_id(ctx: typer.Context, incomplete: str) -> list[str]:
+    """Queue ids of the topic given before it (consumequeue/TOPIC/*)."""
+    import re
+
+    try:
+        topic = ctx.params.get("topic") if ctx is not None else None
+        if isinstance(topic, (list, tuple)):
+            topic = topic[0] if topic else None
+        if not topic or not re.fullmatch(_TOPIC_NAME, str(topic)):
+            return []
+        ids = [e.name for e in os.scandir(_completion_store(ctx) / "consumequeue" / str(topic))
+               if e.name.isdigit() and e.is_dir()]
+        return [str(i) for i in sorted(map(int, ids)) if str(i).startswith(incomplete)]
+    except Exception:  # noqa: BLE001 - completion must never fail
+        return []

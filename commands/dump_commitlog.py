@@ -16,6 +16,8 @@ from rmqstore_cli.commands.common import (
     StoreOpt,
     TzOpt,
     command,
+    complete_topic,
+    complete_queue_id,
 )
 
 EPILOG = """Examples:
@@ -52,8 +54,8 @@ def dump_commitlog(
     from_offset: Annotated[Optional[int], typer.Option(min=0, help="Start at this physical offset (a message start).")] = None,
     to_offset: Annotated[Optional[int], typer.Option(min=0, help="Stop before this physical offset.")] = None,
     file: Annotated[Optional[str], typer.Option("--file", help="Only this commit-log file (its 20-digit name).")] = None,
-    topic: Annotated[Optional[str], typer.Option(help="Only messages of this topic.")] = None,
-    queue_id: Annotated[Optional[int], typer.Option(help="Only this queue id.")] = None,
+    topic: Annotated[Optional[str], typer.Option(help="Only messages of this topic.", autocompletion=complete_topic)] = None,
+    queue_id: Annotated[Optional[int], typer.Option(help="Only this queue id.", autocompletion=complete_queue_id)] = None,
     key: Annotated[Optional[str], typer.Option(help="Only messages whose KEYS contain this key.")] = None,
     uniq_key: Annotated[Optional[str], typer.Option(help="Only the message with this UNIQ_KEY.")] = None,
     tag: Annotated[Optional[str], typer.Option(help="Only messages with this TAGS value.")] = None,

@@ -14,6 +14,8 @@ from rmqstore_cli.commands.common import (
     FormatOpt,
     TzOpt,
     command,
+    complete_topic,
+    complete_queue_id,
 )
 
 EPILOG = """Examples:
@@ -44,8 +46,8 @@ def register(app: typer.Typer) -> None:
 
 @command
 def dump_cq(
-    topic: Annotated[Optional[str], typer.Argument(help="The queue's topic (its directory name).")] = None,
-    queue_id: Annotated[Optional[int], typer.Argument(help="The queue id.", min=0)] = None,
+    topic: Annotated[Optional[str], typer.Argument(help="The queue's topic (its directory name).", autocompletion=complete_topic)] = None,
+    queue_id: Annotated[Optional[int], typer.Argument(help="The queue id.", min=0, autocompletion=complete_queue_id)] = None,
     store: Annotated[Optional[Path], typer.Option(
         "--store", "-s", envvar="RMQSTORE_STORE", show_default="~/store",
         help="Store root directory (storePathRootDir). With --file: resolve units against this store.")] = None,

@@ -18,6 +18,7 @@ from rmqstore_cli.commands.common import (
     StoreOpt,
     TzOpt,
     command,
+    complete_topic,
 )
 from rmqstore_cli.commands.dump_commitlog import BodyMode
 
@@ -47,7 +48,8 @@ def index_lookup(
     key: Annotated[str, typer.Argument(help="The key: a KEYS element or a UNIQ_KEY, exactly as sent.")],
     topic: Annotated[Optional[list[str]], typer.Option(
         "--topic", "-t", help="Topic to look in (repeatable); default every topic the store knows "
-                              "(config/topics.json and consumequeue/).")] = None,
+                              "(config/topics.json and consumequeue/).",
+        autocompletion=complete_topic)] = None,
     begin: Annotated[Optional[str], typer.Option(help="Store time from (ISO 8601, epoch ms, now, -2h); default all time.")] = None,
     end: Annotated[Optional[str], typer.Option(help="Store time up to, inclusive; default all time.")] = None,
     max_hits: Annotated[int, typer.Option("--max", min=0, help="At most this many hits per look-up, the newest; "

@@ -20,6 +20,7 @@ from rmqstore_cli.commands.common import (
     StoreOpt,
     TzOpt,
     command,
+    complete_topic,
 )
 
 EPILOG = """Examples:
@@ -57,7 +58,8 @@ def rebuild_index(
         "--in-place", help="Replace the store's own consumequeue/ and index/ (refused while a broker runs).")] = False,
     only: Annotated[Optional[Only], typer.Option("--only", help="Rebuild only consume queues (cq) or only the index.")] = None,
     topic: Annotated[Optional[list[str]], typer.Option(
-        "--topic", "-t", help="Rebuild only this topic's queues (repeatable; implies --only cq).")] = None,
+        "--topic", "-t", help="Rebuild only this topic's queues (repeatable; implies --only cq).",
+        autocompletion=complete_topic)] = None,
     copy_commitlog: Annotated[bool, typer.Option(
         help="With --output: copy the commit-log files (sparse, mtimes kept) instead of a symlink.")] = False,
     no_backup: Annotated[bool, typer.Option(
