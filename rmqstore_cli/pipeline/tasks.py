@@ -86,3 +86,442 @@ def export_rows(task: FileTask, body: bool, stops: list | None = None) -> Iterat
                          for x in cl.stops)
     finally:
         ms.close()
+
+
+# ===================================================================== rebuild-index
+#
+# The local engine (store/rebuild.py ``dispatch_log``) walks the commit log once, in order.
+# Decomposed, with results identical byte for byte:
+#
+# 1. ``dispatch_file``: one task per commit-log file walks it with the reput's rules
+#    (recovery region or not, decided on the driver by ``recovery_start``) and the engine's
+#    vectorised dispatch, capturing what would be written instead of writing it: the
+#    consume-queue units per queue and the index keys (hash, phy, store time) in order.
+# 2. The driver keeps the files the broker would dispatch (up to a gap or the first stop
+#    inside the recovery region) and reduces per-file summaries (``FileSummary``).
+# 3. Consume queues: one task per queue replays its units, file by file, through the
+#    engine's ``ConsumeQueueWriter`` (same dedupe and pre-blank rules; CQ files are per queue).
+# 4. Index: ``IndexService#buildIndex`` skips a key whose offset is below the last file's
+#    endPhyOffset, i.e. below the largest offset of any earlier key; each file's count of
+#    keys put follows from the largest key offset of the files before it (``KeyCount``).
+#    Prefix sums of those counts say which index file (``maxIndexNum - 1`` entries each;
+#    entry 0 is never used) and entry number each key gets; one task per index file creates
+#    it from the previous file's last key (a rolled file's header starts from the previous
+#    file's end values) and puts its keys with the engine's ``put_block``. Names (the first
+#    entry's store time, each after the previous) are given on the driver.
+
+@dataclass
+class FileSummary:
+    """What the driver needs of one dispatched commit-log file (no per-message rows)."""
+
+    position: int
+    file: str
+    bytes: int = 0
+    messages: int = 0
+    units: int = 0
+    last_store_timestamp: int = 0
+    skipped: list = None  # [rebuild.Skipped]
+    stop: object = None  # ScanEnd: a stop inside the recovery region ends the dispatch
+    queues: dict = None  # (topic, qid) -> (first qoff, last qoff, units)
+    keys: int = 0  # keys captured (before the endPhyOffset rule)
+    key_max_phy: int = -1
+    local_put: int = 0  # keys kept by the rule within this file alone
+    local_put_min_phy: int = 0
+
+
+@dataclass
+class FileDispatch:
+    summary: FileSummary
+    units: dict  # (topic, qid) -> (phy, size, tags_code, qoff) int64 arrays, in dispatch order
+    keys: tuple  # (index hash, phy, store timestamp) int64 arrays, in dispatch order
+
+
+def _capture_dispatcher_class():
+    """A FastDispatcher whose two sinks record instead of writing (same walk, fields,
+    properties parse and tagsCode as the local engine)."""
+    import numpy as np
+
+    from rmqstore_cli.store.fastdispatch import FastDispatcher, java_hashes
+
+    class CaptureDispatcher(FastDispatcher):
+        def __init__(self, d):
+            super().__init__(d)
+            self.cq_parts: list = []
+            self.key_parts: list = []
+
+        def _consume_queues(self, idx, tids, qid, phy, size, tags_code, qoff):
+            if len(idx):
+                self.units += len(idx)
+                self.cq_parts.append((tids[idx], qid[idx], phy[idx], size[idx], tags_code[idx], qoff[idx]))
+
+        def _index(self, key_list, owner, tid, phy, store_ts):
+            names = [t.name.encode("utf-8") + b"#" for t in self.topic_list]
+            h = java_hashes([names[t] + k for t, k in zip(tid.tolist(), key_list)])[0]  # hashCode("topic#key")
+            self.key_parts.append((_index_key_hash(h), phy[owner].astype(np.int64), store_ts[owner].astype(np.int64)))
+            self.keys += len(key_list)
+
+    return CaptureDispatcher
+
+
+def _index_key_hash(h):
+    """``IndexFile#indexKeyHashMethod`` of uint32 hashCodes: abs, Integer.MIN_VALUE -> 0."""
+    import numpy as np
+
+    s = np.asarray(h).astype(np.uint32).view(np.int32).astype(np.int64)
+    return np.where(s == -(1 << 31), 0, np.abs(s))
+
+
+def _release(buf, start: int, end: int) -> None:
+    """Drop pages already walked from this process (they stay in the page cache)."""
+    import mmap
+
+    lo, hi = start - start % mmap.PAGESIZE, end - end % mmap.PAGESIZE
+    if hi > lo and hasattr(buf, "madvise"):
+        try:
+            buf.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
+        except (OSError, ValueError):
+            pass
+
+
+def dispatch_file(config, position: int, recovering: bool, build_cq: bool, build_index: bool,
+                  topics: list[str] | None) -> FileDispatch:
+    """Dispatch commit-log file number ``position`` as ``rebuild.dispatch_log`` does for it."""
+    import numpy as np
+
+    from rmqstore_cli.store.commitlog import CommitLog, ScanEnd, Status, check_message
+    from rmqstore_cli.store.dispatch import Dispatcher
+    from rmqstore_cli.store.rebuild import BATCH, Skipped, _first_crc_failure, _walk
+
+    cl = CommitLog(config)
+    f = cl.files[position]
+    d = Dispatcher(config, Path("/nonexistent-rmqstore-capture"), Path("/nonexistent-rmqstore-capture"),
+                   build_cq=build_cq, build_index=build_index, topics=topics)
+    fd = _capture_dispatcher_class()(d)
+    check_crc = config.check_crc_on_recover
+    force_prop_crc = config.force_verify_prop_crc
+    s = FileSummary(position, f.name, skipped=[], queues={})
+    try:
+        buf = f.buffer()
+        limit = len(buf)
+        a = np.frombuffer(buf, dtype=np.uint8) if limit else np.empty(0, np.uint8)
+        pos = 0
+        stop_at = None
+        reason = ""
+        while True:  # the loop body of rebuild.dispatch_log, for this one file
+            starts, end_pos, why = _walk(buf, pos, limit, BATCH)
+            cut = len(starts)
+            if starts:
+                P = np.asarray(starts, dtype=np.int64)
+                fields = fd.fields(a, P)
+                cut = fd.layout(a, P, fields, limit)
+                mism = fields["mismatch"][:cut]
+                if recovering:
+                    bad = np.flatnonzero(mism)
+                    if len(bad):
+                        cut = int(bad[0])
+                    if check_crc:
+                        k = _first_crc_failure(buf, P[:cut], fields, limit, f.file_from_offset, force_prop_crc)
+                        if k is not None:
+                            cut = min(cut, k)
+                    take = np.arange(cut)
+                else:
+                    take = np.flatnonzero(~mism)
+                    for j in np.flatnonzero(mism).tolist():
+                        c = check_message(buf, starts[j], limit, f.file_from_offset)
+                        s.skipped.append(Skipped(f.file_from_offset + starts[j], c.size, f.name, c.reason))
+                d_stop = fd.dispatch(buf, a, P, fields, take)
+                if d_stop is not None:
+                    cut = d_stop
+                if cut < len(starts):
+                    stop_at = starts[cut]
+                    c = check_message(buf, stop_at, limit, f.file_from_offset, recovering and check_crc,
+                                      force_prop_crc)
+                    reason = c.reason or f"DELAY of the record is not an int ({c.status.value})"
+                    if c.status is Status.VALID:
+                        reason = "DELAY property is not an int (the broker's check throws)"
+                _release(buf, pos, starts[cut] if cut < len(starts) else end_pos)
+            if stop_at is not None:
+                break
+            pos = end_pos
+            if why is None:
+                continue
+            if why == "blank":
+                break
+            stop_at = pos
+            reason = check_message(buf, pos, limit, f.file_from_offset).reason
+            break
+        del a
+        if stop_at is not None:
+            off = f.file_from_offset + stop_at
+            if recovering:
+                last_file = position == len(cl.files) - 1
+                clean = last_file and reason.startswith("no message here") and not any(buf[stop_at:stop_at + 4096])
+                s.stop = ScanEnd(off, reason, f.name, clean)
+                if not clean:
+                    s.stop.reason = reason + ("; later files are dropped by recovery" if not last_file else "")
+            else:
+                s.skipped.append(Skipped(off, limit - stop_at, f.name,
+                                         f"invalid record: {reason}; the master's reput skips the rest of the file"))
+    finally:
+        cl.close()
+    s.messages = fd.messages
+    s.units = fd.units
+    s.last_store_timestamp = fd.last_store_timestamp
+    units = _group_units(fd)
+    s.queues = {k: (int(v[3][0]), int(v[3][-1]), len(v[3])) for k, v in units.items()}
+    keys = tuple(np.concatenate([p[i] for p in fd.key_parts]) if fd.key_parts else np.empty(0, np.int64)
+                 for i in range(3))
+    s.keys = len(keys[0])
+    if s.keys:
+        phy = keys[1]
+        s.key_max_phy = int(phy.max())
+        kept = phy[_kept_mask(phy, 0)]
+        s.local_put = len(kept)
+        s.local_put_min_phy = int(kept.min()) if len(kept) else 0
+    return FileDispatch(s, units, keys)
+
+
+def _group_units(fd) -> dict:
+    import numpy as np
+
+    if not fd.cq_parts:
+        return {}
+    tid, qid, phy, size, tags, qoff = (np.concatenate([p[i] for p in fd.cq_parts]).astype(np.int64)
+                                       for i in range(6))
+    key = tid * (1 << 32) + (qid & 0xFFFFFFFF)
+    order = np.argsort(key, kind="stable")  # dispatch order kept within each queue
+    cuts = np.flatnonzero(np.diff(key[order])) + 1
+    out = {}
+    for grp in np.split(order, cuts):
+        g0 = int(grp[0])
+        out[(fd.topic_list[int(tid[g0])].name, int(qid[g0]))] = (phy[grp], size[grp], tags[grp], qoff[grp])
+    return out
+
+
+def _kept_mask(phy, last_end_phy: int):
+    """``IndexService#buildIndex``: a key is put when its offset is ≥ the last file's
+    endPhyOffset, i.e. ≥ every earlier key's offset (and ≥ ``last_end_phy``)."""
+    import numpy as np
+
+    if not len(phy):
+        return np.zeros(0, dtype=bool)
+    prev = np.empty(len(phy), dtype=np.int64)
+    prev[0] = last_end_phy
+    if len(phy) > 1:
+        prev[1:] = np.maximum(np.maximum.accumulate(phy[:-1]), last_end_phy)
+    return phy >= prev
+
+
+@dataclass
+class DispatchPlan:
+    """The driver's reduction of the per-file summaries."""
+
+    included: list  # positions of the files the broker dispatches
+    key_floor: dict  # position -> endPhyOffset before that file
+    key_counts: dict  # position -> keys put from that file (filled by plan_keys)
+    key_start: dict  # position -> global number of its first key put
+    total_keys: int = 0
+
+
+def rebuild_inputs(config) -> tuple[list, int, list[int]]:
+    """(commit-log file names, recovery region's first position, positions after a gap),
+    read on the driver: file names and each file's first record only."""
+    from rmqstore_cli.store.checkpoint import StoreCheckpoint
+    from rmqstore_cli.store.commitlog import CommitLog
+    from rmqstore_cli.store.lock import abort_exists
+    from rmqstore_cli.store.rebuild import recovery_start
+
+    cl = CommitLog(config)
+    try:
+        cl.queue.check_sizes()
+        files = cl.files
+        ck = StoreCheckpoint.read(config.checkpoint_path) if config.checkpoint_path.exists() else None
+        rec = recovery_start(files, abort_exists(config.root), ck)
+        gaps = [i for i in range(1, len(files)) if files[i].file_from_offset != files[i - 1].end_offset]
+        names = [(f.name, f.file_from_offset, f.end_offset) for f in files]
+    finally:
+        cl.close()
+    return names, rec, gaps
+
+
+def plan_dispatch(names: list, gaps: list[int], summaries: list[FileSummary]) -> tuple[list[int], object]:
+    """The files dispatched and where dispatch ends (``dispatch_log``'s stop rules)."""
+    from rmqstore_cli.store.commitlog import ScanEnd
+
+    by_pos = {s.position: s for s in summaries}
+    included: list[int] = []
+    stop = None
+    for i in range(len(names)):
+        if i in gaps:
+            stop = ScanEnd(names[i - 1][2], f"gap: no file between {names[i - 1][2]} and {names[i][1]}",
+                           names[i][0], clean=False)
+            break
+        included.append(i)
+        if by_pos[i].stop is not None:
+            stop = by_pos[i].stop
+            break
+    if stop is None and names:
+        stop = ScanEnd(names[-1][2], "end of the last file", names[-1][0])
+    return included, stop
+
+
+def key_floors(included: list[int], summaries: dict) -> dict:
+    """endPhyOffset before each file: the largest key offset of every earlier file (or 0)."""
+    floor, out = 0, {}
+    for i in included:
+        out[i] = floor
+        floor = max(floor, summaries[i].key_max_phy)
+    return out
+
+
+def kept_count_if_simple(s: FileSummary, floor: int) -> int | None:
+    """Keys put from a file, from its summary alone when every key it keeps on its own is
+    also ≥ the floor (always, unless offsets go backwards across files); else None."""
+    if s.local_put == 0 or s.local_put_min_phy >= floor:
+        return s.local_put
+    return None
+
+
+def kept_keys(fd: FileDispatch, floor: int) -> tuple:
+    m = _kept_mask(fd.keys[1], floor)
+    return tuple(k[m] for k in fd.keys)
+
+
+def index_chunks(fd: FileDispatch, floor: int, start: int, per_file: int) -> list[tuple[int, tuple]]:
+    """This file's kept keys cut by index file: [(index file number, (first global key
+    number, hash, phy, ts))]; the last key of an index file is also sent to the next one
+    (a rolled file's header starts from it)."""
+    h, phy, ts = kept_keys(fd, floor)
+    out = []
+    n = len(h)
+    i = 0
+    while i < n:
+        g = start + i
+        k = g // per_file
+        j = min(n, (k + 1) * per_file - start)
+        out.append((k, (g, h[i:j], phy[i:j], ts[i:j])))
+        if (start + j) % per_file == 0:  # the file's last key: the next file starts from it
+            out.append((k + 1, (g + j - i - 1, h[j - 1:j], phy[j - 1:j], ts[j - 1:j])))
+        i = j
+    return out
+
+
+def build_index_file(index_dir: str, k: int, chunks: list, slot_num: int, index_num: int) -> dict:
+    """Create index file ``k`` (temporary name ``<k>.part``) from its chunks, with the
+    engine's IndexFile create and ``put_block``. Returns its header values and first key's time."""
+    import numpy as np
+
+    from rmqstore_cli.store.fastdispatch import put_block
+    from rmqstore_cli.store.index import IndexFile
+
+    per_file = index_num - 1
+    first_g = k * per_file
+    chunks = sorted(chunks, key=lambda c: c[0])
+    prev_phy = prev_ts = 0
+    parts = []
+    for g, h, phy, ts in chunks:
+        if g < first_g:  # the previous file's last key
+            prev_phy, prev_ts = int(phy[-1]), int(ts[-1])
+        else:
+            parts.append((h, phy, ts))
+    h, phy, ts = (np.concatenate([p[i] for p in parts]) for i in range(3))
+    path = Path(index_dir) / f"{k:010d}.part"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    f = IndexFile.create(path, slot_num, index_num, prev_phy, prev_ts)
+    try:
+        put_block(f, h, phy, ts)
+        hdr = f.header
+        out = {"k": k, "first_ts": int(ts[0]), "keys": len(h), "full": f.is_write_full(),
+               "end_ts": hdr.end_timestamp}
+    finally:
+        f.close()
+    return out
+
+
+def name_index_files(index_dir: Path, built: list[dict], tz) -> list[str]:
+    """Rename ``<k>.part`` files in order, as ``IndexService`` names them: the first entry's
+    store time in ``tz``, each strictly after the previous."""
+    from rmqstore_cli.store.index import IndexService, index_file_name
+
+    namer = IndexService(index_dir / ".no-such-dir", 1, 2, tz=tz)
+    names: list[str] = []
+    for b in sorted(built, key=lambda b: b["k"]):
+        name = index_file_name(b["first_ts"], tz)
+        if names and name <= names[-1]:
+            name = namer._name_after(names[-1])
+        os.rename(index_dir / f"{b['k']:010d}.part", index_dir / name)
+        names.append(name)
+    return names
+
+
+def build_queue(cq_root: str, key: tuple[str, int], parts: list, cq_file_size: int) -> int:
+    """One queue from its units, file by file in commit-log order, through the engine's
+    ``ConsumeQueueWriter`` (``putMessagePositionInfo``). Returns the files created."""
+    from rmqstore_cli.store.consume_queue import ConsumeQueueWriter
+    from rmqstore_cli.store.fastdispatch import put_units
+
+    w = ConsumeQueueWriter(Path(cq_root), key[0], key[1], cq_file_size)
+    for _, (phy, size, tags, qoff) in sorted(parts, key=lambda p: p[0]):
+        put_units(w, phy, size, tags, qoff)
+    w.flush()
+    return len(w.files_created)
+
+
+def queue_chunks(fd: FileDispatch) -> list[tuple[tuple[str, int], tuple[int, tuple]]]:
+    return [(key, (fd.summary.position, arrays)) for key, arrays in fd.units.items()]
+
+
+def plan_keys(included: list[int], summaries: dict, exact_counts=None) -> tuple[dict, dict, dict, int]:
+    """(floor, kept count, first global key number) per included file, and the total.
+    ``exact_counts(need: {position: floor}) -> {position: count}`` is asked only for files
+    whose count the summaries cannot tell (key offsets going backwards across files)."""
+    floors = key_floors(included, summaries)
+    counts = {i: kept_count_if_simple(summaries[i], floors[i]) for i in included}
+    need = {i: floors[i] for i, c in counts.items() if c is None}
+    if need:
+        counts.update(exact_counts(need))
+    start, total = {}, 0
+    for i in included:
+        start[i] = total
+        total += counts[i]
+    return floors, counts, start, total
+
+
+def rebuild_report(config, opts, names, rec: int, included: list[int], stop, summaries: dict,
+                   cq_files: int, queues: int, index_built: list[dict], total_keys: int, seconds: float):
+    """The local engine's DispatchReport, from the per-file summaries and what was built."""
+    from rmqstore_cli.store.lock import abort_exists
+    from rmqstore_cli.store.rebuild import DispatchReport
+
+    rep = DispatchReport()
+    rep.recovery = "abnormal (abort file present)" if abort_exists(config.root) else "normal"
+    rep.recovery_first_file = names[rec][0] if names else None
+    for i in included:
+        s = summaries[i]
+        rep.messages += s.messages
+        rep.units += s.units
+        rep.skipped.extend(s.skipped)
+        if s.messages:
+            rep.last_store_timestamp = s.last_store_timestamp
+    rep.files = len(included)
+    rep.stop = stop
+    rep.bytes = (stop.offset - names[0][1]) if names and stop else 0
+    rep.queues = queues
+    rep.cq_files = cq_files
+    if opts.build_index:
+        rep.index_files = len(index_built)
+        rep.index_keys = total_keys
+        full = [b for b in sorted(index_built, key=lambda b: b["k"]) if b["full"]]
+        rep.index_msg_timestamp = full[-1]["end_ts"] if full else 0
+    rep.seconds = seconds
+    return rep
+
+
+def dry_counts(config, included: list[int], summaries: dict) -> tuple[int, int]:
+    """(queues, consume-queue files) a dry run reports, from the per-file queue summaries."""
+    spans: dict = {}
+    for i in included:
+        for key, (first, last, _) in summaries[i].queues.items():
+            spans.setdefault(key, [first, last])[1] = last
+    F = config.cq_file_size
+    return len(spans), sum((last * 20) // F - (first * 20) // F + 1 for first, last in spans.values())
