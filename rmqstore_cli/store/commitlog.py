@@ -37,7 +37,7 @@ from rmqstore_cli.formats.commitlog import (
 from rmqstore_cli.formats.derive import field_offset, fixed_fields_format
 from rmqstore_cli.formats.properties import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR
 from rmqstore_cli.store.config import StoreConfig
-from rmqstore_cli.store.mapped_files import MappedFile, MappedFileQueue
+from rmqstore_cli.store.mapped_files import MappedFile, MappedFileQueue, release_pages
 from rmqstore_cli.store.message import Message, offset_msg_id
 
 _HEAD = struct.Struct(HEAD_FORMAT)
@@ -209,20 +209,6 @@ def crc_property_value(crc: int) -> str:
 _RELEASE_EVERY = 64 << 20
 
 
-def _release(buf, start: int, stop: int) -> int:
-    """Drop pages already scanned from this process's mapping, so a scan's memory does not
-    grow with the store (they stay in the page cache). Returns the new released mark."""
-    import mmap
-
-    stop -= stop % mmap.PAGESIZE
-    if stop > start and isinstance(buf, mmap.mmap):
-        try:
-            buf.madvise(mmap.MADV_DONTNEED, start, stop - start)
-        except (OSError, ValueError, AttributeError):
-            pass
-    return max(start, stop)
-
-
 @dataclass(slots=True)
 class ScanEnd:
     """Where and why a scan stopped: the end of the readable log."""
@@ -290,7 +276,7 @@ class CommitLog:
                     self.end = ScanEnd(f.file_from_offset + pos, "end offset reached", f.name)
                     return
                 if pos - released >= _RELEASE_EVERY:
-                    released = _release(buf, released, pos)
+                    released = release_pages(buf, released, pos)
                 c = check_message(buf, pos, limit, f.file_from_offset, check_crc, force)
                 if c.status is Status.VALID:
                     yield c.message
@@ -299,7 +285,7 @@ class CommitLog:
                 if c.status is Status.BLANK:
                     if include_blank:
                         yield Blank(f.file_from_offset + pos, _PREFIX.unpack_from(buf, pos)[0], f.name)
-                    _release(buf, released, limit)
+                    release_pages(buf, released, limit)
                     break
                 if c.status is Status.SIZE_MISMATCH and skip_mismatch:
                     pos += c.size

@@ -9,8 +9,8 @@ and falls back to the per-record path otherwise:
 * ``TAGS``/``KEYS``/``UNIQ_KEY``/``DELAY`` are picked out of the PROPERTIES bytes with
   ``rfind`` when that is provably what ``MessageDecoder#string2messageProperties``
   would keep (the last pair of that name, at a pair start, non-empty), else parsed fully;
-* ``String#hashCode`` of every tag and ``topic#key`` is computed as one polynomial per
-  segment (``h(a+b) = h(a)·31^len(b) + h(b) mod 2^32``), non-ASCII text in Python;
+* ``String#hashCode`` of every tag and ``topic#key`` is computed for the whole block at
+  once by :mod:`batch` (``h(a+b) = h(a)·31^len(b) + h(b) mod 2^32``);
 * consume-queue units of a queue go in one append when their queue offsets are
   consecutive from the queue's end and their end offsets rise (``putMessagePositionInfo``
   would append each one unchecked); anything else goes unit by unit;
@@ -21,7 +21,6 @@ and falls back to the per-record path otherwise:
 """
 from __future__ import annotations
 
-import mmap
 import re
 from dataclasses import dataclass
 
@@ -44,6 +43,7 @@ from rmqstore_cli.formats.consume_queue import CQ_STORE_UNIT_SIZE
 from rmqstore_cli.formats.derive import field_offset
 from rmqstore_cli.formats.index import INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE
 from rmqstore_cli.formats.properties import parse_properties
+from rmqstore_cli.store.batch import concat_hashes, gather, index_hash, java_hashes, java_int, release_pages
 from rmqstore_cli.store.consume_queue import UNIT_DTYPE, ConsumeQueueWriter
 from rmqstore_cli.store.dispatch import Dispatcher, DispatchRequest, InvalidForDispatch
 from rmqstore_cli.store.index import _HEADER, IndexFile, build_key
@@ -53,80 +53,8 @@ _OFF = {name: field_offset(MessageHead, name) for name in
         ("total_size", "magic", "queue_id", "queue_offset", "physical_offset", "sys_flag", "body_crc")}
 _V4_HOST, _V6_HOST = HostV4.sizeof(), HostV6.sizeof()
 _ENTRY_DTYPE = np.dtype([("key_hash", ">i4"), ("phy_offset", ">i8"), ("time_diff", ">i4"), ("prev_index", ">i4")])
-_INT_MIN, _INT_MAX = -(1 << 31), (1 << 31) - 1
+_INT_MAX = (1 << 31) - 1
 _SCHEDULE = SCHEDULE_TOPIC.encode()
-_PAGE = mmap.PAGESIZE
-
-_pow31 = np.ones(1, dtype=np.uint32)
-
-
-def pow31(n: int) -> np.ndarray:
-    """``31**k mod 2**32`` for k < n (cached, grown on demand)."""
-    global _pow31
-    if len(_pow31) < n:
-        size = max(n, 2 * len(_pow31), 1024)
-        out = np.empty(size, dtype=np.uint64)
-        v = 1
-        for k in range(size):
-            out[k] = v
-            v = (v * 31) & 0xFFFFFFFF
-        _pow31 = out.astype(np.uint32)
-    return _pow31
-
-
-def gather(a: np.ndarray, pos: np.ndarray, width: int, dtype: str) -> np.ndarray:
-    """Big-endian ints of ``width`` bytes at byte positions ``pos`` of the uint8 array ``a``."""
-    if not len(pos):
-        return np.empty(0, dtype=np.dtype(dtype).newbyteorder("="))
-    idx = pos[:, None] + np.arange(width)
-    return a[idx].view(dtype).ravel().astype(np.dtype(dtype).newbyteorder("="))
-
-
-def poly_hash(units: np.ndarray, lens: np.ndarray) -> np.ndarray:
-    """``h = 31*h + u`` (mod 2**32) over consecutive segments of ``units`` of the given lengths."""
-    n = len(lens)
-    if n == 0 or units.size == 0:
-        return np.zeros(n, dtype=np.uint32)
-    starts = np.zeros(n, dtype=np.int64)
-    np.cumsum(lens[:-1], out=starts[1:])
-    width = int(lens.max())
-    if width <= 128:
-        # rows right-aligned in a (width, n) matrix: leading zeros add nothing to Horner's rule
-        rows = np.zeros((width, n), dtype=units.dtype)
-        col = np.repeat(width - lens - starts, lens) + np.arange(len(units))
-        rows.ravel()[col * n + np.repeat(np.arange(n), lens)] = units
-        h = np.zeros(n, dtype=np.uint32)
-        k31 = np.uint32(31)
-        for r in range(width):
-            h *= k31
-            h += rows[r]
-        return h
-    out = np.zeros(n, dtype=np.uint32)
-    nz = np.flatnonzero(lens > 0)
-    ends = np.repeat(starts + lens, lens)
-    terms = units.astype(np.uint32) * pow31(width)[ends - 1 - np.arange(len(units))]
-    out[nz] = np.add.reduceat(terms, starts[nz], dtype=np.uint32)
-    return out
-
-
-def java_hashes(strings: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
-    """``String#hashCode`` (as uint32) and UTF-16 length of UTF-8 byte strings, vectorised.
-
-    Non-ASCII strings are decoded as the broker's decoder would (U+FFFD for bad bytes) and
-    hashed over their UTF-16 code units."""
-    n = len(strings)
-    lens = np.fromiter(map(len, strings), dtype=np.int64, count=n)
-    joined = b"".join(strings)
-    h = poly_hash(np.frombuffer(joined, dtype=np.uint8), lens)
-    if not joined.isascii():
-        idx = [i for i, x in enumerate(strings) if not x.isascii()]
-        u16 = [strings[i].decode("utf-8", "replace").encode("utf-16-be", "surrogatepass") for i in idx]
-        l16 = np.fromiter(map(len, u16), dtype=np.int64, count=len(u16)) // 2
-        ia = np.asarray(idx, dtype=np.int64)
-        h[ia] = poly_hash(np.frombuffer(b"".join(u16), dtype=">u2").astype(np.uint16), l16)
-        lens[ia] = l16
-    return h, lens
-
 
 def _prop(props: bytes, name: bytes) -> bytes | None | bool:
     """The value ``string2messageProperties`` keeps for ``name``: bytes, None (absent), or
@@ -272,7 +200,7 @@ class FastDispatcher:
         key_owner = key_owner_a
         stop = None
         # tagsCode: hashCode of TAGS, sign-extended; the schedule topic's delivery time
-        tags_code = java_hashes(tags_list)[0].view(np.int32).astype(np.int64)
+        tags_code = java_int(java_hashes(tags_list)[0])
         for i, delay in delay_fix:
             s = delay
             try:
@@ -458,10 +386,7 @@ class FastDispatcher:
         svc = d.index
         kh, klen = java_hashes(key_list)
         pfx = np.fromiter((t.prefix_hash for t in self.topic_list), dtype=np.uint32, count=len(self.topic_list))
-        # hashCode("topic#" + key) = hashCode("topic#") * 31^len(key) + hashCode(key)  (mod 2^32)
-        h = (pfx[tid] * pow31(int(klen.max()) + 1)[klen] + kh).astype(np.uint32)
-        hs = h.view(np.int32).astype(np.int64)
-        hs = np.where(hs == _INT_MIN, 0, np.abs(hs))
+        hs = index_hash(concat_hashes(pfx[tid], klen, kh))  # hashCode("topic#" + key)
         kphy = phy[owner]
         kts = store_ts[owner]
         # IndexService#buildIndex skips a record below the last file's endPhyOffset: in
@@ -596,19 +521,7 @@ def put_block(f: IndexFile, h: np.ndarray, phy: np.ndarray, ts: np.ndarray) -> N
     _HEADER.pack_into(f.mm, 0, *hdr.as_tuple())
 
 
-def release(mm, start: int, end: int) -> None:
-    """Drop pages ``[start, end)`` of a shared mapping from this process (data stays in the
-    page cache and the file), so a long scan's resident memory stays bounded."""
-    lo = start - start % _PAGE
-    hi = end - end % _PAGE
-    if hi > lo and hasattr(mm, "madvise"):
-        try:
-            mm.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
-        except (OSError, ValueError):
-            pass
-
-
 def release_index(f: IndexFile, upto_entry: int) -> None:
-    release(f.mm, f.entries_base, f.entries_base + upto_entry * INDEX_ENTRY_SIZE)
+    release_pages(f.mm, f.entries_base, f.entries_base + upto_entry * INDEX_ENTRY_SIZE)
 
 

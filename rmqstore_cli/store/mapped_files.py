@@ -184,3 +184,18 @@ def fsync_dir(path: Path) -> None:
             raise
     finally:
         os.close(fd)
+
+
+def release_pages(mm, start: int, stop: int) -> int:
+    """Drop the whole pages of ``[start, stop)`` of a mapping from this process's memory
+    (``madvise(MADV_DONTNEED)``; the data stays in the page cache and the file), so a long
+    scan's resident memory stays bounded. Returns the new released mark, ``max(start,
+    stop rounded down to a page)``. A no-op for anything that is not an ``mmap``."""
+    lo = start - start % mmap.PAGESIZE
+    hi = stop - stop % mmap.PAGESIZE
+    if hi > lo and isinstance(mm, mmap.mmap):
+        try:
+            mm.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
+        except (OSError, ValueError, AttributeError):
+            pass
+    return max(start, hi)

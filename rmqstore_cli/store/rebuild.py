@@ -50,7 +50,8 @@ from rmqstore_cli.store.checkpoint import StoreCheckpoint
 from rmqstore_cli.store.commitlog import CommitLog, ScanEnd, Status, check_message
 from rmqstore_cli.store.config import StoreConfig
 from rmqstore_cli.store.dispatch import Dispatcher
-from rmqstore_cli.store.fastdispatch import FastDispatcher, release, release_index
+from rmqstore_cli.store.batch import release_pages
+from rmqstore_cli.store.fastdispatch import FastDispatcher, release_index
 from rmqstore_cli.store.lock import StoreLock, abort_exists, refuse_if_live
 from rmqstore_cli.store.mapped_files import MappedFile, fsync_dir
 
@@ -87,6 +88,8 @@ class DispatchReport:
     stop: ScanEnd | None = None
     skipped: list[Skipped] = field(default_factory=list)
     seconds: float = 0.0
+    #: Topics whose records got no consume queue: their names cannot be a directory.
+    refused_topics: dict[str, str] = field(default_factory=dict)
 
 
 Progress = Callable[[int, int, int, int], None]  # (files done, bytes done, bytes total, messages)
@@ -203,7 +206,7 @@ def dispatch_log(config: StoreConfig, dispatcher: Dispatcher, *, abort: bool,
                         reason = c.reason or f"DELAY of the record is not an int ({c.status.value})"
                         if c.status is Status.VALID:  # only the dispatch check failed (DELAY)
                             reason = "DELAY property is not an int (the broker's check throws)"
-                    release(buf, pos, starts[cut] if cut < len(starts) else end_pos)
+                    release_pages(buf, pos, starts[cut] if cut < len(starts) else end_pos)
                     if dispatcher.index is not None and dispatcher.index.files:
                         last = dispatcher.index.files[-1]
                         release_index(last, last.header.index_count)
@@ -309,8 +312,10 @@ def build_set(config: StoreConfig, dest: Path, opts: RebuildOptions, progress: P
     ck = StoreCheckpoint.read(config.checkpoint_path) if config.checkpoint_path.exists() else None
     d = Dispatcher(config, dest / "consumequeue", dest / "index", opts.tz, build_cq=opts.build_cq,
                    build_index=opts.build_index, topics=opts.topics)
-    return dispatch_log(config, d, abort=abort_exists(root), checkpoint=ck, progress=progress,
-                        dry_run=opts.dry_run)
+    rep = dispatch_log(config, d, abort=abort_exists(root), checkpoint=ck, progress=progress,
+                       dry_run=opts.dry_run)
+    rep.refused_topics = dict(d.topics.refused)
+    return rep
 
 
 def _fsync_tree(path: Path) -> None:
@@ -345,7 +350,7 @@ def _run_id() -> str:
 # ----------------------------------------------------------------- --output
 
 def rebuild_to(config: StoreConfig, out: Path, opts: RebuildOptions, copy_commitlog: bool = False,
-               progress: Progress | None = None) -> tuple[DispatchReport, dict]:
+               progress: Progress | None = None, build: Callable | None = None) -> tuple[DispatchReport, dict]:
     """Write ``out/consumequeue``, ``out/index`` and ``out/checkpoint``; the source is only read.
     ``out/commitlog`` becomes a symlink to the source's (a copy with ``copy_commitlog``)."""
     root = config.root.resolve()
@@ -361,12 +366,12 @@ def rebuild_to(config: StoreConfig, out: Path, opts: RebuildOptions, copy_commit
     plan = {"output": str(out), "writes": [str(out / p) for p in parts] + [str(out / "checkpoint")],
             "commitlog": ("copy of " if copy_commitlog else "symlink to ") + ",".join(map(str, config.commitlog_dirs))}
     if opts.dry_run:
-        rep = build_set(config, out / ".dry-run-never-written", opts, progress)
+        rep = (build or build_set)(config, out / ".dry-run-never-written", opts, progress)
         return rep, plan
     out.mkdir(parents=True, exist_ok=True)
     staging = out / (STAGING_PREFIX + _run_id())
     try:
-        rep = build_set(config, staging, opts, progress)
+        rep = (build or build_set)(config, staging, opts, progress)
         for p in parts:
             (staging / p).mkdir(parents=True, exist_ok=True)
         _fsync_tree(staging)
@@ -463,12 +468,49 @@ def _write_journal(root: Path, data: dict) -> None:
 
 def read_journal(root: Path) -> dict | None:
     try:
-        return json.loads((root / JOURNAL).read_text(encoding="utf-8"))
+        j = json.loads((root / JOURNAL).read_text(encoding="utf-8"))
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as e:
         raise StoreError(f"unreadable rebuild journal: {e}", path=root / JOURNAL,
                          hint="inspect it; remove it only if no .rebuild-index-* directory remains") from None
+    why = _journal_problem(root, j)
+    if why:
+        raise StoreError(f"rebuild journal refused: {why}", path=root / JOURNAL,
+                         hint="it was not written by this rebuild-index; inspect it, nothing was changed")
+    return j
+
+
+def _journal_problem(root: Path, j) -> str | None:
+    """A journal drives renames and deletions: every path it names must lie inside the
+    store (a crafted or foreign journal must not make a re-run touch anything else)."""
+    if not isinstance(j, dict) or j.get("state") not in ("building", "swapping", "cleanup"):
+        return "not a journal (no known state)"
+    base = os.path.abspath(root)
+
+    def inside(p) -> bool:
+        return isinstance(p, str) and "\0" not in p and os.path.commonpath(
+            [base, os.path.abspath(os.path.join(base, p))]) == base and os.path.abspath(p) != base
+
+    staging = j.get("staging")
+    if not (inside(staging) and os.path.dirname(os.path.abspath(staging)) == base
+            and os.path.basename(staging).startswith(STAGING_PREFIX)):
+        return "its staging directory is not a .rebuild-index-* directory of the store"
+    parts = j.get("parts", [])
+    if not isinstance(parts, list) or not all(isinstance(x, list) and len(x) == 4 and x[3] in ("replace", "remove")
+                                              and all(inside(q) for q in x[:3]) for x in parts):
+        return "a part names a path outside the store"
+    cp = j.get("checkpoint")
+    if cp is not None and not (isinstance(cp, list) and len(cp) == 3 and all(inside(q) for q in cp)):
+        return "its checkpoint paths lie outside the store"
+    if not all(inside(q) for q in j.get("backup_dirs", [])):
+        return "a backup directory lies outside the store"
+    m = j.get("marker")
+    if not (isinstance(m, str) and m.startswith(".rebuild-") and "/" not in m and "\0" not in m):
+        return "bad marker name"
+    if not isinstance(j.get("no_backup"), bool):
+        return "bad no_backup flag"
+    return None
 
 
 def _swap_dir(target: Path, staged: Path, backup: Path, marker: str) -> None:
@@ -569,7 +611,8 @@ def recover_journal(root: Path) -> dict | None:
 
 
 def rebuild_in_place(config: StoreConfig, opts: RebuildOptions, no_backup: bool = False,
-                     progress: Progress | None = None) -> tuple[DispatchReport | None, dict]:
+                     progress: Progress | None = None, build: Callable | None = None
+                     ) -> tuple[DispatchReport | None, dict]:
     """Replace the store's own ``consumequeue/`` and ``index/`` (or the selected topics'
     queue directories) and update its checkpoint.
 
@@ -628,7 +671,7 @@ def rebuild_in_place(config: StoreConfig, opts: RebuildOptions, no_backup: bool 
             plan["recovered"] = prior["id"]
             plan["recovery_outcome"] = prior["outcome"]
         if opts.dry_run:
-            rep = build_set(config, staging / ".dry-run-never-written", opts, progress)
+            rep = (build or build_set)(config, staging / ".dry-run-never-written", opts, progress)
             return rep, plan
         marker = f".rebuild-{run}"
         journal = {"id": run, "state": "building", "staging": str(staging), "parts": parts,
@@ -636,7 +679,7 @@ def rebuild_in_place(config: StoreConfig, opts: RebuildOptions, no_backup: bool 
                    "no_backup": no_backup, "marker": marker, "options": opts.key(), "backup_dirs": backup_dirs}
         _write_journal(root, journal)
         staging.mkdir()
-        rep = build_set(config, staging, opts, progress)
+        rep = (build or build_set)(config, staging, opts, progress)
         for part in parts:
             staged = Path(part[1])
             if opts.topics is None:

@@ -24,7 +24,6 @@ Broker-normal artefacts (STORE-FORMAT §10.10) are info, never errors.
 """
 from __future__ import annotations
 
-import functools
 import mmap
 import os
 import re
@@ -64,13 +63,15 @@ from rmqstore_cli.formats.index import (
 )
 from rmqstore_cli.formats.properties import parse_properties
 from rmqstore_cli.store.checkpoint import StoreCheckpoint
-from rmqstore_cli.store.commitlog import Status, _release, check_message
+from rmqstore_cli.store.batch import RangeHashes, concat_hashes, gather, index_hash, java_hashes, java_int
+from rmqstore_cli.store.batch import index_hashes  # noqa: F401  (its home until batch.py; tests import it here)
+from rmqstore_cli.store.commitlog import Status, check_message
 from rmqstore_cli.store.config import StoreConfig
 from rmqstore_cli.store.consume_queue import UNIT_DTYPE
 from rmqstore_cli.store.dispatch import InvalidForDispatch, compute_tags_code
 from rmqstore_cli.store.lock import abort_exists, lock_holder
-from rmqstore_cli.store.mapped_files import MappedFileQueue
-from rmqstore_cli.store.message import SCHEDULE_TOPIC, index_key_hash, java_hash
+from rmqstore_cli.store.mapped_files import MappedFileQueue, release_pages
+from rmqstore_cli.store.message import SCHEDULE_TOPIC, java_hash
 
 ERROR, WARNING, INFO = "error", "warning", "info"
 
@@ -176,36 +177,12 @@ class VerifyOptions:
 
 # ---------------------------------------------------------------- helpers
 
-def index_hashes(keys: list[bytes]) -> np.ndarray:
-    """``IndexFile#indexKeyHashMethod`` of many UTF-8 keys at once (int64 array, >= 0)."""
-    if not keys:
-        return np.zeros(0, np.int64)
-    lens = np.fromiter(map(len, keys), np.int64, len(keys))
-    joined = np.frombuffer(b"".join(keys), np.uint8)
-    pr = _Props(joined, np.zeros(1, np.int64), np.array([joined.size], np.int64))
-    b = np.cumsum(lens)
-    a = b - lens
-    h = _to_index_hash(pr.hash_ranges(a, b)) if joined.size else np.zeros(len(keys), np.int64)
-    for x in pr.non_ascii(a, b).tolist():
-        h[x] = index_key_hash(keys[x].decode("utf-8", "replace"))
-    return h
-
-
 def _member(x: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:
     """``np.isin(x, set)`` by binary search in an already sorted array."""
     if not sorted_set.size:
         return np.zeros(x.size, bool)
     i = np.searchsorted(sorted_set, x)
     return sorted_set[np.minimum(i, sorted_set.size - 1)] == x
-
-
-def _gather(arr: np.ndarray, idx: np.ndarray, width: int, dtype: str) -> np.ndarray:
-    """Big-endian integers of ``width`` bytes at byte positions ``idx`` (clipped to the buffer)."""
-    if idx.size == 0:
-        return np.zeros(0, dtype)
-    pos = idx[:, None] + np.arange(width)
-    np.clip(pos, 0, arr.size - 1, out=pos)
-    return np.ascontiguousarray(arr[pos]).view(dtype).ravel()
 
 
 def _prop(props: bytes, name: bytes) -> bytes | None:
@@ -294,18 +271,6 @@ def first_nonzero(path: Path | str, arr: np.ndarray, start: int, end: int | None
 
 # ---------------------------------------------------------------- properties, vectorised
 
-def _to_index_hash(h: np.ndarray) -> np.ndarray:
-    """uint32 hashCode -> ``IndexFile#indexKeyHashMethod`` (abs, MIN_VALUE -> 0), int64."""
-    s = h.astype(np.int64)
-    s = np.where(s >= 1 << 31, s - (1 << 32), s)
-    return np.where(s == -(1 << 31), 0, np.abs(s))
-
-
-@functools.lru_cache(maxsize=4096)
-def _java_hash_cached(text: str) -> int:
-    return java_hash(text)
-
-
 @dataclass(slots=True)
 class _Delayed:
     """What ``compute_tags_code`` reads of a message on the schedule topic."""
@@ -326,25 +291,6 @@ class _Keys:
         return f"{self._topic_of(int(self.owner[x]))}#{key}"
 
 
-_POW_TABLES: list[np.ndarray] = []  # [31^i, 31^-i] mod 2^32 as uint32
-_INV31 = pow(31, -1, 1 << 32)
-
-
-def _pow_tables(n: int) -> tuple[np.ndarray, np.ndarray]:
-    """31^i and 31^-i (31 is odd, so invertible mod 2^32) for i < n, uint32, by doubling."""
-    global _POW_TABLES
-    if not _POW_TABLES or _POW_TABLES[0].size < n:
-        size = 1 << max(10, (n - 1).bit_length())
-        fw, bw = np.ones(1, np.uint32), np.ones(1, np.uint32)
-        f_step, b_step = 31, _INV31
-        while fw.size < size:
-            fw = np.concatenate([fw, fw * np.uint32(f_step)])
-            bw = np.concatenate([bw, bw * np.uint32(b_step)])
-            f_step, b_step = f_step * f_step & 0xFFFFFFFF, b_step * b_step & 0xFFFFFFFF
-        _POW_TABLES = [fw, bw]
-    return _POW_TABLES[0], _POW_TABLES[1]
-
-
 class _Props:
     """``MessageDecoder#string2messageProperties`` for a whole batch at once, on the bytes.
 
@@ -363,7 +309,7 @@ class _Props:
         self.n = n
         self.tags_code = np.zeros(n, np.int64)
         self._prefix = None
-        self._S = None
+        self._hashes: RangeHashes | None = None
         self.suspect = np.zeros(n, bool)
         self.prop_crc = np.zeros(n, bool)
         tot = int(pl.sum())
@@ -405,10 +351,12 @@ class _Props:
             self.non_ascii_msg[np.searchsorted(moff, self.hp, "right") - 1] = True
         m, a, b = self.value(b"TAGS\x01")
         if m.size:
-            s = self.hash_ranges(a, b).astype(np.int64)
-            self.tags_code[m] = np.where(s >= 1 << 31, s - (1 << 32), s)
-            for x in self.non_ascii(a, b).tolist():
-                self.tags_code[m[x]] = _java_hash_cached(bytes(cat[a[x]:b[x]]).decode("utf-8", "replace"))
+            self.tags_code[m] = java_int(self.hash_ranges(a, b))
+            na = self.non_ascii(a, b)
+            if na.size:  # hashCode runs over UTF-16 code units, not the UTF-8 bytes
+                raw = cat.tobytes()
+                self.tags_code[m[na]] = java_int(java_hashes([raw[x:y] for x, y in zip(a[na].tolist(),
+                                                                                      b[na].tolist())])[0])
         self.prop_crc[self.value(_CRC_MARK)[0]] = True
 
     def suspects(self) -> np.ndarray:
@@ -429,15 +377,9 @@ class _Props:
 
     def hash_ranges(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """Java hashCode (uint32) of the ASCII byte ranges ``cat[a:b]``."""
-        fw, bw = _pow_tables(self.tot + 1)
-        if self._S is None:
-            w = self.cat.astype(np.uint32)
-            w *= bw[:self.tot]
-            S = np.zeros(self.tot + 1, np.uint32)
-            np.cumsum(w, dtype=np.uint32, out=S[1:])
-            self._S = S
-        S = self._S
-        return fw[np.maximum(b - 1, 0)] * (S[b] - S[a])
+        if self._hashes is None:
+            self._hashes = RangeHashes(self.cat)
+        return self._hashes(a, b)
 
     def non_ascii(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         if not self.hp.size:
@@ -492,34 +434,19 @@ class _Props:
         b = np.concatenate([ub, wb])
         keep = indexable[owner] if owner.size else np.zeros(0, bool)
         owner, a, b = owner[keep], a[keep], b[keep]
-        fw, _ = _pow_tables(self.tot + 1)
-        h = prefix_hash[tid[owner]].astype(np.uint32) * fw[b - a] + self.hash_ranges(a, b)
-        ih = _to_index_hash(h)
+        pfx = prefix_hash[tid[owner]]
+        h = self.hash_ranges(a, b)
+        lens = b - a
         na = self.non_ascii(a, b)
         if na.size:  # hashCode runs over UTF-16 code units, not the UTF-8 bytes: re-hash those keys
             raw = cat.tobytes()
-            u16 = [raw[x:y].decode("utf-8", "replace").encode("utf-16-be", "surrogatepass")
-                   for x, y in zip(a[na].tolist(), b[na].tolist())]
-            ih[na] = _to_index_hash(prefix_hash[tid[owner[na]]].astype(np.uint32)
-                                    * fw[np.fromiter(map(len, u16), np.int64, na.size) // 2]
-                                    + _utf16_hashes(u16))
+            h[na], lens[na] = java_hashes([raw[x:y] for x, y in zip(a[na].tolist(), b[na].tolist())])
+        ih = index_hash(concat_hashes(pfx, lens, h))
 
         def topic_of(m: int) -> str:
             return topic_names[int(tid[m])].decode("utf-8", "backslashreplace")
 
         return _Keys(owner, ih, cat, a, b, topic_of)
-
-
-def _utf16_hashes(units: list[bytes]) -> np.ndarray:
-    """Java hashCode (uint32) of strings given as UTF-16-BE bytes."""
-    lens = np.fromiter(map(len, units), np.int64, len(units)) // 2
-    joined = np.frombuffer(b"".join(units), ">u2").astype(np.uint32)
-    fw, bw = _pow_tables(joined.size + 1)
-    S = np.zeros(joined.size + 1, np.uint32)
-    np.cumsum(joined * bw[:joined.size], dtype=np.uint32, out=S[1:])
-    b = np.cumsum(lens)
-    a = b - lens
-    return fw[np.maximum(b - 1, 0)] * (S[b] - S[a])
 
 
 def _scan_properties(arr: np.ndarray, ps: np.ndarray, pl: np.ndarray, buf=None) -> _Props:
@@ -1024,7 +951,7 @@ class Verifier:
         released = 0
         while True:
             if pos - released >= _RELEASE_EVERY:  # memory stays flat however big the store
-                released = _release(buf, released, pos)
+                released = release_pages(buf, released, pos)
             positions: list[int] | np.ndarray = []
             kind = "eof"
             cap = _BATCH
@@ -1149,8 +1076,8 @@ class Verifier:
         c = m - 4
         if not c.size or c[0] != pos:
             return np.zeros(0, np.int64), pos
-        total = _gather(arr, c, 4, ">i4").astype(np.int64)
-        phy = _gather(arr, c + _POS_PHY, 8, ">i8")
+        total = gather(arr, c, 4, ">i4").astype(np.int64)
+        phy = gather(arr, c + _POS_PHY, 8, ">i8")
         ok = (phy == c + base) & (total >= _MIN_RECORD) & (total <= limit - c)
         c, total = c[ok], total[ok]
         if not c.size or c[0] != pos:
@@ -1221,25 +1148,25 @@ class Verifier:
     def _check_batch(self, buf, arr, P: np.ndarray, base: int, rel: str, limit: int) -> int | None:
         """Check records at file positions ``P``; return the position of the first structurally
         broken record (its successors are unreliable) or None."""
-        total = _gather(arr, P, 4, ">i4").astype(np.int64)
-        magic = _gather(arr, P + _POS_MAGIC, 4, ">u4")
-        sysf = _gather(arr, P + _POS_SYS, 4, ">i4").astype(np.int64)
+        total = gather(arr, P, 4, ">i4").astype(np.int64)
+        magic = gather(arr, P + _POS_MAGIC, 4, ">u4")
+        sysf = gather(arr, P + _POS_SYS, 4, ">i4").astype(np.int64)
         B = np.where(sysf & BORNHOST_V6_FLAG, _HOST_V6, _HOST_V4)
         S = np.where(sysf & STOREHOSTADDRESS_V6_FLAG, _HOST_V6, _HOST_V4)
         v2 = magic == MAGIC_V2
         T = np.where(v2, 2, 1)
         rec_end = P + total
         body_len_pos = P + HEAD_SIZE + B + 8 + S + 4 + 8
-        body_len = _gather(arr, body_len_pos, 4, ">i4").astype(np.int64)
+        body_len = gather(arr, body_len_pos, 4, ">i4").astype(np.int64)
         bl = np.maximum(body_len, 0)
         body_start = body_len_pos + 4
         tlp = body_start + bl
-        tl1 = _gather(arr, tlp, 1, "i1").astype(np.int64)
-        tl2 = _gather(arr, tlp, 2, ">i2").astype(np.int64)
+        tl1 = gather(arr, tlp, 1, "i1").astype(np.int64)
+        tl2 = gather(arr, tlp, 2, ">i2").astype(np.int64)
         topic_len = np.where(v2, tl2, tl1)
         topic_start = tlp + T
         plp = topic_start + np.maximum(topic_len, 0)
-        props_len = _gather(arr, plp, 2, ">i2").astype(np.int64)
+        props_len = gather(arr, plp, 2, ">i2").astype(np.int64)
         props_start = plp + 2
         pl = np.maximum(props_len, 0)
         expected = 74 + B + S + T + bl + np.maximum(topic_len, 0) + pl
@@ -1270,11 +1197,11 @@ class Verifier:
             topic_len, topic_start, pl, props_start = topic_len[:n], topic_start[:n], pl[:n], props_start[:n]
         self.messages += n
         self.ranges.append((base + int(P[0]), base + int(P[-1] + total[-1])))
-        crc = _gather(arr, P + _POS_CRC, 4, ">i4").astype(np.int64)
-        qid = _gather(arr, P + _POS_QID, 4, ">i4").astype(np.int64)
-        qoff = _gather(arr, P + _POS_QOFF, 8, ">i8")
-        phy = _gather(arr, P + _POS_PHY, 8, ">i8")
-        store_ts = _gather(arr, P + HEAD_SIZE + B, 8, ">i8")
+        crc = gather(arr, P + _POS_CRC, 4, ">i4").astype(np.int64)
+        qid = gather(arr, P + _POS_QID, 4, ">i4").astype(np.int64)
+        qoff = gather(arr, P + _POS_QOFF, 8, ">i8")
+        phy = gather(arr, P + _POS_PHY, 8, ">i8")
+        store_ts = gather(arr, P + HEAD_SIZE + B, 8, ">i8")
         absP = P + base
         # PHYSICALOFFSET = position
         for i in np.flatnonzero(phy != absP).tolist():
