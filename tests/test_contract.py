@@ -1,0 +1,282 @@
+"""The scripting contract (README "Scripting"): every record a command prints in --format jsonl
+or json validates against its schema in schemas/; stdout carries only data and stderr only
+diagnostics; documented exit codes; no colour when not a terminal nor under NO_COLOR; the same
+input gives the same bytes twice."""
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, run
+
+jsonschema = pytest.importorskip("jsonschema", reason="jsonschema is in the test extra: pip install -e '.[test]'")
+from referencing import Registry, Resource  # noqa: E402 - jsonschema's own dependency
+
+SCHEMAS = ROOT / "schemas"
+
+
+def _registry() -> Registry:
+    return Registry().with_resources(
+        (p.name, Resource.from_contents(json.loads(p.read_text(encoding="utf-8")))) for p in SCHEMAS.glob("*.json"))
+
+
+REGISTRY = _registry()
+USED: set[str] = set()
+
+
+def validate(record, kind: str) -> None:
+    schema = json.loads((SCHEMAS / f"{kind}.json").read_text(encoding="utf-8"))
+    jsonschema.Draft202012Validator(schema, registry=REGISTRY,
+                                    format_checker=jsonschema.FormatChecker()).validate(record)
+    USED.add(kind)
+
+
+def test_schemas_are_valid_json_schemas():
+    for p in SCHEMAS.glob("*.json"):
+        jsonschema.Draft202012Validator.check_schema(json.loads(p.read_text(encoding="utf-8")))
+
+
+def jsonl(*args, code: int = 0) -> list[dict]:
+    """Run with --format jsonl: exit code as documented, stdout nothing but JSON lines, stderr
+    nothing but 'rmqstore: ...' diagnostics."""
+    r = run(*args, "--format", "jsonl")
+    assert r.returncode == code, (args, r.returncode, r.stderr.decode())
+    out = r.stdout.decode("utf-8")
+    assert out == "" or out.endswith("\n")
+    _diagnostics_only(r.stderr)
+    return [json.loads(ln) for ln in out.splitlines()]
+
+
+def _diagnostics_only(err: bytes) -> None:
+    for ln in err.decode("utf-8").splitlines():
+        assert ln.startswith("rmqstore: "), f"stderr line is not a diagnostic: {ln!r}"
+
+
+def _check_all(records: list[dict], kind_of) -> None:
+    assert records
+    for rec in records:
+        validate(rec, kind_of(rec))
+
+
+def _json_equals_jsonl(*args) -> None:
+    """--format json is the JSON Lines records as one array."""
+    a = run(*args, "--format", "json")
+    b = run(*args, "--format", "jsonl")
+    assert a.returncode == b.returncode
+    assert json.loads(a.stdout) == [json.loads(x) for x in b.stdout.decode().splitlines()]
+
+
+@pytest.fixture(scope="module")
+def sample(small_store_master) -> dict:
+    """A message with keys, its ids, and a topic/queue from the small store."""
+    msgs = jsonl("dump-commitlog", "--store", small_store_master)
+    m = next(x for x in msgs if x["keys"] and x["uniq_key"] and x["topic"] == "OrderTopic")
+    return {"store": small_store_master, "msg": m, "n": len(msgs)}
+
+
+def test_dump_commitlog_records(sample):
+    s = sample["store"]
+    recs = jsonl("dump-commitlog", "--store", s, "--show-blank", "--body", "base64")
+    _check_all(recs, lambda r: "commitlog-blank" if r["magic"] == "blank" else "message")
+    assert {"commitlog-blank", "message"} <= USED  # small files: BLANK records end them
+    assert any(":" in r.get("born_host", "") and r["born_host"].startswith("[") for r in recs)  # IPv6 in the sample
+    _check_all(jsonl("dump-commitlog", "--store", s, "--body", "text", "--no-properties", "--limit", "50"),
+               lambda r: "message")
+    _json_equals_jsonl("dump-commitlog", "--store", s, "--limit", "30")
+
+
+def test_dump_cq_records(sample):
+    s, m = sample["store"], sample["msg"]
+    _check_all(jsonl("dump-cq", m["topic"], str(m["queue_id"]), "--store", s), lambda r: "cq-unit")
+    _check_all(jsonl("dump-cq", m["topic"], str(m["queue_id"]), "--store", s, "--no-resolve"), lambda r: "cq-unit")
+    f = sorted((s / "consumequeue" / m["topic"] / str(m["queue_id"])).iterdir())[0]
+    _check_all(jsonl("dump-cq", "--file", f), lambda r: "cq-unit")
+    _check_all(jsonl("dump-cq", "--summary", "--store", s), lambda r: "cq-summary")
+    _json_equals_jsonl("dump-cq", m["topic"], str(m["queue_id"]), "--store", s)
+
+
+def test_index_lookup_records(sample):
+    s, m = sample["store"], sample["msg"]
+    recs = jsonl("index-lookup", m["keys"][0], "--store", s, "--show-collisions", "--max", "0")
+    _check_all(recs, lambda r: "index-hit")
+    assert any(r["physical_offset"] == m["physical_offset"] and r["message"] == m for r in recs)
+    _check_all(jsonl("index-lookup", m["uniq_key"], "--store", s, "--topic", m["topic"]), lambda r: "index-hit")
+    _json_equals_jsonl("index-lookup", m["keys"][0], "--store", s)
+
+
+def test_decode_msgid_records(sample):
+    s, m = sample["store"], sample["msg"]
+    ids = (m["msg_id"], m["uniq_key"], "00000000000000000000000000000000")
+    recs = jsonl("decode-msgid", *ids, "--now", "2026-01-02")
+    _check_all(recs, lambda r: "msgid")
+    assert [r["kind"] for r in recs] == ["offset_msg_id", "uniq_key", "ambiguous"]
+    recs = jsonl("decode-msgid", *ids[:2], "--store", s, "--body", "hex", "--now", "2026-01-02")
+    _check_all(recs, lambda r: "msgid")
+    assert all(r["found"] and r["messages"][0]["physical_offset"] == m["physical_offset"] for r in recs)
+    beyond = m["msg_id"][:16] + "0000000FFFFFFF00"  # this store's host, an offset past its end
+    bad = jsonl("decode-msgid", beyond, "--store", s, code=1)  # not found: still printed, exit 1
+    assert bad[0]["found"] is False and bad[0]["messages"] == []
+    _check_all(bad, lambda r: "msgid")
+
+
+def test_verify_records(small_store):
+    with open(small_store / "commitlog" / "00000000000000000000", "r+b") as f:  # damage one body byte
+        f.seek(200)
+        b = f.read(1)
+        f.seek(200)
+        f.write(bytes([b[0] ^ 0xFF]))
+    recs = jsonl("verify", "--store", small_store, code=1)
+    _check_all(recs, lambda r: "verify-summary" if "summary" in r else "verify-finding")
+    assert "summary" in recs[-1] and all("summary" not in r for r in recs[:-1])
+    assert any(r.get("severity") == "error" for r in recs[:-1])
+    r = run("verify", "--store", small_store, "--format", "json")
+    assert r.returncode == 1
+    validate(json.loads(r.stdout), "verify-report")
+    _check_all(jsonl("verify", "--list-checks"), lambda r: "verify-check")
+
+
+def test_expire_records(small_store):
+    args = ("expire", "--store", small_store, "--reserved-hours", "0", "--now", "2030-01-01")
+    recs = jsonl(*args, "--dry-run")
+    _check_all(recs, lambda r: "expire-summary" if r["kind"] == "summary" else "expire-action")
+    assert recs[-1]["kind"] == "summary" and all(r["kind"] != "summary" for r in recs[:-1])
+    assert {r["kind"] for r in recs[:-1]} == {"commitlog", "consumequeue", "index"}  # every kind of action
+    r = run(*args, "--dry-run", "--format", "json")
+    validate(json.loads(r.stdout), "expire-summary")
+    recs = jsonl(*args)
+    assert recs[-1]["files"] == len(recs) - 1 > 0
+    _check_all(recs, lambda r: "expire-summary" if r["kind"] == "summary" else "expire-action")
+
+
+def test_summaries_of_writing_commands(small_store, tmp_path):
+    [g] = jsonl("generate", "--store", tmp_path / "g", "--messages", "50")
+    validate(g, "generate-summary")
+    [rb] = jsonl("rebuild-index", "--store", small_store, "--output", tmp_path / "rebuilt")
+    validate(rb, "rebuild-summary")
+    [rb] = jsonl("rebuild-index", "--store", small_store, "--in-place", "--dry-run")
+    validate(rb, "rebuild-summary")
+    [rc] = jsonl("rebuild-index", "--store", small_store, "--recover")
+    validate(rc, "rebuild-recover")
+    pytest.importorskip("pyarrow", reason="export needs pyarrow (the spark extra)")
+    [ex] = jsonl("export", "--store", small_store, "--output", tmp_path / "pq")
+    validate(ex, "export-summary")
+
+
+def test_every_schema_is_exercised():
+    """Runs last in this file (pytest keeps file order): a schema no command produced is stale."""
+    unused = {p.stem for p in SCHEMAS.glob("*.json")} - USED
+    if len(USED) < 5:
+        pytest.skip("run the whole file to check this")
+    assert not unused, f"schemas no test output matched: {sorted(unused)}"
+
+
+# ----------------------------------------------------------------- exit codes, streams
+
+def test_exit_codes_and_one_line_errors(small_store_master, tmp_path):
+    cases = [
+        (1, ("dump-commitlog", "--store", small_store_master, "--topic", "NoSuchTopic")),
+        (1, ("index-lookup", "no-such-key-anywhere", "--store", small_store_master)),
+        (3, ("dump-commitlog", "--store", tmp_path / "missing")),
+        (3, ("verify", "--store", tmp_path)),
+    ]
+    for code, args in cases:
+        r = run(*args, "--format", "jsonl")
+        assert r.returncode == code, (args, r.stderr)
+        assert r.stdout == b"", args  # nothing half-printed on stdout
+        lines = r.stderr.decode().splitlines()
+        assert len([ln for ln in lines if ln.startswith("rmqstore: error: ")]) == 1, lines
+        assert "Traceback" not in r.stderr.decode()
+    r = run("dump-commitlog", "--format", "xml")
+    assert r.returncode == 2 and r.stdout == b"" and b"'xml' is not one of" in r.stderr
+
+
+def test_refused_while_a_broker_holds_the_lock(small_store):
+    """Exit 4: the broker's lock file is held (FileChannel#tryLock = fcntl F_SETLK)."""
+    holder = subprocess.Popen([sys.executable, "-c",
+                               "import fcntl,os,sys,time\n"
+                               f"fd=os.open({str(small_store / 'lock')!r}, os.O_RDWR|os.O_CREAT)\n"
+                               "fcntl.lockf(fd, fcntl.LOCK_EX); print('held', flush=True); time.sleep(60)"],
+                              stdout=subprocess.PIPE)
+    try:
+        assert holder.stdout.readline() == b"held\n"
+        for args in (("expire", "--store", small_store, "--reserved-hours", "0"),
+                     ("rebuild-index", "--store", small_store, "--in-place")):
+            r = run(*args, "--format", "jsonl")
+            assert r.returncode == 4 and r.stdout == b"", (args, r.stderr)
+            assert r.stderr.decode().startswith("rmqstore: error: ")
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+# ----------------------------------------------------------------- colour, ordering
+
+_SGR = re.compile(rb"\x1b\[([0-9;]*)m")
+
+
+def _colour_codes(out: bytes) -> set[str]:
+    """SGR parameters that set a colour (30-49, 90-107); bold/reset are not colour."""
+    codes = set()
+    for params in _SGR.findall(out):
+        for p in params.decode().split(";"):
+            if p.isdigit() and (30 <= int(p) <= 49 or 90 <= int(p) <= 107):
+                codes.add(p)
+    return codes
+
+
+def _on_pty(args, env) -> bytes:
+    import pty
+
+    m, s = pty.openpty()
+    p = subprocess.Popen([sys.executable, "-m", "rmqstore_cli", *map(str, args)], stdin=s, stdout=s, stderr=s,
+                         env=env, close_fds=True)
+    os.close(s)
+    out = b""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            d = os.read(m, 65536)
+        except OSError:
+            break
+        if not d:
+            break
+        out += d
+    p.wait(timeout=60)
+    os.close(m)
+    return out
+
+
+def test_no_escape_sequences_when_not_a_terminal(small_store_master):
+    for args in (("dump-commitlog", "--limit", "20"), ("dump-cq", "--summary"), ("verify",),
+                 ("index-lookup", "order-1")):
+        r = run(*args, "--store", small_store_master, env={"TERM": "xterm-256color", "FORCE_COLOR": ""})
+        assert r.returncode in (0, 1)
+        assert b"\x1b" not in r.stdout and b"\x1b" not in r.stderr, args
+
+
+def test_no_colour_under_no_color_on_a_terminal(small_store_master):
+    env = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "NO_COLOR")}
+    env.update(TERM="xterm-256color", COLUMNS="160", NO_COLOR="1")
+    for args in (("dump-cq", "--summary"), ("dump-commitlog", "--limit", "5"), ("verify",)):
+        out = _on_pty([*args, "--store", small_store_master], env)
+        assert b"\n" in out and not _colour_codes(out), (args, out[:300])
+
+
+def test_same_input_same_bytes(small_store_master, sample):
+    s, m = small_store_master, sample["msg"]
+    for args in (("dump-commitlog", "--show-blank"), ("dump-cq", "--summary"), ("dump-cq", m["topic"], "0"),
+                 ("index-lookup", m["keys"][0], "--show-collisions"),
+                 ("decode-msgid", m["msg_id"], m["uniq_key"], "--now", "2026-01-02"), ("verify",),
+                 ("expire", "--dry-run", "--reserved-hours", "0", "--now", "2030-01-01")):
+        for fmt in ("jsonl", "table"):
+            a = run(*args, "--store", s, "--format", fmt)
+            b = run(*args, "--store", s, "--format", fmt)
+            assert a.returncode == b.returncode and a.stdout == b.stdout and a.stdout, (args, fmt)
