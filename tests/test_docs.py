@@ -71,11 +71,38 @@ def test_version():
     assert r.exit_code == 0 and r.stdout.startswith("rmqstore ")
 
 
-def test_help_does_not_import_heavy_modules():
-    code = ("import sys; sys.argv=['rmqstore','--help']\n"
+def _imported(argv: list[str], modules: tuple[str, ...]) -> list[str]:
+    code = (f"import sys; sys.argv={['rmqstore', *argv]!r}\n"
             "from rmqstore_cli.app import main\n"
             "try:\n main()\nexcept SystemExit:\n pass\n"
-            "heavy=[m for m in ('numpy','pyspark','construct','rich.table') if m in sys.modules]\n"
-            "print('HEAVY', heavy, file=sys.stderr)")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert "HEAVY []" in r.stderr, r.stderr
+            f"print('HEAVY', [m for m in {modules!r} if m in sys.modules], file=sys.stderr)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    line = [ln for ln in r.stderr.splitlines() if ln.startswith("HEAVY ")]
+    assert line, r.stderr
+    return eval(line[-1][len("HEAVY "):])  # a list literal we printed ourselves
+
+
+def test_help_does_not_import_heavy_modules():
+    assert _imported(["--help"], ("numpy", "pyspark", "pyarrow", "construct", "rich.table")) == []
+    assert _imported(["decode-msgid", "--help"], ("numpy", "pyspark", "pyarrow", "construct", "rich.table")) == []
+
+
+@pytest.fixture(scope="module")
+def tiny_store(tmp_path_factory):
+    from conftest import generate
+
+    import json
+
+    store = generate(tmp_path_factory.mktemp("startup") / "store", messages=100)
+    m = json.loads(cli("dump-commitlog", "--store", store, "--limit", "1", "--format", "jsonl").stdout)
+    return store, [m["msg_id"], m["uniq_key"]]
+
+
+@pytest.mark.parametrize("fmt", ["table", "jsonl"])
+def test_decode_msgid_does_not_import_numpy_or_spark(fmt, tiny_store):
+    """decode-msgid is pasted into shells all day: no numpy, Spark or Arrow, with or without --store
+    (the store is read through MessageStore, which needs numpy only for consume queues)."""
+    heavy = ("numpy", "pyspark", "pyarrow", "rich.progress")
+    store, ids = tiny_store  # a message's offset msgId and UNIQ_KEY: both are found
+    assert _imported(["decode-msgid", *ids, "--format", fmt], heavy) == []
+    assert _imported(["decode-msgid", *ids, "--store", str(store), "--format", fmt], heavy) == []
