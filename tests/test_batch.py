@@ -156,3 +156,96 @@ def test_hashes_on_real_broker_fixtures(fixture):
 
 def test_hashes_on_a_generated_store(small_store):
     assert _check_store_hashes(small_store) > 100
+
+
+# ---------------------------------------------------------------- PROPERTIES: picking and batch parse
+
+_NAMES = ["TAGS", "KEYS", "UNIQ_KEY", "DELAY", "INNER_NUM", "CLUSTER", "TAG", "KEYSX", "XTAGS", "", "__CRC32#"]
+_VALUES = ["", "a", "Tag With Blank", "支付标签", " pad-11 tail-11 ", "x\x01y", "AaAa BBBB", "k1  k2", "3",
+           "TAGS\x01inner", "🎉 emoji", "minhash-280000磁龟"]
+
+
+def _random_props(n: int, seed: int) -> list[bytes]:
+    """PROPERTIES as a broker or a buggy client might write them: repeated names, empty
+    names and values, pairs without \\x01, values holding \\x01 or a name, invalid UTF-8."""
+    rnd = random.Random(seed)
+    out = []
+    for _ in range(n):
+        pairs = [f"{rnd.choice(_NAMES)}\x01{rnd.choice(_VALUES)}".encode() for _ in range(rnd.randint(0, 6))]
+        if rnd.random() < 0.1:
+            pairs.insert(rnd.randint(0, len(pairs)), b"junk")
+        if rnd.random() < 0.1:
+            pairs.append(b"KEYS\x01bad-\xff\xfe utf8-\xe4\xb8")
+        if rnd.random() < 0.05:
+            pairs.append(b"\xff\x01x")
+        s = b"\x02".join(pairs) + (b"\x02" if pairs and rnd.random() < 0.5 else b"")
+        out.append(s)
+    return out
+
+
+def _parsed(p: bytes) -> dict[str, str]:
+    return parse_properties(p.decode("utf-8", "replace"))
+
+
+def test_pick_property_is_what_the_parser_keeps():
+    for p in _random_props(3000, 11) + [b"TAGS\x01a", b"TAGS\x01a\x02TAGS\x01", b"TAGS\x01", b"\x02TAGS\x01b\x02",
+                                        b"X\x01TAGS\x01v", b"KEYS\x01a\x02X\x01y TAGS\x01z"]:
+        d = _parsed(p)
+        for name in ("TAGS", "KEYS", "UNIQ_KEY", "DELAY", "INNER_NUM"):
+            got = batch.pick_property(p, name.encode() + b"\x01")
+            want = d.get(name)
+            assert (got.decode("utf-8", "replace") if got is not None else None) == want, (p, name)
+
+
+def test_props_well_formed_means_no_pair_is_dropped_when_no_value_holds_x01():
+    for p in _random_props(3000, 12):
+        text = p.decode("utf-8", "replace")
+        parts = text.split("\x02")
+        if parts and parts[-1] == "":
+            parts.pop()
+        dropped = [x for x in parts if not (0 < x.find("\x01") < len(x) - 1)]
+        if all(x.count("\x01") <= 1 for x in parts):  # a value holding \x01 can hide a pair without one
+            assert not (batch.props_well_formed(p) and dropped), p  # a cheap test: it may only doubt
+
+
+def test_batch_properties_match_the_parser_and_java_hash():
+    props = _random_props(2000, 13)
+    blob = b"".join(b"HEAD" + p for p in props)
+    starts, pos = [], 0
+    for p in props:
+        starts.append(pos + 4)
+        pos += 4 + len(p)
+    arr = np.frombuffer(blob, np.uint8)
+    pr = batch.Properties(arr, np.array(starts, np.int64), np.array([len(p) for p in props], np.int64), blob)
+    for name in ("TAGS", "KEYS", "UNIQ_KEY", "DELAY"):
+        m, a, b = pr.value(name.encode() + b"\x01")
+        got = {int(i): bytes(pr.cat[x:y]).decode("utf-8", "replace") for i, x, y in zip(m, a, b)}
+        want = {i: d[name] for i, p in enumerate(props) if name in (d := _parsed(p))}
+        assert got == want, name
+    for i, p in enumerate(props):
+        tags = _parsed(p).get("TAGS")
+        assert pr.tags_code[i] == (java_hash(tags) if tags else 0)
+    # index keys: topic#UNIQ_KEY and topic#word for each KEYS word, rollback records excluded
+    topics = [b"PaymentTopic", "支付Topic".encode(), b"AuditTopic"]
+    tid = np.array([i % 3 for i in range(len(props))], np.int64)
+    indexable = np.array([i % 7 != 0 for i in range(len(props))], bool)
+    pfx = batch.java_hashes([t + b"#" for t in topics])[0].astype(np.uint64)
+    keys = pr.index_keys(tid, pfx, indexable, topics)
+    got = sorted(zip(keys.owner.tolist(), keys.hash.tolist()))
+    want = []
+    for i, p in enumerate(props):
+        d = _parsed(p)
+        if not indexable[i]:
+            continue
+        topic = topics[i % 3].decode()
+        words = ([d["UNIQ_KEY"]] if "UNIQ_KEY" in d else []) + [w for w in d.get("KEYS", "").split(" ") if w]
+        want += [(i, index_key_hash(f"{topic}#{w}")) for w in words]
+    assert got == sorted(want)
+    suspects = set(pr.suspects().tolist())
+    for i, p in enumerate(props):  # every record with a pair the parser drops, or bad UTF-8, is a suspect
+        parts = [x for x in p.split(b"\x02")]
+        if parts and parts[-1] == b"":
+            parts.pop()
+        bad_utf8 = p != p.decode("utf-8", "replace").encode()
+        if bad_utf8 or any(not (0 < x.find(b"\x01") < len(x) - 1) for x in parts):
+            assert i in suspects, p

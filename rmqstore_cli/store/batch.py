@@ -16,12 +16,16 @@ from __future__ import annotations
 
 import numpy as np
 
+from rmqstore_cli.formats.commitlog import CRC32_PROPERTY
+from rmqstore_cli.formats.properties import parse_properties
 from rmqstore_cli.store.mapped_files import release_pages
 
 __all__ = ["gather", "pow31", "pow31_tables", "RangeHashes", "java_hashes", "concat_hashes", "java_int",
-           "index_hash", "index_hashes", "release_pages"]
+           "index_hash", "index_hashes", "release_pages", "pick_property", "props_well_formed", "Properties",
+           "IndexKeys", "CRC_MARK"]
 
 _INT_MIN = -(1 << 31)
+CRC_MARK = (CRC32_PROPERTY + "\x01").encode()  # the __CRC32# pair (§2.8)
 
 
 def gather(a: np.ndarray, pos: np.ndarray, width: int, dtype: str) -> np.ndarray:
@@ -129,3 +133,209 @@ def index_hash(h: np.ndarray) -> np.ndarray:
 def index_hashes(keys: list[bytes]) -> np.ndarray:
     """``IndexFile#indexKeyHashMethod`` of many UTF-8 keys (``topic#key``) at once (int64, >= 0)."""
     return index_hash(java_hashes(keys)[0])
+
+
+# ---------------------------------------------------------------- PROPERTIES
+
+def pick_property(props: bytes, name: bytes) -> bytes | None:
+    """The value ``MessageDecoder#string2messageProperties`` keeps for ``name`` (which ends
+    with \\x01), picked out of the PROPERTIES bytes without a full parse when possible: the
+    last pair of that name wins (\\x02 and \\x01 are single bytes in UTF-8, never inside a
+    character); an empty last value is dropped by the parser, so an earlier pair may count
+    and the full parse decides. None when absent."""
+    i = props.rfind(b"\x02" + name)
+    if i >= 0:
+        i += 1
+    elif props.startswith(name):
+        i = 0
+    else:
+        return None
+    j = props.find(b"\x02", i)
+    v = props[i + len(name): j if j >= 0 else len(props)]
+    if not v:  # an empty value is dropped by the parser; an earlier pair may still count
+        return parse_properties(props.decode("utf-8", "replace")).get(name[:-1].decode(), "").encode() or None
+    return v
+
+
+
+
+def props_well_formed(props: bytes) -> bool:
+    """Cheap test that every pair is ``name\\x01value`` with both non-empty."""
+    c2 = props.count(b"\x02")
+    pairs = c2 if props.endswith(b"\x02") else c2 + 1
+    return (props.count(b"\x01") == pairs and not props.startswith(b"\x01")
+            and b"\x02\x01" not in props and b"\x01\x02" not in props and b"\x02\x02" not in props
+            and not props.endswith(b"\x01"))
+
+
+
+
+class IndexKeys:
+    """Index keys of a batch: owner message, index hash, and the key text on demand."""
+
+    def __init__(self, owner, hash_, cat, a, b, topic_of):
+        self.owner, self.hash, self._cat, self._a, self._b, self._topic_of = owner, hash_, cat, a, b, topic_of
+
+    def text(self, x: int) -> str:
+        key = bytes(self._cat[self._a[x]:self._b[x]]).decode("utf-8", "backslashreplace")
+        return f"{self._topic_of(int(self.owner[x]))}#{key}"
+
+
+
+
+class Properties:
+    """``MessageDecoder#string2messageProperties`` for a whole batch at once, on the bytes.
+
+    Pair boundaries are the \x02 bytes; a pair's name runs to its first \x01 (both are
+    single bytes in UTF-8, never inside a multi-byte character). The last pair of a name
+    wins; empty names/values are dropped, as the broker's parser does.
+
+    Java ``String#hashCode`` of any byte range comes from one prefix sum:
+    ``hash(cat[a:b]) = 31^(b-1) * (S[b] - S[a])`` with ``S[k] = sum(c_i * 31^-i, i < k)``,
+    all mod 2^32 (uint32 arithmetic wraps exactly like Java's int). Non-ASCII ranges are
+    hashed over UTF-16 code units in Python instead.
+    """
+
+    def __init__(self, arr: np.ndarray, ps: np.ndarray, pl: np.ndarray, buf=None):
+        n = ps.size
+        self.n = n
+        self.tags_code = np.zeros(n, np.int64)
+        self._prefix = None
+        self._hashes: RangeHashes | None = None
+        self.suspect = np.zeros(n, bool)
+        self.prop_crc = np.zeros(n, bool)
+        tot = int(pl.sum())
+        self.tot = tot
+        self.hp = np.zeros(0, np.int64)
+        if not tot:
+            self.cat = np.zeros(0, np.uint8)
+            return
+        moff = np.cumsum(pl) - pl
+        self.moff, self.mend = moff, moff + pl
+        if buf is not None:  # slicing the mapping and joining is cheaper than a numpy gather
+            cat = np.frombuffer(b"".join(map(buf.__getitem__, map(slice, ps.tolist(), (ps + pl).tolist()))),
+                                np.uint8)
+        else:
+            cat = arr[np.repeat(ps - moff, pl) + np.arange(tot)]
+        self.cat = cat
+        sep = np.flatnonzero(cat == 2)
+        starts = np.concatenate([moff[pl > 0], sep + 1])
+        starts.sort(kind="stable")
+        if starts.size > 1:
+            starts = starts[np.r_[True, starts[1:] != starts[:-1]]]
+        starts = starts[starts < tot]
+        owner = np.searchsorted(moff, starts, "right") - 1
+        j = np.searchsorted(sep, starts)
+        nxt = np.where(j < sep.size, sep[np.minimum(j, max(sep.size - 1, 0))], tot) if sep.size else np.full(
+            starts.size, tot)
+        end = np.minimum(nxt, self.mend[owner])
+        self.starts, self.owner, self.end = starts, owner, end
+        # well-formed pairs: name\x01value, both non-empty
+        ones = np.flatnonzero(cat == 1)
+        k = np.searchsorted(ones, starts)
+        first1 = np.where(k < ones.size, ones[np.minimum(k, max(ones.size - 1, 0))], tot) if ones.size else \
+            np.full(starts.size, tot)
+        good = (first1 > starts) & (first1 < end - 1)
+        self.suspect[owner[~good]] = True
+        self.hp = np.flatnonzero(cat >= 0x80)  # non-ASCII bytes: UTF-8 to validate, UTF-16 to hash
+        if self.hp.size:
+            self.non_ascii_msg = np.zeros(n, bool)
+            self.non_ascii_msg[np.searchsorted(moff, self.hp, "right") - 1] = True
+        m, a, b = self.value(b"TAGS\x01")
+        if m.size:
+            self.tags_code[m] = java_int(self.hash_ranges(a, b))
+            na = self.non_ascii(a, b)
+            if na.size:  # hashCode runs over UTF-16 code units, not the UTF-8 bytes
+                raw = cat.tobytes()
+                self.tags_code[m[na]] = java_int(java_hashes([raw[x:y] for x, y in zip(a[na].tolist(),
+                                                                                      b[na].tolist())])[0])
+        self.prop_crc[self.value(CRC_MARK)[0]] = True
+
+    def suspects(self) -> np.ndarray:
+        """Messages whose properties need a closer look: malformed pairs, or non-ASCII bytes
+        that may not be UTF-8 (one decode of the whole batch clears them all when it is)."""
+        bad = self.suspect.copy()
+        if self.hp.size:
+            cat = self.cat
+            first = cat[self.moff[self.mend > self.moff]]
+            cont = ((first & 0xC0) == 0x80).any()  # a character split across two messages
+            try:
+                if cont:
+                    raise UnicodeDecodeError("utf-8", b"", 0, 1, "split")
+                cat.tobytes().decode("utf-8")
+            except UnicodeDecodeError:
+                bad |= self.non_ascii_msg
+        return np.flatnonzero(bad)
+
+    def hash_ranges(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """Java hashCode (uint32) of the ASCII byte ranges ``cat[a:b]``."""
+        if self._hashes is None:
+            self._hashes = RangeHashes(self.cat)
+        return self._hashes(a, b)
+
+    def non_ascii(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        if not self.hp.size:
+            return np.zeros(0, np.int64)
+        return np.flatnonzero(np.searchsorted(self.hp, b) > np.searchsorted(self.hp, a))
+
+    def value(self, name: bytes):
+        """(message index, value start, value end) of the last non-empty pair ``name`` per message."""
+        if not self.tot:
+            z = np.zeros(0, np.int64)
+            return z, z, z
+        L = len(name)
+        if self._prefix is None:
+            pos = np.minimum(self.starts[:, None] + np.arange(4), self.tot - 1)
+            self._prefix = np.ascontiguousarray(self.cat[pos]).view(">u4").ravel()
+        m = np.flatnonzero((self._prefix == int.from_bytes(name[:4], "big")) & (self.starts + L < self.end))
+        if m.size and L > 4:
+            pos = np.minimum(self.starts[m][:, None] + np.arange(4, L), self.tot - 1)
+            m = m[(self.cat[pos] == np.frombuffer(name[4:], np.uint8)).all(1)]
+        if not m.size:
+            z = np.zeros(0, np.int64)
+            return z, z, z
+        own = self.owner[m]
+        last = np.r_[own[1:] != own[:-1], True]
+        m = m[last]
+        return self.owner[m], self.starts[m] + L, self.end[m]
+
+    def index_keys(self, tid: np.ndarray, prefix_hash: np.ndarray, indexable: np.ndarray,
+                   topic_names: list[bytes]) -> IndexKeys:
+        """``IndexService#buildIndex`` keys (topic#UNIQ_KEY, topic#k for each KEYS word)."""
+        cat = self.cat
+        um, ua, ub = self.value(b"UNIQ_KEY\x01")
+        km, ka, kb = self.value(b"KEYS\x01")
+        if km.size:  # words of KEYS: split each value at its spaces, drop empty words
+            order = np.argsort(ka, kind="stable")
+            km, ka, kb = km[order], ka[order], kb[order]
+            sp = np.flatnonzero(cat == 0x20)
+            r = np.searchsorted(ka, sp, "right") - 1
+            inside = (r >= 0) & (sp < kb[np.maximum(r, 0)])
+            sp = sp[inside]
+            wa = np.concatenate([ka, sp + 1])
+            wb = np.concatenate([sp, kb])
+            wa.sort()
+            wb.sort()
+            keep = wb > wa
+            wa, wb = wa[keep], wb[keep]
+            wm = km[np.searchsorted(ka, wa, "right") - 1]
+        else:
+            wa = wb = wm = np.zeros(0, np.int64)
+        owner = np.concatenate([um, wm])
+        a = np.concatenate([ua, wa])
+        b = np.concatenate([ub, wb])
+        keep = indexable[owner] if owner.size else np.zeros(0, bool)
+        owner, a, b = owner[keep], a[keep], b[keep]
+        pfx = prefix_hash[tid[owner]]
+        h = self.hash_ranges(a, b)
+        lens = b - a
+        na = self.non_ascii(a, b)
+        if na.size:  # hashCode runs over UTF-16 code units, not the UTF-8 bytes: re-hash those keys
+            raw = cat.tobytes()
+            h[na], lens[na] = java_hashes([raw[x:y] for x, y in zip(a[na].tolist(), b[na].tolist())])
+        ih = index_hash(concat_hashes(pfx, lens, h))
+
+        def topic_of(m: int) -> str:
+            return topic_names[int(tid[m])].decode("utf-8", "backslashreplace")
+
+        return IndexKeys(owner, ih, cat, a, b, topic_of)

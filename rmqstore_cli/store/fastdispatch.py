@@ -42,8 +42,15 @@ from rmqstore_cli.formats.commitlog import (
 from rmqstore_cli.formats.consume_queue import CQ_STORE_UNIT_SIZE
 from rmqstore_cli.formats.derive import field_offset
 from rmqstore_cli.formats.index import INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE
-from rmqstore_cli.formats.properties import parse_properties
-from rmqstore_cli.store.batch import concat_hashes, gather, index_hash, java_hashes, java_int, release_pages
+from rmqstore_cli.store.batch import (
+    concat_hashes,
+    gather,
+    index_hash,
+    java_hashes,
+    java_int,
+    pick_property,
+    release_pages,
+)
 from rmqstore_cli.store.consume_queue import UNIT_DTYPE, ConsumeQueueWriter
 from rmqstore_cli.store.dispatch import Dispatcher, DispatchRequest, InvalidForDispatch
 from rmqstore_cli.store.index import _HEADER, IndexFile, build_key
@@ -56,19 +63,6 @@ _ENTRY_DTYPE = np.dtype([("key_hash", ">i4"), ("phy_offset", ">i8"), ("time_diff
 _INT_MAX = (1 << 31) - 1
 _SCHEDULE = SCHEDULE_TOPIC.encode()
 
-def _prop(props: bytes, name: bytes) -> bytes | None | bool:
-    """The value ``string2messageProperties`` keeps for ``name``: bytes, None (absent), or
-    False when a full parse is needed to tell."""
-    i = props.rfind(name)
-    if i < 0:
-        return None
-    if i and props[i - 1] != 2:
-        return False
-    j = props.find(b"\x02", i)
-    v = props[i + len(name):] if j < 0 else props[i + len(name):j]
-    return v if v else False
-
-
 _PROPS_RE = re.compile(b"\\x02(?:(TAGS|KEYS|UNIQ_KEY|DELAY)\\x01([^\\x02]+)|\\xff(?=\\x02))")
 _weights: dict[int, np.ndarray] = {}
 
@@ -78,12 +72,6 @@ def _row_weights(width: int) -> np.ndarray:
     if w is None:
         w = _weights[width] = np.random.default_rng(width).integers(1, 1 << 63, size=width, dtype=np.uint64) | 1
     return w
-
-
-def _full(props: bytes) -> tuple:
-    d = parse_properties(props.decode("utf-8", "replace"))
-    return tuple((d[k].encode("utf-8", "surrogatepass") if k in d else None)
-                 for k in ("TAGS", "KEYS", "UNIQ_KEY", "DELAY"))
 
 
 @dataclass
@@ -257,14 +245,10 @@ class FastDispatcher:
             n = pl[i]
             if n > 0:
                 props = buf[pa[i]:pa[i] + n]
-                tags = _prop(props, b"TAGS\x01")
-                keys = _prop(props, b"KEYS\x01")
-                uniq = _prop(props, b"UNIQ_KEY\x01")
-                delay = _prop(props, b"DELAY\x01") if t.schedule else None
-                if tags is False or keys is False or uniq is False or delay is False:
-                    tags, keys, uniq, delay = _full(props)
-                    if not t.schedule:
-                        delay = None
+                tags = pick_property(props, b"TAGS\x01")
+                keys = pick_property(props, b"KEYS\x01")
+                uniq = pick_property(props, b"UNIQ_KEY\x01")
+                delay = pick_property(props, b"DELAY\x01") if t.schedule else None
             else:
                 tags = keys = uniq = delay = None
             tags_list.append(tags or b"")

@@ -63,8 +63,8 @@ from rmqstore_cli.formats.index import (
 )
 from rmqstore_cli.formats.properties import parse_properties
 from rmqstore_cli.store.checkpoint import StoreCheckpoint
-from rmqstore_cli.store.batch import RangeHashes, concat_hashes, gather, index_hash, java_hashes, java_int
-from rmqstore_cli.store.batch import index_hashes  # noqa: F401  (its home until batch.py; tests import it here)
+from rmqstore_cli.store.batch import CRC_MARK, IndexKeys, Properties, gather, pick_property, props_well_formed
+from rmqstore_cli.store.batch import Properties as _Props, index_hashes  # noqa: F401  (tests import them here)
 from rmqstore_cli.store.commitlog import Status, check_message
 from rmqstore_cli.store.config import StoreConfig
 from rmqstore_cli.store.consume_queue import UNIT_DTYPE
@@ -148,7 +148,6 @@ _FAST_WALK_REGION = 16 << 20  # bytes searched per vectorised walk step
 _FAST_WALK_MAX_AVG = 4096  # bigger records: the Python walk is cheaper than scanning their bytes
 _TOPIC_OK_DOT = re.compile(rb"[A-Za-z0-9%|_.\-]+")  # '.' seen in real stores
 _INDEX_NAME = re.compile(r"\d{17}")
-_CRC_MARK = (CRC32_PROPERTY + "\x01").encode()
 
 
 @dataclass(slots=True)
@@ -185,37 +184,12 @@ def _member(x: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:
     return sorted_set[np.minimum(i, sorted_set.size - 1)] == x
 
 
-def _prop(props: bytes, name: bytes) -> bytes | None:
-    """The value of property ``name`` (``name`` ends with \\x01), last pair winning, or None."""
-    i = props.rfind(b"\x02" + name)
-    if i >= 0:
-        i += 1
-    elif props.startswith(name):
-        i = 0
-    else:
-        return None
-    j = props.find(b"\x02", i)
-    v = props[i + len(name): j if j >= 0 else len(props)]
-    if not v:  # an empty value is dropped by the parser; an earlier pair may still count
-        return parse_properties(props.decode("utf-8", "replace")).get(name[:-1].decode(), "").encode() or None
-    return v
-
-
-def _props_well_formed(props: bytes) -> bool:
-    """Cheap test that every pair is ``name\\x01value`` with both non-empty."""
-    c2 = props.count(b"\x02")
-    pairs = c2 if props.endswith(b"\x02") else c2 + 1
-    return (props.count(b"\x01") == pairs and not props.startswith(b"\x01")
-            and b"\x02\x01" not in props and b"\x01\x02" not in props and b"\x02\x02" not in props
-            and not props.endswith(b"\x01"))
-
-
 def _props_problem(props: bytes) -> str | None:
     try:
         text = props.decode("utf-8")
     except UnicodeDecodeError as e:
         return f"properties are not valid UTF-8 (byte {e.start})"
-    if _props_well_formed(props):
+    if props_well_formed(props):
         return None
     parts = text.split("\x02")
     if parts and parts[-1] == "":
@@ -278,179 +252,6 @@ class _Delayed:
     properties: dict
     topic_bytes: bytes
     store_timestamp: int
-
-
-class _Keys:
-    """Index keys of a batch: owner message, index hash, and the key text on demand."""
-
-    def __init__(self, owner, hash_, cat, a, b, topic_of):
-        self.owner, self.hash, self._cat, self._a, self._b, self._topic_of = owner, hash_, cat, a, b, topic_of
-
-    def text(self, x: int) -> str:
-        key = bytes(self._cat[self._a[x]:self._b[x]]).decode("utf-8", "backslashreplace")
-        return f"{self._topic_of(int(self.owner[x]))}#{key}"
-
-
-class _Props:
-    """``MessageDecoder#string2messageProperties`` for a whole batch at once, on the bytes.
-
-    Pair boundaries are the \x02 bytes; a pair's name runs to its first \x01 (both are
-    single bytes in UTF-8, never inside a multi-byte character). The last pair of a name
-    wins; empty names/values are dropped, as the broker's parser does.
-
-    Java ``String#hashCode`` of any byte range comes from one prefix sum:
-    ``hash(cat[a:b]) = 31^(b-1) * (S[b] - S[a])`` with ``S[k] = sum(c_i * 31^-i, i < k)``,
-    all mod 2^32 (uint32 arithmetic wraps exactly like Java's int). Non-ASCII ranges are
-    hashed over UTF-16 code units in Python instead.
-    """
-
-    def __init__(self, arr: np.ndarray, ps: np.ndarray, pl: np.ndarray, buf=None):
-        n = ps.size
-        self.n = n
-        self.tags_code = np.zeros(n, np.int64)
-        self._prefix = None
-        self._hashes: RangeHashes | None = None
-        self.suspect = np.zeros(n, bool)
-        self.prop_crc = np.zeros(n, bool)
-        tot = int(pl.sum())
-        self.tot = tot
-        self.hp = np.zeros(0, np.int64)
-        if not tot:
-            self.cat = np.zeros(0, np.uint8)
-            return
-        moff = np.cumsum(pl) - pl
-        self.moff, self.mend = moff, moff + pl
-        if buf is not None:  # slicing the mapping and joining is cheaper than a numpy gather
-            cat = np.frombuffer(b"".join(map(buf.__getitem__, map(slice, ps.tolist(), (ps + pl).tolist()))),
-                                np.uint8)
-        else:
-            cat = arr[np.repeat(ps - moff, pl) + np.arange(tot)]
-        self.cat = cat
-        sep = np.flatnonzero(cat == 2)
-        starts = np.concatenate([moff[pl > 0], sep + 1])
-        starts.sort(kind="stable")
-        if starts.size > 1:
-            starts = starts[np.r_[True, starts[1:] != starts[:-1]]]
-        starts = starts[starts < tot]
-        owner = np.searchsorted(moff, starts, "right") - 1
-        j = np.searchsorted(sep, starts)
-        nxt = np.where(j < sep.size, sep[np.minimum(j, max(sep.size - 1, 0))], tot) if sep.size else np.full(
-            starts.size, tot)
-        end = np.minimum(nxt, self.mend[owner])
-        self.starts, self.owner, self.end = starts, owner, end
-        # well-formed pairs: name\x01value, both non-empty
-        ones = np.flatnonzero(cat == 1)
-        k = np.searchsorted(ones, starts)
-        first1 = np.where(k < ones.size, ones[np.minimum(k, max(ones.size - 1, 0))], tot) if ones.size else \
-            np.full(starts.size, tot)
-        good = (first1 > starts) & (first1 < end - 1)
-        self.suspect[owner[~good]] = True
-        self.hp = np.flatnonzero(cat >= 0x80)  # non-ASCII bytes: UTF-8 to validate, UTF-16 to hash
-        if self.hp.size:
-            self.non_ascii_msg = np.zeros(n, bool)
-            self.non_ascii_msg[np.searchsorted(moff, self.hp, "right") - 1] = True
-        m, a, b = self.value(b"TAGS\x01")
-        if m.size:
-            self.tags_code[m] = java_int(self.hash_ranges(a, b))
-            na = self.non_ascii(a, b)
-            if na.size:  # hashCode runs over UTF-16 code units, not the UTF-8 bytes
-                raw = cat.tobytes()
-                self.tags_code[m[na]] = java_int(java_hashes([raw[x:y] for x, y in zip(a[na].tolist(),
-                                                                                      b[na].tolist())])[0])
-        self.prop_crc[self.value(_CRC_MARK)[0]] = True
-
-    def suspects(self) -> np.ndarray:
-        """Messages whose properties need a closer look: malformed pairs, or non-ASCII bytes
-        that may not be UTF-8 (one decode of the whole batch clears them all when it is)."""
-        bad = self.suspect.copy()
-        if self.hp.size:
-            cat = self.cat
-            first = cat[self.moff[self.mend > self.moff]]
-            cont = ((first & 0xC0) == 0x80).any()  # a character split across two messages
-            try:
-                if cont:
-                    raise UnicodeDecodeError("utf-8", b"", 0, 1, "split")
-                cat.tobytes().decode("utf-8")
-            except UnicodeDecodeError:
-                bad |= self.non_ascii_msg
-        return np.flatnonzero(bad)
-
-    def hash_ranges(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        """Java hashCode (uint32) of the ASCII byte ranges ``cat[a:b]``."""
-        if self._hashes is None:
-            self._hashes = RangeHashes(self.cat)
-        return self._hashes(a, b)
-
-    def non_ascii(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        if not self.hp.size:
-            return np.zeros(0, np.int64)
-        return np.flatnonzero(np.searchsorted(self.hp, b) > np.searchsorted(self.hp, a))
-
-    def value(self, name: bytes):
-        """(message index, value start, value end) of the last non-empty pair ``name`` per message."""
-        if not self.tot:
-            z = np.zeros(0, np.int64)
-            return z, z, z
-        L = len(name)
-        if self._prefix is None:
-            pos = np.minimum(self.starts[:, None] + np.arange(4), self.tot - 1)
-            self._prefix = np.ascontiguousarray(self.cat[pos]).view(">u4").ravel()
-        m = np.flatnonzero((self._prefix == int.from_bytes(name[:4], "big")) & (self.starts + L < self.end))
-        if m.size and L > 4:
-            pos = np.minimum(self.starts[m][:, None] + np.arange(4, L), self.tot - 1)
-            m = m[(self.cat[pos] == np.frombuffer(name[4:], np.uint8)).all(1)]
-        if not m.size:
-            z = np.zeros(0, np.int64)
-            return z, z, z
-        own = self.owner[m]
-        last = np.r_[own[1:] != own[:-1], True]
-        m = m[last]
-        return self.owner[m], self.starts[m] + L, self.end[m]
-
-    def index_keys(self, tid: np.ndarray, prefix_hash: np.ndarray, indexable: np.ndarray,
-                   topic_names: list[bytes]) -> _Keys:
-        """``IndexService#buildIndex`` keys (topic#UNIQ_KEY, topic#k for each KEYS word)."""
-        cat = self.cat
-        um, ua, ub = self.value(b"UNIQ_KEY\x01")
-        km, ka, kb = self.value(b"KEYS\x01")
-        if km.size:  # words of KEYS: split each value at its spaces, drop empty words
-            order = np.argsort(ka, kind="stable")
-            km, ka, kb = km[order], ka[order], kb[order]
-            sp = np.flatnonzero(cat == 0x20)
-            r = np.searchsorted(ka, sp, "right") - 1
-            inside = (r >= 0) & (sp < kb[np.maximum(r, 0)])
-            sp = sp[inside]
-            wa = np.concatenate([ka, sp + 1])
-            wb = np.concatenate([sp, kb])
-            wa.sort()
-            wb.sort()
-            keep = wb > wa
-            wa, wb = wa[keep], wb[keep]
-            wm = km[np.searchsorted(ka, wa, "right") - 1]
-        else:
-            wa = wb = wm = np.zeros(0, np.int64)
-        owner = np.concatenate([um, wm])
-        a = np.concatenate([ua, wa])
-        b = np.concatenate([ub, wb])
-        keep = indexable[owner] if owner.size else np.zeros(0, bool)
-        owner, a, b = owner[keep], a[keep], b[keep]
-        pfx = prefix_hash[tid[owner]]
-        h = self.hash_ranges(a, b)
-        lens = b - a
-        na = self.non_ascii(a, b)
-        if na.size:  # hashCode runs over UTF-16 code units, not the UTF-8 bytes: re-hash those keys
-            raw = cat.tobytes()
-            h[na], lens[na] = java_hashes([raw[x:y] for x, y in zip(a[na].tolist(), b[na].tolist())])
-        ih = index_hash(concat_hashes(pfx, lens, h))
-
-        def topic_of(m: int) -> str:
-            return topic_names[int(tid[m])].decode("utf-8", "backslashreplace")
-
-        return _Keys(owner, ih, cat, a, b, topic_of)
-
-
-def _scan_properties(arr: np.ndarray, ps: np.ndarray, pl: np.ndarray, buf=None) -> _Props:
-    return _Props(arr, ps, pl, buf)
 
 
 def _data_extent(path: Path) -> int | None:
@@ -1235,7 +1036,7 @@ class Verifier:
                     tids[i] = t if t is not None else self._new_topic(tb, rel, Pl[i], base)
         tid = np.array(tids, np.int64)
         tran = sysf & TRANSACTION_MASK
-        pr = _scan_properties(arr, props_start, pl, buf)
+        pr = Properties(arr, props_start, pl, buf)
         for i in pr.suspects().tolist():
             problem = _props_problem(buf[psl[i]:psl[i] + pll[i]])
             if problem:
@@ -1274,7 +1075,7 @@ class Verifier:
         step = np.ones(n, np.int64)
         for i in inner:
             props = buf[psl[i]:psl[i] + pll[i]]
-            v = _prop(props, b"INNER_NUM\x01")
+            v = pick_property(props, b"INNER_NUM\x01")
             if v is not None and v.isdigit():
                 step[i] = int(v)
         # NOT and COMMIT records get a unit; 5.x inner-batch records go to the batch consume
@@ -1289,7 +1090,7 @@ class Verifier:
 
     def _check_prop_crc(self, buf, pos: int, total: int, props: bytes, rel: str, base: int) -> None:
         """§2.8: the __CRC32# digits (least significant first) against crc32(record[:total-20])."""
-        if props.endswith(b"\x02") and props.startswith(_CRC_MARK, len(props) - CRC32_RESERVED_LEN):
+        if props.endswith(b"\x02") and props.startswith(CRC_MARK, len(props) - CRC32_RESERVED_LEN):
             digits = props[-11:-1]
         else:
             v = parse_properties(props.decode("utf-8", "replace")).get(CRC32_PROPERTY, "")
@@ -1597,7 +1398,7 @@ class Verifier:
                       topic=mq.topic, queue_id=mq.qid)
 
     # -------------------------------------------------------- index vs messages
-    def _check_index_batch(self, absP, total, keys: "_Keys", base, rel) -> None:
+    def _check_index_batch(self, absP, total, keys: IndexKeys, base, rel) -> None:
         lo, hi = int(absP[0]), int(absP[-1] + total[-1])
         hashes = keys.hash
         own = keys.owner
