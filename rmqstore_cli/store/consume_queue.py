@@ -20,6 +20,7 @@ from rmqstore_cli.formats.consume_queue import (
     UNIT_FORMAT,
     ConsumeQueueUnit,
 )
+from rmqstore_cli.errors import StoreError
 from rmqstore_cli.formats.derive import numpy_dtype
 from rmqstore_cli.store.mapped_files import MappedFileQueue, offset2file_name, queue_dirs  # noqa: F401
 
@@ -119,6 +120,29 @@ class ConsumeQueue:
         self.queue.close()
 
 
+#: NAME_MAX of Linux file systems: a longer topic cannot be a directory name.
+NAME_MAX = 255
+
+
+def unsafe_topic(topic: str) -> str | None:
+    """Why a topic read from the commit log cannot be a ``consumequeue/<topic>`` directory,
+    or None. The broker's store joins any topic into the path (``ConsumeQueue`` constructor);
+    its send-side check, ``TopicValidator#isTopicOrGroupIllegal`` (``[%|a-zA-Z0-9_-]``),
+    is not applied to what is already stored, and real stores hold topics outside it (the
+    4.9.7 sample has ``Refund.Topic-2``). So only names that are not one safe path
+    component are refused: empty, ``.``, ``..``, containing ``/`` or NUL, undecodable
+    UTF-8 (read back as U+FFFD), or longer than NAME_MAX bytes."""
+    if topic in ("", ".", ".."):
+        return "not a directory name"
+    if "/" in topic or "\0" in topic:
+        return "contains '/' or NUL"
+    if "\ufffd" in topic:
+        return "not valid UTF-8"
+    if len(topic.encode("utf-8", "surrogatepass")) > NAME_MAX:
+        return f"longer than {NAME_MAX} bytes"
+    return None
+
+
 class ConsumeQueueWriter:
     """``ConsumeQueue#putMessagePositionInfo`` into fresh files, buffered, per queue.
 
@@ -129,6 +153,9 @@ class ConsumeQueueWriter:
     FLUSH_UNITS = 4096
 
     def __init__(self, root: Path, topic: str, queue_id: int, file_size: int):
+        why = unsafe_topic(topic)
+        if why is not None:  # last guard: a name from the log never becomes a path outside root
+            raise StoreError(f"topic {topic!r} cannot name a consume-queue directory: {why}", path=root)
         self.dir = root / topic / str(queue_id)
         self.file_size = file_size
         self.max_physic_offset = -1

@@ -19,7 +19,7 @@ from rmqstore_cli.formats.commitlog import (
     TRANSACTION_ROLLBACK_TYPE,
 )
 from rmqstore_cli.store.config import StoreConfig
-from rmqstore_cli.store.consume_queue import ConsumeQueueWriter
+from rmqstore_cli.store.consume_queue import ConsumeQueueWriter, unsafe_topic
 from rmqstore_cli.store.index import IndexService, build_key
 from rmqstore_cli.store.message import (
     PROPERTY_DELAY,
@@ -92,6 +92,22 @@ def dispatch_request(msg: Message, delay_table: dict[int, int]) -> DispatchReque
 
 
 
+class QueueTopics:
+    """``name in topics``: the topic is selected and can be a ``consumequeue/`` directory
+    (:func:`~rmqstore_cli.store.consume_queue.unsafe_topic`); refused names are recorded."""
+
+    def __init__(self, selected: Iterable[str] | None):
+        self.selected = set(selected) if selected is not None else None
+        self.refused: dict[str, str] = {}  # topic -> why
+
+    def __contains__(self, topic: str) -> bool:
+        why = unsafe_topic(topic)
+        if why is not None:
+            self.refused[topic] = why
+            return False
+        return self.selected is None or topic in self.selected
+
+
 class Dispatcher:
     """Builds consume queues and index files from dispatch requests, in physical order.
 
@@ -107,7 +123,9 @@ class Dispatcher:
         self.writers: dict[tuple[str, int], ConsumeQueueWriter] = {}
         self.build_cq = build_cq
         self.build_index = build_index and config.message_index_enable
-        self.topics = set(topics) if topics is not None else None
+        #: Which topics get queues: the selection, less names that cannot be a directory
+        #: (those are kept in ``self.topics.refused``: findings, never paths).
+        self.topics = QueueTopics(topics)
         self.index = IndexService(index_dir, config.max_hash_slot_num, config.max_index_num,
                                   config.max_msgs_num_batch, writable=True, tz=tz) if self.build_index else None
         self.last_store_timestamp = 0
@@ -119,7 +137,7 @@ class Dispatcher:
         return req
 
     def dispatch_request(self, req: DispatchRequest) -> None:
-        if self.build_cq and req.to_consume_queue and (self.topics is None or req.topic in self.topics):
+        if self.build_cq and req.to_consume_queue and req.topic in self.topics:
             key = (req.topic, req.queue_id)
             w = self.writers.get(key)
             if w is None:
