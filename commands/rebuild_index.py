@@ -108,6 +108,11 @@ def rebuild_index(
         raise UsageError("--copy-commitlog only applies to --output")
     if topic and only is Only.index:
         raise UsageError("--topic selects consume queues; it cannot be combined with --only index")
+    from rmqstore_cli.store.consume_queue import unsafe_topic
+
+    for t in topic or ():
+        if unsafe_topic(t):
+            raise UsageError(f"--topic {t!r} cannot be a consume-queue directory: {unsafe_topic(t)}")
     if in_place:
         from rmqstore_cli.store.lock import refuse_if_live
 
@@ -132,6 +137,12 @@ def rebuild_index(
     if rep is not None and rep.stop is not None and not rep.stop.clean:
         print(f"rmqstore: warning: dispatch stopped at offset {rep.stop.offset} ({rep.stop.file}): "
               f"{rep.stop.reason}", file=sys.stderr)
+    if rep is not None and rep.refused_topics:
+        from rmqstore_cli.render import safe_text
+
+        print(f"rmqstore: warning: records of {len(rep.refused_topics)} topic(s) got no consume queue, their names "
+              f"cannot be a directory: " + ", ".join(safe_text(repr(t)) for t in sorted(rep.refused_topics)),
+              file=sys.stderr)
     if rep is not None and rep.skipped:
         print(f"rmqstore: warning: {len(rep.skipped)} stretch(es) of the commit log were skipped undispatched "
               f"(see 'skipped')", file=sys.stderr)
@@ -158,6 +169,7 @@ def _summary(store: Path, rep, plan: dict, opts) -> dict:
         "dispatch_end": {"offset": rep.stop.offset, "file": rep.stop.file, "reason": rep.stop.reason,
                          "clean": rep.stop.clean} if rep.stop else None,
         "skipped": [{"offset": k.offset, "size": k.size, "file": k.file, "reason": k.reason} for k in rep.skipped],
+        "refused_topics": [{"topic": t, "reason": why} for t, why in sorted(rep.refused_topics.items())],
     })
     return s
 
