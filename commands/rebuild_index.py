@@ -22,6 +22,7 @@ from rmqstore_cli.commands.common import (
     command,
     complete_topic,
 )
+from rmqstore_cli.commands.export import Engine
 
 EPILOG = """Examples:
 
@@ -32,6 +33,13 @@ EPILOG = """Examples:
   rmqstore rebuild-index --store ~/store --in-place --only cq --topic OrderTopic --topic '%RETRY%cg'
 
   rmqstore rebuild-index --store snap/ --broker-conf broker.conf --output out/ --tz Asia/Shanghai --format json
+
+  rmqstore rebuild-index --store /mnt/store --output /mnt/rebuilt --engine spark --spark-master 'local[4]'
+
+With --engine spark each commit-log file is dispatched by one Spark task; one task per
+queue and one per index file then write the files, byte for byte what the local engine
+writes. On a cluster, --output (or the store, with --in-place) must be on a file system
+every executor mounts at the same path.
 
 Index file names are the store time of each file's first entry in --tz (the broker names
 them by its wall clock at creation, which the store does not record). An interrupted
@@ -74,6 +82,10 @@ def rebuild_index(
     index_max: IndexMaxOpt = None,
     tz: TzOpt = None,
     fmt: FormatOpt = Fmt.table,
+    engine: Annotated[Engine, typer.Option(help="local (this process) or spark (PySpark).")] = Engine.local,
+    spark_master: Annotated[str, typer.Option(help="Spark master: local[*], local[N], spark://…, yarn, k8s://….")] = "local[*]",
+    spark_conf: Annotated[Optional[list[str]], typer.Option(help="Spark setting KEY=VALUE (repeatable).")] = None,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Let Spark log (quiet by default).")] = False,
 ) -> None:
     """Regenerate consume queues and index files from the commit log, as the broker's dispatch builds them.
 
@@ -127,11 +139,25 @@ def rebuild_index(
     opts = RebuildOptions(build_cq=only is not Only.index,
                           build_index=(only is not Only.cq and not topic) and cfg.message_index_enable,
                           topics=list(topic) if topic else None, tz=zone, dry_run=dry_run)
-    with _Progress(progress and sys.stderr.isatty()) as bar:
-        if in_place:
-            rep, plan = rebuild_in_place(cfg, opts, no_backup, bar.update)
-        else:
-            rep, plan = rebuild_to(cfg, output, opts, copy_commitlog, bar.update)
+    def job(spark=None):
+        build = None
+        if spark is not None:
+            from rmqstore_cli.pipeline import spark as sp
+
+            build = lambda c, d, o, p: sp.rebuild_build(spark, c, d, o, p)  # noqa: E731
+        with _Progress(progress and sys.stderr.isatty() and spark is None) as bar:
+            if in_place:
+                return rebuild_in_place(cfg, opts, no_backup, bar.update, build=build)
+            return rebuild_to(cfg, output, opts, copy_commitlog, bar.update, build=build)
+
+    if engine is Engine.spark:
+        try:
+            from rmqstore_cli.pipeline import spark as sp
+        except ImportError:
+            raise UsageError("the spark engine needs PySpark", hint="pip install 'rmqstore[spark]'") from None
+        rep, plan = sp.run_job(job, spark_master, spark_conf, verbose)
+    else:
+        rep, plan = job()
     summary = _summary(store, rep, plan, opts)
     _emit(fmt, summary, "rebuild-index (dry run)" if dry_run else "rebuild-index")
     if rep is not None and rep.stop is not None and not rep.stop.clean:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
@@ -18,6 +19,7 @@ from rmqstore_cli.commands.common import (
     StoreOpt,
     command,
 )
+from rmqstore_cli.commands.export import Engine
 
 EPILOG = """Examples:
 
@@ -28,6 +30,13 @@ EPILOG = """Examples:
   rmqstore verify --store ~/store --no-crc --max-findings 5
 
   rmqstore verify --list-checks
+
+  rmqstore verify --store '/snapshots/broker-*/store' --format jsonl      # several stores
+
+  rmqstore verify --store a/store --store b/store --engine spark --spark-master 'local[4]'
+
+With several stores (or --engine spark) every finding carries "store", and the summary
+holds one entry per store. --engine spark runs one Spark task per store.
 
 Exit codes: 0 no errors (warnings and info may be listed), 1 errors found, 3 not a store.
 With --format jsonl every finding is one line {"check","severity","file","offset","detail",...};
@@ -43,7 +52,10 @@ def register(app: typer.Typer) -> None:
 
 @command
 def verify(
-    store: StoreOpt = DEFAULT_STORE,
+    store: Annotated[list[str], typer.Option(
+        "--store", "-s", envvar="RMQSTORE_STORE", show_default="~/store",
+        help="Store root directory (storePathRootDir); repeat it, or give a glob, for several stores.")] = [
+        str(DEFAULT_STORE)],
     broker_conf: BrokerConfOpt = None,
     commitlog_file_size: CommitlogSizeOpt = None,
     cq_file_size: CqSizeOpt = None,
@@ -56,6 +68,10 @@ def verify(
     list_checks: Annotated[bool, typer.Option("--list-checks", help="List every check id, its severity and "
                                               "meaning, and exit.")] = False,
     fmt: FormatOpt = Fmt.table,
+    engine: Annotated[Engine, typer.Option(help="local (this process) or spark (PySpark).")] = Engine.local,
+    spark_master: Annotated[str, typer.Option(help="Spark master: local[*], local[N], spark://…, yarn, k8s://….")] = "local[*]",
+    spark_conf: Annotated[Optional[list[str]], typer.Option(help="Spark setting KEY=VALUE (repeatable).")] = None,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Let Spark log (quiet by default).")] = False,
 ) -> None:
     """Check a store's commit log, consume queues, index, checkpoint and abort marker.
 
@@ -78,6 +94,15 @@ def verify(
             out.emit(r)
         out.close()
         return
+    from rmqstore_cli.pipeline.tasks import expand_stores
+
+    sizes = dict(mapped_file_size_commit_log=commitlog_file_size, mapped_file_size_consume_queue=cq_file_size,
+                 max_hash_slot_num=index_slots, max_index_num=index_max)
+    specs = expand_stores(store, str(broker_conf) if broker_conf else None, sizes)
+    if len(specs) > 1 or engine is Engine.spark:
+        _verify_many(specs, engine, spark_master, spark_conf, verbose, crc, deep, max_findings, fmt)
+        return
+    store = Path(specs[0].path)
     cfg = open_for_verify(load_config(store, broker_conf, commitlog_file_size, cq_file_size, index_slots, index_max))
     opts = VerifyOptions(crc=crc, deep=deep, max_findings=max_findings)
     progress = None
@@ -128,4 +153,46 @@ def verify(
             print(f"rmqstore: note: {note}", file=sys.stderr)
     sys.stdout.flush()
     if not v.ok:
+        raise typer.Exit(1)
+
+
+def _verify_many(specs, engine, master, conf, verbose, crc, deep, max_findings, fmt) -> None:
+    """Several stores (or Spark): the same Verifier per store; findings carry their store."""
+    from rmqstore_cli.pipeline.tasks import verify_store
+    from rmqstore_cli.render import Output, print_summary, safe_text, to_json
+    from rmqstore_cli.store.config import StoreConfig
+    from rmqstore_cli.store.verify import open_for_verify
+
+    for s in specs:  # a path that is not a store is a clean error before any work
+        open_for_verify(StoreConfig.load(s.path, s.broker_conf, **dict(s.sizes)))
+    if engine is Engine.spark:
+        try:
+            from rmqstore_cli.pipeline import spark as sp
+        except ImportError:
+            from rmqstore_cli.errors import UsageError
+
+            raise UsageError("the spark engine needs PySpark", hint="pip install 'rmqstore[spark]'") from None
+        results = sp.run_job(sp.verify, master, conf, verbose, specs, crc, deep, max_findings)
+    else:
+        results = [verify_store(s, crc, deep, max_findings) for s in specs]
+    findings = [f for r in results for f in r["findings"]]
+    summaries = [r["summary"] for r in results]
+    if fmt is Fmt.jsonl:
+        for f in findings:
+            sys.stdout.write(to_json(f) + "\n")
+        sys.stdout.write(to_json({"summary": {"stores": summaries}}) + "\n")
+    elif fmt is Fmt.json:
+        sys.stdout.write(to_json({"findings": findings, "summary": {"stores": summaries}}) + "\n")
+    else:
+        if findings:
+            out = Output("table", [("store", "store"), ("check", "check")] + TABLE_COLUMNS, title="verify findings")
+            for f in findings:
+                out.emit({k: safe_text(str(f.get(k) if f.get(k) is not None else "")) for k in
+                          ("store", "check", "severity", "file", "offset", "detail")})
+            out.close()
+        for sm in summaries:
+            print_summary("table", {k: sm.get(k) for k in ("store", "messages", "bytes", "files", "errors",
+                                                            "warnings", "infos")}, "verify summary")
+    sys.stdout.flush()
+    if not all(r["ok"] for r in results):
         raise typer.Exit(1)

@@ -160,3 +160,12 @@ def rebuild_build(spark, config, dest: Path, opts, progress=None):
         files.unpersist()
     return T.rebuild_report(config, opts, names, rec, included, stop, summaries, cq_files, queues, built, total,
                             time.perf_counter() - t0)
+
+
+def verify(spark, stores: list, crc: bool, deep: bool, max_findings: int | None) -> list[dict]:
+    """verify on Spark: one task per store runs the engine's Verifier; only capped findings
+    and summaries come back to the driver."""
+    from rmqstore_cli.pipeline.tasks import verify_store
+
+    return spark.sparkContext.parallelize(stores, max(1, len(stores))).map(
+        lambda s: verify_store(s, crc, deep, max_findings)).collect()

@@ -525,3 +525,18 @@ def dry_counts(config, included: list[int], summaries: dict) -> tuple[int, int]:
             spans.setdefault(key, [first, last])[1] = last
     F = config.cq_file_size
     return len(spans), sum((last * 20) // F - (first * 20) // F + 1 for first, last in spans.values())
+
+
+# ===================================================================== verify
+
+def verify_store(spec: StoreSpec, crc: bool, deep: bool, max_findings: int | None) -> dict:
+    """The engine's Verifier on one store: its (capped) findings, each carrying the store,
+    and its summary. Per-message rows never leave the task."""
+    from rmqstore_cli.store.config import StoreConfig
+    from rmqstore_cli.store.verify import Verifier, VerifyOptions, open_for_verify
+
+    cfg = open_for_verify(StoreConfig.load(spec.path, spec.broker_conf, **dict(spec.sizes)))
+    v = Verifier(cfg, VerifyOptions(crc=crc, deep=deep, max_findings=max_findings))
+    findings = [dict(f.as_dict(), store=spec.label) for f in v.run()]
+    summary = dict(v.summary, store=spec.label)
+    return {"store": spec.label, "findings": findings, "summary": summary, "ok": v.ok}

@@ -1,0 +1,146 @@
+"""rebuild-index and verify through the pipeline: the per-file decomposition (in process and
+on Spark local[2]) writes the local engine's consume-queue and index files byte for byte,
+and verify finds the same findings, for one store or several."""
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from conftest import SMALL, generate, run
+
+SIZES = dict(mapped_file_size_commit_log=65536, mapped_file_size_consume_queue=2000, max_hash_slot_num=64,
+             max_index_num=400)
+
+
+def _digest(root: Path) -> dict:
+    out = {}
+    for dp, _, names in os.walk(root):
+        for n in names:
+            p = Path(dp) / n
+            out[str(p.relative_to(root))] = hashlib.sha256(p.read_bytes()).hexdigest()
+    return out
+
+
+def _smash(path: Path, at: int) -> None:
+    """Break the first record starting after ``at`` (its magic code)."""
+    with open(path, "r+b") as fh:
+        fh.seek(at)
+        i = fh.read(8192).find(bytes.fromhex("DAA320A7"))
+        fh.seek(at + i)
+        fh.write(b"\x00\x00\x00\x07")
+
+
+@pytest.fixture(scope="module")
+def stores(tmp_path_factory):
+    root = tmp_path_factory.mktemp("pl")
+    good = generate(root / "good", "--delay-ratio", "0.1", "--transaction-ratio", "0.1", messages=1500, seed=5)
+    damaged = root / "damaged"
+    shutil.copytree(good, damaged)
+    files = sorted((damaged / "commitlog").iterdir())
+    _smash(files[2], 20000)  # before the recovery region: the rest of the file is skipped
+    _smash(files[-2], 30000)  # inside it: dispatch ends there
+    expired = root / "expired"  # first files gone + abort: pre-blank queues, abnormal recovery
+    shutil.copytree(good, expired)
+    for f in sorted((expired / "commitlog").iterdir())[:3]:
+        f.unlink()
+    (expired / "abort").write_bytes(b"")
+    return {"good": good, "damaged": damaged, "expired": expired}
+
+
+def _build(engine_build, store: Path, dest: Path, **kw):
+    from rmqstore_cli.store.config import StoreConfig
+    from rmqstore_cli.store.rebuild import RebuildOptions
+
+    rep = engine_build(StoreConfig.load(store, None, **SIZES), dest, RebuildOptions(tz=dt.timezone.utc, **kw))
+    d = vars(rep).copy()
+    d.pop("seconds")
+    return d, _digest(dest)
+
+
+@pytest.mark.parametrize("name", ["good", "damaged", "expired"])
+def test_decomposed_rebuild_is_the_local_engine_byte_for_byte(stores, name, tmp_path):
+    from rmqstore_cli.pipeline.local import rebuild_build
+    from rmqstore_cli.store.rebuild import build_set
+
+    want, want_files = _build(build_set, stores[name], tmp_path / "a")
+    got, got_files = _build(rebuild_build, stores[name], tmp_path / "b")
+    assert len(want_files) > 10 and any(k.startswith("index/") for k in want_files)
+    assert got_files == want_files
+    assert got == want
+    if name == "damaged":
+        assert not want["stop"].clean and want["skipped"]
+
+
+def test_decomposed_rebuild_with_topic_and_index_only(stores, tmp_path):
+    from rmqstore_cli.pipeline.local import rebuild_build
+    from rmqstore_cli.store.rebuild import build_set
+
+    for kw in ({"build_index": False, "topics": ["OrderTopic"]}, {"build_cq": False}):
+        want = _build(build_set, stores["good"], tmp_path / f"a{len(kw)}{kw.get('build_cq')}", **kw)
+        got = _build(rebuild_build, stores["good"], tmp_path / f"b{len(kw)}{kw.get('build_cq')}", **kw)
+        assert got == want and want[1]
+
+
+@pytest.fixture(scope="module")
+def spark():
+    pytest.importorskip("pyspark")
+    from rmqstore_cli.pipeline import spark as sp
+
+    s = sp.session("local[2]")
+    yield s
+    s.stop()
+
+
+def test_spark_rebuild_is_the_local_engine_byte_for_byte(stores, spark, tmp_path):
+    from rmqstore_cli.pipeline import spark as sp
+    from rmqstore_cli.store.rebuild import build_set
+
+    for name in ("good", "damaged", "expired"):
+        want = _build(build_set, stores[name], tmp_path / f"{name}-a")
+        got = _build(lambda c, d, o: sp.rebuild_build(spark, c, d, o), stores[name], tmp_path / f"{name}-b")
+        assert got[1] == want[1], name
+        assert got[0] == want[0], name
+
+
+def test_spark_verify_finds_what_local_finds_for_two_stores(stores, spark):
+    from rmqstore_cli.pipeline import spark as sp
+    from rmqstore_cli.pipeline.tasks import expand_stores, verify_store
+
+    sizes = {"mapped_file_size_commit_log": 65536, "mapped_file_size_consume_queue": 2000,
+             "max_hash_slot_num": 64, "max_index_num": 400}
+    specs = expand_stores([str(stores["good"]), str(stores["damaged"])], None, sizes)
+    local = [verify_store(s, True, True, None) for s in specs]
+    remote = sp.verify(spark, specs, True, True, None)
+    assert [r["summary"] for r in remote] == [r["summary"] for r in local]
+    key = lambda f: json.dumps(f, sort_keys=True)  # noqa: E731
+    assert sorted(map(key, (f for r in remote for f in r["findings"]))) == \
+        sorted(map(key, (f for r in local for f in r["findings"])))
+    assert local[0]["ok"] and not local[1]["ok"]
+    assert all(f["store"] == str(stores["damaged"]) for f in local[1]["findings"]) and local[1]["findings"]
+
+
+def test_cli_verify_several_stores_and_rebuild_on_spark(stores, tmp_path):
+    pytest.importorskip("pyspark")
+    pattern = str(stores["good"].parent / "[dg]*")
+    loc = run("verify", "--store", pattern, *SMALL, "-f", "jsonl")
+    assert loc.returncode == 1, loc.stderr
+    lines = [json.loads(x) for x in loc.stdout.splitlines()]
+    assert {f["store"] for f in lines[:-1]} == {str(stores["damaged"])}
+    assert [s["store"] for s in lines[-1]["summary"]["stores"]] == [str(stores["damaged"]), str(stores["good"])]
+    out_l, out_s = tmp_path / "l", tmp_path / "s"
+    a = run("rebuild-index", "--store", stores["damaged"], *SMALL, "--output", out_l, "--tz", "UTC", "-f", "json")
+    b = run("rebuild-index", "--store", stores["damaged"], *SMALL, "--output", out_s, "--tz", "UTC", "-f", "json",
+            "--engine", "spark", "--spark-master", "local[2]")
+    assert a.returncode == 0 and b.returncode == 0, b.stderr[-2000:]
+    assert b"Traceback" not in b.stderr
+    assert _digest(out_l / "consumequeue") == _digest(out_s / "consumequeue")
+    assert _digest(out_l / "index") == _digest(out_s / "index")
+    ja, jb = json.loads(a.stdout), json.loads(b.stdout)
+    for k in ("messages", "index_keys", "index_files", "consume_queue_files", "dispatch_end", "skipped"):
+        assert ja[k] == jb[k], k
