@@ -293,3 +293,50 @@ def test_sigkill_rebuild_and_expire_short_seeded_run(tmp_path):
 
     res = crash_loop.run_iterations(2, seed=3, work=tmp_path, max_delay=1.0)
     assert [r for r in res if r[3]] == []
+
+
+# ------------------------------------------------------------------ bounded loops
+
+def _cycle_index(store: Path, topic: str, key: str) -> Path:
+    """The first index file with a crafted count (2^31-1) and a 2-cycle of prevIndex links
+    on the key's slot whose hashes never match: a walk bounded by the count would spin."""
+    import struct
+
+    from rmqstore_cli.store.index import build_key
+    from rmqstore_cli.store.message import index_key_hash
+
+    f = sorted((store / "index").iterdir())[0]
+    data = bytearray(f.read_bytes())
+    h = index_key_hash(build_key(topic, key))
+    struct.pack_into(">i", data, 36, 0x7FFFFFFF)
+    struct.pack_into(">i", data, 40 + (h % 64) * 4, 2)
+    base = 40 + 64 * 4
+    struct.pack_into(">iqii", data, base + 2 * 20, (h + 1) & 0x7FFFFFFF, 0, 0, 3)
+    struct.pack_into(">iqii", data, base + 3 * 20, (h + 2) & 0x7FFFFFFF, 0, 0, 2)
+    f.write_bytes(bytes(data))
+    return f
+
+
+def test_index_chain_cycle_with_huge_count_ends(small_store):
+    import signal
+
+    from rmqstore_cli.store.index import IndexFile
+
+    f = _cycle_index(small_store, "T", "k")
+
+    def boom(*_):
+        raise TimeoutError("index chain walk did not end")
+
+    old = signal.signal(signal.SIGALRM, boom)
+    signal.alarm(20)
+    try:
+        ix = IndexFile(f, 64, 400)
+        assert ix.chain_limit == 400
+        assert ix.select_phy_offset("T#k", 1 << 30, 0, 1 << 62) == []
+        for extra in ([], ["--broker-window"]):
+            r = cli("index-lookup", "--store", small_store, "--commitlog-file-size", "65536", "--index-slots", "64",
+                    "--index-max", "400", "--topic", "T", "k", *extra)
+            assert r.exit_code in (1, 3), r.stderr
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)

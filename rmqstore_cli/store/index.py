@@ -96,6 +96,13 @@ class IndexFile:
             raise StoreError(f"index entry {n} lies past the end of the file", path=self.path, offset=pos)
         return _ENTRY.unpack_from(self.mm, pos)
 
+    @property
+    def chain_limit(self) -> int:
+        """Most steps a hash chain can take: the entries that fit in the file, so a crafted
+        count with a cycle of prevIndex links cannot make a walk run for 2^31 steps."""
+        fit = max(0, (self.length - self.entries_base) // INDEX_ENTRY_SIZE)
+        return min(self.header.index_count, fit)
+
     def is_write_full(self) -> bool:
         return self.header.index_count >= self.index_num
 
@@ -116,7 +123,8 @@ class IndexFile:
         n = v
         base = self.header.begin_timestamp
         steps = 0
-        while len(out) < max_num and steps <= count:  # a chain can't be longer than the file
+        limit = self.chain_limit
+        while len(out) < max_num and steps <= limit:  # a chain can't be longer than the file
             steps += 1
             key_hash, phy, diff, prev = self.read_entry(n)
             if diff < 0:

@@ -156,7 +156,8 @@ def _candidates(f: IndexFile, full_key: str, begin: int, end: int):
     base = f.header.begin_timestamp
     lo = begin - _TRUNCATION_SLACK
     n, steps = v, 0
-    while steps <= count:
+    limit = f.chain_limit
+    while steps <= limit:
         steps += 1
         key_hash, phy, diff, prev = f.read_entry(n)
         if diff < 0:
