@@ -340,3 +340,17 @@ def test_index_chain_cycle_with_huge_count_ends(small_store):
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, old)
+
+
+# ------------------------------------------------------------------ atheris corpus
+
+ATHERIS_CORPUS = sorted((ROOT / "fuzz" / "corpus" / "atheris").glob("*"))
+
+
+@pytest.mark.parametrize("path", ATHERIS_CORPUS, ids=[p.name for p in ATHERIS_CORPUS])
+def test_atheris_corpus_regressions(path):
+    """Seeds and crashes found by fuzz/atheris_decoders.py: each decodes or fails with a
+    documented error (runs without atheris installed)."""
+    import atheris_decoders
+
+    atheris_decoders.one_input(path.read_bytes())

@@ -87,7 +87,11 @@ class IndexFile:
         return self.entries_base + n * INDEX_ENTRY_SIZE
 
     def read_slot(self, key_hash: int) -> int:
-        return _SLOT.unpack_from(self.mm, self.slot_pos(key_hash))[0]
+        pos = self.slot_pos(key_hash)
+        if pos + HASH_SLOT_SIZE > self.length:  # a truncated file
+            raise StoreError(f"index slot {key_hash % self.slot_num} lies past the end of the file",
+                             path=self.path, offset=pos)
+        return _SLOT.unpack_from(self.mm, pos)[0]
 
     def read_entry(self, n: int) -> tuple[int, int, int, int]:
         """(keyHash, phyOffset, timeDiff, prevIndex) of entry ``n``."""
