@@ -38,6 +38,16 @@ def test_man_pages_render_cleanly():
         assert r.returncode == 0 and "warning" not in r.stderr.lower(), (p.name, r.stderr)
 
 
+@pytest.mark.skipif(shutil.which("man") is None, reason="no man here (apt-get install man-db)")
+def test_man_l_renders_each_page_without_complaint():
+    """What the README tells people to run: man -l man/rmqstore.1 (groff warnings on, -ww)."""
+    env = dict(os.environ, MANPAGER="cat", PAGER="cat", MANWIDTH="80", MANROFFOPT="-ww", LC_ALL="C.UTF-8")
+    for p in sorted((ROOT / "man").glob("*.1")):
+        r = subprocess.run(["man", "-l", str(p)], capture_output=True, text=True, env=env, timeout=60)
+        assert r.returncode == 0 and r.stderr == "", (p.name, r.stderr)
+        assert "NAME" in r.stdout and "SYNOPSIS" in r.stdout, p.name
+
+
 def _bash_complete(words: str) -> list[str]:
     script = ROOT / "completions" / "rmqstore.bash"
     cword = len(words.split()) - (0 if words.endswith(" ") else 1)

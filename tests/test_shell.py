@@ -38,10 +38,11 @@ def complete_bash(words: str) -> list[str]:
     return [x for x in r.stdout.splitlines() if x]
 
 
-def complete_zsh(words: str) -> list[str]:
-    """An interactive zsh on a pty (zpty): compinit, source completions/_rmqstore, type, TAB."""
-    r = subprocess.run(["zsh", "-f", str(ROOT / "tests" / "zsh_capture.zsh"), str(COMPLETIONS / "_rmqstore"), words],
-                       capture_output=True, text=True, env=_env(), timeout=60)
+def complete_zsh(words: str, mode: str = "source") -> list[str]:
+    """An interactive zsh on a pty (zpty): compinit and completions/_rmqstore (sourced, or
+    autoloaded from $fpath as installed), type, TAB."""
+    r = subprocess.run(["zsh", "-f", str(ROOT / "tests" / "zsh_capture.zsh"), str(COMPLETIONS / "_rmqstore"), words,
+                        mode], capture_output=True, text=True, env=_env(), timeout=60)
     assert r.returncode == 0, r.stderr
     return [x for x in r.stdout.splitlines() if x]
 
@@ -56,6 +57,13 @@ def complete_fish(words: str) -> list[str]:
 
 
 COMPLETE = {"bash": complete_bash, "zsh": complete_zsh, "fish": complete_fish}
+
+
+def test_zsh_autoloaded_from_fpath():
+    """Installed the zsh way (the file on $fpath, compinit finds '#compdef rmqstore')."""
+    _need("zsh")
+    assert set(complete_zsh("rmqstore dump-c", "fpath")) == {"dump-commitlog", "dump-cq"}
+    assert sorted(complete_zsh("rmqstore verify --format j", "fpath")) == ["json", "jsonl"]
 
 
 def _need(shell: str) -> None:

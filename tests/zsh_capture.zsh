@@ -1,10 +1,16 @@
-# zsh -f zsh_capture.zsh SCRIPT WORDS: load the completion SCRIPT in an interactive zsh on a pty
-# (compinit, compdef, as a user has it), type WORDS, press TAB, and print every candidate
-# the completion system offers, one a line. tests/test_shell.py runs it.
+# zsh -f zsh_capture.zsh SCRIPT WORDS [fpath]: load the completion SCRIPT in an interactive zsh on
+# a pty (sourced after compinit, or with 'fpath' autoloaded from its directory, as a user has it),
+# type WORDS, press TAB, and print every candidate the completion system offers, one a line.
+# tests/test_shell.py runs it.
 zmodload zsh/zpty || exit 3
 zpty z zsh -f -i
-zpty -w z "PROMPT=''; RPROMPT=''; unsetopt zle_bracketed_paste 2>/dev/null; autoload -Uz compinit; compinit -u -D"
-zpty -w z "source ${(q)1}"
+if [[ $3 == fpath ]]; then  # installed: autoloaded from $fpath by compinit
+  zpty -w z "PROMPT=''; RPROMPT=''; unsetopt zle_bracketed_paste 2>/dev/null; fpath=(${(q)1:h} \$fpath)"
+  zpty -w z "autoload -Uz compinit; compinit -u -D"
+else  # sourced after compinit
+  zpty -w z "PROMPT=''; RPROMPT=''; unsetopt zle_bracketed_paste 2>/dev/null; autoload -Uz compinit; compinit -u -D"
+  zpty -w z "source ${(q)1}"
+fi
 zpty -w z 'compadd () {
   if [[ ${@[1,(i)(-|--)]} == *-(O|A|D)\ * ]]; then builtin compadd "$@"; return $?; fi
   typeset -a __hits; builtin compadd -A __hits "$@"; local r=$?
