@@ -38,13 +38,29 @@ def _options(cmd, ctx) -> list[str]:
 
 
 def _examples(cmd) -> list[str]:
-    epilog = (cmd.epilog or "").strip()
+    """The epilog: its indented lines are example command lines (EXAMPLES, kept as typed);
+    its unindented paragraphs are prose (NOTES, filled)."""
+    epilog = (cmd.epilog or "").strip("\n")
     if not epilog:
         return []
-    body = [ln.strip() for ln in epilog.splitlines()[1:] if ln.strip()]
-    lines = [".SH EXAMPLES"]
-    for ln in body:
+    examples, notes, para = [], [], []
+    for ln in epilog.splitlines()[1:]:  # the first line is the "Examples:" heading
+        if ln.startswith((" ", "\t")) and ln.strip():
+            examples.append(ln.strip())
+        elif ln.strip():
+            para.append(ln.strip())
+        elif para:
+            notes.append(" ".join(para))
+            para = []
+    if para:
+        notes.append(" ".join(para))
+    lines = [".SH EXAMPLES"] if examples else []
+    for ln in examples:
         lines += [".PP", ".nf", _roff(ln), ".fi"]
+    if notes:
+        lines.append(".SH NOTES")
+        for n in notes:
+            lines += [".PP", _roff(n)]
     return lines
 
 

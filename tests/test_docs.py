@@ -76,6 +76,38 @@ def test_every_command_has_help_with_examples():
         assert h.exit_code == 0 and "Examples" in h.stdout, sub
 
 
+def _example_lines(cmd) -> list[str]:
+    return [ln.strip() for ln in (cmd.epilog or "").splitlines() if ln.startswith("  ") and "rmqstore " in ln]
+
+
+def test_every_example_parses():
+    """Each example command line in --help (and so in the man pages) is accepted by the CLI
+    as it is today: option names, enum values, argument counts. Parsed, not run."""
+    import shlex
+
+    import typer
+
+    from rmqstore_cli.app import app
+
+    group = typer.main.get_command(app)
+    root = group.make_context("rmqstore", ["--debug", "verify"])
+    seen = 0
+    for name in group.list_commands(root):
+        cmd = group.get_command(root, name)
+        lines = _example_lines(cmd)
+        assert len(lines) >= 2, f"{name}: fewer than two examples"
+        for line in lines:
+            for seg in line.split(" | "):
+                words = shlex.split(seg.split("  #")[0])
+                if words[:1] != ["rmqstore"]:
+                    continue
+                assert words[1] == name or words[1] in group.list_commands(root), line
+                sub = group.get_command(root, words[1])
+                sub.make_context(words[1], words[2:], parent=root)  # raises on an unknown option or bad value
+                seen += 1
+    assert seen >= 2 * len(group.list_commands(root))
+
+
 def test_version():
     r = cli("--version")
     assert r.exit_code == 0 and r.stdout.startswith("rmqstore ")
