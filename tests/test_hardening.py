@@ -354,3 +354,58 @@ def test_atheris_corpus_regressions(path):
     import atheris_decoders
 
     atheris_decoders.one_input(path.read_bytes())
+
+
+# ------------------------------------------------------------------ symlinks out of the store
+
+def _plant_symlinks(store: Path, outside: Path) -> None:
+    """A commit-log file, a consume-queue file, an index file and a queue directory that
+    are symlinks to copies outside the store."""
+    import shutil
+
+    outside.mkdir()
+    cl = sorted((store / "commitlog").iterdir())[3]  # files before it can expire
+    cq_dir = sorted(p for p in (store / "consumequeue").rglob("*") if p.is_dir() and p.name.isdigit())[0]
+    cq = sorted(cq_dir.iterdir())[0]
+    ix = sorted((store / "index").iterdir())[0]
+    for i, f in enumerate((cl, cq, ix)):
+        tgt = outside / f"{i}-{f.name}"
+        shutil.copy2(f, tgt)
+        f.unlink()
+        f.symlink_to(tgt)
+    shutil.copytree(cq_dir, outside / "qdir")
+    shutil.rmtree(cq_dir)
+    cq_dir.symlink_to(outside / "qdir", target_is_directory=True)
+
+
+def _outside_digest(outside: Path) -> dict:
+    return {str(p.relative_to(outside)): (p.read_bytes(), p.stat().st_mtime_ns)
+            for p in sorted(outside.rglob("*")) if p.is_file()}
+
+
+def test_mutating_commands_do_not_write_through_symlinks(small_store, tmp_path):
+    """rebuild-index --in-place --no-backup and expire (everything old) on a store holding
+    symlinks to files and a directory outside it: nothing outside changes or goes."""
+    outside = tmp_path / "outside"
+    _plant_symlinks(small_store, outside)
+    before = _outside_digest(outside)
+    r = cli("rebuild-index", "--store", small_store, "--in-place", "--no-backup", "--index-slots", "64",
+            "--index-max", "400", "--format", "json")
+    assert r.exit_code in (0, 3), r.stderr
+    assert _outside_digest(outside) == before
+    assert not any(p.is_symlink() for p in small_store.rglob("*") if "commitlog" not in p.parts)
+    # expire, with fresh symlinks and every file (the outside ones too) long expired
+    store2 = tmp_path / "s2" / "store"
+    generate(store2, messages=3000)
+    outside2 = tmp_path / "outside2"
+    _plant_symlinks(store2, outside2)
+    old = time.time() - 400 * 86400
+    for p in [*(store2 / "commitlog").iterdir(), *outside2.rglob("*")]:
+        os.utime(p, (old, old), follow_symlinks=False)
+    before = _outside_digest(outside2)
+    r = cli("expire", "--store", store2, "--reserved-hours", "1", "--format", "json")
+    assert r.exit_code in (0, 3), r.stderr
+    assert _outside_digest(outside2) == before
+    s = json.loads(r.stdout)
+    assert s["deleted"]["commitlog"] >= 3  # the real files before the symlink went
+    assert r.exit_code == 3 and "is a symlink, not a store file; left alone" in r.stderr
