@@ -224,7 +224,7 @@ def console():
 
         # piped tables (less, files) get room for a msgId instead of 80 folded columns
         width = None if sys.stdout.isatty() else int(os.environ.get("COLUMNS", "0") or 0) or 200
-        _console = Console(highlight=False, no_color="NO_COLOR" in os.environ, soft_wrap=False, width=width)
+        _console = Console(highlight=False, no_color=bool(os.environ.get("NO_COLOR")), soft_wrap=False, width=width)
     return _console
 
 
@@ -233,7 +233,7 @@ def err_console():
     if _err_console is None:
         from rich.console import Console
 
-        _err_console = Console(stderr=True, highlight=False, no_color="NO_COLOR" in os.environ)
+        _err_console = Console(stderr=True, highlight=False, no_color=bool(os.environ.get("NO_COLOR")))
     return _err_console
 
 

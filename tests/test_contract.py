@@ -268,9 +268,11 @@ def test_no_colour_under_no_color_on_a_terminal(small_store_master):
     for args in (("dump-cq", "--summary"), ("dump-commitlog", "--limit", "5"), ("verify",)):
         out = _on_pty([*args, "--store", small_store_master], env)
         assert b"\n" in out and not _colour_codes(out), (args, out[:300])
-    # the control: on a terminal without NO_COLOR, verify's progress bar (stderr) is coloured
+    # the control: on a terminal without NO_COLOR (or with it empty, which no-color.org says to
+    # ignore), verify's progress bar (stderr) is coloured
     del env["NO_COLOR"]
     assert _colour_codes(_on_pty(["verify", "--store", small_store_master], env))
+    assert _colour_codes(_on_pty(["verify", "--store", small_store_master], dict(env, NO_COLOR="")))
 
 
 def test_same_input_same_bytes(small_store_master, sample):
