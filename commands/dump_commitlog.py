@@ -27,6 +27,8 @@ EPILOG = """Examples:
   rmqstore dump-commitlog --key order-42 --format jsonl | jq .msg_id
 
   rmqstore dump-commitlog --from-offset 1073741824 --body text --limit 1
+
+  rmqstore dump-commitlog --topic OrderTopic --body text --decompress --max-decompressed 1048576
 """
 
 TABLE_COLUMNS = [
@@ -66,6 +68,11 @@ def dump_commitlog(
     properties: Annotated[bool, typer.Option("--properties/--no-properties", help="Include the properties.")] = True,
     show_blank: Annotated[bool, typer.Option(help="Also show BLANK end-of-file records and where data ends.")] = False,
     check_crc: Annotated[bool, typer.Option(help="Check body CRCs; a mismatch ends the log as in recovery.")] = False,
+    decompress: Annotated[bool, typer.Option(
+        "--decompress", help="Show compressed bodies (sysflag COMPRESSED, zlib only) decompressed, each capped "
+        "at --max-decompressed bytes; a body that is not zlib or exceeds the cap stays raw with body_error.")] = False,
+    max_decompressed: Annotated[int, typer.Option(
+        min=1, help="Cap on one decompressed body, in bytes (a crafted body cannot expand past it).")] = 64 << 20,
     fmt: FormatOpt = Fmt.table,
     tz: TzOpt = None,
 ) -> None:
@@ -125,6 +132,8 @@ def dump_commitlog(
                 f = cl.queue.find(rec.offset)
                 cur = (f.file_from_offset, f.end_offset, f.name) if f else (rec.offset, rec.offset + 1, "")
             d = message_dict(rec, body.value, properties, cur[2])
+            if decompress and body is not BodyMode.none and rec.sys_flag & 1:
+                _inflate_into(d, rec, body.value, max_decompressed)
             if fmt is Fmt.table:
                 d["store_time"] = format_ms(rec.store_timestamp, zone)
                 d["queue"] = f"{rec.queue_id}/{rec.queue_offset}"
@@ -140,6 +149,22 @@ def dump_commitlog(
         print(f"data ends at offset {end_.offset} ({end_.reason})", file=sys.stderr)
     if shown == 0 and any(x is not None for x in (topic, queue_id, key, uniq_key, tag, b, e)):
         raise NotFound("no message matched the filters")
+
+
+def _inflate_into(d: dict, rec, mode: str, cap: int) -> None:
+    """Replace a compressed record's body with its decompressed bytes (capped)."""
+    from rmqstore_cli.render import encode_body
+    from rmqstore_cli.store.compression import inflate
+
+    r = inflate(rec.body, rec.sys_flag, cap)
+    if r is None:
+        return
+    d["compression"] = r.compression
+    if r.body is None:
+        d["body_error"] = r.error
+        return
+    d["body"] = encode_body(r.body, mode)
+    d["body_decompressed_size"] = len(r.body)
 
 
 def _check_message_start(cl, offset: int) -> None:

@@ -409,3 +409,48 @@ def test_mutating_commands_do_not_write_through_symlinks(small_store, tmp_path):
     s = json.loads(r.stdout)
     assert s["deleted"]["commitlog"] >= 3  # the real files before the symlink went
     assert r.exit_code == 3 and "is a symlink, not a store file; left alone" in r.stderr
+
+
+# ------------------------------------------------------------------ compressed bodies
+
+def test_inflate_caps_and_refuses():
+    import zlib
+
+    from rmqstore_cli.store.compression import inflate
+
+    data = b"a" * 100_000
+    z = zlib.compress(data, 9)
+    assert inflate(z, 0) is None  # not compressed
+    assert inflate(z, 1).body == data  # bit 0 only: zlib (old clients)
+    assert inflate(z, 1 | (3 << 8)).body == data
+    assert "cap" in inflate(z, 1, cap=1000).error
+    assert "zlib only" in inflate(z, 1 | (1 << 8)).error and inflate(z, 1 | (2 << 8)).compression == "zstd"
+    assert "truncated" in inflate(z[:-10], 1).error
+    assert "not valid zlib" in inflate(b"\x00garbage", 1).error
+
+
+def test_dump_decompress_zip_bomb_is_capped(tmp_path):
+    """A 100 KB body that inflates to 100 MB: --decompress stops at the cap and says so."""
+    import resource
+    import zlib
+
+    store = tmp_path / "store"
+    cfg = StoreConfig.load(store, None, mapped_file_size_commit_log=1 << 20)
+    cl = CommitLog(cfg, writable=True)
+    cl.open_for_append()
+    bomb = zlib.compress(bytes(100 << 20), 9)
+    ok = zlib.compress(b"hello " * 1000)
+    for i, body in enumerate((bomb, ok)):
+        spec = _spec("Z", i)
+        spec.body, spec.sys_flag = body, 1
+        cl.append(spec)
+    cl.close()
+    rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    r = cli("dump-commitlog", "--store", store, "--commitlog-file-size", str(1 << 20), "--body", "base64",
+            "--decompress", "--format", "jsonl")
+    assert r.exit_code == 0, r.stderr
+    a, b = [json.loads(x) for x in r.stdout.splitlines()]
+    assert a["compression"] == "zlib" and "cap" in a["body_error"] and "body_decompressed_size" not in a
+    assert b["body_decompressed_size"] == 6000
+    # the 100 MB never existed at once (the cap is 64 MiB)
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss0 < 90 << 10
