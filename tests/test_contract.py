@@ -143,6 +143,18 @@ def test_verify_records(small_store):
     _check_all(jsonl("verify", "--list-checks"), lambda r: "verify-check")
 
 
+def test_verify_records_of_several_stores(small_store, small_store_master):
+    with open(small_store / "commitlog" / "00000000000000000000", "r+b") as f:
+        f.seek(200)
+        b = f.read(1)
+        f.seek(200)
+        f.write(bytes([b[0] ^ 0xFF]))
+    recs = jsonl("verify", "--store", small_store_master, "--store", small_store, code=1)
+    _check_all(recs, lambda r: "verify-summary" if "summary" in r else "verify-finding")
+    assert [s["store"] for s in recs[-1]["summary"]["stores"]] == [str(small_store_master), str(small_store)]
+    assert {r["store"] for r in recs[:-1]} == {str(small_store)}
+
+
 def test_expire_records(small_store):
     args = ("expire", "--store", small_store, "--reserved-hours", "0", "--now", "2030-01-01")
     recs = jsonl(*args, "--dry-run")
