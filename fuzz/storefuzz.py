@@ -147,7 +147,7 @@ def commands(store: Path, conf: Path | None, probe: dict) -> list[tuple[str, lis
     s = ["--store", str(store)] + (["--broker-conf", str(conf)] if conf else [])
     key, mid, uk = probe.get("key", "k"), probe.get("msg_id"), probe.get("uniq_key")
     out = [
-        ("dump-commitlog", ["dump-commitlog", *s, "--format", "jsonl", "--body", "text", "--show-blank"]),
+        ("dump-commitlog", ["dump-commitlog", *s, "--format", "jsonl", "--body", "text", "--show-blank", "--decompress"]),
         ("dump-commitlog-crc", ["dump-commitlog", *s, "--format", "table", "--check-crc"]),
         ("dump-cq", ["dump-cq", *s, probe.get("topic", "T"), str(probe.get("queue_id", 0)), "--format", "jsonl",
                      "--resolve"]),
