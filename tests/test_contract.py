@@ -266,9 +266,10 @@ def _on_pty(args, env) -> bytes:
     return out
 
 
-def test_no_escape_sequences_when_not_a_terminal(small_store_master):
+def test_no_escape_sequences_when_not_a_terminal(small_store_master, tmp_path):
     for args in (("dump-commitlog", "--limit", "20"), ("dump-cq", "--summary"), ("verify",),
-                 ("index-lookup", "order-1")):
+                 ("index-lookup", "order-1"), ("rebuild-index", "--output", tmp_path / "out"),
+                 ("expire", "--dry-run", "--reserved-hours", "0")):
         r = run(*args, "--store", small_store_master, env={"TERM": "xterm-256color", "FORCE_COLOR": ""})
         assert r.returncode in (0, 1)
         assert b"\x1b" not in r.stdout and b"\x1b" not in r.stderr, args
