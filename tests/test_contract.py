@@ -44,6 +44,12 @@ def test_schemas_are_valid_json_schemas():
         jsonschema.Draft202012Validator.check_schema(json.loads(p.read_text(encoding="utf-8")))
 
 
+def test_schemas_readme_lists_every_schema():
+    text = (SCHEMAS / "README.md").read_text(encoding="utf-8")
+    missing = [p.name for p in SCHEMAS.glob("*.json") if f"({p.name})" not in text]
+    assert not missing, f"schemas/README.md does not list {missing}"
+
+
 def jsonl(*args, code: int = 0) -> list[dict]:
     """Run with --format jsonl: exit code as documented, stdout nothing but JSON lines, stderr
     nothing but 'rmqstore: ...' diagnostics."""
