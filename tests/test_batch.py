@@ -249,3 +249,97 @@ def test_batch_properties_match_the_parser_and_java_hash():
         bad_utf8 = p != p.decode("utf-8", "replace").encode()
         if bad_utf8 or any(not (0 < x.find(b"\x01") < len(x) - 1) for x in parts):
             assert i in suspects, p
+
+
+# ---------------------------------------------------------------- RecordBatch vs check_message
+
+def _walk_file(buf) -> list[int]:
+    """Record starts of one commit-log file (TOTALSIZE + MAGICCODE walk, STORE-FORMAT §7.1)."""
+    out, pos = [], 0
+    while pos + 8 <= len(buf):
+        total, magic = struct.unpack_from(">iI", buf, pos)
+        if magic not in (0xDAA320A7, 0xDAA320AB) or total < 8 or total > len(buf) - pos:
+            break
+        out.append(pos)
+        pos += total
+    return out
+
+
+def _check_record_batches(store, conf=None) -> dict[str, int]:
+    cfg = StoreConfig.load(store, conf)
+    cfg.infer_sizes()
+    cl = CommitLog(cfg)
+    seen = {"records": 0, "v2": 0, "ipv6": 0, "mismatch": 0}
+    try:
+        for f in cl.files:
+            buf = f.buffer()
+            starts = _walk_file(buf)
+            if not starts:
+                continue
+            a = np.frombuffer(buf, np.uint8)
+            r = batch.RecordBatch(a, np.array(starts, np.int64))
+            cols = {k: getattr(r, k).tolist() for k in ("total", "magic", "sys_flag", "body_len", "body_at",
+                                                        "topic_len", "topic_at", "props_len", "props_at", "expected",
+                                                        "body_crc", "queue_id", "queue_offset", "physical_offset",
+                                                        "store_timestamp", "born_host_len", "store_host_len")}
+            del r, a
+            for i, p in enumerate(starts):
+                c = check_message(buf, p, len(buf), f.file_from_offset)
+                seen["records"] += 1
+                if c.status is Status.SIZE_MISMATCH:
+                    seen["mismatch"] += 1
+                    assert cols["expected"][i] != cols["total"][i]
+                    continue
+                assert c.status is Status.VALID, c.reason
+                m = c.message
+                assert cols["expected"][i] == cols["total"][i] == m.total_size
+                assert (cols["magic"][i], cols["sys_flag"][i], cols["body_crc"][i], cols["queue_id"][i]) == \
+                    (m.magic, m.sys_flag, m.body_crc, m.queue_id)
+                assert (cols["queue_offset"][i], cols["physical_offset"][i], cols["store_timestamp"][i]) == \
+                    (m.queue_offset, m.physical_offset, m.store_timestamp)
+                assert (cols["born_host_len"][i] - 4, cols["store_host_len"][i] - 4) == \
+                    (len(m.born_address), len(m.store_address))
+                ba, bl = cols["body_at"][i], cols["body_len"][i]
+                ta, tl = cols["topic_at"][i], cols["topic_len"][i]
+                pa, pl = cols["props_at"][i], cols["props_len"][i]
+                assert buf[ba:ba + bl] == m.body
+                assert buf[ta:ta + tl] == m.topic_bytes
+                assert buf[pa:pa + pl] == m.properties_bytes
+                seen["v2"] += m.magic == 0xDAA320AB
+                seen["ipv6"] += len(m.born_address) == 16 or len(m.store_address) == 16
+            f.close()
+    finally:
+        cl.close()
+    return seen
+
+
+def test_record_batch_matches_check_message_on_fixtures(fixture):
+    store, conf, _ = fixture
+    seen = _check_record_batches(store, conf)
+    assert seen["records"] > 100 and seen["ipv6"] > 0
+
+
+def test_record_batch_matches_check_message_on_generated_v2_and_ipv6(tmp_path):
+    store = generate(tmp_path / "s", "--broker-version", "5", "--retry-ratio", "0.3", "--ipv6-ratio", "0.2",
+                     "--delay-ratio", "0.1", "--transaction-ratio", "0.1", messages=1500)
+    seen = _check_record_batches(store)
+    assert seen["records"] >= 1500 and seen["v2"] > 0 and seen["ipv6"] > 0
+
+
+def test_record_batch_sees_a_size_mismatch(small_store):
+    """A record whose TOTALSIZE disagrees with its fields: check_message says SIZE_MISMATCH,
+    RecordBatch's calMsgLength disagrees with its TOTALSIZE (and nothing else is misread)."""
+    cfg = StoreConfig.load(small_store)
+    cfg.infer_sizes()
+    first = sorted((small_store / "commitlog").iterdir())[0]
+    data = bytearray(first.read_bytes())
+    starts = _walk_file(data)
+    p, nxt = starts[3], starts[4]
+    # grow the body length by one: the record keeps its TOTALSIZE, the fields now add up to one more
+    body_len_at = batch.RecordBatch(np.frombuffer(bytes(data), np.uint8), np.array([p], np.int64)).body_len_at[0]
+    n = struct.unpack_from(">i", data, body_len_at)[0]
+    struct.pack_into(">i", data, body_len_at, n + 1)
+    first.write_bytes(bytes(data))
+    seen = _check_record_batches(small_store)
+    assert seen["mismatch"] >= 1
+    assert nxt in _walk_file(data)  # the walk goes on past it

@@ -5,7 +5,9 @@ Two readers take many records at once with numpy instead of one
 :mod:`fastdispatch` and :mod:`verify`. ``check_message`` stays the single source of
 verdicts and reasons; this module holds the facts both columnar paths need, once:
 
-* :func:`gather` — big-endian integers at many byte positions of a mapping;
+* :func:`gather` — big-endian integers at many byte positions of a mapping, and
+  :class:`RecordBatch` — every field position and length of many records at once (the
+  layout of STORE-FORMAT §2.2, offsets from the ``formats`` declarations);
 * Java ``String#hashCode`` of many strings or byte ranges (:class:`RangeHashes`,
   :func:`java_hashes`, :func:`concat_hashes`) and ``IndexFile#indexKeyHashMethod``
   (:func:`index_hash`), exact to the bit: uint32 arithmetic wraps as Java's int does;
@@ -14,13 +16,26 @@ verdicts and reasons; this module holds the facts both columnar paths need, once
 """
 from __future__ import annotations
 
+import struct
+
 import numpy as np
 
-from rmqstore_cli.formats.commitlog import CRC32_PROPERTY
+from rmqstore_cli.formats.commitlog import (
+    BORNHOST_V6_FLAG,
+    CRC32_PROPERTY,
+    HEAD_SIZE,
+    MAGIC_V2,
+    STOREHOSTADDRESS_V6_FLAG,
+    HostV4,
+    HostV6,
+    MessageHead,
+    middle_format,
+)
+from rmqstore_cli.formats.derive import field_offset
 from rmqstore_cli.formats.properties import parse_properties
 from rmqstore_cli.store.mapped_files import release_pages
 
-__all__ = ["gather", "pow31", "pow31_tables", "RangeHashes", "java_hashes", "concat_hashes", "java_int",
+__all__ = ["gather", "RecordBatch", "pow31", "pow31_tables", "RangeHashes", "java_hashes", "concat_hashes", "java_int",
            "index_hash", "index_hashes", "release_pages", "pick_property", "props_well_formed", "Properties",
            "IndexKeys", "CRC_MARK"]
 
@@ -38,6 +53,82 @@ def gather(a: np.ndarray, pos: np.ndarray, width: int, dtype: str) -> np.ndarray
     idx = pos[:, None] + np.arange(width)
     np.clip(idx, 0, a.size - 1, out=idx)
     return a[idx].view(dtype).ravel().astype(native)
+
+
+_OFF = {name: field_offset(MessageHead, name) for name in
+        ("total_size", "magic", "body_crc", "queue_id", "queue_offset", "physical_offset", "sys_flag")}
+_V4_HOST, _V6_HOST = HostV4.sizeof(), HostV6.sizeof()
+# CommitLog#calMsgLength without hosts, body, topic and properties: the head, store time,
+# RECONSUMETIMES, PREPAREDTRANSACTIONOFFSET, BODYLENGTH and the PROPERTIES length (74)
+_CAL_FIXED = HEAD_SIZE + struct.calcsize(middle_format(False, False)) - 2 * _V4_HOST + 2
+
+
+class RecordBatch:
+    """Columns of the records starting at byte positions ``pos`` of one file's bytes ``a``.
+
+    Positions of the variable parts follow the record layout (``MessageDecoder#decode``):
+    hosts are 8 or 20 bytes by SYSFLAG, TOPICLENGTH is 1 byte (V1) or 2 (V2), lengths are
+    signed. Nothing is checked here: a field of a broken record may be read from other
+    bytes (:func:`gather` clips), so each reader applies its own bounds (the file's end
+    for ``checkMessageAndReturnSize``, the record's end for verify's findings) and uses
+    only records that pass them. ``expected`` is ``CommitLog#calMsgLength`` of the fields.
+    """
+
+    def __init__(self, a: np.ndarray, pos: np.ndarray):
+        self.a, self.pos = a, pos
+        self.total = gather(a, pos + _OFF["total_size"], 4, ">i4").astype(np.int64)
+        self.magic = gather(a, pos + _OFF["magic"], 4, ">u4")
+        self.sys_flag = gather(a, pos + _OFF["sys_flag"], 4, ">i4").astype(np.int64)
+        self.born_host_len = np.where(self.sys_flag & BORNHOST_V6_FLAG, _V6_HOST, _V4_HOST)
+        self.store_host_len = np.where(self.sys_flag & STOREHOSTADDRESS_V6_FLAG, _V6_HOST, _V4_HOST)
+        self.store_ts_at = pos + HEAD_SIZE + self.born_host_len
+        # STORETIMESTAMP, STOREHOST, RECONSUMETIMES (4), PREPAREDTRANSACTIONOFFSET (8), BODYLENGTH
+        self.body_len_at = self.store_ts_at + 8 + self.store_host_len + 4 + 8
+        self.body_len = gather(a, self.body_len_at, 4, ">i4").astype(np.int64)
+        self.body_at = self.body_len_at + 4
+        body = np.maximum(self.body_len, 0)
+        self.v2 = self.magic == MAGIC_V2
+        self.topic_len_size = np.where(self.v2, 2, 1)
+        self.topic_len_at = self.body_at + body
+        self.topic_len = np.where(self.v2, gather(a, self.topic_len_at, 2, ">i2"),
+                                  gather(a, self.topic_len_at, 1, "i1")).astype(np.int64)
+        self.topic_at = self.topic_len_at + self.topic_len_size
+        self.props_len_at = self.topic_at + np.maximum(self.topic_len, 0)
+        self.props_len = gather(a, self.props_len_at, 2, ">i2").astype(np.int64)
+        self.props_at = self.props_len_at + 2
+        self.expected = (_CAL_FIXED + self.born_host_len + self.store_host_len + self.topic_len_size + body
+                         + np.maximum(self.topic_len, 0) + np.maximum(self.props_len, 0))
+
+    def field(self, name: str, width: int, dtype: str, at: np.ndarray | None = None) -> np.ndarray:
+        """A fixed field of every record: ``name`` of MessageHead, or bytes at positions ``at``."""
+        return gather(self.a, (self.pos + _OFF[name]) if at is None else at, width, dtype)
+
+    @property
+    def body_crc(self) -> np.ndarray:
+        return self.field("body_crc", 4, ">i4").astype(np.int64)
+
+    @property
+    def queue_id(self) -> np.ndarray:
+        return self.field("queue_id", 4, ">i4").astype(np.int64)
+
+    @property
+    def queue_offset(self) -> np.ndarray:
+        return self.field("queue_offset", 8, ">i8")
+
+    @property
+    def physical_offset(self) -> np.ndarray:
+        return self.field("physical_offset", 8, ">i8")
+
+    @property
+    def store_timestamp(self) -> np.ndarray:
+        return self.field("", 8, ">i8", self.store_ts_at)
+
+    def head(self, n: int) -> "RecordBatch":
+        """The first ``n`` records."""
+        out = RecordBatch.__new__(RecordBatch)
+        for k, v in self.__dict__.items():
+            out.__dict__[k] = v if k == "a" else v[:n]
+        return out
 
 
 # ---------------------------------------------------------------- Java String#hashCode

@@ -27,22 +27,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from rmqstore_cli.formats.commitlog import (
-    BORNHOST_V6_FLAG,
-    HEAD_SIZE,
-    MAGIC_V2,
-    STOREHOSTADDRESS_V6_FLAG,
     TRANSACTION_COMMIT_TYPE,
     TRANSACTION_MASK,
     TRANSACTION_NOT_TYPE,
     TRANSACTION_ROLLBACK_TYPE,
-    HostV4,
-    HostV6,
-    MessageHead,
 )
 from rmqstore_cli.formats.consume_queue import CQ_STORE_UNIT_SIZE
-from rmqstore_cli.formats.derive import field_offset
 from rmqstore_cli.formats.index import INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE
 from rmqstore_cli.store.batch import (
+    RecordBatch,
     concat_hashes,
     gather,
     index_hash,
@@ -56,9 +49,6 @@ from rmqstore_cli.store.dispatch import Dispatcher, DispatchRequest, InvalidForD
 from rmqstore_cli.store.index import _HEADER, IndexFile, build_key
 from rmqstore_cli.store.message import SCHEDULE_TOPIC, java_hash
 
-_OFF = {name: field_offset(MessageHead, name) for name in
-        ("total_size", "magic", "queue_id", "queue_offset", "physical_offset", "sys_flag", "body_crc")}
-_V4_HOST, _V6_HOST = HostV4.sizeof(), HostV6.sizeof()
 _ENTRY_DTYPE = np.dtype([("key_hash", ">i4"), ("phy_offset", ">i8"), ("time_diff", ">i4"), ("prev_index", ">i4")])
 _INT_MAX = (1 << 31) - 1
 _SCHEDULE = SCHEDULE_TOPIC.encode()
@@ -115,56 +105,32 @@ class FastDispatcher:
     @staticmethod
     def fields(a: np.ndarray, pos: np.ndarray) -> dict[str, np.ndarray]:
         """Every field dispatch needs, for records starting at ``pos`` (already walked:
-        magic V1/V2 and TOTALSIZE within the file)."""
-        sys_flag = gather(a, pos + _OFF["sys_flag"], 4, ">i4")
-        bh = np.where(sys_flag & BORNHOST_V6_FLAG, _V6_HOST, _V4_HOST)
-        sh = np.where(sys_flag & STOREHOSTADDRESS_V6_FLAG, _V6_HOST, _V4_HOST)
-        store_ts_at = pos + HEAD_SIZE + bh
-        body_len_at = store_ts_at + 8 + sh + 4 + 8
+        magic V1/V2 and TOTALSIZE within the file), as columns of a :class:`RecordBatch`."""
+        r = RecordBatch(a, pos)
         return {
-            "total": gather(a, pos + _OFF["total_size"], 4, ">i4"),
-            "magic": gather(a, pos + _OFF["magic"], 4, ">u4"),
-            "crc": gather(a, pos + _OFF["body_crc"], 4, ">i4"),
-            "queue_id": gather(a, pos + _OFF["queue_id"], 4, ">i4"),
-            "queue_offset": gather(a, pos + _OFF["queue_offset"], 8, ">i8"),
-            "phy": gather(a, pos + _OFF["physical_offset"], 8, ">i8"),
-            "sys_flag": sys_flag,
-            "bh": bh, "sh": sh,
-            "store_ts_at": store_ts_at,
-            "body_len_at": body_len_at,
-        }
+            "total": r.total, "magic": r.magic, "crc": r.body_crc, "queue_id": r.queue_id,
+            "queue_offset": r.queue_offset, "phy": r.physical_offset, "sys_flag": r.sys_flag,
+            "bh": r.born_host_len, "sh": r.store_host_len, "store_ts_at": r.store_ts_at,
+            "body_len_at": r.body_len_at, "body_len": r.body_len, "body_at": r.body_at,
+            "topic_len_size": r.topic_len_size, "topic_len": r.topic_len, "topic_at": r.topic_at,
+            "props_len_at": r.props_len_at, "props_len": r.props_len, "props_at": r.props_at, "expected": r.expected,
+        }  # columns only: no reference to the mapping survives the batch (the file is closed after it)
 
     @staticmethod
-    def layout(a: np.ndarray, pos: np.ndarray, f: dict, limit: int) -> np.ndarray:
-        """Positions of body, topic and properties; returns the index of the first record
-        ``checkMessageAndReturnSize`` finds *invalid* (a read past the file's end, a
-        negative topic length), or ``len(pos)``. Sets ``f['mismatch']`` (size mismatch)."""
-        n = len(pos)
-        la = len(a)
-        body_len_at = f["body_len_at"]
-        bad = body_len_at + 4 > limit
-        body_len = gather(a, np.minimum(body_len_at, la - 4), 4, ">i4")
-        body_at = body_len_at + 4
-        blen = np.maximum(body_len, 0)
-        bad |= body_at + blen > limit
-        v2 = f["magic"] == MAGIC_V2
-        tl_at = np.minimum(body_at + blen, la - 2)
-        bad |= body_at + blen + np.where(v2, 2, 1) > limit
-        t1 = gather(a, tl_at, 1, "i1").astype(np.int64)
-        t2 = gather(a, tl_at, 2, ">i2").astype(np.int64)
-        topic_len = np.where(v2, t2, t1)
-        topic_at = body_at + blen + np.where(v2, 2, 1)
-        bad |= (topic_len < 0) | (topic_at + topic_len > limit)
-        pl_at = topic_at + np.maximum(topic_len, 0)
-        bad |= pl_at + 2 > limit
-        props_len = gather(a, np.clip(pl_at, 0, la - 2), 2, ">i2").astype(np.int64)
-        props_at = pl_at + 2
-        bad |= (props_len > 0) & (props_at + props_len > limit)
-        expected = 74 + f["bh"] + f["sh"] + np.where(v2, 2, 1) + blen + topic_len + np.maximum(props_len, 0)
-        f.update(body_len=body_len, body_at=body_at, topic_len=topic_len, topic_at=topic_at,
-                 props_len=props_len, props_at=props_at, mismatch=expected != f["total"])
+    def layout(a: np.ndarray, pos: np.ndarray, f: dict, limit: int) -> int:
+        """The index of the first record ``checkMessageAndReturnSize`` finds *invalid*: a
+        read past the file's end (every read is bounded by ``limit``, as a Java buffer's),
+        a negative topic length; or ``len(pos)``. Sets ``f['mismatch']`` (size mismatch)."""
+        body_end = f["body_at"] + np.maximum(f["body_len"], 0)
+        bad = f["body_len_at"] + 4 > limit
+        bad |= body_end > limit
+        bad |= body_end + f["topic_len_size"] > limit
+        bad |= (f["topic_len"] < 0) | (f["topic_at"] + f["topic_len"] > limit)
+        bad |= f["props_len_at"] + 2 > limit
+        bad |= (f["props_len"] > 0) & (f["props_at"] + f["props_len"] > limit)
+        f["mismatch"] = f["expected"] != f["total"]
         first_bad = np.flatnonzero(bad)
-        return int(first_bad[0]) if len(first_bad) else n
+        return int(first_bad[0]) if len(first_bad) else len(pos)
 
     # ------------------------------------------------------------- dispatch
     def dispatch(self, buf, a: np.ndarray, pos: np.ndarray, f: dict, take: np.ndarray) -> int | None:

@@ -38,7 +38,6 @@ import numpy as np
 
 from rmqstore_cli.errors import StoreError
 from rmqstore_cli.formats.commitlog import (
-    BORNHOST_V6_FLAG,
     CRC32_PROPERTY,
     CRC32_RESERVED_LEN,
     END_FILE_MIN_BLANK_LENGTH,
@@ -47,7 +46,6 @@ from rmqstore_cli.formats.commitlog import (
     MAGIC_BLANK,
     MAGIC_V1,
     MAGIC_V2,
-    STOREHOSTADDRESS_V6_FLAG,
     TRANSACTION_MASK,
     TRANSACTION_ROLLBACK_TYPE,
     MessageHead,
@@ -63,7 +61,7 @@ from rmqstore_cli.formats.index import (
 )
 from rmqstore_cli.formats.properties import parse_properties
 from rmqstore_cli.store.checkpoint import StoreCheckpoint
-from rmqstore_cli.store.batch import CRC_MARK, IndexKeys, Properties, gather, pick_property, props_well_formed
+from rmqstore_cli.store.batch import CRC_MARK, IndexKeys, Properties, RecordBatch, gather, pick_property, props_well_formed
 from rmqstore_cli.store.batch import Properties as _Props, index_hashes  # noqa: F401  (tests import them here)
 from rmqstore_cli.store.commitlog import Status, check_message
 from rmqstore_cli.store.config import StoreConfig
@@ -128,14 +126,7 @@ CHECKS: dict[str, tuple[str, str]] = {
 }
 
 _ENTRY_DTYPE = numpy_dtype(IndexEntry)
-_POS_MAGIC = field_offset(MessageHead, "magic")
-_POS_CRC = field_offset(MessageHead, "body_crc")
-_POS_QID = field_offset(MessageHead, "queue_id")
-_POS_QOFF = field_offset(MessageHead, "queue_offset")
 _POS_PHY = field_offset(MessageHead, "physical_offset")
-_POS_SYS = field_offset(MessageHead, "sys_flag")
-_HOST_V4 = 8
-_HOST_V6 = 20
 # BORNHOST .. BODYLENGTH: store timestamp after the born host, body length at the end.
 _MID_V4 = struct.calcsize(middle_format(False, False))
 _MIN_RECORD = HEAD_SIZE + _MID_V4 + 1 + 2  # empty body, topic and properties, IPv4, V1
@@ -949,28 +940,11 @@ class Verifier:
     def _check_batch(self, buf, arr, P: np.ndarray, base: int, rel: str, limit: int) -> int | None:
         """Check records at file positions ``P``; return the position of the first structurally
         broken record (its successors are unreliable) or None."""
-        total = gather(arr, P, 4, ">i4").astype(np.int64)
-        magic = gather(arr, P + _POS_MAGIC, 4, ">u4")
-        sysf = gather(arr, P + _POS_SYS, 4, ">i4").astype(np.int64)
-        B = np.where(sysf & BORNHOST_V6_FLAG, _HOST_V6, _HOST_V4)
-        S = np.where(sysf & STOREHOSTADDRESS_V6_FLAG, _HOST_V6, _HOST_V4)
-        v2 = magic == MAGIC_V2
-        T = np.where(v2, 2, 1)
-        rec_end = P + total
-        body_len_pos = P + HEAD_SIZE + B + 8 + S + 4 + 8
-        body_len = gather(arr, body_len_pos, 4, ">i4").astype(np.int64)
-        bl = np.maximum(body_len, 0)
-        body_start = body_len_pos + 4
-        tlp = body_start + bl
-        tl1 = gather(arr, tlp, 1, "i1").astype(np.int64)
-        tl2 = gather(arr, tlp, 2, ">i2").astype(np.int64)
-        topic_len = np.where(v2, tl2, tl1)
-        topic_start = tlp + T
-        plp = topic_start + np.maximum(topic_len, 0)
-        props_len = gather(arr, plp, 2, ">i2").astype(np.int64)
-        props_start = plp + 2
+        r = RecordBatch(arr, P)
+        total, body_len, topic_len, props_len, expected = r.total, r.body_len, r.topic_len, r.props_len, r.expected
+        body_start, tlp, T, plp, props_start = r.body_at, r.topic_len_at, r.topic_len_size, r.props_len_at, r.props_at
         pl = np.maximum(props_len, 0)
-        expected = 74 + B + S + T + bl + np.maximum(topic_len, 0) + pl
+        rec_end = P + total
         ok_fixed = body_start <= rec_end
         ok_body = tlp + T <= rec_end
         ok_topic = (topic_len >= 0) & (plp + 2 <= rec_end)
@@ -993,16 +967,13 @@ class Verifier:
             n = i
             if n == 0:
                 return stop
-            P, total, sysf, B, S = P[:n], total[:n], sysf[:n], B[:n], S[:n]
-            body_len, bl, body_start = body_len[:n], bl[:n], body_start[:n]
-            topic_len, topic_start, pl, props_start = topic_len[:n], topic_start[:n], pl[:n], props_start[:n]
+            r = r.head(n)
+        P, total, sysf = r.pos, r.total, r.sys_flag
+        bl, body_start = np.maximum(r.body_len, 0), r.body_at
+        topic_len, topic_start, pl, props_start = r.topic_len, r.topic_at, np.maximum(r.props_len, 0), r.props_at
         self.messages += n
         self.ranges.append((base + int(P[0]), base + int(P[-1] + total[-1])))
-        crc = gather(arr, P + _POS_CRC, 4, ">i4").astype(np.int64)
-        qid = gather(arr, P + _POS_QID, 4, ">i4").astype(np.int64)
-        qoff = gather(arr, P + _POS_QOFF, 8, ">i8")
-        phy = gather(arr, P + _POS_PHY, 8, ">i8")
-        store_ts = gather(arr, P + HEAD_SIZE + B, 8, ">i8")
+        crc, qid, qoff, phy, store_ts = r.body_crc, r.queue_id, r.queue_offset, r.physical_offset, r.store_timestamp
         absP = P + base
         # PHYSICALOFFSET = position
         for i in np.flatnonzero(phy != absP).tolist():
