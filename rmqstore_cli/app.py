@@ -54,6 +54,21 @@ for _name in COMMANDS:
     importlib.import_module(f"rmqstore_cli.commands.{_name}").register(app)
 
 
+def _examples_unwrapped(epilog: str | None) -> str | None:
+    """Keep each epilog's example command lines (indented paragraphs) as written: click marks
+    a paragraph it must not re-wrap with a \\b line, so a copied example stays one command."""
+    if not epilog:
+        return epilog
+    paras = epilog.split("\n\n")
+    return "\n\n".join(
+        "\b\n" + p if p.strip() and all(ln.startswith((" ", "\t")) for ln in p.strip("\n").splitlines()) else p
+        for p in paras)
+
+
+for _info in app.registered_commands:
+    _info.epilog = _examples_unwrapped(_info.epilog)
+
+
 def main() -> None:
     if "_RMQSTORE_COMPLETE" in os.environ:  # shell completion (completions/): only then load it
         from typer._completion_classes import completion_init

@@ -45,6 +45,8 @@ def _examples(cmd) -> list[str]:
         return []
     examples, notes, para = [], [], []
     for ln in epilog.splitlines()[1:]:  # the first line is the "Examples:" heading
+        if ln == "\b":  # click's "do not re-wrap" mark (app.py)
+            continue
         if ln.startswith((" ", "\t")) and ln.strip():
             examples.append(ln.strip())
         elif ln.strip():

@@ -108,6 +108,22 @@ def test_every_example_parses():
     assert seen >= 2 * len(group.list_commands(root))
 
 
+def test_help_keeps_each_example_on_one_line():
+    """A narrow terminal re-wraps prose, never an example command (copy-paste must work)."""
+    import typer
+
+    from rmqstore_cli.app import app
+
+    group = typer.main.get_command(app)
+    root = group.make_context("rmqstore", ["verify"])
+    for name in group.list_commands(root):
+        r = subprocess.run([sys.executable, "-m", "rmqstore_cli", name, "--help"], capture_output=True, text=True,
+                           env=dict(os.environ, COLUMNS="60"), timeout=60)
+        shown = {ln.strip() for ln in r.stdout.splitlines()}
+        for line in _example_lines(group.get_command(root, name)):
+            assert line in shown, (name, line)
+
+
 def test_version():
     r = cli("--version")
     assert r.exit_code == 0 and r.stdout.startswith("rmqstore ")
