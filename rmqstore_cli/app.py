@@ -19,6 +19,12 @@ app = typer.Typer(
     add_completion=False,
     rich_markup_mode=None,
     context_settings={"help_option_names": ["-h", "--help"]},
+    epilog="Examples:\n\n"
+           "  rmqstore verify --store ~/store\n\n"
+           "  rmqstore dump-commitlog --store ~/store --key order-42 --format jsonl | jq .msg_id\n\n"
+           "  rmqstore decode-msgid 0A00000500002A9F0000000040001000\n\n"
+           "Every command: rmqstore COMMAND --help. Exit codes: 0 done, 1 nothing found (or verify "
+           "found errors), 2 usage, 3 unreadable store, 4 refused (a live broker holds the lock).",
 )
 
 
@@ -67,6 +73,7 @@ def _examples_unwrapped(epilog: str | None) -> str | None:
 
 for _info in app.registered_commands:
     _info.epilog = _examples_unwrapped(_info.epilog)
+app.info.epilog = _examples_unwrapped(app.info.epilog)
 
 
 def main() -> None:

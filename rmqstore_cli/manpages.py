@@ -78,7 +78,6 @@ def page(cmd, name: str, parent) -> str:
         ".SH SYNOPSIS", f".B {_roff(name)}", _roff(usage),
         ".SH DESCRIPTION", _roff(cmd.help or ""),
         ".SH OPTIONS", *_options(cmd, ctx),
-        *_examples(cmd),
     ]
     if hasattr(cmd, "list_commands"):
         lines += [".SH COMMANDS"]
@@ -108,8 +107,10 @@ def page(cmd, name: str, parent) -> str:
         lines += [".SH FILES", ".TP", ".B completions/rmqstore.bash, completions/_rmqstore, completions/rmqstore.fish",
                   _roff("Shell completion for bash, zsh and fish (commands, options, values, and the topics and "
                         "queue ids of the store given by --store).")]
+        lines += _examples(cmd)
         lines += [".SH SEE ALSO", ", ".join(f"\\fB\\%rmqstore\\-{sub}\\fR(1)" for sub in cmd.list_commands(ctx))]
     else:
+        lines += _examples(cmd)
         lines += [".SH SEE ALSO", "\\fBrmqstore\\fR(1)"]
     return "\n".join(lines) + "\n"
 
