@@ -457,3 +457,36 @@ def test_dump_decompress_zip_bomb_is_capped(tmp_path):
     r = cli("dump-commitlog", "--store", store, "--commitlog-file-size", str(1 << 20), "--body", "hex",
             "--decompress", "--format", "jsonl", "--limit", "1")  # the default cap (64 MiB) holds too
     assert "cap" in json.loads(r.stdout)["body_error"]
+
+
+# ------------------------------------------------------------------ a live broker's lock
+
+def test_live_broker_lock_mutations_refused_reads_work(small_store, tmp_path):
+    """A process holding the lock the way the broker does (``FileChannel#tryLock(0, 1,
+    false)``: an F_SETLK write lock on byte 0 of <root>/lock): every mutating command
+    exits 4 and changes nothing; read commands still answer."""
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import fcntl,os,struct,sys,time\n"
+        "fd=os.open(sys.argv[1],os.O_RDWR)\n"
+        "fcntl.fcntl(fd,fcntl.F_SETLK,struct.pack('hhqqi4x',fcntl.F_WRLCK,0,0,1,0))\n"
+        "print('locked',flush=True)\ntime.sleep(60)\n"), str(small_store / "lock")],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        before = tree_digest(small_store)
+        for args in (["rebuild-index", "--store", small_store, "--in-place"],
+                     ["rebuild-index", "--store", small_store, "--recover"],
+                     ["expire", "--store", small_store, "--reserved-hours", "0"],
+                     ["generate", "--store", small_store, "--messages", "5"]):
+            r = cli(*args)
+            assert r.exit_code == 4, (args[0], r.stderr)
+            assert r.stderr.startswith("rmqstore: error: a live broker") and r.stderr.count("\n") == 1
+            assert str(holder.pid) in r.stderr
+        assert tree_digest(small_store) == before
+        r = cli("dump-commitlog", "--store", small_store, "--format", "jsonl", "--limit", "3")
+        assert r.exit_code == 0 and len(r.stdout.splitlines()) == 3
+        assert cli("verify", "--store", small_store, "--format", "json").exit_code == 0
+        assert tree_digest(small_store) == before
+    finally:
+        holder.kill()
+        holder.wait()
