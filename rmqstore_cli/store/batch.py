@@ -390,9 +390,10 @@ class Properties:
         m = m[last]
         return self.owner[m], self.starts[m] + L, self.end[m]
 
-    def index_keys(self, tid: np.ndarray, prefix_hash: np.ndarray, indexable: np.ndarray,
-                   topic_names: list[bytes]) -> IndexKeys:
-        """``IndexService#buildIndex`` keys (topic#UNIQ_KEY, topic#k for each KEYS word)."""
+    def key_ranges(self, indexable: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(message, start, end) in ``cat`` of the keys ``IndexService#buildIndex`` indexes for
+        the ``indexable`` messages: every UNIQ_KEY, then every non-empty word of KEYS split at
+        spaces (each group in message order)."""
         cat = self.cat
         um, ua, ub = self.value(b"UNIQ_KEY\x01")
         km, ka, kb = self.value(b"KEYS\x01")
@@ -416,7 +417,13 @@ class Properties:
         a = np.concatenate([ua, wa])
         b = np.concatenate([ub, wb])
         keep = indexable[owner] if owner.size else np.zeros(0, bool)
-        owner, a, b = owner[keep], a[keep], b[keep]
+        return owner[keep], a[keep], b[keep]
+
+    def index_keys(self, tid: np.ndarray, prefix_hash: np.ndarray, indexable: np.ndarray,
+                   topic_names: list[bytes]) -> IndexKeys:
+        """``IndexService#buildIndex`` keys (topic#UNIQ_KEY, topic#k for each KEYS word) with their hashes."""
+        cat = self.cat
+        owner, a, b = self.key_ranges(indexable)
         pfx = prefix_hash[tid[owner]]
         h = self.hash_ranges(a, b)
         lens = b - a

@@ -5,10 +5,10 @@ module produces the same bytes for a batch of records whose layout makes that sa
 and falls back to the per-record path otherwise:
 
 * record fields are gathered with numpy from the file's mapping (positions from the
-  record walk, field offsets from the ``formats`` declarations);
-* ``TAGS``/``KEYS``/``UNIQ_KEY``/``DELAY`` are picked out of the PROPERTIES bytes with
-  ``rfind`` when that is provably what ``MessageDecoder#string2messageProperties``
-  would keep (the last pair of that name, at a pair start, non-empty), else parsed fully;
+  record walk, field offsets from the ``formats`` declarations: :class:`~rmqstore_cli.store.batch.RecordBatch`);
+* ``TAGS``/``KEYS``/``UNIQ_KEY``/``DELAY`` are taken from the block's PROPERTIES bytes
+  parsed at once as ``MessageDecoder#string2messageProperties`` would
+  (:class:`~rmqstore_cli.store.batch.Properties`; per record, :func:`~rmqstore_cli.store.batch.pick_property`);
 * ``String#hashCode`` of every tag and ``topic#key`` is computed for the whole block at
   once by :mod:`batch` (``h(a+b) = h(a)·31^len(b) + h(b) mod 2^32``);
 * consume-queue units of a queue go in one append when their queue offsets are
@@ -21,7 +21,6 @@ and falls back to the per-record path otherwise:
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -35,6 +34,7 @@ from rmqstore_cli.formats.commitlog import (
 from rmqstore_cli.formats.consume_queue import CQ_STORE_UNIT_SIZE
 from rmqstore_cli.formats.index import INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE
 from rmqstore_cli.store.batch import (
+    Properties,
     RecordBatch,
     concat_hashes,
     gather,
@@ -53,7 +53,6 @@ _ENTRY_DTYPE = np.dtype([("key_hash", ">i4"), ("phy_offset", ">i8"), ("time_diff
 _INT_MAX = (1 << 31) - 1
 _SCHEDULE = SCHEDULE_TOPIC.encode()
 
-_PROPS_RE = re.compile(b"\\x02(?:(TAGS|KEYS|UNIQ_KEY|DELAY)\\x01([^\\x02]+)|\\xff(?=\\x02))")
 _weights: dict[int, np.ndarray] = {}
 
 
@@ -150,11 +149,10 @@ class FastDispatcher:
         ex = self._extract_fast(buf, a, ta, tl, pa, pl, rollback)
         if ex is None:
             ex = self._extract_slow(buf, ta, tl, pa, pl, rollback.tolist())
-        tids_a, tags_list, key_list, key_owner_a, delay_fix = ex
+        tids_a, tags_code, key_list, key_owner_a, delay_fix = ex
         key_owner = key_owner_a
         stop = None
         # tagsCode: hashCode of TAGS, sign-extended; the schedule topic's delivery time
-        tags_code = java_int(java_hashes(tags_list)[0])
         for i, delay in delay_fix:
             s = delay
             try:
@@ -196,7 +194,8 @@ class FastDispatcher:
         return None if stop is None else int(take[stop])
 
     def _extract_slow(self, buf, ta, tl, pa, pl, rollback):
-        """Per record: topic, TAGS, UNIQ_KEY + KEYS, DELAY (the reference for :meth:`_extract_fast`)."""
+        """Per record: topic, hashCode of TAGS, UNIQ_KEY + KEYS, DELAY (the reference for
+        :meth:`_extract_fast`)."""
         tids = []
         tags_list: list[bytes] = []
         key_list: list[bytes] = []
@@ -229,7 +228,8 @@ class FastDispatcher:
                         if k:
                             key_list.append(k)
                             key_owner.append(i)
-        return (np.asarray(tids, dtype=np.int64), tags_list, key_list, np.asarray(key_owner, dtype=np.int64),
+        return (np.asarray(tids, dtype=np.int64), java_int(java_hashes(tags_list)[0]), key_list,
+                np.asarray(key_owner, dtype=np.int64),
                 delay_fix)
 
     def _topic_ids(self, buf, a, ta, tl) -> np.ndarray | None:
@@ -254,58 +254,26 @@ class FastDispatcher:
         return ids[inv.ravel()]
 
     def _extract_fast(self, buf, a, ta, tl, pa, pl, rollback):
-        """:meth:`_extract_slow` for a whole block: each property is found by one regex pass
-        over the block's PROPERTIES joined by ``\\x02\\xff\\x02`` (a pair boundary, so no
-        match spans two records); a run whose separators do not add up (a pair named
-        ``\\xff``) or that holds a repeated name falls back to the per-record path."""
+        """:meth:`_extract_slow` for a whole block: the block's PROPERTIES parsed at once by
+        :class:`~rmqstore_cli.store.batch.Properties` (the parser's rules: last non-empty pair
+        of a name wins); None when topics need the per-record path."""
         ta_a, tl_a = np.asarray(ta, dtype=np.int64), np.asarray(tl, dtype=np.int64)
         tids = self._topic_ids(buf, a, ta_a, tl_a)
         if tids is None:
             return None
-        n = len(ta)
-        blob = b"\x02" + b"\x02\xff\x02".join([buf[p:p + k] if k > 0 else b"" for p, k in zip(pa, pl)])
-        found = {}
-        sched = any(self.topic_list[i].schedule for i in np.unique(tids).tolist())
-        res = _PROPS_RE.findall(blob)
-        arr = np.array(res, dtype=object).reshape(len(res), 2)
-        names, values = arr[:, 0], arr[:, 1]
-        sep = names == b""
-        if int(np.count_nonzero(sep)) != n - 1:
-            return None  # a pair named \\xff: per record
-        owner_all = np.cumsum(sep)
-        for name in (b"TAGS", b"KEYS", b"UNIQ_KEY", b"DELAY"):
-            m = names == name
-            owner = owner_all[m]
-            if len(owner) > 1 and np.any(np.diff(owner) == 0):
-                return None  # a name twice in one record: the last non-empty one wins; per record
-            found[name.decode()] = (owner, values[m])
-        tags_arr = np.full(n, b"", dtype=object)
-        o, v = found["TAGS"]
-        tags_arr[o] = v
+        pr = Properties(a, np.asarray(pa, dtype=np.int64), np.maximum(np.asarray(pl, dtype=np.int64), 0), buf)
+        raw = pr.cat.tobytes() if pr.tot else b""
         delay_fix = []
-        if sched:
-            o, v = found["DELAY"]
-            sch = np.fromiter((t.schedule for t in self.topic_list), dtype=bool, count=len(self.topic_list))
+        sch = np.fromiter((t.schedule for t in self.topic_list), dtype=bool, count=len(self.topic_list))
+        if sch[tids].any():
+            o, x, y = pr.value(b"DELAY\x01")
             keep = sch[tids[o]]
-            delay_fix = [(i, x.decode("utf-8", "replace")) for i, x in zip(o[keep].tolist(), v[keep].tolist())]
-        uo, uv = found["UNIQ_KEY"]
-        ko, kv = found["KEYS"]
-        ok_u = ~rollback[uo]
-        ok_k = ~rollback[ko]
-        uo, uv = uo[ok_u], uv[ok_u]
-        ko, kv = ko[ok_k], kv[ok_k]
-        kvl = kv.tolist()
-        tokens = b" ".join(kvl).split(b" ") if kvl else []
-        counts = np.fromiter((x.count(b" ") + 1 for x in kvl), dtype=np.int64, count=len(kvl))
-        t_owner = np.repeat(ko, counts)
-        t_arr = np.array(tokens, dtype=object) if tokens else np.empty(0, dtype=object)
-        if len(t_arr):
-            nonempty = t_arr != b""
-            t_owner, t_arr = t_owner[nonempty], t_arr[nonempty]
-        owner = np.concatenate([uo, t_owner]).astype(np.int64)
-        keys = np.concatenate([uv, t_arr])
-        order = np.argsort(owner, kind="stable")
-        return tids, tags_arr.tolist(), keys[order].tolist(), owner[order], delay_fix
+            delay_fix = [(i, raw[u:v].decode("utf-8", "replace"))
+                         for i, u, v in zip(o[keep].tolist(), x[keep].tolist(), y[keep].tolist())]
+        owner, ka, kb = pr.key_ranges(~rollback)
+        order = np.argsort(owner, kind="stable")  # per record: UNIQ_KEY, then the KEYS words
+        keys = [raw[u:v] for u, v in zip(ka[order].tolist(), kb[order].tolist())]
+        return tids, pr.tags_code, keys, owner[order], delay_fix
 
     def _consume_queues(self, idx, tids, qid, phy, size, tags_code, qoff) -> None:
         if not len(idx):
