@@ -296,11 +296,13 @@ def test_no_colour_under_no_color_on_a_terminal(small_store_master):
 
 def test_same_input_same_bytes(small_store_master, sample):
     s, m = small_store_master, sample["msg"]
-    for args in (("dump-commitlog", "--show-blank"), ("dump-cq", "--summary"), ("dump-cq", m["topic"], "0"),
-                 ("index-lookup", m["keys"][0], "--show-collisions"),
-                 ("decode-msgid", m["msg_id"], m["uniq_key"], "--now", "2026-01-02"), ("verify",),
-                 ("expire", "--dry-run", "--reserved-hours", "0", "--now", "2030-01-01")):
-        for fmt in ("jsonl", "table"):
+    for args, fmts in ((("dump-commitlog", "--show-blank"), ("jsonl",)), (("dump-cq", "--summary"), ("jsonl", "table")),
+                       (("dump-cq", m["topic"], "0"), ("jsonl",)),
+                       (("index-lookup", m["keys"][0], "--show-collisions"), ("jsonl", "table")),
+                       (("decode-msgid", m["msg_id"], m["uniq_key"], "--now", "2026-01-02"), ("jsonl", "table")),
+                       (("verify",), ("jsonl",)),
+                       (("expire", "--dry-run", "--reserved-hours", "0", "--now", "2030-01-01"), ("jsonl", "table"))):
+        for fmt in fmts:
             a = run(*args, "--store", s, "--format", fmt)
             b = run(*args, "--store", s, "--format", fmt)
             assert a.returncode == b.returncode and a.stdout == b.stdout and a.stdout, (args, fmt)
