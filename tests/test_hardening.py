@@ -40,9 +40,9 @@ def _hostile_store(root: Path) -> Path:
     cfg = StoreConfig.load(root, None, mapped_file_size_commit_log=65536)
     cl = CommitLog(cfg, writable=True)
     cl.open_for_append()
-    for i, t in enumerate(SAFE + HOSTILE + SAFE):
+    for i, t in enumerate(SAFE + HOSTILE + ["bad\udcffutf8"] + SAFE):  # a lone surrogate: invalid UTF-8 bytes
         spec = _spec(t, i)
-        if len(t.encode()) > 127:
+        if len(t.encode("utf-8", "surrogatepass")) > 127:
             spec.magic = MAGIC_V2  # a 2-byte topic length
         cl.append(spec)
     cl.close()
@@ -63,7 +63,8 @@ def test_hostile_topics_never_become_paths(tmp_path):
     assert r.exit_code == 0, r.stderr
     s = json.loads(r.stdout)
     refused = {x["topic"] for x in s["refused_topics"]}
-    assert refused == set(HOSTILE)
+    bad_utf8 = {t for t in refused if "\ufffd" in t}
+    assert refused - bad_utf8 == set(HOSTILE) and len(bad_utf8) == 1
     made = {p for p in tmp_path.rglob("*")} - before
     assert all(p == out or out in p.parents for p in made), sorted(map(str, made))
     assert sorted(p.name for p in (out / "consumequeue").iterdir()) == sorted(SAFE)
