@@ -165,19 +165,25 @@ _VALUES = ["", "a", "Tag With Blank", "支付标签", " pad-11 tail-11 ", "x\x01
            "TAGS\x01inner", "🎉 emoji", "minhash-280000磁龟"]
 
 
+def _damage(pairs: list[bytes], rnd: random.Random) -> list[bytes]:
+    """Sometimes a pair without \\x01, a KEYS value of invalid UTF-8, a pair named \\xff."""
+    if rnd.random() < 0.1:
+        pairs.insert(rnd.randint(0, len(pairs)), b"junk")
+    if rnd.random() < 0.1:
+        pairs.append(b"KEYS\x01bad-\xff\xfe utf8-\xe4\xb8")
+    if rnd.random() < 0.05:
+        pairs.append(b"\xff\x01x")
+    return pairs
+
+
 def _random_props(n: int, seed: int) -> list[bytes]:
     """PROPERTIES as a broker or a buggy client might write them: repeated names, empty
     names and values, pairs without \\x01, values holding \\x01 or a name, invalid UTF-8."""
     rnd = random.Random(seed)
     out = []
     for _ in range(n):
-        pairs = [f"{rnd.choice(_NAMES)}\x01{rnd.choice(_VALUES)}".encode() for _ in range(rnd.randint(0, 6))]
-        if rnd.random() < 0.1:
-            pairs.insert(rnd.randint(0, len(pairs)), b"junk")
-        if rnd.random() < 0.1:
-            pairs.append(b"KEYS\x01bad-\xff\xfe utf8-\xe4\xb8")
-        if rnd.random() < 0.05:
-            pairs.append(b"\xff\x01x")
+        pairs = _damage([f"{rnd.choice(_NAMES)}\x01{rnd.choice(_VALUES)}".encode()
+                         for _ in range(rnd.randint(0, 6))], rnd)
         s = b"\x02".join(pairs) + (b"\x02" if pairs and rnd.random() < 0.5 else b"")
         out.append(s)
     return out
@@ -360,12 +366,7 @@ def _tricky_records(n: int, seed: int) -> list[dict]:
         pairs = [b"UNIQ_KEY\x01" + f"U{i:08X}".encode()]
         for _ in range(rnd.randint(0, 4)):
             pairs.append(f"{rnd.choice(['KEYS', 'TAGS', 'KEYS', 'CLUSTER', 'XTAGS'])}\x01{rnd.choice(keys)}".encode())
-        if rnd.random() < 0.1:
-            pairs.insert(rnd.randint(0, len(pairs)), b"junk")
-        if rnd.random() < 0.1:
-            pairs.append(b"KEYS\x01bad-\xff\xfe utf8-\xe4\xb8")
-        if rnd.random() < 0.05:
-            pairs.append(b"\xff\x01x")
+        pairs = _damage(pairs, rnd)
         if rnd.random() < 0.1:
             pairs.append(b"TAGS\x01")  # an empty last TAGS: the parser keeps an earlier one
         props = b"\x02".join(pairs) + (b"\x02" if rnd.random() < 0.5 else b"")

@@ -9,7 +9,8 @@ How it reads, fast and in bounded memory:
 
 * Each commit-log file is walked record by record (TOTALSIZE and MAGICCODE only, the
   walk of STORE-FORMAT §7.1), then every field of a batch of records is gathered at once
-  with numpy at offsets derived from ``formats.commitlog`` and checked vectorised
+  with numpy at offsets derived from ``formats.commitlog`` (:class:`~rmqstore_cli.store.batch.RecordBatch`,
+  :class:`~rmqstore_cli.store.batch.Properties`, shared with rebuild-index) and checked vectorised
   (§2.2, §2.3, §7.2 plus the forensic checks the broker never makes: PHYSICALOFFSET
   against the real position, queue-offset continuity). Only what must be per record
   stays in a Python loop: body CRC (``zlib.crc32``), topic and properties syntax, and the
