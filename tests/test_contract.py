@@ -99,6 +99,14 @@ def test_dump_commitlog_records(sample):
     _json_equals_jsonl("dump-commitlog", "--store", s, "--limit", "30")
 
 
+def test_dump_commitlog_decompressed_records(tmp_path):
+    s = tmp_path / "z"
+    jsonl("generate", "--store", s, "--messages", "60", "--compress-ratio", "0.5")
+    recs = jsonl("dump-commitlog", "--store", s, "--body", "base64", "--decompress")
+    _check_all(recs, lambda r: "message")
+    assert any(r.get("compression") == "zlib" and "body_decompressed_size" in r for r in recs)
+
+
 def test_dump_cq_records(sample):
     s, m = sample["store"], sample["msg"]
     _check_all(jsonl("dump-cq", m["topic"], str(m["queue_id"]), "--store", s), lambda r: "cq-unit")
