@@ -27,28 +27,28 @@ from construct import (
 
 from .derive import field_format, fixed_fields_format
 
-MAGIC_V1 = 0xDAA320A7  # MessageDecoder.MESSAGE_MAGIC_CODE (V1)
-MAGIC_V2 = 0xDAA320AB  # MessageDecoder.MESSAGE_MAGIC_CODE_V2 (5.1.0+)
-MAGIC_BLANK = 0xCBD43194  # CommitLog.BLANK_MAGIC_CODE
-END_FILE_MIN_BLANK_LENGTH = 8  # CommitLog.END_FILE_MIN_BLANK_LENGTH
-
-# MessageSysFlag
-COMPRESSED_FLAG = 0x1
-MULTI_TAGS_FLAG = 0x2
-TRANSACTION_NOT_TYPE = 0x0
-TRANSACTION_PREPARED_TYPE = 0x4
-TRANSACTION_COMMIT_TYPE = 0x8
-TRANSACTION_ROLLBACK_TYPE = 0xC
-TRANSACTION_MASK = 0xC
-BORNHOST_V6_FLAG = 0x10
-STOREHOSTADDRESS_V6_FLAG = 0x20
-NEED_UNWRAP_FLAG = 0x40
-INNER_BATCH_FLAG = 0x80
-COMPRESSION_TYPE_MASK = 0x700
-
-# CommitLog.CRC32_RESERVED_LEN: "__CRC32#" + \x01 + 10 digits + \x02
-CRC32_PROPERTY = "__CRC32#"
-CRC32_RESERVED_LEN = len(CRC32_PROPERTY) + 1 + 10 + 1
+# The magic codes and flags are plain numbers (formats/sysflag.py), so code that only
+# needs them (decode-msgid) does not import construct; they are re-exported here.
+from .sysflag import (  # noqa: E402,F401 - re-exported for the record layout's users
+    BORNHOST_V6_FLAG,
+    COMPRESSED_FLAG,
+    COMPRESSION_TYPE_MASK,
+    CRC32_PROPERTY,
+    CRC32_RESERVED_LEN,
+    END_FILE_MIN_BLANK_LENGTH,
+    INNER_BATCH_FLAG,
+    MAGIC_BLANK,
+    MAGIC_V1,
+    MAGIC_V2,
+    MULTI_TAGS_FLAG,
+    NEED_UNWRAP_FLAG,
+    STOREHOSTADDRESS_V6_FLAG,
+    TRANSACTION_COMMIT_TYPE,
+    TRANSACTION_MASK,
+    TRANSACTION_NOT_TYPE,
+    TRANSACTION_PREPARED_TYPE,
+    TRANSACTION_ROLLBACK_TYPE,
+)
 
 HostV4 = Struct("address" / Bytes(4), "port" / Int32sb)
 HostV6 = Struct("address" / Bytes(16), "port" / Int32sb)

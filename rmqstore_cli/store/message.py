@@ -14,7 +14,7 @@ import zlib
 from socket import inet_ntoa as _inet_ntoa
 from dataclasses import dataclass, field
 
-from rmqstore_cli.formats.commitlog import (
+from rmqstore_cli.formats.sysflag import (
     BORNHOST_V6_FLAG,
     MAGIC_V2,
     STOREHOSTADDRESS_V6_FLAG,
