@@ -491,3 +491,17 @@ def test_live_broker_lock_mutations_refused_reads_work(small_store, tmp_path):
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_journal_with_relative_paths_outside_the_store_is_refused(small_store, tmp_path, monkeypatch):
+    """Relative journal paths resolve against the working directory, as the renames would."""
+    monkeypatch.chdir(small_store.parent)
+    victim = small_store.parent / "store2"
+    victim.mkdir()
+    (victim / "precious").write_text("keep")
+    j = {"state": "cleanup", "staging": "store/.rebuild-index-1", "no_backup": True, "marker": ".rebuild-1",
+         "parts": [["store/consumequeue", "store/.rebuild-index-1/consumequeue", "store2", "replace"]]}
+    (small_store / ".rebuild-index.journal").write_text(json.dumps(j))
+    r = cli("rebuild-index", "--store", "store", "--recover")
+    assert r.exit_code == 3 and "journal" in r.stderr
+    assert (victim / "precious").read_text() == "keep"

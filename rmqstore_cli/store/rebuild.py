@@ -490,7 +490,7 @@ def _journal_problem(root: Path, j) -> str | None:
 
     def inside(p) -> bool:
         return isinstance(p, str) and "\0" not in p and os.path.commonpath(
-            [base, os.path.abspath(os.path.join(base, p))]) == base and os.path.abspath(p) != base
+            [base, os.path.abspath(p)]) == base and os.path.abspath(p) != base  # as the rename will resolve it
 
     staging = j.get("staging")
     if not (inside(staging) and os.path.dirname(os.path.abspath(staging)) == base
