@@ -21,7 +21,7 @@ from rmqstore_cli.formats.properties import parse_properties
 from rmqstore_cli.store import batch
 from rmqstore_cli.store.commitlog import CommitLog, Status, check_message
 from rmqstore_cli.store.config import StoreConfig
-from rmqstore_cli.store.message import index_key_hash, java_hash
+from rmqstore_cli.store.message import body_crc, index_key_hash, java_hash
 
 # "AuditTopic#minhash-280000磁龟".hashCode() == Integer.MIN_VALUE (IndexFile#indexKeyHashMethod -> 0)
 MIN_VALUE_KEY = "AuditTopic#minhash-280000磁龟"
@@ -288,6 +288,7 @@ def _check_record_batches(store, conf=None) -> dict[str, int]:
                                                         "topic_len", "topic_at", "props_len", "props_at", "expected",
                                                         "body_crc", "queue_id", "queue_offset", "physical_offset",
                                                         "store_timestamp", "born_host_len", "store_host_len")}
+            cols["computed_crc"] = batch.body_crcs(buf, r.body_at, np.maximum(r.body_len, 0)).tolist()
             del r, a
             for i, p in enumerate(starts):
                 c = check_message(buf, p, len(buf), f.file_from_offset)
@@ -309,6 +310,7 @@ def _check_record_batches(store, conf=None) -> dict[str, int]:
                 ta, tl = cols["topic_at"][i], cols["topic_len"][i]
                 pa, pl = cols["props_at"][i], cols["props_len"][i]
                 assert buf[ba:ba + bl] == m.body
+                assert cols["computed_crc"][i] == body_crc(m.body)  # UtilAll#crc32
                 assert buf[ta:ta + tl] == m.topic_bytes
                 assert buf[pa:pa + pl] == m.properties_bytes
                 seen["v2"] += m.magic == 0xDAA320AB

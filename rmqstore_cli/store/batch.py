@@ -17,6 +17,7 @@ verdicts and reasons; this module holds the facts both columnar paths need, once
 from __future__ import annotations
 
 import struct
+import zlib
 
 import numpy as np
 
@@ -35,7 +36,7 @@ from rmqstore_cli.formats.derive import field_offset
 from rmqstore_cli.formats.properties import parse_properties
 from rmqstore_cli.store.mapped_files import release_pages
 
-__all__ = ["gather", "RecordBatch", "pow31", "pow31_tables", "RangeHashes", "java_hashes", "concat_hashes", "java_int",
+__all__ = ["gather", "RecordBatch", "body_crcs", "pow31", "pow31_tables", "RangeHashes", "java_hashes", "concat_hashes", "java_int",
            "index_hash", "index_hashes", "release_pages", "pick_property", "props_well_formed", "Properties",
            "IndexKeys", "CRC_MARK"]
 
@@ -129,6 +130,16 @@ class RecordBatch:
         for k, v in self.__dict__.items():
             out.__dict__[k] = v if k == "a" else v[:n]
         return out
+
+
+def body_crcs(buf, body_at: np.ndarray, body_len: np.ndarray) -> np.ndarray:
+    """``UtilAll#crc32`` of every body: ``crc32(body) & 0x7FFFFFFF`` (int64); ``body_len`` >= 0.
+    The broker stores 0 for an empty body, which this also gives (crc32 of nothing is 0)."""
+    mv = memoryview(buf)
+    n = len(body_at)
+    ends = (body_at + body_len).tolist()
+    return np.fromiter(map(zlib.crc32, map(mv.__getitem__, map(slice, body_at.tolist(), ends))), np.int64,
+                       n) & 0x7FFFFFFF
 
 
 # ---------------------------------------------------------------- Java String#hashCode

@@ -29,7 +29,6 @@ import os
 import shutil
 import struct
 import time
-import zlib
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -50,7 +49,7 @@ from rmqstore_cli.store.checkpoint import StoreCheckpoint
 from rmqstore_cli.store.commitlog import CommitLog, ScanEnd, Status, check_message
 from rmqstore_cli.store.config import StoreConfig
 from rmqstore_cli.store.dispatch import Dispatcher
-from rmqstore_cli.store.batch import release_pages
+from rmqstore_cli.store.batch import body_crcs, release_pages
 from rmqstore_cli.store.fastdispatch import FastDispatcher, release_index
 from rmqstore_cli.store.lock import StoreLock, abort_exists, refuse_if_live
 from rmqstore_cli.store.mapped_files import MappedFile, fsync_dir
@@ -278,16 +277,10 @@ def _first_crc_failure(buf, P: np.ndarray, fields: dict, limit: int, file_from: 
             if check_message(buf, p, limit, file_from, True, True).status is Status.INVALID:
                 return j
         return None
-    mv = memoryview(buf)
-    crc32 = zlib.crc32
-    bl = fields["body_len"][:len(P)].tolist()
-    ba = fields["body_at"][:len(P)].tolist()
-    stored = fields["crc"][:len(P)].tolist()
-    for j in range(len(bl)):
-        n = bl[j]
-        if n > 0 and (crc32(mv[ba[j]:ba[j] + n]) & 0x7FFFFFFF) != stored[j]:
-            return j
-    return None
+    n = len(P)
+    bl = np.maximum(fields["body_len"][:n], 0)
+    bad = np.flatnonzero((body_crcs(buf, fields["body_at"][:n], bl) != fields["crc"][:n]) & (bl > 0))
+    return int(bad[0]) if len(bad) else None
 
 
 # ----------------------------------------------------------------- building a set

@@ -62,7 +62,16 @@ from rmqstore_cli.formats.index import (
 )
 from rmqstore_cli.formats.properties import parse_properties
 from rmqstore_cli.store.checkpoint import StoreCheckpoint
-from rmqstore_cli.store.batch import CRC_MARK, IndexKeys, Properties, RecordBatch, gather, pick_property, props_well_formed
+from rmqstore_cli.store.batch import (
+    CRC_MARK,
+    IndexKeys,
+    Properties,
+    RecordBatch,
+    body_crcs,
+    gather,
+    pick_property,
+    props_well_formed,
+)
 from rmqstore_cli.store.batch import Properties as _Props, index_hashes  # noqa: F401  (tests import them here)
 from rmqstore_cli.store.commitlog import Status, check_message
 from rmqstore_cli.store.config import StoreConfig
@@ -984,13 +993,10 @@ class Verifier:
             self.last_store_ts = int(store_ts[-1])
             self.max_store_ts = max(self.max_store_ts, int(store_ts.max()))
         # per-record Python work: CRC, topic, properties, keys
-        mv = memoryview(buf)
-        Pl, bsl, bll, tsl, tll, psl, pll, totl = (P.tolist(), body_start.tolist(), bl.tolist(), topic_start.tolist(),
-                                                  topic_len.tolist(), props_start.tolist(), pl.tolist(), total.tolist())
+        Pl, bll, tsl, tll, psl, pll, totl = (P.tolist(), bl.tolist(), topic_start.tolist(), topic_len.tolist(),
+                                             props_start.tolist(), pl.tolist(), total.tolist())
         if self.opt.crc:
-            crc32 = zlib.crc32
-            got = np.fromiter(map(crc32, map(mv.__getitem__, map(slice, bsl, (body_start + bl).tolist()))),
-                              np.int64, n) & 0x7FFFFFFF
+            got = body_crcs(buf, body_start, bl)
             bad_crc = np.flatnonzero((got != crc) & (bl > 0))
             for i in bad_crc.tolist():
                 self._add("commitlog.body-crc", rel, Pl[i], f"stored body CRC {int(crc[i])}, computed {int(got[i])} "
