@@ -408,3 +408,26 @@ def test_rebuild_of_tricky_properties_equals_the_per_record_dispatch(tmp_path):
     assert got_cq == want_cq and len(want_cq) > 3
     want_ix, got_ix = _tree(store / "index"), _tree(out / "index")
     assert got_ix == want_ix and want_ix
+
+
+def test_first_crc_failure_is_the_first_record_check_message_rejects(small_store):
+    """Recovery's checkCRCOnRecover (rebuild._first_crc_failure, on batch.body_crcs) stops at
+    the first record whose body CRC check_message(check_crc=True) finds wrong."""
+    from rmqstore_cli.store.fastdispatch import FastDispatcher
+    from rmqstore_cli.store.rebuild import _first_crc_failure
+
+    last = sorted((small_store / "commitlog").iterdir())[-1]
+    data = bytearray(last.read_bytes())
+    starts = _walk_file(data)
+    a = np.frombuffer(bytes(data), np.uint8)
+    P = np.array(starts, np.int64)
+    assert _first_crc_failure(bytes(data), P, FastDispatcher.fields(a, P), len(data), 0, False) is None
+    fields = FastDispatcher.fields(a, P)
+    with_body = [i for i in range(len(starts)) if fields["body_len"][i] > 0]
+    k = with_body[len(with_body) // 2]
+    data[int(fields["body_at"][k])] ^= 0x01
+    buf = bytes(data)
+    a = np.frombuffer(buf, np.uint8)
+    got = _first_crc_failure(buf, P, FastDispatcher.fields(a, P), len(buf), 0, False)
+    want = next(i for i, p in enumerate(starts) if check_message(buf, p, len(buf), 0, True).status is Status.INVALID)
+    assert got == want == k
