@@ -95,7 +95,7 @@ def open_store(store: Path | None, broker_conf: Path | None, tz: str | None = No
     from rmqstore_cli.times import parse_tz
 
     cfg = load_config(store, broker_conf, **sizes)
-    ms = MessageStore.open(cfg, parse_tz(tz))
+    ms = MessageStore.open(cfg, parse_tz(tz), defer_index=True)  # dump-* read no index: a torn one is no matter
     return ms
 
 

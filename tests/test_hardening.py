@@ -505,3 +505,17 @@ def test_journal_with_relative_paths_outside_the_store_is_refused(small_store, t
     r = cli("rebuild-index", "--store", "store", "--recover")
     assert r.exit_code == 3 and "journal" in r.stderr
     assert (victim / "precious").read_text() == "keep"
+
+
+def test_torn_index_file_fails_only_the_commands_that_read_the_index(small_store):
+    """A half-copied index file: dump-commitlog and dump-cq (which read no index) answer;
+    index-lookup says what is wrong in one line (exit 3)."""
+    f = sorted((small_store / "index").iterdir())[0]
+    f.write_bytes(f.read_bytes()[:5000])
+    sizes = ["--commitlog-file-size", "65536"]
+    r = cli("dump-commitlog", "--store", small_store, *sizes, "--format", "jsonl", "--limit", "2")
+    assert r.exit_code == 0 and len(r.stdout.splitlines()) == 2, r.stderr
+    r = cli("dump-cq", "--store", small_store, *sizes, "--cq-file-size", "2000", "--summary", "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    r = cli("index-lookup", "--store", small_store, "order-1", "--index-slots", "64", "--index-max", "400")
+    assert r.exit_code == 3 and r.stderr.startswith("rmqstore: error: index file") and r.stderr.count("\n") == 1

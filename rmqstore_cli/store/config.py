@@ -131,7 +131,7 @@ class StoreConfig:
             setattr(self, f.name, value)
             self.explicit.add(f.name)
 
-    def infer_sizes(self) -> list[str]:
+    def infer_sizes(self, defer_index: bool = False) -> list[str]:
         """Check file sizes against the config; infer them when no config set them.
 
         Returns notes saying what was inferred. Raises StoreError naming the option to
@@ -145,7 +145,13 @@ class StoreConfig:
         inferred = self._infer("mapped_file_size_consume_queue", "mappedFileSizeConsumeQueue",
                                "--cq-file-size", cq_files, notes)
         self.mapped_file_size_consume_queue = inferred
-        self._infer_index(notes)
+        try:
+            self._infer_index(notes)
+        except StoreError as e:
+            if not defer_index:
+                raise
+            self.index_geometry_error = e  # a damaged index fails only the commands that read it
+            notes.append(str(e))
         return notes
 
     def _infer(self, attr: str, prop: str, option: str, files: list[Path], notes: list[str]) -> int:

@@ -23,8 +23,9 @@ class MessageStore:
         self.notes: list[str] = []
 
     @classmethod
-    def open(cls, config: StoreConfig, tz: _dt.tzinfo | None = None) -> "MessageStore":
-        """Open an existing store read-only; refuse what is not a store or not readable."""
+    def open(cls, config: StoreConfig, tz: _dt.tzinfo | None = None, defer_index: bool = False) -> "MessageStore":
+        """Open an existing store read-only; refuse what is not a store or not readable.
+        ``defer_index``: index files that disagree on their size fail only ``.index``."""
         root = config.root
         if not root.is_dir():
             raise StoreError("no such store directory", path=root, hint="pass --store or set RMQSTORE_STORE")
@@ -34,7 +35,7 @@ class MessageStore:
                              path=root)
         _refuse_unsupported(config)
         store = cls(config, tz)
-        store.notes = config.infer_sizes()
+        store.notes = config.infer_sizes(defer_index=defer_index)
         return store
 
     @cached_property
