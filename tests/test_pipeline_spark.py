@@ -144,3 +144,35 @@ def test_cli_verify_several_stores_and_rebuild_on_spark(stores, tmp_path):
     ja, jb = json.loads(a.stdout), json.loads(b.stdout)
     for k in ("messages", "index_keys", "index_files", "consume_queue_files", "dispatch_end", "skipped"):
         assert ja[k] == jb[k], k
+
+
+def test_refused_topics_are_reported_by_the_decomposed_rebuild(tmp_path):
+    """A topic that cannot be a directory gets no queue, and the per-file (Spark) plan says
+    so exactly as the local engine does."""
+    import json as _json
+
+    from conftest import cli as _cli, generate as _generate
+
+    store = _generate(tmp_path / "s", messages=120, seed=5)
+    dump = [_json.loads(x) for x in _cli("dump-commitlog", "--store", store, "--format", "jsonl", "--body",
+                                         "base64").stdout.splitlines()]
+    for r in dump:  # sizes change: let the writer place records and number queues again
+        r.pop("physical_offset"), r.pop("queue_offset")
+    for r in dump[::7]:
+        r["topic"] = "../evil"
+    hostile = tmp_path / "hostile"
+    r = _cli("generate", "--store", hostile, "--from-jsonl", "-", "--commitlog-file-size", "65536",
+             "--cq-file-size", "2000", "--index-slots", "64", "--index-max", "400", "--format", "json",
+             input="\n".join(_json.dumps(x) for x in dump) + "\n")
+    assert r.exit_code == 0, r.stderr
+    from rmqstore_cli.pipeline import local
+    from rmqstore_cli.store.config import StoreConfig
+    from rmqstore_cli.store.rebuild import RebuildOptions, build_set
+
+    cfg = StoreConfig.load(hostile, None)
+    cfg.infer_sizes()
+    ref = build_set(cfg, tmp_path / "ref", RebuildOptions())
+    dec = local.rebuild_build(cfg, tmp_path / "dec", RebuildOptions())
+    assert ref.refused_topics and set(ref.refused_topics) == {"../evil"}
+    assert dec.refused_topics == ref.refused_topics
+    assert not (tmp_path / "evil").exists() and not (tmp_path / "dec" / "evil").exists()

@@ -127,6 +127,7 @@ class FileSummary:
     key_max_phy: int = -1
     local_put: int = 0  # keys kept by the rule within this file alone
     local_put_min_phy: int = 0
+    refused_topics: dict = None  # topic -> why it cannot be a consumequeue/ directory
 
 
 @dataclass
@@ -141,7 +142,8 @@ def _capture_dispatcher_class():
     properties parse and tagsCode as the local engine)."""
     import numpy as np
 
-    from rmqstore_cli.store.fastdispatch import FastDispatcher, java_hashes
+    from rmqstore_cli.store.batch import index_hash, java_hashes
+    from rmqstore_cli.store.fastdispatch import FastDispatcher
 
     class CaptureDispatcher(FastDispatcher):
         def __init__(self, d):
@@ -157,30 +159,10 @@ def _capture_dispatcher_class():
         def _index(self, key_list, owner, tid, phy, store_ts):
             names = [t.name.encode("utf-8") + b"#" for t in self.topic_list]
             h = java_hashes([names[t] + k for t, k in zip(tid.tolist(), key_list)])[0]  # hashCode("topic#key")
-            self.key_parts.append((_index_key_hash(h), phy[owner].astype(np.int64), store_ts[owner].astype(np.int64)))
+            self.key_parts.append((index_hash(h), phy[owner].astype(np.int64), store_ts[owner].astype(np.int64)))
             self.keys += len(key_list)
 
     return CaptureDispatcher
-
-
-def _index_key_hash(h):
-    """``IndexFile#indexKeyHashMethod`` of uint32 hashCodes: abs, Integer.MIN_VALUE -> 0."""
-    import numpy as np
-
-    s = np.asarray(h).astype(np.uint32).view(np.int32).astype(np.int64)
-    return np.where(s == -(1 << 31), 0, np.abs(s))
-
-
-def _release(buf, start: int, end: int) -> None:
-    """Drop pages already walked from this process (they stay in the page cache)."""
-    import mmap
-
-    lo, hi = start - start % mmap.PAGESIZE, end - end % mmap.PAGESIZE
-    if hi > lo and hasattr(buf, "madvise"):
-        try:
-            buf.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
-        except (OSError, ValueError):
-            pass
 
 
 def dispatch_file(config, position: int, recovering: bool, build_cq: bool, build_index: bool,
@@ -189,6 +171,7 @@ def dispatch_file(config, position: int, recovering: bool, build_cq: bool, build
     import numpy as np
 
     from rmqstore_cli.store.commitlog import CommitLog, ScanEnd, Status, check_message
+    from rmqstore_cli.store.mapped_files import release_pages
     from rmqstore_cli.store.dispatch import Dispatcher
     from rmqstore_cli.store.rebuild import BATCH, Skipped, _first_crc_failure, _walk
 
@@ -239,7 +222,7 @@ def dispatch_file(config, position: int, recovering: bool, build_cq: bool, build
                     reason = c.reason or f"DELAY of the record is not an int ({c.status.value})"
                     if c.status is Status.VALID:
                         reason = "DELAY property is not an int (the broker's check throws)"
-                _release(buf, pos, starts[cut] if cut < len(starts) else end_pos)
+                release_pages(buf, pos, starts[cut] if cut < len(starts) else end_pos)
             if stop_at is not None:
                 break
             pos = end_pos
@@ -265,6 +248,7 @@ def dispatch_file(config, position: int, recovering: bool, build_cq: bool, build
     finally:
         cl.close()
     s.messages = fd.messages
+    s.refused_topics = dict(d.topics.refused)
     s.units = fd.units
     s.last_store_timestamp = fd.last_store_timestamp
     units = _group_units(fd)
@@ -501,6 +485,8 @@ def rebuild_report(config, opts, names, rec: int, included: list[int], stop, sum
         rep.messages += s.messages
         rep.units += s.units
         rep.skipped.extend(s.skipped)
+        for topic, why in (s.refused_topics or {}).items():
+            rep.refused_topics.setdefault(topic, why)
         if s.messages:
             rep.last_store_timestamp = s.last_store_timestamp
     rep.files = len(included)
