@@ -170,81 +170,25 @@ def dispatch_file(config, position: int, recovering: bool, build_cq: bool, build
     """Dispatch commit-log file number ``position`` as ``rebuild.dispatch_log`` does for it."""
     import numpy as np
 
-    from rmqstore_cli.store.commitlog import CommitLog, ScanEnd, Status, check_message
-    from rmqstore_cli.store.mapped_files import release_pages
+    from rmqstore_cli.store.commitlog import CommitLog
     from rmqstore_cli.store.dispatch import Dispatcher
-    from rmqstore_cli.store.rebuild import BATCH, Skipped, _first_crc_failure, _walk
+    from rmqstore_cli.store.rebuild import classify_stop, dispatch_file_records
 
     cl = CommitLog(config)
     f = cl.files[position]
     d = Dispatcher(config, Path("/nonexistent-rmqstore-capture"), Path("/nonexistent-rmqstore-capture"),
                    build_cq=build_cq, build_index=build_index, topics=topics)
     fd = _capture_dispatcher_class()(d)
-    check_crc = config.check_crc_on_recover
-    force_prop_crc = config.force_verify_prop_crc
     s = FileSummary(position, f.name, skipped=[], queues={})
     try:
-        buf = f.buffer()
-        limit = len(buf)
-        a = np.frombuffer(buf, dtype=np.uint8) if limit else np.empty(0, np.uint8)
-        pos = 0
-        stop_at = None
-        reason = ""
-        while True:  # the loop body of rebuild.dispatch_log, for this one file
-            starts, end_pos, why = _walk(buf, pos, limit, BATCH)
-            cut = len(starts)
-            if starts:
-                P = np.asarray(starts, dtype=np.int64)
-                fields = fd.fields(a, P)
-                cut = fd.layout(a, P, fields, limit)
-                mism = fields["mismatch"][:cut]
-                if recovering:
-                    bad = np.flatnonzero(mism)
-                    if len(bad):
-                        cut = int(bad[0])
-                    if check_crc:
-                        k = _first_crc_failure(buf, P[:cut], fields, limit, f.file_from_offset, force_prop_crc)
-                        if k is not None:
-                            cut = min(cut, k)
-                    take = np.arange(cut)
-                else:
-                    take = np.flatnonzero(~mism)
-                    for j in np.flatnonzero(mism).tolist():
-                        c = check_message(buf, starts[j], limit, f.file_from_offset)
-                        s.skipped.append(Skipped(f.file_from_offset + starts[j], c.size, f.name, c.reason))
-                d_stop = fd.dispatch(buf, a, P, fields, take)
-                if d_stop is not None:
-                    cut = d_stop
-                if cut < len(starts):
-                    stop_at = starts[cut]
-                    c = check_message(buf, stop_at, limit, f.file_from_offset, recovering and check_crc,
-                                      force_prop_crc)
-                    reason = c.reason or f"DELAY of the record is not an int ({c.status.value})"
-                    if c.status is Status.VALID:
-                        reason = "DELAY property is not an int (the broker's check throws)"
-                release_pages(buf, pos, starts[cut] if cut < len(starts) else end_pos)
-            if stop_at is not None:
-                break
-            pos = end_pos
-            if why is None:
-                continue
-            if why == "blank":
-                break
-            stop_at = pos
-            reason = check_message(buf, pos, limit, f.file_from_offset).reason
-            break
-        del a
+        stop_at, reason = dispatch_file_records(fd, f, recovering, config.check_crc_on_recover,
+                                                config.force_verify_prop_crc, s.skipped)
         if stop_at is not None:
-            off = f.file_from_offset + stop_at
-            if recovering:
-                last_file = position == len(cl.files) - 1
-                clean = last_file and reason.startswith("no message here") and not any(buf[stop_at:stop_at + 4096])
-                s.stop = ScanEnd(off, reason, f.name, clean)
-                if not clean:
-                    s.stop.reason = reason + ("; later files are dropped by recovery" if not last_file else "")
+            end, skip = classify_stop(f, stop_at, reason, recovering, last_file=position == len(cl.files) - 1)
+            if end is not None:
+                s.stop = end
             else:
-                s.skipped.append(Skipped(off, limit - stop_at, f.name,
-                                         f"invalid record: {reason}; the master's reput skips the rest of the file"))
+                s.skipped.append(skip)
     finally:
         cl.close()
     s.messages = fd.messages

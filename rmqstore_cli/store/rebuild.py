@@ -141,6 +141,74 @@ def _walk(buf, pos: int, limit: int, max_n: int) -> tuple[list[int], int, str | 
     return out, pos, None
 
 
+def dispatch_file_records(fd: FastDispatcher, f, recovering: bool, check_crc: bool, force_prop_crc: bool,
+                          skipped: list, batch: int = BATCH, after_block=None) -> tuple[int | None, str]:
+    """Dispatch one commit-log file, block by block, as recovery (``recovering``: CRC checked,
+    a size mismatch or invalid record ends the log) or the reput (a size mismatch is skipped
+    into ``skipped``). Returns (position where dispatch stopped in the file or None, why)."""
+    buf = f.buffer()
+    limit = len(buf)
+    a = np.frombuffer(buf, dtype=np.uint8) if limit else np.empty(0, np.uint8)
+    pos = 0
+    while True:
+        starts, end_pos, why = _walk(buf, pos, limit, batch)
+        cut = len(starts)
+        if starts:
+            P = np.asarray(starts, dtype=np.int64)
+            fields = fd.fields(a, P)
+            cut = fd.layout(a, P, fields, limit)
+            mism = fields["mismatch"][:cut]
+            if recovering:
+                bad = np.flatnonzero(mism)
+                if len(bad):
+                    cut = int(bad[0])
+                if check_crc:
+                    k = _first_crc_failure(buf, P[:cut], fields, limit, f.file_from_offset, force_prop_crc)
+                    if k is not None:
+                        cut = min(cut, k)
+                take = np.arange(cut)
+            else:
+                take = np.flatnonzero(~mism)
+                for j in np.flatnonzero(mism).tolist():
+                    c = check_message(buf, starts[j], limit, f.file_from_offset)
+                    skipped.append(Skipped(f.file_from_offset + starts[j], c.size, f.name, c.reason))
+            d_stop = fd.dispatch(buf, a, P, fields, take)
+            if d_stop is not None:
+                cut = d_stop
+            stop_at = starts[cut] if cut < len(starts) else None
+            release_pages(buf, pos, stop_at if stop_at is not None else end_pos)
+            if after_block:
+                after_block(end_pos)
+            if stop_at is not None:
+                c = check_message(buf, stop_at, limit, f.file_from_offset, recovering and check_crc, force_prop_crc)
+                if c.status is Status.VALID:  # only the dispatch check failed (DELAY)
+                    return stop_at, "DELAY property is not an int (the broker's check throws)"
+                return stop_at, c.reason or f"DELAY of the record is not an int ({c.status.value})"
+        pos = end_pos
+        if why is None:
+            continue
+        if why == "blank":
+            return None, ""
+        return pos, check_message(buf, pos, limit, f.file_from_offset).reason
+
+
+def classify_stop(f, stop_at: int, reason: str, recovering: bool, last_file: bool
+                  ) -> tuple[ScanEnd | None, Skipped | None]:
+    """Where dispatch stopped in a file: in the recovery region the end of the log (clean at
+    the zero tail of the last file); before it, the rest of the file skipped, as a master's
+    ``ReputMessageService#doReput`` does."""
+    off = f.file_from_offset + stop_at
+    if recovering:
+        buf = f.buffer()
+        clean = last_file and reason.startswith("no message here") and not any(buf[stop_at:stop_at + 4096])
+        end = ScanEnd(off, reason, f.name, clean)
+        if not clean and not last_file:
+            end.reason = reason + "; later files are dropped by recovery"
+        return end, None
+    return None, Skipped(off, len(f.buffer()) - stop_at, f.name,
+                         f"invalid record: {reason}; the master's reput skips the rest of the file")
+
+
 def dispatch_log(config: StoreConfig, dispatcher: Dispatcher, *, abort: bool,
                  checkpoint: StoreCheckpoint | None, progress: Progress | None = None,
                  dry_run: bool = False, batch: int = BATCH) -> DispatchReport:
@@ -166,77 +234,24 @@ def dispatch_log(config: StoreConfig, dispatcher: Dispatcher, *, abort: bool,
                                    f"{f.file_from_offset}", f.name, clean=False)
                 break
             recovering = i >= rec
-            buf = f.buffer()
-            limit = len(buf)
-            a = np.frombuffer(buf, dtype=np.uint8) if limit else np.empty(0, np.uint8)
-            pos = 0
-            stop_at: int | None = None
-            reason = ""
-            while True:
-                starts, end_pos, why = _walk(buf, pos, limit, batch)
-                cut = len(starts)
-                if starts:
-                    P = np.asarray(starts, dtype=np.int64)
-                    fields = fd.fields(a, P)
-                    cut = fd.layout(a, P, fields, limit)
-                    mism = fields["mismatch"][:cut]
-                    if recovering:
-                        bad = np.flatnonzero(mism)
-                        if len(bad):
-                            cut = int(bad[0])
-                        if check_crc:
-                            k = _first_crc_failure(buf, P[:cut], fields, limit, f.file_from_offset, force_prop_crc)
-                            if k is not None:
-                                cut = min(cut, k)
-                        take = np.arange(cut)
-                    else:
-                        take = np.flatnonzero(~mism)
-                        for j in np.flatnonzero(mism).tolist():
-                            p = starts[j]
-                            c = check_message(buf, p, limit, f.file_from_offset)
-                            rep.skipped.append(Skipped(f.file_from_offset + p, c.size, f.name, c.reason))
-                    d_stop = fd.dispatch(buf, a, P, fields, take)
-                    if d_stop is not None:
-                        cut = d_stop
-                    if cut < len(starts):
-                        stop_at = starts[cut]
-                        c = check_message(buf, stop_at, limit, f.file_from_offset, recovering and check_crc,
-                                          force_prop_crc)
-                        reason = c.reason or f"DELAY of the record is not an int ({c.status.value})"
-                        if c.status is Status.VALID:  # only the dispatch check failed (DELAY)
-                            reason = "DELAY property is not an int (the broker's check throws)"
-                    release_pages(buf, pos, starts[cut] if cut < len(starts) else end_pos)
-                    if dispatcher.index is not None and dispatcher.index.files:
-                        last = dispatcher.index.files[-1]
-                        release_index(last, last.header.index_count)
-                    if progress:
-                        progress(rep.files, done_bytes + end_pos, total_bytes, fd.messages)
-                if stop_at is not None:
-                    break
-                pos = end_pos
-                if why is None:
-                    continue
-                if why == "blank":
-                    break
-                stop_at = pos
-                c = check_message(buf, pos, limit, f.file_from_offset)
-                reason = c.reason
-                break
-            del a
+
+            def after_block(end_pos: int) -> None:
+                if dispatcher.index is not None and dispatcher.index.files:
+                    last = dispatcher.index.files[-1]
+                    release_index(last, last.header.index_count)
+                if progress:
+                    progress(rep.files, done_bytes + end_pos, total_bytes, fd.messages)
+
+            stop_at, reason = dispatch_file_records(fd, f, recovering, check_crc, force_prop_crc, rep.skipped,
+                                                    batch, after_block)
             rep.files += 1
             done_bytes += f.file_size
             if stop_at is not None:
-                off = f.file_from_offset + stop_at
-                if recovering:
-                    last_file = i == len(files) - 1
-                    clean = last_file and reason.startswith("no message here") and not any(
-                        buf[stop_at:stop_at + 4096])
-                    rep.stop = ScanEnd(off, reason, f.name, clean)
-                    if not clean:
-                        rep.stop.reason = reason + ("; later files are dropped by recovery" if not last_file else "")
+                end, skip = classify_stop(f, stop_at, reason, recovering, last_file=i == len(files) - 1)
+                if end is not None:
+                    rep.stop = end
                     break
-                rep.skipped.append(Skipped(off, limit - stop_at, f.name,
-                                           f"invalid record: {reason}; the master's reput skips the rest of the file"))
+                rep.skipped.append(skip)
             f.close()
         if rep.stop is None:
             last = files[-1] if files else None
