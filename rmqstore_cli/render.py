@@ -14,7 +14,7 @@ import sys
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from rmqstore_cli.store.message import format_host, offset_msg_id
+from rmqstore_cli.store.message import format_host, offset_msg_id, split_keys
 
 FORMATS = ("table", "jsonl", "json")
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]")
@@ -115,8 +115,7 @@ def message_dict(msg, body: str = "none", properties: bool = True, file: str | N
         else:
             d["properties_base64"] = base64.b64encode(msg.properties_bytes).decode()
     d["tags"] = props.get("TAGS")
-    keys = props.get("KEYS")
-    d["keys"] = [k for k in keys.split(" ") if k] if keys else []
+    d["keys"] = split_keys(props.get("KEYS"))
     d["uniq_key"] = props.get("UNIQ_KEY")
     d["msg_id"] = offset_msg_id(msg.store_address, msg.store_port, msg.physical_offset)
     d["body_size"] = len(msg.body)

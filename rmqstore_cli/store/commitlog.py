@@ -139,7 +139,7 @@ def _check_exact(buf, pos: int, limit: int, file_from: int, check_crc: bool, for
     if magic == MAGIC_BLANK:
         return Check(Status.BLANK, 0)
     if magic != MAGIC_V1 and magic != MAGIC_V2:
-        return Check(Status.INVALID, -1, "no message here (end of data)" if magic == 0 and total == 0
+        return Check(Status.INVALID, -1, END_OF_DATA if magic == 0 and total == 0
                      else f"bad magic code 0x{magic:08X}")
     if total < _HEAD.size or total - 4 > limit - pos - 4:
         return Check(Status.INVALID, -1, f"total size {total} does not fit in the {limit - pos} bytes left")
@@ -207,6 +207,15 @@ def crc_property_value(crc: int) -> str:
 
 
 _RELEASE_EVERY = 64 << 20
+
+
+END_OF_DATA = "no message here (end of data)"
+
+
+def is_clean_end(buf, pos: int, reason: str, last_file: bool) -> bool:
+    """The log ends cleanly where the last file's preallocated zero tail begins
+    (STORE-FORMAT §10.1); anything else is a torn or damaged end."""
+    return last_file and reason == END_OF_DATA and not any(buf[pos:pos + 4096])
 
 
 @dataclass(slots=True)
@@ -291,7 +300,7 @@ class CommitLog:
                     pos += c.size
                     continue
                 last = i == len(files) - 1
-                clean = last and c.reason.startswith("no message here") and not any(buf[pos:pos + 4096])
+                clean = is_clean_end(buf, pos, c.reason, last)
                 self.end = ScanEnd(f.file_from_offset + pos, c.reason, f.name, clean)
                 if last or not every_file:
                     if not clean:

@@ -42,6 +42,12 @@ TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
 _INT_MIN = -(1 << 31)
 
 
+def split_keys(raw: str | None) -> list[str]:
+    """``KEYS.split(" ")`` as ``IndexService#buildIndex`` uses it: empty elements dropped,
+    duplicates and order kept."""
+    return [k for k in raw.split(KEY_SEPARATOR) if k] if raw else []
+
+
 def java_hash(s: str) -> int:
     """``java.lang.String#hashCode``: wrapping ``31*h + c`` over UTF-16 code units."""
     if s.isascii():
@@ -236,8 +242,7 @@ class Message:
     @property
     def keys(self) -> list[str]:
         """``KEYS.split(" ")`` with empty elements dropped, duplicates and order kept."""
-        raw = self.keys_raw
-        return [k for k in raw.split(KEY_SEPARATOR) if k] if raw else []
+        return split_keys(self.keys_raw)
 
     @property
     def uniq_key(self) -> str | None:

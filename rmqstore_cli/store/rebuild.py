@@ -46,7 +46,7 @@ from rmqstore_cli.formats.commitlog import (
     HostV6,
 )
 from rmqstore_cli.store.checkpoint import StoreCheckpoint
-from rmqstore_cli.store.commitlog import CommitLog, ScanEnd, Status, check_message
+from rmqstore_cli.store.commitlog import CommitLog, ScanEnd, Status, check_message, is_clean_end
 from rmqstore_cli.store.config import StoreConfig
 from rmqstore_cli.store.dispatch import Dispatcher
 from rmqstore_cli.store.batch import body_crcs, release_pages
@@ -200,7 +200,7 @@ def classify_stop(f, stop_at: int, reason: str, recovering: bool, last_file: boo
     off = f.file_from_offset + stop_at
     if recovering:
         buf = f.buffer()
-        clean = last_file and reason.startswith("no message here") and not any(buf[stop_at:stop_at + 4096])
+        clean = is_clean_end(buf, stop_at, reason, last_file)
         end = ScanEnd(off, reason, f.name, clean)
         if not clean and not last_file:
             end.reason = reason + "; later files are dropped by recovery"
