@@ -126,9 +126,13 @@ class RecordBatch:
 
     def head(self, n: int) -> "RecordBatch":
         """The first ``n`` records."""
+        return self.take(slice(0, n))
+
+    def take(self, idx) -> "RecordBatch":
+        """The records at ``idx`` (an index array or a slice)."""
         out = RecordBatch.__new__(RecordBatch)
         for k, v in self.__dict__.items():
-            out.__dict__[k] = v if k == "a" else v[:n]
+            out.__dict__[k] = v if k == "a" else v[idx]
         return out
 
 
