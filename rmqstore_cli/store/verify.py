@@ -582,15 +582,25 @@ class Verifier:
         except (FileNotFoundError, NotADirectoryError):
             paths = []
         for p in paths:
-            f = _IndexFile(p, cfg.max_hash_slot_num, cfg.max_index_num, self.root)
-            self.files["index"] += 1
-            self.index_files.append(f)
-            if not _INDEX_NAME.fullmatch(p.name):
-                self._add("index.file-name", f.rel, None, "name is not yyyyMMddHHmmssSSS")
-            if f.length != f.size:
-                self._add("index.file-size", f.rel, None, f"{f.length} bytes, expected {f.size} "
-                          f"(maxHashSlotNum={f.slots}, maxIndexNum={f.max_num})")
-            self._index_structure(f)
+            self.index_files.append(self.open_index_file(p))
+        self.check_index_order()
+
+    def open_index_file(self, p: Path) -> _IndexFile:
+        """Open one index file and check it alone (name, size, structure); the pipeline runs
+        this as one task per index file."""
+        cfg = self.config
+        f = _IndexFile(p, cfg.max_hash_slot_num, cfg.max_index_num, self.root)
+        self.files["index"] += 1
+        if not _INDEX_NAME.fullmatch(p.name):
+            self._add("index.file-name", f.rel, None, "name is not yyyyMMddHHmmssSSS")
+        if f.length != f.size:
+            self._add("index.file-size", f.rel, None, f"{f.length} bytes, expected {f.size} "
+                      f"(maxHashSlotNum={f.slots}, maxIndexNum={f.max_num})")
+        self._index_structure(f)
+        return f
+
+    def check_index_order(self) -> None:
+        """Checks across ``self.index_files`` (header values only) and ``index_end``."""
         for a, b in zip(self.index_files, self.index_files[1:]):
             if b.n > 1 and a.n > 1 and b.begin_phy < a.end_phy:
                 self._add("index.order", b.rel, 16, f"beginPhyOffset {b.begin_phy} is below the previous "
@@ -713,33 +723,41 @@ class Verifier:
         self.index_active = [f for f in self.index_files if f.phy.size]
         do_index = bool(self.index_active) or self.opt.deep
         self.want_keys = cfg.message_index_enable and do_index
-        for i, f in enumerate(files):
-            rel = self.rel(f.path)
-            if f.file_from_offset % size:
-                self._add("commitlog.file-name", rel, None, f"start {f.file_from_offset} is not a multiple of "
-                          f"the file size {size}")
-            if i and f.file_from_offset != files[i - 1].end_offset:
-                a, b = files[i - 1].end_offset, f.file_from_offset
-                if b > a:
-                    self._add("commitlog.gap", rel, 0, f"no file holds offsets {a}..{b - 1} ({b - a} bytes; "
-                              f"file {a:020d} is missing, e.g. expired or deleted out of order)",
-                              physical_offset=a, missing_file=f"{a:020d}")
-                    self.stops.append((a, "commitlog.gap", rel))
-                else:
-                    self._add("commitlog.file-name", rel, 0, f"overlaps the previous file (ends at {a})")
-            length = f.path.stat().st_size
-            if length != size:
-                self._add("commitlog.file-size", rel, None, f"{length} bytes, expected {size}"
-                          + (" (truncated)" if length < size else ""))
-            self._scan_file(f, rel, last=i == len(files) - 1)
-            self.bytes += min(length, size)
-            if self.progress:
-                self.progress(min(length, size))
+        for i in range(len(files)):
+            self.scan_file_at(i)
             yield from self._drain()
         try:
             mfq.close()
         except BufferError:  # a view still alive (e.g. held by a caller); the GC unmaps it
             pass
+
+    def scan_file_at(self, i: int) -> None:
+        """Check commit-log file number ``i`` of ``self.mfq`` (name, size, gap to the previous
+        file, every record); the pipeline runs this as one task per file."""
+        files = self.mfq.files
+        size = self.config.mapped_file_size_commit_log
+        f = files[i]
+        rel = self.rel(f.path)
+        if f.file_from_offset % size:
+            self._add("commitlog.file-name", rel, None, f"start {f.file_from_offset} is not a multiple of "
+                      f"the file size {size}")
+        if i and f.file_from_offset != files[i - 1].end_offset:
+            a, b = files[i - 1].end_offset, f.file_from_offset
+            if b > a:
+                self._add("commitlog.gap", rel, 0, f"no file holds offsets {a}..{b - 1} ({b - a} bytes; "
+                          f"file {a:020d} is missing, e.g. expired or deleted out of order)",
+                          physical_offset=a, missing_file=f"{a:020d}")
+                self.stops.append((a, "commitlog.gap", rel))
+            else:
+                self._add("commitlog.file-name", rel, 0, f"overlaps the previous file (ends at {a})")
+        length = f.path.stat().st_size
+        if length != size:
+            self._add("commitlog.file-size", rel, None, f"{length} bytes, expected {size}"
+                      + (" (truncated)" if length < size else ""))
+        self._scan_file(f, rel, last=i == len(files) - 1)
+        self.bytes += min(length, size)
+        if self.progress:
+            self.progress(min(length, size))
 
     def _scan_file(self, f, rel: str, last: bool) -> None:
         buf = f.buffer()
