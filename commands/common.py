@@ -10,7 +10,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from rmqstore_cli.errors import RmqstoreError
+from rmqstore_cli.errors import FileSizeError, RmqstoreError
 
 STATE = {"debug": False}
 
@@ -37,6 +37,11 @@ IndexSlotsOpt = Annotated[Optional[int], typer.Option(
     "--index-slots", help="maxHashSlotNum, if not in --broker-conf.", min=1)]
 IndexMaxOpt = Annotated[Optional[int], typer.Option(
     "--index-max", help="maxIndexNum, if not in --broker-conf.", min=2)]
+AllowOddSizeOpt = Annotated[bool, typer.Option(
+    "--allow-odd-size", help="Read the store even if some commit-log or consume-queue files are not the "
+    "configured (or inferred) size, as after a torn copy: each such file is read up to its real length, "
+    "with a warning naming it. Without it such a store is refused, as the broker refuses to load it.")]
+ODD_SIZE_HINT = "or pass --allow-odd-size to read it anyway"
 
 DEFAULT_STORE = Path(os.path.expanduser("~")) / "store"
 
@@ -49,6 +54,9 @@ def fail(e: RmqstoreError) -> None:
 def command(fn):
     """Turn engine errors into one stderr line and their exit code (``--debug``: traceback)."""
 
+    code = fn.__code__
+    odd_ok = "allow_odd_size" in code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]
+
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         try:
@@ -56,6 +64,8 @@ def command(fn):
         except RmqstoreError as e:
             if STATE["debug"]:
                 raise
+            if odd_ok and isinstance(e, FileSizeError):  # a read command: name its override
+                e.hint = f"{e.hint}; {ODD_SIZE_HINT}" if e.hint else ODD_SIZE_HINT
             fail(e)
         except BrokenPipeError:
             _silence_broken_pipe()
@@ -89,14 +99,28 @@ def load_config(store: Path | None, broker_conf: Path | None, commitlog_file_siz
     )
 
 
-def open_store(store: Path | None, broker_conf: Path | None, tz: str | None = None, **sizes):
+def open_store(store: Path | None, broker_conf: Path | None, tz: str | None = None, allow_odd_size: bool = False,
+               **sizes):
     """Open a store read-only with its sizes checked; notes about inference go to stderr."""
     from rmqstore_cli.store.message_store import MessageStore
     from rmqstore_cli.times import parse_tz
 
     cfg = load_config(store, broker_conf, **sizes)
+    cfg.allow_odd_size = allow_odd_size
     ms = MessageStore.open(cfg, parse_tz(tz), defer_index=True)  # dump-* read no index: a torn one is no matter
+    warn_odd_files(cfg)
     return ms
+
+
+def warn_odd_files(cfg, limit: int = 10) -> None:
+    """One stderr line per file that --allow-odd-size let through (the first ``limit``)."""
+    odd = cfg.odd_files
+    for path, size, expected in odd[:limit]:
+        print(f"rmqstore: warning: {path} has {size} bytes, expected {expected}; read up to its real length "
+              "(--allow-odd-size)", file=sys.stderr)
+    if len(odd) > limit:
+        print(f"rmqstore: warning: {len(odd) - limit} more files of an odd size are read the same way",
+              file=sys.stderr)
 
 
 # --- shell completion of names from the store (completions/): fast, and never fails -------------

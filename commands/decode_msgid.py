@@ -9,6 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from rmqstore_cli.commands.common import (
+    AllowOddSizeOpt,
     BrokerConfOpt,
     CommitlogSizeOpt,
     Fmt,
@@ -56,6 +57,7 @@ def decode_msgid(
     commitlog_file_size: CommitlogSizeOpt = None,
     index_slots: IndexSlotsOpt = None,
     index_max: IndexMaxOpt = None,
+    allow_odd_size: AllowOddSizeOpt = False,
     now: Annotated[Optional[str], typer.Option(
         help="Evaluate a UNIQ_KEY's nearly time as of this time (default now): the id holds only the "
              "time within its month.")] = None,
@@ -88,12 +90,14 @@ def decode_msgid(
         raise UsageError("no id given", hint="pass ids as arguments, or '-' to read them from stdin")
     st = topics = None
     if store is not None:
-        from rmqstore_cli.commands.common import load_config
+        from rmqstore_cli.commands.common import load_config, warn_odd_files
         from rmqstore_cli.store.message_store import MessageStore
 
         cfg = load_config(store, broker_conf, commitlog_file_size=commitlog_file_size, index_slots=index_slots,
                           index_max=index_max)
+        cfg.allow_odd_size = allow_odd_size
         st = MessageStore.open(cfg, zone)
+        warn_odd_files(cfg)
         topics = st.topics()
     failed = 0
     out = Output(fmt.value, TABLE_COLUMNS, title="message ids")

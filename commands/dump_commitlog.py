@@ -9,6 +9,7 @@ import typer
 
 from rmqstore_cli.commands.common import (
     DEFAULT_STORE,
+    AllowOddSizeOpt,
     BrokerConfOpt,
     CommitlogSizeOpt,
     Fmt,
@@ -53,6 +54,7 @@ def dump_commitlog(
     store: StoreOpt = DEFAULT_STORE,
     broker_conf: BrokerConfOpt = None,
     commitlog_file_size: CommitlogSizeOpt = None,
+    allow_odd_size: AllowOddSizeOpt = False,
     from_offset: Annotated[Optional[int], typer.Option(min=0, help="Start at this physical offset (a message start).")] = None,
     to_offset: Annotated[Optional[int], typer.Option(min=0, help="Stop before this physical offset.")] = None,
     file: Annotated[Optional[str], typer.Option("--file", help="Only this commit-log file (its 20-digit name).")] = None,
@@ -89,7 +91,7 @@ def dump_commitlog(
     from rmqstore_cli.times import format_ms, parse_time, parse_tz
 
     zone = parse_tz(tz)
-    ms = open_store(store, broker_conf, tz, commitlog_file_size=commitlog_file_size)
+    ms = open_store(store, broker_conf, tz, allow_odd_size, commitlog_file_size=commitlog_file_size)
     cl = ms.commitlog
     b = parse_time(begin, "--begin", tz=zone) if begin else None
     e = parse_time(end, "--end", tz=zone) if end else None

@@ -7,6 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from rmqstore_cli.commands.common import (
+    AllowOddSizeOpt,
     BrokerConfOpt,
     CommitlogSizeOpt,
     CqSizeOpt,
@@ -54,6 +55,7 @@ def dump_cq(
     broker_conf: BrokerConfOpt = None,
     commitlog_file_size: CommitlogSizeOpt = None,
     cq_file_size: CqSizeOpt = None,
+    allow_odd_size: AllowOddSizeOpt = False,
     from_offset: Annotated[Optional[int], typer.Option(
         "--from", min=0, help="First logical (queue) offset; default the queue's first unit.")] = None,
     limit: Annotated[Optional[int], typer.Option(min=0, help="Print at most this many units.")] = None,
@@ -88,12 +90,12 @@ def dump_cq(
     if file is not None:
         if summary:
             raise UsageError("--summary and --file do not go together")
-        ms = open_store(store, broker_conf, tz, commitlog_file_size=commitlog_file_size,
+        ms = open_store(store, broker_conf, tz, allow_odd_size, commitlog_file_size=commitlog_file_size,
                         cq_file_size=cq_file_size) if store is not None and resolve else None
         shown = _dump_file(file, topic, queue_id, ms, from_offset, limit, fmt, zone)
     else:
-        ms = open_store(store or DEFAULT_STORE, broker_conf, tz, commitlog_file_size=commitlog_file_size,
-                        cq_file_size=cq_file_size)
+        ms = open_store(store or DEFAULT_STORE, broker_conf, tz, allow_odd_size,
+                        commitlog_file_size=commitlog_file_size, cq_file_size=cq_file_size)
         if summary:
             if queue_id is not None and topic is None:
                 raise UsageError("give the topic before the queue id")

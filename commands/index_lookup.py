@@ -9,6 +9,7 @@ import typer
 
 from rmqstore_cli.commands.common import (
     DEFAULT_STORE,
+    AllowOddSizeOpt,
     BrokerConfOpt,
     CommitlogSizeOpt,
     Fmt,
@@ -68,6 +69,7 @@ def index_lookup(
     commitlog_file_size: CommitlogSizeOpt = None,
     index_slots: IndexSlotsOpt = None,
     index_max: IndexMaxOpt = None,
+    allow_odd_size: AllowOddSizeOpt = False,
     fmt: FormatOpt = Fmt.table,
     tz: TzOpt = None,
 ) -> None:
@@ -83,7 +85,7 @@ def index_lookup(
     JSON fields: key, topic, physical_offset, store_timestamp, index_file, match (keys or
     uniq_key; with --show-collisions also collision, stale, outside), message.
     """
-    from rmqstore_cli.commands.common import load_config
+    from rmqstore_cli.commands.common import load_config, warn_odd_files
     from rmqstore_cli.errors import NotFound, UsageError
     from rmqstore_cli.render import Output
     from rmqstore_cli.store.lookup import LONG_MAX, INT_MAX, broker_query_message, lookup_key
@@ -97,7 +99,9 @@ def index_lookup(
         raise UsageError("--begin lies after --end")
     cfg = load_config(store, broker_conf, commitlog_file_size=commitlog_file_size, index_slots=index_slots,
                       index_max=index_max)
+    cfg.allow_odd_size = allow_odd_size
     st = MessageStore.open(cfg, zone)
+    warn_odd_files(cfg)
     try:
         topics = list(dict.fromkeys(topic)) if topic else st.topics()
         no_index = not st.index.files

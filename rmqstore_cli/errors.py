@@ -34,6 +34,12 @@ class StoreError(RmqstoreError):
     exit_code = EXIT_STORE
 
 
+class FileSizeError(StoreError):
+    """A commit-log or consume-queue file whose length is not the configured (or inferred)
+    size: ``MappedFileQueue#load`` refuses such a store, and so do rmqstore's commands.
+    The read commands name their ``--allow-odd-size`` override in the hint."""
+
+
 class UsageError(RmqstoreError):
     exit_code = EXIT_USAGE
 

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-from rmqstore_cli.errors import StoreError, UsageError
+from rmqstore_cli.errors import FileSizeError, StoreError, UsageError
 
 DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 _TIME_UNITS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
@@ -46,6 +46,11 @@ class StoreConfig:
     explicit: set[str] = field(default_factory=set, repr=False)
     #: Set when the index files' geometry could not be inferred; raised on first index use.
     index_geometry_error: Exception | None = field(default=None, repr=False)
+    #: Read commands' ``--allow-odd-size``: a commit-log or consume-queue file whose length is
+    #: not the size is read up to its real length instead of refusing the whole store.
+    allow_odd_size: bool = field(default=False, repr=False)
+    #: The files so tolerated, as ``(path, size, expected size)`` (set by :meth:`infer_sizes`).
+    odd_files: list = field(default_factory=list, repr=False)
 
     # ------------------------------------------------------------- paths
     @property
@@ -113,7 +118,7 @@ class StoreConfig:
 
     def apply_properties(self, props: dict[str, str]) -> None:
         """``MixAll#properties2Object``: numbers parsed untrimmed (bad ones silently ignored)."""
-        by_name = {_snake(f.name): f for f in fields(self) if f.name not in ("explicit", "index_geometry_error")}
+        by_name = {_snake(f.name): f for f in fields(self) if f.name not in ("explicit", "index_geometry_error", "allow_odd_size", "odd_files")}
         for key, raw in props.items():
             f = by_name.get(_snake(key))
             if f is None:
@@ -156,24 +161,39 @@ class StoreConfig:
 
     def _infer(self, attr: str, prop: str, option: str, files: list[Path], notes: list[str]) -> int:
         current = getattr(self, attr)
-        sizes: dict[int, Path] = {}
+        by_size: dict[int, list[Path]] = {}
         for p in files:
-            sizes.setdefault(p.stat().st_size, p)
-        if not sizes:
+            by_size.setdefault(p.stat().st_size, []).append(p)
+        if not by_size:
             return current
         want = self.cq_file_size if attr == "mapped_file_size_consume_queue" else current
-        if len(sizes) > 1:
-            (s1, p1), (s2, p2) = list(sizes.items())[:2]
-            raise StoreError(f"files disagree on {prop}: {p1} has {s1} bytes, {p2} has {s2}",
-                             path=p2, hint=f"the broker refuses to load such a store; pass {option} or --broker-conf")
-        (size, path), = sizes.items()
-        if size == want:
+        explicit = attr in self.explicit
+        if len(by_size) == 1:
+            ((size, paths),) = by_size.items()
+            if size == want:
+                return current
+            if not explicit:
+                notes.append(f"{prop}={size} inferred from {paths[0].name}")
+                return size
+        # the size they should have: the setting, else the most common one (a tie: the larger)
+        expected = want if explicit else max(by_size, key=lambda s: (len(by_size[s]), s))
+        odd = sorted(p for s, ps in by_size.items() if s != expected for p in ps)
+        first = odd[0]
+        size = first.stat().st_size
+        more = f" ({len(odd)} files differ)" if len(odd) > 1 else ""
+        if not self.allow_odd_size:
+            if explicit:
+                raise FileSizeError(f"file has {size} bytes but {prop}={want}{more}", path=first,
+                                    hint=f"pass the broker's own {option} or --broker-conf")
+            others = len(files) - len(odd)
+            raise FileSizeError(f"files disagree on {prop}: this one has {size} bytes, {others} other"
+                                f"{'s have' if others != 1 else ' has'} {expected}{more}", path=first,
+                                hint=f"the broker refuses to load such a store; pass {option} or --broker-conf")
+        self.odd_files.extend((p, p.stat().st_size, expected) for p in odd)
+        if explicit:
             return current
-        if attr in self.explicit:
-            raise StoreError(f"{path} has {size} bytes but {prop}={want}", path=path,
-                             hint=f"pass the broker's own {option} or --broker-conf")
-        notes.append(f"{prop}={size} inferred from {path.name}")
-        return size
+        notes.append(f"{prop}={expected} inferred from most of the files")
+        return expected
 
     def _infer_index(self, notes: list[str]) -> None:
         files = _data_files([self.index_dir])

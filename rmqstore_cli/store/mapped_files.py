@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rmqstore_cli.errors import StoreError
+from rmqstore_cli.errors import FileSizeError, StoreError
 
 
 def offset2file_name(offset: int) -> str:
@@ -117,13 +117,14 @@ class MappedFileQueue:
     def files_from(self, offset: int) -> list[MappedFile]:
         return [f for f in self.files if f.end_offset > offset]
 
-    def check_sizes(self) -> None:
-        """``MappedFileQueue#doLoad`` refuses a file whose length is not the configured size."""
+    def check_sizes(self, allow_odd: bool = False) -> None:
+        """``MappedFileQueue#doLoad`` refuses a file whose length is not the configured size
+        (``allow_odd``: read commands' --allow-odd-size reads it up to its real length)."""
         for f in self.files:
             size = f.path.stat().st_size
-            if size != self.file_size:
-                raise StoreError(f"file has {size} bytes, expected {self.file_size}", path=f.path,
-                                 hint="pass the broker's file size options or --broker-conf")
+            if size != self.file_size and not allow_odd:
+                raise FileSizeError(f"file has {size} bytes, expected {self.file_size}", path=f.path,
+                                    hint="pass the broker's file size options or --broker-conf")
 
     # ------------------------------------------------------------- writing
     def create_file(self, start_offset: int) -> MappedFile:

@@ -41,7 +41,7 @@ class MessageStore:
     @cached_property
     def commitlog(self) -> CommitLog:
         cl = CommitLog(self.config)
-        cl.queue.check_sizes()
+        cl.queue.check_sizes(allow_odd=self.config.allow_odd_size)
         return cl
 
     def consume_queue(self, topic: str, queue_id: int):
