@@ -72,7 +72,8 @@ def expire(
     dry_run: Annotated[bool, typer.Option("--dry-run", "-n", help="List what would go and why; delete nothing.")] = False,
     force: Annotated[bool, typer.Option("--force", help="Run even while a live broker holds the store's lock.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing unless something was deleted or went wrong (for cron).")] = False,
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="One line per deletion on stderr, as it happens.")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="One line per deletion on stderr, as it happens, "
+                                          "and one per file left alone.")] = False,
     commitlog_file_size: CommitlogSizeOpt = None,
     cq_file_size: CqSizeOpt = None,
     index_slots: IndexSlotsOpt = None,
@@ -94,7 +95,8 @@ def expire(
     broker holds the store's lock, unless --force; holds that lock itself while deleting.
     An interrupted run leaves a consistent store; the next run finishes the job.
     Exit 0 when the run completed (whether or not anything was due), 3 when a file could
-    not be checked or deleted.
+    not be checked or deleted: one error line, with the count and the first such file when
+    there are several (--verbose lists each).
     """
     from rmqstore_cli.commands.common import load_config
     from rmqstore_cli.errors import StoreError
@@ -150,14 +152,54 @@ def expire(
     went_wrong = error is not None or bool(plan.problems)
     if not (quiet and not deleted and not went_wrong):
         _print(fmt, summary, deleted, dry_run, root)
-    for p in plan.problems[1:] if error is None else plan.problems:
-        print(f"rmqstore: error: {p}", file=sys.stderr)
+    problems = plan.problems
+    if verbose and (len(problems) > 1 or (problems and error is not None)):
+        for p in problems:
+            print(f"rmqstore: left alone: {p}", file=sys.stderr)
     if error is not None:
+        if problems:
+            more = f"{len(problems)} other file{'s' if len(problems) != 1 else ''} left alone" + (
+                "" if verbose else " (--verbose lists them)")
+            error.hint = f"{error.hint}; {more}" if error.hint else more
         raise error
-    if plan.problems:
-        p = plan.problems[0]
+    if len(problems) == 1:
+        p = problems[0]
         raise StoreError(p.message, path=p.path,
                          hint="files before it were handled; move it away or fix the size options, then run again")
+    if problems:
+        raise _problems_error(problems, verbose)
+
+
+#: Why a file was left alone (cleanup's messages), as (one, several, all of them) for the error line.
+_PROBLEM_KINDS = (
+    ("is a symlink", ("symlink", "symlinks", "symlinks, not store files")),
+    ("not a regular file", ("not a regular file", "not regular files", "not regular files")),
+    ("bytes, expected", ("of the wrong size", "of the wrong size", "of the wrong size")),
+    ("lies outside", ("outside its directory", "outside their directories", "outside their directories")),
+    ("not a store file name", ("misnamed", "misnamed", "misnamed")),
+)
+
+
+def _problem_kind(message: str) -> tuple[str, str, str]:
+    return next((k for needle, k in _PROBLEM_KINDS if needle in message), ("unreadable",) * 3)
+
+
+def _problems_error(problems, verbose: bool):
+    """Several files left alone: one line with the count, the kinds and the first file."""
+    from collections import Counter
+
+    from rmqstore_cli.errors import StoreError
+
+    kinds = Counter(_problem_kind(p.message) for p in problems)
+    n = len(problems)
+    if len(kinds) == 1:
+        what = f"{n} files are {next(iter(kinds))[2]}"
+    else:
+        what = f"{n} files could not be proven store files (" + ", ".join(
+            f"{c} {one if c == 1 else several}" for (one, several, _), c in kinds.items()) + ")"
+    return StoreError(f"{what}; left alone", path=f"first: {problems[0].path}",
+                      hint="files before them were handled; move them away or fix the size options, then run "
+                           "again" + ("" if verbose else " (--verbose lists each)"))
 
 
 def _summary(plan, deleted, error, cfg, dry_run: bool) -> dict:

@@ -522,3 +522,66 @@ def test_real_broker_store_keeps_exactly_the_records_above_the_new_min(fixture, 
     assert r.exit_code == 0, r.stderr
     left = [json.loads(x)["physical_offset"] for x in r.stdout.splitlines()]
     assert left == [m["physical_offset"] for m in expected["messages"] if m["physical_offset"] >= new_min]
+
+
+def _symlink_away(p: Path, outside: Path) -> None:
+    outside.mkdir(exist_ok=True)
+    copy = outside / f"{p.parent.parent.name}-{p.parent.name}-{p.name}"
+    shutil.copy2(p, copy)
+    p.unlink()
+    p.symlink_to(copy)
+
+
+def _condemned_queue_heads(store: Path, n: int) -> list[Path]:
+    """The first CQ file of ``n`` queues that the run would trim when all commit-log files
+    but the last two expire (their ages are set here)."""
+    k = len(cl_files(store)) - 2
+    set_ages(store, [100] * k + [1])
+    clmin = int(cl_files(store)[k].name)
+    exp_cq, _ = expected_trim(store, clmin)
+    heads = [files[0] for files in queue_files(store).values() if files[0] in exp_cq]
+    assert len(heads) >= n
+    return heads[:n]
+
+
+def test_several_refused_files_are_one_error_line(small_store, tmp_path):
+    heads = _condemned_queue_heads(small_store, 3)
+    for p in heads:
+        _symlink_away(p, tmp_path / "elsewhere")
+    r = expire(small_store, "--reserved-hours", "72", "--format", "json")
+    assert r.exit_code == 3  # the documented exit for a file that could not be checked
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, r.stderr
+    assert lines[0].startswith("rmqstore: error: 3 files are symlinks")
+    assert f"(first: {heads[0]})" in lines[0] and "--verbose" in lines[0]
+    s = json.loads(r.stdout)
+    assert not s["completed"] and len(s["problems"]) == 3  # the JSON keeps every one
+    assert all(p.is_symlink() and p.resolve().exists() for p in heads)
+
+
+def test_verbose_lists_each_refused_file_then_one_error(small_store, tmp_path):
+    heads = _condemned_queue_heads(small_store, 3)
+    for p in heads[:2]:
+        _symlink_away(p, tmp_path / "elsewhere")
+    heads[2].unlink()
+    os.mkfifo(heads[2])
+    r = expire(small_store, "--reserved-hours", "72", "--verbose")
+    assert r.exit_code == 3
+    lines = r.stderr.strip().splitlines()
+    left = [x for x in lines if x.startswith("rmqstore: left alone: ")]
+    assert sorted(x.rsplit("(", 1)[1].rstrip(")") for x in left) == sorted(map(str, heads))
+    errors = [x for x in lines if "error" in x.split(":")[1]]
+    assert len(errors) == 1 and errors == lines[-1:]
+    assert "3 files could not be proven store files (2 symlinks, 1 not a regular file)" in errors[0]
+    assert "(--verbose lists each)" not in errors[0]
+    assert stat.S_ISFIFO(os.lstat(heads[2]).st_mode)
+
+
+def test_one_refused_file_keeps_its_own_message(small_store, tmp_path):
+    (head,) = _condemned_queue_heads(small_store, 1)
+    _symlink_away(head, tmp_path / "elsewhere")
+    r = expire(small_store, "--reserved-hours", "72")
+    assert r.exit_code == 3
+    assert r.stderr.strip().splitlines() == [f"rmqstore: error: is a symlink, not a store file; left alone ({head}); "
+                                             "files before it were handled; move it away or fix the size options, "
+                                             "then run again"]
