@@ -63,7 +63,9 @@ def generate(
     broker_conf: BrokerConfOpt = None,
     from_jsonl: Annotated[Optional[str], typer.Option(
         help="Append the messages of a dump-commitlog --format jsonl --body base64 file ('-' = stdin), "
-             "keeping offsets, times, hosts, flags and properties.")] = None,
+             "keeping offsets, times, hosts, flags and properties. A record whose topic cannot be a "
+             "directory name is written to the commit log and the index but gets no consume queue: "
+             "one warning per such topic.")] = None,
     tz: TzOpt = None,
     fmt: FormatOpt = Fmt.table,
 ) -> None:
@@ -72,10 +74,17 @@ def generate(
     Messages go through the same append and dispatch path as every other command, so the
     store is what a broker would have written. Appending to an existing store continues
     its queue offsets; the broker's lock is checked first.
+
+    A replayed record whose topic is not one safe directory name (empty, '.', '..', '/',
+    NUL, invalid UTF-8, over 255 bytes) is kept in the commit log and the index but gets
+    no consume queue and no entry in config/topics.json, as rebuild-index does: stderr has
+    one warning per such topic with its record count, the summary lists them under
+    refused_topics, and the exit code stays 0 (the store holds every record).
     """
     from rmqstore_cli.commands.common import load_config
     from rmqstore_cli.errors import UsageError
     from rmqstore_cli.render import print_summary
+    from rmqstore_cli.store.consume_queue import unsafe_topic
     from rmqstore_cli.store.lock import refuse_if_live
     from rmqstore_cli.store.producer import Workload, WorkloadOptions
     from rmqstore_cli.store.writer import StoreWriter
@@ -133,8 +142,27 @@ def generate(
         "index_files": len(d.index.files) if d.index else 0,
         "index_keys": d.index.keys_put if d.index else 0,
         "seconds": round((now_ms() - t0) / 1000, 3),
+        "refused_topics": [{"topic": t, "reason": unsafe_topic(t), "records": n}
+                           for t, n in sorted(writer.refused_records.items())],
     }
+    if fmt is Fmt.table and not summary["refused_topics"]:
+        del summary["refused_topics"]
     print_summary(fmt.value, summary, "generated")
+    _warn_refused(writer.refused_records)
+
+
+def _warn_refused(refused: dict[str, int], limit: int = 10) -> None:
+    """One stderr line per topic whose records got no consume queue (the first ``limit``)."""
+    from rmqstore_cli.render import safe_text
+    from rmqstore_cli.store.consume_queue import unsafe_topic
+
+    for t, n in sorted(refused.items())[:limit]:
+        print(f"rmqstore: warning: {n} record{'s' if n != 1 else ''} of topic {safe_text(repr(t))} got no consume "
+              f"queue, the name cannot be a directory ({unsafe_topic(t)}); they are in the commit log and the index",
+              file=sys.stderr)
+    if len(refused) > limit:
+        print(f"rmqstore: warning: {len(refused) - limit} more topics got no consume queue (see refused_topics)",
+              file=sys.stderr)
 
 
 

@@ -160,3 +160,53 @@ def test_5x_retry_topic_is_a_v2_record_and_4x_keeps_v1(tmp_path):
     store4 = generate(tmp_path / "s4", "--retry-ratio", "0.3", messages=200)
     msgs4 = list(MessageStore.open(StoreConfig.load(store4, None)).commitlog.scan())
     assert any(m.topic == "%RETRY%cg-sample" for m in msgs4) and all(m.version == "v1" for m in msgs4)
+
+
+def _hostile_jsonl(tmp_path, source) -> tuple:
+    """A dump of ``source`` (40 records) whose records 5-19 get hostile topics, 3 topics x 5
+    records, with their offsets dropped so the writer assigns them."""
+    r = cli("dump-commitlog", "--store", source, "--format", "jsonl", "--body", "base64", "--limit", "40")
+    assert r.exit_code == 0, r.stderr
+    recs = [json.loads(x) for x in r.stdout.splitlines()]
+    hostile = ["../../escape", "a/b", "x\x00y"]
+    for i, rec in enumerate(recs):
+        rec.pop("physical_offset"), rec.pop("queue_offset")
+        if 5 <= i < 20:
+            rec["topic"] = hostile[i % 3]
+    src = tmp_path / "hostile.jsonl"
+    src.write_text("".join(json.dumps(x) + "\n" for x in recs))
+    return src, recs, hostile
+
+
+def test_from_jsonl_warns_about_topics_that_get_no_queue(tmp_path, small_store_master):
+    src, recs, hostile = _hostile_jsonl(tmp_path, small_store_master)
+    box = tmp_path / "box"
+    store = box / "store"
+    r = cli("generate", "--store", store, "--from-jsonl", src, *SMALL, "--format", "json")
+    assert r.exit_code == 0, r.stderr  # documented: every record is in the store, so success
+    s = json.loads(r.stdout)
+    assert s["messages"] == len(recs)
+    assert sorted((x["topic"], x["records"]) for x in s["refused_topics"]) == sorted((t, 5) for t in hostile)
+    assert all(x["reason"] for x in s["refused_topics"])
+    warn = [x for x in r.stderr.splitlines() if x.startswith("rmqstore: warning: ")]
+    assert len(warn) == 3 and all("5 records of topic" in x and "got no consume queue" in x for x in warn)
+    assert "\x00" not in r.stderr and any(repr("x\x00y") in x for x in warn)
+    # nothing was written outside the store; the records are in the commit log, not in a queue
+    assert sorted(p.name for p in box.iterdir()) == ["store"] and not (tmp_path / "escape").exists()
+    safe_topics = {x["topic"] for x in recs} - set(hostile)
+    assert {p.name for p in (store / "consumequeue").iterdir()} == safe_topics
+    table = json.loads((store / "config" / "topics.json").read_text())["topicConfigTable"]
+    assert set(table) == safe_topics
+    r = cli("dump-commitlog", "--store", store, "--format", "jsonl")
+    assert sum(json.loads(x)["topic"] in hostile for x in r.stdout.splitlines()) == 15
+
+
+def test_from_jsonl_without_hostile_topics_prints_no_warning(tmp_path, small_store_master):
+    r = cli("dump-commitlog", "--store", small_store_master, "--format", "jsonl", "--body", "base64", "--limit", "30")
+    src = tmp_path / "ok.jsonl"
+    src.write_text(r.stdout)
+    r = cli("generate", "--store", tmp_path / "s", "--from-jsonl", src, *SMALL, "--format", "json")
+    assert r.exit_code == 0 and r.stderr == ""
+    assert json.loads(r.stdout)["refused_topics"] == []
+    r = cli("generate", "--store", tmp_path / "t", "--from-jsonl", src, *SMALL)
+    assert r.exit_code == 0 and "refused_topics" not in r.stdout

@@ -14,7 +14,7 @@ from rmqstore_cli.errors import StoreError
 from rmqstore_cli.store.checkpoint import StoreCheckpoint
 from rmqstore_cli.store.commitlog import AppendResult, AppendSpec, CommitLog, Status, check_message
 from rmqstore_cli.store.config import StoreConfig
-from rmqstore_cli.store.consume_queue import ConsumeQueue, ConsumeQueueWriter, queue_dirs
+from rmqstore_cli.store.consume_queue import ConsumeQueue, ConsumeQueueWriter, queue_dirs, unsafe_topic
 from rmqstore_cli.store.dispatch import Dispatcher
 
 
@@ -32,6 +32,9 @@ class StoreWriter:
         self.dispatcher = Dispatcher(config, config.consumequeue_dir, config.index_dir, tz)
         self._resume_consume_queues()
         self.topics: dict[str, int] = {}
+        #: Records whose topic cannot be a consume-queue directory (``unsafe_topic``), per topic:
+        #: in the commit log and the index, but in no queue and not in config/topics.json.
+        self.refused_records: dict[str, int] = {}
         #: Store times never go backwards within one broker process.
         self.last_store_timestamp = self.commitlog.last_store_timestamp
         self.messages = 0
@@ -61,7 +64,11 @@ class StoreWriter:
         if c.status is not Status.VALID:
             raise StoreError(f"wrote an invalid record: {c.reason}", offset=res.physical_offset)
         self.dispatcher.dispatch(c.message)
-        self.topics[spec.topic] = max(self.topics.get(spec.topic, 0), spec.queue_id + 1)
+        t = c.message.topic
+        if t in self.refused_records or unsafe_topic(t) is not None:
+            self.refused_records[t] = self.refused_records.get(t, 0) + 1
+        else:
+            self.topics[spec.topic] = max(self.topics.get(spec.topic, 0), spec.queue_id + 1)
         self.last_store_timestamp = spec.store_timestamp
         self.messages += 1
         return res
