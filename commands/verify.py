@@ -36,7 +36,8 @@ EPILOG = """Examples:
   rmqstore verify --store a/store --store b/store --engine spark --spark-master 'local[4]'
 
 With several stores (or --engine spark) every finding carries "store", and the summary
-holds one entry per store. --engine spark runs one Spark task per store.
+holds one entry per store. --engine spark runs one Spark task per commit-log file, then
+one per queue and per index file; the findings are the local engine's.
 
 Exit codes: 0 no errors (warnings and info may be listed), 1 errors found, 3 not a store.
 With --format jsonl every finding is one line {"check","severity","file","offset","detail",...};

@@ -108,21 +108,23 @@ def test_spark_rebuild_is_the_local_engine_byte_for_byte(stores, spark, tmp_path
         assert got[0] == want[0], name
 
 
-def test_spark_verify_finds_what_local_finds_for_two_stores(stores, spark):
+def test_spark_verify_finds_what_local_finds_for_several_stores(stores, spark):
+    """One Spark task per commit-log file (then per queue and index file): the same summaries
+    and findings as the whole-store Verifier, capped or not, for three stores at once."""
     from rmqstore_cli.pipeline import spark as sp
     from rmqstore_cli.pipeline.tasks import expand_stores, verify_store
 
-    sizes = {"mapped_file_size_commit_log": 65536, "mapped_file_size_consume_queue": 2000,
-             "max_hash_slot_num": 64, "max_index_num": 400}
-    specs = expand_stores([str(stores["good"]), str(stores["damaged"])], None, sizes)
-    local = [verify_store(s, True, True, None) for s in specs]
-    remote = sp.verify(spark, specs, True, True, None)
-    assert [r["summary"] for r in remote] == [r["summary"] for r in local]
+    specs = expand_stores([str(stores[n]) for n in ("good", "damaged", "expired")], None, SIZES)
     key = lambda f: json.dumps(f, sort_keys=True)  # noqa: E731
-    assert sorted(map(key, (f for r in remote for f in r["findings"]))) == \
-        sorted(map(key, (f for r in local for f in r["findings"])))
+    for cap in (None, 2):
+        local = [verify_store(s, True, True, cap) for s in specs]
+        remote = sp.verify(spark, specs, True, True, cap)
+        assert [r["summary"] for r in remote] == [r["summary"] for r in local]
+        assert [sorted(map(key, r["findings"])) for r in remote] == [sorted(map(key, r["findings"])) for r in local]
     assert local[0]["ok"] and not local[1]["ok"]
     assert all(f["store"] == str(stores["damaged"]) for f in local[1]["findings"]) and local[1]["findings"]
+    assert "abort.unclean-shutdown" in {f["check"] for f in local[2]["findings"]}
+    assert "recovery.truncate" in {f["check"] for f in local[1]["findings"]}
 
 
 def test_cli_verify_several_stores_and_rebuild_on_spark(stores, tmp_path):

@@ -163,9 +163,43 @@ def rebuild_build(spark, config, dest: Path, opts, progress=None):
 
 
 def verify(spark, stores: list, crc: bool, deep: bool, max_findings: int | None) -> list[dict]:
-    """verify on Spark: one task per store runs the engine's Verifier; only capped findings
-    and summaries come back to the driver."""
-    from rmqstore_cli.pipeline.tasks import verify_store
+    """verify on Spark: one task per index file, per commit-log file, then per queue and per
+    index file (pipeline/verify_tasks.py); the driver reads back only per-file summaries and
+    capped findings. Results are the local engine's, store by store."""
+    from rmqstore_cli.pipeline.verify_tasks import verify_stores
 
-    return spark.sparkContext.parallelize(stores, max(1, len(stores))).map(
-        lambda s: verify_store(s, crc, deep, max_findings)).collect()
+    return verify_stores(stores, crc, deep, max_findings, _VerifyOnSpark(spark))
+
+
+class _VerifyOnSpark:
+    """The steps of ``verify_stores`` as Spark jobs: the file results stay on the executors
+    (persisted); what the queue and index tasks need of them goes by shuffle."""
+
+    def __init__(self, spark):
+        self.sc = spark.sparkContext
+
+    def map(self, fn, items):
+        if not items:
+            return []
+        return self.sc.parallelize(items, len(items)).map(lambda x: fn(*x)).collect()
+
+    def scan(self, fn, items):
+        from pyspark import StorageLevel
+
+        rdd = self.sc.parallelize(items, max(1, len(items))).map(lambda x: fn(*x))
+        return rdd.persist(StorageLevel.MEMORY_AND_DISK)
+
+    def summaries(self, rdd):
+        return rdd.map(lambda r: r.light()).collect()
+
+    def finish(self, rdd, keys, ctxs):
+        from rmqstore_cli.pipeline.verify_tasks import finish_task, shuffle_items
+
+        bc = self.sc.broadcast(ctxs)
+        seeds = self.sc.parallelize([(k, None) for k in keys], max(1, min(len(keys), self.sc.defaultParallelism)))
+        n = max(1, min(len(keys), 4 * self.sc.defaultParallelism))
+        return rdd.flatMap(shuffle_items).union(seeds).groupByKey(n).map(
+            lambda kv: finish_task(bc.value, kv[0], [x for x in kv[1] if x is not None])).collect()
+
+    def release(self, rdd):
+        rdd.unpersist()

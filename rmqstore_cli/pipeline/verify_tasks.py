@@ -1,0 +1,591 @@
+"""``verify`` decomposed: one task per commit-log file, per queue and per index file.
+
+The whole-store :class:`~rmqstore_cli.store.verify.Verifier` is run in pieces; every piece
+is the Verifier's own code on a Verifier that holds only that piece's state, so the
+findings and the summary are the local engine's (as a set; the driver sorts them into the
+local order and caps them per check exactly as the local engine does):
+
+0. driver: ``Verifier.run`` up to the scan (sizes, lock, checkpoint, abort, consume-queue
+   files and directories, commit-log file names).
+1. one task per index file: ``open_index_file`` (name, size, structure); the driver runs
+   ``check_index_order`` on the headers.
+2. one task per commit-log file: ``scan_file_at`` with fresh cross-file state. What crosses
+   files comes back as small summaries: each queue's first and next queue offset in the file
+   (the driver runs ``_check_queue_offsets`` on the first record of each queue against the
+   previous file's end), the topics first seen (a topic finding is kept from its first file
+   only), and where the local engine would first number each topic and queue (the order of
+   findings within a batch). Units and index entries a file accounts for are kept as runs.
+3. one task per queue: ``_finish_queues`` on that queue alone (missing units of every file,
+   units matched by any file); one task per index file: ``_finish_index``.
+4. driver: ``_check_checkpoint`` and ``_check_recovery`` from the per-file summaries.
+
+Each finding carries its place in the local engine's emission order: (phase, group, batch,
+rank, sequence). Tasks keep at most ``max_findings`` per check of what can still be among the
+first ``max_findings`` in that order, so the driver only ever holds capped findings.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+
+from rmqstore_cli.store.verify import ERROR, INFO, WARNING, Verifier, VerifyOptions, _IndexFile, _Queue
+
+_TQ_CHECKS = frozenset({"commitlog.queue-offset", "commitlog.queue-offset-reset", "cq.unit-mismatch",
+                        "cq.superseded"})  # ordered by queue within a batch
+_TOPIC_CHECKS = frozenset({"commitlog.topic", "commitlog.topic-chars"})  # once per store, where first seen
+_MISSING_CHECKS = frozenset({"cq.missing-unit", "cq.not-dispatched", "cq.superseded"})  # runs of missing units
+
+
+class _Stop(Exception):
+    pass
+
+
+class _Marks:
+    """Stands in for a boolean array that is only ever set (``a[idx] = True``) during the
+    scan; the indices are handed back as [start, end) runs."""
+
+    def __init__(self):
+        self.parts: list[np.ndarray] = []
+
+    def __setitem__(self, idx, value) -> None:
+        assert value is True
+        self.parts.append(np.asarray(idx, dtype=np.int64).ravel())
+
+    def runs(self) -> np.ndarray:
+        if not self.parts:
+            return np.zeros((0, 2), np.int64)
+        u = np.unique(np.concatenate(self.parts))
+        cut = np.flatnonzero(np.diff(u) != 1) + 1
+        starts = np.r_[u[:1], u[cut]]
+        ends = np.r_[u[cut - 1], u[-1:]] + 1
+        return np.stack([starts, ends], axis=1)
+
+
+def _mark(arr: np.ndarray, runs_list) -> None:
+    for runs in runs_list:
+        for s, e in runs.tolist():
+            arr[s:e] = True
+
+
+class _Recorder(Verifier):
+    """A Verifier whose findings are kept with their place in the local emission order."""
+
+    def __init__(self, config, crc: bool, deep: bool, cap: int | None, phase: int, group: tuple = (0,)):
+        super().__init__(config, VerifyOptions(crc=crc, deep=deep, max_findings=None))
+        self.cap, self.phase, self.group = cap, phase, group
+        self.kept: list[tuple] = []  # (check, key, tag, finding dict)
+        self.seq = 0
+        self.active = True
+        self._n: Counter = Counter()
+
+    def _add(self, check, file, offset, detail, severity=None, **extra) -> None:
+        if not self.active:
+            return
+        super()._add(check, file, offset, detail, severity, **extra)
+        f = self._pending.pop()  # max_findings=None: every finding is appended
+        self.seq += 1
+        placed = self._place(check, f)
+        if placed is not None:
+            self.kept.append((check, placed[0], placed[1], f.as_dict()))
+
+    def group_of(self, check: str) -> tuple:
+        return self.group
+
+    def _place(self, check, f):
+        """(key, tag) of a finding worth keeping, or None."""
+        if self.cap is not None and self._n[check] >= self.cap:
+            return None
+        self._n[check] += 1
+        return (self.phase, self.group_of(check), getattr(self, "batch", 0), (), self.seq), None
+
+    def result(self) -> dict:
+        return {"kept": self.kept, "counts": self.counts, "sev": self.by_severity}
+
+
+# ===================================================================== driver: plan
+
+class _Opening(_Recorder):
+    """``run()`` up to the first commit-log file: no index, no records."""
+
+    def _open_index(self) -> None:
+        self.index_files = []
+
+    def scan_file_at(self, i: int) -> None:
+        pass
+
+    def _finish_queues(self) -> None:
+        raise _Stop
+
+
+@dataclass
+class StorePlan:
+    label: str
+    config: object
+    crc: bool
+    deep: bool
+    cap: int | None
+    files: list  # commit-log file names, in order
+    index_paths: list  # index file paths, in order
+    queue_dirs: dict  # (topic bytes, qid) -> (directory name, qid, path, position)
+    checkpoint: object
+    abort: bool
+    cl_min: int
+    notes: list
+    files_count: Counter
+    opening: dict = field(default_factory=dict)
+    # filled after the index tasks
+    index_info: list = field(default_factory=list)
+    index_end: int = -1
+    want_keys: bool = False
+
+
+def plan_store(spec, crc: bool, deep: bool, cap: int | None) -> StorePlan:
+    """Phase 0 on the driver (metadata only: directory listings, checkpoint, queue ends)."""
+    from rmqstore_cli.store.config import StoreConfig
+    from rmqstore_cli.store.verify import open_for_verify
+
+    cfg = open_for_verify(StoreConfig.load(spec.path, spec.broker_conf, **dict(spec.sizes)))
+    v = _Opening(cfg, crc, deep, cap, 0)
+    try:
+        for _ in v.run():
+            pass
+    except _Stop:
+        pass
+    queue_dirs = {k: (mq.topic, mq.qid, str(mq.dir), n) for n, (k, mq) in enumerate(v.queues.items())}
+    for mq in v.queues.values():
+        mq.close()
+    try:
+        paths = sorted(str(p) for p in cfg.index_dir.iterdir() if p.is_file() and not p.name.startswith("."))
+    except (FileNotFoundError, NotADirectoryError):
+        paths = []
+    return StorePlan(spec.label, cfg, crc, deep, cap, [f.name for f in v.mfq.files], paths, queue_dirs,
+                     v.checkpoint, v.abort, v.cl_min, list(v.notes), Counter(v.files), v.result())
+
+
+# ===================================================================== index files: open
+
+def index_open_task(plan: StorePlan, k: int) -> dict:
+    cfg = plan.config
+    v = _Recorder(cfg, plan.crc, plan.deep, plan.cap, 1, (k,))
+    f = v.open_index_file(Path(plan.index_paths[k]))
+    try:
+        info = SimpleNamespace(k=k, name=f.name, rel=f.rel, n=f.n, begin_phy=f.begin_phy, end_phy=f.end_phy,
+                               end_ts=f.end_ts, entries=int(f.phy.size),
+                               phy_min=int(f.phy.min()) if f.phy.size else None,
+                               phy_max=int(f.phy.max()) if f.phy.size else None)
+    finally:
+        f.close()
+    return dict(v.result(), info=info)
+
+
+def index_order(plan: StorePlan, infos: list) -> dict:
+    """``check_index_order`` from the index files' headers; sets ``index_end`` and whether the
+    scan extracts index keys (as ``_scan_commitlog`` decides it)."""
+    v = _Recorder(plan.config, plan.crc, plan.deep, plan.cap, 1, (len(infos),))
+    v.index_files = infos
+    v.check_index_order()
+    plan.index_info = infos
+    plan.index_end = v.index_end
+    plan.want_keys = plan.config.message_index_enable and (any(i.entries for i in infos) or plan.deep)
+    return v.result()
+
+
+# ===================================================================== commit-log files: scan
+
+class _FileScan(_Recorder):
+    """``scan_file_at(i)`` on a Verifier that has seen no earlier file; records what the
+    driver needs to join files up."""
+
+    def __init__(self, plan: StorePlan, i: int):
+        super().__init__(plan.config, plan.crc, plan.deep, plan.cap, 2, (i,))
+        self.only = i
+        self.plan = plan
+        self.batch = 0
+        self.topic_first: dict[bytes, int] = {}
+        self.tq_first_batch: dict[tuple, int] = {}
+        self.tq_head: dict[tuple, tuple] = {}
+        self._topic = None
+        self._tq_text: dict[tuple, tuple] = {}
+        self._tq_state: dict[str, list] = {}
+        self._tq_group: Counter = Counter()
+
+    # --- the piece
+    def scan_file_at(self, i: int) -> None:
+        if i != self.only:
+            return
+        self.want_keys = self.plan.want_keys
+        self.active = True
+        super().scan_file_at(i)
+        self.active = False
+
+    def _check_batch(self, *a, **k):
+        self.batch += 1
+        return super()._check_batch(*a, **k)
+
+    def _new_topic(self, tb: bytes, rel: str, pos: int, base: int) -> int:
+        self.topic_first.setdefault(tb, base + pos)
+        self._topic = tb
+        try:
+            return super()._new_topic(tb, rel, pos, base)
+        finally:
+            self._topic = None
+
+    def _tq_ids(self, tid, qid):
+        n0 = len(self.tq_list)
+        ids = super()._tq_ids(tid, qid)
+        for t, q in self.tq_list[n0:]:
+            self.tq_first_batch[(self.topic_names[t], q)] = self.batch
+        return ids
+
+    def _check_queue_offsets(self, tq, qoff, step, dispatch, absP, rel, base) -> None:
+        idx = np.flatnonzero(dispatch)
+        if idx.size:
+            uniq, first = np.unique(tq[idx], return_index=True)
+            for t, j in zip(uniq.tolist(), first.tolist()):
+                if self.tq_last[t] is None:  # the queue's first record in this file
+                    i = int(idx[j])
+                    self.tq_head[self._key(t)] = (int(qoff[i]), int(step[i]), int(absP[i]), rel, base, self.batch)
+        super()._check_queue_offsets(tq, qoff, step, dispatch, absP, rel, base)
+
+    def _key(self, t: int) -> tuple:
+        tn, q = self.tq_list[t]
+        return (self.topic_names[tn], q)
+
+    def _tq_of(self, f) -> tuple:
+        text = (f.extra.get("topic"), f.extra.get("queue_id"))
+        k = self._tq_text.get(text)
+        if k is None:
+            for tn, q in self.tq_list:
+                self._tq_text[(self.topic_names[tn].decode("utf-8", "backslashreplace"), q)] = (self.topic_names[tn], q)
+            for key, mq in self.queues.items():
+                self._tq_text[(mq.topic, mq.qid)] = key
+            k = self._tq_text[text]
+        return k
+
+    def _place(self, check, f):
+        if check in _TOPIC_CHECKS:  # the driver keeps the one of the store's first file
+            return (self.phase, self.group, self.batch, (), self.seq), ("topic", self._topic)
+        if check not in _TQ_CHECKS:
+            return super()._place(check, f)
+        # ordered by (batch, queue number, sequence): keep what can be among the first `cap`
+        tk = self._tq_of(f)
+        s = self._tq_state.get(check)
+        if s is None:
+            s = self._tq_state[check] = [self.batch, 0, 0]  # batch, findings before it, in it
+        if s[0] != self.batch:
+            s[:] = [self.batch, s[1] + s[2], 0]
+        s[2] += 1
+        if self.cap is not None:
+            g = (check, self.batch, tk)
+            self._tq_group[g] += 1
+            if s[1] >= self.cap or self._tq_group[g] > self.cap:
+                return None
+        return (self.phase, self.group, self.batch, None, self.seq), ("tq", tk)
+
+
+@dataclass
+class FileScan:
+    store: int
+    i: int
+    kept: list
+    counts: Counter
+    sev: Counter
+    messages: int
+    bytes: int
+    max_store_ts: int
+    cl_end: int | None
+    first_records: dict
+    stops: list
+    topic_first: dict
+    tq_first_batch: dict
+    tq_head: dict
+    tq_tail: dict
+    tq_reset: dict
+    # shuffled to the queue and index tasks, never collected
+    missing: dict = None  # tq -> (L, off, ts)
+    matched: dict = None  # queue -> runs
+    checked: dict = None  # index file number -> runs
+
+    def light(self) -> "FileScan":
+        return FileScan(**{**self.__dict__, "missing": None, "matched": None, "checked": None})
+
+
+def scan_task(plan: StorePlan, store: int, i: int) -> FileScan:
+    cfg = plan.config
+    v = _FileScan(plan, i)
+    v.active = False
+    v.checkpoint, v.abort = plan.checkpoint, plan.abort
+    v._open_queues()
+    for mq in v.queues.values():
+        mq.matched = _Marks()
+    lo = int(plan.files[i]) if plan.files[i].isdigit() else None
+    hi = None if lo is None else lo + cfg.mapped_file_size_commit_log
+    v.index_files = []
+    ks = []
+    for info in plan.index_info:  # only index files with entries inside this file
+        if info.entries and (lo is None or (info.phy_min < hi and info.phy_max >= lo)):
+            f = _IndexFile(Path(plan.index_paths[info.k]), cfg.max_hash_slot_num, cfg.max_index_num, cfg.root)
+            f.checked = _Marks()
+            v.index_files.append(f)
+            ks.append(info.k)
+    v.index_end = plan.index_end
+    try:
+        for _ in v._scan_commitlog():
+            pass
+        missing: dict = {}
+        if v.missing:
+            t = np.concatenate([m[0] for m in v.missing])
+            cols = [np.concatenate([m[c] for m in v.missing]) for c in (1, 2, 3)]
+            for tq in np.unique(t).tolist():
+                sel = t == tq
+                missing[v._key(tq)] = tuple(c[sel] for c in cols)
+        out = FileScan(
+            store, i, v.kept, v.counts, v.by_severity, v.messages, v.bytes, v.max_store_ts,
+            v.cl_end if i == len(plan.files) - 1 else None, dict(v.first_records), list(v.stops),
+            v.topic_first, v.tq_first_batch, v.tq_head,
+            {v._key(t): e for t, e in enumerate(v.tq_last) if e is not None},
+            {v._key(t): p for t, p in v.tq_reset.items()}, missing,
+            {k: r for k, mq in v.queues.items() if len(r := mq.matched.runs())},
+            {k: r for k, f in zip(ks, v.index_files) if len(r := f.checked.runs())})
+    finally:
+        for mq in v.queues.values():
+            mq.close()
+        for f in v.index_files:
+            f.close()
+    return out
+
+
+def shuffle_items(r: FileScan):
+    """What one file gives the queue and index tasks: ((store, kind, key), item)."""
+    for tk, arrays in (r.missing or {}).items():
+        yield (r.store, "q", tk), ("missing", r.i, arrays)
+    for k, runs in (r.matched or {}).items():
+        yield (r.store, "q", k), ("matched", r.i, runs)
+    for k, runs in (r.checked or {}).items():
+        yield (r.store, "i", k), ("checked", r.i, runs)
+
+
+# ===================================================================== driver: join the files
+
+@dataclass
+class FinishContext:
+    """What the queue and index tasks of one store need (broadcast)."""
+
+    plan: StorePlan
+    cl_end: int
+    tq_rank: dict
+    tq_reset: dict
+
+
+def join_files(plan: StorePlan, scans: list[FileScan]) -> tuple[FinishContext, dict, list]:
+    """Cross-file checks from the per-file summaries; returns the finish context, the
+    store totals and the scan findings with their final places."""
+    scans = sorted(scans, key=lambda s: s.i)
+    topic_first: dict = {}
+    tq_first: dict = {}
+    for s in scans:
+        for tb, pos in s.topic_first.items():
+            topic_first.setdefault(tb, (s.i, pos))
+        for tk, b in s.tq_first_batch.items():
+            tq_first.setdefault(tk, (s.i, b))
+    rank = {tk: (fb, topic_first[tk[0]], tk[1] & 0xFFFFFFFF) for tk, fb in tq_first.items()}
+    counts, sev = Counter(), Counter()
+    kept: list = []
+    for s in scans:
+        counts.update(s.counts)
+        sev.update(s.sev)
+        for check, key, tag, d in s.kept:
+            if tag is not None and tag[0] == "topic":
+                if topic_first[tag[1]][0] != s.i:  # seen in an earlier file: the local engine says it once
+                    counts[check] -= 1
+                    sev[d["severity"]] -= 1
+                    continue
+            elif tag is not None:
+                key = key[:3] + (rank[tag[1]],) + key[4:]
+            kept.append((check, key, d))
+    # queue offsets across files: the first record of each queue in a file against the previous file's end
+    tq_reset: dict = {}
+    for s in scans:
+        for tk, p in s.tq_reset.items():
+            tq_reset[tk] = max(tq_reset.get(tk, -1), p)
+    sh = _Recorder(plan.config, plan.crc, plan.deep, None, 2)
+    last: dict = {}
+    for s in scans:
+        for tk, (q, st, p, rel, base, batch) in s.tq_head.items():
+            if tk in last:
+                sh.topic_names, sh.tq_list, sh.tq_last, sh.tq_reset = [tk[0]], [(0, tk[1])], [last[tk]], {}
+                n0 = len(sh.kept)
+                sh._check_queue_offsets(np.zeros(1, np.int64), np.array([q], np.int64), np.array([st], np.int64),
+                                        np.ones(1, bool), np.array([p], np.int64), rel, base)
+                for check, _, _, d in sh.kept[n0:]:
+                    kept.append((check, (2, (s.i,), batch, rank[tk], -1), d))
+                if 0 in sh.tq_reset:
+                    tq_reset[tk] = max(tq_reset.get(tk, -1), sh.tq_reset[0])
+        last.update(s.tq_tail)
+    counts.update(sh.counts)
+    sev.update(sh.by_severity)
+    cl_end = next((s.cl_end for s in scans if s.cl_end is not None), plan.cl_min)
+    totals = {"messages": sum(s.messages for s in scans), "bytes": sum(s.bytes for s in scans),
+              "max_store_ts": max((s.max_store_ts for s in scans), default=0),
+              "first_records": {k: v for s in scans for k, v in s.first_records.items()},
+              "stops": [x for s in scans for x in s.stops], "counts": counts, "sev": sev}
+    return FinishContext(plan, cl_end, rank, tq_reset), totals, kept
+
+
+# ===================================================================== queues and index files: finish
+
+class _QueueFinish(_Recorder):
+    def __init__(self, plan: StorePlan, rank, qpos):
+        super().__init__(plan.config, plan.crc, plan.deep, plan.cap, 3)
+        self.rank, self.qpos = rank, qpos
+
+    def group_of(self, check: str) -> tuple:
+        return (0, self.rank) if check in _MISSING_CHECKS else (1, self.qpos)
+
+
+def _commitlog(cfg):
+    from rmqstore_cli.store.mapped_files import MappedFileQueue
+
+    return MappedFileQueue(cfg.commitlog_dirs, cfg.mapped_file_size_commit_log)
+
+
+def finish_task(ctxs: dict, key: tuple, items: list) -> tuple[int, dict]:
+    """One queue (``_finish_queues``) or one index file (``_finish_index``) of one store."""
+    store, kind, k = key
+    ctx = ctxs[store]
+    plan = ctx.plan
+    cfg = plan.config
+    items = sorted(items, key=lambda it: it[1])  # by commit-log file, as the local engine met them
+    if kind == "i":
+        v = _Recorder(cfg, plan.crc, plan.deep, plan.cap, 4, (k,))
+        f = _IndexFile(Path(plan.index_paths[k]), cfg.max_hash_slot_num, cfg.max_index_num, cfg.root)
+        _mark(f.checked, [it[2] for it in items])
+        v.index_files, v.queues = [f], {}
+    else:
+        qd = plan.queue_dirs.get(k)
+        v = _QueueFinish(plan, ctx.tq_rank.get(k), qd[3] if qd else None)
+        mq = _Queue(qd[0], qd[1], Path(qd[2]), cfg.cq_file_size, cfg.root) if qd else None
+        if mq is not None:
+            _mark(mq.matched, [it[2] for it in items if it[0] == "matched"])
+        v.queues = {k: mq} if mq is not None else {}
+        v.topic_names, v.tq_list, v.tq_queue = [k[0]], [(0, k[1])], [mq]
+        v.tq_reset = {0: ctx.tq_reset[k]} if k in ctx.tq_reset else {}
+        miss = [it[2] for it in items if it[0] == "missing"]
+        v.missing = [(np.zeros(len(m[0]), np.int64), *m) for m in miss]
+        v.index_files = []
+    v.cl_min, v.cl_end, v.checkpoint = plan.cl_min, ctx.cl_end, plan.checkpoint
+    v.mfq = _commitlog(cfg)
+    try:
+        v._finish_index() if kind == "i" else v._finish_queues()
+    finally:
+        for x in list(v.queues.values()) + v.index_files:
+            x.close()
+        v.mfq.close()
+    return store, v.result()
+
+
+def finish_keys(plans: list[StorePlan]) -> list[tuple]:
+    """Every queue directory and index file gets a task, whatever the files sent it."""
+    return [(s, "q", k) for s, p in enumerate(plans) for k in p.queue_dirs] + \
+        [(s, "i", k) for s, p in enumerate(plans) for k in range(len(p.index_paths))]
+
+
+# ===================================================================== driver: the end
+
+def conclude(plan: StorePlan, ctx: FinishContext, totals: dict, parts: list[dict], kept: list) -> dict:
+    """Checkpoint and recovery on the driver, then the capped findings and the summary, as
+    ``verify_store`` returns them."""
+    cfg = plan.config
+    v = _Recorder(cfg, plan.crc, plan.deep, plan.cap, 5)
+    v.checkpoint, v.abort, v.messages, v.max_store_ts = plan.checkpoint, plan.abort, totals["messages"], \
+        totals["max_store_ts"]
+    v.mfq = _commitlog(cfg)
+    v.first_records, v.stops, v.cl_end, v.cl_min = totals["first_records"], totals["stops"], ctx.cl_end, plan.cl_min
+    v.index_files = plan.index_info
+    try:
+        v._check_checkpoint()
+        v._check_recovery()
+    finally:
+        v.mfq.close()
+    counts, sev = Counter(totals["counts"]), Counter(totals["sev"])
+    allkept = list(kept)
+    for part in parts + [v.result()]:
+        counts.update(part["counts"])
+        sev.update(part["sev"])
+        allkept.extend((c, k, d) for c, k, _, d in part["kept"])
+    by_check: dict = {}
+    for c, k, d in allkept:
+        by_check.setdefault(c, []).append((k, d))
+    shown = []
+    for c, items in by_check.items():
+        items.sort(key=lambda kd: kd[0])
+        shown.extend(items if plan.cap is None else items[:plan.cap])
+    shown.sort(key=lambda kd: kd[0])
+    out = Verifier(cfg, VerifyOptions())  # its summary property, on the joined numbers
+    out.messages, out.bytes = totals["messages"], totals["bytes"]
+    files = Counter()
+    for name in ("consumequeue", "index", "commitlog"):
+        if name == "index":
+            if plan.index_paths:
+                files[name] = len(plan.index_paths)
+        elif name in plan.files_count:
+            files[name] = plan.files_count[name]
+    out.files = files
+    out.cl_min, out.cl_end, out.queues, out.notes = plan.cl_min, ctx.cl_end, plan.queue_dirs, plan.notes
+    out.counts = +counts
+    out.by_severity = Counter({k: v for k, v in sev.items() if v and k in (ERROR, WARNING, INFO)})
+    return {"store": plan.label, "findings": [dict(d, store=plan.label) for _, d in shown],
+            "summary": dict(out.summary, store=plan.label), "ok": out.ok}
+
+
+# ===================================================================== the whole job
+
+class InProcess:
+    """Runs the tasks one after another in this process (tests, and the reference for Spark)."""
+
+    def map(self, fn, items):
+        return [fn(*x) for x in items]
+
+    def scan(self, fn, items):
+        return [fn(*x) for x in items]
+
+    def summaries(self, handle):
+        return [r.light() for r in handle]
+
+    def finish(self, handle, keys, ctxs):
+        groups: dict = {k: [] for k in keys}
+        for r in handle:
+            for k, item in shuffle_items(r):
+                groups.setdefault(k, []).append(item)
+        return [finish_task(ctxs, k, v) for k, v in groups.items()]
+
+    def release(self, handle):
+        pass
+
+
+def verify_stores(specs: list, crc: bool, deep: bool, max_findings: int | None, engine=None) -> list[dict]:
+    """verify several stores through the decomposition: one result per store, as
+    :func:`~rmqstore_cli.pipeline.tasks.verify_store` returns it."""
+    engine = engine or InProcess()
+    plans = [plan_store(s, crc, deep, max_findings) for s in specs]
+    idx = engine.map(index_open_task, [(p, k) for p in plans for k in range(len(p.index_paths))])
+    it = iter(idx)
+    extra: dict = {s: [p.opening] for s, p in enumerate(plans)}
+    for s, p in enumerate(plans):
+        res = [next(it) for _ in p.index_paths]
+        extra[s].extend(res)
+        extra[s].append(index_order(p, [r["info"] for r in res]))
+    handle = engine.scan(scan_task, [(p, s, i) for s, p in enumerate(plans) for i in range(len(p.files))])
+    try:
+        light = engine.summaries(handle)
+        joined = [join_files(p, [r for r in light if r.store == s]) for s, p in enumerate(plans)]
+        ctxs = {s: j[0] for s, j in enumerate(joined)}
+        for store, part in engine.finish(handle, finish_keys(plans), ctxs):
+            extra[store].append(part)
+    finally:
+        engine.release(handle)
+    return [conclude(p, joined[s][0], joined[s][1], extra[s], joined[s][2]) for s, p in enumerate(plans)]

@@ -1,0 +1,199 @@
+"""verify decomposed by commit-log file, queue and index file (pipeline/verify_tasks.py): the
+same findings (capped or not) and summary as the whole-store Verifier, on generated
+multi-file stores, damaged ones and several stores at once."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import struct
+from pathlib import Path
+
+import pytest
+
+from conftest import generate
+
+SIZES = {"mapped_file_size_commit_log": 65536, "mapped_file_size_consume_queue": 2000,
+         "max_hash_slot_num": 64, "max_index_num": 400}
+MAGIC = bytes.fromhex("DAA320A7")
+
+
+def _first_record_after(path: Path, at: int) -> int:
+    data = path.read_bytes()
+    return data.index(MAGIC, at) - 4
+
+
+def _patch(path: Path, offset: int, data: bytes) -> None:
+    with open(path, "r+b") as fh:
+        fh.seek(offset)
+        fh.write(data)
+
+
+def _body_at(path: Path, pos: int) -> int:
+    """Start of the body of the record at ``pos`` (IPv4/IPv6 hosts; STORE-FORMAT §2.1)."""
+    data = path.read_bytes()
+    sys_flag = struct.unpack_from(">i", data, pos + 36)[0]
+    b = 20 if sys_flag & 0x10 else 8
+    s = 20 if sys_flag & 0x20 else 8
+    return pos + 48 + b + 8 + s + 4 + 8 + 4
+
+
+def _cl(store: Path) -> list[Path]:
+    return sorted((store / "commitlog").iterdir())
+
+
+def _damage(store: Path, kind: str) -> None:
+    files = _cl(store)
+    if kind == "body":  # a flipped body byte in two files
+        for f in (files[1], files[3]):
+            at = _body_at(f, _first_record_after(f, 20000))
+            _patch(f, at + 3, bytes([f.read_bytes()[at + 3] ^ 0x5A]))
+    elif kind == "truncated":  # a middle file cut inside a record, and the last one too
+        for f in (files[2], files[-1]):
+            os.truncate(f, _first_record_after(f, 30000) + 50)
+    elif kind == "removed":  # a middle file gone: gap, missing units, index entries into nothing
+        files[3].unlink()
+    elif kind == "smashed":  # bad magic: resync, unreadable range
+        _patch(files[1], _first_record_after(files[1], 10000) + 4, b"\x00\x00\x00\x07")
+        _patch(files[-2], _first_record_after(files[-2], 30000), b"\x00\x00\x00\x07")
+    elif kind == "cq":  # a queue directory and another queue's middle file gone
+        topic = sorted((store / "consumequeue").iterdir())[0]
+        shutil.rmtree(topic / "0")
+        q = topic / "1"
+        middle = sorted(q.iterdir())
+        middle[len(middle) // 2].unlink()
+    elif kind == "index":  # an entry's hash and a slot broken, plus an abort file
+        idx = sorted((store / "index").iterdir())[0]
+        base = 40 + 64 * 4
+        _patch(idx, base + 20 * 5, struct.pack(">i", 12345))
+        _patch(idx, 40 + 4 * 3, struct.pack(">i", 100000))
+        (store / "abort").write_bytes(b"")
+    else:
+        raise AssertionError(kind)
+
+
+@pytest.fixture(scope="module")
+def master(tmp_path_factory):
+    return generate(tmp_path_factory.mktemp("vmaster") / "store", "--delay-ratio", "0.1",
+                    "--transaction-ratio", "0.1", "--ipv6-ratio", "0.1", messages=1200, seed=3)
+
+
+@pytest.fixture(scope="module")
+def restarted(tmp_path_factory):
+    """A queue whose consume queue was lost and whose offsets restarted in a later file
+    (DefaultMessageStore#recoverTopicQueueTable): resets found across files."""
+    store = generate(tmp_path_factory.mktemp("vrestart") / "store", "--topics", "2", "--queues", "2",
+                     "--delay-ratio", "0", "--transaction-ratio", "0", messages=300)
+    qdir = sorted((store / "consumequeue").iterdir())[0] / "0"
+    for f in os.listdir(qdir):
+        os.remove(qdir / f)
+    generate(store, "--topics", "2", "--queues", "2", "--delay-ratio", "0", "--transaction-ratio", "0",
+             "--start", "2026-01-01T02:00:00Z", messages=120, seed=9)
+    return store
+
+
+def _specs(*stores):
+    from rmqstore_cli.pipeline.tasks import expand_stores
+
+    return expand_stores([str(s) for s in stores], None, SIZES)
+
+
+def _key(f):
+    return json.dumps(f, sort_keys=True)
+
+
+def _same(got: list[dict], want: list[dict]) -> None:
+    assert [r["summary"] for r in got] == [r["summary"] for r in want]
+    assert [r["ok"] for r in got] == [r["ok"] for r in want]
+    for g, w in zip(got, want):
+        assert sorted(map(_key, g["findings"])) == sorted(map(_key, w["findings"]))
+
+
+def _check(stores, caps=(None, 2)):
+    from rmqstore_cli.pipeline.tasks import verify_store
+    from rmqstore_cli.pipeline.verify_tasks import verify_stores
+
+    specs = _specs(*stores)
+    for cap in caps:
+        for deep in (False, True):
+            want = [verify_store(s, True, deep, cap) for s in specs]
+            got = verify_stores(specs, True, deep, cap)
+            _same(got, want)
+    return want
+
+
+@pytest.mark.parametrize("kind", ["body", "truncated", "removed", "smashed", "cq", "index"])
+def test_decomposed_verify_finds_what_the_verifier_finds(master, tmp_path, kind):
+    store = tmp_path / kind
+    shutil.copytree(master, store)
+    _damage(store, kind)
+    want = _check([store])
+    checks = {f["check"] for f in want[0]["findings"]}
+    expected = {"body": "commitlog.body-crc", "truncated": "commitlog.truncated", "removed": "commitlog.gap",
+                "smashed": "commitlog.magic", "cq": "cq.missing-unit", "index": "index.entry-hash"}[kind]
+    assert expected in checks and not want[0]["ok"]
+
+
+def test_clean_store_and_two_stores_at_once(master, tmp_path):
+    damaged = tmp_path / "damaged"
+    shutil.copytree(master, damaged)
+    _damage(damaged, "smashed")
+    want = _check([master, damaged], caps=(None, 1))
+    assert want[0]["ok"] and not want[0]["findings"]
+    assert want[0]["summary"]["messages"] >= 1200 and want[0]["summary"]["files"]["commitlog"] > 5
+    assert {f["store"] for f in want[1]["findings"]} == {str(damaged)}
+
+
+def test_queue_offsets_restarting_in_a_later_file(restarted):
+    want = _check([restarted], caps=(None, 1, 3))
+    checks = {f["check"] for f in want[0]["findings"]}
+    assert {"commitlog.queue-offset-reset", "cq.superseded"} <= checks
+
+
+def test_caps_keep_the_first_findings_in_the_local_order(master, tmp_path):
+    """Many findings of one check spread over files and queues (a deleted topic's queues):
+    with a cap the same first ones are shown as by the whole-store run, and all are counted."""
+    store = tmp_path / "s"
+    shutil.copytree(master, store)
+    for t in sorted((store / "consumequeue").iterdir())[:2]:
+        shutil.rmtree(t)
+    f = _cl(store)[2]
+    for at in (5000, 20000, 40000):  # several CRC errors in one file
+        p = _body_at(f, _first_record_after(f, at))
+        _patch(f, p, b"\xff\xff")
+    lo = int(f.name)
+    for q in sorted((store / "consumequeue").glob("*/*")):  # a wrong unit size in every queue, same file
+        for cq in sorted(q.iterdir()):
+            data = cq.read_bytes()
+            units = [struct.unpack_from(">qiq", data, u) for u in range(0, len(data), 20)]
+            hit = [n for n, (off, _, _) in enumerate(units) if lo <= off < lo + 65536]
+            if hit:
+                _patch(cq, hit[-1] * 20 + 8, struct.pack(">i", 7))
+                break
+    want = _check([store], caps=(1, 2, 5))
+    s = want[0]["summary"]["findings"]
+    assert s["cq.missing-unit"] > 5 and s["commitlog.body-crc"] >= 3 and s["cq.unit-mismatch"] > 5
+
+
+def test_bad_topics_are_reported_once_where_first_seen(tmp_path):
+    """A topic finding is said once per store, at the topic's first record, though every
+    file task meets the topic again."""
+    from conftest import cli
+
+    src = generate(tmp_path / "src", "--delay-ratio", "0", "--transaction-ratio", "0", messages=700, seed=4)
+    dump = [json.loads(x) for x in cli("dump-commitlog", "--store", src, "--format", "jsonl", "--body",
+                                       "base64").stdout.splitlines()]
+    for r in dump:
+        r.pop("physical_offset"), r.pop("queue_offset")
+    for r in dump[::5]:
+        r["topic"] = "bad topic"
+    for r in dump[3::7]:
+        r["topic"] = "../evil"
+    hostile = tmp_path / "hostile"
+    r = cli("generate", "--store", hostile, "--from-jsonl", "-", "--commitlog-file-size", "65536",
+            "--cq-file-size", "2000", "--index-slots", "64", "--index-max", "400", "--format", "json",
+            input="\n".join(json.dumps(x) for x in dump) + "\n")
+    assert r.exit_code == 0, r.stderr
+    want = _check([hostile], caps=(None, 1))
+    topics = [f for f in want[0]["findings"] if f["check"] in ("commitlog.topic", "commitlog.topic-chars")]
+    assert len(topics) == 2 and len(list((hostile / "commitlog").iterdir())) >= 3
