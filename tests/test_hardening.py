@@ -409,7 +409,8 @@ def test_mutating_commands_do_not_write_through_symlinks(small_store, tmp_path):
     assert _outside_digest(outside2) == before
     s = json.loads(r.stdout)
     assert s["deleted"]["commitlog"] >= 3  # the real files before the symlink went
-    assert r.exit_code == 3 and "is a symlink, not a store file; left alone" in r.stderr
+    assert r.exit_code == 3 and "symlinks" in r.stderr and "left alone" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1  # several refused files: one error line
 
 
 # ------------------------------------------------------------------ compressed bodies
@@ -519,3 +520,83 @@ def test_torn_index_file_fails_only_the_commands_that_read_the_index(small_store
     assert r.exit_code == 0, r.stderr
     r = cli("index-lookup", "--store", small_store, "order-1", "--index-slots", "64", "--index-max", "400")
     assert r.exit_code == 3 and r.stderr.startswith("rmqstore: error: index file") and r.stderr.count("\n") == 1
+
+
+# ------------------------------------------------------------------ access times (O_NOATIME)
+
+DAY_NS = 86_400 * 10**9
+
+
+def _store_data_files(root: Path) -> list[Path]:
+    """The files a read command maps or reads: commit log, consume queues, index, checkpoint."""
+    return sorted(p for d in ("commitlog", "consumequeue", "index") for p in (root / d).rglob("*")
+                  if p.is_file()) + [root / "checkpoint"]
+
+
+def _age_atime(p: Path) -> None:
+    """atime two days before mtime: relatime (like strictatime) then updates it on the next read."""
+    st = p.stat()
+    os.utime(p, ns=(st.st_mtime_ns - 2 * DAY_NS, st.st_mtime_ns))
+
+
+def _require_atime_updates(tmp_path: Path) -> None:
+    """Skip where a plain read leaves atime alone (noatime mounts): nothing to prove there."""
+    import mmap
+
+    probe = tmp_path / "atime-probe"
+    probe.write_bytes(b"x" * 8192)
+    _age_atime(probe)
+    before = probe.stat().st_atime_ns
+    with open(probe, "rb") as fh:
+        fh.read()
+        with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+            mm[0]
+    if probe.stat().st_atime_ns == before:
+        pytest.skip("this file system does not update atime on reads (noatime), so there is nothing to test")
+
+
+def test_read_commands_leave_access_times_alone(small_store, tmp_path):
+    _require_atime_updates(tmp_path)
+    probe = storefuzz.probe(small_store, None)
+    files = _store_data_files(small_store)
+    assert len(files) > 20
+    for p in files:
+        _age_atime(p)
+    before = {p: p.stat().st_atime_ns for p in files}
+    for args in _read_commands(small_store, [], probe, tmp_path / "export"):
+        if args[0] == "export":
+            continue  # writes a dataset elsewhere; the Parquet engine reads the store like the others
+        r = cli(*args)
+        assert r.exit_code in (0, 1), (args[0], r.stderr)
+        changed = [str(p.relative_to(small_store)) for p in files if p.stat().st_atime_ns != before[p]]
+        assert not changed, (args[0], changed[:5])
+
+
+def test_open_read_only_falls_back_without_noatime_permission(small_store, monkeypatch):
+    """O_NOATIME is refused (EPERM) to a process that neither owns the file nor has
+    CAP_FOWNER: the file is then opened plainly and read commands work as before."""
+    import errno
+
+    from rmqstore_cli.store import mapped_files
+
+    if not getattr(os, "O_NOATIME", 0):
+        pytest.skip("no O_NOATIME on this platform")
+    real_open = os.open
+    tried = []
+
+    def no_noatime(path, flags, *a, **kw):
+        if flags & os.O_NOATIME:
+            tried.append(path)
+            raise PermissionError(errno.EPERM, "Operation not permitted", str(path))
+        return real_open(path, flags, *a, **kw)
+
+    monkeypatch.setattr(os, "open", no_noatime)
+    cl = sorted((small_store / "commitlog").iterdir())[0]
+    fd = mapped_files.open_read_only(cl)
+    try:
+        assert os.pread(fd, 8, 0) == cl.read_bytes()[:8]
+    finally:
+        os.close(fd)
+    r = cli("dump-commitlog", "--store", small_store, "--format", "jsonl", "--limit", "3")
+    assert r.exit_code == 0 and len(r.stdout.splitlines()) == 3, r.stderr
+    assert tried  # the O_NOATIME open was attempted first

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from rmqstore_cli.errors import StoreError
 from rmqstore_cli.formats.checkpoint import CHECKPOINT_FILE_SIZE, CHECKPOINT_V5_FORMAT
+from rmqstore_cli.store.mapped_files import open_read_only
 
 _CP = struct.Struct(CHECKPOINT_V5_FORMAT)
 
@@ -33,7 +34,7 @@ class StoreCheckpoint:
     @classmethod
     def read(cls, path: Path) -> "StoreCheckpoint":
         try:
-            with open(path, "rb") as fh:
+            with os.fdopen(open_read_only(path), "rb") as fh:
                 data = fh.read(_CP.size)
         except OSError as e:
             raise StoreError(f"cannot read checkpoint: {e.strerror}", path=path) from None

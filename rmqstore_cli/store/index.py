@@ -22,6 +22,7 @@ from rmqstore_cli.formats.index import (
     INDEX_HEADER_SIZE,
     SLOT_FORMAT,
 )
+from rmqstore_cli.store.mapped_files import open_read_only
 from rmqstore_cli.store.message import index_key_hash
 
 _HEADER = struct.Struct(HEADER_FORMAT)
@@ -58,7 +59,7 @@ class IndexFile:
         self.index_num = index_num
         self.writable = writable
         self.size = INDEX_HEADER_SIZE + slot_num * HASH_SLOT_SIZE + index_num * INDEX_ENTRY_SIZE
-        fd = os.open(path, os.O_RDWR if writable else os.O_RDONLY)
+        fd = os.open(path, os.O_RDWR) if writable else open_read_only(path)
         try:
             length = os.fstat(fd).st_size
             if length < INDEX_HEADER_SIZE:
@@ -296,7 +297,7 @@ def infer_index_geometry(files: list[Path], size: int) -> tuple[int, int]:
     body = size - INDEX_HEADER_SIZE
     samples = []
     for p in files:
-        with open(p, "rb") as fh:
+        with os.fdopen(open_read_only(p), "rb") as fh:
             data = fh.read()
         count = _HEADER.unpack_from(data, 0)[5]
         if count > 1:

@@ -16,6 +16,21 @@ from pathlib import Path
 from rmqstore_cli.errors import FileSizeError, StoreError
 
 
+_O_NOATIME = getattr(os, "O_NOATIME", 0)
+
+
+def open_read_only(path, flags: int = 0) -> int:
+    """``os.open`` read-only, with ``O_NOATIME`` where the OS allows it (Linux, for the file's
+    owner or a process with CAP_FOWNER), so reading a store does not even change the files'
+    access times; anywhere else (EPERM) the file is opened plainly."""
+    if _O_NOATIME:
+        try:
+            return os.open(path, os.O_RDONLY | _O_NOATIME | flags)
+        except PermissionError:
+            pass
+    return os.open(path, os.O_RDONLY | flags)
+
+
 def offset2file_name(offset: int) -> str:
     """``UtilAll#offset2FileName``: 20-digit zero-padded decimal."""
     return f"{offset:020d}"
@@ -40,9 +55,8 @@ class MappedFile:
     def buffer(self) -> mmap.mmap | bytes:
         """The file's bytes as a mapping (read-only unless the queue is writable)."""
         if self._mm is None:
-            mode = os.O_RDWR if self.writable else os.O_RDONLY
             try:
-                fd = os.open(self.path, mode)
+                fd = os.open(self.path, os.O_RDWR) if self.writable else open_read_only(self.path)
             except OSError as e:
                 raise StoreError(f"cannot open {self.path}: {e.strerror}", path=self.path) from None
             try:
