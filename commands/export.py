@@ -77,20 +77,20 @@ def export(
     sizes = dict(mapped_file_size_commit_log=commitlog_file_size, mapped_file_size_consume_queue=cq_file_size,
                  max_hash_slot_num=index_slots, max_index_num=index_max)
     stores = expand_stores(store, str(broker_conf) if broker_conf else None, sizes)
-    tasks = file_tasks(stores)
+    tasks = file_tasks(stores, body)
     t0 = now_ms()
     if engine is Engine.spark:
         try:
             from rmqstore_cli.pipeline import spark as sp
         except ImportError:
             raise UsageError("the spark engine needs PySpark", hint="pip install 'rmqstore[spark]'") from None
-        result = sp.run_job(sp.export, spark_master, spark_conf, verbose, tasks, output, body)
+        result = sp.run_job(sp.export, spark_master, spark_conf, verbose, tasks, output)
     else:
         try:
             from rmqstore_cli.pipeline import local
         except ImportError:
             raise UsageError("export needs pyarrow", hint="pip install 'rmqstore[spark]'") from None
-        result = local.export(tasks, output, body)
+        result = local.export(tasks, output)
     for s in result["unreadable"]:
         print(f"rmqstore: warning: {s['store']}: {s['detail']} at offset {s['offset']} ({s['file']}); "
               "the rest of that file was skipped", file=sys.stderr)

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from rmqstore_cli.pipeline.schema import PARTITION_COLUMNS, spark_schema
-from rmqstore_cli.pipeline.tasks import FileTask, export_rows
+from rmqstore_cli.pipeline.tasks import FileTask, export_batches
 
 MAX_FINDINGS = 1000
 
@@ -50,19 +50,24 @@ class _ListParam:
         return a
 
 
-def export(spark, tasks: list[FileTask], output: Path, body: bool) -> dict:
+def export(spark, tasks: list[FileTask], output: Path) -> dict:
+    """One Spark task per commit-log file builds its pyarrow RecordBatches
+    (:func:`~rmqstore_cli.pipeline.tasks.export_batches`, as the local engine) and hands them to
+    the JVM with ``mapInArrow``; Spark writes the Parquet dataset."""
     from pyspark.accumulators import AccumulatorParam
 
     param = type("ListParam", (_ListParam, AccumulatorParam), {})()
     acc = spark.sparkContext.accumulator([], param)
+    tasks = list(tasks)
 
-    def run(task: FileTask):
-        stops: list = []
-        yield from export_rows(task, body, stops)
-        acc.add(stops)
+    def run(batches):
+        for b in batches:  # one id per partition: the task's number
+            for i in b.column(0).to_pylist():
+                stops: list = []
+                yield from export_batches(tasks[i], stops)
+                acc.add(stops)
 
-    rdd = spark.sparkContext.parallelize(tasks, max(1, len(tasks))).flatMap(run)
-    df = spark.createDataFrame(rdd, spark_schema())
+    df = spark.range(0, len(tasks), 1, max(1, len(tasks))).mapInArrow(run, spark_schema())
     df.write.mode("overwrite").partitionBy(*PARTITION_COLUMNS).parquet(str(output))
     rows = spark.read.parquet(str(output)).count()  # from Parquet footers, not by collecting rows
     seen, stops = set(), []
