@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import struct
 import zlib
+from typing import NamedTuple
 
 import numpy as np
 
@@ -25,6 +26,8 @@ from rmqstore_cli.formats.commitlog import (
     BORNHOST_V6_FLAG,
     CRC32_PROPERTY,
     HEAD_SIZE,
+    MAGIC_BLANK,
+    MAGIC_V1,
     MAGIC_V2,
     STOREHOSTADDRESS_V6_FLAG,
     HostV4,
@@ -36,7 +39,7 @@ from rmqstore_cli.formats.derive import field_offset
 from rmqstore_cli.formats.properties import parse_properties
 from rmqstore_cli.store.mapped_files import release_pages
 
-__all__ = ["gather", "RecordBatch", "body_crcs", "pow31", "pow31_tables", "RangeHashes", "java_hashes", "concat_hashes", "java_int",
+__all__ = ["gather", "RecordBatch", "walk_records", "Walk", "stop_kind", "body_crcs", "pow31", "pow31_tables", "RangeHashes", "java_hashes", "concat_hashes", "java_int",
            "index_hash", "index_hashes", "release_pages", "pick_property", "props_well_formed", "Properties",
            "IndexKeys", "CRC_MARK"]
 
@@ -134,6 +137,86 @@ class RecordBatch:
         for k, v in self.__dict__.items():
             out.__dict__[k] = v if k == "a" else v[idx]
         return out
+
+
+# ---------------------------------------------------------------- the record walk
+
+_TOTAL_UNPACK = struct.Struct(">i").unpack_from
+_PREFIX_UNPACK = struct.Struct(">iI").unpack_from
+_PREFIX_DTYPE = np.dtype([("total", ">i4"), ("magic", ">u4")])
+
+
+class Walk(NamedTuple):
+    """What :func:`walk_records` found: record ``starts`` (int64 file positions), ``end``
+    (the position after the last record, where the walk stopped) and ``stop``, why it
+    stopped there: None (``max_n`` records walked; the walk goes on from ``end``), or
+
+    * ``"blank"`` — MAGICCODE is BLANK (the end-of-file record; its size is not checked);
+    * ``"zero"`` — TOTALSIZE and MAGICCODE both 0 (the zero tail of a preallocated file);
+    * ``"bad"`` — anything else that cannot start a record: a MAGICCODE that is neither
+      V1 nor V2, or a TOTALSIZE below ``min_total`` or past ``limit``;
+    * ``"short"`` — 1 to 7 bytes left before ``limit``, too few for TOTALSIZE + MAGICCODE;
+    * ``"eof"`` — ``end == limit``.
+    """
+
+    starts: np.ndarray
+    end: int
+    stop: str | None
+
+
+def stop_kind(buf, pos: int, limit: int) -> str:
+    """:class:`Walk`'s ``stop`` for bytes at ``pos`` that do not start a walkable record."""
+    if limit - pos < 8:
+        return "eof" if pos >= limit else "short"
+    total, magic = _PREFIX_UNPACK(buf, pos)
+    if magic == MAGIC_BLANK:
+        return "blank"
+    return "zero" if magic == 0 and total == 0 else "bad"
+
+
+def walk_records(buf, pos: int, limit: int, max_n: int, min_total: int = HEAD_SIZE,
+                 a: np.ndarray | None = None) -> Walk:
+    """The record walk of STORE-FORMAT §7.1 (TOTALSIZE and MAGICCODE only) from ``pos``.
+
+    A record starts at ``pos`` when its MAGICCODE is V1 or V2 and ``min_total <= TOTALSIZE
+    <= limit - pos``; the next one starts TOTALSIZE bytes later. Walks at most ``max_n``
+    records; stops at the first position that does not start a record (see :class:`Walk`).
+    ``buf`` is the file's mapping, ``a`` the same bytes as a uint8 array (made if None).
+    rebuild-index uses ``min_total = HEAD_SIZE`` (``checkMessageAndReturnSize`` judges the
+    rest), verify the smallest possible record.
+
+    The loop is the one sequential part of reading a file, so it does the least per
+    record: it reads TOTALSIZE only and follows it; MAGICCODE and the bounds of every
+    record are then checked at once with numpy and the walk is cut at the first record
+    that fails them, so the result is exactly that of checking each record before taking
+    its size. A zero TOTALSIZE jumps to ``limit`` (ends the loop); garbage beyond the
+    first failure costs at most ``max_n`` steps and is discarded.
+    """
+    out: list[int] = []
+    app = out.append
+    unpack = _TOTAL_UNPACK
+    end = pos
+    try:
+        for _ in range(max_n):
+            app(end)
+            end += unpack(buf, end)[0] or limit
+    except struct.error:  # fewer than 4 bytes left (or a position past the mapping): not a record
+        out.pop()
+    P = np.array(out, np.int64)
+    if P.size:
+        if a is None:
+            a = np.frombuffer(buf, np.uint8)
+        head = np.ascontiguousarray(a[np.clip(P[:, None] + np.arange(8), 0, a.size - 1)]).view(_PREFIX_DTYPE).ravel()
+        total = head["total"].astype(np.int64)
+        magic = head["magic"]
+        ok = ((magic == MAGIC_V1) | (magic == MAGIC_V2)) & (total >= min_total) & (total <= limit - P)
+        if not ok.all():
+            k = int(np.argmin(ok))
+            end = int(P[k])
+            return Walk(P[:k], end, stop_kind(buf, end, limit))
+    if len(out) == max_n:
+        return Walk(P, end, None)
+    return Walk(P, end, stop_kind(buf, end, limit))
 
 
 def body_crcs(buf, body_at: np.ndarray, body_len: np.ndarray) -> np.ndarray:
