@@ -488,3 +488,42 @@ def test_random_damage_never_crashes(small_store_master, tmp_path, seed):
     r = cli("verify", "--store", store, *SMALL, "--deep", "--format", "jsonl")
     assert r.exit_code in (0, 1)
     assert "summary" in json.loads(r.stdout.splitlines()[-1])
+
+
+# ---------------------------------------------------------------- properties a value's \x01 hides
+
+def _store_with_properties(root, specials: dict[int, bytes], n: int = 200):
+    """``n`` messages written by the engine (StoreWriter: commit log, queues, index); message
+    ``i`` in ``specials`` gets those raw PROPERTIES bytes. Returns each message's offset."""
+    from rmqstore_cli.store.commitlog import AppendSpec
+    from rmqstore_cli.store.config import StoreConfig
+    from rmqstore_cli.store.writer import StoreWriter
+
+    cfg = StoreConfig.load(root, None, mapped_file_size_commit_log=CL_SIZE, mapped_file_size_consume_queue=CQ_SIZE,
+                           max_hash_slot_num=SLOTS, max_index_num=INDEX_MAX)
+    w = StoreWriter(cfg)
+    offsets = []
+    try:
+        for i in range(n):
+            props = specials.get(i, f"KEYS\x01k{i}\x02UNIQ_KEY\x01AC100A0748FF5FFD2B276CDD6C4D{i:04X}\x02TAGS\x01t\x02"
+                                 .encode())
+            res = w.append(AppendSpec("PropTopic", i % 2, b"body-%d" % i, props, 1_767_225_600_000 + i,
+                                      1_767_225_600_000, (b"\x7f\0\0\1", 1), (b"\x0a\0\0\5", 10911),
+                                      raw_properties=True))
+            offsets.append(res.physical_offset)
+    finally:
+        w.close()
+    return offsets
+
+
+def test_a_pair_without_separator_hidden_by_a_value_holding_x01_is_reported(tmp_path):
+    """``A\\x01x\\x01y\\x02junk``: as many \\x01 as pairs, yet the pair 'junk' has none and
+    ``MessageDecoder#string2messageProperties`` drops it; a value holding \\x01 alone is legal."""
+    bad, legal = b"A\x01x\x01y\x02junk", b"A\x01x\x01y\x02B\x01z\x02"
+    store = tmp_path / "store"
+    offsets = _store_with_properties(store, {77: bad, 140: legal})
+    r, findings, summary = _verify(store)
+    props = _find(findings, "commitlog.properties")
+    assert [(f["physical_offset"], f["severity"]) for f in props] == [(offsets[77], "warning")]
+    assert "junk" in props[0]["detail"] and "drops" in props[0]["detail"]
+    assert summary["messages"] == 200

@@ -348,13 +348,22 @@ def pick_property(props: bytes, name: bytes) -> bytes | None:
 
 
 
+_NOT_SEPARATOR = bytes(c for c in range(256) if c not in (1, 2))
+_ALTERNATING = b"\x01\x02" * 16384  # PROPERTIES are at most 32767 bytes (a short length)
+
+
 def props_well_formed(props: bytes) -> bool:
-    """Cheap test that every pair is ``name\\x01value`` with both non-empty."""
-    c2 = props.count(b"\x02")
-    pairs = c2 if props.endswith(b"\x02") else c2 + 1
-    return (props.count(b"\x01") == pairs and not props.startswith(b"\x01")
-            and b"\x02\x01" not in props and b"\x01\x02" not in props and b"\x02\x02" not in props
-            and not props.endswith(b"\x01"))
+    """Cheap test that every pair is ``name\\x01value`` with both non-empty and one \\x01.
+
+    False means "look closer" (a value may legally hold \\x01). Counting separators is not
+    enough: in ``A\\x01x\\x01y\\x02junk`` the value's extra \\x01 hides a pair without
+    one, which the broker's parser drops. So the separators, picked out by one
+    ``translate`` (in C, no split), must run \\x01 \\x02 \\x01 ... pair by pair."""
+    seps = props.translate(None, _NOT_SEPARATOR)
+    n = len(seps)
+    return (n <= len(_ALTERNATING) and seps == _ALTERNATING[:n] and (n % 2 == 0) == props.endswith(b"\x02")
+            and not props.startswith(b"\x01") and not props.endswith(b"\x01")
+            and b"\x02\x01" not in props and b"\x01\x02" not in props)
 
 
 
