@@ -17,7 +17,6 @@ from rmqstore_cli.commands.common import (
     FormatOpt,
     IndexMaxOpt,
     IndexSlotsOpt,
-    StoreOpt,
     TzOpt,
     command,
     complete_topic,
@@ -36,10 +35,17 @@ EPILOG = """Examples:
 
   rmqstore rebuild-index --store /mnt/store --output /mnt/rebuilt --engine spark --spark-master 'local[4]'
 
+  rmqstore rebuild-index --store '/snapshots/broker-*/store' --output /tmp/rebuilt --engine spark
+
 With --engine spark each commit-log file is dispatched by one Spark task; one task per
 queue and one per index file then write the files, byte for byte what the local engine
 writes. On a cluster, --output (or the store, with --in-place) must be on a file system
 every executor mounts at the same path.
+
+Several stores (--store repeated or a glob) are rebuilt one after the other, in one Spark
+session with --engine spark: with --output DIR each store is written to DIR/<its path
+relative to the stores' common parent> (broker-a/store, broker-b/store, ...), with
+--in-place each store in place. The summary then has one entry per store.
 
 Index file names are the store time of each file's first entry in --tz (the broker names
 them by its wall clock at creation, which the store does not record). An interrupted
@@ -58,10 +64,14 @@ def register(app: typer.Typer) -> None:
 
 @command
 def rebuild_index(
-    store: StoreOpt = DEFAULT_STORE,
+    store: Annotated[list[str], typer.Option(
+        "--store", "-s", envvar="RMQSTORE_STORE", show_default="~/store",
+        help="Store root directory (storePathRootDir); repeat it, or give a glob, for several stores.")] = [
+        str(DEFAULT_STORE)],
     broker_conf: BrokerConfOpt = None,
     output: Annotated[Optional[Path], typer.Option(
-        "--output", "-o", help="Write the rebuilt consumequeue/, index/ and checkpoint here; the store is only read.")] = None,
+        "--output", "-o", help="Write the rebuilt consumequeue/, index/ and checkpoint here (with several stores: "
+        "one directory per store below it); the stores are only read.")] = None,
     in_place: Annotated[bool, typer.Option(
         "--in-place", help="Replace the store's own consumequeue/ and index/ (refused while a broker runs).")] = False,
     only: Annotated[Optional[Only], typer.Option("--only", help="Rebuild only consume queues (cq) or only the index.")] = None,
@@ -98,19 +108,26 @@ def rebuild_index(
     """
     from rmqstore_cli.commands.common import load_config
     from rmqstore_cli.errors import UsageError
+    from rmqstore_cli.pipeline.tasks import expand_stores
     from rmqstore_cli.store.message_store import MessageStore
     from rmqstore_cli.store.rebuild import RebuildOptions, rebuild_in_place, rebuild_to, recover_journal
     from rmqstore_cli.times import parse_tz
 
+    stores = [Path(s.path) for s in expand_stores(store, None, {})]
+    several = len(stores) > 1
     if recover:
         if output is not None or dry_run:
             raise UsageError("--recover takes only --store")
         from rmqstore_cli.store.lock import refuse_if_live
 
-        refuse_if_live(store)
-        j = recover_journal(store)
-        _emit(fmt, {"store": str(store), "recovered": j["id"] if j else None,
-                    "outcome": j["outcome"] if j else "nothing to recover"}, "rebuild-index --recover")
+        for st in stores:
+            refuse_if_live(st)
+        outcomes = []
+        for st in stores:
+            j = recover_journal(st)
+            outcomes.append({"store": str(st), "recovered": j["id"] if j else None,
+                             "outcome": j["outcome"] if j else "nothing to recover"})
+        _emit_all(fmt, outcomes, "rebuild-index --recover")
         return
     if (output is None) == (not in_place):
         raise UsageError("pass exactly one of --output DIR and --in-place")
@@ -128,50 +145,101 @@ def rebuild_index(
     if in_place:
         from rmqstore_cli.store.lock import refuse_if_live
 
-        refuse_if_live(store)  # before anything else is read or said
+        for st in stores:
+            refuse_if_live(st)  # before anything else is read or said
     zone = parse_tz(tz)
-    cfg = load_config(store, broker_conf, commitlog_file_size, cq_file_size, index_slots, index_max)
-    ms = MessageStore.open(cfg, zone)
-    for note in ms.notes:
-        print(f"rmqstore: note: {note}", file=sys.stderr)
-    if not cfg.message_index_enable and only is Only.index:
-        raise UsageError("messageIndexEnable=false in the broker config: the broker builds no index")
-    opts = RebuildOptions(build_cq=only is not Only.index,
-                          build_index=(only is not Only.cq and not topic) and cfg.message_index_enable,
-                          topics=list(topic) if topic else None, tz=zone, dry_run=dry_run)
+    outs = _outputs(stores, output) if output is not None else [None] * len(stores)
+    plans = []
+    for st, out in zip(stores, outs):  # every store opened (and checked) before any work
+        cfg = load_config(st, broker_conf, commitlog_file_size, cq_file_size, index_slots, index_max)
+        ms = MessageStore.open(cfg, zone)
+        for note in ms.notes:
+            print(f"rmqstore: note: {st}: {note}" if several else f"rmqstore: note: {note}", file=sys.stderr)
+        if not cfg.message_index_enable and only is Only.index:
+            raise UsageError("messageIndexEnable=false in the broker config: the broker builds no index"
+                             + (f" ({st})" if several else ""))
+        opts = RebuildOptions(build_cq=only is not Only.index,
+                              build_index=(only is not Only.cq and not topic) and cfg.message_index_enable,
+                              topics=list(topic) if topic else None, tz=zone, dry_run=dry_run)
+        plans.append((st, out, cfg, opts))
+
     def job(spark=None):
         build = None
         if spark is not None:
             from rmqstore_cli.pipeline import spark as sp
 
             build = lambda c, d, o, p: sp.rebuild_build(spark, c, d, o, p)  # noqa: E731
-        with _Progress(progress and sys.stderr.isatty() and spark is None) as bar:
-            if in_place:
-                return rebuild_in_place(cfg, opts, no_backup, bar.update, build=build)
-            return rebuild_to(cfg, output, opts, copy_commitlog, bar.update, build=build)
+        done = []
+        for st, out, cfg, opts in plans:
+            with _Progress(progress and sys.stderr.isatty() and spark is None) as bar:
+                if in_place:
+                    rep, plan = rebuild_in_place(cfg, opts, no_backup, bar.update, build=build)
+                else:
+                    rep, plan = rebuild_to(cfg, out, opts, copy_commitlog, bar.update, build=build)
+            done.append((st, out, rep, plan, opts))
+        return done
 
     if engine is Engine.spark:
         try:
             from rmqstore_cli.pipeline import spark as sp
         except ImportError:
             raise UsageError("the spark engine needs PySpark", hint="pip install 'rmqstore[spark]'") from None
-        rep, plan = sp.run_job(job, spark_master, spark_conf, verbose)
+        done = sp.run_job(job, spark_master, spark_conf, verbose)
     else:
-        rep, plan = job()
-    summary = _summary(store, rep, plan, opts)
-    _emit(fmt, summary, "rebuild-index (dry run)" if dry_run else "rebuild-index")
-    if rep is not None and rep.stop is not None and not rep.stop.clean:
-        print(f"rmqstore: warning: dispatch stopped at offset {rep.stop.offset} ({rep.stop.file}): "
-              f"{rep.stop.reason}", file=sys.stderr)
-    if rep is not None and rep.refused_topics:
-        from rmqstore_cli.render import safe_text
+        done = job()
+    summaries = []
+    for st, out, rep, plan, opts in done:
+        s = _summary(st, rep, plan, opts)
+        if several and out is not None:
+            s["output"] = str(out)
+        summaries.append(s)
+    title = "rebuild-index (dry run)" if dry_run else "rebuild-index"
+    if several:
+        _emit_all(fmt, summaries, title)
+    else:
+        _emit(fmt, summaries[0], title)
+    for st, out, rep, plan, opts in done:
+        who = f"{st}: " if several else ""
+        if rep is not None and rep.stop is not None and not rep.stop.clean:
+            print(f"rmqstore: warning: {who}dispatch stopped at offset {rep.stop.offset} ({rep.stop.file}): "
+                  f"{rep.stop.reason}", file=sys.stderr)
+        if rep is not None and rep.refused_topics:
+            from rmqstore_cli.render import safe_text
 
-        print(f"rmqstore: warning: records of {len(rep.refused_topics)} topic(s) got no consume queue, their names "
-              f"cannot be a directory: " + ", ".join(safe_text(repr(t)) for t in sorted(rep.refused_topics)),
-              file=sys.stderr)
-    if rep is not None and rep.skipped:
-        print(f"rmqstore: warning: {len(rep.skipped)} stretch(es) of the commit log were skipped undispatched "
-              f"(see 'skipped')", file=sys.stderr)
+            print(f"rmqstore: warning: {who}records of {len(rep.refused_topics)} topic(s) got no consume queue, "
+                  f"their names cannot be a directory: "
+                  + ", ".join(safe_text(repr(t)) for t in sorted(rep.refused_topics)), file=sys.stderr)
+        if rep is not None and rep.skipped:
+            print(f"rmqstore: warning: {who}{len(rep.skipped)} stretch(es) of the commit log were skipped "
+                  f"undispatched (see 'skipped')", file=sys.stderr)
+
+
+def _outputs(stores: list[Path], output: Path) -> list[Path]:
+    """One output directory per store: ``output`` itself for one store; for several, the
+    store's path relative to the stores' common parent, below ``output``."""
+    import os
+
+    from rmqstore_cli.errors import UsageError
+
+    if len(stores) == 1:
+        return [output]
+    absolute = [Path(os.path.abspath(p)) for p in stores]
+    common = Path(os.path.commonpath(absolute))
+    rels = [p.relative_to(common) for p in absolute]
+    if any(r == Path(".") for r in rels):
+        raise UsageError("one store lies inside another", hint="rebuild them one at a time")
+    return [output / r for r in rels]
+
+
+def _emit_all(fmt: Fmt, summaries: list[dict], title: str) -> None:
+    """Several stores: json one object {"stores": [...]}, jsonl one line per store, table one table each."""
+    from rmqstore_cli.render import print_summary, to_json
+
+    if fmt is Fmt.json:
+        sys.stdout.write(to_json({"stores": summaries}) + "\n")
+        return
+    for s in summaries:
+        print_summary(fmt.value, s, title)
 
 
 def _summary(store: Path, rep, plan: dict, opts) -> dict:

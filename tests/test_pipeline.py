@@ -97,3 +97,31 @@ def test_bad_spark_conf_is_a_usage_error(two_stores, tmp_path):
     r = run("export", "--store", two_stores[0], "--output", tmp_path / "x", "--engine", "spark",
             "--spark-conf", "novalue")
     assert r.returncode in (2, 3) and b"KEY=VALUE" in r.stderr and b"Traceback" not in r.stderr
+
+
+def test_rebuild_index_of_several_stores_each_to_its_own_directory(two_stores, tmp_path):
+    from conftest import SMALL
+
+    a, b = two_stores
+    out = tmp_path / "out"
+    r = run("rebuild-index", "--store", str(a.parent / "*"), *SMALL, "--output", out, "--tz", "UTC", "-f", "jsonl")
+    assert r.returncode == 0, r.stderr
+    lines = [json.loads(x) for x in r.stdout.splitlines()]
+    assert [(x["store"], x["output"]) for x in lines] == [(str(a), str(out / "a")), (str(b), str(out / "b"))]
+    alone = run("rebuild-index", "--store", a, *SMALL, "--output", tmp_path / "alone", "--tz", "UTC", "-f", "json")
+    assert json.loads(alone.stdout)["index_keys"] == lines[0]["index_keys"] > 0
+    for sub in ("index", "consumequeue"):
+        got = sorted(p.relative_to(out / "a" / sub) for p in (out / "a" / sub).rglob("*") if p.is_file())
+        want = sorted(p.relative_to(tmp_path / "alone" / sub) for p in (tmp_path / "alone" / sub).rglob("*")
+                      if p.is_file())
+        assert got == want and got
+        assert all((out / "a" / sub / g).read_bytes() == (tmp_path / "alone" / sub / g).read_bytes() for g in got)
+    from conftest import tree_digest
+
+    before = tree_digest(b)
+    dry = run("rebuild-index", "--store", a, "--store", b, *SMALL, "--in-place", "--dry-run", "-f", "json")
+    assert dry.returncode == 0, dry.stderr
+    assert tree_digest(b) == before
+    assert [s["dry_run"] for s in json.loads(dry.stdout)["stores"]] == [True, True]
+    nested = run("rebuild-index", "--store", a, "--store", a / "commitlog", "--output", tmp_path / "n")
+    assert nested.returncode == 2 and b"inside another" in nested.stderr

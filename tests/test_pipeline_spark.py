@@ -136,16 +136,22 @@ def test_cli_verify_several_stores_and_rebuild_on_spark(stores, tmp_path):
     assert {f["store"] for f in lines[:-1]} == {str(stores["damaged"])}
     assert [s["store"] for s in lines[-1]["summary"]["stores"]] == [str(stores["damaged"]), str(stores["good"])]
     out_l, out_s = tmp_path / "l", tmp_path / "s"
-    a = run("rebuild-index", "--store", stores["damaged"], *SMALL, "--output", out_l, "--tz", "UTC", "-f", "json")
-    b = run("rebuild-index", "--store", stores["damaged"], *SMALL, "--output", out_s, "--tz", "UTC", "-f", "json",
-            "--engine", "spark", "--spark-master", "local[2]")
+    two = ("--store", stores["damaged"], "--store", stores["good"], *SMALL, "--tz", "UTC", "-f", "json")
+    a = run("rebuild-index", *two, "--output", out_l)
+    b = run("rebuild-index", *two, "--output", out_s, "--engine", "spark", "--spark-master", "local[2]")
     assert a.returncode == 0 and b.returncode == 0, b.stderr[-2000:]
     assert b"Traceback" not in b.stderr
-    assert _digest(out_l / "consumequeue") == _digest(out_s / "consumequeue")
-    assert _digest(out_l / "index") == _digest(out_s / "index")
-    ja, jb = json.loads(a.stdout), json.loads(b.stdout)
-    for k in ("messages", "index_keys", "index_files", "consume_queue_files", "dispatch_end", "skipped"):
-        assert ja[k] == jb[k], k
+    ja, jb = json.loads(a.stdout)["stores"], json.loads(b.stdout)["stores"]
+    assert [s["store"] for s in jb] == [str(stores["damaged"]), str(stores["good"])]
+    for name, sa, sb in zip(("damaged", "good"), ja, jb):  # each store to its own directory
+        assert sb["output"] == str(out_s / name)
+        assert _digest(out_l / name / "consumequeue") == _digest(out_s / name / "consumequeue")
+        assert _digest(out_l / name / "index") == _digest(out_s / name / "index")
+        alone = run("rebuild-index", "--store", stores[name], *SMALL, "--tz", "UTC", "--output", tmp_path / name)
+        assert alone.returncode == 0 and _digest(tmp_path / name / "index") == _digest(out_s / name / "index")
+        for k in ("messages", "index_keys", "index_files", "consume_queue_files", "dispatch_end", "skipped"):
+            assert sa[k] == sb[k], k
+    assert b"dispatch stopped at offset" in b.stderr and str(stores["damaged"]).encode() in b.stderr
 
 
 def test_refused_topics_are_reported_by_the_decomposed_rebuild(tmp_path):
