@@ -41,7 +41,8 @@ one per queue and per index file; the findings are the local engine's.
 
 Exit codes: 0 no errors (warnings and info may be listed), 1 errors found, 3 not a store.
 With --format jsonl every finding is one line {"check","severity","file","offset","detail",...};
-the last line is {"summary": {...}} (messages, bytes, files, findings per check).
+the last line is {"summary": {...}} (messages checked; bytes, the total
+size of their records, not of the files; files; findings per check).
 """
 
 TABLE_COLUMNS = [("severity", "severity"), ("file", "file"), ("offset", "offset"), ("detail", "detail")]

@@ -406,7 +406,7 @@ class Verifier:
         self.counts: Counter[str] = Counter()
         self.by_severity: Counter[str] = Counter()
         self.messages = 0
-        self.bytes = 0
+        self.bytes = 0  # total size of the records counted in messages (not of the files)
         self.files = Counter()
         self.progress = progress  # callable(bytes_done) or None
         self._pending: list[Finding] = []
@@ -755,7 +755,6 @@ class Verifier:
             self._add("commitlog.file-size", rel, None, f"{length} bytes, expected {size}"
                       + (" (truncated)" if length < size else ""))
         self._scan_file(f, rel, last=i == len(files) - 1)
-        self.bytes += min(length, size)
         if self.progress:
             self.progress(min(length, size))
 
@@ -1000,6 +999,7 @@ class Verifier:
         bl, body_start = np.maximum(r.body_len, 0), r.body_at
         topic_len, topic_start, pl, props_start = r.topic_len, r.topic_at, np.maximum(r.props_len, 0), r.props_at
         self.messages += n
+        self.bytes += int(total.sum())  # the summary's bytes: of the records checked, not the files
         self.ranges.append((base + int(P[0]), base + int(P[-1] + total[-1])))
         crc, qid, qoff, phy, store_ts = r.body_crc, r.queue_id, r.queue_offset, r.physical_offset, r.store_timestamp
         absP = P + base
