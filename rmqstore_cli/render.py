@@ -133,6 +133,7 @@ class Output:
 
     PAGE = 200
     BATCH = 512
+    FLUSH_BYTES = 1 << 20
 
     def __init__(self, fmt: str, columns: list[tuple[str, str]] | None = None, title: str | None = None):
         self.fmt = fmt
@@ -142,6 +143,7 @@ class Output:
         self._rows: list[list[str]] = []
         self._json_first = True
         self._lines: list[bytes] = []
+        self._pending = 0
         self._out = sys.stdout
 
     def emit(self, record: dict) -> None:
@@ -159,6 +161,21 @@ class Output:
             self._rows.append([_cell(record.get(key)) for key, _ in self.columns])
             if len(self._rows) >= self.PAGE:
                 self._flush_table()
+
+    def emit_lines(self, text: str, count: int) -> None:
+        """``count`` records already rendered as JSON (:mod:`rmqstore_cli.jsonblock`): Latin-1
+        text standing for UTF-8 bytes, a newline after each record."""
+        self.count += count
+        data = text.encode("latin-1")[:-1]
+        if self.fmt == "jsonl":
+            self._lines.append(data)
+        else:
+            for line in data.split(b"\n"):
+                self._lines.append((b"[\n" if self._json_first else b",\n") + line)
+                self._json_first = False
+        self._pending += len(data)
+        if self._pending >= self.FLUSH_BYTES:
+            self._flush_lines()
 
     def emit_all(self, records: Iterable[dict]) -> int:
         for r in records:
@@ -187,6 +204,7 @@ class Output:
         sep = b"\n" if self.fmt == "jsonl" else b""
         data = sep.join(self._lines) + sep
         self._lines = []
+        self._pending = 0
         buf = getattr(self._out, "buffer", None)
         if buf is None:
             self._out.write(data.decode("utf-8"))

@@ -263,7 +263,19 @@ class CommitLog:
         file after an invalid record or a gap, since records never span files; each such
         stop is kept in ``self.stops``. ``self.end`` says where and why the scan stopped.
         """
+        return self.scan_blocks(start, end, check_crc, include_blank, skip_mismatch, every_file, blocks=False)
+
+    def scan_blocks(self, start: int | None = None, end: int | None = None, check_crc: bool = False,
+                    include_blank: bool = False, skip_mismatch: bool = False, every_file: bool = False,
+                    blocks: bool = True) -> Iterator:
+        """:meth:`scan`, with runs of valid records given as
+        :class:`~rmqstore_cli.store.columns.MessageBlock` columns (``blocks``) and
+        everything else as single records: the same records, stops and end."""
         force = self.config.force_verify_prop_crc
+        if blocks and not (check_crc and force):  # a whole-record CRC is checked record by record
+            from rmqstore_cli.store.columns import MAX_BLOCK, file_array, valid_block
+        else:
+            blocks = False
         start = self.min_offset if start is None else start
         self.end = None
         self.stops: list[ScanEnd] = []
@@ -280,12 +292,21 @@ class CommitLog:
                     return
             stop = limit if end is None else end - f.file_from_offset
             released = pos - pos % _RELEASE_EVERY
+            arr = file_array(buf) if blocks else None
+            size = 64  # blocks grow, so a short read (--limit 10) decodes little
             while True:
                 if pos >= stop and end is not None:
                     self.end = ScanEnd(f.file_from_offset + pos, "end offset reached", f.name)
                     return
                 if pos - released >= _RELEASE_EVERY:
                     released = release_pages(buf, released, pos)
+                if blocks:
+                    blk = valid_block(buf, arr, pos, stop, f.file_from_offset, f.name, size, check_crc)
+                    if blk is not None:
+                        yield blk
+                        pos = blk.next_pos
+                        size = min(size * 2, MAX_BLOCK)
+                        continue
                 c = check_message(buf, pos, limit, f.file_from_offset, check_crc, force)
                 if c.status is Status.VALID:
                     yield c.message

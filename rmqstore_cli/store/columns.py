@@ -1,0 +1,163 @@
+"""Blocks of valid commit-log records, decoded as columns.
+
+``CommitLog#checkMessageAndReturnSize`` judges one record at a time; a reader that wants
+every field of millions of records (dump, export, the engine's full decode) pays the
+Python cost of one call, one tuple and one object per record. A :class:`MessageBlock`
+holds the records that the per-record check would call VALID as numpy columns instead
+(positions from the walk, fields from :class:`~rmqstore_cli.store.batch.RecordBatch`,
+PROPERTIES from :class:`~rmqstore_cli.store.batch.Properties`). Only records that are
+valid by a test that implies the per-record verdict enter a block; anything else (the
+BLANK record, a bad magic, a size mismatch, a CRC failure, a record the vector test is
+unsure of) is left to :func:`~rmqstore_cli.store.commitlog.check_message`, which stays the
+one source of verdicts and reasons. :meth:`MessageBlock.messages` gives the same
+``Message`` objects as the per-record scan (tested field for field).
+"""
+from __future__ import annotations
+
+import struct
+from functools import cached_property
+
+import numpy as np
+
+from rmqstore_cli.formats.commitlog import HEAD_SIZE
+from rmqstore_cli.formats.commitlog import MessageHead
+from rmqstore_cli.formats.derive import field_offset
+from rmqstore_cli.store.batch import Properties, RecordBatch, body_crcs, walk_records
+from rmqstore_cli.store.message import Message
+
+MAX_BLOCK = 8192
+_FLAG_AT = field_offset(MessageHead, "flag")
+_BORN_TS_AT = field_offset(MessageHead, "born_timestamp")
+
+
+class MessageBlock:
+    """Consecutive VALID records of one commit-log file, as columns (positions in the file)."""
+
+    def __init__(self, buf, a: np.ndarray, rb: RecordBatch, file_from: int, file_name: str):
+        self.buf, self.a, self.rb = buf, a, rb
+        self.file_from, self.file_name = file_from, file_name
+        self.n = int(rb.pos.size)
+
+    @property
+    def pos(self) -> np.ndarray:
+        return self.rb.pos
+
+    @property
+    def next_pos(self) -> int:
+        """The position right after the block's last record."""
+        return int(self.rb.pos[-1] + self.rb.total[-1])
+
+    @property
+    def offsets(self) -> np.ndarray:
+        """Where each record lies in the log (``fileFromOffset`` + position)."""
+        return self.rb.pos + self.file_from
+
+    # ------------------------------------------------------------- fixed fields
+    @cached_property
+    def flag(self) -> np.ndarray:
+        return self.rb.field("", 4, ">i4", self.rb.pos + _FLAG_AT).astype(np.int64)
+
+    @cached_property
+    def born_timestamp(self) -> np.ndarray:
+        return self.rb.field("", 8, ">i8", self.rb.pos + _BORN_TS_AT)
+
+    @cached_property
+    def store_timestamp(self) -> np.ndarray:
+        return self.rb.store_timestamp
+
+    @cached_property
+    def reconsume_times(self) -> np.ndarray:
+        return self.rb.field("", 4, ">i4", self.rb.body_len_at - 12).astype(np.int64)
+
+    @cached_property
+    def prepared_transaction_offset(self) -> np.ndarray:
+        return self.rb.field("", 8, ">i8", self.rb.body_len_at - 8)
+
+    def host(self, which: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(address position, address length 4 or 16, port) of the born or store hosts."""
+        rb = self.rb
+        at, size = (rb.pos + HEAD_SIZE, rb.born_host_len) if which == "born" else (rb.store_ts_at + 8, rb.store_host_len)
+        return at, size - 4, rb.field("", 4, ">i4", at + size - 4).astype(np.int64)
+
+    @cached_property
+    def topics(self) -> tuple[list[bytes], np.ndarray]:
+        """(distinct TOPIC bytes, index of each record's topic in that list): rows of topic
+        bytes (and the length) grouped exactly by numpy, as opaque byte strings."""
+        rb, a = self.rb, self.a
+        tl = rb.topic_len
+        width = int(tl.max())
+        if width <= 256:
+            cols = np.arange(width)
+            rows = np.where(cols < tl[:, None], a[np.minimum(rb.topic_at[:, None] + cols, a.size - 1)], 0)
+            rows = np.ascontiguousarray(rows.astype(np.uint8))
+            key = np.ascontiguousarray(np.c_[rows, tl.astype(">u2").view(np.uint8).reshape(-1, 2)])
+            _, first, inv = np.unique(key.view(f"V{key.shape[1]}").ravel(), return_index=True,
+                                      return_inverse=True)
+            at, ln = rb.topic_at[first].tolist(), tl[first].tolist()
+            return [bytes(self.buf[x:x + n]) for x, n in zip(at, ln)], inv.ravel()
+        names: dict[bytes, int] = {}
+        ids = [names.setdefault(bytes(self.buf[x:x + n]), len(names))
+               for x, n in zip(rb.topic_at.tolist(), tl.tolist())]
+        return list(names), np.asarray(ids, dtype=np.int64)
+
+    @cached_property
+    def properties(self) -> Properties:
+        rb = self.rb
+        return Properties(self.a, rb.props_at, rb.props_len, self.buf)
+
+    # ------------------------------------------------------------- objects
+    def messages(self, idx: np.ndarray | None = None) -> list[Message]:
+        """The records (or those at ``idx``) as the per-record scan gives them."""
+        rb, buf = (self.rb if idx is None else self.rb.take(idx)), self.buf
+        bh, sh = rb.born_host_len.tolist(), rb.store_host_len.tolist()
+        ts_at = rb.store_ts_at.tolist()
+        body_at, body_end = rb.body_at.tolist(), (rb.body_at + rb.body_len).tolist()
+        t_at, t_end = rb.topic_at.tolist(), (rb.topic_at + rb.topic_len).tolist()
+        p_at, p_end = rb.props_at.tolist(), (rb.props_at + rb.props_len).tolist()
+        born_at = (rb.pos + HEAD_SIZE).tolist()
+        out = []
+        unpack = struct.unpack_from
+        sub = (lambda c: c) if idx is None else (lambda c: c[idx])
+        for (i, phy, total, magic, crc, qid, flag, qoff, sf, bts, sts, rc, pto, off) in zip(
+                range(rb.pos.size), rb.physical_offset.tolist(), rb.total.tolist(), rb.magic.tolist(),
+                rb.body_crc.tolist(), rb.queue_id.tolist(), sub(self.flag).tolist(), rb.queue_offset.tolist(),
+                rb.sys_flag.tolist(), sub(self.born_timestamp).tolist(), rb.store_timestamp.tolist(),
+                sub(self.reconsume_times).tolist(), sub(self.prepared_transaction_offset).tolist(),
+                (rb.pos + self.file_from).tolist()):
+            b, s = born_at[i], ts_at[i] + 8
+            bl, sl = bh[i] - 4, sh[i] - 4
+            out.append(Message(
+                phy, total, magic, crc, qid, flag, qoff, sf, bts, bytes(buf[b:b + bl]), unpack(">i", buf, b + bl)[0],
+                sts, bytes(buf[s:s + sl]), unpack(">i", buf, s + sl)[0], rc, pto,
+                bytes(buf[body_at[i]:body_end[i]]), bytes(buf[t_at[i]:t_end[i]]), bytes(buf[p_at[i]:p_end[i]]), off))
+        return out
+
+
+def valid_block(buf, a: np.ndarray, pos: int, stop: int, file_from: int, file_name: str, max_n: int,
+                check_crc: bool) -> MessageBlock | None:
+    """The longest run of records from ``pos`` that ``check_message`` would call VALID,
+    judged by a test that implies its verdict: magic V1/V2, non-negative BODY, TOPIC and
+    PROPERTIES lengths adding up to TOTALSIZE (``calMsgLength``) inside the file, and the
+    body CRC when asked. None when the record at ``pos`` is not such a record."""
+    starts = walk_records(buf, pos, len(buf), max_n, a=a).starts
+    if starts.size and starts[-1] >= stop:
+        starts = starts[:np.searchsorted(starts, stop)]
+    if not starts.size:
+        return None
+    rb = RecordBatch(a, starts)
+    ok = (rb.body_len >= 0) & (rb.topic_len >= 0) & (rb.props_len >= 0) & (rb.expected == rb.total)
+    if check_crc and ok.any():
+        crc = body_crcs(buf, rb.body_at, np.maximum(rb.body_len, 0))
+        ok &= (crc == rb.body_crc) | (rb.body_len == 0)
+    bad = np.flatnonzero(~ok)
+    cut = int(bad[0]) if bad.size else rb.pos.size
+    if cut == 0:
+        return None
+    return MessageBlock(buf, a, rb.head(cut) if cut < rb.pos.size else rb, file_from, file_name)
+
+
+def file_array(buf) -> np.ndarray:
+    """The file's bytes as a uint8 array (a view, never a copy)."""
+    return np.frombuffer(buf, dtype=np.uint8) if len(buf) else np.empty(0, np.uint8)
+
+

@@ -1,0 +1,164 @@
+"""The columnar reading path: CommitLog.scan_blocks / MessageBlock (store/columns.py) and the
+block JSON renderer (jsonblock.py) against the per-record reference (check_message,
+message_dict + to_json_bytes), record for record, on real-broker stores, generated ones
+and records built to trip every shortcut the columnar path takes."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from rmqstore_cli.formats.commitlog import BORNHOST_V6_FLAG, MAGIC_V2, STOREHOSTADDRESS_V6_FLAG
+from rmqstore_cli.jsonblock import block_lines
+from rmqstore_cli.render import message_dict, to_json_bytes
+from rmqstore_cli.store.columns import MessageBlock
+from rmqstore_cli.store.commitlog import AppendSpec, CommitLog
+from rmqstore_cli.store.config import StoreConfig
+
+from conftest import cli, fixture_dir
+
+PLAIN = b"KEYS\x01k1 k2\x02TAGS\x01T\x02UNIQ_KEY\x01AC100A0748FF5FFD2B276CDD6C4D0000\x02"
+TRICKY = [
+    b"A\x01x\x01y\x02junk",  # a value holding \x01, then a pair without one
+    b"KEYS\x01a  b\x02UNIQ_KEY\x01X",  # an empty KEYS word
+    b"KEYS\x01 a\x02", b"KEYS\x01a \x02",
+    b"TAGS\x01x\x02TAGS\x01y",  # a name twice: the last value wins, the first place stays
+    b"TAGS\x01\x02KEYS\x01k",  # an empty value is dropped
+    b"\x01v\x02K\x01v",  # an empty name
+    b'Q\x01say "hi" \\ back\x02',
+    b"N\x01tab\there\x02", b"K\x01nul\x00x\x02", b"K\x01del\x7f\x02",
+    "K\x01café 中文 ключ\x02".encode(),  # valid non-ASCII passes through raw
+    b"K\x01bad\xff\x02",  # invalid UTF-8
+    "K\x01line\u2028sep\x02".encode(), "K\x01c1\u0085\x02".encode(), "K\x01bidi\u202e\x02".encode(),
+    b"", b"K\x01v\x02\x02", b"\x02", b"\x01",
+    b"KEYS\x01k1 k2\x02TAGS\x01T",  # 4.9.x: no separator after the last pair
+    b"TAGS\x01\xe4\xb8\xad\x02KEYS\x01\xe4\xb8\xad\xe6\x96\x87 x\x02",
+]
+TOPICS = ["OrderTopic", 'Quote"Topic', "Back\\slash", "Esc\x1b[31mTopic", "Ünïcode", "T" * 200, "bad\udcffutf8"]
+
+
+def _spec(topic: str, i: int, props: bytes, v6: bool = False) -> AppendSpec:
+    sys_flag = (BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG) if v6 else 0
+    born = (bytes(range(16)), 40000 + i) if v6 else (bytes([172, 16, i % 3, 9]), 50000 + i % 5)
+    store = (bytes([0x20, 1, 0xD, 0xB8] + [0] * 11 + [1]), 10911) if v6 else (b"\x0a\x00\x00\x05", 10911)
+    return AppendSpec(topic, i % 3, b"body-%d" % i * (i % 4), props, 1_767_225_600_000 + i * 7,
+                      1_767_225_600_000 + i, born, store, flag=i % 2, sys_flag=sys_flag, reconsume_times=i % 3,
+                      prepared_transaction_offset=i * 11 % 5, raw_properties=True,
+                      magic=MAGIC_V2 if len(topic.encode("utf-8", "surrogatepass")) > 127 else None)
+
+
+@pytest.fixture(scope="module")
+def tricky_store(tmp_path_factory):
+    """Every tricky record between plain ones, so a shifted column would show on its neighbours."""
+    root = tmp_path_factory.mktemp("tricky") / "store"
+    cl = CommitLog(StoreConfig.load(root, None, mapped_file_size_commit_log=1 << 20), writable=True)
+    cl.open_for_append()
+    i = 0
+    for props in TRICKY:
+        for spec in (_spec("OrderTopic", i, PLAIN), _spec("OrderTopic", i + 1, props), _spec("OrderTopic", i + 2, PLAIN)):
+            cl.append(spec)
+        i += 3
+    for j, topic in enumerate(TOPICS):
+        cl.append(_spec(topic, i + j, PLAIN))
+        cl.append(_spec("OrderTopic", i + j, PLAIN, v6=j % 2 == 0))
+    for j in range(300):  # enough plain records for distinct-value tables
+        cl.append(_spec(("OrderTopic", "T" * 200)[j % 2], j, PLAIN, v6=j % 17 == 0))
+    cl.close()
+    return root
+
+
+def _blocks(root, **kw):
+    cl = CommitLog(StoreConfig.load(root, None))
+    return cl, [x for x in cl.scan_blocks(every_file=True, **kw)]
+
+
+def _reference(blk: MessageBlock, take, body: str, properties: bool) -> bytes:
+    return b"".join(to_json_bytes(message_dict(m, body, properties, blk.file_name)) + b"\n"
+                    for m in blk.messages(np.asarray(take)))
+
+
+def _stores(tricky_store, small_store):
+    return [fixture_dir("4.9.7") / "store", fixture_dir("5.3.3") / "store", tricky_store, small_store]
+
+
+def test_blocks_give_the_per_record_scan(tricky_store, small_store):
+    """scan_blocks: the same records, stops and end as the per-record scan."""
+    for root in _stores(tricky_store, small_store):
+        cl = CommitLog(StoreConfig.load(root, None))
+        ref = list(cl.scan(include_blank=True, every_file=True))
+        ref_end, ref_stops = cl.end, cl.stops
+        got = []
+        n_blocks = 0
+        for x in cl.scan_blocks(include_blank=True, every_file=True):
+            if isinstance(x, MessageBlock):
+                n_blocks += 1
+                got.extend(x.messages())
+            else:
+                got.append(x)
+        assert got == ref and cl.end == ref_end and cl.stops == ref_stops, root
+        assert n_blocks > 0
+
+
+@pytest.mark.parametrize("body", ["none", "base64", "hex"])
+@pytest.mark.parametrize("properties", [True, False])
+def test_block_json_equals_message_dict(tricky_store, small_store, body, properties):
+    for root in _stores(tricky_store, small_store):
+        _, items = _blocks(root)
+        for blk in (x for x in items if isinstance(x, MessageBlock)):
+            every = np.arange(blk.n)
+            assert block_lines(blk, every, body, properties).encode("latin-1") == \
+                _reference(blk, every, body, properties), root
+            some = every[::3]  # a selection (filters, --limit)
+            assert block_lines(blk, some, body, properties).encode("latin-1") == \
+                _reference(blk, some, body, properties)
+
+
+def test_tricky_records_all_decode_and_are_escaped(tricky_store):
+    """The renderer's output is JSON, one object per record, with nothing raw a terminal acts on."""
+    _, items = _blocks(tricky_store)
+    text = "".join(block_lines(b, np.arange(b.n)) for b in items if isinstance(b, MessageBlock))
+    raw = text.encode("latin-1")
+    assert b"\x1b" not in raw and b"\x00" not in raw and b"\x7f" not in raw
+    assert "\u2028".encode() not in raw and "\u202e".encode() not in raw
+    records = [json.loads(x) for x in raw.decode("utf-8").splitlines()]
+    dup = next(r for r in records if r["properties_string"] == "TAGS\u0001x\u0002TAGS\u0001y")
+    assert dup["properties"] == {"TAGS": "y"} and dup["tags"] == "y"
+    assert next(r for r in records if r["properties_string"].startswith("KEYS\u0001a  b"))["keys"] == ["a", "b"]
+
+
+@pytest.mark.parametrize("args", [(), ("--body", "base64"), ("--topic", "OrderTopic", "--limit", "50"),
+                                  ("--queue-id", "1", "--no-properties"), ("--from-offset", "0", "--limit", "7")])
+def test_dump_commitlog_jsonl_is_the_reference(tricky_store, args):
+    """The command's columnar output equals one message_dict per record of the per-record scan."""
+    cl = CommitLog(StoreConfig.load(tricky_store, None))
+    body = args[args.index("--body") + 1] if "--body" in args else "none"
+    props = "--no-properties" not in args
+    want = []
+    for m in cl.scan(every_file=True):
+        if "--topic" in args and m.topic != "OrderTopic" or "--queue-id" in args and m.queue_id != 1:
+            continue
+        want.append(to_json_bytes(message_dict(m, body, props, "00000000000000000000")).decode())
+    if "--limit" in args:
+        want = want[:int(args[args.index("--limit") + 1])]
+    r = cli("dump-commitlog", "--store", tricky_store, "--format", "jsonl", *args)
+    assert r.exit_code == 0, r.stderr
+    assert r.stdout.splitlines() == want
+    j = cli("dump-commitlog", "--store", tricky_store, "--format", "json", *args)
+    assert json.loads(j.stdout) == [json.loads(x) for x in want]
+
+
+def test_only_records_that_need_it_take_the_reference_path(tricky_store, monkeypatch):
+    """The shortcuts are used: plain records (IPv4 or IPv6, V1 or V2) reach message_dict
+    only for a topic that needs escapes; each tricky one either does or renders identically
+    (tested above)."""
+    import rmqstore_cli.jsonblock as jb
+
+    calls = []
+    real = jb.message_dict
+    monkeypatch.setattr(jb, "message_dict", lambda m, *a: calls.append(m.properties_bytes) or real(m, *a))
+    _, items = _blocks(tricky_store)
+    n = sum(len(block_lines(b, np.arange(b.n))) > 0 and b.n for b in items if isinstance(b, MessageBlock))
+    assert n > 3 * len(TRICKY) + 300
+    assert calls.count(PLAIN) == 5  # only the topics that need escapes or are not ASCII
+    assert 10 <= len(calls) <= len(TRICKY) + len(TOPICS)
