@@ -49,7 +49,7 @@ from rmqstore_cli.store.checkpoint import StoreCheckpoint
 from rmqstore_cli.store.commitlog import CommitLog, ScanEnd, Status, check_message, is_clean_end
 from rmqstore_cli.store.config import StoreConfig
 from rmqstore_cli.store.dispatch import Dispatcher
-from rmqstore_cli.store.batch import body_crcs, release_pages
+from rmqstore_cli.store.batch import body_crcs, release_pages, walk_records
 from rmqstore_cli.store.fastdispatch import FastDispatcher, release_index
 from rmqstore_cli.store.lock import StoreLock, abort_exists, refuse_if_live
 from rmqstore_cli.store.mapped_files import MappedFile, fsync_dir
@@ -123,22 +123,7 @@ def recovery_start(files: list[MappedFile], abort: bool, checkpoint: StoreCheckp
     return 0
 
 
-def _walk(buf, pos: int, limit: int, max_n: int) -> tuple[list[int], int, str | None]:
-    """Record starts from ``pos``: stops at BLANK ('blank'), at bytes that cannot start a
-    record ('invalid'), or after ``max_n`` records (None)."""
-    out: list[int] = []
-    unpack = _PREFIX.unpack_from
-    while len(out) < max_n:
-        if limit - pos < 8:
-            return out, pos, "invalid"
-        total, magic = unpack(buf, pos)
-        if magic == MAGIC_BLANK:
-            return out, pos, "blank"
-        if (magic != MAGIC_V1 and magic != MAGIC_V2) or total < HEAD_SIZE or total > limit - pos:
-            return out, pos, "invalid"
-        out.append(pos)
-        pos += total
-    return out, pos, None
+_STOP = {None: None, "blank": "blank"}  # walk_records' stop kinds; the rest cannot start a record
 
 
 def dispatch_file_records(fd: FastDispatcher, f, recovering: bool, check_crc: bool, force_prop_crc: bool,
@@ -151,10 +136,10 @@ def dispatch_file_records(fd: FastDispatcher, f, recovering: bool, check_crc: bo
     a = np.frombuffer(buf, dtype=np.uint8) if limit else np.empty(0, np.uint8)
     pos = 0
     while True:
-        starts, end_pos, why = _walk(buf, pos, limit, batch)
-        cut = len(starts)
-        if starts:
-            P = np.asarray(starts, dtype=np.int64)
+        P, end_pos, why = walk_records(buf, pos, limit, batch, HEAD_SIZE, a)
+        why = _STOP.get(why, "invalid")
+        cut = len(P)
+        if cut:
             fields = fd.fields(a, P)
             cut = fd.layout(a, P, fields, limit)
             mism = fields["mismatch"][:cut]
@@ -169,13 +154,13 @@ def dispatch_file_records(fd: FastDispatcher, f, recovering: bool, check_crc: bo
                 take = np.arange(cut)
             else:
                 take = np.flatnonzero(~mism)
-                for j in np.flatnonzero(mism).tolist():
-                    c = check_message(buf, starts[j], limit, f.file_from_offset)
-                    skipped.append(Skipped(f.file_from_offset + starts[j], c.size, f.name, c.reason))
+                for p in P[np.flatnonzero(mism)].tolist():
+                    c = check_message(buf, p, limit, f.file_from_offset)
+                    skipped.append(Skipped(f.file_from_offset + p, c.size, f.name, c.reason))
             d_stop = fd.dispatch(buf, a, P, fields, take)
             if d_stop is not None:
                 cut = d_stop
-            stop_at = starts[cut] if cut < len(starts) else None
+            stop_at = int(P[cut]) if cut < len(P) else None
             release_pages(buf, pos, stop_at if stop_at is not None else end_pos)
             if after_block:
                 after_block(end_pos)
