@@ -16,27 +16,66 @@ MAX_FINDINGS = 1000
 
 
 def session(master: str = "local[*]", conf: list[str] | None = None, verbose: bool = False):
-    """A SparkSession; embedded (``local[*]``) needs only the ``spark`` extra and a JDK."""
+    """A SparkSession; embedded (``local[*]``) needs only the ``spark`` extra and a JDK.
+
+    Unless ``verbose``, Spark is quiet: its log4j output goes through our configuration
+    (errors only), and what the JVM itself prints on stderr (launcher warnings) is dropped."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    b = SparkSession.builder.appName("rmqstore").master(master)
-    b = b.config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-    b = b.config("spark.sql.sources.partitionOverwriteMode", "static")
+    settings = [("spark.ui.enabled", "false"), ("spark.ui.showConsoleProgress", "false"),
+                ("spark.sql.sources.partitionOverwriteMode", "static")]
     if not verbose:
         quiet = f"-Dlog4j2.configurationFile={Path(__file__).with_name('log4j2.properties')}"
-        b = b.config("spark.driver.extraJavaOptions", quiet).config("spark.executor.extraJavaOptions", quiet)
+        settings += [("spark.driver.extraJavaOptions", quiet), ("spark.executor.extraJavaOptions", quiet)]
     for kv in conf or []:
         k, sep, v = kv.partition("=")
         if not sep or not k:
             from rmqstore_cli.errors import UsageError
 
             raise UsageError(f"--spark-conf {kv!r} is not KEY=VALUE")
+        settings.append((k, v))
+    if not verbose:
+        _quiet_gateway(master, settings)
+    b = SparkSession.builder.appName("rmqstore").master(master)
+    for k, v in settings:
         b = b.config(k, v)
     s = b.getOrCreate()
     s.sparkContext.setLogLevel("INFO" if verbose else "ERROR")
     return s
+
+
+def _quiet_gateway(master: str, settings: list[tuple[str, str]]) -> None:
+    """Start the JVM as PySpark would, with its stderr on a pipe that a thread drains (the JVM
+    launcher's own warnings, e.g. about incubator modules, cannot be configured away)."""
+    import threading
+
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    if SparkContext._gateway is not None:
+        return
+    c = SparkConf(loadDefaults=False).setMaster(master).setAppName("rmqstore")
+    for k, v in settings:
+        c.set(k, v)
+    r, w = os.pipe()
+    try:
+        gateway = launch_gateway(c, popen_kwargs={"stderr": w})
+    except Exception as e:  # the JVM died: its own words say why (bad master URL, no JDK, …)
+        os.close(w)
+        with os.fdopen(r, "rb") as fh:
+            said = fh.read().decode("utf-8", "replace").strip()
+        raise RuntimeError(f"{e}\n{said}") from None
+    os.close(w)
+
+    def drain():
+        with os.fdopen(r, "rb", buffering=0) as fh:
+            while fh.read(65536):
+                pass
+
+    threading.Thread(target=drain, name="spark-stderr", daemon=True).start()
+    SparkContext._ensure_initialized(gateway=gateway)
 
 
 class _ListParam:
