@@ -63,6 +63,37 @@ def _row_weights(width: int) -> np.ndarray:
     return w
 
 
+class BatchKeys:
+    """The index keys of a block in ``IndexService#buildIndex`` order (per record its
+    UNIQ_KEY, then its KEYS words) as byte ranges ``[a, b)`` of the block's PROPERTIES
+    bytes ``cat``, with their index hashes (``topic#key``; None when no index is built)
+    computed once for the block. A sequence of ``bytes``: a key's bytes are made only
+    when asked for (the per-key paths)."""
+
+    def __init__(self, cat: np.ndarray, a: np.ndarray, b: np.ndarray, hashes: np.ndarray | None):
+        self.cat, self.a, self.b, self.hashes = cat, a, b, hashes
+        self._raw: bytes | None = None
+
+    def _bytes(self) -> bytes:
+        if self._raw is None:
+            self._raw = self.cat.tobytes()
+        return self._raw
+
+    def __len__(self) -> int:
+        return len(self.a)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            out = BatchKeys(self.cat, self.a[i], self.b[i], None if self.hashes is None else self.hashes[i])
+            out._raw = self._raw
+            return out
+        return self._bytes()[int(self.a[i]):int(self.b[i])]
+
+    def __iter__(self):
+        raw = self._bytes()
+        return iter([raw[x:y] for x, y in zip(self.a.tolist(), self.b.tolist())])
+
+
 @dataclass
 class Topic:
     id: int
@@ -139,16 +170,16 @@ class FastDispatcher:
         d = self.d
         delay_table = d.delay_table
         max_level = max(delay_table) if delay_table else 0
-        tl = f["topic_len"][take].tolist()
-        ta = f["topic_at"][take].tolist()
-        pl = f["props_len"][take].tolist()
-        pa = f["props_at"][take].tolist()
+        tl = f["topic_len"][take]
+        ta = f["topic_at"][take]
+        pl = f["props_len"][take]
+        pa = f["props_at"][take]
         sysf = f["sys_flag"][take]
         store_ts = gather(a, f["store_ts_at"][take], 8, ">i8")
         rollback = (sysf & TRANSACTION_MASK) == TRANSACTION_ROLLBACK_TYPE
         ex = self._extract_fast(buf, a, ta, tl, pa, pl, rollback)
         if ex is None:
-            ex = self._extract_slow(buf, ta, tl, pa, pl, rollback.tolist())
+            ex = self._extract_slow(buf, ta.tolist(), tl.tolist(), pa.tolist(), pl.tolist(), rollback.tolist())
         tids_a, tags_code, key_list, key_owner_a, delay_fix = ex
         key_owner = key_owner_a
         stop = None
@@ -166,7 +197,7 @@ class FastDispatcher:
         m = len(tl) if stop is None else stop
         if stop is not None:
             nk = int(np.searchsorted(key_owner, stop)) if len(key_owner) else 0
-            del key_list[nk:]
+            key_list = key_list[:nk]
             key_owner = key_owner[:nk]
         if m == 0:
             return None if stop is None else int(take[stop])
@@ -257,23 +288,39 @@ class FastDispatcher:
         """:meth:`_extract_slow` for a whole block: the block's PROPERTIES parsed at once by
         :class:`~rmqstore_cli.store.batch.Properties` (the parser's rules: last non-empty pair
         of a name wins); None when topics need the per-record path."""
-        ta_a, tl_a = np.asarray(ta, dtype=np.int64), np.asarray(tl, dtype=np.int64)
-        tids = self._topic_ids(buf, a, ta_a, tl_a)
+        tids = self._topic_ids(buf, a, ta, tl)
         if tids is None:
             return None
-        pr = Properties(a, np.asarray(pa, dtype=np.int64), np.maximum(np.asarray(pl, dtype=np.int64), 0), buf)
-        raw = pr.cat.tobytes() if pr.tot else b""
+        pr = Properties(a, pa, np.maximum(pl, 0), buf)
         delay_fix = []
         sch = np.fromiter((t.schedule for t in self.topic_list), dtype=bool, count=len(self.topic_list))
         if sch[tids].any():
+            raw = pr.cat.tobytes()
             o, x, y = pr.value(b"DELAY\x01")
             keep = sch[tids[o]]
             delay_fix = [(i, raw[u:v].decode("utf-8", "replace"))
                          for i, u, v in zip(o[keep].tolist(), x[keep].tolist(), y[keep].tolist())]
         owner, ka, kb = pr.key_ranges(~rollback)
         order = np.argsort(owner, kind="stable")  # per record: UNIQ_KEY, then the KEYS words
-        keys = [raw[u:v] for u, v in zip(ka[order].tolist(), kb[order].tolist())]
-        return tids, pr.tags_code, keys, owner[order], delay_fix
+        owner, ka, kb = owner[order], ka[order], kb[order]
+        hashes = None
+        if self.d.index is not None and not self.dry and owner.size:
+            h = pr.hash_ranges(ka, kb)
+            lens = kb - ka
+            na = pr.non_ascii(ka, kb)
+            if na.size:  # hashCode runs over UTF-16 code units, not the UTF-8 bytes: re-hash those keys
+                raw = pr.cat.tobytes()
+                h[na], lens[na] = java_hashes([raw[x:y] for x, y in zip(ka[na].tolist(), kb[na].tolist())])
+            hashes = index_hash(concat_hashes(self._prefix_hashes()[tids[owner]], lens, h))  # "topic#" + key
+        return tids, pr.tags_code, BatchKeys(pr.cat, ka, kb, hashes), owner, delay_fix
+
+    def _prefix_hashes(self) -> np.ndarray:
+        """hashCode of ``topic + "#"`` (uint32) per topic id."""
+        pfx = getattr(self, "_pfx", None)
+        if pfx is None or pfx.size != len(self.topic_list):
+            pfx = self._pfx = np.fromiter((t.prefix_hash for t in self.topic_list), dtype=np.uint32,
+                                          count=len(self.topic_list))
+        return pfx
 
     def _consume_queues(self, idx, tids, qid, phy, size, tags_code, qoff) -> None:
         if not len(idx):
@@ -302,9 +349,10 @@ class FastDispatcher:
     def _index(self, key_list, owner, tid, phy, store_ts) -> None:
         d = self.d
         svc = d.index
-        kh, klen = java_hashes(key_list)
-        pfx = np.fromiter((t.prefix_hash for t in self.topic_list), dtype=np.uint32, count=len(self.topic_list))
-        hs = index_hash(concat_hashes(pfx[tid], klen, kh))  # hashCode("topic#" + key)
+        hs = getattr(key_list, "hashes", None)  # BatchKeys from the block path: hashed already
+        if hs is None:
+            kh, klen = java_hashes(list(key_list))
+            hs = index_hash(concat_hashes(self._prefix_hashes()[tid], klen, kh))  # hashCode("topic#" + key)
         kphy = phy[owner]
         kts = store_ts[owner]
         # IndexService#buildIndex skips a record below the last file's endPhyOffset: in
