@@ -39,7 +39,6 @@ from rmqstore_cli.errors import StoreError, UsageError
 from rmqstore_cli.formats.commitlog import (
     BORNHOST_V6_FLAG,
     HEAD_SIZE,
-    MAGIC_BLANK,
     MAGIC_V1,
     MAGIC_V2,
     HostV4,

@@ -68,9 +68,9 @@ from rmqstore_cli.store.batch import (
     Properties,
     RecordBatch,
     body_crcs,
-    gather,
     pick_property,
     props_well_formed,
+    walk_records,
 )
 from rmqstore_cli.store.batch import Properties as _Props, index_hashes  # noqa: F401  (tests import them here)
 from rmqstore_cli.store.commitlog import Status, check_message
@@ -145,8 +145,6 @@ _BATCH = 32768
 _RELEASE_EVERY = 64 << 20
 _BATCH_BYTES = 32 << 20
 _EXT_ADDR_MAX = -(1 << 31) - 1  # ConsumeQueueExt#isExtAddr
-_FAST_WALK_REGION = 16 << 20  # bytes searched per vectorised walk step
-_FAST_WALK_MAX_AVG = 4096  # bigger records: the Python walk is cheaper than scanning their bytes
 _TOPIC_OK_DOT = re.compile(rb"[A-Za-z0-9%|_.\-]+")  # '.' seen in real stores
 _INDEX_NAME = re.compile(r"\d{17}")
 
@@ -618,7 +616,9 @@ class Verifier:
         raw = np.frombuffer(f.mm, np.uint32, count=S, offset=INDEX_HEADER_SIZE)  # zero test needs no byte swap
         used_at = None
         if f.phy.size:  # the used slots should be exactly those of the entries' hashes: check that
-            expect = np.unique(f.hash[f.hash >= 0] % S)
+            mark = np.zeros(S, bool)  # np.unique of the slots, without its sort or hash table
+            mark[f.hash[f.hash >= 0] % S] = True
+            expect = np.flatnonzero(mark)
             if np.count_nonzero(raw) == expect.size and raw[expect].all():
                 used_at = expect
         if used_at is None:
@@ -766,65 +766,27 @@ class Verifier:
         unpack = _PREFIX_UNPACK
         pos = 0
         first_rec = None
-        walked = [0, 0]  # records, bytes: small records take the vectorised walk
+        walked = [0, 0]  # records, bytes: batches of about _BATCH_BYTES after a first probe
         released = 0
         while True:
             if pos - released >= _RELEASE_EVERY:  # memory stays flat however big the store
                 released = release_pages(buf, released, pos)
-            positions: list[int] | np.ndarray = []
-            kind = "eof"
-            cap = _BATCH
-            if walked[0] >= 64 and walked[1] < walked[0] * _FAST_WALK_MAX_AVG:
-                chain, nxt = self._chain(arr, pos, limit, base)
-                if chain.size:
-                    walked[0] += chain.size
-                    walked[1] += nxt - pos
-                    bad = self._check_batch(buf, arr, chain, base, rel, limit)
-                    if first_rec is None:
-                        first_rec = int(chain[0])
-                    if bad is not None:
-                        pos = self._resync(buf, limit, base, rel, *bad)
-                        if pos is None:
-                            break
-                        continue
-                    pos = nxt
-                    if chain.size > 64:
-                        continue
-                cap = 256  # past the break in the chain, then back to the vectorised walk
-            else:  # a first probe of 64 records, then batches of about _BATCH_BYTES (memory is released)
-                cap = max(64, min(_BATCH, _BATCH_BYTES * walked[0] // max(walked[1], 1))) if walked[0] else 64
-            # walk: TOTALSIZE and MAGICCODE only
-            append = positions.append
-            start_pos = pos
-            while pos + 8 <= limit:
-                total, magic = unpack(buf, pos)
-                if magic == MAGIC_V1 or magic == MAGIC_V2:
-                    if total < _MIN_RECORD or total > limit - pos:
-                        kind = "bad"
-                        break
-                    append(pos)
-                    pos += total
-                    if len(positions) >= cap:
-                        kind = "batch"
-                        break
-                    continue
-                kind = "blank" if magic == MAGIC_BLANK else ("zero" if magic == 0 and total == 0 else "bad")
-                break
-            else:
-                if pos < limit:
-                    kind = "short"
-            walked[0] += len(positions)
-            walked[1] += pos - start_pos
-            if positions:
+            cap = max(64, min(_BATCH, _BATCH_BYTES * walked[0] // max(walked[1], 1))) if walked[0] else 64
+            # walk: TOTALSIZE and MAGICCODE only (batch.walk_records, shared with rebuild-index)
+            positions, nxt, kind = walk_records(buf, pos, limit, cap, _MIN_RECORD, arr)
+            walked[0] += positions.size
+            walked[1] += nxt - pos
+            pos = nxt
+            if positions.size:
                 if first_rec is None:
-                    first_rec = positions[0]
-                bad = self._check_batch(buf, arr, np.array(positions, np.int64), base, rel, limit)
+                    first_rec = int(positions[0])
+                bad = self._check_batch(buf, arr, positions, base, rel, limit)
                 if bad is not None:  # a structural failure inside the batch: resync after it
                     pos = self._resync(buf, limit, base, rel, *bad)
                     if pos is None:
                         break
                     continue
-            if kind == "batch":
+            if kind is None:
                 continue
             if kind == "blank":
                 total = unpack(buf, pos)[0]
@@ -878,33 +840,6 @@ class Verifier:
             f.close()  # later look-ups map it again
         except BufferError:
             pass
-
-    def _chain(self, arr: np.ndarray, pos: int, limit: int, base: int) -> tuple[np.ndarray, int]:
-        """The walk of §7.1 without a Python loop: records tiling from ``pos`` found by their
-        MAGICCODE and anchored by PHYSICALOFFSET == position. Returns the record starts and
-        the end of the last one; stops where the tiling breaks (the Python walk takes over)."""
-        end = min(limit - 8, pos + _FAST_WALK_REGION)
-        if end <= pos:
-            return np.zeros(0, np.int64), pos
-        m = np.flatnonzero(arr[pos + 4:end + 4] == 0xDA) + (pos + 4)
-        m = m[m + 4 <= limit]
-        if not m.size:
-            return np.zeros(0, np.int64), pos
-        last = arr[m + 3]
-        m = m[(arr[m + 1] == 0xA3) & (arr[m + 2] == 0x20) & ((last == 0xA7) | (last == 0xAB))]
-        c = m - 4
-        if not c.size or c[0] != pos:
-            return np.zeros(0, np.int64), pos
-        total = gather(arr, c, 4, ">i4").astype(np.int64)
-        phy = gather(arr, c + _POS_PHY, 8, ">i8")
-        ok = (phy == c + base) & (total >= _MIN_RECORD) & (total <= limit - c)
-        c, total = c[ok], total[ok]
-        if not c.size or c[0] != pos:
-            return np.zeros(0, np.int64), pos
-        nxt = c + total
-        brk = np.flatnonzero(nxt[:-1] != c[1:])
-        k = min(int(brk[0]) if brk.size else c.size - 1, _BATCH - 1)
-        return c[:k + 1], int(nxt[k])
 
     def _check_tail(self, path, arr: np.ndarray, start: int, rel: str, base: int, what: str) -> None:
         if start >= arr.size:
