@@ -24,7 +24,6 @@ import numpy as np
 from rmqstore_cli.formats.commitlog import MAGIC_V2, MessageHead
 from rmqstore_cli.formats.derive import field_offset
 from rmqstore_cli.render import _UNSAFE_UTF8, message_dict, to_json_bytes
-from rmqstore_cli.store.batch import gather
 from rmqstore_cli.store.columns import MessageBlock
 from rmqstore_cli.store.message import format_host
 
@@ -36,13 +35,15 @@ _PLAIN[[0x22, 0x5C]] = False  # '"' and '\\' need escapes
 _PROPS_OK = _PLAIN.copy()
 _PROPS_OK[[1, 2]] = True  # the separators, rewritten below
 _PROPS_OK[0x80:] = True  # UTF-8, validated per block
+_PROPS_OK_BYTES = bytes(np.flatnonzero(_PROPS_OK).tolist())
 _MAX_DISTINCT = 0.25
 
 
-def _ints(col: np.ndarray) -> list[str]:
-    """Decimal text of every value; through a table of distinct values when they are few."""
+def _ints(col: np.ndarray, few: bool = True) -> list[str]:
+    """Decimal text of every value; through a table of distinct values when they may be
+    (``few``) and are few."""
     n = col.size
-    if n > 64:
+    if few and n > 64:
         u, inv = np.unique(col, return_inverse=True)
         if u.size <= n * _MAX_DISTINCT:
             tab = list(map(str, u.tolist()))
@@ -52,9 +53,10 @@ def _ints(col: np.ndarray) -> list[str]:
 
 def _addresses(blk: MessageBlock, at: np.ndarray, size: np.ndarray) -> list[str]:
     """The host part of DESIGN.md's ``ip:port`` (``[v6]`` for IPv6), once per distinct address."""
-    v4 = gather(blk.a, at, 4, ">u4").astype(np.int64)
-    v4[size != 4] = -1 - np.flatnonzero(size != 4)  # each IPv6 row on its own
-    u, first, inv = np.unique(v4, return_index=True, return_inverse=True)
+    a = blk.a
+    rows = np.where(np.arange(16) < size[:, None], a[np.minimum(at[:, None] + np.arange(16), a.size - 1)], 0)
+    key = np.c_[rows.astype(np.uint8), size.astype(np.uint8)]
+    _, first, inv = np.unique(np.ascontiguousarray(key).view("V17").ravel(), return_index=True, return_inverse=True)
     buf = blk.buf
     tab = [format_host(bytes(buf[x:x + n]), 0).rpartition(":")[0] for x, n in zip(at[first].tolist(), size[first].tolist())]
     return list(map(tab.__getitem__, inv.ravel().tolist()))
@@ -78,16 +80,6 @@ def _msg_ids(blk: MessageBlock, t: np.ndarray, store_at: np.ndarray, store_size:
     return out
 
 
-def _split_marked(cat: np.ndarray, mark_at: np.ndarray, insert_at: np.ndarray, one: str, two: str) -> list[str]:
-    """The byte ranges of ``cat`` as Latin-1 strings with \x01 and \x02 replaced by ``one``
-    and ``two``; the bytes at ``mark_at`` and NULs inserted at ``insert_at`` end the ranges."""
-    c = cat.copy()
-    c[c == 0] = 0x3F  # a NUL in the data (such a record is not plain) must not end a range
-    c[mark_at] = 0
-    c = np.insert(c, insert_at, 0)
-    return c.tobytes().decode("latin-1").replace("\x01", one).replace("\x02", two).split("\x00")
-
-
 class _Props:
     """The PROPERTIES of a block as JSON text, and which records can use it."""
 
@@ -95,54 +87,58 @@ class _Props:
         P = blk.properties
         n = blk.n
         self.P = P
-        pl = blk.rb.props_len
-        plain &= pl > 0
+        rb = blk.rb
+        plain &= rb.props_len > 0
         if not P.tot:
             return
         cat = P.cat
         plain[P.suspects()] = False
-        ok = _PROPS_OK[cat]
-        bad = np.flatnonzero(~ok)
-        if bad.size:
+        if cat.tobytes().translate(None, _PROPS_OK_BYTES):  # a byte that needs an escape somewhere
+            bad = np.flatnonzero(~_PROPS_OK[cat])
             plain[np.searchsorted(P.moff, bad, "right") - 1] = False
         if P.hp.size:  # non-ASCII: valid UTF-8 (suspects) that a terminal cannot act on
             for m in _UNSAFE_UTF8.finditer(cat.tobytes()):
                 plain[np.searchsorted(P.moff, m.start(), "right") - 1] = False
-        ones = np.flatnonzero(cat == 1)
-        n_ones = np.bincount(np.searchsorted(P.moff, ones, "right") - 1, minlength=n)
-        n_pairs = np.bincount(P.owner, minlength=n)
-        plain &= n_ones == n_pairs  # one \x01 per pair: none inside a value
-        # no name twice: hashes of the names (a collision only costs the reference path)
-        first1 = ones[np.searchsorted(ones, P.starts).clip(max=max(ones.size - 1, 0))] if ones.size else P.starts
-        h = P.hash_ranges(P.starts, np.minimum(first1, P.end)).astype(np.int64)
-        key = P.owner.astype(np.int64) << 32 | h
-        srt = np.sort(key)
-        dup = srt[1:][srt[1:] == srt[:-1]] >> 32
-        plain[dup] = False
-        ends_sep = (pl > 0) & (cat[np.maximum(P.mend - 1, 0)] == 2)
-        self.objects = _split_marked(cat, P.mend[ends_sep] - 1, P.mend[~ends_sep], '":"', '","')
-        self.strings = _split_marked(cat, np.zeros(0, np.int64), P.mend, "\\u0001", "\\u0002")
-        self.text = cat.tobytes().decode("latin-1")
+        n_ones = np.bincount(np.searchsorted(P.moff, P.ones, "right") - 1, minlength=n)
+        plain &= n_ones == np.bincount(P.owner, minlength=n)  # one \x01 per pair: none inside a value
+        # no name twice: names compared by length and first four bytes (two names alike in
+        # those only cost the reference path)
+        name_len = np.clip(P.first1 - P.starts, 0, 0xFFFF).astype(np.int64)
+        head = P.prefix4.astype(np.int64) >> (8 * np.maximum(4 - name_len, 0))  # a short name's bytes only
+        srt = np.sort(P.owner.astype(np.int64) << 48 | name_len << 32 | head)
+        plain[srt[1:][srt[1:] == srt[:-1]] >> 48] = False
+        # every record's PROPERTIES with a NUL after each: a NUL cannot be in a plain record,
+        # and one in another record is masked so that the pieces stay one per record
+        raw = b"\0".join(map(blk.buf.__getitem__, map(slice, rb.props_at.tolist(),
+                                                       (rb.props_at + rb.props_len).tolist()))) + b"\0"
+        if raw.count(b"\0") != n:
+            c = cat.copy()
+            c[c == 0] = 0x3F
+            raw = np.insert(c, P.mend, 0).tobytes()
+        t = self.text = raw.decode("latin-1")
+        self.strings = t.replace("\x01", "\\u0001").replace("\x02", "\\u0002").split("\x00")
+        self.objects = t.replace("\x02\x00", "\x00").replace("\x01", '":"').replace("\x02", '","').split("\x00")
 
-    def values(self, name: bytes, n: int, quote: bool = True) -> list[str]:
-        """JSON of the last non-empty ``name`` value per record: a string, or null."""
-        out = ["null"] * n
+    def values(self, name: bytes, n: int, fmt: str, absent: str) -> tuple[list[str], np.ndarray]:
+        """``fmt`` of the last non-empty ``name`` value of each record (``absent`` without
+        one), and the records that have one."""
         m, a, b = self.P.value(name)
+        out = [absent] * n
         t = self.text
-        for i, x, y in zip(m.tolist(), a.tolist(), b.tolist()):
-            out[i] = f'"{t[x:y]}"'
-        return out
+        for i, x, y in zip(m.tolist(), (a + m).tolist(), (b + m).tolist()):  # a NUL before each record
+            out[i] = fmt % t[x:y]
+        return out, m
 
     def keys(self, n: int, plain: np.ndarray) -> list[str]:
         """JSON arrays of KEYS words; records with empty words take the reference path."""
-        out = ["[]"] * n
         m, a, b = self.P.value(b"KEYS\x01")
+        out = ["[]"] * n
         t = self.text
-        for i, x, y in zip(m.tolist(), a.tolist(), b.tolist()):
-            v = t[x:y]
-            if v[0] == " " or v[-1] == " " or "  " in v:
+        for i, x, y in zip(m.tolist(), (a + m).tolist(), (b + m).tolist()):
+            k = t[x:y]
+            if k[0] == " " or k[-1] == " " or "  " in k:
                 plain[i] = False
-            out[i] = '["' + v.replace(" ", '","') + '"]'
+            out[i] = '["' + k.replace(" ", '","') + '"]'
         return out
 
 
@@ -171,13 +167,13 @@ def block_lines(blk: MessageBlock, take: np.ndarray, body: str = "none", propert
         cols.append([text] * len(sel))
 
     t = take
-    lit('{"physical_offset":'), col(_ints(rb.physical_offset[t]))
+    lit('{"physical_offset":'), col(_ints(rb.physical_offset[t], few=False))
     lit(',"total_size":'), col(_ints(rb.total[t]))
     lit(',"magic":"'), cols.append(["v2" if m == MAGIC_V2 else "v1" for m in rb.magic[t].tolist()])
-    lit('","body_crc":'), col(_ints(rb.body_crc[t]))
+    lit('","body_crc":'), col(_ints(rb.body_crc[t], few=False))
     lit(',"queue_id":'), col(_ints(rb.queue_id[t]))
     lit(',"flag":'), col(_ints(blk.flag[t]))
-    lit(',"queue_offset":'), col(_ints(rb.queue_offset[t]))
+    lit(',"queue_offset":'), col(_ints(rb.queue_offset[t], few=False))
     lit(',"sys_flag":'), col(_ints(rb.sys_flag[t]))
     lit(',"born_timestamp":'), col(_ints(blk.born_timestamp[t]))
     lit(',"born_host":"'), col(_addresses(blk, born_at[t], born_size[t])), lit(":"), col(_ints(born_port[t]))
@@ -193,8 +189,8 @@ def block_lines(blk: MessageBlock, take: np.ndarray, body: str = "none", propert
     else:
         lit('","tags":')
     if props.P.tot:
-        col(props.values(b"TAGS\x01", n)), lit(',"keys":'), col(keys)
-        lit(',"uniq_key":'), col(props.values(b"UNIQ_KEY\x01", n))
+        col(props.values(b"TAGS\x01", n, '"%s"', "null")[0]), lit(',"keys":'), col(keys)
+        lit(',"uniq_key":'), col(props.values(b"UNIQ_KEY\x01", n, '"%s"', "null")[0])
     else:
         lit("null"), lit(',"keys":[]'), lit(',"uniq_key":null')
     lit(',"msg_id":"'), col(_msg_ids(blk, t, store_at, store_size))

@@ -24,6 +24,8 @@ TRICKY = [
     b"KEYS\x01a  b\x02UNIQ_KEY\x01X",  # an empty KEYS word
     b"KEYS\x01 a\x02", b"KEYS\x01a \x02",
     b"TAGS\x01x\x02TAGS\x01y",  # a name twice: the last value wins, the first place stays
+    b"A\x01x\x02A\x01y\x02", b"AB\x01x\x02AB\x01yy",  # short names twice
+    b"ABCDE\x01x\x02ABCDF\x01y\x02",  # names alike in length and first bytes, not the same
     b"TAGS\x01\x02KEYS\x01k",  # an empty value is dropped
     b"\x01v\x02K\x01v",  # an empty name
     b'Q\x01say "hi" \\ back\x02',

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import struct
 import zlib
+from functools import cached_property
 from typing import NamedTuple
 
 import numpy as np
@@ -397,11 +398,9 @@ class Properties:
     def __init__(self, arr: np.ndarray, ps: np.ndarray, pl: np.ndarray, buf=None):
         n = ps.size
         self.n = n
-        self.tags_code = np.zeros(n, np.int64)
         self._prefix = None
         self._hashes: RangeHashes | None = None
         self.suspect = np.zeros(n, bool)
-        self.prop_crc = np.zeros(n, bool)
         tot = int(pl.sum())
         self.tot = tot
         self.hp = np.zeros(0, np.int64)
@@ -435,19 +434,31 @@ class Properties:
             np.full(starts.size, tot)
         good = (first1 > starts) & (first1 < end - 1)
         self.suspect[owner[~good]] = True
+        self.ones, self.first1 = ones, first1  # every \x01; the first at or after each pair start
         self.hp = np.flatnonzero(cat >= 0x80)  # non-ASCII bytes: UTF-8 to validate, UTF-16 to hash
         if self.hp.size:
             self.non_ascii_msg = np.zeros(n, bool)
             self.non_ascii_msg[np.searchsorted(moff, self.hp, "right") - 1] = True
+
+    @cached_property
+    def tags_code(self) -> np.ndarray:
+        """``tagsString2tagsCode`` of each message's TAGS (0 without one), int64."""
+        out = np.zeros(self.n, np.int64)
         m, a, b = self.value(b"TAGS\x01")
         if m.size:
-            self.tags_code[m] = java_int(self.hash_ranges(a, b))
+            out[m] = java_int(self.hash_ranges(a, b))
             na = self.non_ascii(a, b)
             if na.size:  # hashCode runs over UTF-16 code units, not the UTF-8 bytes
-                raw = cat.tobytes()
-                self.tags_code[m[na]] = java_int(java_hashes([raw[x:y] for x, y in zip(a[na].tolist(),
-                                                                                      b[na].tolist())])[0])
-        self.prop_crc[self.value(CRC_MARK)[0]] = True
+                raw = self.cat.tobytes()
+                out[m[na]] = java_int(java_hashes([raw[x:y] for x, y in zip(a[na].tolist(), b[na].tolist())])[0])
+        return out
+
+    @cached_property
+    def prop_crc(self) -> np.ndarray:
+        """Messages with a ``__CRC32#`` property."""
+        out = np.zeros(self.n, bool)
+        out[self.value(CRC_MARK)[0]] = True
+        return out
 
     def suspects(self) -> np.ndarray:
         """Messages whose properties need a closer look: malformed pairs, or non-ASCII bytes
@@ -476,16 +487,22 @@ class Properties:
             return np.zeros(0, np.int64)
         return np.flatnonzero(np.searchsorted(self.hp, b) > np.searchsorted(self.hp, a))
 
+    @property
+    def prefix4(self) -> np.ndarray:
+        """The first four bytes of every pair as a big-endian uint32 (bytes past the end of
+        all PROPERTIES read as the last byte)."""
+        if self._prefix is None:
+            pos = np.minimum(self.starts[:, None] + np.arange(4), self.tot - 1)
+            self._prefix = np.ascontiguousarray(self.cat[pos]).view(">u4").ravel()
+        return self._prefix
+
     def value(self, name: bytes):
         """(message index, value start, value end) of the last non-empty pair ``name`` per message."""
         if not self.tot:
             z = np.zeros(0, np.int64)
             return z, z, z
         L = len(name)
-        if self._prefix is None:
-            pos = np.minimum(self.starts[:, None] + np.arange(4), self.tot - 1)
-            self._prefix = np.ascontiguousarray(self.cat[pos]).view(">u4").ravel()
-        m = np.flatnonzero((self._prefix == int.from_bytes(name[:4], "big")) & (self.starts + L < self.end))
+        m = np.flatnonzero((self.prefix4 == int.from_bytes(name[:4], "big")) & (self.starts + L < self.end))
         if m.size and L > 4:
             pos = np.minimum(self.starts[m][:, None] + np.arange(4, L), self.tot - 1)
             m = m[(self.cat[pos] == np.frombuffer(name[4:], np.uint8)).all(1)]
