@@ -1,80 +1,271 @@
-"""Local engine vs Spark local[N] on one store: rebuild-index and export.
+"""Local engine vs Spark local[N] on one multi-GB store: rebuild-index, verify and export.
 
-Usage: python bench/bench_pipeline.py [--messages N] [--body BYTES] [--workers 2] [--dir DIR]
+Usage:
+  python bench/bench_pipeline.py --dir /data/rmq-bench [--gb 3.5] [--body 2048] [--workers 2]
+         [--commands rebuild-index,verify,export] [--engines local,spark] [--json out.json]
 
-Generates a store with 256 MiB commit-log files (so the work splits into several tasks),
-then times each command as a whole process (Spark start-up included) and reports
-throughput and the peak RSS of the command and its children (driver JVM, Python workers).
-The Spark figure per task is the run time minus start-up over the number of tasks.
+The store (1 GiB commit-log files, --body-byte messages) is generated once into --dir and
+reused by later runs. Each command runs as its own process (Spark start-up included); a
+sampler reads /proc every 0.2 s over the process tree and reports peak RSS of the driver
+(the rmqstore process), of the Spark JVM and of the PySpark Python workers (largest single
+worker and largest sum), and CPU time (user+sys, summed over the tree). The local engine is
+pinned to one core (taskset -c 0) unless --no-pin.
+
+Per-task figures: one commit-log file through each command's per-file task (the function a
+Spark task runs), in a fresh process (CPU time, wall, peak RSS). Spark's fixed cost is a
+run on a tiny store. From these, the estimate for N executors:
+  wall(N) ~ start-up + ceil(files / N) * task + driver and second-stage time
+and for a store much larger than N files, throughput ~ N * file size / task time.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
 import shutil
 import subprocess
 import sys
-import tempfile
+import threading
 import time
 from pathlib import Path
 
 RMQ = [sys.executable, "-m", "rmqstore_cli"]
+GIB = 1 << 30
+TICK = os.sysconf("SC_CLK_TCK")
 
 
-# Runs the command as its child and prints the largest RSS among the command and all its
-# descendants (driver JVM, Python workers) on stderr's last line, so each run is measured alone.
-_PEAK = ("import resource,subprocess,sys;r=subprocess.run(sys.argv[1:]);"
-         "print('PEAK',resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss,file=sys.stderr);sys.exit(r.returncode)")
+# ------------------------------------------------------------------ /proc sampling
+
+def _children_map() -> dict[int, list[int]]:
+    kids: dict[int, list[int]] = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as fh:
+                st = fh.read()
+        except OSError:
+            continue
+        ppid = int(st[st.rindex(")") + 2:].split()[1])
+        kids.setdefault(ppid, []).append(int(d))
+    return kids
 
 
-def run(args: list[str]) -> tuple[float, float, dict]:
-    t = time.perf_counter()
-    r = subprocess.run([sys.executable, "-c", _PEAK, *RMQ, *args], capture_output=True, text=True)
-    dt = time.perf_counter() - t
-    if r.returncode != 0:
-        raise SystemExit(f"{' '.join(args)} failed: {r.stderr[-2000:]}")
-    peak = int(r.stderr.strip().splitlines()[-1].split()[1]) / 1024
+def _tree(root: int) -> list[int]:
+    kids = _children_map()
+    out, todo = [], [root]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo.extend(kids.get(p, []))
+    return out
+
+
+def _kind(pid: int, root: int) -> str:
+    if pid == root:
+        return "driver"
     try:
-        summary = json.loads(r.stdout.strip().splitlines()[-1])
+        cmd = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")
+    except OSError:
+        return "other"
+    exe = os.path.basename(cmd[0].decode(errors="replace")) if cmd and cmd[0] else ""
+    if exe == "java":
+        return "jvm"
+    if b"pyspark.daemon" in cmd or b"pyspark.worker" in cmd:
+        return "worker"
+    return "other"
+
+
+def _rss_cpu(pid: int) -> tuple[int, float]:
+    rss = 0
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            for ln in fh:
+                if ln.startswith("VmRSS:"):
+                    rss = int(ln.split()[1]) * 1024
+                    break
+        with open(f"/proc/{pid}/stat") as fh:
+            st = fh.read()
+        f = st[st.rindex(")") + 2:].split()
+        cpu = (int(f[11]) + int(f[12])) / TICK
+    except (OSError, IndexError, ValueError):
+        return 0, 0.0
+    return rss, cpu
+
+
+class Sampler(threading.Thread):
+    def __init__(self, root: int):
+        super().__init__(daemon=True)
+        self.root = root
+        self.stop = threading.Event()
+        self.peak = {"driver": 0, "jvm": 0, "worker_max": 0, "workers_sum": 0, "tree": 0}
+        self.cpu: dict[int, float] = {}
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            total = wsum = 0
+            for pid in _tree(self.root):
+                k = _kind(pid, self.root)  # not cached: spark-submit's shell execs java under its pid
+                rss, cpu = _rss_cpu(pid)
+                if cpu:
+                    self.cpu[pid] = cpu
+                total += rss
+                if k == "worker":
+                    wsum += rss
+                    self.peak["worker_max"] = max(self.peak["worker_max"], rss)
+                elif k in ("driver", "jvm"):
+                    self.peak[k] = max(self.peak[k], rss)
+            self.peak["workers_sum"] = max(self.peak["workers_sum"], wsum)
+            self.peak["tree"] = max(self.peak["tree"], total)
+            self.stop.wait(0.2)
+
+
+def run(args: list[str], pin: bool) -> dict:
+    cmd = (["taskset", "-c", "0"] if pin else []) + RMQ + args
+    t0, c0 = time.perf_counter(), os.times()
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    s = Sampler(p.pid)
+    s.start()
+    out, err = p.communicate()
+    wall = time.perf_counter() - t0
+    s.stop.set()
+    s.join()
+    c1 = os.times()
+    if p.returncode not in (0, 1):  # verify exits 1 when it finds errors
+        raise SystemExit(f"{' '.join(args)} failed ({p.returncode}): {err.decode()[-2000:]}")
+    try:
+        summary = json.loads(out.decode().strip().splitlines()[-1])
     except (ValueError, IndexError):
         summary = {}
-    return dt, peak, summary
+    waited = (c1.children_user - c0.children_user) + (c1.children_system - c0.children_system)
+    return {"wall": wall, "cpu_sampled": sum(s.cpu.values()), "cpu_waited": waited, "peak": s.peak,
+            "summary": summary, "stderr": err.decode(errors="replace")[-500:]}
+
+
+# ------------------------------------------------------------------ per-task figures (one file, own process)
+
+_TASK = r'''
+import json, resource, sys, time
+from rmqstore_cli.pipeline.tasks import StoreSpec, FileTask, export_batches, dispatch_file
+from rmqstore_cli.store.config import StoreConfig
+kind, path, size, pos = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+sizes = (("mapped_file_size_commit_log", size),)
+spec = StoreSpec(path, path, None, sizes)
+t0, c0 = time.perf_counter(), time.process_time()
+if kind == "rebuild-index":
+    cfg = StoreConfig.load(path, None, mapped_file_size_commit_log=size)
+    n = dispatch_file(cfg, pos, False, True, True, None).summary.messages
+elif kind == "export":
+    ms = spec.open(); f = ms.commitlog.files[pos]; ms.close()
+    n = sum(b.num_rows for b in export_batches(FileTask(spec, f.name, f.file_from_offset, size)))
+else:
+    from rmqstore_cli.pipeline.verify_tasks import plan_store, index_open_task, index_order, scan_task
+    plan = plan_store(spec, True, False, 100)
+    index_order(plan, [index_open_task(plan, k)["info"] for k in range(len(plan.index_paths))])
+    t0, c0 = time.perf_counter(), time.process_time()
+    n = scan_task(plan, 0, pos).messages
+print(json.dumps({"messages": n, "wall": time.perf_counter() - t0, "cpu": time.process_time() - c0,
+                  "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}))
+'''
+
+
+def task_figures(kind: str, store: Path, size: int, pos: int, pin: bool) -> dict:
+    cmd = (["taskset", "-c", "0"] if pin else []) + [sys.executable, "-c", _TASK, kind, str(store), str(size),
+                                                     str(pos)]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode:
+        raise SystemExit(f"task {kind} failed: {r.stderr[-2000:]}")
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+# ------------------------------------------------------------------ main
+
+def mib(b: int) -> str:
+    return f"{b / 2**20:,.0f}"
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--messages", type=int, default=400_000)
+    ap.add_argument("--dir", type=Path, default=Path("/tmp/rmq-pipeline-bench"))
+    ap.add_argument("--gb", type=float, default=3.5, help="commit-log data to generate (GB)")
     ap.add_argument("--body", type=int, default=2048)
+    ap.add_argument("--file-size", type=int, default=GIB)
     ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--dir", type=Path, default=None)
+    ap.add_argument("--commands", default="rebuild-index,verify,export")
+    ap.add_argument("--engines", default="local,spark")
+    ap.add_argument("--no-pin", action="store_true", help="do not pin the local engine to core 0")
+    ap.add_argument("--no-tasks", action="store_true", help="skip the per-task figures")
+    ap.add_argument("--json", type=Path, default=None)
     a = ap.parse_args()
-    root = a.dir or Path(tempfile.mkdtemp(prefix="rmq-pipeline-"))
-    store = root / "store"
-    sizes = ["--commitlog-file-size", str(256 << 20)]
-    if not store.exists():
-        dt, _, s = run(["generate", "--store", str(store), "--messages", str(a.messages), "--body-size",
-                        str(a.body), "--delay-ratio", "0", "--transaction-ratio", "0", *sizes, "-f", "json"])
-        print(f"generate: {s.get('messages')} msgs, {s.get('commitlog_max_offset', 0) / 1e9:.2f} GB in {dt:.1f}s")
-    data = sum(p.stat().st_blocks * 512 for p in (store / "commitlog").iterdir())
-    nfiles = len(list((store / "commitlog").iterdir()))
+    pin = not a.no_pin and shutil.which("taskset") is not None
+    a.dir.mkdir(parents=True, exist_ok=True)
+    store = a.dir / "store"
+    sizes = ["--commitlog-file-size", str(a.file_size)]
+    if not (store / "commitlog").is_dir():
+        n = int(a.gb * 1e9 / (a.body + 190))
+        t = time.perf_counter()
+        r = subprocess.run(RMQ + ["generate", "--store", str(store), "--messages", str(n), "--body-size", str(a.body),
+                                  "--delay-ratio", "0", "--transaction-ratio", "0", *sizes, "-f", "json"],
+                           capture_output=True, text=True)
+        if r.returncode:
+            raise SystemExit(r.stderr)
+        print(f"generated {n:,} messages in {time.perf_counter() - t:.0f} s (kept in {store} for later runs)")
+    tiny = a.dir / "tiny"
+    if not (tiny / "commitlog").is_dir():
+        subprocess.run(RMQ + ["generate", "--store", str(tiny), "--messages", "200", "-f", "json"],
+                       capture_output=True, check=True)
+    files = sorted((store / "commitlog").iterdir())
+    data = sum(p.stat().st_blocks * 512 for p in files)
     master = f"local[{a.workers}]"
-    print(f"store: {data / 1e9:.2f} GB of commit log in {nfiles} files; master {master}; cpus 2")
-    for name, args in (
-        ("rebuild-index", ["rebuild-index", "--store", str(store), *sizes, "-f", "json"]),
-        ("export", ["export", "--store", str(store), *sizes, "-f", "json", "--overwrite"]),
-    ):
-        results = {}
-        for engine in ("local", "spark"):
+    res: dict = {"store_bytes": data, "files": len(files), "file_size": a.file_size, "body": a.body,
+                 "master": master, "cpus": os.cpu_count(), "load_before": os.getloadavg(), "runs": {}, "tasks": {}}
+    print(f"store: {data / 1e9:.2f} GB of commit log in {len(files)} files of {a.file_size / GIB:g} GiB; "
+          f"master {master}; {os.cpu_count()} cpus; load {os.getloadavg()[0]:.2f}; local pinned: {pin}")
+    engines = a.engines.split(",")
+    if "spark" in engines:  # Spark's fixed cost: a run on a tiny store
+        r = run(["verify", "--store", str(tiny), "-f", "json", "--engine", "spark", "--spark-master", master], False)
+        res["spark_startup"] = r["wall"]
+        print(f"spark start-up (verify of a 200-message store): {r['wall']:.1f} s, JVM peak {mib(r['peak']['jvm'])} MiB")
+    for name in a.commands.split(","):
+        base = {"rebuild-index": ["rebuild-index", "--store", str(store), *sizes, "-f", "json"],
+                "verify": ["verify", "--store", str(store), *sizes, "-f", "json", "--max-findings", "100"],
+                "export": ["export", "--store", str(store), *sizes, "-f", "json", "--overwrite"]}[name]
+        for engine in engines:
             extra = ["--engine", engine] + (["--spark-master", master] if engine == "spark" else [])
-            out = root / f"out-{name}-{engine}"
-            shutil.rmtree(out, ignore_errors=True)
-            extra += ["--output", str(out)]
-            dt, peak, s = run(args + extra)
-            msgs = s.get("messages") or s.get("rows") or a.messages
-            results[engine] = dt
-            print(f"{name:14s} {engine:6s} {dt:7.1f}s {msgs / dt:10,.0f} msg/s {data / dt / 1e6:7.1f} MB/s "
-                  f"peak RSS {peak:6.0f} MiB")
-        print(f"{name:14s} speed-up local[{a.workers}] / local: {results['local'] / results['spark']:.2f}x")
+            if name != "verify":
+                out = a.dir / f"out-{name}-{engine}"
+                shutil.rmtree(out, ignore_errors=True)
+                extra += ["--output", str(out)]
+            load = os.getloadavg()[0]
+            r = run(base + extra, pin and engine == "local")
+            s = r["summary"]
+            inner = s.get("summary", s)
+            msgs = s.get("messages") or s.get("rows") or inner.get("messages") or \
+                (inner.get("stores") or [{}])[0].get("messages") or 0
+            r["load"] = load
+            r["messages"] = msgs
+            res["runs"][f"{name}/{engine}"] = r
+            pk = r["peak"]
+            print(f"{name:13s} {engine:5s} wall {r['wall']:6.1f} s  cpu ~{r['cpu_sampled']:6.1f} s  "
+                  f"{msgs / r['wall']:9,.0f} msg/s {data / r['wall'] / 1e6:6.1f} MB/s  peak RSS driver "
+                  f"{mib(pk['driver'])} jvm {mib(pk['jvm'])} worker {mib(pk['worker_max'])} "
+                  f"(sum {mib(pk['workers_sum'])}) MiB  load {load:.1f}")
+            if engine == "spark" and f"{name}/local" in res["runs"]:
+                print(f"{name:13s} speed-up {master} / local: {res['runs'][f'{name}/local']['wall'] / r['wall']:.2f}x")
+        if not a.no_tasks:
+            t = task_figures(name, store, a.file_size, 0, pin)
+            res["tasks"][name] = t
+            per = a.file_size / t["wall"]
+            print(f"{name:13s} one task (file 0, own process): wall {t['wall']:.1f} s cpu {t['cpu']:.1f} s "
+                  f"{t['messages'] / t['wall']:,.0f} msg/s {per / 1e6:.0f} MB/s peak RSS {mib(t['peak_rss'])} MiB")
+            if "spark_startup" in res:
+                for n in (1, 2, 4, 8, 16):
+                    est = res["spark_startup"] + math.ceil(len(files) / n) * t["wall"]
+                    print(f"    estimate N={n:2d}: this store ~{est:.0f} s; a large store ~{n * per / 1e6:,.0f} MB/s")
+    res["load_after"] = os.getloadavg()
+    if a.json:
+        a.json.write_text(json.dumps(res, indent=1, default=str))
 
 
 if __name__ == "__main__":
