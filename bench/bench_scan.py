@@ -13,6 +13,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from rmqstore_cli.store.columns import MessageBlock
 from rmqstore_cli.store.commitlog import CommitLog
 from rmqstore_cli.store.config import StoreConfig
 from rmqstore_cli.store.producer import Workload, WorkloadOptions
@@ -52,6 +53,21 @@ def main() -> None:
                 m.properties, m.topic, m.msg_id, m.born_host, m.store_host, m.keys, m.tags, m.uniq_key
         dt = time.perf_counter() - t
         print(f"{label}: {n} msgs in {dt:.2f}s = {n / dt:,.0f} msg/s, {nbytes / dt / 1e9:.2f} GB/s")
+    for label, kw in (("columnar full decode (MessageBlock.decode: every field, properties pairs)", {}),
+                      ("columnar full decode + CRC", {"check_crc": True})):
+        t = time.perf_counter()
+        c = time.process_time()
+        n = nbytes = 0
+        for x in cl.scan_blocks(**kw):
+            if isinstance(x, MessageBlock):
+                x.decode()
+                n += x.n
+                nbytes += int(x.rb.total.sum())
+            else:
+                n += 1
+        dt, cpu = time.perf_counter() - t, time.process_time() - c
+        print(f"{label}: {n} msgs in {dt:.2f}s wall, {cpu:.2f}s CPU = {n / cpu:,.0f} msg/s CPU, "
+              f"{nbytes / cpu / 1e9:.2f} GB/s CPU")
     cl.close()
     print(f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
     if not a.keep and a.dir is None:

@@ -63,18 +63,15 @@ def _addresses(blk: MessageBlock, at: np.ndarray, size: np.ndarray) -> list[str]
 
 
 def _msg_ids(blk: MessageBlock, t: np.ndarray, store_at: np.ndarray, store_size: np.ndarray) -> list[str]:
-    """``MessageDecoder#createMessageId``: store address, port and the stored PHYSICALOFFSET,
-    in hex (32 digits for IPv4; IPv6 records, 56 digits, one by one)."""
-    a, at, v4 = blk.a, store_at[t], store_size[t] == 4
-    raw = np.concatenate([a[np.minimum(at[:, None] + np.arange(8), a.size - 1)],
-                          a[np.minimum(blk.pos[t][:, None] + _PHY_AT + np.arange(8), a.size - 1)]], axis=1)
+    """Offset msgIds in hex: 32 digits for IPv4 store hosts, 56 (one by one) for IPv6."""
+    raw = blk.msg_id_bytes(t)
     hexed = np.empty((raw.shape[0], 32), np.uint8)
     hexed[:, 0::2] = _HEX[raw >> 4]
     hexed[:, 1::2] = _HEX[raw & 15]
     text = hexed.tobytes().decode("ascii")
     out = [text[i:i + 32] for i in range(0, len(text), 32)]
-    buf = blk.buf
-    for i in np.flatnonzero(~v4).tolist():
+    buf, at = blk.buf, store_at[t]
+    for i in np.flatnonzero(store_size[t] != 4).tolist():
         x, p = int(at[i]), int(blk.pos[t[i]]) + _PHY_AT
         out[i] = (bytes(buf[x:x + 20]) + bytes(buf[p:p + 8])).hex().upper()
     return out

@@ -164,3 +164,36 @@ def test_only_records_that_need_it_take_the_reference_path(tricky_store, monkeyp
     assert n > 3 * len(TRICKY) + 300
     assert calls.count(PLAIN) == 5  # only the topics that need escapes or are not ASCII
     assert 10 <= len(calls) <= len(TRICKY) + len(TOPICS)
+
+
+def test_decode_gives_every_field(tricky_store, small_store):
+    """MessageBlock.decode: every column agrees with the per-record decode (check_message)."""
+    from rmqstore_cli.store.message import offset_msg_id
+
+    for root in _stores(tricky_store, small_store):
+        _, items = _blocks(root)
+        for blk in (x for x in items if isinstance(x, MessageBlock)):
+            d = blk.decode()
+            names = blk.topics[0]
+            cat = blk.properties.cat.tobytes()
+            pairs: dict[int, dict[bytes, bytes]] = {}
+            for o, (na, nb), (va, vb) in zip(d["property_owner"].tolist(), d["property_name"].tolist(),
+                                              d["property_value"].tolist()):
+                if nb > na and vb > va:  # the parser drops empty names and values; the last one wins
+                    pairs.setdefault(o, {})[cat[na:nb]] = cat[va:vb]
+            for i, m in enumerate(blk.messages()):
+                for f in ("physical_offset", "total_size", "magic", "body_crc", "queue_id", "flag", "queue_offset",
+                          "sys_flag", "born_timestamp", "store_timestamp", "reconsume_times",
+                          "prepared_transaction_offset"):
+                    assert int(d[f][i]) == getattr(m, f), (root, f)
+                a, b = d["body"][i]
+                assert bytes(blk.buf[a:b]) == m.body and names[d["topic"][i]] == m.topic_bytes
+                for w in ("born", "store"):
+                    a, b = d[f"{w}_address"][i]
+                    assert bytes(blk.buf[a:b]) == getattr(m, f"{w}_address") and d[f"{w}_port"][i] == getattr(m, f"{w}_port")
+                if len(m.store_address) == 4:
+                    assert d["msg_id"][i].tobytes().hex().upper() == offset_msg_id(m.store_address, m.store_port,
+                                                                                  m.physical_offset)
+                if m.properties_bytes.isascii():
+                    want = {k.encode(): v.encode() for k, v in m.properties.items()}
+                    assert pairs.get(i, {}) == want, (root, m.properties_bytes)

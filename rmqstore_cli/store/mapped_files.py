@@ -73,7 +73,10 @@ class MappedFile:
         if self._mm is not None:
             if self.writable:
                 self._mm.flush()
-            self._mm.close()
+            try:
+                self._mm.close()
+            except BufferError:  # a view (a MessageBlock's columns) still uses it: unmapped when that goes
+                pass
             self._mm = None
 
 
