@@ -25,6 +25,7 @@ first ``max_findings`` in that order, so the driver only ever holds capped findi
 """
 from __future__ import annotations
 
+import os
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -323,7 +324,9 @@ def scan_task(plan: StorePlan, store: int, i: int) -> FileScan:
     for mq in v.queues.values():
         mq.matched = _Marks()
     lo = int(plan.files[i]) if plan.files[i].isdigit() else None
-    hi = None if lo is None else lo + cfg.mapped_file_size_commit_log
+    length = max((os.path.getsize(d / plan.files[i]) for d in cfg.commitlog_dirs if (d / plan.files[i]).is_file()),
+                 default=0)
+    hi = None if lo is None else lo + max(cfg.mapped_file_size_commit_log, length)  # records lie below
     v.index_files = []
     ks = []
     for info in plan.index_info:  # only index files with entries inside this file
