@@ -277,6 +277,43 @@ class RangeHashes:
         return pow31(S.size)[np.maximum(b - 1, 0)] * (S[b] - S[a])
 
 
+_MAX_LENGTH_GROUPS = 48
+
+
+def window_hashes(units: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
+    """``String#hashCode`` (uint32) of the ranges ``units[a:b]`` of a uint8 array, touching
+    only the ranges' own bytes: ranges of one length ``L`` are rows of a sliding window,
+    each row times ``31^(L-1) .. 31^0`` summed mod 2^32 (uint32 wraps like Java's int).
+    Cheaper than a prefix sum over all of ``units`` when the ranges are a small part of it
+    (TAGS, keys); None when the lengths are too varied for the grouping to pay."""
+    n = a.size
+    out = np.zeros(n, np.uint32)
+    if not n:
+        return out
+    L = b - a
+    lo, hi = int(L.min()), int(L.max())
+    if lo == hi:
+        groups = [(lo, None)]
+    else:
+        order = np.argsort(L, kind="stable")
+        Ls = L[order]
+        cuts = np.flatnonzero(Ls[1:] != Ls[:-1]) + 1
+        if cuts.size >= _MAX_LENGTH_GROUPS:
+            return None
+        groups = [(int(Ls[c]), g) for c, g in zip(np.r_[0, cuts].tolist(), np.split(order, cuts))]
+    fw = pow31(hi + 1)
+    for length, g in groups:
+        if length <= 0:
+            continue
+        rows = np.lib.stride_tricks.sliding_window_view(units, length)[a if g is None else a[g]]
+        h = (rows * fw[length - 1::-1]).sum(axis=1, dtype=np.uint32)
+        if g is None:
+            out = h
+        else:
+            out[g] = h
+    return out
+
+
 def _segment_hashes(units: np.ndarray, lens: np.ndarray) -> np.ndarray:
     if not units.size:
         return np.zeros(lens.size, np.uint32)
@@ -294,12 +331,27 @@ def java_hashes(strings: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
     joined = b"".join(strings)
     h = _segment_hashes(np.frombuffer(joined, np.uint8), lens)
     if not joined.isascii():
-        idx = np.array([i for i, x in enumerate(strings) if not x.isascii()], np.int64)
-        u16 = [strings[i].decode("utf-8", "replace").encode("utf-16-be", "surrogatepass") for i in idx.tolist()]
-        l16 = np.fromiter(map(len, u16), np.int64, len(u16)) // 2
-        h[idx] = _segment_hashes(np.frombuffer(b"".join(u16), ">u2"), l16)
-        lens[idx] = l16
+        idx = [i for i, x in enumerate(strings) if not x.isascii()]
+        wide = [strings[i] for i in idx]
+        cache = _UTF16_HASHES
+        todo = list(dict.fromkeys(x for x in wide if x not in cache))
+        if todo:
+            if len(cache) + len(todo) > _UTF16_CACHE_MAX:
+                cache.clear()
+            u16 = [x.decode("utf-8", "replace").encode("utf-16-be", "surrogatepass") for x in todo]
+            l16 = np.fromiter(map(len, u16), np.int64, len(u16)) // 2
+            h16 = _segment_hashes(np.frombuffer(b"".join(u16), ">u2"), l16)
+            cache.update(zip(todo, zip(h16.tolist(), l16.tolist())))
+        got = np.array([cache[x] for x in wide], np.int64).reshape(-1, 2)
+        h[idx] = got[:, 0]
+        lens[idx] = got[:, 1]
     return h, lens
+
+
+# hashCode and UTF-16 length of non-ASCII strings seen (TAGS and keys repeat): the
+# decode/encode per string is the slow part of java_hashes
+_UTF16_HASHES: dict[bytes, tuple[int, int]] = {}
+_UTF16_CACHE_MAX = 1 << 16
 
 
 def concat_hashes(h_a: np.ndarray, len_b: np.ndarray, h_b: np.ndarray) -> np.ndarray:
@@ -422,23 +474,33 @@ class Properties:
             starts = starts[np.r_[True, starts[1:] != starts[:-1]]]
         starts = starts[starts < tot]
         owner = np.searchsorted(moff, starts, "right") - 1
-        j = np.searchsorted(sep, starts)
-        nxt = np.where(j < sep.size, sep[np.minimum(j, max(sep.size - 1, 0))], tot) if sep.size else np.full(
-            starts.size, tot)
-        end = np.minimum(nxt, self.mend[owner])
+        # a pair ends at the next pair's start, less the \x02 before it if there is one (the
+        # next start is the byte after a \x02, or the next message's first byte)
+        nxt = np.empty_like(starts)
+        nxt[:-1] = starts[1:]
+        nxt[-1] = tot
+        end = nxt - (cat[nxt - 1] == 2)
         self.starts, self.owner, self.end = starts, owner, end
         # well-formed pairs: name\x01value, both non-empty
         ones = np.flatnonzero(cat == 1)
-        k = np.searchsorted(ones, starts)
-        first1 = np.where(k < ones.size, ones[np.minimum(k, max(ones.size - 1, 0))], tot) if ones.size else \
-            np.full(starts.size, tot)
+        if ones.size == starts.size and (ones > starts).all() and (ones[:-1] < starts[1:]).all():
+            first1 = ones  # one \x01 inside each pair (the usual case): no search needed
+        else:
+            k = np.searchsorted(ones, starts)
+            first1 = np.where(k < ones.size, ones[np.minimum(k, max(ones.size - 1, 0))], tot) if ones.size else \
+                np.full(starts.size, tot)
         good = (first1 > starts) & (first1 < end - 1)
         self.suspect[owner[~good]] = True
         self.ones, self.first1 = ones, first1  # every \x01; the first at or after each pair start
         self.hp = np.flatnonzero(cat >= 0x80)  # non-ASCII bytes: UTF-8 to validate, UTF-16 to hash
+
+    @cached_property
+    def non_ascii_msg(self) -> np.ndarray:
+        """Messages with a non-ASCII byte in their PROPERTIES."""
+        out = np.zeros(self.n, bool)
         if self.hp.size:
-            self.non_ascii_msg = np.zeros(n, bool)
-            self.non_ascii_msg[np.searchsorted(moff, self.hp, "right") - 1] = True
+            out[np.searchsorted(self.moff, self.hp, "right") - 1] = True
+        return out
 
     @cached_property
     def tags_code(self) -> np.ndarray:
@@ -479,7 +541,10 @@ class Properties:
     def hash_ranges(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """Java hashCode (uint32) of the ASCII byte ranges ``cat[a:b]``."""
         if self._hashes is None:
-            self._hashes = RangeHashes(self.cat)
+            h = window_hashes(self.cat, a, b)  # the ranges' bytes only
+            if h is not None:
+                return h
+            self._hashes = RangeHashes(self.cat)  # many different lengths: one prefix sum serves all
         return self._hashes(a, b)
 
     def non_ascii(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -1,0 +1,91 @@
+"""The shortcuts of store/batch.py against the general code they stand in for.
+
+Each fast path must give exactly what the general path gives: range hashes by
+sliding-window rows against the prefix-sum :class:`RangeHashes`, the UTF-16 hash cache of
+``java_hashes`` against ``message.java_hash``, and ``Properties`` on PROPERTIES whose
+pairs do or do not hold one \\x01 each (the interleaving shortcut for ``first1``).
+"""
+from __future__ import annotations
+
+import random
+
+import numpy as np
+
+from rmqstore_cli.formats.properties import parse_properties
+from rmqstore_cli.store import batch
+from rmqstore_cli.store.message import java_hash
+
+
+def test_window_hashes_equal_the_prefix_sum_hashes():
+    rng = np.random.default_rng(3)
+    units = rng.integers(0, 256, 50_000).astype(np.uint8)
+    full = batch.RangeHashes(units)
+    seen_none = seen_hash = 0
+    for _ in range(200):
+        n = int(rng.integers(0, 400))
+        width = int(rng.choice([1, 2, 9, 33, 80, 400]))
+        a = rng.integers(0, units.size - width, n)
+        b = a + rng.integers(0, width + 1, n)
+        got = batch.window_hashes(units, a, b)
+        if got is None:  # too many different lengths: the caller takes the prefix sum
+            seen_none += 1
+            assert np.unique(b - a).size >= batch._MAX_LENGTH_GROUPS
+            continue
+        seen_hash += 1
+        assert got.dtype == np.uint32
+        assert np.array_equal(got, full(a, b) if n else np.zeros(0, np.uint32))
+    assert seen_none and seen_hash
+
+
+def test_java_hashes_cache_gives_the_same_answers_again():
+    texts = ["支付标签", "é", "ab\U0001F600", "tag-é-" * 30, "x", ""]
+    raw = [t.encode() for t in texts] + [b"\xff\xfe", b"ok\xc3"]
+    want = [java_hash(t) for t in texts] + [java_hash(b.decode("utf-8", "replace")) for b in raw[len(texts):]]
+    for _ in range(3):  # cold, warm, and after the cache was emptied
+        h, lens = batch.java_hashes(raw * 2)
+        assert batch.java_int(h).tolist() == want * 2
+        assert lens.tolist() == [len(x.decode("utf-8", "replace").encode("utf-16-be", "surrogatepass")) // 2
+                                 for x in raw] * 2
+        batch._UTF16_HASHES.clear() if _ == 1 else None
+
+
+def _props(pairs: list[bytes], trailing: bool) -> bytes:
+    return b"\x02".join(pairs) + (b"\x02" if trailing else b"")
+
+
+def test_properties_with_and_without_one_separator_per_pair():
+    rnd = random.Random(9)
+    names = [b"TAGS", b"KEYS", b"UNIQ_KEY", b"A", b"DELAY", b"WAIT"]
+    values = [b"v", b"Pay", "支付".encode(), b"k1 k2", b"x\x01y", b"", b"12"]
+    for case in range(60):
+        msgs = []
+        for _ in range(rnd.randint(1, 30)):
+            pairs = [rnd.choice(names) + b"\x01" + rnd.choice(values) for _ in range(rnd.randint(0, 5))]
+            if case % 3 == 0 and pairs:  # damage: a pair without \x01, an empty pair, a leading \x01
+                pairs.insert(rnd.randrange(len(pairs)), rnd.choice([b"junk", b"", b"\x01v"]))
+            msgs.append(_props(pairs, rnd.random() < 0.5))
+        buf = b"".join(msgs)
+        lens = np.array([len(m) for m in msgs], np.int64)
+        ps = np.cumsum(lens) - lens
+        pr = batch.Properties(np.frombuffer(buf, np.uint8), ps, lens, buf)
+        for name in (b"TAGS", b"KEYS", b"UNIQ_KEY", b"DELAY"):
+            m, x, y = pr.value(name + b"\x01")
+            got = {int(i): bytes(pr.cat[u:v]) for i, u, v in zip(m, x, y)}
+            want = {}
+            for i, p in enumerate(msgs):
+                v = parse_properties(p.decode("utf-8", "replace")).get(name.decode())
+                if v:
+                    want[i] = v.encode()
+            assert got == want, (case, name)
+        # every pair: its end is the next \x02 or its message's end; first1 the first \x01 from its start
+        cat = bytes(pr.cat)
+        for s, e, f1, o in zip(pr.starts.tolist(), pr.end.tolist(), pr.first1.tolist(), pr.owner.tolist()):
+            mend = int(pr.mend[o])
+            nxt = cat.find(b"\x02", s, mend)
+            assert e == (nxt if nxt >= 0 else mend)
+            one = cat.find(b"\x01", s)
+            assert f1 == (one if one >= 0 else pr.tot)
+        tags = pr.tags_code.tolist()
+        for i, p in enumerate(msgs):
+            t = parse_properties(p.decode("utf-8", "replace")).get("TAGS")
+            assert tags[i] == (java_hash(t) if t else 0)
