@@ -89,3 +89,15 @@ def test_properties_with_and_without_one_separator_per_pair():
         for i, p in enumerate(msgs):
             t = parse_properties(p.decode("utf-8", "replace")).get("TAGS")
             assert tags[i] == (java_hash(t) if t else 0)
+
+
+def test_gather_by_window_rows_equals_the_clipped_index_gather():
+    rng = np.random.default_rng(4)
+    a = rng.integers(0, 256, 5000).astype(np.uint8)
+    for width, dtype in ((1, "i1"), (2, ">i2"), (4, ">i4"), (4, ">u4"), (8, ">i8")):
+        for lo, hi in ((0, a.size - width + 1), (-20, a.size + 20)):  # inside (window rows), and past both ends
+            pos = rng.integers(lo, hi, 300)
+            idx = np.clip(pos[:, None] + np.arange(width), 0, a.size - 1)
+            want = a[idx].view(dtype).ravel().astype(np.dtype(dtype).newbyteorder("="))
+            got = batch.gather(a, pos, width, dtype)
+            assert got.dtype == want.dtype and np.array_equal(got, want)

@@ -36,11 +36,11 @@ from rmqstore_cli.formats.commitlog import (
     MessageHead,
     middle_format,
 )
-from rmqstore_cli.formats.derive import field_offset
+from rmqstore_cli.formats.derive import field_offset, numpy_dtype
 from rmqstore_cli.formats.properties import parse_properties
 from rmqstore_cli.store.mapped_files import release_pages
 
-__all__ = ["gather", "RecordBatch", "walk_records", "Walk", "stop_kind", "body_crcs", "pow31", "pow31_tables", "RangeHashes", "java_hashes", "concat_hashes", "java_int",
+__all__ = ["gather", "byte_rows", "RecordBatch", "walk_records", "Walk", "stop_kind", "body_crcs", "pow31", "pow31_tables", "RangeHashes", "java_hashes", "concat_hashes", "java_int",
            "index_hash", "index_hashes", "release_pages", "pick_property", "props_well_formed", "Properties",
            "IndexKeys", "CRC_MARK"]
 
@@ -55,13 +55,23 @@ def gather(a: np.ndarray, pos: np.ndarray, width: int, dtype: str) -> np.ndarray
     native = np.dtype(dtype).newbyteorder("=")
     if not len(pos):
         return np.empty(0, dtype=native)
+    return byte_rows(a, pos, width).view(dtype).ravel().astype(native)
+
+
+def byte_rows(a: np.ndarray, pos: np.ndarray, width: int) -> np.ndarray:
+    """The ``width`` bytes at each byte position ``pos`` of ``a``: a (len(pos), width) uint8
+    array (byte indexes clipped to ``a``, as :func:`gather` says). When every row lies
+    inside ``a`` they are rows of a sliding window: one copy of the bytes, no index array."""
+    if a.size >= width and int(pos.min()) >= 0 and int(pos.max()) <= a.size - width:
+        return np.lib.stride_tricks.sliding_window_view(a, width)[pos]
     idx = pos[:, None] + np.arange(width)
     np.clip(idx, 0, a.size - 1, out=idx)
-    return a[idx].view(dtype).ravel().astype(native)
+    return a[idx]
 
 
 _OFF = {name: field_offset(MessageHead, name) for name in
         ("total_size", "magic", "body_crc", "queue_id", "queue_offset", "physical_offset", "sys_flag")}
+_HEAD_DTYPE = numpy_dtype(MessageHead)  # the fixed head as one big-endian record (formats/derive.py)
 _V4_HOST, _V6_HOST = HostV4.sizeof(), HostV6.sizeof()
 # CommitLog#calMsgLength without hosts, body, topic and properties: the head, store time,
 # RECONSUMETIMES, PREPAREDTRANSACTIONOFFSET, BODYLENGTH and the PROPERTIES length (74)
@@ -81,9 +91,13 @@ class RecordBatch:
 
     def __init__(self, a: np.ndarray, pos: np.ndarray):
         self.a, self.pos = a, pos
-        self.total = gather(a, pos + _OFF["total_size"], 4, ">i4").astype(np.int64)
-        self.magic = gather(a, pos + _OFF["magic"], 4, ">u4")
-        self.sys_flag = gather(a, pos + _OFF["sys_flag"], 4, ">i4").astype(np.int64)
+        if len(pos):  # the fixed head (TOTALSIZE .. BORNTIMESTAMP) of every record in one gather
+            self._head = byte_rows(a, pos, HEAD_SIZE).view(_HEAD_DTYPE).ravel()
+        else:
+            self._head = np.zeros(0, _HEAD_DTYPE)
+        self.total = self._head["total_size"].astype(np.int64)
+        self.magic = self._head["magic"].astype(np.uint32)
+        self.sys_flag = self._head["sys_flag"].astype(np.int64)
         self.born_host_len = np.where(self.sys_flag & BORNHOST_V6_FLAG, _V6_HOST, _V4_HOST)
         self.store_host_len = np.where(self.sys_flag & STOREHOSTADDRESS_V6_FLAG, _V6_HOST, _V4_HOST)
         self.store_ts_at = pos + HEAD_SIZE + self.born_host_len
@@ -95,8 +109,11 @@ class RecordBatch:
         self.v2 = self.magic == MAGIC_V2
         self.topic_len_size = np.where(self.v2, 2, 1)
         self.topic_len_at = self.body_at + body
-        self.topic_len = np.where(self.v2, gather(a, self.topic_len_at, 2, ">i2"),
-                                  gather(a, self.topic_len_at, 1, "i1")).astype(np.int64)
+        if len(pos):  # TOPICLENGTH: 2 bytes (V2) or the first of them (V1), signed
+            tl = byte_rows(a, self.topic_len_at, 2)
+            self.topic_len = np.where(self.v2, tl.view(">i2").ravel(), tl[:, 0].view(np.int8)).astype(np.int64)
+        else:
+            self.topic_len = np.zeros(0, np.int64)
         self.topic_at = self.topic_len_at + self.topic_len_size
         self.props_len_at = self.topic_at + np.maximum(self.topic_len, 0)
         self.props_len = gather(a, self.props_len_at, 2, ">i2").astype(np.int64)
@@ -110,19 +127,19 @@ class RecordBatch:
 
     @property
     def body_crc(self) -> np.ndarray:
-        return self.field("body_crc", 4, ">i4").astype(np.int64)
+        return self._head["body_crc"].astype(np.int64)
 
     @property
     def queue_id(self) -> np.ndarray:
-        return self.field("queue_id", 4, ">i4").astype(np.int64)
+        return self._head["queue_id"].astype(np.int64)
 
     @property
     def queue_offset(self) -> np.ndarray:
-        return self.field("queue_offset", 8, ">i8")
+        return self._head["queue_offset"].astype(np.int64)
 
     @property
     def physical_offset(self) -> np.ndarray:
-        return self.field("physical_offset", 8, ">i8")
+        return self._head["physical_offset"].astype(np.int64)
 
     @property
     def store_timestamp(self) -> np.ndarray:
