@@ -82,24 +82,37 @@ class MessageBlock:
 
     @cached_property
     def topics(self) -> tuple[list[bytes], np.ndarray]:
-        """(distinct TOPIC bytes, index of each record's topic in that list): rows of topic
-        bytes (and the length) grouped exactly by numpy, as opaque byte strings."""
-        rb, a = self.rb, self.a
-        tl = rb.topic_len
-        width = int(tl.max())
-        if width <= 256:
-            cols = np.arange(width)
-            rows = np.where(cols < tl[:, None], a[np.minimum(rb.topic_at[:, None] + cols, a.size - 1)], 0)
-            rows = np.ascontiguousarray(rows.astype(np.uint8))
-            key = np.ascontiguousarray(np.c_[rows, tl.astype(">u2").view(np.uint8).reshape(-1, 2)])
-            _, first, inv = np.unique(key.view(f"V{key.shape[1]}").ravel(), return_index=True,
-                                      return_inverse=True)
-            at, ln = rb.topic_at[first].tolist(), tl[first].tolist()
-            return [bytes(self.buf[x:x + n]) for x, n in zip(at, ln)], inv.ravel()
-        names: dict[bytes, int] = {}
-        ids = [names.setdefault(bytes(self.buf[x:x + n]), len(names))
-               for x, n in zip(rb.topic_at.tolist(), tl.tolist())]
-        return list(names), np.asarray(ids, dtype=np.int64)
+        """(distinct TOPIC bytes, index of each record's topic in that list).
+
+        Records are grouped by length and first and last 8 bytes, which is exact for topics
+        of up to 16 bytes; the members of a group with longer topics are compared with its
+        first record byte for byte, and a group that is not one topic is split record by
+        record."""
+        rb, a, buf = self.rb, self.a, self.buf
+        tl, at = rb.topic_len, rb.topic_at
+        cols = np.arange(8)
+        head = np.where(cols < tl[:, None], a[np.minimum(at[:, None] + cols, a.size - 1)], 0)
+        tail = np.where(cols < tl[:, None] - 8, a[np.minimum((at + tl - 8)[:, None] + cols, a.size - 1)], 0)
+        key = np.ascontiguousarray(np.c_[head.astype(np.uint8), tail.astype(np.uint8),
+                                         tl.astype(">u2").view(np.uint8).reshape(-1, 2)])
+        _, first, inv = np.unique(key.view("V18").ravel(), return_index=True, return_inverse=True)
+        inv = inv.ravel()
+        names = [bytes(buf[x:x + n]) for x, n in zip(at[first].tolist(), tl[first].tolist())]
+        long = np.flatnonzero(tl > 16)
+        if long.size:
+            width = int(tl[long].max())
+            c = np.arange(width)
+            rows = a[np.minimum(at[long][:, None] + c, a.size - 1)]
+            rep = a[np.minimum(at[first[inv[long]]][:, None] + c, a.size - 1)]
+            differ = ((rows != rep) & (c < tl[long][:, None])).any(axis=1)
+            if differ.any():  # same length and ends, other middle: name them one by one
+                ids = {t: i for i, t in enumerate(names)}
+                for r in long[differ].tolist():
+                    t = bytes(buf[int(at[r]):int(at[r] + tl[r])])
+                    inv[r] = ids.setdefault(t, len(ids))
+                    if inv[r] == len(names):
+                        names.append(t)
+        return names, inv
 
     @cached_property
     def properties(self) -> Properties:
