@@ -101,3 +101,31 @@ def test_gather_by_window_rows_equals_the_clipped_index_gather():
             want = a[idx].view(dtype).ravel().astype(np.dtype(dtype).newbyteorder("="))
             got = batch.gather(a, pos, width, dtype)
             assert got.dtype == want.dtype and np.array_equal(got, want)
+
+
+def test_topic_ids_find_registered_topics_and_never_a_wrong_one():
+    rnd = random.Random(1)
+    names = [b"", b"a", b"Pay", b"PaymentTopic", b"PaymentTopicB", b"%RETRY%group-1", "支付".encode(), b"x" * 300,
+             b"%RETRY%group-1-very-long-x", b"%RETRY%group-2-very-long-x",  # same length, head and tail
+             b"12345678", b"123456789", b"1234567890123456", b"12345678901234567"]
+    misses = 0
+    for trial in range(300):
+        tt = batch.TopicIds()
+        registered = rnd.sample(names, rnd.randint(0, len(names)))
+        for i, r in enumerate(registered):
+            tt.add(r, i)
+        recs = [rnd.choice(names) for _ in range(rnd.randint(0, 40))]
+        buf, ta, tl = b"", [], []
+        for r in recs:  # random bytes around each topic: the key must use the topic's bytes only
+            buf += bytes(rnd.randrange(256) for _ in range(rnd.randint(0, 10)))
+            ta.append(len(buf))
+            tl.append(len(r))
+            buf += r
+        buf += bytes(rnd.randrange(256) for _ in range(3))
+        got = tt.lookup(np.frombuffer(buf, np.uint8), np.array(ta, np.int64), np.array(tl, np.int64)).tolist()
+        for r, g in zip(recs, got):
+            want = tt.ids.get(r, -1)
+            # -1 (the caller's one-by-one path) is allowed only for a long topic whose key collides
+            assert g == want or (g == -1 and len(r) > 16), (trial, r, g, want)
+            misses += g != want
+    assert misses < 50

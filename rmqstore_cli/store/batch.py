@@ -40,7 +40,7 @@ from rmqstore_cli.formats.derive import field_offset, numpy_dtype
 from rmqstore_cli.formats.properties import parse_properties
 from rmqstore_cli.store.mapped_files import release_pages
 
-__all__ = ["gather", "byte_rows", "RecordBatch", "walk_records", "Walk", "stop_kind", "body_crcs", "pow31", "pow31_tables", "RangeHashes", "java_hashes", "concat_hashes", "java_int",
+__all__ = ["gather", "byte_rows", "RecordBatch", "walk_records", "Walk", "stop_kind", "TopicIds", "body_crcs", "pow31", "pow31_tables", "RangeHashes", "java_hashes", "concat_hashes", "java_int",
            "index_hash", "index_hashes", "release_pages", "pick_property", "props_well_formed", "Properties",
            "IndexKeys", "CRC_MARK"]
 
@@ -235,6 +235,80 @@ def walk_records(buf, pos: int, limit: int, max_n: int, min_total: int = HEAD_SI
     if len(out) == max_n:
         return Walk(P, end, None)
     return Walk(P, end, stop_kind(buf, end, limit))
+
+
+# ---------------------------------------------------------------- topics
+
+_MIX1, _MIX2 = np.uint64(0x9E3779B97F4A7C15), np.uint64(0xC2B2AE3D27D4EB4F)
+
+
+class TopicIds:
+    """Ids of the topics of many records at once, from the topics' bytes in the mapping.
+
+    A topic's key is its first 8 bytes, its last 8 bytes (zero-filled when shorter), 8 bytes
+    from its middle and its length, mixed into one uint64 looked up in the sorted keys of the topics registered so
+    far; every match is then confirmed on the exact key, and topics longer than 16 bytes
+    byte for byte. Records whose topic is not registered (or whose key collides) get -1:
+    the caller registers those with :meth:`add`, in record order, as it would one by one.
+    """
+
+    def __init__(self):
+        self.ids: dict[bytes, int] = {}
+        self._keys = np.zeros(0, np.uint64)  # sorted mixed keys
+        self._key_ids = np.zeros(0, np.int64)
+        self._exact = np.zeros((0, 3), np.uint64)  # per id: head, tail, length
+        self._names: list[bytes] = []
+
+    @staticmethod
+    def _key_parts(a: np.ndarray, ta: np.ndarray, tl: np.ndarray):
+        cols = np.arange(8)
+        L = np.maximum(tl, 0)
+        head = np.where(cols < L[:, None], byte_rows(a, ta, 8), 0).astype(np.uint8)
+        tail = np.where(cols >= 8 - L[:, None], byte_rows(a, ta + L - 8, 8), 0).astype(np.uint8)
+        mid = np.where(L[:, None] > 16, byte_rows(a, ta + L // 2 - 4, 8), 0).astype(np.uint8)
+        u64 = [np.ascontiguousarray(x).view(">u8").ravel().astype(np.uint64) for x in (head, tail, mid)]
+        return u64[0], u64[1] ^ (u64[2] * _MIX2), L.astype(np.uint64)
+
+    @staticmethod
+    def _mix(h, t, L):
+        return (h * _MIX1) ^ t ^ L
+
+    def add(self, raw: bytes, tid: int) -> None:
+        """Register topic bytes ``raw`` as id ``tid`` (ids are dense, from 0, in order)."""
+        self.ids[raw] = tid
+        self._names.append(raw)
+        a = np.frombuffer(raw + bytes(8), np.uint8)
+        h, t, L = self._key_parts(a, np.zeros(1, np.int64), np.array([len(raw)], np.int64))
+        self._exact = np.concatenate([self._exact, np.stack([h, t, L], 1)])
+        k = self._mix(h, t, L)
+        if not np.isin(k, self._keys).any():  # a colliding key stays unregistered: those go one by one
+            keys = np.concatenate([self._keys, k])
+            ids = np.concatenate([self._key_ids, [tid]])
+            order = np.argsort(keys, kind="stable")
+            self._keys, self._key_ids = keys[order], ids[order]
+
+    def lookup(self, a: np.ndarray, ta: np.ndarray, tl: np.ndarray) -> np.ndarray:
+        """Topic id of each record (topic bytes ``a[ta:ta+tl]``), -1 where not registered."""
+        n = ta.size
+        out = np.full(n, -1, np.int64)
+        if not n or not self._keys.size or not a.size:
+            return out
+        h, t, L = self._key_parts(a, ta, tl)
+        k = self._mix(h, t, L)
+        j = np.minimum(np.searchsorted(self._keys, k), self._keys.size - 1)
+        cand = self._key_ids[j]
+        ex = self._exact[cand]
+        ok = (self._keys[j] == k) & (ex[:, 0] == h) & (ex[:, 1] == t) & (ex[:, 2] == L) & (tl >= 0)
+        long_ = np.flatnonzero(ok & (tl > 16))
+        if long_.size:  # the middle bytes of long topics: compared in full
+            W = int(tl[long_].max())
+            got = byte_rows(a, ta[long_], W)
+            names = self._names
+            want = np.array([np.frombuffer(names[c].ljust(W, b"\0")[:W], np.uint8) for c in cand[long_].tolist()])
+            inside = np.arange(W) < tl[long_][:, None]
+            ok[long_[((got != want) & inside).any(1)]] = False
+        out[ok] = cand[ok]
+        return out
 
 
 def body_crcs(buf, body_at: np.ndarray, body_len: np.ndarray) -> np.ndarray:

@@ -69,6 +69,7 @@ from rmqstore_cli.store.batch import (
     RecordBatch,
     body_crcs,
     pick_property,
+    TopicIds,
     props_well_formed,
     walk_records,
 )
@@ -946,35 +947,27 @@ class Verifier:
             self.last_store_ts = int(store_ts[-1])
             self.max_store_ts = max(self.max_store_ts, int(store_ts.max()))
         # per-record Python work: CRC, topic, properties, keys
-        Pl, bll, tsl, tll, psl, pll, totl = (P.tolist(), bl.tolist(), topic_start.tolist(), topic_len.tolist(),
-                                             props_start.tolist(), pl.tolist(), total.tolist())
         if self.opt.crc:
             got = body_crcs(buf, body_start, bl)
             bad_crc = np.flatnonzero((got != crc) & (bl > 0))
             for i in bad_crc.tolist():
-                self._add("commitlog.body-crc", rel, Pl[i], f"stored body CRC {int(crc[i])}, computed {int(got[i])} "
-                          f"over {bll[i]} body bytes", physical_offset=Pl[i] + base)
+                p = int(P[i])
+                self._add("commitlog.body-crc", rel, p, f"stored body CRC {int(crc[i])}, computed {int(got[i])} "
+                          f"over {int(bl[i])} body bytes", physical_offset=p + base)
                 if self.config.check_crc_on_recover:
-                    self.stops.append((Pl[i] + base, "commitlog.body-crc", rel))
+                    self.stops.append((p + base, "commitlog.body-crc", rel))
         topic_ids = self.topic_ids
-        get = topic_ids.get
-        tids = list(map(get, map(buf.__getitem__, map(slice, tsl, (topic_start + topic_len).tolist()))))
-        if None in tids:
-            for i, t in enumerate(tids):
-                if t is None:
-                    tb = buf[tsl[i]:tsl[i] + tll[i]]
-                    t = get(tb)
-                    tids[i] = t if t is not None else self._new_topic(tb, rel, Pl[i], base)
-        tid = np.array(tids, np.int64)
+        tid = self._topic_lookup(buf, arr, topic_start, topic_len, P, rel, base)
         tran = sysf & TRANSACTION_MASK
         pr = Properties(arr, props_start, pl, buf)
         for i in pr.suspects().tolist():
-            problem = _props_problem(buf[psl[i]:psl[i] + pll[i]])
+            problem = _props_problem(buf[int(props_start[i]):int(props_start[i] + pl[i])])
             if problem:
-                self._add("commitlog.properties", rel, Pl[i], problem, physical_offset=Pl[i] + base)
+                self._add("commitlog.properties", rel, int(P[i]), problem, physical_offset=int(P[i]) + base)
         if self.opt.crc:
             for i in np.flatnonzero(pr.prop_crc).tolist():
-                self._check_prop_crc(buf, Pl[i], totl[i], buf[psl[i]:psl[i] + pll[i]], rel, base)
+                self._check_prop_crc(buf, int(P[i]), int(total[i]), buf[int(props_start[i]):int(props_start[i] + pl[i])],
+                                     rel, base)
         tags_code = pr.tags_code
         sched_tid = topic_ids.get(SCHEDULE_TOPIC.encode())
         if sched_tid is not None and (tid == sched_tid).any():
@@ -992,10 +985,10 @@ class Verifier:
                     tags_code[i] = compute_tags_code(_Delayed(props, SCHEDULE_TOPIC.encode(), int(store_ts[i])),
                                                      self.delay_table)
                 except InvalidForDispatch as e:
-                    self._add("commitlog.properties", rel, Pl[i], f"{e}: the broker's check throws, so it treats "
+                    self._add("commitlog.properties", rel, int(P[i]), f"{e}: the broker's check throws, so it treats "
                               "the record as invalid (dispatch and recovery stop here)", severity=ERROR,
-                              physical_offset=Pl[i] + base)
-                    self.stops.append((Pl[i] + base, "commitlog.properties", rel))
+                              physical_offset=int(P[i]) + base)
+                    self.stops.append((int(P[i]) + base, "commitlog.properties", rel))
         keys = None
         if self.want_keys:
             keys = pr.index_keys(tid, self._topic_prefix_hashes(), tran != TRANSACTION_ROLLBACK_TYPE,
@@ -1005,7 +998,7 @@ class Verifier:
             inner = np.flatnonzero(sysf & INNER_BATCH_FLAG).tolist()
         step = np.ones(n, np.int64)
         for i in inner:
-            props = buf[psl[i]:psl[i] + pll[i]]
+            props = buf[int(props_start[i]):int(props_start[i] + pl[i])]
             v = pick_property(props, b"INNER_NUM\x01")
             if v is not None and v.isdigit():
                 step[i] = int(v)
@@ -1039,6 +1032,30 @@ class Verifier:
             self._prefix_h = np.array([java_hash(t.decode("utf-8", "replace") + "#") & 0xFFFFFFFF
                                        for t in self.topic_names], np.uint64)
         return self._prefix_h
+
+    def _topic_lookup(self, buf, arr, ta: np.ndarray, tl: np.ndarray, P: np.ndarray, rel: str, base: int
+                      ) -> np.ndarray:
+        """Topic id per record: topics seen before found with numpy (:class:`batch.TopicIds`);
+        new ones registered one by one in record order (:meth:`_new_topic`, its findings)."""
+        tbl = self.__dict__.get("_topic_table")
+        if tbl is None or len(tbl.ids) != len(self.topic_names):
+            tbl = self._topic_table = TopicIds()
+            for i, name in enumerate(self.topic_names):
+                tbl.add(name, i)
+        tid = tbl.lookup(arr, ta, tl)
+        unknown = np.flatnonzero(tid < 0)
+        if unknown.size:
+            get = self.topic_ids.get
+            for i in unknown.tolist():
+                at = int(ta[i])
+                tb = buf[at:at + int(tl[i])]
+                t = get(tb)
+                if t is None:
+                    t = self._new_topic(tb, rel, int(P[i]), base)
+                    if len(tbl.ids) == t:
+                        tbl.add(tb, t)
+                tid[i] = t
+        return tid
 
     def _new_topic(self, tb: bytes, rel: str, pos: int, base: int) -> int:
         t = len(self.topic_names)
