@@ -36,6 +36,7 @@ from rmqstore_cli.formats.index import INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE
 from rmqstore_cli.store.batch import (
     Properties,
     RecordBatch,
+    TopicIds,
     concat_hashes,
     gather,
     index_hash,
@@ -52,16 +53,6 @@ from rmqstore_cli.store.message import SCHEDULE_TOPIC, java_hash
 _ENTRY_DTYPE = np.dtype([("key_hash", ">i4"), ("phy_offset", ">i8"), ("time_diff", ">i4"), ("prev_index", ">i4")])
 _INT_MAX = (1 << 31) - 1
 _SCHEDULE = SCHEDULE_TOPIC.encode()
-
-_weights: dict[int, np.ndarray] = {}
-
-
-def _row_weights(width: int) -> np.ndarray:
-    w = _weights.get(width)
-    if w is None:
-        w = _weights[width] = np.random.default_rng(width).integers(1, 1 << 63, size=width, dtype=np.uint64) | 1
-    return w
-
 
 class BatchKeys:
     """The index keys of a block in ``IndexService#buildIndex`` order (per record its
@@ -110,6 +101,7 @@ class FastDispatcher:
     def __init__(self, dispatcher: Dispatcher):
         self.d = dispatcher
         self.topics: dict[bytes, Topic] = {}
+        self.topic_table = TopicIds()
         self.topic_list: list[Topic] = []
         self.units = 0
         self.keys = 0
@@ -129,6 +121,7 @@ class FastDispatcher:
             t = Topic(len(self.topic_list), name, raw, raw == _SCHEDULE, sel, java_hash(pfx) & 0xFFFFFFFF)
             self.topics[raw] = t
             self.topic_list.append(t)
+            self.topic_table.add(raw, t.id)
         return t
 
     # ------------------------------------------------------------- fields
@@ -263,34 +256,20 @@ class FastDispatcher:
                 np.asarray(key_owner, dtype=np.int64),
                 delay_fix)
 
-    def _topic_ids(self, buf, a, ta, tl) -> np.ndarray | None:
-        """Topic id per record: rows of topic bytes hashed and grouped with numpy, each group
-        checked byte for byte against its first row; None when topics are too long for that."""
-        n = len(ta)
-        width = int(tl.max()) if n else 0
-        if n == 0 or width > 256:
-            return None
-        cols = np.arange(width)
-        idx = np.minimum(ta[:, None] + cols, len(a) - 1)
-        rows = np.where(cols < tl[:, None], a[idx], 0).astype(np.uint8)
-        w = _row_weights(width)
-        h = (rows.astype(np.uint64) * w).sum(axis=1, dtype=np.uint64) + tl.astype(np.uint64)
-        uniq, first, inv = np.unique(h, return_index=True, return_inverse=True)
-        if not np.array_equal(rows, rows[first[inv]]) or not np.array_equal(tl, tl[first[inv]]):
-            return None
-        ids = np.empty(len(uniq), dtype=np.int64)
-        for u, i in enumerate(first.tolist()):
+    def _topic_ids(self, buf, a, ta, tl) -> np.ndarray:
+        """Topic id per record: topics seen before found with numpy (:class:`batch.TopicIds`),
+        new ones registered one by one in record order."""
+        tid = self.topic_table.lookup(a, ta, tl)
+        for i in np.flatnonzero(tid < 0).tolist():
             raw = bytes(buf[int(ta[i]):int(ta[i]) + int(tl[i])])
-            ids[u] = (self.topics.get(raw) or self.topic(raw)).id
-        return ids[inv.ravel()]
+            tid[i] = (self.topics.get(raw) or self.topic(raw)).id
+        return tid
 
     def _extract_fast(self, buf, a, ta, tl, pa, pl, rollback):
         """:meth:`_extract_slow` for a whole block: the block's PROPERTIES parsed at once by
         :class:`~rmqstore_cli.store.batch.Properties` (the parser's rules: last non-empty pair
         of a name wins); None when topics need the per-record path."""
         tids = self._topic_ids(buf, a, ta, tl)
-        if tids is None:
-            return None
         pr = Properties(a, pa, np.maximum(pl, 0), buf)
         delay_fix = []
         sch = np.fromiter((t.schedule for t in self.topic_list), dtype=bool, count=len(self.topic_list))
