@@ -129,3 +129,28 @@ def test_topic_ids_find_registered_topics_and_never_a_wrong_one():
             assert g == want or (g == -1 and len(r) > 16), (trial, r, g, want)
             misses += g != want
     assert misses < 50
+
+
+def test_utf8_check_on_the_non_ascii_runs_equals_decoding_everything():
+    rnd = random.Random(2)
+    pieces = [b"a", b" ", b"\x02", "é".encode(), "支".encode(), "🎉".encode(), b"\xff", b"\xc3", b"\x80",
+              b"\xed\xa0\x80", b"\xe0\x80\x80", b"\xf4\x90\x80\x80", b"\xf0\x9f"]
+    seen = set()
+    for _ in range(5000):
+        data = b"".join(rnd.choice(pieces) for _ in range(rnd.randint(1, 12)))
+        cat = np.frombuffer(data, np.uint8)
+        hp = np.flatnonzero(cat >= 0x80)
+        if not hp.size:
+            continue
+
+        def valid(b: bytes) -> bool:
+            try:
+                b.decode("utf-8")
+                return True
+            except UnicodeDecodeError:
+                return False
+
+        want = valid(data)
+        seen.add(want)
+        assert valid(batch._non_ascii_runs(cat, hp)) == want, data
+    assert seen == {True, False}

@@ -258,6 +258,7 @@ class TopicIds:
         self._key_ids = np.zeros(0, np.int64)
         self._exact = np.zeros((0, 3), np.uint64)  # per id: head, tail, length
         self._names: list[bytes] = []
+        self._name_rows = np.zeros((0, 0), np.uint8)  # per id: the topic's bytes, zero-padded
 
     @staticmethod
     def _key_parts(a: np.ndarray, ta: np.ndarray, tl: np.ndarray):
@@ -277,6 +278,9 @@ class TopicIds:
         """Register topic bytes ``raw`` as id ``tid`` (ids are dense, from 0, in order)."""
         self.ids[raw] = tid
         self._names.append(raw)
+        w = max(len(x) for x in self._names)
+        self._name_rows = np.frombuffer(b"".join(x.ljust(w, b"\0") for x in self._names), np.uint8).reshape(-1, w) \
+            if w else np.zeros((len(self._names), 0), np.uint8)
         a = np.frombuffer(raw + bytes(8), np.uint8)
         h, t, L = self._key_parts(a, np.zeros(1, np.int64), np.array([len(raw)], np.int64))
         self._exact = np.concatenate([self._exact, np.stack([h, t, L], 1)])
@@ -303,8 +307,7 @@ class TopicIds:
         if long_.size:  # the middle bytes of long topics: compared in full
             W = int(tl[long_].max())
             got = byte_rows(a, ta[long_], W)
-            names = self._names
-            want = np.array([np.frombuffer(names[c].ljust(W, b"\0")[:W], np.uint8) for c in cand[long_].tolist()])
+            want = self._name_rows[cand[long_], :W]
             inside = np.arange(W) < tl[long_][:, None]
             ok[long_[((got != want) & inside).any(1)]] = False
         out[ok] = cand[ok]
@@ -512,6 +515,18 @@ def props_well_formed(props: bytes) -> bool:
 
 
 
+def _non_ascii_runs(cat: np.ndarray, hp: np.ndarray) -> bytes:
+    """The non-ASCII bytes of ``cat`` (at the sorted positions ``hp``), each maximal run of
+    them followed by a space: valid UTF-8 exactly when ``cat`` is (an ASCII byte never lies
+    inside a multi-byte character, so each run must be whole characters on its own), and
+    much shorter to decode."""
+    brk = np.flatnonzero(hp[1:] != hp[:-1] + 1) + 1  # a run ends before each break
+    vals = cat[hp]
+    out = np.full(hp.size + brk.size + 1, 0x20, np.uint8)
+    out[np.arange(hp.size) + np.searchsorted(brk, np.arange(hp.size), "right")] = vals
+    return out.tobytes()
+
+
 class IndexKeys:
     """Index keys of a batch: owner message, index hash, and the key text on demand."""
 
@@ -624,7 +639,7 @@ class Properties:
             try:
                 if cont:
                     raise UnicodeDecodeError("utf-8", b"", 0, 1, "split")
-                cat.tobytes().decode("utf-8")
+                _non_ascii_runs(cat, self.hp).decode("utf-8")
             except UnicodeDecodeError:
                 bad |= self.non_ascii_msg
         return np.flatnonzero(bad)
