@@ -69,27 +69,36 @@ def file_tasks(stores: list[StoreSpec], body: bool = False) -> list[FileTask]:
 
 def export_rows(task: FileTask, body: bool, stops: list | None = None) -> Iterator[tuple]:
     """The rows of one commit-log file, as dump-commitlog --format jsonl records (body as
-    raw bytes), in :data:`~rmqstore_cli.pipeline.schema.COLUMN_NAMES` order. Where the
-    file could not be read is appended to ``stops``."""
-    from rmqstore_cli.pipeline.schema import COLUMN_NAMES
-    from rmqstore_cli.render import message_dict
-
+    raw bytes), in :data:`~rmqstore_cli.pipeline.schema.COLUMN_NAMES` order, one record at a
+    time: the reference for :func:`export_batches`. Where the file could not be read is
+    appended to ``stops``."""
     ms = task.store.open()
     cl = ms.commitlog
     try:
         for m in cl.scan(task.file_from_offset, task.file_from_offset + task.file_size, every_file=True):
-            d = message_dict(m, "none", True, task.file_name)
-            d["body"] = m.body if body else None
-            d["store"] = task.store.label
-            yield tuple(d.get(c) for c in COLUMN_NAMES)
-        if stops is not None:
-            stops.extend({"store": task.store.label, "file": x.file, "offset": x.offset, "detail": x.reason}
-                         for x in cl.stops)
+            yield _row(m, task, body)
+        _add_stops(stops, cl, task)
     finally:
         ms.close()
 
 
-#: Rows per RecordBatch of :func:`export_batches` (fewer when bodies are big).
+def _row(m, task: FileTask, body: bool) -> tuple:
+    from rmqstore_cli.pipeline.schema import COLUMN_NAMES
+    from rmqstore_cli.render import message_dict
+
+    d = message_dict(m, "none", True, task.file_name)
+    d["body"] = m.body if body else None
+    d["store"] = task.store.label
+    return tuple(d.get(c) for c in COLUMN_NAMES)
+
+
+def _add_stops(stops: list | None, cl, task: FileTask) -> None:
+    if stops is not None:
+        stops.extend({"store": task.store.label, "file": x.file, "offset": x.offset, "detail": x.reason}
+                     for x in cl.stops)
+
+
+#: Rows per RecordBatch of :func:`export_batches` for records read one by one.
 BATCH_ROWS = 8192
 BATCH_BODY_BYTES = 64 << 20
 
@@ -100,31 +109,45 @@ def export_batches(task: FileTask, stops: list | None = None) -> Iterator:
 
     The one per-file function of export: the local engine hands the batches to pyarrow's
     dataset writer, the Spark engine to the JVM through ``mapInArrow`` (no per-row
-    serialisation). Where the file could not be read is appended to ``stops``."""
+    serialisation). Runs of valid records are converted a block at a time
+    (:func:`~rmqstore_cli.pipeline.arrow_block.block_batch`); anything else row by row.
+    Where the file could not be read is appended to ``stops``."""
     import pyarrow as pa
 
+    from rmqstore_cli.pipeline.arrow_block import block_batch
     from rmqstore_cli.pipeline.schema import COLUMN_NAMES, arrow_schema
+    from rmqstore_cli.store.columns import MessageBlock
 
     schema = arrow_schema()
     props_at = COLUMN_NAMES.index("properties")
-    body_at = COLUMN_NAMES.index("body")
 
     def batch(rows: list[tuple]):
         cols = list(zip(*rows))
         cols[props_at] = [list(d.items()) for d in cols[props_at]]  # arrow builds maps from pairs
         return pa.RecordBatch.from_arrays([pa.array(c, type=f.type) for c, f in zip(cols, schema)], schema=schema)
 
+    ms = task.store.open()
+    cl = ms.commitlog
     rows: list[tuple] = []
     size = 0
-    for row in export_rows(task, task.body, stops):
-        rows.append(row)
-        if task.body:
-            size += len(row[body_at] or b"")
-        if len(rows) >= BATCH_ROWS or size >= BATCH_BODY_BYTES:
+    try:
+        for item in cl.scan_blocks(task.file_from_offset, task.file_from_offset + task.file_size, every_file=True):
+            if isinstance(item, MessageBlock):
+                if rows:
+                    yield batch(rows)
+                    rows, size = [], 0
+                yield block_batch(item, task.store.label, task.body)
+                continue
+            rows.append(_row(item, task, task.body))
+            size += len(item.body) if task.body else 0
+            if len(rows) >= BATCH_ROWS or size >= BATCH_BODY_BYTES:
+                yield batch(rows)
+                rows, size = [], 0
+        if rows:
             yield batch(rows)
-            rows, size = [], 0
-    if rows:
-        yield batch(rows)
+        _add_stops(stops, cl, task)
+    finally:
+        ms.close()
 
 
 # ===================================================================== rebuild-index

@@ -1,0 +1,54 @@
+"""export's block conversion (pipeline/arrow_block.py) against the per-record reference
+(tasks.export_rows): the same rows, on real-broker, generated and tricky stores."""
+from __future__ import annotations
+
+import pytest
+
+pa = pytest.importorskip("pyarrow")
+
+from rmqstore_cli.pipeline.schema import COLUMN_NAMES, arrow_schema  # noqa: E402
+from rmqstore_cli.pipeline.tasks import StoreSpec, export_batches, export_rows, file_tasks  # noqa: E402
+
+from conftest import fixture_dir  # noqa: E402
+from test_jsonblock import tricky_store  # noqa: E402,F401  (fixture)
+
+
+def _rows_of(batches) -> list[tuple]:
+    out = []
+    for b in batches:
+        cols = [b.column(i).to_pylist() for i in range(b.num_columns)]
+        out.extend(zip(*cols))
+    return out
+
+
+def _reference(task, body: bool) -> list[tuple]:
+    props = COLUMN_NAMES.index("properties")
+    rows = []
+    for r in export_rows(task, body):
+        r = list(r)
+        r[props] = list(r[props].items())
+        rows.append(tuple(r))
+    return rows
+
+
+@pytest.mark.parametrize("body", [False, True])
+def test_block_batches_are_the_reference_rows(tricky_store, small_store, body):  # noqa: F811
+    for root in (fixture_dir("4.9.7") / "store", fixture_dir("5.3.3") / "store", tricky_store, small_store):
+        for task in file_tasks([StoreSpec(str(root), "s1")], body=body):
+            stops_a: list = []
+            batches = list(export_batches(task, stops_a))
+            assert all(b.schema == arrow_schema() for b in batches)
+            got = _rows_of(batches)
+            want = _reference(task, body)
+            assert len(got) == len(want) and got == want, (root, task.file_name)
+
+
+def test_plain_records_skip_the_reference(tricky_store, monkeypatch):  # noqa: F811
+    """Most records of the tricky store convert without message_dict."""
+    import rmqstore_cli.pipeline.arrow_block as ab
+
+    calls = []
+    real = ab.message_dict
+    monkeypatch.setattr(ab, "message_dict", lambda m, *a: calls.append(m) or real(m, *a))
+    rows = _rows_of(b for t in file_tasks([StoreSpec(str(tricky_store), "s")]) for b in export_batches(t))
+    assert len(rows) > 300 and 5 <= len(calls) < 60
