@@ -291,6 +291,23 @@ class TopicIds:
             order = np.argsort(keys, kind="stable")
             self._keys, self._key_ids = keys[order], ids[order]
 
+    @property
+    def names(self) -> list[bytes]:
+        """Registered topic bytes by id."""
+        return self._names
+
+    def ids_of(self, buf, a: np.ndarray, ta: np.ndarray, tl: np.ndarray) -> np.ndarray:
+        """Topic id of each record, registering new topics (ids in order of appearance)."""
+        tid = self.lookup(a, ta, tl)
+        for r in np.flatnonzero(tid < 0).tolist():
+            raw = bytes(buf[int(ta[r]):int(ta[r] + tl[r])])
+            t = self.ids.get(raw)
+            if t is None:
+                t = len(self._names)
+                self.add(raw, t)
+            tid[r] = t
+        return tid
+
     def lookup(self, a: np.ndarray, ta: np.ndarray, tl: np.ndarray) -> np.ndarray:
         """Topic id of each record (topic bytes ``a[ta:ta+tl]``), -1 where not registered."""
         n = ta.size

@@ -22,7 +22,7 @@ import numpy as np
 from rmqstore_cli.formats.commitlog import HEAD_SIZE
 from rmqstore_cli.formats.commitlog import MessageHead
 from rmqstore_cli.formats.derive import field_offset
-from rmqstore_cli.store.batch import Properties, RecordBatch, body_crcs, walk_records
+from rmqstore_cli.store.batch import Properties, RecordBatch, TopicIds, body_crcs, walk_records
 from rmqstore_cli.store.message import Message
 
 MAX_BLOCK = 8192
@@ -34,8 +34,10 @@ _PHY_AT = field_offset(MessageHead, "physical_offset")
 class MessageBlock:
     """Consecutive VALID records of one commit-log file, as columns (positions in the file)."""
 
-    def __init__(self, buf, a: np.ndarray, rb: RecordBatch, file_from: int, file_name: str):
+    def __init__(self, buf, a: np.ndarray, rb: RecordBatch, file_from: int, file_name: str,
+                 topic_table: TopicIds | None = None):
         self.buf, self.a, self.rb = buf, a, rb
+        self.topic_table = topic_table if topic_table is not None else TopicIds()
         self.file_from, self.file_name = file_from, file_name
         self.n = int(rb.pos.size)
 
@@ -82,37 +84,10 @@ class MessageBlock:
 
     @cached_property
     def topics(self) -> tuple[list[bytes], np.ndarray]:
-        """(distinct TOPIC bytes, index of each record's topic in that list).
-
-        Records are grouped by length and first and last 8 bytes, which is exact for topics
-        of up to 16 bytes; the members of a group with longer topics are compared with its
-        first record byte for byte, and a group that is not one topic is split record by
-        record."""
-        rb, a, buf = self.rb, self.a, self.buf
-        tl, at = rb.topic_len, rb.topic_at
-        cols = np.arange(8)
-        head = np.where(cols < tl[:, None], a[np.minimum(at[:, None] + cols, a.size - 1)], 0)
-        tail = np.where(cols < tl[:, None] - 8, a[np.minimum((at + tl - 8)[:, None] + cols, a.size - 1)], 0)
-        key = np.ascontiguousarray(np.c_[head.astype(np.uint8), tail.astype(np.uint8),
-                                         tl.astype(">u2").view(np.uint8).reshape(-1, 2)])
-        _, first, inv = np.unique(key.view("V18").ravel(), return_index=True, return_inverse=True)
-        inv = inv.ravel()
-        names = [bytes(buf[x:x + n]) for x, n in zip(at[first].tolist(), tl[first].tolist())]
-        long = np.flatnonzero(tl > 16)
-        if long.size:
-            width = int(tl[long].max())
-            c = np.arange(width)
-            rows = a[np.minimum(at[long][:, None] + c, a.size - 1)]
-            rep = a[np.minimum(at[first[inv[long]]][:, None] + c, a.size - 1)]
-            differ = ((rows != rep) & (c < tl[long][:, None])).any(axis=1)
-            if differ.any():  # same length and ends, other middle: name them one by one
-                ids = {t: i for i, t in enumerate(names)}
-                for r in long[differ].tolist():
-                    t = bytes(buf[int(at[r]):int(at[r] + tl[r])])
-                    inv[r] = ids.setdefault(t, len(ids))
-                    if inv[r] == len(names):
-                        names.append(t)
-        return names, inv
+        """(topic bytes by id, each record's topic id), from the scan's
+        :class:`~rmqstore_cli.store.batch.TopicIds` (ids stable across the blocks of a scan)."""
+        tid = self.topic_table.ids_of(self.buf, self.a, self.rb.topic_at, self.rb.topic_len)
+        return self.topic_table.names, tid
 
     @cached_property
     def properties(self) -> Properties:
@@ -180,7 +155,7 @@ class MessageBlock:
 
 
 def valid_block(buf, a: np.ndarray, pos: int, stop: int, file_from: int, file_name: str, max_n: int,
-                check_crc: bool) -> MessageBlock | None:
+                check_crc: bool, topic_table: TopicIds | None = None) -> MessageBlock | None:
     """The longest run of records from ``pos`` that ``check_message`` would call VALID,
     judged by a test that implies its verdict: magic V1/V2, non-negative BODY, TOPIC and
     PROPERTIES lengths adding up to TOTALSIZE (``calMsgLength``) inside the file, and the
@@ -199,7 +174,7 @@ def valid_block(buf, a: np.ndarray, pos: int, stop: int, file_from: int, file_na
     cut = int(bad[0]) if bad.size else rb.pos.size
     if cut == 0:
         return None
-    return MessageBlock(buf, a, rb.head(cut) if cut < rb.pos.size else rb, file_from, file_name)
+    return MessageBlock(buf, a, rb.head(cut) if cut < rb.pos.size else rb, file_from, file_name, topic_table)
 
 
 def file_array(buf) -> np.ndarray:

@@ -273,7 +273,10 @@ class CommitLog:
         everything else as single records: the same records, stops and end."""
         force = self.config.force_verify_prop_crc
         if blocks and not (check_crc and force):  # a whole-record CRC is checked record by record
+            from rmqstore_cli.store.batch import TopicIds
             from rmqstore_cli.store.columns import MAX_BLOCK, file_array, valid_block
+
+            topic_table = TopicIds()
         else:
             blocks = False
         start = self.min_offset if start is None else start
@@ -301,7 +304,7 @@ class CommitLog:
                 if pos - released >= _RELEASE_EVERY:
                     released = release_pages(buf, released, pos)
                 if blocks:
-                    blk = valid_block(buf, arr, pos, stop, f.file_from_offset, f.name, size, check_crc)
+                    blk = valid_block(buf, arr, pos, stop, f.file_from_offset, f.name, size, check_crc, topic_table)
                     if blk is not None:
                         yield blk
                         pos = blk.next_pos
