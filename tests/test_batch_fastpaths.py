@@ -154,3 +154,12 @@ def test_utf8_check_on_the_non_ascii_runs_equals_decoding_everything():
         seen.add(want)
         assert valid(batch._non_ascii_runs(cat, hp)) == want, data
     assert seen == {True, False}
+
+
+def test_stable_argsort_is_numpys_stable_argsort():
+    rng = np.random.default_rng(5)
+    cases = [np.zeros(0, np.int64), np.array([3]), rng.integers(0, 4, 1000), rng.integers(0, 1 << 40, 5000),
+             rng.integers(0, 10, 300).astype(np.int32), np.array([1 << 61, 0, 1 << 61, 5]),  # too big: the fallback
+             rng.integers(-5, 5, 100)]  # negative: the fallback
+    for x in cases:
+        assert np.array_equal(batch.stable_argsort(x), np.argsort(x, kind="stable"))

@@ -40,7 +40,7 @@ from rmqstore_cli.formats.derive import field_offset, numpy_dtype
 from rmqstore_cli.formats.properties import parse_properties
 from rmqstore_cli.store.mapped_files import release_pages
 
-__all__ = ["gather", "byte_rows", "RecordBatch", "walk_records", "Walk", "stop_kind", "TopicIds", "body_crcs", "pow31", "pow31_tables", "RangeHashes", "java_hashes", "concat_hashes", "java_int",
+__all__ = ["gather", "byte_rows", "stable_argsort", "RecordBatch", "walk_records", "Walk", "stop_kind", "TopicIds", "body_crcs", "pow31", "pow31_tables", "RangeHashes", "java_hashes", "concat_hashes", "java_int",
            "index_hash", "index_hashes", "release_pages", "pick_property", "props_well_formed", "Properties",
            "IndexKeys", "CRC_MARK"]
 
@@ -56,6 +56,17 @@ def gather(a: np.ndarray, pos: np.ndarray, width: int, dtype: str) -> np.ndarray
     if not len(pos):
         return np.empty(0, dtype=native)
     return byte_rows(a, pos, width).view(dtype).ravel().astype(native)
+
+
+def stable_argsort(x: np.ndarray) -> np.ndarray:
+    """``np.argsort(x, kind="stable")`` for non-negative integers, faster: ties broken by
+    position inside one unique key ``x * n + i``, which numpy's default (SIMD) sort orders
+    several times faster than its stable merge sort; the stable sort when that key would
+    not fit an int64."""
+    n = x.size
+    if n > 1 and x.dtype.kind in "iu" and int(x.min()) >= 0 and int(x.max()) < (1 << 62) // n:
+        return np.argsort(x.astype(np.int64) * n + np.arange(n))
+    return np.argsort(x, kind="stable")
 
 
 def byte_rows(a: np.ndarray, pos: np.ndarray, width: int) -> np.ndarray:
@@ -406,7 +417,7 @@ def window_hashes(units: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray
     if lo == hi:
         groups = [(lo, None)]
     else:
-        order = np.argsort(L, kind="stable")
+        order = stable_argsort(L)
         Ls = L[order]
         cuts = np.flatnonzero(Ls[1:] != Ls[:-1]) + 1
         if cuts.size >= _MAX_LENGTH_GROUPS:
@@ -710,7 +721,7 @@ class Properties:
         um, ua, ub = self.value(b"UNIQ_KEY\x01")
         km, ka, kb = self.value(b"KEYS\x01")
         if km.size:  # words of KEYS: split each value at its spaces, drop empty words
-            order = np.argsort(ka, kind="stable")
+            order = stable_argsort(ka)
             km, ka, kb = km[order], ka[order], kb[order]
             sp = np.flatnonzero(cat == 0x20)
             r = np.searchsorted(ka, sp, "right") - 1

@@ -37,6 +37,7 @@ from rmqstore_cli.store.batch import (
     Properties,
     RecordBatch,
     TopicIds,
+    stable_argsort,
     concat_hashes,
     gather,
     index_hash,
@@ -280,7 +281,7 @@ class FastDispatcher:
             delay_fix = [(i, raw[u:v].decode("utf-8", "replace"))
                          for i, u, v in zip(o[keep].tolist(), x[keep].tolist(), y[keep].tolist())]
         owner, ka, kb = pr.key_ranges(~rollback)
-        order = np.argsort(owner, kind="stable")  # per record: UNIQ_KEY, then the KEYS words
+        order = stable_argsort(owner)  # per record: UNIQ_KEY, then the KEYS words
         owner, ka, kb = owner[order], ka[order], kb[order]
         hashes = None
         if self.d.index is not None and not self.dry and owner.size:
@@ -434,7 +435,7 @@ def put_block(f: IndexFile, h: np.ndarray, phy: np.ndarray, ts: np.ndarray) -> N
     diff = np.where(delta >= 0, delta // 1000, -((-delta) // 1000))
     diff = np.where(begin <= 0, 0, np.clip(diff, 0, _INT_MAX))
     slots = np.frombuffer(f.mm, dtype=">i4", count=f.slot_num, offset=INDEX_HEADER_SIZE)
-    order = np.argsort(s, kind="stable")
+    order = stable_argsort(s)
     ss, nn = s[order], n[order]
     head = np.ones(k, dtype=bool)
     head[1:] = ss[1:] != ss[:-1]

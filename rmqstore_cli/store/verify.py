@@ -71,6 +71,7 @@ from rmqstore_cli.store.batch import (
     pick_property,
     TopicIds,
     props_well_formed,
+    stable_argsort,
     walk_records,
 )
 from rmqstore_cli.store.batch import Properties as _Props, index_hashes  # noqa: F401  (tests import them here)
@@ -1115,7 +1116,7 @@ class Verifier:
         idx = np.flatnonzero(dispatch)
         if not idx.size:
             return
-        order = idx[np.argsort(tq[idx], kind="stable")]
+        order = idx[stable_argsort(tq[idx])]
         g = tq[order]
         q = qoff[order]
         st = step[order]
@@ -1151,7 +1152,7 @@ class Verifier:
         idx = np.flatnonzero(dispatch)
         if not idx.size:
             return
-        order = idx[np.argsort(tq[idx], kind="stable")]
+        order = idx[stable_argsort(tq[idx])]
         g = tq[order]
         bounds = np.flatnonzero(np.r_[True, g[1:] != g[:-1], True])
         for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
