@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SMALL, generate, run
+from conftest import SMALL, fixture_dir, generate, run
 
 SIZES = dict(mapped_file_size_commit_log=65536, mapped_file_size_consume_queue=2000, max_hash_slot_num=64,
              max_index_num=400)
@@ -186,3 +186,28 @@ def test_refused_topics_are_reported_by_the_decomposed_rebuild(tmp_path):
     assert ref.refused_topics and set(ref.refused_topics) == {"../evil"}
     assert dec.refused_topics == ref.refused_topics
     assert not (tmp_path / "evil").exists() and not (tmp_path / "dec" / "evil").exists()
+
+
+def test_spark_submit_runs_the_same_export(tmp_path):
+    """README's spark-submit form: the package's __main__.py as the application, master and
+    settings from spark-submit (``--spark-master`` left at its default is not applied)."""
+    import subprocess
+    import sys
+
+    import rmqstore_cli
+    from test_pipeline import _rows
+
+    submit = Path(sys.executable).with_name("spark-submit")
+    if not submit.exists():
+        pytest.skip("no spark-submit next to the interpreter")
+    store = fixture_dir("5.3.3") / "store"
+    app = Path(rmqstore_cli.__file__).with_name("__main__.py")
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable)
+    r = subprocess.run([str(submit), "--master", "local[2]", str(app), "export", "--store", str(store),
+                        "--output", str(tmp_path / "submitted"), "--engine", "spark", "--format", "json"],
+                       capture_output=True, text=True, env=env, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert json.loads(r.stdout)["rows"] == 597
+    local = run("export", "--store", str(store), "--output", str(tmp_path / "local"))
+    assert local.returncode == 0, local.stderr
+    assert _rows(tmp_path / "submitted") == _rows(tmp_path / "local")

@@ -15,7 +15,15 @@ from rmqstore_cli.pipeline.tasks import FileTask, export_batches
 MAX_FINDINGS = 1000
 
 
-def session(master: str = "local[*]", conf: list[str] | None = None, verbose: bool = False):
+DEFAULT_MASTER = "local[*]"
+
+
+def under_spark_submit() -> bool:
+    """Run by ``spark-submit``: its JVM is already up and told us its gateway port."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
+def session(master: str = DEFAULT_MASTER, conf: list[str] | None = None, verbose: bool = False):
     """A SparkSession; embedded (``local[*]``) needs only the ``spark`` extra and a JDK.
 
     Unless ``verbose``, Spark is quiet: its log4j output goes through our configuration
@@ -38,7 +46,9 @@ def session(master: str = "local[*]", conf: list[str] | None = None, verbose: bo
         settings.append((k, v))
     if not verbose:
         _quiet_gateway(master, settings)
-    b = SparkSession.builder.appName("rmqstore").master(master)
+    b = SparkSession.builder.appName("rmqstore")
+    if not (under_spark_submit() and master == DEFAULT_MASTER):  # spark-submit's --master then decides
+        b = b.master(master)
     for k, v in settings:
         b = b.config(k, v)
     s = b.getOrCreate()
@@ -54,7 +64,7 @@ def _quiet_gateway(master: str, settings: list[tuple[str, str]]) -> None:
     from pyspark import SparkConf, SparkContext
     from pyspark.java_gateway import launch_gateway
 
-    if SparkContext._gateway is not None:
+    if SparkContext._gateway is not None or under_spark_submit():
         return
     c = SparkConf(loadDefaults=False).setMaster(master).setAppName("rmqstore")
     for k, v in settings:
