@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import os
 from functools import cached_property
 
 from rmqstore_cli.errors import StoreError
@@ -11,7 +12,7 @@ from rmqstore_cli.store.checkpoint import StoreCheckpoint
 from rmqstore_cli.store.commitlog import CommitLog
 from rmqstore_cli.store.config import StoreConfig
 from rmqstore_cli.store.index import IndexService
-from rmqstore_cli.store.mapped_files import queue_dirs
+from rmqstore_cli.store.mapped_files import open_read_only, queue_dirs
 
 _STORE_MARKERS = ("commitlog", "consumequeue", "index", "checkpoint")
 
@@ -71,7 +72,8 @@ class MessageStore:
         found = {t for t, _, _ in queue_dirs(self.config.consumequeue_dir)}
         p = self.config.root / "config" / "topics.json"
         try:
-            data = json.loads(p.read_text(encoding="utf-8"))
+            with os.fdopen(open_read_only(p), "rb") as fh:
+                data = json.loads(fh.read().decode("utf-8"))
             found.update(data.get("topicConfigTable", {}).keys())
         except (OSError, ValueError, AttributeError):
             pass
