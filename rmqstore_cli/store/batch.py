@@ -691,8 +691,7 @@ class Properties:
         """The first four bytes of every pair as a big-endian uint32 (bytes past the end of
         all PROPERTIES read as the last byte)."""
         if self._prefix is None:
-            pos = np.minimum(self.starts[:, None] + np.arange(4), self.tot - 1)
-            self._prefix = np.ascontiguousarray(self.cat[pos]).view(">u4").ravel()
+            self._prefix = np.ascontiguousarray(byte_rows(self.cat, self.starts, 4)).view(">u4").ravel()
         return self._prefix
 
     def value(self, name: bytes):

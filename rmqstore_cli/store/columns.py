@@ -22,7 +22,7 @@ import numpy as np
 from rmqstore_cli.formats.commitlog import HEAD_SIZE
 from rmqstore_cli.formats.commitlog import MessageHead
 from rmqstore_cli.formats.derive import field_offset
-from rmqstore_cli.store.batch import Properties, RecordBatch, TopicIds, body_crcs, walk_records
+from rmqstore_cli.store.batch import Properties, RecordBatch, TopicIds, body_crcs, byte_rows, walk_records
 from rmqstore_cli.store.message import Message
 
 MAX_BLOCK = 8192
@@ -123,8 +123,7 @@ class MessageBlock:
         """``MessageDecoder#createMessageId`` of records ``t`` with an IPv4 store host: store
         address, port and the stored PHYSICALOFFSET, 16 bytes a row."""
         a, at = self.a, self.host("store")[0][t]
-        return np.c_[a[np.minimum(at[:, None] + np.arange(8), a.size - 1)],
-                     a[np.minimum(self.rb.pos[t][:, None] + _PHY_AT + np.arange(8), a.size - 1)]]
+        return np.concatenate([byte_rows(a, at, 8), byte_rows(a, self.rb.pos[t] + _PHY_AT, 8)], axis=1)
 
     # ------------------------------------------------------------- objects
     def messages(self, idx: np.ndarray | None = None) -> list[Message]:
