@@ -26,6 +26,9 @@ from rmqstore_cli.store.batch import Properties, RecordBatch, TopicIds, body_crc
 from rmqstore_cli.store.message import Message
 
 MAX_BLOCK = 8192
+#: A block spans at most this many bytes of the log (and at least one record), so a
+#: consumer that copies bodies holds a bounded amount whatever the record size.
+MAX_BLOCK_BYTES = 32 << 20
 _FLAG_AT = field_offset(MessageHead, "flag")
 _BORN_TS_AT = field_offset(MessageHead, "born_timestamp")
 _PHY_AT = field_offset(MessageHead, "physical_offset")
@@ -160,8 +163,8 @@ def valid_block(buf, a: np.ndarray, pos: int, stop: int, file_from: int, file_na
     PROPERTIES lengths adding up to TOTALSIZE (``calMsgLength``) inside the file, and the
     body CRC when asked. None when the record at ``pos`` is not such a record."""
     starts = walk_records(buf, pos, len(buf), max_n, a=a).starts
-    if starts.size and starts[-1] >= stop:
-        starts = starts[:np.searchsorted(starts, stop)]
+    if starts.size and starts[-1] >= min(stop, pos + MAX_BLOCK_BYTES):  # big records: fewer per block
+        starts = starts[:max(np.searchsorted(starts, min(stop, pos + MAX_BLOCK_BYTES)), int(starts[0] < stop))]
     if not starts.size:
         return None
     rb = RecordBatch(a, starts)
