@@ -149,6 +149,9 @@ def commands(store: Path, conf: Path | None, probe: dict) -> list[tuple[str, lis
     out = [
         ("dump-commitlog", ["dump-commitlog", *s, "--format", "jsonl", "--body", "text", "--show-blank", "--decompress"]),
         ("dump-commitlog-crc", ["dump-commitlog", *s, "--format", "table", "--check-crc"]),
+        # the columnar path (MessageBlock + jsonblock), and odd-sized files read anyway
+        ("dump-commitlog-blocks", ["dump-commitlog", *s, "--format", "jsonl", "--body", "base64", "--check-crc",
+                                   "--allow-odd-size"]),
         ("dump-cq", ["dump-cq", *s, probe.get("topic", "T"), str(probe.get("queue_id", 0)), "--format", "jsonl",
                      "--resolve"]),
         ("dump-cq-summary", ["dump-cq", *s, "--summary", "--format", "json"]),
