@@ -544,3 +544,37 @@ def test_summary_bytes_are_the_records_checked_not_the_file_sizes(small_store):
     r, findings, summary = _verify(small_store)
     kept = [x for x in recs if not (x[0] == name and x[1] >= victim[1])]
     assert summary["bytes"] == sum(t for _, _, t, _ in kept) and summary["messages"] == len(kept)
+
+
+def _damages(store):
+    """Damage that leaves index entries unmatched in several index files."""
+    names = sorted(os.listdir(store / "commitlog"))
+    os.remove(store / "commitlog" / names[len(names) // 2])  # entries into a missing file
+    path = _index_file(store, 1)
+    at = ENTRIES_BASE + 5 * 20
+    h, phy = struct.unpack_from(">iq", path.read_bytes(), at)
+    _patch(path, at + 4, struct.pack(">q", phy + 1))  # an entry one byte into its record
+    last = store / "commitlog" / names[-1]
+    with open(last, "r+b") as fh:  # a torn tail: the last entries point past the data
+        fh.seek(len(fh.read()) // 3)
+        fh.write(bytes(2000))
+
+
+@pytest.mark.parametrize("damage", [False, True])
+def test_retired_index_files_give_the_same_findings(small_store, monkeypatch, damage):
+    """Verifier retires an index file once the scan has passed all its entries (memory
+    does not grow with the index); the findings are those of keeping every file whole."""
+    from rmqstore_cli.store import verify as V
+
+    if damage:
+        _damages(small_store)
+    retired = []
+    real = V._IndexFile.retire
+    monkeypatch.setattr(V._IndexFile, "retire", lambda self: retired.append(self.name) or real(self))
+    _, with_retire, s1 = _verify(small_store, "--deep")
+    assert len(retired) >= 2, "the small store has several index files the scan passes"
+    monkeypatch.setattr(V._IndexFile, "retire", lambda self: None)
+    _, whole, s2 = _verify(small_store, "--deep")
+    assert with_retire == whole and s1 == s2
+    if damage:
+        assert {"index.entry-target", "commitlog.gap"} <= {f["check"] for f in whole}

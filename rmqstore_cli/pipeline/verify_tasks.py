@@ -201,6 +201,8 @@ class _FileScan(_Recorder):
     """``scan_file_at(i)`` on a Verifier that has seen no earlier file; records what the
     driver needs to join files up."""
 
+    retire_index_files = False  # the task ships its index files' marks after the scan
+
     def __init__(self, plan: StorePlan, i: int):
         super().__init__(plan.config, plan.crc, plan.deep, plan.cap, 2, (i,))
         self.only = i

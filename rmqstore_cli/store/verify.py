@@ -388,16 +388,47 @@ class _IndexFile:
         idx = np.arange(a, b)
         return idx if self.order is None else self.order[idx]
 
+    def retire(self) -> None:
+        """The scan has passed every entry's offset: keep what ``_finish_index`` reads (the
+        entries never matched, the first and the last), free the rest and the mapping, so
+        verify's memory does not grow with the number of index files."""
+        keep = np.union1d(np.flatnonzero(~self.checked), [0, self.phy.size - 1])
+        self.phy = _Sparse(self.phy.size, keep, self.phy[keep])
+        self.entries = self.hash = self.sorted_phy = self.order = None
+        self.retired = True
+        if not isinstance(self.mm, bytes):
+            try:
+                self.mm.close()
+            except BufferError:  # a view still alive: the GC unmaps it
+                pass
+            self.mm = b""
+
     def close(self) -> None:
         self.entries = self.phy = self.hash = self.sorted_phy = None
         if not isinstance(self.mm, bytes):
             self.mm.close()
 
 
+class _Sparse:
+    """A retired index file's entry offsets: only some positions are kept (size stays)."""
+
+    def __init__(self, size: int, idx: np.ndarray, values: np.ndarray):
+        self.size, self._idx, self._values = size, idx, values
+
+    def __getitem__(self, i):
+        at = np.searchsorted(self._idx, i)
+        if np.any(self._idx[np.minimum(at, self._idx.size - 1)] != i):
+            raise IndexError("entry not kept by retire()")
+        return self._values[at]
+
+
 # ---------------------------------------------------------------- the verifier
 
 class Verifier:
     """Run every check over one store; iterate :meth:`run` for findings, then read ``summary``."""
+
+    #: Free an index file's arrays and mapping once the scan has passed all its entries.
+    retire_index_files = True
 
     def __init__(self, config: StoreConfig, options: VerifyOptions | None = None, progress=None):
         self.config = config
@@ -727,11 +758,20 @@ class Verifier:
         self.want_keys = cfg.message_index_enable and do_index
         for i in range(len(files)):
             self.scan_file_at(i)
+            if self.retire_index_files and i + 1 < len(files):  # later files hold only higher offsets
+                self._retire_index_files(files[i + 1].file_from_offset)
             yield from self._drain()
         try:
             mfq.close()
         except BufferError:  # a view still alive (e.g. held by a caller); the GC unmaps it
             pass
+
+    def _retire_index_files(self, upto: int) -> None:
+        """Index files all of whose entries point below ``upto`` can meet no later record."""
+        for f in self.index_active:
+            if f.sorted_phy.size and int(f.sorted_phy[-1]) < upto:
+                f.retire()
+        self.index_active = [f for f in self.index_active if not getattr(f, "retired", False)]
 
     def scan_file_at(self, i: int) -> None:
         """Check commit-log file number ``i`` of ``self.mfq`` (name, size, gap to the previous
