@@ -366,6 +366,13 @@ class _IndexFile:
         self.entries_base = INDEX_HEADER_SIZE + slots * HASH_SLOT_SIZE
         room = max(0, (self.length - self.entries_base) // INDEX_ENTRY_SIZE)
         self.n = max(0, min(self.count, room, max_num))  # entries 1 .. n-1 are readable
+        self.load()
+        self.entry_count = self.phy.size
+        self.phy_max = int(self.sorted_phy[-1]) if self.phy.size else -1
+        self.checked = np.zeros(self.phy.size, bool)
+
+    def load(self) -> None:
+        """The entries' offsets and hashes as arrays (again, after :meth:`unload`)."""
         if self.n > 1:
             self.entries = np.frombuffer(self.mm, _ENTRY_DTYPE, count=self.n - 1,
                                          offset=self.entries_base + INDEX_ENTRY_SIZE)
@@ -376,7 +383,17 @@ class _IndexFile:
         self.order = None if self.phy.size < 2 or bool(np.all(self.phy[1:] >= self.phy[:-1])) \
             else np.argsort(self.phy, kind="stable")
         self.sorted_phy = self.phy if self.order is None else self.phy[self.order]
-        self.checked = np.zeros(self.phy.size, bool)
+
+    def unload(self) -> None:
+        """Drop the arrays and the mapped pages until the scan reaches this file's entries
+        (:meth:`ensure_loaded`): index files are checked one after another, not all at once."""
+        self.entries = self.phy = self.hash = self.sorted_phy = self.order = None
+        if not isinstance(self.mm, bytes) and hasattr(mmap, "MADV_DONTNEED"):
+            self.mm.madvise(mmap.MADV_DONTNEED)
+
+    def ensure_loaded(self) -> None:
+        if self.phy is None:
+            self.load()
 
     def entry_offset(self, i: int) -> int:
         """Byte offset of entry number ``i + 1`` (entries array index i)."""
@@ -613,7 +630,10 @@ class Verifier:
         except (FileNotFoundError, NotADirectoryError):
             paths = []
         for p in paths:
-            self.index_files.append(self.open_index_file(p))
+            f = self.open_index_file(p)
+            if self.retire_index_files:
+                f.unload()
+            self.index_files.append(f)
         self.check_index_order()
 
     def open_index_file(self, p: Path) -> _IndexFile:
@@ -753,7 +773,7 @@ class Verifier:
         self.max_store_ts = 0
         self.ranges: list[tuple[int, int]] = []  # readable [start, end) physical ranges with records
         self.first_records: dict[int, tuple[int, int] | None] = {}
-        self.index_active = [f for f in self.index_files if f.phy.size]
+        self.index_active = [f for f in self.index_files if f.entry_count]
         do_index = bool(self.index_active) or self.opt.deep
         self.want_keys = cfg.message_index_enable and do_index
         for i in range(len(files)):
@@ -769,7 +789,8 @@ class Verifier:
     def _retire_index_files(self, upto: int) -> None:
         """Index files all of whose entries point below ``upto`` can meet no later record."""
         for f in self.index_active:
-            if f.sorted_phy.size and int(f.sorted_phy[-1]) < upto:
+            if f.phy_max < upto:
+                f.ensure_loaded()
                 f.retire()
         self.index_active = [f for f in self.index_active if not getattr(f, "retired", False)]
 
@@ -1395,8 +1416,9 @@ class Verifier:
         pair_sorted = np.sort(pair)
         entry_pairs = []
         for f in self.index_active:
-            if f.end_phy < lo and f.begin_phy < lo and (f.sorted_phy.size == 0 or f.sorted_phy[-1] < lo):
+            if f.end_phy < lo and f.begin_phy < lo and f.phy_max < lo:
                 continue
+            f.ensure_loaded()
             sel = f.in_range(lo, hi)
             if not sel.size:
                 continue
@@ -1435,6 +1457,7 @@ class Verifier:
 
     def _finish_index(self) -> None:
         for f in self.index_files:
+            f.ensure_loaded()
             if not f.phy.size:
                 continue
             un = np.flatnonzero(~f.checked)
