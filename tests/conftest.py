@@ -79,3 +79,21 @@ def tree_digest(root: Path) -> dict[str, tuple[str, int]]:
         if p.is_file():
             out[str(p.relative_to(root))] = (hashlib.sha256(p.read_bytes()).hexdigest(), p.stat().st_mtime_ns)
     return out
+
+
+def retopic(src: Path, dest: Path, topics: list[tuple[slice, str]]) -> Path:
+    """``dest``: ``src`` dumped and written again (small file sizes) with the records picked
+    by each slice given that topic; the writer places records and numbers queues anew."""
+    import json as _json
+
+    dump = [_json.loads(x) for x in cli("dump-commitlog", "--store", src, "--format", "jsonl", "--body",
+                                        "base64").stdout.splitlines()]
+    for r in dump:
+        r.pop("physical_offset"), r.pop("queue_offset")
+    for sl, topic in topics:
+        for r in dump[sl]:
+            r["topic"] = topic
+    r = cli("generate", "--store", dest, "--from-jsonl", "-", *SMALL, "--format", "json",
+            input="\n".join(_json.dumps(x) for x in dump) + "\n")
+    assert r.exit_code == 0, r.stderr
+    return dest

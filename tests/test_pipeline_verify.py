@@ -178,22 +178,10 @@ def test_caps_keep_the_first_findings_in_the_local_order(master, tmp_path):
 def test_bad_topics_are_reported_once_where_first_seen(tmp_path):
     """A topic finding is said once per store, at the topic's first record, though every
     file task meets the topic again."""
-    from conftest import cli
+    from conftest import retopic
 
     src = generate(tmp_path / "src", "--delay-ratio", "0", "--transaction-ratio", "0", messages=700, seed=4)
-    dump = [json.loads(x) for x in cli("dump-commitlog", "--store", src, "--format", "jsonl", "--body",
-                                       "base64").stdout.splitlines()]
-    for r in dump:
-        r.pop("physical_offset"), r.pop("queue_offset")
-    for r in dump[::5]:
-        r["topic"] = "bad topic"
-    for r in dump[3::7]:
-        r["topic"] = "../evil"
-    hostile = tmp_path / "hostile"
-    r = cli("generate", "--store", hostile, "--from-jsonl", "-", "--commitlog-file-size", "65536",
-            "--cq-file-size", "2000", "--index-slots", "64", "--index-max", "400", "--format", "json",
-            input="\n".join(json.dumps(x) for x in dump) + "\n")
-    assert r.exit_code == 0, r.stderr
+    hostile = retopic(src, tmp_path / "hostile", [(slice(None, None, 5), "bad topic"), (slice(3, None, 7), "../evil")])
     want = _check([hostile], caps=(None, 1))
     topics = [f for f in want[0]["findings"] if f["check"] in ("commitlog.topic", "commitlog.topic-chars")]
     assert len(topics) == 2 and len(list((hostile / "commitlog").iterdir())) >= 3
