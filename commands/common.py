@@ -43,6 +43,24 @@ AllowOddSizeOpt = Annotated[bool, typer.Option(
     "with a warning naming it. Without it such a store is refused, as the broker refuses to load it.")]
 ODD_SIZE_HINT = "or pass --allow-odd-size to read it anyway"
 
+# Several stores and the Spark engine (verify, rebuild-index, export)
+StoresOpt = Annotated[list[str], typer.Option(
+    "--store", "-s", envvar="RMQSTORE_STORE", show_default="~/store",
+    help="Store root directory (storePathRootDir); repeat it, or give a glob, for several stores.")]
+
+
+class Engine(str, Enum):
+    local = "local"
+    spark = "spark"
+
+
+EngineOpt = Annotated[Engine, typer.Option(help="local (this process) or spark (PySpark).")]
+SparkMasterOpt = Annotated[Optional[str], typer.Option(
+    show_default="local[*]",
+    help="Spark master: local[*], local[N], spark://…, yarn, k8s://… (under spark-submit: its --master).")]
+SparkConfOpt = Annotated[Optional[list[str]], typer.Option(help="Spark setting KEY=VALUE (repeatable).")]
+SparkVerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="Let Spark log (quiet by default).")]
+
 DEFAULT_STORE = Path(os.path.expanduser("~")) / "store"
 
 

@@ -1,9 +1,8 @@
 """``rmqstore export``: commit logs to a Parquet dataset, on the local engine or on Spark."""
 from __future__ import annotations
 
-from enum import Enum
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -11,10 +10,15 @@ from rmqstore_cli.commands.common import (
     BrokerConfOpt,
     CommitlogSizeOpt,
     CqSizeOpt,
+    Engine,
+    EngineOpt,
     Fmt,
     FormatOpt,
     IndexMaxOpt,
     IndexSlotsOpt,
+    SparkConfOpt,
+    SparkMasterOpt,
+    SparkVerboseOpt,
     command,
 )
 
@@ -30,11 +34,6 @@ EPILOG = """Examples:
 """
 
 
-class Engine(str, Enum):
-    local = "local"
-    spark = "spark"
-
-
 def register(app: typer.Typer) -> None:
     app.command("export", epilog=EPILOG)(export)
 
@@ -44,12 +43,12 @@ def export(
     store: Annotated[list[str], typer.Option("--store", "-s", envvar="RMQSTORE_STORE",
                                              help="Store root; repeat it, or give a glob, for several stores.")],
     output: Annotated[Path, typer.Option("--output", "-o", help="Directory of the Parquet dataset.")],
-    engine: Annotated[Engine, typer.Option(help="local (this process) or spark (PySpark).")] = Engine.local,
+    engine: EngineOpt = Engine.local,
     body: Annotated[bool, typer.Option("--body/--no-body", help="Include message bodies (stored bytes).")] = False,
     overwrite: Annotated[bool, typer.Option(help="Replace an existing, non-empty output directory.")] = False,
-    spark_master: Annotated[str, typer.Option(help="Spark master: local[*], local[N], spark://…, yarn, k8s://….")] = "local[*]",
-    spark_conf: Annotated[Optional[list[str]], typer.Option(help="Spark setting KEY=VALUE (repeatable).")] = None,
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Let Spark log (quiet by default).")] = False,
+    spark_master: SparkMasterOpt = None,
+    spark_conf: SparkConfOpt = None,
+    verbose: SparkVerboseOpt = False,
     broker_conf: BrokerConfOpt = None,
     commitlog_file_size: CommitlogSizeOpt = None,
     cq_file_size: CqSizeOpt = None,

@@ -9,19 +9,24 @@ from typing import Annotated, Optional
 import typer
 
 from rmqstore_cli.commands.common import (
-    DEFAULT_STORE,
     BrokerConfOpt,
     CommitlogSizeOpt,
     CqSizeOpt,
+    DEFAULT_STORE,
+    Engine,
+    EngineOpt,
     Fmt,
     FormatOpt,
     IndexMaxOpt,
     IndexSlotsOpt,
+    SparkConfOpt,
+    SparkMasterOpt,
+    SparkVerboseOpt,
+    StoresOpt,
     TzOpt,
     command,
     complete_topic,
 )
-from rmqstore_cli.commands.export import Engine
 
 EPILOG = """Examples:
 
@@ -64,10 +69,7 @@ def register(app: typer.Typer) -> None:
 
 @command
 def rebuild_index(
-    store: Annotated[list[str], typer.Option(
-        "--store", "-s", envvar="RMQSTORE_STORE", show_default="~/store",
-        help="Store root directory (storePathRootDir); repeat it, or give a glob, for several stores.")] = [
-        str(DEFAULT_STORE)],
+    store: StoresOpt = [str(DEFAULT_STORE)],
     broker_conf: BrokerConfOpt = None,
     output: Annotated[Optional[Path], typer.Option(
         "--output", "-o", help="Write the rebuilt consumequeue/, index/ and checkpoint here (with several stores: "
@@ -92,10 +94,10 @@ def rebuild_index(
     index_max: IndexMaxOpt = None,
     tz: TzOpt = None,
     fmt: FormatOpt = Fmt.table,
-    engine: Annotated[Engine, typer.Option(help="local (this process) or spark (PySpark).")] = Engine.local,
-    spark_master: Annotated[str, typer.Option(help="Spark master: local[*], local[N], spark://…, yarn, k8s://….")] = "local[*]",
-    spark_conf: Annotated[Optional[list[str]], typer.Option(help="Spark setting KEY=VALUE (repeatable).")] = None,
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Let Spark log (quiet by default).")] = False,
+    engine: EngineOpt = Engine.local,
+    spark_master: SparkMasterOpt = None,
+    spark_conf: SparkConfOpt = None,
+    verbose: SparkVerboseOpt = False,
 ) -> None:
     """Regenerate consume queues and index files from the commit log, as the broker's dispatch builds them.
 

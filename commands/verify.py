@@ -8,18 +8,22 @@ from typing import Annotated, Optional
 import typer
 
 from rmqstore_cli.commands.common import (
-    DEFAULT_STORE,
     BrokerConfOpt,
     CommitlogSizeOpt,
     CqSizeOpt,
+    DEFAULT_STORE,
+    Engine,
+    EngineOpt,
     Fmt,
     FormatOpt,
     IndexMaxOpt,
     IndexSlotsOpt,
-    StoreOpt,
+    SparkConfOpt,
+    SparkMasterOpt,
+    SparkVerboseOpt,
+    StoresOpt,
     command,
 )
-from rmqstore_cli.commands.export import Engine
 
 EPILOG = """Examples:
 
@@ -54,10 +58,7 @@ def register(app: typer.Typer) -> None:
 
 @command
 def verify(
-    store: Annotated[list[str], typer.Option(
-        "--store", "-s", envvar="RMQSTORE_STORE", show_default="~/store",
-        help="Store root directory (storePathRootDir); repeat it, or give a glob, for several stores.")] = [
-        str(DEFAULT_STORE)],
+    store: StoresOpt = [str(DEFAULT_STORE)],
     broker_conf: BrokerConfOpt = None,
     commitlog_file_size: CommitlogSizeOpt = None,
     cq_file_size: CqSizeOpt = None,
@@ -70,10 +71,10 @@ def verify(
     list_checks: Annotated[bool, typer.Option("--list-checks", help="List every check id, its severity and "
                                               "meaning, and exit.")] = False,
     fmt: FormatOpt = Fmt.table,
-    engine: Annotated[Engine, typer.Option(help="local (this process) or spark (PySpark).")] = Engine.local,
-    spark_master: Annotated[str, typer.Option(help="Spark master: local[*], local[N], spark://…, yarn, k8s://….")] = "local[*]",
-    spark_conf: Annotated[Optional[list[str]], typer.Option(help="Spark setting KEY=VALUE (repeatable).")] = None,
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Let Spark log (quiet by default).")] = False,
+    engine: EngineOpt = Engine.local,
+    spark_master: SparkMasterOpt = None,
+    spark_conf: SparkConfOpt = None,
+    verbose: SparkVerboseOpt = False,
 ) -> None:
     """Check a store's commit log, consume queues, index, checkpoint and abort marker.
 

@@ -23,11 +23,14 @@ def under_spark_submit() -> bool:
     return "PYSPARK_GATEWAY_PORT" in os.environ
 
 
-def session(master: str = DEFAULT_MASTER, conf: list[str] | None = None, verbose: bool = False):
+def session(master: str | None = None, conf: list[str] | None = None, verbose: bool = False):
     """A SparkSession; embedded (``local[*]``) needs only the ``spark`` extra and a JDK.
 
     Unless ``verbose``, Spark is quiet: its log4j output goes through our configuration
-    (errors only), and what the JVM itself prints on stderr (launcher warnings) is dropped."""
+    (errors only), and what the JVM itself prints on stderr (launcher warnings) is dropped.
+    Without a ``master``: spark-submit's when it runs us, else :data:`DEFAULT_MASTER`."""
+    if master is None and not under_spark_submit():
+        master = DEFAULT_MASTER
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
@@ -47,7 +50,7 @@ def session(master: str = DEFAULT_MASTER, conf: list[str] | None = None, verbose
     if not verbose:
         _quiet_gateway(master, settings)
     b = SparkSession.builder.appName("rmqstore")
-    if not (under_spark_submit() and master == DEFAULT_MASTER):  # spark-submit's --master then decides
+    if master is not None:
         b = b.master(master)
     for k, v in settings:
         b = b.config(k, v)
@@ -128,14 +131,14 @@ def export(spark, tasks: list[FileTask], output: Path) -> dict:
     return {"rows": rows, "unreadable": stops}
 
 
-def run_job(job, master: str, conf: list[str] | None, verbose: bool, *args):
+def run_job(job, master: str | None, conf: list[str] | None, verbose: bool, *args):
     """Start a session, run ``job(session, *args)``, stop; a failed job is one clean error."""
     from rmqstore_cli.errors import StoreError
 
     try:
         s = session(master, conf, verbose)
     except Exception as e:  # no JDK, bad master URL, …
-        raise StoreError(f"cannot start Spark ({master}): {_first_line(e)}",
+        raise StoreError(f"cannot start Spark ({master or 'master from spark-submit'}): {_first_line(e)}",
                          hint="the spark engine needs a JDK (JAVA_HOME) and the 'spark' extra") from None
     try:
         return job(s, *args)
