@@ -82,33 +82,21 @@ class _Props:
 
     def __init__(self, blk: MessageBlock, plain: np.ndarray):
         P = blk.properties
-        n = blk.n
         self.P = P
-        rb = blk.rb
-        plain &= rb.props_len > 0
+        plain &= P.simple()
         if not P.tot:
             return
         cat = P.cat
-        plain[P.suspects()] = False
         if cat.tobytes().translate(None, _PROPS_OK_BYTES):  # a byte that needs an escape somewhere
-            bad = np.flatnonzero(~_PROPS_OK[cat])
-            plain[np.searchsorted(P.moff, bad, "right") - 1] = False
-        if P.hp.size:  # non-ASCII: valid UTF-8 (suspects) that a terminal cannot act on
+            plain[P.owners(np.flatnonzero(~_PROPS_OK[cat]))] = False
+        if P.hp.size:  # non-ASCII: valid UTF-8 (simple) that a terminal cannot act on
             for m in _UNSAFE_UTF8.finditer(cat.tobytes()):
-                plain[np.searchsorted(P.moff, m.start(), "right") - 1] = False
-        n_ones = np.bincount(np.searchsorted(P.moff, P.ones, "right") - 1, minlength=n)
-        plain &= n_ones == np.bincount(P.owner, minlength=n)  # one \x01 per pair: none inside a value
-        # no name twice: names compared by length and first four bytes (two names alike in
-        # those only cost the reference path)
-        name_len = np.clip(P.first1 - P.starts, 0, 0xFFFF).astype(np.int64)
-        head = P.prefix4.astype(np.int64) >> (8 * np.maximum(4 - name_len, 0))  # a short name's bytes only
-        srt = np.sort(P.owner.astype(np.int64) << 48 | name_len << 32 | head)
-        plain[srt[1:][srt[1:] == srt[:-1]] >> 48] = False
-        # every record's PROPERTIES with a NUL after each: a NUL cannot be in a plain record,
-        # and one in another record is masked so that the pieces stay one per record
-        raw = b"\0".join(map(blk.buf.__getitem__, map(slice, rb.props_at.tolist(),
-                                                       (rb.props_at + rb.props_len).tolist()))) + b"\0"
-        if raw.count(b"\0") != n:
+                plain[P.owners(m.start())] = False
+        # every record's PROPERTIES with a NUL after each (value ranges below are positions in
+        # ``cat`` plus the record number); a NUL inside a record (never a plain one) is masked
+        # so that the pieces stay one per record
+        raw = blk.properties_text()
+        if raw.count(b"\0") != blk.n:
             c = cat.copy()
             c[c == 0] = 0x3F
             raw = np.insert(c, P.mend, 0).tobytes()

@@ -26,23 +26,12 @@ _PAIR_SEPARATORS = re.compile("[\x00\x01\x02]")
 
 
 def _plain_properties(blk: MessageBlock) -> np.ndarray:
-    """Records whose PROPERTIES the flat split reproduces: what ``string2messageProperties``
-    would keep is every pair, in order."""
-    P, rb, n = blk.properties, blk.rb, blk.n
-    plain = rb.props_len > 0
-    if not P.tot:
-        return plain
-    plain[P.suspects()] = False
-    cat = P.cat
-    n_ones = np.bincount(np.searchsorted(P.moff, P.ones, "right") - 1, minlength=n)
-    plain &= n_ones == np.bincount(P.owner, minlength=n)  # one \x01 per pair
-    nul = np.flatnonzero(cat == 0)
-    if nul.size:  # a NUL would split a record's text below
-        plain[np.searchsorted(P.moff, nul, "right") - 1] = False
-    name_len = np.clip(P.first1 - P.starts, 0, 0xFFFF).astype(np.int64)
-    head = P.prefix4.astype(np.int64) >> (8 * np.maximum(4 - name_len, 0))
-    srt = np.sort(P.owner.astype(np.int64) << 48 | name_len << 32 | head)
-    plain[srt[1:][srt[1:] == srt[:-1]] >> 48] = False  # a name twice (or two alike: reference path)
+    """Records whose PROPERTIES the flat split reproduces (:meth:`Properties.simple`, and no
+    NUL, which ends a record's text below)."""
+    P = blk.properties
+    plain = P.simple()
+    if P.tot:
+        plain[P.owners(np.flatnonzero(P.cat == 0))] = False
     return plain
 
 
@@ -111,14 +100,12 @@ class _Properties:
     text; records patched in from the reference (:meth:`patch`) replace theirs."""
 
     def __init__(self, blk: MessageBlock, plain: np.ndarray):
-        n, rb = blk.n, blk.rb
+        n = blk.n
         self.n = n
         self.patched: dict[int, dict] = {}
         k = np.bincount(blk.properties.owner, minlength=n) if blk.properties.tot else np.zeros(n, np.int64)
         self.k = np.where(plain, k, 0)
-        at = np.where(plain, rb.props_at, 0)
-        raw = b"\0".join(map(blk.buf.__getitem__, map(slice, at.tolist(), (at + np.where(plain, rb.props_len, 0)).tolist())))
-        text = (raw + b"\0").decode("utf-8", "surrogateescape")
+        text = blk.properties_text(plain).decode("utf-8", "surrogateescape")
         self.strings = text.split("\x00")[:n]
         # a plain record gives name, value, name, value, ...; any other record one empty piece
         flat = np.array(_PAIR_SEPARATORS.split(text.replace("\x02\x00", "\x00")), dtype=object)

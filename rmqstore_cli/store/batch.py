@@ -656,6 +656,26 @@ class Properties:
         out[self.value(CRC_MARK)[0]] = True
         return out
 
+    def owners(self, at: np.ndarray) -> np.ndarray:
+        """The message holding each byte position ``at`` of :attr:`cat`."""
+        return np.searchsorted(self.moff, at, "right") - 1
+
+    def simple(self) -> np.ndarray:
+        """Messages (bool) whose parse keeps every pair, in order: non-empty, well formed,
+        valid UTF-8, one \x01 per pair (none inside a value) and no name twice (names
+        compared by length and first four bytes: two names alike in those count as a
+        repeat). For these the PROPERTIES bytes can be rewritten pair by pair."""
+        out = self.mend > self.moff if self.tot else np.zeros(self.n, bool)
+        if not self.tot:
+            return out
+        out[self.suspects()] = False
+        out &= np.bincount(self.owners(self.ones), minlength=self.n) == np.bincount(self.owner, minlength=self.n)
+        name_len = np.clip(self.first1 - self.starts, 0, 0xFFFF).astype(np.int64)
+        head = self.prefix4.astype(np.int64) >> (8 * np.maximum(4 - name_len, 0))  # a short name's bytes only
+        key = np.sort(self.owner.astype(np.int64) << 48 | name_len << 32 | head)
+        out[key[1:][key[1:] == key[:-1]] >> 48] = False
+        return out
+
     def suspects(self) -> np.ndarray:
         """Messages whose properties need a closer look: malformed pairs, or non-ASCII bytes
         that may not be UTF-8 (one decode of the whole batch clears them all when it is)."""

@@ -43,6 +43,7 @@ class MessageBlock:
         self.topic_table = topic_table if topic_table is not None else TopicIds()
         self.file_from, self.file_name = file_from, file_name
         self.n = int(rb.pos.size)
+        self._hosts: dict[str, tuple] = {}
 
     @property
     def pos(self) -> np.ndarray:
@@ -81,6 +82,12 @@ class MessageBlock:
 
     def host(self, which: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(address position, address length 4 or 16, port) of the born or store hosts."""
+        got = self._hosts.get(which)
+        if got is None:
+            got = self._hosts[which] = self._host(which)
+        return got
+
+    def _host(self, which: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         rb = self.rb
         at, size = (rb.pos + HEAD_SIZE, rb.born_host_len) if which == "born" else (rb.store_ts_at + 8, rb.store_host_len)
         return at, size - 4, rb.field("", 4, ">i4", at + size - 4).astype(np.int64)
@@ -91,6 +98,14 @@ class MessageBlock:
         :class:`~rmqstore_cli.store.batch.TopicIds` (ids stable across the blocks of a scan)."""
         tid = self.topic_table.ids_of(self.buf, self.a, self.rb.topic_at, self.rb.topic_len)
         return self.topic_table.names, tid
+
+    def properties_text(self, keep: np.ndarray | None = None) -> bytes:
+        """The PROPERTIES bytes of every record (or of the ``keep`` ones, the others empty),
+        each followed by a NUL: text to rewrite for a whole block at once."""
+        rb = self.rb
+        at, n = (rb.props_at, rb.props_len) if keep is None else \
+            (np.where(keep, rb.props_at, 0), np.where(keep, rb.props_len, 0))
+        return b"\0".join(map(self.buf.__getitem__, map(slice, at.tolist(), (at + n).tolist()))) + b"\0"
 
     @cached_property
     def properties(self) -> Properties:
