@@ -48,6 +48,11 @@ _INT_MIN = -(1 << 31)
 CRC_MARK = (CRC32_PROPERTY + "\x01").encode()  # the __CRC32# pair (§2.8)
 
 
+def file_array(buf) -> np.ndarray:
+    """A mapped file's bytes as a uint8 array (a view, never a copy; empty for an empty file)."""
+    return np.frombuffer(buf, dtype=np.uint8) if len(buf) else np.empty(0, np.uint8)
+
+
 def gather(a: np.ndarray, pos: np.ndarray, width: int, dtype: str) -> np.ndarray:
     """Big-endian ints of ``width`` bytes at byte positions ``pos`` of the uint8 array ``a``,
     as native ints. Positions are clipped to ``a``: a field read past the end yields some
@@ -234,7 +239,7 @@ def walk_records(buf, pos: int, limit: int, max_n: int, min_total: int = HEAD_SI
     P = np.array(out, np.int64)
     if P.size:
         if a is None:
-            a = np.frombuffer(buf, np.uint8)
+            a = file_array(buf)
         head = np.ascontiguousarray(a[np.clip(P[:, None] + np.arange(8), 0, a.size - 1)]).view(_PREFIX_DTYPE).ravel()
         total = head["total"].astype(np.int64)
         magic = head["magic"]

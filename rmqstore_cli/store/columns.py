@@ -194,8 +194,3 @@ def valid_block(buf, a: np.ndarray, pos: int, stop: int, file_from: int, file_na
     return MessageBlock(buf, a, rb.head(cut) if cut < rb.pos.size else rb, file_from, file_name, topic_table)
 
 
-def file_array(buf) -> np.ndarray:
-    """The file's bytes as a uint8 array (a view, never a copy)."""
-    return np.frombuffer(buf, dtype=np.uint8) if len(buf) else np.empty(0, np.uint8)
-
-

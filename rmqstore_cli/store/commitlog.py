@@ -273,8 +273,8 @@ class CommitLog:
         everything else as single records: the same records, stops and end."""
         force = self.config.force_verify_prop_crc
         if blocks and not (check_crc and force):  # a whole-record CRC is checked record by record
-            from rmqstore_cli.store.batch import TopicIds
-            from rmqstore_cli.store.columns import MAX_BLOCK, file_array, valid_block
+            from rmqstore_cli.store.batch import TopicIds, file_array
+            from rmqstore_cli.store.columns import MAX_BLOCK, valid_block
 
             topic_table = TopicIds()
         else:

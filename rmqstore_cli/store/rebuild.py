@@ -48,7 +48,7 @@ from rmqstore_cli.store.checkpoint import StoreCheckpoint
 from rmqstore_cli.store.commitlog import CommitLog, ScanEnd, Status, check_message, is_clean_end
 from rmqstore_cli.store.config import StoreConfig
 from rmqstore_cli.store.dispatch import Dispatcher
-from rmqstore_cli.store.batch import body_crcs, release_pages, walk_records
+from rmqstore_cli.store.batch import body_crcs, file_array, release_pages, walk_records
 from rmqstore_cli.store.fastdispatch import FastDispatcher, release_index
 from rmqstore_cli.store.lock import StoreLock, abort_exists, refuse_if_live
 from rmqstore_cli.store.mapped_files import MappedFile, fsync_dir
@@ -132,7 +132,7 @@ def dispatch_file_records(fd: FastDispatcher, f, recovering: bool, check_crc: bo
     into ``skipped``). Returns (position where dispatch stopped in the file or None, why)."""
     buf = f.buffer()
     limit = len(buf)
-    a = np.frombuffer(buf, dtype=np.uint8) if limit else np.empty(0, np.uint8)
+    a = file_array(buf)
     pos = 0
     while True:
         P, end_pos, why = walk_records(buf, pos, limit, batch, HEAD_SIZE, a)

@@ -68,6 +68,7 @@ from rmqstore_cli.store.batch import (
     Properties,
     RecordBatch,
     body_crcs,
+    file_array,
     pick_property,
     TopicIds,
     props_well_formed,
@@ -825,7 +826,7 @@ class Verifier:
         buf = f.buffer()
         limit = len(buf)
         base = f.file_from_offset
-        arr = np.frombuffer(buf, np.uint8) if limit else np.zeros(0, np.uint8)
+        arr = file_array(buf)
         unpack = _PREFIX_UNPACK
         pos = 0
         first_rec = None
