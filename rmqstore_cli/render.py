@@ -162,11 +162,11 @@ class Output:
             if len(self._rows) >= self.PAGE:
                 self._flush_table()
 
-    def emit_lines(self, text: str, count: int) -> None:
-        """``count`` records already rendered as JSON (:mod:`rmqstore_cli.jsonblock`): Latin-1
-        text standing for UTF-8 bytes, a newline after each record."""
+    def emit_lines(self, lines: bytes, count: int) -> None:
+        """``count`` records already rendered as JSON (:mod:`rmqstore_cli.jsonblock`): UTF-8,
+        a newline after each record."""
         self.count += count
-        data = text.encode("latin-1")[:-1]
+        data = lines[:-1]
         if self.fmt == "jsonl":
             self._lines.append(data)
         else:
