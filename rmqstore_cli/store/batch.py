@@ -67,9 +67,12 @@ def stable_argsort(x: np.ndarray) -> np.ndarray:
     """``np.argsort(x, kind="stable")`` for non-negative integers, faster: ties broken by
     position inside one unique key ``x * n + i``, which numpy's default (SIMD) sort orders
     several times faster than its stable merge sort; the stable sort when that key would
-    not fit an int64."""
+    not fit an int64. Values below 2^15 (lengths, record numbers of a block): numpy's radix
+    sort of 16-bit ints, which is stable and faster still."""
     n = x.size
     if n > 1 and x.dtype.kind in "iu" and int(x.min()) >= 0 and int(x.max()) < (1 << 62) // n:
+        if int(x.max()) < (1 << 15):
+            return np.argsort(x.astype(np.int16), kind="stable")
         return np.argsort(x.astype(np.int64) * n + np.arange(n))
     return np.argsort(x, kind="stable")
 

@@ -50,6 +50,7 @@ from rmqstore_cli.store.consume_queue import UNIT_DTYPE, ConsumeQueueWriter
 from rmqstore_cli.store.dispatch import Dispatcher, DispatchRequest, InvalidForDispatch
 from rmqstore_cli.store.index import _HEADER, IndexFile, build_key
 from rmqstore_cli.store.message import SCHEDULE_TOPIC, java_hash
+from rmqstore_cli.store.rangehash import java_range_hashes
 
 _ENTRY_DTYPE = np.dtype([("key_hash", ">i4"), ("phy_offset", ">i8"), ("time_diff", ">i4"), ("prev_index", ">i4")])
 _INT_MAX = (1 << 31) - 1
@@ -283,16 +284,21 @@ class FastDispatcher:
         owner, ka, kb = pr.key_ranges(~rollback)
         order = stable_argsort(owner)  # per record: UNIQ_KEY, then the KEYS words
         owner, ka, kb = owner[order], ka[order], kb[order]
+        # TAGS (tagsString2tagsCode) and the keys hashed together, over UTF-16 units
+        tm, t_a, t_b = pr.value(b"TAGS\x01")
+        with_keys = self.d.index is not None and not self.dry and owner.size
+        nt = t_a.size
+        raw = pr.cat.base if isinstance(pr.cat.base, bytes) else None
+        ra, rb, rm = (np.concatenate([t_a, ka]), np.concatenate([t_b, kb]), np.concatenate([tm, owner])) \
+            if with_keys else (t_a, t_b, tm)
+        wide = np.flatnonzero(pr.non_ascii_msg[rm]) if pr.hp.size else None  # only these may be non-ASCII
+        h, lens = java_range_hashes(pr.cat, ra, rb, raw, pr.hp, wide)
+        tags_code = np.zeros(len(tl), np.int64)
+        tags_code[tm] = java_int(h[:nt])
         hashes = None
-        if self.d.index is not None and not self.dry and owner.size:
-            h = pr.hash_ranges(ka, kb)
-            lens = kb - ka
-            na = pr.non_ascii(ka, kb)
-            if na.size:  # hashCode runs over UTF-16 code units, not the UTF-8 bytes: re-hash those keys
-                raw = pr.cat.tobytes()
-                h[na], lens[na] = java_hashes([raw[x:y] for x, y in zip(ka[na].tolist(), kb[na].tolist())])
-            hashes = index_hash(concat_hashes(self._prefix_hashes()[tids[owner]], lens, h))  # "topic#" + key
-        return tids, pr.tags_code, BatchKeys(pr.cat, ka, kb, hashes), owner, delay_fix
+        if with_keys:
+            hashes = index_hash(concat_hashes(self._prefix_hashes()[tids[owner]], lens[nt:], h[nt:]))  # "topic#" + key
+        return tids, tags_code, BatchKeys(pr.cat, ka, kb, hashes), owner, delay_fix
 
     def _prefix_hashes(self) -> np.ndarray:
         """hashCode of ``topic + "#"`` (uint32) per topic id."""
