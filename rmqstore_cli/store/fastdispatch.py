@@ -261,7 +261,17 @@ class FastDispatcher:
     def _topic_ids(self, buf, a, ta, tl) -> np.ndarray:
         """Topic id per record: topics seen before found with numpy (:class:`batch.TopicIds`),
         new ones registered one by one in record order."""
-        tid = self.topic_table.lookup(a, ta, tl)
+        table = self.topic_table
+        tid = table.lookup(a, ta, tl)
+        miss = np.flatnonzero(tid < 0)
+        if miss.size > 64:  # new topics (the first block): each registered once, then looked up again
+            k = table._mix(*table._key_parts(a, ta[miss], tl[miss]))
+            _, first = np.unique(k, return_index=True)
+            for i in np.sort(miss[first]).tolist():
+                raw = bytes(buf[int(ta[i]):int(ta[i]) + int(tl[i])])
+                if raw not in self.topics:
+                    self.topic(raw)
+            tid[miss] = table.lookup(a, ta[miss], tl[miss])
         for i in np.flatnonzero(tid < 0).tolist():
             raw = bytes(buf[int(ta[i]):int(ta[i]) + int(tl[i])])
             tid[i] = (self.topics.get(raw) or self.topic(raw)).id
@@ -431,42 +441,48 @@ def put_block(f: IndexFile, h: np.ndarray, phy: np.ndarray, ts: np.ndarray) -> N
     hdr = f.header
     k = len(h)
     c0 = hdr.index_count
-    n = c0 + np.arange(k, dtype=np.int64)
     s = h % f.slot_num
     first = c0 <= 1
-    begin = np.full(k, hdr.begin_timestamp, dtype=np.int64)
+    # timeDiff: (storeTimestamp - beginTimestamp) / 1000 clamped to [0, Integer.MAX_VALUE],
+    # 0 while beginTimestamp <= 0; a negative delta ends at 0 whether it is truncated (Java)
+    # or floored, so floor division serves. The first put of a file sets beginTimestamp.
+    b0 = hdr.begin_timestamp
     if first and k > 1:
-        begin[1:] = ts[0]
-    delta = ts - begin
-    diff = np.where(delta >= 0, delta // 1000, -((-delta) // 1000))
-    diff = np.where(begin <= 0, 0, np.clip(diff, 0, _INT_MAX))
+        begin = np.full(k, ts[0], dtype=np.int64)
+        begin[0] = b0
+        diff = np.where(begin <= 0, 0, np.clip((ts - begin) // 1000, 0, _INT_MAX))
+    elif b0 <= 0:
+        diff = np.zeros(k, np.int64)
+    else:
+        diff = np.clip((ts - b0) // 1000, 0, _INT_MAX)
     slots = np.frombuffer(f.mm, dtype=">i4", count=f.slot_num, offset=INDEX_HEADER_SIZE)
-    order = stable_argsort(s)
-    ss, nn = s[order], n[order]
+    # keys grouped by slot, in put order inside a slot: one sort of slot * k + position
+    key = np.sort(s.astype(np.int64) * k + np.arange(k))
+    ss = key // k
+    order = key - ss * k
+    nn = c0 + order
     head = np.ones(k, dtype=bool)
     head[1:] = ss[1:] != ss[:-1]
     tail = np.ones(k, dtype=bool)
     tail[:-1] = head[1:]
-    old = slots[ss].astype(np.int64)
-    old = np.where((old > 0) & (old <= nn), old, 0)
     prev_sorted = np.empty(k, dtype=np.int64)
     prev_sorted[1:] = nn[:-1]
-    prev_sorted[head] = old[head]
-    prev = np.empty(k, dtype=np.int64)
-    prev[order] = prev_sorted
-    entries = np.empty(k, dtype=_ENTRY_DTYPE)
+    hs, hn = ss[head], nn[head]
+    old = slots[hs].astype(np.int64)  # a slot's old value counts only if it is a valid entry
+    old = np.where((old > 0) & (old <= hn), old, 0)
+    prev_sorted[head] = old
+    at = f.entries_base + c0 * INDEX_ENTRY_SIZE
+    entries = np.frombuffer(f.mm, dtype=_ENTRY_DTYPE, count=k, offset=at)  # written in place
     entries["key_hash"] = h
     entries["phy_offset"] = phy
     entries["time_diff"] = diff
-    entries["prev_index"] = prev
-    at = f.entries_base + c0 * INDEX_ENTRY_SIZE
-    f.mm[at:at + k * INDEX_ENTRY_SIZE] = entries.tobytes()
+    entries["prev_index"][order] = prev_sorted
     slots[ss[tail]] = nn[tail]
-    del slots
+    del slots, entries
     if first:
         hdr.begin_phy_offset = int(phy[0])
         hdr.begin_timestamp = int(ts[0])
-    hdr.hash_slot_count += int(np.count_nonzero(prev_sorted[head] == 0))
+    hdr.hash_slot_count += int(np.count_nonzero(old == 0))
     hdr.index_count = c0 + k
     hdr.end_phy_offset = int(phy[-1])
     hdr.end_timestamp = int(ts[-1])
