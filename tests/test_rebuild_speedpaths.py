@@ -1,0 +1,59 @@
+"""rebuild-index's block paths (fastdispatch: new topics of a block registered at once,
+TAGS and keys hashed by store/rangehash.py, put_block's slot grouping) against the
+per-record Dispatcher, which ``generate --from-jsonl`` writes through: same bytes."""
+from __future__ import annotations
+
+import base64
+import json
+import random
+
+from conftest import cli
+
+# long topics alike in their first, middle-8 and last bytes, non-ASCII topics, short ones
+TOPICS = (["T%d" % i for i in range(12)] + ["支付Topic", "Topic-🎉"]
+          + ["LongTopicName-%s-shared-suffix" % m for m in ("aaaa", "aaab", "baaa")]
+          + ["X" * 40 + c + "Y" * 40 for c in "abc"])
+KEYS = ["order-%d", "订单-%d", "k%d-🎉", "AaAa", "BBBB", "minhash-280000磁龟", "x\u07ff\u0800\uffff%d", ""]
+
+
+def _records(n: int, seed: int) -> list[dict]:
+    rnd = random.Random(seed)
+    out = []
+    for i in range(n):
+        words = [rnd.choice(KEYS).replace("%d", str(i)) for _ in range(rnd.randint(0, 3))]
+        props = [b"UNIQ_KEY\x01" + f"U{i:08X}".encode(), b"KEYS\x01" + " ".join(words).encode()]
+        if rnd.random() < 0.05:  # malformed UTF-8 in a key: the decoder's U+FFFD rules
+            props.append(b"KEYS\x01ok " + rnd.choice([b"\xe6\x94", b"\xff", b"\xed\xa0\x80", b"\xc0\xaf"]) + b" ok2")
+        if rnd.random() < 0.8:
+            props.append(("TAGS\x01" + rnd.choice(["Pay", "支付标签", "t-🎉", "Tag With Blank", "AaBB"])).encode())
+        out.append({
+            "topic": rnd.choice(TOPICS) if i >= 3 else TOPICS[-1], "queue_id": rnd.randrange(4),
+            "store_timestamp": 1795317650000 + i * 41, "born_timestamp": 1795317640000 + i,
+            "born_host": "10.0.0.1:5000", "store_host": "10.1.2.3:10911", "sys_flag": 0, "magic": "v1",
+            "properties_base64": base64.b64encode(b"\x02".join(props)).decode(),
+            "body_base64": base64.b64encode(rnd.randbytes(rnd.randint(0, 64))).decode(),
+        })
+    return out
+
+
+def _tree(root) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_block_paths_write_what_the_per_record_dispatch_writes(tmp_path):
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in _records(2500, 5)), encoding="utf-8")
+    store = tmp_path / "store"
+    # one commit-log file holds every record (one block sees all topics appear); few slots
+    # and small index files: chains inside a block and rolled files
+    r = cli("generate", "--store", store, "--from-jsonl", src, "--commitlog-file-size", str(4 << 20),
+            "--cq-file-size", "6000", "--index-slots", "97", "--index-max", "1500", "--tz", "UTC", "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    out = tmp_path / "out"
+    r = cli("rebuild-index", "--store", store, "--output", out, "--tz", "UTC", "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    want_cq, got_cq = _tree(store / "consumequeue"), _tree(out / "consumequeue")
+    assert got_cq == want_cq and len(want_cq) > len(TOPICS)
+    want_ix, got_ix = _tree(store / "index"), _tree(out / "index")
+    assert got_ix == want_ix and len(want_ix) > 2
+    assert json.loads(r.stdout)["messages"] == 2500
