@@ -73,7 +73,7 @@ def _window_hashes(units: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarra
         if length <= 0:
             continue
         rows = np.lib.stride_tricks.sliding_window_view(units, length)[a if g is None else a[g]]
-        hg = (rows * fw[length - 1::-1]).sum(axis=1, dtype=np.uint32)
+        hg = rows.astype(np.uint32) @ fw[length - 1::-1]  # integer matmul wraps mod 2^32
         if g is None:
             h = hg
         else:
