@@ -243,7 +243,7 @@ def walk_records(buf, pos: int, limit: int, max_n: int, min_total: int = HEAD_SI
     if P.size:
         if a is None:
             a = file_array(buf)
-        head = np.ascontiguousarray(a[np.clip(P[:, None] + np.arange(8), 0, a.size - 1)]).view(_PREFIX_DTYPE).ravel()
+        head = np.ascontiguousarray(byte_rows(a, P, 8)).view(_PREFIX_DTYPE).ravel()  # clipped like gather
         total = head["total"].astype(np.int64)
         magic = head["magic"]
         ok = ((magic == MAGIC_V1) | (magic == MAGIC_V2)) & (total >= min_total) & (total <= limit - P)
@@ -285,7 +285,8 @@ class TopicIds:
         L = np.maximum(tl, 0)
         head = np.where(cols < L[:, None], byte_rows(a, ta, 8), 0).astype(np.uint8)
         tail = np.where(cols >= 8 - L[:, None], byte_rows(a, ta + L - 8, 8), 0).astype(np.uint8)
-        mid = np.where(L[:, None] > 16, byte_rows(a, ta + L // 2 - 4, 8), 0).astype(np.uint8)
+        mid = np.where(L[:, None] > 16, byte_rows(a, ta + L // 2 - 4, 8), 0).astype(np.uint8) if (L > 16).any() \
+            else np.zeros((L.size, 8), np.uint8)  # no topic longer than 16 bytes: no middle to read
         u64 = [np.ascontiguousarray(x).view(">u8").ravel().astype(np.uint64) for x in (head, tail, mid)]
         return u64[0], u64[1] ^ (u64[2] * _MIX2), L.astype(np.uint64)
 
