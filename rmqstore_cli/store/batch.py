@@ -590,7 +590,9 @@ class Properties:
     hashed over UTF-16 code units in Python instead.
     """
 
-    def __init__(self, arr: np.ndarray, ps: np.ndarray, pl: np.ndarray, buf=None):
+    def __init__(self, arr: np.ndarray, ps: np.ndarray, pl: np.ndarray, buf=None, checks: bool = True):
+        """``checks=False``: only pairs and values (what dispatch reads); no well-formedness
+        marks, so :meth:`suspects` and :meth:`simple` are not available."""
         n = ps.size
         self.n = n
         self._prefix = None
@@ -624,6 +626,10 @@ class Properties:
         nxt[-1] = tot
         end = nxt - (cat[nxt - 1] == 2)
         self.starts, self.owner, self.end = starts, owner, end
+        self.hp = np.flatnonzero(cat >= 0x80)  # non-ASCII bytes: UTF-8 to validate, UTF-16 to hash
+        if not checks:
+            self.suspect = None
+            return
         # well-formed pairs: name\x01value, both non-empty
         ones = np.flatnonzero(cat == 1)
         if ones.size == starts.size and (ones > starts).all() and (ones[:-1] < starts[1:]).all():
@@ -635,7 +641,6 @@ class Properties:
         good = (first1 > starts) & (first1 < end - 1)
         self.suspect[owner[~good]] = True
         self.ones, self.first1 = ones, first1  # every \x01; the first at or after each pair start
-        self.hp = np.flatnonzero(cat >= 0x80)  # non-ASCII bytes: UTF-8 to validate, UTF-16 to hash
 
     @cached_property
     def non_ascii_msg(self) -> np.ndarray:
@@ -749,8 +754,7 @@ class Properties:
         um, ua, ub = self.value(b"UNIQ_KEY\x01")
         km, ka, kb = self.value(b"KEYS\x01")
         if km.size:  # words of KEYS: split each value at its spaces, drop empty words
-            order = stable_argsort(ka)
-            km, ka, kb = km[order], ka[order], kb[order]
+            # (value() gives pairs in byte order: ka is sorted)
             sp = np.flatnonzero(cat == 0x20)
             r = np.searchsorted(ka, sp, "right") - 1
             inside = (r >= 0) & (sp < kb[np.maximum(r, 0)])

@@ -282,7 +282,7 @@ class FastDispatcher:
         :class:`~rmqstore_cli.store.batch.Properties` (the parser's rules: last non-empty pair
         of a name wins); None when topics need the per-record path."""
         tids = self._topic_ids(buf, a, ta, tl)
-        pr = Properties(a, pa, np.maximum(pl, 0), buf)
+        pr = Properties(a, pa, np.maximum(pl, 0), buf, checks=False)  # dispatch reads values only
         delay_fix = []
         sch = np.fromiter((t.schedule for t in self.topic_list), dtype=bool, count=len(self.topic_list))
         if sch[tids].any():
