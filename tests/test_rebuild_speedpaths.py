@@ -57,3 +57,32 @@ def test_block_paths_write_what_the_per_record_dispatch_writes(tmp_path):
     want_ix, got_ix = _tree(store / "index"), _tree(out / "index")
     assert got_ix == want_ix and len(want_ix) > 2
     assert json.loads(r.stdout)["messages"] == 2500
+
+
+def test_properties_without_checks_give_the_same_values_and_keys():
+    """Properties(checks=False), what dispatch uses, parses pairs and values exactly as the
+    checked parser does (repeated names, empty values, missing \\x01, non-ASCII)."""
+    import numpy as np
+
+    from rmqstore_cli.store.batch import Properties
+
+    rnd = random.Random(8)
+    names = [b"KEYS", b"TAGS", b"UNIQ_KEY", b"DELAY", b"X"]
+    msgs = []
+    for i in range(400):
+        pairs = []
+        for _ in range(rnd.randint(0, 5)):
+            v = rnd.choice([b"", b"a b", b" k1  k2 ", "订单-%d" % i, b"x\x01y", b"v%d" % i])
+            pairs.append(rnd.choice(names) + rnd.choice([b"\x01", b""]) + (v if isinstance(v, bytes) else v.encode()))
+        msgs.append(b"\x02".join(pairs) + rnd.choice([b"", b"\x02"]))
+    buf = b"".join(msgs)
+    pl = np.array([len(m) for m in msgs], np.int64)
+    ps = np.cumsum(pl) - pl
+    arr = np.frombuffer(buf, np.uint8)
+    full, lean = Properties(arr, ps, pl, buf), Properties(arr, ps, pl, buf, checks=False)
+    for name in (b"KEYS\x01", b"TAGS\x01", b"UNIQ_KEY\x01", b"DELAY\x01"):
+        assert [x.tolist() for x in lean.value(name)] == [x.tolist() for x in full.value(name)]
+    keep = np.array([rnd.random() < 0.8 for _ in msgs])
+    assert [x.tolist() for x in lean.key_ranges(keep)] == [x.tolist() for x in full.key_ranges(keep)]
+    assert lean.hp.tolist() == full.hp.tolist() and lean.non_ascii_msg.tolist() == full.non_ascii_msg.tolist()
+    assert len(full.key_ranges(keep)[0]) > 100
