@@ -166,11 +166,11 @@ class Output:
         """``count`` records already rendered as JSON (:mod:`rmqstore_cli.jsonblock`): UTF-8,
         a newline after each record."""
         self.count += count
-        data = lines[:-1]
+        data = memoryview(lines)[:-1]  # a view: the lines are joined once, when written
         if self.fmt == "jsonl":
             self._lines.append(data)
         else:
-            for line in data.split(b"\n"):
+            for line in lines[:-1].split(b"\n"):
                 self._lines.append((b"[\n" if self._json_first else b",\n") + line)
                 self._json_first = False
         self._pending += len(data)
@@ -202,15 +202,16 @@ class Output:
         if not self._lines:
             return
         sep = b"\n" if self.fmt == "jsonl" else b""
-        data = sep.join(self._lines) + sep
+        data = sep.join(self._lines)
         self._lines = []
         self._pending = 0
         buf = getattr(self._out, "buffer", None)
         if buf is None:
-            self._out.write(data.decode("utf-8"))
+            self._out.write((data + sep).decode("utf-8"))
         else:
             self._out.flush()
             buf.write(data)
+            buf.write(sep)
             buf.flush()
 
     def close(self) -> None:

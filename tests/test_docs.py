@@ -141,8 +141,15 @@ def _imported(argv: list[str], modules: tuple[str, ...]) -> list[str]:
 
 
 def test_help_does_not_import_heavy_modules():
-    assert _imported(["--help"], ("numpy", "pyspark", "pyarrow", "construct", "rich.table")) == []
-    assert _imported(["decode-msgid", "--help"], ("numpy", "pyspark", "pyarrow", "construct", "rich.table")) == []
+    heavy = ("numpy", "numba", "pyspark", "pyarrow", "construct", "rich.table")
+    assert _imported(["--help"], heavy) == []
+    assert _imported(["decode-msgid", "--help"], heavy) == []
+
+
+def test_small_dump_does_not_load_the_compiler(tiny_store):
+    """jsonblock renders fewer than KERNEL_MIN records by the reference: no numba import."""
+    store, _ = tiny_store
+    assert _imported(["dump-commitlog", "--store", str(store), "--format", "jsonl"], ("numpy", "numba")) == ["numpy"]
 
 
 @pytest.fixture(scope="module")

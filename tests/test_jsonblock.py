@@ -70,6 +70,14 @@ def tricky_store(tmp_path_factory):
     return root
 
 
+@pytest.fixture(autouse=True)
+def _kernel_for_every_block(monkeypatch):
+    """The compiled renderer for blocks of any size (the suite's stores are small)."""
+    import rmqstore_cli.jsonblock as jb
+
+    monkeypatch.setattr(jb, "KERNEL_MIN", 0)
+
+
 def _blocks(root, **kw):
     cl = CommitLog(StoreConfig.load(root, None))
     return cl, [x for x in cl.scan_blocks(every_file=True, **kw)]
@@ -161,7 +169,7 @@ def test_only_records_that_need_it_take_the_reference_path(tricky_store, monkeyp
     _, items = _blocks(tricky_store)
     n = sum(len(block_lines(b, np.arange(b.n))) > 0 and b.n for b in items if isinstance(b, MessageBlock))
     assert n > 3 * len(TRICKY) + 300
-    assert calls.count(PLAIN) == 5  # only the topics that need escapes or are not ASCII
+    assert calls.count(PLAIN) == 4  # only the topics that need escapes or are not valid UTF-8
     assert 10 <= len(calls) <= len(TRICKY) + len(TOPICS)
 
 
@@ -215,3 +223,74 @@ def test_blocks_are_bounded_in_bytes(tricky_store, monkeypatch):
             got.append(x)
     assert got == ref
     assert all(n == 1 or span <= 2000 + 1000 for n, span in spans) and max(n for n, _ in spans) > 1
+
+
+# ---------------------------------------------------------------- the compiled kernel
+
+def test_kernel_numbers_are_java_long_to_string():
+    from numba import njit
+
+    from rmqstore_cli.jsonkernel import _int
+
+    @njit
+    def text(v, out):
+        return _int(out, 0, v)
+
+    edges = [0, 1, 9, 10, 99, 100, 101, -1, -9, -10, -100, 2**31 - 1, -2**31, 2**63 - 1, -2**63, -2**63 + 1]
+    edges += [s * 10 ** k + d for k in range(19) for d in (-1, 0, 1) for s in (1, -1) if -2**63 <= s * 10 ** k + d < 2**63]
+    out = np.zeros(32, np.uint8)
+    for v in edges:
+        n = text(np.int64(v), out)
+        assert out[:n].tobytes() == str(v).encode(), v
+
+
+_INTERESTING = [0x00, 0x01, 0x02, 0x1F, 0x20, 0x22, 0x41, 0x5C, 0x7E, 0x7F, 0x80, 0x85, 0x8E, 0x9F, 0xA0, 0xA6, 0xA8,
+                0xAE, 0xBF, 0xC0, 0xC1, 0xC2, 0xDF, 0xE0, 0xE2, 0xED, 0xEF, 0xF0, 0xF4, 0xF5, 0xFF, 0x81, 0x90]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_kernel_plain_text_is_what_the_reference_leaves_alone(seed):
+    """_text_end accepts a name/value exactly when it is valid UTF-8 (Python's strict
+    decoder), holds nothing JSON escapes and nothing _UNSAFE_UTF8 escapes."""
+    from rmqstore_cli.jsonkernel import _text_end
+    from rmqstore_cli.render import _UNSAFE_UTF8
+
+    rng = np.random.default_rng(seed)
+    pool = np.array(_INTERESTING + list(range(0x20, 0x7F, 7)), np.uint8)
+    cases = [bytes(rng.choice(pool, rng.integers(1, 6))) for _ in range(20000)]
+    cases += ["é中🙂\u0085\u2028\u202e\u2066\u200e".encode(), "ok é 中 🙂".encode()]
+    for raw in cases:
+        try:
+            text = raw.decode("utf-8")
+            want = not _UNSAFE_UTF8.search(raw) and all(0x20 <= ord(c) != 0x7F for c in text) \
+                and '"' not in text and "\\" not in text
+        except UnicodeDecodeError:
+            want = False
+        a = np.frombuffer(raw, np.uint8)
+        assert (_text_end(a, 0, a.size, 2) == a.size) == want, raw
+
+
+def test_without_numba_every_record_takes_the_reference(tricky_store, monkeypatch):
+    import rmqstore_cli.jsonblock as jb
+
+    monkeypatch.setattr(jb, "_kernel", lambda: None)
+    _, items = _blocks(tricky_store)
+    for blk in (x for x in items if isinstance(x, MessageBlock)):
+        every = np.arange(blk.n)
+        assert block_lines(blk, every) == _reference(blk, every, "none", True)
+
+
+def test_big_generated_store_dumps_as_the_reference(tmp_path, monkeypatch):
+    """A store large enough for blocks above the default KERNEL_MIN, through the CLI."""
+    import rmqstore_cli.jsonblock as jb
+    from conftest import generate
+
+    monkeypatch.setattr(jb, "KERNEL_MIN", 1000)
+    root = tmp_path / "store"
+    generate(root, "--body-size", "0-300", "--ipv6-ratio", "0.1", messages=6000, seed=7, small=False)
+    cl = CommitLog(StoreConfig.load(root, None))
+    assert len(cl.files) == 1
+    want = [to_json_bytes(message_dict(m, "hex", True, cl.files[0].name)).decode() for m in cl.scan(every_file=True)]
+    r = cli("dump-commitlog", "--store", root, "--format", "jsonl", "--body", "hex")
+    assert r.exit_code == 0, r.stderr
+    assert r.stdout.splitlines() == want

@@ -17,12 +17,64 @@ import re
 
 import numpy as np
 
-from rmqstore_cli.formats.commitlog import MAGIC_V2
-from rmqstore_cli.jsonblock import _addresses, _msg_ids
+from rmqstore_cli.formats.commitlog import MAGIC_V2, MessageHead
+from rmqstore_cli.formats.derive import field_offset
 from rmqstore_cli.render import message_dict
+from rmqstore_cli.store.batch import byte_rows
 from rmqstore_cli.store.columns import MessageBlock
+from rmqstore_cli.store.message import address_text
 
 _PAIR_SEPARATORS = re.compile("[\x00\x01\x02]")
+_HEX = np.frombuffer(b"0123456789ABCDEF", np.uint8)
+_PHY_AT = field_offset(MessageHead, "physical_offset")
+
+
+def _address_table(blk: MessageBlock, at: np.ndarray, size: np.ndarray) -> tuple[list[str], np.ndarray]:
+    """The host part of DESIGN.md's ``ip:port`` (``[v6]`` for IPv6) of each distinct address,
+    and each record's row in that table."""
+    a, buf = blk.a, blk.buf
+    v6 = size != 4
+    inv = np.empty(size.size, np.int64)
+    tab: list[str] = []
+    for rows, width in ((np.flatnonzero(~v6), 4), (np.flatnonzero(v6), 16)):
+        if not rows.size:
+            continue
+        key = np.ascontiguousarray(byte_rows(a, at[rows], width)).view(">u4" if width == 4 else "V16").ravel()
+        _, first, got = np.unique(key, return_index=True, return_inverse=True)
+        inv[rows] = got.ravel() + len(tab)
+        tab += [address_text(bytes(buf[x:x + width])) for x in at[rows[first]].tolist()]
+    return tab, inv
+
+
+def _addresses(blk: MessageBlock, at: np.ndarray, size: np.ndarray) -> list[str]:
+    """Each record's address text (see :func:`_address_table`)."""
+    tab, inv = _address_table(blk, at, size)
+    return list(map(tab.__getitem__, inv.tolist()))
+
+
+def _msg_id_hex(blk: MessageBlock, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``MessageDecoder#createMessageId`` of records ``t`` in upper-case hex, right-aligned in
+    a row each: 32 digits for IPv4 store hosts, 56 for IPv6."""
+    store_at, store_size, _ = blk.host("store")
+    v6 = store_size[t] != 4
+    if v6.any():
+        raw = np.zeros((t.size, 28), np.uint8)
+        host, phy = byte_rows(blk.a, store_at[t], 20), byte_rows(blk.a, blk.pos[t] + _PHY_AT, 8)
+        raw[~v6, 12:20], raw[v6, :20], raw[:, 20:] = host[~v6, :8], host[v6], phy
+    else:
+        raw = blk.msg_id_bytes(t)
+    hexed = np.empty((t.size, 2 * raw.shape[1]), np.uint8)
+    hexed[:, 0::2] = _HEX[raw >> 4]
+    hexed[:, 1::2] = _HEX[raw & 15]
+    return hexed, np.where(v6, 56, 32)
+
+
+def _msg_ids(blk: MessageBlock, t: np.ndarray, *_unused) -> list[str]:
+    """Offset msgIds of records ``t`` as text."""
+    hexed, length = _msg_id_hex(blk, t)
+    text = hexed.tobytes().decode("ascii")
+    w = hexed.shape[1]
+    return [text[i * w + w - n:i * w + w] for i, n in enumerate(length.tolist())]
 
 
 def _plain_properties(blk: MessageBlock) -> np.ndarray:

@@ -101,6 +101,13 @@ def format_host(address: bytes, port: int) -> str:
     return f"[{ipaddress.IPv6Address(address).compressed}]:{port}"
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def address_text(address: bytes) -> str:
+    """The host part of :func:`format_host` (``ip`` or ``[v6]``), remembered: a store has few
+    hosts and the IPv6 form is slow to make."""
+    return format_host(address, 0).rpartition(":")[0]
+
+
 # ---------------------------------------------------------------- message ids
 
 def offset_msg_id(store_address: bytes, store_port: int, physical_offset: int) -> str:
