@@ -175,9 +175,9 @@ def index_open_task(plan: StorePlan, k: int) -> dict:
     f = v.open_index_file(Path(plan.index_paths[k]))
     try:
         info = SimpleNamespace(k=k, name=f.name, rel=f.rel, n=f.n, begin_phy=f.begin_phy, end_phy=f.end_phy,
-                               end_ts=f.end_ts, entries=int(f.phy.size),
-                               phy_min=int(f.phy.min()) if f.phy.size else None,
-                               phy_max=int(f.phy.max()) if f.phy.size else None)
+                               end_ts=f.end_ts, entries=f.entry_count,
+                               phy_min=f.phy_min if f.entry_count else None,
+                               phy_max=f.phy_max if f.entry_count else None)
     finally:
         f.close()
     return dict(v.result(), info=info)

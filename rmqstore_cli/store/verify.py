@@ -145,6 +145,10 @@ _MID_V4 = struct.calcsize(middle_format(False, False))
 _MIN_RECORD = HEAD_SIZE + _MID_V4 + 1 + 2  # empty body, topic and properties, IPv4, V1
 _MAGIC_BYTES = [m.to_bytes(4, "big") for m in (MAGIC_V1, MAGIC_V2, MAGIC_BLANK)]
 _BATCH = 32768
+#: Index entries (and slots) the structure check reads at a time, and entries whose incoming
+#: links it counts in one pass over the links: its memory does not grow with the file.
+INDEX_CHUNK = 1 << 20
+INDEX_TARGETS = 1 << 21
 _RELEASE_EVERY = 64 << 20
 _BATCH_BYTES = 32 << 20
 _EXT_ADDR_MAX = -(1 << 31) - 1  # ConsumeQueueExt#isExtAddr
@@ -367,23 +371,74 @@ class _IndexFile:
         self.entries_base = INDEX_HEADER_SIZE + slots * HASH_SLOT_SIZE
         room = max(0, (self.length - self.entries_base) // INDEX_ENTRY_SIZE)
         self.n = max(0, min(self.count, room, max_num))  # entries 1 .. n-1 are readable
-        self.load()
-        self.entry_count = self.phy.size
-        self.phy_max = int(self.sorted_phy[-1]) if self.phy.size else -1
-        self.checked = np.zeros(self.phy.size, bool)
+        self.entry_count = max(self.n - 1, 0)
+        self.entries = self.phy = self.hash = self.sorted_phy = self.order = None
+        self._phy_range: tuple[int, int] | None = None  # (min, max) entry offset, once known
+        self.checked = np.zeros(self.entry_count, bool)
+
+    @property
+    def phy_min(self) -> int:
+        return self.phy_range()[0]
+
+    @property
+    def phy_max(self) -> int:
+        return self.phy_range()[1]
+
+    def phy_range(self) -> tuple[int, int]:
+        """(smallest, largest) offset of the entries ((-1, -1) without entries), read in
+        chunks the first time unless the structure check has set it."""
+        if self._phy_range is None:
+            lo, hi = None, -1
+            for a in range(0, self.entry_count, INDEX_CHUNK):
+                phy = self.columns(a, min(self.entry_count, a + INDEX_CHUNK), "phy_offset")[0]
+                lo = int(phy.min()) if lo is None else min(lo, int(phy.min()))
+                hi = max(hi, int(phy.max()))
+            self._phy_range = (-1 if lo is None else lo, hi)
+        return self._phy_range
+
+    def columns(self, a: int, b: int, *names: str) -> list[np.ndarray]:
+        """Fields ``names`` of entries array index a..b-1 (entry numbers a+1..b) as native
+        arrays; the mapped pages they were read from are released, so reading a whole file
+        this way keeps only the arrays."""
+        start = self.entries_base + (a + 1) * INDEX_ENTRY_SIZE
+        e = np.frombuffer(self.mm, _ENTRY_DTYPE, count=b - a, offset=start)
+        out = [e[k].astype(np.int64 if k == "phy_offset" else np.int32) for k in names]
+        del e
+        release_pages(self.mm, start, start + (b - a) * INDEX_ENTRY_SIZE)
+        return out
+
+    def entry_phys(self, idx: np.ndarray) -> np.ndarray:
+        """Offsets of the entries at array indices ``idx`` (a few: findings' details)."""
+        e = np.frombuffer(self.mm, _ENTRY_DTYPE, count=self.entry_count, offset=self.entries_base + INDEX_ENTRY_SIZE)
+        out = e["phy_offset"][idx].astype(np.int64)
+        del e
+        release_pages(self.mm, 0, self.length)
+        return out
+
+    def slot_values(self, a: int, b: int) -> tuple[np.ndarray, np.ndarray]:
+        """(slot numbers, values) of the non-zero slots among slots a..b-1; pages released."""
+        start = INDEX_HEADER_SIZE + a * HASH_SLOT_SIZE
+        raw = np.frombuffer(self.mm, np.uint32, count=b - a, offset=start)  # zero test needs no byte swap
+        nz = np.flatnonzero(raw)
+        vals = raw[nz].byteswap().view(np.int32).astype(np.int64)
+        del raw
+        release_pages(self.mm, start, start + (b - a) * HASH_SLOT_SIZE)
+        return nz + a, vals
 
     def load(self) -> None:
-        """The entries' offsets and hashes as arrays (again, after :meth:`unload`)."""
-        if self.n > 1:
-            self.entries = np.frombuffer(self.mm, _ENTRY_DTYPE, count=self.n - 1,
-                                         offset=self.entries_base + INDEX_ENTRY_SIZE)
-        else:
-            self.entries = np.zeros(0, _ENTRY_DTYPE)
-        self.phy = self.entries["phy_offset"].astype(np.int64)
-        self.hash = self.entries["key_hash"].astype(np.int64)
+        """The entries' offsets and hashes as arrays (again, after :meth:`unload`), read in
+        chunks: the mapped pages are released, the arrays (12 bytes an entry) stay."""
+        E = self.entry_count
+        self.phy = np.empty(E, np.int64)
+        self.hash = np.empty(E, np.int32)
+        for a in range(0, E, INDEX_CHUNK):
+            b = min(E, a + INDEX_CHUNK)
+            self.phy[a:b], self.hash[a:b] = self.columns(a, b, "phy_offset", "key_hash")
         self.order = None if self.phy.size < 2 or bool(np.all(self.phy[1:] >= self.phy[:-1])) \
             else np.argsort(self.phy, kind="stable")
         self.sorted_phy = self.phy if self.order is None else self.phy[self.order]
+        if self._phy_range is None:
+            self._phy_range = (int(self.sorted_phy[0]), int(self.sorted_phy[-1])) if E else (-1, -1)
 
     def unload(self) -> None:
         """Drop the arrays and the mapped pages until the scan reaches this file's entries
@@ -438,6 +493,45 @@ class _Sparse:
         if np.any(self._idx[np.minimum(at, self._idx.size - 1)] != i):
             raise IndexError("entry not kept by retire()")
         return self._values[at]
+
+
+class _Deferred:
+    """Findings of one kind met out of their emission order: arrays of (key, values...),
+    handed out sorted by key. With a cap on findings only the ``cap`` smallest keys are
+    kept (the rest are counted in :attr:`dropped`), so memory is bounded by the cap."""
+
+    def __init__(self, cap: int | None):
+        self.cap = cap
+        self.parts: list[list[np.ndarray]] = []
+        self.kept = self.total = 0
+
+    def add(self, key: np.ndarray, *cols: np.ndarray) -> None:
+        if not key.size:
+            return
+        self.parts.append([np.asarray(x, np.int64) for x in (key, *cols)])
+        self.kept += key.size
+        self.total += key.size
+        if self.cap is not None and self.kept > 2 * self.cap + 1024:
+            self.parts = [self._sorted()]
+            self.kept = self.parts[0][0].size
+
+    def _sorted(self) -> list[np.ndarray]:
+        cols = [np.concatenate(c) for c in zip(*self.parts)]
+        o = np.argsort(cols[0], kind="stable")
+        if self.cap is not None:
+            o = o[:self.cap]
+        return [c[o] for c in cols]
+
+    def rows(self):
+        if not self.parts:
+            return iter(())
+        cols = self._sorted()
+        self.kept = cols[0].size
+        return zip(*(c.tolist() for c in cols))
+
+    @property
+    def dropped(self) -> int:
+        return self.total - self.kept
 
 
 # ---------------------------------------------------------------- the verifier
@@ -660,92 +754,218 @@ class Verifier:
         self.index_end = max((f.end_phy for f in self.index_files if f.n > 1), default=-1)
 
     def _index_structure(self, f: _IndexFile) -> None:
-        """STORE-FORMAT §5.10, vectorised: slots, chains, counts, header vs entries."""
+        """STORE-FORMAT §5.10, vectorised and in bounded chunks: slots, chains, counts,
+        header vs entries.
+
+        Memory does not grow with the file: slots and entries are read ``INDEX_CHUNK`` at a
+        time (mapped pages released after each chunk), and the links into each range of
+        ``INDEX_TARGETS`` entries are counted in one pass over the links and slot heads
+        after it (so a file of E entries takes E / INDEX_TARGETS such passes). Findings met
+        out of their turn wait in :class:`_Deferred` (at most ``max_findings`` of each kind),
+        so they come out in the order of a single pass over the whole file: slots, entries,
+        chains, slot heads, branches, orphans, header, order, tail."""
         S = f.slots
         if f.stored_count > f.max_num:
             self._add("index.header", f.rel, 36, f"indexCount {f.stored_count} exceeds maxIndexNum {f.max_num}")
         if f.length < f.entries_base:
             self._add("index.header", f.rel, 0, "file too short for its slots")
+            f._phy_range = (-1, -1)
             return
-        raw = np.frombuffer(f.mm, np.uint32, count=S, offset=INDEX_HEADER_SIZE)  # zero test needs no byte swap
-        used_at = None
-        if f.phy.size:  # the used slots should be exactly those of the entries' hashes: check that
-            mark = np.zeros(S, bool)  # np.unique of the slots, without its sort or hash table
-            mark[f.hash[f.hash >= 0] % S] = True
-            expect = np.flatnonzero(mark)
-            if np.count_nonzero(raw) == expect.size and raw[expect].all():
-                used_at = expect
-        if used_at is None:
-            used_at = np.flatnonzero(raw)
-        slot_vals = raw[used_at].byteswap().view(np.int32).astype(np.int64)
-        n = f.n  # entries 1..n-1
-        ents = f.entries
-        nums = np.arange(1, n, dtype=np.int64)
-        used = int(used_at.size)
+        n = f.n  # entries 1..n-1 (array index 0..E-1)
+        E = f.entry_count
+        C = max(1, int(INDEX_CHUNK))
+        cap = self.opt.max_findings
+
+        def slot_of(h: np.ndarray) -> np.ndarray:
+            h = h.astype(np.int64)
+            return np.where(h >= 0, h % S, -1)
+
+        used = 0
+        bad_slots = _Deferred(cap)  # slot -> its value
+        kept: list | None = []  # the used slots, while they are few (at most INDEX_CHUNK)
+        for a in range(0, S, C):
+            at, vals = f.slot_values(a, min(S, a + C))
+            used += at.size
+            bad = (vals < 0) | (vals >= max(n, 1))
+            bad_slots.add(at[bad], vals[bad])
+            if kept is not None:
+                kept = kept + [(at, vals)] if used <= C else None
+
+        def slot_chunks():
+            """(slot numbers, values) of the used slots, a chunk at a time."""
+            if kept is not None:
+                yield from kept
+                return
+            for a in range(0, S, C):
+                yield f.slot_values(a, min(S, a + C))
+
         if used != f.hash_slot_count and n > 1:
             self._add("index.slot-count", f.rel, 32, f"hashSlotCount {f.hash_slot_count}, but {used} slots are used")
-        bad_slot = np.flatnonzero((slot_vals < 0) | (slot_vals >= max(n, 1)))
-        for j in bad_slot.tolist():
-            s = int(used_at[j])
+        for s, v in bad_slots.rows():
             self._add("index.slot", f.rel, INDEX_HEADER_SIZE + 4 * s,
-                      f"slot {s} holds {int(slot_vals[j])}, outside the written entries 1..{n - 1}")
+                      f"slot {s} holds {v}, outside the written entries 1..{n - 1}")
+        self._count_only("index.slot", bad_slots.dropped)
         if n <= 1:
+            f._phy_range = (-1, -1)
             if f.length >= f.entries_base + 2 * INDEX_ENTRY_SIZE:
-                first = first_nonzero(f.path, np.frombuffer(f.mm, np.uint8), f.entries_base + INDEX_ENTRY_SIZE)
+                first = self._index_nonzero(f, f.entries_base + INDEX_ENTRY_SIZE)
                 if first is not None:
                     self._add("index.tail", f.rel, first, "non-zero bytes in an index file with no entries")
             return
-        h = f.hash
-        prev = ents["prev_index"].astype(np.int64)
-        diff = ents["time_diff"].astype(np.int64)
-        bad = np.flatnonzero((h < 0) | (diff < 0))
-        for i in bad.tolist():
-            self._add("index.entry", f.rel, f.entry_offset(i),
-                      f"entry {i + 1}: keyHash {int(h[i])}, timeDiff {int(diff[i])} (both must be >= 0)")
-        # chains: every link goes to an older entry of the same slot, every entry reached once
-        slot_of = np.where(h >= 0, h % S, -1)
-        broken = (prev < 0) | (prev >= nums)
-        pv = np.clip(prev, 0, n - 1)
-        cross = (~broken) & (prev > 0) & (slot_of[np.maximum(pv - 1, 0)] != slot_of)
-        for i in np.flatnonzero(broken | cross).tolist():
-            p = int(prev[i])
-            why = (f"points to entry {p}, not an older one: the chain loops or leaves the written entries"
-                   if broken[i] else f"links to entry {p} of slot {int(slot_of[p - 1])}, not its own slot {int(slot_of[i])}")
+        # One pass over the entries in order: fields, links that leave the older entries,
+        # offsets going back; and, as links only go to older entries, the links into the
+        # first INDEX_TARGETS entries too (their hashes are read before any link to them).
+        T = max(1, int(INDEX_TARGETS))
+        chain = _Deferred(cap)  # entry -> prev, cross (0: broken link, 1: other slot), slot of prev, own slot
+        heads_bad = _Deferred(cap)  # slot -> entry number it heads, that entry's hash and slot
+        branch = _Deferred(cap)  # entry -> number of places reaching it
+        orphan = _Deferred(cap)  # entry -> its hash
+        lo, hi, first_phy, last_phy = None, -1, None, None
+        back_n, back_first = 0, None
+
+        class Targets:
+            """Entries t0..t1-1 (numbers t0+1..t1): their hashes and how often they are reached."""
+
+            def __init__(self, t0: int, t1: int):
+                self.t0, self.t1 = t0, t1
+                self.h = np.empty(t1 - t0, np.int32)
+                self.refs = np.zeros(t1 - t0, np.int64)
+                self.pending: list[np.ndarray] = []
+                self.waiting = 0
+
+            def count(self, tgt: np.ndarray) -> None:
+                self.pending.append(tgt)
+                self.waiting += tgt.size
+                if self.waiting >= self.refs.size:
+                    self.flush()
+
+            def flush(self) -> None:
+                if self.pending:
+                    self.refs += np.bincount(np.concatenate(self.pending), minlength=self.refs.size)
+                    self.pending, self.waiting = [], 0
+
+            def links(self, a: int, h: np.ndarray, prev: np.ndarray) -> None:
+                """Links of entries a.. (hashes h, prevIndex prev) into these targets."""
+                m = np.flatnonzero((prev > self.t0) & (prev <= self.t1) & (prev <= np.arange(a, a + prev.size)))
+                if not m.size:
+                    return
+                tgt = prev[m].astype(np.int64) - 1 - self.t0
+                self.count(tgt)
+                own, theirs = slot_of(h[m]), slot_of(self.h[tgt])
+                x = np.flatnonzero(own != theirs)
+                chain.add(m[x] + a, prev[m[x]], np.ones(x.size, np.int64), theirs[x], own[x])
+
+            def heads(self) -> None:
+                for at, vals in slot_chunks():
+                    m = np.flatnonzero((vals > self.t0) & (vals <= self.t1))
+                    if not m.size:
+                        continue
+                    tgt = vals[m] - 1 - self.t0
+                    self.count(tgt)
+                    theirs = slot_of(self.h[tgt])
+                    x = np.flatnonzero(theirs != at[m])
+                    heads_bad.add(at[m[x]], vals[m[x]], self.h[tgt[x]], theirs[x])
+
+            def finish(self) -> None:
+                self.heads()
+                self.flush()
+                br = np.flatnonzero(self.refs > 1)
+                branch.add(br + self.t0, self.refs[br])
+                orph = np.flatnonzero(self.refs == 0)
+                orphan.add(orph + self.t0, self.h[orph])
+
+        first = Targets(0, min(E, T))
+        for a in range(0, E, C):
+            b = min(E, a + C)
+            h, phy, diff, prev = f.columns(a, b, "key_hash", "phy_offset", "time_diff", "prev_index")
+            for i in np.flatnonzero((h < 0) | (diff < 0)).tolist():
+                self._add("index.entry", f.rel, f.entry_offset(a + i),
+                          f"entry {a + i + 1}: keyHash {int(h[i])}, timeDiff {int(diff[i])} (both must be >= 0)")
+            broken = np.flatnonzero((prev < 0) | (prev > np.arange(a, b)))  # prev >= own number
+            z = np.zeros(broken.size, np.int64)
+            chain.add(broken + a, prev[broken], z, z, z)
+            if first_phy is None:
+                first_phy = int(phy[0])
+            steps = np.concatenate([[last_phy], phy]) if last_phy is not None else phy
+            back = np.flatnonzero(steps[1:] < steps[:-1])
+            if back.size and back_first is None:
+                k = int(back[0])
+                back_first = (k + a - (last_phy is not None), int(steps[k]), int(steps[k + 1]))
+            back_n += back.size
+            last_phy = int(phy[-1])
+            lo = int(phy.min()) if lo is None else min(lo, int(phy.min()))
+            hi = max(hi, int(phy.max()))
+            if a < first.t1:
+                first.h[a:min(b, first.t1)] = h[:min(b, first.t1) - a]
+            first.links(a, h, prev)
+            del h, phy, diff, prev, steps
+        f._phy_range = (lo, hi)
+        first.finish()
+        del first
+        for t0 in range(T, E, T):  # later target ranges: one more pass over the links each
+            tg = Targets(t0, min(E, t0 + T))
+            for a in range(t0, tg.t1, C):
+                tg.h[a - t0:min(tg.t1, a + C) - t0] = f.columns(a, min(tg.t1, a + C), "key_hash")[0]
+            for a in range(t0 + 1, E, C):  # a link goes to an older entry: sources after t0 only
+                h, prev = f.columns(a, min(E, a + C), "key_hash", "prev_index")
+                tg.links(a, h, prev)
+            tg.finish()
+            del tg
+        for i, p, cross, theirs, own in chain.rows():
+            why = (f"links to entry {p} of slot {theirs}, not its own slot {own}" if cross else
+                   f"points to entry {p}, not an older one: the chain loops or leaves the written entries")
             self._add("index.chain", f.rel, f.entry_offset(i) + 16, f"entry {i + 1} {why}")
-        ok_links = prev[~broken & (prev > 0)]
-        head_ok = (slot_vals > 0) & (slot_vals < n)
-        heads = slot_vals[head_ok]
-        refs = np.bincount(ok_links, minlength=n)[:n] + np.bincount(heads, minlength=n)[:n]
-        head_slots = used_at[head_ok]
-        for j in np.flatnonzero(slot_of[heads - 1] != head_slots).tolist():
-            s, e = int(head_slots[j]), int(heads[j])
+        self._count_only("index.chain", chain.dropped)
+        for s, e, he, se in heads_bad.rows():
             self._add("index.slot", f.rel, INDEX_HEADER_SIZE + 4 * s,
-                      f"slot {s} heads entry {e}, whose hash {int(h[e - 1])} belongs to slot {int(slot_of[e - 1])}")
-        for e in np.flatnonzero(refs[1:] > 1).tolist():
-            self._add("index.chain", f.rel, f.entry_offset(e), f"entry {e + 1} is reached from {int(refs[e + 1])} "
-                      "places: chains branch")
-        orphans = np.flatnonzero(refs[1:] == 0)
-        for e in orphans.tolist():
-            self._add("index.orphan", f.rel, f.entry_offset(e),
-                      f"entry {e + 1} (hash {int(h[e])}, offset {int(f.phy[e])}) is on no slot's chain")
+                      f"slot {s} heads entry {e}, whose hash {he} belongs to slot {se}")
+        self._count_only("index.slot", heads_bad.dropped)
+        for e, r in branch.rows():
+            self._add("index.chain", f.rel, f.entry_offset(e), f"entry {e + 1} is reached from {r} places: chains branch")
+        self._count_only("index.chain", branch.dropped)
+        rows = list(orphan.rows())
+        if rows:
+            phys = f.entry_phys(np.array([r[0] for r in rows], np.int64)).tolist()
+            for (e, he), pe in zip(rows, phys):
+                self._add("index.orphan", f.rel, f.entry_offset(e),
+                          f"entry {e + 1} (hash {he}, offset {pe}) is on no slot's chain")
+        self._count_only("index.orphan", orphan.dropped)
         # header against entries
-        if f.begin_phy != int(f.phy[0]):
-            self._add("index.header", f.rel, 16, f"beginPhyOffset {f.begin_phy}, first entry points at {int(f.phy[0])}")
-        if f.end_phy != int(f.phy[-1]):
-            self._add("index.header", f.rel, 24, f"endPhyOffset {f.end_phy}, last entry points at {int(f.phy[-1])}")
+        if f.begin_phy != first_phy:
+            self._add("index.header", f.rel, 16, f"beginPhyOffset {f.begin_phy}, first entry points at {first_phy}")
+        if f.end_phy != last_phy:
+            self._add("index.header", f.rel, 24, f"endPhyOffset {f.end_phy}, last entry points at {last_phy}")
         if f.begin_ts > f.end_ts:
             self._add("index.header", f.rel, 0, f"beginTimestamp {f.begin_ts} after endTimestamp {f.end_ts}")
-        back = np.flatnonzero(f.phy[1:] < f.phy[:-1])
-        for i in back[:1].tolist():
+        if back_first is not None:
+            i, p0, p1 = back_first
             self._add("index.order", f.rel, f.entry_offset(i + 1),
-                      f"entry {i + 2} points at {int(f.phy[i + 1])}, below entry {i + 1}'s {int(f.phy[i])}"
-                      + (f" ({len(back)} such steps)" if len(back) > 1 else ""))
+                      f"entry {i + 2} points at {p1}, below entry {i + 1}'s {p0}"
+                      + (f" ({back_n} such steps)" if back_n > 1 else ""))
         tail_start = f.entries_base + f.n * INDEX_ENTRY_SIZE
         if f.length > tail_start:
-            first = first_nonzero(f.path, np.frombuffer(f.mm, np.uint8), tail_start)
+            first = self._index_nonzero(f, tail_start)
             if first is not None:
                 self._add("index.tail", f.rel, first, f"non-zero bytes after the last entry {f.n - 1} (indexCount "
                           f"{f.stored_count})")
+
+    def _index_nonzero(self, f: _IndexFile, start: int) -> int | None:
+        """First non-zero byte of index file ``f`` from ``start``, its pages released as read."""
+        arr = np.frombuffer(f.mm, np.uint8)
+        step = 1 << 26
+        for a in range(start, f.length, step):
+            b = min(f.length, a + step)
+            at = first_nonzero(f.path, arr, a, b)
+            release_pages(f.mm, a, b)
+            if at is not None:
+                return at
+        return None
+
+    def _count_only(self, check: str, k: int) -> None:
+        """Findings of ``check`` beyond ``max_findings`` that were never built: counted only."""
+        if k:
+            self.counts[check] += k
+            self.by_severity[CHECKS[check][0]] += k
 
     # -------------------------------------------------------- commit log
     def _scan_commitlog(self) -> Iterator[Finding]:
