@@ -8,7 +8,7 @@ import random
 import numpy as np
 import pytest
 
-from rmqstore_cli.store import rangehash
+from rmqstore_cli.store import batch, rangehash
 from rmqstore_cli.store.batch import java_hashes, java_int
 from rmqstore_cli.store.message import java_hash
 
@@ -102,7 +102,7 @@ def test_candidates_and_high_positions_given_by_the_caller():
 def test_many_distinct_lengths_take_the_prefix_sum():
     parts = [("k" * n + "磁" * (n % 3)).encode() for n in range(1, 120)]
     units, a, b = _layout(parts, random.Random(2))
-    assert rangehash._window_hashes(units, a, b) is None
+    assert batch.window_hashes(units, a, b) is None
     h, lens = rangehash.java_range_hashes(units, a, b)
     want_h, want_len = java_hashes(parts)
     assert h.tolist() == want_h.tolist() and lens.tolist() == want_len.tolist()

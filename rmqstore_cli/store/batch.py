@@ -437,7 +437,7 @@ def window_hashes(units: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray
         if length <= 0:
             continue
         rows = np.lib.stride_tricks.sliding_window_view(units, length)[a if g is None else a[g]]
-        h = (rows * fw[length - 1::-1]).sum(axis=1, dtype=np.uint32)
+        h = rows.astype(np.uint32) @ fw[length - 1::-1]  # integer matmul wraps mod 2^32
         if g is None:
             out = h
         else:

@@ -21,10 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from rmqstore_cli.store.batch import RangeHashes, java_hashes, pow31, stable_argsort
-
-#: More distinct range lengths than this in one call: one prefix sum instead of rows.
-MAX_LENGTH_GROUPS = 48
+from rmqstore_cli.store.batch import RangeHashes, java_hashes, window_hashes
 
 
 def java_range_hashes(units: np.ndarray, a: np.ndarray, b: np.ndarray, raw: bytes | None = None,
@@ -38,7 +35,7 @@ def java_range_hashes(units: np.ndarray, a: np.ndarray, b: np.ndarray, raw: byte
     lens = (b - a).astype(np.int64)
     if not n or not units.size:
         return np.zeros(n, np.uint32), lens
-    h = _window_hashes(units, a, b)
+    h = window_hashes(units, a, b)
     if h is None:  # lengths too varied for rows: one prefix sum over the units
         h = RangeHashes(units)(a, b)
     if high is None:
@@ -50,35 +47,6 @@ def java_range_hashes(units: np.ndarray, a: np.ndarray, b: np.ndarray, raw: byte
     if na.size:
         h[na], lens[na] = _utf8_hashes(units, a[na], b[na], raw)
     return h, lens
-
-
-def _window_hashes(units: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
-    """hashCode over the bytes (right for ASCII ranges); ranges of one length are rows of a
-    sliding window (only their own bytes are read). None when lengths are too varied."""
-    n = a.size
-    h = np.zeros(n, np.uint32)
-    L = b - a
-    lo, hi = int(L.min()), int(L.max())
-    if lo == hi:
-        groups = [(lo, None)]
-    else:
-        order = stable_argsort(L)
-        Ls = L[order]
-        cuts = np.flatnonzero(Ls[1:] != Ls[:-1]) + 1
-        if cuts.size >= MAX_LENGTH_GROUPS:
-            return None
-        groups = [(int(Ls[c]), g) for c, g in zip(np.r_[0, cuts].tolist(), np.split(order, cuts))]
-    fw = pow31(hi + 1)
-    for length, g in groups:
-        if length <= 0:
-            continue
-        rows = np.lib.stride_tricks.sliding_window_view(units, length)[a if g is None else a[g]]
-        hg = rows.astype(np.uint32) @ fw[length - 1::-1]  # integer matmul wraps mod 2^32
-        if g is None:
-            h = hg
-        else:
-            h[g] = hg
-    return h
 
 
 def _utf8_hashes(units: np.ndarray, a: np.ndarray, b: np.ndarray, raw: bytes | None):
