@@ -17,15 +17,26 @@ renders it by the reference.
 """
 from __future__ import annotations
 
-import numpy as np
+import os
+import tempfile
 
-try:
-    from numba import njit
-    njit(cache=True)(lambda: 0)  # caching needs a writable locator; fall back to compiling each run
-    _JIT = njit(cache=True, nogil=True, boundscheck=False)
-except RuntimeError:  # pragma: no cover - read-only install without a user cache directory
-    from numba import njit
-    _JIT = njit(nogil=True, boundscheck=False)
+import numba
+import numpy as np
+from numba import njit
+
+
+def _cacheable() -> None:
+    """The compiled code is cached beside this file, else in numba's user-wide cache; when
+    neither is writable (a read-only install run by a user without a home), in the temp
+    directory, so that no run compiles again."""
+    try:
+        njit(cache=True)(_cacheable)
+    except RuntimeError:
+        numba.config.CACHE_DIR = os.path.join(tempfile.gettempdir(), f"rmqstore-numba-{os.getuid()}")
+
+
+_cacheable()
+_JIT = njit(cache=True, nogil=True, boundscheck=False)
 
 _HEXU = np.frombuffer(b"0123456789ABCDEF", np.uint8)
 _HEXL = np.frombuffer(b"0123456789abcdef", np.uint8)
