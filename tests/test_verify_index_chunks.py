@@ -102,3 +102,86 @@ def test_chunked_index_check_gives_the_findings_of_one_chunk(small_store, monkey
         got, s_got = _verify(small_store, *extra)
         assert got == whole, (chunk, targets)
         assert s_got == s_whole
+
+
+# ---------------------------------------------------------------- compiled walk and CRC
+
+def _commitlog_damage(store) -> None:
+    """Record damage the walk and the CRC meet: flipped body bytes, a wrong size, a bad
+    magic code, a run of zeros inside the data, a torn last file."""
+    names = sorted((store / "commitlog").iterdir())
+    recs = []
+    for p in names:
+        data = p.read_bytes()
+        pos = 0
+        while pos + 8 <= len(data):
+            total, magic = struct.unpack_from(">iI", data, pos)
+            if magic not in (0xDAA320A7, 0xDAA320AB):
+                break
+            recs.append((p, pos, total))
+            pos += total
+    for k in (5, 40, 41, 400):  # a body byte
+        p, pos, total = recs[k]
+        data = p.read_bytes()
+        sys_flag = struct.unpack_from(">i", data, pos + 36)[0]
+        at = pos + 48 + (20 if sys_flag & 0x10 else 8) + 8 + (20 if sys_flag & 0x20 else 8) + 12
+        length = struct.unpack_from(">i", data, at)[0]
+        assert length > 2
+        _patch(p, at + 4 + length // 2, ">B", data[at + 4 + length // 2] ^ 0x21)
+    p, pos, total = recs[90]
+    _patch(p, pos, ">i", total + 3)  # a size that does not fit the fields
+    p, pos, total = recs[150]
+    _patch(p, pos + 4, ">I", 0x11223344)  # a bad magic code
+    p, pos, total = recs[220]
+    with open(p, "r+b") as fh:  # zeros over two records
+        fh.seek(pos)
+        fh.write(bytes(recs[221][2] + total))
+    last = names[-1]
+    size = last.stat().st_size
+    with open(last, "r+b") as fh:  # a torn tail
+        fh.seek(size // 2)
+        fh.write(bytes(3000))
+
+
+@pytest.mark.parametrize("damaged", [False, True])
+def test_compiled_walk_and_crc_give_the_same_findings(small_store, monkeypatch, damaged):
+    """verify's compiled loops (verifykernel: the walk, small bodies' CRC) find what the
+    Python walk and zlib find, clean and damaged, with bodies on both sides of SMALL_BODY."""
+    pytest.importorskip("numba")
+    from rmqstore_cli.store import verify as V
+    from rmqstore_cli.store import verifykernel as K
+
+    if damaged:
+        _commitlog_damage(small_store)
+    monkeypatch.setattr(V, "KERNEL_AFTER", 1 << 62)
+    ref, s_ref = _verify(small_store, "--deep", "--max-findings", "1000")
+    if damaged:
+        assert {"commitlog.body-crc", "commitlog.total-size", "commitlog.magic"} <= {f["check"] for f in ref}
+    else:
+        assert ref == []
+    for after, small in ((0, K.SMALL_BODY), (0, 200), (1000, 1 << 20)):
+        monkeypatch.setattr(V, "KERNEL_AFTER", after)
+        monkeypatch.setattr(K, "SMALL_BODY", small)
+        got, s_got = _verify(small_store, "--deep", "--max-findings", "1000")
+        assert got == ref and s_got == s_ref, (after, small)
+
+
+def test_kernel_crc_is_zlib_crc():
+    pytest.importorskip("numba")
+    import zlib
+
+    import numpy as np
+
+    from rmqstore_cli.store import verifykernel as K
+
+    rng = np.random.default_rng(3)
+    a = rng.integers(0, 256, 5000, dtype=np.uint8)
+    at = rng.integers(0, 4000, 300).astype(np.int64)
+    ln = rng.integers(0, 1000, 300).astype(np.int64)
+    out = np.full(300, -1, np.int64)
+    big = K.small_body_crcs(a, at, ln, 600, K.CRC_TABLES, out)
+    small = ln < 600
+    assert big == int((~small).sum())
+    want = [zlib.crc32(a[x:x + n].tobytes()) & 0x7FFFFFFF for x, n in zip(at.tolist(), ln.tolist())]
+    assert out[small].tolist() == [w for w, s in zip(want, small.tolist()) if s]
+    assert (out[~small] == -1).all()

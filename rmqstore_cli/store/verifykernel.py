@@ -1,0 +1,99 @@
+"""Compiled loops for ``rmqstore verify``'s scan: the record walk and small bodies' CRC.
+
+What stays a Python loop per record in :mod:`~rmqstore_cli.store.verify` (the walk of
+STORE-FORMAT §7.1 in :func:`~rmqstore_cli.store.batch.walk_records`, one ``zlib.crc32``
+call per body in :func:`~rmqstore_cli.store.batch.body_crcs`), compiled by numba. The
+results are the same to the bit; verify switches to these after ``verify.KERNEL_AFTER``
+records, so small stores never pay numba's import (about 0.3 s), and keeps the Python
+loops when numba is missing. Compiled on first use and cached on disk beside this file, as
+:mod:`~rmqstore_cli.jsonkernel` is.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from rmqstore_cli.formats.commitlog import MAGIC_V1, MAGIC_V2
+
+try:
+    from numba import njit
+    njit(cache=True)(lambda: 0)  # caching needs a writable locator; fall back to compiling each run
+    _JIT = njit(cache=True, nogil=True, boundscheck=False)
+except RuntimeError:  # pragma: no cover - read-only install without a user cache directory
+    from numba import njit
+    _JIT = njit(nogil=True, boundscheck=False)
+
+#: Bodies shorter than this get their CRC here; longer ones from zlib (faster per byte, and
+#: its per-call cost no longer matters).
+SMALL_BODY = 1024
+
+
+def _crc_tables() -> np.ndarray:
+    """Slicing-by-8 tables of the reflected CRC-32 polynomial (zlib's ``crc32``)."""
+    t = np.zeros((8, 256), np.uint32)
+    for i in range(256):
+        c = i
+        for _ in range(8):
+            c = (c >> 1) ^ (0xEDB88320 if c & 1 else 0)
+        t[0, i] = c
+    for k in range(1, 8):
+        t[k] = (t[k - 1] >> 8) ^ t[0][t[k - 1] & 0xFF]
+    return t
+
+
+CRC_TABLES = _crc_tables()
+
+
+@_JIT
+def _be32(a, p):
+    return (np.int64(a[p]) << 24) | (np.int64(a[p + 1]) << 16) | (np.int64(a[p + 2]) << 8) | np.int64(a[p + 3])
+
+
+@_JIT
+def walk(a, pos, limit, max_n, min_total, out):
+    """Record starts from ``pos`` into ``out``: a record starts where MAGICCODE is V1 or V2
+    and ``min_total <= TOTALSIZE <= limit - start``; the next one TOTALSIZE bytes later.
+    Returns (records, end): at most ``max_n``; ``end`` is where the walk stopped (the first
+    position that starts no record, or after the last of ``max_n`` records)."""
+    n = 0
+    end = pos
+    while n < max_n:
+        if end + 8 > limit:
+            break
+        total = _be32(a, end)
+        if total >= 2147483648:
+            total -= 4294967296
+        magic = _be32(a, end + 4)
+        if (magic != MAGIC_V1 and magic != MAGIC_V2) or total < min_total or total > limit - end:
+            break
+        out[n] = end
+        n += 1
+        end += total
+    return n, end
+
+
+@_JIT
+def _crc32(a, p, n, t):
+    c = np.uint32(0xFFFFFFFF)
+    end = p + n
+    while p + 8 <= end:
+        c ^= np.uint32(a[p]) | (np.uint32(a[p + 1]) << 8) | (np.uint32(a[p + 2]) << 16) | (np.uint32(a[p + 3]) << 24)
+        c = (t[7, c & 0xFF] ^ t[6, (c >> 8) & 0xFF] ^ t[5, (c >> 16) & 0xFF] ^ t[4, c >> 24]
+             ^ t[3, a[p + 4]] ^ t[2, a[p + 5]] ^ t[1, a[p + 6]] ^ t[0, a[p + 7]])
+        p += 8
+    while p < end:
+        c = t[0, (c ^ a[p]) & 0xFF] ^ (c >> 8)
+        p += 1
+    return c ^ np.uint32(0xFFFFFFFF)
+
+
+@_JIT
+def small_body_crcs(a, at, ln, small, t, out):
+    """``crc32(body) & 0x7FFFFFFF`` into ``out`` for the bodies shorter than ``small``;
+    returns how many were longer (left for zlib)."""
+    big = 0
+    for i in range(at.size):
+        if ln[i] < small:
+            out[i] = np.int64(_crc32(a, at[i], ln[i], t)) & 0x7FFFFFFF
+        else:
+            big += 1
+    return big
