@@ -7,10 +7,9 @@ Usage (from the project root):
 Stores of 256-byte messages (no delayed or transactional ones, 10 % IPv6 hosts) are
 generated once into --dir. Each is dumped by the installed command in a child process
 pinned to one core, best of --runs; wall and CPU (user + sys of the child) are printed.
-The fixed cost — interpreter, imports, numba's cached kernel — is measured on a store of
-2 000 messages (just above KERNEL_MIN) and reported apart, so that the per-message rate
-(``steady``) can be told from the whole-command rate. Lines go to stdout and to
-bench/results/dump.json.
+The rate between two sizes (``marginal``: extra messages over extra time) is free of the fixed cost
+— interpreter, imports, loading numba's cached kernel — which is then estimated as
+``wall - messages / marginal``. Lines go to stdout and to bench/results/dump.json.
 """
 from __future__ import annotations
 
@@ -64,19 +63,19 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     a = ap.parse_args()
     a.dir.mkdir(parents=True, exist_ok=True)
-    fixed_wall, fixed_cpu = _run(_store(a.dir, 2000, a.body), a.runs)
-    print(f"fixed cost (2 000 messages): {fixed_wall:.2f} s wall, {fixed_cpu:.2f} s CPU; load {os.getloadavg()[0]:.2f}")
     rows = []
     for n in (int(x) for x in a.messages.split(",")):
         wall, cpu = _run(_store(a.dir, n, a.body), a.runs)
-        steady = (n - 2000) / max(wall - fixed_wall, 1e-9)
         rows.append({"messages": n, "body": a.body, "wall_s": round(wall, 3), "cpu_s": round(cpu, 3),
                      "msg_per_s_wall": round(n / wall), "msg_per_s_cpu": round(n / cpu),
-                     "msg_per_s_steady": round(steady), "fixed_wall_s": round(fixed_wall, 3),
                      "load": round(os.getloadavg()[0], 2)})
-        r = rows[-1]
-        print(f"{n:>9} msgs: {wall:.2f} s wall ({r['msg_per_s_wall']:,} msg/s), {cpu:.2f} s CPU "
-              f"({r['msg_per_s_cpu']:,} msg/s); beyond the fixed cost {r['msg_per_s_steady']:,} msg/s")
+        print(f"{n:>9} msgs: {wall:.2f} s wall ({n / wall:,.0f} msg/s), {cpu:.2f} s CPU ({n / cpu:,.0f} msg/s); "
+              f"load {os.getloadavg()[0]:.2f}")
+    for lo, hi in zip(rows, rows[1:]):
+        marginal = (hi["messages"] - lo["messages"]) / max(hi["wall_s"] - lo["wall_s"], 1e-9)
+        hi["msg_per_s_marginal"] = round(marginal)
+        hi["fixed_s"] = round(hi["wall_s"] - hi["messages"] / marginal, 3)
+        print(f"marginal {lo['messages']}→{hi['messages']}: {marginal:,.0f} msg/s; fixed cost ≈ {hi['fixed_s']:.2f} s")
     out = ROOT / "bench" / "results" / "dump.json"
     out.parent.mkdir(exist_ok=True)
     out.write_text(json.dumps(rows, indent=1) + "\n")
