@@ -48,6 +48,12 @@ _INT_MIN = -(1 << 31)
 CRC_MARK = (CRC32_PROPERTY + "\x01").encode()  # the __CRC32# pair (§2.8)
 
 
+def cat_bytes(cat: np.ndarray) -> bytes:
+    """The bytes of a uint8 array: the bytes object it views when there is one (no copy)."""
+    b = cat.base
+    return b if isinstance(b, bytes) and len(b) == cat.size else cat.tobytes()
+
+
 def file_array(buf) -> np.ndarray:
     """A mapped file's bytes as a uint8 array (a view, never a copy; empty for an empty file)."""
     return np.frombuffer(buf, dtype=np.uint8) if len(buf) else np.empty(0, np.uint8)
@@ -590,9 +596,11 @@ class Properties:
     hashed over UTF-16 code units in Python instead.
     """
 
-    def __init__(self, arr: np.ndarray, ps: np.ndarray, pl: np.ndarray, buf=None, checks: bool = True):
+    def __init__(self, arr: np.ndarray, ps: np.ndarray, pl: np.ndarray, buf=None, checks: bool = True,
+                 joined: np.ndarray | None = None):
         """``checks=False``: only pairs and values (what dispatch reads); no well-formedness
-        marks, so :meth:`suspects` and :meth:`simple` are not available."""
+        marks, so :meth:`suspects` and :meth:`simple` are not available. ``joined``: the
+        ranges' bytes already joined by the caller (verify's compiled loop)."""
         n = ps.size
         self.n = n
         self._prefix = None
@@ -606,7 +614,9 @@ class Properties:
             return
         moff = np.cumsum(pl) - pl
         self.moff, self.mend = moff, moff + pl
-        if buf is not None:  # slicing the mapping and joining is cheaper than a numpy gather
+        if joined is not None:
+            cat = joined
+        elif buf is not None:  # slicing the mapping and joining is cheaper than a numpy gather
             cat = np.frombuffer(b"".join(map(buf.__getitem__, map(slice, ps.tolist(), (ps + pl).tolist()))),
                                 np.uint8)
         else:
@@ -659,7 +669,7 @@ class Properties:
             out[m] = java_int(self.hash_ranges(a, b))
             na = self.non_ascii(a, b)
             if na.size:  # hashCode runs over UTF-16 code units, not the UTF-8 bytes
-                raw = self.cat.tobytes()
+                raw = cat_bytes(self.cat)
                 out[m[na]] = java_int(java_hashes([raw[x:y] for x, y in zip(a[na].tolist(), b[na].tolist())])[0])
         return out
 
@@ -784,7 +794,7 @@ class Properties:
         lens = b - a
         na = self.non_ascii(a, b)
         if na.size:  # hashCode runs over UTF-16 code units, not the UTF-8 bytes: re-hash those keys
-            raw = cat.tobytes()
+            raw = cat_bytes(cat)
             h[na], lens[na] = java_hashes([raw[x:y] for x, y in zip(a[na].tolist(), b[na].tolist())])
         ih = index_hash(concat_hashes(pfx, lens, h))
 

@@ -64,6 +64,7 @@ from rmqstore_cli.formats.properties import parse_properties
 from rmqstore_cli.store.checkpoint import StoreCheckpoint
 from rmqstore_cli.store.batch import (
     CRC_MARK,
+    cat_bytes,
     IndexKeys,
     Properties,
     RecordBatch,
@@ -148,7 +149,7 @@ _MAGIC_BYTES = [m.to_bytes(4, "big") for m in (MAGIC_V1, MAGIC_V2, MAGIC_BLANK)]
 _BATCH = 32768
 #: Index entries (and slots) the structure check reads at a time, and entries whose incoming
 #: links it counts in one pass over the links: its memory does not grow with the file.
-INDEX_CHUNK = 1 << 20
+INDEX_CHUNK = 1 << 18
 #: Records checked before the walk and small bodies' CRC switch to the compiled loops of
 #: :mod:`verifykernel` (about 0.6 µs a record less; numba's import costs about 0.3 s).
 KERNEL_AFTER = 500_000
@@ -192,12 +193,6 @@ def _member(x: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:
         return np.zeros(x.size, bool)
     i = np.searchsorted(sorted_set, x)
     return sorted_set[np.minimum(i, sorted_set.size - 1)] == x
-
-
-def _cat_bytes(cat: np.ndarray) -> bytes:
-    """The bytes of a batch's joined PROPERTIES (the bytes object they were read into, or a copy)."""
-    b = cat.base
-    return b if isinstance(b, bytes) and len(b) == cat.size else cat.tobytes()
 
 
 def _props_problem(props: bytes) -> str | None:
@@ -792,14 +787,14 @@ class Verifier:
 
         used = 0
         bad_slots = _Deferred(cap)  # slot -> its value
-        kept: list | None = []  # the used slots, while they are few (at most INDEX_CHUNK)
+        kept: list | None = []  # the used slots, while they are few (as many as INDEX_TARGETS)
         for a in range(0, S, C):
             at, vals = f.slot_values(a, min(S, a + C))
             used += at.size
             bad = (vals < 0) | (vals >= max(n, 1))
             bad_slots.add(at[bad], vals[bad])
             if kept is not None:
-                kept = kept + [(at, vals)] if used <= C else None
+                kept = kept + [(at, vals)] if used <= max(1, int(INDEX_TARGETS)) else None
 
         def slot_chunks():
             """(slot numbers, values) of the used slots, a chunk at a time."""
@@ -1279,12 +1274,18 @@ class Verifier:
         topic_ids = self.topic_ids
         tid = self._topic_lookup(buf, arr, topic_start, topic_len, P, rel, base)
         tran = sysf & TRANSACTION_MASK
-        pr = Properties(arr, props_start, pl, buf)
+        kern = self._kernel()
+        if kern is not None:  # the PROPERTIES bytes joined by the compiled loop
+            joined = np.empty(int(pl.sum()), np.uint8)
+            kern.join_ranges(arr, props_start, pl, joined)
+            pr = Properties(arr, props_start, pl, buf, joined=joined)
+        else:
+            pr = Properties(arr, props_start, pl, buf)
         for i in pr.suspects().tolist():
             problem = _props_problem(buf[int(props_start[i]):int(props_start[i] + pl[i])])
             if problem:
                 self._add("commitlog.properties", rel, int(P[i]), problem, physical_offset=int(P[i]) + base)
-        if self.opt.crc and pr.tot and CRC_MARK in _cat_bytes(pr.cat):
+        if self.opt.crc and pr.tot and CRC_MARK in cat_bytes(pr.cat):
             for i in np.flatnonzero(pr.prop_crc).tolist():
                 self._check_prop_crc(buf, int(P[i]), int(total[i]), buf[int(props_start[i]):int(props_start[i] + pl[i])],
                                      rel, base)
@@ -1694,8 +1695,11 @@ class Verifier:
             if not sel.size:
                 continue
             f.checked[sel] = True
-            ephy = f.phy[sel]
-            eh = f.hash[sel]
+            if f.order is None:  # entries in offset order: a run of them, sliced
+                run = slice(int(sel[0]), int(sel[-1]) + 1)
+                ephy, eh = f.phy[run], f.hash[run]
+            else:
+                ephy, eh = f.phy[sel], f.hash[sel]
             j = np.searchsorted(absP, ephy)
             is_start = (j < absP.size) & (absP[np.minimum(j, absP.size - 1)] == ephy)
             ep = (ephy - lo) * (1 << 31) + eh

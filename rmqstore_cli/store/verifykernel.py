@@ -97,3 +97,15 @@ def small_body_crcs(a, at, ln, small, t, out):
         else:
             big += 1
     return big
+
+
+@_JIT
+def join_ranges(a, at, ln, out):
+    """``out`` = the bytes ``a[at[i]:at[i]+ln[i]]`` one after another (``ln`` >= 0)."""
+    o = 0
+    for i in range(at.size):
+        p = at[i]
+        for k in range(ln[i]):
+            out[o + k] = a[p + k]
+        o += ln[i]
+    return o
