@@ -162,61 +162,22 @@ def _first_line(e: BaseException) -> str:
 
 
 def rebuild_build(spark, config, dest: Path, opts, progress=None):
-    """``rebuild.build_set`` on Spark: one task per commit-log file (dispatch captured and
-    kept on the executors), the driver plans from per-file summaries, then one task per
-    queue and one per index file write them (see tasks.py for the decomposition)."""
+    """``rebuild.build_set`` on Spark: one task per commit-log file dispatches it, writes the
+    units it can straight into the consume-queue files and spills the rest beside the
+    output; the driver plans from per-file summaries; then one task per index file (and per
+    queue to rebuild, per file with units left) reads the spills. Nothing per message goes
+    through Spark (see tasks.py ``rebuild_staged``); ``dest`` must be reachable from every
+    executor, as for any output."""
     import time
-
-    from pyspark import StorageLevel
 
     from rmqstore_cli.pipeline import tasks as T
 
-    t0 = time.perf_counter()
     sc = spark.sparkContext
-    names, rec, gaps = T.rebuild_inputs(config)
-    build_cq, build_index, topics = opts.build_cq, opts.build_index, opts.topics
-    n = len(names)
-    files = sc.parallelize(range(n), max(1, n)).map(
-        lambda i: (i, T.dispatch_file(config, i, i >= rec, build_cq, build_index, topics)))
-    files.persist(StorageLevel.MEMORY_AND_DISK)
-    try:
-        summaries = dict(files.map(lambda kv: (kv[0], kv[1].summary)).collect())
-        included, stop = T.plan_dispatch(names, gaps, list(summaries.values()))
-        inc = set(included)
 
-        def exact(need):
-            return files.filter(lambda kv: kv[0] in need).map(
-                lambda kv: (kv[0], len(T.kept_keys(kv[1], need[kv[0]])[0]))).collectAsMap()
+    def run_map(fn, items):
+        return sc.parallelize(items, max(1, len(items))).map(fn).collect() if items else []
 
-        floors, counts, start, total = T.plan_keys(included, summaries, exact)
-        built: list[dict] = []
-        queues = cq_files = 0
-        if opts.dry_run:
-            queues, cq_files = T.dry_counts(config, included, summaries)
-            per = max(1, config.max_index_num - 1)
-            built = [{"k": k, "full": False, "end_ts": 0} for k in range(-(-total // per))] if build_index else []
-        else:
-            ours = files.filter(lambda kv: kv[0] in inc)
-            if build_cq:
-                cq_root, size = str(dest / "consumequeue"), config.cq_file_size
-                nq = len({q for i in included for q in summaries[i].queues})
-                if nq:
-                    cq_files = ours.flatMap(lambda kv: T.queue_chunks(kv[1])).groupByKey(min(nq, 4 * n + 1)).map(
-                        lambda kv: T.build_queue(cq_root, kv[0], list(kv[1]), size)).sum()
-                queues = nq
-            if build_index and total:
-                per = config.max_index_num - 1
-                nfiles = -(-total // per)
-                index_dir = str(dest / "index")
-                slots, num = config.max_hash_slot_num, config.max_index_num
-                built = ours.flatMap(lambda kv: T.index_chunks(kv[1], floors[kv[0]], start[kv[0]], per)).filter(
-                    lambda kc: kc[0] < nfiles).groupByKey(nfiles, lambda k: k).map(
-                    lambda kv: T.build_index_file(index_dir, kv[0], list(kv[1]), slots, num)).collect()
-                T.name_index_files(dest / "index", built, opts.tz)
-    finally:
-        files.unpersist()
-    return T.rebuild_report(config, opts, names, rec, included, stop, summaries, cq_files, queues, built, total,
-                            time.perf_counter() - t0)
+    return T.rebuild_staged(config, dest, opts, run_map, time.perf_counter())
 
 
 def verify(spark, stores: list, crc: bool, deep: bool, max_findings: int | None) -> list[dict]:

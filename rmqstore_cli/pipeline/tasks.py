@@ -190,6 +190,8 @@ class FileSummary:
     local_put: int = 0  # keys kept by the rule within this file alone
     local_put_min_phy: int = 0
     refused_topics: dict = None  # topic -> why it cannot be a consumequeue/ directory
+    simple: dict = None  # (topic, qid) -> its units are consecutive (dispatch_and_spill)
+    direct: list = None  # queues whose units the file's task wrote in place
 
 
 @dataclass
@@ -204,7 +206,7 @@ def _capture_dispatcher_class():
     properties parse and tagsCode as the local engine)."""
     import numpy as np
 
-    from rmqstore_cli.store.batch import index_hash, java_hashes
+    from rmqstore_cli.store.batch import concat_hashes, index_hash, java_hashes
     from rmqstore_cli.store.fastdispatch import FastDispatcher
 
     class CaptureDispatcher(FastDispatcher):
@@ -219,9 +221,12 @@ def _capture_dispatcher_class():
                 self.cq_parts.append((tids[idx], qid[idx], phy[idx], size[idx], tags_code[idx], qoff[idx]))
 
         def _index(self, key_list, owner, tid, phy, store_ts):
-            names = [t.name.encode("utf-8") + b"#" for t in self.topic_list]
-            h = java_hashes([names[t] + k for t, k in zip(tid.tolist(), key_list)])[0]  # hashCode("topic#key")
-            self.key_parts.append((index_hash(h), phy[owner].astype(np.int64), store_ts[owner].astype(np.int64)))
+            hs = getattr(key_list, "hashes", None)  # BatchKeys of the block path: hashed already
+            if hs is None:  # hashCode("topic#" + key), as FastDispatcher._index
+                kh, klen = java_hashes(list(key_list))
+                hs = index_hash(concat_hashes(self._prefix_hashes()[tid], klen, kh))
+            self.key_parts.append((np.asarray(hs, dtype=np.int64), phy[owner].astype(np.int64),
+                                   store_ts[owner].astype(np.int64)))
             self.keys += len(key_list)
 
     return CaptureDispatcher
@@ -532,3 +537,329 @@ def verify_store(spec: StoreSpec, crc: bool, deep: bool, max_findings: int | Non
     findings = [dict(f.as_dict(), store=spec.label) for f in v.run()]
     summary = dict(v.summary, store=spec.label)
     return {"store": spec.label, "findings": findings, "summary": summary, "ok": v.ok}
+
+
+# ===================================================================== rebuild-index without shuffles
+#
+# The same decomposition, with nothing per-message going through the engine (Spark):
+#
+# 1. ``dispatch_and_spill``: one task per commit-log file dispatches it (``dispatch_file``)
+#    and writes what it captured beside the output (``<dest>/.rmqstore-parts/<n>.units.npy``
+#    and ``<n>.keys.npy``); it returns only its ``FileSummary``. A file before the recovery
+#    region and before any gap is always dispatched, so its task also writes each queue's
+#    units straight into the consume-queue files, at ``cq offset * 20``, when they are what
+#    ``putMessagePositionInfo`` appends unchecked (consecutive cq offsets, growing ends).
+#    Files of one queue hold disjoint ranges of cq offsets, so tasks write disjoint bytes.
+# 2. The driver plans as before (``plan_dispatch``, ``plan_keys``) and per queue
+#    (``plan_queues``): a queue whose included files are each consecutive and follow on
+#    from one another is the reference writer's result when every unit sits at its cq
+#    offset and the first file is pre-blanked up to the first unit (``pre_blank``); any
+#    other queue is removed and rebuilt from the spilled units by ``build_queue``.
+# 3. One task per index file reads the keys it needs from the spills
+#    (``build_index_from_parts``), one task per included recovery-region file writes its
+#    units of the straight queues (``write_spilled_units``), one per other queue rebuilds it.
+
+PARTS = ".rmqstore-parts"
+
+
+def parts_dir(dest) -> Path:
+    return Path(dest) / PARTS
+
+
+def _simple_units(phy, size, qoff) -> bool:
+    """Units of one queue that ``putMessagePositionInfo`` appends one after another
+    unchecked: consecutive cq offsets (≥ 0) and growing ends."""
+    import numpy as np
+
+    if not len(qoff) or int(qoff[0]) < 0:
+        return False
+    return len(qoff) == 1 or bool(np.all(np.diff(qoff) == 1) and np.all(np.diff(phy + size) > 0))
+
+
+def _unit_bytes(phy, size, tags) -> bytes:
+    import numpy as np
+
+    from rmqstore_cli.store.consume_queue import UNIT_DTYPE
+
+    u = np.empty(len(phy), dtype=UNIT_DTYPE)
+    u["commitlog_offset"] = phy
+    u["size"] = size
+    u["tags_code"] = tags
+    return u.tobytes()
+
+
+def write_at(cq_root, key: tuple[str, int], pos: int, data: bytes, file_size: int) -> None:
+    """Write ``data`` at logical byte ``pos`` of queue ``key``, creating (size ``file_size``,
+    zero-filled) the files it falls in. Safe for several writers of disjoint ranges: a file
+    is only ever extended to ``file_size``, never cut."""
+    from rmqstore_cli.errors import StoreError
+    from rmqstore_cli.store.consume_queue import unsafe_topic
+    from rmqstore_cli.store.mapped_files import offset2file_name
+
+    why = unsafe_topic(key[0])
+    if why is not None:
+        raise StoreError(f"topic {key[0]!r} cannot name a consume-queue directory: {why}", path=cq_root)
+    d = Path(cq_root) / key[0] / str(key[1])
+    d.mkdir(parents=True, exist_ok=True)
+    view = memoryview(data)
+    while len(view):
+        start = pos - pos % file_size
+        n = min(len(view), start + file_size - pos)
+        fd = os.open(d / offset2file_name(start), os.O_WRONLY | os.O_CREAT, 0o666)
+        try:
+            if os.fstat(fd).st_size < file_size:
+                os.ftruncate(fd, file_size)
+            os.pwrite(fd, view[:n], pos - start)
+        finally:
+            os.close(fd)
+        view = view[n:]
+        pos += n
+
+
+def _save(path: Path, arr) -> None:
+    import numpy as np
+
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as fh:
+        np.save(fh, arr)
+    os.replace(tmp, path)  # a retried task replaces, never half-writes
+
+
+def dispatch_and_spill(config, position: int, recovering: bool, build_cq: bool, build_index: bool,
+                       topics: list[str] | None, dest: str, direct: bool, dry: bool) -> FileSummary:
+    """Step 1 above for one commit-log file; returns its summary (``simple``: queue → its
+    units are consecutive; ``direct``: queues written into the consume-queue files)."""
+    import numpy as np
+
+    fd = dispatch_file(config, position, recovering, build_cq, build_index, topics)
+    s = fd.summary
+    s.simple = {k: _simple_units(v[0], v[1], v[3]) for k, v in fd.units.items()}
+    s.direct = []
+    if dry:
+        return s
+    pd = parts_dir(dest)
+    pd.mkdir(parents=True, exist_ok=True)
+    if fd.units:  # (4, units) int64: phy, size, tagsCode, cq offset; queues in s.queues order
+        _save(pd / f"{position}.units.npy", np.concatenate([np.stack(v) for v in fd.units.values()], axis=1))
+    if s.keys:
+        _save(pd / f"{position}.keys.npy", np.stack(fd.keys))
+    if direct and build_cq:
+        cq_root = Path(dest) / "consumequeue"
+        for key, (phy, size, tags, qoff) in fd.units.items():
+            if s.simple[key]:
+                write_at(cq_root, key, int(qoff[0]) * 20, _unit_bytes(phy, size, tags), config.cq_file_size)
+                s.direct.append(key)
+    return s
+
+
+def spilled_units(dest, s: FileSummary) -> dict:
+    """The units file ``s`` spilled: queue → (phy, size, tagsCode, cq offset) arrays."""
+    import numpy as np
+
+    if not s.queues:
+        return {}
+    arr = np.load(parts_dir(dest) / f"{s.position}.units.npy", mmap_mode="r")
+    out, at = {}, 0
+    for key, (_, _, n) in s.queues.items():
+        out[key] = tuple(np.asarray(arr[r, at:at + n]) for r in range(4))
+        at += n
+    return out
+
+
+def spilled_keys(dest, position: int) -> tuple:
+    import numpy as np
+
+    path = parts_dir(dest) / f"{position}.keys.npy"
+    if not path.exists():
+        return tuple(np.empty(0, np.int64) for _ in range(3))
+    arr = np.load(path, mmap_mode="r")
+    return arr[0], arr[1], arr[2]
+
+
+def kept_count(dest, position: int, floor: int) -> int:
+    phy = spilled_keys(dest, position)[1]
+    import numpy as np
+
+    return int(np.count_nonzero(_kept_mask(np.asarray(phy), floor)))
+
+
+@dataclass
+class QueuePlan:
+    straight: dict  # queue -> (first cq offset, last cq offset): units at their cq offsets
+    rebuild: list  # queues rebuilt from the spills by build_queue
+    late: dict  # position -> straight queues it still has to write (files not written in step 1)
+    remove: list  # queues written in step 1 that are rebuilt: their directories go first
+
+
+def plan_queues(included: list[int], summaries: dict) -> QueuePlan:
+    spans: dict = {}
+    for i in included:
+        s = summaries[i]
+        for key, (first, last, _) in s.queues.items():
+            spans.setdefault(key, []).append((i, first, last, s.simple[key]))
+    p = QueuePlan({}, [], {}, [])
+    written = {k for i in included for k in summaries[i].direct}
+    for key, lst in spans.items():
+        if all(x[3] for x in lst) and all(b[1] == a[2] + 1 for a, b in zip(lst, lst[1:])):
+            p.straight[key] = (lst[0][1], lst[-1][2])
+            for i, *_ in lst:
+                if key not in summaries[i].direct:
+                    p.late.setdefault(i, []).append(key)
+        else:
+            p.rebuild.append(key)
+            if key in written:
+                p.remove.append(key)
+    return p
+
+
+def straight_files(first: int, last: int, file_size: int) -> int:
+    return (last * 20) // file_size - (first * 20) // file_size + 1
+
+
+def pre_blank(cq_root, key: tuple[str, int], first: int, file_size: int) -> None:
+    """``isFirstCreateInQueue``: a queue whose first unit is not cq offset 0 starts its
+    first file with blank units (0, Integer.MAX_VALUE, 0) up to that unit."""
+    from rmqstore_cli.store.consume_queue import PRE_BLANK_UNIT
+
+    pos = first * 20
+    start = pos - pos % file_size
+    if pos > start:
+        write_at(cq_root, key, start, PRE_BLANK_UNIT * ((pos - start) // 20), file_size)
+
+
+def write_spilled_units(dest, s: FileSummary, keys: list, file_size: int) -> int:
+    units = spilled_units(dest, s)
+    cq_root = Path(dest) / "consumequeue"
+    for key in keys:
+        phy, size, tags, qoff = units[key]
+        write_at(cq_root, key, int(qoff[0]) * 20, _unit_bytes(phy, size, tags), file_size)
+    return 0
+
+
+def rebuild_queue_from_parts(dest, key: tuple[str, int], sums: list, file_size: int) -> int:
+    """One queue through ``build_queue`` from the spilled units of the included files."""
+    parts = [(s.position, spilled_units(dest, s)[key]) for s in sums if key in s.queues]
+    return build_queue(str(Path(dest) / "consumequeue"), key, parts, file_size)
+
+
+def index_sources(included: list[int], counts: dict, start: dict, floors: dict, per: int, k: int) -> list:
+    """(position, floor, first key number) of the files holding keys of index file ``k``,
+    or its previous file's last key (a rolled file's header starts from it)."""
+    lo, hi = k * per - 1, (k + 1) * per
+    return [(i, floors[i], start[i]) for i in included
+            if counts[i] and start[i] < hi and start[i] + counts[i] > lo]
+
+
+def build_index_from_parts(dest, k: int, sources: list, slot_num: int, index_num: int) -> dict:
+    """Index file ``k`` from the spilled keys: the keys numbered ``k * per .. (k+1) * per - 1``
+    (``per = maxIndexNum - 1``), the previous key giving the header's start values."""
+    import numpy as np
+
+    per = index_num - 1
+    lo, hi = k * per, (k + 1) * per
+    parts, prev = [], None
+    for i, floor, start in sources:
+        h, phy, ts = spilled_keys(dest, i)
+        phy = np.asarray(phy)
+        sel = np.flatnonzero(_kept_mask(phy, floor))  # key number start + j for sel[j]
+        a, b = max(lo, start), min(hi, start + len(sel))
+        if start <= lo - 1 < start + len(sel):
+            j = sel[lo - 1 - start]
+            prev = (int(phy[j]), int(ts[j]))
+        if a < b:
+            idx = sel[a - start:b - start]
+            parts.append((np.asarray(h)[idx], phy[idx], np.asarray(ts)[idx]))
+    h, phy, ts = (np.concatenate([p[r] for p in parts]) for r in range(3))
+    del parts
+    return _create_index(dest, k, h, phy, ts, prev or (0, 0), slot_num, index_num)
+
+
+def _create_index(dest, k: int, h, phy, ts, prev: tuple[int, int], slot_num: int, index_num: int) -> dict:
+    from rmqstore_cli.store.fastdispatch import put_block
+    from rmqstore_cli.store.index import IndexFile
+
+    path = Path(dest) / "index" / f"{k:010d}.part"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    f = IndexFile.create(path, slot_num, index_num, prev[0], prev[1])
+    try:
+        put_block(f, h, phy, ts)
+        out = {"k": k, "first_ts": int(ts[0]), "keys": len(h), "full": f.is_write_full(),
+               "end_ts": f.header.end_timestamp}
+    finally:
+        f.close()
+    return out
+
+
+def stage2_jobs(included: list[int], summaries: dict, qp: QueuePlan | None, index_files: list) -> list:
+    """Step 3's tasks, longest first: index files, queues to rebuild, late unit writes."""
+    jobs: list = [("index", k, src) for k, src in index_files]
+    if qp is not None:
+        sums = [summaries[i] for i in included]
+        jobs += [("queue", key, [s for s in sums if key in s.queues]) for key in qp.rebuild]
+        jobs += [("late", i, (summaries[i], keys)) for i, keys in sorted(qp.late.items())]
+    return jobs
+
+
+def run_stage2(dest: str, config, job) -> tuple:
+    kind, what, arg = job
+    if kind == "index":
+        return kind, build_index_from_parts(dest, what, arg, config.max_hash_slot_num, config.max_index_num)
+    if kind == "queue":
+        return kind, rebuild_queue_from_parts(dest, what, arg, config.cq_file_size)
+    return kind, write_spilled_units(dest, arg[0], arg[1], config.cq_file_size)
+
+
+def rebuild_staged(config, dest: Path, opts, run_map, t0: float):
+    """``rebuild.build_set`` through steps 1–3 above. ``run_map(fn, items)`` returns
+    ``[fn(x) for x in items]``, in this process or as one Spark task per item."""
+    import shutil
+    import time
+
+    names, rec, gaps = rebuild_inputs(config)
+    n = len(names)
+    direct_upto = min([rec] + gaps) if n else 0  # files surely dispatched: before recovery and gaps
+    build_cq, build_index, topics, dry = opts.build_cq, opts.build_index, opts.topics, opts.dry_run
+    d = str(dest)
+    try:
+        got = run_map(lambda i: dispatch_and_spill(config, i, i >= rec, build_cq, build_index, topics, d,
+                                                   i < direct_upto, dry), list(range(n)))
+        summaries = {s.position: s for s in got}
+        included, stop = plan_dispatch(names, gaps, list(summaries.values()))
+
+        def exact(need):
+            if dry:  # nothing spilled: dispatch those files again (only when key offsets go backwards)
+                return dict(run_map(lambda kv: (kv[0], len(kept_keys(
+                    dispatch_file(config, kv[0], kv[0] >= rec, build_cq, build_index, topics), kv[1])[0])),
+                    list(need.items())))
+            return dict(run_map(lambda kv: (kv[0], kept_count(d, kv[0], kv[1])), list(need.items())))
+
+        floors, counts, start, total = plan_keys(included, summaries, exact)
+        built: list[dict] = []
+        queues = cq_files = 0
+        per = max(1, config.max_index_num - 1)
+        nfiles = -(-total // per) if build_index else 0
+        if dry:
+            queues, cq_files = dry_counts(config, included, summaries)
+            built = [{"k": k, "full": False, "end_ts": 0} for k in range(nfiles)]
+        else:
+            qp = plan_queues(included, summaries) if build_cq else None
+            cq_root = dest / "consumequeue"
+            for key in (qp.remove if qp else []):
+                shutil.rmtree(cq_root / key[0] / str(key[1]))
+            jobs = stage2_jobs(included, summaries, qp,
+                               [(k, index_sources(included, counts, start, floors, per, k)) for k in range(nfiles)])
+            done = run_map(lambda j: run_stage2(d, config, j), jobs) if jobs else []
+            built = [r for kind, r in done if kind == "index"]
+            if qp is not None:
+                F = config.cq_file_size
+                for key, (first, last) in qp.straight.items():
+                    pre_blank(cq_root, key, first, F)
+                cq_files = sum(r for kind, r in done if kind == "queue") + sum(
+                    straight_files(first, last, F) for first, last in qp.straight.values())
+                queues = len(qp.straight) + len(qp.rebuild)
+            if built:
+                name_index_files(dest / "index", built, opts.tz)
+    finally:
+        shutil.rmtree(parts_dir(dest), ignore_errors=True)
+    return rebuild_report(config, opts, names, rec, included, stop, summaries, cq_files, queues, built, total,
+                          time.perf_counter() - t0)

@@ -1,0 +1,104 @@
+"""rebuild-index's shuffle-free decomposition (pipeline/tasks.py ``rebuild_staged``): file
+tasks write straight queues in place and spill the rest; the result is the local engine's
+byte for byte whichever path each queue takes, and a dry run writes nothing."""
+from __future__ import annotations
+
+import datetime as dt
+import os
+import shutil
+
+import pytest
+
+from conftest import generate
+from test_pipeline_spark import SIZES, _build, _smash
+
+
+@pytest.fixture(scope="module")
+def stores(tmp_path_factory):
+    root = tmp_path_factory.mktemp("parts")
+    good = generate(root / "good", "--delay-ratio", "0.1", messages=1200, seed=11)
+    damaged = root / "damaged"
+    shutil.copytree(good, damaged)
+    files = sorted((damaged / "commitlog").iterdir())
+    _smash(files[3], 15000)  # before the recovery region: the rest of the file is skipped
+    expired = root / "expired"  # first files gone: queues start past cq offset 0 (pre-blank)
+    shutil.copytree(good, expired)
+    for f in files[:2]:
+        (expired / "commitlog" / f.name).unlink()
+    return {"good": good, "damaged": damaged, "expired": expired}
+
+
+@pytest.fixture
+def plans(monkeypatch):
+    from rmqstore_cli.pipeline import tasks as T
+
+    seen = []
+    orig = T.plan_queues
+
+    def spy(included, summaries):
+        p = orig(included, summaries)
+        seen.append((p, sum(1 for i in included if summaries[i].direct)))
+        return p
+
+    monkeypatch.setattr(T, "plan_queues", spy)
+    return seen
+
+
+@pytest.mark.parametrize("name", ["good", "damaged", "expired"])
+def test_each_queue_path_gives_the_local_engine_bytes(stores, plans, name, tmp_path):
+    from rmqstore_cli.pipeline.local import rebuild_build
+    from rmqstore_cli.pipeline.tasks import PARTS
+    from rmqstore_cli.store.rebuild import build_set
+
+    want = _build(build_set, stores[name], tmp_path / "a")
+    got = _build(rebuild_build, stores[name], tmp_path / "b")
+    assert got[1] == want[1]
+    assert got[0] == want[0]
+    assert not (tmp_path / "b" / PARTS).exists()
+    (p, direct_files), = plans
+    assert direct_files > 0  # files before the recovery region wrote in place
+    if name == "damaged":  # the skipped rest of a file breaks cq offsets: those queues are rebuilt
+        assert p.rebuild and p.remove and set(p.remove) <= set(p.rebuild)
+    else:  # the recovery region's files write theirs after the plan
+        assert p.straight and p.late and not p.rebuild
+    if name == "expired":
+        assert any(first > 0 for first, _ in p.straight.values())
+
+
+def test_dry_run_reports_the_local_engine_counts_and_writes_nothing(stores, tmp_path):
+    from rmqstore_cli.pipeline.local import rebuild_build
+    from rmqstore_cli.store.rebuild import build_set
+
+    for name in ("good", "damaged"):
+        want = _build(build_set, stores[name], tmp_path / f"{name}-a", dry_run=True)
+        got = _build(rebuild_build, stores[name], tmp_path / f"{name}-b", dry_run=True)
+        assert got[0] == want[0] and want[0]["cq_files"] > 0
+        assert not (tmp_path / f"{name}-b").exists()
+
+
+def test_write_at_disjoint_ranges_in_any_order_give_one_writes_bytes(tmp_path):
+    from rmqstore_cli.pipeline.tasks import write_at
+
+    data = os.urandom(20 * 37)
+    size = 200  # 10 units a file: the ranges cross file ends
+    write_at(tmp_path / "one", ("T", 0), 60, data, size)
+    cuts = [0, 140, 300, 520, len(data)]
+    pieces = [(60 + a, data[a:b]) for a, b in zip(cuts, cuts[1:])]
+    for pos, piece in reversed(pieces):
+        write_at(tmp_path / "many", ("T", 0), pos, piece, size)
+    one = sorted(os.listdir(tmp_path / "one" / "T" / "0"))
+    assert one == sorted(os.listdir(tmp_path / "many" / "T" / "0")) and len(one) == 4  # bytes 60..800
+    for n in one:
+        a = (tmp_path / "one" / "T" / "0" / n).read_bytes()
+        assert len(a) == size and a == (tmp_path / "many" / "T" / "0" / n).read_bytes()
+    first = (tmp_path / "one" / "T" / "0" / one[0]).read_bytes()
+    assert first[:60] == bytes(60) and first[60:] == data[:140]
+
+
+def test_write_at_refuses_a_topic_that_is_no_directory_name(tmp_path):
+    from rmqstore_cli.errors import StoreError
+    from rmqstore_cli.pipeline.tasks import write_at
+
+    with pytest.raises(StoreError):
+        write_at(tmp_path, ("../x", 0), 0, bytes(20), 200)
+    assert not (tmp_path.parent / "x").exists()
