@@ -763,9 +763,10 @@ class Verifier:
         header vs entries.
 
         Memory does not grow with the file: slots and entries are read ``INDEX_CHUNK`` at a
-        time (mapped pages released after each chunk), and the links into each range of
-        ``INDEX_TARGETS`` entries are counted in one pass over the links and slot heads
-        after it (so a file of E entries takes E / INDEX_TARGETS such passes). Findings met
+        time (mapped pages released after each chunk), and the links and slot heads into
+        each range of ``INDEX_TARGETS`` entries are counted in one pass over the links (the
+        first range in the pass that checks the entries, as links only go to older
+        entries; a file of E entries takes E / INDEX_TARGETS - 1 more passes). Findings met
         out of their turn wait in :class:`_Deferred` (at most ``max_findings`` of each kind),
         so they come out in the order of a single pass over the whole file: slots, entries,
         chains, slot heads, branches, orphans, header, order, tail."""
