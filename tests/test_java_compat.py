@@ -153,3 +153,19 @@ def test_uniq_key_ipv6_example():
 
 def test_ipv4_mapped_host_is_stored_as_ipv4():
     assert host_bytes("[::ffff:172.16.5.6]:4242") == (bytes([172, 16, 5, 6]), 4242)
+
+
+def test_engine_crc32_is_zlibs_on_every_length_and_view():
+    """store/crc.crc32 (zlib-ng when installed) gives zlib's CRC-32 for any length (the
+    folding paths start at 16, 64 and 256 bytes), offset and buffer kind."""
+    import os
+    import zlib
+
+    from rmqstore_cli.store.crc import crc32 as engine_crc32
+
+    data = os.urandom(70000)
+    view = memoryview(data)
+    for n in list(range(0, 300)) + [511, 512, 513, 4095, 4096, 16384, 65537]:
+        for start in (0, 1, 7):
+            assert engine_crc32(view[start:start + n]) == zlib.crc32(view[start:start + n]), (n, start)
+    assert engine_crc32(bytearray(data[:1000])) == zlib.crc32(data[:1000])

@@ -17,7 +17,6 @@ verdicts and reasons; this module holds the facts both columnar paths need, once
 from __future__ import annotations
 
 import struct
-import zlib
 from functools import cached_property
 from typing import NamedTuple
 
@@ -38,6 +37,7 @@ from rmqstore_cli.formats.commitlog import (
 )
 from rmqstore_cli.formats.derive import field_offset, numpy_dtype
 from rmqstore_cli.formats.properties import parse_properties
+from rmqstore_cli.store.crc import crc32
 from rmqstore_cli.store.mapped_files import release_pages
 
 __all__ = ["gather", "byte_rows", "stable_argsort", "RecordBatch", "walk_records", "Walk", "stop_kind", "TopicIds", "body_crcs", "pow31", "pow31_tables", "RangeHashes", "java_hashes", "concat_hashes", "java_int",
@@ -363,7 +363,7 @@ def body_crcs(buf, body_at: np.ndarray, body_len: np.ndarray) -> np.ndarray:
     mv = memoryview(buf)
     n = len(body_at)
     ends = (body_at + body_len).tolist()
-    return np.fromiter(map(zlib.crc32, map(mv.__getitem__, map(slice, body_at.tolist(), ends))), np.int64,
+    return np.fromiter(map(crc32, map(mv.__getitem__, map(slice, body_at.tolist(), ends))), np.int64,
                        n) & 0x7FFFFFFF
 
 

@@ -8,7 +8,6 @@ mismatch* (dispatch skips it, recovery ends). Writing follows
 from __future__ import annotations
 
 import struct
-import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import Enum
@@ -37,6 +36,7 @@ from rmqstore_cli.formats.commitlog import (
 from rmqstore_cli.formats.derive import field_offset, fixed_fields_format
 from rmqstore_cli.formats.properties import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR
 from rmqstore_cli.store.config import StoreConfig
+from rmqstore_cli.store.crc import crc32
 from rmqstore_cli.store.mapped_files import MappedFile, MappedFileQueue, release_pages
 from rmqstore_cli.store.message import Message, offset_msg_id
 
@@ -121,7 +121,7 @@ def check_message(buf, pos: int, limit: int, file_from: int, check_crc: bool = F
                 p += topic_len
                 props_len = int.from_bytes(buf[p:p + 2], "big", signed=True)
                 if props_len >= 0 and lengths + body_len + topic_len + props_len == total and \
-                        (not check_crc or (zlib.crc32(body) & 0x7FFFFFFF if body_len else 0) == crc
+                        (not check_crc or (crc32(body) & 0x7FFFFFFF if body_len else 0) == crc
                          or body_len == 0):
                     p += 2
                     return Check(Status.VALID, total, "", Message(
@@ -156,8 +156,8 @@ def _check_exact(buf, pos: int, limit: int, file_from: int, check_crc: bool, for
         if p + body_len > limit:
             return Check(Status.INVALID, -1, f"body length {body_len} runs past the file's end")
         body = buf[p:p + body_len]
-        if check_crc and not force_prop_crc and (zlib.crc32(body) & 0x7FFFFFFF) != crc:
-            return Check(Status.INVALID, -1, f"body CRC mismatch (stored {crc}, computed {zlib.crc32(body) & 0x7FFFFFFF})")
+        if check_crc and not force_prop_crc and (crc32(body) & 0x7FFFFFFF) != crc:
+            return Check(Status.INVALID, -1, f"body CRC mismatch (stored {crc}, computed {crc32(body) & 0x7FFFFFFF})")
         p += body_len
     tl = _TOPIC_LEN[magic]
     if p + tl.size > limit:
@@ -198,7 +198,7 @@ def _prop_crc_ok(buf, pos: int, total: int, props: bytes) -> bool:
     if len(digits) != 10 or not digits.isdigit():
         return False
     stored = int(digits[::-1])
-    return stored == zlib.crc32(buf[pos:pos + total - CRC32_RESERVED_LEN]) & 0x7FFFFFFF
+    return stored == crc32(buf[pos:pos + total - CRC32_RESERVED_LEN]) & 0x7FFFFFFF
 
 
 def crc_property_value(crc: int) -> str:
@@ -404,7 +404,7 @@ class CommitLog:
         _I64.pack_into(record, _QUEUE_OFFSET_POS, queue_offset)
         _I64.pack_into(record, _PHY_POS, phy)
         if self.config.enabled_append_prop_crc and not spec.raw_properties:
-            crc = zlib.crc32(memoryview(record)[:size - CRC32_RESERVED_LEN]) & 0x7FFFFFFF
+            crc = crc32(memoryview(record)[:size - CRC32_RESERVED_LEN]) & 0x7FFFFFFF
             record[size - 11:size - 1] = crc_property_value(crc).encode()
         f.buffer()[pos:pos + size] = record
         self._write_offset = phy + size
@@ -496,7 +496,7 @@ def encode_record(spec: AppendSpec, config: StoreConfig) -> bytearray:
     if magic == MAGIC_V1 and len(topic_b) > 127:
         raise StoreError(f"topic of {len(topic_b)} bytes needs a V2 record")
     total = record_length(sys_flag, magic, len(body), len(topic_b), len(props_b))
-    crc = zlib.crc32(body) & 0x7FFFFFFF if body else 0
+    crc = crc32(body) & 0x7FFFFFFF if body else 0
     out = bytearray(total)
     _HEAD.pack_into(out, 0, total, magic, crc, spec.queue_id, spec.flag, 0, 0, sys_flag, spec.born_timestamp)
     mid = _MIDDLE[(bool(sys_flag & BORNHOST_V6_FLAG), bool(sys_flag & STOREHOSTADDRESS_V6_FLAG))]

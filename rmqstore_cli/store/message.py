@@ -10,7 +10,6 @@ import datetime as _dt
 import functools
 import ipaddress
 import struct
-import zlib
 from socket import inet_ntoa as _inet_ntoa
 from dataclasses import dataclass, field
 
@@ -21,6 +20,7 @@ from rmqstore_cli.formats.sysflag import (
     TRANSACTION_MASK,
 )
 from rmqstore_cli.formats.properties import parse_properties
+from rmqstore_cli.store.crc import crc32
 
 # MessageConst property names the engine acts on.
 PROPERTY_KEYS = "KEYS"
@@ -69,7 +69,7 @@ def index_key_hash(key: str) -> int:
 
 def body_crc(body: bytes) -> int:
     """``UtilAll#crc32``: CRC-32 masked to 31 bits; 0 for an empty body."""
-    return zlib.crc32(body) & 0x7FFFFFFF if body else 0
+    return crc32(body) & 0x7FFFFFFF if body else 0
 
 
 def tags_code(tags: str | None) -> int:

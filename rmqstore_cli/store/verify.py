@@ -13,7 +13,7 @@ How it reads, fast and in bounded memory:
   :class:`~rmqstore_cli.store.batch.Properties`, shared with rebuild-index) and checked vectorised
   (§2.2, §2.3, §7.2 plus the forensic checks the broker never makes: PHYSICALOFFSET
   against the real position, queue-offset continuity). Only what must be per record
-  stays in a Python loop: body CRC (``zlib.crc32``), topic and properties syntax, and the
+  stays in a Python loop: body CRC (``crc.crc32``), topic and properties syntax, and the
   extraction of TAGS/KEYS/UNIQ_KEY.
 * Damage does not stop the scan: after a bad record the walk resynchronises on the next
   plausible record (valid magic, sane TOTALSIZE, PHYSICALOFFSET equal to its position)
@@ -29,7 +29,6 @@ import mmap
 import os
 import re
 import struct
-import zlib
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -81,6 +80,7 @@ from rmqstore_cli.store.batch import Properties as _Props, index_hashes  # noqa:
 from rmqstore_cli.store.commitlog import Status, check_message
 from rmqstore_cli.store.config import StoreConfig
 from rmqstore_cli.store.consume_queue import UNIT_DTYPE
+from rmqstore_cli.store.crc import crc32
 from rmqstore_cli.store.dispatch import InvalidForDispatch, compute_tags_code
 from rmqstore_cli.store.lock import abort_exists, lock_holder
 from rmqstore_cli.store.mapped_files import MappedFileQueue, open_read_only, release_pages
@@ -1354,7 +1354,7 @@ class Verifier:
         else:
             v = parse_properties(props.decode("utf-8", "replace")).get(CRC32_PROPERTY, "")
             digits = v.encode()
-        want = zlib.crc32(memoryview(buf)[pos:pos + total - CRC32_RESERVED_LEN]) & 0x7FFFFFFF
+        want = crc32(memoryview(buf)[pos:pos + total - CRC32_RESERVED_LEN]) & 0x7FFFFFFF
         if len(digits) != 10 or not digits.isdigit() or int(digits[::-1]) != want:
             self._add("commitlog.prop-crc", rel, pos, f"__CRC32# is {digits.decode('ascii', 'replace')!r}, the "
                       f"record's CRC is {want} (stored reversed as {str(want).zfill(10)[::-1]})",
