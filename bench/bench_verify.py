@@ -80,11 +80,13 @@ def run_verify(path: Path, crc: bool, deep: bool = False, compiled: bool = False
 
 def body_bytes_crc(path: Path) -> tuple[float, int, float, int]:
     """Raw zlib.crc32 speed over the same bytes: (seconds, calling it once per body; body bytes;
-    seconds, one call per file over all its data; data bytes)."""
+    seconds, one call per file over all its data; data bytes; seconds of the engine's crc32
+    — zlib-ng's — once per body)."""
     import struct
 
     from rmqstore_cli.store.commitlog import CommitLog
     from rmqstore_cli.store.config import StoreConfig
+    from rmqstore_cli.store.crc import crc32 as engine_crc32
 
     cl = CommitLog(StoreConfig.load(path))
     bodies, chunks = [], []
@@ -102,7 +104,14 @@ def body_bytes_crc(path: Path) -> tuple[float, int, float, int]:
                 bodies.append((buf, at + 4, n))
             pos += total
         chunks.append(buf[:pos])
-    crc32 = zlib.crc32
+    best, best_one = _crc_speed(zlib.crc32, bodies, chunks)
+    body_total = sum(n for _, _, n in bodies)
+    data = sum(len(c) for c in chunks)
+    return best, body_total, best_one, data, _crc_speed(engine_crc32, bodies, chunks)[0]
+
+
+def _crc_speed(crc32, bodies, chunks) -> tuple[float, float]:
+    """Best seconds of ``crc32`` once per body, and once per file over all its data."""
     best = best_one = 1e9
     for _ in range(3):
         t = time.perf_counter()
@@ -113,9 +122,7 @@ def body_bytes_crc(path: Path) -> tuple[float, int, float, int]:
         for c in chunks:
             crc32(c)
         best_one = min(best_one, time.perf_counter() - t)
-    body_total = sum(n for _, _, n in bodies)
-    data = sum(len(c) for c in chunks)
-    return best, body_total, best_one, data
+    return best, best_one
 
 
 def main() -> None:
@@ -154,13 +161,15 @@ def main() -> None:
             print(f"{label:8} {mode:12} {row['messages']:>8} {data / 1e6:>8.1f} {best:>7.3f} "
                   f"{row['messages_per_s']:>10} {row['mb_per_s']:>8}   (cpu {best_cpu:.3f}s, "
                   f"{row['messages_per_cpu_s']} msg/cpu-s)")
-        per_body, body_total, one_shot, data_bytes = body_bytes_crc(path)
+        per_body, body_total, one_shot, data_bytes, engine = body_bytes_crc(path)
         results["runs"][f"{label} raw zlib.crc32"] = {
             "per_body_mb_per_s": round(body_total / per_body / 1e6, 1),
             "one_shot_mb_per_s": round(data_bytes / one_shot / 1e6, 1),
+            "engine_crc32_per_body_mb_per_s": round(body_total / engine / 1e6, 1),
             "body_bytes": body_total}
         print(f"{label:8} raw crc32 per body {body_total / per_body / 1e6:.1f} MB/s of bodies, "
-              f"one call over the data {data_bytes / one_shot / 1e6:.1f} MB/s")
+              f"one call over the data {data_bytes / one_shot / 1e6:.1f} MB/s; the engine's crc32 "
+              f"(store/crc.py) per body {body_total / engine / 1e6:.1f} MB/s")
         for mode in ("crc", "crc compiled"):
             v = results["runs"][f"{label} {mode}"]
             ratio = (v["data_bytes"] / v["seconds"]) / (body_total / per_body)
