@@ -555,9 +555,11 @@ def verify_store(spec: StoreSpec, crc: bool, deep: bool, max_findings: int | Non
 #    from one another is the reference writer's result when every unit sits at its cq
 #    offset and the first file is pre-blanked up to the first unit (``pre_blank``); any
 #    other queue is removed and rebuilt from the spilled units by ``build_queue``.
-# 3. One task per index file reads the keys it needs from the spills
-#    (``build_index_from_parts``), one task per included recovery-region file writes its
-#    units of the straight queues (``write_spilled_units``), one per other queue rebuilds it.
+# 3. One task per included file writes the index entries of its keys (positions follow
+#    from the plan's key numbers) and, for a recovery-region file, its units of the
+#    straight queues (``file_stage2``); one task per other queue rebuilds it; then one task
+#    per index file links the files' chains and writes its slot table and header
+#    (``finish_index``). Every task is idempotent (a retried task writes the same bytes).
 
 PARTS = ".rmqstore-parts"
 
@@ -738,75 +740,179 @@ def write_spilled_units(dest, s: FileSummary, keys: list, file_size: int) -> int
 
 def rebuild_queue_from_parts(dest, key: tuple[str, int], sums: list, file_size: int) -> int:
     """One queue through ``build_queue`` from the spilled units of the included files."""
+    import shutil
+
     parts = [(s.position, spilled_units(dest, s)[key]) for s in sums if key in s.queues]
+    shutil.rmtree(Path(dest) / "consumequeue" / key[0] / str(key[1]), ignore_errors=True)  # a retried task
     return build_queue(str(Path(dest) / "consumequeue"), key, parts, file_size)
 
 
-def index_sources(included: list[int], counts: dict, start: dict, floors: dict, per: int, k: int) -> list:
-    """(position, floor, first key number) of the files holding keys of index file ``k``,
-    or its previous file's last key (a rolled file's header starts from it)."""
-    lo, hi = k * per - 1, (k + 1) * per
-    return [(i, floors[i], start[i]) for i in included
-            if counts[i] and start[i] < hi and start[i] + counts[i] > lo]
-
-
-def build_index_from_parts(dest, k: int, sources: list, slot_num: int, index_num: int) -> dict:
-    """Index file ``k`` from the spilled keys: the keys numbered ``k * per .. (k+1) * per - 1``
-    (``per = maxIndexNum - 1``), the previous key giving the header's start values."""
+def _kept(dest, position: int, floor: int) -> tuple:
+    """The spilled keys of a file that ``IndexService#buildIndex`` puts (floor: the
+    endPhyOffset before the file), as (hash, phy, ts) arrays."""
     import numpy as np
 
-    per = index_num - 1
-    lo, hi = k * per, (k + 1) * per
-    parts, prev = [], None
-    for i, floor, start in sources:
-        h, phy, ts = spilled_keys(dest, i)
-        phy = np.asarray(phy)
-        sel = np.flatnonzero(_kept_mask(phy, floor))  # key number start + j for sel[j]
-        a, b = max(lo, start), min(hi, start + len(sel))
-        if start <= lo - 1 < start + len(sel):
-            j = sel[lo - 1 - start]
-            prev = (int(phy[j]), int(ts[j]))
-        if a < b:
-            idx = sel[a - start:b - start]
-            parts.append((np.asarray(h)[idx], phy[idx], np.asarray(ts)[idx]))
-    h, phy, ts = (np.concatenate([p[r] for p in parts]) for r in range(3))
-    del parts
-    return _create_index(dest, k, h, phy, ts, prev or (0, 0), slot_num, index_num)
+    h, phy, ts = spilled_keys(dest, position)
+    phy = np.asarray(phy)
+    sel = np.flatnonzero(_kept_mask(phy, floor))
+    return np.asarray(h)[sel], phy[sel], np.asarray(ts)[sel]
 
 
-def _create_index(dest, k: int, h, phy, ts, prev: tuple[int, int], slot_num: int, index_num: int) -> dict:
-    from rmqstore_cli.store.fastdispatch import put_block
-    from rmqstore_cli.store.index import IndexFile
+def key_at(dest, g: int, included: list[int], counts: dict, start: dict, floors: dict) -> tuple[int, int]:
+    """(phy, store time) of key number ``g`` (in put order over the whole log)."""
+    for i in included:
+        if start[i] <= g < start[i] + counts[i]:
+            _, phy, ts = _kept(dest, i, floors[i])
+            return int(phy[g - start[i]]), int(ts[g - start[i]])
+    raise IndexError(g)
 
+
+# An index file's entries are positional (key number g is entry g - k * per + 1 of file k),
+# so each commit-log file's task writes the entries of its own keys, chaining prevIndex
+# within its keys and leaving each slot's first link for later; it spills, per slot it used,
+# its first and last entry. One task per index file then links the chunks in key order
+# (a chunk's first entry of a slot points at the slot's last entry in earlier chunks),
+# writes the slot table and the header: the bytes of ``put_block`` over all keys at once.
+
+def _time_diff(ts, begin: int):
+    import numpy as np
+
+    from rmqstore_cli.store.fastdispatch import _INT_MAX
+
+    if begin <= 0:
+        return np.zeros(len(ts), np.int64)
+    return np.clip((np.asarray(ts, dtype=np.int64) - begin) // 1000, 0, _INT_MAX)
+
+
+def write_index_chunk(dest, k: int, position: int, h, phy, ts, n0: int, b0: int, begin: int,
+                      slot_num: int) -> None:
+    """Entries ``n0 .. n0 + len(h) - 1`` of index file ``k`` (``<k>.part``, created by the
+    driver) from one file's keys; ``b0``: the header's begin time before the first put (the
+    previous file's end time, for entry 1), ``begin``: the store time of the file's entry 1."""
+    import numpy as np
+
+    from rmqstore_cli.store.fastdispatch import _ENTRY_DTYPE
+    from rmqstore_cli.formats.index import INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE
+
+    m = len(h)
+    s = np.asarray(h, dtype=np.int64) % slot_num
+    diff = _time_diff(ts, begin)
+    if n0 == 1:
+        diff[0] = _time_diff(ts[:1], b0)[0]
+    key = np.sort(s * m + np.arange(m))  # grouped by slot, put order inside a slot
+    ss = key // m
+    order = key - ss * m
+    nn = n0 + order
+    head = np.ones(m, dtype=bool)
+    head[1:] = ss[1:] != ss[:-1]
+    tail = np.ones(m, dtype=bool)
+    tail[:-1] = head[1:]
+    prev_sorted = np.empty(m, dtype=np.int64)
+    prev_sorted[1:] = nn[:-1]
+    prev_sorted[head] = 0  # linked by finish_index
+    e = np.empty(m, dtype=_ENTRY_DTYPE)
+    e["key_hash"] = h
+    e["phy_offset"] = phy
+    e["time_diff"] = diff
+    e["prev_index"][order] = prev_sorted
     path = Path(dest) / "index" / f"{k:010d}.part"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    f = IndexFile.create(path, slot_num, index_num, prev[0], prev[1])
+    fd = os.open(path, os.O_WRONLY)
     try:
-        put_block(f, h, phy, ts)
-        out = {"k": k, "first_ts": int(ts[0]), "keys": len(h), "full": f.is_write_full(),
-               "end_ts": f.header.end_timestamp}
+        os.pwrite(fd, e.tobytes(), INDEX_HEADER_SIZE + slot_num * 4 + n0 * INDEX_ENTRY_SIZE)
+    finally:
+        os.close(fd)
+    _save(parts_dir(dest) / f"idx-{k}-{position}.npy",
+          np.stack([ss[head], nn[head], nn[tail]]).astype(np.int32))
+
+
+def finish_index(dest, k: int, positions: list[int], keys: int, first: tuple, last: tuple,
+                 slot_num: int, index_num: int) -> dict:
+    """Link the chunks of index file ``k`` (``positions`` in key order), write its slot table
+    and header (first and last: (phy, ts) of its first and last key)."""
+    import numpy as np
+
+    from rmqstore_cli.formats.index import INDEX_HEADER_SIZE
+    from rmqstore_cli.store.fastdispatch import _ENTRY_DTYPE
+    from rmqstore_cli.store.index import _HEADER, IndexFile
+
+    f = IndexFile(Path(dest) / "index" / f"{k:010d}.part", slot_num, index_num, writable=True)
+    try:
+        prev = np.frombuffer(f.mm, dtype=_ENTRY_DTYPE, count=index_num, offset=f.entries_base)["prev_index"]
+        last_of = np.zeros(slot_num, dtype=np.int64)
+        used = 0
+        for i in positions:
+            slot, hn, tn = np.load(parts_dir(dest) / f"idx-{k}-{i}.npy")
+            old = last_of[slot]
+            used += int(np.count_nonzero(old == 0))
+            prev[hn] = old
+            last_of[slot] = tn
+        del prev
+        slots = np.frombuffer(f.mm, dtype=">i4", count=slot_num, offset=INDEX_HEADER_SIZE)
+        slots[:] = last_of
+        del slots
+        hdr = f.header
+        hdr.begin_phy_offset, hdr.begin_timestamp = first
+        hdr.end_phy_offset, hdr.end_timestamp = last
+        hdr.hash_slot_count = used
+        hdr.index_count = keys + 1
+        _HEADER.pack_into(f.mm, 0, *hdr.as_tuple())
+        out = {"k": k, "first_ts": first[1], "keys": keys, "full": f.is_write_full(), "end_ts": last[1]}
     finally:
         f.close()
     return out
 
 
-def stage2_jobs(included: list[int], summaries: dict, qp: QueuePlan | None, index_files: list) -> list:
-    """Step 3's tasks, longest first: index files, queues to rebuild, late unit writes."""
-    jobs: list = [("index", k, src) for k, src in index_files]
-    if qp is not None:
-        sums = [summaries[i] for i in included]
-        jobs += [("queue", key, [s for s in sums if key in s.queues]) for key in qp.rebuild]
-        jobs += [("late", i, (summaries[i], keys)) for i, keys in sorted(qp.late.items())]
-    return jobs
+@dataclass
+class IndexPlan:
+    """Per index file k: (keys, b0, first key, last key); per included file: its
+    (k, entry number of its first key there, slice of its kept keys) pieces."""
+
+    files: dict
+    pieces: dict
 
 
-def run_stage2(dest: str, config, job) -> tuple:
+def plan_index(dest, included, counts, start, floors, total: int, per: int, slot_num: int, index_num: int) -> IndexPlan:
+    """Create the index files (``<k>.part``, header as ``IndexFile.create`` after the
+    previous file) and say which keys of which commit-log file go where."""
+    from rmqstore_cli.store.index import IndexFile
+
+    files, pieces = {}, {}
+    (Path(dest) / "index").mkdir(parents=True, exist_ok=True)
+    for k in range(-(-total // per)):
+        lo, hi = k * per, min(total, (k + 1) * per)
+        prev = key_at(dest, lo - 1, included, counts, start, floors) if k else (0, 0)
+        first = key_at(dest, lo, included, counts, start, floors)
+        last = key_at(dest, hi - 1, included, counts, start, floors)
+        IndexFile.create(Path(dest) / "index" / f"{k:010d}.part", slot_num, index_num, *prev).close()
+        files[k] = (hi - lo, prev[1], first, last)
+        for i in included:
+            a, b = max(lo, start[i]), min(hi, start[i] + counts[i])
+            if a < b:
+                pieces.setdefault(i, []).append((k, a - lo + 1, a - start[i], b - start[i]))
+    return IndexPlan(files, pieces)
+
+
+def file_stage2(dest: str, position: int, floor: int, pieces: list, ifiles: dict, late: tuple | None,
+                slot_num: int, cq_file_size: int) -> int:
+    """Step 3 for one commit-log file: its index entries, and its units of straight queues
+    when it was not written in step 1."""
+    if pieces:
+        h, phy, ts = _kept(dest, position, floor)
+        for k, n0, a, b in pieces:
+            _, b0, first, _ = ifiles[k]
+            write_index_chunk(dest, k, position, h[a:b], phy[a:b], ts[a:b], n0, b0, first[1], slot_num)
+    if late:
+        write_spilled_units(dest, late[0], late[1], cq_file_size)
+    return position
+
+
+def run_stage(dest: str, config, job) -> tuple:
     kind, what, arg = job
-    if kind == "index":
-        return kind, build_index_from_parts(dest, what, arg, config.max_hash_slot_num, config.max_index_num)
+    if kind == "file":
+        return kind, file_stage2(dest, what, *arg, config.max_hash_slot_num, config.cq_file_size)
     if kind == "queue":
         return kind, rebuild_queue_from_parts(dest, what, arg, config.cq_file_size)
-    return kind, write_spilled_units(dest, arg[0], arg[1], config.cq_file_size)
+    return kind, finish_index(dest, what, *arg, config.max_hash_slot_num, config.max_index_num)
 
 
 def rebuild_staged(config, dest: Path, opts, run_map, t0: float):
@@ -846,10 +952,20 @@ def rebuild_staged(config, dest: Path, opts, run_map, t0: float):
             cq_root = dest / "consumequeue"
             for key in (qp.remove if qp else []):
                 shutil.rmtree(cq_root / key[0] / str(key[1]))
-            jobs = stage2_jobs(included, summaries, qp,
-                               [(k, index_sources(included, counts, start, floors, per, k)) for k in range(nfiles)])
-            done = run_map(lambda j: run_stage2(d, config, j), jobs) if jobs else []
-            built = [r for kind, r in done if kind == "index"]
+            ip = plan_index(d, included, counts, start, floors, total, per, config.max_hash_slot_num,
+                            config.max_index_num) if nfiles else IndexPlan({}, {})
+            late = qp.late if qp else {}
+            jobs = [("file", i, (floors[i], ip.pieces.get(i, []), ip.files,
+                                 (summaries[i], late[i]) if i in late else None))
+                    for i in included if i in ip.pieces or i in late]
+            if qp is not None:
+                sums = [summaries[i] for i in included]
+                jobs += [("queue", key, [s for s in sums if key in s.queues]) for key in qp.rebuild]
+            done = run_map(lambda j: run_stage(d, config, j), jobs) if jobs else []
+            if nfiles:
+                fin = [("finish", k, ([i for i in included if any(p[0] == k for p in ip.pieces.get(i, []))],
+                                      v[0], v[2], v[3])) for k, v in ip.files.items()]
+                built = [r for _, r in run_map(lambda j: run_stage(d, config, j), fin)]
             if qp is not None:
                 F = config.cq_file_size
                 for key, (first, last) in qp.straight.items():
