@@ -30,6 +30,25 @@ def export(tasks: list[FileTask], output: Path, progress: Callable[[FileTask], N
     return {"rows": count[0], "unreadable": stops}
 
 
+def write_parquet(task: FileTask, output: str, tag: int, stops: list) -> int:
+    """One commit-log file's rows as Parquet files of the dataset (``part-<tag>-<i>.parquet``
+    under its store=…/topic=… partitions), written with pyarrow; returns the rows. What one
+    Spark task of export does when the output is a local (or mounted) directory."""
+    import pyarrow.dataset as ds
+
+    count = [0]
+
+    def batches():
+        for b in export_batches(task, stops):
+            count[0] += b.num_rows
+            yield b
+
+    ds.write_dataset(batches(), output, schema=arrow_schema(), format="parquet", partitioning=PARTITION_COLUMNS,
+                     partitioning_flavor="hive", existing_data_behavior="overwrite_or_ignore",
+                     basename_template=f"part-{tag:05d}-{{i}}.parquet", max_partitions=100_000)
+    return count[0]
+
+
 def rebuild_build(config, dest: Path, opts, progress=None):
     """``rebuild.build_set`` through the pipeline's decomposition, in this process (what
     the Spark engine runs, one task at a time: per commit-log file, then per index file,

@@ -102,10 +102,42 @@ class _ListParam:
         return a
 
 
+HADOOP_SCHEMES = ("hdfs:", "s3a:", "gs:", "abfs:", "abfss:", "wasb:", "wasbs:", "viewfs:")
+
+
 def export(spark, tasks: list[FileTask], output: Path) -> dict:
-    """One Spark task per commit-log file builds its pyarrow RecordBatches
-    (:func:`~rmqstore_cli.pipeline.tasks.export_batches`, as the local engine) and hands them to
-    the JVM with ``mapInArrow``; Spark writes the Parquet dataset."""
+    """One Spark task per commit-log file. To a directory (local or mounted on every
+    executor) each task writes its own Parquet files with pyarrow, as the local engine does
+    (:func:`~rmqstore_cli.pipeline.local.write_parquet`); nothing but counts goes through
+    Spark. To a Hadoop file system (hdfs:, s3a:, …) the tasks hand their RecordBatches to the
+    JVM with ``mapInArrow`` and Spark writes the dataset."""
+    if not str(output).startswith(HADOOP_SCHEMES):
+        return _export_pyarrow(spark, tasks, output)
+    return _export_jvm(spark, tasks, output)
+
+
+def _export_pyarrow(spark, tasks: list[FileTask], output: Path) -> dict:
+    import shutil
+
+    from rmqstore_cli.pipeline.local import write_parquet
+
+    out = Path(str(output).removeprefix("file:"))
+    if out.exists():  # the command checked it is empty or --overwrite was given
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    tasks = list(tasks)
+    target = str(out)
+
+    def run(i):
+        stops: list = []
+        return write_parquet(tasks[i], target, i, stops), stops
+
+    done = spark.sparkContext.parallelize(range(len(tasks)), max(1, len(tasks))).map(run).collect() if tasks else []
+    stops = [s for _, st in done for s in st]
+    return {"rows": sum(n for n, _ in done), "unreadable": stops[:MAX_FINDINGS]}
+
+
+def _export_jvm(spark, tasks: list[FileTask], output: Path) -> dict:
     from pyspark.accumulators import AccumulatorParam
 
     param = type("ListParam", (_ListParam, AccumulatorParam), {})()
