@@ -153,9 +153,13 @@ kind, path, size, pos = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv
 sizes = (("mapped_file_size_commit_log", size),)
 spec = StoreSpec(path, path, None, sizes)
 t0, c0 = time.perf_counter(), time.process_time()
-if kind == "rebuild-index":
+if kind == "rebuild-index":  # what a Spark task of step 1 runs: dispatch, write its queues in place, spill
+    import shutil, tempfile
+    from rmqstore_cli.pipeline.tasks import dispatch_and_spill
     cfg = StoreConfig.load(path, None, mapped_file_size_commit_log=size)
-    n = dispatch_file(cfg, pos, False, True, True, None).summary.messages
+    out = tempfile.mkdtemp(prefix="rmq-task-")
+    n = dispatch_and_spill(cfg, pos, False, True, True, None, out, True, False).messages
+    shutil.rmtree(out)
 elif kind == "export":
     ms = spec.open(); f = ms.commitlog.files[pos]; ms.close()
     n = sum(b.num_rows for b in export_batches(FileTask(spec, f.name, f.file_from_offset, size)))
@@ -179,6 +183,66 @@ def task_figures(kind: str, store: Path, size: int, pos: int, pin: bool) -> dict
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
+# ------------------------------------------------------------------ Spark stages of rebuild-index (in process)
+
+_STAGES = r'''
+import datetime as dt, json, resource, shutil, sys, time
+from pathlib import Path
+from rmqstore_cli.pipeline import spark as sp, tasks as T
+from rmqstore_cli.store.config import StoreConfig
+from rmqstore_cli.store.rebuild import RebuildOptions
+store, size, master, dest = sys.argv[1], int(sys.argv[2]), sys.argv[3], Path(sys.argv[4])
+t0 = time.perf_counter()
+s = sp.session(master)
+sc = s.sparkContext
+res = {"session": time.perf_counter() - t0, "stages": []}
+def timed(fn):
+    def g(x):
+        import os, resource, time
+        t, r0 = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF)
+        out = fn(x)
+        r1 = resource.getrusage(resource.RUSAGE_SELF)
+        return out, (time.perf_counter() - t, r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime,
+                     r1.ru_maxrss * 1024)
+    return g
+def run_map(fn, items):
+    t = time.perf_counter()
+    got = sc.parallelize(items, max(1, len(items))).map(timed(fn)).collect() if items else []
+    res["stages"].append({"tasks": len(items), "wall": time.perf_counter() - t, "task_walls": [g[1][0] for g in got],
+                          "task_cpus": [g[1][1] for g in got], "task_peak_rss": max([g[1][2] for g in got] or [0])})
+    return [g[0] for g in got]
+cfg = StoreConfig.load(store, None, mapped_file_size_commit_log=size)
+shutil.rmtree(dest, ignore_errors=True)
+t = time.perf_counter()
+rep = T.rebuild_staged(cfg, dest, RebuildOptions(tz=dt.timezone.utc), run_map, t)
+res["job"] = time.perf_counter() - t
+res["messages"] = rep.messages
+t = time.perf_counter()
+s.stop()
+res["stop"] = time.perf_counter() - t
+shutil.rmtree(dest, ignore_errors=True)
+print(json.dumps(res))
+'''
+
+
+def spark_stages(store: Path, size: int, master: str, dest: Path) -> dict:
+    r = subprocess.run([sys.executable, "-c", _STAGES, str(store), str(size), master, str(dest)],
+                       capture_output=True, text=True)
+    if r.returncode:
+        raise SystemExit(f"stages failed: {r.stderr[-2000:]}")
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def warm(files: list[Path]) -> float:
+    """Read the commit log once so every engine starts from the page cache (not timed)."""
+    t = time.perf_counter()
+    for p in files:
+        with open(p, "rb", buffering=0) as fh:
+            while fh.read(8 << 20):
+                pass
+    return time.perf_counter() - t
+
+
 # ------------------------------------------------------------------ main
 
 def mib(b: int) -> str:
@@ -197,6 +261,9 @@ def main() -> None:
     ap.add_argument("--no-pin", action="store_true", help="do not pin the local engine to core 0")
     ap.add_argument("--no-tasks", action="store_true", help="skip the per-task figures")
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--warm", action="store_true", help="read the commit log before each run (page cache)")
+    ap.add_argument("--stages", action="store_true",
+                    help="also run rebuild-index on Spark in process: wall per stage, CPU and RSS per task")
     a = ap.parse_args()
     pin = not a.no_pin and shutil.which("taskset") is not None
     a.dir.mkdir(parents=True, exist_ok=True)
@@ -237,6 +304,8 @@ def main() -> None:
                 out = a.dir / f"out-{name}-{engine}"
                 shutil.rmtree(out, ignore_errors=True)
                 extra += ["--output", str(out)]
+            if a.warm:
+                warm(files)
             load = os.getloadavg()[0]
             r = run(base + extra, pin and engine == "local")
             s = r["summary"]
@@ -253,7 +322,20 @@ def main() -> None:
                   f"(sum {mib(pk['workers_sum'])}) MiB  load {load:.1f}")
             if engine == "spark" and f"{name}/local" in res["runs"]:
                 print(f"{name:13s} speed-up {master} / local: {res['runs'][f'{name}/local']['wall'] / r['wall']:.2f}x")
+        if name == "rebuild-index" and a.stages and "spark" in engines:
+            if a.warm:
+                warm(files)
+            st = spark_stages(store, a.file_size, master, a.dir / "out-stages")
+            res["stages"] = st
+            print(f"rebuild-index stages on {master}: session {st['session']:.1f} s, job {st['job']:.1f} s, "
+                  f"stop {st['stop']:.1f} s")
+            for k, g in enumerate(st["stages"]):
+                print(f"    stage {k + 1}: {g['tasks']:3d} tasks, wall {g['wall']:5.1f} s, task CPU sum "
+                      f"{sum(g['task_cpus']):5.1f} s (max {max(g['task_cpus'] or [0]):.2f} s), task wall sum "
+                      f"{sum(g['task_walls']):5.1f} s, peak task RSS {mib(g['task_peak_rss'])} MiB")
         if not a.no_tasks:
+            if a.warm:
+                warm(files[:1])
             t = task_figures(name, store, a.file_size, 0, pin)
             res["tasks"][name] = t
             per = a.file_size / t["wall"]

@@ -928,7 +928,8 @@ def rebuild_staged(config, dest: Path, opts, run_map, t0: float):
     d = str(dest)
     try:
         got = run_map(lambda i: dispatch_and_spill(config, i, i >= rec, build_cq, build_index, topics, d,
-                                                   i < direct_upto, dry), list(range(n)))
+                                                   i < direct_upto, dry),
+                      list(range(rec, n)) + list(range(rec)))  # the recovery region's CRC-checked files first
         summaries = {s.position: s for s in got}
         included, stop = plan_dispatch(names, gaps, list(summaries.values()))
 
