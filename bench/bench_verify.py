@@ -56,7 +56,7 @@ def peak_rss_mib() -> float:
 
 
 def run_verify(path: Path, crc: bool, deep: bool = False, compiled: bool = False):
-    """One whole ``Verifier.run()``; ``compiled``: verifykernel's loops from the first record
+    """One whole ``Verifier.run()``; ``compiled``: store/kernels.py's loops from the first record
     (``KERNEL_AFTER = 0``; by default verify switches to them after 500 000 records, so these
     stores of ~200 000 and ~20 000 records run the Python loops). numba's one-time import and
     cache load (~0.3 s) falls in the warm-up run, not in the timed ones."""

@@ -21,7 +21,7 @@ import numpy as np
 from rmqstore_cli.formats.commitlog import MAGIC_V2, MessageHead
 from rmqstore_cli.formats.derive import field_offset
 from rmqstore_cli.render import message_dict, to_json_bytes
-from rmqstore_cli.store.batch import byte_rows
+from rmqstore_cli.store.batch import byte_rows, compile_walk
 from rmqstore_cli.store.columns import MessageBlock
 from rmqstore_cli.store.message import address_text
 
@@ -43,11 +43,13 @@ _FOUND_LENS = np.array([len(x) for x in _FOUND], np.int64)
 
 
 def _kernel():
-    """The compiled renderer, or None without numba."""
+    """The compiled renderer, or None without numba (with it, the scan's walk runs compiled
+    from now on too: numba is loaded anyway)."""
     try:
         from rmqstore_cli import jsonkernel
     except ImportError:
         return None
+    compile_walk()
     return jsonkernel
 
 

@@ -1,10 +1,9 @@
 """The compiled loop of :mod:`rmqstore_cli.jsonblock`: one pass over each record's bytes
 that checks its PROPERTIES and writes its JSON line.
 
-Compiled by numba on first use and cached on disk (``__pycache__`` beside this file, or
-numba's user-wide cache when that is not writable), so only commands that render many
-records pay the import. Everything here works on numbers and byte arrays that
-:mod:`~rmqstore_cli.jsonblock` prepares from the declared record layout; the field names
+Compiled by numba on first use and cached on disk (as :mod:`~rmqstore_cli.store.kernels`
+says), so only commands that render many records pay the import. Everything here works on
+numbers and byte arrays that :mod:`~rmqstore_cli.jsonblock` prepares from the declared record layout; the field names
 and their order come from there too.
 
 A record is rendered only when the result is certain to equal the reference
@@ -12,31 +11,14 @@ A record is rendered only when the result is certain to equal the reference
 its topic and every name and value of its PROPERTIES hold no byte that JSON escapes and
 are valid UTF-8 with no character a terminal acts on (:data:`~rmqstore_cli.render._UNSAFE_UTF8`,
 :func:`_text_end`), and its PROPERTIES are empty or every pair is ``name\\x01value`` with
-both non-empty and no name twice. Otherwise its status says so and the caller
-renders it by the reference.
+both non-empty and no name twice. Otherwise its status says so and the caller renders it
+by the reference.
 """
 from __future__ import annotations
 
-import os
-import tempfile
-
-import numba
 import numpy as np
-from numba import njit
 
-
-def _cacheable() -> None:
-    """The compiled code is cached beside this file, else in numba's user-wide cache; when
-    neither is writable (a read-only install run by a user without a home), in the temp
-    directory, so that no run compiles again."""
-    try:
-        njit(cache=True)(_cacheable)
-    except RuntimeError:
-        numba.config.CACHE_DIR = os.path.join(tempfile.gettempdir(), f"rmqstore-numba-{os.getuid()}")
-
-
-_cacheable()
-_JIT = njit(cache=True, nogil=True, boundscheck=False)
+from rmqstore_cli.store.kernels import JIT as _JIT
 
 _HEXU = np.frombuffer(b"0123456789ABCDEF", np.uint8)
 _HEXL = np.frombuffer(b"0123456789abcdef", np.uint8)

@@ -145,11 +145,11 @@ def _commitlog_damage(store) -> None:
 
 @pytest.mark.parametrize("damaged", [False, True])
 def test_compiled_walk_and_crc_give_the_same_findings(small_store, monkeypatch, damaged):
-    """verify's compiled loops (verifykernel: the walk, small bodies' CRC) find what the
+    """verify's compiled loops (store/kernels.py: the walk, small bodies' CRC) find what the
     Python walk and zlib find, clean and damaged, with bodies on both sides of SMALL_BODY."""
     pytest.importorskip("numba")
     from rmqstore_cli.store import verify as V
-    from rmqstore_cli.store import verifykernel as K
+    from rmqstore_cli.store import kernels as K
 
     if damaged:
         _commitlog_damage(small_store)
@@ -172,7 +172,7 @@ def test_kernel_crc_is_zlib_crc():
 
     import numpy as np
 
-    from rmqstore_cli.store import verifykernel as K
+    from rmqstore_cli.store import kernels as K
 
     rng = np.random.default_rng(3)
     a = rng.integers(0, 256, 5000, dtype=np.uint8)

@@ -5,7 +5,8 @@ The reference below is the definition: a record starts where MAGICCODE is V1/V2 
 ``min_total <= TOTALSIZE <= limit - pos``; BLANK, a zero prefix, anything else, fewer
 than 8 bytes, or the end of the bytes stop the walk. The fast walk reads only TOTALSIZE in
 its loop and checks MAGICCODE and bounds afterwards, so it is compared on clean files,
-on files damaged at random, on tails of every kind and at every batch size.
+on files damaged at random, on tails of every kind and at every batch size — and so is its
+compiled twin (store/kernels.py), which checks each record before following it.
 """
 from __future__ import annotations
 
@@ -20,6 +21,21 @@ from rmqstore_cli.formats.commitlog import HEAD_SIZE, MAGIC_BLANK, MAGIC_V1, MAG
 from rmqstore_cli.store.batch import walk_records
 from rmqstore_cli.store.commitlog import CommitLog
 from rmqstore_cli.store.config import StoreConfig
+
+@pytest.fixture(autouse=True, params=["python", "compiled"])
+def walk_loop(request, monkeypatch):
+    """Every test runs with the Python loop and with the compiled one (store/kernels.py)."""
+    from rmqstore_cli.store import batch
+
+    if request.param == "compiled":
+        pytest.importorskip("numba")
+        from rmqstore_cli.store.kernels import walk
+
+        monkeypatch.setitem(batch._WALK, "loop", walk)
+    else:
+        monkeypatch.setitem(batch._WALK, "loop", False)
+    return request.param
+
 
 _MIN_VERIFY = 91  # any other plausible minimum works the same; verify's is the smallest record
 

@@ -73,8 +73,8 @@ from rmqstore_cli.store.batch import (
     TopicIds,
     props_well_formed,
     stable_argsort,
-    stop_kind,
     walk_records,
+    compile_walk,
 )
 from rmqstore_cli.store.batch import Properties as _Props, index_hashes  # noqa: F401  (tests import them here)
 from rmqstore_cli.store.commitlog import Status, check_message
@@ -151,7 +151,7 @@ _BATCH = 32768
 #: links it counts in one pass over the links: its memory does not grow with the file.
 INDEX_CHUNK = 1 << 18
 #: Records checked before the walk and small bodies' CRC switch to the compiled loops of
-#: :mod:`verifykernel` (about 0.6 µs a record less; numba's import costs about 0.3 s).
+#: :mod:`kernels` (about 0.6 µs a record less; numba's import costs about 0.3 s).
 KERNEL_AFTER = 500_000
 INDEX_TARGETS = 1 << 21
 _RELEASE_EVERY = 64 << 20
@@ -1014,16 +1014,18 @@ class Verifier:
             pass
 
     def _kernel(self):
-        """:mod:`verifykernel` once ``KERNEL_AFTER`` records are checked (None before, or
+        """:mod:`kernels` once ``KERNEL_AFTER`` records are checked (None before, or
         without numba): the compiled walk and CRC pay for numba's import on big stores only."""
         k = self.__dict__.get("_kern")
         if k is None:
             if self.messages < KERNEL_AFTER:
                 return None
             try:
-                from rmqstore_cli.store import verifykernel as k
+                from rmqstore_cli.store import kernels as k
             except ImportError:  # pragma: no cover - numba not installed
                 k = False
+            else:
+                compile_walk()
             self._kern = k
         return k or None
 
@@ -1077,13 +1079,8 @@ class Verifier:
                 released = release_pages(buf, released, pos)
             cap = max(64, min(_BATCH, _BATCH_BYTES * walked[0] // max(walked[1], 1))) if walked[0] else 64
             # walk: TOTALSIZE and MAGICCODE only (batch.walk_records, shared with rebuild-index)
-            kern = self._kernel()
-            if kern is not None:  # the same walk, compiled
-                out = np.empty(cap, np.int64)
-                k, nxt = kern.walk(arr, pos, limit, cap, _MIN_RECORD, out)
-                positions, kind = out[:k], None if k == cap else stop_kind(buf, nxt, limit)
-            else:
-                positions, nxt, kind = walk_records(buf, pos, limit, cap, _MIN_RECORD, arr)
+            self._kernel()  # past KERNEL_AFTER records the walk runs compiled too
+            positions, nxt, kind = walk_records(buf, pos, limit, cap, _MIN_RECORD, arr)
             walked[0] += positions.size
             walked[1] += nxt - pos
             pos = nxt

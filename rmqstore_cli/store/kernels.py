@@ -1,26 +1,38 @@
-"""Compiled loops for ``rmqstore verify``'s scan: the record walk and small bodies' CRC.
+"""Compiled loops of the engine: the record walk, small bodies' CRC, a join of byte ranges.
 
-What stays a Python loop per record in :mod:`~rmqstore_cli.store.verify` (the walk of
-STORE-FORMAT §7.1 in :func:`~rmqstore_cli.store.batch.walk_records`, one ``zlib.crc32``
-call per body in :func:`~rmqstore_cli.store.batch.body_crcs`), compiled by numba. The
-results are the same to the bit; verify switches to these after ``verify.KERNEL_AFTER``
-records, so small stores never pay numba's import (about 0.3 s), and keeps the Python
-loops when numba is missing. Compiled on first use and cached on disk beside this file, as
-:mod:`~rmqstore_cli.jsonkernel` is.
+What would otherwise be a Python loop per record — the walk of STORE-FORMAT §7.1
+(:func:`~rmqstore_cli.store.batch.walk_records`), one CRC call per body
+(:func:`~rmqstore_cli.store.batch.body_crcs`), one slice per PROPERTIES — compiled by
+numba, the results the same to the bit (tests compare). Callers switch to them only for
+big jobs (``batch.WALK_COMPILE_AFTER``, ``verify.KERNEL_AFTER``), so small stores never pay
+numba's import (~0.3 s), and keep the Python loops when numba is missing. Compiled on first
+use and cached on disk (:data:`JIT`, shared with :mod:`~rmqstore_cli.jsonkernel`).
 """
 from __future__ import annotations
 
+import os
+import tempfile
+
+import numba
 import numpy as np
+from numba import njit
 
 from rmqstore_cli.formats.commitlog import MAGIC_V1, MAGIC_V2
 
-try:
-    from numba import njit
-    njit(cache=True)(lambda: 0)  # caching needs a writable locator; fall back to compiling each run
-    _JIT = njit(cache=True, nogil=True, boundscheck=False)
-except RuntimeError:  # pragma: no cover - read-only install without a user cache directory
-    from numba import njit
-    _JIT = njit(nogil=True, boundscheck=False)
+
+def _cacheable() -> None:
+    """Compiled code is cached beside this file, else in numba's user-wide cache; when
+    neither is writable (a read-only install run by a user without a home), in the temp
+    directory, so that no run compiles again."""
+    try:
+        njit(cache=True)(_cacheable)
+    except RuntimeError:
+        numba.config.CACHE_DIR = os.path.join(tempfile.gettempdir(), f"rmqstore-numba-{os.getuid()}")
+
+
+_cacheable()
+#: how every compiled loop of the project is compiled: cached, without bounds checks
+JIT = njit(cache=True, nogil=True, boundscheck=False)
 
 #: Bodies shorter than this get their CRC here; longer ones from zlib (faster per byte, and
 #: its per-call cost no longer matters).
@@ -43,12 +55,12 @@ def _crc_tables() -> np.ndarray:
 CRC_TABLES = _crc_tables()
 
 
-@_JIT
+@JIT
 def _be32(a, p):
     return (np.int64(a[p]) << 24) | (np.int64(a[p + 1]) << 16) | (np.int64(a[p + 2]) << 8) | np.int64(a[p + 3])
 
 
-@_JIT
+@JIT
 def walk(a, pos, limit, max_n, min_total, out):
     """Record starts from ``pos`` into ``out``: a record starts where MAGICCODE is V1 or V2
     and ``min_total <= TOTALSIZE <= limit - start``; the next one TOTALSIZE bytes later.
@@ -71,7 +83,7 @@ def walk(a, pos, limit, max_n, min_total, out):
     return n, end
 
 
-@_JIT
+@JIT
 def _crc32(a, p, n, t):
     c = np.uint32(0xFFFFFFFF)
     end = p + n
@@ -86,7 +98,7 @@ def _crc32(a, p, n, t):
     return c ^ np.uint32(0xFFFFFFFF)
 
 
-@_JIT
+@JIT
 def small_body_crcs(a, at, ln, small, t, out):
     """``crc32(body) & 0x7FFFFFFF`` into ``out`` for the bodies shorter than ``small``;
     returns how many were longer (left for zlib)."""
@@ -99,7 +111,7 @@ def small_body_crcs(a, at, ln, small, t, out):
     return big
 
 
-@_JIT
+@JIT
 def join_ranges(a, at, ln, out):
     """``out`` = the bytes ``a[at[i]:at[i]+ln[i]]`` one after another (``ln`` >= 0)."""
     o = 0
