@@ -61,7 +61,9 @@ def export(
     Columns are dump-commitlog's JSON field names (body as binary, with --body), plus
     store; the dataset is partitioned by store and topic (hive style: store=…/topic=…).
     Both engines run the same engine code, one task per commit-log file, and write the
-    same rows. Unreadable ranges are listed in the summary, as dump-commitlog warns.
+    same rows. On Spark each task writes its file's Parquet files with pyarrow when the
+    output is a directory (mounted on every executor of a cluster); to hdfs:, s3a:, gs:
+    or abfs: URIs Spark's own writer does. Unreadable ranges are listed in the summary, as dump-commitlog warns.
     """
     import sys
 

@@ -42,10 +42,12 @@ EPILOG = """Examples:
 
   rmqstore rebuild-index --store '/snapshots/broker-*/store' --output /tmp/rebuilt --engine spark
 
-With --engine spark each commit-log file is dispatched by one Spark task; one task per
-queue and one per index file then write the files, byte for byte what the local engine
-writes. On a cluster, --output (or the store, with --in-place) must be on a file system
-every executor mounts at the same path.
+With --engine spark each commit-log file is dispatched by one Spark task, which writes its
+consume-queue units in place; a second task per file writes its index entries, and one
+small task per index file links them: byte for byte what the local engine writes. Only
+summaries go through Spark (the tasks exchange units and keys as files beside the output).
+On a cluster, --output (or the store, with --in-place) must be on a file system every
+executor mounts at the same path.
 
 Several stores (--store repeated or a glob) are rebuilt one after the other, in one Spark
 session with --engine spark: with --output DIR each store is written to DIR/<its path
