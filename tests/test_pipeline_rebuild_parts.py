@@ -102,3 +102,22 @@ def test_write_at_refuses_a_topic_that_is_no_directory_name(tmp_path):
     with pytest.raises(StoreError):
         write_at(tmp_path, ("../x", 0), 0, bytes(20), 200)
     assert not (tmp_path.parent / "x").exists()
+
+
+def test_verify_marks_runs_are_the_sorted_unique_runs():
+    import numpy as np
+
+    from rmqstore_cli.pipeline.verify_tasks import _Marks
+
+    rng = np.random.default_rng(7)
+    for ordered in (True, False):
+        m = _Marks()
+        parts = [np.arange(a, a + n) for a, n in ((0, 5), (5, 3), (20, 4), (22, 6), (40, 1), (100, 2))]
+        if not ordered:
+            parts += [rng.integers(0, 120, 30)]
+        for p in parts:
+            m[p] = True
+        u = np.unique(np.concatenate(parts))
+        want = [(int(a), int(b) + 1) for a, b in zip(np.r_[u[:1], u[1:][np.diff(u) != 1]],
+                                                      np.r_[u[:-1][np.diff(u) != 1], u[-1:]])]
+        assert [tuple(r) for r in m.runs().tolist()] == want

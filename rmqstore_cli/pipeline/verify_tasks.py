@@ -59,8 +59,10 @@ class _Marks:
     def runs(self) -> np.ndarray:
         if not self.parts:
             return np.zeros((0, 2), np.int64)
-        u = np.unique(np.concatenate(self.parts))
-        cut = np.flatnonzero(np.diff(u) != 1) + 1
+        u = np.concatenate(self.parts)
+        if len(u) > 1 and not bool(np.all(u[1:] >= u[:-1])):  # marks come mostly in order: sort only if not
+            u = np.sort(u)
+        cut = np.flatnonzero(np.diff(u) > 1) + 1  # repeats (step 0) stay inside a run
         starts = np.r_[u[:1], u[cut]]
         ends = np.r_[u[cut - 1], u[-1:]] + 1
         return np.stack([starts, ends], axis=1)
