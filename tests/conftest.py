@@ -97,3 +97,14 @@ def retopic(src: Path, dest: Path, topics: list[tuple[slice, str]]) -> Path:
             input="\n".join(_json.dumps(x) for x in dump) + "\n")
     assert r.exit_code == 0, r.stderr
     return dest
+
+
+@pytest.fixture(scope="module")
+def spark():
+    """A local[2] Spark session for one test module (skipped without pyspark)."""
+    pytest.importorskip("pyspark")
+    from rmqstore_cli.pipeline import spark as sp
+
+    s = sp.session("local[2]")
+    yield s
+    s.stop()

@@ -10,16 +10,6 @@ from test_pipeline import _rows, two_stores  # noqa: F401  (module fixture)
 pytest.importorskip("pyarrow")
 
 
-@pytest.fixture(scope="module")
-def spark():
-    pytest.importorskip("pyspark")
-    from rmqstore_cli.pipeline import spark as sp
-
-    s = sp.session("local[2]")
-    yield s
-    s.stop()
-
-
 def test_both_spark_writers_give_the_local_rows(two_stores, spark, tmp_path):  # noqa: F811
     from rmqstore_cli.pipeline import local
     from rmqstore_cli.pipeline import spark as sp

@@ -87,16 +87,6 @@ def test_decomposed_rebuild_with_topic_and_index_only(stores, tmp_path):
         assert got == want and want[1]
 
 
-@pytest.fixture(scope="module")
-def spark():
-    pytest.importorskip("pyspark")
-    from rmqstore_cli.pipeline import spark as sp
-
-    s = sp.session("local[2]")
-    yield s
-    s.stop()
-
-
 def test_spark_rebuild_is_the_local_engine_byte_for_byte(stores, spark, tmp_path):
     from rmqstore_cli.pipeline import spark as sp
     from rmqstore_cli.store.rebuild import build_set

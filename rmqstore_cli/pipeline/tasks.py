@@ -791,24 +791,15 @@ def write_index_chunk(dest, k: int, position: int, h, phy, ts, n0: int, b0: int,
     previous file's end time, for entry 1), ``begin``: the store time of the file's entry 1."""
     import numpy as np
 
-    from rmqstore_cli.store.fastdispatch import _ENTRY_DTYPE
     from rmqstore_cli.formats.index import INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE
+    from rmqstore_cli.store.fastdispatch import _ENTRY_DTYPE, slot_chains
 
     m = len(h)
     s = np.asarray(h, dtype=np.int64) % slot_num
     diff = _time_diff(ts, begin)
     if n0 == 1:
         diff[0] = _time_diff(ts[:1], b0)[0]
-    key = np.sort(s * m + np.arange(m))  # grouped by slot, put order inside a slot
-    ss = key // m
-    order = key - ss * m
-    nn = n0 + order
-    head = np.ones(m, dtype=bool)
-    head[1:] = ss[1:] != ss[:-1]
-    tail = np.ones(m, dtype=bool)
-    tail[:-1] = head[1:]
-    prev_sorted = np.empty(m, dtype=np.int64)
-    prev_sorted[1:] = nn[:-1]
+    ss, order, nn, head, tail, prev_sorted = slot_chains(s, n0)
     prev_sorted[head] = 0  # linked by finish_index
     e = np.empty(m, dtype=_ENTRY_DTYPE)
     e["key_hash"] = h

@@ -436,6 +436,25 @@ def put_keys(svc, hashes: np.ndarray, phy: np.ndarray, ts: np.ndarray) -> None:
     svc.keys_put += n
 
 
+def slot_chains(s: np.ndarray, c0: int):
+    """Keys with slots ``s`` put as entries ``c0, c0 + 1, …``, grouped by slot in put order
+    (one sort of ``slot * k + position``): (slot, put position, entry number) in that order,
+    the first (``head``) and last (``tail``) of each slot's group, and each entry's previous
+    entry in its slot (for a group's first one: left to the caller, the slot's old head)."""
+    k = len(s)
+    key = np.sort(np.asarray(s, dtype=np.int64) * k + np.arange(k))
+    ss = key // k
+    order = key - ss * k
+    nn = c0 + order
+    head = np.ones(k, dtype=bool)
+    head[1:] = ss[1:] != ss[:-1]
+    tail = np.ones(k, dtype=bool)
+    tail[:-1] = head[1:]
+    prev_sorted = np.empty(k, dtype=np.int64)
+    prev_sorted[1:] = nn[:-1]
+    return ss, order, nn, head, tail, prev_sorted
+
+
 def put_block(f: IndexFile, h: np.ndarray, phy: np.ndarray, ts: np.ndarray) -> None:
     """``IndexFile#putKey`` for ``k`` keys that all fit in ``f``; same bytes as k single puts."""
     hdr = f.header
@@ -456,17 +475,7 @@ def put_block(f: IndexFile, h: np.ndarray, phy: np.ndarray, ts: np.ndarray) -> N
     else:
         diff = np.clip((ts - b0) // 1000, 0, _INT_MAX)
     slots = np.frombuffer(f.mm, dtype=">i4", count=f.slot_num, offset=INDEX_HEADER_SIZE)
-    # keys grouped by slot, in put order inside a slot: one sort of slot * k + position
-    key = np.sort(s.astype(np.int64) * k + np.arange(k))
-    ss = key // k
-    order = key - ss * k
-    nn = c0 + order
-    head = np.ones(k, dtype=bool)
-    head[1:] = ss[1:] != ss[:-1]
-    tail = np.ones(k, dtype=bool)
-    tail[:-1] = head[1:]
-    prev_sorted = np.empty(k, dtype=np.int64)
-    prev_sorted[1:] = nn[:-1]
+    ss, order, nn, head, tail, prev_sorted = slot_chains(s, c0)
     hs, hn = ss[head], nn[head]
     old = slots[hs].astype(np.int64)  # a slot's old value counts only if it is a valid entry
     old = np.where((old > 0) & (old <= hn), old, 0)
