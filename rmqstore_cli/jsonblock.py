@@ -75,7 +75,11 @@ def block_lines(blk: MessageBlock, take: np.ndarray, body: str = "none", propert
     lits = _LITERALS + tail + (b',"file":"%s"}\n' % blk.file_name.encode(),)
     lit_off = np.cumsum([0] + [len(x) for x in lits])
     body_out = {k.BODY_NONE: 0 * rb.body_len, k.BODY_BASE64: (rb.body_len + 2) // 3 * 4, k.BODY_HEX: 2 * rb.body_len}
-    bound = int(lit_off[-1] + 400 + 48) * take.size + int((rb.topic_len + 16 * rb.props_len + body_out[mode]).sum())
+    # the kernel does not check bounds: per record the literals, 15 numbers of up to 20
+    # characters, two hosts (IPv6 text up to 41) with ports, the msgId (56), quotes and
+    # nulls stay under 1 024 bytes; the topic once; PROPERTIES at most 13 times (object 3×,
+    # string 6×, TAGS, UNIQ_KEY and KEYS with its quotes 3×); the body as encoded
+    bound = int(lit_off[-1] + 1024) * take.size + int((rb.topic_len + 16 * rb.props_len + body_out[mode]).sum())
     out = _buffer(bound)
     ends = np.empty(take.size, np.int64)
     size = k.render(blk.a, nums, locs, ok, hosts, host_off, host_rows, np.frombuffer(b"".join(lits), np.uint8),
