@@ -64,6 +64,11 @@ def tricky_store(tmp_path_factory):
     for j, topic in enumerate(TOPICS):
         cl.append(_spec(topic, i + j, PLAIN))
         cl.append(_spec("OrderTopic", i + j, PLAIN, v6=j % 2 == 0))
+    for j, v in enumerate((-2**63, 2**63 - 1, -1)):  # extreme numbers in every field that holds them
+        small = -2**31 if v < 0 else 2**31 - 1
+        cl.append(AppendSpec("OrderTopic", small, b"x", PLAIN, v, v, (b"\x7f\x00\x00\x01", small),
+                             (b"\x0a\x00\x00\x05", small), flag=small, reconsume_times=small,
+                             prepared_transaction_offset=v, queue_offset=v, raw_properties=True))
     for j in range(300):  # enough plain records for distinct-value tables
         cl.append(_spec(("OrderTopic", "T" * 200)[j % 2], j, PLAIN, v6=j % 17 == 0))
     cl.close()
