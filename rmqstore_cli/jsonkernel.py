@@ -238,8 +238,9 @@ def _keys(out, o, a, r):
 
 
 @_JIT
-def _host(out, o, a, at, n, table, table_off, row):
-    if row >= 0:  # IPv6, formatted by the caller
+def _host(out, o, a, at, table, table_off, row):
+    """An address: row ``row`` of the caller's table (IPv6), or the IPv4 octets at ``at``."""
+    if row >= 0:
         return _copy(out, o, table, table_off[row], table_off[row + 1] - table_off[row])
     for k in range(4):
         if k:
@@ -318,7 +319,11 @@ def render(a, nums, locs, ok, hosts, host_off, host_rows, lits, lit_off, names, 
            ends):
     """Write the JSON line of every record whose ``ok`` is set into ``out``; ``ends[i]``
     is where record i's line ends (equal to the previous end for one left out). Records
-    whose PROPERTIES need the reference get ``ok[i] = False``. Returns the bytes written."""
+    whose topic or PROPERTIES need the reference get ``ok[i] = False``. Returns the bytes
+    written. ``nums``/``locs``: a row per record, columns :data:`NUMS`/:data:`LOCS`;
+    ``hosts``/``host_off``/``host_rows``: IPv6 address texts and each record's rows (born,
+    store; -1 for IPv4); ``lits``/``lit_off``: the text between the values, in order;
+    ``names``/``name_lens``: TAGS, KEYS, UNIQ_KEY."""
     n = nums.shape[0]
     o = 0
     longest = 0
@@ -345,13 +350,13 @@ def render(a, nums, locs, ok, hosts, host_off, host_rows, lits, lit_off, names, 
             o = _lit(out, o, lits, lit_off, k)
             o = _int(out, o, nu[k])
         o = _lit(out, o, lits, lit_off, 9)
-        o = _host(out, o, a, lo[0], lo[1], hosts, host_off, host_rows[i, 0])
+        o = _host(out, o, a, lo[0], hosts, host_off, host_rows[i, 0])
         out[o] = 58
         o = _int(out, o + 1, nu[9])
         o = _lit(out, o, lits, lit_off, 10)
         o = _int(out, o, nu[10])
         o = _lit(out, o, lits, lit_off, 11)
-        o = _host(out, o, a, lo[2], lo[3], hosts, host_off, host_rows[i, 1])
+        o = _host(out, o, a, lo[2], hosts, host_off, host_rows[i, 1])
         out[o] = 58
         o = _int(out, o + 1, nu[11])
         for k in range(12, 14):  # reconsume_times, prepared_transaction_offset
