@@ -21,9 +21,8 @@ import numpy as np
 from rmqstore_cli.formats.commitlog import MAGIC_V2, MessageHead
 from rmqstore_cli.formats.derive import field_offset
 from rmqstore_cli.render import message_dict, to_json_bytes
-from rmqstore_cli.store.batch import byte_rows, compile_walk
+from rmqstore_cli.store.batch import compile_walk
 from rmqstore_cli.store.columns import MessageBlock
-from rmqstore_cli.store.message import address_text
 
 _PHY_AT = field_offset(MessageHead, "physical_offset")
 #: fewer records than this are rendered by the reference: loading numba and the cached
@@ -69,7 +68,7 @@ def block_lines(blk: MessageBlock, take: np.ndarray, body: str = "none", propert
                      blk.prepared_transaction_offset[take], rb.body_len], axis=1)
     locs = np.stack([born_at, born_len, store_at, store_len, rb.topic_at, rb.topic_len, rb.props_at, rb.props_len,
                      rb.body_at, rb.pos + _PHY_AT], axis=1)
-    hosts, host_off, host_rows = _v6_hosts(blk, (born_at, born_len), (store_at, store_len))
+    hosts, host_off, host_rows = _v6_hosts(blk, take)
     mode = {"none": k.BODY_NONE, "base64": k.BODY_BASE64, "hex": k.BODY_HEX}[body]
     tail = (b'","body_encoding":"%s"' % body.encode(),) if mode else (b"",)
     lits = _LITERALS + tail + (b',"file":"%s"}\n' % blk.file_name.encode(),)
@@ -100,34 +99,18 @@ def _buffer(size: int) -> np.ndarray:
     return _OUT[0]
 
 
-def _v6_hosts(blk: MessageBlock, *hosts: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The text of the IPv6 addresses among ``hosts`` (address position and length per
-    record) as a table (bytes, offsets), and each record's row in it (-1: IPv4, which the
-    kernel formats itself)."""
-    rows = np.full((hosts[0][0].size, len(hosts)), -1, np.int64)
-    table: list[bytes] = []
-    for j, (at, size) in enumerate(hosts):
-        v6 = np.flatnonzero(size != 4)
-        if v6.size:
-            raw = np.ascontiguousarray(byte_rows(blk.a, at[v6], 16))
-            first, inv = _distinct_rows(raw)
-            rows[v6, j] = inv + len(table)
-            table += [address_text(raw[i].tobytes()).encode() for i in first.tolist()]
-    off = np.cumsum([0] + [len(x) for x in table])
-    return np.frombuffer(b"".join(table) or b"\0", np.uint8), off, rows
-
-
-def _distinct_rows(raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(first row of each distinct 16-byte row, each row's distinct number): through a
-    64-bit mix of the two halves (sorting numbers, not 16-byte strings), checked exactly."""
-    u = raw.view("<u8")
-    _, first, inv = np.unique(u[:, 0] * np.uint64(0x9E3779B97F4A7C15) ^ u[:, 1], return_index=True,
-                              return_inverse=True)
-    inv = inv.ravel()
-    if not (raw == raw[first[inv]]).all():  # two addresses mixed alike
-        _, first, inv = np.unique(raw.view("V16").ravel(), return_index=True, return_inverse=True)
-        inv = inv.ravel()
-    return first, inv
+def _v6_hosts(blk: MessageBlock, take: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The text of the block's IPv6 born and store addresses as one table (bytes, offsets),
+    and the rows of records ``take`` in it (born, store; -1: IPv4, which the kernel formats
+    itself)."""
+    texts: list[str] = []
+    cols = []
+    for which in ("born", "store"):
+        table, rows = blk.address_table(which, only_v6=True)
+        cols.append(np.where(rows >= 0, rows + len(texts), -1)[take])
+        texts += table
+    raw = [t.encode() for t in texts]
+    return np.frombuffer(b"".join(raw) or b"\0", np.uint8), np.cumsum([0] + [len(x) for x in raw]), np.stack(cols, 1)
 
 
 def _reference(blk: MessageBlock, take: np.ndarray, body: str, properties: bool) -> list[bytes]:

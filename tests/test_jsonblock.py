@@ -301,15 +301,18 @@ def test_big_generated_store_dumps_as_the_reference(tmp_path, monkeypatch):
     assert r.stdout.splitlines() == want
 
 
-def test_distinct_rows_even_when_the_mix_collides(monkeypatch):
-    from rmqstore_cli.jsonblock import _distinct_rows
+def test_distinct_rows_even_when_the_mix_collides():
+    from rmqstore_cli.store.batch import distinct_rows
 
     rng = np.random.default_rng(3)
     raw = rng.integers(0, 4, (500, 16)).astype(np.uint8)
     raw[:, :14] = 0  # few distinct rows
-    first, inv = _distinct_rows(raw)
+    first, inv = distinct_rows(raw)
     assert (raw[first[inv]] == raw).all() and len({r.tobytes() for r in raw}) == first.size
     mix = 0x9E3779B97F4A7C15  # rows (0, 5) and (1, 5 ^ mix) mix to the same number
     collide = np.array([[0, 5], [1, 5 ^ mix], [0, 5]], "<u8").view(np.uint8)
-    first, inv = _distinct_rows(collide)
+    first, inv = distinct_rows(collide)
     assert first.size == 2 and inv.tolist() == [0, 1, 0]
+    v4 = rng.integers(0, 3, (300, 4)).astype(np.uint8)  # IPv4 addresses: 4-byte rows
+    first, inv = distinct_rows(v4)
+    assert (v4[first[inv]] == v4).all() and len({r.tobytes() for r in v4}) == first.size

@@ -22,59 +22,29 @@ from rmqstore_cli.formats.derive import field_offset
 from rmqstore_cli.render import message_dict
 from rmqstore_cli.store.batch import byte_rows
 from rmqstore_cli.store.columns import MessageBlock
-from rmqstore_cli.store.message import address_text
 
 _PAIR_SEPARATORS = re.compile("[\x00\x01\x02]")
 _HEX = np.frombuffer(b"0123456789ABCDEF", np.uint8)
 _PHY_AT = field_offset(MessageHead, "physical_offset")
 
 
-def _address_table(blk: MessageBlock, at: np.ndarray, size: np.ndarray) -> tuple[list[str], np.ndarray]:
-    """The host part of DESIGN.md's ``ip:port`` (``[v6]`` for IPv6) of each distinct address,
-    and each record's row in that table."""
-    a, buf = blk.a, blk.buf
-    v6 = size != 4
-    inv = np.empty(size.size, np.int64)
-    tab: list[str] = []
-    for rows, width in ((np.flatnonzero(~v6), 4), (np.flatnonzero(v6), 16)):
-        if not rows.size:
-            continue
-        key = np.ascontiguousarray(byte_rows(a, at[rows], width)).view(">u4" if width == 4 else "V16").ravel()
-        _, first, got = np.unique(key, return_index=True, return_inverse=True)
-        inv[rows] = got.ravel() + len(tab)
-        tab += [address_text(bytes(buf[x:x + width])) for x in at[rows[first]].tolist()]
-    return tab, inv
-
-
-def _addresses(blk: MessageBlock, at: np.ndarray, size: np.ndarray) -> list[str]:
-    """Each record's address text (see :func:`_address_table`)."""
-    tab, inv = _address_table(blk, at, size)
-    return list(map(tab.__getitem__, inv.tolist()))
-
-
-def _msg_id_hex(blk: MessageBlock, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``MessageDecoder#createMessageId`` of records ``t`` in upper-case hex, right-aligned in
-    a row each: 32 digits for IPv4 store hosts, 56 for IPv6."""
+def _msg_ids(blk: MessageBlock) -> list[str]:
+    """``MessageDecoder#createMessageId`` of every record, upper-case hex: store address,
+    port and the stored PHYSICALOFFSET (32 digits for IPv4 store hosts, 56 for IPv6)."""
     store_at, store_size, _ = blk.host("store")
-    v6 = store_size[t] != 4
+    v6 = store_size != 4
     if v6.any():
-        raw = np.zeros((t.size, 28), np.uint8)
-        host, phy = byte_rows(blk.a, store_at[t], 20), byte_rows(blk.a, blk.pos[t] + _PHY_AT, 8)
+        raw = np.zeros((blk.n, 28), np.uint8)  # right-aligned: IPv4 rows start at byte 12
+        host, phy = byte_rows(blk.a, store_at, 20), byte_rows(blk.a, blk.pos + _PHY_AT, 8)
         raw[~v6, 12:20], raw[v6, :20], raw[:, 20:] = host[~v6, :8], host[v6], phy
     else:
-        raw = blk.msg_id_bytes(t)
-    hexed = np.empty((t.size, 2 * raw.shape[1]), np.uint8)
+        raw = blk.msg_id_bytes(np.arange(blk.n))
+    hexed = np.empty((blk.n, 2 * raw.shape[1]), np.uint8)
     hexed[:, 0::2] = _HEX[raw >> 4]
     hexed[:, 1::2] = _HEX[raw & 15]
-    return hexed, np.where(v6, 56, 32)
-
-
-def _msg_ids(blk: MessageBlock, t: np.ndarray, *_unused) -> list[str]:
-    """Offset msgIds of records ``t`` as text."""
-    hexed, length = _msg_id_hex(blk, t)
     text = hexed.tobytes().decode("ascii")
     w = hexed.shape[1]
-    return [text[i * w + w - n:i * w + w] for i, n in enumerate(length.tolist())]
+    return [text[i * w + w - n:i * w + w] for i, n in enumerate(np.where(v6, 56, 32).tolist())]
 
 
 def _plain_properties(blk: MessageBlock) -> np.ndarray:
@@ -96,7 +66,6 @@ def block_batch(blk: MessageBlock, store: str, body: bool):
 
     schema = arrow_schema()
     rb, n, buf = blk.rb, blk.n, blk.buf
-    every = np.arange(n)
     names, tid = blk.topics
     topic_text = []
     plain = _plain_properties(blk)
@@ -119,10 +88,10 @@ def block_batch(blk: MessageBlock, store: str, body: bool):
         cols[f] = pa.array(col.astype(np.int32 if typ == i32 else np.int64), typ)
     cols["magic"] = pa.array(["v1", "v2"], s).take(pa.array((rb.magic == MAGIC_V2).astype(np.int8)))
     for w in ("born", "store"):
-        at, size, port = blk.host(w)
-        cols[f"{w}_host"] = pc.binary_join_element_wise(pa.array(_addresses(blk, at, size), s),
-                                                        pa.array(port).cast(s), pa.scalar(":"))
-    cols["msg_id"] = pa.array(_msg_ids(blk, every, *blk.host("store")[:2]), s)
+        table, rows = blk.address_table(w)
+        cols[f"{w}_host"] = pc.binary_join_element_wise(pa.array(table, s).take(pa.array(rows)),
+                                                        pa.array(blk.host(w)[2]).cast(s), pa.scalar(":"))
+    cols["msg_id"] = pa.array(_msg_ids(blk), s)
     cols["file"] = pa.array([blk.file_name] * n, s)
     cols["store"] = pa.array([store] * n, s)
     cols["topic_base64"] = pa.nulls(n, s)

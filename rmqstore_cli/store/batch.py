@@ -40,7 +40,7 @@ from rmqstore_cli.formats.properties import parse_properties
 from rmqstore_cli.store.crc import crc32
 from rmqstore_cli.store.mapped_files import release_pages
 
-__all__ = ["gather", "byte_rows", "stable_argsort", "RecordBatch", "walk_records", "compile_walk", "Walk", "stop_kind", "TopicIds", "body_crcs", "pow31", "pow31_tables", "RangeHashes", "java_hashes", "concat_hashes", "java_int",
+__all__ = ["gather", "byte_rows", "distinct_rows", "stable_argsort", "RecordBatch", "walk_records", "compile_walk", "Walk", "stop_kind", "TopicIds", "body_crcs", "pow31", "pow31_tables", "RangeHashes", "java_hashes", "concat_hashes", "java_int",
            "index_hash", "index_hashes", "release_pages", "pick_property", "props_well_formed", "Properties",
            "IndexKeys", "CRC_MARK"]
 
@@ -57,6 +57,23 @@ def cat_bytes(cat: np.ndarray) -> bytes:
 def file_array(buf) -> np.ndarray:
     """A mapped file's bytes as a uint8 array (a view, never a copy; empty for an empty file)."""
     return np.frombuffer(buf, dtype=np.uint8) if len(buf) else np.empty(0, np.uint8)
+
+
+def distinct_rows(raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(first row of each distinct row, each row's distinct number) of a uint8 (n, 4) or
+    (n, 16) array (IPv4 / IPv6 addresses): 4-byte rows sorted as numbers; 16-byte rows
+    through a 64-bit mix of their halves, checked exactly (a 16-byte sort when two mix alike)."""
+    if raw.shape[1] == 4:
+        key = raw.view("<u4").ravel()
+    else:
+        u = raw.view("<u8")
+        key = u[:, 0] * np.uint64(0x9E3779B97F4A7C15) ^ u[:, 1]
+    _, first, inv = np.unique(key, return_index=True, return_inverse=True)
+    inv = inv.ravel()
+    if raw.shape[1] != 4 and not (raw == raw[first[inv]]).all():  # two addresses mixed alike
+        _, first, inv = np.unique(raw.view("V16").ravel(), return_index=True, return_inverse=True)
+        inv = inv.ravel()
+    return first, inv
 
 
 def gather(a: np.ndarray, pos: np.ndarray, width: int, dtype: str) -> np.ndarray:

@@ -22,8 +22,9 @@ import numpy as np
 from rmqstore_cli.formats.commitlog import HEAD_SIZE
 from rmqstore_cli.formats.commitlog import MessageHead
 from rmqstore_cli.formats.derive import field_offset
-from rmqstore_cli.store.batch import Properties, RecordBatch, TopicIds, body_crcs, byte_rows, walk_records
-from rmqstore_cli.store.message import Message
+from rmqstore_cli.store.batch import (Properties, RecordBatch, TopicIds, body_crcs, byte_rows, distinct_rows,
+                                      walk_records)
+from rmqstore_cli.store.message import Message, address_text
 
 MAX_BLOCK = 8192
 #: A block spans at most this many bytes of the log (and at least one record), so a
@@ -91,6 +92,22 @@ class MessageBlock:
         rb = self.rb
         at, size = (rb.pos + HEAD_SIZE, rb.born_host_len) if which == "born" else (rb.store_ts_at + 8, rb.store_host_len)
         return at, size - 4, rb.field("", 4, ">i4", at + size - 4).astype(np.int64)
+
+    def address_table(self, which: str, only_v6: bool = False) -> tuple[list[str], np.ndarray]:
+        """The text of each distinct born or store address (``ip``, ``[v6]``: the host part of
+        DESIGN.md's ``ip:port``) and each record's row in that table (-1 for an IPv4 address
+        when ``only_v6``)."""
+        at, size, _ = self.host(which)
+        rows = np.full(self.n, -1, np.int64)
+        table: list[str] = []
+        for width in (16,) if only_v6 else (4, 16):
+            sel = np.flatnonzero(size == width)
+            if sel.size:
+                raw = np.ascontiguousarray(byte_rows(self.a, at[sel], width))
+                first, inv = distinct_rows(raw)
+                rows[sel] = inv + len(table)
+                table += [address_text(raw[i].tobytes()) for i in first.tolist()]
+        return table, rows
 
     @cached_property
     def topics(self) -> tuple[list[bytes], np.ndarray]:
