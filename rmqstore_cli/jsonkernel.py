@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from rmqstore_cli.store.kernels import JIT as _JIT
+from rmqstore_cli.store.kernels import copy_bytes as _copy
 
 _HEXU = np.frombuffer(b"0123456789ABCDEF", np.uint8)
 _HEXL = np.frombuffer(b"0123456789abcdef", np.uint8)
@@ -40,15 +41,6 @@ NUMS = ("physical_offset", "total_size", "v2", "body_crc", "queue_id", "flag", "
 LOCS = ("born_at", "born_len", "store_at", "store_len", "topic_at", "topic_len", "props_at", "props_len",
         "body_at", "phy_at")
 BODY_NONE, BODY_BASE64, BODY_HEX = 0, 1, 2
-
-
-@_JIT
-def _copy(out, o, src, a, n):
-    """``out[o:o+n] = src[a:a+n]``; unsigned indexes spare the negative-index check, which
-    keeps the loop from being vectorised."""
-    for k in range(n):
-        out[np.uint64(o + k)] = src[np.uint64(a + k)]
-    return o + n
 
 
 @_JIT

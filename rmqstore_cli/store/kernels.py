@@ -112,12 +112,18 @@ def small_body_crcs(a, at, ln, small, t, out):
 
 
 @JIT
+def copy_bytes(out, o, src, a, n):
+    """``out[o:o+n] = src[a:a+n]``, returns ``o + n``; unsigned indexes spare numba's
+    negative-index check, which keeps the loop from being vectorised."""
+    for k in range(n):
+        out[np.uint64(o + k)] = src[np.uint64(a + k)]
+    return o + n
+
+
+@JIT
 def join_ranges(a, at, ln, out):
     """``out`` = the bytes ``a[at[i]:at[i]+ln[i]]`` one after another (``ln`` >= 0)."""
     o = 0
     for i in range(at.size):
-        p = at[i]
-        for k in range(ln[i]):
-            out[o + k] = a[p + k]
-        o += ln[i]
+        o = copy_bytes(out, o, a, at[i], ln[i])
     return o
