@@ -9,6 +9,7 @@ import struct
 import pytest
 
 from conftest import SMALL, cli
+from test_verify import _records
 
 SLOTS = 64
 ENTRIES_BASE = 40 + SLOTS * 4
@@ -110,16 +111,7 @@ def _commitlog_damage(store) -> None:
     """Record damage the walk and the CRC meet: flipped body bytes, a wrong size, a bad
     magic code, a run of zeros inside the data, a torn last file."""
     names = sorted((store / "commitlog").iterdir())
-    recs = []
-    for p in names:
-        data = p.read_bytes()
-        pos = 0
-        while pos + 8 <= len(data):
-            total, magic = struct.unpack_from(">iI", data, pos)
-            if magic not in (0xDAA320A7, 0xDAA320AB):
-                break
-            recs.append((p, pos, total))
-            pos += total
+    recs = [(store / "commitlog" / name, pos, total) for name, pos, total, _ in _records(store)]
     for k in (5, 40, 41, 400):  # a body byte
         p, pos, total = recs[k]
         data = p.read_bytes()
