@@ -2,7 +2,7 @@
 
 Usage:
   python bench/bench_pipeline.py --dir /data/rmq-bench [--gb 3.5] [--body 2048] [--workers 2]
-         [--commands rebuild-index,verify,export] [--engines local,spark] [--json out.json]
+         [--commands rebuild-index,verify,export] [--engines local,spark] [--repeat 3] [--json out.json]
 
 The store (1 GiB commit-log files, --body-byte messages) is generated once into --dir and
 reused by later runs. Each command runs as its own process (Spark start-up included); a
@@ -24,6 +24,7 @@ import json
 import math
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import threading
@@ -237,6 +238,24 @@ def spark_stages(store: Path, size: int, master: str, dest: Path) -> dict:
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
+def one_run(a, name: str, engine: str, base: list[str], files: list[Path], master: str, pin: bool) -> dict:
+    extra = ["--engine", engine] + (["--spark-master", master] if engine == "spark" else [])
+    if name != "verify":
+        out = a.dir / f"out-{name}-{engine}"
+        shutil.rmtree(out, ignore_errors=True)
+        extra += ["--output", str(out)]
+    if a.warm:
+        warm(files)
+    load = os.getloadavg()[0]
+    r = run(base + extra, pin and engine == "local")
+    s = r["summary"]
+    inner = s.get("summary", s)
+    r["load"] = load
+    r["messages"] = s.get("messages") or s.get("rows") or inner.get("messages") or \
+        (inner.get("stores") or [{}])[0].get("messages") or 0
+    return r
+
+
 def warm(files: list[Path]) -> float:
     """Read the commit log once so every engine starts from the page cache (not timed)."""
     t = time.perf_counter()
@@ -265,6 +284,7 @@ def main() -> None:
     ap.add_argument("--no-pin", action="store_true", help="do not pin the local engine to core 0")
     ap.add_argument("--no-tasks", action="store_true", help="skip the per-task figures")
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--repeat", type=int, default=1, help="runs per engine (alternating); ratios of medians")
     ap.add_argument("--warm", action="store_true", help="read the commit log before each run (page cache)")
     ap.add_argument("--stages", action="store_true",
                     help="also run rebuild-index on Spark in process: wall per stage, CPU and RSS per task")
@@ -302,30 +322,22 @@ def main() -> None:
         base = {"rebuild-index": ["rebuild-index", "--store", str(store), *sizes, "-f", "json"],
                 "verify": ["verify", "--store", str(store), *sizes, "-f", "json", "--max-findings", "100"],
                 "export": ["export", "--store", str(store), *sizes, "-f", "json", "--overwrite"]}[name]
-        for engine in engines:
-            extra = ["--engine", engine] + (["--spark-master", master] if engine == "spark" else [])
-            if name != "verify":
-                out = a.dir / f"out-{name}-{engine}"
-                shutil.rmtree(out, ignore_errors=True)
-                extra += ["--output", str(out)]
-            if a.warm:
-                warm(files)
-            load = os.getloadavg()[0]
-            r = run(base + extra, pin and engine == "local")
-            s = r["summary"]
-            inner = s.get("summary", s)
-            msgs = s.get("messages") or s.get("rows") or inner.get("messages") or \
-                (inner.get("stores") or [{}])[0].get("messages") or 0
-            r["load"] = load
-            r["messages"] = msgs
-            res["runs"][f"{name}/{engine}"] = r
-            pk = r["peak"]
-            print(f"{name:13s} {engine:5s} wall {r['wall']:6.1f} s  cpu ~{r['cpu_sampled']:6.1f} s  "
-                  f"{msgs / r['wall']:9,.0f} msg/s {data / r['wall'] / 1e6:6.1f} MB/s  peak RSS driver "
-                  f"{mib(pk['driver'])} jvm {mib(pk['jvm'])} worker {mib(pk['worker_max'])} "
-                  f"(sum {mib(pk['workers_sum'])}) MiB  load {load:.1f}")
-            if engine == "spark" and f"{name}/local" in res["runs"]:
-                print(f"{name:13s} speed-up {master} / local: {res['runs'][f'{name}/local']['wall'] / r['wall']:.2f}x")
+        walls: dict[str, list[float]] = {e: [] for e in engines}
+        for rep in range(a.repeat):  # engines alternate, so slow spells of the VM hit both
+            for engine in engines:
+                r = one_run(a, name, engine, base, files, master, pin)
+                walls[engine].append(r["wall"])
+                res["runs"][f"{name}/{engine}" + (f"#{rep}" if rep else "")] = r
+                pk = r["peak"]
+                print(f"{name:13s} {engine:5s} wall {r['wall']:6.1f} s  cpu ~{r['cpu_sampled']:6.1f} s  "
+                      f"{r['messages'] / r['wall']:9,.0f} msg/s {data / r['wall'] / 1e6:6.1f} MB/s  peak RSS driver "
+                      f"{mib(pk['driver'])} jvm {mib(pk['jvm'])} worker {mib(pk['worker_max'])} "
+                      f"(sum {mib(pk['workers_sum'])}) MiB  load {r['load']:.1f}")
+        if "spark" in walls and "local" in walls:
+            ls, ss = statistics.median(walls["local"]), statistics.median(walls["spark"])
+            res.setdefault("medians", {})[name] = {"local": ls, "spark": ss, "runs": a.repeat}
+            print(f"{name:13s} speed-up {master} / local: {ls / ss:.2f}x (median of {a.repeat}: local {ls:.1f} s, "
+                  f"spark {ss:.1f} s)")
         if name == "rebuild-index" and a.stages and "spark" in engines:
             if a.warm:
                 warm(files)

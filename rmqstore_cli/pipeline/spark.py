@@ -9,6 +9,7 @@ import os
 import sys
 from pathlib import Path
 
+from rmqstore_cli.pipeline import jvmstart
 from rmqstore_cli.pipeline.schema import PARTITION_COLUMNS, spark_schema
 from rmqstore_cli.pipeline.tasks import FileTask, export_batches
 
@@ -16,6 +17,7 @@ MAX_FINDINGS = 1000
 
 
 DEFAULT_MASTER = "local[*]"
+_start = jvmstart.Start([])  # how this process's JVM was started (one per process)
 
 
 def under_spark_submit() -> bool:
@@ -23,23 +25,52 @@ def under_spark_submit() -> bool:
     return "PYSPARK_GATEWAY_PORT" in os.environ
 
 
-def session(master: str | None = None, conf: list[str] | None = None, verbose: bool = False):
-    """A SparkSession; embedded (``local[*]``) needs only the ``spark`` extra and a JDK.
+class Session:
+    """A SparkContext, and a SparkSession only for the job that needs Spark SQL (creating
+    one costs ~0.7 s; rebuild-index, verify and export to a directory use RDDs only)."""
+
+    def __init__(self, sc):
+        self.sparkContext = sc
+        self._sql = None
+
+    def sql(self):
+        if self._sql is None:
+            from pyspark.sql import SparkSession
+
+            self._sql = SparkSession.builder.getOrCreate()  # on this context
+        return self._sql
+
+    def stop(self) -> None:
+        stop(self)
+
+
+def session(master: str | None = None, conf: list[str] | None = None, verbose: bool = False) -> Session:
+    """Spark, embedded (``local[*]``: needs only the ``spark`` extra and a JDK) or not.
 
     Unless ``verbose``, Spark is quiet: its log4j output goes through our configuration
     (errors only), and what the JVM itself prints on stderr (launcher warnings) is dropped.
-    Without a ``master``: spark-submit's when it runs us, else :data:`DEFAULT_MASTER`."""
+    Without a ``master``: spark-submit's when it runs us, else :data:`DEFAULT_MASTER`.
+    An embedded master's JVM gets :mod:`jvmstart`'s options (a ``--spark-conf
+    spark.driver.extraJavaOptions=…`` replaces them) and its workers :mod:`daemon`."""
+    global _start
     if master is None and not under_spark_submit():
         master = DEFAULT_MASTER
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
+    from pyspark import SparkConf, SparkContext
 
-    settings = [("spark.ui.enabled", "false"), ("spark.ui.showConsoleProgress", "false"),
-                ("spark.sql.sources.partitionOverwriteMode", "static")]
+    settings = [("spark.app.name", "rmqstore"), ("spark.ui.enabled", "false"),
+                ("spark.ui.showConsoleProgress", "false"), ("spark.sql.sources.partitionOverwriteMode", "static")]
+    start = jvmstart.options(master) if SparkContext._gateway is None else _start
+    driver = list(start.options)
     if not verbose:
         quiet = f"-Dlog4j2.configurationFile={Path(__file__).with_name('log4j2.properties')}"
-        settings += [("spark.driver.extraJavaOptions", quiet), ("spark.executor.extraJavaOptions", quiet)]
+        driver.append(quiet)
+        settings.append(("spark.executor.extraJavaOptions", quiet))
+    if driver:
+        settings.append(("spark.driver.extraJavaOptions", " ".join(driver)))
+    if jvmstart.embedded(master):
+        settings.append(("spark.python.daemon.module", "rmqstore_cli.pipeline.daemon"))
     for kv in conf or []:
         k, sep, v = kv.partition("=")
         if not sep or not k:
@@ -47,19 +78,38 @@ def session(master: str | None = None, conf: list[str] | None = None, verbose: b
 
             raise UsageError(f"--spark-conf {kv!r} is not KEY=VALUE")
         settings.append((k, v))
-    if not verbose:
-        _quiet_gateway(master, settings)
-    b = SparkSession.builder.appName("rmqstore")
     if master is not None:
-        b = b.master(master)
-    for k, v in settings:
-        b = b.config(k, v)
-    s = b.getOrCreate()
-    s.sparkContext.setLogLevel("INFO" if verbose else "ERROR")
-    return s
+        settings.append(("spark.master", master))
+    if not verbose:
+        _quiet_gateway(settings)
+    sc = SparkContext.getOrCreate(SparkConf().setAll(settings))
+    _start = start
+    sc.setLogLevel("INFO" if verbose else "ERROR")
+    return Session(sc)
 
 
-def _quiet_gateway(master: str, settings: list[tuple[str, str]]) -> None:
+def stop(s: Session) -> None:
+    """Stop Spark. PySpark's accumulator server stops on its own (it waits for its polling
+    loop, ~0.5–1 s, for nothing); a JVM that dumps its class archive (first run) is let
+    exit, so that the archive is published and a later session starts a new JVM."""
+    global _start
+    import threading
+
+    from pyspark import SparkContext
+
+    sc = s.sparkContext
+    server, sc._accumulatorServer = getattr(sc, "_accumulatorServer", None), None
+    sc.stop()
+    if server is not None:
+        threading.Thread(target=server.shutdown, name="spark-accumulators", daemon=True).start()
+    gateway = SparkContext._gateway
+    if _start.dump is not None and gateway is not None:
+        jvmstart.finish(_start, getattr(gateway, "proc", None))
+        SparkContext._gateway = SparkContext._jvm = None
+    _start = jvmstart.Start([])
+
+
+def _quiet_gateway(settings: list[tuple[str, str]]) -> None:
     """Start the JVM as PySpark would, with its stderr on a pipe that a thread drains (the JVM
     launcher's own warnings, e.g. about incubator modules, cannot be configured away)."""
     import threading
@@ -69,9 +119,7 @@ def _quiet_gateway(master: str, settings: list[tuple[str, str]]) -> None:
 
     if SparkContext._gateway is not None or under_spark_submit():
         return
-    c = SparkConf(loadDefaults=False).setMaster(master).setAppName("rmqstore")
-    for k, v in settings:
-        c.set(k, v)
+    c = SparkConf(loadDefaults=False).setAll(settings)
     r, w = os.pipe()
     try:
         gateway = launch_gateway(c, popen_kwargs={"stderr": w})
@@ -151,9 +199,10 @@ def _export_jvm(spark, tasks: list[FileTask], output: Path) -> dict:
                 yield from export_batches(tasks[i], stops)
                 acc.add(stops)
 
-    df = spark.range(0, len(tasks), 1, max(1, len(tasks))).mapInArrow(run, spark_schema())
+    sql = spark.sql()
+    df = sql.range(0, len(tasks), 1, max(1, len(tasks))).mapInArrow(run, spark_schema())
     df.write.mode("overwrite").partitionBy(*PARTITION_COLUMNS).parquet(str(output))
-    rows = spark.read.parquet(str(output)).count()  # from Parquet footers, not by collecting rows
+    rows = sql.read.parquet(str(output)).count()  # from Parquet footers, not by collecting rows
     seen, stops = set(), []
     for s in acc.value:  # a retried task adds its findings again
         key = (s["store"], s["file"], s["offset"])
@@ -181,7 +230,7 @@ def run_job(job, master: str | None, conf: list[str] | None, verbose: bool, *arg
             raise
         raise StoreError(f"the Spark job failed: {_first_line(e)}", hint="rerun with --verbose for Spark's log") from None
     finally:
-        s.stop()
+        stop(s)
 
 
 def _first_line(e: BaseException) -> str:

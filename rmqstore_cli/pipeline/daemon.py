@@ -1,0 +1,41 @@
+"""PySpark's Python worker daemon, started without recompiling PySpark (embedded masters).
+
+Spark starts its daemon with the ``pyspark.zip`` it ships first on ``PYTHONPATH``.
+Python cannot cache bytecode for modules imported from a zip, so the daemon compiled
+PySpark's sources (~0.6 s of CPU) before the first task of every command, and each
+forked worker compiled ``pyspark.worker`` again (~0.3 s) before running its task. When
+the zip sits inside the very PySpark package that this interpreter has installed (an
+embedded master runs the driver's own interpreter), that package is imported instead,
+from its cached bytecode, and ``pyspark.worker`` once, before the forks.
+
+``spark.session`` names this module as ``spark.python.daemon.module`` for embedded
+masters only: a cluster's executors start Spark's own daemon.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from importlib.machinery import PathFinder
+
+
+def installed_pyspark_first(path: list[str]) -> list[str]:
+    """``path`` with Spark's shipped zips moved last, if ``path`` (without them) finds the
+    PySpark package the zips came from; otherwise ``path`` unchanged."""
+    zips = [p for p in path if p.endswith(".zip") and os.path.basename(p).startswith(("pyspark", "py4j"))]
+    rest = [p for p in path if p not in zips]
+    found = PathFinder.find_spec("pyspark", rest)
+    if not zips or found is None or not found.submodule_search_locations:
+        return path
+    package = os.path.realpath(found.submodule_search_locations[0])
+    shipped = {os.path.realpath(os.path.dirname(os.path.dirname(os.path.dirname(z)))) for z in zips}
+    if shipped != {package} or PathFinder.find_spec("py4j", rest) is None:
+        return path
+    return rest + zips
+
+
+if __name__ == "__main__":
+    sys.path[:] = installed_pyspark_first(sys.path)
+    import pyspark.worker  # noqa: F401  (once here; forked workers inherit it)
+    from pyspark.daemon import manager
+
+    manager()
