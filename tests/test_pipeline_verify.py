@@ -185,3 +185,49 @@ def test_bad_topics_are_reported_once_where_first_seen(tmp_path):
     want = _check([hostile], caps=(None, 1))
     topics = [f for f in want[0]["findings"] if f["check"] in ("commitlog.topic", "commitlog.topic-chars")]
     assert len(topics) == 2 and len(list((hostile / "commitlog").iterdir())) >= 3
+
+
+@pytest.mark.parametrize("cut", [None, 40, 24 + 4 * 64 + 20 * 7, 24 + 4 * 64 + 20 * 7 + 9])
+def test_index_info_without_the_check_is_what_the_check_reads(master, tmp_path, cut):
+    """The scan's view of an index file (header, entries' offset range) comes from a cheap
+    pass so the structure check can run beside the scan: it must equal what the check
+    reads, for whole, damaged and short files."""
+    from rmqstore_cli.pipeline.verify_tasks import _Recorder, index_info_task, plan_store
+
+    store = tmp_path / "s"
+    shutil.copytree(master, store)
+    _damage(store, "index")
+    idx = sorted((store / "index").iterdir())
+    if cut is not None:
+        os.truncate(idx[0], cut)
+    plan = plan_store(_specs(store)[0], True, False, None)
+    for k, path in enumerate(plan.index_paths):
+        info = index_info_task(plan, k)
+        checked = _Recorder(plan.config, True, False, None, 1, (k,)).open_index_file(Path(path))
+        assert (info.n, info.begin_phy, info.end_phy, info.end_ts, info.entries) == \
+            (checked.n, checked.begin_phy, checked.end_phy, checked.end_ts, checked.entry_count)
+        want = (checked.phy_min, checked.phy_max) if checked.entry_count else (None, None)
+        assert (info.phy_min, info.phy_max) == want
+        checked.close()
+
+
+def test_tasks_of_large_files_check_with_the_compiled_loops_from_the_first_record(master, tmp_path, monkeypatch):
+    """A file task is its own Verifier (and a Spark worker its own process), so counting
+    records would leave every task of a 1 GiB file on the interpreted loops: a task over a
+    file of COMPILE_FOR_BYTES or more turns them on at once. Same findings either way."""
+    from rmqstore_cli.pipeline import verify_tasks as VT
+
+    store = tmp_path / "s"
+    shutil.copytree(master, store)
+    _damage(store, "body")
+    used = []
+    kernel = VT._FileScan._kernel
+    monkeypatch.setattr(VT._FileScan, "_kernel", lambda self: used.append(kernel(self)) or used[-1])
+    monkeypatch.setattr(VT, "COMPILE_FOR_BYTES", 1)
+    want = _check([store], caps=(None,))
+    assert used and all(k is not None for k in used)
+    assert "commitlog.body-crc" in {f["check"] for f in want[0]["findings"]}
+    used.clear()
+    monkeypatch.setattr(VT, "COMPILE_FOR_BYTES", 1 << 40)
+    _check([store], caps=(None,))
+    assert used and all(k is None for k in used)  # small stores never load numba

@@ -282,14 +282,19 @@ class _VerifyOnSpark:
             return []
         return self.sc.parallelize(items, len(items)).map(lambda x: fn(*x)).collect()
 
-    def scan(self, fn, items):
+    def scan(self, fn, items, side_fn, side_items):
+        """One job: the side tasks (index files' structure checks) first, so that they run
+        beside the file scans rather than before them; results tagged 0 (side) or 1."""
         from pyspark import StorageLevel
 
-        rdd = self.sc.parallelize(items, max(1, len(items))).map(lambda x: fn(*x))
+        tagged = [(0, side_fn, x) for x in side_items] + [(1, fn, x) for x in items]
+        rdd = self.sc.parallelize(tagged, max(1, len(tagged))).map(lambda t: (t[0], t[1](*t[2])))
         return rdd.persist(StorageLevel.MEMORY_AND_DISK)
 
-    def summaries(self, rdd):
-        return rdd.map(lambda r: r.light()).collect()
+    def results(self, rdd):
+        """(side results, scan summaries) from one job, which computes and keeps the scans."""
+        got = rdd.map(lambda t: (t[0], t[1] if t[0] == 0 else t[1].light())).collect()
+        return [r for tag, r in got if tag == 0], [r for tag, r in got if tag == 1]
 
     def finish(self, rdd, keys, ctxs):
         from rmqstore_cli.pipeline.verify_tasks import finish_task, shuffle_items
@@ -297,7 +302,8 @@ class _VerifyOnSpark:
         bc = self.sc.broadcast(ctxs)
         seeds = self.sc.parallelize([(k, None) for k in keys], max(1, min(len(keys), self.sc.defaultParallelism)))
         n = max(1, min(len(keys), 4 * self.sc.defaultParallelism))
-        return rdd.flatMap(shuffle_items).union(seeds).groupByKey(n).map(
+        scans = rdd.filter(lambda t: t[0] == 1).map(lambda t: t[1])
+        return scans.flatMap(shuffle_items).union(seeds).groupByKey(n).map(
             lambda kv: finish_task(bc.value, kv[0], [x for x in kv[1] if x is not None])).collect()
 
     def release(self, rdd):

@@ -33,6 +33,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from rmqstore_cli.store.batch import COMPILE_FOR_BYTES
 from rmqstore_cli.store.verify import ERROR, INFO, WARNING, Verifier, VerifyOptions, _IndexFile, _Queue
 
 _TQ_CHECKS = frozenset({"commitlog.queue-offset", "commitlog.queue-offset-reset", "cq.unit-mismatch",
@@ -171,18 +172,26 @@ def plan_store(spec, crc: bool, deep: bool, cap: int | None) -> StorePlan:
 
 # ===================================================================== index files: open
 
-def index_open_task(plan: StorePlan, k: int) -> dict:
+def index_info_task(plan: StorePlan, k: int) -> SimpleNamespace:
+    """What the scan needs of index file ``k``, without checking it: its header and the
+    range of its entries' offsets (one pass over one column), so that the structure check
+    (:func:`index_open_task`) can run beside the scan instead of before it."""
     cfg = plan.config
-    v = _Recorder(cfg, plan.crc, plan.deep, plan.cap, 1, (k,))
-    f = v.open_index_file(Path(plan.index_paths[k]))
+    f = _IndexFile(Path(plan.index_paths[k]), cfg.max_hash_slot_num, cfg.max_index_num, cfg.root)
     try:
-        info = SimpleNamespace(k=k, name=f.name, rel=f.rel, n=f.n, begin_phy=f.begin_phy, end_phy=f.end_phy,
+        return SimpleNamespace(k=k, name=f.name, rel=f.rel, n=f.n, begin_phy=f.begin_phy, end_phy=f.end_phy,
                                end_ts=f.end_ts, entries=f.entry_count,
                                phy_min=f.phy_min if f.entry_count else None,
                                phy_max=f.phy_max if f.entry_count else None)
     finally:
         f.close()
-    return dict(v.result(), info=info)
+
+
+def index_open_task(plan: StorePlan, k: int) -> dict:
+    """Index file ``k`` checked alone (name, size, structure)."""
+    v = _Recorder(plan.config, plan.crc, plan.deep, plan.cap, 1, (k,))
+    v.open_index_file(Path(plan.index_paths[k])).close()
+    return v.result()
 
 
 def index_order(plan: StorePlan, infos: list) -> dict:
@@ -331,6 +340,7 @@ def scan_task(plan: StorePlan, store: int, i: int) -> FileScan:
     length = max((os.path.getsize(d / plan.files[i]) for d in cfg.commitlog_dirs if (d / plan.files[i]).is_file()),
                  default=0)
     hi = None if lo is None else lo + max(cfg.mapped_file_size_commit_log, length)  # records lie below
+    v.big_job = length >= COMPILE_FOR_BYTES
     v.index_files = []
     ks = []
     for info in plan.index_info:  # only index files with entries inside this file
@@ -557,15 +567,15 @@ class InProcess:
     def map(self, fn, items):
         return [fn(*x) for x in items]
 
-    def scan(self, fn, items):
-        return [fn(*x) for x in items]
+    def scan(self, fn, items, side_fn, side_items):
+        return [side_fn(*x) for x in side_items], [fn(*x) for x in items]
 
-    def summaries(self, handle):
-        return [r.light() for r in handle]
+    def results(self, handle):
+        return handle[0], [r.light() for r in handle[1]]
 
     def finish(self, handle, keys, ctxs):
         groups: dict = {k: [] for k in keys}
-        for r in handle:
+        for r in handle[1]:
             for k, item in shuffle_items(r):
                 groups.setdefault(k, []).append(item)
         return [finish_task(ctxs, k, v) for k, v in groups.items()]
@@ -579,16 +589,15 @@ def verify_stores(specs: list, crc: bool, deep: bool, max_findings: int | None, 
     :func:`~rmqstore_cli.pipeline.tasks.verify_store` returns it."""
     engine = engine or InProcess()
     plans = [plan_store(s, crc, deep, max_findings) for s in specs]
-    idx = engine.map(index_open_task, [(p, k) for p in plans for k in range(len(p.index_paths))])
-    it = iter(idx)
-    extra: dict = {s: [p.opening] for s, p in enumerate(plans)}
-    for s, p in enumerate(plans):
-        res = [next(it) for _ in p.index_paths]
-        extra[s].extend(res)
-        extra[s].append(index_order(p, [r["info"] for r in res]))
-    handle = engine.scan(scan_task, [(p, s, i) for s, p in enumerate(plans) for i in range(len(p.files))])
+    keys = [(p, k) for p in plans for k in range(len(p.index_paths))]
+    infos = iter(engine.map(index_info_task, keys))
+    orders = [index_order(p, [next(infos) for _ in p.index_paths]) for p in plans]
+    scans = [(p, s, i) for s, p in enumerate(plans) for i in range(len(p.files))]
+    handle = engine.scan(scan_task, scans, index_open_task, keys)  # index checks beside the scan
     try:
-        light = engine.summaries(handle)
+        side, light = engine.results(handle)
+        checks = iter(side)
+        extra = {s: [p.opening, *(next(checks) for _ in p.index_paths), orders[s]] for s, p in enumerate(plans)}
         joined = [join_files(p, [r for r in light if r.store == s]) for s, p in enumerate(plans)]
         ctxs = {s: j[0] for s, j in enumerate(joined)}
         for store, part in engine.finish(handle, finish_keys(plans), ctxs):

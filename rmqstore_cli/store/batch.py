@@ -241,6 +241,13 @@ WALK_COMPILE_AFTER = 500_000
 _WALK: dict = {"walked": 0, "loop": None}  # loop: None (not yet), False (no numba), or the compiled walk
 
 
+#: a task that reads a commit-log file at least this large (a pipeline task: one file) turns
+#: the compiled loops on at once instead of after WALK_COMPILE_AFTER records: each task is
+#: its own Verifier and each Spark worker its own process, so the record counts alone would
+#: leave every task of a 1 GiB file on the interpreted loops
+COMPILE_FOR_BYTES = 64 << 20
+
+
 def compile_walk() -> bool:
     """Walk with the compiled loop from now on (a command that has loaded numba anyway asks
     for it at once); False without numba."""

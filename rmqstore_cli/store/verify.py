@@ -546,6 +546,8 @@ class Verifier:
 
     #: Free an index file's arrays and mapping once the scan has passed all its entries.
     retire_index_files = True
+    #: the compiled loops from the first record (a pipeline task over one large file)
+    big_job = False
 
     def __init__(self, config: StoreConfig, options: VerifyOptions | None = None, progress=None):
         self.config = config
@@ -1018,7 +1020,7 @@ class Verifier:
         without numba): the compiled walk and CRC pay for numba's import on big stores only."""
         k = self.__dict__.get("_kern")
         if k is None:
-            if self.messages < KERNEL_AFTER:
+            if self.messages < KERNEL_AFTER and not self.big_job:
                 return None
             try:
                 from rmqstore_cli.store import kernels as k
