@@ -73,7 +73,7 @@ def _kind(pid: int, root: int) -> str:
     exe = os.path.basename(cmd[0].decode(errors="replace")) if cmd and cmd[0] else ""
     if exe == "java":
         return "jvm"
-    if b"pyspark.daemon" in cmd or b"pyspark.worker" in cmd:
+    if {b"pyspark.daemon", b"pyspark.worker", b"rmqstore_cli.pipeline.daemon"} & set(cmd):
         return "worker"
     return "other"
 
@@ -102,6 +102,7 @@ class Sampler(threading.Thread):
         self.stop = threading.Event()
         self.peak = {"driver": 0, "jvm": 0, "worker_max": 0, "workers_sum": 0, "tree": 0}
         self.cpu: dict[int, float] = {}
+        self.kinds: dict[int, str] = {}
 
     def run(self) -> None:
         while not self.stop.is_set():
@@ -111,6 +112,7 @@ class Sampler(threading.Thread):
                 rss, cpu = _rss_cpu(pid)
                 if cpu:
                     self.cpu[pid] = cpu
+                    self.kinds[pid] = k
                 total += rss
                 if k == "worker":
                     wsum += rss
@@ -140,7 +142,11 @@ def run(args: list[str], pin: bool) -> dict:
     except (ValueError, IndexError):
         summary = {}
     waited = (c1.children_user - c0.children_user) + (c1.children_system - c0.children_system)
-    return {"wall": wall, "cpu_sampled": sum(s.cpu.values()), "cpu_waited": waited, "peak": s.peak,
+    by_kind: dict[str, float] = {}
+    for pid, c in s.cpu.items():
+        by_kind[s.kinds[pid]] = by_kind.get(s.kinds[pid], 0.0) + c
+    return {"wall": wall, "cpu_sampled": sum(s.cpu.values()), "cpu_by_kind": by_kind, "cpu_waited": waited,
+            "peak": s.peak,
             "summary": summary, "stderr": err.decode(errors="replace")[-500:]}
 
 
@@ -169,9 +175,9 @@ elif kind == "export":  # what a Spark task runs: the file's batches written as 
     n = write_parquet(FileTask(spec, f.name, f.file_from_offset, size), out, 0, [])
     shutil.rmtree(out)
 else:
-    from rmqstore_cli.pipeline.verify_tasks import plan_store, index_open_task, index_order, scan_task
+    from rmqstore_cli.pipeline.verify_tasks import plan_store, index_info_task, index_order, scan_task
     plan = plan_store(spec, True, False, 100)
-    index_order(plan, [index_open_task(plan, k)["info"] for k in range(len(plan.index_paths))])
+    index_order(plan, [index_info_task(plan, k) for k in range(len(plan.index_paths))])
     t0, c0 = time.perf_counter(), time.process_time()
     n = scan_task(plan, 0, pos).messages
 print(json.dumps({"messages": n, "wall": time.perf_counter() - t0, "cpu": time.process_time() - c0,
@@ -333,6 +339,8 @@ def main() -> None:
                       f"{r['messages'] / r['wall']:9,.0f} msg/s {data / r['wall'] / 1e6:6.1f} MB/s  peak RSS driver "
                       f"{mib(pk['driver'])} jvm {mib(pk['jvm'])} worker {mib(pk['worker_max'])} "
                       f"(sum {mib(pk['workers_sum'])}) MiB  load {r['load']:.1f}")
+                if engine == "spark":
+                    print("    cpu by process: " + ", ".join(f"{k} {v:.1f} s" for k, v in sorted(r["cpu_by_kind"].items())))
         if "spark" in walls and "local" in walls:
             ls, ss = statistics.median(walls["local"]), statistics.median(walls["spark"])
             res.setdefault("medians", {})[name] = {"local": ls, "spark": ss, "runs": a.repeat}

@@ -103,7 +103,11 @@ def page(cmd, name: str, parent) -> str:
             lines += [".TP", f".B {code}", _roff(text) if "\\" not in text else text]
         lines += [".SH ENVIRONMENT", ".TP", ".B RMQSTORE_STORE", "Default for \\-\\-store.",
                   ".TP", ".B RMQSTORE_BROKER_CONF", "Default for \\-\\-broker\\-conf.",
-                  ".TP", ".B NO_COLOR", "When set, no colour on a terminal (tables, progress bars)."]
+                  ".TP", ".B NO_COLOR", "When set, no colour on a terminal (tables, progress bars).",
+                  ".TP", ".B RMQSTORE_SPARK_CDS",
+                  _roff("0: an embedded Spark (--engine spark with a local master) starts without the class-data "
+                        "archive that the first such run writes to $XDG_CACHE_HOME/rmqstore (~120 MB; default "
+                        "~/.cache/rmqstore) and later runs map to start faster.")]
         lines += [".SH FILES", ".TP", ".B completions/rmqstore.bash, completions/_rmqstore, completions/rmqstore.fish",
                   _roff("Shell completion for bash, zsh and fish (commands, options, values, and the topics and "
                         "queue ids of the store given by --store).")]
