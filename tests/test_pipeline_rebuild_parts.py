@@ -121,3 +121,44 @@ def test_verify_marks_runs_are_the_sorted_unique_runs():
         want = [(int(a), int(b) + 1) for a, b in zip(np.r_[u[:1], u[1:][np.diff(u) != 1]],
                                                       np.r_[u[:-1][np.diff(u) != 1], u[-1:]])]
         assert [tuple(r) for r in m.runs().tolist()] == want
+
+
+def test_key_offsets_going_back_across_files_are_counted_exactly(stores, tmp_path, monkeypatch):
+    """A record whose PHYSICALOFFSET field points into an earlier file (dispatch takes the
+    field, as CommitLog#checkMessageAndReturnSize reads it): its key lies below the index
+    file's endPhyOffset, so the summaries cannot tell that file's kept keys and the planner
+    asks for exact counts (from the spills, or by dispatching again in a dry run); its unit
+    ends below the queue's maxPhysicOffset, which ConsumeQueue#putMessagePositionInfo
+    skips, so its queue is not straight and is rebuilt through the writer. Same bytes and
+    counts as the local engine either way."""
+    import struct
+
+    from rmqstore_cli.pipeline import tasks as T
+    from rmqstore_cli.pipeline.local import rebuild_build
+    from rmqstore_cli.store.rebuild import build_set
+
+    store = tmp_path / "back"
+    shutil.copytree(stores["good"], store)
+    f = sorted((store / "commitlog").iterdir())[2]
+    data = bytearray(f.read_bytes())
+    at = 0
+    while b"KEYS\x01" not in data[at:at + struct.unpack_from(">i", data, at)[0]]:  # a record with keys
+        at += struct.unpack_from(">i", data, at)[0]
+    struct.pack_into(">q", data, at + 28, 100)  # PHYSICALOFFSET: inside the first file
+    f.write_bytes(bytes(data))
+    asked = []
+    exact = T.plan_keys
+
+    def spy(included, summaries, exact_counts=None):
+        def counting(need):
+            asked.append(sorted(need))
+            return exact_counts(need)
+        return exact(included, summaries, counting)
+
+    monkeypatch.setattr(T, "plan_keys", spy)
+    for dry in (False, True):
+        want = _build(build_set, store, tmp_path / f"a{dry}", dry_run=dry)
+        got = _build(rebuild_build, store, tmp_path / f"b{dry}", dry_run=dry)
+        assert got == want
+        assert asked == [[2]]  # the patched file only
+        asked.clear()

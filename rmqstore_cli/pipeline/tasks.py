@@ -194,6 +194,7 @@ class FileSummary:
     local_put_min_phy: int = 0
     refused_topics: dict = None  # topic -> why it cannot be a consumequeue/ directory
     simple: dict = None  # (topic, qid) -> its units are consecutive (dispatch_and_spill)
+    ends: dict = None  # (topic, qid) -> (first, last) unit's end (offset + size)
     direct: list = None  # queues whose units the file's task wrote in place
 
 
@@ -270,6 +271,7 @@ def dispatch_file(config, position: int, recovering: bool, build_cq: bool, build
     s.last_store_timestamp = fd.last_store_timestamp
     units = _group_units(fd)
     s.queues = {k: (int(v[3][0]), int(v[3][-1]), len(v[3])) for k, v in units.items()}
+    s.ends = {k: (int(v[0][0] + v[1][0]), int(v[0][-1] + v[1][-1])) for k, v in units.items()}
     keys = tuple(np.concatenate([p[i] for p in fd.key_parts]) if fd.key_parts else np.empty(0, np.int64)
                  for i in range(3))
     s.keys = len(keys[0])
@@ -704,11 +706,13 @@ def plan_queues(included: list[int], summaries: dict) -> QueuePlan:
     for i in included:
         s = summaries[i]
         for key, (first, last, _) in s.queues.items():
-            spans.setdefault(key, []).append((i, first, last, s.simple[key]))
+            spans.setdefault(key, []).append((i, first, last, s.simple[key], *s.ends[key]))
     p = QueuePlan({}, [], {}, [])
     written = {k for i in included for k in summaries[i].direct}
     for key, lst in spans.items():
-        if all(x[3] for x in lst) and all(b[1] == a[2] + 1 for a, b in zip(lst, lst[1:])):
+        # each file follows on: the next cq offset, and a unit end beyond the last one
+        # (putMessagePositionInfo skips units ending at or below maxPhysicOffset)
+        if all(x[3] for x in lst) and all(b[1] == a[2] + 1 and b[4] > a[5] for a, b in zip(lst, lst[1:])):
             p.straight[key] = (lst[0][1], lst[-1][2])
             for i, *_ in lst:
                 if key not in summaries[i].direct:
