@@ -231,3 +231,39 @@ def test_tasks_of_large_files_check_with_the_compiled_loops_from_the_first_recor
     monkeypatch.setattr(VT, "COMPILE_FOR_BYTES", 1 << 40)
     _check([store], caps=(None,))
     assert used and all(k is None for k in used)  # small stores never load numba
+
+
+def test_file_tasks_load_only_their_window_of_an_ordered_index_file(master, tmp_path, monkeypatch):
+    """Each file task loads the entries pointing into its own file (windows that split each
+    index file's entries between the commit-log files), so a task's cost and memory follow
+    its file, not the index file; entries out of offset order fall back to the whole file.
+    The findings are the Verifier's either way."""
+    from rmqstore_cli.pipeline import verify_tasks as VT
+
+    windows = []
+    load = VT._IndexWindow.load
+    monkeypatch.setattr(VT._IndexWindow, "load", lambda self: windows.append((self.name, *self.window)) or load(self))
+    want = _check([master], caps=(None,))
+    assert want[0]["ok"]
+    plan = VT.plan_store(_specs(master)[0], True, False, None)
+    infos = {i.name: i for i in (VT.index_info_task(plan, k) for k in range(len(plan.index_paths)))}
+    assert len(infos) > 1 and all(i.ordered for i in infos.values())
+    for name, info in infos.items():
+        mine = sorted({(a, b) for n, a, b in windows if n == name})  # plain and deep runs: the same
+        assert len(mine) > 1 and mine[0][0] == 0 and mine[-1][1] == info.entries
+        assert all(p[1] == q[0] for p, q in zip(mine, mine[1:]))
+
+    store = tmp_path / "unordered"
+    shutil.copytree(master, store)
+    idx = sorted((store / "index").iterdir())[0]
+    base = 40 + 4 * 64  # header, slots (SIZES): entries 1 and 200 (other messages), offsets swapped
+    data = bytearray(idx.read_bytes())
+    a, b = base + 20 + 4, base + 200 * 20 + 4
+    assert data[a:a + 8] != data[b:b + 8]
+    data[a:a + 8], data[b:b + 8] = data[b:b + 8], data[a:a + 8]
+    idx.write_bytes(bytes(data))
+    windows.clear()
+    found = _check([store], caps=(None,))
+    plan = VT.plan_store(_specs(store)[0], True, False, None)
+    assert not VT.index_info_task(plan, 0).ordered and idx.name not in {n for n, _, _ in windows}
+    assert not found[0]["ok"]

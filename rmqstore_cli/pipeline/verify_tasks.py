@@ -34,7 +34,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from rmqstore_cli.store.batch import COMPILE_FOR_BYTES
-from rmqstore_cli.store.verify import ERROR, INFO, WARNING, Verifier, VerifyOptions, _IndexFile, _Queue
+from rmqstore_cli.store.verify import INDEX_CHUNK, ERROR, INFO, WARNING, Verifier, VerifyOptions, _IndexFile, _Queue
 
 _TQ_CHECKS = frozenset({"commitlog.queue-offset", "commitlog.queue-offset-reset", "cq.unit-mismatch",
                         "cq.superseded"})  # ordered by queue within a batch
@@ -182,9 +182,48 @@ def index_info_task(plan: StorePlan, k: int) -> SimpleNamespace:
         return SimpleNamespace(k=k, name=f.name, rel=f.rel, n=f.n, begin_phy=f.begin_phy, end_phy=f.end_phy,
                                end_ts=f.end_ts, entries=f.entry_count,
                                phy_min=f.phy_min if f.entry_count else None,
-                               phy_max=f.phy_max if f.entry_count else None)
+                               phy_max=f.phy_max if f.entry_count else None, ordered=bool(f.phy_ordered))
     finally:
         f.close()
+
+
+class _IndexWindow(_IndexFile):
+    """An index file as one file task's scan reads it: only the entries whose offsets lie in
+    ``[lo, hi)``, the task's commit-log file, when the entries are in offset order (as the
+    broker appends them; ``index_info_task`` saw the whole file). The arrays keep the
+    file's numbering (entries outside the window are allocated, never touched, so they
+    cost no memory), so marks and findings name the same entries as a whole-file load;
+    a task then costs and holds what its own file's entries need, not the index file's."""
+
+    def __init__(self, path: Path, slots: int, max_num: int, root: Path, lo: int, hi: int):
+        super().__init__(path, slots, max_num, root)
+        self.window = (self._first_at_or_above(lo), self._first_at_or_above(hi))
+
+    def _first_at_or_above(self, phy: int) -> int:
+        """Binary search over the mapped entries' offsets (in order): a few pages read."""
+        a, b = 0, self.entry_count
+        while a < b:
+            m = (a + b) // 2
+            if int(self.columns(m, m + 1, "phy_offset")[0][0]) < phy:
+                a = m + 1
+            else:
+                b = m
+        return a
+
+    def load(self) -> None:
+        a, b = self.window
+        self.phy = np.empty(self.entry_count, np.int64)
+        self.hash = np.empty(self.entry_count, np.int32)
+        for s in range(a, b, INDEX_CHUNK):
+            e = min(b, s + INDEX_CHUNK)
+            self.phy[s:e], self.hash[s:e] = self.columns(s, e, "phy_offset", "key_hash")
+        self.order = None
+        self.sorted_phy = self.phy
+
+    def in_range(self, lo: int, hi: int) -> np.ndarray:
+        a, b = self.window
+        w = self.phy[a:b]
+        return np.arange(a + np.searchsorted(w, lo, "left"), a + np.searchsorted(w, hi, "left"))
 
 
 def index_open_task(plan: StorePlan, k: int) -> dict:
@@ -345,7 +384,9 @@ def scan_task(plan: StorePlan, store: int, i: int) -> FileScan:
     ks = []
     for info in plan.index_info:  # only index files with entries inside this file
         if info.entries and (lo is None or (info.phy_min < hi and info.phy_max >= lo)):
-            f = _IndexFile(Path(plan.index_paths[info.k]), cfg.max_hash_slot_num, cfg.max_index_num, cfg.root)
+            args = (Path(plan.index_paths[info.k]), cfg.max_hash_slot_num, cfg.max_index_num, cfg.root)
+            f = _IndexWindow(*args, lo, hi) if info.ordered and lo is not None else _IndexFile(*args)
+            f._phy_range = (info.phy_min, info.phy_max)  # read by the info pass
             f.checked = _Marks()
             v.index_files.append(f)
             ks.append(info.k)

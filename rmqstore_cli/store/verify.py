@@ -379,6 +379,7 @@ class _IndexFile:
         self.entry_count = max(self.n - 1, 0)
         self.entries = self.phy = self.hash = self.sorted_phy = self.order = None
         self._phy_range: tuple[int, int] | None = None  # (min, max) entry offset, once known
+        self.phy_ordered: bool | None = None  # entries in offset order (known once phy_range read them)
         self.checked = np.zeros(self.entry_count, bool)
 
     @property
@@ -393,12 +394,15 @@ class _IndexFile:
         """(smallest, largest) offset of the entries ((-1, -1) without entries), read in
         chunks the first time unless the structure check has set it."""
         if self._phy_range is None:
-            lo, hi = None, -1
+            lo, hi, last, ordered = None, -1, None, True
             for a in range(0, self.entry_count, INDEX_CHUNK):
                 phy = self.columns(a, min(self.entry_count, a + INDEX_CHUNK), "phy_offset")[0]
                 lo = int(phy.min()) if lo is None else min(lo, int(phy.min()))
                 hi = max(hi, int(phy.max()))
+                ordered = ordered and (last is None or last <= int(phy[0])) and bool(np.all(phy[1:] >= phy[:-1]))
+                last = int(phy[-1])
             self._phy_range = (-1 if lo is None else lo, hi)
+            self.phy_ordered = ordered
         return self._phy_range
 
     def columns(self, a: int, b: int, *names: str) -> list[np.ndarray]:
