@@ -98,12 +98,19 @@ def test_spark_rebuild_is_the_local_engine_byte_for_byte(stores, spark, tmp_path
         assert got[0] == want[0], name
 
 
-def test_spark_verify_finds_what_local_finds_for_several_stores(stores, spark):
+@pytest.mark.parametrize("ship", [4096, -1], ids=["marks-to-driver", "marks-by-shuffle"])
+def test_spark_verify_finds_what_local_finds_for_several_stores(stores, spark, monkeypatch, ship):
     """One Spark task per commit-log file (then per queue and index file): the same summaries
-    and findings as the whole-store Verifier, capped or not, for three stores at once."""
+    and findings as the whole-store Verifier, capped or not, for three stores at once,
+    whether the files' marks come back to the driver (few) or go by shuffle (many)."""
     from rmqstore_cli.pipeline import spark as sp
     from rmqstore_cli.pipeline.tasks import expand_stores, verify_store
 
+    monkeypatch.setattr(sp, "SHIP_MARKS", ship)
+    paths = []
+    results = sp._VerifyOnSpark.results
+    monkeypatch.setattr(sp._VerifyOnSpark, "results",
+                        lambda self, rdd: (got := results(self, rdd), paths.append(self.whole is not None))[0])
     specs = expand_stores([str(stores[n]) for n in ("good", "damaged", "expired")], None, SIZES)
     key = lambda f: json.dumps(f, sort_keys=True)  # noqa: E731
     for cap in (None, 2):
@@ -115,6 +122,7 @@ def test_spark_verify_finds_what_local_finds_for_several_stores(stores, spark):
     assert all(f["store"] == str(stores["damaged"]) for f in local[1]["findings"]) and local[1]["findings"]
     assert "abort.unclean-shutdown" in {f["check"] for f in local[2]["findings"]}
     assert "recovery.truncate" in {f["check"] for f in local[1]["findings"]}
+    assert paths == [ship > 0] * 2
 
 
 def test_cli_verify_several_stores_and_rebuild_on_spark(stores, tmp_path):

@@ -14,6 +14,7 @@ from rmqstore_cli.pipeline.schema import PARTITION_COLUMNS, spark_schema
 from rmqstore_cli.pipeline.tasks import FileTask, export_batches
 
 MAX_FINDINGS = 1000
+SHIP_MARKS = 4096  # a file scan with at most this many marks comes back to the driver whole
 
 
 DEFAULT_MASTER = "local[*]"
@@ -272,10 +273,12 @@ def verify(spark, stores: list, crc: bool, deep: bool, max_findings: int | None)
 
 class _VerifyOnSpark:
     """The steps of ``verify_stores`` as Spark jobs: the file results stay on the executors
-    (persisted); what the queue and index tasks need of them goes by shuffle."""
+    (persisted); what the queue and index tasks need of them comes from the driver when it
+    is small everywhere (:data:`SHIP_MARKS`), else goes by shuffle."""
 
     def __init__(self, spark):
         self.sc = spark.sparkContext
+        self.whole = None  # the scans, when every one came back whole (results)
 
     def map(self, fn, items):
         if not items:
@@ -292,16 +295,25 @@ class _VerifyOnSpark:
         return rdd.persist(StorageLevel.MEMORY_AND_DISK)
 
     def results(self, rdd):
-        """(side results, scan summaries) from one job, which computes and keeps the scans."""
-        got = rdd.map(lambda t: (t[0], t[1] if t[0] == 0 else t[1].light())).collect()
-        return [r for tag, r in got if tag == 0], [r for tag, r in got if tag == 1]
+        """(side results, scan summaries) from one job, which computes and keeps the scans.
+        A scan with few marks comes back whole; when all do, the queue and index tasks get
+        theirs from the driver and no shuffle is needed (a damaged store's scans stay on
+        the executors and go by shuffle)."""
+        got = rdd.map(lambda t: (t[0], t[1] if t[0] == 0 or t[1].marks() <= SHIP_MARKS else t[1].light())).collect()
+        scans = [r for tag, r in got if tag == 1]
+        self.whole = scans if all(r.matched is not None for r in scans) else None
+        return [r for tag, r in got if tag == 0], [r.light() for r in scans]
 
     def finish(self, rdd, keys, ctxs):
-        from rmqstore_cli.pipeline.verify_tasks import finish_task, shuffle_items
+        from rmqstore_cli.pipeline.verify_tasks import finish_task, grouped, shuffle_items
 
         bc = self.sc.broadcast(ctxs)
-        seeds = self.sc.parallelize([(k, None) for k in keys], max(1, min(len(keys), self.sc.defaultParallelism)))
         n = max(1, min(len(keys), 4 * self.sc.defaultParallelism))
+        if self.whole is not None:
+            groups = list(grouped(self.whole, keys).items())
+            return self.sc.parallelize(groups, min(n, max(1, len(groups)))).map(
+                lambda kv: finish_task(bc.value, kv[0], kv[1])).collect()
+        seeds = self.sc.parallelize([(k, None) for k in keys], max(1, min(len(keys), self.sc.defaultParallelism)))
         scans = rdd.filter(lambda t: t[0] == 1).map(lambda t: t[1])
         return scans.flatMap(shuffle_items).union(seeds).groupByKey(n).map(
             lambda kv: finish_task(bc.value, kv[0], [x for x in kv[1] if x is not None])).collect()

@@ -366,6 +366,12 @@ class FileScan:
     def light(self) -> "FileScan":
         return FileScan(**{**self.__dict__, "missing": None, "matched": None, "checked": None})
 
+    def marks(self) -> int:
+        """Numbers in what the queue and index tasks read of this file (runs, missing units):
+        a few per queue and index file unless the store is damaged."""
+        arrays = [a for t in (self.missing or {}).values() for a in t]
+        return sum(np.size(a) for a in [*arrays, *(self.matched or {}).values(), *(self.checked or {}).values()])
+
 
 def scan_task(plan: StorePlan, store: int, i: int) -> FileScan:
     cfg = plan.config
@@ -425,6 +431,15 @@ def shuffle_items(r: FileScan):
         yield (r.store, "q", k), ("matched", r.i, runs)
     for k, runs in (r.checked or {}).items():
         yield (r.store, "i", k), ("checked", r.i, runs)
+
+
+def grouped(scans: list, keys: list) -> dict:
+    """What the scans give each queue and index task, by task (every key gets one)."""
+    groups: dict = {k: [] for k in keys}
+    for r in scans:
+        for k, item in shuffle_items(r):
+            groups.setdefault(k, []).append(item)
+    return groups
 
 
 # ===================================================================== driver: join the files
@@ -615,11 +630,7 @@ class InProcess:
         return handle[0], [r.light() for r in handle[1]]
 
     def finish(self, handle, keys, ctxs):
-        groups: dict = {k: [] for k in keys}
-        for r in handle[1]:
-            for k, item in shuffle_items(r):
-                groups.setdefault(k, []).append(item)
-        return [finish_task(ctxs, k, v) for k, v in groups.items()]
+        return [finish_task(ctxs, k, v) for k, v in grouped(handle[1], keys).items()]
 
     def release(self, handle):
         pass
