@@ -164,16 +164,15 @@ def export_batches(task: FileTask, stops: list | None = None) -> Iterator:
 #    consume-queue units per queue and the index keys (hash, phy, store time) in order.
 # 2. The driver keeps the files the broker would dispatch (up to a gap or the first stop
 #    inside the recovery region) and reduces per-file summaries (``FileSummary``).
-# 3. Consume queues: one task per queue replays its units, file by file, through the
-#    engine's ``ConsumeQueueWriter`` (same dedupe and pre-blank rules; CQ files are per queue).
+# 3. Consume queues: each queue must end up as the engine's ``ConsumeQueueWriter`` writes
+#    its units, file by file (same dedupe and pre-blank rules; CQ files are per queue).
 # 4. Index: ``IndexService#buildIndex`` skips a key whose offset is below the last file's
 #    endPhyOffset, i.e. below the largest offset of any earlier key; each file's count of
 #    keys put follows from the largest key offset of the files before it (``KeyCount``).
 #    Prefix sums of those counts say which index file (``maxIndexNum - 1`` entries each;
-#    entry 0 is never used) and entry number each key gets; one task per index file creates
-#    it from the previous file's last key (a rolled file's header starts from the previous
-#    file's end values) and puts its keys with the engine's ``put_block``. Names (the first
-#    entry's store time, each after the previous) are given on the driver.
+#    entry 0 is never used) and entry number each key gets. Names (the first entry's store
+#    time, each after the previous) are given on the driver.
+# How the files are written from there: "rebuild-index without shuffles" below.
 
 @dataclass
 class FileSummary:
@@ -390,57 +389,6 @@ def kept_keys(fd: FileDispatch, floor: int) -> tuple:
     return tuple(k[m] for k in fd.keys)
 
 
-def index_chunks(fd: FileDispatch, floor: int, start: int, per_file: int) -> list[tuple[int, tuple]]:
-    """This file's kept keys cut by index file: [(index file number, (first global key
-    number, hash, phy, ts))]; the last key of an index file is also sent to the next one
-    (a rolled file's header starts from it)."""
-    h, phy, ts = kept_keys(fd, floor)
-    out = []
-    n = len(h)
-    i = 0
-    while i < n:
-        g = start + i
-        k = g // per_file
-        j = min(n, (k + 1) * per_file - start)
-        out.append((k, (g, h[i:j], phy[i:j], ts[i:j])))
-        if (start + j) % per_file == 0:  # the file's last key: the next file starts from it
-            out.append((k + 1, (g + j - i - 1, h[j - 1:j], phy[j - 1:j], ts[j - 1:j])))
-        i = j
-    return out
-
-
-def build_index_file(index_dir: str, k: int, chunks: list, slot_num: int, index_num: int) -> dict:
-    """Create index file ``k`` (temporary name ``<k>.part``) from its chunks, with the
-    engine's IndexFile create and ``put_block``. Returns its header values and first key's time."""
-    import numpy as np
-
-    from rmqstore_cli.store.fastdispatch import put_block
-    from rmqstore_cli.store.index import IndexFile
-
-    per_file = index_num - 1
-    first_g = k * per_file
-    chunks = sorted(chunks, key=lambda c: c[0])
-    prev_phy = prev_ts = 0
-    parts = []
-    for g, h, phy, ts in chunks:
-        if g < first_g:  # the previous file's last key
-            prev_phy, prev_ts = int(phy[-1]), int(ts[-1])
-        else:
-            parts.append((h, phy, ts))
-    h, phy, ts = (np.concatenate([p[i] for p in parts]) for i in range(3))
-    path = Path(index_dir) / f"{k:010d}.part"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    f = IndexFile.create(path, slot_num, index_num, prev_phy, prev_ts)
-    try:
-        put_block(f, h, phy, ts)
-        hdr = f.header
-        out = {"k": k, "first_ts": int(ts[0]), "keys": len(h), "full": f.is_write_full(),
-               "end_ts": hdr.end_timestamp}
-    finally:
-        f.close()
-    return out
-
-
 def name_index_files(index_dir: Path, built: list[dict], tz) -> list[str]:
     """Rename ``<k>.part`` files in order, as ``IndexService`` names them: the first entry's
     store time in ``tz``, each strictly after the previous."""
@@ -468,10 +416,6 @@ def build_queue(cq_root: str, key: tuple[str, int], parts: list, cq_file_size: i
         put_units(w, phy, size, tags, qoff)
     w.flush()
     return len(w.files_created)
-
-
-def queue_chunks(fd: FileDispatch) -> list[tuple[tuple[str, int], tuple[int, tuple]]]:
-    return [(key, (fd.summary.position, arrays)) for key, arrays in fd.units.items()]
 
 
 def plan_keys(included: list[int], summaries: dict, exact_counts=None) -> tuple[dict, dict, dict, int]:
