@@ -216,6 +216,7 @@ def test_tasks_of_large_files_check_with_the_compiled_loops_from_the_first_recor
     records would leave every task of a 1 GiB file on the interpreted loops: a task over a
     file of COMPILE_FOR_BYTES or more turns them on at once. Same findings either way."""
     from rmqstore_cli.pipeline import verify_tasks as VT
+    from rmqstore_cli.store import batch
 
     store = tmp_path / "s"
     shutil.copytree(master, store)
@@ -223,12 +224,12 @@ def test_tasks_of_large_files_check_with_the_compiled_loops_from_the_first_recor
     used = []
     kernel = VT._FileScan._kernel
     monkeypatch.setattr(VT._FileScan, "_kernel", lambda self: used.append(kernel(self)) or used[-1])
-    monkeypatch.setattr(VT, "COMPILE_FOR_BYTES", 1)
+    monkeypatch.setattr(batch, "COMPILE_FOR_BYTES", 1)
     want = _check([store], caps=(None,))
     assert used and all(k is not None for k in used)
     assert "commitlog.body-crc" in {f["check"] for f in want[0]["findings"]}
     used.clear()
-    monkeypatch.setattr(VT, "COMPILE_FOR_BYTES", 1 << 40)
+    monkeypatch.setattr(batch, "COMPILE_FOR_BYTES", 1 << 40)
     _check([store], caps=(None,))
     assert used and all(k is None for k in used)  # small stores never load numba
 

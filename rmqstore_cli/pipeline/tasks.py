@@ -116,7 +116,7 @@ def export_batches(task: FileTask, stops: list | None = None) -> Iterator:
 
     from rmqstore_cli.pipeline.arrow_block import block_batch
     from rmqstore_cli.pipeline.schema import COLUMN_NAMES, arrow_schema
-    from rmqstore_cli.store.batch import COMPILE_FOR_BYTES, compile_walk
+    from rmqstore_cli.store.batch import compile_for
     from rmqstore_cli.store.columns import MessageBlock
 
     schema = arrow_schema()
@@ -127,8 +127,7 @@ def export_batches(task: FileTask, stops: list | None = None) -> Iterator:
         cols[props_at] = [list(d.items()) for d in cols[props_at]]  # arrow builds maps from pairs
         return pa.RecordBatch.from_arrays([pa.array(c, type=f.type) for c, f in zip(cols, schema)], schema=schema)
 
-    if task.file_size >= COMPILE_FOR_BYTES:
-        compile_walk()
+    compile_for(task.file_size)
     ms = task.store.open()
     cl = ms.commitlog
     rows: list[tuple] = []
@@ -240,15 +239,14 @@ def dispatch_file(config, position: int, recovering: bool, build_cq: bool, build
     """Dispatch commit-log file number ``position`` as ``rebuild.dispatch_log`` does for it."""
     import numpy as np
 
-    from rmqstore_cli.store.batch import COMPILE_FOR_BYTES, compile_walk
+    from rmqstore_cli.store.batch import compile_for
     from rmqstore_cli.store.commitlog import CommitLog
     from rmqstore_cli.store.dispatch import Dispatcher
     from rmqstore_cli.store.rebuild import classify_stop, dispatch_file_records
 
     cl = CommitLog(config)
     f = cl.files[position]
-    if f.file_size >= COMPILE_FOR_BYTES:
-        compile_walk()
+    compile_for(f.file_size)
     d = Dispatcher(config, Path("/nonexistent-rmqstore-capture"), Path("/nonexistent-rmqstore-capture"),
                    build_cq=build_cq, build_index=build_index, topics=topics)
     fd = _capture_dispatcher_class()(d)

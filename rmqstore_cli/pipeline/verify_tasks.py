@@ -33,7 +33,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from rmqstore_cli.store.batch import COMPILE_FOR_BYTES
+from rmqstore_cli.store.batch import compile_for
 from rmqstore_cli.store.verify import INDEX_CHUNK, ERROR, INFO, WARNING, Verifier, VerifyOptions, _IndexFile, _Queue
 
 _TQ_CHECKS = frozenset({"commitlog.queue-offset", "commitlog.queue-offset-reset", "cq.unit-mismatch",
@@ -385,7 +385,7 @@ def scan_task(plan: StorePlan, store: int, i: int) -> FileScan:
     length = max((os.path.getsize(d / plan.files[i]) for d in cfg.commitlog_dirs if (d / plan.files[i]).is_file()),
                  default=0)
     hi = None if lo is None else lo + max(cfg.mapped_file_size_commit_log, length)  # records lie below
-    v.big_job = length >= COMPILE_FOR_BYTES
+    v.big_job = compile_for(length)
     v.index_files = []
     ks = []
     for info in plan.index_info:  # only index files with entries inside this file

@@ -40,7 +40,7 @@ from rmqstore_cli.formats.properties import parse_properties
 from rmqstore_cli.store.crc import crc32
 from rmqstore_cli.store.mapped_files import release_pages
 
-__all__ = ["gather", "byte_rows", "distinct_rows", "stable_argsort", "RecordBatch", "walk_records", "compile_walk", "Walk", "stop_kind", "TopicIds", "body_crcs", "pow31", "pow31_tables", "RangeHashes", "java_hashes", "concat_hashes", "java_int",
+__all__ = ["gather", "byte_rows", "distinct_rows", "stable_argsort", "RecordBatch", "walk_records", "compile_walk", "compile_for", "Walk", "stop_kind", "TopicIds", "body_crcs", "pow31", "pow31_tables", "RangeHashes", "java_hashes", "concat_hashes", "java_int",
            "index_hash", "index_hashes", "release_pages", "pick_property", "props_well_formed", "Properties",
            "IndexKeys", "CRC_MARK"]
 
@@ -258,6 +258,12 @@ def compile_walk() -> bool:
             walk = False
         _WALK["loop"] = walk
     return bool(_WALK["loop"])
+
+
+def compile_for(nbytes: int) -> bool:
+    """A task about to read ``nbytes`` of commit log: the compiled loops from now on when
+    that is :data:`COMPILE_FOR_BYTES` or more (True then, unless numba is missing)."""
+    return nbytes >= COMPILE_FOR_BYTES and compile_walk()
 
 
 def walk_records(buf, pos: int, limit: int, max_n: int, min_total: int = HEAD_SIZE,
