@@ -34,7 +34,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from rmqstore_cli.store.batch import compile_for
-from rmqstore_cli.store.verify import INDEX_CHUNK, ERROR, INFO, WARNING, Verifier, VerifyOptions, _IndexFile, _Queue
+from rmqstore_cli.store.verify import ERROR, INFO, WARNING, Verifier, VerifyOptions, _IndexFile, _Queue
 
 _TQ_CHECKS = frozenset({"commitlog.queue-offset", "commitlog.queue-offset-reset", "cq.unit-mismatch",
                         "cq.superseded"})  # ordered by queue within a batch
@@ -211,12 +211,7 @@ class _IndexWindow(_IndexFile):
         return a
 
     def load(self) -> None:
-        a, b = self.window
-        self.phy = np.empty(self.entry_count, np.int64)
-        self.hash = np.empty(self.entry_count, np.int32)
-        for s in range(a, b, INDEX_CHUNK):
-            e = min(b, s + INDEX_CHUNK)
-            self.phy[s:e], self.hash[s:e] = self.columns(s, e, "phy_offset", "key_hash")
+        self.read_entries(*self.window)
         self.order = None
         self.sorted_phy = self.phy
 

@@ -438,16 +438,21 @@ class _IndexFile:
         """The entries' offsets and hashes as arrays (again, after :meth:`unload`), read in
         chunks: the mapped pages are released, the arrays (12 bytes an entry) stay."""
         E = self.entry_count
-        self.phy = np.empty(E, np.int64)
-        self.hash = np.empty(E, np.int32)
-        for a in range(0, E, INDEX_CHUNK):
-            b = min(E, a + INDEX_CHUNK)
-            self.phy[a:b], self.hash[a:b] = self.columns(a, b, "phy_offset", "key_hash")
+        self.read_entries(0, E)
         self.order = None if self.phy.size < 2 or bool(np.all(self.phy[1:] >= self.phy[:-1])) \
             else np.argsort(self.phy, kind="stable")
         self.sorted_phy = self.phy if self.order is None else self.phy[self.order]
         if self._phy_range is None:
             self._phy_range = (int(self.sorted_phy[0]), int(self.sorted_phy[-1])) if E else (-1, -1)
+
+    def read_entries(self, a: int, b: int) -> None:
+        """Offsets and hashes of entries a..b-1 into arrays sized for the whole file (the
+        rest allocated, not read), in chunks, the mapped pages released."""
+        self.phy = np.empty(self.entry_count, np.int64)
+        self.hash = np.empty(self.entry_count, np.int32)
+        for s in range(a, b, INDEX_CHUNK):
+            e = min(b, s + INDEX_CHUNK)
+            self.phy[s:e], self.hash[s:e] = self.columns(s, e, "phy_offset", "key_hash")
 
     def unload(self) -> None:
         """Drop the arrays and the mapped pages until the scan reaches this file's entries
