@@ -102,11 +102,13 @@ def _archive_path() -> Path | None:
 def _key() -> str | None:
     """The JVM build and Spark's jars: an archive is only valid for both."""
     home = os.environ.get("JAVA_HOME")
-    java = Path(home, "bin", "java") if home else (shutil.which("java") and Path(shutil.which("java")))
+    found = str(Path(home, "bin", "java")) if home else shutil.which("java")
+    if not found:
+        return None
     try:
         import pyspark
 
-        java = java.resolve()
+        java = Path(found).resolve()
         libjvm = next(java.parent.parent.glob("lib/server/libjvm.so"), java)
         jars = Path(pyspark.__file__).parent / "jars"
         parts = [str(java), str(libjvm.stat().st_mtime_ns), str(libjvm.stat().st_size),
