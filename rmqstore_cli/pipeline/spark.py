@@ -181,7 +181,7 @@ def _export_pyarrow(spark, tasks: list[FileTask], output: Path) -> dict:
         stops: list = []
         return write_parquet(tasks[i], target, i, stops), stops
 
-    done = spark.sparkContext.parallelize(range(len(tasks)), max(1, len(tasks))).map(run).collect() if tasks else []
+    done = _run_map(spark.sparkContext, run, range(len(tasks)))
     stops = [s for _, st in done for s in st]
     return {"rows": sum(n for n, _ in done), "unreadable": stops[:MAX_FINDINGS]}
 
@@ -234,6 +234,12 @@ def run_job(job, master: str | None, conf: list[str] | None, verbose: bool, *arg
         stop(s)
 
 
+def _run_map(sc, fn, items) -> list:
+    """``fn`` over ``items`` as one Spark job, one task per item, results in item order."""
+    items = list(items)
+    return sc.parallelize(items, len(items)).map(fn).collect() if items else []
+
+
 def _first_line(e: BaseException) -> str:
     text = str(e).strip()
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
@@ -255,11 +261,7 @@ def rebuild_build(spark, config, dest: Path, opts, progress=None):
     from rmqstore_cli.pipeline import tasks as T
 
     sc = spark.sparkContext
-
-    def run_map(fn, items):
-        return sc.parallelize(items, max(1, len(items))).map(fn).collect() if items else []
-
-    return T.rebuild_staged(config, dest, opts, run_map, time.perf_counter())
+    return T.rebuild_staged(config, dest, opts, lambda fn, items: _run_map(sc, fn, items), time.perf_counter())
 
 
 def verify(spark, stores: list, crc: bool, deep: bool, max_findings: int | None) -> list[dict]:
@@ -281,9 +283,7 @@ class _VerifyOnSpark:
         self.whole = None  # the scans, when every one came back whole (results)
 
     def map(self, fn, items):
-        if not items:
-            return []
-        return self.sc.parallelize(items, len(items)).map(lambda x: fn(*x)).collect()
+        return _run_map(self.sc, lambda x: fn(*x), items)
 
     def scan(self, fn, items, side_fn, side_items):
         """One job: the side tasks (index files' structure checks) first, so that they run
