@@ -577,7 +577,7 @@ def test_open_read_only_falls_back_without_noatime_permission(small_store, monke
     CAP_FOWNER: the file is then opened plainly and read commands work as before."""
     import errno
 
-    from rmqstore_cli.store import mapped_files
+    from rmqstore_cli.store import safefs
 
     if not getattr(os, "O_NOATIME", 0):
         pytest.skip("no O_NOATIME on this platform")
@@ -592,7 +592,7 @@ def test_open_read_only_falls_back_without_noatime_permission(small_store, monke
 
     monkeypatch.setattr(os, "open", no_noatime)
     cl = sorted((small_store / "commitlog").iterdir())[0]
-    fd = mapped_files.open_read_only(cl)
+    fd = safefs.open_read_only(cl)
     try:
         assert os.pread(fd, 8, 0) == cl.read_bytes()[:8]
     finally:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from rmqstore_cli.errors import StoreError
 from rmqstore_cli.formats.checkpoint import CHECKPOINT_FILE_SIZE, CHECKPOINT_V5_FORMAT
-from rmqstore_cli.store.mapped_files import open_read_only
+from rmqstore_cli.store.safefs import open_read_only
 
 _CP = struct.Struct(CHECKPOINT_V5_FORMAT)
 

@@ -22,7 +22,7 @@ from rmqstore_cli.formats.index import (
     INDEX_HEADER_SIZE,
     SLOT_FORMAT,
 )
-from rmqstore_cli.store.mapped_files import open_read_only
+from rmqstore_cli.store.safefs import open_read_only
 from rmqstore_cli.store.message import index_key_hash
 
 _HEADER = struct.Struct(HEADER_FORMAT)

@@ -14,21 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rmqstore_cli.errors import FileSizeError, StoreError
-
-
-_O_NOATIME = getattr(os, "O_NOATIME", 0)
-
-
-def open_read_only(path, flags: int = 0) -> int:
-    """``os.open`` read-only, with ``O_NOATIME`` where the OS allows it (Linux, for the file's
-    owner or a process with CAP_FOWNER), so reading a store does not even change the files'
-    access times; anywhere else (EPERM) the file is opened plainly."""
-    if _O_NOATIME:
-        try:
-            return os.open(path, os.O_RDONLY | _O_NOATIME | flags)
-        except PermissionError:
-            pass
-    return os.open(path, os.O_RDONLY | flags)
+from rmqstore_cli.store.safefs import open_read_only
 
 
 def offset2file_name(offset: int) -> str:

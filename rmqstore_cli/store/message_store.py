@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as _dt
-import json
 import os
 from functools import cached_property
 
@@ -12,7 +11,8 @@ from rmqstore_cli.store.checkpoint import StoreCheckpoint
 from rmqstore_cli.store.commitlog import CommitLog
 from rmqstore_cli.store.config import StoreConfig
 from rmqstore_cli.store.index import IndexService
-from rmqstore_cli.store.mapped_files import open_read_only, queue_dirs
+from rmqstore_cli.store.mapped_files import queue_dirs
+from rmqstore_cli.store import safefs
 
 _STORE_MARKERS = ("commitlog", "consumequeue", "index", "checkpoint")
 
@@ -71,12 +71,13 @@ class MessageStore:
         """Topics the store knows: ``config/topics.json`` and ``consumequeue/`` directories."""
         found = {t for t, _, _ in queue_dirs(self.config.consumequeue_dir)}
         p = self.config.root / "config" / "topics.json"
-        try:
-            with os.fdopen(open_read_only(p), "rb") as fh:
-                data = json.loads(fh.read().decode("utf-8"))
-            found.update(data.get("topicConfigTable", {}).keys())
-        except (OSError, ValueError, AttributeError):
-            pass
+        if os.path.lexists(p):
+            try:
+                table = safefs.load_json(p, what="topics.json").get("topicConfigTable")
+            except (StoreError, AttributeError):  # optional: unreadable or not the broker's, the queues still count
+                table = None
+            if isinstance(table, dict):
+                found.update(k for k in table if isinstance(k, str))
         return sorted(found)
 
     def close(self) -> None:

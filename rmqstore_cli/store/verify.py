@@ -83,7 +83,8 @@ from rmqstore_cli.store.consume_queue import UNIT_DTYPE
 from rmqstore_cli.store.crc import crc32
 from rmqstore_cli.store.dispatch import InvalidForDispatch, compute_tags_code
 from rmqstore_cli.store.lock import abort_exists, lock_holder
-from rmqstore_cli.store.mapped_files import MappedFileQueue, open_read_only, release_pages
+from rmqstore_cli.store.mapped_files import MappedFileQueue, release_pages
+from rmqstore_cli.store.safefs import open_read_only
 from rmqstore_cli.store.message import SCHEDULE_TOPIC, java_hash
 
 ERROR, WARNING, INFO = "error", "warning", "info"

@@ -1,0 +1,298 @@
+"""Every open, write and delete of a store file goes through here (README, Safety).
+
+A store handed to rmqstore may be hostile: a symlink planted where a temp file will be
+written, a FIFO where a checkpoint should be, ``/dev/zero`` as ``topics.json``, a data
+directory that is a link to somewhere else, a full or read-only disk. The rules:
+
+- **Reads** follow links (a snapshot may be assembled from links; reading changes nothing)
+  but open only *regular files*: non-blocking, so a FIFO cannot hang the open, then
+  ``fstat`` — a FIFO, device, socket or directory is a one-line error naming it. Small
+  files (JSON, journal, checkpoint) are read under a size cap.
+- **Writes** never follow a link: files are opened ``O_NOFOLLOW``, temp files are created
+  ``O_EXCL`` under a fresh name, and every target's real directory must lie inside one of
+  the *roots* (the real store root, and a commit-log directory the broker's configuration
+  names explicitly). Replacing a file is write-beside, fsync, rename.
+- **Deletes** remove only regular files (``lstat``: never a link) whose real directory lies
+  inside a root.
+- **Space**: :func:`reserve` allocates a range before a writer maps it, so a full disk is
+  an ``ENOSPC`` error here and never a ``SIGBUS`` inside a mapping.
+
+Every failure is a :class:`~rmqstore_cli.errors.StoreError` (exit 3) or, for a path that
+leaves the store, a :class:`~rmqstore_cli.errors.RefusedError` (exit 4), naming the file.
+"""
+from __future__ import annotations
+
+import errno
+import os
+import secrets
+import stat
+from collections.abc import Iterable
+from pathlib import Path
+
+from rmqstore_cli.errors import RefusedError, StoreError
+
+O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+O_NOATIME = getattr(os, "O_NOATIME", 0)
+O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+
+#: Caps for the small files a store holds. The broker's own are far smaller (a topics.json
+#: of 100 000 topics is ~25 MB); anything larger is hostile or not the broker's.
+JSON_LIMIT = 256 << 20
+JOURNAL_LIMIT = 64 << 20
+
+_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+          (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory"), (stat.S_ISLNK, "a symbolic link"))
+
+_ERRNO_TEXT = {
+    errno.ENOSPC: "no space left on device",
+    errno.EDQUOT: "disk quota exceeded",
+    errno.EROFS: "read-only file system",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "operation not permitted",
+    errno.ELOOP: "is a symbolic link, which rmqstore does not write or delete through",
+    errno.ENAMETOOLONG: "file name too long",
+    errno.ENOTDIR: "a path component is not a directory",
+    errno.EISDIR: "is a directory",
+    errno.EEXIST: "already exists",
+    errno.ENOENT: "no such file or directory",
+}
+
+
+def kind_of(mode: int) -> str:
+    """What a non-regular file is, for an error line ("a FIFO", "a directory", …)."""
+    for test, name in _KINDS:
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def os_error(e: OSError, path: os.PathLike | str, doing: str) -> StoreError:
+    """One error line for an ``OSError`` while ``doing`` something to ``path``."""
+    text = _ERRNO_TEXT.get(e.errno, e.strerror or str(e))
+    return StoreError(f"cannot {doing}: {text}", path=path)
+
+
+def _check_regular(fd: int, path) -> os.stat_result:
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise StoreError(f"{kind_of(st.st_mode)} where a store file belongs; only regular files are read",
+                         path=path)
+    return st
+
+
+def open_read_only(path, flags: int = 0) -> int:
+    """A read-only descriptor of a regular file (links followed).
+
+    ``O_NONBLOCK`` keeps a FIFO from hanging the open; the file is then refused unless it
+    is a regular file. ``O_NOATIME`` (Linux, the files' owner) keeps even access times
+    unchanged; where it is not allowed (EPERM) the file is opened plainly."""
+    base = os.O_RDONLY | O_NONBLOCK | O_CLOEXEC | flags
+    try:
+        if O_NOATIME:
+            try:
+                fd = os.open(path, base | O_NOATIME)
+            except PermissionError:
+                fd = os.open(path, base)
+        else:
+            fd = os.open(path, base)
+    except OSError as e:
+        raise os_error(e, path, "open for reading") from None
+    _check_regular(fd, path)
+    return fd
+
+
+def read_bounded(path, limit: int, what: str = "file") -> bytes:
+    """All bytes of a small regular file, refusing one over ``limit`` bytes (checked on the
+    size and again while reading, so a file that grows meanwhile is still bounded)."""
+    fd = open_read_only(path)
+    try:
+        size = os.fstat(fd).st_size
+        if size > limit:
+            raise StoreError(f"{what} is {size} bytes, more than the {limit} rmqstore reads", path=path)
+        chunks, total = [], 0
+        while True:
+            try:
+                b = os.read(fd, min(1 << 20, limit + 1 - total))
+            except OSError as e:
+                raise os_error(e, path, "read") from None
+            if not b:
+                break
+            chunks.append(b)
+            total += len(b)
+            if total > limit:
+                raise StoreError(f"{what} grew past the {limit} bytes rmqstore reads", path=path)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def load_json(path, limit: int = JSON_LIMIT, what: str = "JSON file"):
+    """A JSON file parsed under a size cap and orjson's nesting limit (1024 levels: deeper
+    input is an error, never a ``RecursionError``). Not UTF-8 or not JSON: StoreError."""
+    import orjson
+
+    data = read_bounded(path, limit, what)
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError as e:
+        raise StoreError(f"{what} is not valid JSON: {e.msg}", path=path, offset=e.pos) from None
+
+
+# ------------------------------------------------------------------------------ containment
+def real(path) -> str:
+    return os.path.realpath(path)
+
+
+def is_inside(path, roots: Iterable) -> bool:
+    """Whether ``path``'s real path is one of ``roots``' real paths or lies below one."""
+    rp = real(path)
+    for r in roots:
+        rr = real(r)
+        if rp == rr or rp.startswith(rr.rstrip(os.sep) + os.sep):
+            return True
+    return False
+
+
+def check_inside(path, roots: Iterable, doing: str) -> None:
+    """Refuse (exit 4) to ``doing`` at ``path`` when its real path leaves every root."""
+    roots = list(roots)
+    if not is_inside(path, roots):
+        raise RefusedError(f"will not {doing}: the path resolves to {real(path)}, outside the store "
+                           f"({', '.join(real(r) for r in roots)})", path=path,
+                           hint="a symbolic link leads out of the store; remove it or work on a copy")
+
+
+# ------------------------------------------------------------------------------ writing
+def open_for_write(path, roots: Iterable, create: bool = False, exclusive: bool = False) -> int:
+    """A read-write descriptor of a regular file inside ``roots``, never through a link.
+
+    ``create``: made if missing (``exclusive``: must not exist). The directory's real path
+    is checked against ``roots``; the last component is opened ``O_NOFOLLOW``."""
+    path = Path(path)
+    check_inside(path.parent, roots, f"write {path.name}")
+    flags = os.O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC
+    if create:
+        flags |= os.O_CREAT | (os.O_EXCL if exclusive else 0)
+    try:
+        fd = os.open(path, flags, 0o644)
+    except OSError as e:
+        raise os_error(e, path, "open for writing") from None
+    _check_regular(fd, path)
+    return fd
+
+
+def temp_beside(path) -> Path:
+    """A fresh name beside ``path`` for write-beside-and-rename (never a guessable name a
+    planted link could wait at; created with ``O_EXCL`` anyway)."""
+    path = Path(path)
+    return path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+
+
+def replace_file(path, data: bytes, roots: Iterable) -> None:
+    """Write ``data`` as ``path``: a new file beside it (``O_EXCL``), fsync, rename over.
+
+    A link at ``path`` is replaced, not followed. On any failure the temp file is removed
+    and one StoreError names the file and the reason (full disk, read-only file system…)."""
+    path = Path(path)
+    tmp = temp_beside(path)
+    fd = open_for_write(tmp, roots, create=True, exclusive=True)
+    try:
+        try:
+            view = memoryview(data)
+            while view:
+                n = os.write(fd, view)
+                view = view[n:]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except OSError as e:
+        _unlink_quietly(tmp)
+        raise os_error(e, path, "write") from None
+    except BaseException:
+        _unlink_quietly(tmp)
+        raise
+
+
+def make_dirs(path, roots: Iterable) -> None:
+    """``mkdir -p`` inside ``roots``: every existing component's real path must stay inside,
+    so a planted link to a directory elsewhere is refused, not written through."""
+    path = Path(path)
+    check_inside(_existing_ancestor(path), roots, f"create {path}")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise StoreError("a file is where a directory belongs", path=path) from None
+    except OSError as e:
+        raise os_error(e, path, "create directory") from None
+    check_inside(path, roots, f"write into {path}")
+
+
+def _existing_ancestor(path: Path) -> Path:
+    p = path
+    while not os.path.lexists(p) and p.parent != p:
+        p = p.parent
+    return p
+
+
+def reserve(fd: int, offset: int, length: int, path) -> None:
+    """Allocate ``[offset, offset + length)`` of a file before it is written through a
+    mapping: on a full disk a write to a sparse page of a mapping raises SIGBUS, which
+    nothing can turn into an error line; ``posix_fallocate`` says ENOSPC instead. File
+    systems that cannot allocate (EOPNOTSUPP, EINVAL) are left as they are."""
+    if length <= 0:
+        return
+    try:
+        os.posix_fallocate(fd, offset, length)
+    except OSError as e:
+        if e.errno in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
+            return
+        raise os_error(e, path, f"reserve {length} bytes") from None
+
+
+# ------------------------------------------------------------------------------ deleting
+def unlink_inside(path, roots: Iterable) -> None:
+    """Delete one regular file (``lstat``: a link is never followed or removed) whose real
+    directory lies inside ``roots``."""
+    path = Path(path)
+    check_inside(path.parent, roots, f"delete {path.name}")
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISREG(st.st_mode):
+        raise StoreError(f"{kind_of(st.st_mode)} where a store file belongs; not deleted", path=path)
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+    except OSError as e:
+        raise os_error(e, path, "delete") from None
+
+
+def rmtree_inside(path, roots: Iterable) -> None:
+    """Remove a directory tree that lies inside ``roots``; links in it are unlinked, never
+    followed (``shutil.rmtree`` does the same for links below the top, and the top must not
+    be a link at all)."""
+    import shutil
+
+    path = Path(path)
+    if os.path.islink(path):
+        raise RefusedError("will not remove a directory through a symbolic link", path=path,
+                           hint="remove the link by hand if it is yours")
+    check_inside(path, roots, f"remove {path}")
+    try:
+        shutil.rmtree(path)
+    except FileNotFoundError:
+        pass
+    except OSError as e:
+        raise os_error(e, path, "remove") from None
+
+
+def _unlink_quietly(path) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
