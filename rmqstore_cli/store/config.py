@@ -65,6 +65,17 @@ class StoreConfig:
         return [self.root / "commitlog"]
 
     @property
+    def write_roots(self) -> list[Path]:
+        """Where mutating commands may write and delete (README, Safety): the store root and,
+        when ``storePathCommitLog`` is set (the broker's layout for a commit log on another
+        disk), those directories. Each is resolved by ``safefs`` to its real path; a data
+        directory that is a symbolic link out of these roots is followed for reading only."""
+        roots = [self.root]
+        if self.store_path_commit_log:
+            roots += self.commitlog_dirs
+        return roots
+
+    @property
     def consumequeue_dir(self) -> Path:
         return self.root / "consumequeue"
 
