@@ -21,3 +21,102 @@ def test_pytest_says_why_tests_were_skipped(tmp_path):
                        capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "SKIPPED" in r.stdout and "real-broker fixture is absent" in r.stdout, r.stdout
+
+
+# ---------------------------------------------------------------- verify: what is missing, and its repair
+
+def _verify(store, *extra):
+    import json
+
+    from conftest import SMALL, cli
+
+    r = cli("verify", "--store", store, *SMALL, "--format", "jsonl", "--max-findings", "1000", *extra)
+    lines = [json.loads(x) for x in r.stdout.splitlines() if x.strip()]
+    assert lines and "summary" in lines[-1], r.stdout + r.stderr
+    return r, lines[:-1], lines[-1]["summary"]
+
+
+def _walk_end(store: Path) -> int:
+    """The end of the last whole record, by the plain struct walk of STORE-FORMAT §7.1."""
+    import struct
+
+    end = 0
+    for p in sorted((store / "commitlog").iterdir()):
+        data = p.read_bytes()
+        pos = 0
+        while pos + 8 <= len(data):
+            total, magic = struct.unpack_from(">iI", data, pos)
+            if magic not in (0xDAA320A7, 0xDAA320AB) or pos + total > len(data):
+                break
+            pos += total
+            end = int(p.name) + pos
+    return end
+
+
+def test_verify_index_gone_is_an_error_with_its_repair(small_store):
+    """messageIndexEnable=true (the default), index/ gone: not "consistent" but index.missing,
+    whose detail ends with the command that rebuilds it."""
+    import shutil
+
+    from conftest import SMALL, cli
+
+    shutil.rmtree(small_store / "index")
+    r, findings, summary = _verify(small_store)
+    assert r.exit_code == 1
+    miss = [f for f in findings if f["check"] == "index.missing"]
+    assert len(miss) == 1 and miss[0]["severity"] == "error" and miss[0]["file"] == "index"
+    assert miss[0]["detail"].endswith(f"rebuild-index --store {small_store} --in-place --only index")
+    assert summary["findings"] == {"index.missing": 1}
+    t = cli("verify", "--store", small_store, *SMALL)
+    assert t.exit_code == 1 and "consistent" not in t.stdout and "index.missing" in t.stdout
+
+
+def test_verify_index_without_entries_is_an_error(small_store):
+    """index/ still there but emptied (its files deleted): the same finding."""
+    for p in (small_store / "index").iterdir():
+        p.unlink()
+    r, findings, _ = _verify(small_store)
+    assert r.exit_code == 1 and [f["check"] for f in findings] == ["index.missing"]
+    assert "index/ holds no index file" in findings[0]["detail"]
+
+
+def test_verify_no_index_is_fine_when_the_broker_builds_none(small_store, tmp_path):
+    """messageIndexEnable=false: the broker never writes index/, so its absence is no finding."""
+    import shutil
+
+    shutil.rmtree(small_store / "index")
+    conf = tmp_path / "broker.conf"
+    conf.write_text("messageIndexEnable=false\n", encoding="utf-8")
+    r, findings, _ = _verify(small_store, "--broker-conf", conf)
+    assert r.exit_code == 0 and findings == []
+
+
+def test_cq_missing_unit_ends_with_its_repair(small_store):
+    import shutil
+
+    topic = sorted(p.name for p in (small_store / "consumequeue").iterdir())[0]
+    shutil.rmtree(small_store / "consumequeue" / topic / "0")
+    r, findings, _ = _verify(small_store)
+    miss = [f for f in findings if f["check"] == "cq.missing-unit"]
+    assert r.exit_code == 1 and miss
+    for f in miss:
+        assert f["detail"].endswith(f"repair: rmqstore rebuild-index --store {small_store} --in-place "
+                                    f"--only cq --topic {f['topic']}")
+
+
+def test_verify_torn_last_file_ends_at_its_last_valid_record(small_store):
+    """A last commit-log file cut inside a record: commitlog_end_offset is the end of the last
+    whole record (CommitLog#recoverNormally's processOffset), not 0; units beyond it say so."""
+    import os
+
+    last = sorted((small_store / "commitlog").iterdir())[-1]
+    cut = _walk_end(small_store) - int(last.name) - 20  # inside the last record
+    os.truncate(last, cut)
+    end = _walk_end(small_store)
+    assert int(last.name) < end < int(last.name) + cut
+    r, findings, summary = _verify(small_store)
+    assert summary["commitlog_end_offset"] == end
+    assert summary["messages"] > 0
+    assert any(f["check"] == "commitlog.truncated" for f in findings)
+    targets = [f for f in findings if f["check"] == "cq.unit-target"]
+    assert targets and all(f"beyond the end of the commit log's data ({end})" in f["detail"] for f in targets)

@@ -68,6 +68,9 @@ def _damage(store: Path, kind: str) -> None:
         _patch(idx, base + 20 * 5, struct.pack(">i", 12345))
         _patch(idx, 40 + 4 * 3, struct.pack(">i", 100000))
         (store / "abort").write_bytes(b"")
+    elif kind == "noindex":  # index/ lost: index.missing, and the last file torn (its data's end)
+        shutil.rmtree(store / "index")
+        os.truncate(files[-1], _first_record_after(files[-1], 20000) + 50)
     else:
         raise AssertionError(kind)
 
@@ -122,7 +125,7 @@ def _check(stores, caps=(None, 2)):
     return want
 
 
-@pytest.mark.parametrize("kind", ["body", "truncated", "removed", "smashed", "cq", "index"])
+@pytest.mark.parametrize("kind", ["body", "truncated", "removed", "smashed", "cq", "index", "noindex"])
 def test_decomposed_verify_finds_what_the_verifier_finds(master, tmp_path, kind):
     store = tmp_path / kind
     shutil.copytree(master, store)
@@ -130,7 +133,8 @@ def test_decomposed_verify_finds_what_the_verifier_finds(master, tmp_path, kind)
     want = _check([store])
     checks = {f["check"] for f in want[0]["findings"]}
     expected = {"body": "commitlog.body-crc", "truncated": "commitlog.truncated", "removed": "commitlog.gap",
-                "smashed": "commitlog.magic", "cq": "cq.missing-unit", "index": "index.entry-hash"}[kind]
+                "smashed": "commitlog.magic", "cq": "cq.missing-unit", "index": "index.entry-hash",
+                "noindex": "index.missing"}[kind]
     assert expected in checks and not want[0]["ok"]
 
 

@@ -266,6 +266,7 @@ class _FileScan(_Recorder):
         if i != self.only:
             return
         self.want_keys = self.plan.want_keys
+        self.index_empty = self.config.message_index_enable and not any(x.entries for x in self.plan.index_info)
         self.active = True
         super().scan_file_at(i)
         self.active = False
@@ -353,6 +354,7 @@ class FileScan:
     tq_head: dict
     tq_tail: dict
     tq_reset: dict
+    first_indexable: int | None = None  # the file's first message with an index key (index.missing)
     # shuffled to the queue and index tasks, never collected
     missing: dict = None  # tq -> (L, off, ts)
     matched: dict = None  # queue -> runs
@@ -407,7 +409,7 @@ def scan_task(plan: StorePlan, store: int, i: int) -> FileScan:
             v.cl_end if i == len(plan.files) - 1 else None, dict(v.first_records), list(v.stops),
             v.topic_first, v.tq_first_batch, v.tq_head,
             {v._key(t): e for t, e in enumerate(v.tq_last) if e is not None},
-            {v._key(t): p for t, p in v.tq_reset.items()}, missing,
+            {v._key(t): p for t, p in v.tq_reset.items()}, v.first_indexable, missing,
             {k: r for k, mq in v.queues.items() if len(r := mq.matched.runs())},
             {k: r for k, f in zip(ks, v.index_files) if len(r := f.checked.runs())})
     finally:
@@ -500,7 +502,9 @@ def join_files(plan: StorePlan, scans: list[FileScan]) -> tuple[FinishContext, d
     totals = {"messages": sum(s.messages for s in scans), "bytes": sum(s.bytes for s in scans),
               "max_store_ts": max((s.max_store_ts for s in scans), default=0),
               "first_records": {k: v for s in scans for k, v in s.first_records.items()},
-              "stops": [x for s in scans for x in s.stops], "counts": counts, "sev": sev}
+              "stops": [x for s in scans for x in s.stops], "counts": counts, "sev": sev,
+              "first_indexable": min((s.first_indexable for s in scans if s.first_indexable is not None),
+                                     default=None)}
     return FinishContext(plan, cl_end, rank, tq_reset), totals, kept
 
 
@@ -574,7 +578,9 @@ def conclude(plan: StorePlan, ctx: FinishContext, totals: dict, parts: list[dict
     v.mfq = _commitlog(cfg)
     v.first_records, v.stops, v.cl_end, v.cl_min = totals["first_records"], totals["stops"], ctx.cl_end, plan.cl_min
     v.index_files = plan.index_info
+    v.first_indexable = totals["first_indexable"]
     try:
+        v._check_index_missing()
         v._check_checkpoint()
         v._check_recovery()
     finally:

@@ -135,6 +135,8 @@ CHECKS: dict[str, tuple[str, str]] = {
     "index.expired": (INFO, "entries point below the commit log's first offset (expired, §5.11)"),
     "index.beyond-end": (WARNING, "entries point beyond the end of the commit log's data (§8)"),
     "index.missing-key": (ERROR, "an indexed key of a message is not in the index (--deep)"),
+    "index.missing": (ERROR, "messageIndexEnable=true, but no index file holds an entry while messages carry "
+                             "keys: every index-lookup finds nothing"),
     "checkpoint.missing": (WARNING, "no checkpoint file"),
     "checkpoint.ahead": (ERROR, "a checkpoint time is newer than any message: flushed data is missing"),
     "abort.unclean-shutdown": (WARNING, "an abort file: the broker will run abnormal recovery (§6.2, §8)"),
@@ -637,6 +639,7 @@ class Verifier:
         yield from self._drain()
         self._finish_index()
         yield from self._drain()
+        self._check_index_missing()
         self._check_checkpoint()
         self._check_recovery()
         yield from self._drain()
@@ -1015,6 +1018,9 @@ class Verifier:
         self.index_active = [f for f in self.index_files if f.entry_count]
         do_index = bool(self.index_active) or self.opt.deep
         self.want_keys = cfg.message_index_enable and do_index
+        #: no index entry at all: look for the first message with an index key (index.missing)
+        self.index_empty = cfg.message_index_enable and not self.index_active
+        self.first_indexable: int | None = None
         for i in range(len(files)):
             self.scan_file_at(i)
             if self.retire_index_files and i + 1 < len(files):  # later files hold only higher offsets
@@ -1072,9 +1078,21 @@ class Verifier:
         if length != size:
             self._add("commitlog.file-size", rel, None, f"{length} bytes, expected {size}"
                       + (" (truncated)" if length < size else ""))
-        self._scan_file(f, rel, last=i == len(files) - 1)
+        last = i == len(files) - 1
+        if last:
+            self.cl_end = None  # set where the file's data ends (below)
+        self._scan_file(f, rel, last=last)
+        if last and self.cl_end is None:  # the file ends in bytes no record could be read from
+            self.cl_end = self._valid_end(f.file_from_offset)
         if self.progress:
             self.progress(min(length, size))
+
+    def _valid_end(self, base: int) -> int:
+        """The end of the last valid record read at or above ``base``: where a torn last file's
+        data ends. For a log cut inside its last record this is ``CommitLog#recoverNormally``'s
+        ``processOffset`` (it keeps the records before the first one ``checkMessageAndReturnSize``
+        rejects); damage earlier in the file is reported as ``recovery.truncate`` besides."""
+        return max((e for s, e in self.ranges if s >= base), default=base)
 
     def _scan_file(self, f, rel: str, last: bool) -> None:
         buf = f.buffer()
@@ -1324,6 +1342,10 @@ class Verifier:
         if self.want_keys:
             keys = pr.index_keys(tid, self._topic_prefix_hashes(), tran != TRANSACTION_ROLLBACK_TYPE,
                                  self.topic_names)
+        if self.index_empty and self.first_indexable is None:  # IndexService#buildIndex would put a key
+            owner = keys.owner if keys is not None else pr.key_ranges(tran != TRANSACTION_ROLLBACK_TYPE)[0]
+            if owner.size:
+                self.first_indexable = int(absP[int(owner.min())])
         inner: list[int] = []
         if (sysf & INNER_BATCH_FLAG).any():
             inner = np.flatnonzero(sysf & INNER_BATCH_FLAG).tolist()
@@ -1617,7 +1639,8 @@ class Verifier:
                             "in a missing file" if mq.files.get(lo // mq.per * mq.per) is None else
                             "after the queue's end")
                         self._add("cq.missing-unit", file, fo, f"{topic}/{qid}: {rng} missing ({b - a} messages "
-                                  f"from offset {first_off}; {where})", topic=topic, queue_id=qid,
+                                  f"from offset {first_off}; {where}); repair: "
+                                  + self.repair_command("--only", "cq", "--topic", topic), topic=topic, queue_id=qid,
                                   physical_offset=first_off, count=b - a)
         # units no message accounted for
         cl_min = self.cl_min
@@ -1778,6 +1801,26 @@ class Verifier:
             if c.message.store_timestamp != stored:
                 self._add("index.header", f.rel, hoff, f"{which}Timestamp {stored}, but entry {e + 1}'s message "
                           f"has store time {c.message.store_timestamp}")
+
+    def repair_command(self, *args: str) -> str:
+        """The rebuild-index command line that repairs a finding, for its detail."""
+        import shlex
+
+        return " ".join(["rmqstore rebuild-index --store", shlex.quote(str(self.root)), "--in-place",
+                         *map(shlex.quote, args)])
+
+    def _check_index_missing(self) -> None:
+        """``messageIndexEnable`` (the default) with keys in the log but no entry in any index
+        file: the index was lost (or never built); the broker does not rebuild it by itself."""
+        if self.first_indexable is None:
+            return
+        d = self.config.index_dir
+        state = ("is missing" if not d.exists() else "holds no index file" if not self.index_files
+                 else "holds no index entry")
+        self._add("index.missing", self.rel(d), None,
+                  f"index/ {state}, but messageIndexEnable=true and messages carry keys (the first at offset "
+                  f"{self.first_indexable}): every index-lookup finds nothing; repair: "
+                  + self.repair_command("--only", "index"), physical_offset=self.first_indexable)
 
     # -------------------------------------------------------- checkpoint, abort, recovery
     def _check_checkpoint(self) -> None:
