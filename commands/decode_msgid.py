@@ -59,8 +59,8 @@ def decode_msgid(
     index_max: IndexMaxOpt = None,
     allow_odd_size: AllowOddSizeOpt = False,
     now: Annotated[Optional[str], typer.Option(
-        help="Evaluate a UNIQ_KEY's nearly time as of this time (default now): the id holds only the "
-             "time within its month.")] = None,
+        help="Evaluate a UNIQ_KEY's nearly time as of this time (default now; ISO 8601, epoch seconds if 10 "
+             "digits, epoch ms if 13 or more, -2h): the id holds only the time within its month.")] = None,
     body: Annotated[str, typer.Option(help="With --store: include bodies: none, text, hex or base64.")] = "none",
     fmt: FormatOpt = Fmt.table,
     tz: TzOpt = None,

@@ -63,8 +63,9 @@ def dump_commitlog(
     key: Annotated[Optional[str], typer.Option(help="Only messages whose KEYS contain this key.")] = None,
     uniq_key: Annotated[Optional[str], typer.Option(help="Only the message with this UNIQ_KEY.")] = None,
     tag: Annotated[Optional[str], typer.Option(help="Only messages with this TAGS value.")] = None,
-    begin: Annotated[Optional[str], typer.Option(help="Store time from (ISO 8601, epoch ms, now, -2h).")] = None,
-    end: Annotated[Optional[str], typer.Option(help="Store time up to (inclusive).")] = None,
+    begin: Annotated[Optional[str], typer.Option(help="Store time from (ISO 8601, epoch seconds if 10 digits, epoch ms "
+                                                  "if 13 or more, now, -2h).")] = None,
+    end: Annotated[Optional[str], typer.Option(help="Store time up to (inclusive; the forms of --begin).")] = None,
     limit: Annotated[Optional[int], typer.Option(min=0, help="Print at most this many messages.")] = None,
     body: Annotated[BodyMode, typer.Option(help="Include the body: none, text (escaped), hex or base64.")] = BodyMode.none,
     properties: Annotated[bool, typer.Option("--properties/--no-properties", help="Include the properties.")] = True,

@@ -60,7 +60,8 @@ def expire(
         min=0, help="Keep commit-log files modified less than this many hours ago "
                     "(fileReservedTime; default: from --broker-conf, else 72).")] = None,
     now: Annotated[Optional[str], typer.Option(
-        help="Judge ages as of this time instead of now (ISO 8601, epoch ms, -2h): forensics on a snapshot.")] = None,
+        help="Judge ages as of this time instead of now (ISO 8601, epoch seconds if 10 digits, epoch ms if 13 or "
+             "more, -2h): forensics on a snapshot.")] = None,
     disk_ratio: Annotated[Optional[float], typer.Option(
         help="Also delete the oldest files, whatever their age, while the commit-log partition is "
              "more than this full (0.85 or 85), as the broker's forced clean does.")] = None,

@@ -51,7 +51,8 @@ def generate(
     ipv6_ratio: Annotated[float, typer.Option(min=0, max=1, help="Share of IPv6 born and store hosts.")] = 0.05,
     compress_ratio: Annotated[float, typer.Option(min=0, max=1, help="Share of zlib-compressed bodies.")] = 0.0,
     start: Annotated[Optional[str], typer.Option(
-        help="Store time of the first message (ISO 8601, epoch ms, now, -2h); default "
+        help="Store time of the first message (ISO 8601, epoch seconds if 10 digits, epoch ms if 13 or more, now, "
+             "-2h); default "
              "2026-01-01T00:00:00Z, or 1 s after the last message of an existing store.")] = None,
     span: Annotated[str, typer.Option(help="Store times spread over this long (e.g. 90m, 6h, 2d).")] = "1h",
     broker_version: Annotated[str, typer.Option(help="Write as a 4.9 or a 5 broker (property order, WAIT, V2 records).")] = "4.9",

@@ -51,8 +51,9 @@ def index_lookup(
         "--topic", "-t", help="Topic to look in (repeatable); default every topic the store knows "
                               "(config/topics.json and consumequeue/).",
         autocompletion=complete_topic)] = None,
-    begin: Annotated[Optional[str], typer.Option(help="Store time from (ISO 8601, epoch ms, now, -2h); default all time.")] = None,
-    end: Annotated[Optional[str], typer.Option(help="Store time up to, inclusive; default all time.")] = None,
+    begin: Annotated[Optional[str], typer.Option(help="Store time from (ISO 8601, epoch seconds if 10 digits, epoch ms "
+                                                  "if 13 or more, now, -2h); default all time.")] = None,
+    end: Annotated[Optional[str], typer.Option(help="Store time up to, inclusive (the forms of --begin); default all time.")] = None,
     max_hits: Annotated[int, typer.Option("--max", min=0, help="At most this many hits per look-up, the newest; "
                                           "0 = no cap (the broker caps at maxMsgsNumBatch).")] = 64,
     broker_window: Annotated[bool, typer.Option(
@@ -93,8 +94,8 @@ def index_lookup(
     from rmqstore_cli.times import format_ms, parse_time, parse_tz
 
     zone = parse_tz(tz)
-    b = _time(begin, "--begin", zone, parse_time) if begin else 0
-    e = _time(end, "--end", zone, parse_time) if end else LONG_MAX
+    b = parse_time(begin, "--begin", tz=zone) if begin else 0
+    e = parse_time(end, "--end", tz=zone) if end else LONG_MAX
     if b > e:
         raise UsageError("--begin lies after --end")
     cfg = load_config(store, broker_conf, commitlog_file_size=commitlog_file_size, index_slots=index_slots,
@@ -149,15 +150,6 @@ def index_lookup(
 
 def _is_hex(s: str) -> bool:
     return all(c in "0123456789abcdefABCDEF" for c in s)
-
-
-def _time(value: str, option: str, zone, parse_time) -> int:
-    """Any plain integer is epoch milliseconds (0 and Long.MAX_VALUE included, as the
-    broker's own query arguments are written); everything else as ``parse_time`` reads it."""
-    v = value.strip()
-    if v.lstrip("-").isdigit() and v.isascii():
-        return int(v)
-    return parse_time(v, option, tz=zone)
 
 
 def _count(others) -> str:

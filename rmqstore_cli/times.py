@@ -1,4 +1,12 @@
-"""Time options: ISO 8601 (local zone if none), epoch ms, ``now``, relative ``-90m``."""
+"""Time options: ISO 8601 (local zone if none), epoch seconds or milliseconds, ``now``,
+relative ``-90m``.
+
+A plain number is read by its number of digits, never guessed from its value: 10 digits are
+epoch seconds (what ``date +%s`` prints, 2001-09-09 to 2286-11-20), 13 or more digits epoch
+milliseconds (what the store and Java's ``currentTimeMillis`` hold), and ``0`` is the epoch.
+Any other plain number (``20261122`` is ISO 8601's basic date form) must read as ISO 8601,
+or it is refused with that rule as the hint.
+"""
 from __future__ import annotations
 
 import datetime as _dt
@@ -10,6 +18,10 @@ from rmqstore_cli.errors import UsageError
 _REL = re.compile(r"^([+-])(\d+)(ms|s|m|h|d|w)$")
 _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 604_800_000}
 _DURATION = re.compile(r"^(\d+)(ms|s|m|h|d|w)$")
+_PLAIN = re.compile(r"-?[0-9]+")
+LONG_MAX = (1 << 63) - 1
+#: The rule, for every time option's --help (the README's Conventions say the same).
+EPOCH_RULE = "a plain number is epoch seconds if it has 10 digits (date +%s), epoch milliseconds if 13 or more"
 
 
 def now_ms() -> int:
@@ -44,16 +56,39 @@ def parse_time(value: str, option: str, now: int | None = None, tz: _dt.tzinfo |
     if m:
         delta = int(m[2]) * _UNIT_MS[m[3]]
         return now + delta if m[1] == "+" else now - delta
-    if re.fullmatch(r"-?\d{10,}", v):
-        return int(v)
+    if _PLAIN.fullmatch(v):
+        ms = _epoch(v, option, value)
+        if ms is not None:
+            return ms
     try:
         t = _dt.datetime.fromisoformat(v.replace("Z", "+00:00") if v.endswith("Z") else v)
     except ValueError:
+        if _PLAIN.fullmatch(v):
+            raise UsageError(f"{option}: {value!r} is neither epoch seconds nor epoch milliseconds",
+                             hint=f"{EPOCH_RULE}; or use ISO 8601 (2026-11-22T03:10)") from None
         raise UsageError(f"{option}: cannot read time {value!r}",
-                         hint="use ISO 8601 (2026-11-22T03:10), epoch ms, now, or -90m/-2h/-7d") from None
+                         hint="use ISO 8601 (2026-11-22T03:10), epoch seconds (10 digits) or milliseconds "
+                              "(13 digits), now, or -90m/-2h/-7d") from None
     if t.tzinfo is None:
         t = t.replace(tzinfo=tz) if tz else t.astimezone()
     return int(t.timestamp() * 1000)
+
+
+def _epoch(v: str, option: str, value: str) -> int | None:
+    """Milliseconds for a plain number by its digits (module docstring), None if the digit
+    count says neither seconds nor milliseconds."""
+    n = int(v)
+    digits = len(v.lstrip("-"))
+    if n == 0:
+        return 0
+    if digits == 10:
+        return n * 1000
+    if digits >= 13:
+        if abs(n) > LONG_MAX:
+            raise UsageError(f"{option}: {value!r} lies beyond Long.MAX_VALUE milliseconds",
+                             hint=f"at most {LONG_MAX}")
+        return n
+    return None
 
 
 def parse_duration(value: str, option: str) -> int:

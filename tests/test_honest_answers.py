@@ -120,3 +120,52 @@ def test_verify_torn_last_file_ends_at_its_last_valid_record(small_store):
     assert any(f["check"] == "commitlog.truncated" for f in findings)
     targets = [f for f in findings if f["check"] == "cq.unit-target"]
     assert targets and all(f"beyond the end of the commit log's data ({end})" in f["detail"] for f in targets)
+
+
+# ---------------------------------------------------------------- times: seconds are seconds
+
+def test_epoch_numbers_are_read_by_their_digits():
+    """10 digits (date +%s) are seconds, 13 or more milliseconds, 0 the epoch; anything else
+    is refused with the rule, never read as 1970 without a word."""
+    import pytest
+
+    from rmqstore_cli.errors import UsageError
+    from rmqstore_cli.times import parse_time
+
+    assert parse_time("1795317680", "--begin") == 1795317680000
+    assert parse_time("1795317680123", "--begin") == 1795317680123
+    assert parse_time("9223372036854775807", "--end") == (1 << 63) - 1
+    assert parse_time("0", "--begin") == 0
+    for bad in ("179531768", "17953176801", "179531768012", "42"):
+        with pytest.raises(UsageError, match="10 digits") as e:
+            parse_time(bad, "--begin")
+        assert "--begin" in str(e.value) and "13" in str(e.value)
+    with pytest.raises(UsageError, match="Long.MAX_VALUE"):
+        parse_time("99999999999999999999", "--end")
+
+
+def test_begin_in_epoch_seconds_selects_what_the_same_time_in_ms_selects(small_store_master):
+    """dump-commitlog and index-lookup: --begin 1767225600 (seconds) is 2026-01-01, not 1970."""
+    import json
+
+    from conftest import SMALL, cli
+
+    recs = [json.loads(x) for x in cli("dump-commitlog", "--store", small_store_master, *SMALL[:2], "--format",
+                                       "jsonl").stdout.splitlines()]
+    mid = recs[len(recs) // 2]["store_timestamp"]
+    sec = str(mid // 1000 + 1)  # 10 digits
+    by_s = cli("dump-commitlog", "--store", small_store_master, *SMALL[:2], "--begin", sec, "--format", "jsonl")
+    by_ms = cli("dump-commitlog", "--store", small_store_master, *SMALL[:2], "--begin", sec + "000",
+                "--format", "jsonl")
+    assert by_s.exit_code == 0 and by_s.stdout == by_ms.stdout
+    assert 0 < len(by_s.stdout.splitlines()) < len(recs)
+    last_seen: dict = {}
+    for x in recs:
+        for k in x["keys"]:
+            last_seen[(x["topic"], k)] = max(last_seen.get((x["topic"], k), 0), x["store_timestamp"])
+    key = next(r for r in recs if r["keys"] and last_seen[(r["topic"], r["keys"][0])] < mid)
+    r = cli("index-lookup", key["keys"][0], "--topic", key["topic"], "--store", small_store_master, "--begin", sec,
+            "--format", "jsonl")
+    assert r.exit_code == 1  # the key's message lies before the window: nothing, not everything since 1970
+    r = cli("dump-commitlog", "--store", small_store_master, *SMALL[:2], "--begin", "179531768")
+    assert r.exit_code == 2 and r.stderr.startswith("rmqstore: error: --begin: '179531768'")
