@@ -49,7 +49,8 @@ def index_lookup(
     key: Annotated[str, typer.Argument(help="The key: a KEYS element or a UNIQ_KEY, exactly as sent.")],
     topic: Annotated[Optional[list[str]], typer.Option(
         "--topic", "-t", help="Topic to look in (repeatable); default every topic the store knows "
-                              "(config/topics.json and consumequeue/).",
+                              "(config/topics.json and consumequeue/; if neither names one, every topic "
+                              "the commit log's records name, found by a walk of the log).",
         autocompletion=complete_topic)] = None,
     begin: Annotated[Optional[str], typer.Option(help="Store time from (ISO 8601, epoch seconds if 10 digits, epoch ms "
                                                   "if 13 or more, now, -2h); default all time.")] = None,
@@ -105,6 +106,10 @@ def index_lookup(
     warn_odd_files(cfg)
     try:
         topics = list(dict.fromkeys(topic)) if topic else st.topics()
+        if not topics:  # no consume queues, no topics.json: the records name their topics
+            topics = st.topics_from_commitlog()
+            print(f"rmqstore: note: no consume queues or config/topics.json: searching the {len(topics)} "
+                  "topic(s) named in the commit log", file=sys.stderr)
         no_index = not st.index.files
 
         def query(k: str):

@@ -169,3 +169,26 @@ def test_begin_in_epoch_seconds_selects_what_the_same_time_in_ms_selects(small_s
     assert r.exit_code == 1  # the key's message lies before the window: nothing, not everything since 1970
     r = cli("dump-commitlog", "--store", small_store_master, *SMALL[:2], "--begin", "179531768")
     assert r.exit_code == 2 and r.stderr.startswith("rmqstore: error: --begin: '179531768'")
+
+
+# ---------------------------------------------------------------- index-lookup without consume queues
+
+def test_index_lookup_takes_topics_from_the_commit_log_when_nothing_else_names_them(small_store):
+    """consumequeue/ and topics.json gone: exactly when index-lookup is needed. The topics come
+    from the commit log's records (said on stderr), and the hits are those of the whole store."""
+    import json
+    import shutil
+
+    from conftest import SMALL, cli
+
+    recs = [json.loads(x) for x in cli("dump-commitlog", "--store", small_store, *SMALL[:2], "--format",
+                                       "jsonl").stdout.splitlines()]
+    key = next(r["keys"][0] for r in recs if r["keys"])
+    want = cli("index-lookup", key, "--store", small_store, "--format", "jsonl")
+    assert want.exit_code == 0 and want.stdout
+    shutil.rmtree(small_store / "consumequeue")
+    shutil.rmtree(small_store / "config")
+    got = cli("index-lookup", key, "--store", small_store, "--format", "jsonl")
+    assert got.exit_code == 0, got.stderr
+    assert got.stdout == want.stdout
+    assert "topic(s) named in the commit log" in got.stderr

@@ -80,6 +80,25 @@ class MessageStore:
                 found.update(k for k in table if isinstance(k, str))
         return sorted(found)
 
+    def topics_from_commitlog(self) -> list[str]:
+        """Every topic a record of the commit log names, from one columnar walk of the log (per
+        block of records only the topic bytes are looked up, nothing else is decoded): the
+        topics the index holds keys of when ``consumequeue/`` and ``topics.json`` are gone
+        (an index key is the hash of ``topic#key``, so a look-up needs the topic's name)."""
+        from rmqstore_cli.store.message import Message
+
+        names: set[str] = set()
+        table = None
+        for rec in self.commitlog.scan_blocks(every_file=True):
+            if isinstance(rec, Message):
+                names.add(rec.topic)
+            else:  # a MessageBlock: register its topics in the scan's shared table
+                rec.topics
+                table = rec.topic_table
+        if table is not None:
+            names.update(n.decode("utf-8", "replace") for n in table.names)
+        return sorted(names)
+
     def close(self) -> None:
         if "commitlog" in self.__dict__:
             self.commitlog.close()
