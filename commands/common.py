@@ -65,7 +65,11 @@ DEFAULT_STORE = Path(os.path.expanduser("~")) / "store"
 
 
 def fail(e: RmqstoreError) -> None:
-    print(f"rmqstore: error: {e}", file=sys.stderr)
+    """One stderr line and the exit code; a negative answer (exit 1: nothing matched) is an
+    answer, not an error, so its line has no ``error:``."""
+    from rmqstore_cli.errors import NotFound
+
+    print(f"rmqstore: {e}" if isinstance(e, NotFound) else f"rmqstore: error: {e}", file=sys.stderr)
     raise typer.Exit(e.exit_code)
 
 
@@ -102,6 +106,27 @@ def _silence_broken_pipe() -> None:
         os.dup2(devnull, sys.stdout.fileno())
     except OSError:
         pass
+
+
+def no_such_topic(st, topic: str):
+    """A ``NotFound`` saying the store has no topic ``topic`` (not in consumequeue/, topics.json
+    or any commit-log record), with the closest names; None when the store has it."""
+    import difflib
+
+    from rmqstore_cli.errors import NotFound
+    from rmqstore_cli.render import safe_text
+
+    known = st.topics()
+    if topic in known:
+        return None
+    known = sorted(set(known) | set(st.topics_from_commitlog()))
+    if topic in known:
+        return None
+    close = difflib.get_close_matches(topic, known, n=3, cutoff=0.6)
+    hint = ("did you mean " + " or ".join(map(safe_text, close)) + "?" if close else
+            "its topics: " + ", ".join(map(safe_text, known[:10])) + (", …" if len(known) > 10 else "") if known
+            else "the store has no topic")
+    return NotFound(f"no topic '{safe_text(topic)}' in the store", hint=hint)
 
 
 def load_config(store: Path | None, broker_conf: Path | None, commitlog_file_size: int | None = None,

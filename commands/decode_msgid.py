@@ -115,7 +115,7 @@ def decode_msgid(
                 resolve_in_store(r, st, topics)
                 if not r.found:
                     failed += 1
-                    print(f"rmqstore: error: {r.id}: no message in the store by offset or UNIQ_KEY",
+                    print(f"rmqstore: {r.id}: no message in the store by offset or UNIQ_KEY",
                           file=sys.stderr)
             out.emit(id_dict(r, st, now_v, zone, body, fmt is Fmt.table))
     finally:

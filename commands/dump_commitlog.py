@@ -90,13 +90,17 @@ def dump_commitlog(
     from rmqstore_cli.render import Output, message_dict
     from rmqstore_cli.store.commitlog import Blank
     from rmqstore_cli.store.message import Message
-    from rmqstore_cli.times import format_ms, parse_time, parse_tz
+    from rmqstore_cli.times import check_window, format_ms, parse_time, parse_tz
 
     zone = parse_tz(tz)
-    ms = open_store(store, broker_conf, tz, allow_odd_size, commitlog_file_size=commitlog_file_size)
-    cl = ms.commitlog
     b = parse_time(begin, "--begin", tz=zone) if begin else None
     e = parse_time(end, "--end", tz=zone) if end else None
+    check_window(b, e, zone)
+    if from_offset is not None and to_offset is not None and from_offset > to_offset:
+        raise UsageError(f"--from-offset {from_offset} lies after --to-offset {to_offset}",
+                         hint="the range is [--from-offset, --to-offset)")
+    ms = open_store(store, broker_conf, tz, allow_odd_size, commitlog_file_size=commitlog_file_size)
+    cl = ms.commitlog
     start, stop = from_offset, to_offset
     if file is not None:
         f = next((x for x in cl.files if x.name == file), None)
@@ -105,8 +109,9 @@ def dump_commitlog(
                              if cl.files else "the commit log is empty")
         start = max(start or 0, f.file_from_offset)
         stop = min(stop, f.end_offset) if stop is not None else f.end_offset
-    if start is not None:
-        _check_message_start(cl, start)
+    if start is not None and _check_message_start(cl, start):
+        print(f"rmqstore: note: offset {start} lies at or past the end of the commit log's data: no message "
+              "from there", file=sys.stderr)
     out = Output(fmt.value, TABLE_COLUMNS, title=str(ms.config.root))
     # Whole blocks of records go the columnar way (jsonblock) unless a filter or an option
     # needs each record decoded; the per-record path stays the reference.
@@ -167,7 +172,9 @@ def dump_commitlog(
     if show_blank and end_ is not None and end_.clean and fmt is Fmt.table:
         print(f"data ends at offset {end_.offset} ({end_.reason})", file=sys.stderr)
     if shown == 0 and any(x is not None for x in (topic, queue_id, key, uniq_key, tag, b, e)):
-        raise NotFound("no message matched the filters")
+        from rmqstore_cli.commands.common import no_such_topic
+
+        raise (topic is not None and no_such_topic(ms, topic)) or NotFound("no message matched the filters")
 
 
 def _block_selection(blk, topic: str | None, queue_id: int | None, begin: int | None, end: int | None):
@@ -203,29 +210,35 @@ def _inflate_into(d: dict, rec, mode: str, cap: int) -> None:
     d["body_decompressed_size"] = len(r.body)
 
 
-def _check_message_start(cl, offset: int) -> None:
-    """A start offset must be a message start; say which starts lie around it."""
+def _check_message_start(cl, offset: int) -> bool:
+    """A start offset must be a message start; say which starts lie around it. True when it
+    lies at or past the end of the log's data: the same (empty) answer as the exact end."""
     from rmqstore_cli.errors import UsageError
-    from rmqstore_cli.store.commitlog import Status
+    from rmqstore_cli.store.commitlog import Blank, Status
 
     f = cl.queue.find(offset)
     if f is None:
         if cl.files and offset < cl.files[0].file_from_offset:
             raise UsageError(f"offset {offset} lies before the commit log's first file",
                              hint=f"the log starts at {cl.files[0].file_from_offset}")
-        return
+        return bool(cl.files) and offset >= cl.files[-1].end_offset  # else in a gap between files
     if offset == f.file_from_offset:
-        return
+        return False
     c = cl.check_at(offset)
     if c is not None and c.status is Status.VALID and c.message.physical_offset == offset:
-        return  # a record whose stored offset names this very position
+        return False  # a record whose stored offset names this very position
     before, after = None, None
+    data_end = f.file_from_offset  # the end of the file's last record
     for rec in cl.scan(f.file_from_offset, f.end_offset, include_blank=True):
-        if rec.offset < offset:
-            before = rec.offset
+        at = rec.physical_offset if isinstance(rec, Blank) else rec.offset
+        if at < offset:
+            before = at
+            data_end = at + rec.total_size
         else:
-            after = rec.offset
+            after = at
             break
+    if after is None and f is cl.files[-1] and offset >= data_end:
+        return True
     raise UsageError(f"offset {offset} is not the start of a message",
                      path=f.path, offset=offset - f.file_from_offset,
                      hint=f"nearest starts: {before} before, {after if after is not None else 'none'} after")

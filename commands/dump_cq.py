@@ -101,6 +101,10 @@ def dump_cq(
                 raise UsageError("give the topic before the queue id")
             shown = _summary(ms, topic, queue_id, fmt)
             if not shown:
+                from rmqstore_cli.commands.common import no_such_topic
+
+                if topic is not None and (nf := no_such_topic(ms, topic)) is not None:
+                    raise nf
                 raise NotFound("no consume queue matched" if topic else "the store has no consume queues",
                                path=ms.config.consumequeue_dir)
             return
@@ -152,6 +156,12 @@ def _dump_queue(ms, topic, queue_id, from_offset, limit, resolve, fmt, zone) -> 
     from rmqstore_cli.render import Output
 
     cq = ms.consume_queue(topic, queue_id)
+    if not cq.queue.files and not (ms.config.consumequeue_dir / topic).is_dir():
+        from rmqstore_cli.commands.common import no_such_topic
+
+        nf = no_such_topic(ms, topic)
+        if nf is not None:
+            raise nf
     if not cq.queue.files:
         qids = sorted(int(p.name) for p in (ms.config.consumequeue_dir / topic).glob("*") if p.name.isdigit()) \
             if (ms.config.consumequeue_dir / topic).is_dir() else []

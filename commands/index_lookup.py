@@ -92,13 +92,12 @@ def index_lookup(
     from rmqstore_cli.render import Output
     from rmqstore_cli.store.lookup import LONG_MAX, INT_MAX, broker_query_message, lookup_key
     from rmqstore_cli.store.message_store import MessageStore
-    from rmqstore_cli.times import format_ms, parse_time, parse_tz
+    from rmqstore_cli.times import check_window, format_ms, parse_time, parse_tz
 
     zone = parse_tz(tz)
     b = parse_time(begin, "--begin", tz=zone) if begin else 0
     e = parse_time(end, "--end", tz=zone) if end else LONG_MAX
-    if b > e:
-        raise UsageError("--begin lies after --end")
+    check_window(b, e, zone)
     cfg = load_config(store, broker_conf, commitlog_file_size=commitlog_file_size, index_slots=index_slots,
                       index_max=index_max)
     cfg.allow_odd_size = allow_odd_size
@@ -146,7 +145,19 @@ def index_lookup(
         kinds = _count(others)
         print(f"rmqstore: note: left out {kinds} (--show-collisions shows them)", file=sys.stderr)
     if not topics:
-        raise NotFound("the store knows no topic", path=cfg.root, hint="pass --topic")
+        raise NotFound("the store knows no topic: no consume queue, config/topics.json or commit-log record "
+                       "names one", path=cfg.root, hint="pass --topic")
+    if not hits and topic:
+        from rmqstore_cli.commands.common import no_such_topic
+
+        for t in topics:
+            nf = no_such_topic(st, t)
+            if nf is not None:
+                raise nf
+    if not hits and " " in key:
+        raise NotFound(f"no message with key {key!r}", hint="KEYS are split on spaces when they are indexed "
+                       "(IndexService#buildIndex), so a key with a space in it is never in the index: look up "
+                       "one word of it")
     if not hits:
         raise NotFound(f"no message with key {key!r}" + (f" in topic {topics[0]!r}" if len(topics) == 1 else "")
                        + ("" if b == 0 and e == LONG_MAX else " in that time window"),

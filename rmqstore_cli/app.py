@@ -82,7 +82,38 @@ def main() -> None:
 
         completion_init()
     try:
-        app(prog_name="rmqstore")
+        rv = app(prog_name="rmqstore", standalone_mode=False)
     except BrokenPipeError:
         common._silence_broken_pipe()
         sys.exit(0)
+    except SystemExit as e:  # typer's own EPIPE exit (help or --version into `| head`) is 1: make it 0
+        if e.code == 1 and type(sys.stdout).__name__ == "PacifyFlushWrapper":
+            common._silence_broken_pipe()
+            sys.exit(0)
+        raise
+    except Exception as e:  # noqa: BLE001 - click's own usage errors (typer vendors click)
+        if not (hasattr(e, "exit_code") and hasattr(e, "format_message")):
+            raise
+        sys.exit(usage_error(e))
+    except typer.Abort:
+        print("rmqstore: aborted", file=sys.stderr)
+        sys.exit(1)
+    sys.exit(rv if isinstance(rv, int) and not isinstance(rv, bool) else 0)
+
+
+def usage_error(e) -> int:
+    """click's usage errors (unknown option or command, bad choice or range, missing argument)
+    as the one documented line, ``rmqstore: error: <what>; <hint>``, instead of click's
+    usage block; ``rmqstore`` alone still prints the help (no_args_is_help). Returns the
+    exit code (2)."""
+    if type(e).__name__ == "NoArgsIsHelpError":
+        e.show()
+        return e.exit_code
+    what = " ".join(e.format_message().split()).rstrip(".")
+    if what[:1].isupper() and what[1:2].islower():
+        what = what[0].lower() + what[1:]
+    ctx = getattr(e, "ctx", None)
+    hint = "" if ctx is None else f"; '{ctx.command_path} --help' lists the " + (
+        "commands" if hasattr(ctx.command, "commands") else "options")
+    print(f"rmqstore: error: {what}{hint}", file=sys.stderr)
+    return e.exit_code

@@ -243,7 +243,13 @@ def console():
         # piped tables (less, files) get room for a msgId instead of 80 folded columns
         width = None if sys.stdout.isatty() else int(os.environ.get("COLUMNS", "0") or 0) or 200
         _console = Console(highlight=False, no_color=bool(os.environ.get("NO_COLOR")), soft_wrap=False, width=width)
+        _console.on_broken_pipe = _broken_pipe  # rich's own handler exits 1: `| head` is no failure
     return _console
+
+
+def _broken_pipe() -> None:
+    """A table written to a closed pipe stops as JSON does: the command exits 0 (commands.common)."""
+    raise BrokenPipeError(32, "Broken pipe")
 
 
 def err_console():

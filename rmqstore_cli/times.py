@@ -91,6 +91,14 @@ def _epoch(v: str, option: str, value: str) -> int | None:
     return None
 
 
+def check_window(begin: int | None, end: int | None, tz: _dt.tzinfo | None = None) -> None:
+    """A reversed ``--begin``/``--end`` window is a usage error in every command (never an
+    empty answer that looks like "nothing matched")."""
+    if begin is not None and end is not None and begin > end:
+        raise UsageError(f"--begin ({format_ms(begin, tz)}) lies after --end ({format_ms(end, tz)})",
+                         hint="the window is [--begin, --end]: swap them")
+
+
 def parse_duration(value: str, option: str) -> int:
     """Milliseconds for ``90m``, ``2h``, ``7d`` …"""
     m = _DURATION.match(value.strip())

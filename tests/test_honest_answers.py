@@ -192,3 +192,154 @@ def test_index_lookup_takes_topics_from_the_commit_log_when_nothing_else_names_t
     assert got.exit_code == 0, got.stderr
     assert got.stdout == want.stdout
     assert "topic(s) named in the commit log" in got.stderr
+
+
+# ---------------------------------------------------------------- one rule for the same situation
+
+def _lines(r) -> list[str]:
+    err = r.stderr.decode() if isinstance(r.stderr, bytes) else r.stderr
+    return [ln for ln in err.splitlines() if not ln.startswith("rmqstore: note: ")]
+
+
+def test_a_reversed_window_is_a_usage_error_everywhere(small_store_master):
+    from conftest import run
+
+    s = small_store_master
+    for args in (("dump-commitlog", "--store", s, "--begin", "2026-01-01T01:00", "--end", "2026-01-01T00:00"),
+                 ("index-lookup", "order-1", "--store", s, "--begin", "2026-01-01T01:00", "--end", "2026-01-01T00:00"),
+                 ("dump-commitlog", "--store", s, "--from-offset", "200", "--to-offset", "100")):
+        r = run(*args)
+        assert r.returncode == 2 and r.stdout == b"", args
+        assert _lines(r) and _lines(r)[0].startswith("rmqstore: error: --") and "lies after --" in _lines(r)[0], args
+
+
+def test_an_offset_past_the_end_answers_as_the_exact_end(small_store_master):
+    """dump-commitlog --from-offset and dump-cq --from: the end of the data, a byte past it,
+    past the last file: one answer (and with a filter, one negative answer)."""
+    import json
+
+    from conftest import SMALL, cli
+
+    s = small_store_master
+    end = _walk_end(s)
+    last = sorted((s / "commitlog").iterdir())[-1]
+    answers = set()
+    for off in (end, end + 1, int(last.name) + 65536 + 7, 10 ** 12):
+        for extra in ((), ("--topic", "OrderTopic")):
+            r = cli("dump-commitlog", "--store", s, *SMALL[:2], "--from-offset", off, "--format", "jsonl", *extra)
+            answers.add((extra, r.exit_code, r.stdout, tuple(ln.replace(str(off), "N") for ln in r.stderr.splitlines())))
+    assert {a[:2] for a in answers} == {((), 0), (("--topic", "OrderTopic"), 1)}
+    assert len(answers) == 2, answers  # the same words, whatever the offset
+    summary = json.loads(cli("dump-cq", "--summary", "OrderTopic", "0", "--store", s, "--format", "jsonl").stdout)
+    got = {(r.exit_code, r.stdout, r.stderr) for r in
+           (cli("dump-cq", "OrderTopic", "0", "--store", s, "--from", n, "--format", "jsonl")
+            for n in (summary["max_offset"], summary["max_offset"] + 1, 10 ** 9))}
+    assert len(got) == 1 and next(iter(got))[0] == 1
+
+
+def test_an_offset_inside_a_blank_record_names_the_starts_around_it(small_store_master):
+    """A --from-offset inside a full file's BLANK end record: a usage error naming the nearest
+    starts (it was a traceback: the BLANK record has no .offset)."""
+    from conftest import SMALL, cli
+
+    first = sorted((small_store_master / "commitlog").iterdir())[0]
+    r = cli("dump-commitlog", "--store", small_store_master, *SMALL[:2], "--from-offset", int(first.name) + 65535)
+    assert r.exit_code == 2 and r.stderr.startswith("rmqstore: error: offset ") and "nearest starts" in r.stderr
+
+
+def test_a_closed_pipe_exits_0_in_every_format_and_command(small_store_master, tmp_path):
+    """`… | head -1`: the reader goes away; every command stops quietly with 0, in table, jsonl
+    and json alike, never the negative answer's 1 (a real pipe, closed before any write)."""
+    import shutil
+    import subprocess
+
+    damaged = tmp_path / "damaged"  # verify would exit 1: errors found
+    shutil.copytree(small_store_master, damaged)
+    shutil.rmtree(damaged / "index")
+    s = small_store_master
+    commands = [("dump-commitlog", "--store", s), ("dump-cq", "OrderTopic", "0", "--store", s),
+                ("dump-cq", "--summary", "--store", s), ("index-lookup", "order-1", "--store", s, "--max", "0"),
+                ("decode-msgid", "0A00000500002A9F0000000040001000"), ("verify", "--store", damaged),
+                ("verify", "--list-checks"), ("expire", "--store", s, "--dry-run", "--reserved-hours", "0",
+                                              "--now", "2030-01-01T00:00")]
+    for args in commands:
+        for fmt in ("table", "jsonl", "json"):
+            p = subprocess.Popen([sys.executable, "-m", "rmqstore_cli", *map(str, args), "--format", fmt],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            p.stdout.close()
+            err = p.stderr.read()
+            assert p.wait(timeout=300) == 0, (args, fmt, err)
+            assert b"Traceback" not in err and b"error" not in err, (args, fmt, err)
+    for args in (("--help",), ("dump-cq", "--help"), ("--version",)):
+        p = subprocess.Popen([sys.executable, "-m", "rmqstore_cli", *args], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE)
+        p.stdout.close()
+        assert p.wait(timeout=60) == 0 and p.stderr.read() == b"", args
+
+
+def test_click_usage_errors_are_one_documented_line():
+    """Unknown option or command, bad choice or range, missing argument: exit 2 and one line
+    `rmqstore: error: …`, not click's usage block; --help is what it was."""
+    from conftest import run
+
+    for args, what in ((("dump-commitlog", "--bogus"), "no such option: --bogus"),
+                       (("dump-commitlog", "--format", "xml"), "'xml' is not one of"),
+                       (("dump-commitlog", "--limit", "-3"), "--limit"),
+                       (("index-lookup",), "missing argument"),
+                       (("no-such-command",), "no such command")):
+        r = run(*args)
+        lines = r.stderr.decode().splitlines()
+        assert r.returncode == 2 and r.stdout == b"", args
+        assert len(lines) == 1 and lines[0].startswith("rmqstore: error: ") and what in lines[0], (args, lines)
+        assert "--help" in lines[0]
+    for args in (("--help",), ("dump-cq", "--help"), ("verify", "-h")):
+        r = run(*args)
+        plain = subprocess.run([sys.executable, "-c", "import sys; from rmqstore_cli.app import app; "
+                                "app(sys.argv[1:], prog_name='rmqstore')", *args], capture_output=True, timeout=60)
+        assert r.returncode == 0 and r.stdout == plain.stdout and b"Usage: rmqstore" in r.stdout, args
+    r = run()  # no command: the help, as before
+    assert r.returncode == 2 and b"Usage: rmqstore" in r.stdout + r.stderr
+
+
+def test_not_found_is_a_plain_negative_answer(small_store_master):
+    """Exit 1 with one plain line (no `error:`) for every command's nothing-found."""
+    from conftest import run
+
+    s = small_store_master
+    for args in (("dump-commitlog", "--store", s, "--key", "no-such-key"),
+                 ("dump-cq", "OrderTopic", "0", "--store", s, "--from", "100000"),
+                 ("dump-cq", "OrderTopic", "99", "--store", s),
+                 ("index-lookup", "no-such-key", "--store", s),
+                 ("decode-msgid", "0A00000500002A9F00000000FFFF1000", "--store", s)):
+        r = run(*args)
+        lines = _lines(r)
+        assert r.returncode == 1, (args, lines)
+        assert lines and lines[-1].startswith("rmqstore: ") and not any("error:" in ln for ln in lines), (args, lines)
+
+
+def test_an_unknown_topic_says_so_and_suggests(small_store_master):
+    from conftest import run
+
+    s = small_store_master
+    for args in (("dump-commitlog", "--store", s, "--topic", "PaymentTopc"),
+                 ("dump-cq", "PaymentTopc", "0", "--store", s),
+                 ("dump-cq", "--summary", "PaymentTopc", "--store", s),
+                 ("index-lookup", "order-1", "--topic", "PaymentTopc", "--store", s)):
+        r = run(*args)
+        assert r.returncode == 1, args
+        assert _lines(r) == ["rmqstore: no topic 'PaymentTopc' in the store; did you mean PaymentTopic?"], args
+
+
+def test_a_key_with_spaces_is_explained(small_store_master):
+    """KEYS "a b" is indexed as a and b (IndexService#buildIndex splits at spaces): looking up
+    "a b" can never find it, and the answer says why."""
+    import json
+
+    from conftest import SMALL, cli, run
+
+    recs = [json.loads(x) for x in cli("dump-commitlog", "--store", small_store_master, *SMALL[:2], "--format",
+                                       "jsonl").stdout.splitlines()]
+    m = next(r for r in recs if len(r["keys"]) >= 1)
+    r = run("index-lookup", " ".join(m["keys"] + ["x"]), "--store", small_store_master)
+    assert r.returncode == 1 and "split on spaces" in r.stderr.decode() and b"error:" not in r.stderr
+    assert run("index-lookup", m["keys"][0], "--store", small_store_master).returncode == 0
