@@ -44,6 +44,8 @@ holds one entry per store. --engine spark runs one Spark task per commit-log fil
 one per queue and per index file; the findings are the local engine's.
 
 Exit codes: 0 no errors (warnings and info may be listed), 1 errors found, 3 not a store.
+A finding rebuild-index repairs (cq.missing-unit, index.missing: messageIndexEnable=true
+but no index entry while messages carry keys) ends with the command that repairs it.
 With --format jsonl every finding is one line {"check","severity","file","offset","detail",...};
 the last line is {"summary": {...}} (messages checked; bytes, the total
 size of their records, not of the files; files; findings per check).
