@@ -99,6 +99,10 @@ def decode_msgid(
         st = MessageStore.open(cfg, zone)
         warn_odd_files(cfg)
         topics = st.topics()
+        if not topics:  # no consume queues, no topics.json: a UNIQ_KEY is indexed under its record's topic
+            topics = st.topics_from_commitlog()
+            print(f"rmqstore: note: no consume queues or config/topics.json: searching the {len(topics)} "
+                  "topic(s) named in the commit log", file=sys.stderr)
     failed = 0
     out = Output(fmt.value, TABLE_COLUMNS, title="message ids")
     try:

@@ -192,6 +192,10 @@ def test_index_lookup_takes_topics_from_the_commit_log_when_nothing_else_names_t
     assert got.exit_code == 0, got.stderr
     assert got.stdout == want.stdout
     assert "topic(s) named in the commit log" in got.stderr
+    uniq = next(r["uniq_key"] for r in recs if r["uniq_key"])
+    r = cli("decode-msgid", uniq, "--store", small_store, "--format", "jsonl", "--now", "2026-01-02")
+    assert r.exit_code == 0, r.stderr
+    assert json.loads(r.stdout)["kind"] == "uniq_key" and "named in the commit log" in r.stderr
 
 
 # ---------------------------------------------------------------- one rule for the same situation
