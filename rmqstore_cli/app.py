@@ -91,13 +91,13 @@ def main() -> None:
             common._silence_broken_pipe()
             sys.exit(0)
         raise
+    except typer.Abort:
+        print("rmqstore: aborted", file=sys.stderr)
+        sys.exit(1)
     except Exception as e:  # noqa: BLE001 - click's own usage errors (typer vendors click)
         if not (hasattr(e, "exit_code") and hasattr(e, "format_message")):
             raise
         sys.exit(usage_error(e))
-    except typer.Abort:
-        print("rmqstore: aborted", file=sys.stderr)
-        sys.exit(1)
     sys.exit(rv if isinstance(rv, int) and not isinstance(rv, bool) else 0)
 
 
@@ -109,7 +109,9 @@ def usage_error(e) -> int:
     if type(e).__name__ == "NoArgsIsHelpError":
         e.show()
         return e.exit_code
-    what = " ".join(e.format_message().split()).rstrip(".")
+    from rmqstore_cli.render import safe_text
+
+    what = safe_text(" ".join(e.format_message().split()).rstrip("."))  # it quotes what was typed
     if what[:1].isupper() and what[1:2].islower():
         what = what[0].lower() + what[1:]
     ctx = getattr(e, "ctx", None)
