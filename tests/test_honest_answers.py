@@ -65,7 +65,8 @@ def test_verify_index_gone_is_an_error_with_its_repair(small_store):
     assert r.exit_code == 1
     miss = [f for f in findings if f["check"] == "index.missing"]
     assert len(miss) == 1 and miss[0]["severity"] == "error" and miss[0]["file"] == "index"
-    assert miss[0]["detail"].endswith(f"rebuild-index --store {small_store} --in-place --only index")
+    sizes = " ".join(SMALL)  # the sizes verify was given: the repair must not fall back to the defaults
+    assert miss[0]["detail"].endswith(f"rebuild-index --store {small_store} {sizes} --in-place --only index")
     assert summary["findings"] == {"index.missing": 1}
     t = cli("verify", "--store", small_store, *SMALL)
     assert t.exit_code == 1 and "consistent" not in t.stdout and "index.missing" in t.stdout
@@ -94,14 +95,16 @@ def test_verify_no_index_is_fine_when_the_broker_builds_none(small_store, tmp_pa
 def test_cq_missing_unit_ends_with_its_repair(small_store):
     import shutil
 
+    from conftest import SMALL
+
     topic = sorted(p.name for p in (small_store / "consumequeue").iterdir())[0]
     shutil.rmtree(small_store / "consumequeue" / topic / "0")
     r, findings, _ = _verify(small_store)
     miss = [f for f in findings if f["check"] == "cq.missing-unit"]
     assert r.exit_code == 1 and miss
     for f in miss:
-        assert f["detail"].endswith(f"repair: rmqstore rebuild-index --store {small_store} --in-place "
-                                    f"--only cq --topic {f['topic']}")
+        assert f["detail"].endswith(f"repair: rmqstore rebuild-index --store {small_store} {' '.join(SMALL)} "
+                                    f"--in-place --only cq --topic {f['topic']}")
 
 
 def test_verify_torn_last_file_ends_at_its_last_valid_record(small_store):
@@ -347,3 +350,25 @@ def test_a_key_with_spaces_is_explained(small_store_master):
     r = run("index-lookup", " ".join(m["keys"] + ["x"]), "--store", small_store_master)
     assert r.returncode == 1 and "split on spaces" in r.stderr.decode() and b"error:" not in r.stderr
     assert run("index-lookup", m["keys"][0], "--store", small_store_master).returncode == 0
+
+
+def test_the_repair_commands_in_findings_repair_the_store(small_store):
+    """Run what index.missing and cq.missing-unit say, as written: verify then finds nothing."""
+    import shlex
+    import shutil
+
+    from conftest import cli
+
+    shutil.rmtree(small_store / "index")
+    topic = sorted(p.name for p in (small_store / "consumequeue").iterdir())[0]
+    shutil.rmtree(small_store / "consumequeue" / topic)
+    _, findings, _ = _verify(small_store)
+    commands = {f["detail"].split("; repair: ", 1)[1] for f in findings}
+    assert {f["check"] for f in findings} == {"index.missing", "cq.missing-unit"} and len(commands) == 2
+    for c in sorted(commands):
+        argv = shlex.split(c)
+        assert argv[0] == "rmqstore"
+        r = cli(*argv[1:], "--no-backup")
+        assert r.exit_code == 0, (c, r.stderr)
+    r, findings, _ = _verify(small_store)
+    assert r.exit_code == 0 and findings == []

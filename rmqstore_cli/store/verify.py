@@ -1803,10 +1803,14 @@ class Verifier:
                           f"has store time {c.message.store_timestamp}")
 
     def repair_command(self, *args: str) -> str:
-        """The rebuild-index command line that repairs a finding, for its detail."""
+        """The rebuild-index command line that repairs a finding, for its detail: with the sizes
+        this check was given (broker.conf or options), so the repair writes files of the store's
+        geometry instead of the broker defaults (a lost index/ leaves nothing to infer from)."""
         import shlex
 
-        return " ".join(["rmqstore rebuild-index --store", shlex.quote(str(self.root)), "--in-place",
+        cfg = self.config
+        sizes = [f"{opt} {getattr(cfg, attr)}" for attr, opt in _SIZE_OPTIONS if attr in cfg.explicit]
+        return " ".join(["rmqstore rebuild-index --store", shlex.quote(str(self.root)), *sizes, "--in-place",
                          *map(shlex.quote, args)])
 
     def _check_index_missing(self) -> None:
@@ -1883,6 +1887,10 @@ class Verifier:
 
 
 _PREFIX_UNPACK = struct.Struct(">iI").unpack_from
+#: StoreConfig sizes and the rebuild-index options that set them (for repair commands).
+_SIZE_OPTIONS = (("mapped_file_size_commit_log", "--commitlog-file-size"),
+                 ("mapped_file_size_consume_queue", "--cq-file-size"),
+                 ("max_hash_slot_num", "--index-slots"), ("max_index_num", "--index-max"))
 
 
 def open_for_verify(config: StoreConfig) -> StoreConfig:
