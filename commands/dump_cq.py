@@ -180,6 +180,10 @@ def _dump_queue(ms, topic, queue_id, from_offset, limit, resolve, fmt, zone) -> 
                                     fmt.value == "table", zone))
     finally:
         out.close()  # the queue's read-only mappings close with the process (numpy views hold them)
+    if not out.count:  # the same answer for the exact end and anything past it
+        held = (f"holds units {cq.min_file_offset}..{cq.max_offset - 1}" if cq.max_offset > cq.min_file_offset
+                else "holds no unit")
+        raise NotFound("no unit in that range", hint=f"{topic}/{queue_id} {held}")
     return out.count
 
 
