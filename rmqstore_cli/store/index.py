@@ -66,6 +66,10 @@ class IndexFile:
             length = os.fstat(fd).st_size
             if length < INDEX_HEADER_SIZE:
                 raise StoreError(f"index file has {length} bytes, less than its 40-byte header", path=path)
+            if writable and length != self.size:  # every slot and entry written must lie in the file
+                raise StoreError(f"index file has {length} bytes, not the {self.size} of maxHashSlotNum={slot_num} "
+                                 f"and maxIndexNum={index_num}", path=path,
+                                 hint="pass the broker's --index-slots/--index-max or --broker-conf")
             self.mm = mmap.mmap(fd, length, access=mmap.ACCESS_WRITE if writable else mmap.ACCESS_READ)
         finally:
             os.close(fd)
@@ -168,8 +172,8 @@ class IndexFile:
         if h.index_count <= 1:
             h.begin_phy_offset = phy_offset
             h.begin_timestamp = store_timestamp
-        if slot_value == 0:
-            h.hash_slot_count += 1
+        if slot_value == 0:  # an AtomicInteger: a crafted count at Integer.MAX_VALUE wraps, as in Java
+            h.hash_slot_count = (h.hash_slot_count + 1 + (1 << 31)) % (1 << 32) - (1 << 31)
         h.index_count += 1
         h.end_phy_offset = phy_offset
         h.end_timestamp = store_timestamp

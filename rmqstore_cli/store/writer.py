@@ -53,6 +53,8 @@ class StoreWriter:
 
     def _open(self, tz: _dt.tzinfo | None) -> None:
         config = self.config
+        if config.index_geometry_error is not None and config.message_index_enable:
+            raise config.index_geometry_error  # the index cannot be appended to at an unknown geometry
         self._preflight()
         self._topics_table = self._load_topics()
         cp_path = config.checkpoint_path
@@ -96,17 +98,19 @@ class StoreWriter:
         for d in [*cfg.commitlog_dirs, cfg.consumequeue_dir, cfg.index_dir, cfg.root / "config"]:
             if os.path.lexists(d):
                 check_inside(d, self.roots, f"write into {d.name}/")
-        last = [q.files[-1].path for q in (MappedFileQueue(cfg.commitlog_dirs, 1),) if q.files]
+        cl = MappedFileQueue(cfg.commitlog_dirs, 1)
+        written = cl.files[-1:]  # appends go to the last file of each queue
         for _, _, qdir in queue_dirs(cfg.consumequeue_dir):
             check_inside(qdir, self.roots, f"write into {qdir.parent.name}/{qdir.name}/")
-            q = MappedFileQueue(qdir, 1)
-            last += [q.files[-1].path] if q.files else []
-        for p in last:
+            written += MappedFileQueue(qdir, 1).files[-1:]
+        paths = [f.path for f in written] + _index_files(cfg.index_dir)  # every index file is opened writable
+        for p in paths:
             st = os.lstat(p)
             if not stat.S_ISREG(st.st_mode):
-                raise RefusedError(f"will not append to {kind_of(st.st_mode)}: the store's last file must be "
-                                   "a regular file", path=p, hint="a symbolic link or special file was planted "
-                                                                  "in the store; remove it or work on a copy")
+                raise RefusedError(f"will not write to {kind_of(st.st_mode)}: a store file this run writes "
+                                   "must be a regular file", path=p,
+                                   hint="a symbolic link or special file was planted in the store; remove it "
+                                        "or work on a copy")
 
     def _load_topics(self) -> dict:
         """``config/topics.json`` as ``TopicConfigManager`` reads it, checked before anything
@@ -205,6 +209,15 @@ def _topics_problem(data) -> str | None:
             if type(v) is not int or not 0 <= v < 1 << 31:
                 return f"{k} of topic {name!r:.80} is {v!r:.40}, not a queue count"
     return None
+
+
+def _index_files(index_dir: Path) -> list[Path]:
+    """The entries of ``index/`` IndexService loads (links included, sub-directories not)."""
+    try:
+        with os.scandir(index_dir) as it:
+            return [Path(e.path) for e in it if not e.name.startswith(".") and not e.is_dir(follow_symlinks=False)]
+    except (FileNotFoundError, NotADirectoryError):
+        return []
 
 
 def count_records(config: StoreConfig) -> int:
