@@ -313,7 +313,7 @@ def test_generate_on_crafted_index_headers_never_tracebacks(small_store, field, 
         h[field] = value
         fh.seek(0)
         fh.write(struct.pack(HEADER_FORMAT, *h))
-    r = append(small_store, messages=50)
+    r = rmq("generate", "--store", small_store, "--append", "--messages", "50")  # sizes inferred, as a user would
     assert r.returncode in (0, 3), r.stderr
     if r.returncode:
         one_error_line(r)
