@@ -21,7 +21,7 @@ from rmqstore_cli.commands.common import (
 
 EPILOG = """Examples:
 
-  S=$(mktemp -d); rmqstore generate --store "$S" --messages 10000 --seed 7
+  rmqstore generate --store "$(mktemp -d)" --messages 10000 --seed 7
 
   rmqstore generate --store /tmp/small --messages 2000 --commitlog-file-size 65536 --cq-file-size 2000 --index-slots 64 --index-max 400
 

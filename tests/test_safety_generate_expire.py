@@ -154,7 +154,7 @@ def test_a_second_generate_is_refused_while_the_first_writes(small_store, monkey
     assert cli("verify", "--store", small_store, "--format", "json").exit_code == 0
 
 
-@pytest.mark.parametrize("cmd", ["generate", "expire"])
+@pytest.mark.parametrize("cmd", ["generate", "expire", "rebuild-index"])
 @pytest.mark.parametrize("kind", ["dangling-link", "link-to-file", "directory", "fifo"])
 def test_a_lock_that_is_not_a_regular_file_is_refused(small_store, tmp_path, cmd, kind):
     lock = small_store / "lock"
@@ -172,8 +172,10 @@ def test_a_lock_that_is_not_a_regular_file_is_refused(small_store, tmp_path, cmd
     before = digest(small_store)
     if cmd == "generate":
         r = append(small_store)
-    else:
+    elif cmd == "expire":
         r = rmq("expire", "--store", small_store, *SMALL, "--now", NOW, "--reserved-hours", "0")
+    else:  # StoreLock is shared: the same rules for rebuild-index --in-place
+        r = rmq("rebuild-index", "--store", small_store, "--in-place", *SMALL)
     assert r.returncode == 4
     assert "lock" in one_error_line(r)
     assert digest(small_store) == before
