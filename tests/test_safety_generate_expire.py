@@ -395,3 +395,12 @@ def test_expire_never_hangs_on_a_fifo(small_store, where):
     if r.returncode:
         one_error_line(r)
     assert p.exists() and not p.is_file()  # the FIFO itself is never deleted
+
+
+def test_verify_does_not_hang_on_a_fifo_lock(small_store):
+    """lock_holder opens ``lock`` non-blocking: a FIFO there blocked even read-only verify."""
+    (small_store / "lock").unlink()
+    os.mkfifo(small_store / "lock")
+    r = rmq("verify", "--store", small_store, "--format", "json", timeout=120)
+    assert r.returncode in (0, 1), r.stderr
+    assert "Traceback" not in r.stderr
