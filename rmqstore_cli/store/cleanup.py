@@ -416,7 +416,7 @@ def _plan_index(plan: ExpiryPlan, config: StoreConfig) -> None:
 @dataclass
 class ExpiryResult:
     deleted: list[Condemned] = field(default_factory=list)
-    error: StoreError | None = None
+    error: StoreError | RefusedError | None = None
 
     @property
     def completed(self) -> bool:
@@ -462,7 +462,7 @@ def execute_plan(plan: ExpiryPlan, on_delete: Callable[[Condemned], None] | None
             res.error = StoreError("vanished before it was deleted", path=a.path,
                                    hint="is another expire or the broker running? run again")
             break
-        except StoreError as e:
+        except (StoreError, RefusedError) as e:  # RefusedError: the directory now leads out of the roots
             res.error = e
             break
         except OSError as e:
