@@ -404,3 +404,18 @@ def test_verify_does_not_hang_on_a_fifo_lock(small_store):
     r = rmq("verify", "--store", small_store, "--format", "json", timeout=120)
     assert r.returncode in (0, 1), r.stderr
     assert "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("where", ["checkpoint", "commitlog-file", "cq-file", "index-file"])
+def test_generate_never_hangs_on_a_fifo_and_writes_nothing(small_store, where):
+    p = {"checkpoint": small_store / "checkpoint",
+         "commitlog-file": sorted((small_store / "commitlog").iterdir())[-1],
+         "cq-file": sorted((small_store / "consumequeue").glob("*/*/*"))[-1],
+         "index-file": sorted((small_store / "index").iterdir())[-1]}[where]
+    p.unlink()
+    os.mkfifo(p)
+    before = digest(small_store)
+    r = append(small_store)
+    assert r.returncode in (3, 4), r.stderr
+    assert "FIFO" in one_error_line(r)
+    assert digest(small_store) == before
