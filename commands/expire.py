@@ -71,7 +71,8 @@ def expire(
     pause_ms: Annotated[int, typer.Option(
         min=0, help="Sleep between deletions, like deleteCommitLogFilesInterval (100 in the broker).")] = 0,
     dry_run: Annotated[bool, typer.Option("--dry-run", "-n", help="List what would go and why; delete nothing.")] = False,
-    force: Annotated[bool, typer.Option("--force", help="Run even while a live broker holds the store's lock.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Delete even while a live broker holds the store's lock "
+                                        "(--dry-run needs no --force: it only reads).")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing unless something was deleted or went wrong (for cron).")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="One line per deletion on stderr, as it happens, "
                                           "and one per file left alone.")] = False,
@@ -94,6 +95,10 @@ def expire(
     Every file is checked to be a store file (20- or 17-digit name, configured size,
     regular file, not a symlink) before it is deleted. Refuses (exit 4) while a live
     broker holds the store's lock, unless --force; holds that lock itself while deleting.
+    --dry-run only reads, so it runs under a live broker too (one stderr line says so).
+    A commitlog/, consumequeue/ or index/ that is a symlink out of the store is refused
+    (exit 4): nothing is deleted outside the store, except a commit-log directory that
+    --broker-conf's storePathCommitLog names.
     An interrupted run leaves a consistent store; the next run finishes the job.
     Exit 0 when the run completed (whether or not anything was due), 3 when a file could
     not be checked or deleted: one error line, with the count and the first such file when
@@ -102,7 +107,7 @@ def expire(
     from rmqstore_cli.commands.common import load_config
     from rmqstore_cli.errors import StoreError
     from rmqstore_cli.store import cleanup
-    from rmqstore_cli.store.lock import StoreLock, lock_holder, refuse_if_live
+    from rmqstore_cli.store.lock import StoreLock, check_lock_file, lock_holder, refuse_if_live
     from rmqstore_cli.store.message_store import MessageStore
     from rmqstore_cli.times import now_ms, parse_time, parse_tz
 
@@ -112,13 +117,22 @@ def expire(
     cfg = load_config(store, broker_conf, commitlog_file_size, cq_file_size, index_slots, index_max)
     hours = reserved_hours if reserved_hours is not None else float(cfg.file_reserved_time)
     root = cfg.root
-    refuse_if_live(root, force)
+    warn = (lambda msg: None) if quiet else (lambda msg: print(f"rmqstore: {msg}", file=sys.stderr))
+    if dry_run:  # only reads: allowed under a live broker, which is when "what would go" matters
+        check_lock_file(root)
+        live = lock_holder(root)
+        if live is not None:
+            warn(f"note: a live broker (pid {live}) holds the store's lock; --dry-run only reads, "
+                 "so it goes on (its files may change meanwhile)")
+    else:
+        refuse_if_live(root, force, hint="stop the broker or work on a snapshot; --dry-run lists what would "
+                                         "go without deleting, --force deletes anyway")
+    cleanup.check_data_dirs(cfg)
     ms = MessageStore.open(cfg, zone)  # sizes inferred and checked; DLedger / RocksDB refused
     try:
         ms.commitlog.queue.check_sizes()
     finally:
         ms.close()
-    warn = (lambda msg: None) if quiet else (lambda msg: print(f"rmqstore: {msg}", file=sys.stderr))
     if verbose:
         for note in ms.notes:
             warn(f"note: {note}")

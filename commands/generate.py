@@ -1,6 +1,7 @@
 """``rmqstore generate``: write a realistic store through the engine's append + dispatch path."""
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Annotated, Optional
@@ -8,7 +9,6 @@ from typing import Annotated, Optional
 import typer
 
 from rmqstore_cli.commands.common import (
-    BrokerConfOpt,
     CommitlogSizeOpt,
     CqSizeOpt,
     Fmt,
@@ -21,12 +21,20 @@ from rmqstore_cli.commands.common import (
 
 EPILOG = """Examples:
 
-  rmqstore generate --store /tmp/store --messages 10000 --seed 7
+  rmqstore generate --store "$(mktemp -d)" --messages 10000 --seed 7
 
   rmqstore generate --store /tmp/small --messages 2000 --commitlog-file-size 65536 --cq-file-size 2000 --index-slots 64 --index-max 400
 
+  rmqstore generate --store /tmp/small --messages 500 --append
+
   rmqstore dump-commitlog --store A --format jsonl --body base64 | rmqstore generate --store B --from-jsonl -
 """
+
+#: generate's own --broker-conf: never from RMQSTORE_BROKER_CONF, since its
+#: storePathCommitLog would choose where synthetic records are written.
+GenBrokerConfOpt = Annotated[Optional[Path], typer.Option(
+    "--broker-conf", help="A broker.conf to take sizes and paths from (never from RMQSTORE_BROKER_CONF: a "
+                          "test-data writer takes no target from the environment).")]
 
 
 def register(app: typer.Typer) -> None:
@@ -35,8 +43,12 @@ def register(app: typer.Typer) -> None:
 
 @command
 def generate(
-    store: Annotated[Path, typer.Option("--store", "-s", envvar="RMQSTORE_STORE",
-                                        help="Directory to write the store into (created if missing).")],
+    store: Annotated[Path, typer.Option(
+        "--store", "-s", help="New or empty directory to write the store into (created if missing). Required: "
+                              "never taken from RMQSTORE_STORE or ~/store. A non-empty one only with --append.")],
+    append: Annotated[bool, typer.Option(
+        "--append", help="Add to the store already in --store (its lock is checked and held); without it a "
+                         "non-empty directory is refused (exit 4).")] = False,
     messages: Annotated[int, typer.Option("--messages", "-n", min=0, help="How many sends.")] = 1000,
     seed: Annotated[int, typer.Option(help="Random seed: same options and seed, same bytes.")] = 1,
     topics: Annotated[int, typer.Option(min=1, help="Number of topics.")] = 4,
@@ -61,7 +73,7 @@ def generate(
     cq_file_size: CqSizeOpt = None,
     index_slots: IndexSlotsOpt = None,
     index_max: IndexMaxOpt = None,
-    broker_conf: BrokerConfOpt = None,
+    broker_conf: GenBrokerConfOpt = None,
     from_jsonl: Annotated[Optional[str], typer.Option(
         help="Append the messages of a dump-commitlog --format jsonl --body base64 file ('-' = stdin), "
              "keeping offsets, times, hosts, flags and properties. A record whose topic cannot be a "
@@ -73,8 +85,12 @@ def generate(
     """Write a realistic store: commitlog, consume queues, index, checkpoint, config/topics.json.
 
     Messages go through the same append and dispatch path as every other command, so the
-    store is what a broker would have written. Appending to an existing store continues
-    its queue offsets; the broker's lock is checked first.
+    store is what a broker would have written. --store is required and must be a new or
+    empty directory; a non-empty one is refused (exit 4) unless --append is given, a file
+    there is a usage error (exit 2). Appending continues the store's queue offsets and
+    says "appended N to a store of M records" on stderr. The broker's lock is checked
+    first (a live broker: exit 4) and held while writing; nothing is written through a
+    symbolic link or outside the store.
 
     A replayed record whose topic is not one safe directory name (empty, '.', '..', '/',
     NUL, invalid UTF-8, over 255 bytes) is kept in the commit log and the index but gets
@@ -88,18 +104,22 @@ def generate(
     from rmqstore_cli.store.consume_queue import unsafe_topic
     from rmqstore_cli.store.lock import refuse_if_live
     from rmqstore_cli.store.producer import Workload, WorkloadOptions
-    from rmqstore_cli.store.writer import StoreWriter
+    from rmqstore_cli.store.writer import StoreWriter, count_records
     from rmqstore_cli.times import now_ms, parse_duration, parse_time, parse_tz
 
     if broker_version not in ("4.9", "5"):
         raise UsageError(f"--broker-version must be 4.9 or 5, not {broker_version!r}")
     zone = parse_tz(tz)
+    existing = _check_target(store, append, "--store")
     cfg = load_config(store, broker_conf, commitlog_file_size, cq_file_size, index_slots, index_max)
+    for d in cfg.commitlog_dirs:  # storePathCommitLog may put the commit log elsewhere
+        if d != cfg.root / "commitlog":
+            existing = _check_target(d, append, "storePathCommitLog") or existing
     if broker_version == "4.9":
         cfg.auto_message_version_on_topic_len = False
     if append_prop_crc:
         cfg.enabled_append_prop_crc = True
-    if store.exists():
+    if existing:
         refuse_if_live(store)
         cfg.infer_sizes()
     lo, _, hi = body_size.partition("-")
@@ -112,8 +132,9 @@ def generate(
     start_ms = parse_time(start, "--start", tz=zone) if start is not None else None
     span_ms = parse_duration(span, "--span")
     t0 = now_ms()
-    writer = StoreWriter(cfg, zone)
+    writer = StoreWriter(cfg, zone)  # takes the broker's lock
     try:
+        before = count_records(cfg) if existing else 0
         if from_jsonl is not None:
             from rmqstore_cli.store.replay import read_dump
 
@@ -149,7 +170,40 @@ def generate(
     if fmt is Fmt.table and not summary["refused_topics"]:
         del summary["refused_topics"]
     print_summary(fmt.value, summary, "generated")
+    if append:
+        print(f"rmqstore: appended {writer.messages} to a store of {before} records", file=sys.stderr)
     _warn_refused(writer.refused_records)
+
+
+def _check_target(path: Path, append: bool, what: str) -> bool:
+    """Whether ``path`` is a non-empty directory to append to. A new or empty directory is
+    fine; a non-empty one needs ``--append`` (exit 4 without); anything that is not a
+    directory is a usage error (exit 2). A test-data writer must never add synthetic
+    records to a real store by accident."""
+    from rmqstore_cli.errors import RefusedError, UsageError
+    from rmqstore_cli.store.safefs import kind_of, os_error
+
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        if os.path.islink(path):
+            raise UsageError(f"{what} is a dangling symbolic link, not a directory", path=path,
+                             hint="give a new or empty directory") from None
+        return False
+    except OSError as e:
+        raise os_error(e, path, "inspect the target directory") from None
+    if not os.path.isdir(path):
+        raise UsageError(f"{what} is {'a regular file' if os.path.isfile(path) else kind_of(st.st_mode)}, "
+                         "not a directory", path=path, hint="give a new or empty directory")
+    try:
+        with os.scandir(path) as it:
+            empty = next(it, None) is None
+    except OSError as e:
+        raise os_error(e, path, "list the target directory") from None
+    if not empty and not append:
+        raise RefusedError(f"{what} is not empty; generate writes only into a new or empty directory",
+                           path=path, hint="pass --append to add messages to the store there")
+    return not empty
 
 
 def _warn_refused(refused: dict[str, int], limit: int = 10) -> None:

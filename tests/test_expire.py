@@ -327,11 +327,18 @@ def test_refuses_while_another_process_holds_the_lock(small_store):
         digest = tree_digest(small_store)
         r = run("expire", "--store", small_store, *SMALL, "--now", str(NOW), "--reserved-hours", "72")
         assert r.returncode == 4, r.stderr
-        assert r.stderr.decode().startswith("rmqstore: error: a live broker (pid ")
+        assert r.stderr.decode().startswith(f"rmqstore: error: a live broker (pid {holder.pid}) ")
+        assert "--force" in r.stderr.decode()  # the refusal names the way past it
         assert len(r.stderr.decode().strip().splitlines()) == 1
         assert tree_digest(small_store) == digest
-        r = run("expire", "--store", small_store, *SMALL, "--now", str(NOW), "--reserved-hours", "72", "--dry-run")
-        assert r.returncode == 4
+        # --dry-run only reads: allowed under a live broker, with one line saying it is live (issue 16)
+        r = run("expire", "--store", small_store, *SMALL, "--now", str(NOW), "--reserved-hours", "72", "--dry-run",
+                "--format", "json")
+        assert r.returncode == 0, r.stderr
+        [line] = r.stderr.decode().strip().splitlines()
+        assert f"live broker (pid {holder.pid})" in line and "--dry-run" in line
+        assert json.loads(r.stdout)["deleted"]["commitlog"] == 3 and json.loads(r.stdout)["dry_run"]
+        assert tree_digest(small_store) == digest
         r = run("expire", "--store", small_store, *SMALL, "--now", str(NOW), "--reserved-hours", "72", "--force",
                 "--format", "json")
         assert r.returncode == 0, r.stderr
@@ -353,9 +360,9 @@ def test_holds_the_brokers_lock_while_deleting(small_store, monkeypatch):
              str(small_store)]
     real_unlink = cleanup._unlink_proven
 
-    def spy(a):
+    def spy(a, *roots):
         seen.append(subprocess.run(probe, capture_output=True, text=True).stdout.strip())
-        real_unlink(a)
+        real_unlink(a, *roots)
 
     monkeypatch.setattr(cleanup, "_unlink_proven", spy)
     expire_json(small_store, "--reserved-hours", "72", "--max-files", "1")

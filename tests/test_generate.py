@@ -78,7 +78,7 @@ def test_cq_and_index_equal_a_dispatch_recomputed_from_the_commitlog(small_store
 
 def test_appending_continues_queue_offsets(tmp_path):
     store = generate(tmp_path / "s", messages=300, seed=1)
-    generate(store, messages=300, seed=2)
+    generate(store, "--append", messages=300, seed=2)
     ms = MessageStore.open(StoreConfig.load(store, None))
     nxt: dict = {}
     n = 0
@@ -114,7 +114,7 @@ def test_generate_refuses_a_store_locked_by_a_live_broker(tmp_path):
     holder = subprocess.Popen([sys.executable, "-c", code, str(store / "lock")], stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "locked"
-        r = run("generate", "--store", store, "--messages", "5", *SMALL)
+        r = run("generate", "--store", store, "--append", "--messages", "5", *SMALL)
         assert r.returncode == 4
         assert b"live broker" in r.stderr and str(holder.pid).encode() in r.stderr
         assert b"Traceback" not in r.stderr
@@ -140,7 +140,7 @@ def test_bad_options_are_one_line_errors(tmp_path):
 
 def test_size_mismatch_with_existing_store_is_refused(tmp_path):
     store = generate(tmp_path / "s", messages=20)
-    r = run("generate", "--store", store, "--messages", "5", "--commitlog-file-size", "131072")
+    r = run("generate", "--store", store, "--append", "--messages", "5", "--commitlog-file-size", "131072")
     assert r.returncode == 3
     assert b"mappedFileSizeCommitLog" in r.stderr and b"Traceback" not in r.stderr
 

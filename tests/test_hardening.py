@@ -479,7 +479,7 @@ def test_live_broker_lock_mutations_refused_reads_work(small_store, tmp_path):
         for args in (["rebuild-index", "--store", small_store, "--in-place"],
                      ["rebuild-index", "--store", small_store, "--recover"],
                      ["expire", "--store", small_store, "--reserved-hours", "0"],
-                     ["generate", "--store", small_store, "--messages", "5"]):
+                     ["generate", "--store", small_store, "--append", "--messages", "5"]):
             r = cli(*args)
             assert r.exit_code == 4, (args[0], r.stderr)
             assert r.stderr.startswith("rmqstore: error: a live broker") and r.stderr.count("\n") == 1

@@ -115,7 +115,7 @@ def test_many_odd_files_warn_a_bounded_number_of_lines(small_store):
     ["rebuild-index", "--in-place"],
     ["rebuild-index", "--output", "{out}"],
     ["expire", "--reserved-hours", "0"],
-    ["generate", "--messages", "5"],
+    ["generate", "--append", "--messages", "5"],
 ])
 def test_mutating_commands_keep_refusing(torn, tmp_path, args):
     store, victim, _ = torn

@@ -90,7 +90,7 @@ def restarted(tmp_path_factory):
     qdir = sorted((store / "consumequeue").iterdir())[0] / "0"
     for f in os.listdir(qdir):
         os.remove(qdir / f)
-    generate(store, "--topics", "2", "--queues", "2", "--delay-ratio", "0", "--transaction-ratio", "0",
+    generate(store, "--append", "--topics", "2", "--queues", "2", "--delay-ratio", "0", "--transaction-ratio", "0",
              "--start", "2026-01-01T02:00:00Z", messages=120, seed=9)
     return store
 

@@ -455,7 +455,7 @@ def test_restart_without_consume_queue_is_info(tmp_path):
     qdir = next((store / "consumequeue").iterdir()) / "0"
     for f in os.listdir(qdir):
         os.remove(qdir / f)
-    generate(store, "--topics", "1", "--queues", "2", "--delay-ratio", "0", "--transaction-ratio", "0",
+    generate(store, "--append", "--topics", "1", "--queues", "2", "--delay-ratio", "0", "--transaction-ratio", "0",
              "--start", "2026-01-01T02:00:00Z", messages=40, seed=9)
     r, findings, _ = _verify(store, "--deep")
     assert r.exit_code == 0, [f for f in findings if f["severity"] != "info"][:3]

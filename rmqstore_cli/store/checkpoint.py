@@ -8,7 +8,7 @@ from pathlib import Path
 
 from rmqstore_cli.errors import StoreError
 from rmqstore_cli.formats.checkpoint import CHECKPOINT_FILE_SIZE, CHECKPOINT_V5_FORMAT
-from rmqstore_cli.store.safefs import open_read_only
+from rmqstore_cli.store.safefs import open_read_only, replace_file
 
 _CP = struct.Struct(CHECKPOINT_V5_FORMAT)
 
@@ -44,11 +44,9 @@ class StoreCheckpoint:
                 raise StoreError("checkpoint is shorter than its 24 bytes of timestamps", path=path, offset=0)
         return cls(*_CP.unpack(data))
 
-    def write(self, path: Path) -> None:
-        """A full 4096-byte file, written beside and renamed into place."""
-        tmp = path.with_name(path.name + ".tmp")
-        with open(tmp, "wb") as fh:
-            fh.write(_CP.pack(*astuple(self)).ljust(CHECKPOINT_FILE_SIZE, b"\0"))
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
+    def write(self, path: Path, roots: list[Path] | None = None) -> None:
+        """A full 4096-byte file, written beside (a fresh ``O_EXCL`` name, so a link planted
+        at ``checkpoint.tmp`` is never followed) and renamed into place, inside ``roots``
+        (``StoreConfig.write_roots``; default: the checkpoint's directory)."""
+        data = _CP.pack(*astuple(self)).ljust(CHECKPOINT_FILE_SIZE, b"\0")
+        replace_file(path, data, roots or [path.parent])

@@ -38,12 +38,13 @@ from pathlib import Path
 
 import numpy as np
 
-from rmqstore_cli.errors import StoreError
+from rmqstore_cli.errors import RefusedError, StoreError
 from rmqstore_cli.formats.consume_queue import CQ_STORE_UNIT_SIZE, UNIT_FORMAT
 from rmqstore_cli.formats.index import HEADER_FORMAT, INDEX_HEADER_SIZE
 from rmqstore_cli.store.config import StoreConfig
 from rmqstore_cli.store.consume_queue import UNIT_DTYPE, queue_dirs
 from rmqstore_cli.store.mapped_files import MappedFileQueue, fsync_dir
+from rmqstore_cli.store.safefs import O_NOFOLLOW, check_inside, is_inside, open_read_only, real
 
 COMMITLOG = "commitlog"
 CONSUMEQUEUE = "consumequeue"
@@ -144,6 +145,8 @@ class ExpiryPlan:
     queue_mins: list[QueueMin] = field(default_factory=list)
     index_first: dict | None = None  # first index file kept: name, begin/end phy offset
     disk: dict | None = None  # usage before and projected after, for --disk-ratio
+    #: Where files may be deleted (``StoreConfig.write_roots``): checked again at each unlink.
+    roots: list[Path] = field(default_factory=list)
 
     def of(self, kind: str) -> list[Condemned]:
         return [a for a in self.actions if a.kind == kind]
@@ -219,6 +222,22 @@ def _condemn(kind: str, path: Path, root: Path, st: os.stat_result, rule: str, r
 
 
 # ----------------------------------------------------------------- planning
+def check_data_dirs(config: StoreConfig) -> None:
+    """Refuse (exit 4) a store whose ``commitlog/``, ``consumequeue/`` or ``index/`` is a
+    symbolic link leading out of ``config.write_roots`` (README, Safety): such a directory
+    is read through, but expire deletes only files whose real path lies inside those roots.
+    A commit log on another disk is the broker's own layout when ``storePathCommitLog``
+    names it, which ``--broker-conf`` makes a root."""
+    roots = config.write_roots
+    for d in [*config.commitlog_dirs, config.consumequeue_dir, config.index_dir]:
+        if os.path.lexists(d) and not is_inside(d, roots):
+            hint = ("if that is the broker's layout, pass --broker-conf with storePathCommitLog set to it"
+                    if d in config.commitlog_dirs else "work on a copy, or replace the link by the directory")
+            raise RefusedError(f"{d.name}/ is a symbolic link to {real(d)}, outside the store "
+                               f"({', '.join(real(r) for r in roots)}); nothing is deleted through it",
+                               path=d, hint=hint)
+
+
 def plan_expiry(config: StoreConfig, now_ms: int, reserved_hours: float, *, disk_ratio: float | None = None,
                 max_files: int | None = None, usage: UsageSource | None = None) -> ExpiryPlan:
     """Decide what the broker's cleaning would delete now. Reads headers and one unit per
@@ -226,7 +245,8 @@ def plan_expiry(config: StoreConfig, now_ms: int, reserved_hours: float, *, disk
     root = config.root
     cl = MappedFileQueue(config.commitlog_dirs, config.mapped_file_size_commit_log)
     min_before = cl.files[0].file_from_offset if cl.files else -1
-    plan = ExpiryPlan(now_ms, reserved_hours, disk_ratio, max_files, min_before, min_before)
+    plan = ExpiryPlan(now_ms, reserved_hours, disk_ratio, max_files, min_before, min_before,
+                      roots=config.write_roots)
     for p in cl.strays:
         plan.notes.append(f"{_relative(p, root)} is not a commit-log file name; left alone")
     _plan_commitlog(plan, cl, config, usage)
@@ -295,7 +315,7 @@ def _plan_consume_queues(plan: ExpiryPlan, config: StoreConfig) -> None:
             f = q.files[i]
             try:
                 st = _prove(f.path, real_dir, _OFFSET_NAME, size)
-                fd = os.open(f.path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+                fd = open_read_only(f.path, O_NOFOLLOW)
                 try:
                     raw = os.pread(fd, CQ_STORE_UNIT_SIZE, size - CQ_STORE_UNIT_SIZE)
                 finally:
@@ -320,7 +340,10 @@ def _projected_queue_min(path: Path, file_from_offset: int, clmin: int, chunk_un
     pointing at or above the commit log's minimum, else that file's start. Read in chunks,
     so a 6 MB file costs one small read when the answer is near its start."""
     base = file_from_offset // CQ_STORE_UNIT_SIZE
-    fd = os.open(path, os.O_RDONLY)
+    try:
+        fd = open_read_only(path)  # not proven (it stays): a FIFO must not hang the plan
+    except StoreError:
+        return base
     try:
         pos = 0
         while True:
@@ -343,7 +366,7 @@ def _projected_queue_min(path: Path, file_from_offset: int, clmin: int, chunk_un
 
 
 def _read_index_header(path: Path) -> tuple[int, int, int, int]:
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    fd = open_read_only(path, O_NOFOLLOW)
     try:
         raw = os.pread(fd, INDEX_HEADER_SIZE, 0)
     finally:
@@ -393,15 +416,18 @@ def _plan_index(plan: ExpiryPlan, config: StoreConfig) -> None:
 @dataclass
 class ExpiryResult:
     deleted: list[Condemned] = field(default_factory=list)
-    error: StoreError | None = None
+    error: StoreError | RefusedError | None = None
 
     @property
     def completed(self) -> bool:
         return self.error is None
 
 
-def _unlink_proven(a: Condemned) -> None:
-    """Unlink ``a.path`` only if the directory entry is still the inode the plan proved."""
+def _unlink_proven(a: Condemned, roots: list[Path] | None = None) -> None:
+    """Unlink ``a.path`` only if its directory's real path lies inside ``roots`` and the
+    directory entry is still the inode the plan proved."""
+    if roots:
+        check_inside(a.path.parent, roots, f"delete {a.path.name}")
     dfd = os.open(a.path.parent, os.O_RDONLY | os.O_DIRECTORY)
     try:
         st = os.stat(a.path.name, dir_fd=dfd, follow_symlinks=False)
@@ -431,12 +457,12 @@ def execute_plan(plan: ExpiryPlan, on_delete: Callable[[Condemned], None] | None
             dirs.clear()
             kind = a.kind
         try:
-            _unlink_proven(a)
+            _unlink_proven(a, plan.roots)
         except FileNotFoundError:
             res.error = StoreError("vanished before it was deleted", path=a.path,
                                    hint="is another expire or the broker running? run again")
             break
-        except StoreError as e:
+        except (StoreError, RefusedError) as e:  # RefusedError: the directory now leads out of the roots
             res.error = e
             break
         except OSError as e:

@@ -233,7 +233,8 @@ class CommitLog:
 
     def __init__(self, config: StoreConfig, writable: bool = False):
         self.config = config
-        self.queue = MappedFileQueue(config.commitlog_dirs, config.mapped_file_size_commit_log, writable)
+        self.queue = MappedFileQueue(config.commitlog_dirs, config.mapped_file_size_commit_log, writable,
+                                     roots=config.write_roots if writable else None)
         self.file_size = config.mapped_file_size_commit_log
         self.end: ScanEnd | None = None
         # writer state

@@ -23,6 +23,7 @@ from rmqstore_cli.formats.consume_queue import (
 from rmqstore_cli.errors import StoreError
 from rmqstore_cli.formats.derive import numpy_dtype
 from rmqstore_cli.store.mapped_files import MappedFileQueue, offset2file_name, queue_dirs  # noqa: F401
+from rmqstore_cli.store.safefs import make_dirs, open_for_write, os_error
 
 UNIT_DTYPE = numpy_dtype(ConsumeQueueUnit)
 _UNIT = struct.Struct(UNIT_FORMAT)
@@ -152,7 +153,7 @@ class ConsumeQueueWriter:
 
     FLUSH_UNITS = 4096
 
-    def __init__(self, root: Path, topic: str, queue_id: int, file_size: int):
+    def __init__(self, root: Path, topic: str, queue_id: int, file_size: int, roots: list[Path] | None = None):
         why = unsafe_topic(topic)
         if why is not None:  # last guard: a name from the log never becomes a path outside root
             raise StoreError(f"topic {topic!r} cannot name a consume-queue directory: {why}", path=root)
@@ -166,11 +167,14 @@ class ConsumeQueueWriter:
         self._buf_start = 0
         self._files: set[int] = set()
         self.files_created: list[Path] = []
+        #: Where files may be created and written (``StoreConfig.write_roots``; default: the
+        #: consume-queue root's parent): never through a link that leads out.
+        self.roots = list(roots) if roots is not None else [root.parent]
 
     @classmethod
-    def resume(cls, cq: ConsumeQueue) -> "ConsumeQueueWriter":
+    def resume(cls, cq: ConsumeQueue, roots: list[Path] | None = None) -> "ConsumeQueueWriter":
         """A writer that appends after the last valid unit of an existing queue."""
-        w = cls(cq.dir.parent.parent, cq.topic, cq.queue_id, cq.file_size)
+        w = cls(cq.dir.parent.parent, cq.topic, cq.queue_id, cq.file_size, roots=roots)
         end = cq.max_offset
         w.write_offset = w._buf_start = end * CQ_STORE_UNIT_SIZE
         w._files = {f.file_from_offset for f in cq.queue.files}
@@ -209,9 +213,11 @@ class ConsumeQueueWriter:
             file_start = pos - pos % self.file_size
             path = self._file(file_start)
             n = min(len(data), file_start + self.file_size - pos)
-            fd = os.open(path, os.O_WRONLY)
+            fd = open_for_write(path, self.roots)
             try:
                 os.pwrite(fd, bytes(data[:n]), pos - file_start)
+            except OSError as e:
+                raise os_error(e, path, "write") from None
             finally:
                 os.close(fd)
             data = data[n:]
@@ -222,9 +228,14 @@ class ConsumeQueueWriter:
     def _file(self, file_start: int) -> Path:
         path = self.dir / offset2file_name(file_start)
         if file_start not in self._files:
-            self.dir.mkdir(parents=True, exist_ok=True)
-            with open(path, "xb") as fh:
-                fh.truncate(self.file_size)
+            make_dirs(self.dir, self.roots)
+            fd = open_for_write(path, self.roots, create=True, exclusive=True)
+            try:
+                os.ftruncate(fd, self.file_size)
+            except OSError as e:
+                raise os_error(e, path, f"size the file to {self.file_size} bytes") from None
+            finally:
+                os.close(fd)
             self._files.add(file_start)
             self.files_created.append(path)
         return path

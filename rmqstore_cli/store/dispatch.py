@@ -116,9 +116,13 @@ class Dispatcher:
     """
 
     def __init__(self, config: StoreConfig, cq_root: Path, index_dir: Path, tz: _dt.tzinfo | None = None,
-                 build_cq: bool = True, build_index: bool = True, topics: Iterable[str] | None = None):
+                 build_cq: bool = True, build_index: bool = True, topics: Iterable[str] | None = None,
+                 roots: list[Path] | None = None):
         self.config = config
         self.cq_root = cq_root
+        #: Where queues and index files may be written (``StoreConfig.write_roots`` for a
+        #: store's own; None: the directories holding ``cq_root`` and ``index_dir``).
+        self.roots = roots
         self.delay_table = config.delay_level_table
         self.writers: dict[tuple[str, int], ConsumeQueueWriter] = {}
         self.build_cq = build_cq
@@ -127,7 +131,8 @@ class Dispatcher:
         #: (those are kept in ``self.topics.refused``: findings, never paths).
         self.topics = QueueTopics(topics)
         self.index = IndexService(index_dir, config.max_hash_slot_num, config.max_index_num,
-                                  config.max_msgs_num_batch, writable=True, tz=tz) if self.build_index else None
+                                  config.max_msgs_num_batch, writable=True, tz=tz,
+                                  roots=roots) if self.build_index else None
         self.last_store_timestamp = 0
         self.units = 0
 
@@ -142,7 +147,7 @@ class Dispatcher:
             w = self.writers.get(key)
             if w is None:
                 w = self.writers[key] = ConsumeQueueWriter(self.cq_root, req.topic, req.queue_id,
-                                                           self.config.cq_file_size)
+                                                           self.config.cq_file_size, roots=self.roots)
             w.put(req.commitlog_offset, req.msg_size, req.tags_code, req.consume_queue_offset)
             self.units += 1
         if self.index is not None and req.commitlog_offset >= self.index.last_end_phy_offset:

@@ -338,7 +338,7 @@ class FastDispatcher:
                 continue
             w = d.writers.get(key)
             if w is None:
-                w = d.writers[key] = ConsumeQueueWriter(d.cq_root, t.name, q, d.config.cq_file_size)
+                w = d.writers[key] = ConsumeQueueWriter(d.cq_root, t.name, q, d.config.cq_file_size, roots=d.roots)
             put_units(w, phy[grp], size[grp], tags_code[grp], qoff[grp])
         d.units = self.units
 

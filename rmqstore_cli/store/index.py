@@ -22,7 +22,7 @@ from rmqstore_cli.formats.index import (
     INDEX_HEADER_SIZE,
     SLOT_FORMAT,
 )
-from rmqstore_cli.store.safefs import open_read_only
+from rmqstore_cli.store.safefs import make_dirs, open_for_write, open_read_only, os_error
 from rmqstore_cli.store.message import index_key_hash
 
 _HEADER = struct.Struct(HEADER_FORMAT)
@@ -53,17 +53,23 @@ class IndexHeaderValues:
 class IndexFile:
     """One index file; read-only unless ``writable``."""
 
-    def __init__(self, path: Path, slot_num: int, index_num: int, writable: bool = False):
+    def __init__(self, path: Path, slot_num: int, index_num: int, writable: bool = False,
+                 roots: list[Path] | None = None):
         self.path = path
         self.slot_num = slot_num
         self.index_num = index_num
         self.writable = writable
         self.size = INDEX_HEADER_SIZE + slot_num * HASH_SLOT_SIZE + index_num * INDEX_ENTRY_SIZE
-        fd = os.open(path, os.O_RDWR) if writable else open_read_only(path)
+        # a writable file never through a link, and only inside roots (default: its index dir's parent)
+        fd = open_for_write(path, roots or [path.parent.parent]) if writable else open_read_only(path)
         try:
             length = os.fstat(fd).st_size
             if length < INDEX_HEADER_SIZE:
                 raise StoreError(f"index file has {length} bytes, less than its 40-byte header", path=path)
+            if writable and length != self.size:  # every slot and entry written must lie in the file
+                raise StoreError(f"index file has {length} bytes, not the {self.size} of maxHashSlotNum={slot_num} "
+                                 f"and maxIndexNum={index_num}", path=path,
+                                 hint="pass the broker's --index-slots/--index-max or --broker-conf")
             self.mm = mmap.mmap(fd, length, access=mmap.ACCESS_WRITE if writable else mmap.ACCESS_READ)
         finally:
             os.close(fd)
@@ -166,8 +172,8 @@ class IndexFile:
         if h.index_count <= 1:
             h.begin_phy_offset = phy_offset
             h.begin_timestamp = store_timestamp
-        if slot_value == 0:
-            h.hash_slot_count += 1
+        if slot_value == 0:  # an AtomicInteger: a crafted count at Integer.MAX_VALUE wraps, as in Java
+            h.hash_slot_count = (h.hash_slot_count + 1 + (1 << 31)) % (1 << 32) - (1 << 31)
         h.index_count += 1
         h.end_phy_offset = phy_offset
         h.end_timestamp = store_timestamp
@@ -176,13 +182,19 @@ class IndexFile:
 
     @classmethod
     def create(cls, path: Path, slot_num: int, index_num: int, prev_end_phy: int = 0,
-               prev_end_ts: int = 0) -> "IndexFile":
+               prev_end_ts: int = 0, roots: list[Path] | None = None) -> "IndexFile":
         """A new full-size file; a rolled file starts from the previous file's end values
-        (``IndexService#getAndCreateLastIndexFile``)."""
+        (``IndexService#getAndCreateLastIndexFile``). Created ``O_EXCL``/``O_NOFOLLOW``
+        inside ``roots`` (default: its index dir's parent)."""
         size = INDEX_HEADER_SIZE + slot_num * HASH_SLOT_SIZE + index_num * INDEX_ENTRY_SIZE
-        with open(path, "xb") as fh:
-            fh.truncate(size)
-        f = cls(path, slot_num, index_num, writable=True)
+        fd = open_for_write(path, roots or [path.parent.parent], create=True, exclusive=True)
+        try:
+            os.ftruncate(fd, size)
+        except OSError as e:
+            raise os_error(e, path, f"size the file to {size} bytes") from None
+        finally:
+            os.close(fd)
+        f = cls(path, slot_num, index_num, writable=True, roots=roots)
         if prev_end_phy > 0:
             f.header.begin_phy_offset = f.header.end_phy_offset = prev_end_phy
         if prev_end_ts > 0:
@@ -205,8 +217,10 @@ class IndexService:
     """The index files of a store in name order; query and (for writers) build."""
 
     def __init__(self, index_dir: Path, slot_num: int, index_num: int, max_msgs_num_batch: int = 64,
-                 writable: bool = False, tz: _dt.tzinfo | None = None):
+                 writable: bool = False, tz: _dt.tzinfo | None = None, roots: list[Path] | None = None):
         self.dir = index_dir
+        #: Where a writer may create and write index files (default: the index dir's parent).
+        self.roots = list(roots) if roots is not None else [index_dir.parent]
         self.slot_num = slot_num
         self.index_num = index_num
         self.max_msgs_num_batch = max_msgs_num_batch
@@ -218,7 +232,7 @@ class IndexService:
         except (FileNotFoundError, NotADirectoryError):
             names = []
         for p in names:
-            self.files.append(IndexFile(p, slot_num, index_num, writable))
+            self.files.append(IndexFile(p, slot_num, index_num, writable, roots=self.roots))
         self.keys_put = 0
 
     def query_offset(self, topic: str, key: str, max_num: int, begin: int, end: int,
@@ -245,13 +259,13 @@ class IndexService:
             return last
         prev_phy = last.header.end_phy_offset if last else 0
         prev_ts = last.header.end_timestamp if last else 0
-        self.dir.mkdir(parents=True, exist_ok=True)
+        make_dirs(self.dir, self.roots)
         name = index_file_name(store_timestamp, self.tz)
         if last is not None and name <= last.name:  # names must sort in creation order
             name = self._name_after(last.name)
         while (self.dir / name).exists():
             name = self._name_after(name)
-        f = IndexFile.create(self.dir / name, self.slot_num, self.index_num, prev_phy, prev_ts)
+        f = IndexFile.create(self.dir / name, self.slot_num, self.index_num, prev_phy, prev_ts, roots=self.roots)
         self.files.append(f)
         return f
 

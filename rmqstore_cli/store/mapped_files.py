@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rmqstore_cli.errors import FileSizeError, StoreError
-from rmqstore_cli.store.safefs import open_read_only
+from rmqstore_cli.store.safefs import make_dirs, open_for_write, open_read_only, os_error
 
 
 def offset2file_name(offset: int) -> str:
@@ -29,6 +29,8 @@ class MappedFile:
     file_size: int
     writable: bool = False
     _mm: mmap.mmap | None = field(default=None, repr=False)
+    #: Where a writable file may lie (``StoreConfig.write_roots``); None: its own directory.
+    roots: list[Path] | None = field(default=None, repr=False)
 
     @property
     def name(self) -> str:
@@ -39,12 +41,15 @@ class MappedFile:
         return self.file_from_offset + self.file_size
 
     def buffer(self) -> mmap.mmap | bytes:
-        """The file's bytes as a mapping (read-only unless the queue is writable)."""
+        """The file's bytes as a mapping (read-only unless the queue is writable).
+
+        A writable file is opened through ``safefs.open_for_write``: never through a link,
+        and only inside the roots, so a planted symlink is refused, not written through."""
         if self._mm is None:
-            try:
-                fd = os.open(self.path, os.O_RDWR) if self.writable else open_read_only(self.path)
-            except OSError as e:
-                raise StoreError(f"cannot open {self.path}: {e.strerror}", path=self.path) from None
+            if self.writable:
+                fd = open_for_write(self.path, self.roots or [self.path.parent])
+            else:
+                fd = open_read_only(self.path)
             try:
                 length = os.fstat(fd).st_size
                 if length == 0:
@@ -69,10 +74,14 @@ class MappedFile:
 class MappedFileQueue:
     """The files of one directory (or several, for a multi-path commit log), by offset."""
 
-    def __init__(self, dirs: list[Path] | Path, file_size: int, writable: bool = False):
+    def __init__(self, dirs: list[Path] | Path, file_size: int, writable: bool = False,
+                 roots: list[Path] | None = None):
         self.dirs = [dirs] if isinstance(dirs, Path) else list(dirs)
         self.file_size = file_size
         self.writable = writable
+        #: Where a writer may create and write files (``StoreConfig.write_roots``); None:
+        #: the directories holding the queue's (nothing planted below them may lead out).
+        self.roots = list(roots) if roots is not None else [d.parent for d in self.dirs]
         self.files: list[MappedFile] = []
         #: Names found that are not 20-digit offsets (the broker would refuse to load).
         self.strays: list[Path] = []
@@ -96,7 +105,8 @@ class MappedFileQueue:
                     raise StoreError(f"two files start at offset {offset}", path=e.path,
                                      hint=f"the other is {found[offset]}")
                 found[offset] = Path(e.path)
-        self.files = [MappedFile(p, off, self.file_size, self.writable) for off, p in sorted(found.items())]
+        self.files = [MappedFile(p, off, self.file_size, self.writable, roots=self.roots)
+                      for off, p in sorted(found.items())]
 
     # ------------------------------------------------------------- lookups
     @property
@@ -135,11 +145,16 @@ class MappedFileQueue:
         if not self.writable:
             raise RuntimeError("read-only queue")
         d = self.dirs[(start_offset // self.file_size) % len(self.dirs)]
-        d.mkdir(parents=True, exist_ok=True)
+        make_dirs(d, self.roots)
         path = d / offset2file_name(start_offset)
-        with open(path, "xb") as fh:
-            fh.truncate(self.file_size)
-        f = MappedFile(path, start_offset, self.file_size, True)
+        fd = open_for_write(path, self.roots, create=True, exclusive=True)
+        try:
+            os.ftruncate(fd, self.file_size)
+        except OSError as e:
+            raise os_error(e, path, f"size the file to {self.file_size} bytes") from None
+        finally:
+            os.close(fd)
+        f = MappedFile(path, start_offset, self.file_size, True, roots=self.roots)
         self.files.append(f)
         return f
 

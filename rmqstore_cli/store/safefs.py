@@ -218,8 +218,16 @@ def replace_file(path, data: bytes, roots: Iterable) -> None:
 
 def make_dirs(path, roots: Iterable) -> None:
     """``mkdir -p`` inside ``roots``: every existing component's real path must stay inside,
-    so a planted link to a directory elsewhere is refused, not written through."""
+    so a planted link to a directory elsewhere is refused, not written through. A root that
+    ``path`` lies in and that does not exist yet (a new store) is created first."""
     path = Path(path)
+    roots = list(roots)
+    for r in map(Path, roots):
+        if (r == path or r in path.parents) and not os.path.lexists(r):
+            try:
+                r.mkdir(parents=True, exist_ok=True)
+            except OSError as e:
+                raise os_error(e, r, "create directory") from None
     check_inside(_existing_ancestor(path), roots, f"create {path}")
     try:
         path.mkdir(parents=True, exist_ok=True)

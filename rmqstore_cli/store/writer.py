@@ -8,20 +8,57 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import os
+import stat
 from collections.abc import Iterable
+from pathlib import Path
 
-from rmqstore_cli.errors import StoreError
+from rmqstore_cli.errors import RefusedError, StoreError
 from rmqstore_cli.store.checkpoint import StoreCheckpoint
 from rmqstore_cli.store.commitlog import AppendResult, AppendSpec, CommitLog, Status, check_message
 from rmqstore_cli.store.config import StoreConfig
 from rmqstore_cli.store.consume_queue import ConsumeQueue, ConsumeQueueWriter, queue_dirs, unsafe_topic
 from rmqstore_cli.store.dispatch import Dispatcher
+from rmqstore_cli.store.lock import StoreLock, refuse_if_live
+from rmqstore_cli.store.mapped_files import MappedFileQueue
+from rmqstore_cli.store.safefs import check_inside, kind_of, load_json, make_dirs, os_error, replace_file
+
+TOPICS_JSON = Path("config") / "topics.json"
 
 
 class StoreWriter:
+    """Appends to the store at ``config.root`` while holding the broker's lock (taken in
+    the constructor, after refusing a live broker; dropped by :meth:`close`). Everything it
+    writes stays inside ``config.write_roots`` and is never written through a link; what
+    it would have to write through one is refused before the first byte is written."""
+
     def __init__(self, config: StoreConfig, tz: _dt.tzinfo | None = None):
         self.config = config
-        config.root.mkdir(parents=True, exist_ok=True)
+        self.roots = config.write_roots
+        try:
+            config.root.mkdir(parents=True, exist_ok=True)
+        except FileExistsError:
+            raise StoreError("a file is where the store directory belongs", path=config.root) from None
+        except OSError as e:
+            raise os_error(e, config.root, "create the store directory") from None
+        refuse_if_live(config.root)
+        self.lock = StoreLock(config.root, hint="a broker or another rmqstore generate is using the store; "
+                                                "try again when it is done")
+        self.lock.acquire()
+        try:
+            self._open(tz)
+        except BaseException:
+            self.lock.release()
+            raise
+
+    def _open(self, tz: _dt.tzinfo | None) -> None:
+        config = self.config
+        if config.index_geometry_error is not None and config.message_index_enable:
+            raise config.index_geometry_error  # the index cannot be appended to at an unknown geometry
+        self._preflight()
+        self._topics_table = self._load_topics()
+        cp_path = config.checkpoint_path
+        self._checkpoint = StoreCheckpoint.read(cp_path) if os.path.lexists(cp_path) else StoreCheckpoint()
         self.commitlog = CommitLog(config, writable=True)
         existing = bool(self.commitlog.files)
         if existing:
@@ -29,7 +66,7 @@ class StoreWriter:
             self._check_index_clean()
         self.commitlog.open_for_append()
         self._recover_topic_queue_table()
-        self.dispatcher = Dispatcher(config, config.consumequeue_dir, config.index_dir, tz)
+        self.dispatcher = Dispatcher(config, config.consumequeue_dir, config.index_dir, tz, roots=self.roots)
         self._resume_consume_queues()
         self.topics: dict[str, int] = {}
         #: Records whose topic cannot be a consume-queue directory (``unsafe_topic``), per topic:
@@ -50,8 +87,44 @@ class StoreWriter:
         """Existing queues continue after their last unit."""
         for topic, qid, _ in queue_dirs(self.config.consumequeue_dir):
             cq = ConsumeQueue(self.config.consumequeue_dir, topic, qid, self.config.cq_file_size)
-            self.dispatcher.writers[(topic, qid)] = ConsumeQueueWriter.resume(cq)
+            self.dispatcher.writers[(topic, qid)] = ConsumeQueueWriter.resume(cq, roots=self.roots)
             cq.close()
+
+    def _preflight(self) -> None:
+        """Refuse (exit 4) before writing anything when a directory this run writes into
+        leads out of the write roots, or a file it would append to is not a regular file
+        (a symlink is never written through; safefs refuses it again at the open)."""
+        cfg = self.config
+        for d in [*cfg.commitlog_dirs, cfg.consumequeue_dir, cfg.index_dir, cfg.root / "config"]:
+            if os.path.lexists(d):
+                check_inside(d, self.roots, f"write into {d.name}/")
+        cl = MappedFileQueue(cfg.commitlog_dirs, 1)
+        written = cl.files[-1:]  # appends go to the last file of each queue
+        for _, _, qdir in queue_dirs(cfg.consumequeue_dir):
+            check_inside(qdir, self.roots, f"write into {qdir.parent.name}/{qdir.name}/")
+            written += MappedFileQueue(qdir, 1).files[-1:]
+        paths = [f.path for f in written] + _index_files(cfg.index_dir)  # every index file is opened writable
+        for p in paths:
+            st = os.lstat(p)
+            if not stat.S_ISREG(st.st_mode):
+                raise RefusedError(f"will not write to {kind_of(st.st_mode)}: a store file this run writes "
+                                   "must be a regular file", path=p,
+                                   hint="a symbolic link or special file was planted in the store; remove it "
+                                        "or work on a copy")
+
+    def _load_topics(self) -> dict:
+        """``config/topics.json`` as ``TopicConfigManager`` reads it, checked before anything
+        is written: a file that is not the broker's topic table is refused with one line."""
+        path = self.config.root / TOPICS_JSON
+        if not os.path.lexists(path):
+            return {"topicConfigTable": {}, "dataVersion": {"counter": 0, "timestamp": 0}}
+        data = load_json(path, what="config/topics.json")
+        why = _topics_problem(data)
+        if why is not None:
+            raise StoreError(f"config/topics.json is not the broker's topic table: {why}", path=path,
+                             hint="move it away (generate then writes a fresh one) or repair it")
+        data.setdefault("topicConfigTable", {})
+        return data
 
     def _check_index_clean(self) -> None:
         if (self.config.root / "abort").exists():
@@ -88,37 +161,70 @@ class StoreWriter:
         return self.messages
 
     def close(self) -> None:
-        """Flush queues and index, write the checkpoint and config/topics.json."""
-        self.dispatcher.close()
-        self.commitlog.close()
-        last = self.last_store_timestamp or self.dispatcher.last_store_timestamp
-        cp_path = self.config.checkpoint_path
-        cp = StoreCheckpoint.read(cp_path) if cp_path.exists() else StoreCheckpoint()
-        if last:
-            cp.physic_msg_timestamp = cp.logics_msg_timestamp = last
-        if self.dispatcher.index is not None:
-            cp.index_msg_timestamp = self.dispatcher.index.full_files_end_timestamp()
-        cp.write(cp_path)
-        lock = self.config.root / "lock"
-        if not lock.exists():
-            lock.write_bytes(b"lock")
-        self._write_topics()
+        """Flush queues and index, write the checkpoint and config/topics.json, then drop
+        the broker's lock."""
+        try:
+            self.dispatcher.close()
+            self.commitlog.close()
+            last = self.last_store_timestamp or self.dispatcher.last_store_timestamp
+            cp = self._checkpoint
+            if last:
+                cp.physic_msg_timestamp = cp.logics_msg_timestamp = last
+            if self.dispatcher.index is not None:
+                cp.index_msg_timestamp = self.dispatcher.index.full_files_end_timestamp()
+            cp.write(self.config.checkpoint_path, self.roots)
+            self._write_topics()
+        finally:
+            self.lock.release()
 
     def _write_topics(self) -> None:
-        """``TopicConfigManager``'s ``config/topics.json`` for the topics written."""
-        path = self.config.root / "config" / "topics.json"
-        path.parent.mkdir(exist_ok=True)
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            data = {"topicConfigTable": {}, "dataVersion": {"counter": 0, "timestamp": 0}}
-        table = data.setdefault("topicConfigTable", {})
+        """``TopicConfigManager``'s ``config/topics.json`` for the topics written (beside
+        and renamed: a link planted at it or at a temp name is replaced, never followed)."""
+        path = self.config.root / TOPICS_JSON
+        make_dirs(path.parent, self.roots)
+        data = self._topics_table
+        table = data["topicConfigTable"]
         for topic, n in sorted(self.topics.items()):
             old = table.get(topic, {})
             q = max(n, old.get("readQueueNums", 0))
             table[topic] = {"topicName": topic, "readQueueNums": q, "writeQueueNums": q, "perm": 6,
                             "topicFilterType": "SINGLE_TAG", "topicSysFlag": 0, "order": False}
-        tmp = path.with_name("topics.json.tmp")
-        tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False), encoding="utf-8")
-        tmp.replace(path)
+        text = json.dumps(data, indent=2, ensure_ascii=False)
+        replace_file(path, text.encode("utf-8"), self.roots)
+
+
+def _topics_problem(data) -> str | None:
+    """Why ``data`` is not a topic table ``TopicConfigManager#decode`` would load, or None
+    (the fields generate merges: an object of topic objects with integer queue counts)."""
+    if not isinstance(data, dict):
+        return f"the top level is {type(data).__name__}, not an object"
+    table = data.get("topicConfigTable", {})
+    if not isinstance(table, dict):
+        return f"topicConfigTable is {type(table).__name__}, not an object"
+    for name, tc in table.items():
+        if not isinstance(tc, dict):
+            return f"the entry of topic {name!r:.80} is {type(tc).__name__}, not an object"
+        for k in ("readQueueNums", "writeQueueNums"):
+            v = tc.get(k, 0)
+            if type(v) is not int or not 0 <= v < 1 << 31:
+                return f"{k} of topic {name!r:.80} is {v!r:.40}, not a queue count"
+    return None
+
+
+def _index_files(index_dir: Path) -> list[Path]:
+    """The entries of ``index/`` IndexService loads (links included, sub-directories not)."""
+    try:
+        with os.scandir(index_dir) as it:
+            return [Path(e.path) for e in it if not e.name.startswith(".") and not e.is_dir(follow_symlinks=False)]
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+
+
+def count_records(config: StoreConfig) -> int:
+    """How many records the store's commit log holds (a read-only scan, bounded memory)."""
+    cl = CommitLog(config)
+    try:
+        return sum(getattr(item, "n", 1) for item in cl.scan_blocks())
+    finally:
+        cl.close()
 
