@@ -114,7 +114,15 @@ def rebuild_index(
     from rmqstore_cli.errors import UsageError
     from rmqstore_cli.pipeline.tasks import expand_stores
     from rmqstore_cli.store.message_store import MessageStore
-    from rmqstore_cli.store.rebuild import RebuildOptions, rebuild_in_place, rebuild_to, recover_journal
+    from rmqstore_cli.store.rebuild import (
+        RebuildOptions,
+        check_size_values,
+        rebuild_in_place,
+        rebuild_to,
+        recover_journal,
+        refuse_unsourced_sizes,
+        size_sources,
+    )
     from rmqstore_cli.times import parse_tz
 
     stores = [Path(s.path) for s in expand_stores(store, None, {})]
@@ -153,9 +161,15 @@ def rebuild_index(
             refuse_if_live(st)  # before anything else is read or said
     zone = parse_tz(tz)
     outs = _outputs(stores, output) if output is not None else [None] * len(stores)
+    cfgs = [load_config(st, broker_conf, commitlog_file_size, cq_file_size, index_slots, index_max) for st in stores]
+    if output is not None:  # before anything is read or said: the stores are only read
+        from rmqstore_cli.store.rebuild import check_output
+
+        read = [d for c in cfgs for d in (c.root, *c.commitlog_dirs)]
+        for out in dict.fromkeys([output, *outs]):
+            check_output(out, read)
     plans = []
-    for st, out in zip(stores, outs):  # every store opened (and checked) before any work
-        cfg = load_config(st, broker_conf, commitlog_file_size, cq_file_size, index_slots, index_max)
+    for st, out, cfg in zip(stores, outs, cfgs):  # every store opened (and checked) before any work
         ms = MessageStore.open(cfg, zone)
         for note in ms.notes:
             print(f"rmqstore: note: {st}: {note}" if several else f"rmqstore: note: {note}", file=sys.stderr)
@@ -165,7 +179,12 @@ def rebuild_index(
         opts = RebuildOptions(build_cq=only is not Only.index,
                               build_index=(only is not Only.cq and not topic) and cfg.message_index_enable,
                               topics=list(topic) if topic else None, tz=zone, dry_run=dry_run)
-        plans.append((st, out, cfg, opts))
+        check_size_values(cfg)
+        sizes = size_sources(cfg, opts, {"mapped_file_size_commit_log": commitlog_file_size,
+                                         "mapped_file_size_consume_queue": cq_file_size,
+                                         "max_hash_slot_num": index_slots, "max_index_num": index_max}, broker_conf)
+        refuse_unsourced_sizes(sizes, cfg)
+        plans.append((st, out, cfg, opts, sizes))
 
     def job(spark=None):
         build = None
@@ -174,13 +193,13 @@ def rebuild_index(
 
             build = lambda c, d, o, p: sp.rebuild_build(spark, c, d, o, p)  # noqa: E731
         done = []
-        for st, out, cfg, opts in plans:
+        for st, out, cfg, opts, sizes in plans:
             with _Progress(progress and sys.stderr.isatty() and spark is None) as bar:
                 if in_place:
                     rep, plan = rebuild_in_place(cfg, opts, no_backup, bar.update, build=build)
                 else:
                     rep, plan = rebuild_to(cfg, out, opts, copy_commitlog, bar.update, build=build)
-            done.append((st, out, rep, plan, opts))
+            done.append((st, out, rep, dict(plan, sizes=sizes), opts))
         return done
 
     if engine is Engine.spark:
