@@ -232,6 +232,12 @@ def rebuild_index(
             print(f"rmqstore: warning: {who}records of {len(rep.refused_topics)} topic(s) got no consume queue, "
                   f"their names cannot be a directory: "
                   + ", ".join(safe_text(repr(t)) for t in sorted(rep.refused_topics)), file=sys.stderr)
+        if rep is not None and rep.fallback_index_names:
+            name, ts = rep.fallback_index_names[0]
+            more = f" (and {len(rep.fallback_index_names) - 1} more)" if len(rep.fallback_index_names) > 1 else ""
+            print(f"rmqstore: warning: {who}index file {name}: its first entry's storeTimestamp {ts} is no date "
+                  f"(before 1970 or after 9999), so the file is named after the previous one (the first: "
+                  f"1970-01-01 UTC){more}", file=sys.stderr)
         if rep is not None and rep.skipped:
             print(f"rmqstore: warning: {who}{len(rep.skipped)} stretch(es) of the commit log were skipped "
                   f"undispatched (see 'skipped')", file=sys.stderr)
@@ -287,6 +293,7 @@ def _summary(store: Path, rep, plan: dict, opts) -> dict:
                          "clean": rep.stop.clean} if rep.stop else None,
         "skipped": [{"offset": k.offset, "size": k.size, "file": k.file, "reason": k.reason} for k in rep.skipped],
         "refused_topics": [{"topic": t, "reason": why} for t, why in sorted(rep.refused_topics.items())],
+        "index_names_fallback": [{"file": n, "store_timestamp": t} for n, t in rep.fallback_index_names],
     })
     return s
 

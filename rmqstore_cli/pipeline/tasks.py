@@ -390,14 +390,12 @@ def kept_keys(fd: FileDispatch, floor: int) -> tuple:
 def name_index_files(index_dir: Path, built: list[dict], tz) -> list[str]:
     """Rename ``<k>.part`` files in order, as ``IndexService`` names them: the first entry's
     store time in ``tz``, each strictly after the previous."""
-    from rmqstore_cli.store.index import IndexService, index_file_name
+    from rmqstore_cli.store.index import IndexService
 
     namer = IndexService(index_dir / ".no-such-dir", 1, 2, tz=tz)
     names: list[str] = []
     for b in sorted(built, key=lambda b: b["k"]):
-        name = index_file_name(b["first_ts"], tz)
-        if names and name <= names[-1]:
-            name = namer._name_after(names[-1])
+        name = namer.next_name(b["first_ts"], names[-1] if names else None)
         os.rename(index_dir / f"{b['k']:010d}.part", index_dir / name)
         names.append(name)
     return names
@@ -545,7 +543,7 @@ def write_at(cq_root, key: tuple[str, int], pos: int, data: bytes, file_size: in
     zero-filled) the files it falls in. Safe for several writers of disjoint ranges: a file
     is only ever extended to ``file_size``, never cut."""
     from rmqstore_cli.errors import StoreError
-    from rmqstore_cli.store.consume_queue import unsafe_topic
+    from rmqstore_cli.store.consume_queue import unsafe_topic, write_range
     from rmqstore_cli.store.mapped_files import offset2file_name
 
     why = unsafe_topic(key[0])
@@ -557,13 +555,14 @@ def write_at(cq_root, key: tuple[str, int], pos: int, data: bytes, file_size: in
     while len(view):
         start = pos - pos % file_size
         n = min(len(view), start + file_size - pos)
-        fd = os.open(d / offset2file_name(start), os.O_WRONLY | os.O_CREAT, 0o666)
+        path = d / offset2file_name(start)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o666)
         try:
             if os.fstat(fd).st_size < file_size:
                 os.ftruncate(fd, file_size)
-            os.pwrite(fd, view[:n], pos - start)
         finally:
             os.close(fd)
+        write_range(path, pos - start, bytes(view[:n]))
         view = view[n:]
         pos += n
 
@@ -758,12 +757,10 @@ def write_index_chunk(dest, k: int, position: int, h, phy, ts, n0: int, b0: int,
     e["phy_offset"] = phy
     e["time_diff"] = diff
     e["prev_index"][order] = prev_sorted
-    path = Path(dest) / "index" / f"{k:010d}.part"
-    fd = os.open(path, os.O_WRONLY)
-    try:
-        os.pwrite(fd, e.tobytes(), INDEX_HEADER_SIZE + slot_num * 4 + n0 * INDEX_ENTRY_SIZE)
-    finally:
-        os.close(fd)
+    from rmqstore_cli.store.consume_queue import write_range
+
+    write_range(Path(dest) / "index" / f"{k:010d}.part", INDEX_HEADER_SIZE + slot_num * 4 + n0 * INDEX_ENTRY_SIZE,
+                e.tobytes(), "index entries")
     _save(parts_dir(dest) / f"idx-{k}-{position}.npy",
           np.stack([ss[head], nn[head], nn[tail]]).astype(np.int32))
 
@@ -918,8 +915,14 @@ def rebuild_staged(config, dest: Path, opts, run_map, t0: float):
                     straight_files(first, last, F) for first, last in qp.straight.values())
                 queues = len(qp.straight) + len(qp.rebuild)
             if built:
-                name_index_files(dest / "index", built, opts.tz)
+                index_names = name_index_files(dest / "index", built, opts.tz)
     finally:
         shutil.rmtree(parts_dir(dest), ignore_errors=True)
-    return rebuild_report(config, opts, names, rec, included, stop, summaries, cq_files, queues, built, total,
-                          time.perf_counter() - t0)
+    rep = rebuild_report(config, opts, names, rec, included, stop, summaries, cq_files, queues, built, total,
+                         time.perf_counter() - t0)
+    if built and not dry:
+        from rmqstore_cli.store.index import name_time
+
+        firsts = [b["first_ts"] for b in sorted(built, key=lambda b: b["k"])]
+        rep.fallback_index_names = [(n, t) for n, t in zip(index_names, firsts) if name_time(t) != t]
+    return rep

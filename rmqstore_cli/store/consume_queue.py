@@ -22,6 +22,7 @@ from rmqstore_cli.formats.consume_queue import (
 )
 from rmqstore_cli.errors import StoreError
 from rmqstore_cli.formats.derive import numpy_dtype
+from rmqstore_cli.store import safefs
 from rmqstore_cli.store.mapped_files import MappedFileQueue, offset2file_name, queue_dirs  # noqa: F401
 
 UNIT_DTYPE = numpy_dtype(ConsumeQueueUnit)
@@ -143,6 +144,24 @@ def unsafe_topic(topic: str) -> str | None:
     return None
 
 
+def write_range(path: Path, at: int, data: bytes, what: str = "consume-queue units") -> None:
+    """``data`` at byte ``at`` of an existing (consume-queue) file: the range allocated first
+    (``safefs.reserve``), so a full disk is one error line before any byte is written,
+    never a short write that leaves a unit half there; every byte written or an error."""
+    fd = safefs.open_for_write(path, [path.parent])
+    try:
+        safefs.reserve(fd, at, len(data), path)
+        view = memoryview(data)
+        while view:
+            try:
+                n = os.pwrite(fd, view, at)
+            except OSError as e:
+                raise safefs.os_error(e, path, f"write {what}") from None
+            view, at = view[n:], at + n
+    finally:
+        os.close(fd)
+
+
 class ConsumeQueueWriter:
     """``ConsumeQueue#putMessagePositionInfo`` into fresh files, buffered, per queue.
 
@@ -209,11 +228,7 @@ class ConsumeQueueWriter:
             file_start = pos - pos % self.file_size
             path = self._file(file_start)
             n = min(len(data), file_start + self.file_size - pos)
-            fd = os.open(path, os.O_WRONLY)
-            try:
-                os.pwrite(fd, bytes(data[:n]), pos - file_start)
-            finally:
-                os.close(fd)
+            write_range(path, pos - file_start, bytes(data[:n]))
             data = data[n:]
             pos += n
         self._buf = bytearray()
@@ -222,9 +237,12 @@ class ConsumeQueueWriter:
     def _file(self, file_start: int) -> Path:
         path = self.dir / offset2file_name(file_start)
         if file_start not in self._files:
-            self.dir.mkdir(parents=True, exist_ok=True)
-            with open(path, "xb") as fh:
-                fh.truncate(self.file_size)
+            try:
+                self.dir.mkdir(parents=True, exist_ok=True)
+                with open(path, "xb") as fh:
+                    fh.truncate(self.file_size)
+            except OSError as e:
+                raise safefs.os_error(e, path, "create the consume-queue file") from None
             self._files.add(file_start)
             self.files_created.append(path)
         return path

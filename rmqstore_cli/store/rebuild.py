@@ -91,6 +91,9 @@ class DispatchReport:
     seconds: float = 0.0
     #: Topics whose records got no consume queue: their names cannot be a directory.
     refused_topics: dict[str, str] = field(default_factory=dict)
+    #: Index files not named after their first entry's store time, which is no date
+    #: (negative, or after 9999; ``IndexService#next_name``): (file name, that store time).
+    fallback_index_names: list[tuple[str, int]] = field(default_factory=list)
 
 
 Progress = Callable[[int, int, int, int], None]  # (files done, bytes done, bytes total, messages)
@@ -266,6 +269,7 @@ def dispatch_log(config: StoreConfig, dispatcher: Dispatcher, *, abort: bool,
             rep.index_files = len(dispatcher.index.files)
             rep.index_keys = dispatcher.index.keys_put
             rep.index_msg_timestamp = dispatcher.index.full_files_end_timestamp()
+            rep.fallback_index_names = list(dispatcher.index.fallback_names)
     rep.bytes = (rep.stop.offset - files[0].file_from_offset) if files and rep.stop else 0
     rep.seconds = time.perf_counter() - t0
     return rep
