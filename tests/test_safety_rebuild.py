@@ -264,6 +264,16 @@ def test_full_disk_output_is_one_line_and_leaves_nothing(small_store, tmp_path, 
         assert os.listdir(full) == []
 
 
+def test_full_disk_spark_output_is_one_line_and_leaves_nothing(small_store, tmp_path):
+    pytest.importorskip("pyspark")
+    with tmpfs(tmp_path / "full", "8k") as full:
+        r = run("rebuild-index", "--store", small_store, "--output", full / "out", "--engine", "spark",
+                "--spark-master", "local[1]")
+        assert r.returncode == 3, (r.returncode, r.stderr)
+        assert "no space left on device" in one_error_line(r.stderr.decode()).lower()
+        assert os.listdir(full) == []
+
+
 def test_full_disk_in_place_rolls_back(tmp_path):
     src = generate(tmp_path / "src", messages=300)
     with tmpfs(tmp_path / "full", "2m") as full:

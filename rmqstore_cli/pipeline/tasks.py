@@ -568,11 +568,21 @@ def write_at(cq_root, key: tuple[str, int], pos: int, data: bytes, file_size: in
 
 
 def _save(path: Path, arr) -> None:
+    """A spill, written whole or not at all: its space reserved first (the array and room
+    for the ``.npy`` header), so a full disk is one ENOSPC error line, not numpy's short
+    write; the reservation is cut back to what was written."""
     import numpy as np
 
+    from rmqstore_cli.store import safefs
+
     tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as fh:
-        np.save(fh, arr)
+    try:
+        with open(tmp, "wb") as fh:
+            safefs.reserve(fh.fileno(), 0, int(arr.nbytes) + 4096, tmp)
+            np.save(fh, arr)
+            fh.truncate(fh.tell())
+    except OSError as e:
+        raise safefs.os_error(e, tmp, "write a spill") from None
     os.replace(tmp, path)  # a retried task replaces, never half-writes
 
 
@@ -691,10 +701,12 @@ def write_spilled_units(dest, s: FileSummary, keys: list, file_size: int) -> int
 
 def rebuild_queue_from_parts(dest, key: tuple[str, int], sums: list, file_size: int) -> int:
     """One queue through ``build_queue`` from the spilled units of the included files."""
-    import shutil
+    from rmqstore_cli.store import safefs
 
     parts = [(s.position, spilled_units(dest, s)[key]) for s in sums if key in s.queues]
-    shutil.rmtree(Path(dest) / "consumequeue" / key[0] / str(key[1]), ignore_errors=True)  # a retried task
+    qdir = Path(dest) / "consumequeue" / key[0] / str(key[1])
+    if os.path.lexists(qdir):  # a retried task; never through a link, never outside dest
+        safefs.rmtree_inside(qdir, [dest])
     return build_queue(str(Path(dest) / "consumequeue"), key, parts, file_size)
 
 
@@ -861,6 +873,8 @@ def rebuild_staged(config, dest: Path, opts, run_map, t0: float):
     import shutil
     import time
 
+    from rmqstore_cli.store import safefs
+
     names, rec, gaps = rebuild_inputs(config)
     n = len(names)
     direct_upto = min([rec] + gaps) if n else 0  # files surely dispatched: before recovery and gaps
@@ -892,7 +906,7 @@ def rebuild_staged(config, dest: Path, opts, run_map, t0: float):
             qp = plan_queues(included, summaries) if build_cq else None
             cq_root = dest / "consumequeue"
             for key in (qp.remove if qp else []):
-                shutil.rmtree(cq_root / key[0] / str(key[1]))
+                safefs.rmtree_inside(cq_root / key[0] / str(key[1]), [dest])
             ip = plan_index(d, included, counts, start, floors, total, per, config.max_hash_slot_num,
                             config.max_index_num) if nfiles else IndexPlan({}, {})
             late = qp.late if qp else {}
