@@ -55,8 +55,16 @@ relative to the stores' common parent> (broker-a/store, broker-b/store, ...), wi
 --in-place each store in place. The summary then has one entry per store.
 
 Index file names are the store time of each file's first entry in --tz (the broker names
-them by its wall clock at creation, which the store does not record). An interrupted
---in-place run is finished (or rolled back) by the next run, or by --recover.
+them by its wall clock at creation, which the store does not record); a first entry whose
+store time is no date (negative, after 9999) names its file one millisecond after the
+previous one (the first file: 1970-01-01 UTC), with a warning. An interrupted --in-place
+run is finished (or rolled back) by the next run, or by --recover; a full or read-only
+disk is one error line, and the run leaves nothing half-written.
+
+File sizes come from --broker-conf, the size options, or the store's own files of that
+kind (the summary's "sizes" says which). A consumequeue/ or index/ rebuilt with none of
+these (lost, and no broker.conf) is refused, naming the options, instead of being written
+with the broker's defaults (420 MB index files where the store may have used 8 KB ones).
 """
 
 
@@ -75,7 +83,8 @@ def rebuild_index(
     broker_conf: BrokerConfOpt = None,
     output: Annotated[Optional[Path], typer.Option(
         "--output", "-o", help="Write the rebuilt consumequeue/, index/ and checkpoint here (with several stores: "
-        "one directory per store below it); the stores are only read.")] = None,
+        "one directory per store below it); the stores are only read, so an --output inside, equal to or "
+        "containing a store (real paths compared) is refused.")] = None,
     in_place: Annotated[bool, typer.Option(
         "--in-place", help="Replace the store's own consumequeue/ and index/ (refused while a broker runs).")] = False,
     only: Annotated[Optional[Only], typer.Option("--only", help="Rebuild only consume queues (cq) or only the index.")] = None,
