@@ -174,7 +174,7 @@ def rebuild_index(
     if output is not None:  # before anything is read or said: the stores are only read
         from rmqstore_cli.store.rebuild import check_output
 
-        read = [d for c in cfgs for d in (c.root, *c.commitlog_dirs)]
+        read = [d for c in cfgs for d in (c.root, *c.commitlog_dirs, c.consumequeue_dir, c.index_dir)]
         for out in dict.fromkeys([output, *outs]):
             check_output(out, read)
     plans = []

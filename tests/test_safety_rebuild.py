@@ -37,12 +37,16 @@ def outside_digest(p: Path) -> dict:
 
 # ------------------------------------------------------------------ 1. --output never in a store (#16)
 
-@pytest.mark.parametrize("where", ["consumequeue", "store", "parent", "deep-new", "via-link"])
+@pytest.mark.parametrize("where", ["consumequeue", "store", "parent", "deep-new", "via-link", "linked-data-dir"])
 def test_output_inside_equal_or_containing_the_store_is_refused(small_store, tmp_path, where):
     """``--output <store>/consumequeue`` wrote into the store it promises only to read."""
     (tmp_path / "link").symlink_to(small_store / "index")
+    if where == "linked-data-dir":  # the store's consumequeue/ lives on another disk, through a link
+        shutil.move(small_store / "consumequeue", tmp_path / "cq-disk")
+        (small_store / "consumequeue").symlink_to(tmp_path / "cq-disk", target_is_directory=True)
     out = {"consumequeue": small_store / "consumequeue", "store": small_store, "parent": small_store.parent,
-           "deep-new": small_store / "new" / "dir", "via-link": tmp_path / "link" / "x"}[where]
+           "deep-new": small_store / "new" / "dir", "via-link": tmp_path / "link" / "x",
+           "linked-data-dir": tmp_path / "cq-disk" / "out"}[where]
     before = tree_digest(small_store)
     r = cli("rebuild-index", "--store", small_store, "--output", out, *SMALL)
     assert r.exit_code == 2, r.stderr

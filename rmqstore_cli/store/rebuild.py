@@ -433,7 +433,8 @@ def _run_id() -> str:
 
 def check_output(out: Path, stores: list[Path]) -> None:
     """Refuse an ``--output`` that is, lies inside, or contains a directory being read (a
-    store root or a commit-log directory): the stores are only read. Real paths are
+    store root, its data directories — which may be links to another disk — or a commit-log
+    directory the config names): the stores are only read. Real paths are
     compared, so a link cannot smuggle the output into a store. A file (or a path through
     a file) where the output directory belongs is refused too. UsageError (exit 2)."""
     o = safefs.real(out)
@@ -462,7 +463,7 @@ def rebuild_to(config: StoreConfig, out: Path, opts: RebuildOptions, copy_commit
 
     On any failure (a full disk, a read-only file system) whatever this run wrote beside
     the store is removed again, and the error is one line."""
-    check_output(out, [config.root, *config.commitlog_dirs])
+    check_output(out, [config.root, *config.commitlog_dirs, config.consumequeue_dir, config.index_dir])
     out = Path(safefs.real(out))
     parts = [p for p, on in (("consumequeue", opts.build_cq), ("index", opts.build_index)) if on]
     for p in parts:
