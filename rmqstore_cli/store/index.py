@@ -320,7 +320,9 @@ class IndexService:
         millisecond after the previous one, or, for the first file, at 1970-01-01 UTC —
         deterministic, and later files keep their own times."""
         if name_time(first_ts) != first_ts:
-            return self._name_after(last_name) if last_name is not None else index_file_name(NAME_MIN_MS, _dt.timezone.utc)
+            if last_name is None:
+                return index_file_name(NAME_MIN_MS, _dt.timezone.utc)
+            return self._name_after(last_name)
         name = index_file_name(first_ts, self.tz)
         if last_name is not None and name <= last_name:
             name = self._name_after(last_name)

@@ -367,8 +367,9 @@ def refuse_unsourced_sizes(sources: dict[str, dict], config: StoreConfig) -> Non
                                  ("index/", ("maxHashSlotNum", "maxIndexNum"))) if set(props) & set(missing)]
     what = " and ".join(sets) if sets else "the commit log"
     opts = " and ".join(names[p][1] for p in missing)
-    raise UsageError(f"{what} {'have' if len(sets) > 1 else 'has'} no files to tell {'/'.join(missing)}, and neither --broker-conf nor an option "
-                     f"sets them (the broker's defaults would be {defaults})",
+    verb = "have" if len(sets) > 1 else "has"
+    raise UsageError(f"{what} {verb} no files to tell {'/'.join(missing)}, and neither --broker-conf nor an "
+                     f"option sets them (the broker's defaults would be {defaults})",
                      path=config.root, hint=f"pass --broker-conf, or {opts}")
 
 
