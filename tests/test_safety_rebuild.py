@@ -382,3 +382,29 @@ def test_store_time_that_is_no_date_spark_names_alike(tmp_path, spark):
     remote = sp.rebuild_build(spark, cfg, tmp_path / "spark", opts)
     assert sorted(os.listdir(tmp_path / "local" / "index")) == sorted(os.listdir(tmp_path / "spark" / "index"))
     assert local.fallback_index_names == remote.fallback_index_names != []
+
+
+def test_full_disk_while_swapping_leaves_a_journal_the_next_run_finishes(small_store, tmp_path, monkeypatch):
+    """ENOSPC after the swap began (the checkpoint backup): one line naming --recover; the
+    journal still says *swapping*, and the next run completes the rebuild."""
+    from rmqstore_cli.store import safefs
+
+    real_replace = safefs.replace_file
+
+    def full_for_backup(path, data, roots):
+        if ".bak-" in Path(path).name:
+            raise safefs.os_error(OSError(errno.ENOSPC, "No space left on device"), path, "write")
+        return real_replace(path, data, roots)
+
+    with monkeypatch.context() as m:
+        m.setattr(safefs, "replace_file", full_for_backup)
+        r = cli("rebuild-index", "--store", small_store, "--in-place")
+    assert r.exit_code == 3, r.stderr
+    line = one_error_line(r.stderr)
+    assert "no space left on device" in line and "--recover" in line
+    assert json.loads((small_store / JOURNAL).read_text())["state"] == "swapping"
+    r = cli("rebuild-index", "--store", small_store, "--recover", "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    assert "completed" in r.stdout, r.stdout
+    assert not (small_store / JOURNAL).exists() and not list(small_store.glob(".rebuild-index-*"))
+    assert cli("verify", "--store", small_store).exit_code == 0
