@@ -55,8 +55,16 @@ relative to the stores' common parent> (broker-a/store, broker-b/store, ...), wi
 --in-place each store in place. The summary then has one entry per store.
 
 Index file names are the store time of each file's first entry in --tz (the broker names
-them by its wall clock at creation, which the store does not record). An interrupted
---in-place run is finished (or rolled back) by the next run, or by --recover.
+them by its wall clock at creation, which the store does not record); a first entry whose
+store time is no date (negative, after 9999) names its file one millisecond after the
+previous one (the first file: 1970-01-01 UTC), with a warning. An interrupted --in-place
+run is finished (or rolled back) by the next run, or by --recover; a full or read-only
+disk is one error line, and the run leaves nothing half-written.
+
+File sizes come from --broker-conf, the size options, or the store's own files of that
+kind (the summary's "sizes" says which). A consumequeue/ or index/ rebuilt with none of
+these (lost, and no broker.conf) is refused, naming the options, instead of being written
+with the broker's defaults (420 MB index files where the store may have used 8 KB ones).
 """
 
 
@@ -75,7 +83,8 @@ def rebuild_index(
     broker_conf: BrokerConfOpt = None,
     output: Annotated[Optional[Path], typer.Option(
         "--output", "-o", help="Write the rebuilt consumequeue/, index/ and checkpoint here (with several stores: "
-        "one directory per store below it); the stores are only read.")] = None,
+        "one directory per store below it); the stores are only read, so an --output inside, equal to or "
+        "containing a store (real paths compared) is refused.")] = None,
     in_place: Annotated[bool, typer.Option(
         "--in-place", help="Replace the store's own consumequeue/ and index/ (refused while a broker runs).")] = False,
     only: Annotated[Optional[Only], typer.Option("--only", help="Rebuild only consume queues (cq) or only the index.")] = None,
@@ -114,7 +123,15 @@ def rebuild_index(
     from rmqstore_cli.errors import UsageError
     from rmqstore_cli.pipeline.tasks import expand_stores
     from rmqstore_cli.store.message_store import MessageStore
-    from rmqstore_cli.store.rebuild import RebuildOptions, rebuild_in_place, rebuild_to, recover_journal
+    from rmqstore_cli.store.rebuild import (
+        RebuildOptions,
+        check_size_values,
+        rebuild_in_place,
+        rebuild_to,
+        recover_journal,
+        refuse_unsourced_sizes,
+        size_sources,
+    )
     from rmqstore_cli.times import parse_tz
 
     stores = [Path(s.path) for s in expand_stores(store, None, {})]
@@ -153,9 +170,15 @@ def rebuild_index(
             refuse_if_live(st)  # before anything else is read or said
     zone = parse_tz(tz)
     outs = _outputs(stores, output) if output is not None else [None] * len(stores)
+    cfgs = [load_config(st, broker_conf, commitlog_file_size, cq_file_size, index_slots, index_max) for st in stores]
+    if output is not None:  # before anything is read or said: the stores are only read
+        from rmqstore_cli.store.rebuild import check_output
+
+        read = [d for c in cfgs for d in (c.root, *c.commitlog_dirs, c.consumequeue_dir, c.index_dir)]
+        for out in dict.fromkeys([output, *outs]):
+            check_output(out, read)
     plans = []
-    for st, out in zip(stores, outs):  # every store opened (and checked) before any work
-        cfg = load_config(st, broker_conf, commitlog_file_size, cq_file_size, index_slots, index_max)
+    for st, out, cfg in zip(stores, outs, cfgs):  # every store opened (and checked) before any work
         ms = MessageStore.open(cfg, zone)
         for note in ms.notes:
             print(f"rmqstore: note: {st}: {note}" if several else f"rmqstore: note: {note}", file=sys.stderr)
@@ -165,7 +188,12 @@ def rebuild_index(
         opts = RebuildOptions(build_cq=only is not Only.index,
                               build_index=(only is not Only.cq and not topic) and cfg.message_index_enable,
                               topics=list(topic) if topic else None, tz=zone, dry_run=dry_run)
-        plans.append((st, out, cfg, opts))
+        check_size_values(cfg)
+        sizes = size_sources(cfg, opts, {"mapped_file_size_commit_log": commitlog_file_size,
+                                         "mapped_file_size_consume_queue": cq_file_size,
+                                         "max_hash_slot_num": index_slots, "max_index_num": index_max}, broker_conf)
+        refuse_unsourced_sizes(sizes, cfg)
+        plans.append((st, out, cfg, opts, sizes))
 
     def job(spark=None):
         build = None
@@ -174,13 +202,13 @@ def rebuild_index(
 
             build = lambda c, d, o, p: sp.rebuild_build(spark, c, d, o, p)  # noqa: E731
         done = []
-        for st, out, cfg, opts in plans:
+        for st, out, cfg, opts, sizes in plans:
             with _Progress(progress and sys.stderr.isatty() and spark is None) as bar:
                 if in_place:
                     rep, plan = rebuild_in_place(cfg, opts, no_backup, bar.update, build=build)
                 else:
                     rep, plan = rebuild_to(cfg, out, opts, copy_commitlog, bar.update, build=build)
-            done.append((st, out, rep, plan, opts))
+            done.append((st, out, rep, dict(plan, sizes=sizes), opts))
         return done
 
     if engine is Engine.spark:
@@ -213,6 +241,12 @@ def rebuild_index(
             print(f"rmqstore: warning: {who}records of {len(rep.refused_topics)} topic(s) got no consume queue, "
                   f"their names cannot be a directory: "
                   + ", ".join(safe_text(repr(t)) for t in sorted(rep.refused_topics)), file=sys.stderr)
+        if rep is not None and rep.fallback_index_names:
+            name, ts = rep.fallback_index_names[0]
+            more = f" (and {len(rep.fallback_index_names) - 1} more)" if len(rep.fallback_index_names) > 1 else ""
+            print(f"rmqstore: warning: {who}index file {name}: its first entry's storeTimestamp {ts} is no date "
+                  f"(before 1970 or after 9999), so the file is named after the previous one (the first: "
+                  f"1970-01-01 UTC){more}", file=sys.stderr)
         if rep is not None and rep.skipped:
             print(f"rmqstore: warning: {who}{len(rep.skipped)} stretch(es) of the commit log were skipped "
                   f"undispatched (see 'skipped')", file=sys.stderr)
@@ -268,6 +302,7 @@ def _summary(store: Path, rep, plan: dict, opts) -> dict:
                          "clean": rep.stop.clean} if rep.stop else None,
         "skipped": [{"offset": k.offset, "size": k.size, "file": k.file, "reason": k.reason} for k in rep.skipped],
         "refused_topics": [{"topic": t, "reason": why} for t, why in sorted(rep.refused_topics.items())],
+        "index_names_fallback": [{"file": n, "store_timestamp": t} for n, t in rep.fallback_index_names],
     })
     return s
 

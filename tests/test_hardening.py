@@ -29,6 +29,8 @@ from rmqstore_cli.store.config import StoreConfig  # noqa: E402
 
 HOSTILE = ["../../escape", "a/b", "..", ".", "x\x00y", "/abs", "T" * 300]
 SAFE = ["Good", "Refund.Topic-2", "%RETRY%cg", "T" * 127, "a|b", "sp ace"]
+#: A store of only a commit log: the sizes of the sets to build are given (never silently defaulted).
+LOST_SIZES = ("--cq-file-size", "2000", "--index-slots", "64", "--index-max", "400")
 
 
 def _spec(topic: str, i: int, ts: int = 1_700_000_000_000) -> AppendSpec:
@@ -59,7 +61,8 @@ def test_hostile_topics_never_become_paths(tmp_path):
     store = _hostile_store(box / "store")
     out = box / "out"
     before = {p for p in tmp_path.rglob("*")}
-    r = cli("rebuild-index", "--store", store, "--commitlog-file-size", "65536", "--output", out, "--format", "json")
+    r = cli("rebuild-index", "--store", store, "--commitlog-file-size", "65536", "--output", out, "--format", "json",
+            *LOST_SIZES)
     assert r.exit_code == 0, r.stderr
     s = json.loads(r.stdout)
     refused = {x["topic"] for x in s["refused_topics"]}
@@ -77,7 +80,8 @@ def test_hostile_topics_never_become_paths(tmp_path):
 
 def test_hostile_topics_in_place(tmp_path):
     store = _hostile_store(tmp_path / "a" / "store")
-    r = cli("rebuild-index", "--store", store, "--commitlog-file-size", "65536", "--in-place", "--format", "json")
+    r = cli("rebuild-index", "--store", store, "--commitlog-file-size", "65536", "--in-place", "--format", "json",
+            *LOST_SIZES)
     assert r.exit_code == 0, r.stderr
     assert sorted(p.name for p in (store / "consumequeue").iterdir()) == sorted(SAFE)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a"] and sorted(p.name for p in store.parent.iterdir()) == ["store"]

@@ -390,14 +390,12 @@ def kept_keys(fd: FileDispatch, floor: int) -> tuple:
 def name_index_files(index_dir: Path, built: list[dict], tz) -> list[str]:
     """Rename ``<k>.part`` files in order, as ``IndexService`` names them: the first entry's
     store time in ``tz``, each strictly after the previous."""
-    from rmqstore_cli.store.index import IndexService, index_file_name
+    from rmqstore_cli.store.index import IndexService
 
     namer = IndexService(index_dir / ".no-such-dir", 1, 2, tz=tz)
     names: list[str] = []
     for b in sorted(built, key=lambda b: b["k"]):
-        name = index_file_name(b["first_ts"], tz)
-        if names and name <= names[-1]:
-            name = namer._name_after(names[-1])
+        name = namer.next_name(b["first_ts"], names[-1] if names else None)
         os.rename(index_dir / f"{b['k']:010d}.part", index_dir / name)
         names.append(name)
     return names
@@ -545,7 +543,7 @@ def write_at(cq_root, key: tuple[str, int], pos: int, data: bytes, file_size: in
     zero-filled) the files it falls in. Safe for several writers of disjoint ranges: a file
     is only ever extended to ``file_size``, never cut."""
     from rmqstore_cli.errors import StoreError
-    from rmqstore_cli.store.consume_queue import unsafe_topic
+    from rmqstore_cli.store.consume_queue import unsafe_topic, write_range
     from rmqstore_cli.store.mapped_files import offset2file_name
 
     why = unsafe_topic(key[0])
@@ -557,23 +555,34 @@ def write_at(cq_root, key: tuple[str, int], pos: int, data: bytes, file_size: in
     while len(view):
         start = pos - pos % file_size
         n = min(len(view), start + file_size - pos)
-        fd = os.open(d / offset2file_name(start), os.O_WRONLY | os.O_CREAT, 0o666)
+        path = d / offset2file_name(start)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o666)
         try:
             if os.fstat(fd).st_size < file_size:
                 os.ftruncate(fd, file_size)
-            os.pwrite(fd, view[:n], pos - start)
         finally:
             os.close(fd)
+        write_range(path, pos - start, bytes(view[:n]))
         view = view[n:]
         pos += n
 
 
 def _save(path: Path, arr) -> None:
+    """A spill, written whole or not at all: its space reserved first (the array and room
+    for the ``.npy`` header), so a full disk is one ENOSPC error line, not numpy's short
+    write; the reservation is cut back to what was written."""
     import numpy as np
 
+    from rmqstore_cli.store import safefs
+
     tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as fh:
-        np.save(fh, arr)
+    try:
+        with open(tmp, "wb") as fh:
+            safefs.reserve(fh.fileno(), 0, int(arr.nbytes) + 4096, tmp)
+            np.save(fh, arr)
+            fh.truncate(fh.tell())
+    except OSError as e:
+        raise safefs.os_error(e, tmp, "write a spill") from None
     os.replace(tmp, path)  # a retried task replaces, never half-writes
 
 
@@ -692,10 +701,12 @@ def write_spilled_units(dest, s: FileSummary, keys: list, file_size: int) -> int
 
 def rebuild_queue_from_parts(dest, key: tuple[str, int], sums: list, file_size: int) -> int:
     """One queue through ``build_queue`` from the spilled units of the included files."""
-    import shutil
+    from rmqstore_cli.store import safefs
 
     parts = [(s.position, spilled_units(dest, s)[key]) for s in sums if key in s.queues]
-    shutil.rmtree(Path(dest) / "consumequeue" / key[0] / str(key[1]), ignore_errors=True)  # a retried task
+    qdir = Path(dest) / "consumequeue" / key[0] / str(key[1])
+    if os.path.lexists(qdir):  # a retried task; never through a link, never outside dest
+        safefs.rmtree_inside(qdir, [dest])
     return build_queue(str(Path(dest) / "consumequeue"), key, parts, file_size)
 
 
@@ -758,12 +769,10 @@ def write_index_chunk(dest, k: int, position: int, h, phy, ts, n0: int, b0: int,
     e["phy_offset"] = phy
     e["time_diff"] = diff
     e["prev_index"][order] = prev_sorted
-    path = Path(dest) / "index" / f"{k:010d}.part"
-    fd = os.open(path, os.O_WRONLY)
-    try:
-        os.pwrite(fd, e.tobytes(), INDEX_HEADER_SIZE + slot_num * 4 + n0 * INDEX_ENTRY_SIZE)
-    finally:
-        os.close(fd)
+    from rmqstore_cli.store.consume_queue import write_range
+
+    write_range(Path(dest) / "index" / f"{k:010d}.part", INDEX_HEADER_SIZE + slot_num * 4 + n0 * INDEX_ENTRY_SIZE,
+                e.tobytes(), "index entries")
     _save(parts_dir(dest) / f"idx-{k}-{position}.npy",
           np.stack([ss[head], nn[head], nn[tail]]).astype(np.int32))
 
@@ -864,6 +873,8 @@ def rebuild_staged(config, dest: Path, opts, run_map, t0: float):
     import shutil
     import time
 
+    from rmqstore_cli.store import safefs
+
     names, rec, gaps = rebuild_inputs(config)
     n = len(names)
     direct_upto = min([rec] + gaps) if n else 0  # files surely dispatched: before recovery and gaps
@@ -895,7 +906,7 @@ def rebuild_staged(config, dest: Path, opts, run_map, t0: float):
             qp = plan_queues(included, summaries) if build_cq else None
             cq_root = dest / "consumequeue"
             for key in (qp.remove if qp else []):
-                shutil.rmtree(cq_root / key[0] / str(key[1]))
+                safefs.rmtree_inside(cq_root / key[0] / str(key[1]), [dest])
             ip = plan_index(d, included, counts, start, floors, total, per, config.max_hash_slot_num,
                             config.max_index_num) if nfiles else IndexPlan({}, {})
             late = qp.late if qp else {}
@@ -918,8 +929,14 @@ def rebuild_staged(config, dest: Path, opts, run_map, t0: float):
                     straight_files(first, last, F) for first, last in qp.straight.values())
                 queues = len(qp.straight) + len(qp.rebuild)
             if built:
-                name_index_files(dest / "index", built, opts.tz)
+                index_names = name_index_files(dest / "index", built, opts.tz)
     finally:
         shutil.rmtree(parts_dir(dest), ignore_errors=True)
-    return rebuild_report(config, opts, names, rec, included, stop, summaries, cq_files, queues, built, total,
-                          time.perf_counter() - t0)
+    rep = rebuild_report(config, opts, names, rec, included, stop, summaries, cq_files, queues, built, total,
+                         time.perf_counter() - t0)
+    if built and not dry:
+        from rmqstore_cli.store.index import name_time
+
+        firsts = [b["first_ts"] for b in sorted(built, key=lambda b: b["k"])]
+        rep.fallback_index_names = [(n, t) for n, t in zip(index_names, firsts) if name_time(t) != t]
+    return rep

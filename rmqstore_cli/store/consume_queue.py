@@ -22,6 +22,7 @@ from rmqstore_cli.formats.consume_queue import (
 )
 from rmqstore_cli.errors import StoreError
 from rmqstore_cli.formats.derive import numpy_dtype
+from rmqstore_cli.store import safefs
 from rmqstore_cli.store.mapped_files import MappedFileQueue, offset2file_name, queue_dirs  # noqa: F401
 from rmqstore_cli.store.safefs import make_dirs, open_for_write, os_error
 
@@ -144,6 +145,26 @@ def unsafe_topic(topic: str) -> str | None:
     return None
 
 
+def write_range(path: Path, at: int, data: bytes, what: str = "consume-queue units",
+                roots: list[Path] | None = None) -> None:
+    """``data`` at byte ``at`` of an existing (consume-queue) file: the range allocated first
+    (``safefs.reserve``), so a full disk is one error line before any byte is written,
+    never a short write that leaves a unit half there; every byte written or an error.
+    Opened through no link, inside ``roots`` (default: the file's own directory)."""
+    fd = safefs.open_for_write(path, roots or [path.parent])
+    try:
+        safefs.reserve(fd, at, len(data), path)
+        view = memoryview(data)
+        while view:
+            try:
+                n = os.pwrite(fd, view, at)
+            except OSError as e:
+                raise safefs.os_error(e, path, f"write {what}") from None
+            view, at = view[n:], at + n
+    finally:
+        os.close(fd)
+
+
 class ConsumeQueueWriter:
     """``ConsumeQueue#putMessagePositionInfo`` into fresh files, buffered, per queue.
 
@@ -213,13 +234,7 @@ class ConsumeQueueWriter:
             file_start = pos - pos % self.file_size
             path = self._file(file_start)
             n = min(len(data), file_start + self.file_size - pos)
-            fd = open_for_write(path, self.roots)
-            try:
-                os.pwrite(fd, bytes(data[:n]), pos - file_start)
-            except OSError as e:
-                raise os_error(e, path, "write") from None
-            finally:
-                os.close(fd)
+            write_range(path, pos - file_start, bytes(data[:n]), roots=self.roots)
             data = data[n:]
             pos += n
         self._buf = bytearray()

@@ -460,6 +460,7 @@ def put_block(f: IndexFile, h: np.ndarray, phy: np.ndarray, ts: np.ndarray) -> N
     hdr = f.header
     k = len(h)
     c0 = hdr.index_count
+    f.reserve_entries(c0 + k)  # allocated before the mapping writes them (no SIGBUS on a full disk)
     s = h % f.slot_num
     first = c0 <= 1
     # timeDiff: (storeTimestamp - beginTimestamp) / 1000 clamped to [0, Integer.MAX_VALUE],

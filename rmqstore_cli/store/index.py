@@ -22,6 +22,7 @@ from rmqstore_cli.formats.index import (
     INDEX_HEADER_SIZE,
     SLOT_FORMAT,
 )
+from rmqstore_cli.store import safefs
 from rmqstore_cli.store.safefs import make_dirs, open_for_write, open_read_only, os_error
 from rmqstore_cli.store.message import index_key_hash
 
@@ -74,6 +75,8 @@ class IndexFile:
         finally:
             os.close(fd)
         self.length = length
+        #: Bytes from the start already allocated on disk (:meth:`reserve_entries`).
+        self.reserved = 0
         h = IndexHeaderValues(*_HEADER.unpack_from(self.mm, 0))
         if h.index_count <= 0:  # IndexHeader#load: a stored count <= 0 reads as 1
             h.index_count = 1
@@ -113,6 +116,26 @@ class IndexFile:
         count with a cycle of prevIndex links cannot make a walk run for 2^31 steps."""
         fit = max(0, (self.length - self.entries_base) // INDEX_ENTRY_SIZE)
         return min(self.header.index_count, fit)
+
+    #: Entries are allocated this many bytes at a time ahead of the writes (a tiny rebuild
+    #: never allocates a whole 420 MB file; a large one calls fallocate every ~200 k entries).
+    RESERVE_CHUNK = 4 << 20
+
+    def reserve_entries(self, upto: int) -> None:
+        """Allocate the file on disk up to entry ``upto`` (exclusive; header and slot table
+        included) before those bytes are written through the mapping: on a full disk a
+        store to a hole of a shared mapping is a SIGBUS, which no handler turns into an
+        error line; ``safefs.reserve`` (``posix_fallocate``) says ENOSPC instead."""
+        end = min(self.length, max(self.entries_base, self.entry_pos(upto)))
+        if end <= self.reserved:
+            return
+        new = min(self.length, max(end, self.reserved + self.RESERVE_CHUNK))
+        fd = safefs.open_for_write(self.path, [self.path.parent])
+        try:
+            safefs.reserve(fd, self.reserved, new - self.reserved, self.path)
+        finally:
+            os.close(fd)
+        self.reserved = new
 
     def is_write_full(self) -> bool:
         return self.header.index_count >= self.index_num
@@ -154,6 +177,7 @@ class IndexFile:
         h = self.header
         if h.index_count >= self.index_num:
             return False
+        self.reserve_entries(h.index_count + 1)
         key_hash = index_key_hash(key)
         slot_pos = self.slot_pos(key_hash)
         slot_value = _SLOT.unpack_from(self.mm, slot_pos)[0]
@@ -187,14 +211,22 @@ class IndexFile:
         (``IndexService#getAndCreateLastIndexFile``). Created ``O_EXCL``/``O_NOFOLLOW``
         inside ``roots`` (default: its index dir's parent)."""
         size = INDEX_HEADER_SIZE + slot_num * HASH_SLOT_SIZE + index_num * INDEX_ENTRY_SIZE
+        # header and slot table (written anywhere), and a first chunk of entries, allocated
+        # before the file is mapped: even reading a hole of a mapping faults on a full tmpfs
+        first = min(size, INDEX_HEADER_SIZE + slot_num * HASH_SLOT_SIZE + cls.RESERVE_CHUNK)
         fd = open_for_write(path, roots or [path.parent.parent], create=True, exclusive=True)
         try:
             os.ftruncate(fd, size)
-        except OSError as e:
-            raise os_error(e, path, f"size the file to {size} bytes") from None
-        finally:
+            safefs.reserve(fd, 0, first, path)
+        except BaseException as e:
             os.close(fd)
+            path.unlink()
+            if isinstance(e, OSError):
+                raise os_error(e, path, "create the index file") from None
+            raise
+        os.close(fd)
         f = cls(path, slot_num, index_num, writable=True, roots=roots)
+        f.reserved = first
         if prev_end_phy > 0:
             f.header.begin_phy_offset = f.header.end_phy_offset = prev_end_phy
         if prev_end_ts > 0:
@@ -207,8 +239,27 @@ class IndexFile:
         self.mm.close()
 
 
+#: Store times that name an index file as themselves: 1970-01-01 up to 9999-12-28 23:59:59.999
+#: UTC, so a 17-digit ``yyyyMMddHHmmssSSS`` name exists in every zone (with days of
+#: millisecond steps after the last one). A first entry's time outside (negative, 2^63−1,
+#: year > 9999: crafted or bit rot) is no name: see :meth:`IndexService.next_name`.
+NAME_MIN_MS = 0
+NAME_MAX_MS = 253_402_041_599_999
+
+
+def name_time(ts_ms: int) -> int:
+    """``ts_ms`` clamped into [:data:`NAME_MIN_MS`, :data:`NAME_MAX_MS`]: equal to it when
+    the time can name an index file."""
+    return min(max(ts_ms, NAME_MIN_MS), NAME_MAX_MS)
+
+
 def index_file_name(ts_ms: int, tz: _dt.tzinfo | None) -> str:
-    """``UtilAll#timeMillisToHumanString``: ``yyyyMMddHHmmssSSS`` in the given zone."""
+    """``UtilAll#timeMillisToHumanString``: ``yyyyMMddHHmmssSSS`` in the given zone (of
+    :func:`name_time`: a time no date can show never fails the name)."""
+    return _format_name(name_time(ts_ms), tz)
+
+
+def _format_name(ts_ms: int, tz: _dt.tzinfo | None) -> str:
     t = _dt.datetime.fromtimestamp(ts_ms / 1000, tz) if tz else _dt.datetime.fromtimestamp(ts_ms / 1000)
     return t.strftime("%Y%m%d%H%M%S") + f"{ts_ms % 1000:03d}"
 
@@ -234,6 +285,9 @@ class IndexService:
         for p in names:
             self.files.append(IndexFile(p, slot_num, index_num, writable, roots=self.roots))
         self.keys_put = 0
+        #: Files this writer could not name after their first entry's time (:meth:`next_name`):
+        #: (name, that store time).
+        self.fallback_names: list[tuple[str, int]] = []
 
     def query_offset(self, topic: str, key: str, max_num: int, begin: int, end: int,
                      cap: bool = True) -> list[int]:
@@ -260,23 +314,42 @@ class IndexService:
         prev_phy = last.header.end_phy_offset if last else 0
         prev_ts = last.header.end_timestamp if last else 0
         make_dirs(self.dir, self.roots)
-        name = index_file_name(store_timestamp, self.tz)
-        if last is not None and name <= last.name:  # names must sort in creation order
-            name = self._name_after(last.name)
+        name = self.next_name(store_timestamp, last.name if last is not None else None)
         while (self.dir / name).exists():
             name = self._name_after(name)
+        if name_time(store_timestamp) != store_timestamp:
+            self.fallback_names.append((name, store_timestamp))
         f = IndexFile.create(self.dir / name, self.slot_num, self.index_num, prev_phy, prev_ts, roots=self.roots)
         self.files.append(f)
         return f
+
+    def next_name(self, first_ts: int, last_name: str | None) -> str:
+        """The name of a new file whose first entry was stored at ``first_ts``, after the
+        file ``last_name`` (names sort in creation order: never at or before it). A time
+        that is no date (:func:`name_time`) names nothing: the file is named one
+        millisecond after the previous one, or, for the first file, at 1970-01-01 UTC —
+        deterministic, and later files keep their own times."""
+        if name_time(first_ts) != first_ts:
+            if last_name is None:
+                return index_file_name(NAME_MIN_MS, _dt.timezone.utc)
+            return self._name_after(last_name)
+        name = index_file_name(first_ts, self.tz)
+        if last_name is not None and name <= last_name:
+            name = self._name_after(last_name)
+        return name
 
     def _name_after(self, name: str) -> str:
         """The name one millisecond after ``name`` (``yyyyMMddHHmmssSSS``, this zone)."""
         try:
             t = _dt.datetime.strptime(name[:14], "%Y%m%d%H%M%S").replace(tzinfo=self.tz)
             ms = int(t.timestamp() * 1000) + int(name[14:17]) + 1
-        except ValueError:
-            raise StoreError(f"index file name {name!r} is not yyyyMMddHHmmssSSS", path=self.dir / name) from None
-        return index_file_name(ms, self.tz)
+            after = _format_name(ms, self.tz)  # not clamped: always later than name
+        except (ValueError, OverflowError, OSError):
+            raise StoreError(f"index file name {name!r} is not yyyyMMddHHmmssSSS with a later one",
+                             path=self.dir / name) from None
+        if len(after) != 17:
+            raise StoreError(f"no index file name after {name!r}", path=self.dir / name)
+        return after
 
     @property
     def last_end_phy_offset(self) -> int:

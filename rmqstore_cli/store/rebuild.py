@@ -27,6 +27,7 @@ import errno
 import json
 import os
 import shutil
+import stat
 import struct
 import time
 from collections.abc import Callable
@@ -36,6 +37,7 @@ from pathlib import Path
 import numpy as np
 
 from rmqstore_cli.errors import StoreError, UsageError
+from rmqstore_cli.formats.checkpoint import CHECKPOINT_FILE_SIZE
 from rmqstore_cli.formats.commitlog import (
     BORNHOST_V6_FLAG,
     HEAD_SIZE,
@@ -44,6 +46,7 @@ from rmqstore_cli.formats.commitlog import (
     HostV4,
     HostV6,
 )
+from rmqstore_cli.store import safefs
 from rmqstore_cli.store.checkpoint import StoreCheckpoint
 from rmqstore_cli.store.commitlog import CommitLog, ScanEnd, Status, check_message, is_clean_end
 from rmqstore_cli.store.config import StoreConfig
@@ -88,6 +91,9 @@ class DispatchReport:
     seconds: float = 0.0
     #: Topics whose records got no consume queue: their names cannot be a directory.
     refused_topics: dict[str, str] = field(default_factory=dict)
+    #: Index files not named after their first entry's store time, which is no date
+    #: (negative, or after 9999; ``IndexService#next_name``): (file name, that store time).
+    fallback_index_names: list[tuple[str, int]] = field(default_factory=list)
 
 
 Progress = Callable[[int, int, int, int], None]  # (files done, bytes done, bytes total, messages)
@@ -263,6 +269,7 @@ def dispatch_log(config: StoreConfig, dispatcher: Dispatcher, *, abort: bool,
             rep.index_files = len(dispatcher.index.files)
             rep.index_keys = dispatcher.index.keys_put
             rep.index_msg_timestamp = dispatcher.index.full_files_end_timestamp()
+            rep.fallback_index_names = list(dispatcher.index.fallback_names)
     rep.bytes = (rep.stop.offset - files[0].file_from_offset) if files and rep.stop else 0
     rep.seconds = time.perf_counter() - t0
     return rep
@@ -280,6 +287,90 @@ def _first_crc_failure(buf, P: np.ndarray, fields: dict, limit: int, file_from: 
     bl = np.maximum(fields["body_len"][:n], 0)
     bad = np.flatnonzero((body_crcs(buf, fields["body_at"][:n], bl) != fields["crc"][:n]) & (bl > 0))
     return int(bad[0]) if len(bad) else None
+
+
+# ----------------------------------------------------------------- sizes
+
+#: The options that set each size, as named in a refusal.
+SIZE_OPTIONS = {
+    "mapped_file_size_commit_log": ("mappedFileSizeCommitLog", "--commitlog-file-size"),
+    "mapped_file_size_consume_queue": ("mappedFileSizeConsumeQueue", "--cq-file-size"),
+    "max_hash_slot_num": ("maxHashSlotNum", "--index-slots"),
+    "max_index_num": ("maxIndexNum", "--index-max"),
+}
+
+
+def check_size_values(config: StoreConfig) -> None:
+    """Sizes no broker could run with (``mappedFileSizeConsumeQueue=0`` in a broker.conf, a
+    negative slot count…) are refused up front: StoreError (exit 3), not a division by zero
+    halfway through the files."""
+    bad = [(attr, v, low) for attr, v, low in (
+        ("mapped_file_size_commit_log", config.mapped_file_size_commit_log, 1),
+        ("mapped_file_size_consume_queue", config.cq_file_size, 20),
+        ("max_hash_slot_num", config.max_hash_slot_num, 1),
+        ("max_index_num", config.max_index_num, 2)) if v < low]
+    if bad:
+        attr, v, low = bad[0]
+        prop, option = SIZE_OPTIONS[attr]
+        raise StoreError(f"{prop}={v} cannot be used (at least {low})", path=config.root,
+                         hint=f"fix the broker config, or pass {option}")
+
+
+def size_sources(config: StoreConfig, opts: RebuildOptions, options: dict[str, int | None],
+                 broker_conf: str | os.PathLike | None) -> dict[str, dict]:
+    """Where each size the rebuild writes with came from: the option, the broker config,
+    the store's files of that kind, or nothing (None: the broker's default, unchecked).
+    ``options``: attribute -> the value given on the command line (or None)."""
+    from rmqstore_cli.store.mapped_files import queue_dirs
+
+    def files_in(d: Path) -> bool:
+        try:
+            return any(x.name.isdigit() and x.is_file() for x in d.iterdir())
+        except OSError:
+            return False
+
+    on_disk = {
+        "mapped_file_size_commit_log": "the commit-log files",
+        "mapped_file_size_consume_queue": "the store's consume-queue files"
+        if any(files_in(q) for _, _, q in queue_dirs(config.consumequeue_dir)) else None,
+        "max_hash_slot_num": "the store's index files" if files_in(config.index_dir) else None,
+    }
+    on_disk["max_index_num"] = on_disk["max_hash_slot_num"]
+    wanted = ["mapped_file_size_commit_log"]
+    if opts.build_cq:
+        wanted.append("mapped_file_size_consume_queue")
+    if opts.build_index:
+        wanted += ["max_hash_slot_num", "max_index_num"]
+    out = {}
+    for attr in wanted:
+        prop, option = SIZE_OPTIONS[attr]
+        if options.get(attr) is not None:
+            src = option
+        elif attr in config.explicit:
+            src = f"--broker-conf {broker_conf}"
+        else:
+            src = on_disk[attr]
+        out[prop] = {"value": getattr(config, attr), "from": src}
+    return out
+
+
+def refuse_unsourced_sizes(sources: dict[str, dict], config: StoreConfig) -> None:
+    """A set being rebuilt whose sizes nothing tells (no option, no broker config, no file
+    of that kind left in the store) would silently get the broker's defaults — a 420 MB
+    index file where the store used 8 KB ones. Refused, naming the options (UsageError)."""
+    missing = [prop for prop, v in sources.items() if v["from"] is None]
+    if not missing:
+        return
+    names = {prop: (attr, option) for attr, (prop, option) in SIZE_OPTIONS.items()}
+    defaults = ", ".join(f"{p}={getattr(StoreConfig(), names[p][0])}" for p in missing)
+    sets = [d for d, props in (("consumequeue/", ("mappedFileSizeConsumeQueue",)),
+                                 ("index/", ("maxHashSlotNum", "maxIndexNum"))) if set(props) & set(missing)]
+    what = " and ".join(sets) if sets else "the commit log"
+    opts = " and ".join(names[p][1] for p in missing)
+    verb = "have" if len(sets) > 1 else "has"
+    raise UsageError(f"{what} {verb} no files to tell {'/'.join(missing)}, and neither --broker-conf nor an "
+                     f"option sets them (the broker's defaults would be {defaults})",
+                     path=config.root, hint=f"pass --broker-conf, or {opts}")
 
 
 # ----------------------------------------------------------------- building a set
@@ -341,41 +432,108 @@ def _run_id() -> str:
 
 # ----------------------------------------------------------------- --output
 
+def check_output(out: Path, stores: list[Path]) -> None:
+    """Refuse an ``--output`` that is, lies inside, or contains a directory being read (a
+    store root, its data directories — which may be links to another disk — or a commit-log
+    directory the config names): the stores are only read. Real paths are
+    compared, so a link cannot smuggle the output into a store. A file (or a path through
+    a file) where the output directory belongs is refused too. UsageError (exit 2)."""
+    o = safefs.real(out)
+    for st in stores:
+        r = safefs.real(st)
+        if o == r:
+            raise UsageError(f"--output {out} is the store {st} itself",
+                             hint="use --in-place to replace the store's own files")
+        if safefs.is_inside(o, [r]):
+            raise UsageError(f"--output {out} lies inside the store {st}, which rebuild-index only reads",
+                             hint="choose a directory outside the store, or use --in-place")
+        if safefs.is_inside(r, [o]):
+            raise UsageError(f"--output {out} contains the store {st}, which rebuild-index only reads",
+                             hint="choose a directory outside the store")
+    p = Path(o)
+    while not os.path.lexists(p) and p.parent != p:
+        p = p.parent
+    if not p.is_dir():
+        raise UsageError(f"--output {out}: {p} is not a directory", hint="choose a directory for --output")
+
+
 def rebuild_to(config: StoreConfig, out: Path, opts: RebuildOptions, copy_commitlog: bool = False,
                progress: Progress | None = None, build: Callable | None = None) -> tuple[DispatchReport, dict]:
     """Write ``out/consumequeue``, ``out/index`` and ``out/checkpoint``; the source is only read.
-    ``out/commitlog`` becomes a symlink to the source's (a copy with ``copy_commitlog``)."""
-    root = config.root.resolve()
-    out = out.resolve() if out.exists() else out.absolute()
-    if out == root:
-        raise UsageError("--output is the store itself", hint="use --in-place to replace the store's own files")
-    if root in out.parents and out.parent != root:
-        pass
+    ``out/commitlog`` becomes a symlink to the source's (a copy with ``copy_commitlog``).
+
+    On any failure (a full disk, a read-only file system) whatever this run wrote beside
+    the store is removed again, and the error is one line."""
+    check_output(out, [config.root, *config.commitlog_dirs, config.consumequeue_dir, config.index_dir])
+    out = Path(safefs.real(out))
     parts = [p for p, on in (("consumequeue", opts.build_cq), ("index", opts.build_index)) if on]
     for p in parts:
-        if (out / p).exists():
+        if os.path.lexists(out / p):
             raise UsageError(f"{out / p} already exists", hint="choose an empty --output directory")
     plan = {"output": str(out), "writes": [str(out / p) for p in parts] + [str(out / "checkpoint")],
             "commitlog": ("copy of " if copy_commitlog else "symlink to ") + ",".join(map(str, config.commitlog_dirs))}
     if opts.dry_run:
         rep = (build or build_set)(config, out / ".dry-run-never-written", opts, progress)
         return rep, plan
-    out.mkdir(parents=True, exist_ok=True)
+    made = _made_dirs(out)
+    created: list[Path] = []
     staging = out / (STAGING_PREFIX + _run_id())
     try:
+        out.mkdir(parents=True, exist_ok=True)
         rep = (build or build_set)(config, staging, opts, progress)
         for p in parts:
             (staging / p).mkdir(parents=True, exist_ok=True)
         _fsync_tree(staging)
         for p in parts:
             os.rename(staging / p, out / p)
+            created.append(out / p)
         base = StoreCheckpoint.read(config.checkpoint_path) if config.checkpoint_path.exists() else None
+        for name in ("checkpoint", "checkpoint.tmp"):
+            if not os.path.lexists(out / name):
+                created.append(out / name)
         _new_checkpoint(base, rep, opts, fresh=True).write(out / "checkpoint")
+        if not os.path.lexists(out / "commitlog"):
+            created.append(out / "commitlog")
+        _reference_commitlog(config, out, copy_commitlog, rep)
+        fsync_dir(out)
+    except BaseException as e:
+        _undo_output(out, created + [staging, out / (STAGING_PREFIX + "commitlog")], made)
+        if isinstance(e, OSError):
+            raise safefs.os_error(e, e.filename or out, "write the rebuilt set") from None
+        raise
     finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    _reference_commitlog(config, out, copy_commitlog, rep)
-    fsync_dir(out)
+        if os.path.lexists(staging):
+            _rmtree_quietly(staging, [out])
     return rep, plan
+
+
+def _made_dirs(out: Path) -> list[Path]:
+    """The directories ``out.mkdir(parents=True)`` will create, deepest first."""
+    made = []
+    p = out
+    while not os.path.lexists(p) and p.parent != p:
+        made.append(p)
+        p = p.parent
+    return made
+
+
+def _undo_output(out: Path, paths: list[Path], made: list[Path]) -> None:
+    """Remove what a failed ``--output`` run wrote (links unlinked, never followed), then
+    the output directories it created, if empty. Best effort: the error that got us here
+    is the one reported."""
+    for p in paths:
+        try:
+            if os.path.islink(p) or p.is_file():
+                p.unlink()
+            elif p.is_dir():
+                safefs.rmtree_inside(p, [out])
+        except (OSError, StoreError):
+            pass
+    for d in made:
+        try:
+            d.rmdir()
+        except OSError:
+            break
 
 
 def _reference_commitlog(config: StoreConfig, out: Path, copy: bool, rep: DispatchReport) -> None:
@@ -448,24 +606,23 @@ def _step() -> None:
 
 
 def _write_journal(root: Path, data: dict) -> None:
-    path = root / JOURNAL
-    tmp = root / (JOURNAL + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(data, fh)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    """The journal, written beside under a fresh ``O_EXCL`` name and renamed over: a link
+    planted at a fixed temp name (``.rebuild-index.journal.tmp``) is never written through."""
+    safefs.replace_file(root / JOURNAL, json.dumps(data).encode(), [root])
     fsync_dir(root)
 
 
 def read_journal(root: Path) -> dict | None:
-    try:
-        j = json.loads((root / JOURNAL).read_text(encoding="utf-8"))
-    except FileNotFoundError:
+    """The journal, read under :data:`safefs.JOURNAL_LIMIT` (a FIFO, ``/dev/zero`` or a huge
+    file is one error line), and refused unless every path in it lies inside the store."""
+    if not os.path.lexists(root / JOURNAL):
         return None
-    except (OSError, ValueError) as e:
-        raise StoreError(f"unreadable rebuild journal: {e}", path=root / JOURNAL,
-                         hint="inspect it; remove it only if no .rebuild-index-* directory remains") from None
+    try:
+        j = safefs.load_json(root / JOURNAL, safefs.JOURNAL_LIMIT, "rebuild journal")
+    except StoreError as e:
+        e.message = f"unreadable rebuild journal: {e.message}"
+        e.hint = "inspect it; remove it only if no .rebuild-index-* directory remains"
+        raise
     why = _journal_problem(root, j)
     if why:
         raise StoreError(f"rebuild journal refused: {why}", path=root / JOURNAL,
@@ -475,17 +632,22 @@ def read_journal(root: Path) -> dict | None:
 
 def _journal_problem(root: Path, j) -> str | None:
     """A journal drives renames and deletions: every path it names must lie inside the
-    store (a crafted or foreign journal must not make a re-run touch anything else)."""
+    store by its *real* path (a directory link inside the store that leads out does not
+    count as inside), so a crafted or foreign journal cannot make a re-run touch anything
+    else. A path's last component is renamed or removed, never followed."""
     if not isinstance(j, dict) or j.get("state") not in ("building", "swapping", "cleanup"):
         return "not a journal (no known state)"
-    base = os.path.abspath(root)
+    base = safefs.real(root)
 
     def inside(p) -> bool:
-        return isinstance(p, str) and "\0" not in p and os.path.commonpath(
-            [base, os.path.abspath(p)]) == base and os.path.abspath(p) != base  # as the rename will resolve it
+        if not (isinstance(p, str) and "\0" not in p and p):
+            return False
+        a = os.path.abspath(p)  # relative paths resolve against the working directory, as renames do
+        name = os.path.basename(a)
+        return name not in ("", ".", "..") and safefs.is_inside(os.path.dirname(a), [base])
 
     staging = j.get("staging")
-    if not (inside(staging) and os.path.dirname(os.path.abspath(staging)) == base
+    if not (inside(staging) and safefs.real(os.path.dirname(os.path.abspath(staging))) == base
             and os.path.basename(staging).startswith(STAGING_PREFIX)):
         return "its staging directory is not a .rebuild-index-* directory of the store"
     parts = j.get("parts", [])
@@ -495,7 +657,8 @@ def _journal_problem(root: Path, j) -> str | None:
     cp = j.get("checkpoint")
     if cp is not None and not (isinstance(cp, list) and len(cp) == 3 and all(inside(q) for q in cp)):
         return "its checkpoint paths lie outside the store"
-    if not all(inside(q) for q in j.get("backup_dirs", [])):
+    bdirs = j.get("backup_dirs", [])
+    if not isinstance(bdirs, list) or not all(inside(q) for q in bdirs):
         return "a backup directory lies outside the store"
     m = j.get("marker")
     if not (isinstance(m, str) and m.startswith(".rebuild-") and "/" not in m and "\0" not in m):
@@ -551,10 +714,10 @@ def _roll_forward(root: Path, j: dict) -> None:
     if cp:
         target, staged, backup = map(Path, cp)
         if staged.exists():
-            if target.exists() and not backup.exists() and not j["no_backup"]:
-                tmp = backup.with_name(backup.name + ".tmp")
-                shutil.copy2(target, tmp)
-                os.replace(tmp, backup)
+            if os.path.lexists(target) and not os.path.lexists(backup) and not j["no_backup"]:
+                data = checkpoint_backup_bytes(target)
+                if data is not None:
+                    safefs.replace_file(backup, data, [root])
             _step()
             os.replace(staged, target)
     fsync_dir(root)
@@ -563,19 +726,55 @@ def _roll_forward(root: Path, j: dict) -> None:
     _cleanup(root, j)
 
 
+def checkpoint_backup_bytes(path: Path) -> bytes | None:
+    """The checkpoint's bytes for its backup: only a regular file of the size the format
+    allows (``CHECKPOINT_FILE_SIZE``, read under that cap), so a checkpoint that is a link
+    to ``/dev/zero``, a FIFO or a huge sparse file can never make the backup unbounded.
+    None when there is nothing to back up (it vanished). Anything else: StoreError."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        raise safefs.os_error(e, path, "read the checkpoint") from None
+    if not stat.S_ISREG(st.st_mode) or st.st_size > CHECKPOINT_FILE_SIZE:
+        what = safefs.kind_of(st.st_mode) if not stat.S_ISREG(st.st_mode) else f"{st.st_size} bytes"
+        raise StoreError(f"checkpoint is {what}, not a regular file of at most {CHECKPOINT_FILE_SIZE} bytes; "
+                         "not backed up", path=path,
+                         hint="move it away, or pass --no-backup to replace it without a backup")
+    return safefs.read_bounded(path, CHECKPOINT_FILE_SIZE, "checkpoint")
+
+
 def _cleanup(root: Path, j: dict) -> None:
+    """Delete what the journal says is left over: only below the store's real root, never
+    through a link (``safefs.rmtree_inside``/``unlink_inside``)."""
+    roots = [root]
     if j["no_backup"]:
         for _, _, backup, _ in j["parts"]:
-            shutil.rmtree(backup, ignore_errors=True)
+            _rmtree_quietly(Path(backup), roots)
         for extra in j.get("backup_dirs", []):
-            if Path(extra).is_dir() and not any(Path(extra).iterdir()):
+            if Path(extra).is_dir() and not Path(extra).is_symlink() and not any(Path(extra).iterdir()):
                 Path(extra).rmdir()
         cp = j.get("checkpoint")
-        if cp and Path(cp[2]).exists():
-            Path(cp[2]).unlink()
-    shutil.rmtree(j["staging"], ignore_errors=True)
-    (root / JOURNAL).unlink(missing_ok=True)
+        if cp and os.path.lexists(cp[2]):
+            safefs.unlink_inside(cp[2], roots)
+    _rmtree_quietly(Path(j["staging"]), roots)
+    safefs.unlink_inside(root / JOURNAL, roots)
     fsync_dir(root)
+
+
+def _rmtree_quietly(path: Path, roots: list[Path]) -> None:
+    """``rmtree`` of a directory this rebuild made (staging, backups): skipped when it is a
+    link or missing; refused (RefusedError) when its real path leaves the roots."""
+    if os.path.islink(path) or not os.path.lexists(path):
+        return
+    safefs.rmtree_inside(path, roots)
+
+
+def _remove_stale_staging(root: Path) -> None:
+    """Staging directories of runs killed before their journal was written (links skipped)."""
+    for p in root.glob(STAGING_PREFIX + "*"):
+        _rmtree_quietly(p, [root])
 
 
 def recover_journal(root: Path) -> dict | None:
@@ -583,12 +782,11 @@ def recover_journal(root: Path) -> dict | None:
     roll forward once it had started swapping, finish clean-up. Returns the journal."""
     j = read_journal(root)
     if j is None:
-        for p in root.glob(STAGING_PREFIX + "*"):  # killed before its journal was written
-            shutil.rmtree(p, ignore_errors=True)
+        _remove_stale_staging(root)
         return None
     if j["state"] == "building":
-        shutil.rmtree(j["staging"], ignore_errors=True)
-        (root / JOURNAL).unlink(missing_ok=True)
+        _rmtree_quietly(Path(j["staging"]), [root])
+        safefs.unlink_inside(root / JOURNAL, [root])
         fsync_dir(root)
         j["outcome"] = "rolled back"
     elif j["state"] == "swapping":
@@ -597,8 +795,7 @@ def recover_journal(root: Path) -> dict | None:
     else:
         _cleanup(root, j)
         j["outcome"] = "completed"
-    for p in root.glob(STAGING_PREFIX + "*"):
-        shutil.rmtree(p, ignore_errors=True)
+    _remove_stale_staging(root)
     return j
 
 
@@ -662,6 +859,8 @@ def rebuild_in_place(config: StoreConfig, opts: RebuildOptions, no_backup: bool 
         if prior is not None:
             plan["recovered"] = prior["id"]
             plan["recovery_outcome"] = prior["outcome"]
+        if not no_backup:  # refused before anything changes, not halfway through the swap
+            checkpoint_backup_bytes(cp)
         if opts.dry_run:
             rep = (build or build_set)(config, staging / ".dry-run-never-written", opts, progress)
             return rep, plan
@@ -669,23 +868,61 @@ def rebuild_in_place(config: StoreConfig, opts: RebuildOptions, no_backup: bool 
         journal = {"id": run, "state": "building", "staging": str(staging), "parts": parts,
                    "checkpoint": [str(cp), str(staging / "checkpoint"), str(cp) + suffix],
                    "no_backup": no_backup, "marker": marker, "options": opts.key(), "backup_dirs": backup_dirs}
-        _write_journal(root, journal)
-        staging.mkdir()
-        rep = (build or build_set)(config, staging, opts, progress)
-        for part in parts:
-            staged = Path(part[1])
-            if opts.topics is None:
-                staged.mkdir(parents=True, exist_ok=True)
-            if staged.exists():
-                (staged / marker).write_bytes(b"")
-            else:
-                part[3] = "remove"
-        base = StoreCheckpoint.read(cp) if cp.exists() else None
-        _new_checkpoint(base, rep, opts, fresh=False).write(staging / "checkpoint")
-        _fsync_tree(staging)
+        try:
+            _write_journal(root, journal)
+            rep = _build_staging(config, staging, parts, marker, opts, progress, build)
+        except BaseException as e:  # full disk, read-only file system, interrupt: roll back now
+            _roll_back(root, staging)
+            if isinstance(e, OSError):
+                raise safefs.os_error(e, e.filename or staging, "write the rebuilt set") from None
+            raise
         journal["state"] = "swapping"
-        _write_journal(root, journal)
-        _roll_forward(root, journal)
+        try:
+            _write_journal(root, journal)
+        except BaseException:
+            _roll_back(root, staging)
+            raise
+        try:
+            _roll_forward(root, journal)
+        except OSError as e:
+            err = safefs.os_error(e, e.filename or root, "finish the swap")
+            err.hint = "the next rebuild-index run (or --recover) completes it"
+            raise err from None
+        except StoreError as e:
+            e.hint = (e.hint + "; " if e.hint else "") + "the next rebuild-index run (or --recover) completes the swap"
+            raise
         return rep, plan
     finally:
         lock.release()
+
+
+def _build_staging(config: StoreConfig, staging: Path, parts: list[list[str]], marker: str,
+                   opts: RebuildOptions, progress: Progress | None, build: Callable | None) -> DispatchReport:
+    """Step 1 of :func:`rebuild_in_place`: the new set in ``staging``, marked and fsynced."""
+    staging.mkdir()
+    rep = (build or build_set)(config, staging, opts, progress)
+    for part in parts:
+        staged = Path(part[1])
+        if opts.topics is None:
+            staged.mkdir(parents=True, exist_ok=True)
+        if staged.exists():
+            (staged / marker).write_bytes(b"")
+        else:
+            part[3] = "remove"
+    cp = config.checkpoint_path
+    base = StoreCheckpoint.read(cp) if cp.exists() else None
+    _new_checkpoint(base, rep, opts, fresh=False).write(staging / "checkpoint")
+    _fsync_tree(staging)
+    return rep
+
+
+def _roll_back(root: Path, staging: Path) -> None:
+    """Undo step 1 after a failure (the old set was never touched): the staging directory
+    and then the journal go. If even that fails (the disk is gone), the journal still says
+    *building* and the next run rolls back."""
+    try:
+        _rmtree_quietly(staging, [root])
+        safefs.unlink_inside(root / JOURNAL, [root])
+        fsync_dir(root)
+    except (OSError, StoreError):
+        pass
