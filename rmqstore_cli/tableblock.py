@@ -83,6 +83,8 @@ def blank_row(rec) -> dict:
 def block_rows(blk, take: np.ndarray, out: Output, zone, delay_table: dict[int, int]) -> bytes:
     """The table rows (UTF-8, a newline after each) of records ``take`` of ``blk``; the
     table's widths are settled from this block if no row came before."""
+    if not take.size:
+        return b""
     t: TableWriter = out.table
     cols = {c.key: i for i, c in enumerate(t.columns)}
     rb = blk.rb if take.size == blk.n else blk.rb.take(take)
