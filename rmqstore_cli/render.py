@@ -158,8 +158,10 @@ class Col:
 
 
 def columns_of(spec: Iterable) -> list[Col]:
-    """Columns from :class:`Col` objects or ``(key, header)`` pairs (auto-aligned, never cut)."""
-    return [c if isinstance(c, Col) else Col(c[0], c[1], right=None) for c in spec]
+    """Columns from :class:`Col` objects or ``(key, header[, cap])`` tuples (aligned by their
+    first values; text cut at ``cap`` cells if given, else never)."""
+    return [c if isinstance(c, Col) else Col(c[0], c[1], right=None, cap=c[2] if len(c) > 2 else None)
+            for c in spec]
 
 
 def text_width(s: str) -> int:
