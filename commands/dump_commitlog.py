@@ -74,9 +74,12 @@ def dump_commitlog(
 ) -> None:
     """Decode commit-log messages in physical order, filter them, print them.
 
-    The table shows what a person needs first; --format jsonl gives every field under the
-    names in the README (physical_offset, store_timestamp, topic, keys, msg_id, ...).
-    Exit 1 when a filter matched nothing.
+    The table shows what a person needs first, one aligned line per record with widths
+    fixed once (long topics, tags and keys cut with an ellipsis), and its kind: normal,
+    prepared, commit, rollback, half (-> real topic), op, delay (-> real topic at its
+    delivery time), retry, dlq, blank. --format jsonl gives every field under the names
+    in the README (physical_offset, store_timestamp, topic, keys, msg_id, ...). Exit 1
+    when a filter matched nothing.
     """
     from rmqstore_cli.commands.common import open_store
     from rmqstore_cli.errors import NotFound, UsageError
