@@ -9,7 +9,7 @@ numbers as digits, times per distinct second plus the milliseconds, topics per d
 topic, TAGS and KEYS gathered from the PROPERTIES bytes, msgIds as hex. Each cell has a
 slot of bytes in its row; a cell that is plain printable ASCII fitting its column is
 written straight into its slot, any other cell (non-ASCII, controls to escape, too wide,
-an IPv6 msgId, a number wider than its column, a kind with details) is made by the same
+a number wider than its column, a kind with details) is made by the same
 Python code the reference uses and written into its slot. Slots are padded with NUL bytes,
 which are dropped at the end (store text never reaches a table raw, so a NUL in it is
 shown as ``\\x00``). Tests compare both paths on every record of the fixtures and of
@@ -19,9 +19,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from rmqstore_cli.formats.commitlog import MessageHead
+from rmqstore_cli.formats.derive import field_offset
+from rmqstore_cli.formats.sysflag import TRANSACTION_COMMIT_TYPE, TRANSACTION_MASK, TRANSACTION_ROLLBACK_TYPE
 from rmqstore_cli.render import ELLIPSIS, Col, Output, TableWriter, fit, safe_text, text_width
+from rmqstore_cli.store.batch import byte_rows
 from rmqstore_cli.store.kinds import KINDS, TX_KINDS, kind_detail, record_kind, topic_kind
-from rmqstore_cli.store.message import offset_msg_id, split_keys
+from rmqstore_cli.store.message import split_keys
 from rmqstore_cli.times import format_ms
 
 TIME_WIDTH = len("2026-01-01 00:00:00.000")
@@ -30,6 +34,7 @@ KIND_WIDTH = max(map(len, KINDS))
 #: rows are all narrower
 TOPIC_CAP, TAGS_CAP, KEYS_CAP = 48, 24, 40
 _SP, _NUL = 0x20, 0
+_PHY_AT = field_offset(MessageHead, "physical_offset")
 
 
 def commitlog_columns(max_offset: int = 0, topics: list[str] = ()) -> list[Col]:
@@ -198,14 +203,14 @@ def _kinds(blk, take, rb, tid, topics: dict[int, str], P, raw: bytes, zone, dela
     """Each record's kind (an index into KINDS) and, where the kind has one, its escaped detail."""
     by_topic = {i: topic_kind(t) for i, t in topics.items()}
     code = np.full(take.size, KINDS.index("normal"), np.int64)
-    tx = rb.sys_flag & 0xC
+    tx = rb.sys_flag & TRANSACTION_MASK
     for v, k in TX_KINDS.items():
         code[tx == v] = KINDS.index(k)
     special = np.zeros(take.size, bool)
     for i, k in by_topic.items():
         if k is not None:
             special |= tid == i
-    special |= (tx == 0x8) | (tx == 0xC)
+    special |= (tx == TRANSACTION_COMMIT_TYPE) | (tx == TRANSACTION_ROLLBACK_TYPE)  # their half's offset
     details: dict[int, bytes] = {}
     rows = np.flatnonzero(special)
     if not rows.size:
@@ -235,26 +240,24 @@ def _all_v4(rb) -> bool:
 
 
 def _msg_ids(blk, take: np.ndarray, rb, width: int) -> np.ndarray:
-    """``MessageDecoder#createMessageId`` as upper-case hex: IPv4 store hosts from the
-    bytes at once, IPv6 ones (56 digits) one by one."""
+    """``MessageDecoder#createMessageId`` as upper-case hex: the store address and port
+    (IPv4 4 + 4 bytes, IPv6 16 + 4) and the stored PHYSICALOFFSET (8), from the bytes."""
     n = take.size
-    v4 = np.flatnonzero(rb.store_host_len == 8)
-    m = np.full((n, width), _SP, np.uint8)
-    slow = {}
-    if v4.size:
-        raw = blk.msg_id_bytes(take[v4])
-        hexd = np.frombuffer(b"0123456789ABCDEF", np.uint8)
-        h = np.empty((v4.size, 32), np.uint8)
-        h[:, 0::2], h[:, 1::2] = hexd[raw >> 4], hexd[raw & 15]
-        if width >= 32:
-            m[v4, :32] = h
-        else:  # pragma: no cover - the column is at least 32 wide
-            slow.update((int(i), h[j].tobytes()) for j, i in enumerate(v4.tolist()))
-    v6 = np.flatnonzero(rb.store_host_len != 8)
-    if v6.size:
-        for msg, i in zip(blk.messages(take[v6]), v6.tolist()):
-            slow[i] = fit(offset_msg_id(msg.store_address, msg.store_port, msg.physical_offset), width, cut=False).encode()
-    return _with_slow(m, slow)
+    at, size, _ = blk.host("store")
+    at, size = at[take], size[take]
+    phy = byte_rows(blk.a, rb.pos + _PHY_AT, 8)
+    hexd = np.frombuffer(b"0123456789ABCDEF", np.uint8)
+    m = np.full((n, max(width, 56)), _NUL, np.uint8)
+    for host in (4, 16):
+        rows = np.flatnonzero(size == host)
+        if rows.size:
+            raw = np.concatenate([byte_rows(blk.a, at[rows], host + 4), phy[rows]], axis=1)
+            h = np.empty((rows.size, 2 * raw.shape[1]), np.uint8)
+            h[:, 0::2], h[:, 1::2] = hexd[raw >> 4], hexd[raw & 15]
+            m[rows, :h.shape[1]] = h
+            if h.shape[1] < width:  # padded to the column
+                m[rows, h.shape[1]:width] = _SP
+    return m
 
 
 def _numbers(v: np.ndarray, width: int) -> np.ndarray:
