@@ -12,7 +12,6 @@ import re
 import numpy as np
 import pytest
 
-from rmqstore_cli.formats.commitlog import MAGIC_V2
 from rmqstore_cli.render import Output, TableWriter, text_width
 from rmqstore_cli.store.columns import MessageBlock
 from rmqstore_cli.store.commitlog import AppendSpec, CommitLog
