@@ -301,3 +301,25 @@ def test_dump_cq_table_streams_with_fixed_widths(small_store_master):
     assert r.returncode == 0 and b"\x1b" not in r.stdout
     head, rows = _assert_aligned(r.stdout.decode())
     assert head.split()[:2] == ["cq", "offset"] and len(rows) > 100
+
+
+def test_record_kind_follows_the_broker_rules():
+    """ScheduleMessageService#computeDeliverTimestamp with CommitLog#checkMessageAndReturnSize's
+    cap at the last level; no time for a DELAY the broker cannot read; topic kinds before the
+    transaction bits (parseHalfMessageInner resets them on the half topic anyway)."""
+    from rmqstore_cli.store.config import DEFAULT_DELAY_LEVELS
+    from rmqstore_cli.store.kinds import Kind, kind_detail, record_kind
+
+    levels = _levels(DEFAULT_DELAY_LEVELS)
+    k = record_kind("SCHEDULE_TOPIC_XXXX", 0, {"DELAY": "99", "REAL_TOPIC": "T"}, 1000, 0, levels)
+    assert k == Kind("delay", "T", 18, 1000 + 7_200_000)
+    assert kind_detail(k, str) == "-> T at 7201000 (level 18)"
+    for bad in ("x", "-1", "0", "2147483648", None):
+        props = {"REAL_TOPIC": "T"} if bad is None else {"DELAY": bad, "REAL_TOPIC": "T"}
+        assert record_kind("SCHEDULE_TOPIC_XXXX", 0, props, 1000, 0, levels) == Kind("delay", "T")
+    assert record_kind("SCHEDULE_TOPIC_XXXX", 0, {"DELAY": "3"}, 0, 0, {1: 5, 2: 7}).deliver_at == 7  # capped at 2
+    assert record_kind("SCHEDULE_TOPIC_XXXX", 0, {"DELAY": "3"}, 0, 0, {1: 5, 2: 7, 4: 9}).deliver_at == 1000
+    assert record_kind("RMQ_SYS_TRANS_HALF_TOPIC", 8, {"REAL_TOPIC": "T"}, 0, 0, levels).kind == "half"
+    assert record_kind("%RETRY%g", 12, {}, 0, 42, levels) == Kind("rollback", half_offset=42)
+    assert record_kind("%DLQ%g", 0, {"RETRY_TOPIC": "T"}, 0, 0, levels) == Kind("dlq", origin="T")
+    assert record_kind("T", 4, {}, 0, 42, levels) == Kind("prepared")
