@@ -208,7 +208,7 @@ class TableWriter:
         out = []
         for i, c in enumerate(self.columns):
             v = record.get(c.key)
-            if self.widths is None and v is not None and v != "" and not (isinstance(v, int) and not isinstance(v, bool)):
+            if self.widths is None and v is not None and v != "" and (isinstance(v, bool) or not isinstance(v, int)):
                 self._numeric[i] = False
             out.append(_cell(v))
         return out
