@@ -32,12 +32,6 @@ EPILOG = """Examples:
   rmqstore dump-commitlog --topic OrderTopic --body text --decompress --max-decompressed 1048576
 """
 
-TABLE_COLUMNS = [
-    ("physical_offset", "offset"), ("store_time", "store time"), ("topic", "topic"), ("queue", "queue/offset"),
-    ("tags", "tags"), ("keys", "keys"), ("total_size", "size"), ("msg_id", "msgId"),
-]
-
-
 class BodyMode(str, Enum):
     none = "none"
     text = "text"
@@ -81,16 +75,19 @@ def dump_commitlog(
 ) -> None:
     """Decode commit-log messages in physical order, filter them, print them.
 
-    The table shows what a person needs first; --format jsonl gives every field under the
-    names in the README (physical_offset, store_timestamp, topic, keys, msg_id, ...).
-    Exit 1 when a filter matched nothing.
+    The table shows what a person needs first, one aligned line per record with widths
+    fixed once (long topics, tags and keys cut with an ellipsis), and its kind: normal,
+    prepared, commit, rollback, half (-> real topic), op, delay (-> real topic at its
+    delivery time), retry, dlq, blank. --format jsonl gives every field under the names
+    in the README (physical_offset, store_timestamp, topic, keys, msg_id, ...). Exit 1
+    when a filter matched nothing.
     """
     from rmqstore_cli.commands.common import open_store
     from rmqstore_cli.errors import NotFound, UsageError
     from rmqstore_cli.render import Output, message_dict
     from rmqstore_cli.store.commitlog import Blank
     from rmqstore_cli.store.message import Message
-    from rmqstore_cli.times import check_window, format_ms, parse_time, parse_tz
+    from rmqstore_cli.times import check_window, parse_time, parse_tz
 
     zone = parse_tz(tz)
     b = parse_time(begin, "--begin", tz=zone) if begin else None
@@ -112,12 +109,18 @@ def dump_commitlog(
     if start is not None and _check_message_start(cl, start):
         print(f"rmqstore: note: offset {start} lies at or past the end of the commit log's data: no message "
               "from there", file=sys.stderr)
-    out = Output(fmt.value, TABLE_COLUMNS, title=str(ms.config.root))
-    # Whole blocks of records go the columnar way (jsonblock) unless a filter or an option
-    # needs each record decoded; the per-record path stays the reference.
-    columnar = fmt is not Fmt.table and body is not BodyMode.text and not decompress \
+    table = fmt is Fmt.table
+    if table:
+        from rmqstore_cli.tableblock import blank_row, block_rows, commitlog_columns, known_topics, message_row
+
+        delays = ms.config.delay_level_table
+    out = Output(fmt.value, commitlog_columns(cl.files[-1].end_offset if cl.files else 0, known_topics(ms))
+                 if table else None, title=str(ms.config.root))
+    # Whole blocks of records go the columnar way (jsonblock, tableblock) unless a filter or
+    # an option needs each record decoded; the per-record path stays the reference.
+    columnar = (table or body is not BodyMode.text and not decompress) \
         and key is None and uniq_key is None and tag is None
-    if columnar:
+    if columnar and not table:
         from rmqstore_cli.jsonblock import block_lines
     shown = 0
     cur: tuple[int, int, str] | None = None  # the current file's [start, end) and name
@@ -131,12 +134,14 @@ def dump_commitlog(
                 if limit is not None:
                     take = take[:limit - shown]
                 if take.size:
-                    out.emit_lines(block_lines(rec, take, body.value, properties), int(take.size))
+                    out.emit_lines(block_rows(rec, take, out, zone, delays) if table else
+                                   block_lines(rec, take, body.value, properties), int(take.size))
                 shown += int(take.size)
                 continue
             if isinstance(rec, Blank):
-                out.emit({"physical_offset": rec.physical_offset, "total_size": rec.total_size, "magic": "blank",
-                          "file": rec.file, "topic": "<BLANK: end of file>"})
+                out.emit(blank_row(rec) if table else {
+                    "physical_offset": rec.physical_offset, "total_size": rec.total_size, "magic": "blank",
+                    "file": rec.file, "topic": "<BLANK: end of file>"})
                 continue
             if topic is not None and rec.topic != topic:
                 continue
@@ -155,12 +160,13 @@ def dump_commitlog(
             if not cur or not cur[0] <= rec.offset < cur[1]:
                 f = cl.queue.find(rec.offset)
                 cur = (f.file_from_offset, f.end_offset, f.name) if f else (rec.offset, rec.offset + 1, "")
+            if table:
+                out.emit(message_row(rec, zone, delays))
+                shown += 1
+                continue
             d = message_dict(rec, body.value, properties, cur[2])
             if decompress and body is not BodyMode.none and rec.sys_flag & 1:
                 _inflate_into(d, rec, body.value, max_decompressed)
-            if fmt is Fmt.table:
-                d["store_time"] = format_ms(rec.store_timestamp, zone)
-                d["queue"] = f"{rec.queue_id}/{rec.queue_offset}"
             out.emit(d)
             shown += 1
     finally:

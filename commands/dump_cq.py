@@ -30,11 +30,18 @@ EPILOG = """Examples:
   rmqstore dump-cq --summary --format jsonl        # min/max offsets of every queue
 """
 
-TABLE_COLUMNS = [
-    ("cq_offset", "cq offset"), ("commitlog_offset", "commitlog offset"), ("size", "size"),
-    ("tags_code", "tags code"), ("store_time", "store time"), ("keys", "keys"), ("status", "status"),
-    ("problems", "problems"),
-]
+def _table_columns():
+    """Numbers right-aligned and wide enough for a size (maxMessageSize: 7 digits) and a tags
+    hash (11); keys cut at 40 cells; the problems last, unpadded."""
+    from rmqstore_cli.render import Col
+
+    return [
+        Col("cq_offset", "cq offset", right=True), Col("commitlog_offset", "commitlog offset", right=True),
+        Col("size", "size", right=True, width=7), Col("tags_code", "tags code", right=True, width=11),
+        Col("store_time", "store time", width=23, cap=23), Col("keys", "keys", cap=40, slack=8),
+        Col("status", "status", width=9), Col("problems", "problems"),
+    ]
+
 SUMMARY_COLUMNS = [
     ("topic", "topic"), ("queue_id", "queue"), ("min_offset", "min offset"), ("max_offset", "max offset"),
     ("max_physic_offset", "max physic offset"), ("pre_blank_units", "pre-blank"), ("files", "files"),
@@ -171,7 +178,7 @@ def _dump_queue(ms, topic, queue_id, from_offset, limit, resolve, fmt, zone) -> 
     res = _resolver(ms, topic, queue_id) if resolve else None
     start = max(from_offset or 0, cq.min_file_offset)
     stop = cq.max_offset if limit is None else min(cq.max_offset, start + limit)
-    out = Output(fmt.value, TABLE_COLUMNS, title=f"{topic}/{queue_id}")
+    out = Output(fmt.value, _table_columns(), title=f"{topic}/{queue_id}")
     try:
         for arr, first, fname in cq.unit_arrays(start, stop):
             for j, (off, size, tags) in enumerate(arr.tolist()):
@@ -222,7 +229,7 @@ def _dump_file(path: Path, topic, queue_id, ms, from_offset, limit, fmt, zone) -
     lo = max(0, (from_offset or base) - base)
     hi = end if limit is None else min(end, lo + limit)
     res = _resolver(ms, topic, queue_id) if ms is not None else None
-    out = Output(fmt.value, TABLE_COLUMNS, title=str(path))
+    out = Output(fmt.value, _table_columns(), title=str(path))
     try:
         for j, (off, size, tags) in enumerate(units[lo:hi].tolist() if hi > lo else []):
             check = res(base + lo + j, off, size, tags) if res else None

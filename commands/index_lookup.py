@@ -34,9 +34,9 @@ EPILOG = """Examples:
   rmqstore index-lookup AaAa --topic PaymentTopic --broker-window --broker-conf broker.conf
 """
 
-TABLE_COLUMNS = [
-    ("physical_offset", "offset"), ("store_time", "store time"), ("topic", "topic"), ("match", "match"),
-    ("keys", "keys"), ("uniq_key", "uniq key"), ("index_file", "index file"),
+TABLE_COLUMNS = [  # (key, header) pairs, or render.Col: topic and keys cut at 48/40 cells
+    ("physical_offset", "offset"), ("store_time", "store time"), ("topic", "topic", 48), ("match", "match"),
+    ("keys", "keys", 40), ("uniq_key", "uniq key"), ("index_file", "index file"),
 ]
 
 

@@ -1,8 +1,15 @@
-"""Output: rich tables for people, JSON Lines / JSON for scripts; store text made safe.
+"""Output: aligned text tables for people, JSON Lines / JSON for scripts; store text made safe.
 
-Text from a store is data: a topic may hold terminal escapes or rich markup. Tables get
-control characters shown as ``\\xNN`` and markup escaped; JSON escapes C0/C1 controls so
-even ``cat`` of the output cannot drive a terminal.
+Text from a store is data: a topic may hold terminal escapes. Tables get control and bidi
+characters shown as ``\\xNN``/``\\uNNNN``; JSON escapes C0/C1 controls so even ``cat`` of
+the output cannot drive a terminal.
+
+A table streams (:class:`TableWriter`): its column widths are fixed once, from the
+columns' declared widths and the first :data:`TableWriter.SAMPLE` rows, and never change;
+the header is printed once, above the first row. A text cell wider than its column's cap
+is cut with an ellipsis; a number is never cut (a wider one pushes the rest of its row).
+The last column is not padded. No ANSI codes unless stdout is a terminal (then only the
+header is bold, and not under ``NO_COLOR``).
 """
 from __future__ import annotations
 
@@ -12,6 +19,7 @@ import os
 import re
 import sys
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from rmqstore_cli.store.message import format_host, offset_msg_id, split_keys
@@ -127,24 +135,144 @@ def message_dict(msg, body: str = "none", properties: bool = True, file: str | N
     return d
 
 
-class Output:
-    """Writes records in the chosen format to stdout; tables are printed in pages so a
-    long dump streams instead of piling up in memory."""
+ELLIPSIS = "\u2026"
 
-    PAGE = 200
+
+@dataclass(frozen=True)
+class Col:
+    """A table column: the record key it shows, its header, and how wide it may get.
+
+    ``right``: a number (right-aligned, never cut); None decides from the first rows
+    (right when every value there is an int). ``cap``: the widest a text cell is shown
+    before it is cut with an ellipsis (None: never cut; a wider cell pushes the rest of its
+    row). ``width``: at least this wide whatever the first rows hold (e.g. the digits of
+    the store's largest offset, or a timestamp's 23 characters). ``slack``: room added to
+    the first rows' widest cell, for values that grow (order-9 … order-10000)."""
+
+    key: str
+    header: str
+    right: bool | None = False
+    cap: int | None = None
+    width: int = 0
+    slack: int = 0
+
+
+def columns_of(spec: Iterable) -> list[Col]:
+    """Columns from :class:`Col` objects or ``(key, header[, cap])`` tuples (aligned by their
+    first values; text cut at ``cap`` cells if given, else never)."""
+    return [c if isinstance(c, Col) else Col(c[0], c[1], right=None, cap=c[2] if len(c) > 2 else None)
+            for c in spec]
+
+
+def text_width(s: str) -> int:
+    """Terminal cells ``s`` takes (wide CJK characters count two)."""
+    if s.isascii():
+        return len(s)
+    from rich.cells import cell_len
+
+    return cell_len(s)
+
+
+def fit(s: str, width: int, right: bool = False, cut: bool = True) -> str:
+    """``s`` padded to ``width`` cells; cut with an ellipsis when wider and ``cut``."""
+    n = text_width(s)
+    if n > width:
+        if not cut:
+            return s
+        from rich.cells import set_cell_size
+
+        s, n = set_cell_size(s, width - 1) + ELLIPSIS, width
+    pad = " " * (width - n)
+    return pad + s if right else s + pad
+
+
+class TableWriter:
+    """Rows as aligned text, widths fixed once (see the module docstring). Rows are cells
+    already made terminal-safe; :meth:`line` lays one out, :meth:`fix` settles the widths
+    from the rows seen so far (and from ``extra`` cell widths, e.g. a whole block's)."""
+
+    SAMPLE = 256
+    SEP = "  "
+
+    def __init__(self, columns: Iterable, title: str | None = None, styled: bool = False):
+        self.columns = columns_of(columns)
+        self.title = title
+        self.styled = styled
+        self.widths: list[int] | None = None
+        self.right = [c.right for c in self.columns]
+        self.sample: list[list[str]] = []
+        self._numeric = [True] * len(self.columns)
+
+    def cells(self, record: dict) -> list[str]:
+        """A record's cells (terminal-safe text); notes which columns hold only numbers."""
+        out = []
+        for i, c in enumerate(self.columns):
+            v = record.get(c.key)
+            if self.widths is None and v is not None and v != "" and (isinstance(v, bool) or not isinstance(v, int)):
+                self._numeric[i] = False
+            out.append(_cell(v))
+        return out
+
+    def fix(self, extra: dict[str, int] | None = None) -> list[int]:
+        """Settle the widths: declared width, header, and the widest cell of the sample (or of
+        ``extra``), text columns at most their cap. Done once; later calls return the same."""
+        if self.widths is not None:
+            return self.widths
+        extra = extra or {}
+        widths = []
+        for i, c in enumerate(self.columns):
+            if self.right[i] is None:
+                self.right[i] = self._numeric[i] and any(r[i] for r in self.sample)
+            seen = max([extra.get(c.key, 0)] + [text_width(r[i]) for r in self.sample])
+            w = max(c.width, text_width(c.header), seen + c.slack if seen else 0)
+            if c.cap is not None and not self.right[i]:
+                w = min(w, max(c.cap, c.width, text_width(c.header)))
+            widths.append(w)
+        self.widths = widths
+        return widths
+
+    def header(self) -> str:
+        """The title (if any) and the header line."""
+        w = self.fix()
+        cols = self.columns
+        head = self.SEP.join([fit(c.header, w[i], bool(self.right[i]), cut=False) for i, c in enumerate(cols[:-1])]
+                             + [cols[-1].header]).rstrip(" ") if cols else ""
+        if self.styled:
+            head = f"\x1b[1m{head}\x1b[0m"
+        return (safe_text(self.title) + "\n" if self.title else "") + head
+
+    def line(self, cells: list[str]) -> str:
+        """One row: every cell but the last padded (text cut at its cap), trailing spaces dropped."""
+        w, right, cols = self.widths, self.right, self.columns
+        last = len(cells) - 1
+        parts = [fit(c, w[i], bool(right[i]), cols[i].cap is not None and not right[i])
+                 for i, c in enumerate(cells[:last])]
+        parts.append(cells[last])
+        return self.SEP.join(parts).rstrip(" ")
+
+
+class Output:
+    """Writes records in the chosen format to stdout, in batches of bytes. A table streams
+    (:class:`TableWriter`): widths settle on the first rows, then each row goes out as it
+    comes; blocks of rows rendered elsewhere (:mod:`~rmqstore_cli.tableblock`) join in."""
+
     BATCH = 512
     FLUSH_BYTES = 1 << 20
 
-    def __init__(self, fmt: str, columns: list[tuple[str, str]] | None = None, title: str | None = None):
+    def __init__(self, fmt: str, columns: Iterable | None = None, title: str | None = None):
         self.fmt = fmt
-        self.columns = columns or []
+        self.columns = columns_of(columns or [])
         self.title = title
         self.count = 0
-        self._rows: list[list[str]] = []
         self._json_first = True
-        self._lines: list[bytes] = []
+        self._lines: list = []
         self._pending = 0
         self._out = sys.stdout
+        self.table: TableWriter | None = None
+        if fmt == "table":
+            tty = _isatty(self._out)
+            self.table = TableWriter(self.columns, title, styled=tty and not os.environ.get("NO_COLOR")
+                                     and os.environ.get("TERM") != "dumb")
 
     def emit(self, record: dict) -> None:
         self.count += 1
@@ -158,16 +286,35 @@ class Output:
             if len(self._lines) >= self.BATCH:
                 self._flush_lines()
         else:
-            self._rows.append([_cell(record.get(key)) for key, _ in self.columns])
-            if len(self._rows) >= self.PAGE:
-                self._flush_table()
+            t = self.table
+            cells = t.cells(record)
+            if t.widths is None:
+                t.sample.append(cells)
+                if len(t.sample) >= t.SAMPLE:
+                    self.fix_widths()
+                return
+            self._lines.append(t.line(cells).encode("utf-8", "backslashreplace"))
+            if len(self._lines) >= self.BATCH:
+                self._flush_lines()
+
+    def fix_widths(self, extra: dict[str, int] | None = None) -> list[int]:
+        """Settle the table's widths now (from the rows so far and ``extra``) and write the
+        header and the rows held back for the choice."""
+        t = self.table
+        if t.widths is not None:
+            return t.widths
+        widths = t.fix(extra)
+        self._lines.append(t.header().encode("utf-8", "backslashreplace"))
+        self._lines.extend(t.line(r).encode("utf-8", "backslashreplace") for r in t.sample)
+        t.sample = []
+        return widths
 
     def emit_lines(self, lines: bytes, count: int) -> None:
-        """``count`` records already rendered as JSON (:mod:`rmqstore_cli.jsonblock`): UTF-8,
-        a newline after each record."""
+        """``count`` records already rendered (JSON by :mod:`rmqstore_cli.jsonblock`, or table
+        rows after :meth:`fix_widths`): UTF-8, a newline after each record."""
         self.count += count
         data = memoryview(lines)[:-1]  # a view: the lines are joined once, when written
-        if self.fmt == "jsonl":
+        if self.fmt != "json":
             self._lines.append(data)
         else:
             for line in lines[:-1].split(b"\n"):
@@ -182,26 +329,11 @@ class Output:
             self.emit(r)
         return self.count
 
-    def _flush_table(self) -> None:
-        if not self._rows:
-            return
-        from rich.table import Table
-        from rich.text import Text
-
-        title = Text(safe_text(self.title)) if self.title and self.count <= self.PAGE else None  # data: no markup
-        table = Table(title=title, show_lines=False)
-        for _, header in self.columns:
-            table.add_column(header, overflow="fold")
-        for row in self._rows:
-            table.add_row(*(Text(c) for c in row))
-        console().print(table)
-        self._rows = []
-
     def _flush_lines(self) -> None:
         """Records go out in batches, as bytes: one write per batch, not per record."""
         if not self._lines:
             return
-        sep = b"\n" if self.fmt == "jsonl" else b""
+        sep = b"" if self.fmt == "json" else b"\n"
         data = sep.join(self._lines)
         self._lines = []
         self._pending = 0
@@ -215,12 +347,19 @@ class Output:
             buf.flush()
 
     def close(self) -> None:
+        if self.table is not None and self.table.widths is None and self.table.sample:
+            self.fix_widths()
         self._flush_lines()
         if self.fmt == "json":
             self._out.write("[]\n" if self._json_first else "\n]\n")
-        elif self.fmt == "table":
-            self._flush_table()
         self._out.flush()
+
+
+def _isatty(f) -> bool:
+    try:
+        return f.isatty()
+    except (AttributeError, ValueError):
+        return False
 
 
 def _cell(v: Any) -> str:

@@ -21,6 +21,7 @@ from rmqstore_cli.formats.commitlog import (
 from rmqstore_cli.store.config import StoreConfig
 from rmqstore_cli.store.consume_queue import ConsumeQueueWriter, unsafe_topic
 from rmqstore_cli.store.index import IndexService, build_key
+from rmqstore_cli.store.kinds import delay_level, deliver_timestamp
 from rmqstore_cli.store.message import (
     PROPERTY_DELAY,
     PROPERTY_TAGS,
@@ -78,9 +79,9 @@ def compute_tags_code(msg: Message, delay_table: dict[int, int]) -> int:
         if delay is not None:
             if not _JAVA_INT.fullmatch(delay) or not _INT_MIN <= int(delay) <= _INT_MAX:
                 raise InvalidForDispatch(f"DELAY {delay!r} is not an int")
-            level = min(int(delay), max(delay_table) if delay_table else 0)
-            if level > 0:
-                code = msg.store_timestamp + delay_table.get(level, 1000)
+            level = delay_level(delay, delay_table)
+            if level:
+                code = deliver_timestamp(level, msg.store_timestamp, delay_table)
     return code
 
 
