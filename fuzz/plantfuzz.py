@@ -585,6 +585,15 @@ def execute(argv: list[str], cwd: Path, timeout: float, mem: int, fsize: int) ->
     return code, err.decode("utf-8", "replace"), time.monotonic() - t0
 
 
+_EXC = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning)\b.*)$", re.M)
+
+
+def exception_line(stderr: str) -> str:
+    """The last ``SomeError: message`` line of a (plain or rich) traceback."""
+    m = _EXC.findall(stderr)
+    return m[-1].strip() if m else stderr.strip().splitlines()[-1]
+
+
 def judge(code: int | None, stderr: str, timeout: float) -> list[str]:
     """The problems of one run's exit and stderr (not its file-system effects)."""
     out = []
@@ -595,8 +604,7 @@ def judge(code: int | None, stderr: str, timeout: float) -> list[str]:
     elif code not in DOCUMENTED_EXITS:
         out.append(f"undocumented exit {code}")
     if TRACEBACK in stderr:
-        last = [ln for ln in stderr.strip().splitlines() if ln and not ln.startswith(" ")]
-        out.append("traceback: " + (last[-1] if last else "?")[:200])
+        out.append("traceback: " + exception_line(stderr)[:200])
     elif code is not None and code >= 2 and code in DOCUMENTED_EXITS:
         errs = [ln for ln in stderr.splitlines() if ln.startswith("rmqstore: error:")]
         if len(errs) != 1:
@@ -699,13 +707,14 @@ def _run_one(seed: int, case: Path, tpl: Path, pristine_out: Path, ctx: Ctx, bas
         _copy_tree(tpl / "store", store)
         if ctx.fs == "full":
             out = fsdir / "out"
-            with open(fsdir / "filler", "wb") as fh:  # fill the tmpfs to the last page
-                try:
-                    while True:
-                        fh.write(b"\0" * 4096)
-                        fh.flush()
-                except OSError:
-                    pass
+            fd = os.open(fsdir / "filler", os.O_WRONLY | os.O_CREAT, 0o644)  # fill the tmpfs to the last page
+            try:
+                while True:
+                    os.write(fd, b"\0" * 4096)
+            except OSError:
+                pass
+            finally:
+                os.close(fd)
         else:
             out = fsdir / "out"
             subprocess.run(["mount", "-o", "remount,ro", str(fsdir)], check=True, capture_output=True)
@@ -713,6 +722,16 @@ def _run_one(seed: int, case: Path, tpl: Path, pristine_out: Path, ctx: Ctx, bas
         store = case / "store"
         shutil.rmtree(store, ignore_errors=True) if not store.is_symlink() else store.unlink()
         _copy_tree(tpl / "store", store)
+    try:
+        return _measure(seed, case, store, out, base, plant, detail, name, timeout, mem, fsize)
+    finally:
+        if mount:
+            mount.__exit__()
+
+
+def _measure(seed: int, case: Path, store: Path, out: Path, base: Base, plant: str, detail: str, name: str,
+             timeout: float, mem: int, fsize: int) -> Run:
+    """Run one command on the prepared copy; judge its exit, stderr and file-system effects."""
     kind, argv = commands(base, store, out)[name]
     skip = {case / "tpl", store, out, case / "fs" / "store", case / "fs" / "out"}
     before_out = snapshot(case, skip)
@@ -727,8 +746,6 @@ def _run_one(seed: int, case: Path, tpl: Path, pristine_out: Path, ctx: Ctx, bas
         ch = diff(before_store, snapshot(store))
         if ch:
             problems.append("read command changed the store: " + " ".join(ch[:6]))
-    if mount:
-        mount.__exit__()
     return Run(seed, plant, detail, name, argv, code, secs, err, problems)
 
 
@@ -751,8 +768,7 @@ def symptom(problem: str) -> str:
 def first_lines(stderr: str, n: int = 3) -> str:
     lines = [ln for ln in stderr.strip().splitlines() if ln.strip()]
     if TRACEBACK in stderr:  # the exception line is the telling one
-        tail = [ln for ln in lines if not ln.startswith(" ")]
-        return " | ".join(tail[-2:])[:300]
+        return exception_line(stderr)[:300]
     return " | ".join(lines[:n])[:300]
 
 
