@@ -772,6 +772,22 @@ def first_lines(stderr: str, n: int = 3) -> str:
     return " | ".join(lines[:n])[:300]
 
 
+def summarize(paths: list[Path]) -> int:
+    """Distinct (plant, command, symptom) of ``--json`` files, with the seeds that show them."""
+    groups: dict[tuple[str, str, str], list[int]] = defaultdict(list)
+    runs = 0
+    for p in paths:
+        for line in p.read_text().splitlines():
+            r = json.loads(line)
+            runs += r["command"] != "-"
+            for prob in r["problems"]:
+                groups[(r["plant"], r["command"], symptom(prob))].append(r["seed"])
+    print(f"{runs} command runs, {len(groups)} distinct failures (plant, command, symptom, seeds):")
+    for (pl, c, s), seeds in sorted(groups.items()):
+        print(f"  {pl:38s} {c:17s} {s}  [seed {', '.join(map(str, sorted(set(seeds))[:4]))}]")
+    return 1 if groups else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cases", type=int, default=200)
@@ -785,7 +801,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--work", type=Path, help="work directory (default: a new temp dir, removed)")
     ap.add_argument("--json", type=Path, help="write every run as JSON lines here")
     ap.add_argument("--no-fixtures", action="store_true", help="only the generated store")
+    ap.add_argument("--summarize", type=Path, nargs="+", help="only print the distinct failures of --json files")
     a = ap.parse_args(argv)
+    if a.summarize:
+        return summarize(a.summarize)
     work = a.work or Path(tempfile.mkdtemp(prefix="plantfuzz-"))
     work.mkdir(parents=True, exist_ok=True)
     bases = ([] if a.no_fixtures else fixture_bases(work)) + [generated_base(work)]
