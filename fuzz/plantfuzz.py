@@ -352,7 +352,8 @@ def sparse(c: Ctx, role: str) -> str:
 _HUGE_CACHE: dict[int, Path] = {}
 
 
-def huge_topics(c: Ctx, n: int) -> bytes:
+def huge_topics(n: int) -> bytes:
+    """A broker-shaped topics.json of ``n`` topics, built in one join (~1 s for 2.5 M)."""
     return b"".join([b'{"topicConfigTable":{',
                      b",".join(b'"T%d":{"topicName":"T%d","readQueueNums":4,"writeQueueNums":4,"perm":6}'
                                % (i, i) for i in range(n)), b'},"dataVersion":{"counter":1}}'])
@@ -363,7 +364,7 @@ def huge_json(c: Ctx, role: str) -> str:
     n = 2_500_000
     cache = c.case.parent / f"huge-topics-{n}.json"
     if not cache.exists():
-        cache.write_bytes(huge_topics(c, n))
+        cache.write_bytes(huge_topics(n))
     p = c.target(role)
     shutil.copyfile(cache, p)
     return f"{p.relative_to(c.store)} {cache.stat().st_size >> 20} MB, {n} topics"
@@ -661,8 +662,8 @@ def run_case(work: Path, bases: list[Base], seed: int, plant: str | None = None,
     tpl = case / "tpl"  # the planted store and its sentinels, copied for every command
     (tpl / "outside").mkdir(parents=True)
     shutil.copytree(base.store, tpl / "store", symlinks=True)
-    # sentinels live at case/outside (absolute link targets): planted at the template's
-    # future location by planting with outside = case/outside, then moved aside
+    # sentinels live at case/outside (absolute link targets); a pristine copy of them is
+    # kept beside the case and restored before every command
     outside = case / "outside"
     outside.mkdir()
     ctx = Ctx(case, tpl / "store", outside, rng, base)
@@ -690,8 +691,10 @@ def run_case(work: Path, bases: list[Base], seed: int, plant: str | None = None,
     return runs
 
 
-def _run_one(seed: int, case: Path, tpl: Path, pristine_out: Path, ctx: Ctx, base: Base, plant: str, detail: str, name: str,
-             timeout: float, mem: int, fsize: int) -> Run:
+def _run_one(seed: int, case: Path, tpl: Path, pristine_out: Path, ctx: Ctx, base: Base, plant: str, detail: str,
+             name: str, timeout: float, mem: int, fsize: int) -> Run:
+    """Fresh sentinels and a fresh copy of the planted store (on a tmpfs for the fs plants),
+    then one command: a command that broke something never spoils the next one's check."""
     outside = case / "outside"
     shutil.rmtree(outside, ignore_errors=True)
     _copy_tree(pristine_out, outside)
