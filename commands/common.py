@@ -130,6 +130,12 @@ def open_store(store: Path | None, broker_conf: Path | None, tz: str | None = No
     return ms
 
 
+def warn_store(st) -> None:
+    """One stderr line per optional store file a command skipped (``MessageStore.warnings``)."""
+    for w in st.warnings:
+        print(f"rmqstore: warning: {w}", file=sys.stderr)
+
+
 def warn_odd_files(cfg, limit: int = 10) -> None:
     """One stderr line per file that --allow-odd-size let through (the first ``limit``)."""
     odd = cfg.odd_files

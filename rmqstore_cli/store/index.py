@@ -214,7 +214,9 @@ class IndexService:
         self.tz = tz
         self.files: list[IndexFile] = []
         try:
-            names = sorted(p for p in index_dir.iterdir() if p.is_file() and not p.name.startswith("."))
+            # every entry, not just regular files: a FIFO, device or directory in place of an
+            # index file is refused by name when opened, not skipped into a false "not found"
+            names = sorted(p for p in index_dir.iterdir() if not p.name.startswith("."))
         except (FileNotFoundError, NotADirectoryError):
             names = []
         for p in names:
