@@ -77,6 +77,9 @@ def command(fn):
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
+        from rmqstore_cli.store.safefs import reset_hole_budget
+
+        reset_hole_budget()
         try:
             return fn(*args, **kwargs)
         except RmqstoreError as e:

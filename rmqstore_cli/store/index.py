@@ -22,7 +22,7 @@ from rmqstore_cli.formats.index import (
     INDEX_HEADER_SIZE,
     SLOT_FORMAT,
 )
-from rmqstore_cli.store.safefs import open_read_only
+from rmqstore_cli.store.safefs import check_mappable, open_read_only
 from rmqstore_cli.store.message import index_key_hash
 
 _HEADER = struct.Struct(HEADER_FORMAT)
@@ -64,6 +64,8 @@ class IndexFile:
             length = os.fstat(fd).st_size
             if length < INDEX_HEADER_SIZE:
                 raise StoreError(f"index file has {length} bytes, less than its 40-byte header", path=path)
+            if not writable:
+                check_mappable(fd, path, length)
             self.mm = mmap.mmap(fd, length, access=mmap.ACCESS_WRITE if writable else mmap.ACCESS_READ)
         finally:
             os.close(fd)

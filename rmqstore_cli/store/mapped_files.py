@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rmqstore_cli.errors import FileSizeError, StoreError
-from rmqstore_cli.store.safefs import kind_of, open_read_only, os_error
+from rmqstore_cli.store.safefs import check_mappable, kind_of, open_read_only, os_error
 
 
 #: The largest start offset a file name can have: ``Long.parseLong`` refuses a larger one.
@@ -66,6 +66,8 @@ class MappedFile:
                 length = os.fstat(fd).st_size
                 if length == 0:
                     return b""
+                if not self.writable:
+                    check_mappable(fd, self.path, length)
                 access = mmap.ACCESS_WRITE if self.writable else mmap.ACCESS_READ
                 self._mm = mmap.mmap(fd, length, access=access)
             finally:
