@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 from rmqstore_cli.store.commitlog import CommitLog, Status
 from rmqstore_cli.store.index import IndexFile, IndexService, build_key
+from rmqstore_cli.store.mapped_files import release_pages
 from rmqstore_cli.store.message import KEY_SEPARATOR, Message, index_key_hash
 
 LONG_MAX = (1 << 63) - 1
@@ -53,6 +54,8 @@ def read_record(commitlog: CommitLog, offset: int) -> tuple[Message | None, str]
     if offset < 0:
         return None, f"negative offset {offset}"
     c = commitlog.check_at(offset)
+    if c is not None:
+        _release_around(commitlog, offset, c.size)
     if c is None:
         if commitlog.files and offset < commitlog.min_offset:
             return None, f"expired: the commit log starts at {commitlog.min_offset}"
@@ -60,6 +63,23 @@ def read_record(commitlog: CommitLog, offset: int) -> tuple[Message | None, str]
     if c.message is None or c.status is Status.INVALID:
         return None, c.reason or c.status.value
     return c.message, ""
+
+
+#: The kernel maps up to this much around a faulting page (``fault_around_bytes``).
+_FAULT_AROUND = 64 << 10
+
+
+def _release_around(commitlog: CommitLog, offset: int, size: int) -> None:
+    """Drop the mapped pages a record read faulted in (its 64 KB fault-around windows) from
+    this process's memory: a look-up with 24 000 hits spread over a 1 GB commit-log file
+    kept every touched page resident (2.3 GB RSS); the decoded message holds copies."""
+    f = commitlog.queue.find(offset)
+    if f is None:
+        return
+    pos = offset - f.file_from_offset
+    lo = pos - pos % _FAULT_AROUND
+    hi = pos + max(size, 0) + _FAULT_AROUND
+    release_pages(f.buffer(), lo, hi - hi % _FAULT_AROUND)
 
 
 # ---------------------------------------------------------------- the broker's query
