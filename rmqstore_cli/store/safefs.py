@@ -264,19 +264,25 @@ def reset_hole_budget() -> None:
     _hole_budget.clear()
 
 
-def _fs_type(fd: int) -> int | None:
-    """``fstatfs(fd).f_type`` (Linux), or None where it cannot be asked."""
-    import ctypes
-    import ctypes.util
+_FS_TYPES: dict[int, int | None] = {}
 
+
+def _fs_type(fd: int, dev: int) -> int | None:
+    """``fstatfs(fd).f_type`` (Linux; asked once per device), or None where it cannot be."""
+    if dev in _FS_TYPES:
+        return _FS_TYPES[dev]
+    import ctypes
+
+    kind = None
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        libc = ctypes.CDLL(None, use_errno=True)  # the process's own libc: no library search
         buf = ctypes.create_string_buffer(256)  # struct statfs; f_type (a long) comes first
-        if libc.fstatfs(fd, buf) != 0:
-            return None
-        return ctypes.c_long.from_buffer(buf).value
+        if libc.fstatfs(fd, buf) == 0:
+            kind = ctypes.c_long.from_buffer(buf).value
     except (OSError, AttributeError):
-        return None
+        pass
+    _FS_TYPES[dev] = kind
+    return kind
 
 
 def check_mappable(fd: int, path, length: int) -> None:
@@ -288,7 +294,7 @@ def check_mappable(fd: int, path, length: int) -> None:
     space is a one-line error instead. Other file systems map holes to the zero page."""
     st = os.fstat(fd)
     holes = max(0, min(length, st.st_size) - st.st_blocks * 512)
-    if not holes or _fs_type(fd) != TMPFS_MAGIC:
+    if not holes or _fs_type(fd, st.st_dev) != TMPFS_MAGIC:
         return
     vfs = os.fstatvfs(fd)
     free = vfs.f_bavail * vfs.f_frsize
