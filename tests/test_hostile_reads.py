@@ -404,3 +404,22 @@ def test_read_commands_on_a_full_tmpfs_do_not_sigbus(full_tmpfs):
         r = run(*cmd, "--store", full_tmpfs)
         assert r.returncode not in (-7, 135), cmd  # SIGBUS
         one_line(r, 3, "holes on a tmpfs", str(full_tmpfs))
+
+
+def test_dump_cq_file_fifo_does_not_hang(tmp_path):
+    """``dump-cq --file`` opened its file with a blocking O_RDONLY: a FIFO hung it."""
+    f = tmp_path / "00000000000000000000"
+    os.mkfifo(f)
+    one_line(run("dump-cq", "--file", f), 3, "a FIFO", str(f))
+
+
+def test_spark_verify_reports_a_fifo_index_file(small_store):
+    """The Spark engine's findings match the local engine's for a FIFO index file (it was
+    skipped without a word)."""
+    pytest.importorskip("pyspark")
+    plant(_index_file(small_store), "fifo")
+    r = run("verify", "--store", small_store, "--engine", "spark", "--spark-master", "local[1]", "--format", "jsonl",
+            timeout=600)
+    assert r.returncode == 1, r.stderr
+    assert [f["file"] for f in findings(r) if f["check"] == "store.not-regular"] == \
+        [str(_index_file(small_store).relative_to(small_store))]
