@@ -110,6 +110,35 @@ class Hit:
         return self.message.store_timestamp if self.message is not None else None
 
 
+_MESSAGE_SLOT = Hit.__dict__["message"]
+
+
+class _RereadHit(Hit):
+    """A hit of :func:`lookup_key` that keeps no decoded message (a shared key has tens of
+    thousands of hits, each body a copy): ``message`` reads the record again from the
+    commit log on each access (a few µs, its pages released again), so a look-up's memory
+    does not grow with its hits' bodies."""
+
+    __slots__ = ("_commitlog", "_ts")
+
+    def __init__(self, key: str, topic: str, physical_offset: int, index_file: str, match: str,
+                 commitlog: CommitLog, ts: int, reason: str = ""):
+        Hit.__init__(self, key, topic, physical_offset, index_file, None, match, reason)
+        self._commitlog, self._ts = commitlog, ts
+
+    @property
+    def message(self) -> Message | None:
+        return read_record(self._commitlog, self.physical_offset)[0]
+
+    @message.setter
+    def message(self, value) -> None:  # the dataclass __init__ sets it (to None)
+        _MESSAGE_SLOT.__set__(self, value)
+
+    @property
+    def store_timestamp(self) -> int | None:
+        return self._ts
+
+
 def query_offset(index: IndexService, topic: str, key: str, max_num: int, begin: int, end: int,
                  cap: bool = True) -> list[tuple[int, str]]:
     """``IndexService#queryOffset`` with the file each offset came from: newest file first,
@@ -232,14 +261,15 @@ def lookup_key(index: IndexService, commitlog: CommitLog, topics: list[str], key
                     continue
                 match = key_match(msg, topic, key)
                 if match is None:
-                    res.others.append(Hit(key, topic, phy, f.name, msg, "collision"))
+                    res.others.append(_RereadHit(key, topic, phy, f.name, "collision", commitlog,
+                                                 msg.store_timestamp))
                 elif not begin <= msg.store_timestamp <= end:
-                    res.others.append(Hit(key, topic, phy, f.name, msg, "outside",
+                    res.others.append(_RereadHit(key, topic, phy, f.name, "outside", commitlog, msg.store_timestamp,
                                           "store time outside the window"))
                 else:
-                    res.hits.append(Hit(key, topic, phy, f.name, msg, match))
+                    res.hits.append(_RereadHit(key, topic, phy, f.name, match, commitlog, msg.store_timestamp))
                     true_count += 1
-    res.hits.sort(key=lambda h: (h.message.store_timestamp, h.physical_offset))
+    res.hits.sort(key=lambda h: (h.store_timestamp, h.physical_offset))
     if max_hits and len(res.hits) > max_hits:
         res.hits = res.hits[-max_hits:]
         res.capped = True
