@@ -27,16 +27,18 @@ class Fmt(str, Enum):
 
 
 FormatOpt = Annotated[Fmt, typer.Option("--format", "-f", help="Output: table for people, jsonl or json for scripts.")]
+#: The size options are Java ints in the broker's MessageStoreConfig.
+JAVA_INT_MAX = (1 << 31) - 1
 TzOpt = Annotated[Optional[str], typer.Option(
     "--tz", help="Time zone for shown times and index file names (IANA name, UTC, +08:00); default local.")]
 CommitlogSizeOpt = Annotated[Optional[int], typer.Option(
-    "--commitlog-file-size", help="mappedFileSizeCommitLog, if not in --broker-conf.", min=4096)]
+    "--commitlog-file-size", help="mappedFileSizeCommitLog, if not in --broker-conf.", min=4096, max=JAVA_INT_MAX)]
 CqSizeOpt = Annotated[Optional[int], typer.Option(
-    "--cq-file-size", help="mappedFileSizeConsumeQueue, if not in --broker-conf.", min=20)]
+    "--cq-file-size", help="mappedFileSizeConsumeQueue, if not in --broker-conf.", min=20, max=JAVA_INT_MAX)]
 IndexSlotsOpt = Annotated[Optional[int], typer.Option(
-    "--index-slots", help="maxHashSlotNum, if not in --broker-conf.", min=1)]
+    "--index-slots", help="maxHashSlotNum, if not in --broker-conf.", min=1, max=JAVA_INT_MAX)]
 IndexMaxOpt = Annotated[Optional[int], typer.Option(
-    "--index-max", help="maxIndexNum, if not in --broker-conf.", min=2)]
+    "--index-max", help="maxIndexNum, if not in --broker-conf.", min=2, max=JAVA_INT_MAX)]
 AllowOddSizeOpt = Annotated[bool, typer.Option(
     "--allow-odd-size", help="Read the store even if some commit-log or consume-queue files are not the "
     "configured (or inferred) size, as after a torn copy: each such file is read up to its real length, "

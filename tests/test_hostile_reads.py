@@ -423,3 +423,11 @@ def test_spark_verify_reports_a_fifo_index_file(small_store):
     assert r.returncode == 1, r.stderr
     assert [f["file"] for f in findings(r) if f["check"] == "store.not-regular"] == \
         [str(_index_file(small_store).relative_to(small_store))]
+
+
+@pytest.mark.parametrize("option", ["--commitlog-file-size", "--index-slots", "--index-max"])
+def test_cli_size_beyond_java_int_is_a_usage_error(small_store, option):
+    """The sizes are Java ints in MessageStoreConfig: 2^32 from the command line was taken
+    and compared with the files; now exit 2 naming the range."""
+    r = run("index-lookup", "order-0", "--store", small_store, option, str(1 << 32))
+    assert r.returncode == 2 and b"2147483647" in r.stderr and b"Traceback" not in r.stderr
