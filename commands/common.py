@@ -178,14 +178,13 @@ def complete_topic(ctx: typer.Context, incomplete: str) -> list[str]:
             names.update(e.name for e in os.scandir(root / "consumequeue") if e.is_dir())
         except OSError:
             pass
-        try:
-            tj = root / "config" / "topics.json"
-            if tj.is_file() and tj.stat().st_size < 64 << 20:
-                import json
+        try:  # read as the commands read it: a regular file, under the cap, nesting bounded
+            from rmqstore_cli.errors import RmqstoreError
+            from rmqstore_cli.store.safefs import TOPICS_JSON_LIMIT, load_json
 
-                table = json.loads(tj.read_text(encoding="utf-8", errors="replace")).get("topicConfigTable") or {}
-                names.update(k for k in table if isinstance(k, str))
-        except (OSError, ValueError, AttributeError):
+            table = load_json(root / "config" / "topics.json", limit=TOPICS_JSON_LIMIT).get("topicConfigTable") or {}
+            names.update(k for k in table if isinstance(k, str))
+        except (RmqstoreError, AttributeError):
             pass
         ok = re.compile(_TOPIC_NAME)
         return sorted(n for n in names if n.startswith(incomplete) and ok.fullmatch(n))

@@ -431,3 +431,16 @@ def test_cli_size_beyond_java_int_is_a_usage_error(small_store, option):
     and compared with the files; now exit 2 naming the range."""
     r = run("index-lookup", "order-0", "--store", small_store, option, str(1 << 32))
     assert r.returncode == 2 and b"2147483647" in r.stderr and b"Traceback" not in r.stderr
+
+
+def test_completion_with_hostile_topic_names(small_store):
+    """Completion of --topic on a store with a non-UTF-8 topic directory and a FIFO as
+    topics.json: no hang, no failure, only names the broker could have written."""
+    from types import SimpleNamespace
+
+    from rmqstore_cli.commands.common import complete_topic
+
+    os.makedirs(os.fsencode(small_store / "consumequeue") + b"/T\xff\xfe/0")
+    plant(small_store / "config" / "topics.json", "fifo")
+    names = complete_topic(SimpleNamespace(params={"store": str(small_store)}), "")
+    assert "OrderTopic" in names and not any("\udcff" in n for n in names)

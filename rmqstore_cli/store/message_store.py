@@ -15,9 +15,6 @@ from rmqstore_cli.store.mapped_files import queue_dirs
 from rmqstore_cli.store import safefs
 
 _STORE_MARKERS = ("commitlog", "consumequeue", "index", "checkpoint")
-#: A broker's topics.json is ~250 bytes a topic (100 000 topics: ~25 MB); a larger one is
-#: not read (parsing costs ~10x its size in memory).
-TOPICS_JSON_LIMIT = 32 << 20
 #: Most topics a look-up without a topic asks the index about, one by one.
 MAX_SEARCH_TOPICS = 10_000
 
@@ -79,7 +76,7 @@ class MessageStore:
         searched one by one when no topic is given (index-lookup, decode-msgid's UNIQ_KEYs).
 
         Bounded: ``topics.json`` is optional, so one that cannot be read (not a regular file,
-        over :data:`TOPICS_JSON_LIMIT`, not JSON) is skipped with a warning. More than
+        over :data:`safefs.TOPICS_JSON_LIMIT`, not JSON) is skipped with a warning. More than
         :data:`MAX_SEARCH_TOPICS` topics: only those with consume queues on disk are
         searched (a warning says so); more than that many of those is a UsageError (pass
         ``--topic``). Warnings go to :attr:`warnings` for the command to print."""
@@ -93,7 +90,7 @@ class MessageStore:
         if os.path.lexists(p):
             table = None
             try:
-                table = safefs.load_json(p, limit=TOPICS_JSON_LIMIT, what="topics.json").get("topicConfigTable")
+                table = safefs.load_json(p, limit=safefs.TOPICS_JSON_LIMIT, what="topics.json").get("topicConfigTable")
             except StoreError as e:  # optional: unreadable or not the broker's, the queues still count
                 self.warnings.append(f"{e}; config/topics.json skipped")
             except AttributeError:

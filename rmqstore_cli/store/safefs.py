@@ -39,6 +39,9 @@ O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 #: Caps for the small files a store holds. The broker's own are far smaller (a topics.json
 #: of 100 000 topics is ~25 MB); anything larger is hostile or not the broker's.
 JSON_LIMIT = 256 << 20
+#: A broker's topics.json is ~250 bytes a topic (100 000 topics: ~25 MB); a larger one is
+#: not read (parsing costs ~10x its size in memory).
+TOPICS_JSON_LIMIT = 32 << 20
 JOURNAL_LIMIT = 64 << 20
 
 _KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
