@@ -27,16 +27,18 @@ class Fmt(str, Enum):
 
 
 FormatOpt = Annotated[Fmt, typer.Option("--format", "-f", help="Output: table for people, jsonl or json for scripts.")]
+#: The size options are Java ints in the broker's MessageStoreConfig.
+JAVA_INT_MAX = (1 << 31) - 1
 TzOpt = Annotated[Optional[str], typer.Option(
     "--tz", help="Time zone for shown times and index file names (IANA name, UTC, +08:00); default local.")]
 CommitlogSizeOpt = Annotated[Optional[int], typer.Option(
-    "--commitlog-file-size", help="mappedFileSizeCommitLog, if not in --broker-conf.", min=4096)]
+    "--commitlog-file-size", help="mappedFileSizeCommitLog, if not in --broker-conf.", min=4096, max=JAVA_INT_MAX)]
 CqSizeOpt = Annotated[Optional[int], typer.Option(
-    "--cq-file-size", help="mappedFileSizeConsumeQueue, if not in --broker-conf.", min=20)]
+    "--cq-file-size", help="mappedFileSizeConsumeQueue, if not in --broker-conf.", min=20, max=JAVA_INT_MAX)]
 IndexSlotsOpt = Annotated[Optional[int], typer.Option(
-    "--index-slots", help="maxHashSlotNum, if not in --broker-conf.", min=1)]
+    "--index-slots", help="maxHashSlotNum, if not in --broker-conf.", min=1, max=JAVA_INT_MAX)]
 IndexMaxOpt = Annotated[Optional[int], typer.Option(
-    "--index-max", help="maxIndexNum, if not in --broker-conf.", min=2)]
+    "--index-max", help="maxIndexNum, if not in --broker-conf.", min=2, max=JAVA_INT_MAX)]
 AllowOddSizeOpt = Annotated[bool, typer.Option(
     "--allow-odd-size", help="Read the store even if some commit-log or consume-queue files are not the "
     "configured (or inferred) size, as after a torn copy: each such file is read up to its real length, "
@@ -81,6 +83,9 @@ def command(fn):
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
+        from rmqstore_cli.store.safefs import reset_hole_budget
+
+        reset_hole_budget()
         try:
             return fn(*args, **kwargs)
         except RmqstoreError as e:
@@ -155,6 +160,12 @@ def open_store(store: Path | None, broker_conf: Path | None, tz: str | None = No
     return ms
 
 
+def warn_store(st) -> None:
+    """One stderr line per optional store file a command skipped (``MessageStore.warnings``)."""
+    for w in st.warnings:
+        print(f"rmqstore: warning: {w}", file=sys.stderr)
+
+
 def warn_odd_files(cfg, limit: int = 10) -> None:
     """One stderr line per file that --allow-odd-size let through (the first ``limit``)."""
     odd = cfg.odd_files
@@ -192,14 +203,13 @@ def complete_topic(ctx: typer.Context, incomplete: str) -> list[str]:
             names.update(e.name for e in os.scandir(root / "consumequeue") if e.is_dir())
         except OSError:
             pass
-        try:
-            tj = root / "config" / "topics.json"
-            if tj.is_file() and tj.stat().st_size < 64 << 20:
-                import json
+        try:  # read as the commands read it: a regular file, under the cap, nesting bounded
+            from rmqstore_cli.errors import RmqstoreError
+            from rmqstore_cli.store.safefs import TOPICS_JSON_LIMIT, load_json
 
-                table = json.loads(tj.read_text(encoding="utf-8", errors="replace")).get("topicConfigTable") or {}
-                names.update(k for k in table if isinstance(k, str))
-        except (OSError, ValueError, AttributeError):
+            table = load_json(root / "config" / "topics.json", limit=TOPICS_JSON_LIMIT).get("topicConfigTable") or {}
+            names.update(k for k in table if isinstance(k, str))
+        except (RmqstoreError, AttributeError):
             pass
         ok = re.compile(_TOPIC_NAME)
         return sorted(n for n in names if n.startswith(incomplete) and ok.fullmatch(n))

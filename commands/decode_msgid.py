@@ -90,7 +90,7 @@ def decode_msgid(
         raise UsageError("no id given", hint="pass ids as arguments, or '-' to read them from stdin")
     st = topics = None
     if store is not None:
-        from rmqstore_cli.commands.common import load_config, warn_odd_files
+        from rmqstore_cli.commands.common import load_config, warn_odd_files, warn_store
         from rmqstore_cli.store.message_store import MessageStore
 
         cfg = load_config(store, broker_conf, commitlog_file_size=commitlog_file_size, index_slots=index_slots,
@@ -103,6 +103,7 @@ def decode_msgid(
             topics = st.topics_from_commitlog()
             print(f"rmqstore: note: no consume queues or config/topics.json: searching the {len(topics)} "
                   "topic(s) named in the commit log", file=sys.stderr)
+        warn_store(st)
     failed = 0
     out = Output(fmt.value, TABLE_COLUMNS, title="message ids")
     try:

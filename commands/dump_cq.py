@@ -207,15 +207,16 @@ def _dump_file(path: Path, topic, queue_id, ms, from_offset, limit, fmt, zone) -
     from rmqstore_cli.render import Output
     from rmqstore_cli.store.consume_queue import UNIT_DTYPE
 
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError as e:
-        raise StoreError(f"cannot open consume-queue file: {e.strerror}", path=path) from None
+    from rmqstore_cli.store.safefs import check_mappable, open_read_only
+
+    fd = open_read_only(path)  # a FIFO given as --file: refused, not waited on
     if topic is None and path.parent.name.isdigit() and path.parent.parent.name:
         topic, queue_id = path.parent.parent.name, int(path.parent.name) if queue_id is None else queue_id
     base = int(path.name) // CQ_STORE_UNIT_SIZE if path.name.isdigit() and len(path.name) == 20 else 0
     try:
         length = os.fstat(fd).st_size
+        if length:
+            check_mappable(fd, path, length)
         buf = mmap.mmap(fd, length, access=mmap.ACCESS_READ) if length else b""
     finally:
         os.close(fd)

@@ -59,7 +59,10 @@ def export(
     """Export commit-log messages as a Parquet dataset for Spark SQL forensics across a fleet.
 
     Columns are dump-commitlog's JSON field names (body as binary, with --body), plus
-    store; the dataset is partitioned by store and topic (hive style: store=…/topic=…).
+    store; the dataset is partitioned by store and topic_dir (hive style:
+    store=…/topic_dir=…). topic keeps the exact value; topic_dir is the topic, or ~ and a
+    hash for one that cannot be a directory name (a NUL, over 200 bytes, not UTF-8).
+    Needs pyarrow: pip install 'rmqstore[spark]'.
     Both engines run the same engine code, one task per commit-log file, and write the
     same rows. On Spark each task writes its file's Parquet files with pyarrow when the
     output is a directory (mounted on every executor of a cluster); to hdfs:, s3a:, gs:
@@ -72,7 +75,13 @@ def export(
     from rmqstore_cli.render import print_summary
     from rmqstore_cli.times import now_ms
 
+    try:  # a plain `pip install .` has no pyarrow: say which extra brings it, before any work
+        import pyarrow.dataset  # noqa: F401
+    except ImportError:
+        raise UsageError("export needs pyarrow, which the plain install does not include",
+                         hint="pip install 'rmqstore[spark]'") from None
     if not (str(output).startswith(("hdfs:", "s3a:", "gs:", "abfs:")) and engine is Engine.spark):
+        _check_output_dir(output)
         if output.exists() and any(output.iterdir()) and not overwrite:
             raise UsageError(f"output directory {output} is not empty", hint="pass --overwrite to replace it")
     sizes = dict(mapped_file_size_commit_log=commitlog_file_size, mapped_file_size_consume_queue=cq_file_size,
@@ -91,7 +100,12 @@ def export(
             from rmqstore_cli.pipeline import local
         except ImportError:
             raise UsageError("export needs pyarrow", hint="pip install 'rmqstore[spark]'") from None
-        result = local.export(tasks, output)
+        try:
+            result = local.export(tasks, output)
+        except OSError as e:  # pyarrow's write errors are OSErrors (ArrowIOError)
+            from rmqstore_cli.errors import StoreError
+
+            raise StoreError(f"cannot write the dataset: {str(e).splitlines()[0][:300]}", path=output) from None
     for s in result["unreadable"]:
         print(f"rmqstore: warning: {s['store']}: {s['detail']} at offset {s['offset']} ({s['file']}); "
               "the rest of that file was skipped", file=sys.stderr)
@@ -99,3 +113,17 @@ def export(
         "output": str(output), "engine": engine.value, "stores": len(stores), "commitlog_files": len(tasks),
         "rows": result["rows"], "unreadable_ranges": len(result["unreadable"]),
         "seconds": round((now_ms() - t0) / 1000, 3)}, "exported")
+
+
+def _check_output_dir(output: Path) -> None:
+    """``--output`` must be a directory or be creatable as one: a file there (or in place
+    of one of its parents) is a usage error, not a traceback from the writer."""
+    from rmqstore_cli.errors import UsageError
+
+    p = output
+    while not p.exists() and p.parent != p:
+        p = p.parent
+    if not p.is_dir():
+        what = "--output" if p == output else f"--output's parent {p}"
+        raise UsageError(f"{what} is a file, where the dataset's directory belongs", path=p,
+                         hint="pass a directory (it is created if missing)")

@@ -87,7 +87,7 @@ def index_lookup(
     JSON fields: key, topic, physical_offset, store_timestamp, index_file, match (keys or
     uniq_key; with --show-collisions also collision, stale, outside), message.
     """
-    from rmqstore_cli.commands.common import load_config, warn_odd_files
+    from rmqstore_cli.commands.common import load_config, warn_odd_files, warn_store
     from rmqstore_cli.errors import NotFound, UsageError
     from rmqstore_cli.render import Output
     from rmqstore_cli.store.lookup import LONG_MAX, INT_MAX, broker_query_message, lookup_key
@@ -138,6 +138,7 @@ def index_lookup(
             out.close()
     finally:
         st.close()
+    warn_store(st)
     if capped:
         print(f"rmqstore: note: more than {max_hits} messages match; showing the newest {max_hits} "
               f"(--max 0 shows all)", file=sys.stderr)

@@ -62,7 +62,7 @@ def block_batch(blk: MessageBlock, store: str, body: bool):
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from rmqstore_cli.pipeline.schema import arrow_schema
+    from rmqstore_cli.pipeline.schema import arrow_schema, topic_dir
 
     schema = arrow_schema()
     rb, n, buf = blk.rb, blk.n, blk.buf
@@ -112,6 +112,10 @@ def block_batch(blk: MessageBlock, store: str, body: bool):
         cols["properties_base64"] = pa.array(b64, s)
         cols["topic_base64"] = pa.array(t64, s)
     cols["topic"] = pa.array(topic, s)
+    t64 = cols["topic_base64"].to_pylist() if slow else [None] * n
+    dirs = {}
+    cols["topic_dir"] = pa.array([dirs.get((t, b)) or dirs.setdefault((t, b), topic_dir(t, b))
+                                  for t, b in zip(topic, t64)], s)
     cols.update(props.columns(schema))
     return pa.RecordBatch.from_arrays([cols[f.name] for f in schema], schema=schema)
 

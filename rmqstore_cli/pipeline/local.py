@@ -9,7 +9,7 @@ from rmqstore_cli.pipeline.tasks import FileTask, export_batches
 
 
 def export(tasks: list[FileTask], output: Path, progress: Callable[[FileTask], None] | None = None) -> dict:
-    """Write the Parquet dataset (hive partitions store=…/topic=…) with pyarrow, streaming the
+    """Write the Parquet dataset (hive partitions store=…/topic_dir=…) with pyarrow, streaming the
     RecordBatches of :func:`~rmqstore_cli.pipeline.tasks.export_batches`, file by file."""
     import pyarrow.dataset as ds
 
@@ -32,7 +32,7 @@ def export(tasks: list[FileTask], output: Path, progress: Callable[[FileTask], N
 
 def write_parquet(task: FileTask, output: str, tag: int, stops: list) -> int:
     """One commit-log file's rows as Parquet files of the dataset (``part-<tag>-<i>.parquet``
-    under its store=…/topic=… partitions), written with pyarrow; returns the rows. What one
+    under its store=…/topic_dir=… partitions), written with pyarrow; returns the rows. What one
     Spark task of export does when the output is a local (or mounted) directory."""
     import pyarrow.dataset as ds
 

@@ -31,12 +31,37 @@ EXPORT_COLUMNS: list[tuple[str, str]] = [
     ("body", "binary"),
     ("file", "string"),
     ("topic_base64", "string"),
+    ("topic", "string"),
     # partition columns last
     ("store", "string"),
-    ("topic", "string"),
+    ("topic_dir", "string"),
 ]
-PARTITION_COLUMNS = ["store", "topic"]
+#: Hive partitions ``store=…/topic_dir=…``. The topic is a column of the files, exact (NUL,
+#: 32 KB V2 topics and all); ``topic_dir`` is only where its rows lie: see :func:`topic_dir`.
+PARTITION_COLUMNS = ["store", "topic_dir"]
+#: Longest topic (percent-escaped, as pyarrow's hive partitioning writes it) used as its own
+#: directory name: with ``topic_dir=`` it stays under the 255 bytes of a file name.
+TOPIC_DIR_MAX = 200
 COLUMN_NAMES = [c for c, _ in EXPORT_COLUMNS]
+
+
+def topic_dir(topic: str | None, topic_base64: str | None = None) -> str:
+    """The partition directory value of a topic's rows: the topic itself when it can be one
+    (pyarrow percent-escapes ``/``, ``%`` and non-ASCII and decodes them on read), else
+    ``~`` and 32 hex digits of the SHA-256 of its bytes: an empty topic, ``.``/``..``, a NUL
+    (which pyarrow would silently cut the name at), a topic that is not UTF-8, or one whose
+    escaped form is over :data:`TOPIC_DIR_MAX` bytes (ENAMETOOLONG). ``~`` is outside the
+    broker's topic characters, so such a name is never a real topic's own."""
+    from urllib.parse import quote
+
+    if topic_base64 is None and topic and topic not in (".", "..") and "\0" not in topic \
+            and len(quote(topic, safe="")) <= TOPIC_DIR_MAX:
+        return topic
+    import base64
+    import hashlib
+
+    raw = base64.b64decode(topic_base64) if topic_base64 else (topic or "").encode("utf-8", "surrogatepass")
+    return "~" + hashlib.sha256(raw).hexdigest()[:32]
 
 
 def arrow_schema():

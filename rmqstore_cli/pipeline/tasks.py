@@ -83,12 +83,13 @@ def export_rows(task: FileTask, body: bool, stops: list | None = None) -> Iterat
 
 
 def _row(m, task: FileTask, body: bool) -> tuple:
-    from rmqstore_cli.pipeline.schema import COLUMN_NAMES
+    from rmqstore_cli.pipeline.schema import COLUMN_NAMES, topic_dir
     from rmqstore_cli.render import message_dict
 
     d = message_dict(m, "none", True, task.file_name)
     d["body"] = m.body if body else None
     d["store"] = task.store.label
+    d["topic_dir"] = topic_dir(d.get("topic"), d.get("topic_base64"))
     return tuple(d.get(c) for c in COLUMN_NAMES)
 
 

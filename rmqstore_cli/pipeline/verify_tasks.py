@@ -117,6 +117,12 @@ class _Opening(_Recorder):
 
     def _open_index(self) -> None:
         self.index_files = []
+        try:  # a FIFO, device or directory in index/: a finding, as the local engine's (then skipped)
+            for p in sorted(self.config.index_dir.iterdir()):
+                if not p.name.startswith("."):
+                    self._not_regular(p)
+        except (FileNotFoundError, NotADirectoryError):
+            pass
 
     def scan_file_at(self, i: int) -> None:
         pass

@@ -125,7 +125,19 @@ class StoreConfig:
             if value is not None:
                 setattr(cfg, name, value)
                 cfg.explicit.add(name)
+        cfg.check_file_sizes(broker_conf)
         return cfg
+
+    def check_file_sizes(self, source: str | os.PathLike | None = None) -> None:
+        """Refuse (exit 2) a file size no store can have: zero or negative (a size of 0 would
+        divide by zero in every offset computation). Out-of-range numbers never get here:
+        ``Integer.parseInt`` rejects them and ``MixAll#properties2Object`` keeps the default."""
+        for attr in SIZE_FIELDS:
+            v = getattr(self, attr)
+            if v <= 0:
+                where = f" in {source}" if source and attr in self.explicit else ""
+                raise UsageError(f"{_camel(attr)}={v}: a file size must be positive",
+                                 path=source if where else None, hint="fix the broker config or pass the size option")
 
     def apply_properties(self, props: dict[str, str]) -> None:
         """``MixAll#properties2Object``: numbers parsed untrimmed (bad ones silently ignored)."""
@@ -183,11 +195,13 @@ class StoreConfig:
             ((size, paths),) = by_size.items()
             if size == want:
                 return current
-            if not explicit:
+            if not explicit and size > 0:
                 notes.append(f"{prop}={size} inferred from {paths[0].name}")
                 return size
-        # the size they should have: the setting, else the most common one (a tie: the larger)
-        expected = want if explicit else max(by_size, key=lambda s: (len(by_size[s]), s))
+        # the size they should have: the setting, else the most common one (a tie: the larger);
+        # an empty file tells no size (all empty: the default stays, and each is an odd file)
+        nonzero = [s for s in by_size if s > 0]
+        expected = want if explicit or not nonzero else max(nonzero, key=lambda s: (len(by_size[s]), s))
         odd = sorted(p for s, ps in by_size.items() if s != expected for p in ps)
         first = odd[0]
         size = first.stat().st_size
@@ -196,12 +210,15 @@ class StoreConfig:
             if explicit:
                 raise FileSizeError(f"file has {size} bytes but {prop}={want}{more}", path=first,
                                     hint=f"pass the broker's own {option} or --broker-conf")
+            if not nonzero:
+                raise FileSizeError(f"every file is empty (0 bytes), which tells no {prop}", path=first,
+                                    hint=f"pass {option} or --broker-conf")
             others = len(files) - len(odd)
             raise FileSizeError(f"files disagree on {prop}: this one has {size} bytes, {others} other"
                                 f"{'s have' if others != 1 else ' has'} {expected}{more}", path=first,
                                 hint=f"the broker refuses to load such a store; pass {option} or --broker-conf")
         self.odd_files.extend((p, p.stat().st_size, expected) for p in odd)
-        if explicit:
+        if explicit or expected == want:
             return current
         notes.append(f"{prop}={expected} inferred from most of the files")
         return expected
@@ -236,11 +253,26 @@ def _snake(name: str) -> str:
     return re.sub(r"[^a-z0-9]", "", name.lower())
 
 
+#: The size properties, all Java ``int`` in ``MessageStoreConfig`` (checked by :meth:`StoreConfig.check_file_sizes`).
+SIZE_FIELDS = ("mapped_file_size_commit_log", "mapped_file_size_consume_queue", "max_hash_slot_num", "max_index_num")
+_JAVA_INT = (-(1 << 31), (1 << 31) - 1)
+
+
+def _camel(attr: str) -> str:
+    head, *rest = attr.split("_")
+    return head + "".join(w.capitalize() for w in rest)
+
+
 def _java_parse_int(raw: str) -> int:
-    """``Integer.parseInt``/``Long.parseLong``: optional sign, ASCII digits, no spaces."""
+    """``Integer.parseInt``: optional sign, ASCII digits, no spaces, and within a Java
+    ``int`` (every int property rmqstore reads is one): anything else is a ValueError,
+    which ``apply_properties`` ignores as ``MixAll#properties2Object`` does."""
     if not re.fullmatch(r"[+-]?[0-9]+", raw):
         raise ValueError(raw)
-    return int(raw)
+    v = int(raw)
+    if not _JAVA_INT[0] <= v <= _JAVA_INT[1]:
+        raise ValueError(raw)
+    return v
 
 
 def _subdirs(p: Path):
@@ -260,30 +292,48 @@ def _data_files(dirs) -> list[Path]:
     return out
 
 
+#: A broker.conf is a few KB; a larger one is not a broker's (and ``/dev/zero`` is refused).
+BROKER_CONF_LIMIT = 16 << 20
+
+
 def read_java_properties(path: Path) -> dict[str, str]:
     """Parse a ``java.util.Properties`` file (comments, ``=``/``:``/space separators,
-    backslash continuations and escapes)."""
+    backslash continuations and escapes). A malformed ``\\uxxxx`` escape is an error naming
+    the line, as ``Properties#load`` throws ``IllegalArgumentException`` ("Malformed
+    \\uxxxx encoding") and the broker does not start. The file is read as a regular file
+    under a size cap (a FIFO or device is refused, never waited on)."""
+    from rmqstore_cli.store.safefs import read_bounded
+
     try:
-        text = path.read_text(encoding="latin-1")
-    except OSError as e:
-        raise UsageError(f"cannot read broker config {path}: {e.strerror}") from None
+        text = read_bounded(path, BROKER_CONF_LIMIT, "broker config").decode("latin-1")
+    except StoreError as e:
+        raise UsageError(f"cannot read broker config: {e.message}", path=path) from None
     props: dict[str, str] = {}
-    logical = ""
-    for line in text.splitlines():
+    logical, start = "", 0
+    for number, line in enumerate(text.splitlines(), 1):
         stripped = line.lstrip(" \t\f")
         if not logical and (not stripped or stripped[0] in "#!"):
             continue
+        if not logical:
+            start = number
         if _ends_with_odd_backslashes(stripped):
             logical += stripped[:-1]
             continue
         logical += stripped
-        key, value = _split_property(logical)
-        props[_unescape(key)] = _unescape(value)
+        _put_property(props, logical, path, start)
         logical = ""
     if logical:
-        key, value = _split_property(logical)
-        props[_unescape(key)] = _unescape(value)
+        _put_property(props, logical, path, start)
     return props
+
+
+def _put_property(props: dict[str, str], logical: str, path: Path, line: int) -> None:
+    key, value = _split_property(logical)
+    try:
+        props[_unescape(key)] = _unescape(value)
+    except ValueError:
+        raise UsageError(f"malformed \\uxxxx encoding on line {line}", path=path,
+                         hint="java.util.Properties#load refuses this file, so the broker would not start") from None
 
 
 def _ends_with_odd_backslashes(s: str) -> bool:
@@ -316,8 +366,11 @@ def _unescape(s: str) -> str:
         c = s[i]
         if c == "\\" and i + 1 < len(s):
             n = s[i + 1]
-            if n == "u" and i + 6 <= len(s):
-                out.append(chr(int(s[i + 2:i + 6], 16)))
+            if n == "u":  # Properties#loadConvert: exactly four hex digits, or IllegalArgumentException
+                digits = s[i + 2:i + 6]
+                if len(digits) < 4 or not all(c in "0123456789abcdefABCDEF" for c in digits):
+                    raise ValueError(f"malformed \\u{digits}")
+                out.append(chr(int(digits, 16)))
                 i += 6
                 continue
             out.append({"t": "\t", "n": "\n", "r": "\r", "f": "\f"}.get(n, n))

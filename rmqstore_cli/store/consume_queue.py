@@ -53,6 +53,8 @@ class ConsumeQueue:
         self.dir = root / topic / str(queue_id)
         self.file_size = file_size
         self.queue = MappedFileQueue(self.dir, file_size)
+        for p in self.queue.not_regular:  # a directory named like a file: refused, not skipped
+            raise StoreError("a directory where a store file belongs; only regular files are read", path=p)
         self._units_per_file = file_size // CQ_STORE_UNIT_SIZE
         self._end: int | None = None
 

@@ -23,7 +23,7 @@ from rmqstore_cli.formats.index import (
     SLOT_FORMAT,
 )
 from rmqstore_cli.store import safefs
-from rmqstore_cli.store.safefs import make_dirs, open_for_write, open_read_only, os_error
+from rmqstore_cli.store.safefs import check_mappable, make_dirs, open_for_write, open_read_only, os_error
 from rmqstore_cli.store.message import index_key_hash
 
 _HEADER = struct.Struct(HEADER_FORMAT)
@@ -71,6 +71,8 @@ class IndexFile:
                 raise StoreError(f"index file has {length} bytes, not the {self.size} of maxHashSlotNum={slot_num} "
                                  f"and maxIndexNum={index_num}", path=path,
                                  hint="pass the broker's --index-slots/--index-max or --broker-conf")
+            if not writable:
+                check_mappable(fd, path, length)
             self.mm = mmap.mmap(fd, length, access=mmap.ACCESS_WRITE if writable else mmap.ACCESS_READ)
         finally:
             os.close(fd)
@@ -279,7 +281,9 @@ class IndexService:
         self.tz = tz
         self.files: list[IndexFile] = []
         try:
-            names = sorted(p for p in index_dir.iterdir() if p.is_file() and not p.name.startswith("."))
+            # every entry, not just regular files: a FIFO, device or directory in place of an
+            # index file is refused by name when opened, not skipped into a false "not found"
+            names = sorted(p for p in index_dir.iterdir() if not p.name.startswith("."))
         except (FileNotFoundError, NotADirectoryError):
             names = []
         for p in names:
@@ -380,30 +384,38 @@ def infer_index_geometry(files: list[Path], size: int) -> tuple[int, int]:
     The header does not store them. For each geometry that fits the size, the newest
     entry of a file must head its own slot's chain (``slot[hash % S] == indexCount-1``)
     and its predecessor must be older; the unique geometry all files agree on wins.
+    Each file is read by ``pread`` of the few pages a candidate touches (a small cache),
+    never whole: a 420 MB file costs a few MB, and a hole on a full tmpfs is never mapped.
     """
     body = size - INDEX_HEADER_SIZE
-    samples = []
-    for p in files:
-        with os.fdopen(open_read_only(p), "rb") as fh:
-            data = fh.read()
-        count = _HEADER.unpack_from(data, 0)[5]
-        if count > 1:
-            samples.append((data, count))
-    if body < 0 or not samples:
-        raise StoreError(f"cannot tell the index geometry of {size}-byte files", path=files[0],
-                         hint="pass --index-slots and --index-max, or --broker-conf")
-    candidates = []
     max_slots = body // HASH_SLOT_SIZE
     if max_slots > 2_000_000:
         raise StoreError(f"index files of {size} bytes are not the default size", path=files[0],
                          hint="pass --index-slots and --index-max, or --broker-conf")
-    for s in range(1, max_slots + 1):
-        rest = body - s * HASH_SLOT_SIZE
-        if rest <= 0 or rest % INDEX_ENTRY_SIZE:
-            continue
-        n = rest // INDEX_ENTRY_SIZE
-        if all(_geometry_fits(data, count, s, n) for data, count in samples):
-            candidates.append((s, n))
+    samples = []
+    try:
+        for p in files:
+            data = _PageReader(p, size)
+            samples.append(data)
+            count = data.unpack(_HEADER, 0)[5]
+            if count > 1:
+                data.count = count
+            else:
+                samples.pop().close()
+        if body < 0 or not samples:
+            raise StoreError(f"cannot tell the index geometry of {size}-byte files", path=files[0],
+                             hint="pass --index-slots and --index-max, or --broker-conf")
+        candidates = []
+        for s in range(1, max_slots + 1):
+            rest = body - s * HASH_SLOT_SIZE
+            if rest <= 0 or rest % INDEX_ENTRY_SIZE:
+                continue
+            n = rest // INDEX_ENTRY_SIZE
+            if all(_geometry_fits(data, data.count, s, n) for data in samples):
+                candidates.append((s, n))
+    finally:
+        for data in samples:
+            data.close()
     if len(candidates) != 1:
         raise StoreError(f"cannot tell the index geometry of {size}-byte files "
                          f"({len(candidates)} candidates)", path=files[0],
@@ -411,20 +423,65 @@ def infer_index_geometry(files: list[Path], size: int) -> tuple[int, int]:
     return candidates[0]
 
 
-def _geometry_fits(data: bytes, count: int, s: int, n: int) -> bool:
+class _PageReader:
+    """``unpack`` at any position of a file through ``pread`` of whole pages, the last
+    :attr:`PAGES` kept: bounded memory however large the file, and no mapping."""
+
+    PAGE = 4096
+    PAGES = 256
+
+    def __init__(self, path: Path, size: int):
+        from collections import OrderedDict
+
+        self.path, self.size = path, size
+        self.fd = open_read_only(path)
+        self.pages: OrderedDict[int, bytes] = OrderedDict()
+        self.count = 0
+
+    def _page(self, n: int) -> bytes:
+        b = self.pages.get(n)
+        if b is None:
+            try:
+                b = os.pread(self.fd, self.PAGE, n * self.PAGE)
+            except OSError as e:
+                from rmqstore_cli.store.safefs import os_error
+
+                raise os_error(e, self.path, "read") from None
+            self.pages[n] = b
+            if len(self.pages) > self.PAGES:
+                self.pages.popitem(last=False)
+        return b
+
+    def unpack(self, st: struct.Struct, pos: int) -> tuple:
+        if pos < 0 or pos + st.size > self.size:
+            raise StoreError(f"read past the end of the {self.size}-byte file", path=self.path, offset=pos)
+        first, last = pos // self.PAGE, (pos + st.size - 1) // self.PAGE
+        raw = b"".join(self._page(n) for n in range(first, last + 1))
+        off = pos - first * self.PAGE
+        if off + st.size > len(raw):  # the file is shorter than its stat said
+            raise StoreError("index file ends early", path=self.path, offset=pos)
+        return st.unpack_from(raw, off)
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+def _geometry_fits(data: "_PageReader", count: int, s: int, n: int) -> bool:
     """Entries of one chain share a slot: ``hash(prev) % S == hash(entry) % S`` for the
     newest entries, and the newest entry heads its slot's chain."""
     if count > n:
         return False
     base = INDEX_HEADER_SIZE + s * HASH_SLOT_SIZE
     for k in range(count - 1, max(0, count - 257), -1):
-        key_hash, _, diff, prev = _ENTRY.unpack_from(data, base + k * INDEX_ENTRY_SIZE)
+        key_hash, _, diff, prev = data.unpack(_ENTRY, base + k * INDEX_ENTRY_SIZE)
         if key_hash < 0 or diff < 0 or not 0 <= prev < k:
             return False
-        if k == count - 1 and _SLOT.unpack_from(data, INDEX_HEADER_SIZE + (key_hash % s) * HASH_SLOT_SIZE)[0] != k:
+        if k == count - 1 and data.unpack(_SLOT, INDEX_HEADER_SIZE + (key_hash % s) * HASH_SLOT_SIZE)[0] != k:
             return False
         if prev > 0:
-            prev_hash = _ENTRY.unpack_from(data, base + prev * INDEX_ENTRY_SIZE)[0]
+            prev_hash = data.unpack(_ENTRY, base + prev * INDEX_ENTRY_SIZE)[0]
             if prev_hash % s != key_hash % s:
                 return False
     return True

@@ -10,11 +10,28 @@ import errno
 import mmap
 from collections.abc import Iterator
 import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from rmqstore_cli.errors import FileSizeError, StoreError
-from rmqstore_cli.store.safefs import make_dirs, open_for_write, open_read_only, os_error
+from rmqstore_cli.store.safefs import check_mappable, kind_of, make_dirs, open_for_write, open_read_only, os_error
+
+
+#: The largest start offset a file name can have: ``Long.parseLong`` refuses a larger one.
+MAX_FILE_OFFSET = (1 << 63) - 1
+
+
+def regular_size(path: Path) -> int:
+    """The size of a data file (links followed); a FIFO, device, socket or directory in its
+    place is a StoreError naming it (its ``st_size`` of 0 would otherwise read as "0 bytes")."""
+    try:
+        st = os.stat(path)
+    except OSError as e:
+        raise os_error(e, path, "stat") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise StoreError(f"{kind_of(st.st_mode)} where a store file belongs; only regular files are read", path=path)
+    return st.st_size
 
 
 def offset2file_name(offset: int) -> str:
@@ -54,6 +71,8 @@ class MappedFile:
                 length = os.fstat(fd).st_size
                 if length == 0:
                     return b""
+                if not self.writable:
+                    check_mappable(fd, self.path, length)
                 access = mmap.ACCESS_WRITE if self.writable else mmap.ACCESS_READ
                 self._mm = mmap.mmap(fd, length, access=access)
             finally:
@@ -85,6 +104,8 @@ class MappedFileQueue:
         self.files: list[MappedFile] = []
         #: Names found that are not 20-digit offsets (the broker would refuse to load).
         self.strays: list[Path] = []
+        #: Directories named like a data file (``check_sizes`` refuses them).
+        self.not_regular: list[Path] = []
         self.load()
 
     def load(self) -> None:
@@ -95,10 +116,14 @@ class MappedFileQueue:
             except (FileNotFoundError, NotADirectoryError):
                 continue
             for e in entries:
-                if e.name.startswith(".") or e.is_dir(follow_symlinks=False):
+                if e.name.startswith("."):
                     continue
-                if not (e.name.isdigit() and e.name.isascii()):
-                    self.strays.append(Path(e.path))
+                if e.is_dir(follow_symlinks=False):
+                    if e.name.isdigit() and e.name.isascii():
+                        self.not_regular.append(Path(e.path))
+                    continue
+                if not (e.name.isdigit() and e.name.isascii()) or int(e.name) > MAX_FILE_OFFSET:
+                    self.strays.append(Path(e.path))  # Long.parseLong refuses it: the broker cannot load it
                     continue
                 offset = int(e.name)
                 if offset in found:
@@ -133,8 +158,10 @@ class MappedFileQueue:
     def check_sizes(self, allow_odd: bool = False) -> None:
         """``MappedFileQueue#doLoad`` refuses a file whose length is not the configured size
         (``allow_odd``: read commands' --allow-odd-size reads it up to its real length)."""
+        for p in self.not_regular:
+            raise StoreError("a directory where a store file belongs; only regular files are read", path=p)
         for f in self.files:
-            size = f.path.stat().st_size
+            size = regular_size(f.path)
             if size != self.file_size and not allow_odd:
                 raise FileSizeError(f"file has {size} bytes, expected {self.file_size}", path=f.path,
                                     hint="pass the broker's file size options or --broker-conf")

@@ -6,7 +6,7 @@ import datetime as _dt
 import os
 from functools import cached_property
 
-from rmqstore_cli.errors import StoreError
+from rmqstore_cli.errors import StoreError, UsageError
 from rmqstore_cli.store.checkpoint import StoreCheckpoint
 from rmqstore_cli.store.commitlog import CommitLog
 from rmqstore_cli.store.config import StoreConfig
@@ -15,6 +15,8 @@ from rmqstore_cli.store.mapped_files import queue_dirs
 from rmqstore_cli.store import safefs
 
 _STORE_MARKERS = ("commitlog", "consumequeue", "index", "checkpoint")
+#: Most topics a look-up without a topic asks the index about, one by one.
+MAX_SEARCH_TOPICS = 10_000
 
 
 class MessageStore:
@@ -22,6 +24,8 @@ class MessageStore:
         self.config = config
         self.tz = tz
         self.notes: list[str] = []
+        #: Optional things skipped (an unreadable topics.json…): one stderr warning line each.
+        self.warnings: list[str] = []
 
     @classmethod
     def open(cls, config: StoreConfig, tz: _dt.tzinfo | None = None, defer_index: bool = False) -> "MessageStore":
@@ -68,16 +72,37 @@ class MessageStore:
         return StoreCheckpoint.read(p) if p.exists() else None
 
     def topics(self) -> list[str]:
-        """Topics the store knows: ``config/topics.json`` and ``consumequeue/`` directories."""
+        """Topics the store knows: ``config/topics.json`` and ``consumequeue/`` directories,
+        searched one by one when no topic is given (index-lookup, decode-msgid's UNIQ_KEYs).
+
+        Bounded: ``topics.json`` is optional, so one that cannot be read (not a regular file,
+        over :data:`safefs.TOPICS_JSON_LIMIT`, not JSON) is skipped with a warning. More than
+        :data:`MAX_SEARCH_TOPICS` topics: only those with consume queues on disk are
+        searched (a warning says so); more than that many of those is a UsageError (pass
+        ``--topic``). Warnings go to :attr:`warnings` for the command to print."""
         found = {t for t, _, _ in queue_dirs(self.config.consumequeue_dir)}
+        on_disk = len(found)
+        if on_disk > MAX_SEARCH_TOPICS:
+            raise UsageError(f"the store has {on_disk} topics with consume queues, more than the "
+                             f"{MAX_SEARCH_TOPICS} searched one by one without a topic",
+                             path=self.config.consumequeue_dir, hint="pass --topic")
         p = self.config.root / "config" / "topics.json"
         if os.path.lexists(p):
+            table = None
             try:
-                table = safefs.load_json(p, what="topics.json").get("topicConfigTable")
-            except (StoreError, AttributeError):  # optional: unreadable or not the broker's, the queues still count
-                table = None
+                table = safefs.load_json(p, limit=safefs.TOPICS_JSON_LIMIT, what="topics.json").get("topicConfigTable")
+            except StoreError as e:  # optional: unreadable or not the broker's, the queues still count
+                self.warnings.append(f"{e}; config/topics.json skipped")
+            except AttributeError:
+                pass
             if isinstance(table, dict):
-                found.update(k for k in table if isinstance(k, str))
+                named = {k for k in table if isinstance(k, str)}
+                if len(found | named) > MAX_SEARCH_TOPICS:
+                    self.warnings.append(f"config/topics.json names {len(named)} topics, more than the "
+                                         f"{MAX_SEARCH_TOPICS} searched one by one: searching only the {on_disk} "
+                                         "with consume queues on disk (pass --topic to search another)")
+                else:
+                    found |= named
         return sorted(found)
 
     def topics_from_commitlog(self) -> list[str]:

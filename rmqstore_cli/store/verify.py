@@ -28,6 +28,7 @@ from __future__ import annotations
 import mmap
 import os
 import re
+import stat
 import struct
 from collections import Counter
 from collections.abc import Iterator
@@ -84,7 +85,7 @@ from rmqstore_cli.store.crc import crc32
 from rmqstore_cli.store.dispatch import InvalidForDispatch, compute_tags_code
 from rmqstore_cli.store.lock import abort_exists, lock_holder
 from rmqstore_cli.store.mapped_files import MappedFileQueue, release_pages
-from rmqstore_cli.store.safefs import open_read_only
+from rmqstore_cli.store.safefs import check_mappable, kind_of, open_read_only
 from rmqstore_cli.store.message import SCHEDULE_TOPIC, java_hash
 
 ERROR, WARNING, INFO = "error", "warning", "info"
@@ -92,6 +93,8 @@ ERROR, WARNING, INFO = "error", "warning", "info"
 #: Every check id, its severity when it fires, and what it means. Ids are stable.
 CHECKS: dict[str, tuple[str, str]] = {
     "store.live-broker": (WARNING, "a live broker holds the store's lock; files change under the check"),
+    "store.not-regular": (ERROR, "a FIFO, device, socket or directory where a store file belongs: the broker "
+                                 "cannot load it, and verify skips it"),
     "commitlog.file-name": (ERROR, "a commit-log file name is not a 20-digit offset aligned to the file size"),
     "commitlog.file-size": (ERROR, "a commit-log file's length is not mappedFileSizeCommitLog (§10.3)"),
     "commitlog.gap": (ERROR, "no file holds a range between two commit-log files (expired or lost middle file)"),
@@ -226,8 +229,8 @@ def first_nonzero(path: Path | str, arr: np.ndarray, start: int, end: int | None
     if end - start > 1 << 20 and hasattr(os, "SEEK_DATA"):
         segments = []
         try:
-            fd = os.open(path, os.O_RDONLY)
-        except OSError:
+            fd = open_read_only(path)
+        except StoreError:
             fd = None
         if fd is None:
             segments = [(start, end)]
@@ -268,13 +271,23 @@ class _Delayed:
     store_timestamp: int
 
 
+def _text(s: str) -> str:
+    """A file or topic name from disk as valid UTF-8 text: bytes that are not UTF-8 (held
+    as surrogates by ``os.fsdecode``) become ``\\xNN`` escapes, so JSON output cannot fail."""
+    try:
+        s.encode("utf-8")
+        return s
+    except UnicodeEncodeError:
+        return s.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
 def _data_extent(path: Path) -> int | None:
     """Offset of the first hole of a sparse file (its length if none), or None if unknown."""
     if not hasattr(os, "SEEK_HOLE"):
         return None
     try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
+        fd = open_read_only(path)
+    except StoreError:
         return None
     try:
         return os.lseek(fd, 0, os.SEEK_HOLE)
@@ -289,10 +302,14 @@ def _data_extent(path: Path) -> int | None:
 class _Queue:
     """One consume queue's files as numpy views, its end, and which units were accounted for."""
 
-    def __init__(self, topic: str, qid: int, dirpath: Path, file_size: int, root: Path):
+    def __init__(self, topic: str, qid: int, dirpath: Path, file_size: int, root: Path,
+                 not_regular=lambda p: False):
         self.topic, self.qid, self.dir, self.root = topic, qid, dirpath, root
         self.per = file_size // CQ_STORE_UNIT_SIZE
         self.mfq = MappedFileQueue(dirpath, file_size)
+        for p in self.mfq.not_regular:
+            not_regular(p)
+        self.mfq.files = [f for f in self.mfq.files if not not_regular(f.path)]  # skipped: a gap
         self.files: dict[int, tuple[np.ndarray, str]] = {}
         for f in self.mfq.files:
             buf = f.buffer()
@@ -369,6 +386,8 @@ class _IndexFile:
         self.size = INDEX_HEADER_SIZE + slots * HASH_SLOT_SIZE + max_num * INDEX_ENTRY_SIZE
         self.length = path.stat().st_size
         with os.fdopen(open_read_only(path), "rb") as fh:
+            if self.length:
+                check_mappable(fh.fileno(), path, self.length)
             self.mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) if self.length else b""
         hdr = np.frombuffer(self.mm, ">i8", count=4) if self.length >= INDEX_HEADER_SIZE else np.zeros(4, ">i8")
         cnt = np.frombuffer(self.mm, ">i4", count=2, offset=32) if self.length >= INDEX_HEADER_SIZE \
@@ -581,6 +600,8 @@ class Verifier:
         self.counts[check] += 1
         self.by_severity[sev] += 1
         if self.opt.max_findings is None or self.counts[check] <= self.opt.max_findings:
+            file, detail = _text(file), _text(detail)  # a non-UTF-8 name on disk: shown escaped
+            extra = {k: _text(v) if isinstance(v, str) else v for k, v in extra.items()}
             self._pending.append(Finding(check, sev, file, offset, detail, extra))
 
     def _drain(self) -> Iterator[Finding]:
@@ -616,13 +637,15 @@ class Verifier:
         cfg = self.config
         self._infer_sizes()
         yield from self._drain()
-        pid = lock_holder(self.root)
+        pid = None if self._not_regular(self.root / "lock") else lock_holder(self.root)
         if pid is not None:
             self._add("store.live-broker", "lock", 0, f"pid {pid} holds the lock: the broker is running, "
                       "so files may change while they are checked")
         p = cfg.checkpoint_path
         self.checkpoint = None
-        if p.exists():
+        if self._not_regular(p):
+            pass
+        elif p.exists():
             try:
                 self.checkpoint = StoreCheckpoint.read(p)
             except StoreError as e:
@@ -648,6 +671,19 @@ class Verifier:
         for f in self.index_files:
             f.close()
 
+    def _not_regular(self, path: Path) -> bool:
+        """Whether ``path`` exists (links followed) but is not a regular file: then it is a
+        ``store.not-regular`` finding, and the caller skips it (opening a FIFO could hang,
+        mapping a device could read forever)."""
+        try:
+            st = os.stat(path)
+        except OSError:
+            return False
+        if stat.S_ISREG(st.st_mode):
+            return False
+        self._add("store.not-regular", self.rel(path), None, f"{kind_of(st.st_mode)} where a store file belongs")
+        return True
+
     # -------------------------------------------------------- sizes
     def _infer_sizes(self) -> None:
         """Like ``StoreConfig.infer_sizes`` but a disagreeing file is a finding, not the end."""
@@ -661,6 +697,7 @@ class Verifier:
         ]
         for attr, label, files, _check in kinds:
             sizes = Counter(p.stat().st_size for p in files)
+            sizes.pop(0, None)  # an empty file tells no size (it is a file-size finding later)
             if not sizes:
                 continue
             want = cfg.cq_file_size if label == "cq" else getattr(cfg, attr)
@@ -715,7 +752,7 @@ class Verifier:
                     self._add("cq.file-name", self.rel(q), None, "queue directory name is not a queue id",
                               severity=WARNING)
                     continue
-                mq = _Queue(t.name, int(q.name), q, size, self.root)
+                mq = _Queue(t.name, int(q.name), q, size, self.root, self._not_regular)
                 self.files["consumequeue"] += len(mq.mfq.files)
                 for s in mq.mfq.strays:
                     self._add("cq.file-name", self.rel(s), None, "not a 20-digit offset: the broker cannot load it")
@@ -741,10 +778,12 @@ class Verifier:
         cfg = self.config
         self.index_files: list[_IndexFile] = []
         try:
-            paths = sorted(p for p in cfg.index_dir.iterdir() if p.is_file() and not p.name.startswith("."))
+            paths = sorted(p for p in cfg.index_dir.iterdir() if not p.name.startswith("."))
         except (FileNotFoundError, NotADirectoryError):
             paths = []
         for p in paths:
+            if self._not_regular(p):
+                continue
             f = self.open_index_file(p)
             if self.retire_index_files:
                 f.unload()
@@ -998,6 +1037,10 @@ class Verifier:
         self.files["commitlog"] = len(files)
         for s in mfq.strays:
             self._add("commitlog.file-name", self.rel(s), None, "not a 20-digit offset: the broker cannot load it")
+        for p in mfq.not_regular:
+            self._not_regular(p)
+        mfq.files = [f for f in mfq.files if not self._not_regular(f.path)]  # skipped: a gap follows
+        files = mfq.files
         self.cl_min = files[0].file_from_offset if files else 0
         self.cl_end = self.cl_min
         self.delay_table = cfg.delay_level_table
@@ -1560,7 +1603,7 @@ class Verifier:
         c = self._check_at(off)
         f, o = mq.file_of(L)
         if c is not None and c.status is Status.VALID and c.message.queue_offset == L and \
-                c.message.queue_id == mq.qid and c.message.topic_bytes == mq.topic.encode():
+                c.message.queue_id == mq.qid and c.message.topic_bytes == mq.topic.encode("utf-8", "surrogateescape"):
             self._add("cq.superseded", f, o, f"{mq.topic}/{mq.qid}: queue offset {L} is used by the messages at "
                       f"{msg_at} and {off}; the unit points at {off} (duplicate queue offset after a restart, §2.6)",
                       physical_offset=msg_at, topic=mq.topic, queue_id=mq.qid)
@@ -1688,7 +1731,7 @@ class Verifier:
         if c.status is not Status.VALID or c.message is None:
             return f"no readable message starts there ({c.reason or c.status.value})"
         m = c.message
-        if m.topic_bytes != mq.topic.encode() or m.queue_id != mq.qid:
+        if m.topic_bytes != mq.topic.encode("utf-8", "surrogateescape") or m.queue_id != mq.qid:
             queues = (m.properties.get("INNER_MULTI_DISPATCH") or "").split(",")
             offsets = (m.properties.get("INNER_MULTI_QUEUE_OFFSET") or "").split(",")
             if mq.topic in queues and len(queues) == len(offsets) and \
