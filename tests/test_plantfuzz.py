@@ -26,24 +26,6 @@ import plantfuzz  # noqa: E402
 # (xfail is not strict, so a fixed case just shows as XPASS until then). Nothing else in
 # this file, nor in the harness, hides a failure.
 KNOWN_FAILING: dict[tuple[str, str], str] = {
-    ("link-out:commitlog-last", "generate"): "appends through a commit-log link to a file outside",
-    ("link-dangling:lock", "generate"): "creates the target of a dangling lock link outside",
-    ("link-dangling:commitlog-first", "verify"): "FileNotFoundError traceback on a dangling commit-log link",
-    ("dir-link:index", "generate"): "writes index files into a symlinked index/ outside",
-    ("dir-link:index", "expire"): "deletes index files through a symlinked index/ outside",
-    ("temp-link:.rebuild-index.journal.tmp", "rebuild-in-place"): "creates the journal temp's link target outside",
-    ("temp-link:checkpoint.tmp", "generate"): "creates the checkpoint temp's link target outside",
-    ("journal-link:cleanup", "rebuild-recover"): "rmtree through a symlinked directory the journal names",
-    ("fifo:lock", "verify"): "hangs on a FIFO lock",
-    ("fifo:journal", "rebuild-dry-run"): "hangs on a FIFO journal",
-    ("dev-zero:topics.json", "generate"): "MemoryError reading topics.json -> /dev/zero",
-    ("sparse:checkpoint", "rebuild-in-place"): "copies an 8 GiB sparse checkpoint densely (EFBIG under the cap)",
-    ("nested-json:topics.json", "generate"): "RecursionError on 200 k-deep topics.json",
-    ("name:commitlog-int64", "verify"): "OverflowError on commit-log file 99999999999999999999",
-    ("name:topic-non-utf8", "verify"): "UnicodeEncodeError on a non-UTF-8 topic directory",
-    ("fs:ro", "rebuild-in-place"): "EROFS traceback",
-    ("fs:full", "verify"): "SIGBUS reading a hole on a full tmpfs",
-    ("fs:full", "rebuild-output"): "SIGBUS on a full tmpfs",
 }
 # ---------------------------------------------------------------------------------------
 

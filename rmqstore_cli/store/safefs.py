@@ -73,6 +73,8 @@ def kind_of(mode: int) -> str:
 def os_error(e: OSError, path: os.PathLike | str, doing: str) -> StoreError:
     """One error line for an ``OSError`` while ``doing`` something to ``path``."""
     text = _ERRNO_TEXT.get(e.errno, e.strerror or str(e))
+    if e.errno == errno.ENOENT and os.path.islink(path):
+        text = f"a symbolic link to nothing ({os.readlink(path)})"
     return StoreError(f"cannot {doing}: {text}", path=path)
 
 

@@ -93,7 +93,7 @@ ERROR, WARNING, INFO = "error", "warning", "info"
 #: Every check id, its severity when it fires, and what it means. Ids are stable.
 CHECKS: dict[str, tuple[str, str]] = {
     "store.live-broker": (WARNING, "a live broker holds the store's lock; files change under the check"),
-    "store.not-regular": (ERROR, "a FIFO, device, socket or directory where a store file belongs: the broker "
+    "store.not-regular": (ERROR, "a FIFO, device, socket, directory or dangling link where a store file belongs: the broker "
                                  "cannot load it, and verify skips it"),
     "commitlog.file-name": (ERROR, "a commit-log file name is not a 20-digit offset aligned to the file size"),
     "commitlog.file-size": (ERROR, "a commit-log file's length is not mappedFileSizeCommitLog (§10.3)"),
@@ -677,11 +677,17 @@ class Verifier:
         mapping a device could read forever)."""
         try:
             st = os.stat(path)
-        except OSError:
-            return False
-        if stat.S_ISREG(st.st_mode):
-            return False
-        self._add("store.not-regular", self.rel(path), None, f"{kind_of(st.st_mode)} where a store file belongs")
+        except FileNotFoundError:
+            if not os.path.islink(path):
+                return False
+            what = f"a symbolic link to nothing ({os.readlink(path)})"
+        except OSError as e:
+            what = f"unreadable ({e.strerror})"
+        else:
+            if stat.S_ISREG(st.st_mode):
+                return False
+            what = kind_of(st.st_mode)
+        self._add("store.not-regular", self.rel(path), None, f"{what} where a store file belongs")
         return True
 
     # -------------------------------------------------------- sizes
