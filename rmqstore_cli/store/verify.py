@@ -467,6 +467,8 @@ class _Queue:
             if entry is None:
                 continue
             sel = np.flatnonzero(fidx == b)
+            if not sel.size:
+                continue
             at = logical[sel] - b
             u = entry[0][at]
             found[sel] = True
