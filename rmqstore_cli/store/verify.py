@@ -20,6 +20,10 @@ How it reads, fast and in bounded memory:
   and reports the unreadable byte range.
 * Consume-queue units and index entries are checked against each batch as it passes
   (numpy look-ups by queue offset and by physical offset), so the store is read once.
+* Memory is bounded by a file, not by the store (issue 22): index entries are read as a
+  window as the scan passes them (:meth:`_IndexFile.entries_in`), consume-queue pages
+  are released as read, and which units and entries were accounted for is kept as runs
+  (:class:`Marks`), not a byte per message.
 
 Broker-normal artefacts (STORE-FORMAT §10.10) are info, never errors.
 """
