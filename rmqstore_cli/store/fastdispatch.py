@@ -21,6 +21,7 @@ and falls back to the per-record path otherwise:
 """
 from __future__ import annotations
 
+import mmap
 from dataclasses import dataclass
 
 import numpy as np
@@ -433,6 +434,8 @@ def put_keys(svc, hashes: np.ndarray, phy: np.ndarray, ts: np.ndarray) -> None:
             raise RuntimeError("index file full right after creation")
         put_block(f, hashes[i:i + k], phy[i:i + k], ts[i:i + k])
         i += k
+        if f.is_write_full():  # its pages leave before the next file fills
+            release_whole(f)
     svc.keys_put += n
 
 
@@ -501,5 +504,26 @@ def put_block(f: IndexFile, h: np.ndarray, phy: np.ndarray, ts: np.ndarray) -> N
 
 def release_index(f: IndexFile, upto_entry: int) -> None:
     release_pages(f.mm, f.entries_base, f.entries_base + upto_entry * INDEX_ENTRY_SIZE)
+
+
+def release_whole(f: IndexFile) -> None:
+    """Every page of ``f``'s mapping, its last partial page too."""
+    release_pages(f.mm, 0, f.length + (-f.length) % mmap.PAGESIZE)
+
+
+def release_index_pages(svc) -> None:
+    """After a block: the written pages of the index files leave this process (the data
+    stays in the page cache and the files), the last file's entries so far and every full
+    file whole, its slots too (20 MB a default file, touched at random: without this they
+    stayed resident, one more set per 20 M keys, issue 22). Each full file is released once."""
+    files = svc.files
+    if not files:
+        return
+    last = files[-1]
+    release_index(last, last.header.index_count)
+    done = getattr(svc, "released_files", 0)
+    for f in files[done:len(files) - 1]:
+        release_whole(f)
+    svc.released_files = max(done, len(files) - 1)
 
 

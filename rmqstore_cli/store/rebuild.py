@@ -52,7 +52,7 @@ from rmqstore_cli.store.commitlog import CommitLog, ScanEnd, Status, check_messa
 from rmqstore_cli.store.config import StoreConfig
 from rmqstore_cli.store.dispatch import Dispatcher
 from rmqstore_cli.store.batch import body_crcs, file_array, release_pages, walk_records
-from rmqstore_cli.store.fastdispatch import FastDispatcher, release_index
+from rmqstore_cli.store.fastdispatch import FastDispatcher, release_index_pages
 from rmqstore_cli.store.lock import StoreLock, abort_exists, refuse_if_live
 from rmqstore_cli.store.mapped_files import MappedFile, fsync_dir
 
@@ -226,9 +226,8 @@ def dispatch_log(config: StoreConfig, dispatcher: Dispatcher, *, abort: bool,
             recovering = i >= rec
 
             def after_block(end_pos: int) -> None:
-                if dispatcher.index is not None and dispatcher.index.files:
-                    last = dispatcher.index.files[-1]
-                    release_index(last, last.header.index_count)
+                if dispatcher.index is not None:
+                    release_index_pages(dispatcher.index)
                 if progress:
                     progress(rep.files, done_bytes + end_pos, total_bytes, fd.messages)
 

@@ -20,6 +20,10 @@ How it reads, fast and in bounded memory:
   and reports the unreadable byte range.
 * Consume-queue units and index entries are checked against each batch as it passes
   (numpy look-ups by queue offset and by physical offset), so the store is read once.
+* Memory is bounded by a file, not by the store (issue 22): index entries are read as a
+  window as the scan passes them (:meth:`_IndexFile.entries_in`), consume-queue pages
+  are released as read, and which units and entries were accounted for is kept as runs
+  (:class:`Marks`), not a byte per message.
 
 Broker-normal artefacts (STORE-FORMAT §10.10) are info, never errors.
 """
@@ -297,7 +301,119 @@ def _data_extent(path: Path) -> int | None:
         os.close(fd)
 
 
+# ---------------------------------------------------------------- marks
+
+class Marks:
+    """Which of ``size`` positions (a queue's units, an index file's entries) the scan
+    accounted for: ``marks[idx] = True`` as :class:`numpy.ndarray` of bools would take it
+    (an index array or a slice), read back by :meth:`unmarked`.
+
+    Kept as sorted disjoint [start, end) runs, so a queue or index file the scan meets in
+    order costs one run however many messages it holds (the bool array this replaces
+    held a byte per message: ~1 MB per million messages, per queue and index file,
+    issue 22). Marks that come in order extend the open run in place; others wait in
+    ``_pending`` (at most ``PENDING`` positions) and are merged into the runs. Marks
+    scattered over more runs than a byte per position would cost (a damaged store) turn
+    the runs into such a byte array: bounded by the queue or index file either way."""
+
+    PENDING = 1 << 16
+
+    def __init__(self, size: int):
+        self.size = size
+        self.starts = np.zeros(0, np.int64)
+        self.ends = np.zeros(0, np.int64)
+        self.bits: np.ndarray | None = None
+        self._open: list[int] | None = None  # the run marks in order extend: [start, end)
+        self._pending: list[tuple[np.ndarray, np.ndarray]] = []  # runs not merged yet
+        self._waiting = 0
+
+    def __setitem__(self, idx, value) -> None:
+        if value is not True:
+            raise ValueError("marks are only ever set")
+        if self.bits is not None:
+            self.bits[idx] = True
+            return
+        if isinstance(idx, slice):
+            a, b, step = idx.indices(self.size)
+            if step != 1:
+                idx = np.arange(a, b, step)
+            else:
+                if b > a:
+                    self._add_run(a, b)
+                return
+        idx = np.asarray(idx, np.int64).ravel()
+        if not idx.size:
+            return
+        a, b = int(idx[0]), int(idx[-1]) + 1
+        if b - a == idx.size and (idx.size == 1 or bool(np.all(idx[1:] - idx[:-1] == 1))):
+            self._add_run(a, b)
+            return
+        self._queue(idx, idx + 1)
+
+    def _add_run(self, a: int, b: int) -> None:
+        o = self._open
+        if o is not None and o[0] <= a <= o[1]:
+            o[1] = max(o[1], b)
+            return
+        if o is not None:
+            self._queue(np.array([o[0]], np.int64), np.array([o[1]], np.int64))
+        self._open = [a, b]
+
+    def _queue(self, starts: np.ndarray, ends: np.ndarray) -> None:
+        self._pending.append((starts, ends))
+        self._waiting += starts.size
+        if self._waiting >= self.PENDING:
+            self._merge()
+
+    def _merge(self) -> None:
+        """Fold the open run and the waiting marks into the runs (or the byte array)."""
+        parts = [(self.starts, self.ends), *self._pending]
+        if self._open is not None:
+            parts.append((np.array([self._open[0]], np.int64), np.array([self._open[1]], np.int64)))
+        self._open, self._pending, self._waiting = None, [], 0
+        s = np.concatenate([p[0] for p in parts])
+        e = np.concatenate([p[1] for p in parts])
+        o = np.argsort(s, kind="stable")
+        s, e = s[o], np.maximum.accumulate(e[o])
+        new = np.ones(s.size, bool)
+        new[1:] = s[1:] > e[:-1]  # a run that starts after all before it ended (adjacent runs join)
+        first = np.flatnonzero(new)
+        self.starts = s[first]
+        self.ends = e[np.r_[first[1:] - 1, s.size - 1]] if s.size else e
+        if self.starts.size > max(64, self.size // 16):  # 16 bytes a run: a byte a position is less
+            bits = np.zeros(self.size, bool)
+            for a, b in zip(self.starts.tolist(), self.ends.tolist()):
+                bits[a:b] = True
+            self.bits = bits
+            self.starts = self.ends = np.zeros(0, np.int64)
+
+    def unmarked(self, a: int, b: int) -> np.ndarray:
+        """Positions in ``[a, b)`` never marked, in order."""
+        if self._open is not None or self._pending:
+            self._merge()
+        if self.bits is not None:
+            return np.flatnonzero(~self.bits[a:b]) + a
+        i0 = int(np.searchsorted(self.ends, a, "right"))
+        i1 = int(np.searchsorted(self.starts, b, "left"))
+        if i0 >= i1:
+            return np.arange(a, b)
+        d = np.zeros(b - a + 1, np.int32)
+        d[np.maximum(self.starts[i0:i1], a) - a] += 1  # runs are disjoint and apart: no repeats
+        d[np.minimum(self.ends[i0:i1], b) - a] -= 1
+        return np.flatnonzero(np.cumsum(d[:-1]) == 0) + a
+
+    def nbytes(self) -> int:
+        """What the marks hold (for tests: it must not grow with marks made in order)."""
+        held = self.starts.nbytes + self.ends.nbytes + sum(x.nbytes + y.nbytes for x, y in self._pending)
+        return held + (self.bits.nbytes if self.bits is not None else 0)
+
+
 # ---------------------------------------------------------------- per-queue state
+
+#: Units of a queue read (and their mapped pages released) at a time by the end search and
+#: the finish: verify's memory does not grow with a queue's length.
+UNIT_CHUNK = 1 << 16
+
 
 class _Queue:
     """One consume queue's files as numpy views, its end, and which units were accounted for."""
@@ -311,15 +427,17 @@ class _Queue:
             not_regular(p)
         self.mfq.files = [f for f in self.mfq.files if not not_regular(f.path)]  # skipped: a gap
         self.files: dict[int, tuple[np.ndarray, str]] = {}
+        self.maps: dict[int, object] = {}  # the files' mappings, whose pages reads release
         for f in self.mfq.files:
             buf = f.buffer()
             n = len(buf) // CQ_STORE_UNIT_SIZE
             units = np.frombuffer(buf, UNIT_DTYPE, count=n) if n else np.zeros(0, UNIT_DTYPE)
             self.files[f.file_from_offset // CQ_STORE_UNIT_SIZE] = (units, self.rel(f.path))
+            self.maps[f.file_from_offset // CQ_STORE_UNIT_SIZE] = buf
         bases = sorted(self.files)
         self.base = bases[0] if bases else 0
         self.end = self._find_end(bases)
-        self.matched = np.zeros(max(0, self.end - self.base), bool)
+        self.matched = Marks(max(0, self.end - self.base))
 
     def rel(self, p: Path) -> str:
         return os.path.relpath(p, self.root)
@@ -333,13 +451,25 @@ class _Queue:
             extent = _data_extent(self.dir / f"{b * CQ_STORE_UNIT_SIZE:020d}")
             if extent is not None and extent < units.size * CQ_STORE_UNIT_SIZE:
                 units = units[: extent // CQ_STORE_UNIT_SIZE + 1]  # a hole follows: zero units
-            bad = np.flatnonzero((units["commitlog_offset"] < 0) | (units["size"] <= 0))
-            if len(bad):
-                return b + int(bad[0])
+            bad = self._first_invalid(b, units)
+            if bad is not None:
+                return b + bad
             end = b + len(units)
             if len(units) < self.per:
                 return end
         return end
+
+    def _first_invalid(self, b: int, units: np.ndarray) -> int | None:
+        """Index of the first unit of file ``b`` with offset < 0 or size <= 0, read
+        ``UNIT_CHUNK`` units at a time, their pages released (a queue's last three files
+        are read whole: 18 MB a queue at the default size if the pages stayed)."""
+        for a in range(0, units.size, UNIT_CHUNK):
+            u = units[a:a + UNIT_CHUNK]
+            bad = np.flatnonzero((u["commitlog_offset"] < 0) | (u["size"] <= 0))
+            release_pages(self.maps[b], a * CQ_STORE_UNIT_SIZE, (a + u.size) * CQ_STORE_UNIT_SIZE)
+            if bad.size:
+                return a + int(bad[0])
+        return None
 
     def units_at(self, logical: np.ndarray):
         """(found mask, offset, size, tags) for logical unit indices below the end."""
@@ -360,11 +490,16 @@ class _Queue:
             if entry is None:
                 continue
             sel = np.flatnonzero(fidx == b)
-            u = entry[0][logical[sel] - b]
+            if not sel.size:
+                continue
+            at = logical[sel] - b
+            u = entry[0][at]
             found[sel] = True
             off[sel] = u["commitlog_offset"]
             size[sel] = u["size"]
             tags[sel] = u["tags_code"]
+            # the units are copied: their pages leave this process (the scan reads each once)
+            release_pages(self.maps[b], int(at.min()) * CQ_STORE_UNIT_SIZE, (int(at.max()) + 1) * CQ_STORE_UNIT_SIZE)
         return found, off, size, tags
 
     def file_of(self, logical: int) -> tuple[str, int]:
@@ -374,6 +509,7 @@ class _Queue:
 
     def close(self) -> None:
         self.files.clear()
+        self.maps.clear()
         self.mfq.close()
 
 
@@ -402,7 +538,14 @@ class _IndexFile:
         self.entries = self.phy = self.hash = self.sorted_phy = self.order = None
         self._phy_range: tuple[int, int] | None = None  # (min, max) entry offset, once known
         self.phy_ordered: bool | None = None  # entries in offset order (known once phy_range read them)
-        self.checked = np.zeros(self.entry_count, bool)
+        self.checked = Marks(self.entry_count)
+        #: Entries in offset order read as the scan passes them (:meth:`entries_in`), never
+        #: all at once: the window [_wa, _wa + len(_wphy)) and the next entry to read.
+        self.stream = False
+        self._wa = self._next = 0
+        self._wphy = np.zeros(0, np.int64)
+        self._whash = np.zeros(0, np.int32)
+        self._wlo: int | None = None
 
     @property
     def phy_min(self) -> int:
@@ -484,8 +627,62 @@ class _IndexFile:
             self.mm.madvise(mmap.MADV_DONTNEED)
 
     def ensure_loaded(self) -> None:
-        if self.phy is None:
+        if self.phy is None and not self.stream:
             self.load()
+
+    def entries_in(self, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(entry array indices, offsets, hashes) of the entries pointing into ``[lo, hi)``.
+
+        Streaming (entries in offset order, the scan's ``lo`` never going back): a window
+        read ``INDEX_CHUNK`` entries at a time, entries below ``lo`` dropped, so memory is
+        what one batch of records points at, not 12 bytes an entry of the whole index file
+        (240 MB for a full default file, issue 22). Otherwise the whole file's arrays."""
+        if not self.stream:
+            self.ensure_loaded()
+            sel = self.in_range(lo, hi)
+            if not sel.size or self.order is not None:
+                return sel, self.phy[sel], self.hash[sel]
+            run = slice(int(sel[0]), int(sel[-1]) + 1)  # entries in offset order: a run of them, sliced
+            return sel, self.phy[run], self.hash[run]
+        if self._wlo is not None and lo < self._wlo:  # the scan went back: read again from the start
+            self._wa = self._next = 0
+            self._wphy, self._whash = self._wphy[:0], self._whash[:0]
+        self._wlo = lo
+        k = int(np.searchsorted(self._wphy, lo, "left"))
+        wphy, whash = self._wphy[k:], self._whash[k:]
+        self._wa += k
+        E = self.entry_count
+        while self._next < E and (not wphy.size or wphy[-1] < hi):
+            a = self._next
+            b = min(E, a + INDEX_CHUNK)
+            p, h = self.columns(a, b, "phy_offset", "key_hash")
+            self._next = b
+            if wphy.size:
+                wphy, whash = np.concatenate([wphy, p]), np.concatenate([whash, h])
+            else:  # the window was empty (it starts at a): skip what lies below lo
+                k = int(np.searchsorted(p, lo, "left"))
+                self._wa = a + k
+                wphy, whash = p[k:], h[k:]
+        self._wphy, self._whash = wphy, whash
+        n = int(np.searchsorted(wphy, hi, "left"))
+        return np.arange(self._wa, self._wa + n), wphy[:n], whash[:n]
+
+    def entry_phy(self, i: int) -> int:
+        """Offset of entries array index ``i`` (from the arrays if loaded, else read)."""
+        if self.phy is not None:
+            return int(self.phy[i])
+        return int(self.columns(i, i + 1, "phy_offset")[0][0])
+
+    def unchecked(self):
+        """(first index, unchecked entry indices, their offsets) per chunk of ``INDEX_CHUNK``
+        entries that has any: offsets from the arrays if loaded, else read from the file."""
+        for a in range(0, self.entry_count, INDEX_CHUNK):
+            b = min(self.entry_count, a + INDEX_CHUNK)
+            un = self.checked.unmarked(a, b)
+            if not un.size:
+                continue
+            phy = self.phy[un] if self.phy is not None else self.columns(a, b, "phy_offset")[0][un - a]
+            yield a, un, np.asarray(phy, np.int64)
 
     def entry_offset(self, i: int) -> int:
         """Byte offset of entry number ``i + 1`` (entries array index i)."""
@@ -500,8 +697,13 @@ class _IndexFile:
     def retire(self) -> None:
         """The scan has passed every entry's offset: keep what ``_finish_index`` reads (the
         entries never matched, the first and the last), free the rest and the mapping, so
-        verify's memory does not grow with the number of index files."""
-        keep = np.union1d(np.flatnonzero(~self.checked), [0, self.phy.size - 1])
+        verify's memory does not grow with the number of index files. A streaming file
+        drops its window (its pages are released as read; the finish reads what it needs)."""
+        if self.stream:
+            self._wphy, self._whash = self._wphy[:0], self._whash[:0]
+            self.retired = True
+            return
+        keep = np.union1d(self.checked.unmarked(0, self.phy.size), [0, self.phy.size - 1])
         self.phy = _Sparse(self.phy.size, keep, self.phy[keep])
         self.entries = self.hash = self.sorted_phy = self.order = None
         self.retired = True
@@ -577,6 +779,9 @@ class Verifier:
 
     #: Free an index file's arrays and mapping once the scan has passed all its entries.
     retire_index_files = True
+    #: Read the entries of an index file in offset order as the scan passes them
+    #: (:meth:`_IndexFile.entries_in`) instead of loading the whole file.
+    stream_index_files = True
     #: the compiled loops from the first record (a pipeline task over one large file)
     big_job = False
 
@@ -793,6 +998,7 @@ class Verifier:
             f = self.open_index_file(p)
             if self.retire_index_files:
                 f.unload()
+            f.stream = self.stream_index_files and bool(f.phy_ordered)
             self.index_files.append(f)
         self.check_index_order()
 
@@ -966,6 +1172,7 @@ class Verifier:
             first.links(a, h, prev)
             del h, phy, diff, prev, steps
         f._phy_range = (lo, hi)
+        f.phy_ordered = back_n == 0
         first.finish()
         del first
         for t0 in range(T, E, T):  # later target ranges: one more pass over the links each
@@ -1698,15 +1905,17 @@ class Verifier:
             if n <= 0:
                 self._cq_tail(mq)
                 continue
-            un = np.flatnonzero(~mq.matched)
             pre = expired = 0
-            if un.size:
+            for a in range(0, n, UNIT_CHUNK):  # the units no message accounted for, a chunk at a time
+                un = mq.matched.unmarked(a, min(n, a + UNIT_CHUNK))
+                if not un.size:
+                    continue
                 L = un + mq.base
                 found, off, size, tags = mq.units_at(L)
                 is_pre = (off == 0) & (size == PRE_BLANK_SIZE) & (tags == 0)
-                pre = int(is_pre.sum())
+                pre += int(is_pre.sum())
                 is_exp = ~is_pre & (off < cl_min) & (off >= 0)
-                expired = int(is_exp.sum())
+                expired += int(is_exp.sum())
                 rest = np.flatnonzero(found & ~is_pre & ~is_exp)
                 for j in rest.tolist():
                     why = self._why_not_message(int(off[j]), mq, int(L[j]))
@@ -1772,16 +1981,10 @@ class Verifier:
         for f in self.index_active:
             if f.end_phy < lo and f.begin_phy < lo and f.phy_max < lo:
                 continue
-            f.ensure_loaded()
-            sel = f.in_range(lo, hi)
+            sel, ephy, eh = f.entries_in(lo, hi)
             if not sel.size:
                 continue
             f.checked[sel] = True
-            if f.order is None:  # entries in offset order: a run of them, sliced
-                run = slice(int(sel[0]), int(sel[-1]) + 1)
-                ephy, eh = f.phy[run], f.hash[run]
-            else:
-                ephy, eh = f.phy[sel], f.hash[sel]
             j = np.searchsorted(absP, ephy)
             is_start = (j < absP.size) & (absP[np.minimum(j, absP.size - 1)] == ephy)
             ep = (ephy - lo) * (1 << 31) + eh
@@ -1813,38 +2016,45 @@ class Verifier:
                               f"message at {int(absP[m])} is in no index file", physical_offset=int(absP[m]))
 
     def _finish_index(self) -> None:
+        """The entries no record accounted for, a chunk of the file at a time (two passes
+        when some are neither expired nor beyond the end: the counts come first)."""
         for f in self.index_files:
-            f.ensure_loaded()
-            if not f.phy.size:
+            if not f.entry_count:
                 continue
-            un = np.flatnonzero(~f.checked)
-            if not un.size:
-                self._index_header_times(f)
-                continue
-            phy = f.phy[un]
-            below = phy < self.cl_min
-            if below.any():
-                self._add("index.expired", f.rel, f.entry_offset(int(un[below][0])),
-                          f"{int(below.sum())} entries point below the commit log's first offset {self.cl_min}",
-                          count=int(below.sum()))
-            beyond = phy >= self.cl_end
-            if beyond.any():
-                self._add("index.beyond-end", f.rel, f.entry_offset(int(un[beyond][0])),
-                          f"{int(beyond.sum())} entries point at or beyond the end of the commit log's data "
-                          f"({self.cl_end}), e.g. {int(phy[beyond][0])}", count=int(beyond.sum()))
-            rest = un[~below & ~beyond]
-            for e in rest.tolist():
-                off = int(f.phy[e])
-                c = self._check_at(off)
-                why = self._no_file_reason(off) if c is None else "it lies in unreadable bytes"
-                self._add("index.entry-target", f.rel, f.entry_offset(e), f"entry {e + 1} -> {off}: {why}",
-                          physical_offset=off)
+            below_n = beyond_n = rest_n = 0
+            below_at = beyond_at = beyond_phy = None
+            for _, un, phy in f.unchecked():
+                below = phy < self.cl_min
+                beyond = phy >= self.cl_end
+                if below.any():
+                    below_at = int(un[below][0]) if below_at is None else below_at
+                    below_n += int(below.sum())
+                if beyond.any():
+                    if beyond_at is None:
+                        beyond_at, beyond_phy = int(un[beyond][0]), int(phy[beyond][0])
+                    beyond_n += int(beyond.sum())
+                rest_n += int((~below & ~beyond).sum())
+            if below_n:
+                self._add("index.expired", f.rel, f.entry_offset(below_at),
+                          f"{below_n} entries point below the commit log's first offset {self.cl_min}",
+                          count=below_n)
+            if beyond_n:
+                self._add("index.beyond-end", f.rel, f.entry_offset(beyond_at),
+                          f"{beyond_n} entries point at or beyond the end of the commit log's data "
+                          f"({self.cl_end}), e.g. {beyond_phy}", count=beyond_n)
+            for _, un, phy in (f.unchecked() if rest_n else ()):
+                rest = np.flatnonzero((phy >= self.cl_min) & (phy < self.cl_end))
+                for e, off in zip(un[rest].tolist(), phy[rest].tolist()):
+                    c = self._check_at(off)
+                    why = self._no_file_reason(off) if c is None else "it lies in unreadable bytes"
+                    self._add("index.entry-target", f.rel, f.entry_offset(e), f"entry {e + 1} -> {off}: {why}",
+                              physical_offset=off)
             self._index_header_times(f)
 
     def _index_header_times(self, f: _IndexFile) -> None:
         """endTimestamp is the store time of the last entry's message; beginTimestamp the first's."""
-        for which, e, stored, hoff in (("end", f.phy.size - 1, f.end_ts, 8), ("begin", 0, f.begin_ts, 0)):
-            c = self._check_at(int(f.phy[e]))
+        for which, e, stored, hoff in (("end", f.entry_count - 1, f.end_ts, 8), ("begin", 0, f.begin_ts, 0)):
+            c = self._check_at(f.entry_phy(e))
             if c is None or c.message is None or c.status is not Status.VALID:
                 continue
             if c.message.store_timestamp != stored:
