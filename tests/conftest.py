@@ -1,6 +1,8 @@
 """Shared test fixtures: the real-broker stores in ../shared/fixtures and generated stores."""
 from __future__ import annotations
 
+import contextlib
+
 import json
 import os
 import shutil
@@ -108,3 +110,16 @@ def spark():
     s = sp.session("local[2]")
     yield s
     s.stop()
+
+
+@contextlib.contextmanager
+def tmpfs(path: Path, size: str):
+    """A small tmpfs at ``path`` (root only); skipped where mounting is not permitted."""
+    path.mkdir(parents=True, exist_ok=True)
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {r.stderr.decode().strip()}")
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], check=False)

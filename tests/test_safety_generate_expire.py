@@ -419,3 +419,14 @@ def test_generate_never_hangs_on_a_fifo_and_writes_nothing(small_store, where):
     assert r.returncode in (3, 4), r.stderr
     assert "FIFO" in one_error_line(r)
     assert digest(small_store) == before
+
+
+def test_generate_at_the_end_of_a_long_offset_is_one_line(small_store):
+    """A commit-log file named 09223372036854775807 (Long.MAX_VALUE) leaves no room for a
+    record: generate --append said ``struct.error: int too large to convert`` (plantfuzz)."""
+    files = sorted((small_store / "commitlog").iterdir())
+    files[-1].rename(files[-1].with_name(f"{(1 << 63) - 1:020d}"))
+    before = digest(small_store, skip=("lock",))
+    line = one_error_line(append(small_store))
+    assert "Long.MAX_VALUE" in line and f"{(1 << 63) - 1:020d}" in line
+    assert digest(small_store, skip=("lock",)) == before

@@ -3,7 +3,6 @@ assumes, its journal and checkpoint backup, full and read-only disks, crafted ti
 sizes. Each test failed before its fix."""
 from __future__ import annotations
 
-import contextlib
 import errno
 import json
 import os
@@ -14,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import cli, generate, run, tree_digest
+from conftest import cli, generate, run, tmpfs, tree_digest
 from rmqstore_cli.store.commitlog import AppendSpec, CommitLog
 from rmqstore_cli.store.config import StoreConfig
 from rmqstore_cli.store.rebuild import JOURNAL
@@ -244,18 +243,6 @@ def test_checkpoint_backup_only_copies_a_checkpoint_sized_file(small_store, kind
 
 
 # ------------------------------------------------------------------ 5. full and read-only disks (#22)
-
-@contextlib.contextmanager
-def tmpfs(path: Path, size: str):
-    """A small tmpfs at ``path`` (root only); skipped where mounting is not permitted."""
-    path.mkdir(parents=True, exist_ok=True)
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True)
-    if r.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {r.stderr.decode().strip()}")
-    try:
-        yield path
-    finally:
-        subprocess.run(["umount", "-l", str(path)], check=False)
 
 
 @pytest.mark.parametrize("only", ["cq", "index"])

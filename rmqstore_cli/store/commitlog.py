@@ -37,7 +37,7 @@ from rmqstore_cli.formats.derive import field_offset, fixed_fields_format
 from rmqstore_cli.formats.properties import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR
 from rmqstore_cli.store.config import StoreConfig
 from rmqstore_cli.store.crc import crc32
-from rmqstore_cli.store.mapped_files import MappedFile, MappedFileQueue, release_pages
+from rmqstore_cli.store.mapped_files import MAX_FILE_OFFSET, MappedFile, MappedFileQueue, release_pages
 from rmqstore_cli.store.message import Message, offset_msg_id
 
 _HEAD = struct.Struct(HEAD_FORMAT)
@@ -402,12 +402,15 @@ class CommitLog:
         elif spec.queue_offset is not None:
             queue_offset = spec.queue_offset
         phy = f.file_from_offset + pos
+        if phy + size > MAX_FILE_OFFSET:  # a Java long: CommitLog offsets never pass Long.MAX_VALUE
+            raise StoreError(f"the commit log ends at offset {phy}: no room for a {size}-byte message below "
+                             "Long.MAX_VALUE", path=f.path, offset=pos)
         _I64.pack_into(record, _QUEUE_OFFSET_POS, queue_offset)
         _I64.pack_into(record, _PHY_POS, phy)
         if self.config.enabled_append_prop_crc and not spec.raw_properties:
             crc = crc32(memoryview(record)[:size - CRC32_RESERVED_LEN]) & 0x7FFFFFFF
             record[size - 11:size - 1] = crc_property_value(crc).encode()
-        f.buffer()[pos:pos + size] = record
+        f.write(pos, record)
         self._write_offset = phy + size
         msg_id = offset_msg_id(spec.store_host[0], spec.store_host[1], phy)
         return AppendResult(phy, size, queue_offset, msg_id, spec.store_timestamp, bytes(record))
@@ -426,7 +429,7 @@ class CommitLog:
 
     def _write_blank(self, f: MappedFile, pos: int) -> None:
         """The 8-byte BLANK: int32 bytes-left-in-file, int32 0xCBD43194; the rest stays zero."""
-        f.buffer()[pos:pos + END_FILE_MIN_BLANK_LENGTH] = _PREFIX.pack(self.file_size - pos, MAGIC_BLANK)
+        f.write(pos, _PREFIX.pack(self.file_size - pos, MAGIC_BLANK))
         self._write_offset = f.end_offset
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rmqstore_cli.errors import FileSizeError, StoreError
-from rmqstore_cli.store.safefs import check_mappable, kind_of, make_dirs, open_for_write, open_read_only, os_error
+from rmqstore_cli.store.safefs import check_mappable, kind_of, make_dirs, open_for_write, open_read_only, os_error, reserve
 
 
 #: The largest start offset a file name can have: ``Long.parseLong`` refuses a larger one.
@@ -48,6 +48,11 @@ class MappedFile:
     _mm: mmap.mmap | None = field(default=None, repr=False)
     #: Where a writable file may lie (``StoreConfig.write_roots``); None: its own directory.
     roots: list[Path] | None = field(default=None, repr=False)
+    #: Bytes from the start already allocated on disk (:meth:`write`).
+    reserved: int = field(default=0, repr=False)
+
+    #: A writer allocates this much ahead of what it writes (one fallocate per 4 MiB).
+    RESERVE_CHUNK = 4 << 20
 
     @property
     def name(self) -> str:
@@ -78,6 +83,21 @@ class MappedFile:
             finally:
                 os.close(fd)
         return self._mm
+
+    def write(self, pos: int, data: bytes) -> None:
+        """``data`` at ``pos`` of a writable file, through its mapping. The range is allocated
+        first (``safefs.reserve``, a chunk ahead): on a full disk a store to a hole of a shared
+        mapping is a SIGBUS no handler turns into an error line; this says ENOSPC instead."""
+        end = pos + len(data)
+        if end > self.reserved:
+            new = min(self.file_size, max(end, self.reserved + self.RESERVE_CHUNK))
+            fd = open_for_write(self.path, self.roots or [self.path.parent])
+            try:
+                reserve(fd, self.reserved, new - self.reserved, self.path)
+            finally:
+                os.close(fd)
+            self.reserved = new
+        self.buffer()[pos:end] = data
 
     def close(self) -> None:
         if self._mm is not None:
