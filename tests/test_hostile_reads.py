@@ -448,3 +448,17 @@ def test_completion_with_hostile_topic_names(small_store):
     plant(small_store / "config" / "topics.json", "fifo")
     names = complete_topic(SimpleNamespace(params={"store": str(small_store)}), "")
     assert "OrderTopic" in names and not any("\udcff" in n for n in names)
+
+
+def test_a_mapping_the_process_cannot_have_is_one_line(small_store, tmp_path):
+    """A 4 GiB sparse CQ file under a 2 GiB address-space limit: verify died with
+    ``OSError: [Errno 12] Cannot allocate memory`` from mmap (plantfuzz sparse:cq);
+    safefs.map_file makes it one line naming the file."""
+    cq = sorted((small_store / "consumequeue").glob("*/*/0*"))[0]
+    os.truncate(cq, 4 << 30)
+    code = ("import resource, sys; resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30));"
+            "from rmqstore_cli.app import main; sys.argv[0] = 'rmqstore'; main()")
+    r = subprocess.run([sys.executable, "-c", code, "dump-cq", "--file", str(cq), "--no-resolve"],
+                       capture_output=True, timeout=HANG)
+    assert b"Traceback" not in r.stderr
+    one_line(r, 3, "address space", str(cq))

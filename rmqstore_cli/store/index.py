@@ -7,7 +7,6 @@ timeDiff and counter rules, and ``IndexService``'s roll (STORE-FORMAT §5).
 from __future__ import annotations
 
 import datetime as _dt
-import mmap
 import os
 import struct
 from dataclasses import dataclass
@@ -23,7 +22,7 @@ from rmqstore_cli.formats.index import (
     SLOT_FORMAT,
 )
 from rmqstore_cli.store import safefs
-from rmqstore_cli.store.safefs import check_mappable, make_dirs, open_for_write, open_read_only, os_error
+from rmqstore_cli.store.safefs import check_mappable, make_dirs, map_file, open_for_write, open_read_only, os_error
 from rmqstore_cli.store.message import index_key_hash
 
 _HEADER = struct.Struct(HEADER_FORMAT)
@@ -73,7 +72,7 @@ class IndexFile:
                                  hint="pass the broker's --index-slots/--index-max or --broker-conf")
             if not writable:
                 check_mappable(fd, path, length)
-            self.mm = mmap.mmap(fd, length, access=mmap.ACCESS_WRITE if writable else mmap.ACCESS_READ)
+            self.mm = map_file(fd, length, path, write=writable)
         finally:
             os.close(fd)
         self.length = length

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rmqstore_cli.errors import FileSizeError, StoreError
-from rmqstore_cli.store.safefs import check_mappable, kind_of, make_dirs, open_for_write, open_read_only, os_error, reserve
+from rmqstore_cli.store.safefs import (check_mappable, kind_of, make_dirs, map_file, open_for_write, open_read_only,
+                                       os_error, reserve)
 
 
 #: The largest start offset a file name can have: ``Long.parseLong`` refuses a larger one.
@@ -78,8 +79,7 @@ class MappedFile:
                     return b""
                 if not self.writable:
                     check_mappable(fd, self.path, length)
-                access = mmap.ACCESS_WRITE if self.writable else mmap.ACCESS_READ
-                self._mm = mmap.mmap(fd, length, access=access)
+                self._mm = map_file(fd, length, self.path, write=self.writable)
             finally:
                 os.close(fd)
         return self._mm

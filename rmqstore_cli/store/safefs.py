@@ -59,6 +59,7 @@ _ERRNO_TEXT = {
     errno.EISDIR: "is a directory",
     errno.EEXIST: "already exists",
     errno.ENOENT: "no such file or directory",
+    errno.ENOMEM: "not enough memory or address space",
 }
 
 
@@ -106,6 +107,20 @@ def open_read_only(path, flags: int = 0) -> int:
         raise os_error(e, path, "open for reading") from None
     _check_regular(fd, path)
     return fd
+
+
+def map_file(fd: int, length: int, path, write: bool = False):
+    """``mmap`` of ``length`` bytes of ``fd`` (read-only unless ``write``); a mapping the
+    process cannot have (ENOMEM under an address-space limit, a huge sparse file) is one
+    StoreError naming the file instead of an OSError traceback."""
+    import mmap
+
+    try:
+        return mmap.mmap(fd, length, access=mmap.ACCESS_WRITE if write else mmap.ACCESS_READ)
+    except (OSError, ValueError, OverflowError) as e:
+        if isinstance(e, OSError):
+            raise os_error(e, path, f"map {length} bytes") from None
+        raise StoreError(f"cannot map {length} bytes: {e}", path=path) from None
 
 
 def read_bounded(path, limit: int, what: str = "file") -> bytes:
