@@ -1,6 +1,8 @@
 """``rmqstore export``: commit logs to a Parquet dataset, on the local engine or on Spark."""
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -68,7 +70,6 @@ def export(
     output is a directory (mounted on every executor of a cluster); to hdfs:, s3a:, gs:
     or abfs: URIs Spark's own writer does. Unreadable ranges are listed in the summary, as dump-commitlog warns.
     """
-    import sys
 
     from rmqstore_cli.errors import UsageError
     from rmqstore_cli.pipeline.tasks import expand_stores, file_tasks
@@ -101,11 +102,15 @@ def export(
         except ImportError:
             raise UsageError("export needs pyarrow", hint="pip install 'rmqstore[spark]'") from None
         try:
+            output.mkdir(parents=True, exist_ok=True)
+        except OSError as e:  # read-only or full file system, no permission: before pyarrow starts
+            from rmqstore_cli.store.safefs import os_error
+
+            raise os_error(e, output, "create the output directory") from None
+        try:
             result = local.export(tasks, output)
         except OSError as e:  # pyarrow's write errors are OSErrors (ArrowIOError)
-            from rmqstore_cli.errors import StoreError
-
-            raise StoreError(f"cannot write the dataset: {str(e).splitlines()[0][:300]}", path=output) from None
+            _die_after_pyarrow(f"cannot write the dataset: {str(e).splitlines()[0][:300]}", output)
     for s in result["unreadable"]:
         print(f"rmqstore: warning: {s['store']}: {s['detail']} at offset {s['offset']} ({s['file']}); "
               "the rest of that file was skipped", file=sys.stderr)
@@ -127,3 +132,15 @@ def _check_output_dir(output: Path) -> None:
         what = "--output" if p == output else f"--output's parent {p}"
         raise UsageError(f"{what} is a file, where the dataset's directory belongs", path=p,
                          hint="pass a directory (it is created if missing)")
+
+
+def _die_after_pyarrow(message: str, output: Path) -> None:
+    """One error line and exit 3 at once. When ``write_dataset`` fails part-way, its writer
+    threads still hold the batch generator, and a normal interpreter exit then aborts in
+    ``PyGILState_Release`` (SIGABRT, a page of 'Fatal Python error'): so no clean-up runs."""
+    from rmqstore_cli.errors import StoreError
+
+    print(f"rmqstore: error: {StoreError(message, path=output)}", file=sys.stderr)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(StoreError.exit_code)
