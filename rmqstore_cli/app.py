@@ -48,6 +48,7 @@ COMMANDS = (
     "generate",
     "dump_commitlog",
     "dump_cq",
+    "search_offset",
     "index_lookup",
     "decode_msgid",
     "expire",
