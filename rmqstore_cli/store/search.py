@@ -194,13 +194,25 @@ def first_at_or_after(cq: ConsumeQueue, reader: TimeReader, when: int) -> Search
             lo = j + 1
     res = SearchResult(cq.topic, cq.queue_id, when, "first", lo, None, lo0, end)
     _describe_answer(cq, reader, res)
+    _probe_last(cq, reader, max(lo, end - 64), end, probes)  # one more read: a step back before the end shows
     probes.sort()
     back = [(a, b) for (a, ta), (b, tb) in zip(probes, probes[1:]) if tb < ta]
     if back:
         a, b = back[0]
-        res.notes.append(f"store times go backwards between offsets {a} and {b} (a clock step?): this is a "
-                         "boundary, not necessarily the first such unit; --scan reads every unit")
+        res.notes.append(f"store times go backwards between offsets {a} and {b} (a clock step?): the "
+                         "answer is a boundary, not necessarily the first unit at or after the time; --scan "
+                         "reads every unit")
     return res
+
+
+def _probe_last(cq: ConsumeQueue, reader: TimeReader, stop: int, end: int, probes: list[tuple[int, int]]) -> None:
+    """Add the last readable unit of ``[stop, end)`` to ``probes``."""
+    for i in range(end - 1, stop - 1, -1):
+        u = _unit(cq, i)
+        ts = reader.checked(u[0], u[1])[0] if u is not None else None
+        if ts is not None:
+            probes.append((i, ts))
+            return
 
 
 def scan_first_at_or_after(cq: ConsumeQueue, reader: TimeReader, when: int) -> SearchResult:
