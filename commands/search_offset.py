@@ -29,7 +29,7 @@ EPILOG = """Examples:
 
   rmqstore search-offset --topic OrderTopic --time 1795317650625 --broker --broker-version 4.9
 
-  rmqstore search-offset --topic OrderTopic --time 10:00 --broker --broker-version 5 --boundary upper
+  rmqstore search-offset --topic OrderTopic --time 2026-11-22T10:00 --broker --broker-version 5 --boundary upper
 
 Without --broker the answer is the first unit of [min, max) stored at or after TIME (max
 if none), found by binary search over the units' messages. --broker gives what the

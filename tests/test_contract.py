@@ -117,6 +117,18 @@ def test_dump_cq_records(sample):
     _json_equals_jsonl("dump-cq", m["topic"], str(m["queue_id"]), "--store", s)
 
 
+def test_search_offset_records(sample):
+    s, m = sample["store"], sample["msg"]
+    for extra in ((), ("--scan",), ("--broker", "--broker-version", "4.9"), ("--broker", "--broker-version", "5"),
+                  ("--broker", "--broker-version", "5", "--boundary", "upper")):
+        _check_all(jsonl("search-offset", "--store", s, "--topic", m["topic"], "--time", str(m["store_timestamp"]),
+                         *extra), lambda r: "search-offset")
+    recs = jsonl("search-offset", "--store", s, "--topic", m["topic"], "--time", "+1d")
+    _check_all(recs, lambda r: "search-offset")
+    assert all(r["offset"] == r["max_offset"] and r["store_timestamp"] is None for r in recs)
+    _json_equals_jsonl("search-offset", "--store", s, "--topic", m["topic"], "--time", str(m["store_timestamp"]))
+
+
 def test_index_lookup_records(sample):
     s, m = sample["store"], sample["msg"]
     recs = jsonl("index-lookup", m["keys"][0], "--store", s, "--show-collisions", "--max", "0")
