@@ -49,6 +49,7 @@ COMMANDS = (
     "dump_commitlog",
     "dump_cq",
     "search_offset",
+    "consumer_progress",
     "index_lookup",
     "decode_msgid",
     "expire",
