@@ -129,6 +129,20 @@ def test_search_offset_records(sample):
     _json_equals_jsonl("search-offset", "--store", s, "--topic", m["topic"], "--time", str(m["store_timestamp"]))
 
 
+def test_consumer_progress_records(small_store_master, tmp_path):
+    import shutil
+
+    s = tmp_path / "store"
+    shutil.copytree(small_store_master, s)
+    (s / "config").mkdir(exist_ok=True)
+    (s / "config" / "consumerOffset.json").write_text(  # fastjson: integer keys unquoted
+        '{"offsetTable":{"OrderTopic@g1":{0:5,1:0,2:99999999},"Gone@g1":{0:3}}}', encoding="utf-8")
+    recs = jsonl("consumer-progress", "--store", s)
+    _check_all(recs, lambda r: "consumer-progress")
+    assert {r["status"] for r in recs} == {"ok", "beyond-max", "no-queue"}
+    _json_equals_jsonl("consumer-progress", "--store", s)
+
+
 def test_index_lookup_records(sample):
     s, m = sample["store"], sample["msg"]
     recs = jsonl("index-lookup", m["keys"][0], "--store", s, "--show-collisions", "--max", "0")
