@@ -129,6 +129,13 @@ def test_search_offset_records(sample):
     _json_equals_jsonl("search-offset", "--store", s, "--topic", m["topic"], "--time", str(m["store_timestamp"]))
 
 
+def test_dump_cq_messages_records(sample):
+    s, m = sample["store"], sample["msg"]
+    recs = jsonl("dump-cq", m["topic"], str(m["queue_id"]), "--store", s, "--messages", "--limit", "50")
+    _check_all(recs, lambda r: "cq-unit")
+    assert any(r["message"] == {**m} for r in recs if r["cq_offset"] == m["queue_offset"])
+
+
 def test_consumer_progress_records(small_store_master, tmp_path):
     import shutil
 
