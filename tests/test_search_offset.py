@@ -204,6 +204,18 @@ def test_expired_units_are_below_min_and_never_the_answer(tmp_path):
         assert got["offset"] == live[0], extra
 
 
+def test_queue_whose_every_unit_expired_answers_max(tmp_path):
+    """SCHEDULE_TOPIC_XXXX/17's one unit lies in commit-log file 3: with files 0-3 gone the
+    queue holds nothing readable; min = max as 5.x's ConsumeQueue#correctMinOffset sets it."""
+    d = fixture_dir("4.9.7")
+    store = _copy(d / "store", tmp_path / "store")
+    for i in range(4):
+        (store / "commitlog" / f"{i * 65536:020d}").unlink()
+    for extra in ((), ("--scan",), ("--broker", "--broker-version", "5")):
+        got = _search(store, d / "broker.conf", "SCHEDULE_TOPIC_XXXX", 0, "--queue-id", "17", *extra)[17]
+        assert (got["offset"], got["min_offset"], got["max_offset"], got["store_timestamp"]) == (1, 1, 1, None), extra
+
+
 def test_unreadable_message_takes_the_next_readable_time(tmp_path):
     """A unit whose record is damaged is not skipped: it counts with the next readable unit."""
     d = fixture_dir("4.9.7")

@@ -169,8 +169,10 @@ def _first_live(cq: ConsumeQueue, start: int, end: int) -> int:
 
 def first_at_or_after(cq: ConsumeQueue, reader: TimeReader, when: int) -> SearchResult:
     """The first unit of ``[min, max)`` whose message was stored at or after ``when`` (module
-    docstring: unreadable units, clock steps), by bisection: O(log n) messages read."""
-    lo0, end = cq.min_offset(reader.min_offset), cq.max_offset
+    docstring: unreadable units, clock steps), by bisection: O(log n) messages read. The min
+    offset is 5.x's (a queue whose every unit expired has min = max), so such a queue answers
+    its max offset."""
+    lo0, end = min_logic_offset(cq, reader, "5") // CQ_STORE_UNIT_SIZE, cq.max_offset
     lo = _first_live(cq, lo0, end)
     hi = end
     probes: list[tuple[int, int]] = []
@@ -218,7 +220,7 @@ def _probe_last(cq: ConsumeQueue, reader: TimeReader, stop: int, end: int, probe
 def scan_first_at_or_after(cq: ConsumeQueue, reader: TimeReader, when: int) -> SearchResult:
     """The same question answered by reading every unit in order: exact even when the store's
     clock stepped back. Unreadable units before the answer count with it, as in the search."""
-    lo0, end = cq.min_offset(reader.min_offset), cq.max_offset
+    lo0, end = min_logic_offset(cq, reader, "5") // CQ_STORE_UNIT_SIZE, cq.max_offset
     answer, run = end, None
     for i in range(_first_live(cq, lo0, end), end):
         u = _unit(cq, i)
