@@ -55,7 +55,9 @@ def consumer_progress(
 
     The offsets are read from config/consumerOffset.json exactly as the broker loads them
     (ConfigManager#load: fastjson's text, integer map keys unquoted; a missing, empty or
-    undecodable file falls back to consumerOffset.json.bak, said on stderr). lag is the
+    undecodable file falls back to consumerOffset.json.bak, said on stderr), and so are
+    lmqConsumerOffset.json (LMQ groups) and delayOffset.json (the delay service's progress
+    in SCHEDULE_TOPIC_XXXX, queue = delay level - 1, group ScheduleMessageService). lag is the
     broker's diff, max offset - consumer offset. An offset below the queue's min offset
     (its messages expired: status behind-min) or above its max (the broker corrects it at
     the next pull: beyond-max) is flagged; no-queue: the store has no such consume queue.
@@ -63,44 +65,53 @@ def consumer_progress(
 
     JSON fields: group, topic, queue_id, consumer_offset, min_offset, max_offset, lag,
     next_store_timestamp (store time of the next message to consume: how old the backlog
-    is; null when none is waiting), status (ok, behind-min, beyond-max, no-queue), file.
+    is; null when none is waiting), status (ok, behind-min, beyond-max, no-queue), file;
+    delay_level on delayOffset.json's rows.
     """
     import sys
 
     from rmqstore_cli.commands.common import open_store
     from rmqstore_cli.errors import NotFound
     from rmqstore_cli.render import Output, safe_text
-    from rmqstore_cli.store.offsets import CONSUMER_OFFSET_FILE, consumer_progress as progress, load_consumer_offsets
+    from rmqstore_cli.store import offsets
     from rmqstore_cli.times import format_ms, parse_tz
 
     zone = parse_tz(tz)
     ms = open_store(store, broker_conf, tz, allow_odd_size, commitlog_file_size=commitlog_file_size,
                     cq_file_size=cq_file_size)
     config_dir = ms.config.root / "config"
-    loaded = load_consumer_offsets(config_dir)
-    for w in loaded.warnings:
-        print(f"rmqstore: warning: {safe_text(w)}", file=sys.stderr)
-    if not loaded.table:
-        raise NotFound("no consumer offsets", path=config_dir / CONSUMER_OFFSET_FILE,
+    sources = [offsets.load_consumer_offsets(config_dir),
+               offsets.load_consumer_offsets(config_dir, offsets.LMQ_CONSUMER_OFFSET_FILE, optional=True),
+               offsets.load_consumer_offsets(config_dir, offsets.DELAY_OFFSET_FILE, offsets.decode_delay_table,
+                                             optional=True)]
+    for loaded in sources:
+        for w in loaded.warnings:
+            print(f"rmqstore: warning: {safe_text(w)}", file=sys.stderr)
+    if not any(loaded.table for loaded in sources):
+        raise NotFound("no consumer offsets", path=config_dir / offsets.CONSUMER_OFFSET_FILE,
                        hint="the broker has no committed offset (or the files are absent)")
-    source = loaded.path.name if loaded.path is not None else None
-    out = Output(fmt.value, COLUMNS, title=f"consumer progress ({loaded.path})")
+    out = Output(fmt.value, COLUMNS, title=f"consumer progress ({config_dir})")
     try:
-        for row, bad_key in progress(ms, loaded.table, group, topic):
-            if row is None:
-                print(f"rmqstore: warning: offset key {safe_text(bad_key)!r} is not TOPIC@GROUP; skipped",
-                      file=sys.stderr)
-                continue
-            d = row.to_dict()
-            d["file"] = source
-            if fmt is Fmt.table:
-                ts = row.next_store_timestamp
-                d["next_store_time"] = format_ms(ts, zone) if ts is not None else ""
-            out.emit(d)
+        for loaded in sources:
+            source = loaded.path.name if loaded.path is not None else None
+            delay = source is not None and source.startswith(offsets.DELAY_OFFSET_FILE)
+            for row, bad_key in offsets.consumer_progress(ms, loaded.table, group, topic):
+                if row is None:
+                    print(f"rmqstore: warning: offset key {safe_text(bad_key)!r} is not TOPIC@GROUP; skipped",
+                          file=sys.stderr)
+                    continue
+                d = row.to_dict()
+                d["file"] = source
+                if delay:
+                    d["delay_level"] = row.queue_id + 1  # ScheduleMessageService#queueId2DelayLevel
+                if fmt is Fmt.table:
+                    ts = row.next_store_timestamp
+                    d["next_store_time"] = format_ms(ts, zone) if ts is not None else ""
+                out.emit(d)
     finally:
         out.close()
     if not out.count:
         what = " and ".join(x for x in (f"group '{safe_text(group)}'" if group else "",
                                         f"topic '{safe_text(topic)}'" if topic else "") if x)
         raise NotFound(f"no consumer offset of {what}" if what else "no consumer offset",
-                       path=loaded.path, hint="run without --group/--topic to list them all")
+                       path=config_dir, hint="run without --group/--topic to list them all")

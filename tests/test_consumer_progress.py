@@ -129,7 +129,7 @@ def test_no_files_is_a_negative_answer(tmp_path):
     d = fixture_dir("4.9.7")
     store = _copy(d / "store", tmp_path / "store")
     rows, err = _progress(store, d / "broker.conf", code=1)
-    assert "the broker starts with no consumer offsets" in err
+    assert "consumerOffset.json.bak is absent: the broker starts with no offsets from it" in err
     assert err.splitlines()[-1].startswith("rmqstore: no consumer offsets")
 
 
@@ -208,3 +208,36 @@ def test_generated_store_table_and_json(tmp_path):
     assert (row["lag"], row["next_store_timestamp"], row["status"]) == (150, units[0]["store_timestamp"], "ok")
     t = cli("consumer-progress", "--store", store, *SMALL[:4], "--tz", "UTC")
     assert t.exit_code == 0 and "150" in t.stdout and topic[:10] in t.stdout
+
+
+def test_delay_and_lmq_offsets_ScheduleMessageService_decode(real):
+    """delayOffset.json: delay level -> offset in SCHEDULE_TOPIC_XXXX queue level - 1
+    (ScheduleMessageService#delayLevel2QueueId), 5.x adds dataVersion; lmqConsumerOffset.json
+    has consumerOffset.json's form."""
+    store, conf, expected = real
+    cfg = store / "config"
+    (cfg / "consumerOffset.json").write_text(fastjson_compact({"AuditTopic@g": {0: 1}}))
+    (cfg / "delayOffset.json").write_text(
+        '{\n\t"dataVersion":{\n\t\t"counter":3,\n\t\t"stateVersion":0,\n\t\t"timestamp":1795317680000\n\t},'
+        '\n\t"offsetTable":{1:2,2:0,18:1\n\t}\n}')
+    (cfg / "lmqConsumerOffset.json").write_text(fastjson_pretty({"%LMQ%orders@lmq-g": {0: 4}}))
+    rows, err = _progress(store, conf)
+    assert err == ""
+    delay = [r for r in rows if r["file"] == "delayOffset.json"]
+    assert [(r["group"], r["topic"], r["queue_id"], r["delay_level"]) for r in delay] == [
+        ("ScheduleMessageService", "SCHEDULE_TOPIC_XXXX", 0, 1), ("ScheduleMessageService", "SCHEDULE_TOPIC_XXXX", 1, 2),
+        ("ScheduleMessageService", "SCHEDULE_TOPIC_XXXX", 17, 3 * 6)]
+    for r in delay:
+        want = _expect(expected, "SCHEDULE_TOPIC_XXXX", r["queue_id"], r["consumer_offset"])
+        assert {k: r[k] for k in want} == want
+    [lmq] = [r for r in rows if r["file"] == "lmqConsumerOffset.json"]
+    assert (lmq["group"], lmq["topic"], lmq["status"]) == ("lmq-g", "%LMQ%orders", "no-queue")
+    rows, _ = _progress(store, conf, "--group", "ScheduleMessageService")
+    assert len(rows) == 3
+    (cfg / "delayOffset.json").write_text("{1:")  # torn, no .bak: ConfigManager#loadBak returns true, empty
+    rows, err = _progress(store, conf)
+    assert not [r for r in rows if r["topic"] == "SCHEDULE_TOPIC_XXXX"]
+    assert "delayOffset.json.bak is absent: the broker starts with no offsets from it" in err
+    (cfg / "delayOffset.json.bak").write_text("[")  # a .bak that does not decode: the broker would not start
+    r = run("consumer-progress", "--store", store, "--broker-conf", conf)
+    assert r.returncode == 3 and "neither delayOffset.json nor delayOffset.json.bak decodes" in r.stderr.decode()

@@ -17,6 +17,11 @@ from rmqstore_cli.errors import StoreError
 from rmqstore_cli.store import safefs
 
 CONSUMER_OFFSET_FILE = "consumerOffset.json"  # BrokerPathConfigHelper#getConsumerOffsetPath
+LMQ_CONSUMER_OFFSET_FILE = "lmqConsumerOffset.json"  # BrokerPathConfigHelper#getLmqConsumerOffsetPath
+DELAY_OFFSET_FILE = "delayOffset.json"  # StorePathConfigHelper#getDelayOffsetStorePath
+SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"  # TopicValidator.RMQ_SYS_SCHEDULE_TOPIC
+#: The name delay-level rows carry as their group: the delay service is the "consumer".
+DELAY_GROUP = "ScheduleMessageService"
 #: Larger than any real offset table (a key and a few numbers per group, topic and queue).
 OFFSET_FILE_LIMIT = 32 << 20
 TOPIC_GROUP_SEPARATOR = "@"
@@ -40,9 +45,8 @@ def quote_int_keys(text: str) -> str:
     return _BARE_KEY.sub(lambda m: m[0] if m[1] is None else f'{m[1]}"{m[2]}"{m[3]}', text)
 
 
-def decode_offset_table(data: bytes) -> dict[str, dict[int, int]]:
-    """``ConsumerOffsetManager#decode``: the ``offsetTable`` map, each value a map of queue id
-    (int) to offset (long). Anything fastjson could not bind to those types is a DecodeError."""
+def _fastjson_object(data: bytes):
+    """The top-level object of a fastjson file (None for ``null``), or a DecodeError."""
     import orjson
 
     text = data.decode("utf-8", "replace")  # MixAll#file2String: new String(bytes), malformed input replaced
@@ -53,10 +57,45 @@ def decode_offset_table(data: bytes) -> dict[str, dict[int, int]]:
             obj = orjson.loads(quote_int_keys(text))
     except orjson.JSONDecodeError as e:
         raise DecodeError(f"not fastjson's JSON: {e.msg}", e.pos) from None
+    if obj is not None and not isinstance(obj, dict):
+        raise DecodeError(f"the top level is a {type(obj).__name__}, not an object")
+    return obj
+
+
+def _int_long_map(queues: dict, key: str) -> dict[int, int]:
+    """A fastjson ``Map<Integer, Long>``; what it cannot bind is a DecodeError."""
+    row = {}
+    for qid, off in queues.items():
+        try:
+            q = int(qid)
+        except ValueError:
+            raise DecodeError(f"queue id {qid!r} of {key!r} is not an integer") from None
+        if isinstance(off, bool) or not isinstance(off, int) or not -(1 << 63) <= off < (1 << 63):
+            raise DecodeError(f"offset {off!r} of {key!r} queue {qid} is not a long")
+        if not -(1 << 31) <= q < (1 << 31):
+            raise DecodeError(f"queue id {qid} of {key!r} is not an int")
+        row[q] = off
+    return row
+
+
+def decode_delay_table(data: bytes) -> dict[str, dict[int, int]]:
+    """``ScheduleMessageService#decode`` (``DelayOffsetSerializeWrapper``): ``offsetTable`` maps a
+    delay level to the offset reached in ``SCHEDULE_TOPIC_XXXX`` queue level − 1
+    (``#delayLevel2QueueId``); returned in the consumer table's shape."""
+    obj = _fastjson_object(data)
+    table = (obj or {}).get("offsetTable") or {}
+    if not isinstance(table, dict):
+        raise DecodeError("offsetTable is not an object")
+    levels = _int_long_map(table, "offsetTable")
+    return {f"{SCHEDULE_TOPIC}@{DELAY_GROUP}": {lvl - 1: off for lvl, off in levels.items()}} if levels else {}
+
+
+def decode_offset_table(data: bytes) -> dict[str, dict[int, int]]:
+    """``ConsumerOffsetManager#decode``: the ``offsetTable`` map, each value a map of queue id
+    (int) to offset (long). Anything fastjson could not bind to those types is a DecodeError."""
+    obj = _fastjson_object(data)
     if obj is None:  # fastjson: "null" decodes to no object, and the table stays as it was
         return {}
-    if not isinstance(obj, dict):
-        raise DecodeError(f"the top level is a {type(obj).__name__}, not an object")
     table = obj.get("offsetTable", {})
     if table is None:
         table = {}
@@ -68,18 +107,7 @@ def decode_offset_table(data: bytes) -> dict[str, dict[int, int]]:
             continue
         if not isinstance(queues, dict):
             raise DecodeError(f"the offsets of {key!r} are not an object")
-        row = {}
-        for qid, off in queues.items():
-            try:
-                q = int(qid)
-            except ValueError:
-                raise DecodeError(f"queue id {qid!r} of {key!r} is not an integer") from None
-            if isinstance(off, bool) or not isinstance(off, int) or not -(1 << 63) <= off < (1 << 63):
-                raise DecodeError(f"offset {off!r} of {key!r} queue {qid} is not a long")
-            if not -(1 << 31) <= q < (1 << 31):
-                raise DecodeError(f"queue id {qid} of {key!r} is not an int")
-            row[q] = off
-        out[key] = row
+        out[key] = _int_long_map(queues, key)
     return out
 
 
@@ -101,16 +129,22 @@ def _read(path: Path) -> bytes | None:
     return safefs.read_bounded(path, OFFSET_FILE_LIMIT, what=path.name)
 
 
-def load_consumer_offsets(config_dir: Path) -> OffsetTable:
-    """``ConfigManager#load`` then ``#loadBak`` for ``consumerOffset.json`` (module docstring).
-    A file over the size cap, or not a regular file, is an error (StoreError), not a fallback."""
-    main = config_dir / CONSUMER_OFFSET_FILE
-    bak = config_dir / (CONSUMER_OFFSET_FILE + ".bak")
+def load_consumer_offsets(config_dir: Path, name: str = CONSUMER_OFFSET_FILE, decode=decode_offset_table,
+                          optional: bool = False) -> OffsetTable:
+    """``ConfigManager#load`` then ``#loadBak`` for ``consumerOffset.json`` (or ``name``, read by
+    ``decode``; module docstring). A file over the size cap, or not a regular file, is an error
+    (StoreError), not a fallback. ``optional``: no warning when neither file exists."""
+    import os
+
+    main = config_dir / name
+    bak = config_dir / (name + ".bak")
+    if optional and not os.path.lexists(main) and not os.path.lexists(bak):
+        return OffsetTable({}, None)
     warnings: list[str] = []
     data = _read(main)
     if data:
         try:
-            return OffsetTable(decode_offset_table(data), main)
+            return OffsetTable(decode(data), main)
         except DecodeError as e:
             at = f":{e.offset}" if e.offset is not None else ""
             warnings.append(f"{main}{at} does not decode ({e.what}); the broker loads {bak.name} instead "
@@ -121,10 +155,10 @@ def load_consumer_offsets(config_dir: Path) -> OffsetTable:
     bdata = _read(bak)
     if not bdata:
         warnings.append(f"{bak} is {'empty' if bdata is not None else 'absent'}: the broker starts with no "
-                        "consumer offsets")
+                        "offsets from it")
         return OffsetTable({}, None, warnings)
     try:
-        return OffsetTable(decode_offset_table(bdata), bak, warnings)
+        return OffsetTable(decode(bdata), bak, warnings)
     except DecodeError as e:
         raise StoreError(f"neither {main.name} nor {bak.name} decodes ({e.what}): the broker would not start",
                          path=bak, offset=e.offset,
