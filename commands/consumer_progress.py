@@ -1,7 +1,6 @@
 """``rmqstore consumer-progress``: who is behind (mqadmin consumerProgress, offline)."""
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
