@@ -28,19 +28,31 @@ EPILOG = """Examples:
   rmqstore dump-cq --file ~/store/consumequeue/OrderTopic/3/00000000000006000000 --no-resolve
 
   rmqstore dump-cq --summary --format jsonl        # min/max offsets of every queue
+
+  rmqstore dump-cq OrderTopic 3 --from 1000 --limit 5 --messages   # like mqadmin queryMsgByOffset
 """
 
-def _table_columns():
+#: --messages, in the table: the message behind each unit (mqadmin queryMsgByOffset's fields).
+MESSAGE_KEYS = ("msg_id", "born_host", "body_size")
+
+
+def _table_columns(messages: bool = False):
     """Numbers right-aligned and wide enough for a size (maxMessageSize: 7 digits) and a tags
-    hash (11); keys cut at 40 cells; the problems last, unpadded."""
+    hash (11); keys cut at 40 cells; the problems last, unpadded. ``messages`` (--messages):
+    the message behind each unit as well, mqadmin queryMsgByOffset's fields (an offset msgId
+    has 32 hex digits, 40 for an IPv6 store host)."""
     from rmqstore_cli.render import Col
 
-    return [
+    cols = [
         Col("cq_offset", "cq offset", right=True), Col("commitlog_offset", "commitlog offset", right=True),
         Col("size", "size", right=True, width=7), Col("tags_code", "tags code", right=True, width=11),
         Col("store_time", "store time", width=23, cap=23), Col("keys", "keys", cap=40, slack=8),
         Col("status", "status", width=9), Col("problems", "problems"),
     ]
+    if messages:  # before the unpadded problems column
+        cols[-1:-1] = [Col(MESSAGE_KEYS[0], "msgId", width=32, cap=40), Col(MESSAGE_KEYS[1], "born host", cap=47),
+                       Col(MESSAGE_KEYS[2], "body size", right=True, width=9)]
+    return cols
 
 SUMMARY_COLUMNS = [
     ("topic", "topic"), ("queue_id", "queue"), ("min_offset", "min offset"), ("max_offset", "max offset"),
@@ -70,6 +82,9 @@ def dump_cq(
         "--resolve/--no-resolve", help="Read each unit's message and check that it agrees.")] = True,
     file: Annotated[Optional[Path], typer.Option(
         "--file", help="Dump this one consume-queue file directly (no store needed).")] = None,
+    messages: Annotated[bool, typer.Option(
+        "--messages", help="Print the message behind each unit (as dump-commitlog prints it) under message, "
+                           "like mqadmin queryMsgByOffset; null where no valid record is there.")] = False,
     summary: Annotated[bool, typer.Option(
         "--summary", help="Per queue: min and max offset, max physical offset, pre-blank units, files "
                           "(all queues, or those of TOPIC).")] = False,
@@ -87,19 +102,23 @@ def dump_cq(
     JSON fields: topic, queue_id, cq_offset, commitlog_offset, size, tags_code, file,
     pre_blank; resolved: status (ok, mismatch, pre-blank, expired, missing), agrees
     (true, false, or null when there is nothing to compare), problems, store_timestamp,
-    keys, tags, uniq_key.
+    keys, tags, uniq_key; with --messages: message (the record, as dump-commitlog prints it).
     """
     from rmqstore_cli.commands.common import DEFAULT_STORE, open_store
     from rmqstore_cli.errors import NotFound, UsageError
     from rmqstore_cli.times import parse_tz
 
     zone = parse_tz(tz)
+    if messages and (not resolve or summary):
+        raise UsageError("--messages reads each unit's message: not with --no-resolve or --summary")
     if file is not None:
         if summary:
             raise UsageError("--summary and --file do not go together")
         ms = open_store(store, broker_conf, tz, allow_odd_size, commitlog_file_size=commitlog_file_size,
                         cq_file_size=cq_file_size) if store is not None and resolve else None
-        shown = _dump_file(file, topic, queue_id, ms, from_offset, limit, fmt, zone)
+        if messages and ms is None:
+            raise UsageError("--messages with --file needs --store to read the messages from")
+        shown = _dump_file(file, topic, queue_id, ms, from_offset, limit, fmt, zone, messages)
     else:
         ms = open_store(store or DEFAULT_STORE, broker_conf, tz, allow_odd_size,
                         commitlog_file_size=commitlog_file_size, cq_file_size=cq_file_size)
@@ -117,7 +136,7 @@ def dump_cq(
             return
         if topic is None or queue_id is None:
             raise UsageError("give TOPIC and QUEUE_ID (or --file PATH, or --summary)")
-        shown = _dump_queue(ms, topic, queue_id, from_offset, limit, resolve, fmt, zone)
+        shown = _dump_queue(ms, topic, queue_id, from_offset, limit, resolve, fmt, zone, messages)
     if shown == 0:
         raise NotFound("no unit in that range")
 
@@ -135,7 +154,8 @@ def _resolver(ms, topic, queue_id):
     return resolve
 
 
-def _unit_dict(topic, queue_id, cq_offset, off, size, tags, fname, check, table: bool, zone) -> dict:
+def _unit_dict(topic, queue_id, cq_offset, off, size, tags, fname, check, table: bool, zone, ms=None) -> dict:
+    """``ms``: also the message behind the unit (--messages), as dump-commitlog prints it."""
     from rmqstore_cli.store.unit_check import is_pre_blank
     from rmqstore_cli.times import format_ms
 
@@ -153,12 +173,30 @@ def _unit_dict(topic, queue_id, cq_offset, off, size, tags, fname, check, table:
         if table:
             d["store_time"] = format_ms(m.store_timestamp, zone) if m is not None else ""
             d["problems"] = "; ".join(check.problems)
+        if ms is not None:
+            _add_message(d, check, off, ms, table)
     elif table:
         d["status"] = "pre-blank" if d["pre_blank"] else ""
     return d
 
 
-def _dump_queue(ms, topic, queue_id, from_offset, limit, resolve, fmt, zone) -> int:
+def _add_message(d: dict, check, off: int, ms, table: bool) -> None:
+    """``DefaultMessageStore#lookMessageByOffset`` for --messages: the record when it is a
+    valid message (ok or mismatch), else null."""
+    from rmqstore_cli.render import message_dict
+
+    m = check.message if check.status in ("ok", "mismatch") else None
+    if m is None:
+        d["message"] = None
+        return
+    f = ms.commitlog.queue.find(off)
+    d["message"] = message_dict(m, "none", True, f.name if f is not None else "")
+    if table:
+        for key in MESSAGE_KEYS:
+            d[key] = d["message"].get(key)
+
+
+def _dump_queue(ms, topic, queue_id, from_offset, limit, resolve, fmt, zone, messages=False) -> int:
     from rmqstore_cli.errors import NotFound
     from rmqstore_cli.render import Output
 
@@ -178,13 +216,13 @@ def _dump_queue(ms, topic, queue_id, from_offset, limit, resolve, fmt, zone) -> 
     res = _resolver(ms, topic, queue_id) if resolve else None
     start = max(from_offset or 0, cq.min_file_offset)
     stop = cq.max_offset if limit is None else min(cq.max_offset, start + limit)
-    out = Output(fmt.value, _table_columns(), title=f"{topic}/{queue_id}")
+    out = Output(fmt.value, _table_columns(messages), title=f"{topic}/{queue_id}")
     try:
         for arr, first, fname in cq.unit_arrays(start, stop):
             for j, (off, size, tags) in enumerate(arr.tolist()):
                 check = res(first + j, off, size, tags) if res else None
                 out.emit(_unit_dict(topic, queue_id, first + j, off, size, tags, fname, check,
-                                    fmt.value == "table", zone))
+                                    fmt.value == "table", zone, ms if messages else None))
     finally:
         out.close()  # the queue's read-only mappings close with the process (numpy views hold them)
     if not out.count:  # the same answer for the exact end and anything past it
@@ -194,7 +232,7 @@ def _dump_queue(ms, topic, queue_id, from_offset, limit, resolve, fmt, zone) -> 
     return out.count
 
 
-def _dump_file(path: Path, topic, queue_id, ms, from_offset, limit, fmt, zone) -> int:
+def _dump_file(path: Path, topic, queue_id, ms, from_offset, limit, fmt, zone, messages=False) -> int:
     """One CQ file on its own: units from the file's start up to its first invalid unit
     (``ConsumeQueue#recover``'s end); the file name gives the first logical offset."""
     import mmap
@@ -230,12 +268,12 @@ def _dump_file(path: Path, topic, queue_id, ms, from_offset, limit, fmt, zone) -
     lo = max(0, (from_offset or base) - base)
     hi = end if limit is None else min(end, lo + limit)
     res = _resolver(ms, topic, queue_id) if ms is not None else None
-    out = Output(fmt.value, _table_columns(), title=str(path))
+    out = Output(fmt.value, _table_columns(messages), title=str(path))
     try:
         for j, (off, size, tags) in enumerate(units[lo:hi].tolist() if hi > lo else []):
             check = res(base + lo + j, off, size, tags) if res else None
             out.emit(_unit_dict(topic, queue_id, base + lo + j, off, size, tags, path.name, check,
-                                fmt.value == "table", zone))
+                                fmt.value == "table", zone, ms if messages else None))
     finally:
         out.close()
         del units, bad

@@ -48,6 +48,8 @@ COMMANDS = (
     "generate",
     "dump_commitlog",
     "dump_cq",
+    "search_offset",
+    "consumer_progress",
     "index_lookup",
     "decode_msgid",
     "expire",

@@ -117,6 +117,41 @@ def test_dump_cq_records(sample):
     _json_equals_jsonl("dump-cq", m["topic"], str(m["queue_id"]), "--store", s)
 
 
+def test_search_offset_records(sample):
+    s, m = sample["store"], sample["msg"]
+    for extra in ((), ("--scan",), ("--broker", "--broker-version", "4.9"), ("--broker", "--broker-version", "5"),
+                  ("--broker", "--broker-version", "5", "--boundary", "upper")):
+        _check_all(jsonl("search-offset", "--store", s, "--topic", m["topic"], "--time", str(m["store_timestamp"]),
+                         *extra), lambda r: "search-offset")
+    recs = jsonl("search-offset", "--store", s, "--topic", m["topic"], "--time", "+1d")
+    _check_all(recs, lambda r: "search-offset")
+    assert all(r["offset"] == r["max_offset"] and r["store_timestamp"] is None for r in recs)
+    _json_equals_jsonl("search-offset", "--store", s, "--topic", m["topic"], "--time", str(m["store_timestamp"]))
+
+
+def test_dump_cq_messages_records(sample):
+    s, m = sample["store"], sample["msg"]
+    recs = jsonl("dump-cq", m["topic"], str(m["queue_id"]), "--store", s, "--messages", "--limit", "50")
+    _check_all(recs, lambda r: "cq-unit")
+    assert any(r["message"] == {**m} for r in recs if r["cq_offset"] == m["queue_offset"])
+
+
+def test_consumer_progress_records(small_store_master, tmp_path):
+    import shutil
+
+    s = tmp_path / "store"
+    shutil.copytree(small_store_master, s)
+    (s / "config").mkdir(exist_ok=True)
+    (s / "config" / "consumerOffset.json").write_text(  # fastjson: integer keys unquoted
+        '{"offsetTable":{"OrderTopic@g1":{0:5,1:0,2:99999999},"Gone@g1":{0:3}}}', encoding="utf-8")
+    (s / "config" / "delayOffset.json").write_text('{"offsetTable":{1:0,3:2}}', encoding="utf-8")
+    recs = jsonl("consumer-progress", "--store", s)
+    _check_all(recs, lambda r: "consumer-progress")
+    assert {"ok", "beyond-max", "no-queue"} <= {r["status"] for r in recs}
+    assert any("delay_level" in r for r in recs)
+    _json_equals_jsonl("consumer-progress", "--store", s)
+
+
 def test_index_lookup_records(sample):
     s, m = sample["store"], sample["msg"]
     recs = jsonl("index-lookup", m["keys"][0], "--store", s, "--show-collisions", "--max", "0")

@@ -1,0 +1,148 @@
+"""``rmqstore search-offset``: where in each queue is time T (the broker's searchOffset)."""
+from __future__ import annotations
+
+from enum import Enum
+from typing import Annotated, Optional
+
+import typer
+
+from rmqstore_cli.commands.common import (
+    AllowOddSizeOpt,
+    BrokerConfOpt,
+    CommitlogSizeOpt,
+    CqSizeOpt,
+    Fmt,
+    FormatOpt,
+    StoreOpt,
+    TzOpt,
+    command,
+    complete_topic,
+    DEFAULT_STORE,
+)
+
+EPILOG = """Examples:
+
+  rmqstore search-offset --store ~/store --topic OrderTopic --time 2026-11-22T10:00
+
+  rmqstore search-offset --topic OrderTopic --queue-id 3 --time -2h --format jsonl | jq .offset
+
+  rmqstore search-offset --topic OrderTopic --time 1795317650625 --broker --broker-version 4.9
+
+  rmqstore search-offset --topic OrderTopic --time 2026-11-22T10:00 --broker --broker-version 5 --boundary upper
+
+Without --broker the answer is the first unit of [min, max) stored at or after TIME (max
+if none), found by binary search over the units' messages. --broker gives what the
+broker's ConsumeQueue#getOffsetInQueueByTime returns: 4.9.x picks the consume-queue file
+by its mtime (MappedFileQueue#getMappedFileByTime), returns whichever unit with exactly
+TIME the bisection hits, else the nearer neighbour (so possibly a unit BEFORE TIME, and
+the last unit rather than max when TIME is after every message), and 0 when a message
+cannot be read; 5.x picks the file by its units' store times and answers the first unit
+at or after TIME (lower) or the last at or before it (upper), clamped to [min, max].
+"""
+
+COLUMNS = [("topic", "topic"), ("queue_id", "queue"), ("offset", "offset"), ("store_time", "store time"),
+           ("min_offset", "min offset"), ("max_offset", "max offset"), ("note", "note")]
+
+
+class BrokerVersion(str, Enum):
+    v49 = "4.9"
+    v5 = "5"
+
+
+class Boundary(str, Enum):
+    lower = "lower"
+    upper = "upper"
+
+
+def register(app: typer.Typer) -> None:
+    app.command("search-offset", epilog=EPILOG)(search_offset)
+
+
+@command
+def search_offset(
+    topic: Annotated[str, typer.Option("--topic", "-t", help="The topic.", autocompletion=complete_topic)],
+    when: Annotated[str, typer.Option(
+        "--time", help="The time: ISO 8601 (local zone if none, or --tz), epoch seconds (10 digits) or "
+                       "milliseconds (13 digits), now, or -90m/-2h/-7d.")],
+    queue_id: Annotated[Optional[int], typer.Option("--queue-id", "-q", min=0,
+                                                    help="Only this queue (default: every queue of the topic).")] = None,
+    store: StoreOpt = DEFAULT_STORE,
+    broker_conf: BrokerConfOpt = None,
+    commitlog_file_size: CommitlogSizeOpt = None,
+    cq_file_size: CqSizeOpt = None,
+    allow_odd_size: AllowOddSizeOpt = False,
+    broker: Annotated[bool, typer.Option(
+        "--broker", help="Answer exactly what the broker's ConsumeQueue#getOffsetInQueueByTime returns for "
+                         "the store's version (see below), instead of the first unit at or after TIME.")] = False,
+    broker_version: Annotated[Optional[BrokerVersion], typer.Option(
+        "--broker-version", help="With --broker: the broker version whose answer to give, when the store "
+                                 "cannot tell (a 4.9 and a 5.x store are the same bytes unless timer files "
+                                 "are there).")] = None,
+    boundary: Annotated[Boundary, typer.Option(
+        help="With --broker --broker-version 5: the BoundaryType (LOWER is the broker's default).")] = Boundary.lower,
+    scan: Annotated[bool, typer.Option(
+        "--scan", help="Read every unit instead of bisecting: the first unit at or after TIME even where the "
+                       "store's clock stepped back (slow on big queues).")] = False,
+    fmt: FormatOpt = Fmt.table,
+    tz: TzOpt = None,
+) -> None:
+    """Per queue of TOPIC: the consume-queue offset of the first message stored at or after TIME.
+
+    The number to reset consumers to after an incident (mqadmin resetOffsetByTime asks the
+    broker the same). Units whose message has expired lie below the queue's min offset and
+    are never the answer; a unit whose message cannot be read takes the time of the next
+    readable one (so a consumer rewound there does not skip it). When no message was
+    stored at or after TIME the offset is the max offset and store_timestamp is null.
+
+    JSON fields: topic, queue_id, time, method (first, scan, broker-4.9, broker-5-lower,
+    broker-5-upper), offset, store_timestamp (of the unit at offset; null at max),
+    min_offset, max_offset, note (why, when something is worth saying).
+    """
+    from rmqstore_cli.commands.common import no_such_topic, open_store
+    from rmqstore_cli.errors import NotFound, UsageError
+    from rmqstore_cli.render import Output
+    from rmqstore_cli.store import search
+    from rmqstore_cli.times import format_ms, parse_time, parse_tz
+
+    zone = parse_tz(tz)
+    t = parse_time(when, "--time", tz=zone)
+    if scan and broker:
+        raise UsageError("--scan and --broker do not go together", hint="--broker answers as the broker does")
+    if not broker and (broker_version is not None or boundary is not Boundary.lower):
+        raise UsageError("--broker-version and --boundary go with --broker")
+    ms = open_store(store, broker_conf, tz, allow_odd_size, commitlog_file_size=commitlog_file_size,
+                    cq_file_size=cq_file_size)
+    version = None
+    if broker:
+        version = broker_version.value if broker_version else search.detect_version(ms.config.root)
+        if version is None:
+            raise UsageError("--broker: cannot tell the store's broker version", path=ms.config.root,
+                             hint="pass --broker-version 4.9 or --broker-version 5")
+        if version == "4.9" and boundary is not Boundary.lower:
+            raise UsageError("--boundary is a 5.x broker's option", hint="4.9.x has no BoundaryType")
+    queues = [cq for cq in ms.consume_queues() if cq.topic == topic and (queue_id is None or cq.queue_id == queue_id)]
+    if not queues:
+        nf = no_such_topic(ms, topic)
+        if nf is not None:
+            raise nf
+        raise NotFound(f"no consume queue {topic}" + (f"/{queue_id}" if queue_id is not None else ""),
+                       path=ms.config.consumequeue_dir / topic,
+                       hint="rmqstore dump-cq --summary lists the queues")
+    reader = search.TimeReader(ms.commitlog)
+    out = Output(fmt.value, COLUMNS, title=f"{topic} at {format_ms(t, zone)}")
+    try:
+        for cq in sorted(queues, key=lambda q: q.queue_id):
+            if version == "4.9":
+                res = search.broker_49(cq, reader, t)
+            elif version == "5":
+                res = search.broker_5(cq, reader, t, boundary.value)
+            elif scan:
+                res = search.scan_first_at_or_after(cq, reader, t)
+            else:
+                res = search.first_at_or_after(cq, reader, t)
+            d = res.to_dict()
+            if fmt is Fmt.table:
+                d["store_time"] = format_ms(res.store_timestamp, zone) if res.store_timestamp is not None else ""
+            out.emit(d)
+    finally:
+        out.close()

@@ -1,0 +1,240 @@
+"""ConsumerOffsetManager's file, ``config/consumerOffset.json``, read as the broker loads it.
+
+The broker writes it with fastjson (``ConfigManager#persist``), whose integer map keys are
+not quoted — ``{"offsetTable":{"T@g":{0:250,1:250}}}`` is not strict JSON — and loads it
+with ``ConfigManager#load``: a missing or empty file, or one that does not decode, makes it
+read ``consumerOffset.json.bak`` instead (``#loadBak``); a missing or empty ``.bak`` leaves
+the table empty (the broker starts with no offsets), a ``.bak`` that does not decode stops
+the broker. Keys are ``topic@group`` (``ConsumerOffsetManager.TOPIC_GROUP_SEPARATOR``).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rmqstore_cli.errors import StoreError
+from rmqstore_cli.store import safefs
+
+CONSUMER_OFFSET_FILE = "consumerOffset.json"  # BrokerPathConfigHelper#getConsumerOffsetPath
+LMQ_CONSUMER_OFFSET_FILE = "lmqConsumerOffset.json"  # BrokerPathConfigHelper#getLmqConsumerOffsetPath
+DELAY_OFFSET_FILE = "delayOffset.json"  # StorePathConfigHelper#getDelayOffsetStorePath
+SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"  # TopicValidator.RMQ_SYS_SCHEDULE_TOPIC
+#: The name delay-level rows carry as their group: the delay service is the "consumer".
+DELAY_GROUP = "ScheduleMessageService"
+#: Larger than any real offset table (a key and a few numbers per group, topic and queue).
+OFFSET_FILE_LIMIT = 32 << 20
+TOPIC_GROUP_SEPARATOR = "@"
+
+#: A string literal (kept whole; an unterminated one runs to the end, so no position is
+#: scanned twice) or a bare integer map key after ``{`` or ``,``.
+_BARE_KEY = re.compile(r'"(?:[^"\\]|\\.)*(?:"|\\?\Z)|([{,]\s*)(-?\d+)(\s*:)', re.S)
+
+
+class DecodeError(Exception):
+    """The text is not what ``ConsumerOffsetManager#decode`` accepts (fastjson would throw)."""
+
+    def __init__(self, what: str, offset: int | None = None):
+        super().__init__(what)
+        self.what = what
+        self.offset = offset
+
+
+def quote_int_keys(text: str) -> str:
+    """fastjson's output as strict JSON: ``{0:250}`` → ``{"0":250}``; strings untouched."""
+    return _BARE_KEY.sub(lambda m: m[0] if m[1] is None else f'{m[1]}"{m[2]}"{m[3]}', text)
+
+
+def _fastjson_object(data: bytes):
+    """The top-level object of a fastjson file (None for ``null``), or a DecodeError."""
+    import orjson
+
+    text = data.decode("utf-8", "replace")  # MixAll#file2String: new String(bytes), malformed input replaced
+    try:
+        try:
+            obj = orjson.loads(text)  # strict JSON (no integer key): no rewriting needed
+        except orjson.JSONDecodeError:
+            obj = orjson.loads(quote_int_keys(text))
+    except orjson.JSONDecodeError as e:
+        raise DecodeError(f"not fastjson's JSON: {e.msg}", e.pos) from None
+    if obj is not None and not isinstance(obj, dict):
+        raise DecodeError(f"the top level is a {type(obj).__name__}, not an object")
+    return obj
+
+
+def _int_long_map(queues: dict, key: str) -> dict[int, int]:
+    """A fastjson ``Map<Integer, Long>``; what it cannot bind is a DecodeError."""
+    row = {}
+    for qid, off in queues.items():
+        try:
+            q = int(qid)
+        except ValueError:
+            raise DecodeError(f"queue id {qid!r} of {key!r} is not an integer") from None
+        if isinstance(off, bool) or not isinstance(off, int) or not -(1 << 63) <= off < (1 << 63):
+            raise DecodeError(f"offset {off!r} of {key!r} queue {qid} is not a long")
+        if not -(1 << 31) <= q < (1 << 31):
+            raise DecodeError(f"queue id {qid} of {key!r} is not an int")
+        row[q] = off
+    return row
+
+
+def decode_delay_table(data: bytes) -> dict[str, dict[int, int]]:
+    """``ScheduleMessageService#decode`` (``DelayOffsetSerializeWrapper``): ``offsetTable`` maps a
+    delay level to the offset reached in ``SCHEDULE_TOPIC_XXXX`` queue level − 1
+    (``#delayLevel2QueueId``); returned in the consumer table's shape."""
+    obj = _fastjson_object(data)
+    table = (obj or {}).get("offsetTable") or {}
+    if not isinstance(table, dict):
+        raise DecodeError("offsetTable is not an object")
+    levels = _int_long_map(table, "offsetTable")
+    return {f"{SCHEDULE_TOPIC}@{DELAY_GROUP}": {lvl - 1: off for lvl, off in levels.items()}} if levels else {}
+
+
+def decode_offset_table(data: bytes) -> dict[str, dict[int, int]]:
+    """``ConsumerOffsetManager#decode``: the ``offsetTable`` map, each value a map of queue id
+    (int) to offset (long). Anything fastjson could not bind to those types is a DecodeError."""
+    obj = _fastjson_object(data)
+    if obj is None:  # fastjson: "null" decodes to no object, and the table stays as it was
+        return {}
+    table = obj.get("offsetTable", {})
+    if table is None:
+        table = {}
+    if not isinstance(table, dict):
+        raise DecodeError("offsetTable is not an object")
+    out: dict[str, dict[int, int]] = {}
+    for key, queues in table.items():
+        if queues is None:
+            continue
+        if not isinstance(queues, dict):
+            raise DecodeError(f"the offsets of {key!r} are not an object")
+        out[key] = _int_long_map(queues, key)
+    return out
+
+
+@dataclass
+class OffsetTable:
+    """The table the broker would load, the file it came from, and what happened on the way."""
+
+    table: dict[str, dict[int, int]]
+    path: Path | None
+    warnings: list[str] = field(default_factory=list)
+
+
+def _read(path: Path) -> bytes | None:
+    """``MixAll#file2String``: None when the file does not exist."""
+    import os
+
+    if not os.path.lexists(path):
+        return None
+    return safefs.read_bounded(path, OFFSET_FILE_LIMIT, what=path.name)
+
+
+def load_consumer_offsets(config_dir: Path, name: str = CONSUMER_OFFSET_FILE, decode=decode_offset_table,
+                          optional: bool = False) -> OffsetTable:
+    """``ConfigManager#load`` then ``#loadBak`` for ``consumerOffset.json`` (or ``name``, read by
+    ``decode``; module docstring). A file over the size cap, or not a regular file, is an error
+    (StoreError), not a fallback. ``optional``: no warning when neither file exists."""
+    import os
+
+    main = config_dir / name
+    bak = config_dir / (name + ".bak")
+    if optional and not os.path.lexists(main) and not os.path.lexists(bak):
+        return OffsetTable({}, None)
+    warnings: list[str] = []
+    data = _read(main)
+    if data:
+        try:
+            return OffsetTable(decode(data), main)
+        except DecodeError as e:
+            at = f":{e.offset}" if e.offset is not None else ""
+            warnings.append(f"{main}{at} does not decode ({e.what}); the broker loads {bak.name} instead "
+                            "(ConfigManager#load)")
+    else:
+        warnings.append(f"{main} is {'empty' if data is not None else 'absent'}; the broker loads {bak.name} "
+                        "(ConfigManager#loadBak)")
+    bdata = _read(bak)
+    if not bdata:
+        warnings.append(f"{bak} is {'empty' if bdata is not None else 'absent'}: the broker starts with no "
+                        "offsets from it")
+        return OffsetTable({}, None, warnings)
+    try:
+        return OffsetTable(decode(bdata), bak, warnings)
+    except DecodeError as e:
+        raise StoreError(f"neither {main.name} nor {bak.name} decodes ({e.what}): the broker would not start",
+                         path=bak, offset=e.offset,
+                         hint="ConfigManager#loadBak fails, so BrokerController#initialize does") from None
+
+
+def split_key(key: str) -> tuple[str, str] | None:
+    """``topic@group`` → (topic, group), as ``ConsumerOffsetManager`` splits it; None when
+    the key does not have exactly one separator."""
+    parts = key.split(TOPIC_GROUP_SEPARATOR)
+    return (parts[0], parts[1]) if len(parts) == 2 else None
+
+
+@dataclass
+class Progress:
+    """One group's position in one queue, as ``mqadmin consumerProgress`` shows it."""
+
+    group: str
+    topic: str
+    queue_id: int
+    consumer_offset: int
+    min_offset: int
+    max_offset: int
+    next_store_timestamp: int | None
+    status: str  # ok, behind-min, beyond-max, no-queue
+
+    @property
+    def lag(self) -> int:
+        """The broker's diff: max offset − consumer offset (``ConsumeStats#computeTotalDiff``)."""
+        return self.max_offset - self.consumer_offset
+
+    def to_dict(self) -> dict:
+        return {"group": self.group, "topic": self.topic, "queue_id": self.queue_id,
+                "consumer_offset": self.consumer_offset, "min_offset": self.min_offset,
+                "max_offset": self.max_offset, "lag": self.lag, "next_store_timestamp": self.next_store_timestamp,
+                "status": self.status}
+
+
+def consumer_progress(store, table: dict[str, dict[int, int]], group: str | None = None,
+                      topic: str | None = None):
+    """Per ``topic@group`` key and queue of ``table`` (filtered): the consumer offset against the
+    queue's min and max offsets (``ConsumeQueue#getMinOffsetInQueue``/``#getMaxOffsetInQueue``)
+    and the store time of the next message to consume. An offset below min (the messages
+    expired) or above max (the broker corrects it at the next pull) is flagged in ``status``.
+    Yields (Progress, None) or (None, key) for a key that is not ``topic@group``."""
+    from rmqstore_cli.store.search import TimeReader
+
+    reader = None
+    queues: dict[tuple[str, int], tuple[object, int, int] | None] = {}
+    for key in sorted(table):
+        tg = split_key(key)
+        if tg is None:
+            yield None, key
+            continue
+        t, g = tg
+        if (group is not None and g != group) or (topic is not None and t != topic):
+            continue
+        for qid in sorted(table[key]):
+            off = table[key][qid]
+            if (t, qid) not in queues:
+                cq = store.consume_queue(t, qid) if qid >= 0 else None
+                if cq is None or not cq.queue.files:
+                    queues[t, qid] = None
+                else:
+                    if reader is None:
+                        reader = TimeReader(store.commitlog)
+                    queues[t, qid] = (cq, cq.min_offset(reader.min_offset), cq.max_offset)
+            q = queues[t, qid]
+            if q is None:
+                yield Progress(g, t, qid, off, 0, 0, None, "no-queue"), None
+                continue
+            cq, lo, hi = q
+            status = "behind-min" if off < lo else "beyond-max" if off > hi else "ok"
+            ts = None
+            if lo <= off < hi:
+                u = next(cq.units(off, off + 1), None)
+                if u is not None:
+                    ts = reader.checked(u.commitlog_offset, u.size)[0]
+            yield Progress(g, t, qid, off, lo, hi, ts, status), None
