@@ -54,7 +54,7 @@ class IndexFile:
     """One index file; read-only unless ``writable``."""
 
     def __init__(self, path: Path, slot_num: int, index_num: int, writable: bool = False,
-                 roots: list[Path] | None = None):
+                 roots: list[Path] | None = None, fresh: bool = False):
         self.path = path
         self.slot_num = slot_num
         self.index_num = index_num
@@ -70,7 +70,7 @@ class IndexFile:
                 raise StoreError(f"index file has {length} bytes, not the {self.size} of maxHashSlotNum={slot_num} "
                                  f"and maxIndexNum={index_num}", path=path,
                                  hint="pass the broker's --index-slots/--index-max or --broker-conf")
-            if not writable:
+            if not (writable and fresh):  # an existing file's holes may be read (SIGBUS on a full tmpfs)
                 check_mappable(fd, path, length)
             self.mm = map_file(fd, length, path, write=writable)
         finally:
@@ -226,7 +226,7 @@ class IndexFile:
                 raise os_error(e, path, "create the index file") from None
             raise
         os.close(fd)
-        f = cls(path, slot_num, index_num, writable=True, roots=roots)
+        f = cls(path, slot_num, index_num, writable=True, roots=roots, fresh=True)
         f.reserved = first
         if prev_end_phy > 0:
             f.header.begin_phy_offset = f.header.end_phy_offset = prev_end_phy

@@ -51,6 +51,9 @@ class MappedFile:
     roots: list[Path] | None = field(default=None, repr=False)
     #: Bytes from the start already allocated on disk (:meth:`write`).
     reserved: int = field(default=0, repr=False)
+    #: Created by this writer (holes only where nothing was written yet, and every write
+    #: reserves first); an existing file's holes may be read, which on a full tmpfs is a SIGBUS.
+    fresh: bool = field(default=False, repr=False)
 
     #: A writer allocates this much ahead of what it writes (one fallocate per 4 MiB).
     RESERVE_CHUNK = 4 << 20
@@ -77,7 +80,7 @@ class MappedFile:
                 length = os.fstat(fd).st_size
                 if length == 0:
                     return b""
-                if not self.writable:
+                if not (self.writable and self.fresh):
                     check_mappable(fd, self.path, length)
                 self._mm = map_file(fd, length, self.path, write=self.writable)
             finally:
@@ -201,7 +204,7 @@ class MappedFileQueue:
             raise os_error(e, path, f"size the file to {self.file_size} bytes") from None
         finally:
             os.close(fd)
-        f = MappedFile(path, start_offset, self.file_size, True, roots=self.roots)
+        f = MappedFile(path, start_offset, self.file_size, True, roots=self.roots, fresh=True)
         self.files.append(f)
         return f
 

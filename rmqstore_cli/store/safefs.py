@@ -328,7 +328,7 @@ def check_mappable(fd: int, path, length: int) -> None:
     free = vfs.f_bavail * vfs.f_frsize
     promised = _hole_budget.get(st.st_dev, 0)
     if holes + promised > free:
-        raise StoreError(f"cannot map the file for reading: it has {holes} bytes of holes on a tmpfs with "
+        raise StoreError(f"cannot map the file: it has {holes} bytes of holes on a tmpfs with "
                          f"{max(0, free - promised)} bytes free, and reading a hole there allocates memory "
                          "(a full tmpfs kills the reader with SIGBUS)", path=path,
                          hint="free space on that file system, or copy the store to a disk")
