@@ -122,14 +122,16 @@ def test_sizes_say_where_they_came_from(small_store, tmp_path):
                                   "maxHashSlotNum=-1", "mappedFileSizeConsumeQueue=-20"])
 @pytest.mark.parametrize("dry", [False, True])
 def test_unusable_sizes_in_broker_conf_are_one_line(small_store, tmp_path, prop, dry):
-    """ZeroDivisionError / IndexError / 'index file full right after creation' tracebacks."""
+    """ZeroDivisionError / IndexError / 'index file full right after creation' tracebacks. A
+    size of 0 or less is refused as the config is read (exit 2, README Safety); a positive one
+    rebuild-index cannot use (maxIndexNum=1) when the rebuild starts (exit 3)."""
     conf = tmp_path / "broker.conf"
     conf.write_text(f"mappedFileSizeConsumeQueue=2000\nmaxHashSlotNum=64\nmaxIndexNum=400\n{prop}\n")
     shutil.rmtree(small_store / "index")
     shutil.rmtree(small_store / "consumequeue")
     r = run("rebuild-index", "--store", small_store, "--output", tmp_path / "o", "--broker-conf", conf,
             *(["--dry-run"] if dry else []))
-    assert r.returncode == 3, r.stderr
+    assert r.returncode == (2 if int(prop.split("=")[1]) <= 0 else 3), r.stderr
     assert prop.split("=")[0] in one_error_line(r.stderr.decode())
     assert not (tmp_path / "o").exists()
 
@@ -143,10 +145,10 @@ def test_empty_commitlog_files_and_a_huge_file_name_are_one_line(small_store, tm
     shutil.copytree(small_store, empty)
     for f in (empty / "commitlog").iterdir():
         f.write_bytes(b"")
-    for extra in ([], ["--broker-conf", conf]):
+    for extra, code in (([], 3), (["--broker-conf", conf], 2)):  # a size <= 0 in a config: usage (exit 2)
         r = run("rebuild-index", "--store", empty, "--output", tmp_path / "o", *SMALL, *extra)
-        assert r.returncode == 3, r.stderr
-        assert "mappedFileSizeCommitLog=0" in one_error_line(r.stderr.decode())
+        assert r.returncode == code, r.stderr
+        assert "mappedFileSizeCommitLog" in one_error_line(r.stderr.decode())
     huge = tmp_path / "huge"
     shutil.copytree(small_store, huge)
     first = sorted((huge / "commitlog").iterdir())[0]
