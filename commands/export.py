@@ -107,10 +107,14 @@ def export(
             from rmqstore_cli.store.safefs import os_error
 
             raise os_error(e, output, "create the output directory") from None
+        from rmqstore_cli.errors import RmqstoreError, StoreError
+
         try:
             result = local.export(tasks, output)
         except OSError as e:  # pyarrow's write errors are OSErrors (ArrowIOError)
-            _die_after_pyarrow(f"cannot write the dataset: {str(e).splitlines()[0][:300]}", output)
+            _die_after_pyarrow(StoreError(f"cannot write the dataset: {str(e).splitlines()[0][:300]}", path=output))
+        except RmqstoreError as e:  # raised while pyarrow's threads pulled the batches
+            _die_after_pyarrow(e)
     for s in result["unreadable"]:
         print(f"rmqstore: warning: {s['store']}: {s['detail']} at offset {s['offset']} ({s['file']}); "
               "the rest of that file was skipped", file=sys.stderr)
@@ -134,13 +138,12 @@ def _check_output_dir(output: Path) -> None:
                          hint="pass a directory (it is created if missing)")
 
 
-def _die_after_pyarrow(message: str, output: Path) -> None:
-    """One error line and exit 3 at once. When ``write_dataset`` fails part-way, its writer
-    threads still hold the batch generator, and a normal interpreter exit then aborts in
-    ``PyGILState_Release`` (SIGABRT, a page of 'Fatal Python error'): so no clean-up runs."""
-    from rmqstore_cli.errors import StoreError
-
-    print(f"rmqstore: error: {StoreError(message, path=output)}", file=sys.stderr)
+def _die_after_pyarrow(error) -> None:
+    """The error's one line and its exit code, at once. When ``write_dataset`` fails part-way
+    (its own write error, or ours raised in the batches it pulls), its threads still hold
+    the batch generator, and a normal interpreter exit then aborts in ``PyGILState_Release``
+    (SIGABRT, a page of 'Fatal Python error'): so no clean-up runs."""
+    print(f"rmqstore: error: {error}", file=sys.stderr)
     sys.stdout.flush()
     sys.stderr.flush()
-    os._exit(StoreError.exit_code)
+    os._exit(error.exit_code)
