@@ -53,7 +53,7 @@ CASES: list[tuple[str, list[str]]] = [
     ("name:topic-non-utf8", ["verify"]),
     ("time:store", ["rebuild-output"]),
     ("fs:ro", ["rebuild-in-place"]),
-    ("fs:full", ["verify", "rebuild-output"]),
+    ("fs:full", ["verify", "rebuild-output", "generate", "export"]),
 ]
 SEED = 22
 TIMEOUT = 8
