@@ -115,3 +115,20 @@ def test_reserve_reports_enospc(tmp_path, monkeypatch):
             safefs.reserve(fd, 0, 4096, p)
     finally:
         os.close(fd)
+
+
+def test_create_sized_leaves_nothing_when_it_cannot_reserve(tmp_path, monkeypatch):
+    import errno
+
+    def full(fd, off, n):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    store = tmp_path / "store"
+    safefs.create_sized(store / "cq" / "f0", 4096, [store], "test file", reserve_first=1024)
+    assert (store / "cq" / "f0").stat().st_size == 4096
+    monkeypatch.setattr(os, "posix_fallocate", full)
+    with pytest.raises(StoreError, match="no space left on device"):
+        safefs.create_sized(store / "cq" / "f1", 4096, [store], "test file", reserve_first=1024)
+    assert not (store / "cq" / "f1").exists()
+    with pytest.raises(StoreError, match="already exists"):
+        safefs.create_sized(store / "cq" / "f0", 4096, [store], "test file")

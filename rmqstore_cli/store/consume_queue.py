@@ -24,7 +24,6 @@ from rmqstore_cli.errors import StoreError
 from rmqstore_cli.formats.derive import numpy_dtype
 from rmqstore_cli.store import safefs
 from rmqstore_cli.store.mapped_files import MappedFileQueue, offset2file_name, queue_dirs  # noqa: F401
-from rmqstore_cli.store.safefs import make_dirs, open_for_write, os_error
 
 UNIT_DTYPE = numpy_dtype(ConsumeQueueUnit)
 _UNIT = struct.Struct(UNIT_FORMAT)
@@ -245,14 +244,7 @@ class ConsumeQueueWriter:
     def _file(self, file_start: int) -> Path:
         path = self.dir / offset2file_name(file_start)
         if file_start not in self._files:
-            make_dirs(self.dir, self.roots)
-            fd = open_for_write(path, self.roots, create=True, exclusive=True)
-            try:
-                os.ftruncate(fd, self.file_size)
-            except OSError as e:
-                raise os_error(e, path, f"size the file to {self.file_size} bytes") from None
-            finally:
-                os.close(fd)
+            safefs.create_sized(path, self.file_size, self.roots, "consume-queue file")
             self._files.add(file_start)
             self.files_created.append(path)
         return path

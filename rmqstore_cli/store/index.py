@@ -215,17 +215,7 @@ class IndexFile:
         # header and slot table (written anywhere), and a first chunk of entries, allocated
         # before the file is mapped: even reading a hole of a mapping faults on a full tmpfs
         first = min(size, INDEX_HEADER_SIZE + slot_num * HASH_SLOT_SIZE + cls.RESERVE_CHUNK)
-        fd = open_for_write(path, roots or [path.parent.parent], create=True, exclusive=True)
-        try:
-            os.ftruncate(fd, size)
-            safefs.reserve(fd, 0, first, path)
-        except BaseException as e:
-            os.close(fd)
-            path.unlink()
-            if isinstance(e, OSError):
-                raise os_error(e, path, "create the index file") from None
-            raise
-        os.close(fd)
+        safefs.create_sized(path, size, roots or [path.parent.parent], "index file", reserve_first=first)
         f = cls(path, slot_num, index_num, writable=True, roots=roots, fresh=True)
         f.reserved = first
         if prev_end_phy > 0:
@@ -443,8 +433,6 @@ class _PageReader:
             try:
                 b = os.pread(self.fd, self.PAGE, n * self.PAGE)
             except OSError as e:
-                from rmqstore_cli.store.safefs import os_error
-
                 raise os_error(e, self.path, "read") from None
             self.pages[n] = b
             if len(self.pages) > self.PAGES:

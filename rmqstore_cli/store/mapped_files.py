@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rmqstore_cli.errors import FileSizeError, StoreError
-from rmqstore_cli.store.safefs import (check_mappable, kind_of, make_dirs, map_file, open_for_write, open_read_only,
-                                       os_error, reserve)
+from rmqstore_cli.store.safefs import (check_mappable, create_sized, kind_of, map_file, open_for_write,
+                                       open_read_only, os_error, reserve)
 
 
 #: The largest start offset a file name can have: ``Long.parseLong`` refuses a larger one.
@@ -195,15 +195,8 @@ class MappedFileQueue:
         if not self.writable:
             raise RuntimeError("read-only queue")
         d = self.dirs[(start_offset // self.file_size) % len(self.dirs)]
-        make_dirs(d, self.roots)
         path = d / offset2file_name(start_offset)
-        fd = open_for_write(path, self.roots, create=True, exclusive=True)
-        try:
-            os.ftruncate(fd, self.file_size)
-        except OSError as e:
-            raise os_error(e, path, f"size the file to {self.file_size} bytes") from None
-        finally:
-            os.close(fd)
+        create_sized(path, self.file_size, self.roots, "file")
         f = MappedFile(path, start_offset, self.file_size, True, roots=self.roots, fresh=True)
         self.files.append(f)
         return f

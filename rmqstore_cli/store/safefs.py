@@ -203,6 +203,26 @@ def open_for_write(path, roots: Iterable, create: bool = False, exclusive: bool 
     return fd
 
 
+def create_sized(path, size: int, roots: Iterable, what: str, reserve_first: int = 0) -> None:
+    """A new store file of ``size`` bytes (sparse, as ``DefaultMappedFile#init`` makes it):
+    its directory made inside ``roots``, the file created ``O_EXCL``/``O_NOFOLLOW``, and its
+    first ``reserve_first`` bytes allocated (:func:`reserve`). On any failure the file is
+    removed and one StoreError says what could not be created."""
+    path = Path(path)
+    make_dirs(path.parent, roots)
+    fd = open_for_write(path, roots, create=True, exclusive=True)
+    try:
+        os.ftruncate(fd, size)
+        reserve(fd, 0, min(size, reserve_first), path)
+    except BaseException as e:
+        os.close(fd)
+        _unlink_quietly(path)
+        if isinstance(e, OSError):
+            raise os_error(e, path, f"create the {what} of {size} bytes") from None
+        raise
+    os.close(fd)
+
+
 def temp_beside(path) -> Path:
     """A fresh name beside ``path`` for write-beside-and-rename (never a guessable name a
     planted link could wait at; created with ``O_EXCL`` anyway)."""
