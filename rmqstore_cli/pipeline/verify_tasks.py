@@ -78,6 +78,10 @@ def _mark(arr: np.ndarray, runs_list) -> None:
 class _Recorder(Verifier):
     """A Verifier whose findings are kept with their place in the local emission order."""
 
+    #: A file task hands its missing units on as arrays (bounded by its file), and a queue
+    #: task reports them exactly from those: never only runs.
+    MISSING_CAP = None
+
     def __init__(self, config, crc: bool, deep: bool, cap: int | None, phase: int, group: tuple = (0,)):
         super().__init__(config, VerifyOptions(crc=crc, deep=deep, max_findings=None))
         self.cap, self.phase, self.group = cap, phase, group

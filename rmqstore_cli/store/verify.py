@@ -1265,7 +1265,16 @@ class Verifier:
         self.tq_last: list[int | None] = []  # next expected queue offset per tq
         self.tq_reset: dict[int, int] = {}  # tq -> last physical offset where its queue offsets restarted
         self.tags_cache: dict[bytes, int] = {}
-        self.missing: list[tuple[np.ndarray, ...]] = []
+        #: Messages with no consume-queue unit, as (tq, queue offset, physical offset, store
+        #: time) arrays: exact, and what the Spark tasks exchange. Past ``MISSING_CAP``
+        #: elements it is dropped (None) and only ``missing_runs`` is kept.
+        self.missing: list[tuple[np.ndarray, ...]] | None = []
+        self.missing_n = 0
+        #: The same as runs, per tq: [first L, last L, first physical offset, late, reset mark,
+        #: creation order] — what a store with no consume queues leaves of each queue's
+        #: messages (one run), so memory follows queues, not messages.
+        self.missing_runs: dict[int, list[list]] = {}
+        self.missing_seq = 0
         self.stops: list[tuple[int, str, str]] = []  # (physical offset, check, file): recovery stoppers
         self.last_store_ts = 0
         self.max_store_ts = 0
@@ -1784,14 +1793,14 @@ class Verifier:
             if mq is None and self.topic_names[self.tq_list[t][0]] in self.batch_topics:
                 continue  # a 5.x BatchCQ topic: its units are in batchconsumequeue/ (§4.5), not checked
             if mq is None:
-                self.missing.append((np.full(sel.size, t), L, absP[sel], store_ts[sel]))
+                self._add_missing(t, L, absP[sel], store_ts[sel])
                 continue
             found, off, size, tags = mq.units_at(L)
             match = found & (off == absP[sel])
             if not match.all():
                 miss = ~found
                 if miss.any():
-                    self.missing.append((np.full(int(miss.sum()), t), L[miss], absP[sel][miss], store_ts[sel][miss]))
+                    self._add_missing(t, L[miss], absP[sel][miss], store_ts[sel][miss])
                 other = found & ~match
                 for j in np.flatnonzero(other).tolist():
                     self._unit_elsewhere(mq, int(L[j]), int(off[j]), int(absP[sel][j]))
@@ -1848,56 +1857,116 @@ class Verifier:
             return "no commit-log file holds it"
         return f"it lies past the end of the truncated file {f.name}"
 
-    def _finish_queues(self) -> None:
+    #: How many missing-unit elements are kept exactly before only runs are (32 B each).
+    MISSING_CAP = 2_000_000
+
+    def _add_missing(self, t: int, L: np.ndarray, off: np.ndarray, ts: np.ndarray) -> None:
+        """Record messages of tq ``t`` that have no unit: as runs always, and as elements
+        while under ``MISSING_CAP`` (then dropped: memory stays bounded by queues)."""
+        self._extend_runs(t, L, off, ts)
+        if self.missing is None:
+            return
+        self.missing.append((np.full(L.size, t), L, off, ts))
+        self.missing_n += L.size
+        if self.MISSING_CAP is not None and self.missing_n > self.MISSING_CAP:
+            self.missing = None
+
+    def _extend_runs(self, t: int, L: np.ndarray, off: np.ndarray, ts: np.ndarray) -> None:
+        """Runs of consecutive queue offsets with one lateness (store time after the
+        checkpoint's logicsMsgTimestamp) on one side of the tq's reset so far. Queue offsets
+        are checked before units in each block, so the last reset (which decides
+        cq.superseded at the end) is known here: no run straddles it."""
+        cp = self.checkpoint
+        late = ts > (cp.logics_msg_timestamp if cp is not None else 0)
+        mark = self.tq_reset.get(t, -1)
+        pre = off < mark
+        cut = np.flatnonzero((L[1:] != L[:-1] + 1) | (late[1:] != late[:-1]) | (pre[1:] != pre[:-1])) + 1
+        runs = self.missing_runs.setdefault(t, [])
+        for a, b in zip(np.r_[0, cut].tolist(), np.r_[cut, L.size].tolist()):
+            lo, hi, lt = int(L[a]), int(L[b - 1]), bool(late[a])
+            if a == 0 and runs:
+                r = runs[-1]
+                if r[1] + 1 == lo and r[3] == lt and r[4] == mark and (r[2] < mark) == bool(pre[0]):
+                    r[1] = hi
+                    continue
+            self.missing_seq += 1
+            runs.append([lo, hi, int(off[a]), lt, mark, self.missing_seq])
+
+    def _missing_groups(self):
+        """(kind, tq, first L, last L, first physical offset, count) per reported range, kind
+        0 missing, 1 not dispatched yet, 2 superseded; ordered by kind, tq, queue offset.
+        From the exact elements when kept; else from the runs, which give the same ranges
+        unless one queue has the same queue offset missing twice in one kind (a damaged
+        store past MISSING_CAP messages): then overlapping runs are reported apart."""
         cp = self.checkpoint
         limit_ts = cp.logics_msg_timestamp if cp is not None else 0
-        # missing units, in runs per queue
-        if self.missing:
-            t = np.concatenate([m[0] for m in self.missing])
-            L = np.concatenate([m[1] for m in self.missing])
-            off = np.concatenate([m[2] for m in self.missing])
-            ts = np.concatenate([m[3] for m in self.missing])
-            reset_at = np.array([self.tq_reset.get(x, -1) for x in range(len(self.tq_list))], np.int64)
-            kind = np.where(off < reset_at[t], 2, (ts > limit_ts).astype(np.int64))
-            for is_late in (0, 1, 2):
-                sel = np.flatnonzero(kind == is_late)
-                if not sel.size:
-                    continue
-                o = sel[np.lexsort((L[sel], t[sel]))]
-                tt, LL = t[o], L[o]
-                brk = np.flatnonzero(np.r_[True, (tt[1:] != tt[:-1]) | (LL[1:] != LL[:-1] + 1), True])
-                for a, b in zip(brk[:-1].tolist(), brk[1:].tolist()):
-                    ti = int(tt[a])
-                    tid, qid = self.tq_list[ti]
-                    topic = self.topic_names[tid].decode("utf-8", "backslashreplace")
-                    mq = self.tq_queue[ti]
-                    lo, hi = int(LL[a]), int(LL[b - 1])
-                    if mq is not None:
-                        file, fo = mq.file_of(lo)
-                    else:
-                        file = self.rel(self.config.consumequeue_dir / topic / str(qid))
-                        fo = None
-                    rng = f"unit {lo}" if lo == hi else f"units {lo}..{hi}"
-                    first_off = int(off[o[a]])
-                    if is_late == 2:
-                        self._add("cq.superseded", file, fo, f"{topic}/{qid}: {rng} ({b - a} messages from offset "
-                                  f"{first_off}) have no unit: their queue offsets were used again after a restart "
-                                  "(§2.6), and the queue holds the newer messages", topic=topic, queue_id=qid,
-                                  physical_offset=first_off, count=b - a)
-                    elif is_late:
-                        self._add("cq.not-dispatched", file, fo, f"{topic}/{qid}: {rng} ({b - a} messages from "
-                                  f"offset {first_off}) not written yet; newer than the checkpoint's "
-                                  "logicsMsgTimestamp, the broker dispatches them at start",
-                                  topic=topic, queue_id=qid, physical_offset=first_off, count=b - a)
-                    else:
-                        where = "its queue directory is missing" if mq is None else (
-                            "below the queue's first file" if lo < mq.base else
-                            "in a missing file" if mq.files.get(lo // mq.per * mq.per) is None else
-                            "after the queue's end")
-                        self._add("cq.missing-unit", file, fo, f"{topic}/{qid}: {rng} missing ({b - a} messages "
-                                  f"from offset {first_off}; {where}); repair: "
-                                  + self.repair_command("--only", "cq", "--topic", topic), topic=topic, queue_id=qid,
-                                  physical_offset=first_off, count=b - a)
+        reset_at = np.array([self.tq_reset.get(x, -1) for x in range(len(self.tq_list))], np.int64)
+        if self.missing is None:
+            yield from self._missing_groups_from_runs(reset_at)
+            return
+        if not self.missing:
+            return
+        t = np.concatenate([m[0] for m in self.missing])
+        L = np.concatenate([m[1] for m in self.missing])
+        off = np.concatenate([m[2] for m in self.missing])
+        ts = np.concatenate([m[3] for m in self.missing])
+        kind = np.where(off < reset_at[t], 2, (ts > limit_ts).astype(np.int64))
+        for is_late in (0, 1, 2):
+            sel = np.flatnonzero(kind == is_late)
+            if not sel.size:
+                continue
+            o = sel[np.lexsort((L[sel], t[sel]))]
+            tt, LL = t[o], L[o]
+            brk = np.flatnonzero(np.r_[True, (tt[1:] != tt[:-1]) | (LL[1:] != LL[:-1] + 1), True])
+            for a, b in zip(brk[:-1].tolist(), brk[1:].tolist()):
+                yield is_late, int(tt[a]), int(LL[a]), int(LL[b - 1]), int(off[o[a]]), b - a
+
+    def _missing_groups_from_runs(self, reset_at: np.ndarray):
+        runs = [(2 if r[2] < reset_at[t] else int(r[3]), t, r[0], r[5], r[1], r[2])
+                for t, rs in self.missing_runs.items() for r in rs]
+        runs.sort()
+        cur = None
+        for kind, t, lo, _, hi, first in runs:
+            if cur is not None and cur[0] == kind and cur[1] == t and lo == cur[3] + 1:
+                cur[3] = hi
+                cur[5] += hi - lo + 1
+                continue
+            if cur is not None:
+                yield tuple(cur)
+            cur = [kind, t, lo, hi, first, hi - lo + 1]
+        if cur is not None:
+            yield tuple(cur)
+
+    def _finish_queues(self) -> None:
+        for is_late, ti, lo, hi, first_off, count in self._missing_groups():  # missing units, in runs
+            tid, qid = self.tq_list[ti]
+            topic = self.topic_names[tid].decode("utf-8", "backslashreplace")
+            mq = self.tq_queue[ti]
+            if mq is not None:
+                file, fo = mq.file_of(lo)
+            else:
+                file = self.rel(self.config.consumequeue_dir / topic / str(qid))
+                fo = None
+            rng = f"unit {lo}" if lo == hi else f"units {lo}..{hi}"
+            if is_late == 2:
+                self._add("cq.superseded", file, fo, f"{topic}/{qid}: {rng} ({count} messages from offset "
+                          f"{first_off}) have no unit: their queue offsets were used again after a restart "
+                          "(§2.6), and the queue holds the newer messages", topic=topic, queue_id=qid,
+                          physical_offset=first_off, count=count)
+            elif is_late:
+                self._add("cq.not-dispatched", file, fo, f"{topic}/{qid}: {rng} ({count} messages from "
+                          f"offset {first_off}) not written yet; newer than the checkpoint's "
+                          "logicsMsgTimestamp, the broker dispatches them at start",
+                          topic=topic, queue_id=qid, physical_offset=first_off, count=count)
+            else:
+                where = "its queue directory is missing" if mq is None else (
+                    "below the queue's first file" if lo < mq.base else
+                    "in a missing file" if mq.files.get(lo // mq.per * mq.per) is None else
+                    "after the queue's end")
+                self._add("cq.missing-unit", file, fo, f"{topic}/{qid}: {rng} missing ({count} messages "
+                          f"from offset {first_off}; {where}); repair: "
+                          + self.repair_command("--only", "cq", "--topic", topic), topic=topic, queue_id=qid,
+                          physical_offset=first_off, count=count)
         # units no message accounted for
         cl_min = self.cl_min
         for mq in self.queues.values():
