@@ -123,3 +123,13 @@ def tmpfs(path: Path, size: str):
         yield path
     finally:
         subprocess.run(["umount", "-l", str(path)], check=False)
+
+
+def writable_copy(src: Path, dst: Path) -> Path:
+    """A copy of a (read-only) fixture store that tests may change."""
+    import stat
+
+    shutil.copytree(src, dst)
+    for p in [dst, *dst.rglob("*")]:
+        p.chmod(p.stat().st_mode | stat.S_IWUSR)
+    return dst

@@ -4,22 +4,15 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import stat
 from pathlib import Path
 
 import pytest
 
-from conftest import SMALL, cli, fixture_dir, run
+from conftest import SMALL, cli, fixture_dir, run, writable_copy
 
 
 def _copy(src: Path, dst: Path) -> Path:
-    shutil.copytree(src, dst)
-    for dirpath, dirs, files in os.walk(dst):
-        for n in dirs + files:
-            p = Path(dirpath) / n
-            p.chmod(p.stat().st_mode | stat.S_IWUSR)
-    dst.chmod(dst.stat().st_mode | stat.S_IWUSR)
+    writable_copy(src, dst)
     (dst / "config").mkdir(exist_ok=True)
     return dst
 

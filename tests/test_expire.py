@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SMALL, cli, fixture_dir, run, tree_digest
+from conftest import SMALL, cli, fixture_dir, run, tree_digest, writable_copy
 from rmqstore_cli.store.config import StoreConfig
 from rmqstore_cli.store.message_store import MessageStore
 
@@ -487,10 +487,7 @@ def test_sigkill_at_random_points_leaves_a_store_the_next_run_finishes(small_sto
 # ------------------------------------------------------------------ real-broker stores
 def test_real_broker_store_keeps_exactly_the_records_above_the_new_min(fixture, tmp_path):
     src, conf, expected = fixture
-    store = tmp_path / "store"
-    shutil.copytree(src, store)
-    for p in [store, *store.rglob("*")]:
-        p.chmod(p.stat().st_mode | stat.S_IWUSR)
+    store = writable_copy(src, tmp_path / "store")
     files = cl_files(store)
     set_ages(store, [100])
     r = cli("expire", "--store", store, "--broker-conf", conf, "--now", str(NOW), "--format", "json")

@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import stat
 from pathlib import Path
 
 import pytest
 
-from conftest import SMALL, cli, fixture_dir, run
+from conftest import SMALL, cli, fixture_dir, run, writable_copy
 
 TOPICS = ("AuditTopic", "PaymentTopic", "%RETRY%cg-sample")
 
@@ -87,22 +85,12 @@ def test_broker_5_lower_and_upper_ConsumeQueue_getOffsetInQueueByTime_BoundaryTy
             assert lower["method"] == "broker-5-lower" and upper["method"] == "broker-5-upper"
 
 
-def _copy(src: Path, dst: Path) -> Path:
-    shutil.copytree(src, dst)
-    for dirpath, dirs, files in os.walk(dst):
-        for n in dirs + files:
-            p = Path(dirpath) / n
-            p.chmod(p.stat().st_mode | stat.S_IWUSR)
-    dst.chmod(dst.stat().st_mode | stat.S_IWUSR)
-    return dst
-
-
 @pytest.mark.parametrize("topic", ("AuditTopic", "PaymentTopic"))
 def test_broker_49_MappedFileQueue_getMappedFileByTime_and_nearest_unit(fixture, topic, tmp_path):
     """4.9.7: the CQ file is the first whose mtime >= T (else the last); inside it an exact
     match, else the nearer neighbour (ties to the older one), no clamping to the max."""
     store, conf, expected = fixture
-    store = _copy(store, tmp_path / "store")
+    store = writable_copy(store, tmp_path / "store")
     queues = _queues(expected, topic)
     files = {}  # (qid, file start unit) -> mtime: the store time of the file's last unit, as if just written
     for qid, units in queues.items():
@@ -136,7 +124,7 @@ def test_broker_49_after_the_last_message_is_a_unit_not_max(tmp_path):
     """The differences that matter when rewinding: 4.9.x answers the last unit before T, not
     the max offset, and from the file its mtime picks (a copied store's mtimes are the copy's)."""
     d = fixture_dir("4.9.7")
-    store = _copy(d / "store", tmp_path / "store")
+    store = writable_copy(d / "store", tmp_path / "store")
     expected = json.loads((d / "expected.json").read_text())
     units = _queues(expected, "AuditTopic")[0]
     when = units[-1][1] + 3_600_000
@@ -193,7 +181,7 @@ def test_expired_units_are_below_min_and_never_the_answer(tmp_path):
     """Units whose commit-log file is gone: the broker's minLogicOffset (ConsumeQueue#correctMinOffset)
     is the first unit still in the log; a time before everything answers it."""
     d = fixture_dir("4.9.7")
-    store = _copy(d / "store", tmp_path / "store")
+    store = writable_copy(d / "store", tmp_path / "store")
     (store / "commitlog" / "00000000000000000000").unlink()
     expected = json.loads((d / "expected.json").read_text())
     q = expected["consume_queues"]["AuditTopic/0"]
@@ -208,7 +196,7 @@ def test_queue_whose_every_unit_expired_answers_max(tmp_path):
     """SCHEDULE_TOPIC_XXXX/17's one unit lies in commit-log file 3: with files 0-3 gone the
     queue holds nothing readable; min = max as 5.x's ConsumeQueue#correctMinOffset sets it."""
     d = fixture_dir("4.9.7")
-    store = _copy(d / "store", tmp_path / "store")
+    store = writable_copy(d / "store", tmp_path / "store")
     for i in range(4):
         (store / "commitlog" / f"{i * 65536:020d}").unlink()
     for extra in ((), ("--scan",), ("--broker", "--broker-version", "5")):
@@ -219,7 +207,7 @@ def test_queue_whose_every_unit_expired_answers_max(tmp_path):
 def test_unreadable_message_takes_the_next_readable_time(tmp_path):
     """A unit whose record is damaged is not skipped: it counts with the next readable unit."""
     d = fixture_dir("4.9.7")
-    store = _copy(d / "store", tmp_path / "store")
+    store = writable_copy(d / "store", tmp_path / "store")
     expected = json.loads((d / "expected.json").read_text())
     ts = {m["physical_offset"]: m["store_timestamp"] for m in expected["messages"]}
     units = expected["consume_queues"]["AuditTopic/0"]["units"]
@@ -249,7 +237,7 @@ def test_clock_step_back_is_reported_when_a_probe_sees_it(tmp_path):
     when the clock stepped back after it: the answer is that boundary, and the note says the
     times go backwards (the last unit is read too)."""
     d = fixture_dir("4.9.7")
-    store = _copy(d / "store", tmp_path / "store")
+    store = writable_copy(d / "store", tmp_path / "store")
     expected = json.loads((d / "expected.json").read_text())
     late = max(m["store_timestamp"] for m in expected["messages"]) + 3_600_000
     _set_store_time(store, expected, 54, late)
@@ -263,7 +251,7 @@ def test_clock_step_back_unseen_by_the_bisection_is_found_by_scan(tmp_path):
     """Unit 80 stored late: no probe reads it, so the bisection answers the max offset; --scan
     reads every unit and answers 80 (the documented limit of a binary search)."""
     d = fixture_dir("4.9.7")
-    store = _copy(d / "store", tmp_path / "store")
+    store = writable_copy(d / "store", tmp_path / "store")
     expected = json.loads((d / "expected.json").read_text())
     late = max(m["store_timestamp"] for m in expected["messages"]) + 3_600_000
     _set_store_time(store, expected, 80, late)
