@@ -245,7 +245,7 @@ def _dump_file(path: Path, topic, queue_id, ms, from_offset, limit, fmt, zone, m
     from rmqstore_cli.render import Output
     from rmqstore_cli.store.consume_queue import UNIT_DTYPE
 
-    from rmqstore_cli.store.safefs import check_mappable, map_file, open_read_only
+    from rmqstore_cli.store.safefs import map_file, open_read_only
 
     fd = open_read_only(path)  # a FIFO given as --file: refused, not waited on
     if topic is None and path.parent.name.isdigit() and path.parent.parent.name:
@@ -253,9 +253,7 @@ def _dump_file(path: Path, topic, queue_id, ms, from_offset, limit, fmt, zone, m
     base = int(path.name) // CQ_STORE_UNIT_SIZE if path.name.isdigit() and len(path.name) == 20 else 0
     try:
         length = os.fstat(fd).st_size
-        if length:
-            check_mappable(fd, path, length)
-        buf = map_file(fd, length, path) if length else b""
+        buf = map_file(fd, length, path)
     finally:
         os.close(fd)
     if length % CQ_STORE_UNIT_SIZE:

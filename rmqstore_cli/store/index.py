@@ -22,7 +22,7 @@ from rmqstore_cli.formats.index import (
     SLOT_FORMAT,
 )
 from rmqstore_cli.store import safefs
-from rmqstore_cli.store.safefs import check_mappable, make_dirs, map_file, open_for_write, open_read_only, os_error
+from rmqstore_cli.store.safefs import make_dirs, map_file, open_for_write, open_read_only, os_error
 from rmqstore_cli.store.message import index_key_hash
 
 _HEADER = struct.Struct(HEADER_FORMAT)
@@ -70,9 +70,7 @@ class IndexFile:
                 raise StoreError(f"index file has {length} bytes, not the {self.size} of maxHashSlotNum={slot_num} "
                                  f"and maxIndexNum={index_num}", path=path,
                                  hint="pass the broker's --index-slots/--index-max or --broker-conf")
-            if not (writable and fresh):  # an existing file's holes may be read (SIGBUS on a full tmpfs)
-                check_mappable(fd, path, length)
-            self.mm = map_file(fd, length, path, write=writable)
+            self.mm = map_file(fd, length, path, write=writable, fresh=writable and fresh)
         finally:
             os.close(fd)
         self.length = length

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rmqstore_cli.errors import FileSizeError, StoreError
-from rmqstore_cli.store.safefs import (check_mappable, create_sized, kind_of, map_file, open_for_write,
+from rmqstore_cli.store.safefs import (create_sized, kind_of, map_file, open_for_write,
                                        open_read_only, os_error, reserve)
 
 
@@ -80,9 +80,7 @@ class MappedFile:
                 length = os.fstat(fd).st_size
                 if length == 0:
                     return b""
-                if not (self.writable and self.fresh):
-                    check_mappable(fd, self.path, length)
-                self._mm = map_file(fd, length, self.path, write=self.writable)
+                self._mm = map_file(fd, length, self.path, write=self.writable, fresh=self.writable and self.fresh)
             finally:
                 os.close(fd)
         return self._mm

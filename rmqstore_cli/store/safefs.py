@@ -109,12 +109,18 @@ def open_read_only(path, flags: int = 0) -> int:
     return fd
 
 
-def map_file(fd: int, length: int, path, write: bool = False):
-    """``mmap`` of ``length`` bytes of ``fd`` (read-only unless ``write``); a mapping the
-    process cannot have (ENOMEM under an address-space limit, a huge sparse file) is one
-    StoreError naming the file instead of an OSError traceback."""
+def map_file(fd: int, length: int, path, write: bool = False, fresh: bool = False):
+    """``mmap`` of ``length`` bytes of ``fd`` (read-only unless ``write``; ``b""`` for an
+    empty file, which cannot be mapped). Its holes are checked first (:func:`check_mappable`)
+    unless the file is ``fresh`` — made by this writer, whose every write reserves first.
+    A mapping the process cannot have (ENOMEM under an address-space limit, a huge sparse
+    file) is one StoreError naming the file instead of an OSError traceback."""
     import mmap
 
+    if length == 0:
+        return b""
+    if not fresh:
+        check_mappable(fd, path, length)
     try:
         return mmap.mmap(fd, length, access=mmap.ACCESS_WRITE if write else mmap.ACCESS_READ)
     except (OSError, ValueError, OverflowError) as e:
@@ -300,7 +306,7 @@ def reserve(fd: int, offset: int, length: int, path) -> None:
         raise os_error(e, path, f"reserve {length} bytes") from None
 
 
-# ------------------------------------------------------------------------------ mapping for reading
+# ------------------------------------------------------------------------------ holes on tmpfs
 TMPFS_MAGIC = 0x01021994
 #: Hole bytes already promised to read-only mappings, per tmpfs device (see check_mappable).
 _hole_budget: dict[int, int] = {}
@@ -334,7 +340,7 @@ def _fs_type(fd: int, dev: int) -> int | None:
 
 
 def check_mappable(fd: int, path, length: int) -> None:
-    """Refuse to map a sparse file for reading where reading its holes would SIGBUS.
+    """Refuse to map a sparse file where reading its holes would SIGBUS.
 
     On tmpfs a read fault on a hole allocates a page; on a full tmpfs the fault is a SIGBUS
     that kills the process with no message (issue 22: verify on a full tmpfs). So on tmpfs a

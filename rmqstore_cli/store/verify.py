@@ -89,7 +89,7 @@ from rmqstore_cli.store.crc import crc32
 from rmqstore_cli.store.dispatch import InvalidForDispatch, compute_tags_code
 from rmqstore_cli.store.lock import abort_exists, lock_holder
 from rmqstore_cli.store.mapped_files import MappedFileQueue, release_pages
-from rmqstore_cli.store.safefs import check_mappable, kind_of, map_file, open_read_only
+from rmqstore_cli.store.safefs import kind_of, map_file, open_read_only
 from rmqstore_cli.store.message import SCHEDULE_TOPIC, java_hash
 
 ERROR, WARNING, INFO = "error", "warning", "info"
@@ -522,9 +522,7 @@ class _IndexFile:
         self.size = INDEX_HEADER_SIZE + slots * HASH_SLOT_SIZE + max_num * INDEX_ENTRY_SIZE
         self.length = path.stat().st_size
         with os.fdopen(open_read_only(path), "rb") as fh:
-            if self.length:
-                check_mappable(fh.fileno(), path, self.length)
-            self.mm = map_file(fh.fileno(), self.length, path) if self.length else b""
+            self.mm = map_file(fh.fileno(), self.length, path)
         hdr = np.frombuffer(self.mm, ">i8", count=4) if self.length >= INDEX_HEADER_SIZE else np.zeros(4, ">i8")
         cnt = np.frombuffer(self.mm, ">i4", count=2, offset=32) if self.length >= INDEX_HEADER_SIZE \
             else np.zeros(2, ">i4")
