@@ -332,28 +332,10 @@ def _search_49(files: list[_CqFile], min_logic: int, reader: TimeReader, when: i
         return 0
     low = min_logic - mf.file_from if min_logic > mf.file_from else 0
     high = mf.read_position - CQ_STORE_UNIT_SIZE
-    target = left = right = -1
-    left_v = right_v = -1
-    while high >= low:
-        mid = (low + high) // (2 * CQ_STORE_UNIT_SIZE) * CQ_STORE_UNIT_SIZE
-        phy, size = _read(mf, mid, mf.read_position)
-        if phy < reader.min_offset:
-            low = mid + CQ_STORE_UNIT_SIZE
-            left = mid
-            continue
-        t = reader.pickup(phy, size)
-        if t < 0:
-            notes.append(f"the message at commit-log offset {phy} cannot be read: the broker answers 0")
-            return 0
-        if t == when:
-            target = mid
-            break
-        if t > when:
-            high = mid - CQ_STORE_UNIT_SIZE
-            right, right_v = mid, t
-        else:
-            low = mid + CQ_STORE_UNIT_SIZE
-            left, left_v = mid, t
+    found = _bisect(mf, low, high, mf.read_position, reader, when, notes)
+    if found is None:
+        return 0
+    target, left, left_v, right, right_v = found
     if target != -1:
         offset = target
     elif left_v == -1:
@@ -363,6 +345,39 @@ def _search_49(files: list[_CqFile], min_logic: int, reader: TimeReader, when: i
     else:
         offset = right if abs(when - left_v) > abs(when - right_v) else left
     return java_div(mf.file_from + offset, CQ_STORE_UNIT_SIZE)
+
+
+def _bisect(mf: _CqFile, low: int, high: int, limit: int, reader: TimeReader, when: int,
+            notes: list[str]) -> tuple[int, int, int, int, int] | None:
+    """The binary search both versions of ``ConsumeQueue#getOffsetInQueueByTime`` run over
+    the units at byte positions [low, high] of one file (read up to ``limit``): ``(target,
+    left, left time, right, right time)`` — the unit stored exactly at ``when``, else the
+    last one probed below it and the last above (-1: none); units of expired messages go
+    left without a time. None where the broker answers 0 (a message it cannot read)."""
+    unit = CQ_STORE_UNIT_SIZE
+    target = left = right = -1
+    left_v = right_v = -1
+    while high >= low:
+        mid = (low + high) // (2 * unit) * unit
+        phy, size = _read(mf, mid, limit)
+        if phy < reader.min_offset:
+            low = mid + unit
+            left = mid
+            continue
+        t = reader.pickup(phy, size)
+        if t < 0:
+            notes.append(f"the message at commit-log offset {phy} cannot be read: the broker answers 0")
+            return None
+        if t == when:
+            target = mid
+            break
+        if t > when:
+            high = mid - unit
+            right, right_v = mid, t
+        else:
+            low = mid + unit
+            left, left_v = mid, t
+    return target, left, left_v, right, right_v
 
 
 def broker_5(cq: ConsumeQueue, reader: TimeReader, when: int, boundary: str = "lower") -> SearchResult:
@@ -435,27 +450,10 @@ def _search_5(files: list[_CqFile], min_logic: int, reader: TimeReader, when: in
     t = reader.pickup(*_read(mf, floor, rng))
     if t > when:
         return mf.file_from // unit if boundary == "lower" else 0
-    target = left = right = -1
-    while high >= low:
-        mid = (low + high) // (2 * unit) * unit
-        phy, size = _read(mf, mid, rng)
-        if phy < reader.min_offset:
-            low = mid + unit
-            left = mid
-            continue
-        t = reader.pickup(phy, size)
-        if t < 0:
-            notes.append(f"the message at commit-log offset {phy} cannot be read: the broker answers 0")
-            return 0
-        if t == when:
-            target = mid
-            break
-        if t > when:
-            high = mid - unit
-            right = mid
-        else:
-            low = mid + unit
-            left = mid
+    found = _bisect(mf, low, high, rng, reader, when, notes)
+    if found is None:
+        return 0
+    target, left, _, right, _ = found
     if target != -1:  # walk to the first (LOWER) or last (UPPER) unit of that same time
         step = -unit if boundary == "lower" else unit
         offset = target
