@@ -116,25 +116,13 @@ class IndexFile:
         fit = max(0, (self.length - self.entries_base) // INDEX_ENTRY_SIZE)
         return min(self.header.index_count, fit)
 
-    #: Entries are allocated this many bytes at a time ahead of the writes (a tiny rebuild
-    #: never allocates a whole 420 MB file; a large one calls fallocate every ~200 k entries).
-    RESERVE_CHUNK = 4 << 20
-
     def reserve_entries(self, upto: int) -> None:
         """Allocate the file on disk up to entry ``upto`` (exclusive; header and slot table
         included) before those bytes are written through the mapping: on a full disk a
         store to a hole of a shared mapping is a SIGBUS, which no handler turns into an
         error line; ``safefs.reserve`` (``posix_fallocate``) says ENOSPC instead."""
         end = min(self.length, max(self.entries_base, self.entry_pos(upto)))
-        if end <= self.reserved:
-            return
-        new = min(self.length, max(end, self.reserved + self.RESERVE_CHUNK))
-        fd = safefs.open_for_write(self.path, [self.path.parent])
-        try:
-            safefs.reserve(fd, self.reserved, new - self.reserved, self.path)
-        finally:
-            os.close(fd)
-        self.reserved = new
+        self.reserved = safefs.reserve_ahead(self.path, [self.path.parent], self.reserved, end, self.length)
 
     def is_write_full(self) -> bool:
         return self.header.index_count >= self.index_num
@@ -212,7 +200,7 @@ class IndexFile:
         size = INDEX_HEADER_SIZE + slot_num * HASH_SLOT_SIZE + index_num * INDEX_ENTRY_SIZE
         # header and slot table (written anywhere), and a first chunk of entries, allocated
         # before the file is mapped: even reading a hole of a mapping faults on a full tmpfs
-        first = min(size, INDEX_HEADER_SIZE + slot_num * HASH_SLOT_SIZE + cls.RESERVE_CHUNK)
+        first = min(size, INDEX_HEADER_SIZE + slot_num * HASH_SLOT_SIZE + safefs.RESERVE_CHUNK)
         safefs.create_sized(path, size, roots or [path.parent.parent], "index file", reserve_first=first)
         f = cls(path, slot_num, index_num, writable=True, roots=roots, fresh=True)
         f.reserved = first

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from rmqstore_cli.errors import FileSizeError, StoreError
 from rmqstore_cli.store.safefs import (create_sized, kind_of, map_file, open_for_write,
-                                       open_read_only, os_error, reserve)
+                                       open_read_only, os_error, reserve_ahead)
 
 
 #: The largest start offset a file name can have: ``Long.parseLong`` refuses a larger one.
@@ -55,9 +55,6 @@ class MappedFile:
     #: reserves first); an existing file's holes may be read, which on a full tmpfs is a SIGBUS.
     fresh: bool = field(default=False, repr=False)
 
-    #: A writer allocates this much ahead of what it writes (one fallocate per 4 MiB).
-    RESERVE_CHUNK = 4 << 20
-
     @property
     def name(self) -> str:
         return self.path.name
@@ -90,14 +87,7 @@ class MappedFile:
         first (``safefs.reserve``, a chunk ahead): on a full disk a store to a hole of a shared
         mapping is a SIGBUS no handler turns into an error line; this says ENOSPC instead."""
         end = pos + len(data)
-        if end > self.reserved:
-            new = min(self.file_size, max(end, self.reserved + self.RESERVE_CHUNK))
-            fd = open_for_write(self.path, self.roots or [self.path.parent])
-            try:
-                reserve(fd, self.reserved, new - self.reserved, self.path)
-            finally:
-                os.close(fd)
-            self.reserved = new
+        self.reserved = reserve_ahead(self.path, self.roots or [self.path.parent], self.reserved, end, self.file_size)
         self.buffer()[pos:end] = data
 
     def close(self) -> None:
