@@ -255,13 +255,7 @@ class IndexService:
         self.writable = writable
         self.tz = tz
         self.files: list[IndexFile] = []
-        try:
-            # every entry, not just regular files: a FIFO, device or directory in place of an
-            # index file is refused by name when opened, not skipped into a false "not found"
-            names = sorted(p for p in index_dir.iterdir() if not p.name.startswith("."))
-        except (FileNotFoundError, NotADirectoryError):
-            names = []
-        for p in names:
+        for p in index_file_paths(index_dir):
             self.files.append(IndexFile(p, slot_num, index_num, writable, roots=self.roots))
         self.keys_put = 0
         #: Files this writer could not name after their first entry's time (:meth:`next_name`):
@@ -351,6 +345,17 @@ class IndexService:
     def close(self) -> None:
         for f in self.files:
             f.close()
+
+
+def index_file_paths(index_dir: Path) -> list[Path]:
+    """What ``IndexService#load`` lists in ``index/``, in name order: every entry but hidden
+    ones, not just regular files — a FIFO, device or directory in place of an index file is
+    refused by name when opened (or reported by verify), never skipped into a false "not
+    found"."""
+    try:
+        return sorted(p for p in index_dir.iterdir() if not p.name.startswith("."))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
 
 
 def infer_index_geometry(files: list[Path], size: int) -> tuple[int, int]:

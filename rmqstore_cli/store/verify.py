@@ -87,6 +87,7 @@ from rmqstore_cli.store.config import StoreConfig
 from rmqstore_cli.store.consume_queue import UNIT_DTYPE
 from rmqstore_cli.store.crc import crc32
 from rmqstore_cli.store.dispatch import InvalidForDispatch, compute_tags_code
+from rmqstore_cli.store.index import index_file_paths
 from rmqstore_cli.store.lock import abort_exists, lock_holder
 from rmqstore_cli.store.mapped_files import MappedFileQueue, release_pages
 from rmqstore_cli.store.safefs import kind_of, map_file, open_read_only
@@ -986,11 +987,7 @@ class Verifier:
     def _open_index(self) -> None:
         cfg = self.config
         self.index_files: list[_IndexFile] = []
-        try:
-            paths = sorted(p for p in cfg.index_dir.iterdir() if not p.name.startswith("."))
-        except (FileNotFoundError, NotADirectoryError):
-            paths = []
-        for p in paths:
+        for p in index_file_paths(cfg.index_dir):
             if self._not_regular(p):
                 continue
             f = self.open_index_file(p)
