@@ -1,0 +1,156 @@
+"""The broker's ``config/`` files, loaded as ``ConfigManager#load`` loads them.
+
+Each manager (topics, consumer offsets, subscription groups, …) persists one fastjson
+text with ``MixAll#string2File`` (write ``.tmp``, keep the old text as ``.bak``, rename) and
+loads it at start-up with ``ConfigManager#load``:
+
+- the file is missing or empty → ``#loadBak``;
+- the file does not decode (fastjson throws) → logged ``load <file> failed, and try to load
+  backup file`` → ``#loadBak``;
+- ``#loadBak``: a missing or empty ``.bak`` returns true (the manager starts empty); a ``.bak``
+  that does not decode logs ``load <file>.bak Failed`` and returns false, so
+  ``BrokerController#initialize`` (``initializeMetadata`` in 5.x) fails and the broker does
+  not start.
+
+"Decodes" is judged on the JSON: fastjson's output (integer map keys unquoted, see
+:func:`quote_int_keys`) whose top level is an object or ``null``; a manager's own field types
+are checked only where a module reads them (``store/offsets.py``).
+"""
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rmqstore_cli.errors import StoreError
+from rmqstore_cli.store import safefs
+
+#: Larger than any real config file (a key and a few numbers per topic, group and queue).
+CONFIG_FILE_LIMIT = 32 << 20
+BAK_SUFFIX = ".bak"  # MixAll#string2File keeps the previous text as <file>.bak
+
+#: A string literal (kept whole; an unterminated one runs to the end, so no position is
+#: scanned twice) or a bare integer map key after ``{`` or ``,``.
+_BARE_KEY = re.compile(r'"(?:[^"\\]|\\.)*(?:"|\\?\Z)|([{,]\s*)(-?\d+)(\s*:)', re.S)
+
+
+class DecodeError(Exception):
+    """The text is not what the manager's ``#decode`` accepts (fastjson would throw)."""
+
+    def __init__(self, what: str, offset: int | None = None):
+        super().__init__(what)
+        self.what = what
+        self.offset = offset
+
+
+def quote_int_keys(text: str) -> str:
+    """fastjson's output as strict JSON: ``{0:250}`` → ``{"0":250}``; strings untouched."""
+    return _BARE_KEY.sub(lambda m: m[0] if m[1] is None else f'{m[1]}"{m[2]}"{m[3]}', text)
+
+
+def fastjson_object(data: bytes) -> dict | None:
+    """The top-level object of a fastjson file (None for ``null``), or a DecodeError."""
+    import orjson
+
+    text = data.decode("utf-8", "replace")  # MixAll#file2String: new String(bytes), malformed input replaced
+    try:
+        try:
+            obj = orjson.loads(text)  # strict JSON (no integer key): no rewriting needed
+        except orjson.JSONDecodeError:
+            obj = orjson.loads(quote_int_keys(text))
+    except orjson.JSONDecodeError as e:
+        raise DecodeError(f"not fastjson's JSON: {e.msg}", e.pos) from None
+    if obj is not None and not isinstance(obj, dict):
+        raise DecodeError(f"the top level is a {type(obj).__name__}, not an object")
+    return obj
+
+
+@dataclass(frozen=True)
+class ConfigFile:
+    """One file a manager loads at start-up, and the broker versions that load it."""
+
+    name: str
+    manager: str  # the Java class whose #load reads it
+    versions: tuple[str, ...]  # "4.9", "5"
+    decode: Callable[[bytes], object] = fastjson_object
+
+
+#: What ``BrokerController#initialize`` loads, in its order (4.9.7: topicConfigManager,
+#: consumerOffsetManager, subscriptionGroupManager, consumerFilterManager, then
+#: DefaultMessageStore#load's scheduleMessageService; 5.3.3 ``#initializeMetadata`` adds
+#: topicQueueMappingManager and consumerOrderInfoManager, ``TimerMessageStore#load`` loads
+#: timerMetrics, and ``#initialize`` loads scheduleMessageService).
+BROKER_CONFIG_FILES = (
+    ConfigFile("topics.json", "TopicConfigManager", ("4.9", "5")),
+    ConfigFile("topicQueueMapping.json", "TopicQueueMappingManager", ("5",)),
+    ConfigFile("consumerOffset.json", "ConsumerOffsetManager", ("4.9", "5")),
+    ConfigFile("subscriptionGroup.json", "SubscriptionGroupManager", ("4.9", "5")),
+    ConfigFile("consumerFilter.json", "ConsumerFilterManager", ("4.9", "5")),
+    ConfigFile("consumerOrderInfo.json", "ConsumerOrderInfoManager", ("5",)),
+    ConfigFile("timermetrics", "TimerMetrics", ("5",)),
+    ConfigFile("delayOffset.json", "ScheduleMessageService", ("4.9", "5")),
+)
+
+
+@dataclass
+class ConfigLoad:
+    """What ``ConfigManager#load`` would do with one file.
+
+    ``source``: ``"file"`` (the file decodes), ``"bak"`` (the file is missing, empty or does
+    not decode and the ``.bak`` does), ``"none"`` (neither has text: the manager starts
+    empty), ``"fails"`` (the ``.bak`` does not decode: the broker does not start) or
+    ``"unreadable"`` (we cannot tell: not a regular file, or over the size cap).
+    """
+
+    config: ConfigFile
+    path: Path
+    source: str
+    notes: list[str] = field(default_factory=list)
+    error: DecodeError | None = None
+    value: object = None
+
+    @property
+    def bak(self) -> Path:
+        return self.path.with_name(self.path.name + BAK_SUFFIX)
+
+
+def read_config_text(path: Path, limit: int = CONFIG_FILE_LIMIT) -> bytes | None:
+    """``MixAll#file2String``: None when the file does not exist (a dangling link included)."""
+    if not os.path.lexists(path):
+        return None
+    return safefs.read_bounded(path, limit, what=path.name)
+
+
+def load_config(config_dir: Path, config: ConfigFile) -> ConfigLoad:
+    """``ConfigManager#load`` then ``#loadBak`` for one file (module docstring), never raising
+    for what the broker would survive or die of; StoreError only for a file we may not read."""
+    out = ConfigLoad(config, config_dir / config.name, "none")
+    for path, kind in ((out.path, "file"), (out.bak, "bak")):
+        try:
+            data = read_config_text(path)
+        except StoreError as e:
+            out.source = "unreadable"
+            out.notes.append(e.message)
+            return out
+        if not data:
+            out.notes.append(f"{path.name} is {'empty' if data is not None else 'absent'}")
+            continue
+        try:
+            out.value = config.decode(data)
+        except DecodeError as e:
+            out.notes.append(f"{path.name} does not decode at byte {e.offset}: {e.what}" if e.offset is not None
+                             else f"{path.name} does not decode: {e.what}")
+            if kind == "bak":
+                out.source, out.error = "fails", e
+                return out
+            continue
+        out.source = kind
+        return out
+    return out
+
+
+def load_broker_configs(config_dir: Path, version: str) -> list[ConfigLoad]:
+    """The outcome of every config file the broker of ``version`` ("4.9" or "5") loads."""
+    return [load_config(config_dir, c) for c in BROKER_CONFIG_FILES if version in c.versions]
