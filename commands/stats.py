@@ -112,8 +112,8 @@ def stats(
         rows = list(st.queues.values()) if by is By.queue else engine.topic_rows(st.queues)
     shown = engine.biggest_first(rows, top)
     dicts = [r.to_dict() if by_file else r.to_dict(st.commitlog_bytes) for r in shown]
-    summary = _summary(ms, st, by, rows, shown, components)
-    _render(fmt, by, dicts, summary, components, tz, exact, warnings + st.notes)
+    summary = _summary(ms, st, by, rows, shown, components, warnings + st.notes)
+    _render(fmt, by, dicts, summary, components, tz, exact)
 
 
 def _require_commitlog(ms) -> None:
@@ -136,23 +136,23 @@ def _no_topic(ms, topic: str) -> None:
                                              hint="--exact counts its records from the commit log")
 
 
-def _summary(ms, st, by: By, rows: list, shown: list, components: list) -> dict:
+def _summary(ms, st, by: By, rows: list, shown: list, components: list, notes: list[str]) -> dict:
     queues = st.queues.values()
     return {"store": str(ms.config.root), "method": st.method, "by": by.value, "rows": len(rows),
             "shown": len(shown), "messages": sum(r.messages for r in queues), "bytes": sum(r.bytes for r in queues),
             "commitlog_bytes": st.commitlog_bytes, "not_in_cq": st.not_in_cq if st.method == "commitlog" else None,
             "disk_bytes": sum(c.disk_bytes for c in components), "total_bytes": sum(c.bytes for c in components),
-            "components": [c.to_dict() for c in components], "notes": list(st.notes)}
+            "components": [c.to_dict() for c in components], "notes": notes}
 
 
-def _render(fmt: Fmt, by: By, dicts: list[dict], summary: dict, components: list, tz: str | None, exact: bool,
-            notes: list[str]) -> None:
+def _render(fmt: Fmt, by: By, dicts: list[dict], summary: dict, components: list, tz: str | None,
+            exact: bool) -> None:
     import sys
 
     from rmqstore_cli.render import Output, safe_text, to_json
     from rmqstore_cli.times import parse_tz
 
-    for n in notes:
+    for n in summary["notes"]:
         print(f"rmqstore: note: {safe_text(n)}", file=sys.stderr)
     if fmt is Fmt.jsonl:
         sys.stdout.write("".join(to_json(d) + "\n" for d in dicts) + to_json({"summary": summary}) + "\n")
