@@ -61,8 +61,9 @@ def stats(
     by: Annotated[By, typer.Option(help="One row per topic, per queue (topic and queue_id), or per "
                                         "commit-log, consume-queue and index file.")] = By.topic,
     top: Annotated[Optional[int], typer.Option("--top", min=1, help="Only the N biggest rows.")] = None,
-    topic: Annotated[Optional[str], typer.Option("--topic", "-t", help="Only this topic (with --by file: only "
-                                                 "its consume-queue files; commit-log and index files are shared).",
+    topic: Annotated[Optional[str], typer.Option("--topic", "-t", help="Only this topic (with --by file: its "
+                                                 "consume-queue files, and its records in each commit-log file; "
+                                                 "index files, shared by every topic, are left out).",
                                                  autocompletion=complete_topic)] = None,
     exact: Annotated[bool, typer.Option(
         "--exact", help="Walk the whole commit log instead of reading the consume queues: every record "

@@ -161,6 +161,21 @@ def test_by_file(small_store_master):
     assert sum(r["entries"] for r in default if r["component"] == "commitlog") == units
 
 
+def test_by_file_with_a_topic(small_store_master):
+    s = small_store_master
+    records = [m for m in dump(s) if m["topic"] == "OrderTopic"]
+    in_cq = [m for m in records if m["sys_flag"] & TX_MASK not in (PREPARED, ROLLBACK)]
+    for args, want in ((), in_cq), (("--exact",), records):
+        rows, summary = stats(s, "--by", "file", "--topic", "OrderTopic", *args)
+        assert {r["component"] for r in rows} == {"commitlog", "consumequeue"}
+        assert all(r["topic"] == "OrderTopic" for r in rows if r["component"] == "consumequeue")
+        assert sum(r["entries"] for r in rows if r["component"] == "commitlog") == len(want) == summary["messages"]
+        per_file = defaultdict(int)
+        for m in want:
+            per_file[f"commitlog/{m['file']}"] += 1
+        assert {r["file"]: r["entries"] for r in rows if r["component"] == "commitlog" and r["entries"]} == per_file
+
+
 def test_components_account_for_every_entry_and_name_unknown_ones(small_store):
     (small_store / "heapdump").mkdir()
     (small_store / "heapdump" / "java.hprof").write_bytes(b"x" * 5000)

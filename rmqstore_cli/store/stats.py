@@ -310,12 +310,12 @@ def _queue_row(cq: ConsumeQueue, commitlog, cl_min: int, cl_end: int, per_file: 
     row = Row(cq.topic, cq.queue_id)
     end = cq.max_offset
     first = last = None  # the live units of the first and the last file that has any
+    arrays = {name: arr for arr, _, name in cq.unit_arrays(cq.min_file_offset, end)}
+    empty = np.zeros(0, UNIT_DTYPE)
     for f in cq.queue.files:
         size, disk = file_sizes(f.path)
         row.cq_bytes += size
-        base = f.file_from_offset // CQ_STORE_UNIT_SIZE
-        arrays = list(cq.unit_arrays(base, min(end, base + cq.file_size // CQ_STORE_UNIT_SIZE)))
-        units = arrays[0][0] if arrays else np.zeros(0, UNIT_DTYPE)
+        units = arrays.get(f.name, empty)
         live = _live(units, cl_min, cl_end)
         phy = units["commitlog_offset"][live]
         sizes = units["size"][live].astype(np.int64)
@@ -439,22 +439,29 @@ def from_commit_log(store, topic: str | None = None, by_file: bool = False) -> S
     names_seen: list[str] = []
     for rec in commitlog.scan_blocks(skip_mismatch=True, every_file=True):
         if isinstance(rec, Message):
-            _add_record(g, rec)
+            if topic is None or rec.topic == topic:
+                _add_record(g, rec)
             continue
         names_b, tid = rec.topics
         if len(names_seen) < len(names_b):
             names_seen += [n.decode("utf-8", "replace") for n in names_b[len(names_seen):]]
         rb = rec.rb
-        g.add(names_seen, tid, rb.queue_id, rb.total, rec.store_timestamp, rb.sys_flag, rec.offsets)
-    on_disk = {(t, q) for t, q, _ in queue_dirs(store.config.consumequeue_dir)}
+        cols = (tid, rb.queue_id, rb.total, rec.store_timestamp, rb.sys_flag, rec.offsets)
+        if topic is not None:
+            keep = tid == (names_seen.index(topic) if topic in names_seen else -1)
+            if not keep.any():
+                continue
+            cols = tuple(c[keep] for c in cols)
+        g.add(names_seen, *cols)
+    on_disk = {(t, q) for t, q, _ in queue_dirs(store.config.consumequeue_dir) if topic is None or t == topic}
     for (t, q), r in g.rows.items():
         if (t, q) not in on_disk:
             lost = r.messages - r.not_in_cq
             if lost:
                 g.not_in_cq["no_consume_queue"] = g.not_in_cq.get("no_consume_queue", 0) + lost
             r.not_in_cq = r.messages
-    _cq_bytes(store, g.rows)
-    queues = {k: r for k, r in g.rows.items() if topic is None or k[0] == topic}
+    _cq_bytes(store, g.rows, topic)
+    queues = g.rows
     st = Stats("commitlog", queues, commitlog_total(commitlog), not_in_cq=g.not_in_cq)
     st.notes += [f"the commit log's data stops at {s.offset} in {s.file}: {s.reason}" for s in commitlog.stops]
     if by_file:
@@ -462,9 +469,11 @@ def from_commit_log(store, topic: str | None = None, by_file: bool = False) -> S
     return st
 
 
-def _cq_bytes(store, rows: dict[tuple[str, int], Row]) -> None:
+def _cq_bytes(store, rows: dict[tuple[str, int], Row], topic: str | None) -> None:
     """The consume-queue files' size of each queue (a queue with no record gets a row too)."""
     for t, q, d in queue_dirs(store.config.consumequeue_dir):
+        if topic is not None and t != topic:
+            continue
         r = rows.setdefault((t, q), Row(t, q, not_in_cq=0))
         r.cq_bytes = _tree(d, [])[1]
 
