@@ -359,8 +359,32 @@ def from_consume_queues(store, topic: str | None = None, by_file: bool = False) 
     st = Stats("consumequeue", queues, commitlog_total(commitlog))
     if by_file:
         st.files = per_file.rows(root) + cq_files
-    st.notes += [f"{p}: not a consume-queue file name; not read (its bytes count in the totals)" for p in strays]
+    st.notes += unread_entries(store) + [f"{p}: not a consume-queue file name; not read" for p in strays]
     return st
+
+
+def unread_entries(store) -> list[str]:
+    """Notes naming what lies in the store's data directories but is not read as a store file
+    (its bytes still count in the components): commit-log files and consume-queue entries
+    whose names the broker would not load, files where queue directories belong."""
+    notes = [f"{p}: not a commit-log file name; not read" for p in store.commitlog.queue.strays]
+    cq_dir = store.config.consumequeue_dir
+    try:
+        topics = sorted(os.scandir(cq_dir), key=lambda e: e.name)
+    except OSError:
+        return notes
+    for t in topics:
+        if not t.is_dir():
+            notes.append(f"{t.path}: not a topic directory; not read")
+            continue
+        try:
+            queues = sorted(os.scandir(t.path), key=lambda e: e.name)
+        except OSError as e:
+            notes.append(f"{t.path}: cannot list: {e.strerror}; not read")
+            continue
+        notes += [f"{q.path}: not a queue directory; not read" for q in queues
+                  if not (q.is_dir() and q.name.isdigit())]
+    return notes
 
 
 def commitlog_total(commitlog) -> int:
@@ -434,7 +458,11 @@ def _add_record(g: _Groups, m: Message) -> None:
 def from_commit_log(store, topic: str | None = None, by_file: bool = False) -> Stats:
     """Counts from one walk of the whole commit log (``--exact``): every valid record, and
     ``not_in_cq`` for those no consume queue holds (PREPARED/ROLLBACK, a queue not on disk)."""
+    from rmqstore_cli.store.batch import compile_for
+
     commitlog = store.commitlog
+    total = commitlog_total(commitlog)
+    compile_for(total)  # a walk of the whole log: the compiled record walk at once when it is big
     g = _Groups(commitlog)
     names_seen: list[str] = []
     for rec in commitlog.scan_blocks(skip_mismatch=True, every_file=True):
@@ -462,7 +490,8 @@ def from_commit_log(store, topic: str | None = None, by_file: bool = False) -> S
             r.not_in_cq = r.messages
     _cq_bytes(store, g.rows, topic)
     queues = g.rows
-    st = Stats("commitlog", queues, commitlog_total(commitlog), not_in_cq=g.not_in_cq)
+    st = Stats("commitlog", queues, total, not_in_cq=g.not_in_cq)
+    st.notes += unread_entries(store)
     st.notes += [f"the commit log's data stops at {s.offset} in {s.file}: {s.reason}" for s in commitlog.stops]
     if by_file:
         st.files = _exact_file_rows(commitlog, g, store.config.root) + cq_file_rows(store, topic)
