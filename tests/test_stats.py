@@ -298,3 +298,18 @@ def test_a_fifo_commitlog_file_is_refused(small_store):
     last = sorted((small_store / "commitlog").iterdir())[-1]
     plant(last, "fifo")
     one_line(run("stats", "--store", small_store, *SMALL[:4]), 3, "a FIFO", last.name)
+
+
+def test_units_pointing_where_no_commit_log_file_is(small_store):
+    """A lost middle commit-log file: its units are neither counted nor put on a neighbour."""
+    files = sorted((small_store / "commitlog").iterdir())
+    gone = files[len(files) // 2]
+    lost = [m for m in dump(small_store) if m["file"] == gone.name and m["sys_flag"] & TX_MASK not in (PREPARED,
+                                                                                                      ROLLBACK)]
+    before, _ = stats(small_store, "--by", "file")
+    gone.unlink()
+    rows, summary = stats(small_store, "--by", "file")
+    assert f"commitlog/{gone.name}" not in {r["file"] for r in rows}
+    assert {r["file"]: r["entries"] for r in rows if r["component"] == "commitlog"} == \
+        {r["file"]: r["entries"] for r in before if r["component"] == "commitlog" and r["file"] != f"commitlog/{gone.name}"}
+    assert any(n.startswith(f"{len(lost)} consume-queue units of ") for n in summary["notes"]), summary["notes"]

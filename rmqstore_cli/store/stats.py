@@ -67,6 +67,8 @@ class Row:
     last_store_timestamp: int | None = None
     cq_bytes: int = 0
     not_in_cq: int | None = None
+    #: Units pointing where no commit-log file is, past the first (not in the output: a note).
+    dangling: int = 0
 
     def add(self, other: "Row") -> None:
         """Fold another queue's counts into this row (a topic's total)."""
@@ -238,12 +240,31 @@ def _rel(p: Path, root: Path) -> str:
 # ------------------------------------------------------------------ from the consume queues
 
 
-def _live(units: np.ndarray, cl_min: int, cl_end: int) -> np.ndarray:
-    """Units that stand for a message still in the commit log's files (not expired, not past
-    the last file, not a pre-blank unit)."""
+class LogSpan:
+    """Which commit-log offsets lie in a file that is there (``MappedFileQueue#findMappedFileByOffset``
+    finds one): not expired, not past the last file, not in a gap between files."""
+
+    def __init__(self, commitlog):
+        self.starts = np.array([f.file_from_offset for f in commitlog.files], np.int64)
+        self.ends = np.array([f.end_offset for f in commitlog.files], np.int64)
+
+    def holds(self, phy: np.ndarray) -> np.ndarray:
+        if not self.starts.size:
+            return np.zeros(phy.shape, bool)
+        fi = np.searchsorted(self.starts, phy, "right") - 1
+        return (fi >= 0) & (phy < self.ends[np.maximum(fi, 0)])
+
+
+def _live(units: np.ndarray, span: LogSpan) -> tuple[np.ndarray, int]:
+    """Units that stand for a message in the commit log's files (not expired, not past the
+    last file, not a pre-blank unit), and how many others point where no file is although
+    newer than the first (past the end, or in a gap: abnormal, verify tells more)."""
     phy, size = units["commitlog_offset"], units["size"]
     pre_blank = (phy == 0) & (size == PRE_BLANK_SIZE) & (units["tags_code"] == 0)
-    return (phy >= cl_min) & (phy < cl_end) & (size > 0) & ~pre_blank
+    real = (size > 0) & ~pre_blank
+    inside = span.holds(phy)
+    first = span.starts[0] if span.starts.size else 0
+    return real & inside, int((real & ~inside & (phy >= first)).sum())
 
 
 def _store_time(commitlog, phys: list[int]) -> int | None:
@@ -303,7 +324,7 @@ class _CommitLogFiles:
         return out
 
 
-def _queue_row(cq: ConsumeQueue, commitlog, cl_min: int, cl_end: int, per_file: _CommitLogFiles | None,
+def _queue_row(cq: ConsumeQueue, commitlog, span: LogSpan, per_file: _CommitLogFiles | None,
                cq_files: list[FileRow] | None, root: Path) -> Row:
     """One queue from its units (module docstring); ``per_file``/``cq_files`` collect the
     commit-log and consume-queue file rows when ``--by file`` asks for them."""
@@ -316,7 +337,8 @@ def _queue_row(cq: ConsumeQueue, commitlog, cl_min: int, cl_end: int, per_file: 
         size, disk = file_sizes(f.path)
         row.cq_bytes += size
         units = arrays.get(f.name, empty)
-        live = _live(units, cl_min, cl_end)
+        live, dangling = _live(units, span)
+        row.dangling += dangling
         phy = units["commitlog_offset"][live]
         sizes = units["size"][live].astype(np.int64)
         row.messages += int(phy.size)
@@ -339,9 +361,7 @@ def _queue_row(cq: ConsumeQueue, commitlog, cl_min: int, cl_end: int, per_file: 
 def from_consume_queues(store, topic: str | None = None, by_file: bool = False) -> Stats:
     """Counts from the consume queues (module docstring): fast, no commit-log scan."""
     commitlog = store.commitlog
-    files = commitlog.files
-    cl_min = commitlog.min_offset
-    cl_end = files[-1].end_offset if files else 0
+    span = LogSpan(commitlog)
     root = store.config.root
     per_file = _CommitLogFiles(commitlog) if by_file else None
     cq_files: list[FileRow] | None = [] if by_file else None
@@ -353,13 +373,20 @@ def from_consume_queues(store, topic: str | None = None, by_file: bool = False) 
         cq = store.consume_queue(t, qid)
         strays += cq.queue.strays
         try:
-            queues[t, qid] = _queue_row(cq, commitlog, cl_min, cl_end, per_file, cq_files, root)
+            queues[t, qid] = _queue_row(cq, commitlog, span, per_file, cq_files, root)
         finally:
             cq.close()
     st = Stats("consumequeue", queues, commitlog_total(commitlog))
     if by_file:
         st.files = per_file.rows(root) + cq_files
     st.notes += unread_entries(store) + [f"{p}: not a consume-queue file name; not read" for p in strays]
+    dangling = [r for r in queues.values() if r.dangling]
+    if dangling:
+        st.notes.append(f"{sum(r.dangling for r in dangling)} consume-queue units of {len(dangling)} queues point "
+                        "where no commit-log file is (past its end or in a gap): not counted; rmqstore verify "
+                        "tells more")
+    if not commitlog.files:
+        st.notes.append("the commit log holds no file: no unit's message is there")
     return st
 
 
@@ -523,14 +550,13 @@ def _exact_file_rows(commitlog, g: _Groups, root: Path) -> list[FileRow]:
 def cq_file_rows(store, topic: str | None) -> list[FileRow]:
     """The consume-queue file rows alone (``--exact --by file``)."""
     commitlog = store.commitlog
-    files = commitlog.files
+    span = LogSpan(commitlog)
     rows: list[FileRow] = []
     for t, qid, _ in queue_dirs(store.config.consumequeue_dir):
         if topic is None or t == topic:
             cq = store.consume_queue(t, qid)
             try:
-                _queue_row(cq, commitlog, commitlog.min_offset, files[-1].end_offset if files else 0, None, rows,
-                           store.config.root)
+                _queue_row(cq, commitlog, span, None, rows, store.config.root)
             finally:
                 cq.close()
     return rows
@@ -558,7 +584,7 @@ def index_file_rows(config) -> list[FileRow]:
         count = max(int(h["index_count"]), 1)  # IndexHeader#load: a stored count <= 0 reads as 1
         begin, end = int(h["begin_timestamp"]), int(h["end_timestamp"])
         out.append(FileRow("index", _rel(p, config.root), size, disk, count - 1, begin or None, end or None,
-                           count / config.max_index_num))
+                           None if config.index_geometry_error is not None else count / config.max_index_num))
     return out
 
 
