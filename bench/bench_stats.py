@@ -89,6 +89,8 @@ def main() -> None:
     (res / "stats.json").write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
     if not a.keep:
         shutil.rmtree(store)
+        if not any(base.iterdir()):
+            base.rmdir()
 
 
 if __name__ == "__main__":
