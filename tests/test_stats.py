@@ -221,13 +221,15 @@ def test_reads_only(small_store):
 
 
 def _fixture_expected(expected: dict) -> tuple[dict, dict]:
-    """Per queue (count, bytes) of the consume queues' live units, and every record by topic."""
+    """Per queue (count, bytes, store times of the first and last unit's message) of the
+    consume queues' live units, and every record by topic."""
+    ts = {m["physical_offset"]: m["store_timestamp"] for m in expected["messages"]}
     cq = {}
     for q in expected["consume_queues"].values():
         if q["exists_on_disk"] and q["max_offset"] > q["min_offset"]:
             live = [u for u in q["units"] if q["min_offset"] <= u[0] < q["max_offset"]]
-            cq[q["topic"], q["queue_id"]] = (len(live), sum(u[2] for u in live))
-    return cq, expected_rows([dict(m, file="") for m in expected["messages"]])
+            cq[q["topic"], q["queue_id"]] = (len(live), sum(u[2] for u in live), ts[live[0][1]], ts[live[-1][1]])
+    return cq, expected_rows(expected["messages"])
 
 
 @pytest.mark.parametrize("version", ["4.9.7", "5.3.3"])
@@ -237,9 +239,12 @@ def test_real_broker_stores(version):
     expected = json.loads((d / "expected.json").read_text(encoding="utf-8"))
     want_cq, want_exact = _fixture_expected(expected)
     rows, summary = stats(store, "--broker-conf", conf, "--by", "queue")
-    assert {(r["topic"], r["queue_id"]): (r["messages"], r["bytes"]) for r in rows} == want_cq
+    assert {(r["topic"], r["queue_id"]): (r["messages"], r["bytes"], r["first_store_timestamp"],
+                                          r["last_store_timestamp"]) for r in rows} == want_cq
     xrows, xsummary = stats(store, "--broker-conf", conf, "--exact")
     assert got_rows(xrows, exact=True) == want_exact
+    r = cli("dump-commitlog", "--store", store, "--broker-conf", conf, "--format", "jsonl")
+    assert expected_rows([json.loads(x) for x in r.stdout.splitlines()]) == want_exact
     prepared = sum(1 for m in expected["messages"] if m["sys_flag"] & TX_MASK == PREPARED)
     rollback = sum(1 for m in expected["messages"] if m["sys_flag"] & TX_MASK == ROLLBACK)
     assert xsummary["not_in_cq"] == {"prepared": prepared, "rollback": rollback}

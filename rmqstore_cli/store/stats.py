@@ -42,8 +42,6 @@ from rmqstore_cli.store.index import index_file_paths
 from rmqstore_cli.store.mapped_files import queue_dirs
 from rmqstore_cli.store.message import Message
 
-METHODS = ("consumequeue", "commitlog")
-BY = ("topic", "queue", "file")
 #: Store-root entries a broker (4.9, 5.x) writes besides the four components: named
 #: ``known`` in :func:`disk_usage`; anything else is listed as unknown.
 BROKER_ENTRIES = frozenset({"checkpoint", "lock", "abort", "abort.bak", "consumequeue_ext", "batchconsumequeue",
