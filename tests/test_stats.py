@@ -318,3 +318,18 @@ def test_units_pointing_where_no_commit_log_file_is(small_store):
     assert {r["file"]: r["entries"] for r in rows if r["component"] == "commitlog"} == \
         {r["file"]: r["entries"] for r in before if r["component"] == "commitlog" and r["file"] != f"commitlog/{gone.name}"}
     assert any(n.startswith(f"{len(lost)} consume-queue units of ") for n in summary["notes"]), summary["notes"]
+
+
+from test_hostile_reads import full_tmpfs  # noqa: E402,F401 - the fixture, shared
+
+
+def test_on_a_full_tmpfs_no_sigbus(full_tmpfs):  # noqa: F811
+    """Consume-queue and index files with holes on a full tmpfs: mapping them would SIGBUS on
+    the first read of a hole; stats says so in one line (the index header is read, not mapped)."""
+    from test_hostile_reads import one_line
+
+    for args in ((), ("--exact",), ("--by", "file")):
+        r = run("stats", "--store", full_tmpfs, *args, "--format", "jsonl")
+        assert r.returncode not in (-7, 135), args  # SIGBUS
+        if r.returncode:
+            one_line(r, 3, "holes on a tmpfs", str(full_tmpfs))
