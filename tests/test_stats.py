@@ -281,13 +281,15 @@ def test_bad_input_is_one_line(small_store, tmp_path):
     r = run("stats", "--store", s, *SMALL[:4], "--format", "jsonl")
     assert r.returncode == 0 and b"not-a-cq-file: not a consume-queue file name" in r.stderr
     (s / "consumequeue" / "OrderTopic" / "queue-x").mkdir()
+    (s / "consumequeue" / "OrderTopic" / "\u00b2").mkdir()  # isdigit() but not int(): was a traceback
     (s / "consumequeue" / "stray.txt").write_bytes(b"x")
     (s / "commitlog" / "commitlog.bak").write_bytes(b"x")
     for args in ((), ("--exact",)):
         r = run("stats", "--store", s, *SMALL[:4], "--format", "jsonl", *args)
         notes = json.loads(r.stdout.splitlines()[-1])["summary"]["notes"]
-        assert r.returncode == 0 and len(notes) == 3 + (not args), notes
-        for needle in ("queue-x: not a queue directory", "stray.txt: not a topic directory",
+        assert r.returncode == 0 and len(notes) == 4 + (not args), notes
+        for needle in ("queue-x: not a queue directory", "\u00b2: not a queue directory",
+                       "stray.txt: not a topic directory",
                        "commitlog.bak: not a commit-log file name"):
             assert any(needle in n for n in notes) and needle.encode() in r.stderr, needle
     shutil.rmtree(s / "commitlog")

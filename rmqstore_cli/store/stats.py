@@ -408,7 +408,7 @@ def unread_entries(store) -> list[str]:
             notes.append(f"{t.path}: cannot list: {e.strerror}; not read")
             continue
         notes += [f"{q.path}: not a queue directory; not read" for q in queues
-                  if not (q.is_dir() and q.name.isdigit())]
+                  if not (q.is_dir() and q.name.isdigit() and q.name.isascii())]
     return notes
 
 
