@@ -50,6 +50,7 @@ COMMANDS = (
     "dump_cq",
     "search_offset",
     "consumer_progress",
+    "stats",
     "index_lookup",
     "decode_msgid",
     "expire",

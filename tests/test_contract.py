@@ -231,6 +231,17 @@ def test_summaries_of_writing_commands(small_store, tmp_path):
     validate(ex, "export-summary")
 
 
+def test_stats_records(small_store_master):
+    s = small_store_master
+    for args in ((), ("--by", "queue", "--exact"), ("--by", "file")):
+        recs = jsonl("stats", "--store", s, *args)
+        _check_all(recs[:-1], lambda r: "stats-file" if "component" in r else "stats-row")
+        validate(recs[-1], "stats-summary")
+        r = run("stats", "--store", s, *args, "--format", "json")
+        validate(json.loads(r.stdout), "stats-report")
+    assert {"stats-row", "stats-file"} <= USED
+
+
 def test_every_schema_is_exercised():
     """Runs last in this file (pytest keeps file order): a schema no command produced is stale."""
     unused = {p.stem for p in SCHEMAS.glob("*.json")} - USED

@@ -216,7 +216,8 @@ def queue_dirs(consumequeue_dir: Path) -> Iterator[tuple[str, int, Path]]:
     except (FileNotFoundError, NotADirectoryError):
         return
     for t in topics:
-        for q in sorted((p for p in t.iterdir() if p.is_dir() and p.name.isdigit()), key=lambda p: int(p.name)):
+        for q in sorted((p for p in t.iterdir() if p.is_dir() and p.name.isdigit() and p.name.isascii()),
+                        key=lambda p: int(p.name)):
             yield t.name, int(q.name), q
 
 

@@ -1,0 +1,210 @@
+"""``rmqstore stats``: what is eating the disk."""
+from __future__ import annotations
+
+from enum import Enum
+from typing import Annotated, Optional
+
+import typer
+
+from rmqstore_cli.commands.common import (
+    AllowOddSizeOpt,
+    BrokerConfOpt,
+    CommitlogSizeOpt,
+    CqSizeOpt,
+    DEFAULT_STORE,
+    Fmt,
+    FormatOpt,
+    StoreOpt,
+    TzOpt,
+    command,
+    complete_topic,
+)
+
+EPILOG = """Examples:
+
+  rmqstore stats --store ~/store
+
+  rmqstore stats --by queue --topic OrderTopic --format jsonl | jq -c '{queue_id, messages, bytes}'
+
+  rmqstore stats --by file --top 20
+
+  rmqstore stats --exact --format json | jq .summary.not_in_cq
+
+By default the counts come from the consume queues (method consumequeue): fast, but
+records no consume queue holds are not seen (PREPARED and ROLLBACK transactional records,
+topics whose queues are gone). --exact walks the whole commit log (method commitlog) and
+counts those in not_in_cq.
+"""
+
+
+class By(str, Enum):
+    topic = "topic"
+    queue = "queue"
+    file = "file"
+
+
+ROW_COLUMNS = [("topic", "topic", 48), ("queue_id", "queue"), ("messages", "messages"), ("size", "size"),
+               ("share", "share"), ("first", "first stored"), ("last", "last stored"), ("cq_size", "cq size"),
+               ("not_in_cq", "not in cq")]
+FILE_COLUMNS = [("component", "component"), ("file", "file", 60), ("entries", "entries"), ("size", "size"),
+                ("disk", "on disk"), ("fill", "fill"), ("first", "first stored"), ("last", "last stored")]
+COMPONENT_COLUMNS = [("component", "component"), ("path", "path", 48), ("files", "files"), ("size", "size"),
+                     ("disk", "on disk"), ("known", "note")]
+
+
+def register(app: typer.Typer) -> None:
+    app.command("stats", epilog=EPILOG)(stats)
+
+
+@command
+def stats(
+    by: Annotated[By, typer.Option(help="One row per topic, per queue (topic and queue_id), or per "
+                                        "commit-log, consume-queue and index file.")] = By.topic,
+    top: Annotated[Optional[int], typer.Option("--top", min=1, help="Only the N biggest rows.")] = None,
+    topic: Annotated[Optional[str], typer.Option("--topic", "-t", help="Only this topic (with --by file: its "
+                                                 "consume-queue files, and its records in each commit-log file; "
+                                                 "index files, shared by every topic, are left out).",
+                                                 autocompletion=complete_topic)] = None,
+    exact: Annotated[bool, typer.Option(
+        "--exact", help="Walk the whole commit log instead of reading the consume queues: every record "
+                        "counts, also those no consume queue holds (slow on a big store).")] = False,
+    store: StoreOpt = DEFAULT_STORE,
+    broker_conf: BrokerConfOpt = None,
+    commitlog_file_size: CommitlogSizeOpt = None,
+    cq_file_size: CqSizeOpt = None,
+    allow_odd_size: AllowOddSizeOpt = False,
+    fmt: FormatOpt = Fmt.table,
+    tz: TzOpt = None,
+) -> None:
+    """What is eating the disk: messages and bytes per topic, queue or file, biggest first,
+    and the size of every part of the store root.
+
+    Rows: messages and bytes (the records' sizes) in the commit log, the store times of the
+    first and last, share of the commit-log files' size, and the topic's consume-queue
+    files' size. Counts come from the consume queues unless --exact (see below); the
+    summary's method says which. --by file gives each commit-log file (records, time range,
+    fill = end of its last record / file size), consume-queue file (live units, time range
+    of their messages, fill = units / capacity) and index file (entries and time range from
+    its header, fill = indexCount / maxIndexNum). The summary lists every entry of the store
+    root by component (commitlog, consumequeue, index, config, other) with its size and
+    allocated bytes; an entry no broker writes is named as unknown. Exit 1 when --topic
+    matches nothing.
+
+    JSON fields (rows): topic, queue_id (--by queue), messages, bytes, first_store_timestamp,
+    last_store_timestamp, share, cq_bytes, not_in_cq (--exact); file rows: component, file,
+    topic, queue_id, bytes, disk_bytes, entries, first_store_timestamp, last_store_timestamp,
+    fill. jsonl ends with one {"summary": …} line; json prints {"rows": […], "summary": …}.
+    """
+    from rmqstore_cli.commands.common import open_store
+    from rmqstore_cli.store import stats as engine
+
+    ms = open_store(store, broker_conf, tz, allow_odd_size, commitlog_file_size=commitlog_file_size,
+                    cq_file_size=cq_file_size)
+    _require_commitlog(ms)
+    warnings: list[str] = []
+    components = engine.disk_usage(ms.config, warnings)
+    by_file = by is By.file
+    st = (engine.from_commit_log if exact else engine.from_consume_queues)(ms, topic, by_file)
+    if topic is not None and not st.queues:
+        _no_topic(ms, topic)
+    if by_file:
+        rows = st.files + (engine.index_file_rows(ms.config) if topic is None else [])
+    else:
+        rows = list(st.queues.values()) if by is By.queue else engine.topic_rows(st.queues)
+    shown = engine.biggest_first(rows, top)
+    dicts = [r.to_dict() if by_file else r.to_dict(st.commitlog_bytes) for r in shown]
+    summary = _summary(ms, st, by, rows, shown, components, warnings + st.notes)
+    _render(fmt, by, dicts, summary, components, tz, exact)
+
+
+def _require_commitlog(ms) -> None:
+    from rmqstore_cli.errors import StoreError
+
+    dirs = ms.config.commitlog_dirs
+    if not any(d.is_dir() for d in dirs):
+        raise StoreError("no commit log: the store's commit-log directory is missing", path=dirs[0],
+                         hint="pass --broker-conf when storePathCommitLog puts it elsewhere")
+
+
+def _no_topic(ms, topic: str) -> None:
+    from rmqstore_cli.commands.common import no_such_topic
+    from rmqstore_cli.errors import NotFound
+    from rmqstore_cli.render import safe_text
+
+    nf = no_such_topic(ms, topic)
+    raise nf if nf is not None else NotFound(f"topic '{safe_text(topic)}' has no consume queue",
+                                             path=ms.config.consumequeue_dir / topic,
+                                             hint="--exact counts its records from the commit log")
+
+
+def _summary(ms, st, by: By, rows: list, shown: list, components: list, notes: list[str]) -> dict:
+    queues = st.queues.values()
+    return {"store": str(ms.config.root), "method": st.method, "by": by.value, "rows": len(rows),
+            "shown": len(shown), "messages": sum(r.messages for r in queues), "bytes": sum(r.bytes for r in queues),
+            "commitlog_bytes": st.commitlog_bytes, "not_in_cq": st.not_in_cq if st.method == "commitlog" else None,
+            "disk_bytes": sum(c.disk_bytes for c in components), "total_bytes": sum(c.bytes for c in components),
+            "components": [c.to_dict() for c in components], "notes": notes}
+
+
+def _render(fmt: Fmt, by: By, dicts: list[dict], summary: dict, components: list, tz: str | None,
+            exact: bool) -> None:
+    import sys
+
+    from rmqstore_cli.render import Output, safe_text, to_json
+    from rmqstore_cli.times import parse_tz
+
+    for n in summary["notes"]:
+        print(f"rmqstore: note: {safe_text(n)}", file=sys.stderr)
+    if fmt is Fmt.jsonl:
+        sys.stdout.write("".join(to_json(d) + "\n" for d in dicts) + to_json({"summary": summary}) + "\n")
+        return
+    if fmt is Fmt.json:
+        sys.stdout.write(to_json({"rows": dicts, "summary": summary}) + "\n")
+        return
+    how = ("counted from the commit log (--exact)" if exact else
+           "counted from the consume queues (--exact also counts records no consume queue holds)")
+    cols = FILE_COLUMNS if by is By.file else [c for c in ROW_COLUMNS if (c[0] != "queue_id" or by is By.queue)
+                                               and (c[0] != "not_in_cq" or exact)]
+    out = Output("table", cols, title=f"{summary['store']}: {summary['messages']} messages, "
+                                      f"{human(summary['bytes'])}, {how}")
+    zone = parse_tz(tz)
+    for d in dicts:
+        out.emit(_table_cells(d, zone))
+    out.close()
+    sys.stdout.write("\n")
+    out = Output("table", COMPONENT_COLUMNS, title=f"disk: {human(summary['total_bytes'])} in files, "
+                                                   f"{human(summary['disk_bytes'])} allocated")
+    for c in components:
+        out.emit({"component": c.component, "path": c.path, "files": c.files, "size": human(c.bytes),
+                  "disk": human(c.disk_bytes), "known": "" if c.known else "unknown: no broker writes it"})
+    out.close()
+    if exact and summary["not_in_cq"]:
+        sys.stdout.write("not in any consume queue: " + ", ".join(f"{k} {v}" for k, v in
+                                                                sorted(summary["not_in_cq"].items())) + "\n")
+
+
+def _table_cells(d: dict, zone) -> dict:
+    """A row for people: sizes in KiB/MiB/GiB, share and fill as percentages, times as text."""
+    from rmqstore_cli.times import format_ms
+
+    t = dict(d)
+    t["size"] = human(d["bytes"])
+    for k, src in (("first", "first_store_timestamp"), ("last", "last_store_timestamp")):
+        t[k] = format_ms(d[src], zone) if d.get(src) is not None else ""
+    if "cq_bytes" in d:
+        t["cq_size"] = human(d["cq_bytes"])
+        t["share"] = f"{100 * d['share']:.1f}%"
+    else:
+        t["disk"] = human(d["disk_bytes"])
+        t["fill"] = "" if d["fill"] is None else f"{100 * d['fill']:.1f}%"
+    return t
+
+
+def human(n: int) -> str:
+    """Bytes for people: 512 B, 1.5 KiB, 2.0 GiB."""
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if size < 1024 or unit == "TiB":
+            return f"{int(size)} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} B"
