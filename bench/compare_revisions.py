@@ -16,12 +16,13 @@ store, so load from other jobs falls on both alike:
   warm-up (numba's kernel cache, page cache; not counted), then ``--rounds`` times per
   revision, alternately: A B, B A, A B, ... (the order flips each round so a drift in the
   machine's load falls on both sides alike). Per run the child's user+sys CPU time, wall
-  time and peak RSS come from ``os.wait4``.
+  time and peak RSS come from ``os.wait4`` in a small launcher process (:class:`Spawner`).
 - A case whose warm-up fails in one revision (a command or option that exists only in
   the other, a crash, a timeout) is skipped with a note; failing in both, too.
-- stdout and the files a case writes are hashed per run: ``same`` when A and B wrote
-  the same bytes, ``varies`` when one revision's own runs differ (a timing in a
-  summary), ``DIFFERS`` when each is stable and they differ.
+- stdout (the summaries' ``seconds`` blanked) and the files a case writes are hashed per
+  run, warm-up included: ``same`` when A and B wrote the same bytes, ``varies`` when one
+  revision's own runs differ (Parquet files do), ``DIFFERS`` when each is stable and they
+  differ: a restructuring must show no DIFFERS.
 - Prints a table (median CPU A, median CPU B, B/A, verdict) and writes
   ``bench/results/compare-<A>-<B>-<time>.json`` and ``.md`` (every run's numbers).
 
@@ -40,14 +41,11 @@ import json
 import os
 import platform
 import re
-import resource
 import shlex
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -117,6 +115,8 @@ class Row:
     wall_b: list[float] = field(default_factory=list)
     rss_a: list[int] = field(default_factory=list)  # KiB
     rss_b: list[int] = field(default_factory=list)
+    user_a: list[float] = field(default_factory=list)  # the user part of cpu_a
+    user_b: list[float] = field(default_factory=list)
     output: str = ""
     note: str = ""
     load: list[float] = field(default_factory=list)  # 1-min load average before and after
@@ -193,12 +193,12 @@ class Run:
     rc: int
     wall: float
     cpu: float
+    user: float
     rss_kib: int
     timed_out: bool
     stderr: str
     stdout_digest: str
     files_digest: str
-    floor_kib: int  # the launcher's own peak RSS: no child's figure can be below it
 
 
 def tree_digest(root: Path) -> str:
@@ -237,55 +237,60 @@ def file_digest(path: Path) -> str:
     return h.hexdigest()
 
 
-def measure(req: dict) -> dict:
-    """Run one child (req: argv, env, cwd, stdout, stderr, timeout) and return its exit code,
-    wall time, and from os.wait4 its user+sys CPU time and peak RSS (its reaped descendants
-    included)."""
-    timed_out = threading.Event()
-
-    def kill(pid: int) -> None:
-        timed_out.set()
-        try:
-            os.killpg(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-
-    with open(req["stdout"], "wb") as so, open(req["stderr"], "wb") as se:
-        t0 = time.perf_counter()
-        p = subprocess.Popen(req["argv"], stdin=subprocess.DEVNULL, stdout=so, stderr=se, env=req["env"],
-                             cwd=req["cwd"], start_new_session=True)
-        timer = threading.Timer(req["timeout"], kill, (p.pid,))
-        timer.start()
-        try:
-            _, status, ru = os.wait4(p.pid, 0)
-        finally:
-            timer.cancel()
-        wall = time.perf_counter() - t0
-    p.returncode = os.waitstatus_to_exitcode(status)  # reaped here: Popen must not wait again
-    return {"rc": p.returncode, "wall": wall, "cpu": ru.ru_utime + ru.ru_stime, "rss_kib": ru.ru_maxrss,
-            "timed_out": timed_out.is_set()}
-
-
-def spawner_main() -> None:
-    """The launcher process: one request per stdin line, one result per stdout line.
-
-    Why a separate process: Linux starts a child's peak RSS (ru_maxrss) at the peak of
-    the process that spawned it (the mm's high-water mark is kept across exec), so children
-    spawned by this script after it parsed a dump would all report >= its own peak. This
-    process stays small, so the RSS figures are the commands' own."""
-    for line in sys.stdin:
-        res = measure(json.loads(line))
-        res["floor_kib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        print(json.dumps(res), flush=True)
+#: The launcher process (see :class:`Spawner`): one request per stdin line (argv, env, cwd,
+#: stdout, stderr, timeout), one result per stdout line. Only what it needs is imported,
+#: so that its own peak RSS (the floor below which no child's figure can go) stays small.
+SPAWNER = r"""
+import json, os, signal, sys, time
+pid, timed_out = 0, False
+def kill(signum, frame):
+    global timed_out
+    timed_out = True
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+signal.signal(signal.SIGALRM, kill)
+CREATE = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+for line in sys.stdin:
+    req = json.loads(line)
+    timed_out = False
+    os.chdir(req["cwd"])
+    files = [(os.POSIX_SPAWN_OPEN, 0, "/dev/null", os.O_RDONLY, 0),
+             (os.POSIX_SPAWN_OPEN, 1, req["stdout"], CREATE, 0o644),
+             (os.POSIX_SPAWN_OPEN, 2, req["stderr"], CREATE, 0o644)]
+    t0 = time.perf_counter()
+    try:
+        pid = os.posix_spawn(req["argv"][0], req["argv"], req["env"], file_actions=files, setsid=True)
+    except OSError as e:
+        print(json.dumps({"error": f"{req['argv'][0]}: {e}"}), flush=True)
+        continue
+    signal.setitimer(signal.ITIMER_REAL, req["timeout"])
+    _, status, ru = os.wait4(pid, 0)
+    signal.setitimer(signal.ITIMER_REAL, 0)
+    wall = time.perf_counter() - t0
+    print(json.dumps({"rc": os.waitstatus_to_exitcode(status), "wall": wall,
+                      "cpu": ru.ru_utime + ru.ru_stime, "user": ru.ru_utime, "sys": ru.ru_stime,
+                      "rss_kib": ru.ru_maxrss, "timed_out": timed_out}), flush=True)
+"""
 
 
 class Spawner:
-    """The parent's end of :func:`spawner_main`."""
+    """Runs the measured commands from a separate small process (:data:`SPAWNER`): each
+    child's user+sys CPU time and peak RSS come from its os.wait4 (the child's reaped
+    descendants included), its wall time from around the spawn.
+
+    Why a separate process: Linux starts a child's peak RSS (ru_maxrss) at the high-water
+    mark of the process that spawned it (kept across exec), so children spawned by this
+    script after it parsed a dump would all report at least its own peak. What is left of
+    that floor is measured once (:attr:`floor_kib`: what /bin/true reports)."""
 
     def __init__(self) -> None:
-        self.proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--spawner"],
+        self.proc = subprocess.Popen([sys.executable, "-I", "-S", "-c", SPAWNER],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        self.floor_kib = 0
+        true = shutil.which("true") or "/bin/true"
+        self.floor_kib = self.run({"argv": [true], "env": {}, "cwd": "/", "stdout": os.devnull,
+                                   "stderr": os.devnull, "timeout": 60})["rss_kib"]
 
     def run(self, req: dict) -> dict:
         assert self.proc.stdin and self.proc.stdout
@@ -295,7 +300,8 @@ class Spawner:
         if not line:
             raise BenchError(f"the launcher process ended (exit {self.proc.wait()})")
         res = json.loads(line)
-        self.floor_kib = res["floor_kib"]
+        if "error" in res:
+            raise BenchError(f"cannot start {res['error']}")
         return res
 
     def close(self) -> None:
@@ -313,8 +319,8 @@ def run_once(spawner: Spawner, argv: list[str], env: dict[str, str], timeout: fl
     res = spawner.run({"argv": argv, "env": env, "cwd": str(work), "stdout": str(work / "stdout"),
                        "stderr": str(work / "stderr"), "timeout": timeout})
     stderr = (work / "stderr").read_bytes()[-2000:].decode("utf-8", "replace")
-    run = Run(res["rc"], res["wall"], res["cpu"], res["rss_kib"], res["timed_out"], stderr,
-              stdout_digest(work / "stdout"), tree_digest(out), res["floor_kib"])
+    run = Run(res["rc"], res["wall"], res["cpu"], res["user"], res["rss_kib"], res["timed_out"], stderr,
+              stdout_digest(work / "stdout"), tree_digest(out))
     shutil.rmtree(out, ignore_errors=True)
     (work / "stdout").unlink()
     return run
@@ -516,6 +522,7 @@ def bench_case(case: Case, sides: list[Side], values: dict[str, str], opts: argp
             (row.cpu_a if a else row.cpu_b).append(run.cpu)
             (row.wall_a if a else row.wall_b).append(run.wall)
             (row.rss_a if a else row.rss_b).append(run.rss_kib)
+            (row.user_a if a else row.user_b).append(run.user)
             digests[s.label].append((run.stdout_digest, run.files_digest))
     row.output = describe_output(digests["A"], digests["B"])
     row.load.append(os.getloadavg()[0])
@@ -559,7 +566,9 @@ def markdown(data: dict, rows: list[Row], threshold: float) -> str:
              f"- A: {a['subject']}", f"- B: {b['subject']}",
              f"- {data['started']} .. {data['finished']}; {data['rounds']} rounds per side after one warm-up; "
              f"threshold ±{threshold:.0%} on median user+sys CPU",
-             f"- machine: {m['nproc']} CPUs, {m['platform']}, Python {m['python']}, load at the end {m['loadavg']}",
+             f"- machine: {m['nproc']} CPUs, {m['platform']}, Python {m['python']}, load at the end "
+             f"{[round(x, 1) for x in m['loadavg']]}; RSS floor (what /bin/true reports) "
+             f"{m.get('rss_floor_kib', 0) / 1024:.0f} MiB",
              f"- store: {st['messages']} messages, generate {st['gen_args']} (by A)"]
     if a["versions"] != b["versions"]:
         lines.append(f"- package versions differ: A {a['versions']} B {b['versions']}")
@@ -676,9 +685,6 @@ def measure_all(opts: argparse.Namespace, todo: list[Case], spawner: Spawner, st
 
 def main(argv: list[str] | None = None) -> int:
     """Exit 0: no case SLOWER; 1: some case SLOWER; 2: a set-up step failed."""
-    if (argv if argv is not None else sys.argv[1:]) == ["--spawner"]:
-        spawner_main()
-        return 0
     opts = parse(argv)
     try:
         if opts.list:
