@@ -40,7 +40,6 @@ import hashlib
 import json
 import os
 import platform
-import re
 import shlex
 import shutil
 import statistics
@@ -211,22 +210,8 @@ def tree_digest(root: Path) -> str:
         if path.is_symlink():
             h.update(b"->" + os.readlink(path).encode())
         elif path.is_file():
-            with open(path, "rb") as f:
-                for chunk in iter(lambda: f.read(1 << 20), b""):
-                    h.update(chunk)
+            h.update(file_digest(path).encode())
     return h.hexdigest()
-
-
-#: Timings in the commands' JSON summaries, blanked before the digest (only in outputs up
-#: to 1 MiB: big dumps have none and are hashed as they are).
-VOLATILE = re.compile(rb'"(seconds|messages_per_second)":\s*[-0-9.eE+]+')
-
-
-def stdout_digest(path: Path) -> str:
-    """sha256 of what a run printed, its timings blanked (:data:`VOLATILE`)."""
-    if path.stat().st_size > 1 << 20:
-        return file_digest(path)
-    return hashlib.sha256(VOLATILE.sub(rb'"\1":_', path.read_bytes())).hexdigest()
 
 
 def file_digest(path: Path) -> str:
@@ -238,11 +223,17 @@ def file_digest(path: Path) -> str:
 
 
 #: The launcher process (see :class:`Spawner`): one request per stdin line (argv, env, cwd,
-#: stdout, stderr, timeout), one result per stdout line. Only what it needs is imported,
+#: stderr, timeout), one result per stdout line. The child's stdout is a pipe the launcher
+#: drains and hashes (what ``| less`` sees; a file there would add the page cache's
+#: writeback to the child's sys time, the noisiest part of a big dump's CPU time). Only what it needs is imported,
 #: so that its own peak RSS (the floor below which no child's figure can go) stays small.
 SPAWNER = r"""
-import json, os, signal, sys, time
+import hashlib, json, os, re, signal, sys, time
 pid, timed_out = 0, False
+# Timings in the commands' JSON summaries, blanked before the digest (only in outputs up to
+# SMALL bytes: big dumps have none and are hashed as they come).
+VOLATILE = re.compile(rb'"(seconds|messages_per_second)":\s*[-0-9.eE+]+')
+SMALL = 256 << 10
 def kill(signum, frame):
     global timed_out
     timed_out = True
@@ -250,28 +241,42 @@ def kill(signum, frame):
         os.killpg(pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
+def drain(fd):
+    h, head, n = hashlib.sha256(), [], 0
+    while chunk := os.read(fd, 1 << 16):
+        h.update(chunk)
+        n += len(chunk)
+        if n <= SMALL:
+            head.append(chunk)
+    os.close(fd)
+    if n <= SMALL:
+        return hashlib.sha256(VOLATILE.sub(rb'"\1":_', b"".join(head))).hexdigest(), n
+    return h.hexdigest(), n
 signal.signal(signal.SIGALRM, kill)
-CREATE = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
 for line in sys.stdin:
     req = json.loads(line)
     timed_out = False
     os.chdir(req["cwd"])
-    files = [(os.POSIX_SPAWN_OPEN, 0, "/dev/null", os.O_RDONLY, 0),
-             (os.POSIX_SPAWN_OPEN, 1, req["stdout"], CREATE, 0o644),
-             (os.POSIX_SPAWN_OPEN, 2, req["stderr"], CREATE, 0o644)]
+    r, w = os.pipe()
+    files = [(os.POSIX_SPAWN_OPEN, 0, "/dev/null", os.O_RDONLY, 0), (os.POSIX_SPAWN_DUP2, w, 1),
+             (os.POSIX_SPAWN_OPEN, 2, req["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)]
     t0 = time.perf_counter()
     try:
         pid = os.posix_spawn(req["argv"][0], req["argv"], req["env"], file_actions=files, setsid=True)
     except OSError as e:
+        os.close(r), os.close(w)
         print(json.dumps({"error": f"{req['argv'][0]}: {e}"}), flush=True)
         continue
+    os.close(w)
     signal.setitimer(signal.ITIMER_REAL, req["timeout"])
+    digest, size = drain(r)
     _, status, ru = os.wait4(pid, 0)
     signal.setitimer(signal.ITIMER_REAL, 0)
     wall = time.perf_counter() - t0
     print(json.dumps({"rc": os.waitstatus_to_exitcode(status), "wall": wall,
                       "cpu": ru.ru_utime + ru.ru_stime, "user": ru.ru_utime, "sys": ru.ru_stime,
-                      "rss_kib": ru.ru_maxrss, "timed_out": timed_out}), flush=True)
+                      "rss_kib": ru.ru_maxrss, "timed_out": timed_out, "stdout_digest": digest,
+                      "stdout_bytes": size}), flush=True)
 """
 
 
@@ -289,8 +294,8 @@ class Spawner:
         self.proc = subprocess.Popen([sys.executable, "-I", "-S", "-c", SPAWNER],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         true = shutil.which("true") or "/bin/true"
-        self.floor_kib = self.run({"argv": [true], "env": {}, "cwd": "/", "stdout": os.devnull,
-                                   "stderr": os.devnull, "timeout": 60})["rss_kib"]
+        self.floor_kib = self.run({"argv": [true], "env": {}, "cwd": "/", "stderr": os.devnull,
+                                   "timeout": 60})["rss_kib"]
 
     def run(self, req: dict) -> dict:
         assert self.proc.stdin and self.proc.stdout
@@ -311,18 +316,17 @@ class Spawner:
 
 
 def run_once(spawner: Spawner, argv: list[str], env: dict[str, str], timeout: float, work: Path) -> Run:
-    """Run argv with stdout and stderr to files in work and {out} = work/out made fresh;
-    digest what it printed and wrote, then remove it."""
+    """Run argv with stderr to a file in work and {out} = work/out made fresh; digest what it
+    printed (in the launcher) and wrote, then remove it."""
     out = work / "out"
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
-    res = spawner.run({"argv": argv, "env": env, "cwd": str(work), "stdout": str(work / "stdout"),
-                       "stderr": str(work / "stderr"), "timeout": timeout})
+    res = spawner.run({"argv": argv, "env": env, "cwd": str(work), "stderr": str(work / "stderr"),
+                       "timeout": timeout})
     stderr = (work / "stderr").read_bytes()[-2000:].decode("utf-8", "replace")
     run = Run(res["rc"], res["wall"], res["cpu"], res["user"], res["rss_kib"], res["timed_out"], stderr,
-              stdout_digest(work / "stdout"), tree_digest(out))
+              res["stdout_digest"], tree_digest(out))
     shutil.rmtree(out, ignore_errors=True)
-    (work / "stdout").unlink()
     return run
 
 
