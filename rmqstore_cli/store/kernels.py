@@ -1,10 +1,10 @@
 """Compiled loops of the engine: the record walk, small bodies' CRC, a join of byte ranges.
 
 What would otherwise be a Python loop per record — the walk of STORE-FORMAT §7.1
-(:func:`~rmqstore_cli.store.batch.walk_records`), one CRC call per body
-(:func:`~rmqstore_cli.store.batch.body_crcs`), one slice per PROPERTIES — compiled by
+(:func:`~rmqstore_cli.store.commitlog.bulk.walk_records`), one CRC call per body
+(:func:`~rmqstore_cli.store.commitlog.bulk.body_crcs`), one slice per PROPERTIES — compiled by
 numba, the results the same to the bit (tests compare). Callers switch to them only for
-big jobs (``batch.WALK_COMPILE_AFTER``, ``verify.KERNEL_AFTER``), so small stores never pay
+big jobs (:data:`~rmqstore_cli.store.fastpaths.FAST_PATHS`, ``verify.KERNEL_AFTER``), so small stores never pay
 numba's import (~0.3 s), and keep the Python loops when numba is missing. Compiled on first
 use and cached on disk (:data:`JIT`, shared with :mod:`~rmqstore_cli.jsonkernel`).
 """

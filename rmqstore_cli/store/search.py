@@ -35,20 +35,20 @@ import os
 import struct
 from dataclasses import dataclass, field
 
-from rmqstore_cli.formats.commitlog import HEAD_SIZE, HostV4, HostV6, MessageHead
+from rmqstore_cli.formats.commitlog import AFTER_BORN_HOST, HEAD, HEAD_SIZE, HOST_SIZE
 from rmqstore_cli.formats.consume_queue import CQ_STORE_UNIT_SIZE, PRE_BLANK_SIZE, UNIT_FORMAT
-from rmqstore_cli.formats.derive import field_offset
 from rmqstore_cli.formats.sysflag import BORNHOST_V6_FLAG
 from rmqstore_cli.store.commitlog import CommitLog, Status
 from rmqstore_cli.store.consume_queue import ConsumeQueue
 from rmqstore_cli.store.unit_check import is_pre_blank
 
 _UNIT = struct.Struct(UNIT_FORMAT)
-_SYSFLAG_POS = field_offset(MessageHead, "sys_flag")  # MessageDecoder.SYSFLAG_POSITION
-_STORE_TS_V4 = HEAD_SIZE + HostV4.sizeof()  # 4+4+4+4+4+8+8+4+8 + bornhost length
-_STORE_TS_V6 = HEAD_SIZE + HostV6.sizeof()
-_I32 = struct.Struct(">i")
-_I64 = struct.Struct(">q")
+_SYS_FLAG = HEAD["sys_flag"]  # MessageDecoder.SYSFLAG_POSITION
+_STORE_TS = AFTER_BORN_HOST["store_timestamp"]
+_STORE_TS_V4 = HEAD_SIZE + HOST_SIZE[False] + _STORE_TS.offset  # CommitLog#pickupStoreTimestamp
+_STORE_TS_V6 = HEAD_SIZE + HOST_SIZE[True] + _STORE_TS.offset
+_I32 = struct.Struct(_SYS_FLAG.fmt)
+_I64 = struct.Struct(_STORE_TS.fmt)
 
 METHODS = ("first", "scan", "broker-4.9", "broker-5-lower", "broker-5-upper")
 
@@ -135,11 +135,11 @@ class TimeReader:
             readable = min(readable, self.end - f.file_from_offset)
         if pos + size > readable:
             return -1
-        if size < _SYSFLAG_POS + 4:
+        if size < _SYS_FLAG.offset + _SYS_FLAG.size:
             raise BrokerWouldThrow(f"unit size {size} at commit-log offset {phy} is too short to read sysFlag")
-        sys_flag = _I32.unpack_from(buf, pos + _SYSFLAG_POS)[0]
+        sys_flag = _I32.unpack_from(buf, pos + _SYS_FLAG.offset)[0]
         at = _STORE_TS_V6 if sys_flag & BORNHOST_V6_FLAG else _STORE_TS_V4
-        if size < at + 8:
+        if size < at + _STORE_TS.size:
             raise BrokerWouldThrow(f"unit size {size} at commit-log offset {phy} is too short to read the "
                                    "store timestamp")
         return _I64.unpack_from(buf, pos + at)[0]
