@@ -110,11 +110,19 @@ RecordPrefix = Struct("total_size" / Int32sb, "magic" / Int32ub)
 
 HEAD_FORMAT = fixed_fields_format(MessageHead)
 HEAD_SIZE = struct.calcsize(HEAD_FORMAT)
-#: The head as one big-endian numpy record (names of :data:`MessageHead`).
-HEAD_DTYPE = numpy_dtype(MessageHead)
 PREFIX_FORMAT = fixed_fields_format(RecordPrefix)
-#: TOTALSIZE, MAGICCODE as one big-endian numpy record (``total_size``, ``magic``).
-PREFIX_DTYPE = numpy_dtype(RecordPrefix)
+#: numpy record dtypes, made on first use (numpy is not imported for the per-record paths):
+#: ``HEAD_DTYPE``, the head (names of :data:`MessageHead`); ``PREFIX_DTYPE``, TOTALSIZE and
+#: MAGICCODE (``total_size``, ``magic``).
+_DTYPES = {"HEAD_DTYPE": MessageHead, "PREFIX_DTYPE": RecordPrefix}
+
+
+def __getattr__(name: str):
+    if name in _DTYPES:
+        dtype = numpy_dtype(_DTYPES[name])
+        globals()[name] = dtype
+        return dtype
+    raise AttributeError(name)
 
 
 def middle_format(born_v6: bool, store_v6: bool) -> str:

@@ -37,6 +37,14 @@ def index_file_size(max_hash_slot_num: int, max_index_num: int) -> int:
     return INDEX_HEADER_SIZE + max_hash_slot_num * HASH_SLOT_SIZE + max_index_num * INDEX_ENTRY_SIZE
 
 # -- read-engine
-#: The index entry and hash slot as big-endian numpy records (names of the declarations).
-ENTRY_DTYPE = numpy_dtype(IndexEntry)
-SLOT_DTYPE = numpy_dtype(IndexSlot)
+#: ``ENTRY_DTYPE``, ``SLOT_DTYPE``: the index entry and hash slot as big-endian numpy
+#: records (names of the declarations), made on first use (no numpy for per-record paths).
+_DTYPES = {"ENTRY_DTYPE": IndexEntry, "SLOT_DTYPE": IndexSlot}
+
+
+def __getattr__(name: str):
+    if name in _DTYPES:
+        dtype = numpy_dtype(_DTYPES[name])
+        globals()[name] = dtype
+        return dtype
+    raise AttributeError(name)
