@@ -29,4 +29,5 @@ def compile_walk() -> bool:
 
 def compile_for(nbytes: int) -> bool:
     """``FAST_PATHS.for_file(nbytes)``, with the threshold patched here if it was."""
-    return nbytes >= COMPILE_FOR_BYTES and FAST_PATHS.compile()
+    FAST_PATHS.for_bytes = COMPILE_FOR_BYTES
+    return FAST_PATHS.for_file(nbytes)

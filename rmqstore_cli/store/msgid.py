@@ -61,7 +61,6 @@ class IdReading:
     offset_message: Message | None = None
     offset_problem: str = ""
     uniq_messages: list[Message] = field(default_factory=list)
-    searched_store: bool = False
 
     @property
     def found(self) -> bool:
@@ -111,7 +110,6 @@ def resolve_in_store(r: IdReading, store, topics: list[str]) -> None:
     the index of every topic. What is found decides the kind."""
     from rmqstore_cli.store.lookup import lookup_key, read_record
 
-    r.searched_store = True
     o = r.offset
     if o.physical_offset >= 0:
         msg, why = read_record(store.commitlog, o.physical_offset)

@@ -50,8 +50,6 @@ _STORE_TS_V6 = HEAD_SIZE + HOST_SIZE[True] + _STORE_TS.offset
 _I32 = struct.Struct(_SYS_FLAG.fmt)
 _I64 = struct.Struct(_STORE_TS.fmt)
 
-METHODS = ("first", "scan", "broker-4.9", "broker-5-lower", "broker-5-upper")
-
 
 @dataclass
 class SearchResult:
