@@ -114,6 +114,11 @@ def test_message_id_formats_match_declarations():
     assert OFFSET_MSG_ID_TAIL_FORMAT.replace("i", "l") == fixed_fields_format(offset_tail)
     assert UNIQ_KEY_TAIL_FORMAT.replace("i", "l").replace("I", "L") == fixed_fields_format(uniq_tail)
     assert UNIQ_KEY_TAIL_SIZE == uniq_tail.sizeof()
+    from rmqstore_cli.formats.commitlog import HOST_ADDRESS_SIZE
+    from rmqstore_cli.formats.message_id import ADDRESS_SIZES, OFFSET_MSG_ID_TAIL_SIZE
+
+    assert ADDRESS_SIZES == (HOST_ADDRESS_SIZE[False], HOST_ADDRESS_SIZE[True])
+    assert OFFSET_MSG_ID_TAIL_SIZE == offset_tail.sizeof()
 
 
 def test_hot_path_agrees_with_declaration_on_real_broker_records():

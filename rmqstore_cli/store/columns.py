@@ -19,7 +19,7 @@ from functools import cached_property
 
 import numpy as np
 
-from rmqstore_cli.formats.commitlog import HEAD, HEAD_SIZE, HOST_SIZE, PORT
+from rmqstore_cli.formats.commitlog import HEAD, HEAD_SIZE, HOST_ADDRESS_SIZE, HOST_SIZE, PORT
 from rmqstore_cli.store.arrays import byte_rows, distinct_rows, gather_field
 from rmqstore_cli.store.commitlog.bulk import RecordBatch, body_crcs, walk_records
 from rmqstore_cli.store.message import Message, address_text
@@ -100,7 +100,7 @@ class MessageBlock:
         at, size, _ = self.host(which)
         rows = np.full(self.n, -1, np.int64)
         table: list[str] = []
-        for width in (16,) if only_v6 else (4, 16):
+        for width in (HOST_ADDRESS_SIZE[True],) if only_v6 else (HOST_ADDRESS_SIZE[False], HOST_ADDRESS_SIZE[True]):
             sel = np.flatnonzero(size == width)
             if sel.size:
                 raw = np.ascontiguousarray(byte_rows(self.a, at[sel], width))

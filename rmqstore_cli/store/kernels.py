@@ -17,7 +17,7 @@ import numba
 import numpy as np
 from numba import njit
 
-from rmqstore_cli.formats.commitlog import MAGIC_V1, MAGIC_V2
+from rmqstore_cli.formats.commitlog import HEAD, MAGIC_V1, MAGIC_V2
 
 
 def _cacheable() -> None:
@@ -37,6 +37,10 @@ JIT = njit(cache=True, nogil=True, boundscheck=False)
 #: Bodies shorter than this get their CRC here; longer ones from zlib (faster per byte, and
 #: its per-call cost no longer matters).
 SMALL_BODY = 1024
+
+# the walk reads TOTALSIZE and MAGICCODE (two big-endian ints, read by _be32)
+_TOTAL_AT, _MAGIC_AT = HEAD["total_size"].offset, HEAD["magic"].offset
+_PREFIX_SIZE = _MAGIC_AT + HEAD["magic"].size
 
 
 def _crc_tables() -> np.ndarray:
@@ -69,12 +73,12 @@ def walk(a, pos, limit, max_n, min_total, out):
     n = 0
     end = pos
     while n < max_n:
-        if end + 8 > limit:
+        if end + _PREFIX_SIZE > limit:
             break
-        total = _be32(a, end)
-        if total >= 2147483648:
+        total = _be32(a, end + _TOTAL_AT)
+        if total >= 2147483648:  # TOTALSIZE is signed
             total -= 4294967296
-        magic = _be32(a, end + 4)
+        magic = _be32(a, end + _MAGIC_AT)
         if (magic != MAGIC_V1 and magic != MAGIC_V2) or total < min_total or total > limit - end:
             break
         out[n] = end

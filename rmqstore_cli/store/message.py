@@ -18,7 +18,8 @@ from rmqstore_cli.formats.sysflag import (
     STOREHOSTADDRESS_V6_FLAG,
     TRANSACTION_MASK,
 )
-from rmqstore_cli.formats.message_id import OFFSET_MSG_ID_TAIL_FORMAT, UNIQ_KEY_TAIL_FORMAT, UNIQ_KEY_TAIL_SIZE
+from rmqstore_cli.formats.message_id import (ID_HEX_LENGTHS, OFFSET_MSG_ID_TAIL_FORMAT, OFFSET_MSG_ID_TAIL_SIZE,
+                                             UNIQ_KEY_TAIL_FORMAT, UNIQ_KEY_TAIL_SIZE)
 from rmqstore_cli.formats.properties import parse_properties
 from rmqstore_cli.store.crc import crc32
 from rmqstore_cli.store.javahash import index_key_hash, java_hash  # noqa: F401 - callers import them from here
@@ -108,9 +109,9 @@ class OffsetMsgId:
 def decode_offset_msg_id(msg_id: str) -> OffsetMsgId:
     """``MessageDecoder#decodeMessageId``: 32 hex chars (IPv4) or 56 (IPv6)."""
     raw = bytes.fromhex(msg_id)
-    if len(raw) not in (16, 28):
+    if 2 * len(raw) not in ID_HEX_LENGTHS:
         raise ValueError(f"an offset msgId has 32 or 56 hex digits, not {len(msg_id)}")
-    n = 4 if len(raw) == 16 else 16
+    n = len(raw) - OFFSET_MSG_ID_TAIL_SIZE
     port, offset = struct.unpack_from(OFFSET_MSG_ID_TAIL_FORMAT, raw, n)
     return OffsetMsgId(raw[:n], port, offset)
 
@@ -148,7 +149,7 @@ class UniqKey:
 
 def decode_uniq_key(uniq_key: str) -> UniqKey:
     raw = bytes.fromhex(uniq_key)
-    if len(raw) not in (16, 28):
+    if 2 * len(raw) not in ID_HEX_LENGTHS:
         raise ValueError(f"a UNIQ_KEY has 32 or 56 hex digits, not {len(uniq_key)}")
     n = len(raw) - UNIQ_KEY_TAIL_SIZE
     pid, cl_hash, span, counter = struct.unpack_from(UNIQ_KEY_TAIL_FORMAT, raw, n)

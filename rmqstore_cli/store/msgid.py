@@ -24,6 +24,7 @@ import string
 from dataclasses import dataclass, field
 
 from rmqstore_cli.errors import StoreError
+from rmqstore_cli.formats.message_id import ID_HEX_LENGTHS
 from rmqstore_cli.store.message import (
     Message,
     OffsetMsgId,
@@ -75,7 +76,7 @@ def parse_id(text: str) -> IdReading:
     bad = next((c for c in s if c not in _HEX), None)
     if bad is not None:
         raise BadId(f"{bad!r} is not a hex digit")
-    if len(s) not in (32, 56):
+    if len(s) not in ID_HEX_LENGTHS:
         raise BadId(f"it has {len(s)} hex digits; an offset msgId or UNIQ_KEY has 32 (IPv4) or 56 (IPv6)")
     u = s.upper()
     off = decode_offset_msg_id(u)

@@ -36,7 +36,7 @@ import struct
 from dataclasses import dataclass, field
 
 from rmqstore_cli.formats.commitlog import AFTER_BORN_HOST, HEAD, HEAD_SIZE, HOST_SIZE
-from rmqstore_cli.formats.consume_queue import CQ_STORE_UNIT_SIZE, PRE_BLANK_SIZE, UNIT_FORMAT
+from rmqstore_cli.formats.consume_queue import CQ_STORE_UNIT_SIZE, PRE_BLANK_SIZE, UNIT_FORMAT, UNIT_TAGS_CODE_AT
 from rmqstore_cli.formats.sysflag import BORNHOST_V6_FLAG
 from rmqstore_cli.store.commitlog import CommitLog, Status
 from rmqstore_cli.store.consume_queue import ConsumeQueue
@@ -285,7 +285,7 @@ def _broker_files(cq: ConsumeQueue) -> list[_CqFile]:
 
 def _read(f: _CqFile, pos: int, limit: int) -> tuple[int, int]:
     """``byteBuffer.position(pos); getLong(); getInt()`` within ``limit``."""
-    if pos < 0 or pos + 12 > limit:
+    if pos < 0 or pos + UNIT_TAGS_CODE_AT > limit:
         raise BrokerWouldThrow(f"the broker would read a unit at byte {pos} of a {limit}-byte buffer")
     phy, size, _ = _UNIT.unpack_from(f.buf, pos)
     return phy, size

@@ -25,6 +25,7 @@ from rmqstore_cli.formats.commitlog import (
     FIXED_FORMAT,
     HEAD,
     HEAD_FORMAT,
+    HOST_ADDRESS_SIZE,
     MAGIC_BLANK,
     MAGIC_V1,
     MAGIC_V2,
@@ -489,9 +490,9 @@ def encode_record(spec: AppendSpec, config: StoreConfig) -> bytearray:
     """
     magic = spec.magic if spec.magic is not None else choose_magic(spec.topic, config)
     sys_flag = spec.sys_flag & ~(BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG)
-    if len(spec.born_host[0]) == 16:
+    if len(spec.born_host[0]) == HOST_ADDRESS_SIZE[True]:
         sys_flag |= BORNHOST_V6_FLAG
-    if len(spec.store_host[0]) == 16:
+    if len(spec.store_host[0]) == HOST_ADDRESS_SIZE[True]:
         sys_flag |= STOREHOSTADDRESS_V6_FLAG
     props = spec.properties
     if config.enabled_append_prop_crc and not spec.raw_properties:
