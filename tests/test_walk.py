@@ -176,3 +176,5 @@ def test_the_policy_switches_to_the_compiled_walk_after_its_threshold(files, mon
     assert (first.starts.tolist(), first.end, first.stop) == (again.starts.tolist(), again.end, again.stop)
     assert FastPaths(for_bytes=10).for_file(9) is False and FastPaths(for_bytes=10).for_file(10) is True
     assert FastPaths(json_min=5).json_kernel(4) is None and FastPaths(json_min=5).json_kernel(5) is not None
+    assert FastPaths(walk_after=10).kernels(9) is None and FastPaths(walk_after=10).kernels(9, big_job=True)
+    assert FastPaths(walk_after=10).kernels(10) is not None

@@ -46,6 +46,16 @@ class FastPaths:
         :attr:`for_bytes` or more (True then, unless numba is missing)."""
         return nbytes >= self.for_bytes and self.compile()
 
+    def kernels(self, checked: int, big_job: bool = False) -> ModuleType | None:
+        """The compiled check loops (:mod:`~rmqstore_cli.store.kernels`: walk, body CRCs,
+        joins) for a reader that has checked ``checked`` records: from :attr:`walk_after`
+        on, or at once for a big job (:meth:`for_file`); None before, or without numba."""
+        if (checked < self.walk_after and not big_job) or not self.compile():
+            return None
+        from rmqstore_cli.store import kernels
+
+        return kernels
+
     def walk_loop(self, compiled: bool | None = None):
         """The compiled walk to use, or None for the reference loop: ``compiled`` forces
         either; None lets the records walked so far decide."""
