@@ -166,3 +166,14 @@ def test_stable_argsort_is_numpys_stable_argsort():
              rng.integers(-5, 5, 100)]  # negative: the fallback
     for x in cases:
         assert np.array_equal(arrays.stable_argsort(x), np.argsort(x, kind="stable"))
+
+
+def test_malformed_strings_hash_alike_when_the_cache_overflows(monkeypatch):
+    """Strings cached by an earlier call and new ones in one call past the cache's bound:
+    the cache starts afresh with all of them (it used to lose the earlier ones: KeyError)."""
+    monkeypatch.setattr(javahash, "_REPLACED_MAX", 4)
+    javahash._REPLACED.clear()
+    bad = [b"\xff" + str(i).encode() for i in range(6)]
+    want = [java_hash(b.decode("utf-8", "replace")) for b in bad]
+    assert javahash.java_int(javahash.java_hashes(bad[:3])[0]).tolist() == want[:3]
+    assert javahash.java_int(javahash.java_hashes(bad)[0]).tolist() == want

@@ -118,8 +118,9 @@ def _replaced_hashes(strings: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
     cache = _REPLACED
     todo = list(dict.fromkeys(x for x in strings if x not in cache))
     if todo:
-        if len(cache) + len(todo) > _REPLACED_MAX:
+        if len(cache) + len(todo) > _REPLACED_MAX:  # start afresh, with every string of this call
             cache.clear()
+            todo = list(dict.fromkeys(strings))
         u16 = [x.decode("utf-8", "replace").encode("utf-16-be", "surrogatepass") for x in todo]
         l16 = np.fromiter(map(len, u16), np.int64, len(u16)) // 2
         h16 = _segment_hashes(np.frombuffer(b"".join(u16), UTF16_UNITS), l16)
