@@ -180,8 +180,9 @@ AFTER_STORE_HOST: dict[str, FieldAt] = _fields(_subcons("reconsume_times", "body
 AFTER_STORE_HOST_SIZE = sum(f.size for f in AFTER_STORE_HOST.values())
 BODY_LENGTH = AFTER_STORE_HOST["body_length"]
 
-#: A host (BORNHOST, STOREHOST) is its address then its port: size by kind (False: IPv4,
-#: True: IPv6, the SYSFLAG bit), the address's size, and the port after the address.
+#: A host (BORNHOST, STOREHOST) is its address then its port: its size and its address's
+#: size by kind (False: IPv4, True: IPv6, the SYSFLAG bit); PORT's offset is from the end
+#: of the address.
 HOST_SIZE = {False: HostV4.sizeof(), True: HostV6.sizeof()}
 HOST_ADDRESS_SIZE = {v6: _fields(h.subcons)["port"].offset for v6, h in ((False, HostV4), (True, HostV6))}
 PORT: FieldAt = _fields(HostV4.subcons[1:])["port"]
