@@ -158,7 +158,8 @@ class MessageBlock:
         """``MessageDecoder#createMessageId`` of records ``t`` with an IPv4 store host: store
         address, port and the stored PHYSICALOFFSET, 16 bytes a row."""
         a, at = self.a, self.host("store")[0][t]
-        return np.concatenate([byte_rows(a, at, HOST_SIZE[False]), byte_rows(a, self.rb.pos[t] + _PHY.offset, _PHY.size)], axis=1)
+        phy = byte_rows(a, self.rb.pos[t] + _PHY.offset, _PHY.size)
+        return np.concatenate([byte_rows(a, at, HOST_SIZE[False]), phy], axis=1)
 
     # ------------------------------------------------------------- objects
     def messages(self, idx: np.ndarray | None = None) -> list[Message]:

@@ -41,7 +41,7 @@ from rmqstore_cli.formats.commitlog import (
     middle_format,
     record_length,
 )
-from rmqstore_cli.formats.properties import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR
+from rmqstore_cli.formats.properties import MAX_PROPERTIES_LENGTH, NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR
 from rmqstore_cli.store.config import StoreConfig
 from rmqstore_cli.store.crc import crc32
 from rmqstore_cli.store.mapped_files import MAX_FILE_OFFSET, MappedFile, MappedFileQueue, release_pages
@@ -502,8 +502,9 @@ def encode_record(spec: AppendSpec, config: StoreConfig) -> bytearray:
     topic_b = spec.topic.encode("utf-8", "surrogatepass")
     props_b = props if isinstance(props, bytes) else props.encode("utf-8", "surrogatepass")
     body = spec.body
-    if len(props_b) > 32767:
-        raise StoreError(f"properties of {len(props_b)} bytes exceed 32767 (PROPERTIES_SIZE_EXCEEDED)")
+    if len(props_b) > MAX_PROPERTIES_LENGTH:
+        raise StoreError(f"properties of {len(props_b)} bytes exceed {MAX_PROPERTIES_LENGTH} "
+                         "(PROPERTIES_SIZE_EXCEEDED)")
     if magic == MAGIC_V1 and len(topic_b) > 127:
         raise StoreError(f"topic of {len(topic_b)} bytes needs a V2 record")
     total = record_length(sys_flag, magic, len(body), len(topic_b), len(props_b))
