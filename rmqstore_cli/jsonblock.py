@@ -11,8 +11,8 @@ writes every line, checking each record's PROPERTIES as it goes.
 A record goes that way only when the result is certain to equal the reference, which the
 kernel decides as it goes (see there); any other record is rendered by the reference, in
 its place. So are small selections (below ``FAST_PATHS.json_min`` records: a dump of a
-few messages does not load the compiler) and every record when numba is not installed. Tests compare the two on every record of the
-fixtures and of hostile stores.
+few messages does not load the compiler) and every record when numba is not installed.
+Tests compare the two on every record of the fixtures and of hostile stores.
 """
 from __future__ import annotations
 

@@ -3,9 +3,9 @@
 What would otherwise be a Python loop per record — the walk of STORE-FORMAT §7.1
 (:func:`~rmqstore_cli.store.commitlog.bulk.walk_records`), one CRC call per body
 (:func:`~rmqstore_cli.store.commitlog.bulk.body_crcs`), one slice per PROPERTIES — compiled by
-numba, the results the same to the bit (tests compare). Callers switch to them only for
-big jobs (:data:`~rmqstore_cli.store.fastpaths.FAST_PATHS`, ``verify.KERNEL_AFTER``), so small stores never pay
-numba's import (~0.3 s), and keep the Python loops when numba is missing. Compiled on first
+numba, the results the same to the bit (tests compare). Only big jobs switch to them
+(:data:`~rmqstore_cli.store.fastpaths.FAST_PATHS` decides), so small stores never pay
+numba's import (~0.3 s), and the Python loops stay when numba is missing. Compiled on first
 use and cached on disk (:data:`JIT`, shared with :mod:`~rmqstore_cli.jsonkernel`).
 """
 from __future__ import annotations
