@@ -37,9 +37,10 @@ def index_file_size(max_hash_slot_num: int, max_index_num: int) -> int:
     return INDEX_HEADER_SIZE + max_hash_slot_num * HASH_SLOT_SIZE + max_index_num * INDEX_ENTRY_SIZE
 
 # -- read-engine
-#: ``ENTRY_DTYPE``, ``SLOT_DTYPE``: the index entry and hash slot as big-endian numpy
-#: records (names of the declarations), made on first use (no numpy for per-record paths).
-_DTYPES = {"ENTRY_DTYPE": IndexEntry, "SLOT_DTYPE": IndexSlot}
+#: ``HEADER_DTYPE``, ``ENTRY_DTYPE``, ``SLOT_DTYPE``: the index header, entry and hash slot
+#: as big-endian numpy records (names of the declarations), made on first use (no numpy
+#: for the per-record paths).
+_DTYPES = {"HEADER_DTYPE": IndexHeader, "ENTRY_DTYPE": IndexEntry, "SLOT_DTYPE": IndexSlot}
 
 
 def __getattr__(name: str):
