@@ -232,3 +232,15 @@ def test_properties_round_trip(items, trailing):
     s = serialize_properties(items, trailing)
     assert parse_properties(s) == dict(items)
     assert s.endswith("\x02") == (trailing and bool(items))
+
+
+def test_index_and_record_dtypes_match_the_declarations():
+    """The numpy views formats/ exports have the declarations' sizes and field names."""
+    from rmqstore_cli.formats import commitlog as C
+    from rmqstore_cli.formats import index as I
+
+    for dtype, size, s in ((I.HEADER_DTYPE, I.INDEX_HEADER_SIZE, IndexHeader), (I.ENTRY_DTYPE, I.INDEX_ENTRY_SIZE, IndexEntry),
+                           (I.SLOT_DTYPE, I.HASH_SLOT_SIZE, I.IndexSlot), (C.HEAD_DTYPE, C.HEAD_SIZE, C.MessageHead),
+                           (C.PREFIX_DTYPE, struct.calcsize(C.PREFIX_FORMAT), C.RecordPrefix)):
+        assert dtype.itemsize == size and list(dtype.names) == [sc.name for sc in s.subcons]
+    assert [f.offset for f in C.HEAD.values()] == [C.HEAD_DTYPE.fields[n][1] for n in C.HEAD]
