@@ -8,6 +8,7 @@ are the tolerant, slow path (forensic decoding, building test data); the hot pat
 from __future__ import annotations
 
 import struct
+from typing import NamedTuple
 
 from construct import (
     Bytes,
@@ -25,7 +26,7 @@ from construct import (
     this,
 )
 
-from .derive import field_format, fixed_fields_format
+from .derive import field_format, fixed_fields_format, numpy_code, numpy_dtype
 
 # The magic codes and flags are plain numbers (formats/sysflag.py), so code that only
 # needs them (decode-msgid) does not import construct; they are re-exported here.
@@ -58,16 +59,12 @@ def _host(v6_flag: int):
     return IfThenElse(lambda ctx: ctx.sys_flag & v6_flag, HostV6, HostV4)
 
 
-def _host_len(sys_flag: int, v6_flag: int) -> int:
-    return 20 if sys_flag & v6_flag else 8
-
-
 def record_length(sys_flag: int, magic: int, body_len: int, topic_len: int, props_len: int) -> int:
-    """``MessageExtEncoder#calMsgLength``: 74 + B + S + T + bodyLen + topicLen + propLen."""
-    b = _host_len(sys_flag, BORNHOST_V6_FLAG)
-    s = _host_len(sys_flag, STOREHOSTADDRESS_V6_FLAG)
-    t = 2 if magic == MAGIC_V2 else 1
-    return 74 + b + s + t + max(body_len, 0) + topic_len + max(props_len, 0)
+    """``MessageExtEncoder#calMsgLength``: the fixed fields (:data:`RECORD_FIXED_SIZE`), the
+    two hosts and TOPICLENGTH by their kinds, then the body, topic and properties."""
+    return (RECORD_FIXED_SIZE + HOST_SIZE[bool(sys_flag & BORNHOST_V6_FLAG)]
+            + HOST_SIZE[bool(sys_flag & STOREHOSTADDRESS_V6_FLAG)] + TOPIC_LENGTH[magic == MAGIC_V2].size
+            + max(body_len, 0) + topic_len + max(props_len, 0))
 
 
 def _total_size(ctx) -> int:
@@ -113,14 +110,25 @@ RecordPrefix = Struct("total_size" / Int32sb, "magic" / Int32ub)
 
 HEAD_FORMAT = fixed_fields_format(MessageHead)
 HEAD_SIZE = struct.calcsize(HEAD_FORMAT)
+PREFIX_FORMAT = fixed_fields_format(RecordPrefix)
+#: numpy record dtypes, made on first use (numpy is not imported for the per-record paths):
+#: ``HEAD_DTYPE``, the head (names of :data:`MessageHead`); ``PREFIX_DTYPE``, TOTALSIZE and
+#: MAGICCODE (``total_size``, ``magic``).
+_DTYPES = {"HEAD_DTYPE": MessageHead, "PREFIX_DTYPE": RecordPrefix}
+
+
+def __getattr__(name: str):
+    if name in _DTYPES:
+        dtype = numpy_dtype(_DTYPES[name])
+        globals()[name] = dtype
+        return dtype
+    raise AttributeError(name)
 
 
 def middle_format(born_v6: bool, store_v6: bool) -> str:
     """BORNHOST … BODYLENGTH for the given host kinds, taken from :data:`MessageRecord`."""
-    names = [sc.name for sc in MessageRecord.subcons]
-    fields = MessageRecord.subcons[names.index("born_host"): names.index("body_length") + 1]
     out = ">"
-    for sc in fields:
+    for sc in _subcons("born_host", "body_length"):
         sub = sc.subcon
         if isinstance(sub, IfThenElse):  # a host: v6 or v4 by its sysFlag bit
             v6 = born_v6 if sc.name == "born_host" else store_v6
@@ -129,9 +137,73 @@ def middle_format(born_v6: bool, store_v6: bool) -> str:
     return out
 
 
+# ---------------------------------------------------------------- named positions
+# ``MessageDecoder#decode`` reads a record as parts of fixed layout separated by parts
+# whose size depends on the record: the head (48 bytes), BORNHOST (8 or 20 by SYSFLAG),
+# STORETIMESTAMP, STOREHOST (8 or 20), the tail RECONSUMETIMES … BODYLENGTH, the body,
+# TOPICLENGTH (1 byte in V1, 2 in V2), the topic, PROPERTIESLENGTH, the properties. Each
+# fixed field is named below with its offset from the start of its part, so a reader adds
+# the sizes of the variable parts before it and never writes a number of its own.
+
+class FieldAt(NamedTuple):
+    """One fixed-size field: ``offset`` from the start of its part, ``size`` in bytes, its
+    ``struct`` format (with byte order) and big-endian numpy ``dtype`` string."""
+
+    offset: int
+    size: int
+    fmt: str
+    dtype: str
+
+
+def _subcons(first: str, last: str) -> list:
+    names = [sc.name for sc in MessageRecord.subcons]
+    return MessageRecord.subcons[names.index(first): names.index(last) + 1]
+
+
+def _fields(part: list) -> dict[str, FieldAt]:
+    out, at = {}, 0
+    for sc in part:
+        size = sc.subcon.sizeof()
+        out[sc.name] = FieldAt(at, size, ">" + field_format(sc.subcon), numpy_code(sc.subcon))
+        at += size
+    return out
+
+
+#: TOTALSIZE … BORNTIMESTAMP, from the record's start (``MessageDecoder.SYSFLAG_POSITION`` …).
+HEAD: dict[str, FieldAt] = _fields(MessageHead.subcons)
+#: The part after BORNHOST: STORETIMESTAMP, from the end of BORNHOST.
+AFTER_BORN_HOST: dict[str, FieldAt] = _fields(_subcons("store_timestamp", "store_timestamp"))
+AFTER_BORN_HOST_SIZE = sum(f.size for f in AFTER_BORN_HOST.values())
+#: The part after STOREHOST: RECONSUMETIMES, PREPAREDTRANSACTIONOFFSET, BODYLENGTH, from the
+#: end of STOREHOST; the body follows it.
+AFTER_STORE_HOST: dict[str, FieldAt] = _fields(_subcons("reconsume_times", "body_length"))
+AFTER_STORE_HOST_SIZE = sum(f.size for f in AFTER_STORE_HOST.values())
+BODY_LENGTH = AFTER_STORE_HOST["body_length"]
+
+#: A host (BORNHOST, STOREHOST) is its address then its port: its size and its address's
+#: size by kind (False: IPv4, True: IPv6, the SYSFLAG bit); PORT's offset is from the end
+#: of the address.
+HOST_SIZE = {False: HostV4.sizeof(), True: HostV6.sizeof()}
+HOST_ADDRESS_SIZE = {v6: _fields(h.subcons)["port"].offset for v6, h in ((False, HostV4), (True, HostV6))}
+PORT: FieldAt = _fields(HostV4.subcons[1:])["port"]
+
 _FIELDS = {sc.name: sc.subcon for sc in MessageRecord.subcons}
 _TOPIC_SWITCH = _FIELDS["topic_length"].subcon
-#: TOPICLENGTH: a signed byte in V1, a signed short in V2.
-TOPIC_LENGTH_FORMAT = {MAGIC_V1: _TOPIC_SWITCH.default.fmtstr, MAGIC_V2: _TOPIC_SWITCH.cases[MAGIC_V2].fmtstr}
-PROPERTIES_LENGTH_FORMAT = _FIELDS["properties_length"].subcon.fmtstr
+#: TOPICLENGTH after the body, by ``magic == MAGIC_V2``: a signed byte in V1, a signed short in V2.
+TOPIC_LENGTH: dict[bool, FieldAt] = {
+    v2: FieldAt(0, sub.sizeof(), sub.fmtstr, numpy_code(sub))
+    for v2, sub in ((False, _TOPIC_SWITCH.default), (True, _TOPIC_SWITCH.cases[MAGIC_V2]))}
+#: TOPICLENGTH's ``struct`` format by magic code.
+TOPIC_LENGTH_FORMAT = {MAGIC_V1: TOPIC_LENGTH[False].fmt, MAGIC_V2: TOPIC_LENGTH[True].fmt}
+#: PROPERTIESLENGTH after the topic; the properties follow it.
+PROPERTIES_LENGTH: FieldAt = _fields(_subcons("properties_length", "properties_length"))["properties_length"]
+PROPERTIES_LENGTH_FORMAT = PROPERTIES_LENGTH.fmt
 
+#: ``CommitLog#calMsgLength`` without the hosts, TOPICLENGTH and the variable parts: every
+#: other fixed field of :data:`MessageRecord` (4.9.x writes it as the literal 4+4+…+2).
+RECORD_FIXED_SIZE = (HEAD_SIZE + AFTER_BORN_HOST_SIZE + AFTER_STORE_HOST_SIZE + PROPERTIES_LENGTH.size)
+
+#: The fixed fields any record has, in order, by host kinds: TOTALSIZE … BODYLENGTH.
+FIXED_FORMAT = {(b, s): HEAD_FORMAT + middle_format(b, s)[1:] for b in (False, True) for s in (False, True)}
+#: The smallest possible record: IPv4 hosts, V1, empty body, topic and properties.
+MIN_RECORD_SIZE = record_length(0, MAGIC_V1, 0, 0, 0)

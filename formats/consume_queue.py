@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from construct import Bytes, Int16sb, Int32sb, Int64sb, Struct
 
-from .derive import fixed_fields_format
+from .derive import field_offset, fixed_fields_format
 
 #: ``ConsumeQueue#putMessagePositionInfo``: one 20-byte unit per dispatched message.
 ConsumeQueueUnit = Struct(
@@ -40,5 +40,7 @@ BatchConsumeQueueUnit = Struct(
 )
 BATCH_CQ_UNIT_SIZE = BatchConsumeQueueUnit.sizeof()
 
-
-
+# -- read-engine
+#: Where TAGSCODE starts in a unit: the bytes of COMMITLOGOFFSET and SIZE before it
+#: (``ConsumeQueue#getOffsetInQueueByTime`` reads only those: ``getLong(); getInt()``).
+UNIT_TAGS_CODE_AT = field_offset(ConsumeQueueUnit, "tags_code")

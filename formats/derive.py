@@ -25,7 +25,15 @@ def field_format(sc) -> str:
     raise TypeError(f"not a fixed-size field: {sc!r}")
 
 
-_NUMPY_CODES = {"q": ">i8", "l": ">i4", "i": ">i4", "h": ">i2", "b": "i1", "L": ">u4", "Q": ">u8"}
+_NUMPY_CODES = {"q": ">i8", "l": ">i4", "i": ">i4", "h": ">i2", "b": "i1", "L": ">u4", "I": ">u4", "Q": ">u8",
+                "H": ">u2", "B": "u1"}
+
+
+def numpy_code(sc) -> str:
+    """The big-endian numpy dtype string of one fixed-size field (``Int32sb`` -> ``">i4"``,
+    ``Bytes(4)`` -> ``"S4"``)."""
+    fmt = field_format(sc)
+    return f"S{fmt[:-1]}" if fmt.endswith("s") else _NUMPY_CODES[fmt]
 
 
 def numpy_dtype(s: Struct):

@@ -10,25 +10,20 @@ writes every line, checking each record's PROPERTIES as it goes.
 
 A record goes that way only when the result is certain to equal the reference, which the
 kernel decides as it goes (see there); any other record is rendered by the reference, in
-its place. So are small selections (below :data:`KERNEL_MIN` records: a dump of a few
-messages does not load the compiler) and every record when numba is not installed. Tests compare the two on every record of the
-fixtures and of hostile stores.
+its place. So are small selections (below ``FAST_PATHS.json_min`` records: a dump of a
+few messages does not load the compiler) and every record when numba is not installed.
+Tests compare the two on every record of the fixtures and of hostile stores.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from rmqstore_cli.formats.commitlog import MAGIC_V2, MessageHead
-from rmqstore_cli.formats.derive import field_offset
+from rmqstore_cli.formats.commitlog import HEAD, MAGIC_V2
 from rmqstore_cli.render import message_dict, to_json_bytes
-from rmqstore_cli.store.batch import compile_walk
 from rmqstore_cli.store.columns import MessageBlock
+from rmqstore_cli.store.fastpaths import FAST_PATHS
 
-_PHY_AT = field_offset(MessageHead, "physical_offset")
-#: fewer records than this are rendered by the reference: loading numba and the cached
-#: kernel costs ~0.3 s, what the reference spends on ~25 000 records; scan blocks grow
-#: 64, 128, … so a dump of fewer than ~4 000 records never loads it
-KERNEL_MIN = 4096
+_PHY_AT = HEAD["physical_offset"].offset
 #: the field names around the values, in the order the kernel writes them
 _LITERALS = (b'{"physical_offset":', b',"total_size":', b',"magic":"', b'","body_crc":', b',"queue_id":',
              b',"flag":', b',"queue_offset":', b',"sys_flag":', b',"born_timestamp":', b',"born_host":"',
@@ -41,20 +36,9 @@ _FOUND_NAMES = np.array([np.frombuffer(x.ljust(8, b"\0"), np.uint8) for x in _FO
 _FOUND_LENS = np.array([len(x) for x in _FOUND], np.int64)
 
 
-def _kernel():
-    """The compiled renderer, or None without numba (with it, the scan's walk runs compiled
-    from now on too: numba is loaded anyway)."""
-    try:
-        from rmqstore_cli import jsonkernel
-    except ImportError:
-        return None
-    compile_walk()
-    return jsonkernel
-
-
 def block_lines(blk: MessageBlock, take: np.ndarray, body: str = "none", properties: bool = True) -> bytes:
     """The JSON lines (UTF-8, a ``\\n`` after each) of records ``take`` of ``blk``."""
-    k = _kernel() if take.size >= KERNEL_MIN and body != "text" else None
+    k = FAST_PATHS.json_kernel(take.size) if body != "text" else None
     if k is None:
         return b"".join(_reference(blk, take, body, properties))
     every = take.size == blk.n

@@ -18,8 +18,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from rmqstore_cli.formats.commitlog import HEAD, PORT
 from rmqstore_cli.store.kernels import JIT as _JIT
 from rmqstore_cli.store.kernels import copy_bytes as _copy
+
+_PORT_SIZE = PORT.size  # the msgId is the store address, its port and PHYSICALOFFSET
+_PHY_SIZE = HEAD["physical_offset"].size
 
 _HEXU = np.frombuffer(b"0123456789ABCDEF", np.uint8)
 _HEXL = np.frombuffer(b"0123456789abcdef", np.uint8)
@@ -369,8 +373,8 @@ def render(a, nums, locs, ok, hosts, host_off, host_rows, lits, lit_off, names, 
         o = _lit(out, o, lits, lit_off, 19)
         o = _quoted_or_null(out, o, a, found[2])
         o = _lit(out, o, lits, lit_off, 20)  # ,"msg_id":"
-        o = _hex(out, o, a, lo[2], lo[3] + 4, _HEXU)  # store address and port
-        o = _hex(out, o, a, lo[9], 8, _HEXU)  # the stored physical offset
+        o = _hex(out, o, a, lo[2], lo[3] + _PORT_SIZE, _HEXU)  # store address and port
+        o = _hex(out, o, a, lo[9], _PHY_SIZE, _HEXU)  # the stored physical offset
         o = _lit(out, o, lits, lit_off, 21)
         o = _int(out, o, nu[14])
         if body_mode:

@@ -1,4 +1,4 @@
-"""The columnar helpers (store/batch.py) against the per-record engine functions.
+"""The bulk readers (commitlog.bulk, arrays, javahash, properties) against the per-record engine functions.
 
 ``java_hash``/``index_key_hash`` (store/message.py), ``parse_properties``
 (MessageDecoder#string2messageProperties) and ``check_message``
@@ -18,7 +18,11 @@ import pytest
 
 from conftest import cli, fixture_dir, generate
 from rmqstore_cli.formats.properties import parse_properties
-from rmqstore_cli.store import batch
+from rmqstore_cli.store import arrays
+from rmqstore_cli.store.commitlog import bulk
+from rmqstore_cli.store.javahash import bulk as javahash
+from rmqstore_cli.store import mapped_files
+from rmqstore_cli.store import properties
 from rmqstore_cli.store.commitlog import CommitLog, Status, check_message
 from rmqstore_cli.store.config import StoreConfig
 from rmqstore_cli.store.message import body_crc, index_key_hash, java_hash
@@ -41,30 +45,30 @@ def _random_texts(n: int, seed: int) -> list[str]:
 
 def test_java_hashes_match_java_hash_and_utf16_length():
     texts = TEXTS + _random_texts(500, 1)
-    h, lens = batch.java_hashes([t.encode() for t in texts])
-    assert batch.java_int(h).tolist() == [java_hash(t) for t in texts]
+    h, lens = javahash.java_hashes([t.encode() for t in texts])
+    assert javahash.java_int(h).tolist() == [java_hash(t) for t in texts]
     assert lens.tolist() == [len(t.encode("utf-16-be", "surrogatepass")) // 2 for t in texts]
 
 
 def test_java_hashes_decode_bad_utf8_like_the_broker():
     """Bad bytes become U+FFFD, as ``new String(bytes, UTF_8)`` makes them."""
-    h, lens = batch.java_hashes(BAD_UTF8 + [b"fine"])
+    h, lens = javahash.java_hashes(BAD_UTF8 + [b"fine"])
     want = [b.decode("utf-8", "replace") for b in BAD_UTF8] + ["fine"]
-    assert batch.java_int(h).tolist() == [java_hash(t) for t in want]
+    assert javahash.java_int(h).tolist() == [java_hash(t) for t in want]
     assert lens.tolist() == [len(t.encode("utf-16-be", "surrogatepass")) // 2 for t in want]
 
 
 def test_java_hashes_empty_inputs():
-    h, lens = batch.java_hashes([])
+    h, lens = javahash.java_hashes([])
     assert h.size == 0 and lens.size == 0
-    h, lens = batch.java_hashes([b"", b""])
+    h, lens = javahash.java_hashes([b"", b""])
     assert h.tolist() == [0, 0] and lens.tolist() == [0, 0]
 
 
 def test_index_hashes_match_index_key_hash_including_min_value():
     assert java_hash(MIN_VALUE_KEY) == -(1 << 31)
     keys = TEXTS + _random_texts(300, 2) + [f"Topic#k-{i}" for i in range(200)]
-    got = batch.index_hashes([k.encode() for k in keys]).tolist()
+    got = javahash.index_hashes([k.encode() for k in keys]).tolist()
     assert got == [index_key_hash(k) for k in keys]
     assert got[TEXTS.index(MIN_VALUE_KEY)] == 0
     assert all(x >= 0 for x in got)
@@ -74,9 +78,9 @@ def test_concat_hashes_is_hash_of_the_concatenation():
     texts = _random_texts(200, 3)
     prefixes = [t[: len(t) // 2] + "#" for t in texts]
     rests = [t[len(t) // 2:] for t in texts]
-    hp, _ = batch.java_hashes([p.encode() for p in prefixes])
-    hr, lr = batch.java_hashes([r.encode() for r in rests])
-    got = batch.java_int(batch.concat_hashes(hp, lr, hr)).tolist()
+    hp, _ = javahash.java_hashes([p.encode() for p in prefixes])
+    hr, lr = javahash.java_hashes([r.encode() for r in rests])
+    got = javahash.java_int(javahash.concat_hashes(hp, lr, hr)).tolist()
     assert got == [java_hash(p + r) for p, r in zip(prefixes, rests)]
 
 
@@ -85,12 +89,12 @@ def test_range_hashes_of_arbitrary_ranges():
     data = bytes(rnd.randrange(32, 127) for _ in range(5000))
     a = np.array([rnd.randrange(0, 5000) for _ in range(400)], np.int64)
     b = np.minimum(a + np.array([rnd.randrange(0, 300) for _ in range(400)], np.int64), 5000)
-    got = batch.java_int(batch.RangeHashes(np.frombuffer(data, np.uint8))(a, b)).tolist()
+    got = javahash.java_int(javahash.RangeHashes(np.frombuffer(data, np.uint8))(a, b)).tolist()
     assert got == [java_hash(data[x:y].decode()) for x, y in zip(a.tolist(), b.tolist())]
 
 
 def test_pow31_tables_are_inverse_powers():
-    fw, bw = batch.pow31_tables(3000)
+    fw, bw = javahash.pow31_tables(3000)
     assert fw.size >= 3000 and bw.size >= 3000
     assert [int(x) for x in fw[:5]] == [1, 31, 961, 29791, 923521]
     assert int(fw[2999]) == pow(31, 2999, 1 << 32)
@@ -104,11 +108,11 @@ def test_gather_reads_big_endian_and_clips():
     a = np.frombuffer(raw, np.uint8)
     pos = np.array([0, 5, 100, 1016], np.int64)
     for width, dt, fmt in ((1, "i1", "b"), (2, ">i2", ">h"), (4, ">i4", ">i"), (4, ">u4", ">I"), (8, ">i8", ">q")):
-        got = batch.gather(a, pos, width, dt)
+        got = arrays.gather(a, pos, width, dt)
         assert got.dtype.isnative
         assert got.tolist() == [struct.unpack_from(fmt, raw, p)[0] for p in pos.tolist()]
-    assert batch.gather(a, np.array([len(raw) + 10], np.int64), 4, ">i4").size == 1  # clipped, no IndexError
-    assert batch.gather(a, np.zeros(0, np.int64), 8, ">i8").size == 0
+    assert arrays.gather(a, np.array([len(raw) + 10], np.int64), 4, ">i4").size == 1  # clipped, no IndexError
+    assert arrays.gather(a, np.zeros(0, np.int64), 8, ">i8").size == 0
 
 
 def test_release_pages_keeps_the_data_and_returns_the_mark(tmp_path):
@@ -117,11 +121,11 @@ def test_release_pages_keeps_the_data_and_returns_the_mark(tmp_path):
     with open(p, "rb") as fh:
         mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
         before = mm[:]
-        assert batch.release_pages(mm, 0, 2 * mmap.PAGESIZE + 17) == 2 * mmap.PAGESIZE
-        assert batch.release_pages(mm, 2 * mmap.PAGESIZE, 100) == 2 * mmap.PAGESIZE  # nothing to do
+        assert mapped_files.release_pages(mm, 0, 2 * mmap.PAGESIZE + 17) == 2 * mmap.PAGESIZE
+        assert mapped_files.release_pages(mm, 2 * mmap.PAGESIZE, 100) == 2 * mmap.PAGESIZE  # nothing to do
         assert mm[:] == before
         mm.close()
-    assert batch.release_pages(b"not a mapping", 0, 1 << 20) == 1 << 20
+    assert mapped_files.release_pages(b"not a mapping", 0, 1 << 20) == 1 << 20
 
 
 # ---------------------------------------------------------------- stores: vectorised vs per record
@@ -140,11 +144,11 @@ def _check_store_hashes(store, conf=None) -> int:
     msgs = _messages(store, conf)
     assert msgs
     tags = [m.properties.get("TAGS", "") for m in msgs]
-    h, _ = batch.java_hashes([t.encode("utf-8", "surrogatepass") for t in tags])
-    assert batch.java_int(h).tolist() == [java_hash(t) if t else 0 for t in tags]
+    h, _ = javahash.java_hashes([t.encode("utf-8", "surrogatepass") for t in tags])
+    assert javahash.java_int(h).tolist() == [java_hash(t) if t else 0 for t in tags]
     keys = [f"{m.topic}#{k}" for m in msgs for k in ([m.uniq_key] if m.uniq_key else []) + list(m.keys)]
     if keys:
-        assert batch.index_hashes([k.encode("utf-8", "surrogatepass") for k in keys]).tolist() == \
+        assert javahash.index_hashes([k.encode("utf-8", "surrogatepass") for k in keys]).tolist() == \
             [index_key_hash(k) for k in keys]
     return len(msgs)
 
@@ -198,7 +202,7 @@ def test_pick_property_is_what_the_parser_keeps():
                                         b"X\x01TAGS\x01v", b"KEYS\x01a\x02X\x01y TAGS\x01z"]:
         d = _parsed(p)
         for name in ("TAGS", "KEYS", "UNIQ_KEY", "DELAY", "INNER_NUM"):
-            got = batch.pick_property(p, name.encode() + b"\x01")
+            got = properties.pick_property(p, name.encode() + b"\x01")
             want = d.get(name)
             assert (got.decode("utf-8", "replace") if got is not None else None) == want, (p, name)
 
@@ -210,7 +214,7 @@ def test_props_well_formed_means_no_pair_is_dropped():
         if parts and parts[-1] == "":
             parts.pop()
         dropped = [x for x in parts if not (0 < x.find("\x01") < len(x) - 1)]
-        assert not (batch.props_well_formed(p) and dropped), p  # a cheap test: it may only doubt
+        assert not (properties.props_well_formed(p) and dropped), p  # a cheap test: it may only doubt
 
 
 def test_props_well_formed_is_exactly_one_separator_per_nonempty_pair():
@@ -226,9 +230,9 @@ def test_props_well_formed_is_exactly_one_separator_per_nonempty_pair():
         if parts and parts[-1] == b"":
             parts.pop()
         want = bool(parts) and all(x.count(b"\x01") == 1 and 0 < x.find(b"\x01") < len(x) - 1 for x in parts)
-        assert batch.props_well_formed(p) == want, p
-    assert not batch.props_well_formed(b"A\x01x\x01y\x02junk")
-    assert batch.props_well_formed(b"KEYS\x01a b\x02TAGS\x01t\x02") and batch.props_well_formed(b"TAGS\x01t")
+        assert properties.props_well_formed(p) == want, p
+    assert not properties.props_well_formed(b"A\x01x\x01y\x02junk")
+    assert properties.props_well_formed(b"KEYS\x01a b\x02TAGS\x01t\x02") and properties.props_well_formed(b"TAGS\x01t")
 
 
 def test_batch_properties_match_the_parser_and_java_hash():
@@ -239,7 +243,7 @@ def test_batch_properties_match_the_parser_and_java_hash():
         starts.append(pos + 4)
         pos += 4 + len(p)
     arr = np.frombuffer(blob, np.uint8)
-    pr = batch.Properties(arr, np.array(starts, np.int64), np.array([len(p) for p in props], np.int64), blob)
+    pr = properties.Properties(arr, np.array(starts, np.int64), np.array([len(p) for p in props], np.int64), blob)
     for name in ("TAGS", "KEYS", "UNIQ_KEY", "DELAY"):
         m, a, b = pr.value(name.encode() + b"\x01")
         got = {int(i): bytes(pr.cat[x:y]).decode("utf-8", "replace") for i, x, y in zip(m, a, b)}
@@ -252,7 +256,7 @@ def test_batch_properties_match_the_parser_and_java_hash():
     topics = [b"PaymentTopic", "支付Topic".encode(), b"AuditTopic"]
     tid = np.array([i % 3 for i in range(len(props))], np.int64)
     indexable = np.array([i % 7 != 0 for i in range(len(props))], bool)
-    pfx = batch.java_hashes([t + b"#" for t in topics])[0].astype(np.uint64)
+    pfx = javahash.java_hashes([t + b"#" for t in topics])[0].astype(np.uint64)
     keys = pr.index_keys(tid, pfx, indexable, topics)
     got = sorted(zip(keys.owner.tolist(), keys.hash.tolist()))
     want = []
@@ -300,12 +304,12 @@ def _check_record_batches(store, conf=None) -> dict[str, int]:
             if not starts:
                 continue
             a = np.frombuffer(buf, np.uint8)
-            r = batch.RecordBatch(a, np.array(starts, np.int64))
+            r = bulk.RecordBatch(a, np.array(starts, np.int64))
             cols = {k: getattr(r, k).tolist() for k in ("total", "magic", "sys_flag", "body_len", "body_at",
                                                         "topic_len", "topic_at", "props_len", "props_at", "expected",
                                                         "body_crc", "queue_id", "queue_offset", "physical_offset",
                                                         "store_timestamp", "born_host_len", "store_host_len")}
-            cols["computed_crc"] = batch.body_crcs(buf, r.body_at, np.maximum(r.body_len, 0)).tolist()
+            cols["computed_crc"] = bulk.body_crcs(buf, r.body_at, np.maximum(r.body_len, 0)).tolist()
             del r, a
             for i, p in enumerate(starts):
                 c = check_message(buf, p, len(buf), f.file_from_offset)
@@ -361,7 +365,7 @@ def test_record_batch_sees_a_size_mismatch(small_store):
     starts = _walk_file(data)
     p, nxt = starts[3], starts[4]
     # grow the body length by one: the record keeps its TOTALSIZE, the fields now add up to one more
-    body_len_at = batch.RecordBatch(np.frombuffer(bytes(data), np.uint8), np.array([p], np.int64)).body_len_at[0]
+    body_len_at = bulk.RecordBatch(np.frombuffer(bytes(data), np.uint8), np.array([p], np.int64)).body_len_at[0]
     n = struct.unpack_from(">i", data, body_len_at)[0]
     struct.pack_into(">i", data, body_len_at, n + 1)
     first.write_bytes(bytes(data))
@@ -428,7 +432,7 @@ def test_rebuild_of_tricky_properties_equals_the_per_record_dispatch(tmp_path):
 
 
 def test_first_crc_failure_is_the_first_record_check_message_rejects(small_store):
-    """Recovery's checkCRCOnRecover (rebuild._first_crc_failure, on batch.body_crcs) stops at
+    """Recovery's checkCRCOnRecover (rebuild._first_crc_failure, on bulk.body_crcs) stops at
     the first record whose body CRC check_message(check_crc=True) finds wrong."""
     from rmqstore_cli.store.fastdispatch import FastDispatcher
     from rmqstore_cli.store.rebuild import _first_crc_failure

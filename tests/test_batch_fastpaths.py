@@ -1,4 +1,4 @@
-"""The shortcuts of store/batch.py against the general code they stand in for.
+"""The shortcuts of the bulk readers (arrays, javahash, properties, topics) against the general code they stand in for.
 
 Each fast path must give exactly what the general path gives: range hashes by
 sliding-window rows against the prefix-sum :class:`RangeHashes`, the UTF-16 hash cache of
@@ -12,24 +12,27 @@ import random
 import numpy as np
 
 from rmqstore_cli.formats.properties import parse_properties
-from rmqstore_cli.store import batch
+from rmqstore_cli.store import arrays
+from rmqstore_cli.store.javahash import bulk as javahash
+from rmqstore_cli.store import properties
+from rmqstore_cli.store import topics
 from rmqstore_cli.store.message import java_hash
 
 
 def test_window_hashes_equal_the_prefix_sum_hashes():
     rng = np.random.default_rng(3)
     units = rng.integers(0, 256, 50_000).astype(np.uint8)
-    full = batch.RangeHashes(units)
+    full = javahash.RangeHashes(units)
     seen_none = seen_hash = 0
     for _ in range(200):
         n = int(rng.integers(0, 400))
         width = int(rng.choice([1, 2, 9, 33, 80, 400]))
         a = rng.integers(0, units.size - width, n)
         b = a + rng.integers(0, width + 1, n)
-        got = batch.window_hashes(units, a, b)
+        got = javahash.window_hashes(units, a, b)
         if got is None:  # too many different lengths: the caller takes the prefix sum
             seen_none += 1
-            assert np.unique(b - a).size >= batch._MAX_LENGTH_GROUPS
+            assert np.unique(b - a).size >= javahash.MAX_LENGTH_GROUPS
             continue
         seen_hash += 1
         assert got.dtype == np.uint32
@@ -42,11 +45,11 @@ def test_java_hashes_cache_gives_the_same_answers_again():
     raw = [t.encode() for t in texts] + [b"\xff\xfe", b"ok\xc3"]
     want = [java_hash(t) for t in texts] + [java_hash(b.decode("utf-8", "replace")) for b in raw[len(texts):]]
     for _ in range(3):  # cold, warm, and after the cache was emptied
-        h, lens = batch.java_hashes(raw * 2)
-        assert batch.java_int(h).tolist() == want * 2
+        h, lens = javahash.java_hashes(raw * 2)
+        assert javahash.java_int(h).tolist() == want * 2
         assert lens.tolist() == [len(x.decode("utf-8", "replace").encode("utf-16-be", "surrogatepass")) // 2
                                  for x in raw] * 2
-        batch._UTF16_HASHES.clear() if _ == 1 else None
+        javahash._REPLACED.clear() if _ == 1 else None
 
 
 def _props(pairs: list[bytes], trailing: bool) -> bytes:
@@ -67,7 +70,7 @@ def test_properties_with_and_without_one_separator_per_pair():
         buf = b"".join(msgs)
         lens = np.array([len(m) for m in msgs], np.int64)
         ps = np.cumsum(lens) - lens
-        pr = batch.Properties(np.frombuffer(buf, np.uint8), ps, lens, buf)
+        pr = properties.Properties(np.frombuffer(buf, np.uint8), ps, lens, buf)
         for name in (b"TAGS", b"KEYS", b"UNIQ_KEY", b"DELAY"):
             m, x, y = pr.value(name + b"\x01")
             got = {int(i): bytes(pr.cat[u:v]) for i, u, v in zip(m, x, y)}
@@ -99,7 +102,7 @@ def test_gather_by_window_rows_equals_the_clipped_index_gather():
             pos = rng.integers(lo, hi, 300)
             idx = np.clip(pos[:, None] + np.arange(width), 0, a.size - 1)
             want = a[idx].view(dtype).ravel().astype(np.dtype(dtype).newbyteorder("="))
-            got = batch.gather(a, pos, width, dtype)
+            got = arrays.gather(a, pos, width, dtype)
             assert got.dtype == want.dtype and np.array_equal(got, want)
 
 
@@ -110,7 +113,7 @@ def test_topic_ids_find_registered_topics_and_never_a_wrong_one():
              b"12345678", b"123456789", b"1234567890123456", b"12345678901234567"]
     misses = 0
     for trial in range(300):
-        tt = batch.TopicIds()
+        tt = topics.TopicIds()
         registered = rnd.sample(names, rnd.randint(0, len(names)))
         for i, r in enumerate(registered):
             tt.add(r, i)
@@ -152,7 +155,7 @@ def test_utf8_check_on_the_non_ascii_runs_equals_decoding_everything():
 
         want = valid(data)
         seen.add(want)
-        assert valid(batch._non_ascii_runs(cat, hp)) == want, data
+        assert valid(properties._non_ascii_runs(cat, hp)) == want, data
     assert seen == {True, False}
 
 
@@ -162,4 +165,15 @@ def test_stable_argsort_is_numpys_stable_argsort():
              rng.integers(0, 10, 300).astype(np.int32), np.array([1 << 61, 0, 1 << 61, 5]),  # too big: the fallback
              rng.integers(-5, 5, 100)]  # negative: the fallback
     for x in cases:
-        assert np.array_equal(batch.stable_argsort(x), np.argsort(x, kind="stable"))
+        assert np.array_equal(arrays.stable_argsort(x), np.argsort(x, kind="stable"))
+
+
+def test_malformed_strings_hash_alike_when_the_cache_overflows(monkeypatch):
+    """Strings cached by an earlier call and new ones in one call past the cache's bound:
+    the cache starts afresh with all of them (it used to lose the earlier ones: KeyError)."""
+    monkeypatch.setattr(javahash, "_REPLACED_MAX", 4)
+    javahash._REPLACED.clear()
+    bad = [b"\xff" + str(i).encode() for i in range(6)]
+    want = [java_hash(b.decode("utf-8", "replace")) for b in bad]
+    assert javahash.java_int(javahash.java_hashes(bad[:3])[0]).tolist() == want[:3]
+    assert javahash.java_int(javahash.java_hashes(bad)[0]).tolist() == want

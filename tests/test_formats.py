@@ -72,6 +72,55 @@ def test_message_record_round_trip_and_hot_path_agree(rec):
     assert (m.topic_bytes, m.properties_bytes) == (parsed.topic, parsed.properties)
 
 
+@settings(max_examples=200, deadline=None)
+@given(st.lists(records(), min_size=1, max_size=4))
+def test_named_positions_read_every_field_as_the_declaration_decodes_it(recs):
+    """The bulk read (RecordBatch, MessageBlock: offsets from formats.commitlog's named
+    positions, no number of their own) gives every field construct decodes."""
+    from rmqstore_cli.formats.commitlog import RECORD_FIXED_SIZE, record_length
+    from rmqstore_cli.store.columns import MessageBlock
+    from rmqstore_cli.store.commitlog.bulk import RecordBatch
+
+    raws = [MessageRecord.build(r) for r in recs]
+    buf = b"".join(raws)
+    pos = np.cumsum([0] + [len(r) for r in raws[:-1]]).astype(np.int64)
+    blk = MessageBlock(buf, np.frombuffer(buf, np.uint8), RecordBatch(np.frombuffer(buf, np.uint8), pos), 0, "f")
+    assert RECORD_FIXED_SIZE == 74  # CommitLog#calMsgLength's constant part
+    for i, (raw, m) in enumerate(zip(raws, blk.messages())):
+        parsed = MessageRecord.parse(raw)
+        assert blk.rb.expected[i] == len(raw) == record_length(parsed.sys_flag, parsed.magic, len(parsed.body),
+                                                                len(parsed.topic), len(parsed.properties))
+        for name in ("total_size", "magic", "body_crc", "queue_id", "flag", "queue_offset", "physical_offset",
+                     "sys_flag", "born_timestamp", "store_timestamp", "reconsume_times",
+                     "prepared_transaction_offset", "body"):
+            assert getattr(m, name) == parsed[name], name
+        assert (m.born_address, m.born_port) == (parsed.born_host.address, parsed.born_host.port)
+        assert (m.store_address, m.store_port) == (parsed.store_host.address, parsed.store_host.port)
+        assert (m.topic_bytes, m.properties_bytes) == (parsed.topic, parsed.properties)
+
+
+def test_message_id_formats_match_declarations():
+    """formats/message_id.py is construct-free (decode-msgid imports it for free): its
+    formats against construct declarations of the same bytes."""
+    from construct import Int16ub, Int32sb, Int32ub, Int64sb, Struct
+
+    from rmqstore_cli.formats.derive import fixed_fields_format
+    from rmqstore_cli.formats.message_id import OFFSET_MSG_ID_TAIL_FORMAT, UNIQ_KEY_TAIL_FORMAT, UNIQ_KEY_TAIL_SIZE
+
+    offset_tail = Struct("port" / Int32sb, "physical_offset" / Int64sb)
+    uniq_tail = Struct("pid" / Int16ub, "class_loader_hash" / Int32sb, "time_in_month_ms" / Int32ub,
+                       "counter" / Int16ub)
+    assert struct.calcsize(OFFSET_MSG_ID_TAIL_FORMAT) == struct.calcsize(fixed_fields_format(offset_tail))
+    assert OFFSET_MSG_ID_TAIL_FORMAT.replace("i", "l") == fixed_fields_format(offset_tail)
+    assert UNIQ_KEY_TAIL_FORMAT.replace("i", "l").replace("I", "L") == fixed_fields_format(uniq_tail)
+    assert UNIQ_KEY_TAIL_SIZE == uniq_tail.sizeof()
+    from rmqstore_cli.formats.commitlog import HOST_ADDRESS_SIZE
+    from rmqstore_cli.formats.message_id import ADDRESS_SIZES, OFFSET_MSG_ID_TAIL_SIZE
+
+    assert ADDRESS_SIZES == (HOST_ADDRESS_SIZE[False], HOST_ADDRESS_SIZE[True])
+    assert OFFSET_MSG_ID_TAIL_SIZE == offset_tail.sizeof()
+
+
 def test_hot_path_agrees_with_declaration_on_real_broker_records():
     for version in ("4.9.7", "5.3.3"):
         d = fixture_dir(version)
@@ -183,3 +232,15 @@ def test_properties_round_trip(items, trailing):
     s = serialize_properties(items, trailing)
     assert parse_properties(s) == dict(items)
     assert s.endswith("\x02") == (trailing and bool(items))
+
+
+def test_index_and_record_dtypes_match_the_declarations():
+    """The numpy views formats/ exports have the declarations' sizes and field names."""
+    from rmqstore_cli.formats import commitlog as C
+    from rmqstore_cli.formats import index as I
+
+    for dtype, size, s in ((I.HEADER_DTYPE, I.INDEX_HEADER_SIZE, IndexHeader), (I.ENTRY_DTYPE, I.INDEX_ENTRY_SIZE, IndexEntry),
+                           (I.SLOT_DTYPE, I.HASH_SLOT_SIZE, I.IndexSlot), (C.HEAD_DTYPE, C.HEAD_SIZE, C.MessageHead),
+                           (C.PREFIX_DTYPE, struct.calcsize(C.PREFIX_FORMAT), C.RecordPrefix)):
+        assert dtype.itemsize == size and list(dtype.names) == [sc.name for sc in s.subcons]
+    assert [f.offset for f in C.HEAD.values()] == [C.HEAD_DTYPE.fields[n][1] for n in C.HEAD]

@@ -78,9 +78,9 @@ def tricky_store(tmp_path_factory):
 @pytest.fixture(autouse=True)
 def _kernel_for_every_block(monkeypatch):
     """The compiled renderer for blocks of any size (the suite's stores are small)."""
-    import rmqstore_cli.jsonblock as jb
+    from rmqstore_cli.store.fastpaths import FAST_PATHS
 
-    monkeypatch.setattr(jb, "KERNEL_MIN", 0)
+    monkeypatch.setattr(FAST_PATHS, "json_min", 0)
 
 
 def _blocks(root, **kw):
@@ -276,9 +276,9 @@ def test_kernel_plain_text_is_what_the_reference_leaves_alone(seed):
 
 
 def test_without_numba_every_record_takes_the_reference(tricky_store, monkeypatch):
-    import rmqstore_cli.jsonblock as jb
+    from rmqstore_cli.store.fastpaths import FAST_PATHS
 
-    monkeypatch.setattr(jb, "_kernel", lambda: None)
+    monkeypatch.setattr(FAST_PATHS, "json_kernel", lambda n: None)
     _, items = _blocks(tricky_store)
     for blk in (x for x in items if isinstance(x, MessageBlock)):
         every = np.arange(blk.n)
@@ -286,11 +286,11 @@ def test_without_numba_every_record_takes_the_reference(tricky_store, monkeypatc
 
 
 def test_big_generated_store_dumps_as_the_reference(tmp_path, monkeypatch):
-    """A store large enough for blocks above the default KERNEL_MIN, through the CLI."""
-    import rmqstore_cli.jsonblock as jb
+    """A store large enough for blocks above the default json_min, through the CLI."""
     from conftest import generate
+    from rmqstore_cli.store.fastpaths import FAST_PATHS
 
-    monkeypatch.setattr(jb, "KERNEL_MIN", 1000)
+    monkeypatch.setattr(FAST_PATHS, "json_min", 1000)
     root = tmp_path / "store"
     generate(root, "--body-size", "0-300", "--ipv6-ratio", "0.1", messages=6000, seed=7, small=False)
     cl = CommitLog(StoreConfig.load(root, None))
@@ -302,7 +302,7 @@ def test_big_generated_store_dumps_as_the_reference(tmp_path, monkeypatch):
 
 
 def test_distinct_rows_even_when_the_mix_collides():
-    from rmqstore_cli.store.batch import distinct_rows
+    from rmqstore_cli.store.arrays import distinct_rows
 
     rng = np.random.default_rng(3)
     raw = rng.integers(0, 4, (500, 16)).astype(np.uint8)

@@ -1,5 +1,5 @@
 """store/rangehash.py (hashCode of many UTF-8 ranges at once) against the reference
-``batch.java_hashes`` and ``message.java_hash`` (String#hashCode over UTF-16 units of
+``javahash.java_hashes`` and ``message.java_hash`` (String#hashCode over UTF-16 units of
 ``new String(bytes, UTF_8)``)."""
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import random
 import numpy as np
 import pytest
 
-from rmqstore_cli.store import batch, rangehash
-from rmqstore_cli.store.batch import java_hashes, java_int
+from rmqstore_cli.store.javahash import bulk as javahash
+from rmqstore_cli.store.javahash.bulk import java_hashes, java_int
 from rmqstore_cli.store.message import java_hash
 
 ALPHABET = "abcXYZ09 #-_" + "磁龟支付é" + "\u07ff\u0800\uffff" + "🎉😀\U0010ffff" + "\x00\x7f"
@@ -47,7 +47,7 @@ def test_range_hashes_equal_the_reference(bad):
     for _ in range(200):
         parts = _random_parts(rnd, bad)
         units, a, b = _layout(parts, rnd)
-        h, lens = rangehash.java_range_hashes(units, a, b)
+        h, lens = javahash.java_range_hashes(units, a, b)
         want_h, want_len = java_hashes(parts)
         assert h.dtype == np.uint32
         assert h.tolist() == want_h.tolist()
@@ -59,7 +59,7 @@ def test_range_hashes_equal_java_hash_of_the_decoded_text():
              "x" * 500, "mixed ascii 和 中文 and 🎉"] * 3
     parts = [t.encode() for t in texts]
     units, a, b = _layout(parts, random.Random(3))
-    h, lens = rangehash.java_range_hashes(units, a, b)
+    h, lens = javahash.java_range_hashes(units, a, b)
     assert java_int(h).tolist() == [java_hash(t) for t in texts]
     assert lens.tolist() == [len(t.encode("utf-16-be", "surrogatepass")) // 2 for t in texts]
 
@@ -67,11 +67,12 @@ def test_range_hashes_equal_java_hash_of_the_decoded_text():
 def test_well_formed_non_ascii_is_decoded_without_the_per_string_path(monkeypatch):
     """The batch decode, not the reference, handles well-formed text (else no speed-up)."""
     calls = []
-    monkeypatch.setattr(rangehash, "java_hashes", lambda xs: calls.append(xs) or java_hashes(xs))
+    replaced = javahash._replaced_hashes
+    monkeypatch.setattr(javahash, "_replaced_hashes", lambda xs: calls.append(xs) or replaced(xs))
     texts = ["支付标签", "a🎉b", "é", "abc", "\U0010FFFF", "\u07ff\u0800\uffff"] * 20
     parts = [t.encode() for t in texts]
     units, a, b = _layout(parts, random.Random(4))
-    h, _ = rangehash.java_range_hashes(units, a, b)
+    h, _ = javahash.java_range_hashes(units, a, b)
     assert java_int(h).tolist() == [java_hash(t) for t in texts]
     assert calls == []
 
@@ -82,7 +83,7 @@ def test_a_range_cut_inside_a_character_is_not_taken_for_whole_characters():
     raw = "x支y".encode()  # 支 = e6 94 af
     units = np.frombuffer(raw, np.uint8)
     a, b = np.array([0, 3]), np.array([3, len(raw)])  # "x\xe6\x94" | "\xafy"
-    h, lens = rangehash.java_range_hashes(units, a, b)
+    h, lens = javahash.java_range_hashes(units, a, b)
     want = [raw[0:3].decode("utf-8", "replace"), raw[3:].decode("utf-8", "replace")]
     assert java_int(h).tolist() == [java_hash(t) for t in want]
     assert lens.tolist() == [len(t) for t in want]
@@ -94,7 +95,7 @@ def test_candidates_and_high_positions_given_by_the_caller():
     units, a, b = _layout(parts, rnd)
     high = np.flatnonzero(units >= 0x80)
     wide = np.array([i for i, p in enumerate(parts) if not p.isascii()], np.int64)
-    h, lens = rangehash.java_range_hashes(units, a, b, units.tobytes(), high, wide)
+    h, lens = javahash.java_range_hashes(units, a, b, units.tobytes(), high, wide)
     want_h, want_len = java_hashes(parts)
     assert h.tolist() == want_h.tolist() and lens.tolist() == want_len.tolist()
 
@@ -102,15 +103,15 @@ def test_candidates_and_high_positions_given_by_the_caller():
 def test_many_distinct_lengths_take_the_prefix_sum():
     parts = [("k" * n + "磁" * (n % 3)).encode() for n in range(1, 120)]
     units, a, b = _layout(parts, random.Random(2))
-    assert batch.window_hashes(units, a, b) is None
-    h, lens = rangehash.java_range_hashes(units, a, b)
+    assert javahash.window_hashes(units, a, b) is None
+    h, lens = javahash.java_range_hashes(units, a, b)
     want_h, want_len = java_hashes(parts)
     assert h.tolist() == want_h.tolist() and lens.tolist() == want_len.tolist()
 
 
 def test_empty_inputs():
-    h, lens = rangehash.java_range_hashes(np.zeros(0, np.uint8), np.zeros(0, np.int64), np.zeros(0, np.int64))
+    h, lens = javahash.java_range_hashes(np.zeros(0, np.uint8), np.zeros(0, np.int64), np.zeros(0, np.int64))
     assert h.size == 0 and lens.size == 0
     units = np.frombuffer(b"abc", np.uint8)
-    h, lens = rangehash.java_range_hashes(units, np.array([1, 3]), np.array([1, 3]))
+    h, lens = javahash.java_range_hashes(units, np.array([1, 3]), np.array([1, 3]))
     assert h.tolist() == [0, 0] and lens.tolist() == [0, 0]

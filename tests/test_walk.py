@@ -1,4 +1,4 @@
-"""batch.walk_records (the one record walk of rebuild-index and verify) against a plain
+"""commitlog.bulk.walk_records (the one record walk of rebuild-index and verify) against a plain
 per-record walk that checks each record before following its TOTALSIZE (STORE-FORMAT §7.1).
 
 The reference below is the definition: a record starts where MAGICCODE is V1/V2 and
@@ -18,22 +18,20 @@ import pytest
 
 from conftest import fixture_dir, generate
 from rmqstore_cli.formats.commitlog import HEAD_SIZE, MAGIC_BLANK, MAGIC_V1, MAGIC_V2
-from rmqstore_cli.store.batch import walk_records
+from rmqstore_cli.store.commitlog.bulk import walk_records
 from rmqstore_cli.store.commitlog import CommitLog
 from rmqstore_cli.store.config import StoreConfig
 
+_LOOP = {"compiled": False}
+
+
 @pytest.fixture(autouse=True, params=["python", "compiled"])
 def walk_loop(request, monkeypatch):
-    """Every test runs with the Python loop and with the compiled one (store/kernels.py)."""
-    from rmqstore_cli.store import batch
-
+    """Every test runs with the reference loop and with the compiled one (store/kernels.py),
+    chosen by walk_records' ``compiled`` parameter."""
     if request.param == "compiled":
         pytest.importorskip("numba")
-        from rmqstore_cli.store.kernels import walk
-
-        monkeypatch.setitem(batch._WALK, "loop", walk)
-    else:
-        monkeypatch.setitem(batch._WALK, "loop", False)
+    monkeypatch.setitem(_LOOP, "compiled", request.param == "compiled")
     return request.param
 
 
@@ -59,7 +57,7 @@ def reference_walk(buf, pos: int, limit: int, max_n: int, min_total: int):
 
 
 def _both(buf, pos, limit, max_n, min_total):
-    w = walk_records(buf, pos, limit, max_n, min_total)
+    w = walk_records(buf, pos, limit, max_n, min_total, compiled=_LOOP["compiled"])
     want = reference_walk(buf, pos, limit, max_n, min_total)
     assert (w.starts.tolist(), w.end, w.stop) == want
     assert w.starts.dtype == np.int64
@@ -159,3 +157,24 @@ def test_start_positions_and_empty_input(files):
     _both(data, len(data) - 3, len(data), 10, HEAD_SIZE)
     for pos in (1, 4, 17, 100):  # not at a record: a bad or zero prefix
         _both(data, pos, len(data), 10, HEAD_SIZE)
+
+
+def test_the_policy_switches_to_the_compiled_walk_after_its_threshold(files, monkeypatch):
+    """FAST_PATHS chooses (compiled=None): the reference loop until ``walk_after`` records
+    were walked in the process, the compiled one after, with the same answers."""
+    pytest.importorskip("numba")
+    from rmqstore_cli.store.commitlog import bulk
+    from rmqstore_cli.store.fastpaths import FastPaths
+
+    policy = FastPaths(walk_after=100)
+    monkeypatch.setattr(bulk, "FAST_PATHS", policy)
+    data = files[0]
+    assert policy.walk_loop() is None
+    first = walk_records(data, 0, len(data), 150)
+    assert policy.walked >= 100 and policy.walk_loop() is not None  # past the threshold: compiled
+    again = walk_records(data, 0, len(data), 150)
+    assert (first.starts.tolist(), first.end, first.stop) == (again.starts.tolist(), again.end, again.stop)
+    assert FastPaths(for_bytes=10).for_file(9) is False and FastPaths(for_bytes=10).for_file(10) is True
+    assert FastPaths(json_min=5).json_kernel(4) is None and FastPaths(json_min=5).json_kernel(5) is not None
+    assert FastPaths(walk_after=10).kernels(9) is None and FastPaths(walk_after=10).kernels(9, big_job=True)
+    assert FastPaths(walk_after=10).kernels(10) is not None

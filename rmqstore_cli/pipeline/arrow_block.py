@@ -17,26 +17,28 @@ import re
 
 import numpy as np
 
-from rmqstore_cli.formats.commitlog import MAGIC_V2, MessageHead
-from rmqstore_cli.formats.derive import field_offset
+from rmqstore_cli.formats.commitlog import HEAD, HOST_ADDRESS_SIZE, HOST_SIZE, MAGIC_V2
 from rmqstore_cli.render import message_dict
-from rmqstore_cli.store.batch import byte_rows
+from rmqstore_cli.store.arrays import byte_rows
 from rmqstore_cli.store.columns import MessageBlock
 
 _PAIR_SEPARATORS = re.compile("[\x00\x01\x02]")
 _HEX = np.frombuffer(b"0123456789ABCDEF", np.uint8)
-_PHY_AT = field_offset(MessageHead, "physical_offset")
+_PHY = HEAD["physical_offset"]
+#: an offset msgId: the store host (address and port) then PHYSICALOFFSET, for each kind
+_ID_V4, _ID_V6 = HOST_SIZE[False] + _PHY.size, HOST_SIZE[True] + _PHY.size
 
 
 def _msg_ids(blk: MessageBlock) -> list[str]:
     """``MessageDecoder#createMessageId`` of every record, upper-case hex: store address,
     port and the stored PHYSICALOFFSET (32 digits for IPv4 store hosts, 56 for IPv6)."""
     store_at, store_size, _ = blk.host("store")
-    v6 = store_size != 4
+    v6 = store_size != HOST_ADDRESS_SIZE[False]
     if v6.any():
-        raw = np.zeros((blk.n, 28), np.uint8)  # right-aligned: IPv4 rows start at byte 12
-        host, phy = byte_rows(blk.a, store_at, 20), byte_rows(blk.a, blk.pos + _PHY_AT, 8)
-        raw[~v6, 12:20], raw[v6, :20], raw[:, 20:] = host[~v6, :8], host[v6], phy
+        h4, h6, pad = HOST_SIZE[False], HOST_SIZE[True], _ID_V6 - _ID_V4
+        raw = np.zeros((blk.n, _ID_V6), np.uint8)  # right-aligned: IPv4 rows start at byte 12
+        host, phy = byte_rows(blk.a, store_at, h6), byte_rows(blk.a, blk.pos + _PHY.offset, _PHY.size)
+        raw[~v6, pad:pad + h4], raw[v6, :h6], raw[:, h6:] = host[~v6, :h4], host[v6], phy
     else:
         raw = blk.msg_id_bytes(np.arange(blk.n))
     hexed = np.empty((blk.n, 2 * raw.shape[1]), np.uint8)
@@ -44,7 +46,7 @@ def _msg_ids(blk: MessageBlock) -> list[str]:
     hexed[:, 1::2] = _HEX[raw & 15]
     text = hexed.tobytes().decode("ascii")
     w = hexed.shape[1]
-    return [text[i * w + w - n:i * w + w] for i, n in enumerate(np.where(v6, 56, 32).tolist())]
+    return [text[i * w + w - n:i * w + w] for i, n in enumerate(np.where(v6, 2 * _ID_V6, 2 * _ID_V4).tolist())]
 
 
 def _plain_properties(blk: MessageBlock) -> np.ndarray:

@@ -4,8 +4,8 @@
 every field of millions of records (dump, export, the engine's full decode) pays the
 Python cost of one call, one tuple and one object per record. A :class:`MessageBlock`
 holds the records that the per-record check would call VALID as numpy columns instead
-(positions from the walk, fields from :class:`~rmqstore_cli.store.batch.RecordBatch`,
-PROPERTIES from :class:`~rmqstore_cli.store.batch.Properties`). Only records that are
+(positions from the walk, fields from :class:`~rmqstore_cli.store.commitlog.bulk.RecordBatch`,
+PROPERTIES from :class:`~rmqstore_cli.store.properties.Properties`). Only records that are
 valid by a test that implies the per-record verdict enter a block; anything else (the
 BLANK record, a bad magic, a size mismatch, a CRC failure, a record the vector test is
 unsure of) is left to :func:`~rmqstore_cli.store.commitlog.check_message`, which stays the
@@ -19,20 +19,19 @@ from functools import cached_property
 
 import numpy as np
 
-from rmqstore_cli.formats.commitlog import HEAD_SIZE
-from rmqstore_cli.formats.commitlog import MessageHead
-from rmqstore_cli.formats.derive import field_offset
-from rmqstore_cli.store.batch import (Properties, RecordBatch, TopicIds, body_crcs, byte_rows, distinct_rows,
-                                      walk_records)
+from rmqstore_cli.formats.commitlog import HEAD, HEAD_SIZE, HOST_ADDRESS_SIZE, HOST_SIZE, PORT
+from rmqstore_cli.store.arrays import byte_rows, distinct_rows, gather_field
+from rmqstore_cli.store.commitlog.bulk import RecordBatch, body_crcs, walk_records
 from rmqstore_cli.store.message import Message, address_text
+from rmqstore_cli.store.properties import Properties
+from rmqstore_cli.store.topics import TopicIds
 
 MAX_BLOCK = 8192
 #: A block spans at most this many bytes of the log (and at least one record), so a
 #: consumer that copies bodies holds a bounded amount whatever the record size.
 MAX_BLOCK_BYTES = 32 << 20
-_FLAG_AT = field_offset(MessageHead, "flag")
-_BORN_TS_AT = field_offset(MessageHead, "born_timestamp")
-_PHY_AT = field_offset(MessageHead, "physical_offset")
+_PHY = HEAD["physical_offset"]
+_PORT_UNPACK = struct.Struct(PORT.fmt).unpack_from
 
 
 class MessageBlock:
@@ -63,11 +62,11 @@ class MessageBlock:
     # ------------------------------------------------------------- fixed fields
     @cached_property
     def flag(self) -> np.ndarray:
-        return self.rb.field("", 4, ">i4", self.rb.pos + _FLAG_AT).astype(np.int64)
+        return self.rb.head_field("flag")
 
     @cached_property
     def born_timestamp(self) -> np.ndarray:
-        return self.rb.field("", 8, ">i8", self.rb.pos + _BORN_TS_AT)
+        return self.rb.head_field("born_timestamp")
 
     @cached_property
     def store_timestamp(self) -> np.ndarray:
@@ -75,11 +74,11 @@ class MessageBlock:
 
     @cached_property
     def reconsume_times(self) -> np.ndarray:
-        return self.rb.field("", 4, ">i4", self.rb.body_len_at - 12).astype(np.int64)
+        return self.rb.tail_field("reconsume_times")
 
     @cached_property
     def prepared_transaction_offset(self) -> np.ndarray:
-        return self.rb.field("", 8, ">i8", self.rb.body_len_at - 8)
+        return self.rb.tail_field("prepared_transaction_offset")
 
     def host(self, which: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(address position, address length 4 or 16, port) of the born or store hosts."""
@@ -90,8 +89,9 @@ class MessageBlock:
 
     def _host(self, which: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         rb = self.rb
-        at, size = (rb.pos + HEAD_SIZE, rb.born_host_len) if which == "born" else (rb.store_ts_at + 8, rb.store_host_len)
-        return at, size - 4, rb.field("", 4, ">i4", at + size - 4).astype(np.int64)
+        at, size = (rb.pos + HEAD_SIZE, rb.born_host_len) if which == "born" else (rb.store_host_at, rb.store_host_len)
+        address = size - PORT.size
+        return at, address, gather_field(self.a, at + address + PORT.offset, PORT).astype(np.int64)
 
     def address_table(self, which: str, only_v6: bool = False) -> tuple[list[str], np.ndarray]:
         """The text of each distinct born or store address (``ip``, ``[v6]``: the host part of
@@ -100,7 +100,7 @@ class MessageBlock:
         at, size, _ = self.host(which)
         rows = np.full(self.n, -1, np.int64)
         table: list[str] = []
-        for width in (16,) if only_v6 else (4, 16):
+        for width in (HOST_ADDRESS_SIZE[True],) if only_v6 else (HOST_ADDRESS_SIZE[False], HOST_ADDRESS_SIZE[True]):
             sel = np.flatnonzero(size == width)
             if sel.size:
                 raw = np.ascontiguousarray(byte_rows(self.a, at[sel], width))
@@ -112,7 +112,7 @@ class MessageBlock:
     @cached_property
     def topics(self) -> tuple[list[bytes], np.ndarray]:
         """(topic bytes by id, each record's topic id), from the scan's
-        :class:`~rmqstore_cli.store.batch.TopicIds` (ids stable across the blocks of a scan)."""
+        :class:`~rmqstore_cli.store.topics.TopicIds` (ids stable across the blocks of a scan)."""
         tid = self.topic_table.ids_of(self.buf, self.a, self.rb.topic_at, self.rb.topic_len)
         return self.topic_table.names, tid
 
@@ -158,20 +158,22 @@ class MessageBlock:
         """``MessageDecoder#createMessageId`` of records ``t`` with an IPv4 store host: store
         address, port and the stored PHYSICALOFFSET, 16 bytes a row."""
         a, at = self.a, self.host("store")[0][t]
-        return np.concatenate([byte_rows(a, at, 8), byte_rows(a, self.rb.pos[t] + _PHY_AT, 8)], axis=1)
+        phy = byte_rows(a, self.rb.pos[t] + _PHY.offset, _PHY.size)
+        return np.concatenate([byte_rows(a, at, HOST_SIZE[False]), phy], axis=1)
 
     # ------------------------------------------------------------- objects
     def messages(self, idx: np.ndarray | None = None) -> list[Message]:
         """The records (or those at ``idx``) as the per-record scan gives them."""
         rb, buf = (self.rb if idx is None else self.rb.take(idx)), self.buf
         bh, sh = rb.born_host_len.tolist(), rb.store_host_len.tolist()
-        ts_at = rb.store_ts_at.tolist()
         body_at, body_end = rb.body_at.tolist(), (rb.body_at + rb.body_len).tolist()
         t_at, t_end = rb.topic_at.tolist(), (rb.topic_at + rb.topic_len).tolist()
         p_at, p_end = rb.props_at.tolist(), (rb.props_at + rb.props_len).tolist()
         born_at = (rb.pos + HEAD_SIZE).tolist()
+        store_at = rb.store_host_at.tolist()
         out = []
-        unpack = struct.unpack_from
+        port = _PORT_UNPACK
+        ps = PORT.size
         sub = (lambda c: c) if idx is None else (lambda c: c[idx])
         for (i, phy, total, magic, crc, qid, flag, qoff, sf, bts, sts, rc, pto, off) in zip(
                 range(rb.pos.size), rb.physical_offset.tolist(), rb.total.tolist(), rb.magic.tolist(),
@@ -179,11 +181,11 @@ class MessageBlock:
                 rb.sys_flag.tolist(), sub(self.born_timestamp).tolist(), rb.store_timestamp.tolist(),
                 sub(self.reconsume_times).tolist(), sub(self.prepared_transaction_offset).tolist(),
                 (rb.pos + self.file_from).tolist()):
-            b, s = born_at[i], ts_at[i] + 8
-            bl, sl = bh[i] - 4, sh[i] - 4
+            b, s = born_at[i], store_at[i]
+            bl, sl = bh[i] - ps, sh[i] - ps
             out.append(Message(
-                phy, total, magic, crc, qid, flag, qoff, sf, bts, bytes(buf[b:b + bl]), unpack(">i", buf, b + bl)[0],
-                sts, bytes(buf[s:s + sl]), unpack(">i", buf, s + sl)[0], rc, pto,
+                phy, total, magic, crc, qid, flag, qoff, sf, bts, bytes(buf[b:b + bl]), port(buf, b + bl)[0],
+                sts, bytes(buf[s:s + sl]), port(buf, s + sl)[0], rc, pto,
                 bytes(buf[body_at[i]:body_end[i]]), bytes(buf[t_at[i]:t_end[i]]), bytes(buf[p_at[i]:p_end[i]]), off))
         return out
 

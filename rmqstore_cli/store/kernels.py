@@ -1,11 +1,11 @@
 """Compiled loops of the engine: the record walk, small bodies' CRC, a join of byte ranges.
 
 What would otherwise be a Python loop per record — the walk of STORE-FORMAT §7.1
-(:func:`~rmqstore_cli.store.batch.walk_records`), one CRC call per body
-(:func:`~rmqstore_cli.store.batch.body_crcs`), one slice per PROPERTIES — compiled by
-numba, the results the same to the bit (tests compare). Callers switch to them only for
-big jobs (``batch.WALK_COMPILE_AFTER``, ``verify.KERNEL_AFTER``), so small stores never pay
-numba's import (~0.3 s), and keep the Python loops when numba is missing. Compiled on first
+(:func:`~rmqstore_cli.store.commitlog.bulk.walk_records`), one CRC call per body
+(:func:`~rmqstore_cli.store.commitlog.bulk.body_crcs`), one slice per PROPERTIES — compiled by
+numba, the results the same to the bit (tests compare). Only big jobs switch to them
+(:data:`~rmqstore_cli.store.fastpaths.FAST_PATHS` decides), so small stores never pay
+numba's import (~0.3 s), and the Python loops stay when numba is missing. Compiled on first
 use and cached on disk (:data:`JIT`, shared with :mod:`~rmqstore_cli.jsonkernel`).
 """
 from __future__ import annotations
@@ -17,7 +17,7 @@ import numba
 import numpy as np
 from numba import njit
 
-from rmqstore_cli.formats.commitlog import MAGIC_V1, MAGIC_V2
+from rmqstore_cli.formats.commitlog import HEAD, MAGIC_V1, MAGIC_V2
 
 
 def _cacheable() -> None:
@@ -37,6 +37,10 @@ JIT = njit(cache=True, nogil=True, boundscheck=False)
 #: Bodies shorter than this get their CRC here; longer ones from zlib (faster per byte, and
 #: its per-call cost no longer matters).
 SMALL_BODY = 1024
+
+# the walk reads TOTALSIZE and MAGICCODE (two big-endian ints, read by _be32)
+_TOTAL_AT, _MAGIC_AT = HEAD["total_size"].offset, HEAD["magic"].offset
+_PREFIX_SIZE = _MAGIC_AT + HEAD["magic"].size
 
 
 def _crc_tables() -> np.ndarray:
@@ -69,12 +73,12 @@ def walk(a, pos, limit, max_n, min_total, out):
     n = 0
     end = pos
     while n < max_n:
-        if end + 8 > limit:
+        if end + _PREFIX_SIZE > limit:
             break
-        total = _be32(a, end)
-        if total >= 2147483648:
+        total = _be32(a, end + _TOTAL_AT)
+        if total >= 2147483648:  # TOTALSIZE is signed
             total -= 4294967296
-        magic = _be32(a, end + 4)
+        magic = _be32(a, end + _MAGIC_AT)
         if (magic != MAGIC_V1 and magic != MAGIC_V2) or total < min_total or total > limit - end:
             break
         out[n] = end

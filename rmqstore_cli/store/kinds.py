@@ -74,12 +74,22 @@ def topic_kind(topic: str) -> str | None:
     return None
 
 
+def parse_java_int(text: str | None) -> int | None:
+    """``Integer#parseInt`` (radix 10): the value, or None where Java throws
+    ``NumberFormatException`` (not a signed decimal, or outside the int range)."""
+    if text is None or not _JAVA_INT.fullmatch(text):
+        return None
+    v = int(text)
+    return v if _INT_MIN <= v <= _INT_MAX else None
+
+
 def delay_level(delay: str | None, table: dict[int, int]) -> int | None:
     """The level ``CommitLog#checkMessageAndReturnSize`` uses: DELAY as a Java int, capped
     at the highest level; None when there is no usable DELAY (absent, not an int, < 1)."""
-    if delay is None or not _JAVA_INT.fullmatch(delay) or not _INT_MIN <= int(delay) <= _INT_MAX:
+    v = parse_java_int(delay)
+    if v is None:
         return None
-    level = min(int(delay), max(table) if table else 0)
+    level = min(v, max(table) if table else 0)
     return level if level > 0 else None
 
 

@@ -1,7 +1,6 @@
 """Messages as the broker sees them: the decoded record, its ids and the Java arithmetic.
 
-Java compatibility lives here: ``String#hashCode`` over UTF-16 code units, the index
-hash rule, the masked CRC32 (``UtilAll#crc32``), the offset message id
+Java compatibility lives here: the masked CRC32 (``UtilAll#crc32``), the offset message id
 (``MessageDecoder#createMessageId``) and the client UNIQ_KEY (``MessageClientIDSetter``).
 """
 from __future__ import annotations
@@ -19,8 +18,11 @@ from rmqstore_cli.formats.sysflag import (
     STOREHOSTADDRESS_V6_FLAG,
     TRANSACTION_MASK,
 )
+from rmqstore_cli.formats.message_id import (ID_HEX_LENGTHS, OFFSET_MSG_ID_TAIL_FORMAT, OFFSET_MSG_ID_TAIL_SIZE,
+                                             UNIQ_KEY_TAIL_FORMAT, UNIQ_KEY_TAIL_SIZE)
 from rmqstore_cli.formats.properties import parse_properties
 from rmqstore_cli.store.crc import crc32
+from rmqstore_cli.store.javahash import index_key_hash, java_hash  # noqa: F401 - callers import them from here
 
 # MessageConst property names the engine acts on.
 PROPERTY_KEYS = "KEYS"
@@ -39,32 +41,10 @@ SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"  # TopicValidator.RMQ_SYS_SCHEDULE_TOPIC
 TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
 TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
 
-_INT_MIN = -(1 << 31)
-
-
 def split_keys(raw: str | None) -> list[str]:
     """``KEYS.split(" ")`` as ``IndexService#buildIndex`` uses it: empty elements dropped,
     duplicates and order kept."""
     return [k for k in raw.split(KEY_SEPARATOR) if k] if raw else []
-
-
-def java_hash(s: str) -> int:
-    """``java.lang.String#hashCode``: wrapping ``31*h + c`` over UTF-16 code units."""
-    if s.isascii():
-        units: bytes | tuple[int, ...] = s.encode("ascii")
-    else:
-        b = s.encode("utf-16-be", "surrogatepass")
-        units = struct.unpack(f">{len(b) // 2}H", b)
-    h = 0
-    for u in units:
-        h = (31 * h + u) & 0xFFFFFFFF
-    return h - (1 << 32) if h & 0x80000000 else h
-
-
-def index_key_hash(key: str) -> int:
-    """``IndexFile#indexKeyHashMethod``: ``abs(hashCode)``, and 0 for ``Integer.MIN_VALUE``."""
-    h = java_hash(key)
-    return 0 if h == _INT_MIN else abs(h)
 
 
 def body_crc(body: bytes) -> int:
@@ -112,7 +92,7 @@ def address_text(address: bytes) -> str:
 
 def offset_msg_id(store_address: bytes, store_port: int, physical_offset: int) -> str:
     """``MessageDecoder#createMessageId``: store address + int32 port + int64 offset, hex."""
-    return (store_address + struct.pack(">iq", store_port, physical_offset)).hex().upper()
+    return (store_address + struct.pack(OFFSET_MSG_ID_TAIL_FORMAT, store_port, physical_offset)).hex().upper()
 
 
 @dataclass(frozen=True)
@@ -129,10 +109,10 @@ class OffsetMsgId:
 def decode_offset_msg_id(msg_id: str) -> OffsetMsgId:
     """``MessageDecoder#decodeMessageId``: 32 hex chars (IPv4) or 56 (IPv6)."""
     raw = bytes.fromhex(msg_id)
-    if len(raw) not in (16, 28):
+    if 2 * len(raw) not in ID_HEX_LENGTHS:
         raise ValueError(f"an offset msgId has 32 or 56 hex digits, not {len(msg_id)}")
-    n = 4 if len(raw) == 16 else 16
-    port, offset = struct.unpack_from(">iq", raw, n)
+    n = len(raw) - OFFSET_MSG_ID_TAIL_SIZE
+    port, offset = struct.unpack_from(OFFSET_MSG_ID_TAIL_FORMAT, raw, n)
     return OffsetMsgId(raw[:n], port, offset)
 
 
@@ -169,22 +149,17 @@ class UniqKey:
 
 def decode_uniq_key(uniq_key: str) -> UniqKey:
     raw = bytes.fromhex(uniq_key)
-    if len(raw) not in (16, 28):
+    if 2 * len(raw) not in ID_HEX_LENGTHS:
         raise ValueError(f"a UNIQ_KEY has 32 or 56 hex digits, not {len(uniq_key)}")
-    n = len(raw) - 12
-    pid, cl_hash, span, counter = struct.unpack_from(">HiIH", raw, n)
+    n = len(raw) - UNIQ_KEY_TAIL_SIZE
+    pid, cl_hash, span, counter = struct.unpack_from(UNIQ_KEY_TAIL_FORMAT, raw, n)
     return UniqKey(raw[:n], pid, cl_hash, span, counter)
 
 
 def encode_uniq_key(ip: bytes, pid: int, class_loader_hash: int, time_in_month_ms: int, counter: int) -> str:
     """``MessageClientIDSetter#createUniqID``: FIX_STRING + time + counter, upper-case hex."""
-    return (ip + struct.pack(">hiIH", _to_short(pid), class_loader_hash,
+    return (ip + struct.pack(UNIQ_KEY_TAIL_FORMAT, pid & 0xFFFF, class_loader_hash,
                              time_in_month_ms & 0xFFFFFFFF, counter & 0xFFFF)).hex().upper()
-
-
-def _to_short(v: int) -> int:
-    v &= 0xFFFF
-    return v - 0x10000 if v & 0x8000 else v
 
 
 def month_start_ms(ts_ms: int, tz: _dt.tzinfo | None) -> int:

@@ -24,6 +24,7 @@ import string
 from dataclasses import dataclass, field
 
 from rmqstore_cli.errors import StoreError
+from rmqstore_cli.formats.message_id import ID_HEX_LENGTHS
 from rmqstore_cli.store.message import (
     Message,
     OffsetMsgId,
@@ -61,7 +62,6 @@ class IdReading:
     offset_message: Message | None = None
     offset_problem: str = ""
     uniq_messages: list[Message] = field(default_factory=list)
-    searched_store: bool = False
 
     @property
     def found(self) -> bool:
@@ -76,7 +76,7 @@ def parse_id(text: str) -> IdReading:
     bad = next((c for c in s if c not in _HEX), None)
     if bad is not None:
         raise BadId(f"{bad!r} is not a hex digit")
-    if len(s) not in (32, 56):
+    if len(s) not in ID_HEX_LENGTHS:
         raise BadId(f"it has {len(s)} hex digits; an offset msgId or UNIQ_KEY has 32 (IPv4) or 56 (IPv6)")
     u = s.upper()
     off = decode_offset_msg_id(u)
@@ -111,7 +111,6 @@ def resolve_in_store(r: IdReading, store, topics: list[str]) -> None:
     the index of every topic. What is found decides the kind."""
     from rmqstore_cli.store.lookup import lookup_key, read_record
 
-    r.searched_store = True
     o = r.offset
     if o.physical_offset >= 0:
         msg, why = read_record(store.commitlog, o.physical_offset)

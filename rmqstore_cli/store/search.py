@@ -35,22 +35,20 @@ import os
 import struct
 from dataclasses import dataclass, field
 
-from rmqstore_cli.formats.commitlog import HEAD_SIZE, HostV4, HostV6, MessageHead
-from rmqstore_cli.formats.consume_queue import CQ_STORE_UNIT_SIZE, PRE_BLANK_SIZE, UNIT_FORMAT
-from rmqstore_cli.formats.derive import field_offset
+from rmqstore_cli.formats.commitlog import AFTER_BORN_HOST, HEAD, HEAD_SIZE, HOST_SIZE
+from rmqstore_cli.formats.consume_queue import CQ_STORE_UNIT_SIZE, PRE_BLANK_SIZE, UNIT_FORMAT, UNIT_TAGS_CODE_AT
 from rmqstore_cli.formats.sysflag import BORNHOST_V6_FLAG
 from rmqstore_cli.store.commitlog import CommitLog, Status
 from rmqstore_cli.store.consume_queue import ConsumeQueue
 from rmqstore_cli.store.unit_check import is_pre_blank
 
 _UNIT = struct.Struct(UNIT_FORMAT)
-_SYSFLAG_POS = field_offset(MessageHead, "sys_flag")  # MessageDecoder.SYSFLAG_POSITION
-_STORE_TS_V4 = HEAD_SIZE + HostV4.sizeof()  # 4+4+4+4+4+8+8+4+8 + bornhost length
-_STORE_TS_V6 = HEAD_SIZE + HostV6.sizeof()
-_I32 = struct.Struct(">i")
-_I64 = struct.Struct(">q")
-
-METHODS = ("first", "scan", "broker-4.9", "broker-5-lower", "broker-5-upper")
+_SYS_FLAG = HEAD["sys_flag"]  # MessageDecoder.SYSFLAG_POSITION
+_STORE_TS = AFTER_BORN_HOST["store_timestamp"]
+_STORE_TS_V4 = HEAD_SIZE + HOST_SIZE[False] + _STORE_TS.offset  # CommitLog#pickupStoreTimestamp
+_STORE_TS_V6 = HEAD_SIZE + HOST_SIZE[True] + _STORE_TS.offset
+_I32 = struct.Struct(_SYS_FLAG.fmt)
+_I64 = struct.Struct(_STORE_TS.fmt)
 
 
 @dataclass
@@ -135,11 +133,11 @@ class TimeReader:
             readable = min(readable, self.end - f.file_from_offset)
         if pos + size > readable:
             return -1
-        if size < _SYSFLAG_POS + 4:
+        if size < _SYS_FLAG.offset + _SYS_FLAG.size:
             raise BrokerWouldThrow(f"unit size {size} at commit-log offset {phy} is too short to read sysFlag")
-        sys_flag = _I32.unpack_from(buf, pos + _SYSFLAG_POS)[0]
+        sys_flag = _I32.unpack_from(buf, pos + _SYS_FLAG.offset)[0]
         at = _STORE_TS_V6 if sys_flag & BORNHOST_V6_FLAG else _STORE_TS_V4
-        if size < at + 8:
+        if size < at + _STORE_TS.size:
             raise BrokerWouldThrow(f"unit size {size} at commit-log offset {phy} is too short to read the "
                                    "store timestamp")
         return _I64.unpack_from(buf, pos + at)[0]
@@ -287,7 +285,7 @@ def _broker_files(cq: ConsumeQueue) -> list[_CqFile]:
 
 def _read(f: _CqFile, pos: int, limit: int) -> tuple[int, int]:
     """``byteBuffer.position(pos); getLong(); getInt()`` within ``limit``."""
-    if pos < 0 or pos + 12 > limit:
+    if pos < 0 or pos + UNIT_TAGS_CODE_AT > limit:
         raise BrokerWouldThrow(f"the broker would read a unit at byte {pos} of a {limit}-byte buffer")
     phy, size, _ = _UNIT.unpack_from(f.buf, pos)
     return phy, size

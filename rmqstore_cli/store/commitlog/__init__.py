@@ -4,6 +4,10 @@ Reading follows ``CommitLog#checkMessageAndReturnSize`` (STORE-FORMAT §7.2): a 
 is *valid*, the *BLANK* end-of-file marker, *invalid* (the log ends) or a *size
 mismatch* (dispatch skips it, recovery ends). Writing follows
 ``DefaultAppendMessageCallback#doAppend`` (§2.6–§2.8, §14.1).
+
+This module reads and writes one record at a time (no numpy); the bulk read of many
+records at once (:func:`walk_records`, :class:`RecordBatch`, :func:`body_crcs`) is
+:mod:`~rmqstore_cli.store.commitlog.bulk`, reachable under the same names from here.
 """
 from __future__ import annotations
 
@@ -18,7 +22,10 @@ from rmqstore_cli.formats.commitlog import (
     CRC32_PROPERTY,
     CRC32_RESERVED_LEN,
     END_FILE_MIN_BLANK_LENGTH,
+    FIXED_FORMAT,
+    HEAD,
     HEAD_FORMAT,
+    HOST_ADDRESS_SIZE,
     MAGIC_BLANK,
     MAGIC_V1,
     MAGIC_V2,
@@ -26,32 +33,31 @@ from rmqstore_cli.formats.commitlog import (
     TRANSACTION_COMMIT_TYPE,
     TRANSACTION_MASK,
     TRANSACTION_NOT_TYPE,
+    PREFIX_FORMAT,
+    PROPERTIES_LENGTH,
     PROPERTIES_LENGTH_FORMAT,
+    TOPIC_LENGTH,
     TOPIC_LENGTH_FORMAT,
-    RecordPrefix,
-    MessageHead,
     middle_format,
     record_length,
 )
-from rmqstore_cli.formats.derive import field_offset, fixed_fields_format
-from rmqstore_cli.formats.properties import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR
+from rmqstore_cli.formats.properties import MAX_PROPERTIES_LENGTH, NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR
 from rmqstore_cli.store.config import StoreConfig
 from rmqstore_cli.store.crc import crc32
 from rmqstore_cli.store.mapped_files import MAX_FILE_OFFSET, MappedFile, MappedFileQueue, release_pages
 from rmqstore_cli.store.message import Message, offset_msg_id
 
 _HEAD = struct.Struct(HEAD_FORMAT)
-_PREFIX = struct.Struct(fixed_fields_format(RecordPrefix))
+_PREFIX = struct.Struct(PREFIX_FORMAT)
 _MIDDLE = {(b, s): struct.Struct(middle_format(b, s)) for b in (False, True) for s in (False, True)}
 _TOPIC_LEN = {magic: struct.Struct(fmt) for magic, fmt in TOPIC_LENGTH_FORMAT.items()}
 _PROPS_LEN = struct.Struct(PROPERTIES_LENGTH_FORMAT)
-_FIXED = {(b, s): struct.Struct(HEAD_FORMAT + middle_format(b, s)[1:])  # TOTALSIZE … BODYLENGTH
-          for b in (False, True) for s in (False, True)}
+_T1, _T2, _PL = TOPIC_LENGTH[False].size, TOPIC_LENGTH[True].size, PROPERTIES_LENGTH.size
+_FIXED = {kinds: struct.Struct(fmt) for kinds, fmt in FIXED_FORMAT.items()}  # TOTALSIZE … BODYLENGTH
 _FIXED_V4 = _FIXED[(False, False)]
 _V6_FLAGS = BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG
-_QUEUE_OFFSET_POS = field_offset(MessageHead, "queue_offset")  # MessageDecoder.QUEUE_OFFSET_POSITION
-_PHY_POS = field_offset(MessageHead, "physical_offset")  # MessageDecoder.PHY_POS_POSITION
-_I64 = struct.Struct(">q")
+_QUEUE_OFFSET = HEAD["queue_offset"]  # MessageDecoder.QUEUE_OFFSET_POSITION
+_PHY = HEAD["physical_offset"]  # MessageDecoder.PHY_POS_POSITION
 
 
 class Status(Enum):
@@ -110,20 +116,20 @@ def check_message(buf, pos: int, limit: int, file_from: int, check_crc: bool = F
                 topic_len = buf[p] if p < end else -1
                 if topic_len > 127:
                     topic_len = -1  # a signed byte: negative, invalid
-                p += 1
-                lengths = fixed.size + 1 + 2
+                p += _T1
+                lengths = fixed.size + _T1 + _PL
             else:
-                topic_len = int.from_bytes(buf[p:p + 2], "big", signed=True) if p + 2 <= end else -1
-                p += 2
-                lengths = fixed.size + 2 + 2
-            if topic_len >= 0 and p + topic_len + 2 <= end:
+                topic_len = int.from_bytes(buf[p:p + _T2], "big", signed=True) if p + _T2 <= end else -1
+                p += _T2
+                lengths = fixed.size + _T2 + _PL
+            if topic_len >= 0 and p + topic_len + _PL <= end:
                 topic = buf[p:p + topic_len]
                 p += topic_len
-                props_len = int.from_bytes(buf[p:p + 2], "big", signed=True)
+                props_len = int.from_bytes(buf[p:p + _PL], "big", signed=True)
                 if props_len >= 0 and lengths + body_len + topic_len + props_len == total and \
                         (not check_crc or (crc32(body) & 0x7FFFFFFF if body_len else 0) == crc
                          or body_len == 0):
-                    p += 2
+                    p += _PL
                     return Check(Status.VALID, total, "", Message(
                         phy, total, magic, crc, queue_id, flag, queue_offset, sys_flag, born_ts, born_addr,
                         born_port, store_ts, store_addr, store_port, reconsume, prepared, body, topic,
@@ -168,10 +174,10 @@ def _check_exact(buf, pos: int, limit: int, file_from: int, check_crc: bool, for
         return Check(Status.INVALID, -1, f"bad topic length {topic_len}")
     topic = buf[p:p + topic_len]
     p += topic_len
-    if p + 2 > limit:
+    if p + _PL > limit:
         return Check(Status.INVALID, -1, "record truncated before its properties")
     (props_len,) = _PROPS_LEN.unpack_from(buf, p)
-    p += 2
+    p += _PL
     props = b""
     if props_len > 0:
         if p + props_len > limit:
@@ -274,8 +280,9 @@ class CommitLog:
         everything else as single records: the same records, stops and end."""
         force = self.config.force_verify_prop_crc
         if blocks and not (check_crc and force):  # a whole-record CRC is checked record by record
-            from rmqstore_cli.store.batch import TopicIds, file_array
+            from rmqstore_cli.store.arrays import file_array
             from rmqstore_cli.store.columns import MAX_BLOCK, valid_block
+            from rmqstore_cli.store.topics import TopicIds
 
             topic_table = TopicIds()
         else:
@@ -405,8 +412,8 @@ class CommitLog:
         if phy + size > MAX_FILE_OFFSET:  # a Java long: CommitLog offsets never pass Long.MAX_VALUE
             raise StoreError(f"the commit log ends at offset {phy}: no room for a {size}-byte message below "
                              "Long.MAX_VALUE", path=f.path, offset=pos)
-        _I64.pack_into(record, _QUEUE_OFFSET_POS, queue_offset)
-        _I64.pack_into(record, _PHY_POS, phy)
+        struct.pack_into(_QUEUE_OFFSET.fmt, record, _QUEUE_OFFSET.offset, queue_offset)
+        struct.pack_into(_PHY.fmt, record, _PHY.offset, phy)
         if self.config.enabled_append_prop_crc and not spec.raw_properties:
             crc = crc32(memoryview(record)[:size - CRC32_RESERVED_LEN]) & 0x7FFFFFFF
             record[size - 11:size - 1] = crc_property_value(crc).encode()
@@ -483,9 +490,9 @@ def encode_record(spec: AppendSpec, config: StoreConfig) -> bytearray:
     """
     magic = spec.magic if spec.magic is not None else choose_magic(spec.topic, config)
     sys_flag = spec.sys_flag & ~(BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG)
-    if len(spec.born_host[0]) == 16:
+    if len(spec.born_host[0]) == HOST_ADDRESS_SIZE[True]:
         sys_flag |= BORNHOST_V6_FLAG
-    if len(spec.store_host[0]) == 16:
+    if len(spec.store_host[0]) == HOST_ADDRESS_SIZE[True]:
         sys_flag |= STOREHOSTADDRESS_V6_FLAG
     props = spec.properties
     if config.enabled_append_prop_crc and not spec.raw_properties:
@@ -495,8 +502,9 @@ def encode_record(spec: AppendSpec, config: StoreConfig) -> bytearray:
     topic_b = spec.topic.encode("utf-8", "surrogatepass")
     props_b = props if isinstance(props, bytes) else props.encode("utf-8", "surrogatepass")
     body = spec.body
-    if len(props_b) > 32767:
-        raise StoreError(f"properties of {len(props_b)} bytes exceed 32767 (PROPERTIES_SIZE_EXCEEDED)")
+    if len(props_b) > MAX_PROPERTIES_LENGTH:
+        raise StoreError(f"properties of {len(props_b)} bytes exceed {MAX_PROPERTIES_LENGTH} "
+                         "(PROPERTIES_SIZE_EXCEEDED)")
     if magic == MAGIC_V1 and len(topic_b) > 127:
         raise StoreError(f"topic of {len(topic_b)} bytes needs a V2 record")
     total = record_length(sys_flag, magic, len(body), len(topic_b), len(props_b))
@@ -516,6 +524,19 @@ def encode_record(spec: AppendSpec, config: StoreConfig) -> bytearray:
     out[p:p + len(topic_b)] = topic_b
     p += len(topic_b)
     _PROPS_LEN.pack_into(out, p, len(props_b))
-    p += 2
+    p += _PL
     out[p:p + len(props_b)] = props_b
     return out
+
+
+_BULK = ("RecordBatch", "Walk", "body_crcs", "stop_kind", "walk_records")
+
+
+def __getattr__(name: str):
+    """The bulk read (:mod:`~rmqstore_cli.store.commitlog.bulk`, numpy) under this module's
+    names, imported on first use so that per-record readers never load numpy."""
+    if name in _BULK:
+        from rmqstore_cli.store.commitlog import bulk
+
+        return getattr(bulk, name)
+    raise AttributeError(name)

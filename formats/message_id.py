@@ -1,0 +1,23 @@
+"""Message ids as bytes before their hex text: the offset msgId and the client UNIQ_KEY.
+
+Plain ``struct`` formats, no construct (like :mod:`formats.sysflag`): decode-msgid imports
+them for free. ``tests/test_formats.py`` checks them against construct declarations.
+"""
+
+#: ``MessageDecoder#createMessageId``: the store address (4 or 16 bytes), then the store
+#: port (int) and the physical offset (long).
+OFFSET_MSG_ID_TAIL_FORMAT = ">iq"
+OFFSET_MSG_ID_TAIL_SIZE = 12
+
+#: An address is 4 bytes (IPv4) or 16 (IPv6), as in the record's hosts.
+ADDRESS_SIZES = (4, 16)
+
+#: ``MessageClientIDSetter``: the client's address (4 or 16 bytes), then pid (short,
+#: read back unsigned), class-loader hash (int), time in month (unsigned int) and counter
+#: (unsigned short).
+UNIQ_KEY_TAIL_FORMAT = ">HiIH"
+UNIQ_KEY_TAIL_SIZE = 12
+
+#: Both ids have the same lengths in hex digits: 32 with an IPv4 address, 56 with IPv6.
+ID_HEX_LENGTHS = tuple(2 * (a + OFFSET_MSG_ID_TAIL_SIZE) for a in ADDRESS_SIZES)
+assert ID_HEX_LENGTHS == tuple(2 * (a + UNIQ_KEY_TAIL_SIZE) for a in ADDRESS_SIZES)

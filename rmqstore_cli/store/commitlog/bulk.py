@@ -1,0 +1,232 @@
+"""The commit log read in bulk: many records at once (numpy), beside the per-record read.
+
+:func:`walk_records` finds where records start (STORE-FORMAT §7.1, TOTALSIZE and MAGICCODE
+only); :class:`RecordBatch` gives every field position and length of those records at
+once; :func:`body_crcs` their body CRCs. ``check_message`` stays the single source of
+verdicts and reasons; every offset, size and dtype here comes from ``formats.commitlog``.
+The reference loop or its compiled twin is chosen by
+:data:`~rmqstore_cli.store.fastpaths.FAST_PATHS` (or forced by ``compiled``).
+"""
+from __future__ import annotations
+
+import struct
+from typing import NamedTuple
+
+import numpy as np
+
+from rmqstore_cli.formats.commitlog import (
+    AFTER_BORN_HOST,
+    AFTER_BORN_HOST_SIZE,
+    AFTER_STORE_HOST,
+    BODY_LENGTH,
+    BORNHOST_V6_FLAG,
+    HEAD,
+    HEAD_DTYPE,
+    HEAD_SIZE,
+    HOST_SIZE,
+    MAGIC_BLANK,
+    MAGIC_V1,
+    MAGIC_V2,
+    PREFIX_DTYPE,
+    PREFIX_FORMAT,
+    PROPERTIES_LENGTH,
+    RECORD_FIXED_SIZE,
+    STOREHOSTADDRESS_V6_FLAG,
+    TOPIC_LENGTH,
+)
+from rmqstore_cli.store.arrays import byte_rows, file_array, gather_field
+from rmqstore_cli.store.crc import crc32
+from rmqstore_cli.store.fastpaths import FAST_PATHS
+
+_V1_TOPIC_LENGTH, _V2_TOPIC_LENGTH = TOPIC_LENGTH[False], TOPIC_LENGTH[True]
+
+
+class RecordBatch:
+    """Columns of the records starting at byte positions ``pos`` of one file's bytes ``a``.
+
+    Positions of the variable parts follow the record layout (``MessageDecoder#decode``):
+    hosts are 8 or 20 bytes by SYSFLAG, TOPICLENGTH is 1 byte (V1) or 2 (V2), lengths are
+    signed. Nothing is checked here: a field of a broken record may be read from other
+    bytes (:func:`~rmqstore_cli.store.arrays.gather` clips), so each reader applies its own
+    bounds (the file's end for ``checkMessageAndReturnSize``, the record's end for verify's
+    findings) and uses only records that pass them. ``expected`` is ``CommitLog#calMsgLength``.
+    """
+
+    def __init__(self, a: np.ndarray, pos: np.ndarray):
+        self.a, self.pos = a, pos
+        if len(pos):  # the fixed head (TOTALSIZE .. BORNTIMESTAMP) of every record in one gather
+            self._head = byte_rows(a, pos, HEAD_SIZE).view(HEAD_DTYPE).ravel()
+        else:
+            self._head = np.zeros(0, HEAD_DTYPE)
+        self.total = self._head["total_size"].astype(np.int64)
+        self.magic = self._head["magic"].astype(np.uint32)
+        self.sys_flag = self._head["sys_flag"].astype(np.int64)
+        self.born_host_len = np.where(self.sys_flag & BORNHOST_V6_FLAG, HOST_SIZE[True], HOST_SIZE[False])
+        self.store_host_len = np.where(self.sys_flag & STOREHOSTADDRESS_V6_FLAG, HOST_SIZE[True], HOST_SIZE[False])
+        self.store_ts_at = pos + HEAD_SIZE + self.born_host_len + AFTER_BORN_HOST["store_timestamp"].offset
+        self.store_host_at = pos + HEAD_SIZE + self.born_host_len + AFTER_BORN_HOST_SIZE
+        #: where RECONSUMETIMES … BODYLENGTH begin (after STOREHOST)
+        self.tail_at = self.store_host_at + self.store_host_len
+        self.body_len_at = self.tail_at + BODY_LENGTH.offset
+        self.body_len = gather_field(a, self.body_len_at, BODY_LENGTH).astype(np.int64)
+        self.body_at = self.body_len_at + BODY_LENGTH.size
+        body = np.maximum(self.body_len, 0)
+        self.v2 = self.magic == MAGIC_V2
+        self.topic_len_size = np.where(self.v2, _V2_TOPIC_LENGTH.size, _V1_TOPIC_LENGTH.size)
+        self.topic_len_at = self.body_at + body
+        if len(pos):  # TOPICLENGTH: a signed short (V2) or a signed byte (V1)
+            tl = byte_rows(a, self.topic_len_at, _V2_TOPIC_LENGTH.size)
+            self.topic_len = np.where(self.v2, tl.view(_V2_TOPIC_LENGTH.dtype).ravel(),
+                                      tl[:, :_V1_TOPIC_LENGTH.size].view(_V1_TOPIC_LENGTH.dtype).ravel()
+                                      ).astype(np.int64)
+        else:
+            self.topic_len = np.zeros(0, np.int64)
+        self.topic_at = self.topic_len_at + self.topic_len_size
+        self.props_len_at = self.topic_at + np.maximum(self.topic_len, 0)
+        self.props_len = gather_field(a, self.props_len_at, PROPERTIES_LENGTH).astype(np.int64)
+        self.props_at = self.props_len_at + PROPERTIES_LENGTH.size
+        self.expected = (RECORD_FIXED_SIZE + self.born_host_len + self.store_host_len + self.topic_len_size + body
+                         + np.maximum(self.topic_len, 0) + np.maximum(self.props_len, 0))
+
+    def head_field(self, name: str) -> np.ndarray:
+        """A field of the fixed head of every record (a name of ``MessageHead``), as int64."""
+        return self._head[name].astype(np.int64)
+
+    def tail_field(self, name: str) -> np.ndarray:
+        """RECONSUMETIMES, PREPAREDTRANSACTIONOFFSET or BODYLENGTH of every record (int64)."""
+        f = AFTER_STORE_HOST[name]
+        return gather_field(self.a, self.tail_at + f.offset, f).astype(np.int64)
+
+    @property
+    def body_crc(self) -> np.ndarray:
+        return self.head_field("body_crc")
+
+    @property
+    def queue_id(self) -> np.ndarray:
+        return self.head_field("queue_id")
+
+    @property
+    def queue_offset(self) -> np.ndarray:
+        return self.head_field("queue_offset")
+
+    @property
+    def physical_offset(self) -> np.ndarray:
+        return self.head_field("physical_offset")
+
+    @property
+    def store_timestamp(self) -> np.ndarray:
+        return gather_field(self.a, self.store_ts_at, AFTER_BORN_HOST["store_timestamp"])
+
+    def head(self, n: int) -> "RecordBatch":
+        """The first ``n`` records."""
+        return self.take(slice(0, n))
+
+    def take(self, idx) -> "RecordBatch":
+        """The records at ``idx`` (an index array or a slice)."""
+        out = RecordBatch.__new__(RecordBatch)
+        for k, v in self.__dict__.items():
+            out.__dict__[k] = v if k == "a" else v[idx]
+        return out
+
+
+def body_crcs(buf, body_at: np.ndarray, body_len: np.ndarray) -> np.ndarray:
+    """``UtilAll#crc32`` of every body: ``crc32(body) & 0x7FFFFFFF`` (int64); ``body_len`` >= 0.
+    The broker stores 0 for an empty body, which this also gives (crc32 of nothing is 0)."""
+    mv = memoryview(buf)
+    n = len(body_at)
+    ends = (body_at + body_len).tolist()
+    return np.fromiter(map(crc32, map(mv.__getitem__, map(slice, body_at.tolist(), ends))), np.int64,
+                       n) & 0x7FFFFFFF
+
+
+# ---------------------------------------------------------------- the record walk
+
+_TOTAL_UNPACK = struct.Struct(HEAD["total_size"].fmt).unpack_from
+_PREFIX_UNPACK = struct.Struct(PREFIX_FORMAT).unpack_from
+_PREFIX_SIZE = PREFIX_DTYPE.itemsize
+
+
+class Walk(NamedTuple):
+    """What :func:`walk_records` found: record ``starts`` (int64 file positions), ``end``
+    (the position after the last record, where the walk stopped) and ``stop``, why it
+    stopped there: None (``max_n`` records walked; the walk goes on from ``end``), or
+
+    * ``"blank"`` — MAGICCODE is BLANK (the end-of-file record; its size is not checked);
+    * ``"zero"`` — TOTALSIZE and MAGICCODE both 0 (the zero tail of a preallocated file);
+    * ``"bad"`` — anything else that cannot start a record: a MAGICCODE that is neither
+      V1 nor V2, or a TOTALSIZE below ``min_total`` or past ``limit``;
+    * ``"short"`` — 1 to 7 bytes left before ``limit``, too few for TOTALSIZE + MAGICCODE;
+    * ``"eof"`` — ``end == limit``.
+    """
+
+    starts: np.ndarray
+    end: int
+    stop: str | None
+
+
+def stop_kind(buf, pos: int, limit: int) -> str:
+    """:class:`Walk`'s ``stop`` for bytes at ``pos`` that do not start a walkable record."""
+    if limit - pos < _PREFIX_SIZE:
+        return "eof" if pos >= limit else "short"
+    total, magic = _PREFIX_UNPACK(buf, pos)
+    if magic == MAGIC_BLANK:
+        return "blank"
+    return "zero" if magic == 0 and total == 0 else "bad"
+
+
+def walk_records(buf, pos: int, limit: int, max_n: int, min_total: int = HEAD_SIZE,
+                 a: np.ndarray | None = None, compiled: bool | None = None) -> Walk:
+    """The record walk of STORE-FORMAT §7.1 (TOTALSIZE and MAGICCODE only) from ``pos``.
+
+    A record starts at ``pos`` when its MAGICCODE is V1 or V2 and ``min_total <= TOTALSIZE
+    <= limit - pos``; the next one starts TOTALSIZE bytes later. Walks at most ``max_n``
+    records; stops at the first position that does not start a record (see :class:`Walk`).
+    ``buf`` is the file's mapping, ``a`` the same bytes as a uint8 array (made if None).
+    rebuild-index uses ``min_total = HEAD_SIZE`` (``checkMessageAndReturnSize`` judges the
+    rest), verify the smallest possible record. ``compiled``: True or False forces the
+    compiled or the reference loop; None lets :data:`FAST_PATHS` choose.
+    """
+    loop = FAST_PATHS.walk_loop(compiled)
+    if loop is not None:
+        if a is None:
+            a = file_array(buf)
+        starts = np.empty(max_n, np.int64)
+        n, end = loop(a, pos, limit, max_n, min_total, starts)
+        FAST_PATHS.walked += n
+        return Walk(starts[:n], end, None if n == max_n else stop_kind(buf, end, limit))
+    return _walk_reference(buf, pos, limit, max_n, min_total, a)
+
+
+def _walk_reference(buf, pos: int, limit: int, max_n: int, min_total: int, a: np.ndarray | None) -> Walk:
+    """The loop is the one sequential part of reading a file, so it does the least per
+    record: it reads TOTALSIZE only and follows it; MAGICCODE and the bounds of every
+    record are then checked at once with numpy and the walk is cut at the first record
+    that fails them, so the result is exactly that of checking each record before taking
+    its size. A zero TOTALSIZE jumps to ``limit`` (ends the loop); garbage beyond the
+    first failure costs at most ``max_n`` steps and is discarded."""
+    out: list[int] = []
+    app = out.append
+    unpack = _TOTAL_UNPACK
+    end = pos
+    try:
+        for _ in range(max_n):
+            app(end)
+            end += unpack(buf, end)[0] or limit
+    except struct.error:  # fewer than 4 bytes left (or a position past the mapping): not a record
+        out.pop()
+    P = np.array(out, np.int64)
+    FAST_PATHS.walked += P.size
+    if P.size:
+        if a is None:
+            a = file_array(buf)
+        head = np.ascontiguousarray(byte_rows(a, P, _PREFIX_SIZE)).view(PREFIX_DTYPE).ravel()  # clipped like gather
+        total = head["total_size"].astype(np.int64)
+        magic = head["magic"]
+        ok = ((magic == MAGIC_V1) | (magic == MAGIC_V2)) & (total >= min_total) & (total <= limit - P)
+        if not ok.all():
+            k = int(np.argmin(ok))
+            end = int(P[k])
+            return Walk(P[:k], end, stop_kind(buf, end, limit))
+    if len(out) == max_n:
+        return Walk(P, end, None)
+    return Walk(P, end, stop_kind(buf, end, limit))

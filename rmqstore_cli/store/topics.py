@@ -1,0 +1,103 @@
+"""Topic ids of many records at once: the one table a bulk reader keeps of the topics
+it has seen (``TopicConfigManager`` has no ids; these are dense, in order of appearance)."""
+from __future__ import annotations
+
+import numpy as np
+
+from rmqstore_cli.store.arrays import BE_U64, byte_rows
+
+_MIX1, _MIX2 = np.uint64(0x9E3779B97F4A7C15), np.uint64(0xC2B2AE3D27D4EB4F)
+
+
+class TopicIds:
+    """Ids of the topics of many records at once, from the topics' bytes in the mapping.
+
+    A topic's key is its first 8 bytes, its last 8 bytes (zero-filled when shorter), 8 bytes
+    from its middle and its length, mixed into one uint64 looked up in the sorted keys of the topics registered so
+    far; every match is then confirmed on the exact key, and topics longer than 16 bytes
+    byte for byte. Records whose topic is not registered (or whose key collides) get -1:
+    the caller registers those with :meth:`add`, in record order, as it would one by one.
+    """
+
+    def __init__(self):
+        self.ids: dict[bytes, int] = {}
+        self._keys = np.zeros(0, np.uint64)  # sorted mixed keys
+        self._key_ids = np.zeros(0, np.int64)
+        self._exact = np.zeros((0, 3), np.uint64)  # per id: head, tail, length
+        self._names: list[bytes] = []
+        self._name_rows = np.zeros((0, 0), np.uint8)  # per id: the topic's bytes, zero-padded
+
+    @staticmethod
+    def _key_parts(a: np.ndarray, ta: np.ndarray, tl: np.ndarray):
+        cols = np.arange(8)
+        L = np.maximum(tl, 0)
+        head = np.where(cols < L[:, None], byte_rows(a, ta, 8), 0).astype(np.uint8)
+        tail = np.where(cols >= 8 - L[:, None], byte_rows(a, ta + L - 8, 8), 0).astype(np.uint8)
+        mid = np.where(L[:, None] > 16, byte_rows(a, ta + L // 2 - 4, 8), 0).astype(np.uint8) if (L > 16).any() \
+            else np.zeros((L.size, 8), np.uint8)  # no topic longer than 16 bytes: no middle to read
+        u64 = [np.ascontiguousarray(x).view(BE_U64).ravel().astype(np.uint64) for x in (head, tail, mid)]
+        return u64[0], u64[1] ^ (u64[2] * _MIX2), L.astype(np.uint64)
+
+    @staticmethod
+    def _mix(h, t, L):
+        return (h * _MIX1) ^ t ^ L
+
+    def keys(self, a: np.ndarray, ta: np.ndarray, tl: np.ndarray) -> np.ndarray:
+        """The mixed uint64 key of each topic ``a[ta:ta+tl]`` (equal topics, equal keys)."""
+        return self._mix(*self._key_parts(a, ta, tl))
+
+    def add(self, raw: bytes, tid: int) -> None:
+        """Register topic bytes ``raw`` as id ``tid`` (ids are dense, from 0, in order)."""
+        self.ids[raw] = tid
+        self._names.append(raw)
+        w = max(len(x) for x in self._names)
+        self._name_rows = np.frombuffer(b"".join(x.ljust(w, b"\0") for x in self._names), np.uint8).reshape(-1, w) \
+            if w else np.zeros((len(self._names), 0), np.uint8)
+        a = np.frombuffer(raw + bytes(8), np.uint8)
+        h, t, L = self._key_parts(a, np.zeros(1, np.int64), np.array([len(raw)], np.int64))
+        self._exact = np.concatenate([self._exact, np.stack([h, t, L], 1)])
+        k = self._mix(h, t, L)
+        if not np.isin(k, self._keys).any():  # a colliding key stays unregistered: those go one by one
+            keys = np.concatenate([self._keys, k])
+            ids = np.concatenate([self._key_ids, [tid]])
+            order = np.argsort(keys, kind="stable")
+            self._keys, self._key_ids = keys[order], ids[order]
+
+    @property
+    def names(self) -> list[bytes]:
+        """Registered topic bytes by id."""
+        return self._names
+
+    def ids_of(self, buf, a: np.ndarray, ta: np.ndarray, tl: np.ndarray) -> np.ndarray:
+        """Topic id of each record, registering new topics (ids in order of appearance)."""
+        tid = self.lookup(a, ta, tl)
+        for r in np.flatnonzero(tid < 0).tolist():
+            raw = bytes(buf[int(ta[r]):int(ta[r] + tl[r])])
+            t = self.ids.get(raw)
+            if t is None:
+                t = len(self._names)
+                self.add(raw, t)
+            tid[r] = t
+        return tid
+
+    def lookup(self, a: np.ndarray, ta: np.ndarray, tl: np.ndarray) -> np.ndarray:
+        """Topic id of each record (topic bytes ``a[ta:ta+tl]``), -1 where not registered."""
+        n = ta.size
+        out = np.full(n, -1, np.int64)
+        if not n or not self._keys.size or not a.size:
+            return out
+        h, t, L = self._key_parts(a, ta, tl)
+        k = self._mix(h, t, L)
+        j = np.minimum(np.searchsorted(self._keys, k), self._keys.size - 1)
+        cand = self._key_ids[j]
+        ex = self._exact[cand]
+        ok = (self._keys[j] == k) & (ex[:, 0] == h) & (ex[:, 1] == t) & (ex[:, 2] == L) & (tl >= 0)
+        long_ = np.flatnonzero(ok & (tl > 16))
+        if long_.size:  # the middle bytes of long topics: compared in full
+            W = int(tl[long_].max())
+            got = byte_rows(a, ta[long_], W)
+            want = self._name_rows[cand[long_], :W]
+            inside = np.arange(W) < tl[long_][:, None]
+            ok[long_[((got != want) & inside).any(1)]] = False
+        out[ok] = cand[ok]
+        return out
