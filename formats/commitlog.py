@@ -135,3 +135,8 @@ _TOPIC_SWITCH = _FIELDS["topic_length"].subcon
 TOPIC_LENGTH_FORMAT = {MAGIC_V1: _TOPIC_SWITCH.default.fmtstr, MAGIC_V2: _TOPIC_SWITCH.cases[MAGIC_V2].fmtstr}
 PROPERTIES_LENGTH_FORMAT = _FIELDS["properties_length"].subcon.fmtstr
 
+
+
+# -- write-engine
+#: STORETIMESTAMP on its own, read where BORNHOST ends (``isMappedFileMatchedRecover``).
+STORE_TIMESTAMP_FORMAT = ">" + field_format(_FIELDS["store_timestamp"])

@@ -35,3 +35,9 @@ ENTRY_FORMAT = fixed_fields_format(IndexEntry)
 
 def index_file_size(max_hash_slot_num: int, max_index_num: int) -> int:
     return INDEX_HEADER_SIZE + max_hash_slot_num * HASH_SLOT_SIZE + max_index_num * INDEX_ENTRY_SIZE
+
+
+# -- write-engine
+#: ``IndexFile#putKey`` clamps timeDiff to ``Integer.MAX_VALUE``: the largest value of its
+#: signed 32-bit field.
+TIME_DIFF_MAX = (1 << (8 * IndexEntry.time_diff.sizeof() - 1)) - 1

@@ -37,6 +37,14 @@ class InvalidForDispatch(ValueError):
     """The broker's check throws for this record (e.g. a non-integer DELAY), so it is invalid."""
 
 
+def parse_delay(delay: str) -> int:
+    """The DELAY property as ``Integer#parseInt`` reads it in ``CommitLog#checkMessageAndReturnSize``;
+    anything else throws there, which makes the record invalid for dispatch."""
+    if not _JAVA_INT.fullmatch(delay) or not _INT_MIN <= int(delay) <= _INT_MAX:
+        raise InvalidForDispatch(f"DELAY {delay!r} is not an int")
+    return int(delay)
+
+
 @dataclass(slots=True)
 class DispatchRequest:
     """``DispatchRequest``: what the dispatchers need of one record."""
@@ -77,8 +85,7 @@ def compute_tags_code(msg: Message, delay_table: dict[int, int]) -> int:
     if msg.topic_bytes == b"SCHEDULE_TOPIC_XXXX":
         delay = props.get(PROPERTY_DELAY)
         if delay is not None:
-            if not _JAVA_INT.fullmatch(delay) or not _INT_MIN <= int(delay) <= _INT_MAX:
-                raise InvalidForDispatch(f"DELAY {delay!r} is not an int")
+            parse_delay(delay)
             level = delay_level(delay, delay_table)
             if level:
                 code = deliver_timestamp(level, msg.store_timestamp, delay_table)
