@@ -190,8 +190,6 @@ class ConsumeQueueWriter:
         self.file_size = file_size
         self.max_physic_offset = max_physic_offset
         self.write_offset = write_offset  # logical byte position of the next unit; -1: no file yet
-        self.min_logic_offset = 0
-        self.units_written = 0
         self._buf = bytearray()
         self._buf_start = max(write_offset, 0)
         #: Logical start of every file of the queue (made by this writer or there before).
@@ -214,17 +212,14 @@ class ConsumeQueueWriter:
                    max_physic_offset=max_phy)
 
     def put(self, offset: int, size: int, tags_code: int, cq_offset: int) -> bool:
+        """``ConsumeQueue#putMessagePositionInfo`` for one unit (buffered)."""
         if offset + size <= self.max_physic_offset:  # already dispatched
             return True
         expect = cq_offset * CQ_STORE_UNIT_SIZE
-        if self.write_offset < 0:
-            first, blank = pre_blank_fill(cq_offset, self.file_size)
-            self.write_offset = first
-            self._buf_start = first
-            if cq_offset != 0:  # isFirstCreateInQueue: pre-blank up to the first unit
-                self.min_logic_offset = expect
-                self._buf += blank
-                self.write_offset = expect
+        if self.write_offset < 0:  # isFirstCreateInQueue: pre-blank up to the first unit
+            self._buf_start, blank = pre_blank_fill(cq_offset, self.file_size)
+            self._buf += blank
+            self.write_offset = expect
         elif cq_offset != 0:
             if expect < self.write_offset:
                 return True
@@ -232,7 +227,6 @@ class ConsumeQueueWriter:
         self.max_physic_offset = offset + size
         self._buf += _UNIT.pack(offset, size, tags_code)
         self.write_offset += CQ_STORE_UNIT_SIZE
-        self.units_written += 1
         if len(self._buf) >= self.FLUSH_UNITS * CQ_STORE_UNIT_SIZE:
             self.flush()
         return True
@@ -254,7 +248,6 @@ class ConsumeQueueWriter:
             self._buf += pack_units(phy[i:], size[i:], tags_code[i:])
             self.write_offset += CQ_STORE_UNIT_SIZE * (n - i)
             self.max_physic_offset = int(ends[-1])
-            self.units_written += n - i
             if len(self._buf) >= self.FLUSH_UNITS * CQ_STORE_UNIT_SIZE:
                 self.flush()
             return
