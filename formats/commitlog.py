@@ -140,3 +140,6 @@ PROPERTIES_LENGTH_FORMAT = _FIELDS["properties_length"].subcon.fmtstr
 # -- write-engine
 #: STORETIMESTAMP on its own, read where BORNHOST ends (``isMappedFileMatchedRecover``).
 STORE_TIMESTAMP_FORMAT = ">" + field_format(_FIELDS["store_timestamp"])
+#: Widths of BODYLENGTH and PROPERTIESLENGTH: a record is cut short when its field does not fit.
+BODY_LENGTH_SIZE = _FIELDS["body_length"].sizeof()
+PROPERTIES_LENGTH_SIZE = _FIELDS["properties_length"].sizeof()

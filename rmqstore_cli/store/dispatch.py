@@ -25,12 +25,14 @@ from rmqstore_cli.store.kinds import delay_level, deliver_timestamp
 from rmqstore_cli.store.message import (
     PROPERTY_DELAY,
     PROPERTY_TAGS,
+    SCHEDULE_TOPIC,
     Message,
     java_hash,
 )
 
 _JAVA_INT = re.compile(r"[+-]?[0-9]+")
 _INT_MIN, _INT_MAX = -(1 << 31), (1 << 31) - 1
+_SCHEDULE = SCHEDULE_TOPIC.encode()
 
 
 class InvalidForDispatch(ValueError):
@@ -82,7 +84,7 @@ def compute_tags_code(msg: Message, delay_table: dict[int, int]) -> int:
     props = msg.properties
     tags = props.get(PROPERTY_TAGS)
     code = java_hash(tags) if tags else 0
-    if msg.topic_bytes == b"SCHEDULE_TOPIC_XXXX":
+    if msg.topic_bytes == _SCHEDULE:
         delay = props.get(PROPERTY_DELAY)
         if delay is not None:
             parse_delay(delay)

@@ -23,6 +23,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from rmqstore_cli.formats.commitlog import (
+    BODY_LENGTH_SIZE,
+    PROPERTIES_LENGTH_SIZE,
     TRANSACTION_COMMIT_TYPE,
     TRANSACTION_MASK,
     TRANSACTION_NOT_TYPE,
@@ -137,11 +139,11 @@ class FastDispatcher:
         read past the file's end (every read is bounded by ``limit``, as a Java buffer's),
         a negative topic length; or ``len(pos)``. Sets ``f['mismatch']`` (size mismatch)."""
         body_end = f["body_at"] + np.maximum(f["body_len"], 0)
-        bad = f["body_len_at"] + 4 > limit
+        bad = f["body_len_at"] + BODY_LENGTH_SIZE > limit
         bad |= body_end > limit
         bad |= body_end + f["topic_len_size"] > limit
         bad |= (f["topic_len"] < 0) | (f["topic_at"] + f["topic_len"] > limit)
-        bad |= f["props_len_at"] + 2 > limit
+        bad |= f["props_len_at"] + PROPERTIES_LENGTH_SIZE > limit
         bad |= (f["props_len"] > 0) & (f["props_at"] + f["props_len"] > limit)
         f["mismatch"] = f["expected"] != f["total"]
         first_bad = np.flatnonzero(bad)

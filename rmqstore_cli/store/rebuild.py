@@ -121,7 +121,7 @@ def recovery_start(files: list[MappedFile], abort: bool, checkpoint: StoreCheckp
     min_ts = checkpoint.min_timestamp if checkpoint else 0
     for i in range(len(files) - 1, -1, -1):
         buf = files[i].buffer()
-        if len(buf) < HEAD_SIZE + 28:
+        if len(buf) < HEAD_SIZE + HostV6.sizeof() + _STORE_TIMESTAMP.size:  # the widest born host
             continue
         head = dict(zip(_HEAD_FIELDS, _HEAD.unpack_from(buf, 0)))
         if head["magic"] not in (MAGIC_V1, MAGIC_V2):
