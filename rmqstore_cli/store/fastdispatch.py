@@ -208,21 +208,14 @@ class FastDispatcher:
 
     def _topic_ids(self, buf, a, ta, tl) -> np.ndarray:
         """Topic id per record: topics seen before found with numpy (:class:`batch.TopicIds`),
-        new ones registered one by one in record order."""
-        table = self.topic_table
-        tid = table.lookup(a, ta, tl)
+        the others (new ones, registered in record order, and any whose key collides) by
+        their bytes."""
+        tid = self.topic_table.lookup(a, ta, tl)
         miss = np.flatnonzero(tid < 0)
-        if miss.size > 64:  # new topics (the first block): each registered once, then looked up again
-            k = table._mix(*table._key_parts(a, ta[miss], tl[miss]))
-            _, first = np.unique(k, return_index=True)
-            for i in np.sort(miss[first]).tolist():
-                raw = bytes(buf[int(ta[i]):int(ta[i]) + int(tl[i])])
-                if raw not in self.topics:
-                    self.topic(raw)
-            tid[miss] = table.lookup(a, ta[miss], tl[miss])
-        for i in np.flatnonzero(tid < 0).tolist():
-            raw = bytes(buf[int(ta[i]):int(ta[i]) + int(tl[i])])
-            tid[i] = (self.topics.get(raw) or self.topic(raw)).id
+        if miss.size:
+            topics, topic = self.topics, self.topic
+            raws = (bytes(buf[x:x + n]) for x, n in zip(ta[miss].tolist(), tl[miss].tolist()))
+            tid[miss] = [(topics.get(raw) or topic(raw)).id for raw in raws]
         return tid
 
     def _extract(self, buf, a, ta, tl, pa, pl, rollback):

@@ -24,6 +24,7 @@ from rmqstore_cli.formats.index import (
     TIME_DIFF_MAX,
     IndexEntry,
     IndexSlot,
+    index_file_size,
 )
 from rmqstore_cli.formats.derive import numpy_dtype
 from rmqstore_cli.store import safefs
@@ -287,7 +288,7 @@ class IndexFile:
         """A new full-size file; a rolled file starts from the previous file's end values
         (``IndexService#getAndCreateLastIndexFile``). Created ``O_EXCL``/``O_NOFOLLOW``
         inside ``roots`` (default: its index dir's parent)."""
-        size = INDEX_HEADER_SIZE + slot_num * HASH_SLOT_SIZE + index_num * INDEX_ENTRY_SIZE
+        size = index_file_size(slot_num, index_num)
         # header and slot table (written anywhere), and a first chunk of entries, allocated
         # before the file is mapped: even reading a hole of a mapping faults on a full tmpfs
         first = min(size, INDEX_HEADER_SIZE + slot_num * HASH_SLOT_SIZE + safefs.RESERVE_CHUNK)
