@@ -43,6 +43,7 @@ from rmqstore_cli.store.batch import (
 from rmqstore_cli.store.consume_queue import ConsumeQueueWriter
 from rmqstore_cli.store.dispatch import Dispatcher, InvalidForDispatch, parse_delay
 from rmqstore_cli.store.index import build_key
+from rmqstore_cli.store.kinds import deliver_timestamp
 from rmqstore_cli.store.message import SCHEDULE_TOPIC, java_hash
 from rmqstore_cli.store.rangehash import java_range_hashes
 
@@ -175,7 +176,7 @@ class FastDispatcher:
                 break
             level = min(level, max_level)
             if level > 0:
-                tags_code[i] = int(store_ts[i]) + delay_table.get(level, 1000)
+                tags_code[i] = deliver_timestamp(level, int(store_ts[i]), delay_table)
         m = len(tl) if stop is None else stop
         if stop is not None:
             nk = int(np.searchsorted(key_owner, stop)) if len(key_owner) else 0
