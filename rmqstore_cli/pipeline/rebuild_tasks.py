@@ -327,13 +327,13 @@ def dry_counts(config, included: list[int], summaries: dict) -> tuple[int, int]:
 #    and writes what it captured beside the output (``<dest>/.rmqstore-parts/<n>.units.npy``
 #    and ``<n>.keys.npy``); it returns only its ``FileSummary``. A file before the recovery
 #    region and before any gap is always dispatched, so its task also writes each queue's
-#    units straight into the consume-queue files, at ``cq offset * 20``, when they are what
+#    units straight into the consume-queue files at their cq offsets (``write_units``), when they are what
 #    ``putMessagePositionInfo`` appends unchecked (consecutive cq offsets, growing ends).
 #    Files of one queue hold disjoint ranges of cq offsets, so tasks write disjoint bytes.
 # 2. The driver plans as before (``plan_dispatch``, ``plan_keys``) and per queue
 #    (``plan_queues``): a queue whose included files are each consecutive and follow on
 #    from one another is the reference writer's result when every unit sits at its cq
-#    offset and the first file is pre-blanked up to the first unit (``pre_blank``); any
+#    offset and the first file is pre-blanked up to the first unit (``pre_blank_fill``); any
 #    other queue is removed and rebuilt from the spilled units by ``build_queue``.
 # 3. One task per included file writes the index entries of its keys (positions follow
 #    from the plan's key numbers) and, for a recovery-region file, its units of the
@@ -526,10 +526,11 @@ def key_at(dest, g: int, included: list[int], counts: dict, start: dict, floors:
 
 # An index file's entries are positional (key number g is entry g - k * per + 1 of file k),
 # so each commit-log file's task writes the entries of its own keys, chaining prevIndex
-# within its keys and leaving each slot's first link for later; it spills, per slot it used,
-# its first and last entry. One task per index file then links the chunks in key order
-# (a chunk's first entry of a slot points at the slot's last entry in earlier chunks),
-# writes the slot table and the header: the bytes of ``put_block`` over all keys at once.
+# within its keys and leaving each slot's first link for later (``index.write_entries``);
+# it spills, per slot it used, its first and last entry. One task per index file then links
+# the chunks in key order (``IndexFile.link_blocks``: a chunk's first entry of a slot points
+# at the slot's last entry in earlier chunks), writes the slot table and the header: the
+# bytes of ``IndexFile.put_keys`` over all keys at once.
 
 def write_index_chunk(dest, k: int, position: int, h, phy, ts, n0: int, b0: int, begin: int,
                       slot_num: int) -> None:
