@@ -325,7 +325,8 @@ def time_diff(store_timestamp: int, begin_timestamp: int) -> int:
     Java's truncating division or floor division makes it)."""
     if begin_timestamp <= 0:
         return 0
-    return min(max((store_timestamp - begin_timestamp) // 1000, 0), TIME_DIFF_MAX)
+    d = (store_timestamp - begin_timestamp) // 1000
+    return 0 if d < 0 else TIME_DIFF_MAX if d > TIME_DIFF_MAX else d  # no min/max calls: once a key
 
 
 def time_diffs(ts, begin_timestamp: int):
