@@ -154,7 +154,9 @@ def run(args: list[str], pin: bool) -> dict:
 
 _TASK = r'''
 import json, resource, sys, time
-from rmqstore_cli.pipeline.tasks import StoreSpec, FileTask, export_batches, dispatch_file
+from rmqstore_cli.pipeline.stores import StoreSpec, FileTask
+from rmqstore_cli.pipeline.export_tasks import export_batches
+from rmqstore_cli.pipeline.rebuild_tasks import dispatch_file
 from rmqstore_cli.store.config import StoreConfig
 kind, path, size, pos = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 sizes = (("mapped_file_size_commit_log", size),)
@@ -162,7 +164,7 @@ spec = StoreSpec(path, path, None, sizes)
 t0, c0 = time.perf_counter(), time.process_time()
 if kind == "rebuild-index":  # what a Spark task of step 1 runs: dispatch, write its queues in place, spill
     import shutil, tempfile
-    from rmqstore_cli.pipeline.tasks import dispatch_and_spill
+    from rmqstore_cli.pipeline.rebuild_tasks import dispatch_and_spill
     cfg = StoreConfig.load(path, None, mapped_file_size_commit_log=size)
     out = tempfile.mkdtemp(prefix="rmq-task-")
     n = dispatch_and_spill(cfg, pos, False, True, True, None, out, True, False).messages
@@ -199,7 +201,7 @@ def task_figures(kind: str, store: Path, size: int, pos: int, pin: bool) -> dict
 _STAGES = r'''
 import datetime as dt, json, resource, shutil, sys, time
 from pathlib import Path
-from rmqstore_cli.pipeline import spark as sp, tasks as T
+from rmqstore_cli.pipeline import spark as sp, rebuild_tasks as T
 from rmqstore_cli.store.config import StoreConfig
 from rmqstore_cli.store.rebuild import RebuildOptions
 store, size, master, dest = sys.argv[1], int(sys.argv[2]), sys.argv[3], Path(sys.argv[4])

@@ -207,3 +207,9 @@ RECORD_FIXED_SIZE = (HEAD_SIZE + AFTER_BORN_HOST_SIZE + AFTER_STORE_HOST_SIZE + 
 FIXED_FORMAT = {(b, s): HEAD_FORMAT + middle_format(b, s)[1:] for b in (False, True) for s in (False, True)}
 #: The smallest possible record: IPv4 hosts, V1, empty body, topic and properties.
 MIN_RECORD_SIZE = record_length(0, MAGIC_V1, 0, 0, 0)
+
+#: STORETIMESTAMP on its own, read where BORNHOST ends (``isMappedFileMatchedRecover``).
+STORE_TIMESTAMP_FORMAT = AFTER_BORN_HOST["store_timestamp"].fmt
+#: Widths of BODYLENGTH and PROPERTIESLENGTH: a record is cut short when its field does not fit.
+BODY_LENGTH_SIZE = BODY_LENGTH.size
+PROPERTIES_LENGTH_SIZE = PROPERTIES_LENGTH.size

@@ -49,3 +49,9 @@ def __getattr__(name: str):
         globals()[name] = dtype
         return dtype
     raise AttributeError(name)
+
+
+# -- write-engine
+#: ``IndexFile#putKey`` clamps timeDiff to ``Integer.MAX_VALUE``: the largest value of its
+#: signed 32-bit field.
+TIME_DIFF_MAX = (1 << (8 * IndexEntry.time_diff.sizeof() - 1)) - 1

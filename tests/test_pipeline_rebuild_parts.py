@@ -1,4 +1,4 @@
-"""rebuild-index's shuffle-free decomposition (pipeline/tasks.py ``rebuild_staged``): file
+"""rebuild-index's shuffle-free decomposition (pipeline/rebuild_tasks.py ``rebuild_staged``): file
 tasks write straight queues in place and spill the rest; the result is the local engine's
 byte for byte whichever path each queue takes, and a dry run writes nothing."""
 from __future__ import annotations
@@ -30,7 +30,7 @@ def stores(tmp_path_factory):
 
 @pytest.fixture
 def plans(monkeypatch):
-    from rmqstore_cli.pipeline import tasks as T
+    from rmqstore_cli.pipeline import rebuild_tasks as T
 
     seen = []
     orig = T.plan_queues
@@ -47,7 +47,7 @@ def plans(monkeypatch):
 @pytest.mark.parametrize("name", ["good", "damaged", "expired"])
 def test_each_queue_path_gives_the_local_engine_bytes(stores, plans, name, tmp_path):
     from rmqstore_cli.pipeline.local import rebuild_build
-    from rmqstore_cli.pipeline.tasks import PARTS
+    from rmqstore_cli.pipeline.rebuild_tasks import PARTS
     from rmqstore_cli.store.rebuild import build_set
 
     want = _build(build_set, stores[name], tmp_path / "a")
@@ -76,8 +76,11 @@ def test_dry_run_reports_the_local_engine_counts_and_writes_nothing(stores, tmp_
         assert not (tmp_path / f"{name}-b").exists()
 
 
-def test_write_at_disjoint_ranges_in_any_order_give_one_writes_bytes(tmp_path):
-    from rmqstore_cli.pipeline.tasks import write_at
+def test_write_units_disjoint_ranges_in_any_order_give_one_writes_bytes(tmp_path):
+    from rmqstore_cli.store.consume_queue import write_units
+
+    def write_at(root, key, pos, data, size):
+        write_units(root, key[0], key[1], pos, data, size)
 
     data = os.urandom(20 * 37)
     size = 200  # 10 units a file: the ranges cross file ends
@@ -95,12 +98,12 @@ def test_write_at_disjoint_ranges_in_any_order_give_one_writes_bytes(tmp_path):
     assert first[:60] == bytes(60) and first[60:] == data[:140]
 
 
-def test_write_at_refuses_a_topic_that_is_no_directory_name(tmp_path):
+def test_write_units_refuses_a_topic_that_is_no_directory_name(tmp_path):
     from rmqstore_cli.errors import StoreError
-    from rmqstore_cli.pipeline.tasks import write_at
+    from rmqstore_cli.store.consume_queue import write_units
 
     with pytest.raises(StoreError):
-        write_at(tmp_path, ("../x", 0), 0, bytes(20), 200)
+        write_units(tmp_path, "../x", 0, 0, bytes(20), 200)
     assert not (tmp_path.parent / "x").exists()
 
 
@@ -133,7 +136,7 @@ def test_key_offsets_going_back_across_files_are_counted_exactly(stores, tmp_pat
     counts as the local engine either way."""
     import struct
 
-    from rmqstore_cli.pipeline import tasks as T
+    from rmqstore_cli.pipeline import rebuild_tasks as T
     from rmqstore_cli.pipeline.local import rebuild_build
     from rmqstore_cli.store.rebuild import build_set
 

@@ -1,6 +1,8 @@
 """rebuild-index's block paths (fastdispatch: new topics of a block registered at once,
-TAGS and keys hashed by store/rangehash.py, put_block's slot grouping) against the
-per-record Dispatcher, which ``generate --from-jsonl`` writes through: same bytes."""
+TAGS and keys hashed by store/rangehash.py, IndexFile.put_keys' slot grouping) against the
+per-record Dispatcher, which ``generate --from-jsonl`` writes through: same bytes. And the
+bulk writers (put_many, put_keys, write_entries + link_blocks) against their per-record
+ones."""
 from __future__ import annotations
 
 import base64
@@ -86,3 +88,76 @@ def test_properties_without_checks_give_the_same_values_and_keys():
     assert [x.tolist() for x in lean.key_ranges(keep)] == [x.tolist() for x in full.key_ranges(keep)]
     assert lean.hp.tolist() == full.hp.tolist() and lean.non_ascii_msg.tolist() == full.non_ascii_msg.tolist()
     assert len(full.key_ranges(keep)[0]) > 100
+
+
+def _index_bytes(path) -> bytes:
+    return path.read_bytes()
+
+
+def test_put_keys_writes_what_put_key_writes_and_the_chunked_writer_too(tmp_path):
+    """``IndexService.put_keys`` (blocks of ``IndexFile.put_keys``, rolling files) against
+    one ``put_key`` per key; and the Spark tasks' writer (``write_entries`` per chunk, then
+    ``link_blocks`` and the header) against ``put_keys`` on one file: the same bytes."""
+    import numpy as np
+
+    from rmqstore_cli.store.index import IndexFile, IndexService, time_diff, time_diffs, write_entries
+    from rmqstore_cli.store.message import index_key_hash
+
+    rnd = random.Random(5)
+    keys = [f"T#{rnd.choice(KEYS).replace('%d', str(rnd.randrange(40)))}" for _ in range(300)]
+    phy = np.cumsum([rnd.randint(0, 300) for _ in keys]).astype(np.int64)
+    ts = np.array([1795317650000 + i * rnd.choice([0, 7, 999, 1000, 2500]) for i in range(len(keys))], np.int64)
+    hashes = np.array([index_key_hash(k) for k in keys], np.int64)
+    slots, per = 7, 64  # few slots: long chains; 63 keys a file: several files
+    one = IndexService(tmp_path / "one", slots, per, writable=True)
+    for k, p, t in zip(keys, phy.tolist(), ts.tolist()):
+        one.put_key(k, p, t)
+    one.close()
+    many = IndexService(tmp_path / "many", slots, per, writable=True)
+    for a, b in ((0, 1), (1, 40), (40, 41), (41, 300)):
+        many.put_keys(hashes[a:b], phy[a:b], ts[a:b])
+    many.close()
+    want = {p.name: p.read_bytes() for p in sorted((tmp_path / "one").iterdir())}
+    assert {p.name: p.read_bytes() for p in sorted((tmp_path / "many").iterdir())} == want and len(want) == 5
+
+    n = per - 1  # the first file's keys, as chunks of a Spark rebuild
+    path = tmp_path / "part"
+    IndexFile.create(path, slots, per, roots=[tmp_path]).close()
+    blocks = []
+    for a, b in ((0, 10), (10, 11), (11, n)):
+        diff = time_diffs(ts[a:b], int(ts[0]))
+        if a == 0:
+            diff[0] = time_diff(int(ts[0]), 0)
+        blocks.append(np.stack(write_entries(path, slots, a + 1, hashes[a:b], phy[a:b], diff)))
+    f = IndexFile(path, slots, per, writable=True, roots=[tmp_path])
+    used = f.link_blocks(blocks)
+    h = f.header
+    h.begin_phy_offset, h.begin_timestamp, h.end_phy_offset, h.end_timestamp = (
+        int(phy[0]), int(ts[0]), int(phy[n - 1]), int(ts[n - 1]))
+    h.hash_slot_count, h.index_count = used, n + 1
+    f.write_header()
+    f.close()
+    assert path.read_bytes() == want[min(want)]
+
+
+def test_put_many_writes_what_put_writes(tmp_path):
+    """``ConsumeQueueWriter.put_many`` (one append for units that follow on, else unit by
+    unit) against one ``put`` per unit: pre-blank, duplicates, gaps and a file roll."""
+    import numpy as np
+
+    from rmqstore_cli.store.consume_queue import ConsumeQueueWriter
+
+    runs = [(7, 5), (12, 30), (12, 3), (50, 4), (20, 2), (54, 1)]  # (first cq offset, units)
+    size = 20 * 16
+    one = ConsumeQueueWriter(tmp_path / "one", "T", 0, size)
+    many = ConsumeQueueWriter(tmp_path / "many", "T", 0, size)
+    for first, n in runs:
+        q = np.arange(first, first + n, dtype=np.int64)
+        phy, sz, tags = q * 100, np.full(n, 90, np.int64), q * 3 - 40
+        for j in range(n):
+            one.put(int(phy[j]), int(sz[j]), int(tags[j]), int(q[j]))
+        many.put_many(phy, sz, tags, q)
+    one.flush()
+    many.flush()
+    want = _tree(tmp_path / "one")
+    assert _tree(tmp_path / "many") == want and len(want) == 3  # 47 units: a gap is appended at the end

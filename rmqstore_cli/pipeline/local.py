@@ -5,12 +5,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 from rmqstore_cli.pipeline.schema import PARTITION_COLUMNS, arrow_schema
-from rmqstore_cli.pipeline.tasks import FileTask, export_batches
+from rmqstore_cli.pipeline.export_tasks import export_batches
+from rmqstore_cli.pipeline.stores import FileTask
 
 
 def export(tasks: list[FileTask], output: Path, progress: Callable[[FileTask], None] | None = None) -> dict:
     """Write the Parquet dataset (hive partitions store=…/topic_dir=…) with pyarrow, streaming the
-    RecordBatches of :func:`~rmqstore_cli.pipeline.tasks.export_batches`, file by file."""
+    RecordBatches of :func:`~rmqstore_cli.pipeline.export_tasks.export_batches`, file by file."""
     import pyarrow.dataset as ds
 
     stops: list[dict] = []
@@ -52,9 +53,9 @@ def write_parquet(task: FileTask, output: str, tag: int, stops: list) -> int:
 def rebuild_build(config, dest: Path, opts, progress=None):
     """``rebuild.build_set`` through the pipeline's decomposition, in this process (what
     the Spark engine runs, one task at a time: per commit-log file, then per index file,
-    per queue to rebuild and per file with units left to write; see tasks.py)."""
+    per queue to rebuild and per file with units left to write; see rebuild_tasks.py)."""
     import time
 
-    from rmqstore_cli.pipeline import tasks as T
+    from rmqstore_cli.pipeline import rebuild_tasks as T
 
     return T.rebuild_staged(config, dest, opts, lambda fn, items: [fn(x) for x in items], time.perf_counter())

@@ -11,7 +11,8 @@ from pathlib import Path
 
 from rmqstore_cli.pipeline import jvmstart
 from rmqstore_cli.pipeline.schema import PARTITION_COLUMNS, spark_schema
-from rmqstore_cli.pipeline.tasks import FileTask, export_batches
+from rmqstore_cli.pipeline.export_tasks import export_batches
+from rmqstore_cli.pipeline.stores import FileTask
 
 MAX_FINDINGS = 1000
 SHIP_MARKS = 4096  # a file scan with at most this many marks comes back to the driver whole
@@ -254,11 +255,11 @@ def rebuild_build(spark, config, dest: Path, opts, progress=None):
     units it can straight into the consume-queue files and spills the rest beside the
     output; the driver plans from per-file summaries; then one task per index file (and per
     queue to rebuild, per file with units left) reads the spills. Nothing per message goes
-    through Spark (see tasks.py ``rebuild_staged``); ``dest`` must be reachable from every
+    through Spark (see rebuild_tasks.py ``rebuild_staged``); ``dest`` must be reachable from every
     executor, as for any output."""
     import time
 
-    from rmqstore_cli.pipeline import tasks as T
+    from rmqstore_cli.pipeline import rebuild_tasks as T
 
     sc = spark.sparkContext
     return T.rebuild_staged(config, dest, opts, lambda fn, items: _run_map(sc, fn, items), time.perf_counter())

@@ -40,7 +40,13 @@ class Unit:
 
     @property
     def pre_blank(self) -> bool:
-        return self.commitlog_offset == 0 and self.size == PRE_BLANK_SIZE and self.tags_code == 0
+        return is_pre_blank(self.commitlog_offset, self.size, self.tags_code)
+
+
+def is_pre_blank(commitlog_offset, size, tags_code):
+    """``ConsumeQueue#fillPreBlank``'s unit (0, Integer.MAX_VALUE, 0): for one unit's
+    values, or element-wise for numpy columns of many."""
+    return (commitlog_offset == 0) & (size == PRE_BLANK_SIZE) & (tags_code == 0)
 
 
 class ConsumeQueue:
@@ -175,19 +181,19 @@ class ConsumeQueueWriter:
 
     FLUSH_UNITS = 4096
 
-    def __init__(self, root: Path, topic: str, queue_id: int, file_size: int, roots: list[Path] | None = None):
+    def __init__(self, root: Path, topic: str, queue_id: int, file_size: int, roots: list[Path] | None = None,
+                 *, write_offset: int = -1, file_starts: set[int] | None = None, max_physic_offset: int = -1):
         why = unsafe_topic(topic)
         if why is not None:  # last guard: a name from the log never becomes a path outside root
             raise StoreError(f"topic {topic!r} cannot name a consume-queue directory: {why}", path=root)
         self.dir = root / topic / str(queue_id)
         self.file_size = file_size
-        self.max_physic_offset = -1
-        self.write_offset = -1  # logical byte position of the next unit; -1: no file yet
-        self.min_logic_offset = 0
-        self.units_written = 0
+        self.max_physic_offset = max_physic_offset
+        self.write_offset = write_offset  # logical byte position of the next unit; -1: no file yet
         self._buf = bytearray()
-        self._buf_start = 0
-        self._files: set[int] = set()
+        self._buf_start = max(write_offset, 0)
+        #: Logical start of every file of the queue (made by this writer or there before).
+        self.file_starts: set[int] = set(file_starts or ())
         self.files_created: list[Path] = []
         #: Where files may be created and written (``StoreConfig.write_roots``; default: the
         #: consume-queue root's parent): never through a link that leads out.
@@ -196,27 +202,24 @@ class ConsumeQueueWriter:
     @classmethod
     def resume(cls, cq: ConsumeQueue, roots: list[Path] | None = None) -> "ConsumeQueueWriter":
         """A writer that appends after the last valid unit of an existing queue."""
-        w = cls(cq.dir.parent.parent, cq.topic, cq.queue_id, cq.file_size, roots=roots)
         end = cq.max_offset
-        w.write_offset = w._buf_start = end * CQ_STORE_UNIT_SIZE
-        w._files = {f.file_from_offset for f in cq.queue.files}
+        max_phy = -1
         if end > cq.min_file_offset:
             last = next(cq.units(end - 1, end))
-            w.max_physic_offset = last.commitlog_offset + last.size
-        return w
+            max_phy = last.commitlog_offset + last.size
+        return cls(cq.dir.parent.parent, cq.topic, cq.queue_id, cq.file_size, roots=roots,
+                   write_offset=end * CQ_STORE_UNIT_SIZE, file_starts={f.file_from_offset for f in cq.queue.files},
+                   max_physic_offset=max_phy)
 
     def put(self, offset: int, size: int, tags_code: int, cq_offset: int) -> bool:
+        """``ConsumeQueue#putMessagePositionInfo`` for one unit (buffered)."""
         if offset + size <= self.max_physic_offset:  # already dispatched
             return True
         expect = cq_offset * CQ_STORE_UNIT_SIZE
-        if self.write_offset < 0:
-            first = expect - expect % self.file_size
-            self.write_offset = first
-            self._buf_start = first
-            if cq_offset != 0:  # isFirstCreateInQueue: pre-blank up to the first unit
-                self.min_logic_offset = expect
-                self._buf += PRE_BLANK_UNIT * ((expect - first) // CQ_STORE_UNIT_SIZE)
-                self.write_offset = expect
+        if self.write_offset < 0:  # isFirstCreateInQueue: pre-blank up to the first unit
+            self._buf_start, blank = pre_blank_fill(cq_offset, self.file_size)
+            self._buf += blank
+            self.write_offset = expect
         elif cq_offset != 0:
             if expect < self.write_offset:
                 return True
@@ -224,10 +227,32 @@ class ConsumeQueueWriter:
         self.max_physic_offset = offset + size
         self._buf += _UNIT.pack(offset, size, tags_code)
         self.write_offset += CQ_STORE_UNIT_SIZE
-        self.units_written += 1
         if len(self._buf) >= self.FLUSH_UNITS * CQ_STORE_UNIT_SIZE:
             self.flush()
         return True
+
+    def put_many(self, phy, size, tags_code, cq_offset) -> None:
+        """:meth:`put` for units of this queue in dispatch order (numpy columns): one append
+        when every unit would be appended unchecked at the queue's end (consecutive cq
+        offsets from it, rising ends), else unit by unit."""
+        n = len(phy)
+        i = 0
+        if self.write_offset < 0 and n:
+            self.put(int(phy[0]), int(size[0]), int(tags_code[0]), int(cq_offset[0]))
+            i = 1
+        if i >= n:
+            return
+        ends = phy[i:] + size[i:]
+        if (int(cq_offset[i]) * CQ_STORE_UNIT_SIZE == self.write_offset and int(ends[0]) > self.max_physic_offset
+                and (n - i == 1 or (np.all(np.diff(cq_offset[i:]) == 1) and np.all(np.diff(ends) > 0)))):
+            self._buf += pack_units(phy[i:], size[i:], tags_code[i:])
+            self.write_offset += CQ_STORE_UNIT_SIZE * (n - i)
+            self.max_physic_offset = int(ends[-1])
+            if len(self._buf) >= self.FLUSH_UNITS * CQ_STORE_UNIT_SIZE:
+                self.flush()
+            return
+        for j in range(i, n):
+            self.put(int(phy[j]), int(size[j]), int(tags_code[j]), int(cq_offset[j]))
 
     def flush(self) -> None:
         data, pos = self._buf, self._buf_start
@@ -243,8 +268,56 @@ class ConsumeQueueWriter:
 
     def _file(self, file_start: int) -> Path:
         path = self.dir / offset2file_name(file_start)
-        if file_start not in self._files:
+        if file_start not in self.file_starts:
             safefs.create_sized(path, self.file_size, self.roots, "consume-queue file")
-            self._files.add(file_start)
+            self.file_starts.add(file_start)
             self.files_created.append(path)
         return path
+
+
+# ---------------------------------------------------------------- units in bulk, at their offsets
+
+def pack_units(phy, size, tags_code) -> bytes:
+    """Units (commitLogOffset, size, tagsCode) of numpy columns as their bytes, in order."""
+    u = np.empty(len(phy), dtype=UNIT_DTYPE)
+    u["commitlog_offset"] = phy
+    u["size"] = size
+    u["tags_code"] = tags_code
+    return u.tobytes()
+
+
+def pre_blank_fill(first_unit: int, file_size: int) -> tuple[int, bytes]:
+    """``ConsumeQueue#fillPreBlank`` for a queue whose first unit is ``first_unit``
+    (``isFirstCreateInQueue``): (logical byte start of its first file, the blank units
+    from there up to that unit)."""
+    pos = first_unit * CQ_STORE_UNIT_SIZE
+    start = pos - pos % file_size
+    return start, PRE_BLANK_UNIT * ((pos - start) // CQ_STORE_UNIT_SIZE)
+
+
+def write_units(cq_root: Path, topic: str, queue_id: int, pos: int, data: bytes, file_size: int) -> None:
+    """Units ``data`` at logical byte ``pos`` of queue (topic, queueId), creating (size
+    ``file_size``, zero-filled) the files it falls in: the units at their cq offsets, as
+    :class:`ConsumeQueueWriter` leaves them when it appends them unchecked. Safe for
+    several writers of disjoint ranges (the Spark rebuild's tasks): a file is only ever
+    extended to ``file_size``, never cut; created inside ``cq_root``, never through a link."""
+    why = unsafe_topic(topic)
+    if why is not None:
+        raise StoreError(f"topic {topic!r} cannot name a consume-queue directory: {why}", path=cq_root)
+    d = Path(cq_root) / topic / str(queue_id)
+    roots = [Path(cq_root)]
+    safefs.make_dirs(d, roots)
+    view = memoryview(data)
+    while len(view):
+        start = pos - pos % file_size
+        n = min(len(view), start + file_size - pos)
+        path = d / offset2file_name(start)
+        fd = safefs.open_for_write(path, roots, create=True)
+        try:
+            if os.fstat(fd).st_size < file_size:
+                os.ftruncate(fd, file_size)
+        finally:
+            os.close(fd)
+        write_range(path, pos - start, bytes(view[:n]))
+        view = view[n:]
+        pos += n

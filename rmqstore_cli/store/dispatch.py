@@ -25,16 +25,26 @@ from rmqstore_cli.store.kinds import delay_level, deliver_timestamp
 from rmqstore_cli.store.message import (
     PROPERTY_DELAY,
     PROPERTY_TAGS,
+    SCHEDULE_TOPIC,
     Message,
     java_hash,
 )
 
 _JAVA_INT = re.compile(r"[+-]?[0-9]+")
 _INT_MIN, _INT_MAX = -(1 << 31), (1 << 31) - 1
+_SCHEDULE = SCHEDULE_TOPIC.encode()
 
 
 class InvalidForDispatch(ValueError):
     """The broker's check throws for this record (e.g. a non-integer DELAY), so it is invalid."""
+
+
+def parse_delay(delay: str) -> int:
+    """The DELAY property as ``Integer#parseInt`` reads it in ``CommitLog#checkMessageAndReturnSize``;
+    anything else throws there, which makes the record invalid for dispatch."""
+    if not _JAVA_INT.fullmatch(delay) or not _INT_MIN <= int(delay) <= _INT_MAX:
+        raise InvalidForDispatch(f"DELAY {delay!r} is not an int")
+    return int(delay)
 
 
 @dataclass(slots=True)
@@ -74,11 +84,10 @@ def compute_tags_code(msg: Message, delay_table: dict[int, int]) -> int:
     props = msg.properties
     tags = props.get(PROPERTY_TAGS)
     code = java_hash(tags) if tags else 0
-    if msg.topic_bytes == b"SCHEDULE_TOPIC_XXXX":
+    if msg.topic_bytes == _SCHEDULE:
         delay = props.get(PROPERTY_DELAY)
         if delay is not None:
-            if not _JAVA_INT.fullmatch(delay) or not _INT_MIN <= int(delay) <= _INT_MAX:
-                raise InvalidForDispatch(f"DELAY {delay!r} is not an int")
+            parse_delay(delay)
             level = delay_level(delay, delay_table)
             if level:
                 code = deliver_timestamp(level, msg.store_timestamp, delay_table)

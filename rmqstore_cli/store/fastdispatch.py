@@ -8,53 +8,45 @@ and falls back to the per-record path otherwise:
   record walk, field offsets from the ``formats`` declarations: :class:`~rmqstore_cli.store.batch.RecordBatch`);
 * ``TAGS``/``KEYS``/``UNIQ_KEY``/``DELAY`` are taken from the block's PROPERTIES bytes
   parsed at once as ``MessageDecoder#string2messageProperties`` would
-  (:class:`~rmqstore_cli.store.batch.Properties`; per record, :func:`~rmqstore_cli.store.batch.pick_property`);
+  (:class:`~rmqstore_cli.store.batch.Properties`);
 * ``String#hashCode`` of every tag and ``topic#key`` is computed for the whole block at
   once by :mod:`batch` (``h(a+b) = h(a)·31^len(b) + h(b) mod 2^32``);
-* consume-queue units of a queue go in one append when their queue offsets are
-  consecutive from the queue's end and their end offsets rise (``putMessagePositionInfo``
-  would append each one unchecked); anything else goes unit by unit;
-* index keys go into ``IndexFile`` in blocks: entry numbers are consecutive, each entry's
-  ``prevIndex`` is the previous entry of the same slot in the block or the slot's old
-  value, ``hashSlotCount`` grows once per slot that was empty, and the header ends as the
-  last per-key put would leave it (``IndexFile#putKey``, STORE-FORMAT §5.3).
+* consume-queue units go to each queue's writer in one call
+  (:meth:`~rmqstore_cli.store.consume_queue.ConsumeQueueWriter.put_many`), index keys to
+  the index in blocks (:meth:`~rmqstore_cli.store.index.IndexService.put_keys`): the
+  writers own their bytes at both speeds; this module only decides what goes where.
 """
 from __future__ import annotations
 
-import mmap
 from dataclasses import dataclass
 
 import numpy as np
 
 from rmqstore_cli.formats.commitlog import (
+    BODY_LENGTH_SIZE,
+    PROPERTIES_LENGTH_SIZE,
     TRANSACTION_COMMIT_TYPE,
     TRANSACTION_MASK,
     TRANSACTION_NOT_TYPE,
     TRANSACTION_ROLLBACK_TYPE,
 )
-from rmqstore_cli.formats.consume_queue import CQ_STORE_UNIT_SIZE
-from rmqstore_cli.formats.index import INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE
 from rmqstore_cli.store.batch import (
     Properties,
     RecordBatch,
     TopicIds,
     stable_argsort,
     concat_hashes,
-    gather,
     index_hash,
     java_hashes,
     java_int,
-    pick_property,
-    release_pages,
 )
-from rmqstore_cli.store.consume_queue import UNIT_DTYPE, ConsumeQueueWriter
-from rmqstore_cli.store.dispatch import Dispatcher, DispatchRequest, InvalidForDispatch
-from rmqstore_cli.store.index import _HEADER, IndexFile, build_key
+from rmqstore_cli.store.consume_queue import ConsumeQueueWriter
+from rmqstore_cli.store.dispatch import Dispatcher, InvalidForDispatch, parse_delay
+from rmqstore_cli.store.index import build_key
+from rmqstore_cli.store.kinds import deliver_timestamp
 from rmqstore_cli.store.message import SCHEDULE_TOPIC, java_hash
 from rmqstore_cli.store.rangehash import java_range_hashes
 
-_ENTRY_DTYPE = np.dtype([("key_hash", ">i4"), ("phy_offset", ">i8"), ("time_diff", ">i4"), ("prev_index", ">i4")])
-_INT_MAX = (1 << 31) - 1
 _SCHEDULE = SCHEDULE_TOPIC.encode()
 
 class BatchKeys:
@@ -64,9 +56,10 @@ class BatchKeys:
     computed once for the block. A sequence of ``bytes``: a key's bytes are made only
     when asked for (the per-key paths)."""
 
-    def __init__(self, cat: np.ndarray, a: np.ndarray, b: np.ndarray, hashes: np.ndarray | None):
+    def __init__(self, cat: np.ndarray, a: np.ndarray, b: np.ndarray, hashes: np.ndarray | None,
+                 raw: bytes | None = None):
         self.cat, self.a, self.b, self.hashes = cat, a, b, hashes
-        self._raw: bytes | None = None
+        self._raw = raw  # cat's bytes, made once when first asked for
 
     def _bytes(self) -> bytes:
         if self._raw is None:
@@ -78,9 +71,8 @@ class BatchKeys:
 
     def __getitem__(self, i):
         if isinstance(i, slice):
-            out = BatchKeys(self.cat, self.a[i], self.b[i], None if self.hashes is None else self.hashes[i])
-            out._raw = self._raw
-            return out
+            return BatchKeys(self.cat, self.a[i], self.b[i], None if self.hashes is None else self.hashes[i],
+                             self._raw)
         return self._bytes()[int(self.a[i]):int(self.b[i])]
 
     def __iter__(self):
@@ -136,7 +128,7 @@ class FastDispatcher:
         return {
             "total": r.total, "magic": r.magic, "crc": r.body_crc, "queue_id": r.queue_id,
             "queue_offset": r.queue_offset, "phy": r.physical_offset, "sys_flag": r.sys_flag,
-            "bh": r.born_host_len, "sh": r.store_host_len, "store_ts_at": r.store_ts_at,
+            "bh": r.born_host_len, "sh": r.store_host_len, "store_ts": r.store_timestamp,
             "body_len_at": r.body_len_at, "body_len": r.body_len, "body_at": r.body_at,
             "topic_len_size": r.topic_len_size, "topic_len": r.topic_len, "topic_at": r.topic_at,
             "props_len_at": r.props_len_at, "props_len": r.props_len, "props_at": r.props_at, "expected": r.expected,
@@ -148,11 +140,11 @@ class FastDispatcher:
         read past the file's end (every read is bounded by ``limit``, as a Java buffer's),
         a negative topic length; or ``len(pos)``. Sets ``f['mismatch']`` (size mismatch)."""
         body_end = f["body_at"] + np.maximum(f["body_len"], 0)
-        bad = f["body_len_at"] + 4 > limit
+        bad = f["body_len_at"] + BODY_LENGTH_SIZE > limit
         bad |= body_end > limit
         bad |= body_end + f["topic_len_size"] > limit
         bad |= (f["topic_len"] < 0) | (f["topic_at"] + f["topic_len"] > limit)
-        bad |= f["props_len_at"] + 2 > limit
+        bad |= f["props_len_at"] + PROPERTIES_LENGTH_SIZE > limit
         bad |= (f["props_len"] > 0) & (f["props_at"] + f["props_len"] > limit)
         f["mismatch"] = f["expected"] != f["total"]
         first_bad = np.flatnonzero(bad)
@@ -171,25 +163,20 @@ class FastDispatcher:
         pl = f["props_len"][take]
         pa = f["props_at"][take]
         sysf = f["sys_flag"][take]
-        store_ts = gather(a, f["store_ts_at"][take], 8, ">i8")
+        store_ts = f["store_ts"][take]
         rollback = (sysf & TRANSACTION_MASK) == TRANSACTION_ROLLBACK_TYPE
-        ex = self._extract_fast(buf, a, ta, tl, pa, pl, rollback)
-        if ex is None:
-            ex = self._extract_slow(buf, ta.tolist(), tl.tolist(), pa.tolist(), pl.tolist(), rollback.tolist())
-        tids_a, tags_code, key_list, key_owner_a, delay_fix = ex
-        key_owner = key_owner_a
+        tids_a, tags_code, key_list, key_owner, delay_fix = self._extract(buf, a, ta, tl, pa, pl, rollback)
         stop = None
         # tagsCode: hashCode of TAGS, sign-extended; the schedule topic's delivery time
         for i, delay in delay_fix:
-            s = delay
             try:
-                level = _java_int(s)
+                level = parse_delay(delay)
             except InvalidForDispatch:
                 stop = i
                 break
             level = min(level, max_level)
             if level > 0:
-                tags_code[i] = int(store_ts[i]) + delay_table.get(level, 1000)
+                tags_code[i] = deliver_timestamp(level, int(store_ts[i]), delay_table)
         m = len(tl) if stop is None else stop
         if stop is not None:
             nk = int(np.searchsorted(key_owner, stop)) if len(key_owner) else 0
@@ -220,68 +207,25 @@ class FastDispatcher:
         d.last_store_timestamp = self.last_store_timestamp
         return None if stop is None else int(take[stop])
 
-    def _extract_slow(self, buf, ta, tl, pa, pl, rollback):
-        """Per record: topic, hashCode of TAGS, UNIQ_KEY + KEYS, DELAY (the reference for
-        :meth:`_extract_fast`)."""
-        tids = []
-        tags_list: list[bytes] = []
-        key_list: list[bytes] = []
-        key_owner: list[int] = []
-        delay_fix: list[tuple[int, str]] = []
-        topic = self.topic
-        topics = self.topics
-        for i in range(len(tl)):
-            raw = buf[ta[i]:ta[i] + tl[i]]
-            t = topics.get(raw) or topic(raw)
-            tids.append(t.id)
-            n = pl[i]
-            if n > 0:
-                props = buf[pa[i]:pa[i] + n]
-                tags = pick_property(props, b"TAGS\x01")
-                keys = pick_property(props, b"KEYS\x01")
-                uniq = pick_property(props, b"UNIQ_KEY\x01")
-                delay = pick_property(props, b"DELAY\x01") if t.schedule else None
-            else:
-                tags = keys = uniq = delay = None
-            tags_list.append(tags or b"")
-            if delay is not None:
-                delay_fix.append((i, delay.decode("utf-8", "replace")))
-            if not rollback[i]:
-                if uniq:
-                    key_list.append(uniq)
-                    key_owner.append(i)
-                if keys:
-                    for k in keys.split(b" "):
-                        if k:
-                            key_list.append(k)
-                            key_owner.append(i)
-        return (np.asarray(tids, dtype=np.int64), java_int(java_hashes(tags_list)[0]), key_list,
-                np.asarray(key_owner, dtype=np.int64),
-                delay_fix)
-
     def _topic_ids(self, buf, a, ta, tl) -> np.ndarray:
         """Topic id per record: topics seen before found with numpy (:class:`batch.TopicIds`),
-        new ones registered one by one in record order."""
-        table = self.topic_table
-        tid = table.lookup(a, ta, tl)
+        the others (new ones, registered in record order, and any whose key collides) by
+        their bytes."""
+        tid = self.topic_table.lookup(a, ta, tl)
         miss = np.flatnonzero(tid < 0)
-        if miss.size > 64:  # new topics (the first block): each registered once, then looked up again
-            k = table._mix(*table._key_parts(a, ta[miss], tl[miss]))
-            _, first = np.unique(k, return_index=True)
-            for i in np.sort(miss[first]).tolist():
-                raw = bytes(buf[int(ta[i]):int(ta[i]) + int(tl[i])])
-                if raw not in self.topics:
-                    self.topic(raw)
-            tid[miss] = table.lookup(a, ta[miss], tl[miss])
-        for i in np.flatnonzero(tid < 0).tolist():
-            raw = bytes(buf[int(ta[i]):int(ta[i]) + int(tl[i])])
-            tid[i] = (self.topics.get(raw) or self.topic(raw)).id
+        if miss.size:
+            topics, topic = self.topics, self.topic
+            raws = (bytes(buf[x:x + n]) for x, n in zip(ta[miss].tolist(), tl[miss].tolist()))
+            tid[miss] = [(topics.get(raw) or topic(raw)).id for raw in raws]
         return tid
 
-    def _extract_fast(self, buf, a, ta, tl, pa, pl, rollback):
-        """:meth:`_extract_slow` for a whole block: the block's PROPERTIES parsed at once by
-        :class:`~rmqstore_cli.store.batch.Properties` (the parser's rules: last non-empty pair
-        of a name wins); None when topics need the per-record path."""
+    def _extract(self, buf, a, ta, tl, pa, pl, rollback):
+        """Per record of a block: topic id, tagsCode (hashCode of TAGS), the index keys
+        (UNIQ_KEY, then the KEYS words; none for ROLLBACK) and their owners, and the DELAY
+        values of the schedule topic's records. The block's PROPERTIES are parsed at once by
+        :class:`~rmqstore_cli.store.batch.Properties` with
+        ``MessageDecoder#string2messageProperties``'s rules (last non-empty pair of a name
+        wins); the reference is :meth:`Dispatcher.dispatch` record by record."""
         tids = self._topic_ids(buf, a, ta, tl)
         pr = Properties(a, pa, np.maximum(pl, 0), buf, checks=False)  # dispatch reads values only
         delay_fix = []
@@ -340,7 +284,7 @@ class FastDispatcher:
             w = d.writers.get(key)
             if w is None:
                 w = d.writers[key] = ConsumeQueueWriter(d.cq_root, t.name, q, d.config.cq_file_size, roots=d.roots)
-            put_units(w, phy[grp], size[grp], tags_code[grp], qoff[grp])
+            w.put_many(phy[grp], size[grp], tags_code[grp], qoff[grp])
         d.units = self.units
 
     def _index(self, key_list, owner, tid, phy, store_ts) -> None:
@@ -364,7 +308,7 @@ class FastDispatcher:
             if first_ok >= len(kphy):
                 return
             hs, kphy, kts = hs[first_ok:], kphy[first_ok:], kts[first_ok:]
-        put_keys(svc, hs, kphy, kts)
+        svc.put_keys(hs, kphy, kts)
         self.keys += len(hs)
 
     def _index_slow(self, key_list, tid, kphy, kts) -> None:
@@ -376,154 +320,3 @@ class FastDispatcher:
             t = self.topic_list[int(tid[j])]
             svc.put_key(build_key(t.name, key_list[j].decode("utf-8", "replace")), p, int(kts[j]))
             self.keys += 1
-
-    def dispatch_message(self, msg) -> DispatchRequest:
-        """The per-record reference path (used for records the batch path does not take)."""
-        req = self.d.dispatch(msg)
-        self.messages += 1
-        self.units = self.d.units
-        self.keys = self.d.index.keys_put if self.d.index is not None else 0
-        self.last_store_timestamp = req.store_timestamp
-        return req
-
-
-def _java_int(s: str) -> int:
-    from rmqstore_cli.store.dispatch import _INT_MAX as imax, _INT_MIN as imin, _JAVA_INT
-
-    if not _JAVA_INT.fullmatch(s) or not imin <= int(s) <= imax:
-        raise InvalidForDispatch(f"DELAY {s!r} is not an int")
-    return int(s)
-
-
-def put_units(w: ConsumeQueueWriter, phy, size, tags_code, cq_offset) -> None:
-    """``putMessagePositionInfo`` for units of one queue in order: one append when every
-    unit would be appended unchecked at the queue's end, else unit by unit."""
-    n = len(phy)
-    i = 0
-    if w.write_offset < 0 and n:
-        w.put(int(phy[0]), int(size[0]), int(tags_code[0]), int(cq_offset[0]))
-        i = 1
-    if i < n:
-        ends = phy[i:] + size[i:]
-        ok = (int(cq_offset[i]) * CQ_STORE_UNIT_SIZE == w.write_offset
-              and int(ends[0]) > w.max_physic_offset
-              and (n - i == 1 or (np.all(np.diff(cq_offset[i:]) == 1) and np.all(np.diff(ends) > 0))))
-        if ok:
-            units = np.empty(n - i, dtype=UNIT_DTYPE)
-            units["commitlog_offset"] = phy[i:]
-            units["size"] = size[i:]
-            units["tags_code"] = tags_code[i:]
-            w._buf += units.tobytes()
-            w.write_offset += CQ_STORE_UNIT_SIZE * (n - i)
-            w.max_physic_offset = int(ends[-1])
-            w.units_written += n - i
-            if len(w._buf) >= w.FLUSH_UNITS * CQ_STORE_UNIT_SIZE:
-                w.flush()
-            return
-        for j in range(i, n):
-            w.put(int(phy[j]), int(size[j]), int(tags_code[j]), int(cq_offset[j]))
-
-
-def put_keys(svc, hashes: np.ndarray, phy: np.ndarray, ts: np.ndarray) -> None:
-    """``IndexService#putKey`` for many keys (index hashes given), rolling files as needed."""
-    i, n = 0, len(hashes)
-    while i < n:
-        f = svc._last_writable(int(ts[i]))
-        k = min(f.index_num - f.header.index_count, n - i)
-        if k <= 0:  # a fresh file that cannot take a key: let the scalar path raise
-            raise RuntimeError("index file full right after creation")
-        put_block(f, hashes[i:i + k], phy[i:i + k], ts[i:i + k])
-        i += k
-        if f.is_write_full():  # its pages leave before the next file fills
-            release_whole(f)
-    svc.keys_put += n
-
-
-def slot_chains(s: np.ndarray, c0: int):
-    """Keys with slots ``s`` put as entries ``c0, c0 + 1, …``, grouped by slot in put order
-    (one sort of ``slot * k + position``): (slot, put position, entry number) in that order,
-    the first (``head``) and last (``tail``) of each slot's group, and each entry's previous
-    entry in its slot (for a group's first one: left to the caller, the slot's old head)."""
-    k = len(s)
-    key = np.sort(np.asarray(s, dtype=np.int64) * k + np.arange(k))
-    ss = key // k
-    order = key - ss * k
-    nn = c0 + order
-    head = np.ones(k, dtype=bool)
-    head[1:] = ss[1:] != ss[:-1]
-    tail = np.ones(k, dtype=bool)
-    tail[:-1] = head[1:]
-    prev_sorted = np.empty(k, dtype=np.int64)
-    prev_sorted[1:] = nn[:-1]
-    return ss, order, nn, head, tail, prev_sorted
-
-
-def put_block(f: IndexFile, h: np.ndarray, phy: np.ndarray, ts: np.ndarray) -> None:
-    """``IndexFile#putKey`` for ``k`` keys that all fit in ``f``; same bytes as k single puts."""
-    hdr = f.header
-    k = len(h)
-    c0 = hdr.index_count
-    f.reserve_entries(c0 + k)  # allocated before the mapping writes them (no SIGBUS on a full disk)
-    s = h % f.slot_num
-    first = c0 <= 1
-    # timeDiff: (storeTimestamp - beginTimestamp) / 1000 clamped to [0, Integer.MAX_VALUE],
-    # 0 while beginTimestamp <= 0; a negative delta ends at 0 whether it is truncated (Java)
-    # or floored, so floor division serves. The first put of a file sets beginTimestamp.
-    b0 = hdr.begin_timestamp
-    if first and k > 1:
-        begin = np.full(k, ts[0], dtype=np.int64)
-        begin[0] = b0
-        diff = np.where(begin <= 0, 0, np.clip((ts - begin) // 1000, 0, _INT_MAX))
-    elif b0 <= 0:
-        diff = np.zeros(k, np.int64)
-    else:
-        diff = np.clip((ts - b0) // 1000, 0, _INT_MAX)
-    slots = np.frombuffer(f.mm, dtype=">i4", count=f.slot_num, offset=INDEX_HEADER_SIZE)
-    ss, order, nn, head, tail, prev_sorted = slot_chains(s, c0)
-    hs, hn = ss[head], nn[head]
-    old = slots[hs].astype(np.int64)  # a slot's old value counts only if it is a valid entry
-    old = np.where((old > 0) & (old <= hn), old, 0)
-    prev_sorted[head] = old
-    at = f.entries_base + c0 * INDEX_ENTRY_SIZE
-    entries = np.frombuffer(f.mm, dtype=_ENTRY_DTYPE, count=k, offset=at)  # written in place
-    entries["key_hash"] = h
-    entries["phy_offset"] = phy
-    entries["time_diff"] = diff
-    entries["prev_index"][order] = prev_sorted
-    slots[ss[tail]] = nn[tail]
-    del slots, entries
-    if first:
-        hdr.begin_phy_offset = int(phy[0])
-        hdr.begin_timestamp = int(ts[0])
-    hdr.hash_slot_count += int(np.count_nonzero(old == 0))
-    hdr.index_count = c0 + k
-    hdr.end_phy_offset = int(phy[-1])
-    hdr.end_timestamp = int(ts[-1])
-    _HEADER.pack_into(f.mm, 0, *hdr.as_tuple())
-
-
-def release_index(f: IndexFile, upto_entry: int) -> None:
-    release_pages(f.mm, f.entries_base, f.entries_base + upto_entry * INDEX_ENTRY_SIZE)
-
-
-def release_whole(f: IndexFile) -> None:
-    """Every page of ``f``'s mapping, its last partial page too."""
-    release_pages(f.mm, 0, f.length + (-f.length) % mmap.PAGESIZE)
-
-
-def release_index_pages(svc) -> None:
-    """After a block: the written pages of the index files leave this process (the data
-    stays in the page cache and the files), the last file's entries so far and every full
-    file whole, its slots too (20 MB a default file, touched at random: without this they
-    stayed resident, one more set per 20 M keys, issue 22). Each full file is released once."""
-    files = svc.files
-    if not files:
-        return
-    last = files[-1]
-    release_index(last, last.header.index_count)
-    done = getattr(svc, "released_files", 0)
-    for f in files[done:len(files) - 1]:
-        release_whole(f)
-    svc.released_files = max(done, len(files) - 1)
-
-

@@ -7,6 +7,7 @@ timeDiff and counter rules, and ``IndexService``'s roll (STORE-FORMAT §5).
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import os
 import struct
 from dataclasses import dataclass
@@ -20,7 +21,12 @@ from rmqstore_cli.formats.index import (
     INDEX_ENTRY_SIZE,
     INDEX_HEADER_SIZE,
     SLOT_FORMAT,
+    TIME_DIFF_MAX,
+    IndexEntry,
+    IndexSlot,
+    index_file_size,
 )
+from rmqstore_cli.formats.derive import numpy_dtype
 from rmqstore_cli.store import safefs
 from rmqstore_cli.store.safefs import make_dirs, map_file, open_for_write, open_read_only, os_error
 from rmqstore_cli.store.message import index_key_hash
@@ -28,7 +34,6 @@ from rmqstore_cli.store.message import index_key_hash
 _HEADER = struct.Struct(HEADER_FORMAT)
 _SLOT = struct.Struct(SLOT_FORMAT)
 _ENTRY = struct.Struct(ENTRY_FORMAT)
-_INT_MAX = (1 << 31) - 1
 
 
 def build_key(topic: str, key: str) -> str:
@@ -170,14 +175,7 @@ class IndexFile:
         slot_value = _SLOT.unpack_from(self.mm, slot_pos)[0]
         if slot_value <= 0 or slot_value > h.index_count:
             slot_value = 0
-        diff = (store_timestamp - h.begin_timestamp) // 1000 if store_timestamp >= h.begin_timestamp \
-            else -((h.begin_timestamp - store_timestamp) // 1000)  # Java long division truncates
-        if h.begin_timestamp <= 0:
-            diff = 0
-        elif diff > _INT_MAX:
-            diff = _INT_MAX
-        elif diff < 0:
-            diff = 0
+        diff = time_diff(store_timestamp, h.begin_timestamp)
         _ENTRY.pack_into(self.mm, self.entry_pos(h.index_count), key_hash, phy_offset, diff, slot_value)
         _SLOT.pack_into(self.mm, slot_pos, h.index_count)
         if h.index_count <= 1:
@@ -188,8 +186,101 @@ class IndexFile:
         h.index_count += 1
         h.end_phy_offset = phy_offset
         h.end_timestamp = store_timestamp
-        _HEADER.pack_into(self.mm, 0, *h.as_tuple())
+        self.write_header()
         return True
+
+    # ------------------------------------------------------------- writing, in blocks
+    def write_header(self) -> None:
+        """The header as :attr:`header` holds it (``IndexHeader#updateByteBuffer``): after
+        every put of :meth:`put_key`, once per block of :meth:`put_keys`."""
+        _HEADER.pack_into(self.mm, 0, *self.header.as_tuple())
+
+    def put_keys(self, hashes, phy, ts) -> None:
+        """``IndexFile#putKey`` for ``k`` keys (index hashes given) that all fit in the file:
+        the bytes of ``k`` :meth:`put_key` calls. Entry numbers are consecutive, each
+        entry's prevIndex is the previous entry of its slot in the block or the slot's old
+        value, hashSlotCount grows once per slot that was empty, and the header is written
+        once, as the last put would leave it (STORE-FORMAT §5.3)."""
+        import numpy as np
+
+        hdr = self.header
+        k = len(hashes)
+        c0 = hdr.index_count
+        if c0 + k > self.index_num:
+            raise StoreError(f"{k} index keys do not fit after entry {c0}", path=self.path)
+        self.reserve_entries(c0 + k)  # allocated before the mapping writes them (no SIGBUS on a full disk)
+        b0 = hdr.begin_timestamp
+        if c0 <= 1:  # the first put of a file sets beginTimestamp: later keys count from it
+            diff = time_diffs(ts, int(ts[0]))
+            diff[0] = time_diff(int(ts[0]), b0)
+        else:
+            diff = time_diffs(ts, b0)
+        ss, order, nn, head, tail, prev_sorted = slot_chains(np.asarray(hashes, dtype=np.int64) % self.slot_num, c0)
+        slots = self._slots()
+        hs, hn = ss[head], nn[head]
+        old = slots[hs].astype(np.int64)  # a slot's old value counts only if it is a valid entry (putKey)
+        old = np.where((old > 0) & (old <= hn), old, 0)
+        prev_sorted[head] = old
+        prev = np.empty(k, dtype=np.int64)
+        prev[order] = prev_sorted
+        self._entries(c0, k)[:] = entry_block(hashes, phy, diff, prev)
+        slots[ss[tail]] = nn[tail]
+        del slots
+        if c0 <= 1:
+            hdr.begin_phy_offset = int(phy[0])
+            hdr.begin_timestamp = int(ts[0])
+        hdr.hash_slot_count += int(np.count_nonzero(old == 0))
+        hdr.index_count = c0 + k
+        hdr.end_phy_offset = int(phy[-1])
+        hdr.end_timestamp = int(ts[-1])
+        self.write_header()
+
+    def link_blocks(self, blocks) -> int:
+        """Chain blocks of entries written by :func:`write_entries` (each slot's first link
+        in a block left 0), given in entry order as their (slot, head, tail) arrays: a
+        block's first entry of a slot gets the slot's last entry in earlier blocks (or 0),
+        and the slot table is written whole: :meth:`put_keys`'s bytes over all keys at
+        once. The table is made from the blocks alone, so a retry writes the same bytes.
+        Returns how many slots got a first entry (hashSlotCount)."""
+        import numpy as np
+
+        last_of = np.zeros(self.slot_num, dtype=np.int64)
+        prev = self._entries(0, self.index_num)["prev_index"]
+        used = 0
+        for slot, head, tail in blocks:
+            old = last_of[slot]
+            used += int(np.count_nonzero(old == 0))
+            prev[head] = old
+            last_of[slot] = tail
+        del prev
+        slots = self._slots()
+        slots[:] = last_of
+        del slots
+        return used
+
+    def _slots(self):
+        """The slot table as a writable numpy view of the mapping."""
+        import numpy as np
+
+        return np.frombuffer(self.mm, dtype=slot_dtype(), count=self.slot_num, offset=INDEX_HEADER_SIZE)
+
+    def _entries(self, n0: int, k: int):
+        """Entries ``n0 .. n0 + k - 1`` as a writable numpy view of the mapping."""
+        import numpy as np
+
+        return np.frombuffer(self.mm, dtype=entry_dtype(), count=k, offset=self.entry_pos(n0))
+
+    def release_pages(self, upto_entry: int | None = None) -> None:
+        """Written pages out of this process (they stay in the page cache and the file):
+        the entries below ``upto_entry``, or, with None, every page of the mapping."""
+        import mmap
+
+        from rmqstore_cli.store.mapped_files import release_pages
+
+        if upto_entry is None:
+            release_pages(self.mm, 0, self.length + (-self.length) % mmap.PAGESIZE)
+        else:
+            release_pages(self.mm, self.entries_base, self.entries_base + upto_entry * INDEX_ENTRY_SIZE)
 
     @classmethod
     def create(cls, path: Path, slot_num: int, index_num: int, prev_end_phy: int = 0,
@@ -197,7 +288,7 @@ class IndexFile:
         """A new full-size file; a rolled file starts from the previous file's end values
         (``IndexService#getAndCreateLastIndexFile``). Created ``O_EXCL``/``O_NOFOLLOW``
         inside ``roots`` (default: its index dir's parent)."""
-        size = INDEX_HEADER_SIZE + slot_num * HASH_SLOT_SIZE + index_num * INDEX_ENTRY_SIZE
+        size = index_file_size(slot_num, index_num)
         # header and slot table (written anywhere), and a first chunk of entries, allocated
         # before the file is mapped: even reading a hole of a mapping faults on a full tmpfs
         first = min(size, INDEX_HEADER_SIZE + slot_num * HASH_SLOT_SIZE + safefs.RESERVE_CHUNK)
@@ -214,6 +305,89 @@ class IndexFile:
         if self.writable:
             self.mm.flush()
         self.mm.close()
+
+
+@functools.cache
+def entry_dtype():
+    """numpy dtype of an index entry, from :data:`~rmqstore_cli.formats.index.IndexEntry`."""
+    return numpy_dtype(IndexEntry)
+
+
+@functools.cache
+def slot_dtype():
+    """numpy dtype of a hash slot's value, from :data:`~rmqstore_cli.formats.index.IndexSlot`."""
+    return numpy_dtype(IndexSlot)["entry"]
+
+
+def time_diff(store_timestamp: int, begin_timestamp: int) -> int:
+    """``IndexFile#putKey``'s timeDiff: seconds since the file's beginTimestamp, clamped
+    to [0, Integer.MAX_VALUE], 0 while that is ≤ 0 (a negative delta ends at 0 whether
+    Java's truncating division or floor division makes it)."""
+    if begin_timestamp <= 0:
+        return 0
+    d = (store_timestamp - begin_timestamp) // 1000
+    return 0 if d < 0 else TIME_DIFF_MAX if d > TIME_DIFF_MAX else d  # no min/max calls: once a key
+
+
+def time_diffs(ts, begin_timestamp: int):
+    """:func:`time_diff` of every store time of ``ts`` (an int64 array)."""
+    import numpy as np
+
+    if begin_timestamp <= 0:
+        return np.zeros(len(ts), np.int64)
+    return np.clip((np.asarray(ts, dtype=np.int64) - begin_timestamp) // 1000, 0, TIME_DIFF_MAX)
+
+
+def slot_chains(s, c0: int):
+    """Keys with slots ``s`` put as entries ``c0, c0 + 1, …``, grouped by slot in put order
+    (one sort of ``slot * k + position``): (slot, put position, entry number) in that order,
+    the first (``head``) and last (``tail``) of each slot's group, and each entry's previous
+    entry in its slot (for a group's first one: left to the caller, the slot's old head)."""
+    import numpy as np
+
+    k = len(s)
+    key = np.sort(np.asarray(s, dtype=np.int64) * k + np.arange(k))
+    ss = key // k
+    order = key - ss * k
+    nn = c0 + order
+    head = np.ones(k, dtype=bool)
+    head[1:] = ss[1:] != ss[:-1]
+    tail = np.ones(k, dtype=bool)
+    tail[:-1] = head[1:]
+    prev_sorted = np.empty(k, dtype=np.int64)
+    prev_sorted[1:] = nn[:-1]
+    return ss, order, nn, head, tail, prev_sorted
+
+
+def entry_block(hashes, phy, diff, prev):
+    """Index entries (keyHash, phyOffset, timeDiff, prevIndex) as one numpy array of
+    :func:`entry_dtype`, in entry order."""
+    import numpy as np
+
+    e = np.empty(len(hashes), dtype=entry_dtype())
+    e["key_hash"] = hashes
+    e["phy_offset"] = phy
+    e["time_diff"] = diff
+    e["prev_index"] = prev
+    return e
+
+
+def write_entries(path: Path, slot_num: int, n0: int, hashes, phy, diff):
+    """Entries ``n0 ..`` of the (existing, full-size) index file ``path`` from one block of
+    keys, by ``pwrite`` (``write_range``: allocated first), each chained to the previous
+    entry of its slot in the block and its slot's first one left 0 for
+    :meth:`IndexFile.link_blocks`. Returns that block's (slot, head, tail) per slot."""
+    import numpy as np
+
+    from rmqstore_cli.store.consume_queue import write_range
+
+    ss, order, nn, head, tail, prev_sorted = slot_chains(np.asarray(hashes, dtype=np.int64) % slot_num, n0)
+    prev_sorted[head] = 0
+    prev = np.empty(len(hashes), dtype=np.int64)
+    prev[order] = prev_sorted
+    at = INDEX_HEADER_SIZE + slot_num * HASH_SLOT_SIZE + n0 * INDEX_ENTRY_SIZE
+    write_range(path, at, entry_block(hashes, phy, diff, prev).tobytes(), "index entries")
+    return ss[head], nn[head], nn[tail]
 
 
 #: Store times that name an index file as themselves: 1970-01-01 up to 9999-12-28 23:59:59.999
@@ -258,6 +432,8 @@ class IndexService:
         for p in index_file_paths(index_dir):
             self.files.append(IndexFile(p, slot_num, index_num, writable, roots=self.roots))
         self.keys_put = 0
+        #: Full files whose pages :meth:`release_pages` let go already.
+        self.released_files = 0
         #: Files this writer could not name after their first entry's time (:meth:`next_name`):
         #: (name, that store time).
         self.fallback_names: list[tuple[str, int]] = []
@@ -336,6 +512,36 @@ class IndexService:
             if not f.put_key(key, phy_offset, store_timestamp):
                 raise StoreError("index put failed on a fresh file", path=f.path)
         self.keys_put += 1
+
+    def put_keys(self, hashes, phy, ts) -> None:
+        """``IndexService#putKey`` for many keys (index hashes given) in put order, file by
+        file (:meth:`IndexFile.put_keys`), rolling files as :meth:`put_key` does; a file
+        that fills leaves this process's memory before the next one fills."""
+        i, n = 0, len(hashes)
+        while i < n:
+            f = self._last_writable(int(ts[i]))
+            k = min(f.index_num - f.header.index_count, n - i)
+            if k <= 0:
+                raise StoreError("index put failed on a fresh file", path=f.path)
+            f.put_keys(hashes[i:i + k], phy[i:i + k], ts[i:i + k])
+            i += k
+            if f.is_write_full():
+                f.release_pages()
+        self.keys_put += n
+
+    def release_pages(self) -> None:
+        """The written pages of the index files out of this process: the last file's
+        entries so far and every full file whole, its slots too (20 MB a default file,
+        touched at random: they stayed resident, one more set per 20 M keys, issue 22).
+        Each full file is released once."""
+        files = self.files
+        if not files:
+            return
+        last = files[-1]
+        last.release_pages(last.header.index_count)
+        for f in files[self.released_files:len(files) - 1]:
+            f.release_pages()
+        self.released_files = max(self.released_files, len(files) - 1)
 
     def full_files_end_timestamp(self) -> int:
         """The checkpoint's indexMsgTimestamp: endTimestamp of the last full file, or 0."""

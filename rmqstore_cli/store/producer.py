@@ -61,14 +61,6 @@ class BrokerProfile:
         return self.version == "5"
 
 
-def client_properties(items: list[tuple[str, str]]) -> str:
-    """What a Java client sends: its own HashMap (capacity 16) serialised."""
-    m = JavaHashMap(16)
-    for k, v in items:
-        m.put(k, v)
-    return serialize_properties(m.items(), trailing_separator=False)
-
-
 def broker_map(client_items: list[tuple[str, str]], profile: BrokerProfile, cluster: str) -> JavaHashMap:
     """The broker's map after parsing the client's string and adding CLUSTER."""
     m = JavaHashMap(profile.map_capacity)

@@ -40,23 +40,29 @@ from rmqstore_cli.errors import StoreError, UsageError
 from rmqstore_cli.formats.checkpoint import CHECKPOINT_FILE_SIZE
 from rmqstore_cli.formats.commitlog import (
     BORNHOST_V6_FLAG,
+    HEAD_FORMAT,
     HEAD_SIZE,
     MAGIC_V1,
     MAGIC_V2,
+    STORE_TIMESTAMP_FORMAT,
     HostV4,
     HostV6,
+    MessageHead,
 )
+from rmqstore_cli.formats.consume_queue import CQ_STORE_UNIT_SIZE
 from rmqstore_cli.store import safefs
 from rmqstore_cli.store.checkpoint import StoreCheckpoint
 from rmqstore_cli.store.commitlog import CommitLog, ScanEnd, Status, check_message, is_clean_end
 from rmqstore_cli.store.config import StoreConfig
 from rmqstore_cli.store.dispatch import Dispatcher
 from rmqstore_cli.store.batch import body_crcs, file_array, release_pages, walk_records
-from rmqstore_cli.store.fastdispatch import FastDispatcher, release_index_pages
+from rmqstore_cli.store.fastdispatch import FastDispatcher
 from rmqstore_cli.store.lock import StoreLock, abort_exists, refuse_if_live
 from rmqstore_cli.store.mapped_files import MappedFile, fsync_dir
 
-_PREFIX = struct.Struct(">iI")
+_HEAD = struct.Struct(HEAD_FORMAT)
+_HEAD_FIELDS = [sc.name for sc in MessageHead.subcons]
+_STORE_TIMESTAMP = struct.Struct(STORE_TIMESTAMP_FORMAT)
 JOURNAL = ".rebuild-index.journal"
 STAGING_PREFIX = ".rebuild-index-"
 BATCH = 32768
@@ -115,14 +121,13 @@ def recovery_start(files: list[MappedFile], abort: bool, checkpoint: StoreCheckp
     min_ts = checkpoint.min_timestamp if checkpoint else 0
     for i in range(len(files) - 1, -1, -1):
         buf = files[i].buffer()
-        if len(buf) < HEAD_SIZE + 28:
+        if len(buf) < HEAD_SIZE + HostV6.sizeof() + _STORE_TIMESTAMP.size:  # the widest born host
             continue
-        _, magic = _PREFIX.unpack_from(buf, 0)
-        if magic not in (MAGIC_V1, MAGIC_V2):
+        head = dict(zip(_HEAD_FIELDS, _HEAD.unpack_from(buf, 0)))
+        if head["magic"] not in (MAGIC_V1, MAGIC_V2):
             continue
-        sys_flag = struct.unpack_from(">i", buf, 36)[0]
-        bh = HostV6.sizeof() if sys_flag & BORNHOST_V6_FLAG else HostV4.sizeof()
-        ts = struct.unpack_from(">q", buf, HEAD_SIZE + bh)[0]
+        bh = HostV6.sizeof() if head["sys_flag"] & BORNHOST_V6_FLAG else HostV4.sizeof()
+        ts = _STORE_TIMESTAMP.unpack_from(buf, HEAD_SIZE + bh)[0]
         if ts != 0 and ts <= min_ts:
             return i
     return 0
@@ -227,7 +232,7 @@ def dispatch_log(config: StoreConfig, dispatcher: Dispatcher, *, abort: bool,
 
             def after_block(end_pos: int) -> None:
                 if dispatcher.index is not None:
-                    release_index_pages(dispatcher.index)
+                    dispatcher.index.release_pages()
                 if progress:
                     progress(rep.files, done_bytes + end_pos, total_bytes, fd.messages)
 
@@ -255,7 +260,7 @@ def dispatch_log(config: StoreConfig, dispatcher: Dispatcher, *, abort: bool,
     if dry_run:
         F = config.cq_file_size
         rep.queues = len(fd.dry_queues)
-        rep.cq_files = sum((last * 20) // F - (first * 20) // F + 1 for first, last, _ in fd.dry_queues.values())
+        rep.cq_files = sum(cq_file_count(first, last, F) for first, last, _ in fd.dry_queues.values())
         rep.index_keys = fd.keys
         per = max(1, config.max_index_num - 1)
         rep.index_files = -(-fd.keys // per) if dispatcher.build_index else 0
@@ -263,7 +268,7 @@ def dispatch_log(config: StoreConfig, dispatcher: Dispatcher, *, abort: bool,
     else:
         dispatcher.close()
         rep.queues = len(dispatcher.writers)
-        rep.cq_files = sum(len(w._files) for w in dispatcher.writers.values())
+        rep.cq_files = sum(len(w.file_starts) for w in dispatcher.writers.values())
         if dispatcher.index is not None:
             rep.index_files = len(dispatcher.index.files)
             rep.index_keys = dispatcher.index.keys_put
@@ -272,6 +277,11 @@ def dispatch_log(config: StoreConfig, dispatcher: Dispatcher, *, abort: bool,
     rep.bytes = (rep.stop.offset - files[0].file_from_offset) if files and rep.stop else 0
     rep.seconds = time.perf_counter() - t0
     return rep
+
+
+def cq_file_count(first: int, last: int, file_size: int) -> int:
+    """Consume-queue files a queue holding units ``first .. last`` spans."""
+    return (last * CQ_STORE_UNIT_SIZE) // file_size - (first * CQ_STORE_UNIT_SIZE) // file_size + 1
 
 
 def _first_crc_failure(buf, P: np.ndarray, fields: dict, limit: int, file_from: int, force: bool) -> int | None:
@@ -305,7 +315,7 @@ def check_size_values(config: StoreConfig) -> None:
     halfway through the files."""
     bad = [(attr, v, low) for attr, v, low in (
         ("mapped_file_size_commit_log", config.mapped_file_size_commit_log, 1),
-        ("mapped_file_size_consume_queue", config.cq_file_size, 20),
+        ("mapped_file_size_consume_queue", config.cq_file_size, CQ_STORE_UNIT_SIZE),
         ("max_hash_slot_num", config.max_hash_slot_num, 1),
         ("max_index_num", config.max_index_num, 2)) if v < low]
     if bad:

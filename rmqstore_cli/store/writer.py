@@ -19,6 +19,7 @@ from rmqstore_cli.store.commitlog import AppendResult, AppendSpec, CommitLog, St
 from rmqstore_cli.store.config import StoreConfig
 from rmqstore_cli.store.consume_queue import ConsumeQueue, ConsumeQueueWriter, queue_dirs, unsafe_topic
 from rmqstore_cli.store.dispatch import Dispatcher
+from rmqstore_cli.store.index import index_file_paths
 from rmqstore_cli.store.lock import StoreLock, refuse_if_live
 from rmqstore_cli.store.mapped_files import MappedFileQueue
 from rmqstore_cli.store.safefs import check_inside, kind_of, load_json, make_dirs, os_error, replace_file
@@ -212,12 +213,9 @@ def _topics_problem(data) -> str | None:
 
 
 def _index_files(index_dir: Path) -> list[Path]:
-    """The entries of ``index/`` IndexService loads (links included, sub-directories not)."""
-    try:
-        with os.scandir(index_dir) as it:
-            return [Path(e.path) for e in it if not e.name.startswith(".") and not e.is_dir(follow_symlinks=False)]
-    except (FileNotFoundError, NotADirectoryError):
-        return []
+    """The entries of ``index/`` IndexService loads (:func:`~rmqstore_cli.store.index.index_file_paths`:
+    links included), less sub-directories, which it refuses by name when it opens them."""
+    return [p for p in index_file_paths(index_dir) if p.is_symlink() or not p.is_dir()]
 
 
 def count_records(config: StoreConfig) -> int:

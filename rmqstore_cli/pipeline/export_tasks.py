@@ -1,0 +1,92 @@
+"""export's per-file work: one commit-log file as rows or pyarrow RecordBatches; no Spark in here."""
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from rmqstore_cli.pipeline.stores import FileTask
+
+
+def export_rows(task: FileTask, body: bool, stops: list | None = None) -> Iterator[tuple]:
+    """The rows of one commit-log file, as dump-commitlog --format jsonl records (body as
+    raw bytes), in :data:`~rmqstore_cli.pipeline.schema.COLUMN_NAMES` order, one record at a
+    time: the reference for :func:`export_batches`. Where the file could not be read is
+    appended to ``stops``."""
+    ms = task.store.open()
+    cl = ms.commitlog
+    try:
+        for m in cl.scan(task.file_from_offset, task.file_from_offset + task.file_size, every_file=True):
+            yield _row(m, task, body)
+        _add_stops(stops, cl, task)
+    finally:
+        ms.close()
+
+
+def _row(m, task: FileTask, body: bool) -> tuple:
+    from rmqstore_cli.pipeline.schema import COLUMN_NAMES, topic_dir
+    from rmqstore_cli.render import message_dict
+
+    d = message_dict(m, "none", True, task.file_name)
+    d["body"] = m.body if body else None
+    d["store"] = task.store.label
+    d["topic_dir"] = topic_dir(d.get("topic"), d.get("topic_base64"))
+    return tuple(d.get(c) for c in COLUMN_NAMES)
+
+
+def _add_stops(stops: list | None, cl, task: FileTask) -> None:
+    if stops is not None:
+        stops.extend({"store": task.store.label, "file": x.file, "offset": x.offset, "detail": x.reason}
+                     for x in cl.stops)
+
+
+#: Rows per RecordBatch of :func:`export_batches` for records read one by one.
+BATCH_ROWS = 8192
+BATCH_BODY_BYTES = 64 << 20
+
+
+def export_batches(task: FileTask, stops: list | None = None) -> Iterator:
+    """One commit-log file as pyarrow RecordBatches with the schema of
+    :func:`~rmqstore_cli.pipeline.schema.arrow_schema`: the rows of :func:`export_rows`.
+
+    The one per-file function of export: the local engine hands the batches to pyarrow's
+    dataset writer, the Spark engine to the JVM through ``mapInArrow`` (no per-row
+    serialisation). Runs of valid records are converted a block at a time
+    (:func:`~rmqstore_cli.pipeline.arrow_block.block_batch`); anything else row by row.
+    Where the file could not be read is appended to ``stops``."""
+    import pyarrow as pa
+
+    from rmqstore_cli.pipeline.arrow_block import block_batch
+    from rmqstore_cli.pipeline.schema import COLUMN_NAMES, arrow_schema
+    from rmqstore_cli.store.batch import compile_for
+    from rmqstore_cli.store.columns import MessageBlock
+
+    schema = arrow_schema()
+    props_at = COLUMN_NAMES.index("properties")
+
+    def batch(rows: list[tuple]):
+        cols = list(zip(*rows))
+        cols[props_at] = [list(d.items()) for d in cols[props_at]]  # arrow builds maps from pairs
+        return pa.RecordBatch.from_arrays([pa.array(c, type=f.type) for c, f in zip(cols, schema)], schema=schema)
+
+    compile_for(task.file_size)
+    ms = task.store.open()
+    cl = ms.commitlog
+    rows: list[tuple] = []
+    size = 0
+    try:
+        for item in cl.scan_blocks(task.file_from_offset, task.file_from_offset + task.file_size, every_file=True):
+            if isinstance(item, MessageBlock):
+                if rows:
+                    yield batch(rows)
+                    rows, size = [], 0
+                yield block_batch(item, task.store.label, task.body)
+                continue
+            rows.append(_row(item, task, task.body))
+            size += len(item.body) if task.body else 0
+            if len(rows) >= BATCH_ROWS or size >= BATCH_BODY_BYTES:
+                yield batch(rows)
+                rows, size = [], 0
+        if rows:
+            yield batch(rows)
+        _add_stops(stops, cl, task)
+    finally:
+        ms.close()

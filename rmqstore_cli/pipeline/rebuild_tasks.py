@@ -1,0 +1,702 @@
+"""rebuild-index decomposed into per-file, per-queue and per-index-file tasks, with results
+identical byte for byte to the local engine (``store/rebuild.py``); no Spark in here:
+``rebuild_staged`` takes the map to run them with.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+
+# ===================================================================== rebuild-index
+#
+# The local engine (store/rebuild.py ``dispatch_log``) walks the commit log once, in order.
+# Decomposed, with results identical byte for byte:
+#
+# 1. ``dispatch_file``: one task per commit-log file walks it with the reput's rules
+#    (recovery region or not, decided on the driver by ``recovery_start``) and the engine's
+#    vectorised dispatch, capturing what would be written instead of writing it: the
+#    consume-queue units per queue and the index keys (hash, phy, store time) in order.
+# 2. The driver keeps the files the broker would dispatch (up to a gap or the first stop
+#    inside the recovery region) and reduces per-file summaries (``FileSummary``).
+# 3. Consume queues: each queue must end up as the engine's ``ConsumeQueueWriter`` writes
+#    its units, file by file (same dedupe and pre-blank rules; CQ files are per queue).
+# 4. Index: ``IndexService#buildIndex`` skips a key whose offset is below the last file's
+#    endPhyOffset, i.e. below the largest offset of any earlier key; each file's count of
+#    keys put follows from the largest key offset of the files before it (``KeyCount``).
+#    Prefix sums of those counts say which index file (``maxIndexNum - 1`` entries each;
+#    entry 0 is never used) and entry number each key gets. Names (the first entry's store
+#    time, each after the previous) are given on the driver.
+# How the files are written from there: "rebuild-index without shuffles" below.
+
+@dataclass
+class FileSummary:
+    """What the driver needs of one dispatched commit-log file (no per-message rows)."""
+
+    position: int
+    file: str
+    bytes: int = 0
+    messages: int = 0
+    units: int = 0
+    last_store_timestamp: int = 0
+    skipped: list = None  # [rebuild.Skipped]
+    stop: object = None  # ScanEnd: a stop inside the recovery region ends the dispatch
+    queues: dict = None  # (topic, qid) -> (first qoff, last qoff, units)
+    keys: int = 0  # keys captured (before the endPhyOffset rule)
+    key_max_phy: int = -1
+    local_put: int = 0  # keys kept by the rule within this file alone
+    local_put_min_phy: int = 0
+    refused_topics: dict = None  # topic -> why it cannot be a consumequeue/ directory
+    simple: dict = None  # (topic, qid) -> its units are consecutive (dispatch_and_spill)
+    ends: dict = None  # (topic, qid) -> (first, last) unit's end (offset + size)
+    direct: list = None  # queues whose units the file's task wrote in place
+
+
+@dataclass
+class FileDispatch:
+    summary: FileSummary
+    units: dict  # (topic, qid) -> (phy, size, tags_code, qoff) int64 arrays, in dispatch order
+    keys: tuple  # (index hash, phy, store timestamp) int64 arrays, in dispatch order
+
+
+def _capture_dispatcher_class():
+    """A FastDispatcher whose two sinks record instead of writing (same walk, fields,
+    properties parse and tagsCode as the local engine)."""
+    import numpy as np
+
+    from rmqstore_cli.store.batch import concat_hashes, index_hash, java_hashes
+    from rmqstore_cli.store.fastdispatch import FastDispatcher
+
+    class CaptureDispatcher(FastDispatcher):
+        def __init__(self, d):
+            super().__init__(d)
+            self.cq_parts: list = []
+            self.key_parts: list = []
+
+        def _consume_queues(self, idx, tids, qid, phy, size, tags_code, qoff):
+            if len(idx):
+                self.units += len(idx)
+                self.cq_parts.append((tids[idx], qid[idx], phy[idx], size[idx], tags_code[idx], qoff[idx]))
+
+        def _index(self, key_list, owner, tid, phy, store_ts):
+            hs = getattr(key_list, "hashes", None)  # BatchKeys of the block path: hashed already
+            if hs is None:  # hashCode("topic#" + key), as FastDispatcher._index
+                kh, klen = java_hashes(list(key_list))
+                hs = index_hash(concat_hashes(self._prefix_hashes()[tid], klen, kh))
+            self.key_parts.append((np.asarray(hs, dtype=np.int64), phy[owner].astype(np.int64),
+                                   store_ts[owner].astype(np.int64)))
+            self.keys += len(key_list)
+
+    return CaptureDispatcher
+
+
+def dispatch_file(config, position: int, recovering: bool, build_cq: bool, build_index: bool,
+                  topics: list[str] | None) -> FileDispatch:
+    """Dispatch commit-log file number ``position`` as ``rebuild.dispatch_log`` does for it."""
+    import numpy as np
+
+    from rmqstore_cli.store.batch import compile_for
+    from rmqstore_cli.store.commitlog import CommitLog
+    from rmqstore_cli.store.dispatch import Dispatcher
+    from rmqstore_cli.store.rebuild import classify_stop, dispatch_file_records
+
+    cl = CommitLog(config)
+    f = cl.files[position]
+    compile_for(f.file_size)
+    d = Dispatcher(config, Path("/nonexistent-rmqstore-capture"), Path("/nonexistent-rmqstore-capture"),
+                   build_cq=build_cq, build_index=build_index, topics=topics)
+    fd = _capture_dispatcher_class()(d)
+    s = FileSummary(position, f.name, skipped=[], queues={})
+    try:
+        stop_at, reason = dispatch_file_records(fd, f, recovering, config.check_crc_on_recover,
+                                                config.force_verify_prop_crc, s.skipped)
+        if stop_at is not None:
+            end, skip = classify_stop(f, stop_at, reason, recovering, last_file=position == len(cl.files) - 1)
+            if end is not None:
+                s.stop = end
+            else:
+                s.skipped.append(skip)
+    finally:
+        cl.close()
+    s.messages = fd.messages
+    s.refused_topics = dict(d.topics.refused)
+    s.units = fd.units
+    s.last_store_timestamp = fd.last_store_timestamp
+    units = _group_units(fd)
+    s.queues = {k: (int(v[3][0]), int(v[3][-1]), len(v[3])) for k, v in units.items()}
+    s.ends = {k: (int(v[0][0] + v[1][0]), int(v[0][-1] + v[1][-1])) for k, v in units.items()}
+    keys = tuple(np.concatenate([p[i] for p in fd.key_parts]) if fd.key_parts else np.empty(0, np.int64)
+                 for i in range(3))
+    s.keys = len(keys[0])
+    if s.keys:
+        phy = keys[1]
+        s.key_max_phy = int(phy.max())
+        kept = phy[_kept_mask(phy, 0)]
+        s.local_put = len(kept)
+        s.local_put_min_phy = int(kept.min()) if len(kept) else 0
+    return FileDispatch(s, units, keys)
+
+
+def _group_units(fd) -> dict:
+    import numpy as np
+
+    if not fd.cq_parts:
+        return {}
+    tid, qid, phy, size, tags, qoff = (np.concatenate([p[i] for p in fd.cq_parts]).astype(np.int64)
+                                       for i in range(6))
+    key = tid * (1 << 32) + (qid & 0xFFFFFFFF)
+    order = np.argsort(key, kind="stable")  # dispatch order kept within each queue
+    cuts = np.flatnonzero(np.diff(key[order])) + 1
+    out = {}
+    for grp in np.split(order, cuts):
+        g0 = int(grp[0])
+        out[(fd.topic_list[int(tid[g0])].name, int(qid[g0]))] = (phy[grp], size[grp], tags[grp], qoff[grp])
+    return out
+
+
+def _kept_mask(phy, last_end_phy: int):
+    """``IndexService#buildIndex``: a key is put when its offset is ≥ the last file's
+    endPhyOffset, i.e. ≥ every earlier key's offset (and ≥ ``last_end_phy``)."""
+    import numpy as np
+
+    if not len(phy):
+        return np.zeros(0, dtype=bool)
+    prev = np.empty(len(phy), dtype=np.int64)
+    prev[0] = last_end_phy
+    if len(phy) > 1:
+        prev[1:] = np.maximum(np.maximum.accumulate(phy[:-1]), last_end_phy)
+    return phy >= prev
+
+
+def rebuild_inputs(config) -> tuple[list, int, list[int]]:
+    """(commit-log file names, recovery region's first position, positions after a gap),
+    read on the driver: file names and each file's first record only."""
+    from rmqstore_cli.store.checkpoint import StoreCheckpoint
+    from rmqstore_cli.store.commitlog import CommitLog
+    from rmqstore_cli.store.lock import abort_exists
+    from rmqstore_cli.store.rebuild import recovery_start
+
+    cl = CommitLog(config)
+    try:
+        cl.queue.check_sizes()
+        files = cl.files
+        ck = StoreCheckpoint.read(config.checkpoint_path) if config.checkpoint_path.exists() else None
+        rec = recovery_start(files, abort_exists(config.root), ck)
+        gaps = [i for i in range(1, len(files)) if files[i].file_from_offset != files[i - 1].end_offset]
+        names = [(f.name, f.file_from_offset, f.end_offset) for f in files]
+    finally:
+        cl.close()
+    return names, rec, gaps
+
+
+def plan_dispatch(names: list, gaps: list[int], summaries: list[FileSummary]) -> tuple[list[int], object]:
+    """The files dispatched and where dispatch ends (``dispatch_log``'s stop rules)."""
+    from rmqstore_cli.store.commitlog import ScanEnd
+
+    by_pos = {s.position: s for s in summaries}
+    included: list[int] = []
+    stop = None
+    for i in range(len(names)):
+        if i in gaps:
+            stop = ScanEnd(names[i - 1][2], f"gap: no file between {names[i - 1][2]} and {names[i][1]}",
+                           names[i][0], clean=False)
+            break
+        included.append(i)
+        if by_pos[i].stop is not None:
+            stop = by_pos[i].stop
+            break
+    if stop is None and names:
+        stop = ScanEnd(names[-1][2], "end of the last file", names[-1][0])
+    return included, stop
+
+
+def key_floors(included: list[int], summaries: dict) -> dict:
+    """endPhyOffset before each file: the largest key offset of every earlier file (or 0)."""
+    floor, out = 0, {}
+    for i in included:
+        out[i] = floor
+        floor = max(floor, summaries[i].key_max_phy)
+    return out
+
+
+def kept_count_if_simple(s: FileSummary, floor: int) -> int | None:
+    """Keys put from a file, from its summary alone when every key it keeps on its own is
+    also ≥ the floor (always, unless offsets go backwards across files); else None."""
+    if s.local_put == 0 or s.local_put_min_phy >= floor:
+        return s.local_put
+    return None
+
+
+def kept_keys(fd: FileDispatch, floor: int) -> tuple:
+    m = _kept_mask(fd.keys[1], floor)
+    return tuple(k[m] for k in fd.keys)
+
+
+def name_index_files(index_dir: Path, built: list[dict], tz) -> list[str]:
+    """Rename ``<k>.part`` files in order, as ``IndexService`` names them: the first entry's
+    store time in ``tz``, each strictly after the previous."""
+    from rmqstore_cli.store.index import IndexService
+
+    namer = IndexService(index_dir / ".no-such-dir", 1, 2, tz=tz)
+    names: list[str] = []
+    for b in sorted(built, key=lambda b: b["k"]):
+        name = namer.next_name(b["first_ts"], names[-1] if names else None)
+        os.rename(index_dir / f"{b['k']:010d}.part", index_dir / name)
+        names.append(name)
+    return names
+
+
+def build_queue(cq_root: str, key: tuple[str, int], parts: list, cq_file_size: int) -> int:
+    """One queue from its units, file by file in commit-log order, through the engine's
+    ``ConsumeQueueWriter`` (``putMessagePositionInfo``). Returns the files created."""
+    from rmqstore_cli.store.consume_queue import ConsumeQueueWriter
+
+    w = ConsumeQueueWriter(Path(cq_root), key[0], key[1], cq_file_size)
+    for _, (phy, size, tags, qoff) in sorted(parts, key=lambda p: p[0]):
+        w.put_many(phy, size, tags, qoff)
+    w.flush()
+    return len(w.files_created)
+
+
+def plan_keys(included: list[int], summaries: dict, exact_counts=None) -> tuple[dict, dict, dict, int]:
+    """(floor, kept count, first global key number) per included file, and the total.
+    ``exact_counts(need: {position: floor}) -> {position: count}`` is asked only for files
+    whose count the summaries cannot tell (key offsets going backwards across files)."""
+    floors = key_floors(included, summaries)
+    counts = {i: kept_count_if_simple(summaries[i], floors[i]) for i in included}
+    need = {i: floors[i] for i, c in counts.items() if c is None}
+    if need:
+        counts.update(exact_counts(need))
+    start, total = {}, 0
+    for i in included:
+        start[i] = total
+        total += counts[i]
+    return floors, counts, start, total
+
+
+def rebuild_report(config, opts, names, rec: int, included: list[int], stop, summaries: dict,
+                   cq_files: int, queues: int, index_built: list[dict], total_keys: int, seconds: float):
+    """The local engine's DispatchReport, from the per-file summaries and what was built."""
+    from rmqstore_cli.store.lock import abort_exists
+    from rmqstore_cli.store.rebuild import DispatchReport
+
+    rep = DispatchReport()
+    rep.recovery = "abnormal (abort file present)" if abort_exists(config.root) else "normal"
+    rep.recovery_first_file = names[rec][0] if names else None
+    for i in included:
+        s = summaries[i]
+        rep.messages += s.messages
+        rep.units += s.units
+        rep.skipped.extend(s.skipped)
+        for topic, why in (s.refused_topics or {}).items():
+            rep.refused_topics.setdefault(topic, why)
+        if s.messages:
+            rep.last_store_timestamp = s.last_store_timestamp
+    rep.files = len(included)
+    rep.stop = stop
+    rep.bytes = (stop.offset - names[0][1]) if names and stop else 0
+    rep.queues = queues
+    rep.cq_files = cq_files
+    if opts.build_index:
+        rep.index_files = len(index_built)
+        rep.index_keys = total_keys
+        full = [b for b in sorted(index_built, key=lambda b: b["k"]) if b["full"]]
+        rep.index_msg_timestamp = full[-1]["end_ts"] if full else 0
+    rep.seconds = seconds
+    return rep
+
+
+def dry_counts(config, included: list[int], summaries: dict) -> tuple[int, int]:
+    """(queues, consume-queue files) a dry run reports, from the per-file queue summaries."""
+    spans: dict = {}
+    for i in included:
+        for key, (first, last, _) in summaries[i].queues.items():
+            spans.setdefault(key, [first, last])[1] = last
+    from rmqstore_cli.store.rebuild import cq_file_count
+
+    F = config.cq_file_size
+    return len(spans), sum(cq_file_count(first, last, F) for first, last in spans.values())
+
+
+# ===================================================================== rebuild-index without shuffles
+#
+# The same decomposition, with nothing per-message going through the engine (Spark):
+#
+# 1. ``dispatch_and_spill``: one task per commit-log file dispatches it (``dispatch_file``)
+#    and writes what it captured beside the output (``<dest>/.rmqstore-parts/<n>.units.npy``
+#    and ``<n>.keys.npy``); it returns only its ``FileSummary``. A file before the recovery
+#    region and before any gap is always dispatched, so its task also writes each queue's
+#    units straight into the consume-queue files at their cq offsets (``write_units``), when they are what
+#    ``putMessagePositionInfo`` appends unchecked (consecutive cq offsets, growing ends).
+#    Files of one queue hold disjoint ranges of cq offsets, so tasks write disjoint bytes.
+# 2. The driver plans as before (``plan_dispatch``, ``plan_keys``) and per queue
+#    (``plan_queues``): a queue whose included files are each consecutive and follow on
+#    from one another is the reference writer's result when every unit sits at its cq
+#    offset and the first file is pre-blanked up to the first unit (``pre_blank_fill``); any
+#    other queue is removed and rebuilt from the spilled units by ``build_queue``.
+# 3. One task per included file writes the index entries of its keys (positions follow
+#    from the plan's key numbers) and, for a recovery-region file, its units of the
+#    straight queues (``file_stage2``); one task per other queue rebuilds it; then one task
+#    per index file links the files' chains and writes its slot table and header
+#    (``finish_index``). Every task is idempotent (a retried task writes the same bytes).
+
+PARTS = ".rmqstore-parts"
+
+
+def parts_dir(dest) -> Path:
+    return Path(dest) / PARTS
+
+
+def _simple_units(phy, size, qoff) -> bool:
+    """Units of one queue that ``putMessagePositionInfo`` appends one after another
+    unchecked: consecutive cq offsets (≥ 0) and growing ends."""
+    import numpy as np
+
+    if not len(qoff) or int(qoff[0]) < 0:
+        return False
+    return len(qoff) == 1 or bool(np.all(np.diff(qoff) == 1) and np.all(np.diff(phy + size) > 0))
+
+
+def _save(path: Path, arr) -> None:
+    """A spill, written whole or not at all: its space reserved first (the array and room
+    for the ``.npy`` header), so a full disk is one ENOSPC error line, not numpy's short
+    write; the reservation is cut back to what was written."""
+    import numpy as np
+
+    from rmqstore_cli.store import safefs
+
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        with open(tmp, "wb") as fh:
+            safefs.reserve(fh.fileno(), 0, int(arr.nbytes) + 4096, tmp)
+            np.save(fh, arr)
+            fh.truncate(fh.tell())
+    except OSError as e:
+        raise safefs.os_error(e, tmp, "write a spill") from None
+    os.replace(tmp, path)  # a retried task replaces, never half-writes
+
+
+def dispatch_and_spill(config, position: int, recovering: bool, build_cq: bool, build_index: bool,
+                       topics: list[str] | None, dest: str, direct: bool, dry: bool) -> FileSummary:
+    """Step 1 above for one commit-log file; returns its summary (``simple``: queue → its
+    units are consecutive; ``direct``: queues written into the consume-queue files)."""
+    import numpy as np
+
+    fd = dispatch_file(config, position, recovering, build_cq, build_index, topics)
+    s = fd.summary
+    s.simple = {k: _simple_units(v[0], v[1], v[3]) for k, v in fd.units.items()}
+    s.direct = []
+    if dry:
+        return s
+    pd = parts_dir(dest)
+    pd.mkdir(parents=True, exist_ok=True)
+    if fd.units:  # (4, units) int64: phy, size, tagsCode, cq offset; queues in s.queues order
+        _save(pd / f"{position}.units.npy", np.concatenate([np.stack(v) for v in fd.units.values()], axis=1))
+    if s.keys:
+        _save(pd / f"{position}.keys.npy", np.stack(fd.keys))
+    if direct and build_cq:
+        cq_root = Path(dest) / "consumequeue"
+        for key, (phy, size, tags, qoff) in fd.units.items():
+            if s.simple[key]:
+                write_units_at(cq_root, key, int(qoff[0]), phy, size, tags, config.cq_file_size)
+                s.direct.append(key)
+    return s
+
+
+def spilled_units(dest, s: FileSummary) -> dict:
+    """The units file ``s`` spilled: queue → (phy, size, tagsCode, cq offset) arrays."""
+    import numpy as np
+
+    if not s.queues:
+        return {}
+    arr = np.load(parts_dir(dest) / f"{s.position}.units.npy", mmap_mode="r")
+    out, at = {}, 0
+    for key, (_, _, n) in s.queues.items():
+        out[key] = tuple(np.asarray(arr[r, at:at + n]) for r in range(4))
+        at += n
+    return out
+
+
+def spilled_keys(dest, position: int) -> tuple:
+    import numpy as np
+
+    path = parts_dir(dest) / f"{position}.keys.npy"
+    if not path.exists():
+        return tuple(np.empty(0, np.int64) for _ in range(3))
+    arr = np.load(path, mmap_mode="r")
+    return arr[0], arr[1], arr[2]
+
+
+def kept_count(dest, position: int, floor: int) -> int:
+    phy = spilled_keys(dest, position)[1]
+    import numpy as np
+
+    return int(np.count_nonzero(_kept_mask(np.asarray(phy), floor)))
+
+
+@dataclass
+class QueuePlan:
+    straight: dict  # queue -> (first cq offset, last cq offset): units at their cq offsets
+    rebuild: list  # queues rebuilt from the spills by build_queue
+    late: dict  # position -> straight queues it still has to write (files not written in step 1)
+    remove: list  # queues written in step 1 that are rebuilt: their directories go first
+
+
+def plan_queues(included: list[int], summaries: dict) -> QueuePlan:
+    spans: dict = {}
+    for i in included:
+        s = summaries[i]
+        for key, (first, last, _) in s.queues.items():
+            spans.setdefault(key, []).append((i, first, last, s.simple[key], *s.ends[key]))
+    p = QueuePlan({}, [], {}, [])
+    written = {k for i in included for k in summaries[i].direct}
+    for key, lst in spans.items():
+        # each file follows on: the next cq offset, and a unit end beyond the last one
+        # (putMessagePositionInfo skips units ending at or below maxPhysicOffset)
+        if all(x[3] for x in lst) and all(b[1] == a[2] + 1 and b[4] > a[5] for a, b in zip(lst, lst[1:])):
+            p.straight[key] = (lst[0][1], lst[-1][2])
+            for i, *_ in lst:
+                if key not in summaries[i].direct:
+                    p.late.setdefault(i, []).append(key)
+        else:
+            p.rebuild.append(key)
+            if key in written:
+                p.remove.append(key)
+    return p
+
+
+def write_units_at(cq_root, key: tuple[str, int], first: int, phy, size, tags, file_size: int) -> None:
+    """Units of queue ``key`` at their cq offsets from ``first`` (``write_units``)."""
+    from rmqstore_cli.formats.consume_queue import CQ_STORE_UNIT_SIZE
+    from rmqstore_cli.store.consume_queue import pack_units, write_units
+
+    write_units(cq_root, key[0], key[1], first * CQ_STORE_UNIT_SIZE, pack_units(phy, size, tags), file_size)
+
+
+def pre_blank(cq_root, key: tuple[str, int], first: int, file_size: int) -> None:
+    """``isFirstCreateInQueue``: a queue whose first unit is not cq offset 0 starts its
+    first file with blank units up to that unit (``pre_blank_fill``)."""
+    from rmqstore_cli.store.consume_queue import pre_blank_fill, write_units
+
+    start, blank = pre_blank_fill(first, file_size)
+    if blank:
+        write_units(cq_root, key[0], key[1], start, blank, file_size)
+
+
+def write_spilled_units(dest, s: FileSummary, keys: list, file_size: int) -> int:
+    units = spilled_units(dest, s)
+    cq_root = Path(dest) / "consumequeue"
+    for key in keys:
+        phy, size, tags, qoff = units[key]
+        write_units_at(cq_root, key, int(qoff[0]), phy, size, tags, file_size)
+    return 0
+
+
+def rebuild_queue_from_parts(dest, key: tuple[str, int], sums: list, file_size: int) -> int:
+    """One queue through ``build_queue`` from the spilled units of the included files."""
+    from rmqstore_cli.store import safefs
+
+    parts = [(s.position, spilled_units(dest, s)[key]) for s in sums if key in s.queues]
+    qdir = Path(dest) / "consumequeue" / key[0] / str(key[1])
+    if os.path.lexists(qdir):  # a retried task; never through a link, never outside dest
+        safefs.rmtree_inside(qdir, [dest])
+    return build_queue(str(Path(dest) / "consumequeue"), key, parts, file_size)
+
+
+def _kept(dest, position: int, floor: int) -> tuple:
+    """The spilled keys of a file that ``IndexService#buildIndex`` puts (floor: the
+    endPhyOffset before the file), as (hash, phy, ts) arrays."""
+    import numpy as np
+
+    h, phy, ts = spilled_keys(dest, position)
+    phy = np.asarray(phy)
+    sel = np.flatnonzero(_kept_mask(phy, floor))
+    return np.asarray(h)[sel], phy[sel], np.asarray(ts)[sel]
+
+
+def key_at(dest, g: int, included: list[int], counts: dict, start: dict, floors: dict) -> tuple[int, int]:
+    """(phy, store time) of key number ``g`` (in put order over the whole log)."""
+    for i in included:
+        if start[i] <= g < start[i] + counts[i]:
+            _, phy, ts = _kept(dest, i, floors[i])
+            return int(phy[g - start[i]]), int(ts[g - start[i]])
+    raise IndexError(g)
+
+
+# An index file's entries are positional (key number g is entry g - k * per + 1 of file k),
+# so each commit-log file's task writes the entries of its own keys, chaining prevIndex
+# within its keys and leaving each slot's first link for later (``index.write_entries``);
+# it spills, per slot it used, its first and last entry. One task per index file then links
+# the chunks in key order (``IndexFile.link_blocks``: a chunk's first entry of a slot points
+# at the slot's last entry in earlier chunks), writes the slot table and the header: the
+# bytes of ``IndexFile.put_keys`` over all keys at once.
+
+def write_index_chunk(dest, k: int, position: int, h, phy, ts, n0: int, b0: int, begin: int,
+                      slot_num: int) -> None:
+    """Entries ``n0 .. n0 + len(h) - 1`` of index file ``k`` (``<k>.part``, created by the
+    driver) from one file's keys (``index.write_entries``), their per-slot (slot, first,
+    last entry) spilled for ``finish_index``; ``b0``: the header's begin time before the
+    first put (the previous file's end time, for entry 1), ``begin``: the store time of the
+    file's entry 1."""
+    import numpy as np
+
+    from rmqstore_cli.store.index import time_diff, time_diffs, write_entries
+
+    diff = time_diffs(ts, begin)
+    if n0 == 1:
+        diff[0] = time_diff(int(ts[0]), b0)
+    chains = write_entries(Path(dest) / "index" / f"{k:010d}.part", slot_num, n0, h, phy, diff)
+    _save(parts_dir(dest) / f"idx-{k}-{position}.npy", np.stack(chains).astype(np.int32))
+
+
+def finish_index(dest, k: int, positions: list[int], keys: int, first: tuple, last: tuple,
+                 slot_num: int, index_num: int) -> dict:
+    """Link the chunks of index file ``k`` (``positions`` in key order), write its slot table
+    and header (first and last: (phy, ts) of its first and last key)."""
+    import numpy as np
+
+    from rmqstore_cli.store.index import IndexFile
+
+    f = IndexFile(Path(dest) / "index" / f"{k:010d}.part", slot_num, index_num, writable=True)
+    try:
+        used = f.link_blocks(np.load(parts_dir(dest) / f"idx-{k}-{i}.npy") for i in positions)
+        hdr = f.header
+        hdr.begin_phy_offset, hdr.begin_timestamp = first
+        hdr.end_phy_offset, hdr.end_timestamp = last
+        hdr.hash_slot_count = used
+        hdr.index_count = keys + 1
+        f.write_header()
+        out = {"k": k, "first_ts": first[1], "keys": keys, "full": f.is_write_full(), "end_ts": last[1]}
+    finally:
+        f.close()
+    return out
+
+
+@dataclass
+class IndexPlan:
+    """Per index file k: (keys, b0, first key, last key); per included file: its
+    (k, entry number of its first key there, slice of its kept keys) pieces."""
+
+    files: dict
+    pieces: dict
+
+
+def plan_index(dest, included, counts, start, floors, total: int, per: int, slot_num: int, index_num: int) -> IndexPlan:
+    """Create the index files (``<k>.part``, header as ``IndexFile.create`` after the
+    previous file) and say which keys of which commit-log file go where."""
+    from rmqstore_cli.store.index import IndexFile
+
+    files, pieces = {}, {}
+    (Path(dest) / "index").mkdir(parents=True, exist_ok=True)
+    for k in range(-(-total // per)):
+        lo, hi = k * per, min(total, (k + 1) * per)
+        prev = key_at(dest, lo - 1, included, counts, start, floors) if k else (0, 0)
+        first = key_at(dest, lo, included, counts, start, floors)
+        last = key_at(dest, hi - 1, included, counts, start, floors)
+        IndexFile.create(Path(dest) / "index" / f"{k:010d}.part", slot_num, index_num, *prev).close()
+        files[k] = (hi - lo, prev[1], first, last)
+        for i in included:
+            a, b = max(lo, start[i]), min(hi, start[i] + counts[i])
+            if a < b:
+                pieces.setdefault(i, []).append((k, a - lo + 1, a - start[i], b - start[i]))
+    return IndexPlan(files, pieces)
+
+
+def file_stage2(dest: str, position: int, floor: int, pieces: list, ifiles: dict, late: tuple | None,
+                slot_num: int, cq_file_size: int) -> int:
+    """Step 3 for one commit-log file: its index entries, and its units of straight queues
+    when it was not written in step 1."""
+    if pieces:
+        h, phy, ts = _kept(dest, position, floor)
+        for k, n0, a, b in pieces:
+            _, b0, first, _ = ifiles[k]
+            write_index_chunk(dest, k, position, h[a:b], phy[a:b], ts[a:b], n0, b0, first[1], slot_num)
+    if late:
+        write_spilled_units(dest, late[0], late[1], cq_file_size)
+    return position
+
+
+def run_stage(dest: str, config, job) -> tuple:
+    kind, what, arg = job
+    if kind == "file":
+        return kind, file_stage2(dest, what, *arg, config.max_hash_slot_num, config.cq_file_size)
+    if kind == "queue":
+        return kind, rebuild_queue_from_parts(dest, what, arg, config.cq_file_size)
+    return kind, finish_index(dest, what, *arg, config.max_hash_slot_num, config.max_index_num)
+
+
+def rebuild_staged(config, dest: Path, opts, run_map, t0: float):
+    """``rebuild.build_set`` through steps 1–3 above. ``run_map(fn, items)`` returns
+    ``[fn(x) for x in items]``, in this process or as one Spark task per item."""
+    import shutil
+    import time
+
+    from rmqstore_cli.store import safefs
+    from rmqstore_cli.store.rebuild import cq_file_count
+
+    names, rec, gaps = rebuild_inputs(config)
+    n = len(names)
+    direct_upto = min([rec] + gaps) if n else 0  # files surely dispatched: before recovery and gaps
+    build_cq, build_index, topics, dry = opts.build_cq, opts.build_index, opts.topics, opts.dry_run
+    d = str(dest)
+    try:
+        got = run_map(lambda i: dispatch_and_spill(config, i, i >= rec, build_cq, build_index, topics, d,
+                                                   i < direct_upto, dry),
+                      list(range(rec, n)) + list(range(rec)))  # the recovery region's CRC-checked files first
+        summaries = {s.position: s for s in got}
+        included, stop = plan_dispatch(names, gaps, list(summaries.values()))
+
+        def exact(need):
+            if dry:  # nothing spilled: dispatch those files again (only when key offsets go backwards)
+                return dict(run_map(lambda kv: (kv[0], len(kept_keys(
+                    dispatch_file(config, kv[0], kv[0] >= rec, build_cq, build_index, topics), kv[1])[0])),
+                    list(need.items())))
+            return dict(run_map(lambda kv: (kv[0], kept_count(d, kv[0], kv[1])), list(need.items())))
+
+        floors, counts, start, total = plan_keys(included, summaries, exact)
+        built: list[dict] = []
+        queues = cq_files = 0
+        per = max(1, config.max_index_num - 1)
+        nfiles = -(-total // per) if build_index else 0
+        if dry:
+            queues, cq_files = dry_counts(config, included, summaries)
+            built = [{"k": k, "full": False, "end_ts": 0} for k in range(nfiles)]
+        else:
+            qp = plan_queues(included, summaries) if build_cq else None
+            cq_root = dest / "consumequeue"
+            for key in (qp.remove if qp else []):
+                safefs.rmtree_inside(cq_root / key[0] / str(key[1]), [dest])
+            ip = plan_index(d, included, counts, start, floors, total, per, config.max_hash_slot_num,
+                            config.max_index_num) if nfiles else IndexPlan({}, {})
+            late = qp.late if qp else {}
+            jobs = [("file", i, (floors[i], ip.pieces.get(i, []), ip.files,
+                                 (summaries[i], late[i]) if i in late else None))
+                    for i in included if i in ip.pieces or i in late]
+            if qp is not None:
+                sums = [summaries[i] for i in included]
+                jobs += [("queue", key, [s for s in sums if key in s.queues]) for key in qp.rebuild]
+            done = run_map(lambda j: run_stage(d, config, j), jobs) if jobs else []
+            if nfiles:
+                fin = [("finish", k, ([i for i in included if any(p[0] == k for p in ip.pieces.get(i, []))],
+                                      v[0], v[2], v[3])) for k, v in ip.files.items()]
+                built = [r for _, r in run_map(lambda j: run_stage(d, config, j), fin)]
+            if qp is not None:
+                F = config.cq_file_size
+                for key, (first, last) in qp.straight.items():
+                    pre_blank(cq_root, key, first, F)
+                cq_files = sum(r for kind, r in done if kind == "queue") + sum(
+                    cq_file_count(first, last, F) for first, last in qp.straight.values())
+                queues = len(qp.straight) + len(qp.rebuild)
+            if built:
+                index_names = name_index_files(dest / "index", built, opts.tz)
+    finally:
+        shutil.rmtree(parts_dir(dest), ignore_errors=True)
+    rep = rebuild_report(config, opts, names, rec, included, stop, summaries, cq_files, queues, built, total,
+                         time.perf_counter() - t0)
+    if built and not dry:
+        from rmqstore_cli.store.index import name_time
+
+        firsts = [b["first_ts"] for b in sorted(built, key=lambda b: b["k"])]
+        rep.fallback_index_names = [(n, t) for n, t in zip(index_names, firsts) if name_time(t) != t]
+    return rep
