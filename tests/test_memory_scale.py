@@ -209,13 +209,13 @@ def test_rebuild_keeps_no_page_of_a_full_index_file(small_store, tmp_path):
 def test_queue_units_at_skips_files_with_no_unit_asked(tmp_path):
     """units_at over units in the first and third file of a queue (none in the second): the
     units as the files hold them, each file's pages released after its units are copied."""
-    from rmqstore_cli.store.verify import _Queue
+    from rmqstore_cli.store.consume_queue import ConsumeQueue
 
     store = generate(tmp_path / "s", "--topics", "1", "--queues", "1", messages=400)
     qdir = next(p for t in (store / "consumequeue").iterdir() for p in t.iterdir())
     files = sorted(qdir.iterdir())
     assert len(files) >= 3
-    mq = _Queue(qdir.parent.name, int(qdir.name), qdir, 2000, store)
+    mq = ConsumeQueue(store / "consumequeue", qdir.parent.name, int(qdir.name), 2000, directory=qdir)
     want = [(0, 1), (2, 7)]  # (file number, unit in it)
     L = np.array([n * 100 + u for n, u in want], np.int64)
     found, off, size, tags = mq.units_at(L)

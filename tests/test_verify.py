@@ -569,11 +569,11 @@ def test_retired_index_files_give_the_same_findings(small_store, monkeypatch, da
     if damage:
         _damages(small_store)
     retired = []
-    real = V._IndexFile.retire
-    monkeypatch.setattr(V._IndexFile, "retire", lambda self: retired.append(self.name) or real(self))
+    real = V.IndexScan.retire
+    monkeypatch.setattr(V.IndexScan, "retire", lambda self: retired.append(self.name) or real(self))
     _, with_retire, s1 = _verify(small_store, "--deep")
     assert len(retired) >= 2, "the small store has several index files the scan passes"
-    monkeypatch.setattr(V._IndexFile, "retire", lambda self: None)
+    monkeypatch.setattr(V.IndexScan, "retire", lambda self: None)
     _, whole, s2 = _verify(small_store, "--deep")
     assert with_retire == whole and s1 == s2
     if damage:

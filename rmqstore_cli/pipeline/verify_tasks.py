@@ -34,7 +34,8 @@ from types import SimpleNamespace
 import numpy as np
 
 from rmqstore_cli.store.batch import compile_for
-from rmqstore_cli.store.verify import ERROR, INFO, WARNING, Verifier, VerifyOptions, _IndexFile, _Queue
+from rmqstore_cli.store.consume_queue import ConsumeQueue
+from rmqstore_cli.store.verify import ERROR, INFO, WARNING, IndexScan, QueueState, Verifier, VerifyOptions
 
 _TQ_CHECKS = frozenset({"commitlog.queue-offset", "commitlog.queue-offset-reset", "cq.unit-mismatch",
                         "cq.superseded"})  # ordered by queue within a batch
@@ -187,7 +188,7 @@ def index_info_task(plan: StorePlan, k: int) -> SimpleNamespace:
     range of its entries' offsets (one pass over one column), so that the structure check
     (:func:`index_open_task`) can run beside the scan instead of before it."""
     cfg = plan.config
-    f = _IndexFile(Path(plan.index_paths[k]), cfg.max_hash_slot_num, cfg.max_index_num, cfg.root)
+    f = IndexScan(Path(plan.index_paths[k]), cfg.max_hash_slot_num, cfg.max_index_num, cfg.root)
     try:
         return SimpleNamespace(k=k, name=f.name, rel=f.rel, n=f.n, begin_phy=f.begin_phy, end_phy=f.end_phy,
                                end_ts=f.end_ts, entries=f.entry_count,
@@ -197,7 +198,7 @@ def index_info_task(plan: StorePlan, k: int) -> SimpleNamespace:
         f.close()
 
 
-class _IndexWindow(_IndexFile):
+class _IndexWindow(IndexScan):
     """An index file as one file task's scan reads it: only the entries whose offsets lie in
     ``[lo, hi)``, the task's commit-log file, when the entries are in offset order (as the
     broker appends them; ``index_info_task`` saw the whole file). The arrays keep the
@@ -398,8 +399,8 @@ def scan_task(plan: StorePlan, store: int, i: int) -> FileScan:
     for info in plan.index_info:  # only index files with entries inside this file
         if info.entries and (lo is None or (info.phy_min < hi and info.phy_max >= lo)):
             args = (Path(plan.index_paths[info.k]), cfg.max_hash_slot_num, cfg.max_index_num, cfg.root)
-            f = _IndexWindow(*args, lo, hi) if info.ordered and lo is not None else _IndexFile(*args)
-            f._phy_range = (info.phy_min, info.phy_max)  # read by the info pass
+            f = _IndexWindow(*args, lo, hi) if info.ordered and lo is not None else IndexScan(*args)
+            f.known_range = (info.phy_min, info.phy_max)  # read by the info pass
             f.checked = _Marks()
             v.index_files.append(f)
             ks.append(info.k)
@@ -544,13 +545,14 @@ def finish_task(ctxs: dict, key: tuple, items: list) -> tuple[int, dict]:
     items = sorted(items, key=lambda it: it[1])  # by commit-log file, as the local engine met them
     if kind == "i":
         v = _Recorder(cfg, plan.crc, plan.deep, plan.cap, 4, (k,))
-        f = _IndexFile(Path(plan.index_paths[k]), cfg.max_hash_slot_num, cfg.max_index_num, cfg.root)
+        f = IndexScan(Path(plan.index_paths[k]), cfg.max_hash_slot_num, cfg.max_index_num, cfg.root)
         _mark(f.checked, [it[2] for it in items])
         v.index_files, v.queues = [f], {}
     else:
         qd = plan.queue_dirs.get(k)
         v = _QueueFinish(plan, ctx.tq_rank.get(k), qd[3] if qd else None)
-        mq = _Queue(qd[0], qd[1], Path(qd[2]), cfg.cq_file_size, cfg.root) if qd else None
+        mq = QueueState(ConsumeQueue(cfg.consumequeue_dir, qd[0], qd[1], cfg.cq_file_size, directory=Path(qd[2])),
+                        cfg.root) if qd else None
         if mq is not None:
             _mark(mq.matched, [it[2] for it in items if it[0] == "matched"])
         v.queues = {k: mq} if mq is not None else {}

@@ -21,7 +21,7 @@ How it reads, fast and in bounded memory:
 * Consume-queue units and index entries are checked against each batch as it passes
   (numpy look-ups by queue offset and by physical offset), so the store is read once.
 * Memory is bounded by a file, not by the store (issue 22): index entries are read as a
-  window as the scan passes them (:meth:`_IndexFile.entries_in`), consume-queue pages
+  window as the scan passes them (:meth:`IndexScan.entries_in`), consume-queue pages
   are released as read, and which units and entries were accounted for is kept as runs
   (:class:`Marks`), not a byte per message.
 
@@ -29,7 +29,6 @@ Broker-normal artefacts (STORE-FORMAT §10.10) are info, never errors.
 """
 from __future__ import annotations
 
-import mmap
 import os
 import re
 import stat
@@ -54,15 +53,15 @@ from rmqstore_cli.formats.commitlog import (
     TRANSACTION_MASK,
     TRANSACTION_ROLLBACK_TYPE,
     MessageHead,
+    RecordPrefix,
     middle_format,
 )
 from rmqstore_cli.formats.consume_queue import CQ_STORE_UNIT_SIZE, PRE_BLANK_SIZE
-from rmqstore_cli.formats.derive import field_offset, numpy_dtype
+from rmqstore_cli.formats.derive import field_offset, fixed_fields_format
 from rmqstore_cli.formats.index import (
     HASH_SLOT_SIZE,
     INDEX_ENTRY_SIZE,
     INDEX_HEADER_SIZE,
-    IndexEntry,
 )
 from rmqstore_cli.formats.properties import parse_properties
 from rmqstore_cli.store.checkpoint import StoreCheckpoint
@@ -84,13 +83,13 @@ from rmqstore_cli.store.batch import (
 from rmqstore_cli.store.batch import Properties as _Props, index_hashes  # noqa: F401  (tests import them here)
 from rmqstore_cli.store.commitlog import Status, check_message
 from rmqstore_cli.store.config import StoreConfig
-from rmqstore_cli.store.consume_queue import UNIT_DTYPE
+from rmqstore_cli.store.consume_queue import ConsumeQueue
 from rmqstore_cli.store.crc import crc32
 from rmqstore_cli.store.dispatch import InvalidForDispatch, compute_tags_code
-from rmqstore_cli.store.index import index_file_paths
+from rmqstore_cli.store.index import IndexFile, index_file_paths
 from rmqstore_cli.store.lock import abort_exists, lock_holder
 from rmqstore_cli.store.mapped_files import MappedFileQueue, release_pages
-from rmqstore_cli.store.safefs import kind_of, map_file, open_read_only
+from rmqstore_cli.store.safefs import data_segments, kind_of
 from rmqstore_cli.store.message import SCHEDULE_TOPIC, java_hash
 
 ERROR, WARNING, INFO = "error", "warning", "info"
@@ -151,7 +150,6 @@ CHECKS: dict[str, tuple[str, str]] = {
     "recovery.truncate": (ERROR, "the broker's recovery would stop here and truncate the commit log after it"),
 }
 
-_ENTRY_DTYPE = numpy_dtype(IndexEntry)
 _POS_PHY = field_offset(MessageHead, "physical_offset")
 # BORNHOST .. BODYLENGTH: store timestamp after the born host, body length at the end.
 _MID_V4 = struct.calcsize(middle_format(False, False))
@@ -226,38 +224,11 @@ def _props_problem(props: bytes) -> str | None:
 def first_nonzero(path: Path | str, arr: np.ndarray, start: int, end: int | None = None) -> int | None:
     """Position of the first non-zero byte of ``arr[start:end]`` (a mapping of ``path``), or None.
 
-    Preallocated store files are sparse: ``SEEK_DATA``/``SEEK_HOLE`` skip the holes, so a
-    1 GiB file with a few MB of data costs a few MB of reading, not a page fault per page.
-    """
+    Preallocated store files are sparse: only their data segments are read
+    (:func:`safefs.data_segments`), so a 1 GiB file with a few MB of data costs a few MB."""
     end = arr.size if end is None else min(end, arr.size)
-    segments = [(start, end)]
-    if end - start > 1 << 20 and hasattr(os, "SEEK_DATA"):
-        segments = []
-        try:
-            fd = open_read_only(path)
-        except StoreError:
-            fd = None
-        if fd is None:
-            segments = [(start, end)]
-        else:
-            try:
-                pos = start
-                while pos < end:
-                    try:
-                        data = os.lseek(fd, pos, os.SEEK_DATA)
-                    except OSError:  # ENXIO: only a hole remains
-                        break
-                    if data >= end:
-                        break
-                    hole = min(os.lseek(fd, data, os.SEEK_HOLE), end)
-                    segments.append((max(data, start), hole))
-                    pos = hole
-            except OSError:
-                segments = [(start, end)]
-            finally:
-                os.close(fd)
     step = 1 << 22
-    for a, b in segments:
+    for a, b in data_segments(path, start, end):
         for c in range(a, b, step):
             chunk = arr[c:min(b, c + step)]
             if chunk.any():
@@ -284,22 +255,6 @@ def _text(s: str) -> str:
         return s
     except UnicodeEncodeError:
         return s.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-
-
-def _data_extent(path: Path) -> int | None:
-    """Offset of the first hole of a sparse file (its length if none), or None if unknown."""
-    if not hasattr(os, "SEEK_HOLE"):
-        return None
-    try:
-        fd = open_read_only(path)
-    except StoreError:
-        return None
-    try:
-        return os.lseek(fd, 0, os.SEEK_HOLE)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
 
 
 # ---------------------------------------------------------------- marks
@@ -411,140 +366,78 @@ class Marks:
 
 # ---------------------------------------------------------------- per-queue state
 
-#: Units of a queue read (and their mapped pages released) at a time by the end search and
-#: the finish: verify's memory does not grow with a queue's length.
+#: Units of a queue the finish reads (and whose mapped pages it releases) at a time:
+#: verify's memory does not grow with a queue's length.
 UNIT_CHUNK = 1 << 16
 
 
-class _Queue:
-    """One consume queue's files as numpy views, its end, and which units were accounted for."""
+class QueueState:
+    """One consume queue as verify reads it: the queue itself (:class:`ConsumeQueue` reads its
+    units and finds its end) and which of its units the scan accounted for."""
 
-    def __init__(self, topic: str, qid: int, dirpath: Path, file_size: int, root: Path,
-                 not_regular=lambda p: False):
-        self.topic, self.qid, self.dir, self.root = topic, qid, dirpath, root
-        self.per = file_size // CQ_STORE_UNIT_SIZE
-        self.mfq = MappedFileQueue(dirpath, file_size)
-        for p in self.mfq.not_regular:
-            not_regular(p)
-        self.mfq.files = [f for f in self.mfq.files if not not_regular(f.path)]  # skipped: a gap
-        self.files: dict[int, tuple[np.ndarray, str]] = {}
-        self.maps: dict[int, object] = {}  # the files' mappings, whose pages reads release
-        for f in self.mfq.files:
-            buf = f.buffer()
-            n = len(buf) // CQ_STORE_UNIT_SIZE
-            units = np.frombuffer(buf, UNIT_DTYPE, count=n) if n else np.zeros(0, UNIT_DTYPE)
-            self.files[f.file_from_offset // CQ_STORE_UNIT_SIZE] = (units, self.rel(f.path))
-            self.maps[f.file_from_offset // CQ_STORE_UNIT_SIZE] = buf
-        bases = sorted(self.files)
-        self.base = bases[0] if bases else 0
-        self.end = self._find_end(bases)
+    def __init__(self, cq: ConsumeQueue, root: Path):
+        self.cq, self.root = cq, root
+        self.topic, self.qid, self.dir = cq.topic, cq.queue_id, cq.dir
+        self.per = cq.units_per_file
+        cq.map_files()
+        self.base = cq.min_file_offset
+        self.end = cq.max_offset
         self.matched = Marks(max(0, self.end - self.base))
-
-    def rel(self, p: Path) -> str:
-        return os.path.relpath(p, self.root)
-
-    def _find_end(self, bases: list[int]) -> int:
-        """``ConsumeQueue#recover``: from file n-3 on, the first invalid unit (offset < 0 or
-        size <= 0) ends the queue; a fully valid file continues into the next one listed."""
-        end = self.base
-        for b in bases[max(0, len(bases) - 3):]:
-            units = self.files[b][0]
-            extent = _data_extent(self.dir / f"{b * CQ_STORE_UNIT_SIZE:020d}")
-            if extent is not None and extent < units.size * CQ_STORE_UNIT_SIZE:
-                units = units[: extent // CQ_STORE_UNIT_SIZE + 1]  # a hole follows: zero units
-            bad = self._first_invalid(b, units)
-            if bad is not None:
-                return b + bad
-            end = b + len(units)
-            if len(units) < self.per:
-                return end
-        return end
-
-    def _first_invalid(self, b: int, units: np.ndarray) -> int | None:
-        """Index of the first unit of file ``b`` with offset < 0 or size <= 0, read
-        ``UNIT_CHUNK`` units at a time, their pages released (a queue's last three files
-        are read whole: 18 MB a queue at the default size if the pages stayed)."""
-        for a in range(0, units.size, UNIT_CHUNK):
-            u = units[a:a + UNIT_CHUNK]
-            bad = np.flatnonzero((u["commitlog_offset"] < 0) | (u["size"] <= 0))
-            release_pages(self.maps[b], a * CQ_STORE_UNIT_SIZE, (a + u.size) * CQ_STORE_UNIT_SIZE)
-            if bad.size:
-                return a + int(bad[0])
-        return None
 
     def units_at(self, logical: np.ndarray):
         """(found mask, offset, size, tags) for logical unit indices below the end."""
-        n = logical.size
-        found = np.zeros(n, bool)
-        off = np.zeros(n, np.int64)
-        size = np.zeros(n, np.int64)
-        tags = np.zeros(n, np.int64)
-        inr = (logical >= self.base) & (logical < self.end)
-        if not inr.any():
-            return found, off, size, tags
-        fidx = np.where(inr, logical // self.per * self.per, -1)
-        sel_f = fidx[inr]
-        lo, hi = int(sel_f.min()), int(sel_f.max())
-        cands = range(lo, hi + 1, self.per) if (hi - lo) // self.per < 64 else np.unique(sel_f).tolist()
-        for b in cands:
-            entry = self.files.get(b)
-            if entry is None:
-                continue
-            sel = np.flatnonzero(fidx == b)
-            if not sel.size:
-                continue
-            at = logical[sel] - b
-            u = entry[0][at]
-            found[sel] = True
-            off[sel] = u["commitlog_offset"]
-            size[sel] = u["size"]
-            tags[sel] = u["tags_code"]
-            # the units are copied: their pages leave this process (the scan reads each once)
-            release_pages(self.maps[b], int(at.min()) * CQ_STORE_UNIT_SIZE, (int(at.max()) + 1) * CQ_STORE_UNIT_SIZE)
-        return found, off, size, tags
+        return self.cq.units_at(logical)
 
     def file_of(self, logical: int) -> tuple[str, int]:
-        b = logical // self.per * self.per
-        name = f"{b * CQ_STORE_UNIT_SIZE:020d}"
-        return self.rel(self.dir / name), (logical - b) * CQ_STORE_UNIT_SIZE
+        path, at = self.cq.file_of(logical)
+        return os.path.relpath(path, self.root), at
+
+    def has_file(self, logical: int) -> bool:
+        """Whether the file that would hold unit ``logical`` is there."""
+        return self.cq.file_path(self.cq.file_base(logical)) is not None
 
     def close(self) -> None:
-        self.files.clear()
-        self.maps.clear()
-        self.mfq.close()
+        self.cq.close()
 
 
-class _IndexFile:
+class IndexScan:
+    """One index file as verify reads it (:class:`IndexFile` reads the header, slots and
+    entries in bulk): which entries the scan accounted for, and the entries read as the
+    scan passes them."""
+
     def __init__(self, path: Path, slots: int, max_num: int, root: Path):
+        self.file = IndexFile(path, slots, max_num, lenient=True)
         self.path = path
         self.name = path.name
         self.rel = os.path.relpath(path, root)
         self.slots, self.max_num = slots, max_num
-        self.size = INDEX_HEADER_SIZE + slots * HASH_SLOT_SIZE + max_num * INDEX_ENTRY_SIZE
-        self.length = path.stat().st_size
-        with os.fdopen(open_read_only(path), "rb") as fh:
-            self.mm = map_file(fh.fileno(), self.length, path)
-        hdr = np.frombuffer(self.mm, ">i8", count=4) if self.length >= INDEX_HEADER_SIZE else np.zeros(4, ">i8")
-        cnt = np.frombuffer(self.mm, ">i4", count=2, offset=32) if self.length >= INDEX_HEADER_SIZE \
-            else np.zeros(2, ">i4")
-        self.begin_ts, self.end_ts, self.begin_phy, self.end_phy = (int(x) for x in hdr)
-        self.hash_slot_count, self.stored_count = (int(x) for x in cnt)
-        self.count = self.stored_count if self.stored_count > 0 else 1
-        self.entries_base = INDEX_HEADER_SIZE + slots * HASH_SLOT_SIZE
-        room = max(0, (self.length - self.entries_base) // INDEX_ENTRY_SIZE)
-        self.n = max(0, min(self.count, room, max_num))  # entries 1 .. n-1 are readable
-        self.entry_count = max(self.n - 1, 0)
+        self.size = self.file.size
+        self.length = self.file.length
+        h = self.file.header
+        self.begin_ts, self.end_ts, self.begin_phy, self.end_phy = (h.begin_timestamp, h.end_timestamp,
+                                                                    h.begin_phy_offset, h.end_phy_offset)
+        self.hash_slot_count, self.stored_count = h.hash_slot_count, self.file.stored_count
+        self.entries_base = self.file.entries_base
+        self.n = self.file.entry_limit  # entries 1 .. n-1 are readable
+        self.entry_count = self.file.readable_entries
         self.entries = self.phy = self.hash = self.sorted_phy = self.order = None
-        self._phy_range: tuple[int, int] | None = None  # (min, max) entry offset, once known
+        #: (min, max) entry offset once known: read by :meth:`phy_range`, or set by the
+        #: structure check (or a pipeline task) that has read them already.
+        self.known_range: tuple[int, int] | None = None
         self.phy_ordered: bool | None = None  # entries in offset order (known once phy_range read them)
         self.checked = Marks(self.entry_count)
         #: Entries in offset order read as the scan passes them (:meth:`entries_in`), never
         #: all at once: the window [_wa, _wa + len(_wphy)) and the next entry to read.
         self.stream = False
+        self.retired = False
         self._wa = self._next = 0
         self._wphy = np.zeros(0, np.int64)
         self._whash = np.zeros(0, np.int32)
         self._wlo: int | None = None
+
+    @property
+    def mm(self):
+        return self.file.mm
 
     @property
     def phy_min(self) -> int:
@@ -557,7 +450,7 @@ class _IndexFile:
     def phy_range(self) -> tuple[int, int]:
         """(smallest, largest) offset of the entries ((-1, -1) without entries), read in
         chunks the first time unless the structure check has set it."""
-        if self._phy_range is None:
+        if self.known_range is None:
             lo, hi, last, ordered = None, -1, None, True
             for a in range(0, self.entry_count, INDEX_CHUNK):
                 phy = self.columns(a, min(self.entry_count, a + INDEX_CHUNK), "phy_offset")[0]
@@ -565,38 +458,21 @@ class _IndexFile:
                 hi = max(hi, int(phy.max()))
                 ordered = ordered and (last is None or last <= int(phy[0])) and bool(np.all(phy[1:] >= phy[:-1]))
                 last = int(phy[-1])
-            self._phy_range = (-1 if lo is None else lo, hi)
+            self.known_range = (-1 if lo is None else lo, hi)
             self.phy_ordered = ordered
-        return self._phy_range
+        return self.known_range
 
     def columns(self, a: int, b: int, *names: str) -> list[np.ndarray]:
-        """Fields ``names`` of entries array index a..b-1 (entry numbers a+1..b) as native
-        arrays; the mapped pages they were read from are released, so reading a whole file
-        this way keeps only the arrays."""
-        start = self.entries_base + (a + 1) * INDEX_ENTRY_SIZE
-        e = np.frombuffer(self.mm, _ENTRY_DTYPE, count=b - a, offset=start)
-        out = [e[k].astype(np.int64 if k == "phy_offset" else np.int32) for k in names]
-        del e
-        release_pages(self.mm, start, start + (b - a) * INDEX_ENTRY_SIZE)
-        return out
+        """Fields ``names`` of entries array index a..b-1 (entry numbers a+1..b), pages released."""
+        return self.file.entry_columns(a, b, *names)
 
     def entry_phys(self, idx: np.ndarray) -> np.ndarray:
         """Offsets of the entries at array indices ``idx`` (a few: findings' details)."""
-        e = np.frombuffer(self.mm, _ENTRY_DTYPE, count=self.entry_count, offset=self.entries_base + INDEX_ENTRY_SIZE)
-        out = e["phy_offset"][idx].astype(np.int64)
-        del e
-        release_pages(self.mm, 0, self.length)
-        return out
+        return self.file.entry_phys(idx)
 
     def slot_values(self, a: int, b: int) -> tuple[np.ndarray, np.ndarray]:
         """(slot numbers, values) of the non-zero slots among slots a..b-1; pages released."""
-        start = INDEX_HEADER_SIZE + a * HASH_SLOT_SIZE
-        raw = np.frombuffer(self.mm, np.uint32, count=b - a, offset=start)  # zero test needs no byte swap
-        nz = np.flatnonzero(raw)
-        vals = raw[nz].byteswap().view(np.int32).astype(np.int64)
-        del raw
-        release_pages(self.mm, start, start + (b - a) * HASH_SLOT_SIZE)
-        return nz + a, vals
+        return self.file.slot_values(a, b)
 
     def load(self) -> None:
         """The entries' offsets and hashes as arrays (again, after :meth:`unload`), read in
@@ -606,8 +482,8 @@ class _IndexFile:
         self.order = None if self.phy.size < 2 or bool(np.all(self.phy[1:] >= self.phy[:-1])) \
             else np.argsort(self.phy, kind="stable")
         self.sorted_phy = self.phy if self.order is None else self.phy[self.order]
-        if self._phy_range is None:
-            self._phy_range = (int(self.sorted_phy[0]), int(self.sorted_phy[-1])) if E else (-1, -1)
+        if self.known_range is None:
+            self.known_range = (int(self.sorted_phy[0]), int(self.sorted_phy[-1])) if E else (-1, -1)
 
     def read_entries(self, a: int, b: int) -> None:
         """Offsets and hashes of entries a..b-1 into arrays sized for the whole file (the
@@ -622,8 +498,7 @@ class _IndexFile:
         """Drop the arrays and the mapped pages until the scan reaches this file's entries
         (:meth:`ensure_loaded`): index files are checked one after another, not all at once."""
         self.entries = self.phy = self.hash = self.sorted_phy = self.order = None
-        if not isinstance(self.mm, bytes) and hasattr(mmap, "MADV_DONTNEED"):
-            self.mm.madvise(mmap.MADV_DONTNEED)
+        self.file.drop_pages()
 
     def ensure_loaded(self) -> None:
         if self.phy is None and not self.stream:
@@ -706,17 +581,20 @@ class _IndexFile:
         self.phy = _Sparse(self.phy.size, keep, self.phy[keep])
         self.entries = self.hash = self.sorted_phy = self.order = None
         self.retired = True
-        if not isinstance(self.mm, bytes):
+        self.close_file()
+
+    def close_file(self) -> None:
+        """Unmap the file once (a view still alive: the GC unmaps it)."""
+        if self.file is not None:
             try:
-                self.mm.close()
-            except BufferError:  # a view still alive: the GC unmaps it
+                self.file.close()
+            except BufferError:
                 pass
-            self.mm = b""
+            self.file = None
 
     def close(self) -> None:
         self.entries = self.phy = self.hash = self.sorted_phy = None
-        if not isinstance(self.mm, bytes):
-            self.mm.close()
+        self.close_file()
 
 
 class _Sparse:
@@ -779,7 +657,7 @@ class Verifier:
     #: Free an index file's arrays and mapping once the scan has passed all its entries.
     retire_index_files = True
     #: Read the entries of an index file in offset order as the scan passes them
-    #: (:meth:`_IndexFile.entries_in`) instead of loading the whole file.
+    #: (:meth:`IndexScan.entries_in`) instead of loading the whole file.
     stream_index_files = True
     #: the compiled loops from the first record (a pipeline task over one large file)
     big_job = False
@@ -897,13 +775,13 @@ class Verifier:
     # -------------------------------------------------------- sizes
     def _infer_sizes(self) -> None:
         """Like ``StoreConfig.infer_sizes`` but a disagreeing file is a finding, not the end."""
-        from rmqstore_cli.store.config import _data_files, _subdirs
+        from rmqstore_cli.store.config import data_files, subdirs
 
         cfg = self.config
         kinds = [
-            ("mapped_file_size_commit_log", "commitlog", _data_files(cfg.commitlog_dirs), "commitlog.file-size"),
+            ("mapped_file_size_commit_log", "commitlog", data_files(cfg.commitlog_dirs), "commitlog.file-size"),
             ("mapped_file_size_consume_queue", "cq",
-             _data_files(q for t in _subdirs(cfg.consumequeue_dir) for q in _subdirs(t)), "cq.file-size"),
+             data_files(q for t in subdirs(cfg.consumequeue_dir) for q in subdirs(t)), "cq.file-size"),
         ]
         for attr, label, files, _check in kinds:
             sizes = Counter(p.stat().st_size for p in files)
@@ -919,7 +797,7 @@ class Verifier:
                                  path=cfg.root, hint="pass the broker's sizes or --broker-conf")
             setattr(cfg, attr, size)
             self.notes.append(f"{attr} = {size} inferred from the files")
-        files = _data_files([cfg.index_dir])
+        files = data_files([cfg.index_dir])
         sizes = Counter(p.stat().st_size for p in files)
         if sizes and cfg.index_file_size not in sizes and not {"max_hash_slot_num", "max_index_num"} & cfg.explicit:
             from rmqstore_cli.store.index import infer_index_geometry
@@ -944,7 +822,7 @@ class Verifier:
     # -------------------------------------------------------- consume queues: open
     def _open_queues(self) -> None:
         cfg = self.config
-        self.queues: dict[tuple[bytes, int], _Queue] = {}
+        self.queues: dict[tuple[bytes, int], QueueState] = {}
         bcq = cfg.root / "batchconsumequeue"
         self.batch_topics = {p.name.encode("utf-8", "surrogateescape") for p in bcq.iterdir()} \
             if bcq.is_dir() else set()
@@ -962,12 +840,13 @@ class Verifier:
                     self._add("cq.file-name", self.rel(q), None, "queue directory name is not a queue id",
                               severity=WARNING)
                     continue
-                mq = _Queue(t.name, int(q.name), q, size, self.root, self._not_regular)
-                self.files["consumequeue"] += len(mq.mfq.files)
-                for s in mq.mfq.strays:
+                cq = ConsumeQueue(cq_root, t.name, int(q.name), size, directory=q, skip=self._not_regular)
+                mq = QueueState(cq, self.root)
+                self.files["consumequeue"] += len(cq.queue.files)
+                for s in cq.queue.strays:
                     self._add("cq.file-name", self.rel(s), None, "not a 20-digit offset: the broker cannot load it")
                 prev = None
-                for f in mq.mfq.files:
+                for f in cq.queue.files:
                     rel = self.rel(f.path)
                     if f.file_from_offset % size:
                         self._add("cq.file-name", rel, None, f"start {f.file_from_offset} is not a multiple of "
@@ -986,7 +865,7 @@ class Verifier:
     # -------------------------------------------------------- index: open + structure
     def _open_index(self) -> None:
         cfg = self.config
-        self.index_files: list[_IndexFile] = []
+        self.index_files: list[IndexScan] = []
         for p in index_file_paths(cfg.index_dir):
             if self._not_regular(p):
                 continue
@@ -997,11 +876,11 @@ class Verifier:
             self.index_files.append(f)
         self.check_index_order()
 
-    def open_index_file(self, p: Path) -> _IndexFile:
+    def open_index_file(self, p: Path) -> IndexScan:
         """Open one index file and check it alone (name, size, structure); the pipeline runs
         this as one task per index file."""
         cfg = self.config
-        f = _IndexFile(p, cfg.max_hash_slot_num, cfg.max_index_num, self.root)
+        f = IndexScan(p, cfg.max_hash_slot_num, cfg.max_index_num, self.root)
         self.files["index"] += 1
         if not _INDEX_NAME.fullmatch(p.name):
             self._add("index.file-name", f.rel, None, "name is not yyyyMMddHHmmssSSS")
@@ -1019,7 +898,7 @@ class Verifier:
                           f"file's endPhyOffset {a.end_phy}")
         self.index_end = max((f.end_phy for f in self.index_files if f.n > 1), default=-1)
 
-    def _index_structure(self, f: _IndexFile) -> None:
+    def _index_structure(self, f: IndexScan) -> None:
         """STORE-FORMAT §5.10, vectorised and in bounded chunks: slots, chains, counts,
         header vs entries.
 
@@ -1036,7 +915,7 @@ class Verifier:
             self._add("index.header", f.rel, 36, f"indexCount {f.stored_count} exceeds maxIndexNum {f.max_num}")
         if f.length < f.entries_base:
             self._add("index.header", f.rel, 0, "file too short for its slots")
-            f._phy_range = (-1, -1)
+            f.known_range = (-1, -1)
             return
         n = f.n  # entries 1..n-1 (array index 0..E-1)
         E = f.entry_count
@@ -1069,11 +948,11 @@ class Verifier:
         if used != f.hash_slot_count and n > 1:
             self._add("index.slot-count", f.rel, 32, f"hashSlotCount {f.hash_slot_count}, but {used} slots are used")
         for s, v in bad_slots.rows():
-            self._add("index.slot", f.rel, INDEX_HEADER_SIZE + 4 * s,
+            self._add("index.slot", f.rel, INDEX_HEADER_SIZE + HASH_SLOT_SIZE * s,
                       f"slot {s} holds {v}, outside the written entries 1..{n - 1}")
         self._count_only("index.slot", bad_slots.dropped)
         if n <= 1:
-            f._phy_range = (-1, -1)
+            f.known_range = (-1, -1)
             if f.length >= f.entries_base + 2 * INDEX_ENTRY_SIZE:
                 first = self._index_nonzero(f, f.entries_base + INDEX_ENTRY_SIZE)
                 if first is not None:
@@ -1166,7 +1045,7 @@ class Verifier:
                 first.h[a:min(b, first.t1)] = h[:min(b, first.t1) - a]
             first.links(a, h, prev)
             del h, phy, diff, prev, steps
-        f._phy_range = (lo, hi)
+        f.known_range = (lo, hi)
         f.phy_ordered = back_n == 0
         first.finish()
         del first
@@ -1185,7 +1064,7 @@ class Verifier:
             self._add("index.chain", f.rel, f.entry_offset(i) + 16, f"entry {i + 1} {why}")
         self._count_only("index.chain", chain.dropped)
         for s, e, he, se in heads_bad.rows():
-            self._add("index.slot", f.rel, INDEX_HEADER_SIZE + 4 * s,
+            self._add("index.slot", f.rel, INDEX_HEADER_SIZE + HASH_SLOT_SIZE * s,
                       f"slot {s} heads entry {e}, whose hash {he} belongs to slot {se}")
         self._count_only("index.slot", heads_bad.dropped)
         for e, r in branch.rows():
@@ -1217,7 +1096,7 @@ class Verifier:
                 self._add("index.tail", f.rel, first, f"non-zero bytes after the last entry {f.n - 1} (indexCount "
                           f"{f.stored_count})")
 
-    def _index_nonzero(self, f: _IndexFile, start: int) -> int | None:
+    def _index_nonzero(self, f: IndexScan, start: int) -> int | None:
         """First non-zero byte of index file ``f`` from ``start``, its pages released as read."""
         arr = np.frombuffer(f.mm, np.uint8)
         step = 1 << 26
@@ -1256,7 +1135,7 @@ class Verifier:
         self.topic_names: list[bytes] = []
         self.tq_ids: dict[tuple[int, int], int] = {}
         self.tq_list: list[tuple[int, int]] = []
-        self.tq_queue: list[_Queue | None] = []
+        self.tq_queue: list[QueueState | None] = []
         self.tq_last: list[int | None] = []  # next expected queue offset per tq
         self.tq_reset: dict[int, int] = {}  # tq -> last physical offset where its queue offsets restarted
         self.tags_cache: dict[bytes, int] = {}
@@ -1815,7 +1694,7 @@ class Verifier:
                     self._add("cq.unit-mismatch", f, o, f"unit {int(L[j])} -> {int(absP[sel][j])}: " + "; ".join(what),
                               topic=mq.topic, queue_id=mq.qid, physical_offset=int(absP[sel][j]))
 
-    def _unit_elsewhere(self, mq: _Queue, L: int, off: int, msg_at: int) -> None:
+    def _unit_elsewhere(self, mq: QueueState, L: int, off: int, msg_at: int) -> None:
         """Unit L of the message's queue points at ``off``, not at the message (at ``msg_at``)."""
         c = self._check_at(off)
         f, o = mq.file_of(L)
@@ -1956,7 +1835,7 @@ class Verifier:
             else:
                 where = "its queue directory is missing" if mq is None else (
                     "below the queue's first file" if lo < mq.base else
-                    "in a missing file" if mq.files.get(lo // mq.per * mq.per) is None else
+                    "in a missing file" if not mq.has_file(lo) else
                     "after the queue's end")
                 self._add("cq.missing-unit", file, fo, f"{topic}/{qid}: {rng} missing ({count} messages "
                           f"from offset {first_off}; {where}); repair: "
@@ -1998,7 +1877,7 @@ class Verifier:
                           f"first offset {cl_min}", topic=mq.topic, queue_id=mq.qid, count=expired)
             self._cq_tail(mq)
 
-    def _why_not_message(self, off: int, mq: _Queue, logical: int) -> str | None:
+    def _why_not_message(self, off: int, mq: QueueState, logical: int) -> str | None:
         """Why unit ``logical`` of ``mq`` (pointing at ``off``) is wrong, or None if it is an LMQ unit."""
         if off < self.cl_min:
             return "below the commit log"
@@ -2021,14 +1900,14 @@ class Verifier:
             return f"the record there has PHYSICALOFFSET {m.physical_offset}"
         return f"the message there has queue offset {m.queue_offset}"
 
-    def _cq_tail(self, mq: _Queue) -> None:
-        b = mq.end // mq.per * mq.per
-        entry = mq.files.get(b)
-        if entry is None:
+    def _cq_tail(self, mq: QueueState) -> None:
+        b = mq.cq.file_base(mq.end)
+        path = mq.cq.file_path(b)
+        if path is None:
             return
-        units, name = entry
-        raw = units.view(np.uint8)
-        at = first_nonzero(self.root / name, raw, (mq.end - b) * CQ_STORE_UNIT_SIZE)
+        name = self.rel(path)
+        raw = mq.cq.file_units(b).view(np.uint8)
+        at = first_nonzero(path, raw, (mq.end - b) * CQ_STORE_UNIT_SIZE)
         if at is not None:
             self._add("cq.tail", name, at // CQ_STORE_UNIT_SIZE * CQ_STORE_UNIT_SIZE,
                       f"{mq.topic}/{mq.qid}: non-zero bytes after the queue's end at unit {mq.end}",
@@ -2115,7 +1994,7 @@ class Verifier:
                               physical_offset=off)
             self._index_header_times(f)
 
-    def _index_header_times(self, f: _IndexFile) -> None:
+    def _index_header_times(self, f: IndexScan) -> None:
         """endTimestamp is the store time of the last entry's message; beginTimestamp the first's."""
         for which, e, stored, hoff in (("end", f.entry_count - 1, f.end_ts, 8), ("begin", 0, f.begin_ts, 0)):
             c = self._check_at(f.entry_phy(e))
@@ -2209,7 +2088,7 @@ class Verifier:
                       recovery_start=start.file_from_offset, truncate_at=process, index_deleted=idx_del)
 
 
-_PREFIX_UNPACK = struct.Struct(">iI").unpack_from
+_PREFIX_UNPACK = struct.Struct(fixed_fields_format(RecordPrefix)).unpack_from
 #: StoreConfig sizes and the rebuild-index options that set them (for repair commands).
 _SIZE_OPTIONS = (("mapped_file_size_commit_log", "--commitlog-file-size"),
                  ("mapped_file_size_consume_queue", "--cq-file-size"),
@@ -2217,13 +2096,8 @@ _SIZE_OPTIONS = (("mapped_file_size_commit_log", "--commitlog-file-size"),
 
 
 def open_for_verify(config: StoreConfig) -> StoreConfig:
-    """Refuse what is not a store (exit 3); sizes are inferred later, tolerantly."""
-    from rmqstore_cli.store.message_store import _STORE_MARKERS, _refuse_unsupported
+    """Refuse what is not a store (exit 3), as every command does (``MessageStore.open``);
+    sizes are inferred later, tolerantly (:meth:`Verifier._infer_sizes`)."""
+    from rmqstore_cli.store.message_store import MessageStore
 
-    root = config.root
-    if not root.is_dir():
-        raise StoreError("no such store directory", path=root, hint="pass --store or set RMQSTORE_STORE")
-    if not any((root / m).exists() for m in _STORE_MARKERS) and not any(d.is_dir() for d in config.commitlog_dirs):
-        raise StoreError("not a RocketMQ store (no commitlog/, consumequeue/, index/ or checkpoint)", path=root)
-    _refuse_unsupported(config)
-    return config
+    return MessageStore.open(config, infer_sizes=False).config
