@@ -578,3 +578,38 @@ def test_retired_index_files_give_the_same_findings(small_store, monkeypatch, da
     assert with_retire == whole and s1 == s2
     if damage:
         assert {"index.entry-target", "commitlog.gap"} <= {f["check"] for f in whole}
+
+
+def test_bulk_reads_of_the_store_owners_equal_their_per_record_reads(small_store_master):
+    """What verify reads in bulk through ConsumeQueue and IndexFile (units at offsets, the
+    files they lie in; entries in a range, slot values) is what their per-record reads give."""
+    import numpy as np
+
+    from rmqstore_cli.store.consume_queue import ConsumeQueue
+    from rmqstore_cli.store.index import IndexFile, index_file_paths
+    from rmqstore_cli.store.mapped_files import queue_dirs
+
+    store = small_store_master
+    for topic, qid, _ in list(queue_dirs(store / "consumequeue"))[:4]:
+        cq = ConsumeQueue(store / "consumequeue", topic, qid, CQ_SIZE)
+        units = list(cq.units())
+        logical = np.array([u.cq_offset for u in units] + [cq.max_offset, cq.max_offset + 7], np.int64)
+        found, off, size, tags = cq.units_at(logical)
+        assert found.tolist() == [True] * len(units) + [False, False]
+        assert [(int(a), int(b), int(c)) for a, b, c in zip(off, size, tags)][:len(units)] == \
+            [(u.commitlog_offset, u.size, u.tags_code) for u in units]
+        for u in units[:: max(1, len(units) // 5)]:
+            path, at = cq.file_of(u.cq_offset)
+            assert path.name == u.file and at == (u.cq_offset - cq.file_base(u.cq_offset)) * 20
+        cq.close()
+    for p in index_file_paths(store / "index"):
+        f = IndexFile(p, SLOTS, INDEX_MAX)
+        n = f.readable_entries
+        assert n == f.header.index_count - 1
+        cols = f.entry_columns(0, n, "key_hash", "phy_offset", "time_diff", "prev_index")
+        assert [tuple(int(c[i]) for c in cols) for i in range(n)] == [f.read_entry(i + 1) for i in range(n)]
+        assert f.entry_phys(np.arange(n)).tolist() == cols[1].tolist()
+        at, vals = f.slot_values(0, SLOTS)
+        slots = [struct.unpack_from(">i", p.read_bytes(), 40 + 4 * s)[0] for s in range(SLOTS)]
+        assert dict(zip(at.tolist(), vals.tolist())) == {s: v for s, v in enumerate(slots) if v}
+        f.close()

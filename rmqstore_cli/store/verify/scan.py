@@ -38,7 +38,10 @@ PHY_LEN = field_offset(MessageHead, "sys_flag") - POS_PHY
 #: The shortest record: empty body, topic and properties, IPv4 hosts, V1 (1-byte topic length).
 MIN_RECORD = HEAD_SIZE + struct.calcsize(middle_format(False, False)) + \
     struct.calcsize(TOPIC_LENGTH_FORMAT[MAGIC_V1]) + struct.calcsize(PROPERTIES_LENGTH_FORMAT)
-MAGIC_BYTES = [m.to_bytes(4, "big") for m in (MAGIC_V1, MAGIC_V2, MAGIC_BLANK)]
+#: TOTALSIZE and MAGICCODE: what every walk reads first.
+PREFIX_SIZE = RecordPrefix.sizeof()
+_MAGIC_AT = field_offset(RecordPrefix, "magic")
+MAGIC_BYTES = [m.to_bytes(PREFIX_SIZE - _MAGIC_AT, "big") for m in (MAGIC_V1, MAGIC_V2, MAGIC_BLANK)]
 
 
 class CommitLogScan:
@@ -242,7 +245,7 @@ class CommitLogScan:
         after it: where), or the end of the data."""
         base = f.file_from_offset
         nz = first_nonzero(f.path, arr, pos)
-        nxt = None if nz is None else self._find_next(buf, max(pos, nz - 8), len(buf), base)
+        nxt = None if nz is None else self._find_next(buf, max(pos, nz - PREFIX_SIZE), len(buf), base)
         if nxt is not None:  # zeros, then records again: a hole inside the data
             self._add("commitlog.magic", rel, pos, f"a run of zero bytes inside the data; records resume "
                       f"at {base + nxt} ({nxt - pos} bytes unreadable)", physical_offset=base + pos,
@@ -270,7 +273,7 @@ class CommitLogScan:
                       "after a truncation, or a lost end of log", physical_offset=base + at)
 
     def _classify_bad(self, buf, pos: int, limit: int) -> tuple[str, str]:
-        total, magic = PREFIX_UNPACK(buf, pos) if pos + 8 <= limit else (0, 0)
+        total, magic = PREFIX_UNPACK(buf, pos) if pos + PREFIX_SIZE <= limit else (0, 0)
         size = self.config.mapped_file_size_commit_log
         if magic not in (MAGIC_V1, MAGIC_V2, MAGIC_BLANK):
             return "commitlog.magic", f"bad magic code 0x{magic:08X}"
@@ -292,14 +295,14 @@ class CommitLogScan:
         """Next position >= start where a record plausibly starts: V1/V2 magic, sane size and
         PHYSICALOFFSET equal to the position (or a fully valid record), or a right-sized BLANK."""
         size = self.config.mapped_file_size_commit_log
-        finds = {m: buf.find(m, start + 4, limit) for m in MAGIC_BYTES}
+        finds = {m: buf.find(m, start + _MAGIC_AT, limit) for m in MAGIC_BYTES}
         while True:
             live = [(i, m) for m, i in finds.items() if i >= 0]
             if not live:
                 return None
             i, m = min(live)
-            c = i - 4
-            total = int.from_bytes(buf[c:c + 4], "big", signed=True)
+            c = i - _MAGIC_AT
+            total = PREFIX_UNPACK(buf, c)[0]
             if m == MAGIC_BYTES[2]:
                 if total == size - c:
                     return c
@@ -310,7 +313,7 @@ class CommitLogScan:
                 chk = check_message(buf, c, limit, base)
                 if chk.status is Status.VALID:
                     nxt = c + total
-                    if nxt + 8 > limit:
+                    if nxt + PREFIX_SIZE > limit:
                         return c
                     t2, m2 = PREFIX_UNPACK(buf, nxt)
                     if m2 in (MAGIC_V1, MAGIC_V2) and MIN_RECORD <= t2 <= limit - nxt or \
@@ -328,7 +331,7 @@ class CommitLogScan:
             return None
         buf = f.buffer()
         pos = offset - f.file_from_offset
-        if pos + 8 > len(buf):
+        if pos + PREFIX_SIZE > len(buf):
             return None
         return check_message(buf, pos, len(buf), f.file_from_offset)
 
