@@ -66,13 +66,13 @@ def run_verify(path: Path, crc: bool, deep: bool = False, compiled: bool = False
 
     cfg = open_for_verify(StoreConfig.load(path))
     v = Verifier(cfg, VerifyOptions(crc=crc, deep=deep, max_findings=10))
-    saved = V.KERNEL_AFTER
-    V.KERNEL_AFTER = 0 if compiled else saved
+    saved = V.limits.KERNEL_AFTER
+    V.limits.KERNEL_AFTER = 0 if compiled else saved
     t, c = time.perf_counter(), time.process_time()
     try:
         findings = list(v.run())
     finally:
-        V.KERNEL_AFTER = saved
+        V.limits.KERNEL_AFTER = saved
     dt, cpu = time.perf_counter() - t, time.process_time() - c
     assert v.ok, [f.as_dict() for f in findings[:5]]
     return dt, cpu, v.summary

@@ -40,14 +40,14 @@ def _scan_state(store, monkeypatch) -> tuple[int, int, int]:
     from rmqstore_cli.store import verify as V
     from rmqstore_cli.store.config import StoreConfig
 
-    monkeypatch.setattr(V, "_BATCH", 256)
-    monkeypatch.setattr(V, "INDEX_CHUNK", 512)
+    monkeypatch.setattr(V.limits, "BATCH", 256)
+    monkeypatch.setattr(V.limits, "INDEX_CHUNK", 512)
     cfg = V.open_for_verify(StoreConfig.load(store, None, mapped_file_size_commit_log=1048576,
                                              mapped_file_size_consume_queue=800000, max_hash_slot_num=4096,
                                              max_index_num=200000))
     v = V.Verifier(cfg, V.VerifyOptions())
     peak = {"q": 0, "i": 0}
-    real_batch, real_finish = v._check_index_batch, v._finish_queues
+    real_batch, real_finish = v.check_index_batch, v.finish_queues
 
     def batch(*a):
         real_batch(*a)
@@ -57,7 +57,7 @@ def _scan_state(store, monkeypatch) -> tuple[int, int, int]:
         peak["q"] = max(_held(mq.matched) for mq in v.queues.values())
         real_finish()
 
-    v._check_index_batch, v._finish_queues = batch, finish
+    v.check_index_batch, v.finish_queues = batch, finish
     findings = [f.as_dict() for f in v.run()]
     assert v.ok and not findings, findings[:3]
     assert len(v.queues) == 1 and len(v.index_files) == 1
@@ -153,8 +153,8 @@ def test_small_chunks_and_windows_give_the_same_findings(small_store, monkeypatc
         return [json.loads(x) for x in r.stdout.splitlines() if x.strip()]
 
     want = run()
-    monkeypatch.setattr(V, "INDEX_CHUNK", 3)
-    monkeypatch.setattr(V, "UNIT_CHUNK", 5)
+    monkeypatch.setattr(V.limits, "INDEX_CHUNK", 3)
+    monkeypatch.setattr(V.limits, "UNIT_CHUNK", 5)
     monkeypatch.setattr(V.Marks, "PENDING", 2)
     assert run() == want
     monkeypatch.setattr(V.Verifier, "stream_index_files", False)
@@ -209,13 +209,13 @@ def test_rebuild_keeps_no_page_of_a_full_index_file(small_store, tmp_path):
 def test_queue_units_at_skips_files_with_no_unit_asked(tmp_path):
     """units_at over units in the first and third file of a queue (none in the second): the
     units as the files hold them, each file's pages released after its units are copied."""
-    from rmqstore_cli.store.verify import _Queue
+    from rmqstore_cli.store.consume_queue import ConsumeQueue
 
     store = generate(tmp_path / "s", "--topics", "1", "--queues", "1", messages=400)
     qdir = next(p for t in (store / "consumequeue").iterdir() for p in t.iterdir())
     files = sorted(qdir.iterdir())
     assert len(files) >= 3
-    mq = _Queue(qdir.parent.name, int(qdir.name), qdir, 2000, store)
+    mq = ConsumeQueue(store / "consumequeue", qdir.parent.name, int(qdir.name), 2000, directory=qdir)
     want = [(0, 1), (2, 7)]  # (file number, unit in it)
     L = np.array([n * 100 + u for n, u in want], np.int64)
     found, off, size, tags = mq.units_at(L)

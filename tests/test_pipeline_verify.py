@@ -196,7 +196,8 @@ def test_index_info_without_the_check_is_what_the_check_reads(master, tmp_path, 
     """The scan's view of an index file (header, entries' offset range) comes from a cheap
     pass so the structure check can run beside the scan: it must equal what the check
     reads, for whole, damaged and short files."""
-    from rmqstore_cli.pipeline.verify_tasks import _Recorder, index_info_task, plan_store
+    from rmqstore_cli.pipeline.verify_tasks import Recorder, index_info_task, plan_store
+    from rmqstore_cli.store.verify import Verifier, VerifyOptions
 
     store = tmp_path / "s"
     shutil.copytree(master, store)
@@ -207,7 +208,8 @@ def test_index_info_without_the_check_is_what_the_check_reads(master, tmp_path, 
     plan = plan_store(_specs(store)[0], True, False, None)
     for k, path in enumerate(plan.index_paths):
         info = index_info_task(plan, k)
-        checked = _Recorder(plan.config, True, False, None, 1, (k,)).open_index_file(Path(path))
+        v = Verifier(plan.config, VerifyOptions(crc=True, deep=False), sink=Recorder(None, 1, (k,)))
+        checked = v.open_index_file(Path(path))
         assert (info.n, info.begin_phy, info.end_phy, info.end_ts, info.entries) == \
             (checked.n, checked.begin_phy, checked.end_phy, checked.end_ts, checked.entry_count)
         want = (checked.phy_min, checked.phy_max) if checked.entry_count else (None, None)
@@ -225,9 +227,18 @@ def test_tasks_of_large_files_check_with_the_compiled_loops_from_the_first_recor
     store = tmp_path / "s"
     shutil.copytree(master, store)
     _damage(store, "body")
+    from rmqstore_cli.store.verify import Verifier
+
     used = []
-    kernel = VT._FileScan._kernel
-    monkeypatch.setattr(VT._FileScan, "_kernel", lambda self: used.append(kernel(self)) or used[-1])
+    kernel = Verifier.kernel
+
+    def file_task_kernel(self):  # what the file tasks' Verifiers use (their sink: a FileRecorder)
+        k = kernel(self)
+        if isinstance(self.sink, VT.FileRecorder):
+            used.append(k)
+        return k
+
+    monkeypatch.setattr(Verifier, "kernel", file_task_kernel)
     monkeypatch.setattr(batch, "COMPILE_FOR_BYTES", 1)
     want = _check([store], caps=(None,))
     assert used and all(k is not None for k in used)

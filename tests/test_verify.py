@@ -369,7 +369,7 @@ def test_subprocess_jsonl_and_exit_code(small_store):
 
 def test_index_hashes_match_java_hash():
     from rmqstore_cli.store.message import index_key_hash
-    from rmqstore_cli.store.verify import index_hashes
+    from rmqstore_cli.store.batch import index_hashes
 
     keys = ["PaymentTopic#AaAa", "PaymentTopic#BBBB", "AuditTopic#minhash-280000磁龟", "T#emoji-🎉", "a#", "x" * 300]
     got = index_hashes([k.encode() for k in keys]).tolist()
@@ -389,7 +389,7 @@ def test_batch_property_scan_matches_the_broker_parser():
 
     from rmqstore_cli.formats.properties import parse_properties
     from rmqstore_cli.store.message import java_hash
-    from rmqstore_cli.store.verify import _Props
+    from rmqstore_cli.store.batch import Properties as _Props
 
     rnd = random.Random(5)
     names = ["TAGS", "KEYS", "UNIQ_KEY", "CLUSTER", "TAG", "KEYSX", "", "__CRC32#"]
@@ -569,12 +569,47 @@ def test_retired_index_files_give_the_same_findings(small_store, monkeypatch, da
     if damage:
         _damages(small_store)
     retired = []
-    real = V._IndexFile.retire
-    monkeypatch.setattr(V._IndexFile, "retire", lambda self: retired.append(self.name) or real(self))
+    real = V.IndexScan.retire
+    monkeypatch.setattr(V.IndexScan, "retire", lambda self: retired.append(self.name) or real(self))
     _, with_retire, s1 = _verify(small_store, "--deep")
     assert len(retired) >= 2, "the small store has several index files the scan passes"
-    monkeypatch.setattr(V._IndexFile, "retire", lambda self: None)
+    monkeypatch.setattr(V.IndexScan, "retire", lambda self: None)
     _, whole, s2 = _verify(small_store, "--deep")
     assert with_retire == whole and s1 == s2
     if damage:
         assert {"index.entry-target", "commitlog.gap"} <= {f["check"] for f in whole}
+
+
+def test_bulk_reads_of_the_store_owners_equal_their_per_record_reads(small_store_master):
+    """What verify reads in bulk through ConsumeQueue and IndexFile (units at offsets, the
+    files they lie in; entries in a range, slot values) is what their per-record reads give."""
+    import numpy as np
+
+    from rmqstore_cli.store.consume_queue import ConsumeQueue
+    from rmqstore_cli.store.index import IndexFile, index_file_paths
+    from rmqstore_cli.store.mapped_files import queue_dirs
+
+    store = small_store_master
+    for topic, qid, _ in list(queue_dirs(store / "consumequeue"))[:4]:
+        cq = ConsumeQueue(store / "consumequeue", topic, qid, CQ_SIZE)
+        units = list(cq.units())
+        logical = np.array([u.cq_offset for u in units] + [cq.max_offset, cq.max_offset + 7], np.int64)
+        found, off, size, tags = cq.units_at(logical)
+        assert found.tolist() == [True] * len(units) + [False, False]
+        assert [(int(a), int(b), int(c)) for a, b, c in zip(off, size, tags)][:len(units)] == \
+            [(u.commitlog_offset, u.size, u.tags_code) for u in units]
+        for u in units[:: max(1, len(units) // 5)]:
+            path, at = cq.file_of(u.cq_offset)
+            assert path.name == u.file and at == (u.cq_offset - cq.file_base(u.cq_offset)) * 20
+        cq.close()
+    for p in index_file_paths(store / "index"):
+        f = IndexFile(p, SLOTS, INDEX_MAX)
+        n = f.readable_entries
+        assert n == f.header.index_count - 1
+        cols = f.entry_columns(0, n, "key_hash", "phy_offset", "time_diff", "prev_index")
+        assert [tuple(int(c[i]) for c in cols) for i in range(n)] == [f.read_entry(i + 1) for i in range(n)]
+        assert f.entry_phys(np.arange(n)).tolist() == cols[1].tolist()
+        at, vals = f.slot_values(0, SLOTS)
+        slots = [struct.unpack_from(">i", p.read_bytes(), 40 + 4 * s)[0] for s in range(SLOTS)]
+        assert dict(zip(at.tolist(), vals.tolist())) == {s: v for s, v in enumerate(slots) if v}
+        f.close()

@@ -87,8 +87,8 @@ def test_chunked_index_check_gives_the_findings_of_one_chunk(small_store, monkey
     if damaged:
         _damage(small_store)
     extra = ["--deep", "--max-findings", str(cap)]
-    monkeypatch.setattr(V, "INDEX_CHUNK", 1 << 30)
-    monkeypatch.setattr(V, "INDEX_TARGETS", 1 << 30)
+    monkeypatch.setattr(V.limits, "INDEX_CHUNK", 1 << 30)
+    monkeypatch.setattr(V.limits, "INDEX_TARGETS", 1 << 30)
     whole, s_whole = _verify(small_store, *extra)
     checks = {f["check"] for f in whole}
     if damaged:
@@ -98,8 +98,8 @@ def test_chunked_index_check_gives_the_findings_of_one_chunk(small_store, monkey
     else:
         assert not any(c.startswith("index.") for c in checks)
     for chunk, targets in ((1, 1), (3, 5), (7, 2), (16, 64), (64, 7)):
-        monkeypatch.setattr(V, "INDEX_CHUNK", chunk)
-        monkeypatch.setattr(V, "INDEX_TARGETS", targets)
+        monkeypatch.setattr(V.limits, "INDEX_CHUNK", chunk)
+        monkeypatch.setattr(V.limits, "INDEX_TARGETS", targets)
         got, s_got = _verify(small_store, *extra)
         assert got == whole, (chunk, targets)
         assert s_got == s_whole
@@ -145,14 +145,14 @@ def test_compiled_walk_and_crc_give_the_same_findings(small_store, monkeypatch, 
 
     if damaged:
         _commitlog_damage(small_store)
-    monkeypatch.setattr(V, "KERNEL_AFTER", 1 << 62)
+    monkeypatch.setattr(V.limits, "KERNEL_AFTER", 1 << 62)
     ref, s_ref = _verify(small_store, "--deep", "--max-findings", "1000")
     if damaged:
         assert {"commitlog.body-crc", "commitlog.total-size", "commitlog.magic"} <= {f["check"] for f in ref}
     else:
         assert ref == []
     for after, small in ((0, K.SMALL_BODY), (0, 200), (1000, 1 << 20)):
-        monkeypatch.setattr(V, "KERNEL_AFTER", after)
+        monkeypatch.setattr(V.limits, "KERNEL_AFTER", after)
         monkeypatch.setattr(K, "SMALL_BODY", small)
         got, s_got = _verify(small_store, "--deep", "--max-findings", "1000")
         assert got == ref and s_got == s_ref, (after, small)

@@ -1,12 +1,14 @@
 """``verify`` decomposed: one task per commit-log file, per queue and per index file.
 
-The whole-store :class:`~rmqstore_cli.store.verify.Verifier` is run in pieces; every piece
-is the Verifier's own code on a Verifier that holds only that piece's state, so the
-findings and the summary are the local engine's (as a set; the driver sorts them into the
-local order and caps them per check exactly as the local engine does):
+The whole-store :class:`~rmqstore_cli.store.verify.Verifier` is run in pieces: every piece
+runs the Verifier's public phases on a Verifier that holds only that piece's state, its
+findings going to a :class:`Recorder` (a :class:`~rmqstore_cli.store.verify.FindingSink`
+that keeps each finding with its place in the local emission order), so the findings and
+the summary are the local engine's (as a set; the driver sorts them into the local order and
+caps them per check exactly as the local engine does):
 
-0. driver: ``Verifier.run`` up to the scan (sizes, lock, checkpoint, abort, consume-queue
-   files and directories, commit-log file names).
+0. driver: ``infer_sizes``, ``open_store(index=False)``, ``open_commitlog`` (sizes, lock,
+   checkpoint, abort, consume-queue files and directories, commit-log file names).
 1. one task per index file: ``open_index_file`` (name, size, structure); the driver runs
    ``check_index_order`` on the headers.
 2. one task per commit-log file: ``scan_file_at`` with fresh cross-file state. What crosses
@@ -15,9 +17,10 @@ local order and caps them per check exactly as the local engine does):
    previous file's end), the topics first seen (a topic finding is kept from its first file
    only), and where the local engine would first number each topic and queue (the order of
    findings within a batch). Units and index entries a file accounts for are kept as runs.
-3. one task per queue: ``_finish_queues`` on that queue alone (missing units of every file,
-   units matched by any file); one task per index file: ``_finish_index``.
-4. driver: ``_check_checkpoint`` and ``_check_recovery`` from the per-file summaries.
+3. one task per queue: ``finish_queues`` on that queue alone (missing units of every file,
+   units matched by any file); one task per index file: ``finish_index``.
+4. driver: ``check_index_missing``, ``check_checkpoint`` and ``check_recovery`` from the
+   per-file summaries.
 
 Each finding carries its place in the local engine's emission order: (phase, group, batch,
 rank, sequence). Tasks keep at most ``max_findings`` per check of what can still be among the
@@ -34,16 +37,13 @@ from types import SimpleNamespace
 import numpy as np
 
 from rmqstore_cli.store.batch import compile_for
-from rmqstore_cli.store.verify import ERROR, INFO, WARNING, Verifier, VerifyOptions, _IndexFile, _Queue
+from rmqstore_cli.store.consume_queue import ConsumeQueue
+from rmqstore_cli.store.verify import ERROR, INFO, WARNING, Finding, IndexScan, QueueState, Verifier, VerifyOptions
 
 _TQ_CHECKS = frozenset({"commitlog.queue-offset", "commitlog.queue-offset-reset", "cq.unit-mismatch",
                         "cq.superseded"})  # ordered by queue within a batch
 _TOPIC_CHECKS = frozenset({"commitlog.topic", "commitlog.topic-chars"})  # once per store, where first seen
 _MISSING_CHECKS = frozenset({"cq.missing-unit", "cq.not-dispatched", "cq.superseded"})  # runs of missing units
-
-
-class _Stop(Exception):
-    pass
 
 
 class _Marks:
@@ -75,65 +75,63 @@ def _mark(arr: np.ndarray, runs_list) -> None:
             arr[s:e] = True
 
 
-class _Recorder(Verifier):
-    """A Verifier whose findings are kept with their place in the local emission order."""
+class Recorder:
+    """A :class:`~rmqstore_cli.store.verify.FindingSink` that keeps findings with their place
+    in the local emission order: (phase, group, batch, rank, sequence), at most ``cap``
+    per check of what can still be among the first ``cap`` in that order."""
 
-    #: A file task hands its missing units on as arrays (bounded by its file), and a queue
-    #: task reports them exactly from those: never only runs.
-    MISSING_CAP = None
+    wants_queue_heads = False
 
-    def __init__(self, config, crc: bool, deep: bool, cap: int | None, phase: int, group: tuple = (0,)):
-        super().__init__(config, VerifyOptions(crc=crc, deep=deep, max_findings=None))
+    def __init__(self, cap: int | None, phase: int, group: tuple = (0,)):
         self.cap, self.phase, self.group = cap, phase, group
         self.kept: list[tuple] = []  # (check, key, tag, finding dict)
         self.seq = 0
-        self.active = True
-        self._n: Counter = Counter()
+        self.batch = 0
+        self.placed: Counter = Counter()
 
-    def _add(self, check, file, offset, detail, severity=None, **extra) -> None:
-        if not self.active:
-            return
-        super()._add(check, file, offset, detail, severity, **extra)
-        f = self._pending.pop()  # max_findings=None: every finding is appended
+    def emit(self, finding: Finding) -> None:
         self.seq += 1
-        placed = self._place(check, f)
+        placed = self.place(finding)
         if placed is not None:
-            self.kept.append((check, placed[0], placed[1], f.as_dict()))
+            self.kept.append((finding.check, placed[0], placed[1], finding.as_dict()))
 
     def group_of(self, check: str) -> tuple:
         return self.group
 
-    def _place(self, check, f):
+    def place(self, f: Finding):
         """(key, tag) of a finding worth keeping, or None."""
-        if self.cap is not None and self._n[check] >= self.cap:
+        if self.cap is not None and self.placed[f.check] >= self.cap:
             return None
-        self._n[check] += 1
-        return (self.phase, self.group_of(check), getattr(self, "batch", 0), (), self.seq), None
+        self.placed[f.check] += 1
+        return (self.phase, self.group_of(f.check), self.batch, (), self.seq), None
 
-    def result(self) -> dict:
-        return {"kept": self.kept, "counts": self.counts, "sev": self.by_severity}
+    def batch_started(self) -> None:
+        pass
+
+    def topic_seen(self, topic: bytes, physical_offset: int) -> None:
+        pass
+
+    def queues_numbered(self, keys: list) -> None:
+        pass
+
+    def queue_heads(self, heads: dict) -> None:
+        pass
+
+
+def _verifier(plan: "StorePlan", rec: Recorder) -> Verifier:
+    """A Verifier of ``plan``'s store whose every finding goes to ``rec`` (the cap is the
+    driver's); a task hands its missing units on as arrays (bounded by its file), and a
+    queue task reports them exactly from those: never only runs."""
+    v = Verifier(plan.config, VerifyOptions(crc=plan.crc, deep=plan.deep, max_findings=None), sink=rec)
+    v.MISSING_CAP = None
+    return v
+
+
+def _result(v: Verifier, rec: Recorder) -> dict:
+    return {"kept": rec.kept, "counts": v.counts, "sev": v.by_severity}
 
 
 # ===================================================================== driver: plan
-
-class _Opening(_Recorder):
-    """``run()`` up to the first commit-log file: no index, no records."""
-
-    def _open_index(self) -> None:
-        self.index_files = []
-        try:  # a FIFO, device or directory in index/: a finding, as the local engine's (then skipped)
-            for p in sorted(self.config.index_dir.iterdir()):
-                if not p.name.startswith("."):
-                    self._not_regular(p)
-        except (FileNotFoundError, NotADirectoryError):
-            pass
-
-    def scan_file_at(self, i: int) -> None:
-        pass
-
-    def _finish_queues(self) -> None:
-        raise _Stop
-
 
 @dataclass
 class StorePlan:
@@ -163,12 +161,12 @@ def plan_store(spec, crc: bool, deep: bool, cap: int | None) -> StorePlan:
     from rmqstore_cli.store.verify import open_for_verify
 
     cfg = open_for_verify(StoreConfig.load(spec.path, spec.broker_conf, **dict(spec.sizes)))
-    v = _Opening(cfg, crc, deep, cap, 0)
-    try:
-        for _ in v.run():
-            pass
-    except _Stop:
-        pass
+    rec = Recorder(cap, 0)
+    v = Verifier(cfg, VerifyOptions(crc=crc, deep=deep, max_findings=None), sink=rec)
+    v.infer_sizes()
+    v.open_store(index=False)
+    v.open_commitlog()
+    v.mfq.close()
     queue_dirs = {k: (mq.topic, mq.qid, str(mq.dir), n) for n, (k, mq) in enumerate(v.queues.items())}
     for mq in v.queues.values():
         mq.close()
@@ -177,7 +175,7 @@ def plan_store(spec, crc: bool, deep: bool, cap: int | None) -> StorePlan:
     except (FileNotFoundError, NotADirectoryError):
         paths = []
     return StorePlan(spec.label, cfg, crc, deep, cap, [f.name for f in v.mfq.files], paths, queue_dirs,
-                     v.checkpoint, v.abort, v.cl_min, list(v.notes), Counter(v.files), v.result())
+                     v.checkpoint, v.abort, v.cl_min, list(v.notes), Counter(v.files), _result(v, rec))
 
 
 # ===================================================================== index files: open
@@ -187,7 +185,7 @@ def index_info_task(plan: StorePlan, k: int) -> SimpleNamespace:
     range of its entries' offsets (one pass over one column), so that the structure check
     (:func:`index_open_task`) can run beside the scan instead of before it."""
     cfg = plan.config
-    f = _IndexFile(Path(plan.index_paths[k]), cfg.max_hash_slot_num, cfg.max_index_num, cfg.root)
+    f = IndexScan(Path(plan.index_paths[k]), cfg.max_hash_slot_num, cfg.max_index_num, cfg.root)
     try:
         return SimpleNamespace(k=k, name=f.name, rel=f.rel, n=f.n, begin_phy=f.begin_phy, end_phy=f.end_phy,
                                end_ts=f.end_ts, entries=f.entry_count,
@@ -197,7 +195,7 @@ def index_info_task(plan: StorePlan, k: int) -> SimpleNamespace:
         f.close()
 
 
-class _IndexWindow(_IndexFile):
+class _IndexWindow(IndexScan):
     """An index file as one file task's scan reads it: only the entries whose offsets lie in
     ``[lo, hi)``, the task's commit-log file, when the entries are in offset order (as the
     broker appends them; ``index_info_task`` saw the whole file). The arrays keep the
@@ -233,115 +231,73 @@ class _IndexWindow(_IndexFile):
 
 def index_open_task(plan: StorePlan, k: int) -> dict:
     """Index file ``k`` checked alone (name, size, structure)."""
-    v = _Recorder(plan.config, plan.crc, plan.deep, plan.cap, 1, (k,))
+    rec = Recorder(plan.cap, 1, (k,))
+    v = _verifier(plan, rec)
     v.open_index_file(Path(plan.index_paths[k])).close()
-    return v.result()
+    return _result(v, rec)
 
 
 def index_order(plan: StorePlan, infos: list) -> dict:
     """``check_index_order`` from the index files' headers; sets ``index_end`` and whether the
-    scan extracts index keys (as ``_scan_commitlog`` decides it)."""
-    v = _Recorder(plan.config, plan.crc, plan.deep, plan.cap, 1, (len(infos),))
+    scan extracts index keys (as ``open_commitlog`` decides it)."""
+    rec = Recorder(plan.cap, 1, (len(infos),))
+    v = _verifier(plan, rec)
     v.index_files = infos
     v.check_index_order()
     plan.index_info = infos
     plan.index_end = v.index_end
     plan.want_keys = plan.config.message_index_enable and (any(i.entries for i in infos) or plan.deep)
-    return v.result()
+    return _result(v, rec)
 
 
 # ===================================================================== commit-log files: scan
 
-class _FileScan(_Recorder):
-    """``scan_file_at(i)`` on a Verifier that has seen no earlier file; records what the
-    driver needs to join files up."""
+class FileRecorder(Recorder):
+    """The findings of one commit-log file's scan (``scan_file_at``) on a Verifier that has
+    seen no earlier file, and what the driver needs to join files up: where each topic and
+    queue was first met, each queue's first record in the file."""
 
-    retire_index_files = False  # the task ships its index files' marks after the scan
+    wants_queue_heads = True
 
     def __init__(self, plan: StorePlan, i: int):
-        super().__init__(plan.config, plan.crc, plan.deep, plan.cap, 2, (i,))
-        self.only = i
-        self.plan = plan
-        self.batch = 0
+        super().__init__(plan.cap, 2, (i,))
         self.topic_first: dict[bytes, int] = {}
         self.tq_first_batch: dict[tuple, int] = {}
         self.tq_head: dict[tuple, tuple] = {}
-        self._topic = None
-        self._tq_text: dict[tuple, tuple] = {}
-        self._tq_state: dict[str, list] = {}
-        self._tq_group: Counter = Counter()
+        self.tq_state: dict[str, list] = {}
+        self.tq_group: Counter = Counter()
 
-    # --- the piece
-    def scan_file_at(self, i: int) -> None:
-        if i != self.only:
-            return
-        self.want_keys = self.plan.want_keys
-        self.index_empty = self.config.message_index_enable and not any(x.entries for x in self.plan.index_info)
-        self.active = True
-        super().scan_file_at(i)
-        self.active = False
-
-    def _check_batch(self, *a, **k):
+    def batch_started(self) -> None:
         self.batch += 1
-        return super()._check_batch(*a, **k)
 
-    def _new_topic(self, tb: bytes, rel: str, pos: int, base: int) -> int:
-        self.topic_first.setdefault(tb, base + pos)
-        self._topic = tb
-        try:
-            return super()._new_topic(tb, rel, pos, base)
-        finally:
-            self._topic = None
+    def topic_seen(self, topic: bytes, physical_offset: int) -> None:
+        self.topic_first.setdefault(topic, physical_offset)
 
-    def _tq_ids(self, tid, qid):
-        n0 = len(self.tq_list)
-        ids = super()._tq_ids(tid, qid)
-        for t, q in self.tq_list[n0:]:
-            self.tq_first_batch[(self.topic_names[t], q)] = self.batch
-        return ids
+    def queues_numbered(self, keys: list) -> None:
+        for k in keys:
+            self.tq_first_batch[k] = self.batch
 
-    def _check_queue_offsets(self, tq, qoff, step, dispatch, absP, rel, base) -> None:
-        idx = np.flatnonzero(dispatch)
-        if idx.size:
-            uniq, first = np.unique(tq[idx], return_index=True)
-            for t, j in zip(uniq.tolist(), first.tolist()):
-                if self.tq_last[t] is None:  # the queue's first record in this file
-                    i = int(idx[j])
-                    self.tq_head[self._key(t)] = (int(qoff[i]), int(step[i]), int(absP[i]), rel, base, self.batch)
-        super()._check_queue_offsets(tq, qoff, step, dispatch, absP, rel, base)
+    def queue_heads(self, heads: dict) -> None:
+        for k, head in heads.items():
+            self.tq_head[k] = (*head, self.batch)
 
-    def _key(self, t: int) -> tuple:
-        tn, q = self.tq_list[t]
-        return (self.topic_names[tn], q)
-
-    def _tq_of(self, f) -> tuple:
-        text = (f.extra.get("topic"), f.extra.get("queue_id"))
-        k = self._tq_text.get(text)
-        if k is None:
-            for tn, q in self.tq_list:
-                self._tq_text[(self.topic_names[tn].decode("utf-8", "backslashreplace"), q)] = (self.topic_names[tn], q)
-            for key, mq in self.queues.items():
-                self._tq_text[(mq.topic, mq.qid)] = key
-            k = self._tq_text[text]
-        return k
-
-    def _place(self, check, f):
-        if check in _TOPIC_CHECKS:  # the driver keeps the one of the store's first file
-            return (self.phase, self.group, self.batch, (), self.seq), ("topic", self._topic)
-        if check not in _TQ_CHECKS:
-            return super()._place(check, f)
+    def place(self, f: Finding):
+        if f.check in _TOPIC_CHECKS:  # the driver keeps the one of the store's first file
+            return (self.phase, self.group, self.batch, (), self.seq), f.subject
+        if f.check not in _TQ_CHECKS:
+            return super().place(f)
         # ordered by (batch, queue number, sequence): keep what can be among the first `cap`
-        tk = self._tq_of(f)
-        s = self._tq_state.get(check)
+        tk = f.subject[1]
+        s = self.tq_state.get(f.check)
         if s is None:
-            s = self._tq_state[check] = [self.batch, 0, 0]  # batch, findings before it, in it
+            s = self.tq_state[f.check] = [self.batch, 0, 0]  # batch, findings before it, in it
         if s[0] != self.batch:
             s[:] = [self.batch, s[1] + s[2], 0]
         s[2] += 1
         if self.cap is not None:
-            g = (check, self.batch, tk)
-            self._tq_group[g] += 1
-            if s[1] >= self.cap or self._tq_group[g] > self.cap:
+            g = (f.check, self.batch, tk)
+            self.tq_group[g] += 1
+            if s[1] >= self.cap or self.tq_group[g] > self.cap:
                 return None
         return (self.phase, self.group, self.batch, None, self.seq), ("tq", tk)
 
@@ -381,11 +337,14 @@ class FileScan:
 
 
 def scan_task(plan: StorePlan, store: int, i: int) -> FileScan:
+    """Commit-log file ``i`` scanned alone: its findings, totals and what crosses files."""
     cfg = plan.config
-    v = _FileScan(plan, i)
-    v.active = False
+    rec = FileRecorder(plan, i)
+    v = _verifier(plan, rec)
+    v.retire_index_files = False  # the task ships its index files' marks after the scan
     v.checkpoint, v.abort = plan.checkpoint, plan.abort
-    v._open_queues()
+    with v.muted():  # the driver's findings
+        v.open_queues()
     for mq in v.queues.values():
         mq.matched = _Marks()
     lo = int(plan.files[i]) if plan.files[i].isdigit() else None
@@ -393,41 +352,58 @@ def scan_task(plan: StorePlan, store: int, i: int) -> FileScan:
                  default=0)
     hi = None if lo is None else lo + max(cfg.mapped_file_size_commit_log, length)  # records lie below
     v.big_job = compile_for(length)
-    v.index_files = []
-    ks = []
-    for info in plan.index_info:  # only index files with entries inside this file
-        if info.entries and (lo is None or (info.phy_min < hi and info.phy_max >= lo)):
-            args = (Path(plan.index_paths[info.k]), cfg.max_hash_slot_num, cfg.max_index_num, cfg.root)
-            f = _IndexWindow(*args, lo, hi) if info.ordered and lo is not None else _IndexFile(*args)
-            f._phy_range = (info.phy_min, info.phy_max)  # read by the info pass
-            f.checked = _Marks()
-            v.index_files.append(f)
-            ks.append(info.k)
+    v.index_files, ks = _scan_index_files(plan, lo, hi)
     v.index_end = plan.index_end
     try:
-        for _ in v._scan_commitlog():
+        with v.muted():
+            v.open_commitlog()
+        v.want_keys = plan.want_keys
+        v.index_empty = cfg.message_index_enable and not any(x.entries for x in plan.index_info)
+        v.scan_file_at(i)
+        try:
+            v.mfq.close()
+        except BufferError:
             pass
-        missing: dict = {}
-        if v.missing:
-            t = np.concatenate([m[0] for m in v.missing])
-            cols = [np.concatenate([m[c] for m in v.missing]) for c in (1, 2, 3)]
-            for tq in np.unique(t).tolist():
-                sel = t == tq
-                missing[v._key(tq)] = tuple(c[sel] for c in cols)
-        out = FileScan(
-            store, i, v.kept, v.counts, v.by_severity, v.messages, v.bytes, v.max_store_ts,
-            v.cl_end if i == len(plan.files) - 1 else None, dict(v.first_records), list(v.stops),
-            v.topic_first, v.tq_first_batch, v.tq_head,
-            {v._key(t): e for t, e in enumerate(v.tq_last) if e is not None},
-            {v._key(t): p for t, p in v.tq_reset.items()}, v.first_indexable, missing,
-            {k: r for k, mq in v.queues.items() if len(r := mq.matched.runs())},
-            {k: r for k, f in zip(ks, v.index_files) if len(r := f.checked.runs())})
+        return _file_scan(plan, store, i, v, rec, ks)
     finally:
         for mq in v.queues.values():
             mq.close()
         for f in v.index_files:
             f.close()
-    return out
+
+
+def _scan_index_files(plan: StorePlan, lo: int | None, hi: int | None) -> tuple[list, list]:
+    """The index files with entries inside a commit-log file's range (a window of each
+    ordered one), and their numbers."""
+    cfg = plan.config
+    files, ks = [], []
+    for info in plan.index_info:
+        if info.entries and (lo is None or (info.phy_min < hi and info.phy_max >= lo)):
+            args = (Path(plan.index_paths[info.k]), cfg.max_hash_slot_num, cfg.max_index_num, cfg.root)
+            f = _IndexWindow(*args, lo, hi) if info.ordered and lo is not None else IndexScan(*args)
+            f.known_range = (info.phy_min, info.phy_max)  # read by the info pass
+            f.checked = _Marks()
+            files.append(f)
+            ks.append(info.k)
+    return files, ks
+
+
+def _file_scan(plan: StorePlan, store: int, i: int, v: Verifier, rec: FileRecorder, ks: list) -> FileScan:
+    missing: dict = {}
+    if v.missing:
+        t = np.concatenate([m[0] for m in v.missing])
+        cols = [np.concatenate([m[c] for m in v.missing]) for c in (1, 2, 3)]
+        for tq in np.unique(t).tolist():
+            sel = t == tq
+            missing[v.queue_key(tq)] = tuple(c[sel] for c in cols)
+    return FileScan(
+        store, i, rec.kept, v.counts, v.by_severity, v.messages, v.bytes, v.max_store_ts,
+        v.cl_end if i == len(plan.files) - 1 else None, dict(v.first_records), list(v.stops),
+        rec.topic_first, rec.tq_first_batch, rec.tq_head,
+        {v.queue_key(t): e for t, e in enumerate(v.tq_last) if e is not None},
+        {v.queue_key(t): p for t, p in v.tq_reset.items()}, v.first_indexable, missing,
+        {k: r for k, mq in v.queues.items() if len(r := mq.matched.runs())},
+        {k: r for k, f in zip(ks, v.index_files) if len(r := f.checked.runs())})
 
 
 def shuffle_items(r: FileScan):
@@ -492,16 +468,17 @@ def join_files(plan: StorePlan, scans: list[FileScan]) -> tuple[FinishContext, d
     for s in scans:
         for tk, p in s.tq_reset.items():
             tq_reset[tk] = max(tq_reset.get(tk, -1), p)
-    sh = _Recorder(plan.config, plan.crc, plan.deep, None, 2)
+    shr = Recorder(None, 2)
+    sh = Verifier(plan.config, VerifyOptions(crc=plan.crc, deep=plan.deep, max_findings=None), sink=shr)
     last: dict = {}
     for s in scans:
         for tk, (q, st, p, rel, base, batch) in s.tq_head.items():
             if tk in last:
                 sh.topic_names, sh.tq_list, sh.tq_last, sh.tq_reset = [tk[0]], [(0, tk[1])], [last[tk]], {}
-                n0 = len(sh.kept)
-                sh._check_queue_offsets(np.zeros(1, np.int64), np.array([q], np.int64), np.array([st], np.int64),
+                n0 = len(shr.kept)
+                sh.check_queue_offsets(np.zeros(1, np.int64), np.array([q], np.int64), np.array([st], np.int64),
                                         np.ones(1, bool), np.array([p], np.int64), rel, base)
-                for check, _, _, d in sh.kept[n0:]:
+                for check, _, _, d in shr.kept[n0:]:
                     kept.append((check, (2, (s.i,), batch, rank[tk], -1), d))
                 if 0 in sh.tq_reset:
                     tq_reset[tk] = max(tq_reset.get(tk, -1), sh.tq_reset[0])
@@ -520,9 +497,12 @@ def join_files(plan: StorePlan, scans: list[FileScan]) -> tuple[FinishContext, d
 
 # ===================================================================== queues and index files: finish
 
-class _QueueFinish(_Recorder):
+class QueueRecorder(Recorder):
+    """The findings of one queue's finish: missing units by the queue's rank (where the
+    local scan first numbered it), the rest by the queue's place among the directories."""
+
     def __init__(self, plan: StorePlan, rank, qpos):
-        super().__init__(plan.config, plan.crc, plan.deep, plan.cap, 3)
+        super().__init__(plan.cap, 3)
         self.rank, self.qpos = rank, qpos
 
     def group_of(self, check: str) -> tuple:
@@ -536,21 +516,24 @@ def _commitlog(cfg):
 
 
 def finish_task(ctxs: dict, key: tuple, items: list) -> tuple[int, dict]:
-    """One queue (``_finish_queues``) or one index file (``_finish_index``) of one store."""
+    """One queue (``finish_queues``) or one index file (``finish_index``) of one store."""
     store, kind, k = key
     ctx = ctxs[store]
     plan = ctx.plan
     cfg = plan.config
     items = sorted(items, key=lambda it: it[1])  # by commit-log file, as the local engine met them
     if kind == "i":
-        v = _Recorder(cfg, plan.crc, plan.deep, plan.cap, 4, (k,))
-        f = _IndexFile(Path(plan.index_paths[k]), cfg.max_hash_slot_num, cfg.max_index_num, cfg.root)
+        rec = Recorder(plan.cap, 4, (k,))
+        v = _verifier(plan, rec)
+        f = IndexScan(Path(plan.index_paths[k]), cfg.max_hash_slot_num, cfg.max_index_num, cfg.root)
         _mark(f.checked, [it[2] for it in items])
         v.index_files, v.queues = [f], {}
     else:
         qd = plan.queue_dirs.get(k)
-        v = _QueueFinish(plan, ctx.tq_rank.get(k), qd[3] if qd else None)
-        mq = _Queue(qd[0], qd[1], Path(qd[2]), cfg.cq_file_size, cfg.root) if qd else None
+        rec = QueueRecorder(plan, ctx.tq_rank.get(k), qd[3] if qd else None)
+        v = _verifier(plan, rec)
+        mq = QueueState(ConsumeQueue(cfg.consumequeue_dir, qd[0], qd[1], cfg.cq_file_size, directory=Path(qd[2])),
+                        cfg.root) if qd else None
         if mq is not None:
             _mark(mq.matched, [it[2] for it in items if it[0] == "matched"])
         v.queues = {k: mq} if mq is not None else {}
@@ -562,12 +545,12 @@ def finish_task(ctxs: dict, key: tuple, items: list) -> tuple[int, dict]:
     v.cl_min, v.cl_end, v.checkpoint = plan.cl_min, ctx.cl_end, plan.checkpoint
     v.mfq = _commitlog(cfg)
     try:
-        v._finish_index() if kind == "i" else v._finish_queues()
+        v.finish_index() if kind == "i" else v.finish_queues()
     finally:
         for x in list(v.queues.values()) + v.index_files:
             x.close()
         v.mfq.close()
-    return store, v.result()
+    return store, _result(v, rec)
 
 
 def finish_keys(plans: list[StorePlan]) -> list[tuple]:
@@ -582,7 +565,8 @@ def conclude(plan: StorePlan, ctx: FinishContext, totals: dict, parts: list[dict
     """Checkpoint and recovery on the driver, then the capped findings and the summary, as
     ``verify_store`` returns them."""
     cfg = plan.config
-    v = _Recorder(cfg, plan.crc, plan.deep, plan.cap, 5)
+    rec = Recorder(plan.cap, 5)
+    v = _verifier(plan, rec)
     v.checkpoint, v.abort, v.messages, v.max_store_ts = plan.checkpoint, plan.abort, totals["messages"], \
         totals["max_store_ts"]
     v.mfq = _commitlog(cfg)
@@ -590,14 +574,14 @@ def conclude(plan: StorePlan, ctx: FinishContext, totals: dict, parts: list[dict
     v.index_files = plan.index_info
     v.first_indexable = totals["first_indexable"]
     try:
-        v._check_index_missing()
-        v._check_checkpoint()
-        v._check_recovery()
+        v.check_index_missing()
+        v.check_checkpoint()
+        v.check_recovery()
     finally:
         v.mfq.close()
     counts, sev = Counter(totals["counts"]), Counter(totals["sev"])
     allkept = list(kept)
-    for part in parts + [v.result()]:
+    for part in parts + [_result(v, rec)]:
         counts.update(part["counts"])
         sev.update(part["sev"])
         allkept.extend((c, k, d) for c, k, _, d in part["kept"])

@@ -168,8 +168,8 @@ class StoreConfig:
         notes: list[str] = []
         self.mapped_file_size_commit_log = self._infer(
             "mapped_file_size_commit_log", "mappedFileSizeCommitLog", "--commitlog-file-size",
-            _data_files(d for d in self.commitlog_dirs), notes)
-        cq_files = _data_files(q for t in _subdirs(self.consumequeue_dir) for q in _subdirs(t))
+            data_files(d for d in self.commitlog_dirs), notes)
+        cq_files = data_files(q for t in subdirs(self.consumequeue_dir) for q in subdirs(t))
         inferred = self._infer("mapped_file_size_consume_queue", "mappedFileSizeConsumeQueue",
                                "--cq-file-size", cq_files, notes)
         self.mapped_file_size_consume_queue = inferred
@@ -224,7 +224,7 @@ class StoreConfig:
         return expected
 
     def _infer_index(self, notes: list[str]) -> None:
-        files = _data_files([self.index_dir])
+        files = data_files([self.index_dir])
         if not files:
             return
         sizes = {p.stat().st_size for p in files}
@@ -275,14 +275,16 @@ def _java_parse_int(raw: str) -> int:
     return v
 
 
-def _subdirs(p: Path):
+def subdirs(p: Path) -> list[Path]:
+    """The directories in ``p``, sorted (none if ``p`` is not a directory)."""
     try:
         return sorted(x for x in p.iterdir() if x.is_dir())
     except (FileNotFoundError, NotADirectoryError):
         return []
 
 
-def _data_files(dirs) -> list[Path]:
+def data_files(dirs) -> list[Path]:
+    """The files of ``dirs`` named by digits: what a store's sizes are inferred from."""
     out = []
     for d in dirs:
         try:

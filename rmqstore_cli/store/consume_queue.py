@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,7 +23,7 @@ from rmqstore_cli.formats.consume_queue import (
 from rmqstore_cli.errors import StoreError
 from rmqstore_cli.formats.derive import numpy_dtype
 from rmqstore_cli.store import safefs
-from rmqstore_cli.store.mapped_files import MappedFileQueue, offset2file_name, queue_dirs  # noqa: F401
+from rmqstore_cli.store.mapped_files import MappedFileQueue, offset2file_name, queue_dirs, release_pages  # noqa: F401
 
 UNIT_DTYPE = numpy_dtype(ConsumeQueueUnit)
 _UNIT = struct.Struct(UNIT_FORMAT)
@@ -52,16 +52,25 @@ def is_pre_blank(commitlog_offset, size, tags_code):
 class ConsumeQueue:
     """One queue's files, read-only."""
 
-    def __init__(self, root: Path, topic: str, queue_id: int, file_size: int):
+    def __init__(self, root: Path, topic: str, queue_id: int, file_size: int, directory: Path | None = None,
+                 skip: Callable[[Path], bool] | None = None):
+        """``directory``: the queue's directory when its name is not ``str(queue_id)``.
+        ``skip``: a file it answers True for is left out (a gap follows), and directories
+        named like a file are handed to it instead of refused (``verify`` reports both)."""
         self.topic = topic
         self.queue_id = queue_id
-        self.dir = root / topic / str(queue_id)
+        self.dir = directory if directory is not None else root / topic / str(queue_id)
         self.file_size = file_size
         self.queue = MappedFileQueue(self.dir, file_size)
         for p in self.queue.not_regular:  # a directory named like a file: refused, not skipped
-            raise StoreError("a directory where a store file belongs; only regular files are read", path=p)
+            if skip is None:
+                raise StoreError("a directory where a store file belongs; only regular files are read", path=p)
+            skip(p)
+        if skip is not None:
+            self.queue.files = [f for f in self.queue.files if not skip(f.path)]
         self._units_per_file = file_size // CQ_STORE_UNIT_SIZE
         self._end: int | None = None
+        self._by_base = {f.file_from_offset // CQ_STORE_UNIT_SIZE: f for f in self.queue.files}
 
     def _file_units(self, i: int) -> np.ndarray:
         f = self.queue.files[i]
@@ -77,18 +86,36 @@ class ConsumeQueue:
         return self._end
 
     def _find_end(self) -> int:
+        """``ConsumeQueue#recover``: from file n-3 on, the first invalid unit (offset < 0 or
+        size <= 0) ends the queue; a fully valid file continues into the next one listed.
+        A sparse file is read up to its first hole only (the hole holds zero units)."""
         files = self.queue.files
-        end = files[0].file_from_offset // CQ_STORE_UNIT_SIZE if files else 0
-        for i in range(max(0, len(files) - 3), len(files)):  # ConsumeQueue#recover starts at n-3
-            units = self._file_units(i)
-            bad = np.flatnonzero((units["commitlog_offset"] < 0) | (units["size"] <= 0))
-            base = files[i].file_from_offset // CQ_STORE_UNIT_SIZE
-            if len(bad):
-                return base + int(bad[0])
+        end = self.min_file_offset
+        for f in files[max(0, len(files) - 3):]:
+            base = f.file_from_offset // CQ_STORE_UNIT_SIZE
+            units = self.file_units(base)
+            extent = safefs.data_extent(f.path)
+            if extent is not None and extent < units.size * CQ_STORE_UNIT_SIZE:
+                units = units[: extent // CQ_STORE_UNIT_SIZE + 1]  # a hole follows: zero units
+            bad = self._first_invalid(f, units)
+            if bad is not None:
+                return base + bad
             end = base + len(units)
             if len(units) < self._units_per_file:
                 return end
         return end
+
+    def _first_invalid(self, f, units: np.ndarray) -> int | None:
+        """Index of the first unit with offset < 0 or size <= 0, read ``UNIT_CHUNK`` units at
+        a time, their pages released (a queue's last three files are read whole: 18 MB a
+        queue at the default size if the pages stayed)."""
+        for a in range(0, units.size, UNIT_CHUNK):
+            u = units[a:a + UNIT_CHUNK]
+            bad = np.flatnonzero((u["commitlog_offset"] < 0) | (u["size"] <= 0))
+            release_pages(f.buffer(), a * CQ_STORE_UNIT_SIZE, (a + u.size) * CQ_STORE_UNIT_SIZE)
+            if bad.size:
+                return a + int(bad[0])
+        return None
 
     @property
     def min_file_offset(self) -> int:
@@ -125,10 +152,75 @@ class ConsumeQueue:
             if hi > lo:
                 yield units[lo:hi], base + lo, f.name
 
+    # ---------------------------------------------------------------- bulk reads (verify)
+    @property
+    def units_per_file(self) -> int:
+        return self._units_per_file
+
+    def file_units(self, base: int) -> np.ndarray | None:
+        """The units of the file whose first unit is ``base`` as a numpy view of its mapping
+        (None: no such file)."""
+        f = self._by_base.get(base)
+        if f is None:
+            return None
+        buf = f.buffer()
+        n = len(buf) // CQ_STORE_UNIT_SIZE
+        return np.frombuffer(buf, UNIT_DTYPE, count=n) if n else np.zeros(0, UNIT_DTYPE)
+
+    def map_files(self) -> None:
+        """Map every file now: one that cannot be read is an error at open, not mid-scan."""
+        for f in self.queue.files:
+            f.buffer()
+
+    def file_path(self, base: int) -> Path | None:
+        """The path of the file whose first unit is ``base`` (None: no such file)."""
+        f = self._by_base.get(base)
+        return None if f is None else f.path
+
+    def file_base(self, logical: int) -> int:
+        """The first unit of the file that holds unit ``logical``."""
+        return logical // self._units_per_file * self._units_per_file
+
+    def file_of(self, logical: int) -> tuple[Path, int]:
+        """(path of the file named for unit ``logical``, byte offset of the unit in it)."""
+        b = self.file_base(logical)
+        return self.dir / offset2file_name(b * CQ_STORE_UNIT_SIZE), (logical - b) * CQ_STORE_UNIT_SIZE
+
+    def units_at(self, logical: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(found mask, offset, size, tagsCode) of the units at ``logical`` indices below the
+        queue's end (``ConsumeQueue#getIndexBuffer`` in bulk). The units are copied and their
+        mapped pages released: a scan that reads each unit once keeps none of them."""
+        n = logical.size
+        found = np.zeros(n, bool)
+        off, size, tags = np.zeros(n, np.int64), np.zeros(n, np.int64), np.zeros(n, np.int64)
+        inr = (logical >= self.min_file_offset) & (logical < self.max_offset)
+        if not inr.any():
+            return found, off, size, tags
+        per = self._units_per_file
+        fidx = np.where(inr, logical // per * per, -1)
+        sel_f = fidx[inr]
+        lo, hi = int(sel_f.min()), int(sel_f.max())
+        for b in range(lo, hi + 1, per) if (hi - lo) // per < 64 else np.unique(sel_f).tolist():
+            units = self.file_units(b)
+            if units is None:
+                continue
+            sel = np.flatnonzero(fidx == b)
+            if not sel.size:
+                continue
+            at = logical[sel] - b
+            u = units[at]
+            found[sel] = True
+            off[sel], size[sel], tags[sel] = u["commitlog_offset"], u["size"], u["tags_code"]
+            release_pages(self._by_base[b].buffer(), int(at.min()) * CQ_STORE_UNIT_SIZE,
+                          (int(at.max()) + 1) * CQ_STORE_UNIT_SIZE)
+        return found, off, size, tags
+
     def close(self) -> None:
         self.queue.close()
 
 
+#: Units the end search reads (and whose mapped pages it releases) at a time.
+UNIT_CHUNK = 1 << 16
 #: NAME_MAX of Linux file systems: a longer topic cannot be a directory name.
 NAME_MAX = 255
 

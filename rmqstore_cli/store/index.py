@@ -11,9 +11,11 @@ import functools
 import os
 import struct
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 from rmqstore_cli.errors import StoreError
+from rmqstore_cli.formats.derive import numpy_dtype
 from rmqstore_cli.formats.index import (
     ENTRY_FORMAT,
     HASH_SLOT_SIZE,
@@ -26,7 +28,7 @@ from rmqstore_cli.formats.index import (
     IndexSlot,
     index_file_size,
 )
-from rmqstore_cli.formats.derive import numpy_dtype
+from rmqstore_cli.store.mapped_files import release_pages
 from rmqstore_cli.store import safefs
 from rmqstore_cli.store.safefs import make_dirs, map_file, open_for_write, open_read_only, os_error
 from rmqstore_cli.store.message import index_key_hash
@@ -34,6 +36,18 @@ from rmqstore_cli.store.message import index_key_hash
 _HEADER = struct.Struct(HEADER_FORMAT)
 _SLOT = struct.Struct(SLOT_FORMAT)
 _ENTRY = struct.Struct(ENTRY_FORMAT)
+
+
+@cache
+def entry_dtype():
+    """An entry as numpy reads entries in bulk (numpy is imported on first use, not at start-up)."""
+    return numpy_dtype(IndexEntry)
+
+
+@cache
+def slot_dtype():
+    """A slot's value as numpy reads slots in bulk."""
+    return numpy_dtype(IndexSlot)["entry"]
 
 
 def build_key(topic: str, key: str) -> str:
@@ -59,7 +73,9 @@ class IndexFile:
     """One index file; read-only unless ``writable``."""
 
     def __init__(self, path: Path, slot_num: int, index_num: int, writable: bool = False,
-                 roots: list[Path] | None = None, fresh: bool = False):
+                 roots: list[Path] | None = None, fresh: bool = False, lenient: bool = False):
+        """``lenient`` (read-only): a file shorter than its header reads as a zero header
+        instead of an error (``verify`` reports it)."""
         self.path = path
         self.slot_num = slot_num
         self.index_num = index_num
@@ -69,7 +85,7 @@ class IndexFile:
         fd = open_for_write(path, roots or [path.parent.parent]) if writable else open_read_only(path)
         try:
             length = os.fstat(fd).st_size
-            if length < INDEX_HEADER_SIZE:
+            if length < INDEX_HEADER_SIZE and not (lenient and not writable):
                 raise StoreError(f"index file has {length} bytes, less than its 40-byte header", path=path)
             if writable and length != self.size:  # every slot and entry written must lie in the file
                 raise StoreError(f"index file has {length} bytes, not the {self.size} of maxHashSlotNum={slot_num} "
@@ -81,7 +97,10 @@ class IndexFile:
         self.length = length
         #: Bytes from the start already allocated on disk (:meth:`reserve_entries`).
         self.reserved = 0
-        h = IndexHeaderValues(*_HEADER.unpack_from(self.mm, 0))
+        h = IndexHeaderValues(*_HEADER.unpack_from(self.mm, 0)) if length >= INDEX_HEADER_SIZE \
+            else IndexHeaderValues(index_count=0)
+        #: indexCount as stored (the header's ``index_count`` reads a count <= 0 as 1).
+        self.stored_count = h.index_count
         if h.index_count <= 0:  # IndexHeader#load: a stored count <= 0 reads as 1
             h.index_count = 1
         self.header = h
@@ -301,22 +320,63 @@ class IndexFile:
             f.header.begin_timestamp = f.header.end_timestamp = prev_end_ts
         return f
 
+    # ------------------------------------------------------------- bulk reads (verify)
+    @property
+    def entry_limit(self) -> int:
+        """Entries 1..entry_limit-1 are readable: the header's count as ``IndexHeader#load``
+        reads it, bounded by the entries the file's length and maxIndexNum hold."""
+        room = max(0, (self.length - self.entries_base) // INDEX_ENTRY_SIZE)
+        return max(0, min(self.header.index_count, room, self.index_num))
+
+    @property
+    def readable_entries(self) -> int:
+        """How many entries (numbers 1..n) can be read: entry 0 is never written."""
+        return max(self.entry_limit - 1, 0)
+
+    def entry_columns(self, a: int, b: int, *names: str) -> list:
+        """Fields ``names`` of entries number a+1..b (the readable entries' array indices
+        a..b-1) as native arrays (offsets int64, the rest int32); the mapped pages they
+        were read from are released, so reading a whole file this way keeps only the arrays."""
+        import numpy as np
+
+        start = self.entry_pos(a + 1)
+        e = np.frombuffer(self.mm, entry_dtype(), count=b - a, offset=start)
+        out = [e[k].astype(np.int64 if k == "phy_offset" else np.int32) for k in names]
+        del e
+        release_pages(self.mm, start, start + (b - a) * INDEX_ENTRY_SIZE)
+        return out
+
+    def entry_phys(self, idx):
+        """Offsets of the entries at array indices ``idx`` (a few), the pages released."""
+        import numpy as np
+
+        e = np.frombuffer(self.mm, entry_dtype(), count=self.readable_entries, offset=self.entry_pos(1))
+        out = e["phy_offset"][idx].astype(np.int64)
+        del e
+        release_pages(self.mm, 0, self.length)
+        return out
+
+    def slot_values(self, a: int, b: int) -> tuple:
+        """(slot numbers, values) of the non-zero slots among slots a..b-1; pages released."""
+        import numpy as np
+
+        start = INDEX_HEADER_SIZE + a * HASH_SLOT_SIZE
+        raw = np.frombuffer(self.mm, slot_dtype(), count=b - a, offset=start)
+        nz = np.flatnonzero(raw.view(raw.dtype.newbyteorder("=")))  # the zero test needs no byte swap
+        vals = raw[nz].astype(np.int64)
+        del raw
+        release_pages(self.mm, start, start + (b - a) * HASH_SLOT_SIZE)
+        return nz + a, vals
+
+    def drop_pages(self) -> None:
+        """Release every mapped page (the data stays in the page cache and the file)."""
+        release_pages(self.mm, 0, self.length)
+
     def close(self) -> None:
         if self.writable:
             self.mm.flush()
-        self.mm.close()
-
-
-@functools.cache
-def entry_dtype():
-    """numpy dtype of an index entry, from :data:`~rmqstore_cli.formats.index.IndexEntry`."""
-    return numpy_dtype(IndexEntry)
-
-
-@functools.cache
-def slot_dtype():
-    """numpy dtype of a hash slot's value, from :data:`~rmqstore_cli.formats.index.IndexSlot`."""
-    return numpy_dtype(IndexSlot)["entry"]
+        if not isinstance(self.mm, bytes):
+            self.mm.close()
 
 
 def time_diff(store_timestamp: int, begin_timestamp: int) -> int:

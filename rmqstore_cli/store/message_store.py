@@ -14,7 +14,7 @@ from rmqstore_cli.store.index import IndexService
 from rmqstore_cli.store.mapped_files import queue_dirs
 from rmqstore_cli.store import safefs
 
-_STORE_MARKERS = ("commitlog", "consumequeue", "index", "checkpoint")
+STORE_MARKERS = ("commitlog", "consumequeue", "index", "checkpoint")
 #: Most topics a look-up without a topic asks the index about, one by one.
 MAX_SEARCH_TOPICS = 10_000
 
@@ -28,19 +28,23 @@ class MessageStore:
         self.warnings: list[str] = []
 
     @classmethod
-    def open(cls, config: StoreConfig, tz: _dt.tzinfo | None = None, defer_index: bool = False) -> "MessageStore":
+    def open(cls, config: StoreConfig, tz: _dt.tzinfo | None = None, defer_index: bool = False,
+             infer_sizes: bool = True) -> "MessageStore":
         """Open an existing store read-only; refuse what is not a store or not readable.
-        ``defer_index``: index files that disagree on their size fail only ``.index``."""
+        ``defer_index``: index files that disagree on their size fail only ``.index``.
+        ``infer_sizes=False``: the sizes are left to the caller (``verify`` infers them
+        itself, a disagreeing file being a finding there, not the end)."""
         root = config.root
         if not root.is_dir():
             raise StoreError("no such store directory", path=root, hint="pass --store or set RMQSTORE_STORE")
-        if not any((root / m).exists() for m in _STORE_MARKERS) and not any(
+        if not any((root / m).exists() for m in STORE_MARKERS) and not any(
                 d.is_dir() for d in config.commitlog_dirs):
             raise StoreError("not a RocketMQ store (no commitlog/, consumequeue/, index/ or checkpoint)",
                              path=root)
-        _refuse_unsupported(config)
+        refuse_unsupported(config)
         store = cls(config, tz)
-        store.notes = config.infer_sizes(defer_index=defer_index)
+        if infer_sizes:
+            store.notes = config.infer_sizes(defer_index=defer_index)
         return store
 
     @cached_property
@@ -131,7 +135,7 @@ class MessageStore:
             self.index.close()
 
 
-def _refuse_unsupported(config: StoreConfig) -> None:
+def refuse_unsupported(config: StoreConfig) -> None:
     """DLedger commit logs and RocksDB consume queues are other formats (§10.5, §10.7)."""
     if config.enable_dleger_commit_log:
         raise StoreError("this broker uses a DLedger commit log, which rmqstore does not read",

@@ -426,3 +426,51 @@ def _unlink_quietly(path) -> None:
         os.unlink(path)
     except OSError:
         pass
+
+
+# -- verify-pkg
+def data_extent(path) -> int | None:
+    """Offset of the first hole of a sparse file (its length if none), or None if unknown:
+    a preallocated store file's data ends there, and reading the hole only maps zero pages."""
+    if not hasattr(os, "SEEK_HOLE"):
+        return None
+    try:
+        fd = open_read_only(path)
+    except StoreError:
+        return None
+    try:
+        return os.lseek(fd, 0, os.SEEK_HOLE)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def data_segments(path, start: int, end: int) -> list[tuple[int, int]]:
+    """The ``[a, b)`` ranges of ``[start, end)`` of a sparse file that hold data
+    (``SEEK_DATA``/``SEEK_HOLE``; the whole range when the system cannot tell): a search
+    for non-zero bytes reads only these, so a 1 GiB file with a few MB of data costs a few MB."""
+    if end - start <= 1 << 20 or not hasattr(os, "SEEK_DATA"):
+        return [(start, end)]
+    try:
+        fd = open_read_only(path)
+    except StoreError:
+        return [(start, end)]
+    segments = []
+    try:
+        pos = start
+        while pos < end:
+            try:
+                data = os.lseek(fd, pos, os.SEEK_DATA)
+            except OSError:  # ENXIO: only a hole remains
+                break
+            if data >= end:
+                break
+            hole = min(os.lseek(fd, data, os.SEEK_HOLE), end)
+            segments.append((max(data, start), hole))
+            pos = hole
+    except OSError:
+        return [(start, end)]
+    finally:
+        os.close(fd)
+    return segments

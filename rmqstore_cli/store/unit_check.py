@@ -17,7 +17,7 @@ from rmqstore_cli.store.dispatch import InvalidForDispatch, compute_tags_code
 from rmqstore_cli.store.message import Message
 
 #: ``ConsumeQueueExt#isExtAddr``: addresses are <= Integer.MIN_VALUE - 1.
-_EXT_ADDR_MAX = -(1 << 31) - 1
+EXT_ADDR_MAX = -(1 << 31) - 1
 
 OK = "ok"
 MISMATCH = "mismatch"
@@ -71,7 +71,7 @@ def check_unit(commitlog: CommitLog, cq_offset: int, commitlog_offset: int, size
         problems.append(f"record's queue offset is {m.queue_offset}")
     if m.transaction_type not in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE):
         problems.append("a PREPARED or ROLLBACK record gets no unit")
-    if not (ext_enabled and tags_code <= _EXT_ADDR_MAX):
+    if not (ext_enabled and tags_code <= EXT_ADDR_MAX):
         try:
             want = compute_tags_code(m, delay_table)
         except InvalidForDispatch as e:

@@ -1,0 +1,200 @@
+"""Findings, the check ids, and the sink a :class:`~rmqstore_cli.store.verify.Verifier` emits them to.
+
+A finding is a stable check id, a severity, the file relative to the store root, the byte
+offset in that file and a detail. The Verifier counts every finding and hands those under
+``max_findings`` to its :class:`FindingSink` in emission order; the local command drains a
+:class:`FindingList`, the pipeline's tasks record them with their place in that order.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+
+ERROR, WARNING, INFO = "error", "warning", "info"
+
+#: Every check id, its severity when it fires, and what it means. Ids are stable.
+CHECKS: dict[str, tuple[str, str]] = {
+    "store.live-broker": (WARNING, "a live broker holds the store's lock; files change under the check"),
+    "store.not-regular": (ERROR, "a FIFO, device, socket, directory or dangling link where a store file belongs: the broker "
+                                 "cannot load it, and verify skips it"),
+    "commitlog.file-name": (ERROR, "a commit-log file name is not a 20-digit offset aligned to the file size"),
+    "commitlog.file-size": (ERROR, "a commit-log file's length is not mappedFileSizeCommitLog (§10.3)"),
+    "commitlog.gap": (ERROR, "no file holds a range between two commit-log files (expired or lost middle file)"),
+    "commitlog.magic": (ERROR, "no valid MAGICCODE where a record must start"),
+    "commitlog.total-size": (ERROR, "TOTALSIZE does not fit the file or disagrees with the fields (calMsgLength)"),
+    "commitlog.field-bounds": (ERROR, "a length field runs past the record's end or is negative"),
+    "commitlog.truncated": (ERROR, "the file ends inside a record"),
+    "commitlog.physical-offset": (ERROR, "PHYSICALOFFSET stored in the record differs from its position"),
+    "commitlog.body-crc": (ERROR, "BODYCRC differs from crc32(body) & 0x7FFFFFFF"),
+    "commitlog.prop-crc": (ERROR, "the __CRC32# whole-record CRC property is wrong (§2.8)"),
+    "commitlog.properties": (WARNING, "PROPERTIES are not valid UTF-8 or hold pairs the broker's parser drops"),
+    "commitlog.topic": (ERROR, "the topic is empty, not UTF-8, or cannot be a consume-queue directory name"),
+    "commitlog.topic-chars": (WARNING, "the topic has characters outside the broker's topic character set"),
+    "commitlog.blank": (ERROR, "a BLANK end-of-file record is wrong, or a full file lacks one (§2.7)"),
+    "commitlog.tail": (WARNING, "non-zero bytes after the end of data (stale data after truncation, §10.2)"),
+    "commitlog.queue-offset": (ERROR, "QUEUEOFFSET skips ahead within a (topic, queue): messages are missing"),
+    "commitlog.queue-offset-reset": (INFO, "QUEUEOFFSET repeats or restarts (broker restart without its CQ, §2.6)"),
+    "cq.file-name": (ERROR, "a consume-queue file or directory name is not what the broker writes"),
+    "cq.file-size": (ERROR, "a consume-queue file's length is not mappedFileSizeConsumeQueue"),
+    "cq.gap": (ERROR, "a consume-queue file is missing between two others"),
+    "cq.unit-target": (ERROR, "a unit points where no message of its queue starts"),
+    "cq.unit-mismatch": (ERROR, "a unit's size or tagsCode disagrees with its message, or points elsewhere"),
+    "cq.missing-unit": (ERROR, "a dispatched message (store time <= checkpoint) has no consume-queue unit"),
+    "cq.not-dispatched": (INFO, "messages newer than the checkpoint have no unit yet; the broker dispatches them"),
+    "cq.superseded": (INFO, "messages whose queue offsets were used again after a restart lost their units (§2.6)"),
+    "cq.pre-blank": (INFO, "pre-blank units below a queue's first unit (§4.3)"),
+    "cq.expired": (INFO, "units point below the commit log's first offset (expired files, §9)"),
+    "cq.tail": (WARNING, "non-zero units after a queue's logical end (stale after truncation, §10.2)"),
+    "index.file-name": (WARNING, "an index file name is not a yyyyMMddHHmmssSSS time"),
+    "index.file-size": (ERROR, "an index file's length is not 40 + 4*maxHashSlotNum + 20*maxIndexNum"),
+    "index.header": (ERROR, "the index header disagrees with its entries (count, begin/end offset and time)"),
+    "index.slot-count": (WARNING, "hashSlotCount differs from the number of used slots (older writer?)"),
+    "index.slot": (ERROR, "a slot points outside the written entries or at an entry of another slot"),
+    "index.chain": (ERROR, "an entry's chain leaves the file, its slot, or does not terminate (loop, branch)"),
+    "index.orphan": (ERROR, "an entry no slot chain reaches: its key cannot be found"),
+    "index.entry": (ERROR, "an entry has a negative hash or time difference"),
+    "index.order": (WARNING, "entries' physical offsets go backwards"),
+    "index.tail": (WARNING, "non-zero entries after indexCount"),
+    "index.entry-target": (ERROR, "an entry points where no readable message starts"),
+    "index.entry-hash": (ERROR, "an entry's hash is none of its message's index keys"),
+    "index.expired": (INFO, "entries point below the commit log's first offset (expired, §5.11)"),
+    "index.beyond-end": (WARNING, "entries point beyond the end of the commit log's data (§8)"),
+    "index.missing-key": (ERROR, "an indexed key of a message is not in the index (--deep)"),
+    "index.missing": (ERROR, "messageIndexEnable=true, but no index file holds an entry while messages carry "
+                             "keys: every index-lookup finds nothing"),
+    "checkpoint.missing": (WARNING, "no checkpoint file"),
+    "checkpoint.ahead": (ERROR, "a checkpoint time is newer than any message: flushed data is missing"),
+    "abort.unclean-shutdown": (WARNING, "an abort file: the broker will run abnormal recovery (§6.2, §8)"),
+    "recovery.truncate": (ERROR, "the broker's recovery would stop here and truncate the commit log after it"),
+}
+
+
+@dataclass(slots=True)
+class Finding:
+    check: str
+    severity: str
+    file: str
+    offset: int | None
+    detail: str
+    extra: dict = field(default_factory=dict)
+    #: What the finding is about when its place in the emission order depends on it (not
+    #: output): ("topic", topic bytes) or ("queue", (topic bytes, queue id)).
+    subject: tuple | None = field(default=None, compare=False, repr=False)
+
+    def as_dict(self) -> dict:
+        d = {"check": self.check, "severity": self.severity, "file": self.file, "offset": self.offset,
+             "detail": self.detail}
+        d.update(self.extra)
+        return d
+
+
+class FindingSink(Protocol):
+    """Where a Verifier's findings go, and what its commit-log scan tells about where it is
+    (the order findings come out in: per batch of records, topics and queues by first sight).
+    :class:`FindingList` is the plain sink; the scan events are for sinks that place
+    findings of a part of the store in the order of the whole (``pipeline.verify_tasks``)."""
+
+    def emit(self, finding: Finding) -> None:
+        """One finding, in emission order."""
+
+    def batch_started(self) -> None:
+        """A batch of records is about to be checked."""
+
+    def topic_seen(self, topic: bytes, physical_offset: int) -> None:
+        """The scan met ``topic`` for the first time (its topic findings follow)."""
+
+    def queues_numbered(self, keys: list[tuple[bytes, int]]) -> None:
+        """The scan met these (topic, queue id) for the first time, in this order."""
+
+    def queue_heads(self, heads: dict) -> None:
+        """(topic, queue id) -> (queue offset, step, physical offset, file, file base) of a
+        queue's first dispatched record in the scan: only if :attr:`wants_queue_heads`."""
+
+    wants_queue_heads: bool
+
+
+class FindingList:
+    """The plain sink: findings kept in order until :meth:`drain` hands them out."""
+
+    wants_queue_heads = False
+
+    def __init__(self) -> None:
+        self.pending: list[Finding] = []
+
+    def emit(self, finding: Finding) -> None:
+        self.pending.append(finding)
+
+    def drain(self) -> list[Finding]:
+        out, self.pending = self.pending, []
+        return out
+
+    def batch_started(self) -> None:
+        pass
+
+    def topic_seen(self, topic: bytes, physical_offset: int) -> None:
+        pass
+
+    def queues_numbered(self, keys: list[tuple[bytes, int]]) -> None:
+        pass
+
+    def queue_heads(self, heads: dict) -> None:
+        pass
+
+
+@dataclass
+class VerifyOptions:
+    crc: bool = True
+    deep: bool = False
+    #: Findings emitted per check (all are counted); None = no limit.
+    max_findings: int | None = None
+
+
+def text(s: str) -> str:
+    """A file or topic name from disk as valid UTF-8 text: bytes that are not UTF-8 (held
+    as surrogates by ``os.fsdecode``) become ``\\xNN`` escapes, so JSON output cannot fail."""
+    try:
+        s.encode("utf-8")
+        return s
+    except UnicodeEncodeError:
+        return s.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+class Deferred:
+    """Findings of one kind met out of their emission order: arrays of (key, values...),
+    handed out sorted by key. With a cap on findings only the ``cap`` smallest keys are
+    kept (the rest are counted in :attr:`dropped`), so memory is bounded by the cap."""
+
+    def __init__(self, cap: int | None):
+        self.cap = cap
+        self.parts: list[list[np.ndarray]] = []
+        self.kept = self.total = 0
+
+    def add(self, key: np.ndarray, *cols: np.ndarray) -> None:
+        if not key.size:
+            return
+        self.parts.append([np.asarray(x, np.int64) for x in (key, *cols)])
+        self.kept += key.size
+        self.total += key.size
+        if self.cap is not None and self.kept > 2 * self.cap + 1024:
+            self.parts = [self._sorted()]
+            self.kept = self.parts[0][0].size
+
+    def _sorted(self) -> list[np.ndarray]:
+        cols = [np.concatenate(c) for c in zip(*self.parts)]
+        o = np.argsort(cols[0], kind="stable")
+        if self.cap is not None:
+            o = o[:self.cap]
+        return [c[o] for c in cols]
+
+    def rows(self):
+        if not self.parts:
+            return iter(())
+        cols = self._sorted()
+        self.kept = cols[0].size
+        return zip(*(c.tolist() for c in cols))
+
+    @property
+    def dropped(self) -> int:
+        return self.total - self.kept

@@ -1,0 +1,343 @@
+"""The commit-log walk: files, records, resynchronisation after damage (STORE-FORMAT §7.1).
+
+Each file is walked record by record (TOTALSIZE and MAGICCODE only), a batch of records at
+a time handed to :meth:`RecordChecks.check_batch`; damage does not stop the walk: after a
+bad record it resynchronises on the next plausible record (valid magic, sane TOTALSIZE,
+PHYSICALOFFSET equal to its position) and reports the unreadable byte range.
+"""
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+
+import numpy as np
+
+from rmqstore_cli.formats.commitlog import (
+    END_FILE_MIN_BLANK_LENGTH,
+    HEAD_SIZE,
+    MAGIC_BLANK,
+    MAGIC_V1,
+    MAGIC_V2,
+    PROPERTIES_LENGTH_FORMAT,
+    TOPIC_LENGTH_FORMAT,
+    MessageHead,
+    RecordPrefix,
+    middle_format,
+)
+from rmqstore_cli.formats.derive import field_offset, fixed_fields_format
+from rmqstore_cli.store.batch import compile_walk, file_array, walk_records
+from rmqstore_cli.store.commitlog import Status, check_message
+from rmqstore_cli.store.mapped_files import MappedFileQueue, release_pages
+from rmqstore_cli.store.verify import limits
+from rmqstore_cli.store.verify.checks import first_nonzero
+from rmqstore_cli.store.verify.findings import Finding
+
+PREFIX_UNPACK = struct.Struct(fixed_fields_format(RecordPrefix)).unpack_from
+POS_PHY = field_offset(MessageHead, "physical_offset")
+PHY_LEN = field_offset(MessageHead, "sys_flag") - POS_PHY
+#: The shortest record: empty body, topic and properties, IPv4 hosts, V1 (1-byte topic length).
+MIN_RECORD = HEAD_SIZE + struct.calcsize(middle_format(False, False)) + \
+    struct.calcsize(TOPIC_LENGTH_FORMAT[MAGIC_V1]) + struct.calcsize(PROPERTIES_LENGTH_FORMAT)
+#: TOTALSIZE and MAGICCODE: what every walk reads first.
+PREFIX_SIZE = RecordPrefix.sizeof()
+_MAGIC_AT = field_offset(RecordPrefix, "magic")
+MAGIC_BYTES = [m.to_bytes(PREFIX_SIZE - _MAGIC_AT, "big") for m in (MAGIC_V1, MAGIC_V2, MAGIC_BLANK)]
+
+
+class CommitLogScan:
+    """The commit-log part of :class:`~rmqstore_cli.store.verify.Verifier`."""
+
+    def scan_commitlog(self) -> Iterator[Finding]:
+        """:meth:`open_commitlog`, then every file (:meth:`scan_file_at`), findings as they come."""
+        self.open_commitlog()
+        files = self.mfq.files
+        for i in range(len(files)):
+            self.scan_file_at(i)
+            if self.retire_index_files and i + 1 < len(files):  # later files hold only higher offsets
+                self._retire_index_files(files[i + 1].file_from_offset)
+            yield from self._drain()
+        try:
+            self.mfq.close()
+        except BufferError:  # a view still alive (e.g. held by a caller); the GC unmaps it
+            pass
+
+    def open_commitlog(self) -> None:
+        """The commit-log files (names, what is not a regular file) and the scan's state."""
+        cfg = self.config
+        size = cfg.mapped_file_size_commit_log
+        mfq = MappedFileQueue(cfg.commitlog_dirs, size)
+        self.mfq = mfq
+        files = mfq.files
+        self.files["commitlog"] = len(files)
+        for s in mfq.strays:
+            self._add("commitlog.file-name", self.rel(s), None, "not a 20-digit offset: the broker cannot load it")
+        for p in mfq.not_regular:
+            self.not_regular(p)
+        mfq.files = [f for f in mfq.files if not self.not_regular(f.path)]  # skipped: a gap follows
+        files = mfq.files
+        self.cl_min = files[0].file_from_offset if files else 0
+        self.cl_end = self.cl_min
+        self.delay_table = cfg.delay_level_table
+        self.topic_ids: dict[bytes, int] = {}
+        self.topic_names: list[bytes] = []
+        self.tq_ids: dict[tuple[int, int], int] = {}
+        self.tq_list: list[tuple[int, int]] = []
+        self.tq_queue: list = []  # the QueueState per tq, or None
+        self.tq_last: list[int | None] = []  # next expected queue offset per tq
+        self.tq_reset: dict[int, int] = {}  # tq -> last physical offset where its queue offsets restarted
+        #: Messages with no consume-queue unit, as (tq, queue offset, physical offset, store
+        #: time) arrays: exact, and what the Spark tasks exchange. Past ``MISSING_CAP``
+        #: elements it is dropped (None) and only ``missing_runs`` is kept.
+        self.missing: list[tuple[np.ndarray, ...]] | None = []
+        self.missing_n = 0
+        #: The same as runs, per tq: [first L, last L, first physical offset, late, reset mark,
+        #: creation order] — what a store with no consume queues leaves of each queue's
+        #: messages (one run), so memory follows queues, not messages.
+        self.missing_runs: dict[int, list[list]] = {}
+        self.missing_seq = 0
+        self.stops: list[tuple[int, str, str]] = []  # (physical offset, check, file): recovery stoppers
+        self.last_store_ts = 0
+        self.max_store_ts = 0
+        self.ranges: list[tuple[int, int]] = []  # readable [start, end) physical ranges with records
+        self.first_records: dict[int, tuple[int, int] | None] = {}
+        self.index_active = [f for f in self.index_files if f.entry_count]
+        do_index = bool(self.index_active) or self.opt.deep
+        self.want_keys = cfg.message_index_enable and do_index
+        #: no index entry at all: look for the first message with an index key (index.missing)
+        self.index_empty = cfg.message_index_enable and not self.index_active
+        self.first_indexable: int | None = None
+
+    def queue_key(self, t: int) -> tuple[bytes, int]:
+        """(topic, queue id) of the scan's queue number ``t``."""
+        tn, q = self.tq_list[t]
+        return (self.topic_names[tn], q)
+
+    def kernel(self):
+        """:mod:`kernels` once ``limits.KERNEL_AFTER`` records are checked (None before, or
+        without numba): the compiled walk and CRC pay for numba's import on big stores only."""
+        k = self.__dict__.get("_kern")
+        if k is None:
+            if self.messages < limits.KERNEL_AFTER and not self.big_job:
+                return None
+            try:
+                from rmqstore_cli.store import kernels as k
+            except ImportError:  # pragma: no cover - numba not installed
+                k = False
+            else:
+                compile_walk()
+            self._kern = k
+        return k or None
+
+    def _retire_index_files(self, upto: int) -> None:
+        """Index files all of whose entries point below ``upto`` can meet no later record."""
+        for f in self.index_active:
+            if f.phy_max < upto:
+                f.ensure_loaded()
+                f.retire()
+        self.index_active = [f for f in self.index_active if not getattr(f, "retired", False)]
+
+    def scan_file_at(self, i: int) -> None:
+        """Check commit-log file number ``i`` of ``self.mfq`` (name, size, gap to the previous
+        file, every record); the pipeline runs this as one task per file."""
+        files = self.mfq.files
+        size = self.config.mapped_file_size_commit_log
+        f = files[i]
+        rel = self.rel(f.path)
+        if f.file_from_offset % size:
+            self._add("commitlog.file-name", rel, None, f"start {f.file_from_offset} is not a multiple of "
+                      f"the file size {size}")
+        if i and f.file_from_offset != files[i - 1].end_offset:
+            a, b = files[i - 1].end_offset, f.file_from_offset
+            if b > a:
+                self._add("commitlog.gap", rel, 0, f"no file holds offsets {a}..{b - 1} ({b - a} bytes; "
+                          f"file {a:020d} is missing, e.g. expired or deleted out of order)",
+                          physical_offset=a, missing_file=f"{a:020d}")
+                self.stops.append((a, "commitlog.gap", rel))
+            else:
+                self._add("commitlog.file-name", rel, 0, f"overlaps the previous file (ends at {a})")
+        length = f.path.stat().st_size
+        if length != size:
+            self._add("commitlog.file-size", rel, None, f"{length} bytes, expected {size}"
+                      + (" (truncated)" if length < size else ""))
+        last = i == len(files) - 1
+        if last:
+            self.cl_end = None  # set where the file's data ends (below)
+        self._scan_file(f, rel, last=last)
+        if last and self.cl_end is None:  # the file ends in bytes no record could be read from
+            self.cl_end = self._valid_end(f.file_from_offset)
+        if self.progress:
+            self.progress(min(length, size))
+
+    def _valid_end(self, base: int) -> int:
+        """The end of the last valid record read at or above ``base``: where a torn last file's
+        data ends. For a log cut inside its last record this is ``CommitLog#recoverNormally``'s
+        ``processOffset`` (it keeps the records before the first one ``checkMessageAndReturnSize``
+        rejects); damage earlier in the file is reported as ``recovery.truncate`` besides."""
+        return max((e for s, e in self.ranges if s >= base), default=base)
+
+    def _scan_file(self, f, rel: str, last: bool) -> None:
+        """Walk one file a batch of records at a time, each batch checked as it comes."""
+        buf = f.buffer()
+        limit = len(buf)
+        base = f.file_from_offset
+        arr = file_array(buf)
+        pos = 0
+        first_rec = None
+        walked = [0, 0]  # records, bytes: batches of about limits.BATCH_BYTES after a first probe
+        released = 0
+        while pos is not None:
+            if pos - released >= limits.RELEASE_EVERY:  # memory stays flat however big the store
+                released = release_pages(buf, released, pos)
+            cap = max(64, min(limits.BATCH, limits.BATCH_BYTES * walked[0] // max(walked[1], 1))) if walked[0] else 64
+            # walk: TOTALSIZE and MAGICCODE only (batch.walk_records, shared with rebuild-index)
+            self.kernel()  # past limits.KERNEL_AFTER records the walk runs compiled too
+            positions, nxt, kind = walk_records(buf, pos, limit, cap, MIN_RECORD, arr)
+            walked[0] += positions.size
+            walked[1] += nxt - pos
+            pos = nxt
+            if positions.size:
+                if first_rec is None:
+                    first_rec = int(positions[0])
+                bad = self.check_batch(buf, arr, positions, base, rel, limit)
+                if bad is not None:  # a structural failure inside the batch: resync after it
+                    pos = self._resync(buf, limit, base, rel, *bad)
+                    continue
+            if kind is not None:
+                pos = self._walk_stopped(f, buf, arr, kind, pos, rel, last)
+        self.first_records[base] = first_rec
+        del arr
+        try:
+            f.close()  # later look-ups map it again
+        except BufferError:
+            pass
+
+    def _walk_stopped(self, f, buf, arr: np.ndarray, kind: str, pos: int, rel: str, last: bool) -> int | None:
+        """Report what the walk met at ``pos`` instead of a record (``kind``: blank, eof,
+        short, zero or bad); the position the walk resumes at, or None: the file is done."""
+        limit, base, size = len(buf), f.file_from_offset, self.config.mapped_file_size_commit_log
+        if kind == "blank":
+            total = PREFIX_UNPACK(buf, pos)[0]
+            if total != size - pos:
+                self._add("commitlog.blank", rel, pos, f"BLANK size field {total}, but {limit - pos} bytes "
+                          "remain to the file's end", physical_offset=base + pos)
+            self._check_tail(f.path, arr, pos + END_FILE_MIN_BLANK_LENGTH, rel, base, "the BLANK record")
+            if last:
+                self.cl_end = base + size
+            return None
+        if kind == "eof" or kind == "short":
+            if kind == "short":
+                self._add("commitlog.truncated", rel, pos, f"{limit - pos} bytes left, too few for a record "
+                          "header", physical_offset=base + pos)
+                self.stops.append((base + pos, "commitlog.truncated", rel))
+            elif not last or limit < size:
+                self._add("commitlog.blank", rel, pos, "the file ends without a BLANK record",
+                          physical_offset=base + pos)
+            if last:
+                self.cl_end = base + pos
+            return None
+        if kind == "zero":
+            return self._zeros(f, buf, arr, pos, rel, last)
+        # kind == "bad": magic or size unusable at pos
+        return self._resync(buf, limit, base, rel, pos, *self._classify_bad(buf, pos, limit))
+
+    def _zeros(self, f, buf, arr: np.ndarray, pos: int, rel: str, last: bool) -> int | None:
+        """Zero bytes where a record must start: a hole inside the data (records resume
+        after it: where), or the end of the data."""
+        base = f.file_from_offset
+        nz = first_nonzero(f.path, arr, pos)
+        nxt = None if nz is None else self._find_next(buf, max(pos, nz - PREFIX_SIZE), len(buf), base)
+        if nxt is not None:  # zeros, then records again: a hole inside the data
+            self._add("commitlog.magic", rel, pos, f"a run of zero bytes inside the data; records resume "
+                      f"at {base + nxt} ({nxt - pos} bytes unreadable)", physical_offset=base + pos,
+                      end_offset=nxt)
+            self.stops.append((base + pos, "commitlog.magic", rel))
+            return nxt
+        if last:
+            self.cl_end = base + pos
+        else:
+            self._add("commitlog.blank", rel, pos, "data ends without a BLANK record in a file that is not "
+                      "the last: recovery stops here and deletes the later files",
+                      physical_offset=base + pos)
+            self.stops.append((base + pos, "commitlog.blank", rel))
+        if nz is not None:
+            self._add("commitlog.tail", rel, nz, f"non-zero bytes after the end of data (from {base + nz}): "
+                      "stale data after a truncation, or a lost end of log", physical_offset=base + nz)
+        return None
+
+    def _check_tail(self, path, arr: np.ndarray, start: int, rel: str, base: int, what: str) -> None:
+        if start >= arr.size:
+            return
+        at = first_nonzero(path, arr, start)
+        if at is not None:
+            self._add("commitlog.tail", rel, at, f"non-zero bytes after {what} (from {base + at}): stale data "
+                      "after a truncation, or a lost end of log", physical_offset=base + at)
+
+    def _classify_bad(self, buf, pos: int, limit: int) -> tuple[str, str]:
+        total, magic = PREFIX_UNPACK(buf, pos) if pos + PREFIX_SIZE <= limit else (0, 0)
+        size = self.config.mapped_file_size_commit_log
+        if magic not in (MAGIC_V1, MAGIC_V2, MAGIC_BLANK):
+            return "commitlog.magic", f"bad magic code 0x{magic:08X}"
+        if limit - pos < total <= size - pos and limit < size:
+            return "commitlog.truncated", f"record of {total} bytes, but the file ends after {limit - pos}"
+        return "commitlog.total-size", f"total size {total} does not fit ({limit - pos} bytes left in the file)"
+
+    def _resync(self, buf, limit: int, base: int, rel: str, bad: int, check: str, why: str) -> int | None:
+        """Report the bad record at ``bad``; search forward for the next plausible record."""
+        nxt = self._find_next(buf, bad + 1, limit, base)
+        end = nxt if nxt is not None else limit
+        msg = f"{end - bad} bytes unreadable, " + (f"scan resumed at {base + nxt}" if nxt is not None
+                                                  else "no further record in this file")
+        self._add(check, rel, bad, f"{why}; {msg}", physical_offset=base + bad, end_offset=base + end)
+        self.stops.append((base + bad, check, rel))
+        return nxt
+
+    def _find_next(self, buf, start: int, limit: int, base: int) -> int | None:
+        """Next position >= start where a record plausibly starts: V1/V2 magic, sane size and
+        PHYSICALOFFSET equal to the position (or a fully valid record), or a right-sized BLANK."""
+        size = self.config.mapped_file_size_commit_log
+        finds = {m: buf.find(m, start + _MAGIC_AT, limit) for m in MAGIC_BYTES}
+        while True:
+            live = [(i, m) for m, i in finds.items() if i >= 0]
+            if not live:
+                return None
+            i, m = min(live)
+            c = i - _MAGIC_AT
+            total = PREFIX_UNPACK(buf, c)[0]
+            if m == MAGIC_BYTES[2]:
+                if total == size - c:
+                    return c
+            elif MIN_RECORD <= total <= limit - c:
+                phy = int.from_bytes(buf[c + POS_PHY:c + POS_PHY + PHY_LEN], "big", signed=True)
+                if phy == base + c:
+                    return c
+                chk = check_message(buf, c, limit, base)
+                if chk.status is Status.VALID:
+                    nxt = c + total
+                    if nxt + PREFIX_SIZE > limit:
+                        return c
+                    t2, m2 = PREFIX_UNPACK(buf, nxt)
+                    if m2 in (MAGIC_V1, MAGIC_V2) and MIN_RECORD <= t2 <= limit - nxt or \
+                            m2 == MAGIC_BLANK or (t2 == 0 and m2 == 0):
+                        return c
+            finds[m] = buf.find(m, i + 1, limit)
+
+    def _cl_base(self, offset: int) -> int:
+        f = self.mfq.find(offset)
+        return f.file_from_offset if f else 0
+
+    def _check_at(self, offset: int):
+        f = self.mfq.find(offset)
+        if f is None:
+            return None
+        buf = f.buffer()
+        pos = offset - f.file_from_offset
+        if pos + PREFIX_SIZE > len(buf):
+            return None
+        return check_message(buf, pos, len(buf), f.file_from_offset)
+
+    def _no_file_reason(self, offset: int) -> str:
+        f = self.mfq.find(offset)
+        if f is None:
+            return "no commit-log file holds it"
+        return f"it lies past the end of the truncated file {f.name}"
+
