@@ -119,6 +119,14 @@ class MappedFileQueue:
         self.not_regular: list[Path] = []
         self.load()
 
+    @classmethod
+    def of_file(cls, path: Path, file_from_offset: int, file_size: int) -> "MappedFileQueue":
+        """A read-only queue of this one file, whatever its name or directory (``dump-cq
+        --file``): no directory is listed."""
+        q = cls([], file_size)
+        q.files = [MappedFile(path, file_from_offset, file_size)]
+        return q
+
     def load(self) -> None:
         found: dict[int, Path] = {}
         for d in self.dirs:
