@@ -1,0 +1,135 @@
+"""Where a commit-log walk for "stored at or after T" may start: ``dump-commitlog --begin``.
+
+The walk prints, in commit-log order, every record whose store timestamp is at or after T.
+Starting it later than the log's first file must not change one line of that output, so the
+start is a commit-log *file* whose predecessors hold no record stored at or after T:
+
+1. Per consume queue, :func:`search.first_at_or_after` (the bisection ``search-offset``
+   runs) gives the first unit stored at or after T. Its record, and the unit before it
+   (the queue's last one older than T), are read and checked; a queue whose probes saw
+   time go backwards, or whose neighbours do not bracket T, or whose units cannot be read
+   (consume queues behind, ahead of or not matching the commit log) ends the seek: the walk
+   starts at the first file, as without it.
+2. The bound is the smallest of: each queue's first unit at or after T (every record of a
+   queue whose times rise lies at or after it) and the largest commit-log offset of a unit
+   older than T (the broker stamps ``storeTimestamp`` under the commit log's put lock,
+   ``CommitLog#asyncPutMessage``, so store times do not fall in commit-log order unless the
+   clock stepped back: every record before an older-than-T record is older than T, those
+   no consume queue holds — PREPARED and ROLLBACK records, records past the queues'
+   dispatch — included).
+3. The walk starts at the start of the file holding the bound, never inside a file: every
+   file is walked from its own start either way, so a torn record before the bound ends
+   that file exactly as in the full walk. Each skipped file's first record is read: one
+   that is not valid or not older than T (a clock step the queues did not show) ends the
+   seek too.
+
+What stays assumed: store times do not step back across the skipped files in a way no
+probe saw. Without consume queues, or with ``--no-seek``, the walk reads every file.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rmqstore_cli.errors import StoreError
+from rmqstore_cli.store import search
+from rmqstore_cli.store.commitlog import Status
+
+
+@dataclass
+class Seek:
+    """Where to start (``offset``, the start of ``file``) and why; ``offset`` None: from the
+    first file (``reason`` says why no later start is safe, or None when there is nothing
+    to skip)."""
+
+    offset: int | None
+    file: str | None = None
+    reason: str | None = None
+
+
+def seek_time(ms, when: int) -> Seek:
+    """The start of the first commit-log file that may hold a record stored at or after
+    ``when`` (module docstring), from the consume queues of ``ms`` (a ``MessageStore``)."""
+    cl = ms.commitlog
+    if len(cl.files) < 2:
+        return Seek(None)
+    reader = search.TimeReader(cl)
+    first_new: int | None = None  # the smallest offset of a first unit at or after T
+    last_old: int | None = None  # the largest offset of a unit older than T
+    queues = 0
+    for cq in ms.consume_queues():
+        queues += 1
+        try:
+            found = _queue_bounds(cq, reader, when)
+        except StoreError as e:  # a queue that cannot be read: no seek, no error
+            found = str(e)
+        if isinstance(found, str):
+            return Seek(None, reason=f"{cq.topic}/{cq.queue_id}: {found}")
+        new, old = found
+        if new is not None:
+            first_new = new if first_new is None else min(first_new, new)
+        if old is not None:
+            last_old = old if last_old is None else max(last_old, old)
+    if not queues:
+        return Seek(None, reason="no consume queue")
+    if last_old is None:
+        return Seek(None)  # no unit older than T: nothing is known to be skippable
+    bound = last_old if first_new is None else min(first_new, last_old)
+    f = cl.queue.find(bound)
+    if f is None:
+        return Seek(None, reason=f"no commit-log file holds offset {bound}")
+    for g in cl.files:
+        if g is f:
+            break
+        c = cl.check_at(g.file_from_offset)
+        if c is None or c.status is not Status.VALID or c.message is None:
+            return Seek(None, reason=f"commit-log file {g.name} does not start with a valid record")
+        if c.message.store_timestamp >= when:
+            return Seek(None, reason=f"commit-log file {g.name} starts with a record stored at or after the "
+                                     "time (store times go backwards)")
+    if f is cl.files[0]:
+        return Seek(None)
+    return Seek(f.file_from_offset, f.name)
+
+
+def _queue_bounds(cq, reader: search.TimeReader, when: int) -> tuple[int | None, int | None] | str:
+    """(commit-log offset of the queue's first unit at or after ``when``, offset of its last
+    unit older than it), None where there is none; or why the queue cannot be trusted."""
+    res = search.first_at_or_after(cq, reader, when)
+    if any("backwards" in n for n in res.notes):  # search.first_at_or_after's clock-step note
+        return "store times go backwards"
+    live = res.min_offset
+    a = res.offset
+    if a is None:
+        return "no answer"
+    new = old = None
+    if a < res.max_offset:
+        new = _time_at(cq, reader, a)
+        if new is None or isinstance(new, str):
+            return new or f"unit {a} is a pre-blank unit"
+        if new[1] < when:
+            return f"unit {a} was stored before the time"
+        new = new[0]
+    if a > live:
+        prev = _time_at(cq, reader, a - 1)
+        if prev is None:  # a pre-blank unit (ConsumeQueue#fillPreBlank): no record, no time
+            return new, None
+        if isinstance(prev, str):
+            return prev
+        if prev[1] >= when:
+            return f"unit {a - 1} was stored at or after the time"
+        old = prev[0]
+    return new, old
+
+
+def _time_at(cq, reader: search.TimeReader, i: int) -> tuple[int, int] | str | None:
+    """(commit-log offset, store timestamp) of unit ``i``'s record, checked; None for a
+    pre-blank unit; or why it cannot be read."""
+    u = next(cq.units(i, i + 1), None)
+    if u is None:
+        return f"no unit {i}"
+    if u.pre_blank:
+        return None
+    ts, why = reader.checked(u.commitlog_offset, u.size)
+    if ts is None:
+        return f"unit {i}: {why}"
+    return u.commitlog_offset, ts
