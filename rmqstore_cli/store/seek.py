@@ -17,14 +17,18 @@ start is a commit-log *file* whose predecessors hold no record stored at or afte
    clock stepped back: every record before an older-than-T record is older than T, those
    no consume queue holds — PREPARED and ROLLBACK records, records past the queues'
    dispatch — included).
-3. The walk starts at the start of the file holding the bound, never inside a file: every
-   file is walked from its own start either way, so a torn record before the bound ends
-   that file exactly as in the full walk. Each skipped file's first record is read: one
-   that is not valid or not older than T (a clock step the queues did not show) ends the
-   seek too.
+3. The walk starts at the start of a file, never inside one: every file is walked from its
+   own start either way, so a torn record before the bound ends that file exactly as in
+   the full walk. The file before the start is read whole and must hold nothing stored at
+   or after T (else the start moves back a file, and again), so store times that are out
+   of order across a file boundary (a clock step, batch or queue jitter) are caught. Each
+   skipped file's first record is read too: one that is not valid or not older than T
+   ends the seek.
 
-What stays assumed: store times do not step back across the skipped files in a way no
-probe saw. Without consume queues, or with ``--no-seek``, the walk reads every file.
+What stays assumed: no record stored at or after T lies in a skipped file behind a whole
+file of older records and a first record older than T — a clock that stepped back by more
+than a file's worth of messages, where no probe of any queue saw it. Without consume
+queues, or with ``--no-seek``, the walk reads every file.
 """
 from __future__ import annotations
 
@@ -86,9 +90,23 @@ def seek_time(ms, when: int) -> Seek:
         if c.message.store_timestamp >= when:
             return Seek(None, reason=f"commit-log file {g.name} starts with a record stored at or after the "
                                      "time (store times go backwards)")
-    if f is cl.files[0]:
+    k = cl.files.index(f)
+    while k > 0 and _newest(cl, cl.files[k - 1]) >= when:  # disorder across the file boundary: back off
+        k -= 1
+    if k == 0:
         return Seek(None)
-    return Seek(f.file_from_offset, f.name)
+    return Seek(cl.files[k].file_from_offset, cl.files[k].name)
+
+
+def _newest(cl, f) -> int:
+    """The latest store timestamp of the records a walk finds in file ``f`` (-1: none)."""
+    from rmqstore_cli.store.message import Message
+
+    newest = -1
+    for rec in cl.scan_blocks(f.file_from_offset, f.end_offset, every_file=True):
+        ts = rec.store_timestamp if isinstance(rec, Message) else int(rec.store_timestamp.max())
+        newest = max(newest, ts)
+    return newest
 
 
 def _queue_bounds(cq, reader: search.TimeReader, when: int) -> tuple[int | None, int | None] | str:
