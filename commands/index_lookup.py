@@ -88,7 +88,7 @@ def index_lookup(
     uniq_key; with --show-collisions also collision, stale, outside), message.
     """
     from rmqstore_cli.commands.common import load_config, warn_odd_files, warn_store
-    from rmqstore_cli.errors import NotFound, UsageError
+    from rmqstore_cli.errors import NotFound
     from rmqstore_cli.render import Output
     from rmqstore_cli.store.lookup import LONG_MAX, INT_MAX, broker_query_message, lookup_key
     from rmqstore_cli.store.message_store import MessageStore
