@@ -56,23 +56,13 @@ def seek_time(ms, when: int) -> Seek:
     cl = ms.commitlog
     if len(cl.files) < 2:
         return Seek(None)
-    reader = search.TimeReader(cl)
-    first_new: int | None = None  # the smallest offset of a first unit at or after T
-    last_old: int | None = None  # the largest offset of a unit older than T
-    queues = 0
-    for cq in ms.consume_queues():
-        queues += 1
-        try:
-            found = _queue_bounds(cq, reader, when)
-        except StoreError as e:  # a queue that cannot be read: no seek, no error
-            found = str(e)
-        if isinstance(found, str):
-            return Seek(None, reason=f"{cq.topic}/{cq.queue_id}: {found}")
-        new, old = found
-        if new is not None:
-            first_new = new if first_new is None else min(first_new, new)
-        if old is not None:
-            last_old = old if last_old is None else max(last_old, old)
+    try:
+        bounds = _bounds(ms, search.TimeReader(cl), when)
+    except StoreError as e:  # a queue that cannot be read (a directory named like a file…): no seek
+        return Seek(None, reason=str(e))
+    if isinstance(bounds, str):
+        return Seek(None, reason=bounds)
+    queues, first_new, last_old = bounds
     if not queues:
         return Seek(None, reason="no consume queue")
     if last_old is None:
@@ -107,6 +97,28 @@ def _newest(cl, f) -> int:
         ts = rec.store_timestamp if isinstance(rec, Message) else int(rec.store_timestamp.max())
         newest = max(newest, ts)
     return newest
+
+
+def _bounds(ms, reader: search.TimeReader, when: int) -> tuple[int, int | None, int | None] | str:
+    """(queues, the smallest commit-log offset of a queue's first unit at or after ``when``,
+    the largest of a unit older than it), or why a queue cannot be trusted."""
+    first_new: int | None = None
+    last_old: int | None = None
+    queues = 0
+    for cq in ms.consume_queues():
+        queues += 1
+        try:
+            found = _queue_bounds(cq, reader, when)
+        finally:
+            cq.close()  # thousands of queues: their mappings go as each is done
+        if isinstance(found, str):
+            return f"{cq.topic}/{cq.queue_id}: {found}"
+        new, old = found
+        if new is not None:
+            first_new = new if first_new is None else min(first_new, new)
+        if old is not None:
+            last_old = old if last_old is None else max(last_old, old)
+    return queues, first_new, last_old
 
 
 def _queue_bounds(cq, reader: search.TimeReader, when: int) -> tuple[int | None, int | None] | str:
