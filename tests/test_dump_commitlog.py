@@ -203,6 +203,9 @@ def test_begin_without_usable_consume_queues_walks_every_file(small_store):
         fh.write((12345).to_bytes(8, "big"))
     err = _same_with_and_without_seek(small_store, when, "--format", "jsonl")
     assert "reading from the first commit-log file" in err or "starting at" in err
+    (small_store / "consumequeue" / "ZTopic" / "0" / ("0" * 20)).mkdir(parents=True)  # a directory named like a file
+    err = _same_with_and_without_seek(small_store, when, "--format", "jsonl")
+    assert "reading from the first commit-log file" in err
     shutil.rmtree(small_store / "consumequeue")
     err = _same_with_and_without_seek(small_store, when, "--format", "jsonl")
     assert "reading from the first commit-log file (no consume queue)" in err
