@@ -504,7 +504,7 @@ class ProgressBar:
             dt = max(time.perf_counter() - self.t0, 1e-6)
             self.update(done, total, f"files {files}  messages {messages:,}  {done / dt / 1e6:.0f} MB/s")
 
-    def __exit__(self, *exc) -> bool:
+    def __exit__(self, *_exc) -> bool:
         if self.bar is not None:
             self.bar.stop()
         return False
