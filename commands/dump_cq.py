@@ -250,10 +250,12 @@ def _dump_file(path: Path, topic, queue_id, ms, from_offset, limit, fmt, zone, m
         os.close(fd)
     if topic is None and path.parent.name.isdigit() and path.parent.parent.name:
         topic, queue_id = path.parent.parent.name, int(path.parent.name) if queue_id is None else queue_id
+    cq = _file_queue(path, length)
+    cq.queue.files[0].buffer()  # mapped first: a file the process cannot map is that error, whatever its size
     if length % CQ_STORE_UNIT_SIZE:
+        cq.close()
         raise StoreError(f"file has {length} bytes, not a multiple of the {CQ_STORE_UNIT_SIZE}-byte unit",
                          path=path, hint="is this a consume-queue file?")
-    cq = _file_queue(path, length)
     base = cq.min_file_offset
     start = base + max(0, (from_offset or base) - base)
     stop = cq.max_offset if limit is None else min(cq.max_offset, start + limit)
