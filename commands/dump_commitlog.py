@@ -92,9 +92,10 @@ def dump_commitlog(
     With --begin the walk skips the commit-log files before the first one that can hold a
     record stored at or after that time (a note on stderr says where it started): the
     consume queues are bisected by store time as search-offset does, and the files before
-    are skipped only where the queues and each skipped file's first record agree that
-    nothing there is that recent (store times rise in commit-log order unless the clock
-    stepped back). Not with --show-blank or --check-crc, which need every file.
+    are skipped only where the queues, each skipped file's first record and the whole file
+    just before the start agree that nothing there is that recent (store times rise in
+    commit-log order unless the clock stepped back; where a queue shows them going back,
+    every file is read). Not with --show-blank or --check-crc, which need every file.
     """
     from rmqstore_cli.commands.common import open_store
     from rmqstore_cli.errors import NotFound
