@@ -187,7 +187,7 @@ def _seek(ms, begin: int, start: int | None) -> int | None:
 
     sk = seek_time(ms, begin)
     if sk.offset is None:
-        if sk.reason is not None:
+        if sk.reason is not None and start is None:
             print(f"rmqstore: note: --begin: reading from the first commit-log file ({sk.reason})", file=sys.stderr)
         return start
     if start is not None and start >= sk.offset:
