@@ -95,22 +95,15 @@ def command(fn):
                 e.hint = f"{e.hint}; {ODD_SIZE_HINT}" if e.hint else ODD_SIZE_HINT
             fail(e)
         except BrokenPipeError:
-            _silence_broken_pipe()
+            from rmqstore_cli.render import silence_broken_pipe
+
+            silence_broken_pipe()
             raise typer.Exit(0)
         except KeyboardInterrupt:
             print("rmqstore: interrupted", file=sys.stderr)
             raise typer.Exit(130)
 
     return wrapper
-
-
-def _silence_broken_pipe() -> None:
-    """`rmqstore dump-commitlog | head`: stop quietly, without a traceback at exit."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-    except OSError:
-        pass
 
 
 def no_such_topic(st, topic: str):

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 from enum import Enum
 from typing import Annotated, Optional
 
@@ -20,6 +21,8 @@ from rmqstore_cli.commands.common import (
     complete_topic,
     complete_queue_id,
 )
+from rmqstore_cli.errors import UsageError
+from rmqstore_cli.times import check_window, parse_time, parse_tz
 
 EPILOG = """Examples:
 
@@ -70,6 +73,10 @@ def dump_commitlog(
         "at --max-decompressed bytes; a body that is not zlib or exceeds the cap stays raw with body_error.")] = False,
     max_decompressed: Annotated[int, typer.Option(
         min=1, help="Cap on one decompressed body, in bytes (a crafted body cannot expand past it).")] = 64 << 20,
+    seek: Annotated[bool, typer.Option(
+        "--seek/--no-seek", help="With --begin: start at the commit-log file where records stored at or after "
+        "--begin can begin, found by the binary search search-offset runs over each consume queue (the "
+        "same output as walking from the first file; without usable consume queues it walks from there).")] = True,
     fmt: FormatOpt = Fmt.table,
     tz: TzOpt = None,
 ) -> None:
@@ -81,23 +88,85 @@ def dump_commitlog(
     delivery time), retry, dlq, blank. --format jsonl gives every field under the names
     in the README (physical_offset, store_timestamp, topic, keys, msg_id, ...). Exit 1
     when a filter matched nothing.
+
+    With --begin the walk skips the commit-log files before the first one that can hold a
+    record stored at or after that time (a note on stderr says where it started): the
+    consume queues are bisected by store time as search-offset does, and the files before
+    are skipped only where the queues, each skipped file's first record and the whole file
+    just before the start agree that nothing there is that recent (store times rise in
+    commit-log order unless the clock stepped back; where a queue shows them going back,
+    every file is read). Not with --show-blank or --check-crc, which need every file.
     """
     from rmqstore_cli.commands.common import open_store
-    from rmqstore_cli.errors import NotFound, UsageError
-    from rmqstore_cli.render import Output, message_dict
-    from rmqstore_cli.store.commitlog import Blank
-    from rmqstore_cli.store.message import Message
-    from rmqstore_cli.times import check_window, parse_time, parse_tz
+    from rmqstore_cli.errors import NotFound
 
     zone = parse_tz(tz)
-    b = parse_time(begin, "--begin", tz=zone) if begin else None
-    e = parse_time(end, "--end", tz=zone) if end else None
-    check_window(b, e, zone)
+    flt = Filters(topic, queue_id, key, uniq_key.upper() if uniq_key is not None else None, tag,
+                  parse_time(begin, "--begin", tz=zone) if begin else None,
+                  parse_time(end, "--end", tz=zone) if end else None)
+    check_window(flt.begin, flt.end, zone)
     if from_offset is not None and to_offset is not None and from_offset > to_offset:
         raise UsageError(f"--from-offset {from_offset} lies after --to-offset {to_offset}",
                          hint="the range is [--from-offset, --to-offset)")
     ms = open_store(store, broker_conf, tz, allow_odd_size, commitlog_file_size=commitlog_file_size)
     cl = ms.commitlog
+    start, stop = _range(cl, from_offset, to_offset, file)
+    if seek and flt.begin is not None and not show_blank and not check_crc:
+        start = _seek(ms, flt.begin, start)
+    shown = _print(ms, start, stop, flt, fmt, zone, limit, body.value, properties, show_blank, check_crc,
+                   max_decompressed if decompress else None)
+    for stop_ in cl.stops:
+        print(f"rmqstore: warning: {stop_.reason} at offset {stop_.offset} ({stop_.file}); "
+              "the rest of that file was skipped", file=sys.stderr)
+    end_ = cl.end
+    if show_blank and end_ is not None and end_.clean and fmt is Fmt.table:
+        print(f"data ends at offset {end_.offset} ({end_.reason})", file=sys.stderr)
+    if shown == 0 and flt.any():
+        from rmqstore_cli.commands.common import no_such_topic
+
+        raise (topic is not None and no_such_topic(ms, topic)) or NotFound("no message matched the filters")
+
+
+@dataclass(frozen=True)
+class Filters:
+    """The record filters (None: not given); ``uniq_key`` upper-case, as the broker writes it."""
+
+    topic: str | None
+    queue_id: int | None
+    key: str | None
+    uniq_key: str | None
+    tag: str | None
+    begin: int | None
+    end: int | None
+
+    def any(self) -> bool:
+        return any(x is not None for x in (self.topic, self.queue_id, self.key, self.uniq_key, self.tag,
+                                           self.begin, self.end))
+
+    def columnar(self) -> bool:
+        """Whether whole blocks can be filtered by their columns (no filter needs a property)."""
+        return self.key is None and self.uniq_key is None and self.tag is None
+
+    def select(self, blk):
+        """Indices of a block's records that pass the column filters."""
+        import numpy as np
+
+        keep = np.ones(blk.n, bool)
+        if self.topic is not None:
+            names, tid = blk.topics
+            keep &= np.array([t.decode("utf-8", "replace") == self.topic for t in names], bool)[tid]
+        if self.queue_id is not None:
+            keep &= blk.rb.queue_id == self.queue_id
+        if self.begin is not None:
+            keep &= blk.store_timestamp >= self.begin
+        if self.end is not None:
+            keep &= blk.store_timestamp <= self.end
+        return np.flatnonzero(keep)
+
+
+def _range(cl, from_offset: int | None, to_offset: int | None, file: str | None) -> tuple[int | None, int | None]:
+    """[start, stop) of the walk from --from-offset, --to-offset and --file; a start that is
+    no message start refused (or noted when past the data)."""
     start, stop = from_offset, to_offset
     if file is not None:
         f = next((x for x in cl.files if x.name == file), None)
@@ -109,19 +178,49 @@ def dump_commitlog(
     if start is not None and _check_message_start(cl, start):
         print(f"rmqstore: note: offset {start} lies at or past the end of the commit log's data: no message "
               "from there", file=sys.stderr)
+    return start, stop
+
+
+def _seek(ms, begin: int, start: int | None) -> int | None:
+    """--begin's start (``store.seek``): a later file start than ``start``, said on stderr."""
+    from rmqstore_cli.store.seek import seek_time
+
+    sk = seek_time(ms, begin)
+    if sk.offset is None:
+        if sk.reason is not None and start is None:
+            print(f"rmqstore: note: --begin: reading from the first commit-log file ({sk.reason})", file=sys.stderr)
+        return start
+    if start is not None and start >= sk.offset:
+        return start
+    print(f"rmqstore: note: --begin: starting at commit-log file {sk.file} (offset {sk.offset}): the files "
+          "before hold nothing stored that late", file=sys.stderr)
+    return sk.offset
+
+
+def _print(ms, start: int | None, stop: int | None, flt: Filters, fmt: Fmt, zone, limit: int | None, body: str,
+           properties: bool, show_blank: bool, check_crc: bool, inflate_cap: int | None) -> int:
+    """Walk [start, stop) and print what passes; the count printed. Whole blocks of records
+    go the columnar way (jsonblock, tableblock) unless a filter or an option needs each
+    record decoded; the per-record path stays the reference (its filters inline: a call per
+    record would cost a tenth of the walk)."""
+    from rmqstore_cli.render import Output, message_dict
+    from rmqstore_cli.store.commitlog import Blank
+    from rmqstore_cli.store.message import Message
+
+    cl = ms.commitlog
     table = fmt is Fmt.table
-    if table:
+    delays = None
+    if table:  # tableblock (numba) is loaded only for a table
         from rmqstore_cli.tableblock import blank_row, block_rows, commitlog_columns, known_topics, message_row
 
         delays = ms.config.delay_level_table
     out = Output(fmt.value, commitlog_columns(cl.files[-1].end_offset if cl.files else 0, known_topics(ms))
                  if table else None, title=str(ms.config.root))
-    # Whole blocks of records go the columnar way (jsonblock, tableblock) unless a filter or
-    # an option needs each record decoded; the per-record path stays the reference.
-    columnar = (table or body is not BodyMode.text and not decompress) \
-        and key is None and uniq_key is None and tag is None
+    columnar = (table or body != "text" and inflate_cap is None) and flt.columnar()
     if columnar and not table:
         from rmqstore_cli.jsonblock import block_lines
+    topic, queue_id, b, e = flt.topic, flt.queue_id, flt.begin, flt.end
+    key, uniq_key, tag = flt.key, flt.uniq_key, flt.tag
     shown = 0
     cur: tuple[int, int, str] | None = None  # the current file's [start, end) and name
     try:
@@ -130,12 +229,12 @@ def dump_commitlog(
             if limit is not None and shown >= limit:
                 break
             if not isinstance(rec, (Message, Blank)):  # a MessageBlock
-                take = _block_selection(rec, topic, queue_id, b, e)
+                take = flt.select(rec)
                 if limit is not None:
                     take = take[:limit - shown]
                 if take.size:
                     out.emit_lines(block_rows(rec, take, out, zone, delays) if table else
-                                   block_lines(rec, take, body.value, properties), int(take.size))
+                                   block_lines(rec, take, body, properties), int(take.size))
                 shown += int(take.size)
                 continue
             if isinstance(rec, Blank):
@@ -143,61 +242,25 @@ def dump_commitlog(
                     "physical_offset": rec.physical_offset, "total_size": rec.total_size, "magic": "blank",
                     "file": rec.file, "topic": "<BLANK: end of file>"})
                 continue
-            if topic is not None and rec.topic != topic:
+            if (topic is not None and rec.topic != topic or queue_id is not None and rec.queue_id != queue_id
+                    or b is not None and rec.store_timestamp < b or e is not None and rec.store_timestamp > e
+                    or key is not None and key not in rec.keys or uniq_key is not None and rec.uniq_key != uniq_key
+                    or tag is not None and rec.tags != tag):
                 continue
-            if queue_id is not None and rec.queue_id != queue_id:
-                continue
-            if b is not None and rec.store_timestamp < b:
-                continue
-            if e is not None and rec.store_timestamp > e:
-                continue
-            if key is not None and key not in rec.keys:
-                continue
-            if uniq_key is not None and rec.uniq_key != uniq_key.upper():
-                continue
-            if tag is not None and rec.tags != tag:
+            shown += 1
+            if table:
+                out.emit(message_row(rec, zone, delays))
                 continue
             if not cur or not cur[0] <= rec.offset < cur[1]:
                 f = cl.queue.find(rec.offset)
                 cur = (f.file_from_offset, f.end_offset, f.name) if f else (rec.offset, rec.offset + 1, "")
-            if table:
-                out.emit(message_row(rec, zone, delays))
-                shown += 1
-                continue
-            d = message_dict(rec, body.value, properties, cur[2])
-            if decompress and body is not BodyMode.none and rec.sys_flag & 1:
-                _inflate_into(d, rec, body.value, max_decompressed)
+            d = message_dict(rec, body, properties, cur[2])
+            if inflate_cap is not None and body != "none" and rec.sys_flag & 1:
+                _inflate_into(d, rec, body, inflate_cap)
             out.emit(d)
-            shown += 1
     finally:
         out.close()
-    for stop_ in cl.stops:
-        print(f"rmqstore: warning: {stop_.reason} at offset {stop_.offset} ({stop_.file}); "
-              "the rest of that file was skipped", file=sys.stderr)
-    end_ = cl.end
-    if show_blank and end_ is not None and end_.clean and fmt is Fmt.table:
-        print(f"data ends at offset {end_.offset} ({end_.reason})", file=sys.stderr)
-    if shown == 0 and any(x is not None for x in (topic, queue_id, key, uniq_key, tag, b, e)):
-        from rmqstore_cli.commands.common import no_such_topic
-
-        raise (topic is not None and no_such_topic(ms, topic)) or NotFound("no message matched the filters")
-
-
-def _block_selection(blk, topic: str | None, queue_id: int | None, begin: int | None, end: int | None):
-    """Indices of the block's records that pass the column filters."""
-    import numpy as np
-
-    keep = np.ones(blk.n, bool)
-    if topic is not None:
-        names, tid = blk.topics
-        keep &= np.array([t.decode("utf-8", "replace") == topic for t in names], bool)[tid]
-    if queue_id is not None:
-        keep &= blk.rb.queue_id == queue_id
-    if begin is not None:
-        keep &= blk.store_timestamp >= begin
-    if end is not None:
-        keep &= blk.store_timestamp <= end
-    return np.flatnonzero(keep)
+    return shown
 
 
 def _inflate_into(d: dict, rec, mode: str, cap: int) -> None:

@@ -234,53 +234,55 @@ def _dump_queue(ms, topic, queue_id, from_offset, limit, resolve, fmt, zone, mes
 
 def _dump_file(path: Path, topic, queue_id, ms, from_offset, limit, fmt, zone, messages=False) -> int:
     """One CQ file on its own: units from the file's start up to its first invalid unit
-    (``ConsumeQueue#recover``'s end); the file name gives the first logical offset."""
-    import mmap
+    (``ConsumeQueue#recover``'s end, read by :class:`ConsumeQueue` over this one file); the
+    file name gives the first logical offset."""
     import os
-
-    import numpy as np
 
     from rmqstore_cli.errors import StoreError
     from rmqstore_cli.formats.consume_queue import CQ_STORE_UNIT_SIZE
     from rmqstore_cli.render import Output
-    from rmqstore_cli.store.consume_queue import UNIT_DTYPE
-
-    from rmqstore_cli.store.safefs import map_file, open_read_only
+    from rmqstore_cli.store.safefs import open_read_only
 
     fd = open_read_only(path)  # a FIFO given as --file: refused, not waited on
-    if topic is None and path.parent.name.isdigit() and path.parent.parent.name:
-        topic, queue_id = path.parent.parent.name, int(path.parent.name) if queue_id is None else queue_id
-    base = int(path.name) // CQ_STORE_UNIT_SIZE if path.name.isdigit() and len(path.name) == 20 else 0
     try:
         length = os.fstat(fd).st_size
-        buf = map_file(fd, length, path)
     finally:
         os.close(fd)
+    if topic is None and path.parent.name.isdigit() and path.parent.parent.name:
+        topic, queue_id = path.parent.parent.name, int(path.parent.name) if queue_id is None else queue_id
+    cq = _file_queue(path, length)
+    cq.queue.files[0].buffer()  # mapped first: a file the process cannot map is that error, whatever its size
     if length % CQ_STORE_UNIT_SIZE:
+        cq.close()
         raise StoreError(f"file has {length} bytes, not a multiple of the {CQ_STORE_UNIT_SIZE}-byte unit",
                          path=path, hint="is this a consume-queue file?")
-    units = np.frombuffer(buf, dtype=UNIT_DTYPE, count=length // CQ_STORE_UNIT_SIZE) if length else \
-        np.empty(0, UNIT_DTYPE)
-    bad = np.flatnonzero((units["commitlog_offset"] < 0) | (units["size"] <= 0))
-    end = int(bad[0]) if len(bad) else len(units)
-    lo = max(0, (from_offset or base) - base)
-    hi = end if limit is None else min(end, lo + limit)
+    base = cq.min_file_offset
+    start = base + max(0, (from_offset or base) - base)
+    stop = cq.max_offset if limit is None else min(cq.max_offset, start + limit)
     res = _resolver(ms, topic, queue_id) if ms is not None else None
     out = Output(fmt.value, _table_columns(messages), title=str(path))
     try:
-        for j, (off, size, tags) in enumerate(units[lo:hi].tolist() if hi > lo else []):
-            check = res(base + lo + j, off, size, tags) if res else None
-            out.emit(_unit_dict(topic, queue_id, base + lo + j, off, size, tags, path.name, check,
-                                fmt.value == "table", zone, ms if messages else None))
+        for arr, first, _ in cq.unit_arrays(start, stop):
+            for j, (off, size, tags) in enumerate(arr.tolist()):
+                check = res(first + j, off, size, tags) if res else None
+                out.emit(_unit_dict(topic, queue_id, first + j, off, size, tags, path.name, check,
+                                    fmt.value == "table", zone, ms if messages else None))
     finally:
         out.close()
-        del units, bad
-        if isinstance(buf, mmap.mmap):
-            try:
-                buf.close()
-            except BufferError:  # a numpy view still alive; the mapping closes with the process
-                pass
+        cq.close()
     return out.count
+
+
+def _file_queue(path: Path, length: int):
+    """A :class:`ConsumeQueue` of this one file (named by its first byte offset when the name
+    is 20 digits, else starting at 0), read-only; the directory it lies in is not read."""
+    from rmqstore_cli.store.consume_queue import ConsumeQueue
+    from rmqstore_cli.store.mapped_files import MappedFileQueue
+
+    start = int(path.name) if path.name.isdigit() and len(path.name) == 20 else 0
+    cq = ConsumeQueue(path, "", 0, length)  # path/""/0 below a file: no directory, nothing listed
+    cq.queue = MappedFileQueue.of_file(path, start, length)
+    return cq
 
 
 def _summary(ms, topic, queue_id, fmt) -> int:

@@ -105,10 +105,6 @@ def expire(
     there are several (--verbose lists each).
     """
     from rmqstore_cli.commands.common import load_config
-    from rmqstore_cli.errors import StoreError
-    from rmqstore_cli.store import cleanup
-    from rmqstore_cli.store.lock import StoreLock, check_lock_file, lock_holder, refuse_if_live
-    from rmqstore_cli.store.message_store import MessageStore
     from rmqstore_cli.times import now_ms, parse_time, parse_tz
 
     zone = parse_tz(tz)
@@ -116,8 +112,26 @@ def expire(
     at = parse_time(now, "--now", tz=zone) if now is not None else now_ms()
     cfg = load_config(store, broker_conf, commitlog_file_size, cq_file_size, index_slots, index_max)
     hours = reserved_hours if reserved_hours is not None else float(cfg.file_reserved_time)
-    root = cfg.root
     warn = (lambda msg: None) if quiet else (lambda msg: print(f"rmqstore: {msg}", file=sys.stderr))
+    _check_store(cfg, zone, dry_run, force, verbose, warn)
+    plan, deleted, error = _run(cfg, at, hours, ratio, max_files, pause_ms, dry_run, verbose, warn)
+    summary = _summary(plan, deleted, error, cfg, dry_run)
+    for n in plan.notes:
+        warn(f"note: {n}")
+    went_wrong = error is not None or bool(plan.problems)
+    if not (quiet and not deleted and not went_wrong):
+        _print(fmt, summary, deleted, dry_run, cfg.root)
+    _fail(plan.problems, error, verbose)
+
+
+def _check_store(cfg, zone, dry_run: bool, force: bool, verbose: bool, warn) -> None:
+    """Before anything is planned: the lock (a live broker refused unless --force; said and
+    allowed for --dry-run, which only reads), the data directories and the file sizes."""
+    from rmqstore_cli.store import cleanup
+    from rmqstore_cli.store.lock import check_lock_file, lock_holder, refuse_if_live
+    from rmqstore_cli.store.message_store import MessageStore
+
+    root = cfg.root
     if dry_run:  # only reads: allowed under a live broker, which is when "what would go" matters
         check_lock_file(root)
         live = lock_holder(root)
@@ -137,6 +151,14 @@ def expire(
         for note in ms.notes:
             warn(f"note: {note}")
 
+
+def _run(cfg, at: int, hours: float, ratio, max_files, pause_ms: int, dry_run: bool, verbose: bool, warn):
+    """Plan the expiry and (unless --dry-run) carry it out under the store's lock:
+    (plan, files deleted or that would be, the error that stopped it)."""
+    from rmqstore_cli.store import cleanup
+    from rmqstore_cli.store.lock import StoreLock, lock_holder
+
+    root = cfg.root
     lock = StoreLock(root, hint="a broker or another rmqstore expire is starting; try again later")
     if not dry_run:
         if lock_holder(root) is None:
@@ -154,20 +176,17 @@ def expire(
         if dry_run:
             for a in plan.actions:
                 said(a)
-            deleted, error = plan.actions, None
-        else:
-            result = cleanup.execute_plan(plan, on_delete=said, pause_ms=pause_ms)
-            deleted, error = result.deleted, result.error
+            return plan, plan.actions, None
+        result = cleanup.execute_plan(plan, on_delete=said, pause_ms=pause_ms)
+        return plan, result.deleted, result.error
     finally:
         lock.release()
 
-    summary = _summary(plan, deleted, error, cfg, dry_run)
-    for n in plan.notes:
-        warn(f"note: {n}")
-    went_wrong = error is not None or bool(plan.problems)
-    if not (quiet and not deleted and not went_wrong):
-        _print(fmt, summary, deleted, dry_run, root)
-    problems = plan.problems
+
+def _fail(problems, error, verbose: bool) -> None:
+    """Exit 3 when a file could not be deleted or checked (one line; --verbose lists each)."""
+    from rmqstore_cli.errors import StoreError
+
     if verbose and (len(problems) > 1 or (problems and error is not None)):
         for p in problems:
             print(f"rmqstore: left alone: {p}", file=sys.stderr)

@@ -101,7 +101,6 @@ def generate(
     from rmqstore_cli.commands.common import load_config
     from rmqstore_cli.errors import UsageError
     from rmqstore_cli.render import print_summary
-    from rmqstore_cli.store.consume_queue import unsafe_topic
     from rmqstore_cli.store.lock import refuse_if_live
     from rmqstore_cli.store.producer import Workload, WorkloadOptions
     from rmqstore_cli.store.writer import StoreWriter, count_records
@@ -122,13 +121,7 @@ def generate(
     if existing:
         refuse_if_live(store)
         cfg.infer_sizes()
-    lo, _, hi = body_size.partition("-")
-    try:
-        body_min, body_max = int(lo), int(hi or lo)
-    except ValueError:
-        raise UsageError(f"--body-size: cannot read {body_size!r}", hint="use N or MIN-MAX") from None
-    if not 0 <= body_min <= body_max:
-        raise UsageError(f"--body-size: {body_size!r} is not a range of sizes")
+    body_min, body_max = _body_sizes(body_size)
     start_ms = parse_time(start, "--start", tz=zone) if start is not None else None
     span_ms = parse_duration(span, "--span")
     t0 = now_ms()
@@ -153,6 +146,30 @@ def generate(
             writer.append_workload(Workload(opts).specs())
     finally:
         writer.close()
+    print_summary(fmt.value, _summary(store, writer, round((now_ms() - t0) / 1000, 3), fmt is Fmt.table), "generated")
+    if append:
+        print(f"rmqstore: appended {writer.messages} to a store of {before} records", file=sys.stderr)
+    _warn_refused(writer.refused_records)
+
+
+def _body_sizes(body_size: str) -> tuple[int, int]:
+    """--body-size N or MIN-MAX as (min, max)."""
+    from rmqstore_cli.errors import UsageError
+
+    lo, _, hi = body_size.partition("-")
+    try:
+        body_min, body_max = int(lo), int(hi or lo)
+    except ValueError:
+        raise UsageError(f"--body-size: cannot read {body_size!r}", hint="use N or MIN-MAX") from None
+    if not 0 <= body_min <= body_max:
+        raise UsageError(f"--body-size: {body_size!r} is not a range of sizes")
+    return body_min, body_max
+
+
+def _summary(store: Path, writer, seconds: float, table: bool) -> dict:
+    """What was written (refused_topics left out of a table when there are none)."""
+    from rmqstore_cli.store.consume_queue import unsafe_topic
+
     d = writer.dispatcher
     summary = {
         "store": str(store),
@@ -163,16 +180,13 @@ def generate(
         "consume_queue_units": d.units,
         "index_files": len(d.index.files) if d.index else 0,
         "index_keys": d.index.keys_put if d.index else 0,
-        "seconds": round((now_ms() - t0) / 1000, 3),
+        "seconds": seconds,
         "refused_topics": [{"topic": t, "reason": unsafe_topic(t), "records": n}
                            for t, n in sorted(writer.refused_records.items())],
     }
-    if fmt is Fmt.table and not summary["refused_topics"]:
+    if table and not summary["refused_topics"]:
         del summary["refused_topics"]
-    print_summary(fmt.value, summary, "generated")
-    if append:
-        print(f"rmqstore: appended {writer.messages} to a store of {before} records", file=sys.stderr)
-    _warn_refused(writer.refused_records)
+    return summary
 
 
 def _check_target(path: Path, append: bool, what: str) -> bool:

@@ -88,9 +88,8 @@ def index_lookup(
     uniq_key; with --show-collisions also collision, stale, outside), message.
     """
     from rmqstore_cli.commands.common import load_config, warn_odd_files, warn_store
-    from rmqstore_cli.errors import NotFound, UsageError
     from rmqstore_cli.render import Output
-    from rmqstore_cli.store.lookup import LONG_MAX, INT_MAX, broker_query_message, lookup_key
+    from rmqstore_cli.store.lookup import LONG_MAX
     from rmqstore_cli.store.message_store import MessageStore
     from rmqstore_cli.times import check_window, format_ms, parse_time, parse_tz
 
@@ -110,23 +109,7 @@ def index_lookup(
             print(f"rmqstore: note: no consume queues or config/topics.json: searching the {len(topics)} "
                   "topic(s) named in the commit log", file=sys.stderr)
         no_index = not st.index.files
-
-        def query(k: str):
-            if broker_window:
-                hits, others = [], []
-                for t in topics:
-                    for h in broker_query_message(st.index, st.commitlog, t, k, max_hits or INT_MAX, b, e):
-                        (hits if h.true else others).append(h)
-                return hits, others, False
-            r = lookup_key(st.index, st.commitlog, topics, k, b, e, max_hits)
-            return r.hits, r.others, r.capped
-
-        hits, others, capped = query(key)
-        if not hits and key != key.upper() and len(key) in (32, 56) and _is_hex(key):
-            # UNIQ_KEYs are stored and indexed in upper case; a pasted lower-case id means that
-            hits, others, capped = query(key.upper())
-            if hits:
-                print("rmqstore: note: found as the upper-case UNIQ_KEY", file=sys.stderr)
+        hits, others, capped = _lookup(st, topics, key, b, e, max_hits, broker_window)
         shown = hits + others if show_collisions else hits
         if show_collisions:
             shown.sort(key=lambda h: h.physical_offset)
@@ -145,24 +128,56 @@ def index_lookup(
     if others and not show_collisions:
         kinds = _count(others)
         print(f"rmqstore: note: left out {kinds} (--show-collisions shows them)", file=sys.stderr)
+    if not hits:
+        raise _not_found(st, topics, bool(topic), key, b != 0 or e != LONG_MAX, no_index)
+
+
+def _lookup(st, topics: list[str], key: str, begin: int, end: int, max_hits: int, broker_window: bool):
+    """(hits, others, capped) of ``key`` in ``topics`` (``store.lookup``); a lower-case
+    UNIQ_KEY that finds nothing is looked up again in upper case (as it is indexed)."""
+    from rmqstore_cli.store.lookup import INT_MAX, broker_query_message, lookup_key
+
+    def query(k: str):
+        if broker_window:
+            hits, others = [], []
+            for t in topics:
+                for h in broker_query_message(st.index, st.commitlog, t, k, max_hits or INT_MAX, begin, end):
+                    (hits if h.true else others).append(h)
+            return hits, others, False
+        r = lookup_key(st.index, st.commitlog, topics, k, begin, end, max_hits)
+        return r.hits, r.others, r.capped
+
+    hits, others, capped = query(key)
+    if not hits and key != key.upper() and len(key) in (32, 56) and _is_hex(key):
+        # UNIQ_KEYs are stored and indexed in upper case; a pasted lower-case id means that
+        hits, others, capped = query(key.upper())
+        if hits:
+            print("rmqstore: note: found as the upper-case UNIQ_KEY", file=sys.stderr)
+    return hits, others, capped
+
+
+def _not_found(st, topics: list[str], topic_given: bool, key: str, windowed: bool, no_index: bool):
+    """Why nothing was found (exit 1): no topic at all, no such topic, a key with a space
+    (never indexed), or simply no message with that key."""
+    from rmqstore_cli.errors import NotFound
+
     if not topics:
-        raise NotFound("the store knows no topic: no consume queue, config/topics.json or commit-log record "
-                       "names one", path=cfg.root, hint="pass --topic")
-    if not hits and topic:
+        return NotFound("the store knows no topic: no consume queue, config/topics.json or commit-log record "
+                        "names one", path=st.config.root, hint="pass --topic")
+    if topic_given:
         from rmqstore_cli.commands.common import no_such_topic
 
         for t in topics:
             nf = no_such_topic(st, t)
             if nf is not None:
-                raise nf
-    if not hits and " " in key:
-        raise NotFound(f"no message with key {key!r}", hint="KEYS are split on spaces when they are indexed "
-                       "(IndexService#buildIndex), so a key with a space in it is never in the index: look up "
-                       "one word of it")
-    if not hits:
-        raise NotFound(f"no message with key {key!r}" + (f" in topic {topics[0]!r}" if len(topics) == 1 else "")
-                       + ("" if b == 0 and e == LONG_MAX else " in that time window"),
-                       hint="the store has no index files (messageIndexEnable=false?)" if no_index else None)
+                return nf
+    if " " in key:
+        return NotFound(f"no message with key {key!r}", hint="KEYS are split on spaces when they are indexed "
+                        "(IndexService#buildIndex), so a key with a space in it is never in the index: look up "
+                        "one word of it")
+    return NotFound(f"no message with key {key!r}" + (f" in topic {topics[0]!r}" if len(topics) == 1 else "")
+                    + (" in that time window" if windowed else ""),
+                    hint="the store has no index files (messageIndexEnable=false?)" if no_index else None)
 
 
 def _is_hex(s: str) -> bool:

@@ -119,81 +119,17 @@ def rebuild_index(
     recovery region). Queues whose first files were expired start above 0 with pre-blank
     units, like the broker's. Exit 0 done, 2 usage, 3 unreadable store, 4 a live broker.
     """
-    from rmqstore_cli.commands.common import load_config
-    from rmqstore_cli.errors import UsageError
     from rmqstore_cli.pipeline.tasks import expand_stores
-    from rmqstore_cli.store.message_store import MessageStore
-    from rmqstore_cli.store.rebuild import (
-        RebuildOptions,
-        check_size_values,
-        rebuild_in_place,
-        rebuild_to,
-        recover_journal,
-        refuse_unsourced_sizes,
-        size_sources,
-    )
-    from rmqstore_cli.times import parse_tz
+    from rmqstore_cli.render import print_summaries, print_summary
 
     stores = [Path(s.path) for s in expand_stores(store, None, {})]
-    several = len(stores) > 1
     if recover:
-        if output is not None or dry_run:
-            raise UsageError("--recover takes only --store")
-        from rmqstore_cli.store.lock import refuse_if_live
-
-        for st in stores:
-            refuse_if_live(st)
-        outcomes = []
-        for st in stores:
-            j = recover_journal(st)
-            outcomes.append({"store": str(st), "recovered": j["id"] if j else None,
-                             "outcome": j["outcome"] if j else "nothing to recover"})
-        _emit_all(fmt, outcomes, "rebuild-index --recover")
+        _recover(stores, output is not None or dry_run, fmt)
         return
-    if (output is None) == (not in_place):
-        raise UsageError("pass exactly one of --output DIR and --in-place")
-    if no_backup and not in_place:
-        raise UsageError("--no-backup only applies to --in-place")
-    if copy_commitlog and in_place:
-        raise UsageError("--copy-commitlog only applies to --output")
-    if topic and only is Only.index:
-        raise UsageError("--topic selects consume queues; it cannot be combined with --only index")
-    from rmqstore_cli.store.consume_queue import unsafe_topic
-
-    for t in topic or ():
-        if unsafe_topic(t):
-            raise UsageError(f"--topic {t!r} cannot be a consume-queue directory: {unsafe_topic(t)}")
-    if in_place:
-        from rmqstore_cli.store.lock import refuse_if_live
-
-        for st in stores:
-            refuse_if_live(st)  # before anything else is read or said
-    zone = parse_tz(tz)
-    outs = _outputs(stores, output) if output is not None else [None] * len(stores)
-    cfgs = [load_config(st, broker_conf, commitlog_file_size, cq_file_size, index_slots, index_max) for st in stores]
-    if output is not None:  # before anything is read or said: the stores are only read
-        from rmqstore_cli.store.rebuild import check_output
-
-        read = [d for c in cfgs for d in (c.root, *c.commitlog_dirs, c.consumequeue_dir, c.index_dir)]
-        for out in dict.fromkeys([output, *outs]):
-            check_output(out, read)
-    plans = []
-    for st, out, cfg in zip(stores, outs, cfgs):  # every store opened (and checked) before any work
-        ms = MessageStore.open(cfg, zone)
-        for note in ms.notes:
-            print(f"rmqstore: note: {st}: {note}" if several else f"rmqstore: note: {note}", file=sys.stderr)
-        if not cfg.message_index_enable and only is Only.index:
-            raise UsageError("messageIndexEnable=false in the broker config: the broker builds no index"
-                             + (f" ({st})" if several else ""))
-        opts = RebuildOptions(build_cq=only is not Only.index,
-                              build_index=(only is not Only.cq and not topic) and cfg.message_index_enable,
-                              topics=list(topic) if topic else None, tz=zone, dry_run=dry_run)
-        check_size_values(cfg)
-        sizes = size_sources(cfg, opts, {"mapped_file_size_commit_log": commitlog_file_size,
-                                         "mapped_file_size_consume_queue": cq_file_size,
-                                         "max_hash_slot_num": index_slots, "max_index_num": index_max}, broker_conf)
-        refuse_unsourced_sizes(sizes, cfg)
-        plans.append((st, out, cfg, opts, sizes))
+    _check_options(stores, output, in_place, only, topic, copy_commitlog, no_backup)
+    plans = _plans(stores, output, broker_conf, only, topic, tz, dry_run,
+                   {"mapped_file_size_commit_log": commitlog_file_size, "mapped_file_size_consume_queue": cq_file_size,
+                    "max_hash_slot_num": index_slots, "max_index_num": index_max})
 
     def job(spark=None):
         build = None
@@ -203,53 +139,103 @@ def rebuild_index(
             build = lambda c, d, o, p: sp.rebuild_build(spark, c, d, o, p)  # noqa: E731
         done = []
         for st, out, cfg, opts, sizes in plans:
-            with _Progress(progress and sys.stderr.isatty() and spark is None) as bar:
-                if in_place:
-                    rep, plan = rebuild_in_place(cfg, opts, no_backup, bar.update, build=build)
-                else:
-                    rep, plan = rebuild_to(cfg, out, opts, copy_commitlog, bar.update, build=build)
+            rep, plan = _rebuild(cfg, out, opts, in_place, no_backup, copy_commitlog, build, progress and spark is None)
             done.append((st, out, rep, dict(plan, sizes=sizes), opts))
         return done
 
-    if engine is Engine.spark:
-        try:
-            from rmqstore_cli.pipeline import spark as sp
-        except ImportError:
-            raise UsageError("the spark engine needs PySpark", hint="pip install 'rmqstore[spark]'") from None
-        done = sp.run_job(job, spark_master, spark_conf, verbose)
-    else:
-        done = job()
-    summaries = []
-    for st, out, rep, plan, opts in done:
-        s = _summary(st, rep, plan, opts)
-        if several and out is not None:
-            s["output"] = str(out)
-        summaries.append(s)
+    done = _run_spark(job, spark_master, spark_conf, verbose) if engine is Engine.spark else job()
+    several = len(stores) > 1
+    summaries = [_summary(st, rep, plan, opts, out if several else None) for st, out, rep, plan, opts in done]
     title = "rebuild-index (dry run)" if dry_run else "rebuild-index"
     if several:
-        _emit_all(fmt, summaries, title)
+        print_summaries(fmt.value, summaries, title)
     else:
-        _emit(fmt, summaries[0], title)
-    for st, out, rep, plan, opts in done:
-        who = f"{st}: " if several else ""
-        if rep is not None and rep.stop is not None and not rep.stop.clean:
-            print(f"rmqstore: warning: {who}dispatch stopped at offset {rep.stop.offset} ({rep.stop.file}): "
-                  f"{rep.stop.reason}", file=sys.stderr)
-        if rep is not None and rep.refused_topics:
-            from rmqstore_cli.render import safe_text
+        print_summary(fmt.value, summaries[0], title)
+    for st, _, rep, _, _ in done:
+        if rep is not None:
+            _warn(rep, f"{st}: " if several else "")
 
-            print(f"rmqstore: warning: {who}records of {len(rep.refused_topics)} topic(s) got no consume queue, "
-                  f"their names cannot be a directory: "
-                  + ", ".join(safe_text(repr(t)) for t in sorted(rep.refused_topics)), file=sys.stderr)
-        if rep is not None and rep.fallback_index_names:
-            name, ts = rep.fallback_index_names[0]
-            more = f" (and {len(rep.fallback_index_names) - 1} more)" if len(rep.fallback_index_names) > 1 else ""
-            print(f"rmqstore: warning: {who}index file {name}: its first entry's storeTimestamp {ts} is no date "
-                  f"(before 1970 or after 9999), so the file is named after the previous one (the first: "
-                  f"1970-01-01 UTC){more}", file=sys.stderr)
-        if rep is not None and rep.skipped:
-            print(f"rmqstore: warning: {who}{len(rep.skipped)} stretch(es) of the commit log were skipped "
-                  f"undispatched (see 'skipped')", file=sys.stderr)
+
+def _recover(stores: list[Path], other_options: bool, fmt: Fmt) -> None:
+    """--recover: finish (or roll back) each store's interrupted --in-place run."""
+    from rmqstore_cli.errors import UsageError
+    from rmqstore_cli.render import print_summaries
+    from rmqstore_cli.store.lock import refuse_if_live
+    from rmqstore_cli.store.rebuild import recover_journal
+
+    if other_options:
+        raise UsageError("--recover takes only --store")
+    for st in stores:
+        refuse_if_live(st)
+    outcomes = []
+    for st in stores:
+        j = recover_journal(st)
+        outcomes.append({"store": str(st), "recovered": j["id"] if j else None,
+                         "outcome": j["outcome"] if j else "nothing to recover"})
+    print_summaries(fmt.value, outcomes, "rebuild-index --recover")
+
+
+def _check_options(stores: list[Path], output: Path | None, in_place: bool, only: Only | None,
+                   topic: list[str] | None, copy_commitlog: bool, no_backup: bool) -> None:
+    """Refuse option combinations that do not go together, before anything is read; with
+    --in-place, a live broker (exit 4) before anything else is said."""
+    from rmqstore_cli.errors import UsageError
+    from rmqstore_cli.store.consume_queue import unsafe_topic
+
+    if (output is None) == (not in_place):
+        raise UsageError("pass exactly one of --output DIR and --in-place")
+    if no_backup and not in_place:
+        raise UsageError("--no-backup only applies to --in-place")
+    if copy_commitlog and in_place:
+        raise UsageError("--copy-commitlog only applies to --output")
+    if topic and only is Only.index:
+        raise UsageError("--topic selects consume queues; it cannot be combined with --only index")
+    for t in topic or ():
+        if unsafe_topic(t):
+            raise UsageError(f"--topic {t!r} cannot be a consume-queue directory: {unsafe_topic(t)}")
+    if in_place:
+        from rmqstore_cli.store.lock import refuse_if_live
+
+        for st in stores:
+            refuse_if_live(st)  # before anything else is read or said
+
+
+def _plans(stores: list[Path], output: Path | None, broker_conf, only: Only | None,
+           topic: list[str] | None, tz: str | None, dry_run: bool, sizes: dict[str, int | None]) -> list[tuple]:
+    """(store, output, config, options, size sources) per store: every store opened and
+    checked (outputs, sizes and where they come from) before any work. ``sizes``: the size
+    options given (attribute -> value or None)."""
+    from rmqstore_cli.commands.common import load_config
+    from rmqstore_cli.errors import UsageError
+    from rmqstore_cli.store.message_store import MessageStore
+    from rmqstore_cli.store.rebuild import RebuildOptions, check_output, refuse_unsourced_sizes, size_sources
+    from rmqstore_cli.times import parse_tz
+
+    several = len(stores) > 1
+    zone = parse_tz(tz)
+    outs = _outputs(stores, output) if output is not None else [None] * len(stores)
+    cfgs = [load_config(st, broker_conf, sizes["mapped_file_size_commit_log"], sizes["mapped_file_size_consume_queue"],
+                        sizes["max_hash_slot_num"], sizes["max_index_num"]) for st in stores]
+    if output is not None:  # before anything is read or said: the stores are only read
+        read = [d for c in cfgs for d in (c.root, *c.commitlog_dirs, c.consumequeue_dir, c.index_dir)]
+        for out in dict.fromkeys([output, *outs]):
+            check_output(out, read)
+    plans = []
+    for st, out, cfg in zip(stores, outs, cfgs):
+        ms = MessageStore.open(cfg, zone)
+        for note in ms.notes:
+            print(f"rmqstore: note: {st}: {note}" if several else f"rmqstore: note: {note}", file=sys.stderr)
+        if not cfg.message_index_enable and only is Only.index:
+            raise UsageError("messageIndexEnable=false in the broker config: the broker builds no index"
+                             + (f" ({st})" if several else ""))
+        opts = RebuildOptions(build_cq=only is not Only.index,
+                              build_index=(only is not Only.cq and not topic) and cfg.message_index_enable,
+                              topics=list(topic) if topic else None, tz=zone, dry_run=dry_run)
+        cfg.check_writable_sizes()
+        sources = size_sources(cfg, opts, sizes, broker_conf)
+        refuse_unsourced_sizes(sources, cfg)
+        plans.append((st, out, cfg, opts, sources))
+    return plans
 
 
 def _outputs(stores: list[Path], output: Path) -> list[Path]:
@@ -269,83 +255,56 @@ def _outputs(stores: list[Path], output: Path) -> list[Path]:
     return [output / r for r in rels]
 
 
-def _emit_all(fmt: Fmt, summaries: list[dict], title: str) -> None:
-    """Several stores: json one object {"stores": [...]}, jsonl one line per store, table one table each."""
-    from rmqstore_cli.render import print_summary, to_json
+def _rebuild(cfg, out: Path | None, opts, in_place: bool, no_backup: bool, copy_commitlog: bool, build,
+             progress: bool) -> tuple:
+    """One store rebuilt (in place or to ``out``) under the progress bar: (report, plan)."""
+    from rmqstore_cli.render import ProgressBar
+    from rmqstore_cli.store.rebuild import rebuild_in_place, rebuild_to
 
-    if fmt is Fmt.json:
-        sys.stdout.write(to_json({"stores": summaries}) + "\n")
-        return
-    for s in summaries:
-        print_summary(fmt.value, s, title)
+    with ProgressBar("dispatching", total=1, enabled=progress, detail=True) as bar:
+        if in_place:
+            return rebuild_in_place(cfg, opts, no_backup, bar.dispatch, build=build)
+        return rebuild_to(cfg, out, opts, copy_commitlog, bar.dispatch, build=build)
 
 
-def _summary(store: Path, rep, plan: dict, opts) -> dict:
-    s: dict = {"store": str(store), "dry_run": opts.dry_run}
-    s.update(plan)
-    if rep is None:
-        return s
-    s.update({
-        "messages": rep.messages,
-        "commitlog_files": rep.files,
-        "commitlog_bytes": rep.bytes,
-        "consume_queues": rep.queues if opts.build_cq else None,
-        "consume_queue_units": rep.units if opts.build_cq else None,
-        "consume_queue_files": rep.cq_files if opts.build_cq else None,
-        "index_files": rep.index_files if opts.build_index else None,
-        "index_keys": rep.index_keys if opts.build_index else None,
-        "seconds": round(rep.seconds, 3),
-        "messages_per_second": round(rep.messages / rep.seconds) if rep.seconds > 0 else None,
-        "recovery": rep.recovery,
-        "recovery_first_file": rep.recovery_first_file,
-        "dispatch_end": {"offset": rep.stop.offset, "file": rep.stop.file, "reason": rep.stop.reason,
-                         "clean": rep.stop.clean} if rep.stop else None,
-        "skipped": [{"offset": k.offset, "size": k.size, "file": k.file, "reason": k.reason} for k in rep.skipped],
-        "refused_topics": [{"topic": t, "reason": why} for t, why in sorted(rep.refused_topics.items())],
-        "index_names_fallback": [{"file": n, "store_timestamp": t} for n, t in rep.fallback_index_names],
-    })
+def _run_spark(job, spark_master: str | None, spark_conf: list[str] | None, verbose: bool) -> list:
+    """``job`` in a Spark session (one for every store)."""
+    from rmqstore_cli.errors import UsageError
+
+    try:
+        from rmqstore_cli.pipeline import spark as sp
+    except ImportError:
+        raise UsageError("the spark engine needs PySpark", hint="pip install 'rmqstore[spark]'") from None
+    return sp.run_job(job, spark_master, spark_conf, verbose)
+
+
+def _summary(store: Path, rep, plan: dict, opts, output: Path | None) -> dict:
+    """A store's summary (``output``: named when several stores go to one --output)."""
+    from rmqstore_cli.render import rebuild_summary
+
+    s = rebuild_summary(store, rep, plan, opts)
+    if output is not None:
+        s["output"] = str(output)
     return s
 
 
-def _emit(fmt: Fmt, summary: dict, title: str) -> None:
-    from rmqstore_cli.render import print_summary
+def _warn(rep, who: str) -> None:
+    """What the summary holds that a person must not miss, on stderr."""
+    from rmqstore_cli.render import safe_text
 
-    print_summary(fmt.value, summary, title)
-
-
-class _Progress:
-    """files, messages and MB/s on stderr, only on a terminal."""
-
-    def __init__(self, enabled: bool):
-        self.enabled = enabled
-        self.p = None
-        self.task = None
-
-    def __enter__(self):
-        if self.enabled:
-            from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
-            from rmqstore_cli.render import err_console
-
-            self.p = Progress(TextColumn("dispatching"), BarColumn(), TextColumn("{task.fields[info]}"),
-                              TimeElapsedColumn(), console=err_console(), transient=True)
-            self.p.__enter__()
-            self.task = self.p.add_task("dispatch", total=1, info="")
-            import time
-
-            self.t0 = time.perf_counter()
-        return self
-
-    def update(self, files: int, done: int, total: int, messages: int) -> None:
-        if self.p is None:
-            return
-        import time
-
-        dt = max(time.perf_counter() - self.t0, 1e-6)
-        self.p.update(self.task, total=max(total, 1), completed=done,
-                      info=f"files {files}  messages {messages:,}  {done / dt / 1e6:.0f} MB/s")
-
-    def __exit__(self, *exc):
-        if self.p is not None:
-            self.p.__exit__(*exc)
-        return False
+    if rep.stop is not None and not rep.stop.clean:
+        print(f"rmqstore: warning: {who}dispatch stopped at offset {rep.stop.offset} ({rep.stop.file}): "
+              f"{rep.stop.reason}", file=sys.stderr)
+    if rep.refused_topics:
+        print(f"rmqstore: warning: {who}records of {len(rep.refused_topics)} topic(s) got no consume queue, "
+              f"their names cannot be a directory: "
+              + ", ".join(safe_text(repr(t)) for t in sorted(rep.refused_topics)), file=sys.stderr)
+    if rep.fallback_index_names:
+        name, ts = rep.fallback_index_names[0]
+        more = f" (and {len(rep.fallback_index_names) - 1} more)" if len(rep.fallback_index_names) > 1 else ""
+        print(f"rmqstore: warning: {who}index file {name}: its first entry's storeTimestamp {ts} is no date "
+              f"(before 1970 or after 9999), so the file is named after the previous one (the first: "
+              f"1970-01-01 UTC){more}", file=sys.stderr)
+    if rep.skipped:
+        print(f"rmqstore: warning: {who}{len(rep.skipped)} stretch(es) of the commit log were skipped "
+              f"undispatched (see 'skipped')", file=sys.stderr)

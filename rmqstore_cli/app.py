@@ -87,11 +87,15 @@ def main() -> None:
     try:
         rv = app(prog_name="rmqstore", standalone_mode=False)
     except BrokenPipeError:
-        common._silence_broken_pipe()
+        from rmqstore_cli.render import silence_broken_pipe
+
+        silence_broken_pipe()
         sys.exit(0)
     except SystemExit as e:  # typer's own EPIPE exit (help or --version into `| head`) is 1: make it 0
         if e.code == 1 and type(sys.stdout).__name__ == "PacifyFlushWrapper":
-            common._silence_broken_pipe()
+            from rmqstore_cli.render import silence_broken_pipe
+
+            silence_broken_pipe()
             sys.exit(0)
         raise
     except typer.Abort:

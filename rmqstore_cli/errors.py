@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import os
 
-EXIT_OK = 0
+# exit 0: the command did what was asked (no constant: nothing raises it)
 EXIT_NEGATIVE = 1  # verify found problems; a look-up or filter found nothing
 EXIT_USAGE = 2
 EXIT_STORE = 3  # the store could not be read or is not a RocketMQ store

@@ -18,23 +18,18 @@ import json
 import os
 import re
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from rmqstore_cli.store.message import format_host, offset_msg_id, split_keys
 
-FORMATS = ("table", "jsonl", "json")
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
 def safe_text(s: str) -> str:
     """A string that is inert on a terminal: control and bidi characters as escapes."""
     return _CONTROL.sub(lambda m: f"\\x{ord(m[0]):02x}" if ord(m[0]) < 0x100 else f"\\u{ord(m[0]):04x}", s)
-
-
-def _json_safe(line: str) -> str:
-    return _CONTROL.sub(lambda m: f"\\u{ord(m[0]):04x}", line)
 
 
 def to_json(obj: Any) -> str:
@@ -324,11 +319,6 @@ class Output:
         if self._pending >= self.FLUSH_BYTES:
             self._flush_lines()
 
-    def emit_all(self, records: Iterable[dict]) -> int:
-        for r in records:
-            self.emit(r)
-        return self.count
-
     def _flush_lines(self) -> None:
         """Records go out in batches, as bytes: one write per batch, not per record."""
         if not self._lines:
@@ -416,15 +406,105 @@ def print_summary(fmt: str, summary: dict, title: str) -> None:
     console().print(table)
 
 
-def iter_progress(items: Iterator, total: int | None, label: str, enabled: bool) -> Iterator:
-    """Wrap an iterator with a progress bar on stderr, only on a terminal."""
-    if not enabled or not sys.stderr.isatty():
-        yield from items
+def print_summaries(fmt: str, summaries: list[dict], title: str) -> None:
+    """Several stores' summaries: json one object ``{"stores": [...]}``, jsonl one line per
+    store, table one table each (one store: :func:`print_summary`)."""
+    if fmt == "json":
+        sys.stdout.write(to_json({"stores": summaries}) + "\n")
         return
-    from rich.progress import Progress
+    for s in summaries:
+        print_summary(fmt, s, title)
 
-    with Progress(console=err_console(), transient=True) as p:
-        task = p.add_task(label, total=total)
-        for it in items:
-            yield it
-            p.advance(task)
+
+def rebuild_summary(store, rep, plan: dict, opts) -> dict:
+    """rebuild-index's summary of one store: the plan (what was or would be written, the
+    sizes' sources), then the dispatch report (``store.rebuild.DispatchReport``; None: a
+    dry run that dispatched nothing). Fields of what was not built are null."""
+    s: dict = {"store": str(store), "dry_run": opts.dry_run}
+    s.update(plan)
+    if rep is None:
+        return s
+    s.update({
+        "messages": rep.messages,
+        "commitlog_files": rep.files,
+        "commitlog_bytes": rep.bytes,
+        "consume_queues": rep.queues if opts.build_cq else None,
+        "consume_queue_units": rep.units if opts.build_cq else None,
+        "consume_queue_files": rep.cq_files if opts.build_cq else None,
+        "index_files": rep.index_files if opts.build_index else None,
+        "index_keys": rep.index_keys if opts.build_index else None,
+        "seconds": round(rep.seconds, 3),
+        "messages_per_second": round(rep.messages / rep.seconds) if rep.seconds > 0 else None,
+        "recovery": rep.recovery,
+        "recovery_first_file": rep.recovery_first_file,
+        "dispatch_end": {"offset": rep.stop.offset, "file": rep.stop.file, "reason": rep.stop.reason,
+                         "clean": rep.stop.clean} if rep.stop else None,
+        "skipped": [{"offset": k.offset, "size": k.size, "file": k.file, "reason": k.reason} for k in rep.skipped],
+        "refused_topics": [{"topic": t, "reason": why} for t, why in sorted(rep.refused_topics.items())],
+        "index_names_fallback": [{"file": n, "store_timestamp": t} for n, t in rep.fallback_index_names],
+    })
+    return s
+
+
+def silence_broken_pipe() -> None:
+    """`rmqstore dump-commitlog | head`: stop quietly, without a traceback at exit (stdout
+    pointed at /dev/null, so the interpreter's last flush has nowhere to fail)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except OSError:
+        pass
+
+
+class ProgressBar:
+    """The one progress bar of every command: on stderr, and only when ``enabled`` and
+    stderr is a terminal (otherwise every call does nothing). rich's default columns
+    (label, bar, percentage, time left), or with ``detail`` the label, the bar, a line of
+    figures (:meth:`update`'s ``info``) and the time taken. Gone from the screen when done."""
+
+    def __init__(self, label: str, total: int | None = None, enabled: bool = True, detail: bool = False):
+        self.label = label
+        self.total = total
+        self.enabled = enabled and _isatty(sys.stderr)
+        self.detail = detail
+        self.bar = None
+        self.task = None
+        self.t0 = 0.0
+
+    def __enter__(self) -> "ProgressBar":
+        if self.enabled:
+            import time
+
+            from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+            columns = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[info]}"),
+                       TimeElapsedColumn()) if self.detail else ()
+            self.bar = Progress(*columns, console=err_console(), transient=True)
+            self.task = self.bar.add_task(self.label, total=self.total, info="")
+            self.bar.start()
+            self.t0 = time.perf_counter()
+        return self
+
+    def advance(self, n: int) -> None:
+        """``n`` more units (bytes, files…) done."""
+        if self.bar is not None:
+            self.bar.advance(self.task, n)
+
+    def update(self, done: int, total: int, info: str = "") -> None:
+        """``done`` of ``total``, with ``info`` (the figures shown with ``detail``)."""
+        if self.bar is not None:
+            self.bar.update(self.task, total=max(total, 1), completed=done, info=info)
+
+    def dispatch(self, files: int, done: int, total: int, messages: int) -> None:
+        """A dispatch's progress (``store.rebuild.Progress``): bytes of the commit log done,
+        with files, messages and MB/s."""
+        if self.bar is not None:
+            import time
+
+            dt = max(time.perf_counter() - self.t0, 1e-6)
+            self.update(done, total, f"files {files}  messages {messages:,}  {done / dt / 1e6:.0f} MB/s")
+
+    def __exit__(self, *_exc) -> bool:
+        if self.bar is not None:
+            self.bar.stop()
+        return False

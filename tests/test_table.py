@@ -323,3 +323,40 @@ def test_record_kind_follows_the_broker_rules():
     assert record_kind("%RETRY%g", 12, {}, 0, 42, levels) == Kind("rollback", half_offset=42)
     assert record_kind("%DLQ%g", 0, {"RETRY_TOPIC": "T"}, 0, 0, levels) == Kind("dlq", origin="T")
     assert record_kind("T", 4, {}, 0, 42, levels) == Kind("prepared")
+
+
+def test_the_progress_bar_is_only_ever_on_a_terminal(monkeypatch):
+    """render.ProgressBar, the one progress bar: not a byte when stderr is no terminal."""
+    import io
+    import sys
+
+    from rmqstore_cli.render import ProgressBar
+
+    err = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", err)
+    with ProgressBar("dispatching", total=1, detail=True) as bar:
+        bar.dispatch(1, 10, 20, 5)
+        bar.update(20, 20)
+        bar.advance(3)
+    assert not bar.enabled and err.getvalue() == ""
+
+
+def test_the_progress_bar_on_a_terminal_shows_the_dispatch_figures(monkeypatch):
+    import io
+    import sys
+
+    from rich.console import Console
+
+    from rmqstore_cli import render
+
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    err = Tty()
+    monkeypatch.setattr(sys, "stderr", err)
+    monkeypatch.setattr(render, "err_console", lambda: Console(file=err, force_terminal=True, width=100))
+    with render.ProgressBar("dispatching", total=1, detail=True) as bar:
+        bar.dispatch(3, 10, 20, 12345)
+        bar.bar.refresh()
+    assert bar.enabled and "dispatching" in err.getvalue() and "files 3  messages 12,345" in err.getvalue()

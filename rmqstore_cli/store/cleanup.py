@@ -418,10 +418,6 @@ class ExpiryResult:
     deleted: list[Condemned] = field(default_factory=list)
     error: StoreError | RefusedError | None = None
 
-    @property
-    def completed(self) -> bool:
-        return self.error is None
-
 
 def _unlink_proven(a: Condemned, roots: list[Path] | None = None) -> None:
     """Unlink ``a.path`` only if its directory's real path lies inside ``roots`` and the

@@ -139,6 +139,19 @@ class StoreConfig:
                 raise UsageError(f"{_camel(attr)}={v}: a file size must be positive",
                                  path=source if where else None, hint="fix the broker config or pass the size option")
 
+    def check_writable_sizes(self) -> None:
+        """Sizes no broker could write with (``maxIndexNum=1``: no entry after the reserved
+        entry 0; a consume-queue file, rounded up to whole units, without one unit…) are
+        refused before anything is written: StoreError (exit 3), not a division by zero or a
+        broken file halfway through. The bounds are :data:`SIZE_LEAST`; the positive check
+        at load (:meth:`check_file_sizes`) runs for every command, this one for writers
+        (rebuild-index)."""
+        for attr, (prop, option, least) in SIZE_LEAST.items():
+            v = self.cq_file_size if attr == "mapped_file_size_consume_queue" else getattr(self, attr)
+            if v < least:
+                raise StoreError(f"{prop}={v} cannot be used (at least {least})", path=self.root,
+                                 hint=f"fix the broker config, or pass {option}")
+
     def apply_properties(self, props: dict[str, str]) -> None:
         """``MixAll#properties2Object``: numbers parsed untrimmed (bad ones silently ignored)."""
         by_name = {_snake(f.name): f for f in fields(self) if f.name not in ("explicit", "index_geometry_error", "allow_odd_size", "odd_files")}
@@ -255,6 +268,15 @@ def _snake(name: str) -> str:
 
 #: The size properties, all Java ``int`` in ``MessageStoreConfig`` (checked by :meth:`StoreConfig.check_file_sizes`).
 SIZE_FIELDS = ("mapped_file_size_commit_log", "mapped_file_size_consume_queue", "max_hash_slot_num", "max_index_num")
+#: Each size property, its name in broker.conf, its option, and the least a writer can use
+#: (a consume-queue file holds at least one 20-byte unit; an index at least one entry after
+#: slot 0): checked by :meth:`StoreConfig.check_writable_sizes`.
+SIZE_LEAST = {
+    "mapped_file_size_commit_log": ("mappedFileSizeCommitLog", "--commitlog-file-size", 1),
+    "mapped_file_size_consume_queue": ("mappedFileSizeConsumeQueue", "--cq-file-size", 20),
+    "max_hash_slot_num": ("maxHashSlotNum", "--index-slots", 1),
+    "max_index_num": ("maxIndexNum", "--index-max", 2),
+}
 _JAVA_INT = (-(1 << 31), (1 << 31) - 1)
 
 

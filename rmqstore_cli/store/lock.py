@@ -19,7 +19,8 @@ import struct
 from pathlib import Path
 
 from rmqstore_cli.errors import RefusedError, StoreError
-from rmqstore_cli.store.safefs import O_CLOEXEC, O_NOFOLLOW, O_NONBLOCK, kind_of, open_read_only, os_error
+from rmqstore_cli.store.safefs import (O_CLOEXEC, O_NOFOLLOW, O_NONBLOCK, kind_of, open_read_only, os_error,
+                                       stat_regular)
 
 _FLOCK = "hhqqi4x"  # struct flock on x86-64/aarch64 Linux
 LOCK_CONTENT = b"lock"  # DefaultMessageStore#start writes these 4 bytes
@@ -51,13 +52,8 @@ def check_lock_file(root: Path) -> None:
     """Refuse (exit 4) a ``lock`` that is a link, a directory, a FIFO or anything but a
     regular file: whether a broker holds the store cannot be told through it."""
     path = root / "lock"
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        return
-    except OSError as e:
-        raise os_error(e, path, "inspect the store's lock") from None
-    if not stat.S_ISREG(st.st_mode):
+    st, what = stat_regular(path, "inspect the store's lock", follow_links=False, missing_ok=True)
+    if what is not None:
         raise _not_regular(path, st.st_mode)
 
 
@@ -149,5 +145,5 @@ class StoreLock:
         self.acquire()
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *_exc) -> None:
         self.release()

@@ -10,13 +10,12 @@ import errno
 import mmap
 from collections.abc import Iterator
 import os
-import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from rmqstore_cli.errors import FileSizeError, StoreError
-from rmqstore_cli.store.safefs import (create_sized, kind_of, map_file, open_for_write,
-                                       open_read_only, os_error, reserve_ahead)
+from rmqstore_cli.store.safefs import (create_sized, map_file, open_for_write, open_read_only, reserve_ahead,
+                                       stat_regular)
 
 
 #: The largest start offset a file name can have: ``Long.parseLong`` refuses a larger one.
@@ -26,12 +25,9 @@ MAX_FILE_OFFSET = (1 << 63) - 1
 def regular_size(path: Path) -> int:
     """The size of a data file (links followed); a FIFO, device, socket or directory in its
     place is a StoreError naming it (its ``st_size`` of 0 would otherwise read as "0 bytes")."""
-    try:
-        st = os.stat(path)
-    except OSError as e:
-        raise os_error(e, path, "stat") from None
-    if not stat.S_ISREG(st.st_mode):
-        raise StoreError(f"{kind_of(st.st_mode)} where a store file belongs; only regular files are read", path=path)
+    st, what = stat_regular(path, "stat")
+    if what is not None:
+        raise StoreError(f"{what} where a store file belongs; only regular files are read", path=path)
     return st.st_size
 
 
@@ -118,6 +114,14 @@ class MappedFileQueue:
         #: Directories named like a data file (``check_sizes`` refuses them).
         self.not_regular: list[Path] = []
         self.load()
+
+    @classmethod
+    def of_file(cls, path: Path, file_from_offset: int, file_size: int) -> "MappedFileQueue":
+        """A read-only queue of this one file, whatever its name or directory (``dump-cq
+        --file``): no directory is listed."""
+        q = cls([], file_size)
+        q.files = [MappedFile(path, file_from_offset, file_size)]
+        return q
 
     def load(self) -> None:
         found: dict[int, Path] = {}

@@ -79,6 +79,26 @@ def os_error(e: OSError, path: os.PathLike | str, doing: str) -> StoreError:
     return StoreError(f"cannot {doing}: {text}", path=path)
 
 
+def stat_regular(path, doing: str, follow_links: bool = True,
+                 missing_ok: bool = False) -> tuple[os.stat_result | None, str | None]:
+    """Whether a store file is a regular file, the one test of every reader and checker:
+    ``(stat, None)`` for a regular file; ``(stat, what it is)`` — "a FIFO", "a directory",
+    … (:func:`kind_of`) — for anything else in its place, which the caller refuses or
+    reports (opening a FIFO could hang, mapping a device read forever); ``(None, None)``
+    when nothing is there and ``missing_ok``. Links are followed unless ``follow_links`` is
+    false (then a link is "a symbolic link"). Any other failure is :func:`os_error`'s
+    ``cannot <doing>: …``."""
+    try:
+        st = os.stat(path) if follow_links else os.lstat(path)
+    except FileNotFoundError as e:
+        if missing_ok:
+            return None, None
+        raise os_error(e, path, doing) from None
+    except OSError as e:
+        raise os_error(e, path, doing) from None
+    return st, None if stat.S_ISREG(st.st_mode) else kind_of(st.st_mode)
+
+
 def _check_regular(fd: int, path) -> os.stat_result:
     st = os.fstat(fd)
     if not stat.S_ISREG(st.st_mode):
