@@ -57,22 +57,22 @@ def peak_rss_mib() -> float:
 
 def run_verify(path: Path, crc: bool, deep: bool = False, compiled: bool = False):
     """One whole ``Verifier.run()``; ``compiled``: store/kernels.py's loops from the first record
-    (``KERNEL_AFTER = 0``; by default verify switches to them after 500 000 records, so these
+    (``FAST_PATHS.walk_after = 0``; by default verify switches to them after 500 000 records, so these
     stores of ~200 000 and ~20 000 records run the Python loops). numba's one-time import and
     cache load (~0.3 s) falls in the warm-up run, not in the timed ones."""
-    from rmqstore_cli.store import verify as V
+    from rmqstore_cli.store.fastpaths import FAST_PATHS
     from rmqstore_cli.store.config import StoreConfig
     from rmqstore_cli.store.verify import Verifier, VerifyOptions, open_for_verify
 
     cfg = open_for_verify(StoreConfig.load(path))
     v = Verifier(cfg, VerifyOptions(crc=crc, deep=deep, max_findings=10))
-    saved = V.limits.KERNEL_AFTER
-    V.limits.KERNEL_AFTER = 0 if compiled else saved
+    saved = FAST_PATHS.walk_after
+    FAST_PATHS.walk_after = 0 if compiled else saved
     t, c = time.perf_counter(), time.process_time()
     try:
         findings = list(v.run())
     finally:
-        V.limits.KERNEL_AFTER = saved
+        FAST_PATHS.walk_after = saved
     dt, cpu = time.perf_counter() - t, time.process_time() - c
     assert v.ok, [f.as_dict() for f in findings[:5]]
     return dt, cpu, v.summary

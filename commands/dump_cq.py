@@ -242,6 +242,7 @@ def _dump_file(path: Path, topic, queue_id, ms, from_offset, limit, fmt, zone, m
     from rmqstore_cli.formats.consume_queue import CQ_STORE_UNIT_SIZE
     from rmqstore_cli.render import Output
     from rmqstore_cli.store.safefs import open_read_only
+    from rmqstore_cli.store.consume_queue import ConsumeQueue
 
     fd = open_read_only(path)  # a FIFO given as --file: refused, not waited on
     try:
@@ -250,7 +251,7 @@ def _dump_file(path: Path, topic, queue_id, ms, from_offset, limit, fmt, zone, m
         os.close(fd)
     if topic is None and path.parent.name.isdigit() and path.parent.parent.name:
         topic, queue_id = path.parent.parent.name, int(path.parent.name) if queue_id is None else queue_id
-    cq = _file_queue(path, length)
+    cq = ConsumeQueue.of_file(path, length)
     cq.queue.files[0].buffer()  # mapped first: a file the process cannot map is that error, whatever its size
     if length % CQ_STORE_UNIT_SIZE:
         cq.close()
@@ -271,18 +272,6 @@ def _dump_file(path: Path, topic, queue_id, ms, from_offset, limit, fmt, zone, m
         out.close()
         cq.close()
     return out.count
-
-
-def _file_queue(path: Path, length: int):
-    """A :class:`ConsumeQueue` of this one file (named by its first byte offset when the name
-    is 20 digits, else starting at 0), read-only; the directory it lies in is not read."""
-    from rmqstore_cli.store.consume_queue import ConsumeQueue
-    from rmqstore_cli.store.mapped_files import MappedFileQueue
-
-    start = int(path.name) if path.name.isdigit() and len(path.name) == 20 else 0
-    cq = ConsumeQueue(path, "", 0, length)  # path/""/0 below a file: no directory, nothing listed
-    cq.queue = MappedFileQueue.of_file(path, start, length)
-    return cq
 
 
 def _summary(ms, topic, queue_id, fmt) -> int:

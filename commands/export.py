@@ -72,7 +72,7 @@ def export(
     """
 
     from rmqstore_cli.errors import UsageError
-    from rmqstore_cli.pipeline.tasks import expand_stores, file_tasks
+    from rmqstore_cli.pipeline.stores import expand_stores, file_tasks
     from rmqstore_cli.render import print_summary
     from rmqstore_cli.times import now_ms
 

@@ -119,7 +119,7 @@ def rebuild_index(
     recovery region). Queues whose first files were expired start above 0 with pre-blank
     units, like the broker's. Exit 0 done, 2 usage, 3 unreadable store, 4 a live broker.
     """
-    from rmqstore_cli.pipeline.tasks import expand_stores
+    from rmqstore_cli.pipeline.stores import expand_stores
     from rmqstore_cli.render import print_summaries, print_summary
 
     stores = [Path(s.path) for s in expand_stores(store, None, {})]

@@ -99,7 +99,7 @@ def verify(
             out.emit(r)
         out.close()
         return
-    from rmqstore_cli.pipeline.tasks import expand_stores
+    from rmqstore_cli.pipeline.stores import expand_stores
 
     sizes = dict(mapped_file_size_commit_log=commitlog_file_size, mapped_file_size_consume_queue=cq_file_size,
                  max_hash_slot_num=index_slots, max_index_num=index_max)
@@ -163,7 +163,7 @@ def verify(
 
 def _verify_many(specs, engine, master, conf, verbose, crc, deep, max_findings, fmt) -> None:
     """Several stores (or Spark): the same Verifier per store; findings carry their store."""
-    from rmqstore_cli.pipeline.tasks import verify_store
+    from rmqstore_cli.pipeline.stores import verify_store
     from rmqstore_cli.render import Output, print_summary, safe_text, to_json
     from rmqstore_cli.store.config import StoreConfig
     from rmqstore_cli.store.verify import open_for_verify

@@ -23,7 +23,7 @@ from rmqstore_cli.formats.commitlog import MessageHead
 from rmqstore_cli.formats.derive import field_offset
 from rmqstore_cli.formats.sysflag import TRANSACTION_COMMIT_TYPE, TRANSACTION_MASK, TRANSACTION_ROLLBACK_TYPE
 from rmqstore_cli.render import ELLIPSIS, Col, Output, TableWriter, fit, safe_text, text_width
-from rmqstore_cli.store.batch import byte_rows
+from rmqstore_cli.store.arrays import byte_rows
 from rmqstore_cli.store.kinds import KINDS, TX_KINDS, kind_detail, record_kind, topic_kind
 from rmqstore_cli.store.message import split_keys
 from rmqstore_cli.times import format_ms

@@ -7,7 +7,8 @@ import pytest
 pa = pytest.importorskip("pyarrow")
 
 from rmqstore_cli.pipeline.schema import COLUMN_NAMES, arrow_schema  # noqa: E402
-from rmqstore_cli.pipeline.tasks import StoreSpec, export_batches, export_rows, file_tasks  # noqa: E402
+from rmqstore_cli.pipeline.stores import StoreSpec, file_tasks
+from rmqstore_cli.pipeline.export_tasks import export_batches, export_rows
 
 from conftest import fixture_dir  # noqa: E402
 from test_jsonblock import tricky_store  # noqa: E402,F401  (fixture)

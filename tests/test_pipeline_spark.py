@@ -104,7 +104,7 @@ def test_spark_verify_finds_what_local_finds_for_several_stores(stores, spark, m
     and findings as the whole-store Verifier, capped or not, for three stores at once,
     whether the files' marks come back to the driver (few) or go by shuffle (many)."""
     from rmqstore_cli.pipeline import spark as sp
-    from rmqstore_cli.pipeline.tasks import expand_stores, verify_store
+    from rmqstore_cli.pipeline.stores import expand_stores, verify_store
 
     monkeypatch.setattr(sp, "SHIP_MARKS", ship)
     paths = []

@@ -96,7 +96,7 @@ def restarted(tmp_path_factory):
 
 
 def _specs(*stores):
-    from rmqstore_cli.pipeline.tasks import expand_stores
+    from rmqstore_cli.pipeline.stores import expand_stores
 
     return expand_stores([str(s) for s in stores], None, SIZES)
 
@@ -113,7 +113,7 @@ def _same(got: list[dict], want: list[dict]) -> None:
 
 
 def _check(stores, caps=(None, 2)):
-    from rmqstore_cli.pipeline.tasks import verify_store
+    from rmqstore_cli.pipeline.stores import verify_store
     from rmqstore_cli.pipeline.verify_tasks import verify_stores
 
     specs = _specs(*stores)
@@ -220,9 +220,9 @@ def test_index_info_without_the_check_is_what_the_check_reads(master, tmp_path, 
 def test_tasks_of_large_files_check_with_the_compiled_loops_from_the_first_record(master, tmp_path, monkeypatch):
     """A file task is its own Verifier (and a Spark worker its own process), so counting
     records would leave every task of a 1 GiB file on the interpreted loops: a task over a
-    file of COMPILE_FOR_BYTES or more turns them on at once. Same findings either way."""
+    file of FAST_PATHS.for_bytes or more turns them on at once. Same findings either way."""
     from rmqstore_cli.pipeline import verify_tasks as VT
-    from rmqstore_cli.store import batch
+    from rmqstore_cli.store.fastpaths import FAST_PATHS
 
     store = tmp_path / "s"
     shutil.copytree(master, store)
@@ -239,12 +239,12 @@ def test_tasks_of_large_files_check_with_the_compiled_loops_from_the_first_recor
         return k
 
     monkeypatch.setattr(Verifier, "kernel", file_task_kernel)
-    monkeypatch.setattr(batch, "COMPILE_FOR_BYTES", 1)
+    monkeypatch.setattr(FAST_PATHS, "for_bytes", 1)
     want = _check([store], caps=(None,))
     assert used and all(k is not None for k in used)
     assert "commitlog.body-crc" in {f["check"] for f in want[0]["findings"]}
     used.clear()
-    monkeypatch.setattr(batch, "COMPILE_FOR_BYTES", 1 << 40)
+    monkeypatch.setattr(FAST_PATHS, "for_bytes", 1 << 40)
     _check([store], caps=(None,))
     assert used and all(k is None for k in used)  # small stores never load numba
 

@@ -1,4 +1,4 @@
-"""store/rangehash.py (hashCode of many UTF-8 ranges at once) against the reference
+"""store/javahash/bulk.py (hashCode of many UTF-8 ranges at once) against the reference
 ``javahash.java_hashes`` and ``message.java_hash`` (String#hashCode over UTF-16 units of
 ``new String(bytes, UTF_8)``)."""
 from __future__ import annotations

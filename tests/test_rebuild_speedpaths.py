@@ -1,5 +1,5 @@
 """rebuild-index's block paths (fastdispatch: new topics of a block registered at once,
-TAGS and keys hashed by store/rangehash.py, IndexFile.put_keys' slot grouping) against the
+TAGS and keys hashed by store/javahash/bulk.py, IndexFile.put_keys' slot grouping) against the
 per-record Dispatcher, which ``generate --from-jsonl`` writes through: same bytes. And the
 bulk writers (put_many, put_keys, write_entries + link_blocks) against their per-record
 ones."""
@@ -66,7 +66,7 @@ def test_properties_without_checks_give_the_same_values_and_keys():
     checked parser does (repeated names, empty values, missing \\x01, non-ASCII)."""
     import numpy as np
 
-    from rmqstore_cli.store.batch import Properties
+    from rmqstore_cli.store.properties import Properties
 
     rnd = random.Random(8)
     names = [b"KEYS", b"TAGS", b"UNIQ_KEY", b"DELAY", b"X"]

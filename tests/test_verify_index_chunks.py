@@ -142,17 +142,18 @@ def test_compiled_walk_and_crc_give_the_same_findings(small_store, monkeypatch, 
     pytest.importorskip("numba")
     from rmqstore_cli.store import verify as V
     from rmqstore_cli.store import kernels as K
+    from rmqstore_cli.store.fastpaths import FAST_PATHS
 
     if damaged:
         _commitlog_damage(small_store)
-    monkeypatch.setattr(V.limits, "KERNEL_AFTER", 1 << 62)
+    monkeypatch.setattr(FAST_PATHS, "walk_after", 1 << 62)
     ref, s_ref = _verify(small_store, "--deep", "--max-findings", "1000")
     if damaged:
         assert {"commitlog.body-crc", "commitlog.total-size", "commitlog.magic"} <= {f["check"] for f in ref}
     else:
         assert ref == []
     for after, small in ((0, K.SMALL_BODY), (0, 200), (1000, 1 << 20)):
-        monkeypatch.setattr(V.limits, "KERNEL_AFTER", after)
+        monkeypatch.setattr(FAST_PATHS, "walk_after", after)
         monkeypatch.setattr(K, "SMALL_BODY", small)
         got, s_got = _verify(small_store, "--deep", "--max-findings", "1000")
         assert got == ref and s_got == s_ref, (after, small)

@@ -1,6 +1,6 @@
 """Export rows for a whole block of messages at once, as a pyarrow RecordBatch.
 
-The reference is :func:`~rmqstore_cli.pipeline.tasks.export_rows`: one
+The reference is :func:`~rmqstore_cli.pipeline.export_tasks.export_rows`: one
 :func:`~rmqstore_cli.render.message_dict` per record. Here the columns of a
 :class:`~rmqstore_cli.store.columns.MessageBlock` become Arrow arrays directly: numbers
 without a Python object per value, hosts and topics once per distinct value, and the

@@ -36,7 +36,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from rmqstore_cli.store.batch import compile_for
+from rmqstore_cli.store.fastpaths import FAST_PATHS
 from rmqstore_cli.store.consume_queue import ConsumeQueue
 from rmqstore_cli.store.verify import ERROR, INFO, WARNING, Finding, IndexScan, QueueState, Verifier, VerifyOptions
 
@@ -351,7 +351,7 @@ def scan_task(plan: StorePlan, store: int, i: int) -> FileScan:
     length = max((os.path.getsize(d / plan.files[i]) for d in cfg.commitlog_dirs if (d / plan.files[i]).is_file()),
                  default=0)
     hi = None if lo is None else lo + max(cfg.mapped_file_size_commit_log, length)  # records lie below
-    v.big_job = compile_for(length)
+    v.big_job = FAST_PATHS.for_file(length)
     v.index_files, ks = _scan_index_files(plan, lo, hi)
     v.index_end = plan.index_end
     try:
@@ -633,7 +633,7 @@ class InProcess:
 
 def verify_stores(specs: list, crc: bool, deep: bool, max_findings: int | None, engine=None) -> list[dict]:
     """verify several stores through the decomposition: one result per store, as
-    :func:`~rmqstore_cli.pipeline.tasks.verify_store` returns it."""
+    :func:`~rmqstore_cli.pipeline.stores.verify_store` returns it."""
     engine = engine or InProcess()
     plans = [plan_store(s, crc, deep, max_findings) for s in specs]
     keys = [(p, k) for p in plans for k in range(len(p.index_paths))]

@@ -53,15 +53,16 @@ class ConsumeQueue:
     """One queue's files, read-only."""
 
     def __init__(self, root: Path, topic: str, queue_id: int, file_size: int, directory: Path | None = None,
-                 skip: Callable[[Path], bool] | None = None):
+                 skip: Callable[[Path], bool] | None = None, queue: MappedFileQueue | None = None):
         """``directory``: the queue's directory when its name is not ``str(queue_id)``.
         ``skip``: a file it answers True for is left out (a gap follows), and directories
-        named like a file are handed to it instead of refused (``verify`` reports both)."""
+        named like a file are handed to it instead of refused (``verify`` reports both).
+        ``queue``: the files, when they are not a directory's listing (:meth:`of_file`)."""
         self.topic = topic
         self.queue_id = queue_id
         self.dir = directory if directory is not None else root / topic / str(queue_id)
         self.file_size = file_size
-        self.queue = MappedFileQueue(self.dir, file_size)
+        self.queue = queue if queue is not None else MappedFileQueue(self.dir, file_size)
         for p in self.queue.not_regular:  # a directory named like a file: refused, not skipped
             if skip is None:
                 raise StoreError("a directory where a store file belongs; only regular files are read", path=p)
@@ -71,6 +72,15 @@ class ConsumeQueue:
         self._units_per_file = file_size // CQ_STORE_UNIT_SIZE
         self._end: int | None = None
         self._by_base = {f.file_from_offset // CQ_STORE_UNIT_SIZE: f for f in self.queue.files}
+
+    @classmethod
+    def of_file(cls, path: Path, length: int) -> "ConsumeQueue":
+        """One file read on its own (``dump-cq --file``), read-only: it starts at the offset its
+        name says when that is 20 digits, else at 0; the directory it lies in is not listed."""
+        name = path.name
+        start = int(name) if name.isdigit() and name.isascii() and len(name) == 20 else 0
+        return cls(path.parent, "", 0, length, directory=path.parent,
+                   queue=MappedFileQueue.of_file(path, start, length))
 
     def _file_units(self, i: int) -> np.ndarray:
         f = self.queue.files[i]

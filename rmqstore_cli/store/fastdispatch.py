@@ -5,10 +5,10 @@ module produces the same bytes for a batch of records whose layout makes that sa
 and falls back to the per-record path otherwise:
 
 * record fields are gathered with numpy from the file's mapping (positions from the
-  record walk, field offsets from the ``formats`` declarations: :class:`~rmqstore_cli.store.batch.RecordBatch`);
+  record walk, field offsets from the ``formats`` declarations: :class:`~rmqstore_cli.store.commitlog.bulk.RecordBatch`);
 * ``TAGS``/``KEYS``/``UNIQ_KEY``/``DELAY`` are taken from the block's PROPERTIES bytes
   parsed at once as ``MessageDecoder#string2messageProperties`` would
-  (:class:`~rmqstore_cli.store.batch.Properties`);
+  (:class:`~rmqstore_cli.store.properties.Properties`);
 * ``String#hashCode`` of every tag and ``topic#key`` is computed for the whole block at
   once by :mod:`batch` (``h(a+b) = h(a)·31^len(b) + h(b) mod 2^32``);
 * consume-queue units go to each queue's writer in one call
@@ -30,22 +30,17 @@ from rmqstore_cli.formats.commitlog import (
     TRANSACTION_NOT_TYPE,
     TRANSACTION_ROLLBACK_TYPE,
 )
-from rmqstore_cli.store.batch import (
-    Properties,
-    RecordBatch,
-    TopicIds,
-    stable_argsort,
-    concat_hashes,
-    index_hash,
-    java_hashes,
-    java_int,
-)
+from rmqstore_cli.store.properties import Properties
+from rmqstore_cli.store.commitlog.bulk import RecordBatch
+from rmqstore_cli.store.topics import TopicIds
+from rmqstore_cli.store.arrays import stable_argsort
+from rmqstore_cli.store.javahash.bulk import concat_hashes, index_hash, java_hashes, java_int
 from rmqstore_cli.store.consume_queue import ConsumeQueueWriter
 from rmqstore_cli.store.dispatch import Dispatcher, InvalidForDispatch, parse_delay
 from rmqstore_cli.store.index import build_key
 from rmqstore_cli.store.kinds import deliver_timestamp
 from rmqstore_cli.store.message import SCHEDULE_TOPIC, java_hash
-from rmqstore_cli.store.rangehash import java_range_hashes
+from rmqstore_cli.store.javahash.bulk import java_range_hashes
 
 _SCHEDULE = SCHEDULE_TOPIC.encode()
 
@@ -223,7 +218,7 @@ class FastDispatcher:
         """Per record of a block: topic id, tagsCode (hashCode of TAGS), the index keys
         (UNIQ_KEY, then the KEYS words; none for ROLLBACK) and their owners, and the DELAY
         values of the schedule topic's records. The block's PROPERTIES are parsed at once by
-        :class:`~rmqstore_cli.store.batch.Properties` with
+        :class:`~rmqstore_cli.store.properties.Properties` with
         ``MessageDecoder#string2messageProperties``'s rules (last non-empty pair of a name
         wins); the reference is :meth:`Dispatcher.dispatch` record by record."""
         tids = self._topic_ids(buf, a, ta, tl)

@@ -55,7 +55,9 @@ from rmqstore_cli.store.checkpoint import StoreCheckpoint
 from rmqstore_cli.store.commitlog import CommitLog, ScanEnd, Status, check_message, is_clean_end
 from rmqstore_cli.store.config import StoreConfig
 from rmqstore_cli.store.dispatch import Dispatcher
-from rmqstore_cli.store.batch import body_crcs, file_array, release_pages, walk_records
+from rmqstore_cli.store.commitlog.bulk import body_crcs, walk_records
+from rmqstore_cli.store.arrays import file_array
+from rmqstore_cli.store.mapped_files import release_pages
 from rmqstore_cli.store.fastdispatch import FastDispatcher
 from rmqstore_cli.store.lock import StoreLock, abort_exists, refuse_if_live
 from rmqstore_cli.store.mapped_files import MappedFile, fsync_dir

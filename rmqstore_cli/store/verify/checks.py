@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rmqstore_cli.store.batch import props_well_formed
+from rmqstore_cli.store.properties import props_well_formed
 from rmqstore_cli.store.safefs import data_segments
 
 def member(x: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:

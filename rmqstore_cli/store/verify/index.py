@@ -16,7 +16,7 @@ import numpy as np
 
 from rmqstore_cli.formats.derive import field_offset
 from rmqstore_cli.formats.index import INDEX_ENTRY_SIZE, IndexHeader
-from rmqstore_cli.store.batch import IndexKeys
+from rmqstore_cli.store.properties import IndexKeys
 from rmqstore_cli.store.commitlog import Status
 from rmqstore_cli.store.index import IndexFile, index_file_paths
 from rmqstore_cli.store.mapped_files import release_pages

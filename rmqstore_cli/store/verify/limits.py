@@ -13,9 +13,6 @@ RELEASE_EVERY = 64 << 20
 #: links it counts in one pass over the links: its memory does not grow with the file.
 INDEX_CHUNK = 1 << 18
 INDEX_TARGETS = 1 << 21
-#: Records checked before the walk and small bodies' CRC switch to the compiled loops of
-#: :mod:`kernels` (about 0.6 µs a record less; numba's import costs about 0.3 s).
-KERNEL_AFTER = 500_000
 #: Units of a queue the finish reads (and whose mapped pages it releases) at a time:
 #: verify's memory does not grow with a queue's length.
 UNIT_CHUNK = 1 << 16

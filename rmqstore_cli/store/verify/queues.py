@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from rmqstore_cli.formats.consume_queue import CQ_STORE_UNIT_SIZE, PRE_BLANK_SIZE
-from rmqstore_cli.store.batch import stable_argsort
+from rmqstore_cli.store.arrays import stable_argsort
 from rmqstore_cli.store.commitlog import Status
 from rmqstore_cli.store.consume_queue import ConsumeQueue
 from rmqstore_cli.store.unit_check import EXT_ADDR_MAX

@@ -1,7 +1,7 @@
 """One batch of records checked vectorised (§2.2, §2.3, §7.2 and the forensic checks).
 
 Every field of a batch is gathered at once with numpy at offsets derived from
-``formats.commitlog`` (:class:`~rmqstore_cli.store.batch.RecordBatch`, shared with
+``formats.commitlog`` (:class:`~rmqstore_cli.store.commitlog.bulk.RecordBatch`, shared with
 rebuild-index) and checked vectorised: PHYSICALOFFSET against the real position, queue-offset
 continuity, units and index entries by look-ups. Only what must be per record stays in a
 Python loop: body CRC, topic and properties syntax, the extraction of TAGS/KEYS/UNIQ_KEY.
@@ -24,16 +24,10 @@ from rmqstore_cli.formats.commitlog import (
     CRC32_RESERVED_LEN,
 )
 from rmqstore_cli.formats.properties import parse_properties
-from rmqstore_cli.store.batch import (
-    CRC_MARK,
-    Properties,
-    RecordBatch,
-    TopicIds,
-    body_crcs,
-    cat_bytes,
-    pick_property,
-    stable_argsort,
-)
+from rmqstore_cli.store.properties import CRC_MARK, Properties, pick_property
+from rmqstore_cli.store.commitlog.bulk import RecordBatch, body_crcs
+from rmqstore_cli.store.topics import TopicIds
+from rmqstore_cli.store.arrays import cat_bytes, stable_argsort
 from rmqstore_cli.store.crc import crc32
 from rmqstore_cli.store.dispatch import InvalidForDispatch, compute_tags_code
 from rmqstore_cli.store.message import SCHEDULE_TOPIC, java_hash

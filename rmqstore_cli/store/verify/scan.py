@@ -25,7 +25,9 @@ from rmqstore_cli.formats.commitlog import (
     middle_format,
 )
 from rmqstore_cli.formats.derive import field_offset, fixed_fields_format
-from rmqstore_cli.store.batch import compile_walk, file_array, walk_records
+from rmqstore_cli.store.fastpaths import FAST_PATHS
+from rmqstore_cli.store.arrays import file_array
+from rmqstore_cli.store.commitlog.bulk import walk_records
 from rmqstore_cli.store.commitlog import Status, check_message
 from rmqstore_cli.store.mapped_files import MappedFileQueue, release_pages
 from rmqstore_cli.store.verify import limits
@@ -113,20 +115,15 @@ class CommitLogScan:
         return (self.topic_names[tn], q)
 
     def kernel(self):
-        """:mod:`kernels` once ``limits.KERNEL_AFTER`` records are checked (None before, or
-        without numba): the compiled walk and CRC pay for numba's import on big stores only."""
+        """:mod:`kernels` once ``FAST_PATHS.walk_after`` records are checked, or at once for a
+        big job (None before, or without numba): the compiled walk and CRC pay for numba's
+        import on big stores only (the choice is :meth:`FastPaths.kernels`')."""
         k = self.__dict__.get("_kern")
         if k is None:
-            if self.messages < limits.KERNEL_AFTER and not self.big_job:
-                return None
-            try:
-                from rmqstore_cli.store import kernels as k
-            except ImportError:  # pragma: no cover - numba not installed
-                k = False
-            else:
-                compile_walk()
-            self._kern = k
-        return k or None
+            k = FAST_PATHS.kernels(self.messages, self.big_job)
+            if k is not None:
+                self._kern = k
+        return k
 
     def _retire_index_files(self, upto: int) -> None:
         """Index files all of whose entries point below ``upto`` can meet no later record."""
@@ -190,7 +187,7 @@ class CommitLogScan:
                 released = release_pages(buf, released, pos)
             cap = max(64, min(limits.BATCH, limits.BATCH_BYTES * walked[0] // max(walked[1], 1))) if walked[0] else 64
             # walk: TOTALSIZE and MAGICCODE only (batch.walk_records, shared with rebuild-index)
-            self.kernel()  # past limits.KERNEL_AFTER records the walk runs compiled too
+            self.kernel()  # past FAST_PATHS.walk_after records the walk runs compiled too
             positions, nxt, kind = walk_records(buf, pos, limit, cap, MIN_RECORD, arr)
             walked[0] += positions.size
             walked[1] += nxt - pos
