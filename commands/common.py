@@ -51,6 +51,13 @@ StoresOpt = Annotated[list[str], typer.Option(
     help="Store root directory (storePathRootDir); repeat it, or give a glob, for several stores.")]
 
 
+class BrokerVersion(str, Enum):
+    """The broker versions whose rules differ where the bytes do not tell them apart."""
+
+    v49 = "4.9"
+    v5 = "5"
+
+
 class Engine(str, Enum):
     local = "local"
     spark = "spark"

@@ -9,6 +9,7 @@ import typer
 from rmqstore_cli.commands.common import (
     AllowOddSizeOpt,
     BrokerConfOpt,
+    BrokerVersion,
     CommitlogSizeOpt,
     CqSizeOpt,
     Fmt,
@@ -42,11 +43,6 @@ at or after TIME (lower) or the last at or before it (upper), clamped to [min, m
 
 COLUMNS = [("topic", "topic"), ("queue_id", "queue"), ("offset", "offset"), ("store_time", "store time"),
            ("min_offset", "min offset"), ("max_offset", "max offset"), ("note", "note")]
-
-
-class BrokerVersion(str, Enum):
-    v49 = "4.9"
-    v5 = "5"
 
 
 class Boundary(str, Enum):

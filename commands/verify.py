@@ -9,6 +9,7 @@ import typer
 
 from rmqstore_cli.commands.common import (
     BrokerConfOpt,
+    BrokerVersion,
     CommitlogSizeOpt,
     CqSizeOpt,
     DEFAULT_STORE,
@@ -48,8 +49,38 @@ A finding rebuild-index repairs (cq.missing-unit, index.missing: messageIndexEna
 but no index entry while messages carry keys) ends with the command that repairs it.
 With --format jsonl every finding is one line {"check","severity","file","offset","detail",...};
 the last line is {"summary": {...}} (messages checked; bytes, the total
-size of their records, not of the files; files; findings per check).
+size of their records, not of the files; files; findings per check; broker_start).
+
+broker_start predicts whether the broker (--broker-version, else the store's: timer files
+mean 5, otherwise 4.9 is assumed) would start on the store, and why not: config files and
+their .bak (ConfigManager#load), file sizes (MappedFileQueue#doLoad), an empty last
+consume-queue file (5.0-5.3.3 ConsumeQueue#correctMinOffset), a live lock; the table ends
+with that verdict in one line.
 """
+
+#: The findings ``broker_start`` reads (store/startup.py).
+STARTUP_CHECKS = {"commitlog.file-size", "cq.file-size", "store.not-regular", "store.live-broker", "recovery.truncate",
+                  "commitlog.gap", "index.missing", "checkpoint.missing", "abort.unclean-shutdown",
+                  "cq.not-dispatched", "cq.missing-unit"}
+
+
+def broker_start(cfg, version, findings: list[dict], summary: dict):
+    """The ``broker_start`` verdict of one store (store/startup.py), for ``version`` or the
+    one the store shows (timer files: 5), else 4.9 ("assumed": a 4.9 and a 5.x store are
+    otherwise the same bytes)."""
+    from rmqstore_cli.store.lock import abort_exists
+    from rmqstore_cli.store.search import detect_version
+    from rmqstore_cli.store.startup import assess
+
+    if version is not None:
+        v, source = version.value, "option"
+    else:
+        v = detect_version(cfg.root)
+        v, source = (v, "detected") if v is not None else ("4.9", "assumed")
+    verdict = assess(cfg, v, findings, summary, abort_exists(cfg.root))
+    verdict.version_source = source
+    return verdict
+
 
 TABLE_COLUMNS = [("severity", "severity"), ("file", "file"), ("offset", "offset"), ("detail", "detail")]
 
@@ -72,6 +103,9 @@ def verify(
         "--max-findings", min=0, help="Show at most N findings per check (all are counted in the summary).")] = 100,
     list_checks: Annotated[bool, typer.Option("--list-checks", help="List every check id, its severity and "
                                               "meaning, and exit.")] = False,
+    broker_version: Annotated[Optional[BrokerVersion], typer.Option(
+        "--broker-version", help="The broker version whose start-up broker_start predicts, when the store "
+                                 "cannot tell (5 when timer files are there; else 4.9 is assumed and said).")] = None,
     fmt: FormatOpt = Fmt.table,
     engine: EngineOpt = Engine.local,
     spark_master: SparkMasterOpt = None,
@@ -105,7 +139,7 @@ def verify(
                  max_hash_slot_num=index_slots, max_index_num=index_max)
     specs = expand_stores(store, str(broker_conf) if broker_conf else None, sizes)
     if len(specs) > 1 or engine is Engine.spark:
-        _verify_many(specs, engine, spark_master, spark_conf, verbose, crc, deep, max_findings, fmt)
+        _verify_many(specs, engine, spark_master, spark_conf, verbose, crc, deep, max_findings, fmt, broker_version)
         return
     store = Path(specs[0].path)
     cfg = open_for_verify(load_config(store, broker_conf, commitlog_file_size, cq_file_size, index_slots, index_max))
@@ -122,16 +156,22 @@ def verify(
         progress = lambda n: bar.advance(task, n)  # noqa: E731
     v = Verifier(cfg, opts, progress)
     findings = []
+    relevant = []  # what broker_start reads, kept even when the findings stream out
     try:
         if fmt is Fmt.jsonl:
             for f in v.run():
                 sys.stdout.write(to_json(f.as_dict()) + "\n")
+                if f.check in STARTUP_CHECKS:
+                    relevant.append(f.as_dict())
         else:
             findings = list(v.run())
+            relevant = [f.as_dict() for f in findings if f.check in STARTUP_CHECKS]
     finally:
         if bar is not None:
             bar.stop()
     summary = v.summary
+    verdict = broker_start(cfg, broker_version, relevant, summary)
+    summary["broker_start"] = verdict.as_dict()
     if fmt is Fmt.jsonl:
         sys.stdout.write(to_json({"summary": summary}) + "\n")
     elif fmt is Fmt.json:
@@ -154,6 +194,7 @@ def verify(
                                                          "infos")}, "verify summary")
         if not findings:
             console().print("no findings: the store is consistent")
+        console().print(safe_text(verdict.line()), highlight=False)
         for note in summary["notes"]:
             print(f"rmqstore: note: {note}", file=sys.stderr)
     sys.stdout.flush()
@@ -161,10 +202,10 @@ def verify(
         raise typer.Exit(1)
 
 
-def _verify_many(specs, engine, master, conf, verbose, crc, deep, max_findings, fmt) -> None:
+def _verify_many(specs, engine, master, conf, verbose, crc, deep, max_findings, fmt, version) -> None:
     """Several stores (or Spark): the same Verifier per store; findings carry their store."""
     from rmqstore_cli.pipeline.stores import verify_store
-    from rmqstore_cli.render import Output, print_summary, safe_text, to_json
+    from rmqstore_cli.render import Output, console, print_summary, safe_text, to_json
     from rmqstore_cli.store.config import StoreConfig
     from rmqstore_cli.store.verify import open_for_verify
 
@@ -180,6 +221,11 @@ def _verify_many(specs, engine, master, conf, verbose, crc, deep, max_findings, 
         results = sp.run_job(sp.verify, master, conf, verbose, specs, crc, deep, max_findings)
     else:
         results = [verify_store(s, crc, deep, max_findings) for s in specs]
+    for s, r in zip(specs, results):
+        cfg = StoreConfig.load(s.path, s.broker_conf, **dict(s.sizes))
+        r["verdict"] = broker_start(cfg, version, [f for f in r["findings"] if f["check"] in STARTUP_CHECKS],
+                                    r["summary"])
+        r["summary"]["broker_start"] = r["verdict"].as_dict()
     findings = [f for r in results for f in r["findings"]]
     summaries = [r["summary"] for r in results]
     if fmt is Fmt.jsonl:
@@ -195,9 +241,11 @@ def _verify_many(specs, engine, master, conf, verbose, crc, deep, max_findings, 
                 out.emit({k: safe_text(str(f.get(k) if f.get(k) is not None else "")) for k in
                           ("store", "check", "severity", "file", "offset", "detail")})
             out.close()
-        for sm in summaries:
+        for r in results:
+            sm = r["summary"]
             print_summary("table", {k: sm.get(k) for k in ("store", "messages", "bytes", "files", "errors",
                                                             "warnings", "infos")}, "verify summary")
+            console().print(safe_text(f"{sm['store']}: {r['verdict'].line()}"), highlight=False)
     sys.stdout.flush()
     if not all(r["ok"] for r in results):
         raise typer.Exit(1)

@@ -98,5 +98,116 @@ def test_truncation_reason_names_the_broker_log_line():
 
 def test_verdict_line():
     v = predict("5", True, [])
-    assert v.starts and v.as_dict() == {"starts": True, "recovery": "abnormal", "version": "5", "reasons": []}
+    assert v.starts and v.as_dict() == {"starts": True, "recovery": "abnormal", "version": "5", "version_source": "option", "reasons": []}
     assert v.line() == "broker start (5): would start, abnormal recovery"
+
+
+# ---------------------------------------------------------------- verify's summary, end to end
+
+import json
+import subprocess
+import sys
+
+
+def _verify(store, *args) -> dict:
+    r = subprocess.run([sys.executable, "-m", "rmqstore_cli", "verify", "--store", str(store), "--format", "jsonl",
+                        *args], capture_output=True)
+    assert r.returncode in (0, 1), r.stderr.decode()
+    return json.loads(r.stdout.decode().splitlines()[-1])["summary"]["broker_start"]
+
+
+@pytest.fixture(scope="module")
+def five(tmp_path_factory):
+    """A 5.x store whose queues span several consume-queue files (60 units each)."""
+    s = tmp_path_factory.mktemp("five") / "store"
+    r = subprocess.run([sys.executable, "-m", "rmqstore_cli", "generate", "--store", str(s), "--messages", "3000",
+                        "--topics", "2", "--queues", "2", "--broker-version", "5", "--cq-file-size", "1200",
+                        "--seed", "7"], capture_output=True)
+    assert r.returncode == 0, r.stderr.decode()
+    return s
+
+
+def test_clean_store_starts(five):
+    v = _verify(five, "--broker-version", "5")
+    assert v["starts"] is True and v["recovery"] == "normal" and v["version_source"] == "option"
+
+
+def _empty_last_cq_file(store: Path) -> tuple[Path, Path]:
+    """apache/rocketmq#9728's state: a queue's last file all zeros after a full one, and the
+    consume queues behind the commit log (the last message's unit lost), so recovery neither
+    truncates the queues nor writes into that file."""
+    import numpy as np
+
+    from rmqstore_cli.formats.consume_queue import ConsumeQueueUnit
+    from rmqstore_cli.formats.derive import numpy_dtype
+
+    dt = numpy_dtype(ConsumeQueueUnit)
+    queues = [d for t in sorted((store / "consumequeue").iterdir()) for d in sorted(t.iterdir())]
+    last_unit = {d: np.frombuffer(sorted(d.iterdir())[-1].read_bytes(), dt) for d in queues}
+    ends = {d: int(u["commitlog_offset"][u["size"] > 0].max()) for d, u in last_unit.items()}
+    newest = max(ends, key=ends.get)  # the queue holding the log's last message
+    victim = next(d for d in queues if d != newest and len(list(d.iterdir())) >= 2)
+    files = sorted(victim.iterdir())
+    files[-1].write_bytes(bytes(files[-1].stat().st_size))  # lost to async flush
+    nf = sorted(newest.iterdir())[-1]
+    u = np.frombuffer(nf.read_bytes(), dt).copy()
+    k = int(np.flatnonzero(u["size"] > 0)[-1])
+    u[k] = 0
+    nf.write_bytes(u.tobytes())
+    return victim, files[-1]
+
+
+def test_empty_last_cq_file_stops_a_5x_broker_not_a_49_one(five, tmp_path):
+    import shutil
+
+    s = tmp_path / "s"
+    shutil.copytree(five, s)
+    victim, empty = _empty_last_cq_file(s)
+    v5 = _verify(s, "--broker-version", "5")
+    assert v5["starts"] is False
+    fatal = [r for r in v5["reasons"] if r["fatal"]]
+    assert [r["file"] for r in fatal] == [str(empty.relative_to(s))]
+    assert "correctMinOffset" in fatal[0]["detail"] and "IllegalArgumentException" in fatal[0]["detail"]
+    assert "rebuild-index" in fatal[0]["repair"]
+    v4 = _verify(s, "--broker-version", "4.9")
+    assert v4["starts"] is True  # 4.9.x correctMinOffset cannot throw there
+
+
+def test_broken_config_and_bak_stop_the_broker(five, tmp_path):
+    import shutil
+
+    s = tmp_path / "s"
+    shutil.copytree(five, s)
+    (s / "config").mkdir(exist_ok=True)
+    (s / "config" / "subscriptionGroup.json").write_bytes(TORN)
+    (s / "config" / "subscriptionGroup.json.bak").write_bytes(b"\0" * 100)
+    v = _verify(s)
+    assert v["version"] == "4.9" and v["version_source"] == "assumed"  # no timer file: the bytes do not tell
+    assert v["starts"] is False
+    assert [r["file"] for r in v["reasons"] if r["fatal"]] == ["config/subscriptionGroup.json.bak"]
+
+
+def test_wrong_commitlog_file_size_stops_the_broker(five, tmp_path):
+    import shutil
+
+    s = tmp_path / "s"
+    shutil.copytree(five, s)
+    f = sorted((s / "commitlog").iterdir())[-1]
+    with open(f, "r+b") as fh:
+        fh.truncate(f.stat().st_size - 4096)
+    v = _verify(s, "--broker-version", "4.9", "--commitlog-file-size", str(1 << 30))  # the broker's default
+    assert v["starts"] is False
+    assert any(r["fatal"] and "length not matched" in r["detail"] for r in v["reasons"])
+
+
+def test_fixtures_start():
+    """The real brokers' stores (each broker restarted on its own store): the verdict for
+    their own version is that they start."""
+    base = Path(__file__).resolve().parent.parent.parent / "shared" / "fixtures"
+    stores = sorted(p for p in base.glob("rocketmq-*-sample") if (p / "store").is_dir()) if base.is_dir() else []
+    if not stores:
+        pytest.skip("../shared/fixtures absent")
+    for p in stores:
+        version = "5" if "-5." in p.name else "4.9"
+        v = _verify(p / "store", "--broker-version", version)
+        assert v["starts"] is True and v["version"] == version, (p.name, v)

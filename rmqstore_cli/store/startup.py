@@ -25,8 +25,10 @@ nothing, recovery truncating the commit log, consume-queue units beyond the comm
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
-from rmqstore_cli.store.configfiles import ConfigLoad
+from rmqstore_cli.errors import StoreError
+from rmqstore_cli.store.configfiles import ConfigLoad, load_broker_configs
 
 
 @dataclass
@@ -50,15 +52,17 @@ class BrokerStart:
     recovery: str  # "normal" | "abnormal"
     version: str
     reasons: list[Reason] = field(default_factory=list)
+    version_source: str = "option"  # "option" | "detected" | "assumed"
 
     def as_dict(self) -> dict:
         return {"starts": self.starts, "recovery": self.recovery, "version": self.version,
-                "reasons": [r.as_dict() for r in self.reasons]}
+                "version_source": self.version_source, "reasons": [r.as_dict() for r in self.reasons]}
 
     def line(self) -> str:
         """The one line verify's table ends with."""
         fatal = [r for r in self.reasons if r.fatal]
-        head = (f"broker start ({self.version}): "
+        said = "" if self.version_source != "assumed" else ", assumed: pass --broker-version"
+        head = (f"broker start ({self.version}{said}): "
                 + ("would start" if self.starts else "would NOT start")
                 + f", {self.recovery} recovery")
         if fatal:
@@ -76,7 +80,7 @@ class QueueEnd:
     queue_id: int
     last_file_from: int  # the file offset of the queue's last file after recover's truncateDirtyFiles
     recovered_end: int  # recover's processOffset: the logical end of the valid units
-    redispatched: bool  # recovery dispatches a message of this queue at or after recovered_end
+    redispatched: bool = False  # recovery dispatches a message of this queue at or after recovered_end
 
 
 def config_reasons(loads: list[ConfigLoad]) -> list[Reason]:
@@ -196,3 +200,84 @@ def _repair_of(detail: str) -> str | None:
 def predict(version: str, abnormal: bool, reasons: list[Reason]) -> BrokerStart:
     """The verdict: the broker starts unless a reason is fatal."""
     return BrokerStart(not any(r.fatal for r in reasons), "abnormal" if abnormal else "normal", version, reasons)
+
+
+#: verify's findings of messages with no unit: the broker dispatches them again at start-up
+#: when they lie in what its recovery re-reads.
+UNDISPATCHED = ("cq.not-dispatched", "cq.missing-unit")
+
+
+def queue_ends(config) -> tuple[list[QueueEnd], int]:
+    """Every consume queue as ``ConsumeQueue#recover`` leaves it, and maxPhyOffsetOfConsumeQueue
+    (``ConsumeQueueStore#getMaxPhyOffsetInConsumeQueue``: the largest end, offset + size, of a
+    queue's last valid unit; -1 when none). A queue that cannot be opened is skipped (verify
+    reports it)."""
+    from rmqstore_cli.formats.consume_queue import CQ_STORE_UNIT_SIZE
+    from rmqstore_cli.store.consume_queue import ConsumeQueue
+    from rmqstore_cli.store.mapped_files import queue_dirs
+
+    ends, max_phy = [], -1
+    for topic, qid, d in queue_dirs(config.consumequeue_dir):
+        try:
+            cq = ConsumeQueue(config.consumequeue_dir, topic, qid, config.mapped_file_size_consume_queue, directory=d)
+        except StoreError:
+            continue
+        try:
+            end = cq.max_offset
+            if end > cq.min_file_offset:
+                last = next(cq.units(end - 1, end))
+                max_phy = max(max_phy, last.commitlog_offset + last.size)
+            kept = cq.file_path(end) is not None and end % cq.units_per_file == 0
+            last_from = end * CQ_STORE_UNIT_SIZE if kept else -1
+            ends.append(QueueEnd(topic, qid, last_from, end * CQ_STORE_UNIT_SIZE))
+        except StoreError:
+            continue
+        finally:
+            cq.close()
+    return ends, max_phy
+
+
+def assess(config, version: str, findings: list[dict], summary: dict, abnormal: bool) -> BrokerStart:
+    """``broker_start`` for one store from verify's findings and summary (either engine), the
+    config files and the consume queues' recovered ends."""
+    reasons = config_reasons(load_broker_configs(Path(config.root) / "config", version))
+    truncate = [f for f in findings if f["check"] == "recovery.truncate"]
+    process = truncate[0].get("physical_offset", summary["commitlog_end_offset"]) if truncate \
+        else summary["commitlog_end_offset"]
+    aborts = [f for f in findings if f["check"] == "abort.unclean-shutdown"]
+    undispatched: dict[tuple[str, int], list[int]] = {}
+    for f in findings:
+        if f["check"] in UNDISPATCHED and f.get("physical_offset") is not None:
+            undispatched.setdefault((f.get("topic"), f.get("queue_id")), []).append(f["physical_offset"])
+    # Messages verify found without a unit are dispatched again by recovery: the abnormal
+    # one from its start file on, the normal one after maxPhyOffsetOfConsumeQueue
+    # (5.x CommitLog#recoverAbnormally / #recoverNormally's doDispatch).
+    ends, max_cq = queue_ends(config)
+    start = aborts[0].get("recovery_start") if abnormal and aborts else None
+    for q in ends:
+        offsets = undispatched.get((q.topic, q.queue_id), ())
+        q.redispatched = any(p >= start if start is not None else p > max_cq for p in offsets)
+    repair = f"rmqstore rebuild-index --store {config.root} --in-place --only cq"
+    reasons += min_offset_reasons(version, ends, max_cq >= process, repair)
+    cut = truncation_reason(max_cq, process, None)
+    if cut is not None:
+        reasons.append(cut)
+    reasons += finding_reasons(findings, version, _empty_last_files(config, findings))
+    return predict(version, abnormal, reasons)
+
+
+def _empty_last_files(config, findings: list[dict]) -> set[str]:
+    """Files of size findings that are empty and the last of their directory (5.x's
+    ``MappedFileQueue#doLoad`` deletes such a file)."""
+    import os
+
+    out = set()
+    for f in findings:
+        if f["check"] in LOAD_FAILS:
+            p = Path(config.root) / f["file"]
+            try:
+                if p.stat().st_size == 0 and p.name == max(n for n in os.listdir(p.parent) if not n.startswith(".")):
+                    out.add(f["file"])
+            except (OSError, ValueError):
+                continue
+    return out
