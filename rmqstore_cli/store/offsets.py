@@ -9,12 +9,11 @@ the broker. Keys are ``topic@group`` (``ConsumerOffsetManager.TOPIC_GROUP_SEPARA
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from rmqstore_cli.errors import StoreError
-from rmqstore_cli.store import safefs
+from rmqstore_cli.store.configfiles import DecodeError, fastjson_object, read_config_text
 
 CONSUMER_OFFSET_FILE = "consumerOffset.json"  # BrokerPathConfigHelper#getConsumerOffsetPath
 LMQ_CONSUMER_OFFSET_FILE = "lmqConsumerOffset.json"  # BrokerPathConfigHelper#getLmqConsumerOffsetPath
@@ -22,44 +21,7 @@ DELAY_OFFSET_FILE = "delayOffset.json"  # StorePathConfigHelper#getDelayOffsetSt
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"  # TopicValidator.RMQ_SYS_SCHEDULE_TOPIC
 #: The name delay-level rows carry as their group: the delay service is the "consumer".
 DELAY_GROUP = "ScheduleMessageService"
-#: Larger than any real offset table (a key and a few numbers per group, topic and queue).
-OFFSET_FILE_LIMIT = 32 << 20
 TOPIC_GROUP_SEPARATOR = "@"
-
-#: A string literal (kept whole; an unterminated one runs to the end, so no position is
-#: scanned twice) or a bare integer map key after ``{`` or ``,``.
-_BARE_KEY = re.compile(r'"(?:[^"\\]|\\.)*(?:"|\\?\Z)|([{,]\s*)(-?\d+)(\s*:)', re.S)
-
-
-class DecodeError(Exception):
-    """The text is not what ``ConsumerOffsetManager#decode`` accepts (fastjson would throw)."""
-
-    def __init__(self, what: str, offset: int | None = None):
-        super().__init__(what)
-        self.what = what
-        self.offset = offset
-
-
-def quote_int_keys(text: str) -> str:
-    """fastjson's output as strict JSON: ``{0:250}`` → ``{"0":250}``; strings untouched."""
-    return _BARE_KEY.sub(lambda m: m[0] if m[1] is None else f'{m[1]}"{m[2]}"{m[3]}', text)
-
-
-def _fastjson_object(data: bytes):
-    """The top-level object of a fastjson file (None for ``null``), or a DecodeError."""
-    import orjson
-
-    text = data.decode("utf-8", "replace")  # MixAll#file2String: new String(bytes), malformed input replaced
-    try:
-        try:
-            obj = orjson.loads(text)  # strict JSON (no integer key): no rewriting needed
-        except orjson.JSONDecodeError:
-            obj = orjson.loads(quote_int_keys(text))
-    except orjson.JSONDecodeError as e:
-        raise DecodeError(f"not fastjson's JSON: {e.msg}", e.pos) from None
-    if obj is not None and not isinstance(obj, dict):
-        raise DecodeError(f"the top level is a {type(obj).__name__}, not an object")
-    return obj
 
 
 def _int_long_map(queues: dict, key: str) -> dict[int, int]:
@@ -82,7 +44,7 @@ def decode_delay_table(data: bytes) -> dict[str, dict[int, int]]:
     """``ScheduleMessageService#decode`` (``DelayOffsetSerializeWrapper``): ``offsetTable`` maps a
     delay level to the offset reached in ``SCHEDULE_TOPIC_XXXX`` queue level − 1
     (``#delayLevel2QueueId``); returned in the consumer table's shape."""
-    obj = _fastjson_object(data)
+    obj = fastjson_object(data)
     table = (obj or {}).get("offsetTable") or {}
     if not isinstance(table, dict):
         raise DecodeError("offsetTable is not an object")
@@ -93,7 +55,7 @@ def decode_delay_table(data: bytes) -> dict[str, dict[int, int]]:
 def decode_offset_table(data: bytes) -> dict[str, dict[int, int]]:
     """``ConsumerOffsetManager#decode``: the ``offsetTable`` map, each value a map of queue id
     (int) to offset (long). Anything fastjson could not bind to those types is a DecodeError."""
-    obj = _fastjson_object(data)
+    obj = fastjson_object(data)
     if obj is None:  # fastjson: "null" decodes to no object, and the table stays as it was
         return {}
     table = obj.get("offsetTable", {})
@@ -120,15 +82,6 @@ class OffsetTable:
     warnings: list[str] = field(default_factory=list)
 
 
-def _read(path: Path) -> bytes | None:
-    """``MixAll#file2String``: None when the file does not exist."""
-    import os
-
-    if not os.path.lexists(path):
-        return None
-    return safefs.read_bounded(path, OFFSET_FILE_LIMIT, what=path.name)
-
-
 def load_consumer_offsets(config_dir: Path, name: str = CONSUMER_OFFSET_FILE, decode=decode_offset_table,
                           optional: bool = False) -> OffsetTable:
     """``ConfigManager#load`` then ``#loadBak`` for ``consumerOffset.json`` (or ``name``, read by
@@ -141,7 +94,7 @@ def load_consumer_offsets(config_dir: Path, name: str = CONSUMER_OFFSET_FILE, de
     if optional and not os.path.lexists(main) and not os.path.lexists(bak):
         return OffsetTable({}, None)
     warnings: list[str] = []
-    data = _read(main)
+    data = read_config_text(main)
     if data:
         try:
             return OffsetTable(decode(data), main)
@@ -152,7 +105,7 @@ def load_consumer_offsets(config_dir: Path, name: str = CONSUMER_OFFSET_FILE, de
     else:
         warnings.append(f"{main} is {'empty' if data is not None else 'absent'}; the broker loads {bak.name} "
                         "(ConfigManager#loadBak)")
-    bdata = _read(bak)
+    bdata = read_config_text(bak)
     if not bdata:
         warnings.append(f"{bak} is {'empty' if bdata is not None else 'absent'}: the broker starts with no "
                         "offsets from it")
