@@ -25,7 +25,8 @@ from rmqstore_cli.store import mapped_files
 from rmqstore_cli.store import properties
 from rmqstore_cli.store.commitlog import CommitLog, Status, check_message
 from rmqstore_cli.store.config import StoreConfig
-from rmqstore_cli.store.message import body_crc, index_key_hash, java_hash
+from rmqstore_cli.store.message import body_crc
+from rmqstore_cli.store.javahash import index_key_hash, java_hash
 
 # "AuditTopic#minhash-280000磁龟".hashCode() == Integer.MIN_VALUE (IndexFile#indexKeyHashMethod -> 0)
 MIN_VALUE_KEY = "AuditTopic#minhash-280000磁龟"

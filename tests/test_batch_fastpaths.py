@@ -16,7 +16,7 @@ from rmqstore_cli.store import arrays
 from rmqstore_cli.store.javahash import bulk as javahash
 from rmqstore_cli.store import properties
 from rmqstore_cli.store import topics
-from rmqstore_cli.store.message import java_hash
+from rmqstore_cli.store.javahash import java_hash
 
 
 def test_window_hashes_equal_the_prefix_sum_hashes():

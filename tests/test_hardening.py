@@ -308,7 +308,7 @@ def _cycle_index(store: Path, topic: str, key: str) -> Path:
     import struct
 
     from rmqstore_cli.store.index import build_key
-    from rmqstore_cli.store.message import index_key_hash
+    from rmqstore_cli.store.javahash import index_key_hash
 
     f = sorted((store / "index").iterdir())[0]
     data = bytearray(f.read_bytes())

@@ -10,7 +10,7 @@ import pytest
 
 from rmqstore_cli.store.javahash import bulk as javahash
 from rmqstore_cli.store.javahash.bulk import java_hashes, java_int
-from rmqstore_cli.store.message import java_hash
+from rmqstore_cli.store.javahash import java_hash
 
 ALPHABET = "abcXYZ09 #-_" + "磁龟支付é" + "\u07ff\u0800\uffff" + "🎉😀\U0010ffff" + "\x00\x7f"
 # lead and continuation bytes that make malformed UTF-8 (overlong, surrogate, > U+10FFFF, truncated)

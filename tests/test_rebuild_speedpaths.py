@@ -101,7 +101,7 @@ def test_put_keys_writes_what_put_key_writes_and_the_chunked_writer_too(tmp_path
     import numpy as np
 
     from rmqstore_cli.store.index import IndexFile, IndexService, time_diff, time_diffs, write_entries
-    from rmqstore_cli.store.message import index_key_hash
+    from rmqstore_cli.store.javahash import index_key_hash
 
     rnd = random.Random(5)
     keys = [f"T#{rnd.choice(KEYS).replace('%d', str(rnd.randrange(40)))}" for _ in range(300)]

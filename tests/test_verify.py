@@ -368,7 +368,7 @@ def test_subprocess_jsonl_and_exit_code(small_store):
 
 
 def test_index_hashes_match_java_hash():
-    from rmqstore_cli.store.message import index_key_hash
+    from rmqstore_cli.store.javahash import index_key_hash
     from rmqstore_cli.store.javahash.bulk import index_hashes
 
     keys = ["PaymentTopic#AaAa", "PaymentTopic#BBBB", "AuditTopic#minhash-280000磁龟", "T#emoji-🎉", "a#", "x" * 300]
@@ -388,7 +388,7 @@ def test_batch_property_scan_matches_the_broker_parser():
     import numpy as np
 
     from rmqstore_cli.formats.properties import parse_properties
-    from rmqstore_cli.store.message import java_hash
+    from rmqstore_cli.store.javahash import java_hash
     from rmqstore_cli.store.properties import Properties as _Props
 
     rnd = random.Random(5)

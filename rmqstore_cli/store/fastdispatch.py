@@ -39,7 +39,8 @@ from rmqstore_cli.store.consume_queue import ConsumeQueueWriter
 from rmqstore_cli.store.dispatch import Dispatcher, InvalidForDispatch, parse_delay
 from rmqstore_cli.store.index import build_key
 from rmqstore_cli.store.kinds import deliver_timestamp
-from rmqstore_cli.store.message import SCHEDULE_TOPIC, java_hash
+from rmqstore_cli.store.message import SCHEDULE_TOPIC
+from rmqstore_cli.store.javahash import java_hash
 from rmqstore_cli.store.javahash.bulk import java_range_hashes
 
 _SCHEDULE = SCHEDULE_TOPIC.encode()

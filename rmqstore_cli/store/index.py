@@ -7,7 +7,6 @@ timeDiff and counter rules, and ``IndexService``'s roll (STORE-FORMAT §5).
 from __future__ import annotations
 
 import datetime as _dt
-import functools
 import os
 import struct
 from dataclasses import dataclass
@@ -31,7 +30,7 @@ from rmqstore_cli.formats.index import (
 from rmqstore_cli.store.mapped_files import release_pages
 from rmqstore_cli.store import safefs
 from rmqstore_cli.store.safefs import make_dirs, map_file, open_for_write, open_read_only, os_error
-from rmqstore_cli.store.message import index_key_hash
+from rmqstore_cli.store.javahash import index_key_hash
 
 _HEADER = struct.Struct(HEADER_FORMAT)
 _SLOT = struct.Struct(SLOT_FORMAT)

@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 from rmqstore_cli.store.commitlog import CommitLog, Status
 from rmqstore_cli.store.index import IndexFile, IndexService, build_key
 from rmqstore_cli.store.mapped_files import release_pages
-from rmqstore_cli.store.message import KEY_SEPARATOR, Message, index_key_hash
+from rmqstore_cli.store.message import KEY_SEPARATOR, Message
+from rmqstore_cli.store.javahash import index_key_hash
 
 LONG_MAX = (1 << 63) - 1
 INT_MAX = (1 << 31) - 1

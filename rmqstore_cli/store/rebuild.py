@@ -53,7 +53,7 @@ from rmqstore_cli.formats.consume_queue import CQ_STORE_UNIT_SIZE
 from rmqstore_cli.store import safefs
 from rmqstore_cli.store.checkpoint import StoreCheckpoint
 from rmqstore_cli.store.commitlog import CommitLog, ScanEnd, Status, check_message, is_clean_end
-from rmqstore_cli.store.config import StoreConfig
+from rmqstore_cli.store.config import SIZE_LEAST, StoreConfig
 from rmqstore_cli.store.dispatch import Dispatcher
 from rmqstore_cli.store.commitlog.bulk import body_crcs, walk_records
 from rmqstore_cli.store.arrays import file_array
@@ -302,29 +302,8 @@ def _first_crc_failure(buf, P: np.ndarray, fields: dict, limit: int, file_from: 
 
 # ----------------------------------------------------------------- sizes
 
-#: The options that set each size, as named in a refusal.
-SIZE_OPTIONS = {
-    "mapped_file_size_commit_log": ("mappedFileSizeCommitLog", "--commitlog-file-size"),
-    "mapped_file_size_consume_queue": ("mappedFileSizeConsumeQueue", "--cq-file-size"),
-    "max_hash_slot_num": ("maxHashSlotNum", "--index-slots"),
-    "max_index_num": ("maxIndexNum", "--index-max"),
-}
-
-
-def check_size_values(config: StoreConfig) -> None:
-    """Sizes no broker could run with (``mappedFileSizeConsumeQueue=0`` in a broker.conf, a
-    negative slot count…) are refused up front: StoreError (exit 3), not a division by zero
-    halfway through the files."""
-    bad = [(attr, v, low) for attr, v, low in (
-        ("mapped_file_size_commit_log", config.mapped_file_size_commit_log, 1),
-        ("mapped_file_size_consume_queue", config.cq_file_size, CQ_STORE_UNIT_SIZE),
-        ("max_hash_slot_num", config.max_hash_slot_num, 1),
-        ("max_index_num", config.max_index_num, 2)) if v < low]
-    if bad:
-        attr, v, low = bad[0]
-        prop, option = SIZE_OPTIONS[attr]
-        raise StoreError(f"{prop}={v} cannot be used (at least {low})", path=config.root,
-                         hint=f"fix the broker config, or pass {option}")
+#: The options that set each size, as named in a refusal: (broker.conf name, option).
+SIZE_OPTIONS = {attr: (prop, option) for attr, (prop, option, _) in SIZE_LEAST.items()}
 
 
 def size_sources(config: StoreConfig, opts: RebuildOptions, options: dict[str, int | None],

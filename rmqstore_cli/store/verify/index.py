@@ -18,6 +18,7 @@ from rmqstore_cli.formats.derive import field_offset
 from rmqstore_cli.formats.index import INDEX_ENTRY_SIZE, IndexHeader
 from rmqstore_cli.store.properties import IndexKeys
 from rmqstore_cli.store.commitlog import Status
+from rmqstore_cli.store.config import SIZE_LEAST
 from rmqstore_cli.store.index import IndexFile, index_file_paths
 from rmqstore_cli.store.mapped_files import release_pages
 from rmqstore_cli.store.verify import limits
@@ -28,10 +29,6 @@ from rmqstore_cli.store.verify.marks import Marks, Sparse
 _INDEX_NAME = re.compile(r"\d{17}")
 _END_TS = field_offset(IndexHeader, "end_timestamp")
 _BEGIN_TS = field_offset(IndexHeader, "begin_timestamp")
-#: StoreConfig sizes and the rebuild-index options that set them (for repair commands).
-_SIZE_OPTIONS = (("mapped_file_size_commit_log", "--commitlog-file-size"),
-                 ("mapped_file_size_consume_queue", "--cq-file-size"),
-                 ("max_hash_slot_num", "--index-slots"), ("max_index_num", "--index-max"))
 
 class IndexScan:
     """One index file as verify reads it (:class:`IndexFile` reads the header, slots and
@@ -375,7 +372,8 @@ class IndexChecks(IndexStructure):
         this check was given (broker.conf or options), so the repair writes files of the store's
         geometry instead of the broker defaults (a lost index/ leaves nothing to infer from)."""
         cfg = self.config
-        sizes = [f"{opt} {getattr(cfg, attr)}" for attr, opt in _SIZE_OPTIONS if attr in cfg.explicit]
+        sizes = [f"{opt} {getattr(cfg, attr)}" for attr, (_, opt, _) in SIZE_LEAST.items()
+                 if attr in cfg.explicit]
         return " ".join(["rmqstore rebuild-index --store", shlex.quote(str(self.root)), *sizes, "--in-place",
                          *map(shlex.quote, args)])
 

@@ -30,7 +30,8 @@ from rmqstore_cli.store.topics import TopicIds
 from rmqstore_cli.store.arrays import cat_bytes, stable_argsort
 from rmqstore_cli.store.crc import crc32
 from rmqstore_cli.store.dispatch import InvalidForDispatch, compute_tags_code
-from rmqstore_cli.store.message import SCHEDULE_TOPIC, java_hash
+from rmqstore_cli.store.message import SCHEDULE_TOPIC
+from rmqstore_cli.store.javahash import java_hash
 from rmqstore_cli.store.verify.checks import Delayed, props_problem
 from rmqstore_cli.store.verify.findings import ERROR
 
@@ -99,7 +100,6 @@ class RecordChecks:
         for i in np.flatnonzero(phy != absP).tolist():
             self._add("commitlog.physical-offset", rel, int(P[i]), f"stored PHYSICALOFFSET {int(phy[i])}, but the "
                       f"record lies at {int(absP[i])}", physical_offset=int(absP[i]))
-        self.last_store_ts = int(store_ts[-1])
         self.max_store_ts = max(self.max_store_ts, int(store_ts.max()))
         # per-record Python work: CRC, topic, properties, keys
         if self.opt.crc:

@@ -14,15 +14,12 @@ import numpy as np
 
 from rmqstore_cli.formats.commitlog import (
     END_FILE_MIN_BLANK_LENGTH,
-    HEAD_SIZE,
     MAGIC_BLANK,
     MAGIC_V1,
     MAGIC_V2,
-    PROPERTIES_LENGTH_FORMAT,
-    TOPIC_LENGTH_FORMAT,
+    MIN_RECORD_SIZE,
     MessageHead,
     RecordPrefix,
-    middle_format,
 )
 from rmqstore_cli.formats.derive import field_offset, fixed_fields_format
 from rmqstore_cli.store.fastpaths import FAST_PATHS
@@ -38,8 +35,7 @@ PREFIX_UNPACK = struct.Struct(fixed_fields_format(RecordPrefix)).unpack_from
 POS_PHY = field_offset(MessageHead, "physical_offset")
 PHY_LEN = field_offset(MessageHead, "sys_flag") - POS_PHY
 #: The shortest record: empty body, topic and properties, IPv4 hosts, V1 (1-byte topic length).
-MIN_RECORD = HEAD_SIZE + struct.calcsize(middle_format(False, False)) + \
-    struct.calcsize(TOPIC_LENGTH_FORMAT[MAGIC_V1]) + struct.calcsize(PROPERTIES_LENGTH_FORMAT)
+MIN_RECORD = MIN_RECORD_SIZE
 #: TOTALSIZE and MAGICCODE: what every walk reads first.
 PREFIX_SIZE = RecordPrefix.sizeof()
 _MAGIC_AT = field_offset(RecordPrefix, "magic")
@@ -98,7 +94,6 @@ class CommitLogScan:
         self.missing_runs: dict[int, list[list]] = {}
         self.missing_seq = 0
         self.stops: list[tuple[int, str, str]] = []  # (physical offset, check, file): recovery stoppers
-        self.last_store_ts = 0
         self.max_store_ts = 0
         self.ranges: list[tuple[int, int]] = []  # readable [start, end) physical ranges with records
         self.first_records: dict[int, tuple[int, int] | None] = {}
