@@ -122,7 +122,7 @@ def verify(
     Read-only: no byte of the store changes.
     """
     from rmqstore_cli.commands.common import load_config
-    from rmqstore_cli.render import Output, console, err_console, print_summary, safe_text, to_json
+    from rmqstore_cli.render import Output, ProgressBar, console, print_summary, safe_text, to_json
     from rmqstore_cli.store.verify import CHECKS, Verifier, VerifyOptions, open_for_verify
 
     if list_checks:
@@ -144,20 +144,13 @@ def verify(
     store = Path(specs[0].path)
     cfg = open_for_verify(load_config(store, broker_conf, commitlog_file_size, cq_file_size, index_slots, index_max))
     opts = VerifyOptions(crc=crc, deep=deep, max_findings=max_findings)
-    progress = None
-    bar = None
+    total = 0
     if sys.stderr.isatty():
-        from rich.progress import Progress
-
         total = sum(p.stat().st_size for d in cfg.commitlog_dirs if d.is_dir() for p in d.iterdir() if p.is_file())
-        bar = Progress(console=err_console(), transient=True)
-        task = bar.add_task("verifying commit log", total=total or None)
-        bar.start()
-        progress = lambda n: bar.advance(task, n)  # noqa: E731
-    v = Verifier(cfg, opts, progress)
     findings = []
     relevant = []  # what broker_start reads, kept even when the findings stream out
-    try:
+    with ProgressBar("verifying commit log", total=total or None) as bar:
+        v = Verifier(cfg, opts, bar.advance)
         if fmt is Fmt.jsonl:
             for f in v.run():
                 sys.stdout.write(to_json(f.as_dict()) + "\n")
@@ -166,9 +159,6 @@ def verify(
         else:
             findings = list(v.run())
             relevant = [f.as_dict() for f in findings if f.check in STARTUP_CHECKS]
-    finally:
-        if bar is not None:
-            bar.stop()
     summary = v.summary
     verdict = broker_start(cfg, broker_version, relevant, summary)
     summary["broker_start"] = verdict.as_dict()
