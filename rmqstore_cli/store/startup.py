@@ -259,7 +259,7 @@ def assess(config, version: str, findings: list[dict], summary: dict, abnormal: 
         q.redispatched = any(p >= start if start is not None else p > max_cq for p in offsets)
     repair = f"rmqstore rebuild-index --store {config.root} --in-place --only cq"
     reasons += min_offset_reasons(version, ends, max_cq >= process, repair)
-    cut = truncation_reason(max_cq, process, None)
+    cut = truncation_reason(max_cq, process, repair)
     if cut is not None:
         reasons.append(cut)
     reasons += finding_reasons(findings, version, _empty_last_files(config, findings))
