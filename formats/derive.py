@@ -1,7 +1,7 @@
 """Derive fast-path views (``struct`` formats, numpy dtypes) from the construct declarations.
 
 The hot loops never restate a layout: they call these on the declaration, and
-``tests/test_formats.py`` checks both decoders agree on every field.
+``tests/engine/test_formats.py`` checks both decoders agree on every field.
 """
 from __future__ import annotations
 

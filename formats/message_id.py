@@ -1,7 +1,7 @@
 """Message ids as bytes before their hex text: the offset msgId and the client UNIQ_KEY.
 
 Plain ``struct`` formats, no construct (like :mod:`formats.sysflag`): decode-msgid imports
-them for free. ``tests/test_formats.py`` checks them against construct declarations.
+them for free. ``tests/engine/test_formats.py`` checks them against construct declarations.
 """
 
 #: ``MessageDecoder#createMessageId``: the store address (4 or 16 bytes), then the store

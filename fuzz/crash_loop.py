@@ -7,7 +7,7 @@ Each iteration copies a generated store, starts the mutating command as a subpro
 kills it after a random delay, then checks: `verify` reads the store (exit 0 or 1, never
 3 or a traceback); a re-run of the same command exits 0; `verify` then exits 0 and the
 store holds exactly what an uninterrupted run produces. `run_iterations` is what
-tests/test_hardening.py runs briefly with a fixed seed.
+tests/safety/test_hardening.py runs briefly with a fixed seed.
 """
 from __future__ import annotations
 

@@ -25,7 +25,7 @@ each as a subprocess on a fresh copy of the planted store, under a time limit (a
   content hash before and after;
 - a read command changed the store.
 
-The harness hides nothing: ``tests/test_plantfuzz.py`` runs one case per plant kind and
+The harness hides nothing: ``tests/safety/test_plantfuzz.py`` runs one case per plant kind and
 marks the ones known to fail there, not here. Results: ``fuzz/RESULTS.md``.
 """
 from __future__ import annotations

@@ -8,7 +8,7 @@ that is not documented, prints an error that is not one ``rmqstore: error:`` lin
 changes a byte or an mtime of the store (read commands are read-only).
 
 Used by ``fuzz/fuzz_stores.py`` (the long run, results in ``fuzz/RESULTS.md``) and by
-``tests/test_hardening.py`` (a short seeded run). Cases that failed once live in
+``tests/safety/test_hardening.py`` (a short seeded run). Cases that failed once live in
 ``fuzz/corpus/stores.jsonl`` as (store, seed) pairs and are replayed by the suite.
 """
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Man pages and shell completion scripts, generated from the same click objects as ``--help``.
 
 ``python -m rmqstore_cli.manpages [DIR]`` rewrites ``DIR/man/*.1`` and ``DIR/completions/*``
-(default: the current directory); ``tests/test_docs.py`` checks the committed files are
+(default: the current directory); ``tests/docs/test_docs.py`` checks the committed files are
 current, so the pages cannot drift from the CLI.
 """
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The code-shape figures issue #17 asks for, measured on the source tree.
 
-``python tests/codeshape.py`` prints them; ``tests/test_codeshape.py`` holds the tree to
+``python tests/codeshape.py`` prints them; ``tests/docs/test_codeshape.py`` holds the tree to
 them. Measured by reading the source (ast), never by importing it:
 
 - the largest module (lines);

@@ -13,6 +13,12 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+# Tests are grouped in sub-directories (ARCHITECTURE.md, Tests); some share helpers and
+# fixtures across groups (``from test_jsonblock import tricky_store``): every group is
+# importable from every other.
+sys.path[:0] = [str(d) for d in sorted(Path(__file__).resolve().parent.iterdir())
+                if d.is_dir() and not d.name.startswith((".", "_"))]
+
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT.parent / "shared" / "fixtures"
 VECTORS = ROOT.parent / "shared" / "vectors"

@@ -1,4 +1,4 @@
-"""Names the dead-code check (tests/test_codeshape.py, vulture) cannot see used, and why.
+"""Names the dead-code check (tests/docs/test_codeshape.py, vulture) cannot see used, and why.
 
 Each bare name below counts as a use for vulture; this file is never imported.
 """

@@ -22,7 +22,7 @@ from rmqstore_cli.formats.message_id import (ID_HEX_LENGTHS, OFFSET_MSG_ID_TAIL_
                                              UNIQ_KEY_TAIL_FORMAT, UNIQ_KEY_TAIL_SIZE)
 from rmqstore_cli.formats.properties import parse_properties
 from rmqstore_cli.store.crc import crc32
-from rmqstore_cli.store.javahash import index_key_hash, java_hash  # noqa: F401 - the Java arithmetic, as tests/test_java_compat.py imports it
+from rmqstore_cli.store.javahash import index_key_hash, java_hash  # noqa: F401 - the Java arithmetic, as tests/compat/test_java_compat.py imports it
 
 # MessageConst property names the engine acts on.
 PROPERTY_KEYS = "KEYS"

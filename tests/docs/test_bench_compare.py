@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent.parent.parent
 _spec = importlib.util.spec_from_file_location("compare_revisions", ROOT / "bench" / "compare_revisions.py")
 cr = importlib.util.module_from_spec(_spec)
 sys.modules["compare_revisions"] = cr  # dataclasses look their module up by name
