@@ -26,7 +26,7 @@ from construct import (
     this,
 )
 
-from .derive import field_format, fixed_fields_format, numpy_code, numpy_dtype
+from .derive import field_format, fixed_fields_format, lazy_dtypes, numpy_code
 
 # The magic codes and flags are plain numbers (formats/sysflag.py), so code that only
 # needs them (decode-msgid) does not import construct; they are re-exported here.
@@ -114,15 +114,7 @@ PREFIX_FORMAT = fixed_fields_format(RecordPrefix)
 #: numpy record dtypes, made on first use (numpy is not imported for the per-record paths):
 #: ``HEAD_DTYPE``, the head (names of :data:`MessageHead`); ``PREFIX_DTYPE``, TOTALSIZE and
 #: MAGICCODE (``total_size``, ``magic``).
-_DTYPES = {"HEAD_DTYPE": MessageHead, "PREFIX_DTYPE": RecordPrefix}
-
-
-def __getattr__(name: str):
-    if name in _DTYPES:
-        dtype = numpy_dtype(_DTYPES[name])
-        globals()[name] = dtype
-        return dtype
-    raise AttributeError(name)
+__getattr__ = lazy_dtypes(globals(), {"HEAD_DTYPE": MessageHead, "PREFIX_DTYPE": RecordPrefix})
 
 
 def middle_format(born_v6: bool, store_v6: bool) -> str:

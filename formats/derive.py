@@ -54,3 +54,17 @@ def field_offset(s: Struct, name: str) -> int:
             return struct.calcsize(pos)
         pos += field_format(sc.subcon)
     raise KeyError(name)
+
+
+def lazy_dtypes(namespace: dict, structs: dict):
+    """A module ``__getattr__`` (PEP 562) that makes each name of ``structs`` the
+    :func:`numpy_dtype` of its Struct on first use and keeps it in ``namespace``: numpy is
+    imported only by the readers that vectorise, never by the per-record paths."""
+
+    def __getattr__(name: str):
+        if name in structs:
+            namespace[name] = dtype = numpy_dtype(structs[name])
+            return dtype
+        raise AttributeError(name)
+
+    return __getattr__

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from construct import Int32sb, Int64sb, Struct
 
-from .derive import fixed_fields_format, numpy_dtype
+from .derive import fixed_fields_format, lazy_dtypes
 
 #: ``IndexHeader``.
 IndexHeader = Struct(
@@ -40,15 +40,8 @@ def index_file_size(max_hash_slot_num: int, max_index_num: int) -> int:
 #: ``HEADER_DTYPE``, ``ENTRY_DTYPE``, ``SLOT_DTYPE``: the index header, entry and hash slot
 #: as big-endian numpy records (names of the declarations), made on first use (no numpy
 #: for the per-record paths).
-_DTYPES = {"HEADER_DTYPE": IndexHeader, "ENTRY_DTYPE": IndexEntry, "SLOT_DTYPE": IndexSlot}
-
-
-def __getattr__(name: str):
-    if name in _DTYPES:
-        dtype = numpy_dtype(_DTYPES[name])
-        globals()[name] = dtype
-        return dtype
-    raise AttributeError(name)
+__getattr__ = lazy_dtypes(globals(), {"HEADER_DTYPE": IndexHeader, "ENTRY_DTYPE": IndexEntry,
+                                      "SLOT_DTYPE": IndexSlot})
 
 
 # -- write-engine

@@ -14,7 +14,7 @@ from functools import cache
 from pathlib import Path
 
 from rmqstore_cli.errors import StoreError
-from rmqstore_cli.formats.derive import numpy_dtype
+from rmqstore_cli.formats import index as index_layout
 from rmqstore_cli.formats.index import (
     ENTRY_FORMAT,
     HASH_SLOT_SIZE,
@@ -23,8 +23,6 @@ from rmqstore_cli.formats.index import (
     INDEX_HEADER_SIZE,
     SLOT_FORMAT,
     TIME_DIFF_MAX,
-    IndexEntry,
-    IndexSlot,
     index_file_size,
 )
 from rmqstore_cli.store.mapped_files import release_pages
@@ -37,16 +35,16 @@ _SLOT = struct.Struct(SLOT_FORMAT)
 _ENTRY = struct.Struct(ENTRY_FORMAT)
 
 
-@cache
 def entry_dtype():
-    """An entry as numpy reads entries in bulk (numpy is imported on first use, not at start-up)."""
-    return numpy_dtype(IndexEntry)
+    """An entry as numpy reads entries in bulk: ``formats.index.ENTRY_DTYPE``, made on first
+    use (numpy is not imported at start-up)."""
+    return index_layout.ENTRY_DTYPE
 
 
 @cache
 def slot_dtype():
-    """A slot's value as numpy reads slots in bulk."""
-    return numpy_dtype(IndexSlot)["entry"]
+    """A slot's value as numpy reads slots in bulk (``formats.index.SLOT_DTYPE``'s one field)."""
+    return index_layout.SLOT_DTYPE["entry"]
 
 
 def build_key(topic: str, key: str) -> str:
