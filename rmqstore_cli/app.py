@@ -7,18 +7,88 @@ import sys
 from typing import Annotated, Optional
 
 import typer
+import typer.main
+from typer._click.utils import make_default_short_help
+from typer.core import TyperGroup
 
 from rmqstore_cli import __version__
 from rmqstore_cli.commands import common
 
+#: Each command: its name, its module under ``commands/`` and the first paragraph of its help,
+#: in the order ``--help`` lists them. ``rmqstore --help`` prints these summaries without
+#: importing the command modules (tests/docs/test_docs.py checks each summary against the
+#: loaded command's help); a command's module is imported only when it runs or its own help
+#: is asked for.
+COMMANDS: tuple[tuple[str, str, str], ...] = (
+    ("generate", "generate",
+     "Write a realistic store: commitlog, consume queues, index, checkpoint, config/topics.json."),
+    ("dump-commitlog", "dump_commitlog",
+     "Decode commit-log messages in physical order, filter them, print them."),
+    ("dump-cq", "dump_cq",
+     "Print consume-queue units by logical offset, each resolved against the commit log."),
+    ("search-offset", "search_offset",
+     "Per queue of TOPIC: the consume-queue offset of the first message stored at or after TIME."),
+    ("consumer-progress", "consumer_progress",
+     "Per consumer group, topic and queue: the committed offset against the queue's min and max."),
+    ("stats", "stats",
+     "What is eating the disk: messages and bytes per topic, queue or file, biggest first, "
+     "and the size of every part of the store root."),
+    ("index-lookup", "index_lookup",
+     "Find messages by key through the index files, and check each one's real key."),
+    ("decode-msgid", "decode_msgid", "Tell offset msgIds from client UNIQ_KEYs and decode them."),
+    ("expire", "expire", "Delete expired commit-log files, then the consume-queue and index files "
+                         "that only point below the commit log's new minimum — the broker's "
+                         "cleaning, run once."),
+    ("verify", "verify",
+     "Check a store's commit log, consume queues, index, checkpoint and abort marker."),
+    ("rebuild-index", "rebuild_index", "Regenerate consume queues and index files from the commit "
+                                       "log, as the broker's dispatch builds them."),
+    ("export", "export",
+     "Export commit-log messages as a Parquet dataset for Spark SQL forensics across a fleet."),
+)
+
+_CONTEXT = {"help_option_names": ["-h", "--help"]}
+
+
+def load_command(name: str):
+    """The click command of one entry of :data:`COMMANDS`, built from its module on first use
+    (a one-command typer app, which typer turns into a plain command)."""
+    module = next(m for n, m, _ in COMMANDS if n == name)
+    sub = typer.Typer(add_completion=False, rich_markup_mode=None, context_settings=_CONTEXT)
+    importlib.import_module(f"rmqstore_cli.commands.{module}").register(sub)
+    for info in sub.registered_commands:
+        info.epilog = _examples_unwrapped(info.epilog)
+    return typer.main.get_command(sub)
+
+
+class LazyGroup(TyperGroup):
+    """The top-level group: lists the commands of :data:`COMMANDS` and loads one only when it
+    is resolved, so ``rmqstore --help`` imports no command module (it stays instant)."""
+
+    def list_commands(self, ctx) -> list[str]:
+        return [name for name, _, _ in COMMANDS]
+
+    def get_command(self, ctx, cmd_name: str):
+        if cmd_name not in self.commands and any(n == cmd_name for n, _, _ in COMMANDS):
+            self.commands[cmd_name] = load_command(cmd_name)
+        return self.commands.get(cmd_name)
+
+    def format_commands(self, ctx, formatter) -> None:
+        limit = formatter.width - 6 - max(len(name) for name, _, _ in COMMANDS)
+        with formatter.section("Commands"):
+            formatter.write_dl([(name, make_default_short_help(summary, limit))
+                                for name, _, summary in COMMANDS])
+
+
 app = typer.Typer(
     name="rmqstore",
+    cls=LazyGroup,
     help="Read, write, verify and repair Apache RocketMQ broker store directories offline: "
          "commitlog, consume queues, index, checkpoint.",
     no_args_is_help=True,
     add_completion=False,
     rich_markup_mode=None,
-    context_settings={"help_option_names": ["-h", "--help"]},
+    context_settings=_CONTEXT,
     epilog="Examples:\n\n"
            "  rmqstore verify --store ~/store\n\n"
            "  rmqstore dump-commitlog --store ~/store --key order-42 --format jsonl | jq .msg_id\n\n"
@@ -43,26 +113,6 @@ def _global(
     common.STATE["debug"] = debug
 
 
-#: Command modules under ``commands/``, in the order ``--help`` lists them.
-COMMANDS = (
-    "generate",
-    "dump_commitlog",
-    "dump_cq",
-    "search_offset",
-    "consumer_progress",
-    "stats",
-    "index_lookup",
-    "decode_msgid",
-    "expire",
-    "verify",
-    "rebuild_index",
-    "export",
-)
-
-for _name in COMMANDS:
-    importlib.import_module(f"rmqstore_cli.commands.{_name}").register(app)
-
-
 def _examples_unwrapped(epilog: str | None) -> str | None:
     """Keep each epilog's example command lines (indented paragraphs) as written: click marks
     a paragraph it must not re-wrap with a \\b line, so a copied example stays one command."""
@@ -74,8 +124,6 @@ def _examples_unwrapped(epilog: str | None) -> str | None:
         for p in paras)
 
 
-for _info in app.registered_commands:
-    _info.epilog = _examples_unwrapped(_info.epilog)
 app.info.epilog = _examples_unwrapped(app.info.epilog)
 
 

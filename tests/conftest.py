@@ -35,6 +35,47 @@ def fixture_dir(version: str) -> Path:
     return d
 
 
+#: The real-broker samples shipped as sparse tarballs (fixtures/README.md, "Samples of HA and
+#: 5.x stores"): name -> tarball stem.
+TARBALLS = {
+    "lmq": "rocketmq-4.9.7-lmq-sample",
+    "dledger": "rocketmq-4.9.7-dledger-sample",
+    "timer": "rocketmq-5.3.3-timer-sample",
+    "bcq": "rocketmq-5.3.3-bcq-sample",
+    "rocksdb": "rocketmq-5.3.3-rocksdb-cq-sample",
+    "compaction": "rocketmq-5.3.3-compaction-sample",
+}
+
+
+def extract_sample(name: str, dest: Path) -> Path:
+    """Extract one sample tarball into ``dest`` (holes kept: tarfile writes sparse members by
+    seeking) and return its directory (``store/``, ``broker.conf``, ``expected.json``)."""
+    import tarfile
+
+    tarball = FIXTURES / f"{TARBALLS[name]}.tar.gz"
+    if not tarball.is_file():
+        pytest.skip(f"real-broker fixture {tarball} is absent (tests read ../shared/fixtures beside the project)")
+    with tarfile.open(tarball) as tf:
+        tf.extractall(dest, filter="tar")
+    found = [p.parent for p in dest.rglob("expected.json")]
+    assert len(found) == 1, f"{tarball}: expected one sample directory, found {found}"
+    return found[0]
+
+
+@pytest.fixture(scope="session")
+def sample_tarball(tmp_path_factory):
+    """``sample_tarball("dledger")`` -> the extracted sample directory, extracted once per test
+    session. Read-only by convention: copy its store before mutating it."""
+    cache: dict[str, Path] = {}
+
+    def get(name: str) -> Path:
+        if name not in cache:
+            cache[name] = extract_sample(name, tmp_path_factory.mktemp(f"sample-{name}"))
+        return cache[name]
+
+    return get
+
+
 @pytest.fixture(params=VERSIONS)
 def fixture(request):
     """(store dir, broker.conf, expected.json) of one real-broker sample store."""

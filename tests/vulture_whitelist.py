@@ -10,7 +10,7 @@ BlankRecord  # formats/commitlog.py: the END_FILE blank declared with the record
 ConsumeQueueExtUnit, CQ_EXT_HEADER_SIZE, BATCH_CQ_UNIT_SIZE  # formats: declared for the 5.x files (#20)
 NEED_UNWRAP_FLAG  # formats/sysflag.py: MessageSysFlag, the whole set as the broker declares it
 __getattr__  # module-level lazy attributes (PEP 562): numpy dtypes made on first use
-_global  # app.py: the typer callback of the global options
+_global, format_commands  # app.py: the typer callback of the global options; click calls the group's format_commands
 NUMS, LOCS  # jsonkernel.py: the column order of the kernel's arrays, named for its docstrings
 export_rows  # pipeline/export_tasks.py: the per-record reference the bulk export is tested against
 _jvm, addInPlace  # pipeline/spark.py: PySpark's own API (AccumulatorParam, the gateway)

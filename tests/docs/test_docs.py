@@ -108,6 +108,35 @@ def test_every_example_parses():
     assert seen >= 2 * len(group.list_commands(root))
 
 
+def test_top_level_help_summaries_are_the_commands_own():
+    """``rmqstore --help`` prints app.COMMANDS' summaries without loading the command modules:
+    each must shorten exactly as the loaded command's own help does, at every width."""
+    import typer
+
+    from rmqstore_cli.app import COMMANDS, app
+    from typer._click.utils import make_default_short_help
+
+    group = typer.main.get_command(app)
+    root = group.make_context("rmqstore", ["verify"])
+    for name, _, summary in COMMANDS:
+        cmd = group.get_command(root, name)
+        for limit in (30, 45, 60, 74, 100, 400):
+            assert make_default_short_help(summary, limit) == cmd.get_short_help_str(limit), (name, limit)
+
+
+def test_top_level_help_imports_no_command_module():
+    """The instant --help: no module under rmqstore_cli.commands but common is imported."""
+    code = ("import sys, contextlib, io\n"
+            "from rmqstore_cli.app import main\n"
+            "sys.argv = ['rmqstore', '--help']\n"
+            "with contextlib.suppress(SystemExit), contextlib.redirect_stdout(io.StringIO()):\n"
+            "    main()\n"
+            "print(sorted(m for m in sys.modules if m.startswith('rmqstore_cli.commands.')))\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "['rmqstore_cli.commands.common']"
+
+
 def test_help_keeps_each_example_on_one_line():
     """A narrow terminal re-wraps prose, never an example command (copy-paste must work)."""
     import typer
