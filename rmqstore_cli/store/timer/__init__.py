@@ -26,6 +26,19 @@ def timer_files_present(root: Path) -> bool:
     return any(os.path.lexists(Path(root) / p) for p in TIMER_PATHS)
 
 
+def infer_log_file_size(config: StoreConfig) -> int:
+    """``mappedFileSizeTimerLog``: the config's when set, else the one size all timer-log
+    files share (the default when they disagree: verify then names the odd ones)."""
+    from rmqstore_cli.store.config import data_files
+
+    if "mapped_file_size_timer_log" in config.explicit:
+        return config.mapped_file_size_timer_log
+    sizes = {p.stat().st_size for p in data_files([config.timer_log_dir])} - {0}
+    if len(sizes) == 1:
+        config.mapped_file_size_timer_log = sizes.pop()
+    return config.mapped_file_size_timer_log
+
+
 @dataclass
 class TimerStore:
     config: StoreConfig
@@ -39,7 +52,7 @@ class TimerStore:
         if not timer_files_present(config.root):
             return None
         wheel = TimerWheel(config.timer_wheel_path, config.timer_precision_ms, SLOTS_TOTAL)
-        return cls(config, wheel, TimerLog(config.timer_log_dir, config.mapped_file_size_timer_log))
+        return cls(config, wheel, TimerLog(config.timer_log_dir, infer_log_file_size(config)))
 
     @property
     def precision_ms(self) -> int:

@@ -65,7 +65,7 @@ def slot_records(view: TimerView, begin: int | None, end: int | None) -> Iterato
     if begin is not None:
         keep &= times >= begin
     if end is not None:
-        keep &= times < end
+        keep &= times <= end
     order = np.argsort(times[keep], kind="stable")
     sel = s[keep][order]
     home = sel["time"] % (view.store.wheel.slots_total * 2)
@@ -89,7 +89,7 @@ def unit_records(view: TimerView, cl, begin: int | None, end: int | None, topic:
     if begin is not None:
         keep &= due >= begin
     if end is not None:
-        keep &= due < end
+        keep &= due <= end
     if topic is not None:
         keep &= view.units["topic_hash"] == java_hash(topic)
     read = view.read_time_ms
