@@ -173,9 +173,9 @@ def _print_summary(ts, view, ms, at: int, fmt: Fmt) -> None:
                       "queue_min": rec.queue_min, "queue_max": rec.queue_max, "read_time_ms": rec.read_time_ms,
                       "notes": rec.notes}}
     if fmt.value != "table":
-        out = Output(fmt.value)
-        out.emit(d)
-        out.close()
+        from rmqstore_cli.render import print_summary
+
+        print_summary(fmt.value, d, "timer store")
         return
     cp = d["checkpoint"] or {}
     rows = [("wheel", f"{d['wheel']['size']} bytes, {d['wheel']['slotsTotal']} slots x 2, "
