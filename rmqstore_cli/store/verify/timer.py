@@ -52,6 +52,8 @@ class TimerChecks:
         ts = TimerStore.open(self.config)
         if ts is None:
             return
+        for p in ts.log.queue.not_regular:
+            self.not_regular(p)
         if self.not_regular(self.config.timer_checkpoint_path):
             return
         try:
