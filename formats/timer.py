@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from construct import Int32sb, Int64sb, Struct
 
-from .derive import field_offset, fixed_fields_format, lazy_dtypes
+from .derive import field_offset, fixed_fields_format, lazy_dtypes, numpy_code
 
 #: ``TimerWheel#putSlot``: the slot's time as ``timeMs / precisionMs`` (the 4.x/5.0 wheel
 #: stored seconds: "to be compatible with previous version"), the first and last timer-log
@@ -22,6 +22,9 @@ TimerSlot = Struct(
 )
 SLOT_SIZE = TimerSlot.sizeof()  # Slot.SIZE
 SLOT_FORMAT = fixed_fields_format(TimerSlot)
+#: A slot seen as 8-byte words: ``TimerWheel.slots`` finds the non-zero slots word-wise.
+SLOT_WORD = numpy_code(Int64sb)
+SLOT_WORDS = SLOT_SIZE // 8
 
 #: ``TimerMessageStore#doEnqueue``: one unit per enqueued (or rolled, or deleted) message.
 TimerLogUnit = Struct(

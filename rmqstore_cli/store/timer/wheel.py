@@ -92,13 +92,13 @@ class TimerWheel:
         ``index``), in index order; only the file's data segments are read."""
         import numpy as np
 
-        from rmqstore_cli.formats.timer import SLOT_DTYPE
+        from rmqstore_cli.formats.timer import SLOT_DTYPE, SLOT_WORD, SLOT_WORDS
 
         buf = self._buffer()
         parts = []
         for a, b in data_segments(self.path, 0, len(buf)):
             a, b = a - a % SLOT_SIZE, -(-b // SLOT_SIZE) * SLOT_SIZE
-            words = np.frombuffer(buf, ">i8", count=(b - a) // 8, offset=a).reshape(-1, SLOT_SIZE // 8)
+            words = np.frombuffer(buf, SLOT_WORD, count=(b - a) // 8, offset=a).reshape(-1, SLOT_WORDS)
             hit = np.flatnonzero(words.any(axis=1))
             if hit.size:
                 parts.append((a // SLOT_SIZE + hit, np.frombuffer(buf, SLOT_DTYPE, count=(b - a) // SLOT_SIZE,
