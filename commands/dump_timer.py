@@ -169,7 +169,8 @@ def _print_summary(ts, view, ms, at: int, fmt: Fmt) -> None:
          "timer_log_files": [{"name": f.name, "size": f.path.stat().st_size} for f in ts.log.files],
          "slots": len(view.slots), "units": len(view.units),
          "log_end": {"offset": view.end.offset, "reason": view.end.reason, "file": view.end.file},
-         "recovery": {"process_offset": rec.process_offset, "queue_offset": rec.queue_offset,
+         "recovery": {"process_offset": rec.process_offset, "revised_queue_offset": rec.revised_queue_offset,
+                     "queue_offset": rec.queue_offset,
                       "queue_min": rec.queue_min, "queue_max": rec.queue_max, "read_time_ms": rec.read_time_ms,
                       "notes": rec.notes}}
     if fmt.value != "table":

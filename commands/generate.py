@@ -121,6 +121,9 @@ def generate(
         cfg.auto_message_version_on_topic_len = False
     if append_prop_crc:
         cfg.enabled_append_prop_crc = True
+    if timer_ratio and not cfg.timer_wheel_enable:
+        raise UsageError("--timer-ratio: the broker config says timerWheelEnable=false, so the broker rejects timer "
+                         "messages (WHEEL_TIMER_NOT_ENABLE, HookUtils#handleScheduleMessage)")
     if timer_ratio and (broker_version != "5" or append or from_jsonl is not None):
         raise UsageError("--timer-ratio writes a 5.x timer store: it needs --broker-version 5 and a new store "
                          "(not --append or --from-jsonl)")

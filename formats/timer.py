@@ -40,8 +40,6 @@ TimerLogUnit = Struct(
 )
 UNIT_SIZE = TimerLogUnit.sizeof()
 UNIT_FORMAT = fixed_fields_format(TimerLogUnit)
-#: ``TimerLog.UNIT_PRE_SIZE_FOR_MSG``: where offsetPy starts (``#reviseQueueOffset`` reads there).
-UNIT_PRE_SIZE_FOR_MSG = field_offset(TimerLogUnit, "offset_py")
 
 #: ``TimerLog#append``: when a unit and a blank do not fit, the file's rest is one blank.
 TimerLogBlank = Struct(

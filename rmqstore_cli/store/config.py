@@ -45,7 +45,6 @@ class StoreConfig:
     # 5.x timer store (``MessageStoreConfig``; STORE-FORMAT §15.3)
     timer_wheel_enable: bool = True
     timer_precision_ms: int = 1000
-    timer_roll_window_slot: int = 3600 * 24 * 2
     mapped_file_size_timer_log: int = 100 * 1024 * 1024
     #: Which of the fields were set explicitly (conf file or override), not defaulted.
     explicit: set[str] = field(default_factory=set, repr=False)

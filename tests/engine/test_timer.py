@@ -173,8 +173,11 @@ def test_wrong_wheel_size_TimerWheel(sample, copy):
     _, conf, _ = sample
     with open(copy / "timerwheel", "r+b") as fh:
         fh.truncate(WHEEL_SIZE - 32)
-    found = _timer_findings(_verify(copy, conf))
+    rep = _verify(copy, conf)
+    found = _timer_findings(rep)
     assert list(found) == ["timer.wheel-size"]
+    start = rep["summary"]["broker_start"]
+    assert start["starts"] is False and [r["file"] for r in start["reasons"]] == ["timerwheel"]
     r = run("dump-timer", "--store", copy)
     assert r.returncode == 3
     err = r.stderr.decode()

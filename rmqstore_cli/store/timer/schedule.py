@@ -71,7 +71,7 @@ def slot_records(view: TimerView, begin: int | None, end: int | None) -> Iterato
     home = sel["time"] % (view.store.wheel.slots_total * 2)
     read = view.read_time_ms
     for row, t, h in zip(sel.tolist(), (times[keep][order]).tolist(), home.tolist()):
-        t_sec, first, last, num, magic, index = row
+        _, first, last, num, magic, index = row
         state = "misplaced" if h != index else ("pending" if t >= read else "passed")
         yield {"index": index, "time_ms": t, "first_pos": first, "last_pos": last, "num": num, "magic": magic,
                "state": state}

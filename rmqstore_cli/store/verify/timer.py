@@ -83,8 +83,7 @@ class TimerChecks:
             size = wheel.stat().st_size
             if size not in (0, ts.wheel.length):
                 self._add("timer.wheel-size", self.rel(wheel), None,
-                          f"{size} bytes, expected {ts.wheel.length} ({ts.wheel.slots_total} slots x 2 x {SLOT_SIZE}): "
-                          "TimerWheel throws 'Timer wheel length ... != expected' and the broker does not start")
+                          f"{size} bytes, expected {ts.wheel.length} ({ts.wheel.slots_total} slots x 2 x {SLOT_SIZE})")
                 return None
         elif not wheel.exists():
             ts.wheel.length = 0
@@ -240,7 +239,7 @@ def _chain_problem(chain, last: int, first: int, time_ms: int, precision: int) -
 def _slot_holds(view, u, due: int) -> bool:
     """Whether the wheel's slot for ``due`` holds that time (``TimerWheel#getSlot``)."""
     s = view.store.wheel.get_slot(due)
-    return s is not None and s.last_pos >= u.pos
+    return s is not None and s.first_pos <= u.pos <= s.last_pos
 
 
 def _view_without_wheel(ts):
