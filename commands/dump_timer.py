@@ -121,12 +121,19 @@ def dump_timer(
                        "or timerWheelEnable=false", path=cfg.root)
     from rmqstore_cli.store.timer import schedule
 
+    if b is not None and b == e and not (units or summary or next_n):  # one due time: TimerWheel#getSlot
+        rows = _one_slot(ts, b)
+        if _emit(rows, SLOT_COLUMNS, f"{cfg.root}: timer wheel", fmt, zone, limit) == 0:
+            raise NotFound("no timer slot, unit or message matched")
+        return
     view = schedule.load(ts)
     if summary:
         _print_summary(ts, view, ms, at, fmt)
         return
     if next_n is not None:
-        rows = schedule.next_deliveries(view, ms, schedule.recover(view, ms, at), next_n, at)
+        rec = schedule.recover(view, ms, at)
+        schedule.revise(view, rec.read_time_ms)  # the wheel as #recover leaves it
+        rows = schedule.next_deliveries(view, ms, rec, next_n, at)
         rows = (r for r in rows if topic is None or r["real_topic"] == topic)
         cols, title = NEXT_COLUMNS, f"{cfg.root}: next from the timer"
     elif units:
@@ -137,6 +144,17 @@ def dump_timer(
         rows, cols, title = schedule.slot_records(view, b, e), SLOT_COLUMNS, f"{cfg.root}: timer wheel"
     if _emit(rows, cols, title, fmt, zone, limit) == 0:
         raise NotFound("no timer slot, unit or message matched")
+
+
+def _one_slot(ts, time_ms: int) -> list[dict]:
+    """The slot of one due time read alone (no pass over the wheel)."""
+    s = ts.wheel.get_slot(time_ms)
+    if s is None:
+        return []
+    cp = ts.read_checkpoint()
+    state = "pending" if s.time_ms >= (cp.last_read_time_ms if cp else 0) else "passed"
+    return [{"index": s.index, "time_ms": s.time_ms, "first_pos": s.first_pos, "last_pos": s.last_pos, "num": s.num,
+             "magic": s.magic, "state": state}]
 
 
 def _emit(rows, cols, title: str, fmt: Fmt, zone, limit: int | None) -> int:
@@ -164,6 +182,7 @@ def _print_summary(ts, view, ms, at: int, fmt: Fmt) -> None:
     from rmqstore_cli.store.timer import schedule
 
     rec = schedule.recover(view, ms, at)
+    revised = schedule.revise(view, rec.read_time_ms)
     d = {"checkpoint": view.checkpoint.as_dict() if view.checkpoint else None,
          "wheel": ts.geometry(),
          "timer_log_files": [{"name": f.name, "size": f.path.stat().st_size} for f in ts.log.files],
@@ -172,6 +191,7 @@ def _print_summary(ts, view, ms, at: int, fmt: Fmt) -> None:
          "recovery": {"process_offset": rec.process_offset, "revised_queue_offset": rec.revised_queue_offset,
                      "queue_offset": rec.queue_offset,
                       "queue_min": rec.queue_min, "queue_max": rec.queue_max, "read_time_ms": rec.read_time_ms,
+                     "revised_slots": len(revised),
                       "notes": rec.notes}}
     if fmt.value != "table":
         from rmqstore_cli.render import print_summary

@@ -143,7 +143,8 @@ def test_damaged_unit_ends_the_log_TimerMessageStore_recoverAndRevise(sample, co
     assert s["units"] == 60
 
 
-def test_slot_pointing_past_the_log(sample, copy):
+def test_slot_damage_in_the_recovered_range_is_relinked_TimerMessageStore_recoverAndRevise(sample, copy):
+    """One timer-log file: #recover re-revises every slot from it, so a wrong lastPos is repaired."""
     _, conf, exp = sample
     p = exp["pendingSamples"][3]
     index = p["deliverMs"] // 1000 % (SLOTS_TOTAL * 2)
@@ -151,22 +152,72 @@ def test_slot_pointing_past_the_log(sample, copy):
         fh.seek(index * 32 + 16)
         fh.write(struct.pack(">q", 1 << 20))  # lastPos
     found = _timer_findings(_verify(copy, conf))
+    assert list(found) == ["timer.slot-revised"]
+    (f,) = found["timer.slot-revised"]
+    assert (f["file"], f["offset"], f["severity"]) == ("timerwheel", index * 32, "warning")
+    assert f"lastPos {1 << 20}, the log's last unit of that time is at {p['slot']['lastPos']}" in f["detail"]
+    nxt = cli("dump-timer", "--store", copy, "--next", "100", "--now", NOW, "--format", "jsonl").stdout
+    assert p["uniqKey"] in nxt  # delivered after the repair
+
+
+@pytest.fixture(scope="module")
+def multi_file(tmp_path_factory):
+    """A generated 5.x store whose timer log spans many 1040-byte files (19 units each)."""
+    from conftest import generate
+
+    d = tmp_path_factory.mktemp("multi")
+    conf = d / "broker.conf"
+    conf.write_text("mappedFileSizeTimerLog=1040\n")
+    store = generate(d / "store", "--broker-version", "5", "--timer-ratio", "0.5", "--broker-conf", str(conf),
+                     messages=400)
+    return store, conf
+
+
+def _old_single_unit_slot(store: Path, conf: Path) -> tuple[dict, int]:
+    """A pending slot with one unit, in a file before the ones #recover re-revises."""
+    units = [json.loads(x) for x in cli("dump-timer", "--store", store, "--broker-conf", conf, "--units",
+                                        "--format", "jsonl").stdout.splitlines()]
+    slots = {s["time_ms"]: s for s in (json.loads(x) for x in cli(
+        "dump-timer", "--store", store, "--broker-conf", conf, "--format", "jsonl").stdout.splitlines())}
+    flush = struct.unpack(">q", (store / "config" / "timercheck").read_bytes()[8:16])[0]
+    u = next(u for u in units if u["pos"] < flush - 3 * 1040 and slots[u["due_ms"]]["num"] == 1)
+    return u, u["due_ms"] // 1000 % (SLOTS_TOTAL * 2)
+
+
+def test_slot_pointing_past_the_log(multi_file, tmp_path):
+    store, conf = multi_file
+    copy = writable_copy(store, tmp_path / "s")
+    u, index = _old_single_unit_slot(copy, conf)
+    with open(copy / "timerwheel", "r+b") as fh:
+        fh.seek(index * 32 + 8)
+        fh.write(struct.pack(">qq", 1 << 30, 1 << 30))  # firstPos, lastPos
+    found = _timer_findings(_verify(copy, conf))
     (f,) = found["timer.slot-past-log"]
     assert (f["file"], f["offset"]) == ("timerwheel", index * 32)
-    # its unit is no slot's chain any more: never delivered
-    assert [u["offset"] for u in found["timer.unit-unreachable"]] == [p["slot"]["firstPos"]]
+    (g,) = found["timer.unit-unreachable"]  # its unit is on no slot's chain any more: never delivered
+    assert (g["file"], g["offset"]) == (f"timerlog/{u['pos'] // 1040 * 1040:020d}", u["pos"] % 1040)
+    assert set(found) == {"timer.slot-past-log", "timer.unit-unreachable"}
 
 
-def test_slot_chain_that_leaves_its_slot(sample, copy):
-    _, conf, exp = sample
-    a, b = exp["pendingSamples"][0], exp["pendingSamples"][1]
-    index = a["deliverMs"] // 1000 % (SLOTS_TOTAL * 2)
+def test_slot_chain_that_leaves_its_slot(multi_file, tmp_path):
+    store, conf = multi_file
+    copy = writable_copy(store, tmp_path / "s")
+    u, index = _old_single_unit_slot(copy, conf)
+    other = u["pos"] + 52 if (u["pos"] + 52) % 1040 < 988 else u["pos"] - 52
     with open(copy / "timerwheel", "r+b") as fh:
         fh.seek(index * 32 + 16)
-        fh.write(struct.pack(">q", b["slot"]["lastPos"]))
+        fh.write(struct.pack(">q", other))
     found = _timer_findings(_verify(copy, conf))
     (f,) = found["timer.slot-chain"]
     assert "not in this slot" in f["detail"] and f["offset"] == index * 32
+    assert [g["offset"] for g in found["timer.unit-unreachable"]] == [u["pos"] % 1040]
+
+
+def test_generated_multi_file_timer_log_is_clean(multi_file):
+    store, conf = multi_file
+    rep = _verify(store, conf)
+    assert rep["findings"] == []
+    assert len(list((store / "timerlog").iterdir())) > 5
 
 
 def test_wrong_wheel_size_TimerWheel(sample, copy):

@@ -210,6 +210,54 @@ def _revise_queue_offset(view: TimerView, ms, cq) -> int | None:
     return off
 
 
+def revise(view: TimerView, rec_read_time_ms: int) -> list[tuple[int, int, int, int]]:
+    """``#recover``'s repair of the wheel from the log, applied to ``view.slots``:
+    ``#recoverAndRevise(lastFlushPos - lastFile.fileSize, true)``, then, when a slot from
+    the read time on (``TimerWheel#checkPhyPos``) has lastPos past the log's end, again from
+    its least firstPos. Each unit from there on is ``TimerWheel#reviseSlot(delayTime, IGNORE,
+    pos, true)``: its slot's lastPos becomes the unit (a slot of another time is put anew
+    with the unit as first and last). Returns (index, time_ms, old lastPos, new lastPos)
+    of every slot changed (old -1: a slot made)."""
+    import numpy as np
+
+    from rmqstore_cli.formats.timer import SLOT_DTYPE
+
+    st = view.store
+    files = st.log.files
+    if not files or not len(view.units):
+        return []
+    flush = view.checkpoint.last_timer_log_flush_pos if view.checkpoint else 0
+    start = max(flush - files[-1].file_size, 0)
+    begin = max([f.file_from_offset for f in files if f.file_from_offset <= start], default=files[0].file_from_offset)
+    times = view.slot_time_ms()
+    home = view.slots["time"] % (st.wheel.slots_total * 2) == view.slots["index"]
+    late = home & (times >= rec_read_time_ms) & (view.slots["last_pos"] > view.end.offset)
+    if late.any():
+        least = int(view.slots["first_pos"][late].min())
+        begin = min(begin, max([f.file_from_offset for f in files if f.file_from_offset <= least],
+                               default=files[0].file_from_offset))
+    rows = {int(r[-1]): list(r[:-1]) for r in view.slots.tolist()}
+    before = {k: (r[0], r[2]) for k, r in rows.items()}
+    ring = st.wheel.slots_total * 2
+    keep = view.positions >= begin
+    for pos, due in zip(view.positions[keep].tolist(), view.due_ms()[keep].tolist()):
+        t = due // st.precision_ms
+        row = rows.get(t % ring)
+        if row is not None and row[0] == t:
+            row[2] = pos
+        else:  # TimerWheel#putSlot(timeMs, lastPos, lastPos): num and magic keep their bytes
+            rows[t % ring] = [t, pos, pos, row[3] if row else 0, row[4] if row else 0]
+    out = np.zeros(len(rows), SLOT_DTYPE)
+    keys = sorted(rows)
+    for j, k in enumerate(keys):
+        out[j] = tuple(rows[k])
+    from numpy.lib import recfunctions as rfn
+
+    view.slots = rfn.append_fields(out, "index", np.array(keys, np.int64), usemask=False)
+    return [(k, rows[k][0] * st.precision_ms, before[k][1] if before.get(k, (None,))[0] == rows[k][0] else NO_POS,
+             rows[k][2]) for k in keys if before.get(k) != (rows[k][0], rows[k][2])]
+
+
 # ------------------------------------------------------------------ what comes next
 def next_deliveries(view: TimerView, ms, rec: Recovery, limit: int, now_ms: int) -> Iterator[dict]:
     """What the broker does next, in order: first the rmq_sys_wheel_timer messages from

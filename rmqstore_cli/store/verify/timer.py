@@ -21,6 +21,8 @@ TIMER_CHECKS: dict[str, tuple[str, str]] = {
     "timer.wheel-size": (ERROR, "timerwheel is not slotsTotal x 2 x 32 bytes: the broker does not start (TimerWheel)"),
     "timer.log-file-size": (ERROR, "a timer-log file's length is not mappedFileSizeTimerLog"),
     "timer.log-truncate": (ERROR, "a damaged timer-log unit: recovery ends the timer log there and drops what follows"),
+    "timer.slot-revised": (WARNING, "a slot's lastPos is not the log's last unit of its time: the broker's recovery "
+                                    "(TimerMessageStore#recoverAndRevise) re-links it from the log"),
     "timer.slot-past-log": (ERROR, "a pending slot points at or past the timer log's end: its messages are not in "
                                    "the log (the wheel cannot be rebuilt from it, apache/rocketmq#9735)"),
     "timer.slot-chain": (ERROR, "a pending slot's chain (lastPos back along prevPos) leaves the slot, loops, or "
@@ -103,10 +105,14 @@ class TimerChecks:
         from rmqstore_cli.store.timer import schedule
 
         st = view.store
+        wheel = self.rel(st.config.timer_wheel_path)
+        read = view.read_time_ms
+        for index, t, old, new in schedule.revise(view, read):
+            if t >= read:
+                self._add("timer.slot-revised", wheel, index * SLOT_SIZE, f"slot {index} (due {t}): lastPos {old}, "
+                          f"the log's last unit of that time is at {new}; recovery sets it there")
         times = view.slot_time_ms()
         home = view.slots["time"] % (st.wheel.slots_total * 2) == view.slots["index"]
-        read = view.read_time_ms
-        wheel = self.rel(st.config.timer_wheel_path)
         for i in np.flatnonzero(home & (times >= read)).tolist():
             s = view.slots[i]
             t, first, last, num, index = int(times[i]), int(s["first_pos"]), int(s["last_pos"]), int(s["num"]), int(s["index"])
@@ -137,11 +143,12 @@ class TimerChecks:
         due = view.due_ms() // st.precision_ms * st.precision_ms
         pending = due >= view.read_time_ms
         reached = np.isin(view.positions, view.units["prev_pos"]) | np.isin(view.positions, view.slots["last_pos"])
+        slots = {int(r[-1]): (int(r[0]), int(r[1]), int(r[2])) for r in view.slots.tolist()}
         cl = self._timer_commitlog()
         for i in np.flatnonzero(pending).tolist():
             u = schedule.unit_at(view, i)
             name, at = self._timer_where(st, u.pos)
-            if not reached[i] or st.wheel.length and not _slot_holds(view, u, int(due[i])):
+            if not reached[i] or not _slot_holds(slots, u, int(due[i]) // st.precision_ms, st.wheel.slots_total):
                 self._add("timer.unit-unreachable", name, at, f"unit at {u.pos} (due {int(due[i])}, message at "
                           f"{u.offset_py}) is on no slot's chain: the broker never delivers it")
             end = getattr(self, "cl_end", None)
@@ -236,10 +243,11 @@ def _chain_problem(chain, last: int, first: int, time_ms: int, precision: int) -
     return None
 
 
-def _slot_holds(view, u, due: int) -> bool:
-    """Whether the wheel's slot for ``due`` holds that time (``TimerWheel#getSlot``)."""
-    s = view.store.wheel.get_slot(due)
-    return s is not None and s.first_pos <= u.pos <= s.last_pos
+def _slot_holds(slots: dict, u, due_sec: int, slots_total: int) -> bool:
+    """Whether the (recovered) wheel's slot of ``due_sec`` holds that time and spans the
+    unit (``TimerWheel#getSlot``)."""
+    s = slots.get(due_sec % (slots_total * 2))
+    return s is not None and s[0] == due_sec and s[1] <= u.pos <= s[2]
 
 
 def _view_without_wheel(ts):
