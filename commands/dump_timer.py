@@ -1,6 +1,7 @@
 """``rmqstore dump-timer``: the 5.x timer store (wheel, timer log, checkpoint) and what it delivers next."""
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -126,6 +127,9 @@ def dump_timer(
         if _emit(rows, SLOT_COLUMNS, f"{cfg.root}: timer wheel", fmt, zone, limit) == 0:
             raise NotFound("no timer slot, unit or message matched")
         return
+    if not cfg.timer_wheel_path.exists():
+        print("rmqstore: warning: no timerwheel: the broker starts with an empty one and re-links slots from the "
+              "timer log's last files (TimerMessageStore#recover)", file=sys.stderr)
     view = schedule.load(ts)
     if summary:
         _print_summary(ts, view, ms, at, fmt)

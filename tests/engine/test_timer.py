@@ -306,3 +306,19 @@ def test_timer_log_that_is_a_directory(sample, copy):
 def test_a_49_store_has_no_timer_findings(small_store_master):
     rep = json.loads(cli("verify", "--store", small_store_master, "--format", "json").stdout)
     assert _timer_findings(rep) == {}
+
+
+def test_missing_wheel_is_rebuilt_by_recovery_from_a_one_file_log(sample, copy):
+    """No timerwheel: TimerWheel creates an empty one; #recover re-links every slot of the
+    (one-file) log, so each pending slot is a timer.slot-revised warning, no error; the re-made
+    slots keep num 0 (TimerWheel#putSlot's three-argument form writes no num): slot-count."""
+    _, conf, exp = sample
+    os.remove(copy / "timerwheel")
+    rep = _verify(copy, conf)
+    found = _timer_findings(rep)
+    assert set(found) == {"timer.slot-revised", "timer.slot-count"} and rep["summary"]["errors"] == 0
+    assert len(found["timer.slot-revised"]) == len(found["timer.slot-count"]) == exp["counts"]["pending"]
+    assert "says num 0, its chain holds 1" in found["timer.slot-count"][0]["detail"]
+    r = run("dump-timer", "--store", copy, "--next", "1", "--now", NOW, "--format", "jsonl")
+    assert r.returncode == 0 and "no timerwheel" in r.stderr.decode()
+    assert json.loads(r.stdout)["action"] == "deliver"

@@ -43,7 +43,19 @@ class TimerView:
 
 
 def load(store: TimerStore) -> TimerView:
-    slots = store.wheel.slots()
+    """Read everything once; no ``timerwheel`` reads as the empty wheel ``TimerWheel`` creates."""
+    import os
+
+    from numpy.lib import recfunctions as rfn
+
+    if os.path.lexists(store.wheel.path):
+        slots = store.wheel.slots()
+    else:
+        import numpy as np
+
+        from rmqstore_cli.formats.timer import SLOT_DTYPE
+
+        slots = rfn.append_fields(np.zeros(0, SLOT_DTYPE), "index", np.zeros(0, np.int64), usemask=False)
     units, positions, end = store.log.walk()
     return TimerView(store, slots, units, positions, end, store.read_checkpoint())
 

@@ -81,15 +81,15 @@ class TimerChecks:
         from rmqstore_cli.store.timer import schedule
 
         wheel = self.config.timer_wheel_path
-        if wheel.exists() and not self.not_regular(wheel):
+        if self.not_regular(wheel):
+            return None
+        if wheel.exists():
             size = wheel.stat().st_size
             if size not in (0, ts.wheel.length):
                 self._add("timer.wheel-size", self.rel(wheel), None,
                           f"{size} bytes, expected {ts.wheel.length} ({ts.wheel.slots_total} slots x 2 x {SLOT_SIZE})")
                 return None
-        elif not wheel.exists():
-            ts.wheel.length = 0
-        return schedule.load(ts) if wheel.exists() else _view_without_wheel(ts)
+        return schedule.load(ts)
 
     def _timer_log_files(self, ts) -> None:
         for f in ts.log.files:
@@ -248,17 +248,3 @@ def _slot_holds(slots: dict, u, due_sec: int, slots_total: int) -> bool:
     unit (``TimerWheel#getSlot``)."""
     s = slots.get(due_sec % (slots_total * 2))
     return s is not None and s[0] == due_sec and s[1] <= u.pos <= s[2]
-
-
-def _view_without_wheel(ts):
-    """No timerwheel file: the broker creates an empty one; the log and checkpoint still count."""
-    import numpy as np
-
-    from rmqstore_cli.formats.timer import SLOT_DTYPE
-    from rmqstore_cli.store.timer import schedule
-
-    from numpy.lib import recfunctions as rfn
-
-    units, positions, end = ts.log.walk()
-    slots = rfn.append_fields(np.zeros(0, SLOT_DTYPE), "index", np.zeros(0, np.int64), usemask=False)
-    return schedule.TimerView(ts, slots, units, positions, end, ts.read_checkpoint())
