@@ -138,6 +138,8 @@ def dump_timer(
         rec = schedule.recover(view, ms, at)
         schedule.revise(view, rec.read_time_ms)  # the wheel as #recover leaves it
         rows = schedule.next_deliveries(view, ms, rec, next_n, at)
+        for note in rec.notes:
+            print(f"rmqstore: note: {note}", file=sys.stderr)
         rows = (r for r in rows if topic is None or r["real_topic"] == topic)
         cols, title = NEXT_COLUMNS, f"{cfg.root}: next from the timer"
     elif units:
