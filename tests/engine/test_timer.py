@@ -322,3 +322,20 @@ def test_missing_wheel_is_rebuilt_by_recovery_from_a_one_file_log(sample, copy):
     r = run("dump-timer", "--store", copy, "--next", "1", "--now", NOW, "--format", "jsonl")
     assert r.returncode == 0 and "no timerwheel" in r.stderr.decode()
     assert json.loads(r.stdout)["action"] == "deliver"
+
+
+def test_decomposed_verify_has_the_same_timer_findings(sample, copy):
+    """pipeline/verify_tasks.py runs the timer checks on the driver: the same findings as Verifier.run."""
+    from rmqstore_cli.pipeline.stores import expand_stores, verify_store
+    from rmqstore_cli.pipeline.verify_tasks import verify_stores
+
+    with open(copy / "config" / "timercheck", "r+b") as fh:
+        fh.seek(8)
+        fh.write(struct.pack(">q", 5200 + 52 * 4))
+    specs = expand_stores([str(copy)], str(sample[1]), {})
+    want = [verify_store(s, True, False, None) for s in specs]
+    got = verify_stores(specs, True, False, None)
+    assert [f["check"] for f in want[0]["findings"]] == ["timer.checkpoint-ahead"]
+    assert sorted(json.dumps(f, sort_keys=True) for f in got[0]["findings"]) == \
+        sorted(json.dumps(f, sort_keys=True) for f in want[0]["findings"])
+    assert got[0]["summary"] == want[0]["summary"]
