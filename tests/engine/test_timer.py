@@ -339,3 +339,32 @@ def test_decomposed_verify_has_the_same_timer_findings(sample, copy):
     assert sorted(json.dumps(f, sort_keys=True) for f in got[0]["findings"]) == \
         sorted(json.dumps(f, sort_keys=True) for f in want[0]["findings"])
     assert got[0]["summary"] == want[0]["summary"]
+
+
+def test_hostile_units_slots_and_checkpoint_give_findings_not_tracebacks(sample, copy):
+    """Random but well-framed units (any prevPos, offsets, sizes, hashes), random slots and an
+    absurd timercheck: verify reports, every dump-timer mode answers, nothing hangs."""
+    import random
+
+    r = random.Random(5)
+    p = copy / "timerlog" / "00000000000000000000"
+    d = bytearray(p.read_bytes())
+    for i in range(100):
+        at = i * 52
+        struct.pack_into(">iqiqiqiiq", d, at, 52, r.choice([-1, r.randrange(-10**12, 10**12), at, at + 52]),
+                         r.randrange(16), r.randrange(-2**63, 2**63), r.randrange(-2**31, 2**31),
+                         r.randrange(-2**63, 2**63), r.randrange(-2**31, 2**31), r.randrange(-2**31, 2**31), 0)
+    p.write_bytes(bytes(d))
+    with open(copy / "timerwheel", "r+b") as fh:
+        for _ in range(2000):
+            fh.seek(r.randrange(WHEEL_SIZE // 32) * 32)
+            fh.write(r.randbytes(32))
+    with open(copy / "config" / "timercheck", "r+b") as fh:
+        fh.write(struct.pack(">4q", 2**62, -5, 2**62, -7))
+    r1 = run("verify", "--store", copy, "--format", "jsonl")
+    assert r1.returncode == 1 and b"Traceback" not in r1.stderr
+    checks = {json.loads(x).get("check") for x in r1.stdout.splitlines()}
+    assert {"timer.unit-target", "timer.slot-chain", "timer.checkpoint-queue"} <= checks
+    for args in ([], ["--units"], ["--next", "50"], ["--summary"]):
+        r2 = run("dump-timer", "--store", copy, *args, "--now", NOW, "--format", "jsonl")
+        assert r2.returncode == 0 and b"Traceback" not in r2.stderr, (args, r2.stderr)
