@@ -368,3 +368,30 @@ def test_hostile_units_slots_and_checkpoint_give_findings_not_tracebacks(sample,
     for args in ([], ["--units"], ["--next", "50"], ["--summary"]):
         r2 = run("dump-timer", "--store", copy, *args, "--now", NOW, "--format", "jsonl")
         assert r2.returncode == 0 and b"Traceback" not in r2.stderr, (args, r2.stderr)
+
+
+def _set_read_time(store: Path, ms: int) -> None:
+    with open(store / "config" / "timercheck", "r+b") as fh:
+        fh.write(struct.pack(">q", ms))
+
+
+def test_read_time_behind_the_delivered_slots_delivers_them_twice(sample, copy):
+    """timercheck's lastReadTimeMs before the 5 slots the broker had already dequeued: their
+    copies (TIMER_DEQUEUE_MS under DelayTopic) exist, and the dequeue runs them again."""
+    _, conf, exp = sample
+    _set_read_time(copy, exp["timerCheckpoint"]["lastReadTimeMs"] - 60_000)
+    found = _timer_findings(_verify(copy, conf))
+    assert set(found) == {"timer.delivered-twice", "timer.metrics"}  # 100 pending now, timermetrics says 95
+    assert len(found["timer.delivered-twice"]) == exp["counts"]["deliveredBeforeShutdown"]
+
+
+def test_read_time_past_undelivered_slots_loses_them(sample, copy):
+    """lastReadTimeMs moved past three pending slots that were never dequeued: lost."""
+    _, conf, exp = sample
+    units = [json.loads(x) for x in cli("dump-timer", "--store", copy, "--units", "--format", "jsonl").stdout.splitlines()]
+    pending = sorted(u["due_ms"] for u in units if u["state"] == "pending")
+    _set_read_time(copy, pending[2] + 1000)
+    found = _timer_findings(_verify(copy, conf))
+    assert set(found) == {"timer.never-delivered", "timer.metrics"}
+    assert sorted(int(f["detail"].split("due ")[1].split(",")[0]) for f in found["timer.never-delivered"]) == \
+        pending[:3]

@@ -12,7 +12,7 @@ the checkpoint's read time.
 from __future__ import annotations
 
 from rmqstore_cli.errors import StoreError
-from rmqstore_cli.formats.timer import MAGIC_DELETE, MAGIC_ROLL, NO_POS, SLOT_SIZE, TIMER_TOPIC, UNIT_SIZE
+from rmqstore_cli.formats.timer import MAGIC_DEFAULT, MAGIC_DELETE, MAGIC_ROLL, NO_POS, SLOT_SIZE, TIMER_TOPIC, UNIT_SIZE
 from rmqstore_cli.store.verify.findings import ERROR, INFO, WARNING
 
 #: The timer checks, their severity and meaning (joined into ``findings.CHECKS``).
@@ -31,6 +31,11 @@ TIMER_CHECKS: dict[str, tuple[str, str]] = {
     "timer.unit-unreachable": (ERROR, "a pending timer-log unit no slot chain reaches: its message is never delivered"),
     "timer.unit-target": (ERROR, "a pending unit does not point at a rmq_sys_wheel_timer message of its size and "
                                  "real-topic hash: the dequeue retries it for ever (apache/rocketmq#10668)"),
+    "timer.delivered-twice": (WARNING, "a pending unit's message was already delivered (a copy with TIMER_DEQUEUE_MS "
+                                       "in its real topic): timercheck's read time is behind, the broker delivers it "
+                                       "again"),
+    "timer.never-delivered": (ERROR, "the read time passed a unit's slot but its real topic has no delivered copy "
+                                     "(and no delete mark names it): the message is lost"),
     "timer.checkpoint-ahead": (ERROR, "timercheck's flushed timer-log position lies past the log's end: units the "
                                       "broker had written are gone"),
     "timer.checkpoint-queue": (WARNING, "timercheck's queue offset lies outside the rmq_sys_wheel_timer queue "
@@ -160,6 +165,39 @@ class TimerChecks:
             if status != "ok":
                 self._add("timer.unit-target", name, at, f"unit at {u.pos} (message at {u.offset_py}): {status}")
         self._timer_metrics(view, pending)
+        self._timer_deliveries(view, pending, cl)
+
+    def _timer_deliveries(self, view, pending, cl) -> None:
+        """Each default-magic unit against the delivered copies in the commit log (the
+        dequeue puts the message back under REAL_TOPIC with TIMER_DEQUEUE_MS and the same
+        UNIQ_KEY): pending and already delivered = twice; passed and never delivered = lost."""
+        from rmqstore_cli.formats.timer import PROPERTY_REAL_TOPIC, PROPERTY_TIMER_DEL_UNIQKEY
+        from rmqstore_cli.store.timer import schedule
+
+        found = []
+        for i in range(len(view.units)):
+            u = schedule.unit_at(view, i)
+            if u.magic != MAGIC_DEFAULT and not u.magic & MAGIC_DELETE:
+                continue
+            m, status = schedule.message_of(u, cl)
+            if status == "ok":
+                found.append((i, u, m))
+        if not found:
+            return
+        copies, deleted = _delivered_copies(cl, min(u.offset_py for _, u, _ in found))
+        for i, u, m in found:
+            props = m.properties
+            if u.magic & MAGIC_DELETE:
+                continue
+            name, at = self._timer_where(view.store, u.pos)
+            key = f"{props.get(PROPERTY_REAL_TOPIC)}+{m.uniq_key}"
+            copy = copies.get(key)
+            if pending[i] and copy is not None:
+                self._add("timer.delivered-twice", name, at, f"unit at {u.pos} (due {u.due_ms}): {key} was delivered "
+                          f"at commit-log offset {copy}, yet its slot is at or after timercheck's read time")
+            elif not pending[i] and copy is None and key not in deleted and PROPERTY_TIMER_DEL_UNIQKEY not in props:
+                self._add("timer.never-delivered", name, at, f"unit at {u.pos} (due {u.due_ms}, message at "
+                          f"{u.offset_py}): the read time passed it, {key} has no delivered copy")
 
     def _timer_commitlog(self):
         from rmqstore_cli.store.commitlog import CommitLog
@@ -224,6 +262,23 @@ class TimerChecks:
                       f"(the timer log's last unit's message + 1), timercheck says {cp.last_timer_queue_offset}: "
                       f"{again} messages are enqueued again; those the log holds or already delivered are "
                       "delivered twice")
+
+
+def _delivered_copies(cl, start: int) -> tuple[dict[str, int], set[str]]:
+    """From ``start`` (a timer message) on: ``REAL_TOPIC+UNIQ_KEY`` -> offset of each copy the
+    timer delivered (a record outside rmq_sys_wheel_timer with TIMER_DEQUEUE_MS), and the
+    keys delete marks name (TIMER_DEL_UNIQKEY)."""
+    from rmqstore_cli.formats.timer import PROPERTY_TIMER_DEL_UNIQKEY
+
+    copies: dict[str, int] = {}
+    deleted: set[str] = set()
+    for m in cl.scan(start, every_file=True):
+        pb = m.properties_bytes
+        if b"TIMER_DEQUEUE_MS" in pb and m.topic != TIMER_TOPIC:
+            copies.setdefault(f"{m.topic}+{m.uniq_key}", m.offset)
+        elif b"TIMER_DEL_UNIQKEY" in pb:
+            deleted.add(m.properties.get(PROPERTY_TIMER_DEL_UNIQKEY, ""))
+    return copies, deleted
 
 
 def _chain_problem(chain, last: int, first: int, time_ms: int, precision: int) -> str | None:
