@@ -15,6 +15,7 @@ from pathlib import Path
 from rmqstore_cli.formats.timer import (
     BLANK_FORMAT, BLANK_MAGIC_CODE, MIN_BLANK_LEN, UNIT_FORMAT, UNIT_SIZE, is_magic_ok)
 from rmqstore_cli.store.mapped_files import MappedFileQueue
+from rmqstore_cli.store.safefs import data_segments
 
 _UNIT = struct.Struct(UNIT_FORMAT)
 _BLANK = struct.Struct(BLANK_FORMAT)
@@ -85,12 +86,17 @@ class TimerLog:
 
         buf = f.buffer()
         n = len(buf) // UNIT_SIZE
+        segments = data_segments(f.path, 0, len(buf))  # a preallocated file: its holes read as zeros
+        data_end = segments[-1][1] if segments else 0
+        if data_end < len(buf):  # the first unit past the data (zeros) still ends the walk
+            n = min(n, data_end // UNIT_SIZE + 1)
         arr = np.frombuffer(buf, UNIT_DTYPE, count=n)
         good = (arr["size"] == UNIT_SIZE) & ((arr["magic"] | 0xF) == 0xF)
         bad = np.flatnonzero(~good)
         stop = int(bad[0]) if bad.size else n
         reason = "full"
-        if stop < n:
+        if stop < n or n < len(buf) // UNIT_SIZE:
+            stop = min(stop, n)
             reason = _stop_reason(buf, stop * UNIT_SIZE)
         elif len(buf) % UNIT_SIZE and len(buf) - n * UNIT_SIZE >= 16:
             reason = _stop_reason(buf, n * UNIT_SIZE)

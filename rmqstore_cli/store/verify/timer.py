@@ -150,24 +150,24 @@ class TimerChecks:
         reached = np.isin(view.positions, view.units["prev_pos"]) | np.isin(view.positions, view.slots["last_pos"])
         slots = {int(r[-1]): (int(r[0]), int(r[1]), int(r[2])) for r in view.slots.tolist()}
         cl = self._timer_commitlog()
+        seen: dict[int, tuple] = {}  # unit index -> (message, status), for _timer_deliveries
         for i in np.flatnonzero(pending).tolist():
             u = schedule.unit_at(view, i)
-            name, at = self._timer_where(st, u.pos)
             if not reached[i] or not _slot_holds(slots, u, int(due[i]) // st.precision_ms, st.wheel.slots_total):
-                self._add("timer.unit-unreachable", name, at, f"unit at {u.pos} (due {int(due[i])}, message at "
+                self._add("timer.unit-unreachable", *self._timer_where(st, u.pos), f"unit at {u.pos} (due {int(due[i])}, message at "
                           f"{u.offset_py}) is on no slot's chain: the broker never delivers it")
             end = getattr(self, "cl_end", None)
             if end is not None and u.offset_py + u.size_py > end:
-                self._add("timer.unit-target", name, at, f"unit at {u.pos} points at {u.offset_py}+{u.size_py}, past "
+                self._add("timer.unit-target", *self._timer_where(st, u.pos), f"unit at {u.pos} points at {u.offset_py}+{u.size_py}, past "
                           f"the commit log's end {end} (truncated?): the dequeue of its slot stalls (#10668)")
                 continue
-            _m, status = schedule.message_of(u, cl)
-            if status != "ok":
-                self._add("timer.unit-target", name, at, f"unit at {u.pos} (message at {u.offset_py}): {status}")
+            seen[i] = schedule.message_of(u, cl)
+            if seen[i][1] != "ok":
+                self._add("timer.unit-target", *self._timer_where(st, u.pos), f"unit at {u.pos} (message at {u.offset_py}): {seen[i][1]}")
         self._timer_metrics(view, pending)
-        self._timer_deliveries(view, pending, cl)
+        self._timer_deliveries(view, pending, cl, seen)
 
-    def _timer_deliveries(self, view, pending, cl) -> None:
+    def _timer_deliveries(self, view, pending, cl, seen: dict) -> None:
         """Each default-magic unit against the delivered copies in the commit log (the
         dequeue puts the message back under REAL_TOPIC with TIMER_DEQUEUE_MS and the same
         UNIQ_KEY): pending and already delivered = twice; passed and never delivered = lost."""
@@ -179,7 +179,7 @@ class TimerChecks:
             u = schedule.unit_at(view, i)
             if u.magic != MAGIC_DEFAULT and not u.magic & MAGIC_DELETE:
                 continue
-            m, status = schedule.message_of(u, cl)
+            m, status = seen[i] if i in seen else schedule.message_of(u, cl)
             if status == "ok":
                 found.append((i, u, m))
         if not found:
@@ -189,14 +189,13 @@ class TimerChecks:
             props = m.properties
             if u.magic & MAGIC_DELETE:
                 continue
-            name, at = self._timer_where(view.store, u.pos)
             key = f"{props.get(PROPERTY_REAL_TOPIC)}+{m.uniq_key}"
             copy = copies.get(key)
             if pending[i] and copy is not None:
-                self._add("timer.delivered-twice", name, at, f"unit at {u.pos} (due {u.due_ms}): {key} was delivered "
+                self._add("timer.delivered-twice", *self._timer_where(view.store, u.pos), f"unit at {u.pos} (due {u.due_ms}): {key} was delivered "
                           f"at commit-log offset {copy}, yet its slot is at or after timercheck's read time")
             elif not pending[i] and copy is None and key not in deleted and PROPERTY_TIMER_DEL_UNIQKEY not in props:
-                self._add("timer.never-delivered", name, at, f"unit at {u.pos} (due {u.due_ms}, message at "
+                self._add("timer.never-delivered", *self._timer_where(view.store, u.pos), f"unit at {u.pos} (due {u.due_ms}, message at "
                           f"{u.offset_py}): the read time passed it, {key} has no delivered copy")
 
     def _timer_commitlog(self):
