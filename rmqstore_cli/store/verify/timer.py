@@ -73,6 +73,11 @@ class TimerChecks:
                 self._timer_checkpoint(view)
         except StoreError as e:
             self._add("timer.unreadable", self.rel(e.path or self.config.root), e.offset, e.message)
+        finally:
+            ts.close()
+            if getattr(self, "_timer_cl", None) is not None:
+                self._timer_cl.close()
+                self._timer_cl = None
 
     def _timer_log_end(self, view) -> None:
         end = view.end
