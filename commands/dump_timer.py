@@ -184,7 +184,7 @@ def _emit(rows, cols, title: str, fmt: Fmt, zone, limit: int | None) -> int:
 
 def _print_summary(ts, view, ms, at: int, fmt: Fmt) -> None:
     """One record: the checkpoint, the wheel, the timer-log files, the log's end and the recovery."""
-    from rmqstore_cli.render import Output
+    from rmqstore_cli.render import Output, to_json
     from rmqstore_cli.store.timer import schedule
 
     rec = schedule.recover(view, ms, at)
@@ -209,7 +209,7 @@ def _print_summary(ts, view, ms, at: int, fmt: Fmt) -> None:
                       f"precision {d['wheel']['precisionMs']} ms; {d['slots']} non-empty slots"),
             ("timer log", f"{len(d['timer_log_files'])} files, {d['units']} units, ends at {view.end.offset} "
                           f"({view.end.reason})"),
-            *((k, str(v)) for k, v in cp.items()),
+            *((k, to_json(v) if isinstance(v, dict) else str(v)) for k, v in cp.items()),
             *((f"recovery {k}", str(v)) for k, v in d["recovery"].items() if k != "notes"),
             *(("note", n) for n in rec.notes)]
     out = Output("table", [("what", "what"), ("value", "value")], title=f"{ts.config.root}: timer store")
