@@ -62,6 +62,9 @@ def generate(
                                                                   "141-char V2 topic with --broker-version 5).")] = 0.0,
     ipv6_ratio: Annotated[float, typer.Option(min=0, max=1, help="Share of IPv6 born and store hosts.")] = 0.05,
     compress_ratio: Annotated[float, typer.Option(min=0, max=1, help="Share of zlib-compressed bodies.")] = 0.0,
+    timer_ratio: Annotated[float, typer.Option(min=0, max=1, help="Share of 5.x timer sends (TIMER_DELIVER_MS, stored "
+                                               "under rmq_sys_wheel_timer; writes timerwheel, timerlog/, "
+                                               "config/timercheck and timermetrics; needs --broker-version 5).")] = 0.0,
     start: Annotated[Optional[str], typer.Option(
         help="Store time of the first message (ISO 8601, epoch seconds if 10 digits, epoch ms if 13 or more, now, "
              "-2h); default "
@@ -118,6 +121,12 @@ def generate(
         cfg.auto_message_version_on_topic_len = False
     if append_prop_crc:
         cfg.enabled_append_prop_crc = True
+    if timer_ratio and not cfg.timer_wheel_enable:
+        raise UsageError("--timer-ratio: the broker config says timerWheelEnable=false, so the broker rejects timer "
+                         "messages (WHEEL_TIMER_NOT_ENABLE, HookUtils#handleScheduleMessage)")
+    if timer_ratio and (broker_version != "5" or append or from_jsonl is not None):
+        raise UsageError("--timer-ratio writes a 5.x timer store: it needs --broker-version 5 and a new store "
+                         "(not --append or --from-jsonl)")
     if existing:
         refuse_if_live(store)
         cfg.infer_sizes()
@@ -127,6 +136,10 @@ def generate(
     t0 = now_ms()
     writer = StoreWriter(cfg, zone)  # takes the broker's lock
     try:
+        if timer_ratio:
+            from rmqstore_cli.store.timer.writer import TimerWriter
+
+            writer.timer = TimerWriter(cfg, writer.roots)
         before = count_records(cfg) if existing else 0
         if from_jsonl is not None:
             from rmqstore_cli.store.replay import read_dump
@@ -142,7 +155,8 @@ def generate(
                 span_ms=span_ms, delay_ratio=delay_ratio,
                 transaction_ratio=transaction_ratio, retry_ratio=retry_ratio, ipv6_ratio=ipv6_ratio, shared_key_ratio=shared_key_ratio,
                 keys_per_message=keys_per_message, compress_ratio=compress_ratio,
-                broker_version=broker_version, cluster=cfg.broker_cluster_name, tz=zone)
+                broker_version=broker_version, cluster=cfg.broker_cluster_name, tz=zone,
+                timer_ratio=timer_ratio, timer_precision_ms=cfg.timer_precision_ms)
             writer.append_workload(Workload(opts).specs())
     finally:
         writer.close()

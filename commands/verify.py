@@ -61,7 +61,7 @@ with that verdict in one line.
 #: The findings ``broker_start`` reads (store/startup.py).
 STARTUP_CHECKS = {"commitlog.file-size", "cq.file-size", "store.not-regular", "store.live-broker", "recovery.truncate",
                   "commitlog.gap", "index.missing", "checkpoint.missing", "abort.unclean-shutdown",
-                  "cq.not-dispatched", "cq.missing-unit"}
+                  "cq.not-dispatched", "cq.missing-unit", "timer.wheel-size", "timer.log-truncate"}
 
 
 def broker_start(cfg, version, findings: list[dict], summary: dict):

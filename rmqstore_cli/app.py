@@ -26,6 +26,8 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
      "Decode commit-log messages in physical order, filter them, print them."),
     ("dump-cq", "dump_cq",
      "Print consume-queue units by logical offset, each resolved against the commit log."),
+    ("dump-timer", "dump_timer",
+     "Print the timer store: the wheel's slots, the timer log's units, and what comes next."),
     ("search-offset", "search_offset",
      "Per queue of TOPIC: the consume-queue offset of the first message stored at or after TIME."),
     ("consumer-progress", "consumer_progress",

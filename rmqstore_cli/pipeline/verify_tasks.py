@@ -577,6 +577,7 @@ def conclude(plan: StorePlan, ctx: FinishContext, totals: dict, parts: list[dict
         v.check_index_missing()
         v.check_checkpoint()
         v.check_recovery()
+        v.check_timer()  # the 5.x timer store (store/verify/timer.py), whole on the driver
     finally:
         v.mfq.close()
     counts, sev = Counter(totals["counts"]), Counter(totals["sev"])

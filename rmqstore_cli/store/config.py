@@ -42,6 +42,10 @@ class StoreConfig:
     enable_dleger_commit_log: bool = False
     store_type: str = "default"
     broker_cluster_name: str = "DefaultCluster"
+    # 5.x timer store (``MessageStoreConfig``; STORE-FORMAT §15.3)
+    timer_wheel_enable: bool = True
+    timer_precision_ms: int = 1000
+    mapped_file_size_timer_log: int = 100 * 1024 * 1024
     #: Which of the fields were set explicitly (conf file or override), not defaulted.
     explicit: set[str] = field(default_factory=set, repr=False)
     #: Set when the index files' geometry could not be inferred; raised on first index use.
@@ -86,6 +90,21 @@ class StoreConfig:
     @property
     def checkpoint_path(self) -> Path:
         return self.root / "checkpoint"
+
+    @property
+    def timer_wheel_path(self) -> Path:
+        """``TimerMessageStore#getTimerWheelPath``."""
+        return self.root / "timerwheel"
+
+    @property
+    def timer_log_dir(self) -> Path:
+        """``TimerMessageStore#getTimerLogPath``."""
+        return self.root / "timerlog"
+
+    @property
+    def timer_checkpoint_path(self) -> Path:
+        """``BrokerPathConfigHelper#getTimerCheckPath``: config/timercheck."""
+        return self.root / "config" / "timercheck"
 
     @property
     def cq_file_size(self) -> int:

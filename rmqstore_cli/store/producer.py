@@ -101,6 +101,8 @@ class WorkloadOptions:
     broker_version: str = "4.9"
     cluster: str = "DefaultCluster"
     tz: _dt.tzinfo | None = None
+    timer_ratio: float = 0.0  # 5.x timer messages (rmq_sys_wheel_timer)
+    timer_precision_ms: int = 1000
 
 
 _TAGS = ["TagA", "TagB", "Pay", "Audit", "支付标签", "Tag With Blank", "t-x_2"]
@@ -180,7 +182,9 @@ class Workload:
             flag = self.rng.choice((0, 0, 0, 0, 0, 0, 0, 0, 0, 1))
             r = self.rng.random()
             common = dict(born_timestamp=born_ms, born_host=born, store_host=store, flag=flag)
-            if r < o.delay_ratio:
+            if o.timer_ratio and self.rng.random() < o.timer_ratio:
+                yield "timer", self._timer(topic, qid, client, body, store_ms, sys_flag, common)
+            elif r < o.delay_ratio:
                 level = self.rng.randint(1, 5)
                 client.append((PROPERTY_DELAY, str(level)))
                 m = broker_map(client, self.profile, o.cluster)
@@ -215,6 +219,26 @@ class Workload:
         m.put(PROPERTY_REAL_QID, "0")
         return AppendSpec(rt, 0, body, stored_properties(m, self.profile, True), store_ms, sys_flag=sys_flag,
                           reconsume_times=self.rng.randint(1, 16), **common)
+
+    def _timer(self, topic, qid, client, body, store_ms, sys_flag, common) -> AppendSpec:
+        """``HookUtils#transformTimerMessage`` (5.3.3): the client's TIMER_DELIVER_MS, the
+        broker's TIMER_OUT_MS (the delivery time floored to the precision, one step less when
+        it is exact), REAL_TOPIC and REAL_QID, stored under rmq_sys_wheel_timer queue 0. Every
+        delivery time lies after the workload's last store time (a stopped broker with all
+        its timer messages pending; see ``store/timer/writer.py``)."""
+        from rmqstore_cli.formats.timer import PROPERTY_TIMER_DELIVER_MS, PROPERTY_TIMER_OUT_MS, TIMER_TOPIC
+
+        o = self.o
+        deliver = o.start_ms + o.span_ms + self.rng.randrange(1000, 2 * 3_600_000)
+        client = [*client, (PROPERTY_TIMER_DELIVER_MS, str(deliver))]
+        p = o.timer_precision_ms
+        out = deliver - p if deliver % p == 0 else deliver // p * p
+        m = broker_map(client, self.profile, o.cluster)
+        m.put(PROPERTY_TIMER_OUT_MS, str(out))
+        m.put(PROPERTY_REAL_TOPIC, topic)
+        m.put(PROPERTY_REAL_QID, str(qid))
+        return AppendSpec(TIMER_TOPIC, 0, body, stored_properties(m, self.profile), store_ms, sys_flag=sys_flag,
+                          **common)
 
     def _born_host(self) -> tuple[bytes, int]:
         port = self.rng.randrange(1024, 65536)

@@ -153,6 +153,13 @@ SURVIVES = {
                      "gap are gone",
     "index.missing": "the broker starts an empty index: key queries find no older message",
     "checkpoint.missing": "the broker starts from zero times",
+    "timer.log-truncate": "TimerMessageStore#recover truncates the timer log",
+}
+#: Findings the broker does not start with, what it says, and the repair.
+FATAL = {
+    "timer.wheel-size": ("TimerWheel throws 'Timer wheel length ... != expected' (TimerMessageStore is not built)",
+                         "give the broker the wheel it wrote, or move timerwheel aside (the broker makes an empty one "
+                         "and the pending timer messages are lost)"),
 }
 
 
@@ -176,6 +183,8 @@ def finding_reasons(findings: list[dict], version: str, empty_last: set[str]) ->
         elif check == "store.live-broker":
             out.append(Reason(True, name, "a running broker holds the lock: DefaultMessageStore#start throws "
                               "'Lock failed,MQ already started'", "stop the running broker first"))
+        elif check in FATAL:
+            out.append(Reason(True, name, f"{f['detail']}: {FATAL[check][0]}", FATAL[check][1]))
         elif check in SURVIVES:
             out.append(Reason(False, name, f"{SURVIVES[check]}: {f['detail']}", _repair_of(f["detail"])))
     return out

@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from rmqstore_cli.errors import RefusedError, StoreError
+from rmqstore_cli.formats.timer import TIMER_TOPIC
 from rmqstore_cli.store.checkpoint import StoreCheckpoint
 from rmqstore_cli.store.commitlog import AppendResult, AppendSpec, CommitLog, Status, check_message
 from rmqstore_cli.store.config import StoreConfig
@@ -36,6 +37,8 @@ class StoreWriter:
     def __init__(self, config: StoreConfig, tz: _dt.tzinfo | None = None):
         self.config = config
         self.roots = config.write_roots
+        #: generate --timer-ratio: a ``store.timer.writer.TimerWriter`` enqueueing timer messages.
+        self.timer = None
         try:
             config.root.mkdir(parents=True, exist_ok=True)
         except FileExistsError:
@@ -139,6 +142,8 @@ class StoreWriter:
             raise StoreError(f"wrote an invalid record: {c.reason}", offset=res.physical_offset)
         self.dispatcher.dispatch(c.message)
         t = c.message.topic
+        if self.timer is not None and t == TIMER_TOPIC:  # TimerMessageStore#enqueue (store/timer/writer.py)
+            self.timer.enqueue(c.message)
         if t in self.refused_records or unsafe_topic(t) is not None:
             self.refused_records[t] = self.refused_records.get(t, 0) + 1
         else:
@@ -167,6 +172,8 @@ class StoreWriter:
         try:
             self.dispatcher.close()
             self.commitlog.close()
+            if self.timer is not None:
+                self.timer.close()
             last = self.last_store_timestamp or self.dispatcher.last_store_timestamp
             cp = self._checkpoint
             if last:

@@ -242,6 +242,16 @@ def test_stats_records(small_store_master):
     assert {"stats-row", "stats-file"} <= USED
 
 
+def test_dump_timer_records(sample_tarball):
+    """dump-timer on the real 5.3.3 timer sample: slots, units, next and the summary."""
+    store = sample_tarball("timer") / "store"
+    _check_all(jsonl("dump-timer", "--store", store), lambda r: "timer-slot")
+    _check_all(jsonl("dump-timer", "--store", store, "--units"), lambda r: "timer-unit")
+    _check_all(jsonl("dump-timer", "--store", store, "--next", "5", "--now", "1795510300000"), lambda r: "timer-next")
+    _check_all(jsonl("dump-timer", "--store", store, "--summary", "--now", "1795510300000"), lambda r: "timer-summary")
+    _json_equals_jsonl("dump-timer", "--store", store, "--units")
+
+
 def test_every_schema_is_exercised():
     """Runs last in this file (pytest keeps file order): a schema no command produced is stale."""
     unused = {p.stem for p in SCHEMAS.glob("*.json")} - USED

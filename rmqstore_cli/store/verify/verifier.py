@@ -30,9 +30,12 @@ from rmqstore_cli.store.verify.queues import QueueChecks
 from rmqstore_cli.store.verify.records import RecordChecks
 from rmqstore_cli.store.verify.recovery import RecoveryChecks
 from rmqstore_cli.store.verify.scan import CommitLogScan
+from rmqstore_cli.store.verify.timer import TIMER_CHECKS, TimerChecks
+
+CHECKS.update(TIMER_CHECKS)
 
 
-class Verifier(CommitLogScan, RecordChecks, QueueChecks, IndexChecks, RecoveryChecks):
+class Verifier(CommitLogScan, RecordChecks, QueueChecks, IndexChecks, RecoveryChecks, TimerChecks):
     """Run every check over one store; iterate :meth:`run` for findings, then read ``summary``."""
 
     #: Free an index file's arrays and mapping once the scan has passed all its entries.
@@ -132,6 +135,7 @@ class Verifier(CommitLogScan, RecordChecks, QueueChecks, IndexChecks, RecoveryCh
         self.check_index_missing()
         self.check_checkpoint()
         self.check_recovery()
+        self.check_timer()
         yield from self._drain()
         for q in self.queues.values():
             q.close()
