@@ -1,0 +1,222 @@
+"""BatchConsumeQueue: 46-byte units of a 5.x ``queue.type=BatchCQ`` topic, and the sparse
+queue of the compaction store (``SparseConsumeQueue``), read as the broker recovers them.
+
+A unit names its own queue offsets (``msgBaseOffset`` .. ``+ batchSize``), so, unlike a
+20-byte consume queue, a unit's place in its file says nothing about its queue offset: the
+queue offset of a message inside an inner batch is found by the broker's binary search over
+``msgBaseOffset`` (``BatchConsumeQueue#getBatchMsgIndexBuffer``).
+"""
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from rmqstore_cli.errors import StoreError
+from rmqstore_cli.formats.batch_queue import (
+    BATCH_CQ_UNIT_SIZE,
+    BCQ_UNIT_FORMAT,
+    INVALID_POS,
+    BatchConsumeQueueUnit,
+)
+from rmqstore_cli.formats.derive import numpy_dtype
+from rmqstore_cli.store import safefs
+from rmqstore_cli.store.mapped_files import MappedFile, MappedFileQueue, offset2file_name, queue_dirs, regular_size
+
+BCQ_UNIT_DTYPE = numpy_dtype(BatchConsumeQueueUnit)
+_UNIT = struct.Struct(BCQ_UNIT_FORMAT)
+
+
+@dataclass(slots=True)
+class BatchUnit:
+    """One unit, where it lies (``file``, byte ``pos`` in it) and its index in the queue."""
+
+    index: int
+    commitlog_offset: int
+    size: int
+    tags_code: int
+    store_time: int
+    msg_base_offset: int
+    batch_size: int
+    compacted_offset: int
+    file: str
+    pos: int
+
+
+def valid_units(u: np.ndarray) -> np.ndarray:
+    """``BatchConsumeQueue#recover``'s test, element-wise: ``offset >= 0 && size > 0 &&
+    msgBaseOffset >= 0 && batchSize > 0``."""
+    return (u["commitlog_offset"] >= 0) & (u["size"] > 0) & (u["msg_base_offset"] >= 0) & (u["batch_size"] > 0)
+
+
+class BatchConsumeQueue:
+    """One queue's files, read-only. ``sparse``: ``SparseConsumeQueue#recover`` (each file
+    read up to its first invalid unit, then the next file; the compaction store's queue),
+    else ``BatchConsumeQueue#recover`` (the first invalid unit ends the queue)."""
+
+    def __init__(self, directory: Path, topic: str, queue_id: int, file_size: int | None = None,
+                 sparse: bool = False):
+        self.dir = directory
+        self.topic = topic
+        self.queue_id = queue_id
+        self.sparse = sparse
+        probe = MappedFileQueue(directory, 1)
+        if file_size is None:  # the files' own size (every file is created at the configured size)
+            file_size = max((regular_size(f.path) for f in probe.files), default=BATCH_CQ_UNIT_SIZE)
+        self.file_size = file_size
+        self.queue = MappedFileQueue(directory, file_size)
+        self.strays = self.queue.strays
+        for p in self.queue.not_regular:
+            raise StoreError("a directory where a store file belongs; only regular files are read", path=p)
+        self._valid: list[int] | None = None
+
+    def file_units(self, f: MappedFile) -> np.ndarray:
+        """Every whole unit of the file, valid or not, as a numpy view of its mapping."""
+        buf = f.buffer()
+        n = len(buf) // BATCH_CQ_UNIT_SIZE
+        return np.frombuffer(buf, BCQ_UNIT_DTYPE, count=n) if n else np.zeros(0, BCQ_UNIT_DTYPE)
+
+    @property
+    def valid_counts(self) -> list[int]:
+        """Per file, how many units recovery keeps (0 for the files after the queue's end)."""
+        if self._valid is None:
+            self._valid = self._recover()
+        return self._valid
+
+    def _recover(self) -> list[int]:
+        """``BatchConsumeQueue#recover`` / ``SparseConsumeQueue#recover``: from file n-3 on
+        (earlier files are taken whole), units up to the first invalid one."""
+        files = self.queue.files
+        first = max(0, len(files) - 3)
+        counts = [len(self.file_units(f)) for f in files[:first]]
+        ended = False
+        for f in files[first:]:
+            if ended:
+                counts.append(0)
+                continue
+            u = self.file_units(f)
+            bad = np.flatnonzero(~valid_units(u))
+            n = int(bad[0]) if bad.size else len(u)
+            counts.append(n)
+            if not self.sparse and n * BATCH_CQ_UNIT_SIZE < self.file_size:
+                ended = True
+        return counts
+
+    def unit_arrays(self) -> Iterator[tuple[MappedFile, np.ndarray, int]]:
+        """(file, its recovered units, the queue index of its first unit), in file order."""
+        index = 0
+        for f, n in zip(self.queue.files, self.valid_counts):
+            if n:
+                yield f, self.file_units(f)[:n], index
+                index += n
+
+    def units(self) -> Iterator[BatchUnit]:
+        """Every recovered unit, in order."""
+        for f, arr, first in self.unit_arrays():
+            for j, row in enumerate(arr.tolist()):
+                off, size, tags, ts, base, batch, compacted, _ = row
+                yield BatchUnit(first + j, off, size, tags, ts, base, batch, compacted, f.name,
+                                j * BATCH_CQ_UNIT_SIZE)
+
+    def columns(self) -> np.ndarray:
+        """Every recovered unit as one numpy array (a copy)."""
+        parts = [a for _, a, _ in self.unit_arrays()]
+        return np.concatenate(parts) if parts else np.zeros(0, BCQ_UNIT_DTYPE)
+
+    @property
+    def unit_count(self) -> int:
+        return sum(self.valid_counts)
+
+    @property
+    def min_offset(self) -> int:
+        """``#reviseMinOffsetInQueue``: the first file's first unit's msgBaseOffset (0: none)."""
+        for f, arr, _ in self.unit_arrays():
+            return int(arr[0]["msg_base_offset"])
+        return 0
+
+    @property
+    def max_offset(self) -> int:
+        """``#reviseMaxOffsetInQueue``: the last unit's msgBaseOffset + batchSize (0: none)."""
+        last = None
+        for _, arr, _ in self.unit_arrays():
+            last = arr[-1]
+        return 0 if last is None else int(last["msg_base_offset"]) + int(last["batch_size"])
+
+    @property
+    def max_physic_offset(self) -> int:
+        """``#getMaxPhysicOffset`` after recovery: the last unit's commit-log offset (-1: none)."""
+        last = None
+        for _, arr, _ in self.unit_arrays():
+            last = arr[-1]
+        return -1 if last is None else int(last["commitlog_offset"])
+
+    def find(self, msg_offset: int) -> BatchUnit | None:
+        """``BatchConsumeQueue#getBatchMsgIndexBuffer``: the unit whose batch holds queue
+        offset ``msg_offset`` (msgBaseOffset <= it < msgBaseOffset + batchSize), or None."""
+        for f, arr, first in self.unit_arrays():
+            base = arr["msg_base_offset"]
+            if not base.size or msg_offset < int(base[0]):
+                continue
+            j = int(np.searchsorted(base, msg_offset, side="right")) - 1
+            if j >= 0 and msg_offset < int(base[j]) + int(arr[j]["batch_size"]):
+                row = arr[j].tolist()
+                return BatchUnit(first + j, *row[:7], f.name, j * BATCH_CQ_UNIT_SIZE)
+        return None
+
+    def close(self) -> None:
+        self.queue.close()
+
+
+def batch_queues(root: Path, sparse: bool = False, file_size: int | None = None) -> Iterator[BatchConsumeQueue]:
+    """Every ``<topic>/<queueId>`` queue under ``root`` (batchconsumequeue/ or compactionCq/)."""
+    for topic, qid, d in queue_dirs(root):
+        yield BatchConsumeQueue(d, topic, qid, file_size, sparse)
+
+
+def pack_unit(offset: int, size: int, tags_code: int, store_time: int, msg_base_offset: int, batch_size: int) -> bytes:
+    """``BatchConsumeQueue#putBatchMessagePositionInfo``'s 46 bytes (compactedOffset
+    ``INVALID_POS``, 4 reserved bytes 0)."""
+    return _UNIT.pack(offset, size, tags_code, store_time, msg_base_offset, batch_size, INVALID_POS, 0)
+
+
+class BatchConsumeQueueWriter:
+    """``BatchConsumeQueue#putBatchMessagePositionInfo`` into a new queue directory: units
+    appended after one another, a new file (created at its full size) when one is full."""
+
+    def __init__(self, directory: Path, file_size: int, roots: list[Path]):
+        self.dir = directory
+        self.file_size = file_size // BATCH_CQ_UNIT_SIZE * BATCH_CQ_UNIT_SIZE
+        self.roots = roots
+        self.write_offset = 0
+        self.max_physic_offset = -1
+        self._buf = bytearray()
+        self._buf_start = 0
+
+    def put(self, offset: int, size: int, tags_code: int, store_time: int, msg_base_offset: int,
+            batch_size: int) -> bool:
+        """One unit; a commit-log offset at or below the last one is "built repeatedly": skipped."""
+        if offset <= self.max_physic_offset:
+            return True
+        self.max_physic_offset = offset
+        self._buf += pack_unit(offset, size, tags_code, store_time, msg_base_offset, batch_size)
+        self.write_offset += BATCH_CQ_UNIT_SIZE
+        return True
+
+    def flush(self) -> None:
+        from rmqstore_cli.store.consume_queue import write_range
+
+        data, pos = bytes(self._buf), self._buf_start
+        safefs.make_dirs(self.dir, self.roots)
+        while data:
+            start = pos - pos % self.file_size
+            path = self.dir / offset2file_name(start)
+            if not path.exists():
+                safefs.create_sized(path, self.file_size, self.roots, "batch consume-queue file")
+            n = min(len(data), start + self.file_size - pos)
+            write_range(path, pos - start, data[:n], "batch consume-queue units", self.roots)
+            data, pos = data[n:], pos + n
+        self._buf = bytearray()
+        self._buf_start = pos
