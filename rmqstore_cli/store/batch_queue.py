@@ -153,17 +153,20 @@ class BatchConsumeQueue:
             last = arr[-1]
         return -1 if last is None else int(last["commitlog_offset"])
 
-    def find(self, msg_offset: int) -> BatchUnit | None:
+    def find(self, msg_offset: int, or_next: bool = False) -> BatchUnit | None:
         """``BatchConsumeQueue#getBatchMsgIndexBuffer``: the unit whose batch holds queue
-        offset ``msg_offset`` (msgBaseOffset <= it < msgBaseOffset + batchSize), or None."""
+        offset ``msg_offset`` (msgBaseOffset <= it < msgBaseOffset + batchSize), or None.
+        ``or_next``: ``SparseConsumeQueue#getBatchMsgIndexOrNextBuffer``, the first unit
+        at or after it when none holds it (compaction removed it)."""
         for f, arr, first in self.unit_arrays():
-            base = arr["msg_base_offset"]
-            if not base.size or msg_offset < int(base[0]):
+            ends = arr["msg_base_offset"] + arr["batch_size"]
+            j = int(np.searchsorted(ends, msg_offset, side="right"))
+            if j >= len(arr):
                 continue
-            j = int(np.searchsorted(base, msg_offset, side="right")) - 1
-            if j >= 0 and msg_offset < int(base[j]) + int(arr[j]["batch_size"]):
+            if or_next or int(arr[j]["msg_base_offset"]) <= msg_offset:
                 row = arr[j].tolist()
                 return BatchUnit(first + j, *row[:7], f.name, j * BATCH_CQ_UNIT_SIZE)
+            return None
         return None
 
     def close(self) -> None:
@@ -220,3 +223,43 @@ class BatchConsumeQueueWriter:
             data, pos = data[n:], pos + n
         self._buf = bytearray()
         self._buf_start = pos
+
+
+def dispatch_batch(m) -> tuple[int, int]:
+    """(msgBaseOffset, batchSize) dispatch gives a record: its queue offset and 1
+    (``DispatchRequest``), or INNER_BASE and INNER_NUM when it carries both
+    (``CommitLog#setBatchSizeIfNeeded``; a value Java cannot parse: -1, 0)."""
+    from rmqstore_cli.formats.batch_queue import PROPERTY_INNER_BASE, PROPERTY_INNER_NUM
+
+    props = m.properties
+    if PROPERTY_INNER_NUM in props and PROPERTY_INNER_BASE in props:
+        try:
+            return int(props[PROPERTY_INNER_BASE]), int(props[PROPERTY_INNER_NUM])
+        except ValueError:
+            return -1, 0
+    return m.queue_offset, 1
+
+
+def check_batch_unit(log, u: BatchUnit, topic: str | None, queue_id: int | None, delay_table: dict[int, int],
+                     sparse: bool = False):
+    """A unit against the record it points at in ``log`` (the commit log; the compaction log
+    for a ``sparse`` queue): :func:`~rmqstore_cli.store.unit_check.check_unit` at the unit's
+    msgBaseOffset, and the unit's store time, msgBaseOffset and batchSize are the record's
+    (``BatchConsumeQueue#putBatchMessagePositionInfo`` of the dispatch request; the
+    compaction log's units have batch size 1, ``CompactionAppendMessageCallback#doAppend``)."""
+    from rmqstore_cli.store.unit_check import MISMATCH, check_unit
+
+    c = check_unit(log, u.msg_base_offset, u.commitlog_offset, u.size, u.tags_code, topic, queue_id, delay_table)
+    m = c.message
+    if m is None or c.status not in ("ok", MISMATCH):
+        return c
+    c.problems = [p for p in c.problems if not p.startswith("record's queue offset")]
+    base, batch = (m.queue_offset, 1) if sparse else dispatch_batch(m)
+    if u.store_time != m.store_timestamp:
+        c.problems.append(f"store time {u.store_time}, record's is {m.store_timestamp}")
+    if u.msg_base_offset != base:
+        c.problems.append(f"msgBaseOffset {u.msg_base_offset}, record's is {base}")
+    if u.batch_size != batch:
+        c.problems.append(f"batchSize {u.batch_size}, record's is {batch}")
+    c.status, c.agrees = (MISMATCH, False) if c.problems else ("ok", True)
+    return c
