@@ -112,7 +112,7 @@ class CompactionStore:
         d = self.log_dir / topic / str(queue_id)
         if not d.is_dir():
             raise StoreError(f"no compaction log {topic}/{queue_id}", path=d,
-                             hint="rmqstore dump-cq --compaction --summary lists the compacted queues")
+                             hint="rmqstore dump-cq --summary lists the compacted queues")
         cfg = dataclasses.replace(self.config, store_path_commit_log=str(d),
                                   mapped_file_size_commit_log=self.log_file_size(d))
         return CommitLog(cfg)
