@@ -263,3 +263,91 @@ def check_batch_unit(log, u: BatchUnit, topic: str | None, queue_id: int | None,
         c.problems.append(f"batchSize {u.batch_size}, record's is {batch}")
     c.status, c.agrees = (MISMATCH, False) if c.problems else ("ok", True)
     return c
+
+
+def batch_topics(root: Path) -> set[str]:
+    """Topics whose queues are BatchConsumeQueues (``ConsumeQueueStore#findOrCreateConsumeQueue``
+    reads the topic's ``queue.type`` attribute): ``config/topics.json`` entries with
+    ``queue.type=BatchCQ``, and the topics ``batchconsumequeue/`` already has (the topic
+    table a broker was given need not be on disk, as in the 5.3.3 sample)."""
+    from rmqstore_cli.formats.batch_queue import BATCH_CQ_TYPE, QUEUE_TYPE_ATTRIBUTE
+    from rmqstore_cli.store.configfiles import BROKER_CONFIG_FILES, load_config
+
+    found = {t for t, _, _ in queue_dirs(root / "batchconsumequeue")}
+    topics_json = next(c for c in BROKER_CONFIG_FILES if c.name == "topics.json")
+    try:
+        value = load_config(root / "config", topics_json).value
+    except StoreError:
+        return found
+    table = value.get("topicConfigTable") if isinstance(value, dict) else None
+    for name, tc in (table or {}).items() if isinstance(table, dict) else ():
+        attrs = tc.get("attributes") if isinstance(tc, dict) else None
+        if isinstance(attrs, dict) and BATCH_CQ_TYPE in (attrs.get(QUEUE_TYPE_ATTRIBUTE),
+                                                         attrs.get("+" + QUEUE_TYPE_ATTRIBUTE)):
+            found.add(name)
+    return found
+
+
+class BatchDispatch:
+    """``BatchConsumeQueue#putMessagePositionInfoWrapper`` for every BatchCQ queue of a
+    rebuild or a generated store: one writer per queue under ``root`` (a
+    ``batchconsumequeue/``), flushed at the end."""
+
+    def __init__(self, root: Path, topics: set[str], file_size: int, roots: list[Path]):
+        self.root = root
+        self.topics = topics
+        self.file_size = file_size
+        self.roots = roots
+        self.writers: dict[tuple[str, int], BatchConsumeQueueWriter] = {}
+        self.units = 0
+
+    def put(self, topic: str, queue_id: int, offset: int, size: int, tags_code: int, store_time: int,
+            props: bytes, queue_offset: int) -> None:
+        """One record: its msgBaseOffset and batchSize from INNER_BASE/INNER_NUM
+        (``CommitLog#setBatchSizeIfNeeded``), else its queue offset and 1; a negative one is
+        not written (``#putMessagePositionInfoWrapper`` logs and returns)."""
+        from rmqstore_cli.store.properties import pick_property
+
+        num, base = pick_property(props, b"INNER_NUM\x01"), pick_property(props, b"INNER_BASE\x01")
+        try:
+            base_offset, batch = (int(base), int(num)) if num is not None and base is not None else (queue_offset, 1)
+        except ValueError:
+            return
+        if base_offset < 0 or batch < 0:
+            return
+        w = self.writers.get((topic, queue_id))
+        if w is None:
+            w = self.writers[(topic, queue_id)] = BatchConsumeQueueWriter(
+                self.root / topic / str(queue_id), self.file_size, self.roots)
+        w.put(offset, size, tags_code, store_time, base_offset, batch)
+        self.units += 1
+
+    def flush(self) -> None:
+        for w in self.writers.values():
+            w.flush()
+
+
+def batch_file_size(config, root: Path) -> int:
+    """``mapperFileSizeBatchConsumeQueue``: configured, else the size of the files there, else
+    the broker's default."""
+    from rmqstore_cli.formats.batch_queue import DEFAULT_BCQ_FILE_SIZE
+
+    if config.mapper_file_size_batch_consume_queue > 0:
+        return config.mapper_file_size_batch_consume_queue
+    for _, _, d in queue_dirs(root / "batchconsumequeue"):
+        for p in sorted(d.iterdir()):
+            if p.is_file() and p.stat().st_size:
+                return p.stat().st_size
+    return DEFAULT_BCQ_FILE_SIZE
+
+
+def batch_dispatch(config, cq_root: Path, roots: list[Path] | None) -> BatchDispatch | None:
+    """The BatchCQ half of a dispatcher writing ``cq_root`` (its ``batchconsumequeue/``
+    sibling), or None when the store has no BatchCQ topic."""
+    from rmqstore_cli.store.consume_queue import unsafe_topic
+
+    topics = {t for t in batch_topics(config.root) if unsafe_topic(t) is None}
+    if not topics:
+        return None
+    root = cq_root.parent / "batchconsumequeue"
+    return BatchDispatch(root, topics, batch_file_size(config, config.root), roots or [cq_root.parent])
