@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from construct import Int16sb, Int32sb, Int64sb, Struct
 
-from .derive import field_offset, fixed_fields_format
+from .derive import fixed_fields_format
 
 #: ``BatchConsumeQueue#putBatchMessagePositionInfo``: one 46-byte unit per (inner-batch) message.
 BatchConsumeQueueUnit = Struct(
@@ -25,16 +25,11 @@ BatchConsumeQueueUnit = Struct(
 #: ``BatchConsumeQueue.CQ_STORE_UNIT_SIZE``.
 BATCH_CQ_UNIT_SIZE = BatchConsumeQueueUnit.sizeof()
 BCQ_UNIT_FORMAT = fixed_fields_format(BatchConsumeQueueUnit)
-#: ``BatchConsumeQueue.MSG_BASE_OFFSET_INDEX``: where the binary search by queue offset reads.
-MSG_BASE_OFFSET_INDEX = field_offset(BatchConsumeQueueUnit, "msg_base_offset")
 #: ``BatchConsumeQueue.INVALID_POS``: the compactedOffset every unit is written with.
 INVALID_POS = -1
 
 #: ``MessageStoreConfig#mapperFileSizeBatchConsumeQueue`` default (300 000 units).
 DEFAULT_BCQ_FILE_SIZE = 300_000 * BATCH_CQ_UNIT_SIZE
-#: ``MessageStoreConfig#compactionMappedFileSize`` and ``#compactionCqMappedFileSize`` defaults.
-DEFAULT_COMPACTION_LOG_FILE_SIZE = 100 * 1024 * 1024
-DEFAULT_COMPACTION_CQ_FILE_SIZE = 10 * 1024 * 1024
 
 #: ``CompactionStore``: directories under the store root, and ``CompactionPositionMgr``'s file.
 COMPACTION_DIR = "compaction"

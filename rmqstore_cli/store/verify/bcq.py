@@ -219,13 +219,13 @@ class BatchQueueChecks:
     def _position_checkpoint(self, cs: CompactionStore, ends: dict[tuple[str, int], int]) -> None:
         """``CompactionPositionMgr``: readable, naming compacted queues, not past their end."""
         path = cs.checkpoint_path
-        if not path.exists():
-            return
         rel = self.rel(path)
         try:
-            cp = parse_position_checkpoint(path)
+            cp = cs.position_checkpoint()
         except StoreError as e:
             self._add("compaction.position-checkpoint", rel, e.offset, e.message)
+            return
+        if cp is None:
             return
         for (topic, qid), offset in sorted(cp.offsets.items()):
             end = ends.get((topic, qid))
