@@ -7,7 +7,7 @@ compaction log (``compaction/compactionLog/<topic>/<queueId>/``) holds commit-lo
 """
 from __future__ import annotations
 
-from construct import Int16sb, Int32sb, Int64sb, Struct
+from construct import GreedyBytes, Int16sb, Int32sb, Int64sb, Prefixed, Struct
 
 from .derive import fixed_fields_format
 
@@ -48,3 +48,16 @@ PROPERTY_INNER_BASE = "INNER_BASE"
 #: ``TopicAttributes.QUEUE_TYPE_ATTRIBUTE`` and the value that sends a topic to batchconsumequeue/.
 QUEUE_TYPE_ATTRIBUTE = "queue.type"
 BATCH_CQ_TYPE = "BatchCQ"
+
+#: ``MessageDecoder#encodeMessage``: one message of a client's batch, as the body of an
+#: inner-batch record holds it (MAGICCODE and BODYCRC written as 0, the flag the message's).
+InnerBatchMessage = Struct(
+    "total_size" / Int32sb,
+    "magic" / Int32sb,
+    "body_crc" / Int32sb,
+    "flag" / Int32sb,
+    "body" / Prefixed(Int32sb, GreedyBytes),
+    "properties" / Prefixed(Int16sb, GreedyBytes),
+)
+#: TOTALSIZE .. BODYLENGTH and PROPERTIES length: the bytes of an inner message besides its data.
+INNER_MESSAGE_OVERHEAD = 4 * 5 + 2

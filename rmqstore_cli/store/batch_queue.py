@@ -198,6 +198,20 @@ class BatchConsumeQueueWriter:
         self._buf = bytearray()
         self._buf_start = 0
 
+    def resume(self) -> None:
+        """Append after the recovered end of a queue already there (a generate --append),
+        never over its units: ``BatchConsumeQueue#recover`` then ``#getMaxPhysicOffset``."""
+        if not self.dir.is_dir():
+            return
+        bq = BatchConsumeQueue(self.dir, "", 0, self.file_size)
+        counts = bq.valid_counts
+        if bq.queue.files:
+            last = max((i for i, n in enumerate(counts) if n), default=0)
+            f = bq.queue.files[last]
+            self.write_offset = self._buf_start = f.file_from_offset + counts[last] * BATCH_CQ_UNIT_SIZE
+            self.max_physic_offset = bq.max_physic_offset
+        bq.close()
+
     def put(self, offset: int, size: int, tags_code: int, store_time: int, msg_base_offset: int,
             batch_size: int) -> bool:
         """One unit; a commit-log offset at or below the last one is "built repeatedly": skipped."""
@@ -319,6 +333,7 @@ class BatchDispatch:
         if w is None:
             w = self.writers[(topic, queue_id)] = BatchConsumeQueueWriter(
                 self.root / topic / str(queue_id), self.file_size, self.roots)
+            w.resume()
         w.put(offset, size, tags_code, store_time, base_offset, batch)
         self.units += 1
 
@@ -351,3 +366,30 @@ def batch_dispatch(config, cq_root: Path, roots: list[Path] | None) -> BatchDisp
         return None
     root = cq_root.parent / "batchconsumequeue"
     return BatchDispatch(root, topics, batch_file_size(config, config.root), roots or [cq_root.parent])
+
+
+def encode_inner_message(body: bytes, properties: bytes, flag: int = 0) -> bytes:
+    """``MessageDecoder#encodeMessage``: one message of a batch body (magic and CRC 0)."""
+    from rmqstore_cli.formats.batch_queue import INNER_MESSAGE_OVERHEAD, InnerBatchMessage
+
+    return InnerBatchMessage.build(dict(total_size=INNER_MESSAGE_OVERHEAD + len(body) + len(properties), magic=0,
+                                        body_crc=0, flag=flag, body=body, properties=properties))
+
+
+def assign_inner_base(spec, queue_table: dict[str, int]) -> int:
+    """``BatchConsumeQueue#assignQueueOffset`` for an inner-batch send: the queue's next
+    offset becomes the record's QUEUEOFFSET and its INNER_BASE property (put into the
+    broker's HashMap of 128 and re-serialised); returns the messages it counts (INNER_NUM),
+    by which ``#increaseQueueOffset`` then moves the queue on."""
+    from rmqstore_cli.formats.batch_queue import PROPERTY_INNER_BASE, PROPERTY_INNER_NUM
+    from rmqstore_cli.formats.properties import parse_properties, serialize_properties
+    from rmqstore_cli.store.message import JavaHashMap
+
+    base = queue_table.get(f"{spec.topic}-{spec.queue_id}", 0)
+    m = JavaHashMap(128)
+    for k, v in parse_properties(spec.properties).items():
+        m.put(k, v)
+    m.put(PROPERTY_INNER_BASE, str(base))
+    spec.properties = serialize_properties(m.items(), True)
+    spec.queue_offset = base
+    return int(m.get(PROPERTY_INNER_NUM) or 1)
