@@ -131,6 +131,9 @@ def rebuild_index(
                    {"mapped_file_size_commit_log": commitlog_file_size, "mapped_file_size_consume_queue": cq_file_size,
                     "max_hash_slot_num": index_slots, "max_index_num": index_max})
 
+    if engine is Engine.spark:  # -- bcq
+        _refuse_batch_queues(plans)
+
     def job(spark=None):
         build = None
         if spark is not None:
@@ -154,6 +157,18 @@ def rebuild_index(
     for st, _, rep, _, _ in done:
         if rep is not None:
             _warn(rep, f"{st}: " if several else "")
+
+
+def _refuse_batch_queues(plans) -> None:
+    """The spark engine dispatches no BatchCQ topic: refuse a store that has one rather
+    than leave its batchconsumequeue/ empty."""
+    from rmqstore_cli.errors import UsageError
+    from rmqstore_cli.store.batch_queue import batch_topics
+
+    for st, _, cfg, opts, _ in plans:
+        if opts.build_cq and opts.topics is None and batch_topics(cfg.root):
+            raise UsageError(f"{st} has BatchCQ topics (batchconsumequeue/), which --engine spark does not "
+                             "rebuild yet", hint="use --engine local, or --only index")
 
 
 def _recover(stores: list[Path], other_options: bool, fmt: Fmt) -> None:

@@ -53,3 +53,11 @@ def test_Dispatcher_reference_writes_the_same_bcq_bytes(sample_tarball, tmp_path
     d.close()
     assert _files(tmp_path.joinpath(*BCQ)) == _files(s.joinpath("store", *BCQ))
     assert not (tmp_path / "consumequeue").exists()
+
+
+def test_spark_engine_refuses_a_store_with_batch_queues_before_starting(sample_tarball, tmp_path):
+    s = sample_tarball("bcq")
+    r = cli("rebuild-index", "--store", s / "store", "--broker-conf", s / "broker.conf", "--output", tmp_path / "o",
+            "--engine", "spark")
+    assert r.exit_code == 2 and "--engine spark does not rebuild yet" in r.stderr
+    assert not (tmp_path / "o").exists()
