@@ -87,6 +87,7 @@ class BatchQueueChecks:
         """Each unit against its record and its predecessor; the commit-log offsets seen."""
         seen: set[int] = set()
         prev = None
+        delay = self.config.delay_level_table
         for u in bq.units():
             rel = self.rel(bq.dir / u.file)
             seen.add(u.commitlog_offset)
@@ -96,7 +97,7 @@ class BatchQueueChecks:
                           f"{u.msg_base_offset} at {u.commitlog_offset} after {prev.msg_base_offset} + "
                           f"{prev.batch_size} at {prev.commitlog_offset}")
             prev = u
-            self._unit_finding("bcq", bq, u, check_batch_unit(cl, u, bq.topic, bq.queue_id, self.delay_table), rel)
+            self._unit_finding("bcq", bq, u, check_batch_unit(cl, u, bq.topic, bq.queue_id, delay), rel)
         return seen
 
     def _unit_finding(self, area: str, bq: BatchConsumeQueue, u, c, rel: str) -> None:
@@ -177,6 +178,7 @@ class BatchQueueChecks:
         prev = None
         named: set[int] = set()
         cq = self._commit_queue(bq.topic, bq.queue_id)
+        delay = self.config.delay_level_table
         for u in bq.units():
             rel = self.rel(bq.dir / u.file)
             named.add(u.commitlog_offset)
@@ -186,10 +188,12 @@ class BatchQueueChecks:
                           f"{u.msg_base_offset} at {u.commitlog_offset} after {prev.msg_base_offset} at "
                           f"{prev.commitlog_offset}")
             prev = u
-            c = check_batch_unit(log, u, bq.topic, bq.queue_id, self.delay_table, sparse=True)
+            c = check_batch_unit(log, u, bq.topic, bq.queue_id, delay, sparse=True)
             self._unit_finding("compaction", bq, u, c, rel)
             if c.status == "ok" and cq is not None:
                 self._compaction_source(cq, cl, log, c.message, rel, u.pos)
+        if cq is not None:
+            cq.close()
         for off in sorted(set(records) - named):
             f = log.queue.find(off)
             self._add("compaction.unreferenced", self.rel(f.path), off - f.file_from_offset,
@@ -197,7 +201,16 @@ class BatchQueueChecks:
                       "no compaction-queue unit: a consumer never reads it")
 
     def _commit_queue(self, topic: str, qid: int):
-        return getattr(self, "queues", {}).get((topic.encode("utf-8", "surrogateescape"), qid))
+        """The topic's consume queue (its own read-only view; None: not there)."""
+        from rmqstore_cli.store.consume_queue import ConsumeQueue
+
+        d = self.config.consumequeue_dir / topic / str(qid)
+        if not d.is_dir():
+            return None
+        try:
+            return ConsumeQueue(self.config.consumequeue_dir, topic, qid, self.config.cq_file_size)
+        except StoreError:
+            return None  # the consume-queue checks report it
 
     def _compaction_source(self, cq, cl: CommitLog, log: CommitLog, m: Message, rel: str, pos: int) -> None:
         """The compaction record is the commit-log record at that queue offset, but for
