@@ -106,7 +106,8 @@ def dump_cq(
     units, each one commit-log record (an inner batch of batch_size messages from queue
     offset msg_base_offset); dump-cq reads them when the queue is there and not in
     consumequeue/, --from being a queue offset inside a batch. --compaction reads the
-    compaction store's queue the same way. Those units print as: topic, queue_id, cq_type
+    compaction store's queue the same way, and --file reads one file of either directory
+    (unit_index then counts from the file's first unit). Those units print as: topic, queue_id, cq_type
     (BatchCQ or compaction), unit_index, msg_base_offset, batch_size, commitlog_offset, size,
     tags_code, store_time_ms, compacted_offset, file, position, and the resolved fields.
 
@@ -334,6 +335,9 @@ def _dump_file(path: Path, topic, queue_id, ms, from_offset, limit, fmt, zone, m
         length = os.fstat(fd).st_size
     finally:
         os.close(fd)
+    kind = path.parent.parent.parent.name
+    if kind in ("batchconsumequeue", "compactionCq"):  # -- bcq: a 46-byte-unit file
+        return _dump_batch_file(path, kind == "compactionCq", ms, from_offset, limit, fmt, zone)
     if topic is None and path.parent.name.isdigit() and path.parent.parent.name:
         topic, queue_id = path.parent.parent.name, int(path.parent.name) if queue_id is None else queue_id
     cq = ConsumeQueue.of_file(path, length)
@@ -357,6 +361,24 @@ def _dump_file(path: Path, topic, queue_id, ms, from_offset, limit, fmt, zone, m
         out.close()
         cq.close()
     return out.count
+
+
+def _dump_batch_file(path: Path, sparse: bool, ms, from_offset, limit, fmt, zone) -> int:
+    """--file of batchconsumequeue/ or compaction/compactionCq/: its units, resolved against
+    the commit log (the compaction log) when --store is given."""
+    from rmqstore_cli.store.batch_queue import BatchConsumeQueue
+
+    bq = BatchConsumeQueue.of_file(path, sparse)
+    log = None
+    if ms is not None:
+        from rmqstore_cli.store.compaction import CompactionStore
+
+        log = CompactionStore(ms.config).log(bq.topic, bq.queue_id) if sparse else ms.commitlog
+    try:
+        return _dump_batch_queue(bq, log, ms.config.delay_level_table if ms is not None else {}, from_offset, limit,
+                                 log is not None, fmt, zone)
+    finally:
+        bq.close()
 
 
 def _summary(ms, topic, queue_id, fmt) -> int:

@@ -58,20 +58,32 @@ class BatchConsumeQueue:
     else ``BatchConsumeQueue#recover`` (the first invalid unit ends the queue)."""
 
     def __init__(self, directory: Path, topic: str, queue_id: int, file_size: int | None = None,
-                 sparse: bool = False):
+                 sparse: bool = False, queue: MappedFileQueue | None = None):
+        """``queue``: the files, when they are not a directory's listing (:meth:`of_file`)."""
         self.dir = directory
         self.topic = topic
         self.queue_id = queue_id
         self.sparse = sparse
-        probe = MappedFileQueue(directory, 1)
-        if file_size is None:  # the files' own size (every file is created at the configured size)
-            file_size = max((regular_size(f.path) for f in probe.files), default=BATCH_CQ_UNIT_SIZE)
-        self.file_size = file_size
-        self.queue = MappedFileQueue(directory, file_size)
+        if queue is None:
+            probe = MappedFileQueue(directory, 1)
+            if file_size is None:  # the files' own size (every file is created at the configured size)
+                file_size = max((regular_size(f.path) for f in probe.files), default=BATCH_CQ_UNIT_SIZE)
+            queue = MappedFileQueue(directory, file_size)
+        self.file_size = queue.file_size
+        self.queue = queue
         self.strays = self.queue.strays
         for p in self.queue.not_regular:
             raise StoreError("a directory where a store file belongs; only regular files are read", path=p)
         self._valid: list[int] | None = None
+
+    @classmethod
+    def of_file(cls, path: Path, sparse: bool) -> "BatchConsumeQueue":
+        """One file read on its own (``dump-cq --file``): its directory is not listed."""
+        name = path.name
+        start = int(name) if name.isdigit() and name.isascii() and len(name) == 20 else 0
+        q = path.parent
+        return cls(q, q.parent.name, int(q.name) if q.name.isdigit() and q.name.isascii() else 0, sparse=sparse,
+                   queue=MappedFileQueue.of_file(path, start, max(regular_size(path), BATCH_CQ_UNIT_SIZE)))
 
     def file_units(self, f: MappedFile) -> np.ndarray:
         """Every whole unit of the file, valid or not, as a numpy view of its mapping."""

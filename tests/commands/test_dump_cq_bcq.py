@@ -75,3 +75,15 @@ def test_one_line_errors(sample_tarball):
         r = run(*args, "--store", c / "store")
         err = r.stderr.decode()
         assert r.returncode == code and text in err and len(err.splitlines()) == 1, (args, r.returncode, err)
+
+
+def test_dump_cq_file_of_a_batch_or_compaction_queue(sample_tarball):
+    s, c = sample_tarball("bcq") / "store", sample_tarball("compaction") / "store"
+    f = s / "batchconsumequeue" / "BulkTopic" / "0" / f"{2760:020d}"
+    rows = _jsonl("dump-cq", "--file", f)
+    assert [(r["unit_index"], r["msg_base_offset"], r["batch_size"]) for r in rows][-1] == (3, 261, 5)
+    assert len(rows) == 4 and all("status" not in r for r in rows)
+    assert {r["status"] for r in _jsonl("dump-cq", "--file", f, "--store", s)} == {"ok"}
+    g = c / "compaction" / "compactionCq" / "DeviceStateTopic" / "0" / f"{18400:020d}"
+    rows = _jsonl("dump-cq", "--file", g, "--store", c)
+    assert [r["msg_base_offset"] for r in rows] == list(range(62, 71)) and {r["status"] for r in rows} == {"ok"}

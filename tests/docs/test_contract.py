@@ -123,6 +123,8 @@ def test_dump_cq_batch_and_compaction_records(sample_tarball):
     _check_all(jsonl("dump-cq", "BulkTopic", "0", "--store", b), lambda r: "bcq-unit")
     _check_all(jsonl("dump-cq", "BulkTopic", "0", "--store", b, "--no-resolve"), lambda r: "bcq-unit")
     _check_all(jsonl("dump-cq", "DeviceStateTopic", "1", "--compaction", "--store", c), lambda r: "bcq-unit")
+    _check_all(jsonl("dump-cq", "--file", b / "batchconsumequeue" / "BulkTopic" / "0" / f"{0:020d}"),
+               lambda r: "bcq-unit")
     _check_all(jsonl("dump-cq", "--summary", "--store", c), lambda r: "cq-summary")
     _check_all(jsonl("dump-commitlog", "--compaction-log", "DeviceStateTopic/1", "--store", c), lambda r: "message")
     _json_equals_jsonl("dump-cq", "BulkTopic", "0", "--store", b)
