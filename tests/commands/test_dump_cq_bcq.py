@@ -87,3 +87,28 @@ def test_dump_cq_file_of_a_batch_or_compaction_queue(sample_tarball):
     g = c / "compaction" / "compactionCq" / "DeviceStateTopic" / "0" / f"{18400:020d}"
     rows = _jsonl("dump-cq", "--file", g, "--store", c)
     assert [r["msg_base_offset"] for r in rows] == list(range(62, 71)) and {r["status"] for r in rows} == {"ok"}
+
+
+def test_hostile_batch_and_compaction_files_are_one_line_errors(sample_tarball, tmp_path):
+    import os
+    import shutil
+
+    from conftest import run
+
+    b, c = tmp_path / "b", tmp_path / "c"
+    shutil.copytree(sample_tarball("bcq") / "store", b)
+    shutil.copytree(sample_tarball("compaction") / "store", c)
+    q = b / "batchconsumequeue" / "BulkTopic" / "0"
+    (q / f"{2760:020d}").unlink()
+    os.mkfifo(q / f"{2760:020d}")  # a FIFO where a queue file belongs: refused, never waited on
+    log = c / "compaction" / "compactionLog" / "DeviceStateTopic" / "0" / f"{18400:020d}"
+    log.write_bytes(log.read_bytes()[:5000])  # files of two sizes: which is the file size?
+    for args, text in ((("dump-cq", "BulkTopic", "0", "--store", b), "FIFO"),
+                       (("dump-commitlog", "--compaction-log", "DeviceStateTopic/0", "--store", c), "disagree")):
+        r = run(*args)
+        err = r.stderr.decode()
+        assert r.returncode == 3 and text in err and len(err.splitlines()) == 1, (args, r.returncode, err)
+    r = run("verify", "--store", c, "--format", "jsonl")
+    found = [json.loads(x) for x in r.stdout.decode().splitlines()[:-1]]
+    assert [(f["check"], f["file"]) for f in found] == [
+        ("compaction.log-record", "compaction/compactionLog/DeviceStateTopic/0")], found

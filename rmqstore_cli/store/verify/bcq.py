@@ -142,15 +142,15 @@ class BatchQueueChecks:
         ends: dict[tuple[str, int], int] = {}
         for topic, qid in cs.queues():
             try:
+                bq = cs.cq(topic, qid)
+                self.files["compaction"] += len(bq.queue.files)
+                ends[(topic, qid)] = bq.max_offset
                 log = cs.log(topic, qid)
             except StoreError as e:
                 self._add("compaction.log-record", self.rel(e.path or cs.log_dir), None, e.message)
                 continue
             self.files["compaction"] += len(log.files)
             records = self._compaction_log(log)
-            bq = cs.cq(topic, qid)
-            self.files["compaction"] += len(bq.queue.files)
-            ends[(topic, qid)] = bq.max_offset
             self._compaction_units(bq, log, records, cl)
             log.close()
             bq.close()
