@@ -131,8 +131,7 @@ def rebuild_index(
                    {"mapped_file_size_commit_log": commitlog_file_size, "mapped_file_size_consume_queue": cq_file_size,
                     "max_hash_slot_num": index_slots, "max_index_num": index_max})
 
-    if engine is Engine.spark:  # -- bcq
-        _refuse_batch_queues(plans)
+    _refuse_batch_queues(plans, engine is Engine.spark)  # -- bcq
 
     def job(spark=None):
         build = None
@@ -159,14 +158,22 @@ def rebuild_index(
             _warn(rep, f"{st}: " if several else "")
 
 
-def _refuse_batch_queues(plans) -> None:
-    """The spark engine dispatches no BatchCQ topic: refuse a store that has one rather
-    than leave its batchconsumequeue/ empty."""
+def _refuse_batch_queues(plans, spark: bool) -> None:
+    """BatchCQ topics are rebuilt only by a whole local rebuild of the queues: the spark
+    engine would leave batchconsumequeue/ empty, and --topic would put a BatchCQ topic's
+    units in consumequeue/. Refused rather than written wrong."""
     from rmqstore_cli.errors import UsageError
     from rmqstore_cli.store.batch_queue import batch_topics
 
     for st, _, cfg, opts, _ in plans:
-        if opts.build_cq and opts.topics is None and batch_topics(cfg.root):
+        if not opts.build_cq:
+            continue
+        batch = batch_topics(cfg.root)
+        picked = sorted(batch & set(opts.topics)) if opts.topics is not None else []
+        if picked:
+            raise UsageError(f"{', '.join(picked)}: BatchCQ topics (batchconsumequeue/) are rebuilt only with "
+                             "all the queues", hint="leave out --topic for them")
+        if spark and opts.topics is None and batch:
             raise UsageError(f"{st} has BatchCQ topics (batchconsumequeue/), which --engine spark does not "
                              "rebuild yet", hint="use --engine local, or --only index")
 

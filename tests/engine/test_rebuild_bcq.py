@@ -61,3 +61,10 @@ def test_spark_engine_refuses_a_store_with_batch_queues_before_starting(sample_t
             "--engine", "spark")
     assert r.exit_code == 2 and "--engine spark does not rebuild yet" in r.stderr
     assert not (tmp_path / "o").exists()
+
+
+def test_rebuild_of_a_selected_BatchCQ_topic_is_refused(sample_tarball, tmp_path):
+    s = sample_tarball("bcq")
+    r = cli("rebuild-index", "--store", s / "store", "--broker-conf", s / "broker.conf", "--output", tmp_path / "o",
+            "--topic", "BulkTopic")
+    assert r.exit_code == 2 and "BulkTopic: BatchCQ topics (batchconsumequeue/) are rebuilt only with" in r.stderr
