@@ -77,6 +77,10 @@ def dump_commitlog(
         "--seek/--no-seek", help="With --begin: start at the commit-log file where records stored at or after "
         "--begin can begin, found by the binary search search-offset runs over each consume queue (the "
         "same output as walking from the first file; without usable consume queues it walks from there).")] = True,
+    compaction_log: Annotated[Optional[str], typer.Option(
+        "--compaction-log", metavar="TOPIC/QUEUE_ID",
+        help="Read the compaction log of this compacted queue (compaction/compactionLog/TOPIC/QUEUE_ID/) instead "
+             "of the commit log: the same records, PHYSICALOFFSET their place in that log.")] = None,
     fmt: FormatOpt = Fmt.table,
     tz: TzOpt = None,
 ) -> None:
@@ -96,6 +100,11 @@ def dump_commitlog(
     just before the start agree that nothing there is that recent (store times rise in
     commit-log order unless the clock stepped back; where a queue shows them going back,
     every file is read). Not with --show-blank or --check-crc, which need every file.
+
+    --compaction-log TOPIC/QUEUE_ID reads a 5.x compaction log instead (CompactionLog: the
+    records a compaction run kept, copied from the commit log with PHYSICALOFFSET rewritten
+    to their place in the compaction log); the gaps between its files and the zeros that
+    end each file are how the broker leaves them, not damage, so they are not warned about.
     """
     from rmqstore_cli.commands.common import open_store
     from rmqstore_cli.errors import NotFound
@@ -109,12 +118,19 @@ def dump_commitlog(
         raise UsageError(f"--from-offset {from_offset} lies after --to-offset {to_offset}",
                          hint="the range is [--from-offset, --to-offset)")
     ms = open_store(store, broker_conf, tz, allow_odd_size, commitlog_file_size=commitlog_file_size)
+    if compaction_log is not None:
+        ms.commitlog = _compaction_log(ms, compaction_log)
+        seek = False  # search-offset's bisection reads the consume queues, not the compaction queue
     cl = ms.commitlog
     start, stop = _range(cl, from_offset, to_offset, file)
     if seek and flt.begin is not None and not show_blank and not check_crc:
         start = _seek(ms, flt.begin, start)
     shown = _print(ms, start, stop, flt, fmt, zone, limit, body.value, properties, show_blank, check_crc,
                    max_decompressed if decompress else None)
+    if compaction_log is not None:
+        from rmqstore_cli.store.compaction import unexpected_stops
+
+        cl.stops = unexpected_stops(cl)
     for stop_ in cl.stops:
         print(f"rmqstore: warning: {stop_.reason} at offset {stop_.offset} ({stop_.file}); "
               "the rest of that file was skipped", file=sys.stderr)
@@ -125,6 +141,16 @@ def dump_commitlog(
         from rmqstore_cli.commands.common import no_such_topic
 
         raise (topic is not None and no_such_topic(ms, topic)) or NotFound("no message matched the filters")
+
+
+def _compaction_log(ms, spec: str):
+    """--compaction-log TOPIC/QUEUE_ID: that queue's compaction log (``CompactionLog``)."""
+    from rmqstore_cli.store.compaction import CompactionStore
+
+    topic, sep, qid = spec.rpartition("/")
+    if not sep or not topic or not (qid.isascii() and qid.isdigit()):
+        raise UsageError(f"--compaction-log {spec!r}: give TOPIC/QUEUE_ID", hint="e.g. DeviceStateTopic/0")
+    return CompactionStore(ms.config).log(topic, int(qid))
 
 
 @dataclass(frozen=True)

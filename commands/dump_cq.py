@@ -85,6 +85,9 @@ def dump_cq(
     messages: Annotated[bool, typer.Option(
         "--messages", help="Print the message behind each unit (as dump-commitlog prints it) under message, "
                            "like mqadmin queryMsgByOffset; null where no valid record is there.")] = False,
+    compaction: Annotated[bool, typer.Option(
+        "--compaction", help="Read the compaction store's queue of TOPIC QUEUE_ID (compaction/compactionCq/, "
+                             "cleanup.policy=COMPACTION topics), resolved against its compaction log.")] = False,
     summary: Annotated[bool, typer.Option(
         "--summary", help="Per queue: min and max offset, max physical offset, pre-blank units, files "
                           "(all queues, or those of TOPIC).")] = False,
@@ -98,6 +101,15 @@ def dump_cq(
     the tags code dispatch computes. Pre-blank units (written below the first unit of a
     queue that starts above 0) are shown as pre-blank, not as errors. Units are read up to
     the queue's end as the broker's recovery finds it. Exit 1 when no unit is printed.
+
+    A topic with queue.type=BatchCQ (5.x) has its units in batchconsumequeue/: 46-byte
+    units, each one commit-log record (an inner batch of batch_size messages from queue
+    offset msg_base_offset); dump-cq reads them when the queue is there and not in
+    consumequeue/, --from being a queue offset inside a batch. --compaction reads the
+    compaction store's queue the same way, and --file reads one file of either directory
+    (unit_index then counts from the file's first unit). Those units print as: topic, queue_id, cq_type
+    (BatchCQ or compaction), unit_index, msg_base_offset, batch_size, commitlog_offset, size,
+    tags_code, store_time_ms, compacted_offset, file, position, and the resolved fields.
 
     JSON fields: topic, queue_id, cq_offset, commitlog_offset, size, tags_code, file,
     pre_blank; resolved: status (ok, mismatch, pre-blank, expired, missing), agrees
@@ -136,9 +148,83 @@ def dump_cq(
             return
         if topic is None or queue_id is None:
             raise UsageError("give TOPIC and QUEUE_ID (or --file PATH, or --summary)")
+        bq, log = _batch_queue(ms, topic, queue_id, compaction)
+        if bq is not None:
+            shown = _dump_batch_queue(bq, log, ms.config.delay_level_table, from_offset, limit, resolve, fmt, zone)
+            if shown == 0:
+                raise NotFound("no unit in that range", hint=f"{topic}/{queue_id} holds queue offsets "
+                               f"{bq.min_offset}..{bq.max_offset - 1}" if bq.unit_count else "it holds no unit")
+            return
         shown = _dump_queue(ms, topic, queue_id, from_offset, limit, resolve, fmt, zone, messages)
     if shown == 0:
         raise NotFound("no unit in that range")
+
+
+BATCH_COLUMNS = (("unit_index", "unit"), ("msg_base_offset", "base offset"), ("batch_size", "batch"),
+                 ("commitlog_offset", "commitlog offset"), ("size", "size"), ("tags_code", "tags code"),
+                 ("store_time", "store time"), ("status", "status"), ("problems", "problems"))
+
+
+def _batch_queue(ms, topic: str, queue_id: int, compaction: bool):
+    """The BatchCQ queue (batchconsumequeue/, when the queue is not in consumequeue/) or,
+    with --compaction, the compaction store's queue, and the log its units point into;
+    (None, None): an ordinary consume queue."""
+    from rmqstore_cli.errors import NotFound
+    from rmqstore_cli.store.batch_queue import BatchConsumeQueue
+    from rmqstore_cli.store.compaction import CompactionStore
+
+    if compaction:
+        cs = CompactionStore(ms.config)
+        bq = cs.cq(topic, queue_id)
+        if not bq.queue.files:
+            raise NotFound(f"no compaction queue {topic}/{queue_id}", path=bq.dir,
+                           hint="rmqstore dump-cq --summary lists the compaction queues")
+        return bq, cs.log(topic, queue_id)
+    d = ms.config.root / "batchconsumequeue" / topic / str(queue_id)
+    if (ms.config.consumequeue_dir / topic / str(queue_id)).is_dir() or not d.is_dir():
+        return None, None
+    size = ms.config.mapper_file_size_batch_consume_queue or None
+    return BatchConsumeQueue(d, topic, queue_id, size), ms.commitlog
+
+
+def _dump_batch_queue(bq, log, delay: dict, from_offset, limit, resolve, fmt, zone) -> int:
+    """``BatchConsumeQueue`` units from the one holding queue offset --from, each resolved
+    (:func:`~rmqstore_cli.store.batch_queue.check_batch_unit`)."""
+    from rmqstore_cli.render import Output
+    from rmqstore_cli.store.batch_queue import check_batch_unit
+    from rmqstore_cli.times import format_ms
+
+    table = fmt.value == "table"
+    first = 0
+    if from_offset is not None:
+        hit = bq.find(max(from_offset, bq.min_offset), or_next=bq.sparse)
+        first = hit.index if hit is not None else bq.unit_count
+    kind = "compaction" if bq.sparse else "BatchCQ"
+    out = Output(fmt.value, BATCH_COLUMNS, title=f"{bq.topic}/{bq.queue_id} ({kind})")
+    try:
+        for u in bq.units():
+            if u.index < first:
+                continue
+            if limit is not None and out.count >= limit:
+                break
+            d = {"topic": bq.topic, "queue_id": bq.queue_id, "cq_type": kind, "unit_index": u.index,
+                 "msg_base_offset": u.msg_base_offset, "batch_size": u.batch_size,
+                 "commitlog_offset": u.commitlog_offset, "size": u.size, "tags_code": u.tags_code,
+                 "store_time_ms": u.store_time, "compacted_offset": u.compacted_offset, "file": u.file,
+                 "position": u.pos}
+            if resolve:
+                c = check_batch_unit(log, u, bq.topic, bq.queue_id, delay, bq.sparse)
+                m = c.message
+                d.update(status=c.status, agrees=c.agrees, problems=c.problems,
+                         keys=m.keys if m is not None else None, tags=m.tags if m is not None else None,
+                         uniq_key=m.uniq_key if m is not None else None)
+            if table:
+                d["store_time"] = format_ms(u.store_time, zone)
+                d["problems"] = "; ".join(d.get("problems", []))
+            out.emit(d)
+    finally:
+        out.close()
+    return out.count
 
 
 def _resolver(ms, topic, queue_id):
@@ -249,6 +335,9 @@ def _dump_file(path: Path, topic, queue_id, ms, from_offset, limit, fmt, zone, m
         length = os.fstat(fd).st_size
     finally:
         os.close(fd)
+    kind = path.parent.parent.parent.name
+    if kind in ("batchconsumequeue", "compactionCq"):  # -- bcq: a 46-byte-unit file
+        return _dump_batch_file(path, kind == "compactionCq", ms, from_offset, limit, fmt, zone)
     if topic is None and path.parent.name.isdigit() and path.parent.parent.name:
         topic, queue_id = path.parent.parent.name, int(path.parent.name) if queue_id is None else queue_id
     cq = ConsumeQueue.of_file(path, length)
@@ -272,6 +361,24 @@ def _dump_file(path: Path, topic, queue_id, ms, from_offset, limit, fmt, zone, m
         out.close()
         cq.close()
     return out.count
+
+
+def _dump_batch_file(path: Path, sparse: bool, ms, from_offset, limit, fmt, zone) -> int:
+    """--file of batchconsumequeue/ or compaction/compactionCq/: its units, resolved against
+    the commit log (the compaction log) when --store is given."""
+    from rmqstore_cli.store.batch_queue import BatchConsumeQueue
+
+    bq = BatchConsumeQueue.of_file(path, sparse)
+    log = None
+    if ms is not None:
+        from rmqstore_cli.store.compaction import CompactionStore
+
+        log = CompactionStore(ms.config).log(bq.topic, bq.queue_id) if sparse else ms.commitlog
+    try:
+        return _dump_batch_queue(bq, log, ms.config.delay_level_table if ms is not None else {}, from_offset, limit,
+                                 log is not None, fmt, zone)
+    finally:
+        bq.close()
 
 
 def _summary(ms, topic, queue_id, fmt) -> int:
@@ -300,6 +407,34 @@ def _summary(ms, topic, queue_id, fmt) -> int:
             if fmt.value == "table":
                 d["files"] = f"{len(cq.queue.files)}: {d['files'][0]}…" if len(cq.queue.files) > 1 else d["files"]
             out.emit(d)
+        for d in _batch_summaries(ms, topic, queue_id):
+            if fmt.value == "table":
+                d["topic"] = f"{d['topic']} ({d['cq_type']})"
+                d["files"] = f"{len(d['files'])}: {d['files'][0]}…" if len(d["files"]) > 1 else d["files"]
+            out.emit(d)
     finally:
         out.close()
     return out.count
+
+
+def _batch_summaries(ms, topic, queue_id):
+    """--summary rows of the BatchCQ queues (batchconsumequeue/) and the compaction store's
+    queues (``cq_type`` says which): bounds as ``#reviseMinOffsetInQueue`` and
+    ``#reviseMaxOffsetInQueue`` give them, the end of the last unit's record."""
+    from rmqstore_cli.store.batch_queue import batch_queues
+    from rmqstore_cli.store.compaction import CompactionStore
+
+    cfg = ms.config
+    cs = CompactionStore(cfg)
+    for kind, qs in (("BatchCQ", batch_queues(cfg.root / "batchconsumequeue", False,
+                                              cfg.mapper_file_size_batch_consume_queue or None)),
+                     ("compaction", batch_queues(cs.cq_dir, True, cs.cq_file_size()))):
+        for bq in qs:
+            if topic is not None and bq.topic != topic or queue_id is not None and bq.queue_id != queue_id:
+                continue
+            cols = bq.columns()
+            end = int(cols[-1]["commitlog_offset"]) + int(cols[-1]["size"]) if cols.size else -1
+            yield {"topic": bq.topic, "queue_id": bq.queue_id, "min_offset": bq.min_offset,
+                   "max_offset": bq.max_offset, "max_physic_offset": end, "pre_blank_units": 0,
+                   "files": [f.name for f in bq.queue.files], "cq_type": kind, "units": int(cols.size)}
+            bq.close()

@@ -65,6 +65,9 @@ def generate(
     timer_ratio: Annotated[float, typer.Option(min=0, max=1, help="Share of 5.x timer sends (TIMER_DELIVER_MS, stored "
                                                "under rmq_sys_wheel_timer; writes timerwheel, timerlog/, "
                                                "config/timercheck and timermetrics; needs --broker-version 5).")] = 0.0,
+    bcq_topics: Annotated[int, typer.Option(
+        min=0, help="With --broker-version 5: make this many of the topics BatchCQ topics (queue.type=BatchCQ): "
+                    "each send to one is an inner batch of 1-8 messages, in batchconsumequeue/.")] = 0,
     start: Annotated[Optional[str], typer.Option(
         help="Store time of the first message (ISO 8601, epoch seconds if 10 digits, epoch ms if 13 or more, now, "
              "-2h); default "
@@ -111,6 +114,8 @@ def generate(
 
     if broker_version not in ("4.9", "5"):
         raise UsageError(f"--broker-version must be 4.9 or 5, not {broker_version!r}")
+    if bcq_topics and (broker_version != "5" or bcq_topics > topics):
+        raise UsageError("--bcq-topics needs --broker-version 5 and at most --topics topics")
     zone = parse_tz(tz)
     existing = _check_target(store, append, "--store")
     cfg = load_config(store, broker_conf, commitlog_file_size, cq_file_size, index_slots, index_max)
@@ -156,8 +161,11 @@ def generate(
                 transaction_ratio=transaction_ratio, retry_ratio=retry_ratio, ipv6_ratio=ipv6_ratio, shared_key_ratio=shared_key_ratio,
                 keys_per_message=keys_per_message, compress_ratio=compress_ratio,
                 broker_version=broker_version, cluster=cfg.broker_cluster_name, tz=zone,
-                timer_ratio=timer_ratio, timer_precision_ms=cfg.timer_precision_ms)
-            writer.append_workload(Workload(opts).specs())
+                timer_ratio=timer_ratio, timer_precision_ms=cfg.timer_precision_ms, bcq_topics=bcq_topics)
+            workload = Workload(opts)
+            if workload.batch_topics:
+                writer.declare_batch_topics(workload.batch_topics)
+            writer.append_workload(workload.specs())
     finally:
         writer.close()
     print_summary(fmt.value, _summary(store, writer, round((now_ms() - t0) / 1000, 3), fmt is Fmt.table), "generated")

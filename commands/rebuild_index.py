@@ -131,6 +131,8 @@ def rebuild_index(
                    {"mapped_file_size_commit_log": commitlog_file_size, "mapped_file_size_consume_queue": cq_file_size,
                     "max_hash_slot_num": index_slots, "max_index_num": index_max})
 
+    _refuse_batch_queues(plans, engine is Engine.spark)  # -- bcq
+
     def job(spark=None):
         build = None
         if spark is not None:
@@ -154,6 +156,26 @@ def rebuild_index(
     for st, _, rep, _, _ in done:
         if rep is not None:
             _warn(rep, f"{st}: " if several else "")
+
+
+def _refuse_batch_queues(plans, spark: bool) -> None:
+    """BatchCQ topics are rebuilt only by a whole local rebuild of the queues: the spark
+    engine would leave batchconsumequeue/ empty, and --topic would put a BatchCQ topic's
+    units in consumequeue/. Refused rather than written wrong."""
+    from rmqstore_cli.errors import UsageError
+    from rmqstore_cli.store.batch_queue import batch_topics
+
+    for st, _, cfg, opts, _ in plans:
+        if not opts.build_cq:
+            continue
+        batch = batch_topics(cfg.root)
+        picked = sorted(batch & set(opts.topics)) if opts.topics is not None else []
+        if picked:
+            raise UsageError(f"{', '.join(picked)}: BatchCQ topics (batchconsumequeue/) are rebuilt only with "
+                             "all the queues", hint="leave out --topic for them")
+        if spark and opts.topics is None and batch:
+            raise UsageError(f"{st} has BatchCQ topics (batchconsumequeue/), which --engine spark does not "
+                             "rebuild yet", hint="use --engine local, or --only index")
 
 
 def _recover(stores: list[Path], other_options: bool, fmt: Fmt) -> None:

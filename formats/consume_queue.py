@@ -27,19 +27,6 @@ ConsumeQueueExtUnit = Struct(
 )
 CQ_EXT_HEADER_SIZE = 20
 
-#: 5.x ``BatchConsumeQueue#putBatchMessagePositionInfo`` (read side), 46 bytes.
-BatchConsumeQueueUnit = Struct(
-    "commitlog_offset" / Int64sb,
-    "size" / Int32sb,
-    "tags_code" / Int64sb,
-    "store_time" / Int64sb,
-    "msg_base_offset" / Int64sb,
-    "batch_size" / Int16sb,
-    "compacted_offset" / Int32sb,
-    "reserved" / Int32sb,
-)
-BATCH_CQ_UNIT_SIZE = BatchConsumeQueueUnit.sizeof()
-
 # -- read-engine
 #: Where TAGSCODE starts in a unit: the bytes of COMMITLOGOFFSET and SIZE before it
 #: (``ConsumeQueue#getOffsetInQueueByTime`` reads only those: ``getLong(); getInt()``).

@@ -7,7 +7,7 @@ Each bare name below counts as a use for vulture; this file is never imported.
 v49, v5  # commands/common.py BrokerVersion: enum members typer offers as choices
 CheckpointV4  # formats/checkpoint.py: the 4.9.x checkpoint, declared beside V5 (the reader takes a prefix)
 BlankRecord  # formats/commitlog.py: the END_FILE blank declared with the record (tests build it)
-ConsumeQueueExtUnit, CQ_EXT_HEADER_SIZE, BATCH_CQ_UNIT_SIZE  # formats: declared for the 5.x files (#20)
+ConsumeQueueExtUnit, CQ_EXT_HEADER_SIZE  # formats: declared for the 5.x files (#20)
 NEED_UNWRAP_FLAG  # formats/sysflag.py: MessageSysFlag, the whole set as the broker declares it
 __getattr__  # module-level lazy attributes (PEP 562): numpy dtypes made on first use
 _global, format_commands  # app.py: the typer callback of the global options; click calls the group's format_commands

@@ -578,6 +578,7 @@ def conclude(plan: StorePlan, ctx: FinishContext, totals: dict, parts: list[dict
         v.check_checkpoint()
         v.check_recovery()
         v.check_timer()  # the 5.x timer store (store/verify/timer.py), whole on the driver
+        v.check_batch_queues()  # -- bcq: on the driver (small queues; no consume queue to compare against)
     finally:
         v.mfq.close()
     counts, sev = Counter(totals["counts"]), Counter(totals["sev"])
@@ -603,6 +604,7 @@ def conclude(plan: StorePlan, ctx: FinishContext, totals: dict, parts: list[dict
                 files[name] = len(plan.index_paths)
         elif name in plan.files_count:
             files[name] = plan.files_count[name]
+    files.update(v.files)  # -- bcq: batchconsumequeue/ and compaction/ files counted by check_batch_queues
     out.files = files
     out.cl_min, out.cl_end, out.queues, out.notes = plan.cl_min, ctx.cl_end, plan.queue_dirs, plan.notes
     out.counts = +counts

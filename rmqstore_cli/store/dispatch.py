@@ -18,6 +18,7 @@ from rmqstore_cli.formats.commitlog import (
     TRANSACTION_NOT_TYPE,
     TRANSACTION_ROLLBACK_TYPE,
 )
+from rmqstore_cli.store.batch_queue import batch_dispatch
 from rmqstore_cli.store.config import StoreConfig
 from rmqstore_cli.store.consume_queue import ConsumeQueueWriter, unsafe_topic
 from rmqstore_cli.store.index import IndexService, build_key
@@ -145,14 +146,20 @@ class Dispatcher:
                                   roots=roots) if self.build_index else None
         self.last_store_timestamp = 0
         self.units = 0
+        # -- bcq: the BatchCQ topics' records go to batchconsumequeue/ beside cq_root instead
+        self.batch = batch_dispatch(config, cq_root, roots) if build_cq and topics is None else None
 
     def dispatch(self, msg: Message) -> DispatchRequest:
         req = dispatch_request(msg, self.delay_table)
+        if self.batch is not None and req.topic in self.batch.topics and req.to_consume_queue:
+            self.batch.put(req.topic, req.queue_id, req.commitlog_offset, req.msg_size, req.tags_code,
+                           req.store_timestamp, msg.properties_bytes, req.consume_queue_offset)
         self.dispatch_request(req)
         return req
 
     def dispatch_request(self, req: DispatchRequest) -> None:
-        if self.build_cq and req.to_consume_queue and req.topic in self.topics:
+        if self.build_cq and req.to_consume_queue and req.topic in self.topics \
+                and (self.batch is None or req.topic not in self.batch.topics):
             key = (req.topic, req.queue_id)
             w = self.writers.get(key)
             if w is None:
@@ -168,5 +175,7 @@ class Dispatcher:
     def close(self) -> None:
         for w in self.writers.values():
             w.flush()
+        if self.batch is not None:
+            self.batch.flush()
         if self.index is not None:
             self.index.close()

@@ -191,6 +191,9 @@ class FastDispatcher:
             to_cq = (tran == TRANSACTION_NOT_TYPE) | (tran == TRANSACTION_COMMIT_TYPE)
             sel_topics = np.fromiter((t.cq for t in self.topic_list), dtype=bool, count=len(self.topic_list))
             to_cq &= sel_topics[tids_a]
+            if d.batch is not None:  # -- bcq
+                to_cq = self._batch_queues(buf, to_cq, tids_a, qid, phy, size, tags_code[:m], store_ts[:m],
+                                           pa[:m], pl[:m], qoff)
             self._consume_queues(np.flatnonzero(to_cq), tids_a, qid, phy, size, tags_code[:m], qoff)
         if self.dry and d.build_index and key_list:
             kphy = phy[key_owner]
@@ -258,6 +261,21 @@ class FastDispatcher:
             pfx = self._pfx = np.fromiter((t.prefix_hash for t in self.topic_list), dtype=np.uint32,
                                           count=len(self.topic_list))
         return pfx
+
+    def _batch_queues(self, buf, to_cq, tids, qid, phy, size, tags_code, store_ts, pa, pl, qoff) -> np.ndarray:
+        """The records of BatchCQ topics to the dispatcher's ``BatchDispatch`` (one by one:
+        INNER_BASE and INNER_NUM are read from each one's properties); the rest of ``to_cq``."""
+        topics = self.d.batch.topics
+        is_batch = np.fromiter((t.name in topics for t in self.topic_list), dtype=bool,
+                               count=len(self.topic_list))[tids] & to_cq
+        for i in np.flatnonzero(is_batch).tolist():
+            self.units += 1
+            if not self.dry:
+                at = int(pa[i])
+                self.d.batch.put(self.topic_list[int(tids[i])].name, int(qid[i]), int(phy[i]), int(size[i]),
+                                 int(tags_code[i]), int(store_ts[i]), bytes(buf[at:at + int(pl[i])]), int(qoff[i]))
+        self.d.units = self.units
+        return to_cq & ~is_batch
 
     def _consume_queues(self, idx, tids, qid, phy, size, tags_code, qoff) -> None:
         if not len(idx):

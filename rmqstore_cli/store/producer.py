@@ -103,6 +103,8 @@ class WorkloadOptions:
     tz: _dt.tzinfo | None = None
     timer_ratio: float = 0.0  # 5.x timer messages (rmq_sys_wheel_timer)
     timer_precision_ms: int = 1000
+    #: -- bcq: how many of the topics are BatchCQ topics (5.x), each send an inner batch
+    bcq_topics: int = 0
 
 
 _TAGS = ["TagA", "TagB", "Pay", "Audit", "支付标签", "Tag With Blank", "t-x_2"]
@@ -121,6 +123,7 @@ class Workload:
         self.topic_names = [names[i] if i < len(names) else f"Topic{i}" for i in range(opts.topics)]
         self.producers = [self._producer(i) for i in range(4)]
         self.counter = 0
+        self.batch_topics = set(self.topic_names[:opts.bcq_topics])
 
     def _producer(self, i: int) -> tuple[bytes, int, int]:
         ip = bytes([172, 16, self.rng.randrange(256), self.rng.randrange(1, 255)])
@@ -161,6 +164,9 @@ class Workload:
             born_ms = store_ms - self.rng.randrange(1, 50)
             topic = self.rng.choice(self.topic_names)
             qid = self.rng.randrange(o.queues)
+            if topic in self.batch_topics:  # -- bcq
+                yield "batch", self._inner_batch(topic, qid, store_ms, born_ms)
+                continue
             tags = self.rng.choice(_TAGS) if self.rng.random() < 0.9 else None
             born = self._born_host()
             store = _STORE_V6 if self.rng.random() < o.ipv6_ratio else _STORE_V4
@@ -239,6 +245,29 @@ class Workload:
         m.put(PROPERTY_REAL_QID, str(qid))
         return AppendSpec(TIMER_TOPIC, 0, body, stored_properties(m, self.profile), store_ms, sys_flag=sys_flag,
                           **common)
+
+    def _inner_batch(self, topic: str, qid: int, store_ms: int, born_ms: int) -> AppendSpec:
+        """A 5.x client's batch to a BatchCQ topic, stored as one record (sysflag
+        INNER_BATCH | NEED_UNWRAP, body the batch as ``MessageDecoder#encodeMessages`` wrote
+        it, INNER_NUM the count; the writer adds INNER_BASE, ``BatchConsumeQueue#assignQueueOffset``)."""
+        from rmqstore_cli.formats.batch_queue import PROPERTY_INNER_NUM
+        from rmqstore_cli.formats.commitlog import INNER_BATCH_FLAG, NEED_UNWRAP_FLAG
+        from rmqstore_cli.store.batch_queue import encode_inner_message
+
+        n = self.rng.randint(1, 8)
+        body = b""
+        for j in range(n):
+            inner = JavaHashMap(16)
+            inner.put(PROPERTY_KEYS, f"batch-{self.counter}-{j}")
+            inner.put(PROPERTY_UNIQ_KEY, self._uniq_key(born_ms))
+            inner.put(PROPERTY_WAIT, "true")
+            inner.put(PROPERTY_TAGS, self.rng.choice(_TAGS))
+            body += encode_inner_message(self._body(), serialize_properties(inner.items(), True).encode())
+        m = broker_map([(PROPERTY_WAIT, "true"), (PROPERTY_UNIQ_KEY, self._uniq_key(born_ms)),
+                        (PROPERTY_INNER_NUM, str(n))], self.profile, self.o.cluster)
+        return AppendSpec(topic, qid, body, stored_properties(m, self.profile, True), store_ms,
+                          born_timestamp=born_ms, born_host=self._born_host(), store_host=_STORE_V4,
+                          sys_flag=INNER_BATCH_FLAG | NEED_UNWRAP_FLAG)
 
     def _born_host(self) -> tuple[bytes, int]:
         port = self.rng.randrange(1024, 65536)

@@ -391,6 +391,17 @@ def build_set(config: StoreConfig, dest: Path, opts: RebuildOptions, progress: P
     return rep
 
 
+#: -- bcq: where a BatchCQ topic's queues are (``BatchConsumeQueue``), rebuilt with consumequeue/.
+BCQ_DIR = "batchconsumequeue"
+
+
+def _rebuilds_batch_queues(config: StoreConfig, opts: RebuildOptions) -> bool:
+    """A whole rebuild of the queues of a store with BatchCQ topics writes batchconsumequeue/ too."""
+    from rmqstore_cli.store.batch_queue import batch_topics
+
+    return opts.build_cq and opts.topics is None and bool(batch_topics(config.root))
+
+
 def _fsync_tree(path: Path) -> None:
     if not path.exists():
         return
@@ -456,7 +467,8 @@ def rebuild_to(config: StoreConfig, out: Path, opts: RebuildOptions, copy_commit
     the store is removed again, and the error is one line."""
     check_output(out, [config.root, *config.commitlog_dirs, config.consumequeue_dir, config.index_dir])
     out = Path(safefs.real(out))
-    parts = [p for p, on in (("consumequeue", opts.build_cq), ("index", opts.build_index)) if on]
+    parts = [p for p, on in (("consumequeue", opts.build_cq), ("index", opts.build_index),
+                             (BCQ_DIR, _rebuilds_batch_queues(config, opts))) if on]
     for p in parts:
         if os.path.lexists(out / p):
             raise UsageError(f"{out / p} already exists", hint="choose an empty --output directory")
@@ -842,6 +854,9 @@ def rebuild_in_place(config: StoreConfig, opts: RebuildOptions, no_backup: bool 
         if opts.build_index:
             ix = config.index_dir
             parts.append([str(ix), str(staging / "index"), str(ix.with_name(ix.name + suffix)), "replace"])
+        if _rebuilds_batch_queues(config, opts):
+            bcq = root / BCQ_DIR
+            parts.append([str(bcq), str(staging / BCQ_DIR), str(bcq.with_name(BCQ_DIR + suffix)), "replace"])
         cp = config.checkpoint_path
         plan = {"in_place": str(root), "replaces": [p[0] for p in parts] + [str(cp)],
                 "backups": [] if no_backup else [p[2] for p in parts] + [str(cp) + suffix],

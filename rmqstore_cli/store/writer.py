@@ -15,6 +15,7 @@ from pathlib import Path
 
 from rmqstore_cli.errors import RefusedError, StoreError
 from rmqstore_cli.formats.timer import TIMER_TOPIC
+from rmqstore_cli.formats.sysflag import INNER_BATCH_FLAG
 from rmqstore_cli.store.checkpoint import StoreCheckpoint
 from rmqstore_cli.store.commitlog import AppendResult, AppendSpec, CommitLog, Status, check_message
 from rmqstore_cli.store.config import StoreConfig
@@ -72,6 +73,9 @@ class StoreWriter:
         self._recover_topic_queue_table()
         self.dispatcher = Dispatcher(config, config.consumequeue_dir, config.index_dir, tz, roots=self.roots)
         self._resume_consume_queues()
+        self.batch_topics: set[str] = set()  # -- bcq
+        if self.dispatcher.batch is not None:
+            self.declare_batch_topics(self.dispatcher.batch.topics)
         self.topics: dict[str, int] = {}
         #: Records whose topic cannot be a consume-queue directory (``unsafe_topic``), per topic:
         #: in the commit log and the index, but in no queue and not in config/topics.json.
@@ -135,8 +139,31 @@ class StoreWriter:
             raise StoreError("the store was not shut down cleanly (abort file)", path=self.config.root / "abort",
                              hint="run rebuild-index or verify first")
 
+    def declare_batch_topics(self, topics: set[str]) -> None:
+        """-- bcq: these topics are BatchCQ (``queue.type=BatchCQ``): their records go to
+        batchconsumequeue/, each queue continuing after its recovered end."""
+        from rmqstore_cli.store.batch_queue import BatchDispatch, BatchConsumeQueue, batch_file_size
+
+        d = self.dispatcher
+        if d.batch is None:
+            d.batch = BatchDispatch(self.config.root / "batchconsumequeue", set(), batch_file_size(
+                self.config, self.config.root), self.roots)
+        d.batch.topics |= topics
+        self.batch_topics |= topics
+        for topic, qid, qdir in queue_dirs(self.config.root / "batchconsumequeue"):
+            bq = BatchConsumeQueue(qdir, topic, qid, d.batch.file_size)
+            self.commitlog.topic_queue_table[f"{topic}-{qid}"] = bq.max_offset
+            bq.close()
+
     def append(self, spec: AppendSpec) -> AppendResult:
+        inner = 0
+        if spec.topic in self.batch_topics and spec.sys_flag & INNER_BATCH_FLAG and spec.queue_offset is None:
+            from rmqstore_cli.store.batch_queue import assign_inner_base
+
+            inner = assign_inner_base(spec, self.commitlog.topic_queue_table)
         res = self.commitlog.append(spec)
+        if inner:  # BatchConsumeQueue#increaseQueueOffset: by the batch's message count
+            self.commitlog.topic_queue_table[f"{spec.topic}-{spec.queue_id}"] = res.queue_offset + inner
         c = check_message(res.record, 0, res.size, res.physical_offset)
         if c.status is not Status.VALID:
             raise StoreError(f"wrote an invalid record: {c.reason}", offset=res.physical_offset)
@@ -197,6 +224,8 @@ class StoreWriter:
             q = max(n, old.get("readQueueNums", 0))
             table[topic] = {"topicName": topic, "readQueueNums": q, "writeQueueNums": q, "perm": 6,
                             "topicFilterType": "SINGLE_TAG", "topicSysFlag": 0, "order": False}
+            if topic in self.batch_topics:  # -- bcq: TopicAttributes.QUEUE_TYPE_ATTRIBUTE
+                table[topic]["attributes"] = {"queue.type": "BatchCQ"}
         text = json.dumps(data, indent=2, ensure_ascii=False)
         replace_file(path, text.encode("utf-8"), self.roots)
 

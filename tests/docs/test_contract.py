@@ -117,6 +117,19 @@ def test_dump_cq_records(sample):
     _json_equals_jsonl("dump-cq", m["topic"], str(m["queue_id"]), "--store", s)
 
 
+def test_dump_cq_batch_and_compaction_records(sample_tarball):
+    """BatchCQ queues (5.3.3 bcq sample) and compaction queues (compaction sample): bcq-unit."""
+    b, c = sample_tarball("bcq") / "store", sample_tarball("compaction") / "store"
+    _check_all(jsonl("dump-cq", "BulkTopic", "0", "--store", b), lambda r: "bcq-unit")
+    _check_all(jsonl("dump-cq", "BulkTopic", "0", "--store", b, "--no-resolve"), lambda r: "bcq-unit")
+    _check_all(jsonl("dump-cq", "DeviceStateTopic", "1", "--compaction", "--store", c), lambda r: "bcq-unit")
+    _check_all(jsonl("dump-cq", "--file", b / "batchconsumequeue" / "BulkTopic" / "0" / f"{0:020d}"),
+               lambda r: "bcq-unit")
+    _check_all(jsonl("dump-cq", "--summary", "--store", c), lambda r: "cq-summary")
+    _check_all(jsonl("dump-commitlog", "--compaction-log", "DeviceStateTopic/1", "--store", c), lambda r: "message")
+    _json_equals_jsonl("dump-cq", "BulkTopic", "0", "--store", b)
+
+
 def test_search_offset_records(sample):
     s, m = sample["store"], sample["msg"]
     for extra in ((), ("--scan",), ("--broker", "--broker-version", "4.9"), ("--broker", "--broker-version", "5"),

@@ -18,9 +18,8 @@ from rmqstore_cli.formats.commitlog import (
     BlankRecord,
     MessageRecord,
 )
+from rmqstore_cli.formats.batch_queue import BATCH_CQ_UNIT_SIZE, BatchConsumeQueueUnit
 from rmqstore_cli.formats.consume_queue import (
-    BATCH_CQ_UNIT_SIZE,
-    BatchConsumeQueueUnit,
     ConsumeQueueExtUnit,
     ConsumeQueueUnit,
 )

@@ -68,6 +68,25 @@ CHECKS: dict[str, tuple[str, str]] = {
     "checkpoint.ahead": (ERROR, "a checkpoint time is newer than any message: flushed data is missing"),
     "abort.unclean-shutdown": (WARNING, "an abort file: the broker will run abnormal recovery (§6.2, §8)"),
     "recovery.truncate": (ERROR, "the broker's recovery would stop here and truncate the commit log after it"),
+    # -- bcq
+    "bcq.file-name": (ERROR, "a batch consume-queue file name is not a 20-digit offset aligned to its file size"),
+    "bcq.file-size": (ERROR, "a batch consume-queue file's length is not mapperFileSizeBatchConsumeQueue"),
+    "bcq.unit-target": (ERROR, "a batch consume-queue unit points where no valid commit-log record starts"),
+    "bcq.unit-mismatch": (ERROR, "a batch unit's size, topic, queue, tagsCode, store time, msgBaseOffset (INNER_BASE) "
+                                 "or batchSize (INNER_NUM) disagrees with its record"),
+    "bcq.base-offset": (ERROR, "a batch unit's msgBaseOffset is not the previous unit's plus its batchSize"),
+    "bcq.expired": (INFO, "batch units point below the commit log's first offset (expired files)"),
+    "bcq.missing-unit": (ERROR, "records of a BatchCQ queue's topic (store time <= checkpoint) have no batch unit"),
+    "bcq.not-dispatched": (INFO, "records of a BatchCQ queue newer than the checkpoint have no unit yet"),
+    "compaction.log-record": (ERROR, "a compaction log holds a damaged record, or PHYSICALOFFSET is not its place"),
+    "compaction.unit-target": (ERROR, "a compaction-queue unit points where no valid compaction-log record starts"),
+    "compaction.unit-mismatch": (ERROR, "a compaction-queue unit disagrees with its compaction-log record"),
+    "compaction.expired": (INFO, "compaction-queue units point below the compaction log's first offset"),
+    "compaction.cq-order": (ERROR, "compaction-queue units' queue offsets or log offsets do not rise"),
+    "compaction.unreferenced": (WARNING, "a compaction-log record no compaction-queue unit names: never read"),
+    "compaction.source": (ERROR, "a compaction-log record differs from the commit-log record at its queue offset"),
+    "compaction.position-checkpoint": (ERROR, "compaction/position-checkpoint is unreadable, names a queue without a "
+                                              "compaction log, or lies past a compaction queue's end"),
 }
 
 

@@ -25,6 +25,7 @@ from rmqstore_cli.store.lock import abort_exists, lock_holder
 from rmqstore_cli.store.safefs import kind_of
 from rmqstore_cli.store.verify.findings import (
     CHECKS, ERROR, INFO, WARNING, Finding, FindingList, FindingSink, VerifyOptions, text)
+from rmqstore_cli.store.verify.bcq import BatchQueueChecks
 from rmqstore_cli.store.verify.index import IndexChecks
 from rmqstore_cli.store.verify.queues import QueueChecks
 from rmqstore_cli.store.verify.records import RecordChecks
@@ -35,7 +36,8 @@ from rmqstore_cli.store.verify.timer import TIMER_CHECKS, TimerChecks
 CHECKS.update(TIMER_CHECKS)
 
 
-class Verifier(CommitLogScan, RecordChecks, QueueChecks, IndexChecks, RecoveryChecks, TimerChecks):
+class Verifier(CommitLogScan, RecordChecks, QueueChecks, IndexChecks, RecoveryChecks, TimerChecks,
+               BatchQueueChecks):
     """Run every check over one store; iterate :meth:`run` for findings, then read ``summary``."""
 
     #: Free an index file's arrays and mapping once the scan has passed all its entries.
@@ -136,6 +138,7 @@ class Verifier(CommitLogScan, RecordChecks, QueueChecks, IndexChecks, RecoveryCh
         self.check_checkpoint()
         self.check_recovery()
         self.check_timer()
+        self.check_batch_queues()
         yield from self._drain()
         for q in self.queues.values():
             q.close()

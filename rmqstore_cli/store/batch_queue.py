@@ -1,0 +1,407 @@
+"""BatchConsumeQueue: 46-byte units of a 5.x ``queue.type=BatchCQ`` topic, and the sparse
+queue of the compaction store (``SparseConsumeQueue``), read as the broker recovers them.
+
+A unit names its own queue offsets (``msgBaseOffset`` .. ``+ batchSize``), so, unlike a
+20-byte consume queue, a unit's place in its file says nothing about its queue offset: the
+queue offset of a message inside an inner batch is found by the broker's binary search over
+``msgBaseOffset`` (``BatchConsumeQueue#getBatchMsgIndexBuffer``).
+"""
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from rmqstore_cli.errors import StoreError
+from rmqstore_cli.formats.batch_queue import (
+    BATCH_CQ_UNIT_SIZE,
+    BCQ_UNIT_FORMAT,
+    INVALID_POS,
+    BatchConsumeQueueUnit,
+)
+from rmqstore_cli.formats.derive import numpy_dtype
+from rmqstore_cli.store import safefs
+from rmqstore_cli.store.mapped_files import MappedFile, MappedFileQueue, offset2file_name, queue_dirs, regular_size
+
+BCQ_UNIT_DTYPE = numpy_dtype(BatchConsumeQueueUnit)
+_UNIT = struct.Struct(BCQ_UNIT_FORMAT)
+
+
+@dataclass(slots=True)
+class BatchUnit:
+    """One unit, where it lies (``file``, byte ``pos`` in it) and its index in the queue."""
+
+    index: int
+    commitlog_offset: int
+    size: int
+    tags_code: int
+    store_time: int
+    msg_base_offset: int
+    batch_size: int
+    compacted_offset: int
+    file: str
+    pos: int
+
+
+def valid_units(u: np.ndarray) -> np.ndarray:
+    """``BatchConsumeQueue#recover``'s test, element-wise: ``offset >= 0 && size > 0 &&
+    msgBaseOffset >= 0 && batchSize > 0``."""
+    return (u["commitlog_offset"] >= 0) & (u["size"] > 0) & (u["msg_base_offset"] >= 0) & (u["batch_size"] > 0)
+
+
+class BatchConsumeQueue:
+    """One queue's files, read-only. ``sparse``: ``SparseConsumeQueue#recover`` (each file
+    read up to its first invalid unit, then the next file; the compaction store's queue),
+    else ``BatchConsumeQueue#recover`` (the first invalid unit ends the queue)."""
+
+    def __init__(self, directory: Path, topic: str, queue_id: int, file_size: int | None = None,
+                 sparse: bool = False, queue: MappedFileQueue | None = None):
+        """``queue``: the files, when they are not a directory's listing (:meth:`of_file`)."""
+        self.dir = directory
+        self.topic = topic
+        self.queue_id = queue_id
+        self.sparse = sparse
+        if queue is None:
+            probe = MappedFileQueue(directory, 1)
+            if file_size is None:  # the files' own size (every file is created at the configured size)
+                file_size = max((regular_size(f.path) for f in probe.files), default=BATCH_CQ_UNIT_SIZE)
+            queue = MappedFileQueue(directory, file_size)
+        self.file_size = queue.file_size
+        self.queue = queue
+        self.strays = self.queue.strays
+        for p in self.queue.not_regular:
+            raise StoreError("a directory where a store file belongs; only regular files are read", path=p)
+        self._valid: list[int] | None = None
+
+    @classmethod
+    def of_file(cls, path: Path, sparse: bool) -> "BatchConsumeQueue":
+        """One file read on its own (``dump-cq --file``): its directory is not listed."""
+        name = path.name
+        start = int(name) if name.isdigit() and name.isascii() and len(name) == 20 else 0
+        q = path.parent
+        return cls(q, q.parent.name, int(q.name) if q.name.isdigit() and q.name.isascii() else 0, sparse=sparse,
+                   queue=MappedFileQueue.of_file(path, start, max(regular_size(path), BATCH_CQ_UNIT_SIZE)))
+
+    def file_units(self, f: MappedFile) -> np.ndarray:
+        """Every whole unit of the file, valid or not, as a numpy view of its mapping."""
+        buf = f.buffer()
+        n = len(buf) // BATCH_CQ_UNIT_SIZE
+        return np.frombuffer(buf, BCQ_UNIT_DTYPE, count=n) if n else np.zeros(0, BCQ_UNIT_DTYPE)
+
+    @property
+    def valid_counts(self) -> list[int]:
+        """Per file, how many units recovery keeps (0 for the files after the queue's end)."""
+        if self._valid is None:
+            self._valid = self._recover()
+        return self._valid
+
+    def _recover(self) -> list[int]:
+        """``BatchConsumeQueue#recover`` / ``SparseConsumeQueue#recover``: from file n-3 on
+        (earlier files are taken whole), units up to the first invalid one."""
+        files = self.queue.files
+        first = max(0, len(files) - 3)
+        counts = [len(self.file_units(f)) for f in files[:first]]
+        ended = False
+        for f in files[first:]:
+            if ended:
+                counts.append(0)
+                continue
+            u = self.file_units(f)
+            bad = np.flatnonzero(~valid_units(u))
+            n = int(bad[0]) if bad.size else len(u)
+            counts.append(n)
+            if not self.sparse and n * BATCH_CQ_UNIT_SIZE < self.file_size:
+                ended = True
+        return counts
+
+    def unit_arrays(self) -> Iterator[tuple[MappedFile, np.ndarray, int]]:
+        """(file, its recovered units, the queue index of its first unit), in file order."""
+        index = 0
+        for f, n in zip(self.queue.files, self.valid_counts):
+            if n:
+                yield f, self.file_units(f)[:n], index
+                index += n
+
+    def units(self) -> Iterator[BatchUnit]:
+        """Every recovered unit, in order."""
+        for f, arr, first in self.unit_arrays():
+            for j, row in enumerate(arr.tolist()):
+                off, size, tags, ts, base, batch, compacted, _ = row
+                yield BatchUnit(first + j, off, size, tags, ts, base, batch, compacted, f.name,
+                                j * BATCH_CQ_UNIT_SIZE)
+
+    def columns(self) -> np.ndarray:
+        """Every recovered unit as one numpy array (a copy)."""
+        parts = [a for _, a, _ in self.unit_arrays()]
+        return np.concatenate(parts) if parts else np.zeros(0, BCQ_UNIT_DTYPE)
+
+    @property
+    def unit_count(self) -> int:
+        return sum(self.valid_counts)
+
+    @property
+    def min_offset(self) -> int:
+        """``#reviseMinOffsetInQueue``: the first file's first unit's msgBaseOffset (0: none)."""
+        for f, arr, _ in self.unit_arrays():
+            return int(arr[0]["msg_base_offset"])
+        return 0
+
+    @property
+    def max_offset(self) -> int:
+        """``#reviseMaxOffsetInQueue``: the last unit's msgBaseOffset + batchSize (0: none)."""
+        last = None
+        for _, arr, _ in self.unit_arrays():
+            last = arr[-1]
+        return 0 if last is None else int(last["msg_base_offset"]) + int(last["batch_size"])
+
+    @property
+    def max_physic_offset(self) -> int:
+        """``#getMaxPhysicOffset`` after recovery: the last unit's commit-log offset (-1: none)."""
+        last = None
+        for _, arr, _ in self.unit_arrays():
+            last = arr[-1]
+        return -1 if last is None else int(last["commitlog_offset"])
+
+    def find(self, msg_offset: int, or_next: bool = False) -> BatchUnit | None:
+        """``BatchConsumeQueue#getBatchMsgIndexBuffer``: the unit whose batch holds queue
+        offset ``msg_offset`` (msgBaseOffset <= it < msgBaseOffset + batchSize), or None.
+        ``or_next``: ``SparseConsumeQueue#getBatchMsgIndexOrNextBuffer``, the first unit
+        at or after it when none holds it (compaction removed it)."""
+        for f, arr, first in self.unit_arrays():
+            ends = arr["msg_base_offset"] + arr["batch_size"]
+            j = int(np.searchsorted(ends, msg_offset, side="right"))
+            if j >= len(arr):
+                continue
+            if or_next or int(arr[j]["msg_base_offset"]) <= msg_offset:
+                row = arr[j].tolist()
+                return BatchUnit(first + j, *row[:7], f.name, j * BATCH_CQ_UNIT_SIZE)
+            return None
+        return None
+
+    def close(self) -> None:
+        self.queue.close()
+
+
+def batch_queues(root: Path, sparse: bool = False, file_size: int | None = None) -> Iterator[BatchConsumeQueue]:
+    """Every ``<topic>/<queueId>`` queue under ``root`` (batchconsumequeue/ or compactionCq/)."""
+    for topic, qid, d in queue_dirs(root):
+        yield BatchConsumeQueue(d, topic, qid, file_size, sparse)
+
+
+def pack_unit(offset: int, size: int, tags_code: int, store_time: int, msg_base_offset: int, batch_size: int) -> bytes:
+    """``BatchConsumeQueue#putBatchMessagePositionInfo``'s 46 bytes (compactedOffset
+    ``INVALID_POS``, 4 reserved bytes 0)."""
+    return _UNIT.pack(offset, size, tags_code, store_time, msg_base_offset, batch_size, INVALID_POS, 0)
+
+
+class BatchConsumeQueueWriter:
+    """``BatchConsumeQueue#putBatchMessagePositionInfo`` into a new queue directory: units
+    appended after one another, a new file (created at its full size) when one is full."""
+
+    def __init__(self, directory: Path, file_size: int, roots: list[Path]):
+        self.dir = directory
+        self.file_size = file_size // BATCH_CQ_UNIT_SIZE * BATCH_CQ_UNIT_SIZE
+        self.roots = roots
+        self.write_offset = 0
+        self.max_physic_offset = -1
+        self._buf = bytearray()
+        self._buf_start = 0
+
+    def resume(self) -> None:
+        """Append after the recovered end of a queue already there (a generate --append),
+        never over its units: ``BatchConsumeQueue#recover`` then ``#getMaxPhysicOffset``."""
+        if not self.dir.is_dir():
+            return
+        bq = BatchConsumeQueue(self.dir, "", 0, self.file_size)
+        counts = bq.valid_counts
+        if bq.queue.files:
+            last = max((i for i, n in enumerate(counts) if n), default=0)
+            f = bq.queue.files[last]
+            self.write_offset = self._buf_start = f.file_from_offset + counts[last] * BATCH_CQ_UNIT_SIZE
+            self.max_physic_offset = bq.max_physic_offset
+        bq.close()
+
+    def put(self, offset: int, size: int, tags_code: int, store_time: int, msg_base_offset: int,
+            batch_size: int) -> bool:
+        """One unit; a commit-log offset at or below the last one is "built repeatedly": skipped."""
+        if offset <= self.max_physic_offset:
+            return True
+        self.max_physic_offset = offset
+        self._buf += pack_unit(offset, size, tags_code, store_time, msg_base_offset, batch_size)
+        self.write_offset += BATCH_CQ_UNIT_SIZE
+        return True
+
+    def flush(self) -> None:
+        from rmqstore_cli.store.consume_queue import write_range
+
+        data, pos = bytes(self._buf), self._buf_start
+        safefs.make_dirs(self.dir, self.roots)
+        while data:
+            start = pos - pos % self.file_size
+            path = self.dir / offset2file_name(start)
+            if not path.exists():
+                safefs.create_sized(path, self.file_size, self.roots, "batch consume-queue file")
+            n = min(len(data), start + self.file_size - pos)
+            write_range(path, pos - start, data[:n], "batch consume-queue units", self.roots)
+            data, pos = data[n:], pos + n
+        self._buf = bytearray()
+        self._buf_start = pos
+
+
+def dispatch_batch(m) -> tuple[int, int]:
+    """(msgBaseOffset, batchSize) dispatch gives a record: its queue offset and 1
+    (``DispatchRequest``), or INNER_BASE and INNER_NUM when it carries both
+    (``CommitLog#setBatchSizeIfNeeded``; a value Java cannot parse: -1, 0)."""
+    from rmqstore_cli.formats.batch_queue import PROPERTY_INNER_BASE, PROPERTY_INNER_NUM
+
+    props = m.properties
+    if PROPERTY_INNER_NUM in props and PROPERTY_INNER_BASE in props:
+        try:
+            return int(props[PROPERTY_INNER_BASE]), int(props[PROPERTY_INNER_NUM])
+        except ValueError:
+            return -1, 0
+    return m.queue_offset, 1
+
+
+def check_batch_unit(log, u: BatchUnit, topic: str | None, queue_id: int | None, delay_table: dict[int, int],
+                     sparse: bool = False):
+    """A unit against the record it points at in ``log`` (the commit log; the compaction log
+    for a ``sparse`` queue): :func:`~rmqstore_cli.store.unit_check.check_unit` at the unit's
+    msgBaseOffset, and the unit's store time, msgBaseOffset and batchSize are the record's
+    (``BatchConsumeQueue#putBatchMessagePositionInfo`` of the dispatch request; the
+    compaction log's units have batch size 1, ``CompactionAppendMessageCallback#doAppend``)."""
+    from rmqstore_cli.store.unit_check import MISMATCH, check_unit
+
+    c = check_unit(log, u.msg_base_offset, u.commitlog_offset, u.size, u.tags_code, topic, queue_id, delay_table)
+    m = c.message
+    if m is None or c.status not in ("ok", MISMATCH):
+        return c
+    c.problems = [p for p in c.problems if not p.startswith("record's queue offset")]
+    base, batch = (m.queue_offset, 1) if sparse else dispatch_batch(m)
+    if u.store_time != m.store_timestamp:
+        c.problems.append(f"store time {u.store_time}, record's is {m.store_timestamp}")
+    if u.msg_base_offset != base:
+        c.problems.append(f"msgBaseOffset {u.msg_base_offset}, record's is {base}")
+    if u.batch_size != batch:
+        c.problems.append(f"batchSize {u.batch_size}, record's is {batch}")
+    c.status, c.agrees = (MISMATCH, False) if c.problems else ("ok", True)
+    return c
+
+
+def batch_topics(root: Path) -> set[str]:
+    """Topics whose queues are BatchConsumeQueues (``ConsumeQueueStore#findOrCreateConsumeQueue``
+    reads the topic's ``queue.type`` attribute): ``config/topics.json`` entries with
+    ``queue.type=BatchCQ``, and the topics ``batchconsumequeue/`` already has (the topic
+    table a broker was given need not be on disk, as in the 5.3.3 sample)."""
+    from rmqstore_cli.formats.batch_queue import BATCH_CQ_TYPE, QUEUE_TYPE_ATTRIBUTE
+    from rmqstore_cli.store.configfiles import BROKER_CONFIG_FILES, load_config
+
+    found = {t for t, _, _ in queue_dirs(root / "batchconsumequeue")}
+    topics_json = next(c for c in BROKER_CONFIG_FILES if c.name == "topics.json")
+    try:
+        value = load_config(root / "config", topics_json).value
+    except StoreError:
+        return found
+    table = value.get("topicConfigTable") if isinstance(value, dict) else None
+    for name, tc in (table or {}).items() if isinstance(table, dict) else ():
+        attrs = tc.get("attributes") if isinstance(tc, dict) else None
+        if isinstance(attrs, dict) and BATCH_CQ_TYPE in (attrs.get(QUEUE_TYPE_ATTRIBUTE),
+                                                         attrs.get("+" + QUEUE_TYPE_ATTRIBUTE)):
+            found.add(name)
+    return found
+
+
+class BatchDispatch:
+    """``BatchConsumeQueue#putMessagePositionInfoWrapper`` for every BatchCQ queue of a
+    rebuild or a generated store: one writer per queue under ``root`` (a
+    ``batchconsumequeue/``), flushed at the end."""
+
+    def __init__(self, root: Path, topics: set[str], file_size: int, roots: list[Path]):
+        self.root = root
+        self.topics = topics
+        self.file_size = file_size
+        self.roots = roots
+        self.writers: dict[tuple[str, int], BatchConsumeQueueWriter] = {}
+        self.units = 0
+
+    def put(self, topic: str, queue_id: int, offset: int, size: int, tags_code: int, store_time: int,
+            props: bytes, queue_offset: int) -> None:
+        """One record: its msgBaseOffset and batchSize from INNER_BASE/INNER_NUM
+        (``CommitLog#setBatchSizeIfNeeded``), else its queue offset and 1; a negative one is
+        not written (``#putMessagePositionInfoWrapper`` logs and returns)."""
+        from rmqstore_cli.store.properties import pick_property
+
+        num, base = pick_property(props, b"INNER_NUM\x01"), pick_property(props, b"INNER_BASE\x01")
+        try:
+            base_offset, batch = (int(base), int(num)) if num is not None and base is not None else (queue_offset, 1)
+        except ValueError:
+            return
+        if base_offset < 0 or batch < 0:
+            return
+        w = self.writers.get((topic, queue_id))
+        if w is None:
+            w = self.writers[(topic, queue_id)] = BatchConsumeQueueWriter(
+                self.root / topic / str(queue_id), self.file_size, self.roots)
+            w.resume()
+        w.put(offset, size, tags_code, store_time, base_offset, batch)
+        self.units += 1
+
+    def flush(self) -> None:
+        for w in self.writers.values():
+            w.flush()
+
+
+def batch_file_size(config, root: Path) -> int:
+    """``mapperFileSizeBatchConsumeQueue``: configured, else the size of the files there, else
+    the broker's default."""
+    from rmqstore_cli.formats.batch_queue import DEFAULT_BCQ_FILE_SIZE
+
+    if config.mapper_file_size_batch_consume_queue > 0:
+        return config.mapper_file_size_batch_consume_queue
+    for _, _, d in queue_dirs(root / "batchconsumequeue"):
+        for p in sorted(d.iterdir()):
+            if p.is_file() and p.stat().st_size:
+                return p.stat().st_size
+    return DEFAULT_BCQ_FILE_SIZE
+
+
+def batch_dispatch(config, cq_root: Path, roots: list[Path] | None) -> BatchDispatch | None:
+    """The BatchCQ half of a dispatcher writing ``cq_root`` (its ``batchconsumequeue/``
+    sibling), or None when the store has no BatchCQ topic."""
+    from rmqstore_cli.store.consume_queue import unsafe_topic
+
+    topics = {t for t in batch_topics(config.root) if unsafe_topic(t) is None}
+    if not topics:
+        return None
+    root = cq_root.parent / "batchconsumequeue"
+    return BatchDispatch(root, topics, batch_file_size(config, config.root), roots or [cq_root.parent])
+
+
+def encode_inner_message(body: bytes, properties: bytes, flag: int = 0) -> bytes:
+    """``MessageDecoder#encodeMessage``: one message of a batch body (magic and CRC 0)."""
+    from rmqstore_cli.formats.batch_queue import INNER_MESSAGE_OVERHEAD, InnerBatchMessage
+
+    return InnerBatchMessage.build(dict(total_size=INNER_MESSAGE_OVERHEAD + len(body) + len(properties), magic=0,
+                                        body_crc=0, flag=flag, body=body, properties=properties))
+
+
+def assign_inner_base(spec, queue_table: dict[str, int]) -> int:
+    """``BatchConsumeQueue#assignQueueOffset`` for an inner-batch send: the queue's next
+    offset becomes the record's QUEUEOFFSET and its INNER_BASE property (put into the
+    broker's HashMap of 128 and re-serialised); returns the messages it counts (INNER_NUM),
+    by which ``#increaseQueueOffset`` then moves the queue on."""
+    from rmqstore_cli.formats.batch_queue import PROPERTY_INNER_BASE, PROPERTY_INNER_NUM
+    from rmqstore_cli.formats.properties import parse_properties, serialize_properties
+    from rmqstore_cli.store.message import JavaHashMap
+
+    base = queue_table.get(f"{spec.topic}-{spec.queue_id}", 0)
+    m = JavaHashMap(128)
+    for k, v in parse_properties(spec.properties).items():
+        m.put(k, v)
+    m.put(PROPERTY_INNER_BASE, str(base))
+    spec.properties = serialize_properties(m.items(), True)
+    spec.queue_offset = base
+    return int(m.get(PROPERTY_INNER_NUM) or 1)
