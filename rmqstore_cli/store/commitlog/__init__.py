@@ -224,6 +224,33 @@ def is_clean_end(buf, pos: int, reason: str, last_file: bool) -> bool:
     return last_file and reason == END_OF_DATA and not any(buf[pos:pos + 4096])
 
 
+def check_framed(buf, pos: int, limit: int, file_from: int, header: int, check_crc: bool = False,
+                 force_prop_crc: bool = False) -> Check:
+    """:func:`check_message` for the record framed at ``pos``: itself (``header`` 0), or inside
+    the DLedger entry starting there (``DLedgerCommitLog#checkMessageAndReturnSize``: the
+    entry's blank is BLANK, a record is read ``header`` bytes on and the size includes the
+    header). An entry that ``DLedgerMmapFileStore#recover`` would reject is INVALID."""
+    if not header:
+        return check_message(buf, pos, limit, file_from, check_crc, force_prop_crc)
+    from rmqstore_cli.store.commitlog.dledger import entry_problem, entry_stop_kind, read_entry
+
+    if limit - pos >= 8 and entry_stop_kind(buf, pos) == "blank":
+        return Check(Status.BLANK, 0)
+    e = read_entry(buf, pos)
+    if e is not None and e.magic == 0 and e.size == 0:
+        return Check(Status.INVALID, -1, END_OF_DATA)
+    problem = entry_problem(e, file_from + pos, limit - pos)
+    if problem:
+        return Check(Status.INVALID, -1, problem)
+    c = check_message(buf, pos + header, limit, file_from, check_crc, force_prop_crc)
+    if c.status is Status.VALID and c.size + header != e.size:
+        return Check(Status.INVALID, -1, f"DLedger entry size {e.size} != record size {c.size} + {header}",
+                     c.message)
+    if c.size > 0:
+        c.size += header
+    return c
+
+
 @dataclass(slots=True)
 class ScanEnd:
     """Where and why a scan stopped: the end of the readable log."""
@@ -294,7 +321,10 @@ class CommitLog:
         for i, f in enumerate(files):
             buf = f.buffer()
             limit = len(buf)
+            header = self.header_of(f)
             pos = max(0, start - f.file_from_offset)
+            if header and pos:  # a record offset names its entry, BODY_OFFSET before it
+                pos -= header
             if i > 0 and f.file_from_offset != files[i - 1].end_offset:
                 self.end = ScanEnd(files[i - 1].end_offset, f"gap: no file between {files[i - 1].end_offset} "
                                    f"and {f.file_from_offset}", f.name, clean=False)
@@ -312,20 +342,21 @@ class CommitLog:
                 if pos - released >= _RELEASE_EVERY:
                     released = release_pages(buf, released, pos)
                 if blocks:
-                    blk = valid_block(buf, arr, pos, stop, f.file_from_offset, f.name, size, check_crc, topic_table)
+                    blk = valid_block(buf, arr, pos, stop, f.file_from_offset, f.name, size, check_crc, topic_table,
+                                      header)
                     if blk is not None:
                         yield blk
                         pos = blk.next_pos
                         size = min(size * 2, MAX_BLOCK)
                         continue
-                c = check_message(buf, pos, limit, f.file_from_offset, check_crc, force)
+                c = check_framed(buf, pos, limit, f.file_from_offset, header, check_crc, force)
                 if c.status is Status.VALID:
                     yield c.message
                     pos += c.size
                     continue
                 if c.status is Status.BLANK:
                     if include_blank:
-                        yield Blank(f.file_from_offset + pos, _PREFIX.unpack_from(buf, pos)[0], f.name)
+                        yield Blank(f.file_from_offset + pos, self.blank_size(buf, pos, header), f.name)
                     release_pages(buf, released, limit)
                     break
                 if c.status is Status.SIZE_MISMATCH and skip_mismatch:
@@ -342,6 +373,21 @@ class CommitLog:
                 break
         last = files[-1] if files else None
         self.end = ScanEnd(last.end_offset if last else start, "end of the last file", last.name if last else None)
+
+    def header_of(self, f: MappedFile) -> int:
+        """Bytes before each record of ``f``: 48 in a DLedger data file, else 0."""
+        from rmqstore_cli.store.commitlog.dledger import header_of
+
+        return header_of(self.config, f)
+
+    @staticmethod
+    def blank_size(buf, pos: int, header: int) -> int:
+        """The size field of the end-of-file blank at ``pos`` (the commit log's or ``MmapFileList``'s)."""
+        if header:
+            from rmqstore_cli.store.commitlog.dledger import blank_size
+
+            return blank_size(buf, pos)
+        return _PREFIX.unpack_from(buf, pos)[0]
 
     def get(self, offset: int, check_crc: bool = False) -> Message:
         """The message at physical ``offset`` (``DefaultMessageStore#lookMessageByOffset``)."""
