@@ -380,6 +380,21 @@ class CommitLog:
 
         return header_of(self.config, f)
 
+    @property
+    def is_dledger(self) -> bool:
+        """Some file is a DLedger data file (``enableDLegerCommitLog``)."""
+        return any(self.header_of(f) for f in self.files)
+
+    def entry_of(self, offset: int):
+        """The DLedger entry header (``commitlog.dledger.Entry``) of the record at ``offset``,
+        or None in a plain commit-log file (or before a file's first 48 bytes)."""
+        from rmqstore_cli.store.commitlog.dledger import read_entry
+
+        f = self.queue.find(offset)
+        if f is None or not self.header_of(f):
+            return None
+        return read_entry(f.buffer(), offset - f.file_from_offset - self.header_of(f))
+
     @staticmethod
     def blank_size(buf, pos: int, header: int) -> int:
         """The size field of the end-of-file blank at ``pos`` (the commit log's or ``MmapFileList``'s)."""
