@@ -20,6 +20,7 @@ class RecoveryChecks:
 
     def check_recovery(self) -> None:
         """Which recovery the broker runs next (§8) and what it would truncate."""
+        self.check_dledger()
         files = self.mfq.files
         if not files:
             return
