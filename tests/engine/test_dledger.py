@@ -1,0 +1,273 @@
+"""DLedger commit logs made by independent test code from the plain 4.9.7 sample: every record
+wrapped in a DLedger entry (``DLedgerEntryCoder#encode``, ``MmapFileList#preAppend`` blanks),
+PHYSICALOFFSET and the consume-queue and index offsets rewritten as the broker's append hook
+would have written them (``DLedgerCommitLog``: entry pos + 48), the index/ units, checkpoint
+and currterm written beside. Plain ``struct`` code here, not the engine's.
+
+rebuild-index must reproduce the rewritten consume queues and index byte for byte, readers
+must see the plain sample's records, and damage must give findings or one-line errors."""
+from __future__ import annotations
+
+import json
+import shutil
+import struct
+from pathlib import Path
+
+import pytest
+
+from conftest import cli, fixture_dir, run
+
+FILE = 65536  # the plain sample's mappedFileSizeCommitLog: DLedger's data files use the same size
+INDEX_FILE = 32 * 5 * 1024 * 1024
+ENTRY = struct.Struct(">iiqqqiiii")  # magic size index term pos channel chainCrc bodyCrc bodySize
+UNIT = struct.Struct(">iqiqq")  # magic pos size index term
+BLANK_V1 = 0xCBD43194
+
+
+def _plain_records(store: Path) -> list[tuple[int, bytes]]:
+    out = []
+    for f in sorted((store / "commitlog").iterdir()):
+        b, base, p = f.read_bytes(), int(f.name), 0
+        while p + 8 <= len(b):
+            total, magic = struct.unpack_from(">iI", b, p)
+            if total <= 0 or magic == BLANK_V1:
+                break
+            out.append((base + p, b[p:p + total]))
+            p += total
+    return out
+
+
+def wrap(src: Path, dest: Path, keep_files: int = 0, terms=(1, 2)) -> tuple[Path, dict[int, int]]:
+    """The plain sample ``src`` as a DLedger store in ``dest``: its first ``keep_files`` commit-log
+    files stay (a divided store), the rest become entries of dledger-n0/data. Returns the
+    store and the map old physical offset -> new one."""
+    store = dest / "store"
+    shutil.copytree(src / "store", store)
+    old = sorted((store / "commitlog").iterdir())
+    for f in old[keep_files:]:
+        f.unlink()
+    if not keep_files:
+        (store / "commitlog").rmdir()
+    divided = keep_files * FILE
+    recs = [(o, r) for o, r in _plain_records(src / "store") if o >= divided]
+    dl = store / "dledger-n0"
+    (dl / "data").mkdir(parents=True)
+    (dl / "index").mkdir()
+    moved: dict[int, int] = {}
+    files: dict[int, bytearray] = {}
+    units = bytearray()
+    pos = divided
+    for i, (o, rec) in enumerate(recs):
+        size = ENTRY.size + len(rec)
+        if pos % FILE + size + 8 > FILE:  # MmapFileList#preAppend: a blank, then the next file
+            files.setdefault(pos - pos % FILE, bytearray(FILE))[pos % FILE:pos % FILE + 8] = \
+                struct.pack(">ii", -1, FILE - pos % FILE)
+            pos += FILE - pos % FILE
+        term = terms[0] if i < len(recs) // 2 else terms[1]
+        body = bytearray(rec)
+        struct.pack_into(">q", body, 28, pos + ENTRY.size)  # the append hook's PHYSICALOFFSET
+        buf = files.setdefault(pos - pos % FILE, bytearray(FILE))
+        buf[pos % FILE:pos % FILE + size] = ENTRY.pack(1, size, i, term, pos, 0, 0, 0, len(rec)) + body
+        units += UNIT.pack(1, pos, size, i, term)
+        moved[o] = pos + ENTRY.size
+        pos += size
+    for start, buf in files.items():
+        (dl / "data" / f"{start:020d}").write_bytes(buf)
+    with open(dl / "index" / f"{0:020d}", "wb") as fh:
+        fh.truncate(INDEX_FILE)
+        fh.write(units)
+    last = len(recs) - 1
+    (dl / "checkpoint").write_text(f"committedIndex={last}\nendIndex={last}\n")
+    (dl / "currterm").write_text(f"voteLeader=n0\ncurrTerm={terms[1]}\n")
+    _rewrite_queues(store, moved)
+    conf = (src / "broker.conf").read_text() + "enableDLegerCommitLog=true\ndLegerSelfId=n0\n"
+    (dest / "broker.conf").write_text(conf)
+    return store, moved
+
+
+def _rewrite_queues(store: Path, moved: dict[int, int]) -> None:
+    """Consume-queue units (commitLogOffset) and index entries and headers (phyOffset) of
+    the moved records: what the broker would have dispatched from the DLedger log."""
+    for f in (store / "consumequeue").rglob("*"):
+        if f.is_file():
+            b = bytearray(f.read_bytes())
+            for p in range(0, len(b), 20):
+                phy = struct.unpack_from(">q", b, p)[0]
+                if phy in moved and any(b[p:p + 20]):  # not the zero tail
+                    struct.pack_into(">q", b, p, moved[phy])
+            f.write_bytes(b)
+    for f in (store / "index").iterdir():
+        b = bytearray(f.read_bytes())
+        count = struct.unpack_from(">i", b, 36)[0]
+        for at in (16, 24):
+            phy = struct.unpack_from(">q", b, at)[0]
+            struct.pack_into(">q", b, at, moved.get(phy, phy))
+        for i in range(1, count):
+            at = 40 + 64 * 4 + i * 20 + 4
+            phy = struct.unpack_from(">q", b, at)[0]
+            struct.pack_into(">q", b, at, moved.get(phy, phy))
+        f.write_bytes(b)
+
+
+@pytest.fixture(scope="module", params=[0, 4], ids=["dledger", "divided"])
+def wrapped(request, tmp_path_factory):
+    src = fixture_dir("4.9.7")
+    dest = tmp_path_factory.mktemp("dledger")
+    store, moved = wrap(src, dest, keep_files=request.param)
+    return store, dest / "broker.conf", moved, request.param
+
+
+def _jsonl(*args) -> list[dict]:
+    r = cli(*args, "--format", "jsonl")
+    assert r.exit_code == 0, r.stderr
+    return [json.loads(line) for line in r.stdout.splitlines() if line.strip()]
+
+
+def test_dump_commitlog_reads_the_plain_samples_records_through_DLedgerCommitLog(wrapped):
+    store, conf, moved, keep = wrapped
+    src = fixture_dir("4.9.7")
+    plain = _jsonl("dump-commitlog", "--store", src / "store", "--broker-conf", src / "broker.conf")
+    got = _jsonl("dump-commitlog", "--store", store, "--broker-conf", conf)
+    assert len(got) == len(plain)
+    for p, g in zip(plain, got):
+        assert g["physical_offset"] == moved.get(p["physical_offset"], p["physical_offset"])
+        for k in ("topic", "queue_id", "queue_offset", "total_size", "body_crc", "properties_string", "keys"):
+            assert g.get(k) == p.get(k), k
+        assert ("dledger_index" in g) == (p["physical_offset"] in moved)
+    idx = [g["dledger_index"] for g in got if "dledger_index" in g]
+    assert idx == list(range(len(moved)))
+    assert all(g["dledger_pos"] + 48 == g["physical_offset"] for g in got if "dledger_pos" in g)
+
+
+def test_rebuild_index_reproduces_rewritten_queues_and_index(wrapped, tmp_path):
+    store, conf, _, _ = wrapped
+    out = tmp_path / "out"
+    r = cli("rebuild-index", "--store", store, "--broker-conf", conf, "--output", out)
+    assert r.exit_code == 0, r.stderr
+    for f in sorted(p for p in (store / "consumequeue").rglob("*") if p.is_file()):
+        assert (out / f.relative_to(store)).read_bytes() == f.read_bytes(), f
+    ia, ib = sorted((store / "index").iterdir()), sorted((out / "index").iterdir())
+    assert [a.read_bytes() for a in ia] == [b.read_bytes() for b in ib]
+
+
+def test_verify_finds_no_error(wrapped):
+    store, conf, _, _ = wrapped
+    r = cli("verify", "--store", store, "--broker-conf", conf, "--format", "json")
+    rep = json.loads(r.stdout)
+    assert rep["summary"]["errors"] == 0, [f for f in rep["findings"] if f["severity"] == "error"][:5]
+    assert not [f for f in rep["findings"] if f["check"].startswith("dledger.")]
+
+
+def _damaged(wrapped, tmp_path) -> tuple[Path, Path]:
+    store, conf, _, _ = wrapped
+    shutil.copytree(store.parent, tmp_path / "w", symlinks=True)
+    return tmp_path / "w" / "store", tmp_path / "w" / "broker.conf"
+
+
+def _checks(store: Path, conf: Path) -> dict[str, list[dict]]:
+    r = cli("verify", "--store", store, "--broker-conf", conf, "--format", "json")
+    assert r.exit_code == 1, r.stdout
+    out: dict[str, list[dict]] = {}
+    for f in json.loads(r.stdout)["findings"]:
+        out.setdefault(f["check"], []).append(f)
+    return out
+
+
+def _entry_at(store: Path, i: int) -> tuple[Path, int]:
+    data = sorted((store / "dledger-n0" / "data").iterdir())
+    unit = UNIT.unpack_from((store / "dledger-n0" / "index" / f"{0:020d}").read_bytes(), i * 32)
+    f = [d for d in data if int(d.name) <= unit[1]][-1]
+    return f, unit[1] - int(f.name)
+
+
+def test_wrong_entry_magic_is_a_finding_and_readers_stop_cleanly(wrapped, tmp_path):
+    """In the last file, inside the region ``DLedgerMmapFileStore#recover`` walks."""
+    n = len(wrapped[2])
+    store, conf = _damaged(wrapped, tmp_path)
+    f, p = _entry_at(store, n - 10)
+    b = bytearray(f.read_bytes())
+    struct.pack_into(">i", b, p, 7)
+    f.write_bytes(b)
+    got = _checks(store, conf)
+    assert [x["offset"] for x in got["dledger.entry"]] == [p]
+    assert "bad DLedger entry magic 7" in got["dledger.entry"][0]["detail"]
+    assert got["recovery.truncate"][0]["physical_offset"] == int(f.name) + p
+    r = run("dump-commitlog", "--store", store, "--broker-conf", conf, "--format", "jsonl")
+    assert r.returncode == 0 and b"Traceback" not in r.stderr
+
+
+def test_torn_last_entry_is_where_recovery_truncates(wrapped, tmp_path):
+    """Only magic and size of the last entry reached the disk: ``DLedgerMmapFileStore#recover``
+    stops there (pos 0 != its position), truncates index/ after the entry before and lowers
+    committedIndex."""
+    n = len(wrapped[2])
+    store, conf = _damaged(wrapped, tmp_path)
+    f, p = _entry_at(store, n - 1)
+    b = bytearray(f.read_bytes())
+    size = struct.unpack_from(">i", b, p + 4)[0]
+    b[p + 8:p + size] = bytes(size - 8)
+    f.write_bytes(b)
+    got = _checks(store, conf)
+    assert [(x["offset"], x["detail"].split(";")[0]) for x in got["dledger.entry"]] == \
+        [(p, f"DLedger entry pos 0 != {int(f.name) + p}")]
+    assert got["dledger.index-tail"][0]["offset"] == (n - 1) * 32
+    assert any(f"committedIndex {n - 1} > last entry {n - 2}" in x["detail"] for x in got["dledger.checkpoint"])
+    r = run("rebuild-index", "--store", store, "--broker-conf", conf, "--output", tmp_path / "out", "--format", "json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["dispatch_end"]["offset"] == int(f.name) + p
+
+
+def test_record_torn_inside_a_whole_entry_is_kept_by_DLedger_recovery(wrapped, tmp_path):
+    """The entry header is whole, its record is not: ``DLedgerMmapFileStore#recover`` keeps it
+    (it reads no record), the record's own check finds it."""
+    n = len(wrapped[2])
+    store, conf = _damaged(wrapped, tmp_path)
+    f, p = _entry_at(store, n - 1)
+    b = bytearray(f.read_bytes())
+    size = struct.unpack_from(">i", b, p + 4)[0]
+    b[p + 48 + 84:p + size] = bytes(size - 48 - 84)  # from BODYLENGTH on, nothing reached the disk
+    f.write_bytes(b)
+    got = _checks(store, conf)
+    assert [x["offset"] for x in got["commitlog.total-size"]] == [p + 48]
+    assert not [c for c in got if c.startswith("dledger.")]
+
+
+def test_index_unit_pointing_past_the_data_is_a_finding(wrapped, tmp_path):
+    store, conf = _damaged(wrapped, tmp_path)
+    idx = store / "dledger-n0" / "index" / f"{0:020d}"
+    with open(idx, "r+b") as fh:
+        fh.seek(3 * 32 + 4)
+        fh.write(struct.pack(">q", 1 << 40))
+    got = _checks(store, conf)
+    assert [x["offset"] for x in got["dledger.index"]] == [3 * 32]
+    assert "its unit says pos 1099511627776" in got["dledger.index"][0]["detail"]
+
+
+def test_divided_store_missing_its_old_log(wrapped, tmp_path):
+    store, conf, _, keep = wrapped
+    if not keep:
+        pytest.skip("only a divided store has an old commitlog/")
+    store, conf = _damaged(wrapped, tmp_path)
+    shutil.rmtree(store / "commitlog")
+    got = _checks(store, conf)
+    assert got["dledger.old-log"][0]["file"] == f"dledger-n0/data/{keep * FILE:020d}"
+    r = run("dump-cq", "--store", store, "--broker-conf", conf, "AuditTopic", "0")
+    assert b"Traceback" not in r.stderr
+
+
+def test_term_going_back_and_stale_currterm(tmp_path):
+    store, moved = wrap(fixture_dir("4.9.7"), tmp_path, terms=(3, 2))
+    (store / "dledger-n0" / "currterm").write_text("voteLeader=n0\ncurrTerm=1\n")
+    got = _checks(store, tmp_path / "broker.conf")
+    assert len(got["dledger.order"]) == 1
+    assert "term 2 after index" in got["dledger.order"][0]["detail"]
+    assert "dledger.term" in got
+
+
+def test_config_without_self_id_and_two_dledger_dirs_are_one_line_errors(tmp_path):
+    store, _ = wrap(fixture_dir("4.9.7"), tmp_path)
+    shutil.copytree(store / "dledger-n0", store / "dledger-n1")
+    r = run("dump-commitlog", "--store", store)
+    assert r.returncode == 3 and b"2 DLedger directories" in r.stderr and len(r.stderr.splitlines()) <= 2
+    r = run("dump-commitlog", "--store", store, "--broker-conf", tmp_path / "broker.conf")
+    assert r.returncode == 0, r.stderr
