@@ -32,8 +32,6 @@ ENTRY_HEADER_FORMAT = fixed_fields_format(EntryHeader)
 BODY_OFFSET = struct.calcsize(ENTRY_HEADER_FORMAT)
 #: ``DLedgerEntry.HEADER_SIZE`` (BODY_OFFSET without bodySize): an entry is larger than this.
 HEADER_SIZE = field_offset(EntryHeader, "body_size")
-#: ``DLedgerEntry.POS_OFFSET``
-POS_OFFSET = field_offset(EntryHeader, "pos")
 
 #: One unit of ``index/`` (``DLedgerEntryCoder#encodeIndex``).
 IndexUnit = Struct(

@@ -273,8 +273,15 @@ class CommitLog:
         # writer state
         self.topic_queue_table: dict[str, int] = {}
         self._write_offset = 0
-        #: Store time of the last record seen by :meth:`max_offset` (0: none).
+        #: Store time and offset of the last record seen by :meth:`max_offset` (0: none).
         self.last_store_timestamp = 0
+        self.last_record_offset = 0
+        #: A DLedger commit log's writer half (``commitlog.dledger.EntryWriter``), or None.
+        self.dledger = None
+        if writable and config.dledger_dir is not None:
+            from rmqstore_cli.store.commitlog.dledger import EntryWriter
+
+            self.dledger = EntryWriter(config, self.queue)
 
     @property
     def files(self) -> list[MappedFile]:
@@ -433,15 +440,27 @@ class CommitLog:
         last = self.files[-1]
         for m in self.scan(last.file_from_offset):
             self.last_store_timestamp = m.store_timestamp
+            self.last_record_offset = m.offset
         return self.end.offset if self.end else last.file_from_offset
 
     def close(self) -> None:
         self.queue.close()
+        if self.dledger is not None:
+            self.dledger.close()
 
     # ------------------------------------------------------------- writing
     def open_for_append(self) -> None:
-        """Position the writer after the last valid record, as recovery would."""
+        """Position the writer after the last valid record, as recovery would. DLedger: after
+        the last entry; on an old plain log, from the end of its last file
+        (``DLedgerCommitLog#recover``: a BLANK there, then ``dividedCommitlogOffset``)."""
         self._write_offset = self.max_offset() if self.files else 0
+        if self.dledger is not None and self.files:
+            last = self.files[-1]
+            if not self.header_of(last):
+                if self._write_offset < last.end_offset:
+                    self._write_blank(last, self._write_offset - last.file_from_offset)
+            elif self.last_record_offset:
+                self.dledger.resume(self.entry_of(self.last_record_offset))
 
     @property
     def write_offset(self) -> int:
@@ -449,6 +468,8 @@ class CommitLog:
 
     def append(self, spec: "AppendSpec") -> "AppendResult":
         """``DefaultAppendMessageCallback#doAppend`` for one message."""
+        if self.dledger is not None:
+            return self._append_entry(spec)
         record = encode_record(spec, self.config)
         size = len(record)
         if size + END_FILE_MIN_BLANK_LENGTH > self.file_size:
@@ -461,6 +482,19 @@ class CommitLog:
             self._write_blank(f, pos)
             f = self.queue.get_last_mapped_file(self._write_offset)
             pos = 0
+        queue_offset = self._queue_offset(spec)
+        phy = f.file_from_offset + pos
+        if phy + size > MAX_FILE_OFFSET:  # a Java long: CommitLog offsets never pass Long.MAX_VALUE
+            raise StoreError(f"the commit log ends at offset {phy}: no room for a {size}-byte message below "
+                             "Long.MAX_VALUE", path=f.path, offset=pos)
+        self._seal(spec, record, queue_offset, phy)
+        f.write(pos, record)
+        self._write_offset = phy + size
+        msg_id = offset_msg_id(spec.store_host[0], spec.store_host[1], phy)
+        return AppendResult(phy, size, queue_offset, msg_id, spec.store_timestamp, bytes(record))
+
+    def _queue_offset(self, spec: "AppendSpec") -> int:
+        """The record's queue offset: the next of its queue (normal and commit records), else 0."""
         tran = spec.sys_flag & TRANSACTION_MASK
         queue_offset = 0
         if tran in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE):
@@ -469,19 +503,42 @@ class CommitLog:
             self.topic_queue_table[key] = queue_offset + 1
         elif spec.queue_offset is not None:
             queue_offset = spec.queue_offset
-        phy = f.file_from_offset + pos
-        if phy + size > MAX_FILE_OFFSET:  # a Java long: CommitLog offsets never pass Long.MAX_VALUE
-            raise StoreError(f"the commit log ends at offset {phy}: no room for a {size}-byte message below "
-                             "Long.MAX_VALUE", path=f.path, offset=pos)
+        return queue_offset
+
+    def _seal(self, spec: "AppendSpec", record: bytearray, queue_offset: int, phy: int) -> None:
+        """QUEUEOFFSET, PHYSICALOFFSET and (``enabledAppendPropCRC``) the whole-record CRC."""
+        size = len(record)
         struct.pack_into(_QUEUE_OFFSET.fmt, record, _QUEUE_OFFSET.offset, queue_offset)
         struct.pack_into(_PHY.fmt, record, _PHY.offset, phy)
         if self.config.enabled_append_prop_crc and not spec.raw_properties:
             crc = crc32(memoryview(record)[:size - CRC32_RESERVED_LEN]) & 0x7FFFFFFF
             record[size - 11:size - 1] = crc_property_value(crc).encode()
-        f.write(pos, record)
-        self._write_offset = phy + size
+
+    def _append_entry(self, spec: "AppendSpec") -> "AppendResult":
+        """``DLedgerCommitLog#putMessage``: the record as the body of a DLedger entry, its
+        PHYSICALOFFSET the entry's pos + ``BODY_OFFSET`` (the append hook). A replayed record's
+        physical offset cannot be kept: entries follow each other."""
+        from rmqstore_cli.formats.dledger import BODY_OFFSET
+        from rmqstore_cli.store.commitlog.dledger import encode_blank
+
+        record = encode_record(spec, self.config)
+        size = len(record) + BODY_OFFSET
+        if not self.dledger.fits(size, self.file_size):
+            raise StoreError(f"a {len(record)}-byte message can never fit a {self.file_size}-byte DLedger data file")
+        f = self.queue.get_last_mapped_file(self._write_offset)
+        pos = self._write_offset - f.file_from_offset
+        if not self.dledger.fits(size, self.file_size - pos):
+            f.write(pos, encode_blank(self.file_size - pos))
+            self._write_offset = f.end_offset
+            f = self.queue.get_last_mapped_file(self._write_offset)
+            pos = 0
+        queue_offset = self._queue_offset(spec)
+        phy = f.file_from_offset + pos + BODY_OFFSET
+        self._seal(spec, record, queue_offset, phy)
+        f.write(pos, self.dledger.frame(record, phy - BODY_OFFSET))
+        self._write_offset = phy - BODY_OFFSET + size
         msg_id = offset_msg_id(spec.store_host[0], spec.store_host[1], phy)
-        return AppendResult(phy, size, queue_offset, msg_id, spec.store_timestamp, bytes(record))
+        return AppendResult(phy, len(record), queue_offset, msg_id, spec.store_timestamp, bytes(record))
 
     def _seek(self, offset: int) -> None:
         """Continue at ``offset``: where an empty log starts, or a later file after a BLANK."""

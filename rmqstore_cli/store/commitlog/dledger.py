@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rmqstore_cli.errors import StoreError
+from rmqstore_cli.formats.commitlog import HEAD
 from rmqstore_cli.formats.dledger import (
     BLANK_FORMAT,
     BLANK_MAGIC,
@@ -27,16 +28,19 @@ from rmqstore_cli.formats.dledger import (
     ENTRY_HEADER_FORMAT,
     ENTRY_MAGIC,
     HEADER_SIZE,
+    INDEX_FILE_SIZE,
     INDEX_UNIT_FORMAT,
     INDEX_UNIT_SIZE,
+    MIN_BLANK_LEN,
     TERM_FILE,
     TERM_KEY,
+    VOTE_KEY,
 )
 
 _ENTRY = struct.Struct(ENTRY_HEADER_FORMAT)
 _BLANK = struct.Struct(BLANK_FORMAT)
 _UNIT = struct.Struct(INDEX_UNIT_FORMAT)
-_TOTAL = struct.Struct(">i")  # the record's TOTALSIZE right after the entry header
+_TOTAL = struct.Struct(HEAD["total_size"].fmt)  # the record's TOTALSIZE right after the entry header
 #: small properties files: ``checkpoint`` and ``currterm`` (``IOUtils#string2File``)
 _PROPS_LIMIT = 64 * 1024
 
@@ -91,17 +95,16 @@ class Entry:
     index: int
     term: int
     pos: int
-    channel: int
-    chain_crc: int
-    body_crc: int
     body_size: int
 
 
 def read_entry(buf, pos: int) -> Entry | None:
-    """The entry header at ``pos``, or None when fewer than 48 bytes remain."""
+    """The entry header at ``pos`` (channel and the two CRCs, which the broker leaves 0, left
+    out), or None when fewer than 48 bytes remain."""
     if pos < 0 or pos + _ENTRY.size > len(buf):
         return None
-    return Entry(*_ENTRY.unpack_from(buf, pos))
+    magic, size, index, term, epos, _, _, _, body_size = _ENTRY.unpack_from(buf, pos)
+    return Entry(magic, size, index, term, epos, body_size)
 
 
 def entry_problem(e: Entry | None, absolute: int, limit_left: int) -> str:
@@ -198,11 +201,54 @@ def encode_index_unit(pos: int, size: int, index: int, term: int) -> bytes:
     return _UNIT.pack(ENTRY_MAGIC, pos, size, index, term)
 
 
-def read_index_unit(buf, at: int) -> tuple[int, int, int, int, int] | None:
-    """(magic, pos, size, index, term) of the index unit at byte ``at``, or None past the end."""
-    if at < 0 or at + INDEX_UNIT_SIZE > len(buf):
-        return None
-    return _UNIT.unpack_from(buf, at)
+class EntryWriter:
+    """The DLedger half of the commit log's writer (``generate --dledger``): what
+    ``DLedgerMmapFileStore#appendAsLeader`` adds around each record — the entry (index, the
+    current term, its pos), a blank where the next entry and ``MIN_BLANK_LEN`` no longer fit
+    (``MmapFileList#preAppend``), the ``index/`` unit — and ``checkpoint`` and ``currterm``
+    (``persistCheckPoint``, ``MemberState#persistTerm``) when closed."""
+
+    def __init__(self, config, queue):
+        from rmqstore_cli.store.mapped_files import MappedFileQueue
+
+        self.dir = dledger_dir(config)
+        self.roots = config.write_roots
+        queue.dirs = [data_dir(config)]  # new data files go to data/, the old commitlog/ stays as it is
+        self.units = MappedFileQueue(self.dir / "index", INDEX_FILE_SIZE, True, roots=self.roots)
+        self.term = current_term(self.dir) or 0
+        self.vote = config.dleger_self_id or self.dir.name.partition("-")[2]
+        self.next_index = 0
+
+    def resume(self, last: Entry | None) -> None:
+        """Continue after the log's last entry (``DLedgerMmapFileStore#recover``)."""
+        if last is not None and last.magic == ENTRY_MAGIC:
+            self.next_index = last.index + 1
+            self.term = max(self.term, last.term)
+
+    @staticmethod
+    def fits(size: int, left: int) -> bool:
+        """``MmapFileList#preAppend``: an entry of ``size`` bytes fits the ``left`` bytes of a file."""
+        return size + MIN_BLANK_LEN <= left
+
+    def frame(self, record: bytes | bytearray, pos: int) -> bytes:
+        """The entry of ``record`` at data position ``pos``; its index unit written."""
+        data = encode_entry(record, self.next_index, self.term, pos)
+        at = self.next_index * INDEX_UNIT_SIZE
+        f = self.units.get_last_mapped_file(at)
+        f.write(at - f.file_from_offset, encode_index_unit(pos, len(data), self.next_index, self.term))
+        self.next_index += 1
+        return data
+
+    def close(self) -> None:
+        """Flush ``index/``; ``checkpoint`` (end = committed: a leader alone commits at once) and
+        ``currterm`` in the broker's property order."""
+        from rmqstore_cli.store.safefs import replace_file
+
+        self.units.close()
+        last = self.next_index - 1
+        replace_file(self.dir / CHECKPOINT_FILE, f"{COMMITTED_INDEX_KEY}={last}\n{END_INDEX_KEY}={last}\n".encode(),
+                     self.roots)
+        replace_file(self.dir / TERM_FILE, f"{VOTE_KEY}={self.vote}\n{TERM_KEY}={self.term}\n".encode(), self.roots)
 
 
 # ------------------------------------------------------------------ checkpoint, currterm
