@@ -345,3 +345,54 @@ def test_generate_append_continues_entry_index_and_term(tmp_path):
     terms = [r["dledger_term"] for r in recs]
     assert terms[0] == 0 and terms[-1] == 4 and terms == sorted(terms)
     assert cli("verify", "--store", store).exit_code == 0
+
+
+# ---------------------------------------------------------------- expire
+
+def _expire(store: Path, *extra) -> dict:
+    r = cli("expire", "--store", store, "--format", "json", "--now", "2026-01-10T00:00:00Z", *extra)
+    assert r.exit_code == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def _age(paths, hours: float) -> None:
+    import calendar
+    import os
+
+    t = calendar.timegm((2026, 1, 10, 0, 0, 0)) - hours * 3600
+    for p in paths:
+        os.utime(p, (t, t))
+
+
+def test_expire_divided_store_deletes_only_the_old_log_last_file_too(tmp_path):
+    """``DLedgerCommitLog#deleteExpiredFile``: old files expire (the last one too), DLedger's
+    data files wait until the old log is gone (``disableDeleteDledger``)."""
+    store = tmp_path / "s"
+    assert cli("generate", "--store", store, "-n", "300", *SMALL).exit_code == 0
+    assert cli("generate", "--store", store, "--append", "--dledger", "-n", "300").exit_code == 0
+    old = sorted((store / "commitlog").iterdir())
+    data = sorted((store / "dledger-n0" / "data").iterdir())
+    _age([*old, *data], 1000)
+    rep = _expire(store)
+    assert [a["file"] for a in rep["actions"] if a["kind"] == "commitlog"] == [f"commitlog/{p.name}" for p in old]
+    assert rep["min_offsets"]["commitlog"] == int(data[0].name)
+    assert any("DLedger" in n for n in rep["notes"])
+    assert all(p.exists() for p in data)
+    assert not (store / "commitlog").exists() or not any((store / "commitlog").iterdir())
+    assert cli("dump-commitlog", "--store", store, "--limit", "1").exit_code == 0
+
+
+def test_expire_dledger_data_files_keep_fileReservedTime_plus_one_hour(tmp_path):
+    """``DLedgerCommitLog``: ``fileReservedHours = fileReservedTime + 1``; never the newest file."""
+    store = tmp_path / "s"
+    assert cli("generate", "--store", store, "--dledger", "-n", "600", *SMALL).exit_code == 0
+    data = sorted((store / "dledger-n0" / "data").iterdir())
+    assert len(data) >= 4
+    _age(data[:2], 73.5)
+    _age(data[2:], 72.5)
+    rep = _expire(store, "--dry-run", "--reserved-hours", "72")
+    assert [a["file"] for a in rep["actions"] if a["kind"] == "commitlog"] == \
+        [f"dledger-n0/data/{p.name}" for p in data[:2]]
+    _age(data, 1000)
+    rep = _expire(store, "--dry-run", "--reserved-hours", "72")
+    assert len([a for a in rep["actions"] if a["kind"] == "commitlog"]) == len(data) - 1

@@ -84,6 +84,23 @@ def header_of(config, f) -> int:
     return BODY_OFFSET if d is not None and f.path.parent == d else 0
 
 
+def expiry_candidates(config, files: list) -> tuple[list, float, str | None]:
+    """The commit-log files expire may delete, oldest first, the hours added to the reserved
+    time, and a note. Plain: every file but the newest. DLedger (``DLedgerCommitLog#deleteExpiredFile``):
+    while old ``commitlog/`` files remain only they go, the last one too (``disableDeleteDledger``);
+    then DLedger's own ``CleanSpaceService`` deletes data files but the newest
+    (``MmapFileList#deleteExpiredFileByTime``) kept ``fileReservedTime + 1`` hours."""
+    data = [f for f in files if header_of(config, f)]
+    if not data:
+        return files[:-1], 0.0, None
+    old = [f for f in files if not header_of(config, f)]
+    if old:
+        return old, 0.0, ("DLedger data files are not expired while old commitlog/ files remain "
+                          "(DLedgerCommitLog#deleteExpiredFile); the last old file may go too")
+    return data[:-1], 1.0, ("DLedger data files are kept fileReservedTime + 1 hours (DLedgerCommitLog); the broker "
+                            "trims index/ below the new first entry when it next starts (reviseLedgerBeginIndex)")
+
+
 # ------------------------------------------------------------------ one entry
 
 @dataclass(slots=True)
