@@ -396,3 +396,30 @@ def test_expire_dledger_data_files_keep_fileReservedTime_plus_one_hour(tmp_path)
     _age(data, 1000)
     rep = _expire(store, "--dry-run", "--reserved-hours", "72")
     assert len([a for a in rep["actions"] if a["kind"] == "commitlog"]) == len(data) - 1
+
+
+# ---------------------------------------------------------------- the walk, both speeds
+
+@pytest.mark.parametrize("damage", [None, "magic", "size", "record"])
+def test_entry_walk_reference_and_compiled_agree(tmp_path, damage):
+    """``bulk.walk_records(header=48)``: the reference loop and ``kernels.walk_entries`` give
+    the same record starts, end and stop, on whole files and at each kind of damage."""
+    pytest.importorskip("numba")
+    from rmqstore_cli.store.commitlog.bulk import walk_records
+
+    store, _ = wrap(fixture_dir("4.9.7"), tmp_path)
+    for f in sorted((store / "dledger-n0" / "data").iterdir()):
+        b = bytearray(f.read_bytes())
+        if damage:
+            p = struct.unpack_from(">i", b, 4)[0]  # the second entry: its magic, size or record's magic
+            at = {"magic": p, "size": p + 4, "record": p + 48 + 4}[damage]
+            b[at:at + 4] = b"\x00\x00\x00\x09"
+        for max_n in (1, 3, 10_000):
+            got = [walk_records(b, 0, len(b), max_n, header=48, compiled=c) for c in (False, True)]
+            assert got[0].starts.tolist() == got[1].starts.tolist()
+            assert (got[0].end, got[0].stop) == (got[1].end, got[1].stop)
+        w = got[0]
+        if damage:
+            assert w.stop == "bad" and w.starts.tolist() == [48] and w.end == p
+        else:
+            assert w.stop in ("blank", "zero") and len(w.starts) >= 1
