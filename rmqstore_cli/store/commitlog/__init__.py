@@ -276,6 +276,7 @@ class CommitLog:
         #: Store time and offset of the last record seen by :meth:`max_offset` (0: none).
         self.last_store_timestamp = 0
         self.last_record_offset = 0
+        self._headers: dict = {}  # file path -> header_of
         #: A DLedger commit log's writer half (``commitlog.dledger.EntryWriter``), or None.
         self.dledger = None
         if writable and config.dledger_dir is not None:
@@ -382,10 +383,13 @@ class CommitLog:
         self.end = ScanEnd(last.end_offset if last else start, "end of the last file", last.name if last else None)
 
     def header_of(self, f: MappedFile) -> int:
-        """Bytes before each record of ``f``: 48 in a DLedger data file, else 0."""
-        from rmqstore_cli.store.commitlog.dledger import header_of
+        """Bytes before each record of ``f``: 48 in a DLedger data file, else 0 (found once per file)."""
+        h = self._headers.get(f.path)
+        if h is None:
+            from rmqstore_cli.store.commitlog.dledger import header_of
 
-        return header_of(self.config, f)
+            h = self._headers[f.path] = header_of(self.config, f)
+        return h
 
     @property
     def is_dledger(self) -> bool:
