@@ -423,3 +423,18 @@ def test_entry_walk_reference_and_compiled_agree(tmp_path, damage):
             assert w.stop == "bad" and w.starts.tolist() == [48] and w.end == p
         else:
             assert w.stop in ("blank", "zero") and len(w.starts) >= 1
+
+
+def test_hostile_checkpoint_and_currterm_are_findings_not_hangs(tmp_path):
+    """A FIFO where ``checkpoint`` belongs and a ``currterm`` of garbage: read bounded, never
+    waited on; verify says the committed index and the term are missing."""
+    import os
+
+    store, _ = wrap(fixture_dir("4.9.7"), tmp_path)
+    dl = store / "dledger-n0"
+    (dl / "checkpoint").unlink()
+    os.mkfifo(dl / "checkpoint")
+    (dl / "currterm").write_bytes(b"\xff\x00currTerm=x\n")
+    r = run("verify", "--store", store, "--broker-conf", tmp_path / "broker.conf", "--format", "json")
+    checks = {f["check"] for f in json.loads(r.stdout)["findings"]}
+    assert {"dledger.checkpoint", "dledger.term"} <= checks and b"Traceback" not in r.stderr

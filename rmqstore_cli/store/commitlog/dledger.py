@@ -271,12 +271,21 @@ class EntryWriter:
 # ------------------------------------------------------------------ checkpoint, currterm
 
 def read_properties_file(path: Path) -> dict[str, str] | None:
-    """``IOUtils#string2Properties`` of ``checkpoint`` or ``currterm``; None when absent."""
-    from rmqstore_cli.store.config import read_java_properties
+    """``IOUtils#string2Properties`` of ``checkpoint`` or ``currterm`` (``key=value`` lines);
+    None when absent or unreadable (not a regular file, too big): verify reports the value
+    missing, nothing raises."""
+    from rmqstore_cli.store.safefs import read_bounded
 
-    if not path.exists():
+    try:
+        text = read_bounded(path, _PROPS_LIMIT, path.name).decode("latin-1")
+    except (StoreError, OSError):
         return None
-    return read_java_properties(path)
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        key, sep, value = line.strip().partition("=")
+        if sep and not key.startswith(("#", "!")):
+            out[key.strip()] = value
+    return out
 
 
 def committed_index(dl_dir: Path) -> tuple[int | None, int | None]:
