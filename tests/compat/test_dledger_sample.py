@@ -62,6 +62,8 @@ def test_dump_cq_ConsumeQueue_agrees_with_broker(sample):
                 u = by_q[s["queueOffset"]]
                 assert (u["commitlog_offset"], u["size"], u["tags_code"]) == \
                     (s["cqCommitLogOffset"], s["cqSize"], s["cqTagsCode"])
+        msgs = _jsonl("dump-cq", "--store", store, q["topic"], str(q["queueId"]), "--messages")
+        assert [u["message"]["dledger_pos"] + 48 for u in msgs] == [u["commitlog_offset"] for u in units]
 
 
 def test_index_lookup_and_decode_msgid_find_the_broker_offsets(sample):
@@ -69,10 +71,12 @@ def test_index_lookup_and_decode_msgid_find_the_broker_offsets(sample):
     for s in exp["samples"]:
         key = s["keys"].split()[0]
         hits = _jsonl("index-lookup", "--store", store, "--topic", s["topic"], key)
-        assert s["wroteOffset"] in {h["message"]["physical_offset"] for h in hits}
+        hit = [h for h in hits if h["message"]["physical_offset"] == s["wroteOffset"]]
+        assert hit and hit[0]["message"]["dledger_pos"] == s["dledgerEntryPos"]
         ids = _jsonl("decode-msgid", "--store", store, s["msgId"])
         assert ids[0]["physical_offset"] == s["wroteOffset"] and ids[0]["found"]
         assert ids[0]["messages"][0]["uniq_key"] == s["uniqKey"]
+        assert ids[0]["messages"][0]["dledger_index"] == s["i"]
 
 
 def test_verify_finds_nothing(sample):
