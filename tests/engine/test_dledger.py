@@ -438,3 +438,13 @@ def test_hostile_checkpoint_and_currterm_are_findings_not_hangs(tmp_path):
     r = run("verify", "--store", store, "--broker-conf", tmp_path / "broker.conf", "--format", "json")
     checks = {f["check"] for f in json.loads(r.stdout)["findings"]}
     assert {"dledger.checkpoint", "dledger.term"} <= checks and b"Traceback" not in r.stderr
+
+
+def test_short_dledger_index_file_is_a_finding(tmp_path):
+    """``MmapFileList#doLoad`` refuses an index file of another length (the broker exits)."""
+    store, moved = wrap(fixture_dir("4.9.7"), tmp_path)
+    idx = store / "dledger-n0" / "index" / f"{0:020d}"
+    with open(idx, "r+b") as fh:
+        fh.truncate(len(moved) * 32 + 64)
+    got = _checks(store, tmp_path / "broker.conf")
+    assert any("MmapFileList#doLoad" in f["detail"] for f in got["dledger.index"])

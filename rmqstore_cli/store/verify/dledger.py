@@ -32,6 +32,14 @@ class DLedgerChecks:
         files = [f for f in self.mfq.files if header_of(self.config, f)]
         units = MappedFileQueue(dl / "index", INDEX_FILE_SIZE)
         self.dl_last = (-1, -1)  # index and term of the last entry
+        for uf in units.files:  # MmapFileList#doLoad: a file of another length stops the broker
+            try:
+                size = uf.path.stat().st_size
+            except OSError:  # a dangling link: the buffer read below names it
+                continue
+            if size != INDEX_FILE_SIZE:
+                self._add("dledger.index", self.rel(uf.path), None, f"{size} bytes, DLedger's index files are "
+                          f"{INDEX_FILE_SIZE}: MmapFileList#doLoad fails and the broker exits")
         try:
             self._dledger_old_log(files)
             for f in files:
