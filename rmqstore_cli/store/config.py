@@ -88,6 +88,8 @@ class StoreConfig:
         roots = [self.root]
         if self.store_path_commit_log:
             roots += self.commitlog_dirs
+        if self.store_path_dledger_commit_log and self.dledger_dir is not None:  # DLedger's data elsewhere
+            roots.append(Path(self.store_path_dledger_commit_log))
         return roots
 
     @property

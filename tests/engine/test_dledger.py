@@ -448,3 +448,20 @@ def test_short_dledger_index_file_is_a_finding(tmp_path):
         fh.truncate(len(moved) * 32 + 64)
     got = _checks(store, tmp_path / "broker.conf")
     assert any("MmapFileList#doLoad" in f["detail"] for f in got["dledger.index"])
+
+
+def test_storePathDLedgerCommitLog_puts_the_data_elsewhere(tmp_path):
+    """``DLedgerConfig#getDataStorePath``: ``storePathDLedgerCommitLog``; index/, checkpoint and
+    currterm stay in ``<root>/dledger-<selfId>``."""
+    conf = tmp_path / "broker.conf"
+    conf.write_text(f"enableDLegerCommitLog=true\ndLegerSelfId=n3\nstorePathDLedgerCommitLog={tmp_path / 'disk2'}\n"
+                    "mappedFileSizeCommitLog=65536\nmappedFileSizeConsumeQueue=2000\nmaxHashSlotNum=64\nmaxIndexNum=400\n")
+    store = tmp_path / "store"
+    assert cli("generate", "--store", store, "--broker-conf", conf, "-n", "300").exit_code == 0
+    assert len(list((tmp_path / "disk2").iterdir())) >= 2 and not (store / "dledger-n3" / "data").exists()
+    assert sorted(p.name for p in (store / "dledger-n3").iterdir()) == ["checkpoint", "currterm", "index"]
+    assert cli("verify", "--store", store, "--broker-conf", conf).exit_code == 0
+    out = tmp_path / "out"
+    assert cli("rebuild-index", "--store", store, "--broker-conf", conf, "--output", out).exit_code == 0
+    for f in sorted(p for p in (store / "consumequeue").rglob("*") if p.is_file()):
+        assert (out / f.relative_to(store)).read_bytes() == f.read_bytes(), f
