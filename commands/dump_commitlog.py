@@ -229,7 +229,7 @@ def _print(ms, start: int | None, stop: int | None, flt: Filters, fmt: Fmt, zone
     go the columnar way (jsonblock, tableblock) unless a filter or an option needs each
     record decoded; the per-record path stays the reference (its filters inline: a call per
     record would cost a tenth of the walk)."""
-    from rmqstore_cli.render import Output, message_dict
+    from rmqstore_cli.render import Output, entry_fields, message_dict
     from rmqstore_cli.store.commitlog import Blank
     from rmqstore_cli.store.message import Message
 
@@ -238,11 +238,17 @@ def _print(ms, start: int | None, stop: int | None, flt: Filters, fmt: Fmt, zone
     delays = None
     if table:  # tableblock (numba) is loaded only for a table
         from rmqstore_cli.tableblock import blank_row, block_rows, commitlog_columns, known_topics, message_row
+        from rmqstore_cli.tableblock import entry_columns
 
         delays = ms.config.delay_level_table
-    out = Output(fmt.value, commitlog_columns(cl.files[-1].end_offset if cl.files else 0, known_topics(ms))
-                 if table else None, title=str(ms.config.root))
-    columnar = (table or body != "text" and inflate_cap is None) and flt.columnar()
+    dledger = cl.is_dledger  # entry index, term and pos per record: the per-record path
+    columns = None
+    if table:
+        columns = commitlog_columns(cl.files[-1].end_offset if cl.files else 0, known_topics(ms))
+        if dledger:
+            columns[1:1] = entry_columns()
+    out = Output(fmt.value, columns, title=str(ms.config.root))
+    columnar = (table or body != "text" and inflate_cap is None) and flt.columnar() and not dledger
     if columnar and not table:
         from rmqstore_cli.jsonblock import block_lines
     topic, queue_id, b, e = flt.topic, flt.queue_id, flt.begin, flt.end
@@ -274,13 +280,15 @@ def _print(ms, start: int | None, stop: int | None, flt: Filters, fmt: Fmt, zone
                     or tag is not None and rec.tags != tag):
                 continue
             shown += 1
+            extra = entry_fields(cl.entry_of(rec.offset)) if dledger else {}
             if table:
-                out.emit(message_row(rec, zone, delays))
+                out.emit({**message_row(rec, zone, delays), **extra})
                 continue
             if not cur or not cur[0] <= rec.offset < cur[1]:
                 f = cl.queue.find(rec.offset)
                 cur = (f.file_from_offset, f.end_offset, f.name) if f else (rec.offset, rec.offset + 1, "")
             d = message_dict(rec, body, properties, cur[2])
+            d.update(extra)
             if inflate_cap is not None and body != "none" and rec.sys_flag & 1:
                 _inflate_into(d, rec, body, inflate_cap)
             out.emit(d)

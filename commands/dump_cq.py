@@ -269,14 +269,15 @@ def _unit_dict(topic, queue_id, cq_offset, off, size, tags, fname, check, table:
 def _add_message(d: dict, check, off: int, ms, table: bool) -> None:
     """``DefaultMessageStore#lookMessageByOffset`` for --messages: the record when it is a
     valid message (ok or mismatch), else null."""
-    from rmqstore_cli.render import message_dict
+    from rmqstore_cli.render import entry_fields, message_dict
 
     m = check.message if check.status in ("ok", "mismatch") else None
     if m is None:
         d["message"] = None
         return
     f = ms.commitlog.queue.find(off)
-    d["message"] = message_dict(m, "none", True, f.name if f is not None else "")
+    d["message"] = {**message_dict(m, "none", True, f.name if f is not None else ""),
+                    **entry_fields(ms.commitlog.entry_of(off))}
     if table:
         for key in MESSAGE_KEYS:
             d[key] = d["message"].get(key)

@@ -75,6 +75,10 @@ def generate(
     span: Annotated[str, typer.Option(help="Store times spread over this long (e.g. 90m, 6h, 2d).")] = "1h",
     broker_version: Annotated[str, typer.Option(help="Write as a 4.9 or a 5 broker (property order, WAIT, V2 records).")] = "4.9",
     append_prop_crc: Annotated[bool, typer.Option(help="5.x enabledAppendPropCRC: whole-record CRC property.")] = False,
+    dledger: Annotated[bool, typer.Option(
+        "--dledger", help="Write a DLedger commit log (enableDLegerCommitLog): entries in dledger-<dLegerSelfId, "
+                          "default n0>/data, index/, checkpoint and currterm; appended to a plain store, the old "
+                          "commitlog/ stays below it.")] = False,
     commitlog_file_size: CommitlogSizeOpt = None,
     cq_file_size: CqSizeOpt = None,
     index_slots: IndexSlotsOpt = None,
@@ -132,6 +136,9 @@ def generate(
     if timer_ratio and (broker_version != "5" or append or from_jsonl is not None):
         raise UsageError("--timer-ratio writes a 5.x timer store: it needs --broker-version 5 and a new store "
                          "(not --append or --from-jsonl)")
+    if dledger:
+        cfg.enable_dleger_commit_log = True
+        cfg.dleger_self_id = cfg.dleger_self_id or "n0"
     if existing:
         refuse_if_live(store)
         cfg.infer_sizes()

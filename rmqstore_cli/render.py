@@ -84,6 +84,14 @@ def encode_body(body: bytes, mode: str) -> str | None:
     return body.decode("utf-8", "backslashreplace")
 
 
+def entry_fields(entry) -> dict:
+    """A DLedger record's entry (``DLedgerEntry``): index, term and the entry's position,
+    48 bytes before the record; nothing for a record of a plain commit-log file."""
+    if entry is None:
+        return {}
+    return {"dledger_index": entry.index, "dledger_term": entry.term, "dledger_pos": entry.pos}
+
+
 def message_dict(msg, body: str = "none", properties: bool = True, file: str | None = None) -> dict:
     """A message under DESIGN.md's field names, in the order dump-commitlog prints them."""
     try:

@@ -57,6 +57,12 @@ def commitlog_columns(max_offset: int = 0, topics: list[str] = ()) -> list[Col]:
     ]
 
 
+def entry_columns() -> list[Col]:
+    """dump-commitlog's DLedger columns (``render.entry_fields``), after the offset."""
+    return [Col("dledger_index", "entry", right=True), Col("dledger_term", "term", right=True),
+            Col("dledger_pos", "entry pos", right=True)]
+
+
 def known_topics(ms) -> list[str]:
     """The topics the store knows (topics.json, consumequeue/), for the topic column's
     width; none when they cannot be listed (the first rows decide then)."""

@@ -109,8 +109,9 @@ def dispatch_file(config, position: int, recovering: bool, build_cq: bool, build
     fd = _capture_dispatcher_class()(d)
     s = FileSummary(position, f.name, skipped=[], queues={})
     try:
-        stop_at, reason = dispatch_file_records(fd, f, recovering, config.check_crc_on_recover,
-                                                config.force_verify_prop_crc, s.skipped)
+        header = cl.header_of(f)  # a DLedger data file: records inside entries
+        stop_at, reason = dispatch_file_records(fd, f, recovering, config.check_crc_on_recover and not header,
+                                                config.force_verify_prop_crc, s.skipped, header=header)
         if stop_at is not None:
             end, skip = classify_stop(f, stop_at, reason, recovering, last_file=position == len(cl.files) - 1)
             if end is not None:
@@ -182,7 +183,7 @@ def rebuild_inputs(config) -> tuple[list, int, list[int]]:
         cl.queue.check_sizes()
         files = cl.files
         ck = StoreCheckpoint.read(config.checkpoint_path) if config.checkpoint_path.exists() else None
-        rec = recovery_start(files, abort_exists(config.root), ck)
+        rec = recovery_start(files, abort_exists(config.root), ck, bool(files) and cl.header_of(files[-1]) > 0)
         gaps = [i for i in range(1, len(files)) if files[i].file_from_offset != files[i - 1].end_offset]
         names = [(f.name, f.file_from_offset, f.end_offset) for f in files]
     finally:

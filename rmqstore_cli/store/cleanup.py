@@ -41,6 +41,7 @@ import numpy as np
 from rmqstore_cli.errors import RefusedError, StoreError
 from rmqstore_cli.formats.consume_queue import CQ_STORE_UNIT_SIZE, UNIT_FORMAT
 from rmqstore_cli.formats.index import HEADER_FORMAT, INDEX_HEADER_SIZE
+from rmqstore_cli.store.commitlog.dledger import expiry_candidates
 from rmqstore_cli.store.config import StoreConfig
 from rmqstore_cli.store.consume_queue import UNIT_DTYPE, queue_dirs
 from rmqstore_cli.store.mapped_files import MappedFileQueue, fsync_dir
@@ -261,11 +262,13 @@ def plan_expiry(config: StoreConfig, now_ms: int, reserved_hours: float, *, disk
 
 def _plan_commitlog(plan: ExpiryPlan, cl: MappedFileQueue, config: StoreConfig, usage: UsageSource | None) -> None:
     """``MappedFileQueue#deleteExpiredFileByTime`` (+ the forced clean of ``#isSpaceToDelete``)."""
-    reserved_ms = int(plan.reserved_hours * HOUR_MS)
     disk = _DiskProjection(config.commitlog_dirs, usage or disk_usage) if plan.disk_ratio is not None else None
     files = cl.files
-    for i in range(len(files) - 1):  # never the newest (still written) file
-        f = files[i]
+    cands, extra_hours, note = expiry_candidates(config, files)  # never the newest (still written) file
+    if note:
+        plan.notes.append(note)
+    reserved_ms = int((plan.reserved_hours + extra_hours) * HOUR_MS)
+    for i, f in enumerate(cands):
         try:
             st = os.lstat(f.path)
         except OSError as e:
@@ -287,7 +290,7 @@ def _plan_commitlog(plan: ExpiryPlan, cl: MappedFileQueue, config: StoreConfig, 
             break
         age_h = age_ms / HOUR_MS
         if expired:
-            rule, reason = "expired", f"modified {age_h:.1f} h ago, reserved {plan.reserved_hours:g} h"
+            rule, reason = "expired", f"modified {age_h:.1f} h ago, reserved {plan.reserved_hours + extra_hours:g} h"
         else:
             rule, reason = "disk-full", (f"disk {disk.ratio():.0%} used > {plan.disk_ratio:.0%} "
                                          f"(modified {age_h:.1f} h ago)")
@@ -295,7 +298,7 @@ def _plan_commitlog(plan: ExpiryPlan, cl: MappedFileQueue, config: StoreConfig, 
         plan.actions.append(_condemn(COMMITLOG, f.path, config.root, st, rule, reason, detail=detail))
         if disk is not None:
             disk.free(st.st_dev, _freed(st))
-        plan.commitlog_min_after = files[i + 1].file_from_offset
+        plan.commitlog_min_after = files[i + 1].file_from_offset if i + 1 < len(files) else f.end_offset
     if disk is not None:
         plan.disk = {"used_ratio_before": disk.before, "used_ratio_after": disk.ratio(),
                      "threshold": plan.disk_ratio}

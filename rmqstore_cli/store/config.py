@@ -40,6 +40,8 @@ class StoreConfig:
     auto_message_version_on_topic_len: bool = True
     enable_consume_queue_ext: bool = False
     enable_dleger_commit_log: bool = False
+    dleger_self_id: str | None = None
+    store_path_dledger_commit_log: str | None = None
     store_type: str = "default"
     broker_cluster_name: str = "DefaultCluster"
     # 5.x timer store (``MessageStoreConfig``; STORE-FORMAT §15.3)
@@ -69,8 +71,21 @@ class StoreConfig:
     def commitlog_dirs(self) -> list[Path]:
         """``storePathCommitLog``; a comma-separated value is a multi-path commit log (§10.6)."""
         if self.store_path_commit_log:
-            return [Path(p.strip()) for p in self.store_path_commit_log.split(",") if p.strip()]
-        return [self.root / "commitlog"]
+            dirs = [Path(p.strip()) for p in self.store_path_commit_log.split(",") if p.strip()]
+        else:
+            dirs = [self.root / "commitlog"]
+        from rmqstore_cli.store.commitlog.dledger import data_dir
+
+        dl = data_dir(self)  # DLedgerCommitLog#getData: the old files below, DLedger's above: one log
+        return dirs if dl is None else [*dirs, dl]
+
+    @property
+    def dledger_dir(self) -> Path | None:
+        """``DLedgerConfig#getDefaultPath`` (``<root>/dledger-<selfId>``) when the commit log is
+        DLedger's: ``enableDLegerCommitLog``, or, that not set, the one ``dledger-*/data`` on disk."""
+        from rmqstore_cli.store.commitlog.dledger import dledger_dir
+
+        return dledger_dir(self)
 
     @property
     def write_roots(self) -> list[Path]:
@@ -81,6 +96,8 @@ class StoreConfig:
         roots = [self.root]
         if self.store_path_commit_log:
             roots += self.commitlog_dirs
+        if self.store_path_dledger_commit_log and self.dledger_dir is not None:  # DLedger's data elsewhere
+            roots.append(Path(self.store_path_dledger_commit_log))
         return roots
 
     @property

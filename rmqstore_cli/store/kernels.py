@@ -88,6 +88,30 @@ def walk(a, pos, limit, max_n, min_total, out):
 
 
 @JIT
+def walk_entries(a, pos, limit, max_n, min_total, header, out):
+    """:func:`walk` over DLedger entries (``DLedgerMmapFileStore#recover``): at ``end`` an entry
+    header of ``header`` bytes (magic 1, size = its record's TOTALSIZE + ``header``), its record
+    right after it; ``out`` gets the record starts, ``end`` stays on entry starts."""
+    n = 0
+    end = pos
+    while n < max_n:
+        r = end + header
+        if r + _PREFIX_SIZE > limit or _be32(a, end) != 1:
+            break
+        total = _be32(a, r + _TOTAL_AT)
+        if total >= 2147483648:
+            total -= 4294967296
+        magic = _be32(a, r + _MAGIC_AT)
+        if (magic != MAGIC_V1 and magic != MAGIC_V2) or total < min_total or total > limit - r \
+                or _be32(a, end + 4) != total + header:
+            break
+        out[n] = r
+        n += 1
+        end = r + total
+    return n, end
+
+
+@JIT
 def _crc32(a, p, n, t):
     c = np.uint32(0xFFFFFFFF)
     end = p + n

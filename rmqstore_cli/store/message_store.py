@@ -136,10 +136,11 @@ class MessageStore:
 
 
 def refuse_unsupported(config: StoreConfig) -> None:
-    """DLedger commit logs and RocksDB consume queues are other formats (§10.5, §10.7)."""
-    if config.enable_dleger_commit_log:
-        raise StoreError("this broker uses a DLedger commit log, which rmqstore does not read",
-                         path=config.root, hint="enableDLegerCommitLog=true in the broker config")
+    """RocksDB consume queues are another format (§10.7). A DLedger commit log is read through
+    its framing (``commitlog.dledger``); one enabled in the config must be on disk."""
+    if config.enable_dleger_commit_log and config.dledger_dir is None:
+        raise StoreError("enableDLegerCommitLog=true but no dLegerSelfId and no dledger-*/data directory",
+                         path=config.root, hint="pass --broker-conf with dLegerSelfId")
     cq = config.consumequeue_dir
     if config.store_type == "defaultRocksDB" or (cq / "CURRENT").exists() or any(cq.glob("MANIFEST-*")):
         raise StoreError("the consume queues are in RocksDB (storeType=defaultRocksDB), which rmqstore "

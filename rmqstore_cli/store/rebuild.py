@@ -52,7 +52,7 @@ from rmqstore_cli.formats.commitlog import (
 from rmqstore_cli.formats.consume_queue import CQ_STORE_UNIT_SIZE
 from rmqstore_cli.store import safefs
 from rmqstore_cli.store.checkpoint import StoreCheckpoint
-from rmqstore_cli.store.commitlog import CommitLog, ScanEnd, Status, check_message, is_clean_end
+from rmqstore_cli.store.commitlog import CommitLog, ScanEnd, Status, check_framed, check_message, is_clean_end
 from rmqstore_cli.store.config import SIZE_LEAST, StoreConfig
 from rmqstore_cli.store.dispatch import Dispatcher
 from rmqstore_cli.store.commitlog.bulk import body_crcs, walk_records
@@ -109,16 +109,18 @@ Progress = Callable[[int, int, int, int], None]  # (files done, bytes done, byte
 
 # ----------------------------------------------------------------- recovery region
 
-def recovery_start(files: list[MappedFile], abort: bool, checkpoint: StoreCheckpoint | None) -> int:
+def recovery_start(files: list[MappedFile], abort: bool, checkpoint: StoreCheckpoint | None,
+                   dledger: bool = False) -> int:
     """Index of the first file the broker's recovery scans (STORE-FORMAT §8).
 
     Normal (no ``abort``): the third-last file (4.9.7 and 5.0–5.3.1 ``recoverNormally``).
     Abnormal: newest back to the first file whose first record is a message with store time
     ≠ 0 and ≤ ``StoreCheckpoint#getMinTimestamp`` (``isMappedFileMatchedRecover``); none → 0.
+    ``dledger``: ``DLedgerMmapFileStore#recover`` starts at the third-last file either way.
     """
     if not files:
         return 0
-    if not abort:
+    if not abort or dledger:
         return max(0, len(files) - 3)
     min_ts = checkpoint.min_timestamp if checkpoint else 0
     for i in range(len(files) - 1, -1, -1):
@@ -139,16 +141,19 @@ _STOP = {None: None, "blank": "blank"}  # walk_records' stop kinds; the rest can
 
 
 def dispatch_file_records(fd: FastDispatcher, f, recovering: bool, check_crc: bool, force_prop_crc: bool,
-                          skipped: list, batch: int = BATCH, after_block=None) -> tuple[int | None, str]:
+                          skipped: list, batch: int = BATCH, after_block=None, header: int = 0
+                          ) -> tuple[int | None, str]:
     """Dispatch one commit-log file, block by block, as recovery (``recovering``: CRC checked,
     a size mismatch or invalid record ends the log) or the reput (a size mismatch is skipped
-    into ``skipped``). Returns (position where dispatch stopped in the file or None, why)."""
+    into ``skipped``). Returns (position where dispatch stopped in the file or None, why).
+    ``header``: a DLedger data file's entry header before each record (``commitlog.dledger``);
+    the position returned is then the entry's, where ``DLedgerMmapFileStore#recover`` cuts."""
     buf = f.buffer()
     limit = len(buf)
     a = file_array(buf)
     pos = 0
     while True:
-        P, end_pos, why = walk_records(buf, pos, limit, batch, HEAD_SIZE, a)
+        P, end_pos, why = walk_records(buf, pos, limit, batch, HEAD_SIZE, a, header=header)
         why = _STOP.get(why, "invalid")
         cut = len(P)
         if cut:
@@ -179,14 +184,14 @@ def dispatch_file_records(fd: FastDispatcher, f, recovering: bool, check_crc: bo
             if stop_at is not None:
                 c = check_message(buf, stop_at, limit, f.file_from_offset, recovering and check_crc, force_prop_crc)
                 if c.status is Status.VALID:  # only the dispatch check failed (DELAY)
-                    return stop_at, "DELAY property is not an int (the broker's check throws)"
-                return stop_at, c.reason or f"DELAY of the record is not an int ({c.status.value})"
+                    return stop_at - header, "DELAY property is not an int (the broker's check throws)"
+                return stop_at - header, c.reason or f"DELAY of the record is not an int ({c.status.value})"
         pos = end_pos
         if why is None:
             continue
         if why == "blank":
             return None, ""
-        return pos, check_message(buf, pos, limit, f.file_from_offset).reason
+        return pos, check_framed(buf, pos, limit, f.file_from_offset, header).reason
 
 
 def classify_stop(f, stop_at: int, reason: str, recovering: bool, last_file: bool
@@ -217,7 +222,7 @@ def dispatch_log(config: StoreConfig, dispatcher: Dispatcher, *, abort: bool,
     files = cl.files
     fd = FastDispatcher(dispatcher)
     fd.dry = dry_run
-    rec = recovery_start(files, abort, checkpoint)
+    rec = recovery_start(files, abort, checkpoint, bool(files) and cl.header_of(files[-1]) > 0)
     rep.recovery = "abnormal (abort file present)" if abort else "normal"
     rep.recovery_first_file = files[rec].name if files else None
     check_crc = config.check_crc_on_recover
@@ -231,6 +236,7 @@ def dispatch_log(config: StoreConfig, dispatcher: Dispatcher, *, abort: bool,
                                    f"{f.file_from_offset}", f.name, clean=False)
                 break
             recovering = i >= rec
+            header = cl.header_of(f)
 
             def after_block(end_pos: int) -> None:
                 if dispatcher.index is not None:
@@ -238,8 +244,8 @@ def dispatch_log(config: StoreConfig, dispatcher: Dispatcher, *, abort: bool,
                 if progress:
                     progress(rep.files, done_bytes + end_pos, total_bytes, fd.messages)
 
-            stop_at, reason = dispatch_file_records(fd, f, recovering, check_crc, force_prop_crc, rep.skipped,
-                                                    batch, after_block)
+            stop_at, reason = dispatch_file_records(fd, f, recovering, check_crc and not header, force_prop_crc,
+                                                    rep.skipped, batch, after_block, header)
             rep.files += 1
             done_bytes += f.file_size
             if stop_at is not None:
@@ -539,10 +545,13 @@ def _undo_output(out: Path, paths: list[Path], made: list[Path]) -> None:
 
 
 def _reference_commitlog(config: StoreConfig, out: Path, copy: bool, rep: DispatchReport) -> None:
+    dl = config.dledger_dir
+    if dl is not None and dl.is_dir():  # DLedger: data/, index/, checkpoint, currterm go together
+        _reference_dir(dl.resolve(), out / dl.name, copy)
     target = out / "commitlog"
     if target.exists() or target.is_symlink():
         return
-    dirs = [d.resolve() for d in config.commitlog_dirs if d.is_dir()]
+    dirs = [d.resolve() for d in config.commitlog_dirs if d.is_dir() and (dl is None or d.parent != dl)]
     if not dirs:
         return
     if not copy:
@@ -555,6 +564,23 @@ def _reference_commitlog(config: StoreConfig, out: Path, copy: bool, rep: Dispat
         for p in sorted(d.iterdir()):
             if p.is_file() and p.name.isdigit():
                 _sparse_copy(p, tmp / p.name)
+    os.rename(tmp, target)
+
+
+def _reference_dir(src: Path, target: Path, copy: bool) -> None:
+    """``target`` a symlink to the directory ``src``, or (``copy``) a sparse copy of its tree."""
+    if target.exists() or target.is_symlink():
+        return
+    if not copy:
+        target.symlink_to(src, target_is_directory=True)
+        return
+    tmp = target.with_name(STAGING_PREFIX + target.name)
+    tmp.mkdir(exist_ok=True)
+    for p in sorted(src.rglob("*")):
+        if p.is_dir():
+            (tmp / p.relative_to(src)).mkdir(exist_ok=True)
+        elif p.is_file():
+            _sparse_copy(p, tmp / p.relative_to(src))
     os.rename(tmp, target)
 
 

@@ -214,6 +214,12 @@ def disk_usage(config, warnings: list[str]) -> list[Component]:
         p = root / name
         if any(_same(p, d) for d in cl_dirs):
             continue
+        dl = config.dledger_dir
+        if dl is not None and _same(p, dl):  # DLedger's index/, checkpoint, currterm; data/ is the commit log
+            whole, data = _tree(p, warnings), _tree(p / "data", warnings) if any(d.parent == dl for d in cl_dirs) \
+                else (0, 0, 0)
+            out.append(Component("other", name, *(a - b for a, b in zip(whole, data)), known=True))
+            continue
         kind = name if name in COMPONENTS else "other"
         known = name in COMPONENTS or name in BROKER_ENTRIES
         out.append(Component(kind, name, *_tree(p, warnings), known=known))

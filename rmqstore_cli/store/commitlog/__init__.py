@@ -224,6 +224,33 @@ def is_clean_end(buf, pos: int, reason: str, last_file: bool) -> bool:
     return last_file and reason == END_OF_DATA and not any(buf[pos:pos + 4096])
 
 
+def check_framed(buf, pos: int, limit: int, file_from: int, header: int, check_crc: bool = False,
+                 force_prop_crc: bool = False) -> Check:
+    """:func:`check_message` for the record framed at ``pos``: itself (``header`` 0), or inside
+    the DLedger entry starting there (``DLedgerCommitLog#checkMessageAndReturnSize``: the
+    entry's blank is BLANK, a record is read ``header`` bytes on and the size includes the
+    header). An entry that ``DLedgerMmapFileStore#recover`` would reject is INVALID."""
+    if not header:
+        return check_message(buf, pos, limit, file_from, check_crc, force_prop_crc)
+    from rmqstore_cli.store.commitlog.dledger import entry_problem, entry_stop_kind, read_entry
+
+    if limit - pos >= 8 and entry_stop_kind(buf, pos) == "blank":
+        return Check(Status.BLANK, 0)
+    e = read_entry(buf, pos)
+    if e is not None and e.magic == 0 and e.size == 0:
+        return Check(Status.INVALID, -1, END_OF_DATA)
+    problem = entry_problem(e, file_from + pos, limit - pos)
+    if problem:
+        return Check(Status.INVALID, -1, problem)
+    c = check_message(buf, pos + header, limit, file_from, check_crc, force_prop_crc)
+    if c.status is Status.VALID and c.size + header != e.size:
+        return Check(Status.INVALID, -1, f"DLedger entry size {e.size} != record size {c.size} + {header}",
+                     c.message)
+    if c.size > 0:
+        c.size += header
+    return c
+
+
 @dataclass(slots=True)
 class ScanEnd:
     """Where and why a scan stopped: the end of the readable log."""
@@ -246,8 +273,16 @@ class CommitLog:
         # writer state
         self.topic_queue_table: dict[str, int] = {}
         self._write_offset = 0
-        #: Store time of the last record seen by :meth:`max_offset` (0: none).
+        #: Store time and offset of the last record seen by :meth:`max_offset` (0: none).
         self.last_store_timestamp = 0
+        self.last_record_offset = 0
+        self._headers: dict = {}  # file path -> header_of
+        #: A DLedger commit log's writer half (``commitlog.dledger.EntryWriter``), or None.
+        self.dledger = None
+        if writable and config.dledger_dir is not None:
+            from rmqstore_cli.store.commitlog.dledger import EntryWriter
+
+            self.dledger = EntryWriter(config, self.queue)
 
     @property
     def files(self) -> list[MappedFile]:
@@ -294,7 +329,10 @@ class CommitLog:
         for i, f in enumerate(files):
             buf = f.buffer()
             limit = len(buf)
+            header = self.header_of(f)
             pos = max(0, start - f.file_from_offset)
+            if header and pos:  # a record offset names its entry, BODY_OFFSET before it
+                pos -= header
             if i > 0 and f.file_from_offset != files[i - 1].end_offset:
                 self.end = ScanEnd(files[i - 1].end_offset, f"gap: no file between {files[i - 1].end_offset} "
                                    f"and {f.file_from_offset}", f.name, clean=False)
@@ -312,20 +350,21 @@ class CommitLog:
                 if pos - released >= _RELEASE_EVERY:
                     released = release_pages(buf, released, pos)
                 if blocks:
-                    blk = valid_block(buf, arr, pos, stop, f.file_from_offset, f.name, size, check_crc, topic_table)
+                    blk = valid_block(buf, arr, pos, stop, f.file_from_offset, f.name, size, check_crc, topic_table,
+                                      header)
                     if blk is not None:
                         yield blk
                         pos = blk.next_pos
                         size = min(size * 2, MAX_BLOCK)
                         continue
-                c = check_message(buf, pos, limit, f.file_from_offset, check_crc, force)
+                c = check_framed(buf, pos, limit, f.file_from_offset, header, check_crc, force)
                 if c.status is Status.VALID:
                     yield c.message
                     pos += c.size
                     continue
                 if c.status is Status.BLANK:
                     if include_blank:
-                        yield Blank(f.file_from_offset + pos, _PREFIX.unpack_from(buf, pos)[0], f.name)
+                        yield Blank(f.file_from_offset + pos, self.blank_size(buf, pos, header), f.name)
                     release_pages(buf, released, limit)
                     break
                 if c.status is Status.SIZE_MISMATCH and skip_mismatch:
@@ -342,6 +381,39 @@ class CommitLog:
                 break
         last = files[-1] if files else None
         self.end = ScanEnd(last.end_offset if last else start, "end of the last file", last.name if last else None)
+
+    def header_of(self, f: MappedFile) -> int:
+        """Bytes before each record of ``f``: 48 in a DLedger data file, else 0 (found once per file)."""
+        h = self._headers.get(f.path)
+        if h is None:
+            from rmqstore_cli.store.commitlog.dledger import header_of
+
+            h = self._headers[f.path] = header_of(self.config, f)
+        return h
+
+    @property
+    def is_dledger(self) -> bool:
+        """Some file is a DLedger data file (``enableDLegerCommitLog``)."""
+        return any(self.header_of(f) for f in self.files)
+
+    def entry_of(self, offset: int):
+        """The DLedger entry header (``commitlog.dledger.Entry``) of the record at ``offset``,
+        or None in a plain commit-log file (or before a file's first 48 bytes)."""
+        from rmqstore_cli.store.commitlog.dledger import read_entry
+
+        f = self.queue.find(offset)
+        if f is None or not self.header_of(f):
+            return None
+        return read_entry(f.buffer(), offset - f.file_from_offset - self.header_of(f))
+
+    @staticmethod
+    def blank_size(buf, pos: int, header: int) -> int:
+        """The size field of the end-of-file blank at ``pos`` (the commit log's or ``MmapFileList``'s)."""
+        if header:
+            from rmqstore_cli.store.commitlog.dledger import blank_size
+
+            return blank_size(buf, pos)
+        return _PREFIX.unpack_from(buf, pos)[0]
 
     def get(self, offset: int, check_crc: bool = False) -> Message:
         """The message at physical ``offset`` (``DefaultMessageStore#lookMessageByOffset``)."""
@@ -372,15 +444,27 @@ class CommitLog:
         last = self.files[-1]
         for m in self.scan(last.file_from_offset):
             self.last_store_timestamp = m.store_timestamp
+            self.last_record_offset = m.offset
         return self.end.offset if self.end else last.file_from_offset
 
     def close(self) -> None:
         self.queue.close()
+        if self.dledger is not None:
+            self.dledger.close()
 
     # ------------------------------------------------------------- writing
     def open_for_append(self) -> None:
-        """Position the writer after the last valid record, as recovery would."""
+        """Position the writer after the last valid record, as recovery would. DLedger: after
+        the last entry; on an old plain log, from the end of its last file
+        (``DLedgerCommitLog#recover``: a BLANK there, then ``dividedCommitlogOffset``)."""
         self._write_offset = self.max_offset() if self.files else 0
+        if self.dledger is not None and self.files:
+            last = self.files[-1]
+            if not self.header_of(last):
+                if self._write_offset < last.end_offset:
+                    self._write_blank(last, self._write_offset - last.file_from_offset)
+            elif self.last_record_offset:
+                self.dledger.resume(self.entry_of(self.last_record_offset))
 
     @property
     def write_offset(self) -> int:
@@ -388,6 +472,8 @@ class CommitLog:
 
     def append(self, spec: "AppendSpec") -> "AppendResult":
         """``DefaultAppendMessageCallback#doAppend`` for one message."""
+        if self.dledger is not None:
+            return self._append_entry(spec)
         record = encode_record(spec, self.config)
         size = len(record)
         if size + END_FILE_MIN_BLANK_LENGTH > self.file_size:
@@ -400,6 +486,19 @@ class CommitLog:
             self._write_blank(f, pos)
             f = self.queue.get_last_mapped_file(self._write_offset)
             pos = 0
+        queue_offset = self._queue_offset(spec)
+        phy = f.file_from_offset + pos
+        if phy + size > MAX_FILE_OFFSET:  # a Java long: CommitLog offsets never pass Long.MAX_VALUE
+            raise StoreError(f"the commit log ends at offset {phy}: no room for a {size}-byte message below "
+                             "Long.MAX_VALUE", path=f.path, offset=pos)
+        self._seal(spec, record, queue_offset, phy)
+        f.write(pos, record)
+        self._write_offset = phy + size
+        msg_id = offset_msg_id(spec.store_host[0], spec.store_host[1], phy)
+        return AppendResult(phy, size, queue_offset, msg_id, spec.store_timestamp, bytes(record))
+
+    def _queue_offset(self, spec: "AppendSpec") -> int:
+        """The record's queue offset: the next of its queue (normal and commit records), else 0."""
         tran = spec.sys_flag & TRANSACTION_MASK
         queue_offset = 0
         if tran in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE):
@@ -408,19 +507,42 @@ class CommitLog:
             self.topic_queue_table[key] = queue_offset + 1
         elif spec.queue_offset is not None:
             queue_offset = spec.queue_offset
-        phy = f.file_from_offset + pos
-        if phy + size > MAX_FILE_OFFSET:  # a Java long: CommitLog offsets never pass Long.MAX_VALUE
-            raise StoreError(f"the commit log ends at offset {phy}: no room for a {size}-byte message below "
-                             "Long.MAX_VALUE", path=f.path, offset=pos)
+        return queue_offset
+
+    def _seal(self, spec: "AppendSpec", record: bytearray, queue_offset: int, phy: int) -> None:
+        """QUEUEOFFSET, PHYSICALOFFSET and (``enabledAppendPropCRC``) the whole-record CRC."""
+        size = len(record)
         struct.pack_into(_QUEUE_OFFSET.fmt, record, _QUEUE_OFFSET.offset, queue_offset)
         struct.pack_into(_PHY.fmt, record, _PHY.offset, phy)
         if self.config.enabled_append_prop_crc and not spec.raw_properties:
             crc = crc32(memoryview(record)[:size - CRC32_RESERVED_LEN]) & 0x7FFFFFFF
             record[size - 11:size - 1] = crc_property_value(crc).encode()
-        f.write(pos, record)
-        self._write_offset = phy + size
+
+    def _append_entry(self, spec: "AppendSpec") -> "AppendResult":
+        """``DLedgerCommitLog#putMessage``: the record as the body of a DLedger entry, its
+        PHYSICALOFFSET the entry's pos + ``BODY_OFFSET`` (the append hook). A replayed record's
+        physical offset cannot be kept: entries follow each other."""
+        from rmqstore_cli.formats.dledger import BODY_OFFSET
+        from rmqstore_cli.store.commitlog.dledger import encode_blank
+
+        record = encode_record(spec, self.config)
+        size = len(record) + BODY_OFFSET
+        if not self.dledger.fits(size, self.file_size):
+            raise StoreError(f"a {len(record)}-byte message can never fit a {self.file_size}-byte DLedger data file")
+        f = self.queue.get_last_mapped_file(self._write_offset)
+        pos = self._write_offset - f.file_from_offset
+        if not self.dledger.fits(size, self.file_size - pos):
+            f.write(pos, encode_blank(self.file_size - pos))
+            self._write_offset = f.end_offset
+            f = self.queue.get_last_mapped_file(self._write_offset)
+            pos = 0
+        queue_offset = self._queue_offset(spec)
+        phy = f.file_from_offset + pos + BODY_OFFSET
+        self._seal(spec, record, queue_offset, phy)
+        f.write(pos, self.dledger.frame(record, phy - BODY_OFFSET))
+        self._write_offset = phy - BODY_OFFSET + size
         msg_id = offset_msg_id(spec.store_host[0], spec.store_host[1], phy)
-        return AppendResult(phy, size, queue_offset, msg_id, spec.store_timestamp, bytes(record))
+        return AppendResult(phy, len(record), queue_offset, msg_id, spec.store_timestamp, bytes(record))
 
     def _seek(self, offset: int) -> None:
         """Continue at ``offset``: where an empty log starts, or a later file after a BLANK."""

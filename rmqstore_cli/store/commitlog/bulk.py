@@ -164,10 +164,15 @@ class Walk(NamedTuple):
     stop: str | None
 
 
-def stop_kind(buf, pos: int, limit: int) -> str:
-    """:class:`Walk`'s ``stop`` for bytes at ``pos`` that do not start a walkable record."""
+def stop_kind(buf, pos: int, limit: int, header: int = 0) -> str:
+    """:class:`Walk`'s ``stop`` for bytes at ``pos`` that do not start a walkable record
+    (``header``: a DLedger entry's there, whose blank is ``MmapFileList``'s)."""
     if limit - pos < _PREFIX_SIZE:
         return "eof" if pos >= limit else "short"
+    if header:
+        from rmqstore_cli.store.commitlog.dledger import entry_stop_kind
+
+        return entry_stop_kind(buf, pos)
     total, magic = _PREFIX_UNPACK(buf, pos)
     if magic == MAGIC_BLANK:
         return "blank"
@@ -175,7 +180,7 @@ def stop_kind(buf, pos: int, limit: int) -> str:
 
 
 def walk_records(buf, pos: int, limit: int, max_n: int, min_total: int = HEAD_SIZE,
-                 a: np.ndarray | None = None, compiled: bool | None = None) -> Walk:
+                 a: np.ndarray | None = None, compiled: bool | None = None, header: int = 0) -> Walk:
     """The record walk of STORE-FORMAT §7.1 (TOTALSIZE and MAGICCODE only) from ``pos``.
 
     A record starts at ``pos`` when its MAGICCODE is V1 or V2 and ``min_total <= TOTALSIZE
@@ -185,15 +190,28 @@ def walk_records(buf, pos: int, limit: int, max_n: int, min_total: int = HEAD_SI
     rebuild-index uses ``min_total = HEAD_SIZE`` (``checkMessageAndReturnSize`` judges the
     rest), verify the smallest possible record. ``compiled``: True or False forces the
     compiled or the reference loop; None lets :data:`FAST_PATHS` choose.
+
+    ``header`` > 0 walks a DLedger data file (:mod:`~rmqstore_cli.store.commitlog.dledger`):
+    ``pos`` and ``end`` are entry starts, ``starts`` the records ``header`` bytes after them,
+    and an entry counts only with magic 1 and its size TOTALSIZE + ``header``.
     """
     loop = FAST_PATHS.walk_loop(compiled)
     if loop is not None:
         if a is None:
             a = file_array(buf)
         starts = np.empty(max_n, np.int64)
-        n, end = loop(a, pos, limit, max_n, min_total, starts)
+        if header:
+            from rmqstore_cli.store.kernels import walk_entries
+
+            n, end = walk_entries(a, pos, limit, max_n, min_total, header, starts)
+        else:
+            n, end = loop(a, pos, limit, max_n, min_total, starts)
         FAST_PATHS.walked += n
-        return Walk(starts[:n], end, None if n == max_n else stop_kind(buf, end, limit))
+        return Walk(starts[:n], end, None if n == max_n else stop_kind(buf, end, limit, header))
+    if header:
+        from rmqstore_cli.store.commitlog.dledger import walk_entries_reference
+
+        return walk_entries_reference(buf, pos, limit, max_n, min_total, a, header)
     return _walk_reference(buf, pos, limit, max_n, min_total, a)
 
 

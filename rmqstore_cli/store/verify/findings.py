@@ -87,6 +87,14 @@ CHECKS: dict[str, tuple[str, str]] = {
     "compaction.source": (ERROR, "a compaction-log record differs from the commit-log record at its queue offset"),
     "compaction.position-checkpoint": (ERROR, "compaction/position-checkpoint is unreadable, names a queue without a "
                                               "compaction log, or lies past a compaction queue's end"),
+    # -- dledger (store/verify/dledger.py; DLedgerMmapFileStore#recover)
+    "dledger.entry": (ERROR, "a DLedger entry header is wrong: magic, size, pos or bodySize"),
+    "dledger.order": (ERROR, "DLedger entry indexes do not follow each other, or a term goes back"),
+    "dledger.index": (ERROR, "a DLedger index/ unit is missing or disagrees with its entry (recovery rewrites it)"),
+    "dledger.index-tail": (WARNING, "DLedger index units after the last entry (recovery truncates them)"),
+    "dledger.checkpoint": (WARNING, "the DLedger checkpoint's endIndex or committedIndex disagrees with the entries"),
+    "dledger.term": (WARNING, "DLedger's currterm is missing or older than the last entry's term"),
+    "dledger.old-log": (ERROR, "a divided store lacks the old commitlog/ below its first DLedger data file"),
 }
 
 

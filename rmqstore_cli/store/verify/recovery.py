@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from rmqstore_cli.store.checkpoint import StoreCheckpoint
+from rmqstore_cli.store.commitlog.dledger import header_of
 
 class RecoveryChecks:
     """The recovery part of :class:`~rmqstore_cli.store.verify.Verifier`."""
@@ -20,11 +21,12 @@ class RecoveryChecks:
 
     def check_recovery(self) -> None:
         """Which recovery the broker runs next (§8) and what it would truncate."""
+        self.check_dledger()
         files = self.mfq.files
         if not files:
             return
         cp = self.checkpoint or StoreCheckpoint()
-        if self.abort:
+        if self.abort and not header_of(self.config, files[-1]):  # DLedgerCommitLog#recover: one way
             start = None
             for f in reversed(files):
                 pos = self.first_records.get(f.file_from_offset)

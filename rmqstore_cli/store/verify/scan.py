@@ -25,7 +25,9 @@ from rmqstore_cli.formats.derive import field_offset, fixed_fields_format
 from rmqstore_cli.store.fastpaths import FAST_PATHS
 from rmqstore_cli.store.arrays import file_array
 from rmqstore_cli.store.commitlog.bulk import walk_records
-from rmqstore_cli.store.commitlog import Status, check_message
+from rmqstore_cli.store.commitlog import Status, check_framed, check_message
+from rmqstore_cli.store.commitlog.dledger import blank_size, entry_stop_kind, header_of, read_entry
+from rmqstore_cli.formats.dledger import ENTRY_MAGIC
 from rmqstore_cli.store.mapped_files import MappedFileQueue, release_pages
 from rmqstore_cli.store.verify import limits
 from rmqstore_cli.store.verify.checks import first_nonzero
@@ -175,6 +177,8 @@ class CommitLogScan:
         arr = file_array(buf)
         pos = 0
         first_rec = None
+        self.header = header_of(self.config, f)  # a DLedger data file: records inside 48-byte entries
+        self.file_base = base
         walked = [0, 0]  # records, bytes: batches of about limits.BATCH_BYTES after a first probe
         released = 0
         while pos is not None:
@@ -183,7 +187,7 @@ class CommitLogScan:
             cap = max(64, min(limits.BATCH, limits.BATCH_BYTES * walked[0] // max(walked[1], 1))) if walked[0] else 64
             # walk: TOTALSIZE and MAGICCODE only (batch.walk_records, shared with rebuild-index)
             self.kernel()  # past FAST_PATHS.walk_after records the walk runs compiled too
-            positions, nxt, kind = walk_records(buf, pos, limit, cap, MIN_RECORD, arr)
+            positions, nxt, kind = walk_records(buf, pos, limit, cap, MIN_RECORD, arr, header=self.header)
             walked[0] += positions.size
             walked[1] += nxt - pos
             pos = nxt
@@ -208,7 +212,7 @@ class CommitLogScan:
         short, zero or bad); the position the walk resumes at, or None: the file is done."""
         limit, base, size = len(buf), f.file_from_offset, self.config.mapped_file_size_commit_log
         if kind == "blank":
-            total = PREFIX_UNPACK(buf, pos)[0]
+            total = blank_size(buf, pos) if self.header else PREFIX_UNPACK(buf, pos)[0]
             if total != size - pos:
                 self._add("commitlog.blank", rel, pos, f"BLANK size field {total}, but {limit - pos} bytes "
                           "remain to the file's end", physical_offset=base + pos)
@@ -265,6 +269,8 @@ class CommitLogScan:
                       "after a truncation, or a lost end of log", physical_offset=base + at)
 
     def _classify_bad(self, buf, pos: int, limit: int) -> tuple[str, str]:
+        if self.header:  # the entry (DLedgerMmapFileStore#recover's checks) or the record in it
+            return "dledger.entry", check_framed(buf, pos, limit, self.file_base, self.header).reason or "unreadable entry"
         total, magic = PREFIX_UNPACK(buf, pos) if pos + PREFIX_SIZE <= limit else (0, 0)
         size = self.config.mapped_file_size_commit_log
         if magic not in (MAGIC_V1, MAGIC_V2, MAGIC_BLANK):
@@ -294,6 +300,13 @@ class CommitLogScan:
                 return None
             i, m = min(live)
             c = i - _MAGIC_AT
+            if self.header and m != MAGIC_BYTES[2]:  # a DLedger record: its entry must start before it
+                if c >= self.header and entry_stop_kind(buf, c - self.header) != "blank" and \
+                        read_entry(buf, c - self.header).magic == ENTRY_MAGIC and \
+                        check_message(buf, c, limit, base).status is Status.VALID:
+                    return c - self.header
+                finds[m] = buf.find(m, i + 1, limit)
+                continue
             total = PREFIX_UNPACK(buf, c)[0]
             if m == MAGIC_BYTES[2]:
                 if total == size - c:

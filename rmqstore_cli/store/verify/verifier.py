@@ -26,6 +26,7 @@ from rmqstore_cli.store.safefs import kind_of
 from rmqstore_cli.store.verify.findings import (
     CHECKS, ERROR, INFO, WARNING, Finding, FindingList, FindingSink, VerifyOptions, text)
 from rmqstore_cli.store.verify.bcq import BatchQueueChecks
+from rmqstore_cli.store.verify.dledger import DLedgerChecks
 from rmqstore_cli.store.verify.index import IndexChecks
 from rmqstore_cli.store.verify.queues import QueueChecks
 from rmqstore_cli.store.verify.records import RecordChecks
@@ -36,7 +37,7 @@ from rmqstore_cli.store.verify.timer import TIMER_CHECKS, TimerChecks
 CHECKS.update(TIMER_CHECKS)
 
 
-class Verifier(CommitLogScan, RecordChecks, QueueChecks, IndexChecks, RecoveryChecks, TimerChecks,
+class Verifier(CommitLogScan, RecordChecks, QueueChecks, IndexChecks, RecoveryChecks, DLedgerChecks, TimerChecks,
                BatchQueueChecks):
     """Run every check over one store; iterate :meth:`run` for findings, then read ``summary``."""
 

@@ -1,0 +1,146 @@
+"""verify's DLedger checks: the entries, ``index/``, ``checkpoint`` and ``currterm`` of a
+DLedger commit log, as ``DLedgerMmapFileStore#recover`` reads them.
+
+The commit-log scan (:mod:`.scan`) already walks the entries (a header ``recover`` rejects
+is a ``dledger.entry`` finding and stops the log there, which ``recovery.truncate`` reports);
+this pass checks what the walk does not: each entry's ``pos`` and ``bodySize``, indexes that
+follow each other and terms that never go back, every index unit against its entry (a
+disagreement makes ``recover`` rewrite the index from there), units past the last entry
+(truncated), the checkpoint's ``committedIndex`` (``DLedgerCommitLog#getMaxOffset`` is the
+committed entry's end) and ``currterm``; and a divided store whose old ``commitlog/`` is gone.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from rmqstore_cli.formats.dledger import BODY_OFFSET, ENTRY_MAGIC, INDEX_FILE_SIZE, INDEX_UNIT_SIZE
+from rmqstore_cli.store.arrays import byte_rows, file_array
+from rmqstore_cli.store.commitlog.bulk import walk_records
+from rmqstore_cli.store.commitlog.dledger import committed_index, current_term, header_of, read_entry
+from rmqstore_cli.store.mapped_files import MappedFileQueue
+
+_BATCH = 1 << 16
+
+
+class DLedgerChecks:
+    """The DLedger part of :class:`~rmqstore_cli.store.verify.Verifier` (no-op on other stores)."""
+
+    def check_dledger(self) -> None:
+        dl = self.config.dledger_dir
+        if dl is None:
+            return
+        files = [f for f in self.mfq.files if header_of(self.config, f)]
+        units = MappedFileQueue(dl / "index", INDEX_FILE_SIZE)
+        self.dl_last = (-1, -1)  # index and term of the last entry
+        for uf in units.files:  # MmapFileList#doLoad: a file of another length stops the broker
+            try:
+                size = uf.path.stat().st_size
+            except OSError:  # a dangling link: the buffer read below names it
+                continue
+            if size != INDEX_FILE_SIZE:
+                self._add("dledger.index", self.rel(uf.path), None, f"{size} bytes, DLedger's index files are "
+                          f"{INDEX_FILE_SIZE}: MmapFileList#doLoad fails and the broker exits")
+        try:
+            self._dledger_old_log(files)
+            for f in files:
+                self._dledger_file(f, units)
+            self._dledger_index_tail(units)
+        finally:
+            units.close()
+        self._dledger_checkpoint(dl)
+
+    def _dledger_old_log(self, files) -> None:
+        """``DLedgerCommitLog#recover``: below the first data file lies the old commit log
+        (``dividedCommitlogOffset``), unless DLedger expired its own first entries."""
+        if not files or files[0].file_from_offset == 0:
+            return
+        first = read_entry(files[0].buffer(), 0)
+        plain = [f for f in self.mfq.files if not header_of(self.config, f)]
+        if first is not None and first.magic == ENTRY_MAGIC and first.index == 0 and not plain:
+            self._add("dledger.old-log", self.rel(files[0].path), 0,
+                      f"the DLedger log starts at entry 0 at offset {files[0].file_from_offset}, but no old "
+                      f"commitlog/ file holds the offsets below it (dividedCommitlogOffset)")
+
+    def _dledger_file(self, f, units: MappedFileQueue) -> None:
+        buf = f.buffer()
+        a = file_array(buf)
+        rel, base, pos = self.rel(f.path), f.file_from_offset, 0
+        while True:
+            w = walk_records(buf, pos, len(buf), _BATCH, header=BODY_OFFSET, a=a)
+            if w.starts.size:
+                self._dledger_entries(a, w.starts - BODY_OFFSET, base, rel, units)
+            if w.stop is not None:
+                return
+            pos = w.end
+
+    def _dledger_entries(self, a: np.ndarray, at: np.ndarray, base: int, rel: str, units) -> None:
+        """One batch of entries (their file positions ``at``): pos, bodySize, order, index units."""
+        from rmqstore_cli.formats.dledger import ENTRY_DTYPE, INDEX_DTYPE
+
+        e = byte_rows(a, at, BODY_OFFSET).view(ENTRY_DTYPE).ravel()
+        idx, term, size = e["index"].astype(np.int64), e["term"].astype(np.int64), e["size"].astype(np.int64)
+        for k in np.flatnonzero((e["pos"] != base + at) | (e["body_size"].astype(np.int64) + BODY_OFFSET != size)):
+            self._add("dledger.entry", rel, int(at[k]), f"entry {int(idx[k])}: pos {int(e['pos'][k])}, bodySize "
+                      f"{int(e['body_size'][k])}, size {int(size[k])} at position {base + int(at[k])}")
+        prev_i = np.concatenate(([self.dl_last[0]], idx[:-1]))
+        prev_t = np.concatenate(([self.dl_last[1]], term[:-1]))
+        first = self.dl_last[0] < 0
+        bad = (idx != prev_i + 1) | (term < prev_t)
+        if first:
+            bad[0] = term[0] < 0 or idx[0] < 0
+        for k in np.flatnonzero(bad)[:100]:
+            self._add("dledger.order", rel, int(at[k]), f"entry index {int(idx[k])} term {int(term[k])} after index "
+                      f"{int(prev_i[k])} term {int(prev_t[k])}: recovery stops here")
+        unit = np.zeros(at.size, INDEX_DTYPE)
+        have = np.zeros(at.size, bool)
+        off = idx * INDEX_UNIT_SIZE
+        for uf in units.files:
+            ub = uf.buffer()
+            m = (off >= uf.file_from_offset) & (off + INDEX_UNIT_SIZE <= uf.file_from_offset + len(ub))
+            if m.any():
+                unit[m] = byte_rows(file_array(ub), off[m] - uf.file_from_offset, INDEX_UNIT_SIZE).view(INDEX_DTYPE).ravel()
+                have |= m
+        wrong = ~have | (unit["magic"] != ENTRY_MAGIC) | (unit["pos"] != base + at) | (unit["size"] != size) \
+            | (unit["index"] != idx) | (unit["term"] != term)
+        for k in np.flatnonzero(wrong)[:100]:
+            self._add("dledger.index", "index", int(off[k]),
+                      f"entry {int(idx[k])} at {base + int(at[k])} (size {int(size[k])}, term {int(term[k])}): "
+                      + ("no index unit holds it" if not have[k] else
+                         f"its unit says pos {int(unit['pos'][k])}, size {int(unit['size'][k])}, index "
+                         f"{int(unit['index'][k])}, term {int(unit['term'][k])}, magic {int(unit['magic'][k])}")
+                      + "; recovery rewrites the index from here", physical_offset=base + int(at[k]))
+        self._count_only("dledger.index", max(0, int(wrong.sum()) - 100))
+        self.dl_last = (int(idx[-1]), int(term[-1]))
+
+    def _dledger_index_tail(self, units: MappedFileQueue) -> None:
+        """``recover`` truncates ``index/`` to ``(lastEntryIndex + 1) * 32``: units after it."""
+        start = (self.dl_last[0] + 1) * INDEX_UNIT_SIZE
+        uf = units.find(start)
+        if uf is None:
+            return
+        ub = uf.buffer()
+        p = start - uf.file_from_offset
+        if p + 4 <= len(ub) and any(ub[p:p + INDEX_UNIT_SIZE]):
+            self._add("dledger.index-tail", "index", start, f"index units after the last entry "
+                      f"{self.dl_last[0]}: recovery truncates index/ at {start}")
+
+    def _dledger_checkpoint(self, dl) -> None:
+        """``DLedgerMmapFileStore#recover`` then ``updateCommittedIndex``; ``MemberState#loadTerm``."""
+        last, last_term = self.dl_last
+        rel = self.rel(dl / "checkpoint")
+        end_index, committed = committed_index(dl)
+        if committed is None:
+            self._add("dledger.checkpoint", rel, None, "no committedIndex: until a leader commits again the broker "
+                      "serves no message (DLedgerCommitLog#getMaxOffset)")
+        elif committed < last:
+            self._add("dledger.checkpoint", rel, None, f"committedIndex {committed} < last entry {last}: entries "
+                      f"after it are not served until committed (getData stops at the committed position)")
+        elif committed > last:
+            self._add("dledger.checkpoint", rel, None, f"committedIndex {committed} > last entry {last}: "
+                      "recovery lowers it to the last entry (entries were lost)")
+        if end_index is not None and end_index != last:
+            self._add("dledger.checkpoint", rel, None, f"endIndex {end_index}, but the last entry is {last}")
+        term = current_term(dl)
+        if last >= 0 and (term is None or term < last_term):
+            self._add("dledger.term", self.rel(dl / "currterm"), None,
+                      f"currTerm {term} is older than the last entry's term {last_term}")
