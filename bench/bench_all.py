@@ -31,6 +31,9 @@ Rows:
   first command after install pays (a big store pays it the same way: the thresholds only
   decide whether the kernels load, not what compiles).
 
+``--before PYTHON`` (the interpreter of another install, e.g. a venv whose editable
+install points at a ``git archive`` of the old commit) runs every read row with it too,
+right after the row, so that both see the same load; ``--only`` picks rows.
 Not a test: prints a table and writes ``--json``; nothing is asserted.
 """
 from __future__ import annotations
@@ -92,7 +95,7 @@ def run(argv: list[str], env: dict | None = None, stdout=None) -> tuple[float, f
     (or all of it sent to ``stdout``)."""
     before, t = os.times(), time.perf_counter()
     p = subprocess.Popen(argv, stdout=stdout or subprocess.PIPE, stderr=subprocess.PIPE,
-                         env=dict(os.environ, **(env or {})), cwd=ROOT)
+                         env=dict(os.environ, **(env or {})), cwd="/")  # not the tree: -m/-c would import from it
     head = b""
     if stdout is None:
         head = p.stdout.read(1 << 20)
@@ -107,7 +110,15 @@ def run(argv: list[str], env: dict | None = None, stdout=None) -> tuple[float, f
 
 
 def rows(a, d: Path) -> list[tuple[str, list[str], dict, str]]:
-    """(row, argv, env, what it stands for) in the order they run."""
+    """(row, argv, env, what it stands for) in the order they run; with ``--only``, the
+    generate and naive rows (the store, the yardstick) and the rows named."""
+    every = _rows(a, d)
+    if not a.only:
+        return every
+    return [r for r in every if r[0] in ("generate", "naive reader") or r[0].startswith(tuple(a.only.split(",")))]
+
+
+def _rows(a, d: Path) -> list[tuple[str, list[str], dict, str]]:
     s, small = str(d / "store"), str(d / "small")
     cold = lambda: {"NUMBA_CACHE_DIR": tempfile.mkdtemp(prefix="numba-", dir=d)}  # noqa: E731
     return [
@@ -147,16 +158,29 @@ def _prepare(name: str, d: Path) -> None:
                 stdout=f)
 
 
-def warm_up(d: Path) -> None:
+def warm_up(d: Path, pythons: list[str]) -> None:
     """A 1 000-send store for the fixed-cost rows, and every command's compiled kernels in
     numba's cache (forced on over that store), so that no timed row but the first-run ones
     compiles."""
     small = str(d / "small")
     if not (d / "small").exists():
         run(CLI + ["generate", "--store", small, "--messages", "1000", "--body-size", "256"])
-    for args in (["verify"], ["dump-commitlog", "--format", "jsonl"], ["rebuild-index", "--dry-run", "--output", str(d / "warm-rebuilt")],
-                 ["export", "--output", str(d / "warm-export"), "--overwrite"]):
-        run(FORCED + args[:1] + ["--store", small] + args[1:])
+    for py in pythons:
+        for args in (["verify"], ["dump-commitlog", "--format", "jsonl"],
+                     ["rebuild-index", "--dry-run", "--output", str(d / "warm-rebuilt")],
+                     ["export", "--output", str(d / "warm-export"), "--overwrite"]):
+            run([py] + FORCED[1:] + args[:1] + ["--store", small] + args[1:])
+
+
+def before_run(a, name: str, argv: list[str], env: dict) -> float | None:
+    """``--before``: the same row's CPU seconds with the other interpreter (its install), right
+    after this one's, so that both see the same load; None for the rows it skips."""
+    if not a.before or name in ("generate", "generate --from-jsonl", "naive reader"):
+        return None
+    _prepare(name, a.dir)
+    if env.get("NUMBA_CACHE_DIR"):
+        env = dict(env, NUMBA_CACHE_DIR=tempfile.mkdtemp(prefix="numba-", dir=a.dir))
+    return run([a.before] + argv[1:], env)[0]
 
 
 def main() -> None:
@@ -165,13 +189,17 @@ def main() -> None:
     ap.add_argument("--dir", type=Path, default=Path("/tmp/rmq-bench-all"))
     ap.add_argument("--keep", action="store_true", help="keep --dir (a later run reuses its store)")
     ap.add_argument("--json", type=Path, default=ROOT / "bench" / "results" / "all.json")
+    ap.add_argument("--only", help="comma-separated row names (prefixes) to run, besides generate and the "
+                                   "naive reader")
+    ap.add_argument("--before", help="another install's python: every read row runs with it too, right after, "
+                                     "for a before/after comparison under the same load")
     ap.add_argument("--naive", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.naive:
         print(naive(a.naive))
         return
     a.dir.mkdir(parents=True, exist_ok=True)
-    warm_up(a.dir)
+    warm_up(a.dir, [sys.executable] + ([a.before] if a.before else []))
     out, records, warm = [], 0, {}
     print(f"{'row':42} {'CPU s':>7} {'wall s':>7} {'records/s':>10} {'x naive':>8}  load   ({platform.node()}, "
           f"{os.cpu_count()} cores, Python {platform.python_version()})", flush=True)
@@ -186,16 +214,19 @@ def main() -> None:
         if kind in ("records", "yardstick"):
             row["records_per_s"] = round(records / cpu) if records else None
             warm[name] = cpu
-        if kind == "cold":
-            base = warm["verify" if "verify" in name else "dump"]
+        base = warm.get("verify" if "verify" in name else "dump")
+        if kind == "cold" and base is not None:
             row["compile_cpu_s"] = round(cpu - base, 3)
         naive_cpu = warm.get("naive reader")
         if naive_cpu and kind == "records":
             row["x_naive"] = round(cpu / naive_cpu, 2)
+        before = before_run(a, name, argv, env)
+        if before is not None:
+            row["before_cpu_s"] = round(before, 3)
         out.append(row)
         print(f"{name:42} {cpu:7.2f} {wall:7.2f} {row.get('records_per_s') or '':>10} {row.get('x_naive', ''):>8}  "
-              f"{row['load']:.2f}" + (f"   compile +{row['compile_cpu_s']:.2f} s CPU" if kind == "cold" else ""),
-              flush=True)
+              f"{row['load']:.2f}" + (f"   compile +{row['compile_cpu_s']:.2f} s CPU" if "compile_cpu_s" in row else "")
+              + (f"   before: {before:.2f} s CPU" if before is not None else ""), flush=True)
     gen = next(r for r in out if r["row"] == "generate")
     gen["records_per_s"] = round(records / gen["cpu_s"])
     gen["x_naive"] = round(gen["cpu_s"] / warm["naive reader"], 2)
