@@ -45,6 +45,10 @@ NUMS = ("physical_offset", "total_size", "v2", "body_crc", "queue_id", "flag", "
 LOCS = ("born_at", "born_len", "store_at", "store_len", "topic_at", "topic_len", "props_at", "props_len",
         "body_at", "phy_at")
 BODY_NONE, BODY_BASE64, BODY_HEX = 0, 1, 2
+# A constant argument is typed as its literal value, and numba compiles the callee once per
+# value (``_lit`` alone 19 times, most of a first run's compile): arguments that are
+# constants go through these, typed plain int64 / uint8, so each callee compiles once.
+_I, _B = np.int64, np.uint8
 
 
 @_JIT
@@ -56,7 +60,7 @@ def _lit(out, o, lits, lit_off, k):
 def _int(out, o, v):
     """Decimal text of an int64 (Java's Long.toString), two digits per division."""
     if v == -9223372036854775807 - 1:
-        return _copy(out, o, _LONG_MIN, 0, _LONG_MIN.size)
+        return _copy(out, o, _LONG_MIN, _I(0), _I(_LONG_MIN.size))
     if v < 0:
         out[o] = 45
         o += 1
@@ -177,10 +181,10 @@ def _properties(a, pa, pl, pairs, found, names, name_lens):
     j = pa
     n = 0
     while j < end:
-        name_end = _text_end(a, j, end, 1)
+        name_end = _text_end(a, j, end, _B(1))
         if name_end < 0 or name_end == j or name_end == end:
             return -1
-        value_end = _text_end(a, name_end + 1, end, 2)
+        value_end = _text_end(a, name_end + 1, end, _B(2))
         if value_end < 0 or value_end == name_end + 1:
             return -1
         name_len = name_end - j
@@ -303,10 +307,10 @@ def _properties_string(out, o, a, pairs, n, end):
     """The PROPERTIES text with its separators as ``\\u0001`` and ``\\u0002``."""
     for p in range(n):
         o = _copy(out, o, a, pairs[p, 0], pairs[p, 1] - pairs[p, 0])
-        o = _escaped(out, o, 1)
+        o = _escaped(out, o, _B(1))
         o = _copy(out, o, a, pairs[p, 2], pairs[p, 3] - pairs[p, 2])
         if pairs[p, 3] < end:
-            o = _escaped(out, o, 2)
+            o = _escaped(out, o, _B(2))
     return o
 
 
@@ -321,69 +325,69 @@ def render(a, nums, locs, ok, hosts, host_off, host_rows, lits, lit_off, names, 
     store; -1 for IPv4); ``lits``/``lit_off``: the text between the values, in order;
     ``names``/``name_lens``: TAGS, KEYS, UNIQ_KEY."""
     n = nums.shape[0]
-    o = 0
+    o = _I(0)
     longest = 0
     for i in range(n):
         longest = max(longest, locs[i, 7])
     pairs = np.empty((longest // 2 + 2, 4), np.int64)  # (name start, end, value start, end) of a record
     found = np.empty((3, 2), np.int64)
     for i in range(n):
-        plain = ok[i] and _text_end(a, locs[i, 4], locs[i, 4] + locs[i, 5], 0) == locs[i, 4] + locs[i, 5]
+        plain = ok[i] and _text_end(a, locs[i, 4], locs[i, 4] + locs[i, 5], _B(0)) == locs[i, 4] + locs[i, 5]
         npairs = _properties(a, locs[i, 6], locs[i, 7], pairs, found, names, name_lens) if plain else -1
         if npairs < 0:
             ok[i] = False
             ends[i] = o
             continue
         nu, lo = nums[i], locs[i]
-        o = _lit(out, o, lits, lit_off, 0)
+        o = _lit(out, o, lits, lit_off, _I(0))
         o = _int(out, o, nu[0])
-        o = _lit(out, o, lits, lit_off, 1)
+        o = _lit(out, o, lits, lit_off, _I(1))
         o = _int(out, o, nu[1])
-        o = _lit(out, o, lits, lit_off, 2)
+        o = _lit(out, o, lits, lit_off, _I(2))
         out[o], out[o + 1] = 118, 50 if nu[2] else 49  # v2 / v1
         o += 2
         for k in range(3, 9):  # body_crc .. born_timestamp
             o = _lit(out, o, lits, lit_off, k)
             o = _int(out, o, nu[k])
-        o = _lit(out, o, lits, lit_off, 9)
+        o = _lit(out, o, lits, lit_off, _I(9))
         o = _host(out, o, a, lo[0], hosts, host_off, host_rows[i, 0])
         out[o] = 58
         o = _int(out, o + 1, nu[9])
-        o = _lit(out, o, lits, lit_off, 10)
+        o = _lit(out, o, lits, lit_off, _I(10))
         o = _int(out, o, nu[10])
-        o = _lit(out, o, lits, lit_off, 11)
+        o = _lit(out, o, lits, lit_off, _I(11))
         o = _host(out, o, a, lo[2], hosts, host_off, host_rows[i, 1])
         out[o] = 58
         o = _int(out, o + 1, nu[11])
         for k in range(12, 14):  # reconsume_times, prepared_transaction_offset
             o = _lit(out, o, lits, lit_off, k)
             o = _int(out, o, nu[k])
-        o = _lit(out, o, lits, lit_off, 14)
+        o = _lit(out, o, lits, lit_off, _I(14))
         o = _copy(out, o, a, lo[4], lo[5])
         pa, pl = lo[6], lo[7]
         if props_on:
-            o = _lit(out, o, lits, lit_off, 15)  # ","properties":{
+            o = _lit(out, o, lits, lit_off, _I(15))  # ","properties":{
             o = _object(out, o, a, pairs, npairs)
-            o = _lit(out, o, lits, lit_off, 16)  # },"properties_string":"
+            o = _lit(out, o, lits, lit_off, _I(16))  # },"properties_string":"
             o = _properties_string(out, o, a, pairs, npairs, pa + pl)
-        o = _lit(out, o, lits, lit_off, 17)  # ","tags":
+        o = _lit(out, o, lits, lit_off, _I(17))  # ","tags":
         o = _quoted_or_null(out, o, a, found[0])
-        o = _lit(out, o, lits, lit_off, 18)
+        o = _lit(out, o, lits, lit_off, _I(18))
         o = _keys(out, o, a, found[1])
-        o = _lit(out, o, lits, lit_off, 19)
+        o = _lit(out, o, lits, lit_off, _I(19))
         o = _quoted_or_null(out, o, a, found[2])
-        o = _lit(out, o, lits, lit_off, 20)  # ,"msg_id":"
+        o = _lit(out, o, lits, lit_off, _I(20))  # ,"msg_id":"
         o = _hex(out, o, a, lo[2], lo[3] + _PORT_SIZE, _HEXU)  # store address and port
-        o = _hex(out, o, a, lo[9], _PHY_SIZE, _HEXU)  # the stored physical offset
-        o = _lit(out, o, lits, lit_off, 21)
+        o = _hex(out, o, a, lo[9], _I(_PHY_SIZE), _HEXU)  # the stored physical offset
+        o = _lit(out, o, lits, lit_off, _I(21))
         o = _int(out, o, nu[14])
         if body_mode:
-            o = _lit(out, o, lits, lit_off, 22)
+            o = _lit(out, o, lits, lit_off, _I(22))
             if body_mode == 1:
                 o = _base64(out, o, a, lo[8], nu[14])
             else:
                 o = _hex(out, o, a, lo[8], nu[14], _HEXL)
-            o = _lit(out, o, lits, lit_off, 23)
-        o = _lit(out, o, lits, lit_off, 24)
+            o = _lit(out, o, lits, lit_off, _I(23))
+        o = _lit(out, o, lits, lit_off, _I(24))
         ends[i] = o
     return o

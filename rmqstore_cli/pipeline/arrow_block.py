@@ -4,16 +4,16 @@ The reference is :func:`~rmqstore_cli.pipeline.export_tasks.export_rows`: one
 :func:`~rmqstore_cli.render.message_dict` per record. Here the columns of a
 :class:`~rmqstore_cli.store.columns.MessageBlock` become Arrow arrays directly: numbers
 without a Python object per value, hosts and topics once per distinct value, and the
-PROPERTIES of the block split into names and values by one ``re.split`` over their text.
+PROPERTIES of the block cut into names and values where
+:class:`~rmqstore_cli.store.properties.Properties` found its pairs, Arrow strings over
+the bytes themselves (no Python object per value).
 
-That split is exact for *plain* PROPERTIES — valid UTF-8, every pair ``name\\x01value``
+That cut is exact for *plain* PROPERTIES — valid UTF-8, every pair ``name\\x01value``
 with both non-empty, no name twice — where the broker's parser keeps every pair in
 order. Any other record (and a topic that is not valid UTF-8) takes the reference path in
 its place. Tests compare both on every record of the fixtures and of built stores.
 """
 from __future__ import annotations
-
-import re
 
 import numpy as np
 
@@ -22,16 +22,16 @@ from rmqstore_cli.render import message_dict
 from rmqstore_cli.store.arrays import byte_rows
 from rmqstore_cli.store.columns import MessageBlock
 
-_PAIR_SEPARATORS = re.compile("[\x00\x01\x02]")
 _HEX = np.frombuffer(b"0123456789ABCDEF", np.uint8)
 _PHY = HEAD["physical_offset"]
 #: an offset msgId: the store host (address and port) then PHYSICALOFFSET, for each kind
 _ID_V4, _ID_V6 = HOST_SIZE[False] + _PHY.size, HOST_SIZE[True] + _PHY.size
 
 
-def _msg_ids(blk: MessageBlock) -> list[str]:
+def _msg_ids(blk: MessageBlock):
     """``MessageDecoder#createMessageId`` of every record, upper-case hex: store address,
-    port and the stored PHYSICALOFFSET (32 digits for IPv4 store hosts, 56 for IPv6)."""
+    port and the stored PHYSICALOFFSET (32 digits for IPv4 store hosts, 56 for IPv6), as a
+    pyarrow string array cut from one buffer of hex digits."""
     store_at, store_size, _ = blk.host("store")
     v6 = store_size != HOST_ADDRESS_SIZE[False]
     if v6.any():
@@ -44,9 +44,15 @@ def _msg_ids(blk: MessageBlock) -> list[str]:
     hexed = np.empty((blk.n, 2 * raw.shape[1]), np.uint8)
     hexed[:, 0::2] = _HEX[raw >> 4]
     hexed[:, 1::2] = _HEX[raw & 15]
-    text = hexed.tobytes().decode("ascii")
     w = hexed.shape[1]
-    return [text[i * w + w - n:i * w + w] for i, n in enumerate(np.where(v6, 2 * _ID_V6, 2 * _ID_V4).tolist())]
+    rows = np.arange(blk.n + 1) * w
+    if not v6.any():
+        return _strings(hexed.ravel(), rows)
+    cuts = np.empty(2 * blk.n + 1, np.int64)  # row i: its left padding, then its digits
+    cuts[0::2], cuts[1::2] = rows, rows[1:] - np.where(v6, 2 * _ID_V6, 2 * _ID_V4)
+    import pyarrow as pa
+
+    return _strings(hexed.ravel(), cuts).take(pa.array(np.arange(1, 2 * blk.n, 2)))
 
 
 def _plain_properties(blk: MessageBlock) -> np.ndarray:
@@ -93,55 +99,80 @@ def block_batch(blk: MessageBlock, store: str, body: bool):
         table, rows = blk.address_table(w)
         cols[f"{w}_host"] = pc.binary_join_element_wise(pa.array(table, s).take(pa.array(rows)),
                                                         pa.array(blk.host(w)[2]).cast(s), pa.scalar(":"))
-    cols["msg_id"] = pa.array(_msg_ids(blk), s)
+    cols["msg_id"] = _msg_ids(blk)
     cols["file"] = pa.array([blk.file_name] * n, s)
     cols["store"] = pa.array([store] * n, s)
     cols["topic_base64"] = pa.nulls(n, s)
     cols["properties_base64"] = pa.nulls(n, s)
-    cols["body"] = pa.array([bytes(buf[x:y]) for x, y in zip(rb.body_at.tolist(), (rb.body_at + rb.body_len).tolist())]
-                            if body else [None] * n, pa.binary())
-    topic = [topic_text[i] for i in tid.tolist()]
+    ends = (rb.body_at + rb.body_len).tolist()
+    cols["body"] = (pa.array([bytes(buf[x:y]) for x, y in zip(rb.body_at.tolist(), ends)], pa.binary()) if body
+                    else pa.nulls(n, pa.binary()))
     props = _Properties(blk, plain)
     slow = np.flatnonzero(~plain).tolist()
-    if slow:
-        b64: list = [None] * n
-        t64: list = [None] * n
-        for i, m in zip(slow, blk.messages(np.asarray(slow))):
-            d = message_dict(m, "none", True, blk.file_name)
-            topic[i] = d["topic"]
-            props.patch(i, d)
-            b64[i], t64[i] = d.get("properties_base64"), d.get("topic_base64")
-        cols["properties_base64"] = pa.array(b64, s)
-        cols["topic_base64"] = pa.array(t64, s)
-    cols["topic"] = pa.array(topic, s)
-    t64 = cols["topic_base64"].to_pylist() if slow else [None] * n
-    dirs = {}
-    cols["topic_dir"] = pa.array([dirs.get((t, b)) or dirs.setdefault((t, b), topic_dir(t, b))
-                                  for t, b in zip(topic, t64)], s)
+    dicts = [message_dict(m, "none", True, blk.file_name) for m in blk.messages(np.asarray(slow))] if slow else []
+    for i, d in zip(slow, dicts):
+        props.patch(i, d)
+    t64 = [d.get("topic_base64") for d in dicts]
+    tids = pa.array(tid)
+    cols["topic"] = _replace(pa.array(topic_text, s).take(tids), slow, [d["topic"] for d in dicts])
+    cols["topic_base64"] = _replace(cols["topic_base64"], slow, t64)
+    cols["properties_base64"] = _replace(cols["properties_base64"], slow, [d.get("properties_base64") for d in dicts])
+    dirs = pa.array([None if t is None else topic_dir(t, None) for t in topic_text], s).take(tids)
+    cols["topic_dir"] = _replace(dirs, slow, [topic_dir(d["topic"], b) for d, b in zip(dicts, t64)])
     cols.update(props.columns(schema))
     return pa.RecordBatch.from_arrays([cols[f.name] for f in schema], schema=schema)
 
 
+def _strings(data: np.ndarray, offsets: np.ndarray):
+    """A pyarrow string array over ``data`` without a Python object per value: element i is
+    ``data[offsets[i]:offsets[i + 1]]`` (valid UTF-8 wherever it is read)."""
+    import pyarrow as pa
+
+    return pa.StringArray.from_buffers(offsets.size - 1, pa.py_buffer(offsets.astype(np.int32)),
+                                       pa.py_buffer(data))
+
+
+def _replace(arr, rows: list[int], values: list):
+    """``arr`` with ``arr[rows[k]] = values[k]`` (rows ascending)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if not rows:
+        return arr
+    mask = np.zeros(len(arr), bool)
+    mask[rows] = True
+    return pc.replace_with_mask(arr, pa.array(mask), pa.array(values, arr.type))
+
+
 class _Properties:
-    """The properties columns of a block: pairs of plain records from one split of their
-    text; records patched in from the reference (:meth:`patch`) replace theirs."""
+    """The properties columns of a block, straight from the PROPERTIES bytes of its plain
+    records (:class:`~rmqstore_cli.store.properties.Properties` found the pairs): names and
+    values are pieces of those bytes taken by Arrow, no Python string per pair; records
+    patched in from the reference (:meth:`patch`) replace theirs."""
 
     def __init__(self, blk: MessageBlock, plain: np.ndarray):
+        import pyarrow as pa
+
         n = blk.n
         self.n = n
         self.patched: dict[int, dict] = {}
-        k = np.bincount(blk.properties.owner, minlength=n) if blk.properties.tot else np.zeros(n, np.int64)
-        self.k = np.where(plain, k, 0)
-        text = blk.properties_text(plain).decode("utf-8", "surrogateescape")
-        self.strings = text.split("\x00")[:n]
-        # a plain record gives name, value, name, value, ...; any other record one empty piece
-        flat = np.array(_PAIR_SEPARATORS.split(text.replace("\x02\x00", "\x00")), dtype=object)
-        pieces = np.where(self.k > 0, 2 * self.k, 1)
-        first = np.cumsum(pieces) - pieces
-        owner = np.repeat(np.arange(n), self.k)
-        j = np.arange(owner.size) - np.repeat(np.cumsum(self.k) - self.k, self.k)
-        name_at = first[owner] + 2 * j
-        self.names, self.values, self.owner = flat[name_at], flat[name_at + 1], owner
+        P = blk.properties
+        if not P.tot:
+            self.text = pa.nulls(n, pa.string())
+            self.names = self.values = pa.array([], pa.string())
+            self.owner = np.zeros(0, np.int64)
+            return
+        self.text = _strings(P.cat, np.append(P.moff, P.tot))
+        # every pair as four pieces: name, its \x01, value, what follows up to the next pair
+        # (its \x02, or nothing); clipped so that malformed pairs still give ordered offsets
+        name_end = np.clip(P.first1, P.starts, P.end)
+        cuts = np.empty(4 * P.starts.size + 1, np.int64)
+        cuts[0:-1:4], cuts[1:-1:4] = P.starts, name_end
+        cuts[2:-1:4], cuts[3:-1:4], cuts[-1] = np.minimum(name_end + 1, P.end), P.end, P.tot
+        pieces = _strings(P.cat, cuts)
+        keep = np.flatnonzero(plain[P.owner])
+        self.names, self.values = pieces.take(pa.array(4 * keep)), pieces.take(pa.array(4 * keep + 2))
+        self.owner = P.owner[keep]
 
     def patch(self, i: int, d: dict) -> None:
         self.patched[i] = d
@@ -151,8 +182,7 @@ class _Properties:
         import pyarrow.compute as pc
 
         n, s = self.n, pa.string()
-        names, values, owner, counts = self.names, self.values, self.owner, self.k.copy()
-        strings = self.strings
+        names, values, owner = self.names, self.values, self.owner
         if self.patched:  # splice the reference's pairs in, in record order
             rows = sorted(self.patched)
             cut = np.searchsorted(owner, rows)
@@ -160,28 +190,25 @@ class _Properties:
             prev = 0
             for i, c in zip(rows, cut.tolist()):
                 items = list(self.patched[i]["properties"].items())
-                parts_n += [names[prev:c], np.array([x for x, _ in items], dtype=object)]
-                parts_v += [values[prev:c], np.array([y for _, y in items], dtype=object)]
+                parts_n += [names.slice(prev, c - prev), pa.array([x for x, _ in items], s)]
+                parts_v += [values.slice(prev, c - prev), pa.array([y for _, y in items], s)]
                 parts_o += [owner[prev:c], np.full(len(items), i)]
-                counts[i] = len(items)
                 prev = c
-            names = np.concatenate(parts_n + [names[prev:]])
-            values = np.concatenate(parts_v + [values[prev:]])
+            names = pa.concat_arrays(parts_n + [names.slice(prev)])
+            values = pa.concat_arrays(parts_v + [values.slice(prev)])
             owner = np.concatenate(parts_o + [owner[prev:]]).astype(np.int64)
-            strings = list(strings)
-            for i in rows:
-                strings[i] = self.patched[i].get("properties_string")
+        text = _replace(self.text, sorted(self.patched), [self.patched[i].get("properties_string")
+                                                          for i in sorted(self.patched)])
         offsets = np.zeros(n + 1, np.int32)
-        np.cumsum(counts, out=offsets[1:])
-        name_arr, value_arr = pa.array(names, s), pa.array(values, s)
-        out = {"properties": pa.MapArray.from_arrays(pa.array(offsets), name_arr, value_arr,
+        np.cumsum(np.bincount(owner, minlength=n), out=offsets[1:])
+        out = {"properties": pa.MapArray.from_arrays(pa.array(offsets), names, values,
                                                      type=schema.field("properties").type),
-               "properties_string": pa.array(strings, s)}
+               "properties_string": text}
         for col, name in (("tags", "TAGS"), ("uniq_key", "UNIQ_KEY"), ("keys", "KEYS")):
-            hit = np.flatnonzero(pc.equal(name_arr, pa.scalar(name)).to_numpy(zero_copy_only=False))
-            vals = np.full(n, None, dtype=object)
-            vals[owner[hit]] = values[hit]  # plain records hold a name once; patched ones are dicts
-            out[col] = pa.array(vals, s)
+            hit = np.flatnonzero(pc.equal(names, pa.scalar(name)).to_numpy(zero_copy_only=False))
+            at = np.full(n, -1, np.int64)
+            at[owner[hit]] = hit  # plain records hold a name once; patched ones are dicts
+            out[col] = values.take(pa.array(at, mask=at < 0))
         words = pc.split_pattern(out.pop("keys"), pattern=" ")
         flat_words = pc.list_flatten(words)
         keep = pc.not_equal(flat_words, pa.scalar(""))

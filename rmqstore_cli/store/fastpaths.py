@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from types import ModuleType
 
+import numpy as np
+
 
 class FastPaths:
     """When the compiled loops run instead of the reference ones (one per process).
@@ -68,6 +70,22 @@ class FastPaths:
 
             return walk
         return None
+
+    def body_crcs(self, buf, a: np.ndarray | None, at: np.ndarray, ln: np.ndarray) -> np.ndarray:
+        """:func:`~rmqstore_cli.store.commitlog.bulk.body_crcs` (``UtilAll#crc32`` of every body),
+        small bodies in the compiled loop once the walk runs compiled (numba is paid for),
+        long ones and all before (or without ``a``, ``buf`` as a uint8 array) by zlib."""
+        from rmqstore_cli.store.commitlog.bulk import body_crcs
+
+        if not self._walk or a is None:
+            return body_crcs(buf, at, ln)
+        from rmqstore_cli.store import kernels as k
+
+        got = np.empty(at.size, np.int64)
+        if k.small_body_crcs(a, at, ln, k.SMALL_BODY, k.CRC_TABLES, got):
+            big = np.flatnonzero(ln >= k.SMALL_BODY)
+            got[big] = body_crcs(buf, at[big], ln[big])
+        return got
 
     def json_kernel(self, n: int) -> ModuleType | None:
         """The compiled JSON renderer for a block of ``n`` lines, or None for the reference

@@ -151,7 +151,7 @@ def copy_bytes(out, o, src, a, n):
 @JIT
 def join_ranges(a, at, ln, out):
     """``out`` = the bytes ``a[at[i]:at[i]+ln[i]]`` one after another (``ln`` >= 0)."""
-    o = 0
+    o = np.int64(0)  # a literal 0 would compile copy_bytes once more, for that value
     for i in range(at.size):
         o = copy_bytes(out, o, a, at[i], ln[i])
     return o

@@ -55,10 +55,11 @@ from rmqstore_cli.store.checkpoint import StoreCheckpoint
 from rmqstore_cli.store.commitlog import CommitLog, ScanEnd, Status, check_framed, check_message, is_clean_end
 from rmqstore_cli.store.config import SIZE_LEAST, StoreConfig
 from rmqstore_cli.store.dispatch import Dispatcher
-from rmqstore_cli.store.commitlog.bulk import body_crcs, walk_records
+from rmqstore_cli.store.commitlog.bulk import walk_records
 from rmqstore_cli.store.arrays import file_array
 from rmqstore_cli.store.mapped_files import release_pages
 from rmqstore_cli.store.fastdispatch import FastDispatcher
+from rmqstore_cli.store.fastpaths import FAST_PATHS
 from rmqstore_cli.store.lock import StoreLock, abort_exists, refuse_if_live
 from rmqstore_cli.store.mapped_files import MappedFile, fsync_dir
 
@@ -165,7 +166,7 @@ def dispatch_file_records(fd: FastDispatcher, f, recovering: bool, check_crc: bo
                 if len(bad):
                     cut = int(bad[0])
                 if check_crc:
-                    k = _first_crc_failure(buf, P[:cut], fields, limit, f.file_from_offset, force_prop_crc)
+                    k = _first_crc_failure(buf, P[:cut], fields, limit, f.file_from_offset, force_prop_crc, a)
                     if k is not None:
                         cut = min(cut, k)
                 take = np.arange(cut)
@@ -292,9 +293,11 @@ def cq_file_count(first: int, last: int, file_size: int) -> int:
     return (last * CQ_STORE_UNIT_SIZE) // file_size - (first * CQ_STORE_UNIT_SIZE) // file_size + 1
 
 
-def _first_crc_failure(buf, P: np.ndarray, fields: dict, limit: int, file_from: int, force: bool) -> int | None:
+def _first_crc_failure(buf, P: np.ndarray, fields: dict, limit: int, file_from: int, force: bool,
+                       a: np.ndarray | None = None) -> int | None:
     """Recovery's ``checkCRCOnRecover``: index of the first record whose body CRC (or, with
-    ``forceVerifyPropCRC``, whole-record CRC) fails."""
+    ``forceVerifyPropCRC``, whole-record CRC) fails; ``a``, ``buf`` as a uint8 array, lets
+    small bodies take the compiled CRC loop (:meth:`FastPaths.body_crcs`)."""
     if force:
         for j, p in enumerate(P.tolist()):
             if check_message(buf, p, limit, file_from, True, True).status is Status.INVALID:
@@ -302,7 +305,7 @@ def _first_crc_failure(buf, P: np.ndarray, fields: dict, limit: int, file_from: 
         return None
     n = len(P)
     bl = np.maximum(fields["body_len"][:n], 0)
-    bad = np.flatnonzero((body_crcs(buf, fields["body_at"][:n], bl) != fields["crc"][:n]) & (bl > 0))
+    bad = np.flatnonzero((FAST_PATHS.body_crcs(buf, a, fields["body_at"][:n], bl) != fields["crc"][:n]) & (bl > 0))
     return int(bad[0]) if len(bad) else None
 
 

@@ -1,0 +1,243 @@
+"""Every row of issue 23's table in one run, against the naive reader (issue 23, "Speed").
+
+Usage (from the project root):
+
+    .venv/bin/python bench/bench_all.py [--messages 1000000] [--dir /tmp/rmq-bench-all] [--keep]
+                                        [--only verify,dump] [--json bench/results/all.json]
+
+A store of ``--messages`` sends of 256-byte bodies (the generator's default mix, so a few
+per cent more records than sends) is written by the ``generate`` row itself; every other
+row reads it. Each command is a whole child process (interpreter start-up included) with
+its stdout drained through a pipe; its CPU time (user + system, from ``os.times``) is
+what counts, since this machine is shared, with wall time and the load average beside it.
+
+The yardstick, run the same way in the same run: :func:`naive`, a 20-line pure-Python
+``struct.unpack_from`` loop that decodes every record's fixed fields (IPv4 and IPv6
+hosts), body, topic and properties bytes. Each row prints records/s and its CPU time as a
+multiple of the yardstick's (the issue's floors: 1x for the readers, 2x for export, 3x
+for generate).
+
+Rows:
+
+* ``generate`` and ``generate --from-jsonl`` (the input, a ``dump-commitlog --format jsonl
+  --body base64`` of the store, is written before, untimed);
+* ``verify``, ``rebuild-index --output``, ``dump-commitlog --format jsonl``, ``export``
+  (local engine, no body) over the store;
+* ``fixed cost``: ``verify`` of a 1 000-send store with the compiled kernels forced on
+  (:data:`~rmqstore_cli.store.fastpaths.FAST_PATHS` thresholds at 0), beside ``--help``;
+  and ``dump-commitlog --format jsonl`` of it the same way;
+* ``first run``: those two forced rows once more with an empty numba cache
+  (``NUMBA_CACHE_DIR`` a new directory): the extra CPU over the warm run is the compile a
+  first command after install pays (a big store pays it the same way: the thresholds only
+  decide whether the kernels load, not what compiles).
+
+``--before PYTHON`` (the interpreter of another install, e.g. a venv whose editable
+install points at a ``git archive`` of the old commit) runs every read row with it too,
+right after the row, so that both see the same load; ``--only`` picks rows.
+Not a test: prints a table and writes ``--json``; nothing is asserted.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import mmap
+import os
+import platform
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CLI = [sys.executable, "-m", "rmqstore_cli"]
+#: forces every fast path on, then runs the CLI (the fixed-cost row)
+FORCED = [sys.executable, "-c", "import sys; from rmqstore_cli.store.fastpaths import FAST_PATHS as F; "
+          "F.walk_after = F.json_min = F.for_bytes = 0; sys.argv[0] = 'rmqstore'; "
+          "from rmqstore_cli.app import main; main()"]
+
+
+def naive(store: str) -> int:
+    """The yardstick: every record of every commit-log file, its fields decoded one by one."""
+    n, files = 0, sorted(os.listdir(os.path.join(store, "commitlog")))
+    for name in files:
+        with open(os.path.join(store, "commitlog", name), "rb") as f:
+            buf, pos = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ), 0
+        while pos + 8 <= len(buf):
+            total, magic = struct.unpack_from(">iI", buf, pos)
+            if magic not in (0xDAA320A7, 0xDAA320AB) or total <= 0:
+                break
+            crc, qid, flag, qoff, phy, sysflag, born = struct.unpack_from(">iiiqqiq", buf, pos + 8)
+            p = pos + 48
+            hl = 16 if sysflag & 0x10 else 4
+            born_host, born_port = buf[p:p + hl], struct.unpack_from(">i", buf, p + hl)[0]
+            p += hl + 4
+            store_ts = struct.unpack_from(">q", buf, p)[0]
+            hl = 16 if sysflag & 0x20 else 4
+            store_host, store_port = buf[p + 8:p + 8 + hl], struct.unpack_from(">i", buf, p + 8 + hl)[0]
+            p += 12 + hl
+            reconsume, prepared, blen = struct.unpack_from(">iqi", buf, p)
+            body = buf[p + 16:p + 16 + blen]
+            p += 16 + blen
+            tl, p = (struct.unpack_from(">H", buf, p)[0], p + 2) if magic == 0xDAA320AB else (buf[p], p + 1)
+            topic = buf[p:p + tl]
+            plen = struct.unpack_from(">h", buf, p + tl)[0]
+            props = buf[p + tl + 2:p + tl + 2 + plen]
+            n += 1
+            pos += total
+    return n
+
+
+def run(argv: list[str], env: dict | None = None, stdout=None) -> tuple[float, float, bytes]:
+    """(CPU, wall) seconds of one child process and its stdout's first MiB, the rest drained
+    (or all of it sent to ``stdout``)."""
+    before, t = os.times(), time.perf_counter()
+    p = subprocess.Popen(argv, stdout=stdout or subprocess.PIPE, stderr=subprocess.PIPE,
+                         env=dict(os.environ, **(env or {})), cwd="/")  # not the tree: -m/-c would import from it
+    head = b""
+    if stdout is None:
+        head = p.stdout.read(1 << 20)
+        while p.stdout.read(1 << 20):
+            pass
+    err = p.stderr.read()
+    if p.wait() != 0:
+        raise SystemExit(f"failed ({p.returncode}): {' '.join(argv)}\n{err.decode(errors='replace')[-2000:]}")
+    after = os.times()
+    cpu = (after.children_user - before.children_user) + (after.children_system - before.children_system)
+    return cpu, time.perf_counter() - t, head
+
+
+def rows(a, d: Path) -> list[tuple[str, list[str], dict, str]]:
+    """(row, argv, env, what it stands for) in the order they run; with ``--only``, the
+    generate and naive rows (the store, the yardstick) and the rows named."""
+    every = _rows(a, d)
+    if not a.only:
+        return every
+    return [r for r in every if r[0] in ("generate", "naive reader") or r[0].startswith(tuple(a.only.split(",")))]
+
+
+def _rows(a, d: Path) -> list[tuple[str, list[str], dict, str]]:
+    s, small = str(d / "store"), str(d / "small")
+    cold = lambda: {"NUMBA_CACHE_DIR": tempfile.mkdtemp(prefix="numba-", dir=d)}  # noqa: E731
+    return [
+        ("generate", CLI + ["generate", "--store", s, "--messages", str(a.messages), "--body-size", "256",
+                            "--format", "json"], {}, "records"),
+        ("naive reader", [sys.executable, __file__, "--naive", s], {}, "yardstick"),
+        ("generate --from-jsonl", CLI + ["generate", "--store", str(d / "replay"), "--from-jsonl",
+                                         str(d / "dump.jsonl"), "--format", "json"], {}, "records"),
+        ("verify", CLI + ["verify", "--store", s, "--format", "json"], {}, "records"),
+        ("rebuild-index", CLI + ["rebuild-index", "--store", s, "--output", str(d / "rebuilt"), "--format", "json",
+                                 "--no-progress"], {}, "records"),
+        ("dump-commitlog --format jsonl", CLI + ["dump-commitlog", "--store", s, "--format", "jsonl", "--tz", "UTC"],
+         {}, "records"),
+        ("export (local, no body)", CLI + ["export", "--store", s, "--output", str(d / "export"), "--format", "json"],
+         {}, "records"),
+        ("--help", CLI + ["--help"], {}, "fixed"),
+        ("fixed cost: verify 1k, kernels forced", FORCED + ["verify", "--store", small, "--format", "json"], {},
+         "fixed"),
+        ("fixed cost: verify 1k, default paths", CLI + ["verify", "--store", small, "--format", "json"], {}, "fixed"),
+        ("fixed cost: dump jsonl 1k, kernels forced", FORCED + ["dump-commitlog", "--store", small, "--format",
+                                                                "jsonl"], {}, "fixed"),
+        ("first run: verify 1k, forced, empty cache", FORCED + ["verify", "--store", small, "--format", "json"],
+         cold(), "cold"),
+        ("first run: dump 1k, forced, empty cache", FORCED + ["dump-commitlog", "--store", small, "--format", "jsonl"],
+         cold(), "cold"),
+    ]
+
+
+def _prepare(name: str, d: Path) -> None:
+    """Clear what a row writes; write the untimed inputs it reads."""
+    for sub in {"generate": ["store"], "generate --from-jsonl": ["replay"], "rebuild-index": ["rebuilt"],
+                "export (local, no body)": ["export"]}.get(name, []):
+        shutil.rmtree(d / sub, ignore_errors=True)
+    if name == "generate --from-jsonl" and not (d / "dump.jsonl").exists():
+        with open(d / "dump.jsonl", "wb") as f:
+            run(CLI + ["dump-commitlog", "--store", str(d / "store"), "--format", "jsonl", "--body", "base64"],
+                stdout=f)
+
+
+def warm_up(d: Path, pythons: list[str]) -> None:
+    """A 1 000-send store for the fixed-cost rows, and every command's compiled kernels in
+    numba's cache (forced on over that store), so that no timed row but the first-run ones
+    compiles."""
+    small = str(d / "small")
+    if not (d / "small").exists():
+        run(CLI + ["generate", "--store", small, "--messages", "1000", "--body-size", "256"])
+    for py in pythons:
+        for args in (["verify"], ["dump-commitlog", "--format", "jsonl"],
+                     ["rebuild-index", "--dry-run", "--output", str(d / "warm-rebuilt")],
+                     ["export", "--output", str(d / "warm-export"), "--overwrite"]):
+            run([py] + FORCED[1:] + args[:1] + ["--store", small] + args[1:])
+
+
+def before_run(a, name: str, argv: list[str], env: dict) -> float | None:
+    """``--before``: the same row's CPU seconds with the other interpreter (its install), right
+    after this one's, so that both see the same load; None for the rows it skips."""
+    if not a.before or name in ("generate", "generate --from-jsonl", "naive reader"):
+        return None
+    _prepare(name, a.dir)
+    if env.get("NUMBA_CACHE_DIR"):
+        env = dict(env, NUMBA_CACHE_DIR=tempfile.mkdtemp(prefix="numba-", dir=a.dir))
+    return run([a.before] + argv[1:], env)[0]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--messages", type=int, default=1_000_000)
+    ap.add_argument("--dir", type=Path, default=Path("/tmp/rmq-bench-all"))
+    ap.add_argument("--keep", action="store_true", help="keep --dir (a later run reuses its store)")
+    ap.add_argument("--json", type=Path, default=ROOT / "bench" / "results" / "all.json")
+    ap.add_argument("--only", help="comma-separated row names (prefixes) to run, besides generate and the "
+                                   "naive reader")
+    ap.add_argument("--before", help="another install's python: every read row runs with it too, right after, "
+                                     "for a before/after comparison under the same load")
+    ap.add_argument("--naive", help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.naive:
+        print(naive(a.naive))
+        return
+    a.dir.mkdir(parents=True, exist_ok=True)
+    warm_up(a.dir, [sys.executable] + ([a.before] if a.before else []))
+    out, records, warm = [], 0, {}
+    print(f"{'row':42} {'CPU s':>7} {'wall s':>7} {'records/s':>10} {'x naive':>8}  load   ({platform.node()}, "
+          f"{os.cpu_count()} cores, Python {platform.python_version()})", flush=True)
+    for name, argv, env, kind in rows(a, a.dir):
+        _prepare(name, a.dir)
+        cpu, wall, head = run(argv, env)
+        if name == "naive reader":
+            records = int(head)
+        row = {"row": name, "cpu_s": round(cpu, 3), "wall_s": round(wall, 3), "load": os.getloadavg()[0]}
+        if kind == "fixed" and "forced" in name:
+            warm["verify" if "verify" in name else "dump"] = cpu
+        if kind in ("records", "yardstick"):
+            row["records_per_s"] = round(records / cpu) if records else None
+            warm[name] = cpu
+        base = warm.get("verify" if "verify" in name else "dump")
+        if kind == "cold" and base is not None:
+            row["compile_cpu_s"] = round(cpu - base, 3)
+        naive_cpu = warm.get("naive reader")
+        if naive_cpu and kind == "records":
+            row["x_naive"] = round(cpu / naive_cpu, 2)
+        before = before_run(a, name, argv, env)
+        if before is not None:
+            row["before_cpu_s"] = round(before, 3)
+        out.append(row)
+        print(f"{name:42} {cpu:7.2f} {wall:7.2f} {row.get('records_per_s') or '':>10} {row.get('x_naive', ''):>8}  "
+              f"{row['load']:.2f}" + (f"   compile +{row['compile_cpu_s']:.2f} s CPU" if "compile_cpu_s" in row else "")
+              + (f"   before: {before:.2f} s CPU" if before is not None else ""), flush=True)
+    gen = next(r for r in out if r["row"] == "generate")
+    gen["records_per_s"] = round(records / gen["cpu_s"])
+    gen["x_naive"] = round(gen["cpu_s"] / warm["naive reader"], 2)
+    print(f"(generate: {gen['records_per_s']} records/s, {gen['x_naive']}x naive; {records} records)")
+    a.json.parent.mkdir(parents=True, exist_ok=True)
+    a.json.write_text(json.dumps({"messages": a.messages, "records": records, "uptime": os.getloadavg(),
+                                  "cpus": os.cpu_count(), "python": platform.python_version(), "rows": out},
+                                 indent=1) + "\n")
+    if not a.keep:
+        shutil.rmtree(a.dir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
