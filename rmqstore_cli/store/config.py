@@ -42,6 +42,8 @@ class StoreConfig:
     enable_dleger_commit_log: bool = False
     store_type: str = "default"
     broker_cluster_name: str = "DefaultCluster"
+    enable_multi_dispatch: bool = False  # -- lmq: INNER_MULTI_DISPATCH fan-out (store/lmq.py)
+    enable_lmq: bool = False  # %LMQ% names go to queue 0 (MultiDispatch#queueKey)
     #: Which of the fields were set explicitly (conf file or override), not defaulted.
     explicit: set[str] = field(default_factory=set, repr=False)
     #: Set when the index files' geometry could not be inferred; raised on first index use.
