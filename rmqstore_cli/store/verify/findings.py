@@ -68,6 +68,13 @@ CHECKS: dict[str, tuple[str, str]] = {
     "checkpoint.ahead": (ERROR, "a checkpoint time is newer than any message: flushed data is missing"),
     "abort.unclean-shutdown": (WARNING, "an abort file: the broker will run abnormal recovery (§6.2, §8)"),
     "recovery.truncate": (ERROR, "the broker's recovery would stop here and truncate the commit log after it"),
+    # -- lmq: multi-dispatch (store/verify/lmq.py)
+    "lmq.assumed": (INFO, "messages carry INNER_MULTI_QUEUE_OFFSET, no config says multi-dispatch: checked as enabled"),
+    "lmq.malformed": (ERROR, "INNER_MULTI_DISPATCH/INNER_MULTI_QUEUE_OFFSET the broker's dispatch rejects (count, "
+                             "offset, name)"),
+    "lmq.missing-unit": (WARNING, "a queue a message lists has no unit at the listed offset"),
+    "lmq.unit-mismatch": (ERROR, "a multi-dispatch unit points elsewhere or disagrees in size or tagsCode"),
+    "lmq.queue-end": (WARNING, "an LMQ queue's end is not the next offset the log assigned it (the counter after a restart)"),
 }
 
 

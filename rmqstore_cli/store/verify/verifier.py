@@ -26,13 +26,14 @@ from rmqstore_cli.store.safefs import kind_of
 from rmqstore_cli.store.verify.findings import (
     CHECKS, ERROR, INFO, WARNING, Finding, FindingList, FindingSink, VerifyOptions, text)
 from rmqstore_cli.store.verify.index import IndexChecks
+from rmqstore_cli.store.verify.lmq import LmqChecks
 from rmqstore_cli.store.verify.queues import QueueChecks
 from rmqstore_cli.store.verify.records import RecordChecks
 from rmqstore_cli.store.verify.recovery import RecoveryChecks
 from rmqstore_cli.store.verify.scan import CommitLogScan
 
 
-class Verifier(CommitLogScan, RecordChecks, QueueChecks, IndexChecks, RecoveryChecks):
+class Verifier(CommitLogScan, RecordChecks, QueueChecks, LmqChecks, IndexChecks, RecoveryChecks):
     """Run every check over one store; iterate :meth:`run` for findings, then read ``summary``."""
 
     #: Free an index file's arrays and mapping once the scan has passed all its entries.
