@@ -190,3 +190,19 @@ def fan_out_units(idx, multi, tids, qid, phy, size, tags, qoff) -> tuple:
             np.concatenate([qoff[idx], mo]))
     cols = tuple(np.asarray(c, dtype=np.int64)[order] for c in cols)
     return (np.arange(len(at)), *cols)
+
+
+def listed_offset(props: dict[str, str], topic: str, msg_queue_id: int, queue_id: int | None,
+                  enable_lmq: bool = True) -> int | None:
+    """The offset a message's properties list for queue ``topic``/``queue_id`` (any queue
+    id when None), or None when it lists none there: a unit of that queue pointing at the
+    message is then its multi-dispatch unit, not the message's own."""
+    names, offsets = props.get(MULTI_DISPATCH), props.get(MULTI_QUEUE_OFFSET)
+    if is_blank(names) or is_blank(offsets):
+        return None
+    queues, offs = java_split(names), java_split(offsets)
+    if len(queues) != len(offs) or topic not in queues:
+        return None
+    if queue_id is not None and lmq_queue_id(topic, msg_queue_id, enable_lmq) != queue_id:
+        return None
+    return parse_long(offs[queues.index(topic)])
