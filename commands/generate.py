@@ -62,6 +62,9 @@ def generate(
                                                                   "141-char V2 topic with --broker-version 5).")] = 0.0,
     ipv6_ratio: Annotated[float, typer.Option(min=0, max=1, help="Share of IPv6 born and store hosts.")] = 0.05,
     compress_ratio: Annotated[float, typer.Option(min=0, max=1, help="Share of zlib-compressed bodies.")] = 0.0,
+    lmq_ratio: Annotated[float, typer.Option(min=0, max=1, help="Share of sends listing LMQ queues "
+                                             "(INNER_MULTI_DISPATCH); turns on enableLmq and enableMultiDispatch.")] = 0.0,
+    lmq_queues: Annotated[int, typer.Option(min=1, help="How many %LMQ% queue names --lmq-ratio uses.")] = 4,
     start: Annotated[Optional[str], typer.Option(
         help="Store time of the first message (ISO 8601, epoch seconds if 10 digits, epoch ms if 13 or more, now, "
              "-2h); default "
@@ -118,6 +121,8 @@ def generate(
         cfg.auto_message_version_on_topic_len = False
     if append_prop_crc:
         cfg.enabled_append_prop_crc = True
+    if lmq_ratio:  # the store assigns the LMQ offsets and dispatches the units (store/lmq.py)
+        cfg.enable_lmq = cfg.enable_multi_dispatch = True
     if existing:
         refuse_if_live(store)
         cfg.infer_sizes()
@@ -142,7 +147,8 @@ def generate(
                 span_ms=span_ms, delay_ratio=delay_ratio,
                 transaction_ratio=transaction_ratio, retry_ratio=retry_ratio, ipv6_ratio=ipv6_ratio, shared_key_ratio=shared_key_ratio,
                 keys_per_message=keys_per_message, compress_ratio=compress_ratio,
-                broker_version=broker_version, cluster=cfg.broker_cluster_name, tz=zone)
+                broker_version=broker_version, cluster=cfg.broker_cluster_name, tz=zone,
+                lmq_ratio=lmq_ratio, lmq_queues=lmq_queues)
             writer.append_workload(Workload(opts).specs())
     finally:
         writer.close()

@@ -206,3 +206,58 @@ def listed_offset(props: dict[str, str], topic: str, msg_queue_id: int, queue_id
     if queue_id is not None and lmq_queue_id(topic, msg_queue_id, enable_lmq) != queue_id:
         return None
     return parse_long(offs[queues.index(topic)])
+
+
+# ------------------------------------------------------------- at append
+class MultiDispatchAppender:
+    """``MultiDispatch#wrapMultiDispatch`` and ``#updateMultiQueueOffset`` around
+    ``CommitLog#append`` (``DefaultAppendMessageCallback#doAppend``): a message whose
+    INNER_MULTI_DISPATCH is set gets INNER_MULTI_QUEUE_OFFSET from the counters, and its
+    properties are re-serialised from the broker's HashMap without WAIT
+    (``removeWaitStorePropertyString``, STORE-FORMAT §14); after the append NOT and COMMIT
+    messages advance the counters, PREPARED and ROLLBACK ones do not. A replayed record (its
+    queue offset given) keeps its properties and only advances them. The broker version is
+    the stored string's: 5.x keeps the last separator and sizes the map for 128."""
+
+    def __init__(self, config, topic_table: dict[str, int]):
+        self.counters = OffsetCounters(config.enable_lmq, topic_table)
+        for key, value in topic_table.items():  # recoverTopicQueueTable: LMQ queues' ends
+            if config.enable_lmq and is_lmq(key):
+                self.counters.lmq_table[key] = value
+
+    def wrap(self, spec) -> None:
+        """Before the append: assign the offsets and re-encode the properties."""
+        from rmqstore_cli.formats.properties import serialize_properties
+        from rmqstore_cli.store.message import PROPERTY_WAIT, JavaHashMap
+        from rmqstore_cli.store.properties import parse_properties
+
+        if spec.queue_offset is not None or spec.raw_properties or not isinstance(spec.properties, str):
+            return
+        props = parse_properties(spec.properties)
+        names = props.get(MULTI_DISPATCH)
+        if is_blank(names):
+            return
+        broker5 = spec.properties.endswith("\x02")
+        if broker5 and excluded_topic(spec.topic):
+            return
+        m = JavaHashMap(128 if broker5 else 16)
+        for k, v in props.items():
+            m.put(k, v)
+        m.put(MULTI_QUEUE_OFFSET, self.counters.assign(names, spec.queue_id))
+        m.remove(PROPERTY_WAIT)
+        spec.properties = serialize_properties(m.items(), broker5)
+
+    def advance(self, spec, sys_flag_type: int) -> None:
+        """After the append: ``updateMultiQueueOffset`` for NOT and COMMIT messages."""
+        from rmqstore_cli.formats.commitlog import TRANSACTION_COMMIT_TYPE, TRANSACTION_NOT_TYPE
+        from rmqstore_cli.store.properties import parse_properties
+
+        if sys_flag_type not in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE):
+            return
+        text = spec.properties if isinstance(spec.properties, str) else spec.properties.decode("utf-8", "replace")
+        props = parse_properties(text)
+        names, offsets = props.get(MULTI_DISPATCH), props.get(MULTI_QUEUE_OFFSET)
+        if is_blank(names) or is_blank(offsets) or len(java_split(names)) != len(java_split(offsets)):
+            return
+        if all(parse_long(x) is not None for x in java_split(offsets)):
+            self.counters.advance(names, offsets, spec.queue_id)

@@ -307,3 +307,65 @@ def test_malformed_multi_dispatch_properties(tmp_path, raw, problem, written):
     rep = _verify(store, conf)
     bad = [f for f in rep["findings"] if f["check"] == "lmq.malformed"]
     assert len(bad) == 1 and problem in bad[0]["detail"], rep["findings"]
+
+
+def test_append_re_encodes_as_the_real_4_9_7_store(lmq):
+    """``MultiDispatch#wrapMultiDispatch`` at append (store/lmq.MultiDispatchAppender): from
+    each multi-dispatch message's properties as the producer sent them (no offsets, WAIT
+    present or not), the counters replayed over the log give the stored string exactly:
+    offsets in the order of the names, WAIT removed, HashMap order."""
+    from types import SimpleNamespace
+
+    from rmqstore_cli.formats.properties import serialize_properties
+    from rmqstore_cli.store.config import StoreConfig
+    from rmqstore_cli.store.lmq import MULTI_QUEUE_OFFSET, MultiDispatchAppender
+
+    store, conf, _ = lmq
+    rows = [json.loads(x) for x in cli("dump-commitlog", "--store", store, "--broker-conf", conf,
+                                       "--format", "jsonl").stdout.splitlines()]
+    app = MultiDispatchAppender(StoreConfig.load(store, conf), {})
+    checked = 0
+    for i, m in enumerate(rows):
+        props = dict(m["properties"])
+        if MULTI_QUEUE_OFFSET in props:
+            props.pop(MULTI_QUEUE_OFFSET)
+            sent = list(props.items()) + ([("WAIT", "true")] if i % 2 else [])
+            spec = SimpleNamespace(topic=m["topic"], queue_id=m["queue_id"], queue_offset=None, raw_properties=False,
+                                   properties=serialize_properties(sent, False))
+            app.wrap(spec)
+            assert spec.properties == m["properties_string"], i
+            checked += 1
+        app.advance(SimpleNamespace(properties=m["properties_string"], queue_id=m["queue_id"]), m["sys_flag"] & 0xC)
+    assert checked == 165
+
+
+def test_generate_lmq_store_rebuilds_and_verifies(tmp_path):
+    """generate --lmq-ratio: offsets the store assigns (PREPARED/ROLLBACK not advancing),
+    LMQ queues dispatched; verify is clean and rebuild-index writes the same queues."""
+    from conftest import SMALL
+
+    s = tmp_path / "g"
+    r = cli("generate", "--store", s, "--messages", "1500", "--lmq-ratio", "0.4", "--lmq-queues", "3",
+            "--transaction-ratio", "0.3", *SMALL, "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    lmq_dirs = sorted(p.name for p in (s / "consumequeue").iterdir() if p.name.startswith("%LMQ%"))
+    assert lmq_dirs == ["%LMQ%q0", "%LMQ%q1", "%LMQ%q2"]
+    conf = tmp_path / "broker.conf"
+    conf.write_text("mappedFileSizeCommitLog=65536\nmappedFileSizeConsumeQueue=2000\nmaxHashSlotNum=64\n"
+                    "maxIndexNum=400\nenableLmq=true\nenableMultiDispatch=true\n")
+    rep = _verify(s, conf)
+    assert rep["findings"] == [], rep["findings"]
+    out = tmp_path / "out"
+    assert cli("rebuild-index", "--store", s, "--broker-conf", conf, "--output", out, "--only", "cq").exit_code == 0
+    assert _tree(out / "consumequeue") == _tree(s / "consumequeue")
+    rows = [json.loads(x) for x in cli("dump-commitlog", "--store", s, "--format", "jsonl").stdout.splitlines()]
+    prepared = [m for m in rows if m["sys_flag"] & 0xC == 4 and "INNER_MULTI_DISPATCH" in m["properties"]]
+    assert prepared  # they were given offsets that the next message reuses
+    listed = {}
+    for m in rows:
+        if m["sys_flag"] & 0xC in (0, 8) and "INNER_MULTI_DISPATCH" in m["properties"]:
+            for n, o in zip(m["properties"]["INNER_MULTI_DISPATCH"].split(","),
+                            m["properties"]["INNER_MULTI_QUEUE_OFFSET"].split(",")):
+                listed.setdefault(n, []).append(int(o))
+            assert "WAIT" not in m["properties"]
+    assert all(v == list(range(len(v))) for v in listed.values())
