@@ -34,10 +34,13 @@ from rmqstore_cli.store.lmq import (
 class LmqChecks:
     """The multi-dispatch part of :class:`~rmqstore_cli.store.verify.Verifier`."""
 
+    #: (enable_lmq, broker5) once multi-dispatch is found checked (:meth:`_lmq_mode`).
+    lmq_mode: tuple[bool, bool] | None = None
+
     def _lmq_mode(self, found: bool) -> tuple[bool, bool] | None:
         """(enable_lmq, broker5) when multi-dispatch is checked, else None."""
         cfg = self.config
-        mode = self.__dict__.get("_lmq_mode_v")
+        mode = self.lmq_mode
         if mode is None:
             if cfg.enable_multi_dispatch:
                 mode = (cfg.enable_lmq, False)
@@ -49,7 +52,7 @@ class LmqChecks:
                 mode = (lmq, False)
             else:
                 return None
-            self._lmq_mode_v = mode
+            self.lmq_mode = mode
         return mode
 
     def check_lmq_batch(self, pr, tid: np.ndarray, qid: np.ndarray, dispatch: np.ndarray, absP: np.ndarray,
@@ -122,7 +125,7 @@ class LmqChecks:
         if mq.topic not in queues:
             return None
         offsets = java_split(m.properties.get(MULTI_QUEUE_OFFSET) or "")
-        mode = self.__dict__.get("_lmq_mode_v")
+        mode = self.lmq_mode
         if mode is None:
             return f"the message there ({m.topic}) lists {mq.topic}, but multi-dispatch is not enabled"
         k = queues.index(mq.topic)
