@@ -300,6 +300,7 @@ def test_malformed_multi_dispatch_properties(tmp_path, raw, problem, written):
     out = tmp_path / "out"
     r = cli("rebuild-index", "--store", store, "--broker-conf", conf, "--output", out, "--format", "json")
     assert r.exit_code == 0, r.stderr
+    assert "malformed INNER_MULTI_DISPATCH" in r.stderr and "Traceback" not in r.stderr
     lmq_dirs = {p.name for p in (out / "consumequeue").iterdir() if p.name.startswith("%LMQ%") or "/" in p.name}
     assert lmq_dirs == written
     if "/" in problem:

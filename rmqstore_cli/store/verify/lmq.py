@@ -91,7 +91,7 @@ class LmqChecks:
         mq = self.queues.get((name.encode("utf-8", "surrogateescape"), q))
         if mq is None:
             self._add("lmq.missing-unit", rel, int(phy[0]) - base, f"{name}/{q}: the queue does not exist, but "
-                      f"{len(L)} messages of this file list it (first at offset {int(L[0])})",
+                      f"{len(L)} messages from here list it (first at offset {int(L[0])})",
                       physical_offset=int(phy[0]), topic=name, queue_id=q, count=len(L))
             return
         inside = (L >= mq.base) & (L < mq.end)
