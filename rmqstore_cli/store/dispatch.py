@@ -22,7 +22,7 @@ from rmqstore_cli.store.config import StoreConfig
 from rmqstore_cli.store.consume_queue import ConsumeQueueWriter, unsafe_topic
 from rmqstore_cli.store.index import IndexService, build_key
 from rmqstore_cli.store.kinds import delay_level, deliver_timestamp
-from rmqstore_cli.store.lmq import MULTI_DISPATCH, MULTI_QUEUE_OFFSET, FanOut, fan_out
+from rmqstore_cli.store.lmq import MULTI_DISPATCH, MULTI_QUEUE_OFFSET, FanOut, broker5_store, fan_out
 from rmqstore_cli.store.message import (
     PROPERTY_DELAY,
     PROPERTY_TAGS,
@@ -112,12 +112,6 @@ def dispatch_request(msg: Message, delay_table: dict[int, int], config: StoreCon
 
 
 
-def _broker5(config: StoreConfig) -> bool:
-    from rmqstore_cli.store.search import detect_version  # search -> unit_check -> dispatch
-
-    return detect_version(config.root) == "5"
-
-
 class QueueTopics:
     """``name in topics``: the topic is selected and can be a ``consumequeue/`` directory
     (:func:`~rmqstore_cli.store.consume_queue.unsafe_topic`); refused names are recorded."""
@@ -162,7 +156,7 @@ class Dispatcher:
         self.last_store_timestamp = 0
         self.units = 0
         #: 5.x multi-dispatch rules (``store/lmq.py``): the store holds a 5.x-only file.
-        self.broker5 = config.enable_multi_dispatch and _broker5(config)
+        self.broker5 = config.enable_multi_dispatch and broker5_store(config.root)
         #: Messages whose multi-dispatch properties are malformed: FanOut.problem -> count.
         self.multi_problems: dict[str, int] = {}
 

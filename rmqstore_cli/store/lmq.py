@@ -66,6 +66,14 @@ def lmq_queue_id(name: str, queue_id: int, enable_lmq: bool) -> int:
     return LMQ_QUEUE_ID if enable_lmq and is_lmq(name) else queue_id
 
 
+def broker5_store(root) -> bool:
+    """Whether the 5.x rules apply: the store holds a file only a 5.x broker writes
+    (:func:`~rmqstore_cli.store.search.detect_version`; the two are otherwise the same bytes)."""
+    from rmqstore_cli.store.search import detect_version  # search -> unit_check -> lmq
+
+    return detect_version(root) == "5"
+
+
 def excluded_topic(topic: str) -> bool:
     """5.x ``MultiDispatchUtils#isNeedHandleMultiDispatch``: no fan-out for retry, system and
     schedule topics (4.9.x has no such rule)."""

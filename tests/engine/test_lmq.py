@@ -370,3 +370,22 @@ def test_generate_lmq_store_rebuilds_and_verifies(tmp_path):
                 listed.setdefault(n, []).append(int(o))
             assert "WAIT" not in m["properties"]
     assert all(v == list(range(len(v))) for v in listed.values())
+
+
+def test_fan_out_rules_of_4_9_and_5():
+    """``ConsumeQueue#multiDispatchLmqQueue`` (4.9.7) and 5.x ``MultiDispatchUtils``: the
+    queue id, ``String#split`` dropping trailing empties, blank properties, the 5.x skips."""
+    from rmqstore_cli.store.lmq import Target, fan_out
+
+    fo = fan_out("T", 3, "%LMQ%a,Mirror,", "7,2,", enable_lmq=True)
+    assert fo.problem is None and fo.targets == [Target("%LMQ%a", 0, 7), Target("Mirror", 3, 2)]
+    assert fan_out("T", 3, "%LMQ%a", "7", enable_lmq=False).targets == [Target("%LMQ%a", 3, 7)]
+    assert fan_out("T", 3, " ", "1", enable_lmq=True) is None and fan_out("T", 3, "%LMQ%a", None, enable_lmq=True) is None
+    assert fan_out("T", 1, "%LMQ%a", "+5", enable_lmq=True).targets == [Target("%LMQ%a", 0, 5)]
+    assert fan_out("T", 1, "%LMQ%a", "9223372036854775808", enable_lmq=True).problem == "offset"
+    retry = fan_out("%RETRY%g", 0, "%LMQ%a", "1", enable_lmq=True)
+    assert retry.targets == [Target("%LMQ%a", 0, 1)]  # 4.9.x: retry topics fan out too
+    for topic in ("%RETRY%g", "rmq_sys_wheel_timer", "SCHEDULE_TOPIC_XXXX"):
+        assert fan_out(topic, 0, "%LMQ%a", "1", enable_lmq=True, broker5=True) is None
+    five = fan_out("T", 0, "a/b,%LMQ%a", "0,4", enable_lmq=True, broker5=True)
+    assert five.targets == [Target("%LMQ%a", 0, 4)] and five.problem == "name"

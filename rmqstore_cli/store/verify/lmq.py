@@ -23,6 +23,7 @@ import numpy as np
 from rmqstore_cli.store.lmq import (
     MULTI_DISPATCH,
     MULTI_QUEUE_OFFSET,
+    broker5_store,
     fan_out,
     is_lmq,
     java_split,
@@ -43,13 +44,13 @@ class LmqChecks:
         mode = self.lmq_mode
         if mode is None:
             if cfg.enable_multi_dispatch:
-                mode = (cfg.enable_lmq, False)
+                mode = (cfg.enable_lmq, broker5_store(cfg.root))
             elif found and "enable_multi_dispatch" not in cfg.explicit:
                 lmq = cfg.enable_lmq or "enable_lmq" not in cfg.explicit
                 self._add("lmq.assumed", "commitlog", None, "messages carry INNER_MULTI_QUEUE_OFFSET but no broker "
                           "config enables multi-dispatch: checked as if enableMultiDispatch=true and "
                           f"enableLmq={str(lmq).lower()} (pass --broker-conf)")
-                mode = (lmq, False)
+                mode = (lmq, broker5_store(cfg.root))
             else:
                 return None
             self.lmq_mode = mode
