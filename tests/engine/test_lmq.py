@@ -389,3 +389,17 @@ def test_fan_out_rules_of_4_9_and_5():
         assert fan_out(topic, 0, "%LMQ%a", "1", enable_lmq=True, broker5=True) is None
     five = fan_out("T", 0, "a/b,%LMQ%a", "0,4", enable_lmq=True, broker5=True)
     assert five.targets == [Target("%LMQ%a", 0, 4)] and five.problem == "name"
+
+
+def test_rebuild_one_lmq_queue_and_dry_run(lmq, tmp_path):
+    """``--topic %LMQ%beta`` rebuilds that queue alone (its messages are other topics'),
+    and ``--dry-run`` counts the LMQ units with the others."""
+    store, conf, _ = lmq
+    r = cli("rebuild-index", "--store", store, "--broker-conf", conf, "--output", tmp_path / "o", "--topic",
+            "%LMQ%beta", "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    assert _tree(tmp_path / "o" / "consumequeue") == {f"%LMQ%beta/{k}": v for k, v in
+                                                       _tree(store / "consumequeue" / "%LMQ%beta").items()}
+    d = _json(cli("rebuild-index", "--store", store, "--broker-conf", conf, "--output", tmp_path / "d", "--dry-run",
+                  "--format", "json"))
+    assert (d["consume_queues"], d["consume_queue_units"]) == (8, 653)  # 400 own + 130 + 115 + 8 fanned out
