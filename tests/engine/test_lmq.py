@@ -403,3 +403,18 @@ def test_rebuild_one_lmq_queue_and_dry_run(lmq, tmp_path):
     d = _json(cli("rebuild-index", "--store", store, "--broker-conf", conf, "--output", tmp_path / "d", "--dry-run",
                   "--format", "json"))
     assert (d["consume_queues"], d["consume_queue_units"]) == (8, 653)  # 400 own + 130 + 115 + 8 fanned out
+
+
+def test_lmq_units_of_messages_newer_than_the_checkpoint_are_not_yet_dispatched(lmq, tmp_path):
+    """A listed unit missing for a message stored after the checkpoint's logicsMsgTimestamp:
+    the broker's reput writes it on start (info, ``lmq.not-dispatched``), not an error."""
+    store, conf, _ = lmq
+    s = tmp_path / "s"
+    shutil.copytree(store, s)
+    shutil.rmtree(s / "consumequeue" / "%LMQ%beta")
+    cp = bytearray((s / "checkpoint").read_bytes())
+    cp[8:16] = (1795510225060).to_bytes(8, "big")  # logicsMsgTimestamp: inside the sample's time range
+    (s / "checkpoint").write_bytes(bytes(cp))
+    rep = _verify(s, conf)
+    lmq_checks = {f["check"] for f in rep["findings"] if f["check"].startswith("lmq.")}
+    assert lmq_checks == {"lmq.missing-unit", "lmq.not-dispatched"}, rep["findings"]

@@ -73,6 +73,7 @@ CHECKS: dict[str, tuple[str, str]] = {
     "lmq.malformed": (ERROR, "INNER_MULTI_DISPATCH/INNER_MULTI_QUEUE_OFFSET the broker's dispatch rejects (count, "
                              "offset, name)"),
     "lmq.missing-unit": (WARNING, "a queue a message lists has no unit at the listed offset"),
+    "lmq.not-dispatched": (INFO, "a message newer than the checkpoint lacks a listed unit: the broker dispatches it"),
     "lmq.unit-mismatch": (ERROR, "a multi-dispatch unit points elsewhere or disagrees in size or tagsCode"),
     "lmq.queue-end": (WARNING, "an LMQ queue's end is not the next offset the log assigned it (the counter after a restart)"),
 }

@@ -57,9 +57,10 @@ class LmqChecks:
         return mode
 
     def check_lmq_batch(self, pr, tid: np.ndarray, qid: np.ndarray, dispatch: np.ndarray, absP: np.ndarray,
-                        total: np.ndarray, tags_code: np.ndarray, rel: str, base: int) -> None:
+                        cols: tuple, rel: str, base: int) -> None:
         """Every listed queue of the batch's dispatched messages holds the message's unit at
-        its listed offset (``ConsumeQueue#multiDispatchLmqQueue``)."""
+        its listed offset (``ConsumeQueue#multiDispatchLmqQueue``); ``cols``: the records'
+        sizes, tagsCodes and store times."""
         found = multi_ranges(pr)
         if found is None or self._lmq_mode(True) is None:
             return
@@ -85,22 +86,28 @@ class LmqChecks:
             L = np.array([r[0] for r in rows], np.int64)
             rec = np.array([r[1] for r in rows], np.int64)
             ends[key] = max(ends.get(key, 0), int(L.max()) + 1)
-            self._lmq_units(key, L, absP[rec], total[rec], tags_code[rec], rel, base)
+            self._lmq_units(key, L, absP[rec], *(c[rec] for c in cols), rel, base)
 
-    def _lmq_units(self, key: tuple[str, int], L, phy, size, tags, rel: str, base: int) -> None:
+    def _lmq_units(self, key: tuple[str, int], L, phy, size, tags, ts, rel: str, base: int) -> None:
         name, q = key
         mq = self.queues.get((name.encode("utf-8", "surrogateescape"), q))
+        cp = self.checkpoint
+        late = ts > (cp.logics_msg_timestamp if cp is not None else 0)  # not dispatched yet (§8)
         if mq is None:
-            self._add("lmq.missing-unit", rel, int(phy[0]) - base, f"{name}/{q}: the queue does not exist, but "
-                      f"{len(L)} messages from here list it (first at offset {int(L[0])})",
-                      physical_offset=int(phy[0]), topic=name, queue_id=q, count=len(L))
+            for check, sel in (("lmq.missing-unit", ~late), ("lmq.not-dispatched", late)):
+                at = np.flatnonzero(sel)
+                if at.size:
+                    j = int(at[0])
+                    self._add(check, rel, int(phy[j]) - base, f"{name}/{q}: the queue does not exist, but {at.size} "
+                              f"messages from here list it (first at offset {int(L[j])})",
+                              physical_offset=int(phy[j]), topic=name, queue_id=q, count=int(at.size))
             return
         inside = (L >= mq.base) & (L < mq.end)
         has, off, usize, utags = mq.units_at(np.where(inside, L, mq.base))
         has &= inside
         mq.matched[L[has] - mq.base] = True
         for j in np.flatnonzero(~has & (L >= mq.base)).tolist():
-            self._add("lmq.missing-unit", rel, int(phy[j]) - base, f"{name}/{q}: no unit at offset {int(L[j])} "
+            self._add("lmq.not-dispatched" if late[j] else "lmq.missing-unit", rel, int(phy[j]) - base, f"{name}/{q}: no unit at offset {int(L[j])} "
                       f"(queue ends at {mq.end}) for the message that lists it", physical_offset=int(phy[j]),
                       topic=name, queue_id=q)
         for j in np.flatnonzero(has).tolist():
