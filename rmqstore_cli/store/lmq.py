@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from rmqstore_cli.store.consume_queue import unsafe_topic
 from rmqstore_cli.store.message import SCHEDULE_TOPIC
 
 LMQ_PREFIX = "%LMQ%"  # MixAll.LMQ_PREFIX
@@ -95,7 +96,8 @@ class FanOut:
 
     ``problem``: None, ``count`` (lists of different lengths: nothing written), ``offset``
     (an offset ``Long#parseLong`` rejects: the names before it written, then the broker's
-    reput stalls at this message), ``name`` (a name holding ``/``)."""
+    reput stalls at this message), ``name`` (a name that cannot be one directory: ``/``,
+    ``..``, empty, ... — :func:`~rmqstore_cli.store.consume_queue.unsafe_topic`)."""
 
     targets: list[Target] = field(default_factory=list)
     problem: str | None = None
@@ -116,9 +118,10 @@ def fan_out(topic: str, queue_id: int, names: str | None, offsets: str | None, *
         return FanOut([], "count", f"{len(queues)} queue names but {len(offs)} offsets")
     out = FanOut()
     for name, raw in zip(queues, offs):
-        if "/" in name:
-            out.problem, out.detail = "name", f"queue name {name!r} holds '/'"
-            if broker5:
+        why = unsafe_topic(name)
+        if why is not None:  # never a directory here (the dispatcher refuses it, verify skips it)
+            out.problem, out.detail = "name", f"queue name {name!r} cannot be a directory ({why})"
+            if broker5 and "/" in name:
                 continue  # 5.x: StringUtils.contains(queueName, File.separator) -> skipped
         value = parse_long(raw)
         if value is None:

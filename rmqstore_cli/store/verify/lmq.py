@@ -20,6 +20,7 @@ from collections import defaultdict
 
 import numpy as np
 
+from rmqstore_cli.store.consume_queue import unsafe_topic
 from rmqstore_cli.store.lmq import (
     MULTI_DISPATCH,
     MULTI_QUEUE_OFFSET,
@@ -79,7 +80,7 @@ class LmqChecks:
                           f"{MULTI_QUEUE_OFFSET}={of!r}: {fo.detail} ({_CONSEQUENCE[fo.problem]})",
                           physical_offset=int(absP[i]), topic=topic)
             for t in fo.targets:
-                if "/" not in t.name:
+                if unsafe_topic(t.name) is None:  # refused names: lmq.malformed above
                     by_queue[(t.name, t.queue_id)].append((t.offset, i))
         ends = self.__dict__.setdefault("lmq_ends", {})
         for key, rows in by_queue.items():
@@ -157,5 +158,5 @@ class LmqChecks:
 _CONSEQUENCE = {
     "count": "the broker writes none of its multi-dispatch units",
     "offset": "the broker writes the units before it, then its dispatch throws and stalls at this message",
-    "name": "a 4.9 broker joins the name into a path, 5.x skips it; rmqstore does not follow it",
+    "name": "a 4.9 broker joins the name into a path, 5.x skips names with '/'; rmqstore writes no such queue",
 }
