@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from rmqstore_cli.formats.consume_queue import CQ_STORE_UNIT_SIZE
 from rmqstore_cli.store.consume_queue import unsafe_topic
 from rmqstore_cli.store.message import SCHEDULE_TOPIC
 
@@ -32,6 +33,8 @@ RETRY_PREFIX = "%RETRY%"  # MixAll.RETRY_GROUP_TOPIC_PREFIX
 SYSTEM_PREFIX = "rmq_sys_"  # TopicValidator.SYSTEM_TOPIC_PREFIX
 _JAVA_WHITESPACE = frozenset(" \t\n\x0b\x0c\r\x1c\x1d\x1e\x1f")
 _LONG_MIN, _LONG_MAX = -(1 << 63), (1 << 63) - 1
+#: The largest cq offset whose byte position (× 20, CQ_STORE_UNIT_SIZE) is a Java long.
+MAX_CQ_OFFSET = _LONG_MAX // CQ_STORE_UNIT_SIZE
 
 
 def is_lmq(name: str) -> bool:
@@ -96,7 +99,8 @@ class FanOut:
 
     ``problem``: None, ``count`` (lists of different lengths: nothing written), ``offset``
     (an offset ``Long#parseLong`` rejects: the names before it written, then the broker's
-    reput stalls at this message), ``name`` (a name that cannot be one directory: ``/``,
+    reput stalls at this message), ``range`` (a negative offset, or one whose byte position
+    overflows a long: no unit for it), ``name`` (a name that cannot be one directory: ``/``,
     ``..``, empty, ... — :func:`~rmqstore_cli.store.consume_queue.unsafe_topic`)."""
 
     targets: list[Target] = field(default_factory=list)
@@ -126,6 +130,9 @@ def fan_out(topic: str, queue_id: int, names: str | None, offsets: str | None, *
         value = parse_long(raw)
         if value is None:
             return FanOut(out.targets, "offset", f"offset {raw!r} of {name!r} is not a long")
+        if not 0 <= value <= MAX_CQ_OFFSET:  # offset × 20 is no file position: no unit written
+            out.problem, out.detail = "range", f"offset {value} of {name!r} is no consume-queue position"
+            continue
         out.targets.append(Target(name, lmq_queue_id(name, queue_id, enable_lmq), value))
     return out
 

@@ -291,6 +291,10 @@ def test_independent_store_spark_engine(tmp_path, spark):
     ("INNER_MULTI_DISPATCH\x01%LMQ%x,%LMQ%y\x02INNER_MULTI_QUEUE_OFFSET\x010,zz\x02", "is not a long", {"%LMQ%x"}),
     ("INNER_MULTI_DISPATCH\x01%LMQ%x,a/b\x02INNER_MULTI_QUEUE_OFFSET\x010,0\x02", "contains '/'", {"%LMQ%x"}),
     ("INNER_MULTI_DISPATCH\x01..,%LMQ%x\x02INNER_MULTI_QUEUE_OFFSET\x010,0\x02", "not a directory name", {"%LMQ%x"}),
+    ("INNER_MULTI_DISPATCH\x01%LMQ%y,%LMQ%x\x02INNER_MULTI_QUEUE_OFFSET\x01-5,0\x02", "no consume-queue position",
+     {"%LMQ%x"}),
+    ("INNER_MULTI_DISPATCH\x01%LMQ%y,%LMQ%x\x02INNER_MULTI_QUEUE_OFFSET\x019223372036854775807,0\x02",
+     "no consume-queue position", {"%LMQ%x"}),
 ])
 def test_malformed_multi_dispatch_properties(tmp_path, raw, problem, written):
     """``ConsumeQueue#multiDispatchLmqQueue``: lists of different lengths write nothing; an

@@ -158,5 +158,6 @@ class LmqChecks:
 _CONSEQUENCE = {
     "count": "the broker writes none of its multi-dispatch units",
     "offset": "the broker writes the units before it, then its dispatch throws and stalls at this message",
+    "range": "no consume-queue file can hold that unit; rmqstore writes none",
     "name": "a 4.9 broker joins the name into a path, 5.x skips names with '/'; rmqstore writes no such queue",
 }
