@@ -190,7 +190,7 @@ class FastDispatcher:
         tran = sysf[:m] & TRANSACTION_MASK
         if d.build_cq:
             to_cq = (tran == TRANSACTION_NOT_TYPE) | (tran == TRANSACTION_COMMIT_TYPE)
-            multi = self._multi(buf, multi_at, to_cq, tids_a, qid) if multi_at is not None else None
+            multi = self._multi(multi_at, to_cq, tids_a, qid) if multi_at is not None else None
             sel_topics = np.fromiter((t.cq for t in self.topic_list), dtype=bool, count=len(self.topic_list))
             to_cq &= sel_topics[tids_a]
             if multi is not None:
@@ -260,14 +260,13 @@ class FastDispatcher:
         multi_at = multi_ranges(pr) if self.d.config.enable_multi_dispatch else None
         return tids, tags_code, BatchKeys(pr.cat, ka, kb, hashes), owner, delay_fix, multi_at
 
-    def _multi(self, buf, multi_at, to_cq: np.ndarray, tids: np.ndarray, qid: np.ndarray):
+    def _multi(self, multi_at: tuple, to_cq: np.ndarray, tids: np.ndarray, qid: np.ndarray):
         """The multi-dispatch units of the block's records that get a unit of their own
         (:meth:`Dispatcher.dispatch_request`): (record, target topic id, queue id, cq offset)
         arrays, in dispatch order; None when there are none."""
-        owner, cat, texts = multi_at
         rows: list[tuple[int, int, int, int]] = []
         problems = self.d.multi_problems
-        for i, names, offsets in zip(owner.tolist(), *texts):
+        for i, names, offsets in zip(multi_at[0].tolist(), multi_at[1], multi_at[2]):
             if i >= len(to_cq) or not to_cq[i]:
                 continue
             t = self.topic_list[int(tids[i])]

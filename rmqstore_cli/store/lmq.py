@@ -175,8 +175,8 @@ class OffsetCounters:
 # ------------------------------------------------------------- in bulk
 def multi_ranges(pr) -> tuple | None:
     """The two properties of a block's messages that hold both (a
-    :class:`~rmqstore_cli.store.properties.Properties`): (message indexes, None, (names,
-    offsets) as str lists); None when no message has both."""
+    :class:`~rmqstore_cli.store.properties.Properties`): (message indexes, names, offsets),
+    the values as str lists; None when no message has both."""
     import numpy as np
 
     nm, na, nb = pr.value(MULTI_DISPATCH.encode() + b"\x01")
@@ -191,7 +191,7 @@ def multi_ranges(pr) -> tuple | None:
     def texts(a, b, sel):
         return [raw[x:y].decode("utf-8", "replace") for x, y in zip(a[sel].tolist(), b[sel].tolist())]
 
-    return both, None, (texts(na, nb, ni), texts(oa, ob, oi))
+    return both, texts(na, nb, ni), texts(oa, ob, oi)
 
 
 def fan_out_units(idx, multi, tids, qid, phy, size, tags, qoff) -> tuple:

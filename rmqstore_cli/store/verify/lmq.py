@@ -66,7 +66,7 @@ class LmqChecks:
         if found is None or self._lmq_mode(True) is None:
             return
         enable_lmq, broker5 = self._lmq_mode(True)
-        owner, _, (names, offsets) = found
+        owner, names, offsets = found
         by_queue: dict[tuple[str, int], list[tuple[int, int]]] = defaultdict(list)
         for i, nm, of in zip(owner.tolist(), names, offsets):
             if not dispatch[i]:
