@@ -55,7 +55,8 @@ def consumer_progress(
     The offsets are read from config/consumerOffset.json exactly as the broker loads them
     (ConfigManager#load: fastjson's text, integer map keys unquoted; a missing, empty or
     undecodable file falls back to consumerOffset.json.bak, said on stderr), and so are
-    lmqConsumerOffset.json (LMQ groups) and delayOffset.json (the delay service's progress
+    lmqConsumerOffset.json (LmqConsumerOffsetManager: its offsetTable, and lmqOffsetTable's
+    topic@group offsets of LMQ groups, in queue 0) and delayOffset.json (the delay service's progress
     in SCHEDULE_TOPIC_XXXX, queue = delay level - 1, group ScheduleMessageService). lag is the
     broker's diff, max offset - consumer offset. An offset below the queue's min offset
     (its messages expired: status behind-min) or above its max (the broker corrects it at
@@ -80,7 +81,8 @@ def consumer_progress(
                     cq_file_size=cq_file_size)
     config_dir = ms.config.root / "config"
     sources = [offsets.load_consumer_offsets(config_dir),
-               offsets.load_consumer_offsets(config_dir, offsets.LMQ_CONSUMER_OFFSET_FILE, optional=True),
+               offsets.load_consumer_offsets(config_dir, offsets.LMQ_CONSUMER_OFFSET_FILE,
+                                             offsets.decode_lmq_offset_table, optional=True),
                offsets.load_consumer_offsets(config_dir, offsets.DELAY_OFFSET_FILE, offsets.decode_delay_table,
                                              optional=True)]
     for loaded in sources:

@@ -68,6 +68,9 @@ def generate(
     bcq_topics: Annotated[int, typer.Option(
         min=0, help="With --broker-version 5: make this many of the topics BatchCQ topics (queue.type=BatchCQ): "
                     "each send to one is an inner batch of 1-8 messages, in batchconsumequeue/.")] = 0,
+    lmq_ratio: Annotated[float, typer.Option(min=0, max=1, help="Share of sends listing LMQ queues "
+                                             "(INNER_MULTI_DISPATCH); turns on enableLmq and enableMultiDispatch.")] = 0.0,
+    lmq_queues: Annotated[int, typer.Option(min=1, help="How many %LMQ% queue names --lmq-ratio uses.")] = 4,
     start: Annotated[Optional[str], typer.Option(
         help="Store time of the first message (ISO 8601, epoch seconds if 10 digits, epoch ms if 13 or more, now, "
              "-2h); default "
@@ -139,6 +142,8 @@ def generate(
     if dledger:
         cfg.enable_dleger_commit_log = True
         cfg.dleger_self_id = cfg.dleger_self_id or "n0"
+    if lmq_ratio:  # the store assigns the LMQ offsets and dispatches the units (store/lmq.py)
+        cfg.enable_lmq = cfg.enable_multi_dispatch = True
     if existing:
         refuse_if_live(store)
         cfg.infer_sizes()
@@ -168,7 +173,8 @@ def generate(
                 transaction_ratio=transaction_ratio, retry_ratio=retry_ratio, ipv6_ratio=ipv6_ratio, shared_key_ratio=shared_key_ratio,
                 keys_per_message=keys_per_message, compress_ratio=compress_ratio,
                 broker_version=broker_version, cluster=cfg.broker_cluster_name, tz=zone,
-                timer_ratio=timer_ratio, timer_precision_ms=cfg.timer_precision_ms, bcq_topics=bcq_topics)
+                timer_ratio=timer_ratio, timer_precision_ms=cfg.timer_precision_ms, bcq_topics=bcq_topics,
+                lmq_ratio=lmq_ratio, lmq_queues=lmq_queues)
             workload = Workload(opts)
             if workload.batch_topics:
                 writer.declare_batch_topics(workload.batch_topics)

@@ -321,6 +321,11 @@ def _warn(rep, who: str) -> None:
         print(f"rmqstore: warning: {who}records of {len(rep.refused_topics)} topic(s) got no consume queue, "
               f"their names cannot be a directory: "
               + ", ".join(safe_text(repr(t)) for t in sorted(rep.refused_topics)), file=sys.stderr)
+    if rep.multi_dispatch_problems:
+        print(f"rmqstore: warning: {who}malformed INNER_MULTI_DISPATCH/INNER_MULTI_QUEUE_OFFSET ("
+              + ", ".join(f"{k}: {n}" for k, n in sorted(rep.multi_dispatch_problems.items()))
+              + " messages): written as the broker's dispatch would; rmqstore verify names them (lmq.malformed)",
+              file=sys.stderr)
     if rep.fallback_index_names:
         name, ts = rep.fallback_index_names[0]
         more = f" (and {len(rep.fallback_index_names) - 1} more)" if len(rep.fallback_index_names) > 1 else ""

@@ -87,11 +87,14 @@ def stats(
     of their messages, fill = units / capacity) and index file (entries and time range from
     its header, fill = indexCount / maxIndexNum). The summary lists every entry of the store
     root by component (commitlog, consumequeue, index, config, other) with its size and
-    allocated bytes; an entry no broker writes is named as unknown. Exit 1 when --topic
-    matches nothing.
+    allocated bytes; an entry no broker writes is named as unknown. A queue of
+    multi-dispatch units (LMQ: an %LMQ% name, or a listed name whose units point at another
+    topic's messages) is marked multi_dispatch and left out of the summary's messages and
+    bytes (its units counted in multi_dispatch_units). Exit 1 when --topic matches nothing.
 
     JSON fields (rows): topic, queue_id (--by queue), messages, bytes, first_store_timestamp,
-    last_store_timestamp, share, cq_bytes, not_in_cq (--exact); file rows: component, file,
+    last_store_timestamp, share, cq_bytes, not_in_cq (--exact), multi_dispatch (when true);
+    file rows: component, file,
     topic, queue_id, bytes, disk_bytes, entries, first_store_timestamp, last_store_timestamp,
     fill. jsonl ends with one {"summary": …} line; json prints {"rows": […], "summary": …}.
     """
@@ -138,9 +141,11 @@ def _no_topic(ms, topic: str) -> None:
 
 
 def _summary(ms, st, by: By, rows: list, shown: list, components: list, notes: list[str]) -> dict:
-    queues = st.queues.values()
+    queues = [r for r in st.queues.values() if not r.multi_dispatch]  # an LMQ unit is not a second message
+    fanned = sum(r.messages for r in st.queues.values()) - sum(r.messages for r in queues)
     return {"store": str(ms.config.root), "method": st.method, "by": by.value, "rows": len(rows),
             "shown": len(shown), "messages": sum(r.messages for r in queues), "bytes": sum(r.bytes for r in queues),
+            "multi_dispatch_units": fanned,
             "commitlog_bytes": st.commitlog_bytes, "not_in_cq": st.not_in_cq if st.method == "commitlog" else None,
             "disk_bytes": sum(c.disk_bytes for c in components), "total_bytes": sum(c.bytes for c in components),
             "components": [c.to_dict() for c in components], "notes": notes}

@@ -48,6 +48,7 @@ class FileSummary:
     local_put: int = 0  # keys kept by the rule within this file alone
     local_put_min_phy: int = 0
     refused_topics: dict = None  # topic -> why it cannot be a consumequeue/ directory
+    multi_problems: dict = None  # malformed multi-dispatch properties: problem -> messages (store/lmq.py)
     simple: dict = None  # (topic, qid) -> its units are consecutive (dispatch_and_spill)
     ends: dict = None  # (topic, qid) -> (first, last) unit's end (offset + size)
     direct: list = None  # queues whose units the file's task wrote in place
@@ -122,6 +123,7 @@ def dispatch_file(config, position: int, recovering: bool, build_cq: bool, build
         cl.close()
     s.messages = fd.messages
     s.refused_topics = dict(d.topics.refused)
+    s.multi_problems = dict(d.multi_problems)
     s.units = fd.units
     s.last_store_timestamp = fd.last_store_timestamp
     units = _group_units(fd)
@@ -292,6 +294,8 @@ def rebuild_report(config, opts, names, rec: int, included: list[int], stop, sum
         rep.skipped.extend(s.skipped)
         for topic, why in (s.refused_topics or {}).items():
             rep.refused_topics.setdefault(topic, why)
+        for problem, n in (s.multi_problems or {}).items():
+            rep.multi_dispatch_problems[problem] = rep.multi_dispatch_problems.get(problem, 0) + n
         if s.messages:
             rep.last_store_timestamp = s.last_store_timestamp
     rep.files = len(included)

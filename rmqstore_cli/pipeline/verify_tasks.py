@@ -282,6 +282,8 @@ class FileRecorder(Recorder):
             self.tq_head[k] = (*head, self.batch)
 
     def place(self, f: Finding):
+        if f.check == "lmq.assumed":  # -- lmq: said once per store, by the first file that says it
+            return (self.phase, self.group, self.batch, (), self.seq), ("once", f.check)
         if f.check in _TOPIC_CHECKS:  # the driver keeps the one of the store's first file
             return (self.phase, self.group, self.batch, (), self.seq), f.subject
         if f.check not in _TQ_CHECKS:
@@ -451,10 +453,18 @@ def join_files(plan: StorePlan, scans: list[FileScan]) -> tuple[FinishContext, d
     rank = {tk: (fb, topic_first[tk[0]], tk[1] & 0xFFFFFFFF) for tk, fb in tq_first.items()}
     counts, sev = Counter(), Counter()
     kept: list = []
+    once: set = set()
     for s in scans:
         counts.update(s.counts)
         sev.update(s.sev)
         for check, key, tag, d in s.kept:
+            if tag is not None and tag[0] == "once":
+                if check in once:
+                    counts[check] -= 1
+                    sev[d["severity"]] -= 1
+                    continue
+                once.add(check)
+                tag = None
             if tag is not None and tag[0] == "topic":
                 if topic_first[tag[1]][0] != s.i:  # seen in an earlier file: the local engine says it once
                     counts[check] -= 1

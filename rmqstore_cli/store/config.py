@@ -52,6 +52,8 @@ class StoreConfig:
     mapper_file_size_batch_consume_queue: int = 0
     compaction_mapped_file_size: int = 0
     compaction_cq_mapped_file_size: int = 0
+    enable_multi_dispatch: bool = False  # -- lmq: INNER_MULTI_DISPATCH fan-out (store/lmq.py)
+    enable_lmq: bool = False  # %LMQ% names go to queue 0 (MultiDispatch#queueKey)
     #: Which of the fields were set explicitly (conf file or override), not defaulted.
     explicit: set[str] = field(default_factory=set, repr=False)
     #: Set when the index files' geometry could not be inferred; raised on first index use.

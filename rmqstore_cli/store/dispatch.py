@@ -23,6 +23,7 @@ from rmqstore_cli.store.config import StoreConfig
 from rmqstore_cli.store.consume_queue import ConsumeQueueWriter, unsafe_topic
 from rmqstore_cli.store.index import IndexService, build_key
 from rmqstore_cli.store.kinds import delay_level, deliver_timestamp
+from rmqstore_cli.store.lmq import MULTI_DISPATCH, MULTI_QUEUE_OFFSET, FanOut, broker5_store, fan_out
 from rmqstore_cli.store.message import (
     PROPERTY_DELAY,
     PROPERTY_TAGS,
@@ -62,6 +63,8 @@ class DispatchRequest:
     keys: list[str]
     uniq_key: str | None
     sys_flag: int
+    #: The multi-dispatch units (``store/lmq.py``), None when there are none.
+    multi: FanOut | None = None
 
     @property
     def to_consume_queue(self) -> bool:
@@ -95,11 +98,18 @@ def compute_tags_code(msg: Message, delay_table: dict[int, int]) -> int:
     return code
 
 
-def dispatch_request(msg: Message, delay_table: dict[int, int]) -> DispatchRequest:
+def dispatch_request(msg: Message, delay_table: dict[int, int], config: StoreConfig | None = None,
+                     broker5: bool = False) -> DispatchRequest:
+    """``CommitLog#checkMessageAndReturnSize``'s request; with a ``config`` enabling
+    multi-dispatch, its fan-out too (``DefaultMessageStore#checkMultiDispatchQueue``)."""
+    multi = None
+    if config is not None and config.enable_multi_dispatch:
+        props = msg.properties
+        multi = fan_out(msg.topic, msg.queue_id, props.get(MULTI_DISPATCH), props.get(MULTI_QUEUE_OFFSET),
+                        enable_lmq=config.enable_lmq, broker5=broker5)
     return DispatchRequest(msg.topic, msg.queue_id, msg.physical_offset, msg.total_size,
                            compute_tags_code(msg, delay_table), msg.store_timestamp, msg.queue_offset,
-                           msg.keys, msg.uniq_key, msg.sys_flag)
-
+                           msg.keys, msg.uniq_key, msg.sys_flag, multi)
 
 
 
@@ -148,25 +158,39 @@ class Dispatcher:
         self.units = 0
         # -- bcq: the BatchCQ topics' records go to batchconsumequeue/ beside cq_root instead
         self.batch = batch_dispatch(config, cq_root, roots) if build_cq and topics is None else None
+        #: 5.x multi-dispatch rules (``store/lmq.py``): the store holds a 5.x-only file.
+        self.broker5 = config.enable_multi_dispatch and broker5_store(config.root)
+        #: Messages whose multi-dispatch properties are malformed: FanOut.problem -> count.
+        self.multi_problems: dict[str, int] = {}
 
     def dispatch(self, msg: Message) -> DispatchRequest:
-        req = dispatch_request(msg, self.delay_table)
+        req = dispatch_request(msg, self.delay_table, self.config, self.broker5)
         if self.batch is not None and req.topic in self.batch.topics and req.to_consume_queue:
             self.batch.put(req.topic, req.queue_id, req.commitlog_offset, req.msg_size, req.tags_code,
                            req.store_timestamp, msg.properties_bytes, req.consume_queue_offset)
         self.dispatch_request(req)
         return req
 
+    def _put(self, topic: str, queue_id: int, req: DispatchRequest, cq_offset: int) -> None:
+        """``ConsumeQueue#putMessagePositionInfo`` into queue ``topic``/``queue_id``."""
+        key = (topic, queue_id)
+        w = self.writers.get(key)
+        if w is None:
+            w = self.writers[key] = ConsumeQueueWriter(self.cq_root, topic, queue_id,
+                                                       self.config.cq_file_size, roots=self.roots)
+        w.put(req.commitlog_offset, req.msg_size, req.tags_code, cq_offset)
+        self.units += 1
+
     def dispatch_request(self, req: DispatchRequest) -> None:
-        if self.build_cq and req.to_consume_queue and req.topic in self.topics \
-                and (self.batch is None or req.topic not in self.batch.topics):
-            key = (req.topic, req.queue_id)
-            w = self.writers.get(key)
-            if w is None:
-                w = self.writers[key] = ConsumeQueueWriter(self.cq_root, req.topic, req.queue_id,
-                                                           self.config.cq_file_size, roots=self.roots)
-            w.put(req.commitlog_offset, req.msg_size, req.tags_code, req.consume_queue_offset)
-            self.units += 1
+        if self.build_cq and req.to_consume_queue:
+            if req.topic in self.topics and (self.batch is None or req.topic not in self.batch.topics):
+                self._put(req.topic, req.queue_id, req, req.consume_queue_offset)
+            if req.multi is not None:  # ConsumeQueue#multiDispatchLmqQueue, after the message's own unit
+                if req.multi.problem:
+                    self.multi_problems[req.multi.problem] = self.multi_problems.get(req.multi.problem, 0) + 1
+                for t in req.multi.targets:
+                    if t.name in self.topics:
+                        self._put(t.name, t.queue_id, req, t.offset)
         if self.index is not None and req.commitlog_offset >= self.index.last_end_phy_offset:
             for key in req.index_keys:
                 self.index.put_key(key, req.commitlog_offset, req.store_timestamp)

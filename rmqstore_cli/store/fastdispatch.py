@@ -39,6 +39,7 @@ from rmqstore_cli.store.consume_queue import ConsumeQueueWriter
 from rmqstore_cli.store.dispatch import Dispatcher, InvalidForDispatch, parse_delay
 from rmqstore_cli.store.index import build_key
 from rmqstore_cli.store.kinds import deliver_timestamp
+from rmqstore_cli.store.lmq import fan_out, fan_out_units, multi_ranges
 from rmqstore_cli.store.message import SCHEDULE_TOPIC
 from rmqstore_cli.store.javahash import java_hash
 from rmqstore_cli.store.javahash.bulk import java_range_hashes
@@ -161,7 +162,7 @@ class FastDispatcher:
         sysf = f["sys_flag"][take]
         store_ts = f["store_ts"][take]
         rollback = (sysf & TRANSACTION_MASK) == TRANSACTION_ROLLBACK_TYPE
-        tids_a, tags_code, key_list, key_owner, delay_fix = self._extract(buf, a, ta, tl, pa, pl, rollback)
+        tids_a, tags_code, key_list, key_owner, delay_fix, multi_at = self._extract(buf, a, ta, tl, pa, pl, rollback)
         stop = None
         # tagsCode: hashCode of TAGS, sign-extended; the schedule topic's delivery time
         for i, delay in delay_fix:
@@ -189,12 +190,19 @@ class FastDispatcher:
         tran = sysf[:m] & TRANSACTION_MASK
         if d.build_cq:
             to_cq = (tran == TRANSACTION_NOT_TYPE) | (tran == TRANSACTION_COMMIT_TYPE)
+            multi = self._multi(multi_at, to_cq, tids_a, qid) if multi_at is not None else None
             sel_topics = np.fromiter((t.cq for t in self.topic_list), dtype=bool, count=len(self.topic_list))
             to_cq &= sel_topics[tids_a]
             if d.batch is not None:  # -- bcq
                 to_cq = self._batch_queues(buf, to_cq, tids_a, qid, phy, size, tags_code[:m], store_ts[:m],
                                            pa[:m], pl[:m], qoff)
-            self._consume_queues(np.flatnonzero(to_cq), tids_a, qid, phy, size, tags_code[:m], qoff)
+            if multi is not None:
+                multi = multi[:, sel_topics[multi[1]]]  # names selected and safe as directories
+            if multi is None or not multi.shape[1]:
+                self._consume_queues(np.flatnonzero(to_cq), tids_a, qid, phy, size, tags_code[:m], qoff)
+            else:
+                self._consume_queues(*fan_out_units(np.flatnonzero(to_cq), multi, tids_a, qid, phy, size,
+                                                    tags_code[:m], qoff))
         if self.dry and d.build_index and key_list:
             kphy = phy[key_owner]
             self.keys += int(np.count_nonzero(kphy >= self.dry_last_phy))
@@ -252,7 +260,30 @@ class FastDispatcher:
         hashes = None
         if with_keys:
             hashes = index_hash(concat_hashes(self._prefix_hashes()[tids[owner]], lens[nt:], h[nt:]))  # "topic#" + key
-        return tids, tags_code, BatchKeys(pr.cat, ka, kb, hashes), owner, delay_fix
+        multi_at = multi_ranges(pr) if self.d.config.enable_multi_dispatch else None
+        return tids, tags_code, BatchKeys(pr.cat, ka, kb, hashes), owner, delay_fix, multi_at
+
+    def _multi(self, multi_at: tuple, to_cq: np.ndarray, tids: np.ndarray, qid: np.ndarray):
+        """The multi-dispatch units of the block's records that get a unit of their own
+        (:meth:`Dispatcher.dispatch_request`): (record, target topic id, queue id, cq offset)
+        arrays, in dispatch order; None when there are none."""
+        rows: list[tuple[int, int, int, int]] = []
+        problems = self.d.multi_problems
+        for i, names, offsets in zip(multi_at[0].tolist(), multi_at[1], multi_at[2]):
+            if i >= len(to_cq) or not to_cq[i]:
+                continue
+            t = self.topic_list[int(tids[i])]
+            fo = fan_out(t.name, int(qid[i]), names, offsets, enable_lmq=self.d.config.enable_lmq,
+                         broker5=self.d.broker5)
+            if fo is None:
+                continue
+            if fo.problem:
+                problems[fo.problem] = problems.get(fo.problem, 0) + 1
+            rows.extend((i, self.topic(x.name.encode("utf-8", "surrogatepass")).id, x.queue_id, x.offset)
+                        for x in fo.targets)
+        if not rows:
+            return None
+        return np.array(rows, dtype=np.int64).T
 
     def _prefix_hashes(self) -> np.ndarray:
         """hashCode of ``topic + "#"`` (uint32) per topic id."""

@@ -191,3 +191,21 @@ def consumer_progress(store, table: dict[str, dict[int, int]], group: str | None
                 if u is not None:
                     ts = reader.checked(u.commitlog_offset, u.size)[0]
             yield Progress(g, t, qid, off, lo, hi, ts, status), None
+
+
+# -- lmq
+def decode_lmq_offset_table(data: bytes) -> dict[str, dict[int, int]]:
+    """``LmqConsumerOffsetManager#decode`` (``lmqConsumerOffset.json``, the file a broker with
+    ``enableLmq`` loads instead of ``consumerOffset.json``): its ``offsetTable`` as
+    :func:`decode_offset_table` reads it, plus ``lmqOffsetTable``, ``topic@group`` -> one
+    offset of queue 0 (``#queryOffset``: an LMQ group's queue id is always 0)."""
+    out = decode_offset_table(data)
+    obj = fastjson_object(data) or {}
+    lmq = obj.get("lmqOffsetTable") or {}
+    if not isinstance(lmq, dict):
+        raise DecodeError("lmqOffsetTable is not an object")
+    for key, off in lmq.items():
+        if off is None:
+            continue
+        out.setdefault(key, {}).update(_int_long_map({0: off}, key))
+    return out

@@ -22,6 +22,7 @@ from rmqstore_cli.formats.commitlog import (
 )
 from rmqstore_cli.formats.properties import serialize_properties
 from rmqstore_cli.store.commitlog import AppendSpec
+from rmqstore_cli.store.lmq import MULTI_DISPATCH
 from rmqstore_cli.store.message import (
     PROPERTY_CLUSTER,
     PROPERTY_DELAY,
@@ -99,6 +100,9 @@ class WorkloadOptions:
     keys_per_message: int = 2
     compress_ratio: float = 0.0
     broker_version: str = "4.9"
+    #: -- lmq: share of sends listing LMQ queues in INNER_MULTI_DISPATCH, and how many names
+    lmq_ratio: float = 0.0
+    lmq_queues: int = 4
     cluster: str = "DefaultCluster"
     tz: _dt.tzinfo | None = None
     timer_ratio: float = 0.0  # 5.x timer messages (rmq_sys_wheel_timer)
@@ -203,6 +207,7 @@ class Workload:
             elif r < o.delay_ratio + o.transaction_ratio + o.retry_ratio:
                 yield "retry", self._retry(topic, client, body, store_ms, sys_flag, common)
             else:
+                self._lmq(client)
                 m = broker_map(client, self.profile, o.cluster)
                 yield "normal", AppendSpec(topic, qid, body, stored_properties(m, self.profile), store_ms,
                                            sys_flag=sys_flag, **common)
@@ -269,6 +274,17 @@ class Workload:
                           born_timestamp=born_ms, born_host=self._born_host(), store_host=_STORE_V4,
                           sys_flag=INNER_BATCH_FLAG | NEED_UNWRAP_FLAG)
 
+    def _lmq(self, client: list[tuple[str, str]]) -> None:
+        """The producer's ``INNER_MULTI_DISPATCH`` (LMQ, RIP-28): one to three of the
+        ``%LMQ%`` names, in random order; the store assigns the offsets (store/lmq.py).
+        Draws nothing when ``lmq_ratio`` is 0, so other stores keep their bytes."""
+        o = self.o
+        if not o.lmq_ratio or self.rng.random() >= o.lmq_ratio:
+            return
+        k = self.rng.randint(1, min(3, o.lmq_queues))
+        names = self.rng.sample([f"%LMQ%q{i}" for i in range(o.lmq_queues)], k)
+        client.append((MULTI_DISPATCH, ",".join(names)))
+
     def _born_host(self) -> tuple[bytes, int]:
         port = self.rng.randrange(1024, 65536)
         if self.rng.random() < self.o.ipv6_ratio:
@@ -296,6 +312,7 @@ class Workload:
             yield "op", AppendSpec(TRANS_OP_HALF_TOPIC, 0, b"", stored_properties(op, self.profile, True),
                                    store_ms + 2, **common)
         else:
+            self._lmq(client)
             m = broker_map(client, self.profile, self.o.cluster)
             yield "prepared", AppendSpec(topic, qid, body, stored_properties(m, self.profile), store_ms,
                                          sys_flag=sys_flag | TRANSACTION_PREPARED_TYPE, **common)

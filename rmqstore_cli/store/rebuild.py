@@ -100,6 +100,9 @@ class DispatchReport:
     seconds: float = 0.0
     #: Topics whose records got no consume queue: their names cannot be a directory.
     refused_topics: dict[str, str] = field(default_factory=dict)
+    #: -- lmq: messages whose multi-dispatch properties the broker's dispatch rejects, per
+    #: problem (``store/lmq.FanOut``): count, offset, name.
+    multi_dispatch_problems: dict[str, int] = field(default_factory=dict)
     #: Index files not named after their first entry's store time, which is no date
     #: (negative, or after 9999; ``IndexService#next_name``): (file name, that store time).
     fallback_index_names: list[tuple[str, int]] = field(default_factory=list)
@@ -397,6 +400,7 @@ def build_set(config: StoreConfig, dest: Path, opts: RebuildOptions, progress: P
     rep = dispatch_log(config, d, abort=abort_exists(root), checkpoint=ck, progress=progress,
                        dry_run=opts.dry_run)
     rep.refused_topics = dict(d.topics.refused)
+    rep.multi_dispatch_problems = dict(d.multi_problems)
     return rep
 
 

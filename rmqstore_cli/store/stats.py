@@ -29,6 +29,8 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rmqstore_cli.store.lmq import is_lmq
+
 import numpy as np
 
 from rmqstore_cli.errors import StoreError
@@ -67,12 +69,15 @@ class Row:
     not_in_cq: int | None = None
     #: Units pointing where no commit-log file is, past the first (not in the output: a note).
     dangling: int = 0
+    #: A queue of multi-dispatch units (store/lmq.py): its messages are other queues' too.
+    multi_dispatch: bool = False
 
     def add(self, other: "Row") -> None:
         """Fold another queue's counts into this row (a topic's total)."""
         self.messages += other.messages
         self.bytes += other.bytes
         self.cq_bytes += other.cq_bytes
+        self.multi_dispatch |= other.multi_dispatch
         if other.not_in_cq is not None:
             self.not_in_cq = (self.not_in_cq or 0) + other.not_in_cq
         self.times(other.first_store_timestamp, other.last_store_timestamp)
@@ -95,6 +100,8 @@ class Row:
                  share=round(self.bytes / commitlog_bytes, 6) if commitlog_bytes else 0.0, cq_bytes=self.cq_bytes)
         if self.not_in_cq is not None:
             d["not_in_cq"] = self.not_in_cq
+        if self.multi_dispatch:
+            d["multi_dispatch"] = True
         return d
 
 
@@ -359,7 +366,15 @@ def _queue_row(cq: ConsumeQueue, commitlog, span: LogSpan, per_file: _CommitLogF
     if first is not None:
         row.first_store_timestamp = _ends_time(commitlog, first[:TIME_PROBES])[0]
         row.last_store_timestamp = _ends_time(commitlog, last[-TIME_PROBES:])[1]
+        row.multi_dispatch = is_lmq(cq.topic) or _other_topic(commitlog, int(first[0]), cq.topic)
     return row
+
+
+def _other_topic(commitlog, phy: int, topic: str) -> bool:
+    """Whether the queue's first live unit points at a message of another topic: the units
+    of a name only ``INNER_MULTI_DISPATCH`` lists (``ConsumeQueue#multiDispatchLmqQueue``)."""
+    c = commitlog.check_at(phy)
+    return c is not None and c.message is not None and c.message.topic_bytes != topic.encode("utf-8", "surrogateescape")
 
 
 def from_consume_queues(store, topic: str | None = None, by_file: bool = False) -> Stats:

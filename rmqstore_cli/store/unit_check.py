@@ -14,6 +14,7 @@ from rmqstore_cli.formats.commitlog import TRANSACTION_COMMIT_TYPE, TRANSACTION_
 from rmqstore_cli.formats.consume_queue import PRE_BLANK_SIZE
 from rmqstore_cli.store.commitlog import CommitLog, Status
 from rmqstore_cli.store.dispatch import InvalidForDispatch, compute_tags_code
+from rmqstore_cli.store.lmq import listed_offset
 from rmqstore_cli.store.message import Message
 
 #: ``ConsumeQueueExt#isExtAddr``: addresses are <= Integer.MIN_VALUE - 1.
@@ -63,12 +64,19 @@ def check_unit(commitlog: CommitLog, cq_offset: int, commitlog_offset: int, size
         problems.append(f"record's PHYSICALOFFSET field is {m.physical_offset}")
     if size != m.total_size:
         problems.append(f"size {size}, record has {m.total_size}")
+    listed = None
     if topic is not None and m.topic_bytes != topic.encode("utf-8", "surrogateescape"):
-        problems.append(f"record's topic is {m.topic!r}")
-    if queue_id is not None and m.queue_id != queue_id:
-        problems.append(f"record's queue id is {m.queue_id}")
-    if m.queue_offset != cq_offset:
-        problems.append(f"record's queue offset is {m.queue_offset}")
+        listed = listed_offset(m.properties, topic, m.queue_id, queue_id)  # a multi-dispatch unit (store/lmq.py)
+        if listed is None:
+            problems.append(f"record's topic is {m.topic!r}")
+    if listed is not None:
+        if listed != cq_offset:
+            problems.append(f"the record lists {topic} at offset {listed}")
+    else:
+        if queue_id is not None and m.queue_id != queue_id:
+            problems.append(f"record's queue id is {m.queue_id}")
+        if m.queue_offset != cq_offset:
+            problems.append(f"record's queue offset is {m.queue_offset}")
     if m.transaction_type not in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE):
         problems.append("a PREPARED or ROLLBACK record gets no unit")
     if not (ext_enabled and tags_code <= EXT_ADDR_MAX):

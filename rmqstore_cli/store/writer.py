@@ -22,6 +22,7 @@ from rmqstore_cli.store.config import StoreConfig
 from rmqstore_cli.store.consume_queue import ConsumeQueue, ConsumeQueueWriter, queue_dirs, unsafe_topic
 from rmqstore_cli.store.dispatch import Dispatcher
 from rmqstore_cli.store.index import index_file_paths
+from rmqstore_cli.store.lmq import MultiDispatchAppender
 from rmqstore_cli.store.lock import StoreLock, refuse_if_live
 from rmqstore_cli.store.mapped_files import MappedFileQueue
 from rmqstore_cli.store.safefs import check_inside, kind_of, load_json, make_dirs, os_error, replace_file
@@ -71,6 +72,9 @@ class StoreWriter:
             self._check_index_clean()
         self.commitlog.open_for_append()
         self._recover_topic_queue_table()
+        #: -- lmq: INNER_MULTI_QUEUE_OFFSET assigned at append (store/lmq.py)
+        self.multi = MultiDispatchAppender(config, self.commitlog.topic_queue_table) \
+            if config.enable_multi_dispatch else None
         self.dispatcher = Dispatcher(config, config.consumequeue_dir, config.index_dir, tz, roots=self.roots)
         self._resume_consume_queues()
         self.batch_topics: set[str] = set()  # -- bcq
@@ -161,12 +165,16 @@ class StoreWriter:
             from rmqstore_cli.store.batch_queue import assign_inner_base
 
             inner = assign_inner_base(spec, self.commitlog.topic_queue_table)
+        if self.multi is not None:
+            self.multi.wrap(spec)
         res = self.commitlog.append(spec)
         if inner:  # BatchConsumeQueue#increaseQueueOffset: by the batch's message count
             self.commitlog.topic_queue_table[f"{spec.topic}-{spec.queue_id}"] = res.queue_offset + inner
         c = check_message(res.record, 0, res.size, res.physical_offset)
         if c.status is not Status.VALID:
             raise StoreError(f"wrote an invalid record: {c.reason}", offset=res.physical_offset)
+        if self.multi is not None:
+            self.multi.advance(spec, c.message.transaction_type)
         self.dispatcher.dispatch(c.message)
         t = c.message.topic
         if self.timer is not None and t == TIMER_TOPIC:  # TimerMessageStore#enqueue (store/timer/writer.py)

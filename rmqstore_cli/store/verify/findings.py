@@ -95,6 +95,14 @@ CHECKS: dict[str, tuple[str, str]] = {
     "dledger.checkpoint": (WARNING, "the DLedger checkpoint's endIndex or committedIndex disagrees with the entries"),
     "dledger.term": (WARNING, "DLedger's currterm is missing or older than the last entry's term"),
     "dledger.old-log": (ERROR, "a divided store lacks the old commitlog/ below its first DLedger data file"),
+    # -- lmq: multi-dispatch (store/verify/lmq.py)
+    "lmq.assumed": (INFO, "messages carry INNER_MULTI_QUEUE_OFFSET, no config says multi-dispatch: checked as enabled"),
+    "lmq.malformed": (ERROR, "INNER_MULTI_DISPATCH/INNER_MULTI_QUEUE_OFFSET the broker's dispatch rejects (count, "
+                             "offset, name)"),
+    "lmq.missing-unit": (WARNING, "a queue a message lists has no unit at the listed offset"),
+    "lmq.not-dispatched": (INFO, "a message newer than the checkpoint lacks a listed unit: the broker dispatches it"),
+    "lmq.unit-mismatch": (ERROR, "a multi-dispatch unit points elsewhere or disagrees in size or tagsCode"),
+    "lmq.queue-end": (WARNING, "an LMQ queue's end is not the next offset the log assigned it (the counter after a restart)"),
 }
 
 

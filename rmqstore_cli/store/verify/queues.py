@@ -237,6 +237,7 @@ class QueueChecks:
             yield tuple(cur)
 
     def finish_queues(self) -> None:
+        self.finish_lmq()
         for is_late, ti, lo, hi, first_off, count in self._missing_groups():  # missing units, in runs
             tid, qid = self.tq_list[ti]
             topic = self.topic_names[tid].decode("utf-8", "backslashreplace")
@@ -287,7 +288,7 @@ class QueueChecks:
                 rest = np.flatnonzero(found & ~is_pre & ~is_exp)
                 for j in rest.tolist():
                     why = self._why_not_message(int(off[j]), mq, int(L[j]))
-                    if why is None:  # an LMQ unit written by multi-dispatch (§4.3)
+                    if why is None:
                         continue
                     f, o = mq.file_of(int(L[j]))
                     self._add("cq.unit-target", f, o, f"unit {int(L[j])} -> {int(off[j])} ({int(size[j])} bytes): "
@@ -315,12 +316,7 @@ class QueueChecks:
             return f"no readable message starts there ({c.reason or c.status.value})"
         m = c.message
         if m.topic_bytes != mq.topic.encode("utf-8", "surrogateescape") or m.queue_id != mq.qid:
-            queues = (m.properties.get("INNER_MULTI_DISPATCH") or "").split(",")
-            offsets = (m.properties.get("INNER_MULTI_QUEUE_OFFSET") or "").split(",")
-            if mq.topic in queues and len(queues) == len(offsets) and \
-                    offsets[queues.index(mq.topic)] == str(logical) and m.physical_offset == off:
-                return None
-            return f"the message there belongs to {m.topic}/{m.queue_id}"
+            return self.lmq_unit_reason(m, mq, logical) or f"the message there belongs to {m.topic}/{m.queue_id}"
         if m.physical_offset != off:
             return f"the record there has PHYSICALOFFSET {m.physical_offset}"
         return f"the message there has queue offset {m.queue_offset}"

@@ -123,6 +123,7 @@ class RecordChecks:
         tq = self._tq_ids(tid, qid)
         self.check_queue_offsets(tq, qoff, step, dispatch, absP, rel, base)
         self._check_units(tq, qoff, dispatch, absP, total, tags_code, store_ts, rel, base)
+        self.check_lmq_batch(pr, tid, qid, dispatch, absP, (total, tags_code, store_ts), rel, base)
         if keys is not None:
             self.check_index_batch(absP, total, keys, base, rel)
         return stop

@@ -28,6 +28,7 @@ from rmqstore_cli.store.verify.findings import (
 from rmqstore_cli.store.verify.bcq import BatchQueueChecks
 from rmqstore_cli.store.verify.dledger import DLedgerChecks
 from rmqstore_cli.store.verify.index import IndexChecks
+from rmqstore_cli.store.verify.lmq import LmqChecks
 from rmqstore_cli.store.verify.queues import QueueChecks
 from rmqstore_cli.store.verify.records import RecordChecks
 from rmqstore_cli.store.verify.recovery import RecoveryChecks
@@ -37,8 +38,8 @@ from rmqstore_cli.store.verify.timer import TIMER_CHECKS, TimerChecks
 CHECKS.update(TIMER_CHECKS)
 
 
-class Verifier(CommitLogScan, RecordChecks, QueueChecks, IndexChecks, RecoveryChecks, DLedgerChecks, TimerChecks,
-               BatchQueueChecks):
+class Verifier(CommitLogScan, RecordChecks, QueueChecks, LmqChecks, IndexChecks, RecoveryChecks, DLedgerChecks,
+               TimerChecks, BatchQueueChecks):
     """Run every check over one store; iterate :meth:`run` for findings, then read ``summary``."""
 
     #: Free an index file's arrays and mapping once the scan has passed all its entries.
