@@ -201,13 +201,13 @@ def _dump_queue(ms, topic, queue_id, from_offset, limit, resolve, fmt, zone, mes
     from rmqstore_cli.render import Output
 
     cq = ms.consume_queue(topic, queue_id)
-    if not cq.queue.files and not (ms.config.consumequeue_dir / topic).is_dir():
+    if not cq.file_names() and not (ms.config.consumequeue_dir / topic).is_dir():
         from rmqstore_cli.commands.common import no_such_topic
 
         nf = no_such_topic(ms, topic)
         if nf is not None:
             raise nf
-    if not cq.queue.files:
+    if not cq.file_names():
         qids = sorted(int(p.name) for p in (ms.config.consumequeue_dir / topic).glob("*") if p.name.isdigit()) \
             if (ms.config.consumequeue_dir / topic).is_dir() else []
         raise NotFound(f"no consume queue {topic}/{queue_id}", path=cq.dir,
@@ -296,9 +296,9 @@ def _summary(ms, topic, queue_id, fmt) -> int:
                 max_phy = int(last["commitlog_offset"]) + int(last["size"])
             d = {"topic": cq.topic, "queue_id": cq.queue_id, "min_offset": cq.min_offset(clmin),
                  "max_offset": end, "max_physic_offset": max_phy, "pre_blank_units": pre,
-                 "files": [f.name for f in cq.queue.files]}
+                 "files": cq.file_names()}
             if fmt.value == "table":
-                d["files"] = f"{len(cq.queue.files)}: {d['files'][0]}…" if len(cq.queue.files) > 1 else d["files"]
+                d["files"] = f"{len(d['files'])}: {d['files'][0]}…" if len(d["files"]) > 1 else d["files"]
             out.emit(d)
     finally:
         out.close()

@@ -128,7 +128,9 @@ def search_offset(
     out = Output(fmt.value, COLUMNS, title=f"{topic} at {format_ms(t, zone)}")
     try:
         for cq in sorted(queues, key=lambda q: q.queue_id):
-            if version == "4.9":
+            if version is not None and ms.rocksdb_cq is not None:
+                res = search.broker_rocksdb(cq, reader, t, version, boundary.value)
+            elif version == "4.9":
                 res = search.broker_49(cq, reader, t)
             elif version == "5":
                 res = search.broker_5(cq, reader, t, boundary.value)

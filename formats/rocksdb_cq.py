@@ -1,0 +1,84 @@
+"""The RocksDB consume queue of a 5.x ``storeType=defaultRocksDB`` broker (STORE-FORMAT §15.5).
+
+The database is ``<root>/consumequeue/`` itself (``ConsumeQueueRocksDBStorage``), with the
+column families ``default`` (one value per unit) and ``offset`` (each queue's min and max,
+and the dispatch checkpoint). Keys and values are big-endian, as ``ByteBuffer`` writes them.
+"""
+from __future__ import annotations
+
+from construct import Bytes, Const, Int32sb, Int64sb, Struct, this
+
+from .derive import field_offset, fixed_fields_format, lazy_dtypes
+
+#: ``AbstractRocksDBStorage.CTRL_0/1/2``: the separators of every key (and the ends of a
+#: queue's delete range, ``RocksDBConsumeQueueTable#buildDeleteCQKey``).
+CTRL_0, CTRL_1, CTRL_2 = b"\x00", b"\x01", b"\x02"
+
+#: ``ConsumeQueueRocksDBStorage``: the column families (``RocksDB.DEFAULT_COLUMN_FAMILY`` and
+#: ``"offset"``).
+DEFAULT_CF = "default"
+OFFSET_CF = "offset"
+
+#: ``RocksDBConsumeQueueTable#buildCQKeyByteBuffer0``: topic length, CTRL_1, topic, CTRL_1,
+#: queueId, CTRL_1, cqOffset.
+CqKey = Struct(
+    "topic_length" / Int32sb,
+    "sep1" / Const(CTRL_1),
+    "topic" / Bytes(this.topic_length),
+    "sep2" / Const(CTRL_1),
+    "queue_id" / Int32sb,
+    "sep3" / Const(CTRL_1),
+    "cq_offset" / Int64sb,
+)
+#: ``RocksDBConsumeQueueTable.CQ_KEY_LENGTH_WITHOUT_TOPIC_BYTES`` (4 + 1 + 1 + 4 + 1 + 8).
+CQ_KEY_FIXED = 19
+
+#: ``RocksDBConsumeQueueTable#buildCQValueByteBuffer0``: the 28-byte unit (``CQ_UNIT_SIZE``).
+CqValue = Struct(
+    "commitlog_offset" / Int64sb,
+    "size" / Int32sb,
+    "tags_code" / Int64sb,
+    "store_time" / Int64sb,
+)
+CQ_VALUE_SIZE = CqValue.sizeof()
+CQ_VALUE_FORMAT = fixed_fields_format(CqValue)
+#: ``MSG_STORE_TIME_SIZE_OFFSET``: where ``binarySearchInCQByTime`` reads the store time.
+CQ_VALUE_STORE_TIME_AT = field_offset(CqValue, "store_time")
+
+#: ``RocksDBConsumeQueueOffsetTable#buildOffsetKeyByteBuffer0``: topic length, CTRL_1, topic,
+#: CTRL_1, ``max``/``min``, CTRL_1, queueId.
+OffsetKey = Struct(
+    "topic_length" / Int32sb,
+    "sep1" / Const(CTRL_1),
+    "topic" / Bytes(this.topic_length),
+    "sep2" / Const(CTRL_1),
+    "kind" / Bytes(3),
+    "sep3" / Const(CTRL_1),
+    "queue_id" / Int32sb,
+)
+#: ``OFFSET_KEY_LENGTH_WITHOUT_TOPIC_BYTES`` (4 + 1 + 1 + 3 + 1 + 4).
+OFFSET_KEY_FIXED = 14
+#: ``MAX_BYTES`` / ``MIN_BYTES``.
+KIND_MAX, KIND_MIN = b"max", b"min"
+
+#: ``#buildOffsetValueByteBuffer``: the commit-log offset and the cq offset of a queue's
+#: first (min) or last (max) unit (``OFFSET_VALUE_LENGTH`` 16).
+OffsetValue = Struct(
+    "commitlog_offset" / Int64sb,
+    "cq_offset" / Int64sb,
+)
+OFFSET_VALUE_SIZE = OffsetValue.sizeof()
+OFFSET_VALUE_FORMAT = fixed_fields_format(OffsetValue)
+
+#: ``RocksDBConsumeQueueOffsetTable#appendMaxPhyOffset``: under the ``max`` key of topic
+#: ``TopicValidator.RMQ_SYS_ROCKSDB_OFFSET_TOPIC``, queue 0, the commit-log offset dispatch
+#: has reached (8 bytes; ``#getMaxPhyOffset``).
+CHECKPOINT_TOPIC = "CHECKPOINT_TOPIC"
+CheckpointValue = Struct("max_phy_offset" / Int64sb)
+CHECKPOINT_VALUE_SIZE = CheckpointValue.sizeof()
+CHECKPOINT_VALUE_FORMAT = fixed_fields_format(CheckpointValue)
+
+#: ``RocksDBConsumeQueueStore.MAX_KEY_LEN``: the broker's key buffers.
+MAX_KEY_LEN = 300
+
+__getattr__ = lazy_dtypes(globals(), {"CQ_VALUE_DTYPE": CqValue})
