@@ -349,6 +349,22 @@ class RocksDBQueue:
             for j, (o, s, t) in enumerate(arr.tolist()):
                 yield first + j, o, s, t
 
+    # ------------------------------------------------------------------ verify's QueueState
+    def map_files(self) -> None:
+        """Nothing to map: the database is open."""
+
+    def file_base(self, logical: int) -> int:
+        """Every unit is its own row: no file groups them."""
+        return logical
+
+    def file_path(self, base: int) -> Path | None:
+        """No file holds a unit (a file queue's tail check has nothing to read)."""
+        return None
+
+    def file_of(self, logical: int) -> tuple[Path, None]:
+        """Where unit ``logical`` is: the database (no byte offset)."""
+        return self.dir, None
+
     def file_names(self) -> list[str]:
         """Where the units are: the database (``[SOURCE]``), or nothing when it holds none."""
         return [SOURCE] if self.key_bounds[1] > self.key_bounds[0] or self.offset_rows else []

@@ -66,6 +66,8 @@ class QueueChecks:
         bcq = cfg.root / "batchconsumequeue"
         self.batch_topics = {p.name.encode("utf-8", "surrogateescape") for p in bcq.iterdir()} \
             if bcq.is_dir() else set()
+        if self.open_rocksdb_queues():  # verify/rocksdb.py: the queues are a RocksDB database
+            return
         cq_root = cfg.consumequeue_dir
         size = cfg.cq_file_size
         try:

@@ -29,10 +29,11 @@ from rmqstore_cli.store.verify.index import IndexChecks
 from rmqstore_cli.store.verify.queues import QueueChecks
 from rmqstore_cli.store.verify.records import RecordChecks
 from rmqstore_cli.store.verify.recovery import RecoveryChecks
+from rmqstore_cli.store.verify.rocksdb import RocksDBChecks
 from rmqstore_cli.store.verify.scan import CommitLogScan
 
 
-class Verifier(CommitLogScan, RecordChecks, QueueChecks, IndexChecks, RecoveryChecks):
+class Verifier(CommitLogScan, RecordChecks, QueueChecks, IndexChecks, RecoveryChecks, RocksDBChecks):
     """Run every check over one store; iterate :meth:`run` for findings, then read ``summary``."""
 
     #: Free an index file's arrays and mapping once the scan has passed all its entries.
@@ -126,6 +127,7 @@ class Verifier(CommitLogScan, RecordChecks, QueueChecks, IndexChecks, RecoveryCh
         yield from self._drain()
         yield from self.scan_commitlog()
         self.finish_queues()
+        self.check_rocksdb()
         yield from self._drain()
         self.finish_index()
         yield from self._drain()
@@ -137,6 +139,7 @@ class Verifier(CommitLogScan, RecordChecks, QueueChecks, IndexChecks, RecoveryCh
             q.close()
         for f in self.index_files:
             f.close()
+        self.close_rocksdb()
 
     def open_store(self, index: bool = True) -> None:
         """The lock, the checkpoint, the abort file, the consume queues and (``index``) the
