@@ -41,12 +41,8 @@ from rmqstore_cli.store.consume_queue import UNIT_DTYPE, ConsumeQueue
 from rmqstore_cli.store.index import index_file_paths
 from rmqstore_cli.store.mapped_files import queue_dirs
 from rmqstore_cli.store.message import Message
+from rmqstore_cli.store.root_entries import classify
 
-#: Store-root entries a broker (4.9, 5.x) writes besides the four components: named
-#: ``known`` in :func:`disk_usage`; anything else is listed as unknown.
-BROKER_ENTRIES = frozenset({"checkpoint", "lock", "abort", "abort.bak", "consumequeue_ext", "batchconsumequeue",
-                            "timerwheel", "timerlog", "compaction", "rocksdbstore", "config.bak"})
-COMPONENTS = ("commitlog", "consumequeue", "index", "config")
 _INDEX_HEADER = numpy_dtype(IndexHeader)
 #: How many units from each end of a queue are tried for a readable first/last message.
 TIME_PROBES = 64
@@ -214,9 +210,8 @@ def disk_usage(config, warnings: list[str]) -> list[Component]:
         p = root / name
         if any(_same(p, d) for d in cl_dirs):
             continue
-        kind = name if name in COMPONENTS else "other"
-        known = name in COMPONENTS or name in BROKER_ENTRIES
-        out.append(Component(kind, name, *_tree(p, warnings), known=known))
+        e = classify(name)  # store/root_entries.py: what a broker writes there
+        out.append(Component(e.component if e else "other", name, *_tree(p, warnings), known=e is not None))
     out.sort(key=lambda c: (-c.bytes, c.path))
     return out
 

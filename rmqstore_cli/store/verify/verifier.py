@@ -30,10 +30,11 @@ from rmqstore_cli.store.verify.queues import QueueChecks
 from rmqstore_cli.store.verify.records import RecordChecks
 from rmqstore_cli.store.verify.recovery import RecoveryChecks
 from rmqstore_cli.store.verify.rocksdb import RocksDBChecks
+from rmqstore_cli.store.verify.root import RootChecks
 from rmqstore_cli.store.verify.scan import CommitLogScan
 
 
-class Verifier(CommitLogScan, RecordChecks, QueueChecks, IndexChecks, RecoveryChecks, RocksDBChecks):
+class Verifier(CommitLogScan, RecordChecks, QueueChecks, IndexChecks, RecoveryChecks, RocksDBChecks, RootChecks):
     """Run every check over one store; iterate :meth:`run` for findings, then read ``summary``."""
 
     #: Free an index file's arrays and mapping once the scan has passed all its entries.
@@ -162,6 +163,7 @@ class Verifier(CommitLogScan, RecordChecks, QueueChecks, IndexChecks, RecoveryCh
             self._add("checkpoint.missing", "checkpoint", None, "no checkpoint file: the broker starts from zero "
                       "times and recovers from the first commit-log file", severity=WARNING)
         self.abort = abort_exists(self.root)
+        self.check_root_entries()
         self.open_queues()
         if index:
             self.open_index()
