@@ -79,7 +79,8 @@ def consumer_progress(
     ms = open_store(store, broker_conf, tz, allow_odd_size, commitlog_file_size=commitlog_file_size,
                     cq_file_size=cq_file_size)
     config_dir = ms.config.root / "config"
-    sources = [offsets.load_consumer_offsets(config_dir),
+    rocks = _rocksdb_offsets(config_dir)
+    sources = [offsets.load_consumer_offsets(config_dir, optional=bool(rocks)), *rocks,
                offsets.load_consumer_offsets(config_dir, offsets.LMQ_CONSUMER_OFFSET_FILE, optional=True),
                offsets.load_consumer_offsets(config_dir, offsets.DELAY_OFFSET_FILE, offsets.decode_delay_table,
                                              optional=True)]
@@ -92,7 +93,7 @@ def consumer_progress(
     out = Output(fmt.value, COLUMNS, title=f"consumer progress ({config_dir})")
     try:
         for loaded in sources:
-            source = loaded.path.name if loaded.path is not None else None
+            source = _source_name(loaded.path)
             delay = source is not None and source.startswith(offsets.DELAY_OFFSET_FILE)
             for row, bad_key in offsets.consumer_progress(ms, loaded.table, group, topic):
                 if row is None:
@@ -114,3 +115,19 @@ def consumer_progress(
                                         f"topic '{safe_text(topic)}'" if topic else "") if x)
         raise NotFound(f"no consumer offset of {what}" if what else "no consumer offset",
                        path=config_dir, hint="run without --group/--topic to list them all")
+
+
+def _rocksdb_offsets(config_dir):
+    """5.x offsets kept in RocksDB (``config/consumerOffsets/``, ``config/rdb/``), where present;
+    the json file becomes optional then (the broker loads RocksDB first)."""
+    from rmqstore_cli.store.rocksdb_config import consumer_offsets
+
+    return consumer_offsets(config_dir)
+
+
+def _source_name(path):
+    """Where a row's offset came from: the file's name, or a RocksDB config's directory with
+    a slash (``consumerOffsets/``, ``rdb/``)."""
+    if path is None:
+        return None
+    return path.name + "/" if path.is_dir() else path.name

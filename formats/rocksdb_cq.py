@@ -6,7 +6,7 @@ and the dispatch checkpoint). Keys and values are big-endian, as ``ByteBuffer`` 
 """
 from __future__ import annotations
 
-from construct import Bytes, Const, Int32sb, Int64sb, Struct, this
+from construct import Bytes, Const, Int8ub, Int16sb, Int32sb, Int64sb, Struct, this
 
 from .derive import field_offset, fixed_fields_format, lazy_dtypes
 
@@ -82,3 +82,38 @@ CHECKPOINT_VALUE_FORMAT = fixed_fields_format(CheckpointValue)
 MAX_KEY_LEN = 300
 
 __getattr__ = lazy_dtypes(globals(), {"CQ_VALUE_DTYPE": CqValue})
+
+# ---------------------------------------------------------------- config in RocksDB (5.x)
+#: ``storeType=defaultRocksDB`` brokers keep their config in RocksDB (``BrokerController``
+#: constructor): v1, one database per table under ``config/`` (``RocksDBTopicConfigManager``,
+#: ``RocksDBConsumerOffsetManager``, ``RocksDBSubscriptionGroupManager#configFilePath``),
+#: key the name (``topic@group`` for offsets), value fastjson; ``configManagerVersion=v2``,
+#: one database ``config/rdb`` (``ConfigStorage``) of typed keys.
+CONFIG_V1_TOPICS = "topics"
+CONFIG_V1_CONSUMER_OFFSETS = "consumerOffsets"
+CONFIG_V1_SUBSCRIPTION_GROUPS = "subscriptionGroups"
+CONFIG_V2_DIR = "rdb"
+
+#: v2 ``TablePrefix.TABLE``, ``TableId.CONSUMER_OFFSET``/``TOPIC``, ``RecordPrefix.DATA``,
+#: ``SerializationType.JSON``.
+V2_TABLE, V2_CONSUMER_OFFSET, V2_TOPIC, V2_DATA, V2_JSON = 1, 1, 3, 2, 1
+
+#: ``ConfigHelper#keyBufOf`` / ``ConsumerOffsetManagerV2``: the 4 bytes before every record.
+V2KeyHead = Struct("table_prefix" / Int8ub, "table_id" / Int16sb, "record_prefix" / Int8ub)
+#: ``ConsumerOffsetManagerV2#keyOfConsumerOffset``: group, CTRL_1, topic, CTRL_1, queueId →
+#: the offset (a long).
+V2OffsetKey = Struct(
+    "head" / V2KeyHead,
+    "group_length" / Int16sb,
+    "group" / Bytes(this.group_length),
+    "sep1" / Const(CTRL_1),
+    "topic_length" / Int16sb,
+    "topic" / Bytes(this.topic_length),
+    "sep2" / Const(CTRL_1),
+    "queue_id" / Int32sb,
+)
+V2OffsetValue = Struct("offset" / Int64sb)
+V2_OFFSET_VALUE_SIZE = V2OffsetValue.sizeof()
+V2_OFFSET_VALUE_FORMAT = fixed_fields_format(V2OffsetValue)
+#: ``ConfigHelper#keyBufOf(TableId.TOPIC, name)``: the topic's name.
+V2NameKey = Struct("head" / V2KeyHead, "name_length" / Int16sb, "name" / Bytes(this.name_length))

@@ -112,6 +112,7 @@ class MessageStore:
             raise UsageError(f"the store has {on_disk} topics with consume queues, more than the "
                              f"{MAX_SEARCH_TOPICS} searched one by one without a topic",
                              path=self.config.consumequeue_dir, hint="pass --topic")
+        found |= self._rocksdb_config_topics()
         p = self.config.root / "config" / "topics.json"
         if os.path.lexists(p):
             table = None
@@ -130,6 +131,17 @@ class MessageStore:
                 else:
                     found |= named
         return sorted(found)
+
+    def _rocksdb_config_topics(self) -> set[str]:
+        """5.x topics kept in RocksDB (``config/topics/``, ``config/rdb/``): optional like
+        topics.json, so one that cannot be read is a warning."""
+        from rmqstore_cli.store.rocksdb_config import topics
+
+        try:
+            return topics(self.config.root / "config")
+        except StoreError as e:
+            self.warnings.append(f"{e}; skipped")
+            return set()
 
     def topics_from_commitlog(self) -> list[str]:
         """Every topic a record of the commit log names, from one columnar walk of the log (per

@@ -108,15 +108,15 @@ class BadRow:
     problem: str
 
 
-class RocksDBConsumeQueues:
-    """The database, opened read-only once; one :class:`RocksDBQueue` per queue."""
+class ReadOnlyDB:
+    """A RocksDB database opened read-only through :func:`safefs.shadow_dir` (module
+    docstring), every column family raw bytes; :meth:`close` removes the shadow."""
 
-    def __init__(self, directory: Path):
+    def __init__(self, directory: Path, what: str):
         try:
             import rocksdict
         except ImportError:
-            raise StoreError("reading a RocksDB consume queue needs the rocksdict binding", path=directory,
-                             hint=EXTRA_HINT) from None
+            raise StoreError(f"reading {what} needs the rocksdict binding", path=directory, hint=EXTRA_HINT) from None
         self.dir = Path(directory)
         self._shadow = safefs.shadow_dir(self.dir)
         try:
@@ -127,12 +127,29 @@ class RocksDBConsumeQueues:
                 self.db = rocksdict.Rdict(str(self._shadow), options=raw, column_families=cfs,
                                           access_type=rocksdict.AccessType.read_only())
             except Exception as e:  # RocksDB's own message: corrupt MANIFEST, missing SST…
-                raise StoreError(f"cannot open the RocksDB consume queue: {str(e).splitlines()[0]}",
+                raise StoreError(f"cannot open {what}: {str(e).splitlines()[0] if str(e) else type(e).__name__}",
                                  path=self.dir) from None
         except BaseException:
             safefs.remove_shadow(self._shadow)
             raise
-        self.offsets = self.db.get_column_family(fmt.OFFSET_CF) if fmt.OFFSET_CF in self.families else None
+
+    def family(self, name: str):
+        """Column family ``name``, or None when the database has none of that name."""
+        return self.db.get_column_family(name) if name in self.families else None
+
+    def close(self) -> None:
+        try:
+            self.db.close()
+        finally:
+            safefs.remove_shadow(self._shadow)
+
+
+class RocksDBConsumeQueues(ReadOnlyDB):
+    """The database, opened read-only once; one :class:`RocksDBQueue` per queue."""
+
+    def __init__(self, directory: Path):
+        super().__init__(directory, "the RocksDB consume queue")
+        self.offsets = self.family(fmt.OFFSET_CF)
         self._table: dict[tuple[str, int], dict[str, OffsetEntry]] | None = None
         self.bad_rows: list[BadRow] = []
         self.max_phy_offset: int | None = None
@@ -189,12 +206,6 @@ class RocksDBConsumeQueues:
     def queues(self) -> Iterator["RocksDBQueue"]:
         for topic, qid in self.queue_ids():
             yield self.queue(topic, qid)
-
-    def close(self) -> None:
-        try:
-            self.db.close()
-        finally:
-            safefs.remove_shadow(self._shadow)
 
 
 class RocksDBQueue:

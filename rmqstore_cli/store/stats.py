@@ -351,6 +351,36 @@ def _queue_row(cq: ConsumeQueue, commitlog, span: LogSpan, per_file: _CommitLogF
     return row
 
 
+def _rocksdb_queues(store, topic: str | None) -> list:
+    """The queues of a RocksDB consume queue (``store/rocksdb_cq.py``), of ``topic`` or all;
+    none for file consume queues."""
+    db = store.rocksdb_cq
+    return [] if db is None else [q for q in db.queues() if topic is None or q.topic == topic]
+
+
+def _rocksdb_queue_row(q, commitlog, span: LogSpan, per_file: _CommitLogFiles | None) -> Row:
+    """One RocksDB queue counted as :func:`_queue_row` counts a file queue's units; the
+    database is one for all queues, so no queue has consume-queue bytes of its own."""
+    row = Row(q.topic, q.queue_id)
+    first = last = None
+    for units, _, _ in q.unit_arrays(q.min_file_offset, q.max_offset):
+        live, dangling = _live(units, span)
+        row.dangling += dangling
+        phy = units["commitlog_offset"][live]
+        sizes = units["size"][live].astype(np.int64)
+        row.messages += int(phy.size)
+        row.bytes += int(sizes.sum())
+        if phy.size:
+            first = phy if first is None else first
+            last = phy
+        if per_file is not None:
+            per_file.add(phy, sizes)
+    if first is not None:
+        row.first_store_timestamp = _ends_time(commitlog, first[:TIME_PROBES])[0]
+        row.last_store_timestamp = _ends_time(commitlog, last[-TIME_PROBES:])[1]
+    return row
+
+
 def from_consume_queues(store, topic: str | None = None, by_file: bool = False) -> Stats:
     """Counts from the consume queues (module docstring): fast, no commit-log scan."""
     commitlog = store.commitlog
@@ -360,6 +390,8 @@ def from_consume_queues(store, topic: str | None = None, by_file: bool = False) 
     cq_files: list[FileRow] | None = [] if by_file else None
     queues: dict[tuple[str, int], Row] = {}
     strays: list[Path] = []
+    for q in _rocksdb_queues(store, topic):  # a RocksDB consume queue: no queue directories below
+        queues[q.topic, q.queue_id] = _rocksdb_queue_row(q, commitlog, span, per_file)
     for t, qid, _ in queue_dirs(store.config.consumequeue_dir):
         if topic is not None and t != topic:
             continue
@@ -389,6 +421,8 @@ def unread_entries(store) -> list[str]:
     whose names the broker would not load, files where queue directories belong."""
     notes = [f"{p}: not a commit-log file name; not read" for p in store.commitlog.queue.strays]
     cq_dir = store.config.consumequeue_dir
+    if store.rocksdb_cq is not None:  # the directory is the database: its files are read through it
+        return notes
     try:
         topics = sorted(os.scandir(cq_dir), key=lambda e: e.name)
     except OSError:
@@ -502,6 +536,7 @@ def from_commit_log(store, topic: str | None = None, by_file: bool = False) -> S
             cols = tuple(c[keep] for c in cols)
         g.add(names_seen, *cols)
     on_disk = {(t, q) for t, q, _ in queue_dirs(store.config.consumequeue_dir) if topic is None or t == topic}
+    on_disk |= {(q.topic, q.queue_id) for q in _rocksdb_queues(store, topic)}
     for (t, q), r in g.rows.items():
         if (t, q) not in on_disk:
             lost = r.messages - r.not_in_cq
