@@ -27,6 +27,7 @@ import numpy as np
 from rmqstore_cli.errors import StoreError
 from rmqstore_cli.formats import rocksdb_cq as fmt
 from rmqstore_cli.store import safefs
+from rmqstore_cli.store.consume_queue import Unit
 
 _VALUE = struct.Struct(fmt.CQ_VALUE_FORMAT)
 _OFFSET_VALUE = struct.Struct(fmt.OFFSET_VALUE_FORMAT)
@@ -353,12 +354,12 @@ class RocksDBQueue:
                     off[i], size[i], tags[i], _ = _VALUE.unpack(v)
         return found, off, size, tags
 
-    def units(self, start: int = 0, stop: int | None = None):
-        """(cq offset, phyOffset, size, tagsCode) of the units in ``[start, stop)``."""
+    def units(self, start: int = 0, stop: int | None = None) -> Iterator[Unit]:
+        """The file queue's ``units``: the units in ``[start, stop)`` one by one."""
         stop = self.max_offset if stop is None else stop
         for arr, first, _ in self.unit_arrays(start, stop):
             for j, (o, s, t) in enumerate(arr.tolist()):
-                yield first + j, o, s, t
+                yield Unit(first + j, o, s, t, SOURCE)
 
     # ------------------------------------------------------------------ verify's QueueState
     def map_files(self) -> None:
