@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from construct import Bytes, Const, Int8ub, Int16sb, Int32sb, Int64sb, Struct, this
 
-from .derive import field_offset, fixed_fields_format, lazy_dtypes
+from .derive import fixed_fields_format, lazy_dtypes
 
-#: ``AbstractRocksDBStorage.CTRL_0/1/2``: the separators of every key (and the ends of a
-#: queue's delete range, ``RocksDBConsumeQueueTable#buildDeleteCQKey``).
-CTRL_0, CTRL_1, CTRL_2 = b"\x00", b"\x01", b"\x02"
+#: ``AbstractRocksDBStorage.CTRL_1``: the separator of every key; ``CTRL_2`` ends a queue's
+#: key range (``RocksDBConsumeQueueTable#buildDeleteCQKey``).
+CTRL_1, CTRL_2 = b"\x01", b"\x02"
 
 #: ``ConsumeQueueRocksDBStorage``: the column families (``RocksDB.DEFAULT_COLUMN_FAMILY`` and
 #: ``"offset"``).
@@ -32,6 +32,10 @@ CqKey = Struct(
 )
 #: ``RocksDBConsumeQueueTable.CQ_KEY_LENGTH_WITHOUT_TOPIC_BYTES`` (4 + 1 + 1 + 4 + 1 + 8).
 CQ_KEY_FIXED = 19
+#: The first field of every key (CQ and offset family), read to check a key's length, and
+#: the last of a CQ key (a queue's keys are its prefix and this): the fast path's views.
+KEY_TOPIC_LENGTH_FORMAT = fixed_fields_format(Struct("topic_length" / Int32sb))
+KEY_CQ_OFFSET_FORMAT = fixed_fields_format(Struct("cq_offset" / Int64sb))
 
 #: ``RocksDBConsumeQueueTable#buildCQValueByteBuffer0``: the 28-byte unit (``CQ_UNIT_SIZE``).
 CqValue = Struct(
@@ -42,8 +46,6 @@ CqValue = Struct(
 )
 CQ_VALUE_SIZE = CqValue.sizeof()
 CQ_VALUE_FORMAT = fixed_fields_format(CqValue)
-#: ``MSG_STORE_TIME_SIZE_OFFSET``: where ``binarySearchInCQByTime`` reads the store time.
-CQ_VALUE_STORE_TIME_AT = field_offset(CqValue, "store_time")
 
 #: ``RocksDBConsumeQueueOffsetTable#buildOffsetKeyByteBuffer0``: topic length, CTRL_1, topic,
 #: CTRL_1, ``max``/``min``, CTRL_1, queueId.
@@ -78,9 +80,6 @@ CheckpointValue = Struct("max_phy_offset" / Int64sb)
 CHECKPOINT_VALUE_SIZE = CheckpointValue.sizeof()
 CHECKPOINT_VALUE_FORMAT = fixed_fields_format(CheckpointValue)
 
-#: ``RocksDBConsumeQueueStore.MAX_KEY_LEN``: the broker's key buffers.
-MAX_KEY_LEN = 300
-
 __getattr__ = lazy_dtypes(globals(), {"CQ_VALUE_DTYPE": CqValue})
 
 # ---------------------------------------------------------------- config in RocksDB (5.x)
@@ -91,12 +90,10 @@ __getattr__ = lazy_dtypes(globals(), {"CQ_VALUE_DTYPE": CqValue})
 #: one database ``config/rdb`` (``ConfigStorage``) of typed keys.
 CONFIG_V1_TOPICS = "topics"
 CONFIG_V1_CONSUMER_OFFSETS = "consumerOffsets"
-CONFIG_V1_SUBSCRIPTION_GROUPS = "subscriptionGroups"
 CONFIG_V2_DIR = "rdb"
 
-#: v2 ``TablePrefix.TABLE``, ``TableId.CONSUMER_OFFSET``/``TOPIC``, ``RecordPrefix.DATA``,
-#: ``SerializationType.JSON``.
-V2_TABLE, V2_CONSUMER_OFFSET, V2_TOPIC, V2_DATA, V2_JSON = 1, 1, 3, 2, 1
+#: v2 ``TablePrefix.TABLE``, ``TableId.CONSUMER_OFFSET``/``TOPIC``, ``RecordPrefix.DATA``.
+V2_TABLE, V2_CONSUMER_OFFSET, V2_TOPIC, V2_DATA = 1, 1, 3, 2
 
 #: ``ConfigHelper#keyBufOf`` / ``ConsumerOffsetManagerV2``: the 4 bytes before every record.
 V2KeyHead = Struct("table_prefix" / Int8ub, "table_id" / Int16sb, "record_prefix" / Int8ub)

@@ -32,9 +32,8 @@ from rmqstore_cli.store.consume_queue import Unit
 _VALUE = struct.Struct(fmt.CQ_VALUE_FORMAT)
 _OFFSET_VALUE = struct.Struct(fmt.OFFSET_VALUE_FORMAT)
 _CHECKPOINT = struct.Struct(fmt.CHECKPOINT_VALUE_FORMAT)
-_KEY_HEAD = struct.Struct(">i")
-_QUEUE_ID = struct.Struct(">i")
-_CQ_OFFSET = struct.Struct(">q")
+_KEY_HEAD = struct.Struct(fmt.KEY_TOPIC_LENGTH_FORMAT)
+_CQ_OFFSET = struct.Struct(fmt.KEY_CQ_OFFSET_FORMAT)
 #: Units read from the database per numpy block (bounded memory on a queue of any length).
 BLOCK_UNITS = 1 << 16
 #: What the source column of dump-cq says for a unit read from the database.
@@ -51,11 +50,6 @@ def cq_key(topic: bytes, queue_id: int, cq_offset: int) -> bytes:
 def queue_prefix(topic: bytes, queue_id: int) -> bytes:
     """The first bytes of every key of one queue (its cq offset follows)."""
     return cq_key(topic, queue_id, 0)[:-_CQ_OFFSET.size]
-
-
-def offset_key(topic: bytes, queue_id: int, kind: bytes) -> bytes:
-    """``RocksDBConsumeQueueOffsetTable#buildOffsetKeyByteBuffer0`` (kind ``max`` or ``min``)."""
-    return fmt.OffsetKey.build({"topic_length": len(topic), "topic": topic, "kind": kind, "queue_id": queue_id})
 
 
 def parse_cq_key(key: bytes) -> tuple[bytes, int, int] | None:
