@@ -313,3 +313,20 @@ def test_config_in_rocksdb_topics_and_offsets(built, tmp_path):
     finally:
         ms.close()
     assert tree(cfg) == before
+
+
+def test_sample_outputs_follow_the_schemas(sample, built):
+    """dump-cq's units and summary, consumer-progress's rows and verify's findings of a
+    RocksDB store validate against schemas/ (files: ["rocksdb"], file: rocksdb)."""
+    from test_contract import validate
+
+    store, exp = sample
+    for d in jsonl(cli("dump-cq", "--summary", "-s", store, "--format", "jsonl")):
+        validate(d, "cq-summary")
+    e = exp["entries"][0]
+    for d in jsonl(cli("dump-cq", e["topic"], e["queueId"], "-s", store, "--limit", "3", "--format", "jsonl")):
+        validate(d, "cq-unit")
+    lines = jsonl(cli("verify", "-s", store, "--format", "jsonl"))
+    for d in lines[:-1]:
+        validate(d, "verify-finding")
+    validate(lines[-1], "verify-summary")
