@@ -56,7 +56,10 @@ def consumer_progress(
     (ConfigManager#load: fastjson's text, integer map keys unquoted; a missing, empty or
     undecodable file falls back to consumerOffset.json.bak, said on stderr), and so are
     lmqConsumerOffset.json (LMQ groups) and delayOffset.json (the delay service's progress
-    in SCHEDULE_TOPIC_XXXX, queue = delay level - 1, group ScheduleMessageService). lag is the
+    in SCHEDULE_TOPIC_XXXX, queue = delay level - 1, group ScheduleMessageService). A 5.x
+    broker's offsets kept in RocksDB are read too where present: config/consumerOffsets/
+    (RocksDBConsumerOffsetManager) and config/rdb/ (ConsumerOffsetManagerV2), file
+    consumerOffsets/ or rdb/ (the rocksdb extra). lag is the
     broker's diff, max offset - consumer offset. An offset below the queue's min offset
     (its messages expired: status behind-min) or above its max (the broker corrects it at
     the next pull: beyond-max) is flagged; no-queue: the store has no such consume queue.

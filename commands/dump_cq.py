@@ -97,7 +97,10 @@ def dump_cq(
     topic, queue id and queue offset, gets a unit at all (not PREPARED/ROLLBACK) and has
     the tags code dispatch computes. Pre-blank units (written below the first unit of a
     queue that starts above 0) are shown as pre-blank, not as errors. Units are read up to
-    the queue's end as the broker's recovery finds it. Exit 1 when no unit is printed.
+    the queue's end as the broker's recovery finds it. A 5.x RocksDB consume queue
+    (storeType=defaultRocksDB; the rocksdb extra) is read the same way, read-only: its
+    units' file is rocksdb, a queue's max offset its offset family's max row + 1. Exit 1
+    when no unit is printed.
 
     JSON fields: topic, queue_id, cq_offset, commitlog_offset, size, tags_code, file,
     pre_blank; resolved: status (ok, mismatch, pre-blank, expired, missing), agrees

@@ -89,6 +89,9 @@ def search_offset(
     are never the answer; a unit whose message cannot be read takes the time of the next
     readable one (so a consumer rewound there does not skip it). When no message was
     stored at or after TIME the offset is the max offset and store_timestamp is null.
+    A 5.x RocksDB consume queue (storeType=defaultRocksDB; the rocksdb extra) is read the
+    same way; with --broker its answer is RocksDBConsumeQueueTable#binarySearchInCQByTime's,
+    from the units' store times, unclamped (it can be -1).
 
     JSON fields: topic, queue_id, time, method (first, scan, broker-4.9, broker-5-lower,
     broker-5-upper), offset, store_timestamp (of the unit at offset; null at max),
