@@ -18,6 +18,7 @@ search-offset, stats and verify read either.
 from __future__ import annotations
 
 import struct
+import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -127,6 +128,8 @@ class ReadOnlyDB:
         except BaseException:
             safefs.remove_shadow(self._shadow)
             raise
+        #: The shadow goes when this object does, or at exit, even if no one calls close().
+        self._cleanup = weakref.finalize(self, safefs.remove_shadow, self._shadow)
 
     def family(self, name: str):
         """Column family ``name``, or None when the database has none of that name."""
@@ -136,7 +139,7 @@ class ReadOnlyDB:
         try:
             self.db.close()
         finally:
-            safefs.remove_shadow(self._shadow)
+            self._cleanup()
 
 
 class RocksDBConsumeQueues(ReadOnlyDB):

@@ -330,3 +330,18 @@ def test_sample_outputs_follow_the_schemas(sample, built):
     for d in lines[:-1]:
         validate(d, "verify-finding")
     validate(lines[-1], "verify-summary")
+
+
+def test_the_shadow_directory_is_removed(sample, tmp_path):
+    """The temp directory of links the database is opened through (safefs.shadow_dir) is gone
+    after each command, and the store's own directory got nothing."""
+    from conftest import run
+
+    store, _ = sample
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    for args in (["dump-cq", "--summary"], ["verify"], ["stats"]):
+        p = run(*args, "-s", store, env={"TMPDIR": str(tmp)})
+        assert p.returncode == 0, p.stderr
+        assert list(tmp.iterdir()) == []
+    assert "rocksdict-config.json" not in os.listdir(store / "consumequeue")
