@@ -84,6 +84,11 @@ def parse_offset_key(key: bytes) -> tuple[bytes, bytes, int] | None:
     return k.topic, k.kind, k.queue_id
 
 
+class MissingBinding(StoreError):
+    """rocksdict is not installed: the command cannot read the database at all (exit 3,
+    naming the extra), which is not a finding about the store."""
+
+
 @dataclass(slots=True)
 class OffsetEntry:
     """One row of the ``offset`` family (``RocksDBConsumeQueueOffsetTable.OffsetEntry``)."""
@@ -112,7 +117,8 @@ class ReadOnlyDB:
         try:
             import rocksdict
         except ImportError:
-            raise StoreError(f"reading {what} needs the rocksdict binding", path=directory, hint=EXTRA_HINT) from None
+            raise MissingBinding(f"reading {what} needs the rocksdict binding", path=directory,
+                                 hint=EXTRA_HINT) from None
         self.dir = Path(directory)
         self._shadow = safefs.shadow_dir(self.dir)
         try:

@@ -135,14 +135,39 @@ def test_rebuild_index_output_writes_file_queues_beside_it(sample, tmp_path):
         assert (u["commitlog_offset"], u["size"], u["tags_code"]) == (e["phyOffset"], e["size"], e["tagsCode"])
 
 
-def test_missing_binding_is_one_line_naming_the_extra(sample):
+@pytest.mark.parametrize("command", [["dump-cq", "--summary"], ["verify"], ["stats"]])
+def test_missing_binding_is_one_line_naming_the_extra(sample, command):
     store, _ = sample
     code = ("import sys; sys.modules['rocksdict'] = None; from rmqstore_cli.app import main; "
-            f"sys.argv = ['rmqstore', 'dump-cq', '--summary', '-s', {str(store)!r}]; main()")
+            f"sys.argv = ['rmqstore', *{command!r}, '-s', {str(store)!r}]; main()")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert p.returncode == 3
+    assert p.returncode == 3, p.stderr
     lines = [x for x in p.stderr.splitlines() if "error" in x]
     assert len(lines) == 1 and "rmqstore[rocksdb]" in lines[0] and "Traceback" not in p.stderr
+
+
+def test_generate_append_refuses_it(sample, tmp_path):
+    """generate --append would put file units inside the database: refused, nothing written."""
+    store, _ = sample
+    copy = tmp_path / "store"
+    shutil.copytree(store, copy)
+    before = tree(copy)
+    r = cli("generate", "--store", copy, "--append", "--messages", "5")
+    assert r.exit_code == 3 and "RocksDB" in r.stderr, r.stderr
+    assert tree(copy)[0] == before[0] and all(tree(copy)[1][k][0] == v[0] for k, v in before[1].items())
+
+
+def test_corrupt_database_is_a_finding(tmp_path):
+    """CURRENT names a MANIFEST that is not there: rocksdb.unreadable (verify goes on with
+    the commit log, whose messages then have no unit it could read), and a one-line error
+    (exit 3) for dump-cq."""
+    store, _ = _damaged(tmp_path)
+    (store / "consumequeue" / "CURRENT").write_text("MANIFEST-999999\n")
+    code, found = _findings(store)
+    errors = [f["check"] for f in found if f["severity"] == "error"]
+    assert code == 1 and errors[0] == "rocksdb.unreadable" and set(errors) == {"rocksdb.unreadable", "cq.missing-unit"}
+    r = cli("dump-cq", "--summary", "-s", store)
+    assert r.exit_code == 3 and "cannot open the RocksDB consume queue" in r.stderr
 
 
 # ---------------------------------------------------------------- a database written here

@@ -17,7 +17,7 @@ from rmqstore_cli.store.verify.findings import CHECKS, ERROR, INFO, WARNING
 
 #: The ``rocksdb.*`` checks, merged into ``findings.CHECKS``.
 ROCKSDB_CHECKS: dict[str, tuple[str, str]] = {
-    "rocksdb.unreadable": (ERROR, "the RocksDB consume queue cannot be opened (binding missing, corrupt "
+    "rocksdb.unreadable": (ERROR, "the RocksDB consume queue cannot be opened (corrupt or missing CURRENT, "
                                   "MANIFEST or SST): no unit is checked"),
     "rocksdb.offset-family": (ERROR, "the database has no 'offset' column family: the broker knows no queue's "
                                      "min or max (RocksDBConsumeQueueOffsetTable#load)"),
@@ -47,10 +47,12 @@ class RocksDBChecks:
         cq_dir = self.config.consumequeue_dir
         rel = self.rel(cq_dir)
         self.rocksdb = None
-        try:
-            from rmqstore_cli.store.rocksdb_cq import RocksDBConsumeQueues
+        from rmqstore_cli.store.rocksdb_cq import MissingBinding, RocksDBConsumeQueues
 
+        try:
             self.rocksdb = RocksDBConsumeQueues(cq_dir)
+        except MissingBinding:
+            raise  # not the store's fault: one line naming the extra, exit 3
         except StoreError as e:
             self._add("rocksdb.unreadable", rel, None, str(e))
             return True
