@@ -370,3 +370,28 @@ def test_the_shadow_directory_is_removed(sample, tmp_path):
         assert p.returncode == 0, p.stderr
         assert list(tmp.iterdir()) == []
     assert "rocksdict-config.json" not in os.listdir(store / "consumequeue")
+
+
+def test_layouts_agree_with_the_java_byte_for_byte():
+    """formats/rocksdb_cq.py against the independent struct code (from the Java's builders):
+    keys built and parsed, the 28-byte value through the construct, struct and numpy views."""
+    import numpy as np
+
+    from rmqstore_cli.formats import rocksdb_cq as fmt
+    from rmqstore_cli.store.rocksdb_cq import cq_key as our_key
+    from rmqstore_cli.store.rocksdb_cq import parse_cq_key, parse_offset_key
+
+    for topic, qid, off in (("T", 0, 0), ("订单-Topic", 7, 1 << 40), ("%RETRY%g", 2**31 - 1, 2**63 - 1)):
+        k = cq_key(topic, qid, off)
+        assert our_key(topic.encode(), qid, off) == k and len(k) == fmt.CQ_KEY_FIXED + len(topic.encode())
+        assert parse_cq_key(k) == (topic.encode(), qid, off)
+        ok = offset_key(topic, qid, "max")
+        assert parse_offset_key(ok) == (topic.encode(), b"max", qid)
+        assert parse_cq_key(ok) is None and parse_offset_key(k) is None
+    assert parse_cq_key(cq_key("T", 0, 0)[:-1]) is None
+    assert parse_cq_key(cq_key("T", 0, 0).replace(b"\x01", b"\x02", 1)) is None
+    v = cq_value(123, 456, -5, 1795510647461)
+    assert len(v) == fmt.CQ_VALUE_SIZE == 28
+    c = fmt.CqValue.parse(v)
+    a = np.frombuffer(v, fmt.CQ_VALUE_DTYPE)[0]
+    assert (c.commitlog_offset, c.size, c.tags_code, c.store_time) == (123, 456, -5, 1795510647461) == tuple(a.tolist())
