@@ -395,3 +395,41 @@ def test_layouts_agree_with_the_java_byte_for_byte():
     c = fmt.CqValue.parse(v)
     a = np.frombuffer(v, fmt.CQ_VALUE_DTYPE)[0]
     assert (c.commitlog_offset, c.size, c.tags_code, c.store_time) == (123, 456, -5, 1795510647461) == tuple(a.tolist())
+
+
+def test_a_hole_in_the_keys(tmp_path):
+    """A deleted unit inside a queue: rocksdb.gap counts it, and its message has no unit."""
+    store, queues = _damaged(tmp_path)
+    (topic, qid), units = next(iter(queues.items()))
+    from rocksdict import AccessType, Options, Rdict
+
+    db = Rdict(str(store / "consumequeue"), options=Options(raw_mode=True), access_type=AccessType.read_write(),
+               column_families={"offset": Options(raw_mode=True)})
+    del db[cq_key(topic, qid, units[4][0])]
+    db.close()
+    (store / "consumequeue" / "rocksdict-config.json").unlink(missing_ok=True)
+    code, found = _findings(store)
+    gap = [f for f in found if f["check"] == "rocksdb.gap"]
+    assert code == 1 and len(gap) == 1 and gap[0]["count"] == 1
+    missing = [f for f in found if f["check"] == "cq.missing-unit"]
+    assert len(missing) == 1 and f"unit {units[4][0]} " in missing[0]["detail"]
+
+
+def test_min_offset_past_expired_messages_getMinCqOffset(built):
+    """The min row below the commit log's first offset: the first unit at or after it
+    (RocksDBConsumeQueueOffsetTable#correctMinCqOffset's binarySearchInCQ with min);
+    max + 1 when every unit is below it."""
+    from rmqstore_cli.store.rocksdb_cq import RocksDBConsumeQueues
+
+    _, rocks, queues = built
+    (topic, qid), units = next(iter(queues.items()))
+    db = RocksDBConsumeQueues(rocks / "consumequeue")
+    try:
+        q = db.queue(topic, qid)
+        assert q.min_offset(0) == units[0][0]
+        for i in (1, 5, len(units) - 1):
+            assert q.min_offset(units[i][1]) == units[i][0]
+            assert q.min_offset(units[i][1] - 1) == units[i][0]
+        assert q.min_offset(units[-1][1] + 1) == units[-1][0] + 1
+    finally:
+        db.close()
