@@ -343,11 +343,23 @@ class RocksDBQueue:
 
     def units_at(self, logical: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(found mask, offset, size, tagsCode) of the units at ``logical`` (the file CQ's
-        ``units_at``), read by key (``RocksDBConsumeQueueTable#rangeQuery``'s multiGet)."""
+        ``units_at``): offsets close together (a scan's batch) by one range read, scattered
+        ones by key (``RocksDBConsumeQueueTable#rangeQuery``'s multiGet)."""
         n = logical.size
         found = np.zeros(n, bool)
         off, size, tags = np.zeros(n, np.int64), np.zeros(n, np.int64), np.zeros(n, np.int64)
         idx = np.flatnonzero(logical >= 0)
+        if not idx.size:
+            return found, off, size, tags
+        lo, hi = int(logical[idx].min()), int(logical[idx].max()) + 1
+        if hi - lo <= 2 * idx.size + BLOCK_UNITS:
+            for arr, first in self.value_blocks(lo, hi):
+                at = logical - first
+                m = (logical >= 0) & (at >= 0) & (at < arr.size)
+                u = arr[at[m]]
+                found[m] = True
+                off[m], size[m], tags[m] = u["commitlog_offset"], u["size"], u["tags_code"]
+            return found, off, size, tags
         for a in range(0, idx.size, BLOCK_UNITS):
             sel = idx[a:a + BLOCK_UNITS]
             keys = [self._prefix + _CQ_OFFSET.pack(int(x)) for x in logical[sel].tolist()]
