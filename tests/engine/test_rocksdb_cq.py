@@ -107,6 +107,10 @@ def test_sample_every_reader_agrees_and_no_byte_changes(sample):
     assert r.exit_code == 0 and v["errors"] == 0 and v["warnings"] == 0, r.stdout
     assert set(v["findings"]) <= {"store.unchecked-entry"}  # compaction/, read by another branch
     assert v["consume_queues"] == len(exp["queues"]) and v["messages"] == exp["messages"]
+    r = cli("consumer-progress", "-s", store)  # the sample has no config/: a negative answer
+    assert r.exit_code == 1 and "no consumer offsets" in r.stderr
+    r = cli("index-lookup", "K-CartTopic-1", "-s", store, "--topic", "CartTopic", "--format", "jsonl")
+    assert r.exit_code == 0 and jsonl(r)[0]["physical_offset"] == exp["entries"][0]["phyOffset"], r.stderr
     assert tree(store) == before
 
 
