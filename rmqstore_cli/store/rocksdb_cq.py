@@ -157,6 +157,7 @@ class RocksDBConsumeQueues(ReadOnlyDB):
         self._table: dict[tuple[str, int], dict[str, OffsetEntry]] | None = None
         self.bad_rows: list[BadRow] = []
         self.max_phy_offset: int | None = None
+        self._queue_ids: list[tuple[str, int]] | None = None
 
     # ------------------------------------------------------------------ the offset family
     def offset_table(self) -> dict[tuple[str, int], dict[str, OffsetEntry]]:
@@ -188,7 +189,9 @@ class RocksDBConsumeQueues(ReadOnlyDB):
     def queue_ids(self) -> list[tuple[str, int]]:
         """Every (topic, queueId) with units or offset rows, sorted; ``CHECKPOINT_TOPIC`` is
         not a queue. Keys are walked one queue at a time: after a queue's first key the
-        iterator seeks past the queue (``#buildDeleteCQKey``'s CTRL_2 end)."""
+        iterator seeks past the queue (``#buildDeleteCQKey``'s CTRL_2 end). Read once."""
+        if self._queue_ids is not None:
+            return self._queue_ids
         found = {q for q in self.offset_table()}
         it = self.db.iter()
         it.seek_to_first()
@@ -202,7 +205,8 @@ class RocksDBConsumeQueues(ReadOnlyDB):
             topic, qid, _ = parsed
             found.add((topic.decode("utf-8", "replace"), qid))
             it.seek(queue_prefix(topic, qid)[:-1] + fmt.CTRL_2)
-        return sorted(found)
+        self._queue_ids = sorted(found)
+        return self._queue_ids
 
     def queue(self, topic: str, queue_id: int) -> "RocksDBQueue":
         return RocksDBQueue(self, topic, queue_id)

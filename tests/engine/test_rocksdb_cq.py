@@ -437,3 +437,13 @@ def test_min_offset_past_expired_messages_getMinCqOffset(built):
         assert q.min_offset(units[-1][1] + 1) == units[-1][0] + 1
     finally:
         db.close()
+
+
+def test_a_key_off_the_layout(tmp_path):
+    """A key that is not (topic length, CTRL_1, topic, CTRL_1, queueId, CTRL_1, cqOffset):
+    rocksdb.key, named by its bytes; the queues around it still read."""
+    store, queues = _damaged(tmp_path, extra=[(b"\x00\x00\x00\x02\x01AB\x02junk", b"x" * 28)])
+    code, found = _findings(store)
+    keys = [f for f in found if f["check"] == "rocksdb.key"]
+    assert code == 1 and len(keys) == 1 and "00000002014142026a756e6b" in keys[0]["detail"]
+    assert {f["check"] for f in found} == {"rocksdb.key"}
