@@ -182,6 +182,7 @@ def is_rocksdb_store(config: StoreConfig) -> bool:
     """The consume queues are a RocksDB database (``storeType=defaultRocksDB``:
     ``RocksDBMessageStore``, STORE-FORMAT §15.5), told by the broker config or the
     database's own files in ``consumequeue/``: its ``CURRENT`` or a ``MANIFEST-*``
-    (``DBImpl#Recover`` reads CURRENT to find the MANIFEST)."""
+    (``DBImpl#Recover`` reads CURRENT to find the MANIFEST). The broker compares storeType
+    ignoring case (``MessageStoreConfig#isEnableRocksDBStore``)."""
     cq = config.consumequeue_dir
-    return config.store_type == "defaultRocksDB" or (cq / "CURRENT").exists() or any(cq.glob("MANIFEST-*"))
+    return str(config.store_type).lower() == "defaultrocksdb" or (cq / "CURRENT").exists() or any(cq.glob("MANIFEST-*"))
