@@ -447,3 +447,19 @@ def test_a_key_off_the_layout(tmp_path):
     keys = [f for f in found if f["check"] == "rocksdb.key"]
     assert code == 1 and len(keys) == 1 and "00000002014142026a756e6b" in keys[0]["detail"]
     assert {f["check"] for f in found} == {"rocksdb.key"}
+
+
+def test_shell_completion_offers_its_topics_and_queue_ids(sample):
+    """Completion reads a RocksDB consume queue's queues (read-only) like queue directories."""
+    from rmqstore_cli.commands.common import complete_queue_id, complete_topic
+
+    class Ctx:
+        def __init__(self, **params):
+            self.params = params
+
+    store, exp = sample
+    before = tree(store)
+    assert complete_topic(Ctx(store=store), "") == sorted({q["topic"] for q in exp["queues"]})
+    assert complete_topic(Ctx(store=store), "Sh") == ["ShipTopic"]
+    assert complete_queue_id(Ctx(store=store, topic="CartTopic"), "") == ["0", "1"]
+    assert tree(store) == before
