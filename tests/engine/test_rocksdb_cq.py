@@ -463,3 +463,28 @@ def test_shell_completion_offers_its_topics_and_queue_ids(sample):
     assert complete_topic(Ctx(store=store), "Sh") == ["ShipTopic"]
     assert complete_queue_id(Ctx(store=store, topic="CartTopic"), "") == ["0", "1"]
     assert tree(store) == before
+
+
+def test_dispatch_checkpoint_decides_what_is_missing(tmp_path):
+    """A RocksDB queue's units are due up to its CHECKPOINT_TOPIC offset, not up to the store
+    checkpoint's logicsMsgTimestamp (which this queue does not keep: zero here): units past
+    the checkpoint are cq.not-dispatched (info), units below it cq.missing-unit (error)."""
+    from rocksdb_build import file_cq_units
+
+    base = generate(tmp_path / "files", "--topics", "1", "--queues", "1", "--transaction-ratio", "0",
+                    "--delay-ratio", "0", messages=40)
+    times = store_times(base)
+    ((topic, qid), units), = file_cq_units(base / "consumequeue").items()
+    kept = [(c, p, s, t, times[p]) for c, p, s, t in units[:25]]
+    for cp, want in ((units[25][1], "cq.not-dispatched"), (units[-1][1] + units[-1][2], "cq.missing-unit")):
+        store = tmp_path / f"rocks-{want}"
+        shutil.copytree(base, store)
+        shutil.rmtree(store / "consumequeue")
+        with open(store / "checkpoint", "r+b") as f:  # logicsMsgTimestamp (StoreCheckpoint#flush) = 0
+            f.seek(8)
+            f.write(bytes(8))
+        write_cq_db(store / "consumequeue", {(topic, qid): kept}, checkpoint=cp)
+        code, found = _findings(store)
+        got = [(f["check"], f["count"]) for f in found if f["check"].startswith("cq.")]
+        assert got == [(want, len(units) - 25)], found
+        assert code == (1 if want == "cq.missing-unit" else 0)

@@ -161,6 +161,15 @@ class QueueChecks:
         self._add("cq.unit-mismatch", f, o, f"unit {L} points at {off}, but the message with queue offset {L} "
                   f"is at {msg_at}", topic=mq.topic, queue_id=mq.qid, physical_offset=msg_at, subject=("queue", mq.key))
 
+    def _late(self, off: np.ndarray, ts: np.ndarray) -> np.ndarray:
+        """Messages not dispatched yet: stored after the checkpoint's logicsMsgTimestamp, or,
+        for a RocksDB consume queue, at or past its dispatch checkpoint (verify/rocksdb.py)."""
+        below = self.rocksdb_dispatched()
+        if below is not None:
+            return off >= below
+        cp = self.checkpoint
+        return ts > (cp.logics_msg_timestamp if cp is not None else 0)
+
     def _add_missing(self, t: int, L: np.ndarray, off: np.ndarray, ts: np.ndarray) -> None:
         """Record messages of tq ``t`` that have no unit: as runs always, and as elements
         while under ``MISSING_CAP`` (then dropped: memory stays bounded by queues)."""
@@ -177,8 +186,7 @@ class QueueChecks:
         checkpoint's logicsMsgTimestamp) on one side of the tq's reset so far. Queue offsets
         are checked before units in each block, so the last reset (which decides
         cq.superseded at the end) is known here: no run straddles it."""
-        cp = self.checkpoint
-        late = ts > (cp.logics_msg_timestamp if cp is not None else 0)
+        late = self._late(off, ts)
         mark = self.tq_reset.get(t, -1)
         pre = off < mark
         cut = np.flatnonzero((L[1:] != L[:-1] + 1) | (late[1:] != late[:-1]) | (pre[1:] != pre[:-1])) + 1
@@ -199,8 +207,6 @@ class QueueChecks:
         From the exact elements when kept; else from the runs, which give the same ranges
         unless one queue has the same queue offset missing twice in one kind (a damaged
         store past MISSING_CAP messages): then overlapping runs are reported apart."""
-        cp = self.checkpoint
-        limit_ts = cp.logics_msg_timestamp if cp is not None else 0
         reset_at = np.array([self.tq_reset.get(x, -1) for x in range(len(self.tq_list))], np.int64)
         if self.missing is None:
             yield from self._missing_groups_from_runs(reset_at)
@@ -211,7 +217,7 @@ class QueueChecks:
         L = np.concatenate([m[1] for m in self.missing])
         off = np.concatenate([m[2] for m in self.missing])
         ts = np.concatenate([m[3] for m in self.missing])
-        kind = np.where(off < reset_at[t], 2, (ts > limit_ts).astype(np.int64))
+        kind = np.where(off < reset_at[t], 2, self._late(off, ts).astype(np.int64))
         for is_late in (0, 1, 2):
             sel = np.flatnonzero(kind == is_late)
             if not sel.size:

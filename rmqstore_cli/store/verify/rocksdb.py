@@ -103,6 +103,18 @@ class RocksDBChecks:
             self._add("rocksdb.offset-row", rel, None, f"{name}: min row says cq offset {low.cq_offset}, the first "
                       f"unit is {first}", topic=q.topic, queue_id=q.queue_id)
 
+    def rocksdb_dispatched(self) -> int | None:
+        """For a RocksDB consume queue, the commit-log offset dispatch has reached
+        (``CHECKPOINT_TOPIC``, ``RocksDBConsumeQueueOffsetTable#getMaxPhyOffset``; 0 without
+        the row, so the broker dispatches everything again): a message below it should have
+        its unit, one at or past it is dispatched at start. The store checkpoint's
+        logicsMsgTimestamp is not kept by this queue. None for file queues."""
+        db = getattr(self, "rocksdb", None)
+        if db is None:
+            return None
+        db.offset_table()
+        return db.max_phy_offset if db.max_phy_offset is not None else 0
+
     def check_rocksdb(self) -> None:
         """The dispatch checkpoint (``RocksDBConsumeQueueOffsetTable#getMaxPhyOffset``) against
         the queues' max rows and the commit log's end, after the scan."""
