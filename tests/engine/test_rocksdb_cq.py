@@ -488,3 +488,5 @@ def test_dispatch_checkpoint_decides_what_is_missing(tmp_path):
         got = [(f["check"], f["count"]) for f in found if f["check"].startswith("cq.")]
         assert got == [(want, len(units) - 25)], found
         assert code == (1 if want == "cq.missing-unit" else 0)
+        if want == "cq.not-dispatched":
+            assert f"dispatch checkpoint {cp} (CHECKPOINT_TOPIC)" in [f for f in found if f["check"] == want][0]["detail"]

@@ -170,6 +170,12 @@ class QueueChecks:
         cp = self.checkpoint
         return ts > (cp.logics_msg_timestamp if cp is not None else 0)
 
+    def _late_why(self) -> str:
+        """Why :meth:`_late` messages are not due yet, for cq.not-dispatched's detail."""
+        below = self.rocksdb_dispatched()
+        return ("newer than the checkpoint's logicsMsgTimestamp" if below is None else
+                f"at or past the RocksDB consume queue's dispatch checkpoint {below} (CHECKPOINT_TOPIC)")
+
     def _add_missing(self, t: int, L: np.ndarray, off: np.ndarray, ts: np.ndarray) -> None:
         """Record messages of tq ``t`` that have no unit: as runs always, and as elements
         while under ``MISSING_CAP`` (then dropped: memory stays bounded by queues)."""
@@ -262,8 +268,8 @@ class QueueChecks:
                           physical_offset=first_off, count=count)
             elif is_late:
                 self._add("cq.not-dispatched", file, fo, f"{topic}/{qid}: {rng} ({count} messages from "
-                          f"offset {first_off}) not written yet; newer than the checkpoint's "
-                          "logicsMsgTimestamp, the broker dispatches them at start",
+                          f"offset {first_off}) not written yet; " + self._late_why() + ", the broker "
+                          "dispatches them at start",
                           topic=topic, queue_id=qid, physical_offset=first_off, count=count)
             else:
                 where = "its queue directory is missing" if mq is None else (
