@@ -241,18 +241,21 @@ class RocksDBQueue:
     def key_bounds(self) -> tuple[int, int]:
         """(first cq offset, last + 1) of the queue's keys; (0, 0) when it has none."""
         if self._key_bounds is None:
-            first = last = None
-            for key, _ in self.store.db.items(from_key=self._prefix):
-                if not key.startswith(self._prefix):
-                    break
-                first = _CQ_OFFSET.unpack_from(key, len(self._prefix))[0]
-                break
-            for key, _ in self.store.db.items(backwards=True, from_key=self._prefix[:-1] + fmt.CTRL_2):
-                if key.startswith(self._prefix) and len(key) == len(self._prefix) + _CQ_OFFSET.size:
-                    last = _CQ_OFFSET.unpack_from(key, len(self._prefix))[0]
-                break
+            first = self._end_key(self.store.db.items(from_key=self._prefix))
+            last = self._end_key(self.store.db.items(backwards=True, from_key=self._prefix[:-1] + fmt.CTRL_2))
             self._key_bounds = (first, last + 1) if first is not None and last is not None else (0, 0)
         return self._key_bounds
+
+    def _end_key(self, rows) -> int | None:
+        """The cq offset of the first well-formed key of this queue in ``rows`` (an iteration
+        from one end of the queue's range); keys of another length are skipped."""
+        want = len(self._prefix) + _CQ_OFFSET.size
+        for key, _ in rows:
+            if not key.startswith(self._prefix):
+                return None
+            if len(key) == want:
+                return _CQ_OFFSET.unpack_from(key, len(self._prefix))[0]
+        return None
 
     @property
     def max_offset(self) -> int:
@@ -320,8 +323,10 @@ class RocksDBQueue:
         buf: list[bytes] = []
         first = expect = start
         for key, v in self.store.db.items(from_key=self._prefix + _CQ_OFFSET.pack(max(start, 0))):
-            if not key.startswith(self._prefix) or len(key) != len(self._prefix) + _CQ_OFFSET.size:
+            if not key.startswith(self._prefix):
                 break
+            if len(key) != len(self._prefix) + _CQ_OFFSET.size:  # not a unit's key: skipped
+                continue
             off = _CQ_OFFSET.unpack_from(key, len(self._prefix))[0]
             if off >= stop:
                 break

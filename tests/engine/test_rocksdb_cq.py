@@ -490,3 +490,28 @@ def test_dispatch_checkpoint_decides_what_is_missing(tmp_path):
         assert code == (1 if want == "cq.missing-unit" else 0)
         if want == "cq.not-dispatched":
             assert f"dispatch checkpoint {cp} (CHECKPOINT_TOPIC)" in [f for f in found if f["check"] == want][0]["detail"]
+
+
+def test_malformed_keys_inside_a_queue_range(tmp_path):
+    """Keys with a queue's prefix but the wrong length, at its ends and in the middle: no
+    traceback; every unit still reads and the bounds are the well-formed keys'."""
+    from rmqstore_cli.store.rocksdb_cq import RocksDBConsumeQueues
+
+    base = generate(tmp_path / "files", "--topics", "1", "--queues", "1", "--transaction-ratio", "0",
+                    "--delay-ratio", "0", messages=20)
+    times = store_times(base)
+    from rocksdb_build import file_cq_units
+
+    ((topic, qid), units), = file_cq_units(base / "consumequeue").items()
+    prefix = cq_key(topic, qid, 0)[:-8]
+    junk = [(prefix + b"\x00", b"j"), (prefix + b"\x00" * 9, b"j"), (prefix + b"\x7f" * 10, b"j")]
+    rows = [(c, p, s, t, times[p]) for c, p, s, t in units]
+    write_cq_db(tmp_path / "db", {(topic, qid): rows}, extra=junk)
+    db = RocksDBConsumeQueues(tmp_path / "db")
+    try:
+        q = db.queue(topic, qid)
+        assert q.key_bounds == (0, len(units))
+        got = [u.commitlog_offset for u in q.units()]
+        assert got == [p for _, p, _, _ in units]
+    finally:
+        db.close()
