@@ -417,6 +417,7 @@ def test_a_hole_in_the_keys(tmp_path):
     assert code == 1 and len(gap) == 1 and gap[0]["count"] == 1
     missing = [f for f in found if f["check"] == "cq.missing-unit"]
     assert len(missing) == 1 and f"unit {units[4][0]} " in missing[0]["detail"]
+    assert "no key for it in the RocksDB consume queue" in missing[0]["detail"]
 
 
 def test_min_offset_past_expired_messages_getMinCqOffset(built):

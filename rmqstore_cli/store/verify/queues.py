@@ -170,6 +170,16 @@ class QueueChecks:
         cp = self.checkpoint
         return ts > (cp.logics_msg_timestamp if cp is not None else 0)
 
+    def _missing_where(self, mq: QueueState | None, lo: int) -> str:
+        """Where the missing units of a cq.missing-unit run would have been."""
+        if self.rocksdb_dispatched() is not None:  # one database, no files (verify/rocksdb.py)
+            return ("the RocksDB consume queue holds no key of this queue" if mq is None else
+                    "no key for it in the RocksDB consume queue" if lo < mq.end else "after the queue's max offset")
+        return "its queue directory is missing" if mq is None else (
+            "below the queue's first file" if lo < mq.base else
+            "in a missing file" if not mq.has_file(lo) else
+            "after the queue's end")
+
     def _late_why(self) -> str:
         """Why :meth:`_late` messages are not due yet, for cq.not-dispatched's detail."""
         below = self.rocksdb_dispatched()
@@ -272,10 +282,7 @@ class QueueChecks:
                           "dispatches them at start",
                           topic=topic, queue_id=qid, physical_offset=first_off, count=count)
             else:
-                where = "its queue directory is missing" if mq is None else (
-                    "below the queue's first file" if lo < mq.base else
-                    "in a missing file" if not mq.has_file(lo) else
-                    "after the queue's end")
+                where = self._missing_where(mq, lo)
                 self._add("cq.missing-unit", file, fo, f"{topic}/{qid}: {rng} missing ({count} messages "
                           f"from offset {first_off}; {where}); repair: "
                           + self.repair_command("--only", "cq", "--topic", topic), topic=topic, queue_id=qid,
