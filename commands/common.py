@@ -203,6 +203,7 @@ def complete_topic(ctx: typer.Context, incomplete: str) -> list[str]:
             names.update(e.name for e in os.scandir(root / "consumequeue") if e.is_dir())
         except OSError:
             pass
+        names.update(t for t, _ in _rocksdb_queues(root))
         try:  # read as the commands read it: a regular file, under the cap, nesting bounded
             from rmqstore_cli.errors import RmqstoreError
             from rmqstore_cli.store.safefs import TOPICS_JSON_LIMIT, load_json
@@ -217,6 +218,23 @@ def complete_topic(ctx: typer.Context, incomplete: str) -> list[str]:
         return []
 
 
+def _rocksdb_queues(root: Path) -> list[tuple[str, int]]:
+    """(topic, queueId) of a RocksDB consume queue in ``root`` (store/rocksdb_cq.py, read-only);
+    [] for file queues, or when it cannot be read (no binding, damaged)."""
+    if not (root / "consumequeue" / "CURRENT").is_file():
+        return []
+    try:
+        from rmqstore_cli.store.rocksdb_cq import RocksDBConsumeQueues
+
+        db = RocksDBConsumeQueues(root / "consumequeue")
+        try:
+            return db.queue_ids()
+        finally:
+            db.close()
+    except Exception:  # noqa: BLE001 - completion must never fail
+        return []
+
+
 def complete_queue_id(ctx: typer.Context, incomplete: str) -> list[str]:
     """Queue ids of the topic given before it (consumequeue/TOPIC/*)."""
     import re
@@ -227,8 +245,10 @@ def complete_queue_id(ctx: typer.Context, incomplete: str) -> list[str]:
             topic = topic[0] if topic else None
         if not topic or not re.fullmatch(_TOPIC_NAME, str(topic)):
             return []
-        ids = [e.name for e in os.scandir(_completion_store(ctx) / "consumequeue" / str(topic))
-               if e.name.isdigit() and e.is_dir()]
+        root = _completion_store(ctx)
+        rocks = _rocksdb_queues(root)
+        ids = [str(q) for t, q in rocks if t == topic] if rocks else \
+            [e.name for e in os.scandir(root / "consumequeue" / str(topic)) if e.name.isdigit() and e.is_dir()]
         return [str(i) for i in sorted(map(int, ids)) if str(i).startswith(incomplete)]
     except Exception:  # noqa: BLE001 - completion must never fail
         return []

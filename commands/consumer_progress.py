@@ -57,7 +57,10 @@ def consumer_progress(
     undecodable file falls back to consumerOffset.json.bak, said on stderr), and so are
     lmqConsumerOffset.json (LmqConsumerOffsetManager: its offsetTable, and lmqOffsetTable's
     topic@group offsets of LMQ groups, in queue 0) and delayOffset.json (the delay service's progress
-    in SCHEDULE_TOPIC_XXXX, queue = delay level - 1, group ScheduleMessageService). lag is the
+    in SCHEDULE_TOPIC_XXXX, queue = delay level - 1, group ScheduleMessageService). A 5.x
+    broker's offsets kept in RocksDB are read too where present: config/consumerOffsets/
+    (RocksDBConsumerOffsetManager) and config/rdb/ (ConsumerOffsetManagerV2), file
+    consumerOffsets/ or rdb/ (the rocksdb extra). lag is the
     broker's diff, max offset - consumer offset. An offset below the queue's min offset
     (its messages expired: status behind-min) or above its max (the broker corrects it at
     the next pull: beyond-max) is flagged; no-queue: the store has no such consume queue.
@@ -80,7 +83,8 @@ def consumer_progress(
     ms = open_store(store, broker_conf, tz, allow_odd_size, commitlog_file_size=commitlog_file_size,
                     cq_file_size=cq_file_size)
     config_dir = ms.config.root / "config"
-    sources = [offsets.load_consumer_offsets(config_dir),
+    rocks = _rocksdb_offsets(config_dir)
+    sources = [offsets.load_consumer_offsets(config_dir, optional=bool(rocks)), *rocks,
                offsets.load_consumer_offsets(config_dir, offsets.LMQ_CONSUMER_OFFSET_FILE,
                                              offsets.decode_lmq_offset_table, optional=True),
                offsets.load_consumer_offsets(config_dir, offsets.DELAY_OFFSET_FILE, offsets.decode_delay_table,
@@ -94,7 +98,7 @@ def consumer_progress(
     out = Output(fmt.value, COLUMNS, title=f"consumer progress ({config_dir})")
     try:
         for loaded in sources:
-            source = loaded.path.name if loaded.path is not None else None
+            source = _source_name(loaded.path)
             delay = source is not None and source.startswith(offsets.DELAY_OFFSET_FILE)
             for row, bad_key in offsets.consumer_progress(ms, loaded.table, group, topic):
                 if row is None:
@@ -116,3 +120,19 @@ def consumer_progress(
                                         f"topic '{safe_text(topic)}'" if topic else "") if x)
         raise NotFound(f"no consumer offset of {what}" if what else "no consumer offset",
                        path=config_dir, hint="run without --group/--topic to list them all")
+
+
+def _rocksdb_offsets(config_dir):
+    """5.x offsets kept in RocksDB (``config/consumerOffsets/``, ``config/rdb/``), where present;
+    the json file becomes optional then (the broker loads RocksDB first)."""
+    from rmqstore_cli.store.rocksdb_config import consumer_offsets
+
+    return consumer_offsets(config_dir)
+
+
+def _source_name(path):
+    """Where a row's offset came from: the file's name, or a RocksDB config's directory with
+    a slash (``consumerOffsets/``, ``rdb/``)."""
+    if path is None:
+        return None
+    return path.name + "/" if path.is_dir() else path.name

@@ -100,7 +100,10 @@ def dump_cq(
     topic, queue id and queue offset, gets a unit at all (not PREPARED/ROLLBACK) and has
     the tags code dispatch computes. Pre-blank units (written below the first unit of a
     queue that starts above 0) are shown as pre-blank, not as errors. Units are read up to
-    the queue's end as the broker's recovery finds it. Exit 1 when no unit is printed.
+    the queue's end as the broker's recovery finds it. A 5.x RocksDB consume queue
+    (storeType=defaultRocksDB; the rocksdb extra) is read the same way, read-only: its
+    units' file is rocksdb, a queue's max offset its offset family's max row + 1. Exit 1
+    when no unit is printed.
 
     A topic with queue.type=BatchCQ (5.x) has its units in batchconsumequeue/: 46-byte
     units, each one commit-log record (an inner batch of batch_size messages from queue
@@ -288,13 +291,13 @@ def _dump_queue(ms, topic, queue_id, from_offset, limit, resolve, fmt, zone, mes
     from rmqstore_cli.render import Output
 
     cq = ms.consume_queue(topic, queue_id)
-    if not cq.queue.files and not (ms.config.consumequeue_dir / topic).is_dir():
+    if not cq.file_names() and not (ms.config.consumequeue_dir / topic).is_dir():
         from rmqstore_cli.commands.common import no_such_topic
 
         nf = no_such_topic(ms, topic)
         if nf is not None:
             raise nf
-    if not cq.queue.files:
+    if not cq.file_names():
         qids = sorted(int(p.name) for p in (ms.config.consumequeue_dir / topic).glob("*") if p.name.isdigit()) \
             if (ms.config.consumequeue_dir / topic).is_dir() else []
         raise NotFound(f"no consume queue {topic}/{queue_id}", path=cq.dir,
@@ -404,9 +407,9 @@ def _summary(ms, topic, queue_id, fmt) -> int:
                 max_phy = int(last["commitlog_offset"]) + int(last["size"])
             d = {"topic": cq.topic, "queue_id": cq.queue_id, "min_offset": cq.min_offset(clmin),
                  "max_offset": end, "max_physic_offset": max_phy, "pre_blank_units": pre,
-                 "files": [f.name for f in cq.queue.files]}
+                 "files": cq.file_names()}
             if fmt.value == "table":
-                d["files"] = f"{len(cq.queue.files)}: {d['files'][0]}…" if len(cq.queue.files) > 1 else d["files"]
+                d["files"] = f"{len(d['files'])}: {d['files'][0]}…" if len(d["files"]) > 1 else d["files"]
             out.emit(d)
         for d in _batch_summaries(ms, topic, queue_id):
             if fmt.value == "table":

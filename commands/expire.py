@@ -142,7 +142,7 @@ def _check_store(cfg, zone, dry_run: bool, force: bool, verbose: bool, warn) -> 
         refuse_if_live(root, force, hint="stop the broker or work on a snapshot; --dry-run lists what would "
                                          "go without deleting, --force deletes anyway")
     cleanup.check_data_dirs(cfg)
-    ms = MessageStore.open(cfg, zone)  # sizes inferred and checked; DLedger / RocksDB refused
+    ms = MessageStore.open(cfg, zone, rocksdb=False)  # sizes inferred and checked; DLedger / RocksDB refused
     try:
         ms.commitlog.queue.check_sizes()
     finally:

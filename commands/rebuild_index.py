@@ -244,7 +244,7 @@ def _plans(stores: list[Path], output: Path | None, broker_conf, only: Only | No
             check_output(out, read)
     plans = []
     for st, out, cfg in zip(stores, outs, cfgs):
-        ms = MessageStore.open(cfg, zone)
+        ms = MessageStore.open(cfg, zone, rocksdb=out is not None)  # a RocksDB CQ: only beside it
         for note in ms.notes:
             print(f"rmqstore: note: {st}: {note}" if several else f"rmqstore: note: {note}", file=sys.stderr)
         if not cfg.message_index_enable and only is Only.index:

@@ -89,6 +89,9 @@ def search_offset(
     are never the answer; a unit whose message cannot be read takes the time of the next
     readable one (so a consumer rewound there does not skip it). When no message was
     stored at or after TIME the offset is the max offset and store_timestamp is null.
+    A 5.x RocksDB consume queue (storeType=defaultRocksDB; the rocksdb extra) is read the
+    same way; with --broker its answer is RocksDBConsumeQueueTable#binarySearchInCQByTime's,
+    from the units' store times, unclamped (it can be -1).
 
     JSON fields: topic, queue_id, time, method (first, scan, broker-4.9, broker-5-lower,
     broker-5-upper), offset, store_timestamp (of the unit at offset; null at max),
@@ -128,7 +131,9 @@ def search_offset(
     out = Output(fmt.value, COLUMNS, title=f"{topic} at {format_ms(t, zone)}")
     try:
         for cq in sorted(queues, key=lambda q: q.queue_id):
-            if version == "4.9":
+            if version is not None and ms.rocksdb_cq is not None:
+                res = search.broker_rocksdb(cq, reader, t, version, boundary.value)
+            elif version == "4.9":
                 res = search.broker_49(cq, reader, t)
             elif version == "5":
                 res = search.broker_5(cq, reader, t, boundary.value)

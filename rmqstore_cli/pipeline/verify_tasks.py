@@ -165,6 +165,12 @@ def plan_store(spec, crc: bool, deep: bool, cap: int | None) -> StorePlan:
     v = Verifier(cfg, VerifyOptions(crc=crc, deep=deep, max_findings=None), sink=rec)
     v.infer_sizes()
     v.open_store(index=False)
+    if getattr(v, "rocksdb", None) is not None:  # its queue tasks read file queues only
+        from rmqstore_cli.errors import UsageError
+
+        v.close_rocksdb()
+        raise UsageError("--engine spark does not read a RocksDB consume queue (storeType=defaultRocksDB)",
+                         path=cfg.consumequeue_dir, hint="verify it with --engine local")
     v.open_commitlog()
     v.mfq.close()
     queue_dirs = {k: (mq.topic, mq.qid, str(mq.dir), n) for n, (k, mq) in enumerate(v.queues.items())}

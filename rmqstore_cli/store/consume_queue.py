@@ -73,6 +73,10 @@ class ConsumeQueue:
         self._end: int | None = None
         self._by_base = {f.file_from_offset // CQ_STORE_UNIT_SIZE: f for f in self.queue.files}
 
+    def file_names(self) -> list[str]:
+        """The names of the queue's files (a RocksDB queue names its database instead)."""
+        return [f.name for f in self.queue.files]
+
     @classmethod
     def of_file(cls, path: Path, length: int) -> "ConsumeQueue":
         """One file read on its own (``dump-cq --file``), read-only: it starts at the offset its

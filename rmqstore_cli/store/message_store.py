@@ -29,11 +29,12 @@ class MessageStore:
 
     @classmethod
     def open(cls, config: StoreConfig, tz: _dt.tzinfo | None = None, defer_index: bool = False,
-             infer_sizes: bool = True) -> "MessageStore":
+             infer_sizes: bool = True, rocksdb: bool = True) -> "MessageStore":
         """Open an existing store read-only; refuse what is not a store or not readable.
         ``defer_index``: index files that disagree on their size fail only ``.index``.
         ``infer_sizes=False``: the sizes are left to the caller (``verify`` infers them
-        itself, a disagreeing file being a finding there, not the end)."""
+        itself, a disagreeing file being a finding there, not the end). ``rocksdb=False``:
+        a command that writes queues or deletes files refuses a RocksDB consume queue."""
         root = config.root
         if not root.is_dir():
             raise StoreError("no such store directory", path=root, hint="pass --store or set RMQSTORE_STORE")
@@ -42,6 +43,10 @@ class MessageStore:
             raise StoreError("not a RocketMQ store (no commitlog/, consumequeue/, index/ or checkpoint)",
                              path=root)
         refuse_unsupported(config)
+        if not rocksdb and is_rocksdb_store(config):
+            raise StoreError("the consume queues are in RocksDB (storeType=defaultRocksDB), which this command "
+                             "does not write", path=config.consumequeue_dir,
+                             hint="rebuild-index --output DIR writes file consume queues beside it")
         store = cls(config, tz)
         if infer_sizes:
             store.notes = config.infer_sizes(defer_index=defer_index)
@@ -53,13 +58,29 @@ class MessageStore:
         cl.queue.check_sizes(allow_odd=self.config.allow_odd_size)
         return cl
 
+    @cached_property
+    def rocksdb_cq(self):
+        """The RocksDB consume queue (``RocksDBConsumeQueueStore``) opened read-only, or None
+        for file consume queues."""
+        if not is_rocksdb_store(self.config):
+            return None
+        from rmqstore_cli.store.rocksdb_cq import RocksDBConsumeQueues
+
+        return RocksDBConsumeQueues(self.config.consumequeue_dir)
+
     def consume_queue(self, topic: str, queue_id: int):
-        """One queue, read-only (numpy is imported here, not at start-up)."""
+        """One queue, read-only (numpy is imported here, not at start-up): a file
+        ``ConsumeQueue``, or a ``RocksDBQueue`` with the same read views."""
+        if self.rocksdb_cq is not None:
+            return self.rocksdb_cq.queue(topic, queue_id)
         from rmqstore_cli.store.consume_queue import ConsumeQueue
 
         return ConsumeQueue(self.config.consumequeue_dir, topic, queue_id, self.config.cq_file_size)
 
     def consume_queues(self):
+        if self.rocksdb_cq is not None:
+            yield from self.rocksdb_cq.queues()
+            return
         for topic, qid, _ in queue_dirs(self.config.consumequeue_dir):
             yield self.consume_queue(topic, qid)
 
@@ -84,12 +105,14 @@ class MessageStore:
         :data:`MAX_SEARCH_TOPICS` topics: only those with consume queues on disk are
         searched (a warning says so); more than that many of those is a UsageError (pass
         ``--topic``). Warnings go to :attr:`warnings` for the command to print."""
-        found = {t for t, _, _ in queue_dirs(self.config.consumequeue_dir)}
+        found = {t for t, _ in self.rocksdb_cq.queue_ids()} if self.rocksdb_cq is not None else \
+            {t for t, _, _ in queue_dirs(self.config.consumequeue_dir)}
         on_disk = len(found)
         if on_disk > MAX_SEARCH_TOPICS:
             raise UsageError(f"the store has {on_disk} topics with consume queues, more than the "
                              f"{MAX_SEARCH_TOPICS} searched one by one without a topic",
                              path=self.config.consumequeue_dir, hint="pass --topic")
+        found |= self._rocksdb_config_topics()
         p = self.config.root / "config" / "topics.json"
         if os.path.lexists(p):
             table = None
@@ -108,6 +131,17 @@ class MessageStore:
                 else:
                     found |= named
         return sorted(found)
+
+    def _rocksdb_config_topics(self) -> set[str]:
+        """5.x topics kept in RocksDB (``config/topics/``, ``config/rdb/``): optional like
+        topics.json, so one that cannot be read is a warning."""
+        from rmqstore_cli.store.rocksdb_config import topics
+
+        try:
+            return topics(self.config.root / "config")
+        except StoreError as e:
+            self.warnings.append(f"{e}; skipped")
+            return set()
 
     def topics_from_commitlog(self) -> list[str]:
         """Every topic a record of the commit log names, from one columnar walk of the log (per
@@ -133,15 +167,23 @@ class MessageStore:
             self.commitlog.close()
         if "index" in self.__dict__:
             self.index.close()
+        if self.__dict__.get("rocksdb_cq") is not None:
+            self.rocksdb_cq.close()
 
 
 def refuse_unsupported(config: StoreConfig) -> None:
-    """RocksDB consume queues are another format (§10.7). A DLedger commit log is read through
-    its framing (``commitlog.dledger``); one enabled in the config must be on disk."""
+    """A DLedger commit log is read through its framing (``commitlog.dledger``); one enabled in
+    the config must be on disk."""
     if config.enable_dleger_commit_log and config.dledger_dir is None:
         raise StoreError("enableDLegerCommitLog=true but no dLegerSelfId and no dledger-*/data directory",
                          path=config.root, hint="pass --broker-conf with dLegerSelfId")
+
+
+def is_rocksdb_store(config: StoreConfig) -> bool:
+    """The consume queues are a RocksDB database (``storeType=defaultRocksDB``:
+    ``RocksDBMessageStore``, STORE-FORMAT §15.5), told by the broker config or the
+    database's own files in ``consumequeue/``: its ``CURRENT`` or a ``MANIFEST-*``
+    (``DBImpl#Recover`` reads CURRENT to find the MANIFEST). The broker compares storeType
+    ignoring case (``MessageStoreConfig#isEnableRocksDBStore``)."""
     cq = config.consumequeue_dir
-    if config.store_type == "defaultRocksDB" or (cq / "CURRENT").exists() or any(cq.glob("MANIFEST-*")):
-        raise StoreError("the consume queues are in RocksDB (storeType=defaultRocksDB), which rmqstore "
-                         "does not read", path=cq, hint="rebuild-index can write file consume queues")
+    return str(config.store_type).lower() == "defaultrocksdb" or (cq / "CURRENT").exists() or any(cq.glob("MANIFEST-*"))

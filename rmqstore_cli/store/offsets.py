@@ -173,7 +173,7 @@ def consumer_progress(store, table: dict[str, dict[int, int]], group: str | None
             off = table[key][qid]
             if (t, qid) not in queues:
                 cq = store.consume_queue(t, qid) if qid >= 0 else None
-                if cq is None or not cq.queue.files:
+                if cq is None or not cq.file_names():
                     queues[t, qid] = None
                 else:
                     if reader is None:
@@ -209,3 +209,14 @@ def decode_lmq_offset_table(data: bytes) -> dict[str, dict[int, int]]:
             continue
         out.setdefault(key, {}).update(_int_long_map({0: off}, key))
     return out
+
+
+# -- rocksdb
+def decode_wrapper_offsets(data: bytes, key: str) -> dict[int, int]:
+    """``RocksDBConsumerOffsetManager#decodeOffset``: one ``topic@group``'s
+    ``RocksDBOffsetSerializeWrapper``, its ``offsetTable`` of queue id -> offset."""
+    obj = fastjson_object(data)
+    table = (obj or {}).get("offsetTable") or {}
+    if not isinstance(table, dict):
+        raise DecodeError("offsetTable is not an object")
+    return _int_long_map(table, key)

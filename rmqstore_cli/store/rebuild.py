@@ -324,6 +324,7 @@ def size_sources(config: StoreConfig, opts: RebuildOptions, options: dict[str, i
     the store's files of that kind, or nothing (None: the broker's default, unchecked).
     ``options``: attribute -> the value given on the command line (or None)."""
     from rmqstore_cli.store.mapped_files import queue_dirs
+    from rmqstore_cli.store.message_store import is_rocksdb_store
 
     def files_in(d: Path) -> bool:
         try:
@@ -334,7 +335,8 @@ def size_sources(config: StoreConfig, opts: RebuildOptions, options: dict[str, i
     on_disk = {
         "mapped_file_size_commit_log": "the commit-log files",
         "mapped_file_size_consume_queue": "the store's consume-queue files"
-        if any(files_in(q) for _, _, q in queue_dirs(config.consumequeue_dir)) else None,
+        if any(files_in(q) for _, _, q in queue_dirs(config.consumequeue_dir)) else
+        "the broker's default (a RocksDB consume queue has no file size)" if is_rocksdb_store(config) else None,
         "max_hash_slot_num": "the store's index files" if files_in(config.index_dir) else None,
     }
     on_disk["max_index_num"] = on_disk["max_hash_slot_num"]

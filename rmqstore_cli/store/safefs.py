@@ -494,3 +494,41 @@ def data_segments(path, start: int, end: int) -> list[tuple[int, int]]:
     finally:
         os.close(fd)
     return segments
+
+
+# -- rocksdb
+def shadow_dir(directory) -> Path:
+    """A fresh private temp directory of symbolic links to each regular file of
+    ``directory`` (a RocksDB database), for a library that opens the files itself and
+    writes beside them even when opening read-only (rocksdict writes
+    ``rocksdict-config.json``, RocksDB its info ``LOG``): those land in the temp directory,
+    and no byte of the store changes. Anything but a regular file in the database (a FIFO,
+    a device, a directory) is refused here, before the library could open it. The caller
+    removes the directory (:func:`remove_shadow`)."""
+    import tempfile
+
+    directory = Path(directory)
+    try:
+        names = sorted(os.listdir(directory))
+    except OSError as e:
+        raise os_error(e, directory, "list") from None
+    shadow = Path(tempfile.mkdtemp(prefix="rmqstore-rocksdb-"))
+    try:
+        for name in names:
+            _, what = stat_regular(directory / name, "read")
+            if what is not None:
+                raise StoreError(f"{what} in a RocksDB database; only regular files are read",
+                                 path=directory / name)
+            os.symlink(os.path.abspath(directory / name), shadow / name)
+    except BaseException:
+        remove_shadow(shadow)
+        raise
+    return shadow
+
+
+def remove_shadow(shadow) -> None:
+    """Remove a :func:`shadow_dir`: its links and what the library wrote there (never
+    followed into the store: ``shutil.rmtree`` unlinks links)."""
+    import shutil
+
+    shutil.rmtree(shadow, ignore_errors=True)

@@ -144,6 +144,8 @@ class TimeReader:
 
 
 def _unit(cq: ConsumeQueue, offset: int) -> tuple[int, int, int] | None:
+    if not isinstance(cq, ConsumeQueue):  # a RocksDBQueue reads its unit by key
+        return cq.unit(offset)
     f = cq.queue.find(offset * CQ_STORE_UNIT_SIZE)
     if f is None:
         return None
@@ -477,6 +479,26 @@ def detect_version(root) -> str | None:
     from pathlib import Path
 
     root = Path(root)
-    if any((root / n).exists() for n in ("timerwheel", "timerlog", "config/timercheck", "config/timermetrics")):
+    if any((root / n).exists() for n in ("timerwheel", "timerlog", "config/timercheck", "config/timermetrics",
+                                         "consumequeue/CURRENT")):  # RocksDB CQ: 5.2+
         return "5"
     return None
+
+
+# -- rocksdb
+def broker_rocksdb(cq, reader: TimeReader, when: int, version: str, boundary: str = "lower") -> SearchResult:
+    """``RocksDBConsumeQueueStore#getOffsetInQueueByTime`` (5.3.3) for a RocksDB queue: the
+    store times come from the 28-byte values (``RocksDBConsumeQueueTable#binarySearchInCQByTime``),
+    and the answer is not clamped (apache/rocketmq#8736: it can be -1)."""
+    from rmqstore_cli.errors import UsageError
+    from rmqstore_cli.store.rocksdb_cq import search_by_time
+
+    if version != "5":
+        raise UsageError("a RocksDB consume queue is a 5.x broker's", hint="pass --broker-version 5")
+    res = SearchResult(cq.topic, cq.queue_id, when, f"broker-5-{boundary}", 0, None,
+                       cq.min_offset(reader.min_offset), cq.max_offset)
+    res.offset = search_by_time(cq, when, reader.min_offset, upper=boundary == "upper")
+    if res.offset == -1:
+        res.notes.append("the broker answers -1 (no unit on that side of TIME)")
+    _broker_answer_time(cq, reader, res)
+    return res

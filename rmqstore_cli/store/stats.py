@@ -43,12 +43,8 @@ from rmqstore_cli.store.consume_queue import UNIT_DTYPE, ConsumeQueue
 from rmqstore_cli.store.index import index_file_paths
 from rmqstore_cli.store.mapped_files import queue_dirs
 from rmqstore_cli.store.message import Message
+from rmqstore_cli.store.root_entries import classify
 
-#: Store-root entries a broker (4.9, 5.x) writes besides the four components: named
-#: ``known`` in :func:`disk_usage`; anything else is listed as unknown.
-BROKER_ENTRIES = frozenset({"checkpoint", "lock", "abort", "abort.bak", "consumequeue_ext", "batchconsumequeue",
-                            "timerwheel", "timerlog", "compaction", "rocksdbstore", "config.bak"})
-COMPONENTS = ("commitlog", "consumequeue", "index", "config")
 _INDEX_HEADER = numpy_dtype(IndexHeader)
 #: How many units from each end of a queue are tried for a readable first/last message.
 TIME_PROBES = 64
@@ -227,9 +223,8 @@ def disk_usage(config, warnings: list[str]) -> list[Component]:
                 else (0, 0, 0)
             out.append(Component("other", name, *(a - b for a, b in zip(whole, data)), known=True))
             continue
-        kind = name if name in COMPONENTS else "other"
-        known = name in COMPONENTS or name in BROKER_ENTRIES
-        out.append(Component(kind, name, *_tree(p, warnings), known=known))
+        e = classify(name)  # store/root_entries.py: what a broker writes there
+        out.append(Component(e.component if e else "other", name, *_tree(p, warnings), known=e is not None))
     out.sort(key=lambda c: (-c.bytes, c.path))
     return out
 
@@ -377,6 +372,36 @@ def _other_topic(commitlog, phy: int, topic: str) -> bool:
     return c is not None and c.message is not None and c.message.topic_bytes != topic.encode("utf-8", "surrogateescape")
 
 
+def _rocksdb_queues(store, topic: str | None) -> list:
+    """The queues of a RocksDB consume queue (``store/rocksdb_cq.py``), of ``topic`` or all;
+    none for file consume queues."""
+    db = store.rocksdb_cq
+    return [] if db is None else [q for q in db.queues() if topic is None or q.topic == topic]
+
+
+def _rocksdb_queue_row(q, commitlog, span: LogSpan, per_file: _CommitLogFiles | None) -> Row:
+    """One RocksDB queue counted as :func:`_queue_row` counts a file queue's units; the
+    database is one for all queues, so no queue has consume-queue bytes of its own."""
+    row = Row(q.topic, q.queue_id)
+    first = last = None
+    for units, _, _ in q.unit_arrays(q.min_file_offset, q.max_offset):
+        live, dangling = _live(units, span)
+        row.dangling += dangling
+        phy = units["commitlog_offset"][live]
+        sizes = units["size"][live].astype(np.int64)
+        row.messages += int(phy.size)
+        row.bytes += int(sizes.sum())
+        if phy.size:
+            first = phy if first is None else first
+            last = phy
+        if per_file is not None:
+            per_file.add(phy, sizes)
+    if first is not None:
+        row.first_store_timestamp = _ends_time(commitlog, first[:TIME_PROBES])[0]
+        row.last_store_timestamp = _ends_time(commitlog, last[-TIME_PROBES:])[1]
+    return row
+
+
 def from_consume_queues(store, topic: str | None = None, by_file: bool = False) -> Stats:
     """Counts from the consume queues (module docstring): fast, no commit-log scan."""
     commitlog = store.commitlog
@@ -386,6 +411,8 @@ def from_consume_queues(store, topic: str | None = None, by_file: bool = False) 
     cq_files: list[FileRow] | None = [] if by_file else None
     queues: dict[tuple[str, int], Row] = {}
     strays: list[Path] = []
+    for q in _rocksdb_queues(store, topic):  # a RocksDB consume queue: no queue directories below
+        queues[q.topic, q.queue_id] = _rocksdb_queue_row(q, commitlog, span, per_file)
     for t, qid, _ in queue_dirs(store.config.consumequeue_dir):
         if topic is not None and t != topic:
             continue
@@ -415,6 +442,8 @@ def unread_entries(store) -> list[str]:
     whose names the broker would not load, files where queue directories belong."""
     notes = [f"{p}: not a commit-log file name; not read" for p in store.commitlog.queue.strays]
     cq_dir = store.config.consumequeue_dir
+    if store.rocksdb_cq is not None:  # the directory is the database: its files are read through it
+        return notes
     try:
         topics = sorted(os.scandir(cq_dir), key=lambda e: e.name)
     except OSError:
@@ -528,6 +557,7 @@ def from_commit_log(store, topic: str | None = None, by_file: bool = False) -> S
             cols = tuple(c[keep] for c in cols)
         g.add(names_seen, *cols)
     on_disk = {(t, q) for t, q, _ in queue_dirs(store.config.consumequeue_dir) if topic is None or t == topic}
+    on_disk |= {(q.topic, q.queue_id) for q in _rocksdb_queues(store, topic)}
     for (t, q), r in g.rows.items():
         if (t, q) not in on_disk:
             lost = r.messages - r.not_in_cq

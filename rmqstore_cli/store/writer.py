@@ -107,6 +107,11 @@ class StoreWriter:
         leads out of the write roots, or a file it would append to is not a regular file
         (a symlink is never written through; safefs refuses it again at the open)."""
         cfg = self.config
+        from rmqstore_cli.store.message_store import is_rocksdb_store
+
+        if is_rocksdb_store(cfg):  # file units would land inside the database (exit 3)
+            raise StoreError("the consume queues are in RocksDB (storeType=defaultRocksDB), which generate does "
+                             "not write", path=cfg.consumequeue_dir)
         for d in [*cfg.commitlog_dirs, cfg.consumequeue_dir, cfg.index_dir, cfg.root / "config"]:
             if os.path.lexists(d):
                 check_inside(d, self.roots, f"write into {d.name}/")

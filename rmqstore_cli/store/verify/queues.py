@@ -66,6 +66,8 @@ class QueueChecks:
         bcq = cfg.root / "batchconsumequeue"
         self.batch_topics = {p.name.encode("utf-8", "surrogateescape") for p in bcq.iterdir()} \
             if bcq.is_dir() else set()
+        if self.open_rocksdb_queues():  # verify/rocksdb.py: the queues are a RocksDB database
+            return
         cq_root = cfg.consumequeue_dir
         size = cfg.cq_file_size
         try:
@@ -159,6 +161,31 @@ class QueueChecks:
         self._add("cq.unit-mismatch", f, o, f"unit {L} points at {off}, but the message with queue offset {L} "
                   f"is at {msg_at}", topic=mq.topic, queue_id=mq.qid, physical_offset=msg_at, subject=("queue", mq.key))
 
+    def _late(self, off: np.ndarray, ts: np.ndarray) -> np.ndarray:
+        """Messages not dispatched yet: stored after the checkpoint's logicsMsgTimestamp, or,
+        for a RocksDB consume queue, at or past its dispatch checkpoint (verify/rocksdb.py)."""
+        below = self.rocksdb_dispatched()
+        if below is not None:
+            return off >= below
+        cp = self.checkpoint
+        return ts > (cp.logics_msg_timestamp if cp is not None else 0)
+
+    def _missing_where(self, mq: QueueState | None, lo: int) -> str:
+        """Where the missing units of a cq.missing-unit run would have been."""
+        if self.rocksdb_dispatched() is not None:  # one database, no files (verify/rocksdb.py)
+            return ("the RocksDB consume queue holds no key of this queue" if mq is None else
+                    "no key for it in the RocksDB consume queue" if lo < mq.end else "after the queue's max offset")
+        return "its queue directory is missing" if mq is None else (
+            "below the queue's first file" if lo < mq.base else
+            "in a missing file" if not mq.has_file(lo) else
+            "after the queue's end")
+
+    def _late_why(self) -> str:
+        """Why :meth:`_late` messages are not due yet, for cq.not-dispatched's detail."""
+        below = self.rocksdb_dispatched()
+        return ("newer than the checkpoint's logicsMsgTimestamp" if below is None else
+                f"at or past the RocksDB consume queue's dispatch checkpoint {below} (CHECKPOINT_TOPIC)")
+
     def _add_missing(self, t: int, L: np.ndarray, off: np.ndarray, ts: np.ndarray) -> None:
         """Record messages of tq ``t`` that have no unit: as runs always, and as elements
         while under ``MISSING_CAP`` (then dropped: memory stays bounded by queues)."""
@@ -175,8 +202,7 @@ class QueueChecks:
         checkpoint's logicsMsgTimestamp) on one side of the tq's reset so far. Queue offsets
         are checked before units in each block, so the last reset (which decides
         cq.superseded at the end) is known here: no run straddles it."""
-        cp = self.checkpoint
-        late = ts > (cp.logics_msg_timestamp if cp is not None else 0)
+        late = self._late(off, ts)
         mark = self.tq_reset.get(t, -1)
         pre = off < mark
         cut = np.flatnonzero((L[1:] != L[:-1] + 1) | (late[1:] != late[:-1]) | (pre[1:] != pre[:-1])) + 1
@@ -197,8 +223,6 @@ class QueueChecks:
         From the exact elements when kept; else from the runs, which give the same ranges
         unless one queue has the same queue offset missing twice in one kind (a damaged
         store past MISSING_CAP messages): then overlapping runs are reported apart."""
-        cp = self.checkpoint
-        limit_ts = cp.logics_msg_timestamp if cp is not None else 0
         reset_at = np.array([self.tq_reset.get(x, -1) for x in range(len(self.tq_list))], np.int64)
         if self.missing is None:
             yield from self._missing_groups_from_runs(reset_at)
@@ -209,7 +233,7 @@ class QueueChecks:
         L = np.concatenate([m[1] for m in self.missing])
         off = np.concatenate([m[2] for m in self.missing])
         ts = np.concatenate([m[3] for m in self.missing])
-        kind = np.where(off < reset_at[t], 2, (ts > limit_ts).astype(np.int64))
+        kind = np.where(off < reset_at[t], 2, self._late(off, ts).astype(np.int64))
         for is_late in (0, 1, 2):
             sel = np.flatnonzero(kind == is_late)
             if not sel.size:
@@ -255,14 +279,11 @@ class QueueChecks:
                           physical_offset=first_off, count=count)
             elif is_late:
                 self._add("cq.not-dispatched", file, fo, f"{topic}/{qid}: {rng} ({count} messages from "
-                          f"offset {first_off}) not written yet; newer than the checkpoint's "
-                          "logicsMsgTimestamp, the broker dispatches them at start",
+                          f"offset {first_off}) not written yet; " + self._late_why() + ", the broker "
+                          "dispatches them at start",
                           topic=topic, queue_id=qid, physical_offset=first_off, count=count)
             else:
-                where = "its queue directory is missing" if mq is None else (
-                    "below the queue's first file" if lo < mq.base else
-                    "in a missing file" if not mq.has_file(lo) else
-                    "after the queue's end")
+                where = self._missing_where(mq, lo)
                 self._add("cq.missing-unit", file, fo, f"{topic}/{qid}: {rng} missing ({count} messages "
                           f"from offset {first_off}; {where}); repair: "
                           + self.repair_command("--only", "cq", "--topic", topic), topic=topic, queue_id=qid,

@@ -32,6 +32,8 @@ from rmqstore_cli.store.verify.lmq import LmqChecks
 from rmqstore_cli.store.verify.queues import QueueChecks
 from rmqstore_cli.store.verify.records import RecordChecks
 from rmqstore_cli.store.verify.recovery import RecoveryChecks
+from rmqstore_cli.store.verify.rocksdb import RocksDBChecks
+from rmqstore_cli.store.verify.root import RootChecks
 from rmqstore_cli.store.verify.scan import CommitLogScan
 from rmqstore_cli.store.verify.timer import TIMER_CHECKS, TimerChecks
 
@@ -39,7 +41,7 @@ CHECKS.update(TIMER_CHECKS)
 
 
 class Verifier(CommitLogScan, RecordChecks, QueueChecks, LmqChecks, IndexChecks, RecoveryChecks, DLedgerChecks,
-               TimerChecks, BatchQueueChecks):
+               TimerChecks, BatchQueueChecks, RocksDBChecks, RootChecks):
     """Run every check over one store; iterate :meth:`run` for findings, then read ``summary``."""
 
     #: Free an index file's arrays and mapping once the scan has passed all its entries.
@@ -133,6 +135,7 @@ class Verifier(CommitLogScan, RecordChecks, QueueChecks, LmqChecks, IndexChecks,
         yield from self._drain()
         yield from self.scan_commitlog()
         self.finish_queues()
+        self.check_rocksdb()
         yield from self._drain()
         self.finish_index()
         yield from self._drain()
@@ -146,6 +149,7 @@ class Verifier(CommitLogScan, RecordChecks, QueueChecks, LmqChecks, IndexChecks,
             q.close()
         for f in self.index_files:
             f.close()
+        self.close_rocksdb()
 
     def open_store(self, index: bool = True) -> None:
         """The lock, the checkpoint, the abort file, the consume queues and (``index``) the
@@ -168,6 +172,7 @@ class Verifier(CommitLogScan, RecordChecks, QueueChecks, LmqChecks, IndexChecks,
             self._add("checkpoint.missing", "checkpoint", None, "no checkpoint file: the broker starts from zero "
                       "times and recovers from the first commit-log file", severity=WARNING)
         self.abort = abort_exists(self.root)
+        self.check_root_entries()
         self.open_queues()
         if index:
             self.open_index()
