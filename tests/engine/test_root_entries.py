@@ -48,19 +48,20 @@ def test_every_entry_named_by_verify_and_stats(store):
     only the unknown ones known: false."""
     (store / "junk").mkdir()
     (store / "notes.txt").write_text("x")
-    (store / "timerwheel").write_bytes(b"\0" * 64)
-    (store / "dledger-n0").mkdir()
+    (store / "kvStore").mkdir()
+    (store / "epochFileCheckpoint").write_bytes(b"\0" * 64)
     r = cli("verify", "-s", store, "--format", "jsonl")
     assert r.exit_code == 0, r.stderr
     found = {(f["check"], f["file"], f["severity"]) for f in map(json.loads, r.stdout.splitlines()[:-1])}
     assert found == {("store.unknown-entry", "junk", "warning"), ("store.unknown-entry", "notes.txt", "warning"),
-                     ("store.unchecked-entry", "timerwheel", "info"), ("store.unchecked-entry", "dledger-n0", "info")}
-    detail = [json.loads(x)["detail"] for x in r.stdout.splitlines()[:-1] if "timerwheel" in x][0]
-    assert "TimerMessageStore#getTimerWheelPath" in detail
+                     ("store.unchecked-entry", "kvStore", "info"),
+                     ("store.unchecked-entry", "epochFileCheckpoint", "info")}
+    detail = [json.loads(x)["detail"] for x in r.stdout.splitlines()[:-1] if "kvStore" in x][0]
+    assert "PopConsumerService.ROCKSDB_DIRECTORY" in detail
     r = cli("stats", "-s", store, "--format", "json")
     comps = {c["path"]: c["known"] for c in json.loads(r.stdout)["summary"]["components"]}
     assert comps["junk"] is False and comps["notes.txt"] is False
-    assert comps["timerwheel"] is True and comps["dledger-n0"] is True and comps["checkpoint"] is True
+    assert comps["kvStore"] is True and comps["epochFileCheckpoint"] is True and comps["checkpoint"] is True
 
 
 def test_real_5x_samples_name_what_they_do_not_check(sample_tarball):
