@@ -245,7 +245,10 @@ def run_job(job, master: str | None, conf: list[str] | None, verbose: bool, *arg
     except Exception as e:  # Py4JJavaError, PythonException from an executor
         if verbose:
             raise
-        raise StoreError(f"the Spark job failed: {_first_line(e)}", hint="rerun with --verbose for Spark's log") from None
+        hint = "rerun with --verbose for Spark's log"
+        if EXECUTOR_SAID in str(e):
+            hint = "every executor must see the stores and the output at the same paths as the driver; " + hint
+        raise StoreError(f"the Spark job failed: {_first_line(e)}", hint=hint) from None
     finally:
         stop(s)
 
