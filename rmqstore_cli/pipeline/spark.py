@@ -86,6 +86,8 @@ def session(master: str | None = None, conf: list[str] | None = None, verbose: b
 
             raise UsageError(f"--spark-conf {kv!r} is not KEY=VALUE")
         settings.append((k, v))
+        if k == "spark.pyspark.python":  # spark-submit turns it into PYSPARK_PYTHON; PySpark reads only that
+            os.environ["PYSPARK_PYTHON"] = v
     if master is not None:
         settings.append(("spark.master", master))
     if not verbose:
@@ -246,7 +248,7 @@ def run_job(job, master: str | None, conf: list[str] | None, verbose: bool, *arg
         if verbose:
             raise
         hint = "rerun with --verbose for Spark's log"
-        if EXECUTOR_SAID in str(e):
+        if EXECUTOR_SAID in str(e) and not s.sparkContext.master.startswith("local"):
             hint = "every executor must see the stores and the output at the same paths as the driver; " + hint
         raise StoreError(f"the Spark job failed: {_first_line(e)}", hint=hint) from None
     finally:
@@ -296,7 +298,7 @@ class OnExecutor:
 
             said = str(e) if isinstance(e, RmqstoreError) else f"{type(e).__name__}: {e}"
             if isinstance(e, OSError) and e.filename is not None:
-                said = f"cannot read {e.filename}: {e.strerror}"
+                said = f"{e.strerror}: {e.filename}"
             raise RuntimeError(f"{EXECUTOR_SAID}on host {socket.gethostname()}: {said}".replace("\n", " ")) from None
 
 

@@ -78,9 +78,10 @@ def _on(cluster):
     return ("--engine", "spark", "--spark-master", cluster.url)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="class")
 def session(cluster):
-    """One in-process driver on the cluster (for the tests that look inside the tasks)."""
+    """One in-process driver on the cluster (for the tests that look inside the tasks); it
+    holds every core while it lives, so its tests are one class, done before the others."""
     from rmqstore_cli.pipeline import spark as sp
 
     os.environ[DRIVER_ONLY] = "1"
@@ -90,23 +91,104 @@ def session(cluster):
     os.environ.pop(DRIVER_ONLY, None)
 
 
-def test_executors_have_their_own_cwd_home_env_and_caches(session, cluster):
-    """What the executors' Python workers see is the workers', not the driver's."""
-    def look(_):
-        import os as o
-        import tempfile
+class TestOneDriverInProcess:
+    """Tests that look inside the tasks: a driver in this process, on the cluster."""
 
-        return (o.getcwd(), o.environ.get("HOME"), o.environ.get("RMQSTORE_TEST_DRIVER_ONLY"),
-                o.environ.get("NUMBA_CACHE_DIR"), tempfile.gettempdir(), o.getppid())
+    def test_executors_have_their_own_cwd_home_env_and_caches(self, session, cluster):
+        """What the executors' Python workers see is the workers', not the driver's."""
+        def look(_):
+            import os as o
+            import tempfile
 
-    seen = session.sparkContext.parallelize(range(8), 8).map(look).collect()
-    roots = [str(d) for d in cluster.worker_dirs]
-    for cwd, home, driver_only, numba, tmp, _ in seen:
-        assert cwd != os.getcwd() and any(cwd.startswith(r) for r in roots), cwd
-        assert home in roots and home != os.environ.get("HOME")
-        assert driver_only is None
-        assert numba.startswith(home) and tmp.startswith(home)
-    assert len({s[1] for s in seen}) == 2  # both workers ran tasks
+            return (o.getcwd(), o.environ.get("HOME"), o.environ.get("RMQSTORE_TEST_DRIVER_ONLY"),
+                    o.environ.get("NUMBA_CACHE_DIR"), tempfile.gettempdir(), o.getppid())
+
+        seen = session.sparkContext.parallelize(range(8), 8).map(look).collect()
+        roots = [str(d) for d in cluster.worker_dirs]
+        for cwd, home, driver_only, numba, tmp, _ in seen:
+            assert cwd != os.getcwd() and any(cwd.startswith(r) for r in roots), cwd
+            assert home in roots and home != os.environ.get("HOME")
+            assert driver_only is None
+            assert numba.startswith(home) and tmp.startswith(home)
+        assert len({s[1] for s in seen}) == 2  # both workers ran tasks
+
+    def test_executor_killed_mid_job_is_retried_and_in_place_stays_exact(self, session, cluster, stores, tmp_path,
+                                                                         monkeypatch):
+        """The first task of rebuild-index --in-place kills its executor's JVM: Spark retries the
+        task on another executor and the store ends exactly as the local engine rebuilds it."""
+        from rmqstore_cli.pipeline import spark as sp
+        from rmqstore_cli.store.config import StoreConfig
+        from rmqstore_cli.store.rebuild import RebuildOptions, rebuild_in_place
+        import datetime as dt
+
+        want = _copy(stores, "good", tmp_path / "want")
+        rebuild_in_place(StoreConfig.load(want, None, **SIZES), RebuildOptions(tz=dt.timezone.utc), True)
+        store = _copy(stores, "good", tmp_path / "store")
+        marker = str(tmp_path / "killed")
+        real = sp._run_map
+
+        def killing(sc, fn, items):
+            def once(x):
+                import os as o
+                import signal
+                import time as t
+
+                try:
+                    fd = o.open(marker, o.O_CREAT | o.O_EXCL | o.O_WRONLY)
+                except FileExistsError:
+                    return fn(x)
+                daemon = o.getppid()  # worker <- pyspark.daemon <- executor JVM
+                with open(f"/proc/{daemon}/stat") as fh:
+                    jvm = int(fh.read().rsplit(")", 1)[1].split()[1])
+                o.write(fd, str(jvm).encode())
+                o.close(fd)
+                o.kill(jvm, signal.SIGKILL)
+                t.sleep(60)
+            return real(sc, once, items)
+
+        before = set(cluster.executor_pids())
+        monkeypatch.setattr(sp, "_run_map", killing)
+        rep, _ = _in_place(session, store)
+        killed = int(Path(marker).read_text())
+        assert killed in before and killed not in cluster.executor_pids()
+        assert _parts(store) == _parts(want)
+        assert not [p for p in store.iterdir() if p.name.startswith(".rebuild")]
+
+    def test_a_job_that_fails_leaves_the_store_in_place_untouched(self, session, stores, tmp_path, monkeypatch):
+        """Every attempt of a task fails (after other tasks wrote their files): the command fails,
+        the store's queues, index and checkpoint are as they were, and the next run rolls the
+        staging back and rebuilds."""
+        from rmqstore_cli.pipeline import spark as sp
+
+        store = _copy(stores, "good", tmp_path / "store")
+        before = _parts(store)
+        real = sp._run_map
+
+        def failing(sc, fn, items):
+            last = items[-1]
+
+            def boom(x):
+                if x == last:
+                    raise OSError(5, "Input/output error", "/simulated/disk")
+                return fn(x)
+            return real(sc, boom, items)
+
+        monkeypatch.setattr(sp, "_run_map", failing)
+        with pytest.raises(Exception) as got:
+            _in_place(session, store)
+        assert "Input/output error: /simulated/disk" in sp._first_line(got.value)
+        assert "on host " in sp._first_line(got.value)
+        assert _parts(store) == before
+        monkeypatch.setattr(sp, "_run_map", real)
+        _in_place(session, store)
+        want = _copy(stores, "good", tmp_path / "want")
+        from rmqstore_cli.store.config import StoreConfig
+        from rmqstore_cli.store.rebuild import RebuildOptions, rebuild_in_place
+        import datetime as dt
+
+        rebuild_in_place(StoreConfig.load(want, None, **SIZES), RebuildOptions(tz=dt.timezone.utc), True)
+        assert _parts(store) == _parts(want)
+        assert not [p for p in store.iterdir() if p.name.startswith(".rebuild")]
 
 
 def test_verify_rebuild_and_export_on_the_cluster_equal_the_local_engine(cluster, stores, tmp_path):
@@ -166,86 +248,6 @@ def _parts(store: Path) -> dict:
         "checkpoint": hashlib.sha256((store / "checkpoint").read_bytes()).hexdigest()}
 
 
-def test_executor_killed_mid_job_is_retried_and_in_place_stays_exact(session, cluster, stores, tmp_path,
-                                                                     monkeypatch):
-    """The first task of rebuild-index --in-place kills its executor's JVM: Spark retries the
-    task on another executor and the store ends exactly as the local engine rebuilds it."""
-    from rmqstore_cli.pipeline import spark as sp
-    from rmqstore_cli.store.config import StoreConfig
-    from rmqstore_cli.store.rebuild import RebuildOptions, rebuild_in_place
-    import datetime as dt
-
-    want = _copy(stores, "good", tmp_path / "want")
-    rebuild_in_place(StoreConfig.load(want, None, **SIZES), RebuildOptions(tz=dt.timezone.utc), True)
-    store = _copy(stores, "good", tmp_path / "store")
-    marker = str(tmp_path / "killed")
-    real = sp._run_map
-
-    def killing(sc, fn, items):
-        def once(x):
-            import os as o
-            import signal
-            import time as t
-
-            try:
-                fd = o.open(marker, o.O_CREAT | o.O_EXCL | o.O_WRONLY)
-            except FileExistsError:
-                return fn(x)
-            daemon = o.getppid()  # worker <- pyspark.daemon <- executor JVM
-            with open(f"/proc/{daemon}/stat") as fh:
-                jvm = int(fh.read().rsplit(")", 1)[1].split()[1])
-            o.write(fd, str(jvm).encode())
-            o.close(fd)
-            o.kill(jvm, signal.SIGKILL)
-            t.sleep(60)
-        return real(sc, once, items)
-
-    before = set(cluster.executor_pids())
-    monkeypatch.setattr(sp, "_run_map", killing)
-    rep, _ = _in_place(session, store)
-    killed = int(Path(marker).read_text())
-    assert killed in before and killed not in cluster.executor_pids()
-    assert _parts(store) == _parts(want)
-    assert not [p for p in store.iterdir() if p.name.startswith(".rebuild")]
-
-
-def test_a_job_that_fails_leaves_the_store_in_place_untouched(session, stores, tmp_path, monkeypatch):
-    """Every attempt of a task fails (after other tasks wrote their files): the command fails,
-    the store's queues, index and checkpoint are as they were, and the next run rolls the
-    staging back and rebuilds."""
-    from rmqstore_cli.pipeline import spark as sp
-
-    store = _copy(stores, "good", tmp_path / "store")
-    before = _parts(store)
-    real = sp._run_map
-
-    def failing(sc, fn, items):
-        last = items[-1]
-
-        def boom(x):
-            if x == last:
-                raise OSError(5, "Input/output error", "/simulated/disk")
-            return fn(x)
-        return real(sc, boom, items)
-
-    monkeypatch.setattr(sp, "_run_map", failing)
-    with pytest.raises(Exception) as got:
-        _in_place(session, store)
-    assert "cannot read /simulated/disk: Input/output error" in sp._first_line(got.value)
-    assert "on host " in sp._first_line(got.value)
-    assert _parts(store) == before
-    monkeypatch.setattr(sp, "_run_map", real)
-    _in_place(session, store)
-    want = _copy(stores, "good", tmp_path / "want")
-    from rmqstore_cli.store.config import StoreConfig
-    from rmqstore_cli.store.rebuild import RebuildOptions, rebuild_in_place
-    import datetime as dt
-
-    rebuild_in_place(StoreConfig.load(want, None, **SIZES), RebuildOptions(tz=dt.timezone.utc), True)
-    assert _parts(store) == _parts(want)
-    assert not [p for p in store.iterdir() if p.name.startswith(".rebuild")]
-
-
 def test_a_worker_that_cannot_see_the_store_is_one_error_naming_path_and_host(cluster, stores):
     """``/proc/self/cwd/good`` is the store for the driver (run from the stores' directory)
     and nothing for an executor: as a store not mounted on the workers."""
@@ -271,17 +273,36 @@ def test_no_free_cores_times_out_with_a_message(cluster, stores):
     assert time.monotonic() - t0 < 60
 
 
-def test_spark_submit_with_a_packed_environment(cluster, stores, tmp_path):
-    """README's recipe: a venv with rmqstore and pyarrow (PySpark comes with Spark), packed
-    with venv-pack, shipped with --archives; the package's __main__.py is the application."""
+@pytest.fixture(scope="module")
+def packed(tmp_path_factory) -> Path:
+    """README's environment: a venv with rmqstore and pyarrow (PySpark comes with Spark on
+    the executors' PYTHONPATH), packed with venv-pack; the venv itself is deleted, so the
+    executors can only use what the archive holds."""
     pytest.importorskip("venv_pack")
-    env = tmp_path / "env"
+    root = tmp_path_factory.mktemp("packed")
+    env = root / "env"
     subprocess.run([sys.executable, "-m", "venv", env], check=True)
     pip = subprocess.run([env / "bin" / "pip", "install", "-q", str(ROOT), "pyarrow"], capture_output=True, text=True)
     assert pip.returncode == 0, pip.stderr[-2000:]
-    packed = tmp_path / "rmqstore-env.tar.gz"
-    subprocess.run([Path(sys.executable).with_name("venv-pack"), "-p", env, "-o", packed, "-q"], check=True)
-    shutil.rmtree(env)  # the executors can only use what the archive holds
+    out = root / "rmqstore-env.tar.gz"
+    subprocess.run([Path(sys.executable).with_name("venv-pack"), "-p", env, "-o", out, "-q"], check=True)
+    shutil.rmtree(env)
+    return out
+
+
+def _same_export(got: subprocess.CompletedProcess, store: Path, output: Path, tmp_path: Path) -> None:
+    from test_pipeline import _rows
+
+    assert got.returncode == 0, got.stderr[-3000:]
+    local = run("export", "--store", store, "--output", tmp_path / "local", "-f", "json")
+    drop = lambda d: {k: v for k, v in d.items() if k not in ("output", "seconds", "engine")}  # noqa: E731
+    assert drop(json.loads(got.stdout)) == drop(json.loads(local.stdout)) and json.loads(got.stdout)["rows"] > 900
+    assert _rows(output) == _rows(tmp_path / "local")
+
+
+def test_spark_submit_with_a_packed_environment(cluster, stores, packed, tmp_path):
+    """spark-submit --archives env.tar.gz#env with PYSPARK_PYTHON=./env/bin/python; the
+    package's __main__.py is the application."""
     app = subprocess.run([sys.executable, "-c", "import os, rmqstore_cli; print(os.path.join("
                           "os.path.dirname(rmqstore_cli.__file__), '__main__.py'))"],
                          capture_output=True, text=True, check=True).stdout.strip()
@@ -291,10 +312,13 @@ def test_spark_submit_with_a_packed_environment(cluster, stores, tmp_path):
                         "--engine", "spark", "-f", "json"],
                        capture_output=True, text=True, timeout=600, cwd=tmp_path,
                        env=dict(os.environ, PYSPARK_PYTHON="./env/bin/python", PYSPARK_DRIVER_PYTHON=sys.executable))
-    assert r.returncode == 0, r.stderr[-3000:]
-    local = run("export", "--store", stores / "other", "--output", tmp_path / "local", "-f", "json")
-    drop = lambda d: {k: v for k, v in d.items() if k not in ("output", "seconds", "engine")}  # noqa: E731
-    assert drop(json.loads(r.stdout)) == drop(json.loads(local.stdout)) and json.loads(r.stdout)["rows"] == 900
-    from test_pipeline import _rows
+    _same_export(r, stores / "other", tmp_path / "submitted", tmp_path)
 
-    assert _rows(tmp_path / "submitted") == _rows(tmp_path / "local")
+
+def test_the_cli_ships_the_packed_environment_with_spark_conf(cluster, stores, packed, tmp_path):
+    """Without spark-submit: --spark-conf spark.archives=…#env --spark-conf
+    spark.pyspark.python=./env/bin/python (PySpark itself reads only PYSPARK_PYTHON)."""
+    r = _driver(cluster, ["export", "--store", "other", "--output", tmp_path / "shipped", "-f", "json",
+                          *_on(cluster), "--spark-conf", f"spark.archives={packed}#env",
+                          "--spark-conf", "spark.pyspark.python=./env/bin/python"], stores)
+    _same_export(r, stores / "other", tmp_path / "shipped", tmp_path)
