@@ -318,7 +318,7 @@ def test_spark_submit_with_a_packed_environment(cluster, stores, packed, tmp_pat
 def test_the_cli_ships_the_packed_environment_with_spark_conf(cluster, stores, packed, tmp_path):
     """Without spark-submit: --spark-conf spark.archives=…#env --spark-conf
     spark.pyspark.python=./env/bin/python (PySpark itself reads only PYSPARK_PYTHON)."""
-    r = _driver(cluster, ["export", "--store", "other", "--output", tmp_path / "shipped", "-f", "json",
+    r = _driver(cluster, ["export", "--store", stores / "other", "--output", tmp_path / "shipped", "-f", "json",
                           *_on(cluster), "--spark-conf", f"spark.archives={packed}#env",
                           "--spark-conf", "spark.pyspark.python=./env/bin/python"], stores)
     _same_export(r, stores / "other", tmp_path / "shipped", tmp_path)
