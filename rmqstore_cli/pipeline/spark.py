@@ -7,18 +7,24 @@ from __future__ import annotations
 
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from rmqstore_cli.pipeline import jvmstart
 from rmqstore_cli.pipeline.schema import PARTITION_COLUMNS, spark_schema
 from rmqstore_cli.pipeline.export_tasks import export_batches
-from rmqstore_cli.pipeline.stores import FileTask
+from rmqstore_cli.pipeline.stores import FileTask, StoreSpec
 
 MAX_FINDINGS = 1000
 SHIP_MARKS = 4096  # a file scan with at most this many marks comes back to the driver whole
 
 
 DEFAULT_MASTER = "local[*]"
+#: How long a job on a cluster waits for its first executor (a cluster without free cores or
+#: memory for it never gives one: Spark itself would wait for ever).
+EXECUTOR_TIMEOUT = "spark.rmqstore.executorTimeout"
+EXECUTOR_TIMEOUT_DEFAULT = 120.0
+EXECUTOR_SAID = "rmqstore-executor: "  # marks the line an executor's error is told in
 _start = jvmstart.Start([])  # how this process's JVM was started (one per process)
 
 
@@ -80,6 +86,8 @@ def session(master: str | None = None, conf: list[str] | None = None, verbose: b
 
             raise UsageError(f"--spark-conf {kv!r} is not KEY=VALUE")
         settings.append((k, v))
+        if k == "spark.pyspark.python":  # spark-submit turns it into PYSPARK_PYTHON; PySpark reads only that
+            os.environ["PYSPARK_PYTHON"] = v
     if master is not None:
         settings.append(("spark.master", master))
     if not verbose:
@@ -161,9 +169,17 @@ def export(spark, tasks: list[FileTask], output: Path) -> dict:
     (:func:`~rmqstore_cli.pipeline.local.write_parquet`); nothing but counts goes through
     Spark. To a Hadoop file system (hdfs:, s3a:, …) the tasks hand their RecordBatches to the
     JVM with ``mapInArrow`` and Spark writes the dataset."""
+    tasks = [replace(t, store=absolute(t.store)) for t in tasks]
     if not str(output).startswith(HADOOP_SCHEMES):
-        return _export_pyarrow(spark, tasks, output)
+        return _export_pyarrow(spark, tasks, Path(os.path.abspath(str(output).removeprefix("file:"))))
     return _export_jvm(spark, tasks, output)
+
+
+def absolute(spec: StoreSpec) -> StoreSpec:
+    """``spec`` with its paths absolute: an executor's working directory is not the
+    driver's (labels, which name the store in rows and findings, stay as given)."""
+    conf = spec.broker_conf and os.path.abspath(spec.broker_conf)
+    return replace(spec, path=os.path.abspath(spec.path), broker_conf=conf)
 
 
 def _export_pyarrow(spark, tasks: list[FileTask], output: Path) -> dict:
@@ -171,7 +187,7 @@ def _export_pyarrow(spark, tasks: list[FileTask], output: Path) -> dict:
 
     from rmqstore_cli.pipeline.local import write_parquet
 
-    out = Path(str(output).removeprefix("file:"))
+    out = output
     if out.exists():  # the command checked it is empty or --overwrite was given
         shutil.rmtree(out)
     out.mkdir(parents=True)
@@ -224,26 +240,80 @@ def run_job(job, master: str | None, conf: list[str] | None, verbose: bool, *arg
         raise StoreError(f"cannot start Spark ({master or 'master from spark-submit'}): {_first_line(e)}",
                          hint="the spark engine needs a JDK (JAVA_HOME) and the 'spark' extra") from None
     try:
+        _wait_for_executors(s.sparkContext)
         return job(s, *args)
     except StoreError:
         raise
     except Exception as e:  # Py4JJavaError, PythonException from an executor
         if verbose:
             raise
-        raise StoreError(f"the Spark job failed: {_first_line(e)}", hint="rerun with --verbose for Spark's log") from None
+        hint = "rerun with --verbose for Spark's log"
+        if EXECUTOR_SAID in str(e) and not s.sparkContext.master.startswith("local"):
+            hint = "every executor must see the stores and the output at the same paths as the driver; " + hint
+        raise StoreError(f"the Spark job failed: {_first_line(e)}", hint=hint) from None
     finally:
         stop(s)
+
+
+def _wait_for_executors(sc) -> None:
+    """On a cluster, wait (at most :data:`EXECUTOR_TIMEOUT` seconds) for an executor to
+    join: a standalone master with no free core keeps the application waiting for ever,
+    and so would every job. ``SparkStatusTracker#getExecutorInfos`` lists the driver too."""
+    import time
+
+    from rmqstore_cli.errors import StoreError, UsageError
+
+    if sc.master.startswith("local"):
+        return
+    raw = sc.getConf().get(EXECUTOR_TIMEOUT, str(EXECUTOR_TIMEOUT_DEFAULT))
+    try:
+        timeout = float(raw.removesuffix("s"))
+    except ValueError:
+        raise UsageError(f"--spark-conf {EXECUTOR_TIMEOUT}={raw!r} is not a number of seconds") from None
+    tracker = sc._jsc.sc().statusTracker()
+    deadline = time.monotonic() + timeout
+    while len(tracker.getExecutorInfos()) < 2:
+        if time.monotonic() > deadline:
+            raise StoreError(f"no Spark executor started on {sc.master} within {timeout:g} s: the cluster has no "
+                             "free cores or memory for this application",
+                             hint=f"free some, ask for less (spark.executor.cores, spark.executor.memory, "
+                                  f"spark.cores.max) or wait longer (--spark-conf {EXECUTOR_TIMEOUT}=SECONDS)")
+        time.sleep(0.2)
+
+
+class OnExecutor:
+    """A task's function, whose failure names the host it ran on: on a cluster the usual
+    cause is a store or output path that this executor does not see (not mounted there)."""
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def __call__(self, *args):
+        try:
+            return self.fn(*args)
+        except Exception as e:
+            import socket
+
+            from rmqstore_cli.errors import RmqstoreError
+
+            said = str(e) if isinstance(e, RmqstoreError) else f"{type(e).__name__}: {e}"
+            if isinstance(e, OSError) and e.filename is not None:
+                said = f"{e.strerror}: {e.filename}"
+            raise RuntimeError(f"{EXECUTOR_SAID}on host {socket.gethostname()}: {said}".replace("\n", " ")) from None
 
 
 def _run_map(sc, fn, items) -> list:
     """``fn`` over ``items`` as one Spark job, one task per item, results in item order."""
     items = list(items)
-    return sc.parallelize(items, len(items)).map(fn).collect() if items else []
+    return sc.parallelize(items, len(items)).map(OnExecutor(fn)).collect() if items else []
 
 
 def _first_line(e: BaseException) -> str:
     text = str(e).strip()
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    for ln in lines:  # an executor's error, told by OnExecutor
+        if EXECUTOR_SAID in ln:
+            return ln.split(EXECUTOR_SAID, 1)[1][:500]
     for ln in reversed(lines):  # the Python error an executor raised, if any
         if "Error:" in ln or "Exception:" in ln:
             return ln[:300]
@@ -262,6 +332,10 @@ def rebuild_build(spark, config, dest: Path, opts, progress=None):
     from rmqstore_cli.pipeline import rebuild_tasks as T
 
     sc = spark.sparkContext
+    config = replace(config, store_path_root_dir=os.path.abspath(config.store_path_root_dir),
+                     store_path_commit_log=config.store_path_commit_log and ",".join(
+                         os.path.abspath(str(d)) for d in config.commitlog_dirs))
+    dest = Path(os.path.abspath(dest))
     return T.rebuild_staged(config, dest, opts, lambda fn, items: _run_map(sc, fn, items), time.perf_counter())
 
 
@@ -271,7 +345,7 @@ def verify(spark, stores: list, crc: bool, deep: bool, max_findings: int | None)
     capped findings. Results are the local engine's, store by store."""
     from rmqstore_cli.pipeline.verify_tasks import verify_stores
 
-    return verify_stores(stores, crc, deep, max_findings, _VerifyOnSpark(spark))
+    return verify_stores([absolute(s) for s in stores], crc, deep, max_findings, _VerifyOnSpark(spark))
 
 
 class _VerifyOnSpark:
@@ -292,7 +366,7 @@ class _VerifyOnSpark:
         from pyspark import StorageLevel
 
         tagged = [(0, side_fn, x) for x in side_items] + [(1, fn, x) for x in items]
-        rdd = self.sc.parallelize(tagged, max(1, len(tagged))).map(lambda t: (t[0], t[1](*t[2])))
+        rdd = self.sc.parallelize(tagged, max(1, len(tagged))).map(OnExecutor(lambda t: (t[0], t[1](*t[2]))))
         return rdd.persist(StorageLevel.MEMORY_AND_DISK)
 
     def results(self, rdd):
@@ -313,11 +387,11 @@ class _VerifyOnSpark:
         if self.whole is not None:
             groups = list(grouped(self.whole, keys).items())
             return self.sc.parallelize(groups, min(n, max(1, len(groups)))).map(
-                lambda kv: finish_task(bc.value, kv[0], kv[1])).collect()
+                OnExecutor(lambda kv: finish_task(bc.value, kv[0], kv[1]))).collect()
         seeds = self.sc.parallelize([(k, None) for k in keys], max(1, min(len(keys), self.sc.defaultParallelism)))
         scans = rdd.filter(lambda t: t[0] == 1).map(lambda t: t[1])
         return scans.flatMap(shuffle_items).union(seeds).groupByKey(n).map(
-            lambda kv: finish_task(bc.value, kv[0], [x for x in kv[1] if x is not None])).collect()
+            OnExecutor(lambda kv: finish_task(bc.value, kv[0], [x for x in kv[1] if x is not None]))).collect()
 
     def release(self, rdd):
         rdd.unpersist()

@@ -1,0 +1,192 @@
+"""The Spark engine on a real standalone cluster (issue #21): how efficient it is, not how
+fast (this machine has 2 cores).
+
+Usage:
+  python bench/bench_cluster.py --dir /tmp/rmq-cluster-bench [--mb 400] [--file-mb 64]
+         [--commands verify,rebuild-index,export] [--repeat 2] [--json out.json]
+
+A master and two one-core workers (tests/pipeline/standalone.py) are started once and kept
+warm. Each command runs as its own process on a generated store (--file-mb commit-log
+files) and on a 200-message store, with the local engine and on the cluster. Measured:
+
+- executor CPU: user+sys of every process the workers started for the job (executor JVMs,
+  Python daemons and workers), read from /proc every 0.1 s; per GB = (store − tiny) / GB,
+  against the local engine's CPU per GB measured the same way;
+- fixed cost: wall of the job on the 200-message store on the warm cluster (the store's
+  first run on the cluster is not measured: it fills the workers' numba caches);
+- driver: peak RSS of the rmqstore process and of its JVM;
+- network: what Spark moved between driver and executors, from the event log (task
+  results and shuffle bytes; closures are a few KB per task), per GB of commit log.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE), str(HERE.parent / "tests" / "pipeline")]
+
+from bench_pipeline import RMQ, TICK, run  # noqa: E402
+from standalone import Cluster  # noqa: E402
+
+
+class ExecutorCpu(threading.Thread):
+    """CPU of every descendant of the worker JVMs (executor JVMs, Python daemons and the
+    workers they fork, which leave the process group), read every 0.1 s."""
+
+    def __init__(self, cluster: Cluster):
+        super().__init__(daemon=True)
+        self.workers = [p.pid for p in cluster.procs[1:]]
+        self.stop = threading.Event()
+        self.cpu: dict[int, float] = {}
+        self.jvm: set[int] = set()
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            kids: dict[int, list[tuple[int, str]]] = {}
+            for d in os.listdir("/proc"):
+                if d.isdigit():
+                    try:
+                        with open(f"/proc/{d}/stat") as fh:
+                            st = fh.read()
+                    except OSError:
+                        continue
+                    kids.setdefault(int(st[st.rindex(")") + 2:].split()[1]), []).append((int(d), st))
+            todo = list(self.workers)
+            while todo:
+                for pid, st in kids.get(todo.pop(), []):
+                    f = st[st.rindex(")") + 2:].split()
+                    self.cpu[pid] = (int(f[11]) + int(f[12])) / TICK
+                    if st[st.index("(") + 1:st.rindex(")")] == "java":
+                        self.jvm.add(pid)
+                    todo.append(pid)
+            self.stop.wait(0.1)
+
+
+def event_bytes(folder: Path) -> dict:
+    """Task result and shuffle bytes of the one application logged in ``folder``."""
+    out = {"results": 0, "shuffle": 0, "tasks": 0}
+    for log in (p for p in folder.rglob("*") if p.is_file()):
+        for line in log.open(encoding="utf-8", errors="replace"):
+            if '"SparkListenerTaskEnd"' not in line:
+                continue
+            m = json.loads(line).get("Task Metrics") or {}
+            out["tasks"] += 1
+            out["results"] += m.get("Result Size", 0)
+            out["shuffle"] += (m.get("Shuffle Read Metrics") or {}).get("Remote Bytes Read", 0) + \
+                (m.get("Shuffle Read Metrics") or {}).get("Local Bytes Read", 0)
+    return out
+
+
+def on_cluster(cluster: Cluster, args: list[str], events: Path) -> dict:
+    events.mkdir(parents=True)
+    cpu = ExecutorCpu(cluster)
+    cpu.start()
+    r = run([*args, "--engine", "spark", "--spark-master", cluster.url, "--spark-conf", "spark.eventLog.enabled=true",
+             "--spark-conf", "spark.eventLog.compress=false", "--spark-conf", "spark.eventLog.rolling.enabled=false",
+             "--spark-conf", f"spark.eventLog.dir=file://{events}"], False)
+    deadline = time.monotonic() + 30
+    while cluster.executor_pids() and time.monotonic() < deadline:  # the executors stop after the job
+        time.sleep(0.1)
+    cpu.stop.set()
+    cpu.join()
+    r["executor_cpu"] = sum(cpu.cpu.values())
+    r["executor_jvm_cpu"] = sum(c for p, c in cpu.cpu.items() if p in cpu.jvm)
+    r["network"] = event_bytes(events)
+    return r
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--dir", type=Path, default=Path("/tmp/rmq-cluster-bench"))
+    ap.add_argument("--mb", type=int, default=400, help="commit-log data to generate (MB)")
+    ap.add_argument("--file-mb", type=int, default=64)
+    ap.add_argument("--commands", default="verify,rebuild-index,export")
+    ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--json", type=Path, default=None)
+    a = ap.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # the cluster is stopped in a finally
+    store, tiny = a.dir / "store", a.dir / "tiny"
+    sizes = ["--commitlog-file-size", str(a.file_mb << 20)]
+    if not (store / "commitlog").is_dir():
+        subprocess.run(RMQ + ["generate", "--store", str(store), "--messages", str(a.mb * 10**6 // 2240),
+                              "--body-size", "2048", "--delay-ratio", "0", "--transaction-ratio", "0", *sizes,
+                              "-f", "json"], check=True, capture_output=True)
+    if not (tiny / "commitlog").is_dir():
+        subprocess.run(RMQ + ["generate", "--store", str(tiny), "--messages", "200", "-f", "json"], check=True,
+                       capture_output=True)
+    gb = sum(p.stat().st_size for p in (store / "commitlog").iterdir()) / 1e9
+    work = Path(tempfile.mkdtemp(prefix="rmq-cluster-bench-"))
+    cluster = Cluster(work / "cluster").start()
+    res: dict = {"gb": gb, "files": len(list((store / "commitlog").iterdir())), "load_before": os.getloadavg(),
+                 "runs": {}}
+    print(f"store {gb:.2f} GB in {res['files']} files; cluster {cluster.url}; load {os.getloadavg()[0]:.2f}")
+    n = 0
+    try:
+        for cmd in a.commands.split(","):
+            for which, path in (("tiny", tiny), ("store", store)):
+                def args(k):
+                    base = [cmd, "--store", str(path), "-f", "json"] + (sizes if which == "store" else [])
+                    if cmd == "rebuild-index":
+                        return base + ["--output", str(work / f"out{k}")]
+                    return base + (["--output", str(work / f"out{k}")] if cmd == "export" else [])
+                if which == "store":  # numba compiles the kernels into each worker's cache once (warm cluster)
+                    n += 1
+                    on_cluster(cluster, args(n), work / f"events{n}")
+                for _ in range(a.repeat):
+                    n += 1
+                    loc = run(args(n), False)
+                    n += 1
+                    cl = on_cluster(cluster, args(n), work / f"events{n}")
+                    res["runs"].setdefault(f"{cmd}/{which}", []).append({"local": loc, "cluster": cl})
+                    print(f"{cmd:14} {which:5} local {loc['wall']:6.2f} s {loc['cpu_sampled']:6.2f} s CPU | cluster "
+                          f"{cl['wall']:6.2f} s, executors {cl['executor_cpu']:6.2f} s CPU (JVM {cl['executor_jvm_cpu']:5.2f}), driver "
+                          f"{cl['cpu_sampled']:5.2f} s CPU, RSS {cl['peak']['driver'] >> 20} + JVM "
+                          f"{cl['peak']['jvm'] >> 20} MiB, results {cl['network']['results']:,} B, shuffle "
+                          f"{cl['network']['shuffle']:,} B, {cl['network']['tasks']} tasks; load "
+                          f"{os.getloadavg()[0]:.1f}", flush=True)
+        summarize(res)
+    finally:
+        cluster.stop()
+    if a.json:
+        a.json.write_text(json.dumps(res, indent=1, default=str))
+
+
+def summarize(res: dict) -> None:
+    """Per GB (store − tiny, medians) and the fixed cost."""
+    med = statistics.median
+    res["summary"] = {}
+    for cmd in sorted({k.split("/")[0] for k in res["runs"]}):
+        big, small = res["runs"][f"{cmd}/store"], res["runs"][f"{cmd}/tiny"]
+        loc = (med(r["local"]["cpu_sampled"] for r in big) - med(r["local"]["cpu_sampled"] for r in small)) / res["gb"]
+        ex = (med(r["cluster"]["executor_cpu"] for r in big) - med(r["cluster"]["executor_cpu"] for r in small)) / res["gb"]
+        py = [r["cluster"]["executor_cpu"] - r["cluster"]["executor_jvm_cpu"] for r in big]
+        py0 = [r["cluster"]["executor_cpu"] - r["cluster"]["executor_jvm_cpu"] for r in small]
+        s = {"local_cpu_s_per_gb": loc, "executor_cpu_s_per_gb": ex, "ratio": ex / loc,
+             "executor_python_cpu_s_per_gb": (med(py) - med(py0)) / res["gb"],
+             "fixed_wall_s": med(r["cluster"]["wall"] for r in small),
+             "fixed_executor_cpu_s": med(r["cluster"]["executor_cpu"] for r in small),
+             "driver_rss_mib": max(r["cluster"]["peak"]["driver"] for r in big) / 2**20,
+             "driver_jvm_rss_mib": max(r["cluster"]["peak"]["jvm"] for r in big) / 2**20,
+             "spark_bytes_per_gb": med(r["cluster"]["network"]["results"] + r["cluster"]["network"]["shuffle"]
+                                       for r in big) / res["gb"],
+             "cluster_wall_s": med(r["cluster"]["wall"] for r in big), "local_wall_s": med(r["local"]["wall"] for r in big)}
+        res["summary"][cmd] = s
+        print(f"{cmd}: executors {ex:.2f} s CPU/GB (Python {s['executor_python_cpu_s_per_gb']:.2f}) vs local "
+              f"{loc:.2f} ({s['ratio']:.2f}x); fixed cost "
+              f"{s['fixed_wall_s']:.1f} s wall ({s['fixed_executor_cpu_s']:.1f} s executor CPU); driver "
+              f"{s['driver_rss_mib']:.0f} MiB + JVM {s['driver_jvm_rss_mib']:.0f} MiB; Spark traffic "
+              f"{s['spark_bytes_per_gb'] / 1e3:.0f} kB/GB")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,324 @@
+"""The Spark engine on a real standalone cluster (issue #21): a master and two one-core
+workers on 127.0.0.1 (standalone.py), whose executors run with their own HOME, working
+directory, environment and numba cache. verify, rebuild-index (to an output and in place)
+and export with ``--spark-master spark://…`` give the local engine's results; so does
+spark-submit with a shipped (venv-pack) environment; an executor killed mid-job, a worker
+that cannot see the store and a cluster without free cores each end as they should.
+
+Selected with ``-m cluster``; part of the default run. One cluster for the module."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, SMALL, generate, run
+
+pytestmark = pytest.mark.cluster
+pytest.importorskip("pyspark")
+pytest.importorskip("pyarrow")
+if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+    pytest.skip("no JDK: a Spark cluster needs one", allow_module_level=True)
+
+import standalone  # noqa: E402  (tests/pipeline/standalone.py)
+
+SIZES = dict(mapped_file_size_commit_log=65536, mapped_file_size_consume_queue=2000, max_hash_slot_num=64,
+             max_index_num=400)
+DRIVER_ONLY = "RMQSTORE_TEST_DRIVER_ONLY"  # set for the driver, never seen by an executor
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    c = standalone.Cluster(tmp_path_factory.mktemp("cluster")).start()
+    yield c
+    c.stop()
+
+
+@pytest.fixture(scope="module")
+def stores(tmp_path_factory):
+    """Generated multi-file stores: good, a second one, damaged (two broken records)."""
+    root = tmp_path_factory.mktemp("cl-stores")
+    good = generate(root / "good", "--delay-ratio", "0.1", "--transaction-ratio", "0.1", messages=1500, seed=5)
+    other = generate(root / "other", messages=900, seed=9)
+    damaged = root / "damaged"
+    shutil.copytree(good, damaged)
+    files = sorted((damaged / "commitlog").iterdir())
+    for f, at in ((files[2], 20000), (files[-2], 30000)):
+        with open(f, "r+b") as fh:
+            fh.seek(at)
+            i = fh.read(8192).find(bytes.fromhex("DAA320A7"))
+            fh.seek(at + i)
+            fh.write(b"\x00\x00\x00\x07")
+    return root
+
+
+def _digest(root: Path) -> dict:
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def _driver(cluster, args, cwd: Path, extra_env: dict | None = None, timeout: float = 300):
+    """The CLI as a user runs it against the cluster: from ``cwd`` (stores named relative to
+    it), with a HOME and an env var of its own that no executor has."""
+    home = cwd.parent / "driver-home"
+    home.mkdir(exist_ok=True)
+    env = dict(os.environ, HOME=str(home), **{DRIVER_ONLY: "1"}, **(extra_env or {}))
+    return subprocess.run([sys.executable, "-m", "rmqstore_cli", *map(str, args)], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def _on(cluster):
+    return ("--engine", "spark", "--spark-master", cluster.url)
+
+
+@pytest.fixture(scope="class")
+def session(cluster):
+    """One in-process driver on the cluster (for the tests that look inside the tasks); it
+    holds every core while it lives, so its tests are one class, done before the others."""
+    from rmqstore_cli.pipeline import spark as sp
+
+    os.environ[DRIVER_ONLY] = "1"
+    s = sp.session(cluster.url, ["spark.task.maxFailures=4"])
+    yield s
+    s.stop()
+    os.environ.pop(DRIVER_ONLY, None)
+
+
+class TestOneDriverInProcess:
+    """Tests that look inside the tasks: a driver in this process, on the cluster."""
+
+    def test_executors_have_their_own_cwd_home_env_and_caches(self, session, cluster):
+        """What the executors' Python workers see is the workers', not the driver's."""
+        def look(_):
+            import os as o
+            import tempfile
+
+            return (o.getcwd(), o.environ.get("HOME"), o.environ.get("RMQSTORE_TEST_DRIVER_ONLY"),
+                    o.environ.get("NUMBA_CACHE_DIR"), tempfile.gettempdir(), o.getppid())
+
+        seen = session.sparkContext.parallelize(range(8), 8).map(look).collect()
+        roots = [str(d) for d in cluster.worker_dirs]
+        for cwd, home, driver_only, numba, tmp, _ in seen:
+            assert cwd != os.getcwd() and any(cwd.startswith(r) for r in roots), cwd
+            assert home in roots and home != os.environ.get("HOME")
+            assert driver_only is None
+            assert numba.startswith(home) and tmp.startswith(home)
+        assert len({s[1] for s in seen}) == 2  # both workers ran tasks
+
+    def test_executor_killed_mid_job_is_retried_and_in_place_stays_exact(self, session, cluster, stores, tmp_path,
+                                                                         monkeypatch):
+        """The first task of rebuild-index --in-place kills its executor's JVM: Spark retries the
+        task on another executor and the store ends exactly as the local engine rebuilds it."""
+        from rmqstore_cli.pipeline import spark as sp
+        from rmqstore_cli.store.config import StoreConfig
+        from rmqstore_cli.store.rebuild import RebuildOptions, rebuild_in_place
+        import datetime as dt
+
+        want = _copy(stores, "good", tmp_path / "want")
+        rebuild_in_place(StoreConfig.load(want, None, **SIZES), RebuildOptions(tz=dt.timezone.utc), True)
+        store = _copy(stores, "good", tmp_path / "store")
+        marker = str(tmp_path / "killed")
+        real = sp._run_map
+
+        def killing(sc, fn, items):
+            def once(x):
+                import os as o
+                import signal
+                import time as t
+
+                try:
+                    fd = o.open(marker, o.O_CREAT | o.O_EXCL | o.O_WRONLY)
+                except FileExistsError:
+                    return fn(x)
+                daemon = o.getppid()  # worker <- pyspark.daemon <- executor JVM
+                with open(f"/proc/{daemon}/stat") as fh:
+                    jvm = int(fh.read().rsplit(")", 1)[1].split()[1])
+                o.write(fd, str(jvm).encode())
+                o.close(fd)
+                o.kill(jvm, signal.SIGKILL)
+                t.sleep(60)
+            return real(sc, once, items)
+
+        before = set(cluster.executor_pids())
+        monkeypatch.setattr(sp, "_run_map", killing)
+        rep, _ = _in_place(session, store)
+        killed = int(Path(marker).read_text())
+        assert killed in before and killed not in cluster.executor_pids()
+        assert _parts(store) == _parts(want)
+        assert not [p for p in store.iterdir() if p.name.startswith(".rebuild")]
+
+    def test_a_job_that_fails_leaves_the_store_in_place_untouched(self, session, stores, tmp_path, monkeypatch):
+        """Every attempt of a task fails (after other tasks wrote their files): the command fails,
+        the store's queues, index and checkpoint are as they were, and the next run rolls the
+        staging back and rebuilds."""
+        from rmqstore_cli.pipeline import spark as sp
+
+        store = _copy(stores, "good", tmp_path / "store")
+        before = _parts(store)
+        real = sp._run_map
+
+        def failing(sc, fn, items):
+            last = items[-1]
+
+            def boom(x):
+                if x == last:
+                    raise OSError(5, "Input/output error", "/simulated/disk")
+                return fn(x)
+            return real(sc, boom, items)
+
+        monkeypatch.setattr(sp, "_run_map", failing)
+        with pytest.raises(Exception) as got:
+            _in_place(session, store)
+        assert "Input/output error: /simulated/disk" in sp._first_line(got.value)
+        assert "on host " in sp._first_line(got.value)
+        assert _parts(store) == before
+        monkeypatch.setattr(sp, "_run_map", real)
+        _in_place(session, store)
+        want = _copy(stores, "good", tmp_path / "want")
+        from rmqstore_cli.store.config import StoreConfig
+        from rmqstore_cli.store.rebuild import RebuildOptions, rebuild_in_place
+        import datetime as dt
+
+        rebuild_in_place(StoreConfig.load(want, None, **SIZES), RebuildOptions(tz=dt.timezone.utc), True)
+        assert _parts(store) == _parts(want)
+        assert not [p for p in store.iterdir() if p.name.startswith(".rebuild")]
+
+
+def test_verify_rebuild_and_export_on_the_cluster_equal_the_local_engine(cluster, stores, tmp_path):
+    """The CLI from another directory, stores named relative to it: the same findings and
+    summaries, the same consume-queue and index files, the same Parquet rows."""
+    from test_pipeline import _rows
+
+    args = ["verify", "--store", "damaged", "--store", "good", "--store", "other", *SMALL, "-f", "jsonl"]
+    local = _driver(cluster, args, stores)
+    remote = _driver(cluster, [*args, *_on(cluster)], stores)
+    assert local.returncode == remote.returncode == 1, remote.stderr[-2000:]
+    lo = [json.loads(x) for x in local.stdout.splitlines()]
+    re = [json.loads(x) for x in remote.stdout.splitlines()]
+    key = lambda r: json.dumps(r, sort_keys=True)  # noqa: E731
+    assert sorted(map(key, re[:-1])) == sorted(map(key, lo[:-1])) and len(lo) > 3
+    assert re[-1] == lo[-1]
+
+    two = ("--store", "damaged", "--store", "other", *SMALL, "--tz", "UTC", "-f", "json")
+    a = _driver(cluster, ["rebuild-index", *two, "--output", tmp_path / "l"], stores)
+    b = _driver(cluster, ["rebuild-index", *two, "--output", "../rebuilt", *_on(cluster)], stores)
+    assert a.returncode == 0 and b.returncode == 0, b.stderr[-2000:]
+    for n in ("damaged", "other"):
+        for part in ("consumequeue", "index"):
+            want = _digest(tmp_path / "l" / n / part)
+            assert want and _digest(stores.parent / "rebuilt" / n / part) == want, (n, part)
+    assert [s["messages"] for s in json.loads(a.stdout)["stores"]] == \
+        [s["messages"] for s in json.loads(b.stdout)["stores"]]
+
+    args = ["export", "--store", "damaged", "--store", "other", "--body", "-f", "json"]
+    e = _driver(cluster, [*args, "--output", "../exported", *_on(cluster)], stores)
+    x = _driver(cluster, [*args, "--output", tmp_path / "x"], stores)
+    assert e.returncode == 0 and x.returncode == 0, e.stderr[-2000:]
+    drop = lambda d: {k: v for k, v in d.items() if k not in ("output", "seconds", "engine")}  # noqa: E731
+    assert drop(json.loads(e.stdout)) == drop(json.loads(x.stdout))
+    want = _rows(tmp_path / "x")
+    assert _rows(stores.parent / "exported") == want and len(want) > 1000
+
+
+def _copy(stores: Path, name: str, dest: Path) -> Path:
+    shutil.copytree(stores / name, dest)
+    return dest
+
+
+def _in_place(session, store: Path):
+    from rmqstore_cli.pipeline import spark as sp
+    from rmqstore_cli.store.config import StoreConfig
+    from rmqstore_cli.store.rebuild import RebuildOptions, rebuild_in_place
+    import datetime as dt
+
+    cfg = StoreConfig.load(store, None, **SIZES)
+    return rebuild_in_place(cfg, RebuildOptions(tz=dt.timezone.utc), True,
+                            build=lambda c, d, o, p: sp.rebuild_build(session, c, d, o, p))
+
+
+def _parts(store: Path) -> dict:
+    return {p: _digest(store / p) for p in ("consumequeue", "index")} | {
+        "checkpoint": hashlib.sha256((store / "checkpoint").read_bytes()).hexdigest()}
+
+
+def test_a_worker_that_cannot_see_the_store_is_one_error_naming_path_and_host(cluster, stores):
+    """``/proc/self/cwd/good`` is the store for the driver (run from the stores' directory)
+    and nothing for an executor: as a store not mounted on the workers."""
+    import socket
+
+    r = _driver(cluster, ["verify", "--store", "/proc/self/cwd/good", *SMALL, *_on(cluster)], stores)
+    assert r.returncode == 3, r.stderr[-3000:]
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) <= 2 and lines[0].startswith("rmqstore: error: the Spark job failed: "), r.stderr
+    assert f"on host {socket.gethostname()}" in lines[0] and "/proc/self/cwd/good" in lines[0]
+    assert "no such file or directory" in lines[0].lower() and "Traceback" not in r.stderr
+    assert "every executor must see the stores" in lines[0]
+
+
+def test_no_free_cores_times_out_with_a_message(cluster, stores):
+    """Executors of two cores never fit one-core workers: the application would wait for ever."""
+    t0 = time.monotonic()
+    r = _driver(cluster, ["verify", "--store", "good", *SMALL, *_on(cluster), "--spark-conf", "spark.executor.cores=2",
+                          "--spark-conf", "spark.rmqstore.executorTimeout=4"], stores, timeout=120)
+    assert r.returncode == 3, r.stderr[-3000:]
+    assert f"no Spark executor started on {cluster.url} within 4 s" in r.stderr
+    assert "spark.rmqstore.executorTimeout" in r.stderr and "Traceback" not in r.stderr
+    assert time.monotonic() - t0 < 60
+
+
+@pytest.fixture(scope="module")
+def packed(tmp_path_factory) -> Path:
+    """README's environment: a venv with rmqstore and pyarrow (PySpark comes with Spark on
+    the executors' PYTHONPATH), packed with venv-pack; the venv itself is deleted, so the
+    executors can only use what the archive holds."""
+    pytest.importorskip("venv_pack")
+    root = tmp_path_factory.mktemp("packed")
+    env = root / "env"
+    subprocess.run([sys.executable, "-m", "venv", env], check=True)
+    pip = subprocess.run([env / "bin" / "pip", "install", "-q", str(ROOT), "pyarrow"], capture_output=True, text=True)
+    assert pip.returncode == 0, pip.stderr[-2000:]
+    out = root / "rmqstore-env.tar.gz"
+    subprocess.run([Path(sys.executable).with_name("venv-pack"), "-p", env, "-o", out, "-q"], check=True)
+    shutil.rmtree(env)
+    return out
+
+
+def _same_export(got: subprocess.CompletedProcess, store: Path, output: Path, tmp_path: Path) -> None:
+    from test_pipeline import _rows
+
+    assert got.returncode == 0, got.stderr[-3000:]
+    local = run("export", "--store", store, "--output", tmp_path / "local", "-f", "json")
+    drop = lambda d: {k: v for k, v in d.items() if k not in ("output", "seconds", "engine")}  # noqa: E731
+    assert drop(json.loads(got.stdout)) == drop(json.loads(local.stdout)) and json.loads(got.stdout)["rows"] > 900
+    assert _rows(output) == _rows(tmp_path / "local")
+
+
+def test_spark_submit_with_a_packed_environment(cluster, stores, packed, tmp_path):
+    """spark-submit --archives env.tar.gz#env with PYSPARK_PYTHON=./env/bin/python; the
+    package's __main__.py is the application."""
+    app = subprocess.run([sys.executable, "-c", "import os, rmqstore_cli; print(os.path.join("
+                          "os.path.dirname(rmqstore_cli.__file__), '__main__.py'))"],
+                         capture_output=True, text=True, check=True).stdout.strip()
+    submit = standalone.spark_home() / "bin" / "spark-submit"
+    r = subprocess.run([submit, "--master", cluster.url, "--deploy-mode", "client", "--archives", f"{packed}#env",
+                        app, "export", "--store", stores / "other", "--output", tmp_path / "submitted",
+                        "--engine", "spark", "-f", "json"],
+                       capture_output=True, text=True, timeout=600, cwd=tmp_path,
+                       env=dict(os.environ, PYSPARK_PYTHON="./env/bin/python", PYSPARK_DRIVER_PYTHON=sys.executable))
+    _same_export(r, stores / "other", tmp_path / "submitted", tmp_path)
+
+
+def test_the_cli_ships_the_packed_environment_with_spark_conf(cluster, stores, packed, tmp_path):
+    """Without spark-submit: --spark-conf spark.archives=…#env --spark-conf
+    spark.pyspark.python=./env/bin/python (PySpark itself reads only PYSPARK_PYTHON)."""
+    r = _driver(cluster, ["export", "--store", stores / "other", "--output", tmp_path / "shipped", "-f", "json",
+                          *_on(cluster), "--spark-conf", f"spark.archives={packed}#env",
+                          "--spark-conf", "spark.pyspark.python=./env/bin/python"], stores)
+    _same_export(r, stores / "other", tmp_path / "shipped", tmp_path)
