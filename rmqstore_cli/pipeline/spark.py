@@ -303,9 +303,42 @@ class OnExecutor:
 
 
 def _run_map(sc, fn, items) -> list:
-    """``fn`` over ``items`` as one Spark job, one task per item, results in item order."""
+    """``fn`` over ``items`` as one Spark job, one task per item, results in item order.
+
+    When the job fails, its other tasks are cancelled and waited for before the error goes up:
+    Spark kills them asynchronously, and a task still writing into a staging directory after
+    the driver has moved on (the next run's roll-back included) would leave files behind."""
+    import uuid
+
     items = list(items)
-    return sc.parallelize(items, len(items)).map(OnExecutor(fn)).collect() if items else []
+    if not items:
+        return []
+    group = f"rmqstore-{uuid.uuid4().hex}"
+    sc.setJobGroup(group, "rmqstore task map", interruptOnCancel=True)
+    try:
+        return sc.parallelize(items, len(items)).map(OnExecutor(fn)).collect()
+    except BaseException:
+        sc.cancelJobGroup(group)
+        _wait_for_tasks(sc, group)
+        raise
+
+
+def _wait_for_tasks(sc, group: str, timeout: float = 120.0) -> None:
+    """Until no task of ``group``'s jobs runs (``SparkStatusTracker``), or ``timeout`` seconds."""
+    import time
+
+    tracker = sc.statusTracker()
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        stages = [st for j in tracker.getJobIdsForGroup(group)
+                  for info in [tracker.getJobInfo(j)] if info is not None for st in info.stageIds]
+        active = [tracker.getStageInfo(st) for st in stages]
+        if not any(a is not None and a.numActiveTasks > 0 for a in active):
+            # a killed task's Python worker may run on for spark.python.task.killTimeout (2 s
+            # by default, PythonRunner's MonitorThread) before the executor kills it
+            time.sleep(2.5)
+            return
+        time.sleep(0.2)
 
 
 def _first_line(e: BaseException) -> str:
