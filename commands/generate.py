@@ -68,6 +68,10 @@ def generate(
     bcq_topics: Annotated[int, typer.Option(
         min=0, help="With --broker-version 5: make this many of the topics BatchCQ topics (queue.type=BatchCQ): "
                     "each send to one is an inner batch of 1-8 messages, in batchconsumequeue/.")] = 0,
+    compaction_topics: Annotated[int, typer.Option(
+        min=0, help="With --broker-version 5, on a new store: make this many topics after the BatchCQ ones "
+                    "compaction topics (cleanup.policy=COMPACTION): their sends carry one of 16 keys and are "
+                    "dispatched to compaction/ as a broker that has not compacted yet does.")] = 0,
     lmq_ratio: Annotated[float, typer.Option(min=0, max=1, help="Share of sends listing LMQ queues "
                                              "(INNER_MULTI_DISPATCH); turns on enableLmq and enableMultiDispatch.")] = 0.0,
     lmq_queues: Annotated[int, typer.Option(min=1, help="How many %LMQ% queue names --lmq-ratio uses.")] = 4,
@@ -123,6 +127,10 @@ def generate(
         raise UsageError(f"--broker-version must be 4.9 or 5, not {broker_version!r}")
     if bcq_topics and (broker_version != "5" or bcq_topics > topics):
         raise UsageError("--bcq-topics needs --broker-version 5 and at most --topics topics")
+    if compaction_topics and (broker_version != "5" or bcq_topics + compaction_topics > topics
+                              or append or from_jsonl is not None):  # -- compaction
+        raise UsageError("--compaction-topics needs --broker-version 5, a new store (not --append or --from-jsonl) "
+                         "and at most --topics topics with --bcq-topics")
     zone = parse_tz(tz)
     existing = _check_target(store, append, "--store")
     cfg = load_config(store, broker_conf, commitlog_file_size, cq_file_size, index_slots, index_max)
@@ -174,10 +182,17 @@ def generate(
                 keys_per_message=keys_per_message, compress_ratio=compress_ratio,
                 broker_version=broker_version, cluster=cfg.broker_cluster_name, tz=zone,
                 timer_ratio=timer_ratio, timer_precision_ms=cfg.timer_precision_ms, bcq_topics=bcq_topics,
+                compaction_topics=compaction_topics,
                 lmq_ratio=lmq_ratio, lmq_queues=lmq_queues)
             workload = Workload(opts)
             if workload.batch_topics:
                 writer.declare_batch_topics(workload.batch_topics)
+            if workload.compaction_topics:  # -- compaction: CommitLogDispatcherCompaction
+                from rmqstore_cli.store.compaction_writer import CompactionDispatch
+
+                writer.compaction = CompactionDispatch(cfg.root, workload.compaction_topics,
+                                                       cfg.compaction_mapped_file_size,
+                                                       cfg.compaction_cq_mapped_file_size, writer.roots)
             writer.append_workload(workload.specs())
     finally:
         writer.close()

@@ -36,10 +36,7 @@ from rmqstore_cli.store.batch_queue import pack_unit
 from rmqstore_cli.store.compaction import compaction_log_size
 from rmqstore_cli.store.consume_queue import write_range
 from rmqstore_cli.store.mapped_files import offset2file_name
-
-#: ``topics.json`` attributes of a compaction topic (``TopicConfig#getAttributes``).
-COMPACTION_TOPIC_ATTRIBUTES = {CLEANUP_POLICY_ATTRIBUTE: COMPACTION_POLICY}
-
+from rmqstore_cli.store.message import PROPERTY_KEYS
 
 class _OpenFile:
     """The last file of a log or queue: what was appended since the last flush (files are
@@ -138,8 +135,10 @@ class CompactionDispatch:
         self.log_size = compaction_log_size(cq, log_file_size or DEFAULT_COMPACTION_MAPPED_FILE_SIZE)
         self.roots = roots
         self.writers: dict[tuple[str, int], CompactionLogWriter] = {}
+        #: ``topics.json`` attributes of these topics (``TopicConfig#getAttributes``).
+        self.attributes = {CLEANUP_POLICY_ATTRIBUTE: COMPACTION_POLICY}
 
-    def dispatch(self, req, record: bytes, keys: str | None) -> None:
+    def dispatch(self, req, record: bytes, msg) -> None:
         """``CompactionService#putRequest``: a record of a compaction topic (every dispatch
         request, whatever its transaction type) into its queue's compaction log."""
         if req.topic not in self.topics:
@@ -150,7 +149,7 @@ class CompactionDispatch:
             w = self.writers[(req.topic, req.queue_id)] = CompactionLogWriter(
                 self.dir / COMPACTION_LOG_DIR / sub, self.dir / COMPACTION_CQ_DIR / sub, self.log_size,
                 self.cq_size, self.roots)
-        w.put(record, keys, req.tags_code, req.store_timestamp)
+        w.put(record, msg.properties.get(PROPERTY_KEYS), req.tags_code, req.store_timestamp)
 
     def close(self) -> None:
         """Flush every queue; ``CompactionStore#shutdown`` persists the position checkpoint."""
