@@ -125,12 +125,7 @@ def generate(
 
     if broker_version not in ("4.9", "5"):
         raise UsageError(f"--broker-version must be 4.9 or 5, not {broker_version!r}")
-    if bcq_topics and (broker_version != "5" or bcq_topics > topics):
-        raise UsageError("--bcq-topics needs --broker-version 5 and at most --topics topics")
-    if compaction_topics and (broker_version != "5" or bcq_topics + compaction_topics > topics
-                              or append or from_jsonl is not None):  # -- compaction
-        raise UsageError("--compaction-topics needs --broker-version 5, a new store (not --append or --from-jsonl) "
-                         "and at most --topics topics with --bcq-topics")
+    _check_5x_topics(broker_version, topics, bcq_topics, compaction_topics, append or from_jsonl is not None)
     zone = parse_tz(tz)
     existing = _check_target(store, append, "--store")
     cfg = load_config(store, broker_conf, commitlog_file_size, cq_file_size, index_slots, index_max)
@@ -185,14 +180,7 @@ def generate(
                 compaction_topics=compaction_topics,
                 lmq_ratio=lmq_ratio, lmq_queues=lmq_queues)
             workload = Workload(opts)
-            if workload.batch_topics:
-                writer.declare_batch_topics(workload.batch_topics)
-            if workload.compaction_topics:  # -- compaction: CommitLogDispatcherCompaction
-                from rmqstore_cli.store.compaction_writer import CompactionDispatch
-
-                writer.compaction = CompactionDispatch(cfg.root, workload.compaction_topics,
-                                                       cfg.compaction_mapped_file_size,
-                                                       cfg.compaction_cq_mapped_file_size, writer.roots)
+            _declare_topics(writer, workload, cfg)
             writer.append_workload(workload.specs())
     finally:
         writer.close()
@@ -200,6 +188,31 @@ def generate(
     if append:
         print(f"rmqstore: appended {writer.messages} to a store of {before} records", file=sys.stderr)
     _warn_refused(writer.refused_records)
+
+
+def _check_5x_topics(broker_version: str, topics: int, bcq_topics: int, compaction_topics: int,
+                     appending: bool) -> None:
+    """--bcq-topics and --compaction-topics: 5.x topic kinds, at most --topics of them; the
+    compaction logs are written from their start only (not continued by --append/--from-jsonl)."""
+    from rmqstore_cli.errors import UsageError
+
+    if bcq_topics and (broker_version != "5" or bcq_topics > topics):
+        raise UsageError("--bcq-topics needs --broker-version 5 and at most --topics topics")
+    if compaction_topics and (broker_version != "5" or bcq_topics + compaction_topics > topics or appending):
+        raise UsageError("--compaction-topics needs --broker-version 5, a new store (not --append or --from-jsonl) "
+                         "and at most --topics topics with --bcq-topics")
+
+
+def _declare_topics(writer, workload, cfg) -> None:
+    """The workload's BatchCQ topics (batchconsumequeue/) and compaction topics (compaction/,
+    ``CommitLogDispatcherCompaction``) made known to the writer before the first send."""
+    if workload.batch_topics:
+        writer.declare_batch_topics(workload.batch_topics)
+    if workload.compaction_topics:  # -- compaction
+        from rmqstore_cli.store.compaction_writer import CompactionDispatch
+
+        writer.compaction = CompactionDispatch(cfg.root, workload.compaction_topics, cfg.compaction_mapped_file_size,
+                                               cfg.compaction_cq_mapped_file_size, writer.roots)
 
 
 def _body_sizes(body_size: str) -> tuple[int, int]:
