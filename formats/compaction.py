@@ -26,9 +26,18 @@ DEFAULT_COMPACTION_CQ_MAPPED_FILE_SIZE = 10 * 1024 * 1024
 #: ``CompactionLog.END_FILE_MIN_BLANK_LENGTH``: room a log file keeps for its BLANK (size, magic).
 COMPACTION_END_BLANK_LENGTH = 4 + 4
 
-#: ``CompactionPositionMgr#persist`` of a broker that has not compacted yet: fastjson's
-#: pretty format (tabs) of an empty ``queueOffsetMap`` (``ConfigManager#persist``).
-EMPTY_POSITION_CHECKPOINT = '{\n\t"empty":true,\n\t"queueOffsetMap":{}\n}'
+
+
+def position_checkpoint_text(items: list[tuple[str, int]]) -> str:
+    """``CompactionPositionMgr#encode(true)`` as ``ConfigManager#persist`` writes it: fastjson's
+    pretty format (tab indents, no spaces, properties sorted: ``empty`` then ``queueOffsetMap``,
+    whose entries come in the map's iteration order, as given; an empty map is ``{}``)."""
+    import json
+
+    if not items:
+        return '{\n\t"empty":true,\n\t"queueOffsetMap":{}\n}'
+    entries = ",\n".join(f"\t\t{json.dumps(k, ensure_ascii=False)}:{v}" for k, v in items)
+    return '{\n\t"empty":false,\n\t"queueOffsetMap":{\n' + entries + "\n\t}\n}"
 
 # The two longs ``CompactionAppendMessageCallback#doAppend`` reads and rewrites in a copied
 # record: QUEUEOFFSET (``logicOffsetPos = 4 + 4 + 4 + 4 + 4``) and PHYSICALOFFSET after it.

@@ -18,6 +18,7 @@ from rmqstore_cli.formats.batch_queue import (
     COMPACTION_DIR,
     COMPACTION_LOG_DIR,
     POSITION_CHECKPOINT,
+    POSITION_KEY_SEPARATOR,
 )
 from rmqstore_cli.formats.commitlog import MAGIC_BLANK, BlankRecord
 from rmqstore_cli.formats.compaction import (
@@ -26,8 +27,8 @@ from rmqstore_cli.formats.compaction import (
     COMPACTION_POLICY,
     DEFAULT_COMPACTION_CQ_MAPPED_FILE_SIZE,
     DEFAULT_COMPACTION_MAPPED_FILE_SIZE,
-    EMPTY_POSITION_CHECKPOINT,
     PHYSICAL_OFFSET_POS,
+    position_checkpoint_text,
     QUEUE_OFFSET_POS,
     RecordLong,
 )
@@ -36,7 +37,10 @@ from rmqstore_cli.store.batch_queue import pack_unit
 from rmqstore_cli.store.compaction import compaction_log_size
 from rmqstore_cli.store.consume_queue import write_range
 from rmqstore_cli.store.mapped_files import offset2file_name
-from rmqstore_cli.store.message import PROPERTY_KEYS
+from rmqstore_cli.store.message import PROPERTY_KEYS, tags_code
+
+#: ``CompactionLog.COMPACTING_SUB_FOLDER``: where a run writes the files that replace the old ones.
+COMPACTING_DIR = "compacting"
 
 class _OpenFile:
     """The last file of a log or queue: what was appended since the last flush (files are
@@ -73,6 +77,8 @@ class CompactionLogWriter:
         self.log_from = -log_size
         self.next_queue_offset = 0
         self.units = 0
+        #: (physical offset, size) of every record written, for a compaction run.
+        self.placed: list[tuple[int, int]] = []
 
     def _roll(self) -> None:
         """``TopicPartitionLog#roll``: the next log file, and a queue file of the same name."""
@@ -115,7 +121,47 @@ class CompactionLogWriter:
         self.log.append(record[:PHYSICAL_OFFSET_POS] + RecordLong.build(physical)
                         + record[PHYSICAL_OFFSET_POS + RecordLong.sizeof():])
         self.cq.append(pack_unit(physical, len(record), tags_code, store_time, queue_offset, 1))
+        self.placed.append((physical, len(record)))
         return True
+
+    def compact(self) -> int | None:
+        """``CompactionLog#doCompaction`` once, with nothing compacted before: every log file
+        but the last (``#getCompactionFile``) is rewritten into ``compacting/``, keeping a
+        record when its queue offset is its key's latest there and its body is not empty
+        (``#getOffsetMap``, ``#shouldRetainMsg``), then the new files replace the old ones
+        under the names they were written with (``#replaceFiles``, ``#replaceCqFiles``).
+        Returns ``OffsetMap#getLastOffset`` for the position checkpoint, or None (one file)."""
+        self.flush()
+        if self.log_from < self.log_size:
+            return None
+        old = [m for m in self._messages() if m[0].physical_offset < self.log_from]
+        latest = {msg.properties.get(PROPERTY_KEYS): msg.queue_offset for msg, _ in old}
+        out = CompactionLogWriter(self.log_dir / COMPACTING_DIR, self.cq_dir / COMPACTING_DIR, self.log_size,
+                                  self.cq_size, self.roots)
+        for msg, raw in old:
+            if msg.queue_offset >= latest[msg.properties.get(PROPERTY_KEYS)] and msg.body:
+                out.put(raw, msg.properties.get(PROPERTY_KEYS), tags_code(msg.tags), msg.store_timestamp)
+        out.flush()
+        for base in range(0, self.log_from, self.log_size):  # MappedFile#renameToDelete, #destroy
+            for d in (self.log_dir, self.cq_dir):
+                safefs.unlink_inside(d / offset2file_name(base), self.roots)
+        for d in (self.log_dir, self.cq_dir):  # MappedFile#moveToParent
+            for f in sorted((d / COMPACTING_DIR).iterdir()):
+                os.replace(f, d / f.name)
+            (d / COMPACTING_DIR).rmdir()
+        return old[-1][0].queue_offset
+
+    def _messages(self):
+        """(message, record bytes) of every record written, in order."""
+        from rmqstore_cli.store.commitlog import check_message
+
+        data, base = b"", -1
+        for physical, size in self.placed:
+            if physical - physical % self.log_size != base:
+                base = physical - physical % self.log_size
+                data = safefs.read_bounded(self.log_dir / offset2file_name(base), self.log_size, "compaction log")
+            raw = data[physical - base:physical - base + size]
+            yield check_message(raw, 0, size, physical).message, raw
 
     def flush(self) -> None:
         for f in (self.log, self.cq):
@@ -127,8 +173,11 @@ class CompactionDispatch:
     """``CommitLogDispatcherCompaction`` for the compaction topics of a new store: one
     :class:`CompactionLogWriter` per queue, and the position checkpoint at close."""
 
-    def __init__(self, root: Path, topics: set[str], log_file_size: int, cq_file_size: int, roots: list[Path]):
+    def __init__(self, root: Path, topics: set[str], log_file_size: int, cq_file_size: int, roots: list[Path],
+                 run: bool = False):
         self.dir = root / COMPACTION_DIR
+        #: Make one compaction run per queue at close (``CompactionLog#doCompaction``).
+        self.run = run
         self.topics = topics
         cq = (cq_file_size or DEFAULT_COMPACTION_CQ_MAPPED_FILE_SIZE) // BATCH_CQ_UNIT_SIZE * BATCH_CQ_UNIT_SIZE
         self.cq_size = cq
@@ -152,13 +201,24 @@ class CompactionDispatch:
         w.put(record, msg.properties.get(PROPERTY_KEYS), req.tags_code, req.store_timestamp)
 
     def close(self) -> None:
-        """Flush every queue; ``CompactionStore#shutdown`` persists the position checkpoint."""
-        for w in self.writers.values():
+        """Flush every queue (with ``run``: compact each, in (topic, queueId) order, each run
+        persisting the checkpoint, ``CompactionLog#compactAndReplace``); then
+        ``CompactionStore#shutdown`` persists it once more. ``MixAll#string2File`` keeps the
+        previous text as ``.bak``, so a store with a run has a ``.bak`` equal to the file."""
+        from rmqstore_cli.store.message import JavaHashMap
+
+        offsets = JavaHashMap(16)  # CompactionPositionMgr's ConcurrentHashMap: the same order under 12 keys
+        for (topic, qid), w in sorted(self.writers.items()):
             w.flush()
+            last = w.compact() if self.run else None
+            if last is not None:
+                offsets.put(f"{topic}{POSITION_KEY_SEPARATOR}{qid}", str(last))
+        text = position_checkpoint_text([(k, int(v)) for k, v in offsets.items()]).encode()
         path = self.dir / POSITION_CHECKPOINT
         safefs.make_dirs(self.dir, self.roots)
-        if not os.path.lexists(path):
-            safefs.replace_file(path, EMPTY_POSITION_CHECKPOINT.encode(), self.roots)
+        if offsets.items():
+            safefs.replace_file(path.with_name(POSITION_CHECKPOINT + ".bak"), text, self.roots)
+        safefs.replace_file(path, text, self.roots)
 
     @property
     def units(self) -> int:
