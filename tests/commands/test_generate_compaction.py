@@ -21,7 +21,7 @@ BLANK_MAGIC = 0xCBD43194 - (1 << 32)  # MessageDecoder.BLANK_MAGIC_CODE as a Jav
 CONF = "compactionMappedFileSize=8192\ncompactionCqMappedFileSize=1840\n"  # log files of 9200 bytes
 
 
-def _dispatch_sample(src, out):
+def _dispatch_sample(src, out, run=False):
     """The sample's commit log through the writer, as the broker's reput dispatches it."""
     from rmqstore_cli.commands.common import load_config
     from rmqstore_cli.store.commitlog import CommitLog
@@ -30,7 +30,7 @@ def _dispatch_sample(src, out):
 
     cfg = load_config(src / "store", src / "broker.conf", None, None, None, None)
     cd = CompactionDispatch(out, {"DeviceStateTopic"}, cfg.compaction_mapped_file_size,
-                            cfg.compaction_cq_mapped_file_size, [out])
+                            cfg.compaction_cq_mapped_file_size, [out], run)
     cl = CommitLog(cfg)
     try:
         for m in cl.scan():
@@ -78,6 +78,20 @@ def test_sample_dispatch_is_byte_identical_CompactionLog_asyncPutMessage(sample_
         assert units[-1][0] + units[-1][1] == before["compactionLogMaxOffset"]
     assert (tmp_path / "compaction" / "position-checkpoint").read_text() == \
         '{\n\t"empty":true,\n\t"queueOffsetMap":{}\n}'  # CompactionPositionMgr, nothing compacted yet
+
+
+def test_sample_dispatch_and_run_reproduce_the_whole_compaction_dir_CompactionLog_doCompaction(sample_tarball,
+                                                                                             tmp_path):
+    """Dispatch then one run per queue: every file of the sample's compaction/ (the rewritten
+    ``…0`` files, the untouched ``…18400`` ones, position-checkpoint and its .bak), and no other."""
+    src = sample_tarball("compaction")
+    _dispatch_sample(src, tmp_path, run=True)
+    ref, got = src / "store" / "compaction", tmp_path / "compaction"
+    files = sorted(p.relative_to(ref) for p in ref.rglob("*") if p.is_file())
+    assert files == sorted(p.relative_to(got) for p in got.rglob("*") if p.is_file())
+    assert len(files) == 10
+    for f in files:
+        assert (got / f).read_bytes() == (ref / f).read_bytes(), f
 
 
 def _gen(tmp_path, *extra):
@@ -160,3 +174,35 @@ def test_compaction_topics_need_a_new_5_store(tmp_path):
     r = cli("generate", "--store", tmp_path / "s", "--broker-version", "5", "--append", "--compaction-topics", "1",
             *SMALL)
     assert r.exit_code == 2 and not (tmp_path / "s").exists()
+    r = cli("generate", "--store", tmp_path / "s", "--broker-version", "5", "--compaction-run", *SMALL)
+    assert r.exit_code == 2 and "--compaction-run needs --compaction-topics" in r.stderr
+
+
+def test_generated_compaction_run_keeps_each_keys_latest_and_verifies(tmp_path):
+    store, conf = _gen(tmp_path, "--messages", "400", "--topics", "2", "--queues", "2", "--compaction-topics", "1",
+                       "--compaction-run")
+    checkpoint = (store / "compaction" / "position-checkpoint").read_text()
+    assert (store / "compaction" / "position-checkpoint.bak").read_text() == checkpoint
+    offsets = json.loads(checkpoint)["queueOffsetMap"]
+    topic = next((store / "compaction" / "compactionCq").iterdir()).name
+    compacted = 0
+    for qdir in (store / "compaction" / "compactionCq" / topic).iterdir():
+        per_file = _units(qdir)
+        if len(per_file) < 2:
+            continue
+        files, last = sorted(per_file), offsets[f"{topic}_{qdir.name}"]
+        assert files[0] == 0  # the rewritten files take the names of the first ones (#replaceFiles)
+        kept = [u for name in files[:-1] for u in per_file[name]]
+        assert all(u[4] > last for u in per_file[files[-1]]) and all(u[4] <= last for u in kept)
+        keys = {}
+        for qo in range(last + 1):  # each key's latest queue offset, from the 20-byte consume queue
+            rec = _cq_record(store, topic, int(qdir.name), qo)
+            keys[rec[rec.index(b"KEYS\x01") + 5:rec.index(b"KEYS\x01") + 9]] = qo
+        assert [u[4] for u in kept] == sorted(keys.values())
+        compacted += 1
+    assert compacted and len(offsets) == compacted
+    r = cli("verify", "--store", store, "--broker-conf", conf, "--format", "jsonl")
+    summary = json.loads(r.stdout.splitlines()[-1])["summary"]
+    assert r.exit_code == 0 and summary["errors"] == summary["warnings"] == 0, r.stdout
+    r = cli("dump-cq", "--store", store, "--summary", "--format", "jsonl")
+    assert r.exit_code == 0 and "compaction" in r.stdout
