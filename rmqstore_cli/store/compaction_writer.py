@@ -76,7 +76,6 @@ class CompactionLogWriter:
         self.cq: _OpenFile | None = None
         self.log_from = -log_size
         self.next_queue_offset = 0
-        self.units = 0
         #: (physical offset, size) of every record written, for a compaction run.
         self.placed: list[tuple[int, int]] = []
 
@@ -102,7 +101,6 @@ class CompactionLogWriter:
             self._roll()
             self._append(record, queue_offset, tags_code, store_time)
         self.next_queue_offset = queue_offset + 1
-        self.units += 1
         if len(self.log.buf) >= self.FLUSH_BYTES:
             self.flush()
         return True
@@ -134,11 +132,12 @@ class CompactionLogWriter:
         self.flush()
         if self.log_from < self.log_size:
             return None
-        old = [m for m in self._messages() if m[0].physical_offset < self.log_from]
-        latest = {msg.properties.get(PROPERTY_KEYS): msg.queue_offset for msg, _ in old}
+        latest, last = {}, -1  # OffsetMap (MD5 of the key; collisions not modelled), then re-read
+        for msg, _ in self._messages(self.log_from):
+            latest[msg.properties.get(PROPERTY_KEYS)] = last = msg.queue_offset
         out = CompactionLogWriter(self.log_dir / COMPACTING_DIR, self.cq_dir / COMPACTING_DIR, self.log_size,
                                   self.cq_size, self.roots)
-        for msg, raw in old:
+        for msg, raw in self._messages(self.log_from):
             if msg.queue_offset >= latest[msg.properties.get(PROPERTY_KEYS)] and msg.body:
                 out.put(raw, msg.properties.get(PROPERTY_KEYS), tags_code(msg.tags), msg.store_timestamp)
         out.flush()
@@ -149,14 +148,17 @@ class CompactionLogWriter:
             for f in sorted((d / COMPACTING_DIR).iterdir()):
                 os.replace(f, d / f.name)
             (d / COMPACTING_DIR).rmdir()
-        return old[-1][0].queue_offset
+        return last
 
-    def _messages(self):
-        """(message, record bytes) of every record written, in order."""
+    def _messages(self, end: int):
+        """(message, record bytes) of every record written below log offset ``end``, in order
+        (one log file read at a time)."""
         from rmqstore_cli.store.commitlog import check_message
 
         data, base = b"", -1
         for physical, size in self.placed:
+            if physical >= end:
+                return
             if physical - physical % self.log_size != base:
                 base = physical - physical % self.log_size
                 data = safefs.read_bounded(self.log_dir / offset2file_name(base), self.log_size, "compaction log")
@@ -219,7 +221,3 @@ class CompactionDispatch:
         if offsets.items():
             safefs.replace_file(path.with_name(POSITION_CHECKPOINT + ".bak"), text, self.roots)
         safefs.replace_file(path, text, self.roots)
-
-    @property
-    def units(self) -> int:
-        return sum(w.units for w in self.writers.values())
