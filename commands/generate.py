@@ -68,6 +68,15 @@ def generate(
     bcq_topics: Annotated[int, typer.Option(
         min=0, help="With --broker-version 5: make this many of the topics BatchCQ topics (queue.type=BatchCQ): "
                     "each send to one is an inner batch of 1-8 messages, in batchconsumequeue/.")] = 0,
+    compaction_topics: Annotated[int, typer.Option(
+        min=0, help="With --broker-version 5, on a new store: make this many topics after the BatchCQ ones "
+                    "compaction topics (cleanup.policy=COMPACTION): their sends carry one of 16 keys and are "
+                    "dispatched to compaction/ as a broker that has not compacted yet does.")] = 0,
+    compaction_run: Annotated[bool, typer.Option(
+        "--compaction-run", help="With --compaction-topics: then compact each queue once, as the broker's "
+                                 "schedule does (CompactionLog#doCompaction): all log files but the last "
+                                 "rewritten, keeping each key's latest message; position-checkpoint and .bak "
+                                 "name the last offsets compacted.")] = False,
     lmq_ratio: Annotated[float, typer.Option(min=0, max=1, help="Share of sends listing LMQ queues "
                                              "(INNER_MULTI_DISPATCH); turns on enableLmq and enableMultiDispatch.")] = 0.0,
     lmq_queues: Annotated[int, typer.Option(min=1, help="How many %LMQ% queue names --lmq-ratio uses.")] = 4,
@@ -121,8 +130,8 @@ def generate(
 
     if broker_version not in ("4.9", "5"):
         raise UsageError(f"--broker-version must be 4.9 or 5, not {broker_version!r}")
-    if bcq_topics and (broker_version != "5" or bcq_topics > topics):
-        raise UsageError("--bcq-topics needs --broker-version 5 and at most --topics topics")
+    _check_5x_topics(broker_version, topics, bcq_topics, compaction_topics or compaction_run,
+                     append or from_jsonl is not None)
     zone = parse_tz(tz)
     existing = _check_target(store, append, "--store")
     cfg = load_config(store, broker_conf, commitlog_file_size, cq_file_size, index_slots, index_max)
@@ -174,10 +183,10 @@ def generate(
                 keys_per_message=keys_per_message, compress_ratio=compress_ratio,
                 broker_version=broker_version, cluster=cfg.broker_cluster_name, tz=zone,
                 timer_ratio=timer_ratio, timer_precision_ms=cfg.timer_precision_ms, bcq_topics=bcq_topics,
+                compaction_topics=compaction_topics,
                 lmq_ratio=lmq_ratio, lmq_queues=lmq_queues)
             workload = Workload(opts)
-            if workload.batch_topics:
-                writer.declare_batch_topics(workload.batch_topics)
+            _declare_topics(writer, workload, cfg, compaction_run)
             writer.append_workload(workload.specs())
     finally:
         writer.close()
@@ -185,6 +194,33 @@ def generate(
     if append:
         print(f"rmqstore: appended {writer.messages} to a store of {before} records", file=sys.stderr)
     _warn_refused(writer.refused_records)
+
+
+def _check_5x_topics(broker_version: str, topics: int, bcq_topics: int, compaction_topics: int | bool,
+                     appending: bool) -> None:
+    """--bcq-topics and --compaction-topics: 5.x topic kinds, at most --topics of them; the
+    compaction logs are written from their start only (not continued by --append/--from-jsonl)."""
+    from rmqstore_cli.errors import UsageError
+
+    if bcq_topics and (broker_version != "5" or bcq_topics > topics):
+        raise UsageError("--bcq-topics needs --broker-version 5 and at most --topics topics")
+    if compaction_topics and (broker_version != "5" or bcq_topics + compaction_topics > topics or appending):
+        raise UsageError("--compaction-topics needs --broker-version 5, a new store (not --append or --from-jsonl) "
+                         "and at most --topics topics with --bcq-topics")
+    if compaction_topics is True:
+        raise UsageError("--compaction-run needs --compaction-topics")
+
+
+def _declare_topics(writer, workload, cfg, compaction_run: bool) -> None:
+    """The workload's BatchCQ topics (batchconsumequeue/) and compaction topics (compaction/,
+    ``CommitLogDispatcherCompaction``) made known to the writer before the first send."""
+    if workload.batch_topics:
+        writer.declare_batch_topics(workload.batch_topics)
+    if workload.compaction_topics:  # -- compaction
+        from rmqstore_cli.store.compaction_writer import CompactionDispatch
+
+        writer.compaction = CompactionDispatch(cfg.root, workload.compaction_topics, cfg.compaction_mapped_file_size,
+                                               cfg.compaction_cq_mapped_file_size, writer.roots, compaction_run)
 
 
 def _body_sizes(body_size: str) -> tuple[int, int]:

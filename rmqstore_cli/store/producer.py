@@ -109,6 +109,8 @@ class WorkloadOptions:
     timer_precision_ms: int = 1000
     #: -- bcq: how many of the topics are BatchCQ topics (5.x), each send an inner batch
     bcq_topics: int = 0
+    #: -- compaction: how many topics after the BatchCQ ones are cleanup.policy=COMPACTION (5.x)
+    compaction_topics: int = 0
 
 
 _TAGS = ["TagA", "TagB", "Pay", "Audit", "支付标签", "Tag With Blank", "t-x_2"]
@@ -128,6 +130,7 @@ class Workload:
         self.producers = [self._producer(i) for i in range(4)]
         self.counter = 0
         self.batch_topics = set(self.topic_names[:opts.bcq_topics])
+        self.compaction_topics = set(self.topic_names[opts.bcq_topics:opts.bcq_topics + opts.compaction_topics])
 
     def _producer(self, i: int) -> tuple[bytes, int, int]:
         ip = bytes([172, 16, self.rng.randrange(256), self.rng.randrange(1, 255)])
@@ -170,6 +173,9 @@ class Workload:
             qid = self.rng.randrange(o.queues)
             if topic in self.batch_topics:  # -- bcq
                 yield "batch", self._inner_batch(topic, qid, store_ms, born_ms)
+                continue
+            if topic in self.compaction_topics:  # -- compaction
+                yield "normal", self._keyed(topic, store_ms, born_ms)
                 continue
             tags = self.rng.choice(_TAGS) if self.rng.random() < 0.9 else None
             born = self._born_host()
@@ -273,6 +279,21 @@ class Workload:
         return AppendSpec(topic, qid, body, stored_properties(m, self.profile, True), store_ms,
                           born_timestamp=born_ms, born_host=self._born_host(), store_host=_STORE_V4,
                           sys_flag=INNER_BATCH_FLAG | NEED_UNWRAP_FLAG)
+
+    def _keyed(self, topic: str, store_ms: int, born_ms: int) -> AppendSpec:
+        """A send to a compaction topic: one key of 16 (``k000``..``k015``, so compaction has
+        work), the queue chosen by the key (``abs(key.hashCode()) % queues``, as the 5.3.3
+        sample's producer does, so one key's versions share a queue), the body ``key=vN:...``."""
+        from rmqstore_cli.store.javahash import java_hash
+
+        key = f"k{self.rng.randrange(16):03d}"
+        qid = abs(java_hash(key)) % self.o.queues
+        body = f"{key}=v{self.counter}:".encode() + self._body()
+        client = [(PROPERTY_TAGS, "state"), (PROPERTY_KEYS, key), (PROPERTY_WAIT, "true"),
+                  (PROPERTY_UNIQ_KEY, self._uniq_key(born_ms))]
+        m = broker_map(client, self.profile, self.o.cluster)
+        return AppendSpec(topic, qid, body, stored_properties(m, self.profile), store_ms, born_timestamp=born_ms,
+                          born_host=self._born_host(), store_host=_STORE_V4)
 
     def _lmq(self, client: list[tuple[str, str]]) -> None:
         """The producer's ``INNER_MULTI_DISPATCH`` (LMQ, RIP-28): one to three of the

@@ -41,6 +41,8 @@ class StoreWriter:
         self.roots = config.write_roots
         #: generate --timer-ratio: a ``store.timer.writer.TimerWriter`` enqueueing timer messages.
         self.timer = None
+        #: -- compaction: generate --compaction-topics: a ``store.compaction_writer.CompactionDispatch``.
+        self.compaction = None
         try:
             config.root.mkdir(parents=True, exist_ok=True)
         except FileExistsError:
@@ -180,7 +182,9 @@ class StoreWriter:
             raise StoreError(f"wrote an invalid record: {c.reason}", offset=res.physical_offset)
         if self.multi is not None:
             self.multi.advance(spec, c.message.transaction_type)
-        self.dispatcher.dispatch(c.message)
+        req = self.dispatcher.dispatch(c.message)
+        if self.compaction is not None:  # -- compaction: CommitLogDispatcherCompaction
+            self.compaction.dispatch(req, res.record, c.message)
         t = c.message.topic
         if self.timer is not None and t == TIMER_TOPIC:  # TimerMessageStore#enqueue (store/timer/writer.py)
             self.timer.enqueue(c.message)
@@ -214,6 +218,8 @@ class StoreWriter:
             self.commitlog.close()
             if self.timer is not None:
                 self.timer.close()
+            if self.compaction is not None:
+                self.compaction.close()
             last = self.last_store_timestamp or self.dispatcher.last_store_timestamp
             cp = self._checkpoint
             if last:
@@ -239,6 +245,8 @@ class StoreWriter:
                             "topicFilterType": "SINGLE_TAG", "topicSysFlag": 0, "order": False}
             if topic in self.batch_topics:  # -- bcq: TopicAttributes.QUEUE_TYPE_ATTRIBUTE
                 table[topic]["attributes"] = {"queue.type": "BatchCQ"}
+            if self.compaction is not None and topic in self.compaction.topics:  # -- compaction
+                table[topic]["attributes"] = dict(self.compaction.attributes)
         text = json.dumps(data, indent=2, ensure_ascii=False)
         replace_file(path, text.encode("utf-8"), self.roots)
 
