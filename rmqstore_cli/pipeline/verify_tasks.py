@@ -333,9 +333,11 @@ class FileScan:
     missing: dict = None  # tq -> (L, off, ts)
     matched: dict = None  # queue -> runs
     checked: dict = None  # index file number -> runs
+    lmq_ends: dict = None  # -- gaps: queue -> the next offset this file's messages assign it (lmq.queue-end)
+    lmq_mode: tuple | None = None  # -- gaps: (enable_lmq, broker5) when the file checked multi-dispatch
 
     def light(self) -> "FileScan":
-        return FileScan(**{**self.__dict__, "missing": None, "matched": None, "checked": None})
+        return FileScan(**{**self.__dict__, "missing": None, "matched": None, "checked": None, "lmq_ends": None})
 
     def marks(self) -> int:
         """Numbers in what the queue and index tasks read of this file (runs, missing units):
@@ -411,7 +413,14 @@ def _file_scan(plan: StorePlan, store: int, i: int, v: Verifier, rec: FileRecord
         {v.queue_key(t): e for t, e in enumerate(v.tq_last) if e is not None},
         {v.queue_key(t): p for t, p in v.tq_reset.items()}, v.first_indexable, missing,
         {k: r for k, mq in v.queues.items() if len(r := mq.matched.runs())},
-        {k: r for k, f in zip(ks, v.index_files) if len(r := f.checked.runs())})
+        {k: r for k, f in zip(ks, v.index_files) if len(r := f.checked.runs())}, _lmq_ends(v), v.lmq_mode)
+
+
+def _lmq_ends(v: Verifier) -> dict:
+    """-- gaps: ``LmqChecks#check_lmq_batch``'s queue ends of one file, by existing queue (the
+    queue task runs ``finish_lmq`` on the largest)."""
+    ends = {(name.encode("utf-8", "surrogateescape"), q): e for (name, q), e in v.__dict__.get("lmq_ends", {}).items()}
+    return {k: e for k, e in ends.items() if k in v.queues}
 
 
 def shuffle_items(r: FileScan):
@@ -422,6 +431,8 @@ def shuffle_items(r: FileScan):
         yield (r.store, "q", k), ("matched", r.i, runs)
     for k, runs in (r.checked or {}).items():
         yield (r.store, "i", k), ("checked", r.i, runs)
+    for k, end in (r.lmq_ends or {}).items():
+        yield (r.store, "q", k), ("lmq_end", r.i, end)
 
 
 def grouped(scans: list, keys: list) -> dict:
@@ -443,6 +454,7 @@ class FinishContext:
     cl_end: int
     tq_rank: dict
     tq_reset: dict
+    lmq_mode: tuple | None = None  # -- gaps: the scans' multi-dispatch mode (unit reasons in the finish)
 
 
 def join_files(plan: StorePlan, scans: list[FileScan]) -> tuple[FinishContext, dict, list]:
@@ -508,7 +520,8 @@ def join_files(plan: StorePlan, scans: list[FileScan]) -> tuple[FinishContext, d
               "stops": [x for s in scans for x in s.stops], "counts": counts, "sev": sev,
               "first_indexable": min((s.first_indexable for s in scans if s.first_indexable is not None),
                                      default=None)}
-    return FinishContext(plan, cl_end, rank, tq_reset), totals, kept
+    lmq_mode = next((s.lmq_mode for s in scans if s.lmq_mode is not None), None)
+    return FinishContext(plan, cl_end, rank, tq_reset, lmq_mode), totals, kept
 
 
 # ===================================================================== queues and index files: finish
@@ -517,11 +530,13 @@ class QueueRecorder(Recorder):
     """The findings of one queue's finish: missing units by the queue's rank (where the
     local scan first numbered it), the rest by the queue's place among the directories."""
 
-    def __init__(self, plan: StorePlan, rank, qpos):
+    def __init__(self, plan: StorePlan, rank, qpos, key: tuple = ()):
         super().__init__(plan.cap, 3)
-        self.rank, self.qpos = rank, qpos
+        self.rank, self.qpos, self.key = rank, qpos, key
 
     def group_of(self, check: str) -> tuple:
+        if check == "lmq.queue-end":  # -- gaps: finish_lmq says them first, by queue name
+            return (-1, self.key)
         return (0, self.rank) if check in _MISSING_CHECKS else (1, self.qpos)
 
 
@@ -546,7 +561,7 @@ def finish_task(ctxs: dict, key: tuple, items: list) -> tuple[int, dict]:
         v.index_files, v.queues = [f], {}
     else:
         qd = plan.queue_dirs.get(k)
-        rec = QueueRecorder(plan, ctx.tq_rank.get(k), qd[3] if qd else None)
+        rec = QueueRecorder(plan, ctx.tq_rank.get(k), qd[3] if qd else None, k)
         v = _verifier(plan, rec)
         mq = QueueState(ConsumeQueue(cfg.consumequeue_dir, qd[0], qd[1], cfg.cq_file_size, directory=Path(qd[2])),
                         cfg.root) if qd else None
@@ -558,6 +573,10 @@ def finish_task(ctxs: dict, key: tuple, items: list) -> tuple[int, dict]:
         miss = [it[2] for it in items if it[0] == "missing"]
         v.missing = [(np.zeros(len(m[0]), np.int64), *m) for m in miss]
         v.index_files = []
+        v.lmq_mode = ctx.lmq_mode  # -- gaps: multi-dispatch ends and mode of the scans
+        ends = [it[2] for it in items if it[0] == "lmq_end"]
+        if ends:
+            v.__dict__["lmq_ends"] = {(k[0].decode("utf-8", "surrogateescape"), k[1]): max(ends)}
     v.cl_min, v.cl_end, v.checkpoint = plan.cl_min, ctx.cl_end, plan.checkpoint
     v.mfq = _commitlog(cfg)
     try:
