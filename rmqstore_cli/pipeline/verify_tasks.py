@@ -153,6 +153,7 @@ class StorePlan:
     index_info: list = field(default_factory=list)
     index_end: int = -1
     want_keys: bool = False
+    rocksdb: bool = False  # -- gaps: the queues are a RocksDB database (each task opens it read-only)
 
 
 def plan_store(spec, crc: bool, deep: bool, cap: int | None) -> StorePlan:
@@ -165,12 +166,8 @@ def plan_store(spec, crc: bool, deep: bool, cap: int | None) -> StorePlan:
     v = Verifier(cfg, VerifyOptions(crc=crc, deep=deep, max_findings=None), sink=rec)
     v.infer_sizes()
     v.open_store(index=False)
-    if getattr(v, "rocksdb", None) is not None:  # its queue tasks read file queues only
-        from rmqstore_cli.errors import UsageError
-
-        v.close_rocksdb()
-        raise UsageError("--engine spark does not read a RocksDB consume queue (storeType=defaultRocksDB)",
-                         path=cfg.consumequeue_dir, hint="verify it with --engine local")
+    rocks = getattr(v, "rocksdb", None) is not None  # -- gaps: the tasks reopen it (RocksDBChecks)
+    v.close_rocksdb()
     v.open_commitlog()
     v.mfq.close()
     queue_dirs = {k: (mq.topic, mq.qid, str(mq.dir), n) for n, (k, mq) in enumerate(v.queues.items())}
@@ -181,7 +178,7 @@ def plan_store(spec, crc: bool, deep: bool, cap: int | None) -> StorePlan:
     except (FileNotFoundError, NotADirectoryError):
         paths = []
     return StorePlan(spec.label, cfg, crc, deep, cap, [f.name for f in v.mfq.files], paths, queue_dirs,
-                     v.checkpoint, v.abort, v.cl_min, list(v.notes), Counter(v.files), _result(v, rec))
+                     v.checkpoint, v.abort, v.cl_min, list(v.notes), Counter(v.files), _result(v, rec), rocksdb=rocks)
 
 
 # ===================================================================== index files: open
@@ -380,6 +377,7 @@ def scan_task(plan: StorePlan, store: int, i: int) -> FileScan:
             mq.close()
         for f in v.index_files:
             f.close()
+        v.close_rocksdb()
 
 
 def _scan_index_files(plan: StorePlan, lo: int | None, hi: int | None) -> tuple[list, list]:
@@ -563,8 +561,7 @@ def finish_task(ctxs: dict, key: tuple, items: list) -> tuple[int, dict]:
         qd = plan.queue_dirs.get(k)
         rec = QueueRecorder(plan, ctx.tq_rank.get(k), qd[3] if qd else None, k)
         v = _verifier(plan, rec)
-        mq = QueueState(ConsumeQueue(cfg.consumequeue_dir, qd[0], qd[1], cfg.cq_file_size, directory=Path(qd[2])),
-                        cfg.root) if qd else None
+        mq = _queue_state(plan, v, qd)
         if mq is not None:
             _mark(mq.matched, [it[2] for it in items if it[0] == "matched"])
         v.queues = {k: mq} if mq is not None else {}
@@ -585,7 +582,23 @@ def finish_task(ctxs: dict, key: tuple, items: list) -> tuple[int, dict]:
         for x in list(v.queues.values()) + v.index_files:
             x.close()
         v.mfq.close()
+        v.close_rocksdb()
     return store, _result(v, rec)
+
+
+def _queue_state(plan: StorePlan, v: Verifier, qd: tuple | None) -> QueueState | None:
+    """One queue as the finish reads it: its directory, or (-- gaps) its rows of the RocksDB
+    consume queue, the database opened read-only on ``v`` (``RocksDBConsumeQueueTable``)."""
+    cfg = plan.config
+    if qd is None:
+        return None
+    if not plan.rocksdb:
+        return QueueState(ConsumeQueue(cfg.consumequeue_dir, qd[0], qd[1], cfg.cq_file_size, directory=Path(qd[2])),
+                          cfg.root)
+    from rmqstore_cli.store.rocksdb_cq import RocksDBConsumeQueues
+
+    v.rocksdb = RocksDBConsumeQueues(cfg.consumequeue_dir)
+    return QueueState(v.rocksdb.queue(qd[0], qd[1]), cfg.root)
 
 
 def finish_keys(plans: list[StorePlan]) -> list[tuple]:
@@ -609,6 +622,12 @@ def conclude(plan: StorePlan, ctx: FinishContext, totals: dict, parts: list[dict
     v.index_files = plan.index_info
     v.first_indexable = totals["first_indexable"]
     try:
+        if plan.rocksdb:  # -- gaps: the dispatch checkpoint against the queues' max rows and the log's end
+            from rmqstore_cli.store.rocksdb_cq import RocksDBConsumeQueues
+
+            v.rocksdb = RocksDBConsumeQueues(cfg.consumequeue_dir)
+            v.rocksdb.offset_table()  # reads the checkpoint row, as the scan had locally
+            v.check_rocksdb()
         v.check_index_missing()
         v.check_checkpoint()
         v.check_recovery()
@@ -616,6 +635,7 @@ def conclude(plan: StorePlan, ctx: FinishContext, totals: dict, parts: list[dict
         v.check_batch_queues()  # -- bcq: on the driver (small queues; no consume queue to compare against)
     finally:
         v.mfq.close()
+        v.close_rocksdb()
     counts, sev = Counter(totals["counts"]), Counter(totals["sev"])
     allkept = list(kept)
     for part in parts + [_result(v, rec)]:

@@ -83,3 +83,94 @@ def test_lmq_truncated_queue_end_behind_the_counter(lmq, tmp_path):
     last.write_bytes(bytes(raw))
     checks = {f["check"] for f in _same(s, conf)}
     assert "lmq.queue-end" in checks, checks
+
+
+# ------------------------------------------------------------------ RocksDB consume queue
+
+def _rocks(tmp_path: Path, **kw) -> tuple[Path, dict]:
+    """A generated store whose consume queue is a RocksDB database (tests/rocksdb_build.py)."""
+    pytest.importorskip("rocksdict")
+    from conftest import generate
+    from rocksdb_build import store_times, to_rocksdb_store
+
+    base = generate(tmp_path / "files", "--topics", "2", "--queues", "1", "--transaction-ratio", "0",
+                    "--delay-ratio", "0", messages=60)
+    return tmp_path / "rocks", to_rocksdb_store(base, tmp_path / "rocks", store_times(base), **kw)
+
+
+def _put(store: Path, default: dict, offset: dict, delete: list = ()) -> None:
+    from rocksdict import AccessType, Options, Rdict
+
+    db = Rdict(str(store / "consumequeue"), options=Options(raw_mode=True), access_type=AccessType.read_write(),
+               column_families={"offset": Options(raw_mode=True)})
+    for k, v in default.items():
+        db[k] = v
+    for k in delete:
+        del db[k]
+    off = db.get_column_family("offset")
+    for k, v in offset.items():
+        off[k] = v
+    db.close()
+    (store / "consumequeue" / "rocksdict-config.json").unlink(missing_ok=True)
+
+
+def test_rocksdb_sample_RocksDBConsumeQueueStore(sample_tarball, tmp_path):
+    """The real 5.3.3 RocksDB sample: clean both ways."""
+    pytest.importorskip("rocksdict")
+    d = sample_tarball("rocksdb")
+    assert _same(d / "store", d / "broker.conf") == []
+
+
+@pytest.mark.parametrize("damage", ["past-log", "hole", "offset-rows", "value-size", "no-offset-family", "corrupt"])
+def test_rocksdb_damaged_RocksDBConsumeQueueOffsetTable(tmp_path, damage):
+    """Damaged databases (the cases of tests/engine/test_rocksdb_cq.py): the queue tasks read
+    the database's queues and the driver checks its dispatch checkpoint, as the local verify."""
+    from rocksdb_build import cq_key, cq_value, offset_key
+
+    store, queues = _rocks(tmp_path, offset_family=damage != "no-offset-family")
+    (topic, qid), units = next(iter(queues.items()))
+    if damage == "past-log":
+        n, end = units[-1][0] + 1, (store / "commitlog" / "00000000000000000000").stat().st_size * 4
+        _put(store, {cq_key(topic, qid, n): cq_value(end, 200, 0, units[-1][4])},
+             {offset_key(topic, qid, "max"): end.to_bytes(8, "big") + n.to_bytes(8, "big")})
+        want = {"cq.unit-target", "rocksdb.checkpoint"}
+    elif damage == "hole":
+        _put(store, {}, {}, [cq_key(topic, qid, units[4][0])])
+        want = {"rocksdb.gap", "cq.missing-unit"}
+    elif damage == "offset-rows":
+        last = units[-2]
+        _put(store, {}, {offset_key(topic, qid, "max"): last[1].to_bytes(8, "big") + last[0].to_bytes(8, "big")})
+        want = {"rocksdb.offset-row"}
+    elif damage == "value-size":
+        c, phy, size, tags, ts = units[3]
+        _put(store, {cq_key(topic, qid, c): cq_value(phy, size, tags, ts)[:27]}, {})
+        want = {"rocksdb.value-size", "cq.missing-unit"}
+    elif damage == "no-offset-family":
+        want = {"rocksdb.offset-family"}
+    else:
+        (store / "consumequeue" / "CURRENT").write_text("MANIFEST-999999\n")
+        want = {"rocksdb.unreadable", "cq.missing-unit"}
+    checks = {f["check"] for f in _same(store, None)}
+    assert want <= checks, checks
+
+
+def test_spark_verify_lmq_and_rocksdb_are_the_local_verify(lmq, spark, tmp_path):
+    """On local[2] Spark (``spark.verify``): the damaged LMQ store and a RocksDB store with a
+    hole give the local findings and summary."""
+    pytest.importorskip("rocksdict")
+    from rmqstore_cli.pipeline import spark as sp
+    from rmqstore_cli.pipeline.stores import expand_stores, verify_store
+    from rocksdb_build import cq_key
+
+    _alpha_damaged(lmq[0], tmp_path / "lmq")
+    rocks, queues = _rocks(tmp_path / "r")
+    (topic, qid), units = next(iter(queues.items()))
+    _put(rocks, {}, {}, [cq_key(topic, qid, units[4][0])])
+    for store, conf in ((tmp_path / "lmq", lmq[1]), (rocks, None)):
+        specs = expand_stores([str(store)], str(conf) if conf else None, {})
+        local = [verify_store(s, True, False, None) for s in specs]
+        remote = sp.verify(spark, specs, True, False, None)
+        assert [r["summary"] for r in remote] == [r["summary"] for r in local]
+        key = lambda f: json.dumps(f, sort_keys=True)  # noqa: E731
+        assert sorted(map(key, remote[0]["findings"])) == sorted(map(key, local[0]["findings"]))
+        assert not local[0]["ok"]
