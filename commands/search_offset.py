@@ -120,7 +120,8 @@ def search_offset(
         if version == "4.9" and boundary is not Boundary.lower:
             raise UsageError("--boundary is a 5.x broker's option", hint="4.9.x has no BoundaryType")
     queues = [cq for cq in ms.consume_queues() if cq.topic == topic and (queue_id is None or cq.queue_id == queue_id)]
-    if not queues:
+    batch = [] if queues else _batch_queues(ms, topic, queue_id, version)  # -- gaps
+    if not queues and not batch:
         nf = no_such_topic(ms, topic)
         if nf is not None:
             raise nf
@@ -130,8 +131,11 @@ def search_offset(
     reader = search.TimeReader(ms.commitlog)
     out = Output(fmt.value, COLUMNS, title=f"{topic} at {format_ms(t, zone)}")
     try:
-        for cq in sorted(queues, key=lambda q: q.queue_id):
-            if version is not None and ms.rocksdb_cq is not None:
+        for cq in sorted(queues + batch, key=lambda q: q.queue_id):
+            if cq in batch:
+                res = search.batch_search(cq, reader, t, "broker-5" if version else "scan" if scan else "first",
+                                          boundary.value)
+            elif version is not None and ms.rocksdb_cq is not None:
                 res = search.broker_rocksdb(cq, reader, t, version, boundary.value)
             elif version == "4.9":
                 res = search.broker_49(cq, reader, t)
@@ -147,3 +151,15 @@ def search_offset(
             out.emit(d)
     finally:
         out.close()
+
+
+def _batch_queues(ms, topic: str, queue_id: int | None, version: str | None) -> list:
+    """-- gaps: the topic's BatchCQ queues (batchconsumequeue/), a 5.x broker's only."""
+    from rmqstore_cli.errors import UsageError
+    from rmqstore_cli.store.batch_queue import store_batch_queues
+
+    found = [q for q in store_batch_queues(ms.config, topic) if queue_id is None or q.queue_id == queue_id]
+    if found and version == "4.9":
+        raise UsageError(f"{topic} is a BatchCQ topic (batchconsumequeue/): a 5.x broker's",
+                         hint="pass --broker-version 5")
+    return found
