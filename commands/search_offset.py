@@ -91,7 +91,11 @@ def search_offset(
     stored at or after TIME the offset is the max offset and store_timestamp is null.
     A 5.x RocksDB consume queue (storeType=defaultRocksDB; the rocksdb extra) is read the
     same way; with --broker its answer is RocksDBConsumeQueueTable#binarySearchInCQByTime's,
-    from the units' store times, unclamped (it can be -1).
+    from the units' store times, unclamped (it can be -1). A BatchCQ topic's queues
+    (batchconsumequeue/) answer queue offsets of messages (a unit's msgBaseOffset), by the
+    units' store times; with --broker as BatchConsumeQueue#getOffsetInQueueByTime (the file
+    by its first unit's time, binarySearchRight; after the file's last unit, that unit's
+    msgBaseOffset), clamped to [min, max].
 
     JSON fields: topic, queue_id, time, method (first, scan, broker-4.9, broker-5-lower,
     broker-5-upper), offset, store_timestamp (of the unit at offset; null at max),
