@@ -64,6 +64,9 @@ def consumer_progress(
     broker's diff, max offset - consumer offset. An offset below the queue's min offset
     (its messages expired: status behind-min) or above its max (the broker corrects it at
     the next pull: beyond-max) is flagged; no-queue: the store has no such consume queue.
+    A BatchCQ topic's queue (batchconsumequeue/) counts in messages: min, max and lag are
+    queue offsets (msgBaseOffset, batchSize), the next store time that of the inner batch
+    holding the consumer offset.
     Exit 1 when no offset matches.
 
     JSON fields: group, topic, queue_id, consumer_offset, min_offset, max_offset, lag,

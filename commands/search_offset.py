@@ -91,7 +91,11 @@ def search_offset(
     stored at or after TIME the offset is the max offset and store_timestamp is null.
     A 5.x RocksDB consume queue (storeType=defaultRocksDB; the rocksdb extra) is read the
     same way; with --broker its answer is RocksDBConsumeQueueTable#binarySearchInCQByTime's,
-    from the units' store times, unclamped (it can be -1).
+    from the units' store times, unclamped (it can be -1). A BatchCQ topic's queues
+    (batchconsumequeue/) answer queue offsets of messages (a unit's msgBaseOffset), by the
+    units' store times; with --broker as BatchConsumeQueue#getOffsetInQueueByTime (the file
+    by its first unit's time, binarySearchRight; after the file's last unit, that unit's
+    msgBaseOffset), clamped to [min, max].
 
     JSON fields: topic, queue_id, time, method (first, scan, broker-4.9, broker-5-lower,
     broker-5-upper), offset, store_timestamp (of the unit at offset; null at max),
@@ -120,7 +124,8 @@ def search_offset(
         if version == "4.9" and boundary is not Boundary.lower:
             raise UsageError("--boundary is a 5.x broker's option", hint="4.9.x has no BoundaryType")
     queues = [cq for cq in ms.consume_queues() if cq.topic == topic and (queue_id is None or cq.queue_id == queue_id)]
-    if not queues:
+    batch = [] if queues else _batch_queues(ms, topic, queue_id, version)  # -- gaps
+    if not queues and not batch:
         nf = no_such_topic(ms, topic)
         if nf is not None:
             raise nf
@@ -130,8 +135,11 @@ def search_offset(
     reader = search.TimeReader(ms.commitlog)
     out = Output(fmt.value, COLUMNS, title=f"{topic} at {format_ms(t, zone)}")
     try:
-        for cq in sorted(queues, key=lambda q: q.queue_id):
-            if version is not None and ms.rocksdb_cq is not None:
+        for cq in sorted(queues + batch, key=lambda q: q.queue_id):
+            if cq in batch:
+                res = search.batch_search(cq, reader, t, "broker-5" if version else "scan" if scan else "first",
+                                          boundary.value)
+            elif version is not None and ms.rocksdb_cq is not None:
                 res = search.broker_rocksdb(cq, reader, t, version, boundary.value)
             elif version == "4.9":
                 res = search.broker_49(cq, reader, t)
@@ -147,3 +155,15 @@ def search_offset(
             out.emit(d)
     finally:
         out.close()
+
+
+def _batch_queues(ms, topic: str, queue_id: int | None, version: str | None) -> list:
+    """-- gaps: the topic's BatchCQ queues (batchconsumequeue/), a 5.x broker's only."""
+    from rmqstore_cli.errors import UsageError
+    from rmqstore_cli.store.batch_queue import store_batch_queues
+
+    found = [q for q in store_batch_queues(ms.config, topic) if queue_id is None or q.queue_id == queue_id]
+    if found and version == "4.9":
+        raise UsageError(f"{topic} is a BatchCQ topic (batchconsumequeue/): a 5.x broker's",
+                         hint="pass --broker-version 5")
+    return found

@@ -33,7 +33,8 @@ EPILOG = """Examples:
 By default the counts come from the consume queues (method consumequeue): fast, but
 records no consume queue holds are not seen (PREPARED and ROLLBACK transactional records,
 topics whose queues are gone). --exact walks the whole commit log (method commitlog) and
-counts those in not_in_cq.
+counts those in not_in_cq. A BatchCQ topic's queue (batchconsumequeue/) counts its inner
+messages (batchSize per unit, as its queue offsets do) by default, its records with --exact.
 """
 
 

@@ -153,6 +153,7 @@ class StorePlan:
     index_info: list = field(default_factory=list)
     index_end: int = -1
     want_keys: bool = False
+    rocksdb: bool = False  # -- gaps: the queues are a RocksDB database (each task opens it read-only)
 
 
 def plan_store(spec, crc: bool, deep: bool, cap: int | None) -> StorePlan:
@@ -165,12 +166,8 @@ def plan_store(spec, crc: bool, deep: bool, cap: int | None) -> StorePlan:
     v = Verifier(cfg, VerifyOptions(crc=crc, deep=deep, max_findings=None), sink=rec)
     v.infer_sizes()
     v.open_store(index=False)
-    if getattr(v, "rocksdb", None) is not None:  # its queue tasks read file queues only
-        from rmqstore_cli.errors import UsageError
-
-        v.close_rocksdb()
-        raise UsageError("--engine spark does not read a RocksDB consume queue (storeType=defaultRocksDB)",
-                         path=cfg.consumequeue_dir, hint="verify it with --engine local")
+    rocks = getattr(v, "rocksdb", None) is not None  # -- gaps: the tasks reopen it (RocksDBChecks)
+    v.close_rocksdb()
     v.open_commitlog()
     v.mfq.close()
     queue_dirs = {k: (mq.topic, mq.qid, str(mq.dir), n) for n, (k, mq) in enumerate(v.queues.items())}
@@ -181,7 +178,7 @@ def plan_store(spec, crc: bool, deep: bool, cap: int | None) -> StorePlan:
     except (FileNotFoundError, NotADirectoryError):
         paths = []
     return StorePlan(spec.label, cfg, crc, deep, cap, [f.name for f in v.mfq.files], paths, queue_dirs,
-                     v.checkpoint, v.abort, v.cl_min, list(v.notes), Counter(v.files), _result(v, rec))
+                     v.checkpoint, v.abort, v.cl_min, list(v.notes), Counter(v.files), _result(v, rec), rocksdb=rocks)
 
 
 # ===================================================================== index files: open
@@ -333,9 +330,11 @@ class FileScan:
     missing: dict = None  # tq -> (L, off, ts)
     matched: dict = None  # queue -> runs
     checked: dict = None  # index file number -> runs
+    lmq_ends: dict = None  # -- gaps: queue -> the next offset this file's messages assign it (lmq.queue-end)
+    lmq_mode: tuple | None = None  # -- gaps: (enable_lmq, broker5) when the file checked multi-dispatch
 
     def light(self) -> "FileScan":
-        return FileScan(**{**self.__dict__, "missing": None, "matched": None, "checked": None})
+        return FileScan(**{**self.__dict__, "missing": None, "matched": None, "checked": None, "lmq_ends": None})
 
     def marks(self) -> int:
         """Numbers in what the queue and index tasks read of this file (runs, missing units):
@@ -378,6 +377,7 @@ def scan_task(plan: StorePlan, store: int, i: int) -> FileScan:
             mq.close()
         for f in v.index_files:
             f.close()
+        v.close_rocksdb()
 
 
 def _scan_index_files(plan: StorePlan, lo: int | None, hi: int | None) -> tuple[list, list]:
@@ -411,7 +411,14 @@ def _file_scan(plan: StorePlan, store: int, i: int, v: Verifier, rec: FileRecord
         {v.queue_key(t): e for t, e in enumerate(v.tq_last) if e is not None},
         {v.queue_key(t): p for t, p in v.tq_reset.items()}, v.first_indexable, missing,
         {k: r for k, mq in v.queues.items() if len(r := mq.matched.runs())},
-        {k: r for k, f in zip(ks, v.index_files) if len(r := f.checked.runs())})
+        {k: r for k, f in zip(ks, v.index_files) if len(r := f.checked.runs())}, _lmq_ends(v), v.lmq_mode)
+
+
+def _lmq_ends(v: Verifier) -> dict:
+    """-- gaps: ``LmqChecks#check_lmq_batch``'s queue ends of one file, by existing queue (the
+    queue task runs ``finish_lmq`` on the largest)."""
+    ends = {(name.encode("utf-8", "surrogateescape"), q): e for (name, q), e in v.__dict__.get("lmq_ends", {}).items()}
+    return {k: e for k, e in ends.items() if k in v.queues}
 
 
 def shuffle_items(r: FileScan):
@@ -422,6 +429,8 @@ def shuffle_items(r: FileScan):
         yield (r.store, "q", k), ("matched", r.i, runs)
     for k, runs in (r.checked or {}).items():
         yield (r.store, "i", k), ("checked", r.i, runs)
+    for k, end in (r.lmq_ends or {}).items():
+        yield (r.store, "q", k), ("lmq_end", r.i, end)
 
 
 def grouped(scans: list, keys: list) -> dict:
@@ -443,6 +452,7 @@ class FinishContext:
     cl_end: int
     tq_rank: dict
     tq_reset: dict
+    lmq_mode: tuple | None = None  # -- gaps: the scans' multi-dispatch mode (unit reasons in the finish)
 
 
 def join_files(plan: StorePlan, scans: list[FileScan]) -> tuple[FinishContext, dict, list]:
@@ -508,7 +518,8 @@ def join_files(plan: StorePlan, scans: list[FileScan]) -> tuple[FinishContext, d
               "stops": [x for s in scans for x in s.stops], "counts": counts, "sev": sev,
               "first_indexable": min((s.first_indexable for s in scans if s.first_indexable is not None),
                                      default=None)}
-    return FinishContext(plan, cl_end, rank, tq_reset), totals, kept
+    lmq_mode = next((s.lmq_mode for s in scans if s.lmq_mode is not None), None)
+    return FinishContext(plan, cl_end, rank, tq_reset, lmq_mode), totals, kept
 
 
 # ===================================================================== queues and index files: finish
@@ -517,11 +528,13 @@ class QueueRecorder(Recorder):
     """The findings of one queue's finish: missing units by the queue's rank (where the
     local scan first numbered it), the rest by the queue's place among the directories."""
 
-    def __init__(self, plan: StorePlan, rank, qpos):
+    def __init__(self, plan: StorePlan, rank, qpos, key: tuple = ()):
         super().__init__(plan.cap, 3)
-        self.rank, self.qpos = rank, qpos
+        self.rank, self.qpos, self.key = rank, qpos, key
 
     def group_of(self, check: str) -> tuple:
+        if check == "lmq.queue-end":  # -- gaps: finish_lmq says them first, by queue name
+            return (-1, self.key)
         return (0, self.rank) if check in _MISSING_CHECKS else (1, self.qpos)
 
 
@@ -546,10 +559,9 @@ def finish_task(ctxs: dict, key: tuple, items: list) -> tuple[int, dict]:
         v.index_files, v.queues = [f], {}
     else:
         qd = plan.queue_dirs.get(k)
-        rec = QueueRecorder(plan, ctx.tq_rank.get(k), qd[3] if qd else None)
+        rec = QueueRecorder(plan, ctx.tq_rank.get(k), qd[3] if qd else None, k)
         v = _verifier(plan, rec)
-        mq = QueueState(ConsumeQueue(cfg.consumequeue_dir, qd[0], qd[1], cfg.cq_file_size, directory=Path(qd[2])),
-                        cfg.root) if qd else None
+        mq = _queue_state(plan, v, qd)
         if mq is not None:
             _mark(mq.matched, [it[2] for it in items if it[0] == "matched"])
         v.queues = {k: mq} if mq is not None else {}
@@ -558,6 +570,10 @@ def finish_task(ctxs: dict, key: tuple, items: list) -> tuple[int, dict]:
         miss = [it[2] for it in items if it[0] == "missing"]
         v.missing = [(np.zeros(len(m[0]), np.int64), *m) for m in miss]
         v.index_files = []
+        v.lmq_mode = ctx.lmq_mode  # -- gaps: multi-dispatch ends and mode of the scans
+        ends = [it[2] for it in items if it[0] == "lmq_end"]
+        if ends:
+            v.__dict__["lmq_ends"] = {(k[0].decode("utf-8", "surrogateescape"), k[1]): max(ends)}
     v.cl_min, v.cl_end, v.checkpoint = plan.cl_min, ctx.cl_end, plan.checkpoint
     v.mfq = _commitlog(cfg)
     try:
@@ -566,7 +582,23 @@ def finish_task(ctxs: dict, key: tuple, items: list) -> tuple[int, dict]:
         for x in list(v.queues.values()) + v.index_files:
             x.close()
         v.mfq.close()
+        v.close_rocksdb()
     return store, _result(v, rec)
+
+
+def _queue_state(plan: StorePlan, v: Verifier, qd: tuple | None) -> QueueState | None:
+    """One queue as the finish reads it: its directory, or (-- gaps) its rows of the RocksDB
+    consume queue, the database opened read-only on ``v`` (``RocksDBConsumeQueueTable``)."""
+    cfg = plan.config
+    if qd is None:
+        return None
+    if not plan.rocksdb:
+        return QueueState(ConsumeQueue(cfg.consumequeue_dir, qd[0], qd[1], cfg.cq_file_size, directory=Path(qd[2])),
+                          cfg.root)
+    from rmqstore_cli.store.rocksdb_cq import RocksDBConsumeQueues
+
+    v.rocksdb = RocksDBConsumeQueues(cfg.consumequeue_dir)
+    return QueueState(v.rocksdb.queue(qd[0], qd[1]), cfg.root)
 
 
 def finish_keys(plans: list[StorePlan]) -> list[tuple]:
@@ -590,6 +622,12 @@ def conclude(plan: StorePlan, ctx: FinishContext, totals: dict, parts: list[dict
     v.index_files = plan.index_info
     v.first_indexable = totals["first_indexable"]
     try:
+        if plan.rocksdb:  # -- gaps: the dispatch checkpoint against the queues' max rows and the log's end
+            from rmqstore_cli.store.rocksdb_cq import RocksDBConsumeQueues
+
+            v.rocksdb = RocksDBConsumeQueues(cfg.consumequeue_dir)
+            v.rocksdb.offset_table()  # reads the checkpoint row, as the scan had locally
+            v.check_rocksdb()
         v.check_index_missing()
         v.check_checkpoint()
         v.check_recovery()
@@ -597,6 +635,7 @@ def conclude(plan: StorePlan, ctx: FinishContext, totals: dict, parts: list[dict
         v.check_batch_queues()  # -- bcq: on the driver (small queues; no consume queue to compare against)
     finally:
         v.mfq.close()
+        v.close_rocksdb()
     counts, sev = Counter(totals["counts"]), Counter(totals["sev"])
     allkept = list(kept)
     for part in parts + [_result(v, rec)]:

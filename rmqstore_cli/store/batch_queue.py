@@ -405,3 +405,87 @@ def assign_inner_base(spec, queue_table: dict[str, int]) -> int:
     spec.properties = serialize_properties(m.items(), True)
     spec.queue_offset = base
     return int(m.get(PROPERTY_INNER_NUM) or 1)
+
+
+# -- gaps: a BatchCQ queue where the readers of consume queues look (search-offset,
+# consumer-progress, stats)
+def store_batch_queues(config, topic: str | None = None) -> Iterator[BatchConsumeQueue]:
+    """The BatchCQ queues of the store (``batchconsumequeue/<topic>/<queueId>``) of ``topic``
+    or all, but those a ``consumequeue/`` directory of the same name shadows (the broker
+    keeps one queue per topic and id: ``ConsumeQueueStore#findOrCreateConsumeQueue``)."""
+    size = config.mapper_file_size_batch_consume_queue or None
+    for t, qid, d in queue_dirs(config.root / "batchconsumequeue"):
+        if (topic is None or t == topic) and not (config.consumequeue_dir / t / str(qid)).is_dir():
+            yield BatchConsumeQueue(d, t, qid, size)
+
+
+def batch_queue_of(config, topic: str, queue_id: int) -> BatchConsumeQueue | None:
+    """One BatchCQ queue (:func:`store_batch_queues`), or None."""
+    return next((q for q in store_batch_queues(config, topic) if q.queue_id == queue_id), None)
+
+
+def _search_right(ts: list[int], left: int, right: int, when: int, upper: bool) -> int:
+    """``BatchConsumeQueue#binarySearchRight`` over unit indices (the Java steps by
+    46-byte positions; ``ceil`` rounds the middle down to a unit): -1 when none."""
+    while left <= right:
+        mid = (left + right) // 2
+        v = ts[mid]
+        if mid == right:
+            return mid if v >= when else -1
+        if mid == left:
+            if v >= when:
+                return mid
+            left = mid + 1
+        elif not upper:
+            if v < when:
+                left = mid + 1
+            else:
+                right = mid
+        elif v <= when:
+            left = mid
+        else:
+            right = mid - 1
+    return -1
+
+
+def offset_by_time(bq: BatchConsumeQueue, when: int, upper: bool = False) -> int:
+    """``BatchConsumeQueue#getOffsetInQueueByTime`` of 5.3.3 with the default
+    ``searchBcqByCacheEnable=true``: the last file when its first unit is at or before
+    ``when``, else the file ``timeCache.floorEntry(when)`` names (the latest start time at
+    or before it; the first file when none), then ``binarySearchRight`` in that file; a
+    time at or after the file's last unit answers that unit's msgBaseOffset. Returns the
+    msgBaseOffset found, -1 when the broker finds none (unclamped)."""
+    files = [(f, arr) for f, arr, _ in bq.unit_arrays()]
+    if not files:
+        return -1
+    last_file_empty = bq.valid_counts[len(bq.queue.files) - 1] == 0 if bq.queue.files else True
+    target = None
+    if not last_file_empty and int(files[-1][1][0]["store_time"]) <= when:
+        target = files[-1][1]
+    else:
+        cache: dict[int, np.ndarray] = {}  # refreshCache: a later file of the same start time wins
+        for _, arr in files:
+            cache[int(arr[0]["store_time"])] = arr
+        floor = [k for k in cache if k <= when]
+        if floor:
+            target = cache[max(floor)]
+        elif bq.valid_counts[0]:
+            target = files[0][1]  # searchTimeFromCache: the first file
+    if target is None:
+        return -1
+    ts = target["store_time"].tolist()
+    if when >= ts[-1]:
+        return int(target[-1]["msg_base_offset"])
+    mid = _search_right(ts, 0, len(ts) - 1, when, upper)
+    return -1 if mid == -1 else int(target[mid]["msg_base_offset"])
+
+
+def first_at_or_after(bq: BatchConsumeQueue, when: int) -> BatchUnit | None:
+    """The first unit stored at or after ``when`` (the units' own store times: an inner
+    batch is one record, one time), or None."""
+    for f, arr, first in bq.unit_arrays():
+        hit = np.flatnonzero(arr["store_time"] >= when)
+        if hit.size:
+            j = int(hit[0])
+            return BatchUnit(first + j, *arr[j].tolist()[:7], f.name, j * BATCH_CQ_UNIT_SIZE)
+    return None

@@ -157,6 +157,7 @@ def consumer_progress(store, table: dict[str, dict[int, int]], group: str | None
     and the store time of the next message to consume. An offset below min (the messages
     expired) or above max (the broker corrects it at the next pull) is flagged in ``status``.
     Yields (Progress, None) or (None, key) for a key that is not ``topic@group``."""
+    from rmqstore_cli.store.batch_queue import BatchConsumeQueue
     from rmqstore_cli.store.search import TimeReader
 
     reader = None
@@ -173,7 +174,12 @@ def consumer_progress(store, table: dict[str, dict[int, int]], group: str | None
             off = table[key][qid]
             if (t, qid) not in queues:
                 cq = store.consume_queue(t, qid) if qid >= 0 else None
-                if cq is None or not cq.file_names():
+                bq = _batch_queue(store, t, qid) if cq is None or not cq.file_names() else None  # -- gaps
+                if bq is not None:
+                    if reader is None:
+                        reader = TimeReader(store.commitlog)
+                    queues[t, qid] = (bq, bq.min_offset, bq.max_offset)
+                elif cq is None or not cq.file_names():
                     queues[t, qid] = None
                 else:
                     if reader is None:
@@ -187,10 +193,22 @@ def consumer_progress(store, table: dict[str, dict[int, int]], group: str | None
             status = "behind-min" if off < lo else "beyond-max" if off > hi else "ok"
             ts = None
             if lo <= off < hi:
-                u = next(cq.units(off, off + 1), None)
+                u = cq.find(off) if isinstance(cq, BatchConsumeQueue) else next(cq.units(off, off + 1), None)
                 if u is not None:
                     ts = reader.checked(u.commitlog_offset, u.size)[0]
             yield Progress(g, t, qid, off, lo, hi, ts, status), None
+
+
+def _batch_queue(store, topic: str, queue_id: int):
+    """-- gaps: a BatchCQ queue's min and max are queue offsets of messages
+    (``BatchConsumeQueue#getMinOffsetInQueue``/``#getMaxOffsetInQueue``); the next message
+    is in the unit whose inner batch holds the offset (``#getBatchMsgIndexBuffer``)."""
+    from rmqstore_cli.store.batch_queue import batch_queue_of
+
+    if queue_id < 0 or store.rocksdb_cq is not None:
+        return None
+    bq = batch_queue_of(store.config, topic, queue_id)
+    return bq if bq is not None and bq.queue.files else None
 
 
 # -- lmq

@@ -129,8 +129,8 @@ class ReadOnlyDB:
                 self.db = rocksdict.Rdict(str(self._shadow), options=raw, column_families=cfs,
                                           access_type=rocksdict.AccessType.read_only())
             except Exception as e:  # RocksDB's own message: corrupt MANIFEST, missing SST…
-                raise StoreError(f"cannot open {what}: {str(e).splitlines()[0] if str(e) else type(e).__name__}",
-                                 path=self.dir) from None
+                said = str(e).splitlines()[0].replace(str(self._shadow), str(self.dir)) if str(e) else type(e).__name__
+                raise StoreError(f"cannot open {what}: {said}", path=self.dir) from None  # named by the store's path
         except BaseException:
             safefs.remove_shadow(self._shadow)
             raise

@@ -480,7 +480,7 @@ def detect_version(root) -> str | None:
 
     root = Path(root)
     if any((root / n).exists() for n in ("timerwheel", "timerlog", "config/timercheck", "config/timermetrics",
-                                         "consumequeue/CURRENT")):  # RocksDB CQ: 5.2+
+                                         "consumequeue/CURRENT", "batchconsumequeue")):  # RocksDB CQ: 5.2+; BatchCQ
         return "5"
     return None
 
@@ -501,4 +501,33 @@ def broker_rocksdb(cq, reader: TimeReader, when: int, version: str, boundary: st
     if res.offset == -1:
         res.notes.append("the broker answers -1 (no unit on that side of TIME)")
     _broker_answer_time(cq, reader, res)
+    return res
+
+
+# -- gaps: BatchCQ queues (store/batch_queue.py)
+def batch_search(bq, reader: TimeReader, when: int, method: str, boundary: str = "lower") -> SearchResult:
+    """One BatchCQ queue: offsets are queue offsets of messages (``msgBaseOffset``, an inner
+    batch of ``batchSize`` messages per unit), min and max ``#reviseMinOffsetInQueue`` /
+    ``#reviseMaxOffsetInQueue``. ``method`` ``first``/``scan``: the base offset of the first
+    unit stored at or after ``when`` (max when none); ``broker-5``:
+    ``BatchConsumeQueue#getOffsetInQueueByTime`` clamped to [min, max] as
+    ``ConsumeQueueStore#getOffsetInQueueByTime`` does."""
+    from rmqstore_cli.store.batch_queue import first_at_or_after as first_unit, offset_by_time
+
+    lo, hi = bq.min_offset, bq.max_offset
+    name = f"broker-5-{boundary}" if method == "broker-5" else method
+    res = SearchResult(bq.topic, bq.queue_id, when, name, hi, None, lo, hi, ["BatchCQ queue (batchconsumequeue/)"])
+    if method == "broker-5":
+        raw = offset_by_time(bq, when, upper=boundary == "upper")
+        res.offset = min(max(raw, lo), hi)
+        if res.offset != raw:
+            res.notes.append(f"the search gave {raw}, clamped to [{lo}, {hi}]")
+    else:
+        u = first_unit(bq, when)
+        if u is not None:
+            res.offset = u.msg_base_offset
+    if lo <= res.offset < hi:
+        u = bq.find(res.offset)
+        if u is not None:
+            res.store_timestamp = reader.checked(u.commitlog_offset, u.size)[0]
     return res

@@ -422,7 +422,13 @@ def from_consume_queues(store, topic: str | None = None, by_file: bool = False) 
             queues[t, qid] = _queue_row(cq, commitlog, span, per_file, cq_files, root)
         finally:
             cq.close()
+    batch, records = _batch_rows(store, topic, span, per_file)  # -- gaps
+    queues.update(batch)
     st = Stats("consumequeue", queues, commitlog_total(commitlog))
+    if batch:
+        st.notes.append(f"{len(batch)} BatchCQ queues (batchconsumequeue/): their messages are the inner messages "
+                        f"of {records} batch records (msgBaseOffset/batchSize), "
+                        "as the broker's queue offsets count them")
     if by_file:
         st.files = per_file.rows(root) + cq_files
     st.notes += unread_entries(store) + [f"{p}: not a consume-queue file name; not read" for p in strays]
@@ -558,6 +564,7 @@ def from_commit_log(store, topic: str | None = None, by_file: bool = False) -> S
         g.add(names_seen, *cols)
     on_disk = {(t, q) for t, q, _ in queue_dirs(store.config.consumequeue_dir) if topic is None or t == topic}
     on_disk |= {(q.topic, q.queue_id) for q in _rocksdb_queues(store, topic)}
+    on_disk |= _batch_keys(store, topic)  # -- gaps: a BatchCQ topic's records are in its batch queues
     for (t, q), r in g.rows.items():
         if (t, q) not in on_disk:
             lost = r.messages - r.not_in_cq
@@ -568,6 +575,12 @@ def from_commit_log(store, topic: str | None = None, by_file: bool = False) -> S
     queues = g.rows
     st = Stats("commitlog", queues, total, not_in_cq=g.not_in_cq)
     st.notes += unread_entries(store)
+    for t, q in _batch_keys(store, topic):  # their files' bytes, as _cq_bytes for consume queues
+        r = queues.setdefault((t, q), Row(t, q, not_in_cq=0))
+        r.cq_bytes = _tree(store.config.root / "batchconsumequeue" / t / str(q), [])[1]
+    if _batch_keys(store, topic):
+        st.notes.append("BatchCQ queues (batchconsumequeue/): --exact counts their batch records, one each; "
+                        "without --exact their inner messages are counted")
     st.notes += [f"the commit log's data stops at {s.offset} in {s.file}: {s.reason}" for s in commitlog.stops]
     if by_file:
         st.files = _exact_file_rows(commitlog, g, store.config.root) + cq_file_rows(store, topic)
@@ -654,3 +667,39 @@ def biggest_first(rows: list, top: int | None) -> list:
         (lambda r: (-r.bytes, -r.messages, r.topic, r.queue_id if r.queue_id is not None else -1))
     rows = sorted(rows, key=key)
     return rows if top is None else rows[:top]
+
+
+# -- gaps: BatchCQ queues (store/batch_queue.py)
+def _batch_keys(store, topic: str | None) -> set[tuple[str, int]]:
+    from rmqstore_cli.store.mapped_files import queue_dirs as dirs
+
+    cfg = store.config
+    return {(t, q) for t, q, _ in dirs(cfg.root / "batchconsumequeue")
+            if (topic is None or t == topic) and not (cfg.consumequeue_dir / t / str(q)).is_dir()}
+
+
+def _batch_rows(store, topic: str | None, span: LogSpan, per_file: _CommitLogFiles | None) -> tuple[dict, int]:
+    """Each BatchCQ queue's row: its units whose record is in the commit log's files count
+    ``batchSize`` messages each (the queue offsets ``BatchConsumeQueue#getMaxOffsetInQueue``
+    counts) and the record's bytes; times are the units' store times. Also how many
+    records (units) they hold."""
+    from rmqstore_cli.store.batch_queue import store_batch_queues
+
+    rows, records = {}, 0
+    for bq in store_batch_queues(store.config, topic):
+        try:
+            u = bq.columns()
+            row = rows[bq.topic, bq.queue_id] = Row(bq.topic, bq.queue_id)
+            live = span.holds(u["commitlog_offset"])
+            row.messages = int(u["batch_size"][live].astype(np.int64).sum())
+            row.bytes = int(u["size"][live].astype(np.int64).sum())
+            row.cq_bytes = sum(file_sizes(f.path)[0] for f in bq.queue.files)
+            records += int(live.sum())
+            ts = u["store_time"][live]
+            if ts.size:
+                row.times(int(ts.min()), int(ts.max()))
+            if per_file is not None:
+                per_file.add(u["commitlog_offset"][live], u["size"][live].astype(np.int64))
+        finally:
+            bq.close()
+    return rows, records
