@@ -245,7 +245,7 @@ def _resolver(ms, topic, queue_id):
 
 def _unit_dict(topic, queue_id, cq_offset, off, size, tags, fname, check, table: bool, zone, ms=None) -> dict:
     """``ms``: also the message behind the unit (--messages), as dump-commitlog prints it."""
-    from rmqstore_cli.store.unit_check import is_pre_blank
+    from rmqstore_cli.store.consume_queue import is_pre_blank
     from rmqstore_cli.times import format_ms
 
     d = {"topic": topic, "queue_id": queue_id, "cq_offset": cq_offset, "commitlog_offset": off, "size": size,
@@ -388,8 +388,8 @@ def _dump_batch_file(path: Path, sparse: bool, ms, from_offset, limit, fmt, zone
 def _summary(ms, topic, queue_id, fmt) -> int:
     import numpy as np
 
-    from rmqstore_cli.formats.consume_queue import PRE_BLANK_SIZE
     from rmqstore_cli.render import Output
+    from rmqstore_cli.store.consume_queue import is_pre_blank
 
     clmin = ms.commitlog.min_offset
     out = Output(fmt.value, SUMMARY_COLUMNS, title=f"{ms.config.root}: consume queues")
@@ -401,8 +401,7 @@ def _summary(ms, topic, queue_id, fmt) -> int:
             pre = 0
             max_phy = -1
             for arr, first, _ in cq.unit_arrays(cq.min_file_offset, end):
-                pre += int(np.count_nonzero((arr["commitlog_offset"] == 0) & (arr["size"] == PRE_BLANK_SIZE)
-                                            & (arr["tags_code"] == 0)))
+                pre += int(np.count_nonzero(is_pre_blank(arr["commitlog_offset"], arr["size"], arr["tags_code"])))
                 last = arr[-1]
                 max_phy = int(last["commitlog_offset"]) + int(last["size"])
             d = {"topic": cq.topic, "queue_id": cq.queue_id, "min_offset": cq.min_offset(clmin),

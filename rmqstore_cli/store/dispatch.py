@@ -7,7 +7,6 @@ module decides exactly what each of them writes (STORE-FORMAT §4.2, §4.3, §5.
 from __future__ import annotations
 
 import datetime as _dt
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +21,7 @@ from rmqstore_cli.store.batch_queue import batch_dispatch
 from rmqstore_cli.store.config import StoreConfig
 from rmqstore_cli.store.consume_queue import ConsumeQueueWriter, unsafe_topic
 from rmqstore_cli.store.index import IndexService, build_key
-from rmqstore_cli.store.kinds import delay_level, deliver_timestamp
+from rmqstore_cli.store.kinds import delay_level, deliver_timestamp, parse_java_int
 from rmqstore_cli.store.lmq import MULTI_DISPATCH, MULTI_QUEUE_OFFSET, FanOut, broker5_store, fan_out
 from rmqstore_cli.store.message import (
     PROPERTY_DELAY,
@@ -32,8 +31,6 @@ from rmqstore_cli.store.message import (
     java_hash,
 )
 
-_JAVA_INT = re.compile(r"[+-]?[0-9]+")
-_INT_MIN, _INT_MAX = -(1 << 31), (1 << 31) - 1
 _SCHEDULE = SCHEDULE_TOPIC.encode()
 
 
@@ -44,9 +41,10 @@ class InvalidForDispatch(ValueError):
 def parse_delay(delay: str) -> int:
     """The DELAY property as ``Integer#parseInt`` reads it in ``CommitLog#checkMessageAndReturnSize``;
     anything else throws there, which makes the record invalid for dispatch."""
-    if not _JAVA_INT.fullmatch(delay) or not _INT_MIN <= int(delay) <= _INT_MAX:
+    level = parse_java_int(delay)
+    if level is None:
         raise InvalidForDispatch(f"DELAY {delay!r} is not an int")
-    return int(delay)
+    return level
 
 
 @dataclass(slots=True)

@@ -40,7 +40,7 @@ from rmqstore_cli.formats.consume_queue import CQ_STORE_UNIT_SIZE, PRE_BLANK_SIZ
 from rmqstore_cli.formats.sysflag import BORNHOST_V6_FLAG
 from rmqstore_cli.store.commitlog import CommitLog, Status
 from rmqstore_cli.store.consume_queue import ConsumeQueue
-from rmqstore_cli.store.unit_check import is_pre_blank
+from rmqstore_cli.store.consume_queue import is_pre_blank
 
 _UNIT = struct.Struct(UNIT_FORMAT)
 _SYS_FLAG = HEAD["sys_flag"]  # MessageDecoder.SYSFLAG_POSITION

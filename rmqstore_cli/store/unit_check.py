@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from rmqstore_cli.formats.commitlog import TRANSACTION_COMMIT_TYPE, TRANSACTION_NOT_TYPE
-from rmqstore_cli.formats.consume_queue import PRE_BLANK_SIZE
 from rmqstore_cli.store.commitlog import CommitLog, Status
+from rmqstore_cli.store.consume_queue import is_pre_blank
 from rmqstore_cli.store.dispatch import InvalidForDispatch, compute_tags_code
 from rmqstore_cli.store.lmq import listed_offset
 from rmqstore_cli.store.message import Message
@@ -37,10 +37,6 @@ class UnitCheck:
     agrees: bool | None
     message: Message | None = None
     problems: list[str] = field(default_factory=list)
-
-
-def is_pre_blank(commitlog_offset: int, size: int, tags_code: int) -> bool:
-    return commitlog_offset == 0 and size == PRE_BLANK_SIZE and tags_code == 0
 
 
 def check_unit(commitlog: CommitLog, cq_offset: int, commitlog_offset: int, size: int, tags_code: int,
