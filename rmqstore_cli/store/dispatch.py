@@ -162,6 +162,8 @@ class Dispatcher:
         self.broker5 = config.enable_multi_dispatch and broker5_store(config.root)
         #: Messages whose multi-dispatch properties are malformed: FanOut.problem -> count.
         self.multi_problems: dict[str, int] = {}
+        #: The append path's index keys, put a block at a time (``store/keyblock.py``); None: per key.
+        self.key_block = None
 
     def dispatch(self, msg: Message) -> DispatchRequest:
         req = dispatch_request(msg, self.delay_table, self.config, self.broker5)
@@ -192,6 +194,10 @@ class Dispatcher:
                     if t.name in self.topics:
                         self._put(t.name, t.queue_id, req, t.offset)
         if self.index is not None and req.commitlog_offset >= self.index.last_end_phy_offset:
+            if self.key_block is not None:
+                self.key_block.add(req.index_keys, req.commitlog_offset, req.store_timestamp)
+                self.last_store_timestamp = req.store_timestamp
+                return
             for key in req.index_keys:
                 self.index.put_key(key, req.commitlog_offset, req.store_timestamp)
         self.last_store_timestamp = req.store_timestamp
@@ -201,5 +207,7 @@ class Dispatcher:
             w.flush()
         if self.batch is not None:
             self.batch.flush()
+        if self.key_block is not None:
+            self.key_block.flush()
         if self.index is not None:
             self.index.close()
