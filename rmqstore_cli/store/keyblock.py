@@ -51,9 +51,16 @@ class IndexKeyBlock:
 
 
 def _hashes(keys: list[str]) -> np.ndarray:
-    """``IndexFile#indexKeyHashMethod`` of each key: ASCII keys at once over their bytes
+    """``IndexFile#indexKeyHashMethod`` of each key: the ASCII keys at once over their bytes
     (byte = UTF-16 code unit), any other key by the per-string owner."""
-    joined = "".join(keys)
-    if joined.isascii():
+    wide = [i for i, k in enumerate(keys) if not k.isascii()]
+    if not wide:
         return index_hashes([k.encode("ascii") for k in keys])
-    return np.array([index_key_hash(k) for k in keys], np.int64)
+    out = np.empty(len(keys), np.int64)
+    narrow = np.ones(len(keys), bool)
+    narrow[wide] = False
+    ascii_at = np.flatnonzero(narrow)
+    if ascii_at.size:
+        out[ascii_at] = index_hashes([keys[i].encode("ascii") for i in ascii_at.tolist()])
+    out[wide] = [index_key_hash(keys[i]) for i in wide]
+    return out
