@@ -7,6 +7,7 @@ module decides exactly what each of them writes (STORE-FORMAT §4.2, §4.3, §5.
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -35,6 +36,15 @@ from rmqstore_cli.store.message import (
 _JAVA_INT = re.compile(r"[+-]?[0-9]+")
 _INT_MIN, _INT_MAX = -(1 << 31), (1 << 31) - 1
 _SCHEDULE = SCHEDULE_TOPIC.encode()
+
+
+_short_tags_hash = functools.lru_cache(maxsize=4096)(java_hash)
+
+
+def _tags_hash(tags: str) -> int:
+    """``String#hashCode`` of TAGS: short ones repeat record after record, so each is
+    hashed once (the cache bounded in count and size: a hostile store's long tags are not kept)."""
+    return _short_tags_hash(tags) if len(tags) <= 64 else java_hash(tags)
 
 
 class InvalidForDispatch(ValueError):
@@ -87,7 +97,7 @@ def compute_tags_code(msg: Message, delay_table: dict[int, int]) -> int:
     or, on the schedule topic with a DELAY, the delivery time."""
     props = msg.properties
     tags = props.get(PROPERTY_TAGS)
-    code = java_hash(tags) if tags else 0
+    code = _tags_hash(tags) if tags else 0
     if msg.topic_bytes == _SCHEDULE:
         delay = props.get(PROPERTY_DELAY)
         if delay is not None:

@@ -296,9 +296,16 @@ class JavaHashMap:
         return key in self._items
 
     def items(self) -> list[tuple[str, str]]:
-        mask = self.capacity - 1
-        seq = {k: i for i, k in enumerate(self._items)}
-        return sorted(self._items.items(), key=lambda kv: (_spread(kv[0]) & mask, seq[kv[0]]))
+        pairs = list(self._items.items())
+        return [pairs[i] for i in _iteration_order(tuple(self._items), self.capacity)]
+
+
+@functools.lru_cache(maxsize=256)
+def _iteration_order(keys: tuple[str, ...], capacity: int) -> tuple[int, ...]:
+    """Positions of ``keys`` (insertion order) in ``HashMap`` iteration order at ``capacity``:
+    the same few key sets repeat message after message, so each is sorted once."""
+    mask = capacity - 1
+    return tuple(sorted(range(len(keys)), key=lambda i: (_spread(keys[i]) & mask, i)))
 
 
 @functools.lru_cache(maxsize=4096)
