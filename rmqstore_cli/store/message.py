@@ -10,6 +10,7 @@ import functools
 import ipaddress
 import struct
 from socket import inet_ntoa as _inet_ntoa
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from rmqstore_cli.formats.sysflag import (
@@ -283,6 +284,13 @@ class JavaHashMap:
 
     def put(self, key: str, value: str) -> None:
         self._items[key] = value
+        while len(self._items) > self.capacity * 3 // 4:
+            self.capacity <<= 1
+
+    def put_all(self, items: Iterable[tuple[str, str]]) -> None:
+        """``put`` of each pair in order, the table grown once at the end (its capacity
+        depends only on the final count: it never shrinks)."""
+        self._items.update(items)
         while len(self._items) > self.capacity * 3 // 4:
             self.capacity <<= 1
 
