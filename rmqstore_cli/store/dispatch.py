@@ -7,6 +7,7 @@ module decides exactly what each of them writes (STORE-FORMAT §4.2, §4.3, §5.
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +33,15 @@ from rmqstore_cli.store.message import (
 )
 
 _SCHEDULE = SCHEDULE_TOPIC.encode()
+
+
+_short_tags_hash = functools.lru_cache(maxsize=4096)(java_hash)
+
+
+def _tags_hash(tags: str) -> int:
+    """``String#hashCode`` of TAGS: short ones repeat record after record, so each is
+    hashed once (the cache bounded in count and size: a hostile store's long tags are not kept)."""
+    return _short_tags_hash(tags) if len(tags) <= 64 else java_hash(tags)
 
 
 class InvalidForDispatch(ValueError):
@@ -85,7 +95,7 @@ def compute_tags_code(msg: Message, delay_table: dict[int, int]) -> int:
     or, on the schedule topic with a DELAY, the delivery time."""
     props = msg.properties
     tags = props.get(PROPERTY_TAGS)
-    code = java_hash(tags) if tags else 0
+    code = _tags_hash(tags) if tags else 0
     if msg.topic_bytes == _SCHEDULE:
         delay = props.get(PROPERTY_DELAY)
         if delay is not None:
@@ -160,6 +170,8 @@ class Dispatcher:
         self.broker5 = config.enable_multi_dispatch and broker5_store(config.root)
         #: Messages whose multi-dispatch properties are malformed: FanOut.problem -> count.
         self.multi_problems: dict[str, int] = {}
+        #: The append path's index keys, put a block at a time (``store/keyblock.py``); None: per key.
+        self.key_block = None
 
     def dispatch(self, msg: Message) -> DispatchRequest:
         req = dispatch_request(msg, self.delay_table, self.config, self.broker5)
@@ -190,6 +202,10 @@ class Dispatcher:
                     if t.name in self.topics:
                         self._put(t.name, t.queue_id, req, t.offset)
         if self.index is not None and req.commitlog_offset >= self.index.last_end_phy_offset:
+            if self.key_block is not None:
+                self.key_block.add(req.index_keys, req.commitlog_offset, req.store_timestamp)
+                self.last_store_timestamp = req.store_timestamp
+                return
             for key in req.index_keys:
                 self.index.put_key(key, req.commitlog_offset, req.store_timestamp)
         self.last_store_timestamp = req.store_timestamp
@@ -199,5 +215,7 @@ class Dispatcher:
             w.flush()
         if self.batch is not None:
             self.batch.flush()
+        if self.key_block is not None:
+            self.key_block.flush()
         if self.index is not None:
             self.index.close()

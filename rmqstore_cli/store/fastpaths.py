@@ -25,11 +25,16 @@ class FastPaths:
       records alone would leave every task of a 1 GiB file on the reference loops;
     * ``json_min`` — dump renders a block of at least this many JSON lines with the
       compiled renderer (the reference spends ~0.3 s on ~25 000 records; scan blocks grow
-      64, 128, … so a dump of fewer than ~4 000 records never loads numba).
+      64, 128, … so a dump of fewer than ~4 000 records never loads numba);
+    * ``key_block`` — the append path (generate) puts its index keys this many at a time
+      (:class:`~rmqstore_cli.store.keyblock.IndexKeyBlock`: hashed in bulk, the header once
+      per block); 0 puts each key as it comes (the reference, ``IndexService#putKey``).
     """
 
-    def __init__(self, walk_after: int = 500_000, for_bytes: int = 64 << 20, json_min: int = 4096):
+    def __init__(self, walk_after: int = 500_000, for_bytes: int = 64 << 20, json_min: int = 4096,
+                 key_block: int = 1 << 16):
         self.walk_after, self.for_bytes, self.json_min = walk_after, for_bytes, json_min
+        self.key_block = key_block
         self.walked = 0
         self._walk = None  # None: not chosen yet; False: no numba; else the compiled walk
 

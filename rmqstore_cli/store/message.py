@@ -10,6 +10,7 @@ import functools
 import ipaddress
 import struct
 from socket import inet_ntoa as _inet_ntoa
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from rmqstore_cli.formats.sysflag import (
@@ -286,6 +287,13 @@ class JavaHashMap:
         while len(self._items) > self.capacity * 3 // 4:
             self.capacity <<= 1
 
+    def put_all(self, items: Iterable[tuple[str, str]]) -> None:
+        """``put`` of each pair in order, the table grown once at the end (its capacity
+        depends only on the final count: it never shrinks)."""
+        self._items.update(items)
+        while len(self._items) > self.capacity * 3 // 4:
+            self.capacity <<= 1
+
     def remove(self, key: str) -> None:
         self._items.pop(key, None)
 
@@ -296,9 +304,16 @@ class JavaHashMap:
         return key in self._items
 
     def items(self) -> list[tuple[str, str]]:
-        mask = self.capacity - 1
-        seq = {k: i for i, k in enumerate(self._items)}
-        return sorted(self._items.items(), key=lambda kv: (_spread(kv[0]) & mask, seq[kv[0]]))
+        pairs = list(self._items.items())
+        return [pairs[i] for i in _iteration_order(tuple(self._items), self.capacity)]
+
+
+@functools.lru_cache(maxsize=256)
+def _iteration_order(keys: tuple[str, ...], capacity: int) -> tuple[int, ...]:
+    """Positions of ``keys`` (insertion order) in ``HashMap`` iteration order at ``capacity``:
+    the same few key sets repeat message after message, so each is sorted once."""
+    mask = capacity - 1
+    return tuple(sorted(range(len(keys)), key=lambda i: (_spread(keys[i]) & mask, i)))
 
 
 @functools.lru_cache(maxsize=4096)

@@ -66,10 +66,8 @@ def broker_map(client_items: list[tuple[str, str]], profile: BrokerProfile, clus
     """The broker's map after parsing the client's string and adding CLUSTER."""
     m = JavaHashMap(profile.map_capacity)
     client = JavaHashMap(16)
-    for k, v in client_items:
-        client.put(k, v)
-    for k, v in client.items():  # parsed in the client's serialised order
-        m.put(k, v)
+    client.put_all(client_items)
+    m.put_all(client.items())  # parsed in the client's serialised order
     m.put(PROPERTY_CLUSTER, cluster)
     return m
 

@@ -21,7 +21,9 @@ from rmqstore_cli.store.commitlog import AppendResult, AppendSpec, CommitLog, St
 from rmqstore_cli.store.config import StoreConfig
 from rmqstore_cli.store.consume_queue import ConsumeQueue, ConsumeQueueWriter, queue_dirs, unsafe_topic
 from rmqstore_cli.store.dispatch import Dispatcher
+from rmqstore_cli.store.fastpaths import FAST_PATHS
 from rmqstore_cli.store.index import index_file_paths
+from rmqstore_cli.store.keyblock import IndexKeyBlock
 from rmqstore_cli.store.lmq import MultiDispatchAppender
 from rmqstore_cli.store.lock import StoreLock, refuse_if_live
 from rmqstore_cli.store.mapped_files import MappedFileQueue
@@ -78,6 +80,8 @@ class StoreWriter:
         self.multi = MultiDispatchAppender(config, self.commitlog.topic_queue_table) \
             if config.enable_multi_dispatch else None
         self.dispatcher = Dispatcher(config, config.consumequeue_dir, config.index_dir, tz, roots=self.roots)
+        if FAST_PATHS.key_block and self.dispatcher.index is not None:  # issue 23: keys put per block
+            self.dispatcher.key_block = IndexKeyBlock(self.dispatcher.index, FAST_PATHS.key_block)
         self._resume_consume_queues()
         self.batch_topics: set[str] = set()  # -- bcq
         if self.dispatcher.batch is not None:
