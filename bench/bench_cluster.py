@@ -12,7 +12,8 @@ files) and on a 200-message store, with the local engine and on the cluster. Mea
 - executor CPU: user+sys of every process the workers started for the job (executor JVMs,
   Python daemons and workers), read from /proc every 0.1 s; per GB = (store − tiny) / GB,
   against the local engine's CPU per GB measured the same way;
-- fixed cost: wall of the job on the 200-message store on the warm cluster (the store's
+- fixed cost: wall of the job on the 200-message store (two commit-log files, so that both
+  executors start a Python worker) on the warm cluster (the store's
   first run on the cluster is not measured: it fills the workers' numba caches);
 - driver: peak RSS of the rmqstore process and of its JVM;
 - network: what Spark moved between driver and executors, from the event log (task
@@ -37,6 +38,9 @@ sys.path[:0] = [str(HERE), str(HERE.parent / "tests" / "pipeline")]
 
 from bench_pipeline import RMQ, TICK, run  # noqa: E402
 from standalone import Cluster  # noqa: E402
+
+
+TINY_FILE = 65536  # the 200-message store in two commit-log files
 
 
 class ExecutorCpu(threading.Thread):
@@ -115,15 +119,17 @@ def main() -> None:
     ap.add_argument("--json", type=Path, default=None)
     a = ap.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # the cluster is stopped in a finally
-    store, tiny = a.dir / "store", a.dir / "tiny"
+    store, tiny = a.dir / "store", a.dir / "tiny2"
     sizes = ["--commitlog-file-size", str(a.file_mb << 20)]
+    # two files: one task per executor, so every executor's worker start is in the fixed cost
+    tiny_sizes = ["--commitlog-file-size", str(TINY_FILE)]
     if not (store / "commitlog").is_dir():
         subprocess.run(RMQ + ["generate", "--store", str(store), "--messages", str(a.mb * 10**6 // 2240),
                               "--body-size", "2048", "--delay-ratio", "0", "--transaction-ratio", "0", *sizes,
                               "-f", "json"], check=True, capture_output=True)
     if not (tiny / "commitlog").is_dir():
-        subprocess.run(RMQ + ["generate", "--store", str(tiny), "--messages", "200", "-f", "json"], check=True,
-                       capture_output=True)
+        subprocess.run(RMQ + ["generate", "--store", str(tiny), "--messages", "200", *tiny_sizes, "-f", "json"],
+                       check=True, capture_output=True)
     gb = sum(p.stat().st_size for p in (store / "commitlog").iterdir()) / 1e9
     work = Path(tempfile.mkdtemp(prefix="rmq-cluster-bench-"))
     cluster = Cluster(work / "cluster").start()
@@ -135,7 +141,7 @@ def main() -> None:
         for cmd in a.commands.split(","):
             for which, path in (("tiny", tiny), ("store", store)):
                 def args(k):
-                    base = [cmd, "--store", str(path), "-f", "json"] + (sizes if which == "store" else [])
+                    base = [cmd, "--store", str(path), "-f", "json"] + (sizes if which == "store" else tiny_sizes)
                     if cmd == "rebuild-index":
                         return base + ["--output", str(work / f"out{k}")]
                     return base + (["--output", str(work / f"out{k}")] if cmd == "export" else [])

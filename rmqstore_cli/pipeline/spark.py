@@ -58,8 +58,9 @@ def session(master: str | None = None, conf: list[str] | None = None, verbose: b
     Unless ``verbose``, Spark is quiet: its log4j output goes through our configuration
     (errors only), and what the JVM itself prints on stderr (launcher warnings) is dropped.
     Without a ``master``: spark-submit's when it runs us, else :data:`DEFAULT_MASTER`.
-    An embedded master's JVM gets :mod:`jvmstart`'s options (a ``--spark-conf
-    spark.driver.extraJavaOptions=…`` replaces them) and its workers :mod:`daemon`."""
+    The driver JVM this process starts gets :mod:`jvmstart`'s options, a cluster's executor
+    JVMs its :data:`~jvmstart.EXECUTOR_OPTIONS` (a ``--spark-conf spark.driver.extraJavaOptions=…``
+    or ``spark.executor.extraJavaOptions=…`` replaces them) and Python workers :mod:`daemon`."""
     global _start
     if master is None and not under_spark_submit():
         master = DEFAULT_MASTER
@@ -70,15 +71,16 @@ def session(master: str | None = None, conf: list[str] | None = None, verbose: b
     settings = [("spark.app.name", "rmqstore"), ("spark.ui.enabled", "false"),
                 ("spark.ui.showConsoleProgress", "false"), ("spark.sql.sources.partitionOverwriteMode", "static")]
     start = jvmstart.options(master) if SparkContext._gateway is None else _start
-    driver = list(start.options)
+    driver, executor = list(start.options), [] if jvmstart.embedded(master) else list(jvmstart.EXECUTOR_OPTIONS)
     if not verbose:
         quiet = f"-Dlog4j2.configurationFile={Path(__file__).with_name('log4j2.properties')}"
         driver.append(quiet)
-        settings.append(("spark.executor.extraJavaOptions", quiet))
+        executor.append(quiet)
+    if executor:
+        settings.append(("spark.executor.extraJavaOptions", " ".join(executor)))
     if driver:
         settings.append(("spark.driver.extraJavaOptions", " ".join(driver)))
-    if jvmstart.embedded(master):
-        settings.append(("spark.python.daemon.module", "rmqstore_cli.pipeline.daemon"))
+    settings.append(("spark.python.daemon.module", "rmqstore_cli.pipeline.daemon"))
     for kv in conf or []:
         k, sep, v = kv.partition("=")
         if not sep or not k:

@@ -17,9 +17,23 @@ from rmqstore_cli.pipeline import jvmstart
 from rmqstore_cli.pipeline.daemon import installed_pyspark_first
 
 
-@pytest.mark.parametrize("master", [None, "yarn", "spark://h:7077", "k8s://https://h", "localhost[2]"])
-def test_cluster_masters_get_no_jvm_options(master):
-    assert jvmstart.options(master).options == []
+def test_no_jvm_options_when_the_jvm_is_spark_submits(monkeypatch):
+    """Without a master, or under spark-submit, the driver JVM is already running."""
+    assert jvmstart.options(None).options == []
+    monkeypatch.setenv("PYSPARK_GATEWAY_PORT", "1")
+    assert jvmstart.options("spark://h:7077").options == []
+
+
+@pytest.mark.parametrize("master", ["yarn", "spark://h:7077", "k8s://https://h", "localhost[2]"])
+def test_cluster_masters_client_driver_gets_c1_and_the_archive(master, tmp_path, monkeypatch):
+    """The client-mode driver JVM this process starts for a cluster only schedules, as an
+    embedded master's does (measured: ~6.8 → ~2.9 s driver CPU per command)."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)
+    start = jvmstart.options(master)
+    assert "-XX:TieredStopAtLevel=1" in start.options
+    assert start.dump is not None and f"-XX:ArchiveClassesAtExit={start.dump}" in start.options
+    assert not jvmstart.embedded(master)
 
 
 def test_embedded_first_run_dumps_to_a_private_name_then_maps_the_archive(tmp_path, monkeypatch):
