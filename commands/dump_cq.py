@@ -340,7 +340,7 @@ def _dump_file(path: Path, topic, queue_id, ms, from_offset, limit, fmt, zone, m
     finally:
         os.close(fd)
     kind = path.parent.parent.parent.name
-    if kind in ("batchconsumequeue", "compactionCq"):  # -- bcq: a 46-byte-unit file
+    if kind in ("batchconsumequeue", "compactionCq"):  # a 46-byte-unit file
         return _dump_batch_file(path, kind == "compactionCq", ms, from_offset, limit, fmt, zone)
     if topic is None and path.parent.name.isdigit() and path.parent.parent.name:
         topic, queue_id = path.parent.parent.name, int(path.parent.name) if queue_id is None else queue_id

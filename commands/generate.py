@@ -216,7 +216,7 @@ def _declare_topics(writer, workload, cfg, compaction_run: bool) -> None:
     ``CommitLogDispatcherCompaction``) made known to the writer before the first send."""
     if workload.batch_topics:
         writer.declare_batch_topics(workload.batch_topics)
-    if workload.compaction_topics:  # -- compaction
+    if workload.compaction_topics:
         from rmqstore_cli.store.compaction_writer import CompactionDispatch
 
         writer.compaction = CompactionDispatch(cfg.root, workload.compaction_topics, cfg.compaction_mapped_file_size,

@@ -131,7 +131,7 @@ def rebuild_index(
                    {"mapped_file_size_commit_log": commitlog_file_size, "mapped_file_size_consume_queue": cq_file_size,
                     "max_hash_slot_num": index_slots, "max_index_num": index_max})
 
-    _refuse_batch_queues(plans, engine is Engine.spark)  # -- bcq
+    _refuse_batch_queues(plans, engine is Engine.spark)
 
     def job(spark=None):
         build = None

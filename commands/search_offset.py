@@ -124,7 +124,7 @@ def search_offset(
         if version == "4.9" and boundary is not Boundary.lower:
             raise UsageError("--boundary is a 5.x broker's option", hint="4.9.x has no BoundaryType")
     queues = [cq for cq in ms.consume_queues() if cq.topic == topic and (queue_id is None or cq.queue_id == queue_id)]
-    batch = [] if queues else _batch_queues(ms, topic, queue_id, version)  # -- gaps
+    batch = [] if queues else _batch_queues(ms, topic, queue_id, version)
     if not queues and not batch:
         nf = no_such_topic(ms, topic)
         if nf is not None:
@@ -158,7 +158,7 @@ def search_offset(
 
 
 def _batch_queues(ms, topic: str, queue_id: int | None, version: str | None) -> list:
-    """-- gaps: the topic's BatchCQ queues (batchconsumequeue/), a 5.x broker's only."""
+    """The topic's BatchCQ queues (batchconsumequeue/), a 5.x broker's only."""
     from rmqstore_cli.errors import UsageError
     from rmqstore_cli.store.batch_queue import store_batch_queues
 

@@ -27,7 +27,6 @@ ConsumeQueueExtUnit = Struct(
 )
 CQ_EXT_HEADER_SIZE = 20
 
-# -- read-engine
 #: Where TAGSCODE starts in a unit: the bytes of COMMITLOGOFFSET and SIZE before it
 #: (``ConsumeQueue#getOffsetInQueueByTime`` reads only those: ``getLong(); getInt()``).
 UNIT_TAGS_CODE_AT = field_offset(ConsumeQueueUnit, "tags_code")

@@ -36,7 +36,6 @@ ENTRY_FORMAT = fixed_fields_format(IndexEntry)
 def index_file_size(max_hash_slot_num: int, max_index_num: int) -> int:
     return INDEX_HEADER_SIZE + max_hash_slot_num * HASH_SLOT_SIZE + max_index_num * INDEX_ENTRY_SIZE
 
-# -- read-engine
 #: ``HEADER_DTYPE``, ``ENTRY_DTYPE``, ``SLOT_DTYPE``: the index header, entry and hash slot
 #: as big-endian numpy records (names of the declarations), made on first use (no numpy
 #: for the per-record paths).
@@ -44,7 +43,6 @@ __getattr__ = lazy_dtypes(globals(), {"HEADER_DTYPE": IndexHeader, "ENTRY_DTYPE"
                                       "SLOT_DTYPE": IndexSlot})
 
 
-# -- write-engine
 #: ``IndexFile#putKey`` clamps timeDiff to ``Integer.MAX_VALUE``: the largest value of its
 #: signed 32-bit field.
 TIME_DIFF_MAX = (1 << (8 * IndexEntry.time_diff.sizeof() - 1)) - 1

@@ -153,7 +153,7 @@ class StorePlan:
     index_info: list = field(default_factory=list)
     index_end: int = -1
     want_keys: bool = False
-    rocksdb: bool = False  # -- gaps: the queues are a RocksDB database (each task opens it read-only)
+    rocksdb: bool = False  # the queues are a RocksDB database (each task opens it read-only)
 
 
 def plan_store(spec, crc: bool, deep: bool, cap: int | None) -> StorePlan:
@@ -166,7 +166,7 @@ def plan_store(spec, crc: bool, deep: bool, cap: int | None) -> StorePlan:
     v = Verifier(cfg, VerifyOptions(crc=crc, deep=deep, max_findings=None), sink=rec)
     v.infer_sizes()
     v.open_store(index=False)
-    rocks = getattr(v, "rocksdb", None) is not None  # -- gaps: the tasks reopen it (RocksDBChecks)
+    rocks = getattr(v, "rocksdb", None) is not None  # the tasks reopen it (RocksDBChecks)
     v.close_rocksdb()
     v.open_commitlog()
     v.mfq.close()
@@ -285,7 +285,7 @@ class FileRecorder(Recorder):
             self.tq_head[k] = (*head, self.batch)
 
     def place(self, f: Finding):
-        if f.check == "lmq.assumed":  # -- lmq: said once per store, by the first file that says it
+        if f.check == "lmq.assumed":  # said once per store, by the first file that says it
             return (self.phase, self.group, self.batch, (), self.seq), ("once", f.check)
         if f.check in _TOPIC_CHECKS:  # the driver keeps the one of the store's first file
             return (self.phase, self.group, self.batch, (), self.seq), f.subject
@@ -330,8 +330,8 @@ class FileScan:
     missing: dict = None  # tq -> (L, off, ts)
     matched: dict = None  # queue -> runs
     checked: dict = None  # index file number -> runs
-    lmq_ends: dict = None  # -- gaps: queue -> the next offset this file's messages assign it (lmq.queue-end)
-    lmq_mode: tuple | None = None  # -- gaps: (enable_lmq, broker5) when the file checked multi-dispatch
+    lmq_ends: dict = None  # queue -> the next offset this file's messages assign it (lmq.queue-end)
+    lmq_mode: tuple | None = None  # (enable_lmq, broker5) when the file checked multi-dispatch
 
     def light(self) -> "FileScan":
         return FileScan(**{**self.__dict__, "missing": None, "matched": None, "checked": None, "lmq_ends": None})
@@ -415,7 +415,7 @@ def _file_scan(plan: StorePlan, store: int, i: int, v: Verifier, rec: FileRecord
 
 
 def _lmq_ends(v: Verifier) -> dict:
-    """-- gaps: ``LmqChecks#check_lmq_batch``'s queue ends of one file, by existing queue (the
+    """``LmqChecks#check_lmq_batch``'s queue ends of one file, by existing queue (the
     queue task runs ``finish_lmq`` on the largest)."""
     ends = {(name.encode("utf-8", "surrogateescape"), q): e for (name, q), e in v.__dict__.get("lmq_ends", {}).items()}
     return {k: e for k, e in ends.items() if k in v.queues}
@@ -452,7 +452,7 @@ class FinishContext:
     cl_end: int
     tq_rank: dict
     tq_reset: dict
-    lmq_mode: tuple | None = None  # -- gaps: the scans' multi-dispatch mode (unit reasons in the finish)
+    lmq_mode: tuple | None = None  # the scans' multi-dispatch mode (unit reasons in the finish)
 
 
 def join_files(plan: StorePlan, scans: list[FileScan]) -> tuple[FinishContext, dict, list]:
@@ -533,7 +533,7 @@ class QueueRecorder(Recorder):
         self.rank, self.qpos, self.key = rank, qpos, key
 
     def group_of(self, check: str) -> tuple:
-        if check == "lmq.queue-end":  # -- gaps: finish_lmq says them first, by queue name
+        if check == "lmq.queue-end":  # finish_lmq says them first, by queue name
             return (-1, self.key)
         return (0, self.rank) if check in _MISSING_CHECKS else (1, self.qpos)
 
@@ -570,7 +570,7 @@ def finish_task(ctxs: dict, key: tuple, items: list) -> tuple[int, dict]:
         miss = [it[2] for it in items if it[0] == "missing"]
         v.missing = [(np.zeros(len(m[0]), np.int64), *m) for m in miss]
         v.index_files = []
-        v.lmq_mode = ctx.lmq_mode  # -- gaps: multi-dispatch ends and mode of the scans
+        v.lmq_mode = ctx.lmq_mode  # multi-dispatch ends and mode of the scans
         ends = [it[2] for it in items if it[0] == "lmq_end"]
         if ends:
             v.__dict__["lmq_ends"] = {(k[0].decode("utf-8", "surrogateescape"), k[1]): max(ends)}
@@ -587,7 +587,7 @@ def finish_task(ctxs: dict, key: tuple, items: list) -> tuple[int, dict]:
 
 
 def _queue_state(plan: StorePlan, v: Verifier, qd: tuple | None) -> QueueState | None:
-    """One queue as the finish reads it: its directory, or (-- gaps) its rows of the RocksDB
+    """One queue as the finish reads it: its directory, or its rows of the RocksDB
     consume queue, the database opened read-only on ``v`` (``RocksDBConsumeQueueTable``)."""
     cfg = plan.config
     if qd is None:
@@ -622,7 +622,7 @@ def conclude(plan: StorePlan, ctx: FinishContext, totals: dict, parts: list[dict
     v.index_files = plan.index_info
     v.first_indexable = totals["first_indexable"]
     try:
-        if plan.rocksdb:  # -- gaps: the dispatch checkpoint against the queues' max rows and the log's end
+        if plan.rocksdb:  # the dispatch checkpoint against the queues' max rows and the log's end
             from rmqstore_cli.store.rocksdb_cq import RocksDBConsumeQueues
 
             v.rocksdb = RocksDBConsumeQueues(cfg.consumequeue_dir)
@@ -632,7 +632,7 @@ def conclude(plan: StorePlan, ctx: FinishContext, totals: dict, parts: list[dict
         v.check_checkpoint()
         v.check_recovery()
         v.check_timer()  # the 5.x timer store (store/verify/timer.py), whole on the driver
-        v.check_batch_queues()  # -- bcq: on the driver (small queues; no consume queue to compare against)
+        v.check_batch_queues()  # on the driver (small queues; no consume queue to compare against)
     finally:
         v.mfq.close()
         v.close_rocksdb()
@@ -659,7 +659,7 @@ def conclude(plan: StorePlan, ctx: FinishContext, totals: dict, parts: list[dict
                 files[name] = len(plan.index_paths)
         elif name in plan.files_count:
             files[name] = plan.files_count[name]
-    files.update(v.files)  # -- bcq: batchconsumequeue/ and compaction/ files counted by check_batch_queues
+    files.update(v.files)  # batchconsumequeue/ and compaction/ files counted by check_batch_queues
     out.files = files
     out.cl_min, out.cl_end, out.queues, out.notes = plan.cl_min, ctx.cl_end, plan.queue_dirs, plan.notes
     out.counts = +counts

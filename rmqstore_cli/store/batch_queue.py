@@ -407,7 +407,7 @@ def assign_inner_base(spec, queue_table: dict[str, int]) -> int:
     return int(m.get(PROPERTY_INNER_NUM) or 1)
 
 
-# -- gaps: a BatchCQ queue where the readers of consume queues look (search-offset,
+# a BatchCQ queue where the readers of consume queues look (search-offset,
 # consumer-progress, stats)
 def store_batch_queues(config, topic: str | None = None) -> Iterator[BatchConsumeQueue]:
     """The BatchCQ queues of the store (``batchconsumequeue/<topic>/<queueId>``) of ``topic``

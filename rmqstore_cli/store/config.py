@@ -48,11 +48,11 @@ class StoreConfig:
     timer_wheel_enable: bool = True
     timer_precision_ms: int = 1000
     mapped_file_size_timer_log: int = 100 * 1024 * 1024
-    # -- bcq: 5.x batch consume queue and compaction store sizes (0: the files' own size)
+    # 5.x batch consume queue and compaction store sizes (0: the files' own size)
     mapper_file_size_batch_consume_queue: int = 0
     compaction_mapped_file_size: int = 0
     compaction_cq_mapped_file_size: int = 0
-    enable_multi_dispatch: bool = False  # -- lmq: INNER_MULTI_DISPATCH fan-out (store/lmq.py)
+    enable_multi_dispatch: bool = False  # INNER_MULTI_DISPATCH fan-out (store/lmq.py)
     enable_lmq: bool = False  # %LMQ% names go to queue 0 (MultiDispatch#queueKey)
     #: Which of the fields were set explicitly (conf file or override), not defaulted.
     explicit: set[str] = field(default_factory=set, repr=False)

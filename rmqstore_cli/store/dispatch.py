@@ -164,7 +164,7 @@ class Dispatcher:
                                   roots=roots) if self.build_index else None
         self.last_store_timestamp = 0
         self.units = 0
-        # -- bcq: the BatchCQ topics' records go to batchconsumequeue/ beside cq_root instead
+        # the BatchCQ topics' records go to batchconsumequeue/ beside cq_root instead
         self.batch = batch_dispatch(config, cq_root, roots) if build_cq and topics is None else None
         #: 5.x multi-dispatch rules (``store/lmq.py``): the store holds a 5.x-only file.
         self.broker5 = config.enable_multi_dispatch and broker5_store(config.root)

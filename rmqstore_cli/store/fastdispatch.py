@@ -193,7 +193,7 @@ class FastDispatcher:
             multi = self._multi(multi_at, to_cq, tids_a, qid) if multi_at is not None else None
             sel_topics = np.fromiter((t.cq for t in self.topic_list), dtype=bool, count=len(self.topic_list))
             to_cq &= sel_topics[tids_a]
-            if d.batch is not None:  # -- bcq
+            if d.batch is not None:
                 to_cq = self._batch_queues(buf, to_cq, tids_a, qid, phy, size, tags_code[:m], store_ts[:m],
                                            pa[:m], pl[:m], qoff)
             if multi is not None:

@@ -174,7 +174,7 @@ def consumer_progress(store, table: dict[str, dict[int, int]], group: str | None
             off = table[key][qid]
             if (t, qid) not in queues:
                 cq = store.consume_queue(t, qid) if qid >= 0 else None
-                bq = _batch_queue(store, t, qid) if cq is None or not cq.file_names() else None  # -- gaps
+                bq = _batch_queue(store, t, qid) if cq is None or not cq.file_names() else None
                 if bq is not None:
                     if reader is None:
                         reader = TimeReader(store.commitlog)
@@ -200,7 +200,7 @@ def consumer_progress(store, table: dict[str, dict[int, int]], group: str | None
 
 
 def _batch_queue(store, topic: str, queue_id: int):
-    """-- gaps: a BatchCQ queue's min and max are queue offsets of messages
+    """A BatchCQ queue's min and max are queue offsets of messages
     (``BatchConsumeQueue#getMinOffsetInQueue``/``#getMaxOffsetInQueue``); the next message
     is in the unit whose inner batch holds the offset (``#getBatchMsgIndexBuffer``)."""
     from rmqstore_cli.store.batch_queue import batch_queue_of
@@ -211,7 +211,6 @@ def _batch_queue(store, topic: str, queue_id: int):
     return bq if bq is not None and bq.queue.files else None
 
 
-# -- lmq
 def decode_lmq_offset_table(data: bytes) -> dict[str, dict[int, int]]:
     """``LmqConsumerOffsetManager#decode`` (``lmqConsumerOffset.json``, the file a broker with
     ``enableLmq`` loads instead of ``consumerOffset.json``): its ``offsetTable`` as
@@ -229,7 +228,6 @@ def decode_lmq_offset_table(data: bytes) -> dict[str, dict[int, int]]:
     return out
 
 
-# -- rocksdb
 def decode_wrapper_offsets(data: bytes, key: str) -> dict[int, int]:
     """``RocksDBConsumerOffsetManager#decodeOffset``: one ``topic@group``'s
     ``RocksDBOffsetSerializeWrapper``, its ``offsetTable`` of queue id -> offset."""

@@ -98,16 +98,16 @@ class WorkloadOptions:
     keys_per_message: int = 2
     compress_ratio: float = 0.0
     broker_version: str = "4.9"
-    #: -- lmq: share of sends listing LMQ queues in INNER_MULTI_DISPATCH, and how many names
+    #: share of sends listing LMQ queues in INNER_MULTI_DISPATCH, and how many names
     lmq_ratio: float = 0.0
     lmq_queues: int = 4
     cluster: str = "DefaultCluster"
     tz: _dt.tzinfo | None = None
     timer_ratio: float = 0.0  # 5.x timer messages (rmq_sys_wheel_timer)
     timer_precision_ms: int = 1000
-    #: -- bcq: how many of the topics are BatchCQ topics (5.x), each send an inner batch
+    #: how many of the topics are BatchCQ topics (5.x), each send an inner batch
     bcq_topics: int = 0
-    #: -- compaction: how many topics after the BatchCQ ones are cleanup.policy=COMPACTION (5.x)
+    #: how many topics after the BatchCQ ones are cleanup.policy=COMPACTION (5.x)
     compaction_topics: int = 0
 
 
@@ -169,10 +169,10 @@ class Workload:
             born_ms = store_ms - self.rng.randrange(1, 50)
             topic = self.rng.choice(self.topic_names)
             qid = self.rng.randrange(o.queues)
-            if topic in self.batch_topics:  # -- bcq
+            if topic in self.batch_topics:
                 yield "batch", self._inner_batch(topic, qid, store_ms, born_ms)
                 continue
-            if topic in self.compaction_topics:  # -- compaction
+            if topic in self.compaction_topics:
                 yield "normal", self._keyed(topic, store_ms, born_ms)
                 continue
             tags = self.rng.choice(_TAGS) if self.rng.random() < 0.9 else None

@@ -100,7 +100,7 @@ class DispatchReport:
     seconds: float = 0.0
     #: Topics whose records got no consume queue: their names cannot be a directory.
     refused_topics: dict[str, str] = field(default_factory=dict)
-    #: -- lmq: messages whose multi-dispatch properties the broker's dispatch rejects, per
+    #: messages whose multi-dispatch properties the broker's dispatch rejects, per
     #: problem (``store/lmq.FanOut``): count, offset, name.
     multi_dispatch_problems: dict[str, int] = field(default_factory=dict)
     #: Index files not named after their first entry's store time, which is no date
@@ -406,7 +406,7 @@ def build_set(config: StoreConfig, dest: Path, opts: RebuildOptions, progress: P
     return rep
 
 
-#: -- bcq: where a BatchCQ topic's queues are (``BatchConsumeQueue``), rebuilt with consumequeue/.
+#: where a BatchCQ topic's queues are (``BatchConsumeQueue``), rebuilt with consumequeue/.
 BCQ_DIR = "batchconsumequeue"
 
 

@@ -496,7 +496,6 @@ def data_segments(path, start: int, end: int) -> list[tuple[int, int]]:
     return segments
 
 
-# -- rocksdb
 def shadow_dir(directory) -> Path:
     """A fresh private temp directory of symbolic links to each regular file of
     ``directory`` (a RocksDB database), for a library that opens the files itself and

@@ -485,7 +485,6 @@ def detect_version(root) -> str | None:
     return None
 
 
-# -- rocksdb
 def broker_rocksdb(cq, reader: TimeReader, when: int, version: str, boundary: str = "lower") -> SearchResult:
     """``RocksDBConsumeQueueStore#getOffsetInQueueByTime`` (5.3.3) for a RocksDB queue: the
     store times come from the 28-byte values (``RocksDBConsumeQueueTable#binarySearchInCQByTime``),
@@ -504,7 +503,7 @@ def broker_rocksdb(cq, reader: TimeReader, when: int, version: str, boundary: st
     return res
 
 
-# -- gaps: BatchCQ queues (store/batch_queue.py)
+# BatchCQ queues (store/batch_queue.py)
 def batch_search(bq, reader: TimeReader, when: int, method: str, boundary: str = "lower") -> SearchResult:
     """One BatchCQ queue: offsets are queue offsets of messages (``msgBaseOffset``, an inner
     batch of ``batchSize`` messages per unit), min and max ``#reviseMinOffsetInQueue`` /

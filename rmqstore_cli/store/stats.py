@@ -422,7 +422,7 @@ def from_consume_queues(store, topic: str | None = None, by_file: bool = False) 
             queues[t, qid] = _queue_row(cq, commitlog, span, per_file, cq_files, root)
         finally:
             cq.close()
-    batch, records = _batch_rows(store, topic, span, per_file)  # -- gaps
+    batch, records = _batch_rows(store, topic, span, per_file)
     queues.update(batch)
     st = Stats("consumequeue", queues, commitlog_total(commitlog))
     if batch:
@@ -564,7 +564,7 @@ def from_commit_log(store, topic: str | None = None, by_file: bool = False) -> S
         g.add(names_seen, *cols)
     on_disk = {(t, q) for t, q, _ in queue_dirs(store.config.consumequeue_dir) if topic is None or t == topic}
     on_disk |= {(q.topic, q.queue_id) for q in _rocksdb_queues(store, topic)}
-    on_disk |= _batch_keys(store, topic)  # -- gaps: a BatchCQ topic's records are in its batch queues
+    on_disk |= _batch_keys(store, topic)  # a BatchCQ topic's records are in its batch queues
     for (t, q), r in g.rows.items():
         if (t, q) not in on_disk:
             lost = r.messages - r.not_in_cq
@@ -669,7 +669,7 @@ def biggest_first(rows: list, top: int | None) -> list:
     return rows if top is None else rows[:top]
 
 
-# -- gaps: BatchCQ queues (store/batch_queue.py)
+# BatchCQ queues (store/batch_queue.py)
 def _batch_keys(store, topic: str | None) -> set[tuple[str, int]]:
     from rmqstore_cli.store.mapped_files import queue_dirs as dirs
 

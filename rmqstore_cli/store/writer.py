@@ -43,7 +43,7 @@ class StoreWriter:
         self.roots = config.write_roots
         #: generate --timer-ratio: a ``store.timer.writer.TimerWriter`` enqueueing timer messages.
         self.timer = None
-        #: -- compaction: generate --compaction-topics: a ``store.compaction_writer.CompactionDispatch``.
+        #: generate --compaction-topics: a ``store.compaction_writer.CompactionDispatch``.
         self.compaction = None
         try:
             config.root.mkdir(parents=True, exist_ok=True)
@@ -76,14 +76,14 @@ class StoreWriter:
             self._check_index_clean()
         self.commitlog.open_for_append()
         self._recover_topic_queue_table()
-        #: -- lmq: INNER_MULTI_QUEUE_OFFSET assigned at append (store/lmq.py)
+        #: INNER_MULTI_QUEUE_OFFSET assigned at append (store/lmq.py)
         self.multi = MultiDispatchAppender(config, self.commitlog.topic_queue_table) \
             if config.enable_multi_dispatch else None
         self.dispatcher = Dispatcher(config, config.consumequeue_dir, config.index_dir, tz, roots=self.roots)
         if FAST_PATHS.key_block and self.dispatcher.index is not None:  # issue 23: keys put per block
             self.dispatcher.key_block = IndexKeyBlock(self.dispatcher.index, FAST_PATHS.key_block)
         self._resume_consume_queues()
-        self.batch_topics: set[str] = set()  # -- bcq
+        self.batch_topics: set[str] = set()
         if self.dispatcher.batch is not None:
             self.declare_batch_topics(self.dispatcher.batch.topics)
         self.topics: dict[str, int] = {}
@@ -155,7 +155,7 @@ class StoreWriter:
                              hint="run rebuild-index or verify first")
 
     def declare_batch_topics(self, topics: set[str]) -> None:
-        """-- bcq: these topics are BatchCQ (``queue.type=BatchCQ``): their records go to
+        """These topics are BatchCQ (``queue.type=BatchCQ``): their records go to
         batchconsumequeue/, each queue continuing after its recovered end."""
         from rmqstore_cli.store.batch_queue import BatchDispatch, BatchConsumeQueue, batch_file_size
 
@@ -187,7 +187,7 @@ class StoreWriter:
         if self.multi is not None:
             self.multi.advance(spec, c.message.transaction_type)
         req = self.dispatcher.dispatch(c.message)
-        if self.compaction is not None:  # -- compaction: CommitLogDispatcherCompaction
+        if self.compaction is not None:  # CommitLogDispatcherCompaction
             self.compaction.dispatch(req, res.record, c.message)
         t = c.message.topic
         if self.timer is not None and t == TIMER_TOPIC:  # TimerMessageStore#enqueue (store/timer/writer.py)
@@ -247,9 +247,9 @@ class StoreWriter:
             q = max(n, old.get("readQueueNums", 0))
             table[topic] = {"topicName": topic, "readQueueNums": q, "writeQueueNums": q, "perm": 6,
                             "topicFilterType": "SINGLE_TAG", "topicSysFlag": 0, "order": False}
-            if topic in self.batch_topics:  # -- bcq: TopicAttributes.QUEUE_TYPE_ATTRIBUTE
+            if topic in self.batch_topics:  # TopicAttributes.QUEUE_TYPE_ATTRIBUTE
                 table[topic]["attributes"] = {"queue.type": "BatchCQ"}
-            if self.compaction is not None and topic in self.compaction.topics:  # -- compaction
+            if self.compaction is not None and topic in self.compaction.topics:
                 table[topic]["attributes"] = dict(self.compaction.attributes)
         text = json.dumps(data, indent=2, ensure_ascii=False)
         replace_file(path, text.encode("utf-8"), self.roots)

@@ -68,7 +68,7 @@ CHECKS: dict[str, tuple[str, str]] = {
     "checkpoint.ahead": (ERROR, "a checkpoint time is newer than any message: flushed data is missing"),
     "abort.unclean-shutdown": (WARNING, "an abort file: the broker will run abnormal recovery (§6.2, §8)"),
     "recovery.truncate": (ERROR, "the broker's recovery would stop here and truncate the commit log after it"),
-    # -- bcq
+    # 5.x batch consume queues and compaction topics (store/verify/bcq.py)
     "bcq.file-name": (ERROR, "a batch consume-queue file name is not a 20-digit offset aligned to its file size"),
     "bcq.file-size": (ERROR, "a batch consume-queue file's length is not mapperFileSizeBatchConsumeQueue"),
     "bcq.unit-target": (ERROR, "a batch consume-queue unit points where no valid commit-log record starts"),
@@ -87,7 +87,7 @@ CHECKS: dict[str, tuple[str, str]] = {
     "compaction.source": (ERROR, "a compaction-log record differs from the commit-log record at its queue offset"),
     "compaction.position-checkpoint": (ERROR, "compaction/position-checkpoint is unreadable, names a queue without a "
                                               "compaction log, or lies past a compaction queue's end"),
-    # -- dledger (store/verify/dledger.py; DLedgerMmapFileStore#recover)
+    # DLedger (store/verify/dledger.py; DLedgerMmapFileStore#recover)
     "dledger.entry": (ERROR, "a DLedger entry header is wrong: magic, size, pos or bodySize"),
     "dledger.order": (ERROR, "DLedger entry indexes do not follow each other, or a term goes back"),
     "dledger.index": (ERROR, "a DLedger index/ unit is missing or disagrees with its entry (recovery rewrites it)"),
@@ -95,7 +95,7 @@ CHECKS: dict[str, tuple[str, str]] = {
     "dledger.checkpoint": (WARNING, "the DLedger checkpoint's endIndex or committedIndex disagrees with the entries"),
     "dledger.term": (WARNING, "DLedger's currterm is missing or older than the last entry's term"),
     "dledger.old-log": (ERROR, "a divided store lacks the old commitlog/ below its first DLedger data file"),
-    # -- lmq: multi-dispatch (store/verify/lmq.py)
+    # LMQ multi-dispatch (store/verify/lmq.py)
     "lmq.assumed": (INFO, "messages carry INNER_MULTI_QUEUE_OFFSET, no config says multi-dispatch: checked as enabled"),
     "lmq.malformed": (ERROR, "INNER_MULTI_DISPATCH/INNER_MULTI_QUEUE_OFFSET the broker's dispatch rejects (count, "
                              "offset, name)"),
