@@ -330,38 +330,58 @@ class _CommitLogFiles:
         return out
 
 
+class _QueueTally:
+    """One queue's units counted block by block into its :class:`Row`, the file queue's and
+    the RocksDB queue's alike (module docstring): live messages and bytes, dangling units,
+    and the live units of the first and the last block that has any (for the row's times)."""
+
+    def __init__(self, row: Row, span: LogSpan, per_file: _CommitLogFiles | None):
+        self.row, self.span, self.per_file = row, span, per_file
+        self.first = self.last = None
+
+    def add(self, units: np.ndarray) -> np.ndarray:
+        """Count one block of units; returns the commit-log offsets of its live ones."""
+        live, dangling = _live(units, self.span)
+        self.row.dangling += dangling
+        phy = units["commitlog_offset"][live]
+        sizes = units["size"][live].astype(np.int64)
+        self.row.messages += int(phy.size)
+        self.row.bytes += int(sizes.sum())
+        if phy.size:
+            self.first = phy if self.first is None else self.first
+            self.last = phy
+        if self.per_file is not None:
+            self.per_file.add(phy, sizes)
+        return phy
+
+    def finish(self, commitlog) -> bool:
+        """The row's first and last store times, probed at both ends; False when no unit lives."""
+        if self.first is None:
+            return False
+        self.row.first_store_timestamp = _ends_time(commitlog, self.first[:TIME_PROBES])[0]
+        self.row.last_store_timestamp = _ends_time(commitlog, self.last[-TIME_PROBES:])[1]
+        return True
+
+
 def _queue_row(cq: ConsumeQueue, commitlog, span: LogSpan, per_file: _CommitLogFiles | None,
                cq_files: list[FileRow] | None, root: Path) -> Row:
     """One queue from its units (module docstring); ``per_file``/``cq_files`` collect the
     commit-log and consume-queue file rows when ``--by file`` asks for them."""
     row = Row(cq.topic, cq.queue_id)
-    end = cq.max_offset
-    first = last = None  # the live units of the first and the last file that has any
-    arrays = {name: arr for arr, _, name in cq.unit_arrays(cq.min_file_offset, end)}
+    tally = _QueueTally(row, span, per_file)
+    arrays = {name: arr for arr, _, name in cq.unit_arrays(cq.min_file_offset, cq.max_offset)}
     empty = np.zeros(0, UNIT_DTYPE)
     for f in cq.queue.files:
         size, disk = file_sizes(f.path)
         row.cq_bytes += size
         units = arrays.get(f.name, empty)
-        live, dangling = _live(units, span)
-        row.dangling += dangling
-        phy = units["commitlog_offset"][live]
-        sizes = units["size"][live].astype(np.int64)
-        row.messages += int(phy.size)
-        row.bytes += int(sizes.sum())
-        if phy.size:
-            first = phy if first is None else first
-            last = phy
-        if per_file is not None:
-            per_file.add(phy, sizes)
+        phy = tally.add(units)
         if cq_files is not None:
             lo, hi = _ends_time(commitlog, phy)
             cq_files.append(FileRow("consumequeue", _rel(f.path, root), size, disk, int(phy.size), lo, hi,
                                     len(units) * CQ_STORE_UNIT_SIZE / cq.file_size, cq.topic, cq.queue_id))
-    if first is not None:
-        row.first_store_timestamp = _ends_time(commitlog, first[:TIME_PROBES])[0]
-        row.last_store_timestamp = _ends_time(commitlog, last[-TIME_PROBES:])[1]
-        row.multi_dispatch = is_lmq(cq.topic) or _other_topic(commitlog, int(first[0]), cq.topic)
+    if tally.finish(commitlog):
+        row.multi_dispatch = is_lmq(cq.topic) or _other_topic(commitlog, int(tally.first[0]), cq.topic)
     return row
 
 
@@ -383,22 +403,10 @@ def _rocksdb_queue_row(q, commitlog, span: LogSpan, per_file: _CommitLogFiles | 
     """One RocksDB queue counted as :func:`_queue_row` counts a file queue's units; the
     database is one for all queues, so no queue has consume-queue bytes of its own."""
     row = Row(q.topic, q.queue_id)
-    first = last = None
+    tally = _QueueTally(row, span, per_file)
     for units, _, _ in q.unit_arrays(q.min_file_offset, q.max_offset):
-        live, dangling = _live(units, span)
-        row.dangling += dangling
-        phy = units["commitlog_offset"][live]
-        sizes = units["size"][live].astype(np.int64)
-        row.messages += int(phy.size)
-        row.bytes += int(sizes.sum())
-        if phy.size:
-            first = phy if first is None else first
-            last = phy
-        if per_file is not None:
-            per_file.add(phy, sizes)
-    if first is not None:
-        row.first_store_timestamp = _ends_time(commitlog, first[:TIME_PROBES])[0]
-        row.last_store_timestamp = _ends_time(commitlog, last[-TIME_PROBES:])[1]
+        tally.add(units)
+    tally.finish(commitlog)
     return row
 
 
