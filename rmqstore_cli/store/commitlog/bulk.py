@@ -208,28 +208,33 @@ def walk_records(buf, pos: int, limit: int, max_n: int, min_total: int = HEAD_SI
             n, end = loop(a, pos, limit, max_n, min_total, starts)
         FAST_PATHS.walked += n
         return Walk(starts[:n], end, None if n == max_n else stop_kind(buf, end, limit, header))
-    if header:
-        from rmqstore_cli.store.commitlog.dledger import walk_entries_reference
-
-        return walk_entries_reference(buf, pos, limit, max_n, min_total, a, header)
-    return _walk_reference(buf, pos, limit, max_n, min_total, a)
+    return _walk_reference(buf, pos, limit, max_n, min_total, a, header)
 
 
-def _walk_reference(buf, pos: int, limit: int, max_n: int, min_total: int, a: np.ndarray | None) -> Walk:
+def _walk_reference(buf, pos: int, limit: int, max_n: int, min_total: int, a: np.ndarray | None,
+                    header: int = 0) -> Walk:
     """The loop is the one sequential part of reading a file, so it does the least per
     record: it reads TOTALSIZE only and follows it; MAGICCODE and the bounds of every
     record are then checked at once with numpy and the walk is cut at the first record
     that fails them, so the result is exactly that of checking each record before taking
     its size. A zero TOTALSIZE jumps to ``limit`` (ends the loop); garbage beyond the
-    first failure costs at most ``max_n`` steps and is discarded."""
+    first failure costs at most ``max_n`` steps and is discarded. ``header`` > 0: DLedger
+    entries (the twin of ``kernels.walk_entries``), each record ``header`` bytes after its
+    entry's start, whose magic and size are checked with the records'."""
     out: list[int] = []
     app = out.append
     unpack = _TOTAL_UNPACK
     end = pos
     try:
-        for _ in range(max_n):
-            app(end)
-            end += unpack(buf, end)[0] or limit
+        if header:  # two loops, so the plain one does not pay for the entry header
+            for _ in range(max_n):
+                r = end + header
+                app(r)
+                end = r + (unpack(buf, r)[0] or limit)
+        else:
+            for _ in range(max_n):
+                app(end)
+                end += unpack(buf, end)[0] or limit
     except struct.error:  # fewer than 4 bytes left (or a position past the mapping): not a record
         out.pop()
     P = np.array(out, np.int64)
@@ -241,10 +246,14 @@ def _walk_reference(buf, pos: int, limit: int, max_n: int, min_total: int, a: np
         total = head["total_size"].astype(np.int64)
         magic = head["magic"]
         ok = ((magic == MAGIC_V1) | (magic == MAGIC_V2)) & (total >= min_total) & (total <= limit - P)
+        if header:
+            from rmqstore_cli.store.commitlog.dledger import entries_ok
+
+            ok &= entries_ok(a, P, total, header)
         if not ok.all():
             k = int(np.argmin(ok))
-            end = int(P[k])
-            return Walk(P[:k], end, stop_kind(buf, end, limit))
+            end = int(P[k]) - header
+            return Walk(P[:k], end, stop_kind(buf, end, limit, header))
     if len(out) == max_n:
         return Walk(P, end, None)
-    return Walk(P, end, stop_kind(buf, end, limit))
+    return Walk(P, end, stop_kind(buf, end, limit, header))

@@ -5,7 +5,7 @@
 entry pos + ``BODY_OFFSET``, so the consume queues, the index and offset msgIds point at
 the record inside the entry, and every random-access read (``CommitLog.get``) works on the
 data files unchanged. Only the sequential walks differ: they step over the entry header and
-stop at ``MmapFileList``'s blank (:func:`walk_entries_reference`, ``kernels.walk_entries``).
+stop at ``MmapFileList``'s blank (``bulk.walk_records``: :func:`entries_ok`, ``kernels.walk_entries``).
 A store that switched to DLedger keeps its old ``commitlog/`` below ``dividedCommitlogOffset``
 (the first data file's start): ``StoreConfig.commitlog_dirs`` lists both directories and each
 file is read with its own framing (:func:`header_of`), as ``DLedgerCommitLog#getData`` does.
@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rmqstore_cli.errors import StoreError
-from rmqstore_cli.formats.commitlog import HEAD
 from rmqstore_cli.formats.dledger import (
     BLANK_FORMAT,
     BLANK_MAGIC,
@@ -40,7 +39,6 @@ from rmqstore_cli.formats.dledger import (
 _ENTRY = struct.Struct(ENTRY_HEADER_FORMAT)
 _BLANK = struct.Struct(BLANK_FORMAT)
 _UNIT = struct.Struct(INDEX_UNIT_FORMAT)
-_TOTAL = struct.Struct(HEAD["total_size"].fmt)  # the record's TOTALSIZE right after the entry header
 #: small properties files: ``checkpoint`` and ``currterm`` (``IOUtils#string2File``)
 _PROPS_LIMIT = 64 * 1024
 
@@ -157,50 +155,19 @@ def blank_size(buf, pos: int) -> int:
     return _BLANK.unpack_from(buf, pos)[1]
 
 
-def walk_entries_reference(buf, pos: int, limit: int, max_n: int, min_total: int, a, header: int):
-    """``bulk.walk_records`` over DLedger entries, the reference loop (the twin of
-    ``kernels.walk_entries``): follow each record's TOTALSIZE, then check every entry's
-    magic and size and every record's magic and bounds at once; cut at the first failure."""
+def entries_ok(a, starts, total, header: int):
+    """Per record starting at ``starts`` (``header`` bytes after its entry's), whether its
+    entry has the entry magic and the size TOTALSIZE + ``header``
+    (``DLedgerMmapFileStore#recover``); the reference walk's check of the entries
+    (``bulk.walk_records``), read with the records' prefix view."""
     import numpy as np
 
-    from rmqstore_cli.formats.commitlog import MAGIC_V1, MAGIC_V2, PREFIX_DTYPE
-    from rmqstore_cli.store.arrays import byte_rows, file_array
-    from rmqstore_cli.store.commitlog.bulk import Walk, stop_kind
-    from rmqstore_cli.store.fastpaths import FAST_PATHS
+    from rmqstore_cli.formats.commitlog import PREFIX_DTYPE
+    from rmqstore_cli.store.arrays import byte_rows
 
-    out: list[int] = []
-    app = out.append
-    unpack = _TOTAL.unpack_from
-    end = pos
-    try:
-        for _ in range(max_n):
-            r = end + header
-            app(r)
-            end = r + (unpack(buf, r)[0] or limit)
-    except struct.error:
-        out.pop()
-    P = np.array(out, np.int64)
-    FAST_PATHS.walked += P.size
-    if P.size:
-        if a is None:
-            a = file_array(buf)
-        width = PREFIX_DTYPE.itemsize
-        head = np.ascontiguousarray(byte_rows(a, P, width)).view(PREFIX_DTYPE).ravel()
-        ent = np.ascontiguousarray(byte_rows(a, P - header, width)).view(PREFIX_DTYPE).ravel()
-        total = head["total_size"].astype(np.int64)
-        magic = head["magic"]
-        ok = ((magic == MAGIC_V1) | (magic == MAGIC_V2)) & (total >= min_total) & (total <= limit - P) \
-            & (ent["total_size"].astype(np.int64) == ENTRY_MAGIC) & (ent["magic"].astype(np.int64) == total + header)
-        if not ok.all():
-            k = int(np.argmin(ok))
-            end = int(P[k]) - header
-            return Walk(P[:k], end, stop_kind(buf, end, limit, header))
-    if len(out) == max_n:
-        return Walk(P, end, None)
-    return Walk(P, end, stop_kind(buf, end, limit, header))
+    ent = np.ascontiguousarray(byte_rows(a, starts - header, PREFIX_DTYPE.itemsize)).view(PREFIX_DTYPE).ravel()
+    return (ent["total_size"].astype(np.int64) == ENTRY_MAGIC) & (ent["magic"].astype(np.int64) == total + header)
 
-
-# ------------------------------------------------------------------ write
 
 def encode_entry(record: bytes | bytearray, index: int, term: int, pos: int) -> bytes:
     """``DLedgerEntryCoder#encode`` as ``DLedgerMmapFileStore#appendAsLeader`` leaves it:
