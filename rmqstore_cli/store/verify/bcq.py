@@ -71,17 +71,9 @@ class BatchQueueChecks:
         self._bcq_missing(cl, units)
 
     def _bcq_files(self, bq: BatchConsumeQueue, size: int) -> None:
-        for s in bq.strays:
-            self._add("bcq.file-name", self.rel(s), None, "not a 20-digit offset: the broker cannot load it")
+        self.check_strays("bcq", bq.queue)
         for f in bq.queue.files:
-            rel = self.rel(f.path)
-            if f.file_from_offset % size:
-                self._add("bcq.file-name", rel, None, f"start {f.file_from_offset} is not a multiple of the file "
-                          f"size {size}")
-            length = f.path.stat().st_size
-            if length != size:
-                self._add("bcq.file-size", rel, None, f"{length} bytes, expected {size} "
-                          "(mapperFileSizeBatchConsumeQueue)")
+            self.check_queue_file("bcq", self.rel(f.path), f, size, "mapperFileSizeBatchConsumeQueue")
 
     def _bcq_units(self, bq: BatchConsumeQueue, cl: CommitLog) -> set[int]:
         """Each unit against its record and its predecessor; the commit-log offsets seen."""

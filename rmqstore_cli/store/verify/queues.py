@@ -85,17 +85,11 @@ class QueueChecks:
                 cq = ConsumeQueue(cq_root, t.name, int(q.name), size, directory=q, skip=self.not_regular)
                 mq = QueueState(cq, self.root)
                 self.files["consumequeue"] += len(cq.queue.files)
-                for s in cq.queue.strays:
-                    self._add("cq.file-name", self.rel(s), None, "not a 20-digit offset: the broker cannot load it")
+                self.check_strays("cq", cq.queue)
                 prev = None
                 for f in cq.queue.files:
                     rel = self.rel(f.path)
-                    if f.file_from_offset % size:
-                        self._add("cq.file-name", rel, None, f"start {f.file_from_offset} is not a multiple of "
-                                  f"the file size {size}")
-                    length = f.path.stat().st_size
-                    if length != size:
-                        self._add("cq.file-size", rel, None, f"{length} bytes, expected {size}")
+                    self.check_queue_file("cq", rel, f, size)
                     if prev is not None and f.file_from_offset != prev.end_offset:
                         self._add("cq.gap", rel, 0, f"no file holds logical offsets "
                                   f"{prev.end_offset // CQ_STORE_UNIT_SIZE}..{f.file_from_offset // CQ_STORE_UNIT_SIZE - 1} "
@@ -103,6 +97,23 @@ class QueueChecks:
                                   missing_file=self.rel(mq.dir / f"{prev.end_offset:020d}"))
                     prev = f
                 self.queues[(t.name.encode("utf-8", "surrogateescape"), int(q.name))] = mq
+
+    def check_strays(self, area: str, queue) -> None:
+        """``MappedFileQueue#load`` skips what is not a 20-digit file name: ``<area>.file-name``."""
+        for s in queue.strays:
+            self._add(f"{area}.file-name", self.rel(s), None, "not a 20-digit offset: the broker cannot load it")
+
+    def check_queue_file(self, area: str, rel: str, f, size: int, setting: str = "") -> None:
+        """One file of a fixed-size queue as ``MappedFileQueue#load`` takes it: its start a
+        multiple of the file size (``<area>.file-name``) and its length that size
+        (``<area>.file-size``; ``setting`` names the broker option that sets it)."""
+        if f.file_from_offset % size:
+            self._add(f"{area}.file-name", rel, None, f"start {f.file_from_offset} is not a multiple of "
+                      f"the file size {size}")
+        length = f.path.stat().st_size
+        if length != size:
+            said = f" ({setting})" if setting else ""
+            self._add(f"{area}.file-size", rel, None, f"{length} bytes, expected {size}{said}")
 
     def _check_units(self, tq, qoff, dispatch, absP, total, tags_code, store_ts, rel, base) -> None:
         """The unit of every dispatched record of the batch: there, pointing at it, agreeing."""
