@@ -53,33 +53,31 @@ def queue_prefix(topic: bytes, queue_id: int) -> bytes:
     return cq_key(topic, queue_id, 0)[:-_CQ_OFFSET.size]
 
 
+def _parse_key(key: bytes, fixed: int, layout):
+    """``key`` parsed with ``layout`` when it has the broker's shape (its topic length, the
+    fixed part and the CTRL_1 separators), else None."""
+    if len(key) < fixed:
+        return None
+    n = _KEY_HEAD.unpack_from(key)[0]
+    if n < 0 or len(key) != fixed + n:
+        return None
+    try:
+        return layout.parse(key)
+    except Exception:  # construct's ConstError: a separator is not CTRL_1
+        return None
+
+
 def parse_cq_key(key: bytes) -> tuple[bytes, int, int] | None:
     """(topic, queueId, cqOffset) of a ``default``-family key, or None when it is not the
     broker's layout (length, separators)."""
-    if len(key) < fmt.CQ_KEY_FIXED:
-        return None
-    n = _KEY_HEAD.unpack_from(key)[0]
-    if n < 0 or len(key) != fmt.CQ_KEY_FIXED + n:
-        return None
-    try:
-        k = fmt.CqKey.parse(key)
-    except Exception:  # construct's ConstError: a separator is not CTRL_1
-        return None
-    return k.topic, k.queue_id, k.cq_offset
+    k = _parse_key(key, fmt.CQ_KEY_FIXED, fmt.CqKey)
+    return None if k is None else (k.topic, k.queue_id, k.cq_offset)
 
 
 def parse_offset_key(key: bytes) -> tuple[bytes, bytes, int] | None:
     """(topic, ``max``/``min``, queueId) of an ``offset``-family key, or None."""
-    if len(key) < fmt.OFFSET_KEY_FIXED:
-        return None
-    n = _KEY_HEAD.unpack_from(key)[0]
-    if n < 0 or len(key) != fmt.OFFSET_KEY_FIXED + n:
-        return None
-    try:
-        k = fmt.OffsetKey.parse(key)
-    except Exception:
-        return None
-    if k.kind not in (fmt.KIND_MAX, fmt.KIND_MIN):
+    k = _parse_key(key, fmt.OFFSET_KEY_FIXED, fmt.OffsetKey)
+    if k is None or k.kind not in (fmt.KIND_MAX, fmt.KIND_MIN):
         return None
     return k.topic, k.kind, k.queue_id
 
