@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from rmqstore_cli.errors import StoreError
 from rmqstore_cli.formats.timer import MAGIC_DEFAULT, MAGIC_DELETE, MAGIC_ROLL, NO_POS, SLOT_SIZE, TIMER_TOPIC, UNIT_SIZE
-from rmqstore_cli.store.verify.findings import ERROR, INFO, WARNING
+from rmqstore_cli.store.verify.findings import CHECKS, ERROR, INFO, WARNING
 
 #: The timer checks, their severity and meaning (joined into ``findings.CHECKS``).
 TIMER_CHECKS: dict[str, tuple[str, str]] = {
@@ -47,6 +47,7 @@ TIMER_CHECKS: dict[str, tuple[str, str]] = {
     "timer.metrics": (INFO, "timermetrics' count of a topic differs from its pending units (the broker's "
                             "checkAndReviseMetrics revises small ones)"),
 }
+CHECKS.update(TIMER_CHECKS)
 
 
 class TimerChecks:

@@ -35,9 +35,7 @@ from rmqstore_cli.store.verify.recovery import RecoveryChecks
 from rmqstore_cli.store.verify.rocksdb import RocksDBChecks
 from rmqstore_cli.store.verify.root import RootChecks
 from rmqstore_cli.store.verify.scan import CommitLogScan
-from rmqstore_cli.store.verify.timer import TIMER_CHECKS, TimerChecks
-
-CHECKS.update(TIMER_CHECKS)
+from rmqstore_cli.store.verify.timer import TimerChecks
 
 
 class Verifier(CommitLogScan, RecordChecks, QueueChecks, LmqChecks, IndexChecks, RecoveryChecks, DLedgerChecks,
