@@ -291,9 +291,11 @@ def _ends_time(commitlog, phy: np.ndarray) -> tuple[int | None, int | None]:
     return _store_time(commitlog, phy[:TIME_PROBES].tolist()), _store_time(commitlog, phy[::-1][:TIME_PROBES].tolist())
 
 
-class _CommitLogFiles:
-    """Per commit-log file: live units pointing into it, their bytes, the lowest and highest
-    offset and the end of the last record (the consume queues' view of each file)."""
+class _PerFile:
+    """Per commit-log file: the records (or live units) that lie in it, their bytes, the least
+    and greatest of one value per record, and the end of the last record. The consume-queue
+    count keeps commit-log offsets (their store times are probed at the end: :meth:`rows`
+    gets ``times``); ``--exact``'s walk keeps store times, which it already has."""
 
     def __init__(self, commitlog):
         self.commitlog = commitlog
@@ -302,30 +304,36 @@ class _CommitLogFiles:
         self.count = np.zeros(n, np.int64)
         self.bytes = np.zeros(n, np.int64)
         self.lo = np.full(n, np.iinfo(np.int64).max, np.int64)
-        self.hi = np.full(n, -1, np.int64)
+        self.hi = np.full(n, np.iinfo(np.int64).min, np.int64)
         self.end = np.zeros(n, np.int64)
 
-    def add(self, phy: np.ndarray, size: np.ndarray) -> None:
-        if not phy.size or not self.starts.size:
+    def add(self, offsets: np.ndarray, sizes: np.ndarray, values: np.ndarray | None = None) -> None:
+        """Records at commit-log ``offsets`` of ``sizes`` bytes; ``values`` (default: the
+        offsets) for the least and greatest per file."""
+        if not offsets.size or not self.starts.size:
             return
-        fi = np.searchsorted(self.starts, phy, "right") - 1
+        values = offsets if values is None else values
+        fi = np.searchsorted(self.starts, offsets, "right") - 1
         np.add.at(self.count, fi, 1)
-        np.add.at(self.bytes, fi, size)
-        np.minimum.at(self.lo, fi, phy)
-        np.maximum.at(self.hi, fi, phy)
-        np.maximum.at(self.end, fi, phy + size)
+        np.add.at(self.bytes, fi, sizes)
+        np.minimum.at(self.lo, fi, values)
+        np.maximum.at(self.hi, fi, values)
+        np.maximum.at(self.end, fi, offsets + sizes)
 
-    def rows(self, root: Path) -> list[FileRow]:
+    def rows(self, root: Path, times=None) -> list[FileRow]:
+        """One row per file; ``times(lo, hi)`` turns a file's least and greatest value into its
+        first and last store time (default: the values are offsets, their records are read)."""
+        if times is None:
+            def times(lo: int, hi: int) -> tuple[int | None, int | None]:
+                return _store_time(self.commitlog, [lo]), _store_time(self.commitlog, [hi])
         out = []
         for i, f in enumerate(self.commitlog.files):
             size, disk = file_sizes(f.path)
-            row = FileRow("commitlog", _rel(f.path, root), size, disk, int(self.count[i]))
-            if self.count[i]:
-                row.first_store_timestamp = _store_time(self.commitlog, [self.lo[i]])
-                row.last_store_timestamp = _store_time(self.commitlog, [self.hi[i]])
+            n = int(self.count[i])
+            row = FileRow("commitlog", _rel(f.path, root), size, disk, n, fill=0.0)
+            if n:
+                row.first_store_timestamp, row.last_store_timestamp = times(int(self.lo[i]), int(self.hi[i]))
                 row.fill = (int(self.end[i]) - f.file_from_offset) / f.file_size
-            else:
-                row.fill = 0.0
             out.append(row)
         return out
 
@@ -335,7 +343,7 @@ class _QueueTally:
     the RocksDB queue's alike (module docstring): live messages and bytes, dangling units,
     and the live units of the first and the last block that has any (for the row's times)."""
 
-    def __init__(self, row: Row, span: LogSpan, per_file: _CommitLogFiles | None):
+    def __init__(self, row: Row, span: LogSpan, per_file: _PerFile | None):
         self.row, self.span, self.per_file = row, span, per_file
         self.first = self.last = None
 
@@ -363,7 +371,7 @@ class _QueueTally:
         return True
 
 
-def _queue_row(cq: ConsumeQueue, commitlog, span: LogSpan, per_file: _CommitLogFiles | None,
+def _queue_row(cq: ConsumeQueue, commitlog, span: LogSpan, per_file: _PerFile | None,
                cq_files: list[FileRow] | None, root: Path) -> Row:
     """One queue from its units (module docstring); ``per_file``/``cq_files`` collect the
     commit-log and consume-queue file rows when ``--by file`` asks for them."""
@@ -399,7 +407,7 @@ def _rocksdb_queues(store, topic: str | None) -> list:
     return [] if db is None else [q for q in db.queues() if topic is None or q.topic == topic]
 
 
-def _rocksdb_queue_row(q, commitlog, span: LogSpan, per_file: _CommitLogFiles | None) -> Row:
+def _rocksdb_queue_row(q, commitlog, span: LogSpan, per_file: _PerFile | None) -> Row:
     """One RocksDB queue counted as :func:`_queue_row` counts a file queue's units; the
     database is one for all queues, so no queue has consume-queue bytes of its own."""
     row = Row(q.topic, q.queue_id)
@@ -415,7 +423,7 @@ def from_consume_queues(store, topic: str | None = None, by_file: bool = False) 
     commitlog = store.commitlog
     span = LogSpan(commitlog)
     root = store.config.root
-    per_file = _CommitLogFiles(commitlog) if by_file else None
+    per_file = _PerFile(commitlog) if by_file else None
     cq_files: list[FileRow] | None = [] if by_file else None
     queues: dict[tuple[str, int], Row] = {}
     strays: list[Path] = []
@@ -490,13 +498,7 @@ class _Groups:
     def __init__(self, commitlog):
         self.rows: dict[tuple[str, int], Row] = {}
         self.not_in_cq: dict[str, int] = {}
-        self.starts = np.array([f.file_from_offset for f in commitlog.files], np.int64)
-        n = len(self.starts)
-        self.file_count = np.zeros(n, np.int64)
-        self.file_bytes = np.zeros(n, np.int64)
-        self.file_first = np.full(n, np.iinfo(np.int64).max, np.int64)
-        self.file_last = np.full(n, np.iinfo(np.int64).min, np.int64)
-        self.file_end = np.zeros(n, np.int64)
+        self.files = _PerFile(commitlog)  # store times per file, as the walk has them
 
     def add(self, names: list[str], tid: np.ndarray, qid: np.ndarray, total: np.ndarray, ts: np.ndarray,
             sys_flag: np.ndarray, offsets: np.ndarray) -> None:
@@ -524,15 +526,7 @@ class _Groups:
             r.bytes += int(s)
             r.not_in_cq += x
             r.times(a, b)
-        self._files(offsets, total, ts)
-
-    def _files(self, offsets: np.ndarray, total: np.ndarray, ts: np.ndarray) -> None:
-        fi = np.searchsorted(self.starts, offsets, "right") - 1
-        np.add.at(self.file_count, fi, 1)
-        np.add.at(self.file_bytes, fi, total)
-        np.minimum.at(self.file_first, fi, ts)
-        np.maximum.at(self.file_last, fi, ts)
-        np.maximum.at(self.file_end, fi, offsets + total)
+        self.files.add(offsets, total, ts)
 
 
 def _add_record(g: _Groups, m: Message) -> None:
@@ -591,7 +585,7 @@ def from_commit_log(store, topic: str | None = None, by_file: bool = False) -> S
                         "without --exact their inner messages are counted")
     st.notes += [f"the commit log's data stops at {s.offset} in {s.file}: {s.reason}" for s in commitlog.stops]
     if by_file:
-        st.files = _exact_file_rows(commitlog, g, store.config.root) + cq_file_rows(store, topic)
+        st.files = g.files.rows(store.config.root, times=lambda lo, hi: (lo, hi)) + cq_file_rows(store, topic)
     return st
 
 
@@ -602,19 +596,6 @@ def _cq_bytes(store, rows: dict[tuple[str, int], Row], topic: str | None) -> Non
             continue
         r = rows.setdefault((t, q), Row(t, q, not_in_cq=0))
         r.cq_bytes = _tree(d, [])[1]
-
-
-def _exact_file_rows(commitlog, g: _Groups, root: Path) -> list[FileRow]:
-    out = []
-    for i, f in enumerate(commitlog.files):
-        size, disk = file_sizes(f.path)
-        n = int(g.file_count[i])
-        row = FileRow("commitlog", _rel(f.path, root), size, disk, n, fill=0.0)
-        if n:
-            row.first_store_timestamp, row.last_store_timestamp = int(g.file_first[i]), int(g.file_last[i])
-            row.fill = (int(g.file_end[i]) - f.file_from_offset) / f.file_size
-        out.append(row)
-    return out
 
 
 def cq_file_rows(store, topic: str | None) -> list[FileRow]:
@@ -686,7 +667,7 @@ def _batch_keys(store, topic: str | None) -> set[tuple[str, int]]:
             if (topic is None or t == topic) and not (cfg.consumequeue_dir / t / str(q)).is_dir()}
 
 
-def _batch_rows(store, topic: str | None, span: LogSpan, per_file: _CommitLogFiles | None) -> tuple[dict, int]:
+def _batch_rows(store, topic: str | None, span: LogSpan, per_file: _PerFile | None) -> tuple[dict, int]:
     """Each BatchCQ queue's row: its units whose record is in the commit log's files count
     ``batchSize`` messages each (the queue offsets ``BatchConsumeQueue#getMaxOffsetInQueue``
     counts) and the record's bytes; times are the units' store times. Also how many
