@@ -85,8 +85,9 @@ def stats(
     files' size. Counts come from the consume queues unless --exact (see below); the
     summary's method says which. --by file gives each commit-log file (records, time range,
     fill = end of its last record / file size), consume-queue file (live units, time range
-    of their messages, fill = units / capacity) and index file (entries and time range from
-    its header, fill = indexCount / maxIndexNum). The summary lists every entry of the store
+    of their messages, fill = units / capacity), BatchCQ file (batchconsumequeue/: live
+    units, their store times, fill) and index file (entries and time range from its header,
+    fill = indexCount / maxIndexNum). The summary lists every entry of the store
     root by component (commitlog, consumequeue, index, config, other) with its size and
     allocated bytes; an entry no broker writes is named as unknown. A queue of
     multi-dispatch units (LMQ: an %LMQ% name, or a listed name whose units point at another

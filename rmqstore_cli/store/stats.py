@@ -34,6 +34,7 @@ from rmqstore_cli.store.lmq import is_lmq
 import numpy as np
 
 from rmqstore_cli.errors import StoreError
+from rmqstore_cli.formats.batch_queue import BATCH_CQ_UNIT_SIZE
 from rmqstore_cli.formats.consume_queue import CQ_STORE_UNIT_SIZE, PRE_BLANK_SIZE
 from rmqstore_cli.formats.derive import numpy_dtype
 from rmqstore_cli.formats.index import INDEX_HEADER_SIZE, IndexHeader
@@ -438,7 +439,7 @@ def from_consume_queues(store, topic: str | None = None, by_file: bool = False) 
             queues[t, qid] = _queue_row(cq, commitlog, span, per_file, cq_files, root)
         finally:
             cq.close()
-    batch, records = _batch_rows(store, topic, span, per_file)
+    batch, records = _batch_rows(store, topic, span, per_file, cq_files)
     queues.update(batch)
     st = Stats("consumequeue", queues, commitlog_total(commitlog))
     if batch:
@@ -599,7 +600,9 @@ def _cq_bytes(store, rows: dict[tuple[str, int], Row], topic: str | None) -> Non
 
 
 def cq_file_rows(store, topic: str | None) -> list[FileRow]:
-    """The consume-queue file rows alone (``--exact --by file``)."""
+    """The consume-queue and BatchCQ file rows alone (``--exact --by file``)."""
+    from rmqstore_cli.store.batch_queue import store_batch_queues
+
     commitlog = store.commitlog
     span = LogSpan(commitlog)
     rows: list[FileRow] = []
@@ -610,6 +613,11 @@ def cq_file_rows(store, topic: str | None) -> list[FileRow]:
                 _queue_row(cq, commitlog, span, None, rows, store.config.root)
             finally:
                 cq.close()
+    for bq in store_batch_queues(store.config, topic):
+        try:
+            rows += _batch_file_rows(bq, span, store.config.root)
+        finally:
+            bq.close()
     return rows
 
 
@@ -667,16 +675,19 @@ def _batch_keys(store, topic: str | None) -> set[tuple[str, int]]:
             if (topic is None or t == topic) and not (cfg.consumequeue_dir / t / str(q)).is_dir()}
 
 
-def _batch_rows(store, topic: str | None, span: LogSpan, per_file: _PerFile | None) -> tuple[dict, int]:
+def _batch_rows(store, topic: str | None, span: LogSpan, per_file: _PerFile | None,
+                bq_files: list[FileRow] | None = None) -> tuple[dict, int]:
     """Each BatchCQ queue's row: its units whose record is in the commit log's files count
     ``batchSize`` messages each (the queue offsets ``BatchConsumeQueue#getMaxOffsetInQueue``
     counts) and the record's bytes; times are the units' store times. Also how many
-    records (units) they hold."""
+    records (units) they hold; ``bq_files`` collects the queues' file rows (``--by file``)."""
     from rmqstore_cli.store.batch_queue import store_batch_queues
 
     rows, records = {}, 0
     for bq in store_batch_queues(store.config, topic):
         try:
+            if bq_files is not None:
+                bq_files += _batch_file_rows(bq, span, store.config.root)
             u = bq.columns()
             row = rows[bq.topic, bq.queue_id] = Row(bq.topic, bq.queue_id)
             live = span.holds(u["commitlog_offset"])
@@ -692,3 +703,23 @@ def _batch_rows(store, topic: str | None, span: LogSpan, per_file: _PerFile | No
         finally:
             bq.close()
     return rows, records
+
+
+def _batch_file_rows(bq, span: LogSpan, root: Path) -> list[FileRow]:
+    """A BatchCQ queue's files: live units (their records in the commit log), the units' own
+    store times, fill = recovered units x 46 / file size (``BatchConsumeQueue#recover``)."""
+    out = []
+    arrays = {f.name: a for f, a, _ in bq.unit_arrays()}
+    for f in bq.queue.files:
+        size, disk = file_sizes(f.path)
+        u = arrays.get(f.name)
+        row = FileRow("batchconsumequeue", _rel(f.path, root), size, disk, 0, fill=0.0, topic=bq.topic,
+                      queue_id=bq.queue_id)
+        if u is not None:
+            ts = u["store_time"][span.holds(u["commitlog_offset"])]
+            row.entries = int(ts.size)
+            if ts.size:
+                row.first_store_timestamp, row.last_store_timestamp = int(ts.min()), int(ts.max())
+            row.fill = len(u) * BATCH_CQ_UNIT_SIZE / bq.file_size
+        out.append(row)
+    return out

@@ -111,3 +111,24 @@ def test_stats_counts_inner_messages(bcq):
     ex = _jsonl(cli("stats", "-s", store, "--by", "topic", "--exact", "--format", "jsonl"))
     assert ex[0]["messages"] == exp["counts"]["batchMessages"] and ex[0]["not_in_cq"] == 0
     assert ex[-1]["summary"]["not_in_cq"] == {}
+
+
+@pytest.mark.parametrize("exact", [False, True])
+def test_stats_by_file_lists_the_batch_queue_files(bcq, exact):
+    """--by file (with or without --exact): one row per batchconsumequeue/ file, named by its
+    first byte; its units (the queue's 64, bcqFileSize / bcqUnitSize per file), their store
+    times (the broker's units 0 and 63 at the ends) and fill = units x 46 / file size
+    (BatchConsumeQueue#recover)."""
+    store, exp = bcq
+    args = ("stats", "-s", store, "--by", "file", "--format", "jsonl") + (("--exact",) if exact else ())
+    rows = [r for r in _jsonl(cli(*args)) if r.get("component") == "batchconsumequeue"]
+    size, unit = exp["bcqFileSize"], exp["bcqUnitSize"]
+    total, per_file = exp["batchConsumeQueues"][0]["units"], size // unit
+    counts = [min(per_file, total - i) for i in range(0, total, per_file)]
+    assert [r["file"] for r in rows] == [f"batchconsumequeue/BulkTopic/0/{i * size:020d}" for i in range(len(counts))]
+    assert [(r["topic"], r["queue_id"], r["entries"], r["bytes"]) for r in rows] == \
+        [("BulkTopic", 0, n, size) for n in counts]
+    assert [r["fill"] for r in rows] == [round(n * unit / size, 6) for n in counts]
+    u = _units(exp)
+    assert (rows[0]["first_store_timestamp"], rows[-1]["last_store_timestamp"]) == \
+        (u[0]["storeTime"], u[total - 1]["storeTime"])
