@@ -58,12 +58,6 @@ consume-queue file (5.0-5.3.3 ConsumeQueue#correctMinOffset), a live lock; the t
 with that verdict in one line.
 """
 
-#: The findings ``broker_start`` reads (store/startup.py).
-STARTUP_CHECKS = {"commitlog.file-size", "cq.file-size", "store.not-regular", "store.live-broker", "recovery.truncate",
-                  "commitlog.gap", "index.missing", "checkpoint.missing", "abort.unclean-shutdown",
-                  "cq.not-dispatched", "cq.missing-unit", "timer.wheel-size", "timer.log-truncate"}
-
-
 def broker_start(cfg, version, findings: list[dict], summary: dict):
     """The ``broker_start`` verdict of one store (store/startup.py), for ``version`` or the
     one the store shows (timer files: 5), else 4.9 ("assumed": a 4.9 and a 5.x store are
@@ -147,6 +141,8 @@ def verify(
     total = 0
     if sys.stderr.isatty():
         total = sum(p.stat().st_size for d in cfg.commitlog_dirs if d.is_dir() for p in d.iterdir() if p.is_file())
+    from rmqstore_cli.store.startup import STARTUP_CHECKS
+
     findings = []
     relevant = []  # what broker_start reads, kept even when the findings stream out
     with ProgressBar("verifying commit log", total=total or None) as bar:
@@ -211,6 +207,8 @@ def _verify_many(specs, engine, master, conf, verbose, crc, deep, max_findings, 
         results = sp.run_job(sp.verify, master, conf, verbose, specs, crc, deep, max_findings)
     else:
         results = [verify_store(s, crc, deep, max_findings) for s in specs]
+    from rmqstore_cli.store.startup import STARTUP_CHECKS
+
     for s, r in zip(specs, results):
         cfg = StoreConfig.load(s.path, s.broker_conf, **dict(s.sizes))
         r["verdict"] = broker_start(cfg, version, [f for f in r["findings"] if f["check"] in STARTUP_CHECKS],

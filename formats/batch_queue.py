@@ -48,6 +48,9 @@ PROPERTY_INNER_BASE = "INNER_BASE"
 #: ``TopicAttributes.QUEUE_TYPE_ATTRIBUTE`` and the value that sends a topic to batchconsumequeue/.
 QUEUE_TYPE_ATTRIBUTE = "queue.type"
 BATCH_CQ_TYPE = "BatchCQ"
+#: ``CQType`` values a topic's ``queue.type`` may hold, and the default (``TopicAttributes``).
+CQ_TYPES = ("SimpleCQ", BATCH_CQ_TYPE, "RocksDBCQ")
+SIMPLE_CQ_TYPE = "SimpleCQ"
 
 #: ``MessageDecoder#encodeMessage``: one message of a client's batch, as the body of an
 #: inner-batch record holds it (MAGICCODE and BODYCRC written as 0, the flag the message's).

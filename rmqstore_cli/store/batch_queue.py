@@ -291,22 +291,42 @@ def check_batch_unit(log, u: BatchUnit, topic: str | None, queue_id: int | None,
     return c
 
 
+def topic_table(root: Path) -> dict | None:
+    """``config/topics.json``'s ``topicConfigTable`` as the broker loads it
+    (``TopicConfigManager#load``, ``.bak`` when the file does not parse), or None when the
+    store has none (a store copied without config/, or the 5.3.3 sample)."""
+    from rmqstore_cli.store.configfiles import BROKER_CONFIG_FILES, load_config
+
+    topics_json = next(c for c in BROKER_CONFIG_FILES if c.name == "topics.json")
+    try:
+        value = load_config(root / "config", topics_json).value
+    except StoreError:
+        return None
+    table = value.get("topicConfigTable") if isinstance(value, dict) else None
+    return table if isinstance(table, dict) else None
+
+
+def queue_type(table: dict, topic: str) -> str:
+    """``QueueTypeUtils#getCQType``: the topic's ``queue.type`` attribute, SimpleCQ when the
+    topic, its attributes or the attribute is absent (the value is returned as written:
+    ``CQType.valueOf`` throws on anything but :data:`CQ_TYPES`)."""
+    from rmqstore_cli.formats.batch_queue import QUEUE_TYPE_ATTRIBUTE, SIMPLE_CQ_TYPE
+
+    tc = table.get(topic)
+    attrs = tc.get("attributes") if isinstance(tc, dict) else None
+    value = attrs.get(QUEUE_TYPE_ATTRIBUTE) if isinstance(attrs, dict) and attrs else None
+    return SIMPLE_CQ_TYPE if value is None else str(value)
+
+
 def batch_topics(root: Path) -> set[str]:
     """Topics whose queues are BatchConsumeQueues (``ConsumeQueueStore#findOrCreateConsumeQueue``
     reads the topic's ``queue.type`` attribute): ``config/topics.json`` entries with
     ``queue.type=BatchCQ``, and the topics ``batchconsumequeue/`` already has (the topic
     table a broker was given need not be on disk, as in the 5.3.3 sample)."""
     from rmqstore_cli.formats.batch_queue import BATCH_CQ_TYPE, QUEUE_TYPE_ATTRIBUTE
-    from rmqstore_cli.store.configfiles import BROKER_CONFIG_FILES, load_config
 
     found = {t for t, _, _ in queue_dirs(root / "batchconsumequeue")}
-    topics_json = next(c for c in BROKER_CONFIG_FILES if c.name == "topics.json")
-    try:
-        value = load_config(root / "config", topics_json).value
-    except StoreError:
-        return found
-    table = value.get("topicConfigTable") if isinstance(value, dict) else None
-    for name, tc in (table or {}).items() if isinstance(table, dict) else ():
+    for name, tc in (topic_table(root) or {}).items():
         attrs = tc.get("attributes") if isinstance(tc, dict) else None
         if isinstance(attrs, dict) and BATCH_CQ_TYPE in (attrs.get(QUEUE_TYPE_ATTRIBUTE),
                                                          attrs.get("+" + QUEUE_TYPE_ATTRIBUTE)):

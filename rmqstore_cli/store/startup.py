@@ -144,7 +144,7 @@ def min_offset_reasons(version: str, queues: list[QueueEnd], consume_queues_trun
 
 
 #: Findings that mean the broker's file loading fails (``MappedFileQueue#doLoad`` returns false).
-LOAD_FAILS = {"commitlog.file-size", "cq.file-size"}
+LOAD_FAILS = {"commitlog.file-size", "cq.file-size", "bcq.file-size"}
 #: Findings the broker survives with loss, and what it does.
 SURVIVES = {
     "recovery.truncate": "recovery truncates the commit log",
@@ -157,6 +157,9 @@ SURVIVES = {
 }
 #: Findings the broker does not start with, what it says, and the repair.
 FATAL = {
+    "bcq.queue-type": ("ConsumeQueueStore#queueTypeShouldBe throws and DefaultMessageStore#load fails",
+                       "give the topic the queue.type its directory has in config/topics.json, or move the "
+                       "directory aside (its messages are then not consumable from it)"),
     "timer.wheel-size": ("TimerWheel throws 'Timer wheel length ... != expected' (TimerMessageStore is not built)",
                          "give the broker the wheel it wrote, or move timerwheel aside (the broker makes an empty one "
                          "and the pending timer messages are lost)"),
@@ -177,7 +180,7 @@ def finding_reasons(findings: list[dict], version: str, empty_last: set[str]) ->
                                   "please check it manually' (MappedFileQueue#doLoad returns false)",
                                   "give the broker the size the store was written with (broker.conf), or move "
                                   "the file aside"))
-        elif check == "store.not-regular" and name.startswith(("commitlog", "consumequeue")):
+        elif check == "store.not-regular" and name.startswith(("commitlog", "consumequeue", "batchconsumequeue")):
             out.append(Reason(True, name, f"{f['detail']}: MappedFileQueue#doLoad cannot map it",
                               "replace it with the regular file it should be, or move it aside"))
         elif check == "store.live-broker":
@@ -214,6 +217,9 @@ def predict(version: str, abnormal: bool, reasons: list[Reason]) -> BrokerStart:
 #: verify's findings of messages with no unit: the broker dispatches them again at start-up
 #: when they lie in what its recovery re-reads.
 UNDISPATCHED = ("cq.not-dispatched", "cq.missing-unit")
+#: Every finding :func:`assess` reads (verify keeps these beside its capped findings).
+STARTUP_CHECKS = frozenset(LOAD_FAILS | SURVIVES.keys() | FATAL.keys() | set(UNDISPATCHED)
+                           | {"store.not-regular", "store.live-broker", "abort.unclean-shutdown"})
 
 
 def queue_ends(config) -> tuple[list[QueueEnd], int]:

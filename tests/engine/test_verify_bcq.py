@@ -72,8 +72,43 @@ def test_bcq_file_of_a_wrong_size(sample_tarball, tmp_path):
     store, conf = _copy(sample_tarball, "bcq", tmp_path)
     f = store / "batchconsumequeue" / "BulkTopic" / "0" / f"{2760:020d}"
     f.write_bytes(f.read_bytes()[:2000])
-    findings, _ = _verify(store, "--broker-conf", conf)
+    findings, summary = _verify(store, "--broker-conf", conf)
     assert [(x["check"], x["file"]) for x in findings] == [("bcq.file-size", "batchconsumequeue/BulkTopic/0/" + f.name)]
+    start = summary["broker_start"]  # BatchConsumeQueue#load -> MappedFileQueue#doLoad returns false
+    assert start["starts"] is False
+    assert [r["file"] for r in start["reasons"] if r["fatal"]] == ["batchconsumequeue/BulkTopic/0/" + f.name]
+
+
+def _topics_json(store, table: dict) -> None:
+    (store / "config").mkdir(exist_ok=True)
+    (store / "config" / "topics.json").write_text(json.dumps({"topicConfigTable": table}))
+
+
+@pytest.mark.parametrize("attributes, fatal", [({"queue.type": "BatchCQ"}, False), ({}, True),
+                                               ({"queue.type": "SimpleCQ"}, True), ({"queue.type": "Nope"}, True)])
+def test_ConsumeQueueStore_queueTypeShouldBe_for_batchconsumequeue(sample_tarball, tmp_path, attributes, fatal):
+    """A batchconsumequeue/ topic whose queue.type (QueueTypeUtils#getCQType: SimpleCQ when
+    absent) is not BatchCQ: the 5.x broker throws at load and does not start."""
+    store, conf = _copy(sample_tarball, "bcq", tmp_path)
+    _topics_json(store, {"BulkTopic": {"topicName": "BulkTopic", "attributes": attributes}})
+    findings, summary = _verify(store, "--broker-conf", conf)
+    got = [(x["check"], x["file"]) for x in findings]
+    assert got == ([("bcq.queue-type", "batchconsumequeue/BulkTopic/0")] if fatal else [])
+    assert summary["broker_start"]["starts"] is not fatal
+    if fatal:
+        assert "should be BatchCQ" in findings[0]["detail"] or "CQType.valueOf" in findings[0]["detail"]
+
+
+def test_ConsumeQueueStore_queueTypeShouldBe_for_consumequeue(tmp_path):
+    """A consumequeue/ topic that topics.json calls BatchCQ: the same throw, at that queue."""
+    store = tmp_path / "s"
+    assert cli("generate", "--store", store, "--messages", "20", "--topics", "1", "--queues", "1").exit_code == 0
+    [topic] = [d.name for d in (store / "consumequeue").iterdir()]
+    _topics_json(store, {topic: {"topicName": topic, "attributes": {"queue.type": "BatchCQ"}}})
+    findings, summary = _verify(store)
+    assert [(x["check"], x["file"]) for x in findings] == [("bcq.queue-type", f"consumequeue/{topic}/0")]
+    assert "should be SimpleCQ, but is BatchCQ" in findings[0]["detail"]
+    assert summary["broker_start"]["starts"] is False
 
 
 def test_compaction_record_differing_from_the_commit_log_and_broken_log(sample_tarball, tmp_path):

@@ -22,7 +22,7 @@ import numpy as np
 from rmqstore_cli.errors import StoreError
 from rmqstore_cli.formats.batch_queue import BATCH_CQ_UNIT_SIZE, COMPACTION_DIR, POSITION_CHECKPOINT
 from rmqstore_cli.formats.commitlog import HEAD, TRANSACTION_COMMIT_TYPE, TRANSACTION_MASK, TRANSACTION_NOT_TYPE
-from rmqstore_cli.store.batch_queue import BatchConsumeQueue, check_batch_unit
+from rmqstore_cli.store.batch_queue import BatchConsumeQueue, check_batch_unit, queue_type, topic_table
 from rmqstore_cli.store.commitlog import CommitLog, Status
 from rmqstore_cli.store.compaction import CompactionStore, parse_position_checkpoint, unexpected_stops
 from rmqstore_cli.store.mapped_files import queue_dirs
@@ -41,6 +41,7 @@ class BatchQueueChecks:
     def check_batch_queues(self) -> None:
         """Both groups, over their own read-only views of the store."""
         root = self.config.root
+        self._check_queue_types()
         if not (root / BCQ_DIR).is_dir() and not (root / COMPACTION_DIR).is_dir():
             return
         cl = CommitLog(self.config)
@@ -49,6 +50,30 @@ class BatchQueueChecks:
             self._check_compaction(cl)
         finally:
             cl.close()
+
+    def _check_queue_types(self) -> None:
+        """``ConsumeQueueStore#loadConsumeQueues`` calls ``#queueTypeShouldBe`` for every queue
+        directory of consumequeue/ (SimpleCQ) and batchconsumequeue/ (BatchCQ): a topic whose
+        ``queue.type`` in config/topics.json (``QueueTypeUtils#getCQType``) is another throws,
+        and ``DefaultMessageStore#load`` fails. Only with a topics.json (without one the
+        table the broker will be given is unknown)."""
+        from rmqstore_cli.formats.batch_queue import BATCH_CQ_TYPE, CQ_TYPES, SIMPLE_CQ_TYPE
+
+        table = topic_table(self.config.root)
+        if table is None:
+            return
+        seen: set[tuple[str, str]] = set()
+        for directory, want in ((self.config.consumequeue_dir, SIMPLE_CQ_TYPE), (self.config.root / BCQ_DIR, BATCH_CQ_TYPE)):
+            for topic, _, d in queue_dirs(directory):
+                if (directory.name, topic) in seen:
+                    continue
+                seen.add((directory.name, topic))
+                got = queue_type(table, topic)
+                if got != want:
+                    why = "not a CQType: CQType.valueOf throws" if got not in CQ_TYPES else \
+                        f"'The queue type of topic: {topic} should be {want}, but is {got}'"
+                    self._add("bcq.queue-type", self.rel(d), None, f"topic {topic} has queue.type {got} in "
+                              f"config/topics.json but a {directory.name}/ queue: {why}")
 
     # ------------------------------------------------------------------ batchconsumequeue/
     def _check_bcq(self, cl: CommitLog) -> None:

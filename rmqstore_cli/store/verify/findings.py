@@ -71,6 +71,8 @@ CHECKS: dict[str, tuple[str, str]] = {
     # 5.x batch consume queues and compaction topics (store/verify/bcq.py)
     "bcq.file-name": (ERROR, "a batch consume-queue file name is not a 20-digit offset aligned to its file size"),
     "bcq.file-size": (ERROR, "a batch consume-queue file's length is not mapperFileSizeBatchConsumeQueue"),
+    "bcq.queue-type": (ERROR, "a topic's queue directory (consumequeue/ or batchconsumequeue/) is not of the "
+                              "queue.type config/topics.json gives it: the 5.x broker does not load the store"),
     "bcq.unit-target": (ERROR, "a batch consume-queue unit points where no valid commit-log record starts"),
     "bcq.unit-mismatch": (ERROR, "a batch unit's size, topic, queue, tagsCode, store time, msgBaseOffset (INNER_BASE) "
                                  "or batchSize (INNER_NUM) disagrees with its record"),
