@@ -1,7 +1,7 @@
 """Where the engine chooses its fast paths: the one policy.
 
 Every bulk reader has a reference loop (Python and numpy) and a compiled twin
-(:mod:`~rmqstore_cli.store.kernels`, :mod:`~rmqstore_cli.jsonkernel`; numba) that gives the
+(:mod:`~rmqstore_cli.store.kernels`, numba; ``rmqstore_cli._cjson``, C) that gives the
 same result to the bit (tests compare). numba's import and cached code cost ~0.3 s once, so
 small jobs stay on the reference loops and big ones switch; once numba is loaded, by
 whichever reader, every walk runs compiled (it is paid for). The thresholds and that state
@@ -24,14 +24,14 @@ class FastPaths:
       task: one file, its own process on a Spark worker) compiles at once, since counting
       records alone would leave every task of a 1 GiB file on the reference loops;
     * ``json_min`` — dump renders a block of at least this many JSON lines with the
-      compiled renderer (the reference spends ~0.3 s on ~25 000 records; scan blocks grow
-      64, 128, … so a dump of fewer than ~4 000 records never loads numba);
+      compiled renderer (a C extension: nothing to load, so 0, every block; tests set it
+      to force the reference);
     * ``key_block`` — the append path (generate) puts its index keys this many at a time
       (:class:`~rmqstore_cli.store.keyblock.IndexKeyBlock`: hashed in bulk, the header once
       per block); 0 puts each key as it comes (the reference, ``IndexService#putKey``).
     """
 
-    def __init__(self, walk_after: int = 500_000, for_bytes: int = 64 << 20, json_min: int = 4096,
+    def __init__(self, walk_after: int = 500_000, for_bytes: int = 64 << 20, json_min: int = 0,
                  key_block: int = 1 << 16):
         self.walk_after, self.for_bytes, self.json_min = walk_after, for_bytes, json_min
         self.key_block = key_block
@@ -93,16 +93,16 @@ class FastPaths:
         return got
 
     def json_kernel(self, n: int) -> ModuleType | None:
-        """The compiled JSON renderer for a block of ``n`` lines, or None for the reference
-        (a small block, or no numba); loading it compiles the walks too."""
+        """The compiled JSON renderer (the C extension ``rmqstore_cli._cjson``) for a block
+        of ``n`` lines, or None for the reference (fewer than :attr:`json_min`, or the
+        extension did not build)."""
         if n < self.json_min:
             return None
         try:
-            from rmqstore_cli import jsonkernel
+            from rmqstore_cli import _cjson
         except ImportError:
             return None
-        self.compile()
-        return jsonkernel
+        return _cjson
 
 
 #: The process's policy.
