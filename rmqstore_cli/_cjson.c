@@ -112,9 +112,10 @@ static int check_shapes(Job *J, Py_buffer *v)
         return fail("nums must be (n, 15) and locs (n, 10)");
     if (v[3].shape[0] != n || v[6].shape[0] != n || v[6].shape[1] != 2 || v[14].shape[0] != n)
         return fail("ok, host_rows (n, 2) and ends must have a row per record");
-    if (v[5].shape[0] < 1 || check_offsets(J->host_off, v[5].shape[0] - 1, v[4].shape[0], "host_off out of hosts"))
-        return -1;
-    if (v[8].shape[0] != NLITS + 1 || check_offsets(J->lit_off, NLITS, v[7].shape[0], "lit_off out of lits"))
+    if (v[5].shape[0] < 1 || v[8].shape[0] != NLITS + 1)
+        return fail("host_off must have a row at least and lit_off 26");
+    if (check_offsets(J->host_off, v[5].shape[0] - 1, v[4].shape[0], "host_off out of hosts") < 0
+        || check_offsets(J->lit_off, NLITS, v[7].shape[0], "lit_off out of lits") < 0)
         return -1;
     if (v[9].shape[0] != NFOUND || v[10].shape[0] != NFOUND)
         return fail("names must be (3, width) and name_lens (3,)");

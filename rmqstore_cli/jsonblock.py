@@ -18,6 +18,8 @@ hostile stores.
 """
 from __future__ import annotations
 
+from types import ModuleType
+
 import numpy as np
 
 from rmqstore_cli.formats.commitlog import HEAD, MAGIC_V2, PORT
@@ -46,9 +48,21 @@ def block_lines(blk: MessageBlock, take: np.ndarray, body: str = "none", propert
     k = FAST_PATHS.json_kernel(take.size) if body != "text" else None
     if k is None:
         return b"".join(_reference(blk, take, body, properties))
+    args = render_args(k, blk, take, body, properties)
+    size = k.render(*args)
+    ok, out, ends = args[3], args[13], args[14]
+    if ok.all():
+        return out[:size].tobytes()
+    return _with_reference(blk, out, ends, ok, take, body, properties)
+
+
+def render_args(k: ModuleType, blk: MessageBlock, take: np.ndarray, body: str, properties: bool) -> tuple:
+    """The arguments of ``k.render`` (``_cjson.c``) for records ``take`` of ``blk``: the
+    mapped file, ``nums`` and ``locs``, the ``ok`` flags (all set), the IPv6 host texts,
+    the literal texts, the property names it looks for, the body mode, the output buffer
+    and ``ends``, and the sizes the msgId is made of."""
     every = take.size == blk.n
     rb = blk.rb if every else blk.rb.take(take)
-    ok = np.ones(take.size, bool)
     born_at, born_len, born_port = (x[take] for x in blk.host("born"))
     store_at, store_len, store_port = (x[take] for x in blk.host("store"))
     # nums: a row per record, (physical_offset, total_size, v2, body_crc, queue_id, flag,
@@ -73,13 +87,9 @@ def block_lines(blk: MessageBlock, take: np.ndarray, body: str = "none", propert
     # (IPv6 text up to 41) with ports, the msgId (56), quotes and nulls stay under 1 024
     # bytes; the topic once; PROPERTIES at most 16 times; the body as encoded
     bound = int(lit_off[-1] + 1024) * take.size + int((rb.topic_len + 16 * rb.props_len + body_out[mode]).sum())
-    out = _buffer(bound)
-    ends = np.empty(take.size, np.int64)
-    size = k.render(blk.a, nums, locs, ok, hosts, host_off, host_rows, np.frombuffer(b"".join(lits), np.uint8),
-                    lit_off, _FOUND_NAMES, _FOUND_LENS, mode, properties, out, ends, *_ID_SIZES)
-    if ok.all():
-        return out[:size].tobytes()
-    return _with_reference(blk, out, ends, ok, take, body, properties)
+    return (blk.a, nums, locs, np.ones(take.size, bool), hosts, host_off, host_rows,
+            np.frombuffer(b"".join(lits), np.uint8), lit_off, _FOUND_NAMES, _FOUND_LENS, mode, properties,
+            _buffer(bound), np.empty(take.size, np.int64), *_ID_SIZES)
 
 
 _OUT = [np.empty(0, np.uint8)]
