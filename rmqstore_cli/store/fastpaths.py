@@ -10,6 +10,7 @@ live here, in :data:`FAST_PATHS`, and nowhere else; a caller may also force a pa
 """
 from __future__ import annotations
 
+import importlib
 from types import ModuleType
 
 import numpy as np
@@ -98,11 +99,10 @@ class FastPaths:
         extension did not build)."""
         if n < self.json_min:
             return None
-        try:
-            from rmqstore_cli import _cjson
+        try:  # importlib names it (as dulwich's pack.py does _pack): here is its one user
+            return importlib.import_module("rmqstore_cli._cjson")
         except ImportError:
             return None
-        return _cjson
 
 
 #: The process's policy.
