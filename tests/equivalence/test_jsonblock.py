@@ -4,6 +4,7 @@ message_dict + to_json_bytes), record for record, on real-broker stores, generat
 and records built to trip every shortcut the columnar path takes."""
 from __future__ import annotations
 
+import importlib
 import json
 
 import numpy as np
@@ -17,6 +18,12 @@ from rmqstore_cli.store.commitlog import AppendSpec, CommitLog
 from rmqstore_cli.store.config import StoreConfig
 
 from conftest import cli, fixture_dir
+
+try:  # not importorskip: test_table and test_arrow_block import this module's stores
+    _cjson = importlib.import_module("rmqstore_cli._cjson")
+except ImportError:  # no compiler at install: the reference renders everything (tested below)
+    _cjson = None
+needs_c = pytest.mark.skipif(_cjson is None, reason="the C extension rmqstore_cli._cjson did not build (setup.py)")
 
 PLAIN = b"KEYS\x01k1 k2\x02TAGS\x01T\x02UNIQ_KEY\x01AC100A0748FF5FFD2B276CDD6C4D0000\x02"
 TRICKY = [
@@ -162,6 +169,7 @@ def test_dump_commitlog_jsonl_is_the_reference(tricky_store, args):
     assert json.loads(j.stdout) == [json.loads(x) for x in want]
 
 
+@needs_c  # the C loop's choices (without it, every record takes the reference)
 def test_only_records_that_need_it_take_the_reference_path(tricky_store, monkeypatch):
     """The shortcuts are used: plain records (IPv4 or IPv6, V1 or V2) reach message_dict
     only for a topic that needs escapes; each tricky one either does or renders identically
@@ -232,9 +240,6 @@ def test_blocks_are_bounded_in_bytes(tricky_store, monkeypatch):
 
 # ---------------------------------------------------------------- the C renderer (_cjson.c)
 
-_cjson = pytest.importorskip("rmqstore_cli._cjson", reason="the C extension did not build (setup.py)")
-
-
 def _store_of(root, specs) -> list:
     """A store of exactly ``specs``, and its message blocks."""
     cl = CommitLog(StoreConfig.load(root, None, mapped_file_size_commit_log=4 << 20), writable=True)
@@ -270,6 +275,7 @@ def _plain(i: int, topic: str = "OrderTopic", props: bytes = PLAIN, body: bytes 
                       (bytes([10, 0, i % 256, 1]), 40000 + i), (b"\x0a\x00\x00\x05", 10911), raw_properties=True, **kw)
 
 
+@needs_c
 def test_c_numbers_are_java_long_to_string(tmp_path):
     """Long.toString of every int64 edge, in every field that holds one (MessageDecoder#decode)."""
     edges = [0, 1, 9, 10, 99, 100, 101, -1, -9, -10, -100, 2**31 - 1, -2**31, 2**63 - 1, -2**63, -2**63 + 1]
@@ -289,6 +295,7 @@ _INTERESTING = [0x00, 0x01, 0x02, 0x1F, 0x20, 0x22, 0x41, 0x5C, 0x7E, 0x7F, 0x80
                 0xAE, 0xBF, 0xC0, 0xC1, 0xC2, 0xDF, 0xE0, 0xE2, 0xED, 0xEF, 0xF0, 0xF4, 0xF5, 0xFF, 0x81, 0x90]
 
 
+@needs_c
 @pytest.mark.parametrize("seed", range(2))
 def test_c_plain_text_is_what_the_reference_leaves_alone(tmp_path, monkeypatch, seed):
     """A property value goes the C way exactly when it is valid UTF-8 (Python's strict
@@ -329,6 +336,7 @@ EDGE_PROPS = [b"", b"\x02", b"\x01", b"\x01\x02", b"A\x01\x02", b"\x01v\x02", b"
               b"K\x01a\x1fb\x02", b"K\x01\x7f\x02", b"K\x01q\"\x02", b"K\x01b\\\x02", b"K\x01\x00\x02"]
 
 
+@needs_c
 def test_c_escaping_edges_are_the_reference(tmp_path, monkeypatch):
     """Topics and PROPERTIES that hit every escaping rule, odd PROPERTIES shapes
     (MessageDecoder#string2messageProperties), IPv4 and IPv6 hosts, bodies of 0-7 bytes
@@ -346,6 +354,7 @@ def test_c_escaping_edges_are_the_reference(tmp_path, monkeypatch):
     assert len(taken) < len(specs) - 15  # the plain ones (bodies, hosts, V2, clean names) went the C way
 
 
+@needs_c
 def test_c_leaves_many_properties_to_the_reference(tmp_path, monkeypatch):
     """More than PAIR_CAP pairs goes to the reference (the C loop's duplicate check stays
     bounded on a hostile record); up to it, the C loop; the lines are the reference's."""
@@ -405,6 +414,7 @@ def _bad_args(args: list) -> list:
     return bad
 
 
+@needs_c
 def test_c_rejects_every_bad_argument(tricky_store):
     """Wrong kinds, shapes, offsets outside their tables, a position outside the mapped
     file, a short output buffer: ValueError (or the buffer protocol's error), never a read
