@@ -25,14 +25,15 @@ class FastPaths:
       task: one file, its own process on a Spark worker) compiles at once, since counting
       records alone would leave every task of a 1 GiB file on the reference loops;
     * ``json_min`` — dump renders a block of at least this many JSON lines with the
-      compiled renderer (a C extension: nothing to load, so 0, every block; tests set it
-      to force the reference);
+      compiled renderer (a C extension: nothing to load; below ~16 lines its per-block
+      set-up, ~120 µs, costs more than the reference's ~8 µs a line; tests set it to 0 to
+      use it everywhere, or high to force the reference);
     * ``key_block`` — the append path (generate) puts its index keys this many at a time
       (:class:`~rmqstore_cli.store.keyblock.IndexKeyBlock`: hashed in bulk, the header once
       per block); 0 puts each key as it comes (the reference, ``IndexService#putKey``).
     """
 
-    def __init__(self, walk_after: int = 500_000, for_bytes: int = 64 << 20, json_min: int = 0,
+    def __init__(self, walk_after: int = 500_000, for_bytes: int = 64 << 20, json_min: int = 16,
                  key_block: int = 1 << 16):
         self.walk_after, self.for_bytes, self.json_min = walk_after, for_bytes, json_min
         self.key_block = key_block
