@@ -18,6 +18,7 @@ millisecond). Tests compare the two on every record of the fixtures and of hosti
 """
 from __future__ import annotations
 
+import threading
 from types import ModuleType
 
 import numpy as np
@@ -92,15 +93,17 @@ def render_args(k: ModuleType, blk: MessageBlock, take: np.ndarray, body: str, p
             _buffer(bound), np.empty(take.size, np.int64), *_ID_SIZES)
 
 
-_OUT = [np.empty(0, np.uint8)]
+_OUT = threading.local()
 
 
 def _buffer(size: int) -> np.ndarray:
-    """An output buffer of at least ``size`` bytes, the same one for every block (its pages
-    are faulted in once, not per block)."""
-    if _OUT[0].size < size:
-        _OUT[0] = np.empty(max(size, 2 * _OUT[0].size), np.uint8)
-    return _OUT[0]
+    """An output buffer of at least ``size`` bytes, the same one for every block of a thread
+    (its pages are faulted in once, not per block; the C loop runs without the GIL, so two
+    threads must not share one)."""
+    have = getattr(_OUT, "buf", None)
+    if have is None or have.size < size:
+        _OUT.buf = np.empty(max(size, 2 * (0 if have is None else have.size)), np.uint8)
+    return _OUT.buf
 
 
 def _v6_hosts(blk: MessageBlock, take: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

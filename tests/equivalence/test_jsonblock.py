@@ -382,6 +382,19 @@ def test_without_the_extension_every_record_takes_the_reference(tricky_store, mo
         assert block_lines(blk, every[::2], "base64", False) == _reference(blk, every[::2], "base64", False)
 
 
+@needs_c
+def test_c_renders_in_threads_at_once(tricky_store):
+    """The C loop runs without the GIL: blocks rendered by several threads at once (each
+    its own output buffer) are each the reference's."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    blocks = [b for b in _blocks(tricky_store)[1] if isinstance(b, MessageBlock)] * 8
+    want = [_reference(b, np.arange(b.n), "hex", True) for b in blocks]
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda b: block_lines(b, np.arange(b.n), "hex", True), blocks))
+    assert got == want
+
+
 def _args(tricky_store) -> list:
     from rmqstore_cli.jsonblock import render_args
 
