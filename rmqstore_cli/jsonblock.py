@@ -5,32 +5,40 @@ the reference: one dict and one orjson call per record, ~15 µs. Rendering a blo
 numpy (one column of text per field, or byte segments assembled in a matrix) still costs
 5–7 µs a record, above the 5 µs the issue allows with the scan and start-up included. So
 here the block's fields are laid out as two integer matrices — the numbers, and where each
-variable part lies in the mapped file — and one compiled loop (:mod:`~rmqstore_cli.jsonkernel`)
-writes every line, checking each record's PROPERTIES as it goes.
+variable part lies in the mapped file — and one C loop (``rmqstore_cli/_cjson.c``, the
+optional extension ``setup.py`` builds at install) writes every line, checking each
+record's PROPERTIES as it goes.
 
 A record goes that way only when the result is certain to equal the reference, which the
-kernel decides as it goes (see there); any other record is rendered by the reference, in
-its place. So are small selections (below ``FAST_PATHS.json_min`` records: a dump of a
-few messages does not load the compiler) and every record when numba is not installed.
-Tests compare the two on every record of the fixtures and of hostile stores.
+C loop decides as it goes (see there); any other record is rendered by the reference, in
+its place. So is every record when the extension did not build (no compiler at install),
+and a selection of fewer than ``FAST_PATHS.json_min`` (16) records, where setting up the
+block costs more than the reference (the extension itself loads in well under a
+millisecond). Tests compare the two on every record of the fixtures and of hostile stores.
 """
 from __future__ import annotations
 
+import threading
+from types import ModuleType
+
 import numpy as np
 
-from rmqstore_cli.formats.commitlog import HEAD, MAGIC_V2
+from rmqstore_cli.formats.commitlog import HEAD, MAGIC_V2, PORT
 from rmqstore_cli.render import message_dict, to_json_bytes
 from rmqstore_cli.store.columns import MessageBlock
 from rmqstore_cli.store.fastpaths import FAST_PATHS
 
 _PHY_AT = HEAD["physical_offset"].offset
-#: the field names around the values, in the order the kernel writes them
+#: the offset msgId (MessageDecoder#createMessageId) is the store address, its port and the
+#: stored PHYSICALOFFSET: the C loop hex-encodes those bytes, these sizes long
+_ID_SIZES = (PORT.size, HEAD["physical_offset"].size)
+#: the field names around the values, in the order the C loop writes them
 _LITERALS = (b'{"physical_offset":', b',"total_size":', b',"magic":"', b'","body_crc":', b',"queue_id":',
              b',"flag":', b',"queue_offset":', b',"sys_flag":', b',"born_timestamp":', b',"born_host":"',
              b'","store_timestamp":', b',"store_host":"', b'","reconsume_times":', b',"prepared_transaction_offset":',
              b',"topic":"', b'","properties":{', b'},"properties_string":"', b'","tags":', b',"keys":',
              b',"uniq_key":', b',"msg_id":"', b'","body_size":', b',"body":"')
-#: the properties the kernel looks for, in its order (TAGS, KEYS, UNIQ_KEY): padded rows and lengths
+#: the properties the C loop looks for, in its order (TAGS, KEYS, UNIQ_KEY): padded rows and lengths
 _FOUND = (b"TAGS", b"KEYS", b"UNIQ_KEY")
 _FOUND_NAMES = np.array([np.frombuffer(x.ljust(8, b"\0"), np.uint8) for x in _FOUND])
 _FOUND_LENS = np.array([len(x) for x in _FOUND], np.int64)
@@ -41,11 +49,28 @@ def block_lines(blk: MessageBlock, take: np.ndarray, body: str = "none", propert
     k = FAST_PATHS.json_kernel(take.size) if body != "text" else None
     if k is None:
         return b"".join(_reference(blk, take, body, properties))
+    args = render_args(k, blk, take, body, properties)
+    size = k.render(*args)
+    ok, out, ends = args[3], args[13], args[14]
+    if ok.all():
+        return out[:size].tobytes()
+    return _with_reference(blk, out, ends, ok, take, body, properties)
+
+
+def render_args(k: ModuleType, blk: MessageBlock, take: np.ndarray, body: str, properties: bool) -> tuple:
+    """The arguments of ``k.render`` (``_cjson.c``) for records ``take`` of ``blk``: the
+    mapped file, ``nums`` and ``locs``, the ``ok`` flags (all set), the IPv6 host texts,
+    the literal texts, the property names it looks for, the body mode, the output buffer
+    and ``ends``, and the sizes the msgId is made of."""
     every = take.size == blk.n
     rb = blk.rb if every else blk.rb.take(take)
-    ok = np.ones(take.size, bool)
     born_at, born_len, born_port = (x[take] for x in blk.host("born"))
     store_at, store_len, store_port = (x[take] for x in blk.host("store"))
+    # nums: a row per record, (physical_offset, total_size, v2, body_crc, queue_id, flag,
+    # queue_offset, sys_flag, born_timestamp, born_port, store_timestamp, store_port,
+    # reconsume_times, prepared_transaction_offset, body_size); locs: where the variable
+    # parts lie in the file (born_at, born_len, store_at, store_len, topic_at, topic_len,
+    # props_at, props_len, body_at, phy_at)
     nums = np.stack([rb.physical_offset, rb.total, (rb.magic == MAGIC_V2).astype(np.int64), rb.body_crc, rb.queue_id,
                      blk.flag[take], rb.queue_offset, rb.sys_flag, blk.born_timestamp[take], born_port,
                      blk.store_timestamp[take], store_port, blk.reconsume_times[take],
@@ -58,34 +83,32 @@ def block_lines(blk: MessageBlock, take: np.ndarray, body: str = "none", propert
     lits = _LITERALS + tail + (b',"file":"%s"}\n' % blk.file_name.encode(),)
     lit_off = np.cumsum([0] + [len(x) for x in lits])
     body_out = {k.BODY_NONE: 0 * rb.body_len, k.BODY_BASE64: (rb.body_len + 2) // 3 * 4, k.BODY_HEX: 2 * rb.body_len}
-    # the kernel does not check bounds: per record the literals, 15 numbers of up to 20
-    # characters, two hosts (IPv6 text up to 41) with ports, the msgId (56), quotes and
-    # nulls stay under 1 024 bytes; the topic once; PROPERTIES at most 13 times (object 3×,
-    # string 6×, TAGS, UNIQ_KEY and KEYS with its quotes 3×); the body as encoded
+    # sized for the worst case (the C loop checks each line's bound and raises rather than
+    # write past it): per record the literals, 15 numbers of up to 20 characters, two hosts
+    # (IPv6 text up to 41) with ports, the msgId (56), quotes and nulls stay under 1 024
+    # bytes; the topic once; PROPERTIES at most 16 times; the body as encoded
     bound = int(lit_off[-1] + 1024) * take.size + int((rb.topic_len + 16 * rb.props_len + body_out[mode]).sum())
-    out = _buffer(bound)
-    ends = np.empty(take.size, np.int64)
-    size = k.render(blk.a, nums, locs, ok, hosts, host_off, host_rows, np.frombuffer(b"".join(lits), np.uint8),
-                    lit_off, _FOUND_NAMES, _FOUND_LENS, mode, properties, out, ends)
-    if ok.all():
-        return out[:size].tobytes()
-    return _with_reference(blk, out, ends, ok, take, body, properties)
+    return (blk.a, nums, locs, np.ones(take.size, bool), hosts, host_off, host_rows,
+            np.frombuffer(b"".join(lits), np.uint8), lit_off, _FOUND_NAMES, _FOUND_LENS, mode, properties,
+            _buffer(bound), np.empty(take.size, np.int64), *_ID_SIZES)
 
 
-_OUT = [np.empty(0, np.uint8)]
+_OUT = threading.local()
 
 
 def _buffer(size: int) -> np.ndarray:
-    """An output buffer of at least ``size`` bytes, the same one for every block (its pages
-    are faulted in once, not per block)."""
-    if _OUT[0].size < size:
-        _OUT[0] = np.empty(max(size, 2 * _OUT[0].size), np.uint8)
-    return _OUT[0]
+    """An output buffer of at least ``size`` bytes, the same one for every block of a thread
+    (its pages are faulted in once, not per block; the C loop runs without the GIL, so two
+    threads must not share one)."""
+    have = getattr(_OUT, "buf", None)
+    if have is None or have.size < size:
+        _OUT.buf = np.empty(max(size, 2 * (0 if have is None else have.size)), np.uint8)
+    return _OUT.buf
 
 
 def _v6_hosts(blk: MessageBlock, take: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The text of the block's IPv6 born and store addresses as one table (bytes, offsets),
-    and the rows of records ``take`` in it (born, store; -1: IPv4, which the kernel formats
+    and the rows of records ``take`` in it (born, store; -1: IPv4, which the C loop formats
     itself)."""
     texts: list[str] = []
     cols = []
@@ -103,7 +126,7 @@ def _reference(blk: MessageBlock, take: np.ndarray, body: str, properties: bool)
 
 def _with_reference(blk: MessageBlock, out: np.ndarray, ends: np.ndarray, ok: np.ndarray, take: np.ndarray,
                     body: str, properties: bool) -> bytes:
-    """The kernel's lines with the records it left out rendered by the reference in their places."""
+    """The C loop's lines with the records it left out rendered by the reference in their places."""
     slow = np.flatnonzero(~ok)
     starts = np.r_[0, ends[:-1]]
     pieces, done = [], 0

@@ -11,7 +11,6 @@ ConsumeQueueExtUnit, CQ_EXT_HEADER_SIZE  # formats: declared for the 5.x files (
 NEED_UNWRAP_FLAG  # formats/sysflag.py: MessageSysFlag, the whole set as the broker declares it
 __getattr__  # module-level lazy attributes (PEP 562): numpy dtypes made on first use
 _global, format_commands  # app.py: the typer callback of the global options; click calls the group's format_commands
-NUMS, LOCS  # jsonkernel.py: the column order of the kernel's arrays, named for its docstrings
 export_rows  # pipeline/export_tasks.py: the per-record reference the bulk export is tested against
 _jvm, addInPlace  # pipeline/spark.py: PySpark's own API (AccumulatorParam, the gateway)
 on_broken_pipe  # render.py: rich's hook

@@ -1,7 +1,7 @@
 """Where the engine chooses its fast paths: the one policy.
 
 Every bulk reader has a reference loop (Python and numpy) and a compiled twin
-(:mod:`~rmqstore_cli.store.kernels`, :mod:`~rmqstore_cli.jsonkernel`; numba) that gives the
+(:mod:`~rmqstore_cli.store.kernels`, numba; ``rmqstore_cli._cjson``, C) that gives the
 same result to the bit (tests compare). numba's import and cached code cost ~0.3 s once, so
 small jobs stay on the reference loops and big ones switch; once numba is loaded, by
 whichever reader, every walk runs compiled (it is paid for). The thresholds and that state
@@ -10,6 +10,7 @@ live here, in :data:`FAST_PATHS`, and nowhere else; a caller may also force a pa
 """
 from __future__ import annotations
 
+import importlib
 from types import ModuleType
 
 import numpy as np
@@ -24,14 +25,15 @@ class FastPaths:
       task: one file, its own process on a Spark worker) compiles at once, since counting
       records alone would leave every task of a 1 GiB file on the reference loops;
     * ``json_min`` — dump renders a block of at least this many JSON lines with the
-      compiled renderer (the reference spends ~0.3 s on ~25 000 records; scan blocks grow
-      64, 128, … so a dump of fewer than ~4 000 records never loads numba);
+      compiled renderer (a C extension: nothing to load; below ~16 lines its per-block
+      set-up, ~120 µs, costs more than the reference's ~8 µs a line; tests set it to 0 to
+      use it everywhere, or high to force the reference);
     * ``key_block`` — the append path (generate) puts its index keys this many at a time
       (:class:`~rmqstore_cli.store.keyblock.IndexKeyBlock`: hashed in bulk, the header once
       per block); 0 puts each key as it comes (the reference, ``IndexService#putKey``).
     """
 
-    def __init__(self, walk_after: int = 500_000, for_bytes: int = 64 << 20, json_min: int = 4096,
+    def __init__(self, walk_after: int = 500_000, for_bytes: int = 64 << 20, json_min: int = 16,
                  key_block: int = 1 << 16):
         self.walk_after, self.for_bytes, self.json_min = walk_after, for_bytes, json_min
         self.key_block = key_block
@@ -93,16 +95,15 @@ class FastPaths:
         return got
 
     def json_kernel(self, n: int) -> ModuleType | None:
-        """The compiled JSON renderer for a block of ``n`` lines, or None for the reference
-        (a small block, or no numba); loading it compiles the walks too."""
+        """The compiled JSON renderer (the C extension ``rmqstore_cli._cjson``) for a block
+        of ``n`` lines, or None for the reference (fewer than :attr:`json_min`, or the
+        extension did not build)."""
         if n < self.json_min:
             return None
-        try:
-            from rmqstore_cli import jsonkernel
+        try:  # importlib names it (as dulwich's pack.py does _pack): here is its one user
+            return importlib.import_module("rmqstore_cli._cjson")
         except ImportError:
             return None
-        self.compile()
-        return jsonkernel
 
 
 #: The process's policy.

@@ -176,7 +176,7 @@ def test_help_does_not_import_heavy_modules():
 
 
 def test_small_dump_does_not_load_the_compiler(tiny_store):
-    """jsonblock renders fewer than KERNEL_MIN records by the reference: no numba import."""
+    """A small dump (the C renderer, or the reference) imports numpy, never numba."""
     store, _ = tiny_store
     assert _imported(["dump-commitlog", "--store", str(store), "--format", "jsonl"], ("numpy", "numba")) == ["numpy"]
 

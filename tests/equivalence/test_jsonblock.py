@@ -4,6 +4,7 @@ message_dict + to_json_bytes), record for record, on real-broker stores, generat
 and records built to trip every shortcut the columnar path takes."""
 from __future__ import annotations
 
+import importlib
 import json
 
 import numpy as np
@@ -17,6 +18,12 @@ from rmqstore_cli.store.commitlog import AppendSpec, CommitLog
 from rmqstore_cli.store.config import StoreConfig
 
 from conftest import cli, fixture_dir
+
+try:  # not importorskip: test_table and test_arrow_block import this module's stores
+    _cjson = importlib.import_module("rmqstore_cli._cjson")
+except ImportError:  # no compiler at install: the reference renders everything (tested below)
+    _cjson = None
+needs_c = pytest.mark.skipif(_cjson is None, reason="the C extension rmqstore_cli._cjson did not build (setup.py)")
 
 PLAIN = b"KEYS\x01k1 k2\x02TAGS\x01T\x02UNIQ_KEY\x01AC100A0748FF5FFD2B276CDD6C4D0000\x02"
 TRICKY = [
@@ -162,6 +169,7 @@ def test_dump_commitlog_jsonl_is_the_reference(tricky_store, args):
     assert json.loads(j.stdout) == [json.loads(x) for x in want]
 
 
+@needs_c  # the C loop's choices (without it, every record takes the reference)
 def test_only_records_that_need_it_take_the_reference_path(tricky_store, monkeypatch):
     """The shortcuts are used: plain records (IPv4 or IPv6, V1 or V2) reach message_dict
     only for a topic that needs escapes; each tricky one either does or renders identically
@@ -230,59 +238,212 @@ def test_blocks_are_bounded_in_bytes(tricky_store, monkeypatch):
     assert all(n == 1 or span <= 2000 + 1000 for n, span in spans) and max(n for n, _ in spans) > 1
 
 
-# ---------------------------------------------------------------- the compiled kernel
+# ---------------------------------------------------------------- the C renderer (_cjson.c)
 
-def test_kernel_numbers_are_java_long_to_string():
-    from numba import njit
+def _store_of(root, specs) -> list:
+    """A store of exactly ``specs``, and its message blocks."""
+    cl = CommitLog(StoreConfig.load(root, None, mapped_file_size_commit_log=4 << 20), writable=True)
+    cl.open_for_append()
+    for spec in specs:
+        cl.append(spec)
+    cl.close()
+    return [x for x in _blocks(root)[1] if isinstance(x, MessageBlock)]
 
-    from rmqstore_cli.jsonkernel import _int
 
-    @njit
-    def text(v, out):
-        return _int(out, 0, v)
+def _same_as_reference(blocks, bodies=("none", "base64", "hex")) -> None:
+    for blk in blocks:
+        every = np.arange(blk.n)
+        for body in bodies:
+            for props in (True, False):
+                assert block_lines(blk, every, body, props) == _reference(blk, every, body, props), (body, props)
 
+
+def _taken_by_reference(blocks, monkeypatch) -> list[bytes]:
+    """PROPERTIES of the records the C loop leaves to message_dict."""
+    import rmqstore_cli.jsonblock as jb
+
+    calls: list[bytes] = []
+    real = jb.message_dict
+    monkeypatch.setattr(jb, "message_dict", lambda m, *a: calls.append(m.properties_bytes) or real(m, *a))
+    for blk in blocks:
+        block_lines(blk, np.arange(blk.n))
+    return calls
+
+
+def _plain(i: int, topic: str = "OrderTopic", props: bytes = PLAIN, body: bytes = b"b", **kw) -> AppendSpec:
+    return AppendSpec(topic, i % 4, body, props, 1_767_225_600_000 + i, 1_767_225_600_000 + i,
+                      (bytes([10, 0, i % 256, 1]), 40000 + i), (b"\x0a\x00\x00\x05", 10911), raw_properties=True, **kw)
+
+
+@needs_c
+def test_c_numbers_are_java_long_to_string(tmp_path):
+    """Long.toString of every int64 edge, in every field that holds one (MessageDecoder#decode)."""
     edges = [0, 1, 9, 10, 99, 100, 101, -1, -9, -10, -100, 2**31 - 1, -2**31, 2**63 - 1, -2**63, -2**63 + 1]
     edges += [s * 10 ** k + d for k in range(19) for d in (-1, 0, 1) for s in (1, -1) if -2**63 <= s * 10 ** k + d < 2**63]
-    out = np.zeros(32, np.uint8)
-    for v in edges:
-        n = text(np.int64(v), out)
-        assert out[:n].tobytes() == str(v).encode(), v
+    small = [v for v in edges if -2**31 <= v < 2**31]
+    specs = [AppendSpec("OrderTopic", small[i % len(small)], b"x", PLAIN, v, -v if v > -2**63 else v,
+                        (bytes([255, 0, 9, 10]), small[i % len(small)]), (b"\x0a\x00\x00\x05", small[-i % len(small)]),
+                        flag=small[i % len(small)], reconsume_times=small[-i % len(small)],
+                        prepared_transaction_offset=v, queue_offset=v, raw_properties=True)
+             for i, v in enumerate(edges)]
+    blocks = _store_of(tmp_path / "store", specs)
+    assert sum(b.n for b in blocks) == len(edges)
+    _same_as_reference(blocks)
 
 
 _INTERESTING = [0x00, 0x01, 0x02, 0x1F, 0x20, 0x22, 0x41, 0x5C, 0x7E, 0x7F, 0x80, 0x85, 0x8E, 0x9F, 0xA0, 0xA6, 0xA8,
                 0xAE, 0xBF, 0xC0, 0xC1, 0xC2, 0xDF, 0xE0, 0xE2, 0xED, 0xEF, 0xF0, 0xF4, 0xF5, 0xFF, 0x81, 0x90]
 
 
-@pytest.mark.parametrize("seed", range(4))
-def test_kernel_plain_text_is_what_the_reference_leaves_alone(seed):
-    """_text_end accepts a name/value exactly when it is valid UTF-8 (Python's strict
-    decoder), holds nothing JSON escapes and nothing _UNSAFE_UTF8 escapes."""
-    from rmqstore_cli.jsonkernel import _text_end
+@needs_c
+@pytest.mark.parametrize("seed", range(2))
+def test_c_plain_text_is_what_the_reference_leaves_alone(tmp_path, monkeypatch, seed):
+    """A property value goes the C way exactly when it is valid UTF-8 (Python's strict
+    decoder), holds nothing JSON escapes and nothing _UNSAFE_UTF8 escapes; either way the
+    line is the reference's."""
     from rmqstore_cli.render import _UNSAFE_UTF8
 
     rng = np.random.default_rng(seed)
-    pool = np.array(_INTERESTING + list(range(0x20, 0x7F, 7)), np.uint8)
-    cases = [bytes(rng.choice(pool, rng.integers(1, 6))) for _ in range(20000)]
-    cases += ["é中🙂\u0085\u2028\u202e\u2066\u200e".encode(), "ok é 中 🙂".encode()]
+    pool = np.array([x for x in _INTERESTING if x not in (1, 2)] + list(range(0x20, 0x7F, 7)), np.uint8)
+    cases = [bytes(rng.choice(pool, rng.integers(1, 6))) for _ in range(5000)]
+    cases += ["é中🙂\u0085\u2028\u202e\u2066\u200e".encode(), "ok é 中 🙂".encode(), "\U0010ffff".encode()]
+    blocks = _store_of(tmp_path / "store", [_plain(i, props=b"K\x01" + raw + b"\x02") for i, raw in enumerate(cases)])
+    _same_as_reference(blocks, ("none",))
+    want_reference = []
     for raw in cases:
         try:
             text = raw.decode("utf-8")
-            want = not _UNSAFE_UTF8.search(raw) and all(0x20 <= ord(c) != 0x7F for c in text) \
+            plain = not _UNSAFE_UTF8.search(raw) and all(0x20 <= ord(c) != 0x7F for c in text) \
                 and '"' not in text and "\\" not in text
         except UnicodeDecodeError:
-            want = False
-        a = np.frombuffer(raw, np.uint8)
-        assert (_text_end(a, 0, a.size, 2) == a.size) == want, raw
+            plain = False
+        if not plain:
+            want_reference.append(b"K\x01" + raw + b"\x02")
+    assert sorted(_taken_by_reference(blocks, monkeypatch)) == sorted(want_reference)
 
 
-def test_without_numba_every_record_takes_the_reference(tricky_store, monkeypatch):
+EDGE_TOPICS = ["Nul\x00Topic", "Tab\tTopic", "Del\x7fTopic", "C1\x85Topic", "Line\u2028Sep", "Bidi\u202eTopic",
+               "Emoji🙂Topic", "Max\U0010ffff", 'Q"uote', "Back\\slash", "Lone\udc80Surrogate", "中文", "é"]
+EDGE_PROPS = [b"", b"\x02", b"\x01", b"\x01\x02", b"A\x01\x02", b"\x01v\x02", b"A\x01v", b"A\x01v\x02\x02",
+              b"A\x01v\x02B", b"A\x01v\x02B\x01", b"A\x01v\x01w\x02", "K\x01🙂\x02TAGS\x01🙂".encode(),
+              b"K\x01\xf0\x9f\x99\x02",  # a truncated 4-byte character
+              b"K\x01\xed\xa0\x80\x02",  # an encoded surrogate
+              b"K\x01\xc0\xaf\x02",  # an overlong '/'
+              b"K\x01\xf4\x90\x80\x80\x02",  # above U+10FFFF
+              b"KEYS\x01   \x02", b"KEYS\x01\x02", b"KEYS\x01a\x02KEYS\x01b\x02", b"UNIQ_KEY\x01u\x02TAGS\x01",
+              b"TAG\x01t\x02TAGSS\x01t\x02UNIQ_KE\x01u\x02KEY\x01k\x02",  # names near the three it looks for
+              "K\x01\u2029\x02".encode(), "K\x01\u200f\x02".encode(), "K\x01\u2069\x02".encode(),
+              b"K\x01a\x1fb\x02", b"K\x01\x7f\x02", b"K\x01q\"\x02", b"K\x01b\\\x02", b"K\x01\x00\x02"]
+
+
+@needs_c
+def test_c_escaping_edges_are_the_reference(tmp_path, monkeypatch):
+    """Topics and PROPERTIES that hit every escaping rule, odd PROPERTIES shapes
+    (MessageDecoder#string2messageProperties), IPv4 and IPv6 hosts, bodies of 0-7 bytes
+    (base64 padding, hex), V1 and V2 records: each line is the reference's."""
+    specs = [_plain(i, topic=t) for i, t in enumerate(EDGE_TOPICS)]
+    specs += [_plain(i, props=p) for i, p in enumerate(EDGE_PROPS)]
+    specs += [_plain(i, body=bytes(range(250, 250 + i % 6)) + b"\x00" * (i // 6)) for i in range(8)]
+    specs += [_spec("OrderTopic", i, PLAIN, v6=True) for i in range(3)]
+    specs += [AppendSpec("V2Topic", 0, b"", b"", 0, 0, (bytes(16), 0), (bytes([0xFE, 0x80] + [0] * 13 + [1]), 65535),
+                         sys_flag=BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG, magic=MAGIC_V2, raw_properties=True)]
+    blocks = _store_of(tmp_path / "store", specs)
+    assert sum(b.n for b in blocks) == len(specs)
+    _same_as_reference(blocks)
+    taken = _taken_by_reference(blocks, monkeypatch)
+    assert len(taken) < len(specs) - 15  # the plain ones (bodies, hosts, V2, clean names) went the C way
+
+
+@needs_c
+def test_c_leaves_many_properties_to_the_reference(tmp_path, monkeypatch):
+    """More than PAIR_CAP pairs goes to the reference (the C loop's duplicate check stays
+    bounded on a hostile record); up to it, the C loop; the lines are the reference's."""
+    cap = _cjson.PAIR_CAP
+    many = [b"".join(b"N%d\x01v%d\x02" % (k, k) for k in range(n)) for n in (cap - 1, cap, cap + 1, 4 * cap)]
+    blocks = _store_of(tmp_path / "store", [_plain(i, props=p) for i, p in enumerate(many)])
+    _same_as_reference(blocks)
+    assert _taken_by_reference(blocks, monkeypatch) == many[2:]
+
+
+def test_without_the_extension_every_record_takes_the_reference(tricky_store, monkeypatch):
+    """The pure-Python fallback: _cjson not importable (no compiler at install)."""
+    import sys
+
+    import rmqstore_cli
     from rmqstore_cli.store.fastpaths import FAST_PATHS
 
-    monkeypatch.setattr(FAST_PATHS, "json_kernel", lambda n: None)
+    monkeypatch.setitem(sys.modules, "rmqstore_cli._cjson", None)  # import fails, as when it did not build
+    monkeypatch.delattr(rmqstore_cli, "_cjson", raising=False)
+    assert FAST_PATHS.json_kernel(10**6) is None
     _, items = _blocks(tricky_store)
     for blk in (x for x in items if isinstance(x, MessageBlock)):
         every = np.arange(blk.n)
         assert block_lines(blk, every) == _reference(blk, every, "none", True)
+        assert block_lines(blk, every[::2], "base64", False) == _reference(blk, every[::2], "base64", False)
+
+
+@needs_c
+def test_c_renders_in_threads_at_once(tricky_store):
+    """The C loop runs without the GIL: blocks rendered by several threads at once (each
+    its own output buffer) are each the reference's."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    blocks = [b for b in _blocks(tricky_store)[1] if isinstance(b, MessageBlock)] * 8
+    want = [_reference(b, np.arange(b.n), "hex", True) for b in blocks]
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda b: block_lines(b, np.arange(b.n), "hex", True), blocks))
+    assert got == want
+
+
+def _args(tricky_store) -> list:
+    from rmqstore_cli.jsonblock import render_args
+
+    for blk in (x for x in _blocks(tricky_store)[1] if isinstance(x, MessageBlock)):
+        args = list(render_args(_cjson, blk, np.arange(blk.n), "hex", True))
+        if (args[6] >= 0).any() and (args[6] < 0).sum() > 8:  # IPv6 and IPv4 hosts
+            return args
+    raise AssertionError("no block with both kinds of host")
+
+
+def _bad_args(args: list) -> list:
+    n, a = args[1].shape[0], args[0]
+    i = int(np.flatnonzero(args[6][:, 0] < 0)[n // 4])  # a record with an IPv4 born host
+    bad = []
+    for k, v in [(1, args[1].astype(np.int32)), (1, np.asfortranarray(args[1])), (1, args[1][:, :14].copy()),
+                 (2, args[2][: n - 1].copy()), (3, args[3].astype(np.int64)), (3, args[3][1:].copy()), (5, args[5][::-1].copy()),
+                 (5, args[5] + len(args[4])), (6, args[6] + 10**6), (6, args[6] - 2), (8, args[8][:-1].copy()),
+                 (8, args[8] * 10**6), (10, args[10] * 100), (11, 3), (11, -1), (13, np.empty(64, np.uint8)),
+                 (13, bytes(len(args[13]))), (14, args[14][:-1].copy()), (15, -1), (16, 10**6), (0, a[:100])]:
+        bad.append((k, v))
+    for col, value in [(4, a.size), (4, -1), (5, -1), (6, a.size - 2), (7, 1 << 40), (8, a.size + 1),
+                       (9, a.size - 3), (0, a.size - 3), (0, -1), (2, a.size), (3, -5), (3, 1 << 62)]:
+        locs = args[2].copy()
+        locs[i, col] = value
+        bad.append((2, locs))
+    for value in (-1, a.size):  # body_size
+        nums = args[1].copy()
+        nums[i, 14] = value
+        bad.append((1, nums))
+    return bad
+
+
+@needs_c
+def test_c_rejects_every_bad_argument(tricky_store):
+    """Wrong kinds, shapes, offsets outside their tables, a position outside the mapped
+    file, a short output buffer: ValueError (or the buffer protocol's error), never a read
+    or write outside a buffer."""
+    args = _args(tricky_store)
+    good = _cjson.render(*args)
+    assert good > 0 and 0 < args[3].sum() < args[3].size  # tricky records among them
+    for k, v in _bad_args(args):
+        bad = list(args)
+        bad[3] = np.ones_like(args[3])
+        bad[k] = v
+        with pytest.raises((ValueError, BufferError)):
+            _cjson.render(*bad)
+    with pytest.raises(TypeError):
+        _cjson.render(*args[:-1])
+    assert _cjson.render(*args) == good  # still whole after all that
 
 
 def test_big_generated_store_dumps_as_the_reference(tmp_path, monkeypatch):

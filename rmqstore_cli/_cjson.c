@@ -1,0 +1,564 @@
+/*
+ * rmqstore_cli._cjson: dump-commitlog's JSON lines for a block of records in one C loop
+ * (the optional compiled twin of the per-record reference, render.message_dict +
+ * render.to_json_bytes; rmqstore_cli/jsonblock.py prepares the arguments and renders
+ * every record this leaves out by the reference, in its place).
+ *
+ * A record is written only when the result is certain to equal the reference: its topic
+ * and every name and value of its PROPERTIES (MessageDecoder#string2messageProperties:
+ * "name\x01value\x02" pairs) hold no byte JSON escapes and are valid UTF-8 with no
+ * character a terminal acts on (render._UNSAFE_UTF8), and its PROPERTIES are empty or
+ * every pair has a non-empty name and value, no name twice, at most PAIR_CAP pairs.
+ * Otherwise ok[i] is cleared and the caller takes the reference for it.
+ *
+ * Every argument is checked (buffer kinds, item sizes, shapes, and each record's
+ * positions against the mapped file before it is read); the output buffer's room is
+ * checked before each record is written. A bad argument raises ValueError, never reads
+ * or writes outside a buffer. The loop runs without the GIL.
+ *
+ * No layout constant lives here: the caller passes the record fields as numbers and
+ * positions (jsonblock.py, from formats/commitlog.py), and the sizes of the port and the
+ * physical offset that the offset msgId (MessageDecoder#createMessageId) is made of.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+#define NUMS 15       /* columns of nums, as jsonblock.NUMS */
+#define LOCS 10       /* columns of locs, as jsonblock.LOCS */
+#define NLITS 25      /* literal texts between the values */
+#define NFOUND 3      /* TAGS, KEYS, UNIQ_KEY */
+#define PAIR_CAP 256  /* more PROPERTIES pairs: the reference (keeps the duplicate check linear-ish) */
+#define NUM_MAX 20    /* "-9223372036854775808" */
+#define V4_TEXT 15    /* "255.255.255.255" */
+
+enum { N_PHY, N_TOTAL, N_V2, N_CRC, N_QID, N_FLAG, N_QOFF, N_SYSFLAG, N_BORN_TS, N_BORN_PORT,
+       N_STORE_TS, N_STORE_PORT, N_RECONSUME, N_PREPARED, N_BODY_SIZE };
+enum { L_BORN_AT, L_BORN_LEN, L_STORE_AT, L_STORE_LEN, L_TOPIC_AT, L_TOPIC_LEN, L_PROPS_AT, L_PROPS_LEN,
+       L_BODY_AT, L_PHY_AT };
+enum { BODY_NONE, BODY_BASE64, BODY_HEX };
+
+/* bytes by what a name or value may hold: 0 printable ASCII JSON leaves alone, 1 the others
+ * (controls, '"', '\\', DEL), 2 the lead byte of a UTF-8 character */
+static uint8_t CLASS[256];
+static const char HEXU[] = "0123456789ABCDEF";
+static const char HEXL[] = "0123456789abcdef";
+static const char B64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+typedef struct {
+    const uint8_t *a;
+    int64_t alen, n;
+    const int64_t *nums, *locs, *host_off, *host_rows, *lit_off, *name_lens;
+    uint8_t *ok, *out;
+    int64_t *ends, *pairs;
+    const uint8_t *hosts, *lits, *names;
+    int64_t nhosts, name_w, out_len, lit_total, body_mode, port_size, phy_size;
+    int props_on;
+    int64_t bad;      /* the record that stopped the loop, or -1 */
+    const char *why;  /* and why */
+} Job;
+
+/* ------------------------------------------------------------------ arguments */
+
+static int little_endian(void)
+{
+    const uint16_t one = 1;
+    return *(const uint8_t *)&one == 1;
+}
+
+/* Take a C-contiguous buffer of ndim dimensions whose items are one of `kinds` (struct
+ * letters) of `itemsize` bytes; ValueError naming `what` otherwise. */
+static int take(PyObject *obj, Py_buffer *v, int writable, const char *kinds, Py_ssize_t itemsize, int ndim,
+                const char *what)
+{
+    int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
+    if (PyObject_GetBuffer(obj, v, flags) < 0)
+        return -1;
+    const char *f = v->format ? v->format : "B";
+    if (*f == '@' || *f == '=' || (*f == '<' && little_endian()))
+        f++;
+    if (v->itemsize != itemsize || f[0] == '\0' || f[1] != '\0' || !strchr(kinds, f[0]) || v->ndim != ndim) {
+        PyErr_Format(PyExc_ValueError, "_cjson.render: %s must be a %d-D C-contiguous array of %zd-byte items (%s)",
+                     what, ndim, itemsize, kinds);
+        PyBuffer_Release(v);
+        return -1;
+    }
+    return 0;
+}
+
+static int fail(const char *what)
+{
+    PyErr_Format(PyExc_ValueError, "_cjson.render: %s", what);
+    return -1;
+}
+
+/* Offsets into a table of `len` bytes: count+1 non-decreasing values from >= 0 to <= len. */
+static int check_offsets(const int64_t *off, int64_t count, int64_t len, const char *what)
+{
+    if (off[0] < 0)
+        return fail(what);
+    for (int64_t k = 0; k < count; k++)
+        if (off[k + 1] < off[k])
+            return fail(what);
+    return off[count] <= len ? 0 : fail(what);
+}
+
+/* The shapes and tables that do not depend on a record. */
+static int check_shapes(Job *J, Py_buffer *v)
+{
+    int64_t n = v[1].shape[0];
+    if (v[1].shape[1] != NUMS || v[2].shape[0] != n || v[2].shape[1] != LOCS)
+        return fail("nums must be (n, 15) and locs (n, 10)");
+    if (v[3].shape[0] != n || v[6].shape[0] != n || v[6].shape[1] != 2 || v[14].shape[0] != n)
+        return fail("ok, host_rows (n, 2) and ends must have a row per record");
+    if (v[5].shape[0] < 1 || v[8].shape[0] != NLITS + 1)
+        return fail("host_off must have a row at least and lit_off 26");
+    if (check_offsets(J->host_off, v[5].shape[0] - 1, v[4].shape[0], "host_off out of hosts") < 0
+        || check_offsets(J->lit_off, NLITS, v[7].shape[0], "lit_off out of lits") < 0)
+        return -1;
+    if (v[9].shape[0] != NFOUND || v[10].shape[0] != NFOUND)
+        return fail("names must be (3, width) and name_lens (3,)");
+    for (int s = 0; s < NFOUND; s++)
+        if (J->name_lens[s] < 1 || J->name_lens[s] > v[9].shape[1])
+            return fail("name_lens must be within names' width");
+    if (J->body_mode < BODY_NONE || J->body_mode > BODY_HEX)
+        return fail("body_mode must be 0, 1 or 2");
+    if (J->port_size < 0 || J->port_size > 64 || J->phy_size < 0 || J->phy_size > 64)
+        return fail("port_size and phy_size must be within 0..64");
+    J->n = n;
+    J->nhosts = v[5].shape[0] - 1;
+    J->name_w = v[9].shape[1];
+    J->lit_total = J->lit_off[NLITS] - J->lit_off[0];
+    return 0;
+}
+
+/* ------------------------------------------------------------------ checking text */
+
+/* Length of the valid UTF-8 character at a[j] (a non-ASCII lead byte), 0 when it is invalid,
+ * truncated or one render._UNSAFE_UTF8 escapes (C1 controls, marks, separators, bidi). */
+static int utf8_len(const uint8_t *a, int64_t j, int64_t end)
+{
+    uint8_t b0 = a[j], b1, b2, b3;
+    if (b0 < 0xC2 || b0 > 0xF4)
+        return 0;
+    if (b0 < 0xE0) {
+        if (j + 1 >= end)
+            return 0;
+        b1 = a[j + 1];
+        return (b1 < 0x80 || b1 > 0xBF || (b0 == 0xC2 && b1 <= 0x9F)) ? 0 : 2;
+    }
+    if (b0 < 0xF0) {
+        if (j + 2 >= end)
+            return 0;
+        b1 = a[j + 1], b2 = a[j + 2];
+        uint8_t lo = b0 == 0xE0 ? 0xA0 : 0x80, hi = b0 == 0xED ? 0x9F : 0xBF;  /* no surrogates */
+        if (b1 < lo || b1 > hi || b2 < 0x80 || b2 > 0xBF)
+            return 0;
+        if (b0 == 0xE2 && ((b1 == 0x80 && (b2 == 0x8E || b2 == 0x8F || (b2 >= 0xA8 && b2 <= 0xAE)))
+                           || (b1 == 0x81 && b2 >= 0xA6 && b2 <= 0xA9)))
+            return 0;
+        return 3;
+    }
+    if (j + 3 >= end)
+        return 0;
+    b1 = a[j + 1], b2 = a[j + 2], b3 = a[j + 3];
+    uint8_t lo = b0 == 0xF0 ? 0x90 : 0x80, hi = b0 == 0xF4 ? 0x8F : 0xBF;
+    if (b1 < lo || b1 > hi || b2 < 0x80 || b2 > 0xBF || b3 < 0x80 || b3 > 0xBF)
+        return 0;
+    return 4;
+}
+
+/* Where the text from j ends (at a `stop` byte or at end), or -1 at a byte that needs a
+ * JSON escape or is not plain UTF-8. */
+static int64_t text_end(const uint8_t *a, int64_t j, int64_t end, uint8_t stop)
+{
+    while (j < end) {
+        uint8_t b = a[j], c = CLASS[b];
+        if (c == 0) {
+            j++;
+        } else if (b == stop) {
+            return j;
+        } else if (c == 2) {
+            int k = utf8_len(a, j, end);
+            if (!k)
+                return -1;
+            j += k;
+        } else {
+            return -1;
+        }
+    }
+    return j;
+}
+
+/* Split PROPERTIES a[pa:pa+pl] into J->pairs (name start, end, value start, end) and fill
+ * found with the value ranges of TAGS, KEYS, UNIQ_KEY (-1: absent). Returns the number of
+ * pairs, or -1 when the record must take the reference. */
+static int64_t split_properties(const Job *J, int64_t pa, int64_t pl, int64_t found[NFOUND][2])
+{
+    const uint8_t *a = J->a;
+    int64_t end = pa + pl, j = pa, n = 0, *pr = J->pairs;
+    for (int s = 0; s < NFOUND; s++)
+        found[s][0] = found[s][1] = -1;
+    while (j < end) {
+        int64_t name_end = text_end(a, j, end, 1);
+        if (name_end < 0 || name_end == j || name_end == end || n == PAIR_CAP)
+            return -1;
+        int64_t value_end = text_end(a, name_end + 1, end, 2), len = name_end - j;
+        if (value_end < 0 || value_end == name_end + 1)
+            return -1;
+        for (int64_t p = 0; p < n; p++)  /* a name twice: the parser keeps the last value in the first place */
+            if (pr[4 * p + 1] - pr[4 * p] == len && memcmp(a + pr[4 * p], a + j, (size_t)len) == 0)
+                return -1;
+        pr[4 * n] = j, pr[4 * n + 1] = name_end, pr[4 * n + 2] = name_end + 1, pr[4 * n + 3] = value_end;
+        n++;
+        for (int s = 0; s < NFOUND; s++)
+            if (len == J->name_lens[s] && memcmp(a + j, J->names + s * J->name_w, (size_t)len) == 0)
+                found[s][0] = name_end + 1, found[s][1] = value_end;
+        j = value_end + 1;  /* past the \x02; a pair must follow unless it was the last byte */
+    }
+    return n;
+}
+
+/* ------------------------------------------------------------------ writing */
+
+static int64_t put(uint8_t *out, int64_t o, const void *src, int64_t n)
+{
+    memcpy(out + o, src, (size_t)n);
+    return o + n;
+}
+
+static int64_t put_lit(const Job *J, int64_t o, int k)
+{
+    return put(J->out, o, J->lits + J->lit_off[k], J->lit_off[k + 1] - J->lit_off[k]);
+}
+
+static char DIGITS2[200];  /* "00".."99" */
+
+/* Decimal text of an int64 (Java's Long.toString), two digits per division. */
+static int64_t put_int(uint8_t *out, int64_t o, int64_t v)
+{
+    char tmp[NUM_MAX + 1];
+    int p = NUM_MAX + 1;
+    uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+    while (u >= 100) {
+        unsigned r = (unsigned)(u % 100);
+        u /= 100;
+        p -= 2;
+        memcpy(tmp + p, DIGITS2 + 2 * r, 2);
+    }
+    if (u >= 10) {
+        p -= 2;
+        memcpy(tmp + p, DIGITS2 + 2 * u, 2);
+    } else {
+        tmp[--p] = (char)('0' + u);
+    }
+    if (v < 0)
+        tmp[--p] = '-';
+    return put(out, o, tmp + p, NUM_MAX + 1 - p);
+}
+
+static int64_t put_hex(uint8_t *out, int64_t o, const uint8_t *src, int64_t n, const char *digits)
+{
+    for (int64_t k = 0; k < n; k++) {
+        out[o++] = (uint8_t)digits[src[k] >> 4];
+        out[o++] = (uint8_t)digits[src[k] & 15];
+    }
+    return o;
+}
+
+static int64_t put_base64(uint8_t *out, int64_t o, const uint8_t *s, int64_t n)
+{
+    int64_t k = 0;
+    for (; k + 3 <= n; k += 3) {
+        uint32_t v = (uint32_t)s[k] << 16 | (uint32_t)s[k + 1] << 8 | s[k + 2];
+        out[o] = B64[v >> 18], out[o + 1] = B64[(v >> 12) & 63], out[o + 2] = B64[(v >> 6) & 63];
+        out[o + 3] = B64[v & 63];
+        o += 4;
+    }
+    if (n - k) {
+        uint32_t v = (uint32_t)s[k] << 16 | (n - k == 2 ? (uint32_t)s[k + 1] << 8 : 0);
+        out[o] = B64[v >> 18], out[o + 1] = B64[(v >> 12) & 63];
+        out[o + 2] = n - k == 2 ? B64[(v >> 6) & 63] : '=';
+        out[o + 3] = '=';
+        o += 4;
+    }
+    return o;
+}
+
+/* An address: row `row` of the IPv6 text table, or the IPv4 octets at a[at]. */
+static int64_t put_host(const Job *J, int64_t o, int64_t at, int64_t row)
+{
+    if (row >= 0)
+        return put(J->out, o, J->hosts + J->host_off[row], J->host_off[row + 1] - J->host_off[row]);
+    for (int k = 0; k < 4; k++) {
+        if (k)
+            J->out[o++] = '.';
+        o = put_int(J->out, o, J->a[at + k]);
+    }
+    return o;
+}
+
+static int64_t put_quoted_or_null(const Job *J, int64_t o, const int64_t r[2])
+{
+    if (r[0] < 0)
+        return put(J->out, o, "null", 4);
+    J->out[o++] = '"';
+    o = put(J->out, o, J->a + r[0], r[1] - r[0]);
+    J->out[o++] = '"';
+    return o;
+}
+
+/* ["k1","k2"]: KEYS split at spaces, empty words dropped (render.split_keys). */
+static int64_t put_keys(const Job *J, int64_t o, const int64_t r[2])
+{
+    uint8_t *out = J->out;
+    int first = 1;
+    out[o++] = '[';
+    for (int64_t j = r[0]; r[0] >= 0 && j < r[1]; j++) {
+        int64_t w = j;
+        while (j < r[1] && J->a[j] != ' ')
+            j++;
+        if (j > w) {
+            if (!first)
+                out[o++] = ',';
+            out[o++] = '"';
+            o = put(out, o, J->a + w, j - w);
+            out[o++] = '"';
+            first = 0;
+        }
+    }
+    out[o++] = ']';
+    return o;
+}
+
+/* "properties":{...},"properties_string":"..." between their literals (15, 16, 17). */
+static int64_t put_properties(const Job *J, int64_t o, int64_t np, int64_t end)
+{
+    const int64_t *pr = J->pairs;
+    uint8_t *out = J->out;
+    o = put_lit(J, o, 15);
+    for (int64_t p = 0; p < np; p++) {
+        o = put(out, o, p ? ",\"" : "\"", p ? 2 : 1);
+        o = put(out, o, J->a + pr[4 * p], pr[4 * p + 1] - pr[4 * p]);
+        o = put(out, o, "\":\"", 3);
+        o = put(out, o, J->a + pr[4 * p + 2], pr[4 * p + 3] - pr[4 * p + 2]);
+        out[o++] = '"';
+    }
+    o = put_lit(J, o, 16);
+    for (int64_t p = 0; p < np; p++) {
+        o = put(out, o, J->a + pr[4 * p], pr[4 * p + 1] - pr[4 * p]);
+        o = put(out, o, "\\u0001", 6);
+        o = put(out, o, J->a + pr[4 * p + 2], pr[4 * p + 3] - pr[4 * p + 2]);
+        if (pr[4 * p + 3] < end)
+            o = put(out, o, "\\u0002", 6);
+    }
+    return o;
+}
+
+/* ------------------------------------------------------------------ one record */
+
+static int within(const Job *J, int64_t at, int64_t len)
+{
+    return at >= 0 && len >= 0 && at <= J->alen && len <= J->alen - at;
+}
+
+/* Every byte the record's line reads lies in the file, and its host rows are in the table. */
+static int record_in_bounds(const Job *J, const int64_t *nu, const int64_t *lo, const int64_t *rows)
+{
+    for (int w = 0; w < 2; w++)
+        if (rows[w] < -1 || rows[w] >= J->nhosts || (rows[w] < 0 && !within(J, lo[2 * w], 4)))
+            return 0;
+    return within(J, lo[L_TOPIC_AT], lo[L_TOPIC_LEN]) && within(J, lo[L_PROPS_AT], lo[L_PROPS_LEN])
+        && within(J, lo[L_BODY_AT], nu[N_BODY_SIZE]) && within(J, lo[L_PHY_AT], J->phy_size)
+        && lo[L_STORE_LEN] >= 0 && lo[L_STORE_LEN] <= J->alen
+        && within(J, lo[L_STORE_AT], lo[L_STORE_LEN] + J->port_size);
+}
+
+/* The most bytes the record's line can take (see each writer). */
+static int64_t line_bound(const Job *J, const int64_t *nu, const int64_t *lo, const int64_t *rows)
+{
+    int64_t b = J->lit_total + 16 * (NUM_MAX + 1) + 64 + lo[L_TOPIC_LEN] + 16 * lo[L_PROPS_LEN];
+    for (int w = 0; w < 2; w++)
+        b += rows[w] >= 0 ? J->host_off[rows[w] + 1] - J->host_off[rows[w]] : V4_TEXT;
+    b += 2 * (lo[L_STORE_LEN] + J->port_size + J->phy_size);
+    if (J->body_mode == BODY_BASE64)
+        b += (nu[N_BODY_SIZE] + 2) / 3 * 4;
+    else if (J->body_mode == BODY_HEX)
+        b += 2 * nu[N_BODY_SIZE];
+    return b;
+}
+
+static int64_t put_record(const Job *J, int64_t o, const int64_t *nu, const int64_t *lo, const int64_t *rows,
+                          int64_t np, int64_t found[NFOUND][2])
+{
+    uint8_t *out = J->out;
+    o = put_lit(J, o, 0);
+    o = put_int(out, o, nu[N_PHY]);
+    o = put_lit(J, o, 1);
+    o = put_int(out, o, nu[N_TOTAL]);
+    o = put_lit(J, o, 2);
+    o = put(out, o, nu[N_V2] ? "v2" : "v1", 2);
+    for (int k = N_CRC; k <= N_BORN_TS; k++) {  /* body_crc .. born_timestamp */
+        o = put_lit(J, o, k);
+        o = put_int(out, o, nu[k]);
+    }
+    o = put_lit(J, o, 9);
+    o = put_host(J, o, lo[L_BORN_AT], rows[0]);
+    out[o++] = ':';
+    o = put_int(out, o, nu[N_BORN_PORT]);
+    o = put_lit(J, o, 10);
+    o = put_int(out, o, nu[N_STORE_TS]);
+    o = put_lit(J, o, 11);
+    o = put_host(J, o, lo[L_STORE_AT], rows[1]);
+    out[o++] = ':';
+    o = put_int(out, o, nu[N_STORE_PORT]);
+    for (int k = 12; k <= 13; k++) {  /* reconsume_times, prepared_transaction_offset */
+        o = put_lit(J, o, k);
+        o = put_int(out, o, nu[k]);
+    }
+    o = put_lit(J, o, 14);
+    o = put(out, o, J->a + lo[L_TOPIC_AT], lo[L_TOPIC_LEN]);
+    if (J->props_on)
+        o = put_properties(J, o, np, lo[L_PROPS_AT] + lo[L_PROPS_LEN]);
+    o = put_lit(J, o, 17);
+    o = put_quoted_or_null(J, o, found[0]);
+    o = put_lit(J, o, 18);
+    o = put_keys(J, o, found[1]);
+    o = put_lit(J, o, 19);
+    o = put_quoted_or_null(J, o, found[2]);
+    o = put_lit(J, o, 20);  /* msgId: the store address and port, then the physical offset */
+    o = put_hex(out, o, J->a + lo[L_STORE_AT], lo[L_STORE_LEN] + J->port_size, HEXU);
+    o = put_hex(out, o, J->a + lo[L_PHY_AT], J->phy_size, HEXU);
+    o = put_lit(J, o, 21);
+    o = put_int(out, o, nu[N_BODY_SIZE]);
+    if (J->body_mode != BODY_NONE) {
+        o = put_lit(J, o, 22);
+        if (J->body_mode == BODY_BASE64)
+            o = put_base64(out, o, J->a + lo[L_BODY_AT], nu[N_BODY_SIZE]);
+        else
+            o = put_hex(out, o, J->a + lo[L_BODY_AT], nu[N_BODY_SIZE], HEXL);
+        o = put_lit(J, o, 23);
+    }
+    return put_lit(J, o, 24);
+}
+
+/* Every record's line; returns the bytes written, or -1 with J->bad and J->why set. */
+static int64_t render_all(Job *J)
+{
+    int64_t o = 0, found[NFOUND][2];
+    for (int64_t i = 0; i < J->n; i++) {
+        const int64_t *nu = J->nums + NUMS * i, *lo = J->locs + LOCS * i, *rows = J->host_rows + 2 * i;
+        int64_t np = -1;
+        if (J->ok[i]) {
+            if (!record_in_bounds(J, nu, lo, rows)) {
+                J->bad = i, J->why = "a position outside the file or a host row outside the table";
+                return -1;
+            }
+            int64_t ta = lo[L_TOPIC_AT], te = ta + lo[L_TOPIC_LEN];
+            if (text_end(J->a, ta, te, 0) == te)
+                np = split_properties(J, lo[L_PROPS_AT], lo[L_PROPS_LEN], found);
+        }
+        if (np < 0) {
+            J->ok[i] = 0;
+            J->ends[i] = o;
+            continue;
+        }
+        if (line_bound(J, nu, lo, rows) > J->out_len - o) {
+            J->bad = i, J->why = "the out buffer is too small";
+            return -1;
+        }
+        o = put_record(J, o, nu, lo, rows, np, found);
+        J->ends[i] = o;
+    }
+    return o;
+}
+
+/* ------------------------------------------------------------------ the module */
+
+#define NARGS 15
+
+PyDoc_STRVAR(render_doc,
+"render(a, nums, locs, ok, hosts, host_off, host_rows, lits, lit_off, names, name_lens, body_mode,\n"
+"       props_on, out, ends, port_size, phy_size) -> int\n\n"
+"Write the JSON line of every record whose ok is set into out; ends[i] is where record i's\n"
+"line ends (the previous end for one left out). Records whose topic or PROPERTIES need the\n"
+"reference get ok[i] = False. Returns the bytes written. nums (n, 15), locs (n, 10) and\n"
+"host_rows (n, 2) are int64, a row per record; see rmqstore_cli/jsonblock.py.");
+
+static PyObject *render(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *o[NARGS];
+    Py_buffer v[NARGS];
+    Job J;
+    memset(&J, 0, sizeof J);
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOLpOOLL:render", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6],
+                          &o[7], &o[8], &o[9], &o[10], &J.body_mode, &J.props_on, &o[13], &o[14], &J.port_size,
+                          &J.phy_size))
+        return NULL;
+    static const struct { int writable; const char *kinds; Py_ssize_t size; int ndim; const char *what; } spec[NARGS] = {
+        {0, "B", 1, 1, "a"}, {0, "lq", 8, 2, "nums"}, {0, "lq", 8, 2, "locs"}, {1, "?B", 1, 1, "ok"},
+        {0, "B", 1, 1, "hosts"}, {0, "lq", 8, 1, "host_off"}, {0, "lq", 8, 2, "host_rows"}, {0, "B", 1, 1, "lits"},
+        {0, "lq", 8, 1, "lit_off"}, {0, "B", 1, 2, "names"}, {0, "lq", 8, 1, "name_lens"}, {0, 0, 0, 0, 0},
+        {0, 0, 0, 0, 0}, {1, "B", 1, 1, "out"}, {1, "lq", 8, 1, "ends"}};
+    int held = 0, failed = 0;
+    for (; held < NARGS && !failed; held++)
+        if (spec[held].kinds && take(o[held], &v[held], spec[held].writable, spec[held].kinds, spec[held].size,
+                                     spec[held].ndim, spec[held].what) < 0)
+            failed = 1;
+    if (failed)
+        held--;  /* the one that failed was released by take */
+    int64_t size = -1;
+    if (!failed) {
+        J.a = v[0].buf, J.alen = v[0].len, J.nums = v[1].buf, J.locs = v[2].buf, J.ok = v[3].buf;
+        J.hosts = v[4].buf, J.host_off = v[5].buf, J.host_rows = v[6].buf, J.lits = v[7].buf;
+        J.lit_off = v[8].buf, J.names = v[9].buf, J.name_lens = v[10].buf, J.out = v[13].buf;
+        J.out_len = v[13].len, J.ends = v[14].buf, J.bad = -1;
+        if (check_shapes(&J, v) == 0) {
+            J.pairs = PyMem_RawMalloc(sizeof(int64_t) * 4 * PAIR_CAP);
+            if (!J.pairs) {
+                PyErr_NoMemory();
+            } else {
+                Py_BEGIN_ALLOW_THREADS
+                size = render_all(&J);
+                Py_END_ALLOW_THREADS
+                PyMem_RawFree(J.pairs);
+                if (size < 0)
+                    PyErr_Format(PyExc_ValueError, "_cjson.render: record %lld: %s", (long long)J.bad, J.why);
+            }
+        }
+    }
+    for (int k = 0; k < held; k++)
+        if (spec[k].kinds)
+            PyBuffer_Release(&v[k]);
+    return size < 0 ? NULL : PyLong_FromLongLong(size);
+}
+
+static PyMethodDef methods[] = {
+    {"render", render, METH_VARARGS, render_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_cjson",
+    "dump-commitlog's JSON lines in C (the optional twin of render.message_dict + to_json_bytes).", -1, methods,
+    NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__cjson(void)
+{
+    for (int d = 0; d < 100; d++)
+        DIGITS2[2 * d] = (char)('0' + d / 10), DIGITS2[2 * d + 1] = (char)('0' + d % 10);
+    for (int b = 0; b < 256; b++)
+        CLASS[b] = b >= 0x80 ? 2 : (b >= 0x20 && b < 0x7F && b != '"' && b != '\\') ? 0 : 1;
+    PyObject *m = PyModule_Create(&module);
+    if (m && (PyModule_AddIntConstant(m, "BODY_NONE", BODY_NONE) < 0
+              || PyModule_AddIntConstant(m, "BODY_BASE64", BODY_BASE64) < 0
+              || PyModule_AddIntConstant(m, "BODY_HEX", BODY_HEX) < 0
+              || PyModule_AddIntConstant(m, "PAIR_CAP", PAIR_CAP) < 0)) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}
