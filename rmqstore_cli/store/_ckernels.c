@@ -80,7 +80,7 @@ static int get_buffer(PyObject *o, Py_buffer *v, int writable, Py_ssize_t itemsi
 /* The walk of STORE-FORMAT §7.1 (CommitLog#checkMessageAndReturnSize's first checks), plain
  * (header < 0) or over DLedger entries (DLedgerMmapFileStore#recover: header >= 0 bytes of
  * entry header before each record). Callers checked 0 <= pos, 0 <= limit <= len(a),
- * 0 <= max_n <= len(out), min_total >= 0: every read is below `limit`, `end` never falls. */
+ * 0 <= max_n <= len(out), min_total >= 1: every read is below `limit`, `end` only grows. */
 static Py_ssize_t walk_loop(const uint8_t *a, int64_t pos, int64_t limit, int64_t max_n, int64_t min_total,
                             int64_t header, int64_t *out, int64_t *end_out)
 {
@@ -121,9 +121,9 @@ static PyObject *walk_common(PyObject *ao, Py_ssize_t pos, Py_ssize_t limit, Py_
         PyBuffer_Release(&a);
         return NULL;
     }
-    if (pos < 0 || limit < 0 || limit > a.len || max_n < 0 || max_n > out.len / 8 || min_total < 0) {
+    if (pos < 0 || limit < 0 || limit > a.len || max_n < 0 || max_n > out.len / 8 || min_total < 1) {
         PyErr_Format(PyExc_ValueError, "walk: need 0 <= pos, 0 <= limit <= len(a) (%zd), "
-                     "0 <= max_n <= len(out) (%zd), min_total >= 0; got pos=%zd limit=%zd max_n=%zd "
+                     "0 <= max_n <= len(out) (%zd), min_total >= 1; got pos=%zd limit=%zd max_n=%zd "
                      "min_total=%zd", a.len, out.len / 8, pos, limit, max_n, min_total);
         PyBuffer_Release(&a);
         PyBuffer_Release(&out);
