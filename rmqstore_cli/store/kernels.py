@@ -50,8 +50,6 @@ def _load():
 _EXT = _load()
 #: True when the C loops are here (the names below exist)
 BUILT = _EXT is not None
-#: where they were loaded from, for ``rmqstore --version``
-ORIGIN = _EXT.__file__ if BUILT else None
 if BUILT:
     walk, walk_entries = _EXT.walk, _EXT.walk_entries
     small_body_crcs, join_ranges = _EXT.small_body_crcs, _EXT.join_ranges
