@@ -22,7 +22,7 @@ import zlib
 import numpy as np
 import pytest
 
-from conftest import ROOT, generate, needs_c
+from conftest import ROOT, cli, fixture_dir, generate, needs_c
 from rmqstore_cli.formats.commitlog import HEAD_SIZE, MAGIC_BLANK, MAGIC_V1, MAGIC_V2
 from rmqstore_cli.formats.dledger import BODY_OFFSET, ENTRY_MAGIC
 from rmqstore_cli.store.commitlog.bulk import walk_records
@@ -217,3 +217,19 @@ def test_without_the_extension_every_command_runs_the_reference(store):
         assert "Traceback" not in ref.stderr
         outs.append(ref.stdout)
     assert "commitlog.body-crc" in {f["check"] for f in json.loads(outs[0])["findings"]}
+
+
+@pytest.mark.parametrize("sample", ["4.9.7", "5.3.3", "dledger", "lmq", "bcq"])
+def test_real_broker_stores_verify_alike_on_both_paths(sample, sample_tarball, monkeypatch):
+    """verify (``CommitLog#recover*``'s checks and more) of the real-broker stores, plain and
+    DLedger: the C loops and the reference loops give the same findings and summary."""
+    needs_c()
+    from rmqstore_cli.store.fastpaths import FAST_PATHS
+
+    d = fixture_dir(sample) if sample[0].isdigit() else sample_tarball(sample)
+    got = {}
+    for pure in (True, False):
+        monkeypatch.setattr(FAST_PATHS, "pure", pure)
+        r = cli("verify", "--store", d / "store", "--broker-conf", d / "broker.conf", "--format", "json")
+        got[pure] = json.loads(r.stdout)
+    assert got[True] == got[False] and got[True]["summary"]["messages"] > 0
