@@ -22,9 +22,10 @@ from rmqstore_cli.formats.commitlog import HEAD, MAGIC_V1, MAGIC_V2, PREFIX_DTYP
 from rmqstore_cli.formats.derive import field_offset
 from rmqstore_cli.formats.dledger import ENTRY_MAGIC, EntryHeader
 
-#: Bodies shorter than this get their CRC here; longer ones from zlib (faster per byte, and
-#: its per-call cost no longer matters).
-SMALL_BODY = 1024
+#: Bodies shorter than this get their CRC here; longer ones from zlib-ng (faster per byte,
+#: and its per-call cost no longer matters: measured, 512 B 170 ns here against 250 ns a
+#: zlib-ng call, 1 KiB 350 against 230).
+SMALL_BODY = 768
 
 
 def layout() -> dict[str, int]:
