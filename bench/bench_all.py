@@ -31,7 +31,7 @@ Rows:
 * ``first run``: those two forced rows once more with an empty numba cache
   (``NUMBA_CACHE_DIR`` a new directory): the extra CPU over the warm run is the compile a
   first command after install pays. The C loops are compiled by ``pip install`` (setup.py;
-  ~2 s of gcc, once), so verify's first run is its warm run; what numba still compiles is
+  ~0.2 s of gcc, once), so verify's first run is its warm run; what numba still compiles is
   dump's renderer (rmqstore_cli/jsonkernel.py) until its C port lands.
 
 ``--before PYTHON`` (the interpreter of another install, e.g. a venv whose editable
