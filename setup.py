@@ -1,10 +1,20 @@
-"""Build of the optional C extension; the project's metadata stays in pyproject.toml.
+"""The build's one addition to pyproject.toml (which holds all the metadata): the compiled
+loops (issue 23), as dulwich ships ``_pack.c`` beside its pure-Python pack code.
 
-``rmqstore_cli._cjson`` renders dump-commitlog's JSON lines (rmqstore_cli/jsonblock.py).
-It is ``optional``: where it does not build (no compiler, no Python headers) the install
-still succeeds and the pure-Python reference renders every record (same output).
+- ``rmqstore_cli.store._ckernels`` (rmqstore_cli/store/_ckernels.c): the engine's record
+  walk, small bodies' CRC and byte-range joins (rmqstore_cli/store/kernels.py chooses);
+- ``rmqstore_cli._cjson`` (rmqstore_cli/_cjson.c): dump-commitlog's JSON lines
+  (rmqstore_cli/jsonblock.py).
+
+Both are ``optional=True``: a machine without a C compiler (or without Python's headers)
+still installs, with a warning, and runs the reference loops, same output (``rmqstore
+--version`` says which run). Plain C API and the buffer protocol: nothing but the
+compiler and Python's headers is needed to build them.
 """
 from setuptools import Extension, setup
 
-setup(ext_modules=[Extension("rmqstore_cli._cjson", ["rmqstore_cli/_cjson.c"], optional=True,
-                             extra_compile_args=["-O3"])])
+setup(ext_modules=[
+    Extension("rmqstore_cli.store._ckernels", ["rmqstore_cli/store/_ckernels.c"], optional=True,
+              extra_compile_args=["-O3"]),
+    Extension("rmqstore_cli._cjson", ["rmqstore_cli/_cjson.c"], optional=True, extra_compile_args=["-O3"]),
+])

@@ -24,12 +24,15 @@ Rows:
 * ``verify``, ``rebuild-index --output``, ``dump-commitlog --format jsonl``, ``export``
   (local engine, no body) over the store;
 * ``fixed cost``: ``verify`` of a 1 000-send store with the compiled kernels forced on
-  (:data:`~rmqstore_cli.store.fastpaths.FAST_PATHS` thresholds at 0), beside ``--help``;
-  and ``dump-commitlog --format jsonl`` of it the same way;
+  (:data:`~rmqstore_cli.store.fastpaths.FAST_PATHS` thresholds at 0: what an older install
+  needs; since the engine's loops are C, built at install, they run whenever built and
+  only dump's JSON renderer has a threshold), beside ``--help``; and ``dump-commitlog
+  --format jsonl`` of it the same way;
 * ``first run``: those two forced rows once more with an empty numba cache
-  (``NUMBA_CACHE_DIR`` a new directory): the extra CPU over the warm run is the compile a
-  first command after install pays (a big store pays it the same way: the thresholds only
-  decide whether the kernels load, not what compiles).
+  (``NUMBA_CACHE_DIR`` a new directory): for an install whose loops numba compiles (a
+  ``--before`` of a commit before the C extensions) the extra CPU over the warm run is the
+  compile a first command after install pays. This install's loops are C, compiled by
+  ``pip install`` (setup.py, ~0.2 s of gcc, once), so its first run is its warm run.
 
 ``--before PYTHON`` (the interpreter of another install, e.g. a venv whose editable
 install points at a ``git archive`` of the old commit) runs every read row with it too,
@@ -53,7 +56,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 CLI = [sys.executable, "-m", "rmqstore_cli"]
-#: forces every fast path on, then runs the CLI (the fixed-cost row)
+#: forces every fast path on, then runs the CLI (the fixed-cost row); ``walk_after`` and
+#: ``for_bytes`` are the thresholds of installs before the C loops (``--before``)
 FORCED = [sys.executable, "-c", "import sys; from rmqstore_cli.store.fastpaths import FAST_PATHS as F; "
           "F.walk_after = F.json_min = F.for_bytes = 0; sys.argv[0] = 'rmqstore'; "
           "from rmqstore_cli.app import main; main()"]

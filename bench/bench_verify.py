@@ -56,23 +56,21 @@ def peak_rss_mib() -> float:
 
 
 def run_verify(path: Path, crc: bool, deep: bool = False, compiled: bool = False):
-    """One whole ``Verifier.run()``; ``compiled``: store/kernels.py's loops from the first record
-    (``FAST_PATHS.walk_after = 0``; by default verify switches to them after 500 000 records, so these
-    stores of ~200 000 and ~20 000 records run the Python loops). numba's one-time import and
-    cache load (~0.3 s) falls in the warm-up run, not in the timed ones."""
+    """One whole ``Verifier.run()``; ``compiled``: store/kernels.py's C loops (built at install),
+    else the reference loops (``FAST_PATHS.pure``, as ``RMQSTORE_PURE=1``)."""
     from rmqstore_cli.store.fastpaths import FAST_PATHS
     from rmqstore_cli.store.config import StoreConfig
     from rmqstore_cli.store.verify import Verifier, VerifyOptions, open_for_verify
 
     cfg = open_for_verify(StoreConfig.load(path))
     v = Verifier(cfg, VerifyOptions(crc=crc, deep=deep, max_findings=10))
-    saved = FAST_PATHS.walk_after
-    FAST_PATHS.walk_after = 0 if compiled else saved
+    saved = FAST_PATHS.pure
+    FAST_PATHS.pure = not compiled
     t, c = time.perf_counter(), time.process_time()
     try:
         findings = list(v.run())
     finally:
-        FAST_PATHS.walk_after = saved
+        FAST_PATHS.pure = saved
     dt, cpu = time.perf_counter() - t, time.process_time() - c
     assert v.ok, [f.as_dict() for f in findings[:5]]
     return dt, cpu, v.summary
@@ -145,7 +143,7 @@ def main() -> None:
     print(f"{'store':8} {'mode':12} {'msgs':>8} {'MB':>8} {'sec':>7} {'msg/s':>10} {'MB/s':>8}")
     for label, path in stores.items():
         run_verify(path, True)  # warm the page cache and numpy
-        run_verify(path, True, compiled=True)  # and numba
+        run_verify(path, True, compiled=True)
         for mode, crc, deep, comp in (("crc", True, False, False), ("no-crc", False, False, False),
                                       ("crc+deep", True, True, False), ("crc compiled", True, False, True)):
             best, best_cpu, summ = 1e9, 1e9, None

@@ -101,8 +101,12 @@ app = typer.Typer(
 
 
 def _version(value: bool) -> None:
+    """The version, and which loops the engine runs (the C extension built at install, or
+    the reference loops: README's "Speed")."""
     if value:
-        print(f"rmqstore {__version__}")
+        from rmqstore_cli.store.fastpaths import FAST_PATHS
+
+        print(f"rmqstore {__version__} ({FAST_PATHS.describe()})")
         raise typer.Exit(0)
 
 

@@ -28,6 +28,19 @@ VERSIONS = ("4.9.7", "5.3.3")
 SMALL = ["--commitlog-file-size", "65536", "--cq-file-size", "2000", "--index-slots", "64", "--index-max", "400"]
 
 
+def needs_c() -> None:
+    """For a test of the C loops (store/kernels.py, _ckernels.c): skip where they cannot be
+    built (no C compiler: setup.py's extension is optional), fail where they could be but
+    are not (the README's ``pip install -e`` builds them)."""
+    from rmqstore_cli.store import kernels
+
+    if kernels.BUILT:
+        return
+    if shutil.which(os.environ.get("CC", "cc")) is None:
+        pytest.skip("no C compiler here: the C loops are not built, the reference loops run")
+    pytest.fail("rmqstore_cli/store/_ckernels.c is not built: pip install -e . builds it")
+
+
 def fixture_dir(version: str) -> Path:
     d = FIXTURES / f"rocketmq-{version}-sample"
     if not d.is_dir():

@@ -17,5 +17,4 @@ on_broken_pipe  # render.py: rich's hook
 master_flushed_offset, confirm_phy_offset, min_timestamp_index  # store/checkpoint.py: the broker's fields
 max_message_size, delete_when  # store/config.py: broker.conf keys parsed and shown
 index_hashes  # store/javahash/bulk.py: the bulk IndexService#buildKey hash, tested against the per-key one
-CACHE_DIR  # store/kernels.py: numba's cache location, set on its config
 _topic_table, _kern  # verify: per-run caches stored in __dict__ and read back with .get

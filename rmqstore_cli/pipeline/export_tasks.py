@@ -56,7 +56,6 @@ def export_batches(task: FileTask, stops: list | None = None) -> Iterator:
 
     from rmqstore_cli.pipeline.arrow_block import block_batch
     from rmqstore_cli.pipeline.schema import COLUMN_NAMES, arrow_schema
-    from rmqstore_cli.store.fastpaths import FAST_PATHS
     from rmqstore_cli.store.columns import MessageBlock
 
     schema = arrow_schema()
@@ -67,7 +66,6 @@ def export_batches(task: FileTask, stops: list | None = None) -> Iterator:
         cols[props_at] = [list(d.items()) for d in cols[props_at]]  # arrow builds maps from pairs
         return pa.RecordBatch.from_arrays([pa.array(c, type=f.type) for c, f in zip(cols, schema)], schema=schema)
 
-    FAST_PATHS.for_file(task.file_size)
     ms = task.store.open()
     cl = ms.commitlog
     rows: list[tuple] = []

@@ -97,14 +97,12 @@ def dispatch_file(config, position: int, recovering: bool, build_cq: bool, build
     """Dispatch commit-log file number ``position`` as ``rebuild.dispatch_log`` does for it."""
     import numpy as np
 
-    from rmqstore_cli.store.fastpaths import FAST_PATHS
     from rmqstore_cli.store.commitlog import CommitLog
     from rmqstore_cli.store.dispatch import Dispatcher
     from rmqstore_cli.store.rebuild import classify_stop, dispatch_file_records
 
     cl = CommitLog(config)
     f = cl.files[position]
-    FAST_PATHS.for_file(f.file_size)
     d = Dispatcher(config, Path("/nonexistent-rmqstore-capture"), Path("/nonexistent-rmqstore-capture"),
                    build_cq=build_cq, build_index=build_index, topics=topics)
     fd = _capture_dispatcher_class()(d)

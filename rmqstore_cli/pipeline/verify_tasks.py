@@ -36,7 +36,6 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from rmqstore_cli.store.fastpaths import FAST_PATHS
 from rmqstore_cli.store.consume_queue import ConsumeQueue
 from rmqstore_cli.store.verify import ERROR, INFO, WARNING, Finding, IndexScan, QueueState, Verifier, VerifyOptions
 
@@ -358,7 +357,6 @@ def scan_task(plan: StorePlan, store: int, i: int) -> FileScan:
     length = max((os.path.getsize(d / plan.files[i]) for d in cfg.commitlog_dirs if (d / plan.files[i]).is_file()),
                  default=0)
     hi = None if lo is None else lo + max(cfg.mapped_file_size_commit_log, length)  # records lie below
-    v.big_job = FAST_PATHS.for_file(length)
     v.index_files, ks = _scan_index_files(plan, lo, hi)
     v.index_end = plan.index_end
     try:

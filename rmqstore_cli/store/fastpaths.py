@@ -1,29 +1,29 @@
 """Where the engine chooses its fast paths: the one policy.
 
-Every bulk reader has a reference loop (Python and numpy) and a compiled twin
-(:mod:`~rmqstore_cli.store.kernels`, numba; ``rmqstore_cli._cjson``, C) that gives the
-same result to the bit (tests compare). numba's import and cached code cost ~0.3 s once, so
-small jobs stay on the reference loops and big ones switch; once numba is loaded, by
-whichever reader, every walk runs compiled (it is paid for). The thresholds and that state
-live here, in :data:`FAST_PATHS`, and nowhere else; a caller may also force a path with the
-``compiled`` parameter of :func:`~rmqstore_cli.store.commitlog.bulk.walk_records`.
+Every bulk reader has a reference loop (Python and numpy) and a compiled twin that gives
+the same result to the bit (tests compare): the engine's C loops
+(:mod:`~rmqstore_cli.store.kernels`) and dump's JSON renderer (``rmqstore_cli._cjson``),
+both C extensions built at install (setup.py). They cost nothing to load, so they run
+whenever they were built; ``RMQSTORE_PURE=1`` (or :attr:`FastPaths.pure`) forces the
+reference loops, which is how the tests run both. That choice and the renderer's and
+append path's sizes live here, in :data:`FAST_PATHS`, and nowhere else; a caller may also
+force a path with the ``compiled`` parameter of
+:func:`~rmqstore_cli.store.commitlog.bulk.walk_records`.
 """
 from __future__ import annotations
 
 import importlib
+import os
 from types import ModuleType
 
 import numpy as np
 
 
 class FastPaths:
-    """When the compiled loops run instead of the reference ones (one per process).
+    """Which loops run (one per process).
 
-    * ``walk_after`` — records walked in this process before the commit-log walk compiles
-      (the compiled walk saves ~0.4–0.7 µs a record);
-    * ``for_bytes`` — a task that reads a commit-log file at least this large (a pipeline
-      task: one file, its own process on a Spark worker) compiles at once, since counting
-      records alone would leave every task of a 1 GiB file on the reference loops;
+    * ``pure`` — True: the reference loops everywhere, even where the C loops are built
+      (from ``RMQSTORE_PURE``: set and not ``0``);
     * ``json_min`` — dump renders a block of at least this many JSON lines with the
       compiled renderer (a C extension: nothing to load; below ~16 lines its per-block
       set-up, ~120 µs, costs more than the reference's ~8 µs a line; tests set it to 0 to
@@ -33,72 +33,55 @@ class FastPaths:
       per block); 0 puts each key as it comes (the reference, ``IndexService#putKey``).
     """
 
-    def __init__(self, walk_after: int = 500_000, for_bytes: int = 64 << 20, json_min: int = 16,
-                 key_block: int = 1 << 16):
-        self.walk_after, self.for_bytes, self.json_min = walk_after, for_bytes, json_min
-        self.key_block = key_block
-        self.walked = 0
-        self._walk = None  # None: not chosen yet; False: no numba; else the compiled walk
+    def __init__(self, json_min: int = 16, key_block: int = 1 << 16, pure: bool | None = None):
+        self.json_min, self.key_block = json_min, key_block
+        self.pure = os.environ.get("RMQSTORE_PURE", "0") not in ("", "0") if pure is None else pure
 
-    def compile(self) -> bool:
-        """Use the compiled loops from now on (numba loaded); False without numba."""
-        if self._walk is None:
-            try:
-                from rmqstore_cli.store.kernels import walk
-            except ImportError:  # pragma: no cover - numba is a dependency
-                walk = False
-            self._walk = walk
-        return bool(self._walk)
-
-    def for_file(self, nbytes: int) -> bool:
-        """A task about to read ``nbytes`` of commit log: compile when that is
-        :attr:`for_bytes` or more (True then, unless numba is missing)."""
-        return nbytes >= self.for_bytes and self.compile()
-
-    def kernels(self, checked: int, big_job: bool = False) -> ModuleType | None:
-        """The compiled check loops (:mod:`~rmqstore_cli.store.kernels`: walk, body CRCs,
-        joins) for a reader that has checked ``checked`` records: from :attr:`walk_after`
-        on, or at once for a big job (:meth:`for_file`); None before, or without numba."""
-        if (checked < self.walk_after and not big_job) or not self.compile():
+    def kernels(self) -> ModuleType | None:
+        """The C loops (:mod:`~rmqstore_cli.store.kernels`: walk, body CRCs, joins), or None
+        for the reference loops: :attr:`pure`, or the extension was not built."""
+        if self.pure:
             return None
         from rmqstore_cli.store import kernels
 
-        return kernels
+        return kernels if kernels.BUILT else None
+
+    def describe(self) -> str:
+        """Which loops run, in a few words (``rmqstore --version``)."""
+        if self.kernels() is not None:
+            return "C loops"
+        return "reference loops: RMQSTORE_PURE is set" if self.pure else "reference loops: the C extension is not built"
 
     def walk_loop(self, compiled: bool | None = None):
         """The compiled walk to use, or None for the reference loop: ``compiled`` forces
-        either; None lets the records walked so far decide."""
-        if compiled is None:
-            if self._walk is None and self.walked >= self.walk_after:
-                self.compile()
-            return self._walk or None
+        either (True needs the built extension); None: :meth:`kernels` decides."""
         if compiled:
-            from rmqstore_cli.store.kernels import walk
+            from rmqstore_cli.store import kernels
 
-            return walk
-        return None
+            return kernels.walk
+        k = self.kernels() if compiled is None else None
+        return k.walk if k is not None else None
 
     def body_crcs(self, buf, a: np.ndarray | None, at: np.ndarray, ln: np.ndarray) -> np.ndarray:
         """:func:`~rmqstore_cli.store.commitlog.bulk.body_crcs` (``UtilAll#crc32`` of every body),
-        small bodies in the compiled loop once the walk runs compiled (numba is paid for),
-        long ones and all before (or without ``a``, ``buf`` as a uint8 array) by zlib."""
+        small bodies in the C loop, long ones (and all on the reference path, or without
+        ``a``, ``buf`` as a uint8 array) by zlib."""
         from rmqstore_cli.store.commitlog.bulk import body_crcs
 
-        if not self._walk or a is None:
+        k = self.kernels()
+        if k is None or a is None:
             return body_crcs(buf, at, ln)
-        from rmqstore_cli.store import kernels as k
-
         got = np.empty(at.size, np.int64)
-        if k.small_body_crcs(a, at, ln, k.SMALL_BODY, k.CRC_TABLES, got):
+        if k.small_body_crcs(a, at, ln, k.SMALL_BODY, got):
             big = np.flatnonzero(ln >= k.SMALL_BODY)
             got[big] = body_crcs(buf, at[big], ln[big])
         return got
 
     def json_kernel(self, n: int) -> ModuleType | None:
         """The compiled JSON renderer (the C extension ``rmqstore_cli._cjson``) for a block
-        of ``n`` lines, or None for the reference (fewer than :attr:`json_min`, or the
-        extension did not build)."""
-        if n < self.json_min:
+        of ``n`` lines, or None for the reference (fewer than :attr:`json_min`, :attr:`pure`,
+        or the extension did not build)."""
+        if n < self.json_min or self.pure:
             return None
         try:  # importlib names it (as dulwich's pack.py does _pack): here is its one user
             return importlib.import_module("rmqstore_cli._cjson")

@@ -542,11 +542,8 @@ def _add_record(g: _Groups, m: Message) -> None:
 def from_commit_log(store, topic: str | None = None, by_file: bool = False) -> Stats:
     """Counts from one walk of the whole commit log (``--exact``): every valid record, and
     ``not_in_cq`` for those no consume queue holds (PREPARED/ROLLBACK, a queue not on disk)."""
-    from rmqstore_cli.store.fastpaths import FAST_PATHS
-
     commitlog = store.commitlog
     total = commitlog_total(commitlog)
-    FAST_PATHS.for_file(total)  # a walk of the whole log: the compiled record walk at once when it is big
     g = _Groups(commitlog)
     names_seen: list[str] = []
     for rec in commitlog.scan_blocks(skip_mismatch=True, every_file=True):

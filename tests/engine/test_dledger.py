@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import cli, fixture_dir, run
+from conftest import cli, fixture_dir, needs_c, run
 
 FILE = 65536  # the plain sample's mappedFileSizeCommitLog: DLedger's data files use the same size
 INDEX_FILE = 32 * 5 * 1024 * 1024
@@ -404,7 +404,7 @@ def test_expire_dledger_data_files_keep_fileReservedTime_plus_one_hour(tmp_path)
 def test_entry_walk_reference_and_compiled_agree(tmp_path, damage):
     """``bulk.walk_records(header=48)``: the reference loop and ``kernels.walk_entries`` give
     the same record starts, end and stop, on whole files and at each kind of damage."""
-    pytest.importorskip("numba")
+    needs_c()
     from rmqstore_cli.store.commitlog.bulk import walk_records
 
     store, _ = wrap(fixture_dir("4.9.7"), tmp_path)

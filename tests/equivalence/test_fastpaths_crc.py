@@ -1,4 +1,4 @@
-"""FastPaths.body_crcs (store/fastpaths.py): the compiled small-body CRC loop
+"""FastPaths.body_crcs (store/fastpaths.py): the C small-body CRC loop
 (kernels.small_body_crcs) and zlib give the same UtilAll#crc32 for every body, and
 rebuild's recovery check (rebuild._first_crc_failure, CommitLog#checkMessageAndReturnSize
 with checkCRCOnRecover) stops at the same record either way."""
@@ -7,12 +7,18 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from conftest import needs_c
 from rmqstore_cli.store.commitlog.bulk import body_crcs, walk_records
 from rmqstore_cli.store.fastdispatch import FastDispatcher
 from rmqstore_cli.store.fastpaths import FastPaths
 from rmqstore_cli.store.rebuild import _first_crc_failure
 
-pytest.importorskip("numba")
+pytestmark = pytest.mark.usefixtures("c_built")
+
+
+@pytest.fixture
+def c_built():
+    needs_c()
 
 
 def _records(store):
@@ -33,14 +39,14 @@ def test_compiled_body_crcs_equal_zlib(small_store):
     f = FastDispatcher.fields(a, P)
     at = np.r_[f["body_at"], 0, 0]
     ln = np.r_[np.maximum(f["body_len"], 0), kernels.SMALL_BODY + 5, 0]
-    fp = FastPaths()
-    assert fp.compile()
+    fp = FastPaths(pure=False)
+    assert fp.kernels() is kernels
     assert np.array_equal(fp.body_crcs(buf, a, at, ln), body_crcs(buf, at, ln))
-    assert np.array_equal(FastPaths().body_crcs(buf, a, at, ln), body_crcs(buf, at, ln))  # not compiled: zlib
+    assert np.array_equal(FastPaths(pure=True).body_crcs(buf, a, at, ln), body_crcs(buf, at, ln))  # pure: zlib
 
 
 def test_first_crc_failure_compiled_is_the_reference(small_store, monkeypatch):
-    """A flipped body byte: the same first failing record with and without the compiled loop."""
+    """A flipped body byte: the same first failing record with and without the C loop."""
     import rmqstore_cli.store.rebuild as rebuild
 
     data, P = _records(small_store)
@@ -51,8 +57,7 @@ def test_first_crc_failure_compiled_is_the_reference(small_store, monkeypatch):
     buf = bytes(data)
     a = np.frombuffer(buf, np.uint8)
     fields = FastDispatcher.fields(a, P)
-    want = _first_crc_failure(buf, P, fields, len(buf), 0, False)
-    fp = FastPaths()
-    fp.compile()
-    monkeypatch.setattr(rebuild, "FAST_PATHS", fp)
+    monkeypatch.setattr(rebuild, "FAST_PATHS", FastPaths(pure=True))
+    want = _first_crc_failure(buf, P, fields, len(buf), 0, False, a)
+    monkeypatch.setattr(rebuild, "FAST_PATHS", FastPaths(pure=False))
     assert _first_crc_failure(buf, P, fields, len(buf), 0, False, a) == want == k

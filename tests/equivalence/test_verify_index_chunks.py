@@ -8,7 +8,7 @@ import struct
 
 import pytest
 
-from conftest import SMALL, cli
+from conftest import SMALL, cli, needs_c
 from test_verify import _records
 
 SLOTS = 64
@@ -137,30 +137,30 @@ def _commitlog_damage(store) -> None:
 
 @pytest.mark.parametrize("damaged", [False, True])
 def test_compiled_walk_and_crc_give_the_same_findings(small_store, monkeypatch, damaged):
-    """verify's compiled loops (store/kernels.py: the walk, small bodies' CRC) find what the
-    Python walk and zlib find, clean and damaged, with bodies on both sides of SMALL_BODY."""
-    pytest.importorskip("numba")
+    """verify's C loops (store/kernels.py: the walk, small bodies' CRC, PROPERTIES joined) find
+    what the Python walk and zlib find, clean and damaged, with bodies on both sides of SMALL_BODY."""
+    needs_c()
     from rmqstore_cli.store import verify as V
     from rmqstore_cli.store import kernels as K
     from rmqstore_cli.store.fastpaths import FAST_PATHS
 
     if damaged:
         _commitlog_damage(small_store)
-    monkeypatch.setattr(FAST_PATHS, "walk_after", 1 << 62)
+    monkeypatch.setattr(FAST_PATHS, "pure", True)
     ref, s_ref = _verify(small_store, "--deep", "--max-findings", "1000")
     if damaged:
         assert {"commitlog.body-crc", "commitlog.total-size", "commitlog.magic"} <= {f["check"] for f in ref}
     else:
         assert ref == []
-    for after, small in ((0, K.SMALL_BODY), (0, 200), (1000, 1 << 20)):
-        monkeypatch.setattr(FAST_PATHS, "walk_after", after)
+    monkeypatch.setattr(FAST_PATHS, "pure", False)
+    for small in (K.SMALL_BODY, 200, 1 << 20):
         monkeypatch.setattr(K, "SMALL_BODY", small)
         got, s_got = _verify(small_store, "--deep", "--max-findings", "1000")
-        assert got == ref and s_got == s_ref, (after, small)
+        assert got == ref and s_got == s_ref, small
 
 
 def test_kernel_crc_is_zlib_crc():
-    pytest.importorskip("numba")
+    needs_c()
     import zlib
 
     import numpy as np
@@ -172,7 +172,7 @@ def test_kernel_crc_is_zlib_crc():
     at = rng.integers(0, 4000, 300).astype(np.int64)
     ln = rng.integers(0, 1000, 300).astype(np.int64)
     out = np.full(300, -1, np.int64)
-    big = K.small_body_crcs(a, at, ln, 600, K.CRC_TABLES, out)
+    big = K.small_body_crcs(a, at, ln, 600, out)
     small = ln < 600
     assert big == int((~small).sum())
     want = [zlib.crc32(a[x:x + n].tobytes()) & 0x7FFFFFFF for x, n in zip(at.tolist(), ln.tolist())]

@@ -6,7 +6,7 @@ The reference below is the definition: a record starts where MAGICCODE is V1/V2 
 than 8 bytes, or the end of the bytes stop the walk. The fast walk reads only TOTALSIZE in
 its loop and checks MAGICCODE and bounds afterwards, so it is compared on clean files,
 on files damaged at random, on tails of every kind and at every batch size — and so is its
-compiled twin (store/kernels.py), which checks each record before following it.
+C twin (store/kernels.py, _ckernels.c), which checks each record before following it.
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import struct
 import numpy as np
 import pytest
 
-from conftest import fixture_dir, generate
+from conftest import fixture_dir, generate, needs_c
 from rmqstore_cli.formats.commitlog import HEAD_SIZE, MAGIC_BLANK, MAGIC_V1, MAGIC_V2
 from rmqstore_cli.store.commitlog.bulk import walk_records
 from rmqstore_cli.store.commitlog import CommitLog
@@ -27,10 +27,10 @@ _LOOP = {"compiled": False}
 
 @pytest.fixture(autouse=True, params=["python", "compiled"])
 def walk_loop(request, monkeypatch):
-    """Every test runs with the reference loop and with the compiled one (store/kernels.py),
+    """Every test runs with the reference loop and with the C one (store/kernels.py),
     chosen by walk_records' ``compiled`` parameter."""
     if request.param == "compiled":
-        pytest.importorskip("numba")
+        needs_c()
     monkeypatch.setitem(_LOOP, "compiled", request.param == "compiled")
     return request.param
 
@@ -159,22 +159,24 @@ def test_start_positions_and_empty_input(files):
         _both(data, pos, len(data), 10, HEAD_SIZE)
 
 
-def test_the_policy_switches_to_the_compiled_walk_after_its_threshold(files, monkeypatch):
-    """FAST_PATHS chooses (compiled=None): the reference loop until ``walk_after`` records
-    were walked in the process, the compiled one after, with the same answers."""
-    pytest.importorskip("numba")
+def test_the_policy_runs_the_c_walk_unless_pure(files, monkeypatch):
+    """FAST_PATHS chooses (compiled=None): the C walk whenever it is built, the reference
+    loop when ``pure`` (RMQSTORE_PURE=1), with the same answers."""
+    needs_c()
+    from rmqstore_cli.store import kernels
     from rmqstore_cli.store.commitlog import bulk
     from rmqstore_cli.store.fastpaths import FastPaths
 
-    policy = FastPaths(walk_after=100)
-    monkeypatch.setattr(bulk, "FAST_PATHS", policy)
     data = files[0]
-    assert policy.walk_loop() is None
-    first = walk_records(data, 0, len(data), 150)
-    assert policy.walked >= 100 and policy.walk_loop() is not None  # past the threshold: compiled
-    again = walk_records(data, 0, len(data), 150)
-    assert (first.starts.tolist(), first.end, first.stop) == (again.starts.tolist(), again.end, again.stop)
-    assert FastPaths(for_bytes=10).for_file(9) is False and FastPaths(for_bytes=10).for_file(10) is True
+    got = {}
+    for pure in (True, False):
+        policy = FastPaths(pure=pure)
+        monkeypatch.setattr(bulk, "FAST_PATHS", policy)
+        assert (policy.walk_loop() is None) is pure and (policy.kernels() is None) is pure
+        w = walk_records(data, 0, len(data), 150)
+        got[pure] = (w.starts.tolist(), w.end, w.stop)
+    assert got[True] == got[False]
+    assert FastPaths(pure=False).walk_loop() is kernels.walk and FastPaths(pure=True).walk_loop(True) is kernels.walk
+    assert FastPaths(pure=False).walk_loop(False) is None
     assert FastPaths(json_min=5).json_kernel(4) is None and FastPaths(json_min=5).json_kernel(5) is not None
-    assert FastPaths(walk_after=10).kernels(9) is None and FastPaths(walk_after=10).kernels(9, big_job=True)
-    assert FastPaths(walk_after=10).kernels(10) is not None
+    assert FastPaths(json_min=5, pure=True).json_kernel(5) is None

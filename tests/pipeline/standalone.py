@@ -3,7 +3,7 @@ workers of one core each, for the cluster tests (test_pipeline_cluster.py) and
 bench/bench_cluster.py.
 
 The workers (and so their executors and Python workers) run with their own HOME, working
-directory, work and local dirs, numba cache and a minimal environment: nothing of the
+directory, work and local dirs, caches and a minimal environment: nothing of the
 driver's (cwd, HOME, env vars, ~/.cache) can leak into a task. Every process runs in its
 own process group, which :meth:`Cluster.stop` kills whole (executors and Python daemons
 included).
@@ -62,7 +62,7 @@ class Cluster:
 
     def worker_env(self, home: Path) -> dict:
         env = {k: os.environ[k] for k in WORKER_ENV_KEEP if k in os.environ}
-        env.update(HOME=str(home), NUMBA_CACHE_DIR=str(home / "numba-cache"), XDG_CACHE_HOME=str(home / "cache"),
+        env.update(HOME=str(home), XDG_CACHE_HOME=str(home / "cache"),
                    TMPDIR=str(home / "tmp"), SPARK_LOCAL_DIRS=str(home / "local"), SPARK_LOG_DIR=str(home / "logs"),
                    SPARK_WORKER_DIR=str(home / "work"), SPARK_LOCAL_IP="127.0.0.1", SPARK_HOME=str(spark_home()))
         for d in ("tmp", "local", "logs", "work", "cache"):

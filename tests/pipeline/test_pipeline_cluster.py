@@ -1,6 +1,6 @@
 """The Spark engine on a real standalone cluster (issue #21): a master and two one-core
 workers on 127.0.0.1 (standalone.py), whose executors run with their own HOME, working
-directory, environment and numba cache. verify, rebuild-index (to an output and in place)
+directory, environment and caches. verify, rebuild-index (to an output and in place)
 and export with ``--spark-master spark://…`` give the local engine's results; so does
 spark-submit with a shipped (venv-pack) environment; an executor killed mid-job, a worker
 that cannot see the store and a cluster without free cores each end as they should.
@@ -101,15 +101,15 @@ class TestOneDriverInProcess:
             import tempfile
 
             return (o.getcwd(), o.environ.get("HOME"), o.environ.get("RMQSTORE_TEST_DRIVER_ONLY"),
-                    o.environ.get("NUMBA_CACHE_DIR"), tempfile.gettempdir(), o.getppid())
+                    o.environ.get("XDG_CACHE_HOME"), tempfile.gettempdir(), o.getppid())
 
         seen = session.sparkContext.parallelize(range(8), 8).map(look).collect()
         roots = [str(d) for d in cluster.worker_dirs]
-        for cwd, home, driver_only, numba, tmp, _ in seen:
+        for cwd, home, driver_only, cache, tmp, _ in seen:
             assert cwd != os.getcwd() and any(cwd.startswith(r) for r in roots), cwd
             assert home in roots and home != os.environ.get("HOME")
             assert driver_only is None
-            assert numba.startswith(home) and tmp.startswith(home)
+            assert cache.startswith(home) and tmp.startswith(home)
         assert len({s[1] for s in seen}) == 2  # both workers ran tasks
 
     def test_executor_killed_mid_job_is_retried_and_in_place_stays_exact(self, session, cluster, stores, tmp_path,

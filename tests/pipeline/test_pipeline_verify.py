@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import generate
+from conftest import generate, needs_c
 
 SIZES = {"mapped_file_size_commit_log": 65536, "mapped_file_size_consume_queue": 2000,
          "max_hash_slot_num": 64, "max_index_num": 400}
@@ -217,10 +217,10 @@ def test_index_info_without_the_check_is_what_the_check_reads(master, tmp_path, 
         checked.close()
 
 
-def test_tasks_of_large_files_check_with_the_compiled_loops_from_the_first_record(master, tmp_path, monkeypatch):
-    """A file task is its own Verifier (and a Spark worker its own process), so counting
-    records would leave every task of a 1 GiB file on the interpreted loops: a task over a
-    file of FAST_PATHS.for_bytes or more turns them on at once. Same findings either way."""
+def test_file_tasks_check_with_the_c_loops_unless_pure(master, tmp_path, monkeypatch):
+    """A file task is its own Verifier (and a Spark worker its own process): it runs the C
+    loops from its first record when they are built, the reference loops when
+    FAST_PATHS.pure (RMQSTORE_PURE=1). Same findings either way."""
     from rmqstore_cli.pipeline import verify_tasks as VT
     from rmqstore_cli.store.fastpaths import FAST_PATHS
 
@@ -239,14 +239,15 @@ def test_tasks_of_large_files_check_with_the_compiled_loops_from_the_first_recor
         return k
 
     monkeypatch.setattr(Verifier, "kernel", file_task_kernel)
-    monkeypatch.setattr(FAST_PATHS, "for_bytes", 1)
+    needs_c()
+    monkeypatch.setattr(FAST_PATHS, "pure", False)
     want = _check([store], caps=(None,))
     assert used and all(k is not None for k in used)
     assert "commitlog.body-crc" in {f["check"] for f in want[0]["findings"]}
     used.clear()
-    monkeypatch.setattr(FAST_PATHS, "for_bytes", 1 << 40)
-    _check([store], caps=(None,))
-    assert used and all(k is None for k in used)  # small stores never load numba
+    monkeypatch.setattr(FAST_PATHS, "pure", True)
+    assert _check([store], caps=(None,)) == want
+    assert used and all(k is None for k in used)
 
 
 def test_file_tasks_load_only_their_window_of_an_ordered_index_file(master, tmp_path, monkeypatch):

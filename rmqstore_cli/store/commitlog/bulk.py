@@ -189,7 +189,7 @@ def walk_records(buf, pos: int, limit: int, max_n: int, min_total: int = HEAD_SI
     ``buf`` is the file's mapping, ``a`` the same bytes as a uint8 array (made if None).
     rebuild-index uses ``min_total = HEAD_SIZE`` (``checkMessageAndReturnSize`` judges the
     rest), verify the smallest possible record. ``compiled``: True or False forces the
-    compiled or the reference loop; None lets :data:`FAST_PATHS` choose.
+    C or the reference loop; None lets :data:`FAST_PATHS` choose.
 
     ``header`` > 0 walks a DLedger data file (:mod:`~rmqstore_cli.store.commitlog.dledger`):
     ``pos`` and ``end`` are entry starts, ``starts`` the records ``header`` bytes after them,
@@ -206,7 +206,6 @@ def walk_records(buf, pos: int, limit: int, max_n: int, min_total: int = HEAD_SI
             n, end = walk_entries(a, pos, limit, max_n, min_total, header, starts)
         else:
             n, end = loop(a, pos, limit, max_n, min_total, starts)
-        FAST_PATHS.walked += n
         return Walk(starts[:n], end, None if n == max_n else stop_kind(buf, end, limit, header))
     return _walk_reference(buf, pos, limit, max_n, min_total, a, header)
 
@@ -238,7 +237,6 @@ def _walk_reference(buf, pos: int, limit: int, max_n: int, min_total: int, a: np
     except struct.error:  # fewer than 4 bytes left (or a position past the mapping): not a record
         out.pop()
     P = np.array(out, np.int64)
-    FAST_PATHS.walked += P.size
     if P.size:
         if a is None:
             a = file_array(buf)

@@ -129,8 +129,8 @@ class RecordChecks:
         return stop
 
     def _check_body_crcs(self, buf, arr, r: RecordBatch, base: int, rel: str) -> None:
-        """BODYCRC against crc32(body) & 0x7FFFFFFF: small bodies in the compiled loop once
-        it is loaded, long ones (and all before) by zlib."""
+        """BODYCRC against crc32(body) & 0x7FFFFFFF: small bodies in the C loop, long ones
+        (and all on the reference path) by zlib."""
         P, crc, n = r.pos, r.body_crc, r.pos.size
         bl, body_start = np.maximum(r.body_len, 0), r.body_at
         kern = self.kernel()
@@ -138,7 +138,7 @@ class RecordChecks:
             got = body_crcs(buf, body_start, bl)
         else:
             got = np.empty(n, np.int64)
-            if kern.small_body_crcs(arr, body_start, bl, kern.SMALL_BODY, kern.CRC_TABLES, got):
+            if kern.small_body_crcs(arr, body_start, bl, kern.SMALL_BODY, got):
                 big = np.flatnonzero(bl >= kern.SMALL_BODY)
                 got[big] = body_crcs(buf, body_start[big], bl[big])
         for i in np.flatnonzero((got != crc) & (bl > 0)).tolist():
@@ -152,7 +152,7 @@ class RecordChecks:
         """PROPERTIES syntax and the __CRC32# property (§2.8); the batch's properties."""
         P, total, pl, props_start = r.pos, r.total, np.maximum(r.props_len, 0), r.props_at
         kern = self.kernel()
-        if kern is not None:  # the PROPERTIES bytes joined by the compiled loop
+        if kern is not None:  # the PROPERTIES bytes joined by the C loop
             joined = np.empty(int(pl.sum()), np.uint8)
             kern.join_ranges(arr, props_start, pl, joined)
             pr = Properties(arr, props_start, pl, buf, joined=joined)

@@ -112,15 +112,9 @@ class CommitLogScan:
         return (self.topic_names[tn], q)
 
     def kernel(self):
-        """:mod:`kernels` once ``FAST_PATHS.walk_after`` records are checked, or at once for a
-        big job (None before, or without numba): the compiled walk and CRC pay for numba's
-        import on big stores only (the choice is :meth:`FastPaths.kernels`')."""
-        k = self.__dict__.get("_kern")
-        if k is None:
-            k = FAST_PATHS.kernels(self.messages, self.big_job)
-            if k is not None:
-                self._kern = k
-        return k
+        """:mod:`kernels`' C loops (walk, body CRCs, joins), or None for the reference loops
+        (the choice is :meth:`FastPaths.kernels`')."""
+        return FAST_PATHS.kernels()
 
     def _retire_index_files(self, upto: int) -> None:
         """Index files all of whose entries point below ``upto`` can meet no later record."""
@@ -186,7 +180,6 @@ class CommitLogScan:
                 released = release_pages(buf, released, pos)
             cap = max(64, min(limits.BATCH, limits.BATCH_BYTES * walked[0] // max(walked[1], 1))) if walked[0] else 64
             # walk: TOTALSIZE and MAGICCODE only (batch.walk_records, shared with rebuild-index)
-            self.kernel()  # past FAST_PATHS.walk_after records the walk runs compiled too
             positions, nxt, kind = walk_records(buf, pos, limit, cap, MIN_RECORD, arr, header=self.header)
             walked[0] += positions.size
             walked[1] += nxt - pos

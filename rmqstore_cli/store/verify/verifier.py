@@ -47,8 +47,6 @@ class Verifier(CommitLogScan, RecordChecks, QueueChecks, LmqChecks, IndexChecks,
     #: Read the entries of an index file in offset order as the scan passes them
     #: (:meth:`IndexScan.entries_in`) instead of loading the whole file.
     stream_index_files = True
-    #: the compiled loops from the first record (a pipeline task over one large file)
-    big_job = False
 
     def __init__(self, config: StoreConfig, options: VerifyOptions | None = None, progress=None,
                  sink: FindingSink | None = None):
