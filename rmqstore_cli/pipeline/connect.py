@@ -54,11 +54,12 @@ def session(url: str, conf: list[str] | None, verbose: bool) -> Remote:
     (the server's static ones, e.g. executor memory, are the server's own). A server that
     does not answer fails here, at once, instead of in the client's retries (~10 min)."""
     from pyspark.sql import SparkSession
-    from pyspark.sql.connect.client import ChannelBuilder
+    from pyspark.sql.connect.client import core
 
     from rmqstore_cli.errors import UsageError
 
-    endpoint = ChannelBuilder(url).endpoint  # validates the URL (host, port, parameters)
+    parse = getattr(core, "DefaultChannelBuilder", core.ChannelBuilder)  # PySpark 4 / 3.5
+    endpoint = parse(url).endpoint  # validates the URL (host, port, parameters)
     host, _, port = endpoint.rpartition(":")
     try:
         socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT).close()
