@@ -22,7 +22,7 @@ import time
 import uuid
 
 SCHEME = "sc://"
-FINISH_TASKS = 8  # queue/index tasks per job when the scans came back whole (4 × a 2-core cluster)
+FINISH_TASKS = 8  # at most this many queue/index tasks (4 × a 2-core cluster) …
 KILL_WAIT = 2.5  # s: a cancelled task's Python worker may run on for spark.python.task.killTimeout (2 s)
 CONNECT_TIMEOUT = 10.0  # s: a server that does not accept a TCP connection in this time is unreachable
 
@@ -165,6 +165,7 @@ class VerifyOnConnect:
     def __init__(self, remote: Remote):
         self.spark = remote.remote
         self.whole = None
+        self.scans = 0
 
     def map(self, fn, items):
         return run_map(self.spark, _Star(fn), items)
@@ -180,18 +181,21 @@ class VerifyOnConnect:
         got = collected(rows, len(rows))
         scans = [r for tag, r in got if tag == 1]
         self.whole = scans if all(r.matched is not None for r in scans) else None
+        self.scans = len(scans)
         return [r for tag, r in got if tag == 0], [r.light() for r in scans]
 
     def finish(self, df, keys, ctxs):
         from rmqstore_cli.pipeline.verify_tasks import grouped
 
+        files = max(2, self.scans)  # … nor than commit-log files (2 at least): a task costs the server ~60 ms
         if self.whole is not None:
             groups = list(grouped(self.whole, keys).items())
-            n = max(1, min(len(groups), FINISH_TASKS))
+            n = max(1, min(len(groups), FINISH_TASKS, files))
             chunks = [groups[i::n] for i in range(n)]
             return [r for part in run_map(self.spark, _Finish(ctxs), chunks) for r in part]
-        n = max(1, min(len(keys), FINISH_TASKS))
-        seeds = tasks(self.spark, _seed, keys).mapInArrow(_rekey, _keyed_schema())
+        n = max(1, min(len(keys), FINISH_TASKS, files))
+        seeds = self.spark.createDataFrame([(repr(k), pickle.dumps((k, None), protocol=5)) for k in keys],
+                                           _keyed_schema())  # every key gets a task, whatever the files sent it
         items = df.mapInArrow(_shuffle_items, _keyed_schema())
         out = items.union(seeds).repartition(n, "key").mapInArrow(_GroupFinish(ctxs), _results_schema())
         rows = guarded(self.spark, out.collect)
@@ -214,18 +218,6 @@ class _Star:
 def _tagged(t):
     """A scan-job task: (its tag, its function's result)."""
     return t[0], t[1](*t[2])
-
-
-def _seed(key):
-    """A queue/index task that must run whether or not a file sent it anything."""
-    return repr(key), (key, None)
-
-
-def _rekey(batches):
-    """Seeds' ``(i, pickle((repr(key), (key, None))))`` rows as ``(repr(key), pickle((key, None)))``."""
-    for b in batches:
-        got = [pickle.loads(x) for x in b.column(1).to_pylist()]
-        yield _batch(["key", "blob"], [k for k, _ in got], [pickle.dumps(v, protocol=5) for _, v in got])
 
 
 class _Light:
