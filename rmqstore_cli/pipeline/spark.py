@@ -272,7 +272,9 @@ def run_job(job, master: str | None, conf: list[str] | None, verbose: bool, *arg
     except Exception as e:  # no JDK, bad master URL, no Connect server there, …
         hint = "the spark engine needs a JDK (JAVA_HOME) and the 'spark' extra"
         if connect.is_connect(master):
-            hint = "start the Spark Connect server first (README: Spark Connect); the client needs the 'spark' extra"
+            hint = "start the Spark Connect server first (README: Spark Connect); the client needs the 'spark' extra" \
+                if isinstance(e, (ConnectionError, ImportError)) else \
+                "--spark-conf sets only session settings on a Spark Connect server (the rest where it starts)"
         raise StoreError(f"cannot start Spark ({master or 'master from spark-submit'}): {_first_line(e)}",
                          hint=hint) from None
     remote = isinstance(s, connect.Remote)
