@@ -4,6 +4,7 @@ fast (this machine has 2 cores).
 Usage:
   python bench/bench_cluster.py --dir /tmp/rmq-cluster-bench [--mb 400] [--file-mb 64]
          [--commands verify,rebuild-index,export] [--repeat 2] [--json out.json]
+  python bench/bench_cluster.py --dir /tmp/rmq-cluster-bench --connect [--repeat 3]
 
 A master and two one-core workers (tests/pipeline/standalone.py) are started once and kept
 warm. Each command runs as its own process on a generated store (--file-mb commit-log
@@ -18,6 +19,12 @@ files) and on a 200-message store, with the local engine and on the cluster. Mea
 - driver: peak RSS of the rmqstore process and of its JVM;
 - network: what Spark moved between driver and executors, from the event log (task
   results and shuffle bytes; closures are a few KB per task), per GB of commit log.
+
+``--connect``: the fixed cost on a warm Spark Connect server instead (``standalone.
+ConnectServer`` on the same cluster, one application whose executors stay up): each
+command on the 200-message store, ``--repeat`` times after one warm-up run; wall and the
+client's CPU (the rmqstore process, no JVM), and the server's CPU delta (the server JVM,
+and the executor JVMs and Python workers under the workers: /proc before and after).
 """
 from __future__ import annotations
 
@@ -37,7 +44,7 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent / "tests" / "pipeline")]
 
 from bench_pipeline import RMQ, TICK, run  # noqa: E402
-from standalone import Cluster  # noqa: E402
+from standalone import Cluster, ConnectServer  # noqa: E402
 
 
 TINY_FILE = 65536  # the 200-message store in two commit-log files
@@ -109,6 +116,55 @@ def on_cluster(cluster: Cluster, args: list[str], events: Path) -> dict:
     return r
 
 
+def tree_cpu(roots: list[int]) -> float:
+    """user+sys seconds of ``roots`` and every process under them, alive now."""
+    kids: dict[int, list[int]] = {}
+    cpu: dict[int, float] = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as fh:
+                    f = fh.read()
+            except OSError:
+                continue
+            f = f[f.rindex(")") + 2:].split()
+            kids.setdefault(int(f[1]), []).append(int(d))
+            cpu[int(d)] = (int(f[11]) + int(f[12])) / TICK
+    todo, total = list(roots), 0.0
+    while todo:
+        pid = todo.pop()
+        total += cpu.get(pid, 0.0)
+        todo.extend(kids.get(pid, []))
+    return total
+
+
+def connect_fixed_cost(cluster: Cluster, tiny: Path, work: Path, commands: list[str], repeat: int) -> dict:
+    """Each command on the tiny store against a warm Connect server (see the docstring)."""
+    server = ConnectServer(cluster, sys.executable).start()
+    roots = [server.pid(), *(p.pid for p in cluster.procs[1:])]
+    out: dict = {}
+    try:
+        for cmd in commands:
+            for k in range(repeat + 1):
+                args = [cmd, "--store", str(tiny), "-f", "json", "--commitlog-file-size", str(TINY_FILE),
+                        "--engine", "spark", "--spark-master", server.url]
+                if cmd in ("rebuild-index", "export"):
+                    args += ["--output", str(work / f"connect-{cmd}-{k}")]
+                before = tree_cpu(roots)
+                r = run(args, False)
+                time.sleep(1.0)  # the server's bookkeeping after the session ends
+                r["server_cpu"] = tree_cpu(roots) - before
+                if k == 0:
+                    continue  # warm-up: Python workers start, numba caches fill
+                out.setdefault(cmd, []).append(r)
+                print(f"connect {cmd:14} wall {r['wall']:5.2f} s, client {r['cpu_sampled']:5.2f} s CPU, server + "
+                      f"executors {r['server_cpu']:5.2f} s CPU, client RSS {r['peak']['driver'] >> 20} MiB; load "
+                      f"{os.getloadavg()[0]:.1f}", flush=True)
+    finally:
+        server.stop()
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--dir", type=Path, default=Path("/tmp/rmq-cluster-bench"))
@@ -117,21 +173,32 @@ def main() -> None:
     ap.add_argument("--commands", default="verify,rebuild-index,export")
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--connect", action="store_true", help="the fixed cost on a Spark Connect server only")
     a = ap.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # the cluster is stopped in a finally
     store, tiny = a.dir / "store", a.dir / "tiny2"
     sizes = ["--commitlog-file-size", str(a.file_mb << 20)]
     # two files: one task per executor, so every executor's worker start is in the fixed cost
     tiny_sizes = ["--commitlog-file-size", str(TINY_FILE)]
-    if not (store / "commitlog").is_dir():
+    if not (store / "commitlog").is_dir() and not a.connect:
         subprocess.run(RMQ + ["generate", "--store", str(store), "--messages", str(a.mb * 10**6 // 2240),
                               "--body-size", "2048", "--delay-ratio", "0", "--transaction-ratio", "0", *sizes,
                               "-f", "json"], check=True, capture_output=True)
     if not (tiny / "commitlog").is_dir():
         subprocess.run(RMQ + ["generate", "--store", str(tiny), "--messages", "200", *tiny_sizes, "-f", "json"],
                        check=True, capture_output=True)
-    gb = sum(p.stat().st_size for p in (store / "commitlog").iterdir()) / 1e9
     work = Path(tempfile.mkdtemp(prefix="rmq-cluster-bench-"))
+    if a.connect:
+        cluster = Cluster(work / "cluster").start()
+        try:
+            res = {"load_before": os.getloadavg(),
+                   "connect": connect_fixed_cost(cluster, tiny, work, a.commands.split(","), a.repeat)}
+        finally:
+            cluster.stop()
+        if a.json:
+            a.json.write_text(json.dumps(res, indent=1, default=str))
+        return
+    gb = sum(p.stat().st_size for p in (store / "commitlog").iterdir()) / 1e9
     cluster = Cluster(work / "cluster").start()
     res: dict = {"gb": gb, "files": len(list((store / "commitlog").iterdir())), "load_before": os.getloadavg(),
                  "runs": {}}

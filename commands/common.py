@@ -66,7 +66,8 @@ class Engine(str, Enum):
 EngineOpt = Annotated[Engine, typer.Option(help="local (this process) or spark (PySpark).")]
 SparkMasterOpt = Annotated[Optional[str], typer.Option(
     show_default="local[*]",
-    help="Spark master: local[*], local[N], spark://…, yarn, k8s://… (under spark-submit: its --master).")]
+    help="Spark master: local[*], local[N], spark://…, yarn, k8s://…, or a running Spark Connect server "
+         "sc://HOST:PORT (under spark-submit: its --master).")]
 SparkConfOpt = Annotated[Optional[list[str]], typer.Option(help="Spark setting KEY=VALUE (repeatable).")]
 SparkVerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="Let Spark log (quiet by default).")]
 

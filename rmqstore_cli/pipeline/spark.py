@@ -6,11 +6,12 @@ executors straight to Parquet.
 from __future__ import annotations
 
 import os
+import pickle
 import sys
 from dataclasses import replace
 from pathlib import Path
 
-from rmqstore_cli.pipeline import jvmstart
+from rmqstore_cli.pipeline import connect, jvmstart
 from rmqstore_cli.pipeline.schema import PARTITION_COLUMNS, spark_schema
 from rmqstore_cli.pipeline.export_tasks import export_batches
 from rmqstore_cli.pipeline.stores import FileTask, StoreSpec
@@ -52,7 +53,7 @@ class Session:
         stop(self)
 
 
-def session(master: str | None = None, conf: list[str] | None = None, verbose: bool = False) -> Session:
+def session(master: str | None = None, conf: list[str] | None = None, verbose: bool = False):
     """Spark, embedded (``local[*]``: needs only the ``spark`` extra and a JDK) or not.
 
     Unless ``verbose``, Spark is quiet: its log4j output goes through our configuration
@@ -60,8 +61,12 @@ def session(master: str | None = None, conf: list[str] | None = None, verbose: b
     Without a ``master``: spark-submit's when it runs us, else :data:`DEFAULT_MASTER`.
     The driver JVM this process starts gets :mod:`jvmstart`'s options, a cluster's executor
     JVMs its :data:`~jvmstart.EXECUTOR_OPTIONS` (a ``--spark-conf spark.driver.extraJavaOptions=…``
-    or ``spark.executor.extraJavaOptions=…`` replaces them) and Python workers :mod:`daemon`."""
+    or ``spark.executor.extraJavaOptions=…`` replaces them) and Python workers :mod:`daemon`.
+    A Spark Connect URL (``sc://HOST:PORT``) gives a :class:`~connect.Remote` session instead:
+    no JVM here, the server's warm executors."""
     global _start
+    if connect.is_connect(master):
+        return connect.session(master, conf, verbose)
     if master is None and not under_spark_submit():
         master = DEFAULT_MASTER
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -100,7 +105,7 @@ def session(master: str | None = None, conf: list[str] | None = None, verbose: b
     return Session(sc)
 
 
-def stop(s: Session) -> None:
+def stop(s) -> None:
     """Stop Spark. PySpark's accumulator server stops on its own (it waits for its polling
     loop, ~0.5–1 s, for nothing); a JVM that dumps its class archive (first run) is let
     exit, so that the archive is published and a later session starts a new JVM."""
@@ -109,6 +114,9 @@ def stop(s: Session) -> None:
 
     from pyspark import SparkContext
 
+    if isinstance(s, connect.Remote):
+        s.stop()
+        return
     sc = s.sparkContext
     server, sc._accumulatorServer = getattr(sc, "_accumulatorServer", None), None
     sc.stop()
@@ -151,17 +159,6 @@ def _quiet_gateway(settings: list[tuple[str, str]]) -> None:
     SparkContext._ensure_initialized(gateway=gateway)
 
 
-class _ListParam:
-    """An accumulator of capped lists (unreadable ranges found by the executors)."""
-
-    def zero(self, value):
-        return []
-
-    def addInPlace(self, a, b):
-        a.extend(b[: max(0, MAX_FINDINGS - len(a))])
-        return a
-
-
 HADOOP_SCHEMES = ("hdfs:", "s3a:", "gs:", "abfs:", "abfss:", "wasb:", "wasbs:", "viewfs:")
 
 
@@ -200,36 +197,70 @@ def _export_pyarrow(spark, tasks: list[FileTask], output: Path) -> dict:
         stops: list = []
         return write_parquet(tasks[i], target, i, stops), stops
 
-    done = _run_map(spark.sparkContext, run, range(len(tasks)))
+    done = mapper(spark)(run, range(len(tasks)))
     stops = [s for _, st in done for s in st]
     return {"rows": sum(n for n, _ in done), "unreadable": stops[:MAX_FINDINGS]}
 
 
 def _export_jvm(spark, tasks: list[FileTask], output: Path) -> dict:
-    from pyspark.accumulators import AccumulatorParam
+    """The tasks' batches through ``mapInArrow`` into Spark's Parquet writer; each task's
+    unreadable ranges ride in one extra row (``UNREADABLE``, every other column null) that a
+    ``Dataset#observe`` gathers and a filter drops before the write: no accumulator, so the
+    same job runs on a SparkContext and on Spark Connect (a failed attempt's metrics are not
+    merged; a retried one's findings are still made unique)."""
+    from pyspark.sql import Observation
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
 
-    param = type("ListParam", (_ListParam, AccumulatorParam), {})()
-    acc = spark.sparkContext.accumulator([], param)
-    tasks = list(tasks)
+    sql = spark.sql()
+    obs = Observation("rmqstore-unreadable")
+    schema = spark_schema().add(UNREADABLE, T.BinaryType(), True)
+    df = sql.range(0, len(tasks), 1, max(1, len(tasks))).mapInArrow(_ExportRows(list(tasks), schema), schema)
+    rows = df.observe(obs, F.collect_list(UNREADABLE).alias("u")).filter(F.col(UNREADABLE).isNull()).drop(UNREADABLE)
+    write = lambda: rows.write.mode("overwrite").partitionBy(*PARTITION_COLUMNS).parquet(str(output))  # noqa: E731
+    connect.guarded(sql, write) if isinstance(spark, connect.Remote) else write()
+    count = sql.read.parquet(str(output)).count()  # from Parquet footers, not by collecting rows
+    seen, stops = set(), []
+    for blob in obs.get["u"]:
+        for s in pickle.loads(blob):
+            key = (s["store"], s["file"], s["offset"])
+            if key not in seen and len(stops) < MAX_FINDINGS:
+                seen.add(key)
+                stops.append(s)
+    return {"rows": count, "unreadable": stops}
 
-    def run(batches):
+
+UNREADABLE = "_rmqstore_unreadable"  # export_jvm's side column: a task's unreadable ranges, pickled
+
+
+class _ExportRows:
+    """``mapInArrow`` body of :func:`_export_jvm`: a task's record batches (with a null
+    :data:`UNREADABLE` column), then one row of its unreadable ranges if it met any."""
+
+    def __init__(self, tasks: list[FileTask], schema):
+        self.tasks, self.schema = tasks, schema
+
+    def __call__(self, batches):
+        import pyarrow as pa
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        arrow = to_arrow_schema(self.schema)
         for b in batches:  # one id per partition: the task's number
             for i in b.column(0).to_pylist():
                 stops: list = []
-                yield from export_batches(tasks[i], stops)
-                acc.add(stops)
+                for got in export_batches(self.tasks[i], stops):
+                    yield got.append_column(UNREADABLE, pa.nulls(got.num_rows, pa.binary()))
+                if stops:
+                    cols = [pa.nulls(1, f.type) for f in arrow][:-1] + [pa.array([pickle.dumps(stops[:MAX_FINDINGS])])]
+                    yield pa.RecordBatch.from_arrays(cols, schema=arrow)
 
-    sql = spark.sql()
-    df = sql.range(0, len(tasks), 1, max(1, len(tasks))).mapInArrow(run, spark_schema())
-    df.write.mode("overwrite").partitionBy(*PARTITION_COLUMNS).parquet(str(output))
-    rows = sql.read.parquet(str(output)).count()  # from Parquet footers, not by collecting rows
-    seen, stops = set(), []
-    for s in acc.value:  # a retried task adds its findings again
-        key = (s["store"], s["file"], s["offset"])
-        if key not in seen:
-            seen.add(key)
-            stops.append(s)
-    return {"rows": rows, "unreadable": stops}
+
+def mapper(spark):
+    """``map(fn, items)``: ``fn`` over ``items``, one task each, results in order; RDDs on a
+    SparkContext (:func:`_run_map`), DataFrames on Spark Connect (:func:`connect.run_map`)."""
+    if isinstance(spark, connect.Remote):
+        return lambda fn, items: connect.run_map(spark.remote, fn, items)
+    return lambda fn, items: _run_map(spark.sparkContext, fn, items)
 
 
 def run_job(job, master: str | None, conf: list[str] | None, verbose: bool, *args):
@@ -238,11 +269,18 @@ def run_job(job, master: str | None, conf: list[str] | None, verbose: bool, *arg
 
     try:
         s = session(master, conf, verbose)
-    except Exception as e:  # no JDK, bad master URL, …
+    except Exception as e:  # no JDK, bad master URL, no Connect server there, …
+        hint = "the spark engine needs a JDK (JAVA_HOME) and the 'spark' extra"
+        if connect.is_connect(master):
+            hint = "start the Spark Connect server first (README: Spark Connect); the client needs the 'spark' extra" \
+                if isinstance(e, (ConnectionError, ImportError)) else \
+                "--spark-conf sets only session settings on a Spark Connect server (the rest where it starts)"
         raise StoreError(f"cannot start Spark ({master or 'master from spark-submit'}): {_first_line(e)}",
-                         hint="the spark engine needs a JDK (JAVA_HOME) and the 'spark' extra") from None
+                         hint=hint) from None
+    remote = isinstance(s, connect.Remote)
     try:
-        _wait_for_executors(s.sparkContext)
+        if not remote:
+            _wait_for_executors(s.sparkContext)
         return job(s, *args)
     except StoreError:
         raise
@@ -250,8 +288,11 @@ def run_job(job, master: str | None, conf: list[str] | None, verbose: bool, *arg
         if verbose:
             raise
         hint = "rerun with --verbose for Spark's log"
-        if EXECUTOR_SAID in str(e) and not s.sparkContext.master.startswith("local"):
+        if EXECUTOR_SAID in str(e) and (remote or not s.sparkContext.master.startswith("local")):
             hint = "every executor must see the stores and the output at the same paths as the driver; " + hint
+        elif remote and "rmqstore_cli" in str(e):
+            hint = f"the Connect server's executors must import rmqstore_cli (start it with spark.pyspark.python " \
+                   f"a Python that has it, README); {hint}"
         raise StoreError(f"the Spark job failed: {_first_line(e)}", hint=hint) from None
     finally:
         stop(s)
@@ -366,12 +407,11 @@ def rebuild_build(spark, config, dest: Path, opts, progress=None):
 
     from rmqstore_cli.pipeline import rebuild_tasks as T
 
-    sc = spark.sparkContext
     config = replace(config, store_path_root_dir=os.path.abspath(config.store_path_root_dir),
                      store_path_commit_log=config.store_path_commit_log and ",".join(
                          os.path.abspath(str(d)) for d in config.commitlog_dirs))
     dest = Path(os.path.abspath(dest))
-    return T.rebuild_staged(config, dest, opts, lambda fn, items: _run_map(sc, fn, items), time.perf_counter())
+    return T.rebuild_staged(config, dest, opts, mapper(spark), time.perf_counter())
 
 
 def verify(spark, stores: list, crc: bool, deep: bool, max_findings: int | None) -> list[dict]:
@@ -380,7 +420,8 @@ def verify(spark, stores: list, crc: bool, deep: bool, max_findings: int | None)
     capped findings. Results are the local engine's, store by store."""
     from rmqstore_cli.pipeline.verify_tasks import verify_stores
 
-    return verify_stores([absolute(s) for s in stores], crc, deep, max_findings, _VerifyOnSpark(spark))
+    engine = connect.VerifyOnConnect(spark) if isinstance(spark, connect.Remote) else _VerifyOnSpark(spark)
+    return verify_stores([absolute(s) for s in stores], crc, deep, max_findings, engine)
 
 
 class _VerifyOnSpark:

@@ -130,3 +130,64 @@ class Cluster:
             except (ProcessLookupError, PermissionError):
                 pass
         self.procs = []
+
+
+class ConnectServer:
+    """A Spark Connect server (``SparkConnectServer``, one long-running application) on
+    ``cluster``, its Python workers from ``python``; ``url`` is ``sc://127.0.0.1:P``.
+
+    Started by spark-submit in its own process group, with its own HOME, working, log and
+    local dirs (as a worker's), so that :meth:`stop` kills it whole."""
+
+    CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
+
+    def __init__(self, cluster: Cluster, python: str, conf: dict | None = None):
+        self.cluster = cluster
+        self.root = cluster.root / "connect"
+        self.port = free_port()
+        self.url = f"sc://127.0.0.1:{self.port}"
+        self.python = python
+        self.conf = conf or {}
+        self.proc: subprocess.Popen | None = None
+
+    def start(self, timeout: float = 180.0) -> "ConnectServer":
+        env = self.cluster.worker_env(self.root)
+        env.update(SPARK_PID_DIR=str(self.root / "tmp"), PYSPARK_PYTHON=self.python)
+        conf = {"spark.connect.grpc.binding.port": str(self.port), "spark.connect.grpc.binding.address": "127.0.0.1",
+                "spark.pyspark.python": self.python, "spark.ui.enabled": "false",
+                "spark.python.daemon.module": "rmqstore_cli.pipeline.daemon",
+                "spark.executor.extraJavaOptions": "-XX:TieredStopAtLevel=1", **self.conf}
+        args = [str(spark_home() / "bin" / "spark-submit"), "--class", self.CLASS, "--name", "rmqstore-connect",
+                "--master", self.cluster.url, *[a for k, v in conf.items() for a in ("--conf", f"{k}={v}")]]
+        log = open(self.cluster.root / "connect.log", "wb")
+        self.proc = subprocess.Popen(args, cwd=self.root, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, start_new_session=True)
+        log.close()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                break
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", self.port)) == 0:
+                    return self
+            time.sleep(0.5)
+        self.stop()
+        raise RuntimeError("the Spark Connect server did not come up:\n"
+                           + (self.cluster.root / "connect.log").read_text(errors="replace")[-3000:])
+
+    def pid(self) -> int | None:
+        return None if self.proc is None else self.proc.pid
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                os.killpg(self.proc.pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                continue
+        self.proc = None
