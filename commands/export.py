@@ -77,7 +77,7 @@ def export(
     from rmqstore_cli.times import now_ms
 
     try:  # a plain `pip install .` has no pyarrow: say which extra brings it, before any work
-        import pyarrow.dataset  # noqa: F401
+        import pyarrow.parquet  # noqa: F401
     except ImportError:
         raise UsageError("export needs pyarrow, which the plain install does not include",
                          hint="pip install 'rmqstore[spark]'") from None
