@@ -133,12 +133,13 @@ def _split(batch, at: list[int]):
     """(partition values, rows of ``batch``) for each partition the batch holds, in the
     order of their first rows; one ``take`` reorders the batch when it holds several."""
     import numpy as np
-    import pyarrow as pa
+
+    from rmqstore_cli.pipeline.arrow_block import as_numpy, numbers
 
     codes, values = [], []
     for i in at:
         enc = batch.column(i).dictionary_encode(null_encoding="encode")
-        codes.append(enc.indices.to_numpy(zero_copy_only=False).astype(np.int64))
+        codes.append(as_numpy(enc.indices, np.int64))
         values.append(enc.dictionary.to_pylist())
     key = codes[0]
     for c, v in zip(codes[1:], values[1:]):
@@ -150,7 +151,7 @@ def _split(batch, at: list[int]):
     order = np.argsort(key, kind="stable")
     counts = np.bincount(key)[first[0]]
     ends = np.cumsum(counts)
-    taken = batch.take(pa.array(order))
+    taken = batch.take(numbers(order))
     for k in np.argsort(first[1], kind="stable").tolist():
         row = order[ends[k] - counts[k]]
         yield tuple(v[c[row]] for v, c in zip(values, codes)), taken.slice(ends[k] - counts[k], counts[k])
