@@ -78,7 +78,7 @@ def export_batches(task: FileTask, stops: list | None = None) -> Iterator:
                 if rows:
                     yield batch(rows)
                     rows, size = [], 0
-                yield block_batch(item, task.store.label, task.body)
+                yield block_batch(by_topic(item), task.store.label, task.body)
                 continue
             rows.append(_row(item, task, task.body))
             size += len(item.body) if task.body else 0
@@ -90,3 +90,16 @@ def export_batches(task: FileTask, stops: list | None = None) -> Iterator:
         _add_stops(stops, cl, task)
     finally:
         ms.close()
+
+
+def by_topic(blk):
+    """``blk`` with its records grouped by topic, in log order within each topic: the rows of
+    one partition (store, topic_dir) come out contiguous, so the writer cuts the batch into
+    slices (:func:`~rmqstore_cli.pipeline.parquet_out.PartitionedWriter.write`) instead of
+    reordering every built column."""
+    import numpy as np
+
+    tid = blk.topics[1]
+    if not tid.size or (tid == tid[0]).all():
+        return blk
+    return blk.take(np.argsort(tid, kind="stable"))

@@ -20,6 +20,9 @@ import shutil
 from collections.abc import Iterable
 from urllib.parse import quote
 
+import numpy as np
+
+from rmqstore_cli.pipeline.arrow_block import as_numpy, numbers
 from rmqstore_cli.pipeline.schema import PARTITION_COLUMNS, arrow_schema
 
 #: Rows of one row group at most: large enough that per-group costs vanish, small enough
@@ -71,6 +74,8 @@ class PartitionedWriter:
         """Hold ``batch``'s rows under their partitions; write row groups that are full."""
         for key, part in _split(batch, self.at):
             part = part.select(self.keep)
+            if part.num_rows * 8 < batch.num_rows:  # a slice pins its whole batch: hold a copy
+                part = part.take(numbers(np.arange(part.num_rows)))
             size = part.nbytes
             self.parts.setdefault(key, []).append(part)
             got = self.sizes.setdefault(key, [0, 0])
@@ -130,12 +135,9 @@ def _escape(value: str | None) -> str:
 
 
 def _split(batch, at: list[int]):
-    """(partition values, rows of ``batch``) for each partition the batch holds, in the
-    order of their first rows; one ``take`` reorders the batch when it holds several."""
-    import numpy as np
-
-    from rmqstore_cli.pipeline.arrow_block import as_numpy, numbers
-
+    """(partition values, rows of ``batch``) for each partition the batch holds: slices when
+    each partition's rows are one run (as :func:`~rmqstore_cli.pipeline.export_tasks.by_topic`
+    builds them), else one ``take`` reorders the batch first."""
     codes, values = [], []
     for i in at:
         enc = batch.column(i).dictionary_encode(null_encoding="encode")
@@ -144,10 +146,12 @@ def _split(batch, at: list[int]):
     key = codes[0]
     for c, v in zip(codes[1:], values[1:]):
         key = key * len(v) + c
-    first = np.unique(key, return_index=True)
-    if first[0].size == 1:
-        yield tuple(v[c[0]] for v, c in zip(values, codes)), batch
+    cuts = np.flatnonzero(key[1:] != key[:-1]) + 1
+    if np.unique(key).size == cuts.size + 1:  # each partition's rows in one run (export_tasks.by_topic)
+        for lo, hi in zip([0] + cuts.tolist(), cuts.tolist() + [key.size]):
+            yield tuple(v[c[lo]] for v, c in zip(values, codes)), batch.slice(lo, hi - lo)
         return
+    first = np.unique(key, return_index=True)
     order = np.argsort(key, kind="stable")
     counts = np.bincount(key)[first[0]]
     ends = np.cumsum(counts)
