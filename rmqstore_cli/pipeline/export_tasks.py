@@ -43,7 +43,7 @@ BATCH_ROWS = 8192
 BATCH_BODY_BYTES = 64 << 20
 
 
-def export_batches(task: FileTask, stops: list | None = None) -> Iterator:
+def export_batches(task: FileTask, stops: list | None = None, by_partition: bool = False) -> Iterator:
     """One commit-log file as pyarrow RecordBatches with the schema of
     :func:`~rmqstore_cli.pipeline.schema.arrow_schema`: the rows of :func:`export_rows`.
 
@@ -51,7 +51,8 @@ def export_batches(task: FileTask, stops: list | None = None) -> Iterator:
     dataset writer, the Spark engine to the JVM through ``mapInArrow`` (no per-row
     serialisation). Runs of valid records are converted a block at a time
     (:func:`~rmqstore_cli.pipeline.arrow_block.block_batch`); anything else row by row.
-    Where the file could not be read is appended to ``stops``."""
+    Where the file could not be read is appended to ``stops``. ``by_partition``: each
+    block's rows grouped by topic (:func:`by_topic`), as the Parquet writer takes them."""
     import pyarrow as pa
 
     from rmqstore_cli.pipeline.arrow_block import block_batch
@@ -78,7 +79,7 @@ def export_batches(task: FileTask, stops: list | None = None) -> Iterator:
                 if rows:
                     yield batch(rows)
                     rows, size = [], 0
-                yield block_batch(by_topic(item), task.store.label, task.body)
+                yield block_batch(by_topic(item) if by_partition else item, task.store.label, task.body)
                 continue
             rows.append(_row(item, task, task.body))
             size += len(item.body) if task.body else 0

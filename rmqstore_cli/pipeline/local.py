@@ -19,7 +19,7 @@ def export(tasks: list[FileTask], output: Path, progress: Callable[[FileTask], N
 
     def batches():
         for t in tasks:
-            yield from export_batches(t, stops)
+            yield from export_batches(t, stops, by_partition=True)
             if progress:
                 progress(t)
 
@@ -31,7 +31,7 @@ def write_parquet(task: FileTask, output: str, tag: int, stops: list, compressio
     """One commit-log file's rows as Parquet files of the dataset (``part-<tag>-<i>.parquet``
     under its store=…/topic_dir=… partitions); returns the rows. What one Spark task of
     export does when the output is a local (or mounted) directory."""
-    return write_batches(export_batches(task, stops), output, basename=f"part-{tag:05d}-{{i}}.parquet",
+    return write_batches(export_batches(task, stops, by_partition=True), output, basename=f"part-{tag:05d}-{{i}}.parquet",
                          compression=compression)
 
 

@@ -113,3 +113,20 @@ def test_codec_choices_are_the_writers():
     from rmqstore_cli.pipeline.parquet_out import CODECS
 
     assert [c.value for c in Codec] == list(CODECS)
+
+
+@pytest.mark.parametrize("version", ["4.9.7", "5.3.3"])
+def test_grouped_batches_hold_the_log_order_rows(version):
+    """by_partition (each block's rows grouped by topic, for the writer) moves rows, never
+    changes one: on the real brokers' stores, the rows sorted by offset are the log order's."""
+    from conftest import fixture_dir
+    from rmqstore_cli.pipeline.export_tasks import export_batches
+    from rmqstore_cli.pipeline.stores import StoreSpec, file_tasks
+
+    plain, grouped = [], []
+    for task in file_tasks([StoreSpec(str(fixture_dir(version) / "store"), "s1")], body=True):
+        plain += [r for b in export_batches(task) for r in b.to_pylist()]
+        grouped += [r for b in export_batches(task, by_partition=True) for r in b.to_pylist()]
+    assert len(plain) > 10 and len({r["topic"] for r in plain}) > 1
+    assert sorted(grouped, key=lambda r: r["physical_offset"]) == plain
+    assert [r["topic"] for r in grouped] != [r["topic"] for r in plain]
