@@ -32,6 +32,10 @@ ROW_GROUP_ROWS = 1 << 17
 ROW_GROUP_BYTES = 64 << 20
 #: Bytes held for all partitions together; past it the largest partition is written.
 BUFFER_BYTES = 192 << 20
+#: Files open at once at most (write_dataset's max_open_files was 1 024; a file descriptor
+#: each): past it the least recently written is closed, and a later row group of its
+#: partition starts a new file.
+MAX_OPEN = 256
 #: What pyarrow's hive partitioning names a null value's directory.
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
 #: Parquet codecs offered by ``export --compression`` (Arrow's names); the first is the default.
@@ -68,7 +72,9 @@ class PartitionedWriter:
         self.parts: dict[tuple, list] = {}
         self.sizes: dict[tuple, list[int]] = {}  # rows, bytes held per partition
         self.held = 0
-        self.writers: dict[tuple, object] = {}
+        self.writers: dict[tuple, object] = {}  # open files, least recently written first
+        self.opened = 0
+        self.cleared: set[str] = set()
 
     def write(self, batch) -> None:
         """Hold ``batch``'s rows under their partitions; write row groups that are full."""
@@ -91,9 +97,12 @@ class PartitionedWriter:
         """Write what is held and close every file."""
         for key in list(self.parts):
             self._flush(key)
-        for w in self.writers.values():
-            w.close()
-        self.writers.clear()
+        self.abort()
+
+    def abort(self) -> None:
+        """Close every file, writing nothing more (after an error)."""
+        while self.writers:
+            self.writers.pop(next(iter(self.writers))).close()
 
     def _flush(self, key: tuple) -> None:
         import pyarrow as pa
@@ -104,16 +113,20 @@ class PartitionedWriter:
         self._writer(key).write_table(table, row_group_size=max(1, table.num_rows))
 
     def _writer(self, key: tuple):
-        w = self.writers.get(key)
+        w = self.writers.pop(key, None)
         if w is None:
             import pyarrow.parquet as pq
 
+            if len(self.writers) >= MAX_OPEN:
+                self.writers.pop(next(iter(self.writers))).close()
             d = os.path.join(self.root, *(f"{c}={_escape(v)}" for c, v in zip(PARTITION_COLUMNS, key)))
-            if self.clear and os.path.isdir(d):
+            if self.clear and d not in self.cleared and os.path.isdir(d):
                 shutil.rmtree(d)
+            self.cleared.add(d)
             os.makedirs(d, exist_ok=True)
-            name = self.basename.format(i=len(self.writers))
-            w = self.writers[key] = pq.ParquetWriter(os.path.join(d, name), self.schema, **self.options)
+            w = pq.ParquetWriter(os.path.join(d, self.basename.format(i=self.opened)), self.schema, **self.options)
+            self.opened += 1
+        self.writers[key] = w  # now the most recently written
         return w
 
 
@@ -125,8 +138,10 @@ def write_batches(batches: Iterable, root: str, **kw) -> int:
         for b in batches:
             rows += b.num_rows
             w.write(b)
-    finally:
-        w.close()
+    except BaseException:
+        w.abort()
+        raise
+    w.close()
     return rows
 
 

@@ -130,3 +130,20 @@ def test_grouped_batches_hold_the_log_order_rows(version):
     assert len(plain) > 10 and len({r["topic"] for r in plain}) > 1
     assert sorted(grouped, key=lambda r: r["physical_offset"]) == plain
     assert [r["topic"] for r in grouped] != [r["topic"] for r in plain]
+
+
+def test_more_partitions_than_open_files(store, tmp_path, monkeypatch):
+    """Past MAX_OPEN files the least recently written is closed and its partition goes on in
+    a new file (a file descriptor per partition ran out at ~1 000 topics); with --overwrite's
+    clearing, a partition's own earlier files stay."""
+    from rmqstore_cli.pipeline import parquet_out
+    from rmqstore_cli.pipeline.export_tasks import export_batches
+
+    tasks = _tasks(store)
+    monkeypatch.setattr(parquet_out, "MAX_OPEN", 2)
+    monkeypatch.setattr(parquet_out, "ROW_GROUP_ROWS", 50)
+    batches = [b for t in tasks for b in export_batches(t, [], by_partition=True)]
+    n = parquet_out.write_batches(batches, str(tmp_path / "few"), clear=True)
+    _reference(tasks, tmp_path / "ref")
+    assert n == _table(tmp_path / "few").num_rows and _table(tmp_path / "few").equals(_table(tmp_path / "ref"))
+    assert len(list((tmp_path / "few").rglob("*.parquet"))) > len(list((tmp_path / "ref").rglob("*.parquet")))
