@@ -147,3 +147,21 @@ def test_more_partitions_than_open_files(store, tmp_path, monkeypatch):
     _reference(tasks, tmp_path / "ref")
     assert n == _table(tmp_path / "few").num_rows and _table(tmp_path / "few").equals(_table(tmp_path / "ref"))
     assert len(list((tmp_path / "few").rglob("*.parquet"))) > len(list((tmp_path / "ref").rglob("*.parquet")))
+
+
+@pytest.mark.parametrize("codec,name", [("zstd", "ZSTD"), ("lz4", "LZ4")])
+def test_spark_writers_take_the_codec(store, spark, tmp_path, codec, name):
+    """--compression on Spark: the pyarrow tasks and Spark's own writer (lz4 as Spark's
+    lz4_raw) write the codec asked for, and the local engine's rows."""
+    from rmqstore_cli.pipeline import spark as sp
+
+    tasks = _tasks(store)
+    sp.export(spark, tasks, tmp_path / "arrow", codec)
+    sp._export_jvm(spark, tasks, tmp_path / "jvm", codec)
+    run("export", "--store", store, "--output", tmp_path / "local")
+    for d in ("arrow", "jvm"):
+        files = list((tmp_path / d).rglob("*.parquet"))
+        assert files and {pq.ParquetFile(f).metadata.row_group(0).column(0).compression for f in files} == {name}, d
+        got = _table(tmp_path / d)
+        assert got.select(["physical_offset", "msg_id", "topic"]).equals(
+            _table(tmp_path / "local").select(["physical_offset", "msg_id", "topic"])), d
