@@ -332,17 +332,22 @@ class Output:
         if not self._lines:
             return
         sep = b"" if self.fmt == "json" else b"\n"
-        data = sep.join(self._lines)
+        lines = self._lines
         self._lines = []
         self._pending = 0
         buf = getattr(self._out, "buffer", None)
         if buf is None:
-            self._out.write((data + sep).decode("utf-8"))
+            self._out.write((sep.join(lines) + sep).decode("utf-8"))
+            return
+        self._out.flush()
+        if len(lines) <= 8:  # whole blocks (emit_lines): each written as it is, not copied into one
+            for x in lines:
+                buf.write(x)
+                buf.write(sep)
         else:
-            self._out.flush()
-            buf.write(data)
+            buf.write(sep.join(lines))
             buf.write(sep)
-            buf.flush()
+        buf.flush()
 
     def close(self) -> None:
         if self.table is not None and self.table.widths is None and self.table.sample:

@@ -50,9 +50,7 @@ def _msg_ids(blk: MessageBlock):
         return _strings(hexed.ravel(), rows)
     cuts = np.empty(2 * blk.n + 1, np.int64)  # row i: its left padding, then its digits
     cuts[0::2], cuts[1::2] = rows, rows[1:] - np.where(v6, 2 * _ID_V6, 2 * _ID_V4)
-    import pyarrow as pa
-
-    return _strings(hexed.ravel(), cuts).take(pa.array(np.arange(1, 2 * blk.n, 2)))
+    return _strings(hexed.ravel(), cuts).take(numbers(np.arange(1, 2 * blk.n, 2)))
 
 
 def _plain_properties(blk: MessageBlock) -> np.ndarray:
@@ -93,19 +91,21 @@ def block_batch(blk: MessageBlock, store: str, body: bool):
                         ("reconsume_times", blk.reconsume_times, i32),
                         ("prepared_transaction_offset", blk.prepared_transaction_offset, i64),
                         ("body_size", rb.body_len, i32)):
-        cols[f] = pa.array(col.astype(np.int32 if typ == i32 else np.int64), typ)
-    cols["magic"] = pa.array(["v1", "v2"], s).take(pa.array((rb.magic == MAGIC_V2).astype(np.int8)))
+        cols[f] = numbers(col.astype(np.int32 if typ == i32 else np.int64), typ)
+    cols["magic"] = texts(["v1", "v2"]).take(numbers((rb.magic == MAGIC_V2).astype(np.int8)))
+    colon = texts([":"])[0]
     for w in ("born", "store"):
         table, rows = blk.address_table(w)
-        cols[f"{w}_host"] = pc.binary_join_element_wise(pa.array(table, s).take(pa.array(rows)),
-                                                        pa.array(blk.host(w)[2]).cast(s), pa.scalar(":"))
+        cols[f"{w}_host"] = pc.binary_join_element_wise(texts(table).take(numbers(rows)),
+                                                        numbers(blk.host(w)[2]).cast(s), colon)
     cols["msg_id"] = _msg_ids(blk)
-    cols["file"] = pa.array([blk.file_name] * n, s)
-    cols["store"] = pa.array([store] * n, s)
+    same = np.zeros(n, np.int8)
+    cols["file"] = texts([blk.file_name]).take(numbers(same))
+    cols["store"] = texts([store]).take(numbers(same))
     cols["topic_base64"] = pa.nulls(n, s)
     cols["properties_base64"] = pa.nulls(n, s)
     ends = (rb.body_at + rb.body_len).tolist()
-    cols["body"] = (pa.array([bytes(buf[x:y]) for x, y in zip(rb.body_at.tolist(), ends)], pa.binary()) if body
+    cols["body"] = (texts([bytes(buf[x:y]) for x, y in zip(rb.body_at.tolist(), ends)], pa.binary()) if body
                     else pa.nulls(n, pa.binary()))
     props = _Properties(blk, plain)
     slow = np.flatnonzero(~plain).tolist()
@@ -113,14 +113,59 @@ def block_batch(blk: MessageBlock, store: str, body: bool):
     for i, d in zip(slow, dicts):
         props.patch(i, d)
     t64 = [d.get("topic_base64") for d in dicts]
-    tids = pa.array(tid)
-    cols["topic"] = _replace(pa.array(topic_text, s).take(tids), slow, [d["topic"] for d in dicts])
+    tids = numbers(tid)
+    cols["topic"] = _replace(texts(topic_text).take(tids), slow, [d["topic"] for d in dicts])
     cols["topic_base64"] = _replace(cols["topic_base64"], slow, t64)
     cols["properties_base64"] = _replace(cols["properties_base64"], slow, [d.get("properties_base64") for d in dicts])
-    dirs = pa.array([None if t is None else topic_dir(t, None) for t in topic_text], s).take(tids)
+    dirs = texts([None if t is None else topic_dir(t, None) for t in topic_text]).take(tids)
     cols["topic_dir"] = _replace(dirs, slow, [topic_dir(d["topic"], b) for d, b in zip(dicts, t64)])
     cols.update(props.columns(schema))
     return pa.RecordBatch.from_arrays([cols[f.name] for f in schema], schema=schema)
+
+
+def numbers(a: np.ndarray, typ=None, mask: np.ndarray | None = None):
+    """An Arrow array of numpy integers over their own buffer (null where ``mask``). Export
+    builds its arrays with this, :func:`texts` and :func:`flags`, never ``pa.array``: that
+    imports pandas (~0.35 s CPU, a third of a small export) to ask whether its argument is a
+    pandas object (as do ``pa.scalar`` and ``to_numpy(zero_copy_only=False)``)."""
+    import pyarrow as pa
+
+    a = np.ascontiguousarray(a)
+    valid = None if mask is None or not mask.any() else flags(~mask).buffers()[1]
+    return pa.Array.from_buffers(typ or pa.from_numpy_dtype(a.dtype), a.size, [valid, pa.py_buffer(a)])
+
+
+def as_numpy(arr, dtype) -> np.ndarray:
+    """The values of an Arrow integer array without nulls as ``dtype``, a view of its buffer
+    where the types agree (``to_numpy`` imports pandas: see :func:`numbers`)."""
+    import pyarrow as pa
+
+    if not len(arr):
+        return np.zeros(0, dtype)
+    typ = pa.from_numpy_dtype(np.dtype(dtype))
+    if arr.type != typ:
+        arr = arr.cast(typ)
+    return np.frombuffer(arr.buffers()[1], dtype)[arr.offset:arr.offset + len(arr)]
+
+
+def flags(mask: np.ndarray):
+    """An Arrow boolean array of a numpy bool array (bits packed as Arrow lays them out)."""
+    import pyarrow as pa
+
+    return pa.Array.from_buffers(pa.bool_(), mask.size, [None, pa.py_buffer(np.packbits(mask, bitorder="little"))])
+
+
+def texts(values: list, typ=None):
+    """An Arrow string (or ``typ``: binary) array of Python str or bytes values, None for null."""
+    import pyarrow as pa
+
+    raw = [b"" if v is None else v if isinstance(v, bytes) else v.encode("utf-8") for v in values]
+    offsets = np.zeros(len(raw) + 1, np.int64)
+    np.cumsum(np.fromiter(map(len, raw), np.int64, len(raw)), out=offsets[1:])
+    offsets = offsets.astype(np.int32)  # a block lies in one commit-log file: under 2 GiB
+    nulls = np.array([v is None for v in values], bool)
+    valid = flags(~nulls).buffers()[1] if nulls.any() else None
+    return pa.Array.from_buffers(typ or pa.string(), len(raw), [valid, pa.py_buffer(offsets), pa.py_buffer(b"".join(raw))])
 
 
 def _strings(data: np.ndarray, offsets: np.ndarray):
@@ -134,14 +179,13 @@ def _strings(data: np.ndarray, offsets: np.ndarray):
 
 def _replace(arr, rows: list[int], values: list):
     """``arr`` with ``arr[rows[k]] = values[k]`` (rows ascending)."""
-    import pyarrow as pa
     import pyarrow.compute as pc
 
     if not rows:
         return arr
     mask = np.zeros(len(arr), bool)
     mask[rows] = True
-    return pc.replace_with_mask(arr, pa.array(mask), pa.array(values, arr.type))
+    return pc.replace_with_mask(arr, flags(mask), texts(values, arr.type))
 
 
 class _Properties:
@@ -159,7 +203,7 @@ class _Properties:
         P = blk.properties
         if not P.tot:
             self.text = pa.nulls(n, pa.string())
-            self.names = self.values = pa.array([], pa.string())
+            self.names = self.values = texts([])
             self.owner = np.zeros(0, np.int64)
             return
         self.text = _strings(P.cat, np.append(P.moff, P.tot))
@@ -171,7 +215,7 @@ class _Properties:
         cuts[2:-1:4], cuts[3:-1:4], cuts[-1] = np.minimum(name_end + 1, P.end), P.end, P.tot
         pieces = _strings(P.cat, cuts)
         keep = np.flatnonzero(plain[P.owner])
-        self.names, self.values = pieces.take(pa.array(4 * keep)), pieces.take(pa.array(4 * keep + 2))
+        self.names, self.values = pieces.take(numbers(4 * keep)), pieces.take(numbers(4 * keep + 2))
         self.owner = P.owner[keep]
 
     def patch(self, i: int, d: dict) -> None:
@@ -190,8 +234,8 @@ class _Properties:
             prev = 0
             for i, c in zip(rows, cut.tolist()):
                 items = list(self.patched[i]["properties"].items())
-                parts_n += [names.slice(prev, c - prev), pa.array([x for x, _ in items], s)]
-                parts_v += [values.slice(prev, c - prev), pa.array([y for _, y in items], s)]
+                parts_n += [names.slice(prev, c - prev), texts([x for x, _ in items])]
+                parts_v += [values.slice(prev, c - prev), texts([y for _, y in items])]
                 parts_o += [owner[prev:c], np.full(len(items), i)]
                 prev = c
             names = pa.concat_arrays(parts_n + [names.slice(prev)])
@@ -201,21 +245,21 @@ class _Properties:
                                                           for i in sorted(self.patched)])
         offsets = np.zeros(n + 1, np.int32)
         np.cumsum(np.bincount(owner, minlength=n), out=offsets[1:])
-        out = {"properties": pa.MapArray.from_arrays(pa.array(offsets), names, values,
+        out = {"properties": pa.MapArray.from_arrays(numbers(offsets), names, values,
                                                      type=schema.field("properties").type),
                "properties_string": text}
         for col, name in (("tags", "TAGS"), ("uniq_key", "UNIQ_KEY"), ("keys", "KEYS")):
-            hit = np.flatnonzero(pc.equal(names, pa.scalar(name)).to_numpy(zero_copy_only=False))
+            hit = as_numpy(pc.indices_nonzero(pc.equal(names, texts([name])[0])), np.int64)
             at = np.full(n, -1, np.int64)
             at[owner[hit]] = hit  # plain records hold a name once; patched ones are dicts
-            out[col] = values.take(pa.array(at, mask=at < 0))
+            out[col] = values.take(numbers(at, mask=at < 0))
         words = pc.split_pattern(out.pop("keys"), pattern=" ")
         flat_words = pc.list_flatten(words)
-        keep = pc.not_equal(flat_words, pa.scalar(""))
-        parent = pc.list_parent_indices(words).to_numpy()
-        kept = np.bincount(parent[keep.to_numpy(zero_copy_only=False)], minlength=n)
+        keep = pc.not_equal(flat_words, texts([""])[0])
+        parent = as_numpy(pc.list_parent_indices(words), np.int64)
+        kept = np.bincount(parent[as_numpy(pc.indices_nonzero(keep), np.int64)], minlength=n)
         koff = np.zeros(n + 1, np.int32)
         np.cumsum(kept, out=koff[1:])
-        out["keys"] = pa.ListArray.from_arrays(pa.array(koff), pc.filter(flat_words, keep),
+        out["keys"] = pa.ListArray.from_arrays(numbers(koff), pc.filter(flat_words, keep),
                                                type=schema.field("keys").type)
         return out

@@ -43,7 +43,7 @@ BATCH_ROWS = 8192
 BATCH_BODY_BYTES = 64 << 20
 
 
-def export_batches(task: FileTask, stops: list | None = None) -> Iterator:
+def export_batches(task: FileTask, stops: list | None = None, by_partition: bool = False) -> Iterator:
     """One commit-log file as pyarrow RecordBatches with the schema of
     :func:`~rmqstore_cli.pipeline.schema.arrow_schema`: the rows of :func:`export_rows`.
 
@@ -51,7 +51,8 @@ def export_batches(task: FileTask, stops: list | None = None) -> Iterator:
     dataset writer, the Spark engine to the JVM through ``mapInArrow`` (no per-row
     serialisation). Runs of valid records are converted a block at a time
     (:func:`~rmqstore_cli.pipeline.arrow_block.block_batch`); anything else row by row.
-    Where the file could not be read is appended to ``stops``."""
+    Where the file could not be read is appended to ``stops``. ``by_partition``: each
+    block's rows grouped by topic (:func:`by_topic`), as the Parquet writer takes them."""
     import pyarrow as pa
 
     from rmqstore_cli.pipeline.arrow_block import block_batch
@@ -76,7 +77,7 @@ def export_batches(task: FileTask, stops: list | None = None) -> Iterator:
                 if rows:
                     yield batch(rows)
                     rows, size = [], 0
-                yield block_batch(item, task.store.label, task.body)
+                yield block_batch(by_topic(item) if by_partition else item, task.store.label, task.body)
                 continue
             rows.append(_row(item, task, task.body))
             size += len(item.body) if task.body else 0
@@ -88,3 +89,16 @@ def export_batches(task: FileTask, stops: list | None = None) -> Iterator:
         _add_stops(stops, cl, task)
     finally:
         ms.close()
+
+
+def by_topic(blk):
+    """``blk`` with its records grouped by topic, in log order within each topic: the rows of
+    one partition (store, topic_dir) come out contiguous, so the writer cuts the batch into
+    slices (:func:`~rmqstore_cli.pipeline.parquet_out.PartitionedWriter.write`) instead of
+    reordering every built column."""
+    import numpy as np
+
+    tid = blk.topics[1]
+    if not tid.size or (tid == tid[0]).all():
+        return blk
+    return blk.take(np.argsort(tid, kind="stable"))

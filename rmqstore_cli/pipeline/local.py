@@ -4,50 +4,35 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from rmqstore_cli.pipeline.schema import PARTITION_COLUMNS, arrow_schema
 from rmqstore_cli.pipeline.export_tasks import export_batches
+from rmqstore_cli.pipeline.parquet_out import CODECS, write_batches
 from rmqstore_cli.pipeline.stores import FileTask
 
 
-def export(tasks: list[FileTask], output: Path, progress: Callable[[FileTask], None] | None = None) -> dict:
-    """Write the Parquet dataset (hive partitions store=…/topic_dir=…) with pyarrow, streaming the
-    RecordBatches of :func:`~rmqstore_cli.pipeline.export_tasks.export_batches`, file by file."""
-    import pyarrow.dataset as ds
-
+def export(tasks: list[FileTask], output: Path, progress: Callable[[FileTask], None] | None = None,
+           compression: str = CODECS[0]) -> dict:
+    """Write the Parquet dataset (hive partitions store=…/topic_dir=…), streaming the
+    RecordBatches of :func:`~rmqstore_cli.pipeline.export_tasks.export_batches`, file by
+    file, through :func:`~rmqstore_cli.pipeline.parquet_out.write_batches`; a partition
+    directory that already exists (``--overwrite``) is emptied first."""
     stops: list[dict] = []
-    count = [0]
 
     def batches():
         for t in tasks:
-            for b in export_batches(t, stops):
-                count[0] += b.num_rows
-                yield b
+            yield from export_batches(t, stops, by_partition=True)
             if progress:
                 progress(t)
 
-    ds.write_dataset(batches(), output, schema=arrow_schema(), format="parquet", partitioning=PARTITION_COLUMNS,
-                     partitioning_flavor="hive", existing_data_behavior="delete_matching",
-                     basename_template="part-{i}.parquet", max_partitions=100_000)
-    return {"rows": count[0], "unreadable": stops}
+    rows = write_batches(batches(), str(output), compression=compression, clear=True)
+    return {"rows": rows, "unreadable": stops}
 
 
-def write_parquet(task: FileTask, output: str, tag: int, stops: list) -> int:
+def write_parquet(task: FileTask, output: str, tag: int, stops: list, compression: str = CODECS[0]) -> int:
     """One commit-log file's rows as Parquet files of the dataset (``part-<tag>-<i>.parquet``
-    under its store=…/topic_dir=… partitions), written with pyarrow; returns the rows. What one
-    Spark task of export does when the output is a local (or mounted) directory."""
-    import pyarrow.dataset as ds
-
-    count = [0]
-
-    def batches():
-        for b in export_batches(task, stops):
-            count[0] += b.num_rows
-            yield b
-
-    ds.write_dataset(batches(), output, schema=arrow_schema(), format="parquet", partitioning=PARTITION_COLUMNS,
-                     partitioning_flavor="hive", existing_data_behavior="overwrite_or_ignore",
-                     basename_template=f"part-{tag:05d}-{{i}}.parquet", max_partitions=100_000)
-    return count[0]
+    under its store=…/topic_dir=… partitions); returns the rows. What one Spark task of
+    export does when the output is a local (or mounted) directory."""
+    return write_batches(export_batches(task, stops, by_partition=True), output, basename=f"part-{tag:05d}-{{i}}.parquet",
+                         compression=compression)
 
 
 def rebuild_build(config, dest: Path, opts, progress=None):

@@ -162,16 +162,17 @@ def _quiet_gateway(settings: list[tuple[str, str]]) -> None:
 HADOOP_SCHEMES = ("hdfs:", "s3a:", "gs:", "abfs:", "abfss:", "wasb:", "wasbs:", "viewfs:")
 
 
-def export(spark, tasks: list[FileTask], output: Path) -> dict:
+def export(spark, tasks: list[FileTask], output: Path, compression: str = "snappy") -> dict:
     """One Spark task per commit-log file. To a directory (local or mounted on every
     executor) each task writes its own Parquet files with pyarrow, as the local engine does
     (:func:`~rmqstore_cli.pipeline.local.write_parquet`); nothing but counts goes through
     Spark. To a Hadoop file system (hdfs:, s3a:, …) the tasks hand their RecordBatches to the
-    JVM with ``mapInArrow`` and Spark writes the dataset."""
+    JVM with ``mapInArrow`` and Spark writes the dataset. ``compression``: the Parquet codec
+    (:data:`~rmqstore_cli.pipeline.parquet_out.CODECS`), the same for both writers."""
     tasks = [replace(t, store=absolute(t.store)) for t in tasks]
     if not str(output).startswith(HADOOP_SCHEMES):
-        return _export_pyarrow(spark, tasks, Path(os.path.abspath(str(output).removeprefix("file:"))))
-    return _export_jvm(spark, tasks, output)
+        return _export_pyarrow(spark, tasks, Path(os.path.abspath(str(output).removeprefix("file:"))), compression)
+    return _export_jvm(spark, tasks, output, compression)
 
 
 def absolute(spec: StoreSpec) -> StoreSpec:
@@ -181,7 +182,7 @@ def absolute(spec: StoreSpec) -> StoreSpec:
     return replace(spec, path=os.path.abspath(spec.path), broker_conf=conf)
 
 
-def _export_pyarrow(spark, tasks: list[FileTask], output: Path) -> dict:
+def _export_pyarrow(spark, tasks: list[FileTask], output: Path, compression: str = "snappy") -> dict:
     import shutil
 
     from rmqstore_cli.pipeline.local import write_parquet
@@ -195,14 +196,14 @@ def _export_pyarrow(spark, tasks: list[FileTask], output: Path) -> dict:
 
     def run(i):
         stops: list = []
-        return write_parquet(tasks[i], target, i, stops), stops
+        return write_parquet(tasks[i], target, i, stops, compression), stops
 
     done = mapper(spark)(run, range(len(tasks)))
     stops = [s for _, st in done for s in st]
     return {"rows": sum(n for n, _ in done), "unreadable": stops[:MAX_FINDINGS]}
 
 
-def _export_jvm(spark, tasks: list[FileTask], output: Path) -> dict:
+def _export_jvm(spark, tasks: list[FileTask], output: Path, compression: str = "snappy") -> dict:
     """The tasks' batches through ``mapInArrow`` into Spark's Parquet writer; each task's
     unreadable ranges ride in one extra row (``UNREADABLE``, every other column null) that a
     ``Dataset#observe`` gathers and a filter drops before the write: no accumulator, so the
@@ -217,7 +218,9 @@ def _export_jvm(spark, tasks: list[FileTask], output: Path) -> dict:
     schema = spark_schema().add(UNREADABLE, T.BinaryType(), True)
     df = sql.range(0, len(tasks), 1, max(1, len(tasks))).mapInArrow(_ExportRows(list(tasks), schema), schema)
     rows = df.observe(obs, F.collect_list(UNREADABLE).alias("u")).filter(F.col(UNREADABLE).isNull()).drop(UNREADABLE)
-    write = lambda: rows.write.mode("overwrite").partitionBy(*PARTITION_COLUMNS).parquet(str(output))  # noqa: E731
+    codec = {"lz4": "lz4_raw"}.get(compression, compression)  # pyarrow's lz4 is Parquet's LZ4_RAW
+    write = lambda: rows.write.mode("overwrite").partitionBy(*PARTITION_COLUMNS).option(  # noqa: E731
+        "compression", codec).parquet(str(output))
     connect.guarded(sql, write) if isinstance(spark, connect.Remote) else write()
     count = sql.read.parquet(str(output)).count()  # from Parquet footers, not by collecting rows
     seen, stops = set(), []

@@ -76,9 +76,14 @@ def stable_argsort(x: np.ndarray) -> np.ndarray:
 def byte_rows(a: np.ndarray, pos: np.ndarray, width: int) -> np.ndarray:
     """The ``width`` bytes at each byte position ``pos`` of ``a``: a (len(pos), width) uint8
     array (byte indexes clipped to ``a``, as :func:`gather` says). When every row lies
-    inside ``a`` they are rows of a sliding window: one copy of the bytes, no index array."""
+    inside ``a`` they are elements of a view of ``a`` as overlapping ``width``-byte items,
+    one starting at every byte: one copy of the bytes, a memcpy per row (3x faster than
+    rows of a 2-D sliding window, which numpy copies byte by byte)."""
     if a.size >= width and int(pos.min()) >= 0 and int(pos.max()) <= a.size - width:
-        return np.lib.stride_tricks.sliding_window_view(a, width)[pos]
+        if not a.flags.c_contiguous:
+            return np.lib.stride_tricks.sliding_window_view(a, width)[pos]
+        items = np.ndarray((a.size - width + 1,), np.dtype((np.void, width)), a, 0, (1,))
+        return items[pos].view(np.uint8).reshape(pos.shape + (width,))
     idx = pos[:, None] + np.arange(width)
     np.clip(idx, 0, a.size - 1, out=idx)
     return a[idx]

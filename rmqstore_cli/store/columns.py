@@ -59,6 +59,16 @@ class MessageBlock:
         """Where each record lies in the log (``fileFromOffset`` + position)."""
         return self.rb.pos + self.file_from
 
+    def take(self, idx: np.ndarray) -> "MessageBlock":
+        """The records at ``idx`` as a block of their own (their topic ids carried over when
+        known, not looked up again): export groups a block's records by topic this way, so
+        that each Parquet partition's rows are built contiguous instead of cut apart later."""
+        out = MessageBlock(self.buf, self.a, self.rb.take(idx), self.file_from, self.file_name, self.topic_table)
+        if "topics" in self.__dict__:
+            names, tid = self.topics
+            out.__dict__["topics"] = (names, tid[idx])
+        return out
+
     # ------------------------------------------------------------- fixed fields
     @cached_property
     def flag(self) -> np.ndarray:
