@@ -132,7 +132,11 @@ class Properties:
         else:
             cat = arr[np.repeat(ps - moff, pl) + np.arange(tot)]
         self.cat = cat
-        sep = np.flatnonzero(cat == 2)
+        # one pass finds every byte that matters: \x01, \x02 and >= 0x80 (with the rare \x00):
+        # uint8 cat - 3 wraps 0..2 to 253..255 and puts 0x80.. at 125.., the rest below 125
+        special = np.flatnonzero((cat - np.uint8(3)) >= 125)
+        kind = cat[special]
+        sep = special[kind == 2]
         starts = np.concatenate([moff[pl > 0], sep + 1])
         starts.sort(kind="stable")
         if starts.size > 1:
@@ -146,12 +150,12 @@ class Properties:
         nxt[-1] = tot
         end = nxt - (cat[nxt - 1] == 2)
         self.starts, self.owner, self.end = starts, owner, end
-        self.hp = np.flatnonzero(cat >= 0x80)  # non-ASCII bytes: UTF-8 to validate, UTF-16 to hash
+        self.hp = special[kind >= 0x80]  # non-ASCII bytes: UTF-8 to validate, UTF-16 to hash
         if not checks:
             self.suspect = None
             return
         # well-formed pairs: name\x01value, both non-empty
-        ones = np.flatnonzero(cat == 1)
+        ones = special[kind == 1]
         if ones.size == starts.size and (ones > starts).all() and (ones[:-1] < starts[1:]).all():
             first1 = ones  # one \x01 inside each pair (the usual case): no search needed
         else:
@@ -177,7 +181,7 @@ class Properties:
         m, a, b = self.value(b"TAGS\x01")
         if m.size:
             out[m] = java_int(self.hash_ranges(a, b))
-            na = self.non_ascii(a, b)
+            na = self.non_ascii(a, b, m)
             if na.size:  # hashCode runs over UTF-16 code units, not the UTF-8 bytes
                 out[m[na]] = java_int(utf8_hashes(self.cat, a[na], b[na], cat_bytes(self.cat))[0])
         return out
@@ -234,10 +238,13 @@ class Properties:
             self._hashes = RangeHashes(self.cat)  # many different lengths: one prefix sum serves all
         return self._hashes(a, b)
 
-    def non_ascii(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    def non_ascii(self, a: np.ndarray, b: np.ndarray, owner: np.ndarray) -> np.ndarray:
+        """Which ranges ``cat[a:b]`` (inside the PROPERTIES of messages ``owner``) hold a byte
+        >= 0x80: searched among the ranges of messages that have one only (few, usually)."""
         if not self.hp.size:
             return np.zeros(0, np.int64)
-        return np.flatnonzero(np.searchsorted(self.hp, b) > np.searchsorted(self.hp, a))
+        cand = np.flatnonzero(self.non_ascii_msg[owner])
+        return cand[np.searchsorted(self.hp, b[cand]) > np.searchsorted(self.hp, a[cand])]
 
     @property
     def prefix4(self) -> np.ndarray:
@@ -255,8 +262,8 @@ class Properties:
         L = len(name)
         m = np.flatnonzero((self.prefix4 == int.from_bytes(name[:4], "big")) & (self.starts + L < self.end))
         if m.size and L > 4:
-            pos = np.minimum(self.starts[m][:, None] + np.arange(4, L), self.tot - 1)
-            m = m[(self.cat[pos] == np.frombuffer(name[4:], np.uint8)).all(1)]
+            rest = byte_rows(self.cat, self.starts[m] + 4, L - 4)  # clipped to cat's end, as the size check wants
+            m = m[(rest == np.frombuffer(name[4:], np.uint8)).all(1)]
         if not m.size:
             z = np.zeros(0, np.int64)
             return z, z, z
@@ -301,7 +308,7 @@ class Properties:
         pfx = prefix_hash[tid[owner]]
         h = self.hash_ranges(a, b)
         lens = b - a
-        na = self.non_ascii(a, b)
+        na = self.non_ascii(a, b, owner)
         if na.size:  # hashCode runs over UTF-16 code units, not the UTF-8 bytes: re-hash those keys
             h[na], lens[na] = utf8_hashes(cat, a[na], b[na], cat_bytes(cat))
         ih = index_hash(concat_hashes(pfx, lens, h))
