@@ -118,7 +118,7 @@ class Properties:
         self.suspect = np.zeros(n, bool)
         tot = int(pl.sum())
         self.tot = tot
-        self.hp = np.zeros(0, np.int64)
+        self.hp = self.spaces = np.zeros(0, np.int64)
         if not tot:
             self.cat = np.zeros(0, np.uint8)
             return
@@ -134,8 +134,9 @@ class Properties:
         self.cat = cat
         # one pass finds every byte that matters: \x01, \x02 and >= 0x80 (with the rare \x00):
         # uint8 cat - 3 wraps 0..2 to 253..255 and puts 0x80.. at 125.., the rest below 125
-        special = np.flatnonzero((cat - np.uint8(3)) >= 125)
+        special = np.flatnonzero(((cat - np.uint8(3)) >= 125) | (cat == 0x20))  # and the spaces KEYS splits at
         kind = cat[special]
+        self.spaces = special[kind == 0x20]
         sep = special[kind == 2]
         starts = np.concatenate([moff[pl > 0], sep + 1])
         starts.sort(kind="stable")
@@ -170,8 +171,12 @@ class Properties:
     def non_ascii_msg(self) -> np.ndarray:
         """Messages with a non-ASCII byte in their PROPERTIES."""
         out = np.zeros(self.n, bool)
-        if self.hp.size:
-            out[np.searchsorted(self.moff, self.hp, "right") - 1] = True
+        hp = self.hp
+        if hp.size:  # the first byte of each run of them, and the first byte of each message
+            runs = hp[np.r_[True, hp[1:] != hp[:-1] + 1]]
+            out[np.searchsorted(self.moff, runs, "right") - 1] = True
+            ne = np.flatnonzero(self.mend > self.moff)
+            out[ne[self.cat[self.moff[ne]] >= 0x80]] = True
         return out
 
     @cached_property
@@ -254,6 +259,11 @@ class Properties:
             self._prefix = np.ascontiguousarray(byte_rows(self.cat, self.starts, 4)).view(BE_U32).ravel()
         return self._prefix
 
+    def has_pair(self, name: bytes) -> bool:
+        """Whether some pair may be ``name`` (its first four bytes match): the cheap test
+        before :meth:`value` or :attr:`prop_crc`, with no copy of the bytes."""
+        return bool(self.tot) and bool((self.prefix4 == int.from_bytes(name[:4], "big")).any())
+
     def value(self, name: bytes):
         """(message index, value start, value end) of the last non-empty pair ``name`` per message."""
         if not self.tot:
@@ -281,7 +291,7 @@ class Properties:
         km, ka, kb = self.value(b"KEYS\x01")
         if km.size:  # words of KEYS: split each value at its spaces, drop empty words
             # (value() gives pairs in byte order: ka is sorted)
-            sp = np.flatnonzero(cat == 0x20)
+            sp = self.spaces
             r = np.searchsorted(ka, sp, "right") - 1
             inside = (r >= 0) & (sp < kb[np.maximum(r, 0)])
             sp = sp[inside]
