@@ -16,10 +16,11 @@ LE_U32 = np.dtype(np.uint32).newbyteorder("<")
 LE_U64 = np.dtype(np.uint64).newbyteorder("<")
 
 
-def cat_bytes(cat: np.ndarray) -> bytes:
-    """The bytes of a uint8 array: the bytes object it views when there is one (no copy)."""
+def bytes_base(cat: np.ndarray) -> bytes | None:
+    """The bytes object a uint8 array views whole, or None (for a caller that copies the
+    array only on a rare path, e.g. malformed UTF-8)."""
     b = cat.base
-    return b if isinstance(b, bytes) and len(b) == cat.size else cat.tobytes()
+    return b if isinstance(b, bytes) and len(b) == cat.size else None
 
 
 def file_array(buf) -> np.ndarray:

@@ -12,7 +12,7 @@ import numpy as np
 
 from rmqstore_cli.formats.commitlog import CRC32_PROPERTY
 from rmqstore_cli.formats.properties import NAME_VALUE_SEPARATOR, parse_properties
-from rmqstore_cli.store.arrays import BE_U32, byte_rows, cat_bytes
+from rmqstore_cli.store.arrays import BE_U32, byte_rows, bytes_base
 from rmqstore_cli.store.fastpaths import FAST_PATHS
 from rmqstore_cli.store.javahash.bulk import (RangeHashes, concat_hashes, index_hash, java_int, utf8_hashes,
                                               window_hashes)
@@ -188,7 +188,7 @@ class Properties:
             out[m] = java_int(self.hash_ranges(a, b))
             na = self.non_ascii(a, b, m)
             if na.size:  # hashCode runs over UTF-16 code units, not the UTF-8 bytes
-                out[m[na]] = java_int(utf8_hashes(self.cat, a[na], b[na], cat_bytes(self.cat))[0])
+                out[m[na]] = java_int(utf8_hashes(self.cat, a[na], b[na], bytes_base(self.cat))[0])
         return out
 
     @cached_property
@@ -320,7 +320,7 @@ class Properties:
         lens = b - a
         na = self.non_ascii(a, b, owner)
         if na.size:  # hashCode runs over UTF-16 code units, not the UTF-8 bytes: re-hash those keys
-            h[na], lens[na] = utf8_hashes(cat, a[na], b[na], cat_bytes(cat))
+            h[na], lens[na] = utf8_hashes(cat, a[na], b[na], bytes_base(cat))
         ih = index_hash(concat_hashes(pfx, lens, h))
 
         def topic_of(m: int) -> str:
