@@ -138,12 +138,18 @@ class Properties:
         kind = cat[special]
         self.spaces = special[kind == 0x20]
         sep = special[kind == 2]
-        starts = np.concatenate([moff[pl > 0], sep + 1])
-        starts.sort(kind="stable")
-        if starts.size > 1:
-            starts = starts[np.r_[True, starts[1:] != starts[:-1]]]
-        starts = starts[starts < tot]
-        owner = np.searchsorted(moff, starts, "right") - 1
+        # pair starts: each message's first byte (tagged 0) and each byte after a \x02 (tagged
+        # 1), sorted together; a position both ways is the message's start (tag 0 sorts first),
+        # and each pair's owner is the count of message starts up to it
+        ne = np.flatnonzero(pl > 0)
+        after = sep + 1
+        key = np.concatenate([moff[ne] << 1, (after[after < tot] << 1) | 1])
+        key.sort()
+        pos = key >> 1
+        first = np.ones(pos.size, bool)
+        first[1:] = pos[1:] != pos[:-1]
+        key, starts = key[first], pos[first]
+        owner = ne[np.cumsum((key & 1) == 0) - 1]
         # a pair ends at the next pair's start, less the \x02 before it if there is one (the
         # next start is the byte after a \x02, or the next message's first byte)
         nxt = np.empty_like(starts)
