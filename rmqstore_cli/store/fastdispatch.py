@@ -30,7 +30,7 @@ from rmqstore_cli.formats.commitlog import (
     TRANSACTION_NOT_TYPE,
     TRANSACTION_ROLLBACK_TYPE,
 )
-from rmqstore_cli.store.properties import Properties
+from rmqstore_cli.store.properties import Properties, compiled_join
 from rmqstore_cli.store.commitlog.bulk import RecordBatch
 from rmqstore_cli.store.topics import TopicIds
 from rmqstore_cli.store.arrays import stable_argsort
@@ -234,7 +234,8 @@ class FastDispatcher:
         ``MessageDecoder#string2messageProperties``'s rules (last non-empty pair of a name
         wins); the reference is :meth:`Dispatcher.dispatch` record by record."""
         tids = self._topic_ids(buf, a, ta, tl)
-        pr = Properties(a, pa, np.maximum(pl, 0), buf, checks=False)  # dispatch reads values only
+        pl0 = np.maximum(pl, 0)
+        pr = Properties(a, pa, pl0, buf, checks=False, joined=compiled_join(a, pa, pl0))  # values only
         delay_fix = []
         sch = np.fromiter((t.schedule for t in self.topic_list), dtype=bool, count=len(self.topic_list))
         if sch[tids].any():

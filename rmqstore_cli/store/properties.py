@@ -12,7 +12,8 @@ import numpy as np
 
 from rmqstore_cli.formats.commitlog import CRC32_PROPERTY
 from rmqstore_cli.formats.properties import NAME_VALUE_SEPARATOR, parse_properties
-from rmqstore_cli.store.arrays import BE_U32, byte_rows, cat_bytes
+from rmqstore_cli.store.arrays import BE_U32, byte_rows, bytes_base
+from rmqstore_cli.store.fastpaths import FAST_PATHS
 from rmqstore_cli.store.javahash.bulk import (RangeHashes, concat_hashes, index_hash, java_int, utf8_hashes,
                                               window_hashes)
 
@@ -55,6 +56,18 @@ def props_well_formed(props: bytes) -> bool:
     return (n <= len(_ALTERNATING) and seps == _ALTERNATING[:n] and (n % 2 == 0) == props.endswith(b"\x02")
             and not props.startswith(b"\x01") and not props.endswith(b"\x01")
             and b"\x02\x01" not in props and b"\x01\x02" not in props)
+
+
+def compiled_join(a: np.ndarray, at: np.ndarray, ln: np.ndarray) -> np.ndarray | None:
+    """The bytes ``a[at:at+ln]`` of every range joined by the compiled loop once
+    :data:`FAST_PATHS` has it loaded (25x cheaper than slicing the mapping per record), else
+    None: :class:`Properties` joins them itself."""
+    kern = FAST_PATHS.kernels(FAST_PATHS.walked)
+    if kern is None:
+        return None
+    out = np.empty(int(ln.sum()), np.uint8)
+    kern.join_ranges(a, at, ln, out)
+    return out
 
 
 def _non_ascii_runs(cat: np.ndarray, hp: np.ndarray) -> bytes:
@@ -105,7 +118,7 @@ class Properties:
         self.suspect = np.zeros(n, bool)
         tot = int(pl.sum())
         self.tot = tot
-        self.hp = np.zeros(0, np.int64)
+        self.hp = self.spaces = np.zeros(0, np.int64)
         if not tot:
             self.cat = np.zeros(0, np.uint8)
             return
@@ -119,13 +132,24 @@ class Properties:
         else:
             cat = arr[np.repeat(ps - moff, pl) + np.arange(tot)]
         self.cat = cat
-        sep = np.flatnonzero(cat == 2)
-        starts = np.concatenate([moff[pl > 0], sep + 1])
-        starts.sort(kind="stable")
-        if starts.size > 1:
-            starts = starts[np.r_[True, starts[1:] != starts[:-1]]]
-        starts = starts[starts < tot]
-        owner = np.searchsorted(moff, starts, "right") - 1
+        # one pass finds every byte that matters: \x01, \x02 and >= 0x80 (with the rare \x00):
+        # uint8 cat - 3 wraps 0..2 to 253..255 and puts 0x80.. at 125.., the rest below 125
+        special = np.flatnonzero(((cat - np.uint8(3)) >= 125) | (cat == 0x20))  # and the spaces KEYS splits at
+        kind = cat[special]
+        self.spaces = special[kind == 0x20]
+        sep = special[kind == 2]
+        # pair starts: each message's first byte (tagged 0) and each byte after a \x02 (tagged
+        # 1), sorted together; a position both ways is the message's start (tag 0 sorts first),
+        # and each pair's owner is the count of message starts up to it
+        ne = np.flatnonzero(pl > 0)
+        after = sep + 1
+        key = np.concatenate([moff[ne] << 1, (after[after < tot] << 1) | 1])
+        key.sort()
+        pos = key >> 1
+        first = np.ones(pos.size, bool)
+        first[1:] = pos[1:] != pos[:-1]
+        key, starts = key[first], pos[first]
+        owner = ne[np.cumsum((key & 1) == 0) - 1]
         # a pair ends at the next pair's start, less the \x02 before it if there is one (the
         # next start is the byte after a \x02, or the next message's first byte)
         nxt = np.empty_like(starts)
@@ -133,12 +157,12 @@ class Properties:
         nxt[-1] = tot
         end = nxt - (cat[nxt - 1] == 2)
         self.starts, self.owner, self.end = starts, owner, end
-        self.hp = np.flatnonzero(cat >= 0x80)  # non-ASCII bytes: UTF-8 to validate, UTF-16 to hash
+        self.hp = special[kind >= 0x80]  # non-ASCII bytes: UTF-8 to validate, UTF-16 to hash
         if not checks:
             self.suspect = None
             return
         # well-formed pairs: name\x01value, both non-empty
-        ones = np.flatnonzero(cat == 1)
+        ones = special[kind == 1]
         if ones.size == starts.size and (ones > starts).all() and (ones[:-1] < starts[1:]).all():
             first1 = ones  # one \x01 inside each pair (the usual case): no search needed
         else:
@@ -153,8 +177,12 @@ class Properties:
     def non_ascii_msg(self) -> np.ndarray:
         """Messages with a non-ASCII byte in their PROPERTIES."""
         out = np.zeros(self.n, bool)
-        if self.hp.size:
-            out[np.searchsorted(self.moff, self.hp, "right") - 1] = True
+        hp = self.hp
+        if hp.size:  # the first byte of each run of them, and the first byte of each message
+            runs = hp[np.r_[True, hp[1:] != hp[:-1] + 1]]
+            out[np.searchsorted(self.moff, runs, "right") - 1] = True
+            ne = np.flatnonzero(self.mend > self.moff)
+            out[ne[self.cat[self.moff[ne]] >= 0x80]] = True
         return out
 
     @cached_property
@@ -164,9 +192,9 @@ class Properties:
         m, a, b = self.value(b"TAGS\x01")
         if m.size:
             out[m] = java_int(self.hash_ranges(a, b))
-            na = self.non_ascii(a, b)
+            na = self.non_ascii(a, b, m)
             if na.size:  # hashCode runs over UTF-16 code units, not the UTF-8 bytes
-                out[m[na]] = java_int(utf8_hashes(self.cat, a[na], b[na], cat_bytes(self.cat))[0])
+                out[m[na]] = java_int(utf8_hashes(self.cat, a[na], b[na], bytes_base(self.cat))[0])
         return out
 
     @cached_property
@@ -221,10 +249,13 @@ class Properties:
             self._hashes = RangeHashes(self.cat)  # many different lengths: one prefix sum serves all
         return self._hashes(a, b)
 
-    def non_ascii(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    def non_ascii(self, a: np.ndarray, b: np.ndarray, owner: np.ndarray) -> np.ndarray:
+        """Which ranges ``cat[a:b]`` (inside the PROPERTIES of messages ``owner``) hold a byte
+        >= 0x80: searched among the ranges of messages that have one only (few, usually)."""
         if not self.hp.size:
             return np.zeros(0, np.int64)
-        return np.flatnonzero(np.searchsorted(self.hp, b) > np.searchsorted(self.hp, a))
+        cand = np.flatnonzero(self.non_ascii_msg[owner])
+        return cand[np.searchsorted(self.hp, b[cand]) > np.searchsorted(self.hp, a[cand])]
 
     @property
     def prefix4(self) -> np.ndarray:
@@ -234,6 +265,11 @@ class Properties:
             self._prefix = np.ascontiguousarray(byte_rows(self.cat, self.starts, 4)).view(BE_U32).ravel()
         return self._prefix
 
+    def has_pair(self, name: bytes) -> bool:
+        """Whether some pair may be ``name`` (its first four bytes match): the cheap test
+        before :meth:`value` or :attr:`prop_crc`, with no copy of the bytes."""
+        return bool(self.tot) and bool((self.prefix4 == int.from_bytes(name[:4], "big")).any())
+
     def value(self, name: bytes):
         """(message index, value start, value end) of the last non-empty pair ``name`` per message."""
         if not self.tot:
@@ -242,8 +278,8 @@ class Properties:
         L = len(name)
         m = np.flatnonzero((self.prefix4 == int.from_bytes(name[:4], "big")) & (self.starts + L < self.end))
         if m.size and L > 4:
-            pos = np.minimum(self.starts[m][:, None] + np.arange(4, L), self.tot - 1)
-            m = m[(self.cat[pos] == np.frombuffer(name[4:], np.uint8)).all(1)]
+            rest = byte_rows(self.cat, self.starts[m] + 4, L - 4)  # clipped to cat's end, as the size check wants
+            m = m[(rest == np.frombuffer(name[4:], np.uint8)).all(1)]
         if not m.size:
             z = np.zeros(0, np.int64)
             return z, z, z
@@ -261,7 +297,7 @@ class Properties:
         km, ka, kb = self.value(b"KEYS\x01")
         if km.size:  # words of KEYS: split each value at its spaces, drop empty words
             # (value() gives pairs in byte order: ka is sorted)
-            sp = np.flatnonzero(cat == 0x20)
+            sp = self.spaces
             r = np.searchsorted(ka, sp, "right") - 1
             inside = (r >= 0) & (sp < kb[np.maximum(r, 0)])
             sp = sp[inside]
@@ -288,9 +324,9 @@ class Properties:
         pfx = prefix_hash[tid[owner]]
         h = self.hash_ranges(a, b)
         lens = b - a
-        na = self.non_ascii(a, b)
+        na = self.non_ascii(a, b, owner)
         if na.size:  # hashCode runs over UTF-16 code units, not the UTF-8 bytes: re-hash those keys
-            h[na], lens[na] = utf8_hashes(cat, a[na], b[na], cat_bytes(cat))
+            h[na], lens[na] = utf8_hashes(cat, a[na], b[na], bytes_base(cat))
         ih = index_hash(concat_hashes(pfx, lens, h))
 
         def topic_of(m: int) -> str:

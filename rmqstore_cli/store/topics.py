@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from rmqstore_cli.store.arrays import BE_U64, byte_rows
+from rmqstore_cli.store.arrays import BE_U64, byte_rows, gather
 
 _MIX1, _MIX2 = np.uint64(0x9E3779B97F4A7C15), np.uint64(0xC2B2AE3D27D4EB4F)
+_ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
 
 
 class TopicIds:
@@ -29,14 +30,20 @@ class TopicIds:
 
     @staticmethod
     def _key_parts(a: np.ndarray, ta: np.ndarray, tl: np.ndarray):
-        cols = np.arange(8)
+        """(head, tail mixed with middle, length) of each topic, as uint64: the 8-byte reads
+        masked to the topic's bytes by shifts (each by at most 32 bits, done twice: a shift
+        by 64 is undefined), no (n, 8) byte rows."""
         L = np.maximum(tl, 0)
-        head = np.where(cols < L[:, None], byte_rows(a, ta, 8), 0).astype(np.uint8)
-        tail = np.where(cols >= 8 - L[:, None], byte_rows(a, ta + L - 8, 8), 0).astype(np.uint8)
-        mid = np.where(L[:, None] > 16, byte_rows(a, ta + L // 2 - 4, 8), 0).astype(np.uint8) if (L > 16).any() \
-            else np.zeros((L.size, 8), np.uint8)  # no topic longer than 16 bytes: no middle to read
-        u64 = [np.ascontiguousarray(x).view(BE_U64).ravel().astype(np.uint64) for x in (head, tail, mid)]
-        return u64[0], u64[1] ^ (u64[2] * _MIX2), L.astype(np.uint64)
+        c = np.minimum(L, 8).astype(np.uint64)
+        half = (np.uint64(8) - c) * np.uint64(4)  # half the bits of the bytes past the topic's end
+        head = gather(a, ta, 8, BE_U64)
+        head = ((head >> half) >> half) << half << half
+        keep = np.uint64(4) * c  # half the bits of the topic's last min(L, 8) bytes
+        tail = gather(a, ta + L - 8, 8, BE_U64) & ~((_ALL << keep) << keep)
+        if (L > 16).any():  # the middle: only topics longer than 16 bytes have one
+            mid = np.where(L > 16, gather(a, ta + L // 2 - 4, 8, BE_U64), np.uint64(0))
+            tail ^= mid * _MIX2
+        return head, tail, L.astype(np.uint64)
 
     @staticmethod
     def _mix(h, t, L):

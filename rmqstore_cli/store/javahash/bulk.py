@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from rmqstore_cli.store.arrays import stable_argsort
+from rmqstore_cli.store.arrays import byte_rows, stable_argsort
 from rmqstore_cli.store.javahash import INT_MIN
 
 _INV31 = pow(31, -1, 1 << 32)  # 31 is odd, so invertible mod 2^32
@@ -90,7 +90,9 @@ def window_hashes(units: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray
     for length, g in groups:
         if length <= 0:
             continue
-        rows = np.lib.stride_tricks.sliding_window_view(units, length)[a if g is None else a[g]]
+        at = a if g is None else a[g]
+        rows = byte_rows(units, at, length) if units.dtype == np.uint8 else \
+            np.lib.stride_tricks.sliding_window_view(units, length)[at]
         h = rows.astype(np.uint32) @ fw[length - 1::-1]  # integer matmul wraps mod 2^32
         if g is None:
             out = h

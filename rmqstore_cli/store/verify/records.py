@@ -27,7 +27,7 @@ from rmqstore_cli.formats.properties import parse_properties
 from rmqstore_cli.store.properties import CRC_MARK, Properties, pick_property
 from rmqstore_cli.store.commitlog.bulk import RecordBatch, body_crcs
 from rmqstore_cli.store.topics import TopicIds
-from rmqstore_cli.store.arrays import cat_bytes, stable_argsort
+from rmqstore_cli.store.arrays import stable_argsort
 from rmqstore_cli.store.crc import crc32
 from rmqstore_cli.store.dispatch import InvalidForDispatch, compute_tags_code
 from rmqstore_cli.store.message import SCHEDULE_TOPIC
@@ -162,7 +162,7 @@ class RecordChecks:
             problem = props_problem(buf[int(props_start[i]):int(props_start[i] + pl[i])])
             if problem:
                 self._add("commitlog.properties", rel, int(P[i]), problem, physical_offset=int(P[i]) + base)
-        if self.opt.crc and pr.tot and CRC_MARK in cat_bytes(pr.cat):
+        if self.opt.crc and pr.tot and pr.has_pair(CRC_MARK):
             for i in np.flatnonzero(pr.prop_crc).tolist():
                 self._check_prop_crc(buf, int(P[i]), int(total[i]), buf[int(props_start[i]):int(props_start[i] + pl[i])],
                                      rel, base)
