@@ -77,12 +77,12 @@ def stable_argsort(x: np.ndarray) -> np.ndarray:
 
 
 def byte_rows(a: np.ndarray, pos: np.ndarray, width: int) -> np.ndarray:
-    """The ``width`` bytes at each byte position ``pos`` of ``a``: a (len(pos), width) uint8
-    array (byte indexes clipped to ``a``, as :func:`gather` says). When every row lies
+    """The ``width`` bytes at each byte position ``pos`` of ``a``: a ``pos.shape + (width,)``
+    uint8 array (byte indexes clipped to ``a``, as :func:`gather` says). When every row lies
     inside ``a`` they are rows of a sliding window: one copy of the bytes, no index array."""
     if _in_bounds(a, pos, width):
-        return _windows(a, width)[pos].view(np.uint8).reshape(-1, width)
-    idx = pos[:, None] + np.arange(width)
+        return _windows(a, width)[pos].view(np.uint8).reshape(pos.shape + (width,))
+    idx = pos[..., None] + np.arange(width)
     np.clip(idx, 0, a.size - 1, out=idx)
     return a[idx]
 
