@@ -172,8 +172,8 @@ def generate(
 
             src = sys.stdin if from_jsonl == "-" else open(from_jsonl, encoding="utf-8")
             with src:
-                for spec in read_dump(src, from_jsonl if from_jsonl != "-" else "<stdin>"):
-                    writer.append(spec)
+                writer.append_workload((("normal", spec) for spec in read_dump(
+                    src, from_jsonl if from_jsonl != "-" else "<stdin>")), floor=False)
         else:
             opts = WorkloadOptions(
                 messages=messages, seed=seed, topics=topics, queues=queues, body_min=body_min,

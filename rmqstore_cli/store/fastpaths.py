@@ -28,13 +28,17 @@ class FastPaths:
       64, 128, … so a dump of fewer than ~4 000 records never loads numba);
     * ``key_block`` — the append path (generate) puts its index keys this many at a time
       (:class:`~rmqstore_cli.store.keyblock.IndexKeyBlock`: hashed in bulk, the header once
-      per block); 0 puts each key as it comes (the reference, ``IndexService#putKey``).
+      per block); 0 puts each key as it comes (the reference, ``IndexService#putKey``);
+    * ``gen_block`` — the append path (generate, ``--from-jsonl``) encodes, writes and
+      dispatches this many sends at a time (``CommitLog.append_block``, ``FastDispatcher``);
+      0 appends and dispatches each send as it comes (the reference, ``CommitLog.append``).
     """
 
     def __init__(self, walk_after: int = 500_000, for_bytes: int = 64 << 20, json_min: int = 4096,
-                 key_block: int = 1 << 16):
+                 key_block: int = 1 << 16, gen_block: int = 1 << 13):
         self.walk_after, self.for_bytes, self.json_min = walk_after, for_bytes, json_min
         self.key_block = key_block
+        self.gen_block = gen_block
         self.walked = 0
         self._walk = None  # None: not chosen yet; False: no numba; else the compiled walk
 

@@ -1,0 +1,304 @@
+"""The write path a block at a time (issue 23): many sends encoded as records at once.
+
+The bulk twin of :func:`~rmqstore_cli.store.commitlog.encode_record` (one record,
+``MessageExtEncoder#encode``) and :meth:`CommitLog.append
+<rmqstore_cli.store.commitlog.CommitLog.append>` (``DefaultAppendMessageCallback#doAppend``):
+a :class:`SendBlock` holds sends as columns; :func:`encode_records` packs the fixed fields of
+every record with numpy (positions and dtypes from ``formats/commitlog.py``) and joins them
+with the bodies, topics and properties in one ``bytes.join``. Queue offsets, physical offsets
+and the file roll are assigned for the whole block by ``CommitLog.append_block``.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from rmqstore_cli.formats.commitlog import (
+    AFTER_BORN_HOST,
+    AFTER_BORN_HOST_SIZE,
+    AFTER_STORE_HOST,
+    AFTER_STORE_HOST_SIZE,
+    BORNHOST_V6_FLAG,
+    END_FILE_MIN_BLANK_LENGTH,
+    HEAD,
+    HEAD_SIZE,
+    HOST_ADDRESS_SIZE,
+    HOST_SIZE,
+    MAGIC_V1,
+    MAGIC_V2,
+    PORT,
+    PROPERTIES_LENGTH,
+    RECORD_FIXED_SIZE,
+    STOREHOSTADDRESS_V6_FLAG,
+    TOPIC_LENGTH,
+    TRANSACTION_COMMIT_TYPE,
+    TRANSACTION_MASK,
+    TRANSACTION_NOT_TYPE,
+)
+from rmqstore_cli.formats.properties import MAX_PROPERTIES_LENGTH
+from rmqstore_cli.store.crc import crc32
+
+#: What a send is to the writer's transaction links (``StoreWriter.append_workload``): it
+#: sets the pending record (half, prepared), answers it (commit, rollback: its
+#: PREPAREDTRANSACTIONOFFSET), or is its op record (body = the half's queue offset).
+KIND_LINKS = {"half": 1, "prepared": 1, "commit": 2, "rollback": 2, "op": 3}
+_WIDE = HOST_ADDRESS_SIZE[True]
+
+
+@dataclass
+class SendBlock:
+    """Sends as columns (the bulk twin of a list of ``(kind, AppendSpec)``). Topics and
+    host addresses are ids into the ``topics`` and ``hosts`` tables; ``magic`` 0 lets the
+    topic choose (``choose_magic``); ``queue_offset``/``physical_offset`` -1 are assigned."""
+
+    topics: list[str]
+    hosts: list[bytes]
+    tid: np.ndarray
+    queue_id: np.ndarray
+    flag: np.ndarray
+    sys_flag: np.ndarray
+    born_ts: np.ndarray
+    store_ts: np.ndarray
+    born_host: np.ndarray
+    born_port: np.ndarray
+    store_host: np.ndarray
+    store_port: np.ndarray
+    reconsume: np.ndarray
+    prepared: np.ndarray
+    magic: np.ndarray
+    queue_offset: np.ndarray
+    physical_offset: np.ndarray
+    bodies: list[bytes]
+    props: list[bytes]
+    kinds: list[str] = field(default_factory=list)
+    #: generate's rule: a store time never goes below the previous record's
+    floor_store_ts: bool = False
+    #: the ``(kind, AppendSpec)`` pairs the block was made of (:meth:`from_specs`), if any
+    source: list | None = None
+
+    def __len__(self) -> int:
+        return len(self.bodies)
+
+    @classmethod
+    def from_specs(cls, sends: list, floor_store_ts: bool = False) -> "SendBlock":
+        """Columns of ``(kind, AppendSpec)`` pairs (a workload's or a replayed dump's)."""
+        topics: dict[str, int] = {}
+        hosts: dict[bytes, int] = {}
+        rows = []
+        for _, s in sends:
+            t = topics.setdefault(s.topic, len(topics))
+            b = hosts.setdefault(s.born_host[0], len(hosts))
+            h = hosts.setdefault(s.store_host[0], len(hosts))
+            rows.append((t, s.queue_id, s.flag, s.sys_flag, s.born_timestamp, s.store_timestamp, b,
+                         s.born_host[1], h, s.store_host[1], s.reconsume_times, s.prepared_transaction_offset,
+                         s.magic or 0, -1 if s.queue_offset is None else s.queue_offset,
+                         -1 if s.physical_offset is None else s.physical_offset))
+        cols = np.array(rows, dtype=np.int64).reshape(-1, 15).T
+        props = [p if isinstance(p, bytes) else p.encode("utf-8", "surrogatepass")
+                 for p in (s.properties for _, s in sends)]
+        return cls(list(topics), list(hosts), *cols, bodies=[s.body for _, s in sends], props=props,
+                   kinds=[k for k, _ in sends], floor_store_ts=floor_store_ts, source=sends)
+
+    def specs(self) -> Iterator[tuple[str, "object"]]:
+        """The block as ``(kind, AppendSpec)`` pairs, for the per-record path (the reference)."""
+        from rmqstore_cli.store.commitlog import AppendSpec
+
+        if self.source is not None:
+            yield from self.source
+            return
+        cols = [c.tolist() for c in (self.tid, self.queue_id, self.flag, self.sys_flag, self.born_ts,
+                                     self.store_ts, self.born_host, self.born_port, self.store_host,
+                                     self.store_port, self.reconsume, self.prepared, self.magic,
+                                     self.queue_offset, self.physical_offset)]
+        kinds = self.kinds or ["normal"] * len(self)
+        for i, (t, q, fl, sf, bt, st, bh, bp, sh, sp, rc, pr, mg, qo, po) in enumerate(zip(*cols)):
+            yield kinds[i], AppendSpec(
+                self.topics[t], q, self.bodies[i], self.props[i], st, bt, (self.hosts[bh], bp),
+                (self.hosts[sh], sp), flag=fl, sys_flag=sf, reconsume_times=rc, prepared_transaction_offset=pr,
+                magic=mg or None, queue_offset=None if qo < 0 else qo, physical_offset=None if po < 0 else po,
+                raw_properties=True)
+
+    def link_codes(self) -> np.ndarray:
+        """:data:`KIND_LINKS` per send (0: no link)."""
+        if not self.kinds:
+            return np.zeros(len(self), np.int8)
+        return np.array([KIND_LINKS.get(k, 0) for k in self.kinds], np.int8)
+
+
+def send_blocks(sends: Iterable[tuple[str, object]], size: int, floor_store_ts: bool) -> Iterator[SendBlock]:
+    """``(kind, AppendSpec)`` pairs as blocks of at most ``size`` (bounded memory)."""
+    chunk: list = []
+    for item in sends:
+        chunk.append(item)
+        if len(chunk) >= size:
+            yield SendBlock.from_specs(chunk, floor_store_ts)
+            chunk = []
+    if chunk:
+        yield SendBlock.from_specs(chunk, floor_store_ts)
+
+
+def pending_rows(links: np.ndarray) -> np.ndarray:
+    """Per send, the row of the latest half/prepared send before it in the block (-1: one
+    of an earlier block): the record a commit, rollback or op answers."""
+    at = np.where(links == 1, np.arange(links.size), -1)
+    last = np.maximum.accumulate(at) if at.size else at
+    return np.concatenate([[-1], last[:-1]]).astype(np.int64)
+
+
+def assign_queue_offsets(block: SendBlock, table: dict[str, int]) -> tuple[np.ndarray, dict[str, int]]:
+    """``CommitLog#asyncPutMessage``'s queue offsets for the block (``topicQueueTable``, NOT and
+    COMMIT records only, the next of their queue; others keep a given offset or 0) and the
+    table's new entries (``table`` itself is left alone until the block is written). A
+    block either gives every offset (a replayed dump) or none."""
+    updates: dict[str, int] = {}
+    tran = block.sys_flag & TRANSACTION_MASK
+    counted = (tran == TRANSACTION_NOT_TYPE) | (tran == TRANSACTION_COMMIT_TYPE)
+    given = block.queue_offset >= 0
+    qoff = np.where(given, block.queue_offset, 0)
+    rows = np.flatnonzero(counted)
+    if not rows.size:
+        return qoff, updates
+    key = block.tid[rows] * (1 << 32) + (block.queue_id[rows] & 0xFFFFFFFF)
+    order = np.argsort(key, kind="stable")
+    sk = key[order]
+    starts = np.flatnonzero(np.concatenate([[True], sk[1:] != sk[:-1]]))
+    ends = np.append(starts[1:], rows.size)
+    rank = np.arange(rows.size) - np.repeat(starts, ends - starts)
+    for s, e in zip(starts.tolist(), ends.tolist()):
+        r = rows[order[s:e]]
+        name = f"{block.topics[int(block.tid[r[0]])]}-{int(block.queue_id[r[0]])}"
+        if given[r[0]]:
+            updates[name] = int(qoff[r[-1]]) + 1
+            continue
+        base = table.get(name, 0)
+        qoff[r] = base + rank[s:e]
+        updates[name] = base + (e - s)
+    return qoff, updates
+
+
+def plan_files(write_offset: int, file_from: int, file_size: int, sizes: np.ndarray) -> list[tuple[int, int, int, int]]:
+    """Where ``doAppend`` puts each record: ``(file_from, pos, first, end)`` per run of records
+    ``[first, end)`` written at ``pos`` of the file starting at ``file_from``; a record that
+    leaves less than ``END_FILE_MIN_BLANK_LENGTH`` after it goes to the next file, after a
+    BLANK (``END_OF_FILE``) at the end of this one. ``sizes`` all fit an empty file."""
+    plan = []
+    pos, i, n = write_offset - file_from, 0, sizes.size
+    while i < n:
+        ends = pos + np.cumsum(sizes[i:])
+        k = int(np.searchsorted(ends, file_size - END_FILE_MIN_BLANK_LENGTH, side="right"))
+        if k:
+            plan.append((file_from, pos, i, i + k))
+            i += k
+            pos = int(ends[k - 1])
+        if i < n:
+            file_from, pos = file_from + file_size, 0
+    return plan
+
+
+def host_kinds(block: SendBlock) -> tuple[np.ndarray, np.ndarray]:
+    """BORNHOST and STOREHOST are IPv6 (16-byte addresses), per send."""
+    wide = np.array([len(h) == _WIDE for h in block.hosts], bool)
+    return wide[block.born_host], wide[block.store_host]
+
+
+def record_sizes(block: SendBlock, magic: np.ndarray, bv6: np.ndarray, sv6: np.ndarray,
+                 topic_bytes: list[bytes]) -> np.ndarray:
+    """``MessageExtEncoder#calMsgLength`` of every send (``formats.commitlog.record_length``)."""
+    blen = np.fromiter(map(len, block.bodies), np.int64, len(block))
+    plen = np.fromiter(map(len, block.props), np.int64, len(block))
+    tlen = np.array([len(t) for t in topic_bytes], np.int64)[block.tid]
+    return (RECORD_FIXED_SIZE + np.where(bv6, HOST_SIZE[True], HOST_SIZE[False])
+            + np.where(sv6, HOST_SIZE[True], HOST_SIZE[False])
+            + np.where(magic == MAGIC_V2, TOPIC_LENGTH[True].size, TOPIC_LENGTH[False].size) + blen + tlen + plen)
+
+
+def block_problem(block: SendBlock, magic: np.ndarray, topic_bytes: list[bytes]) -> bool:
+    """A send ``encode_record`` refuses (properties too long, a long topic in a V1 record):
+    the block then goes through the per-record path, which says which and where."""
+    if any(len(p) > MAX_PROPERTIES_LENGTH for p in block.props):
+        return True
+    tl = np.array([len(t) for t in topic_bytes], np.int64)[block.tid]
+    return bool(np.any((magic == MAGIC_V1) & (tl > 127)))
+
+
+def _put(rows: np.ndarray, at: np.ndarray, values: np.ndarray, f) -> None:
+    """Field ``f`` (a ``formats`` FieldAt: size, big-endian dtype) of each row at column ``at``."""
+    b = np.ascontiguousarray(values.astype(f.dtype)).view(np.uint8).reshape(-1, f.size)
+    rows[np.arange(rows.shape[0])[:, None], at[:, None] + np.arange(f.size)] = b
+
+
+def encode_records(block: SendBlock, sel: np.ndarray, cols: dict, topic_parts: list[bytes]) -> tuple[bytes, np.ndarray]:
+    """``MessageExtEncoder#encode`` of sends ``sel`` with their ``cols`` (total, magic,
+    sys_flag, queue_offset, phy, prepared, bv6, sv6, store_ts: per send of the block): the
+    records' bytes, one after the other, and where each starts."""
+    n = sel.size
+    bv6, sv6 = cols["bv6"][sel], cols["sv6"][sel]
+    bodies = [block.bodies[i] for i in sel.tolist()]
+    width = HEAD_SIZE + 2 * HOST_SIZE[True] + AFTER_BORN_HOST_SIZE + AFTER_STORE_HOST_SIZE
+    rows = np.zeros((n, width), np.uint8)
+    zero = np.zeros(n, np.int64)
+    crc = np.fromiter((crc32(b) & 0x7FFFFFFF if b else 0 for b in bodies), np.int64, n)
+    head = {"total_size": cols["total"][sel], "magic": cols["magic"][sel], "body_crc": crc,
+            "queue_id": block.queue_id[sel], "flag": block.flag[sel], "queue_offset": cols["queue_offset"][sel],
+            "physical_offset": cols["phy"][sel], "sys_flag": cols["sys_flag"][sel], "born_timestamp": block.born_ts[sel]}
+    for name, f in HEAD.items():
+        _put(rows, zero + f.offset, head[name], f)
+    at = zero + HEAD_SIZE
+    at = _host(rows, at, bv6, block.born_host[sel], block.born_port[sel], block.hosts)
+    _put(rows, at + AFTER_BORN_HOST["store_timestamp"].offset, cols["store_ts"][sel], AFTER_BORN_HOST["store_timestamp"])
+    at = _host(rows, at + AFTER_BORN_HOST_SIZE, sv6, block.store_host[sel], block.store_port[sel], block.hosts)
+    tail = {"reconsume_times": block.reconsume[sel], "prepared_transaction_offset": cols["prepared"][sel],
+            "body_length": np.fromiter(map(len, bodies), np.int64, n)}
+    for name, f in AFTER_STORE_HOST.items():
+        _put(rows, at + f.offset, tail[name], f)
+    fixed_w = (at + AFTER_STORE_HOST_SIZE).tolist()
+    fb = rows.tobytes()
+    starts = np.arange(n) * width
+    fixed = [fb[s:s + w] for s, w in zip(starts.tolist(), fixed_w)]
+    props = [block.props[i] for i in sel.tolist()]
+    plen = np.fromiter(map(len, props), np.int64, n).astype(PROPERTIES_LENGTH.dtype).tobytes()
+    k = PROPERTIES_LENGTH.size
+    tids = block.tid[sel].tolist()
+    v2 = (cols["magic"][sel] == MAGIC_V2).tolist()
+    mids = [topic_parts[2 * t + w] + plen[k * j:k * j + k] for j, (t, w) in enumerate(zip(tids, v2))]
+    parts: list = [b""] * (4 * n)
+    parts[0::4], parts[1::4], parts[2::4], parts[3::4] = fixed, bodies, mids, props
+    rec_start = np.concatenate([[0], np.cumsum(cols["total"][sel])[:-1]]).astype(np.int64)
+    return b"".join(parts), rec_start
+
+
+def topic_parts(topic_bytes: list[bytes]) -> list[bytes]:
+    """TOPICLENGTH + topic per topic id, V1 then V2 (index ``2 * id + is_v2``)."""
+    out = []
+    for t in topic_bytes:
+        for v2 in (False, True):
+            f = TOPIC_LENGTH[v2]
+            fits = len(t) < 1 << (8 * f.size - 1)  # a V1 part of a long topic is never used
+            out.append(np.array([len(t) if fits else 0], f.dtype).tobytes() + t)
+    return out
+
+
+def _host(rows: np.ndarray, at: np.ndarray, v6: np.ndarray, hid: np.ndarray, port: np.ndarray,
+          hosts: list[bytes]) -> np.ndarray:
+    """A host (address, then PORT) at column ``at`` of each row; returns where it ends."""
+    table = np.zeros((max(1, len(hosts)), _WIDE), np.uint8)
+    for i, h in enumerate(hosts):
+        table[i, :len(h)] = np.frombuffer(h, np.uint8)
+    addr = table[hid]
+    r = np.arange(rows.shape[0])[:, None]
+    narrow = HOST_ADDRESS_SIZE[False]
+    rows[r, at[:, None] + np.arange(narrow)] = addr[:, :narrow]
+    wide = np.flatnonzero(v6)
+    if wide.size:
+        rows[wide[:, None], at[wide, None] + np.arange(_WIDE)] = addr[wide]
+    asize = np.where(v6, _WIDE, narrow)
+    _put(rows, at + asize + PORT.offset, port, PORT)
+    return at + asize + PORT.size
+
+
+def v6_flags(sys_flag: np.ndarray, bv6: np.ndarray, sv6: np.ndarray) -> np.ndarray:
+    """SYSFLAG with the host-kind bits set from the hosts, as ``encode_record`` does."""
+    s = sys_flag & ~(BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG)
+    return s | np.where(bv6, BORNHOST_V6_FLAG, 0) | np.where(sv6, STOREHOSTADDRESS_V6_FLAG, 0)
