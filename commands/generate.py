@@ -187,7 +187,7 @@ def generate(
                 lmq_ratio=lmq_ratio, lmq_queues=lmq_queues)
             workload = Workload(opts)
             _declare_topics(writer, workload, cfg, compaction_run)
-            writer.append_workload(workload.specs())
+            writer.append_blocks(workload.blocks())
     finally:
         writer.close()
     print_summary(fmt.value, _summary(store, writer, round((now_ms() - t0) / 1000, 3), fmt is Fmt.table), "generated")

@@ -21,3 +21,11 @@ UNIQ_KEY_TAIL_SIZE = 12
 #: Both ids have the same lengths in hex digits: 32 with an IPv4 address, 56 with IPv6.
 ID_HEX_LENGTHS = tuple(2 * (a + OFFSET_MSG_ID_TAIL_SIZE) for a in ADDRESS_SIZES)
 assert ID_HEX_LENGTHS == tuple(2 * (a + UNIQ_KEY_TAIL_SIZE) for a in ADDRESS_SIZES)
+
+# -- genfast
+import struct as _struct  # noqa: E402 - this branch's addition stays at the end
+
+#: A UNIQ_KEY's time in month and counter (the last two fields of
+#: :data:`UNIQ_KEY_TAIL_FORMAT`) as upper-case hex, for ``%`` formatting in bulk.
+UNIQ_KEY_TIME_COUNTER_HEX = "".join(
+    f"%0{2 * _struct.calcsize('>' + c)}X" for c in UNIQ_KEY_TAIL_FORMAT[-2:])

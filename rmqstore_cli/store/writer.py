@@ -211,7 +211,7 @@ class StoreWriter:
         if FAST_PATHS.gen_block:
             from rmqstore_cli.store.commitlog.blocks import send_blocks
 
-            return self.append_blocks(send_blocks(sends, FAST_PATHS.gen_block, floor))
+            return self.append_blocks(send_blocks(sends, max(FAST_PATHS.gen_block, 1 << 12), floor))
         for kind, spec in sends:
             self.append_linked(kind, spec, floor)
         return self.messages
@@ -237,19 +237,22 @@ class StoreWriter:
         (encoded and written per file run, dispatched by :class:`FastDispatcher` over the
         bytes written) when ``FAST_PATHS.gen_block`` is on and the store and block allow it
         (no timer, compaction, multi-dispatch or BatchCQ topics here), else send by send."""
-        for block in blocks:
-            got = None
-            if FAST_PATHS.gen_block and self.timer is None and self.compaction is None and self.multi is None \
-                    and not self.batch_topics:
-                got = self.commitlog.append_block(block, self._pending,
-                                                  self.last_store_timestamp if block.floor_store_ts else None)
-            if got is None:
-                for kind, spec in block.specs():
-                    self.append_linked(kind, spec, block.floor_store_ts)
-                continue
-            runs, self._pending, store_ts = got
-            self._dispatch_runs(runs)
-            self._count(block, store_ts)
+        size = FAST_PATHS.gen_block
+        for whole in blocks:
+            for i in range(0, len(whole), size or len(whole) or 1):
+                block = whole.rows(i, i + size) if size and size < len(whole) else whole
+                got = None
+                if size and self.timer is None and self.compaction is None and self.multi is None \
+                        and not self.batch_topics:
+                    got = self.commitlog.append_block(block, self._pending,
+                                                      self.last_store_timestamp if block.floor_store_ts else None)
+                if got is None:
+                    for kind, spec in block.specs():
+                        self.append_linked(kind, spec, block.floor_store_ts)
+                    continue
+                runs, self._pending, store_ts = got
+                self._dispatch_runs(runs)
+                self._count(block, store_ts)
         return self.messages
 
     def _dispatch_runs(self, runs: list) -> None:

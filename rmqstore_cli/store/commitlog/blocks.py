@@ -77,6 +77,8 @@ class SendBlock:
     floor_store_ts: bool = False
     #: the ``(kind, AppendSpec)`` pairs the block was made of (:meth:`from_specs`), if any
     source: list | None = None
+    #: the properties are stored bytes already (a replayed dump's: ``AppendSpec.raw_properties``)
+    raw_props: bool = True
 
     def __len__(self) -> int:
         return len(self.bodies)
@@ -118,13 +120,24 @@ class SendBlock:
                 self.topics[t], q, self.bodies[i], self.props[i], st, bt, (self.hosts[bh], bp),
                 (self.hosts[sh], sp), flag=fl, sys_flag=sf, reconsume_times=rc, prepared_transaction_offset=pr,
                 magic=mg or None, queue_offset=None if qo < 0 else qo, physical_offset=None if po < 0 else po,
-                raw_properties=True)
+                raw_properties=self.raw_props)
+
+    def rows(self, i: int, j: int) -> "SendBlock":
+        """Sends ``[i, j)`` as a block of their own (the writer's cut, ``FAST_PATHS.gen_block``)."""
+        cut = {f: getattr(self, f)[i:j] for f in _COLUMNS}
+        return SendBlock(self.topics, self.hosts, **cut, bodies=self.bodies[i:j], props=self.props[i:j],
+                         kinds=self.kinds[i:j], floor_store_ts=self.floor_store_ts,
+                         source=None if self.source is None else self.source[i:j], raw_props=self.raw_props)
 
     def link_codes(self) -> np.ndarray:
         """:data:`KIND_LINKS` per send (0: no link)."""
         if not self.kinds:
             return np.zeros(len(self), np.int8)
         return np.array([KIND_LINKS.get(k, 0) for k in self.kinds], np.int8)
+
+
+_COLUMNS = ("tid", "queue_id", "flag", "sys_flag", "born_ts", "store_ts", "born_host", "born_port", "store_host",
+            "store_port", "reconsume", "prepared", "magic", "queue_offset", "physical_offset")
 
 
 def send_blocks(sends: Iterable[tuple[str, object]], size: int, floor_store_ts: bool) -> Iterator[SendBlock]:
