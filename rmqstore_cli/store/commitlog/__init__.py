@@ -520,7 +520,9 @@ class CommitLog:
         topic_bytes = [t.encode("utf-8", "surrogatepass") for t in block.topics]
         magic = np.where(block.magic != 0, block.magic,
                          np.array([choose_magic(t, self.config) for t in block.topics], np.int64)[block.tid])
-        if B.block_problem(block, magic, topic_bytes):
+        blen = np.fromiter(map(len, block.bodies), np.int64, len(block))
+        plen = np.fromiter(map(len, block.props), np.int64, len(block))
+        if B.block_problem(block, magic, topic_bytes, plen):
             return None
         links = block.link_codes()
         prow = B.pending_rows(links)
@@ -529,8 +531,9 @@ class CommitLog:
             p = int(prow[i])
             if p >= 0 or pending is not None:
                 block.bodies[i] = str(int(qoff[p]) if p >= 0 else pending[1]).encode()
+                blen[i] = len(block.bodies[i])
         bv6, sv6 = B.host_kinds(block)
-        sizes = B.record_sizes(block, magic, bv6, sv6, topic_bytes)
+        sizes = B.record_sizes(block, magic, bv6, sv6, topic_bytes, blen, plen)
         if int(sizes.max()) + END_FILE_MIN_BLANK_LENGTH > self.file_size:
             return None
         f = self.queue.get_last_mapped_file(self._write_offset)
@@ -552,14 +555,15 @@ class CommitLog:
         if floor is not None:
             store_ts = np.maximum.accumulate(np.maximum(store_ts, floor))
         cols = {"total": sizes, "magic": magic, "sys_flag": B.v6_flags(block.sys_flag, bv6, sv6),
-                "queue_offset": qoff, "phy": phy, "prepared": prepared, "bv6": bv6, "sv6": sv6, "store_ts": store_ts}
+                "queue_offset": qoff, "phy": phy, "prepared": prepared, "bv6": bv6, "sv6": sv6, "store_ts": store_ts,
+                "body_len": blen, "props_len": plen}
         parts = B.topic_parts(topic_bytes)
         runs = []
         for ff, pos, i, j in plan:
             if ff != f.file_from_offset:
                 self._write_blank(f, self._write_offset - f.file_from_offset)
                 f = self.queue.get_last_mapped_file(ff)
-            data, starts = B.encode_records(block, np.arange(i, j), cols, parts)
+            data, starts = B.encode_records(block, i, j, cols, parts)
             f.write(pos, data)
             self._write_offset = ff + pos + len(data)
             runs.append((data, starts))

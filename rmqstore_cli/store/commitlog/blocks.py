@@ -10,6 +10,7 @@ and the file roll are assigned for the whole block by ``CommitLog.append_block``
 """
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
@@ -217,68 +218,87 @@ def host_kinds(block: SendBlock) -> tuple[np.ndarray, np.ndarray]:
 
 
 def record_sizes(block: SendBlock, magic: np.ndarray, bv6: np.ndarray, sv6: np.ndarray,
-                 topic_bytes: list[bytes]) -> np.ndarray:
+                 topic_bytes: list[bytes], blen: np.ndarray, plen: np.ndarray) -> np.ndarray:
     """``MessageExtEncoder#calMsgLength`` of every send (``formats.commitlog.record_length``)."""
-    blen = np.fromiter(map(len, block.bodies), np.int64, len(block))
-    plen = np.fromiter(map(len, block.props), np.int64, len(block))
     tlen = np.array([len(t) for t in topic_bytes], np.int64)[block.tid]
     return (RECORD_FIXED_SIZE + np.where(bv6, HOST_SIZE[True], HOST_SIZE[False])
             + np.where(sv6, HOST_SIZE[True], HOST_SIZE[False])
             + np.where(magic == MAGIC_V2, TOPIC_LENGTH[True].size, TOPIC_LENGTH[False].size) + blen + tlen + plen)
 
 
-def block_problem(block: SendBlock, magic: np.ndarray, topic_bytes: list[bytes]) -> bool:
+def block_problem(block: SendBlock, magic: np.ndarray, topic_bytes: list[bytes], plen: np.ndarray) -> bool:
     """A send ``encode_record`` refuses (properties too long, a long topic in a V1 record):
     the block then goes through the per-record path, which says which and where."""
-    if any(len(p) > MAX_PROPERTIES_LENGTH for p in block.props):
+    if plen.size and int(plen.max()) > MAX_PROPERTIES_LENGTH:
         return True
     tl = np.array([len(t) for t in topic_bytes], np.int64)[block.tid]
     return bool(np.any((magic == MAGIC_V1) & (tl > 127)))
 
 
-def _put(rows: np.ndarray, at: np.ndarray, values: np.ndarray, f) -> None:
-    """Field ``f`` (a ``formats`` FieldAt: size, big-endian dtype) of each row at column ``at``."""
-    b = np.ascontiguousarray(values.astype(f.dtype)).view(np.uint8).reshape(-1, f.size)
-    rows[np.arange(rows.shape[0])[:, None], at[:, None] + np.arange(f.size)] = b
+@functools.lru_cache(maxsize=4)
+def fixed_dtype(born_v6: bool, store_v6: bool) -> np.dtype:
+    """TOTALSIZE … BODYLENGTH for the given host kinds as one packed numpy record (the fields
+    and big-endian dtypes of ``formats.commitlog``: HEAD, BORNHOST, AFTER_BORN_HOST, STOREHOST,
+    AFTER_STORE_HOST), so a block's fixed fields are columns assigned at once."""
+    fields = [(n, f.dtype) for n, f in HEAD.items()]
+    fields += [("born_address", np.uint8, (HOST_ADDRESS_SIZE[born_v6],)), ("born_port", PORT.dtype)]
+    fields += [(n, f.dtype) for n, f in AFTER_BORN_HOST.items()]
+    fields += [("store_address", np.uint8, (HOST_ADDRESS_SIZE[store_v6],)), ("store_port", PORT.dtype)]
+    fields += [(n, f.dtype) for n, f in AFTER_STORE_HOST.items()]
+    dt = np.dtype(fields)
+    assert dt.itemsize == HEAD_SIZE + HOST_SIZE[born_v6] + AFTER_BORN_HOST_SIZE + HOST_SIZE[store_v6] \
+        + AFTER_STORE_HOST_SIZE
+    return dt
 
 
-def encode_records(block: SendBlock, sel: np.ndarray, cols: dict, topic_parts: list[bytes]) -> tuple[bytes, np.ndarray]:
-    """``MessageExtEncoder#encode`` of sends ``sel`` with their ``cols`` (total, magic,
-    sys_flag, queue_offset, phy, prepared, bv6, sv6, store_ts: per send of the block): the
-    records' bytes, one after the other, and where each starts."""
-    n = sel.size
-    bv6, sv6 = cols["bv6"][sel], cols["sv6"][sel]
-    bodies = [block.bodies[i] for i in sel.tolist()]
-    width = HEAD_SIZE + 2 * HOST_SIZE[True] + AFTER_BORN_HOST_SIZE + AFTER_STORE_HOST_SIZE
-    rows = np.zeros((n, width), np.uint8)
-    zero = np.zeros(n, np.int64)
-    crc = np.fromiter((crc32(b) & 0x7FFFFFFF if b else 0 for b in bodies), np.int64, n)
-    head = {"total_size": cols["total"][sel], "magic": cols["magic"][sel], "body_crc": crc,
-            "queue_id": block.queue_id[sel], "flag": block.flag[sel], "queue_offset": cols["queue_offset"][sel],
-            "physical_offset": cols["phy"][sel], "sys_flag": cols["sys_flag"][sel], "born_timestamp": block.born_ts[sel]}
-    for name, f in HEAD.items():
-        _put(rows, zero + f.offset, head[name], f)
-    at = zero + HEAD_SIZE
-    at = _host(rows, at, bv6, block.born_host[sel], block.born_port[sel], block.hosts)
-    _put(rows, at + AFTER_BORN_HOST["store_timestamp"].offset, cols["store_ts"][sel], AFTER_BORN_HOST["store_timestamp"])
-    at = _host(rows, at + AFTER_BORN_HOST_SIZE, sv6, block.store_host[sel], block.store_port[sel], block.hosts)
-    tail = {"reconsume_times": block.reconsume[sel], "prepared_transaction_offset": cols["prepared"][sel],
-            "body_length": np.fromiter(map(len, bodies), np.int64, n)}
-    for name, f in AFTER_STORE_HOST.items():
-        _put(rows, at + f.offset, tail[name], f)
-    fixed_w = (at + AFTER_STORE_HOST_SIZE).tolist()
-    fb = rows.tobytes()
-    starts = np.arange(n) * width
-    fixed = [fb[s:s + w] for s, w in zip(starts.tolist(), fixed_w)]
-    props = [block.props[i] for i in sel.tolist()]
-    plen = np.fromiter(map(len, props), np.int64, n).astype(PROPERTIES_LENGTH.dtype).tobytes()
+@functools.lru_cache(maxsize=1)
+def _length_bytes() -> list[bytes]:
+    """PROPERTIESLENGTH's bytes for every length a record can have (0 … Short.MAX_VALUE)."""
     k = PROPERTIES_LENGTH.size
-    tids = block.tid[sel].tolist()
-    v2 = (cols["magic"][sel] == MAGIC_V2).tolist()
-    mids = [topic_parts[2 * t + w] + plen[k * j:k * j + k] for j, (t, w) in enumerate(zip(tids, v2))]
-    parts: list = [b""] * (4 * n)
-    parts[0::4], parts[1::4], parts[2::4], parts[3::4] = fixed, bodies, mids, props
-    rec_start = np.concatenate([[0], np.cumsum(cols["total"][sel])[:-1]]).astype(np.int64)
+    b = np.arange(MAX_PROPERTIES_LENGTH + 1).astype(PROPERTIES_LENGTH.dtype).tobytes()
+    return [b[i:i + k] for i in range(0, len(b), k)]
+
+
+def encode_records(block: SendBlock, i: int, j: int, cols: dict, topic_parts: list[bytes]) -> tuple[bytes, np.ndarray]:
+    """``MessageExtEncoder#encode`` of sends ``[i, j)`` with their ``cols`` (total, magic,
+    sys_flag, queue_offset, phy, prepared, bv6, sv6, store_ts, body_len, props_len: per send
+    of the block): the records' bytes, one after the other, and where each starts."""
+    n = j - i
+    bodies, props = block.bodies[i:j], block.props[i:j]
+    bv6, sv6 = cols["bv6"][i:j], cols["sv6"][i:j]
+    c = {"total_size": cols["total"], "magic": cols["magic"], "queue_id": block.queue_id, "flag": block.flag,
+         "queue_offset": cols["queue_offset"], "physical_offset": cols["phy"], "sys_flag": cols["sys_flag"],
+         "born_timestamp": block.born_ts, "born_port": block.born_port, "store_timestamp": cols["store_ts"],
+         "store_port": block.store_port, "reconsume_times": block.reconsume,
+         "prepared_transaction_offset": cols["prepared"], "body_length": cols["body_len"]}
+    c = {k: v[i:j] for k, v in c.items()}
+    c["body_crc"] = np.fromiter(map(crc32, bodies), np.int64, n) & 0x7FFFFFFF
+    table = np.zeros((max(1, len(block.hosts)), _WIDE), np.uint8)
+    for h, addr in enumerate(block.hosts):
+        table[h, :len(addr)] = np.frombuffer(addr, np.uint8)
+    born, store = block.born_host[i:j], block.store_host[i:j]
+    fixed = np.empty(n, object)
+    for b6 in (False, True):
+        for s6 in (False, True):
+            rows = np.flatnonzero((bv6 == b6) & (sv6 == s6))
+            if not rows.size:
+                continue
+            arr = np.empty(rows.size, fixed_dtype(b6, s6))
+            for name in arr.dtype.names:
+                if name == "born_address":
+                    arr[name] = table[born[rows], :HOST_ADDRESS_SIZE[b6]]
+                elif name == "store_address":
+                    arr[name] = table[store[rows], :HOST_ADDRESS_SIZE[s6]]
+                else:
+                    arr[name] = c[name][rows]
+            fb, w = arr.tobytes(), arr.dtype.itemsize
+            fixed[rows] = [fb[x:x + w] for x in range(0, len(fb), w)]
+    v2 = cols["magic"][i:j] == MAGIC_V2
+    parts: list = [b""] * (5 * n)
+    parts[0::5], parts[1::5], parts[4::5] = fixed.tolist(), bodies, props
+    parts[2::5] = list(map(topic_parts.__getitem__, (2 * block.tid[i:j] + v2).tolist()))
+    parts[3::5] = list(map(_length_bytes().__getitem__, cols["props_len"][i:j].tolist()))
+    rec_start = np.concatenate([[0], np.cumsum(cols["total"][i:j])[:-1]]).astype(np.int64)
     return b"".join(parts), rec_start
 
 
@@ -291,24 +311,6 @@ def topic_parts(topic_bytes: list[bytes]) -> list[bytes]:
             fits = len(t) < 1 << (8 * f.size - 1)  # a V1 part of a long topic is never used
             out.append(np.array([len(t) if fits else 0], f.dtype).tobytes() + t)
     return out
-
-
-def _host(rows: np.ndarray, at: np.ndarray, v6: np.ndarray, hid: np.ndarray, port: np.ndarray,
-          hosts: list[bytes]) -> np.ndarray:
-    """A host (address, then PORT) at column ``at`` of each row; returns where it ends."""
-    table = np.zeros((max(1, len(hosts)), _WIDE), np.uint8)
-    for i, h in enumerate(hosts):
-        table[i, :len(h)] = np.frombuffer(h, np.uint8)
-    addr = table[hid]
-    r = np.arange(rows.shape[0])[:, None]
-    narrow = HOST_ADDRESS_SIZE[False]
-    rows[r, at[:, None] + np.arange(narrow)] = addr[:, :narrow]
-    wide = np.flatnonzero(v6)
-    if wide.size:
-        rows[wide[:, None], at[wide, None] + np.arange(_WIDE)] = addr[wide]
-    asize = np.where(v6, _WIDE, narrow)
-    _put(rows, at + asize + PORT.offset, port, PORT)
-    return at + asize + PORT.size
 
 
 def v6_flags(sys_flag: np.ndarray, bv6: np.ndarray, sv6: np.ndarray) -> np.ndarray:
