@@ -25,7 +25,6 @@ assert ID_HEX_LENGTHS == tuple(2 * (a + UNIQ_KEY_TAIL_SIZE) for a in ADDRESS_SIZ
 # -- genfast
 import struct as _struct  # noqa: E402 - this branch's addition stays at the end
 
-#: A UNIQ_KEY's time in month and counter (the last two fields of
-#: :data:`UNIQ_KEY_TAIL_FORMAT`) as upper-case hex, for ``%`` formatting in bulk.
-UNIQ_KEY_TIME_COUNTER_HEX = "".join(
-    f"%0{2 * _struct.calcsize('>' + c)}X" for c in UNIQ_KEY_TAIL_FORMAT[-2:])
+#: The sizes in bytes of a UNIQ_KEY's time in month and counter (the last two fields of
+#: :data:`UNIQ_KEY_TAIL_FORMAT`), which generate's bulk workload writes as hex digits.
+UNIQ_KEY_TIME_COUNTER_SIZES = tuple(_struct.calcsize(">" + c) for c in UNIQ_KEY_TAIL_FORMAT[-2:])

@@ -24,7 +24,7 @@ from rmqstore_cli.formats.commitlog import (
     TRANSACTION_PREPARED_TYPE,
     TRANSACTION_ROLLBACK_TYPE,
 )
-from rmqstore_cli.formats.message_id import UNIQ_KEY_TIME_COUNTER_HEX
+from rmqstore_cli.formats.message_id import UNIQ_KEY_TIME_COUNTER_SIZES
 from rmqstore_cli.formats.properties import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR
 from rmqstore_cli.store.commitlog.blocks import SendBlock
 from rmqstore_cli.store.message import (
@@ -48,7 +48,7 @@ from rmqstore_cli.store.producer import broker_map, stored_properties
 #: Sends drawn at once: fixed, so the stream depends on the seed only, not on how the
 #: writer cuts it.
 DRAW = 4096
-_HEX = np.frombuffer(b"0123456789abcdef", np.uint8)
+_HEX_UPPER = np.frombuffer(b"0123456789ABCDEF", np.uint8)
 _QUARTER_HOUR = 900_000  # every time zone's offset is a multiple: no month starts inside one
 
 
@@ -64,10 +64,10 @@ class Templates:
     def __init__(self, profile, cluster: str):
         self.profile, self.cluster, self._cache = profile, cluster, {}
 
-    def fill(self, client: tuple, extra: tuple, keep_wait: bool, values: dict) -> list[str]:
-        """The stored string of each send: ``client`` names (the producer's, in its order),
+    def fill(self, client: tuple, extra: tuple, keep_wait: bool, values: dict) -> list[bytes]:
+        """The stored bytes (UTF-8) of each send: ``client`` names (the producer's, in its order),
         CLUSTER, then ``extra`` (the broker's puts); ``values`` maps a name to a constant
-        (str) or one value per send (list)."""
+        (str) or one value per send (a list of UTF-8 bytes)."""
         key = (client, extra, keep_wait, tuple(k for k, v in values.items() if isinstance(v, str)))
         got = self._cache.get(key)
         if got is None:
@@ -78,7 +78,7 @@ class Templates:
             consts = {PROPERTY_CLUSTER: self.cluster, **{k: v for k, v in values.items() if isinstance(v, str)}}
             items = [(k, consts[k].replace("%", "%%") if k in consts else "%s") for k in order]
             text = stored_properties(_Items(items), self.profile, keep_wait)
-            got = self._cache[key] = (text, [k for k in order if k not in consts and (
+            got = self._cache[key] = (text.encode(), [k for k in order if k not in consts and (
                 keep_wait or self.profile.stores_wait or k != PROPERTY_WAIT)])
         text, names = got
         if not names:
@@ -118,7 +118,8 @@ class Draw:
         self.born_producer, self.uniq_producer = rng.integers(0, 4, m), rng.integers(0, 4, m)
         self.born_last, self.born_port = rng.integers(1, 255, m), rng.integers(1024, 65536, m)
         self.body_len = rng.integers(o.body_min, o.body_max + 1, m)
-        self.body_hex = _HEX[rng.integers(0, 16, int(self.body_len.sum()), dtype=np.uint8)].tobytes()
+        total = int(self.body_len.sum())
+        self.body_hex = rng.bytes((total + 1) // 2).hex().encode()[:total]
         extra = max(0, o.keys_per_message - 1)
         self.key_r, self.key_shared = rng.random((extra, m)), rng.integers(0, 16, (extra, m))
         self.key_rand = rng.integers(0, 1 << 20, (extra, m))
@@ -126,16 +127,29 @@ class Draw:
         self.reconsume = rng.integers(1, 17, m)
 
 
-def keys_column(o, idx: list[int], d: Draw) -> list[str]:
-    """KEYS of each send: ``order-<i>``, then per extra key a shared one, a non-ASCII one or
-    a random one (``Workload._keys``)."""
-    out = [f"order-{i}" for i in idx]
+def keys_column(o, idx: list[int], d: Draw) -> list[bytes]:
+    """KEYS of each send (UTF-8): ``order-<i>``, then per extra key a shared one, a
+    non-ASCII one or a random one (``Workload._keys``)."""
+    out = [b"order-%d" % i for i in idx]
     a, b = o.shared_key_ratio, o.shared_key_ratio + 0.05
+    wide = "订单-%d".encode()
     for r, s, x in zip(d.key_r.tolist(), d.key_shared.tolist(), d.key_rand.tolist()):
-        words = [f"shared-{s_}" if r_ < a else f"订单-{i}" if r_ < b else f"k{i}-{x_:x}"
-                 for i, r_, s_, x_ in zip(idx, r, s, x)]
-        out = [f"{k} {w}" for k, w in zip(out, words)]
+        out = [k + (b" shared-%d" % s_ if r_ < a else b" " + wide % i if r_ < b else b" k%d-%x" % (i, x_))
+               for k, i, r_, s_, x_ in zip(out, idx, r, s, x)]
     return out
+
+
+def uniq_keys(prefixes: list[str], producer: np.ndarray, span: np.ndarray, counter: np.ndarray) -> list[bytes]:
+    """``MessageClientIDSetter#createUniqID`` of each send in upper-case hex: the producer's
+    fixed part, then time in month and counter (:data:`UNIQ_KEY_TIME_COUNTER_SIZES`)."""
+    t_size, c_size = UNIQ_KEY_TIME_COUNTER_SIZES
+    value = ((span & ((1 << 8 * t_size) - 1)) << 8 * c_size) | (counter & ((1 << 8 * c_size) - 1))
+    shifts = np.arange(4 * (2 * (t_size + c_size) - 1), -1, -4)
+    digits = _HEX_UPPER[(value[:, None] >> shifts) & 15]
+    pfx = np.frombuffer("".join(prefixes).encode(), np.uint8).reshape(len(prefixes), -1)
+    rows = np.concatenate([pfx[producer], digits], axis=1)
+    raw, w = rows.tobytes(), rows.shape[1]
+    return [raw[x:x + w] for x in range(0, len(raw), w)]
 
 
 def draw_blocks(w) -> Iterator[SendBlock]:
@@ -151,14 +165,12 @@ def draw_blocks(w) -> Iterator[SendBlock]:
         idx = np.arange(i0, i0 + m)
         store = o.start_ms + (idx * step).astype(np.int64)
         born = store - d.born_back
-        span = (born - month_starts(born, o.tz)) & 0xFFFFFFFF
-        counter = (w.counter + 1 + np.arange(m)) & 0xFFFF
+        counter = w.counter + 1 + np.arange(m)
         w.counter += m
         sends = {
-            "uniq": [cat.uniq_prefix[p] + UNIQ_KEY_TIME_COUNTER_HEX % (s, c)
-                     for p, s, c in zip(d.uniq_producer.tolist(), span.tolist(), counter.tolist())],
+            "uniq": uniq_keys(cat.uniq_prefix, d.uniq_producer, born - month_starts(born, o.tz), counter),
             "keys": keys_column(o, idx.tolist(), d),
-            "tags": [cat.tags[t] for t in d.tag.tolist()],
+            "tags": [cat.tag_bytes[t] for t in d.tag.tolist()],
         }
         yield build_block(cat, o, d, store, born, sends)
 
@@ -172,6 +184,7 @@ class Catalog:
         from rmqstore_cli.store.producer import STORE_V4, STORE_V6, TAGS
 
         self.tags = list(TAGS)
+        self.tag_bytes = [t.encode() for t in TAGS]
         self.topics = list(w.topic_names) + [SCHEDULE_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, w.retry_topic]
         self.schedule, self.half, self.op, self.retry = range(len(w.topic_names), len(self.topics))
         self.retry_topic = w.retry_topic
@@ -182,7 +195,7 @@ class Catalog:
         self.uniq_prefix = [(ip + (pid & 0xFFFF).to_bytes(2, "big") + cl.to_bytes(4, "big", signed=True)).hex().upper()
                             for ip, pid, cl in w.producers]
         self.tpl = Templates(w.profile, w.o.cluster)
-        self.op_props = w.op_properties()
+        self.op_props = w.op_properties().encode()
 
 
 def build_block(cat: Catalog, o, d: Draw, store: np.ndarray, born: np.ndarray, sends: dict) -> SendBlock:
@@ -236,7 +249,7 @@ def build_block(cat: Catalog, o, d: Draw, store: np.ndarray, born: np.ndarray, s
     z = np.zeros(send.size, np.int64)
     return SendBlock(cat.topics, cat.hosts, tid, qid, d.flag[send], sys_flag, born[send], store[send] + sub,
                      born_host[send], d.born_port[send], store_host[send], z + cat.store_port, reconsume, z, z,
-                     z - 1, z - 1, bodies=body_rows, props=[p.encode() for p in props.tolist()],
+                     z - 1, z - 1, bodies=body_rows, props=props.tolist(),
                      kinds=kinds.tolist(), floor_store_ts=True, raw_props=False)
 
 
@@ -244,7 +257,7 @@ def _fill_props(cat: Catalog, o, d: Draw, sends: dict, props: np.ndarray, start:
     """Each record's stored PROPERTIES (``Workload.specs``' maps), by kind and by whether
     the send has TAGS (one template each)."""
     delay, retry, half, prepared, normal = masks
-    topic_names = cat.topics
+    topic_names = [t.encode() for t in cat.topics]
     tx_consts = {PROPERTY_TRAN_MSG: "true", PROPERTY_PGROUP: "tx-group"}
     cases = [  # mask, extra client names, broker's puts, keep WAIT, row offsets
         (normal, (), (), False, (0,)),
@@ -265,14 +278,14 @@ def _fill_props(cat: Catalog, o, d: Draw, sends: dict, props: np.ndarray, start:
             if has:
                 vals[PROPERTY_TAGS] = [sends["tags"][i] for i in sl]
             if mask is delay:
-                vals[PROPERTY_DELAY] = [str(x) for x in d.level[s].tolist()]
+                vals[PROPERTY_DELAY] = [b"%d" % x for x in d.level[s].tolist()]
             if mask is retry:
                 vals.update({"RETRY_TOPIC": [topic_names[t] for t in d.topic[s].tolist()],
-                             "ORIGIN_MESSAGE_ID": [f"0A00000500002A9F{x:016X}" for x in d.origin[s].tolist()],
+                             "ORIGIN_MESSAGE_ID": [b"0A00000500002A9F%016X" % x for x in d.origin[s].tolist()],
                              "MAX_RECONSUME_TIMES": "16", PROPERTY_REAL_TOPIC: cat.retry_topic, PROPERTY_REAL_QID: "0"})
             elif extra:
                 vals[PROPERTY_REAL_TOPIC] = [topic_names[t] for t in d.topic[s].tolist()]
-                vals[PROPERTY_REAL_QID] = [str(q) for q in d.qid[s].tolist()]
+                vals[PROPERTY_REAL_QID] = [b"%d" % q for q in d.qid[s].tolist()]
             client = ((PROPERTY_TAGS,) if has else ()) + (PROPERTY_KEYS, PROPERTY_WAIT, PROPERTY_UNIQ_KEY) + client_extra
             text = cat.tpl.fill(client, extra, keep, {k: v for k, v in vals.items() if k in client + extra})
             for off in offs:
