@@ -168,12 +168,11 @@ def generate(
             writer.timer = TimerWriter(cfg, writer.roots)
         before = count_records(cfg) if existing else 0
         if from_jsonl is not None:
-            from rmqstore_cli.store.replay import read_dump
+            from rmqstore_cli.store.replay import read_dump_blocks
 
             src = sys.stdin if from_jsonl == "-" else open(from_jsonl, encoding="utf-8")
             with src:
-                writer.append_workload((("normal", spec) for spec in read_dump(
-                    src, from_jsonl if from_jsonl != "-" else "<stdin>")), floor=False)
+                writer.append_blocks(read_dump_blocks(src, from_jsonl if from_jsonl != "-" else "<stdin>"))
         else:
             opts = WorkloadOptions(
                 messages=messages, seed=seed, topics=topics, queues=queues, body_min=body_min,

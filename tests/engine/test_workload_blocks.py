@@ -50,7 +50,7 @@ def test_drawn_properties_are_the_per_send_strings(version):
     rows = 0
     for block in w.blocks():
         for kind, spec in block.specs():
-            text = spec.properties.decode()
+            text = spec.properties
             props = parse_properties(text)
             assert text == _expected(kind, props, w.profile, o.cluster, w.op_properties()), (kind, text)
             kinds.add(kind)

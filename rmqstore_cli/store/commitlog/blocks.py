@@ -117,8 +117,9 @@ class SendBlock:
                                      self.queue_offset, self.physical_offset)]
         kinds = self.kinds or ["normal"] * len(self)
         for i, (t, q, fl, sf, bt, st, bh, bp, sh, sp, rc, pr, mg, qo, po) in enumerate(zip(*cols)):
+            props = self.props[i] if self.raw_props else self.props[i].decode("utf-8", "surrogatepass")
             yield kinds[i], AppendSpec(
-                self.topics[t], q, self.bodies[i], self.props[i], st, bt, (self.hosts[bh], bp),
+                self.topics[t], q, self.bodies[i], props, st, bt, (self.hosts[bh], bp),
                 (self.hosts[sh], sp), flag=fl, sys_flag=sf, reconsume_times=rc, prepared_transaction_offset=pr,
                 magic=mg or None, queue_offset=None if qo < 0 else qo, physical_offset=None if po < 0 else po,
                 raw_properties=self.raw_props)
