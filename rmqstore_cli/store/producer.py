@@ -160,7 +160,7 @@ class Workload:
         """(kind, spec) in send order; kinds: normal, delay, half, commit, op, prepared, rollback.
 
         A ``commit`` or ``rollback`` spec's ``prepared_transaction_offset`` is filled in by
-        the writer from the record it answers (see :meth:`StoreWriter.append_workload`).
+        the writer from the record it answers (see :meth:`StoreWriter.append_linked`).
         """
         o = self.o
         step = o.span_ms / max(1, o.messages)

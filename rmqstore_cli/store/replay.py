@@ -20,7 +20,7 @@ from rmqstore_cli.store.message import host_bytes
 _REQUIRED = ("topic", "queue_id", "store_timestamp", "born_timestamp", "born_host", "store_host")
 
 
-def spec_from_line(line: str, lineno: int, name: str) -> AppendSpec:
+def spec_from_line(line: str | bytes, lineno: int, name: str) -> AppendSpec:
     """One line of the dump, or a one-line error naming it."""
     import orjson
 
@@ -93,7 +93,8 @@ def read_dump_blocks(src: TextIO, name: str, size: int = 4096) -> Iterator:
     from rmqstore_cli.store.commitlog.blocks import SendBlock
 
     lines: list[tuple[int, str]] = []
-    for lineno, line in enumerate(src, 1):
+    raw = getattr(src, "buffer", None)  # bytes as they are: orjson reads UTF-8 itself
+    for lineno, line in enumerate(src if raw is None else raw, 1):
         if line.strip():
             lines.append((lineno, line))
         if len(lines) >= size:
@@ -124,8 +125,16 @@ def records_block(recs: list, send_block):
         raise TypeError("a topic or offset of another type")
     topics: dict[str, int] = {}
     hosts: dict[bytes, int] = {}
-    born = [host_bytes(r["born_host"]) for r in recs]
-    store = [host_bytes(r["store_host"]) for r in recs]
+    seen: dict[str, tuple[bytes, int]] = {}  # a block repeats its hosts (the store's, always)
+
+    def host(text: str) -> tuple[bytes, int]:
+        got = seen.get(text)
+        if got is None:
+            got = seen[text] = host_bytes(text)
+        return got
+
+    born = [host(r["born_host"]) for r in recs]
+    store = [host(r["store_host"]) for r in recs]
 
     def ints(key: str, default: int | None = None) -> np.ndarray:
         if default is None:

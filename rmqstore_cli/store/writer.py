@@ -204,18 +204,6 @@ class StoreWriter:
         self.messages += 1
         return res
 
-    def append_workload(self, sends: Iterable[tuple[str, AppendSpec]], floor: bool = True) -> int:
-        """Append a workload, linking transaction answers to the record they answer;
-        ``floor``: store times never go backwards (generate; a replayed dump keeps its own).
-        ``FAST_PATHS.gen_block`` sends at a time (:meth:`append_blocks`), or one by one."""
-        if FAST_PATHS.gen_block:
-            from rmqstore_cli.store.commitlog.blocks import send_blocks
-
-            return self.append_blocks(send_blocks(sends, max(FAST_PATHS.gen_block, 1 << 12), floor))
-        for kind, spec in sends:
-            self.append_linked(kind, spec, floor)
-        return self.messages
-
     def append_linked(self, kind: str, spec: AppendSpec, floor: bool) -> AppendResult:
         """:meth:`append` with the workload's links: a commit or rollback answers the pending
         half/prepared record, an op record's body is its queue offset; ``floor``: the store
@@ -267,13 +255,13 @@ class StoreWriter:
         fd = self._fast
         if d.key_block is not None:  # keys of records put before, first
             d.key_block.flush()
-        for data, starts in runs:
+        for data, starts, fields in runs:
             a = np.frombuffer(data, np.uint8)
             fd.units = d.units
-            stop = fd.dispatch(data, a, starts, fd.fields(a, starts), np.arange(starts.size))
+            stop = fd.dispatch(data, a, starts, fields, np.arange(starts.size))
             if stop is not None:
                 raise StoreError("wrote a record the broker's dispatch refuses (DELAY is not an int)",
-                                 offset=int(fd.fields(a, starts[stop:stop + 1])["phy"][0]))
+                                 offset=int(fields["phy"][stop]))
 
     def _count(self, block, store_ts) -> None:
         """What :meth:`append` counts per record (topics and queues, refused topics), per block."""

@@ -81,3 +81,22 @@ def test_from_jsonl_blocks_write_the_per_record_bytes(tmp_path, monkeypatch, nam
     with open(src / "commitlog" / "00000000000000000000", "rb") as a, \
             open(stores[1 << 13] / "commitlog" / "00000000000000000000", "rb") as b:
         assert a.read() == b.read()
+
+
+@pytest.mark.parametrize("bad", ['{"topic": "T"}', "not json", '{"topic": 5, "queue_id": 0}', "[1, 2]"])
+def test_from_jsonl_block_errors_name_the_line(tmp_path, monkeypatch, bad):
+    """A block holding a bad line is read line by line: the error names that line, as the
+    per-record path's does, and exits 2 (usage) on both paths."""
+    src = generate(tmp_path / "src", messages=20, seed=5)
+    r = cli("dump-commitlog", "--store", src, "--format", "jsonl", "--body", "base64")
+    lines = r.stdout.splitlines()
+    lines.insert(6, bad)
+    dump = tmp_path / "dump.jsonl"
+    dump.write_text("\n".join(lines) + "\n")
+    out = {}
+    for gen_block in (0, 1 << 13):
+        monkeypatch.setattr(FAST_PATHS, "gen_block", gen_block)
+        got = cli("generate", "--store", tmp_path / f"g{gen_block}", "--from-jsonl", dump)
+        out[gen_block] = (got.exit_code, got.stderr)
+    assert out[0] == out[1 << 13]
+    assert out[0][0] == 2 and f"{dump}:7: not a dump-commitlog record" in out[0][1], out[0]

@@ -501,9 +501,10 @@ class CommitLog:
         """:meth:`append` for a :class:`~rmqstore_cli.store.commitlog.blocks.SendBlock` at once
         (``doAppend`` per record, the bytes encoded and written a file run at a time). A
         commit/rollback send answers the pending half/prepared record (its PREPAREDTRANSACTIONOFFSET),
-        an op send's body is the pending record's queue offset (``StoreWriter.append_workload``);
+        an op send's body is the pending record's queue offset (``StoreWriter.append_linked``);
         ``floor``: store times never go below it nor the previous record's. Returns
-        ``(runs, pending, store_ts)``, runs ``(records' bytes, their starts)`` per file in
+        ``(runs, pending, store_ts)``, runs ``(records' bytes, their starts, their
+        dispatch fields)`` per file in
         order, or None (nothing written) for a block the per-record path must take (DLedger,
         ``enabledAppendPropCRC``, a record ``encode_record`` refuses, offsets a dump gives
         that do not follow on)."""
@@ -566,7 +567,7 @@ class CommitLog:
             data, starts = B.encode_records(block, i, j, cols, parts)
             f.write(pos, data)
             self._write_offset = ff + pos + len(data)
-            runs.append((data, starts))
+            runs.append((data, starts, B.dispatch_fields(block, i, j, cols, starts)))
         last = np.flatnonzero(links == 1)
         if last.size:
             pending = (int(phy[last[-1]]), int(qoff[last[-1]]))

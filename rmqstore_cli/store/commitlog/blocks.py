@@ -41,7 +41,7 @@ from rmqstore_cli.formats.commitlog import (
 from rmqstore_cli.formats.properties import MAX_PROPERTIES_LENGTH
 from rmqstore_cli.store.crc import crc32
 
-#: What a send is to the writer's transaction links (``StoreWriter.append_workload``): it
+#: What a send is to the writer's transaction links (``StoreWriter.append_linked``): it
 #: sets the pending record (half, prepared), answers it (commit, rollback: its
 #: PREPAREDTRANSACTIONOFFSET), or is its op record (body = the half's queue offset).
 KIND_LINKS = {"half": 1, "prepared": 1, "commit": 2, "rollback": 2, "op": 3}
@@ -301,6 +301,21 @@ def encode_records(block: SendBlock, i: int, j: int, cols: dict, topic_parts: li
     parts[3::5] = list(map(_length_bytes().__getitem__, cols["props_len"][i:j].tolist()))
     rec_start = np.concatenate([[0], np.cumsum(cols["total"][i:j])[:-1]]).astype(np.int64)
     return b"".join(parts), rec_start
+
+
+def dispatch_fields(block: SendBlock, i: int, j: int, cols: dict, starts: np.ndarray) -> dict[str, np.ndarray]:
+    """What the reput reads of records ``[i, j)`` just encoded at ``starts`` (the columns of
+    ``FastDispatcher.fields``), from the block's columns instead of the bytes: where each
+    record's topic and properties lie, and its fixed fields."""
+    bv6, sv6, v2 = cols["bv6"][i:j], cols["sv6"][i:j], cols["magic"][i:j] == MAGIC_V2
+    body_at = starts + HEAD_SIZE + AFTER_BORN_HOST_SIZE + AFTER_STORE_HOST_SIZE + np.where(
+        bv6, HOST_SIZE[True], HOST_SIZE[False]) + np.where(sv6, HOST_SIZE[True], HOST_SIZE[False])
+    topic_at = body_at + cols["body_len"][i:j] + np.where(v2, TOPIC_LENGTH[True].size, TOPIC_LENGTH[False].size)
+    topic_len = np.array([len(t.encode("utf-8", "surrogatepass")) for t in block.topics], np.int64)[block.tid[i:j]]
+    return {"total": cols["total"][i:j], "queue_id": block.queue_id[i:j], "queue_offset": cols["queue_offset"][i:j],
+            "phy": cols["phy"][i:j], "sys_flag": cols["sys_flag"][i:j], "store_ts": cols["store_ts"][i:j],
+            "topic_len": topic_len, "topic_at": topic_at, "props_len": cols["props_len"][i:j],
+            "props_at": topic_at + topic_len + PROPERTIES_LENGTH.size}
 
 
 def topic_parts(topic_bytes: list[bytes]) -> list[bytes]:
