@@ -104,9 +104,11 @@ def month_starts(born: np.ndarray, tz) -> np.ndarray:
 
 
 class Draw:
-    """One block's random choices, drawn at once (``rng``: the workload's numpy generator)."""
+    """One block's random choices, drawn at once (``rng``: the workload's numpy generator).
+    A body is a random stretch of ``pool`` (random hex digits drawn once per workload, at
+    least twice the longest body), so bodies cost a slice each, not fresh random bytes."""
 
-    def __init__(self, rng: np.random.Generator, o, m: int, n_tags: int):
+    def __init__(self, rng: np.random.Generator, o, m: int, n_tags: int, pool: bytes):
         r = rng.random((8, m))
         self.born_back = rng.integers(1, 50, m)
         self.topic = rng.integers(0, o.topics, m)
@@ -118,8 +120,7 @@ class Draw:
         self.born_producer, self.uniq_producer = rng.integers(0, 4, m), rng.integers(0, 4, m)
         self.born_last, self.born_port = rng.integers(1, 255, m), rng.integers(1024, 65536, m)
         self.body_len = rng.integers(o.body_min, o.body_max + 1, m)
-        total = int(self.body_len.sum())
-        self.body_hex = rng.bytes((total + 1) // 2).hex().encode()[:total]
+        self.body_at = (rng.random(m) * (len(pool) - self.body_len + 1)).astype(np.int64)
         extra = max(0, o.keys_per_message - 1)
         self.key_r, self.key_shared = rng.random((extra, m)), rng.integers(0, 16, (extra, m))
         self.key_rand = rng.integers(0, 1 << 20, (extra, m))
@@ -158,10 +159,10 @@ def draw_blocks(w) -> Iterator[SendBlock]:
     o = w.o
     rng = np.random.default_rng(o.seed)
     step = o.span_ms / max(1, o.messages)
-    cat = Catalog(w)
+    cat = Catalog(w, rng.bytes(max(1 << 19, o.body_max + 1)).hex().encode())
     for i0 in range(0, o.messages, DRAW):
         m = min(DRAW, o.messages - i0)
-        d = Draw(rng, o, m, len(cat.tags))
+        d = Draw(rng, o, m, len(cat.tags), cat.pool)
         idx = np.arange(i0, i0 + m)
         store = o.start_ms + (idx * step).astype(np.int64)
         born = store - d.born_back
@@ -180,9 +181,10 @@ class Catalog:
     the system topics its kinds use), the host table, the producers' UNIQ_KEY prefixes
     (``MessageClientIDSetter``: address, pid, class-loader hash) and the templates."""
 
-    def __init__(self, w):
+    def __init__(self, w, pool: bytes):
         from rmqstore_cli.store.producer import STORE_V4, STORE_V6, TAGS
 
+        self.pool = pool  # the bodies' random hex digits (:class:`Draw`)
         self.tags = list(TAGS)
         self.tag_bytes = [t.encode() for t in TAGS]
         self.topics = list(w.topic_names) + [SCHEDULE_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, w.retry_topic]
@@ -214,9 +216,8 @@ def build_block(cat: Catalog, o, d: Draw, store: np.ndarray, born: np.ndarray, s
     tag = d.has_tag
     tags_multi = np.array([" " in t for t in cat.tags])[d.tag]
     base_sys = np.where(d.compress, COMPRESSED_FLAG, 0) | np.where(tag & tags_multi, MULTI_TAGS_FLAG, 0)
-    ends = np.cumsum(d.body_len)
-    hexes = d.body_hex
-    bodies = [hexes[b - n:b] for b, n in zip(ends.tolist(), d.body_len.tolist())]
+    pool = cat.pool
+    bodies = [pool[a:a + n] for a, n in zip(d.body_at.tolist(), d.body_len.tolist())]
     for i in np.flatnonzero(d.compress).tolist():
         bodies[i] = zlib.compress(bodies[i], 5)
     tid = d.topic[send].copy()
