@@ -25,7 +25,6 @@ from rmqstore_cli.formats.commitlog import (
     TRANSACTION_ROLLBACK_TYPE,
 )
 from rmqstore_cli.formats.message_id import UNIQ_KEY_TIME_COUNTER_SIZES
-from rmqstore_cli.formats.properties import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR
 from rmqstore_cli.store.commitlog.blocks import SendBlock
 from rmqstore_cli.store.message import (
     PROPERTY_CLUSTER,
