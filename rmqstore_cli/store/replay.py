@@ -83,23 +83,26 @@ def _body(r: dict) -> bytes:
 
 
 def read_dump_blocks(src: TextIO, name: str, size: int = 4096) -> Iterator:
-    """A ``dump-commitlog --format jsonl --body base64`` stream ``size`` lines at a time, as ``SendBlock`` columns
+    """A ``dump-commitlog --format jsonl --body base64`` stream ``size`` lines (at most about
+    ``BLOCK_BYTES``) at a time, as ``SendBlock`` columns
     (:class:`~rmqstore_cli.store.commitlog.blocks.SendBlock`; issue 23: each field of a block
     taken by one comprehension, each host address parsed once). A block with a line the
     columns do not take as it is (an error, an odd type) is read line by line
     (:func:`spec_from_line`), which names the line and says why."""
     import orjson
 
-    from rmqstore_cli.store.commitlog.blocks import SendBlock
+    from rmqstore_cli.store.commitlog.blocks import BLOCK_BYTES, SendBlock
 
     lines: list[tuple[int, str]] = []
+    held = 0
     raw = getattr(src, "buffer", None)  # bytes as they are: orjson reads UTF-8 itself
     for lineno, line in enumerate(src if raw is None else raw, 1):
         if line.strip():
             lines.append((lineno, line))
-        if len(lines) >= size:
+            held += len(line)
+        if len(lines) >= size or held >= BLOCK_BYTES:
             yield _dump_block(lines, name, orjson, SendBlock)
-            lines = []
+            lines, held = [], 0
     if lines:
         yield _dump_block(lines, name, orjson, SendBlock)
 

@@ -25,7 +25,7 @@ from rmqstore_cli.formats.commitlog import (
     TRANSACTION_ROLLBACK_TYPE,
 )
 from rmqstore_cli.formats.message_id import UNIQ_KEY_TIME_COUNTER_SIZES
-from rmqstore_cli.store.commitlog.blocks import SendBlock
+from rmqstore_cli.store.commitlog.blocks import BLOCK_BYTES, SendBlock
 from rmqstore_cli.store.message import (
     PROPERTY_CLUSTER,
     PROPERTY_DELAY,
@@ -44,8 +44,8 @@ from rmqstore_cli.store.message import (
 )
 from rmqstore_cli.store.producer import broker_map, stored_properties
 
-#: Sends drawn at once: fixed, so the stream depends on the seed only, not on how the
-#: writer cuts it.
+#: Sends drawn at once (fewer for large bodies, :data:`BLOCK_BYTES`): fixed by the
+#: options, so the stream depends on them and the seed only, not on how the writer cuts it.
 DRAW = 4096
 _HEX_UPPER = np.frombuffer(b"0123456789ABCDEF", np.uint8)
 _QUARTER_HOUR = 900_000  # every time zone's offset is a multiple: no month starts inside one
@@ -159,8 +159,9 @@ def draw_blocks(w) -> Iterator[SendBlock]:
     rng = np.random.default_rng(o.seed)
     step = o.span_ms / max(1, o.messages)
     cat = Catalog(w, rng.bytes(max(1 << 19, o.body_max + 1)).hex().encode())
-    for i0 in range(0, o.messages, DRAW):
-        m = min(DRAW, o.messages - i0)
+    draw = max(1, min(DRAW, BLOCK_BYTES // max(1, o.body_max)))  # bounded memory, fixed by the options
+    for i0 in range(0, o.messages, draw):
+        m = min(draw, o.messages - i0)
         d = Draw(rng, o, m, len(cat.tags), cat.pool)
         idx = np.arange(i0, i0 + m)
         store = o.start_ms + (idx * step).astype(np.int64)

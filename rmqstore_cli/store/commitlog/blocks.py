@@ -45,6 +45,9 @@ from rmqstore_cli.store.crc import crc32
 #: sets the pending record (half, prepared), answers it (commit, rollback: its
 #: PREPAREDTRANSACTIONOFFSET), or is its op record (body = the half's queue offset).
 KIND_LINKS = {"half": 1, "prepared": 1, "commit": 2, "rollback": 2, "op": 3}
+#: A block holds at most about this many bytes of bodies (or of dump lines), whatever its
+#: count of sends: memory stays bounded with large messages.
+BLOCK_BYTES = 32 << 20
 _WIDE = HOST_ADDRESS_SIZE[True]
 
 
@@ -143,13 +146,16 @@ _COLUMNS = ("tid", "queue_id", "flag", "sys_flag", "born_ts", "store_ts", "born_
 
 
 def send_blocks(sends: Iterable[tuple[str, object]], size: int, floor_store_ts: bool) -> Iterator[SendBlock]:
-    """``(kind, AppendSpec)`` pairs as blocks of at most ``size`` (bounded memory)."""
+    """``(kind, AppendSpec)`` pairs as blocks of at most ``size`` sends and about
+    :data:`BLOCK_BYTES` of bodies (bounded memory)."""
     chunk: list = []
+    held = 0
     for item in sends:
         chunk.append(item)
-        if len(chunk) >= size:
+        held += len(item[1].body)
+        if len(chunk) >= size or held >= BLOCK_BYTES:
             yield SendBlock.from_specs(chunk, floor_store_ts)
-            chunk = []
+            chunk, held = [], 0
     if chunk:
         yield SendBlock.from_specs(chunk, floor_store_ts)
 
