@@ -535,16 +535,15 @@ class CommitLog:
                 blen[i] = len(block.bodies[i])
         bv6, sv6 = B.host_kinds(block)
         sizes = B.record_sizes(block, magic, bv6, sv6, topic_bytes, blen, plen)
-        if int(sizes.max()) + END_FILE_MIN_BLANK_LENGTH > self.file_size:
-            return None
+        if int(sizes.max()) + END_FILE_MIN_BLANK_LENGTH > self.file_size or \
+                self._write_offset + int(sizes.sum()) + 2 * self.file_size > MAX_FILE_OFFSET:
+            return None  # the per-record path says which record and why (near Long.MAX_VALUE: one line)
         f = self.queue.get_last_mapped_file(self._write_offset)
         plan = B.plan_files(self._write_offset, f.file_from_offset, self.file_size, sizes)
         phy = np.empty(len(block), np.int64)
         for ff, pos, i, j in plan:
             phy[i:j] = ff + pos + np.concatenate([[0], np.cumsum(sizes[i:j - 1])])
         if given_phy.any() and not np.array_equal(phy, block.physical_offset):
-            return None
-        if int(phy[-1]) + int(sizes[-1]) > MAX_FILE_OFFSET:
             return None
         self.topic_queue_table.update(updates)
         prepared = block.prepared.copy()
