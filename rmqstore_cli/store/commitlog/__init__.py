@@ -511,6 +511,7 @@ class CommitLog:
         import numpy as np
 
         from rmqstore_cli.store.commitlog import blocks as B
+        from rmqstore_cli.store.consume_queue import write_range
 
         if self.dledger is not None or self.config.enabled_append_prop_crc or not len(block):
             return None
@@ -564,7 +565,8 @@ class CommitLog:
                 self._write_blank(f, self._write_offset - f.file_from_offset)
                 f = self.queue.get_last_mapped_file(ff)
             data, starts = B.encode_records(block, i, j, cols, parts)
-            f.write(pos, data)
+            f.buffer()  # mapped, so close()'s msync flushes these pages too
+            write_range(f.path, pos, data, "commit-log records", self.queue.roots)  # pwrite: no fault per page
             self._write_offset = ff + pos + len(data)
             runs.append((data, starts, B.dispatch_fields(block, i, j, cols, starts)))
         last = np.flatnonzero(links == 1)
