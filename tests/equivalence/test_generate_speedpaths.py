@@ -100,3 +100,14 @@ def test_from_jsonl_block_errors_name_the_line(tmp_path, monkeypatch, bad):
         out[gen_block] = (got.exit_code, got.stderr)
     assert out[0] == out[1 << 13]
     assert out[0][0] == 2 and f"{dump}:7: not a dump-commitlog record" in out[0][1], out[0]
+
+
+def test_from_jsonl_invalid_utf8_is_one_line(tmp_path):
+    """A dump line that is not UTF-8 (read as bytes by orjson, then json) is named, exit 2."""
+    src = generate(tmp_path / "src", messages=5, seed=5)
+    r = cli("dump-commitlog", "--store", src, "--format", "jsonl", "--body", "base64")
+    dump = tmp_path / "dump.jsonl"
+    dump.write_bytes(r.stdout.encode() + b'{"topic": "\xff\xfe"}\n')
+    got = cli("generate", "--store", tmp_path / "g", "--from-jsonl", dump)
+    n = len(r.stdout.splitlines()) + 1
+    assert got.exit_code == 2 and f"{dump}:{n}: not a dump-commitlog record" in got.stderr, got.stderr
