@@ -15,7 +15,7 @@ files) and on a 200-message store, with the local engine and on the cluster. Mea
   against the local engine's CPU per GB measured the same way;
 - fixed cost: wall of the job on the 200-message store (two commit-log files, so that both
   executors start a Python worker) on the warm cluster (the store's
-  first run on the cluster is not measured: it fills the workers' numba caches);
+  first run on the cluster is not measured: it starts the workers' Python daemons);
 - driver: peak RSS of the rmqstore process and of its JVM;
 - network: what Spark moved between driver and executors, from the event log (task
   results and shuffle bytes; closures are a few KB per task), per GB of commit log.
@@ -155,7 +155,7 @@ def connect_fixed_cost(cluster: Cluster, tiny: Path, work: Path, commands: list[
                 time.sleep(1.0)  # the server's bookkeeping after the session ends
                 r["server_cpu"] = tree_cpu(roots) - before
                 if k == 0:
-                    continue  # warm-up: Python workers start, numba caches fill
+                    continue  # warm-up: Python workers start
                 out.setdefault(cmd, []).append(r)
                 print(f"connect {cmd:14} wall {r['wall']:5.2f} s, client {r['cpu_sampled']:5.2f} s CPU, server + "
                       f"executors {r['server_cpu']:5.2f} s CPU, client RSS {r['peak']['driver'] >> 20} MiB; load "
@@ -212,7 +212,7 @@ def main() -> None:
                     if cmd == "rebuild-index":
                         return base + ["--output", str(work / f"out{k}")]
                     return base + (["--output", str(work / f"out{k}")] if cmd == "export" else [])
-                if which == "store":  # numba compiles the kernels into each worker's cache once (warm cluster)
+                if which == "store":  # the first run starts each worker's Python daemon (warm cluster)
                     n += 1
                     on_cluster(cluster, args(n), work / f"events{n}")
                 for _ in range(a.repeat):

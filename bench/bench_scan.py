@@ -33,8 +33,8 @@ def main() -> None:
     if not store.exists():
         t = time.perf_counter()
         w = StoreWriter(cfg)
-        w.append_workload(Workload(WorkloadOptions(messages=a.messages, body_min=a.body, body_max=a.body,
-                                                   delay_ratio=0, transaction_ratio=0)).specs())
+        w.append_blocks(Workload(WorkloadOptions(messages=a.messages, body_min=a.body, body_max=a.body,
+                                                 delay_ratio=0, transaction_ratio=0)).blocks())
         w.close()
         dt = time.perf_counter() - t
         size = w.commitlog.write_offset

@@ -236,7 +236,7 @@ def _print(ms, start: int | None, stop: int | None, flt: Filters, fmt: Fmt, zone
     cl = ms.commitlog
     table = fmt is Fmt.table
     delays = None
-    if table:  # tableblock (numba) is loaded only for a table
+    if table:  # tableblock is imported only for a table
         from rmqstore_cli.tableblock import blank_row, block_rows, commitlog_columns, known_topics, message_row
         from rmqstore_cli.tableblock import entry_columns
 

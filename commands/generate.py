@@ -168,12 +168,11 @@ def generate(
             writer.timer = TimerWriter(cfg, writer.roots)
         before = count_records(cfg) if existing else 0
         if from_jsonl is not None:
-            from rmqstore_cli.store.replay import read_dump
+            from rmqstore_cli.store.replay import read_dump_blocks
 
             src = sys.stdin if from_jsonl == "-" else open(from_jsonl, encoding="utf-8")
             with src:
-                for spec in read_dump(src, from_jsonl if from_jsonl != "-" else "<stdin>"):
-                    writer.append(spec)
+                writer.append_blocks(read_dump_blocks(src, from_jsonl if from_jsonl != "-" else "<stdin>"))
         else:
             opts = WorkloadOptions(
                 messages=messages, seed=seed, topics=topics, queues=queues, body_min=body_min,
@@ -187,7 +186,7 @@ def generate(
                 lmq_ratio=lmq_ratio, lmq_queues=lmq_queues)
             workload = Workload(opts)
             _declare_topics(writer, workload, cfg, compaction_run)
-            writer.append_workload(workload.specs())
+            writer.append_blocks(workload.blocks())
     finally:
         writer.close()
     print_summary(fmt.value, _summary(store, writer, round((now_ms() - t0) / 1000, 3), fmt is Fmt.table), "generated")

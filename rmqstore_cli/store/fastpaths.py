@@ -30,11 +30,15 @@ class FastPaths:
       use it everywhere, or high to force the reference);
     * ``key_block`` — the append path (generate) puts its index keys this many at a time
       (:class:`~rmqstore_cli.store.keyblock.IndexKeyBlock`: hashed in bulk, the header once
-      per block); 0 puts each key as it comes (the reference, ``IndexService#putKey``).
+      per block); 0 puts each key as it comes (the reference, ``IndexService#putKey``);
+    * ``gen_block`` — the append path (generate, ``--from-jsonl``) encodes, writes and
+      dispatches this many sends at a time (``CommitLog.append_block``, ``FastDispatcher``);
+      0 appends and dispatches each send as it comes (the reference, ``CommitLog.append``).
     """
 
-    def __init__(self, json_min: int = 16, key_block: int = 1 << 16, pure: bool | None = None):
-        self.json_min, self.key_block = json_min, key_block
+    def __init__(self, json_min: int = 16, key_block: int = 1 << 16, gen_block: int = 1 << 13,
+                 pure: bool | None = None):
+        self.json_min, self.key_block, self.gen_block = json_min, key_block, gen_block
         self.pure = os.environ.get("RMQSTORE_PURE", "0") not in ("", "0") if pure is None else pure
 
     def kernels(self) -> ModuleType | None:

@@ -245,7 +245,8 @@ class IndexFile:
         if c0 <= 1:
             hdr.begin_phy_offset = int(phy[0])
             hdr.begin_timestamp = int(ts[0])
-        hdr.hash_slot_count += int(np.count_nonzero(old == 0))
+        # an AtomicInteger, as in put_key: a crafted count at Integer.MAX_VALUE wraps
+        hdr.hash_slot_count = (hdr.hash_slot_count + int(np.count_nonzero(old == 0)) + (1 << 31)) % (1 << 32) - (1 << 31)
         hdr.index_count = c0 + k
         hdr.end_phy_offset = int(phy[-1])
         hdr.end_timestamp = int(ts[-1])

@@ -69,10 +69,17 @@ def host_bytes(host: str) -> tuple[bytes, int]:
         addr_s, _, port_s = host[1:].partition("]:")
     else:
         addr_s, _, port_s = host.rpartition(":")
+    return address_bytes(addr_s), int(port_s)
+
+
+@functools.lru_cache(maxsize=4096)
+def address_bytes(addr_s: str) -> bytes:
+    """An address's bytes (``InetAddress#getAddress``; IPv4-mapped IPv6 as IPv4): a replayed
+    dump names a few addresses over and over, so each is parsed once (issue 23)."""
     addr = ipaddress.ip_address(addr_s)
     if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
         addr = addr.ipv4_mapped
-    return addr.packed, int(port_s)
+    return addr.packed
 
 
 def format_host(address: bytes, port: int) -> str:

@@ -111,9 +111,9 @@ class WorkloadOptions:
     compaction_topics: int = 0
 
 
-_TAGS = ["TagA", "TagB", "Pay", "Audit", "支付标签", "Tag With Blank", "t-x_2"]
-_STORE_V4 = (bytes([10, 0, 0, 5]), 10911)
-_STORE_V6 = (bytes.fromhex("20010db8000000000000000000000053"), 10911)
+TAGS = ["TagA", "TagB", "Pay", "Audit", "支付标签", "Tag With Blank", "t-x_2"]
+STORE_V4 = (bytes([10, 0, 0, 5]), 10911)
+STORE_V6 = (bytes.fromhex("20010db8000000000000000000000053"), 10911)
 
 
 class Workload:
@@ -160,7 +160,7 @@ class Workload:
         """(kind, spec) in send order; kinds: normal, delay, half, commit, op, prepared, rollback.
 
         A ``commit`` or ``rollback`` spec's ``prepared_transaction_offset`` is filled in by
-        the writer from the record it answers (see :meth:`StoreWriter.append_workload`).
+        the writer from the record it answers (see :meth:`StoreWriter.append_linked`).
         """
         o = self.o
         step = o.span_ms / max(1, o.messages)
@@ -175,9 +175,9 @@ class Workload:
             if topic in self.compaction_topics:
                 yield "normal", self._keyed(topic, store_ms, born_ms)
                 continue
-            tags = self.rng.choice(_TAGS) if self.rng.random() < 0.9 else None
+            tags = self.rng.choice(TAGS) if self.rng.random() < 0.9 else None
             born = self._born_host()
-            store = _STORE_V6 if self.rng.random() < o.ipv6_ratio else _STORE_V4
+            store = STORE_V6 if self.rng.random() < o.ipv6_ratio else STORE_V4
             body = self._body()
             sys_flag = 0
             if self.rng.random() < o.compress_ratio:
@@ -270,12 +270,12 @@ class Workload:
             inner.put(PROPERTY_KEYS, f"batch-{self.counter}-{j}")
             inner.put(PROPERTY_UNIQ_KEY, self._uniq_key(born_ms))
             inner.put(PROPERTY_WAIT, "true")
-            inner.put(PROPERTY_TAGS, self.rng.choice(_TAGS))
+            inner.put(PROPERTY_TAGS, self.rng.choice(TAGS))
             body += encode_inner_message(self._body(), serialize_properties(inner.items(), True).encode())
         m = broker_map([(PROPERTY_WAIT, "true"), (PROPERTY_UNIQ_KEY, self._uniq_key(born_ms)),
                         (PROPERTY_INNER_NUM, str(n))], self.profile, self.o.cluster)
         return AppendSpec(topic, qid, body, stored_properties(m, self.profile, True), store_ms,
-                          born_timestamp=born_ms, born_host=self._born_host(), store_host=_STORE_V4,
+                          born_timestamp=born_ms, born_host=self._born_host(), store_host=STORE_V4,
                           sys_flag=INNER_BATCH_FLAG | NEED_UNWRAP_FLAG)
 
     def _keyed(self, topic: str, store_ms: int, born_ms: int) -> AppendSpec:
@@ -291,7 +291,7 @@ class Workload:
                   (PROPERTY_UNIQ_KEY, self._uniq_key(born_ms))]
         m = broker_map(client, self.profile, self.o.cluster)
         return AppendSpec(topic, qid, body, stored_properties(m, self.profile), store_ms, born_timestamp=born_ms,
-                          born_host=self._born_host(), store_host=_STORE_V4)
+                          born_host=self._born_host(), store_host=STORE_V4)
 
     def _lmq(self, client: list[tuple[str, str]]) -> None:
         """The producer's ``INNER_MULTI_DISPATCH`` (LMQ, RIP-28): one to three of the
@@ -310,6 +310,26 @@ class Workload:
             return bytes.fromhex("20010db8000000000000000000") + bytes([0, 0, self.rng.randrange(1, 255)]), port
         return self.rng.choice(self.producers)[0], port
 
+    def op_properties(self) -> str:
+        """The op record's stored PROPERTIES (``TransactionalMessageBridge#addRemoveTagInTransactionOp``:
+        TAGS ``d``, WAIT, CLUSTER), the same for every op record of the workload."""
+        op = JavaHashMap(self.profile.map_capacity)
+        op.put(PROPERTY_TAGS, "d")
+        op.put(PROPERTY_WAIT, "true")
+        op.put(PROPERTY_CLUSTER, self.o.cluster)
+        return stored_properties(op, self.profile, True)
+
+    def blocks(self) -> Iterator:
+        """The sends as blocks (:class:`~rmqstore_cli.store.commitlog.blocks.SendBlock`) in send
+        order: drawn a block at a time (:mod:`~rmqstore_cli.store.workload_blocks`) for the
+        mixes it draws, else :meth:`specs` cut into blocks."""
+        from rmqstore_cli.store.commitlog.blocks import send_blocks
+        from rmqstore_cli.store.workload_blocks import DRAW, can_draw, draw_blocks
+
+        if can_draw(self.o):
+            return draw_blocks(self)
+        return send_blocks(self.specs(), DRAW, True)
+
     def _transaction(self, topic, qid, client, body, store_ms, sys_flag, common):
         """Either the 4.3+ half/commit/op path or a legacy PREPARED record resolved later."""
         client = client + [(PROPERTY_TRAN_MSG, "true"), (PROPERTY_PGROUP, "tx-group")]
@@ -324,12 +344,7 @@ class Workload:
             commit.put(PROPERTY_REAL_QID, str(qid))
             yield "commit", AppendSpec(topic, qid, body, stored_properties(commit, self.profile, True),
                                        store_ms + 1, sys_flag=sys_flag | TRANSACTION_COMMIT_TYPE, **common)
-            op = JavaHashMap(self.profile.map_capacity)
-            op.put(PROPERTY_TAGS, "d")
-            op.put(PROPERTY_WAIT, "true")
-            op.put(PROPERTY_CLUSTER, self.o.cluster)
-            yield "op", AppendSpec(TRANS_OP_HALF_TOPIC, 0, b"", stored_properties(op, self.profile, True),
-                                   store_ms + 2, **common)
+            yield "op", AppendSpec(TRANS_OP_HALF_TOPIC, 0, b"", self.op_properties(), store_ms + 2, **common)
         else:
             self._lmq(client)
             m = broker_map(client, self.profile, self.o.cluster)

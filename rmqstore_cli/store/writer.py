@@ -93,6 +93,10 @@ class StoreWriter:
         #: Store times never go backwards within one broker process.
         self.last_store_timestamp = self.commitlog.last_store_timestamp
         self.messages = 0
+        #: The last half/prepared record appended (physical offset, queue offset): what a
+        #: commit, rollback or op send of the workload answers.
+        self._pending: tuple[int, int] | None = None
+        self._fast = None  # the block path's FastDispatcher, made on first use
 
     def _recover_topic_queue_table(self) -> None:
         """``DefaultMessageStore#recoverTopicQueueTable``: next offset = each CQ's max offset."""
@@ -200,19 +204,78 @@ class StoreWriter:
         self.messages += 1
         return res
 
-    def append_workload(self, sends: Iterable[tuple[str, AppendSpec]]) -> int:
-        """Append a workload, linking transaction answers to the record they answer."""
-        pending = None
-        for kind, spec in sends:
+    def append_linked(self, kind: str, spec: AppendSpec, floor: bool) -> AppendResult:
+        """:meth:`append` with the workload's links: a commit or rollback answers the pending
+        half/prepared record, an op record's body is its queue offset; ``floor``: the store
+        time never goes below the previous record's."""
+        if floor:
             spec.store_timestamp = max(spec.store_timestamp, self.last_store_timestamp)
-            if kind in ("commit", "rollback") and pending is not None:
-                spec.prepared_transaction_offset = pending.physical_offset
-            if kind == "op" and pending is not None:
-                spec.body = str(pending.queue_offset).encode()
-            res = self.append(spec)
-            if kind in ("half", "prepared"):
-                pending = res
+        pending = self._pending
+        if kind in ("commit", "rollback") and pending is not None:
+            spec.prepared_transaction_offset = pending[0]
+        if kind == "op" and pending is not None:
+            spec.body = str(pending[1]).encode()
+        res = self.append(spec)
+        if kind in ("half", "prepared"):
+            self._pending = (res.physical_offset, res.queue_offset)
+        return res
+
+    def append_blocks(self, blocks: Iterable) -> int:
+        """Append blocks of sends (:class:`~rmqstore_cli.store.commitlog.blocks.SendBlock`) a block at a time
+        (encoded and written per file run, dispatched by :class:`FastDispatcher` over the
+        bytes written) when ``FAST_PATHS.gen_block`` is on and the store and block allow it
+        (no timer, compaction, multi-dispatch or BatchCQ topics here), else send by send."""
+        size = FAST_PATHS.gen_block
+        for whole in blocks:
+            for i in range(0, len(whole), size or len(whole) or 1):
+                block = whole.rows(i, i + size) if size and size < len(whole) else whole
+                got = None
+                if size and self.timer is None and self.compaction is None and self.multi is None \
+                        and not self.batch_topics:
+                    got = self.commitlog.append_block(block, self._pending,
+                                                      self.last_store_timestamp if block.floor_store_ts else None)
+                if got is None:
+                    for kind, spec in block.specs():
+                        self.append_linked(kind, spec, block.floor_store_ts)
+                    continue
+                runs, self._pending, store_ts = got
+                self._dispatch_runs(runs)
+                self._count(block, store_ts)
         return self.messages
+
+    def _dispatch_runs(self, runs: list) -> None:
+        """The reput of records just written (``FastDispatcher``, as rebuild-index's)."""
+        import numpy as np
+
+        from rmqstore_cli.store.fastdispatch import FastDispatcher
+
+        d = self.dispatcher
+        if self._fast is None:
+            self._fast = FastDispatcher(d)
+        fd = self._fast
+        if d.key_block is not None:  # keys of records put before, first
+            d.key_block.flush()
+        for data, starts, fields in runs:
+            a = np.frombuffer(data, np.uint8)
+            fd.units = d.units
+            stop = fd.dispatch(data, a, starts, fields, np.arange(starts.size))
+            if stop is not None:
+                raise StoreError("wrote a record the broker's dispatch refuses (DELAY is not an int)",
+                                 offset=int(fields["phy"][stop]))
+
+    def _count(self, block, store_ts) -> None:
+        """What :meth:`append` counts per record (topics and queues, refused topics), per block."""
+        import numpy as np
+
+        for t in np.unique(block.tid).tolist():
+            name = block.topics[t]
+            rows = block.tid == t
+            if name in self.refused_records or unsafe_topic(name) is not None:
+                self.refused_records[name] = self.refused_records.get(name, 0) + int(rows.sum())
+            else:
+                self.topics[name] = max(self.topics.get(name, 0), int(block.queue_id[rows].max()) + 1)
+        self.last_store_timestamp = int(store_ts[-1])
+        self.messages += len(block)
 
     def close(self) -> None:
         """Flush queues and index, write the checkpoint and config/topics.json, then drop

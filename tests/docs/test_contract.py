@@ -4,6 +4,8 @@ diagnostics; documented exit codes; no colour when not a terminal nor under NO_C
 input gives the same bytes twice."""
 from __future__ import annotations
 
+from collections import Counter
+
 import fcntl
 import json
 import os
@@ -84,7 +86,8 @@ def _json_equals_jsonl(*args) -> None:
 def sample(small_store_master) -> dict:
     """A message with keys, its ids, and a topic/queue from the small store."""
     msgs = jsonl("dump-commitlog", "--store", small_store_master)
-    m = next(x for x in msgs if x["keys"] and x["uniq_key"] and x["topic"] == "OrderTopic")
+    uses = Counter(x["uniq_key"] for x in msgs)  # a transaction's records share their UNIQ_KEY
+    m = next(x for x in msgs if x["keys"] and x["uniq_key"] and x["topic"] == "OrderTopic" and uses[x["uniq_key"]] == 1)
     return {"store": small_store_master, "msg": m, "n": len(msgs)}
 
 

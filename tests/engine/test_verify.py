@@ -23,6 +23,18 @@ def _verify(store, *extra):
     return r, lines[:-1], lines[-1]["summary"]
 
 
+def _plain(store, recs, start: int) -> int:
+    """The first record from ``start`` on that is not part of a transaction (sysflag
+    TRANSACTION bits 0: it has a consume-queue unit and index entries)."""
+    for k in range(start, len(recs) - 1):
+        name, pos = recs[k][:2]
+        with open(store / "commitlog" / name, "rb") as f:
+            f.seek(pos + 36)
+            if struct.unpack(">i", f.read(4))[0] & 0xC == 0:
+                return k
+    raise AssertionError("no plain record")
+
+
 def _records(store):
     """(file name, position, total size, physical offset) of every record, read with the plain
     struct walk of STORE-FORMAT §7.1 (not the verifier's code)."""
@@ -139,8 +151,9 @@ def test_flipped_body_byte(small_store):
 
 def test_flipped_size_field(small_store):
     recs = _records(small_store)
-    name, pos, total, phy = recs[20]
-    nxt = recs[21]
+    k = _plain(small_store, recs, 20)  # a record with a unit and index entries to lose
+    name, pos, total, phy = recs[k]
+    nxt = recs[k + 1]
     assert nxt[0] == name
     _patch(small_store / "commitlog" / name, pos, struct.pack(">i", total + 3))
     r, findings, summary = _verify(small_store)

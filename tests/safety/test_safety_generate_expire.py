@@ -133,16 +133,16 @@ def test_a_second_generate_is_refused_while_the_first_writes(small_store, monkey
     from rmqstore_cli.store.writer import StoreWriter
 
     seen = []
-    real_append = StoreWriter.append
+    real_append = StoreWriter.append_blocks  # the write path's entry, per record or a block at a time
 
-    def spy(self, spec):
+    def spy(self, blocks):
         if not seen:  # mid-run: the first generate has written nothing yet, but holds the lock
             before = digest(small_store, skip=("lock",))
             seen.append(append(small_store, messages=5))
             seen.append(before == digest(small_store, skip=("lock",)))
-        return real_append(self, spec)
+        return real_append(self, blocks)
 
-    monkeypatch.setattr(StoreWriter, "append", spy)
+    monkeypatch.setattr(StoreWriter, "append_blocks", spy)
     r = cli("generate", "--store", small_store, "--append", "--messages", "50", *SMALL)
     assert r.exit_code == 0, r.stderr
     second, unchanged = seen

@@ -497,6 +497,83 @@ class CommitLog:
         msg_id = offset_msg_id(spec.store_host[0], spec.store_host[1], phy)
         return AppendResult(phy, size, queue_offset, msg_id, spec.store_timestamp, bytes(record))
 
+    def append_block(self, block, pending: tuple[int, int] | None, floor: int | None):
+        """:meth:`append` for a :class:`~rmqstore_cli.store.commitlog.blocks.SendBlock` at once
+        (``doAppend`` per record, the bytes encoded and written a file run at a time). A
+        commit/rollback send answers the pending half/prepared record (its PREPAREDTRANSACTIONOFFSET),
+        an op send's body is the pending record's queue offset (``StoreWriter.append_linked``);
+        ``floor``: store times never go below it nor the previous record's. Returns
+        ``(runs, pending, store_ts)``, runs ``(records' bytes, their starts, their
+        dispatch fields)`` per file in
+        order, or None (nothing written) for a block the per-record path must take (DLedger,
+        ``enabledAppendPropCRC``, a record ``encode_record`` refuses, offsets a dump gives
+        that do not follow on)."""
+        import numpy as np
+
+        from rmqstore_cli.store.commitlog import blocks as B
+        from rmqstore_cli.store.consume_queue import write_range
+
+        if self.dledger is not None or self.config.enabled_append_prop_crc or not len(block):
+            return None
+        given_phy = block.physical_offset >= 0
+        if (given_phy.any() and (not given_phy.all() or int(block.physical_offset[0]) != self._write_offset)) or \
+                len(set((block.queue_offset >= 0).tolist())) > 1:
+            return None
+        topic_bytes = [t.encode("utf-8", "surrogatepass") for t in block.topics]
+        magic = np.where(block.magic != 0, block.magic,
+                         np.array([choose_magic(t, self.config) for t in block.topics], np.int64)[block.tid])
+        blen = np.fromiter(map(len, block.bodies), np.int64, len(block))
+        plen = np.fromiter(map(len, block.props), np.int64, len(block))
+        if B.block_problem(block, magic, topic_bytes, plen):
+            return None
+        links = block.link_codes()
+        prow = B.pending_rows(links)
+        qoff, updates = B.assign_queue_offsets(block, self.topic_queue_table)
+        for i in np.flatnonzero(links == 3).tolist():  # the op record's body
+            p = int(prow[i])
+            if p >= 0 or pending is not None:
+                block.bodies[i] = str(int(qoff[p]) if p >= 0 else pending[1]).encode()
+                blen[i] = len(block.bodies[i])
+        bv6, sv6 = B.host_kinds(block)
+        sizes = B.record_sizes(block, magic, bv6, sv6, topic_bytes, blen, plen)
+        if int(sizes.max()) + END_FILE_MIN_BLANK_LENGTH > self.file_size or \
+                self._write_offset + int(sizes.sum()) + 2 * self.file_size > MAX_FILE_OFFSET:
+            return None  # the per-record path says which record and why (near Long.MAX_VALUE: one line)
+        f = self.queue.get_last_mapped_file(self._write_offset)
+        plan = B.plan_files(self._write_offset, f.file_from_offset, self.file_size, sizes)
+        phy = np.empty(len(block), np.int64)
+        for ff, pos, i, j in plan:
+            phy[i:j] = ff + pos + np.concatenate([[0], np.cumsum(sizes[i:j - 1])])
+        if given_phy.any() and not np.array_equal(phy, block.physical_offset):
+            return None
+        self.topic_queue_table.update(updates)
+        prepared = block.prepared.copy()
+        ans = np.flatnonzero(links == 2)
+        if ans.size:
+            p = prow[ans]
+            prepared[ans] = np.where(p >= 0, phy[np.maximum(p, 0)], pending[0] if pending else prepared[ans])
+        store_ts = block.store_ts
+        if floor is not None:
+            store_ts = np.maximum.accumulate(np.maximum(store_ts, floor))
+        cols = {"total": sizes, "magic": magic, "sys_flag": B.v6_flags(block.sys_flag, bv6, sv6),
+                "queue_offset": qoff, "phy": phy, "prepared": prepared, "bv6": bv6, "sv6": sv6, "store_ts": store_ts,
+                "body_len": blen, "props_len": plen}
+        parts = B.topic_parts(topic_bytes)
+        runs = []
+        for ff, pos, i, j in plan:
+            if ff != f.file_from_offset:
+                self._write_blank(f, self._write_offset - f.file_from_offset)
+                f = self.queue.get_last_mapped_file(ff)
+            data, starts = B.encode_records(block, i, j, cols, parts)
+            f.buffer()  # mapped, so close()'s msync flushes these pages too
+            write_range(f.path, pos, data, "commit-log records", self.queue.roots)  # pwrite: no fault per page
+            self._write_offset = ff + pos + len(data)
+            runs.append((data, starts, B.dispatch_fields(block, i, j, cols, starts)))
+        last = np.flatnonzero(links == 1)
+        if last.size:
+            pending = (int(phy[last[-1]]), int(qoff[last[-1]]))
+        return runs, pending, store_ts
+
     def _queue_offset(self, spec: "AppendSpec") -> int:
         """The record's queue offset: the next of its queue (normal and commit records), else 0."""
         tran = spec.sys_flag & TRANSACTION_MASK
