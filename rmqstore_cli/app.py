@@ -133,7 +133,14 @@ def _examples_unwrapped(epilog: str | None) -> str | None:
 app.info.epilog = _examples_unwrapped(app.info.epilog)
 
 
+#: numpy's OpenBLAS starts a thread per core at import, ~0.1 s of CPU, for matrix work
+#: rmqstore never does; one thread unless the user says otherwise (set before numpy loads).
+BLAS_THREADS = {"OPENBLAS_NUM_THREADS": "1"}
+
+
 def main() -> None:
+    for k, v in BLAS_THREADS.items():
+        os.environ.setdefault(k, v)
     if "_RMQSTORE_COMPLETE" in os.environ:  # shell completion (completions/): only then load it
         from typer._completion_classes import completion_init
 

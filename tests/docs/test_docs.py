@@ -200,3 +200,19 @@ def test_decode_msgid_does_not_import_numpy_or_spark(fmt, tiny_store):
     store, ids = tiny_store  # a message's offset msgId and UNIQ_KEY: both are found
     assert _imported(["decode-msgid", *ids, "--format", fmt], heavy + ("construct",)) == []
     assert _imported(["decode-msgid", *ids, "--store", str(store), "--format", fmt], heavy) == []
+
+
+@pytest.mark.parametrize("preset, want", [(None, "1"), ("4", "4")])
+def test_main_keeps_numpys_blas_to_one_thread_unless_told(monkeypatch, capsys, preset, want):
+    """OpenBLAS starts a thread per core when numpy loads (~0.1 s of CPU a command): main()
+    sets OPENBLAS_NUM_THREADS=1 before any command imports numpy, and leaves a user's value."""
+    from rmqstore_cli import app
+
+    monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
+    if preset is not None:
+        monkeypatch.setenv("OPENBLAS_NUM_THREADS", preset)
+    monkeypatch.setattr(sys, "argv", ["rmqstore", "--version"])
+    with pytest.raises(SystemExit) as e:
+        app.main()
+    assert e.value.code in (0, None) and "rmqstore" in capsys.readouterr().out
+    assert os.environ["OPENBLAS_NUM_THREADS"] == want
