@@ -103,7 +103,8 @@ def test_ConsumeQueueStore_queueTypeShouldBe_for_consumequeue(tmp_path):
     """A consumequeue/ topic that topics.json calls BatchCQ: the same throw, at that queue."""
     store = tmp_path / "s"
     assert cli("generate", "--store", store, "--messages", "20", "--topics", "1", "--queues", "1").exit_code == 0
-    [topic] = [d.name for d in (store / "consumequeue").iterdir()]
+    topic = "OrderTopic"  # the generator's one user topic (the others are system topics)
+    assert (store / "consumequeue" / topic / "0").is_dir()
     _topics_json(store, {topic: {"topicName": topic, "attributes": {"queue.type": "BatchCQ"}}})
     findings, summary = _verify(store)
     assert [(x["check"], x["file"]) for x in findings] == [("bcq.queue-type", f"consumequeue/{topic}/0")]
