@@ -188,11 +188,15 @@ main()
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
     s = generate(tmp_path_factory.mktemp("ck") / "s", messages=1500, seed=4)
-    with open(sorted((s / "commitlog").iterdir())[0], "r+b") as fh:  # a body byte: a finding to agree on
-        fh.seek(400)
-        b = fh.read(1)
-        fh.seek(400)
-        fh.write(bytes([b[0] ^ 0x40]))
+    first = json.loads(_rmq(["dump-commitlog", "--store", str(s), "--format", "jsonl", "--limit", "1",
+                             "--body", "hex"]).stdout)
+    body = bytes.fromhex(first["body"])
+    path = sorted((s / "commitlog").iterdir())[0]
+    raw = path.read_bytes()
+    at = raw.index(body, first["physical_offset"])  # its body: a finding to agree on
+    with open(path, "r+b") as fh:
+        fh.seek(at)
+        fh.write(bytes([body[0] ^ 0x40]))
     return s
 
 
