@@ -3,6 +3,7 @@
 Plain ``struct`` formats, no construct (like :mod:`formats.sysflag`): decode-msgid imports
 them for free. ``tests/engine/test_formats.py`` checks them against construct declarations.
 """
+import struct
 
 #: ``MessageDecoder#createMessageId``: the store address (4 or 16 bytes), then the store
 #: port (int) and the physical offset (long).
@@ -22,9 +23,6 @@ UNIQ_KEY_TAIL_SIZE = 12
 ID_HEX_LENGTHS = tuple(2 * (a + OFFSET_MSG_ID_TAIL_SIZE) for a in ADDRESS_SIZES)
 assert ID_HEX_LENGTHS == tuple(2 * (a + UNIQ_KEY_TAIL_SIZE) for a in ADDRESS_SIZES)
 
-# -- genfast
-import struct as _struct  # noqa: E402 - this branch's addition stays at the end
-
 #: The sizes in bytes of a UNIQ_KEY's time in month and counter (the last two fields of
 #: :data:`UNIQ_KEY_TAIL_FORMAT`), which generate's bulk workload writes as hex digits.
-UNIQ_KEY_TIME_COUNTER_SIZES = tuple(_struct.calcsize(">" + c) for c in UNIQ_KEY_TAIL_FORMAT[-2:])
+UNIQ_KEY_TIME_COUNTER_SIZES = tuple(struct.calcsize(">" + c) for c in UNIQ_KEY_TAIL_FORMAT[-2:])
