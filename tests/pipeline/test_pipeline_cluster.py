@@ -194,8 +194,6 @@ class TestOneDriverInProcess:
 def test_verify_rebuild_and_export_on_the_cluster_equal_the_local_engine(cluster, stores, tmp_path):
     """The CLI from another directory, stores named relative to it: the same findings and
     summaries, the same consume-queue and index files, the same Parquet rows."""
-    from test_pipeline import _rows
-
     args = ["verify", "--store", "damaged", "--store", "good", "--store", "other", *SMALL, "-f", "jsonl"]
     local = _driver(cluster, args, stores)
     remote = _driver(cluster, [*args, *_on(cluster)], stores)
@@ -206,25 +204,34 @@ def test_verify_rebuild_and_export_on_the_cluster_equal_the_local_engine(cluster
     assert sorted(map(key, re[:-1])) == sorted(map(key, lo[:-1])) and len(lo) > 3
     assert re[-1] == lo[-1]
 
+    rebuild_and_export_equal(cluster, _on(cluster), stores, tmp_path, "")
+
+
+def rebuild_and_export_equal(cluster, on: list, stores: Path, tmp_path: Path, prefix: str) -> None:
+    """rebuild-index --output and export of two stores through ``on`` (the engine's options)
+    give the local engine's files and summaries; their outputs go to ``../<prefix>rebuilt``
+    and ``../<prefix>exported`` beside the stores (paths every executor sees)."""
+    from test_pipeline import _rows
+
     two = ("--store", "damaged", "--store", "other", *SMALL, "--tz", "UTC", "-f", "json")
     a = _driver(cluster, ["rebuild-index", *two, "--output", tmp_path / "l"], stores)
-    b = _driver(cluster, ["rebuild-index", *two, "--output", "../rebuilt", *_on(cluster)], stores)
+    b = _driver(cluster, ["rebuild-index", *two, "--output", f"../{prefix}rebuilt", *on], stores)
     assert a.returncode == 0 and b.returncode == 0, b.stderr[-2000:]
     for n in ("damaged", "other"):
         for part in ("consumequeue", "index"):
             want = _digest(tmp_path / "l" / n / part)
-            assert want and _digest(stores.parent / "rebuilt" / n / part) == want, (n, part)
+            assert want and _digest(stores.parent / f"{prefix}rebuilt" / n / part) == want, (n, part)
     assert [s["messages"] for s in json.loads(a.stdout)["stores"]] == \
         [s["messages"] for s in json.loads(b.stdout)["stores"]]
 
     args = ["export", "--store", "damaged", "--store", "other", "--body", "-f", "json"]
-    e = _driver(cluster, [*args, "--output", "../exported", *_on(cluster)], stores)
+    e = _driver(cluster, [*args, "--output", f"../{prefix}exported", *on], stores)
     x = _driver(cluster, [*args, "--output", tmp_path / "x"], stores)
     assert e.returncode == 0 and x.returncode == 0, e.stderr[-2000:]
     drop = lambda d: {k: v for k, v in d.items() if k not in ("output", "seconds", "engine")}  # noqa: E731
-    assert drop(json.loads(e.stdout)) == drop(json.loads(x.stdout))
+    assert drop(json.loads(e.stdout)) == drop(json.loads(x.stdout)) and json.loads(x.stdout)["unreadable_ranges"] == 2
     want = _rows(tmp_path / "x")
-    assert _rows(stores.parent / "exported") == want and len(want) > 1000
+    assert _rows(stores.parent / f"{prefix}exported") == want and len(want) > 1000
 
 
 def _copy(stores: Path, name: str, dest: Path) -> Path:

@@ -26,7 +26,8 @@ if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
     pytest.skip("no JDK: a Spark cluster needs one", allow_module_level=True)
 
 import standalone  # noqa: E402  (tests/pipeline/standalone.py)
-from test_pipeline_cluster import SIZES, _copy, _digest, _driver, _parts, stores  # noqa: E402,F401
+from test_pipeline_cluster import (  # noqa: E402,F401
+    SIZES, _copy, _digest, _driver, _parts, rebuild_and_export_equal, stores)
 
 
 @pytest.fixture(scope="module")
@@ -55,33 +56,13 @@ def _sorted_lines(text: str) -> list[str]:
 def test_verify_rebuild_and_export_on_connect_equal_the_local_engine(server, stores, tmp_path):
     """SparkConnectServer + the CLI from another directory: the local engine's findings,
     consume-queue and index files, Parquet rows."""
-    from test_pipeline import _rows
-
     args = ["verify", "--store", "damaged", "--store", "good", "--store", "other", *SMALL, "-f", "jsonl"]
     local = _driver(None, args, stores)
     remote = _driver(None, [*args, *_on(server)], stores)
     assert local.returncode == remote.returncode == 1, remote.stderr[-2000:]
     assert _sorted_lines(remote.stdout) == _sorted_lines(local.stdout) and len(local.stdout.splitlines()) > 3
 
-    two = ("--store", "damaged", "--store", "other", *SMALL, "--tz", "UTC", "-f", "json")
-    a = _driver(None, ["rebuild-index", *two, "--output", tmp_path / "l"], stores)
-    b = _driver(None, ["rebuild-index", *two, "--output", "../connect-rebuilt", *_on(server)], stores)
-    assert a.returncode == 0 and b.returncode == 0, b.stderr[-2000:]
-    for n in ("damaged", "other"):
-        for part in ("consumequeue", "index"):
-            want = _digest(tmp_path / "l" / n / part)
-            assert want and _digest(stores.parent / "connect-rebuilt" / n / part) == want, (n, part)
-    assert [s["messages"] for s in json.loads(a.stdout)["stores"]] == \
-        [s["messages"] for s in json.loads(b.stdout)["stores"]]
-
-    args = ["export", "--store", "damaged", "--store", "other", "--body", "-f", "json"]
-    e = _driver(None, [*args, "--output", "../connect-exported", *_on(server)], stores)
-    x = _driver(None, [*args, "--output", tmp_path / "x"], stores)
-    assert e.returncode == 0 and x.returncode == 0, e.stderr[-2000:]
-    drop = lambda d: {k: v for k, v in d.items() if k not in ("output", "seconds", "engine")}  # noqa: E731
-    assert drop(json.loads(e.stdout)) == drop(json.loads(x.stdout)) and json.loads(x.stdout)["unreadable_ranges"] == 2
-    want = _rows(tmp_path / "x")
-    assert _rows(stores.parent / "connect-exported") == want and len(want) > 1000
+    rebuild_and_export_equal(None, _on(server), stores, tmp_path, "connect-")
 
 
 def test_rebuild_in_place_on_connect(server, stores, tmp_path):
