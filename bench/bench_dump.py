@@ -8,7 +8,7 @@ Stores of 256-byte messages (no delayed or transactional ones, 10 % IPv6 hosts) 
 generated once into --dir. Each is dumped by the installed command in a child process
 pinned to one core, best of --runs; wall and CPU (user + sys of the child) are printed.
 The rate between two sizes (``marginal``: extra messages over extra time) is free of the fixed cost
-— interpreter, imports, loading numba's cached kernel — which is then estimated as
+— interpreter and imports — which is then estimated as
 ``wall - messages / marginal``. Lines go to stdout and to bench/results/dump.json.
 """
 from __future__ import annotations
