@@ -96,9 +96,9 @@ def by_topic(blk):
     one partition (store, topic_dir) come out contiguous, so the writer cuts the batch into
     slices (:func:`~rmqstore_cli.pipeline.parquet_out.PartitionedWriter.write`) instead of
     reordering every built column."""
-    import numpy as np
+    from rmqstore_cli.store.arrays import stable_argsort
 
     tid = blk.topics[1]
     if not tid.size or (tid == tid[0]).all():
         return blk
-    return blk.take(np.argsort(tid, kind="stable"))
+    return blk.take(stable_argsort(tid))

@@ -24,6 +24,7 @@ import numpy as np
 
 from rmqstore_cli.pipeline.arrow_block import as_numpy, numbers
 from rmqstore_cli.pipeline.schema import PARTITION_COLUMNS, arrow_schema
+from rmqstore_cli.store.arrays import stable_argsort
 
 #: Rows of one row group at most: large enough that per-group costs vanish, small enough
 #: to bound what one partition holds before it is written.
@@ -173,7 +174,7 @@ def _split(batch, at: list[int]):
             yield tuple(v[c[lo]] for v, c in zip(values, codes)), batch.slice(lo, hi - lo)
         return
     first = np.unique(key, return_index=True)
-    order = np.argsort(key, kind="stable")
+    order = stable_argsort(key)
     counts = np.bincount(key)[first[0]]
     ends = np.cumsum(counts)
     taken = batch.take(numbers(order))

@@ -39,6 +39,7 @@ from rmqstore_cli.formats.commitlog import (
     TRANSACTION_NOT_TYPE,
 )
 from rmqstore_cli.formats.properties import MAX_PROPERTIES_LENGTH
+from rmqstore_cli.store.arrays import stable_argsort
 from rmqstore_cli.store.crc import crc32
 
 #: What a send is to the writer's transaction links (``StoreWriter.append_linked``): it
@@ -182,7 +183,7 @@ def assign_queue_offsets(block: SendBlock, table: dict[str, int]) -> tuple[np.nd
     if not rows.size:
         return qoff, updates
     key = block.tid[rows] * (1 << 32) + (block.queue_id[rows] & 0xFFFFFFFF)
-    order = np.argsort(key, kind="stable")
+    order = stable_argsort(key)
     sk = key[order]
     starts = np.flatnonzero(np.concatenate([[True], sk[1:] != sk[:-1]]))
     ends = np.append(starts[1:], rows.size)
