@@ -13,6 +13,15 @@ files) and on a 200-message store, with the local engine and on the cluster. Mea
 - executor CPU: user+sys of every process the workers started for the job (executor JVMs,
   Python daemons and workers), read from /proc every 0.1 s; per GB = (store − tiny) / GB,
   against the local engine's CPU per GB measured the same way;
+- ``--executors N`` caps the job at N one-core executors (``spark.cores.max``). This machine
+  has 2 cores: with both executors busy, the two Python workers, two executor JVMs, the
+  driver and this sampler share them, and the same task code costs ~25 % more CPU than alone
+  (cache and run-queue contention; a real cluster gives each executor its own cores).
+  ``--executors 1`` runs one executor at a time, as the local engine runs one process;
+- each run's output is deleted after it, so that outputs do not fill the page cache (the
+  kernel's reclaim then charges the next run's system time);
+- the local engine's CPU is its process's rusage (exact; sampling /proc misses a run that
+  ends within 0.1 s);
 - fixed cost: wall of the job on the 200-message store (two commit-log files, so that both
   executors start a Python worker) on the warm cluster (the store's
   first run on the cluster is not measured: it starts the workers' Python daemons);
@@ -31,6 +40,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import statistics
 import subprocess
@@ -98,13 +108,13 @@ def event_bytes(folder: Path) -> dict:
     return out
 
 
-def on_cluster(cluster: Cluster, args: list[str], events: Path) -> dict:
+def on_cluster(cluster: Cluster, args: list[str], events: Path, conf: list[str]) -> dict:
     events.mkdir(parents=True)
     cpu = ExecutorCpu(cluster)
     cpu.start()
     r = run([*args, "--engine", "spark", "--spark-master", cluster.url, "--spark-conf", "spark.eventLog.enabled=true",
              "--spark-conf", "spark.eventLog.compress=false", "--spark-conf", "spark.eventLog.rolling.enabled=false",
-             "--spark-conf", f"spark.eventLog.dir=file://{events}"], False)
+             "--spark-conf", f"spark.eventLog.dir=file://{events}", *conf], False)
     deadline = time.monotonic() + 30
     while cluster.executor_pids() and time.monotonic() < deadline:  # the executors stop after the job
         time.sleep(0.1)
@@ -173,6 +183,7 @@ def main() -> None:
     ap.add_argument("--commands", default="verify,rebuild-index,export")
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--executors", type=int, default=0, help="at most N one-core executors (spark.cores.max)")
     ap.add_argument("--connect", action="store_true", help="the fixed cost on a Spark Connect server only")
     a = ap.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # the cluster is stopped in a finally
@@ -203,6 +214,8 @@ def main() -> None:
     res: dict = {"gb": gb, "files": len(list((store / "commitlog").iterdir())), "load_before": os.getloadavg(),
                  "runs": {}}
     print(f"store {gb:.2f} GB in {res['files']} files; cluster {cluster.url}; load {os.getloadavg()[0]:.2f}")
+    conf = ["--spark-conf", f"spark.cores.max={a.executors}"] if a.executors else []
+    res["executors"] = a.executors or cluster.n
     n = 0
     try:
         for cmd in a.commands.split(","):
@@ -214,14 +227,17 @@ def main() -> None:
                     return base + (["--output", str(work / f"out{k}")] if cmd == "export" else [])
                 if which == "store":  # the first run starts each worker's Python daemon (warm cluster)
                     n += 1
-                    on_cluster(cluster, args(n), work / f"events{n}")
+                    on_cluster(cluster, args(n), work / f"events{n}", conf)
+                    shutil.rmtree(work / f"out{n}", ignore_errors=True)
                 for _ in range(a.repeat):
                     n += 1
                     loc = run(args(n), False)
+                    shutil.rmtree(work / f"out{n}", ignore_errors=True)  # no page cache filled by old outputs
                     n += 1
-                    cl = on_cluster(cluster, args(n), work / f"events{n}")
+                    cl = on_cluster(cluster, args(n), work / f"events{n}", conf)
+                    shutil.rmtree(work / f"out{n}", ignore_errors=True)
                     res["runs"].setdefault(f"{cmd}/{which}", []).append({"local": loc, "cluster": cl})
-                    print(f"{cmd:14} {which:5} local {loc['wall']:6.2f} s {loc['cpu_sampled']:6.2f} s CPU | cluster "
+                    print(f"{cmd:14} {which:5} local {loc['wall']:6.2f} s {loc['cpu_waited']:6.2f} s CPU | cluster "
                           f"{cl['wall']:6.2f} s, executors {cl['executor_cpu']:6.2f} s CPU (JVM {cl['executor_jvm_cpu']:5.2f}), driver "
                           f"{cl['cpu_sampled']:5.2f} s CPU, RSS {cl['peak']['driver'] >> 20} + JVM "
                           f"{cl['peak']['jvm'] >> 20} MiB, results {cl['network']['results']:,} B, shuffle "
@@ -240,7 +256,7 @@ def summarize(res: dict) -> None:
     res["summary"] = {}
     for cmd in sorted({k.split("/")[0] for k in res["runs"]}):
         big, small = res["runs"][f"{cmd}/store"], res["runs"][f"{cmd}/tiny"]
-        loc = (med(r["local"]["cpu_sampled"] for r in big) - med(r["local"]["cpu_sampled"] for r in small)) / res["gb"]
+        loc = (med(r["local"]["cpu_waited"] for r in big) - med(r["local"]["cpu_waited"] for r in small)) / res["gb"]
         ex = (med(r["cluster"]["executor_cpu"] for r in big) - med(r["cluster"]["executor_cpu"] for r in small)) / res["gb"]
         py = [r["cluster"]["executor_cpu"] - r["cluster"]["executor_jvm_cpu"] for r in big]
         py0 = [r["cluster"]["executor_cpu"] - r["cluster"]["executor_jvm_cpu"] for r in small]

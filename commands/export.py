@@ -50,7 +50,9 @@ def register(app: typer.Typer) -> None:
 def export(
     store: Annotated[list[str], typer.Option("--store", "-s", envvar="RMQSTORE_STORE",
                                              help="Store root; repeat it, or give a glob, for several stores.")],
-    output: Annotated[Path, typer.Option("--output", "-o", help="Directory of the Parquet dataset.")],
+    output: Annotated[str, typer.Option("--output", "-o", metavar="<path|uri>", help=(
+        "Directory of the Parquet dataset, or (with --engine spark) a Hadoop file system URI: "
+        "hdfs://…, s3a://bucket/…, gs://, abfs://, oss://, viewfs://, …"))],
     engine: EngineOpt = Engine.local,
     body: Annotated[bool, typer.Option("--body/--no-body", help="Include message bodies (stored bytes).")] = False,
     compression: Annotated[Codec, typer.Option(
@@ -78,12 +80,13 @@ def export(
     Needs pyarrow: pip install 'rmqstore[spark]'.
     Both engines run the same engine code, one task per commit-log file, and write the
     same rows. On Spark each task writes its file's Parquet files with pyarrow when the
-    output is a directory (mounted on every executor of a cluster); to hdfs:, s3a:, gs:
-    or abfs: URIs Spark's own writer does. Unreadable ranges are listed in the summary, as dump-commitlog warns.
+    output is a directory (mounted on every executor of a cluster); to a Hadoop file system
+    URI (hdfs:, s3a:, gs:, abfs:, oss:, viewfs:, …: any scheme but file:) Spark's own writer
+    does. Unreadable ranges are listed in the summary, as dump-commitlog warns.
     """
 
     from rmqstore_cli.errors import UsageError
-    from rmqstore_cli.pipeline.stores import expand_stores, file_tasks
+    from rmqstore_cli.pipeline.stores import expand_stores, file_tasks, hadoop_uri, local_path
     from rmqstore_cli.render import print_summary
     from rmqstore_cli.times import now_ms
 
@@ -92,7 +95,12 @@ def export(
     except ImportError:
         raise UsageError("export needs pyarrow, which the plain install does not include",
                          hint="pip install 'rmqstore[spark]'") from None
-    if not (str(output).startswith(("hdfs:", "s3a:", "gs:", "abfs:")) and engine is Engine.spark):
+    if hadoop_uri(output):
+        if engine is not Engine.spark:
+            raise UsageError(f"--output {output} is a Hadoop file system URI, which only --engine spark writes to",
+                             hint="pass --engine spark, or a local (or mounted) directory")
+    else:
+        output = local_path(output)
         _check_output_dir(output)
         if output.exists() and any(output.iterdir()) and not overwrite:
             raise UsageError(f"output directory {output} is not empty", hint="pass --overwrite to replace it")
@@ -106,7 +114,8 @@ def export(
             from rmqstore_cli.pipeline import spark as sp
         except ImportError:
             raise UsageError("the spark engine needs PySpark", hint="pip install 'rmqstore[spark]'") from None
-        result = sp.run_job(sp.export, spark_master, spark_conf, verbose, tasks, output, compression.value)
+        result = sp.run_job(sp.export, spark_master, spark_conf, verbose, tasks, output, compression.value,
+                            overwrite)
     else:
         try:
             from rmqstore_cli.pipeline import local

@@ -206,6 +206,11 @@ def _check_options(stores: list[Path], output: Path | None, in_place: bool, only
 
     if (output is None) == (not in_place):
         raise UsageError("pass exactly one of --output DIR and --in-place")
+    from rmqstore_cli.pipeline.stores import hadoop_uri
+
+    if output is not None and hadoop_uri(str(output)):  # a Path has folded its // already
+        raise UsageError(f"--output {output} is a URI; rebuild-index writes a store's files to a directory",
+                         hint="pass a local (or, on a cluster, mounted) directory")
     if no_backup and not in_place:
         raise UsageError("--no-backup only applies to --in-place")
     if copy_commitlog and in_place:

@@ -14,7 +14,7 @@ from pathlib import Path
 from rmqstore_cli.pipeline import connect, jvmstart
 from rmqstore_cli.pipeline.schema import PARTITION_COLUMNS, spark_schema
 from rmqstore_cli.pipeline.export_tasks import export_batches
-from rmqstore_cli.pipeline.stores import FileTask, StoreSpec
+from rmqstore_cli.pipeline.stores import FileTask, StoreSpec, hadoop_uri, local_path
 
 MAX_FINDINGS = 1000
 SHIP_MARKS = 4096  # a file scan with at most this many marks comes back to the driver whole
@@ -159,20 +159,20 @@ def _quiet_gateway(settings: list[tuple[str, str]]) -> None:
     SparkContext._ensure_initialized(gateway=gateway)
 
 
-HADOOP_SCHEMES = ("hdfs:", "s3a:", "gs:", "abfs:", "abfss:", "wasb:", "wasbs:", "viewfs:")
-
-
-def export(spark, tasks: list[FileTask], output: Path, compression: str = "snappy") -> dict:
+def export(spark, tasks: list[FileTask], output: str, compression: str = "snappy", overwrite: bool = False) -> dict:
     """One Spark task per commit-log file. To a directory (local or mounted on every
     executor) each task writes its own Parquet files with pyarrow, as the local engine does
     (:func:`~rmqstore_cli.pipeline.local.write_parquet`); nothing but counts goes through
     Spark. To a Hadoop file system (hdfs:, s3a:, …) the tasks hand their RecordBatches to the
-    JVM with ``mapInArrow`` and Spark writes the dataset. ``compression``: the Parquet codec
-    (:data:`~rmqstore_cli.pipeline.parquet_out.CODECS`), the same for both writers."""
+    JVM with ``mapInArrow`` and Spark writes the dataset to ``output`` exactly as typed (a
+    ``Path`` would fold ``s3a://bucket/`` into ``s3a:/bucket/``, losing the bucket).
+    ``compression``: the Parquet codec (:data:`~rmqstore_cli.pipeline.parquet_out.CODECS`),
+    the same for both writers. Spark's writer replaces an existing dataset only with
+    ``overwrite`` (the command checks a local directory itself)."""
     tasks = [replace(t, store=absolute(t.store)) for t in tasks]
-    if not str(output).startswith(HADOOP_SCHEMES):
-        return _export_pyarrow(spark, tasks, Path(os.path.abspath(str(output).removeprefix("file:"))), compression)
-    return _export_jvm(spark, tasks, output, compression)
+    if not hadoop_uri(str(output)):
+        return _export_pyarrow(spark, tasks, Path(os.path.abspath(local_path(str(output)))), compression)
+    return _export_jvm(spark, tasks, str(output), compression, overwrite)
 
 
 def absolute(spec: StoreSpec) -> StoreSpec:
@@ -203,7 +203,8 @@ def _export_pyarrow(spark, tasks: list[FileTask], output: Path, compression: str
     return {"rows": sum(n for n, _ in done), "unreadable": stops[:MAX_FINDINGS]}
 
 
-def _export_jvm(spark, tasks: list[FileTask], output: Path, compression: str = "snappy") -> dict:
+def _export_jvm(spark, tasks: list[FileTask], output: str, compression: str = "snappy", overwrite: bool = True
+                ) -> dict:
     """The tasks' batches through ``mapInArrow`` into Spark's Parquet writer; each task's
     unreadable ranges ride in one extra row (``UNREADABLE``, every other column null) that a
     ``Dataset#observe`` gathers and a filter drops before the write: no accumulator, so the
@@ -219,9 +220,17 @@ def _export_jvm(spark, tasks: list[FileTask], output: Path, compression: str = "
     df = sql.range(0, len(tasks), 1, max(1, len(tasks))).mapInArrow(_ExportRows(list(tasks), schema), schema)
     rows = df.observe(obs, F.collect_list(UNREADABLE).alias("u")).filter(F.col(UNREADABLE).isNull()).drop(UNREADABLE)
     codec = {"lz4": "lz4_raw"}.get(compression, compression)  # pyarrow's lz4 is Parquet's LZ4_RAW
-    write = lambda: rows.write.mode("overwrite").partitionBy(*PARTITION_COLUMNS).option(  # noqa: E731
+    mode = "overwrite" if overwrite else "errorifexists"
+    write = lambda: rows.write.mode(mode).partitionBy(*PARTITION_COLUMNS).option(  # noqa: E731
         "compression", codec).parquet(str(output))
-    connect.guarded(sql, write) if isinstance(spark, connect.Remote) else write()
+    try:
+        connect.guarded(sql, write) if isinstance(spark, connect.Remote) else write()
+    except Exception as e:  # AnalysisException (classic and Connect) before any task ran
+        if "PATH_ALREADY_EXISTS" not in str(e):
+            raise
+        from rmqstore_cli.errors import UsageError
+
+        raise UsageError(f"--output {output} already exists", hint="pass --overwrite to replace it") from None
     count = sql.read.parquet(str(output)).count()  # from Parquet footers, not by collecting rows
     seen, stops = set(), []
     for blob in obs.get["u"]:
@@ -268,7 +277,7 @@ def mapper(spark):
 
 def run_job(job, master: str | None, conf: list[str] | None, verbose: bool, *args):
     """Start a session, run ``job(session, *args)``, stop; a failed job is one clean error."""
-    from rmqstore_cli.errors import StoreError
+    from rmqstore_cli.errors import RmqstoreError, StoreError
 
     try:
         s = session(master, conf, verbose)
@@ -285,7 +294,7 @@ def run_job(job, master: str | None, conf: list[str] | None, verbose: bool, *arg
         if not remote:
             _wait_for_executors(s.sparkContext)
         return job(s, *args)
-    except StoreError:
+    except RmqstoreError:
         raise
     except Exception as e:  # Py4JJavaError, PythonException from an executor
         if verbose:

@@ -9,10 +9,31 @@ from __future__ import annotations
 
 import glob
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from rmqstore_cli.errors import UsageError
+
+
+#: ``scheme:/…`` with a scheme of two or more characters (one would be a drive letter): a
+#: Hadoop file system URI (hdfs:, s3a:, gs:, abfs:, oss:, viewfs:, …), which only Spark's
+#: writer reaches; ``file:`` names a local path.
+URI = re.compile(r"[A-Za-z][A-Za-z0-9+.-]+:/")
+
+
+def hadoop_uri(text: str) -> bool:
+    """``text`` (an ``--output`` as typed) is a URI for Hadoop's file systems, not a local path."""
+    return URI.match(text) is not None and not text.lower().startswith("file:")
+
+
+def local_path(text: str) -> Path:
+    """A local ``--output`` as a path: a ``file:`` URI's path, or ``text`` itself."""
+    if text.lower().startswith("file:"):
+        from urllib.parse import unquote, urlsplit
+
+        return Path(unquote(urlsplit(text).path))
+    return Path(text)
 
 
 @dataclass(frozen=True)

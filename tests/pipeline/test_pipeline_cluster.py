@@ -234,6 +234,33 @@ def rebuild_and_export_equal(cluster, on: list, stores: Path, tmp_path: Path, pr
     assert _rows(stores.parent / f"{prefix}exported") == want and len(want) > 1000
 
 
+def test_export_to_a_hadoop_uri_on_the_cluster_keeps_its_authority(cluster, stores, tmp_path):
+    """``--output viewfs://rmqmount/ds``: a Hadoop file system URI (as hdfs://nn/…, s3a://bucket/…,
+    whose authority names the cluster or bucket), written by Spark's own writer on the
+    executors through Hadoop's ViewFileSystem (its mount table links /ds to a directory beside
+    the stores). The local engine's rows; a second run without --overwrite is refused and
+    leaves the dataset as it was; nothing named after the scheme appears in the working
+    directory (a path would have folded ``viewfs://rmqmount`` into ``viewfs:/rmqmount``)."""
+    from test_pipeline import _rows
+
+    target = stores.parent / "via-viewfs"
+    mount = ("--spark-conf", f"spark.hadoop.fs.viewfs.mounttable.rmqmount.link./ds=file://{target}")
+    args = ["export", "--store", "damaged", "--store", "other", "-f", "json", "--output", "viewfs://rmqmount/ds/x"]
+    first = _driver(cluster, [*args, *_on(cluster), *mount], stores)
+    assert first.returncode == 0, first.stderr[-2000:]
+    assert json.loads(first.stdout)["output"] == "viewfs://rmqmount/ds/x"
+    local = _driver(cluster, ["export", "--store", "damaged", "--store", "other", "-f", "json",
+                              "--output", tmp_path / "x"], stores)
+    assert json.loads(first.stdout)["rows"] == json.loads(local.stdout)["rows"] > 1000
+    assert _rows(target / "x") == _rows(tmp_path / "x")
+    before = _digest(target)
+    again = _driver(cluster, [*args, *_on(cluster), *mount], stores)
+    assert again.returncode == 2 and again.stderr.strip() == \
+        "rmqstore: error: --output viewfs://rmqmount/ds/x already exists; pass --overwrite to replace it"
+    assert _digest(target) == before
+    assert not [p for p in stores.iterdir() if p.name.startswith("viewfs")]
+
+
 def _copy(stores: Path, name: str, dest: Path) -> Path:
     shutil.copytree(stores / name, dest)
     return dest
