@@ -1,4 +1,4 @@
-"""PySpark's Python worker daemon, started without recompiling PySpark (embedded masters).
+"""PySpark's Python worker daemon, started without recompiling PySpark.
 
 Spark starts its daemon with the ``pyspark.zip`` it ships first on ``PYTHONPATH``.
 Python cannot cache bytecode for modules imported from a zip, so the daemon compiled
@@ -8,8 +8,10 @@ the zip sits inside the very PySpark package that this interpreter has installed
 embedded master runs the driver's own interpreter), that package is imported instead,
 from its cached bytecode, and ``pyspark.worker`` once, before the forks.
 
-``spark.session`` names this module as ``spark.python.daemon.module`` for embedded
-masters only: a cluster's executors start Spark's own daemon.
+``spark.session`` names this module as ``spark.python.daemon.module`` for every master
+(``spark.python.daemon.module`` in ``--spark-conf`` replaces it); on a cluster whose
+executors run another Python or PySpark (a shipped environment), the path is left as it is
+and only the ``pyspark.worker`` import before the forks remains.
 """
 from __future__ import annotations
 
