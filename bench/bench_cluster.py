@@ -18,6 +18,9 @@ files) and on a 200-message store, with the local engine and on the cluster. Mea
   driver and this sampler share them, and the same task code costs ~25 % more CPU than alone
   (cache and run-queue contention; a real cluster gives each executor its own cores).
   ``--executors 1`` runs one executor at a time, as the local engine runs one process;
+- the store is read into the page cache before each run (``bench_pipeline.warm_cache``:
+  this VM's DAMON reclaim pages out what was not touched for ~60 s, and refilling it costs
+  the reading run up to 1 s of CPU per GB);
 - each run's output is deleted after it, so that outputs do not fill the page cache (the
   kernel's reclaim then charges the next run's system time);
 - the local engine's CPU is its process's rusage (exact; sampling /proc misses a run that
@@ -53,7 +56,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent / "tests" / "pipeline")]
 
-from bench_pipeline import RMQ, TICK, run  # noqa: E402
+from bench_pipeline import RMQ, TICK, run, warm_cache  # noqa: E402
 from standalone import Cluster, ConnectServer  # noqa: E402
 
 
@@ -231,9 +234,11 @@ def main() -> None:
                     shutil.rmtree(work / f"out{n}", ignore_errors=True)
                 for _ in range(a.repeat):
                     n += 1
+                    warm_cache(path)
                     loc = run(args(n), False)
                     shutil.rmtree(work / f"out{n}", ignore_errors=True)  # no page cache filled by old outputs
                     n += 1
+                    warm_cache(path)
                     cl = on_cluster(cluster, args(n), work / f"events{n}", conf)
                     shutil.rmtree(work / f"out{n}", ignore_errors=True)
                     res["runs"].setdefault(f"{cmd}/{which}", []).append({"local": loc, "cluster": cl})
