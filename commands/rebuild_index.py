@@ -44,8 +44,11 @@ EPILOG = """Examples:
 
 With --engine spark each commit-log file is dispatched by one Spark task, which writes its
 consume-queue units in place; a second task per file writes its index entries, and one
-small task per index file links them: byte for byte what the local engine writes. Only
-summaries go through Spark (the tasks exchange units and keys as files beside the output).
+small task per index file links them; one task per BatchCQ queue writes its
+batchconsumequeue/ files from the units the file tasks saved: byte for byte what the
+local engine writes. Only summaries go through Spark (the tasks exchange units and keys
+as files beside the output). A BatchCQ topic is rebuilt only with all the queues: --topic
+naming one is refused on either engine.
 On a cluster, --output (or the store, with --in-place) must be on a file system every
 executor mounts at the same path.
 
