@@ -191,3 +191,21 @@ def test_topic_naming_a_BatchCQ_topic_is_still_refused_on_either_engine(bcq_stor
                 "--topic", "BulkTopic", *extra)
         assert r.exit_code == 2 and "BulkTopic: BatchCQ topics (batchconsumequeue/) are rebuilt only with" in r.stderr
         assert not (tmp_path / "o").exists()
+
+
+def test_dry_run_counts_batch_units_as_the_local_engine_and_writes_nothing(bcq_stores, tmp_path):
+    from rmqstore_cli.pipeline.local import rebuild_build
+    from rmqstore_cli.store.config import StoreConfig
+    from rmqstore_cli.store.rebuild import RebuildOptions, build_set
+
+    store, conf = bcq_stores["good"]
+    reps = []
+    for name, fn in (("a", build_set), ("b", rebuild_build)):
+        cfg = StoreConfig.load(store, conf)
+        cfg.infer_sizes()
+        d = vars(fn(cfg, tmp_path / name, RebuildOptions(tz=dt.timezone.utc, dry_run=True))).copy()
+        d.pop("seconds")
+        reps.append(d)
+        assert not (tmp_path / name).exists()
+    assert reps[1] == reps[0]
+    assert reps[0]["units"] == _build(build_set, store, conf, tmp_path / "c")[0]["units"]  # BatchCQ units counted
