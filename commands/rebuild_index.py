@@ -44,8 +44,11 @@ EPILOG = """Examples:
 
 With --engine spark each commit-log file is dispatched by one Spark task, which writes its
 consume-queue units in place; a second task per file writes its index entries, and one
-small task per index file links them: byte for byte what the local engine writes. Only
-summaries go through Spark (the tasks exchange units and keys as files beside the output).
+small task per index file links them; one task per BatchCQ queue writes its
+batchconsumequeue/ files from the units the file tasks saved: byte for byte what the
+local engine writes. Only summaries go through Spark (the tasks exchange units and keys
+as files beside the output). A BatchCQ topic is rebuilt only with all the queues: --topic
+naming one is refused on either engine.
 On a cluster, --output (or the store, with --in-place) must be on a file system every
 executor mounts at the same path.
 
@@ -131,7 +134,7 @@ def rebuild_index(
                    {"mapped_file_size_commit_log": commitlog_file_size, "mapped_file_size_consume_queue": cq_file_size,
                     "max_hash_slot_num": index_slots, "max_index_num": index_max})
 
-    _refuse_batch_queues(plans, engine is Engine.spark)
+    _refuse_batch_queues(plans)
 
     def job(spark=None):
         build = None
@@ -158,24 +161,20 @@ def rebuild_index(
             _warn(rep, f"{st}: " if several else "")
 
 
-def _refuse_batch_queues(plans, spark: bool) -> None:
-    """BatchCQ topics are rebuilt only by a whole local rebuild of the queues: the spark
-    engine would leave batchconsumequeue/ empty, and --topic would put a BatchCQ topic's
-    units in consumequeue/. Refused rather than written wrong."""
+def _refuse_batch_queues(plans) -> None:
+    """BatchCQ topics are rebuilt only with all the queues (on either engine): with --topic
+    the dispatcher has no ``BatchDispatch`` and would put a BatchCQ topic's units in
+    consumequeue/. Refused rather than written wrong."""
     from rmqstore_cli.errors import UsageError
     from rmqstore_cli.store.batch_queue import batch_topics
 
-    for st, _, cfg, opts, _ in plans:
-        if not opts.build_cq:
+    for _, _, cfg, opts, _ in plans:
+        if not opts.build_cq or opts.topics is None:
             continue
-        batch = batch_topics(cfg.root)
-        picked = sorted(batch & set(opts.topics)) if opts.topics is not None else []
+        picked = sorted(batch_topics(cfg.root) & set(opts.topics))
         if picked:
             raise UsageError(f"{', '.join(picked)}: BatchCQ topics (batchconsumequeue/) are rebuilt only with "
                              "all the queues", hint="leave out --topic for them")
-        if spark and opts.topics is None and batch:
-            raise UsageError(f"{st} has BatchCQ topics (batchconsumequeue/), which --engine spark does not "
-                             "rebuild yet", hint="use --engine local, or --only index")
 
 
 def _recover(stores: list[Path], other_options: bool, fmt: Fmt) -> None:

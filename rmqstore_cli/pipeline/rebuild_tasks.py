@@ -52,6 +52,7 @@ class FileSummary:
     simple: dict = None  # (topic, qid) -> its units are consecutive (dispatch_and_spill)
     ends: dict = None  # (topic, qid) -> (first, last) unit's end (offset + size)
     direct: list = None  # queues whose units the file's task wrote in place
+    batch: dict = None  # BatchCQ (topic, qid) -> its units captured (spilled as <n>.bcq.npy)
 
 
 @dataclass
@@ -59,6 +60,33 @@ class FileDispatch:
     summary: FileSummary
     units: dict  # (topic, qid) -> (phy, size, tags_code, qoff) int64 arrays, in dispatch order
     keys: tuple  # (index hash, phy, store timestamp) int64 arrays, in dispatch order
+    batch: dict  # BatchCQ (topic, qid) -> (6, n) int64: phy, size, tagsCode, store time, msgBaseOffset, batchSize
+
+
+class BatchCapture:
+    """The dispatcher's ``BatchDispatch`` recording each unit it would put
+    (``BatchConsumeQueue#putMessagePositionInfoWrapper``: same topics, same checks)
+    instead of writing it; the units depend on the record alone (msgBaseOffset from
+    INNER_BASE or the queue offset), so a file's task can capture them on its own and the
+    only rule across files, the writer's skip of offsets at or below its last one, is
+    left to the per-queue task (``build_batch_queue``)."""
+
+    def __init__(self, topics: set[str]):
+        self.topics = topics
+        self.rows: dict = {}
+
+    def put(self, topic: str, queue_id: int, offset: int, size: int, tags_code: int, store_time: int,
+            props: bytes, queue_offset: int) -> None:
+        from rmqstore_cli.store.batch_queue import batch_position
+
+        pos = batch_position(props, queue_offset)
+        if pos is not None:
+            self.rows.setdefault((topic, queue_id), []).append((offset, size, tags_code, store_time, *pos))
+
+    def arrays(self) -> dict:
+        import numpy as np
+
+        return {k: np.array(v, dtype=np.int64).T.copy() for k, v in self.rows.items()}
 
 
 def _capture_dispatcher_class():
@@ -105,6 +133,8 @@ def dispatch_file(config, position: int, recovering: bool, build_cq: bool, build
     f = cl.files[position]
     d = Dispatcher(config, Path("/nonexistent-rmqstore-capture"), Path("/nonexistent-rmqstore-capture"),
                    build_cq=build_cq, build_index=build_index, topics=topics)
+    if d.batch is not None:
+        d.batch = BatchCapture(d.batch.topics)
     fd = _capture_dispatcher_class()(d)
     s = FileSummary(position, f.name, skipped=[], queues={})
     try:
@@ -136,7 +166,9 @@ def dispatch_file(config, position: int, recovering: bool, build_cq: bool, build
         kept = phy[_kept_mask(phy, 0)]
         s.local_put = len(kept)
         s.local_put_min_phy = int(kept.min()) if len(kept) else 0
-    return FileDispatch(s, units, keys)
+    batch = d.batch.arrays() if d.batch is not None else {}
+    s.batch = {k: v.shape[1] for k, v in batch.items()}
+    return FileDispatch(s, units, keys, batch)
 
 
 def _group_units(fd) -> dict:
@@ -398,6 +430,8 @@ def dispatch_and_spill(config, position: int, recovering: bool, build_cq: bool, 
         _save(pd / f"{position}.units.npy", np.concatenate([np.stack(v) for v in fd.units.values()], axis=1))
     if s.keys:
         _save(pd / f"{position}.keys.npy", np.stack(fd.keys))
+    if fd.batch:  # (6, units) int64, queues in s.batch order
+        _save(pd / f"{position}.bcq.npy", np.concatenate(list(fd.batch.values()), axis=1))
     if direct and build_cq:
         cq_root = Path(dest) / "consumequeue"
         for key, (phy, size, tags, qoff) in fd.units.items():
@@ -419,6 +453,41 @@ def spilled_units(dest, s: FileSummary) -> dict:
         out[key] = tuple(np.asarray(arr[r, at:at + n]) for r in range(4))
         at += n
     return out
+
+
+def spilled_batch(dest, s: FileSummary, key: tuple[str, int]):
+    """Queue ``key``'s BatchCQ units that file ``s`` spilled: (6, n) int64 (``FileDispatch.batch``)."""
+    import numpy as np
+
+    arr = np.load(parts_dir(dest) / f"{s.position}.bcq.npy", mmap_mode="r")
+    at = 0
+    for k, n in s.batch.items():
+        if k == key:
+            return np.asarray(arr[:, at:at + n])
+        at += n
+    return np.empty((6, 0), np.int64)
+
+
+def build_batch_queue(dest, key: tuple[str, int], sums: list, file_size: int) -> int:
+    """One BatchCQ queue, ``batchconsumequeue/<topic>/<qid>`` under ``dest``, from the units
+    the included files spilled, in commit-log order, through the engine's
+    ``BatchConsumeQueueWriter`` (``BatchConsumeQueue#putBatchMessagePositionInfo``): the
+    bytes of the local engine's ``BatchDispatch``. Returns the units given."""
+    from rmqstore_cli.store import safefs
+    from rmqstore_cli.store.batch_queue import BatchConsumeQueueWriter
+    from rmqstore_cli.store.rebuild import BCQ_DIR
+
+    qdir = Path(dest) / BCQ_DIR / key[0] / str(key[1])
+    if os.path.lexists(qdir):  # a retried task; never through a link, never outside dest
+        safefs.rmtree_inside(qdir, [Path(dest)])
+    w = BatchConsumeQueueWriter(qdir, file_size, [Path(dest)])
+    n = 0
+    for s in sorted(sums, key=lambda s: s.position):
+        u = spilled_batch(dest, s, key)
+        w.put_many(*u)
+        n += u.shape[1]
+    w.flush()
+    return n
 
 
 def spilled_keys(dest, position: int) -> tuple:
@@ -620,12 +689,27 @@ def file_stage2(dest: str, position: int, floor: int, pieces: list, ifiles: dict
     return position
 
 
+def batch_jobs(config, sums: list) -> list:
+    """One ``build_batch_queue`` job per BatchCQ queue the included files put units in,
+    with the file size read once here (``batch_file_size``: the config, else the store's
+    own files), not by each executor."""
+    from rmqstore_cli.store.batch_queue import batch_file_size
+
+    keys = list(dict.fromkeys(k for s in sums for k in (s.batch or {})))
+    if not keys:
+        return []
+    size = batch_file_size(config, config.root)
+    return [("bcq", key, ([s for s in sums if key in s.batch], size)) for key in keys]
+
+
 def run_stage(dest: str, config, job) -> tuple:
     kind, what, arg = job
     if kind == "file":
         return kind, file_stage2(dest, what, *arg, config.max_hash_slot_num, config.cq_file_size)
     if kind == "queue":
         return kind, rebuild_queue_from_parts(dest, what, arg, config.cq_file_size)
+    if kind == "bcq":
+        return kind, build_batch_queue(dest, what, *arg)
     return kind, finish_index(dest, what, *arg, config.max_hash_slot_num, config.max_index_num)
 
 
@@ -679,6 +763,7 @@ def rebuild_staged(config, dest: Path, opts, run_map, t0: float):
             if qp is not None:
                 sums = [summaries[i] for i in included]
                 jobs += [("queue", key, [s for s in sums if key in s.queues]) for key in qp.rebuild]
+                jobs += batch_jobs(config, sums)
             done = run_map(lambda j: run_stage(d, config, j), jobs) if jobs else []
             if nfiles:
                 fin = [("finish", k, ([i for i in included if any(p[0] == k for p in ip.pieces.get(i, []))],

@@ -234,6 +234,27 @@ class BatchConsumeQueueWriter:
         self.write_offset += BATCH_CQ_UNIT_SIZE
         return True
 
+    def put_many(self, offset, size, tags_code, store_time, msg_base_offset, batch_size) -> None:
+        """:meth:`put` over arrays (one queue's units in dispatch order): a unit whose
+        commit-log offset is at or below every earlier one's is skipped, the rest packed at once."""
+        offset = np.asarray(offset, dtype=np.int64)
+        if not len(offset):
+            return
+        prev = np.full(len(offset), self.max_physic_offset, dtype=np.int64)
+        prev[1:] = np.maximum(np.maximum.accumulate(offset[:-1]), self.max_physic_offset)
+        keep = np.flatnonzero(offset > prev)
+        if not len(keep):
+            return
+        u = np.zeros(len(keep), BCQ_UNIT_DTYPE)
+        for name, col in (("commitlog_offset", offset), ("size", size), ("tags_code", tags_code),
+                          ("store_time", store_time), ("msg_base_offset", msg_base_offset),
+                          ("batch_size", batch_size)):
+            u[name] = np.asarray(col)[keep]
+        u["compacted_offset"] = INVALID_POS
+        self.max_physic_offset = int(offset[keep[-1]])
+        self._buf += u.tobytes()
+        self.write_offset += len(keep) * BATCH_CQ_UNIT_SIZE
+
     def flush(self) -> None:
         from rmqstore_cli.store.consume_queue import write_range
 
@@ -334,6 +355,23 @@ def batch_topics(root: Path) -> set[str]:
     return found
 
 
+def batch_position(props: bytes, queue_offset: int) -> tuple[int, int] | None:
+    """(msgBaseOffset, batchSize) of a BatchCQ topic's record as dispatch hands it to
+    ``BatchConsumeQueue#putMessagePositionInfoWrapper``: INNER_BASE and INNER_NUM of its
+    PROPERTIES (``CommitLog#setBatchSizeIfNeeded``), else its queue offset and 1; None for
+    what the broker does not write (a value Java cannot parse, a negative one: logged)."""
+    from rmqstore_cli.store.properties import pick_property
+
+    num, base = pick_property(props, b"INNER_NUM\x01"), pick_property(props, b"INNER_BASE\x01")
+    try:
+        base_offset, batch = (int(base), int(num)) if num is not None and base is not None else (queue_offset, 1)
+    except ValueError:
+        return None
+    if base_offset < 0 or batch < 0:
+        return None
+    return base_offset, batch
+
+
 class BatchDispatch:
     """``BatchConsumeQueue#putMessagePositionInfoWrapper`` for every BatchCQ queue of a
     rebuild or a generated store: one writer per queue under ``root`` (a
@@ -352,15 +390,10 @@ class BatchDispatch:
         """One record: its msgBaseOffset and batchSize from INNER_BASE/INNER_NUM
         (``CommitLog#setBatchSizeIfNeeded``), else its queue offset and 1; a negative one is
         not written (``#putMessagePositionInfoWrapper`` logs and returns)."""
-        from rmqstore_cli.store.properties import pick_property
-
-        num, base = pick_property(props, b"INNER_NUM\x01"), pick_property(props, b"INNER_BASE\x01")
-        try:
-            base_offset, batch = (int(base), int(num)) if num is not None and base is not None else (queue_offset, 1)
-        except ValueError:
+        pos = batch_position(props, queue_offset)
+        if pos is None:
             return
-        if base_offset < 0 or batch < 0:
-            return
+        base_offset, batch = pos
         w = self.writers.get((topic, queue_id))
         if w is None:
             w = self.writers[(topic, queue_id)] = BatchConsumeQueueWriter(

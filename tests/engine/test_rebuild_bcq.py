@@ -55,14 +55,6 @@ def test_Dispatcher_reference_writes_the_same_bcq_bytes(sample_tarball, tmp_path
     assert not (tmp_path / "consumequeue").exists()
 
 
-def test_spark_engine_refuses_a_store_with_batch_queues_before_starting(sample_tarball, tmp_path):
-    s = sample_tarball("bcq")
-    r = cli("rebuild-index", "--store", s / "store", "--broker-conf", s / "broker.conf", "--output", tmp_path / "o",
-            "--engine", "spark")
-    assert r.exit_code == 2 and "--engine spark does not rebuild yet" in r.stderr
-    assert not (tmp_path / "o").exists()
-
-
 def test_rebuild_of_a_selected_BatchCQ_topic_is_refused(sample_tarball, tmp_path):
     s = sample_tarball("bcq")
     r = cli("rebuild-index", "--store", s / "store", "--broker-conf", s / "broker.conf", "--output", tmp_path / "o",

@@ -207,6 +207,22 @@ def test_verify_rebuild_and_export_on_the_cluster_equal_the_local_engine(cluster
     rebuild_and_export_equal(cluster, _on(cluster), stores, tmp_path, "")
 
 
+def test_rebuild_of_batch_queues_on_the_cluster_equals_the_local_engine(cluster, tmp_path):
+    """A store with BatchCQ topics (``generate --bcq-topics``): batchconsumequeue/, written by
+    the executors from the file tasks' units, is the local engine's byte for byte."""
+    conf = tmp_path / "broker.conf"
+    conf.write_text("mapperFileSizeBatchConsumeQueue=460\n")
+    store = generate(tmp_path / "bcq", "--broker-conf", str(conf), "--broker-version", "5", "--bcq-topics", "2",
+                     messages=600, seed=3)
+    args = ["rebuild-index", "--store", store, "--broker-conf", conf, *SMALL, "--tz", "UTC"]
+    a = _driver(cluster, [*args, "--output", tmp_path / "l"], tmp_path)
+    b = _driver(cluster, [*args, "--output", tmp_path / "s", *_on(cluster)], tmp_path)
+    assert a.returncode == 0 and b.returncode == 0, b.stderr[-2000:]
+    for part in ("batchconsumequeue", "consumequeue", "index"):
+        want = _digest(tmp_path / "l" / part)
+        assert want and _digest(tmp_path / "s" / part) == want, part
+
+
 def rebuild_and_export_equal(cluster, on: list, stores: Path, tmp_path: Path, prefix: str) -> None:
     """rebuild-index --output and export of two stores through ``on`` (the engine's options)
     give the local engine's files and summaries; their outputs go to ``../<prefix>rebuilt``

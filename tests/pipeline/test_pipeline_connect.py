@@ -77,6 +77,24 @@ def test_rebuild_in_place_on_connect(server, stores, tmp_path):
     assert not [p for p in store.iterdir() if p.name.startswith(".rebuild")]
 
 
+def test_rebuild_in_place_of_batch_queues_on_connect(server, tmp_path):
+    """A store with BatchCQ topics rebuilt in place through the server (``connect.run_map``):
+    batchconsumequeue/ and the rest are the local engine's."""
+    from conftest import generate
+
+    conf = tmp_path / "broker.conf"
+    conf.write_text("mapperFileSizeBatchConsumeQueue=460\n")
+    want = generate(tmp_path / "want", "--broker-conf", str(conf), "--broker-version", "5", "--bcq-topics", "2",
+                    messages=600, seed=3)
+    store = shutil.copytree(want, tmp_path / "store")
+    args = ["rebuild-index", "--broker-conf", conf, *SMALL, "--in-place", "--no-backup", "--tz", "UTC"]
+    a = _driver(None, [*args, "--store", want], tmp_path)
+    b = _driver(None, [*args, "--store", store, *_on(server)], tmp_path)
+    assert a.returncode == 0 and b.returncode == 0, b.stderr[-2000:]
+    assert _parts(store) == _parts(want) and _digest(store / "batchconsumequeue") == _digest(want / "batchconsumequeue")
+    assert _digest(want / "batchconsumequeue")
+
+
 @pytest.fixture()
 def remote(server):
     """An in-process Connect session (PySpark marks the process as Connect's while it
