@@ -209,6 +209,7 @@ def main() -> None:
                    "connect": connect_fixed_cost(cluster, tiny, work, a.commands.split(","), a.repeat)}
         finally:
             cluster.stop()
+            shutil.rmtree(work, ignore_errors=True)
         if a.json:
             a.json.write_text(json.dumps(res, indent=1, default=str))
         return
@@ -251,6 +252,7 @@ def main() -> None:
         summarize(res)
     finally:
         cluster.stop()
+        shutil.rmtree(work, ignore_errors=True)  # outputs, event logs, the cluster's dirs
     if a.json:
         a.json.write_text(json.dumps(res, indent=1, default=str))
 
