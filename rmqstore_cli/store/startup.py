@@ -338,12 +338,14 @@ def assess(config, version: str, findings: list[dict], summary: dict, abnormal: 
         reasons.append(cut)
     if not abnormal:
         tail = sorted(r for rs in undispatched.values() for r in rs if max_cq <= r[0] < process)
-        reasons += normal_dispatch_reasons(version, max_cq, tail, repair)
+        reasons += normal_dispatch_reasons(version, max_cq, tail, repair,
+                                           process if process < summary["commitlog_end_offset"] else None)
     reasons += finding_reasons(findings, version, _empty_last_files(config, findings))
     return predict(version, abnormal, reasons)
 
 
-def normal_dispatch_reasons(version: str, max_cq: int, tail: list[tuple[int, int]], repair: str) -> list[Reason]:
+def normal_dispatch_reasons(version: str, max_cq: int, tail: list[tuple[int, int]], repair: str,
+                            cut: int | None = None) -> list[Reason]:
     """What becomes of the messages after the consume queues' end (``tail``: (first physical
     offset, count) runs at or after maxPhyOffsetOfConsumeQueue, before the recovered end) when
     the last shutdown was clean, per version:
@@ -356,11 +358,15 @@ def normal_dispatch_reasons(version: str, max_cq: int, tail: list[tuple[int, int
     - 5.3.2+: ``recoverNormally@rocketmq-all-5.3.2`` dispatches those with ``commitLogOffset >
       maxPhyOffsetOfConsumeQueue``; one that starts exactly there is never dispatched (the reput
       starts at the log's end).
+
+    ``cut``: where recovery truncates the log, if it does; the runs' counts then include
+    messages after it, so no count is given.
     """
     if not tail:
         return []
     n = sum(c for _, c in tail)
-    what = f"{n} message(s) from {tail[0][0]} on, after the consume queues' end {max_cq} (maxPhyOffsetOfConsumeQueue)"
+    what = (f"{n} message(s) from {tail[0][0]} on" if cut is None else f"the messages from {tail[0][0]} to the "
+            f"recovered end {cut}") + f", after the consume queues' end {max_cq} (maxPhyOffsetOfConsumeQueue)"
     if family(version) == "4.9":
         return [Reason(False, "commitlog", f"{what}: recoverNormally does not dispatch them; the reput does after "
                        "start (DefaultMessageStore#start sets reputFromOffset to the consume queues' end)")]
@@ -369,8 +375,9 @@ def normal_dispatch_reasons(version: str, max_cq: int, tail: list[tuple[int, int
                        "dispatch (doDispatch=false) and DefaultMessageStore#start puts the reput at the commit log's "
                        "end (recheckReputOffsetFromCq=false); consumers never see them", repair)]
     skipped = tail[0][0] == max_cq
-    out = [Reason(False, "commitlog", f"{what}: 5.3.2+ CommitLog#recoverNormally dispatches the {n - skipped} "
-                  f"after {max_cq} (commitLogOffset > maxPhyOffsetOfConsumeQueue)")] if n > skipped else []
+    which = "those" if cut is not None else f"the {n - skipped}"
+    out = [Reason(False, "commitlog", f"{what}: 5.3.2+ CommitLog#recoverNormally dispatches {which} after "
+                  f"{max_cq} (commitLogOffset > maxPhyOffsetOfConsumeQueue)")] if n > skipped else []
     if skipped:
         out.append(Reason(False, "commitlog", f"the message at {max_cq} starts exactly at maxPhyOffsetOfConsumeQueue: "
                           "5.3.2+ CommitLog#recoverNormally skips it (commitLogOffset > maxPhyOffsetOfConsumeQueue is "

@@ -34,7 +34,7 @@ class RecoveryChecks:
         if max_cq is None:
             max_cq = queue_ends(self.config)[1]
         i = normal_recovery_start(version, [f.file_from_offset for f in files], max_cq)
-        return files[i], f"normal (5.3.2+: maxPhyOffsetOfConsumeQueue {max_cq})"
+        return files[i], f"5.3.2+ normal (maxPhyOffsetOfConsumeQueue {max_cq})"
 
     def check_recovery(self) -> None:
         """Which recovery the broker runs next (§8) and what it would truncate."""
