@@ -55,7 +55,9 @@ broker_start predicts whether the broker (--broker-version, else the store's: ti
 mean 5, otherwise 4.9 is assumed) would start on the store, and why not: config files and
 their .bak (ConfigManager#load), file sizes (MappedFileQueue#doLoad), an empty last
 consume-queue file (5.0-5.3.3 ConsumeQueue#correctMinOffset), a live lock; the table ends
-with that verdict in one line.
+with that verdict in one line. Normal recovery differs by version: 4.9 and 5.3.1 (any
+5.0-5.3.1) re-read the last three commit-log files and dispatch nothing; 5 (5.3.2 and later)
+starts at the file holding the consume queues' end and dispatches the messages after it.
 """
 
 def broker_start(cfg, version, findings: list[dict], summary: dict):
