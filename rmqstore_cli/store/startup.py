@@ -88,12 +88,9 @@ class QueueEnd:
     redispatched: bool = False  # recovery dispatches a message of this queue at or after recovered_end
 
 
-#: The --broker-version values: the 5.x ones are one family for everything but normal recovery.
-VERSIONS = ("4.9", "5.3.1", "5")
-
-
 def family(version: str) -> str:
-    """"5" for every 5.x value, else "4.9": the rules that did not change within 5.x."""
+    """"5" for every 5.x value of --broker-version ("5.3.1", "5"), else "4.9": the rules that
+    did not change within 5.x (all but normal recovery)."""
     return "5" if version.startswith("5") else "4.9"
 
 
