@@ -196,6 +196,7 @@ def _verify_many(specs, engine, master, conf, verbose, crc, deep, max_findings, 
 
     for s in specs:  # a path that is not a store is a clean error before any work
         open_for_verify(StoreConfig.load(s.path, s.broker_conf, **dict(s.sizes)))
+    v = None if version is None else version.value
     if engine is Engine.spark:
         try:
             from rmqstore_cli.pipeline import spark as sp
@@ -203,9 +204,8 @@ def _verify_many(specs, engine, master, conf, verbose, crc, deep, max_findings, 
             from rmqstore_cli.errors import UsageError
 
             raise UsageError("the spark engine needs PySpark", hint="pip install 'rmqstore[spark]'") from None
-        results = sp.run_job(sp.verify, master, conf, verbose, specs, crc, deep, max_findings)
+        results = sp.run_job(sp.verify, master, conf, verbose, specs, crc, deep, max_findings, v)
     else:
-        v = None if version is None else version.value
         results = [verify_store(s, crc, deep, max_findings, v) for s in specs]
     from rmqstore_cli.store.startup import STARTUP_CHECKS
 

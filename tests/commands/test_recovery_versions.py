@@ -216,3 +216,42 @@ def test_clean_store_same_prediction_in_every_version(small_store):
         assert _findings(rep, "recovery.truncate") == [], v
         assert rep["summary"]["broker_start"] == {"starts": True, "recovery": "normal", "version": v,
                                                   "version_source": "option", "reasons": []}
+
+
+def test_several_stores_and_the_decomposed_engine_follow_the_version(lagging, tmp_path):
+    """--broker-version reaches the Verifier on every path: two stores (``verify_store``) and
+    the decomposition Spark runs (``verify_stores``, here in-process)."""
+    from rmqstore_cli.pipeline.stores import StoreSpec, verify_store
+    from rmqstore_cli.pipeline.verify_tasks import verify_stores
+
+    store, x, _, bad, _ = lagging
+    other = tmp_path / "other"
+    shutil.copytree(store, other)
+    for v, want in (("5.3.1", []), ("5", [(bad, x // CL_SIZE * CL_SIZE)] * 2)):
+        r = cli("verify", "--store", store, "--store", other, "--format", "json", "--broker-version", v)
+        got = [(f["physical_offset"], f["recovery_start"]) for f in json.loads(r.stdout)["findings"]
+               if f["check"] == "recovery.truncate"]
+        assert got == want, v
+    spec = StoreSpec(str(store), "s")
+    for v in ("5.3.1", "5"):
+        local = verify_store(spec, True, False, None, v)
+        (dec,) = verify_stores([spec], True, False, None, None, v)
+        pick = [[(f["check"], f["physical_offset"], f.get("recovery_start")) for f in r["findings"]
+                 if f["check"] == "recovery.truncate"] for r in (local, dec)]
+        assert pick[0] == pick[1] == ([] if v == "5.3.1" else [("recovery.truncate", bad, x // CL_SIZE * CL_SIZE)])
+
+
+def test_abnormal_recovery_on_rocksdb_queues_matches_by_offset(sample_tarball, tmp_path):
+    """``CommitLog#isMappedFileMatchedRecover@rocketmq-all-5.2.0`` with enableRocksDBStore: a
+    file matches when its first record's offset is <= the RocksDB dispatch checkpoint
+    (``RocksDBConsumeQueueStore#getMaxPhyOffsetInConsumeQueue``), not by store time."""
+    src = sample_tarball("rocksdb")
+    s = tmp_path / "s"
+    shutil.copytree(src, s)
+    for p in s.rglob("*"):
+        p.chmod(p.stat().st_mode | 0o200)
+    (s / "store" / "abort").write_bytes(b"")
+    r = cli("verify", "--store", s / "store", "--broker-conf", s / "broker.conf", "--format", "json")
+    (ab,) = [f for f in json.loads(r.stdout)["findings"] if f["check"] == "abort.unclean-shutdown"]
+    assert ab["recovery_start"] == 0
+    assert "first record's offset <= the RocksDB dispatch checkpoint" in ab["detail"]
