@@ -333,7 +333,7 @@ def assess(config, version: str, findings: list[dict], summary: dict, abnormal: 
     cut = truncation_reason(max_cq, process, repair)
     if cut is not None:
         reasons.append(cut)
-    if not abnormal:
+    if not abnormal and not (Path(config.consumequeue_dir) / "CURRENT").exists():  # RocksDB queues: not modelled
         tail = sorted(r for rs in undispatched.values() for r in rs if max_cq <= r[0] < process)
         reasons += normal_dispatch_reasons(version, max_cq, tail, repair,
                                            process if process < summary["commitlog_end_offset"] else None)
