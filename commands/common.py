@@ -58,6 +58,15 @@ class BrokerVersion(str, Enum):
     v5 = "5"
 
 
+class VerifyBrokerVersion(str, Enum):
+    """verify's versions: 5.0-5.3.1 and 5.3.2+ recover a cleanly stopped store differently
+    (``CommitLog#recoverNormally@rocketmq-all-5.3.2``); "5" is 5.3.2 and later."""
+
+    v49 = "4.9"
+    v531 = "5.3.1"
+    v5 = "5"
+
+
 class Engine(str, Enum):
     local = "local"
     spark = "spark"

@@ -9,7 +9,6 @@ import typer
 
 from rmqstore_cli.commands.common import (
     BrokerConfOpt,
-    BrokerVersion,
     CommitlogSizeOpt,
     CqSizeOpt,
     DEFAULT_STORE,
@@ -23,6 +22,7 @@ from rmqstore_cli.commands.common import (
     SparkMasterOpt,
     SparkVerboseOpt,
     StoresOpt,
+    VerifyBrokerVersion,
     command,
 )
 
@@ -55,7 +55,9 @@ broker_start predicts whether the broker (--broker-version, else the store's: ti
 mean 5, otherwise 4.9 is assumed) would start on the store, and why not: config files and
 their .bak (ConfigManager#load), file sizes (MappedFileQueue#doLoad), an empty last
 consume-queue file (5.0-5.3.3 ConsumeQueue#correctMinOffset), a live lock; the table ends
-with that verdict in one line.
+with that verdict in one line. Normal recovery differs by version: 4.9 and 5.3.1 (any
+5.0-5.3.1) re-read the last three commit-log files and dispatch nothing; 5 (5.3.2 and later)
+starts at the file holding the consume queues' end and dispatches the messages after it.
 """
 
 def broker_start(cfg, version, findings: list[dict], summary: dict):
@@ -63,14 +65,9 @@ def broker_start(cfg, version, findings: list[dict], summary: dict):
     one the store shows (timer files: 5), else 4.9 ("assumed": a 4.9 and a 5.x store are
     otherwise the same bytes)."""
     from rmqstore_cli.store.lock import abort_exists
-    from rmqstore_cli.store.search import detect_version
-    from rmqstore_cli.store.startup import assess
+    from rmqstore_cli.store.startup import assess, resolve_version
 
-    if version is not None:
-        v, source = version.value, "option"
-    else:
-        v = detect_version(cfg.root)
-        v, source = (v, "detected") if v is not None else ("4.9", "assumed")
+    v, source = resolve_version(cfg.root, None if version is None else version.value)
     verdict = assess(cfg, v, findings, summary, abort_exists(cfg.root))
     verdict.version_source = source
     return verdict
@@ -97,9 +94,10 @@ def verify(
         "--max-findings", min=0, help="Show at most N findings per check (all are counted in the summary).")] = 100,
     list_checks: Annotated[bool, typer.Option("--list-checks", help="List every check id, its severity and "
                                               "meaning, and exit.")] = False,
-    broker_version: Annotated[Optional[BrokerVersion], typer.Option(
-        "--broker-version", help="The broker version whose start-up broker_start predicts, when the store "
-                                 "cannot tell (5 when timer files are there; else 4.9 is assumed and said).")] = None,
+    broker_version: Annotated[Optional[VerifyBrokerVersion], typer.Option(
+        "--broker-version", help="The broker version whose recovery and start-up verify predicts: 4.9, 5.3.1 "
+                                 "(any 5.0-5.3.1) or 5 (5.3.2 and later), when the store cannot tell (5 when "
+                                 "timer files are there; else 4.9 is assumed and said).")] = None,
     fmt: FormatOpt = Fmt.table,
     engine: EngineOpt = Engine.local,
     spark_master: SparkMasterOpt = None,
@@ -137,7 +135,8 @@ def verify(
         return
     store = Path(specs[0].path)
     cfg = open_for_verify(load_config(store, broker_conf, commitlog_file_size, cq_file_size, index_slots, index_max))
-    opts = VerifyOptions(crc=crc, deep=deep, max_findings=max_findings)
+    opts = VerifyOptions(crc=crc, deep=deep, max_findings=max_findings,
+                         broker_version=None if broker_version is None else broker_version.value)
     total = 0
     if sys.stderr.isatty():
         total = sum(p.stat().st_size for d in cfg.commitlog_dirs if d.is_dir() for p in d.iterdir() if p.is_file())
@@ -197,6 +196,7 @@ def _verify_many(specs, engine, master, conf, verbose, crc, deep, max_findings, 
 
     for s in specs:  # a path that is not a store is a clean error before any work
         open_for_verify(StoreConfig.load(s.path, s.broker_conf, **dict(s.sizes)))
+    v = None if version is None else version.value
     if engine is Engine.spark:
         try:
             from rmqstore_cli.pipeline import spark as sp
@@ -204,9 +204,9 @@ def _verify_many(specs, engine, master, conf, verbose, crc, deep, max_findings, 
             from rmqstore_cli.errors import UsageError
 
             raise UsageError("the spark engine needs PySpark", hint="pip install 'rmqstore[spark]'") from None
-        results = sp.run_job(sp.verify, master, conf, verbose, specs, crc, deep, max_findings)
+        results = sp.run_job(sp.verify, master, conf, verbose, specs, crc, deep, max_findings, v)
     else:
-        results = [verify_store(s, crc, deep, max_findings) for s in specs]
+        results = [verify_store(s, crc, deep, max_findings, v) for s in specs]
     from rmqstore_cli.store.startup import STARTUP_CHECKS
 
     for s, r in zip(specs, results):

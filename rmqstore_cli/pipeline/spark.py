@@ -426,14 +426,15 @@ def rebuild_build(spark, config, dest: Path, opts, progress=None):
     return T.rebuild_staged(config, dest, opts, mapper(spark), time.perf_counter())
 
 
-def verify(spark, stores: list, crc: bool, deep: bool, max_findings: int | None) -> list[dict]:
+def verify(spark, stores: list, crc: bool, deep: bool, max_findings: int | None,
+           broker_version: str | None = None) -> list[dict]:
     """verify on Spark: one task per index file, per commit-log file, then per queue and per
     index file (pipeline/verify_tasks.py); the driver reads back only per-file summaries and
     capped findings. Results are the local engine's, store by store."""
     from rmqstore_cli.pipeline.verify_tasks import verify_stores
 
     engine = connect.VerifyOnConnect(spark) if isinstance(spark, connect.Remote) else _VerifyOnSpark(spark)
-    return verify_stores([absolute(s) for s in stores], crc, deep, max_findings, engine)
+    return verify_stores([absolute(s) for s in stores], crc, deep, max_findings, engine, broker_version)
 
 
 class _VerifyOnSpark:

@@ -121,7 +121,8 @@ def _verifier(plan: "StorePlan", rec: Recorder) -> Verifier:
     """A Verifier of ``plan``'s store whose every finding goes to ``rec`` (the cap is the
     driver's); a task hands its missing units on as arrays (bounded by its file), and a
     queue task reports them exactly from those: never only runs."""
-    v = Verifier(plan.config, VerifyOptions(crc=plan.crc, deep=plan.deep, max_findings=None), sink=rec)
+    v = Verifier(plan.config, VerifyOptions(crc=plan.crc, deep=plan.deep, max_findings=None,
+                                            broker_version=plan.broker_version), sink=rec)
     v.MISSING_CAP = None
     return v
 
@@ -153,6 +154,7 @@ class StorePlan:
     index_end: int = -1
     want_keys: bool = False
     rocksdb: bool = False  # the queues are a RocksDB database (each task opens it read-only)
+    broker_version: str | None = None  # the one recovery is predicted for (None: the store's)
 
 
 def plan_store(spec, crc: bool, deep: bool, cap: int | None) -> StorePlan:
@@ -687,11 +689,14 @@ class InProcess:
         pass
 
 
-def verify_stores(specs: list, crc: bool, deep: bool, max_findings: int | None, engine=None) -> list[dict]:
+def verify_stores(specs: list, crc: bool, deep: bool, max_findings: int | None, engine=None,
+                  broker_version: str | None = None) -> list[dict]:
     """verify several stores through the decomposition: one result per store, as
     :func:`~rmqstore_cli.pipeline.stores.verify_store` returns it."""
     engine = engine or InProcess()
     plans = [plan_store(s, crc, deep, max_findings) for s in specs]
+    for p in plans:
+        p.broker_version = broker_version
     keys = [(p, k) for p in plans for k in range(len(p.index_paths))]
     infos = iter(engine.map(index_info_task, keys))
     orders = [index_order(p, [next(infos) for _ in p.index_paths]) for p in plans]

@@ -20,7 +20,12 @@ What stops a start (``fatal``):
 
 What the broker survives, with loss (not fatal): a config file replaced by its ``.bak`` or by
 nothing, recovery truncating the commit log, consume-queue units beyond the commit log's end
-(``truncateDirtyLogicFiles``), a missing ``index/`` while indexing is on, no checkpoint.
+(``truncateDirtyLogicFiles``), a missing ``index/`` while indexing is on, no checkpoint,
+messages after the consume queues' end that a normal recovery leaves undispatched
+(:func:`normal_dispatch_reasons`).
+
+Versions (``--broker-version``): "4.9"; "5.3.1", any 5.0-5.3.1 broker; "5", 5.3.2 and later
+(5.3.3). They differ in ``CommitLog#recoverNormally`` (see :func:`normal_recovery_start`).
 """
 from __future__ import annotations
 
@@ -83,6 +88,55 @@ class QueueEnd:
     redispatched: bool = False  # recovery dispatches a message of this queue at or after recovered_end
 
 
+def family(version: str) -> str:
+    """"5" for every 5.x value of --broker-version ("5.3.1", "5"), else "4.9": the rules that
+    did not change within 5.x (all but normal recovery)."""
+    return "5" if version.startswith("5") else "4.9"
+
+
+def recovers_from_cq(version: str) -> bool:
+    """5.3.2+ ``CommitLog#recoverNormally@rocketmq-all-5.3.2``: starts at the consume queues'
+    end and dispatches what follows it (apache/rocketmq 5.3.1..5.3.2); before, the third-last
+    file and no dispatch."""
+    return version == "5"
+
+
+def normal_recovery_start(version: str, file_froms: list[int], max_cq: int) -> int:
+    """Index of the commit-log file ``CommitLog#recoverNormally`` starts from.
+
+    4.9.7 and 5.0-5.3.1 (``recoverNormally@rocketmq-all-5.3.1``): the third-last file.
+    5.3.2+ (``recoverNormally@rocketmq-all-5.3.2``, same in 5.3.3): from the last file back,
+    the first whose ``getFileFromOffset() <= maxPhyOffsetOfConsumeQueue`` (its loop stops at
+    index 0, so no queue, -1, means the first file)."""
+    if not recovers_from_cq(version):
+        return max(0, len(file_froms) - 3)
+    i = len(file_froms) - 1
+    while i > 0 and file_froms[i] > max_cq:
+        i -= 1
+    return max(i, 0)
+
+
+def normal_dispatched(version: str, first: int, count: int, max_cq: int, process: int) -> bool:
+    """Does ``CommitLog#recoverNormally`` dispatch a run of ``count`` undispatched messages
+    from physical offset ``first`` on? 5.3.2+ only: ``doDispatch = getCommitLogOffset() >
+    maxPhyOffsetOfConsumeQueue`` (strictly: the message starting at that end is not), and
+    only before the recovered end ``process``. 4.9.7/5.0-5.3.1: ``doDispatch`` is false."""
+    if not recovers_from_cq(version) or first >= process:
+        return False
+    return first > max_cq or (first == max_cq and count > 1)
+
+
+def resolve_version(root, option: str | None) -> tuple[str, str]:
+    """The version verify predicts for and how it knows: ``option`` (--broker-version), else
+    the store's (timer or RocksDB files: "5", ``search.detect_version``), else "4.9" assumed."""
+    if option is not None:
+        return option, "option"
+    from rmqstore_cli.store.search import detect_version
+
+    v = detect_version(root)
+    return (v, "detected") if v is not None else ("4.9", "assumed")
+
+
 def config_reasons(loads: list[ConfigLoad]) -> list[Reason]:
     """What ``ConfigManager#load``/``#loadBak`` do with each config file that is not simply loaded."""
     out = []
@@ -125,7 +179,7 @@ def empty_last_file_throws(version: str, q: QueueEnd, consume_queues_truncated: 
     inside its try/catch: it cannot throw here. (#10108's trace says 4.9.3 but its line numbers
     are not stock 4.9.3's.)
     """
-    return (version == "5" and q.recovered_end > 0 and q.recovered_end == q.last_file_from
+    return (family(version) == "5" and q.recovered_end > 0 and q.recovered_end == q.last_file_from
             and not consume_queues_truncated and not q.redispatched)
 
 
@@ -173,7 +227,7 @@ def finding_reasons(findings: list[dict], version: str, empty_last: set[str]) ->
     for f in findings:
         check, name = f["check"], f["file"]
         if check in LOAD_FAILS:
-            if version == "5" and name in empty_last:
+            if family(version) == "5" and name in empty_last:
                 out.append(Reason(False, name, "'size is 0, auto delete' (MappedFileQueue#doLoad, 5.x)"))
             else:
                 out.append(Reason(True, name, f"{f['detail']}: 'length not matched message store config value, "
@@ -255,30 +309,77 @@ def queue_ends(config) -> tuple[list[QueueEnd], int]:
 def assess(config, version: str, findings: list[dict], summary: dict, abnormal: bool) -> BrokerStart:
     """``broker_start`` for one store from verify's findings and summary (either engine), the
     config files and the consume queues' recovered ends."""
-    reasons = config_reasons(load_broker_configs(Path(config.root) / "config", version))
+    reasons = config_reasons(load_broker_configs(Path(config.root) / "config", family(version)))
     truncate = [f for f in findings if f["check"] == "recovery.truncate"]
     process = truncate[0].get("physical_offset", summary["commitlog_end_offset"]) if truncate \
         else summary["commitlog_end_offset"]
     aborts = [f for f in findings if f["check"] == "abort.unclean-shutdown"]
-    undispatched: dict[tuple[str, int], list[int]] = {}
+    undispatched: dict[tuple[str, int], list[tuple[int, int]]] = {}
     for f in findings:
         if f["check"] in UNDISPATCHED and f.get("physical_offset") is not None:
-            undispatched.setdefault((f.get("topic"), f.get("queue_id")), []).append(f["physical_offset"])
+            undispatched.setdefault((f.get("topic"), f.get("queue_id")), []).append(
+                (f["physical_offset"], f.get("count") or 1))
     # Messages verify found without a unit are dispatched again by recovery: the abnormal
-    # one from its start file on, the normal one after maxPhyOffsetOfConsumeQueue
-    # (5.x CommitLog#recoverAbnormally / #recoverNormally's doDispatch).
+    # one from its start file on (every version), the normal one after
+    # maxPhyOffsetOfConsumeQueue in 5.3.2+ only (:func:`normal_dispatched`).
     ends, max_cq = queue_ends(config)
     start = aborts[0].get("recovery_start") if abnormal and aborts else None
     for q in ends:
-        offsets = undispatched.get((q.topic, q.queue_id), ())
-        q.redispatched = any(p >= start if start is not None else p > max_cq for p in offsets)
+        runs = undispatched.get((q.topic, q.queue_id), ())
+        q.redispatched = any(p >= start if start is not None else normal_dispatched(version, p, n, max_cq, process)
+                             for p, n in runs)
     repair = f"rmqstore rebuild-index --store {config.root} --in-place --only cq"
     reasons += min_offset_reasons(version, ends, max_cq >= process, repair)
     cut = truncation_reason(max_cq, process, repair)
     if cut is not None:
         reasons.append(cut)
+    if not abnormal and not (Path(config.consumequeue_dir) / "CURRENT").exists():  # RocksDB queues: not modelled
+        tail = sorted(r for rs in undispatched.values() for r in rs if max_cq <= r[0] < process)
+        reasons += normal_dispatch_reasons(version, max_cq, tail, repair,
+                                           process if process < summary["commitlog_end_offset"] else None)
     reasons += finding_reasons(findings, version, _empty_last_files(config, findings))
     return predict(version, abnormal, reasons)
+
+
+def normal_dispatch_reasons(version: str, max_cq: int, tail: list[tuple[int, int]], repair: str,
+                            cut: int | None = None) -> list[Reason]:
+    """What becomes of the messages after the consume queues' end (``tail``: (first physical
+    offset, count) runs at or after maxPhyOffsetOfConsumeQueue, before the recovered end) when
+    the last shutdown was clean, per version:
+
+    - 4.9.7: ``recoverNormally`` does not dispatch; ``DefaultMessageStore#start@rocketmq-all-4.9.7``
+      sets the reput to the queues' end, so the reput dispatches them after start;
+    - 5.0-5.3.1: ``recoverNormally@rocketmq-all-5.3.1`` does not dispatch (``doDispatch =
+      false``) and ``DefaultMessageStore#start`` sets the reput to ``getConfirmOffset()``, the
+      log's end (``doRecheckReputOffsetFromCq`` is off by default): they never get a unit;
+    - 5.3.2+: ``recoverNormally@rocketmq-all-5.3.2`` dispatches those with ``commitLogOffset >
+      maxPhyOffsetOfConsumeQueue``; one that starts exactly there is never dispatched (the reput
+      starts at the log's end).
+
+    ``cut``: where recovery truncates the log, if it does; the runs' counts then include
+    messages after it, so no count is given.
+    """
+    if not tail:
+        return []
+    n = sum(c for _, c in tail)
+    what = (f"{n} message(s) from {tail[0][0]} on" if cut is None else f"the messages from {tail[0][0]} to the "
+            f"recovered end {cut}") + f", after the consume queues' end {max_cq} (maxPhyOffsetOfConsumeQueue)"
+    if family(version) == "4.9":
+        return [Reason(False, "commitlog", f"{what}: recoverNormally does not dispatch them; the reput does after "
+                       "start (DefaultMessageStore#start sets reputFromOffset to the consume queues' end)")]
+    if not recovers_from_cq(version):
+        return [Reason(False, "commitlog", f"{what}: never dispatched: 5.0-5.3.1 CommitLog#recoverNormally does not "
+                       "dispatch (doDispatch=false) and DefaultMessageStore#start puts the reput at the commit log's "
+                       "end (recheckReputOffsetFromCq=false); consumers never see them", repair)]
+    skipped = tail[0][0] == max_cq
+    which = "those" if cut is not None else f"the {n - skipped}"
+    out = [Reason(False, "commitlog", f"{what}: 5.3.2+ CommitLog#recoverNormally dispatches {which} after "
+                  f"{max_cq} (commitLogOffset > maxPhyOffsetOfConsumeQueue)")] if n > skipped else []
+    if skipped:
+        out.append(Reason(False, "commitlog", f"the message at {max_cq} starts exactly at maxPhyOffsetOfConsumeQueue: "
+                          "5.3.2+ CommitLog#recoverNormally skips it (commitLogOffset > maxPhyOffsetOfConsumeQueue is "
+                          "false) and the reput starts at the commit log's end: it never gets a unit", repair))
+    return out
 
 
 def _empty_last_files(config, findings: list[dict]) -> set[str]:

@@ -186,6 +186,8 @@ class VerifyOptions:
     deep: bool = False
     #: Findings emitted per check (all are counted); None = no limit.
     max_findings: int | None = None
+    #: The broker version recovery is predicted for (store/startup.py VERSIONS); None: the store's.
+    broker_version: str | None = None
 
 
 def text(s: str) -> str:

@@ -19,6 +19,23 @@ class RecoveryChecks:
                 self._add("checkpoint.ahead", "checkpoint", off, f"{name} {v} is newer than the newest message "
                           f"({top}): {v - top} ms of flushed data are missing")
 
+    def _normal_start(self, files: list) -> tuple:
+        """The file ``CommitLog#recoverNormally`` starts from, for the broker version
+        (``startup.normal_recovery_start``: the third-last file before 5.3.2; from 5.3.2 the
+        last one starting at or before maxPhyOffsetOfConsumeQueue), and how to name it."""
+        from rmqstore_cli.store.startup import normal_recovery_start, queue_ends, recovers_from_cq, resolve_version
+
+        if header_of(self.config, files[-1]):  # DLedgerMmapFileStore#recover: the third-last file
+            return files[max(0, len(files) - 3)], "normal"
+        version = resolve_version(self.config.root, self.opt.broker_version)[0]
+        if not recovers_from_cq(version):
+            return files[max(0, len(files) - 3)], "normal"
+        max_cq = self.rocksdb_dispatched()  # RocksDBConsumeQueueStore#getMaxPhyOffsetInConsumeQueue
+        if max_cq is None:
+            max_cq = queue_ends(self.config)[1]
+        i = normal_recovery_start(version, [f.file_from_offset for f in files], max_cq)
+        return files[i], f"5.3.2+ normal (maxPhyOffsetOfConsumeQueue {max_cq})"
+
     def check_recovery(self) -> None:
         """Which recovery the broker runs next (§8) and what it would truncate."""
         self.check_dledger()
@@ -27,7 +44,7 @@ class RecoveryChecks:
             return
         cp = self.checkpoint or StoreCheckpoint()
         if self.abort and not header_of(self.config, files[-1]):  # DLedgerCommitLog#recover: one way
-            start = None
+            start, max_cq = None, self.rocksdb_dispatched()
             for f in reversed(files):
                 pos = self.first_records.get(f.file_from_offset)
                 if pos != 0:
@@ -36,14 +53,17 @@ class RecoveryChecks:
                 if c is None or c.message is None:
                     continue
                 ts = c.message.store_timestamp
-                if ts != 0 and ts <= cp.min_timestamp:
+                if max_cq is not None:  # isMappedFileMatchedRecover@rocketmq-all-5.2.0, enableRocksDBStore
+                    if c.message.physical_offset <= max_cq:
+                        start = f
+                        break
+                elif ts != 0 and ts <= cp.min_timestamp:
                     start = f
                     break
             start = start or files[0]
             kind = "abnormal"
         else:
-            start = files[max(0, len(files) - 3)]
-            kind = "normal"
+            start, kind = self._normal_start(files)
         stops = sorted(s for s in self.stops if s[0] >= start.file_from_offset)
         cut = stops[0] if stops else None
         process = cut[0] if cut else self.cl_end
@@ -54,12 +74,15 @@ class RecoveryChecks:
                       f"{kind} recovery (from file {start.name}) stops at {process} ({cut[1]}): the broker would "
                       f"truncate the commit log there" + (f", delete {len(later)} later file(s)" if later else "")
                       + f" and drop consume-queue units from {process} on; {max(0, self.cl_end - process)} bytes "
-                      "of data after it would be lost", physical_offset=process)
+                      "of data after it would be lost", physical_offset=process, recovery_start=start.file_from_offset)
         if self.abort:
+            db = self.rocksdb_dispatched()
             idx_del = [f.name for f in self.index_files if f.end_ts > cp.index_msg_timestamp]
             self._add("abort.unclean-shutdown", "abort", None,
                       f"the last shutdown was not clean: abnormal recovery from file {start.name} "
-                      f"(first record's store time <= checkpoint min time {cp.min_timestamp}), re-dispatching every "
+                      + (f"(first record's store time <= checkpoint min time {cp.min_timestamp})" if db is None
+                         else f"(first record's offset <= the RocksDB dispatch checkpoint {db})")
+                      + ", re-dispatching every "
                       f"message from {start.file_from_offset}; the log would end at {process}"
                       + ("" if process >= self.cl_end else f" (cutting {self.cl_end - process} bytes)")
                       + f"; index files newer than indexMsgTimestamp {cp.index_msg_timestamp} deleted: "
