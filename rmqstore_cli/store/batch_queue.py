@@ -306,24 +306,31 @@ def topic_table(root: Path) -> dict | None:
     return table if isinstance(table, dict) else None
 
 
-def queue_type(table: dict, topic: str) -> str:
-    """``QueueTypeUtils#getCQType``: the topic's ``queue.type`` attribute, SimpleCQ when the
-    topic, its attributes or the attribute is absent (the value is returned as written:
-    ``CQType.valueOf`` throws on anything but :data:`CQ_TYPES`, a JSON null included).
+def topic_attribute(table: dict, topic: str, key: str) -> str | None:
+    """The topic's attribute ``key`` as the broker reads it (``TopicConfig#getAttributes``,
+    then ``attributes.get(key)``: ``QueueTypeUtils#getCQType``,
+    ``CleanupPolicyUtils#getDeletePolicy``), None when the topic, its attributes or the key
+    is absent (the caller's default), ``"null"`` for a JSON null (``valueOf`` throws).
 
-    The one parser of the attribute (:func:`batch_topics`, verify's ``bcq.queue-type``).
-    Only the plain key counts: the ``+queue.type``/``-queue.type`` spellings are requests
-    (``AttributeUtil#alterCurrentAttributes`` stores the real key, ``TopicConfigManager
-    #updateSingleTopicConfigWithoutPersist``), and ``getCQType`` looks up ``queue.type`` only,
-    so a topics.json entry spelled ``+queue.type`` is a SimpleCQ topic to the broker."""
-    from rmqstore_cli.formats.batch_queue import QUEUE_TYPE_ATTRIBUTE, SIMPLE_CQ_TYPE
-
+    Only the stored key counts: ``+key``/``-key`` are request spellings
+    (``AttributeUtil#alterCurrentAttributes`` stores the real key,
+    ``TopicConfigManager#updateSingleTopicConfigWithoutPersist``), so a topics.json entry
+    spelled ``+queue.type`` is a SimpleCQ topic to the broker."""
     tc = table.get(topic)
     attrs = tc.get("attributes") if isinstance(tc, dict) else None
-    if not isinstance(attrs, dict) or QUEUE_TYPE_ATTRIBUTE not in attrs:
-        return SIMPLE_CQ_TYPE
-    value = attrs[QUEUE_TYPE_ATTRIBUTE]
-    return "null" if value is None else str(value)
+    if not isinstance(attrs, dict) or key not in attrs:
+        return None
+    return "null" if attrs[key] is None else str(attrs[key])
+
+
+def queue_type(table: dict, topic: str) -> str:
+    """``QueueTypeUtils#getCQType``: the topic's ``queue.type`` (:func:`topic_attribute`,
+    the one parser: :func:`batch_topics`, verify's ``bcq.queue-type``), SimpleCQ when
+    absent (returned as written: ``CQType.valueOf`` throws on anything but :data:`CQ_TYPES`)."""
+    from rmqstore_cli.formats.batch_queue import QUEUE_TYPE_ATTRIBUTE, SIMPLE_CQ_TYPE
+
+    value = topic_attribute(table, topic, QUEUE_TYPE_ATTRIBUTE)
+    return SIMPLE_CQ_TYPE if value is None else value
 
 
 def batch_topics(root: Path) -> set[str]:
