@@ -197,8 +197,9 @@ def generate(
 
 def _check_5x_topics(broker_version: str, topics: int, bcq_topics: int, compaction_topics: int | bool,
                      appending: bool) -> None:
-    """--bcq-topics and --compaction-topics: 5.x topic kinds, at most --topics of them; the
-    compaction logs are written from their start only (not continued by --append/--from-jsonl)."""
+    """--bcq-topics and --compaction-topics: 5.x topic kinds, at most --topics of them; a
+    compaction topic is declared by a new store only (an append continues the compaction
+    logs the store has: ``store.compaction_writer.compaction_dispatch``)."""
     from rmqstore_cli.errors import UsageError
 
     if bcq_topics and (broker_version != "5" or bcq_topics > topics):

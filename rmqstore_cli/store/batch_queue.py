@@ -327,31 +327,43 @@ def topic_table(root: Path) -> dict | None:
     return table if isinstance(table, dict) else None
 
 
-def queue_type(table: dict, topic: str) -> str:
-    """``QueueTypeUtils#getCQType``: the topic's ``queue.type`` attribute, SimpleCQ when the
-    topic, its attributes or the attribute is absent (the value is returned as written:
-    ``CQType.valueOf`` throws on anything but :data:`CQ_TYPES`)."""
-    from rmqstore_cli.formats.batch_queue import QUEUE_TYPE_ATTRIBUTE, SIMPLE_CQ_TYPE
+def topic_attribute(table: dict, topic: str, key: str) -> str | None:
+    """The topic's attribute ``key`` as the broker reads it (``TopicConfig#getAttributes``,
+    then ``attributes.get(key)``: ``QueueTypeUtils#getCQType``,
+    ``CleanupPolicyUtils#getDeletePolicy``), None when the topic, its attributes or the key
+    is absent (the caller's default), ``"null"`` for a JSON null (``valueOf`` throws).
 
+    Only the stored key counts: ``+key``/``-key`` are request spellings
+    (``AttributeUtil#alterCurrentAttributes`` stores the real key,
+    ``TopicConfigManager#updateSingleTopicConfigWithoutPersist``), so a topics.json entry
+    spelled ``+queue.type`` is a SimpleCQ topic to the broker."""
     tc = table.get(topic)
     attrs = tc.get("attributes") if isinstance(tc, dict) else None
-    value = attrs.get(QUEUE_TYPE_ATTRIBUTE) if isinstance(attrs, dict) and attrs else None
-    return SIMPLE_CQ_TYPE if value is None else str(value)
+    if not isinstance(attrs, dict) or key not in attrs:
+        return None
+    return "null" if attrs[key] is None else str(attrs[key])
+
+
+def queue_type(table: dict, topic: str) -> str:
+    """``QueueTypeUtils#getCQType``: the topic's ``queue.type`` (:func:`topic_attribute`,
+    the one parser: :func:`batch_topics`, verify's ``bcq.queue-type``), SimpleCQ when
+    absent (returned as written: ``CQType.valueOf`` throws on anything but :data:`CQ_TYPES`)."""
+    from rmqstore_cli.formats.batch_queue import QUEUE_TYPE_ATTRIBUTE, SIMPLE_CQ_TYPE
+
+    value = topic_attribute(table, topic, QUEUE_TYPE_ATTRIBUTE)
+    return SIMPLE_CQ_TYPE if value is None else value
 
 
 def batch_topics(root: Path) -> set[str]:
     """Topics whose queues are BatchConsumeQueues (``ConsumeQueueStore#findOrCreateConsumeQueue``
-    reads the topic's ``queue.type`` attribute): ``config/topics.json`` entries with
-    ``queue.type=BatchCQ``, and the topics ``batchconsumequeue/`` already has (the topic
+    asks ``QueueTypeUtils#isBatchCq``): ``config/topics.json`` entries whose
+    :func:`queue_type` is BatchCQ, and the topics ``batchconsumequeue/`` already has (the topic
     table a broker was given need not be on disk, as in the 5.3.3 sample)."""
-    from rmqstore_cli.formats.batch_queue import BATCH_CQ_TYPE, QUEUE_TYPE_ATTRIBUTE
+    from rmqstore_cli.formats.batch_queue import BATCH_CQ_TYPE
 
     found = {t for t, _, _ in queue_dirs(root / "batchconsumequeue")}
-    for name, tc in (topic_table(root) or {}).items():
-        attrs = tc.get("attributes") if isinstance(tc, dict) else None
-        if isinstance(attrs, dict) and BATCH_CQ_TYPE in (attrs.get(QUEUE_TYPE_ATTRIBUTE),
-                                                         attrs.get("+" + QUEUE_TYPE_ATTRIBUTE)):
-            found.add(name)
+    table = topic_table(root) or {}
+    found.update(name for name in table if queue_type(table, name) == BATCH_CQ_TYPE)
     return found
 
 

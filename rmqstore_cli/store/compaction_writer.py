@@ -32,6 +32,7 @@ from rmqstore_cli.formats.compaction import (
     QUEUE_OFFSET_POS,
     RecordLong,
 )
+from rmqstore_cli.errors import StoreError
 from rmqstore_cli.store import safefs
 from rmqstore_cli.store.batch_queue import pack_unit
 from rmqstore_cli.store.compaction import compaction_log_size
@@ -46,11 +47,13 @@ class _OpenFile:
     """The last file of a log or queue: what was appended since the last flush (files are
     created at their full size when rolled, as ``MappedFileQueue#getLastMappedFile`` does)."""
 
-    def __init__(self, path: Path, size: int, roots: list[Path], what: str):
+    def __init__(self, path: Path, size: int, roots: list[Path], what: str, pos: int | None = None):
+        """``pos``: an existing file continued at that byte (a generate --append), else a new one."""
         self.path, self.size, self.what = path, size, what
-        self.pos = self.flushed = 0
+        self.pos = self.flushed = pos or 0
         self.buf = bytearray()
-        safefs.create_sized(path, size, roots, what)
+        if pos is None:
+            safefs.create_sized(path, size, roots, what)
 
     def append(self, data: bytes) -> None:
         self.buf += data
@@ -78,6 +81,58 @@ class CompactionLogWriter:
         self.next_queue_offset = 0
         #: (physical offset, size) of every record written, for a compaction run.
         self.placed: list[tuple[int, int]] = []
+
+    def resume(self) -> None:
+        """Continue a queue already on disk (generate --append) where a restarted broker
+        does: ``TopicPartitionLog#init`` (``#sanityCheck``: the log and its queue have the
+        same file names), ``SparseConsumeQueue#recover`` (the last file's units up to the
+        first invalid one, so an end-of-file unit is written again), then the log's write
+        position is the end of the last unit's record (``#getMaxPhyOffsetInLog``,
+        ``MappedFileQueue#truncateDirtyFiles``; none: the file counts as full and the next
+        put rolls). Anything that would not continue byte for byte is a StoreError."""
+        from rmqstore_cli.store.batch_queue import BatchConsumeQueue
+        from rmqstore_cli.store.mapped_files import MappedFileQueue, regular_size
+
+        if not self.log_dir.is_dir() and not self.cq_dir.is_dir():
+            return
+        if (self.log_dir / COMPACTING_DIR).exists() or (self.cq_dir / COMPACTING_DIR).exists():
+            raise StoreError("an unfinished compaction run (compacting/) is here: generate --append cannot "
+                             "continue this compaction log", path=self.log_dir / COMPACTING_DIR)
+        logs = MappedFileQueue(self.log_dir, self.log_size).files
+        cq = BatchConsumeQueue(self.cq_dir, "", 0, self.cq_size, sparse=True)
+        try:
+            self._resume_from(logs, cq, regular_size)
+        finally:
+            cq.close()
+
+    def _resume_from(self, logs, cq, regular_size) -> None:
+        """:meth:`resume` once the files are listed."""
+        names = [f.path.name for f in logs]
+        if names != [f.path.name for f in cq.queue.files]:
+            raise StoreError("the compaction log and its queue do not have the same files "
+                             "(TopicPartitionLog#sanityCheck): generate --append cannot continue them", path=self.log_dir)
+        for f, size in [(f, self.log_size) for f in logs] + [(f, self.cq_size) for f in cq.queue.files]:
+            if regular_size(f.path) != size:
+                raise StoreError(f"a compaction file of {regular_size(f.path)} bytes where this run writes {size}: "
+                                 "generate --append cannot continue it", path=f.path,
+                                 hint="pass the --broker-conf the store was generated with")
+        if not logs:
+            return
+        valid = [(f, n) for f, n in zip(cq.queue.files, cq.valid_counts) if n]
+        if valid:  # SparseConsumeQueue#reviseMaxAndMinOffsetInQueue
+            last = cq.file_units(valid[-1][0])[valid[-1][1] - 1]
+            self.next_queue_offset = int(last["msg_base_offset"]) + int(last["batch_size"])
+        self.log_from = logs[-1].file_from_offset
+        n = cq.valid_counts[-1]
+        log_pos = self.log_size
+        if n:
+            u = cq.file_units(cq.queue.files[-1])[n - 1]
+            log_pos = int(u["commitlog_offset"]) + int(u["size"]) - self.log_from
+        self.log = _OpenFile(logs[-1].path, self.log_size, self.roots, "compaction-log file", log_pos)
+        self.cq = _OpenFile(cq.queue.files[-1].path, self.cq_size, self.roots, "compaction consume-queue file",
+                            n * BATCH_CQ_UNIT_SIZE)
+        if log_pos >= self.log_size:
+            self.log = None  # #isEmptyOrCurrentFileFull: the next put rolls
 
     def _roll(self) -> None:
         """``TopicPartitionLog#roll``: the next log file, and a queue file of the same name."""
@@ -194,13 +249,17 @@ class CompactionDispatch:
         request, whatever its transaction type) into its queue's compaction log."""
         if req.topic not in self.topics:
             return
-        w = self.writers.get((req.topic, req.queue_id))
-        if w is None:
-            sub = Path(req.topic) / str(req.queue_id)
-            w = self.writers[(req.topic, req.queue_id)] = CompactionLogWriter(
-                self.dir / COMPACTION_LOG_DIR / sub, self.dir / COMPACTION_CQ_DIR / sub, self.log_size,
-                self.cq_size, self.roots)
+        w = self.writers.get((req.topic, req.queue_id)) or self.writer(req.topic, req.queue_id)
         w.put(record, msg.properties.get(PROPERTY_KEYS), req.tags_code, req.store_timestamp)
+
+    def writer(self, topic: str, queue_id: int) -> CompactionLogWriter:
+        """The queue's writer, made and continued after what is on disk (:meth:`CompactionLogWriter.resume`)."""
+        sub = Path(topic) / str(queue_id)
+        w = self.writers[(topic, queue_id)] = CompactionLogWriter(
+            self.dir / COMPACTION_LOG_DIR / sub, self.dir / COMPACTION_CQ_DIR / sub, self.log_size,
+            self.cq_size, self.roots)
+        w.resume()
+        return w
 
     def close(self) -> None:
         """Flush every queue (with ``run``: compact each, in (topic, queueId) order, each run
@@ -220,4 +279,44 @@ class CompactionDispatch:
         safefs.make_dirs(self.dir, self.roots)
         if offsets.items():
             safefs.replace_file(path.with_name(POSITION_CHECKPOINT + ".bak"), text, self.roots)
-        safefs.replace_file(path, text, self.roots)
+        if offsets.items() or not path.exists():  # appended without a run: the offsets loaded are kept
+            safefs.replace_file(path, text, self.roots)
+
+
+def compaction_dispatch(config, roots: list[Path]) -> CompactionDispatch | None:
+    """The compaction store of an existing store continued (generate --append): its topics
+    are those whose ``cleanup.policy`` is COMPACTION in config/topics.json
+    (``CleanupPolicyUtils#isCompaction``, read by :func:`~rmqstore_cli.store.batch_queue.topic_attribute`)
+    and those compaction/compactionLog/ already has; None when there is none."""
+    from rmqstore_cli.store.batch_queue import topic_attribute, topic_table
+    from rmqstore_cli.store.mapped_files import queue_dirs
+
+    table = topic_table(config.root) or {}
+    topics = {t for t in table if topic_attribute(table, t, CLEANUP_POLICY_ATTRIBUTE) == COMPACTION_POLICY}
+    topics |= {t for t, _, _ in queue_dirs(config.root / COMPACTION_DIR / COMPACTION_LOG_DIR)}
+    if not topics:
+        return None
+    d = CompactionDispatch(config.root, topics, config.compaction_mapped_file_size,
+                           config.compaction_cq_mapped_file_size, roots)
+    for what, configured, sub in (("cq_size", config.compaction_cq_mapped_file_size, COMPACTION_CQ_DIR),
+                                  ("log_size", config.compaction_mapped_file_size, COMPACTION_LOG_DIR)):
+        size = None if configured > 0 else _first_file_size(config.root / COMPACTION_DIR / sub)
+        if size:  # not configured: the files' own size, as the commit log's (StoreConfig#infer_sizes)
+            setattr(d, what, size)
+    on_disk = {(t, q) for sub in (COMPACTION_LOG_DIR, COMPACTION_CQ_DIR)
+               for t, q, _ in queue_dirs(config.root / COMPACTION_DIR / sub)}
+    for topic, qid in sorted(on_disk):
+        d.writer(topic, qid)  # every queue checked before the store's first byte is written
+    return d
+
+
+def _first_file_size(directory: Path) -> int | None:
+    """The size of the first file of the first queue under ``directory`` (every file is
+    created at its full size), or None."""
+    from rmqstore_cli.store.mapped_files import MappedFileQueue, queue_dirs, regular_size
+
+    for _, _, q in sorted(queue_dirs(directory)):
+        files = MappedFileQueue(q, 1).files
+        if files:
+            return regular_size(files[0].path)
+    return None

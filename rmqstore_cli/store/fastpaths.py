@@ -18,6 +18,13 @@ from types import ModuleType
 
 import numpy as np
 
+from rmqstore_cli.errors import StoreError
+
+
+class MissingExtension(StoreError):
+    """The compiled loops were forced (``compiled=True``) but the C extension is not here:
+    a one-line error naming it and how to build it, not an AttributeError."""
+
 
 class FastPaths:
     """Which loops run (one per process).
@@ -50,21 +57,38 @@ class FastPaths:
 
         return kernels if kernels.BUILT else None
 
+    @staticmethod
+    def require_kernels() -> ModuleType:
+        """The C loops for a caller that forces them (``compiled=True``, even when
+        :attr:`pure`); :class:`MissingExtension` when the extension was not built (or was
+        built for another layout: ``kernels.layout``)."""
+        from rmqstore_cli.store import kernels
+
+        if not kernels.BUILT:
+            raise MissingExtension(
+                "the compiled loops were asked for (compiled=True) but the C extension "
+                "rmqstore_cli.store._ckernels is not built, or was built for another layout",
+                hint="build it with `pip install -e .` or `python setup.py build_ext --inplace` "
+                     "(needs a C compiler), or leave compiled=None to run the reference loops")
+        return kernels
+
     def describe(self) -> str:
         """Which loops run, in a few words (``rmqstore --version``)."""
         if self.kernels() is not None:
             return "C loops"
         return "reference loops: RMQSTORE_PURE is set" if self.pure else "reference loops: the C extension is not built"
 
-    def walk_loop(self, compiled: bool | None = None):
-        """The compiled walk to use, or None for the reference loop: ``compiled`` forces
-        either (True needs the built extension); None: :meth:`kernels` decides."""
+    def walk_loop(self, compiled: bool | None = None, entries: bool = False):
+        """The compiled walk to use (``kernels.walk``, or ``walk_entries`` for a DLedger
+        file), or None for the reference loop: ``compiled`` forces either (True needs the
+        built extension: :meth:`require_kernels`); None: :meth:`kernels` decides."""
         if compiled:
-            from rmqstore_cli.store import kernels
-
-            return kernels.walk
-        k = self.kernels() if compiled is None else None
-        return k.walk if k is not None else None
+            k = self.require_kernels()
+        else:
+            k = self.kernels() if compiled is None else None
+        if k is None:
+            return None
+        return k.walk_entries if entries else k.walk
 
     def body_crcs(self, buf, a: np.ndarray | None, at: np.ndarray, ln: np.ndarray) -> np.ndarray:
         """:func:`~rmqstore_cli.store.commitlog.bulk.body_crcs` (``UtilAll#crc32`` of every body),

@@ -18,6 +18,7 @@ from rmqstore_cli.formats.timer import TIMER_TOPIC
 from rmqstore_cli.formats.sysflag import INNER_BATCH_FLAG
 from rmqstore_cli.store.checkpoint import StoreCheckpoint
 from rmqstore_cli.store.commitlog import AppendResult, AppendSpec, CommitLog, Status, check_message
+from rmqstore_cli.store.compaction_writer import compaction_dispatch
 from rmqstore_cli.store.config import StoreConfig
 from rmqstore_cli.store.consume_queue import ConsumeQueue, ConsumeQueueWriter, queue_dirs, unsafe_topic
 from rmqstore_cli.store.dispatch import Dispatcher
@@ -86,6 +87,7 @@ class StoreWriter:
         self.batch_topics: set[str] = set()
         if self.dispatcher.batch is not None:
             self.declare_batch_topics(self.dispatcher.batch.topics)
+        self.compaction = compaction_dispatch(config, self.roots)  # continued by an append
         self.topics: dict[str, int] = {}
         #: Records whose topic cannot be a consume-queue directory (``unsafe_topic``), per topic:
         #: in the commit log and the index, but in no queue and not in config/topics.json.
@@ -310,10 +312,13 @@ class StoreWriter:
             q = max(n, old.get("readQueueNums", 0))
             table[topic] = {"topicName": topic, "readQueueNums": q, "writeQueueNums": q, "perm": 6,
                             "topicFilterType": "SINGLE_TAG", "topicSysFlag": 0, "order": False}
+            attrs = dict(old["attributes"]) if isinstance(old.get("attributes"), dict) else {}  # kept by an append
             if topic in self.batch_topics:  # TopicAttributes.QUEUE_TYPE_ATTRIBUTE
-                table[topic]["attributes"] = {"queue.type": "BatchCQ"}
+                attrs["queue.type"] = "BatchCQ"
             if self.compaction is not None and topic in self.compaction.topics:
-                table[topic]["attributes"] = dict(self.compaction.attributes)
+                attrs.update(self.compaction.attributes)
+            if attrs:
+                table[topic]["attributes"] = attrs
         text = json.dumps(data, indent=2, ensure_ascii=False)
         replace_file(path, text.encode("utf-8"), self.roots)
 

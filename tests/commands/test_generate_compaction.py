@@ -10,6 +10,8 @@ by dump-cq --compaction and dump-commitlog --compaction-log.
 from __future__ import annotations
 
 import json
+import shutil
+from pathlib import Path
 import struct
 
 from conftest import cli
@@ -206,3 +208,114 @@ def test_generated_compaction_run_keeps_each_keys_latest_and_verifies(tmp_path):
     assert r.exit_code == 0 and summary["errors"] == summary["warnings"] == 0, r.stdout
     r = cli("dump-cq", "--store", store, "--summary", "--format", "jsonl")
     assert r.exit_code == 0 and "compaction" in r.stdout
+
+
+def _tree(root):
+    """Every file under ``root`` by its relative name, with its bytes."""
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_append_continues_the_compaction_logs_like_one_go_CompactionLog_asyncPutMessage(tmp_path):
+    """generate --append (here --from-jsonl, which replays every record as it was) on a store
+    whose topics.json has cleanup.policy=COMPACTION continues each compaction log and its
+    sparse queue where a restarted broker does (``TopicPartitionLog#init``,
+    ``SparseConsumeQueue#recover``, ``CompactionLog#asyncPutMessage``): the store appended in
+    three parts has the compaction/ files of the one generated in one go, byte for byte
+    (the parts end inside a file and at the rolls), and topics.json keeps the attribute
+    (was: the appended sends were never dispatched and the attribute was dropped)."""
+    one, conf = _gen(tmp_path, "--messages", "700", "--topics", "2", "--compaction-topics", "1")
+    lines = cli("dump-commitlog", "--store", one, "--format", "jsonl", "--body", "base64").stdout.splitlines()
+    assert len(lines) >= 700 and len(_tree(one / "compaction")) > 6  # some queues rolled
+    two = tmp_path / "two"
+    (two / "config").mkdir(parents=True)
+    (two / "config" / "topics.json").write_bytes((one / "config" / "topics.json").read_bytes())
+    for i, part in enumerate((lines[:150], lines[150:151], lines[151:])):
+        src = tmp_path / f"part{i}.jsonl"
+        src.write_text("\n".join(part) + "\n")
+        r = cli("generate", "--store", two, "--broker-conf", conf, "--broker-version", "5", *SMALL, "--append",
+                "--from-jsonl", src, "--format", "json")
+        assert r.exit_code == 0, r.stderr
+    assert _tree(two / "compaction") == _tree(one / "compaction")
+    assert _tree(two / "commitlog") == _tree(one / "commitlog")
+    topics = json.loads((two / "config" / "topics.json").read_text())["topicConfigTable"]
+    assert [t for t, c in topics.items() if c.get("attributes") == {"cleanup.policy": "COMPACTION"}] == ["OrderTopic"]
+    # verify says the same of both (its compaction checks read past a rolled file's end unit:
+    # a separate issue, reported in NOTES-fixes.md, so compare rather than demand none)
+    got = [[json.loads(x) for x in cli("verify", "--store", s, "--broker-conf", conf, "--format", "jsonl")
+            .stdout.splitlines()[:-1]] for s in (one, two)]
+    assert got[0] == got[1]
+
+
+def test_append_infers_the_compaction_sizes_and_refuses_what_it_cannot_continue(tmp_path):
+    """Without --broker-conf the compaction files' own sizes are used (as the commit log's);
+    where a restarted broker would not continue the files as they are, generate --append is
+    one error line, exit 3, and writes nothing there: an unfinished run's compacting/, a
+    log file without its queue file (``TopicPartitionLog#sanityCheck`` throws), a
+    configured size the files do not have."""
+    one, conf = _gen(tmp_path, "--messages", "300", "--topics", "2", "--compaction-topics", "1")
+    lines = cli("dump-commitlog", "--store", one, "--format", "jsonl", "--body", "base64").stdout.splitlines()
+    (tmp_path / "all.jsonl").write_text("\n".join(lines) + "\n")
+    base = tmp_path / "base"
+    (base / "config").mkdir(parents=True)
+    (base / "config" / "topics.json").write_bytes((one / "config" / "topics.json").read_bytes())
+    (tmp_path / "head.jsonl").write_text("\n".join(lines[:120]) + "\n")
+    (tmp_path / "tail.jsonl").write_text("\n".join(lines[120:]) + "\n")
+    assert cli("generate", "--store", base, "--broker-conf", conf, "--broker-version", "5", *SMALL, "--append",
+               "--from-jsonl", tmp_path / "head.jsonl").exit_code == 0
+
+    def append(store, *conf_args):
+        return cli("generate", "--store", store, *conf_args, "--broker-version", "5", "--append",
+                   "--from-jsonl", tmp_path / "tail.jsonl")
+
+    inferred = tmp_path / "inferred"
+    shutil.copytree(base, inferred)
+    r = append(inferred)  # no --broker-conf: every size from the files
+    assert r.exit_code == 0, r.stderr
+    assert _tree(inferred / "compaction") == _tree(one / "compaction")
+    cq0 = Path("compaction/compactionCq/OrderTopic/0")
+    damages = {"compacting": lambda s: (s / "compaction/compactionLog/OrderTopic/0/compacting").mkdir(),
+               "queue file gone": lambda s: next((s / cq0).iterdir()).unlink(),
+               "size": lambda s: (s / "broker.conf").write_text(CONF.replace("1840", "920"))}
+    for name, damage in damages.items():
+        s = tmp_path / name.replace(" ", "-")
+        shutil.copytree(base, s)
+        (s / "broker.conf").write_text(CONF)
+        damage(s)
+        before = _tree(s)
+        r = append(s, "--broker-conf", s / "broker.conf")
+        assert r.exit_code == 3, (name, r.stderr)
+        assert len(r.stderr.strip().splitlines()) == 1 and "compaction" in r.stderr and "Traceback" not in r.stderr
+        assert _tree(s) == before, name  # refused before the commit log's first byte
+
+
+def test_sample_dispatched_in_two_runs_equals_one_run_TopicPartitionLog_init(sample_tarball, tmp_path):
+    """The real sample's commit log dispatched by two writers, the second continuing the
+    first's files (``TopicPartitionLog#init``, ``SparseConsumeQueue#recover``), at several
+    split points: the same compaction/ bytes as one writer, whose files the broker's own
+    match (test above)."""
+    from rmqstore_cli.commands.common import load_config
+    from rmqstore_cli.store.commitlog import CommitLog
+    from rmqstore_cli.store.compaction_writer import CompactionDispatch
+    from rmqstore_cli.store.dispatch import dispatch_request
+
+    src = sample_tarball("compaction")
+    _dispatch_sample(src, tmp_path / "one")
+    cfg = load_config(src / "store", src / "broker.conf", None, None, None, None)
+    cl = CommitLog(cfg)
+    try:
+        sends = []
+        for m in cl.scan():
+            f = cl.queue.find(m.offset)
+            pos = m.offset - f.file_from_offset
+            sends.append((dispatch_request(m, {}, cfg), bytes(f.buffer()[pos:pos + m.total_size]), m))
+    finally:
+        cl.close()
+    for split in (1, len(sends) // 3, len(sends) // 2 + 1):
+        out = tmp_path / f"split{split}"
+        for part in (sends[:split], sends[split:]):
+            cd = CompactionDispatch(out, {"DeviceStateTopic"}, cfg.compaction_mapped_file_size,
+                                    cfg.compaction_cq_mapped_file_size, [out])
+            for req, record, m in part:
+                cd.dispatch(req, record, m)
+            cd.close()
+        assert _tree(out / "compaction") == _tree(tmp_path / "one" / "compaction"), split

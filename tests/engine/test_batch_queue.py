@@ -156,3 +156,32 @@ def test_CompactionPositionMgr_key_is_topic_underscore_queue(tmp_path):
     p = tmp_path / "position-checkpoint"
     p.write_text('{"empty":false,"queueOffsetMap":{"A_B_3":7}}')
     assert parse_position_checkpoint(p).offsets == {("A_B", 3): 7}
+
+
+_QUEUE_TYPE_CASES = {  # topic -> (its topics.json attributes, QueueTypeUtils#getCQType's answer)
+    "Plain": ({"queue.type": "BatchCQ"}, "BatchCQ"),
+    "Simple": ({"queue.type": "SimpleCQ"}, "SimpleCQ"),
+    "PlusSpelled": ({"+queue.type": "BatchCQ"}, "SimpleCQ"),  # a request key, never stored
+    "MinusSpelled": ({"-queue.type": "BatchCQ"}, "SimpleCQ"),
+    "NoAttributes": ({}, "SimpleCQ"),
+    "NullValue": ({"queue.type": None}, "null"),  # CQType.valueOf(null) throws
+    "Other": ({"cleanup.policy": "COMPACTION"}, "SimpleCQ"),
+}
+
+
+def test_QueueTypeUtils_getCQType_one_parser_for_batch_topics_and_verify(tmp_path):
+    """``QueueTypeUtils#getCQType`` reads only the stored key ``queue.type`` (the ``+``/``-``
+    spellings are ``AttributeUtil#alterCurrentAttributes`` requests, stored under the real
+    key): batch_topics agrees with queue_type on every topic (was: ``+queue.type`` made a
+    BatchCQ topic for rebuild and generate while verify called it SimpleCQ)."""
+    from rmqstore_cli.store.batch_queue import batch_topics, queue_type
+
+    table = {t: {"topicName": t, "attributes": a} for t, (a, _) in _QUEUE_TYPE_CASES.items()}
+    table["NoAttributesKey"] = {"topicName": "NoAttributesKey"}
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config" / "topics.json").write_text(json.dumps({"topicConfigTable": table}))
+    assert {t: queue_type(table, t) for t in _QUEUE_TYPE_CASES} == {t: w for t, (_, w) in _QUEUE_TYPE_CASES.items()}
+    assert queue_type(table, "NoAttributesKey") == queue_type(table, "Absent") == "SimpleCQ"
+    assert batch_topics(tmp_path) == {"Plain"}
+    (tmp_path / "batchconsumequeue" / "OnDisk" / "0").mkdir(parents=True)
+    assert batch_topics(tmp_path) == {"Plain", "OnDisk"}

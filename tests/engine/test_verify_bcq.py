@@ -158,3 +158,16 @@ def test_bcq_topic_messages_not_reported_missing_from_consumequeue(sample_tarbal
     (store / "consumequeue" / "Other" / "0").mkdir(parents=True)
     findings, _ = _verify(store, "--broker-conf", conf)
     assert not [x for x in findings if x["check"].startswith(("cq.", "bcq."))], findings
+
+
+@pytest.mark.parametrize("attributes, why", [({"+queue.type": "BatchCQ"}, "should be BatchCQ, but is SimpleCQ"),
+                                             ({"queue.type": None}, "CQType.valueOf throws")])
+def test_queueTypeShouldBe_reads_the_stored_key_only(sample_tarball, tmp_path, attributes, why):
+    """``QueueTypeUtils#getCQType`` looks up ``queue.type`` only (``+queue.type`` is an
+    ``AttributeUtil#alterCurrentAttributes`` request spelling, never stored), and
+    ``CQType.valueOf(null)`` throws: both stop the broker's load of batchconsumequeue/."""
+    store, conf = _copy(sample_tarball, "bcq", tmp_path)
+    _topics_json(store, {"BulkTopic": {"topicName": "BulkTopic", "attributes": attributes}})
+    findings, summary = _verify(store, "--broker-conf", conf)
+    assert [(x["check"], x["file"]) for x in findings] == [("bcq.queue-type", "batchconsumequeue/BulkTopic/0")]
+    assert why in findings[0]["detail"] and summary["broker_start"]["starts"] is False

@@ -180,3 +180,40 @@ def test_the_policy_runs_the_c_walk_unless_pure(files, monkeypatch):
     assert FastPaths(pure=False).walk_loop(False) is None
     assert FastPaths(json_min=5).json_kernel(4) is None and FastPaths(json_min=5).json_kernel(5) is not None
     assert FastPaths(json_min=5, pure=True).json_kernel(5) is None
+
+
+@pytest.mark.parametrize("header", [0, 48])
+def test_forcing_the_c_walk_without_the_extension_names_it(files, monkeypatch, header):
+    """``FastPaths#walk_loop(compiled=True)`` on a machine whose extension did not build (no
+    ``kernels.walk``/``walk_entries``): one clear StoreError naming the extension and how to
+    build it (was: AttributeError), for the plain and the DLedger walk alike; the policy
+    (compiled=None) and compiled=False still run the reference loop."""
+    from rmqstore_cli.errors import StoreError
+    from rmqstore_cli.store import kernels
+    from rmqstore_cli.store.fastpaths import FastPaths, MissingExtension
+
+    monkeypatch.setattr(kernels, "BUILT", False)
+    for name in ("walk", "walk_entries", "small_body_crcs", "join_ranges"):
+        monkeypatch.delattr(kernels, name, raising=False)
+    for pure in (False, True):
+        with pytest.raises(MissingExtension) as err:
+            FastPaths(pure=pure).walk_loop(True, entries=bool(header))
+        assert issubclass(MissingExtension, StoreError)
+        assert "rmqstore_cli.store._ckernels is not built" in str(err.value)
+        assert "setup.py build_ext --inplace" in str(err.value)
+        assert FastPaths(pure=pure).walk_loop(None) is None and FastPaths(pure=pure).walk_loop(False) is None
+    with pytest.raises(MissingExtension):
+        walk_records(files[0], 0, len(files[0]), 10, HEAD_SIZE, compiled=True, header=header)
+    w = walk_records(files[0], 0, len(files[0]), 10, HEAD_SIZE)
+    assert w.starts.size == 10 and w.starts[0] == 0
+
+
+def test_forcing_the_c_walk_picks_the_dledger_twin():
+    """``walk_loop(entries=True)`` is ``kernels.walk_entries`` (the DLedger walk), forced or chosen."""
+    needs_c()
+    from rmqstore_cli.store import kernels
+    from rmqstore_cli.store.fastpaths import FastPaths
+
+    assert FastPaths(pure=True).walk_loop(True, entries=True) is kernels.walk_entries
+    assert FastPaths(pure=False).walk_loop(entries=True) is kernels.walk_entries
+    assert FastPaths(pure=True).walk_loop(entries=True) is None

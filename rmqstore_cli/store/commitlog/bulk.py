@@ -195,15 +195,13 @@ def walk_records(buf, pos: int, limit: int, max_n: int, min_total: int = HEAD_SI
     ``pos`` and ``end`` are entry starts, ``starts`` the records ``header`` bytes after them,
     and an entry counts only with magic 1 and its size TOTALSIZE + ``header``.
     """
-    loop = FAST_PATHS.walk_loop(compiled)
+    loop = FAST_PATHS.walk_loop(compiled, entries=bool(header))
     if loop is not None:
         if a is None:
             a = file_array(buf)
         starts = np.empty(max_n, np.int64)
         if header:
-            from rmqstore_cli.store.kernels import walk_entries
-
-            n, end = walk_entries(a, pos, limit, max_n, min_total, header, starts)
+            n, end = loop(a, pos, limit, max_n, min_total, header, starts)
         else:
             n, end = loop(a, pos, limit, max_n, min_total, starts)
         return Walk(starts[:n], end, None if n == max_n else stop_kind(buf, end, limit, header))

@@ -21,13 +21,14 @@ import numpy as np
 
 from rmqstore_cli.errors import StoreError
 from rmqstore_cli.formats.batch_queue import BATCH_CQ_UNIT_SIZE, COMPACTION_DIR, POSITION_CHECKPOINT
-from rmqstore_cli.formats.commitlog import HEAD, TRANSACTION_COMMIT_TYPE, TRANSACTION_MASK, TRANSACTION_NOT_TYPE
+from rmqstore_cli.formats.commitlog import HEAD
 from rmqstore_cli.store.batch_queue import BatchConsumeQueue, check_batch_unit, queue_type, topic_table
 from rmqstore_cli.store.commitlog import CommitLog, Status
 from rmqstore_cli.store.compaction import CompactionStore, parse_position_checkpoint, unexpected_stops
 from rmqstore_cli.store.mapped_files import queue_dirs
 from rmqstore_cli.store.message import Message
 from rmqstore_cli.store.unit_check import EXPIRED, MISMATCH
+from rmqstore_cli.store.verify.shared_walk import shared_facts
 
 BCQ_DIR = "batchconsumequeue"
 #: Where PHYSICALOFFSET lies in a record: the one field a compaction log rewrites.
@@ -135,7 +136,7 @@ class BatchQueueChecks:
         cp = getattr(self, "checkpoint", None)
         logics = cp.logics_msg_timestamp if cp is not None else None
         missing: dict[tuple[str, int, bool], list[int]] = defaultdict(list)
-        for topic, qid, off, ts in _records_of(cl, topics):
+        for topic, qid, off, ts in shared_facts(self).bcq_records(topics):  # the walk shared with timer.*
             have = units.get((topic, qid))
             if have is not None and off in have:
                 continue
@@ -283,26 +284,6 @@ def _majority_size(dirs) -> int:
     sizes = Counter(p.stat().st_size for d in dirs for p in Path(d).iterdir() if p.is_file())
     sizes.pop(0, None)
     return sizes.most_common(1)[0][0] if sizes else BATCH_CQ_UNIT_SIZE
-
-
-def _records_of(cl: CommitLog, topics: set[str]):
-    """(topic, queueId, offset, storeTime) of every NOT/COMMIT record of ``topics``."""
-    want = {t.encode("utf-8", "surrogateescape") for t in topics}
-    for rec in cl.scan_blocks():
-        if isinstance(rec, Message):
-            if rec.topic_bytes in want and rec.sys_flag & TRANSACTION_MASK in (TRANSACTION_NOT_TYPE,
-                                                                               TRANSACTION_COMMIT_TYPE):
-                yield rec.topic, rec.queue_id, rec.offset, rec.store_timestamp
-            continue
-        if not hasattr(rec, "topics"):  # a Blank
-            continue
-        names, tid = rec.topics
-        hit = np.array([n in want for n in names], bool)[tid]
-        tran = rec.rb.sys_flag & TRANSACTION_MASK
-        hit &= (tran == TRANSACTION_NOT_TYPE) | (tran == TRANSACTION_COMMIT_TYPE)
-        offs, qids, ts = rec.offsets, rec.rb.queue_id, rec.store_timestamp
-        for i in np.flatnonzero(hit).tolist():
-            yield names[tid[i]].decode("utf-8", "surrogateescape"), int(qids[i]), int(offs[i]), int(ts[i])
 
 
 def _record_bytes(log: CommitLog, offset: int, size: int) -> bytes | None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from rmqstore_cli.errors import StoreError
 from rmqstore_cli.formats.timer import MAGIC_DEFAULT, MAGIC_DELETE, MAGIC_ROLL, NO_POS, SLOT_SIZE, TIMER_TOPIC, UNIT_SIZE
 from rmqstore_cli.store.verify.findings import CHECKS, ERROR, INFO, WARNING
+from rmqstore_cli.store.verify.shared_walk import shared_facts, timer_marks
 
 #: The timer checks, their severity and meaning (joined into ``findings.CHECKS``).
 TIMER_CHECKS: dict[str, tuple[str, str]] = {
@@ -190,7 +191,9 @@ class TimerChecks:
                 found.append((i, u, m))
         if not found:
             return
-        copies, deleted = _delivered_copies(cl, min(u.offset_py for _, u, _ in found))
+        start = min(u.offset_py for _, u, _ in found)
+        facts = shared_facts(self, start)  # the walk shared with bcq.missing-unit
+        copies, deleted = (facts.copies, facts.deleted) if facts.timer_reached else _delivered_copies(cl, start)
         for i, u, m in found:
             props = m.properties
             if u.magic & MAGIC_DELETE:
@@ -271,18 +274,12 @@ class TimerChecks:
 
 def _delivered_copies(cl, start: int) -> tuple[dict[str, int], set[str]]:
     """From ``start`` (a timer message) on: ``REAL_TOPIC+UNIQ_KEY`` -> offset of each copy the
-    timer delivered (a record outside rmq_sys_wheel_timer with TIMER_DEQUEUE_MS), and the
-    keys delete marks name (TIMER_DEL_UNIQKEY)."""
-    from rmqstore_cli.formats.timer import PROPERTY_TIMER_DEL_UNIQKEY
-
+    timer delivered and the keys delete marks name (:func:`~.shared_walk.timer_marks`), by
+    a walk of their own: only when the shared walk did not meet ``start``."""
     copies: dict[str, int] = {}
     deleted: set[str] = set()
     for m in cl.scan(start, every_file=True):
-        pb = m.properties_bytes
-        if b"TIMER_DEQUEUE_MS" in pb and m.topic != TIMER_TOPIC:
-            copies.setdefault(f"{m.topic}+{m.uniq_key}", m.offset)
-        elif b"TIMER_DEL_UNIQKEY" in pb:
-            deleted.add(m.properties.get(PROPERTY_TIMER_DEL_UNIQKEY, ""))
+        timer_marks(m, copies, deleted)
     return copies, deleted
 
 
