@@ -24,6 +24,8 @@ from rmqstore_cli.store.columns import MessageBlock
 from rmqstore_cli.store.properties import compiled_join
 
 _HEX = np.frombuffer(b"0123456789ABCDEF", np.uint8)
+#: each byte value's two hex digits, as one 2-byte item (one lookup per byte of a msgId)
+_HEX2 = np.ascontiguousarray(np.c_[_HEX[np.arange(256) >> 4], _HEX[np.arange(256) & 15]]).view(np.uint16).ravel()
 _PHY = HEAD["physical_offset"]
 #: an offset msgId: the store host (address and port) then PHYSICALOFFSET, for each kind
 _ID_V4, _ID_V6 = HOST_SIZE[False] + _PHY.size, HOST_SIZE[True] + _PHY.size
@@ -42,9 +44,7 @@ def _msg_ids(blk: MessageBlock):
         raw[~v6, pad:pad + h4], raw[v6, :h6], raw[:, h6:] = host[~v6, :h4], host[v6], phy
     else:
         raw = blk.msg_id_bytes(np.arange(blk.n))
-    hexed = np.empty((blk.n, 2 * raw.shape[1]), np.uint8)
-    hexed[:, 0::2] = _HEX[raw >> 4]
-    hexed[:, 1::2] = _HEX[raw & 15]
+    hexed = _HEX2[raw].view(np.uint8).reshape(blk.n, 2 * raw.shape[1])
     w = hexed.shape[1]
     rows = np.arange(blk.n + 1) * w
     if not v6.any():
@@ -235,12 +235,13 @@ class _Properties:
         empty = np.zeros(0, np.int64)
         if not P.tot:
             self.text = pa.nulls(n, pa.string())
-            self.owner = self.name_at = self.name_ln = self.val_at = self.val_ln = empty
+            self.owner = self.name_at = self.name_ln = self.val_at = self.val_ln = self.head = empty
             return
         self.text = _strings(P.cat, np.append(P.moff, P.tot))
         # each kept pair: its name up to the \x01, its value from there to the pair's end
         # (clipped so that malformed pairs of other records still give ordered ranges)
         keep = np.flatnonzero(plain[P.owner])
+        self.head = P.prefix4[keep]
         starts, end = P.starts[keep], P.end[keep]
         name_end = np.clip(P.first1[keep], starts, end)
         self.owner, self.name_at, self.name_ln = P.owner[keep], starts, name_end - starts
@@ -276,12 +277,12 @@ class _Properties:
         """The kept pair named ``name`` of each record, -1 where none (a plain record holds a
         name once; patched records have none kept)."""
         at = np.full(self.n, -1, np.int64)
-        if self.name_at.size:
-            cand = np.flatnonzero(self.name_ln == len(name))
-            if cand.size:
-                same = (byte_rows(self.P.cat, self.name_at[cand], len(name)) == np.frombuffer(name, np.uint8)).all(1)
-                hit = cand[same]
-                at[self.owner[hit]] = hit
+        if self.name_at.size:  # the first four bytes, then the rest of the name's
+            hit = np.flatnonzero((self.head == int.from_bytes(name[:4], "big")) & (self.name_ln == len(name)))
+            if hit.size and len(name) > 4:
+                rest = byte_rows(self.P.cat, self.name_at[hit] + 4, len(name) - 4)
+                hit = hit[(rest == np.frombuffer(name[4:], np.uint8)).all(1)]
+            at[self.owner[hit]] = hit
         return at
 
     def columns(self, schema) -> dict:
