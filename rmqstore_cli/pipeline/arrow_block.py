@@ -67,7 +67,6 @@ def _plain_properties(blk: MessageBlock) -> np.ndarray:
 def block_batch(blk: MessageBlock, store: str, body: bool):
     """The export rows of every record of ``blk`` (schema: :func:`~rmqstore_cli.pipeline.schema.arrow_schema`)."""
     import pyarrow as pa
-    import pyarrow.compute as pc
 
     from rmqstore_cli.pipeline.schema import arrow_schema, topic_dir
 
@@ -94,11 +93,8 @@ def block_batch(blk: MessageBlock, store: str, body: bool):
                         ("body_size", rb.body_len, i32)):
         cols[f] = numbers(col.astype(np.int32 if typ == i32 else np.int64), typ)
     cols["magic"] = lookup(["v1", "v2"], (rb.magic == MAGIC_V2).astype(np.int64))
-    colon = texts([":"])[0]
     for w in ("born", "store"):
-        table, rows = blk.address_table(w)
-        cols[f"{w}_host"] = pc.binary_join_element_wise(lookup(table, rows),
-                                                        numbers(blk.host(w)[2]).cast(s), colon)
+        cols[f"{w}_host"] = _hosts(*blk.address_table(w), blk.host(w)[2])
     cols["msg_id"] = _msg_ids(blk)
     same = np.zeros(n, np.int64)
     cols["file"] = lookup([blk.file_name], same)
@@ -142,10 +138,9 @@ def as_numpy(arr, dtype) -> np.ndarray:
 
     if not len(arr):
         return np.zeros(0, dtype)
-    typ = pa.from_numpy_dtype(np.dtype(dtype))
-    if arr.type != typ:
-        arr = arr.cast(typ)
-    return np.frombuffer(arr.buffers()[1], dtype)[arr.offset:arr.offset + len(arr)]
+    # its own integer type, then numpy's astype: ``cast`` imports pyarrow.compute (~40 ms)
+    own = {pa.from_numpy_dtype(t): t for t in (np.int8, np.int16, np.int32, np.int64)}[arr.type]
+    return np.frombuffer(arr.buffers()[1], own)[arr.offset:arr.offset + len(arr)].astype(dtype, copy=False)
 
 
 def flags(mask: np.ndarray):
@@ -170,7 +165,7 @@ def texts(values: list, typ=None):
 
 def ranges(src: np.ndarray, at: np.ndarray, ln: np.ndarray, mask: np.ndarray | None = None):
     """A pyarrow string array whose element i is the bytes ``src[at[i]:at[i] + ln[i]]``
-    (null where ``mask``): what ``take`` of a string array gives, as one join of byte ranges
+    (null where ``mask``; with (n, k) ``at`` and ``ln``, its k ranges one after another): what ``take`` of a string array gives, as one join of byte ranges
     (the C loop, :func:`~rmqstore_cli.store.properties.compiled_join`; a numpy gather on the
     reference path), several times cheaper than Arrow's per-element take."""
     import pyarrow as pa
@@ -178,13 +173,15 @@ def ranges(src: np.ndarray, at: np.ndarray, ln: np.ndarray, mask: np.ndarray | N
     at, ln = np.ascontiguousarray(at, np.int64), np.ascontiguousarray(ln, np.int64)
     if mask is not None:
         at, ln = np.where(mask, 0, at), np.where(mask, 0, ln)
-    data = compiled_join(src, at, ln)
+    flat_at, flat_ln = at.ravel(), ln.ravel()
+    data = compiled_join(src, flat_at, flat_ln)
     if data is None:
-        data = src[np.repeat(at - (np.cumsum(ln) - ln), ln) + np.arange(int(ln.sum()))]
-    offsets = np.zeros(ln.size + 1, np.int32)  # a block lies in one commit-log file: under 2 GiB
-    np.cumsum(ln, out=offsets[1:])
+        data = src[np.repeat(flat_at - (np.cumsum(flat_ln) - flat_ln), flat_ln) + np.arange(int(flat_ln.sum()))]
+    per = ln.sum(axis=1) if ln.ndim == 2 else ln
+    offsets = np.zeros(per.size + 1, np.int32)  # a block lies in one commit-log file: under 2 GiB
+    np.cumsum(per, out=offsets[1:])
     valid = flags(~mask).buffers()[1] if mask is not None and mask.any() else None
-    return pa.StringArray.from_buffers(ln.size, pa.py_buffer(offsets), pa.py_buffer(data), valid)
+    return pa.StringArray.from_buffers(per.size, pa.py_buffer(offsets), pa.py_buffer(data), valid)
 
 
 def lookup(values: list, idx: np.ndarray):
@@ -207,14 +204,51 @@ def _strings(data: np.ndarray, offsets: np.ndarray):
 
 
 def _replace(arr, rows: list[int], values: list):
-    """``arr`` with ``arr[rows[k]] = values[k]`` (rows ascending)."""
-    import pyarrow.compute as pc
-
+    """``arr`` (a string array of this module, not sliced) with ``arr[rows[k]] = values[k]``
+    (rows ascending; str or None values): both as byte ranges of one buffer, one :func:`ranges`."""
     if not rows:
         return arr
-    mask = np.zeros(len(arr), bool)
-    mask[rows] = True
-    return pc.replace_with_mask(arr, flags(mask), texts(values, arr.type))
+    n = len(arr)
+    bufs = arr.buffers()
+    off = np.frombuffer(bufs[1], np.int32)[:n + 1].astype(np.int64)
+    null = np.zeros(n, bool) if not arr.null_count else \
+        ~np.unpackbits(np.frombuffer(bufs[0], np.uint8), count=n, bitorder="little").astype(bool)
+    old = np.frombuffer(bufs[2], np.uint8)[:off[-1]] if bufs[2] is not None else np.zeros(0, np.uint8)
+    raw = [b"" if v is None else v.encode("utf-8") for v in values]
+    ln_new = np.fromiter(map(len, raw), np.int64, len(raw))
+    at, ln = off[:-1].copy(), np.diff(off)
+    at[rows], ln[rows] = off[-1] + np.cumsum(ln_new) - ln_new, ln_new
+    null[rows] = [v is None for v in values]
+    return ranges(np.concatenate([old, np.frombuffer(b"".join(raw), np.uint8)]), at, ln, null)
+
+
+#: The decimal text of every port 0..65535 (one buffer) and where each lies: a host field's
+#: port, looked up rather than formatted per record.
+_PORT_LEN = 1 + sum((np.arange(1 << 16) >= 10 ** k).astype(np.int64) for k in range(1, 5))
+_PORT_AT = np.cumsum(_PORT_LEN) - _PORT_LEN
+_PORT_TEXT = np.frombuffer("".join(map(str, range(1 << 16))).encode(), np.uint8)
+
+
+def _hosts(table: list[str], rows: np.ndarray, port: np.ndarray):
+    """``ip:port`` of every record (``address_text`` of the distinct addresses in ``table``,
+    ``rows`` into it, ``port`` as stored): each record's address and ``:``, then its port's
+    text, two byte ranges joined (:func:`ranges`); a port outside 0..65535 (a corrupt
+    record) formatted on its own."""
+    head = np.frombuffer("".join(t + ":" for t in table).encode(), np.uint8)
+    h_ln = np.array([len(t.encode()) + 1 for t in table], np.int64)
+    odd = (port < 0) | (port >= 1 << 16)
+    other = np.unique(port[odd]).tolist()
+    extra = np.frombuffer("".join(map(str, other)).encode(), np.uint8)
+    e_ln = np.array([len(str(x)) for x in other], np.int64)
+    base = head.size + _PORT_TEXT.size
+    at, ln = np.empty((rows.size, 2), np.int64), np.empty((rows.size, 2), np.int64)
+    at[:, 0], ln[:, 0] = (np.cumsum(h_ln) - h_ln)[rows], h_ln[rows]
+    p = np.where(odd, 0, port)
+    at[:, 1], ln[:, 1] = head.size + _PORT_AT[p], _PORT_LEN[p]
+    if other:
+        k = np.searchsorted(other, port[odd])
+        at[odd, 1], ln[odd, 1] = base + (np.cumsum(e_ln) - e_ln)[k], e_ln[k]
+    return ranges(np.concatenate([head, _PORT_TEXT, extra]), at, ln)
 
 
 class _Properties:
