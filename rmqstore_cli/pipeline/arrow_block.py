@@ -94,7 +94,7 @@ def block_batch(blk: MessageBlock, store: str, body: bool):
         cols[f] = numbers(col.astype(np.int32 if typ == i32 else np.int64), typ)
     cols["magic"] = lookup(["v1", "v2"], (rb.magic == MAGIC_V2).astype(np.int64))
     for w in ("born", "store"):
-        cols[f"{w}_host"] = _hosts(*blk.address_table(w), blk.host(w)[2])
+        cols[f"{w}_host"] = host_texts(*blk.address_table(w), blk.host(w)[2])
     cols["msg_id"] = _msg_ids(blk)
     same = np.zeros(n, np.int64)
     cols["file"] = lookup([blk.file_name], same)
@@ -229,7 +229,7 @@ _PORT_AT = np.cumsum(_PORT_LEN) - _PORT_LEN
 _PORT_TEXT = np.frombuffer("".join(map(str, range(1 << 16))).encode(), np.uint8)
 
 
-def _hosts(table: list[str], rows: np.ndarray, port: np.ndarray):
+def host_texts(table: list[str], rows: np.ndarray, port: np.ndarray):
     """``ip:port`` of every record (``address_text`` of the distinct addresses in ``table``,
     ``rows`` into it, ``port`` as stored): each record's address and ``:``, then its port's
     text, two byte ranges joined (:func:`ranges`); a port outside 0..65535 (a corrupt

@@ -72,3 +72,18 @@ def test_block_batches_same_with_the_reference_joins(tricky_store, small_store, 
             assert all(a.equals(b) for a, b in zip(got[False], got[True])), (root, task.file_name)
             if not by_partition:
                 assert _rows_of(got[True]) == _reference(task, False)
+
+
+def test_host_texts_are_address_colon_port():
+    """arrow_block.host_texts (a table of port texts, two byte ranges per record) against
+    f"{address}:{port}" (DESIGN.md's ip:port), with ports a corrupt record may hold too."""
+    import numpy as np
+
+    from rmqstore_cli.pipeline.arrow_block import host_texts
+
+    table = ["127.0.0.1", "[::1]", "10.0.0.200"]
+    rows = np.array([0, 1, 2, 0, 1, 2, 0, 0], np.int64)
+    port = np.array([0, 9, 10, 65535, 65536, -1, -2147483648, 10911], np.int64)
+    got = host_texts(table, rows, port).to_pylist()
+    assert got == [f"{table[r]}:{p}" for r, p in zip(rows.tolist(), port.tolist())]
+    assert host_texts([], np.zeros(0, np.int64), np.zeros(0, np.int64)).to_pylist() == []
