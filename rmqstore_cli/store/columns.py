@@ -23,7 +23,7 @@ from rmqstore_cli.formats.commitlog import HEAD, HEAD_SIZE, HOST_ADDRESS_SIZE, H
 from rmqstore_cli.store.arrays import byte_rows, distinct_rows, gather_field
 from rmqstore_cli.store.commitlog.bulk import RecordBatch, body_crcs, walk_records
 from rmqstore_cli.store.message import Message, address_text
-from rmqstore_cli.store.properties import Properties
+from rmqstore_cli.store.properties import Properties, compiled_join
 from rmqstore_cli.store.topics import TopicIds
 
 MAX_BLOCK = 8192
@@ -136,8 +136,11 @@ class MessageBlock:
 
     @cached_property
     def properties(self) -> Properties:
+        """The block's PROPERTIES parsed at once, their bytes joined by the C loop where built
+        (:func:`~rmqstore_cli.store.properties.compiled_join`, else sliced from the mapping)."""
         rb = self.rb
-        return Properties(self.a, rb.props_at, rb.props_len, self.buf)
+        return Properties(self.a, rb.props_at, rb.props_len, self.buf,
+                          joined=compiled_join(self.a, rb.props_at, rb.props_len))
 
     def decode(self) -> dict[str, np.ndarray]:
         """Every field of every record as a column: numbers as int64, byte strings as

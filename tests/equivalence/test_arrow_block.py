@@ -53,3 +53,37 @@ def test_plain_records_skip_the_reference(tricky_store, monkeypatch):  # noqa: F
     monkeypatch.setattr(ab, "message_dict", lambda m, *a: calls.append(m) or real(m, *a))
     rows = _rows_of(b for t in file_tasks([StoreSpec(str(tricky_store), "s")]) for b in export_batches(t))
     assert len(rows) > 300 and 5 <= len(calls) < 60
+
+
+@pytest.mark.parametrize("by_partition", [False, True])
+def test_block_batches_same_with_the_reference_joins(tricky_store, small_store, monkeypatch, by_partition):  # noqa: F811
+    """arrow_block.ranges joins byte ranges with the C loop (kernels.join_ranges) or, on the
+    reference path (RMQSTORE_PURE), a numpy gather: the same batches, equal to the rows of
+    export_rows either way."""
+    from rmqstore_cli.store.fastpaths import FAST_PATHS
+
+    for root in (fixture_dir("5.3.3") / "store", tricky_store, small_store):
+        for task in file_tasks([StoreSpec(str(root), "s1")]):
+            got = {}
+            for pure in (False, True):
+                monkeypatch.setattr(FAST_PATHS, "pure", pure)
+                got[pure] = list(export_batches(task, by_partition=by_partition))
+            assert len(got[False]) == len(got[True])
+            assert all(a.equals(b) for a, b in zip(got[False], got[True])), (root, task.file_name)
+            if not by_partition:
+                assert _rows_of(got[True]) == _reference(task, False)
+
+
+def test_host_texts_are_address_colon_port():
+    """arrow_block.host_texts (a table of port texts, two byte ranges per record) against
+    f"{address}:{port}" (DESIGN.md's ip:port), with ports a corrupt record may hold too."""
+    import numpy as np
+
+    from rmqstore_cli.pipeline.arrow_block import host_texts
+
+    table = ["127.0.0.1", "[::1]", "10.0.0.200"]
+    rows = np.array([0, 1, 2, 0, 1, 2, 0, 0], np.int64)
+    port = np.array([0, 9, 10, 65535, 65536, -1, -2147483648, 10911], np.int64)
+    got = host_texts(table, rows, port).to_pylist()
+    assert got == [f"{table[r]}:{p}" for r, p in zip(rows.tolist(), port.tolist())]
+    assert host_texts([], np.zeros(0, np.int64), np.zeros(0, np.int64)).to_pylist() == []
