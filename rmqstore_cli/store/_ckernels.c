@@ -1,5 +1,6 @@
 /* The engine's compiled loops (rmqstore_cli/store/kernels.py): the commit-log record walk
- * (plain and DLedger), CRC-32 of small bodies, a join of byte ranges.
+ * (plain and DLedger), CRC-32 of small bodies, a join of byte ranges, the TAGS hash and the
+ * index keys of a batch's PROPERTIES.
  *
  * An optional extension (setup.py): when it does not build, kernels.py says so and every
  * caller runs its reference loop (Python/numpy), which gives the same results to the bit;
@@ -12,7 +13,8 @@
  * without the GIL (Spark tasks and threads may call them at once).
  *
  * The layout constants are exported (LAYOUT) and kernels.py checks them against formats/
- * (formats/commitlog.py HEAD, formats/sysflag.py, formats/dledger.py) before using the module.
+ * (formats/commitlog.py HEAD, formats/sysflag.py, formats/dledger.py, formats/properties.py and
+ * store/message.py's property names) before using the module.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -337,6 +339,184 @@ static PyObject *k_join_ranges(PyObject *self, PyObject *args)
     return PyLong_FromLongLong((long long)o);
 }
 
+/* ------------------------------------------------------------------ PROPERTIES: TAGS and index keys */
+
+/* MessageDecoder#string2messageProperties' separators, MessageConst's names and KEY_SEPARATOR */
+#define NAME_SEP 1
+#define PAIR_SEP 2
+#define KEY_SEP ' '
+#define TAGS_NAME "TAGS\001"
+#define KEYS_NAME "KEYS\001"
+#define UNIQ_NAME "UNIQ_KEY\001"
+/* a row of keys_out: owner, start, end, index hash, flags */
+#define KEY_COLS 5
+#define KEY_WORD 1 /* flags: a word of KEYS (else the UNIQ_KEY) */
+#define KEY_WIDE 2 /* flags: a byte >= 0x80 inside (hashCode runs over UTF-16: the caller redoes it) */
+/* tags_out of a TAGS value with a byte >= 0x80: outside int32, the caller redoes it */
+#define TAGS_WIDE ((int64_t)1 << 40)
+
+/* The value range [*va, *vb) of a pair [s, e) called `name` (its bytes start with name\x01 and
+ * the value is not empty: MessageDecoder#string2messageProperties drops empty values). */
+static inline void take_value(const uint8_t *a, int64_t s, int64_t e, const char *name, int64_t L,
+                              int64_t *va, int64_t *vb)
+{
+    if (e - s > L && memcmp(a + s, name, (size_t)L) == 0) {
+        *va = s + L;
+        *vb = e;
+    }
+}
+
+/* String#hashCode continued from h over the bytes [x, y); *wide set when one is >= 0x80. */
+static inline uint32_t hash_on(const uint8_t *a, int64_t x, int64_t y, uint32_t h, int *wide)
+{
+    uint8_t any = 0;
+    for (int64_t i = x; i < y; i++) {
+        h = h * 31u + a[i];
+        any |= a[i];
+    }
+    *wide |= any >= 0x80;
+    return h;
+}
+
+/* IndexFile#indexKeyHashMethod: abs of the int hashCode, Integer.MIN_VALUE -> 0 */
+static inline int64_t index_hash_of(uint32_t h)
+{
+    int32_t s = (int32_t)h;
+    return s == INT32_MIN ? 0 : (s < 0 ? -(int64_t)s : (int64_t)s);
+}
+
+/* One key row (written only while below cap; counted always). */
+static inline void put_key(int64_t *out, int64_t cap, int64_t *k, int64_t owner, int64_t x, int64_t y,
+                           uint32_t prefix, int64_t flags, const uint8_t *a)
+{
+    int wide = 0;
+    uint32_t h = hash_on(a, x, y, prefix, &wide);
+    if (*k < cap) {
+        int64_t *row = out + *k * KEY_COLS;
+        row[0] = owner;
+        row[1] = x;
+        row[2] = y;
+        row[3] = index_hash_of(h);
+        row[4] = flags | (wide ? KEY_WIDE : 0);
+    }
+    (*k)++;
+}
+
+typedef struct {
+    const uint8_t *a, *indexable;
+    const int64_t *moff, *pl, *tid, *prefix;
+    int64_t n, len, nprefix, cap;
+    int64_t *tags, *keys;
+    int64_t bad, why; /* the message a bad argument was met at, and which (1 range, 2 topic id) */
+} PropKeys;
+
+/* TAGS, UNIQ_KEY and KEYS of one message (the last non-empty pair of each name), its tagsCode
+ * and its keys (IndexService#buildIndex: the UNIQ_KEY, then each non-empty word of KEYS). */
+static int prop_keys_one(PropKeys *c, int64_t m, int64_t *k)
+{
+    const uint8_t *a = c->a;
+    int64_t s = c->moff[m], end = s + c->pl[m];
+    int64_t ta = -1, tb = -1, ua = -1, ub = -1, ka = -1, kb = -1;
+    while (s < end) {
+        const uint8_t *q = memchr(a + s, PAIR_SEP, (size_t)(end - s));
+        int64_t e = q ? (int64_t)(q - a) : end;
+        switch (a[s]) {
+        case 'T': take_value(a, s, e, TAGS_NAME, 5, &ta, &tb); break;
+        case 'K': take_value(a, s, e, KEYS_NAME, 5, &ka, &kb); break;
+        case 'U': take_value(a, s, e, UNIQ_NAME, 9, &ua, &ub); break;
+        default: break;
+        }
+        s = e + 1;
+    }
+    int wide = 0;
+    c->tags[m] = 0;
+    if (ta >= 0) {
+        uint32_t h = hash_on(a, ta, tb, 0, &wide);
+        c->tags[m] = wide ? TAGS_WIDE : (int64_t)(int32_t)h;
+    }
+    if (!c->indexable[m] || (ua < 0 && ka < 0))
+        return 0;
+    int64_t t = c->tid[m];
+    if (t < 0 || t >= c->nprefix)
+        return 2;
+    uint32_t pfx = (uint32_t)c->prefix[t];
+    if (ua >= 0)
+        put_key(c->keys, c->cap, k, m, ua, ub, pfx, 0, a);
+    for (int64_t w = ka; ka >= 0 && w < kb;) {
+        const uint8_t *q = memchr(a + w, KEY_SEP, (size_t)(kb - w));
+        int64_t e = q ? (int64_t)(q - a) : kb;
+        if (e > w)
+            put_key(c->keys, c->cap, k, m, w, e, pfx, KEY_WORD, a);
+        w = e + 1;
+    }
+    return 0;
+}
+
+static int64_t prop_keys_loop(PropKeys *c)
+{
+    int64_t k = 0;
+    for (int64_t m = 0; m < c->n; m++) {
+        if (!range_ok(c->moff[m], c->pl[m], c->len)) {
+            c->bad = m, c->why = 1;
+            break;
+        }
+        int why = prop_keys_one(c, m, &k);
+        if (why) {
+            c->bad = m, c->why = why;
+            break;
+        }
+    }
+    return k;
+}
+
+PyDoc_STRVAR(prop_keys_doc,
+"prop_keys(a, moff, pl, indexable, tid, prefix, tags_out, keys_out) -> n_keys\n\n"
+"For each message m, its PROPERTIES a[moff[m]:moff[m]+pl[m]] (pairs split at \\x02, the\n"
+"last non-empty value of a name wins): tags_out[m] = hashCode(TAGS) as a Java int (0 without\n"
+"one; 1 << 40 when a byte >= 0x80 is in it); when indexable[m] (uint8/bool), its index keys\n"
+"into keys_out (int64 rows of 5: message, start, end, indexKeyHashMethod of prefix[tid[m]]\n"
+"continued over the key's bytes, flags: 1 a KEYS word, 2 a byte >= 0x80 in it), the UNIQ_KEY\n"
+"then each non-empty word of KEYS split at spaces. Returns how many keys there are; only\n"
+"the rows that fit in keys_out are written (call again with a larger one).");
+
+static PyObject *k_prop_keys(PyObject *self, PyObject *args)
+{
+    PyObject *ao, *mo, *po, *io, *to, *fo, *go, *ko;
+    Py_buffer b[8];
+    int got = 0;
+    PyObject *res = NULL;
+    if (!PyArg_ParseTuple(args, "OOOOOOOO:prop_keys", &ao, &mo, &po, &io, &to, &fo, &go, &ko))
+        return NULL;
+    if (GET_BYTES(ao, &b[0], "a") < 0 || (got++, GET_I64(mo, &b[1], 0, "moff") < 0) ||
+        (got++, GET_I64(po, &b[2], 0, "pl") < 0) || (got++, get_buffer(io, &b[3], 0, 1, "Bb?", "indexable") < 0) ||
+        (got++, GET_I64(to, &b[4], 0, "tid") < 0) || (got++, GET_I64(fo, &b[5], 0, "prefix") < 0) ||
+        (got++, GET_I64(go, &b[6], 1, "tags_out") < 0) || (got++, GET_I64(ko, &b[7], 1, "keys_out") < 0))
+        goto done;
+    got++;
+    PropKeys c = {b[0].buf, b[3].buf, b[1].buf, b[2].buf, b[4].buf, b[5].buf, b[1].len / 8, b[0].len,
+                  b[5].len / 8, b[7].len / 8 / KEY_COLS, b[6].buf, b[7].buf, -1, 0};
+    if (b[2].len / 8 != c.n || b[3].len != c.n || b[4].len / 8 != c.n || b[6].len / 8 != c.n) {
+        PyErr_Format(PyExc_ValueError, "prop_keys: moff, pl, indexable, tid and tags_out differ in length "
+                     "(%zd, %zd, %zd, %zd, %zd)", b[1].len / 8, b[2].len / 8, b[3].len, b[4].len / 8, b[6].len / 8);
+        goto done;
+    }
+    int64_t k;
+    Py_BEGIN_ALLOW_THREADS
+    k = prop_keys_loop(&c);
+    Py_END_ALLOW_THREADS
+    if (c.why == 1)
+        range_error("prop_keys", (Py_ssize_t)c.bad, c.moff[c.bad], c.pl[c.bad], b[0].len);
+    else if (c.why == 2)
+        PyErr_Format(PyExc_ValueError, "prop_keys: message %lld has topic id %lld, outside the %lld prefixes",
+                     (long long)c.bad, (long long)c.tid[c.bad], (long long)c.nprefix);
+    else
+        res = PyLong_FromLongLong((long long)k);
+done:
+    for (int i = 0; i < got; i++)
+        PyBuffer_Release(&b[i]);
+    return res;
+}
+
 /* ------------------------------------------------------------------ the module */
 
 static PyMethodDef methods[] = {
@@ -344,6 +524,7 @@ static PyMethodDef methods[] = {
     {"walk_entries", k_walk_entries, METH_VARARGS, walk_entries_doc},
     {"small_body_crcs", k_small_body_crcs, METH_VARARGS, small_body_crcs_doc},
     {"join_ranges", k_join_ranges, METH_VARARGS, join_ranges_doc},
+    {"prop_keys", k_prop_keys, METH_VARARGS, prop_keys_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -358,12 +539,15 @@ PyMODINIT_FUNC PyInit__ckernels(void)
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)
         return NULL;
-    PyObject *layout = Py_BuildValue("{s:i,s:i,s:i,s:k,s:k,s:i,s:i,s:i}", "total_at", TOTAL_AT,
+    PyObject *layout = Py_BuildValue("{s:i,s:i,s:i,s:k,s:k,s:i,s:i,s:i,s:i,s:i,s:i,s:y,s:y,s:y}", "total_at", TOTAL_AT,
                                      "magic_at", MAGIC_AT, "prefix_size", PREFIX_SIZE,
                                      "magic_v1", (unsigned long)MAGIC_V1, "magic_v2", (unsigned long)MAGIC_V2,
                                      "entry_magic", ENTRY_MAGIC, "entry_magic_at", ENTRY_MAGIC_AT,
-                                     "entry_size_at", ENTRY_SIZE_AT);
-    if (layout == NULL || PyModule_AddObject(m, "LAYOUT", layout) < 0) {
+                                     "entry_size_at", ENTRY_SIZE_AT, "name_sep", NAME_SEP, "pair_sep", PAIR_SEP,
+                                     "key_sep", KEY_SEP, "tags", TAGS_NAME, "keys", KEYS_NAME, "uniq_key", UNIQ_NAME);
+    if (layout == NULL || PyModule_AddObject(m, "LAYOUT", layout) < 0 ||
+        PyModule_AddIntConstant(m, "KEY_COLS", KEY_COLS) < 0 || PyModule_AddIntConstant(m, "KEY_WORD", KEY_WORD) < 0 ||
+        PyModule_AddIntConstant(m, "KEY_WIDE", KEY_WIDE) < 0 || PyModule_AddIntConstant(m, "TAGS_WIDE", TAGS_WIDE) < 0) {
         Py_XDECREF(layout);
         Py_DECREF(m);
         return NULL;

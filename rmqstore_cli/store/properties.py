@@ -187,7 +187,11 @@ class Properties:
 
     @cached_property
     def tags_code(self) -> np.ndarray:
-        """``tagsString2tagsCode`` of each message's TAGS (0 without one), int64."""
+        """``tagsString2tagsCode`` of each message's TAGS (0 without one), int64 (by the C
+        loop of :meth:`compiled_keys` when built)."""
+        none = np.zeros(self.n, bool)
+        if self.compiled_keys(none, none.astype(np.int64), np.zeros(0, np.int64)) is not None:
+            return self.__dict__["tags_code"]
         out = np.zeros(self.n, np.int64)
         m, a, b = self.value(b"TAGS\x01")
         if m.size:
@@ -316,10 +320,58 @@ class Properties:
         keep = indexable[owner] if owner.size else np.zeros(0, bool)
         return owner[keep], a[keep], b[keep]
 
+    def compiled_keys(self, indexable: np.ndarray, tid: np.ndarray, prefix_hash: np.ndarray):
+        """The C loop's twin of :attr:`tags_code` and :meth:`key_ranges` + the keys' index
+        hashes (``IndexService#buildIndex``: ``topic#UNIQ_KEY``, ``topic#word`` for each word
+        of KEYS; ``prefix_hash``: hashCode of ``topic#`` per topic id), in one pass over the
+        PROPERTIES: sets :attr:`tags_code`, returns (message, start, end, index hash, is a
+        KEYS word) of the keys, per message its UNIQ_KEY then its words. Values with a byte
+        >= 0x80 are hashed over UTF-16 here. None on the reference path (:data:`FAST_PATHS`)."""
+        kern = FAST_PATHS.kernels()
+        if kern is None:
+            return None
+        z = np.zeros(0, np.int64)
+        if not self.tot:
+            self.tags_code = np.zeros(self.n, np.int64)
+            return z, z, z, z, z.astype(bool)
+        tags = np.empty(self.n, np.int64)
+        args = (self.cat, self.moff, self.mend - self.moff, np.ascontiguousarray(indexable, bool),
+                np.ascontiguousarray(tid, np.int64), np.ascontiguousarray(prefix_hash, np.int64), tags)
+        rows = np.empty((self.n, kern.KEY_COLS), np.int64)
+        k = kern.prop_keys(*args, rows)
+        if k > len(rows):  # more keys than messages: again with room for all
+            rows = np.empty((k, kern.KEY_COLS), np.int64)
+            kern.prop_keys(*args, rows)
+        owner, a, b, ih, flags = rows[:k].T
+        wide = np.flatnonzero(tags == kern.TAGS_WIDE)
+        if wide.size:  # hashCode runs over UTF-16 code units, not the UTF-8 bytes
+            m, ta, tb = self.value(b"TAGS\x01")
+            sel = np.flatnonzero(np.isin(m, wide))
+            tags[m[sel]] = java_int(utf8_hashes(self.cat, ta[sel], tb[sel], bytes_base(self.cat))[0])
+        self.tags_code = tags
+        ih = ih.copy()
+        wide = np.flatnonzero(flags & kern.KEY_WIDE)
+        if wide.size:
+            h, lens = utf8_hashes(self.cat, a[wide], b[wide], bytes_base(self.cat))
+            pfx = np.asarray(prefix_hash)[np.asarray(tid)[owner[wide]]]
+            ih[wide] = index_hash(concat_hashes(pfx, lens, h))
+        return owner.copy(), a.copy(), b.copy(), ih, (flags & kern.KEY_WORD) != 0
+
     def index_keys(self, tid: np.ndarray, prefix_hash: np.ndarray, indexable: np.ndarray,
                    topic_names: list[bytes]) -> IndexKeys:
-        """``IndexService#buildIndex`` keys (topic#UNIQ_KEY, topic#k for each KEYS word) with their hashes."""
+        """``IndexService#buildIndex`` keys (topic#UNIQ_KEY, topic#k for each KEYS word) with
+        their hashes, every UNIQ_KEY first (the C loop's keys put in that order); sets
+        :attr:`tags_code` too on the C path."""
         cat = self.cat
+
+        def topic_of(m: int) -> str:
+            return topic_names[int(tid[m])].decode("utf-8", "backslashreplace")
+
+        got = self.compiled_keys(indexable, tid, prefix_hash)
+        if got is not None:
+            owner, a, b, ih, word = got
+            order = np.concatenate([np.flatnonzero(~word), np.flatnonzero(word)])
+            return IndexKeys(owner[order], ih[order], cat, a[order], b[order], topic_of)
         owner, a, b = self.key_ranges(indexable)
         pfx = prefix_hash[tid[owner]]
         h = self.hash_ranges(a, b)
@@ -328,8 +380,4 @@ class Properties:
         if na.size:  # hashCode runs over UTF-16 code units, not the UTF-8 bytes: re-hash those keys
             h[na], lens[na] = utf8_hashes(cat, a[na], b[na], bytes_base(cat))
         ih = index_hash(concat_hashes(pfx, lens, h))
-
-        def topic_of(m: int) -> str:
-            return topic_names[int(tid[m])].decode("utf-8", "backslashreplace")
-
         return IndexKeys(owner, ih, cat, a, b, topic_of)

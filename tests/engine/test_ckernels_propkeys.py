@@ -1,0 +1,140 @@
+"""The C loop ``prop_keys`` (rmqstore_cli/store/_ckernels.c through
+:meth:`Properties.compiled_keys`) against the numpy reference it stands in for.
+
+``MessageDecoder#string2messageProperties`` (last non-empty pair of a name wins),
+``tagsString2tagsCode`` (``String#hashCode`` over UTF-16), ``IndexService#buildIndex``'s
+keys (``topic#UNIQ_KEY``, ``topic#word`` for each non-empty word of KEYS split at spaces,
+none for ROLLBACK) and ``IndexFile#indexKeyHashMethod``: the same tagsCodes, keys and
+hashes as :attr:`Properties.tags_code`, :meth:`Properties.key_ranges` and
+:meth:`Properties.index_keys` on the reference path, on hostile PROPERTIES (no separators,
+odd and split UTF-8, empty values, repeated names, runs of spaces). A wrong call raises
+instead of reading or writing outside a buffer; the commands give the same output either way.
+"""
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+from conftest import cli, fixture_dir, generate, needs_c
+from rmqstore_cli.store.arrays import stable_argsort
+from rmqstore_cli.store.fastpaths import FAST_PATHS
+from rmqstore_cli.store.properties import Properties
+
+_TOKENS = [b"TAGS\x01", b"KEYS\x01", b"UNIQ_KEY\x01", b"\x01", b"\x02", b"\x02", b" ", b"  ", b"TAGS", b"KEYS\x01 ",
+           b"UNIQ_KEY\x01\x02", b"a", b"key-1", b"Tx", b"K", b"U", "\u00e9t\u00e9".encode(), "\u4e2d".encode(),
+           "\U0001f600".encode(), b"\xff", b"\xc3", b"\x80", b"\xed\xa0\x80", b"\x00", b"T", b"TAGS\x01TAGS\x01"]
+
+
+@pytest.fixture
+def K():
+    needs_c()
+    from rmqstore_cli.store import kernels
+
+    return kernels
+
+
+def _batch(rnd: random.Random, n: int, ascii_only: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``n`` PROPERTIES drawn from the edges, in one buffer with junk between them."""
+    tokens = [t for t in _TOKENS if t.isascii()] if ascii_only else _TOKENS
+    buf, ps, pl = bytearray(), [], []
+    for _ in range(n):
+        buf += rnd.randbytes(rnd.randrange(0, 3))
+        p = b"".join(rnd.choice(tokens) for _ in range(rnd.choice((0, 1, 3, 8, 30))))
+        ps.append(len(buf))
+        pl.append(len(p))
+        buf += p
+    return np.frombuffer(bytes(buf), np.uint8), np.array(ps, np.int64), np.array(pl, np.int64)
+
+
+def _both(monkeypatch, arr, ps, pl, indexable, tid, prefix):
+    """(reference, C) Properties of one batch: tagsCodes, grouped keys, per-message keys."""
+    names = [f"t{i}".encode() for i in range(prefix.size)]
+    out = []
+    for pure in (True, False):
+        monkeypatch.setattr(FAST_PATHS, "pure", pure)
+        pr = Properties(arr, ps, pl)
+        keys = pr.index_keys(tid, prefix, indexable, names)
+        texts = [keys.text(x) for x in range(keys.owner.size)]
+        pr2 = Properties(arr, ps, pl, checks=False)
+        tags = pr2.tags_code
+        got = pr2.compiled_keys(indexable, tid, prefix)
+        if got is None:  # the reference: key_ranges in record order, as rebuild puts them
+            owner, a, b = pr2.key_ranges(indexable)
+            order = stable_argsort(owner)
+            got = owner[order], a[order], b[order]
+        out.append((pr.tags_code, tags, keys.owner, keys.hash, texts, got[:3]))
+    return out
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_prop_keys_equal_the_reference_on_hostile_properties(K, monkeypatch, seed):
+    rnd = random.Random(seed)
+    arr, ps, pl = _batch(rnd, rnd.choice((60, 400)), ascii_only=seed % 2 == 0)
+    n = ps.size
+    rng = np.random.default_rng(seed)
+    indexable = rng.random(n) < 0.8
+    prefix = rng.integers(0, 1 << 32, 5, dtype=np.uint64)
+    tid = rng.integers(0, prefix.size, n)
+    ref, c = _both(monkeypatch, arr, ps, pl, indexable, tid, prefix)
+    for r, x in zip(ref[:4], c[:4]):
+        assert r.dtype == x.dtype and np.array_equal(r, x)
+    assert ref[4] == c[4]
+    for r, x in zip(ref[5], c[5]):
+        assert np.array_equal(r, x)
+    assert ref[2].size  # keys were there to compare
+
+
+def test_prop_keys_utf16_hashes_and_word_splits(K, monkeypatch):
+    """Known values: hashCode of "中" is 20013; "topic#" + key over UTF-16; KEYS words."""
+    props = "TAGS\x01\u4e2d\x02KEYS\x01 a  b \x02UNIQ_KEY\x01\U0001f600\x02".encode()
+    arr = np.frombuffer(props, np.uint8)
+    monkeypatch.setattr(FAST_PATHS, "pure", False)
+    pr = Properties(arr, np.array([0]), np.array([len(props)]))
+    from rmqstore_cli.store.javahash import java_hash, index_key_hash
+
+    keys = pr.index_keys(np.array([0]), np.array([java_hash("T#") & 0xFFFFFFFF], np.uint64), np.array([True]), [b"T"])
+    assert pr.tags_code.tolist() == [java_hash("\u4e2d")] == [20013]
+    assert [keys.text(x) for x in range(3)] == ["T#\U0001f600", "T#a", "T#b"]
+    assert keys.hash.tolist() == [index_key_hash(k) for k in ("T#\U0001f600", "T#a", "T#b")]
+
+
+def test_prop_keys_refuses_bad_calls(K):
+    a = np.zeros(16, np.uint8)
+    one, tags, rows = np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros((1, K.KEY_COLS), np.int64)
+    ok = (a, one, np.ones(1, np.int64), np.ones(1, bool), one, one, tags, rows)
+    assert K.prop_keys(*ok) == 0
+    bad = [
+        (0, np.zeros(4, np.int64)),  # wrong dtype
+        (1, np.array([16], np.int64)),  # runs past a's end (16 + 1)
+        (1, np.array([-1], np.int64)),
+        (2, np.array([-1], np.int64)),
+        (2, np.array([1 << 62], np.int64)),
+        (3, np.ones(2, bool)),  # lengths differ
+        (4, np.zeros(1, np.int32)),
+        (6, np.zeros(1, np.float64)),
+        (6, np.zeros(0, np.int64)),
+        (7, np.zeros(4, np.uint8)),
+    ]
+    for i, v in bad:
+        args = list(ok)
+        args[i] = v
+        with pytest.raises((TypeError, ValueError)):
+            K.prop_keys(*args)
+    with pytest.raises((BufferError, ValueError)):  # outputs must be writable
+        ro = np.zeros(1, np.int64)
+        ro.flags.writeable = False
+        K.prop_keys(*ok[:6], ro, rows)
+    key = np.frombuffer(b"UNIQ_KEY\x01k", np.uint8)
+    for t in (-1, 1, 1 << 40):  # a topic id outside the prefixes
+        with pytest.raises(ValueError, match="topic id"):
+            K.prop_keys(key, one, np.array([key.size]), np.ones(1, bool), np.array([t]), one, tags, rows)
+    # rows past the output are counted, never written
+    many = np.frombuffer(b"KEYS\x01" + b"w " * 50, np.uint8)
+    guard = np.full((3, K.KEY_COLS), 7, np.int64)
+    assert K.prop_keys(many, one, np.array([many.size]), np.ones(1, bool), one, one, tags, guard[:2]) == 50
+    assert (guard[2] == 7).all()
