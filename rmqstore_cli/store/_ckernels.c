@@ -351,8 +351,8 @@ static PyObject *k_join_ranges(PyObject *self, PyObject *args)
 /* a row of keys_out: owner, start, end, index hash, flags */
 #define KEY_COLS 5
 #define KEY_WORD 1 /* flags: a word of KEYS (else the UNIQ_KEY) */
-#define KEY_WIDE 2 /* flags: a byte >= 0x80 inside (hashCode runs over UTF-16: the caller redoes it) */
-/* tags_out of a TAGS value with a byte >= 0x80: outside int32, the caller redoes it */
+#define KEY_WIDE 2 /* flags: malformed UTF-8 inside (the decoder's replacements: the caller redoes it) */
+/* tags_out of a TAGS value of malformed UTF-8: outside int32, the caller redoes it */
 #define TAGS_WIDE ((int64_t)1 << 40)
 
 /* The value range [*va, *vb) of a pair [s, e) called `name` (its bytes start with name\x01 and
@@ -366,15 +366,52 @@ static inline void take_value(const uint8_t *a, int64_t s, int64_t e, const char
     }
 }
 
-/* String#hashCode continued from h over the bytes [x, y); *wide set when one is >= 0x80. */
-static inline uint32_t hash_on(const uint8_t *a, int64_t x, int64_t y, uint32_t h, int *wide)
+/* String#hashCode continued from h over the UTF-16 code units of the UTF-8 text [x, y), as
+ * new String(bytes, UTF_8) decodes well-formed UTF-8 (RFC 3629: no overlong forms, no
+ * surrogates, nothing above U+10FFFF, no cut characters; what Python's strict decoder takes).
+ * *bad set on malformed text: the decoder's replacement rules are the caller's (reference). */
+static uint32_t hash_on(const uint8_t *a, int64_t x, int64_t y, uint32_t h, int *bad)
 {
-    uint8_t any = 0;
-    for (int64_t i = x; i < y; i++) {
-        h = h * 31u + a[i];
-        any |= a[i];
+    int64_t i = x;
+    while (i < y) {
+        uint32_t c = a[i];
+        if (c < 0x80) {
+            h = h * 31u + c;
+            i++;
+            continue;
+        }
+        int need;
+        uint32_t lo = 0x80, hi = 0xBF;
+        if (c < 0xC2 || c > 0xF4) {
+            *bad = 1;
+            return h;
+        } else if (c < 0xE0) {
+            need = 1, c &= 0x1F;
+        } else if (c < 0xF0) {
+            need = 2, lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF, c &= 0x0F;
+        } else {
+            need = 3, lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF, c &= 0x07;
+        }
+        if (y - i - 1 < need || a[i + 1] < lo || a[i + 1] > hi) {
+            *bad = 1;
+            return h;
+        }
+        for (int k = 1; k <= need; k++) {
+            if ((a[i + k] & 0xC0) != 0x80) {
+                *bad = 1;
+                return h;
+            }
+            c = (c << 6) | (a[i + k] & 0x3Fu);
+        }
+        i += need + 1;
+        if (c >= 0x10000) { /* a surrogate pair */
+            c -= 0x10000;
+            h = h * 31u + (0xD800u + (c >> 10));
+            h = h * 31u + (0xDC00u + (c & 0x3FFu));
+        } else {
+            h = h * 31u + c;
+        }
     }
-    *wide |= any >= 0x80;
     return h;
 }
 
@@ -389,15 +426,15 @@ static inline int64_t index_hash_of(uint32_t h)
 static inline void put_key(int64_t *out, int64_t cap, int64_t *k, int64_t owner, int64_t x, int64_t y,
                            uint32_t prefix, int64_t flags, const uint8_t *a)
 {
-    int wide = 0;
-    uint32_t h = hash_on(a, x, y, prefix, &wide);
+    int bad = 0;
+    uint32_t h = hash_on(a, x, y, prefix, &bad);
     if (*k < cap) {
         int64_t *row = out + *k * KEY_COLS;
         row[0] = owner;
         row[1] = x;
         row[2] = y;
         row[3] = index_hash_of(h);
-        row[4] = flags | (wide ? KEY_WIDE : 0);
+        row[4] = flags | (bad ? KEY_WIDE : 0);
     }
     (*k)++;
 }
@@ -428,11 +465,11 @@ static int prop_keys_one(PropKeys *c, int64_t m, int64_t *k)
         }
         s = e + 1;
     }
-    int wide = 0;
+    int bad = 0;
     c->tags[m] = 0;
     if (ta >= 0) {
-        uint32_t h = hash_on(a, ta, tb, 0, &wide);
-        c->tags[m] = wide ? TAGS_WIDE : (int64_t)(int32_t)h;
+        uint32_t h = hash_on(a, ta, tb, 0, &bad);
+        c->tags[m] = bad ? TAGS_WIDE : (int64_t)(int32_t)h;
     }
     if (!c->indexable[m] || (ua < 0 && ka < 0))
         return 0;
@@ -473,9 +510,9 @@ PyDoc_STRVAR(prop_keys_doc,
 "prop_keys(a, moff, pl, indexable, tid, prefix, tags_out, keys_out) -> n_keys\n\n"
 "For each message m, its PROPERTIES a[moff[m]:moff[m]+pl[m]] (pairs split at \\x02, the\n"
 "last non-empty value of a name wins): tags_out[m] = hashCode(TAGS) as a Java int (0 without\n"
-"one; 1 << 40 when a byte >= 0x80 is in it); when indexable[m] (uint8/bool), its index keys\n"
+"one; 1 << 40 when it is malformed UTF-8); when indexable[m] (uint8/bool), its index keys\n"
 "into keys_out (int64 rows of 5: message, start, end, indexKeyHashMethod of prefix[tid[m]]\n"
-"continued over the key's bytes, flags: 1 a KEYS word, 2 a byte >= 0x80 in it), the UNIQ_KEY\n"
+"continued over the key's UTF-16 units, flags: 1 a KEYS word, 2 malformed UTF-8), the UNIQ_KEY\n"
 "then each non-empty word of KEYS split at spaces. Returns how many keys there are; only\n"
 "the rows that fit in keys_out are written (call again with a larger one).");
 

@@ -62,7 +62,7 @@ if BUILT:
     walk, walk_entries = _EXT.walk, _EXT.walk_entries
     small_body_crcs, join_ranges = _EXT.small_body_crcs, _EXT.join_ranges
     prop_keys = _EXT.prop_keys
-    #: prop_keys' key rows: columns, flags (a KEYS word; a byte >= 0x80 inside), and its
-    #: tagsCode of a TAGS value with a byte >= 0x80 (left for the UTF-16 hash)
+    #: prop_keys' key rows: columns, flags (a KEYS word; malformed UTF-8 inside), and its
+    #: tagsCode of a TAGS value of malformed UTF-8 (left for the reference's replacements)
     KEY_COLS, KEY_WORD, KEY_WIDE, TAGS_WIDE = _EXT.KEY_COLS, _EXT.KEY_WORD, _EXT.KEY_WIDE, _EXT.TAGS_WIDE
 

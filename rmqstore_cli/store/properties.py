@@ -325,8 +325,9 @@ class Properties:
         hashes (``IndexService#buildIndex``: ``topic#UNIQ_KEY``, ``topic#word`` for each word
         of KEYS; ``prefix_hash``: hashCode of ``topic#`` per topic id), in one pass over the
         PROPERTIES: sets :attr:`tags_code`, returns (message, start, end, index hash, is a
-        KEYS word) of the keys, per message its UNIQ_KEY then its words. Values with a byte
-        >= 0x80 are hashed over UTF-16 here. None on the reference path (:data:`FAST_PATHS`)."""
+        KEYS word) of the keys, per message its UNIQ_KEY then its words. The C loop hashes
+        UTF-16 units of well-formed UTF-8; malformed values (the decoder's U+FFFD rules) are
+        hashed here as the reference does. None on the reference path (:data:`FAST_PATHS`)."""
         kern = FAST_PATHS.kernels()
         if kern is None:
             return None
@@ -337,14 +338,12 @@ class Properties:
         tags = np.empty(self.n, np.int64)
         args = (self.cat, self.moff, self.mend - self.moff, np.ascontiguousarray(indexable, bool),
                 np.ascontiguousarray(tid, np.int64), np.ascontiguousarray(prefix_hash, np.int64), tags)
-        rows = np.empty((self.n, kern.KEY_COLS), np.int64)
+        # room for every key: a UNIQ_KEY and a KEYS value a message, a word more per space
+        rows = np.empty((2 * self.n + self.spaces.size, kern.KEY_COLS), np.int64)
         k = kern.prop_keys(*args, rows)
-        if k > len(rows):  # more keys than messages: again with room for all
-            rows = np.empty((k, kern.KEY_COLS), np.int64)
-            kern.prop_keys(*args, rows)
         owner, a, b, ih, flags = rows[:k].T
         wide = np.flatnonzero(tags == kern.TAGS_WIDE)
-        if wide.size:  # hashCode runs over UTF-16 code units, not the UTF-8 bytes
+        if wide.size:  # malformed UTF-8: the decoder's replacements, as the reference does
             m, ta, tb = self.value(b"TAGS\x01")
             sel = np.flatnonzero(np.isin(m, wide))
             tags[m[sel]] = java_int(utf8_hashes(self.cat, ta[sel], tb[sel], bytes_base(self.cat))[0])
