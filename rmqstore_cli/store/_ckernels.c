@@ -554,6 +554,173 @@ done:
     return res;
 }
 
+/* ------------------------------------------------------------------ PROPERTIES: the pair scan */
+
+/* the lists: positions of \x01, spaces, bytes >= 0x80; then per pair its start, message,
+ * end and first \x01 at or after its start (their count is cnt[SCAN_PAIRS]) */
+enum { SCAN_ONES, SCAN_SPACES, SCAN_HIGH, SCAN_PAIRS, SCAN_OWNERS, SCAN_ENDS, SCAN_FIRST1, SCAN_LISTS };
+
+typedef struct {
+    const uint8_t *a;
+    const int64_t *moff, *pl;
+    int64_t n, len, none;
+    int64_t *list[SCAN_LISTS];
+    int64_t cap[SCAN_LISTS], cnt[SCAN_LISTS];
+    int64_t pend, bad; /* the first pair still without its first \x01; a message out of range */
+} Scan;
+
+static inline void scan_put(Scan *c, int which, int64_t pos)
+{
+    if (c->cnt[which] < c->cap[which])
+        c->list[which][c->cnt[which]] = pos;
+    c->cnt[which]++;
+}
+
+static inline void pair_open(Scan *c, int64_t start, int64_t owner)
+{
+    int64_t j = c->cnt[SCAN_PAIRS]++;
+    if (j < c->cap[SCAN_PAIRS])
+        c->list[SCAN_PAIRS][j] = start, c->list[SCAN_OWNERS][j] = owner;
+}
+
+static inline void pair_close(Scan *c, int64_t end)
+{
+    int64_t j = c->cnt[SCAN_PAIRS] - 1;
+    if (j < c->cap[SCAN_PAIRS])
+        c->list[SCAN_ENDS][j] = end;
+}
+
+/* Every pair opened since the last \x01 gets this one as its first. */
+static inline void pairs_first1(Scan *c, int64_t at)
+{
+    for (int64_t j = c->pend; j < c->cnt[SCAN_PAIRS] && j < c->cap[SCAN_PAIRS]; j++)
+        c->list[SCAN_FIRST1][j] = at;
+    c->pend = c->cnt[SCAN_PAIRS];
+}
+
+/* What one byte of a message [., e) at q means: a \x01, a \x02 (a pair ends, one starts
+ * unless it is the last byte), a space, a byte >= 0x80; the rest nothing. */
+static inline void scan_byte(Scan *c, int64_t m, int64_t q, int64_t e)
+{
+    uint8_t b = c->a[q];
+    if (b == NAME_SEP) {
+        scan_put(c, SCAN_ONES, q);
+        pairs_first1(c, q);
+    } else if (b == PAIR_SEP) {
+        pair_close(c, q);
+        if (q + 1 < e)
+            pair_open(c, q + 1, m);
+    } else if (b == KEY_SEP) {
+        scan_put(c, SCAN_SPACES, q);
+    } else if (b >= 0x80) {
+        scan_put(c, SCAN_HIGH, q);
+    }
+}
+
+#define ONES8 0x0101010101010101ull
+#define HIGH8 0x8080808080808080ull
+
+/* The high bit of each of 8 bytes (little-endian word) that matters: >= 0x80, a space, below
+ * 3. Exact, per byte (no carry crosses a byte: each sum stays below 0x100). */
+static inline uint64_t word_special(uint64_t w)
+{
+    uint64_t low7 = ~HIGH8;
+    uint64_t below3 = ~((w & low7) + ONES8 * (0x80 - (PAIR_SEP + 1))) & ~w;
+    uint64_t x = w ^ (ONES8 * KEY_SEP);
+    uint64_t space = ~(((x & low7) + low7) | x);
+    return (w | below3 | space) & HIGH8;
+}
+
+/* One message's bytes [s, e): its pairs (split at \x02, none after a final one) and the
+ * positions of \x01, spaces and bytes >= 0x80; eight bytes at a time, visiting only those. */
+static void scan_message(Scan *c, int64_t m, int64_t s, int64_t e)
+{
+    const uint8_t *a = c->a;
+    int64_t q = s;
+    pair_open(c, s, m);
+    while (e - q >= 8) {
+        uint64_t w;
+        memcpy(&w, a + q, 8);
+#if !PY_LITTLE_ENDIAN
+        w = __builtin_bswap64(w); /* byte k of the message at bits 8k.. */
+#endif
+        for (uint64_t bits = word_special(w); bits; bits &= bits - 1)
+            scan_byte(c, m, q + (__builtin_ctzll(bits) >> 3), e);
+        q += 8;
+    }
+    for (; q < e; q++)
+        scan_byte(c, m, q, e);
+    if (a[e - 1] != PAIR_SEP)
+        pair_close(c, e);
+}
+
+static void scan_loop(Scan *c)
+{
+    for (int64_t m = 0; m < c->n; m++) {
+        if (!range_ok(c->moff[m], c->pl[m], c->len)) {
+            c->bad = m;
+            return;
+        }
+        if (c->pl[m])
+            scan_message(c, m, c->moff[m], c->moff[m] + c->pl[m]);
+    }
+    /* the pairs left without a \x01 after them: `none` */
+    for (int64_t j = c->pend; j < c->cnt[SCAN_PAIRS] && j < c->cap[SCAN_PAIRS]; j++)
+        c->list[SCAN_FIRST1][j] = c->none;
+}
+
+PyDoc_STRVAR(prop_scan_doc,
+"prop_scan(a, moff, pl, none, ones, spaces, high, starts, owners, ends, first1)\n"
+"    -> (n_ones, n_spaces, n_high, n_pairs)\n\n"
+"The PROPERTIES of messages a[moff[m]:moff[m]+pl[m]] (one after another, as joined): the\n"
+"positions of every \\x01, space and byte >= 0x80 into ones, spaces and high, and of every\n"
+"pair (split at \\x02; none after a final \\x02) its start, message, end and first \\x01 at\n"
+"or after its start (in a later message too; else `none`), all int64.\n"
+"Returns how many of each there are; only what fits is written (call again with larger ones).");
+
+static PyObject *k_prop_scan(PyObject *self, PyObject *args)
+{
+    PyObject *ao, *mo, *po, *lo[SCAN_LISTS];
+    Py_ssize_t none;
+    Py_buffer b[3 + SCAN_LISTS];
+    int got = 0;
+    PyObject *res = NULL;
+    if (!PyArg_ParseTuple(args, "OOOnOOOOOOO:prop_scan", &ao, &mo, &po, &none, &lo[0], &lo[1], &lo[2], &lo[3],
+                          &lo[4], &lo[5], &lo[6]))
+        return NULL;
+    static const char *names[SCAN_LISTS] = {"ones", "spaces", "high", "starts", "owners", "ends", "first1"};
+    if (GET_BYTES(ao, &b[0], "a") < 0 || (got++, GET_I64(mo, &b[1], 0, "moff") < 0) ||
+        (got++, GET_I64(po, &b[2], 0, "pl") < 0))
+        goto done;
+    for (got++; got < 3 + SCAN_LISTS; got++)
+        if (GET_I64(lo[got - 3], &b[got], 1, names[got - 3]) < 0)
+            goto done;
+    Scan c = {b[0].buf, b[1].buf, b[2].buf, b[1].len / 8, b[0].len, none, {NULL}, {0}, {0}, 0, -1};
+    for (int i = 0; i < SCAN_LISTS; i++) {
+        c.list[i] = b[3 + i].buf;
+        c.cap[i] = b[3 + i].len / 8;
+        if (i > SCAN_PAIRS && c.cap[i] < c.cap[SCAN_PAIRS]) /* the pairs' room: the least of the four */
+            c.cap[SCAN_PAIRS] = c.cap[i];
+    }
+    if (b[2].len != b[1].len) {
+        PyErr_Format(PyExc_ValueError, "prop_scan: moff and pl differ in length (%zd, %zd)", b[1].len / 8,
+                     b[2].len / 8);
+        goto done;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    scan_loop(&c);
+    Py_END_ALLOW_THREADS
+    if (c.bad >= 0)
+        range_error("prop_scan", (Py_ssize_t)c.bad, c.moff[c.bad], c.pl[c.bad], b[0].len);
+    else
+        res = Py_BuildValue("LLLL", (long long)c.cnt[0], (long long)c.cnt[1], (long long)c.cnt[2],
+                            (long long)c.cnt[3]);
+done:
+    for (int i = 0; i < got; i++)
+        PyBuffer_Release(&b[i]);
+    return res;
+}
+
 /* ------------------------------------------------------------------ the module */
 
 static PyMethodDef methods[] = {
@@ -562,6 +729,7 @@ static PyMethodDef methods[] = {
     {"small_body_crcs", k_small_body_crcs, METH_VARARGS, small_body_crcs_doc},
     {"join_ranges", k_join_ranges, METH_VARARGS, join_ranges_doc},
     {"prop_keys", k_prop_keys, METH_VARARGS, prop_keys_doc},
+    {"prop_scan", k_prop_scan, METH_VARARGS, prop_scan_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -584,7 +752,7 @@ PyMODINIT_FUNC PyInit__ckernels(void)
                                      "key_sep", KEY_SEP, "tags", TAGS_NAME, "keys", KEYS_NAME, "uniq_key", UNIQ_NAME);
     if (layout == NULL || PyModule_AddObject(m, "LAYOUT", layout) < 0 ||
         PyModule_AddIntConstant(m, "KEY_COLS", KEY_COLS) < 0 || PyModule_AddIntConstant(m, "KEY_WORD", KEY_WORD) < 0 ||
-        PyModule_AddIntConstant(m, "KEY_WIDE", KEY_WIDE) < 0 || PyModule_AddIntConstant(m, "TAGS_WIDE", TAGS_WIDE) < 0) {
+        PyModule_AddIntConstant(m, "KEY_WIDE", KEY_WIDE) < 0 ||  PyModule_AddIntConstant(m, "TAGS_WIDE", TAGS_WIDE) < 0) {
         Py_XDECREF(layout);
         Py_DECREF(m);
         return NULL;

@@ -10,8 +10,9 @@ compiler at install) has :data:`BUILT` False and runs the reference loops; so do
 ``RMQSTORE_PURE=1`` (:data:`~rmqstore_cli.store.fastpaths.FAST_PATHS` decides). Loading
 the extension costs well under a millisecond, so even the smallest store uses it.
 
-When built: ``walk``, ``walk_entries``, ``small_body_crcs``, ``join_ranges`` and
-``prop_keys`` (TAGS hashes and index keys of a batch's PROPERTIES; their
+When built: ``walk``, ``walk_entries``, ``small_body_crcs``, ``join_ranges``,
+``prop_scan`` (the pairs of a batch's PROPERTIES) and ``prop_keys`` (their TAGS hashes
+and index keys; their
 docstrings and ``_ckernels.c`` say what each does; each checks its arguments and raises
 rather than read outside a buffer, and runs without the GIL).
 """
@@ -61,7 +62,7 @@ BUILT = _EXT is not None
 if BUILT:
     walk, walk_entries = _EXT.walk, _EXT.walk_entries
     small_body_crcs, join_ranges = _EXT.small_body_crcs, _EXT.join_ranges
-    prop_keys = _EXT.prop_keys
+    prop_keys, prop_scan = _EXT.prop_keys, _EXT.prop_scan
     #: prop_keys' key rows: columns, flags (a KEYS word; malformed UTF-8 inside), and its
     #: tagsCode of a TAGS value of malformed UTF-8 (left for the reference's replacements)
     KEY_COLS, KEY_WORD, KEY_WIDE, TAGS_WIDE = _EXT.KEY_COLS, _EXT.KEY_WORD, _EXT.KEY_WIDE, _EXT.TAGS_WIDE

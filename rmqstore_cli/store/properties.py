@@ -82,6 +82,60 @@ def _non_ascii_runs(cat: np.ndarray, hp: np.ndarray) -> bytes:
     return out.tobytes()
 
 
+def _scan_pairs(cat: np.ndarray, moff: np.ndarray, pl: np.ndarray, tot: int, checks: bool) -> tuple:
+    """The reference pair scan of :class:`Properties` (numpy): (pair starts, owners, ends,
+    spaces, bytes >= 0x80, and with ``checks`` every \x01 and the first at or after each
+    pair start, else None)."""
+    # one pass finds every byte that matters: \x01, \x02 and >= 0x80 (with the rare \x00):
+    # uint8 cat - 3 wraps 0..2 to 253..255 and puts 0x80.. at 125.., the rest below 125
+    special = np.flatnonzero(((cat - np.uint8(3)) >= 125) | (cat == 0x20))  # and the spaces KEYS splits at
+    kind = cat[special]
+    spaces = special[kind == 0x20]
+    sep = special[kind == 2]
+    # pair starts: each message's first byte (tagged 0) and each byte after a \x02 (tagged
+    # 1), sorted together; a position both ways is the message's start (tag 0 sorts first),
+    # and each pair's owner is the count of message starts up to it
+    ne = np.flatnonzero(pl > 0)
+    after = sep + 1
+    key = np.concatenate([moff[ne] << 1, (after[after < tot] << 1) | 1])
+    key.sort()
+    pos = key >> 1
+    first = np.ones(pos.size, bool)
+    first[1:] = pos[1:] != pos[:-1]
+    key, starts = key[first], pos[first]
+    owner = ne[np.cumsum((key & 1) == 0) - 1]
+    # a pair ends at the next pair's start, less the \x02 before it if there is one (the
+    # next start is the byte after a \x02, or the next message's first byte)
+    nxt = np.empty_like(starts)
+    nxt[:-1] = starts[1:]
+    nxt[-1] = tot
+    end = nxt - (cat[nxt - 1] == 2)
+    hp = special[kind >= 0x80]  # non-ASCII bytes: UTF-8 to validate, UTF-16 to hash
+    if not checks:
+        return starts, owner, end, spaces, hp, None, None
+    ones = special[kind == 1]
+    if ones.size == starts.size and (ones > starts).all() and (ones[:-1] < starts[1:]).all():
+        first1 = ones  # one \x01 inside each pair (the usual case): no search needed
+    else:
+        k = np.searchsorted(ones, starts)
+        first1 = np.where(k < ones.size, ones[np.minimum(k, max(ones.size - 1, 0))], tot) if ones.size else \
+            np.full(starts.size, tot)
+    return starts, owner, end, spaces, hp, ones, first1
+
+
+def compiled_scan(cat: np.ndarray, moff: np.ndarray, pl: np.ndarray, tot: int) -> tuple | None:
+    """:func:`_scan_pairs` by the C loop ``prop_scan`` (one pass to count, one to fill), or
+    None on the reference path (:data:`FAST_PATHS`)."""
+    kern = FAST_PATHS.kernels()
+    if kern is None:
+        return None
+    moff, pl = np.ascontiguousarray(moff, np.int64), np.ascontiguousarray(pl, np.int64)
+    counts = kern.prop_scan(cat, moff, pl, tot, *[np.zeros(0, np.int64)] * 7)
+    ones, spaces, high, starts, owner, end, first1 = (np.empty(k, np.int64) for k in counts + counts[3:] * 3)
+    kern.prop_scan(cat, moff, pl, tot, ones, spaces, high, starts, owner, end, first1)
+    return starts, owner, end, spaces, high, ones, first1
+
+
 class IndexKeys:
     """Index keys of a batch: owner message, index hash, and the key text on demand."""
 
@@ -132,43 +186,15 @@ class Properties:
         else:
             cat = arr[np.repeat(ps - moff, pl) + np.arange(tot)]
         self.cat = cat
-        # one pass finds every byte that matters: \x01, \x02 and >= 0x80 (with the rare \x00):
-        # uint8 cat - 3 wraps 0..2 to 253..255 and puts 0x80.. at 125.., the rest below 125
-        special = np.flatnonzero(((cat - np.uint8(3)) >= 125) | (cat == 0x20))  # and the spaces KEYS splits at
-        kind = cat[special]
-        self.spaces = special[kind == 0x20]
-        sep = special[kind == 2]
-        # pair starts: each message's first byte (tagged 0) and each byte after a \x02 (tagged
-        # 1), sorted together; a position both ways is the message's start (tag 0 sorts first),
-        # and each pair's owner is the count of message starts up to it
-        ne = np.flatnonzero(pl > 0)
-        after = sep + 1
-        key = np.concatenate([moff[ne] << 1, (after[after < tot] << 1) | 1])
-        key.sort()
-        pos = key >> 1
-        first = np.ones(pos.size, bool)
-        first[1:] = pos[1:] != pos[:-1]
-        key, starts = key[first], pos[first]
-        owner = ne[np.cumsum((key & 1) == 0) - 1]
-        # a pair ends at the next pair's start, less the \x02 before it if there is one (the
-        # next start is the byte after a \x02, or the next message's first byte)
-        nxt = np.empty_like(starts)
-        nxt[:-1] = starts[1:]
-        nxt[-1] = tot
-        end = nxt - (cat[nxt - 1] == 2)
+        got = compiled_scan(cat, moff, pl, tot)
+        if got is None:
+            got = _scan_pairs(cat, moff, pl, tot, checks)
+        starts, owner, end, self.spaces, self.hp, ones, first1 = got
         self.starts, self.owner, self.end = starts, owner, end
-        self.hp = special[kind >= 0x80]  # non-ASCII bytes: UTF-8 to validate, UTF-16 to hash
         if not checks:
             self.suspect = None
             return
         # well-formed pairs: name\x01value, both non-empty
-        ones = special[kind == 1]
-        if ones.size == starts.size and (ones > starts).all() and (ones[:-1] < starts[1:]).all():
-            first1 = ones  # one \x01 inside each pair (the usual case): no search needed
-        else:
-            k = np.searchsorted(ones, starts)
-            first1 = np.where(k < ones.size, ones[np.minimum(k, max(ones.size - 1, 0))], tot) if ones.size else \
-                np.full(starts.size, tot)
         good = (first1 > starts) & (first1 < end - 1)
         self.suspect[owner[~good]] = True
         self.ones, self.first1 = ones, first1  # every \x01; the first at or after each pair start

@@ -189,3 +189,45 @@ def test_verify_deep_and_rebuild_index_alike_on_both_paths_real_broker(sample, s
     (verdicts, rebuilt) = _both_paths(monkeypatch, tmp_path, d / "store", d / "broker.conf")
     assert verdicts[0] == verdicts[1] and verdicts[1][1]["summary"]["messages"] > 0
     assert rebuilt[0] == rebuilt[1] and any(k.startswith("index") for k in rebuilt[1])
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_prop_scan_gives_the_reference_pairs_on_hostile_properties(K, monkeypatch, seed):
+    """``prop_scan`` (the pair scan of :class:`Properties`, ``string2messageProperties``'
+    split) against the numpy scan: pairs, owners, ends, every \\x01 and the first after each
+    pair start, spaces, bytes >= 0x80, and what follows from them (suspects, simple, values)."""
+    rnd = random.Random(100 + seed)
+    arr, ps, pl = _batch(rnd, rnd.choice((60, 400)), ascii_only=seed % 2 == 0)
+    got = []
+    for pure in (True, False):
+        monkeypatch.setattr(FAST_PATHS, "pure", pure)
+        for checks in (True, False):
+            pr = Properties(arr, ps, pl, checks=checks)
+            got.append([pr.starts, pr.owner, pr.end, pr.spaces, pr.hp, pr.value(b"TAGS\x01")[2]]
+                       + ([pr.ones, pr.first1, pr.suspects(), pr.simple()] if checks else []))
+    for ref, c in ((got[0], got[2]), (got[1], got[3])):
+        assert len(ref) == len(c)
+        for r, x in zip(ref, c):
+            assert r.dtype == x.dtype and np.array_equal(r, x)
+    assert got[0][0].size and got[0][3].size and got[0][5].size
+
+
+def test_prop_scan_refuses_bad_calls_and_counts_past_its_room(K):
+    a = np.frombuffer(b"A\x01b\x02C\x01 d\xc3\xa9\x02", np.uint8)
+    z = np.zeros(0, np.int64)
+    assert K.prop_scan(a, np.array([0]), np.array([a.size]), a.size, *[z] * 7) == (2, 1, 2, 2)
+    outs = [np.full(4, 7, np.int64) for _ in range(7)]
+    assert K.prop_scan(a, np.array([0]), np.array([a.size]), a.size, *outs) == (2, 1, 2, 2)
+    assert [o[:2].tolist() for o in outs] == [[1, 5], [6, 7], [8, 9], [0, 4], [0, 0], [3, 10], [1, 5]]
+    assert all((o[2:] == 7).all() for o in outs) and outs[1][1] == 7  # beyond the counts: untouched
+    small = [np.full(1, 7, np.int64) for _ in range(7)]
+    small[6] = np.zeros(0, np.int64)  # room for no pair: none written, all counted
+    assert K.prop_scan(a, np.array([0]), np.array([a.size]), a.size, *small) == (2, 1, 2, 2)
+    assert small[3][0] == 7 and small[4][0] == 7 and small[0][0] == 1
+    for moff, pl in (([0], [a.size + 1]), ([-1], [1]), ([1], [-1]), ([1 << 62], [1 << 62]), ([0, 0], [1])):
+        with pytest.raises(ValueError):
+            K.prop_scan(a, np.array(moff), np.array(pl), a.size, *[z] * 7)
+    with pytest.raises(TypeError):
+        K.prop_scan(a, np.array([0], np.int32), np.array([1]), a.size, *[z] * 7)
+    with pytest.raises(TypeError):
+        K.prop_scan(a, np.array([0]), np.array([1]), a.size, *[z] * 6, np.zeros(2, np.float64))
