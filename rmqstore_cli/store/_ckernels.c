@@ -1,5 +1,6 @@
 /* The engine's compiled loops (rmqstore_cli/store/kernels.py): the commit-log record walk
- * (plain and DLedger), CRC-32 of small bodies, a join of byte ranges.
+ * (plain and DLedger), CRC-32 of small bodies, a join of byte ranges, the TAGS hash and the
+ * index keys of a batch's PROPERTIES.
  *
  * An optional extension (setup.py): when it does not build, kernels.py says so and every
  * caller runs its reference loop (Python/numpy), which gives the same results to the bit;
@@ -12,7 +13,8 @@
  * without the GIL (Spark tasks and threads may call them at once).
  *
  * The layout constants are exported (LAYOUT) and kernels.py checks them against formats/
- * (formats/commitlog.py HEAD, formats/sysflag.py, formats/dledger.py) before using the module.
+ * (formats/commitlog.py HEAD, formats/sysflag.py, formats/dledger.py, formats/properties.py and
+ * store/message.py's property names) before using the module.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -337,6 +339,388 @@ static PyObject *k_join_ranges(PyObject *self, PyObject *args)
     return PyLong_FromLongLong((long long)o);
 }
 
+/* ------------------------------------------------------------------ PROPERTIES: TAGS and index keys */
+
+/* MessageDecoder#string2messageProperties' separators, MessageConst's names and KEY_SEPARATOR */
+#define NAME_SEP 1
+#define PAIR_SEP 2
+#define KEY_SEP ' '
+#define TAGS_NAME "TAGS\001"
+#define KEYS_NAME "KEYS\001"
+#define UNIQ_NAME "UNIQ_KEY\001"
+/* a row of keys_out: owner, start, end, index hash, flags */
+#define KEY_COLS 5
+#define KEY_WORD 1 /* flags: a word of KEYS (else the UNIQ_KEY) */
+#define KEY_WIDE 2 /* flags: malformed UTF-8 inside (the decoder's replacements: the caller redoes it) */
+/* tags_out of a TAGS value of malformed UTF-8: outside int32, the caller redoes it */
+#define TAGS_WIDE ((int64_t)1 << 40)
+
+/* The value range [*va, *vb) of a pair [s, e) called `name` (its bytes start with name\x01 and
+ * the value is not empty: MessageDecoder#string2messageProperties drops empty values). */
+static inline void take_value(const uint8_t *a, int64_t s, int64_t e, const char *name, int64_t L,
+                              int64_t *va, int64_t *vb)
+{
+    if (e - s > L && memcmp(a + s, name, (size_t)L) == 0) {
+        *va = s + L;
+        *vb = e;
+    }
+}
+
+/* String#hashCode continued from h over the UTF-16 code units of the UTF-8 text [x, y), as
+ * new String(bytes, UTF_8) decodes well-formed UTF-8 (RFC 3629: no overlong forms, no
+ * surrogates, nothing above U+10FFFF, no cut characters; what Python's strict decoder takes).
+ * *bad set on malformed text: the decoder's replacement rules are the caller's (reference). */
+static uint32_t hash_on(const uint8_t *a, int64_t x, int64_t y, uint32_t h, int *bad)
+{
+    int64_t i = x;
+    while (i < y) {
+        uint32_t c = a[i];
+        if (c < 0x80) {
+            h = h * 31u + c;
+            i++;
+            continue;
+        }
+        int need;
+        uint32_t lo = 0x80, hi = 0xBF;
+        if (c < 0xC2 || c > 0xF4) {
+            *bad = 1;
+            return h;
+        } else if (c < 0xE0) {
+            need = 1, c &= 0x1F;
+        } else if (c < 0xF0) {
+            need = 2, lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF, c &= 0x0F;
+        } else {
+            need = 3, lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF, c &= 0x07;
+        }
+        if (y - i - 1 < need || a[i + 1] < lo || a[i + 1] > hi) {
+            *bad = 1;
+            return h;
+        }
+        for (int k = 1; k <= need; k++) {
+            if ((a[i + k] & 0xC0) != 0x80) {
+                *bad = 1;
+                return h;
+            }
+            c = (c << 6) | (a[i + k] & 0x3Fu);
+        }
+        i += need + 1;
+        if (c >= 0x10000) { /* a surrogate pair */
+            c -= 0x10000;
+            h = h * 31u + (0xD800u + (c >> 10));
+            h = h * 31u + (0xDC00u + (c & 0x3FFu));
+        } else {
+            h = h * 31u + c;
+        }
+    }
+    return h;
+}
+
+/* IndexFile#indexKeyHashMethod: abs of the int hashCode, Integer.MIN_VALUE -> 0 */
+static inline int64_t index_hash_of(uint32_t h)
+{
+    int32_t s = (int32_t)h;
+    return s == INT32_MIN ? 0 : (s < 0 ? -(int64_t)s : (int64_t)s);
+}
+
+/* One key row (written only while below cap; counted always). */
+static inline void put_key(int64_t *out, int64_t cap, int64_t *k, int64_t owner, int64_t x, int64_t y,
+                           uint32_t prefix, int64_t flags, const uint8_t *a)
+{
+    int bad = 0;
+    uint32_t h = hash_on(a, x, y, prefix, &bad);
+    if (*k < cap) {
+        int64_t *row = out + *k * KEY_COLS;
+        row[0] = owner;
+        row[1] = x;
+        row[2] = y;
+        row[3] = index_hash_of(h);
+        row[4] = flags | (bad ? KEY_WIDE : 0);
+    }
+    (*k)++;
+}
+
+typedef struct {
+    const uint8_t *a, *indexable;
+    const int64_t *moff, *pl, *tid, *prefix;
+    int64_t n, len, nprefix, cap;
+    int64_t *tags, *keys;
+    int64_t bad, why; /* the message a bad argument was met at, and which (1 range, 2 topic id) */
+} PropKeys;
+
+/* TAGS, UNIQ_KEY and KEYS of one message (the last non-empty pair of each name), its tagsCode
+ * and its keys (IndexService#buildIndex: the UNIQ_KEY, then each non-empty word of KEYS). */
+static int prop_keys_one(PropKeys *c, int64_t m, int64_t *k)
+{
+    const uint8_t *a = c->a;
+    int64_t s = c->moff[m], end = s + c->pl[m];
+    int64_t ta = -1, tb = -1, ua = -1, ub = -1, ka = -1, kb = -1;
+    while (s < end) {
+        const uint8_t *q = memchr(a + s, PAIR_SEP, (size_t)(end - s));
+        int64_t e = q ? (int64_t)(q - a) : end;
+        switch (a[s]) {
+        case 'T': take_value(a, s, e, TAGS_NAME, 5, &ta, &tb); break;
+        case 'K': take_value(a, s, e, KEYS_NAME, 5, &ka, &kb); break;
+        case 'U': take_value(a, s, e, UNIQ_NAME, 9, &ua, &ub); break;
+        default: break;
+        }
+        s = e + 1;
+    }
+    int bad = 0;
+    c->tags[m] = 0;
+    if (ta >= 0) {
+        uint32_t h = hash_on(a, ta, tb, 0, &bad);
+        c->tags[m] = bad ? TAGS_WIDE : (int64_t)(int32_t)h;
+    }
+    if (!c->indexable[m] || (ua < 0 && ka < 0))
+        return 0;
+    int64_t t = c->tid[m];
+    if (t < 0 || t >= c->nprefix)
+        return 2;
+    uint32_t pfx = (uint32_t)c->prefix[t];
+    if (ua >= 0)
+        put_key(c->keys, c->cap, k, m, ua, ub, pfx, 0, a);
+    for (int64_t w = ka; ka >= 0 && w < kb;) {
+        const uint8_t *q = memchr(a + w, KEY_SEP, (size_t)(kb - w));
+        int64_t e = q ? (int64_t)(q - a) : kb;
+        if (e > w)
+            put_key(c->keys, c->cap, k, m, w, e, pfx, KEY_WORD, a);
+        w = e + 1;
+    }
+    return 0;
+}
+
+static int64_t prop_keys_loop(PropKeys *c)
+{
+    int64_t k = 0;
+    for (int64_t m = 0; m < c->n; m++) {
+        if (!range_ok(c->moff[m], c->pl[m], c->len)) {
+            c->bad = m, c->why = 1;
+            break;
+        }
+        int why = prop_keys_one(c, m, &k);
+        if (why) {
+            c->bad = m, c->why = why;
+            break;
+        }
+    }
+    return k;
+}
+
+PyDoc_STRVAR(prop_keys_doc,
+"prop_keys(a, moff, pl, indexable, tid, prefix, tags_out, keys_out) -> n_keys\n\n"
+"For each message m, its PROPERTIES a[moff[m]:moff[m]+pl[m]] (pairs split at \\x02, the\n"
+"last non-empty value of a name wins): tags_out[m] = hashCode(TAGS) as a Java int (0 without\n"
+"one; 1 << 40 when it is malformed UTF-8); when indexable[m] (uint8/bool), its index keys\n"
+"into keys_out (int64 rows of 5: message, start, end, indexKeyHashMethod of prefix[tid[m]]\n"
+"continued over the key's UTF-16 units, flags: 1 a KEYS word, 2 malformed UTF-8), the UNIQ_KEY\n"
+"then each non-empty word of KEYS split at spaces. Returns how many keys there are; only\n"
+"the rows that fit in keys_out are written (call again with a larger one).");
+
+static PyObject *k_prop_keys(PyObject *self, PyObject *args)
+{
+    PyObject *ao, *mo, *po, *io, *to, *fo, *go, *ko;
+    Py_buffer b[8];
+    int got = 0;
+    PyObject *res = NULL;
+    if (!PyArg_ParseTuple(args, "OOOOOOOO:prop_keys", &ao, &mo, &po, &io, &to, &fo, &go, &ko))
+        return NULL;
+    if (GET_BYTES(ao, &b[0], "a") < 0 || (got++, GET_I64(mo, &b[1], 0, "moff") < 0) ||
+        (got++, GET_I64(po, &b[2], 0, "pl") < 0) || (got++, get_buffer(io, &b[3], 0, 1, "Bb?", "indexable") < 0) ||
+        (got++, GET_I64(to, &b[4], 0, "tid") < 0) || (got++, GET_I64(fo, &b[5], 0, "prefix") < 0) ||
+        (got++, GET_I64(go, &b[6], 1, "tags_out") < 0) || (got++, GET_I64(ko, &b[7], 1, "keys_out") < 0))
+        goto done;
+    got++;
+    PropKeys c = {b[0].buf, b[3].buf, b[1].buf, b[2].buf, b[4].buf, b[5].buf, b[1].len / 8, b[0].len,
+                  b[5].len / 8, b[7].len / 8 / KEY_COLS, b[6].buf, b[7].buf, -1, 0};
+    if (b[2].len / 8 != c.n || b[3].len != c.n || b[4].len / 8 != c.n || b[6].len / 8 != c.n) {
+        PyErr_Format(PyExc_ValueError, "prop_keys: moff, pl, indexable, tid and tags_out differ in length "
+                     "(%zd, %zd, %zd, %zd, %zd)", b[1].len / 8, b[2].len / 8, b[3].len, b[4].len / 8, b[6].len / 8);
+        goto done;
+    }
+    int64_t k;
+    Py_BEGIN_ALLOW_THREADS
+    k = prop_keys_loop(&c);
+    Py_END_ALLOW_THREADS
+    if (c.why == 1)
+        range_error("prop_keys", (Py_ssize_t)c.bad, c.moff[c.bad], c.pl[c.bad], b[0].len);
+    else if (c.why == 2)
+        PyErr_Format(PyExc_ValueError, "prop_keys: message %lld has topic id %lld, outside the %lld prefixes",
+                     (long long)c.bad, (long long)c.tid[c.bad], (long long)c.nprefix);
+    else
+        res = PyLong_FromLongLong((long long)k);
+done:
+    for (int i = 0; i < got; i++)
+        PyBuffer_Release(&b[i]);
+    return res;
+}
+
+/* ------------------------------------------------------------------ PROPERTIES: the pair scan */
+
+/* the lists: positions of \x01, spaces, bytes >= 0x80; then per pair its start, message,
+ * end and first \x01 at or after its start (their count is cnt[SCAN_PAIRS]) */
+enum { SCAN_ONES, SCAN_SPACES, SCAN_HIGH, SCAN_PAIRS, SCAN_OWNERS, SCAN_ENDS, SCAN_FIRST1, SCAN_LISTS };
+
+typedef struct {
+    const uint8_t *a;
+    const int64_t *moff, *pl;
+    int64_t n, len, none;
+    int64_t *list[SCAN_LISTS];
+    int64_t cap[SCAN_LISTS], cnt[SCAN_LISTS];
+    int64_t pend, bad; /* the first pair still without its first \x01; a message out of range */
+} Scan;
+
+static inline void scan_put(Scan *c, int which, int64_t pos)
+{
+    if (c->cnt[which] < c->cap[which])
+        c->list[which][c->cnt[which]] = pos;
+    c->cnt[which]++;
+}
+
+static inline void pair_open(Scan *c, int64_t start, int64_t owner)
+{
+    int64_t j = c->cnt[SCAN_PAIRS]++;
+    if (j < c->cap[SCAN_PAIRS])
+        c->list[SCAN_PAIRS][j] = start, c->list[SCAN_OWNERS][j] = owner;
+}
+
+static inline void pair_close(Scan *c, int64_t end)
+{
+    int64_t j = c->cnt[SCAN_PAIRS] - 1;
+    if (j < c->cap[SCAN_PAIRS])
+        c->list[SCAN_ENDS][j] = end;
+}
+
+/* Every pair opened since the last \x01 gets this one as its first. */
+static inline void pairs_first1(Scan *c, int64_t at)
+{
+    for (int64_t j = c->pend; j < c->cnt[SCAN_PAIRS] && j < c->cap[SCAN_PAIRS]; j++)
+        c->list[SCAN_FIRST1][j] = at;
+    c->pend = c->cnt[SCAN_PAIRS];
+}
+
+/* What one byte of a message [., e) at q means: a \x01, a \x02 (a pair ends, one starts
+ * unless it is the last byte), a space, a byte >= 0x80; the rest nothing. */
+static inline void scan_byte(Scan *c, int64_t m, int64_t q, int64_t e)
+{
+    uint8_t b = c->a[q];
+    if (b == NAME_SEP) {
+        scan_put(c, SCAN_ONES, q);
+        pairs_first1(c, q);
+    } else if (b == PAIR_SEP) {
+        pair_close(c, q);
+        if (q + 1 < e)
+            pair_open(c, q + 1, m);
+    } else if (b == KEY_SEP) {
+        scan_put(c, SCAN_SPACES, q);
+    } else if (b >= 0x80) {
+        scan_put(c, SCAN_HIGH, q);
+    }
+}
+
+#define ONES8 0x0101010101010101ull
+#define HIGH8 0x8080808080808080ull
+
+/* The high bit of each of 8 bytes (little-endian word) that matters: >= 0x80, a space, below
+ * 3. Exact, per byte (no carry crosses a byte: each sum stays below 0x100). */
+static inline uint64_t word_special(uint64_t w)
+{
+    uint64_t low7 = ~HIGH8;
+    uint64_t below3 = ~((w & low7) + ONES8 * (0x80 - (PAIR_SEP + 1))) & ~w;
+    uint64_t x = w ^ (ONES8 * KEY_SEP);
+    uint64_t space = ~(((x & low7) + low7) | x);
+    return (w | below3 | space) & HIGH8;
+}
+
+/* One message's bytes [s, e): its pairs (split at \x02, none after a final one) and the
+ * positions of \x01, spaces and bytes >= 0x80; eight bytes at a time, visiting only those. */
+static void scan_message(Scan *c, int64_t m, int64_t s, int64_t e)
+{
+    const uint8_t *a = c->a;
+    int64_t q = s;
+    pair_open(c, s, m);
+    while (e - q >= 8) {
+        uint64_t w;
+        memcpy(&w, a + q, 8);
+#if !PY_LITTLE_ENDIAN
+        w = __builtin_bswap64(w); /* byte k of the message at bits 8k.. */
+#endif
+        for (uint64_t bits = word_special(w); bits; bits &= bits - 1)
+            scan_byte(c, m, q + (__builtin_ctzll(bits) >> 3), e);
+        q += 8;
+    }
+    for (; q < e; q++)
+        scan_byte(c, m, q, e);
+    if (a[e - 1] != PAIR_SEP)
+        pair_close(c, e);
+}
+
+static void scan_loop(Scan *c)
+{
+    for (int64_t m = 0; m < c->n; m++) {
+        if (!range_ok(c->moff[m], c->pl[m], c->len)) {
+            c->bad = m;
+            return;
+        }
+        if (c->pl[m])
+            scan_message(c, m, c->moff[m], c->moff[m] + c->pl[m]);
+    }
+    /* the pairs left without a \x01 after them: `none` */
+    for (int64_t j = c->pend; j < c->cnt[SCAN_PAIRS] && j < c->cap[SCAN_PAIRS]; j++)
+        c->list[SCAN_FIRST1][j] = c->none;
+}
+
+PyDoc_STRVAR(prop_scan_doc,
+"prop_scan(a, moff, pl, none, ones, spaces, high, starts, owners, ends, first1)\n"
+"    -> (n_ones, n_spaces, n_high, n_pairs)\n\n"
+"The PROPERTIES of messages a[moff[m]:moff[m]+pl[m]] (one after another, as joined): the\n"
+"positions of every \\x01, space and byte >= 0x80 into ones, spaces and high, and of every\n"
+"pair (split at \\x02; none after a final \\x02) its start, message, end and first \\x01 at\n"
+"or after its start (in a later message too; else `none`), all int64.\n"
+"Returns how many of each there are; only what fits is written (call again with larger ones).");
+
+static PyObject *k_prop_scan(PyObject *self, PyObject *args)
+{
+    PyObject *ao, *mo, *po, *lo[SCAN_LISTS];
+    Py_ssize_t none;
+    Py_buffer b[3 + SCAN_LISTS];
+    int got = 0;
+    PyObject *res = NULL;
+    if (!PyArg_ParseTuple(args, "OOOnOOOOOOO:prop_scan", &ao, &mo, &po, &none, &lo[0], &lo[1], &lo[2], &lo[3],
+                          &lo[4], &lo[5], &lo[6]))
+        return NULL;
+    static const char *names[SCAN_LISTS] = {"ones", "spaces", "high", "starts", "owners", "ends", "first1"};
+    if (GET_BYTES(ao, &b[0], "a") < 0 || (got++, GET_I64(mo, &b[1], 0, "moff") < 0) ||
+        (got++, GET_I64(po, &b[2], 0, "pl") < 0))
+        goto done;
+    for (got++; got < 3 + SCAN_LISTS; got++)
+        if (GET_I64(lo[got - 3], &b[got], 1, names[got - 3]) < 0)
+            goto done;
+    Scan c = {b[0].buf, b[1].buf, b[2].buf, b[1].len / 8, b[0].len, none, {NULL}, {0}, {0}, 0, -1};
+    for (int i = 0; i < SCAN_LISTS; i++) {
+        c.list[i] = b[3 + i].buf;
+        c.cap[i] = b[3 + i].len / 8;
+        if (i > SCAN_PAIRS && c.cap[i] < c.cap[SCAN_PAIRS]) /* the pairs' room: the least of the four */
+            c.cap[SCAN_PAIRS] = c.cap[i];
+    }
+    if (b[2].len != b[1].len) {
+        PyErr_Format(PyExc_ValueError, "prop_scan: moff and pl differ in length (%zd, %zd)", b[1].len / 8,
+                     b[2].len / 8);
+        goto done;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    scan_loop(&c);
+    Py_END_ALLOW_THREADS
+    if (c.bad >= 0)
+        range_error("prop_scan", (Py_ssize_t)c.bad, c.moff[c.bad], c.pl[c.bad], b[0].len);
+    else
+        res = Py_BuildValue("LLLL", (long long)c.cnt[0], (long long)c.cnt[1], (long long)c.cnt[2],
+                            (long long)c.cnt[3]);
+done:
+    for (int i = 0; i < got; i++)
+        PyBuffer_Release(&b[i]);
+    return res;
+}
+
 /* ------------------------------------------------------------------ the module */
 
 static PyMethodDef methods[] = {
@@ -344,6 +728,8 @@ static PyMethodDef methods[] = {
     {"walk_entries", k_walk_entries, METH_VARARGS, walk_entries_doc},
     {"small_body_crcs", k_small_body_crcs, METH_VARARGS, small_body_crcs_doc},
     {"join_ranges", k_join_ranges, METH_VARARGS, join_ranges_doc},
+    {"prop_keys", k_prop_keys, METH_VARARGS, prop_keys_doc},
+    {"prop_scan", k_prop_scan, METH_VARARGS, prop_scan_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -358,12 +744,15 @@ PyMODINIT_FUNC PyInit__ckernels(void)
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)
         return NULL;
-    PyObject *layout = Py_BuildValue("{s:i,s:i,s:i,s:k,s:k,s:i,s:i,s:i}", "total_at", TOTAL_AT,
+    PyObject *layout = Py_BuildValue("{s:i,s:i,s:i,s:k,s:k,s:i,s:i,s:i,s:i,s:i,s:i,s:y,s:y,s:y}", "total_at", TOTAL_AT,
                                      "magic_at", MAGIC_AT, "prefix_size", PREFIX_SIZE,
                                      "magic_v1", (unsigned long)MAGIC_V1, "magic_v2", (unsigned long)MAGIC_V2,
                                      "entry_magic", ENTRY_MAGIC, "entry_magic_at", ENTRY_MAGIC_AT,
-                                     "entry_size_at", ENTRY_SIZE_AT);
-    if (layout == NULL || PyModule_AddObject(m, "LAYOUT", layout) < 0) {
+                                     "entry_size_at", ENTRY_SIZE_AT, "name_sep", NAME_SEP, "pair_sep", PAIR_SEP,
+                                     "key_sep", KEY_SEP, "tags", TAGS_NAME, "keys", KEYS_NAME, "uniq_key", UNIQ_NAME);
+    if (layout == NULL || PyModule_AddObject(m, "LAYOUT", layout) < 0 ||
+        PyModule_AddIntConstant(m, "KEY_COLS", KEY_COLS) < 0 || PyModule_AddIntConstant(m, "KEY_WORD", KEY_WORD) < 0 ||
+        PyModule_AddIntConstant(m, "KEY_WIDE", KEY_WIDE) < 0 ||  PyModule_AddIntConstant(m, "TAGS_WIDE", TAGS_WIDE) < 0) {
         Py_XDECREF(layout);
         Py_DECREF(m);
         return NULL;

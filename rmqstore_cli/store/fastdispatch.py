@@ -244,6 +244,12 @@ class FastDispatcher:
             keep = sch[tids[o]]
             delay_fix = [(i, raw[u:v].decode("utf-8", "replace"))
                          for i, u, v in zip(o[keep].tolist(), x[keep].tolist(), y[keep].tolist())]
+        multi_at = multi_ranges(pr) if self.d.config.enable_multi_dispatch else None
+        got = pr.compiled_keys(~rollback, tids, self._prefix_hashes())  # the C loop: one pass
+        if got is not None:
+            with_keys = self.d.index is not None and not self.dry and got[0].size
+            return (tids, pr.tags_code, BatchKeys(pr.cat, got[1], got[2], got[3] if with_keys else None), got[0],
+                    delay_fix, multi_at)
         owner, ka, kb = pr.key_ranges(~rollback)
         order = stable_argsort(owner)  # per record: UNIQ_KEY, then the KEYS words
         owner, ka, kb = owner[order], ka[order], kb[order]
@@ -261,7 +267,6 @@ class FastDispatcher:
         hashes = None
         if with_keys:
             hashes = index_hash(concat_hashes(self._prefix_hashes()[tids[owner]], lens[nt:], h[nt:]))  # "topic#" + key
-        multi_at = multi_ranges(pr) if self.d.config.enable_multi_dispatch else None
         return tids, tags_code, BatchKeys(pr.cat, ka, kb, hashes), owner, delay_fix, multi_at
 
     def _multi(self, multi_at: tuple, to_cq: np.ndarray, tids: np.ndarray, qid: np.ndarray):

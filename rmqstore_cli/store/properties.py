@@ -82,6 +82,60 @@ def _non_ascii_runs(cat: np.ndarray, hp: np.ndarray) -> bytes:
     return out.tobytes()
 
 
+def _scan_pairs(cat: np.ndarray, moff: np.ndarray, pl: np.ndarray, tot: int, checks: bool) -> tuple:
+    """The reference pair scan of :class:`Properties` (numpy): (pair starts, owners, ends,
+    spaces, bytes >= 0x80, and with ``checks`` every \x01 and the first at or after each
+    pair start, else None)."""
+    # one pass finds every byte that matters: \x01, \x02 and >= 0x80 (with the rare \x00):
+    # uint8 cat - 3 wraps 0..2 to 253..255 and puts 0x80.. at 125.., the rest below 125
+    special = np.flatnonzero(((cat - np.uint8(3)) >= 125) | (cat == 0x20))  # and the spaces KEYS splits at
+    kind = cat[special]
+    spaces = special[kind == 0x20]
+    sep = special[kind == 2]
+    # pair starts: each message's first byte (tagged 0) and each byte after a \x02 (tagged
+    # 1), sorted together; a position both ways is the message's start (tag 0 sorts first),
+    # and each pair's owner is the count of message starts up to it
+    ne = np.flatnonzero(pl > 0)
+    after = sep + 1
+    key = np.concatenate([moff[ne] << 1, (after[after < tot] << 1) | 1])
+    key.sort()
+    pos = key >> 1
+    first = np.ones(pos.size, bool)
+    first[1:] = pos[1:] != pos[:-1]
+    key, starts = key[first], pos[first]
+    owner = ne[np.cumsum((key & 1) == 0) - 1]
+    # a pair ends at the next pair's start, less the \x02 before it if there is one (the
+    # next start is the byte after a \x02, or the next message's first byte)
+    nxt = np.empty_like(starts)
+    nxt[:-1] = starts[1:]
+    nxt[-1] = tot
+    end = nxt - (cat[nxt - 1] == 2)
+    hp = special[kind >= 0x80]  # non-ASCII bytes: UTF-8 to validate, UTF-16 to hash
+    if not checks:
+        return starts, owner, end, spaces, hp, None, None
+    ones = special[kind == 1]
+    if ones.size == starts.size and (ones > starts).all() and (ones[:-1] < starts[1:]).all():
+        first1 = ones  # one \x01 inside each pair (the usual case): no search needed
+    else:
+        k = np.searchsorted(ones, starts)
+        first1 = np.where(k < ones.size, ones[np.minimum(k, max(ones.size - 1, 0))], tot) if ones.size else \
+            np.full(starts.size, tot)
+    return starts, owner, end, spaces, hp, ones, first1
+
+
+def compiled_scan(cat: np.ndarray, moff: np.ndarray, pl: np.ndarray, tot: int) -> tuple | None:
+    """:func:`_scan_pairs` by the C loop ``prop_scan`` (one pass to count, one to fill), or
+    None on the reference path (:data:`FAST_PATHS`)."""
+    kern = FAST_PATHS.kernels()
+    if kern is None:
+        return None
+    moff, pl = np.ascontiguousarray(moff, np.int64), np.ascontiguousarray(pl, np.int64)
+    counts = kern.prop_scan(cat, moff, pl, tot, *[np.zeros(0, np.int64)] * 7)
+    ones, spaces, high, starts, owner, end, first1 = (np.empty(k, np.int64) for k in counts + counts[3:] * 3)
+    kern.prop_scan(cat, moff, pl, tot, ones, spaces, high, starts, owner, end, first1)
+    return starts, owner, end, spaces, high, ones, first1
+
+
 class IndexKeys:
     """Index keys of a batch: owner message, index hash, and the key text on demand."""
 
@@ -132,43 +186,15 @@ class Properties:
         else:
             cat = arr[np.repeat(ps - moff, pl) + np.arange(tot)]
         self.cat = cat
-        # one pass finds every byte that matters: \x01, \x02 and >= 0x80 (with the rare \x00):
-        # uint8 cat - 3 wraps 0..2 to 253..255 and puts 0x80.. at 125.., the rest below 125
-        special = np.flatnonzero(((cat - np.uint8(3)) >= 125) | (cat == 0x20))  # and the spaces KEYS splits at
-        kind = cat[special]
-        self.spaces = special[kind == 0x20]
-        sep = special[kind == 2]
-        # pair starts: each message's first byte (tagged 0) and each byte after a \x02 (tagged
-        # 1), sorted together; a position both ways is the message's start (tag 0 sorts first),
-        # and each pair's owner is the count of message starts up to it
-        ne = np.flatnonzero(pl > 0)
-        after = sep + 1
-        key = np.concatenate([moff[ne] << 1, (after[after < tot] << 1) | 1])
-        key.sort()
-        pos = key >> 1
-        first = np.ones(pos.size, bool)
-        first[1:] = pos[1:] != pos[:-1]
-        key, starts = key[first], pos[first]
-        owner = ne[np.cumsum((key & 1) == 0) - 1]
-        # a pair ends at the next pair's start, less the \x02 before it if there is one (the
-        # next start is the byte after a \x02, or the next message's first byte)
-        nxt = np.empty_like(starts)
-        nxt[:-1] = starts[1:]
-        nxt[-1] = tot
-        end = nxt - (cat[nxt - 1] == 2)
+        got = compiled_scan(cat, moff, pl, tot)
+        if got is None:
+            got = _scan_pairs(cat, moff, pl, tot, checks)
+        starts, owner, end, self.spaces, self.hp, ones, first1 = got
         self.starts, self.owner, self.end = starts, owner, end
-        self.hp = special[kind >= 0x80]  # non-ASCII bytes: UTF-8 to validate, UTF-16 to hash
         if not checks:
             self.suspect = None
             return
         # well-formed pairs: name\x01value, both non-empty
-        ones = special[kind == 1]
-        if ones.size == starts.size and (ones > starts).all() and (ones[:-1] < starts[1:]).all():
-            first1 = ones  # one \x01 inside each pair (the usual case): no search needed
-        else:
-            k = np.searchsorted(ones, starts)
-            first1 = np.where(k < ones.size, ones[np.minimum(k, max(ones.size - 1, 0))], tot) if ones.size else \
-                np.full(starts.size, tot)
         good = (first1 > starts) & (first1 < end - 1)
         self.suspect[owner[~good]] = True
         self.ones, self.first1 = ones, first1  # every \x01; the first at or after each pair start
@@ -187,7 +213,11 @@ class Properties:
 
     @cached_property
     def tags_code(self) -> np.ndarray:
-        """``tagsString2tagsCode`` of each message's TAGS (0 without one), int64."""
+        """``tagsString2tagsCode`` of each message's TAGS (0 without one), int64 (by the C
+        loop of :meth:`compiled_keys` when built)."""
+        none = np.zeros(self.n, bool)
+        if self.compiled_keys(none, none.astype(np.int64), np.zeros(0, np.int64)) is not None:
+            return self.__dict__["tags_code"]
         out = np.zeros(self.n, np.int64)
         m, a, b = self.value(b"TAGS\x01")
         if m.size:
@@ -316,10 +346,57 @@ class Properties:
         keep = indexable[owner] if owner.size else np.zeros(0, bool)
         return owner[keep], a[keep], b[keep]
 
+    def compiled_keys(self, indexable: np.ndarray, tid: np.ndarray, prefix_hash: np.ndarray):
+        """The C loop's twin of :attr:`tags_code` and :meth:`key_ranges` + the keys' index
+        hashes (``IndexService#buildIndex``: ``topic#UNIQ_KEY``, ``topic#word`` for each word
+        of KEYS; ``prefix_hash``: hashCode of ``topic#`` per topic id), in one pass over the
+        PROPERTIES: sets :attr:`tags_code`, returns (message, start, end, index hash, is a
+        KEYS word) of the keys, per message its UNIQ_KEY then its words. The C loop hashes
+        UTF-16 units of well-formed UTF-8; malformed values (the decoder's U+FFFD rules) are
+        hashed here as the reference does. None on the reference path (:data:`FAST_PATHS`)."""
+        kern = FAST_PATHS.kernels()
+        if kern is None:
+            return None
+        z = np.zeros(0, np.int64)
+        if not self.tot:
+            self.tags_code = np.zeros(self.n, np.int64)
+            return z, z, z, z, z.astype(bool)
+        tags = np.empty(self.n, np.int64)
+        args = (self.cat, self.moff, self.mend - self.moff, np.ascontiguousarray(indexable, bool),
+                np.ascontiguousarray(tid, np.int64), np.ascontiguousarray(prefix_hash, np.int64), tags)
+        # room for every key: a UNIQ_KEY and a KEYS value a message, a word more per space
+        rows = np.empty((2 * self.n + self.spaces.size, kern.KEY_COLS), np.int64)
+        k = kern.prop_keys(*args, rows)
+        owner, a, b, ih, flags = rows[:k].T
+        wide = np.flatnonzero(tags == kern.TAGS_WIDE)
+        if wide.size:  # malformed UTF-8: the decoder's replacements, as the reference does
+            m, ta, tb = self.value(b"TAGS\x01")
+            sel = np.flatnonzero(np.isin(m, wide))
+            tags[m[sel]] = java_int(utf8_hashes(self.cat, ta[sel], tb[sel], bytes_base(self.cat))[0])
+        self.tags_code = tags
+        ih = ih.copy()
+        wide = np.flatnonzero(flags & kern.KEY_WIDE)
+        if wide.size:
+            h, lens = utf8_hashes(self.cat, a[wide], b[wide], bytes_base(self.cat))
+            pfx = np.asarray(prefix_hash)[np.asarray(tid)[owner[wide]]]
+            ih[wide] = index_hash(concat_hashes(pfx, lens, h))
+        return owner.copy(), a.copy(), b.copy(), ih, (flags & kern.KEY_WORD) != 0
+
     def index_keys(self, tid: np.ndarray, prefix_hash: np.ndarray, indexable: np.ndarray,
                    topic_names: list[bytes]) -> IndexKeys:
-        """``IndexService#buildIndex`` keys (topic#UNIQ_KEY, topic#k for each KEYS word) with their hashes."""
+        """``IndexService#buildIndex`` keys (topic#UNIQ_KEY, topic#k for each KEYS word) with
+        their hashes, every UNIQ_KEY first (the C loop's keys put in that order); sets
+        :attr:`tags_code` too on the C path."""
         cat = self.cat
+
+        def topic_of(m: int) -> str:
+            return topic_names[int(tid[m])].decode("utf-8", "backslashreplace")
+
+        got = self.compiled_keys(indexable, tid, prefix_hash)
+        if got is not None:
+            owner, a, b, ih, word = got
+            order = np.concatenate([np.flatnonzero(~word), np.flatnonzero(word)])
+            return IndexKeys(owner[order], ih[order], cat, a[order], b[order], topic_of)
         owner, a, b = self.key_ranges(indexable)
         pfx = prefix_hash[tid[owner]]
         h = self.hash_ranges(a, b)
@@ -328,8 +405,4 @@ class Properties:
         if na.size:  # hashCode runs over UTF-16 code units, not the UTF-8 bytes: re-hash those keys
             h[na], lens[na] = utf8_hashes(cat, a[na], b[na], bytes_base(cat))
         ih = index_hash(concat_hashes(pfx, lens, h))
-
-        def topic_of(m: int) -> str:
-            return topic_names[int(tid[m])].decode("utf-8", "backslashreplace")
-
         return IndexKeys(owner, ih, cat, a, b, topic_of)

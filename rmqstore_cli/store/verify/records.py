@@ -107,11 +107,11 @@ class RecordChecks:
         tid = self._topic_lookup(buf, arr, r.topic_at, r.topic_len, P, rel, base)
         tran = sysf & TRANSACTION_MASK
         pr = self._check_properties(buf, arr, r, base, rel)
-        tags_code = self._tags_codes(pr, tid, store_ts, P, base, rel)
         keys = None
-        if self.want_keys:
+        if self.want_keys:  # (on the C path this gives the tagsCodes too)
             keys = pr.index_keys(tid, self._topic_prefix_hashes(), tran != TRANSACTION_ROLLBACK_TYPE,
                                  self.topic_names)
+        tags_code = self._tags_codes(pr, tid, store_ts, P, base, rel)
         if self.index_empty and self.first_indexable is None:  # IndexService#buildIndex would put a key
             owner = keys.owner if keys is not None else pr.key_ranges(tran != TRANSACTION_ROLLBACK_TYPE)[0]
             if owner.size:
