@@ -4,14 +4,13 @@ on the real DLedger sample and a divided store (old commitlog/ + DLedger data); 
 Spark writes the local engine's rows."""
 from __future__ import annotations
 
-import datetime as dt
 import json
 from pathlib import Path
 
 import pytest
 
 from conftest import cli, run
-from test_pipeline_spark import _digest
+from test_pipeline_spark import rebuilt
 
 
 @pytest.fixture(scope="module")
@@ -24,25 +23,13 @@ def stores(sample_tarball, tmp_path_factory):
     return {"sample": (d / "store", d / "broker.conf"), "divided": (divided, None)}
 
 
-def _build(engine_build, store: Path, conf, dest: Path):
-    from rmqstore_cli.store.config import StoreConfig
-    from rmqstore_cli.store.rebuild import RebuildOptions
-
-    cfg = StoreConfig.load(store, conf)
-    cfg.infer_sizes()
-    rep = engine_build(cfg, dest, RebuildOptions(tz=dt.timezone.utc))
-    d = vars(rep).copy()
-    d.pop("seconds")
-    return d, _digest(dest)
-
-
 @pytest.mark.parametrize("name", ["sample", "divided"])
 def test_decomposed_rebuild_is_the_local_engine_byte_for_byte(stores, name, tmp_path):
     from rmqstore_cli.pipeline.local import rebuild_build
     from rmqstore_cli.store.rebuild import build_set
 
-    want = _build(build_set, *stores[name], tmp_path / "a")
-    got = _build(rebuild_build, *stores[name], tmp_path / "b")
+    want = rebuilt(build_set, *stores[name], tmp_path / "a")
+    got = rebuilt(rebuild_build, *stores[name], tmp_path / "b")
     assert any(k.startswith("index/") for k in want[1]) and got == want
 
 
@@ -52,8 +39,8 @@ def test_spark_rebuild_and_verify_are_the_local_engines(stores, spark, tmp_path)
     from rmqstore_cli.store.rebuild import build_set
 
     for name, (store, conf) in stores.items():
-        want = _build(build_set, store, conf, tmp_path / f"{name}-a")
-        got = _build(lambda c, d, o: sp.rebuild_build(spark, c, d, o), store, conf, tmp_path / f"{name}-b")
+        want = rebuilt(build_set, store, conf, tmp_path / f"{name}-a")
+        got = rebuilt(lambda c, d, o: sp.rebuild_build(spark, c, d, o), store, conf, tmp_path / f"{name}-b")
         assert got == want, name
         specs = expand_stores([str(store)], str(conf) if conf else None, {})
         local = [verify_store(s, True, True, None) for s in specs]

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from conftest import SMALL, cli, run
-from test_pipeline_spark import _digest, _smash
+from test_pipeline_spark import _digest, _smash, rebuilt
 
 BCQ_CONF = "mapperFileSizeBatchConsumeQueue=460\n"  # 10 units a file: queues of several files
 
@@ -46,18 +46,6 @@ def bcq_stores(tmp_path_factory, sample_tarball):
             "expired": (expired, conf)}
 
 
-def _build(engine_build, store: Path, conf: Path, dest: Path) -> tuple[dict, dict]:
-    from rmqstore_cli.store.config import StoreConfig
-    from rmqstore_cli.store.rebuild import RebuildOptions
-
-    cfg = StoreConfig.load(store, conf)
-    cfg.infer_sizes()
-    rep = engine_build(cfg, dest, RebuildOptions(tz=dt.timezone.utc))
-    d = vars(rep).copy()
-    d.pop("seconds")
-    return d, _digest(dest)
-
-
 def _bcq(files: dict) -> dict:
     return {k: v for k, v in files.items() if k.startswith("batchconsumequeue/")}
 
@@ -69,8 +57,8 @@ def test_BatchConsumeQueue_putBatchMessagePositionInfo_decomposed_is_the_local_e
     from rmqstore_cli.store.rebuild import build_set
 
     store, conf = bcq_stores[name]
-    want = _build(build_set, store, conf, tmp_path / "a")
-    got = _build(rebuild_build, store, conf, tmp_path / "b")
+    want = rebuilt(build_set, store, conf, tmp_path / "a")
+    got = rebuilt(rebuild_build, store, conf, tmp_path / "b")
     assert _bcq(got[1]) == _bcq(want[1]) and len(_bcq(want[1])) >= (1 if name == "sample" else 20)
     assert got == want
     assert not (tmp_path / "b" / PARTS).exists()
@@ -86,7 +74,7 @@ def test_sample_rebuilt_units_are_the_expected_json(bcq_stores, tmp_path):
 
     store, conf = bcq_stores["sample"]
     exp = json.loads((store.parent / "expected.json").read_text())
-    _build(rebuild_build, store, conf, tmp_path / "b")
+    rebuilt(rebuild_build, store, conf, tmp_path / "b")
     (q,) = exp["batchConsumeQueues"]
     bq = BatchConsumeQueue(tmp_path / "b" / "batchconsumequeue" / q["topic"] / str(q["queueId"]), q["topic"],
                            q["queueId"])
@@ -110,7 +98,7 @@ def test_expired_store_queues_start_above_zero_and_span_files(bcq_stores, tmp_pa
     from rmqstore_cli.store.batch_queue import batch_queues
 
     store, conf = bcq_stores["expired"]
-    _build(rebuild_build, store, conf, tmp_path / "b")
+    rebuilt(rebuild_build, store, conf, tmp_path / "b")
     qs = list(batch_queues(tmp_path / "b" / "batchconsumequeue"))
     try:
         assert qs and all(q.min_offset > 0 for q in qs)
@@ -146,8 +134,8 @@ def test_spark_rebuild_of_batch_queues_is_the_local_engine(bcq_stores, spark, tm
 
     for name in ("sample", "good", "damaged"):
         store, conf = bcq_stores[name]
-        want = _build(build_set, store, conf, tmp_path / f"{name}-a")
-        got = _build(lambda c, d, o: sp.rebuild_build(spark, c, d, o), store, conf, tmp_path / f"{name}-b")
+        want = rebuilt(build_set, store, conf, tmp_path / f"{name}-a")
+        got = rebuilt(lambda c, d, o: sp.rebuild_build(spark, c, d, o), store, conf, tmp_path / f"{name}-b")
         assert got[1] == want[1] and _bcq(want[1]), name
         assert got[0] == want[0], name
 
@@ -208,4 +196,4 @@ def test_dry_run_counts_batch_units_as_the_local_engine_and_writes_nothing(bcq_s
         reps.append(d)
         assert not (tmp_path / name).exists()
     assert reps[1] == reps[0]
-    assert reps[0]["units"] == _build(build_set, store, conf, tmp_path / "c")[0]["units"]  # BatchCQ units counted
+    assert reps[0]["units"] == rebuilt(build_set, store, conf, tmp_path / "c")[0]["units"]  # BatchCQ units counted

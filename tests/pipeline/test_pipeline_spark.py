@@ -27,6 +27,19 @@ def _digest(root: Path) -> dict:
     return out
 
 
+def rebuilt(engine_build, store: Path, conf, dest: Path) -> tuple[dict, dict]:
+    """``engine_build(config, dest, options)`` of ``store`` (sizes from ``conf`` or its files):
+    its report without the timing, and the digests of what it wrote."""
+    from rmqstore_cli.store.config import StoreConfig
+    from rmqstore_cli.store.rebuild import RebuildOptions
+
+    cfg = StoreConfig.load(store, conf)
+    cfg.infer_sizes()
+    d = vars(engine_build(cfg, dest, RebuildOptions(tz=dt.timezone.utc))).copy()
+    d.pop("seconds")
+    return d, _digest(dest)
+
+
 def _smash(path: Path, at: int) -> None:
     """Break the first record starting after ``at`` (its magic code)."""
     with open(path, "r+b") as fh:
