@@ -53,9 +53,10 @@ def valid_units(u: np.ndarray) -> np.ndarray:
 
 
 class BatchConsumeQueue:
-    """One queue's files, read-only. ``sparse``: ``SparseConsumeQueue#recover`` (each file
-    read up to its first invalid unit, then the next file; the compaction store's queue),
-    else ``BatchConsumeQueue#recover`` (the first invalid unit ends the queue)."""
+    """One queue's files, read-only. ``sparse``: the compaction store's queue, each file read
+    up to its first invalid unit, then the next file (``SparseConsumeQueue#recover``,
+    ``#getMaxMsgOffset``), else ``BatchConsumeQueue#recover`` (the first invalid unit ends
+    the queue)."""
 
     def __init__(self, directory: Path, topic: str, queue_id: int, file_size: int | None = None,
                  sparse: bool = False, queue: MappedFileQueue | None = None):
@@ -99,23 +100,33 @@ class BatchConsumeQueue:
         return self._valid
 
     def _recover(self) -> list[int]:
-        """``BatchConsumeQueue#recover`` / ``SparseConsumeQueue#recover``: from file n-3 on
-        (earlier files are taken whole), units up to the first invalid one."""
+        """``BatchConsumeQueue#recover``: from file n-3 on (earlier files are taken whole),
+        units up to the first invalid one, which ends the queue. A sparse queue: every file
+        up to its own first invalid unit (:meth:`_leading_valid`)."""
         files = self.queue.files
+        if self.sparse:
+            return [self._leading_valid(f) for f in files]
         first = max(0, len(files) - 3)
         counts = [len(self.file_units(f)) for f in files[:first]]
         ended = False
         for f in files[first:]:
-            if ended:
-                counts.append(0)
-                continue
-            u = self.file_units(f)
-            bad = np.flatnonzero(~valid_units(u))
-            n = int(bad[0]) if bad.size else len(u)
+            n = 0 if ended else self._leading_valid(f)
             counts.append(n)
-            if not self.sparse and n * BATCH_CQ_UNIT_SIZE < self.file_size:
-                ended = True
+            ended = ended or n * BATCH_CQ_UNIT_SIZE < self.file_size
         return counts
+
+    def _leading_valid(self, f: MappedFile) -> int:
+        """How many units the file holds before its first invalid one. For a sparse queue
+        that is what the broker reads of every file, not only of those
+        ``SparseConsumeQueue#recover`` walks: a file that rolled ends with
+        ``SparseConsumeQueue#putEndPositionInfo``'s unit (offset -1) and zeros, which
+        ``#getMaxMsgOffset`` skips from the end (the binary searches of
+        ``#getBatchMsgIndexOrNextBuffer`` stay below it) and at which
+        ``CompactionLog#getMessage`` stops (``#validateCqUnit``), even in the files before
+        n-3 that ``MappedFileQueue#load`` leaves at their full size."""
+        u = self.file_units(f)
+        bad = np.flatnonzero(~valid_units(u))
+        return int(bad[0]) if bad.size else len(u)
 
     def unit_arrays(self) -> Iterator[tuple[MappedFile, np.ndarray, int]]:
         """(file, its recovered units, the queue index of its first unit), in file order."""
