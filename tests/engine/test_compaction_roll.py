@@ -188,3 +188,48 @@ def test_hand_built_rolled_queue_reads_each_file_to_its_end_unit(tmp_path):
         assert bq.find(5).commitlog_offset == 2000 and bq.find(12, or_next=True) is None
     finally:
         bq.close()
+
+
+def test_a_hole_before_n_minus_3_stays_in_range_one_after_ends_its_file(tmp_path):
+    """A unit zeroed inside a file: before n-3 it lies within what ``#getMaxMsgOffset`` and the
+    binary searches cover, so it is read (and verify reports it), with the units after it;
+    from n-3 on ``SparseConsumeQueue#recover`` ends that file's units there."""
+    size = 4 * 46
+    d = tmp_path / "T" / "0"
+    d.mkdir(parents=True)
+    for i in range(5):
+        units = [_unit(1000 * i + 100 * j, 90, 1, 3 * i + j) for j in range(3)]
+        if i in (0, 3):
+            units[1] = bytes(46)
+        (d / f"{1000 * i:020d}").write_bytes((b"".join(units) + END_UNIT).ljust(size, b"\0"))
+    bq = BatchConsumeQueue(d, "T", 0, size, sparse=True)
+    try:
+        assert bq.valid_counts == [3, 3, 3, 1, 3]
+        assert [u.msg_base_offset for u in bq.units()][:4] == [0, 0, 2, 3]
+    finally:
+        bq.close()
+
+
+def test_holes_in_a_rolled_generated_queue_are_reported_as_before(tmp_path):
+    """The findings the reader gave these holes before it stopped at end units: in the first
+    file (before n-3) the unit is read and is out of order and expired, its record
+    unreferenced; in the file n-2 the units from the hole on are not read, their records
+    unreferenced."""
+    store, conf = _gen(tmp_path, LOG_FIRST)
+    q = max(_queues(store), key=lambda d: len(list(d.iterdir())))
+    files = sorted(q.iterdir())
+    assert len(files) == 6
+    _patch(files[0], 5, off=-1, size=0)
+    raw = bytearray(files[4].read_bytes())
+    n = len(_file_units(bytes(raw))[0])
+    raw[3 * 46:4 * 46] = bytes(46)
+    files[4].write_bytes(bytes(raw))
+    findings, summary = _verify(store, conf)
+    rel = str(files[0].relative_to(store))
+    assert [(x["check"], x["file"], x["offset"]) for x in findings[:2]] == [
+        ("compaction.cq-order", rel, 230), ("compaction.expired", rel, 230)]
+    assert summary["findings"] == {"compaction.cq-order": 1, "compaction.expired": 1,
+                                   "compaction.unreferenced": 1 + n - 3}, findings
+    logs = store / "compaction" / "compactionLog" / q.parent.name / q.name
+    assert [x["file"] for x in findings[2:]] == [str((logs / files[0].name).relative_to(store))] + \
+        [str((logs / files[4].name).relative_to(store))] * (n - 3)
