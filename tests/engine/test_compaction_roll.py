@@ -233,3 +233,54 @@ def test_holes_in_a_rolled_generated_queue_are_reported_as_before(tmp_path):
     logs = store / "compaction" / "compactionLog" / q.parent.name / q.name
     assert [x["file"] for x in findings[2:]] == [str((logs / files[0].name).relative_to(store))] + \
         [str((logs / files[4].name).relative_to(store))] * (n - 3)
+
+
+def _replay(tmp_path, name, topics_json, conf, lines):
+    """A new store made of dumped records (generate --append --from-jsonl, as the broker's
+    reput dispatches them), parts given one after the other."""
+    store = tmp_path / name
+    (store / "config").mkdir(parents=True)
+    (store / "config" / "topics.json").write_bytes(topics_json)
+    for i, part in enumerate(lines):
+        src = tmp_path / f"{name}{i}.jsonl"
+        src.write_text("".join(json.dumps(x) + "\n" for x in part))
+        r = cli("generate", "--store", store, "--broker-conf", conf, "--broker-version", "5", *SMALL, "--append",
+                "--from-jsonl", src, "--format", "json")
+        assert r.exit_code == 0, r.stderr
+    return store
+
+
+def test_a_record_that_fits_no_log_file_ends_two_files_CompactionLog_asyncPutMessage(tmp_path):
+    """A record longer than a compaction log file - 8: the file it meets gets the end unit
+    and a BLANK, ``TopicPartitionLog#roll``, and the retry ends the new files too (end unit
+    at 0, a BLANK spanning the log file); the record gets no unit and the next record goes to
+    the file after (``#isEmptyOrCurrentFileFull``). Continued by an append right after it,
+    the store is the same byte for byte; both verify clean. (Was: nothing written for it.)"""
+    import base64
+
+    one, conf = _gen(tmp_path, LOG_FIRST)
+    dump = cli("dump-commitlog", "--store", one, "--format", "jsonl", "--body", "base64").stdout.splitlines()
+    recs = [json.loads(x) for x in dump]
+    big = [i for i, x in enumerate(recs) if x["topic"] == "OrderTopic" and x["queue_id"] == 0][29]
+    recs[big]["body"] = base64.b64encode(b"x" * 12000).decode()
+    for x in recs:
+        for k in ("physical_offset", "file", "msg_id", "body_crc", "total_size", "body_size"):
+            x.pop(k, None)
+    topics = (one / "config" / "topics.json").read_bytes()
+    a = _replay(tmp_path, "a", topics, conf, [recs])
+    b = _replay(tmp_path, "b", topics, conf, [recs[:big + 1], recs[big + 1:]])
+    q = a / "compaction" / "compactionCq" / "OrderTopic" / "0"
+    per_file = [_file_units(f.read_bytes()) for f in sorted(q.iterdir())]
+    empty = [i for i, (units, _) in enumerate(per_file) if not units]
+    assert len(empty) == 1 and 0 < empty[0] < len(per_file) - 1
+    i = empty[0]
+    assert per_file[i][1][:46] == END_UNIT and per_file[i - 1][1][:46] == END_UNIT
+    assert per_file[i - 1][0][-1][4] == 28 and per_file[i + 1][0][0][4] == 30  # queue offset 29 has no unit
+    name = sorted(q.iterdir())[i].name
+    log = (a / "compaction" / "compactionLog" / "OrderTopic" / "0" / name).read_bytes()
+    assert struct.unpack_from(">iI", log, 0) == (9200, BLANK_MAGIC)
+    for s in (a, b):
+        findings, summary = _verify(s, conf)
+        assert findings == [] and summary["errors"] == 0, findings
+    tree = {str(p.relative_to(a)): p.read_bytes() for p in sorted((a / "compaction").rglob("*")) if p.is_file()}
+    assert tree == {str(p.relative_to(b)): p.read_bytes() for p in sorted((b / "compaction").rglob("*")) if p.is_file()}
