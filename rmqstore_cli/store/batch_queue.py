@@ -121,8 +121,9 @@ class BatchConsumeQueue:
 
     def _leading_valid(self, f: MappedFile) -> int:
         """How many units the file holds before its first invalid one."""
-        bad = np.flatnonzero(~valid_units(self.file_units(f)))
-        return int(bad[0]) if bad.size else len(self.file_units(f))
+        u = self.file_units(f)
+        bad = np.flatnonzero(~valid_units(u))
+        return int(bad[0]) if bad.size else len(u)
 
     def _through_last_valid(self, f: MappedFile) -> int:
         """How many units the file holds up to its last valid one: a sparse file before n-3

@@ -107,6 +107,9 @@ def test_rolled_compaction_queues_verify_clean_SparseConsumeQueue_getMaxMsgOffse
             assert [(u[0], u[1]) for u in got] == _log_records(log)
         finally:
             bq.close()
+        dumped = cli("dump-cq", "--store", store, "--compaction", q.parent.name, q.name, "--format", "jsonl").stdout
+        assert [(x["msg_base_offset"], x["status"]) for x in map(json.loads, dumped.splitlines())] == \
+            [(u[4], "ok") for u in got]
     assert ended >= 3
     findings, summary = _verify(store, conf)
     assert findings == [] and summary["errors"] == summary["warnings"] == summary["infos"] == 0, findings
