@@ -53,9 +53,10 @@ def valid_units(u: np.ndarray) -> np.ndarray:
 
 
 class BatchConsumeQueue:
-    """One queue's files, read-only. ``sparse``: ``SparseConsumeQueue#recover`` (each file
-    read up to its first invalid unit, then the next file; the compaction store's queue),
-    else ``BatchConsumeQueue#recover`` (the first invalid unit ends the queue)."""
+    """One queue's files, read-only. ``sparse``: the compaction store's queue, each file read
+    up to its end unit, then the next file (``SparseConsumeQueue#recover``,
+    ``#getMaxMsgOffset``), else ``BatchConsumeQueue#recover`` (the first invalid unit ends
+    the queue)."""
 
     def __init__(self, directory: Path, topic: str, queue_id: int, file_size: int | None = None,
                  sparse: bool = False, queue: MappedFileQueue | None = None):
@@ -93,29 +94,47 @@ class BatchConsumeQueue:
 
     @property
     def valid_counts(self) -> list[int]:
-        """Per file, how many units recovery keeps (0 for the files after the queue's end)."""
+        """Per file, how many units the broker reads after recovery (0 for the files after
+        the queue's end)."""
         if self._valid is None:
             self._valid = self._recover()
         return self._valid
 
     def _recover(self) -> list[int]:
-        """``BatchConsumeQueue#recover`` / ``SparseConsumeQueue#recover``: from file n-3 on
-        (earlier files are taken whole), units up to the first invalid one."""
+        """``BatchConsumeQueue#recover``: from file n-3 on (earlier files are taken whole),
+        units up to the first invalid one, which ends the queue. A sparse queue:
+        ``SparseConsumeQueue#recover`` reads each file from n-3 on up to its own first
+        invalid unit; of an earlier file the broker reads up to its last valid unit
+        (:meth:`_through_last_valid`)."""
         files = self.queue.files
         first = max(0, len(files) - 3)
+        if self.sparse:
+            return ([self._through_last_valid(f) for f in files[:first]]
+                    + [self._leading_valid(f) for f in files[first:]])
         counts = [len(self.file_units(f)) for f in files[:first]]
         ended = False
         for f in files[first:]:
-            if ended:
-                counts.append(0)
-                continue
-            u = self.file_units(f)
-            bad = np.flatnonzero(~valid_units(u))
-            n = int(bad[0]) if bad.size else len(u)
+            n = 0 if ended else self._leading_valid(f)
             counts.append(n)
-            if not self.sparse and n * BATCH_CQ_UNIT_SIZE < self.file_size:
-                ended = True
+            ended = ended or n * BATCH_CQ_UNIT_SIZE < self.file_size
         return counts
+
+    def _leading_valid(self, f: MappedFile) -> int:
+        """How many units the file holds before its first invalid one."""
+        u = self.file_units(f)
+        bad = np.flatnonzero(~valid_units(u))
+        return int(bad[0]) if bad.size else len(u)
+
+    def _through_last_valid(self, f: MappedFile) -> int:
+        """How many units the file holds up to its last valid one: a sparse file before n-3
+        is left at its full size by ``MappedFileQueue#load``, and
+        ``SparseConsumeQueue#getMaxMsgOffset`` looks for its last unit from the end, skipping
+        the end unit (offset -1) and the zeros that ``#putEndPositionInfo`` left where the
+        file rolled; the binary searches of ``#getBatchMsgIndexOrNextBuffer`` stay within
+        [first unit, that unit]. An invalid unit before it is a hole the broker's reads meet
+        (``CompactionLog#getMessage`` stops there): verify reports it."""
+        good = np.flatnonzero(valid_units(self.file_units(f)))
+        return int(good[-1]) + 1 if good.size else 0
 
     def unit_arrays(self) -> Iterator[tuple[MappedFile, np.ndarray, int]]:
         """(file, its recovered units, the queue index of its first unit), in file order."""

@@ -144,21 +144,29 @@ class CompactionLogWriter:
 
     def put(self, record: bytes, keys: str | None, tags_code: int, store_time: int) -> bool:
         """``CompactionLog#asyncPutMessage``: False when the broker skips the message (a queue
-        offset already in the queue, or no KEYS: ``StringUtils#isBlank``)."""
+        offset already in the queue, or no KEYS: ``StringUtils#isBlank``) or it fits no log
+        file (the file it ends and the one rolled for the retry both get an end unit and a
+        BLANK, and the queue offset is not taken)."""
         queue_offset = RecordLong.parse(record[QUEUE_OFFSET_POS:PHYSICAL_OFFSET_POS])
         if queue_offset < self.next_queue_offset or not (keys or "").strip():
             return False
-        if len(record) + COMPACTION_END_BLANK_LENGTH > self.log_size:
-            return False  # fits no file: the broker writes a BLANK and the retry fails again
         if self.log is None:  # #isEmptyOrCurrentFileFull
             self._roll()
         if not self._append(record, queue_offset, tags_code, store_time):  # END_OF_FILE: roll, retry
             self._roll()
-            self._append(record, queue_offset, tags_code, store_time)
+            if not self._append(record, queue_offset, tags_code, store_time):
+                self._ended()  # it fits no file: the new files got an end unit and a BLANK too
+                return False
         self.next_queue_offset = queue_offset + 1
         if len(self.log.buf) >= self.FLUSH_BYTES:
             self.flush()
         return True
+
+    def _ended(self) -> None:
+        """The log file is full (its BLANK spans it), so the next put rolls
+        (``MappedFileQueue#isEmptyOrCurrentFileFull``); what was written is flushed."""
+        self.flush()
+        self.log = None
 
     def _append(self, record: bytes, queue_offset: int, tags_code: int, store_time: int) -> bool:
         """``CompactionAppendMessageCallback#doAppend``: at the end of the queue file (its
