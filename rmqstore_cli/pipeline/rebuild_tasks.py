@@ -393,19 +393,26 @@ def _simple_units(phy, size, qoff) -> bool:
     return len(qoff) == 1 or bool(np.all(np.diff(qoff) == 1) and np.all(np.diff(phy + size) > 0))
 
 
-def _save(path: Path, arr) -> None:
-    """A spill, written whole or not at all: its space reserved first (the array and room
-    for the ``.npy`` header), so a full disk is one ENOSPC error line, not numpy's short
-    write; the reservation is cut back to what was written."""
+def _save(path: Path, rows: list, dtype=None) -> None:
+    """A spill: ``rows`` (each a list of 1-D pieces, joined) as one ``(len(rows), n)`` array
+    in a ``.npy`` file, written piece by piece (no stacked copy of ~30 bytes a unit or key),
+    whole or not at all: its space reserved first, so a full disk is one ENOSPC error line,
+    not a short write; the reservation is cut back to what was written."""
     import numpy as np
 
     from rmqstore_cli.store import safefs
 
+    dtype = np.dtype(dtype or np.int64)
+    n = sum(len(p) for p in rows[0]) if rows else 0
     tmp = path.with_name(path.name + ".tmp")
     try:
         with open(tmp, "wb") as fh:
-            safefs.reserve(fh.fileno(), 0, int(arr.nbytes) + 4096, tmp)
-            np.save(fh, arr)
+            safefs.reserve(fh.fileno(), 0, len(rows) * n * dtype.itemsize + 4096, tmp)
+            np.lib.format.write_array_header_1_0(fh, {"descr": np.lib.format.dtype_to_descr(dtype),
+                                                      "fortran_order": False, "shape": (len(rows), n)})
+            for row in rows:
+                for piece in row:
+                    np.ascontiguousarray(piece, dtype=dtype).tofile(fh)
             fh.truncate(fh.tell())
     except OSError as e:
         raise safefs.os_error(e, tmp, "write a spill") from None
@@ -416,8 +423,6 @@ def dispatch_and_spill(config, position: int, recovering: bool, build_cq: bool, 
                        topics: list[str] | None, dest: str, direct: bool, dry: bool) -> FileSummary:
     """Step 1 above for one commit-log file; returns its summary (``simple``: queue → its
     units are consecutive; ``direct``: queues written into the consume-queue files)."""
-    import numpy as np
-
     fd = dispatch_file(config, position, recovering, build_cq, build_index, topics)
     s = fd.summary
     s.simple = {k: _simple_units(v[0], v[1], v[3]) for k, v in fd.units.items()}
@@ -427,11 +432,11 @@ def dispatch_and_spill(config, position: int, recovering: bool, build_cq: bool, 
     pd = parts_dir(dest)
     pd.mkdir(parents=True, exist_ok=True)
     if fd.units:  # (4, units) int64: phy, size, tagsCode, cq offset; queues in s.queues order
-        _save(pd / f"{position}.units.npy", np.concatenate([np.stack(v) for v in fd.units.values()], axis=1))
+        _save(pd / f"{position}.units.npy", [[v[r] for v in fd.units.values()] for r in range(4)])
     if s.keys:
-        _save(pd / f"{position}.keys.npy", np.stack(fd.keys))
+        _save(pd / f"{position}.keys.npy", [[a] for a in fd.keys])
     if fd.batch:  # (6, units) int64, queues in s.batch order
-        _save(pd / f"{position}.bcq.npy", np.concatenate(list(fd.batch.values()), axis=1))
+        _save(pd / f"{position}.bcq.npy", [[v[r] for v in fd.batch.values()] for r in range(6)])
     if direct and build_cq:
         cq_root = Path(dest) / "consumequeue"
         for key, (phy, size, tags, qoff) in fd.units.items():
@@ -619,7 +624,7 @@ def write_index_chunk(dest, k: int, position: int, h, phy, ts, n0: int, b0: int,
     if n0 == 1:
         diff[0] = time_diff(int(ts[0]), b0)
     chains = write_entries(Path(dest) / "index" / f"{k:010d}.part", slot_num, n0, h, phy, diff)
-    _save(parts_dir(dest) / f"idx-{k}-{position}.npy", np.stack(chains).astype(np.int32))
+    _save(parts_dir(dest) / f"idx-{k}-{position}.npy", [[c] for c in chains], np.int32)
 
 
 def finish_index(dest, k: int, positions: list[int], keys: int, first: tuple, last: tuple,
