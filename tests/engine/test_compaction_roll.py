@@ -18,6 +18,7 @@ import json
 import struct
 
 from conftest import cli
+from test_verify_bcq import patch_unit
 
 from rmqstore_cli.store.batch_queue import BatchConsumeQueue
 
@@ -138,15 +139,6 @@ def test_queue_file_full_first_ends_with_its_end_unit_CompactionAppendMessageCal
     assert findings == [] and summary["errors"] == summary["warnings"] == 0, findings
 
 
-def _patch(path, index, **fields):
-    names = ["off", "size", "tags", "ts", "base", "batch", "compacted", "reserved"]
-    raw = bytearray(path.read_bytes())
-    vals = dict(zip(names, struct.unpack_from(UNIT, raw, 46 * index)))
-    vals.update(fields)
-    struct.pack_into(UNIT, raw, 46 * index, *(vals[n] for n in names))
-    path.write_bytes(bytes(raw))
-
-
 def test_damage_in_a_file_before_n_minus_3_is_still_found(tmp_path):
     """The units of the files recovery does not walk are still checked: a wrong store time
     is compaction.unit-mismatch at its place, and a unit whose queue offset goes back is
@@ -154,8 +146,8 @@ def test_damage_in_a_file_before_n_minus_3_is_still_found(tmp_path):
     store, conf = _gen(tmp_path, LOG_FIRST)
     q = max(_queues(store), key=lambda d: len(list(d.iterdir())))
     first = sorted(q.iterdir())[0]
-    _patch(first, 3, ts=5)
-    _patch(first, 5, base=1)
+    patch_unit(first, 3, ts=5)
+    patch_unit(first, 5, base=1)
     findings, _ = _verify(store, conf)
     rel = str(first.relative_to(store))
     got = sorted((x["check"], x["file"], x["offset"]) for x in findings)
@@ -222,7 +214,7 @@ def test_holes_in_a_rolled_generated_queue_are_reported_as_before(tmp_path):
     q = max(_queues(store), key=lambda d: len(list(d.iterdir())))
     files = sorted(q.iterdir())
     assert len(files) == 6
-    _patch(files[0], 5, off=-1, size=0)
+    patch_unit(files[0], 5, off=-1, size=0)
     raw = bytearray(files[4].read_bytes())
     n = len(_file_units(bytes(raw))[0])
     raw[3 * 46:4 * 46] = bytes(46)

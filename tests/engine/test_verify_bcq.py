@@ -34,7 +34,8 @@ def test_verify_real_5_3_3_samples_clean_and_their_queues_counted(sample_tarball
         assert counted.items() <= summary["files"].items()
 
 
-def _patch_unit(path, index, **fields):
+def patch_unit(path, index, **fields):
+    """Rewrite fields of the 46-byte unit at ``index`` of a BatchCQ or compaction queue file."""
     names = ["off", "size", "tags", "ts", "base", "batch", "compacted", "reserved"]
     raw = bytearray(path.read_bytes())
     vals = dict(zip(names, struct.unpack_from(UNIT, raw, 46 * index)))
@@ -46,7 +47,7 @@ def _patch_unit(path, index, **fields):
 def test_bcq_unit_with_a_wrong_batch_size_is_a_mismatch_and_breaks_the_base_offsets(sample_tarball, tmp_path):
     store, conf = _copy(sample_tarball, "bcq", tmp_path)
     f = store / "batchconsumequeue" / "BulkTopic" / "0" / f"{0:020d}"
-    _patch_unit(f, 1, batch=4)  # INNER_NUM of the record at 1140 is 3
+    patch_unit(f, 1, batch=4)  # INNER_NUM of the record at 1140 is 3
     findings, _ = _verify(store, "--broker-conf", conf)
     got = {(x["check"], x["file"], x["offset"]) for x in findings}
     rel = "batchconsumequeue/BulkTopic/0/" + f.name
@@ -58,7 +59,7 @@ def test_bcq_unit_with_a_wrong_batch_size_is_a_mismatch_and_breaks_the_base_offs
 def test_bcq_unit_pointing_nowhere_and_records_left_without_units(sample_tarball, tmp_path):
     store, conf = _copy(sample_tarball, "bcq", tmp_path)
     d = store / "batchconsumequeue" / "BulkTopic" / "0"
-    _patch_unit(d / f"{0:020d}", 2, off=1141)  # into the middle of a record
+    patch_unit(d / f"{0:020d}", 2, off=1141)  # into the middle of a record
     (d / f"{2760:020d}").write_bytes(bytes(2760))  # the last 4 units lost
     findings, summary = _verify(store, "--broker-conf", conf)
     checks = sorted(x["check"] for x in findings)
@@ -127,8 +128,8 @@ def test_compaction_record_differing_from_the_commit_log_and_broken_log(sample_t
 def test_compaction_unit_mismatch_and_unreferenced_record(sample_tarball, tmp_path):
     store, conf = _copy(sample_tarball, "compaction", tmp_path)
     cq = store / "compaction" / "compactionCq" / "DeviceStateTopic" / "0" / f"{18400:020d}"
-    _patch_unit(cq, 8, off=-1, size=0)  # the last unit lost: its record is read by no one
-    _patch_unit(cq, 0, ts=5)
+    patch_unit(cq, 8, off=-1, size=0)  # the last unit lost: its record is read by no one
+    patch_unit(cq, 0, ts=5)
     findings, _ = _verify(store, "--broker-conf", conf)
     got = sorted((x["check"], x["offset"]) for x in findings)
     assert got == [("compaction.unit-mismatch", 0), ("compaction.unreferenced", 2369)], findings
