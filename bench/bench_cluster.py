@@ -56,7 +56,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent / "tests" / "pipeline")]
 
-from bench_pipeline import RMQ, TICK, run, warm_cache  # noqa: E402
+from bench_pipeline import RMQ, descendants, proc_table, run, warm_cache  # noqa: E402
 from standalone import Cluster, ConnectServer  # noqa: E402
 
 
@@ -76,23 +76,11 @@ class ExecutorCpu(threading.Thread):
 
     def run(self) -> None:
         while not self.stop.is_set():
-            kids: dict[int, list[tuple[int, str]]] = {}
-            for d in os.listdir("/proc"):
-                if d.isdigit():
-                    try:
-                        with open(f"/proc/{d}/stat") as fh:
-                            st = fh.read()
-                    except OSError:
-                        continue
-                    kids.setdefault(int(st[st.rindex(")") + 2:].split()[1]), []).append((int(d), st))
-            todo = list(self.workers)
-            while todo:
-                for pid, st in kids.get(todo.pop(), []):
-                    f = st[st.rindex(")") + 2:].split()
-                    self.cpu[pid] = (int(f[11]) + int(f[12])) / TICK
-                    if st[st.index("(") + 1:st.rindex(")")] == "java":
-                        self.jvm.add(pid)
-                    todo.append(pid)
+            table = proc_table()
+            for pid in descendants(table, self.workers):
+                self.cpu[pid] = table[pid][2]
+                if table[pid][1] == "java":
+                    self.jvm.add(pid)
             self.stop.wait(0.1)
 
 
@@ -131,24 +119,8 @@ def on_cluster(cluster: Cluster, args: list[str], events: Path, conf: list[str])
 
 def tree_cpu(roots: list[int]) -> float:
     """user+sys seconds of ``roots`` and every process under them, alive now."""
-    kids: dict[int, list[int]] = {}
-    cpu: dict[int, float] = {}
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                with open(f"/proc/{d}/stat") as fh:
-                    f = fh.read()
-            except OSError:
-                continue
-            f = f[f.rindex(")") + 2:].split()
-            kids.setdefault(int(f[1]), []).append(int(d))
-            cpu[int(d)] = (int(f[11]) + int(f[12])) / TICK
-    todo, total = list(roots), 0.0
-    while todo:
-        pid = todo.pop()
-        total += cpu.get(pid, 0.0)
-        todo.extend(kids.get(pid, []))
-    return total
+    table = proc_table()
+    return sum(table[p][2] for p in [*roots, *descendants(table, roots)] if p in table)
 
 
 def connect_fixed_cost(cluster: Cluster, tiny: Path, work: Path, commands: list[str], repeat: int) -> dict:

@@ -38,29 +38,36 @@ TICK = os.sysconf("SC_CLK_TCK")
 
 # ------------------------------------------------------------------ /proc sampling
 
-def _children_map() -> dict[int, list[int]]:
-    kids: dict[int, list[int]] = {}
+def proc_table() -> dict[int, tuple[int, str, float]]:
+    """pid → (parent pid, command name, user+sys seconds) of every process alive now."""
+    out = {}
     for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open(f"/proc/{d}/stat") as fh:
-                st = fh.read()
-        except OSError:
-            continue
-        ppid = int(st[st.rindex(")") + 2:].split()[1])
-        kids.setdefault(ppid, []).append(int(d))
-    return kids
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as fh:
+                    st = fh.read()
+            except OSError:
+                continue
+            f = st[st.rindex(")") + 2:].split()
+            out[int(d)] = (int(f[1]), st[st.index("(") + 1:st.rindex(")")], (int(f[11]) + int(f[12])) / TICK)
+    return out
+
+
+def descendants(table: dict[int, tuple[int, str, float]], roots: list[int]) -> list[int]:
+    """Every process under ``roots`` in ``table`` (not the roots themselves)."""
+    kids: dict[int, list[int]] = {}
+    for pid, (ppid, _, _) in table.items():
+        kids.setdefault(ppid, []).append(pid)
+    out, todo = [], list(roots)
+    while todo:
+        for pid in kids.get(todo.pop(), []):
+            out.append(pid)
+            todo.append(pid)
+    return out
 
 
 def _tree(root: int) -> list[int]:
-    kids = _children_map()
-    out, todo = [], [root]
-    while todo:
-        p = todo.pop()
-        out.append(p)
-        todo.extend(kids.get(p, []))
-    return out
+    return [root, *descendants(proc_table(), [root])]
 
 
 def _kind(pid: int, root: int) -> str:
