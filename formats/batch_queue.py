@@ -1,4 +1,5 @@
-"""Batch consume-queue units and the compaction store's files (STORE-FORMAT §15.4).
+"""Batch consume-queue units and the compaction store's files
+(docs/format/batch-consume-queue.md, docs/format/compaction.md).
 
 5.x ``BatchConsumeQueue`` (``batchconsumequeue/<topic>/<queueId>/``, topics with
 ``queue.type=BatchCQ``) and its subclass ``SparseConsumeQueue`` (the compaction store's

@@ -1,4 +1,4 @@
-"""``StoreCheckpoint`` (STORE-FORMAT §6.1): big-endian longs in a 4096-byte file."""
+"""``StoreCheckpoint`` (docs/format/checkpoint.md#checkpoint): big-endian longs in a 4096-byte file."""
 from __future__ import annotations
 
 from construct import Int64sb, Struct

@@ -1,4 +1,4 @@
-"""CommitLog record layouts (STORE-FORMAT §2.2–§2.10).
+"""CommitLog record layouts (docs/format/commitlog.md#record-layout).
 
 The construct declarations below are the single truth for the record layout. They
 are the tolerant, slow path (forensic decoding, building test data); the hot path in

@@ -1,5 +1,5 @@
 """What a 5.x broker writes when it dispatches a compaction topic's message
-(``CompactionLog#asyncPutMessage``, STORE-FORMAT §15.4).
+(``CompactionLog#asyncPutMessage``, docs/format/compaction.md).
 
 The compaction log's records and BLANK are the commit log's (:mod:`.commitlog`) and its
 queue's units are the 46-byte ``BatchConsumeQueue`` units (:mod:`.batch_queue`); this

@@ -1,4 +1,4 @@
-"""Index file layout (STORE-FORMAT §5.1): 40-byte header, 4-byte slots, 20-byte entries."""
+"""Index file layout (docs/format/index.md#layout): 40-byte header, 4-byte slots, 20-byte entries."""
 from __future__ import annotations
 
 from construct import Int32sb, Int64sb, Struct

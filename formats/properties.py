@@ -1,4 +1,4 @@
-"""The message PROPERTIES codec (STORE-FORMAT §2.5): ``name\\x01value\\x02`` pairs."""
+"""The message PROPERTIES codec (docs/format/properties.md): ``name\\x01value\\x02`` pairs."""
 from __future__ import annotations
 
 from collections.abc import Iterable

@@ -1,4 +1,4 @@
-"""The RocksDB consume queue of a 5.x ``storeType=defaultRocksDB`` broker (STORE-FORMAT §15.5).
+"""The RocksDB consume queue of a 5.x ``storeType=defaultRocksDB`` broker (docs/format/rocksdb.md).
 
 The database is ``<root>/consumequeue/`` itself (``ConsumeQueueRocksDBStorage``), with the
 column families ``default`` (one value per unit) and ``offset`` (each queue's min and max,

@@ -1,4 +1,5 @@
-"""Record magic codes and ``MessageSysFlag`` bits (STORE-FORMAT §2.2, §2.4, §2.7, §2.8).
+"""Record magic codes and ``MessageSysFlag`` bits (docs/format/commitlog.md#sysflag,
+docs/format/commitlog.md#blank-record, docs/format/commitlog.md#whole-record-crc).
 
 Plain numbers, no construct: importing them is free.
 """

@@ -1,4 +1,4 @@
-"""The 5.x timer store (STORE-FORMAT §15.3): ``timerwheel``, ``timerlog/``, ``config/timercheck``.
+"""The 5.x timer store (docs/format/timer.md): ``timerwheel``, ``timerlog/``, ``config/timercheck``.
 
 Every layout here is read from RocketMQ 5.3.3's ``store/timer`` sources: ``Slot`` (32 bytes),
 ``TimerLog`` (52-byte units, a 16-byte blank at a file's end), ``TimerCheckpoint`` (seven

@@ -79,7 +79,7 @@ static int get_buffer(PyObject *o, Py_buffer *v, int writable, Py_ssize_t itemsi
 
 /* ------------------------------------------------------------------ the record walk */
 
-/* The walk of STORE-FORMAT §7.1 (CommitLog#checkMessageAndReturnSize's first checks), plain
+/* The walk of docs/format/commitlog.md#reading-a-commit-log-file (CommitLog#checkMessageAndReturnSize's first checks), plain
  * (header < 0) or over DLedger entries (DLedgerMmapFileStore#recover: header >= 0 bytes of
  * entry header before each record). Callers checked 0 <= pos, 0 <= limit <= len(a),
  * 0 <= max_n <= len(out), min_total >= 1: every read is below `limit`, `end` only grows. */

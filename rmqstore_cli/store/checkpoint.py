@@ -1,4 +1,4 @@
-"""StoreCheckpoint (STORE-FORMAT §6.1): three timestamps, plus two offsets on 5.x."""
+"""StoreCheckpoint (docs/format/checkpoint.md#checkpoint): three timestamps, plus two offsets on 5.x."""
 from __future__ import annotations
 
 import os

@@ -1,4 +1,4 @@
-"""Expiry of commit-log, consume-queue and index files, by the broker's rules (STORE-FORMAT §9).
+"""Expiry of commit-log, consume-queue and index files, by the broker's rules (docs/format/expiry.md).
 
 The broker's cleaning threads become a *plan* (a list of files, each with the rule that
 condemns it) and an *executor* that deletes them, so ``--dry-run`` and a real run decide

@@ -1,4 +1,4 @@
-"""Compressed message bodies (STORE-FORMAT §2.4): sysFlag bit 0 ``COMPRESSED_FLAG`` and the
+"""Compressed message bodies (docs/format/commitlog.md#sysflag): sysFlag bit 0 ``COMPRESSED_FLAG`` and the
 compression type in bits 8–10 (``MessageSysFlag#getCompressionType``: 1 LZ4, 2 ZSTD,
 3 ZLIB, 0 ZLIB for old clients that set only bit 0).
 

@@ -20,7 +20,7 @@ _TIME_UNITS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 
 @dataclass
 class StoreConfig:
-    """Broker property names in snake case; see STORE-FORMAT §1.4 for each default."""
+    """Broker property names in snake case; see docs/format/config.md#brokerconf for each default."""
 
     store_path_root_dir: str = os.path.join(os.path.expanduser("~"), "store")
     store_path_commit_log: str | None = None
@@ -44,7 +44,7 @@ class StoreConfig:
     store_path_dledger_commit_log: str | None = None
     store_type: str = "default"
     broker_cluster_name: str = "DefaultCluster"
-    # 5.x timer store (``MessageStoreConfig``; STORE-FORMAT §15.3)
+    # 5.x timer store (``MessageStoreConfig``; docs/format/timer.md)
     timer_wheel_enable: bool = True
     timer_precision_ms: int = 1000
     mapped_file_size_timer_log: int = 100 * 1024 * 1024
@@ -71,7 +71,7 @@ class StoreConfig:
 
     @property
     def commitlog_dirs(self) -> list[Path]:
-        """``storePathCommitLog``; a comma-separated value is a multi-path commit log (§10.6)."""
+        """``storePathCommitLog``; a comma-separated value is a multi-path commit log (docs/format/store-layout.md#multi-path-commit-log)."""
         if self.store_path_commit_log:
             dirs = [Path(p.strip()) for p in self.store_path_commit_log.split(",") if p.strip()]
         else:

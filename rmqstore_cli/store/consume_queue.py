@@ -2,7 +2,7 @@
 
 Reading ends a queue at its first invalid unit (``offset < 0 || size <= 0``,
 ``ConsumeQueue#recover``); writing is ``ConsumeQueue#putMessagePositionInfo`` with its
-pre-blank fill for a queue whose first unit is not at offset 0 (STORE-FORMAT §4.3).
+pre-blank fill for a queue whose first unit is not at offset 0 (docs/format/consume-queue.md#pre-blank-units).
 """
 from __future__ import annotations
 

@@ -2,7 +2,8 @@
 
 ``DefaultMessageStore.ReputMessageService#doReput`` hands each valid record to
 ``CommitLogDispatcherBuildConsumeQueue`` and ``CommitLogDispatcherBuildIndex``; this
-module decides exactly what each of them writes (STORE-FORMAT §4.2, §4.3, §5.6).
+module decides exactly what each of them writes (docs/format/consume-queue.md#tags-code,
+docs/format/consume-queue.md#which-records-get-a-unit, docs/format/index.md#which-keys).
 """
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 Reading touches only the header, one slot and the chain's entries, so a look-up in a
 420 MB file reads a few pages. Writing is ``IndexFile#putKey`` with the broker's chain,
-timeDiff and counter rules, and ``IndexService``'s roll (STORE-FORMAT §5).
+timeDiff and counter rules, and ``IndexService``'s roll (docs/format/index.md).
 """
 from __future__ import annotations
 
@@ -216,7 +216,7 @@ class IndexFile:
         the bytes of ``k`` :meth:`put_key` calls. Entry numbers are consecutive, each
         entry's prevIndex is the previous entry of its slot in the block or the slot's old
         value, hashSlotCount grows once per slot that was empty, and the header is written
-        once, as the last put would leave it (STORE-FORMAT §5.3)."""
+        once, as the last put would leave it (docs/format/index.md#putting-a-key)."""
         import numpy as np
 
         hdr = self.header

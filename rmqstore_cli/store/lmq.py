@@ -1,4 +1,4 @@
-"""LMQ and multi-dispatch (RIP-28; STORE-FORMAT §15.2): the extra consume-queue units a
+"""LMQ and multi-dispatch (RIP-28; docs/format/lmq.md): the extra consume-queue units a
 message gets, and the offsets a broker assigns them.
 
 A message whose ``INNER_MULTI_DISPATCH`` lists queue names (``%LMQ%a,%LMQ%b``) and whose
@@ -232,7 +232,7 @@ class MultiDispatchAppender:
     ``CommitLog#append`` (``DefaultAppendMessageCallback#doAppend``): a message whose
     INNER_MULTI_DISPATCH is set gets INNER_MULTI_QUEUE_OFFSET from the counters, and its
     properties are re-serialised from the broker's HashMap without WAIT
-    (``removeWaitStorePropertyString``, STORE-FORMAT §14); after the append NOT and COMMIT
+    (``removeWaitStorePropertyString``, docs/format/lmq.md#append); after the append NOT and COMMIT
     messages advance the counters, PREPARED and ROLLBACK ones do not. A replayed record (its
     queue offset given) keeps its properties and only advances them. The broker version is
     the stored string's: 5.x keeps the last separator and sizes the map for 128."""

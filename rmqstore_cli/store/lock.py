@@ -1,4 +1,4 @@
-"""The broker's ``lock`` file and ``abort`` marker (STORE-FORMAT §6.2, §6.3).
+"""The broker's ``lock`` file and ``abort`` marker (docs/format/checkpoint.md#abort, docs/format/checkpoint.md#lock).
 
 The broker takes an exclusive POSIX record lock on byte [0, 1) of ``<root>/lock``
 (``FileChannel#tryLock`` is ``fcntl F_SETLK`` on Linux). ``F_GETLK`` asks who holds it

@@ -1,8 +1,8 @@
 """Look-ups by key and by id: the broker's query path, and the real-key check it lacks.
 
-``IndexService#queryOffset`` answers with *hash* matches (STORE-FORMAT §5.7) and
+``IndexService#queryOffset`` answers with *hash* matches (docs/format/index.md#query) and
 ``DefaultMessageStore#queryMessage`` adds up to three rounds but never compares the real
-key (§5.8); a RocketMQ client does that (``MQAdminImpl#queryMessage``). This module
+key (docs/format/index.md#the-brokers-query-and-the-clients-filter); a RocketMQ client does that (``MQAdminImpl#queryMessage``). This module
 gives both answers:
 
 * :func:`broker_query_message` — exactly the broker's records for a query, to explain
@@ -10,7 +10,7 @@ gives both answers:
 * :func:`lookup_key` — what a person means: messages whose *real* store time lies in
   ``[begin, end]`` and whose real key matches, with hash collisions set apart. The index
   is asked a little wider (timeDiff is whole seconds; the first entry of a rolled file
-  reads back late, §5.4) and each hit is filtered by its message's store timestamp.
+  reads back late, docs/format/index.md#rolling) and each hit is filtered by its message's store timestamp.
 
 Everything here touches only index headers, one slot and its chain per file, and the
 records the chain points at, so a look-up in 420 MB index files reads a few pages.
@@ -91,7 +91,7 @@ class Hit:
 
     ``match``: ``"keys"`` / ``"uniq_key"`` (a true hit), ``"collision"`` (same hash, other
     key or topic), ``"outside"`` (true key, store time outside the window) or ``"stale"``
-    (no valid record there: expired, truncated or overwritten, §5.11).
+    (no valid record there: expired, truncated or overwritten, docs/format/index.md#entries-and-the-commit-log).
     """
 
     key: str
@@ -162,7 +162,7 @@ def query_offset(index: IndexService, topic: str, key: str, max_num: int, begin:
 
 def broker_query_message(index: IndexService, commitlog: CommitLog, topic: str, key: str, max_num: int,
                          begin: int, end: int) -> list[Hit]:
-    """``DefaultMessageStore#queryMessage`` (STORE-FORMAT §5.8), then the client's key check.
+    """``DefaultMessageStore#queryMessage`` (docs/format/index.md#the-brokers-query-and-the-clients-filter), then the client's key check.
 
     Up to 3 rounds of ``queryOffset(topic, key, maxNum, begin, lastQueryMsgTime)``; each
     round's offsets sorted ascending; ``lastQueryMsgTime`` = store time of the first one;
@@ -197,7 +197,7 @@ def broker_query_message(index: IndexService, commitlog: CommitLog, topic: str, 
 def _candidates(f: IndexFile, full_key: str, begin: int, end: int):
     """Entries of ``f`` on the key's chain whose hash matches and whose real store time
     may lie in ``[begin, end]``: index time in ``[begin - 999, end]``, plus entry 1, whose
-    index time reads late in a rolled file (§5.4). Newest first; yields phy offsets."""
+    index time reads late in a rolled file (docs/format/index.md#rolling). Newest first; yields phy offsets."""
     h = index_key_hash(full_key)
     count = f.header.index_count
     v = f.read_slot(h)

@@ -274,7 +274,7 @@ class Message:
 # ---------------------------------------------------------------- java.util.HashMap order
 
 class JavaHashMap:
-    """Iteration order of a ``java.util.HashMap<String, String>`` (STORE-FORMAT §14.2).
+    """Iteration order of a ``java.util.HashMap<String, String>`` (docs/format/properties.md#property-order).
 
     A bucket keeps its keys in insertion order (a re-put keeps its place, a removed key
     re-put goes last) and a resize splits buckets keeping relative order, so iterating

@@ -181,7 +181,7 @@ def refuse_unsupported(config: StoreConfig) -> None:
 
 def is_rocksdb_store(config: StoreConfig) -> bool:
     """The consume queues are a RocksDB database (``storeType=defaultRocksDB``:
-    ``RocksDBMessageStore``, STORE-FORMAT §15.5), told by the broker config or the
+    ``RocksDBMessageStore``, docs/format/rocksdb.md), told by the broker config or the
     database's own files in ``consumequeue/``: its ``CURRENT`` or a ``MANIFEST-*``
     (``DBImpl#Recover`` reads CURRENT to find the MANIFEST). The broker compares storeType
     ignoring case (``MessageStoreConfig#isEnableRocksDBStore``)."""

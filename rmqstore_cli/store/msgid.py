@@ -1,4 +1,4 @@
-"""Which kind of id a hex string is, and what it says (STORE-FORMAT §3).
+"""Which kind of id a hex string is, and what it says (docs/format/message-ids.md).
 
 An offset msgId (``MessageDecoder#createMessageId``: store address, int32 port, int64
 offset) and a client UNIQ_KEY (``MessageClientIDSetter``: ip, short pid, int class-loader

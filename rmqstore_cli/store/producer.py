@@ -3,7 +3,8 @@
 ``SendMessageProcessor`` parses the client's property string into a HashMap, adds
 CLUSTER, (4.9.3+) leaves WAIT out of the stored string, (5.x) keeps WAIT and generates a
 UNIQ_KEY, and re-serialises the map; delayed and transactional sends are rewritten by
-``CommitLog#asyncPutMessage`` and the transaction bridge (STORE-FORMAT §2.4, §2.5).
+``CommitLog#asyncPutMessage`` and the transaction bridge (docs/format/commitlog.md#transactions,
+docs/format/properties.md#what-the-broker-adds-or-removes).
 The workload generator below drives that path for ``rmqstore generate``.
 """
 from __future__ import annotations
@@ -219,7 +220,7 @@ class Workload:
     @property
     def retry_topic(self) -> str:
         """``%RETRY%<group>``; on 5.x the group name is long enough (141 chars in all) for a
-        V2 record, as 5.x allows retry topics of 128–255 chars (STORE-FORMAT §2.9)."""
+        V2 record, as 5.x allows retry topics of 128–255 chars (docs/format/commitlog.md#v1-and-v2)."""
         group = "cg-sample" if self.profile.version == "4.9" else "cg-sample-long." + "retry" * 25 + "-x"
         return "%RETRY%" + group
 

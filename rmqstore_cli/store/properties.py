@@ -17,7 +17,7 @@ from rmqstore_cli.store.fastpaths import FAST_PATHS
 from rmqstore_cli.store.javahash.bulk import (RangeHashes, concat_hashes, index_hash, java_int, utf8_hashes,
                                               window_hashes)
 
-CRC_MARK = (CRC32_PROPERTY + NAME_VALUE_SEPARATOR).encode()  # the __CRC32# pair (§2.8)
+CRC_MARK = (CRC32_PROPERTY + NAME_VALUE_SEPARATOR).encode()  # the __CRC32# pair (docs/format/commitlog.md#whole-record-crc)
 
 
 def pick_property(props: bytes, name: bytes) -> bytes | None:

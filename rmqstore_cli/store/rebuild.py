@@ -2,7 +2,7 @@
 
 What a broker builds when it starts on a store whose ``consumequeue/`` and ``index/`` are
 gone: recovery finds the end of the log, then the reput service dispatches every record
-from the commit log's first file (STORE-FORMAT §7.3, §8):
+from the commit log's first file (docs/format/recovery.md#dispatch, docs/format/recovery.md#recovery):
 
 * **before the recovery region** (files a broker's recovery does not re-check) the reput
   rules: no CRC; a *size mismatch* is skipped undispatched; an *invalid* record makes a
@@ -115,7 +115,7 @@ Progress = Callable[[int, int, int, int], None]  # (files done, bytes done, byte
 
 def recovery_start(files: list[MappedFile], abort: bool, checkpoint: StoreCheckpoint | None,
                    dledger: bool = False) -> int:
-    """Index of the first file the broker's recovery scans (STORE-FORMAT §8).
+    """Index of the first file the broker's recovery scans (docs/format/recovery.md#normal-recovery).
 
     Normal (no ``abort``): the third-last file (4.9.7 and 5.0–5.3.1 ``recoverNormally``).
     Abnormal: newest back to the first file whose first record is a message with store time

@@ -1,5 +1,5 @@
 """What a broker writes in its store root (``storePathRootDir``), 4.9.x and 5.x: the one
-table ``verify`` and ``stats`` account for every root entry by (STORE-FORMAT §15).
+table ``verify`` and ``stats`` account for every root entry by (docs/format/store-layout.md#the-store-root).
 
 Each entry names the broker code that writes it and whether rmqstore reads it
 (``checked``): ``verify`` names every entry it does not check (``store.unchecked-entry``,

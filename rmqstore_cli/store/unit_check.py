@@ -1,9 +1,9 @@
-"""A consume-queue unit checked against the record it points at (STORE-FORMAT §4.1–§4.6).
+"""A consume-queue unit checked against the record it points at (docs/format/consume-queue.md).
 
 A unit agrees with its record when the record is valid and starts there, its size is the
 unit's size, its topic/queueId/QUEUEOFFSET are the queue's and the unit's index, its
 transaction type gets a unit at all (NOT or COMMIT), and the tagsCode is what dispatch
-computes (§4.2; ext addresses of ``enableConsumeQueueExt`` are not compared). Pre-blank
+computes (docs/format/consume-queue.md#tags-code; ext addresses of ``enableConsumeQueueExt`` are not compared). Pre-blank
 units (``#fillPreBlank``) and units whose record has expired have nothing to agree with.
 """
 from __future__ import annotations

@@ -22,8 +22,8 @@ from rmqstore_cli.store.message_store import MessageStore
 
 NOW = 2_000_000_000_000  # a fixed "now" (2033-05-18), so ages are exact
 HOUR = 3_600_000
-CQ_UNIT = struct.Struct(">qiq")  # STORE-FORMAT §4.1
-INDEX_HEADER = struct.Struct(">qqqqii")  # §5.1
+CQ_UNIT = struct.Struct(">qiq")  # docs/format/consume-queue.md#unit
+INDEX_HEADER = struct.Struct(">qqqqii")  # docs/format/index.md#header
 
 
 # ------------------------------------------------------------------ helpers
@@ -52,7 +52,7 @@ def index_files(store: Path) -> list[Path]:
 
 
 def expected_trim(store: Path, clmin: int) -> tuple[list[Path], list[Path]]:
-    """STORE-FORMAT §9 / §5.9 computed straight from the bytes: CQ files 0..n-2 whose last
+    """docs/format/expiry.md and docs/format/index.md#deletion computed straight from the bytes: CQ files 0..n-2 whose last
     unit's physical offset < min (stop at the first kept), index files 0..n-2 whose
     endPhyOffset < min (stop at the first kept)."""
     cq = []
@@ -106,7 +106,7 @@ def assert_store_reads(store: Path, complete: bool = True) -> None:
             assert q.min_file_offset <= lo <= hi
             units = list(q.units(lo, hi))
             if complete and units and units[0].commitlog_offset < clmin:
-                # an idle queue (STORE-FORMAT §9): its units all point below the minimum
+                # an idle queue (docs/format/expiry.md#consume-queue-files): its units all point below the minimum
                 assert all(u.commitlog_offset < clmin for u in units) and lo == q.min_file_offset
             for u in units:
                 if u.commitlog_offset >= clmin:

@@ -354,7 +354,7 @@ def test_index_lookup_time_window_is_real_store_time(small_store):
 
 
 def test_first_entry_of_rolled_index_file_found_in_window(small_store):
-    """The first entry of a rolled index file reads back late (§5.4); a window around its
+    """The first entry of a rolled index file reads back late (docs/format/index.md#rolling); a window around its
     real store time still finds it."""
     from rmqstore_cli.store.index import IndexFile
 

@@ -1,4 +1,5 @@
-"""Java compatibility: JDK-computed vectors (STORE-FORMAT §12) and the §13 worked example."""
+"""Java compatibility: JDK-computed vectors (docs/format/hashes.md#check-values) and
+the worked example of docs/format/commitlog.md#a-synthetic-record."""
 from __future__ import annotations
 
 import datetime as dt
@@ -56,7 +57,7 @@ def test_index_hash_of_min_value_is_zero():
 
 
 def test_hashmap_order_matches_jdk_example():
-    """STORE-FORMAT §14.2: KEYS, TAGS, UNIQ_KEY, WAIT, CLUSTER inserted in that order."""
+    """docs/format/properties.md#property-order: KEYS, TAGS, UNIQ_KEY, WAIT, CLUSTER inserted in that order."""
     for cap, expected in ((16, ["KEYS", "UNIQ_KEY", "CLUSTER", "WAIT", "TAGS"]),
                           (128, ["UNIQ_KEY", "CLUSTER", "TAGS", "KEYS", "WAIT"])):
         m = JavaHashMap(cap)
@@ -97,7 +98,7 @@ def _worked_spec(profile: BrokerProfile) -> AppendSpec:
 
 
 def test_worked_example_record_bytes(tmp_path):
-    """STORE-FORMAT §13.1: the 4.9.7 record, byte for byte, through the append path."""
+    """docs/format/commitlog.md#a-synthetic-record: the 4.9.7 record, byte for byte, through the append path."""
     cfg = StoreConfig.load(tmp_path, None, mapped_file_size_commit_log=1 << 30)
     cl = CommitLog(cfg, writable=True)
     cl.open_for_append()
@@ -138,7 +139,7 @@ def test_uniq_key_encode_decode_worked_example():
     assert key == "C0A8010A30391B6D358647B760000001"
     u = decode_uniq_key(key)
     assert (u.ip_str, u.pid, u.class_loader_hash, u.counter) == ("192.168.1.10", 12345, 0x1B6D3586, 1)
-    # getNearlyTimeFromID evaluated on 2026-11-21 UTC gives 2026-11-14T22:13:20Z (§3.2)
+    # getNearlyTimeFromID evaluated on 2026-11-21 UTC gives 2026-11-14T22:13:20Z (docs/format/message-ids.md#uniq_key)
     now = int(dt.datetime(2026, 11, 21, tzinfo=dt.timezone.utc).timestamp() * 1000)
     nearly = u.nearly_time(now, dt.timezone.utc)
     assert dt.datetime.fromtimestamp(nearly / 1000, dt.timezone.utc) == dt.datetime(

@@ -282,7 +282,7 @@ def test_batch_properties_match_the_parser_and_java_hash():
 # ---------------------------------------------------------------- RecordBatch vs check_message
 
 def _walk_file(buf) -> list[int]:
-    """Record starts of one commit-log file (TOTALSIZE + MAGICCODE walk, STORE-FORMAT §7.1)."""
+    """Record starts of one commit-log file (TOTALSIZE + MAGICCODE walk, docs/format/commitlog.md#reading-a-commit-log-file)."""
     out, pos = [], 0
     while pos + 8 <= len(buf):
         total, magic = struct.unpack_from(">iI", buf, pos)

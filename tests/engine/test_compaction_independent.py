@@ -1,5 +1,5 @@
 """A compaction store written by independent test code from the broker's documented layouts
-(STORE-FORMAT §15.4; 5.3.3 ``CompactionLog#asyncPutMessage``,
+(docs/format/compaction.md; 5.3.3 ``CompactionLog#asyncPutMessage``,
 ``CompactionAppendMessageCallback#doAppend``, ``SparseConsumeQueue``,
 ``CompactionPositionMgr``), beside a plain generated 5.x store: every reader and verify agree.
 

@@ -199,7 +199,7 @@ def test_checkpoint(a, b, c, d, e):
 
 
 def test_properties_parse_broker_example():
-    """STORE-FORMAT §2.5's verified example of MessageDecoder#string2messageProperties."""
+    """The example in docs/format/properties.md#parsing of MessageDecoder#string2messageProperties."""
     s = "A\x01\x02B\x01x\x01y\x02\x01v\x02K\x011\x02K\x012\x02ab"
     assert parse_properties(s) == {"B": "x\x01y", "K": "2"}
 

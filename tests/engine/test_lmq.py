@@ -1,4 +1,4 @@
-"""LMQ / multi-dispatch (STORE-FORMAT §15.2; ``ConsumeQueue#multiDispatchLmqQueue``,
+"""LMQ / multi-dispatch (docs/format/lmq.md; ``ConsumeQueue#multiDispatchLmqQueue``,
 ``MultiDispatch#wrapMultiDispatch``): the real 4.9.7 LMQ sample read and rebuilt byte for
 byte, and stores made here from the plain 4.9.7 sample by independent code (plain struct:
 properties added to each record, sizes and offsets recomputed as the store would, the

@@ -1,4 +1,4 @@
-"""The RocksDB consume queue (``storeType=defaultRocksDB``, STORE-FORMAT §15.5): the real
+"""The RocksDB consume queue (``storeType=defaultRocksDB``, docs/format/rocksdb.md): the real
 5.3.3 sample against its expected.json (what RocksDBConsumeQueueStore answered), a real
 RocksDB database written here through the binding from the Java's documented layouts
 (tests/rocksdb_build.py), damaged databases, and config kept in RocksDB."""

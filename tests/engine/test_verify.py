@@ -37,7 +37,7 @@ def _plain(store, recs, start: int) -> int:
 
 def _records(store):
     """(file name, position, total size, physical offset) of every record, read with the plain
-    struct walk of STORE-FORMAT §7.1 (not the verifier's code)."""
+    struct walk of docs/format/commitlog.md#reading-a-commit-log-file (not the verifier's code)."""
     out = []
     for name in sorted(os.listdir(store / "commitlog")):
         data = (store / "commitlog" / name).read_bytes()
@@ -333,7 +333,7 @@ def test_checkpoint_ahead_of_data(small_store):
 
 
 def test_broker_artefacts_are_info(small_store):
-    """A pre-blank queue, expired commit-log head: info only (STORE-FORMAT §10.10)."""
+    """A pre-blank queue, expired commit-log head: info only (docs/format/recovery.md#normal-artefacts)."""
     names = sorted(os.listdir(small_store / "commitlog"))
     os.remove(small_store / "commitlog" / names[0])  # expiry of the oldest file
     r, findings, _ = _verify(small_store)

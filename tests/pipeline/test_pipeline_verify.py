@@ -30,7 +30,7 @@ def _patch(path: Path, offset: int, data: bytes) -> None:
 
 
 def _body_at(path: Path, pos: int) -> int:
-    """Start of the body of the record at ``pos`` (IPv4/IPv6 hosts; STORE-FORMAT §2.1)."""
+    """Start of the body of the record at ``pos`` (IPv4/IPv6 hosts; docs/format/commitlog.md#hosts)."""
     data = path.read_bytes()
     sys_flag = struct.unpack_from(">i", data, pos + 36)[0]
     b = 20 if sys_flag & 0x10 else 8

@@ -1,9 +1,9 @@
 """CommitLog: scan and get (read), append with BLANK and roll (write).
 
-Reading follows ``CommitLog#checkMessageAndReturnSize`` (STORE-FORMAT §7.2): a record
+Reading follows ``CommitLog#checkMessageAndReturnSize`` (docs/format/commitlog.md#record-check): a record
 is *valid*, the *BLANK* end-of-file marker, *invalid* (the log ends) or a *size
 mismatch* (dispatch skips it, recovery ends). Writing follows
-``DefaultAppendMessageCallback#doAppend`` (§2.6–§2.8, §14.1).
+``DefaultAppendMessageCallback#doAppend`` (docs/format/commitlog.md#append).
 
 This module reads and writes one record at a time (no numpy); the bulk read of many
 records at once (:func:`walk_records`, :class:`RecordBatch`, :func:`body_crcs`) is
@@ -220,7 +220,7 @@ END_OF_DATA = "no message here (end of data)"
 
 def is_clean_end(buf, pos: int, reason: str, last_file: bool) -> bool:
     """The log ends cleanly where the last file's preallocated zero tail begins
-    (STORE-FORMAT §10.1); anything else is a torn or damaged end."""
+    (docs/format/store-layout.md#the-end-of-the-data); anything else is a torn or damaged end."""
     return last_file and reason == END_OF_DATA and not any(buf[pos:pos + 4096])
 
 

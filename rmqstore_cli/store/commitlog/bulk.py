@@ -1,6 +1,6 @@
 """The commit log read in bulk: many records at once (numpy), beside the per-record read.
 
-:func:`walk_records` finds where records start (STORE-FORMAT §7.1, TOTALSIZE and MAGICCODE
+:func:`walk_records` finds where records start (docs/format/commitlog.md#reading-a-commit-log-file, TOTALSIZE and MAGICCODE
 only); :class:`RecordBatch` gives every field position and length of those records at
 once; :func:`body_crcs` their body CRCs. ``check_message`` stays the single source of
 verdicts and reasons; every offset, size and dtype here comes from ``formats.commitlog``.
@@ -181,7 +181,7 @@ def stop_kind(buf, pos: int, limit: int, header: int = 0) -> str:
 
 def walk_records(buf, pos: int, limit: int, max_n: int, min_total: int = HEAD_SIZE,
                  a: np.ndarray | None = None, compiled: bool | None = None, header: int = 0) -> Walk:
-    """The record walk of STORE-FORMAT §7.1 (TOTALSIZE and MAGICCODE only) from ``pos``.
+    """The record walk of docs/format/commitlog.md#reading-a-commit-log-file (TOTALSIZE and MAGICCODE only) from ``pos``.
 
     A record starts at ``pos`` when its MAGICCODE is V1 or V2 and ``min_total <= TOTALSIZE
     <= limit - pos``; the next one starts TOTALSIZE bytes later. Walks at most ``max_n``

@@ -20,7 +20,7 @@ How it reads, fast and in bounded memory (the modules):
 * :mod:`.recovery`: checkpoint, abort file, what the broker's recovery would truncate.
 * :mod:`.limits`: how much is read at a time.
 
-Broker-normal artefacts (STORE-FORMAT §10.10) are info, never errors.
+Broker-normal artefacts (docs/format/recovery.md#normal-artefacts) are info, never errors.
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Index files against the commit log (STORE-FORMAT §5).
+"""Index files against the commit log (docs/format/index.md).
 
 Entries are checked against each batch of records as it passes (numpy look-ups by
 physical offset); memory is bounded by a file, not by the store (issue 22): an index

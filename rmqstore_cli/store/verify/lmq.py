@@ -1,4 +1,4 @@
-"""Multi-dispatch (LMQ) units against the commit log, both ways (STORE-FORMAT §15.2).
+"""Multi-dispatch (LMQ) units against the commit log, both ways (docs/format/lmq.md).
 
 Each batch's multi-dispatched messages (``INNER_MULTI_DISPATCH`` with
 ``INNER_MULTI_QUEUE_OFFSET``, the units :func:`~rmqstore_cli.store.lmq.fan_out` says
@@ -93,7 +93,7 @@ class LmqChecks:
         name, q = key
         mq = self.queues.get((name.encode("utf-8", "surrogateescape"), q))
         cp = self.checkpoint
-        late = ts > (cp.logics_msg_timestamp if cp is not None else 0)  # not dispatched yet (§8)
+        late = ts > (cp.logics_msg_timestamp if cp is not None else 0)  # not dispatched yet (docs/format/recovery.md#dispatch)
         if mq is None:
             for check, sel in (("lmq.missing-unit", ~late), ("lmq.not-dispatched", late)):
                 at = np.flatnonzero(sel)

@@ -1,4 +1,4 @@
-"""Consume queues against the commit log (STORE-FORMAT §4).
+"""Consume queues against the commit log (docs/format/consume-queue.md).
 
 The units are checked against each batch of records as it passes (numpy look-ups by queue
 offset, :meth:`ConsumeQueue.units_at`), so the store is read once; which units were
@@ -129,7 +129,7 @@ class QueueChecks:
             mq = self.tq_queue[t]
             L = qoff[sel]
             if mq is None and self.topic_names[self.tq_list[t][0]] in self.batch_topics:
-                continue  # a 5.x BatchCQ topic: its units are in batchconsumequeue/ (§4.5), not checked
+                continue  # a 5.x BatchCQ topic: its units are in batchconsumequeue/ (docs/format/batch-consume-queue.md), not checked
             if mq is None:
                 self._add_missing(t, L, absP[sel], store_ts[sel])
                 continue
@@ -146,7 +146,7 @@ class QueueChecks:
             if match.any():
                 m = np.flatnonzero(match)
                 mq.matched[L[m] - mq.base] = True
-                ext = tags[m] <= EXT_ADDR_MAX  # ConsumeQueueExt address, not a tagsCode (§4.2 step 3)
+                ext = tags[m] <= EXT_ADDR_MAX  # ConsumeQueueExt address, not a tagsCode (docs/format/consume-queue.md#tags-code)
                 bad = m[(size[m] != total[sel][m]) | ((tags[m] != tags_code[sel][m]) & ~ext)]
                 for j in bad.tolist():
                     f, o = mq.file_of(int(L[j]))
@@ -166,7 +166,7 @@ class QueueChecks:
         if c is not None and c.status is Status.VALID and c.message.queue_offset == L and \
                 c.message.queue_id == mq.qid and c.message.topic_bytes == mq.topic.encode("utf-8", "surrogateescape"):
             self._add("cq.superseded", f, o, f"{mq.topic}/{mq.qid}: queue offset {L} is used by the messages at "
-                      f"{msg_at} and {off}; the unit points at {off} (duplicate queue offset after a restart, §2.6)",
+                      f"{msg_at} and {off}; the unit points at {off} (duplicate queue offset after a restart, docs/format/commitlog.md#append)",
                       physical_offset=msg_at, topic=mq.topic, queue_id=mq.qid, subject=("queue", mq.key))
             return
         self._add("cq.unit-mismatch", f, o, f"unit {L} points at {off}, but the message with queue offset {L} "
@@ -286,7 +286,7 @@ class QueueChecks:
             if is_late == 2:
                 self._add("cq.superseded", file, fo, f"{topic}/{qid}: {rng} ({count} messages from offset "
                           f"{first_off}) have no unit: their queue offsets were used again after a restart "
-                          "(§2.6), and the queue holds the newer messages", topic=topic, queue_id=qid,
+                          "(docs/format/commitlog.md#append), and the queue holds the newer messages", topic=topic, queue_id=qid,
                           physical_offset=first_off, count=count)
             elif is_late:
                 self._add("cq.not-dispatched", file, fo, f"{topic}/{qid}: {rng} ({count} messages from "

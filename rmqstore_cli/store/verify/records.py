@@ -1,4 +1,5 @@
-"""One batch of records checked vectorised (§2.2, §2.3, §7.2 and the forensic checks).
+"""One batch of records checked vectorised (docs/format/commitlog.md#record-check
+and the forensic checks).
 
 Every field of a batch is gathered at once with numpy at offsets derived from
 ``formats.commitlog`` (:class:`~rmqstore_cli.store.commitlog.bulk.RecordBatch`, shared with
@@ -149,7 +150,7 @@ class RecordChecks:
                 self.stops.append((p + base, "commitlog.body-crc", rel))
 
     def _check_properties(self, buf, arr, r: RecordBatch, base: int, rel: str) -> Properties:
-        """PROPERTIES syntax and the __CRC32# property (§2.8); the batch's properties."""
+        """PROPERTIES syntax and the __CRC32# property (docs/format/commitlog.md#whole-record-crc); the batch's properties."""
         P, total, pl, props_start = r.pos, r.total, np.maximum(r.props_len, 0), r.props_at
         kern = self.kernel()
         if kern is not None:  # the PROPERTIES bytes joined by the C loop
@@ -210,7 +211,7 @@ class RecordChecks:
         return False if at0 == at1 else at0
 
     def _check_prop_crc(self, buf, pos: int, total: int, props: bytes, rel: str, base: int) -> None:
-        """§2.8: the __CRC32# digits (least significant first) against crc32(record[:total-20])."""
+        """docs/format/commitlog.md#whole-record-crc: the __CRC32# digits (least significant first) against crc32(record[:total-20])."""
         if props.endswith(b"\x02") and props.startswith(CRC_MARK, len(props) - CRC32_RESERVED_LEN):
             digits = props[-11:-1]
         else:
@@ -314,7 +315,7 @@ class RecordChecks:
 
     def check_queue_offsets(self, tq, qoff, step, dispatch, absP, rel, base) -> None:
         """QUEUEOFFSET continuity per queue: a skip ahead is missing messages, a repeat or
-        restart a broker restart without its consume queue (§2.6)."""
+        restart a broker restart without its consume queue (docs/format/commitlog.md#append)."""
         idx = np.flatnonzero(dispatch)
         if not idx.size:
             return

@@ -1,4 +1,5 @@
-"""Checkpoint, abort file and what the broker's recovery would do next (STORE-FORMAT §6, §8)."""
+"""Checkpoint, abort file and what the broker's recovery would do next (docs/format/checkpoint.md,
+docs/format/recovery.md#recovery)."""
 from __future__ import annotations
 
 from rmqstore_cli.store.checkpoint import StoreCheckpoint
@@ -37,7 +38,7 @@ class RecoveryChecks:
         return files[i], f"5.3.2+ normal (maxPhyOffsetOfConsumeQueue {max_cq})"
 
     def check_recovery(self) -> None:
-        """Which recovery the broker runs next (§8) and what it would truncate."""
+        """Which recovery the broker runs next (docs/format/recovery.md#recovery) and what it would truncate."""
         self.check_dledger()
         files = self.mfq.files
         if not files:

@@ -1,4 +1,4 @@
-"""verify on a RocksDB consume queue (``storeType=defaultRocksDB``, STORE-FORMAT §15.5).
+"""verify on a RocksDB consume queue (``storeType=defaultRocksDB``, docs/format/rocksdb.md).
 
 Each queue of the database becomes a :class:`~rmqstore_cli.store.verify.queues.QueueState`
 (a :class:`~rmqstore_cli.store.rocksdb_cq.RocksDBQueue` has the file queue's read views),
