@@ -9,7 +9,7 @@ MAX_PROPERTIES_LENGTH = 32767  # Short.MAX_VALUE
 
 
 def parse_properties(text: str) -> dict[str, str]:
-    """``MessageDecoder#string2messageProperties`` (4.9.3+ and 5.x), exactly.
+    """``MessageDecoder#string2messageProperties`` (4.9.1+ and 5.x), exactly.
 
     Empty names and values and pairs without ``\\x01`` are dropped, a value keeps any
     later ``\\x01``, and a repeated name keeps its last value. Splitting first is

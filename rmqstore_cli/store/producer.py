@@ -1,7 +1,7 @@
 """What a producer sends and how the broker turns it into a record's properties.
 
 ``SendMessageProcessor`` parses the client's property string into a HashMap, adds
-CLUSTER, (4.9.3+) leaves WAIT out of the stored string, (5.x) keeps WAIT and generates a
+CLUSTER, (4.9.1+) leaves WAIT out of the stored string, (5.x) keeps WAIT and generates a
 UNIQ_KEY, and re-serialises the map; delayed and transactional sends are rewritten by
 ``CommitLog#asyncPutMessage`` and the transaction bridge (docs/format/commitlog.md#transactions,
 docs/format/properties.md#what-the-broker-adds-or-removes).
@@ -74,7 +74,7 @@ def broker_map(client_items: list[tuple[str, str]], profile: BrokerProfile, clus
 
 
 def stored_properties(m: JavaHashMap, profile: BrokerProfile, keep_wait: bool = False) -> str:
-    """The stored string: 4.9.3+ leaves WAIT out of a plain send (keep_wait re-serialises it)."""
+    """The stored string: 4.9.1+ leaves WAIT out of a plain send (keep_wait re-serialises it)."""
     items = m.items()
     if not profile.stores_wait and not keep_wait:
         items = [(k, v) for k, v in items if k != PROPERTY_WAIT]

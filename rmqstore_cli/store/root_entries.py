@@ -57,7 +57,8 @@ ROOT_ENTRIES: tuple[RootEntry, ...] = (
               False),
     RootEntry("brokerIdentity", "other", "MessageStoreConfig#getStorePathBrokerIdentity", "5.x controller-mode "
               "broker metadata (BrokerMetadata)", False),
-    RootEntry("brokerIdentity.bak", "other", "MixAll#string2File", "its previous content (MetadataFile#writeToFile)",
+    RootEntry("brokerIdentity.bak", "other", "MixAll#string2File", "a backup name MixAll#string2File knows; 5.x "
+              "deletes the file before writing it, so its broker leaves none",
               False),
     RootEntry("brokerIdentity-temp", "other", "ReplicasManager (TempBrokerMetadata)", "5.x controller-mode "
               "registration in progress", False),
