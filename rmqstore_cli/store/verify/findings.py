@@ -93,6 +93,8 @@ CHECKS: dict[str, tuple[str, str]] = {
     "dledger.entry": (ERROR, "a DLedger entry header is wrong: magic, size, pos or bodySize"),
     "dledger.order": (ERROR, "DLedger entry indexes do not follow each other, or a term goes back"),
     "dledger.index": (ERROR, "a DLedger index/ unit is missing or disagrees with its entry (recovery rewrites it)"),
+    "dledger.unused-field": (INFO, "a DLedger entry's channel, chainCrc or bodyCrc is not 0: no DLedger version "
+                                   "writes them and recovery ignores them (changed bytes)"),
     "dledger.index-tail": (WARNING, "DLedger index units after the last entry (recovery truncates them)"),
     "dledger.checkpoint": (WARNING, "the DLedger checkpoint's endIndex or committedIndex disagrees with the entries"),
     "dledger.term": (WARNING, "DLedger's currterm is missing or older than the last entry's term"),
