@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rmqstore_cli.errors import StoreError
-from rmqstore_cli.store.configfiles import ConfigLoad, load_broker_configs
+from rmqstore_cli.store.configfiles import ConfigLoad, config_repair, load_broker_configs
 
 
 @dataclass
@@ -44,6 +44,8 @@ class Reason:
     file: str
     detail: str
     repair: str | None = None
+    #: the verify finding that reports the same thing (None: only this reason says it)
+    check: str | None = None
 
     def as_dict(self) -> dict:
         return {"fatal": self.fatal, "file": self.file, "detail": self.detail, "repair": self.repair}
@@ -138,7 +140,9 @@ def resolve_version(root, option: str | None) -> tuple[str, str]:
 
 
 def config_reasons(loads: list[ConfigLoad]) -> list[Reason]:
-    """What ``ConfigManager#load``/``#loadBak`` do with each config file that is not simply loaded."""
+    """What ``ConfigManager#load``/``#loadBak`` do with each config file that is not simply
+    loaded (verify reports each as a ``config.*`` finding, store/verify/configs.py); the repair
+    keeps what is on disk (``configfiles.config_repair``), never moves a file aside."""
     out = []
     for ld in loads:
         name = f"config/{ld.config.name}"
@@ -146,18 +150,18 @@ def config_reasons(loads: list[ConfigLoad]) -> list[Reason]:
         if ld.source == "fails":
             out.append(Reason(True, name + ".bak", f"{why}: 'load {ld.config.name}.bak Failed' "
                               f"({ld.config.manager}#load returns false, BrokerController#initialize fails)",
-                              f"restore config/{ld.config.name} from a backup, or move it and its .bak aside "
-                              f"(the broker then starts with an empty {ld.config.manager})"))
-        elif ld.source == "bak" and ld.notes and "does not decode" in ld.notes[0]:
-            out.append(Reason(False, name, f"{why}: 'load {ld.config.name} failed, and try to load backup file'; "
-                              "the broker loads the .bak, losing changes since its last persist",
-                              f"none needed; compare config/{ld.config.name}.bak with what you expect"))
-        elif ld.source == "none" and any("does not decode" in n for n in ld.notes):
+                              config_repair(ld), check="config.load-fails"))
+        elif ld.source == "bak" and ld.file_state != "ok":
+            how = "'load ... failed, and try to load backup file'; " if ld.file_state == "torn" else ""
+            out.append(Reason(False, name, f"{why}: {how}the broker loads the .bak, losing changes since its last "
+                              "persist",
+                              config_repair(ld), check="config.backup-loaded"))
+        elif ld.source == "none" and ld.file_state in ("empty", "torn"):
             out.append(Reason(False, name, f"{why}: the broker starts with an empty {ld.config.manager} "
-                              "(ConfigManager#loadBak finds no backup)",
-                              f"restore config/{ld.config.name} from a backup before starting"))
+                              "(ConfigManager#loadBak finds no backup)", config_repair(ld), check="config.lost"))
         elif ld.source == "unreadable":
-            out.append(Reason(False, name, f"{why}: cannot tell what the broker makes of it", None))
+            out.append(Reason(False, name, f"{why}: cannot tell what the broker makes of it", None,
+                              check="config.unreadable"))
     return out
 
 
@@ -228,22 +232,22 @@ def finding_reasons(findings: list[dict], version: str, empty_last: set[str]) ->
         check, name = f["check"], f["file"]
         if check in LOAD_FAILS:
             if family(version) == "5" and name in empty_last:
-                out.append(Reason(False, name, "'size is 0, auto delete' (MappedFileQueue#doLoad, 5.x)"))
+                out.append(Reason(False, name, "'size is 0, auto delete' (MappedFileQueue#doLoad, 5.x)", check=check))
             else:
                 out.append(Reason(True, name, f"{f['detail']}: 'length not matched message store config value, "
                                   "please check it manually' (MappedFileQueue#doLoad returns false)",
                                   "give the broker the size the store was written with (broker.conf), or move "
-                                  "the file aside"))
+                                  "the file aside", check=check))
         elif check == "store.not-regular" and name.startswith(("commitlog", "consumequeue", "batchconsumequeue")):
             out.append(Reason(True, name, f"{f['detail']}: MappedFileQueue#doLoad cannot map it",
-                              "replace it with the regular file it should be, or move it aside"))
+                              "replace it with the regular file it should be, or move it aside", check=check))
         elif check == "store.live-broker":
             out.append(Reason(True, name, "a running broker holds the lock: DefaultMessageStore#start throws "
-                              "'Lock failed,MQ already started'", "stop the running broker first"))
+                              "'Lock failed,MQ already started'", "stop the running broker first", check=check))
         elif check in FATAL:
-            out.append(Reason(True, name, f"{f['detail']}: {FATAL[check][0]}", FATAL[check][1]))
+            out.append(Reason(True, name, f"{f['detail']}: {FATAL[check][0]}", FATAL[check][1], check=check))
         elif check in SURVIVES:
-            out.append(Reason(False, name, f"{SURVIVES[check]}: {f['detail']}", _repair_of(f["detail"])))
+            out.append(Reason(False, name, f"{SURVIVES[check]}: {f['detail']}", _repair_of(f["detail"]), check=check))
     return out
 
 
@@ -261,6 +265,25 @@ def _repair_of(detail: str) -> str | None:
     """verify's details end with the repair command when there is one."""
     at = detail.find("rmqstore ")
     return detail[at:] if at >= 0 else None
+
+
+def start_findings(verdict: BrokerStart, summary: dict) -> list:
+    """``broker.no-start``: one error finding per fatal reason that no verify finding reports
+    (e.g. 5.0-5.3.3's empty last consume-queue file); a reason with a finding of its own
+    (``config.load-fails``, ``commitlog.file-size``, …) is that finding. Counted into ``summary``
+    (errors, findings per check), so verify's exit code says when the broker would not start.
+    A live broker's lock is not one: ``store.live-broker`` (a warning) says the store is in use,
+    not that it is damaged."""
+    from rmqstore_cli.store.verify.findings import ERROR, Finding
+
+    out = [Finding("broker.no-start", ERROR, r.file, None, f"{r.detail}: the broker does not start"
+                   + (f"; repair: {r.repair}" if r.repair else "")) for r in verdict.reasons if r.fatal and r.check is None]
+    if out:
+        summary["errors"] = summary.get("errors", 0) + len(out)
+        counts = summary.setdefault("findings", {})
+        counts["broker.no-start"] = counts.get("broker.no-start", 0) + len(out)
+        summary["findings"] = dict(sorted(counts.items()))
+    return out
 
 
 def predict(version: str, abnormal: bool, reasons: list[Reason]) -> BrokerStart:
@@ -309,7 +332,7 @@ def queue_ends(config) -> tuple[list[QueueEnd], int]:
 def assess(config, version: str, findings: list[dict], summary: dict, abnormal: bool) -> BrokerStart:
     """``broker_start`` for one store from verify's findings and summary (either engine), the
     config files and the consume queues' recovered ends."""
-    reasons = config_reasons(load_broker_configs(Path(config.root) / "config", family(version)))
+    reasons = config_reasons(load_broker_configs(Path(config.root) / "config", family(version), config.enable_lmq))
     truncate = [f for f in findings if f["check"] == "recovery.truncate"]
     process = truncate[0].get("physical_offset", summary["commitlog_end_offset"]) if truncate \
         else summary["commitlog_end_offset"]

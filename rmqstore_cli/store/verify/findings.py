@@ -68,6 +68,8 @@ CHECKS: dict[str, tuple[str, str]] = {
     "checkpoint.ahead": (ERROR, "a checkpoint time is newer than any message: flushed data is missing"),
     "abort.unclean-shutdown": (WARNING, "an abort file: the broker will run abnormal recovery (§6.2, §8)"),
     "recovery.truncate": (ERROR, "the broker's recovery would stop here and truncate the commit log after it"),
+    "broker.no-start": (ERROR, "the broker would not start on this store for a reason no other finding reports "
+                               "(broker_start names it and the repair)"),
     # 5.x batch consume queues and compaction topics (store/verify/bcq.py)
     "bcq.file-name": (ERROR, "a batch consume-queue file name is not a 20-digit offset aligned to its file size"),
     "bcq.file-size": (ERROR, "a batch consume-queue file's length is not mapperFileSizeBatchConsumeQueue"),
