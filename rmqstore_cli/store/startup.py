@@ -29,6 +29,7 @@ Versions (``--broker-version``): "4.9"; "5.3.1", any 5.0-5.3.1 broker; "5", 5.3.
 """
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -197,12 +198,18 @@ def min_offset_reasons(version: str, queues: list[QueueEnd], consume_queues_trun
                               "the queue's last file is empty after recovery: ConsumeQueue#correctMinOffset "
                               "throws java.lang.IllegalArgumentException (Buffer#position(-20)), 'load exception' "
                               "(5.0.0-5.3.3, apache/rocketmq#9728)",
-                              f"move the empty file aside, or {repair} --topic {q.topic}"))
+                              f"{repair} --topic {shlex.quote(q.topic)} (the queue rewritten from the commit log: no "
+                              "unit lost)"))
     return out
 
 
 #: Findings that mean the broker's file loading fails (``MappedFileQueue#doLoad`` returns false).
 LOAD_FAILS = {"commitlog.file-size", "cq.file-size", "bcq.file-size"}
+#: Their repair when verify's finding names no command (``store/repair.py`` pads a commit-log or
+#: consume-queue file cut short): the file is as long as another size makes it.
+SIZE_REPAIR = ("give the broker the size the store was written with (mappedFileSize* in broker.conf); a batch "
+               "consume-queue file cut short is rewritten from the commit log by rmqstore rebuild-index --in-place "
+               "--only cq once its length is restored")
 #: Findings the broker survives with loss, and what it does.
 SURVIVES = {
     "recovery.truncate": "recovery truncates the commit log",
@@ -216,11 +223,13 @@ SURVIVES = {
 #: Findings the broker does not start with, what it says, and the repair.
 FATAL = {
     "bcq.queue-type": ("ConsumeQueueStore#queueTypeShouldBe throws and DefaultMessageStore#load fails",
-                       "give the topic the queue.type its directory has in config/topics.json, or move the "
-                       "directory aside (its messages are then not consumable from it)"),
+                       "give the topic the queue.type its directory has (the queue.type attribute of its entry in "
+                       "config/topics.json: BatchCQ for batchconsumequeue/, SimpleCQ for consumequeue/); moving "
+                       "the directory instead makes its messages unconsumable"),
     "timer.wheel-size": ("TimerWheel throws 'Timer wheel length ... != expected' (TimerMessageStore is not built)",
-                         "give the broker the wheel it wrote, or move timerwheel aside (the broker makes an empty one "
-                         "and the pending timer messages are lost)"),
+                         "restore timerwheel from a backup, or start the broker version that wrote it; no repair "
+                         "rebuilds it exactly (moving it aside makes the broker start an empty wheel and lose the "
+                         "pending timer messages)"),
 }
 
 
@@ -234,13 +243,14 @@ def finding_reasons(findings: list[dict], version: str, empty_last: set[str]) ->
             if family(version) == "5" and name in empty_last:
                 out.append(Reason(False, name, "'size is 0, auto delete' (MappedFileQueue#doLoad, 5.x)", check=check))
             else:
-                out.append(Reason(True, name, f"{f['detail']}: 'length not matched message store config value, "
+                detail = f["detail"].split("; repair", 1)[0]
+                out.append(Reason(True, name, f"{detail}: 'length not matched message store config value, "
                                   "please check it manually' (MappedFileQueue#doLoad returns false)",
-                                  "give the broker the size the store was written with (broker.conf), or move "
-                                  "the file aside", check=check))
+                                  _repair_of(f["detail"]) or SIZE_REPAIR, check=check))
         elif check == "store.not-regular" and name.startswith(("commitlog", "consumequeue", "batchconsumequeue")):
             out.append(Reason(True, name, f"{f['detail']}: MappedFileQueue#doLoad cannot map it",
-                              "replace it with the regular file it should be, or move it aside", check=check))
+                              "replace it with the regular file it should be (for a link: restore what it points "
+                              "to); it holds no message itself", check=check))
         elif check == "store.live-broker":
             out.append(Reason(True, name, "a running broker holds the lock: DefaultMessageStore#start throws "
                               "'Lock failed,MQ already started'", "stop the running broker first", check=check))
@@ -316,8 +326,8 @@ def queue_ends(config) -> tuple[list[QueueEnd], int]:
             continue
         try:
             end = cq.max_offset
-            if end > cq.min_file_offset:
-                last = next(cq.units(end - 1, end))
+            last = next(cq.units(end - 1, end), None) if end > cq.min_file_offset else None
+            if last is not None:  # (None: a file of another size than the one given; verify names it)
                 max_phy = max(max_phy, last.commitlog_offset + last.size)
             kept = cq.file_path(end) is not None and end % cq.units_per_file == 0
             last_from = end * CQ_STORE_UNIT_SIZE if kept else -1

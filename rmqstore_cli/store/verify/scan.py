@@ -146,7 +146,7 @@ class CommitLogScan:
         length = f.path.stat().st_size
         if length != size:
             self._add("commitlog.file-size", rel, None, f"{length} bytes, expected {size}"
-                      + (" (truncated)" if length < size else ""))
+                      + (" (truncated)" if length < size else "") + self._pad_advice(f, length))
         last = i == len(files) - 1
         if last:
             self.cl_end = None  # set where the file's data ends (below)
@@ -155,6 +155,20 @@ class CommitLogScan:
             self.cl_end = self._valid_end(f.file_from_offset)
         if self.progress:
             self.progress(min(length, size))
+
+    def _pad_advice(self, f, length: int) -> str:
+        """The repair that gives a commit-log file the length the broker loads, keeping its good
+        records (``store/repair.py``): for a file cut short, or longer with only zeros beyond
+        the size; "" where padding cannot be exact (a DLedger data file, data beyond the size)."""
+        from rmqstore_cli.store.repair import pad_command
+
+        size = self.config.mapped_file_size_commit_log
+        if header_of(self.config, f):
+            return ""
+        if length > size and first_nonzero(f.path, file_array(f.buffer()), size) is not None:
+            return ("; data lies beyond the size: the file was written with another mappedFileSizeCommitLog "
+                    "(give the broker that size)")
+        return "; repair (keeps every good record): " + pad_command(self.root, size, f.path)
 
     def _valid_end(self, base: int) -> int:
         """The end of the last valid record read at or above ``base``: where a torn last file's
@@ -245,7 +259,8 @@ class CommitLogScan:
             self.cl_end = base + pos
         else:
             self._add("commitlog.blank", rel, pos, "data ends without a BLANK record in a file that is not "
-                      "the last: recovery stops here and deletes the later files",
+                      "the last: recovery stops here and deletes the later files"
+                      + (self._pad_advice(f, len(buf)) if nz is None else ""),
                       physical_offset=base + pos)
             self.stops.append((base + pos, "commitlog.blank", rel))
         if nz is not None:
