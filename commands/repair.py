@@ -24,8 +24,9 @@ EPILOG = """Examples:
 
   rmqstore repair --store /snap/store --commitlog-file-size 1073741824 --pad /snap/store/commitlog/00000000002147483648
 
-  rmqstore repair --store ~/store --pad ~/store/consumequeue/OrderTopic/3/00000000000006000000 \
-    && rmqstore rebuild-index --store ~/store --in-place --only cq --topic OrderTopic
+  rmqstore repair --store ~/store --pad ~/store/consumequeue/OrderTopic/3/00000000000006000000
+
+  rmqstore rebuild-index --store ~/store --in-place --only cq --topic OrderTopic     # then, for a queue file
 
   rmqstore verify --store ~/store --format jsonl | jq -r 'select(.check=="commitlog.file-size") | .detail'
 

@@ -114,6 +114,28 @@ def _queue_of(config, path: Path) -> tuple[str, int] | None:
     return None
 
 
+def _find_file(config, path: Path):
+    """The store's commit-log file at ``path`` (a MappedFile of its queue) and whether it is
+    the last, or a usage error naming what it is not."""
+    from rmqstore_cli.store.commitlog.dledger import header_of
+    from rmqstore_cli.store.mapped_files import MappedFileQueue
+
+    q = MappedFileQueue(config.commitlog_dirs, config.mapped_file_size_commit_log)
+    for i, f in enumerate(q.files):
+        try:
+            same = os.path.samefile(f.path, path)
+        except OSError:
+            same = False
+        if same:
+            if header_of(config, f):
+                raise RefusedError("a DLedger data file: DLedgerMmapFileStore frames its entries differently; "
+                                   "repair --pad pads only plain commit-log files", path=path)
+            return f, i == len(q.files) - 1
+    raise UsageError(f"{path} is not a commit-log or consume-queue file of the store {config.root}",
+                     hint="give a file of its commitlog/ or consumequeue/TOPIC/QUEUE/ (with --broker-conf when "
+                          "storePathCommitLog names another directory)")
+
+
 def plan_pad(config, path: Path) -> PadPlan:
     """Read the file (never write it) and say what padding it keeps: for a commit-log file,
     every record ``#checkMessageAndReturnSize`` accepts from its start, up to the first it
