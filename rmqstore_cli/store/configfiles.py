@@ -204,17 +204,17 @@ def load_broker_configs(config_dir: Path, version: str, lmq: bool = False) -> li
     return [load_config(config_dir, c) for c in files if version in c.versions]
 
 
-def config_repair(ld: ConfigLoad) -> str:
-    """What restores a config file without losing what it holds: ``<file>.tmp`` when a 4.9.x
-    persist left its complete new text there (newer than the file or the .bak), else a copy
-    of the store's config/ from a backup; never moving the files aside (the broker would
-    start with the table empty)."""
+def config_repair(ld: ConfigLoad) -> tuple[str, str | None]:
+    """What restores a config file without losing what it holds, as (why, the command or None):
+    ``<file>.tmp`` when a 4.9.x persist left its complete new text there (newer than the file
+    or the .bak): renaming it; else a copy of the store's config/ from a backup. Never moving
+    the files aside (the broker would start with the table empty)."""
     import shlex
 
     if ld.tmp_decodes():
-        return (f"{ld.tmp.name} holds the newest complete text (MixAll#string2File stopped before renaming it): "
+        return (f"{ld.tmp.name} holds the newest complete text (MixAll#string2File stopped before renaming it)",
                 f"mv {shlex.quote(str(ld.tmp))} {shlex.quote(str(ld.path))}")
     if ld.source == "bak":
-        return f"nothing newer is on disk: the broker loads {ld.bak.name} as it is (compare it with what you expect)"
+        return f"nothing newer is on disk: the broker loads {ld.bak.name} as it is (compare it with what you expect)", None
     return (f"restore {ld.path.name} from a backup of the store's config/ before starting (moving it aside starts "
-            f"the broker with an empty {ld.config.manager})")
+            f"the broker with an empty {ld.config.manager})", None)

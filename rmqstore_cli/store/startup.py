@@ -151,19 +151,25 @@ def config_reasons(loads: list[ConfigLoad]) -> list[Reason]:
         if ld.source == "fails":
             out.append(Reason(True, name + ".bak", f"{why}: 'load {ld.config.name}.bak Failed' "
                               f"({ld.config.manager}#load returns false, BrokerController#initialize fails)",
-                              config_repair(ld), check="config.load-fails"))
+                              _config_repair(ld), check="config.load-fails"))
         elif ld.source == "bak" and ld.file_state != "ok":
             how = "'load ... failed, and try to load backup file'; " if ld.file_state == "torn" else ""
             out.append(Reason(False, name, f"{why}: {how}the broker loads the .bak, losing changes since its last "
                               "persist",
-                              config_repair(ld), check="config.backup-loaded"))
+                              _config_repair(ld), check="config.backup-loaded"))
         elif ld.source == "none" and ld.file_state in ("empty", "torn"):
             out.append(Reason(False, name, f"{why}: the broker starts with an empty {ld.config.manager} "
-                              "(ConfigManager#loadBak finds no backup)", config_repair(ld), check="config.lost"))
+                              "(ConfigManager#loadBak finds no backup)", _config_repair(ld), check="config.lost"))
         elif ld.source == "unreadable":
             out.append(Reason(False, name, f"{why}: cannot tell what the broker makes of it", None,
                               check="config.unreadable"))
     return out
+
+
+def _config_repair(ld: ConfigLoad) -> str:
+    """A config reason's repair: the command when there is one, else what to do."""
+    said, command = config_repair(ld)
+    return command or said
 
 
 def empty_last_file_throws(version: str, q: QueueEnd, consume_queues_truncated: bool) -> bool:
@@ -197,9 +203,9 @@ def min_offset_reasons(version: str, queues: list[QueueEnd], consume_queues_trun
             out.append(Reason(True, f"consumequeue/{q.topic}/{q.queue_id}/{q.last_file_from:020d}",
                               "the queue's last file is empty after recovery: ConsumeQueue#correctMinOffset "
                               "throws java.lang.IllegalArgumentException (Buffer#position(-20)), 'load exception' "
-                              "(5.0.0-5.3.3, apache/rocketmq#9728)",
-                              f"{repair} --topic {shlex.quote(q.topic)} (the queue rewritten from the commit log: no "
-                              "unit lost)"))
+                              "(5.0.0-5.3.3, apache/rocketmq#9728); rebuilding the topic's queues from the commit log "
+                              "loses no unit",
+                              f"{repair} --topic {shlex.quote(q.topic)}"))
     return out
 
 
@@ -361,7 +367,7 @@ def assess(config, version: str, findings: list[dict], summary: dict, abnormal: 
         runs = undispatched.get((q.topic, q.queue_id), ())
         q.redispatched = any(p >= start if start is not None else normal_dispatched(version, p, n, max_cq, process)
                              for p, n in runs)
-    repair = f"rmqstore rebuild-index --store {config.root} --in-place --only cq"
+    repair = f"rmqstore rebuild-index --store {shlex.quote(str(config.root))} --in-place --only cq"
     reasons += min_offset_reasons(version, ends, max_cq >= process, repair)
     cut = truncation_reason(max_cq, process, repair)
     if cut is not None:

@@ -171,6 +171,13 @@ def test_empty_last_cq_file_stops_a_5x_broker_not_a_49_one(five, tmp_path):
     assert "rebuild-index" in fatal[0]["repair"]
     v4 = _verify(s, "--broker-version", "4.9")
     assert v4["starts"] is True  # 4.9.x correctMinOffset cannot throw there
+    import shlex
+
+    from conftest import cli
+
+    words = shlex.split(fatal[0]["repair"])  # the advice, applied as printed
+    assert words[0] == "rmqstore" and cli(*words[1:]).exit_code == 0
+    assert _verify(s, "--broker-version", "5")["starts"] is True
 
 
 def test_broken_config_and_bak_stop_the_broker(five, tmp_path):

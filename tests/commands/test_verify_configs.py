@@ -103,7 +103,12 @@ def test_each_config_file_each_way_it_loads(tiny, tmp_path, config, version, cas
     if parts[2] is None:  # the repair keeps the .bak or asks for a backup: nothing is moved aside
         assert ("nothing newer is on disk" if check == "config.backup-loaded" else "restore") in f["detail"]
     if parts[2] is not None:  # the .tmp: the advice renames it, and then the broker loads it
-        cmd = f["detail"][f["detail"].index("mv "):]
+        cmd = f["detail"].split("; repair: ")[1]
+        from rmqstore_cli.store.configfiles import load_broker_configs
+        from rmqstore_cli.store.startup import config_reasons
+
+        reasons = config_reasons(load_broker_configs(store / "config", version, config is LMQ_OFFSETS))
+        assert [r.repair for r in reasons if r.file == f["file"]] == [cmd]  # broker_start says the same
         assert subprocess.run(shlex.split(cmd), cwd=tmp_path).returncode == 0
         assert (store / "config" / config.name).read_bytes() == NEWER
         again = _both_engines(store, conf, version)

@@ -50,20 +50,22 @@ class ConfigChecks:
     def _config_finding(self, ld: ConfigLoad) -> None:
         name, bak = self.rel(ld.path), self.rel(ld.bak)
         manager, why = ld.config.manager, "; ".join(ld.notes)
+        said, command = config_repair(ld)
+        repair = said + (f"; repair: {command}" if command else "")
         at = ld.file_error.offset if ld.file_error is not None else None
         if ld.source == "unreadable":
             self._add("config.unreadable", name, None, f"{why}: cannot tell what {manager}#load makes of it")
         elif ld.source == "fails":
             self._add("config.load-fails", bak, ld.error.offset,
                       f"{why}: '{manager}#load' falls back to the .bak, which fails too ('load {ld.path.name}.bak "
-                      f"Failed'): the broker does not start; " + config_repair(ld))
+                      f"Failed'): the broker does not start; " + repair)
         elif ld.source == "bak":
             how = {"absent": "MixAll#file2String returns null for the missing file",
                    "empty": "the file is empty"}.get(ld.file_state, "'load ... failed, and try to load backup file'")
             self._add("config.backup-loaded", name, at,
                       f"{why}: {how}, so {manager} loads {ld.bak.name}: the broker runs on the text before the last "
-                      "persist; " + config_repair(ld))
+                      "persist; " + repair)
         elif ld.source == "none" and ld.file_state in ("empty", "torn"):
             self._add("config.lost", name, at, f"{why}: no backup, so {manager} starts empty (ConfigManager#loadBak "
-                      "returns true with nothing loaded); " + config_repair(ld))
+                      "returns true with nothing loaded); " + repair)
 
