@@ -28,7 +28,7 @@ EPILOG = """Examples:
 
   rmqstore rebuild-index --store ~/store --in-place --only cq --topic OrderTopic     # then, for a queue file
 
-  rmqstore verify --store ~/store --format jsonl | jq -r 'select(.check=="commitlog.file-size") | .detail'
+  rmqstore verify --store ~/store --format jsonl | jq -r 'select(.check=="commitlog.file-size").detail'
 
 verify's findings and its broker_start reasons print the exact repair command for a
 commit-log or consume-queue file the broker would not load (commitlog.file-size,
@@ -38,8 +38,8 @@ before the last whose data ends without a BLANK record).
 Exit codes: 0 done (or nothing to do), 2 usage, 3 the file could not be read or written,
 4 refused: a live broker holds the store's lock, or the file cannot be made whole exactly
 (damage inside it, data beyond the configured size, a DLedger data file); nothing is changed
-then. With --format jsonl or json the record is {"file","kind","last","length","size",
-"records","data_end","dropped","blank","action","note","dry_run","done"}
+then. With --format jsonl or json it prints one object with the keys file, kind, last,
+length, size, records, data_end, dropped, blank, action, note, dry_run and done
 (schemas/repair-action.json).
 """
 

@@ -44,9 +44,14 @@ With several stores (or --engine spark) every finding carries "store", and the s
 holds one entry per store. --engine spark runs one Spark task per commit-log file, then
 one per queue and per index file; the findings are the local engine's.
 
-Exit codes: 0 no errors (warnings and info may be listed), 1 errors found, 3 not a store.
-A finding rebuild-index repairs (cq.missing-unit, index.missing: messageIndexEnable=true
-but no index entry while messages carry keys) ends with the command that repairs it.
+Exit codes: 0 no errors (warnings and info may be listed), 1 errors found (a broker that
+would not start on the store is always one), 3 not a store. A finding rebuild-index repairs
+(cq.missing-unit, index.missing: messageIndexEnable=true but no index entry while messages
+carry keys) ends with the command that repairs it; so does a file the broker would not load
+or whose recovery would delete the files after it (commitlog.file-size, cq.file-size,
+commitlog.blank: rmqstore repair --pad, which keeps every good message). config/*.json are
+read as ConfigManager#load reads them: config.backup-loaded (warning: the broker runs on the
+.bak), config.lost and config.load-fails (errors: an empty table, or no start).
 With --format jsonl every finding is one line {"check","severity","file","offset","detail",...};
 the last line is {"summary": {...}} (messages checked; bytes, the total
 size of their records, not of the files; files; findings per check; broker_start).
