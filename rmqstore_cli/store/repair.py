@@ -39,10 +39,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from rmqstore_cli.errors import RefusedError, UsageError
-from rmqstore_cli.formats.commitlog import END_FILE_MIN_BLANK_LENGTH, MAGIC_V1, MAGIC_V2, PREFIX_FORMAT
+from rmqstore_cli.formats.commitlog import END_FILE_MIN_BLANK_LENGTH, MAGIC_V1, MAGIC_V2, PREFIX_FORMAT, RecordPrefix
 from rmqstore_cli.store.commitlog import Status, blank_record, check_message
 
-_PREFIX_SIZE = END_FILE_MIN_BLANK_LENGTH  # TOTALSIZE and MAGICCODE, the BLANK's whole length
+_PREFIX_SIZE = RecordPrefix.sizeof()  # TOTALSIZE and MAGICCODE: what a cut may leave less of
+_BLANK_SIZE = END_FILE_MIN_BLANK_LENGTH  # the BLANK the broker writes (and keeps room for)
 
 
 @dataclass
@@ -200,7 +201,7 @@ def _plan(buf, name: str, base: int, length: int, size: int, last: bool, force_c
     if length == size and last:  # loaded as it is; recovery ends the log at its first bad record itself
         return PadPlan(name, "commitlog", last, length, size, records, pos, 0, "kept" if blank else "none", "none",
                        f"the broker loads it; its recovery ends the log at {base + pos}")
-    if pos + (0 if last and not blank else _PREFIX_SIZE) > size:
+    if pos + (0 if last and not blank else _BLANK_SIZE) > size:
         raise RefusedError(f"its records end at {pos}, past where a {size}-byte file has room for them "
                            "(and a BLANK)", path=name, hint="check mappedFileSizeCommitLog; nothing was changed")
     rest = b"" if blank else buf[pos:min(length, size)]  # after a BLANK "the remaining space may be any value"
@@ -243,7 +244,7 @@ def apply_pad(config, plan: PadPlan) -> None:
 
     if plan.action != "pad":
         return
-    keep = plan.data_end + (_PREFIX_SIZE if plan.blank == "kept" else 0)
+    keep = plan.data_end + (_BLANK_SIZE if plan.blank == "kept" else 0)
     tail = blank_record(plan.size - plan.data_end) if plan.blank == "written" else b""
     rewrite_prefix(Path(plan.file), keep, tail, plan.size, config.write_roots)
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -28,7 +28,8 @@ REPAIRED = {"commitlog.file-size", "cq.file-size", "commitlog.blank", "recovery.
 
 
 def _copy(src: Path, dest: Path) -> Path:
-    shutil.copytree(src, dest)
+    """A writable copy, holes kept (a DLedger index file is 160 MiB of hole)."""
+    subprocess.run(["cp", "-r", "--sparse=always", str(src), str(dest)], check=True)
     for p in [dest, *dest.rglob("*")]:  # the samples are read-only
         p.chmod(p.stat().st_mode | 0o200)
     return dest
@@ -180,7 +181,6 @@ def test_a_real_brokers_file_cut_short(tmp_path, version, where):
 def test_repair_refuses_damage_inside_the_file_and_a_live_broker(multi, tmp_path):
     """Not a cut (a record damaged before the end): padding would drop the good records after
     it, so it is refused (exit 4) and nothing changes; so is a store a broker holds."""
-    import subprocess
     import sys
 
     store = _copy(multi, tmp_path / "store")
@@ -210,3 +210,35 @@ def test_repair_refuses_damage_inside_the_file_and_a_live_broker(multi, tmp_path
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_a_file_longer_than_its_size(multi, tmp_path):
+    """Zeros beyond the size (a copy padded too far) are cut back, exactly; data beyond it
+    means the file was written with another size: verify names no pad and repair refuses."""
+    before = _dump(multi)
+    store = _copy(multi, tmp_path / "store")
+    victim = sorted((store / "commitlog").iterdir())[5]
+    rel = f"commitlog/{victim.name}"
+    with open(victim, "ab") as fh:
+        fh.write(bytes(4096))
+    findings, summary = _verify(store)
+    _apply(_advice(findings, summary, "commitlog.file-size", rel))
+    _check_repaired(store, (), before, str(victim), 65536)
+    with open(victim, "ab") as fh:
+        fh.write(b"\1" * 100)
+    findings, _ = _verify(store)
+    [f] = [f for f in findings if f["check"] == "commitlog.file-size"]
+    assert "rmqstore repair" not in f["detail"] and "another mappedFileSizeCommitLog" in f["detail"]
+    r = cli("repair", "--store", store, "--pad", victim)
+    assert r.exit_code == 4 and "another size" in r.stderr and victim.stat().st_size == 65536 + 100
+
+
+def test_repair_refuses_what_is_not_a_file_it_knows(multi, tmp_path, sample_tarball):
+    store = _copy(multi, tmp_path / "store")
+    r = cli("repair", "--store", store, "--pad", store / "checkpoint")
+    assert r.exit_code == 2 and "is not a commit-log or consume-queue file" in r.stderr
+    d = sample_tarball("dledger")
+    dl = _copy(d / "store", tmp_path / "dl")
+    data = dl / "dledger-n9" / "data" / "00000000000000000000"
+    r = cli("repair", "--store", dl, "--broker-conf", d / "broker.conf", "--pad", data)
+    assert r.exit_code == 4 and "DLedger" in r.stderr
