@@ -93,13 +93,17 @@ class ConfigFile:
     manager: str  # the Java class whose #load reads it
     versions: tuple[str, ...]  # "4.9", "5"
     decode: Callable[[bytes], object] = fastjson_object
+    #: ``#load``'s false stops the broker (``BrokerController#initialize`` and the stores' ``#load``
+    #: chain it); False where its caller ignores it (the manager then runs empty)
+    gates_start: bool = True
 
 
 #: What ``BrokerController#initialize`` loads, in its order (4.9.7: topicConfigManager,
 #: consumerOffsetManager, subscriptionGroupManager, consumerFilterManager, then
 #: DefaultMessageStore#load's scheduleMessageService; 5.3.3 ``#initializeMetadata`` adds
 #: topicQueueMappingManager and consumerOrderInfoManager, ``TimerMessageStore#load`` loads
-#: timerMetrics, and ``#initialize`` loads scheduleMessageService).
+#: timerMetrics, and ``#initialize`` loads scheduleMessageService), then the two 5.x managers
+#: whose ``#load`` result nobody checks.
 BROKER_CONFIG_FILES = (
     ConfigFile("topics.json", "TopicConfigManager", ("4.9", "5")),
     ConfigFile("topicQueueMapping.json", "TopicQueueMappingManager", ("5",)),
@@ -109,6 +113,10 @@ BROKER_CONFIG_FILES = (
     ConfigFile("consumerOrderInfo.json", "ConsumerOrderInfoManager", ("5",)),
     ConfigFile("timermetrics", "TimerMetrics", ("5",)),
     ConfigFile("delayOffset.json", "ScheduleMessageService", ("4.9", "5")),
+    # 5.x, loaded where their result is ignored: QueryAssignmentProcessor's constructor,
+    # TransactionalMessageServiceImpl's constructor
+    ConfigFile("messageRequestMode.json", "MessageRequestModeManager", ("5",), gates_start=False),
+    ConfigFile("transactionMetrics", "TransactionMetrics", ("5",), gates_start=False),
 )
 #: ``enableLmq=true``: ``LmqConsumerOffsetManager`` (4.9.7 and 5.x ``BrokerController``) is the
 #: consumer-offset manager, and its ``#configFilePath`` is this file instead of consumerOffset.json.

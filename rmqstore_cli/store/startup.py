@@ -148,7 +148,11 @@ def config_reasons(loads: list[ConfigLoad]) -> list[Reason]:
     for ld in loads:
         name = f"config/{ld.config.name}"
         why = "; ".join(ld.notes)
-        if ld.source == "fails":
+        if ld.source == "fails" and not ld.config.gates_start:
+            out.append(Reason(False, name + ".bak", f"{why}: 'load {ld.config.name}.bak Failed'; its caller ignores "
+                              f"{ld.config.manager}#load's false: the broker starts with it empty",
+                              _config_repair(ld), check="config.lost"))
+        elif ld.source == "fails":
             out.append(Reason(True, name + ".bak", f"{why}: 'load {ld.config.name}.bak Failed' "
                               f"({ld.config.manager}#load returns false, BrokerController#initialize fails)",
                               _config_repair(ld), check="config.load-fails"))

@@ -14,7 +14,9 @@ fails: the broker does not start. So:
   since the last persist. A 4.9.x crash between ``string2File``'s delete and rename leaves the
   file missing and the newest text complete in ``<file>.tmp``: the repair is renaming it.
 - ``config.lost`` (error): the file is empty or does not decode and no ``.bak`` has text: the
-  broker starts with that table empty (every topic, offset or group in it gone).
+  broker starts with that table empty (every topic, offset or group in it gone); so it does
+  when neither decodes for the two 5.x managers whose ``#load`` result is ignored
+  (``MessageRequestModeManager``, ``TransactionMetrics``).
 - ``config.load-fails`` (error): neither decodes: the broker does not start.
 - ``config.unreadable`` (warning): not a regular file, or larger than any config file: what the
   broker makes of it cannot be told.
@@ -55,6 +57,10 @@ class ConfigChecks:
         at = ld.file_error.offset if ld.file_error is not None else None
         if ld.source == "unreadable":
             self._add("config.unreadable", name, None, f"{why}: cannot tell what {manager}#load makes of it")
+        elif ld.source == "fails" and not ld.config.gates_start:
+            self._add("config.lost", bak, ld.error.offset,
+                      f"{why}: '{manager}#load' falls back to the .bak, which fails too; its caller ignores the "
+                      "false, so the broker starts with it empty; " + repair)
         elif ld.source == "fails":
             self._add("config.load-fails", bak, ld.error.offset,
                       f"{why}: '{manager}#load' falls back to the .bak, which fails too ('load {ld.path.name}.bak "
