@@ -44,9 +44,14 @@ With several stores (or --engine spark) every finding carries "store", and the s
 holds one entry per store. --engine spark runs one Spark task per commit-log file, then
 one per queue and per index file; the findings are the local engine's.
 
-Exit codes: 0 no errors (warnings and info may be listed), 1 errors found, 3 not a store.
-A finding rebuild-index repairs (cq.missing-unit, index.missing: messageIndexEnable=true
-but no index entry while messages carry keys) ends with the command that repairs it.
+Exit codes: 0 no errors (warnings and info may be listed), 1 errors found (a broker that
+would not start on the store is always one), 3 not a store. A finding rebuild-index repairs
+(cq.missing-unit, index.missing: messageIndexEnable=true but no index entry while messages
+carry keys) ends with the command that repairs it; so does a file the broker would not load
+or whose recovery would delete the files after it (commitlog.file-size, cq.file-size,
+commitlog.blank: rmqstore repair --pad, which keeps every good message). config/*.json are
+read as ConfigManager#load reads them: config.backup-loaded (warning: the broker runs on the
+.bak), config.lost and config.load-fails (errors: an empty table, or no start).
 With --format jsonl every finding is one line {"check","severity","file","offset","detail",...};
 the last line is {"summary": {...}} (messages checked; bytes, the total
 size of their records, not of the files; files; findings per check; broker_start).
@@ -140,7 +145,7 @@ def verify(
     total = 0
     if sys.stderr.isatty():
         total = sum(p.stat().st_size for d in cfg.commitlog_dirs if d.is_dir() for p in d.iterdir() if p.is_file())
-    from rmqstore_cli.store.startup import STARTUP_CHECKS
+    from rmqstore_cli.store.startup import STARTUP_CHECKS, start_findings
 
     findings = []
     relevant = []  # what broker_start reads, kept even when the findings stream out
@@ -157,7 +162,11 @@ def verify(
     summary = v.summary
     verdict = broker_start(cfg, broker_version, relevant, summary)
     summary["broker_start"] = verdict.as_dict()
+    no_start = start_findings(verdict, summary)  # "would not start" is an error (exit 1)
+    findings += no_start
     if fmt is Fmt.jsonl:
+        for f in no_start:
+            sys.stdout.write(to_json(f.as_dict()) + "\n")
         sys.stdout.write(to_json({"summary": summary}) + "\n")
     elif fmt is Fmt.json:
         sys.stdout.write(to_json({"findings": [f.as_dict() for f in findings], "summary": summary}) + "\n")
@@ -183,7 +192,7 @@ def verify(
         for note in summary["notes"]:
             print(f"rmqstore: note: {note}", file=sys.stderr)
     sys.stdout.flush()
-    if not v.ok:
+    if not v.ok or no_start:
         raise typer.Exit(1)
 
 
@@ -207,13 +216,16 @@ def _verify_many(specs, engine, master, conf, verbose, crc, deep, max_findings, 
         results = sp.run_job(sp.verify, master, conf, verbose, specs, crc, deep, max_findings, v)
     else:
         results = [verify_store(s, crc, deep, max_findings, v) for s in specs]
-    from rmqstore_cli.store.startup import STARTUP_CHECKS
+    from rmqstore_cli.store.startup import STARTUP_CHECKS, start_findings
 
     for s, r in zip(specs, results):
         cfg = StoreConfig.load(s.path, s.broker_conf, **dict(s.sizes))
         r["verdict"] = broker_start(cfg, version, [f for f in r["findings"] if f["check"] in STARTUP_CHECKS],
                                     r["summary"])
         r["summary"]["broker_start"] = r["verdict"].as_dict()
+        no_start = [dict(f.as_dict(), store=r["store"]) for f in start_findings(r["verdict"], r["summary"])]
+        r["findings"] += no_start
+        r["ok"] = r["ok"] and not no_start
     findings = [f for r in results for f in r["findings"]]
     summaries = [r["summary"] for r in results]
     if fmt is Fmt.jsonl:

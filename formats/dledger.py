@@ -55,6 +55,10 @@ BLANK_MAGIC = -1
 MIN_BLANK_LEN = 8
 #: The blank's prefix: magic, size (``MmapFileList#preAppend``).
 BLANK_FORMAT = ENTRY_HEADER_FORMAT[:3]
+#: The bytes a blank starts with (its magic), what a search for the next entry looks for.
+BLANK_MAGIC_BYTES = struct.pack(BLANK_FORMAT[:2], BLANK_MAGIC)
+#: The blank's prefix length: what must remain for its size field to be read.
+BLANK_PREFIX_SIZE = struct.calcsize(BLANK_FORMAT)
 
 #: ``DLedgerMmapFileStore.CHECK_POINT_FILE`` keys (``persistCheckPoint``), and ``currterm``'s
 #: (``MemberState#persistTerm``: ``currTerm``, ``voteLeader``).

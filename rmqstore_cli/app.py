@@ -45,6 +45,7 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
      "Check a store's commit log, consume queues, index, checkpoint and abort marker."),
     ("rebuild-index", "rebuild_index", "Regenerate consume queues and index files from the commit "
                                        "log, as the broker's dispatch builds them."),
+    ("repair", "repair", "Mend a commit-log file the broker would not load, keeping every good message."),
     ("export", "export",
      "Export commit-log messages as a Parquet dataset for Spark SQL forensics across a fleet."),
 )

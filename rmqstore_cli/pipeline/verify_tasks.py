@@ -20,7 +20,7 @@ caps them per check exactly as the local engine does):
 3. one task per queue: ``finish_queues`` on that queue alone (missing units of every file,
    units matched by any file); one task per index file: ``finish_index``.
 4. driver: ``check_index_missing``, ``check_checkpoint`` and ``check_recovery`` from the
-   per-file summaries.
+   per-file summaries, then the timer store, batch queues and ``check_configs``.
 
 Each finding carries its place in the local engine's emission order: (phase, group, batch,
 rank, sequence). Tasks keep at most ``max_findings`` per check of what can still be among the
@@ -633,6 +633,7 @@ def conclude(plan: StorePlan, ctx: FinishContext, totals: dict, parts: list[dict
         v.check_recovery()
         v.check_timer()  # the 5.x timer store (store/verify/timer.py), whole on the driver
         v.check_batch_queues()  # on the driver (small queues; no consume queue to compare against)
+        v.check_configs()  # config/*.json as ConfigManager#load reads them, on the driver
     finally:
         v.mfq.close()
         v.close_rocksdb()

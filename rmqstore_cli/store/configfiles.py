@@ -30,6 +30,9 @@ from rmqstore_cli.store import safefs
 #: Larger than any real config file (a key and a few numbers per topic, group and queue).
 CONFIG_FILE_LIMIT = 32 << 20
 BAK_SUFFIX = ".bak"  # MixAll#string2File keeps the previous text as <file>.bak
+#: 4.9.x ``MixAll#string2File`` (and 5.x ``TimerMetrics#persist``) writes the new text to
+#: <file>.tmp, the old one to <file>.bak, deletes <file> and renames <file>.tmp to it
+TMP_SUFFIX = ".tmp"
 
 #: A string literal (kept whole; an unterminated one runs to the end, so no position is
 #: scanned twice) or a bare integer map key after ``{`` or ``,``.
@@ -50,18 +53,33 @@ def quote_int_keys(text: str) -> str:
     return _BARE_KEY.sub(lambda m: m[0] if m[1] is None else f'{m[1]}"{m[2]}"{m[3]}', text)
 
 
+def _unquoted_position(text: str, pos: int) -> int:
+    """The position in ``text`` of position ``pos`` of ``quote_int_keys(text)`` (which put a
+    quote before and after each bare key)."""
+    inserted = [p for m in _BARE_KEY.finditer(text) if m[1] is not None for p in (m.start(2), m.end(2))]
+    return pos - sum(1 for k, p in enumerate(inserted) if p + k < pos)
+
+
+def _byte_offset(data: bytes, text: str, pos: int) -> int:
+    """The byte offset in ``data`` of character ``pos`` of its decoded ``text`` (exact for
+    UTF-8; bytes the decoder replaced count as their replacement's length)."""
+    return pos if data.isascii() else len(text[:pos].encode("utf-8"))
+
+
 def fastjson_object(data: bytes) -> dict | None:
-    """The top-level object of a fastjson file (None for ``null``), or a DecodeError."""
+    """The top-level object of a fastjson file (None for ``null``), or a DecodeError whose
+    offset is the byte of the file where the text stops being JSON."""
     import orjson
 
     text = data.decode("utf-8", "replace")  # MixAll#file2String: new String(bytes), malformed input replaced
     try:
+        obj = orjson.loads(text)  # strict JSON (no integer key): no rewriting needed
+    except orjson.JSONDecodeError:
         try:
-            obj = orjson.loads(text)  # strict JSON (no integer key): no rewriting needed
-        except orjson.JSONDecodeError:
             obj = orjson.loads(quote_int_keys(text))
-    except orjson.JSONDecodeError as e:
-        raise DecodeError(f"not fastjson's JSON: {e.msg}", e.pos) from None
+        except orjson.JSONDecodeError as e:
+            at = _byte_offset(data, text, _unquoted_position(text, e.pos))
+            raise DecodeError(f"not fastjson's JSON: {e.msg}", at) from None
     if obj is not None and not isinstance(obj, dict):
         raise DecodeError(f"the top level is a {type(obj).__name__}, not an object")
     return obj
@@ -75,13 +93,17 @@ class ConfigFile:
     manager: str  # the Java class whose #load reads it
     versions: tuple[str, ...]  # "4.9", "5"
     decode: Callable[[bytes], object] = fastjson_object
+    #: ``#load``'s false stops the broker (``BrokerController#initialize`` and the stores' ``#load``
+    #: chain it); False where its caller ignores it (the manager then runs empty)
+    gates_start: bool = True
 
 
 #: What ``BrokerController#initialize`` loads, in its order (4.9.7: topicConfigManager,
 #: consumerOffsetManager, subscriptionGroupManager, consumerFilterManager, then
 #: DefaultMessageStore#load's scheduleMessageService; 5.3.3 ``#initializeMetadata`` adds
 #: topicQueueMappingManager and consumerOrderInfoManager, ``TimerMessageStore#load`` loads
-#: timerMetrics, and ``#initialize`` loads scheduleMessageService).
+#: timerMetrics, and ``#initialize`` loads scheduleMessageService), then the two 5.x managers
+#: whose ``#load`` result nobody checks.
 BROKER_CONFIG_FILES = (
     ConfigFile("topics.json", "TopicConfigManager", ("4.9", "5")),
     ConfigFile("topicQueueMapping.json", "TopicQueueMappingManager", ("5",)),
@@ -91,7 +113,14 @@ BROKER_CONFIG_FILES = (
     ConfigFile("consumerOrderInfo.json", "ConsumerOrderInfoManager", ("5",)),
     ConfigFile("timermetrics", "TimerMetrics", ("5",)),
     ConfigFile("delayOffset.json", "ScheduleMessageService", ("4.9", "5")),
+    # 5.x, loaded where their result is ignored: QueryAssignmentProcessor's constructor,
+    # TransactionalMessageServiceImpl's constructor
+    ConfigFile("messageRequestMode.json", "MessageRequestModeManager", ("5",), gates_start=False),
+    ConfigFile("transactionMetrics", "TransactionMetrics", ("5",), gates_start=False),
 )
+#: ``enableLmq=true``: ``LmqConsumerOffsetManager`` (4.9.7 and 5.x ``BrokerController``) is the
+#: consumer-offset manager, and its ``#configFilePath`` is this file instead of consumerOffset.json.
+LMQ_OFFSETS = ConfigFile("lmqConsumerOffset.json", "LmqConsumerOffsetManager", ("4.9", "5"))
 
 
 @dataclass
@@ -108,12 +137,30 @@ class ConfigLoad:
     path: Path
     source: str
     notes: list[str] = field(default_factory=list)
-    error: DecodeError | None = None
+    error: DecodeError | None = None  # why the .bak does not decode ("fails")
     value: object = None
+    file_error: DecodeError | None = None  # why the file itself does not decode
+    file_state: str = "absent"  # the file: "absent", "empty", "torn" (does not decode), "ok" or "unreadable"
 
     @property
     def bak(self) -> Path:
         return self.path.with_name(self.path.name + BAK_SUFFIX)
+
+    @property
+    def tmp(self) -> Path:
+        return self.path.with_name(self.path.name + TMP_SUFFIX)
+
+    def tmp_decodes(self) -> bool:
+        """Whether ``<file>.tmp`` holds text the manager decodes: the newest persist, complete
+        (written before the old file was deleted), that a crash kept from being renamed."""
+        try:
+            data = read_config_text(self.tmp)
+            if not data:
+                return False
+            self.config.decode(data)
+        except (StoreError, DecodeError):
+            return False
+        return True
 
 
 def read_config_text(path: Path, limit: int = CONFIG_FILE_LIMIT) -> bytes | None:
@@ -133,9 +180,13 @@ def load_config(config_dir: Path, config: ConfigFile) -> ConfigLoad:
         except StoreError as e:
             out.source = "unreadable"
             out.notes.append(e.message)
+            if kind == "file":
+                out.file_state = "unreadable"
             return out
         if not data:
             out.notes.append(f"{path.name} is {'empty' if data is not None else 'absent'}")
+            if kind == "file":
+                out.file_state = "empty" if data is not None else "absent"
             continue
         try:
             out.value = config.decode(data)
@@ -145,12 +196,33 @@ def load_config(config_dir: Path, config: ConfigFile) -> ConfigLoad:
             if kind == "bak":
                 out.source, out.error = "fails", e
                 return out
+            out.file_state, out.file_error = "torn", e
             continue
         out.source = kind
+        if kind == "file":
+            out.file_state = "ok"
         return out
     return out
 
 
-def load_broker_configs(config_dir: Path, version: str) -> list[ConfigLoad]:
-    """The outcome of every config file the broker of ``version`` ("4.9" or "5") loads."""
-    return [load_config(config_dir, c) for c in BROKER_CONFIG_FILES if version in c.versions]
+def load_broker_configs(config_dir: Path, version: str, lmq: bool = False) -> list[ConfigLoad]:
+    """The outcome of every config file the broker of ``version`` ("4.9" or "5") loads;
+    ``lmq`` (``enableLmq``): the consumer offsets are :data:`LMQ_OFFSETS`."""
+    files = [LMQ_OFFSETS if lmq and c.manager == "ConsumerOffsetManager" else c for c in BROKER_CONFIG_FILES]
+    return [load_config(config_dir, c) for c in files if version in c.versions]
+
+
+def config_repair(ld: ConfigLoad) -> tuple[str, str | None]:
+    """What restores a config file without losing what it holds, as (why, the command or None):
+    ``<file>.tmp`` when a 4.9.x persist left its complete new text there (newer than the file
+    or the .bak): renaming it; else a copy of the store's config/ from a backup. Never moving
+    the files aside (the broker would start with the table empty)."""
+    import shlex
+
+    if ld.tmp_decodes():
+        return (f"{ld.tmp.name} holds the newest complete text (MixAll#string2File stopped before renaming it)",
+                f"mv {shlex.quote(str(ld.tmp))} {shlex.quote(str(ld.path))}")
+    if ld.source == "bak":
+        return f"nothing newer is on disk: the broker loads {ld.bak.name} as it is (compare it with what you expect)", None
+    return (f"restore {ld.path.name} from a backup of the store's config/ before starting (moving it aside starts "
+            f"the broker with an empty {ld.config.manager})", None)

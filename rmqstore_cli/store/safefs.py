@@ -531,3 +531,57 @@ def remove_shadow(shadow) -> None:
     import shutil
 
     shutil.rmtree(shadow, ignore_errors=True)
+
+
+def rewrite_prefix(path, keep: int, tail: bytes, size: int, roots: Iterable) -> None:
+    """Replace ``path`` by its first ``keep`` bytes, then ``tail``, then zeros to ``size``
+    bytes: written beside it (``O_EXCL``, a fresh name), copied by the kernel
+    (``copy_file_range``, holes cost nothing), fsynced, renamed over it and the directory
+    fsynced. The file's mode is kept. On any failure the new file is removed and the old one
+    is left as it was; one StoreError names the file and the reason (full disk, …)."""
+    path = Path(path)
+    src = open_read_only(path)
+    try:
+        mode = stat.S_IMODE(os.fstat(src).st_mode)
+        tmp = temp_beside(path)
+        fd = open_for_write(tmp, roots, create=True, exclusive=True)
+        try:
+            _copy_range(src, fd, keep)
+            os.pwrite(fd, tail, keep)
+            os.ftruncate(fd, size)
+            os.fchmod(fd, mode)
+            os.fsync(fd)
+        except BaseException as e:
+            os.close(fd)
+            _unlink_quietly(tmp)
+            if isinstance(e, OSError):
+                raise os_error(e, path, f"rewrite ({size} bytes)") from None
+            raise
+        os.close(fd)
+    finally:
+        os.close(src)
+    try:
+        os.replace(tmp, path)
+        dfd = os.open(path.parent, os.O_RDONLY | O_CLOEXEC)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+    except OSError as e:
+        _unlink_quietly(tmp)
+        raise os_error(e, path, "replace") from None
+
+
+def _copy_range(src: int, dst: int, length: int) -> None:
+    """``length`` bytes from the start of ``src`` to the start of ``dst``."""
+    done = 0
+    while done < length:
+        try:
+            n = os.copy_file_range(src, dst, length - done, done, done)
+        except (AttributeError, OSError) as e:  # no copy_file_range here (or across these file systems)
+            if isinstance(e, OSError) and e.errno not in (errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
+                raise
+            n = os.pwrite(dst, os.pread(src, min(length - done, 1 << 20), done), done)
+        if n == 0:
+            raise OSError(errno.EIO, "the file ended while it was copied")
+        done += n

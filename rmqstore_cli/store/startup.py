@@ -29,11 +29,12 @@ Versions (``--broker-version``): "4.9"; "5.3.1", any 5.0-5.3.1 broker; "5", 5.3.
 """
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from rmqstore_cli.errors import StoreError
-from rmqstore_cli.store.configfiles import ConfigLoad, load_broker_configs
+from rmqstore_cli.store.configfiles import ConfigLoad, config_repair, load_broker_configs
 
 
 @dataclass
@@ -44,6 +45,8 @@ class Reason:
     file: str
     detail: str
     repair: str | None = None
+    #: the verify finding that reports the same thing (None: only this reason says it)
+    check: str | None = None
 
     def as_dict(self) -> dict:
         return {"fatal": self.fatal, "file": self.file, "detail": self.detail, "repair": self.repair}
@@ -138,27 +141,39 @@ def resolve_version(root, option: str | None) -> tuple[str, str]:
 
 
 def config_reasons(loads: list[ConfigLoad]) -> list[Reason]:
-    """What ``ConfigManager#load``/``#loadBak`` do with each config file that is not simply loaded."""
+    """What ``ConfigManager#load``/``#loadBak`` do with each config file that is not simply
+    loaded (verify reports each as a ``config.*`` finding, store/verify/configs.py); the repair
+    keeps what is on disk (``configfiles.config_repair``), never moves a file aside."""
     out = []
     for ld in loads:
         name = f"config/{ld.config.name}"
         why = "; ".join(ld.notes)
-        if ld.source == "fails":
+        if ld.source == "fails" and not ld.config.gates_start:
+            out.append(Reason(False, name + ".bak", f"{why}: 'load {ld.config.name}.bak Failed'; its caller ignores "
+                              f"{ld.config.manager}#load's false: the broker starts with it empty",
+                              _config_repair(ld), check="config.lost"))
+        elif ld.source == "fails":
             out.append(Reason(True, name + ".bak", f"{why}: 'load {ld.config.name}.bak Failed' "
                               f"({ld.config.manager}#load returns false, BrokerController#initialize fails)",
-                              f"restore config/{ld.config.name} from a backup, or move it and its .bak aside "
-                              f"(the broker then starts with an empty {ld.config.manager})"))
-        elif ld.source == "bak" and ld.notes and "does not decode" in ld.notes[0]:
-            out.append(Reason(False, name, f"{why}: 'load {ld.config.name} failed, and try to load backup file'; "
-                              "the broker loads the .bak, losing changes since its last persist",
-                              f"none needed; compare config/{ld.config.name}.bak with what you expect"))
-        elif ld.source == "none" and any("does not decode" in n for n in ld.notes):
+                              _config_repair(ld), check="config.load-fails"))
+        elif ld.source == "bak" and ld.file_state != "ok":
+            how = "'load ... failed, and try to load backup file'; " if ld.file_state == "torn" else ""
+            out.append(Reason(False, name, f"{why}: {how}the broker loads the .bak, losing changes since its last "
+                              "persist",
+                              _config_repair(ld), check="config.backup-loaded"))
+        elif ld.source == "none" and ld.file_state in ("empty", "torn"):
             out.append(Reason(False, name, f"{why}: the broker starts with an empty {ld.config.manager} "
-                              "(ConfigManager#loadBak finds no backup)",
-                              f"restore config/{ld.config.name} from a backup before starting"))
+                              "(ConfigManager#loadBak finds no backup)", _config_repair(ld), check="config.lost"))
         elif ld.source == "unreadable":
-            out.append(Reason(False, name, f"{why}: cannot tell what the broker makes of it", None))
+            out.append(Reason(False, name, f"{why}: cannot tell what the broker makes of it", None,
+                              check="config.unreadable"))
     return out
+
+
+def _config_repair(ld: ConfigLoad) -> str:
+    """A config reason's repair: the command when there is one, else what to do."""
+    said, command = config_repair(ld)
+    return command or said
 
 
 def empty_last_file_throws(version: str, q: QueueEnd, consume_queues_truncated: bool) -> bool:
@@ -192,13 +207,19 @@ def min_offset_reasons(version: str, queues: list[QueueEnd], consume_queues_trun
             out.append(Reason(True, f"consumequeue/{q.topic}/{q.queue_id}/{q.last_file_from:020d}",
                               "the queue's last file is empty after recovery: ConsumeQueue#correctMinOffset "
                               "throws java.lang.IllegalArgumentException (Buffer#position(-20)), 'load exception' "
-                              "(5.0.0-5.3.3, apache/rocketmq#9728)",
-                              f"move the empty file aside, or {repair} --topic {q.topic}"))
+                              "(5.0.0-5.3.3, apache/rocketmq#9728); rebuilding the topic's queues from the commit log "
+                              "loses no unit",
+                              f"{repair} --topic {shlex.quote(q.topic)}"))
     return out
 
 
 #: Findings that mean the broker's file loading fails (``MappedFileQueue#doLoad`` returns false).
 LOAD_FAILS = {"commitlog.file-size", "cq.file-size", "bcq.file-size"}
+#: Their repair when verify's finding names no command (``store/repair.py`` pads a commit-log or
+#: consume-queue file cut short): the file is as long as another size makes it.
+SIZE_REPAIR = ("give the broker the size the store was written with (mappedFileSize* in broker.conf); a batch "
+               "consume-queue file cut short is rewritten from the commit log by rmqstore rebuild-index --in-place "
+               "--only cq once its length is restored")
 #: Findings the broker survives with loss, and what it does.
 SURVIVES = {
     "recovery.truncate": "recovery truncates the commit log",
@@ -212,11 +233,13 @@ SURVIVES = {
 #: Findings the broker does not start with, what it says, and the repair.
 FATAL = {
     "bcq.queue-type": ("ConsumeQueueStore#queueTypeShouldBe throws and DefaultMessageStore#load fails",
-                       "give the topic the queue.type its directory has in config/topics.json, or move the "
-                       "directory aside (its messages are then not consumable from it)"),
+                       "give the topic the queue.type its directory has (the queue.type attribute of its entry in "
+                       "config/topics.json: BatchCQ for batchconsumequeue/, SimpleCQ for consumequeue/); moving "
+                       "the directory instead makes its messages unconsumable"),
     "timer.wheel-size": ("TimerWheel throws 'Timer wheel length ... != expected' (TimerMessageStore is not built)",
-                         "give the broker the wheel it wrote, or move timerwheel aside (the broker makes an empty one "
-                         "and the pending timer messages are lost)"),
+                         "restore timerwheel from a backup, or start the broker version that wrote it; no repair "
+                         "rebuilds it exactly (moving it aside makes the broker start an empty wheel and lose the "
+                         "pending timer messages)"),
 }
 
 
@@ -228,22 +251,23 @@ def finding_reasons(findings: list[dict], version: str, empty_last: set[str]) ->
         check, name = f["check"], f["file"]
         if check in LOAD_FAILS:
             if family(version) == "5" and name in empty_last:
-                out.append(Reason(False, name, "'size is 0, auto delete' (MappedFileQueue#doLoad, 5.x)"))
+                out.append(Reason(False, name, "'size is 0, auto delete' (MappedFileQueue#doLoad, 5.x)", check=check))
             else:
-                out.append(Reason(True, name, f"{f['detail']}: 'length not matched message store config value, "
+                detail = f["detail"].split("; repair", 1)[0]
+                out.append(Reason(True, name, f"{detail}: 'length not matched message store config value, "
                                   "please check it manually' (MappedFileQueue#doLoad returns false)",
-                                  "give the broker the size the store was written with (broker.conf), or move "
-                                  "the file aside"))
+                                  _repair_of(f["detail"]) or SIZE_REPAIR, check=check))
         elif check == "store.not-regular" and name.startswith(("commitlog", "consumequeue", "batchconsumequeue")):
             out.append(Reason(True, name, f"{f['detail']}: MappedFileQueue#doLoad cannot map it",
-                              "replace it with the regular file it should be, or move it aside"))
+                              "replace it with the regular file it should be (for a link: restore what it points "
+                              "to); it holds no message itself", check=check))
         elif check == "store.live-broker":
             out.append(Reason(True, name, "a running broker holds the lock: DefaultMessageStore#start throws "
-                              "'Lock failed,MQ already started'", "stop the running broker first"))
+                              "'Lock failed,MQ already started'", "stop the running broker first", check=check))
         elif check in FATAL:
-            out.append(Reason(True, name, f"{f['detail']}: {FATAL[check][0]}", FATAL[check][1]))
+            out.append(Reason(True, name, f"{f['detail']}: {FATAL[check][0]}", FATAL[check][1], check=check))
         elif check in SURVIVES:
-            out.append(Reason(False, name, f"{SURVIVES[check]}: {f['detail']}", _repair_of(f["detail"])))
+            out.append(Reason(False, name, f"{SURVIVES[check]}: {f['detail']}", _repair_of(f["detail"]), check=check))
     return out
 
 
@@ -261,6 +285,25 @@ def _repair_of(detail: str) -> str | None:
     """verify's details end with the repair command when there is one."""
     at = detail.find("rmqstore ")
     return detail[at:] if at >= 0 else None
+
+
+def start_findings(verdict: BrokerStart, summary: dict) -> list:
+    """``broker.no-start``: one error finding per fatal reason that no verify finding reports
+    (e.g. 5.0-5.3.3's empty last consume-queue file); a reason with a finding of its own
+    (``config.load-fails``, ``commitlog.file-size``, …) is that finding. Counted into ``summary``
+    (errors, findings per check), so verify's exit code says when the broker would not start.
+    A live broker's lock is not one: ``store.live-broker`` (a warning) says the store is in use,
+    not that it is damaged."""
+    from rmqstore_cli.store.verify.findings import ERROR, Finding
+
+    out = [Finding("broker.no-start", ERROR, r.file, None, f"{r.detail}: the broker does not start"
+                   + (f"; repair: {r.repair}" if r.repair else "")) for r in verdict.reasons if r.fatal and r.check is None]
+    if out:
+        summary["errors"] = summary.get("errors", 0) + len(out)
+        counts = summary.setdefault("findings", {})
+        counts["broker.no-start"] = counts.get("broker.no-start", 0) + len(out)
+        summary["findings"] = dict(sorted(counts.items()))
+    return out
 
 
 def predict(version: str, abnormal: bool, reasons: list[Reason]) -> BrokerStart:
@@ -293,8 +336,8 @@ def queue_ends(config) -> tuple[list[QueueEnd], int]:
             continue
         try:
             end = cq.max_offset
-            if end > cq.min_file_offset:
-                last = next(cq.units(end - 1, end))
+            last = next(cq.units(end - 1, end), None) if end > cq.min_file_offset else None
+            if last is not None:  # (None: a file of another size than the one given; verify names it)
                 max_phy = max(max_phy, last.commitlog_offset + last.size)
             kept = cq.file_path(end) is not None and end % cq.units_per_file == 0
             last_from = end * CQ_STORE_UNIT_SIZE if kept else -1
@@ -309,7 +352,7 @@ def queue_ends(config) -> tuple[list[QueueEnd], int]:
 def assess(config, version: str, findings: list[dict], summary: dict, abnormal: bool) -> BrokerStart:
     """``broker_start`` for one store from verify's findings and summary (either engine), the
     config files and the consume queues' recovered ends."""
-    reasons = config_reasons(load_broker_configs(Path(config.root) / "config", family(version)))
+    reasons = config_reasons(load_broker_configs(Path(config.root) / "config", family(version), config.enable_lmq))
     truncate = [f for f in findings if f["check"] == "recovery.truncate"]
     process = truncate[0].get("physical_offset", summary["commitlog_end_offset"]) if truncate \
         else summary["commitlog_end_offset"]
@@ -328,7 +371,7 @@ def assess(config, version: str, findings: list[dict], summary: dict, abnormal: 
         runs = undispatched.get((q.topic, q.queue_id), ())
         q.redispatched = any(p >= start if start is not None else normal_dispatched(version, p, n, max_cq, process)
                              for p, n in runs)
-    repair = f"rmqstore rebuild-index --store {config.root} --in-place --only cq"
+    repair = f"rmqstore rebuild-index --store {shlex.quote(str(config.root))} --in-place --only cq"
     reasons += min_offset_reasons(version, ends, max_cq >= process, repair)
     cut = truncation_reason(max_cq, process, repair)
     if cut is not None:

@@ -169,8 +169,21 @@ def test_empty_last_cq_file_stops_a_5x_broker_not_a_49_one(five, tmp_path):
     assert [r["file"] for r in fatal] == [str(empty.relative_to(s))]
     assert "correctMinOffset" in fatal[0]["detail"] and "IllegalArgumentException" in fatal[0]["detail"]
     assert "rebuild-index" in fatal[0]["repair"]
+    r = subprocess.run([sys.executable, "-m", "rmqstore_cli", "verify", "--store", str(s), "--broker-version", "5",
+                        "--format", "jsonl"], capture_output=True)
+    assert r.returncode == 1  # "would not start" is an error, though no other finding says why
+    lines = [json.loads(x) for x in r.stdout.decode().splitlines()]
+    assert [f["file"] for f in lines[:-1] if f["check"] == "broker.no-start"] == [str(empty.relative_to(s))]
+    assert lines[-1]["summary"]["findings"]["broker.no-start"] == 1
     v4 = _verify(s, "--broker-version", "4.9")
     assert v4["starts"] is True  # 4.9.x correctMinOffset cannot throw there
+    import shlex
+
+    from conftest import cli
+
+    words = shlex.split(fatal[0]["repair"])  # the advice, applied as printed
+    assert words[0] == "rmqstore" and cli(*words[1:]).exit_code == 0
+    assert _verify(s, "--broker-version", "5")["starts"] is True
 
 
 def test_broken_config_and_bak_stop_the_broker(five, tmp_path):

@@ -242,6 +242,12 @@ def test_summaries_of_writing_commands(small_store, tmp_path):
     validate(rb, "rebuild-summary")
     [rc] = jsonl("rebuild-index", "--store", small_store, "--recover")
     validate(rc, "rebuild-recover")
+    last = sorted((small_store / "commitlog").iterdir())[-1]
+    os.truncate(last, last.stat().st_size - 100)  # a copy that lost its end
+    for extra in (("--dry-run",), ()):
+        [rp] = jsonl("repair", "--store", small_store, "--commitlog-file-size", "65536", "--pad", last, *extra)
+        validate(rp, "repair-action")
+    assert rp["done"] and rp["action"] == "pad"
     pytest.importorskip("pyarrow", reason="export needs pyarrow (the spark extra)")
     [ex] = jsonl("export", "--store", small_store, "--output", tmp_path / "pq")
     validate(ex, "export-summary")

@@ -94,6 +94,14 @@ def test_options(shell):
 
 
 @pytest.mark.parametrize("shell", SHELLS)
+def test_repair_command_and_its_options(shell):
+    _need(shell)
+    assert set(COMPLETE[shell]("rmqstore re")) == {"rebuild-index", "repair"}
+    assert COMPLETE[shell]("rmqstore repair --p") == ["--pad"]
+    assert {"--dry-run", "--commitlog-file-size", "--cq-file-size"} <= set(COMPLETE[shell]("rmqstore repair --"))
+
+
+@pytest.mark.parametrize("shell", SHELLS)
 def test_enum_values(shell):
     _need(shell)
     assert sorted(COMPLETE[shell]("rmqstore dump-commitlog --format j")) == ["json", "jsonl"]

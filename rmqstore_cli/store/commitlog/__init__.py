@@ -634,9 +634,16 @@ class CommitLog:
         self._write_offset = offset
 
     def _write_blank(self, f: MappedFile, pos: int) -> None:
-        """The 8-byte BLANK: int32 bytes-left-in-file, int32 0xCBD43194; the rest stays zero."""
-        f.write(pos, _PREFIX.pack(self.file_size - pos, MAGIC_BLANK))
+        """The 8-byte BLANK (:func:`blank_record`); the rest stays zero."""
+        f.write(pos, blank_record(self.file_size - pos))
         self._write_offset = f.end_offset
+
+
+def blank_record(left: int) -> bytes:
+    """The BLANK end-of-file record ``CommitLog.DefaultAppendMessageCallback#doAppend`` writes
+    when the next message does not fit: int32 ``maxBlank`` (the bytes left in the file),
+    int32 ``BLANK_MAGIC_CODE``, 8 bytes ("the remaining space may be any value")."""
+    return _PREFIX.pack(left, MAGIC_BLANK)
 
 
 @dataclass(slots=True)

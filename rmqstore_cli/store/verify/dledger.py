@@ -74,23 +74,44 @@ class DLedgerChecks:
             pos = w.end
 
     def _dledger_entries(self, a: np.ndarray, at: np.ndarray, base: int, rel: str, units) -> None:
-        """One batch of entries (their file positions ``at``): pos, bodySize, order, index units."""
-        from rmqstore_cli.formats.dledger import ENTRY_DTYPE, INDEX_DTYPE
+        """One batch of entries (their file positions ``at``): pos, bodySize, order, the unused
+        fields, index units. A header ``DLedgerMmapFileStore#recover`` rejects (pos, bodySize,
+        index, term) is where its loop breaks: a stop of the commit log (``recovery.truncate``)."""
+        from rmqstore_cli.formats.dledger import ENTRY_DTYPE
 
         e = byte_rows(a, at, BODY_OFFSET).view(ENTRY_DTYPE).ravel()
         idx, term, size = e["index"].astype(np.int64), e["term"].astype(np.int64), e["size"].astype(np.int64)
         for k in np.flatnonzero((e["pos"] != base + at) | (e["body_size"].astype(np.int64) + BODY_OFFSET != size)):
             self._add("dledger.entry", rel, int(at[k]), f"entry {int(idx[k])}: pos {int(e['pos'][k])}, bodySize "
                       f"{int(e['body_size'][k])}, size {int(size[k])} at position {base + int(at[k])}")
+            self.stops.append((base + int(at[k]), "dledger.entry", rel))
         prev_i = np.concatenate(([self.dl_last[0]], idx[:-1]))
         prev_t = np.concatenate(([self.dl_last[1]], term[:-1]))
         first = self.dl_last[0] < 0
         bad = (idx != prev_i + 1) | (term < prev_t)
         if first:
             bad[0] = term[0] < 0 or idx[0] < 0
-        for k in np.flatnonzero(bad)[:100]:
-            self._add("dledger.order", rel, int(at[k]), f"entry index {int(idx[k])} term {int(term[k])} after index "
-                      f"{int(prev_i[k])} term {int(prev_t[k])}: recovery stops here")
+        for n, k in enumerate(np.flatnonzero(bad).tolist()):
+            if n < 100:
+                self._add("dledger.order", rel, int(at[k]), f"entry index {int(idx[k])} term {int(term[k])} after "
+                          f"index {int(prev_i[k])} term {int(prev_t[k])}: recovery stops here")
+            self.stops.append((base + int(at[k]), "dledger.order", rel))
+        unused = np.flatnonzero((e["channel"] != 0) | (e["chain_crc"] != 0) | (e["body_crc"] != 0))
+        for k in unused[:100].tolist():
+            self._add("dledger.unused-field", rel, int(at[k]), f"entry {int(idx[k])}: channel {int(e['channel'][k])}, "
+                      f"chainCrc {int(e['chain_crc'][k])}, bodyCrc {int(e['body_crc'][k])}; no DLedger version sets "
+                      "them (DLedgerEntryCoder#encode writes 0) and recovery ignores them: changed bytes")
+        self._count_only("dledger.unused-field", max(0, unused.size - 100))
+        self._dledger_units(at, base, idx, term, size, units)
+        self.dl_last = (int(idx[-1]), int(term[-1]))
+
+    def _dledger_units(self, at: np.ndarray, base: int, idx: np.ndarray, term: np.ndarray, size: np.ndarray,
+                       units: MappedFileQueue) -> None:
+        """Each entry's ``index/`` unit against the entry (``DLedgerMmapFileStore#recover``
+        compares magic, pos, size, index and term, and rewrites the index from the first that
+        differs); a finding names the unit's file and its offset in that file."""
+        from rmqstore_cli.formats.dledger import INDEX_DTYPE
+
         unit = np.zeros(at.size, INDEX_DTYPE)
         have = np.zeros(at.size, bool)
         off = idx * INDEX_UNIT_SIZE
@@ -103,14 +124,24 @@ class DLedgerChecks:
         wrong = ~have | (unit["magic"] != ENTRY_MAGIC) | (unit["pos"] != base + at) | (unit["size"] != size) \
             | (unit["index"] != idx) | (unit["term"] != term)
         for k in np.flatnonzero(wrong)[:100]:
-            self._add("dledger.index", "index", int(off[k]),
+            name, at_unit = self._unit_place(units, int(off[k]))
+            self._add("dledger.index", name, at_unit,
                       f"entry {int(idx[k])} at {base + int(at[k])} (size {int(size[k])}, term {int(term[k])}): "
                       + ("no index unit holds it" if not have[k] else
                          f"its unit says pos {int(unit['pos'][k])}, size {int(unit['size'][k])}, index "
                          f"{int(unit['index'][k])}, term {int(unit['term'][k])}, magic {int(unit['magic'][k])}")
                       + "; recovery rewrites the index from here", physical_offset=base + int(at[k]))
         self._count_only("dledger.index", max(0, int(wrong.sum()) - 100))
-        self.dl_last = (int(idx[-1]), int(term[-1]))
+
+    def _unit_place(self, units: MappedFileQueue, offset: int) -> tuple[str, int | None]:
+        """The ``index/`` file holding the unit at logical ``offset`` and its offset in it; for
+        an offset no file holds, the name the file would have (``MmapFileList``: files named by
+        their start) and None."""
+        uf = units.find(offset) if offset >= 0 else None
+        if uf is not None:
+            return self.rel(uf.path), offset - uf.file_from_offset
+        start = max(offset, 0) // INDEX_FILE_SIZE * INDEX_FILE_SIZE
+        return self.rel(self.config.dledger_dir / "index" / f"{start:020d}"), None
 
     def _dledger_index_tail(self, units: MappedFileQueue) -> None:
         """``recover`` truncates ``index/`` to ``(lastEntryIndex + 1) * 32``: units after it."""
@@ -121,7 +152,7 @@ class DLedgerChecks:
         ub = uf.buffer()
         p = start - uf.file_from_offset
         if p + 4 <= len(ub) and any(ub[p:p + INDEX_UNIT_SIZE]):
-            self._add("dledger.index-tail", "index", start, f"index units after the last entry "
+            self._add("dledger.index-tail", self.rel(uf.path), p, f"index units after the last entry "
                       f"{self.dl_last[0]}: recovery truncates index/ at {start}")
 
     def _dledger_checkpoint(self, dl) -> None:

@@ -68,6 +68,8 @@ CHECKS: dict[str, tuple[str, str]] = {
     "checkpoint.ahead": (ERROR, "a checkpoint time is newer than any message: flushed data is missing"),
     "abort.unclean-shutdown": (WARNING, "an abort file: the broker will run abnormal recovery (docs/format/recovery.md#abnormal-recovery)"),
     "recovery.truncate": (ERROR, "the broker's recovery would stop here and truncate the commit log after it"),
+    "broker.no-start": (ERROR, "the broker would not start on this store for a reason no other finding reports "
+                               "(broker_start names it and the repair)"),
     # 5.x batch consume queues and compaction topics (store/verify/bcq.py)
     "bcq.file-name": (ERROR, "a batch consume-queue file name is not a 20-digit offset aligned to its file size"),
     "bcq.file-size": (ERROR, "a batch consume-queue file's length is not mapperFileSizeBatchConsumeQueue"),
@@ -93,6 +95,8 @@ CHECKS: dict[str, tuple[str, str]] = {
     "dledger.entry": (ERROR, "a DLedger entry header is wrong: magic, size, pos or bodySize"),
     "dledger.order": (ERROR, "DLedger entry indexes do not follow each other, or a term goes back"),
     "dledger.index": (ERROR, "a DLedger index/ unit is missing or disagrees with its entry (recovery rewrites it)"),
+    "dledger.unused-field": (INFO, "a DLedger entry's channel, chainCrc or bodyCrc is not 0: no DLedger version "
+                                   "writes them and recovery ignores them (changed bytes)"),
     "dledger.index-tail": (WARNING, "DLedger index units after the last entry (recovery truncates them)"),
     "dledger.checkpoint": (WARNING, "the DLedger checkpoint's endIndex or committedIndex disagrees with the entries"),
     "dledger.term": (WARNING, "DLedger's currterm is missing or older than the last entry's term"),

@@ -113,7 +113,22 @@ class QueueChecks:
         length = f.path.stat().st_size
         if length != size:
             said = f" ({setting})" if setting else ""
-            self._add(f"{area}.file-size", rel, None, f"{length} bytes, expected {size}{said}")
+            self._add(f"{area}.file-size", rel, None, f"{length} bytes, expected {size}{said}"
+                      + self._queue_file_advice(area, f, length, size))
+
+    def _queue_file_advice(self, area: str, f, length: int, size: int) -> str:
+        """The repair of a consume-queue file the broker would not load: pad it to its size,
+        then rebuild the topic's queues from the commit log (no unit lost: they are derived);
+        a batch consume queue: rebuild-index rewrites all of them."""
+        from rmqstore_cli.store.repair import pad_command
+
+        if area == "bcq":  # no --topic rebuild for batch queues: rewritten by a whole queue rebuild
+            return ""
+        if length > size and any(f.path.read_bytes()[size:]):
+            return "; units lie beyond the size: the file was written with another mappedFileSizeConsumeQueue"
+        topic = f.path.parent.parent.name
+        return "; repair (keeps every unit: the queue is rebuilt from the commit log): " + \
+            pad_command(self.root, size, f.path, queue=topic)
 
     def _check_units(self, tq, qoff, dispatch, absP, total, tags_code, store_ts, rel, base) -> None:
         """The unit of every dispatched record of the batch: there, pointing at it, agreeing."""

@@ -37,6 +37,21 @@ class RecoveryChecks:
         i = normal_recovery_start(version, [f.file_from_offset for f in files], max_cq)
         return files[i], f"5.3.2+ normal (maxPhyOffsetOfConsumeQueue {max_cq})"
 
+    def _blank_advice(self, check: str, process: int) -> str:
+        """A file before the last whose data ends in zeros without a BLANK (``commitlog.blank``):
+        a BLANK written there sends recovery on to the next file instead (``repair --pad``),
+        when nothing but zeros follows (stale bytes after them could be records: no advice)."""
+        from rmqstore_cli.store.arrays import file_array
+        from rmqstore_cli.store.verify.checks import first_nonzero
+
+        f = self.mfq.find(process)
+        if check != "commitlog.blank" or f is None:
+            return ""
+        buf = f.buffer()
+        if first_nonzero(f.path, file_array(buf), process - f.file_from_offset) is not None:
+            return ""
+        return self._pad_advice(f, len(buf))
+
     def check_recovery(self) -> None:
         """Which recovery the broker runs next (docs/format/recovery.md#recovery) and what it would truncate."""
         self.check_dledger()
@@ -75,7 +90,8 @@ class RecoveryChecks:
                       f"{kind} recovery (from file {start.name}) stops at {process} ({cut[1]}): the broker would "
                       f"truncate the commit log there" + (f", delete {len(later)} later file(s)" if later else "")
                       + f" and drop consume-queue units from {process} on; {max(0, self.cl_end - process)} bytes "
-                      "of data after it would be lost", physical_offset=process, recovery_start=start.file_from_offset)
+                      "of data after it would be lost" + self._blank_advice(cut[1], process),
+                      physical_offset=process, recovery_start=start.file_from_offset)
         if self.abort:
             db = self.rocksdb_dispatched()
             idx_del = [f.name for f in self.index_files if f.end_ts > cp.index_msg_timestamp]

@@ -26,8 +26,8 @@ from rmqstore_cli.store.fastpaths import FAST_PATHS
 from rmqstore_cli.store.arrays import file_array
 from rmqstore_cli.store.commitlog.bulk import walk_records
 from rmqstore_cli.store.commitlog import Status, check_framed, check_message
-from rmqstore_cli.store.commitlog.dledger import blank_size, entry_stop_kind, header_of, read_entry
-from rmqstore_cli.formats.dledger import ENTRY_MAGIC
+from rmqstore_cli.store.commitlog.dledger import blank_size, header_of, read_entry
+from rmqstore_cli.formats.dledger import BLANK_MAGIC_BYTES, BLANK_PREFIX_SIZE, ENTRY_MAGIC
 from rmqstore_cli.store.mapped_files import MappedFileQueue, release_pages
 from rmqstore_cli.store.verify import limits
 from rmqstore_cli.store.verify.checks import first_nonzero
@@ -146,7 +146,7 @@ class CommitLogScan:
         length = f.path.stat().st_size
         if length != size:
             self._add("commitlog.file-size", rel, None, f"{length} bytes, expected {size}"
-                      + (" (truncated)" if length < size else ""))
+                      + (" (truncated)" if length < size else "") + self._pad_advice(f, length))
         last = i == len(files) - 1
         if last:
             self.cl_end = None  # set where the file's data ends (below)
@@ -155,6 +155,20 @@ class CommitLogScan:
             self.cl_end = self._valid_end(f.file_from_offset)
         if self.progress:
             self.progress(min(length, size))
+
+    def _pad_advice(self, f, length: int) -> str:
+        """The repair that gives a commit-log file the length the broker loads, keeping its good
+        records (``store/repair.py``): for a file cut short, or longer with only zeros beyond
+        the size; "" where padding cannot be exact (a DLedger data file, data beyond the size)."""
+        from rmqstore_cli.store.repair import pad_command
+
+        size = self.config.mapped_file_size_commit_log
+        if header_of(self.config, f):
+            return ""
+        if length > size and first_nonzero(f.path, file_array(f.buffer()), size) is not None:
+            return ("; data lies beyond the size: the file was written with another mappedFileSizeCommitLog "
+                    "(give the broker that size)")
+        return "; repair (keeps every good record): " + pad_command(self.root, size, f.path)
 
     def _valid_end(self, base: int) -> int:
         """The end of the last valid record read at or above ``base``: where a torn last file's
@@ -245,7 +259,8 @@ class CommitLogScan:
             self.cl_end = base + pos
         else:
             self._add("commitlog.blank", rel, pos, "data ends without a BLANK record in a file that is not "
-                      "the last: recovery stops here and deletes the later files",
+                      "the last: recovery stops here and deletes the later files"
+                      + (self._pad_advice(f, len(buf)) if nz is None else ""),
                       physical_offset=base + pos)
             self.stops.append((base + pos, "commitlog.blank", rel))
         if nz is not None:
@@ -284,7 +299,11 @@ class CommitLogScan:
 
     def _find_next(self, buf, start: int, limit: int, base: int) -> int | None:
         """Next position >= start where a record plausibly starts: V1/V2 magic, sane size and
-        PHYSICALOFFSET equal to the position (or a fully valid record), or a right-sized BLANK."""
+        PHYSICALOFFSET equal to the position (or a fully valid record), or a right-sized BLANK.
+        Never below ``start`` (every resync moves forward, so a file is walked in at most
+        its size of steps); in a DLedger data file, :meth:`_find_next_entry`."""
+        if self.header:
+            return self._find_next_entry(buf, start, limit, base)
         size = self.config.mapped_file_size_commit_log
         finds = {m: buf.find(m, start + _MAGIC_AT, limit) for m in MAGIC_BYTES}
         while True:
@@ -293,13 +312,6 @@ class CommitLogScan:
                 return None
             i, m = min(live)
             c = i - _MAGIC_AT
-            if self.header and m != MAGIC_BYTES[2]:  # a DLedger record: its entry must start before it
-                if c >= self.header and entry_stop_kind(buf, c - self.header) != "blank" and \
-                        read_entry(buf, c - self.header).magic == ENTRY_MAGIC and \
-                        check_message(buf, c, limit, base).status is Status.VALID:
-                    return c - self.header
-                finds[m] = buf.find(m, i + 1, limit)
-                continue
             total = PREFIX_UNPACK(buf, c)[0]
             if m == MAGIC_BYTES[2]:
                 if total == size - c:
@@ -317,6 +329,31 @@ class CommitLogScan:
                     if m2 in (MAGIC_V1, MAGIC_V2) and MIN_RECORD <= t2 <= limit - nxt or \
                             m2 == MAGIC_BLANK or (t2 == 0 and m2 == 0):
                         return c
+            finds[m] = buf.find(m, i + 1, limit)
+
+    def _find_next_entry(self, buf, start: int, limit: int, base: int) -> int | None:
+        """The next DLedger entry start >= ``start``: entry magic 1 (``DLedgerEntryCoder#encode``)
+        ``header`` bytes before a valid V1/V2 record, or ``MmapFileList#preAppend``'s blank
+        (magic -1, its size the bytes left). Only at or after ``start``: the record inside a
+        rejected entry lies after the entry's own start, and resuming there would meet the
+        same entry again (the hang of a changed size field, issue 31)."""
+        h = self.header
+        record_magic = MAGIC_BYTES[:2]
+        finds = {m: buf.find(m, start + h + _MAGIC_AT, limit) for m in record_magic}
+        finds[BLANK_MAGIC_BYTES] = buf.find(BLANK_MAGIC_BYTES, start, limit)
+        while True:
+            live = [(i, m) for m, i in finds.items() if i >= 0]
+            if not live:
+                return None
+            i, m = min(live)
+            if m == BLANK_MAGIC_BYTES:
+                if i + BLANK_PREFIX_SIZE <= limit and blank_size(buf, i) == limit - i:
+                    return i
+            else:
+                c = i - _MAGIC_AT
+                e = read_entry(buf, c - h)
+                if e is not None and e.magic == ENTRY_MAGIC and check_message(buf, c, limit, base).status is Status.VALID:
+                    return c - h
             finds[m] = buf.find(m, i + 1, limit)
 
     def _cl_base(self, offset: int) -> int:

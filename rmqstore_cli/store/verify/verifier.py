@@ -6,7 +6,8 @@ walk, :mod:`.records` a batch of records, :mod:`.queues`, :mod:`.index`, :mod:`.
 run a phase on a part of the store (``pipeline.verify_tasks``): :meth:`infer_sizes`,
 :meth:`open_store`, :meth:`scan_commitlog` (or :meth:`open_commitlog` then
 :meth:`scan_file_at` per file), :meth:`finish_queues`, :meth:`finish_index`,
-:meth:`check_index_missing`, :meth:`check_checkpoint`, :meth:`check_recovery`.
+:meth:`check_index_missing`, :meth:`check_checkpoint`, :meth:`check_recovery`,
+:meth:`check_configs`.
 """
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from rmqstore_cli.store.safefs import kind_of
 from rmqstore_cli.store.verify.findings import (
     CHECKS, ERROR, INFO, WARNING, Finding, FindingList, FindingSink, VerifyOptions, text)
 from rmqstore_cli.store.verify.bcq import BatchQueueChecks
+from rmqstore_cli.store.verify.configs import ConfigChecks
 from rmqstore_cli.store.verify.dledger import DLedgerChecks
 from rmqstore_cli.store.verify.index import IndexChecks
 from rmqstore_cli.store.verify.lmq import LmqChecks
@@ -39,7 +41,7 @@ from rmqstore_cli.store.verify.timer import TimerChecks
 
 
 class Verifier(CommitLogScan, RecordChecks, QueueChecks, LmqChecks, IndexChecks, RecoveryChecks, DLedgerChecks,
-               TimerChecks, BatchQueueChecks, RocksDBChecks, RootChecks):
+               TimerChecks, BatchQueueChecks, RocksDBChecks, RootChecks, ConfigChecks):
     """Run every check over one store; iterate :meth:`run` for findings, then read ``summary``."""
 
     #: Free an index file's arrays and mapping once the scan has passed all its entries.
@@ -140,6 +142,7 @@ class Verifier(CommitLogScan, RecordChecks, QueueChecks, LmqChecks, IndexChecks,
         self.check_recovery()
         self.check_timer()
         self.check_batch_queues()
+        self.check_configs()
         yield from self._drain()
         for q in self.queues.values():
             q.close()
