@@ -72,11 +72,14 @@ def test_existing_output_is_not_overwritten_without_consent(two_stores, tmp_path
 
 
 def test_store_globs(two_stores, tmp_path):
+    """A fleet pattern is --store-glob's (#31); --store is a path, so a pattern there names
+    a directory that is not there (exit 3), never the stores it would match."""
     pattern = str(two_stores[0].parent / "*")
-    r = run("export", "--store", pattern, "--output", tmp_path / "o", "--format", "json")
+    r = run("export", "--store-glob", pattern, "--output", tmp_path / "o", "--format", "json")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["stores"] == 2
-    assert run("export", "--store", str(tmp_path / "nothing-*"), "--output", tmp_path / "p").returncode == 2
+    assert run("export", "--store-glob", str(tmp_path / "nothing-*"), "--output", tmp_path / "p").returncode == 2
+    assert run("export", "--store", pattern, "--output", tmp_path / "q").returncode == 3
 
 
 def test_spark_engine_writes_the_same_rows_as_local(two_stores, tmp_path):
