@@ -223,7 +223,7 @@ def pick_stores(stores: list[str] | None, globs: list[str] | None, broker_conf: 
     if not stores and not globs:
         root, origin = pick_store(None, broker_conf)
         stores = [str(root)]
-    specs = store_specs(list(stores or []), list(globs or []), None if conf is None else str(conf), sizes)
+    specs = store_specs(list(stores or []), None if conf is None else str(conf), sizes, list(globs or []))
     for s in specs:
         tell_store(StoreConfig.load(s.path, s.broker_conf), origin, conf, quiet)
     return specs

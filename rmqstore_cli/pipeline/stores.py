@@ -63,8 +63,8 @@ class FileTask:
     body: bool = False  # export: include message bodies
 
 
-def store_specs(paths: list[str], patterns: list[str], broker_conf: str | None,
-                sizes: dict[str, int | None]) -> list[StoreSpec]:
+def store_specs(paths: list[str], broker_conf: str | None, sizes: dict[str, int | None],
+                patterns: list[str] = ()) -> list[StoreSpec]:
     """The stores of ``--store`` (each a path, taken as it is: ``s[1]`` or ``a*b`` is a directory
     of that name) then of ``--store-glob`` (each a shell pattern, ``~`` expanded, its matching
     directories in sorted order). Labels are the paths as given, or as matched. A pattern

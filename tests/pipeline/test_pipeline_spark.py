@@ -117,14 +117,14 @@ def test_spark_verify_finds_what_local_finds_for_several_stores(stores, spark, m
     and findings as the whole-store Verifier, capped or not, for three stores at once,
     whether the files' marks come back to the driver (few) or go by shuffle (many)."""
     from rmqstore_cli.pipeline import spark as sp
-    from rmqstore_cli.pipeline.stores import expand_stores, verify_store
+    from rmqstore_cli.pipeline.stores import store_specs, verify_store
 
     monkeypatch.setattr(sp, "SHIP_MARKS", ship)
     paths = []
     results = sp._VerifyOnSpark.results
     monkeypatch.setattr(sp._VerifyOnSpark, "results",
                         lambda self, rdd: (got := results(self, rdd), paths.append(self.whole is not None))[0])
-    specs = expand_stores([str(stores[n]) for n in ("good", "damaged", "expired")], None, SIZES)
+    specs = store_specs([str(stores[n]) for n in ("good", "damaged", "expired")], None, SIZES)
     key = lambda f: json.dumps(f, sort_keys=True)  # noqa: E731
     for cap in (None, 2):
         local = [verify_store(s, True, True, cap) for s in specs]
