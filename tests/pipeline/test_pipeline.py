@@ -122,7 +122,7 @@ def test_rebuild_index_of_several_stores_each_to_its_own_directory(two_stores, t
 
     a, b = two_stores
     out = tmp_path / "out"
-    r = run("rebuild-index", "--store", str(a.parent / "*"), *SMALL, "--output", out, "--tz", "UTC", "-f", "jsonl")
+    r = run("rebuild-index", "--store-glob", str(a.parent / "*"), *SMALL, "--output", out, "--tz", "UTC", "-f", "jsonl")
     assert r.returncode == 0, r.stderr
     lines = [json.loads(x) for x in r.stdout.splitlines()]
     assert [(x["store"], x["output"]) for x in lines] == [(str(a), str(out / "a")), (str(b), str(out / "b"))]

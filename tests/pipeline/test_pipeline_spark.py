@@ -141,7 +141,7 @@ def test_spark_verify_finds_what_local_finds_for_several_stores(stores, spark, m
 def test_cli_verify_several_stores_and_rebuild_on_spark(stores, tmp_path):
     pytest.importorskip("pyspark")
     pattern = str(stores["good"].parent / "[dg]*")
-    loc = run("verify", "--store", pattern, *SMALL, "-f", "jsonl")
+    loc = run("verify", "--store-glob", pattern, *SMALL, "-f", "jsonl")
     assert loc.returncode == 1, loc.stderr
     lines = [json.loads(x) for x in loc.stdout.splitlines()]
     assert {f["store"] for f in lines[:-1]} == {str(stores["damaged"])}
