@@ -14,12 +14,17 @@ from rmqstore_cli.errors import FileSizeError, RmqstoreError
 
 STATE = {"debug": False}
 
-StoreOpt = Annotated[Path, typer.Option(
-    "--store", "-s", envvar="RMQSTORE_STORE", show_default="~/store",
-    help="Store root directory (storePathRootDir).")]
+#: Where a command's store comes from when --store is not given (README "Which store").
+STORE_ENV = "RMQSTORE_STORE"
+CONF_ENV = "RMQSTORE_BROKER_CONF"
+STORE_HELP = ("Store root directory (storePathRootDir), taken as a path (never a pattern). Without it: "
+              "--broker-conf's storePathRootDir, else $RMQSTORE_STORE, else $RMQSTORE_BROKER_CONF's "
+              "storePathRootDir, else ~/store; stderr names the one used.")
+StoreOpt = Annotated[Optional[Path], typer.Option("--store", "-s", show_default=False, help=STORE_HELP)]
 BrokerConfOpt = Annotated[Optional[Path], typer.Option(
-    "--broker-conf", envvar="RMQSTORE_BROKER_CONF",
-    help="The broker's broker.conf: sizes, paths and rules are read from it as the broker would.")]
+    "--broker-conf", show_default=False,
+    help="The broker's broker.conf (default $RMQSTORE_BROKER_CONF): sizes, paths and rules are read from it as "
+         "the broker would; its storePathRootDir is the store when --store is not given.")]
 class Fmt(str, Enum):
     table = "table"
     jsonl = "jsonl"
@@ -46,9 +51,13 @@ AllowOddSizeOpt = Annotated[bool, typer.Option(
 ODD_SIZE_HINT = "or pass --allow-odd-size to read it anyway"
 
 # Several stores and the Spark engine (verify, rebuild-index, export)
-StoresOpt = Annotated[list[str], typer.Option(
-    "--store", "-s", envvar="RMQSTORE_STORE", show_default="~/store",
-    help="Store root directory (storePathRootDir); repeat it, or give a glob, for several stores.")]
+StoresOpt = Annotated[Optional[list[str]], typer.Option(
+    "--store", "-s", metavar="<path>", show_default=False,
+    help=STORE_HELP[:-1] + "; repeat it for several stores.")]
+StoreGlobOpt = Annotated[Optional[list[str]], typer.Option(
+    "--store-glob", metavar="<pattern>", show_default=False,
+    help="Every directory matching this shell pattern (*, ?, [...]; a leading ~ is your home) is a store, in "
+         "sorted order, after the --store ones; repeatable. A pattern matching no directory is a usage error.")]
 
 
 class BrokerVersion(str, Enum):
@@ -144,17 +153,100 @@ def no_such_topic(st, topic: str):
     return NotFound(f"no topic '{safe_text(topic)}' in the store", hint=hint)
 
 
-def load_config(store: Path | None, broker_conf: Path | None, commitlog_file_size: int | None = None,
-                cq_file_size: int | None = None, index_slots: int | None = None, index_max: int | None = None):
+# --- which store (README "Which store"): options, then environment variables, then ~/store -----
+
+def conf_path(broker_conf: Path | None) -> Path | None:
+    """The broker.conf a command reads: --broker-conf, else $RMQSTORE_BROKER_CONF (empty: none)."""
+    if broker_conf is not None:
+        return broker_conf
+    env = os.environ.get(CONF_ENV)
+    return Path(env) if env else None
+
+
+def pick_store(store: Path | None, broker_conf: Path | None, required: bool = True) -> tuple[Path | None, str | None]:
+    """The store root a command reads and where it came from (None: --store named it).
+
+    Explicit options before environment variables before the broker's default: --store;
+    --broker-conf's ``storePathRootDir``; $RMQSTORE_STORE; $RMQSTORE_BROKER_CONF's
+    ``storePathRootDir``; ``~/store`` (``MessageStoreConfig#storePathRootDir``'s default,
+    ``${user.home}/store``). ``broker_conf`` is the option as given (not the environment's).
+    ``required=False`` (decode-msgid, dump-cq --file, where a store is optional): None
+    instead of the default."""
+    from rmqstore_cli.store.config import conf_root
+
+    if store is not None:
+        return store, None
+    if broker_conf is not None:
+        root = conf_root(broker_conf)
+        if root is not None:
+            return Path(root), f"storePathRootDir in {broker_conf}"
+    env = os.environ.get(STORE_ENV)
+    if env:
+        return Path(env), STORE_ENV
+    conf = os.environ.get(CONF_ENV)
+    if broker_conf is None and conf:
+        root = conf_root(Path(conf))
+        if root is not None:
+            return Path(root), f"storePathRootDir in {conf}, from {CONF_ENV}"
+    if not required:
+        return None, None
+    return DEFAULT_STORE, "the broker's default: no --store, RMQSTORE_STORE or storePathRootDir"
+
+
+def tell_store(cfg, origin: str | None, conf: Path | None, quiet: bool = False) -> None:
+    """One stderr line saying where the store came from when --store did not name it, and
+    where the commit log is when broker.conf's ``storePathCommitLog`` puts it outside the
+    store root (nothing with ``quiet``, or when both are plain)."""
+    from rmqstore_cli.render import safe_text
+    from rmqstore_cli.store.config import commit_log_paths
+
+    parts = [] if origin is None else [f"store {cfg.root} ({origin})"]
+    if cfg.store_path_commit_log:
+        root = os.path.abspath(cfg.root)
+        away = [d for d in commit_log_paths(cfg.store_path_commit_log)
+                if os.path.commonpath([root, os.path.abspath(d)]) != root]
+        if away:
+            parts.append(f"commit log {', '.join(away)} (storePathCommitLog in {conf})")
+    if parts and not quiet:
+        print("rmqstore: " + safe_text("; ".join(parts)), file=sys.stderr)
+
+
+def pick_stores(stores: list[str] | None, globs: list[str] | None, broker_conf: Path | None,
+                sizes: dict[str, int | None], quiet: bool = False) -> list:
+    """verify, rebuild-index and export: the stores named by --store (paths) and --store-glob
+    (patterns), or the one store :func:`pick_store` finds; as ``StoreSpec``s."""
+    from rmqstore_cli.pipeline.stores import store_specs
     from rmqstore_cli.store.config import StoreConfig
 
-    return StoreConfig.load(
-        store, broker_conf,
+    conf = conf_path(broker_conf)
+    origin = None
+    if not stores and not globs:
+        root, origin = pick_store(None, broker_conf)
+        stores = [str(root)]
+    specs = store_specs(list(stores or []), None if conf is None else str(conf), sizes, list(globs or []))
+    for s in specs:
+        tell_store(StoreConfig.load(s.path, s.broker_conf), origin, conf, quiet)
+    return specs
+
+
+def load_config(store: Path | None, broker_conf: Path | None, commitlog_file_size: int | None = None,
+                cq_file_size: int | None = None, index_slots: int | None = None, index_max: int | None = None,
+                quiet: bool = False):
+    """The store's config: the store :func:`pick_store` finds, read with :func:`conf_path`'s
+    broker.conf and the size options; stderr says where the store came from."""
+    from rmqstore_cli.store.config import StoreConfig
+
+    root, origin = pick_store(store, broker_conf)
+    conf = conf_path(broker_conf)
+    cfg = StoreConfig.load(
+        root, conf,
         mapped_file_size_commit_log=commitlog_file_size,
         mapped_file_size_consume_queue=cq_file_size,
         max_hash_slot_num=index_slots,
         max_index_num=index_max,
     )
+    tell_store(cfg, origin, conf, quiet)
+    return cfg
 
 
 def open_store(store: Path | None, broker_conf: Path | None, tz: str | None = None, allow_odd_size: bool = False,
@@ -196,10 +288,14 @@ _TOPIC_NAME = r"[%|.a-zA-Z0-9_-]{1,255}"
 
 
 def _completion_store(ctx) -> Path:
+    """The store completion reads: --store (the first one), else as the command would pick it."""
     p = ctx.params.get("store") if ctx is not None else None
-    if isinstance(p, (list, tuple)):  # export: --store is repeatable
+    if isinstance(p, (list, tuple)):  # verify, rebuild-index, export: --store is repeatable
         p = p[0] if p else None
-    return Path(os.path.expanduser(str(p))) if p else DEFAULT_STORE
+    if p:
+        return Path(os.path.expanduser(str(p)))
+    conf = ctx.params.get("broker_conf") if ctx is not None else None
+    return pick_store(None, Path(conf) if conf else None)[0]
 
 
 def complete_topic(ctx: typer.Context, incomplete: str) -> list[str]:

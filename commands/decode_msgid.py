@@ -51,8 +51,10 @@ def decode_msgid(
     ids: Annotated[list[str], typer.Argument(help="Offset msgIds or UNIQ_KEYs (32 or 56 hex digits); "
                                                   "'-' reads whitespace-separated ids from stdin.")],
     store: Annotated[Optional[Path], typer.Option(
-        "--store", "-s", envvar="RMQSTORE_STORE",
-        help="Also fetch each message from this store and check the id's host against it.")] = None,
+        "--store", "-s", show_default=False,
+        help="Also fetch each message from this store and check the id's host against it (without it: the store "
+             "--broker-conf's storePathRootDir, $RMQSTORE_STORE or $RMQSTORE_BROKER_CONF names, if any; never "
+             "~/store).")] = None,
     broker_conf: BrokerConfOpt = None,
     commitlog_file_size: CommitlogSizeOpt = None,
     index_slots: IndexSlotsOpt = None,
@@ -88,8 +90,10 @@ def decode_msgid(
     texts = _read_ids(ids)
     if not texts:
         raise UsageError("no id given", hint="pass ids as arguments, or '-' to read them from stdin")
+    from rmqstore_cli.commands.common import pick_store
+
     st = topics = None
-    if store is not None:
+    if pick_store(store, broker_conf, required=False)[0] is not None:  # a store named somewhere: never ~/store
         from rmqstore_cli.commands.common import load_config, warn_odd_files, warn_store
         from rmqstore_cli.store.message_store import MessageStore
 

@@ -9,7 +9,6 @@ from typing import Annotated, Optional
 import typer
 
 from rmqstore_cli.commands.common import (
-    DEFAULT_STORE,
     AllowOddSizeOpt,
     BrokerConfOpt,
     CommitlogSizeOpt,
@@ -48,7 +47,7 @@ def register(app: typer.Typer) -> None:
 
 @command
 def dump_commitlog(
-    store: StoreOpt = DEFAULT_STORE,
+    store: StoreOpt = None,
     broker_conf: BrokerConfOpt = None,
     commitlog_file_size: CommitlogSizeOpt = None,
     allow_odd_size: AllowOddSizeOpt = False,

@@ -13,6 +13,7 @@ from rmqstore_cli.commands.common import (
     CqSizeOpt,
     Fmt,
     FormatOpt,
+    STORE_HELP,
     TzOpt,
     command,
     complete_topic,
@@ -69,8 +70,8 @@ def dump_cq(
     topic: Annotated[Optional[str], typer.Argument(help="The queue's topic (its directory name).", autocompletion=complete_topic)] = None,
     queue_id: Annotated[Optional[int], typer.Argument(help="The queue id.", min=0, autocompletion=complete_queue_id)] = None,
     store: Annotated[Optional[Path], typer.Option(
-        "--store", "-s", envvar="RMQSTORE_STORE", show_default="~/store",
-        help="Store root directory (storePathRootDir). With --file: resolve units against this store.")] = None,
+        "--store", "-s", show_default=False,
+        help=STORE_HELP[:-1] + ". With --file: resolve units against the store named so (never ~/store).")] = None,
     broker_conf: BrokerConfOpt = None,
     commitlog_file_size: CommitlogSizeOpt = None,
     cq_file_size: CqSizeOpt = None,
@@ -119,7 +120,7 @@ def dump_cq(
     (true, false, or null when there is nothing to compare), problems, store_timestamp,
     keys, tags, uniq_key; with --messages: message (the record, as dump-commitlog prints it).
     """
-    from rmqstore_cli.commands.common import DEFAULT_STORE, open_store
+    from rmqstore_cli.commands.common import open_store, pick_store
     from rmqstore_cli.errors import NotFound, UsageError
     from rmqstore_cli.times import parse_tz
 
@@ -129,13 +130,14 @@ def dump_cq(
     if file is not None:
         if summary:
             raise UsageError("--summary and --file do not go together")
+        named = pick_store(store, broker_conf, required=False)[0] if resolve else None  # no default ~/store
         ms = open_store(store, broker_conf, tz, allow_odd_size, commitlog_file_size=commitlog_file_size,
-                        cq_file_size=cq_file_size) if store is not None and resolve else None
+                        cq_file_size=cq_file_size) if named is not None else None
         if messages and ms is None:
             raise UsageError("--messages with --file needs --store to read the messages from")
         shown = _dump_file(file, topic, queue_id, ms, from_offset, limit, fmt, zone, messages)
     else:
-        ms = open_store(store or DEFAULT_STORE, broker_conf, tz, allow_odd_size,
+        ms = open_store(store, broker_conf, tz, allow_odd_size,
                         commitlog_file_size=commitlog_file_size, cq_file_size=cq_file_size)
         if summary:
             if queue_id is not None and topic is None:

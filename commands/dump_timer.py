@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from rmqstore_cli.commands.common import (
-    DEFAULT_STORE, JAVA_INT_MAX, AllowOddSizeOpt, BrokerConfOpt, CommitlogSizeOpt, CqSizeOpt, Fmt, FormatOpt,
+    JAVA_INT_MAX, AllowOddSizeOpt, BrokerConfOpt, CommitlogSizeOpt, CqSizeOpt, Fmt, FormatOpt,
     StoreOpt, TzOpt, command, complete_topic)
 from rmqstore_cli.formats.timer import MIN_BLANK_LEN, UNIT_SIZE
 
@@ -41,7 +41,7 @@ def register(app: typer.Typer) -> None:
 
 @command
 def dump_timer(
-    store: StoreOpt = DEFAULT_STORE,
+    store: StoreOpt = None,
     broker_conf: BrokerConfOpt = None,
     commitlog_file_size: CommitlogSizeOpt = None,
     cq_file_size: CqSizeOpt = None,

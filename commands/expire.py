@@ -8,7 +8,6 @@ from typing import Annotated, Optional
 import typer
 
 from rmqstore_cli.commands.common import (
-    DEFAULT_STORE,
     BrokerConfOpt,
     CommitlogSizeOpt,
     CqSizeOpt,
@@ -54,7 +53,7 @@ def _ratio(value: float | None) -> float | None:
 
 @command
 def expire(
-    store: StoreOpt = DEFAULT_STORE,
+    store: StoreOpt = None,
     broker_conf: BrokerConfOpt = None,
     reserved_hours: Annotated[Optional[float], typer.Option(
         min=0, help="Keep commit-log files modified less than this many hours ago "
@@ -110,7 +109,7 @@ def expire(
     zone = parse_tz(tz)
     ratio = _ratio(disk_ratio)
     at = parse_time(now, "--now", tz=zone) if now is not None else now_ms()
-    cfg = load_config(store, broker_conf, commitlog_file_size, cq_file_size, index_slots, index_max)
+    cfg = load_config(store, broker_conf, commitlog_file_size, cq_file_size, index_slots, index_max, quiet=quiet)
     hours = reserved_hours if reserved_hours is not None else float(cfg.file_reserved_time)
     warn = (lambda msg: None) if quiet else (lambda msg: print(f"rmqstore: {msg}", file=sys.stderr))
     _check_store(cfg, zone, dry_run, force, verbose, warn)

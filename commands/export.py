@@ -22,6 +22,8 @@ from rmqstore_cli.commands.common import (
     SparkConfOpt,
     SparkMasterOpt,
     SparkVerboseOpt,
+    StoreGlobOpt,
+    StoresOpt,
     command,
 )
 
@@ -29,7 +31,7 @@ EPILOG = """Examples:
 
   rmqstore export --store ~/store --output /data/rmq-parquet
 
-  rmqstore export --store '/snapshots/broker-*/store' --output /data/fleet --engine spark --body
+  rmqstore export --store-glob '/snapshots/broker-*/store' --output /data/fleet --engine spark --body
 
   rmqstore export --store a/store --store b/store --output out --engine spark --spark-master 'local[2]'
 
@@ -48,11 +50,11 @@ def register(app: typer.Typer) -> None:
 
 @command
 def export(
-    store: Annotated[list[str], typer.Option("--store", "-s", envvar="RMQSTORE_STORE",
-                                             help="Store root; repeat it, or give a glob, for several stores.")],
     output: Annotated[str, typer.Option("--output", "-o", metavar="<path|uri>", help=(
         "Directory of the Parquet dataset, or (with --engine spark) a Hadoop file system URI: "
         "hdfs://…, s3a://bucket/…, gs://, abfs://, oss://, viewfs://, …"))],
+    store: StoresOpt = None,
+    store_glob: StoreGlobOpt = None,
     engine: EngineOpt = Engine.local,
     body: Annotated[bool, typer.Option("--body/--no-body", help="Include message bodies (stored bytes).")] = False,
     compression: Annotated[Codec, typer.Option(
@@ -86,7 +88,8 @@ def export(
     """
 
     from rmqstore_cli.errors import UsageError
-    from rmqstore_cli.pipeline.stores import expand_stores, file_tasks, hadoop_uri, local_path
+    from rmqstore_cli.commands.common import pick_stores
+    from rmqstore_cli.pipeline.stores import file_tasks, hadoop_uri, local_path
     from rmqstore_cli.render import print_summary
     from rmqstore_cli.times import now_ms
 
@@ -106,7 +109,7 @@ def export(
             raise UsageError(f"output directory {output} is not empty", hint="pass --overwrite to replace it")
     sizes = dict(mapped_file_size_commit_log=commitlog_file_size, mapped_file_size_consume_queue=cq_file_size,
                  max_hash_slot_num=index_slots, max_index_num=index_max)
-    stores = expand_stores(store, str(broker_conf) if broker_conf else None, sizes)
+    stores = pick_stores(store, store_glob, broker_conf, sizes)
     tasks = file_tasks(stores, body)
     t0 = now_ms()
     if engine is Engine.spark:

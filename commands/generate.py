@@ -120,9 +120,9 @@ def generate(
     one warning per such topic with its record count, the summary lists them under
     refused_topics, and the exit code stays 0 (the store holds every record).
     """
-    from rmqstore_cli.commands.common import load_config
     from rmqstore_cli.errors import UsageError
     from rmqstore_cli.render import print_summary
+    from rmqstore_cli.store.config import StoreConfig
     from rmqstore_cli.store.lock import refuse_if_live
     from rmqstore_cli.store.producer import Workload, WorkloadOptions
     from rmqstore_cli.store.writer import StoreWriter, count_records
@@ -134,7 +134,9 @@ def generate(
                      append or from_jsonl is not None)
     zone = parse_tz(tz)
     existing = _check_target(store, append, "--store")
-    cfg = load_config(store, broker_conf, commitlog_file_size, cq_file_size, index_slots, index_max)
+    cfg = StoreConfig.load(store, broker_conf, mapped_file_size_commit_log=commitlog_file_size,  # never the env's
+                           mapped_file_size_consume_queue=cq_file_size, max_hash_slot_num=index_slots,
+                           max_index_num=index_max)
     for d in cfg.commitlog_dirs:  # storePathCommitLog may put the commit log elsewhere
         if d != cfg.root / "commitlog":
             existing = _check_target(d, append, "storePathCommitLog") or existing

@@ -8,7 +8,6 @@ from typing import Annotated, Optional
 import typer
 
 from rmqstore_cli.commands.common import (
-    DEFAULT_STORE,
     AllowOddSizeOpt,
     BrokerConfOpt,
     CommitlogSizeOpt,
@@ -66,7 +65,7 @@ def index_lookup(
                                   "outside the window.")] = False,
     body: Annotated[BodyMode, typer.Option(help="Include each message's body: none, text (escaped), hex or base64.")] = BodyMode.none,
     properties: Annotated[bool, typer.Option("--properties/--no-properties", help="Include message properties.")] = True,
-    store: StoreOpt = DEFAULT_STORE,
+    store: StoreOpt = None,
     broker_conf: BrokerConfOpt = None,
     commitlog_file_size: CommitlogSizeOpt = None,
     index_slots: IndexSlotsOpt = None,

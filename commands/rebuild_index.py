@@ -12,7 +12,6 @@ from rmqstore_cli.commands.common import (
     BrokerConfOpt,
     CommitlogSizeOpt,
     CqSizeOpt,
-    DEFAULT_STORE,
     Engine,
     EngineOpt,
     Fmt,
@@ -22,6 +21,7 @@ from rmqstore_cli.commands.common import (
     SparkConfOpt,
     SparkMasterOpt,
     SparkVerboseOpt,
+    StoreGlobOpt,
     StoresOpt,
     TzOpt,
     command,
@@ -40,7 +40,7 @@ EPILOG = """Examples:
 
   rmqstore rebuild-index --store /mnt/store --output /mnt/rebuilt --engine spark --spark-master 'local[4]'
 
-  rmqstore rebuild-index --store '/snapshots/broker-*/store' --output /tmp/rebuilt --engine spark
+  rmqstore rebuild-index --store-glob '/snapshots/broker-*/store' --output /tmp/rebuilt --engine spark
 
 With --engine spark each commit-log file is dispatched by one Spark task, which writes its
 consume-queue units in place; a second task per file writes its index entries, and one
@@ -52,7 +52,7 @@ naming one is refused on either engine.
 On a cluster, --output (or the store, with --in-place) must be on a file system every
 executor mounts at the same path.
 
-Several stores (--store repeated or a glob) are rebuilt one after the other, in one Spark
+Several stores (--store repeated, or --store-glob) are rebuilt one after the other, in one Spark
 session with --engine spark: with --output DIR each store is written to DIR/<its path
 relative to the stores' common parent> (broker-a/store, broker-b/store, ...), with
 --in-place each store in place. The summary then has one entry per store.
@@ -82,7 +82,8 @@ def register(app: typer.Typer) -> None:
 
 @command
 def rebuild_index(
-    store: StoresOpt = [str(DEFAULT_STORE)],
+    store: StoresOpt = None,
+    store_glob: StoreGlobOpt = None,
     broker_conf: BrokerConfOpt = None,
     output: Annotated[Optional[Path], typer.Option(
         "--output", "-o", help="Write the rebuilt consumequeue/, index/ and checkpoint here (with several stores: "
@@ -97,7 +98,8 @@ def rebuild_index(
     copy_commitlog: Annotated[bool, typer.Option(
         help="With --output: copy the commit-log files (sparse, mtimes kept) instead of a symlink.")] = False,
     no_backup: Annotated[bool, typer.Option(
-        "--no-backup", help="With --in-place: delete the old sets instead of keeping *.bak-<id>.")] = False,
+        "--no-backup", help="With --in-place: delete the old sets instead of keeping them in the store's "
+                            "rmqstore-backup/<id>/ (stderr names it; verify knows it).")] = False,
     recover: Annotated[bool, typer.Option(
         "--recover", help="Only finish (or roll back) an interrupted --in-place run, then stop.")] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Scan and report what would be written; write nothing.")] = False,
@@ -122,10 +124,11 @@ def rebuild_index(
     recovery region). Queues whose first files were expired start above 0 with pre-blank
     units, like the broker's. Exit 0 done, 2 usage, 3 unreadable store, 4 a live broker.
     """
-    from rmqstore_cli.pipeline.stores import expand_stores
+    from rmqstore_cli.commands.common import conf_path, pick_stores
     from rmqstore_cli.render import print_summaries, print_summary
 
-    stores = [Path(s.path) for s in expand_stores(store, None, {})]
+    stores = [Path(s.path) for s in pick_stores(store, store_glob, broker_conf, {})]
+    broker_conf = conf_path(broker_conf)  # the option's, else $RMQSTORE_BROKER_CONF
     if recover:
         _recover(stores, output is not None or dry_run, fmt)
         return
@@ -156,9 +159,23 @@ def rebuild_index(
         print_summaries(fmt.value, summaries, title)
     else:
         print_summary(fmt.value, summaries[0], title)
-    for st, _, rep, _, _ in done:
+    for st, _, rep, plan, _ in done:
         if rep is not None:
             _warn(rep, f"{st}: " if several else "")
+        if plan.get("backups") and not dry_run:
+            _tell_backups(plan["backups"])
+
+
+def _tell_backups(backups: list[str]) -> None:
+    """Where --in-place put the sets it replaced: one directory per run, below the store's
+    rmqstore-backup/ (store/root_entries.py), which verify names as not checked, not unknown."""
+    import os
+
+    from rmqstore_cli.render import safe_text
+
+    where = os.path.commonpath(backups) if len(backups) > 1 else os.path.dirname(backups[0])
+    print(f"rmqstore: the replaced files are kept in {safe_text(where)} (remove it once the rebuilt store is "
+          "trusted; --no-backup keeps none)", file=sys.stderr)
 
 
 def _refuse_batch_queues(plans) -> None:

@@ -18,7 +18,6 @@ from rmqstore_cli.commands.common import (
     TzOpt,
     command,
     complete_topic,
-    DEFAULT_STORE,
 )
 
 EPILOG = """Examples:
@@ -62,7 +61,7 @@ def search_offset(
                        "milliseconds (13 digits), now, or -90m/-2h/-7d.")],
     queue_id: Annotated[Optional[int], typer.Option("--queue-id", "-q", min=0,
                                                     help="Only this queue (default: every queue of the topic).")] = None,
-    store: StoreOpt = DEFAULT_STORE,
+    store: StoreOpt = None,
     broker_conf: BrokerConfOpt = None,
     commitlog_file_size: CommitlogSizeOpt = None,
     cq_file_size: CqSizeOpt = None,

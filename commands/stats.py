@@ -11,7 +11,6 @@ from rmqstore_cli.commands.common import (
     BrokerConfOpt,
     CommitlogSizeOpt,
     CqSizeOpt,
-    DEFAULT_STORE,
     Fmt,
     FormatOpt,
     StoreOpt,
@@ -69,7 +68,7 @@ def stats(
     exact: Annotated[bool, typer.Option(
         "--exact", help="Walk the whole commit log instead of reading the consume queues: every record "
                         "counts, also those no consume queue holds (slow on a big store).")] = False,
-    store: StoreOpt = DEFAULT_STORE,
+    store: StoreOpt = None,
     broker_conf: BrokerConfOpt = None,
     commitlog_file_size: CommitlogSizeOpt = None,
     cq_file_size: CqSizeOpt = None,

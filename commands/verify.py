@@ -11,7 +11,6 @@ from rmqstore_cli.commands.common import (
     BrokerConfOpt,
     CommitlogSizeOpt,
     CqSizeOpt,
-    DEFAULT_STORE,
     Engine,
     EngineOpt,
     Fmt,
@@ -21,6 +20,7 @@ from rmqstore_cli.commands.common import (
     SparkConfOpt,
     SparkMasterOpt,
     SparkVerboseOpt,
+    StoreGlobOpt,
     StoresOpt,
     VerifyBrokerVersion,
     command,
@@ -36,13 +36,14 @@ EPILOG = """Examples:
 
   rmqstore verify --list-checks
 
-  rmqstore verify --store '/snapshots/broker-*/store' --format jsonl      # several stores
+  rmqstore verify --store-glob '/snapshots/broker-*/store' --format jsonl      # several stores
 
   rmqstore verify --store a/store --store b/store --engine spark --spark-master 'local[4]'
 
-With several stores (or --engine spark) every finding carries "store", and the summary
-holds one entry per store. --engine spark runs one Spark task per commit-log file, then
-one per queue and per index file; the findings are the local engine's.
+With several stores every finding carries "store", and the summary holds one entry per
+store ({"summary": {"stores": [...]}}); one store prints the same whatever the engine.
+--engine spark runs one Spark task per commit-log file, then one per queue and per index
+file; the findings are the local engine's.
 
 Exit codes: 0 no errors (warnings and info may be listed), 1 errors found (a broker that
 would not start on the store is always one), 3 not a store. A finding rebuild-index repairs
@@ -87,7 +88,8 @@ def register(app: typer.Typer) -> None:
 
 @command
 def verify(
-    store: StoresOpt = [str(DEFAULT_STORE)],
+    store: StoresOpt = None,
+    store_glob: StoreGlobOpt = None,
     broker_conf: BrokerConfOpt = None,
     commitlog_file_size: CommitlogSizeOpt = None,
     cq_file_size: CqSizeOpt = None,
@@ -118,11 +120,11 @@ def verify(
     (duplicate queue offsets after restarts, pre-blank units, expired entries) are info.
     Read-only: no byte of the store changes.
     """
-    from rmqstore_cli.commands.common import load_config
-    from rmqstore_cli.render import Output, ProgressBar, console, print_summary, safe_text, to_json
-    from rmqstore_cli.store.verify import CHECKS, Verifier, VerifyOptions, open_for_verify
+    from rmqstore_cli.render import Output
 
     if list_checks:
+        from rmqstore_cli.store.verify import CHECKS
+
         rows = [{"check": c, "severity": sev, "detail": what} for c, (sev, what) in CHECKS.items()]
         out = Output(fmt.value, [("check", "check"), ("severity", "severity"), ("detail", "meaning")],
                      title="verify checks")
@@ -130,23 +132,38 @@ def verify(
             out.emit(r)
         out.close()
         return
-    from rmqstore_cli.pipeline.stores import expand_stores
+    from rmqstore_cli.commands.common import pick_stores
 
     sizes = dict(mapped_file_size_commit_log=commitlog_file_size, mapped_file_size_consume_queue=cq_file_size,
                  max_hash_slot_num=index_slots, max_index_num=index_max)
-    specs = expand_stores(store, str(broker_conf) if broker_conf else None, sizes)
+    specs = pick_stores(store, store_glob, broker_conf, sizes)
     if len(specs) > 1 or engine is Engine.spark:
-        _verify_many(specs, engine, spark_master, spark_conf, verbose, crc, deep, max_findings, fmt, broker_version)
+        results = _verify_many(specs, engine, spark_master, spark_conf, verbose, crc, deep, max_findings,
+                               broker_version)
+        if len(specs) > 1:
+            _print_many(results, fmt)
+        else:  # one store: the local engine's output, whatever the engine
+            _print_one(results[0], fmt)
+        sys.stdout.flush()
+        if not all(r["ok"] for r in results):
+            raise typer.Exit(1)
         return
-    store = Path(specs[0].path)
-    cfg = open_for_verify(load_config(store, broker_conf, commitlog_file_size, cq_file_size, index_slots, index_max))
+    _verify_one(specs[0], crc, deep, max_findings, broker_version, fmt)
+
+
+def _verify_one(spec, crc: bool, deep: bool, max_findings: int | None, broker_version, fmt: Fmt) -> None:
+    """One store on the local engine: jsonl findings stream out as the scan finds them."""
+    from rmqstore_cli.render import ProgressBar, to_json
+    from rmqstore_cli.store.config import StoreConfig
+    from rmqstore_cli.store.startup import STARTUP_CHECKS, start_findings
+    from rmqstore_cli.store.verify import Verifier, VerifyOptions, open_for_verify
+
+    cfg = open_for_verify(StoreConfig.load(spec.path, spec.broker_conf, **dict(spec.sizes)))
     opts = VerifyOptions(crc=crc, deep=deep, max_findings=max_findings,
                          broker_version=None if broker_version is None else broker_version.value)
     total = 0
     if sys.stderr.isatty():
         total = sum(p.stat().st_size for d in cfg.commitlog_dirs if d.is_dir() for p in d.iterdir() if p.is_file())
-    from rmqstore_cli.store.startup import STARTUP_CHECKS, start_findings
-
     findings = []
     relevant = []  # what broker_start reads, kept even when the findings stream out
     with ProgressBar("verifying commit log", total=total or None) as bar:
@@ -157,50 +174,65 @@ def verify(
                 if f.check in STARTUP_CHECKS:
                     relevant.append(f.as_dict())
         else:
-            findings = list(v.run())
-            relevant = [f.as_dict() for f in findings if f.check in STARTUP_CHECKS]
+            findings = [f.as_dict() for f in v.run()]
+            relevant = [f for f in findings if f["check"] in STARTUP_CHECKS]
     summary = v.summary
     verdict = broker_start(cfg, broker_version, relevant, summary)
     summary["broker_start"] = verdict.as_dict()
-    no_start = start_findings(verdict, summary)  # "would not start" is an error (exit 1)
-    findings += no_start
+    no_start = [f.as_dict() for f in start_findings(verdict, summary)]  # "would not start" is an error (exit 1)
     if fmt is Fmt.jsonl:
         for f in no_start:
-            sys.stdout.write(to_json(f.as_dict()) + "\n")
-        sys.stdout.write(to_json({"summary": summary}) + "\n")
-    elif fmt is Fmt.json:
-        sys.stdout.write(to_json({"findings": [f.as_dict() for f in findings], "summary": summary}) + "\n")
-    else:
-        by_check: dict[str, list] = {}
-        for f in findings:
-            by_check.setdefault(f.check, []).append(f)
-        for check in sorted(by_check, key=lambda c: (list(CHECKS).index(c) if c in CHECKS else 999)):
-            items = by_check[check]
-            shown = len(items)
-            count = v.counts[check]
-            title = f"{check} — {CHECKS[check][1]}" + (f" ({shown} of {count} shown)" if count > shown else "")
-            out = Output("table", TABLE_COLUMNS, title=safe_text(title))
-            for f in items:
-                out.emit({"severity": f.severity, "file": f.file, "offset": "" if f.offset is None else f.offset,
-                          "detail": f.detail})
-            out.close()
-        print_summary("table", {k: summary[k] for k in ("store", "messages", "bytes", "files", "errors", "warnings",
-                                                         "infos")}, "verify summary")
-        if not findings:
-            console().print("no findings: the store is consistent")
-        console().print(safe_text(verdict.line()), highlight=False)
-        for note in summary["notes"]:
-            print(f"rmqstore: note: {note}", file=sys.stderr)
+            sys.stdout.write(to_json(f) + "\n")
+    findings += no_start
+    _print_one({"findings": findings, "summary": summary, "verdict": verdict}, fmt, streamed=fmt is Fmt.jsonl)
     sys.stdout.flush()
     if not v.ok or no_start:
         raise typer.Exit(1)
 
 
-def _verify_many(specs, engine, master, conf, verbose, crc, deep, max_findings, fmt, version) -> None:
-    """Several stores (or Spark): the same Verifier per store; findings carry their store."""
-    from rmqstore_cli.pipeline.stores import verify_store
+def _print_one(result: dict, fmt: Fmt, streamed: bool = False) -> None:
+    """One store's findings, summary and broker_start line: the same for either engine
+    (``streamed``: the jsonl findings are out already)."""
     from rmqstore_cli.render import Output, console, print_summary, safe_text, to_json
+    from rmqstore_cli.store.verify import CHECKS
+
+    findings, summary = result["findings"], result["summary"]
+    if fmt is Fmt.jsonl:
+        for f in () if streamed else findings:
+            sys.stdout.write(to_json(f) + "\n")
+        sys.stdout.write(to_json({"summary": summary}) + "\n")
+        return
+    if fmt is Fmt.json:
+        sys.stdout.write(to_json({"findings": findings, "summary": summary}) + "\n")
+        return
+    by_check: dict[str, list] = {}
+    for f in findings:
+        by_check.setdefault(f["check"], []).append(f)
+    for check in sorted(by_check, key=lambda c: (list(CHECKS).index(c) if c in CHECKS else 999)):
+        items = by_check[check]
+        count = summary["findings"].get(check, len(items))
+        title = f"{check} — {CHECKS[check][1]}" + (f" ({len(items)} of {count} shown)" if count > len(items) else "")
+        out = Output("table", TABLE_COLUMNS, title=safe_text(title))
+        for f in items:
+            out.emit({"severity": f["severity"], "file": f["file"], "offset": "" if f["offset"] is None else f["offset"],
+                      "detail": f["detail"]})
+        out.close()
+    print_summary("table", {k: summary[k] for k in ("store", "messages", "bytes", "files", "errors", "warnings",
+                                                     "infos")}, "verify summary")
+    if not findings:
+        console().print("no findings: the store is consistent")
+    console().print(safe_text(result["verdict"].line()), highlight=False)
+    for note in summary["notes"]:
+        print(f"rmqstore: note: {note}", file=sys.stderr)
+
+
+def _verify_many(specs, engine, master, conf, verbose, crc, deep, max_findings, version) -> list[dict]:
+    """Several stores (or Spark): the same Verifier per store, each result with its
+    ``broker_start`` verdict; with one store, shaped as the local engine's (no ``store`` in
+    the findings, the summary's ``store`` the path as the local engine prints it)."""
+    from rmqstore_cli.pipeline.stores import verify_store
     from rmqstore_cli.store.config import StoreConfig
+    from rmqstore_cli.store.startup import STARTUP_CHECKS, start_findings
     from rmqstore_cli.store.verify import open_for_verify
 
     for s in specs:  # a path that is not a store is a clean error before any work
@@ -216,16 +248,24 @@ def _verify_many(specs, engine, master, conf, verbose, crc, deep, max_findings, 
         results = sp.run_job(sp.verify, master, conf, verbose, specs, crc, deep, max_findings, v)
     else:
         results = [verify_store(s, crc, deep, max_findings, v) for s in specs]
-    from rmqstore_cli.store.startup import STARTUP_CHECKS, start_findings
-
     for s, r in zip(specs, results):
+        if len(specs) == 1:
+            r["findings"] = [{k: x for k, x in f.items() if k != "store"} for f in r["findings"]]
+            r["summary"]["store"] = s.path
         cfg = StoreConfig.load(s.path, s.broker_conf, **dict(s.sizes))
         r["verdict"] = broker_start(cfg, version, [f for f in r["findings"] if f["check"] in STARTUP_CHECKS],
                                     r["summary"])
         r["summary"]["broker_start"] = r["verdict"].as_dict()
-        no_start = [dict(f.as_dict(), store=r["store"]) for f in start_findings(r["verdict"], r["summary"])]
-        r["findings"] += no_start
+        no_start = [f.as_dict() for f in start_findings(r["verdict"], r["summary"])]
+        r["findings"] += no_start if len(specs) == 1 else [dict(f, store=r["store"]) for f in no_start]
         r["ok"] = r["ok"] and not no_start
+    return results
+
+
+def _print_many(results: list[dict], fmt: Fmt) -> None:
+    """Several stores: every finding with its store, one summary per store."""
+    from rmqstore_cli.render import Output, console, print_summary, safe_text, to_json
+
     findings = [f for r in results for f in r["findings"]]
     summaries = [r["summary"] for r in results]
     if fmt is Fmt.jsonl:
@@ -246,6 +286,3 @@ def _verify_many(specs, engine, master, conf, verbose, crc, deep, max_findings, 
             print_summary("table", {k: sm.get(k) for k in ("store", "messages", "bytes", "files", "errors",
                                                             "warnings", "infos")}, "verify summary")
             console().print(safe_text(f"{sm['store']}: {r['verdict'].line()}"), highlight=False)
-    sys.stdout.flush()
-    if not all(r["ok"] for r in results):
-        raise typer.Exit(1)

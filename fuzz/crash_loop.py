@@ -1,18 +1,22 @@
 #!/usr/bin/env python
-"""SIGKILL `rebuild-index --in-place` and `expire` at random moments, many times (issue #8).
+"""SIGKILL `rebuild-index --in-place` (with and without its backups) and `expire` at random
+moments, many times (issues #8, #31).
 
     .venv/bin/python fuzz/crash_loop.py --iterations 50 [--seed 1]
 
 Each iteration copies a generated store, starts the mutating command as a subprocess,
 kills it after a random delay, then checks: `verify` reads the store (exit 0 or 1, never
-3 or a traceback); a re-run of the same command exits 0; `verify` then exits 0 and the
-store holds exactly what an uninterrupted run produces. `run_iterations` is what
+3 or a traceback); a re-run of the same command exits 0; `verify` then exits 0 with no
+unknown store-root entry, and the store holds exactly what an uninterrupted run produces;
+kept backups lie in `rmqstore-backup/<id>/`, the first holding the replaced consume queues
+whole (`--no-backup`: none left). `run_iterations` is what
 tests/safety/test_hardening.py runs briefly with a fixed seed.
 """
 from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import os
 import random
 import shutil
@@ -35,9 +39,13 @@ def _rmq(*args, env=None, check=False) -> subprocess.CompletedProcess:
     return r
 
 
+BACKUP_DIR = "rmqstore-backup"  # store/root_entries.py: where rebuild-index --in-place keeps the old sets
+KINDS = ("rebuild", "expire", "rebuild-keep")  # rebuild-keep: rebuild-index --in-place keeping its backups
+
+
 def digest(root: Path) -> dict[str, str]:
     return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*")) if p.is_file() and ".bak-" not in str(p.relative_to(root))
+            for p in sorted(root.rglob("*")) if p.is_file() and BACKUP_DIR not in p.relative_to(root).parts
             and not p.name.startswith(".rebuild")}
 
 
@@ -48,13 +56,14 @@ def make_master(path: Path, messages: int = 1500) -> Path:
 
 
 def commands(kind: str, store: Path) -> list:
-    if kind == "rebuild":
-        return ["rebuild-index", "--store", store, "--in-place", "--no-backup", *SIZES[2:]]
+    if kind.startswith("rebuild"):
+        keep = [] if kind == "rebuild-keep" else ["--no-backup"]
+        return ["rebuild-index", "--store", store, "--in-place", *keep, *SIZES[2:]]
     return ["expire", "--store", store, *SIZES, "--now", NOW, "--reserved-hours", "72", "--pause-ms", "2", "--quiet"]
 
 
 def prepare(kind: str, store: Path) -> None:
-    if kind == "rebuild":  # an old set that differs from the new one: zeroed queues, no index
+    if kind.startswith("rebuild"):  # an old set that differs from the new one: zeroed queues, no index
         for f in (store / "consumequeue").rglob("0000*"):
             f.write_bytes(bytes(f.stat().st_size))
         shutil.rmtree(store / "index")
@@ -98,21 +107,43 @@ def one(kind: str, master: Path, work: Path, delay: float, ref: dict[str, str]) 
     v = _rmq("verify", "--store", store, *SIZES, "--format", "json")
     if v.returncode != 0:
         return mid_run, f"verify after re-run: exit {v.returncode}: {v.stdout.decode()[-300:]} {v.stderr.decode()[-300:]}"
+    if "store.unknown-entry" in json.loads(v.stdout)["summary"]["findings"]:
+        return mid_run, "verify after re-run: an unknown store-root entry (a backup or staging left behind)"
     got = digest(store)
     if got != ref:
         diff = sorted(k for k in set(got) | set(ref) if got.get(k) != ref.get(k))
         return mid_run, f"store differs from an uninterrupted run: {diff[:5]}"
-    return mid_run, None
+    return mid_run, _backups_problem(kind, master, store)
+
+
+def _backups_problem(kind: str, master: Path, store: Path) -> str | None:
+    """rebuild-keep: the first run directory under rmqstore-backup/ holds the old consume
+    queues whole (what prepare() made); the others (a re-run after a finished one) whole sets."""
+    runs = sorted((store / BACKUP_DIR).iterdir()) if (store / BACKUP_DIR).is_dir() else []
+    if kind != "rebuild-keep":
+        return f"backups left by --no-backup: {runs}" if runs else None
+    if not runs:
+        return "no backup of the replaced sets"
+    old = store.parent / "old"
+    if old.exists():
+        shutil.rmtree(old)
+    shutil.copytree(master / "consumequeue", old / "consumequeue")
+    for f in old.rglob("0000*"):  # as prepare() zeroed them
+        f.write_bytes(bytes(f.stat().st_size))
+    if digest(runs[0] / "consumequeue") != digest(old / "consumequeue"):
+        return f"the backup {runs[0]} does not hold the replaced consume queues"
+    missing = [r.name for r in runs if not (r / "checkpoint").is_file() or not (r / "consumequeue").is_dir()]
+    return f"incomplete backups: {missing}" if missing else None
 
 
 def run_iterations(iterations: int, seed: int, work: Path, max_delay: float = 2.5) -> list[tuple]:
     """[(kind, delay, killed_mid_run, problem)] for each iteration (kinds alternate)."""
     master = make_master(work / "master")
-    refs = {k: expected_result(k, master, work) for k in ("rebuild", "expire")}
+    refs = {k: expected_result(k, master, work) for k in KINDS}
     rng = random.Random(seed)
     out = []
     for i in range(iterations):
-        kind = ("rebuild", "expire")[i % 2]
+        kind = KINDS[i % len(KINDS)]
         delay = rng.uniform(0.05, max_delay)
         out.append((kind, round(delay, 3), *one(kind, master, work, delay, refs[kind])))
     return out
@@ -130,10 +161,11 @@ def main() -> int:
     bad = [r for r in res if r[3]]
     for kind, delay, _, problem in bad:
         print(f"FAIL {kind} killed at {delay}s: {problem}")
-    n = {k: sum(1 for r in res if r[0] == k) for k in ("rebuild", "expire")}
-    mid = {k: sum(1 for r in res if r[0] == k and r[2]) for k in ("rebuild", "expire")}
-    print(f"{len(res)} kills ({n['rebuild']} rebuild-index --in-place, {mid['rebuild']} of them mid-run; "
-          f"{n['expire']} expire, {mid['expire']} mid-run) in {time.time() - t0:.0f}s; {len(bad)} failures")
+    n = {k: sum(1 for r in res if r[0] == k) for k in KINDS}
+    mid = {k: sum(1 for r in res if r[0] == k and r[2]) for k in KINDS}
+    print(f"{len(res)} kills ({n['rebuild']} rebuild-index --in-place --no-backup, {mid['rebuild']} of them "
+          f"mid-run; {n['rebuild-keep']} keeping backups, {mid['rebuild-keep']} mid-run; {n['expire']} expire, "
+          f"{mid['expire']} mid-run) in {time.time() - t0:.0f}s; {len(bad)} failures")
     return 1 if bad else 0
 
 

@@ -101,13 +101,18 @@ def page(cmd, name: str, parent) -> str:
                            (4, "Refused for safety: a live broker holds the store's lock, or a destructive step "
                                "needs \\-\\-force.")):
             lines += [".TP", f".B {code}", _roff(text) if "\\" not in text else text]
-        lines += [".SH ENVIRONMENT", ".TP", ".B RMQSTORE_STORE", "Default for \\-\\-store.",
+        lines += [".SH ENVIRONMENT", ".TP", ".B RMQSTORE_STORE",
+                  _roff("The store when --store is not given and --broker-conf sets no storePathRootDir. "
+                        "Which store a command reads: --store; else --broker-conf's storePathRootDir; else "
+                        "RMQSTORE_STORE; else RMQSTORE_BROKER_CONF's storePathRootDir; else ~/store (the "
+                        "broker's default). Unless --store named it, one stderr line says which and why."),
                   ".TP", ".B RMQSTORE_BROKER_CONF", "Default for \\-\\-broker\\-conf.",
                   ".TP", ".B NO_COLOR", "When set, no colour on a terminal (tables, progress bars).",
-                  ".TP", ".B RMQSTORE_SPARK_CDS",
-                  _roff("0: an embedded Spark (--engine spark with a local master) starts without the class-data "
-                        "archive that the first such run writes to $XDG_CACHE_HOME/rmqstore (~120 MB; default "
-                        "~/.cache/rmqstore) and later runs map to start faster.")]
+                  ".TP", ".B RMQSTORE_SPARK_CACHE",
+                  _roff("A directory for the class-data archive of Spark's classes (~70-120 MB) that an "
+                        "embedded Spark (--engine spark with a local master) writes on its first run and maps "
+                        "on later ones, to start ~7 s faster. Unset: nothing is cached; no command writes "
+                        "under HOME.")]
         lines += [".SH FILES", ".TP", ".B completions/rmqstore.bash, completions/_rmqstore, completions/rmqstore.fish",
                   _roff("Shell completion for bash, zsh and fish (commands, options, values, and the topics and "
                         "queue ids of the store given by --store).")]

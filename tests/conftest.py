@@ -161,6 +161,21 @@ def retopic(src: Path, dest: Path, topics: list[tuple[slice, str]]) -> Path:
     return dest
 
 
+@pytest.fixture(scope="session", autouse=True)
+def spark_cache(tmp_path_factory):
+    """The suite's Spark runs share one class-data archive (opt-in: RMQSTORE_SPARK_CACHE,
+    pipeline/jvmstart.py) in pytest's temporary directory: the suite writes nothing under
+    HOME (it used to leave ~70 MB archives in ~/.cache/rmqstore). A test that needs no cache
+    passes ``RMQSTORE_SPARK_CACHE=""``."""
+    if "RMQSTORE_SPARK_CACHE" in os.environ:
+        yield Path(os.environ["RMQSTORE_SPARK_CACHE"])
+        return
+    cache = tmp_path_factory.mktemp("spark-cache")
+    os.environ["RMQSTORE_SPARK_CACHE"] = str(cache)
+    yield cache
+    os.environ.pop("RMQSTORE_SPARK_CACHE", None)
+
+
 @pytest.fixture(scope="module")
 def spark():
     """A local[2] Spark session for one test module (skipped without pyspark)."""

@@ -7,11 +7,13 @@ job, and CPU the tasks then lack. Two HotSpot options halve it:
 - ``-XX:TieredStopAtLevel=1``: the JIT stops at C1. The driver JVM of an embedded master
   only schedules tasks and moves small results (the work runs in the Python workers), so
   C2's optimising compiles were pure start-up cost.
-- an application class-data-sharing archive of Spark's classes (JDK 13+ dynamic CDS):
-  the first run dumps the classes it loaded (``-XX:ArchiveClassesAtExit``) to a private
-  name, :func:`finish` renames it into the cache once that JVM has exited, and later runs
-  map it (``-XX:SharedArchiveFile``) instead of parsing and verifying ~10 000 classes. The
-  JVM checks the archive against its own build and class path and ignores a stale one
+- an application class-data-sharing archive of Spark's classes (JDK 13+ dynamic CDS),
+  opt-in: only when ``RMQSTORE_SPARK_CACHE`` names a directory (a command writes nothing
+  outside what the user named, and ~70-120 MB under ``~/.cache`` is not nothing). The
+  first run dumps the classes it loaded (``-XX:ArchiveClassesAtExit``) to a private name
+  there, :func:`finish` renames it into place once that JVM has exited, and later runs map
+  it (``-XX:SharedArchiveFile``) instead of parsing and verifying ~10 000 classes. The JVM
+  checks the archive against its own build and class path and ignores a stale one
   (``-Xshare:auto``), and the cache key includes both, so an upgrade makes a new one.
 
 The same holds for the client-mode driver JVM this process starts for a cluster master
@@ -29,7 +31,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-ARCHIVE_ENV = "RMQSTORE_SPARK_CDS"  # "0": no class-data archive (C1 stays)
+CACHE_ENV = "RMQSTORE_SPARK_CACHE"  # a directory for the class-data archive; unset: none (C1 stays)
 # The JVM's own log writes warnings to stdout, where our JSON goes: send them to stderr
 # (which a quiet run drains), without CDS's notes on classes it cannot archive.
 QUIET_JVM_LOG = ["-Xlog:disable", "-Xlog:all=warning,cds*=off:stderr"]
@@ -97,12 +99,15 @@ def finish(start: Start, jvm) -> None:
 
 
 def _archive_path() -> Path | None:
-    if os.environ.get(ARCHIVE_ENV, "1") == "0":
+    """The archive in the directory ``RMQSTORE_SPARK_CACHE`` names (made if missing), or None:
+    no directory named, or one that cannot be written."""
+    named = os.environ.get(CACHE_ENV)
+    if not named:
         return None
     key = _key()
     if key is None:
         return None
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "rmqstore"
+    base = Path(os.path.abspath(os.path.expanduser(named)))
     try:
         base.mkdir(parents=True, exist_ok=True)
     except OSError:

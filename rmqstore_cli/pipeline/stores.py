@@ -1,5 +1,5 @@
-"""The pipeline's units of work: stores (``--store`` globs), one task per commit-log file,
-and the verify of one store; no Spark in here.
+"""The pipeline's units of work: stores (``--store`` paths, ``--store-glob`` patterns), one
+task per commit-log file, and the verify of one store; no Spark in here.
 
 A unit is one commit-log file of one store (the broker never splits a record across
 files). Units are small picklable tuples, so Spark ships them to executors, which open
@@ -63,18 +63,27 @@ class FileTask:
     body: bool = False  # export: include message bodies
 
 
-def expand_stores(patterns: list[str], broker_conf: str | None, sizes: dict[str, int | None]) -> list[StoreSpec]:
-    """``--store`` values: paths or globs; labels are the paths as given (unique)."""
-    paths: list[str] = []
-    for p in patterns:
-        hits = sorted(glob.glob(os.path.expanduser(p))) if any(c in p for c in "*?[") else [os.path.expanduser(p)]
+def store_specs(paths: list[str], broker_conf: str | None, sizes: dict[str, int | None],
+                patterns: list[str] = ()) -> list[StoreSpec]:
+    """The stores of ``--store`` (each a path, taken as it is: ``s[1]`` or ``a*b`` is a directory
+    of that name) then of ``--store-glob`` (each a shell pattern, ``~`` expanded, its matching
+    directories in sorted order). Labels are the paths as given, or as matched. A pattern
+    matching no directory, or a store named twice (same real path), is a usage error."""
+    named = [(p, p.rstrip("/") or p) for p in paths]
+    for pattern in patterns:
+        hits = sorted(h for h in glob.glob(os.path.expanduser(pattern)) if os.path.isdir(h))
         if not hits:
-            raise UsageError(f"--store {p!r} matches no directory")
-        paths.extend(hits)
-    if len(set(paths)) != len(paths):
-        raise UsageError("a store is named twice")
+            raise UsageError(f"--store-glob {pattern!r} matches no directory",
+                             hint="check the pattern; a store whose name holds * ? or [ is given with --store")
+        named += [(h, h.rstrip("/") or h) for h in hits]
+    seen: dict[str, str] = {}
+    for p, label in named:
+        key = os.path.realpath(p)
+        if key in seen:
+            raise UsageError(f"a store is named twice: {seen[key]} and {label}")
+        seen[key] = label
     sz = tuple(sorted((k, v) for k, v in sizes.items() if v is not None))
-    return [StoreSpec(str(Path(p)), p.rstrip("/"), broker_conf, sz) for p in paths]
+    return [StoreSpec(str(Path(p)), label, broker_conf, sz) for p, label in named]
 
 
 def file_tasks(stores: list[StoreSpec], body: bool = False) -> list[FileTask]:

@@ -73,7 +73,7 @@ class StoreConfig:
     def commitlog_dirs(self) -> list[Path]:
         """``storePathCommitLog``; a comma-separated value is a multi-path commit log (docs/format/store-layout.md#multi-path-commit-log)."""
         if self.store_path_commit_log:
-            dirs = [Path(p.strip()) for p in self.store_path_commit_log.split(",") if p.strip()]
+            dirs = [Path(p) for p in commit_log_paths(self.store_path_commit_log)]
         else:
             dirs = [self.root / "commitlog"]
         from rmqstore_cli.store.commitlog.dledger import data_dir
@@ -157,12 +157,24 @@ class StoreConfig:
     @classmethod
     def load(cls, store: str | os.PathLike | None, broker_conf: str | os.PathLike | None = None,
              **overrides) -> "StoreConfig":
+        """The config of the store at ``store`` (None: ``broker_conf``'s ``storePathRootDir``,
+        else the broker's default ``${user.home}/store``).
+
+        ``store`` given over a broker.conf whose ``storePathCommitLog`` lies in that conf's
+        root (``<root>/commitlog`` spelt out, as many confs do): the commit log is read at the
+        same place below ``store`` (:func:`rebase_commit_log`), so a copy of a store read with
+        its broker's conf is read whole, never half from the copy and half from the original.
+        """
         cfg = cls()
         if broker_conf:
             cfg.apply_properties(read_java_properties(Path(broker_conf)))
+            check_conf_paths(cfg, Path(broker_conf), root_used=store is None)
         if store is not None:
+            conf_root = cfg.store_path_root_dir
             cfg.store_path_root_dir = str(store)
             cfg.explicit.add("store_path_root_dir")
+            if cfg.store_path_commit_log:
+                cfg.store_path_commit_log = rebase_commit_log(cfg.store_path_commit_log, conf_root, str(store))
         for name, value in overrides.items():
             if value is not None:
                 setattr(cfg, name, value)
@@ -302,6 +314,52 @@ class StoreConfig:
             return
         self.max_hash_slot_num, self.max_index_num = slots, entries
         notes.append(f"maxHashSlotNum={slots} maxIndexNum={entries} inferred from the index files")
+
+
+def commit_log_paths(value: str) -> list[str]:
+    """``storePathCommitLog``'s directories: ``MultiPathMappedFileQueue`` splits it at ``,``
+    (``MixAll.MULTI_PATH_SPLITTER``'s default) and trims each."""
+    return [p.strip() for p in value.split(",") if p.strip()]
+
+
+def rebase_commit_log(value: str, conf_root: str, store: str) -> str:
+    """``storePathCommitLog`` for a store read at ``store`` instead of the conf's root: each
+    directory inside ``conf_root`` moves with it (``/data/store/commitlog`` -> ``<store>/commitlog``);
+    one elsewhere (a commit log on another disk) stays where the conf says."""
+    base = os.path.normpath(conf_root)
+    out = []
+    for p in commit_log_paths(value):
+        rel = os.path.relpath(os.path.normpath(p), base)
+        out.append(p if rel == "." or rel == ".." or rel.startswith(".." + os.sep) else os.path.join(store, rel))
+    return ",".join(out)
+
+
+def check_conf_paths(cfg: "StoreConfig", conf: Path, root_used: bool) -> None:
+    """Refuse (exit 2) a relative ``storePathRootDir`` (when it is the store to read) or
+    ``storePathCommitLog`` from a broker.conf. The broker substitutes nothing in them:
+    ``BrokerStartup#createBrokerController`` loads the file with ``Properties#load`` and
+    ``MixAll#properties2Object`` sets each value trimmed, so ``${user.home}/store`` or
+    ``~/store`` is a relative path, which the broker's JVM resolves against its own working
+    directory; rmqstore cannot know that directory, so it does not guess."""
+    keys = [("storePathCommitLog", p) for p in commit_log_paths(cfg.store_path_commit_log or "")]
+    if root_used and "store_path_root_dir" in cfg.explicit:
+        keys.insert(0, ("storePathRootDir", cfg.store_path_root_dir))
+    for key, value in keys:
+        if not os.path.isabs(value):
+            raise UsageError(f"{key}={value!r} is not an absolute path: the broker substitutes nothing in it "
+                             "(no ${…}, no ~) and reads it against its own working directory", path=conf,
+                             hint="pass --store" if key == "storePathRootDir" else
+                             "give the broker config an absolute storePathCommitLog")
+
+
+def conf_root(conf: Path) -> str | None:
+    """The ``storePathRootDir`` a broker.conf sets (checked absolute), or None: it sets none."""
+    cfg = StoreConfig()
+    cfg.apply_properties(read_java_properties(conf))
+    if "store_path_root_dir" not in cfg.explicit:
+        return None
+    check_conf_paths(cfg, conf, root_used=True)
+    return cfg.store_path_root_dir
 
 
 def _snake(name: str) -> str:

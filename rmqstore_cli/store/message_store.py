@@ -37,7 +37,8 @@ class MessageStore:
         a command that writes queues or deletes files refuses a RocksDB consume queue."""
         root = config.root
         if not root.is_dir():
-            raise StoreError("no such store directory", path=root, hint="pass --store or set RMQSTORE_STORE")
+            raise StoreError("no such store directory", path=root,
+                             hint="pass --store DIR, or a --broker-conf that names storePathRootDir")
         if not any((root / m).exists() for m in STORE_MARKERS) and not any(
                 d.is_dir() for d in config.commitlog_dirs):
             raise StoreError("not a RocketMQ store (no commitlog/, consumequeue/, index/ or checkpoint)",

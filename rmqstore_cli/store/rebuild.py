@@ -62,6 +62,7 @@ from rmqstore_cli.store.fastdispatch import FastDispatcher
 from rmqstore_cli.store.fastpaths import FAST_PATHS
 from rmqstore_cli.store.lock import StoreLock, abort_exists, refuse_if_live
 from rmqstore_cli.store.mapped_files import MappedFile, fsync_dir
+from rmqstore_cli.store.root_entries import BACKUP_DIR
 
 _HEAD = struct.Struct(HEAD_FORMAT)
 _HEAD_FIELDS = [sc.name for sc in MessageHead.subcons]
@@ -754,6 +755,7 @@ def _roll_forward(root: Path, j: dict) -> None:
             if os.path.lexists(target) and not os.path.lexists(backup) and not j["no_backup"]:
                 data = checkpoint_backup_bytes(target)
                 if data is not None:
+                    backup.parent.mkdir(parents=True, exist_ok=True)
                     safefs.replace_file(backup, data, [root])
             _step()
             os.replace(staged, target)
@@ -789,12 +791,12 @@ def _cleanup(root: Path, j: dict) -> None:
     if j["no_backup"]:
         for _, _, backup, _ in j["parts"]:
             _rmtree_quietly(Path(backup), roots)
-        for extra in j.get("backup_dirs", []):
-            if Path(extra).is_dir() and not Path(extra).is_symlink() and not any(Path(extra).iterdir()):
-                Path(extra).rmdir()
         cp = j.get("checkpoint")
         if cp and os.path.lexists(cp[2]):
             safefs.unlink_inside(cp[2], roots)
+        for extra in j.get("backup_dirs", []):  # innermost first
+            if Path(extra).is_dir() and not Path(extra).is_symlink() and not any(Path(extra).iterdir()):
+                Path(extra).rmdir()
     _rmtree_quietly(Path(j["staging"]), roots)
     safefs.unlink_inside(root / JOURNAL, roots)
     fsync_dir(root)
@@ -850,11 +852,12 @@ def rebuild_in_place(config: StoreConfig, opts: RebuildOptions, no_backup: bool 
        run deletes the staging directory (roll back).
     2. journal := *swapping* (lists every target, staged and backup path). For each
        directory: ``renameat2(RENAME_EXCHANGE)`` swaps new and old atomically (the target
-       never disappears), the old one is renamed to ``<name>.bak-<id>``, then the marker is
+       never disappears), the old one is renamed to ``rmqstore-backup/<id>/<name>`` (a root
+       entry verify knows: :data:`~rmqstore_cli.store.root_entries.BACKUP_DIR`), then the marker is
        removed. Without RENAME_EXCHANGE (some file systems) the old one is renamed away
        first, then the new one in. The marker tells a re-run whether a target already is
        the new set, so a re-run after a crash completes the swap (roll forward). The
-       checkpoint is copied to ``checkpoint.bak-<id>`` and replaced by an atomic rename.
+       checkpoint is copied to ``rmqstore-backup/<id>/checkpoint`` and replaced by an atomic rename.
     3. journal := *cleanup*: with ``no_backup`` the backups are deleted; the staging
        directory and then the journal are removed.
 
@@ -874,27 +877,26 @@ def rebuild_in_place(config: StoreConfig, opts: RebuildOptions, no_backup: bool 
                           "backups": [] if prior["no_backup"] else [p[2] for p in prior["parts"]]}
         run = _run_id()
         staging = root / (STAGING_PREFIX + run)
-        suffix = f".bak-{run}"
+        keep = root / BACKUP_DIR / run  # the replaced sets, where verify and stats know them (root_entries)
         parts: list[list[str]] = []
         backup_dirs: list[str] = []
         if opts.build_cq:
             cq = config.consumequeue_dir
             if opts.topics is None:
-                parts.append([str(cq), str(staging / "consumequeue"), str(cq.with_name(cq.name + suffix)), "replace"])
+                parts.append([str(cq), str(staging / "consumequeue"), str(keep / cq.name), "replace"])
             else:
-                bdir = cq.with_name(cq.name + suffix)
-                backup_dirs.append(str(bdir))
+                backup_dirs.append(str(keep / cq.name))
                 for t in sorted(set(opts.topics)):
-                    parts.append([str(cq / t), str(staging / "consumequeue" / t), str(bdir / t), "replace"])
+                    parts.append([str(cq / t), str(staging / "consumequeue" / t), str(keep / cq.name / t), "replace"])
         if opts.build_index:
             ix = config.index_dir
-            parts.append([str(ix), str(staging / "index"), str(ix.with_name(ix.name + suffix)), "replace"])
+            parts.append([str(ix), str(staging / "index"), str(keep / ix.name), "replace"])
         if _rebuilds_batch_queues(config, opts):
-            bcq = root / BCQ_DIR
-            parts.append([str(bcq), str(staging / BCQ_DIR), str(bcq.with_name(BCQ_DIR + suffix)), "replace"])
+            parts.append([str(root / BCQ_DIR), str(staging / BCQ_DIR), str(keep / BCQ_DIR), "replace"])
+        backup_dirs += [str(keep), str(keep.parent)]  # --no-backup: removed once empty
         cp = config.checkpoint_path
         plan = {"in_place": str(root), "replaces": [p[0] for p in parts] + [str(cp)],
-                "backups": [] if no_backup else [p[2] for p in parts] + [str(cp) + suffix],
+                "backups": [] if no_backup else [p[2] for p in parts] + [str(keep / cp.name)],
                 "staging": str(staging)}
         if prior is not None:
             plan["recovered"] = prior["id"]
@@ -906,7 +908,7 @@ def rebuild_in_place(config: StoreConfig, opts: RebuildOptions, no_backup: bool 
             return rep, plan
         marker = f".rebuild-{run}"
         journal = {"id": run, "state": "building", "staging": str(staging), "parts": parts,
-                   "checkpoint": [str(cp), str(staging / "checkpoint"), str(cp) + suffix],
+                   "checkpoint": [str(cp), str(staging / "checkpoint"), str(keep / cp.name)],
                    "no_backup": no_backup, "marker": marker, "options": opts.key(), "backup_dirs": backup_dirs}
         try:
             _write_journal(root, journal)

@@ -4,7 +4,8 @@ table ``verify`` and ``stats`` account for every root entry by (docs/format/stor
 Each entry names the broker code that writes it and whether rmqstore reads it
 (``checked``): ``verify`` names every entry it does not check (``store.unchecked-entry``,
 info) and every entry no broker writes (``store.unknown-entry``, warning); ``stats``
-marks the latter ``known: false``. Never silently ignored.
+marks the latter ``known: false``. Never silently ignored. One entry is rmqstore's own
+(:data:`BACKUP_DIR`: rebuild-index's backups).
 """
 from __future__ import annotations
 
@@ -67,6 +68,18 @@ ROOT_ENTRIES: tuple[RootEntry, ...] = (
               "transaction statetable/redolog of old brokers", False),
     RootEntry("dledger-", "other", "DLedgerConfig#getDefaultPath", "a DLedger commit log (enableDLegerCommitLog; "
               "DLedgerCommitLog sets storeBaseDir to storePathRootDir)", True, prefix=True),
+)
+
+#: rmqstore's own root entry: ``rebuild-index --in-place`` moves the sets it replaces to
+#: ``<root>/rmqstore-backup/<run id>/`` (consumequeue, index, batchconsumequeue, checkpoint).
+#: No broker writes or reads it (the broker opens only the names above); verify names it as
+#: not checked (info), with what it is, so that the backups are neither unknown nor forgotten.
+BACKUP_DIR = "rmqstore-backup"
+
+ROOT_ENTRIES += (
+    RootEntry(BACKUP_DIR, "other", "rmqstore rebuild-index --in-place, not a broker",
+              "the consume queues, index and checkpoint that rebuild-index replaced, one directory per run; "
+              "remove it once the rebuilt store is trusted", False),
 )
 
 _BY_NAME = {e.name: e for e in ROOT_ENTRIES if not e.prefix}

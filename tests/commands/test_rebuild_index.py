@@ -124,6 +124,36 @@ def test_copy_commitlog_keeps_bytes_and_mtimes(small_store, tmp_path):
     assert not (out / "index").exists()
 
 
+def test_in_place_keeps_its_backups_where_stderr_says_and_verify_knows_them(small_store):
+    """#31: the replaced sets were left as consumequeue.bak-<id>, index.bak-<id> and
+    checkpoint.bak-<id> in the store root, where the next verify reported each as
+    store.unknown-entry (a warning). They now go to rmqstore-backup/<id>/, which stderr
+    names and verify and stats know (store/root_entries.py)."""
+    import re
+
+    before = tree_digest(small_store)
+    r = run("rebuild-index", "--store", small_store, "--in-place", "--format", "json")
+    assert r.returncode == 0, r.stderr
+    said = [ln for ln in r.stderr.decode().splitlines() if "kept in" in ln]
+    assert len(said) == 1 and said[0].startswith("rmqstore: "), r.stderr
+    where = Path(re.search(r"kept in (\S+) \(", said[0]).group(1))
+    assert where.parent == small_store / "rmqstore-backup" and where.is_dir()
+    assert sorted(p.name for p in where.iterdir()) == ["checkpoint", "consumequeue", "index"]
+    assert all(Path(b).parent == where for b in json.loads(r.stdout)["backups"])
+    for name in ("consumequeue", "index"):  # the old sets, whole
+        old = {k[len(name) + 1:]: v[0] for k, v in before.items() if k.startswith(name + "/")}
+        assert {k: v[0] for k, v in tree_digest(where / name).items()} == old
+    assert sorted(p.name for p in small_store.iterdir()) == sorted(
+        {k.split("/")[0] for k in before} | {"rmqstore-backup"})
+    v = run("verify", "--store", small_store, "--format", "json")
+    assert v.returncode == 0, v.stderr
+    root = [f for f in json.loads(v.stdout)["findings"] if f["check"].startswith("store.")]
+    assert [(f["check"], f["file"]) for f in root] == [("store.unchecked-entry", "rmqstore-backup")]
+    assert "rebuild-index" in root[0]["detail"]
+    stats = json.loads(run("stats", "--store", small_store, "--format", "json").stdout)
+    assert {c["path"]: c["known"] for c in stats["summary"]["components"]}["rmqstore-backup"] is True
+
+
 def test_in_place_after_deleting_and_corrupting(small_store, tmp_path):
     orig = tmp_path / "orig"
     shutil.copytree(small_store, orig)
@@ -135,15 +165,17 @@ def test_in_place_after_deleting_and_corrupting(small_store, tmp_path):
     assert r.exit_code == 0, r.stderr
     for part in PARTS:
         assert_same_tree(orig, small_store, part)
-    backups = sorted(p.name for p in small_store.iterdir() if ".bak-" in p.name)
-    assert [b.split(".bak-")[0] for b in backups] == ["checkpoint", "consumequeue"]  # index was absent
-    bak = next(small_store.glob("consumequeue.bak-*"))
+    [run_dir] = (small_store / "rmqstore-backup").iterdir()
+    assert sorted(p.name for p in run_dir.iterdir()) == ["checkpoint", "consumequeue"]  # index was absent
+    bak = run_dir / "consumequeue"
     assert (bak / victim.relative_to(small_store / "consumequeue")).read_bytes()[:1] == b"\xff"
     assert not list(small_store.glob(".rebuild-index*"))
+    backups = sorted(str(p.relative_to(small_store)) for p in small_store.rglob("*") if "rmqstore-backup" in str(p))
     # again, without backups: nothing left beside the new sets
     r = cli("rebuild-index", "--store", small_store, "--in-place", "--no-backup", "--format", "json")
     assert r.exit_code == 0, r.stderr
-    assert sorted(p.name for p in small_store.iterdir() if ".bak-" in p.name) == backups
+    assert sorted(str(p.relative_to(small_store)) for p in small_store.rglob("*")
+                  if "rmqstore-backup" in str(p)) == backups
     for part in PARTS:
         assert_same_tree(orig, small_store, part)
 
@@ -362,9 +394,9 @@ def test_sigkill_during_in_place_rebuild_always_recovers(small_store, tmp_path):
             assert target.is_dir() or journal.exists(), part
             if target.is_dir():
                 assert ok(part, target), part
-        for b in small_store.glob("*.bak-*"):
+        for b in small_store.glob("rmqstore-backup/*/*"):
             if b.is_dir():
-                assert ok(b.name.split(".bak-")[0], b)
+                assert ok(b.name, b)
     r = run("rebuild-index", "--store", small_store, "--in-place", "--format", "json", *SMALL_INDEX)
     assert r.returncode == 0, r.stderr
     for part in PARTS:

@@ -220,6 +220,37 @@ def test_verify_records_of_several_stores(small_store, small_store_master):
     assert {r["store"] for r in recs[:-1]} == {str(small_store)}
 
 
+@pytest.mark.parametrize("several", [False, True], ids=["one store", "two stores"])
+def test_verify_records_are_the_same_on_either_engine(small_store, small_store_master, several):
+    """#31: on one store --engine spark nested its summary as {"summary": {"stores": [...]}}
+    and tagged every finding with store, unlike the local engine ({"summary": {"store",
+    "messages", ...}}): a cron script broke when the engine changed. Both engines now print
+    what the schema says for the number of stores, and the same records."""
+    pytest.importorskip("pyspark")
+    with open(small_store / "commitlog" / "00000000000000000000", "r+b") as f:  # one error finding
+        f.seek(200)
+        b = f.read(1)
+        f.seek(200)
+        f.write(bytes([b[0] ^ 0xFF]))
+    stores = ["--store", small_store] + (["--store", small_store_master] if several else [])
+    local = jsonl("verify", *stores, code=1)
+    spark = jsonl("verify", *stores, "--engine", "spark", "--spark-master", "local[2]", code=1)
+    for recs in (local, spark):
+        _check_all(recs, lambda r: "verify-summary" if "summary" in r else "verify-finding")
+        summary = recs[-1]["summary"]
+        if several:
+            assert [s["store"] for s in summary["stores"]] == [str(small_store), str(small_store_master)]
+            assert all(r["store"] == str(small_store) for r in recs[:-1])
+        else:
+            assert "stores" not in summary and summary["store"] == str(small_store) and summary["errors"] >= 1
+            assert all("store" not in r for r in recs[:-1])
+    assert sorted(map(json.dumps, spark[:-1])) == sorted(map(json.dumps, local[:-1]))
+    assert spark[-1] == local[-1]
+    one = run("verify", *stores, "--engine", "spark", "--spark-master", "local[2]", "--format", "json")
+    validate(json.loads(one.stdout), "verify-report")
+    assert json.loads(one.stdout)["summary"] == local[-1]["summary"]
+
+
 def test_expire_records(small_store):
     args = ("expire", "--store", small_store, "--reserved-hours", "0", "--now", "2030-01-01")
     recs = jsonl(*args, "--dry-run")

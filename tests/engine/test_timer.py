@@ -326,13 +326,13 @@ def test_missing_wheel_is_rebuilt_by_recovery_from_a_one_file_log(sample, copy):
 
 def test_decomposed_verify_has_the_same_timer_findings(sample, copy):
     """pipeline/verify_tasks.py runs the timer checks on the driver: the same findings as Verifier.run."""
-    from rmqstore_cli.pipeline.stores import expand_stores, verify_store
+    from rmqstore_cli.pipeline.stores import store_specs, verify_store
     from rmqstore_cli.pipeline.verify_tasks import verify_stores
 
     with open(copy / "config" / "timercheck", "r+b") as fh:
         fh.seek(8)
         fh.write(struct.pack(">q", 5200 + 52 * 4))
-    specs = expand_stores([str(copy)], str(sample[1]), {})
+    specs = store_specs([str(copy)], str(sample[1]), {})
     want = [verify_store(s, True, False, None) for s in specs]
     got = verify_stores(specs, True, False, None)
     assert [f["check"] for f in want[0]["findings"]] == ["timer.checkpoint-ahead"]

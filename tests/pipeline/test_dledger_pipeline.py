@@ -35,14 +35,14 @@ def test_decomposed_rebuild_is_the_local_engine_byte_for_byte(stores, name, tmp_
 
 def test_spark_rebuild_and_verify_are_the_local_engines(stores, spark, tmp_path):
     from rmqstore_cli.pipeline import spark as sp
-    from rmqstore_cli.pipeline.stores import expand_stores, verify_store
+    from rmqstore_cli.pipeline.stores import store_specs, verify_store
     from rmqstore_cli.store.rebuild import build_set
 
     for name, (store, conf) in stores.items():
         want = rebuilt(build_set, store, conf, tmp_path / f"{name}-a")
         got = rebuilt(lambda c, d, o: sp.rebuild_build(spark, c, d, o), store, conf, tmp_path / f"{name}-b")
         assert got == want, name
-        specs = expand_stores([str(store)], str(conf) if conf else None, {})
+        specs = store_specs([str(store)], str(conf) if conf else None, {})
         local = [verify_store(s, True, True, None) for s in specs]
         remote = sp.verify(spark, specs, True, True, None)
         assert [r["summary"] for r in remote] == [r["summary"] for r in local]

@@ -35,9 +35,9 @@ def _reference(tasks, out):
 
 
 def _tasks(store):
-    from rmqstore_cli.pipeline.stores import expand_stores, file_tasks
+    from rmqstore_cli.pipeline.stores import store_specs, file_tasks
 
-    return file_tasks(expand_stores([str(store)], None, {}))
+    return file_tasks(store_specs([str(store)], None, {}))
 
 
 def test_same_dataset_as_write_dataset_one_row_group_per_partition(store, tmp_path):

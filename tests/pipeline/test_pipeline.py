@@ -72,11 +72,14 @@ def test_existing_output_is_not_overwritten_without_consent(two_stores, tmp_path
 
 
 def test_store_globs(two_stores, tmp_path):
+    """A fleet pattern is --store-glob's (#31); --store is a path, so a pattern there names
+    a directory that is not there (exit 3), never the stores it would match."""
     pattern = str(two_stores[0].parent / "*")
-    r = run("export", "--store", pattern, "--output", tmp_path / "o", "--format", "json")
+    r = run("export", "--store-glob", pattern, "--output", tmp_path / "o", "--format", "json")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["stores"] == 2
-    assert run("export", "--store", str(tmp_path / "nothing-*"), "--output", tmp_path / "p").returncode == 2
+    assert run("export", "--store-glob", str(tmp_path / "nothing-*"), "--output", tmp_path / "p").returncode == 2
+    assert run("export", "--store", pattern, "--output", tmp_path / "q").returncode == 3
 
 
 def test_spark_engine_writes_the_same_rows_as_local(two_stores, tmp_path):
@@ -119,7 +122,7 @@ def test_rebuild_index_of_several_stores_each_to_its_own_directory(two_stores, t
 
     a, b = two_stores
     out = tmp_path / "out"
-    r = run("rebuild-index", "--store", str(a.parent / "*"), *SMALL, "--output", out, "--tz", "UTC", "-f", "jsonl")
+    r = run("rebuild-index", "--store-glob", str(a.parent / "*"), *SMALL, "--output", out, "--tz", "UTC", "-f", "jsonl")
     assert r.returncode == 0, r.stderr
     lines = [json.loads(x) for x in r.stdout.splitlines()]
     assert [(x["store"], x["output"]) for x in lines] == [(str(a), str(out / "a")), (str(b), str(out / "b"))]

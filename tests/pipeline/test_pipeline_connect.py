@@ -117,11 +117,11 @@ def test_verify_shuffle_and_spark_writer_export_in_process(remote, stores, tmp_p
 
     from rmqstore_cli.pipeline import connect, local
     from rmqstore_cli.pipeline import spark as sp
-    from rmqstore_cli.pipeline.stores import expand_stores, file_tasks
+    from rmqstore_cli.pipeline.stores import store_specs, file_tasks
     from rmqstore_cli.pipeline.verify_tasks import verify_stores
 
     assert isinstance(remote, connect.Remote) and remote.sparkContext is None
-    specs = expand_stores([str(stores / "damaged"), str(stores / "good")], None, SIZES)
+    specs = store_specs([str(stores / "damaged"), str(stores / "good")], None, SIZES)
     want = verify_stores(specs, True, False, None)
     monkeypatch.setattr(sp, "SHIP_MARKS", -1)
     engine = connect.VerifyOnConnect(remote)
@@ -129,7 +129,7 @@ def test_verify_shuffle_and_spark_writer_export_in_process(remote, stores, tmp_p
     assert engine.whole is None  # went by shuffle
     assert json.dumps(got, sort_keys=True, default=str) == json.dumps(want, sort_keys=True, default=str)
 
-    tasks = file_tasks(expand_stores([str(stores / "damaged")], None, {}), body=True)
+    tasks = file_tasks(store_specs([str(stores / "damaged")], None, {}), body=True)
     lo = local.export(tasks, tmp_path / "local")
     jvm = sp._export_jvm(remote, tasks, tmp_path / "jvm")
     assert jvm == {"rows": lo["rows"], "unreadable": lo["unreadable"]} and len(lo["unreadable"]) == 2

@@ -13,9 +13,9 @@ pytest.importorskip("pyarrow")
 def test_both_spark_writers_give_the_local_rows(two_stores, spark, tmp_path):  # noqa: F811
     from rmqstore_cli.pipeline import local
     from rmqstore_cli.pipeline import spark as sp
-    from rmqstore_cli.pipeline.stores import expand_stores, file_tasks
+    from rmqstore_cli.pipeline.stores import store_specs, file_tasks
 
-    tasks = file_tasks(expand_stores([str(s) for s in two_stores], None, {}), body=True)
+    tasks = file_tasks(store_specs([str(s) for s in two_stores], None, {}), body=True)
     want = local.export(tasks, tmp_path / "local")
     (tmp_path / "arrow").mkdir()
     (tmp_path / "arrow" / "stale.parquet").write_bytes(b"x")  # --overwrite: replaced, not mixed in

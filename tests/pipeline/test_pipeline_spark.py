@@ -117,14 +117,14 @@ def test_spark_verify_finds_what_local_finds_for_several_stores(stores, spark, m
     and findings as the whole-store Verifier, capped or not, for three stores at once,
     whether the files' marks come back to the driver (few) or go by shuffle (many)."""
     from rmqstore_cli.pipeline import spark as sp
-    from rmqstore_cli.pipeline.stores import expand_stores, verify_store
+    from rmqstore_cli.pipeline.stores import store_specs, verify_store
 
     monkeypatch.setattr(sp, "SHIP_MARKS", ship)
     paths = []
     results = sp._VerifyOnSpark.results
     monkeypatch.setattr(sp._VerifyOnSpark, "results",
                         lambda self, rdd: (got := results(self, rdd), paths.append(self.whole is not None))[0])
-    specs = expand_stores([str(stores[n]) for n in ("good", "damaged", "expired")], None, SIZES)
+    specs = store_specs([str(stores[n]) for n in ("good", "damaged", "expired")], None, SIZES)
     key = lambda f: json.dumps(f, sort_keys=True)  # noqa: E731
     for cap in (None, 2):
         local = [verify_store(s, True, True, cap) for s in specs]
@@ -141,7 +141,7 @@ def test_spark_verify_finds_what_local_finds_for_several_stores(stores, spark, m
 def test_cli_verify_several_stores_and_rebuild_on_spark(stores, tmp_path):
     pytest.importorskip("pyspark")
     pattern = str(stores["good"].parent / "[dg]*")
-    loc = run("verify", "--store", pattern, *SMALL, "-f", "jsonl")
+    loc = run("verify", "--store-glob", pattern, *SMALL, "-f", "jsonl")
     assert loc.returncode == 1, loc.stderr
     lines = [json.loads(x) for x in loc.stdout.splitlines()]
     assert {f["store"] for f in lines[:-1]} == {str(stores["damaged"])}

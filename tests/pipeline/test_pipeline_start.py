@@ -28,7 +28,7 @@ def test_no_jvm_options_when_the_jvm_is_spark_submits(monkeypatch):
 def test_cluster_masters_client_driver_gets_c1_and_the_archive(master, tmp_path, monkeypatch):
     """The client-mode driver JVM this process starts for a cluster only schedules, as an
     embedded master's does (measured: ~6.8 → ~2.9 s driver CPU per command)."""
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setenv(jvmstart.CACHE_ENV, str(tmp_path / "rmqstore"))
     monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)
     start = jvmstart.options(master)
     assert "-XX:TieredStopAtLevel=1" in start.options
@@ -37,7 +37,7 @@ def test_cluster_masters_client_driver_gets_c1_and_the_archive(master, tmp_path,
 
 
 def test_embedded_first_run_dumps_to_a_private_name_then_maps_the_archive(tmp_path, monkeypatch):
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setenv(jvmstart.CACHE_ENV, str(tmp_path / "rmqstore"))
     first = jvmstart.options("local[2]")
     assert "-XX:TieredStopAtLevel=1" in first.options
     assert all(o in first.options for o in jvmstart.QUIET_JVM_LOG)
@@ -51,14 +51,18 @@ def test_embedded_first_run_dumps_to_a_private_name_then_maps_the_archive(tmp_pa
     assert f"-XX:SharedArchiveFile={first.archive}" in later.options
 
 
-def test_no_archive_when_turned_off_or_cache_unwritable(tmp_path, monkeypatch):
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    monkeypatch.setenv(jvmstart.ARCHIVE_ENV, "0")
+def test_no_archive_unless_a_cache_is_named_or_when_it_is_unwritable(tmp_path, monkeypatch):
+    """The archive is opt-in: without RMQSTORE_SPARK_CACHE nothing is cached (C1 stays), and
+    XDG_CACHE_HOME or HOME choose nothing."""
+    monkeypatch.delenv(jvmstart.CACHE_ENV, raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
     off = jvmstart.options("local")
     assert off.dump is None and not any("Archive" in o for o in off.options)
     assert "-XX:TieredStopAtLevel=1" in off.options
-    monkeypatch.delenv(jvmstart.ARCHIVE_ENV)
+    assert not (tmp_path / "xdg").exists() and not (tmp_path / "home").exists()
     (tmp_path / "rmqstore").write_text("a file where the cache directory would be")
+    monkeypatch.setenv(jvmstart.CACHE_ENV, str(tmp_path / "rmqstore"))
     blocked = jvmstart.options("local")
     assert blocked.dump is None and not any("Archive" in o for o in blocked.options)
 
@@ -70,7 +74,7 @@ def _jvm_stand_in(dump: Path, content: bytes) -> subprocess.Popen:
 
 
 def test_finish_publishes_the_dump_after_the_jvm_exits(tmp_path, monkeypatch):
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setenv(jvmstart.CACHE_ENV, str(tmp_path / "rmqstore"))
     start = jvmstart.options("local[2]")
     jvm = _jvm_stand_in(start.dump, b"classes")
     jvmstart.finish(start, jvm)
@@ -80,7 +84,7 @@ def test_finish_publishes_the_dump_after_the_jvm_exits(tmp_path, monkeypatch):
 
 
 def test_finish_publishes_nothing_when_the_dump_is_empty(tmp_path, monkeypatch):
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setenv(jvmstart.CACHE_ENV, str(tmp_path / "rmqstore"))
     start = jvmstart.options("local[2]")
     jvmstart.finish(start, _jvm_stand_in(start.dump, b""))
     assert not start.archive.exists() and not start.dump.exists()
@@ -129,28 +133,50 @@ def test_spark_workers_import_the_installed_pyspark(spark):
 
 
 def test_cli_spark_runs_publish_then_use_the_archive_with_clean_stdout(tmp_path):
+    """With RMQSTORE_SPARK_CACHE naming a directory, the first run writes the archive there and
+    the second maps it; HOME stays untouched either way."""
     pytest.importorskip("pyspark")
     store = generate(tmp_path / "s", messages=300)
-    env = {"XDG_CACHE_HOME": str(tmp_path / "cache")}
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {"RMQSTORE_SPARK_CACHE": str(tmp_path / "cache"), "HOME": str(home), "XDG_CACHE_HOME": ""}
     args = ("verify", "--store", store, "--engine", "spark", "--spark-master", "local[2]", "-f", "json")
     first = run(*args, env=env)
     assert first.returncode == 0, first.stderr[-2000:]
-    archives = list((tmp_path / "cache" / "rmqstore").iterdir())
+    archives = list((tmp_path / "cache").iterdir())
     assert len(archives) == 1 and archives[0].suffix == ".jsa" and archives[0].stat().st_size > 1 << 20
     second = run(*args, env=env)
     assert second.returncode == 0, second.stderr[-2000:]
-    assert list((tmp_path / "cache" / "rmqstore").iterdir()) == archives
+    assert list((tmp_path / "cache").iterdir()) == archives
     for r in (first, second):  # one JSON document: no JVM log line on stdout
-        assert json.loads(r.stdout)["summary"]["stores"][0]["messages"] >= 300
+        assert json.loads(r.stdout)["summary"]["messages"] >= 300
     assert json.loads(first.stdout) == json.loads(second.stdout)
+    assert list(home.iterdir()) == []
+
+
+def test_cli_spark_writes_nothing_under_home_without_a_cache(tmp_path):
+    """A read-only command on Spark, no cache named: nothing is written under HOME (it was a
+    ~70 MB spark-cds-*.jsa under ~/.cache/rmqstore), and the temp directory it was given is
+    left as it was found."""
+    pytest.importorskip("pyspark")
+    store = generate(tmp_path / "s", messages=100)
+    home, tmp = tmp_path / "home", tmp_path / "tmp"
+    home.mkdir()
+    tmp.mkdir()
+    env = {"HOME": str(home), "TMPDIR": str(tmp), "RMQSTORE_SPARK_CACHE": "", "XDG_CACHE_HOME": ""}
+    r = run("verify", "--store", store, "--engine", "spark", "--spark-master", "local[2]", "-f", "json", env=env)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert sorted(str(p.relative_to(home)) for p in home.rglob("*")) == []
+    assert sorted(str(p.relative_to(tmp)) for p in tmp.rglob("*")) == []
+    assert json.loads(r.stdout)["summary"]["messages"] >= 100
 
 
 def test_dumps_left_by_killed_runs_are_removed_after_a_day(tmp_path, monkeypatch):
     import os
     import time
 
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     cache = tmp_path / "rmqstore"
+    monkeypatch.setenv(jvmstart.CACHE_ENV, str(cache))
     cache.mkdir()
     old, recent = cache / "spark-cds-0123456789abcdef.1.part", cache / "spark-cds-0123456789abcdef.2.part"
     for p in (old, recent):

@@ -96,9 +96,9 @@ def restarted(tmp_path_factory):
 
 
 def _specs(*stores):
-    from rmqstore_cli.pipeline.stores import expand_stores
+    from rmqstore_cli.pipeline.stores import store_specs
 
-    return expand_stores([str(s) for s in stores], None, SIZES)
+    return store_specs([str(s) for s in stores], None, SIZES)
 
 
 def _key(f):

@@ -10,10 +10,10 @@ import pytest
 
 
 def _same(store):
-    from rmqstore_cli.pipeline.stores import expand_stores, verify_store
+    from rmqstore_cli.pipeline.stores import store_specs, verify_store
     from rmqstore_cli.pipeline.verify_tasks import verify_stores
 
-    specs = expand_stores([str(store)], None, {})
+    specs = store_specs([str(store)], None, {})
     want = [verify_store(s, True, False, None) for s in specs]
     got = verify_stores(specs, True, False, None)
     assert [g["summary"] for g in got] == [w["summary"] for w in want]

@@ -13,10 +13,10 @@ import pytest
 
 def _same(store: Path, conf: Path | None) -> list[dict]:
     """verify_stores equals verify_store (summary and findings); returns the findings."""
-    from rmqstore_cli.pipeline.stores import expand_stores, verify_store
+    from rmqstore_cli.pipeline.stores import store_specs, verify_store
     from rmqstore_cli.pipeline.verify_tasks import verify_stores
 
-    specs = expand_stores([str(store)], str(conf) if conf else None, {})
+    specs = store_specs([str(store)], str(conf) if conf else None, {})
     for cap in (None, 1):
         want = [verify_store(s, True, False, cap) for s in specs]
         got = verify_stores(specs, True, False, cap)
@@ -159,7 +159,7 @@ def test_spark_verify_lmq_and_rocksdb_are_the_local_verify(lmq, spark, tmp_path)
     hole give the local findings and summary."""
     pytest.importorskip("rocksdict")
     from rmqstore_cli.pipeline import spark as sp
-    from rmqstore_cli.pipeline.stores import expand_stores, verify_store
+    from rmqstore_cli.pipeline.stores import store_specs, verify_store
     from rocksdb_build import cq_key
 
     _alpha_damaged(lmq[0], tmp_path / "lmq")
@@ -167,7 +167,7 @@ def test_spark_verify_lmq_and_rocksdb_are_the_local_verify(lmq, spark, tmp_path)
     (topic, qid), units = next(iter(queues.items()))
     _put(rocks, {}, {}, [cq_key(topic, qid, units[4][0])])
     for store, conf in ((tmp_path / "lmq", lmq[1]), (rocks, None)):
-        specs = expand_stores([str(store)], str(conf) if conf else None, {})
+        specs = store_specs([str(store)], str(conf) if conf else None, {})
         local = [verify_store(s, True, False, None) for s in specs]
         remote = sp.verify(spark, specs, True, False, None)
         assert [r["summary"] for r in remote] == [r["summary"] for r in local]

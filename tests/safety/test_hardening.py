@@ -296,7 +296,7 @@ def test_reads_during_appends_see_a_consistent_prefix(small_store, tmp_path):
 def test_sigkill_rebuild_and_expire_short_seeded_run(tmp_path):
     import crash_loop
 
-    res = crash_loop.run_iterations(2, seed=3, work=tmp_path, max_delay=1.0)
+    res = crash_loop.run_iterations(len(crash_loop.KINDS), seed=3, work=tmp_path, max_delay=1.0)
     assert [r for r in res if r[3]] == []
 
 

@@ -237,7 +237,7 @@ def test_checkpoint_backup_only_copies_a_checkpoint_sized_file(small_store, kind
     line = one_error_line(r.stderr.decode())
     assert "checkpoint" in line and "--no-backup" in line
     assert tree_digest(small_store) == before  # refused before anything changed: no journal, no staging
-    assert not list(small_store.glob("checkpoint.bak-*")) and not list(small_store.glob(".rebuild-index*"))
+    assert not list(small_store.glob("rmqstore-backup")) and not list(small_store.glob(".rebuild-index*"))
     if kind == "sparse":  # without a backup the checkpoint is simply replaced
         r = run("rebuild-index", "--store", small_store, "--in-place", "--no-backup")
         assert r.returncode == 0, r.stderr
@@ -381,7 +381,7 @@ def test_full_disk_while_swapping_leaves_a_journal_the_next_run_finishes(small_s
     real_replace = safefs.replace_file
 
     def full_for_backup(path, data, roots):
-        if ".bak-" in Path(path).name:
+        if "rmqstore-backup" in Path(path).parts:
             raise safefs.os_error(OSError(errno.ENOSPC, "No space left on device"), path, "write")
         return real_replace(path, data, roots)
 
