@@ -8,7 +8,6 @@ from typing import Annotated
 import typer
 
 from rmqstore_cli.commands.common import (
-    DEFAULT_STORE,
     BrokerConfOpt,
     CommitlogSizeOpt,
     CqSizeOpt,
@@ -57,7 +56,7 @@ def repair(
         help="A commit-log (or consume-queue) file of the store to give its configured length back: its "
              "good records (whole units) kept, a BLANK record after them when it is not the last commit-log "
              "file, zeros to the end.")],
-    store: StoreOpt = DEFAULT_STORE,
+    store: StoreOpt = None,
     broker_conf: BrokerConfOpt = None,
     commitlog_file_size: CommitlogSizeOpt = None,
     cq_file_size: CqSizeOpt = None,
