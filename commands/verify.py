@@ -40,8 +40,9 @@ EPILOG = """Examples:
 
   rmqstore verify --store a/store --store b/store --engine spark --spark-master 'local[4]'
 
-With several stores every finding carries "store", and the summary holds one entry per
-store ({"summary": {"stores": [...]}}); one store prints the same whatever the engine.
+With --store-glob (or --store repeated) every finding carries "store", and the summary
+holds one entry per store ({"summary": {"stores": [...]}}), however many matched; one
+store prints the same whatever the engine.
 --engine spark runs one Spark task per commit-log file, then one per queue and per index
 file; the findings are the local engine's.
 
@@ -137,10 +138,13 @@ def verify(
     sizes = dict(mapped_file_size_commit_log=commitlog_file_size, mapped_file_size_consume_queue=cq_file_size,
                  max_hash_slot_num=index_slots, max_index_num=index_max)
     specs = pick_stores(store, store_glob, broker_conf, sizes)
-    if len(specs) > 1 or engine is Engine.spark:
+    # a fleet (--store-glob, or --store more than once) prints the fleet's shape even when one
+    # store matched: a script's jq path must not depend on how many stores there were today
+    fleet = bool(store_glob) or len(store or []) > 1
+    if fleet or engine is Engine.spark:
         results = _verify_many(specs, engine, spark_master, spark_conf, verbose, crc, deep, max_findings,
-                               broker_version)
-        if len(specs) > 1:
+                               broker_version, fleet)
+        if fleet:
             _print_many(results, fmt)
         else:  # one store: the local engine's output, whatever the engine
             _print_one(results[0], fmt)
@@ -226,7 +230,7 @@ def _print_one(result: dict, fmt: Fmt, streamed: bool = False) -> None:
         print(f"rmqstore: note: {note}", file=sys.stderr)
 
 
-def _verify_many(specs, engine, master, conf, verbose, crc, deep, max_findings, version) -> list[dict]:
+def _verify_many(specs, engine, master, conf, verbose, crc, deep, max_findings, version, fleet: bool) -> list[dict]:
     """Several stores (or Spark): the same Verifier per store, each result with its
     ``broker_start`` verdict; with one store, shaped as the local engine's (no ``store`` in
     the findings, the summary's ``store`` the path as the local engine prints it)."""
@@ -249,7 +253,7 @@ def _verify_many(specs, engine, master, conf, verbose, crc, deep, max_findings, 
     else:
         results = [verify_store(s, crc, deep, max_findings, v) for s in specs]
     for s, r in zip(specs, results):
-        if len(specs) == 1:
+        if not fleet:
             r["findings"] = [{k: x for k, x in f.items() if k != "store"} for f in r["findings"]]
             r["summary"]["store"] = s.path
         cfg = StoreConfig.load(s.path, s.broker_conf, **dict(s.sizes))
@@ -257,7 +261,7 @@ def _verify_many(specs, engine, master, conf, verbose, crc, deep, max_findings, 
                                     r["summary"])
         r["summary"]["broker_start"] = r["verdict"].as_dict()
         no_start = [f.as_dict() for f in start_findings(r["verdict"], r["summary"])]
-        r["findings"] += no_start if len(specs) == 1 else [dict(f, store=r["store"]) for f in no_start]
+        r["findings"] += no_start if not fleet else [dict(f, store=r["store"]) for f in no_start]
         r["ok"] = r["ok"] and not no_start
     return results
 

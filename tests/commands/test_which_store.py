@@ -75,6 +75,11 @@ def test_store_glob_names_a_fleet_on_purpose(masters, tmp_path):
     assert r.returncode == 0, r.stderr.decode()
     assert [s["store"] for s in json.loads(r.stdout)["summary"]["stores"]] == [
         str(a), str(fleet / "b1"), str(fleet / "b2")]  # --store first, then the matches sorted
+    # a fleet pattern keeps the fleet's shape when it matches one store (a cron script's jq path)
+    r = run("verify", "--store-glob", f"{fleet}/c", "--format", "jsonl")
+    assert r.returncode == 0, r.stderr.decode()
+    last = json.loads(r.stdout.splitlines()[-1])
+    assert [s["store"] for s in last["summary"]["stores"]] == [str(fleet / "c")]
     r = run("verify", "--store-glob", f"{fleet}/x*")
     assert r.returncode == 2 and r.stderr.decode().count("\n") == 1
     assert f"--store-glob '{fleet}/x*' matches no directory" in r.stderr.decode()
