@@ -52,7 +52,7 @@ def _ratio(value: float | None) -> float | None:
                      hint="give a fraction (0.85) or a percentage (85)")
 
 
-@command
+@command(mutating=True)
 def expire(
     store: StoreOpt = DEFAULT_STORE,
     broker_conf: BrokerConfOpt = None,
@@ -114,8 +114,9 @@ def expire(
     hours = reserved_hours if reserved_hours is not None else float(cfg.file_reserved_time)
     warn = (lambda msg: None) if quiet else (lambda msg: print(f"rmqstore: {msg}", file=sys.stderr))
     _check_store(cfg, zone, dry_run, force, verbose, warn)
-    plan, deleted, error = _run(cfg, at, hours, ratio, max_files, pause_ms, dry_run, verbose, warn)
+    plan, deleted, error, journal = _run(cfg, at, hours, ratio, max_files, pause_ms, dry_run, verbose, warn)
     summary = _summary(plan, deleted, error, cfg, dry_run)
+    _record(journal, summary, deleted)
     for n in plan.notes:
         warn(f"note: {n}")
     went_wrong = error is not None or bool(plan.problems)
@@ -154,8 +155,10 @@ def _check_store(cfg, zone, dry_run: bool, force: bool, verbose: bool, warn) -> 
 
 def _run(cfg, at: int, hours: float, ratio, max_files, pause_ms: int, dry_run: bool, verbose: bool, warn):
     """Plan the expiry and (unless --dry-run) carry it out under the store's lock:
-    (plan, files deleted or that would be, the error that stopped it)."""
+    (plan, files deleted or that would be, the error that stopped it, the journal that
+    records each deletion as it happens: None when nothing was to go)."""
     from rmqstore_cli.store import cleanup
+    from rmqstore_cli.store.expire_journal import ExpiryJournal
     from rmqstore_cli.store.lock import StoreLock, lock_holder
 
     root = cfg.root
@@ -168,7 +171,11 @@ def _run(cfg, at: int, hours: float, ratio, max_files, pause_ms: int, dry_run: b
     try:
         plan = cleanup.plan_expiry(cfg, at, hours, disk_ratio=ratio, max_files=max_files)
 
+        journal = None if dry_run or not plan.actions else ExpiryJournal(root)
+
         def said(a) -> None:
+            if journal is not None:
+                journal.add(a.as_dict())
             if verbose:
                 verb = "would delete" if dry_run else "deleted"
                 print(f"rmqstore: {verb} {a.file} ({a.size} bytes): {a.reason}", file=sys.stderr)
@@ -176,11 +183,33 @@ def _run(cfg, at: int, hours: float, ratio, max_files, pause_ms: int, dry_run: b
         if dry_run:
             for a in plan.actions:
                 said(a)
-            return plan, plan.actions, None
+            return plan, plan.actions, None, None
         result = cleanup.execute_plan(plan, on_delete=said, pause_ms=pause_ms)
-        return plan, result.deleted, result.error
+        return plan, result.deleted, result.error, journal
     finally:
         lock.release()
+
+
+def _record(journal, summary: dict, deleted) -> None:
+    """The run's summary into its journal (the summary names the journal, or null when it
+    could not be written: one warning, even with --quiet); the deletions are then recorded
+    for a report that cannot be written (exit 6, commands.common.work_done)."""
+    from rmqstore_cli.commands.common import work_done
+
+    summary["journal"] = None
+    if journal is None:
+        return
+    if journal.error is None:
+        summary["journal"] = str(journal.path)
+    journal.add({"kind": "summary", **summary})
+    journal.close()
+    if journal.error is not None:
+        summary["journal"] = None
+        print(f"rmqstore: warning: this run's deletions are not recorded: {journal.error}; its report is their "
+              "only record", file=sys.stderr)
+    if deleted:
+        work_done(f"its deletions are complete and recorded in {journal.path}" if summary["journal"]
+                  else "its deletions are complete (not recorded: the journal could not be written)")
 
 
 def _fail(problems, error, verbose: bool) -> None:
@@ -307,6 +336,8 @@ def _print(fmt, summary: dict, deleted, dry_run: bool, root: Path) -> None:
         "first index file": (idx or {}).get("file", ""),
         "completed": summary["completed"],
     }
+    if summary.get("journal"):
+        table["recorded in"] = summary["journal"]
     if "disk" in summary:
         d = summary["disk"]
         table["disk used"] = f"{d['used_ratio_before']:.0%} -> {d['used_ratio_after']:.0%} (threshold {d['threshold']:.0%})"

@@ -17,6 +17,7 @@ from rmqstore_cli.commands.common import (
     IndexSlotsOpt,
     TzOpt,
     command,
+    work_done,
 )
 
 EPILOG = """Examples:
@@ -41,7 +42,7 @@ def register(app: typer.Typer) -> None:
     app.command("generate", epilog=EPILOG)(generate)
 
 
-@command
+@command(mutating=True)
 def generate(
     store: Annotated[Path, typer.Option(
         "--store", "-s", help="New or empty directory to write the store into (created if missing). Required: "
@@ -189,6 +190,7 @@ def generate(
             writer.append_blocks(workload.blocks())
     finally:
         writer.close()
+    work_done(f"the store it wrote in {store} is complete (verify and stats read it)")
     print_summary(fmt.value, _summary(store, writer, round((now_ms() - t0) / 1000, 3), fmt is Fmt.table), "generated")
     if append:
         print(f"rmqstore: appended {writer.messages} to a store of {before} records", file=sys.stderr)

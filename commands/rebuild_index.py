@@ -26,6 +26,7 @@ from rmqstore_cli.commands.common import (
     TzOpt,
     command,
     complete_topic,
+    work_done,
 )
 
 EPILOG = """Examples:
@@ -80,7 +81,7 @@ def register(app: typer.Typer) -> None:
     app.command("rebuild-index", epilog=EPILOG)(rebuild_index)
 
 
-@command
+@command(mutating=True)
 def rebuild_index(
     store: StoresOpt = [str(DEFAULT_STORE)],
     broker_conf: BrokerConfOpt = None,
@@ -149,6 +150,8 @@ def rebuild_index(
         return done
 
     done = _run_spark(job, spark_master, spark_conf, verbose) if engine is Engine.spark else job()
+    if not dry_run:
+        work_done("the files it rebuilt are complete and in place (verify checks them)")
     several = len(stores) > 1
     summaries = [_summary(st, rep, plan, opts, out if several else None) for st, out, rep, plan, opts in done]
     title = "rebuild-index (dry run)" if dry_run else "rebuild-index"
@@ -193,6 +196,8 @@ def _recover(stores: list[Path], other_options: bool, fmt: Fmt) -> None:
         j = recover_journal(st)
         outcomes.append({"store": str(st), "recovered": j["id"] if j else None,
                          "outcome": j["outcome"] if j else "nothing to recover"})
+    if any(o["recovered"] for o in outcomes):
+        work_done("the interrupted run is finished or rolled back (verify checks the store)")
     print_summaries(fmt.value, outcomes, "rebuild-index --recover")
 
 

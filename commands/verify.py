@@ -80,7 +80,7 @@ def register(app: typer.Typer) -> None:
     app.command("verify", epilog=EPILOG)(verify)
 
 
-@command
+@command(answer=True)
 def verify(
     store: StoresOpt = [str(DEFAULT_STORE)],
     broker_conf: BrokerConfOpt = None,

@@ -1,5 +1,6 @@
-"""What a broker writes in its store root (``storePathRootDir``), 4.9.x and 5.x: the one
-table ``verify`` and ``stats`` account for every root entry by (STORE-FORMAT §15).
+"""What a broker writes in its store root (``storePathRootDir``), 4.9.x and 5.x, and the one
+record rmqstore keeps there (expire's journal): the one table ``verify`` and ``stats``
+account for every root entry by (STORE-FORMAT §15).
 
 Each entry names the broker code that writes it and whether rmqstore reads it
 (``checked``): ``verify`` names every entry it does not check (``store.unchecked-entry``,
@@ -66,6 +67,11 @@ ROOT_ENTRIES: tuple[RootEntry, ...] = (
               "transaction statetable/redolog of old brokers", False),
     RootEntry("dledger-", "other", "DLedgerConfig#getDefaultPath", "a DLedger commit log (enableDLegerCommitLog; "
               "DLedgerCommitLog sets storeBaseDir to storePathRootDir)", True, prefix=True),
+    # rmqstore's own record, where the broker keeps none in the store (it logs deletions to
+    # ~/logs/rocketmqlogs/store.log: DefaultMappedFile#destroy); nothing in it for verify to check
+    RootEntry("rmqstore-expire.jsonl", "other", "rmqstore expire (store/expire_journal.py)",
+              "rmqstore expire's journal: one JSON line per file it deleted, then each run's summary; "
+              "no broker reads it", True),
 )
 
 _BY_NAME = {e.name: e for e in ROOT_ENTRIES if not e.prefix}
