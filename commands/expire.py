@@ -103,6 +103,12 @@ def expire(
     Exit 0 when the run completed (whether or not anything was due), 3 when a file could
     not be checked or deleted: one error line, with the count and the first such file when
     there are several (--verbose lists each).
+
+    Every run that deletes appends to rmqstore-expire.jsonl in the store root one line per
+    file as it is deleted, then the run's summary (the lines --format jsonl prints, each
+    with the run's id): exit 6 means the deletions are done but the report could not be
+    written (stdout full, closed, a pipe cut), and the journal has it. With stdout closed
+    from the start, expire refuses before deleting anything (exit 5) unless --quiet.
     """
     from rmqstore_cli.commands.common import load_config
     from rmqstore_cli.times import now_ms, parse_time, parse_tz

@@ -84,6 +84,8 @@ def export(
     output is a directory (mounted on every executor of a cluster); to a Hadoop file system
     URI (hdfs:, s3a:, gs:, abfs:, oss:, viewfs:, …: any scheme but file:) Spark's own writer
     does. Unreadable ranges are listed in the summary, as dump-commitlog warns.
+    A dataset that cannot be written (full or read-only disk) is exit 5; a dataset written
+    whose summary then cannot be (stdout full, closed, a pipe cut) is exit 6.
     """
 
     from rmqstore_cli.errors import UsageError

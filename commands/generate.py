@@ -120,6 +120,8 @@ def generate(
     no consume queue and no entry in config/topics.json, as rebuild-index does: stderr has
     one warning per such topic with its record count, the summary lists them under
     refused_topics, and the exit code stays 0 (the store holds every record).
+    A store written whose summary then cannot be (stdout full, closed, a pipe cut) is exit
+    6; with stdout closed from the start nothing is written (exit 5).
     """
     from rmqstore_cli.commands.common import load_config
     from rmqstore_cli.errors import UsageError

@@ -121,7 +121,9 @@ def rebuild_index(
     valid message, and the summary says where and why), then every record from the first
     commit-log file is dispatched (size mismatches skipped, no CRC check before the
     recovery region). Queues whose first files were expired start above 0 with pre-blank
-    units, like the broker's. Exit 0 done, 2 usage, 3 unreadable store, 4 a live broker.
+    units, like the broker's. Exit 0 done, 2 usage, 3 unreadable store, 4 a live broker,
+    5 stdout closed or full (with stdout closed from the start: before any work), 6 the
+    rebuild is done and in place but its summary could not be written.
     """
     from rmqstore_cli.pipeline.stores import expand_stores
     from rmqstore_cli.render import print_summaries, print_summary

@@ -44,7 +44,9 @@ With several stores (or --engine spark) every finding carries "store", and the s
 holds one entry per store. --engine spark runs one Spark task per commit-log file, then
 one per queue and per index file; the findings are the local engine's.
 
-Exit codes: 0 no errors (warnings and info may be listed), 1 errors found, 3 not a store.
+Exit codes: 0 no errors (warnings and info may be listed), 1 errors found, 3 not a store,
+5 the output could not be written (stdout full or closed). Into a pipe whose reader went
+away (| head -1) the check still runs silently and the exit code is its answer.
 A finding rebuild-index repairs (cq.missing-unit, index.missing: messageIndexEnable=true
 but no index entry while messages carry keys) ends with the command that repairs it.
 With --format jsonl every finding is one line {"check","severity","file","offset","detail",...};

@@ -96,7 +96,10 @@ app = typer.Typer(
            "  rmqstore dump-commitlog --store ~/store --key order-42 --format jsonl | jq .msg_id\n\n"
            "  rmqstore decode-msgid 0A00000500002A9F0000000040001000\n\n"
            "Every command: rmqstore COMMAND --help. Exit codes: 0 done, 1 nothing found (or verify "
-           "found errors), 2 usage, 3 unreadable store, 4 refused (a live broker holds the lock).",
+           "found errors), 2 usage, 3 unreadable store, 4 refused (a live broker holds the lock), 5 the "
+           "output could not be written (stdout full or closed) and nothing changed, 6 a writing "
+           "command's work is done but its report could not be written. Output into a pipe whose "
+           "reader went away (| head) stops quietly with 0; verify still exits with its answer.",
 )
 
 
