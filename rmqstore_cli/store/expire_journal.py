@@ -9,9 +9,9 @@ report that could not be written (stdout full, closed, or a pipe cut: exit 6) is
 the only record of what went.
 
 A run that deletes appends the lines ``expire --format jsonl`` prints, each with the run's
-id under ``"run"`` (when it started, UTC, and its pid): one line per file right after its
-unlink, then the run's summary (``"kind": "summary"``); the file is fsynced at the end. A
-run killed part-way leaves the lines of what it deleted and no summary. Before a run
+id under ``"run"`` (:func:`run_id`): one line per file right after its unlink, then the
+run's summary (``"kind": "summary"``); the file is fsynced at the end. A run killed
+part-way leaves the lines of what it deleted and no summary. Before a run
 appends, a journal over :data:`LIMIT` bytes loses its oldest lines down to :data:`KEEP`
 (written beside and renamed in). Writing the journal never stops the deletions, which are
 what a full disk needs: the first failure is kept in :attr:`ExpiryJournal.error`, the
@@ -34,8 +34,13 @@ KEEP = 1 << 19
 
 
 def run_id() -> str:
-    """A run's id: its start (UTC, to the second) and its pid, e.g. ``2026-11-22T04:00:01Z/4242``."""
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()) + f"/{os.getpid()}"
+    """A run's id: its start (UTC), its pid and a random tag (two runs of one process in one
+    millisecond still differ), e.g. ``2026-11-22T04:00:01.250Z/4242/9f3a``."""
+    import secrets
+
+    now = time.time()
+    return (time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now * 1000) % 1000:03d}Z"
+            f"/{os.getpid()}/{secrets.token_hex(2)}")
 
 
 class ExpiryJournal:
