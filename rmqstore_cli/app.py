@@ -173,10 +173,12 @@ def _run() -> int:
             if not (hasattr(e, "exit_code") and hasattr(e, "format_message")):
                 raise
             return usage_error(e)
-        stdio.flush()
+        code = rv if isinstance(rv, int) and not isinstance(rv, bool) else 0
+        if code == 0:  # an error already said keeps its code: stdio.finish flushes what is left quietly
+            stdio.flush()
     except stdio.OutputFault as e:
         return common.output_fault(e)
-    return rv if isinstance(rv, int) and not isinstance(rv, bool) else 0
+    return code
 
 
 def usage_error(e) -> int:
