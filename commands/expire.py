@@ -127,7 +127,15 @@ def expire(
         warn(f"note: {n}")
     went_wrong = error is not None or bool(plan.problems)
     if not (quiet and not deleted and not went_wrong):
-        _print(fmt, summary, deleted, dry_run, cfg.root)
+        from rmqstore_cli.stdio import OutputFault
+
+        try:
+            _print(fmt, summary, deleted, dry_run, cfg.root)
+        except OutputFault:
+            if not went_wrong:
+                raise
+            # a run that stopped on a file: its error line and exit 3 say more than a lost report
+            # (exit 6 means "finished"); the journal holds what it deleted
     _fail(plan.problems, error, verbose)
 
 

@@ -170,6 +170,27 @@ def test_expire_whose_report_is_lost_has_done_and_recorded_its_work(store, tmp_p
     assert v.returncode == 0 and "store.unknown-entry" not in v.stdout.decode(), v.stdout[-500:]
 
 
+def test_expire_that_stopped_on_a_file_keeps_exit_3_when_its_report_is_lost(store, tmp_path):
+    """A run that deleted some files and then stopped on one it could not prove a store file
+    says so (exit 3, its error line) even when its report cannot be written: exit 6 would
+    mean "finished". The journal has what it deleted."""
+    import shutil
+
+    s = _aged(store, tmp_path / "store")
+    files = sorted((s / "commitlog").iterdir())
+    outside = tmp_path / "elsewhere"
+    shutil.copy2(files[1], outside)
+    files[1].unlink()
+    files[1].symlink_to(outside)
+    os.utime(files[1], (1_000_000_000, 1_000_000_000), follow_symlinks=False)  # as old as the rest
+    for fmt in ("table", "json"):  # a table is written (and fails) as it is printed, JSON at the end
+        r = _sh(f"rmq expire --store {s} {' '.join(SMALL[:4])} --reserved-hours 1 --format {fmt} > /dev/full")
+        assert r.returncode == 3, (fmt, r.stderr)
+        _one_error_line(r.stderr, "symlink")
+    lines = [json.loads(x) for x in (s / "rmqstore-expire.jsonl").read_text().splitlines()]
+    assert lines[0]["file"] == f"commitlog/{files[0].name}" and not lines[-1]["completed"]
+
+
 def test_expire_with_stdout_closed_refuses_before_deleting(store, tmp_path):
     """A writing command that would print into a stdout closed from the start refuses before
     any work (exit 5); with --quiet it prints only when something went, so it runs, and a
