@@ -1,6 +1,7 @@
 """Options and error handling shared by every command (DESIGN.md conventions)."""
 from __future__ import annotations
 
+import errno
 import functools
 import os
 import sys
@@ -12,7 +13,9 @@ import typer
 
 from rmqstore_cli.errors import FileSizeError, RmqstoreError
 
-STATE = {"debug": False}
+#: ``debug``: --debug given; ``done``: what a writing command has finished, as words for the
+#: error line when its report is then lost (:func:`work_done`), None before that.
+STATE: dict = {"debug": False, "done": None}
 
 #: Where a command's store comes from when --store is not given (README "Which store").
 STORE_ENV = "RMQSTORE_STORE"
@@ -101,35 +104,83 @@ def fail(e: RmqstoreError) -> None:
     raise typer.Exit(e.exit_code)
 
 
-def command(fn):
-    """Turn engine errors into one stderr line and their exit code (``--debug``: traceback)."""
+def command(fn=None, *, mutating: bool = False, answer: bool = False):
+    """Turn engine errors into one stderr line and their exit code (``--debug``: traceback),
+    and output faults (rmqstore_cli/stdio.py) into theirs, for every command in one place:
 
+    * the output cannot be written (stdout full, I/O error, closed): exit 5, one line;
+    * a pipe's reader went away (``| head -1``): stop quietly, exit 0, as git and coreutils
+      do; with ``answer`` (verify: the exit status is the answer) only the printing stops
+      and the command runs on to its usual exit code;
+    * ``mutating`` (its work is writing: expire, generate, rebuild-index, export): a report
+      lost after the work was done (:func:`work_done`) is exit 6 with a line saying where the
+      work is recorded; with stdout closed from the start it refuses before any work (exit
+      5), unless ``--quiet`` keeps it from printing.
+
+    Used bare (``@command``) or with options (``@command(mutating=True)``)."""
+    if fn is None:
+        return functools.partial(command, mutating=mutating, answer=answer)
     code = fn.__code__
     odd_ok = "allow_odd_size" in code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
+        from rmqstore_cli import stdio
         from rmqstore_cli.store.safefs import reset_hole_budget
 
         reset_hole_budget()
+        STATE["done"] = None
+        stdio.keep_going_on_epipe(answer)
         try:
-            return fn(*args, **kwargs)
+            if mutating and not kwargs.get("quiet") and stdio.stdout_closed_at_start():
+                raise stdio.OutputFault(errno.EBADF, closed_at_start=True)
+            try:
+                rv = fn(*args, **kwargs)
+            except typer.Exit:
+                stdio.flush()
+                raise
+            stdio.flush()
+            return rv
+        except stdio.OutputFault as e:
+            raise typer.Exit(output_fault(e, fn.__name__.replace("_", "-"))) from None
         except RmqstoreError as e:
             if STATE["debug"]:
                 raise
             if odd_ok and isinstance(e, FileSizeError):  # a read command: name its override
                 e.hint = f"{e.hint}; {ODD_SIZE_HINT}" if e.hint else ODD_SIZE_HINT
             fail(e)
-        except BrokenPipeError:
-            from rmqstore_cli.render import silence_broken_pipe
-
-            silence_broken_pipe()
-            raise typer.Exit(0)
         except KeyboardInterrupt:
             print("rmqstore: interrupted", file=sys.stderr)
             raise typer.Exit(130)
 
     return wrapper
+
+
+def work_done(record: str) -> None:
+    """A writing command's work is complete (files deleted, written, renamed in); ``record``
+    says where it is recorded, for the error line if the report is then lost (exit 6)."""
+    STATE["done"] = record
+
+
+def output_fault(e, name: str = "rmqstore") -> int:
+    """The exit code of an output fault (README "Exit codes"), and its one stderr line: 0 and
+    nothing for a pipe whose reader went away before any work was done; 6 when the work
+    was done (:func:`work_done`); else 5."""
+    from rmqstore_cli.errors import EXIT_OUTPUT, EXIT_REPORT_LOST
+
+    done = STATE["done"]
+    if done is None and e.pipe_closed:
+        return 0
+    if done is not None:
+        print(f"rmqstore: error: cannot write {name}'s report: {e.reason()} (stdout); {name} finished: {done}",
+              file=sys.stderr)
+        return EXIT_REPORT_LOST
+    hint = ("run it with stdout open (> FILE, or > /dev/null to drop the output)" if e.closed_at_start
+            else "free space there, or send the output elsewhere" if e.err in (errno.ENOSPC, errno.EDQUOT)
+            else "send the output elsewhere")
+    print(f"rmqstore: error: cannot write the output: {e.reason()} (stdout); nothing was changed; {hint}",
+          file=sys.stderr)
+    return EXIT_OUTPUT
 
 
 def no_such_topic(st, topic: str):

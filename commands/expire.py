@@ -51,7 +51,7 @@ def _ratio(value: float | None) -> float | None:
                      hint="give a fraction (0.85) or a percentage (85)")
 
 
-@command
+@command(mutating=True)
 def expire(
     store: StoreOpt = None,
     broker_conf: BrokerConfOpt = None,
@@ -102,6 +102,12 @@ def expire(
     Exit 0 when the run completed (whether or not anything was due), 3 when a file could
     not be checked or deleted: one error line, with the count and the first such file when
     there are several (--verbose lists each).
+
+    Every run that deletes appends to rmqstore-expire.jsonl in the store root one line per
+    file as it is deleted, then the run's summary (the lines --format jsonl prints, each
+    with the run's id): exit 6 means the deletions are done but the report could not be
+    written (stdout full, closed, a pipe cut), and the journal has it. With stdout closed
+    from the start, expire refuses before deleting anything (exit 5) unless --quiet.
     """
     from rmqstore_cli.commands.common import load_config
     from rmqstore_cli.times import now_ms, parse_time, parse_tz
@@ -113,13 +119,22 @@ def expire(
     hours = reserved_hours if reserved_hours is not None else float(cfg.file_reserved_time)
     warn = (lambda msg: None) if quiet else (lambda msg: print(f"rmqstore: {msg}", file=sys.stderr))
     _check_store(cfg, zone, dry_run, force, verbose, warn)
-    plan, deleted, error = _run(cfg, at, hours, ratio, max_files, pause_ms, dry_run, verbose, warn)
+    plan, deleted, error, journal = _run(cfg, at, hours, ratio, max_files, pause_ms, dry_run, verbose, warn)
     summary = _summary(plan, deleted, error, cfg, dry_run)
+    _record(journal, summary, deleted)
     for n in plan.notes:
         warn(f"note: {n}")
     went_wrong = error is not None or bool(plan.problems)
     if not (quiet and not deleted and not went_wrong):
-        _print(fmt, summary, deleted, dry_run, cfg.root)
+        from rmqstore_cli.stdio import OutputFault
+
+        try:
+            _print(fmt, summary, deleted, dry_run, cfg.root)
+        except OutputFault:
+            if not went_wrong:
+                raise
+            # a run that stopped on a file: its error line and exit 3 say more than a lost report
+            # (exit 6 means "finished"); the journal holds what it deleted
     _fail(plan.problems, error, verbose)
 
 
@@ -153,8 +168,10 @@ def _check_store(cfg, zone, dry_run: bool, force: bool, verbose: bool, warn) -> 
 
 def _run(cfg, at: int, hours: float, ratio, max_files, pause_ms: int, dry_run: bool, verbose: bool, warn):
     """Plan the expiry and (unless --dry-run) carry it out under the store's lock:
-    (plan, files deleted or that would be, the error that stopped it)."""
+    (plan, files deleted or that would be, the error that stopped it, the journal that
+    records each deletion as it happens: None when nothing was to go)."""
     from rmqstore_cli.store import cleanup
+    from rmqstore_cli.store.expire_journal import ExpiryJournal
     from rmqstore_cli.store.lock import StoreLock, lock_holder
 
     root = cfg.root
@@ -167,7 +184,11 @@ def _run(cfg, at: int, hours: float, ratio, max_files, pause_ms: int, dry_run: b
     try:
         plan = cleanup.plan_expiry(cfg, at, hours, disk_ratio=ratio, max_files=max_files)
 
+        journal = None if dry_run or not plan.actions else ExpiryJournal(root)
+
         def said(a) -> None:
+            if journal is not None:
+                journal.add(a.as_dict())
             if verbose:
                 verb = "would delete" if dry_run else "deleted"
                 print(f"rmqstore: {verb} {a.file} ({a.size} bytes): {a.reason}", file=sys.stderr)
@@ -175,11 +196,33 @@ def _run(cfg, at: int, hours: float, ratio, max_files, pause_ms: int, dry_run: b
         if dry_run:
             for a in plan.actions:
                 said(a)
-            return plan, plan.actions, None
+            return plan, plan.actions, None, None
         result = cleanup.execute_plan(plan, on_delete=said, pause_ms=pause_ms)
-        return plan, result.deleted, result.error
+        return plan, result.deleted, result.error, journal
     finally:
         lock.release()
+
+
+def _record(journal, summary: dict, deleted) -> None:
+    """The run's summary into its journal (the summary names the journal, or null when it
+    could not be written: one warning, even with --quiet); the deletions are then recorded
+    for a report that cannot be written (exit 6, commands.common.work_done)."""
+    from rmqstore_cli.commands.common import work_done
+
+    summary["journal"] = None
+    if journal is None:
+        return
+    if journal.error is None:
+        summary["journal"] = str(journal.path)
+    journal.add({"kind": "summary", **summary})
+    journal.close()
+    if journal.error is not None:
+        summary["journal"] = None
+        print(f"rmqstore: warning: this run's deletions are not recorded: {journal.error}; its report is their "
+              "only record", file=sys.stderr)
+    if deleted:
+        work_done(f"its deletions are complete and recorded in {journal.path}" if summary["journal"]
+                  else "its deletions are complete (not recorded: the journal could not be written)")
 
 
 def _fail(problems, error, verbose: bool) -> None:
@@ -306,6 +349,8 @@ def _print(fmt, summary: dict, deleted, dry_run: bool, root: Path) -> None:
         "first index file": (idx or {}).get("file", ""),
         "completed": summary["completed"],
     }
+    if summary.get("journal"):
+        table["recorded in"] = summary["journal"]
     if "disk" in summary:
         d = summary["disk"]
         table["disk used"] = f"{d['used_ratio_before']:.0%} -> {d['used_ratio_after']:.0%} (threshold {d['threshold']:.0%})"

@@ -25,6 +25,7 @@ from rmqstore_cli.commands.common import (
     StoreGlobOpt,
     StoresOpt,
     command,
+    work_done,
 )
 
 EPILOG = """Examples:
@@ -48,7 +49,7 @@ def register(app: typer.Typer) -> None:
     app.command("export", epilog=EPILOG)(export)
 
 
-@command
+@command(mutating=True)
 def export(
     output: Annotated[str, typer.Option("--output", "-o", metavar="<path|uri>", help=(
         "Directory of the Parquet dataset, or (with --engine spark) a Hadoop file system URI: "
@@ -85,6 +86,8 @@ def export(
     output is a directory (mounted on every executor of a cluster); to a Hadoop file system
     URI (hdfs:, s3a:, gs:, abfs:, oss:, viewfs:, …: any scheme but file:) Spark's own writer
     does. Unreadable ranges are listed in the summary, as dump-commitlog warns.
+    A dataset that cannot be written (full or read-only disk) is exit 5; a dataset written
+    whose summary then cannot be (stdout full, closed, a pipe cut) is exit 6.
     """
 
     from rmqstore_cli.errors import UsageError
@@ -124,20 +127,21 @@ def export(
             from rmqstore_cli.pipeline import local
         except ImportError:
             raise UsageError("export needs pyarrow", hint="pip install 'rmqstore[spark]'") from None
+        from rmqstore_cli.errors import OutputError, RmqstoreError
+
         try:
             output.mkdir(parents=True, exist_ok=True)
         except OSError as e:  # read-only or full file system, no permission: before pyarrow starts
             from rmqstore_cli.store.safefs import os_error
 
-            raise os_error(e, output, "create the output directory") from None
-        from rmqstore_cli.errors import RmqstoreError, StoreError
-
+            raise OutputError(os_error(e, output, "create the output directory").message, path=output) from None
         try:
             result = local.export(tasks, output, compression=compression.value)
-        except OSError as e:  # pyarrow's write errors are OSErrors (ArrowIOError)
-            _die_after_pyarrow(StoreError(f"cannot write the dataset: {str(e).splitlines()[0][:300]}", path=output))
+        except OSError as e:  # pyarrow's write errors are OSErrors (ArrowIOError): the output's fault (exit 5)
+            _die_after_pyarrow(OutputError(f"cannot write the dataset: {str(e).splitlines()[0][:300]}", path=output))
         except RmqstoreError as e:  # raised while pyarrow's threads pulled the batches
             _die_after_pyarrow(e)
+    work_done(f"the dataset in {output} is complete")
     for s in result["unreadable"]:
         print(f"rmqstore: warning: {s['store']}: {s['detail']} at offset {s['offset']} ({s['file']}); "
               "the rest of that file was skipped", file=sys.stderr)
@@ -166,7 +170,9 @@ def _die_after_pyarrow(error) -> None:
     (its own write error, or ours raised in the batches it pulls), its threads still hold
     the batch generator, and a normal interpreter exit then aborts in ``PyGILState_Release``
     (SIGABRT, a page of 'Fatal Python error'): so no clean-up runs."""
+    from rmqstore_cli import stdio
+
     print(f"rmqstore: error: {error}", file=sys.stderr)
-    sys.stdout.flush()
+    stdio.finish()
     sys.stderr.flush()
     os._exit(error.exit_code)

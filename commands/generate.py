@@ -17,6 +17,7 @@ from rmqstore_cli.commands.common import (
     IndexSlotsOpt,
     TzOpt,
     command,
+    work_done,
 )
 
 EPILOG = """Examples:
@@ -41,7 +42,7 @@ def register(app: typer.Typer) -> None:
     app.command("generate", epilog=EPILOG)(generate)
 
 
-@command
+@command(mutating=True)
 def generate(
     store: Annotated[Path, typer.Option(
         "--store", "-s", help="New or empty directory to write the store into (created if missing). Required: "
@@ -119,6 +120,8 @@ def generate(
     no consume queue and no entry in config/topics.json, as rebuild-index does: stderr has
     one warning per such topic with its record count, the summary lists them under
     refused_topics, and the exit code stays 0 (the store holds every record).
+    A store written whose summary then cannot be (stdout full, closed, a pipe cut) is exit
+    6; with stdout closed from the start nothing is written (exit 5).
     """
     from rmqstore_cli.errors import UsageError
     from rmqstore_cli.render import print_summary
@@ -191,6 +194,7 @@ def generate(
             writer.append_blocks(workload.blocks())
     finally:
         writer.close()
+    work_done(f"the store it wrote in {store} is complete (verify and stats read it)")
     print_summary(fmt.value, _summary(store, writer, round((now_ms() - t0) / 1000, 3), fmt is Fmt.table), "generated")
     if append:
         print(f"rmqstore: appended {writer.messages} to a store of {before} records", file=sys.stderr)

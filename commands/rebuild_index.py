@@ -26,6 +26,7 @@ from rmqstore_cli.commands.common import (
     TzOpt,
     command,
     complete_topic,
+    work_done,
 )
 
 EPILOG = """Examples:
@@ -80,7 +81,7 @@ def register(app: typer.Typer) -> None:
     app.command("rebuild-index", epilog=EPILOG)(rebuild_index)
 
 
-@command
+@command(mutating=True)
 def rebuild_index(
     store: StoresOpt = None,
     store_glob: StoreGlobOpt = None,
@@ -122,7 +123,9 @@ def rebuild_index(
     valid message, and the summary says where and why), then every record from the first
     commit-log file is dispatched (size mismatches skipped, no CRC check before the
     recovery region). Queues whose first files were expired start above 0 with pre-blank
-    units, like the broker's. Exit 0 done, 2 usage, 3 unreadable store, 4 a live broker.
+    units, like the broker's. Exit 0 done, 2 usage, 3 unreadable store, 4 a live broker,
+    5 stdout closed or full (with stdout closed from the start: before any work), 6 the
+    rebuild is done and in place but its summary could not be written.
     """
     from rmqstore_cli.commands.common import conf_path, pick_stores
     from rmqstore_cli.render import print_summaries, print_summary
@@ -152,6 +155,8 @@ def rebuild_index(
         return done
 
     done = _run_spark(job, spark_master, spark_conf, verbose) if engine is Engine.spark else job()
+    if not dry_run:
+        work_done("the files it rebuilt are complete and in place (verify checks them)")
     several = len(stores) > 1
     summaries = [_summary(st, rep, plan, opts, out if several else None) for st, out, rep, plan, opts in done]
     title = "rebuild-index (dry run)" if dry_run else "rebuild-index"
@@ -210,6 +215,8 @@ def _recover(stores: list[Path], other_options: bool, fmt: Fmt) -> None:
         j = recover_journal(st)
         outcomes.append({"store": str(st), "recovered": j["id"] if j else None,
                          "outcome": j["outcome"] if j else "nothing to recover"})
+    if any(o["recovered"] for o in outcomes):
+        work_done("the interrupted run is finished or rolled back (verify checks the store)")
     print_summaries(fmt.value, outcomes, "rebuild-index --recover")
 
 

@@ -49,7 +49,7 @@ def register(app: typer.Typer) -> None:
     app.command("repair", epilog=EPILOG)(repair)
 
 
-@command
+@command(mutating=True)
 def repair(
     pad: Annotated[Path, typer.Option(
         "--pad", metavar="FILE",
@@ -82,7 +82,7 @@ def repair(
     (--cq-file-size) or --broker-conf, else from the store's other files of its kind. The new file is written
     beside the old one and renamed over it, under the store's lock.
     """
-    from rmqstore_cli.commands.common import load_config
+    from rmqstore_cli.commands.common import load_config, work_done
     from rmqstore_cli.store.lock import StoreLock, check_lock_file, lock_holder, refuse_if_live
     from rmqstore_cli.store.repair import apply_pad, plan_pad
 
@@ -102,6 +102,8 @@ def repair(
         plan = plan_pad(cfg, pad)
         if not dry_run:
             apply_pad(cfg, plan)
+            if plan.action == "pad":
+                work_done(f"{plan.file} is rewritten and in place (verify checks it)")
     finally:
         lock.release()
     record = {**plan.as_dict(), "dry_run": dry_run, "done": not dry_run and plan.action == "pad"}

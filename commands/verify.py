@@ -47,7 +47,9 @@ store prints the same whatever the engine.
 file; the findings are the local engine's.
 
 Exit codes: 0 no errors (warnings and info may be listed), 1 errors found (a broker that
-would not start on the store is always one), 3 not a store. A finding rebuild-index repairs
+would not start on the store is always one), 3 not a store, 5 the output could not be
+written (stdout full or closed). Into a pipe whose reader went away (| head -1) the check
+still runs silently and the exit code is its answer. A finding rebuild-index repairs
 (cq.missing-unit, index.missing: messageIndexEnable=true but no index entry while messages
 carry keys) ends with the command that repairs it; so does a file the broker would not load
 or whose recovery would delete the files after it (commitlog.file-size, cq.file-size,
@@ -87,7 +89,7 @@ def register(app: typer.Typer) -> None:
     app.command("verify", epilog=EPILOG)(verify)
 
 
-@command
+@command(answer=True)
 def verify(
     store: StoresOpt = None,
     store_glob: StoreGlobOpt = None,

@@ -46,7 +46,7 @@ KINDS = ("rebuild", "expire", "rebuild-keep")  # rebuild-keep: rebuild-index --i
 def digest(root: Path) -> dict[str, str]:
     return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
             for p in sorted(root.rglob("*")) if p.is_file() and BACKUP_DIR not in p.relative_to(root).parts
-            and not p.name.startswith(".rebuild")}
+            and not p.name.startswith(".rebuild") and p.name != "rmqstore-expire.jsonl"}  # runs' ids differ
 
 
 def make_master(path: Path, messages: int = 1500) -> Path:

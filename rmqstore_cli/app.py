@@ -97,7 +97,10 @@ app = typer.Typer(
            "  rmqstore dump-commitlog --store ~/store --key order-42 --format jsonl | jq .msg_id\n\n"
            "  rmqstore decode-msgid 0A00000500002A9F0000000040001000\n\n"
            "Every command: rmqstore COMMAND --help. Exit codes: 0 done, 1 nothing found (or verify "
-           "found errors), 2 usage, 3 unreadable store, 4 refused (a live broker holds the lock).",
+           "found errors), 2 usage, 3 unreadable store, 4 refused (a live broker holds the lock), 5 the "
+           "output could not be written (stdout full or closed) and nothing changed, 6 a writing "
+           "command's work is done but its report could not be written. Output into a pipe whose "
+           "reader went away (| head) stops quietly with 0; verify still exits with its answer.",
 )
 
 
@@ -142,32 +145,41 @@ BLAS_THREADS = {"OPENBLAS_NUM_THREADS": "1"}
 def main() -> None:
     for k, v in BLAS_THREADS.items():
         os.environ.setdefault(k, v)
+    from rmqstore_cli import stdio
+
+    stdio.install()  # closed fds 0-2 held by /dev/null; stdout faults one exception, stderr never fails
+    try:
+        code = _run()
+    finally:
+        stdio.finish()  # nothing left to fail at the interpreter's last flush
+    sys.exit(code)
+
+
+def _run() -> int:
+    """Run the command line; its exit code. Output faults outside a command (help,
+    --version, a usage error's help) end as a command's do (commands.common.output_fault)."""
+    from rmqstore_cli import stdio
+
     if "_RMQSTORE_COMPLETE" in os.environ:  # shell completion (completions/): only then load it
         from typer._completion_classes import completion_init
 
         completion_init()
     try:
-        rv = app(prog_name="rmqstore", standalone_mode=False)
-    except BrokenPipeError:
-        from rmqstore_cli.render import silence_broken_pipe
-
-        silence_broken_pipe()
-        sys.exit(0)
-    except SystemExit as e:  # typer's own EPIPE exit (help or --version into `| head`) is 1: make it 0
-        if e.code == 1 and type(sys.stdout).__name__ == "PacifyFlushWrapper":
-            from rmqstore_cli.render import silence_broken_pipe
-
-            silence_broken_pipe()
-            sys.exit(0)
-        raise
-    except typer.Abort:
-        print("rmqstore: aborted", file=sys.stderr)
-        sys.exit(1)
-    except Exception as e:  # noqa: BLE001 - click's own usage errors (typer vendors click)
-        if not (hasattr(e, "exit_code") and hasattr(e, "format_message")):
-            raise
-        sys.exit(usage_error(e))
-    sys.exit(rv if isinstance(rv, int) and not isinstance(rv, bool) else 0)
+        try:
+            rv = app(prog_name="rmqstore", standalone_mode=False)
+        except typer.Abort:
+            print("rmqstore: aborted", file=sys.stderr)
+            return 1
+        except Exception as e:  # noqa: BLE001 - click's own usage errors (typer vendors click)
+            if not (hasattr(e, "exit_code") and hasattr(e, "format_message")):
+                raise
+            return usage_error(e)
+        code = rv if isinstance(rv, int) and not isinstance(rv, bool) else 0
+        if code == 0:  # an error already said keeps its code: stdio.finish flushes what is left quietly
+            stdio.flush()
+    except stdio.OutputFault as e:
+        return common.output_fault(e)
+    return code
 
 
 def usage_error(e) -> int:

@@ -8,6 +8,8 @@ EXIT_NEGATIVE = 1  # verify found problems; a look-up or filter found nothing
 EXIT_USAGE = 2
 EXIT_STORE = 3  # the store could not be read or is not a RocketMQ store
 EXIT_REFUSED = 4  # a live broker holds the lock, or --force/--yes is needed
+EXIT_OUTPUT = 5  # the output (stdout, an output file) could not be written; nothing was changed
+EXIT_REPORT_LOST = 6  # a writing command finished its work, but its report could not be written
 
 
 class RmqstoreError(Exception):
@@ -52,3 +54,10 @@ class NotFound(RmqstoreError):
     """A negative answer (nothing matched); exit 1."""
 
     exit_code = EXIT_NEGATIVE
+
+
+class OutputError(RmqstoreError):
+    """An output file (export's dataset) could not be written: full, read-only, I/O error.
+    The store is untouched; exit 5, as for a stdout that cannot take the output."""
+
+    exit_code = EXIT_OUTPUT

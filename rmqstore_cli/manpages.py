@@ -89,17 +89,26 @@ def page(cmd, name: str, parent) -> str:
             "(or one object for a summary). Field names and types are fixed by the JSON Schemas in the "
             "source tree's schemas/ directory, one per record kind; new fields may be added, existing "
             "ones keep their name and meaning. Standard output carries only data; warnings, notes and "
-            "errors go to standard error as lines starting with \"rmqstore: \". Tables and progress "
+            "errors go to standard error as lines starting with \"rmqstore: \"; a closed or full standard "
+            "error loses them but changes nothing else. Tables and progress "
             "bars are for terminals: no escape sequences when output is not a terminal, and no colour "
             "when NO_COLOR is set. The same store and options give the same bytes.")]
         lines += [".SH EXIT STATUS"]
-        for code, text in ((0, "Done (a look-up found something)."),
+        for code, text in ((0, "Done (a look-up found something). Output into a pipe whose reader went away "
+                               "(| head -1) stops quietly with 0, except that verify finishes its check and "
+                               "exits with its answer."),
                            (1, "A negative answer: a look-up or filter found nothing, an id was not found, or "
                                "verify found errors."),
                            (2, "Usage error: a bad option or value."),
                            (3, "The store could not be read or is not a RocketMQ store."),
                            (4, "Refused for safety: a live broker holds the store's lock, or a destructive step "
-                               "needs \\-\\-force.")):
+                               "needs \\-\\-force."),
+                           (5, "The output could not be written (standard output full, closed or failing; an "
+                               "output file such as export's dataset) and nothing was changed. A writing command "
+                               "whose standard output is closed from the start refuses before any work."),
+                           (6, "A writing command (expire, rebuild-index, generate, export) finished its work but "
+                               "its report could not be written; the error line says where the work is recorded "
+                               "(expire: rmqstore-expire.jsonl in the store root).")):
             lines += [".TP", f".B {code}", _roff(text) if "\\" not in text else text]
         lines += [".SH ENVIRONMENT", ".TP", ".B RMQSTORE_STORE",
                   _roff("The store when --store is not given and --broker-conf sets no storePathRootDir. "

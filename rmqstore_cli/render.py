@@ -384,14 +384,10 @@ def console():
 
         # piped tables (less, files) get room for a msgId instead of 80 folded columns
         width = None if sys.stdout.isatty() else int(os.environ.get("COLUMNS", "0") or 0) or 200
+        # a write that fails (full, closed, a pipe's reader gone) raises stdio.OutputFault, not
+        # the BrokenPipeError rich handles itself: every format ends the same way (commands.common)
         _console = Console(highlight=False, no_color=bool(os.environ.get("NO_COLOR")), soft_wrap=False, width=width)
-        _console.on_broken_pipe = _broken_pipe  # rich's own handler exits 1: `| head` is no failure
     return _console
-
-
-def _broken_pipe() -> None:
-    """A table written to a closed pipe stops as JSON does: the command exits 0 (commands.common)."""
-    raise BrokenPipeError(32, "Broken pipe")
 
 
 def err_console():
@@ -457,16 +453,6 @@ def rebuild_summary(store, rep, plan: dict, opts) -> dict:
         "index_names_fallback": [{"file": n, "store_timestamp": t} for n, t in rep.fallback_index_names],
     })
     return s
-
-
-def silence_broken_pipe() -> None:
-    """`rmqstore dump-commitlog | head`: stop quietly, without a traceback at exit (stdout
-    pointed at /dev/null, so the interpreter's last flush has nowhere to fail)."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-    except OSError:
-        pass
 
 
 class ProgressBar:

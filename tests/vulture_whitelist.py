@@ -13,7 +13,6 @@ __getattr__  # module-level lazy attributes (PEP 562): numpy dtypes made on firs
 _global, format_commands  # app.py: the typer callback of the global options; click calls the group's format_commands
 export_rows  # pipeline/export_tasks.py: the per-record reference the bulk export is tested against
 _jvm  # pipeline/spark.py: PySpark's own API (the gateway)
-on_broken_pipe  # render.py: rich's hook
 master_flushed_offset, confirm_phy_offset, min_timestamp_index  # store/checkpoint.py: the broker's fields
 max_message_size, delete_when  # store/config.py: broker.conf keys parsed and shown
 index_hashes  # store/javahash/bulk.py: the bulk IndexService#buildKey hash, tested against the per-key one

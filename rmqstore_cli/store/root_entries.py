@@ -1,5 +1,6 @@
-"""What a broker writes in its store root (``storePathRootDir``), 4.9.x and 5.x: the one
-table ``verify`` and ``stats`` account for every root entry by (docs/format/store-layout.md#the-store-root).
+"""What a broker writes in its store root (``storePathRootDir``), 4.9.x and 5.x, and the
+records rmqstore keeps there (expire's journal, rebuild-index's backups): the one table
+``verify`` and ``stats`` account for every root entry by (docs/format/store-layout.md#the-store-root).
 
 Each entry names the broker code that writes it and whether rmqstore reads it
 (``checked``): ``verify`` names every entry it does not check (``store.unchecked-entry``,
@@ -68,6 +69,11 @@ ROOT_ENTRIES: tuple[RootEntry, ...] = (
               "transaction statetable/redolog of old brokers", False),
     RootEntry("dledger-", "other", "DLedgerConfig#getDefaultPath", "a DLedger commit log (enableDLegerCommitLog; "
               "DLedgerCommitLog sets storeBaseDir to storePathRootDir)", True, prefix=True),
+    # rmqstore's own record, where the broker keeps none in the store (it logs deletions to
+    # ~/logs/rocketmqlogs/store.log: DefaultMappedFile#destroy); nothing in it for verify to check
+    RootEntry("rmqstore-expire.jsonl", "other", "rmqstore expire (store/expire_journal.py)",
+              "rmqstore expire's journal: one JSON line per file it deleted, then each run's summary; "
+              "no broker reads it", True),
 )
 
 #: rmqstore's own root entry: ``rebuild-index --in-place`` moves the sets it replaces to

@@ -211,14 +211,15 @@ def check_inside(path, roots: Iterable, doing: str) -> None:
 
 
 # ------------------------------------------------------------------------------ writing
-def open_for_write(path, roots: Iterable, create: bool = False, exclusive: bool = False) -> int:
+def open_for_write(path, roots: Iterable, create: bool = False, exclusive: bool = False, append: bool = False) -> int:
     """A read-write descriptor of a regular file inside ``roots``, never through a link.
 
-    ``create``: made if missing (``exclusive``: must not exist). The directory's real path
-    is checked against ``roots``; the last component is opened ``O_NOFOLLOW``."""
+    ``create``: made if missing (``exclusive``: must not exist); ``append``: every write
+    goes to the end (``O_APPEND``). The directory's real path is checked against
+    ``roots``; the last component is opened ``O_NOFOLLOW``."""
     path = Path(path)
     check_inside(path.parent, roots, f"write {path.name}")
-    flags = os.O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC
+    flags = os.O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | (os.O_APPEND if append else 0)
     if create:
         flags |= os.O_CREAT | (os.O_EXCL if exclusive else 0)
     try:

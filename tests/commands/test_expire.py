@@ -589,3 +589,63 @@ def test_one_refused_file_keeps_its_own_message(small_store, tmp_path):
     assert r.stderr.strip().splitlines() == [f"rmqstore: error: is a symlink, not a store file; left alone ({head}); "
                                              "files before it were handled; move it away or fix the size options, "
                                              "then run again"]
+
+
+# ------------------------------------------------------------------ the journal (issue 31)
+def test_the_journal_holds_what_jsonl_printed(small_store):
+    """A run that deletes appends to rmqstore-expire.jsonl exactly the lines --format jsonl
+    prints (each with the run's id): a report lost to a full or closed stdout is recoverable.
+    A second run appends under its own id; a run with nothing due writes nothing."""
+    set_ages(small_store, [100] * 6 + [1])
+    journal = small_store / "rmqstore-expire.jsonl"
+    r = expire(small_store, "--reserved-hours", "72", "--format", "jsonl")
+    assert r.exit_code == 0, r.stderr
+    printed = [json.loads(x) for x in r.stdout.splitlines()]
+    kept = [json.loads(x) for x in journal.read_text().splitlines()]
+    assert len({k.pop("run") for k in kept}) == 1
+    assert kept == printed and printed[-1]["journal"] == str(journal)
+    size = journal.stat().st_size
+    assert expire(small_store, "--reserved-hours", "72", "--format", "json").exit_code == 0  # nothing due
+    assert journal.stat().st_size == size
+    set_ages(small_store, [100] * 2 + [1])
+    assert expire(small_store, "--reserved-hours", "72", "--format", "json").exit_code == 0
+    runs = [json.loads(x)["run"] for x in journal.read_text().splitlines()]
+    assert len([r for i, r in enumerate(runs) if i == 0 or runs[i - 1] != r]) == len(set(runs)) == 2
+    assert expire(small_store, "--reserved-hours", "72", "--dry-run").exit_code == 0
+    assert journal.stat().st_size > size
+
+
+def test_a_journal_that_cannot_be_written_does_not_stop_the_deletions(small_store, tmp_path):
+    """A link planted at the journal's name is never written through: expire warns once,
+    deletes what is due, and its summary's journal is null."""
+    outside = tmp_path / "outside.jsonl"
+    outside.write_bytes(b"")
+    (small_store / "rmqstore-expire.jsonl").symlink_to(outside)
+    set_ages(small_store, [100] * 4 + [1])
+    r = expire(small_store, "--reserved-hours", "72", "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    s = json.loads(r.stdout)
+    assert s["deleted"]["commitlog"] == 4 and s["journal"] is None
+    warn = [x for x in r.stderr.splitlines() if "not recorded" in x]
+    assert len(warn) == 1 and "symbolic link" in warn[0], r.stderr
+    assert outside.read_bytes() == b""
+
+
+def test_a_long_journal_keeps_its_newest_lines(small_store, monkeypatch):
+    """Past LIMIT bytes the oldest whole lines go (written beside and renamed in) before a
+    run appends; the newest run is always whole."""
+    from rmqstore_cli.store import expire_journal
+
+    monkeypatch.setattr(expire_journal, "LIMIT", 4096)
+    monkeypatch.setattr(expire_journal, "KEEP", 2048)
+    journal = small_store / "rmqstore-expire.jsonl"
+    old = [json.dumps({"run": f"old/{i}", "kind": "commitlog", "file": "x" * 100}) for i in range(60)]
+    journal.write_text("".join(x + "\n" for x in old))
+    set_ages(small_store, [100] * 3 + [1])
+    r = expire(small_store, "--reserved-hours", "72", "--format", "jsonl")
+    assert r.exit_code == 0, r.stderr
+    lines = journal.read_text().splitlines()
+    kept_old = [x for x in lines if x.startswith('{"run": "old/')]
+    assert 0 < len(kept_old) < 60 and kept_old == old[-len(kept_old):]
+    new = [json.loads(x) for x in lines[len(kept_old):]]
+    assert new[-1]["kind"] == "summary" and len(new) == len(r.stdout.splitlines())
