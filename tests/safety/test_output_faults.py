@@ -28,7 +28,7 @@ import outfaults  # noqa: E402
 #: The faults every (command, format) meets here ("| head -1" is timing-dependent: fuzz only).
 FAULTS = ["stdout-full", "stdout-closed", "stdout-pipe", "stderr-closed", "stderr-full"]
 HAS_PYARROW = subprocess.run([sys.executable, "-c", "import pyarrow"], capture_output=True).returncode == 0
-_NAMES = outfaults.commands(outfaults.Stores(Path("."), Path("."), Path("."), Path(".")), HAS_PYARROW)
+_NAMES = outfaults.commands(outfaults.Stores(Path("."), Path("."), Path("."), Path("."), Path(".")), HAS_PYARROW)
 
 
 @pytest.fixture(scope="module")
