@@ -20,8 +20,8 @@ sys.path[:0] = [str(d) for d in sorted(Path(__file__).resolve().parent.iterdir()
                 if d.is_dir() and not d.name.startswith((".", "_"))]
 
 ROOT = Path(__file__).resolve().parent.parent
-FIXTURES = ROOT.parent / "shared" / "fixtures"
-VECTORS = ROOT.parent / "shared" / "vectors"
+FIXTURES = ROOT / "tests" / "fixtures"
+VECTORS = FIXTURES / "vectors"
 VERSIONS = ("4.9.7", "5.3.3")
 
 # Small sizes, so a few thousand messages roll commit-log, CQ and index files and collide in slots.

@@ -203,7 +203,7 @@ def test_wrong_commitlog_file_size_stops_the_broker(five, tmp_path):
 def test_fixtures_start():
     """The real brokers' stores (each broker restarted on its own store): the verdict for
     their own version is that they start."""
-    base = Path(__file__).resolve().parents[3] / "shared" / "fixtures"
+    base = Path(__file__).resolve().parents[1] / "fixtures"
     stores = sorted(p for p in base.glob("rocketmq-*-sample") if (p / "store").is_dir()) if base.is_dir() else []
     if not stores:
         pytest.skip("../shared/fixtures absent")
