@@ -12,6 +12,7 @@ import pytest
 from rmqstore_cli.store.configfiles import BROKER_CONFIG_FILES, load_broker_configs, load_config
 from rmqstore_cli.store.startup import (QueueEnd, config_reasons, empty_last_file_throws, predict,
                                         truncation_reason)
+from tests.helpers import FIXTURES
 
 OFFSETS = next(c for c in BROKER_CONFIG_FILES if c.name == "consumerOffset.json")
 FASTJSON = b'{"offsetTable":{"T@g":{0:250,1:250}}}'
@@ -203,10 +204,8 @@ def test_wrong_commitlog_file_size_stops_the_broker(five, tmp_path):
 def test_fixtures_start():
     """The real brokers' stores (each broker restarted on its own store): the verdict for
     their own version is that they start."""
-    base = Path(__file__).resolve().parents[1] / "fixtures"
-    stores = sorted(p for p in base.glob("rocketmq-*-sample") if (p / "store").is_dir()) if base.is_dir() else []
-    if not stores:
-        pytest.skip("../shared/fixtures absent")
+    stores = sorted(p for p in FIXTURES.glob("rocketmq-*-sample") if (p / "store").is_dir())
+    assert [p.name for p in stores] == ["rocketmq-4.9.7-sample", "rocketmq-5.3.3-sample"]
     for p in stores:
         version = "5" if "-5." in p.name else "4.9"
         v = _verify(p / "store", "--broker-version", version)

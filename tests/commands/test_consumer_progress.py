@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SMALL, cli, fixture_dir, run, writable_copy
+from tests.helpers import SMALL, cli, fixture_dir, run, writable_copy
 
 
 def _copy(src: Path, dst: Path) -> Path:

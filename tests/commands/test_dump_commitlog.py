@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 
-from conftest import cli, run, tree_digest
+from tests.helpers import cli, run, tree_digest
 
 
 def _offsets(r):
@@ -141,7 +141,7 @@ def test_begin_seek_reads_fewer_records(small_store_master, monkeypatch):
 
 
 def test_begin_seek_on_the_real_broker_stores():
-    from conftest import VERSIONS, fixture_dir
+    from tests.helpers import VERSIONS, fixture_dir
 
     for v in VERSIONS:
         d = fixture_dir(v)
@@ -156,7 +156,7 @@ def test_begin_seek_on_the_real_broker_stores():
 
 def _replayed(src, dest, change) -> str:
     """``dest``: ``src`` written again with ``change(i, record)`` applied to each record."""
-    from conftest import SMALL
+    from tests.helpers import SMALL
 
     dump = [json.loads(x) for x in cli("dump-commitlog", "--store", src, "--format", "jsonl", "--body",
                                          "base64").stdout.splitlines()]

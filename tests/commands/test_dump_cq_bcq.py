@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from conftest import cli, run
+from tests.helpers import cli, run
 
 
 def _jsonl(*args) -> list[dict]:
@@ -93,7 +93,7 @@ def test_hostile_batch_and_compaction_files_are_one_line_errors(sample_tarball, 
     import os
     import shutil
 
-    from conftest import run
+    from tests.helpers import run
 
     b, c = tmp_path / "b", tmp_path / "c"
     shutil.copytree(sample_tarball("bcq") / "store", b)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 
-from conftest import cli, run
+from tests.helpers import cli, run
 
 KEYS = ("physical_offset", "total_size", "magic", "body_crc", "queue_id", "flag", "queue_offset", "sys_flag",
         "born_timestamp", "born_host", "store_timestamp", "store_host", "reconsume_times",

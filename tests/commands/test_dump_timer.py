@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from conftest import cli, run
+from tests.helpers import cli, run
 
 #: A start time after the sample's shutdown (its checkpoint's read time + 8 s): --next and
 #: --summary do not depend on today's clock.

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SMALL, cli, fixture_dir, run, tree_digest, writable_copy
+from tests.helpers import SMALL, cli, fixture_dir, run, tree_digest, writable_copy
 from rmqstore_cli.store.config import StoreConfig
 from rmqstore_cli.store.message_store import MessageStore
 

@@ -6,7 +6,7 @@ import json
 import subprocess
 import sys
 
-from conftest import SMALL, cli, generate, run
+from tests.helpers import SMALL, cli, generate, run
 from rmqstore_cli.formats.commitlog import (
     TRANSACTION_COMMIT_TYPE,
     TRANSACTION_PREPARED_TYPE,

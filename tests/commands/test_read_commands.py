@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from conftest import cli, run, tree_digest
+from tests.helpers import cli, run, tree_digest
 
 LONG_MAX = (1 << 63) - 1
 ROLLBACK = 0xC

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, cli, generate, run, tree_digest
+from tests.helpers import ROOT, cli, generate, run, tree_digest
 from rmqstore_cli.store.commitlog import CommitLog, Status, check_message
 from rmqstore_cli.store.config import StoreConfig
 from rmqstore_cli.store.consume_queue import PRE_BLANK_UNIT, ConsumeQueue, queue_dirs

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SMALL, cli, fixture_dir, run, writable_copy
+from tests.helpers import SMALL, cli, fixture_dir, run, writable_copy
 
 TOPICS = ("AuditTopic", "PaymentTopic", "%RETRY%cg-sample")
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, cli
+from tests.helpers import ROOT, cli
 from rmqstore_cli.manpages import completion_scripts, pages
 
 
@@ -183,7 +183,7 @@ def test_small_dump_does_not_load_the_compiler(tiny_store):
 
 @pytest.fixture(scope="module")
 def tiny_store(tmp_path_factory):
-    from conftest import generate
+    from tests.helpers import generate
 
     import json
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, generate
+from tests.helpers import ROOT, generate
 
 COMPLETIONS = ROOT / "completions"
 SHELLS = ("bash", "zsh", "fish")

@@ -17,12 +17,11 @@ from __future__ import annotations
 import json
 import struct
 
-from conftest import cli
-from test_verify_bcq import patch_unit
+from tests.helpers import cli
+from tests.helpers.rawstore import UNIT, patch_unit
 
 from rmqstore_cli.store.batch_queue import BatchConsumeQueue
 
-UNIT = ">qiqqqhii"  # BatchConsumeQueue#putBatchMessagePositionInfo's 46 bytes (test-only)
 END_UNIT = struct.pack(UNIT, -1, 0, 0, 0, 0, 0, -1, 0)  # SparseConsumeQueue#putEndPositionInfo
 BLANK_MAGIC = 0xCBD43194  # MessageDecoder.BLANK_MAGIC_CODE, unsigned
 SMALL = ("--commitlog-file-size", "262144", "--cq-file-size", "2000", "--index-slots", "64", "--index-max", "400")

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import cli, fixture_dir, needs_c, run
+from tests.helpers import cli, fixture_dir, needs_c, run
 
 FILE = 65536  # the plain sample's mappedFileSizeCommitLog: DLedger's data files use the same size
 INDEX_FILE = 32 * 5 * 1024 * 1024
@@ -243,10 +243,9 @@ def test_index_unit_pointing_past_the_data_is_a_finding(wrapped, tmp_path):
     assert "its unit says pos 1099511627776" in got["dledger.index"][0]["detail"]
 
 
+@pytest.mark.parametrize("wrapped", [4], ids=["divided"], indirect=True)  # only a divided store has an old commitlog/
 def test_divided_store_missing_its_old_log(wrapped, tmp_path):
-    store, conf, _, keep = wrapped
-    if not keep:
-        pytest.skip("only a divided store has an old commitlog/")
+    keep = wrapped[3]
     store, conf = _damaged(wrapped, tmp_path)
     shutil.rmtree(store / "commitlog")
     got = _checks(store, conf)

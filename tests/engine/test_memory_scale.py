@@ -11,7 +11,7 @@ import struct
 import numpy as np
 import pytest
 
-from conftest import SMALL, cli, generate
+from tests.helpers import SMALL, cli, generate
 
 # One topic, one queue, files big enough that neither the queue nor the index rolls over:
 # all the messages land in one consume queue and one index file.

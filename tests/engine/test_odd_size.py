@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from conftest import cli, tree_digest
+from tests.helpers import cli, tree_digest
 
 CUT = 30000  # the torn file keeps its first CUT bytes
 

@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from conftest import generate
+from tests.helpers import generate
 from rmqstore_cli.store.config import StoreConfig
 from rmqstore_cli.store.verify import Verifier, VerifyOptions
 

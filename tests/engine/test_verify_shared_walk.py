@@ -13,7 +13,7 @@ import shutil
 
 import pytest
 
-from conftest import cli, generate
+from tests.helpers import cli, generate
 from rmqstore_cli.formats.commitlog import TRANSACTION_COMMIT_TYPE, TRANSACTION_MASK, TRANSACTION_NOT_TYPE
 from rmqstore_cli.formats.timer import TIMER_TOPIC
 from rmqstore_cli.store.commitlog import CommitLog

@@ -22,7 +22,7 @@ import zlib
 import numpy as np
 import pytest
 
-from conftest import ROOT, cli, fixture_dir, generate, needs_c
+from tests.helpers import ROOT, cli, fixture_dir, generate, needs_c
 from rmqstore_cli.formats.commitlog import HEAD_SIZE, MAGIC_BLANK, MAGIC_V1, MAGIC_V2
 from rmqstore_cli.formats.dledger import BODY_OFFSET, ENTRY_MAGIC
 from rmqstore_cli.store.commitlog.bulk import walk_records

@@ -18,7 +18,7 @@ import random
 import numpy as np
 import pytest
 
-from conftest import cli, fixture_dir, generate, needs_c
+from tests.helpers import cli, fixture_dir, generate, needs_c
 from rmqstore_cli.store.arrays import stable_argsort
 from rmqstore_cli.store.fastpaths import FAST_PATHS
 from rmqstore_cli.store.properties import Properties

@@ -17,7 +17,7 @@ import filecmp
 
 import pytest
 
-from conftest import cli, generate
+from tests.helpers import cli, generate
 from rmqstore_cli.store.fastpaths import FAST_PATHS
 
 OPTION_SETS = {

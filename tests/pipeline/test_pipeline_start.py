@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import generate, run
+from tests.helpers import generate, run
 from rmqstore_cli.pipeline import jvmstart
 from rmqstore_cli.pipeline.daemon import installed_pyspark_first
 
@@ -129,7 +129,7 @@ def test_spark_workers_import_the_installed_pyspark(spark):
 
 
 def test_cli_spark_runs_publish_then_use_the_archive_with_clean_stdout(tmp_path):
-    pytest.importorskip("pyspark")
+    pytest.importorskip("pyspark", reason="needs the spark extra: pip install -e '.[spark]'")
     store = generate(tmp_path / "s", messages=300)
     env = {"XDG_CACHE_HOME": str(tmp_path / "cache")}
     args = ("verify", "--store", store, "--engine", "spark", "--spark-master", "local[2]", "-f", "json")

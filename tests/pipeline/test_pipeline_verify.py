@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import generate, needs_c
+from tests.helpers import generate, needs_c
 
 SIZES = {"mapped_file_size_commit_log": 65536, "mapped_file_size_consume_queue": 2000,
          "max_hash_slot_num": 64, "max_index_num": 400}
@@ -182,7 +182,7 @@ def test_caps_keep_the_first_findings_in_the_local_order(master, tmp_path):
 def test_bad_topics_are_reported_once_where_first_seen(tmp_path):
     """A topic finding is said once per store, at the topic's first record, though every
     file task meets the topic again."""
-    from conftest import retopic
+    from tests.helpers import retopic
 
     src = generate(tmp_path / "src", "--delay-ratio", "0", "--transaction-ratio", "0", messages=700, seed=4)
     hostile = retopic(src, tmp_path / "hostile", [(slice(None, None, 5), "bad topic"), (slice(3, None, 7), "../evil")])

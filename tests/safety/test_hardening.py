@@ -17,15 +17,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import FIXTURES, ROOT, VERSIONS, cli, generate, tree_digest
-
-sys.path.insert(0, str(ROOT / "fuzz"))
-import storefuzz  # noqa: E402
-
-from rmqstore_cli.formats.commitlog import MAGIC_V2  # noqa: E402
-from rmqstore_cli.formats.properties import parse_properties  # noqa: E402
-from rmqstore_cli.store.commitlog import AppendSpec, CommitLog, Status, check_message, encode_record  # noqa: E402
-from rmqstore_cli.store.config import StoreConfig  # noqa: E402
+from fuzz import storefuzz
+from rmqstore_cli.formats.commitlog import MAGIC_V2
+from rmqstore_cli.formats.properties import parse_properties
+from rmqstore_cli.store.commitlog import AppendSpec, CommitLog, Status, check_message, encode_record
+from rmqstore_cli.store.config import StoreConfig
+from tests.helpers import ROOT, VERSIONS, cli, fixture_dir, generate, tree_digest
 
 HOSTILE = ["../../escape", "a/b", "..", ".", "x\x00y", "/abs", "T" * 300]
 SAFE = ["Good", "Refund.Topic-2", "%RETRY%cg", "T" * 127, "a|b", "sp ace"]
@@ -168,9 +165,8 @@ def test_properties_parse_any_text(raw):
 def _targets(tmp_path_factory):
     out = []
     for v in VERSIONS:
-        d = FIXTURES / f"rocketmq-{v}-sample"
-        if d.is_dir():
-            out.append((d / "store", d / "broker.conf"))
+        d = fixture_dir(v)
+        out.append((d / "store", d / "broker.conf"))
     g = tmp_path_factory.mktemp("fz")
     out.append((storefuzz.generated_store(g / "store"), storefuzz.generated_conf(g / "broker.conf")))
     return out
@@ -192,16 +188,14 @@ def test_read_commands_on_mutated_stores(fuzz_targets, tmp_path, seed):
     assert not res.failures, [(o.command, o.problem) for o in res.failures] + [res.mutation]
 
 
-CORPUS = storefuzz.load_corpus()
-
-
-@pytest.mark.parametrize("case", CORPUS, ids=[f"{c['store']}-{c['seed']}" for c in CORPUS])
-def test_fuzz_corpus_regressions(fuzz_targets, tmp_path, case):
-    if case["store"] not in fuzz_targets:
-        pytest.skip(f"store {case['store']} not present")
-    s, c, p = fuzz_targets[case["store"]]
-    res = storefuzz.run_case(s, c, tmp_path, case["seed"], p, timeout=60)
-    assert not res.failures, [(o.command, o.problem) for o in res.failures]
+def test_fuzz_corpus_regressions(fuzz_targets, tmp_path):
+    """Every case fuzz/fuzz_stores.py saved in fuzz/corpus/stores.jsonl (a seed that once
+    failed, on a named target store) passes now; none is saved today, as the long runs of
+    fuzz/RESULTS.md ended clean."""
+    for i, case in enumerate(storefuzz.load_corpus()):
+        s, c, p = fuzz_targets[case["store"]]
+        res = storefuzz.run_case(s, c, tmp_path / str(i), case["seed"], p, timeout=60)
+        assert not res.failures, (case, [(o.command, o.problem) for o in res.failures])
 
 
 # ------------------------------------------------------------------ read-only guarantee
@@ -223,9 +217,7 @@ def test_read_commands_change_no_byte_or_mtime(which, small_store_master, tmp_pa
     if which == "generated":
         store, conf = small_store_master, []
     else:
-        d = FIXTURES / f"rocketmq-{which}-sample"
-        if not d.is_dir():
-            pytest.skip(f"fixture {d} absent")
+        d = fixture_dir(which)
         store, conf = d / "store", ["--broker-conf", str(d / "broker.conf")]
     probe = storefuzz.probe(store, Path(conf[1]) if conf else None)
     before = tree_digest(store)

@@ -11,14 +11,9 @@ the case directory), and a read command left the store's bytes as they were.
 """
 from __future__ import annotations
 
-import sys
-
 import pytest
 
-from conftest import ROOT
-
-sys.path.insert(0, str(ROOT / "fuzz"))
-import plantfuzz  # noqa: E402
+from fuzz import plantfuzz
 
 # ---------------------------------------------------------------------------------------
 # KNOWN_FAILING: (plant, command) -> what goes wrong today on the `fuzz` branch. These
