@@ -128,6 +128,7 @@ def five(tmp_path_factory):
     return s
 
 
+@pytest.mark.slow
 def test_clean_store_starts(five):
     v = _verify(five, "--broker-version", "5")
     assert v["starts"] is True and v["recovery"] == "normal" and v["version_source"] == "option"
@@ -158,6 +159,7 @@ def _empty_last_cq_file(store: Path) -> tuple[Path, Path]:
     return victim, files[-1]
 
 
+@pytest.mark.slow
 def test_empty_last_cq_file_stops_a_5x_broker_not_a_49_one(five, tmp_path):
     import shutil
 
@@ -174,6 +176,7 @@ def test_empty_last_cq_file_stops_a_5x_broker_not_a_49_one(five, tmp_path):
     assert v4["starts"] is True  # 4.9.x correctMinOffset cannot throw there
 
 
+@pytest.mark.slow
 def test_broken_config_and_bak_stop_the_broker(five, tmp_path):
     import shutil
 
@@ -188,6 +191,7 @@ def test_broken_config_and_bak_stop_the_broker(five, tmp_path):
     assert [r["file"] for r in v["reasons"] if r["fatal"]] == ["config/subscriptionGroup.json.bak"]
 
 
+@pytest.mark.slow
 def test_wrong_commitlog_file_size_stops_the_broker(five, tmp_path):
     import shutil
 

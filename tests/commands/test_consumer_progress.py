@@ -77,6 +77,7 @@ def test_offsets_against_the_real_broker_queues(real, form):
     assert got["other-g", "PaymentTopic", 0]["status"] == "beyond-max" and got["pay-g", "PaymentTopic", 1]["status"] == "ok"
 
 
+@pytest.mark.slow
 def test_filters(real):
     store, conf, _ = real
     (store / "config" / "consumerOffset.json").write_text(
@@ -89,6 +90,7 @@ def test_filters(real):
     assert rows == [] and err.startswith("rmqstore: no consumer offset of group 'nobody'")
 
 
+@pytest.mark.slow
 def test_bak_is_read_when_the_file_does_not_decode_ConfigManager_load(tmp_path):
     d = fixture_dir("4.9.7")
     store = _copy(d / "store", tmp_path / "store")
@@ -218,6 +220,7 @@ def test_generated_store_table_and_json(tmp_path):
     assert t.exit_code == 0 and "150" in t.stdout and topic[:10] in t.stdout
 
 
+@pytest.mark.slow
 def test_delay_and_lmq_offsets_ScheduleMessageService_decode(real):
     """delayOffset.json: delay level -> offset in SCHEDULE_TOPIC_XXXX queue level - 1
     (ScheduleMessageService#delayLevel2QueueId), 5.x adds dataVersion; lmqConsumerOffset.json

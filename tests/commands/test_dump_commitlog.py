@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tests.helpers import cli, run, tree_digest
 
 
@@ -10,6 +12,7 @@ def _offsets(r):
     return [json.loads(x)["physical_offset"] for x in r.stdout.splitlines()]
 
 
+@pytest.mark.slow
 def test_corrupt_middle_file_is_skipped_with_a_warning(small_store):
     before = _offsets(cli("dump-commitlog", "--store", small_store, "--format", "jsonl", "--no-properties"))
     f = sorted((small_store / "commitlog").iterdir())[2]
@@ -101,6 +104,7 @@ def _same_with_and_without_seek(store, when: int, *args) -> str:
     return a.stderr
 
 
+@pytest.mark.slow
 def test_begin_seeks_and_prints_what_the_full_walk_prints(small_store_master):
     times = _times(small_store_master)
     seeks = 0
@@ -140,6 +144,7 @@ def test_begin_seek_reads_fewer_records(small_store_master, monkeypatch):
     assert 0 < len(r.stdout.splitlines()) <= seeking < walks[-1] // 2
 
 
+@pytest.mark.slow
 def test_begin_seek_on_the_real_broker_stores():
     from tests.helpers import VERSIONS, fixture_dir
 
@@ -169,6 +174,7 @@ def _replayed(src, dest, change) -> str:
     return dest
 
 
+@pytest.mark.slow
 def test_begin_seek_with_store_times_out_of_order(small_store_master, tmp_path):
     """Store times that fall in commit-log order (a clock stepped back 20 minutes; every
     record off by up to ±90 s, so queues interleave out of order): the same output, by a

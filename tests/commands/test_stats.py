@@ -263,6 +263,7 @@ def test_real_broker_stores(version):
 # ------------------------------------------------------------------ bad input
 
 
+@pytest.mark.slow
 def test_bad_input_is_one_line(small_store, tmp_path):
     from tests.helpers.hostile import one_line
 
@@ -322,6 +323,7 @@ def test_units_pointing_where_no_commit_log_file_is(small_store):
     assert any(n.startswith(f"{len(lost)} consume-queue units of ") for n in summary["notes"]), summary["notes"]
 
 
+@pytest.mark.slow
 def test_on_a_full_tmpfs_no_sigbus(full_tmpfs):
     """Consume-queue and index files with holes on a full tmpfs: mapping them would SIGBUS on
     the first read of a hole; stats says so in one line (the index header is read, not mapped)."""

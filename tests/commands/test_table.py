@@ -85,6 +85,7 @@ def _reference(t: TableWriter, msgs, zone, delays) -> bytes:
                     for m in msgs)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("tz", ["UTC", "Europe/Berlin", None])
 def test_block_rows_equal_the_reference(tricky_table_store, small_store_master, tz):
     """Every record of every block, all of a block or a selection, wide and narrow columns:
@@ -145,6 +146,7 @@ def _assert_aligned(text: str) -> tuple[str, list[str]]:
     return head, rows
 
 
+@pytest.mark.slow
 def test_widths_stay_fixed_across_blocks_and_long_text(tricky_table_store, small_store_master):
     """Thousands of rows in many blocks (and files), topics of 200 characters, keys of 300,
     wide CJK tags: every column starts in the same cell on every row, and the header is printed
@@ -160,6 +162,7 @@ def test_widths_stay_fixed_across_blocks_and_long_text(tricky_table_store, small
     assert "…" in text or "…" in run("dump-commitlog", "--store", tricky_table_store).stdout.decode()
 
 
+@pytest.mark.slow
 def test_no_ansi_off_a_terminal_and_only_a_bold_header_on_one(small_store_master):
     from tests.helpers.contract import on_pty
 
@@ -174,6 +177,7 @@ def test_no_ansi_off_a_terminal_and_only_a_bold_header_on_one(small_store_master
                                   dict(env, NO_COLOR="1"))
 
 
+@pytest.mark.slow
 def test_hostile_text_is_escaped_in_the_table(tricky_table_store):
     """Escapes, C1 controls, bidi overrides and invalid UTF-8 in topics, keys, tags and
     REAL_TOPIC: shown escaped, never raw, in either path (blocks, or per record with --key)."""

@@ -20,6 +20,8 @@ import pytest
 from tests.helpers import run
 from tests.helpers.contract import SCHEMAS, USED, on_pty, validate
 
+pytestmark = pytest.mark.slow  # every command in a subprocess, every schema
+
 
 def test_schemas_are_valid_json_schemas():
     for p in SCHEMAS.glob("*.json"):

@@ -38,6 +38,7 @@ def test_man_pages_render_cleanly():
         assert r.returncode == 0 and "warning" not in r.stderr.lower(), (p.name, r.stderr)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("man") is None, reason="no man here (apt-get install man-db)")
 def test_man_l_renders_each_page_without_complaint():
     """What the README tells people to run: man -l man/rmqstore.1 (groff warnings on, -ww)."""

@@ -15,6 +15,8 @@ import pytest
 
 from tests.helpers import ROOT, generate
 
+pytestmark = pytest.mark.slow  # completions in real bash, zsh and fish
+
 COMPLETIONS = ROOT / "completions"
 SHELLS = ("bash", "zsh", "fish")
 

@@ -17,6 +17,8 @@ from __future__ import annotations
 import json
 import struct
 
+import pytest
+
 from tests.helpers import cli
 from tests.helpers.rawstore import UNIT, patch_unit
 
@@ -244,6 +246,7 @@ def _replay(tmp_path, name, topics_json, conf, lines):
     return store
 
 
+@pytest.mark.slow
 def test_a_record_that_fits_no_log_file_ends_two_files_CompactionLog_asyncPutMessage(tmp_path):
     """A record longer than a compaction log file - 8: the file it meets gets the end unit
     and a BLANK, ``TopicPartitionLog#roll``, and the retry ends the new files too (end unit

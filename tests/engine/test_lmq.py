@@ -272,6 +272,7 @@ def test_independent_store_rebuilds_and_verifies(tmp_path):
     assert not [f for f in rep["findings"] if f["check"].startswith("lmq.")]
 
 
+@pytest.mark.slow
 def test_independent_store_spark_engine(tmp_path, spark):
     """Spark's rebuild (pipeline/rebuild_tasks.py on local[2]) writes the same LMQ queues."""
     from rmqstore_cli.pipeline import spark as sp
@@ -345,6 +346,7 @@ def test_append_re_encodes_as_the_real_4_9_7_store(lmq):
     assert checked == 165
 
 
+@pytest.mark.slow
 def test_generate_lmq_store_rebuilds_and_verifies(tmp_path):
     """generate --lmq-ratio: offsets the store assigns (PREPARED/ROLLBACK not advancing),
     LMQ queues dispatched; verify is clean and rebuild-index writes the same queues."""

@@ -72,6 +72,7 @@ def test_sample_bounds_and_entries_RocksDBConsumeQueueStore_getMaxOffsetInQueue(
         db.close()
 
 
+@pytest.mark.slow
 def test_sample_every_reader_agrees_and_no_byte_changes(sample):
     """dump-cq, --summary, search-offset, stats, verify, consumer-progress's queue bounds:
     each agrees with expected.json, and the sample's tree (names, bytes, mtimes) is the same
@@ -200,6 +201,7 @@ def test_built_database_verifies_clean(built):
     assert s["consume_queues"] == len(queues)
 
 
+@pytest.mark.slow
 def test_search_offset_broker_binarySearchInCQByTime(built):
     """--broker on a RocksDB queue: RocksDBConsumeQueueTable#binarySearchInCQByTime over the
     values' store times: LOWER the first unit at or after, UPPER the last at or before."""
@@ -361,6 +363,7 @@ def test_sample_outputs_follow_the_schemas(sample, built):
     validate(lines[-1], "verify-summary")
 
 
+@pytest.mark.slow
 def test_the_shadow_directory_is_removed(sample, tmp_path):
     """The temp directory of links the database is opened through (safefs.shadow_dir) is gone
     after each command, and the store's own directory got nothing."""

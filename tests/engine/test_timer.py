@@ -341,6 +341,7 @@ def test_decomposed_verify_has_the_same_timer_findings(sample, copy):
     assert got[0]["summary"] == want[0]["summary"]
 
 
+@pytest.mark.slow
 def test_hostile_units_slots_and_checkpoint_give_findings_not_tracebacks(sample, copy):
     """Random but well-framed units (any prevPos, offsets, sizes, hashes), random slots and an
     absurd timercheck: verify reports, every dump-timer mode answers, nothing hangs."""

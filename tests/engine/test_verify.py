@@ -80,6 +80,7 @@ def test_clean_small_store_sizes_inferred(small_store):
     assert any("65536" in n for n in summary["notes"])
 
 
+@pytest.mark.slow
 def test_clean_default_size_store(tmp_path):
     store = generate(tmp_path / "store", messages=300, small=False)
     r = cli("verify", "--store", store, "--deep", "--format", "jsonl")
@@ -358,6 +359,7 @@ def test_not_a_store_exit_3(tmp_path):
     assert b"Traceback" not in r.stderr
 
 
+@pytest.mark.slow
 def test_subprocess_jsonl_and_exit_code(small_store):
     r = run("verify", "--store", small_store, "--format", "jsonl")
     assert r.returncode == 0
@@ -462,6 +464,7 @@ def test_restart_without_consume_queue_is_info(tmp_path):
     assert {f["severity"] for f in findings} == {"info"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(6))
 def test_random_damage_never_crashes(small_store_master, tmp_path, seed):
     """Random byte damage, truncation and deletion anywhere: findings and exit 0/1, never a traceback."""

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+pytestmark = pytest.mark.slow  # export blocks against the per-record reference, every store
+
 pa = pytest.importorskip("pyarrow", reason="needs the spark extra: pip install -e '.[spark]'")
 
 from rmqstore_cli.pipeline.schema import COLUMN_NAMES, arrow_schema  # noqa: E402

@@ -205,6 +205,7 @@ def _rmq(args: list[str], code: str | None = None, **env) -> subprocess.Complete
     return subprocess.run(argv, capture_output=True, text=True, timeout=300, cwd=ROOT, env=dict(os.environ, **env))
 
 
+@pytest.mark.slow
 def test_without_the_extension_every_command_runs_the_reference(store):
     """_ckernels not importable (a machine without a compiler): the reference loops run,
     --version says so, and verify and dump give the same output."""

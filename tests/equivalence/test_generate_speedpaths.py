@@ -20,6 +20,8 @@ import pytest
 from tests.helpers import cli, generate
 from rmqstore_cli.store.fastpaths import FAST_PATHS
 
+pytestmark = pytest.mark.slow  # every generate profile written twice
+
 OPTION_SETS = {
     "default-4.9": [],
     "ratios-5": ["--broker-version", "5", "--delay-ratio", "0.2", "--transaction-ratio", "0.2",

@@ -67,6 +67,7 @@ def test_blocks_give_the_per_record_scan(tricky_store, small_store):
         assert n_blocks > 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("body", ["none", "base64", "hex"])
 @pytest.mark.parametrize("properties", [True, False])
 def test_block_json_equals_message_dict(tricky_store, small_store, body, properties):
@@ -240,6 +241,7 @@ _INTERESTING = [0x00, 0x01, 0x02, 0x1F, 0x20, 0x22, 0x41, 0x5C, 0x7E, 0x7F, 0x80
                 0xAE, 0xBF, 0xC0, 0xC1, 0xC2, 0xDF, 0xE0, 0xE2, 0xED, 0xEF, 0xF0, 0xF4, 0xF5, 0xFF, 0x81, 0x90]
 
 
+@pytest.mark.slow
 @needs_c
 @pytest.mark.parametrize("seed", range(2))
 def test_c_plain_text_is_what_the_reference_leaves_alone(tmp_path, monkeypatch, seed):

@@ -11,6 +11,8 @@ import pytest
 from tests.helpers import SMALL, cli, needs_c
 from tests.helpers.rawstore import records
 
+pytestmark = pytest.mark.slow  # default-size index files, ~100 s of CPU
+
 SLOTS = 64
 ENTRIES_BASE = 40 + SLOTS * 4
 

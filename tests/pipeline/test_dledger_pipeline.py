@@ -12,6 +12,8 @@ import pytest
 from tests.helpers import cli, run
 from tests.helpers.pipeline import rebuilt
 
+pytestmark = pytest.mark.slow  # Spark local[2]
+
 
 @pytest.fixture(scope="module")
 def stores(sample_tarball, tmp_path_factory):

@@ -11,6 +11,8 @@ import pytest
 
 from tests.helpers import generate, run
 
+pytestmark = pytest.mark.slow  # Spark local[2]
+
 pq = pytest.importorskip("pyarrow.parquet", reason="needs the spark extra: pip install -e '.[spark]'")
 pa_ds = pytest.importorskip("pyarrow.dataset", reason="needs the spark extra: pip install -e '.[spark]'")
 

@@ -9,6 +9,8 @@ import pytest
 from tests.helpers import cli, run
 from tests.helpers.pipeline import ours_only, parquet_rows
 
+pytestmark = pytest.mark.slow  # Spark local[2]
+
 pytest.importorskip("pyarrow", reason="needs the spark extra: pip install -e '.[spark]'")
 
 

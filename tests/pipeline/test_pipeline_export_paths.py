@@ -7,6 +7,8 @@ import pytest
 
 from tests.helpers.pipeline import parquet_rows
 
+pytestmark = pytest.mark.slow  # Spark local[2]
+
 pytest.importorskip("pyarrow", reason="needs the spark extra: pip install -e '.[spark]'")
 
 

@@ -15,6 +15,8 @@ import pytest
 from tests.helpers import SMALL, cli, run
 from tests.helpers.pipeline import digest, rebuilt, smash
 
+pytestmark = pytest.mark.slow  # Spark local[2]
+
 BCQ_CONF = "mapperFileSizeBatchConsumeQueue=460\n"  # 10 units a file: queues of several files
 
 

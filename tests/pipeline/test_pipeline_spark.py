@@ -13,6 +13,8 @@ import pytest
 from tests.helpers import SMALL, fixture_dir, generate, run
 from tests.helpers.pipeline import SIZES, build, digest, ours_only, parquet_rows, smash
 
+pytestmark = pytest.mark.slow  # Spark local[2]
+
 
 @pytest.fixture(scope="module")
 def stores(tmp_path_factory):

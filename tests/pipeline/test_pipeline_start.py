@@ -16,6 +16,8 @@ from tests.helpers import generate, run
 from rmqstore_cli.pipeline import jvmstart
 from rmqstore_cli.pipeline.daemon import installed_pyspark_first
 
+pytestmark = pytest.mark.slow  # Spark local[2]
+
 
 def test_no_jvm_options_when_the_jvm_is_spark_submits(monkeypatch):
     """Without a master, or under spark-submit, the driver JVM is already running."""

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # Spark local[2]
+
 
 def _same(store: Path, conf: Path | None) -> list[dict]:
     """verify_stores equals verify_store (summary and findings); returns the findings."""

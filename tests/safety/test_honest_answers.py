@@ -8,7 +8,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.helpers import ROOT
+
+pytestmark = pytest.mark.slow  # every command in a subprocess
 
 
 def test_pytest_says_why_tests_were_skipped(tmp_path):

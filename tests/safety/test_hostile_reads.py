@@ -23,6 +23,8 @@ import pytest
 from tests.helpers import SMALL, cli, tmpfs
 from tests.helpers.hostile import one_line, plant
 
+pytestmark = pytest.mark.slow  # every read command on planted files, in subprocesses
+
 HANG = 60  # seconds: every command here finishes in a few
 
 

@@ -15,6 +15,8 @@ import pytest
 
 from fuzz import plantfuzz
 
+pytestmark = pytest.mark.fuzz  # a seeded slice of fuzz/plantfuzz.py
+
 # ---------------------------------------------------------------------------------------
 # KNOWN_FAILING: (plant, command) -> what goes wrong today on the `fuzz` branch. These
 # are the issue-22 bugs other branches fix; the lead empties this list after merging them

@@ -18,6 +18,8 @@ from rmqstore_cli.store.commitlog import AppendSpec, CommitLog
 from rmqstore_cli.store.config import StoreConfig
 from rmqstore_cli.store.rebuild import JOURNAL
 
+pytestmark = pytest.mark.slow  # subprocesses, full disks and Spark
+
 SMALL = ("--cq-file-size", "2000", "--index-slots", "64", "--index-max", "400")
 
 
