@@ -10,9 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import (  # noqa: F401  (re-exported: see the note at the end)
+from tests.helpers import (
     FIXTURES, ROOT, SMALL, TARBALLS, VECTORS, VERSIONS, cli, extract_sample, fixture_dir, generate, needs_c,
     retopic, run, tmpfs, tree_digest, writable_copy)
+
+#: Re-exported for the tests that still say ``from conftest import …`` (see the note at the end).
+__all__ = ["FIXTURES", "ROOT", "SMALL", "TARBALLS", "VECTORS", "VERSIONS", "cli", "extract_sample", "fixture_dir",
+           "generate", "needs_c", "retopic", "run", "tmpfs", "tree_digest", "writable_copy"]
 
 
 @pytest.fixture(scope="session")
@@ -88,6 +92,17 @@ def spark():
     s = sp.session("local[2]")
     yield s
     s.stop()
+
+
+#: pyproject's addopts: plain ``pytest`` runs the fast tier (README, Development).
+FAST_TIER = "not slow and not cluster and not fuzz"
+
+
+def pytest_configure(config):
+    """``pytest tests/x.py`` (or a node id) runs the tests it names, whatever their tier: the
+    tier filter applies when no path is named, unless ``-m`` says otherwise."""
+    if config.args_source == pytest.Config.ArgsSource.ARGS and config.option.markexpr == FAST_TIER:
+        config.option.markexpr = ""
 
 
 #: Set by .ci/run: there, every dependency a test names is installed, so a skip is a failure.

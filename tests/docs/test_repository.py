@@ -82,3 +82,15 @@ def test_a_skip_fails_where_ci_allows_none(tmp_path):
                             env=dict(env, RMQSTORE_TEST_NO_SKIP="1"))
     assert failed.returncode == 1 and "1 failed" in failed.stdout, failed.stdout + failed.stderr
     assert "allows no skip: Skipped: needs the spark extra" in failed.stdout
+
+
+@pytest.mark.slow
+def test_a_named_test_runs_whatever_its_tier():
+    """``pytest tests/x.py::test_y`` selects what it names, a slow test too; plain ``pytest``
+    leaves it out (tests/conftest.py, pytest_configure)."""
+    node = "tests/safety/test_hostile_reads.py::test_commitlog_name_past_long_max"
+    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--collect-only", "-q"]
+    named = subprocess.run([*cmd, node], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert named.returncode == 0 and "tests/safety/test_hostile_reads.py: 1" in named.stdout, named.stdout
+    tiered = subprocess.run([*cmd, "-m", "not slow", node], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert "test_hostile_reads.py: 1" not in tiered.stdout, tiered.stdout
