@@ -14,8 +14,8 @@ import pytest
 from tests.helpers import FIXTURES, ROOT, TARBALLS
 
 TIERS = ("slow", "cluster", "fuzz")
-#: Path spellings that leave the repository: the old ``../shared`` beside the project, or a
-#: root's parent.
+#: Path spellings that leave the repository: the sibling directory the fixtures were once read
+#: from, a root's parent, an absolute path of this machine.
 OUTSIDE = re.compile(r"""\.\./shared|["'/]shared["'/]|ROOT\.parent\b|/work/""")
 
 
