@@ -6,7 +6,7 @@ Usage:
          [--commands verify,rebuild-index,export] [--repeat 2] [--json out.json]
   python bench/bench_cluster.py --dir /tmp/rmq-cluster-bench --connect [--repeat 3]
 
-A master and two one-core workers (tests/pipeline/standalone.py) are started once and kept
+A master and two one-core workers (tests/helpers/standalone.py) are started once and kept
 warm. Each command runs as its own process on a generated store (--file-mb commit-log
 files) and on a 200-message store, with the local engine and on the cluster. Measured:
 
@@ -54,10 +54,10 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE), str(HERE.parent / "tests" / "pipeline")]
+sys.path[:0] = [str(HERE), str(HERE.parent)]  # bench/ and the project root (tests.helpers)
 
 from bench_pipeline import RMQ, descendants, proc_table, run, warm_cache  # noqa: E402
-from standalone import Cluster, ConnectServer  # noqa: E402
+from tests.helpers.standalone import Cluster, ConnectServer  # noqa: E402
 
 
 TINY_FILE = 65536  # the 200-message store in two commit-log files

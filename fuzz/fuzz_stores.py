@@ -19,8 +19,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import storefuzz  # noqa: E402
+import storefuzz  # run as a script (python fuzz/fuzz_stores.py): its own directory is on the path
 
 
 def main() -> int:

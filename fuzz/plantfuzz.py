@@ -50,7 +50,7 @@ from pathlib import Path
 from typing import Callable
 
 ROOT = Path(__file__).resolve().parent.parent
-FIXTURES = ROOT.parent / "shared" / "fixtures"
+FIXTURES = ROOT / "tests" / "fixtures"  # the real brokers' samples (tests/fixtures/README.md)
 DOCUMENTED_EXITS = {0, 1, 2, 3, 4, 5, 6}  # 5, 6: output not written (export's dataset on a full disk)
 TRACEBACK = "Traceback (most recent call last)"
 GEN_SIZES = {"mappedFileSizeCommitLog": 16384, "mappedFileSizeConsumeQueue": 400, "maxHashSlotNum": 16,

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-FIXTURES = ROOT.parent / "shared" / "fixtures"
+FIXTURES = ROOT / "tests" / "fixtures"  # the real brokers' samples (tests/fixtures/README.md)
 DOCUMENTED_EXITS = {0, 1, 2, 3}
 BOUNDARY_INTS = [0, -1, 1, 8, 0x7FFFFFFF, -0x80000000, 0x7FFFFFF8, 0xDAA320A7 - (1 << 32),
                  0xCBD43194 - (1 << 32), 65536, 65535, 20, 2000]

@@ -1,78 +1,22 @@
-"""Shared test fixtures: the real-broker stores in ../shared/fixtures and generated stores."""
+"""The fixtures every test directory shares: the real-broker samples (tests/fixtures/) and
+stores generated once a session. Plain helper functions live in :mod:`tests.helpers`."""
 from __future__ import annotations
-
-import contextlib
 
 import json
 import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-# Tests are grouped in sub-directories (ARCHITECTURE.md, Tests); some share helpers and
-# fixtures across groups (``from test_jsonblock import tricky_store``): every group is
-# importable from every other.
-sys.path[:0] = [str(d) for d in sorted(Path(__file__).resolve().parent.iterdir())
-                if d.is_dir() and not d.name.startswith((".", "_"))]
+from tests.helpers import (
+    FIXTURES, ROOT, SMALL, TARBALLS, VECTORS, VERSIONS, cli, extract_sample, fixture_dir, generate, needs_c,
+    retopic, run, tmpfs, tree_digest, writable_copy)
 
-ROOT = Path(__file__).resolve().parent.parent
-FIXTURES = ROOT.parent / "shared" / "fixtures"
-VECTORS = ROOT.parent / "shared" / "vectors"
-VERSIONS = ("4.9.7", "5.3.3")
-
-# Small sizes, so a few thousand messages roll commit-log, CQ and index files and collide in slots.
-SMALL = ["--commitlog-file-size", "65536", "--cq-file-size", "2000", "--index-slots", "64", "--index-max", "400"]
-
-
-def needs_c() -> None:
-    """For a test of the C loops (store/kernels.py, _ckernels.c): skip where they cannot be
-    built (no C compiler: setup.py's extension is optional), fail where they could be but
-    are not (the README's ``pip install -e`` builds them)."""
-    from rmqstore_cli.store import kernels
-
-    if kernels.BUILT:
-        return
-    if shutil.which(os.environ.get("CC", "cc")) is None:
-        pytest.skip("no C compiler here: the C loops are not built, the reference loops run")
-    pytest.fail("rmqstore_cli/store/_ckernels.c is not built: pip install -e . builds it")
-
-
-def fixture_dir(version: str) -> Path:
-    d = FIXTURES / f"rocketmq-{version}-sample"
-    if not d.is_dir():
-        pytest.skip(f"real-broker fixture {d} is absent (tests read ../shared/fixtures beside the project)")
-    return d
-
-
-#: The real-broker samples shipped as sparse tarballs (fixtures/README.md, "Samples of HA and
-#: 5.x stores"): name -> tarball stem.
-TARBALLS = {
-    "lmq": "rocketmq-4.9.7-lmq-sample",
-    "dledger": "rocketmq-4.9.7-dledger-sample",
-    "timer": "rocketmq-5.3.3-timer-sample",
-    "bcq": "rocketmq-5.3.3-bcq-sample",
-    "rocksdb": "rocketmq-5.3.3-rocksdb-cq-sample",
-    "compaction": "rocketmq-5.3.3-compaction-sample",
-}
-
-
-def extract_sample(name: str, dest: Path) -> Path:
-    """Extract one sample tarball into ``dest`` (holes kept: tarfile writes sparse members by
-    seeking) and return its directory (``store/``, ``broker.conf``, ``expected.json``)."""
-    import tarfile
-
-    tarball = FIXTURES / f"{TARBALLS[name]}.tar.gz"
-    if not tarball.is_file():
-        pytest.skip(f"real-broker fixture {tarball} is absent (tests read ../shared/fixtures beside the project)")
-    with tarfile.open(tarball) as tf:
-        tf.extractall(dest, filter="tar")
-    found = [p.parent for p in dest.rglob("expected.json")]
-    assert len(found) == 1, f"{tarball}: expected one sample directory, found {found}"
-    return found[0]
+#: Re-exported for the tests that still say ``from conftest import …`` (see the note at the end).
+__all__ = ["FIXTURES", "ROOT", "SMALL", "TARBALLS", "VECTORS", "VERSIONS", "cli", "extract_sample", "fixture_dir",
+           "generate", "needs_c", "retopic", "run", "tmpfs", "tree_digest", "writable_copy"]
 
 
 @pytest.fixture(scope="session")
@@ -96,27 +40,6 @@ def fixture(request):
     return d / "store", d / "broker.conf", json.loads((d / "expected.json").read_text(encoding="utf-8"))
 
 
-def cli(*args: str, input: str | None = None):
-    """Run the CLI in-process; stdout and stderr kept apart."""
-    from rmqstore_cli.app import app
-
-    return CliRunner().invoke(app, [str(a) for a in args], input=input, catch_exceptions=False)
-
-
-def run(*args: str, input: bytes | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
-    """Run ``python -m rmqstore_cli`` as a subprocess, for exit codes and stream separation."""
-    e = dict(os.environ, **(env or {}))
-    return subprocess.run([sys.executable, "-m", "rmqstore_cli", *map(str, args)], input=input,
-                          capture_output=True, env=e, timeout=300)
-
-
-def generate(path: Path, *extra: str, messages: int = 2000, seed: int = 7, small: bool = True) -> Path:
-    r = cli("generate", "--store", path, "--messages", str(messages), "--seed", str(seed),
-            *(SMALL if small else []), *extra, "--format", "json")
-    assert r.exit_code == 0, r.stderr
-    return path
-
-
 @pytest.fixture(scope="session")
 def small_store_master(tmp_path_factory) -> Path:
     """A generated store with small files (read-only by convention: copy before mutating)."""
@@ -132,33 +55,32 @@ def small_store(small_store_master, tmp_path) -> Path:
     return dst
 
 
-def tree_digest(root: Path) -> dict[str, tuple[str, int]]:
-    """sha256 and mtime_ns of every file below root: a read-only command must not change them."""
-    import hashlib
+@pytest.fixture(scope="session")
+def tricky_store(tmp_path_factory) -> Path:
+    """The records that trip the columnar path's shortcuts (tests.helpers.records), written
+    once a session; read-only by convention."""
+    from tests.helpers.records import write_tricky_store
 
-    out = {}
-    for p in sorted(root.rglob("*")):
-        if p.is_file():
-            out[str(p.relative_to(root))] = (hashlib.sha256(p.read_bytes()).hexdigest(), p.stat().st_mtime_ns)
-    return out
+    return write_tricky_store(tmp_path_factory.mktemp("tricky") / "store")
 
 
-def retopic(src: Path, dest: Path, topics: list[tuple[slice, str]]) -> Path:
-    """``dest``: ``src`` dumped and written again (small file sizes) with the records picked
-    by each slice given that topic; the writer places records and numbers queues anew."""
-    import json as _json
-
-    dump = [_json.loads(x) for x in cli("dump-commitlog", "--store", src, "--format", "jsonl", "--body",
-                                        "base64").stdout.splitlines()]
-    for r in dump:
-        r.pop("physical_offset"), r.pop("queue_offset")
-    for sl, topic in topics:
-        for r in dump[sl]:
-            r["topic"] = topic
-    r = cli("generate", "--store", dest, "--from-jsonl", "-", *SMALL, "--format", "json",
-            input="\n".join(_json.dumps(x) for x in dump) + "\n")
-    assert r.exit_code == 0, r.stderr
-    return dest
+@pytest.fixture
+def full_tmpfs(tmp_path):
+    """A small tmpfs holding a store with sparse files, then filled to the last page
+    (unmounted at the end); skipped where mounting is not permitted."""
+    with tmpfs(tmp_path / "mnt", "8m") as mnt:
+        store = mnt / "store"
+        r = cli("generate", "--store", store, "--messages", "500", "--commitlog-file-size", "4194304",
+                "--cq-file-size", "60000", "--index-slots", "5000", "--index-max", "40000", "--format", "json")
+        assert r.exit_code == 0, r.stderr
+        with open(mnt / "fill", "wb") as fh:
+            try:
+                while True:
+                    fh.write(b"\1" * 65536)
+                    fh.flush()
+            except OSError:
+                pass
+        yield store
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -178,8 +100,8 @@ def spark_cache(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def spark():
-    """A local[2] Spark session for one test module (skipped without pyspark)."""
-    pytest.importorskip("pyspark")
+    """A local[2] Spark session for one test module."""
+    pytest.importorskip("pyspark", reason="needs the spark extra: pip install -e '.[spark]'")
     from rmqstore_cli.pipeline import spark as sp
 
     s = sp.session("local[2]")
@@ -187,24 +109,39 @@ def spark():
     s.stop()
 
 
-@contextlib.contextmanager
-def tmpfs(path: Path, size: str):
-    """A small tmpfs at ``path`` (root only); skipped where mounting is not permitted."""
-    path.mkdir(parents=True, exist_ok=True)
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True)
-    if r.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {r.stderr.decode().strip()}")
-    try:
-        yield path
-    finally:
-        subprocess.run(["umount", "-l", str(path)], check=False)
+#: pyproject's addopts: plain ``pytest`` runs the fast tier (README, Development).
+FAST_TIER = "not slow and not cluster and not fuzz"
 
 
-def writable_copy(src: Path, dst: Path) -> Path:
-    """A copy of a (read-only) fixture store that tests may change."""
-    import stat
+def pytest_configure(config):
+    """``pytest tests/x.py`` (or a node id) runs the tests it names, whatever their tier: the
+    tier filter applies when no path is named, unless ``-m`` says otherwise."""
+    if config.args_source == pytest.Config.ArgsSource.ARGS and config.option.markexpr == FAST_TIER:
+        config.option.markexpr = ""
 
-    shutil.copytree(src, dst)
-    for p in [dst, *dst.rglob("*")]:
-        p.chmod(p.stat().st_mode | stat.S_IWUSR)
-    return dst
+
+#: Set by .ci/run: there, every dependency a test names is installed, so a skip is a failure.
+NO_SKIP = "RMQSTORE_TEST_NO_SKIP"
+
+
+def _no_skip(report) -> None:
+    if report.skipped and os.environ.get(NO_SKIP) == "1" and not hasattr(report, "wasxfail"):
+        why = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        report.outcome = "failed"
+        report.longrepr = f"skipped, and {NO_SKIP}=1 (.ci/run) allows no skip: {why}"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    _no_skip((yield).get_result())
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector):
+    _no_skip((yield).get_result())
+
+
+# Transition: tests written before tests/helpers existed say ``from tests.helpers import SMALL,
+# run, …``. This module answers to that name too, with the helpers re-exported above, until
+# they say ``from tests.helpers import …``; then these lines go.
+sys.modules.setdefault("conftest", sys.modules[__name__])

@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from conftest import cli
+from tests.helpers import cli
 
 
 @pytest.fixture(scope="module")

@@ -12,6 +12,7 @@ import pytest
 from rmqstore_cli.store.configfiles import BROKER_CONFIG_FILES, load_broker_configs, load_config
 from rmqstore_cli.store.startup import (QueueEnd, config_reasons, empty_last_file_throws, predict,
                                         truncation_reason)
+from tests.helpers import FIXTURES
 
 OFFSETS = next(c for c in BROKER_CONFIG_FILES if c.name == "consumerOffset.json")
 FASTJSON = b'{"offsetTable":{"T@g":{0:250,1:250}}}'
@@ -127,6 +128,7 @@ def five(tmp_path_factory):
     return s
 
 
+@pytest.mark.slow
 def test_clean_store_starts(five):
     v = _verify(five, "--broker-version", "5")
     assert v["starts"] is True and v["recovery"] == "normal" and v["version_source"] == "option"
@@ -157,6 +159,7 @@ def _empty_last_cq_file(store: Path) -> tuple[Path, Path]:
     return victim, files[-1]
 
 
+@pytest.mark.slow
 def test_empty_last_cq_file_stops_a_5x_broker_not_a_49_one(five, tmp_path):
     import shutil
 
@@ -179,13 +182,14 @@ def test_empty_last_cq_file_stops_a_5x_broker_not_a_49_one(five, tmp_path):
     assert v4["starts"] is True  # 4.9.x correctMinOffset cannot throw there
     import shlex
 
-    from conftest import cli
+    from tests.helpers import cli
 
     words = shlex.split(fatal[0]["repair"])  # the advice, applied as printed
     assert words[0] == "rmqstore" and cli(*words[1:]).exit_code == 0
     assert _verify(s, "--broker-version", "5")["starts"] is True
 
 
+@pytest.mark.slow
 def test_broken_config_and_bak_stop_the_broker(five, tmp_path):
     import shutil
 
@@ -200,6 +204,7 @@ def test_broken_config_and_bak_stop_the_broker(five, tmp_path):
     assert [r["file"] for r in v["reasons"] if r["fatal"]] == ["config/subscriptionGroup.json.bak"]
 
 
+@pytest.mark.slow
 def test_wrong_commitlog_file_size_stops_the_broker(five, tmp_path):
     import shutil
 
@@ -216,10 +221,8 @@ def test_wrong_commitlog_file_size_stops_the_broker(five, tmp_path):
 def test_fixtures_start():
     """The real brokers' stores (each broker restarted on its own store): the verdict for
     their own version is that they start."""
-    base = Path(__file__).resolve().parents[3] / "shared" / "fixtures"
-    stores = sorted(p for p in base.glob("rocketmq-*-sample") if (p / "store").is_dir()) if base.is_dir() else []
-    if not stores:
-        pytest.skip("../shared/fixtures absent")
+    stores = sorted(p for p in FIXTURES.glob("rocketmq-*-sample") if (p / "store").is_dir())
+    assert [p.name for p in stores] == ["rocketmq-4.9.7-sample", "rocketmq-5.3.3-sample"]
     for p in stores:
         version = "5" if "-5." in p.name else "4.9"
         v = _verify(p / "store", "--broker-version", version)

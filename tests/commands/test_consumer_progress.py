@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SMALL, cli, fixture_dir, run, writable_copy
+from tests.helpers import SMALL, cli, fixture_dir, run, writable_copy
 
 
 def _copy(src: Path, dst: Path) -> Path:
@@ -77,6 +77,7 @@ def test_offsets_against_the_real_broker_queues(real, form):
     assert got["other-g", "PaymentTopic", 0]["status"] == "beyond-max" and got["pay-g", "PaymentTopic", 1]["status"] == "ok"
 
 
+@pytest.mark.slow
 def test_filters(real):
     store, conf, _ = real
     (store / "config" / "consumerOffset.json").write_text(
@@ -89,6 +90,7 @@ def test_filters(real):
     assert rows == [] and err.startswith("rmqstore: no consumer offset of group 'nobody'")
 
 
+@pytest.mark.slow
 def test_bak_is_read_when_the_file_does_not_decode_ConfigManager_load(tmp_path):
     d = fixture_dir("4.9.7")
     store = _copy(d / "store", tmp_path / "store")
@@ -126,13 +128,21 @@ def test_no_files_is_a_negative_answer(tmp_path):
     assert err.splitlines()[-1].startswith("rmqstore: no consumer offsets")
 
 
-@pytest.mark.parametrize("content", [
-    b"{" * 2_000_000,  # deeper than orjson's nesting limit
-    b'{"offsetTable":' + b"[" * 5000 + b"]" * 5000 + b"}",
-    bytes(range(256)) * 1000,
-    b'"' + b'\\"' * 500_000,
-    b'{"offsetTable":{"T@g":{99999999999:1}}}',  # a queue id beyond int
-])
+#: Hostile consumerOffset.json contents, by name. The names are the parametrize ids: a content
+#: itself as the id (pytest < 9 spells bytes out in full) made the test's node id megabytes long,
+#: pytest puts the node id in PYTEST_CURRENT_TEST, every subprocess inherits it, and Linux
+#: refuses an environment string over 128 KiB: the run failed with E2BIG ("Argument list too
+#: long") before rmqstore started.
+HOSTILE = {
+    "deep-braces": b"{" * 2_000_000,  # deeper than orjson's nesting limit
+    "deep-arrays": b'{"offsetTable":' + b"[" * 5000 + b"]" * 5000 + b"}",
+    "binary": bytes(range(256)) * 1000,
+    "escaped-quotes": b'"' + b'\\"' * 500_000,
+    "queue-id-beyond-int": b'{"offsetTable":{"T@g":{99999999999:1}}}',
+}
+
+
+@pytest.mark.parametrize("content", list(HOSTILE.values()), ids=list(HOSTILE))
 def test_hostile_file_is_one_line(tmp_path, content):
     d = fixture_dir("4.9.7")
     store = _copy(d / "store", tmp_path / "store")
@@ -142,6 +152,13 @@ def test_hostile_file_is_one_line(tmp_path, content):
     assert r.returncode == 1 and "Traceback" not in err
     assert all(ln.startswith("rmqstore: ") for ln in err.splitlines())
     assert "does not decode" in err.splitlines()[0] and len(err.splitlines()[0]) < 400
+
+
+def test_hostile_contents_stay_out_of_the_node_ids(request):
+    """Each hostile case is named; its bytes are never part of a node id (see HOSTILE)."""
+    [mark] = [m for m in test_hostile_file_is_one_line.pytestmark if m.name == "parametrize"]
+    assert mark.kwargs.get("ids") == list(HOSTILE)
+    assert all(len(i) < 40 for i in HOSTILE) and len(request.node.nodeid) < 200
 
 
 def test_oversized_file_and_fifo_are_refused(tmp_path):
@@ -203,6 +220,7 @@ def test_generated_store_table_and_json(tmp_path):
     assert t.exit_code == 0 and "150" in t.stdout and topic[:10] in t.stdout
 
 
+@pytest.mark.slow
 def test_delay_and_lmq_offsets_ScheduleMessageService_decode(real):
     """delayOffset.json: delay level -> offset in SCHEDULE_TOPIC_XXXX queue level - 1
     (ScheduleMessageService#delayLevel2QueueId), 5.x adds dataVersion; lmqConsumerOffset.json

@@ -3,13 +3,16 @@ from __future__ import annotations
 
 import json
 
-from conftest import cli, run, tree_digest
+import pytest
+
+from tests.helpers import cli, run, tree_digest
 
 
 def _offsets(r):
     return [json.loads(x)["physical_offset"] for x in r.stdout.splitlines()]
 
 
+@pytest.mark.slow
 def test_corrupt_middle_file_is_skipped_with_a_warning(small_store):
     before = _offsets(cli("dump-commitlog", "--store", small_store, "--format", "jsonl", "--no-properties"))
     f = sorted((small_store / "commitlog").iterdir())[2]
@@ -101,6 +104,7 @@ def _same_with_and_without_seek(store, when: int, *args) -> str:
     return a.stderr
 
 
+@pytest.mark.slow
 def test_begin_seeks_and_prints_what_the_full_walk_prints(small_store_master):
     times = _times(small_store_master)
     seeks = 0
@@ -140,8 +144,9 @@ def test_begin_seek_reads_fewer_records(small_store_master, monkeypatch):
     assert 0 < len(r.stdout.splitlines()) <= seeking < walks[-1] // 2
 
 
+@pytest.mark.slow
 def test_begin_seek_on_the_real_broker_stores():
-    from conftest import VERSIONS, fixture_dir
+    from tests.helpers import VERSIONS, fixture_dir
 
     for v in VERSIONS:
         d = fixture_dir(v)
@@ -156,7 +161,7 @@ def test_begin_seek_on_the_real_broker_stores():
 
 def _replayed(src, dest, change) -> str:
     """``dest``: ``src`` written again with ``change(i, record)`` applied to each record."""
-    from conftest import SMALL
+    from tests.helpers import SMALL
 
     dump = [json.loads(x) for x in cli("dump-commitlog", "--store", src, "--format", "jsonl", "--body",
                                          "base64").stdout.splitlines()]
@@ -169,6 +174,7 @@ def _replayed(src, dest, change) -> str:
     return dest
 
 
+@pytest.mark.slow
 def test_begin_seek_with_store_times_out_of_order(small_store_master, tmp_path):
     """Store times that fall in commit-log order (a clock stepped back 20 minutes; every
     record off by up to ±90 s, so queues interleave out of order): the same output, by a

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 
-from conftest import cli, run
+import pytest
+
+from tests.helpers import cli, run
 
 
 def _jsonl(*args) -> list[dict]:
@@ -66,6 +68,7 @@ def test_dump_cq_compaction_and_dump_commitlog_compaction_log_agree_with_latest_
     assert len(r.stdout.splitlines()) == exp["retainedReadableViaGetMessage"]["0"]
 
 
+@pytest.mark.slow
 def test_one_line_errors(sample_tarball):
     c = sample_tarball("compaction")
     for args, code, text in (
@@ -89,11 +92,12 @@ def test_dump_cq_file_of_a_batch_or_compaction_queue(sample_tarball):
     assert [r["msg_base_offset"] for r in rows] == list(range(62, 71)) and {r["status"] for r in rows} == {"ok"}
 
 
+@pytest.mark.slow
 def test_hostile_batch_and_compaction_files_are_one_line_errors(sample_tarball, tmp_path):
     import os
     import shutil
 
-    from conftest import run
+    from tests.helpers import run
 
     b, c = tmp_path / "b", tmp_path / "c"
     shutil.copytree(sample_tarball("bcq") / "store", b)

@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import shutil
 
-from conftest import cli, run
+import pytest
+
+from tests.helpers import cli, run
 
 KEYS = ("physical_offset", "total_size", "magic", "body_crc", "queue_id", "flag", "queue_offset", "sys_flag",
         "born_timestamp", "born_host", "store_timestamp", "store_host", "reconsume_times",
@@ -59,6 +61,7 @@ def test_unreadable_message_is_null(fixture, tmp_path):
     assert all(d["message"]["queue_offset"] == d["cq_offset"] for i, d in enumerate(rows) if i != 3)
 
 
+@pytest.mark.slow
 def test_messages_table_and_usage(fixture):
     store, conf, _ = fixture
     t = run("dump-cq", "AuditTopic", "0", "--store", store, "--broker-conf", conf, "--limit", "3", "--messages",

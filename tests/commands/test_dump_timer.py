@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from conftest import cli, run
+from tests.helpers import cli, run
 
 #: A start time after the sample's shutdown (its checkpoint's read time + 8 s): --next and
 #: --summary do not depend on today's clock.
@@ -112,6 +112,7 @@ def test_a_49_store_has_no_timer(small_store_master):
     assert err.count("\n") == 1 and "no timer files" in err
 
 
+@pytest.mark.slow
 def test_options_that_do_not_go_together(timer_sample):
     store, _, _ = timer_sample
     for args in (["--units", "--summary"], ["--topic", "X"], ["--begin", "+1h", "--end", "-1h"]):

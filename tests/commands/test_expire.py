@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SMALL, cli, fixture_dir, run, tree_digest, writable_copy
+from tests.helpers import SMALL, cli, fixture_dir, run, tree_digest, writable_copy
 from rmqstore_cli.store.config import StoreConfig
 from rmqstore_cli.store.message_store import MessageStore
 
@@ -303,6 +303,7 @@ def test_used_ratio_rounds_up_like_the_broker():
 
 
 # ------------------------------------------------------------------ output for cron
+@pytest.mark.slow
 def test_quiet_prints_nothing_unless_something_went(small_store):
     set_ages(small_store, [1])
     r = run("expire", "--store", small_store, *SMALL, "--now", str(NOW), "--quiet")
@@ -314,6 +315,7 @@ def test_quiet_prints_nothing_unless_something_went(small_store):
 
 
 # ------------------------------------------------------------------ safety
+@pytest.mark.slow
 def test_refuses_while_another_process_holds_the_lock(small_store):
     set_ages(small_store, [100] * 3 + [1])
     holder = subprocess.Popen([sys.executable, "-c", (
@@ -455,6 +457,7 @@ def test_bad_options(small_store, tmp_path):
     assert r.exit_code == 3 and "no such store" in r.stderr
 
 
+@pytest.mark.slow
 def test_sigkill_at_random_points_leaves_a_store_the_next_run_finishes(small_store, tmp_path):
     set_ages(small_store, [10_000] * 20 + [1])
     master = tmp_path / "master"

@@ -6,7 +6,9 @@ import json
 import subprocess
 import sys
 
-from conftest import SMALL, cli, generate, run
+import pytest
+
+from tests.helpers import SMALL, cli, generate, run
 from rmqstore_cli.formats.commitlog import (
     TRANSACTION_COMMIT_TYPE,
     TRANSACTION_PREPARED_TYPE,
@@ -132,6 +134,7 @@ def test_5x_profile_stores_wait_and_whole_record_crc(tmp_path):
     ms.config.force_verify_prop_crc = True
     assert len(list(ms.commitlog.scan(check_crc=True))) == len(msgs)  # every whole-record CRC is right
 
+@pytest.mark.slow
 def test_bad_options_are_one_line_errors(tmp_path):
     r = run("generate", "--store", tmp_path / "x", "--body-size", "9-3")
     assert r.returncode == 2 and r.stderr.count(b"\n") == 1 and b"Traceback" not in r.stderr

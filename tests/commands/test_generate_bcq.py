@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import struct
 
-from conftest import cli
+from tests.helpers import cli
 
 SMALL = ("--commitlog-file-size", "65536", "--cq-file-size", "2000", "--index-slots", "64", "--index-max", "400")
 UNIT = ">qiqqqhii"  # BatchConsumeQueue#putBatchMessagePositionInfo, written out here (test-only)

@@ -14,7 +14,7 @@ import shutil
 from pathlib import Path
 import struct
 
-from conftest import cli
+from tests.helpers import cli
 
 SMALL = ("--commitlog-file-size", "262144", "--cq-file-size", "2000", "--index-slots", "64", "--index-max", "400")
 UNIT = ">qiqqqhii"  # BatchConsumeQueue#putBatchMessagePositionInfo (SparseConsumeQueue), test-only

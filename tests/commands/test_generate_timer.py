@@ -9,7 +9,7 @@ from collections import Counter
 
 import pytest
 
-from conftest import cli, generate, run
+from tests.helpers import cli, generate, run
 
 START = "2026-11-01T00:00:00Z"
 

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from conftest import cli, run, tree_digest
+from tests.helpers import cli, run, tree_digest
 
 LONG_MAX = (1 << 63) - 1
 ROLLBACK = 0xC
@@ -120,6 +120,7 @@ def test_raw_query_offset_equals_broker(fixture):
     st.close()
 
 
+@pytest.mark.slow
 def test_index_lookup_default_mode_gives_true_hits_in_window(fixture):
     """What a person means: every indexed message with the real key whose real store time
     lies in the window, even where the broker's whole-second window misses it."""
@@ -234,6 +235,7 @@ def test_fixture_store_is_not_modified(fixture):
 
 # ====================================================================== generated stores
 
+@pytest.mark.slow
 def test_small_store_every_unit_agrees(small_store):
     r = cli("dump-cq", "--summary", "--store", small_store, "--format", "jsonl")
     queues = _jsonl(r)
@@ -312,6 +314,7 @@ def test_dump_cq_reports_a_lying_unit(small_store):
     assert any("size" in p for p in bad[0]["problems"]) and any("tags code" in p for p in bad[0]["problems"])
 
 
+@pytest.mark.slow
 def test_index_lookup_matches_dump_commitlog_oracle(small_store):
     msgs = _messages(small_store)
     counts: dict[str, int] = {}
@@ -385,6 +388,7 @@ def test_topic_known_only_from_consumequeue(small_store):
     assert [(h["topic"], h["physical_offset"]) for h in _jsonl(r)] == [("AuditTopic", m["physical_offset"])]
 
 
+@pytest.mark.slow
 def test_index_lookup_not_found_and_bad_store(small_store, tmp_path):
     r = run("index-lookup", "no-such-key", "--store", small_store)
     assert r.returncode == 1 and r.stdout.strip() == b"" or b"no-such-key" not in r.stdout

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, cli, generate, run, tree_digest
+from tests.helpers import ROOT, cli, generate, run, tree_digest
 from rmqstore_cli.store.commitlog import CommitLog, Status, check_message
 from rmqstore_cli.store.config import StoreConfig
 from rmqstore_cli.store.consume_queue import PRE_BLANK_UNIT, ConsumeQueue, queue_dirs
@@ -229,6 +229,7 @@ def test_default_sizes_few_hundred_messages(tmp_path):
         assert_same_tree(store, out, part)
 
 
+@pytest.mark.slow
 def test_expired_first_commitlog_files_start_above_zero_with_pre_blank(small_store, tmp_path):
     cfg = _config(small_store)
     files = sorted((small_store / "commitlog").iterdir())
@@ -272,6 +273,7 @@ def _last_record(store: Path):
     return cfg, msgs[-1]
 
 
+@pytest.mark.slow
 def test_torn_tail_stops_at_last_valid_message(small_store, tmp_path):
     cfg, last = _last_record(small_store)
     (small_store / "abort").write_bytes(b"")
@@ -357,6 +359,7 @@ def test_usage_and_refusals(small_store, tmp_path):
         holder.wait()
 
 
+@pytest.mark.slow
 def test_sigkill_during_in_place_rebuild_always_recovers(small_store, tmp_path):
     """Kill the in-place rebuild at random moments; every state is old-or-new per part, and a
     re-run always ends with the new set and no leftovers."""

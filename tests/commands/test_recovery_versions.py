@@ -24,7 +24,7 @@ import pytest
 from rmqstore_cli.formats.consume_queue import ConsumeQueueUnit
 from rmqstore_cli.formats.derive import numpy_dtype
 from rmqstore_cli.store.startup import normal_dispatched, normal_recovery_start, resolve_version
-from conftest import cli, generate
+from tests.helpers import cli, generate
 
 CL_SIZE = 131072
 CQ_SIZE = 1200  # 60 units a file
@@ -139,6 +139,7 @@ def _findings(report: dict, check: str) -> list[dict]:
     return [f for f in report["findings"] if f["check"] == check]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("version", ["4.9", "5.3.1"])
 def test_recover_normally_before_532_starts_at_the_third_last_file(lagging, version):
     """``CommitLog#recoverNormally@rocketmq-all-5.3.1`` (and 4.9.7) re-reads only the last three
@@ -183,6 +184,7 @@ def test_empty_last_cq_file_fatal_before_532_only(lagging):
     assert _verify(store, "4.9")["summary"]["broker_start"]["starts"] is True
 
 
+@pytest.mark.slow
 def test_what_normal_recovery_dispatches_per_version(lagging):
     """The messages after X: 4.9.7's reput dispatches them after start; 5.0-5.3.1 never does
     (``recoverNormally@rocketmq-all-5.3.1`` doDispatch=false, reput from the log's end);
@@ -208,6 +210,7 @@ def test_what_normal_recovery_dispatches_per_version(lagging):
     assert [r["file"] for r in cut] == [f"commitlog/{bad // CL_SIZE * CL_SIZE:020d}"]
 
 
+@pytest.mark.slow
 def test_clean_store_same_prediction_in_every_version(small_store):
     """A cleanly stopped store whose queues reach the log's end: 5.3.2+ starts at the last file
     (maxPhyOffsetOfConsumeQueue is in it) and nothing is left to dispatch in any version."""
@@ -218,6 +221,7 @@ def test_clean_store_same_prediction_in_every_version(small_store):
                                                   "version_source": "option", "reasons": []}
 
 
+@pytest.mark.slow
 def test_several_stores_and_the_decomposed_engine_follow_the_version(lagging, tmp_path):
     """--broker-version reaches the Verifier on every path: two stores (``verify_store``) and
     the decomposition Spark runs (``verify_stores``, here in-process)."""

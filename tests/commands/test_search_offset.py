@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SMALL, cli, fixture_dir, run, writable_copy
+from tests.helpers import SMALL, cli, fixture_dir, run, writable_copy
 
 TOPICS = ("AuditTopic", "PaymentTopic", "%RETRY%cg-sample")
 
@@ -59,6 +59,7 @@ def test_first_at_or_after_on_real_broker_stores(fixture, topic):
             assert got["max_offset"] == mx and got["method"] == "first"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("topic", TOPICS)
 def test_scan_agrees_with_the_search(fixture, topic):
     store, conf, expected = fixture
@@ -158,6 +159,7 @@ def _dump_units(store: Path, topic: str, qid: int) -> list[tuple[int, int]]:
     return [(d["cq_offset"], d["store_timestamp"]) for d in map(json.loads, r.stdout.splitlines())]
 
 
+@pytest.mark.slow
 def test_generated_store_every_queue_of_a_topic(generated):
     r = cli("dump-cq", "--summary", "--store", generated, *SMALL[:4], "--format", "jsonl")
     summary = [json.loads(x) for x in r.stdout.splitlines()]
@@ -277,6 +279,7 @@ def test_missing_queue_is_a_negative_answer():
     assert "no consume queue AuditTopic/9" in r.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args,what", [
     (("--time", "yesterday-ish"), "cannot read time"),
     (("--time", "20261"), "neither epoch seconds"),
@@ -297,6 +300,7 @@ def test_bad_input_is_a_usage_error(args, what):
     assert len(err.splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_three_formats_say_the_same():
     d = fixture_dir("5.3.3")
     base = ("search-offset", "--store", d / "store", "--broker-conf", d / "broker.conf", "--topic", "PaymentTopic",

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SMALL, cli, fixture_dir, generate, run, tree_digest
+from tests.helpers import SMALL, cli, fixture_dir, generate, run, tree_digest
 
 TX_MASK, PREPARED, ROLLBACK = 0xC, 0x4, 0xC
 
@@ -263,8 +263,9 @@ def test_real_broker_stores(version):
 # ------------------------------------------------------------------ bad input
 
 
+@pytest.mark.slow
 def test_bad_input_is_one_line(small_store, tmp_path):
-    from test_hostile_reads import one_line
+    from tests.helpers.hostile import one_line
 
     s = small_store
     cq = sorted((s / "consumequeue" / "OrderTopic" / "0").iterdir())[0]
@@ -300,7 +301,7 @@ def test_bad_input_is_one_line(small_store, tmp_path):
 
 
 def test_a_fifo_commitlog_file_is_refused(small_store):
-    from test_hostile_reads import one_line, plant
+    from tests.helpers.hostile import one_line, plant
 
     last = sorted((small_store / "commitlog").iterdir())[-1]
     plant(last, "fifo")
@@ -322,13 +323,11 @@ def test_units_pointing_where_no_commit_log_file_is(small_store):
     assert any(n.startswith(f"{len(lost)} consume-queue units of ") for n in summary["notes"]), summary["notes"]
 
 
-from test_hostile_reads import full_tmpfs  # noqa: E402,F401 - the fixture, shared
-
-
-def test_on_a_full_tmpfs_no_sigbus(full_tmpfs):  # noqa: F811
+@pytest.mark.slow
+def test_on_a_full_tmpfs_no_sigbus(full_tmpfs):
     """Consume-queue and index files with holes on a full tmpfs: mapping them would SIGBUS on
     the first read of a hole; stats says so in one line (the index header is read, not mapped)."""
-    from test_hostile_reads import one_line
+    from tests.helpers.hostile import one_line
 
     for args in ((), ("--exact",), ("--by", "file")):
         r = run("stats", "--store", full_tmpfs, *args, "--format", "jsonl")

@@ -19,8 +19,8 @@ from rmqstore_cli.store.config import StoreConfig
 from rmqstore_cli.tableblock import block_rows, commitlog_columns, message_row
 from rmqstore_cli.times import parse_tz
 
-from conftest import cli, fixture_dir, run
-from test_jsonblock import PLAIN, TOPICS, TRICKY, _spec
+from tests.helpers import cli, fixture_dir, run
+from tests.helpers.records import PLAIN, TOPICS, TRICKY, spec
 
 #: what a terminal acts on: C0 (but the newline), DEL, C1, line separators, bidi controls
 _RAW = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]")
@@ -42,11 +42,11 @@ def tricky_table_store(tmp_path_factory):
     cl.open_for_append()
     i = 0
     for props in TRICKY:
-        for spec in (_spec("OrderTopic", i, PLAIN), _spec("OrderTopic", i + 1, props)):
-            cl.append(spec)
+        for one in (spec("OrderTopic", i, PLAIN), spec("OrderTopic", i + 1, props)):
+            cl.append(one)
         i += 2
     for j, topic in enumerate(TOPICS):
-        cl.append(_spec(topic, i + j, PLAIN, v6=j % 2 == 0))
+        cl.append(spec(topic, i + j, PLAIN, v6=j % 2 == 0))
     kinds = [
         ("SCHEDULE_TOPIC_XXXX", b"DELAY\x013\x02REAL_TOPIC\x01OrderTopic\x02KEYS\x01d1", 0),
         ("SCHEDULE_TOPIC_XXXX", b"DELAY\x0199\x02REAL_TOPIC\x01Esc\x1b[2JTopic", 0),  # capped at the last level
@@ -85,6 +85,7 @@ def _reference(t: TableWriter, msgs, zone, delays) -> bytes:
                     for m in msgs)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("tz", ["UTC", "Europe/Berlin", None])
 def test_block_rows_equal_the_reference(tricky_table_store, small_store_master, tz):
     """Every record of every block, all of a block or a selection, wide and narrow columns:
@@ -145,6 +146,7 @@ def _assert_aligned(text: str) -> tuple[str, list[str]]:
     return head, rows
 
 
+@pytest.mark.slow
 def test_widths_stay_fixed_across_blocks_and_long_text(tricky_table_store, small_store_master):
     """Thousands of rows in many blocks (and files), topics of 200 characters, keys of 300,
     wide CJK tags: every column starts in the same cell on every row, and the header is printed
@@ -160,20 +162,22 @@ def test_widths_stay_fixed_across_blocks_and_long_text(tricky_table_store, small
     assert "…" in text or "…" in run("dump-commitlog", "--store", tricky_table_store).stdout.decode()
 
 
+@pytest.mark.slow
 def test_no_ansi_off_a_terminal_and_only_a_bold_header_on_one(small_store_master):
-    from test_contract import _on_pty
+    from tests.helpers.contract import on_pty
 
     r = run("dump-commitlog", "--store", small_store_master, "--limit", "300",
             env={"TERM": "xterm-256color", "FORCE_COLOR": "1"})
     assert r.returncode == 0 and b"\x1b" not in r.stdout
     env = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "NO_COLOR")}
     env.update(TERM="xterm-256color", COLUMNS="200")
-    out = _on_pty(["dump-commitlog", "--store", small_store_master, "--limit", "300"], env)
+    out = on_pty(["dump-commitlog", "--store", small_store_master, "--limit", "300"], env)
     assert out.count(b"\x1b[1m") == 1 and out.count(b"\x1b") == 2  # bold on, off: the header only
-    assert b"\x1b" not in _on_pty(["dump-commitlog", "--store", small_store_master, "--limit", "3"],
+    assert b"\x1b" not in on_pty(["dump-commitlog", "--store", small_store_master, "--limit", "3"],
                                   dict(env, NO_COLOR="1"))
 
 
+@pytest.mark.slow
 def test_hostile_text_is_escaped_in_the_table(tricky_table_store):
     """Escapes, C1 controls, bidi overrides and invalid UTF-8 in topics, keys, tags and
     REAL_TOPIC: shown escaped, never raw, in either path (blocks, or per record with --key)."""

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import cli, generate, run
+from tests.helpers import cli, generate, run
 from rmqstore_cli.store.configfiles import BROKER_CONFIG_FILES, LMQ_OFFSETS
 
 GOOD = b'{"offsetTable":{"T@g":{0:250,1:250}},"dataVersion":{"counter":3}}'

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SMALL, generate, run
+from tests.helpers import SMALL, generate, run
 
 #: No store or broker.conf from the test's own environment, and a HOME of the test's own.
 CLEAN = {"RMQSTORE_STORE": "", "RMQSTORE_BROKER_CONF": ""}
@@ -228,7 +228,7 @@ def test_rebuild_and_expire_with_a_commit_log_elsewhere(split_store, tmp_path):
     assert run("rebuild-index", "--store", plain, "--output", out_a, env=e).returncode == 0
     r = run("rebuild-index", "--broker-conf", c, "--output", out_b, env=e)
     assert r.returncode == 0, r.stderr.decode()
-    from conftest import tree_digest
+    from tests.helpers import tree_digest
 
     assert {k: v[0] for k, v in tree_digest(out_a / "consumequeue").items()} == \
         {k: v[0] for k, v in tree_digest(out_b / "consumequeue").items()}

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import cli
+from tests.helpers import cli
 
 
 @pytest.fixture(scope="module")

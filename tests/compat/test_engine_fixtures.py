@@ -6,7 +6,7 @@ import filecmp
 import ipaddress
 import json
 
-from conftest import cli
+from tests.helpers import cli
 from rmqstore_cli.store.config import StoreConfig
 from rmqstore_cli.store.message_store import MessageStore
 
@@ -153,7 +153,7 @@ def test_index_geometry_is_inferred_from_one_index_file(tmp_path):
     """Without broker.conf, even a single small index file tells its slot and entry counts."""
     import shutil
 
-    from conftest import fixture_dir
+    from tests.helpers import fixture_dir
 
     d = fixture_dir("4.9.7")
     store = tmp_path / "store"
@@ -166,7 +166,7 @@ def test_index_geometry_is_inferred_from_one_index_file(tmp_path):
 
 
 def test_unreadable_index_geometry_only_fails_index_use(tmp_path):
-    from conftest import cli, generate
+    from tests.helpers import cli, generate
 
     store = generate(tmp_path / "s", messages=30)
     for p in (store / "index").iterdir():

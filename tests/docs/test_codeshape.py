@@ -1,6 +1,6 @@
 """The engine's shape (issue #17) held where the restructuring left it: one owner per
 on-disk object, no private name used across modules, every layout from ``formats/``, no
-long function, no dead code, and every package installed. Figures: tests/codeshape.py."""
+long function, no dead code, and every package installed. Figures: tests/helpers/codeshape.py."""
 from __future__ import annotations
 
 import subprocess
@@ -9,7 +9,7 @@ import tomllib
 
 import pytest
 
-import codeshape
+from tests.helpers import codeshape
 
 SHAPE = codeshape.measure()
 #: The largest module after the restructuring was 939 lines (store/rebuild.py); verify.py was 2 229.
@@ -50,7 +50,7 @@ def test_the_shape_check_sees_what_it_forbids(tmp_path, monkeypatch):
 
 def test_no_dead_code():
     """vulture finds nothing that tests/vulture_whitelist.py does not explain."""
-    pytest.importorskip("vulture")
+    pytest.importorskip("vulture", reason="needs vulture (the test extra): pip install -e '.[test]'")
     root = codeshape.ROOT
     r = subprocess.run([sys.executable, "-m", "vulture", *codeshape.PACKAGES, "tests/vulture_whitelist.py",
                         "--min-confidence", "60"], cwd=root, capture_output=True, text=True)

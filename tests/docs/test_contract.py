@@ -12,33 +12,15 @@ import os
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
+import jsonschema
 import pytest
 
-from conftest import ROOT, run
+from tests.helpers import run
+from tests.helpers.contract import SCHEMAS, USED, on_pty, validate
 
-jsonschema = pytest.importorskip("jsonschema", reason="jsonschema is in the test extra: pip install -e '.[test]'")
-from referencing import Registry, Resource  # noqa: E402 - jsonschema's own dependency
-
-SCHEMAS = ROOT / "schemas"
-
-
-def _registry() -> Registry:
-    return Registry().with_resources(
-        (p.name, Resource.from_contents(json.loads(p.read_text(encoding="utf-8")))) for p in SCHEMAS.glob("*.json"))
-
-
-REGISTRY = _registry()
-USED: set[str] = set()
-
-
-def validate(record, kind: str) -> None:
-    schema = json.loads((SCHEMAS / f"{kind}.json").read_text(encoding="utf-8"))
-    jsonschema.Draft202012Validator(schema, registry=REGISTRY,
-                                    format_checker=jsonschema.FormatChecker()).validate(record)
-    USED.add(kind)
+pytestmark = pytest.mark.slow  # every command in a subprocess, every schema
 
 
 def test_schemas_are_valid_json_schemas():
@@ -369,28 +351,6 @@ def _colour_codes(out: bytes) -> set[str]:
     return codes
 
 
-def _on_pty(args, env) -> bytes:
-    import pty
-
-    m, s = pty.openpty()
-    p = subprocess.Popen([sys.executable, "-m", "rmqstore_cli", *map(str, args)], stdin=s, stdout=s, stderr=s,
-                         env=env, close_fds=True)
-    os.close(s)
-    out = b""
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        try:
-            d = os.read(m, 65536)
-        except OSError:
-            break
-        if not d:
-            break
-        out += d
-    p.wait(timeout=60)
-    os.close(m)
-    return out
-
-
 def test_no_escape_sequences_when_not_a_terminal(small_store_master, tmp_path):
     for args in (("dump-commitlog", "--limit", "20"), ("dump-cq", "--summary"), ("verify",),
                  ("index-lookup", "order-1"), ("rebuild-index", "--output", tmp_path / "out"),
@@ -404,13 +364,13 @@ def test_no_colour_under_no_color_on_a_terminal(small_store_master):
     env = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "NO_COLOR")}
     env.update(TERM="xterm-256color", COLUMNS="160", NO_COLOR="1")
     for args in (("dump-cq", "--summary"), ("dump-commitlog", "--limit", "5"), ("verify",)):
-        out = _on_pty([*args, "--store", small_store_master], env)
+        out = on_pty([*args, "--store", small_store_master], env)
         assert b"\n" in out and not _colour_codes(out), (args, out[:300])
     # the control: on a terminal without NO_COLOR (or with it empty, which no-color.org says to
     # ignore), verify's progress bar (stderr) is coloured
     del env["NO_COLOR"]
-    assert _colour_codes(_on_pty(["verify", "--store", small_store_master], env))
-    assert _colour_codes(_on_pty(["verify", "--store", small_store_master], dict(env, NO_COLOR="")))
+    assert _colour_codes(on_pty(["verify", "--store", small_store_master], env))
+    assert _colour_codes(on_pty(["verify", "--store", small_store_master], dict(env, NO_COLOR="")))
 
 
 def test_same_input_same_bytes(small_store_master, sample):

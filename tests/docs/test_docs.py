@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, cli
+from tests.helpers import ROOT, cli
 from rmqstore_cli.manpages import completion_scripts, pages
 
 
@@ -38,6 +38,7 @@ def test_man_pages_render_cleanly():
         assert r.returncode == 0 and "warning" not in r.stderr.lower(), (p.name, r.stderr)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("man") is None, reason="no man here (apt-get install man-db)")
 def test_man_l_renders_each_page_without_complaint():
     """What the README tells people to run: man -l man/rmqstore.1 (groff warnings on, -ww)."""
@@ -183,7 +184,7 @@ def test_small_dump_does_not_load_the_compiler(tiny_store):
 
 @pytest.fixture(scope="module")
 def tiny_store(tmp_path_factory):
-    from conftest import generate
+    from tests.helpers import generate
 
     import json
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import re
 
-from conftest import ROOT
+from tests.helpers import ROOT
 
 
 def _setup_commands() -> list[str]:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, SMALL, generate, run
+from tests.helpers import ROOT, SMALL, generate, run
 
 PREFIX = Path("/opt/rocketmq")
 

@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, generate
+from tests.helpers import ROOT, generate
+
+pytestmark = pytest.mark.slow  # completions in real bash, zsh and fish
 
 COMPLETIONS = ROOT / "completions"
 SHELLS = ("bash", "zsh", "fish")

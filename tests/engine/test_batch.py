@@ -16,7 +16,7 @@ import struct
 import numpy as np
 import pytest
 
-from conftest import cli, fixture_dir, generate
+from tests.helpers import cli, fixture_dir, generate
 from rmqstore_cli.formats.properties import parse_properties
 from rmqstore_cli.store import arrays
 from rmqstore_cli.store.commitlog import bulk

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import struct
 
-from conftest import cli, generate
+from tests.helpers import cli, generate
 
 CL_FILE = 262144
 LOG_FILE = 1 << 20

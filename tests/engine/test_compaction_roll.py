@@ -17,12 +17,13 @@ from __future__ import annotations
 import json
 import struct
 
-from conftest import cli
-from test_verify_bcq import patch_unit
+import pytest
+
+from tests.helpers import cli
+from tests.helpers.rawstore import UNIT, patch_unit
 
 from rmqstore_cli.store.batch_queue import BatchConsumeQueue
 
-UNIT = ">qiqqqhii"  # BatchConsumeQueue#putBatchMessagePositionInfo's 46 bytes (test-only)
 END_UNIT = struct.pack(UNIT, -1, 0, 0, 0, 0, 0, -1, 0)  # SparseConsumeQueue#putEndPositionInfo
 BLANK_MAGIC = 0xCBD43194  # MessageDecoder.BLANK_MAGIC_CODE, unsigned
 SMALL = ("--commitlog-file-size", "262144", "--cq-file-size", "2000", "--index-slots", "64", "--index-max", "400")
@@ -245,6 +246,7 @@ def _replay(tmp_path, name, topics_json, conf, lines):
     return store
 
 
+@pytest.mark.slow
 def test_a_record_that_fits_no_log_file_ends_two_files_CompactionLog_asyncPutMessage(tmp_path):
     """A record longer than a compaction log file - 8: the file it meets gets the end unit
     and a BLANK, ``TopicPartitionLog#roll``, and the retry ends the new files too (end unit

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import cli, fixture_dir, needs_c, run
+from tests.helpers import cli, fixture_dir, needs_c, run
 
 FILE = 65536  # the plain sample's mappedFileSizeCommitLog: DLedger's data files use the same size
 INDEX_FILE = 32 * 5 * 1024 * 1024
@@ -180,6 +180,7 @@ def _entry_at(store: Path, i: int) -> tuple[Path, int]:
     return f, unit[1] - int(f.name)
 
 
+@pytest.mark.slow
 def test_wrong_entry_magic_is_a_finding_and_readers_stop_cleanly(wrapped, tmp_path):
     """In the last file, inside the region ``DLedgerMmapFileStore#recover`` walks."""
     n = len(wrapped[2])
@@ -196,6 +197,7 @@ def test_wrong_entry_magic_is_a_finding_and_readers_stop_cleanly(wrapped, tmp_pa
     assert r.returncode == 0 and b"Traceback" not in r.stderr
 
 
+@pytest.mark.slow
 def test_torn_last_entry_is_where_recovery_truncates(wrapped, tmp_path):
     """Only magic and size of the last entry reached the disk: ``DLedgerMmapFileStore#recover``
     stops there (pos 0 != its position), truncates index/ after the entry before and lowers
@@ -217,6 +219,7 @@ def test_torn_last_entry_is_where_recovery_truncates(wrapped, tmp_path):
     assert json.loads(r.stdout)["dispatch_end"]["offset"] == int(f.name) + p
 
 
+@pytest.mark.slow
 def test_record_torn_inside_a_whole_entry_is_kept_by_DLedger_recovery(wrapped, tmp_path):
     """The entry header is whole, its record is not: ``DLedgerMmapFileStore#recover`` keeps it
     (it reads no record), the record's own check finds it."""
@@ -232,6 +235,7 @@ def test_record_torn_inside_a_whole_entry_is_kept_by_DLedger_recovery(wrapped, t
     assert not [c for c in got if c.startswith("dledger.")]
 
 
+@pytest.mark.slow
 def test_index_unit_pointing_past_the_data_is_a_finding(wrapped, tmp_path):
     store, conf = _damaged(wrapped, tmp_path)
     idx = store / "dledger-n0" / "index" / f"{0:020d}"
@@ -243,10 +247,10 @@ def test_index_unit_pointing_past_the_data_is_a_finding(wrapped, tmp_path):
     assert "its unit says pos 1099511627776" in got["dledger.index"][0]["detail"]
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("wrapped", [4], ids=["divided"], indirect=True)  # only a divided store has an old commitlog/
 def test_divided_store_missing_its_old_log(wrapped, tmp_path):
-    store, conf, _, keep = wrapped
-    if not keep:
-        pytest.skip("only a divided store has an old commitlog/")
+    keep = wrapped[3]
     store, conf = _damaged(wrapped, tmp_path)
     shutil.rmtree(store / "commitlog")
     got = _checks(store, conf)
@@ -264,6 +268,7 @@ def test_term_going_back_and_stale_currterm(tmp_path):
     assert "dledger.term" in got
 
 
+@pytest.mark.slow
 def test_config_without_self_id_and_two_dledger_dirs_are_one_line_errors(tmp_path):
     store, _ = wrap(fixture_dir("4.9.7"), tmp_path)
     shutil.copytree(store / "dledger-n0", store / "dledger-n1")

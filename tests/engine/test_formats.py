@@ -8,7 +8,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import fixture_dir
+from tests.helpers import fixture_dir
 from rmqstore_cli.formats.checkpoint import CheckpointV5, CHECKPOINT_V5_FORMAT
 from rmqstore_cli.formats.commitlog import (
     BORNHOST_V6_FLAG,

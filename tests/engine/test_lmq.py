@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import cli, fixture_dir
+from tests.helpers import cli, fixture_dir
 
 CQ_FILE = 2000
 LMQ_CONF = "mappedFileSizeCommitLog={cl}\nmappedFileSizeConsumeQueue=2000\nmessageIndexEnable={idx}\n" \
@@ -272,6 +272,7 @@ def test_independent_store_rebuilds_and_verifies(tmp_path):
     assert not [f for f in rep["findings"] if f["check"].startswith("lmq.")]
 
 
+@pytest.mark.slow
 def test_independent_store_spark_engine(tmp_path, spark):
     """Spark's rebuild (pipeline/rebuild_tasks.py on local[2]) writes the same LMQ queues."""
     from rmqstore_cli.pipeline import spark as sp
@@ -345,10 +346,11 @@ def test_append_re_encodes_as_the_real_4_9_7_store(lmq):
     assert checked == 165
 
 
+@pytest.mark.slow
 def test_generate_lmq_store_rebuilds_and_verifies(tmp_path):
     """generate --lmq-ratio: offsets the store assigns (PREPARED/ROLLBACK not advancing),
     LMQ queues dispatched; verify is clean and rebuild-index writes the same queues."""
-    from conftest import SMALL
+    from tests.helpers import SMALL
 
     s = tmp_path / "g"
     r = cli("generate", "--store", s, "--messages", "1500", "--lmq-ratio", "0.4", "--lmq-queues", "3",

@@ -11,7 +11,7 @@ import struct
 import numpy as np
 import pytest
 
-from conftest import SMALL, cli, generate
+from tests.helpers import SMALL, cli, generate
 
 # One topic, one queue, files big enough that neither the queue nor the index rolls over:
 # all the messages land in one consume queue and one index file.
@@ -139,6 +139,7 @@ def _damage(store):
         fh.write(struct.pack(">q", phy + 1))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("damage", [False, True])
 def test_small_chunks_and_windows_give_the_same_findings(small_store, monkeypatch, damage):
     """Windows, chunks and merges at their smallest (every boundary crossed many times) and
@@ -178,6 +179,7 @@ def _resident_kib(paths: set[str]) -> dict[str, int]:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not os.path.exists("/proc/self/smaps"), reason="needs /proc/self/smaps")
 def test_rebuild_keeps_no_page_of_a_full_index_file(small_store, tmp_path):
     """After each block, every index file the rebuild has filled has no page resident in the

@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from conftest import cli, tree_digest
+from tests.helpers import cli, tree_digest
 
 CUT = 30000  # the torn file keeps its first CUT bytes
 
@@ -49,6 +49,7 @@ def _read_commands(store, before):
     }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", ["dump-commitlog", "dump-cq", "index-lookup", "decode-msgid"])
 @pytest.mark.parametrize("sizes", [[], ["--commitlog-file-size", "65536"]], ids=["inferred", "explicit"])
 def test_read_commands_refuse_then_read_with_the_option(torn, command, sizes):
@@ -111,6 +112,7 @@ def test_many_odd_files_warn_a_bounded_number_of_lines(small_store):
     assert f"{len(files) - 10} more files of an odd size" in r.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args", [
     ["rebuild-index", "--in-place"],
     ["rebuild-index", "--output", "{out}"],

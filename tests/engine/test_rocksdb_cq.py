@@ -1,7 +1,7 @@
 """The RocksDB consume queue (``storeType=defaultRocksDB``, docs/format/rocksdb.md): the real
 5.3.3 sample against its expected.json (what RocksDBConsumeQueueStore answered), a real
 RocksDB database written here through the binding from the Java's documented layouts
-(tests/rocksdb_build.py), damaged databases, and config kept in RocksDB."""
+(tests/helpers/rocksdb_build.py), damaged databases, and config kept in RocksDB."""
 from __future__ import annotations
 
 import json
@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("rocksdict")
+pytest.importorskip("rocksdict", reason="needs rocksdict: the rocksdb and test extras")
 
-from conftest import cli, generate, tree_digest  # noqa: E402
-from rocksdb_build import (  # noqa: E402
+from tests.helpers import cli, generate, tree_digest  # noqa: E402
+from tests.helpers.rocksdb_build import (  # noqa: E402
     cq_key, cq_value, offset_key, store_times, to_rocksdb_store, v2_offset_key, v2_topic_key, write_cq_db,
     write_kv_db)
 
@@ -72,6 +72,7 @@ def test_sample_bounds_and_entries_RocksDBConsumeQueueStore_getMaxOffsetInQueue(
         db.close()
 
 
+@pytest.mark.slow
 def test_sample_every_reader_agrees_and_no_byte_changes(sample):
     """dump-cq, --summary, search-offset, stats, verify, consumer-progress's queue bounds:
     each agrees with expected.json, and the sample's tree (names, bytes, mtimes) is the same
@@ -200,6 +201,7 @@ def test_built_database_verifies_clean(built):
     assert s["consume_queues"] == len(queues)
 
 
+@pytest.mark.slow
 def test_search_offset_broker_binarySearchInCQByTime(built):
     """--broker on a RocksDB queue: RocksDBConsumeQueueTable#binarySearchInCQByTime over the
     values' store times: LOWER the first unit at or after, UPPER the last at or before."""
@@ -347,7 +349,7 @@ def test_config_in_rocksdb_topics_and_offsets(built, tmp_path):
 def test_sample_outputs_follow_the_schemas(sample, built):
     """dump-cq's units and summary, consumer-progress's rows and verify's findings of a
     RocksDB store validate against schemas/ (files: ["rocksdb"], file: rocksdb)."""
-    from test_contract import validate
+    from tests.helpers.contract import validate
 
     store, exp = sample
     for d in jsonl(cli("dump-cq", "--summary", "-s", store, "--format", "jsonl")):
@@ -361,10 +363,11 @@ def test_sample_outputs_follow_the_schemas(sample, built):
     validate(lines[-1], "verify-summary")
 
 
+@pytest.mark.slow
 def test_the_shadow_directory_is_removed(sample, tmp_path):
     """The temp directory of links the database is opened through (safefs.shadow_dir) is gone
     after each command, and the store's own directory got nothing."""
-    from conftest import run
+    from tests.helpers import run
 
     store, _ = sample
     tmp = tmp_path / "tmp"
@@ -470,7 +473,7 @@ def test_dispatch_checkpoint_decides_what_is_missing(tmp_path):
     """A RocksDB queue's units are due up to its CHECKPOINT_TOPIC offset, not up to the store
     checkpoint's logicsMsgTimestamp (which this queue does not keep: zero here): units past
     the checkpoint are cq.not-dispatched (info), units below it cq.missing-unit (error)."""
-    from rocksdb_build import file_cq_units
+    from tests.helpers.rocksdb_build import file_cq_units
 
     base = generate(tmp_path / "files", "--topics", "1", "--queues", "1", "--transaction-ratio", "0",
                     "--delay-ratio", "0", messages=40)
@@ -501,7 +504,7 @@ def test_malformed_keys_inside_a_queue_range(tmp_path):
     base = generate(tmp_path / "files", "--topics", "1", "--queues", "1", "--transaction-ratio", "0",
                     "--delay-ratio", "0", messages=20)
     times = store_times(base)
-    from rocksdb_build import file_cq_units
+    from tests.helpers.rocksdb_build import file_cq_units
 
     ((topic, qid), units), = file_cq_units(base / "consumequeue").items()
     prefix = cq_key(topic, qid, 0)[:-8]

@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from conftest import cli, generate
+from tests.helpers import cli, generate
 
 
 @pytest.fixture(scope="module")

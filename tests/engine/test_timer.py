@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import cli, run, writable_copy
+from tests.helpers import cli, run, writable_copy
 
 NOW = "1795510300000"
 SLOTS_TOTAL = 7 * 24 * 3600  # TimerMessageStore.TIMER_WHEEL_TTL_DAY * DAY_SECS
@@ -163,7 +163,7 @@ def test_slot_damage_in_the_recovered_range_is_relinked_TimerMessageStore_recove
 @pytest.fixture(scope="module")
 def multi_file(tmp_path_factory):
     """A generated 5.x store whose timer log spans many 1040-byte files (19 units each)."""
-    from conftest import generate
+    from tests.helpers import generate
 
     d = tmp_path_factory.mktemp("multi")
     conf = d / "broker.conf"
@@ -341,6 +341,7 @@ def test_decomposed_verify_has_the_same_timer_findings(sample, copy):
     assert got[0]["summary"] == want[0]["summary"]
 
 
+@pytest.mark.slow
 def test_hostile_units_slots_and_checkpoint_give_findings_not_tracebacks(sample, copy):
     """Random but well-framed units (any prevPos, offsets, sizes, hashes), random slots and an
     absurd timercheck: verify reports, every dump-timer mode answers, nothing hangs."""

@@ -8,7 +8,8 @@ import struct
 
 import pytest
 
-from conftest import SMALL, cli, generate, run, tree_digest
+from tests.helpers import SMALL, cli, generate, run, tree_digest
+from tests.helpers.rawstore import records
 
 CL_SIZE = 65536
 CQ_SIZE = 2000
@@ -33,22 +34,6 @@ def _plain(store, recs, start: int) -> int:
             if struct.unpack(">i", f.read(4))[0] & 0xC == 0:
                 return k
     raise AssertionError("no plain record")
-
-
-def _records(store):
-    """(file name, position, total size, physical offset) of every record, read with the plain
-    struct walk of docs/format/commitlog.md#reading-a-commit-log-file (not the verifier's code)."""
-    out = []
-    for name in sorted(os.listdir(store / "commitlog")):
-        data = (store / "commitlog" / name).read_bytes()
-        pos = 0
-        while pos + 8 <= len(data):
-            total, magic = struct.unpack_from(">iI", data, pos)
-            if magic not in (0xDAA320A7, 0xDAA320AB):
-                break
-            out.append((name, pos, total, int(name) + pos))
-            pos += total
-    return out
 
 
 def _body(data: bytes, pos: int) -> tuple[int, int]:
@@ -81,7 +66,7 @@ def test_clean_small_store_has_no_findings(small_store):
     r, findings, summary = _verify(small_store, "--deep")
     assert r.exit_code == 0
     assert findings == []
-    assert summary["messages"] == len(_records(small_store))
+    assert summary["messages"] == len(records(small_store))
     assert summary["errors"] == 0 and summary["findings"] == {}
     assert summary["files"]["commitlog"] == len(os.listdir(small_store / "commitlog"))
     assert tree_digest(small_store) == before  # read-only
@@ -95,12 +80,13 @@ def test_clean_small_store_sizes_inferred(small_store):
     assert any("65536" in n for n in summary["notes"])
 
 
+@pytest.mark.slow
 def test_clean_default_size_store(tmp_path):
     store = generate(tmp_path / "store", messages=300, small=False)
     r = cli("verify", "--store", store, "--deep", "--format", "jsonl")
     assert r.exit_code == 0, r.stdout
     lines = r.stdout.splitlines()
-    assert len(lines) == 1 and json.loads(lines[0])["summary"]["messages"] == len(_records(store))
+    assert len(lines) == 1 and json.loads(lines[0])["summary"]["messages"] == len(records(store))
 
 
 def test_clean_5x_store_with_prop_crc(tmp_path):
@@ -108,7 +94,7 @@ def test_clean_5x_store_with_prop_crc(tmp_path):
     r, findings, _ = _verify(store, "--deep")
     assert r.exit_code == 0 and findings == []
     # a wrong __CRC32# digit is caught
-    name, pos, total, phy = _records(store)[5]
+    name, pos, total, phy = records(store)[5]
     path = store / "commitlog" / name
     data = path.read_bytes()
     assert data[pos + total - 20:pos + total - 11] == b"__CRC32#\x01"
@@ -133,7 +119,7 @@ def test_real_broker_fixtures_verify_without_errors(fixture):
 # ---------------------------------------------------------------- injected faults
 
 def test_flipped_body_byte(small_store):
-    recs = _records(small_store)
+    recs = records(small_store)
     name, pos, total, phy = recs[10]
     path = small_store / "commitlog" / name
     start, length = _body(path.read_bytes(), pos)
@@ -150,7 +136,7 @@ def test_flipped_body_byte(small_store):
 
 
 def test_flipped_size_field(small_store):
-    recs = _records(small_store)
+    recs = records(small_store)
     k = _plain(small_store, recs, 20)  # a record with a unit and index entries to lose
     name, pos, total, phy = recs[k]
     nxt = recs[k + 1]
@@ -167,7 +153,7 @@ def test_flipped_size_field(small_store):
 
 
 def test_flipped_magic_code(small_store):
-    recs = _records(small_store)
+    recs = records(small_store)
     name, pos, total, phy = recs[30]
     _patch(small_store / "commitlog" / name, pos + 4, b"\x00\x11\x22\x33")
     r, findings, summary = _verify(small_store)
@@ -178,7 +164,7 @@ def test_flipped_magic_code(small_store):
 
 
 def test_truncated_file_mid_message(small_store):
-    recs = _records(small_store)
+    recs = records(small_store)
     name = sorted(os.listdir(small_store / "commitlog"))[3]
     in_file = [r for r in recs if r[0] == name]
     victim = in_file[len(in_file) // 2]
@@ -308,7 +294,7 @@ def test_abort_file_says_which_recovery(small_store):
 
 def test_abort_with_damage_says_what_recovery_truncates(small_store):
     (small_store / "abort").write_bytes(b"")
-    recs = _records(small_store)
+    recs = records(small_store)
     name, pos, total, phy = recs[-3]
     path = small_store / "commitlog" / name
     start, length = _body(path.read_bytes(), pos)
@@ -343,7 +329,7 @@ def test_broker_artefacts_are_info(small_store):
 
 
 def test_max_findings_caps_per_check_but_counts_all(small_store):
-    recs = _records(small_store)
+    recs = records(small_store)
     for name, pos, total, phy in recs[:40:4]:
         path = small_store / "commitlog" / name
         start, length = _body(path.read_bytes(), pos)
@@ -357,7 +343,7 @@ def test_max_findings_caps_per_check_but_counts_all(small_store):
 
 
 def test_table_output_groups_by_check(small_store):
-    recs = _records(small_store)
+    recs = records(small_store)
     name, pos, total, phy = recs[3]
     _patch(small_store / "commitlog" / name, pos + 28, struct.pack(">q", phy + 8))
     r = cli("verify", "--store", small_store, *SMALL)
@@ -373,6 +359,7 @@ def test_not_a_store_exit_3(tmp_path):
     assert b"Traceback" not in r.stderr
 
 
+@pytest.mark.slow
 def test_subprocess_jsonl_and_exit_code(small_store):
     r = run("verify", "--store", small_store, "--format", "jsonl")
     assert r.returncode == 0
@@ -477,6 +464,7 @@ def test_restart_without_consume_queue_is_info(tmp_path):
     assert {f["severity"] for f in findings} == {"info"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(6))
 def test_random_damage_never_crashes(small_store_master, tmp_path, seed):
     """Random byte damage, truncation and deletion anywhere: findings and exit 0/1, never a traceback."""
@@ -543,7 +531,7 @@ def test_a_pair_without_separator_hidden_by_a_value_holding_x01_is_reported(tmp_
 
 
 def test_summary_bytes_are_the_records_checked_not_the_file_sizes(small_store):
-    recs = _records(small_store)
+    recs = records(small_store)
     files = sorted((small_store / "commitlog").iterdir())
     r, findings, summary = _verify(small_store)
     assert r.exit_code == 0

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import json
 import shutil
-import struct
 
 import pytest
 
-from conftest import cli
-
-UNIT = ">qiqqqhii"  # BatchConsumeQueue#putBatchMessagePositionInfo, written out here (test-only)
+from tests.helpers import cli
+from tests.helpers.rawstore import patch_unit
 
 
 def _verify(store, *extra) -> tuple[list[dict], dict]:
@@ -32,16 +30,6 @@ def test_verify_real_5_3_3_samples_clean_and_their_queues_counted(sample_tarball
         findings, summary = _verify(s / "store", *conf)
         assert findings == [] and summary["errors"] == summary["warnings"] == 0
         assert counted.items() <= summary["files"].items()
-
-
-def patch_unit(path, index, **fields):
-    """Rewrite fields of the 46-byte unit at ``index`` of a BatchCQ or compaction queue file."""
-    names = ["off", "size", "tags", "ts", "base", "batch", "compacted", "reserved"]
-    raw = bytearray(path.read_bytes())
-    vals = dict(zip(names, struct.unpack_from(UNIT, raw, 46 * index)))
-    vals.update(fields)
-    struct.pack_into(UNIT, raw, 46 * index, *(vals[n] for n in names))
-    path.write_bytes(bytes(raw))
 
 
 def test_bcq_unit_with_a_wrong_batch_size_is_a_mismatch_and_breaks_the_base_offsets(sample_tarball, tmp_path):

@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from conftest import generate
+from tests.helpers import generate
 from rmqstore_cli.store.config import StoreConfig
 from rmqstore_cli.store.verify import Verifier, VerifyOptions
 
@@ -24,6 +24,7 @@ def findings(store, cap, deep=False):
         Verifier.MISSING_CAP = old
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("lost", ["consumequeue", "one-queue-file"])
 def test_runs_give_the_exact_findings(tmp_path, lost):
     store = generate(tmp_path / "s", messages=3000)

@@ -13,7 +13,7 @@ import shutil
 
 import pytest
 
-from conftest import cli, generate
+from tests.helpers import cli, generate
 from rmqstore_cli.formats.commitlog import TRANSACTION_COMMIT_TYPE, TRANSACTION_MASK, TRANSACTION_NOT_TYPE
 from rmqstore_cli.formats.timer import TIMER_TOPIC
 from rmqstore_cli.store.commitlog import CommitLog
@@ -78,6 +78,7 @@ def _stores(sample_tarball, tmp_path):
             yield f"{name}-{at}", d, conf, start
 
 
+@pytest.mark.slow
 def test_the_shared_walk_keeps_what_each_checks_own_walk_read(sample_tarball, tmp_path):
     seen = {"reached": 0, "not reached": 0, "bcq cut": 0}
     for name, store, conf, start in _stores(sample_tarball, tmp_path):
@@ -100,6 +101,7 @@ def test_the_shared_walk_keeps_what_each_checks_own_walk_read(sample_tarball, tm
     assert seen["reached"] >= 2 and seen["not reached"] >= 1 and seen["bcq cut"] >= 1, seen
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("store, read_time, want", [
     ("gen", 1 << 62, {"timer.never-delivered", "bcq.missing-unit"}),
     ("timer", 0, {"timer.delivered-twice"})])

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-pa = pytest.importorskip("pyarrow")
+pytestmark = pytest.mark.slow  # export blocks against the per-record reference, every store
+
+pa = pytest.importorskip("pyarrow", reason="needs the spark extra: pip install -e '.[spark]'")
 
 from rmqstore_cli.pipeline.schema import COLUMN_NAMES, arrow_schema  # noqa: E402
 from rmqstore_cli.pipeline.stores import StoreSpec, file_tasks
 from rmqstore_cli.pipeline.export_tasks import export_batches, export_rows
 
-from conftest import fixture_dir  # noqa: E402
-from test_jsonblock import tricky_store  # noqa: E402,F401  (fixture)
+from tests.helpers import fixture_dir  # noqa: E402
 
 
 def _rows_of(batches) -> list[tuple]:
@@ -33,7 +34,7 @@ def _reference(task, body: bool) -> list[tuple]:
 
 
 @pytest.mark.parametrize("body", [False, True])
-def test_block_batches_are_the_reference_rows(tricky_store, small_store, body):  # noqa: F811
+def test_block_batches_are_the_reference_rows(tricky_store, small_store, body):
     for root in (fixture_dir("4.9.7") / "store", fixture_dir("5.3.3") / "store", tricky_store, small_store):
         for task in file_tasks([StoreSpec(str(root), "s1")], body=body):
             stops_a: list = []
@@ -44,7 +45,7 @@ def test_block_batches_are_the_reference_rows(tricky_store, small_store, body): 
             assert len(got) == len(want) and got == want, (root, task.file_name)
 
 
-def test_plain_records_skip_the_reference(tricky_store, monkeypatch):  # noqa: F811
+def test_plain_records_skip_the_reference(tricky_store, monkeypatch):
     """Most records of the tricky store convert without message_dict."""
     import rmqstore_cli.pipeline.arrow_block as ab
 
@@ -56,7 +57,7 @@ def test_plain_records_skip_the_reference(tricky_store, monkeypatch):  # noqa: F
 
 
 @pytest.mark.parametrize("by_partition", [False, True])
-def test_block_batches_same_with_the_reference_joins(tricky_store, small_store, monkeypatch, by_partition):  # noqa: F811
+def test_block_batches_same_with_the_reference_joins(tricky_store, small_store, monkeypatch, by_partition):
     """arrow_block.ranges joins byte ranges with the C loop (kernels.join_ranges) or, on the
     reference path (RMQSTORE_PURE), a numpy gather: the same batches, equal to the rows of
     export_rows either way."""

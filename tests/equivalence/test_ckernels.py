@@ -22,7 +22,7 @@ import zlib
 import numpy as np
 import pytest
 
-from conftest import ROOT, cli, fixture_dir, generate, needs_c
+from tests.helpers import ROOT, cli, fixture_dir, generate, needs_c
 from rmqstore_cli.formats.commitlog import HEAD_SIZE, MAGIC_BLANK, MAGIC_V1, MAGIC_V2
 from rmqstore_cli.formats.dledger import BODY_OFFSET, ENTRY_MAGIC
 from rmqstore_cli.store.commitlog.bulk import walk_records
@@ -205,6 +205,7 @@ def _rmq(args: list[str], code: str | None = None, **env) -> subprocess.Complete
     return subprocess.run(argv, capture_output=True, text=True, timeout=300, cwd=ROOT, env=dict(os.environ, **env))
 
 
+@pytest.mark.slow
 def test_without_the_extension_every_command_runs_the_reference(store):
     """_ckernels not importable (a machine without a compiler): the reference loops run,
     --version says so, and verify and dump give the same output."""

@@ -18,7 +18,7 @@ import random
 import numpy as np
 import pytest
 
-from conftest import cli, fixture_dir, generate, needs_c
+from tests.helpers import cli, fixture_dir, generate, needs_c
 from rmqstore_cli.store.arrays import stable_argsort
 from rmqstore_cli.store.fastpaths import FAST_PATHS
 from rmqstore_cli.store.properties import Properties
@@ -161,6 +161,7 @@ def _both_paths(monkeypatch, tmp_path, d, conf) -> tuple[list, list]:
     return verdicts, rebuilt
 
 
+@pytest.mark.slow
 def test_verify_and_rebuild_index_alike_on_both_paths_generated(monkeypatch, tmp_path):
     """A generated store (several KEYS a message, shared keys, delays): verify's findings and
     summary with and without --deep, and rebuild-index's consume queues and index files byte

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conftest import needs_c
+from tests.helpers import needs_c
 from rmqstore_cli.store.commitlog.bulk import body_crcs, walk_records
 from rmqstore_cli.store.fastdispatch import FastDispatcher
 from rmqstore_cli.store.fastpaths import FastPaths

@@ -17,8 +17,10 @@ import filecmp
 
 import pytest
 
-from conftest import cli, generate
+from tests.helpers import cli, generate
 from rmqstore_cli.store.fastpaths import FAST_PATHS
+
+pytestmark = pytest.mark.slow  # every generate profile written twice
 
 OPTION_SETS = {
     "default-4.9": [],

@@ -17,69 +17,14 @@ from rmqstore_cli.store.columns import MessageBlock
 from rmqstore_cli.store.commitlog import AppendSpec, CommitLog
 from rmqstore_cli.store.config import StoreConfig
 
-from conftest import cli, fixture_dir
+from tests.helpers import cli, fixture_dir
+from tests.helpers.records import PLAIN, TOPICS, TRICKY, spec
 
-try:  # not importorskip: test_table and test_arrow_block import this module's stores
+try:
     _cjson = importlib.import_module("rmqstore_cli._cjson")
 except ImportError:  # no compiler at install: the reference renders everything (tested below)
     _cjson = None
 needs_c = pytest.mark.skipif(_cjson is None, reason="the C extension rmqstore_cli._cjson did not build (setup.py)")
-
-PLAIN = b"KEYS\x01k1 k2\x02TAGS\x01T\x02UNIQ_KEY\x01AC100A0748FF5FFD2B276CDD6C4D0000\x02"
-TRICKY = [
-    b"A\x01x\x01y\x02junk",  # a value holding \x01, then a pair without one
-    b"KEYS\x01a  b\x02UNIQ_KEY\x01X",  # an empty KEYS word
-    b"KEYS\x01 a\x02", b"KEYS\x01a \x02",
-    b"TAGS\x01x\x02TAGS\x01y",  # a name twice: the last value wins, the first place stays
-    b"A\x01x\x02A\x01y\x02", b"AB\x01x\x02AB\x01yy",  # short names twice
-    b"ABCDE\x01x\x02ABCDF\x01y\x02",  # names alike in length and first bytes, not the same
-    b"TAGS\x01\x02KEYS\x01k",  # an empty value is dropped
-    b"\x01v\x02K\x01v",  # an empty name
-    b'Q\x01say "hi" \\ back\x02',
-    b"N\x01tab\there\x02", b"K\x01nul\x00x\x02", b"K\x01del\x7f\x02",
-    "K\x01café 中文 ключ\x02".encode(),  # valid non-ASCII passes through raw
-    b"K\x01bad\xff\x02",  # invalid UTF-8
-    "K\x01line\u2028sep\x02".encode(), "K\x01c1\u0085\x02".encode(), "K\x01bidi\u202e\x02".encode(),
-    b"", b"K\x01v\x02\x02", b"\x02", b"\x01",
-    b"KEYS\x01k1 k2\x02TAGS\x01T",  # 4.9.x: no separator after the last pair
-    b"TAGS\x01\xe4\xb8\xad\x02KEYS\x01\xe4\xb8\xad\xe6\x96\x87 x\x02",
-]
-TOPICS = ["OrderTopic", 'Quote"Topic', "Back\\slash", "Esc\x1b[31mTopic", "Ünïcode", "T" * 200, "bad\udcffutf8"]
-
-
-def _spec(topic: str, i: int, props: bytes, v6: bool = False) -> AppendSpec:
-    sys_flag = (BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG) if v6 else 0
-    born = (bytes(range(16)), 40000 + i) if v6 else (bytes([172, 16, i % 3, 9]), 50000 + i % 5)
-    store = (bytes([0x20, 1, 0xD, 0xB8] + [0] * 11 + [1]), 10911) if v6 else (b"\x0a\x00\x00\x05", 10911)
-    return AppendSpec(topic, i % 3, b"body-%d" % i * (i % 4), props, 1_767_225_600_000 + i * 7,
-                      1_767_225_600_000 + i, born, store, flag=i % 2, sys_flag=sys_flag, reconsume_times=i % 3,
-                      prepared_transaction_offset=i * 11 % 5, raw_properties=True,
-                      magic=MAGIC_V2 if len(topic.encode("utf-8", "surrogatepass")) > 127 else None)
-
-
-@pytest.fixture(scope="module")
-def tricky_store(tmp_path_factory):
-    """Every tricky record between plain ones, so a shifted column would show on its neighbours."""
-    root = tmp_path_factory.mktemp("tricky") / "store"
-    cl = CommitLog(StoreConfig.load(root, None, mapped_file_size_commit_log=1 << 20), writable=True)
-    cl.open_for_append()
-    i = 0
-    for props in TRICKY:
-        for spec in (_spec("OrderTopic", i, PLAIN), _spec("OrderTopic", i + 1, props), _spec("OrderTopic", i + 2, PLAIN)):
-            cl.append(spec)
-        i += 3
-    for j, topic in enumerate(TOPICS):
-        cl.append(_spec(topic, i + j, PLAIN))
-        cl.append(_spec("OrderTopic", i + j, PLAIN, v6=j % 2 == 0))
-    for j, v in enumerate((-2**63, 2**63 - 1, -1)):  # extreme numbers in every field that holds them
-        small = -2**31 if v < 0 else 2**31 - 1
-        cl.append(AppendSpec("OrderTopic", small, b"x", PLAIN, v, v, (b"\x7f\x00\x00\x01", small),
-                             (b"\x0a\x00\x00\x05", small), flag=small, reconsume_times=small,
-                             prepared_transaction_offset=v, queue_offset=v, raw_properties=True))
-    for j in range(300):  # enough plain records for distinct-value tables
-        cl.append(_spec(("OrderTopic", "T" * 200)[j % 2], j, PLAIN, v6=j % 17 == 0))
-    cl.close()
-    return root
 
 
 @pytest.fixture(autouse=True)
@@ -122,6 +67,7 @@ def test_blocks_give_the_per_record_scan(tricky_store, small_store):
         assert n_blocks > 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("body", ["none", "base64", "hex"])
 @pytest.mark.parametrize("properties", [True, False])
 def test_block_json_equals_message_dict(tricky_store, small_store, body, properties):
@@ -244,8 +190,8 @@ def _store_of(root, specs) -> list:
     """A store of exactly ``specs``, and its message blocks."""
     cl = CommitLog(StoreConfig.load(root, None, mapped_file_size_commit_log=4 << 20), writable=True)
     cl.open_for_append()
-    for spec in specs:
-        cl.append(spec)
+    for one in specs:
+        cl.append(one)
     cl.close()
     return [x for x in _blocks(root)[1] if isinstance(x, MessageBlock)]
 
@@ -295,6 +241,7 @@ _INTERESTING = [0x00, 0x01, 0x02, 0x1F, 0x20, 0x22, 0x41, 0x5C, 0x7E, 0x7F, 0x80
                 0xAE, 0xBF, 0xC0, 0xC1, 0xC2, 0xDF, 0xE0, 0xE2, 0xED, 0xEF, 0xF0, 0xF4, 0xF5, 0xFF, 0x81, 0x90]
 
 
+@pytest.mark.slow
 @needs_c
 @pytest.mark.parametrize("seed", range(2))
 def test_c_plain_text_is_what_the_reference_leaves_alone(tmp_path, monkeypatch, seed):
@@ -344,7 +291,7 @@ def test_c_escaping_edges_are_the_reference(tmp_path, monkeypatch):
     specs = [_plain(i, topic=t) for i, t in enumerate(EDGE_TOPICS)]
     specs += [_plain(i, props=p) for i, p in enumerate(EDGE_PROPS)]
     specs += [_plain(i, body=bytes(range(250, 250 + i % 6)) + b"\x00" * (i // 6)) for i in range(8)]
-    specs += [_spec("OrderTopic", i, PLAIN, v6=True) for i in range(3)]
+    specs += [spec("OrderTopic", i, PLAIN, v6=True) for i in range(3)]
     specs += [AppendSpec("V2Topic", 0, b"", b"", 0, 0, (bytes(16), 0), (bytes([0xFE, 0x80] + [0] * 13 + [1]), 65535),
                          sys_flag=BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG, magic=MAGIC_V2, raw_properties=True)]
     blocks = _store_of(tmp_path / "store", specs)
@@ -448,7 +395,7 @@ def test_c_rejects_every_bad_argument(tricky_store):
 
 def test_big_generated_store_dumps_as_the_reference(tmp_path, monkeypatch):
     """A store large enough for blocks above the default json_min, through the CLI."""
-    from conftest import generate
+    from tests.helpers import generate
     from rmqstore_cli.store.fastpaths import FAST_PATHS
 
     monkeypatch.setattr(FAST_PATHS, "json_min", 1000)

@@ -9,7 +9,7 @@ import base64
 import json
 import random
 
-from conftest import cli
+from tests.helpers import cli
 
 # long topics alike in their first, middle-8 and last bytes, non-ASCII topics, short ones
 TOPICS = (["T%d" % i for i in range(12)] + ["支付Topic", "Topic-🎉"]

@@ -8,8 +8,10 @@ import struct
 
 import pytest
 
-from conftest import SMALL, cli, needs_c
-from test_verify import _records
+from tests.helpers import SMALL, cli, needs_c
+from tests.helpers.rawstore import records
+
+pytestmark = pytest.mark.slow  # default-size index files, ~100 s of CPU
 
 SLOTS = 64
 ENTRIES_BASE = 40 + SLOTS * 4
@@ -111,7 +113,7 @@ def _commitlog_damage(store) -> None:
     """Record damage the walk and the CRC meet: flipped body bytes, a wrong size, a bad
     magic code, a run of zeros inside the data, a torn last file."""
     names = sorted((store / "commitlog").iterdir())
-    recs = [(store / "commitlog" / name, pos, total) for name, pos, total, _ in _records(store)]
+    recs = [(store / "commitlog" / name, pos, total) for name, pos, total, _ in records(store)]
     for k in (5, 40, 41, 400):  # a body byte
         p, pos, total = recs[k]
         data = p.read_bytes()

@@ -16,7 +16,7 @@ import struct
 import numpy as np
 import pytest
 
-from conftest import fixture_dir, generate, needs_c
+from tests.helpers import fixture_dir, generate, needs_c
 from rmqstore_cli.formats.commitlog import HEAD_SIZE, MAGIC_BLANK, MAGIC_V1, MAGIC_V2
 from rmqstore_cli.store.commitlog.bulk import walk_records
 from rmqstore_cli.store.commitlog import CommitLog

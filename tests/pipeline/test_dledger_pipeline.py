@@ -9,8 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import cli, run
-from test_pipeline_spark import rebuilt
+from tests.helpers import cli, run
+from tests.helpers.pipeline import rebuilt
+
+pytestmark = pytest.mark.slow  # Spark local[2]
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +52,7 @@ def test_spark_rebuild_and_verify_are_the_local_engines(stores, spark, tmp_path)
 
 
 def test_spark_export_writes_the_local_rows(stores, tmp_path):
-    pytest.importorskip("pyspark")
+    pytest.importorskip("pyspark", reason="needs the spark extra: pip install -e '.[spark]'")
     import pyarrow.dataset as ds
 
     store, _ = stores["divided"]

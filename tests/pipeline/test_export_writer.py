@@ -9,10 +9,12 @@ import sys
 
 import pytest
 
-from conftest import generate, run
+from tests.helpers import generate, run
 
-pq = pytest.importorskip("pyarrow.parquet")
-pa_ds = pytest.importorskip("pyarrow.dataset")
+pytestmark = pytest.mark.slow  # Spark local[2]
+
+pq = pytest.importorskip("pyarrow.parquet", reason="needs the spark extra: pip install -e '.[spark]'")
+pa_ds = pytest.importorskip("pyarrow.dataset", reason="needs the spark extra: pip install -e '.[spark]'")
 
 
 @pytest.fixture(scope="module")
@@ -119,7 +121,7 @@ def test_codec_choices_are_the_writers():
 def test_grouped_batches_hold_the_log_order_rows(version):
     """by_partition (each block's rows grouped by topic, for the writer) moves rows, never
     changes one: on the real brokers' stores, the rows sorted by offset are the log order's."""
-    from conftest import fixture_dir
+    from tests.helpers import fixture_dir
     from rmqstore_cli.pipeline.export_tasks import export_batches
     from rmqstore_cli.pipeline.stores import StoreSpec, file_tasks
 

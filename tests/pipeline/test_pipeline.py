@@ -6,34 +6,12 @@ import json
 
 import pytest
 
-from conftest import cli, generate, run
+from tests.helpers import cli, run
+from tests.helpers.pipeline import ours_only, parquet_rows
 
-pa_ds = pytest.importorskip("pyarrow.dataset")
+pytestmark = pytest.mark.slow  # Spark local[2]
 
-
-def _rows(path):
-    t = pa_ds.dataset(path, format="parquet", partitioning="hive").to_table()
-    rows = t.to_pylist()
-    for r in rows:
-        r["properties"] = dict(r["properties"]) if r["properties"] is not None else None
-    return sorted(rows, key=lambda r: (r["store"], r["physical_offset"]))
-
-
-@pytest.fixture(scope="module")
-def two_stores(tmp_path_factory):
-    """Two generated multi-file stores, the second with a damaged middle file."""
-    root = tmp_path_factory.mktemp("fleet")
-    a = generate(root / "a", messages=600, seed=11)
-    b = generate(root / "b", messages=600, seed=12, )
-    f = sorted((b / "commitlog").iterdir())[2]
-    with open(f, "r+b") as fh:
-        fh.seek(30000)
-        data = fh.read(4096)
-        # break the first record that starts after 30000: find it by its magic code
-        i = data.find(bytes.fromhex("DAA320A7"))
-        fh.seek(30000 + i)
-        fh.write(b"\x00\x00\x00\x00")
-    return a, b
+pytest.importorskip("pyarrow", reason="needs the spark extra: pip install -e '.[spark]'")
 
 
 def _dump(store):
@@ -48,7 +26,7 @@ def test_local_export_rows_are_the_dump_records(two_stores, tmp_path):
     summary = json.loads(r.stdout)
     assert summary["stores"] == 2 and summary["unreadable_ranges"] == 1
     assert b"the rest of that file was skipped" in r.stderr
-    rows = _rows(tmp_path / "out")
+    rows = parquet_rows(tmp_path / "out")
     assert summary["rows"] == len(rows)
     for store in (a, b):
         mine = [x for x in rows if x["store"] == str(store)]
@@ -83,7 +61,7 @@ def test_store_globs(two_stores, tmp_path):
 
 
 def test_spark_engine_writes_the_same_rows_as_local(two_stores, tmp_path):
-    pytest.importorskip("pyspark")
+    pytest.importorskip("pyspark", reason="needs the spark extra: pip install -e '.[spark]'")
     a, b = two_stores
     local = run("export", "--store", a, "--store", b, "--output", tmp_path / "local", "--body", "-f", "json")
     spark = run("export", "--store", a, "--store", b, "--output", tmp_path / "spark", "--body", "-f", "json",
@@ -91,19 +69,12 @@ def test_spark_engine_writes_the_same_rows_as_local(two_stores, tmp_path):
     assert spark.returncode == 0, spark.stderr[-3000:]
     assert json.loads(spark.stdout)["rows"] == json.loads(local.stdout)["rows"]
     assert json.loads(spark.stdout)["unreadable_ranges"] == 1
-    assert _rows(tmp_path / "spark") == _rows(tmp_path / "local")
+    assert parquet_rows(tmp_path / "spark") == parquet_rows(tmp_path / "local")
     ours_only(spark.stderr)
 
 
-def ours_only(stderr: bytes) -> None:
-    """A run without --verbose says nothing but our own lines: no JVM warnings, no log4j,
-    no "Setting default log level", no native-hadoop notice."""
-    lines = [ln for ln in stderr.decode("utf-8", "replace").splitlines() if ln.strip()]
-    assert all(ln.startswith("rmqstore: ") for ln in lines), lines
-
-
 def test_a_bad_spark_master_is_one_line_with_the_reason(two_stores, tmp_path):
-    pytest.importorskip("pyspark")
+    pytest.importorskip("pyspark", reason="needs the spark extra: pip install -e '.[spark]'")
     r = run("verify", "--store", two_stores[0], "--engine", "spark", "--spark-master", "bogus://x")
     assert r.returncode == 3
     lines = r.stderr.decode().strip().splitlines()
@@ -111,14 +82,14 @@ def test_a_bad_spark_master_is_one_line_with_the_reason(two_stores, tmp_path):
 
 
 def test_bad_spark_conf_is_a_usage_error(two_stores, tmp_path):
-    pytest.importorskip("pyspark")
+    pytest.importorskip("pyspark", reason="needs the spark extra: pip install -e '.[spark]'")
     r = run("export", "--store", two_stores[0], "--output", tmp_path / "x", "--engine", "spark",
             "--spark-conf", "novalue")
     assert r.returncode in (2, 3) and b"KEY=VALUE" in r.stderr and b"Traceback" not in r.stderr
 
 
 def test_rebuild_index_of_several_stores_each_to_its_own_directory(two_stores, tmp_path):
-    from conftest import SMALL
+    from tests.helpers import SMALL
 
     a, b = two_stores
     out = tmp_path / "out"
@@ -134,7 +105,7 @@ def test_rebuild_index_of_several_stores_each_to_its_own_directory(two_stores, t
                       if p.is_file())
         assert got == want and got
         assert all((out / "a" / sub / g).read_bytes() == (tmp_path / "alone" / sub / g).read_bytes() for g in got)
-    from conftest import tree_digest
+    from tests.helpers import tree_digest
 
     before = tree_digest(b)
     dry = run("rebuild-index", "--store", a, "--store", b, *SMALL, "--in-place", "--dry-run", "-f", "json")

@@ -1,6 +1,6 @@
 """The Spark engine on a real standalone cluster (issue #21): a master and two one-core
-workers on 127.0.0.1 (standalone.py), whose executors run with their own HOME, working
-directory, environment and caches. verify, rebuild-index (to an output and in place)
+workers on 127.0.0.1 (tests/helpers/standalone.py), whose executors run with their own
+HOME, working directory, environment and caches. verify, rebuild-index (to an output and in place)
 and export with ``--spark-master spark://…`` give the local engine's results; so does
 spark-submit with a shipped (venv-pack) environment; an executor killed mid-job, a worker
 that cannot see the store and a cluster without free cores each end as they should.
@@ -8,7 +8,6 @@ that cannot see the store and a cluster without free cores each end as they shou
 Selected with ``-m cluster``; part of the default run. One cluster for the module."""
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -19,19 +18,18 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, SMALL, generate, run
+from tests.helpers import ROOT, SMALL, generate, run
 
 pytestmark = pytest.mark.cluster
-pytest.importorskip("pyspark")
-pytest.importorskip("pyarrow")
+pytest.importorskip("pyspark", reason="needs the spark extra: pip install -e '.[spark]'")
+pytest.importorskip("pyarrow", reason="needs the spark extra: pip install -e '.[spark]'")
 if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
     pytest.skip("no JDK: a Spark cluster needs one", allow_module_level=True)
 
-import standalone  # noqa: E402  (tests/pipeline/standalone.py)
-
-SIZES = dict(mapped_file_size_commit_log=65536, mapped_file_size_consume_queue=2000, max_hash_slot_num=64,
-             max_index_num=400)
-DRIVER_ONLY = "RMQSTORE_TEST_DRIVER_ONLY"  # set for the driver, never seen by an executor
+from tests.helpers import standalone  # noqa: E402
+from tests.helpers.pipeline import (  # noqa: E402
+    DRIVER_ONLY, SIZES, copy_store, digest, driver, make_cluster_stores, parquet_rows, rebuild_and_export_equal,
+    store_parts)
 
 
 @pytest.fixture(scope="module")
@@ -44,34 +42,7 @@ def cluster(tmp_path_factory):
 @pytest.fixture(scope="module")
 def stores(tmp_path_factory):
     """Generated multi-file stores: good, a second one, damaged (two broken records)."""
-    root = tmp_path_factory.mktemp("cl-stores")
-    good = generate(root / "good", "--delay-ratio", "0.1", "--transaction-ratio", "0.1", messages=1500, seed=5)
-    other = generate(root / "other", messages=900, seed=9)
-    damaged = root / "damaged"
-    shutil.copytree(good, damaged)
-    files = sorted((damaged / "commitlog").iterdir())
-    for f, at in ((files[2], 20000), (files[-2], 30000)):
-        with open(f, "r+b") as fh:
-            fh.seek(at)
-            i = fh.read(8192).find(bytes.fromhex("DAA320A7"))
-            fh.seek(at + i)
-            fh.write(b"\x00\x00\x00\x07")
-    return root
-
-
-def _digest(root: Path) -> dict:
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*")) if p.is_file()}
-
-
-def _driver(cluster, args, cwd: Path, extra_env: dict | None = None, timeout: float = 300):
-    """The CLI as a user runs it against the cluster: from ``cwd`` (stores named relative to
-    it), with a HOME and an env var of its own that no executor has."""
-    home = cwd.parent / "driver-home"
-    home.mkdir(exist_ok=True)
-    env = dict(os.environ, HOME=str(home), **{DRIVER_ONLY: "1"}, **(extra_env or {}))
-    return subprocess.run([sys.executable, "-m", "rmqstore_cli", *map(str, args)], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    return make_cluster_stores(tmp_path_factory.mktemp("cl-stores"))
 
 
 def _on(cluster):
@@ -121,9 +92,9 @@ class TestOneDriverInProcess:
         from rmqstore_cli.store.rebuild import RebuildOptions, rebuild_in_place
         import datetime as dt
 
-        want = _copy(stores, "good", tmp_path / "want")
+        want = copy_store(stores, "good", tmp_path / "want")
         rebuild_in_place(StoreConfig.load(want, None, **SIZES), RebuildOptions(tz=dt.timezone.utc), True)
-        store = _copy(stores, "good", tmp_path / "store")
+        store = copy_store(stores, "good", tmp_path / "store")
         marker = str(tmp_path / "killed")
         real = sp._run_map
 
@@ -151,7 +122,7 @@ class TestOneDriverInProcess:
         rep, _ = _in_place(session, store)
         killed = int(Path(marker).read_text())
         assert killed in before and killed not in cluster.executor_pids()
-        assert _parts(store) == _parts(want)
+        assert store_parts(store) == store_parts(want)
         assert not [p for p in store.iterdir() if p.name.startswith(".rebuild")]
 
     def test_a_job_that_fails_leaves_the_store_in_place_untouched(self, session, stores, tmp_path, monkeypatch):
@@ -160,8 +131,8 @@ class TestOneDriverInProcess:
         staging back and rebuilds."""
         from rmqstore_cli.pipeline import spark as sp
 
-        store = _copy(stores, "good", tmp_path / "store")
-        before = _parts(store)
+        store = copy_store(stores, "good", tmp_path / "store")
+        before = store_parts(store)
         real = sp._run_map
 
         def failing(sc, fn, items):
@@ -178,16 +149,16 @@ class TestOneDriverInProcess:
             _in_place(session, store)
         assert "Input/output error: /simulated/disk" in sp._first_line(got.value)
         assert "on host " in sp._first_line(got.value)
-        assert _parts(store) == before
+        assert store_parts(store) == before
         monkeypatch.setattr(sp, "_run_map", real)
         _in_place(session, store)
-        want = _copy(stores, "good", tmp_path / "want")
+        want = copy_store(stores, "good", tmp_path / "want")
         from rmqstore_cli.store.config import StoreConfig
         from rmqstore_cli.store.rebuild import RebuildOptions, rebuild_in_place
         import datetime as dt
 
         rebuild_in_place(StoreConfig.load(want, None, **SIZES), RebuildOptions(tz=dt.timezone.utc), True)
-        assert _parts(store) == _parts(want)
+        assert store_parts(store) == store_parts(want)
         assert not [p for p in store.iterdir() if p.name.startswith(".rebuild")]
 
 
@@ -195,8 +166,8 @@ def test_verify_rebuild_and_export_on_the_cluster_equal_the_local_engine(cluster
     """The CLI from another directory, stores named relative to it: the same findings and
     summaries, the same consume-queue and index files, the same Parquet rows."""
     args = ["verify", "--store", "damaged", "--store", "good", "--store", "other", *SMALL, "-f", "jsonl"]
-    local = _driver(cluster, args, stores)
-    remote = _driver(cluster, [*args, *_on(cluster)], stores)
+    local = driver(args, stores)
+    remote = driver([*args, *_on(cluster)], stores)
     assert local.returncode == remote.returncode == 1, remote.stderr[-2000:]
     lo = [json.loads(x) for x in local.stdout.splitlines()]
     re = [json.loads(x) for x in remote.stdout.splitlines()]
@@ -204,7 +175,7 @@ def test_verify_rebuild_and_export_on_the_cluster_equal_the_local_engine(cluster
     assert sorted(map(key, re[:-1])) == sorted(map(key, lo[:-1])) and len(lo) > 3
     assert re[-1] == lo[-1]
 
-    rebuild_and_export_equal(cluster, _on(cluster), stores, tmp_path, "")
+    rebuild_and_export_equal(_on(cluster), stores, tmp_path, "")
 
 
 def test_rebuild_of_batch_queues_on_the_cluster_equals_the_local_engine(cluster, tmp_path):
@@ -215,39 +186,12 @@ def test_rebuild_of_batch_queues_on_the_cluster_equals_the_local_engine(cluster,
     store = generate(tmp_path / "bcq", "--broker-conf", str(conf), "--broker-version", "5", "--bcq-topics", "2",
                      messages=600, seed=3)
     args = ["rebuild-index", "--store", store, "--broker-conf", conf, *SMALL, "--tz", "UTC"]
-    a = _driver(cluster, [*args, "--output", tmp_path / "l"], tmp_path)
-    b = _driver(cluster, [*args, "--output", tmp_path / "s", *_on(cluster)], tmp_path)
+    a = driver([*args, "--output", tmp_path / "l"], tmp_path)
+    b = driver([*args, "--output", tmp_path / "s", *_on(cluster)], tmp_path)
     assert a.returncode == 0 and b.returncode == 0, b.stderr[-2000:]
     for part in ("batchconsumequeue", "consumequeue", "index"):
-        want = _digest(tmp_path / "l" / part)
-        assert want and _digest(tmp_path / "s" / part) == want, part
-
-
-def rebuild_and_export_equal(cluster, on: list, stores: Path, tmp_path: Path, prefix: str) -> None:
-    """rebuild-index --output and export of two stores through ``on`` (the engine's options)
-    give the local engine's files and summaries; their outputs go to ``../<prefix>rebuilt``
-    and ``../<prefix>exported`` beside the stores (paths every executor sees)."""
-    from test_pipeline import _rows
-
-    two = ("--store", "damaged", "--store", "other", *SMALL, "--tz", "UTC", "-f", "json")
-    a = _driver(cluster, ["rebuild-index", *two, "--output", tmp_path / "l"], stores)
-    b = _driver(cluster, ["rebuild-index", *two, "--output", f"../{prefix}rebuilt", *on], stores)
-    assert a.returncode == 0 and b.returncode == 0, b.stderr[-2000:]
-    for n in ("damaged", "other"):
-        for part in ("consumequeue", "index"):
-            want = _digest(tmp_path / "l" / n / part)
-            assert want and _digest(stores.parent / f"{prefix}rebuilt" / n / part) == want, (n, part)
-    assert [s["messages"] for s in json.loads(a.stdout)["stores"]] == \
-        [s["messages"] for s in json.loads(b.stdout)["stores"]]
-
-    args = ["export", "--store", "damaged", "--store", "other", "--body", "-f", "json"]
-    e = _driver(cluster, [*args, "--output", f"../{prefix}exported", *on], stores)
-    x = _driver(cluster, [*args, "--output", tmp_path / "x"], stores)
-    assert e.returncode == 0 and x.returncode == 0, e.stderr[-2000:]
-    drop = lambda d: {k: v for k, v in d.items() if k not in ("output", "seconds", "engine")}  # noqa: E731
-    assert drop(json.loads(e.stdout)) == drop(json.loads(x.stdout)) and json.loads(x.stdout)["unreadable_ranges"] == 2
-    want = _rows(tmp_path / "x")
-    assert _rows(stores.parent / f"{prefix}exported") == want and len(want) > 1000
+        want = digest(tmp_path / "l" / part)
+        assert want and digest(tmp_path / "s" / part) == want, part
 
 
 def test_export_to_a_hadoop_uri_on_the_cluster_keeps_its_authority(cluster, stores, tmp_path):
@@ -257,29 +201,23 @@ def test_export_to_a_hadoop_uri_on_the_cluster_keeps_its_authority(cluster, stor
     the stores). The local engine's rows; a second run without --overwrite is refused and
     leaves the dataset as it was; nothing named after the scheme appears in the working
     directory (a path would have folded ``viewfs://rmqmount`` into ``viewfs:/rmqmount``)."""
-    from test_pipeline import _rows
 
     target = stores.parent / "via-viewfs"
     mount = ("--spark-conf", f"spark.hadoop.fs.viewfs.mounttable.rmqmount.link./ds=file://{target}")
     args = ["export", "--store", "damaged", "--store", "other", "-f", "json", "--output", "viewfs://rmqmount/ds/x"]
-    first = _driver(cluster, [*args, *_on(cluster), *mount], stores)
+    first = driver([*args, *_on(cluster), *mount], stores)
     assert first.returncode == 0, first.stderr[-2000:]
     assert json.loads(first.stdout)["output"] == "viewfs://rmqmount/ds/x"
-    local = _driver(cluster, ["export", "--store", "damaged", "--store", "other", "-f", "json",
-                              "--output", tmp_path / "x"], stores)
+    local = driver(["export", "--store", "damaged", "--store", "other", "-f", "json",
+                    "--output", tmp_path / "x"], stores)
     assert json.loads(first.stdout)["rows"] == json.loads(local.stdout)["rows"] > 1000
-    assert _rows(target / "x") == _rows(tmp_path / "x")
-    before = _digest(target)
-    again = _driver(cluster, [*args, *_on(cluster), *mount], stores)
+    assert parquet_rows(target / "x") == parquet_rows(tmp_path / "x")
+    before = digest(target)
+    again = driver([*args, *_on(cluster), *mount], stores)
     assert again.returncode == 2 and again.stderr.strip() == \
         "rmqstore: error: --output viewfs://rmqmount/ds/x already exists; pass --overwrite to replace it"
-    assert _digest(target) == before
+    assert digest(target) == before
     assert not [p for p in stores.iterdir() if p.name.startswith("viewfs")]
-
-
-def _copy(stores: Path, name: str, dest: Path) -> Path:
-    shutil.copytree(stores / name, dest)
-    return dest
 
 
 def _in_place(session, store: Path):
@@ -293,17 +231,12 @@ def _in_place(session, store: Path):
                             build=lambda c, d, o, p: sp.rebuild_build(session, c, d, o, p))
 
 
-def _parts(store: Path) -> dict:
-    return {p: _digest(store / p) for p in ("consumequeue", "index")} | {
-        "checkpoint": hashlib.sha256((store / "checkpoint").read_bytes()).hexdigest()}
-
-
 def test_a_worker_that_cannot_see_the_store_is_one_error_naming_path_and_host(cluster, stores):
     """``/proc/self/cwd/good`` is the store for the driver (run from the stores' directory)
     and nothing for an executor: as a store not mounted on the workers."""
     import socket
 
-    r = _driver(cluster, ["verify", "--store", "/proc/self/cwd/good", *SMALL, *_on(cluster)], stores)
+    r = driver(["verify", "--store", "/proc/self/cwd/good", *SMALL, *_on(cluster)], stores)
     assert r.returncode == 3, r.stderr[-3000:]
     lines = r.stderr.strip().splitlines()
     assert len(lines) <= 2 and lines[0].startswith("rmqstore: error: the Spark job failed: "), r.stderr
@@ -315,8 +248,8 @@ def test_a_worker_that_cannot_see_the_store_is_one_error_naming_path_and_host(cl
 def test_no_free_cores_times_out_with_a_message(cluster, stores):
     """Executors of two cores never fit one-core workers: the application would wait for ever."""
     t0 = time.monotonic()
-    r = _driver(cluster, ["verify", "--store", "good", *SMALL, *_on(cluster), "--spark-conf", "spark.executor.cores=2",
-                          "--spark-conf", "spark.rmqstore.executorTimeout=4"], stores, timeout=120)
+    r = driver(["verify", "--store", "good", *SMALL, *_on(cluster), "--spark-conf", "spark.executor.cores=2",
+                "--spark-conf", "spark.rmqstore.executorTimeout=4"], stores, timeout=120)
     assert r.returncode == 3, r.stderr[-3000:]
     assert f"no Spark executor started on {cluster.url} within 4 s" in r.stderr
     assert "spark.rmqstore.executorTimeout" in r.stderr and "Traceback" not in r.stderr
@@ -328,7 +261,7 @@ def packed(tmp_path_factory) -> Path:
     """README's environment: a venv with rmqstore and pyarrow (PySpark comes with Spark on
     the executors' PYTHONPATH), packed with venv-pack; the venv itself is deleted, so the
     executors can only use what the archive holds."""
-    pytest.importorskip("venv_pack")
+    pytest.importorskip("venv_pack", reason="needs venv-pack (the test extra): pip install -e '.[test]'")
     root = tmp_path_factory.mktemp("packed")
     env = root / "env"
     subprocess.run([sys.executable, "-m", "venv", env], check=True)
@@ -341,13 +274,12 @@ def packed(tmp_path_factory) -> Path:
 
 
 def _same_export(got: subprocess.CompletedProcess, store: Path, output: Path, tmp_path: Path) -> None:
-    from test_pipeline import _rows
 
     assert got.returncode == 0, got.stderr[-3000:]
     local = run("export", "--store", store, "--output", tmp_path / "local", "-f", "json")
     drop = lambda d: {k: v for k, v in d.items() if k not in ("output", "seconds", "engine")}  # noqa: E731
     assert drop(json.loads(got.stdout)) == drop(json.loads(local.stdout)) and json.loads(got.stdout)["rows"] > 900
-    assert _rows(output) == _rows(tmp_path / "local")
+    assert parquet_rows(output) == parquet_rows(tmp_path / "local")
 
 
 def test_spark_submit_with_a_packed_environment(cluster, stores, packed, tmp_path):
@@ -368,7 +300,7 @@ def test_spark_submit_with_a_packed_environment(cluster, stores, packed, tmp_pat
 def test_the_cli_ships_the_packed_environment_with_spark_conf(cluster, stores, packed, tmp_path):
     """Without spark-submit: --spark-conf spark.archives=…#env --spark-conf
     spark.pyspark.python=./env/bin/python (PySpark itself reads only PYSPARK_PYTHON)."""
-    r = _driver(cluster, ["export", "--store", stores / "other", "--output", tmp_path / "shipped", "-f", "json",
-                          *_on(cluster), "--spark-conf", f"spark.archives={packed}#env",
-                          "--spark-conf", "spark.pyspark.python=./env/bin/python"], stores)
+    r = driver(["export", "--store", stores / "other", "--output", tmp_path / "shipped", "-f", "json",
+                *_on(cluster), "--spark-conf", f"spark.archives={packed}#env",
+                "--spark-conf", "spark.pyspark.python=./env/bin/python"], stores)
     _same_export(r, stores / "other", tmp_path / "shipped", tmp_path)

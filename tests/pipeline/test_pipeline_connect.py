@@ -16,18 +16,24 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SMALL
+from tests.helpers import SMALL
 
 pytestmark = pytest.mark.cluster
-pytest.importorskip("pyspark")
-pytest.importorskip("pyarrow")
-pytest.importorskip("grpc")
+pytest.importorskip("pyspark", reason="needs the spark extra: pip install -e '.[spark]'")
+pytest.importorskip("pyarrow", reason="needs the spark extra: pip install -e '.[spark]'")
+pytest.importorskip("grpc", reason="needs the spark extra's Spark Connect client: pip install -e '.[spark]'")
 if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
     pytest.skip("no JDK: a Spark cluster needs one", allow_module_level=True)
 
-import standalone  # noqa: E402  (tests/pipeline/standalone.py)
-from test_pipeline_cluster import (  # noqa: E402,F401
-    SIZES, _copy, _digest, _driver, _parts, rebuild_and_export_equal, stores)
+from tests.helpers import standalone  # noqa: E402
+from tests.helpers.pipeline import (  # noqa: E402
+    SIZES, copy_store, digest, driver, make_cluster_stores, parquet_rows, rebuild_and_export_equal, store_parts)
+
+
+@pytest.fixture(scope="module")
+def stores(tmp_path_factory):
+    """Generated multi-file stores: good, a second one, damaged (two broken records)."""
+    return make_cluster_stores(tmp_path_factory.mktemp("cl-stores"))
 
 
 @pytest.fixture(scope="module")
@@ -57,30 +63,30 @@ def test_verify_rebuild_and_export_on_connect_equal_the_local_engine(server, sto
     """SparkConnectServer + the CLI from another directory: the local engine's findings,
     consume-queue and index files, Parquet rows."""
     args = ["verify", "--store", "damaged", "--store", "good", "--store", "other", *SMALL, "-f", "jsonl"]
-    local = _driver(None, args, stores)
-    remote = _driver(None, [*args, *_on(server)], stores)
+    local = driver(args, stores)
+    remote = driver([*args, *_on(server)], stores)
     assert local.returncode == remote.returncode == 1, remote.stderr[-2000:]
     assert _sorted_lines(remote.stdout) == _sorted_lines(local.stdout) and len(local.stdout.splitlines()) > 3
 
-    rebuild_and_export_equal(None, _on(server), stores, tmp_path, "connect-")
+    rebuild_and_export_equal(_on(server), stores, tmp_path, "connect-")
 
 
 def test_rebuild_in_place_on_connect(server, stores, tmp_path):
     """rebuild-index --in-place through the server: the local engine's files, no staging left."""
-    want = _copy(stores, "damaged", tmp_path / "want")
-    store = _copy(stores, "damaged", tmp_path / "store")
-    a = _driver(None, ["rebuild-index", "--store", want, *SMALL, "--in-place", "--tz", "UTC", "-f", "json"], tmp_path)
-    b = _driver(None, ["rebuild-index", "--store", store, *SMALL, "--in-place", "--tz", "UTC", "-f", "json",
-                       *_on(server)], tmp_path)
+    want = copy_store(stores, "damaged", tmp_path / "want")
+    store = copy_store(stores, "damaged", tmp_path / "store")
+    a = driver(["rebuild-index", "--store", want, *SMALL, "--in-place", "--tz", "UTC", "-f", "json"], tmp_path)
+    b = driver(["rebuild-index", "--store", store, *SMALL, "--in-place", "--tz", "UTC", "-f", "json",
+                *_on(server)], tmp_path)
     assert a.returncode == 0 and b.returncode == 0, b.stderr[-2000:]
-    assert _parts(store) == _parts(want)
+    assert store_parts(store) == store_parts(want)
     assert not [p for p in store.iterdir() if p.name.startswith(".rebuild")]
 
 
 def test_rebuild_in_place_of_batch_queues_on_connect(server, tmp_path):
     """A store with BatchCQ topics rebuilt in place through the server (``connect.run_map``):
     batchconsumequeue/ and the rest are the local engine's."""
-    from conftest import generate
+    from tests.helpers import generate
 
     conf = tmp_path / "broker.conf"
     conf.write_text("mapperFileSizeBatchConsumeQueue=460\n")
@@ -88,11 +94,12 @@ def test_rebuild_in_place_of_batch_queues_on_connect(server, tmp_path):
                     messages=600, seed=3)
     store = shutil.copytree(want, tmp_path / "store")
     args = ["rebuild-index", "--broker-conf", conf, *SMALL, "--in-place", "--no-backup", "--tz", "UTC"]
-    a = _driver(None, [*args, "--store", want], tmp_path)
-    b = _driver(None, [*args, "--store", store, *_on(server)], tmp_path)
+    a = driver([*args, "--store", want], tmp_path)
+    b = driver([*args, "--store", store, *_on(server)], tmp_path)
     assert a.returncode == 0 and b.returncode == 0, b.stderr[-2000:]
-    assert _parts(store) == _parts(want) and _digest(store / "batchconsumequeue") == _digest(want / "batchconsumequeue")
-    assert _digest(want / "batchconsumequeue")
+    assert store_parts(store) == store_parts(want)
+    assert digest(store / "batchconsumequeue") == digest(want / "batchconsumequeue")
+    assert digest(want / "batchconsumequeue")
 
 
 @pytest.fixture()
@@ -113,7 +120,6 @@ def test_verify_shuffle_and_spark_writer_export_in_process(remote, stores, tmp_p
     """SparkConnect's ``repartition(n, key)`` shuffle (every scan too big to come back whole)
     and ``_export_jvm`` (Spark's Parquet writer; the unreadable ranges by ``observe``, not an
     accumulator) give what the local engine gives."""
-    from test_pipeline import _rows
 
     from rmqstore_cli.pipeline import connect, local
     from rmqstore_cli.pipeline import spark as sp
@@ -133,14 +139,14 @@ def test_verify_shuffle_and_spark_writer_export_in_process(remote, stores, tmp_p
     lo = local.export(tasks, tmp_path / "local")
     jvm = sp._export_jvm(remote, tasks, tmp_path / "jvm")
     assert jvm == {"rows": lo["rows"], "unreadable": lo["unreadable"]} and len(lo["unreadable"]) == 2
-    assert _rows(tmp_path / "jvm") == _rows(tmp_path / "local")
+    assert parquet_rows(tmp_path / "jvm") == parquet_rows(tmp_path / "local")
 
 
 def test_a_store_the_server_cannot_see_is_one_error_naming_path_and_host(server, stores):
     """``/proc/self/cwd/good`` is the store for the client only: the executors' error, once."""
     import socket
 
-    r = _driver(None, ["verify", "--store", "/proc/self/cwd/good", *SMALL, *_on(server)], stores)
+    r = driver(["verify", "--store", "/proc/self/cwd/good", *SMALL, *_on(server)], stores)
     assert r.returncode == 3, r.stderr[-3000:]
     lines = r.stderr.strip().splitlines()
     assert len(lines) <= 2 and lines[0].startswith("rmqstore: error: the Spark job failed: "), r.stderr
@@ -155,7 +161,7 @@ def test_an_unreachable_connect_url_is_one_line_naming_it(stores):
 
     url = f"sc://127.0.0.1:{standalone.free_port()}"
     t0 = time.monotonic()
-    r = _driver(None, ["verify", "--store", "good", *SMALL, "--engine", "spark", "--spark-master", url], stores)
+    r = driver(["verify", "--store", "good", *SMALL, "--engine", "spark", "--spark-master", url], stores)
     assert r.returncode == 3 and time.monotonic() - t0 < 60
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"rmqstore: error: cannot start Spark ({url}): "), r.stderr

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from test_pipeline import _rows, two_stores  # noqa: F401  (module fixture)
+from tests.helpers.pipeline import parquet_rows
 
-pytest.importorskip("pyarrow")
+pytestmark = pytest.mark.slow  # Spark local[2]
+
+pytest.importorskip("pyarrow", reason="needs the spark extra: pip install -e '.[spark]'")
 
 
-def test_both_spark_writers_give_the_local_rows(two_stores, spark, tmp_path):  # noqa: F811
+def test_both_spark_writers_give_the_local_rows(two_stores, spark, tmp_path):
     from rmqstore_cli.pipeline import local
     from rmqstore_cli.pipeline import spark as sp
     from rmqstore_cli.pipeline.stores import store_specs, file_tasks
@@ -20,12 +22,12 @@ def test_both_spark_writers_give_the_local_rows(two_stores, spark, tmp_path):  #
     (tmp_path / "arrow").mkdir()
     (tmp_path / "arrow" / "stale.parquet").write_bytes(b"x")  # --overwrite: replaced, not mixed in
     got = {"arrow": sp.export(spark, tasks, tmp_path / "arrow"), "jvm": sp._export_jvm(spark, tasks, tmp_path / "jvm")}
-    rows = _rows(tmp_path / "local")
+    rows = parquet_rows(tmp_path / "local")
     assert len(rows) == want["rows"] > 0 and len(want["unreadable"]) == 1
     for name, r in got.items():
         assert r["rows"] == want["rows"], name
         assert r["unreadable"] == want["unreadable"], name
-        assert _rows(tmp_path / name) == rows, name
+        assert parquet_rows(tmp_path / name) == rows, name
     assert not (tmp_path / "arrow" / "stale.parquet").exists()
     assert {p.name.split("-")[1] for p in (tmp_path / "arrow").rglob("*.parquet")} == \
         {f"{i:05d}" for i in range(len(tasks))}  # one writer per commit-log file
@@ -56,7 +58,7 @@ def test_a_hadoop_uri_needs_the_spark_engine_and_nothing_is_created(tmp_path, mo
     """The local engine (pyarrow in this process) cannot reach a Hadoop file system: one
     line, exit 2, and no ``s3a:`` directory made where the command ran; rebuild-index (which
     writes a store's files) refuses any URI the same way."""
-    from conftest import SMALL, generate, run
+    from tests.helpers import SMALL, generate, run
 
     store = generate(tmp_path / "store", messages=20)
     monkeypatch.chdir(tmp_path)

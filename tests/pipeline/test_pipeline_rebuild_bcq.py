@@ -12,8 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SMALL, cli, run
-from test_pipeline_spark import _digest, _smash, rebuilt
+from tests.helpers import SMALL, cli, run
+from tests.helpers.pipeline import digest, rebuilt, smash
+
+pytestmark = pytest.mark.slow  # Spark local[2]
 
 BCQ_CONF = "mapperFileSizeBatchConsumeQueue=460\n"  # 10 units a file: queues of several files
 
@@ -36,7 +38,7 @@ def bcq_stores(tmp_path_factory, sample_tarball):
     good = _gen(root / "good", conf, 1500, 5)
     damaged = root / "damaged"
     shutil.copytree(good, damaged)
-    _smash(sorted((damaged / "commitlog").iterdir())[4], 20000)
+    smash(sorted((damaged / "commitlog").iterdir())[4], 20000)
     expired = root / "expired"
     shutil.copytree(good, expired)
     for f in sorted((expired / "commitlog").iterdir())[:3]:
@@ -65,7 +67,7 @@ def test_BatchConsumeQueue_putBatchMessagePositionInfo_decomposed_is_the_local_e
     if name == "damaged":
         assert want[0]["skipped"]
     if name in ("sample", "good"):  # what the broker (or generate) wrote
-        assert _bcq(got[1]) == _bcq(_digest(store))
+        assert _bcq(got[1]) == _bcq(digest(store))
 
 
 def test_sample_rebuilt_units_are_the_expected_json(bcq_stores, tmp_path):
@@ -125,7 +127,7 @@ def test_put_many_skips_what_put_skips(tmp_path):
     b.put_many(*(c[:3] for c in cols))
     b.put_many(*(c[3:] for c in cols))
     b.flush()
-    assert _digest(tmp_path / "b") == _digest(tmp_path / "a") and len(_digest(tmp_path / "a")) == 2
+    assert digest(tmp_path / "b") == digest(tmp_path / "a") and len(digest(tmp_path / "a")) == 2
 
 
 def test_spark_rebuild_of_batch_queues_is_the_local_engine(bcq_stores, spark, tmp_path):
@@ -146,7 +148,7 @@ def _verify(store: Path, conf: Path) -> dict:
 
 
 def test_cli_spark_output_and_in_place_equal_the_local_engine_and_verify_clean(bcq_stores, tmp_path):
-    pytest.importorskip("pyspark")
+    pytest.importorskip("pyspark", reason="needs the spark extra: pip install -e '.[spark]'")
     store, conf = bcq_stores["good"]
     opts = ("--broker-conf", conf, *SMALL, "--tz", "UTC", "-f", "json")
     spark = ("--engine", "spark", "--spark-master", "local[2]")
@@ -155,8 +157,8 @@ def test_cli_spark_output_and_in_place_equal_the_local_engine_and_verify_clean(b
     assert a.returncode == 0 and b.returncode == 0, b.stderr[-2000:]
     assert json.loads(a.stdout)["consume_queue_units"] == json.loads(b.stdout)["consume_queue_units"]
     for part in ("batchconsumequeue", "consumequeue", "index"):
-        want = _digest(tmp_path / "l" / part)
-        assert want and _digest(tmp_path / "s" / part) == want, part
+        want = digest(tmp_path / "l" / part)
+        assert want and digest(tmp_path / "s" / part) == want, part
     placed = {}
     for engine, extra in (("local", ()), ("spark", spark)):
         copy = tmp_path / f"in-{engine}"
@@ -165,8 +167,8 @@ def test_cli_spark_output_and_in_place_equal_the_local_engine_and_verify_clean(b
         shutil.rmtree(copy / "consumequeue")
         r = run("rebuild-index", "--store", copy, *opts, "--in-place", "--no-backup", *extra)
         assert r.returncode == 0, r.stderr[-2000:]
-        placed[engine] = {p: _digest(copy / p) for p in ("batchconsumequeue", "consumequeue", "index")}
-        assert placed[engine]["batchconsumequeue"] == _digest(store / "batchconsumequeue")
+        placed[engine] = {p: digest(copy / p) for p in ("batchconsumequeue", "consumequeue", "index")}
+        assert placed[engine]["batchconsumequeue"] == digest(store / "batchconsumequeue")
     assert placed["spark"] == placed["local"]
     s = _verify(tmp_path / "in-spark", conf)
     assert s["errors"] == 0 and s["warnings"] == 0, s

@@ -9,8 +9,8 @@ import shutil
 
 import pytest
 
-from conftest import generate
-from test_pipeline_spark import SIZES, _build, _smash
+from tests.helpers import generate
+from tests.helpers.pipeline import build, smash
 
 
 @pytest.fixture(scope="module")
@@ -20,7 +20,7 @@ def stores(tmp_path_factory):
     damaged = root / "damaged"
     shutil.copytree(good, damaged)
     files = sorted((damaged / "commitlog").iterdir())
-    _smash(files[3], 15000)  # before the recovery region: the rest of the file is skipped
+    smash(files[3], 15000)  # before the recovery region: the rest of the file is skipped
     expired = root / "expired"  # first files gone: queues start past cq offset 0 (pre-blank)
     shutil.copytree(good, expired)
     for f in files[:2]:
@@ -50,8 +50,8 @@ def test_each_queue_path_gives_the_local_engine_bytes(stores, plans, name, tmp_p
     from rmqstore_cli.pipeline.rebuild_tasks import PARTS
     from rmqstore_cli.store.rebuild import build_set
 
-    want = _build(build_set, stores[name], tmp_path / "a")
-    got = _build(rebuild_build, stores[name], tmp_path / "b")
+    want = build(build_set, stores[name], tmp_path / "a")
+    got = build(rebuild_build, stores[name], tmp_path / "b")
     assert got[1] == want[1]
     assert got[0] == want[0]
     assert not (tmp_path / "b" / PARTS).exists()
@@ -70,8 +70,8 @@ def test_dry_run_reports_the_local_engine_counts_and_writes_nothing(stores, tmp_
     from rmqstore_cli.store.rebuild import build_set
 
     for name in ("good", "damaged"):
-        want = _build(build_set, stores[name], tmp_path / f"{name}-a", dry_run=True)
-        got = _build(rebuild_build, stores[name], tmp_path / f"{name}-b", dry_run=True)
+        want = build(build_set, stores[name], tmp_path / f"{name}-a", dry_run=True)
+        got = build(rebuild_build, stores[name], tmp_path / f"{name}-b", dry_run=True)
         assert got[0] == want[0] and want[0]["cq_files"] > 0
         assert not (tmp_path / f"{name}-b").exists()
 
@@ -160,8 +160,8 @@ def test_key_offsets_going_back_across_files_are_counted_exactly(stores, tmp_pat
 
     monkeypatch.setattr(T, "plan_keys", spy)
     for dry in (False, True):
-        want = _build(build_set, store, tmp_path / f"a{dry}", dry_run=dry)
-        got = _build(rebuild_build, store, tmp_path / f"b{dry}", dry_run=dry)
+        want = build(build_set, store, tmp_path / f"a{dry}", dry_run=dry)
+        got = build(rebuild_build, store, tmp_path / f"b{dry}", dry_run=dry)
         assert got == want
         assert asked == [[2]]  # the patched file only
         asked.clear()

@@ -3,8 +3,6 @@ on Spark local[2]) writes the local engine's consume-queue and index files byte 
 and verify finds the same findings, for one store or several."""
 from __future__ import annotations
 
-import datetime as dt
-import hashlib
 import json
 import os
 import shutil
@@ -12,41 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SMALL, fixture_dir, generate, run
+from tests.helpers import SMALL, fixture_dir, generate, run
+from tests.helpers.pipeline import SIZES, build, digest, ours_only, parquet_rows, smash
 
-SIZES = dict(mapped_file_size_commit_log=65536, mapped_file_size_consume_queue=2000, max_hash_slot_num=64,
-             max_index_num=400)
-
-
-def _digest(root: Path) -> dict:
-    out = {}
-    for dp, _, names in os.walk(root):
-        for n in names:
-            p = Path(dp) / n
-            out[str(p.relative_to(root))] = hashlib.sha256(p.read_bytes()).hexdigest()
-    return out
-
-
-def rebuilt(engine_build, store: Path, conf, dest: Path) -> tuple[dict, dict]:
-    """``engine_build(config, dest, options)`` of ``store`` (sizes from ``conf`` or its files):
-    its report without the timing, and the digests of what it wrote."""
-    from rmqstore_cli.store.config import StoreConfig
-    from rmqstore_cli.store.rebuild import RebuildOptions
-
-    cfg = StoreConfig.load(store, conf)
-    cfg.infer_sizes()
-    d = vars(engine_build(cfg, dest, RebuildOptions(tz=dt.timezone.utc))).copy()
-    d.pop("seconds")
-    return d, _digest(dest)
-
-
-def _smash(path: Path, at: int) -> None:
-    """Break the first record starting after ``at`` (its magic code)."""
-    with open(path, "r+b") as fh:
-        fh.seek(at)
-        i = fh.read(8192).find(bytes.fromhex("DAA320A7"))
-        fh.seek(at + i)
-        fh.write(b"\x00\x00\x00\x07")
+pytestmark = pytest.mark.slow  # Spark local[2]
 
 
 @pytest.fixture(scope="module")
@@ -56,8 +23,8 @@ def stores(tmp_path_factory):
     damaged = root / "damaged"
     shutil.copytree(good, damaged)
     files = sorted((damaged / "commitlog").iterdir())
-    _smash(files[2], 20000)  # before the recovery region: the rest of the file is skipped
-    _smash(files[-2], 30000)  # inside it: dispatch ends there
+    smash(files[2], 20000)  # before the recovery region: the rest of the file is skipped
+    smash(files[-2], 30000)  # inside it: dispatch ends there
     expired = root / "expired"  # first files gone + abort: pre-blank queues, abnormal recovery
     shutil.copytree(good, expired)
     for f in sorted((expired / "commitlog").iterdir())[:3]:
@@ -66,23 +33,13 @@ def stores(tmp_path_factory):
     return {"good": good, "damaged": damaged, "expired": expired}
 
 
-def _build(engine_build, store: Path, dest: Path, **kw):
-    from rmqstore_cli.store.config import StoreConfig
-    from rmqstore_cli.store.rebuild import RebuildOptions
-
-    rep = engine_build(StoreConfig.load(store, None, **SIZES), dest, RebuildOptions(tz=dt.timezone.utc, **kw))
-    d = vars(rep).copy()
-    d.pop("seconds")
-    return d, _digest(dest)
-
-
 @pytest.mark.parametrize("name", ["good", "damaged", "expired"])
 def test_decomposed_rebuild_is_the_local_engine_byte_for_byte(stores, name, tmp_path):
     from rmqstore_cli.pipeline.local import rebuild_build
     from rmqstore_cli.store.rebuild import build_set
 
-    want, want_files = _build(build_set, stores[name], tmp_path / "a")
-    got, got_files = _build(rebuild_build, stores[name], tmp_path / "b")
+    want, want_files = build(build_set, stores[name], tmp_path / "a")
+    got, got_files = build(rebuild_build, stores[name], tmp_path / "b")
     assert len(want_files) > 10 and any(k.startswith("index/") for k in want_files)
     assert got_files == want_files
     assert got == want
@@ -95,8 +52,8 @@ def test_decomposed_rebuild_with_topic_and_index_only(stores, tmp_path):
     from rmqstore_cli.store.rebuild import build_set
 
     for kw in ({"build_index": False, "topics": ["OrderTopic"]}, {"build_cq": False}):
-        want = _build(build_set, stores["good"], tmp_path / f"a{len(kw)}{kw.get('build_cq')}", **kw)
-        got = _build(rebuild_build, stores["good"], tmp_path / f"b{len(kw)}{kw.get('build_cq')}", **kw)
+        want = build(build_set, stores["good"], tmp_path / f"a{len(kw)}{kw.get('build_cq')}", **kw)
+        got = build(rebuild_build, stores["good"], tmp_path / f"b{len(kw)}{kw.get('build_cq')}", **kw)
         assert got == want and want[1]
 
 
@@ -105,8 +62,8 @@ def test_spark_rebuild_is_the_local_engine_byte_for_byte(stores, spark, tmp_path
     from rmqstore_cli.store.rebuild import build_set
 
     for name in ("good", "damaged", "expired"):
-        want = _build(build_set, stores[name], tmp_path / f"{name}-a")
-        got = _build(lambda c, d, o: sp.rebuild_build(spark, c, d, o), stores[name], tmp_path / f"{name}-b")
+        want = build(build_set, stores[name], tmp_path / f"{name}-a")
+        got = build(lambda c, d, o: sp.rebuild_build(spark, c, d, o), stores[name], tmp_path / f"{name}-b")
         assert got[1] == want[1], name
         assert got[0] == want[0], name
 
@@ -139,7 +96,7 @@ def test_spark_verify_finds_what_local_finds_for_several_stores(stores, spark, m
 
 
 def test_cli_verify_several_stores_and_rebuild_on_spark(stores, tmp_path):
-    pytest.importorskip("pyspark")
+    pytest.importorskip("pyspark", reason="needs the spark extra: pip install -e '.[spark]'")
     pattern = str(stores["good"].parent / "[dg]*")
     loc = run("verify", "--store-glob", pattern, *SMALL, "-f", "jsonl")
     assert loc.returncode == 1, loc.stderr
@@ -151,17 +108,16 @@ def test_cli_verify_several_stores_and_rebuild_on_spark(stores, tmp_path):
     a = run("rebuild-index", *two, "--output", out_l)
     b = run("rebuild-index", *two, "--output", out_s, "--engine", "spark", "--spark-master", "local[2]")
     assert a.returncode == 0 and b.returncode == 0, b.stderr[-2000:]
-    from test_pipeline import ours_only
 
     ours_only(b.stderr)  # the warnings about the damaged store, and nothing of Spark's
     ja, jb = json.loads(a.stdout)["stores"], json.loads(b.stdout)["stores"]
     assert [s["store"] for s in jb] == [str(stores["damaged"]), str(stores["good"])]
     for name, sa, sb in zip(("damaged", "good"), ja, jb):  # each store to its own directory
         assert sb["output"] == str(out_s / name)
-        assert _digest(out_l / name / "consumequeue") == _digest(out_s / name / "consumequeue")
-        assert _digest(out_l / name / "index") == _digest(out_s / name / "index")
+        assert digest(out_l / name / "consumequeue") == digest(out_s / name / "consumequeue")
+        assert digest(out_l / name / "index") == digest(out_s / name / "index")
         alone = run("rebuild-index", "--store", stores[name], *SMALL, "--tz", "UTC", "--output", tmp_path / name)
-        assert alone.returncode == 0 and _digest(tmp_path / name / "index") == _digest(out_s / name / "index")
+        assert alone.returncode == 0 and digest(tmp_path / name / "index") == digest(out_s / name / "index")
         for k in ("messages", "index_keys", "index_files", "consume_queue_files", "dispatch_end", "skipped"):
             assert sa[k] == sb[k], k
     assert b"dispatch stopped at offset" in b.stderr and str(stores["damaged"]).encode() in b.stderr
@@ -170,7 +126,7 @@ def test_cli_verify_several_stores_and_rebuild_on_spark(stores, tmp_path):
 def test_refused_topics_are_reported_by_the_decomposed_rebuild(tmp_path):
     """A topic that cannot be a directory gets no queue, and the per-file (Spark) plan says
     so exactly as the local engine does."""
-    from conftest import generate as _generate, retopic
+    from tests.helpers import generate as _generate, retopic
 
     store = _generate(tmp_path / "s", messages=120, seed=5)
     hostile = retopic(store, tmp_path / "hostile", [(slice(None, None, 7), "../evil")])
@@ -194,7 +150,6 @@ def test_spark_submit_runs_the_same_export(tmp_path):
     import sys
 
     import rmqstore_cli
-    from test_pipeline import _rows
 
     submit = Path(sys.executable).with_name("spark-submit")
     if not submit.exists():
@@ -209,4 +164,4 @@ def test_spark_submit_runs_the_same_export(tmp_path):
     assert json.loads(r.stdout)["rows"] == 597
     local = run("export", "--store", str(store), "--output", str(tmp_path / "local"))
     assert local.returncode == 0, local.stderr
-    assert _rows(tmp_path / "submitted") == _rows(tmp_path / "local")
+    assert parquet_rows(tmp_path / "submitted") == parquet_rows(tmp_path / "local")

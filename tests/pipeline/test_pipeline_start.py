@@ -12,9 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import generate, run
+from tests.helpers import generate, run
 from rmqstore_cli.pipeline import jvmstart
 from rmqstore_cli.pipeline.daemon import installed_pyspark_first
+
+pytestmark = pytest.mark.slow  # Spark local[2]
 
 
 def test_no_jvm_options_when_the_jvm_is_spark_submits(monkeypatch):
@@ -135,7 +137,7 @@ def test_spark_workers_import_the_installed_pyspark(spark):
 def test_cli_spark_runs_publish_then_use_the_archive_with_clean_stdout(tmp_path):
     """With RMQSTORE_SPARK_CACHE naming a directory, the first run writes the archive there and
     the second maps it; HOME stays untouched either way."""
-    pytest.importorskip("pyspark")
+    pytest.importorskip("pyspark", reason="needs the spark extra: pip install -e '.[spark]'")
     store = generate(tmp_path / "s", messages=300)
     home = tmp_path / "home"
     home.mkdir()

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import generate, needs_c
+from tests.helpers import generate, needs_c
 
 SIZES = {"mapped_file_size_commit_log": 65536, "mapped_file_size_consume_queue": 2000,
          "max_hash_slot_num": 64, "max_index_num": 400}
@@ -125,6 +125,7 @@ def _check(stores, caps=(None, 2)):
     return want
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["body", "truncated", "removed", "smashed", "cq", "index", "noindex"])
 def test_decomposed_verify_finds_what_the_verifier_finds(master, tmp_path, kind):
     store = tmp_path / kind
@@ -138,6 +139,7 @@ def test_decomposed_verify_finds_what_the_verifier_finds(master, tmp_path, kind)
     assert expected in checks and not want[0]["ok"]
 
 
+@pytest.mark.slow
 def test_clean_store_and_two_stores_at_once(master, tmp_path):
     damaged = tmp_path / "damaged"
     shutil.copytree(master, damaged)
@@ -154,6 +156,7 @@ def test_queue_offsets_restarting_in_a_later_file(restarted):
     assert {"commitlog.queue-offset-reset", "cq.superseded"} <= checks
 
 
+@pytest.mark.slow
 def test_caps_keep_the_first_findings_in_the_local_order(master, tmp_path):
     """Many findings of one check spread over files and queues (a deleted topic's queues):
     with a cap the same first ones are shown as by the whole-store run, and all are counted."""
@@ -179,10 +182,11 @@ def test_caps_keep_the_first_findings_in_the_local_order(master, tmp_path):
     assert s["cq.missing-unit"] > 5 and s["commitlog.body-crc"] >= 3 and s["cq.unit-mismatch"] > 5
 
 
+@pytest.mark.slow
 def test_bad_topics_are_reported_once_where_first_seen(tmp_path):
     """A topic finding is said once per store, at the topic's first record, though every
     file task meets the topic again."""
-    from conftest import retopic
+    from tests.helpers import retopic
 
     src = generate(tmp_path / "src", "--delay-ratio", "0", "--transaction-ratio", "0", messages=700, seed=4)
     hostile = retopic(src, tmp_path / "hostile", [(slice(None, None, 5), "bad topic"), (slice(3, None, 7), "../evil")])
@@ -217,6 +221,7 @@ def test_index_info_without_the_check_is_what_the_check_reads(master, tmp_path, 
         checked.close()
 
 
+@pytest.mark.slow
 def test_file_tasks_check_with_the_c_loops_unless_pure(master, tmp_path, monkeypatch):
     """A file task is its own Verifier (and a Spark worker its own process): it runs the C
     loops from its first record when they are built, the reference loops when
@@ -250,6 +255,7 @@ def test_file_tasks_check_with_the_c_loops_unless_pure(master, tmp_path, monkeyp
     assert used and all(k is None for k in used)
 
 
+@pytest.mark.slow
 def test_file_tasks_load_only_their_window_of_an_ordered_index_file(master, tmp_path, monkeypatch):
     """Each file task loads the entries pointing into its own file (windows that split each
     index file's entries between the commit-log files), so a task's cost and memory follow

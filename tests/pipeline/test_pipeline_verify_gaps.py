@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # Spark local[2]
+
 
 def _same(store: Path, conf: Path | None) -> list[dict]:
     """verify_stores equals verify_store (summary and findings); returns the findings."""
@@ -88,10 +90,10 @@ def test_lmq_truncated_queue_end_behind_the_counter(lmq, tmp_path):
 # ------------------------------------------------------------------ RocksDB consume queue
 
 def _rocks(tmp_path: Path, **kw) -> tuple[Path, dict]:
-    """A generated store whose consume queue is a RocksDB database (tests/rocksdb_build.py)."""
-    pytest.importorskip("rocksdict")
-    from conftest import generate
-    from rocksdb_build import store_times, to_rocksdb_store
+    """A generated store whose consume queue is a RocksDB database (tests/helpers/rocksdb_build.py)."""
+    pytest.importorskip("rocksdict", reason="needs rocksdict: the rocksdb and test extras")
+    from tests.helpers import generate
+    from tests.helpers.rocksdb_build import store_times, to_rocksdb_store
 
     base = generate(tmp_path / "files", "--topics", "2", "--queues", "1", "--transaction-ratio", "0",
                     "--delay-ratio", "0", messages=60)
@@ -116,7 +118,7 @@ def _put(store: Path, default: dict, offset: dict, delete: list = ()) -> None:
 
 def test_rocksdb_sample_RocksDBConsumeQueueStore(sample_tarball, tmp_path):
     """The real 5.3.3 RocksDB sample: clean both ways."""
-    pytest.importorskip("rocksdict")
+    pytest.importorskip("rocksdict", reason="needs rocksdict: the rocksdb and test extras")
     d = sample_tarball("rocksdb")
     assert _same(d / "store", d / "broker.conf") == []
 
@@ -125,7 +127,7 @@ def test_rocksdb_sample_RocksDBConsumeQueueStore(sample_tarball, tmp_path):
 def test_rocksdb_damaged_RocksDBConsumeQueueOffsetTable(tmp_path, damage):
     """Damaged databases (the cases of tests/engine/test_rocksdb_cq.py): the queue tasks read
     the database's queues and the driver checks its dispatch checkpoint, as the local verify."""
-    from rocksdb_build import cq_key, cq_value, offset_key
+    from tests.helpers.rocksdb_build import cq_key, cq_value, offset_key
 
     store, queues = _rocks(tmp_path, offset_family=damage != "no-offset-family")
     (topic, qid), units = next(iter(queues.items()))
@@ -157,10 +159,10 @@ def test_rocksdb_damaged_RocksDBConsumeQueueOffsetTable(tmp_path, damage):
 def test_spark_verify_lmq_and_rocksdb_are_the_local_verify(lmq, spark, tmp_path):
     """On local[2] Spark (``spark.verify``): the damaged LMQ store and a RocksDB store with a
     hole give the local findings and summary."""
-    pytest.importorskip("rocksdict")
+    pytest.importorskip("rocksdict", reason="needs rocksdict: the rocksdb and test extras")
     from rmqstore_cli.pipeline import spark as sp
     from rmqstore_cli.pipeline.stores import store_specs, verify_store
-    from rocksdb_build import cq_key
+    from tests.helpers.rocksdb_build import cq_key
 
     _alpha_damaged(lmq[0], tmp_path / "lmq")
     rocks, queues = _rocks(tmp_path / "r")

@@ -8,19 +8,23 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import ROOT
+import pytest
+
+from tests.helpers import ROOT
+
+pytestmark = pytest.mark.slow  # every command in a subprocess
 
 
 def test_pytest_says_why_tests_were_skipped(tmp_path):
-    """pyproject's addopts carry -rs: a fresh clone without ../shared/fixtures is told why the
-    real-broker tests skip, not just how many."""
+    """pyproject's addopts carry -rs: whoever runs the suite without an optional dependency is
+    told why a test skipped, not just how many."""
     (tmp_path / "test_skip.py").write_text(
-        "import pytest\n\ndef test_x():\n    pytest.skip('real-broker fixture is absent')\n", encoding="utf-8")
+        "import pytest\n\ndef test_x():\n    pytest.skip('needs the spark extra')\n", encoding="utf-8")
     r = subprocess.run([sys.executable, "-m", "pytest", "-c", str(ROOT / "pyproject.toml"), "-p", "no:cacheprovider",
                         "--rootdir", str(tmp_path), str(tmp_path / "test_skip.py")],
                        capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "SKIPPED" in r.stdout and "real-broker fixture is absent" in r.stdout, r.stdout
+    assert "SKIPPED" in r.stdout and "needs the spark extra" in r.stdout, r.stdout
 
 
 # ---------------------------------------------------------------- verify: what is missing, and its repair
@@ -28,7 +32,7 @@ def test_pytest_says_why_tests_were_skipped(tmp_path):
 def _verify(store, *extra):
     import json
 
-    from conftest import SMALL, cli
+    from tests.helpers import SMALL, cli
 
     r = cli("verify", "--store", store, *SMALL, "--format", "jsonl", "--max-findings", "1000", *extra)
     lines = [json.loads(x) for x in r.stdout.splitlines() if x.strip()]
@@ -58,7 +62,7 @@ def test_verify_index_gone_is_an_error_with_its_repair(small_store):
     whose detail ends with the command that rebuilds it."""
     import shutil
 
-    from conftest import SMALL, cli
+    from tests.helpers import SMALL, cli
 
     shutil.rmtree(small_store / "index")
     r, findings, summary = _verify(small_store)
@@ -95,7 +99,7 @@ def test_verify_no_index_is_fine_when_the_broker_builds_none(small_store, tmp_pa
 def test_cq_missing_unit_ends_with_its_repair(small_store):
     import shutil
 
-    from conftest import SMALL
+    from tests.helpers import SMALL
 
     topic = sorted(p.name for p in (small_store / "consumequeue").iterdir())[0]
     shutil.rmtree(small_store / "consumequeue" / topic / "0")
@@ -151,7 +155,7 @@ def test_begin_in_epoch_seconds_selects_what_the_same_time_in_ms_selects(small_s
     """dump-commitlog and index-lookup: --begin 1767225600 (seconds) is 2026-01-01, not 1970."""
     import json
 
-    from conftest import SMALL, cli
+    from tests.helpers import SMALL, cli
 
     recs = [json.loads(x) for x in cli("dump-commitlog", "--store", small_store_master, *SMALL[:2], "--format",
                                        "jsonl").stdout.splitlines()]
@@ -182,7 +186,7 @@ def test_index_lookup_takes_topics_from_the_commit_log_when_nothing_else_names_t
     import json
     import shutil
 
-    from conftest import SMALL, cli
+    from tests.helpers import SMALL, cli
 
     recs = [json.loads(x) for x in cli("dump-commitlog", "--store", small_store, *SMALL[:2], "--format",
                                        "jsonl").stdout.splitlines()]
@@ -209,7 +213,7 @@ def _lines(r) -> list[str]:
 
 
 def test_a_reversed_window_is_a_usage_error_everywhere(small_store_master):
-    from conftest import run
+    from tests.helpers import run
 
     s = small_store_master
     for args in (("dump-commitlog", "--store", s, "--begin", "2026-01-01T01:00", "--end", "2026-01-01T00:00"),
@@ -225,7 +229,7 @@ def test_an_offset_past_the_end_answers_as_the_exact_end(small_store_master):
     past the last file: one answer (and with a filter, one negative answer)."""
     import json
 
-    from conftest import SMALL, cli
+    from tests.helpers import SMALL, cli
 
     s = small_store_master
     end = _walk_end(s)
@@ -247,7 +251,7 @@ def test_an_offset_past_the_end_answers_as_the_exact_end(small_store_master):
 def test_an_offset_inside_a_blank_record_names_the_starts_around_it(small_store_master):
     """A --from-offset inside a full file's BLANK end record: a usage error naming the nearest
     starts (it was a traceback: the BLANK record has no .offset)."""
-    from conftest import SMALL, cli
+    from tests.helpers import SMALL, cli
 
     first = sorted((small_store_master / "commitlog").iterdir())[0]
     r = cli("dump-commitlog", "--store", small_store_master, *SMALL[:2], "--from-offset", int(first.name) + 65535)
@@ -289,7 +293,7 @@ def test_a_closed_pipe_exits_0_in_every_format_and_command(small_store_master, t
 def test_click_usage_errors_are_one_documented_line():
     """Unknown option or command, bad choice or range, missing argument: exit 2 and one line
     `rmqstore: error: …`, not click's usage block; --help is what it was."""
-    from conftest import run
+    from tests.helpers import run
 
     for args, what in ((("dump-commitlog", "--bogus"), "no such option: --bogus"),
                        (("dump-commitlog", "--format", "xml"), "'xml' is not one of"),
@@ -312,7 +316,7 @@ def test_click_usage_errors_are_one_documented_line():
 
 def test_not_found_is_a_plain_negative_answer(small_store_master):
     """Exit 1 with one plain line (no `error:`) for every command's nothing-found."""
-    from conftest import run
+    from tests.helpers import run
 
     s = small_store_master
     for args in (("dump-commitlog", "--store", s, "--key", "no-such-key"),
@@ -327,7 +331,7 @@ def test_not_found_is_a_plain_negative_answer(small_store_master):
 
 
 def test_an_unknown_topic_says_so_and_suggests(small_store_master):
-    from conftest import run
+    from tests.helpers import run
 
     s = small_store_master
     for args in (("dump-commitlog", "--store", s, "--topic", "PaymentTopc"),
@@ -344,7 +348,7 @@ def test_a_key_with_spaces_is_explained(small_store_master):
     "a b" can never find it, and the answer says why."""
     import json
 
-    from conftest import SMALL, cli, run
+    from tests.helpers import SMALL, cli, run
 
     recs = [json.loads(x) for x in cli("dump-commitlog", "--store", small_store_master, *SMALL[:2], "--format",
                                        "jsonl").stdout.splitlines()]
@@ -359,7 +363,7 @@ def test_the_repair_commands_in_findings_repair_the_store(small_store):
     import shlex
     import shutil
 
-    from conftest import cli
+    from tests.helpers import cli
 
     shutil.rmtree(small_store / "index")
     topic = sorted(p.name for p in (small_store / "consumequeue").iterdir())[0]

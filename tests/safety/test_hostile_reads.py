@@ -20,7 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SMALL, cli, tmpfs
+from tests.helpers import SMALL, cli, tmpfs
+from tests.helpers.hostile import one_line, plant
+
+pytestmark = pytest.mark.slow  # every read command on planted files, in subprocesses
 
 HANG = 60  # seconds: every command here finishes in a few
 
@@ -29,17 +32,6 @@ def run(*args, timeout: int = HANG, env: dict | None = None) -> subprocess.Compl
     """``python -m rmqstore_cli ARGS`` with a timeout: a hang is a TimeoutExpired failure."""
     return subprocess.run([sys.executable, "-m", "rmqstore_cli", *map(str, args)], capture_output=True,
                           timeout=timeout, env=dict(os.environ, **(env or {})), stdin=subprocess.DEVNULL)
-
-
-def one_line(r: subprocess.CompletedProcess, code: int, *needles: str) -> str:
-    """The run exited ``code`` with no traceback, and its error line holds every needle."""
-    err = r.stderr.decode(errors="replace")
-    assert "Traceback" not in err, err
-    assert r.returncode == code, (r.returncode, err)
-    line = next((x for x in err.splitlines() if x.startswith("rmqstore: error:")), "")
-    for n in needles:
-        assert n in line, (n, err)
-    return line
 
 
 def findings(r: subprocess.CompletedProcess) -> list[dict]:
@@ -67,16 +59,6 @@ WHERE = {
     "index": _index_file,
     "commitlog": _last_commitlog,
 }
-
-
-def plant(path: Path, kind: str) -> None:
-    path.unlink()
-    if kind == "fifo":
-        os.mkfifo(path)
-    elif kind == "devzero":
-        path.symlink_to("/dev/zero")
-    else:
-        path.mkdir()
 
 
 KIND_TEXT = {"fifo": "a FIFO", "devzero": "a character device", "dir": "a directory"}
@@ -331,7 +313,7 @@ def test_export_topics_that_cannot_be_directory_names(small_store, tmp_path):
     """A 255+ byte topic failed with ENAMETOOLONG and a NUL cut the partition name (rows of
     'a\\0b' landed under topic=a): partitions are now topic_dir (the topic, or ~hash), and
     the topic column keeps every exact value; rows round-trip."""
-    pytest.importorskip("pyarrow")
+    pytest.importorskip("pyarrow", reason="needs the spark extra: pip install -e '.[spark]'")
     import pyarrow.dataset as ds
 
     topics = ["Normal", "A" * 300, "nul\x00topic", "sl/ash", "pct%41", "日本" * 60]
@@ -361,7 +343,7 @@ def test_export_without_pyarrow_names_the_extra(small_store, tmp_path):
 
 
 def test_export_output_is_a_file(small_store, tmp_path):
-    pytest.importorskip("pyarrow")
+    pytest.importorskip("pyarrow", reason="needs the spark extra: pip install -e '.[spark]'")
     f = tmp_path / "afile"
     f.write_text("keep")
     one_line(run("export", "--store", small_store, "--output", f), 2, "--output is a file", str(f))
@@ -370,25 +352,6 @@ def test_export_output_is_a_file(small_store, tmp_path):
 
 
 # ------------------------------------------------------------------ full tmpfs
-@pytest.fixture
-def full_tmpfs(tmp_path):
-    """A small tmpfs holding a store with sparse files, then filled to the last page
-    (unmounted at the end); skipped where mounting is not permitted."""
-    with tmpfs(tmp_path / "mnt", "8m") as mnt:
-        store = mnt / "store"
-        r = cli("generate", "--store", store, "--messages", "500", "--commitlog-file-size", "4194304",
-                "--cq-file-size", "60000", "--index-slots", "5000", "--index-max", "40000", "--format", "json")
-        assert r.exit_code == 0, r.stderr
-        with open(mnt / "fill", "wb") as fh:
-            try:
-                while True:
-                    fh.write(b"\1" * 65536)
-                    fh.flush()
-            except OSError:
-                pass
-        yield store
-
-
 def test_read_commands_on_a_full_tmpfs_do_not_sigbus(full_tmpfs):
     """verify on a full tmpfs died of SIGBUS (exit 135, no message): reading a hole of a
     mapped sparse file allocates a page there. Mapping such a file is now one line."""
@@ -420,7 +383,7 @@ def test_dump_cq_file_fifo_does_not_hang(tmp_path):
 def test_spark_verify_reports_a_fifo_index_file(small_store):
     """The Spark engine's findings match the local engine's for a FIFO index file (it was
     skipped without a word)."""
-    pytest.importorskip("pyspark")
+    pytest.importorskip("pyspark", reason="needs the spark extra: pip install -e '.[spark]'")
     plant(_index_file(small_store), "fifo")
     r = run("verify", "--store", small_store, "--engine", "spark", "--spark-master", "local[1]", "--format", "jsonl",
             timeout=600)
@@ -469,7 +432,7 @@ def test_export_on_a_read_only_file_system_is_one_line(small_store, tmp_path):
     batch generator and the interpreter aborted at exit (SIGABRT, 'Fatal Python error';
     plantfuzz fs:ro). Now one line, for a new and an existing output directory, and exit 5:
     the output could not be written (issue 31; it was 3, the store's code, until then)."""
-    pytest.importorskip("pyarrow")
+    pytest.importorskip("pyarrow", reason="needs the spark extra: pip install -e '.[spark]'")
     with tmpfs(tmp_path / "ro", "4m") as ro:
         (ro / "out").mkdir()
         subprocess.run(["mount", "-o", "remount,ro", str(ro)], check=True)
@@ -483,7 +446,7 @@ def test_export_on_a_full_tmpfs_is_one_line(full_tmpfs):
     """export of a store with holes on a full tmpfs: the refusal to map a file came from
     inside the batches pyarrow's threads pull, and the interpreter then aborted at exit
     (SIGABRT; plantfuzz fs:full). Now its one line and exit 3."""
-    pytest.importorskip("pyarrow")
+    pytest.importorskip("pyarrow", reason="needs the spark extra: pip install -e '.[spark]'")
     r = run("export", "--store", full_tmpfs, "--output", full_tmpfs.parent / "out")
     assert r.returncode not in (-6, 134), r.stderr  # SIGABRT
     one_line(r, 3, str(full_tmpfs.parent))

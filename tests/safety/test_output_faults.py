@@ -20,10 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, SMALL, generate
-
-sys.path.insert(0, str(ROOT / "fuzz"))
-import outfaults  # noqa: E402
+from fuzz import outfaults
+from tests.helpers import SMALL, generate
 
 #: The faults every (command, format) meets here ("| head -1" is timing-dependent: fuzz only).
 FAULTS = ["stdout-full", "stdout-closed", "stdout-pipe", "stderr-closed", "stderr-full"]

@@ -11,14 +11,11 @@ the case directory), and a read command left the store's bytes as they were.
 """
 from __future__ import annotations
 
-import sys
-
 import pytest
 
-from conftest import ROOT
+from fuzz import plantfuzz
 
-sys.path.insert(0, str(ROOT / "fuzz"))
-import plantfuzz  # noqa: E402
+pytestmark = pytest.mark.fuzz  # a seeded slice of fuzz/plantfuzz.py
 
 # ---------------------------------------------------------------------------------------
 # KNOWN_FAILING: (plant, command) -> what goes wrong today on the `fuzz` branch. These

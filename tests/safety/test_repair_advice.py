@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import cli, fixture_dir, generate
+from tests.helpers import cli, fixture_dir, generate
 
 #: checks a repair must leave nothing of
 REPAIRED = {"commitlog.file-size", "cq.file-size", "commitlog.blank", "recovery.truncate", "broker.no-start"}

@@ -17,7 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SMALL, cli, generate, tree_digest
+from tests.helpers import SMALL, cli, generate, tree_digest
+
+pytestmark = pytest.mark.slow  # subprocesses, locks and tmpfs mounts
 
 NOW = 2_000_000_000_000  # a fixed "now" (2033-05-18): every generated file is long expired
 

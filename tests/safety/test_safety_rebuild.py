@@ -13,10 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from conftest import cli, generate, run, tmpfs, tree_digest
+from tests.helpers import cli, generate, run, tmpfs, tree_digest
 from rmqstore_cli.store.commitlog import AppendSpec, CommitLog
 from rmqstore_cli.store.config import StoreConfig
 from rmqstore_cli.store.rebuild import JOURNAL
+
+pytestmark = pytest.mark.slow  # subprocesses, full disks and Spark
 
 SMALL = ("--cq-file-size", "2000", "--index-slots", "64", "--index-max", "400")
 
@@ -258,7 +260,7 @@ def test_full_disk_output_is_one_line_and_leaves_nothing(small_store, tmp_path, 
 
 
 def test_full_disk_spark_output_is_one_line_and_leaves_nothing(small_store, tmp_path):
-    pytest.importorskip("pyspark")
+    pytest.importorskip("pyspark", reason="needs the spark extra: pip install -e '.[spark]'")
     with tmpfs(tmp_path / "full", "8k") as full:
         r = run("rebuild-index", "--store", small_store, "--output", full / "out", "--engine", "spark",
                 "--spark-master", "local[1]")

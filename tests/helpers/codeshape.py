@@ -1,6 +1,6 @@
 """The code-shape figures issue #17 asks for, measured on the source tree.
 
-``python tests/codeshape.py`` prints them; ``tests/docs/test_codeshape.py`` holds the tree to
+``python tests/helpers/codeshape.py`` prints them; ``tests/docs/test_codeshape.py`` holds the tree to
 them. Measured by reading the source (ast), never by importing it:
 
 - the largest module (lines);
@@ -18,7 +18,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("rmqstore_cli", "commands", "formats")
 LONG_FUNCTION = 80
 #: A struct format or a numpy dtype string: a byte-order mark then codes, e.g. ">iq", ">i4", "<u8".

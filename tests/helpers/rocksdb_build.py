@@ -121,7 +121,7 @@ def to_rocksdb_store(src: Path, dst: Path, store_times: dict[int, int], **kw) ->
 
 def store_times(store: Path) -> dict[int, int]:
     """physical offset -> store time of every record (dump-commitlog, the CLI's own reader)."""
-    from conftest import cli
+    from tests.helpers import cli
 
     r = cli("dump-commitlog", "--store", store, "--format", "jsonl")
     assert r.exit_code == 0, r.stderr

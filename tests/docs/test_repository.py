@@ -1,0 +1,96 @@
+"""The repository carries itself: the tests read nothing outside it, plain ``pytest`` runs the
+fast tier and the markers the rest, CI runs every tier and lets no test skip, and the README
+says which command does what."""
+from __future__ import annotations
+
+import re
+import shlex
+import subprocess
+import sys
+import tomllib
+
+import pytest
+
+from tests.helpers import FIXTURES, ROOT, TARBALLS
+
+TIERS = ("slow", "cluster", "fuzz")
+#: Path spellings that leave the repository: the sibling directory the fixtures were once read
+#: from, a root's parent, an absolute path of this machine.
+OUTSIDE = re.compile(r"""\.\./shared|["'/]shared["'/]|ROOT\.parent\b|/work/""")
+
+
+def _pytest_ini() -> dict:
+    return tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["pytest"]["ini_options"]
+
+
+def test_no_test_bench_or_fuzz_script_reads_outside_the_repository():
+    sources = [p for d in ("tests", "bench", "fuzz", ".ci") for p in (ROOT / d).rglob("*")
+               if p.is_file() and (p.suffix in (".py", ".sh", ".zsh") or p.name == "run") and p.name != "test_repository.py"]
+    assert len(sources) > 50
+    found = [f"{p.relative_to(ROOT)}:{n}: {line.strip()}" for p in sources
+             for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if OUTSIDE.search(line)]
+    assert found == [], found
+
+
+def test_every_fixture_the_tests_name_is_in_the_repository():
+    for version in ("4.9.7", "5.3.3"):
+        d = FIXTURES / f"rocketmq-{version}-sample"
+        assert (d / "store" / "commitlog").is_dir() and (d / "broker.conf").is_file() and (d / "expected.json").is_file()
+    assert all((FIXTURES / f"{stem}.tar.gz").is_file() for stem in TARBALLS.values())
+    assert (FIXTURES / "vectors" / "java-hash-crc.json").is_file()
+    readme = (FIXTURES / "README.md").read_text(encoding="utf-8")
+    assert all(f"{stem}.tar.gz" in readme for stem in TARBALLS.values())
+
+
+def test_plain_pytest_deselects_the_slow_tiers_and_each_is_registered():
+    ini = _pytest_ini()
+    args = shlex.split(ini["addopts"])
+    assert args[args.index("-m") + 1] == " and ".join(f"not {t}" for t in TIERS)
+    registered = {m.split(":")[0] for m in ini["markers"]}
+    assert set(TIERS) <= registered
+
+
+def test_ci_runs_the_readme_command_then_every_other_tier_and_allows_no_skip():
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert "export RMQSTORE_TEST_NO_SKIP=1" in ci
+    assert "'.[test,spark]' && .venv/bin/pytest\n" in ci
+    for tier in TIERS:
+        assert f".venv/bin/pytest -m {tier}\n" in ci, tier
+
+
+def test_readme_development_section_says_what_each_command_runs():
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    dev = text.split("\n## Development\n", 1)[1].split("\n## ", 1)[0]
+    for tier in TIERS:
+        assert f"pytest -m {tier}" in dev, tier
+    assert ".ci/run" in dev and "from tests.helpers import" in dev
+    assert re.search(r"fast tier[^\n]*\d+ s", dev), "the fast tier's measured time"
+
+
+@pytest.mark.slow
+def test_a_skip_fails_where_ci_allows_none(tmp_path):
+    """With RMQSTORE_TEST_NO_SKIP=1 (.ci/run) tests/conftest.py turns a skip into a failure
+    that says why the test skipped; without it a skip stays a skip."""
+    (tmp_path / "test_skip.py").write_text(
+        "import pytest\n\ndef test_x():\n    pytest.skip('needs the spark extra')\n", encoding="utf-8")
+    cmd = [sys.executable, "-m", "pytest", "-p", "tests.conftest", "-p", "no:cacheprovider", "-o", "addopts=",
+           "--rootdir", str(tmp_path), str(tmp_path / "test_skip.py")]
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)}
+    skipped = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env)
+    assert skipped.returncode == 0 and "1 skipped" in skipped.stdout, skipped.stdout + skipped.stderr
+    failed = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                            env=dict(env, RMQSTORE_TEST_NO_SKIP="1"))
+    assert failed.returncode == 1 and "1 failed" in failed.stdout, failed.stdout + failed.stderr
+    assert "allows no skip: Skipped: needs the spark extra" in failed.stdout
+
+
+@pytest.mark.slow
+def test_a_named_test_runs_whatever_its_tier():
+    """``pytest tests/x.py::test_y`` selects what it names, a slow test too; plain ``pytest``
+    leaves it out (tests/conftest.py, pytest_configure)."""
+    node = "tests/safety/test_hostile_reads.py::test_commitlog_name_past_long_max"
+    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--collect-only", "-q"]
+    named = subprocess.run([*cmd, node], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert named.returncode == 0 and "tests/safety/test_hostile_reads.py: 1" in named.stdout, named.stdout
+    tiered = subprocess.run([*cmd, "-m", "not slow", node], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert "test_hostile_reads.py: 1" not in tiered.stdout, tiered.stdout
