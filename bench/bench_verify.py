@@ -173,7 +173,7 @@ def main() -> None:
             print(f"{label:8} verify ({mode}) runs at {ratio:.0%} of raw per-body crc32 speed over the same bytes")
     results["peak_rss_mib"] = round(peak_rss_mib(), 1)
     print(f"peak RSS of the process: {results['peak_rss_mib']} MiB")
-    out = ROOT / "bench" / "results"
+    out = Path(__file__).resolve().parent / "results"
     out.mkdir(exist_ok=True)
     (out / "verify.json").write_text(json.dumps(results, indent=2) + "\n")
 
