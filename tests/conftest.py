@@ -5,18 +5,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.helpers import (
-    FIXTURES, ROOT, SMALL, TARBALLS, VECTORS, VERSIONS, cli, extract_sample, fixture_dir, generate, needs_c,
-    retopic, run, tmpfs, tree_digest, writable_copy)
-
-#: Re-exported for the tests that still say ``from conftest import …`` (see the note at the end).
-__all__ = ["FIXTURES", "ROOT", "SMALL", "TARBALLS", "VECTORS", "VERSIONS", "cli", "extract_sample", "fixture_dir",
-           "generate", "needs_c", "retopic", "run", "tmpfs", "tree_digest", "writable_copy"]
+from tests.helpers import VERSIONS, cli, extract_sample, fixture_dir, generate, tmpfs
 
 
 @pytest.fixture(scope="session")
@@ -139,9 +132,3 @@ def pytest_runtest_makereport(item, call):
 @pytest.hookimpl(hookwrapper=True)
 def pytest_make_collect_report(collector):
     _no_skip((yield).get_result())
-
-
-# Transition: tests written before tests/helpers existed say ``from tests.helpers import SMALL,
-# run, …``. This module answers to that name too, with the helpers re-exported above, until
-# they say ``from tests.helpers import …``; then these lines go.
-sys.modules.setdefault("conftest", sys.modules[__name__])
