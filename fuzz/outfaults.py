@@ -395,7 +395,7 @@ def digest(top: Path, mtimes: bool) -> dict[str, tuple]:
         if p.is_symlink() or not p.is_file():
             continue
         data = p.read_bytes()
-        rel = re.sub(r"\.bak-[0-9a-f-]+", ".bak-ID", str(p.relative_to(top)))
+        rel = re.sub(r"\.bak-[0-9a-f-]+|(?<=rmqstore-backup/)[0-9-]+", "ID", str(p.relative_to(top)))
         if p.name == "rmqstore-expire.jsonl":
             data = re.sub(rb'"run":"[^"]*",', b"", data)
         out[rel] = (hashlib.sha256(data).hexdigest(),) + ((p.stat().st_mtime_ns,) if mtimes else ())
@@ -403,7 +403,8 @@ def digest(top: Path, mtimes: bool) -> dict[str, tuple]:
 
 
 #: Timings, and the ids a rebuild names its backups and staging directory by.
-_VOLATILE = re.compile(rb"\d+\.\d+|(?<=messages_per_second)\D*\d+|(?<=\.bak-)[0-9-]+|(?<=\.rebuild-index-)[0-9-]+")
+_VOLATILE = re.compile(rb"\d+\.\d+|(?<=messages_per_second)\D*\d+|(?<=\.bak-)[0-9-]+|(?<=\.rebuild-index-)[0-9-]+"
+                       rb"|(?<=rmqstore-backup/)[0-9-]+")
 _LAYOUT = re.compile(rb"(?:\s|\xe2\x94[\x80-\xbf])+")  # spaces and box drawing: a table's widths
 
 

@@ -135,6 +135,31 @@ def test_export_writes_a_row_per_record(tmp_path):
     shutil.rmtree(tmp_path / "out")
 
 
+def test_repair_pads_a_torn_copy_of_the_brokers_store_back_to_what_it_loads(tmp_path):
+    """A commit-log file of the 4.9.7 store cut inside a record (a torn copy): repair --pad
+    gives it its size back, a BLANK at its last good record, and every good message stays."""
+    d = fixture_dir("4.9.7")
+    store = writable_copy(d / "store", tmp_path / "store")
+    first = sorted((store / "commitlog").iterdir())[0]
+    before = [m for m in _jsonl(_run("dump-commitlog", "--store", store, "--broker-conf", d / "broker.conf",
+                                     "--format", "jsonl")) if m["file"] == first.name]
+    cut = before[-2]["physical_offset"] + 10  # inside the second-last record of the file
+    first.write_bytes(first.read_bytes()[:cut])
+    record = json.loads(_run("repair", "--store", store, "--broker-conf", d / "broker.conf", "--pad", first,
+                             "--format", "json"))
+    assert record["done"] and record["records"] == len(before) - 2 and record["blank"] == "written"
+    after = _jsonl(_run("dump-commitlog", "--store", store, "--broker-conf", d / "broker.conf", "--format", "jsonl"))
+    assert [m for m in after if m["file"] == first.name] == before[:-2]
+    # the broker starts; what still points at the two torn records (their queue units and index
+    # entries, the queue offsets they leave out) is what verify reports, nothing else
+    v = json.loads(_run("verify", "--store", store, "--broker-conf", d / "broker.conf", "--format", "json", code=1))
+    assert v["summary"]["broker_start"]["starts"]
+    errors = [f for f in v["findings"] if f["severity"] == "error"]
+    assert {f["check"] for f in errors} == {"cq.unit-target", "index.entry-target", "commitlog.queue-offset"}
+    lost = {m["physical_offset"] for m in before[-2:]}
+    assert all(f["physical_offset"] in lost for f in errors if f["check"] != "commitlog.queue-offset")
+
+
 def test_every_command_has_its_smoke_test():
     """A new command gets a smoke test here (each test above runs its command with _run)."""
     from rmqstore_cli.app import COMMANDS

