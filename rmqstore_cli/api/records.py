@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+JSON = dict[str, Any]
+
 from rmqstore_cli.store.message_view import message_dict
 
 
@@ -49,7 +51,7 @@ class Message:
     record: Any = field(default=None, repr=False, compare=False)
 
     @classmethod
-    def of(cls, rec, file: str = "") -> "Message":
+    def of(cls, rec: Any, file: str = "") -> "Message":
         """The public view of an engine record (``store.message.Message``)."""
         return cls(rec.physical_offset, rec.total_size, rec.version, rec.body_crc, rec.queue_id, rec.flag,
                    rec.queue_offset, rec.sys_flag, rec.born_timestamp, rec.born_host, rec.store_timestamp,
@@ -57,7 +59,7 @@ class Message:
                    rec.properties, rec.tags, rec.keys, rec.uniq_key, rec.msg_id, rec.body_size, rec.body, file,
                    rec.offset, rec)
 
-    def as_dict(self, body: str = "none", properties: bool = True) -> dict:
+    def as_dict(self, body: str = "none", properties: bool = True) -> JSON:
         """The object ``dump-commitlog --format jsonl`` prints for this message; ``body``:
         none, text, hex or base64."""
         return message_dict(self.record, body, properties, self.file)
@@ -75,7 +77,7 @@ class QueueInfo:
     min_offset: int
     max_offset: int
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> JSON:
         return {"topic": self.topic, "queue_id": self.queue_id, "kind": self.kind,
                 "min_offset": self.min_offset, "max_offset": self.max_offset}
 
@@ -92,7 +94,7 @@ class QueueUnit:
     tags_code: int
     file: str
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> JSON:
         return {"topic": self.topic, "queue_id": self.queue_id, "cq_offset": self.cq_offset,
                 "commitlog_offset": self.commitlog_offset, "size": self.size, "tags_code": self.tags_code,
                 "file": self.file}
@@ -112,7 +114,7 @@ class IndexHit:
     match: str
     message: Message | None
 
-    def as_dict(self, body: str = "none", properties: bool = True) -> dict:
+    def as_dict(self, body: str = "none", properties: bool = True) -> JSON:
         return {"key": self.key, "topic": self.topic, "physical_offset": self.physical_offset,
                 "store_timestamp": self.store_timestamp, "index_file": self.index_file, "match": self.match,
                 "message": None if self.message is None else self.message.as_dict(body, properties)}
@@ -129,14 +131,14 @@ class Finding:
     file: str
     offset: int | None
     detail: str
-    extra: dict = field(default_factory=dict)
+    extra: JSON = field(default_factory=dict)
 
     @classmethod
-    def of(cls, d: dict) -> "Finding":
+    def of(cls, d: JSON) -> "Finding":
         rest = {k: v for k, v in d.items() if k not in ("check", "severity", "file", "offset", "detail")}
         return cls(d["check"], d["severity"], d["file"], d.get("offset"), d["detail"], rest)
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> JSON:
         return {"check": self.check, "severity": self.severity, "file": self.file, "offset": self.offset,
                 "detail": self.detail, **self.extra}
 
@@ -148,7 +150,7 @@ class VerifyReport:
     ``ok``: no error finding."""
 
     findings: list[Finding]
-    summary: dict
+    summary: JSON
     ok: bool
 
     @property

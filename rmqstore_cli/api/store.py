@@ -11,12 +11,16 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from rmqstore_cli.api.records import Finding, IndexHit, Message, QueueInfo, QueueUnit, VerifyReport
 from rmqstore_cli.errors import UsageError
 from rmqstore_cli.store.filters import MessageFilter
 from rmqstore_cli.store.message_store import MessageStore
 from rmqstore_cli.times import LONG_MAX, check_window, parse_time, parse_tz
+
+if TYPE_CHECKING:
+    from rmqstore_cli.store.config import StoreConfig
 
 #: What a time argument may be: epoch milliseconds, an aware (or local) datetime, or a string
 #: in the command line's forms (ISO 8601, epoch seconds/milliseconds by digits, now, -2h).
@@ -41,7 +45,7 @@ def to_ms(value: TimeLike | None, name: str, tz: _dt.tzinfo | None = None) -> in
     raise UsageError(f"{name}: {value!r} is not a time", hint="give epoch milliseconds, a datetime or a string")
 
 
-def open_store(path: str | os.PathLike | None = None, broker_conf: str | os.PathLike | None = None, *,
+def open_store(path: str | os.PathLike[str] | None = None, broker_conf: str | os.PathLike[str] | None = None, *,
                tz: str | _dt.tzinfo | None = None, allow_odd_size: bool = False,
                commitlog_file_size: int | None = None, cq_file_size: int | None = None,
                index_slots: int | None = None, index_max: int | None = None) -> "Store":
@@ -66,10 +70,10 @@ class StoreOpener:
 
     path: Path | None
     broker_conf: Path | None
-    sizes: dict
+    sizes: dict[str, int | None]
     allow_odd_size: bool = False
 
-    def config(self):
+    def config(self) -> StoreConfig:
         from rmqstore_cli.store.config import StoreConfig
 
         cfg = StoreConfig.load(self.path, self.broker_conf, **self.sizes)
@@ -107,7 +111,7 @@ class Store:
         return self._store.config.root
 
     @property
-    def config(self):
+    def config(self) -> StoreConfig:
         """The sizes, paths and rules in force (``store.config.StoreConfig``)."""
         return self.engine.config
 
@@ -123,7 +127,7 @@ class Store:
     def __enter__(self) -> "Store":
         return self
 
-    def __exit__(self, *_exc) -> None:
+    def __exit__(self, *_exc: object) -> None:
         self.close()
 
     def topics(self) -> list[str]:
@@ -158,7 +162,8 @@ class Store:
         check_window(b, e, self.tz)
         return MessageFilter(topic, queue_id, key, uniq_key, tag, b, e)
 
-    def _walk(self, flt: MessageFilter, start: int | None, stop: int | None, check_crc: bool):
+    def _walk(self, flt: MessageFilter, start: int | None, stop: int | None,
+              check_crc: bool) -> Iterator[tuple[Any, Any]]:
         """(block, indices) for runs of records filtered by their columns, (record, None) for
         a record the per-record path decoded; only records that pass ``flt``."""
         columnar = flt.columnar() and not self.engine.commitlog.is_dledger
@@ -227,7 +232,7 @@ class Store:
         ms = self.engine
         topics = [topic] if topic is not None else (self.topics() or ms.topics_from_commitlog())
 
-        def query(k: str) -> list:
+        def query(k: str) -> list[Any]:
             if broker_window:
                 return [h for t in topics for h in broker_query_message(ms.index, ms.commitlog, t, k,
                                                                         max_hits or INT_MAX, b, e) if h.true]

@@ -9,6 +9,7 @@ which only the filters that need no PROPERTIES can do (:meth:`MessageFilter.colu
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -38,7 +39,7 @@ class MessageFilter:
         """Whether whole blocks can be filtered by their columns (no filter needs a property)."""
         return self.key is None and self.uniq_key is None and self.tag is None
 
-    def matches(self, rec) -> bool:
+    def matches(self, rec: Any) -> bool:
         """The verdict on one decoded record (``store.message.Message``)."""
         return not (self.topic is not None and rec.topic != self.topic
                     or self.queue_id is not None and rec.queue_id != self.queue_id
@@ -48,7 +49,7 @@ class MessageFilter:
                     or self.uniq_key is not None and rec.uniq_key != self.uniq_key
                     or self.tag is not None and rec.tags != self.tag)
 
-    def select(self, blk):
+    def select(self, blk: Any) -> Any:
         """Indices of a block's records that pass the column filters (:meth:`columnar` ones)."""
         import numpy as np
 
