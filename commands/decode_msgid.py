@@ -149,7 +149,7 @@ def _read_ids(args: list[str]) -> list[str]:
 def id_dict(r, st, now_v: int, zone, body: str, table: bool) -> dict:
     """One id: kind and basis, the offset reading and/or the UNIQ_KEY reading, and with a
     store whether it was found, whether the host matches, and the messages."""
-    from rmqstore_cli.render import entry_fields, message_dict
+    from rmqstore_cli.store.message_view import entry_fields, message_dict
     from rmqstore_cli.store.msgid import OFFSET_ID, UNIQ_KEY, store_host_matches
     from rmqstore_cli.times import format_ms
 

@@ -228,7 +228,8 @@ def _print(ms, start: int | None, stop: int | None, flt: Filters, fmt: Fmt, zone
     go the columnar way (jsonblock, tableblock) unless a filter or an option needs each
     record decoded; the per-record path stays the reference (its filters inline: a call per
     record would cost a tenth of the walk)."""
-    from rmqstore_cli.render import Output, entry_fields, message_dict
+    from rmqstore_cli.render import Output
+    from rmqstore_cli.store.message_view import entry_fields, message_dict
     from rmqstore_cli.store.commitlog import Blank
     from rmqstore_cli.store.message import Message
 
@@ -298,7 +299,7 @@ def _print(ms, start: int | None, stop: int | None, flt: Filters, fmt: Fmt, zone
 
 def _inflate_into(d: dict, rec, mode: str, cap: int) -> None:
     """Replace a compressed record's body with its decompressed bytes (capped)."""
-    from rmqstore_cli.render import encode_body
+    from rmqstore_cli.store.message_view import encode_body
     from rmqstore_cli.store.compression import inflate
 
     r = inflate(rec.body, rec.sys_flag, cap)

@@ -274,7 +274,7 @@ def _unit_dict(topic, queue_id, cq_offset, off, size, tags, fname, check, table:
 def _add_message(d: dict, check, off: int, ms, table: bool) -> None:
     """``DefaultMessageStore#lookMessageByOffset`` for --messages: the record when it is a
     valid message (ok or mismatch), else null."""
-    from rmqstore_cli.render import entry_fields, message_dict
+    from rmqstore_cli.store.message_view import entry_fields, message_dict
 
     m = check.message if check.status in ("ok", "mismatch") else None
     if m is None:

@@ -194,7 +194,7 @@ def _count(others) -> str:
 def hit_dict(h, commitlog, body: str, properties: bool, table: bool, zone, format_ms) -> dict:
     """An index hit under DESIGN.md's names: key, topic, physical_offset, store_timestamp,
     index_file, and the decoded message under ``message``."""
-    from rmqstore_cli.render import entry_fields, message_dict
+    from rmqstore_cli.store.message_view import entry_fields, message_dict
 
     msg = h.message
     d: dict = {"key": h.key, "topic": h.topic, "physical_offset": h.physical_offset,

@@ -70,16 +70,10 @@ starts at the file holding the consume queues' end and dispatches the messages a
 """
 
 def broker_start(cfg, version, findings: list[dict], summary: dict):
-    """The ``broker_start`` verdict of one store (store/startup.py), for ``version`` or the
-    one the store shows (timer files: 5), else 4.9 ("assumed": a 4.9 and a 5.x store are
-    otherwise the same bytes)."""
-    from rmqstore_cli.store.lock import abort_exists
-    from rmqstore_cli.store.startup import assess, resolve_version
+    """The ``broker_start`` verdict of one store (``store.startup.predict_start``)."""
+    from rmqstore_cli.store.startup import predict_start
 
-    v, source = resolve_version(cfg.root, None if version is None else version.value)
-    verdict = assess(cfg, v, findings, summary, abort_exists(cfg.root))
-    verdict.version_source = source
-    return verdict
+    return predict_start(cfg, None if version is None else version.value, findings, summary)
 
 
 TABLE_COLUMNS = [("severity", "severity"), ("file", "file"), ("offset", "offset"), ("detail", "detail")]

@@ -1,3 +1,62 @@
-"""rmqstore: read, write, verify and repair Apache RocketMQ broker store directories offline."""
+"""rmqstore: read, write, verify and repair Apache RocketMQ broker store directories offline.
+
+The library::
+
+    from rmqstore_cli import open_store
+
+    with open_store("/data/rocketmq/store") as store:
+        for m in store.messages(topic="OrderTopic", begin="2026-12-06T10:00", end="2026-12-06T10:05"):
+            print(m.msg_id, m.keys)
+        report = store.verify()
+        for f in report.findings:
+            print(f.severity, f.check, f.file, f.offset, f.detail)
+
+The names in :data:`__all__` are the public, stable API; everything under
+``rmqstore_cli.store``, ``.pipeline`` and ``.commands`` is the engine and the command line,
+free to change. The names load on first use, so ``rmqstore --help`` stays instant.
+"""
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
+
+#: Public name -> the module that defines it.
+_EXPORTS = {
+    "open_store": "rmqstore_cli.api.store",
+    "Store": "rmqstore_cli.api.store",
+    "Message": "rmqstore_cli.api.records",
+    "QueueInfo": "rmqstore_cli.api.records",
+    "QueueUnit": "rmqstore_cli.api.records",
+    "IndexHit": "rmqstore_cli.api.records",
+    "Finding": "rmqstore_cli.api.records",
+    "VerifyReport": "rmqstore_cli.api.records",
+    "RmqstoreError": "rmqstore_cli.errors",
+    "StoreError": "rmqstore_cli.errors",
+    "FileSizeError": "rmqstore_cli.errors",
+    "UsageError": "rmqstore_cli.errors",
+    "RefusedError": "rmqstore_cli.errors",
+    "NotFound": "rmqstore_cli.errors",
+}
+
+__all__ = ["__version__", *_EXPORTS]
+
+if TYPE_CHECKING:  # for type checkers and editors; at run time the names load lazily
+    from rmqstore_cli.api.records import Finding, IndexHit, Message, QueueInfo, QueueUnit, VerifyReport
+    from rmqstore_cli.api.store import Store, open_store
+    from rmqstore_cli.errors import FileSizeError, NotFound, RefusedError, RmqstoreError, StoreError, UsageError
+
+
+def __getattr__(name: str) -> Any:
+    """PEP 562: import a public name's module when the name is first asked for."""
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'rmqstore_cli' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

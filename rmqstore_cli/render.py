@@ -13,7 +13,6 @@ header is bold, and not under ``NO_COLOR``).
 """
 from __future__ import annotations
 
-import base64
 import json
 import os
 import re
@@ -22,7 +21,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from rmqstore_cli.store.message import format_host, offset_msg_id, split_keys
 
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
@@ -64,78 +62,6 @@ def to_json_bytes(obj: Any) -> bytes:
     if b.isascii() and b"\x7f" not in b:
         return b
     return _UNSAFE_UTF8.sub(_escape_utf8, b)
-
-
-def text_or_b64(raw: bytes) -> tuple[str, bool]:
-    """(text, exact): the UTF-8 text, and whether it decoded without replacement."""
-    try:
-        return raw.decode("utf-8"), True
-    except UnicodeDecodeError:
-        return raw.decode("utf-8", "replace"), False
-
-
-def encode_body(body: bytes, mode: str) -> str | None:
-    if mode == "none":
-        return None
-    if mode == "base64":
-        return base64.b64encode(body).decode()
-    if mode == "hex":
-        return body.hex()
-    return body.decode("utf-8", "backslashreplace")
-
-
-def entry_fields(entry) -> dict:
-    """A DLedger record's entry (``DLedgerEntry``): index, term and the entry's position,
-    48 bytes before the record; nothing for a record of a plain commit-log file."""
-    if entry is None:
-        return {}
-    return {"dledger_index": entry.index, "dledger_term": entry.term, "dledger_pos": entry.pos}
-
-
-def message_dict(msg, body: str = "none", properties: bool = True, file: str | None = None) -> dict:
-    """A message under DESIGN.md's field names, in the order dump-commitlog prints them."""
-    try:
-        topic, topic_exact = msg.topic_bytes.decode("utf-8"), True
-    except UnicodeDecodeError:
-        topic, topic_exact = msg.topic_bytes.decode("utf-8", "replace"), False
-    d: dict[str, Any] = {
-        "physical_offset": msg.physical_offset,
-        "total_size": msg.total_size,
-        "magic": msg.version,
-        "body_crc": msg.body_crc,
-        "queue_id": msg.queue_id,
-        "flag": msg.flag,
-        "queue_offset": msg.queue_offset,
-        "sys_flag": msg.sys_flag,
-        "born_timestamp": msg.born_timestamp,
-        "born_host": format_host(msg.born_address, msg.born_port),
-        "store_timestamp": msg.store_timestamp,
-        "store_host": format_host(msg.store_address, msg.store_port),
-        "reconsume_times": msg.reconsume_times,
-        "prepared_transaction_offset": msg.prepared_transaction_offset,
-        "topic": topic,
-    }
-    if not topic_exact:
-        d["topic_base64"] = base64.b64encode(msg.topic_bytes).decode()
-    props = msg.properties
-    if properties:
-        d["properties"] = props
-        text, exact = text_or_b64(msg.properties_bytes)
-        if exact:
-            d["properties_string"] = text
-        else:
-            d["properties_base64"] = base64.b64encode(msg.properties_bytes).decode()
-    d["tags"] = props.get("TAGS")
-    d["keys"] = split_keys(props.get("KEYS"))
-    d["uniq_key"] = props.get("UNIQ_KEY")
-    d["msg_id"] = offset_msg_id(msg.store_address, msg.store_port, msg.physical_offset)
-    d["body_size"] = len(msg.body)
-    b = encode_body(msg.body, body) if body != "none" else None
-    if b is not None:
-        d["body"] = b
-        d["body_encoding"] = body
-    d["file"] = file if file is not None else ""
-    return d
 
 
 ELLIPSIS = "\u2026"

@@ -58,7 +58,7 @@ def commitlog_columns(max_offset: int = 0, topics: list[str] = ()) -> list[Col]:
 
 
 def entry_columns() -> list[Col]:
-    """dump-commitlog's DLedger columns (``render.entry_fields``), after the offset."""
+    """dump-commitlog's DLedger columns (``store.message_view.entry_fields``), after the offset."""
     return [Col("dledger_index", "entry", right=True), Col("dledger_term", "term", right=True),
             Col("dledger_pos", "entry pos", right=True)]
 

@@ -1,7 +1,7 @@
 """Export rows for a whole block of messages at once, as a pyarrow RecordBatch.
 
 The reference is :func:`~rmqstore_cli.pipeline.export_tasks.export_rows`: one
-:func:`~rmqstore_cli.render.message_dict` per record. Here the columns of a
+:func:`~rmqstore_cli.store.message_view.message_dict` per record. Here the columns of a
 :class:`~rmqstore_cli.store.columns.MessageBlock` become Arrow arrays directly: numbers
 without a Python object per value, hosts and topics once per distinct value, and the
 PROPERTIES of the block cut into names and values where
@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from rmqstore_cli.formats.commitlog import HEAD, HOST_ADDRESS_SIZE, HOST_SIZE, MAGIC_V2
-from rmqstore_cli.render import message_dict
+from rmqstore_cli.store.message_view import message_dict
 from rmqstore_cli.store.arrays import byte_rows
 from rmqstore_cli.store.columns import MessageBlock
 from rmqstore_cli.store.properties import compiled_join

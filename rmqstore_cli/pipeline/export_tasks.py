@@ -23,7 +23,7 @@ def export_rows(task: FileTask, body: bool, stops: list | None = None) -> Iterat
 
 def _row(m, task: FileTask, body: bool) -> tuple:
     from rmqstore_cli.pipeline.schema import COLUMN_NAMES, topic_dir
-    from rmqstore_cli.render import message_dict
+    from rmqstore_cli.store.message_view import message_dict
 
     d = message_dict(m, "none", True, task.file_name)
     d["body"] = m.body if body else None

@@ -349,6 +349,19 @@ def queue_ends(config) -> tuple[list[QueueEnd], int]:
     return ends, max_phy
 
 
+def predict_start(config, version: str | None, findings: list[dict], summary: dict) -> BrokerStart:
+    """verify's ``broker_start`` for one store: :func:`assess` for ``version`` (--broker-version)
+    or the one the store shows (:func:`resolve_version`: timer or RocksDB files mean 5), else
+    4.9, "assumed" (a 4.9 and a 5.x store are otherwise the same bytes); an ``abort`` file
+    means the broker recovers abnormally (``DefaultMessageStore#load``)."""
+    from rmqstore_cli.store.lock import abort_exists
+
+    v, source = resolve_version(config.root, version)
+    verdict = assess(config, v, findings, summary, abort_exists(config.root))
+    verdict.version_source = source
+    return verdict
+
+
 def assess(config, version: str, findings: list[dict], summary: dict, abnormal: bool) -> BrokerStart:
     """``broker_start`` for one store from verify's findings and summary (either engine), the
     config files and the consume queues' recovered ends."""

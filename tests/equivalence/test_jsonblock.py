@@ -12,7 +12,8 @@ import pytest
 
 from rmqstore_cli.formats.commitlog import BORNHOST_V6_FLAG, MAGIC_V2, STOREHOSTADDRESS_V6_FLAG
 from rmqstore_cli.jsonblock import block_lines
-from rmqstore_cli.render import message_dict, to_json_bytes
+from rmqstore_cli.render import to_json_bytes
+from rmqstore_cli.store.message_view import message_dict
 from rmqstore_cli.store.columns import MessageBlock
 from rmqstore_cli.store.commitlog import AppendSpec, CommitLog
 from rmqstore_cli.store.config import StoreConfig

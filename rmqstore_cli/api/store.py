@@ -1,0 +1,271 @@
+"""``open_store`` and :class:`Store`: one broker store directory, for a script.
+
+The command line is a thin layer over these calls (DESIGN.md, layer 4): what ``rmqstore
+dump-commitlog --topic T --begin B`` prints is ``Store.messages(topic=T, begin=B)``, each
+message's ``as_dict()``. A store opens read-only: nothing here changes a byte of it.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rmqstore_cli.api.records import Finding, IndexHit, Message, QueueInfo, QueueUnit, VerifyReport
+from rmqstore_cli.errors import UsageError
+from rmqstore_cli.store.filters import MessageFilter
+from rmqstore_cli.store.message_store import MessageStore
+from rmqstore_cli.times import LONG_MAX, check_window, parse_time, parse_tz
+
+if TYPE_CHECKING:
+    from rmqstore_cli.store.config import StoreConfig
+
+#: What a time argument may be: epoch milliseconds, an aware (or local) datetime, or a string
+#: in the command line's forms (ISO 8601, epoch seconds/milliseconds by digits, now, -2h).
+TimeLike = int | _dt.datetime | str
+
+
+def to_ms(value: TimeLike | None, name: str, tz: _dt.tzinfo | None = None) -> int | None:
+    """Epoch milliseconds of a time argument (None stays None). A naive datetime is in
+    ``tz`` (or the local zone), as a time without a zone is on the command line."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        raise UsageError(f"{name}: {value!r} is not a time")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, _dt.datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=tz) if tz else value.astimezone()
+        return int(value.timestamp() * 1000)
+    if isinstance(value, str):
+        return parse_time(value, name, tz=tz)
+    raise UsageError(f"{name}: {value!r} is not a time", hint="give epoch milliseconds, a datetime or a string")
+
+
+def open_store(path: str | os.PathLike[str] | None = None, broker_conf: str | os.PathLike[str] | None = None, *,
+               tz: str | _dt.tzinfo | None = None, allow_odd_size: bool = False,
+               commitlog_file_size: int | None = None, cq_file_size: int | None = None,
+               index_slots: int | None = None, index_max: int | None = None) -> "Store":
+    """Open the store at ``path`` read-only (or the one ``broker_conf``'s ``storePathRootDir``
+    names; else ``~/store``, the broker's default). File sizes come from ``broker_conf``, the
+    keyword arguments, or the files themselves, checked as the broker's
+    ``MappedFileQueue#load`` checks them when something is first read (a torn store can
+    still be verified: :meth:`Store.verify` reports odd sizes as findings). Raises
+    :class:`~rmqstore_cli.errors.StoreError` for what is not a store. Use it as a context
+    manager, or call ``close()``."""
+    sizes = {"mapped_file_size_commit_log": commitlog_file_size, "mapped_file_size_consume_queue": cq_file_size,
+             "max_hash_slot_num": index_slots, "max_index_num": index_max}
+    opener = StoreOpener(None if path is None else Path(path), None if broker_conf is None else Path(broker_conf),
+                         sizes, allow_odd_size)
+    return Store(opener, parse_tz(tz) if isinstance(tz, str) or tz is None else tz)
+
+
+@dataclass(frozen=True)
+class StoreOpener:
+    """How a store was named, so a fresh configuration can be made from it: verify infers
+    sizes its own tolerant way (a disagreeing file is a finding), the readers strictly."""
+
+    path: Path | None
+    broker_conf: Path | None
+    sizes: dict[str, int | None]
+    allow_odd_size: bool = False
+
+    def config(self) -> StoreConfig:
+        from rmqstore_cli.store.config import StoreConfig
+
+        cfg = StoreConfig.load(self.path, self.broker_conf, **self.sizes)
+        cfg.allow_odd_size = self.allow_odd_size
+        return cfg
+
+
+class Store:
+    """One store directory, opened read-only (:func:`open_store`).
+
+    Every reader follows the broker's rules: messages are the records the broker's recovery
+    would keep (``CommitLog#checkMessageAndReturnSize``), queues end where
+    ``ConsumeQueue#recover`` ends them, and key look-ups check each hit's real key, as the
+    client's ``queryMessage`` filter does."""
+
+    def __init__(self, opener: StoreOpener, tz: _dt.tzinfo | None = None):
+        self.opener = opener
+        self.tz = tz
+        self._store = MessageStore.open(opener.config(), tz, infer_sizes=False)
+        self._sized = False
+
+    @property
+    def engine(self) -> MessageStore:
+        """The engine's store (``store.message_store.MessageStore``), its file sizes inferred
+        and checked on first use (``StoreConfig.infer_sizes``)."""
+        if not self._sized:
+            self._store.notes = self._store.config.infer_sizes(defer_index=True)
+            self._sized = True
+        return self._store
+
+    # ------------------------------------------------------------------ the store itself
+    @property
+    def path(self) -> Path:
+        """The store root (``storePathRootDir``)."""
+        return self._store.config.root
+
+    @property
+    def config(self) -> StoreConfig:
+        """The sizes, paths and rules in force (``store.config.StoreConfig``)."""
+        return self.engine.config
+
+    @property
+    def warnings(self) -> list[str]:
+        """Optional things skipped while reading (an unreadable ``topics.json``, …)."""
+        return self.engine.warnings
+
+    def close(self) -> None:
+        """Release every mapping and descriptor the store holds."""
+        self._store.close()
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    def topics(self) -> list[str]:
+        """The topics the store knows (consume queues and ``config/topics.json``)."""
+        return self.engine.topics()
+
+    # ------------------------------------------------------------------ messages
+    def messages(self, topic: str | None = None, begin: TimeLike | None = None, end: TimeLike | None = None, *,
+                 queue_id: int | None = None, key: str | None = None, uniq_key: str | None = None,
+                 tag: str | None = None, from_offset: int | None = None, to_offset: int | None = None,
+                 check_crc: bool = False, limit: int | None = None) -> Iterator[Message]:
+        """Messages in commit-log order that pass every filter given: ``topic``, store time in
+        ``[begin, end]`` (both inclusive), ``queue_id``, ``key`` (one of its KEYS), ``uniq_key``,
+        ``tag`` (its TAGS), physical offsets in ``[from_offset, to_offset)``. ``check_crc``
+        checks each body's CRC, a mismatch ending its file as in the broker's recovery.
+        The same messages, in the same order, as ``rmqstore dump-commitlog``."""
+        flt = self.filter(topic, begin, end, queue_id=queue_id, key=key, uniq_key=uniq_key, tag=tag)
+        _check_range(from_offset, to_offset)
+        shown = 0
+        for blk, take in self._walk(flt, from_offset, to_offset, check_crc):
+            for rec in (blk.messages(take) if take is not None else (blk,)):
+                if limit is not None and shown >= limit:
+                    return
+                shown += 1
+                yield Message.of(rec, self._file_name(rec.offset))
+
+    def filter(self, topic: str | None = None, begin: TimeLike | None = None, end: TimeLike | None = None, *,
+               queue_id: int | None = None, key: str | None = None, uniq_key: str | None = None,
+               tag: str | None = None) -> MessageFilter:
+        """The engine's filter for these arguments (times read as :meth:`messages` reads them)."""
+        b, e = to_ms(begin, "begin", self.tz), to_ms(end, "end", self.tz)
+        check_window(b, e, self.tz)
+        return MessageFilter(topic, queue_id, key, uniq_key, tag, b, e)
+
+    def _walk(self, flt: MessageFilter, start: int | None, stop: int | None,
+              check_crc: bool) -> Iterator[tuple[Any, Any]]:
+        """(block, indices) for runs of records filtered by their columns, (record, None) for
+        a record the per-record path decoded; only records that pass ``flt``."""
+        columnar = flt.columnar() and not self.engine.commitlog.is_dledger
+        for rec in self.engine.commitlog.scan_blocks(start, stop, check_crc=check_crc, every_file=True,
+                                                     blocks=columnar):
+            if hasattr(rec, "rb"):  # a MessageBlock
+                take = flt.select(rec)
+                if take.size:
+                    yield rec, take
+            elif flt.matches(rec):
+                yield rec, None
+
+    def _file_name(self, offset: int) -> str:
+        f = self.engine.commitlog.queue.find(offset)
+        return f.name if f is not None else ""
+
+    def message_at(self, offset: int, check_crc: bool = False) -> Message | None:
+        """The message whose record starts at physical ``offset``, or None where no valid
+        record starts there (expired, truncated, or not a record start)."""
+        from rmqstore_cli.store.lookup import read_record
+
+        rec, _why = read_record(self.engine.commitlog, offset)
+        if rec is not None and check_crc:
+            rec = self.engine.commitlog.get(offset, check_crc=True)
+        return None if rec is None else Message.of(rec, self._file_name(rec.offset))
+
+    # ------------------------------------------------------------------ consume queues
+    def queues(self) -> list[QueueInfo]:
+        """Every consume queue (file or RocksDB; and 5.x batch queues), sorted by topic and
+        queue id, with its logical bounds (``#getMinOffsetInQueue``, ``#getMaxOffsetInQueue``)."""
+        from rmqstore_cli.store.batch_queue import store_batch_queues
+
+        clmin = self.engine.commitlog.min_offset
+        kind = "rocksdb" if self.engine.rocksdb_cq is not None else "cq"
+        out = [QueueInfo(cq.topic, cq.queue_id, kind, cq.min_offset(clmin), cq.max_offset)
+               for cq in self.engine.consume_queues()]
+        if self.engine.rocksdb_cq is None:
+            out += [QueueInfo(bq.topic, bq.queue_id, "bcq", bq.min_offset, bq.max_offset)
+                    for bq in store_batch_queues(self.config)]
+        return sorted(out, key=lambda q: (q.topic, q.queue_id, q.kind))
+
+    def units(self, topic: str, queue_id: int, start: int = 0, stop: int | None = None) -> Iterator[QueueUnit]:
+        """The units of one consume queue with logical offsets in ``[start, stop)`` (default:
+        up to the queue's recovered end)."""
+        cq = self.engine.consume_queue(topic, queue_id)
+        for u in cq.units(start, stop):
+            yield QueueUnit(topic, queue_id, u.cq_offset, u.commitlog_offset, u.size, u.tags_code, u.file)
+
+    # ------------------------------------------------------------------ look-ups
+    def lookup(self, key: str, topic: str | None = None, begin: TimeLike | None = None,
+               end: TimeLike | None = None, max_hits: int = 64, broker_window: bool = False) -> list[IndexHit]:
+        """Messages whose real key (a KEYS word or the UNIQ_KEY) is ``key``, found through the
+        index files and checked against each record, of ``topic`` or of every topic the
+        store knows; in physical-offset order. ``max_hits`` keeps the newest (0: all).
+
+        The window is what a person means: store time in ``[begin, end]``, the index asked a
+        little wider. ``broker_window`` instead gives exactly what the broker's
+        ``DefaultMessageStore#queryMessage`` returns and the client's key filter keeps (the
+        index's whole-second times: a window of one millisecond may find nothing). A
+        lower-case UNIQ_KEY that finds nothing is looked up in upper case, as it is indexed."""
+        from rmqstore_cli.store.lookup import INT_MAX, broker_query_message, lookup_key
+
+        b, e = to_ms(begin, "begin", self.tz), to_ms(end, "end", self.tz)
+        check_window(b, e, self.tz)
+        b, e = b or 0, LONG_MAX if e is None else e
+        ms = self.engine
+        topics = [topic] if topic is not None else (self.topics() or ms.topics_from_commitlog())
+
+        def query(k: str) -> list[Any]:
+            if broker_window:
+                return [h for t in topics for h in broker_query_message(ms.index, ms.commitlog, t, k,
+                                                                        max_hits or INT_MAX, b, e) if h.true]
+            return lookup_key(ms.index, ms.commitlog, topics, k, b, e, max_hits).hits
+
+        hits = query(key)
+        if not hits and key != key.upper() and len(key) in (32, 56) and all(c in "0123456789abcdef" for c in key):
+            hits = query(key.upper())
+        return [IndexHit(h.key, h.topic, h.physical_offset, h.store_timestamp, h.index_file, h.match,
+                         None if (m := h.message) is None else Message.of(m, self._file_name(m.offset)))
+                for h in hits]
+
+    # ------------------------------------------------------------------ checks
+    def verify(self, *, crc: bool = True, deep: bool = False, max_findings: int | None = None,
+               broker_version: str | None = None) -> VerifyReport:
+        """Check the commit log, consume queues, index, checkpoint, config files and the 5.x
+        stores against each other, and predict whether the broker starts on the store
+        (``broker_version``: "4.9", "5.3.1" or "5"; else the store's, else 4.9 assumed).
+        ``max_findings`` caps the findings kept per check (all are counted in the summary)."""
+        from rmqstore_cli.store.startup import STARTUP_CHECKS, predict_start
+        from rmqstore_cli.store.verify import Verifier, VerifyOptions
+
+        opts = VerifyOptions(crc=crc, deep=deep, max_findings=max_findings, broker_version=broker_version)
+        cfg = self.opener.config()
+        v = Verifier(cfg, opts)
+        findings = [f.as_dict() for f in v.run()]
+        summary = v.summary
+        verdict = predict_start(cfg, broker_version, [f for f in findings if f["check"] in STARTUP_CHECKS],
+                                summary)
+        summary["broker_start"] = verdict.as_dict()
+        return VerifyReport([Finding.of(f) for f in findings], summary, v.ok)
+
+
+def _check_range(start: int | None, stop: int | None) -> None:
+    if start is not None and stop is not None and start > stop:
+        raise UsageError(f"from_offset {start} lies after to_offset {stop}", hint="the range is [from, to)")
