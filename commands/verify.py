@@ -69,11 +69,9 @@ with that verdict in one line. Normal recovery differs by version: 4.9 and 5.3.1
 starts at the file holding the consume queues' end and dispatches the messages after it.
 """
 
-def broker_start(cfg, version, findings: list[dict], summary: dict):
-    """The ``broker_start`` verdict of one store (``store.startup.predict_start``)."""
-    from rmqstore_cli.store.startup import predict_start
-
-    return predict_start(cfg, None if version is None else version.value, findings, summary)
+def _version(option) -> str | None:
+    """--broker-version's value (None: the store's, else 4.9 assumed)."""
+    return None if option is None else option.value
 
 
 TABLE_COLUMNS = [("severity", "severity"), ("file", "file"), ("offset", "offset"), ("detail", "detail")]
@@ -155,7 +153,7 @@ def _verify_one(spec, crc: bool, deep: bool, max_findings: int | None, broker_ve
     """One store on the local engine: jsonl findings stream out as the scan finds them."""
     from rmqstore_cli.render import ProgressBar, to_json
     from rmqstore_cli.store.config import StoreConfig
-    from rmqstore_cli.store.startup import STARTUP_CHECKS, start_findings
+    from rmqstore_cli.store.startup import STARTUP_CHECKS, predict_start
     from rmqstore_cli.store.verify import Verifier, VerifyOptions, open_for_verify
 
     cfg = open_for_verify(StoreConfig.load(spec.path, spec.broker_conf, **dict(spec.sizes)))
@@ -177,9 +175,8 @@ def _verify_one(spec, crc: bool, deep: bool, max_findings: int | None, broker_ve
             findings = [f.as_dict() for f in v.run()]
             relevant = [f for f in findings if f["check"] in STARTUP_CHECKS]
     summary = v.summary
-    verdict = broker_start(cfg, broker_version, relevant, summary)
-    summary["broker_start"] = verdict.as_dict()
-    no_start = [f.as_dict() for f in start_findings(verdict, summary)]  # "would not start" is an error (exit 1)
+    verdict, no_start = predict_start(cfg, _version(broker_version), relevant, summary)
+    no_start = [f.as_dict() for f in no_start]  # "would not start" is an error (exit 1)
     if fmt is Fmt.jsonl:
         for f in no_start:
             sys.stdout.write(to_json(f) + "\n")
@@ -232,7 +229,7 @@ def _verify_many(specs, engine, master, conf, verbose, crc, deep, max_findings, 
     the findings, the summary's ``store`` the path as the local engine prints it)."""
     from rmqstore_cli.pipeline.stores import verify_store
     from rmqstore_cli.store.config import StoreConfig
-    from rmqstore_cli.store.startup import STARTUP_CHECKS, start_findings
+    from rmqstore_cli.store.startup import STARTUP_CHECKS, predict_start
     from rmqstore_cli.store.verify import open_for_verify
 
     for s in specs:  # a path that is not a store is a clean error before any work
@@ -253,10 +250,9 @@ def _verify_many(specs, engine, master, conf, verbose, crc, deep, max_findings, 
             r["findings"] = [{k: x for k, x in f.items() if k != "store"} for f in r["findings"]]
             r["summary"]["store"] = s.path
         cfg = StoreConfig.load(s.path, s.broker_conf, **dict(s.sizes))
-        r["verdict"] = broker_start(cfg, version, [f for f in r["findings"] if f["check"] in STARTUP_CHECKS],
-                                    r["summary"])
-        r["summary"]["broker_start"] = r["verdict"].as_dict()
-        no_start = [f.as_dict() for f in start_findings(r["verdict"], r["summary"])]
+        r["verdict"], no_start = predict_start(cfg, _version(version), [f for f in r["findings"]
+                                                                      if f["check"] in STARTUP_CHECKS], r["summary"])
+        no_start = [f.as_dict() for f in no_start]
         r["findings"] += no_start if not fleet else [dict(f, store=r["store"]) for f in no_start]
         r["ok"] = r["ok"] and not no_start
     return results

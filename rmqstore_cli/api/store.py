@@ -260,10 +260,10 @@ class Store:
         v = Verifier(cfg, opts)
         findings = [f.as_dict() for f in v.run()]
         summary = v.summary
-        verdict = predict_start(cfg, broker_version, [f for f in findings if f["check"] in STARTUP_CHECKS],
-                                summary)
-        summary["broker_start"] = verdict.as_dict()
-        return VerifyReport([Finding.of(f) for f in findings], summary, v.ok)
+        _verdict, no_start = predict_start(cfg, broker_version, [f for f in findings if f["check"] in STARTUP_CHECKS],
+                                           summary)
+        findings += [f.as_dict() for f in no_start]
+        return VerifyReport([Finding.of(f) for f in findings], summary, v.ok and not no_start)
 
 
 def _check_range(start: int | None, stop: int | None) -> None:

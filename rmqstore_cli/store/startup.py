@@ -349,17 +349,22 @@ def queue_ends(config) -> tuple[list[QueueEnd], int]:
     return ends, max_phy
 
 
-def predict_start(config, version: str | None, findings: list[dict], summary: dict) -> BrokerStart:
-    """verify's ``broker_start`` for one store: :func:`assess` for ``version`` (--broker-version)
-    or the one the store shows (:func:`resolve_version`: timer or RocksDB files mean 5), else
-    4.9, "assumed" (a 4.9 and a 5.x store are otherwise the same bytes); an ``abort`` file
-    means the broker recovers abnormally (``DefaultMessageStore#load``)."""
+def predict_start(config, version: str | None, findings: list[dict], summary: dict) -> tuple[BrokerStart, list]:
+    """verify's conclusion for one store (either engine): the ``broker_start`` verdict, put in
+    ``summary``, and the ``broker.no-start`` findings it adds (:func:`start_findings`).
+
+    The verdict is :func:`assess` for ``version`` (--broker-version) or the one the store
+    shows (:func:`resolve_version`: timer or RocksDB files mean 5), else 4.9, "assumed" (a
+    4.9 and a 5.x store are otherwise the same bytes); an ``abort`` file means the broker
+    recovers abnormally (``DefaultMessageStore#load``). ``findings``: the verify findings
+    (as dicts) of :data:`STARTUP_CHECKS`."""
     from rmqstore_cli.store.lock import abort_exists
 
     v, source = resolve_version(config.root, version)
     verdict = assess(config, v, findings, summary, abort_exists(config.root))
     verdict.version_source = source
-    return verdict
+    summary["broker_start"] = verdict.as_dict()
+    return verdict, start_findings(verdict, summary)
 
 
 def assess(config, version: str, findings: list[dict], summary: dict, abnormal: bool) -> BrokerStart:

@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import cli, generate, tree_digest
+from tests.helpers import cli, generate, tree_digest
 
 import rmqstore_cli
 from rmqstore_cli import Finding, Message, StoreError, UsageError, open_store
@@ -177,7 +177,7 @@ def test_not_a_store_is_a_store_error(tmp_path):
 def test_the_real_brokers_answers_through_the_library(version):
     """Messages, queue bounds and units, and key look-ups against what the real broker wrote
     and answered (expected.json), not against rmqstore's own output."""
-    from conftest import fixture_dir
+    from tests.helpers import fixture_dir
 
     d = fixture_dir(version)
     expected = json.loads((d / "expected.json").read_text(encoding="utf-8"))
@@ -209,3 +209,19 @@ def test_the_real_brokers_answers_through_the_library(version):
     assert meant == [sorted(m.physical_offset for m in msgs if m.topic == q["topic"] and q["begin"] <=
                             m.store_timestamp <= q["end"] and (q["key"] in m.keys or q["key"] == m.uniq_key)
                             and m.sys_flag & 0xC != 0xC) for q in expected["queries"]]
+
+
+def test_verify_says_when_the_broker_would_not_start(store, tmp_path):
+    """A torn consumerOffset.json whose .bak is torn too: ConfigManager#loadBak fails, the
+    broker does not start, and the report is not ok (as verify's exit code 1)."""
+    import shutil
+
+    bad = tmp_path / "torn"
+    shutil.copytree(store, bad)
+    for name in ("consumerOffset.json", "consumerOffset.json.bak"):
+        (bad / "config" / name).write_text('{"offsetTable":{"a@b":{0:1', encoding="utf-8")
+    with open_store(bad) as st:
+        report = st.verify()
+    assert not report.ok and not report.broker_starts
+    assert "config.load-fails" in {f.check for f in report.errors}
+    assert report.findings == [Finding.of(d) for d in jsonl("verify", "--store", bad)[:-1]]
