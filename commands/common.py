@@ -104,7 +104,7 @@ def command(fn):
 
         reset_hole_budget()
         try:
-            return fn(*args, **kwargs)
+            return shrink_wins(fn, args, kwargs)
         except RmqstoreError as e:
             if STATE["debug"]:
                 raise
@@ -121,6 +121,26 @@ def command(fn):
             raise typer.Exit(130)
 
     return wrapper
+
+
+def shrink_wins(fn, args, kwargs):
+    """``fn(*args, **kwargs)``; if a store file shrank while it ran (``store/mapguard.py``:
+    the guard turned the SIGBUS into zeros), that is the error, whatever ``fn`` returned or
+    raised: its findings, counts or errors followed from the zeros it read."""
+    from rmqstore_cli.store import mapguard
+
+    at = mapguard.mark()
+    try:
+        rv = fn(*args, **kwargs)
+    except Exception:
+        shrunk = mapguard.since(at)
+        if shrunk is None:
+            raise
+        raise shrunk from None
+    shrunk = mapguard.since(at)
+    if shrunk is not None:
+        raise shrunk
+    return rv
 
 
 def no_such_topic(st, topic: str):
