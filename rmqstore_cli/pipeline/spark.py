@@ -267,7 +267,7 @@ class _ExportRows:
                 try:
                     for got in export_batches(self.tasks[i], stops):
                         yield got.append_column(UNREADABLE, pa.nulls(got.num_rows, pa.binary()))
-                    mapguard.check()
+                    mapguard.check_all()
                 except Exception as e:  # a store file shrank under the task: told to the driver
                     said = tell_shrunk(e)
                     if said is None:
@@ -362,7 +362,7 @@ class OnExecutor:
 
         try:
             got = self.fn(*args)
-            mapguard.check()  # a store file that shrank under the task (the guard left zeros)
+            mapguard.check_all()  # a store file that shrank under the task (the guard left zeros)
             return got
         except Exception as e:
             import socket

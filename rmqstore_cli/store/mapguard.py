@@ -10,12 +10,15 @@ middle of a C loop, a numpy gather or a slice. Every mapping of a store file is 
   beside the speed paths but not one of them: it runs under ``RMQSTORE_PURE=1`` too): the
   mapping is a :class:`GuardedMap`, registered while it is mapped. A fault inside it maps
   anonymous zero pages over the rest of it and is logged; the read goes on and sees zeros,
-  which every walk takes for the end of the data. The engine then raises one
-  :class:`~rmqstore_cli.errors.ShrunkError` naming the file and the offset at its next safe
-  point (:func:`check`): before the next file is mapped, at the end of a commit-log scan,
-  of verify and of each Spark task, and before rebuild-index commits anything; the command
-  wrapper looks once more (:func:`since`) before any exit. A SIGBUS anywhere else keeps
-  its old disposition.
+  which every walk takes for the end of the data. The bytes between the new end and the
+  end of its page read as zeros with no fault at all, so a mapping is also compared with
+  its file's size (a ``stat``) when a walk of it ends, when it is released and at the end.
+  The engine then raises one :class:`~rmqstore_cli.errors.ShrunkError` naming the file and
+  the offset (the first byte it lost) at its next safe point (:func:`check`,
+  :func:`check_all`): before the next file is mapped, at the end of a commit-log scan or of
+  a file's dispatch, at the end of verify and of each Spark task, and before rebuild-index
+  commits anything; the command wrapper looks once more (:func:`since`) before any exit,
+  whatever the command returned or raised. A SIGBUS anywhere else keeps its old disposition.
 - **Without it** (no C compiler at install): a read-only file is read with ``pread`` into
   private anonymous memory (a :class:`FileCopy`, shaped like the mapping), which cannot
   SIGBUS; a file shorter than its size at open is the same ShrunkError at once. The cost
@@ -33,6 +36,7 @@ import importlib
 import itertools
 import mmap
 import os
+import weakref
 
 from rmqstore_cli.errors import ShrunkError, StoreError
 
@@ -56,10 +60,17 @@ _EXT = _load()
 BUILT = _EXT is not None
 
 _ids = itertools.count(1)
-#: file id -> path of each guarded mapping (kept after a fault: the log names files by id).
+#: file id -> path of each registered mapping (the C log names files by id).
 _paths: dict[int, str] = {}
-#: Faults of the log that :func:`check` has raised already.
+#: Every shrink seen in this process, as (path, offset): faults pulled from the C log and
+#: files found shorter than their mapping. Never cleared; :func:`mark` is an index into it.
+_seen: list[tuple[str, int]] = []
+#: Faults of the C log already pulled into :data:`_seen`.
+_pulled = 0
+#: Entries of :data:`_seen` that :func:`check` has raised already.
 _raised = 0
+#: The guarded mappings still mapped, by file id (for the size checks).
+_live: "weakref.WeakValueDictionary[int, GuardedMap]" = weakref.WeakValueDictionary()
 
 
 def describe() -> str:
@@ -70,24 +81,52 @@ def describe() -> str:
 
 
 class GuardedMap(mmap.mmap):
-    """A mapping registered with the guard while it is mapped (unregistered before it goes)."""
+    """A mapping registered with the guard while it is mapped (unregistered before it goes).
+
+    Besides faults, it can tell whether its file is now shorter than the mapping
+    (:meth:`note_shrink`): the bytes between the new end and the end of its page read as
+    zeros without any fault, so a reader that stopped there (a torn record, it seems) is
+    caught only this way."""
 
     token: tuple[int, int] | None = None
     file_id: int = 0
+    path: str = ""
+    length: int = 0
+    ident: tuple[int, int] = (0, 0)
+    noted: bool = False
+
+    def note_shrink(self) -> None:
+        """If the same file (device and inode: a file renamed over it is another file, and
+        this mapping still reads the old one) is now shorter than the mapping, note it once."""
+        if self.noted:
+            return
+        try:
+            st = os.stat(self.path)
+        except OSError:  # deleted: the mapping keeps the data
+            return
+        if (st.st_dev, st.st_ino) == self.ident and st.st_size < self.length:
+            self.noted = True
+            _seen.append((self.path, st.st_size))
 
     def close(self) -> None:
+        self.note_shrink()
         super().close()  # BufferError while a view uses it: still mapped, still guarded
         self._forget()
 
     def __del__(self) -> None:
+        try:
+            self.note_shrink()
+        except Exception:  # noqa: BLE001 - interpreter shutdown: os may be gone already
+            pass
         self._forget()
 
     def _forget(self) -> None:
         token, self.token = self.token, None
         if token is not None and _EXT is not None:
+            _pull()  # its faults now carry its path: the id is no longer needed
             _EXT.unregister(token)
-            if not _EXT.count():  # no fault in this process: no log entry can name it
-                _paths.pop(self.file_id, None)
+            _paths.pop(self.file_id, None)
+            _live.pop(self.file_id, None)
 
 
 class FileCopy(mmap.mmap):
@@ -105,12 +144,14 @@ def map_guarded(fd: int, length: int, path, write: bool):
     :class:`FileCopy` (read-only) or a plain mapping (``write``). Raises what ``mmap`` raises."""
     access = mmap.ACCESS_WRITE if write else mmap.ACCESS_READ
     if _EXT is not None:
+        st = os.fstat(fd)
         mm = GuardedMap(fd, length, access=access)
         fid = next(_ids)
         _paths[fid] = str(path)
         token = _EXT.register(mm, fid, write)
         if token is not None:
-            mm.token, mm.file_id = token, fid
+            mm.token, mm.file_id, mm.path, mm.length, mm.ident = token, fid, str(path), length, (st.st_dev, st.st_ino)
+            _live[fid] = mm
             return mm
         _paths.pop(fid, None)  # the table is full (more mappings than a process can have)
         mm.close()
@@ -179,44 +220,63 @@ def shrunk(path, offset: int) -> ShrunkError:
     return ShrunkError(f"{path} shrank while it was read", path=path, offset=offset, hint=SHRUNK_HINT)
 
 
-def _error(faults: list[tuple[int, int]]) -> ShrunkError:
-    """One error for logged faults: the first file, at its lowest faulting offset."""
-    if not faults:  # the log overflowed (thousands of faults): the files are not known
+def _pull() -> None:
+    """Move the C log's new faults into :data:`_seen` (named by path)."""
+    global _pulled
+    if _EXT is None or _EXT.count() <= _pulled:
+        return
+    n = _EXT.count()
+    got = _EXT.faults(_pulled)
+    if not got and n > _pulled:  # past the log's size (thousands of faults): files unknown
+        _seen.append(("", 0))
+    for fid, off in got:
+        mm = _live.get(fid)
+        if mm is not None:  # where the file ends now: the first byte lost, not its page
+            mm.note_shrink()
+        _seen.append((_paths.get(fid, f"a store file (mapping {fid})"), off))
+    _pulled = n
+
+
+def _error(seen: list[tuple[str, int]]) -> ShrunkError:
+    """One error for shrinks seen: the first file, at the lowest offset seen in it."""
+    path = seen[0][0]
+    if not path:
         return ShrunkError("store files shrank while they were read", hint=SHRUNK_HINT)
-    fid = faults[0][0]
-    offset = min(off for i, off in faults if i == fid)
-    return shrunk(_paths.get(fid, f"a store file (mapping {fid})"), offset)
+    return shrunk(path, min(off for p, off in seen if p == path))
 
 
 def mark() -> int:
-    """Where the fault log stands now (for :func:`since`)."""
-    return _EXT.count() if _EXT is not None else 0
+    """Where the shrinks seen stand now (for :func:`since`)."""
+    _pull()
+    return len(_seen)
 
 
 def since(at: int) -> ShrunkError | None:
-    """The error for faults logged after :func:`mark` gave ``at``, raised already or not
-    (the command wrapper's last look), or None."""
-    if _EXT is None or _EXT.count() <= at:
-        return None
-    return _error(_EXT.faults(at))
+    """The error for shrinks seen after :func:`mark` gave ``at``, raised already or not,
+    with every live mapping's size checked first (the command wrapper's last look), or None."""
+    for mm in list(_live.values()):
+        mm.note_shrink()
+    _pull()
+    return _error(_seen[at:]) if len(_seen) > at else None
 
 
-def pending() -> ShrunkError | None:
-    """The error for faults not raised yet by :func:`check` (then counted as raised), or None."""
+def check(*walked) -> None:
+    """A safe point: raise :class:`ShrunkError` if a guarded mapping faulted, or one of the
+    mappings just ``walked`` (buffers of files whose walk ended) is longer than its file
+    now, since the last safe point. One C call when nothing happened (a ``stat`` per
+    mapping walked)."""
     global _raised
-    if _EXT is None:
-        return None
-    n = _EXT.count()
-    if n <= _raised:
-        return None
-    err = _error(_EXT.faults(_raised))
-    _raised = n
-    return err
-
-
-def check() -> None:
-    """A safe point: raise :class:`ShrunkError` if a guarded mapping faulted since the last one.
-    One C call when nothing happened."""
-    err = pending()
-    if err is not None:
+    for mm in walked:
+        if isinstance(mm, GuardedMap):
+            mm.note_shrink()
+    _pull()
+    if len(_seen) > _raised:
+        err = _error(_seen[_raised:])
+        _raised = len(_seen)
         raise err
+
+
+def check_all() -> None:
+    """:func:`check` with every live mapping's size checked (before rebuild-index commits,
+    at the end of verify and of each Spark task): a ``stat`` per live mapping."""
+    check(*list(_live.values()))

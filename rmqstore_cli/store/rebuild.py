@@ -155,7 +155,7 @@ def dispatch_file_records(fd: FastDispatcher, f, recovering: bool, check_crc: bo
     A file that shrank meanwhile is a ShrunkError (``mapguard.check``), not a stop: the zeros
     the guard left would read as the end of the log."""
     got = _dispatch_file(fd, f, recovering, check_crc, force_prop_crc, skipped, batch, after_block, header)
-    mapguard.check()
+    mapguard.check(f.buffer())
     return got
 
 
@@ -507,7 +507,7 @@ def rebuild_to(config: StoreConfig, out: Path, opts: RebuildOptions, copy_commit
     try:
         out.mkdir(parents=True, exist_ok=True)
         rep = (build or build_set)(config, staging, opts, progress)
-        mapguard.check()  # nothing is renamed into place from a read a shrinking file spoilt
+        mapguard.check_all()  # nothing is renamed into place from a read a shrinking file spoilt
         for p in parts:
             (staging / p).mkdir(parents=True, exist_ok=True)
         _fsync_tree(staging)
@@ -951,7 +951,7 @@ def _build_staging(config: StoreConfig, staging: Path, parts: list[list[str]], m
     """Step 1 of :func:`rebuild_in_place`: the new set in ``staging``, marked and fsynced."""
     staging.mkdir()
     rep = (build or build_set)(config, staging, opts, progress)
-    mapguard.check()  # a read a shrinking file spoilt is rolled back, never swapped in
+    mapguard.check_all()  # a read a shrinking file spoilt is rolled back, never swapped in
     for part in parts:
         staged = Path(part[1])
         if opts.topics is None:

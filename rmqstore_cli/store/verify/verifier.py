@@ -133,7 +133,7 @@ class Verifier(CommitLogScan, RecordChecks, QueueChecks, LmqChecks, IndexChecks,
         self.open_store()
         yield from self._drain()
         yield from self.scan_commitlog()
-        mapguard.check()
+        mapguard.check_all()
         self.finish_queues()
         self.check_rocksdb()
         yield from self._drain()
@@ -144,7 +144,7 @@ class Verifier(CommitLogScan, RecordChecks, QueueChecks, LmqChecks, IndexChecks,
         self.check_recovery()
         self.check_timer()
         self.check_batch_queues()
-        mapguard.check()
+        mapguard.check_all()
         yield from self._drain()
         for q in self.queues.values():
             q.close()
