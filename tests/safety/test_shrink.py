@@ -240,3 +240,45 @@ def test_without_the_guard_files_are_read_not_mapped(store, master):
     victim = commitlog_file(store, 2)
     r = shrink_run(victim, 5000, "dump-commitlog", "--format", "jsonl", "--store", store, script=shrink_before_read)
     expect_shrunk(r, victim, 5000)
+
+
+#: Spark's Python workers are other processes: a sitecustomize (on PYTHONPATH, which Spark
+#: passes on to its workers) truncates the file right after a *worker* maps it.
+SITECUSTOMIZE = """
+import os, sys
+target, size = os.environ.get("RMQSTORE_TEST_SHRINK", ":").rsplit(":", 1)
+if target:
+    from rmqstore_cli.store import mapguard
+
+    original = mapguard.map_guarded
+
+    def map_then_shrink(fd, length, path, write):
+        mm = original(fd, length, path, write)
+        if os.path.realpath(path) == target and "pyspark.worker" in sys.modules and os.path.getsize(path) > int(size):
+            os.truncate(path, int(size))
+        return mm
+
+    mapguard.map_guarded = map_then_shrink
+"""
+
+
+@pytest.mark.parametrize("command", ["verify", "rebuild-index"])
+def test_spark_tasks_report_the_same_line(store, tmp_path, command):
+    """--engine spark: the task that meets the shrunk file fails with the ShrunkError, and the
+    driver reports the very line the local engine prints (not "the Spark job failed");
+    rebuild-index --in-place rolls back (old sets byte for byte, nothing left in the store)."""
+    pytest.importorskip("pyspark")
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(SITECUSTOMIZE)
+    victim = commitlog_file(store, 4)
+    before = {k: v for k, v in tree_digest(store).items() if not k.startswith("commitlog/")}
+    args = ["--format", "jsonl"] if command == "verify" else ["--in-place"]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]),
+               RMQSTORE_TEST_SHRINK=f"{os.path.realpath(victim)}:3000")
+    r = subprocess.run([sys.executable, "-m", "rmqstore_cli", command, "--store", str(store), "--engine", "spark",
+                        "--spark-master", "local[2]", *args], capture_output=True, text=True, timeout=600, cwd=ROOT,
+                       env=env)
+    expect_shrunk(r, victim, 3000)
+    assert {k: v for k, v in tree_digest(store).items() if not k.startswith("commitlog/")} == before
+    assert not [p.name for p in store.iterdir() if p.name.startswith(".rebuild") or ".bak-" in p.name]
