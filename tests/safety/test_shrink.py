@@ -282,3 +282,14 @@ def test_spark_tasks_report_the_same_line(store, tmp_path, command):
     expect_shrunk(r, victim, 3000)
     assert {k: v for k, v in tree_digest(store).items() if not k.startswith("commitlog/")} == before
     assert not [p.name for p in store.iterdir() if p.name.startswith(".rebuild") or ".bak-" in p.name]
+
+
+def test_shrink_fuzz_short_seeded_run(tmp_path):
+    """fuzz/shrinkfuzz.py for a few runs (each command once): a file truncated at a random
+    moment while dump-commitlog, verify, rebuild-index or export reads it. The long runs are
+    in fuzz/RESULTS.md."""
+    sys.path.insert(0, str(ROOT / "fuzz"))
+    import shrinkfuzz
+
+    res = shrinkfuzz.run_iterations(5, seed=7, work=tmp_path, messages=20000)
+    assert [r for r in res if r[4]] == []
