@@ -118,7 +118,10 @@ class GuardedMap(mmap.mmap):
             self.note_shrink()
         except Exception:  # noqa: BLE001 - interpreter shutdown: os may be gone already
             pass
-        self._forget()
+        try:
+            self._forget()
+        except Exception:  # noqa: BLE001 - the same (and the process ends: no fault can come)
+            pass
 
     def _forget(self) -> None:
         token, self.token = self.token, None
