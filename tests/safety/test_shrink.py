@@ -293,3 +293,67 @@ def test_shrink_fuzz_short_seeded_run(tmp_path):
 
     res = shrinkfuzz.run_iterations(5, seed=7, work=tmp_path, messages=20000)
     assert [r for r in res if r[4]] == []
+
+
+GUARD_UNITS = """
+import mmap, os, signal, sys, threading
+from rmqstore_cli.errors import ShrunkError
+from rmqstore_cli.store import mapguard, safefs
+
+def mapped(path):
+    fd = safefs.open_read_only(path)
+    try:
+        return safefs.map_file(fd, os.fstat(fd).st_size, path)
+    finally:
+        os.close(fd)
+
+what, a, b = sys.argv[1:4]
+if what == "threads-and-fork":
+    mm = mapped(a)
+    os.truncate(a, 5000)
+    seen = []
+    t = threading.Thread(target=lambda: seen.append(bytes(mm[8192:8200])))  # faults in this thread
+    t.start()
+    t.join()
+    assert seen == [bytes(8)], seen
+    try:
+        mapguard.check()
+    except ShrunkError as e:
+        print(e.path == a, e.offset)
+    pid = os.fork()
+    if pid == 0:  # a forked child (pyspark's workers) is guarded as its parent is
+        other = mapped(b)
+        os.truncate(b, 0)
+        assert other[100] == 0
+        try:
+            mapguard.check()
+        except ShrunkError as e:
+            os._exit(3 if (e.path, e.offset) == (b, 0) else 4)
+        os._exit(5)
+    _, status = os.waitpid(pid, 0)
+    print(os.waitstatus_to_exitcode(status))
+elif what == "kill":  # a SIGBUS sent by kill(): still the default action
+    mapped(a)
+    os.kill(os.getpid(), signal.SIGBUS)
+else:  # a fault in a mapping the guard does not know: still the default action
+    mapped(a)
+    fd = os.open(b, os.O_RDONLY)
+    plain = mmap.mmap(fd, os.fstat(fd).st_size, access=mmap.ACCESS_READ)
+    os.truncate(b, 0)
+    print(plain[10000])
+print("alive")
+"""
+
+
+def test_guard_in_threads_forked_children_and_nowhere_else(store):
+    """The guard's reach: a fault in another thread and in a forked child is caught (and
+    named: the first lost byte, 5000, not the faulting page); a SIGBUS sent by kill() or a
+    fault in a mapping not made by map_file keeps the default action (the process dies)."""
+    for i, what in enumerate(("threads-and-fork", "kill", "unguarded")):
+        a, b = (os.path.realpath(commitlog_file(store, 2 * i + k)) for k in (0, 1))
+        r = subprocess.run([sys.executable, "-c", GUARD_UNITS, what, a, b], capture_output=True, text=True,
+                           timeout=60, cwd=ROOT)
+        if what == "threads-and-fork":
+            assert r.returncode == 0 and r.stdout.split() == ["True", "5000", "3", "alive"], (r.stdout, r.stderr)
+        else:
+            assert r.returncode == -7 and "alive" not in r.stdout, (what, r.returncode, r.stderr)
