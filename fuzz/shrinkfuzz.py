@@ -8,7 +8,9 @@ the reader: before store/mapguard.py the reader died of SIGBUS (exit 135, no mes
 iteration copies a multi-file store, starts one of dump-commitlog, verify, rebuild-index
 (--output, --in-place) or export as a subprocess, and after a random delay (up to 1.2 times
 the command's own run time) truncates one of its commit-log files (most runs), a
-consume-queue or an index file to a random length (0, a page boundary, or any byte). Then:
+consume-queue or an index file to a random length (0, a page boundary, or any byte); in half
+the runs the delay starts when the file shows in the command's mappings (``/proc/PID/maps``),
+so the cut lands while it is being read. Then:
 
 - the command ended by itself: never by a signal, never a traceback, at most one
   ``rmqstore: error:`` line, exit 0, 1 or 3 (dump-commitlog, export, rebuild-index 0 or 3);
@@ -17,6 +19,9 @@ consume-queue or an index file to a random length (0, a page boundary, or any by
 - rebuild-index --output: exit 0 and a complete set (consumequeue/, index/, checkpoint), or
   no set and no staging directory at all; --in-place: exit 0 and no staging or journal
   left, or the old consumequeue/, index/ and checkpoint byte for byte and nothing left.
+
+- exit 0 from dump-commitlog or rebuild-index --output: the same stdout, or the same consume
+  queues and index, as a run on an untouched copy (the read was over before the cut).
 
 Outcomes are counted per command (the read was done before the cut: exit 0 or verify's 1;
 the shrink line; another refusal, such as a size check that already saw the shorter file).
@@ -38,7 +43,7 @@ import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
-SIZES = ["--commitlog-file-size", "1048576", "--cq-file-size", "6000", "--index-slots", "512", "--index-max", "4000"]
+SIZES = ["--commitlog-file-size", "8388608", "--cq-file-size", "60000", "--index-slots", "5000", "--index-max", "40000"]
 HINT = ("the file was truncated while rmqstore read it (a broker, expire or a copy still writing the store?); "
         "read a stable copy (stop the broker or let the copy finish) and run again")
 SHRUNK = re.compile(r"rmqstore: error: (.+) shrank while it was read \((.+):(\d+)\); (.*)")
@@ -112,6 +117,19 @@ def cut_size(rng: random.Random, size: int) -> int:
     return rng.randrange(0, size)
 
 
+def wait_mapped(p: subprocess.Popen, victim: Path) -> None:
+    """Until ``victim`` shows in the process's mappings (``/proc/PID/maps``) or it ends."""
+    want = os.path.realpath(victim)
+    while p.poll() is None:
+        try:
+            with open(f"/proc/{p.pid}/maps") as m:
+                if any(line.rstrip("\n").endswith(want) for line in m):
+                    return
+        except OSError:
+            return
+        time.sleep(0.001)
+
+
 def judge(name: str, r_code: int, err: str, victim: Path, cut: int, work: Path, store: Path,
           old: dict[str, str]) -> tuple[str, str | None]:
     """(outcome, problem or None) of one run."""
@@ -153,7 +171,8 @@ def judge(name: str, r_code: int, err: str, victim: Path, cut: int, work: Path, 
     return outcome, None
 
 
-def one(name: str, master: Path, work: Path, rng: random.Random, budget: float) -> tuple[str, float, str, str | None]:
+def one(name: str, master: Path, work: Path, rng: random.Random, budget: float, expected: str | None
+        ) -> tuple[str, float, str, str | None]:
     """One run: (victim's kind, delay, outcome, problem)."""
     store = work / "store"
     copy_store(master, store)
@@ -164,31 +183,50 @@ def one(name: str, master: Path, work: Path, rng: random.Random, budget: float) 
         own_copy(victim)
     cut = cut_size(rng, victim.stat().st_size)
     old = digest(store) if name == "rebuild-in-place" else {}
-    delay = rng.uniform(0.0, budget)
+    targeted = rng.random() < 0.5
+    delay = rng.uniform(0.0, budget / 4 if targeted else budget)
     errf = work / "stderr"
-    with open(errf, "wb") as e:
+    with open(errf, "wb") as e, open(work / "stdout", "wb") as o:
         p = subprocess.Popen([sys.executable, "-m", "rmqstore_cli", *map(str, COMMANDS[name](store, work))],
-                             stdout=subprocess.DEVNULL, stderr=e)
+                             stdout=o, stderr=e)
+        if targeted:  # the moment the victim is mapped, then a random part of its read
+            wait_mapped(p, victim)
         time.sleep(delay)
         os.truncate(victim, cut)
         code = p.wait(timeout=600)
     err = errf.read_text(errors="replace")
     outcome, problem = judge(name, code, err, victim, cut, work, store, old)
+    if problem is None and code == 0 and expected is not None and answer(name, work) != expected:
+        problem = "exit 0, but the answer differs from an untouched run's"
     return victim.relative_to(store).parts[0], delay, outcome, problem
 
 
-def timed(name: str, master: Path, work: Path) -> float:
-    """The command's run time on an untouched copy (the delays are drawn up to 1.2 times it)."""
+def answer(name: str, work: Path) -> str | None:
+    """What a run answered, to compare with an untouched run's: dump-commitlog's stdout, the
+    consume queues and index rebuild-index --output wrote (None for the other commands)."""
+    if name == "dump-commitlog":
+        return hashlib.sha256((work / "stdout").read_bytes()).hexdigest()
+    if name == "rebuild-output":
+        return str(sorted(digest(work / "out", ("consumequeue", "index")).items()))
+    return None
+
+
+def untouched(name: str, master: Path, work: Path) -> tuple[float, str | None]:
+    """The command's run time on an untouched copy (the delays are drawn up to 1.2 times it),
+    and its :func:`answer`."""
     store = work / "store"
     copy_store(master, store)
     t0 = time.monotonic()
-    r = _rmq(*COMMANDS[name](store, work))
+    with open(work / "stdout", "wb") as out:
+        r = subprocess.run([sys.executable, "-m", "rmqstore_cli", *map(str, COMMANDS[name](store, work))],
+                           stdout=out, stderr=subprocess.PIPE, timeout=600)
     t = time.monotonic() - t0
-    for d in ("out", "parquet"):
-        shutil.rmtree(work / d, ignore_errors=True)
     if r.returncode not in (0, 1):
         raise SystemExit(f"{name} fails on the untouched store: {r.stderr.decode()[-500:]}")
-    return t
+    got = answer(name, work)
+    for d in ("out", "parquet"):
+        shutil.rmtree(work / d, ignore_errors=True)
+    return t, got
 
 
 def run_iterations(iterations: int, seed: int, work: Path, messages: int = 40000,
@@ -196,12 +234,12 @@ def run_iterations(iterations: int, seed: int, work: Path, messages: int = 40000
     """[(command, victim kind, delay, outcome, problem)] for each iteration (commands in turn)."""
     names = names or list(COMMANDS)
     master = make_master(work / "master", messages)
-    budget = {n: 1.2 * timed(n, master, work) for n in names}
+    ref = {n: untouched(n, master, work) for n in names}
     rng = random.Random(seed)
     out = []
     for i in range(iterations):
         name = names[i % len(names)]
-        out.append((name, *one(name, master, work, rng, budget[name])))
+        out.append((name, *one(name, master, work, rng, 1.2 * ref[name][0], ref[name][1])))
     return out
 
 
