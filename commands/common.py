@@ -135,7 +135,7 @@ def command(fn=None, *, mutating: bool = False, answer: bool = False):
             if mutating and not kwargs.get("quiet") and stdio.stdout_closed_at_start():
                 raise stdio.OutputFault(errno.EBADF, closed_at_start=True)
             try:
-                rv = fn(*args, **kwargs)
+                rv = shrink_wins(fn, args, kwargs)
             except typer.Exit:
                 stdio.flush()
                 raise
@@ -181,6 +181,26 @@ def output_fault(e, name: str = "rmqstore") -> int:
     print(f"rmqstore: error: cannot write the output: {e.reason()} (stdout); nothing was changed; {hint}",
           file=sys.stderr)
     return EXIT_OUTPUT
+
+
+def shrink_wins(fn, args, kwargs):
+    """``fn(*args, **kwargs)``; if a store file shrank while it ran (``store/mapguard.py``:
+    the guard turned the SIGBUS into zeros), that is the error, whatever ``fn`` returned or
+    raised: its findings, counts or errors followed from the zeros it read."""
+    from rmqstore_cli.store import mapguard
+
+    at = mapguard.mark()
+    try:
+        rv = fn(*args, **kwargs)
+    except Exception:
+        shrunk = mapguard.since(at)
+        if shrunk is None:
+            raise
+        raise shrunk from None
+    shrunk = mapguard.since(at)
+    if shrunk is not None:
+        raise shrunk
+    return rv
 
 
 def no_such_topic(st, topic: str):

@@ -105,12 +105,14 @@ app = typer.Typer(
 
 
 def _version(value: bool) -> None:
-    """The version, and which loops the engine runs (the C extension built at install, or
-    the reference loops: README's "Speed")."""
+    """The version, which loops the engine runs (the C extension built at install, or
+    the reference loops: README's "Speed") and whether mapped reads are guarded against a
+    file shrinking under them (README's "Safety")."""
     if value:
+        from rmqstore_cli.store import mapguard
         from rmqstore_cli.store.fastpaths import FAST_PATHS
 
-        print(f"rmqstore {__version__} ({FAST_PATHS.describe()})")
+        print(f"rmqstore {__version__} ({FAST_PATHS.describe()}; {mapguard.describe()})")
         raise typer.Exit(0)
 
 

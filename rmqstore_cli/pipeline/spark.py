@@ -26,6 +26,8 @@ DEFAULT_MASTER = "local[*]"
 EXECUTOR_TIMEOUT = "spark.rmqstore.executorTimeout"
 EXECUTOR_TIMEOUT_DEFAULT = 120.0
 EXECUTOR_SAID = "rmqstore-executor: "  # marks the line an executor's error is told in
+#: marks a ShrunkError an executor met (JSON: message, path, offset, hint): the driver raises it
+SHRUNK_SAID = "rmqstore-shrunk: "
 _start = jvmstart.Start([])  # how this process's JVM was started (one per process)
 
 
@@ -256,12 +258,21 @@ class _ExportRows:
         import pyarrow as pa
         from pyspark.sql.pandas.types import to_arrow_schema
 
+        from rmqstore_cli.store import mapguard
+
         arrow = to_arrow_schema(self.schema)
         for b in batches:  # one id per partition: the task's number
             for i in b.column(0).to_pylist():
                 stops: list = []
-                for got in export_batches(self.tasks[i], stops):
-                    yield got.append_column(UNREADABLE, pa.nulls(got.num_rows, pa.binary()))
+                try:
+                    for got in export_batches(self.tasks[i], stops):
+                        yield got.append_column(UNREADABLE, pa.nulls(got.num_rows, pa.binary()))
+                    mapguard.check_all()
+                except Exception as e:  # a store file shrank under the task: told to the driver
+                    said = tell_shrunk(e)
+                    if said is None:
+                        raise
+                    raise RuntimeError(said) from None
                 if stops:
                     cols = [pa.nulls(1, f.type) for f in arrow][:-1] + [pa.array([pickle.dumps(stops[:MAX_FINDINGS])])]
                     yield pa.RecordBatch.from_arrays(cols, schema=arrow)
@@ -297,6 +308,9 @@ def run_job(job, master: str | None, conf: list[str] | None, verbose: bool, *arg
     except RmqstoreError:
         raise
     except Exception as e:  # Py4JJavaError, PythonException from an executor
+        shrunk = shrunk_told(str(e))
+        if shrunk is not None:  # a store file truncated under a task: the same line as locally
+            raise shrunk from None
         if verbose:
             raise
         hint = "rerun with --verbose for Spark's log"
@@ -344,8 +358,12 @@ class OnExecutor:
         self.fn = fn
 
     def __call__(self, *args):
+        from rmqstore_cli.store import mapguard
+
         try:
-            return self.fn(*args)
+            got = self.fn(*args)
+            mapguard.check_all()  # a store file that shrank under the task (the guard left zeros)
+            return got
         except Exception as e:
             import socket
 
@@ -354,7 +372,37 @@ class OnExecutor:
             said = str(e) if isinstance(e, RmqstoreError) else f"{type(e).__name__}: {e}"
             if isinstance(e, OSError) and e.filename is not None:
                 said = f"{e.strerror}: {e.filename}"
+            said = tell_shrunk(e) or said
             raise RuntimeError(f"{EXECUTOR_SAID}on host {socket.gethostname()}: {said}".replace("\n", " ")) from None
+
+
+def tell_shrunk(e: BaseException) -> str | None:
+    """A ShrunkError (a store file truncated while a task read it) as one line the driver
+    turns back into the same error (:func:`shrunk_told`); None for any other error."""
+    import json
+
+    from rmqstore_cli.errors import ShrunkError
+
+    if not isinstance(e, ShrunkError):
+        return None
+    return SHRUNK_SAID + json.dumps([e.message, None if e.path is None else str(e.path), e.offset, e.hint])
+
+
+def shrunk_told(text: str):
+    """The ShrunkError an executor told (:func:`tell_shrunk`) somewhere in a failed job's
+    text, or None: the driver reports it as if it had read the file itself."""
+    import json
+
+    from rmqstore_cli.errors import ShrunkError
+
+    at = text.find(SHRUNK_SAID)
+    if at < 0:
+        return None
+    try:
+        message, path, offset, hint = json.JSONDecoder().raw_decode(text, at + len(SHRUNK_SAID))[0]
+    except (ValueError, TypeError):
+        return None
+    return ShrunkError(message, path=path, offset=offset, hint=hint)
 
 
 def _run_map(sc, fn, items) -> list:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rmqstore_cli.errors import FileSizeError, StoreError
+from rmqstore_cli.store import mapguard
 from rmqstore_cli.store.safefs import (create_sized, map_file, open_for_write, open_read_only, reserve_ahead,
                                        stat_regular)
 
@@ -50,6 +51,9 @@ class MappedFile:
     #: Created by this writer (holes only where nothing was written yet, and every write
     #: reserves first); an existing file's holes may be read, which on a full tmpfs is a SIGBUS.
     fresh: bool = field(default=False, repr=False)
+    #: The largest length the file was seen with (``check_sizes``, an earlier mapping): a
+    #: shorter one now means it shrank while the command read it (mapguard.py).
+    seen: int = field(default=0, repr=False)
 
     @property
     def name(self) -> str:
@@ -71,6 +75,9 @@ class MappedFile:
                 fd = open_read_only(self.path)
             try:
                 length = os.fstat(fd).st_size
+                if length < self.seen:  # what was read of it before no longer holds
+                    raise mapguard.shrunk(self.path, length)
+                self.seen = length
                 if length == 0:
                     return b""
                 self._mm = map_file(fd, length, self.path, write=self.writable, fresh=self.writable and self.fresh)
@@ -177,6 +184,7 @@ class MappedFileQueue:
             raise StoreError("a directory where a store file belongs; only regular files are read", path=p)
         for f in self.files:
             size = regular_size(f.path)
+            f.seen = max(f.seen, size)
             if size != self.file_size and not allow_odd:
                 raise FileSizeError(f"file has {size} bytes, expected {self.file_size}", path=f.path,
                                     hint="pass the broker's file size options or --broker-conf")

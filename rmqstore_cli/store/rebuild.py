@@ -50,7 +50,7 @@ from rmqstore_cli.formats.commitlog import (
     MessageHead,
 )
 from rmqstore_cli.formats.consume_queue import CQ_STORE_UNIT_SIZE
-from rmqstore_cli.store import safefs
+from rmqstore_cli.store import mapguard, safefs
 from rmqstore_cli.store.checkpoint import StoreCheckpoint
 from rmqstore_cli.store.commitlog import CommitLog, ScanEnd, Status, check_framed, check_message, is_clean_end
 from rmqstore_cli.store.config import SIZE_LEAST, StoreConfig
@@ -152,7 +152,16 @@ def dispatch_file_records(fd: FastDispatcher, f, recovering: bool, check_crc: bo
     a size mismatch or invalid record ends the log) or the reput (a size mismatch is skipped
     into ``skipped``). Returns (position where dispatch stopped in the file or None, why).
     ``header``: a DLedger data file's entry header before each record (``commitlog.dledger``);
-    the position returned is then the entry's, where ``DLedgerMmapFileStore#recover`` cuts."""
+    the position returned is then the entry's, where ``DLedgerMmapFileStore#recover`` cuts.
+    A file that shrank meanwhile is a ShrunkError (``mapguard.check``), not a stop: the zeros
+    the guard left would read as the end of the log."""
+    got = _dispatch_file(fd, f, recovering, check_crc, force_prop_crc, skipped, batch, after_block, header)
+    mapguard.check(f.buffer())
+    return got
+
+
+def _dispatch_file(fd: FastDispatcher, f, recovering: bool, check_crc: bool, force_prop_crc: bool,
+                   skipped: list, batch: int, after_block, header: int) -> tuple[int | None, str]:
     buf = f.buffer()
     limit = len(buf)
     a = file_array(buf)
@@ -499,6 +508,7 @@ def rebuild_to(config: StoreConfig, out: Path, opts: RebuildOptions, copy_commit
     try:
         out.mkdir(parents=True, exist_ok=True)
         rep = (build or build_set)(config, staging, opts, progress)
+        mapguard.check_all()  # nothing is renamed into place from a read a shrinking file spoilt
         for p in parts:
             (staging / p).mkdir(parents=True, exist_ok=True)
         _fsync_tree(staging)
@@ -943,6 +953,7 @@ def _build_staging(config: StoreConfig, staging: Path, parts: list[list[str]], m
     """Step 1 of :func:`rebuild_in_place`: the new set in ``staging``, marked and fsynced."""
     staging.mkdir()
     rep = (build or build_set)(config, staging, opts, progress)
+    mapguard.check_all()  # a read a shrinking file spoilt is rolled back, never swapped in
     for part in parts:
         staged = Path(part[1])
         if opts.topics is None:

@@ -16,6 +16,8 @@ directory that is a link to somewhere else, a full or read-only disk. The rules:
   inside a root.
 - **Space**: :func:`reserve` allocates a range before a writer maps it, so a full disk is
   an ``ENOSPC`` error here and never a ``SIGBUS`` inside a mapping.
+- **Shrinking**: every mapping is guarded (:func:`map_file`, ``store/mapguard.py``), so a
+  file truncated while it is read is one ``ShrunkError`` naming it, never a ``SIGBUS``.
 
 Every failure is a :class:`~rmqstore_cli.errors.StoreError` (exit 3) or, for a path that
 leaves the store, a :class:`~rmqstore_cli.errors.RefusedError` (exit 4), naming the file.
@@ -134,15 +136,20 @@ def map_file(fd: int, length: int, path, write: bool = False, fresh: bool = Fals
     empty file, which cannot be mapped). Its holes are checked first (:func:`check_mappable`)
     unless the file is ``fresh`` — made by this writer, whose every write reserves first.
     A mapping the process cannot have (ENOMEM under an address-space limit, a huge sparse
-    file) is one StoreError naming the file instead of an OSError traceback."""
-    import mmap
+    file) is one StoreError naming the file instead of an OSError traceback.
 
+    The mapping is guarded (:mod:`~rmqstore_cli.store.mapguard`): a file truncated while it
+    is read is a ShrunkError, never a SIGBUS. Mapping the next file is one of the guard's
+    safe points: a fault in an earlier mapping is raised here."""
+    from rmqstore_cli.store import mapguard
+
+    mapguard.check()
     if length == 0:
         return b""
     if not fresh:
         check_mappable(fd, path, length)
     try:
-        return mmap.mmap(fd, length, access=mmap.ACCESS_WRITE if write else mmap.ACCESS_READ)
+        return mapguard.map_guarded(fd, length, path, write)
     except (OSError, ValueError, OverflowError) as e:
         if isinstance(e, OSError):
             raise os_error(e, path, f"map {length} bytes") from None

@@ -43,6 +43,7 @@ from rmqstore_cli.formats.commitlog import (
 )
 from rmqstore_cli.formats.properties import MAX_PROPERTIES_LENGTH, NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR
 from rmqstore_cli.store.config import StoreConfig
+from rmqstore_cli.store import mapguard
 from rmqstore_cli.store.crc import crc32
 from rmqstore_cli.store.mapped_files import MAX_FILE_OFFSET, MappedFile, MappedFileQueue, release_pages
 from rmqstore_cli.store.message import Message, offset_msg_id
@@ -312,7 +313,15 @@ class CommitLog:
                     blocks: bool = True) -> Iterator:
         """:meth:`scan`, with runs of valid records given as
         :class:`~rmqstore_cli.store.columns.MessageBlock` columns (``blocks``) and
-        everything else as single records: the same records, stops and end."""
+        everything else as single records: the same records, stops and end. A file that
+        shrank while it was read ends the scan with a ShrunkError (``mapguard.check``: the
+        zeros it read looked like the end of the log)."""
+        walked: list = []
+        yield from self._scan_files(start, end, check_crc, include_blank, skip_mismatch, every_file, blocks, walked)
+        mapguard.check(*walked)
+
+    def _scan_files(self, start: int | None, end: int | None, check_crc: bool, include_blank: bool,
+                    skip_mismatch: bool, every_file: bool, blocks: bool, walked: list) -> Iterator:
         force = self.config.force_verify_prop_crc
         if blocks and not (check_crc and force):  # a whole-record CRC is checked record by record
             from rmqstore_cli.store.arrays import file_array
@@ -328,6 +337,7 @@ class CommitLog:
         files = self.queue.files_from(start)
         for i, f in enumerate(files):
             buf = f.buffer()
+            walked.append(buf)
             limit = len(buf)
             header = self.header_of(f)
             pos = max(0, start - f.file_from_offset)

@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from rmqstore_cli.errors import StoreError
+from rmqstore_cli.store import mapguard
 from rmqstore_cli.store.checkpoint import StoreCheckpoint
 from rmqstore_cli.store.config import StoreConfig, data_files, subdirs
 from rmqstore_cli.store.index import index_file_paths
@@ -126,12 +127,15 @@ class Verifier(CommitLogScan, RecordChecks, QueueChecks, LmqChecks, IndexChecks,
         return self.by_severity.get(ERROR, 0) == 0
 
     def run(self) -> Iterator[Finding]:
-        """Every check, the findings as they come (with the default sink)."""
+        """Every check, the findings as they come (with the default sink). A file that shrank
+        while it was read is a ShrunkError (``mapguard.check``) after the log's scan and at
+        the end, not findings about the zeros it left."""
         self.infer_sizes()
         yield from self._drain()
         self.open_store()
         yield from self._drain()
         yield from self.scan_commitlog()
+        mapguard.check_all()
         self.finish_queues()
         self.check_rocksdb()
         yield from self._drain()
@@ -143,6 +147,7 @@ class Verifier(CommitLogScan, RecordChecks, QueueChecks, LmqChecks, IndexChecks,
         self.check_timer()
         self.check_batch_queues()
         self.check_configs()
+        mapguard.check_all()
         yield from self._drain()
         for q in self.queues.values():
             q.close()
