@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, generate, tree_digest
+from tests.helpers import ROOT, generate, tree_digest
 
 HINT = ("the file was truncated while rmqstore read it (a broker, expire or a copy still writing the store?); "
         "read a stable copy (stop the broker or let the copy finish) and run again")
@@ -222,7 +222,7 @@ def test_without_the_guard_files_are_read_not_mapped(store, master):
     """No _mapguard (no compiler at install): --version says so; read-only files are copied
     with pread (FileCopy, no SIGBUS possible), the same output as mapped; a file that is
     shorter than its size at open is the same one line."""
-    from conftest import run
+    from tests.helpers import run
 
     plain = WITHOUT_GUARD + "\nfrom rmqstore_cli.app import main\nsys.argv[0] = 'rmqstore'\nmain()\n"
     v = subprocess.run([sys.executable, "-c", plain, "--version"], capture_output=True, text=True, cwd=ROOT)
@@ -284,12 +284,12 @@ def test_spark_tasks_report_the_same_line(store, tmp_path, command):
     assert not [p.name for p in store.iterdir() if p.name.startswith(".rebuild") or ".bak-" in p.name]
 
 
+@pytest.mark.fuzz
 def test_shrink_fuzz_short_seeded_run(tmp_path):
     """fuzz/shrinkfuzz.py for a few runs (each command once): a file truncated at a random
     moment while dump-commitlog, verify, rebuild-index or export reads it. The long runs are
     in fuzz/RESULTS.md."""
-    sys.path.insert(0, str(ROOT / "fuzz"))
-    import shrinkfuzz
+    from fuzz import shrinkfuzz
 
     res = shrinkfuzz.run_iterations(5, seed=7, work=tmp_path, messages=20000)
     assert [r for r in res if r[4]] == []
