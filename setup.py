@@ -15,12 +15,23 @@ still installs, with a warning, and runs the reference loops, same output (``rmq
 instead of mapped (mapguard.py). Plain C API and the buffer protocol: nothing but the
 compiler and Python's headers is needed to build them.
 """
+
 from setuptools import Extension, setup
 
-setup(ext_modules=[
-    Extension("rmqstore_cli.store._ckernels", ["rmqstore_cli/store/_ckernels.c"], optional=True,
-              extra_compile_args=["-O3"]),
-    Extension("rmqstore_cli._cjson", ["rmqstore_cli/_cjson.c"], optional=True, extra_compile_args=["-O3"]),
-    Extension("rmqstore_cli.store._mapguard", ["rmqstore_cli/store/_mapguard.c"], optional=True,
-              extra_compile_args=["-std=gnu11"]),
-])
+setup(
+    ext_modules=[
+        Extension(
+            "rmqstore_cli.store._ckernels",
+            ["rmqstore_cli/store/_ckernels.c"],
+            optional=True,
+            extra_compile_args=["-O3"],
+        ),
+        Extension("rmqstore_cli._cjson", ["rmqstore_cli/_cjson.c"], optional=True, extra_compile_args=["-O3"]),
+        Extension(
+            "rmqstore_cli.store._mapguard",
+            ["rmqstore_cli/store/_mapguard.c"],
+            optional=True,
+            extra_compile_args=["-std=gnu11"],
+        ),
+    ]
+)

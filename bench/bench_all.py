@@ -39,6 +39,7 @@ install points at a ``git archive`` of the old commit) runs every read row with 
 right after the row, so that both see the same load; ``--only`` picks rows.
 Not a test: prints a table and writes ``--json``; nothing is asserted.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -58,9 +59,13 @@ ROOT = Path(__file__).resolve().parent.parent
 CLI = [sys.executable, "-m", "rmqstore_cli"]
 #: forces every fast path on, then runs the CLI (the fixed-cost row); ``walk_after`` and
 #: ``for_bytes`` are the thresholds of installs before the C loops (``--before``)
-FORCED = [sys.executable, "-c", "import sys; from rmqstore_cli.store.fastpaths import FAST_PATHS as F; "
-          "F.walk_after = F.json_min = F.for_bytes = 0; sys.argv[0] = 'rmqstore'; "
-          "from rmqstore_cli.app import main; main()"]
+FORCED = [
+    sys.executable,
+    "-c",
+    "import sys; from rmqstore_cli.store.fastpaths import FAST_PATHS as F; "
+    "F.walk_after = F.json_min = F.for_bytes = 0; sys.argv[0] = 'rmqstore'; "
+    "from rmqstore_cli.app import main; main()",
+]
 
 
 def naive(store: str) -> int:
@@ -76,19 +81,19 @@ def naive(store: str) -> int:
             crc, qid, flag, qoff, phy, sysflag, born = struct.unpack_from(">iiiqqiq", buf, pos + 8)
             p = pos + 48
             hl = 16 if sysflag & 0x10 else 4
-            born_host, born_port = buf[p:p + hl], struct.unpack_from(">i", buf, p + hl)[0]
+            born_host, born_port = buf[p : p + hl], struct.unpack_from(">i", buf, p + hl)[0]
             p += hl + 4
             store_ts = struct.unpack_from(">q", buf, p)[0]
             hl = 16 if sysflag & 0x20 else 4
-            store_host, store_port = buf[p + 8:p + 8 + hl], struct.unpack_from(">i", buf, p + 8 + hl)[0]
+            store_host, store_port = buf[p + 8 : p + 8 + hl], struct.unpack_from(">i", buf, p + 8 + hl)[0]
             p += 12 + hl
             reconsume, prepared, blen = struct.unpack_from(">iqi", buf, p)
-            body = buf[p + 16:p + 16 + blen]
+            body = buf[p + 16 : p + 16 + blen]
             p += 16 + blen
             tl, p = (struct.unpack_from(">H", buf, p)[0], p + 2) if magic == 0xDAA320AB else (buf[p], p + 1)
-            topic = buf[p:p + tl]
+            topic = buf[p : p + tl]
             plen = struct.unpack_from(">h", buf, p + tl)[0]
-            props = buf[p + tl + 2:p + tl + 2 + plen]
+            props = buf[p + tl + 2 : p + tl + 2 + plen]
             n += 1
             pos += total
     return n
@@ -98,8 +103,9 @@ def run(argv: list[str], env: dict | None = None, stdout=None) -> tuple[float, f
     """(CPU, wall) seconds of one child process and its stdout's first MiB, the rest drained
     (or all of it sent to ``stdout``)."""
     before, t = os.times(), time.perf_counter()
-    p = subprocess.Popen(argv, stdout=stdout or subprocess.PIPE, stderr=subprocess.PIPE,
-                         env=dict(os.environ, **(env or {})), cwd="/")  # not the tree: -m/-c would import from it
+    p = subprocess.Popen(
+        argv, stdout=stdout or subprocess.PIPE, stderr=subprocess.PIPE, env=dict(os.environ, **(env or {})), cwd="/"
+    )  # not the tree: -m/-c would import from it
     head = b""
     if stdout is None:
         head = p.stdout.read(1 << 20)
@@ -126,40 +132,81 @@ def _rows(a, d: Path) -> list[tuple[str, list[str], dict, str]]:
     s, small = str(d / "store"), str(d / "small")
     cold = lambda: {"NUMBA_CACHE_DIR": tempfile.mkdtemp(prefix="numba-", dir=d)}  # noqa: E731
     return [
-        ("generate", CLI + ["generate", "--store", s, "--messages", str(a.messages), "--body-size", "256",
-                            "--format", "json"], {}, "records"),
+        (
+            "generate",
+            CLI + ["generate", "--store", s, "--messages", str(a.messages), "--body-size", "256", "--format", "json"],
+            {},
+            "records",
+        ),
         ("naive reader", [sys.executable, __file__, "--naive", s], {}, "yardstick"),
-        ("generate --from-jsonl", CLI + ["generate", "--store", str(d / "replay"), "--from-jsonl",
-                                         str(d / "dump.jsonl"), "--format", "json"], {}, "records"),
+        (
+            "generate --from-jsonl",
+            CLI + ["generate", "--store", str(d / "replay"), "--from-jsonl", str(d / "dump.jsonl"), "--format", "json"],
+            {},
+            "records",
+        ),
         ("verify", CLI + ["verify", "--store", s, "--format", "json"], {}, "records"),
-        ("rebuild-index", CLI + ["rebuild-index", "--store", s, "--output", str(d / "rebuilt"), "--format", "json",
-                                 "--no-progress"], {}, "records"),
-        ("dump-commitlog --format jsonl", CLI + ["dump-commitlog", "--store", s, "--format", "jsonl", "--tz", "UTC"],
-         {}, "records"),
-        ("export (local, no body)", CLI + ["export", "--store", s, "--output", str(d / "export"), "--format", "json"],
-         {}, "records"),
+        (
+            "rebuild-index",
+            CLI + ["rebuild-index", "--store", s, "--output", str(d / "rebuilt"), "--format", "json", "--no-progress"],
+            {},
+            "records",
+        ),
+        (
+            "dump-commitlog --format jsonl",
+            CLI + ["dump-commitlog", "--store", s, "--format", "jsonl", "--tz", "UTC"],
+            {},
+            "records",
+        ),
+        (
+            "export (local, no body)",
+            CLI + ["export", "--store", s, "--output", str(d / "export"), "--format", "json"],
+            {},
+            "records",
+        ),
         ("--help", CLI + ["--help"], {}, "fixed"),
-        ("fixed cost: verify 1k, kernels forced", FORCED + ["verify", "--store", small, "--format", "json"], {},
-         "fixed"),
+        (
+            "fixed cost: verify 1k, kernels forced",
+            FORCED + ["verify", "--store", small, "--format", "json"],
+            {},
+            "fixed",
+        ),
         ("fixed cost: verify 1k, default paths", CLI + ["verify", "--store", small, "--format", "json"], {}, "fixed"),
-        ("fixed cost: dump jsonl 1k, kernels forced", FORCED + ["dump-commitlog", "--store", small, "--format",
-                                                                "jsonl"], {}, "fixed"),
-        ("first run: verify 1k, forced, empty cache", FORCED + ["verify", "--store", small, "--format", "json"],
-         cold(), "cold"),
-        ("first run: dump 1k, forced, empty cache", FORCED + ["dump-commitlog", "--store", small, "--format", "jsonl"],
-         cold(), "cold"),
+        (
+            "fixed cost: dump jsonl 1k, kernels forced",
+            FORCED + ["dump-commitlog", "--store", small, "--format", "jsonl"],
+            {},
+            "fixed",
+        ),
+        (
+            "first run: verify 1k, forced, empty cache",
+            FORCED + ["verify", "--store", small, "--format", "json"],
+            cold(),
+            "cold",
+        ),
+        (
+            "first run: dump 1k, forced, empty cache",
+            FORCED + ["dump-commitlog", "--store", small, "--format", "jsonl"],
+            cold(),
+            "cold",
+        ),
     ]
 
 
 def _prepare(name: str, d: Path) -> None:
     """Clear what a row writes; write the untimed inputs it reads."""
-    for sub in {"generate": ["store"], "generate --from-jsonl": ["replay"], "rebuild-index": ["rebuilt"],
-                "export (local, no body)": ["export"]}.get(name, []):
+    for sub in {
+        "generate": ["store"],
+        "generate --from-jsonl": ["replay"],
+        "rebuild-index": ["rebuilt"],
+        "export (local, no body)": ["export"],
+    }.get(name, []):
         shutil.rmtree(d / sub, ignore_errors=True)
     if name == "generate --from-jsonl" and not (d / "dump.jsonl").exists():
         with open(d / "dump.jsonl", "wb") as f:
-            run(CLI + ["dump-commitlog", "--store", str(d / "store"), "--format", "jsonl", "--body", "base64"],
-                stdout=f)
+            run(
+                CLI + ["dump-commitlog", "--store", str(d / "store"), "--format", "jsonl", "--body", "base64"], stdout=f
+            )
 
 
 def warm_up(d: Path, pythons: list[str]) -> None:
@@ -170,9 +217,12 @@ def warm_up(d: Path, pythons: list[str]) -> None:
     if not (d / "small").exists():
         run(CLI + ["generate", "--store", small, "--messages", "1000", "--body-size", "256"])
     for py in pythons:
-        for args in (["verify"], ["dump-commitlog", "--format", "jsonl"],
-                     ["rebuild-index", "--dry-run", "--output", str(d / "warm-rebuilt")],
-                     ["export", "--output", str(d / "warm-export"), "--overwrite"]):
+        for args in (
+            ["verify"],
+            ["dump-commitlog", "--format", "jsonl"],
+            ["rebuild-index", "--dry-run", "--output", str(d / "warm-rebuilt")],
+            ["export", "--output", str(d / "warm-export"), "--overwrite"],
+        ):
             run([py] + FORCED[1:] + args[:1] + ["--store", small] + args[1:])
 
 
@@ -193,10 +243,12 @@ def main() -> None:
     ap.add_argument("--dir", type=Path, default=Path("/tmp/rmq-bench-all"))
     ap.add_argument("--keep", action="store_true", help="keep --dir (a later run reuses its store)")
     ap.add_argument("--json", type=Path, default=ROOT / "bench" / "results" / "all.json")
-    ap.add_argument("--only", help="comma-separated row names (prefixes) to run, besides generate and the "
-                                   "naive reader")
-    ap.add_argument("--before", help="another install's python: every read row runs with it too, right after, "
-                                     "for a before/after comparison under the same load")
+    ap.add_argument("--only", help="comma-separated row names (prefixes) to run, besides generate and the naive reader")
+    ap.add_argument(
+        "--before",
+        help="another install's python: every read row runs with it too, right after, "
+        "for a before/after comparison under the same load",
+    )
     ap.add_argument("--naive", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.naive:
@@ -205,8 +257,11 @@ def main() -> None:
     a.dir.mkdir(parents=True, exist_ok=True)
     warm_up(a.dir, [sys.executable] + ([a.before] if a.before else []))
     out, records, warm = [], 0, {}
-    print(f"{'row':42} {'CPU s':>7} {'wall s':>7} {'records/s':>10} {'x naive':>8}  load   ({platform.node()}, "
-          f"{os.cpu_count()} cores, Python {platform.python_version()})", flush=True)
+    print(
+        f"{'row':42} {'CPU s':>7} {'wall s':>7} {'records/s':>10} {'x naive':>8}  load   ({platform.node()}, "
+        f"{os.cpu_count()} cores, Python {platform.python_version()})",
+        flush=True,
+    )
     for name, argv, env, kind in rows(a, a.dir):
         _prepare(name, a.dir)
         cpu, wall, head = run(argv, env)
@@ -228,17 +283,32 @@ def main() -> None:
         if before is not None:
             row["before_cpu_s"] = round(before, 3)
         out.append(row)
-        print(f"{name:42} {cpu:7.2f} {wall:7.2f} {row.get('records_per_s') or '':>10} {row.get('x_naive', ''):>8}  "
-              f"{row['load']:.2f}" + (f"   compile +{row['compile_cpu_s']:.2f} s CPU" if "compile_cpu_s" in row else "")
-              + (f"   before: {before:.2f} s CPU" if before is not None else ""), flush=True)
+        print(
+            f"{name:42} {cpu:7.2f} {wall:7.2f} {row.get('records_per_s') or '':>10} {row.get('x_naive', ''):>8}  "
+            f"{row['load']:.2f}"
+            + (f"   compile +{row['compile_cpu_s']:.2f} s CPU" if "compile_cpu_s" in row else "")
+            + (f"   before: {before:.2f} s CPU" if before is not None else ""),
+            flush=True,
+        )
     gen = next(r for r in out if r["row"] == "generate")
     gen["records_per_s"] = round(records / gen["cpu_s"])
     gen["x_naive"] = round(gen["cpu_s"] / warm["naive reader"], 2)
     print(f"(generate: {gen['records_per_s']} records/s, {gen['x_naive']}x naive; {records} records)")
     a.json.parent.mkdir(parents=True, exist_ok=True)
-    a.json.write_text(json.dumps({"messages": a.messages, "records": records, "uptime": os.getloadavg(),
-                                  "cpus": os.cpu_count(), "python": platform.python_version(), "rows": out},
-                                 indent=1) + "\n")
+    a.json.write_text(
+        json.dumps(
+            {
+                "messages": a.messages,
+                "records": records,
+                "uptime": os.getloadavg(),
+                "cpus": os.cpu_count(),
+                "python": platform.python_version(),
+                "rows": out,
+            },
+            indent=1,
+        )
+        + "\n"
+    )
     if not a.keep:
         shutil.rmtree(a.dir, ignore_errors=True)
 

@@ -38,6 +38,7 @@ command on the 200-message store, ``--repeat`` times after one warm-up run; wall
 client's CPU (the rmqstore process, no JVM), and the server's CPU delta (the server JVM,
 and the executor JVMs and Python workers under the workers: /proc before and after).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -57,8 +58,8 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent)]  # bench/ and the project root (tests.helpers)
 
 from bench_pipeline import RMQ, descendants, proc_table, run, warm_cache  # noqa: E402
-from tests.helpers.standalone import Cluster, ConnectServer  # noqa: E402
 
+from tests.helpers.standalone import Cluster, ConnectServer  # noqa: E402
 
 TINY_FILE = 65536  # the 200-message store in two commit-log files
 
@@ -94,8 +95,9 @@ def event_bytes(folder: Path) -> dict:
             m = json.loads(line).get("Task Metrics") or {}
             out["tasks"] += 1
             out["results"] += m.get("Result Size", 0)
-            out["shuffle"] += (m.get("Shuffle Read Metrics") or {}).get("Remote Bytes Read", 0) + \
-                (m.get("Shuffle Read Metrics") or {}).get("Local Bytes Read", 0)
+            out["shuffle"] += (m.get("Shuffle Read Metrics") or {}).get("Remote Bytes Read", 0) + (
+                m.get("Shuffle Read Metrics") or {}
+            ).get("Local Bytes Read", 0)
     return out
 
 
@@ -103,9 +105,25 @@ def on_cluster(cluster: Cluster, args: list[str], events: Path, conf: list[str])
     events.mkdir(parents=True)
     cpu = ExecutorCpu(cluster)
     cpu.start()
-    r = run([*args, "--engine", "spark", "--spark-master", cluster.url, "--spark-conf", "spark.eventLog.enabled=true",
-             "--spark-conf", "spark.eventLog.compress=false", "--spark-conf", "spark.eventLog.rolling.enabled=false",
-             "--spark-conf", f"spark.eventLog.dir=file://{events}", *conf], False)
+    r = run(
+        [
+            *args,
+            "--engine",
+            "spark",
+            "--spark-master",
+            cluster.url,
+            "--spark-conf",
+            "spark.eventLog.enabled=true",
+            "--spark-conf",
+            "spark.eventLog.compress=false",
+            "--spark-conf",
+            "spark.eventLog.rolling.enabled=false",
+            "--spark-conf",
+            f"spark.eventLog.dir=file://{events}",
+            *conf,
+        ],
+        False,
+    )
     deadline = time.monotonic() + 30
     while cluster.executor_pids() and time.monotonic() < deadline:  # the executors stop after the job
         time.sleep(0.1)
@@ -131,8 +149,19 @@ def connect_fixed_cost(cluster: Cluster, tiny: Path, work: Path, commands: list[
     try:
         for cmd in commands:
             for k in range(repeat + 1):
-                args = [cmd, "--store", str(tiny), "-f", "json", "--commitlog-file-size", str(TINY_FILE),
-                        "--engine", "spark", "--spark-master", server.url]
+                args = [
+                    cmd,
+                    "--store",
+                    str(tiny),
+                    "-f",
+                    "json",
+                    "--commitlog-file-size",
+                    str(TINY_FILE),
+                    "--engine",
+                    "spark",
+                    "--spark-master",
+                    server.url,
+                ]
                 if cmd in ("rebuild-index", "export"):
                     args += ["--output", str(work / f"connect-{cmd}-{k}")]
                 before = tree_cpu(roots)
@@ -142,9 +171,12 @@ def connect_fixed_cost(cluster: Cluster, tiny: Path, work: Path, commands: list[
                 if k == 0:
                     continue  # warm-up: Python workers start
                 out.setdefault(cmd, []).append(r)
-                print(f"connect {cmd:14} wall {r['wall']:5.2f} s, client {r['cpu_sampled']:5.2f} s CPU, server + "
-                      f"executors {r['server_cpu']:5.2f} s CPU, client RSS {r['peak']['driver'] >> 20} MiB; load "
-                      f"{os.getloadavg()[0]:.1f}", flush=True)
+                print(
+                    f"connect {cmd:14} wall {r['wall']:5.2f} s, client {r['cpu_sampled']:5.2f} s CPU, server + "
+                    f"executors {r['server_cpu']:5.2f} s CPU, client RSS {r['peak']['driver'] >> 20} MiB; load "
+                    f"{os.getloadavg()[0]:.1f}",
+                    flush=True,
+                )
     finally:
         server.stop()
     return out
@@ -169,18 +201,41 @@ def main() -> None:
     # two files: one task per executor, so every executor's worker start is in the fixed cost
     tiny_sizes = ["--commitlog-file-size", str(TINY_FILE)]
     if not (store / "commitlog").is_dir() and not a.connect:
-        subprocess.run(RMQ + ["generate", "--store", str(store), "--messages", str(a.mb * 10**6 // 2240),
-                              "--body-size", "2048", "--delay-ratio", "0", "--transaction-ratio", "0", *sizes,
-                              "-f", "json"], check=True, capture_output=True)
+        subprocess.run(
+            RMQ
+            + [
+                "generate",
+                "--store",
+                str(store),
+                "--messages",
+                str(a.mb * 10**6 // 2240),
+                "--body-size",
+                "2048",
+                "--delay-ratio",
+                "0",
+                "--transaction-ratio",
+                "0",
+                *sizes,
+                "-f",
+                "json",
+            ],
+            check=True,
+            capture_output=True,
+        )
     if not (tiny / "commitlog").is_dir():
-        subprocess.run(RMQ + ["generate", "--store", str(tiny), "--messages", "200", *tiny_sizes, "-f", "json"],
-                       check=True, capture_output=True)
+        subprocess.run(
+            RMQ + ["generate", "--store", str(tiny), "--messages", "200", *tiny_sizes, "-f", "json"],
+            check=True,
+            capture_output=True,
+        )
     work = Path(tempfile.mkdtemp(prefix="rmq-cluster-bench-"))
     if a.connect:
         cluster = Cluster(work / "cluster").start()
         try:
-            res = {"load_before": os.getloadavg(),
-                   "connect": connect_fixed_cost(cluster, tiny, work, a.commands.split(","), a.repeat)}
+            res = {
+                "load_before": os.getloadavg(),
+                "connect": connect_fixed_cost(cluster, tiny, work, a.commands.split(","), a.repeat),
+            }
         finally:
             cluster.stop()
             shutil.rmtree(work, ignore_errors=True)
@@ -189,8 +244,12 @@ def main() -> None:
         return
     gb = sum(p.stat().st_size for p in (store / "commitlog").iterdir()) / 1e9
     cluster = Cluster(work / "cluster").start()
-    res: dict = {"gb": gb, "files": len(list((store / "commitlog").iterdir())), "load_before": os.getloadavg(),
-                 "runs": {}}
+    res: dict = {
+        "gb": gb,
+        "files": len(list((store / "commitlog").iterdir())),
+        "load_before": os.getloadavg(),
+        "runs": {},
+    }
     print(f"store {gb:.2f} GB in {res['files']} files; cluster {cluster.url}; load {os.getloadavg()[0]:.2f}")
     conf = ["--spark-conf", f"spark.cores.max={a.executors}"] if a.executors else []
     res["executors"] = a.executors or cluster.n
@@ -198,11 +257,13 @@ def main() -> None:
     try:
         for cmd in a.commands.split(","):
             for which, path in (("tiny", tiny), ("store", store)):
+
                 def args(k):
                     base = [cmd, "--store", str(path), "-f", "json"] + (sizes if which == "store" else tiny_sizes)
                     if cmd == "rebuild-index":
                         return base + ["--output", str(work / f"out{k}")]
                     return base + (["--output", str(work / f"out{k}")] if cmd == "export" else [])
+
                 if which == "store":  # the first run starts each worker's Python daemon (warm cluster)
                     n += 1
                     on_cluster(cluster, args(n), work / f"events{n}", conf)
@@ -217,12 +278,15 @@ def main() -> None:
                     cl = on_cluster(cluster, args(n), work / f"events{n}", conf)
                     shutil.rmtree(work / f"out{n}", ignore_errors=True)
                     res["runs"].setdefault(f"{cmd}/{which}", []).append({"local": loc, "cluster": cl})
-                    print(f"{cmd:14} {which:5} local {loc['wall']:6.2f} s {loc['cpu_waited']:6.2f} s CPU | cluster "
-                          f"{cl['wall']:6.2f} s, executors {cl['executor_cpu']:6.2f} s CPU (JVM {cl['executor_jvm_cpu']:5.2f}), driver "
-                          f"{cl['cpu_sampled']:5.2f} s CPU, RSS {cl['peak']['driver'] >> 20} + JVM "
-                          f"{cl['peak']['jvm'] >> 20} MiB, results {cl['network']['results']:,} B, shuffle "
-                          f"{cl['network']['shuffle']:,} B, {cl['network']['tasks']} tasks; load "
-                          f"{os.getloadavg()[0]:.1f}", flush=True)
+                    print(
+                        f"{cmd:14} {which:5} local {loc['wall']:6.2f} s {loc['cpu_waited']:6.2f} s CPU | cluster "
+                        f"{cl['wall']:6.2f} s, executors {cl['executor_cpu']:6.2f} s CPU (JVM {cl['executor_jvm_cpu']:5.2f}), driver "
+                        f"{cl['cpu_sampled']:5.2f} s CPU, RSS {cl['peak']['driver'] >> 20} + JVM "
+                        f"{cl['peak']['jvm'] >> 20} MiB, results {cl['network']['results']:,} B, shuffle "
+                        f"{cl['network']['shuffle']:,} B, {cl['network']['tasks']} tasks; load "
+                        f"{os.getloadavg()[0]:.1f}",
+                        flush=True,
+                    )
         summarize(res)
     finally:
         cluster.stop()
@@ -238,24 +302,35 @@ def summarize(res: dict) -> None:
     for cmd in sorted({k.split("/")[0] for k in res["runs"]}):
         big, small = res["runs"][f"{cmd}/store"], res["runs"][f"{cmd}/tiny"]
         loc = (med(r["local"]["cpu_waited"] for r in big) - med(r["local"]["cpu_waited"] for r in small)) / res["gb"]
-        ex = (med(r["cluster"]["executor_cpu"] for r in big) - med(r["cluster"]["executor_cpu"] for r in small)) / res["gb"]
+        ex = (med(r["cluster"]["executor_cpu"] for r in big) - med(r["cluster"]["executor_cpu"] for r in small)) / res[
+            "gb"
+        ]
         py = [r["cluster"]["executor_cpu"] - r["cluster"]["executor_jvm_cpu"] for r in big]
         py0 = [r["cluster"]["executor_cpu"] - r["cluster"]["executor_jvm_cpu"] for r in small]
-        s = {"local_cpu_s_per_gb": loc, "executor_cpu_s_per_gb": ex, "ratio": ex / loc,
-             "executor_python_cpu_s_per_gb": (med(py) - med(py0)) / res["gb"],
-             "fixed_wall_s": med(r["cluster"]["wall"] for r in small),
-             "fixed_executor_cpu_s": med(r["cluster"]["executor_cpu"] for r in small),
-             "driver_rss_mib": max(r["cluster"]["peak"]["driver"] for r in big) / 2**20,
-             "driver_jvm_rss_mib": max(r["cluster"]["peak"]["jvm"] for r in big) / 2**20,
-             "spark_bytes_per_gb": med(r["cluster"]["network"]["results"] + r["cluster"]["network"]["shuffle"]
-                                       for r in big) / res["gb"],
-             "cluster_wall_s": med(r["cluster"]["wall"] for r in big), "local_wall_s": med(r["local"]["wall"] for r in big)}
+        s = {
+            "local_cpu_s_per_gb": loc,
+            "executor_cpu_s_per_gb": ex,
+            "ratio": ex / loc,
+            "executor_python_cpu_s_per_gb": (med(py) - med(py0)) / res["gb"],
+            "fixed_wall_s": med(r["cluster"]["wall"] for r in small),
+            "fixed_executor_cpu_s": med(r["cluster"]["executor_cpu"] for r in small),
+            "driver_rss_mib": max(r["cluster"]["peak"]["driver"] for r in big) / 2**20,
+            "driver_jvm_rss_mib": max(r["cluster"]["peak"]["jvm"] for r in big) / 2**20,
+            "spark_bytes_per_gb": med(
+                r["cluster"]["network"]["results"] + r["cluster"]["network"]["shuffle"] for r in big
+            )
+            / res["gb"],
+            "cluster_wall_s": med(r["cluster"]["wall"] for r in big),
+            "local_wall_s": med(r["local"]["wall"] for r in big),
+        }
         res["summary"][cmd] = s
-        print(f"{cmd}: executors {ex:.2f} s CPU/GB (Python {s['executor_python_cpu_s_per_gb']:.2f}) vs local "
-              f"{loc:.2f} ({s['ratio']:.2f}x); fixed cost "
-              f"{s['fixed_wall_s']:.1f} s wall ({s['fixed_executor_cpu_s']:.1f} s executor CPU); driver "
-              f"{s['driver_rss_mib']:.0f} MiB + JVM {s['driver_jvm_rss_mib']:.0f} MiB; Spark traffic "
-              f"{s['spark_bytes_per_gb'] / 1e3:.0f} kB/GB")
+        print(
+            f"{cmd}: executors {ex:.2f} s CPU/GB (Python {s['executor_python_cpu_s_per_gb']:.2f}) vs local "
+            f"{loc:.2f} ({s['ratio']:.2f}x); fixed cost "
+            f"{s['fixed_wall_s']:.1f} s wall ({s['fixed_executor_cpu_s']:.1f} s executor CPU); driver "
+            f"{s['driver_rss_mib']:.0f} MiB + JVM {s['driver_jvm_rss_mib']:.0f} MiB; Spark traffic "
+            f"{s['spark_bytes_per_gb'] / 1e3:.0f} kB/GB"
+        )
 
 
 if __name__ == "__main__":

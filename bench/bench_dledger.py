@@ -9,6 +9,7 @@ entry). Each measurement runs in a fresh process pinned to one core (taskset); t
 time of --runs counts. "scan" is ``CommitLog.scan_blocks`` over the whole log (the columnar
 walk every reader uses), "rebuild" is ``rebuild.build_set`` (consume queues and index).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -49,9 +50,31 @@ def ensure_store(cache: Path, messages: int, dledger: bool) -> Path:
     store = cache / f"{'dledger' if dledger else 'plain'}-{messages}"
     if (store / "checkpoint").exists():
         return store
-    cmd = [sys.executable, "-m", "rmqstore_cli", "generate", "--store", str(store), "--messages", str(messages),
-           "--body-size", "256", "--keys-per-message", "2", "--delay-ratio", "0", "--transaction-ratio", "0",
-           "--commitlog-file-size", str(64 << 20), "--tz", "UTC", "--format", "json", *(["--dledger"] if dledger else [])]
+    cmd = [
+        sys.executable,
+        "-m",
+        "rmqstore_cli",
+        "generate",
+        "--store",
+        str(store),
+        "--messages",
+        str(messages),
+        "--body-size",
+        "256",
+        "--keys-per-message",
+        "2",
+        "--delay-ratio",
+        "0",
+        "--transaction-ratio",
+        "0",
+        "--commitlog-file-size",
+        str(64 << 20),
+        "--tz",
+        "UTC",
+        "--format",
+        "json",
+        *(["--dledger"] if dledger else []),
+    ]
     print(f"generating {messages} messages into {store} ...", file=sys.stderr)
     subprocess.run(cmd, check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
     return store
@@ -60,8 +83,12 @@ def ensure_store(cache: Path, messages: int, dledger: bool) -> Path:
 def best(store: Path, what: str, runs: int) -> dict:
     out = None
     for _ in range(runs):
-        r = subprocess.run(["taskset", "-c", "0", sys.executable, "-c", CHILD, str(store), what],
-                           capture_output=True, text=True, cwd=ROOT)
+        r = subprocess.run(
+            ["taskset", "-c", "0", sys.executable, "-c", CHILD, str(store), what],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+        )
         if r.returncode:
             sys.exit(r.stderr)
         res = json.loads(r.stdout.strip().splitlines()[-1])

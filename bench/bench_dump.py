@@ -11,6 +11,7 @@ The rate between two sizes (``marginal``: extra messages over extra time) is fre
 — interpreter and imports — which is then estimated as
 ``wall - messages / marginal``. Lines go to stdout and to bench/results/dump.json.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,9 +34,28 @@ def _core() -> str:
 def _store(base: Path, messages: int, body: int) -> Path:
     store = base / f"store-{messages}-{body}"
     if not (store / "commitlog").exists():
-        subprocess.run(CLI + ["generate", "--store", str(store), "--messages", str(messages), "--body-size", str(body),
-                              "--delay-ratio", "0", "--transaction-ratio", "0", "--ipv6-ratio", "0.1",
-                              "--format", "json"], check=True, stdout=subprocess.DEVNULL)
+        subprocess.run(
+            CLI
+            + [
+                "generate",
+                "--store",
+                str(store),
+                "--messages",
+                str(messages),
+                "--body-size",
+                str(body),
+                "--delay-ratio",
+                "0",
+                "--transaction-ratio",
+                "0",
+                "--ipv6-ratio",
+                "0.1",
+                "--format",
+                "json",
+            ],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
     return store
 
 
@@ -46,8 +66,11 @@ def _run(store: Path, runs: int) -> tuple[float, float]:
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         t = time.perf_counter()
         with open(os.devnull, "wb") as null:
-            subprocess.run(["taskset", "-c", _core(), *CLI, "dump-commitlog", "--store", str(store),
-                            "--format", "jsonl"], check=True, stdout=null)
+            subprocess.run(
+                ["taskset", "-c", _core(), *CLI, "dump-commitlog", "--store", str(store), "--format", "jsonl"],
+                check=True,
+                stdout=null,
+            )
         wall = time.perf_counter() - t
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -66,11 +89,21 @@ def main() -> None:
     rows = []
     for n in (int(x) for x in a.messages.split(",")):
         wall, cpu = _run(_store(a.dir, n, a.body), a.runs)
-        rows.append({"messages": n, "body": a.body, "wall_s": round(wall, 3), "cpu_s": round(cpu, 3),
-                     "msg_per_s_wall": round(n / wall), "msg_per_s_cpu": round(n / cpu),
-                     "load": round(os.getloadavg()[0], 2)})
-        print(f"{n:>9} msgs: {wall:.2f} s wall ({n / wall:,.0f} msg/s), {cpu:.2f} s CPU ({n / cpu:,.0f} msg/s); "
-              f"load {os.getloadavg()[0]:.2f}")
+        rows.append(
+            {
+                "messages": n,
+                "body": a.body,
+                "wall_s": round(wall, 3),
+                "cpu_s": round(cpu, 3),
+                "msg_per_s_wall": round(n / wall),
+                "msg_per_s_cpu": round(n / cpu),
+                "load": round(os.getloadavg()[0], 2),
+            }
+        )
+        print(
+            f"{n:>9} msgs: {wall:.2f} s wall ({n / wall:,.0f} msg/s), {cpu:.2f} s CPU ({n / cpu:,.0f} msg/s); "
+            f"load {os.getloadavg()[0]:.2f}"
+        )
     for lo, hi in zip(rows, rows[1:]):
         marginal = (hi["messages"] - lo["messages"]) / max(hi["wall_s"] - lo["wall_s"], 1e-9)
         hi["msg_per_s_marginal"] = round(marginal)

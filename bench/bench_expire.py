@@ -6,6 +6,7 @@ run (wall time of the whole CLI process, startup included).
 
     .venv/bin/python bench/bench_expire.py [--cl 2000] [--queues 1000] [--cq-files 10] [--index 500]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -66,17 +67,35 @@ def main() -> None:
         root = Path(tmp) / "store"
         build(root, a.cl, a.queues, a.cq_files, a.index, now_s)
         total = a.cl + a.queues * a.cq_files + a.index
-        opts = ["expire", "--store", str(root), "--commitlog-file-size", str(CL_SIZE), "--cq-file-size",
-                str(CQ_SIZE), "--index-slots", str(SLOTS), "--index-max", str(ENTRIES), "--reserved-hours", "72",
-                "--format", "json"]
+        opts = [
+            "expire",
+            "--store",
+            str(root),
+            "--commitlog-file-size",
+            str(CL_SIZE),
+            "--cq-file-size",
+            str(CQ_SIZE),
+            "--index-slots",
+            str(SLOTS),
+            "--index-max",
+            str(ENTRIES),
+            "--reserved-hours",
+            "72",
+            "--format",
+            "json",
+        ]
         startup = timed(["--version"])
         dry = timed([*opts, "--dry-run"])
         real = timed(opts)
         left = sum(len(fs) for _, _, fs in os.walk(root))
-        print(f"files={total} (commitlog {a.cl}, consume-queue {a.queues * a.cq_files}, index {a.index}); "
-              f"left after the run: {left}")
-        print(f"python startup+import: {startup:.2f}s  dry-run: {dry:.2f}s  real run: {real:.2f}s  "
-              f"(wall, whole CLI process)")
+        print(
+            f"files={total} (commitlog {a.cl}, consume-queue {a.queues * a.cq_files}, index {a.index}); "
+            f"left after the run: {left}"
+        )
+        print(
+            f"python startup+import: {startup:.2f}s  dry-run: {dry:.2f}s  real run: {real:.2f}s  "
+            f"(wall, whole CLI process)"
+        )
 
 
 if __name__ == "__main__":

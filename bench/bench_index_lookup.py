@@ -10,6 +10,7 @@ times whole CLI processes (interpreter start-up included):
 
 Not a test: prints a table of timings and peak RSS; nothing is asserted.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,9 +33,28 @@ def build(root: Path, messages: int, files: int) -> dict:
     from rmqstore_cli.store.index import IndexFile, index_file_name
 
     exe = [sys.executable, "-m", "rmqstore_cli"]
-    subprocess.run([*exe, "generate", "--store", str(root), "--messages", str(messages), "--seed", "3",
-                    "--commitlog-file-size", str(4 << 20), "--cq-file-size", "6000000", "--span", "6h",
-                    "--format", "json"], check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [
+            *exe,
+            "generate",
+            "--store",
+            str(root),
+            "--messages",
+            str(messages),
+            "--seed",
+            "3",
+            "--commitlog-file-size",
+            str(4 << 20),
+            "--cq-file-size",
+            "6000000",
+            "--span",
+            "6h",
+            "--format",
+            "json",
+        ],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
     cfg = StoreConfig.load(root)
     cfg.infer_sizes()
     idx = cfg.index_dir
@@ -87,29 +107,53 @@ def main() -> None:
     a = ap.parse_args()
     work = a.workdir or Path(tempfile.mkdtemp(prefix="rmq-bench-index-"))
     root = work / "store"
-    info = json.loads((root / "bench.json").read_text()) if (root / "bench.json").exists() else \
-        build(root, a.messages, a.files)
-    print(f"store {root}: {len(info['index_files'])} index files of {info['index_file_size']:,} bytes "
-          f"({info['disk_blocks_kib']:,} KiB on disk, sparse)")
+    info = (
+        json.loads((root / "bench.json").read_text())
+        if (root / "bench.json").exists()
+        else build(root, a.messages, a.files)
+    )
+    print(
+        f"store {root}: {len(info['index_files'])} index files of {info['index_file_size']:,} bytes "
+        f"({info['disk_blocks_kib']:,} KiB on disk, sparse)"
+    )
     rmq = [sys.executable, "-m", "rmqstore_cli"]
     cases = [
         ("--help (start-up only)", [*rmq, "--help"]),
-        ("key, one topic", [*rmq, "index-lookup", info["key"], "--topic", info["topic"], "--store", str(root),
-                            "--format", "jsonl"]),
+        (
+            "key, one topic",
+            [*rmq, "index-lookup", info["key"], "--topic", info["topic"], "--store", str(root), "--format", "jsonl"],
+        ),
         ("key, all topics", [*rmq, "index-lookup", info["key"], "--store", str(root), "--format", "jsonl"]),
         ("UNIQ_KEY, all topics", [*rmq, "index-lookup", info["uniq"], "--store", str(root), "--format", "jsonl"]),
-        ("key, --broker-window", [*rmq, "index-lookup", info["key"], "--topic", info["topic"], "--broker-window",
-                                  "--store", str(root), "--format", "jsonl"]),
+        (
+            "key, --broker-window",
+            [
+                *rmq,
+                "index-lookup",
+                info["key"],
+                "--topic",
+                info["topic"],
+                "--broker-window",
+                "--store",
+                str(root),
+                "--format",
+                "jsonl",
+            ],
+        ),
         ("key, table output", [*rmq, "index-lookup", info["key"], "--topic", info["topic"], "--store", str(root)]),
-        ("decode-msgid UNIQ_KEY --store", [*rmq, "decode-msgid", info["uniq"], "--store", str(root),
-                                            "--format", "jsonl"]),
+        (
+            "decode-msgid UNIQ_KEY --store",
+            [*rmq, "decode-msgid", info["uniq"], "--store", str(root), "--format", "jsonl"],
+        ),
     ]
     print(f"{'case':32} {'median s':>9} {'min s':>7} {'max s':>7} {'rc':>3}")
     for name, args in cases:
         t, rc, rss = timed(args, a.runs)
         print(f"{name:32} {statistics.median(t):9.3f} {min(t):7.3f} {max(t):7.3f} {rc:3d}")
-    print(f"peak RSS of any run: {resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024:.1f} MiB; "
-          f"cpus: {os.cpu_count()}")
+    print(
+        f"peak RSS of any run: {resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024:.1f} MiB; "
+        f"cpus: {os.cpu_count()}"
+    )
     if a.workdir is None:
         shutil.rmtree(work)
 

@@ -11,6 +11,7 @@ in fresh processes and reports each one's peak RSS (``wait4``'s ``ru_maxrss``):
 
 Not a test: prints a table; nothing is asserted. Results in bench/RESULTS.md.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,17 +25,56 @@ from pathlib import Path
 
 
 def build(root: Path, messages: int) -> None:
-    subprocess.run([sys.executable, "-m", "rmqstore_cli", "generate", "--store", str(root), "--messages",
-                    str(messages), "--seed", "5", "--keys-per-message", "16", "--shared-key-ratio", "1.0",
-                    "--body-size", "4000-8000", "--delay-ratio", "0", "--transaction-ratio", "0", "--format", "json"],
-                   check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "rmqstore_cli",
+            "generate",
+            "--store",
+            str(root),
+            "--messages",
+            str(messages),
+            "--seed",
+            "5",
+            "--keys-per-message",
+            "16",
+            "--shared-key-ratio",
+            "1.0",
+            "--body-size",
+            "4000-8000",
+            "--delay-ratio",
+            "0",
+            "--transaction-ratio",
+            "0",
+            "--format",
+            "json",
+        ],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
 
 
 def run_once(root: Path, key: str) -> tuple[float, int, int]:
     """(seconds, peak RSS in MB, hits) of one look-up in a fresh process."""
     t = time.perf_counter()
-    p = subprocess.Popen([sys.executable, "-m", "rmqstore_cli", "index-lookup", key, "--store", str(root),
-                          "--max", "0", "--format", "jsonl"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    p = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "rmqstore_cli",
+            "index-lookup",
+            key,
+            "--store",
+            str(root),
+            "--max",
+            "0",
+            "--format",
+            "jsonl",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
     hits = sum(1 for _ in p.stdout)
     _, status, ru = os.wait4(p.pid, 0)
     return time.perf_counter() - t, ru.ru_maxrss // 1024, hits
@@ -53,9 +93,18 @@ def main() -> None:
         build(root, a.messages)
     data = sum(p.stat().st_blocks * 512 for p in (root / "commitlog").iterdir())
     rows = [run_once(root, a.key) for _ in range(a.runs)]
-    print(json.dumps({"store": str(root), "commitlog_bytes_on_disk": data, "key": a.key,
-                      "hits": rows[0][2], "seconds": [round(r[0], 2) for r in rows],
-                      "peak_rss_mb": [r[1] for r in rows]}))
+    print(
+        json.dumps(
+            {
+                "store": str(root),
+                "commitlog_bytes_on_disk": data,
+                "key": a.key,
+                "hits": rows[0][2],
+                "seconds": [round(r[0], 2) for r in rows],
+                "peak_rss_mb": [r[1] for r in rows],
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ run on a tiny store. From these, the estimate for N executors:
   wall(N) ~ start-up + ceil(files / N) * task + driver and second-stage time
 and for a store much larger than N files, throughput ~ N * file size / task time.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,6 +39,7 @@ TICK = os.sysconf("SC_CLK_TCK")
 
 # ------------------------------------------------------------------ /proc sampling
 
+
 def proc_table() -> dict[int, tuple[int, str, float]]:
     """pid → (parent pid, command name, user+sys seconds) of every process alive now."""
     out = {}
@@ -48,8 +50,8 @@ def proc_table() -> dict[int, tuple[int, str, float]]:
                     st = fh.read()
             except OSError:
                 continue
-            f = st[st.rindex(")") + 2:].split()
-            out[int(d)] = (int(f[1]), st[st.index("(") + 1:st.rindex(")")], (int(f[11]) + int(f[12])) / TICK)
+            f = st[st.rindex(")") + 2 :].split()
+            out[int(d)] = (int(f[1]), st[st.index("(") + 1 : st.rindex(")")], (int(f[11]) + int(f[12])) / TICK)
     return out
 
 
@@ -95,7 +97,7 @@ def _rss_cpu(pid: int) -> tuple[int, float]:
                     break
         with open(f"/proc/{pid}/stat") as fh:
             st = fh.read()
-        f = st[st.rindex(")") + 2:].split()
+        f = st[st.rindex(")") + 2 :].split()
         cpu = (int(f[11]) + int(f[12])) / TICK
     except (OSError, IndexError, ValueError):
         return 0, 0.0
@@ -170,14 +172,20 @@ def run(args: list[str], pin: bool) -> dict:
     by_kind: dict[str, float] = {}
     for pid, c in s.cpu.items():
         by_kind[s.kinds[pid]] = by_kind.get(s.kinds[pid], 0.0) + c
-    return {"wall": wall, "cpu_sampled": sum(s.cpu.values()), "cpu_by_kind": by_kind, "cpu_waited": waited,
-            "peak": s.peak,
-            "summary": summary, "stderr": err.decode(errors="replace")[-500:]}
+    return {
+        "wall": wall,
+        "cpu_sampled": sum(s.cpu.values()),
+        "cpu_by_kind": by_kind,
+        "cpu_waited": waited,
+        "peak": s.peak,
+        "summary": summary,
+        "stderr": err.decode(errors="replace")[-500:],
+    }
 
 
 # ------------------------------------------------------------------ per-task figures (one file, own process)
 
-_TASK = r'''
+_TASK = r"""
 import json, resource, sys, time
 from rmqstore_cli.pipeline.stores import StoreSpec, FileTask
 from rmqstore_cli.pipeline.export_tasks import export_batches
@@ -209,12 +217,11 @@ else:
     n = scan_task(plan, 0, pos).messages
 print(json.dumps({"messages": n, "wall": time.perf_counter() - t0, "cpu": time.process_time() - c0,
                   "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}))
-'''
+"""
 
 
 def task_figures(kind: str, store: Path, size: int, pos: int, pin: bool) -> dict:
-    cmd = (["taskset", "-c", "0"] if pin else []) + [sys.executable, "-c", _TASK, kind, str(store), str(size),
-                                                     str(pos)]
+    cmd = (["taskset", "-c", "0"] if pin else []) + [sys.executable, "-c", _TASK, kind, str(store), str(size), str(pos)]
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode:
         raise SystemExit(f"task {kind} failed: {r.stderr[-2000:]}")
@@ -223,7 +230,7 @@ def task_figures(kind: str, store: Path, size: int, pos: int, pin: bool) -> dict
 
 # ------------------------------------------------------------------ Spark stages of rebuild-index (in process)
 
-_STAGES = r'''
+_STAGES = r"""
 import datetime as dt, json, resource, shutil, sys, time
 from pathlib import Path
 from rmqstore_cli.pipeline import spark as sp, rebuild_tasks as T
@@ -260,12 +267,13 @@ s.stop()
 res["stop"] = time.perf_counter() - t
 shutil.rmtree(dest, ignore_errors=True)
 print(json.dumps(res))
-'''
+"""
 
 
 def spark_stages(store: Path, size: int, master: str, dest: Path) -> dict:
-    r = subprocess.run([sys.executable, "-c", _STAGES, str(store), str(size), master, str(dest)],
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        [sys.executable, "-c", _STAGES, str(store), str(size), master, str(dest)], capture_output=True, text=True
+    )
     if r.returncode:
         raise SystemExit(f"stages failed: {r.stderr[-2000:]}")
     return json.loads(r.stdout.strip().splitlines()[-1])
@@ -284,8 +292,13 @@ def one_run(a, name: str, engine: str, base: list[str], files: list[Path], maste
     s = r["summary"]
     inner = s.get("summary", s)
     r["load"] = load
-    r["messages"] = s.get("messages") or s.get("rows") or inner.get("messages") or \
-        (inner.get("stores") or [{}])[0].get("messages") or 0
+    r["messages"] = (
+        s.get("messages")
+        or s.get("rows")
+        or inner.get("messages")
+        or (inner.get("stores") or [{}])[0].get("messages")
+        or 0
+    )
     return r
 
 
@@ -300,6 +313,7 @@ def warm(files: list[Path]) -> float:
 
 
 # ------------------------------------------------------------------ main
+
 
 def mib(b: int) -> str:
     return f"{b / 2**20:,.0f}"
@@ -319,8 +333,11 @@ def main() -> None:
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--repeat", type=int, default=1, help="runs per engine (alternating); ratios of medians")
     ap.add_argument("--warm", action="store_true", help="read the commit log before each run (page cache)")
-    ap.add_argument("--stages", action="store_true",
-                    help="also run rebuild-index on Spark in process: wall per stage, CPU and RSS per task")
+    ap.add_argument(
+        "--stages",
+        action="store_true",
+        help="also run rebuild-index on Spark in process: wall per stage, CPU and RSS per task",
+    )
     a = ap.parse_args()
     pin = not a.no_pin and shutil.which("taskset") is not None
     a.dir.mkdir(parents=True, exist_ok=True)
@@ -331,32 +348,66 @@ def main() -> None:
     if not (store / "commitlog").is_dir():
         n = int(a.gb * 1e9 / (a.body + 190))
         t = time.perf_counter()
-        r = subprocess.run(RMQ + ["generate", "--store", str(store), "--messages", str(n), "--body-size", str(a.body),
-                                  "--delay-ratio", "0", "--transaction-ratio", "0", *sizes, "-f", "json"],
-                           capture_output=True, text=True)
+        r = subprocess.run(
+            RMQ
+            + [
+                "generate",
+                "--store",
+                str(store),
+                "--messages",
+                str(n),
+                "--body-size",
+                str(a.body),
+                "--delay-ratio",
+                "0",
+                "--transaction-ratio",
+                "0",
+                *sizes,
+                "-f",
+                "json",
+            ],
+            capture_output=True,
+            text=True,
+        )
         if r.returncode:
             raise SystemExit(r.stderr)
         print(f"generated {n:,} messages in {time.perf_counter() - t:.0f} s (kept in {store} for later runs)")
     tiny = a.dir / "tiny"
     if not (tiny / "commitlog").is_dir():
-        subprocess.run(RMQ + ["generate", "--store", str(tiny), "--messages", "200", "-f", "json"],
-                       capture_output=True, check=True)
+        subprocess.run(
+            RMQ + ["generate", "--store", str(tiny), "--messages", "200", "-f", "json"], capture_output=True, check=True
+        )
     files = sorted((store / "commitlog").iterdir())
     data = sum(p.stat().st_blocks * 512 for p in files)
     master = f"local[{a.workers}]"
-    res: dict = {"store_bytes": data, "files": len(files), "file_size": a.file_size, "body": a.body,
-                 "master": master, "cpus": os.cpu_count(), "load_before": os.getloadavg(), "runs": {}, "tasks": {}}
-    print(f"store: {data / 1e9:.2f} GB of commit log in {len(files)} files of {a.file_size / GIB:g} GiB; "
-          f"master {master}; {os.cpu_count()} cpus; load {os.getloadavg()[0]:.2f}; local pinned: {pin}")
+    res: dict = {
+        "store_bytes": data,
+        "files": len(files),
+        "file_size": a.file_size,
+        "body": a.body,
+        "master": master,
+        "cpus": os.cpu_count(),
+        "load_before": os.getloadavg(),
+        "runs": {},
+        "tasks": {},
+    }
+    print(
+        f"store: {data / 1e9:.2f} GB of commit log in {len(files)} files of {a.file_size / GIB:g} GiB; "
+        f"master {master}; {os.cpu_count()} cpus; load {os.getloadavg()[0]:.2f}; local pinned: {pin}"
+    )
     engines = a.engines.split(",")
     if "spark" in engines:  # Spark's fixed cost: a run on a tiny store
         r = run(["verify", "--store", str(tiny), "-f", "json", "--engine", "spark", "--spark-master", master], False)
         res["spark_startup"] = r["wall"]
-        print(f"spark start-up (verify of a 200-message store): {r['wall']:.1f} s, JVM peak {mib(r['peak']['jvm'])} MiB")
+        print(
+            f"spark start-up (verify of a 200-message store): {r['wall']:.1f} s, JVM peak {mib(r['peak']['jvm'])} MiB"
+        )
     for name in a.commands.split(","):
-        base = {"rebuild-index": ["rebuild-index", "--store", str(store), *sizes, "-f", "json"],
-                "verify": ["verify", "--store", str(store), *sizes, "-f", "json", "--max-findings", "100"],
-                "export": ["export", "--store", str(store), *sizes, "-f", "json", "--overwrite"]}[name]
+        base = {
+            "rebuild-index": ["rebuild-index", "--store", str(store), *sizes, "-f", "json"],
+            "verify": ["verify", "--store", str(store), *sizes, "-f", "json", "--max-findings", "100"],
+            "export": ["export", "--store", str(store), *sizes, "-f", "json", "--overwrite"],
+        }[name]
         walls: dict[str, list[float]] = {e: [] for e in engines}
         for rep in range(a.repeat):  # engines alternate, so slow spells of the VM hit both
             for engine in engines:
@@ -364,36 +415,49 @@ def main() -> None:
                 walls[engine].append(r["wall"])
                 res["runs"][f"{name}/{engine}" + (f"#{rep}" if rep else "")] = r
                 pk = r["peak"]
-                print(f"{name:13s} {engine:5s} wall {r['wall']:6.1f} s  cpu ~{r['cpu_sampled']:6.1f} s  "
-                      f"{r['messages'] / r['wall']:9,.0f} msg/s {data / r['wall'] / 1e6:6.1f} MB/s  peak RSS driver "
-                      f"{mib(pk['driver'])} jvm {mib(pk['jvm'])} worker {mib(pk['worker_max'])} "
-                      f"(sum {mib(pk['workers_sum'])}) MiB  load {r['load']:.1f}")
+                print(
+                    f"{name:13s} {engine:5s} wall {r['wall']:6.1f} s  cpu ~{r['cpu_sampled']:6.1f} s  "
+                    f"{r['messages'] / r['wall']:9,.0f} msg/s {data / r['wall'] / 1e6:6.1f} MB/s  peak RSS driver "
+                    f"{mib(pk['driver'])} jvm {mib(pk['jvm'])} worker {mib(pk['worker_max'])} "
+                    f"(sum {mib(pk['workers_sum'])}) MiB  load {r['load']:.1f}"
+                )
                 if engine == "spark":
-                    print("    cpu by process: " + ", ".join(f"{k} {v:.1f} s" for k, v in sorted(r["cpu_by_kind"].items())))
+                    print(
+                        "    cpu by process: "
+                        + ", ".join(f"{k} {v:.1f} s" for k, v in sorted(r["cpu_by_kind"].items()))
+                    )
         if "spark" in walls and "local" in walls:
             ls, ss = statistics.median(walls["local"]), statistics.median(walls["spark"])
             res.setdefault("medians", {})[name] = {"local": ls, "spark": ss, "runs": a.repeat}
-            print(f"{name:13s} speed-up {master} / local: {ls / ss:.2f}x (median of {a.repeat}: local {ls:.1f} s, "
-                  f"spark {ss:.1f} s)")
+            print(
+                f"{name:13s} speed-up {master} / local: {ls / ss:.2f}x (median of {a.repeat}: local {ls:.1f} s, "
+                f"spark {ss:.1f} s)"
+            )
         if name == "rebuild-index" and a.stages and "spark" in engines:
             if a.warm:
                 warm(files)
             st = spark_stages(store, a.file_size, master, a.dir / "out-stages")
             res["stages"] = st
-            print(f"rebuild-index stages on {master}: session {st['session']:.1f} s, job {st['job']:.1f} s, "
-                  f"stop {st['stop']:.1f} s")
+            print(
+                f"rebuild-index stages on {master}: session {st['session']:.1f} s, job {st['job']:.1f} s, "
+                f"stop {st['stop']:.1f} s"
+            )
             for k, g in enumerate(st["stages"]):
-                print(f"    stage {k + 1}: {g['tasks']:3d} tasks, wall {g['wall']:5.1f} s, task CPU sum "
-                      f"{sum(g['task_cpus']):5.1f} s (max {max(g['task_cpus'] or [0]):.2f} s), task wall sum "
-                      f"{sum(g['task_walls']):5.1f} s, peak task RSS {mib(g['task_peak_rss'])} MiB")
+                print(
+                    f"    stage {k + 1}: {g['tasks']:3d} tasks, wall {g['wall']:5.1f} s, task CPU sum "
+                    f"{sum(g['task_cpus']):5.1f} s (max {max(g['task_cpus'] or [0]):.2f} s), task wall sum "
+                    f"{sum(g['task_walls']):5.1f} s, peak task RSS {mib(g['task_peak_rss'])} MiB"
+                )
         if not a.no_tasks:
             if a.warm:
                 warm(files[:1])
             t = task_figures(name, store, a.file_size, 0, pin)
             res["tasks"][name] = t
             per = a.file_size / t["wall"]
-            print(f"{name:13s} one task (file 0, own process): wall {t['wall']:.1f} s cpu {t['cpu']:.1f} s "
-                  f"{t['messages'] / t['wall']:,.0f} msg/s {per / 1e6:.0f} MB/s peak RSS {mib(t['peak_rss'])} MiB")
+            print(
+                f"{name:13s} one task (file 0, own process): wall {t['wall']:.1f} s cpu {t['cpu']:.1f} s "
+                f"{t['messages'] / t['wall']:,.0f} msg/s {per / 1e6:.0f} MB/s peak RSS {mib(t['peak_rss'])} MiB"
+            )
             if "spark_startup" in res:
                 # rebuild-index: a second per-file stage (index entries) and one task per index file
                 # (taken from --stages when run); export and verify: the per-file task alone
@@ -403,8 +467,10 @@ def main() -> None:
                     extra = sum(st[1]["task_cpus"]) / max(1, st[1]["tasks"]) * len(files)
                 for n in (1, 2, 4, 8, 16):
                     est = res["spark_startup"] + math.ceil(len(files) / n) * (t["wall"] + extra / len(files))
-                    print(f"    estimate N={n:2d}: this store ~{est:.0f} s; a large store "
-                          f"~{n * a.file_size / (t['wall'] + extra / len(files)) / 1e6:,.0f} MB/s")
+                    print(
+                        f"    estimate N={n:2d}: this store ~{est:.0f} s; a large store "
+                        f"~{n * a.file_size / (t['wall'] + extra / len(files)) / 1e6:,.0f} MB/s"
+                    )
     res["load_after"] = os.getloadavg()
     if a.json:
         a.json.write_text(json.dumps(res, indent=1, default=str))

@@ -3,6 +3,7 @@ old count-only test it replaced (which let a value's extra \\x01 hide a dropped 
 
     taskset -c 0 .venv/bin/python bench/bench_props_well_formed.py
 """
+
 import time
 
 from rmqstore_cli.store.properties import props_well_formed
@@ -11,14 +12,19 @@ from rmqstore_cli.store.properties import props_well_formed
 def count_only(props: bytes) -> bool:  # the previous test, for comparison
     c2 = props.count(b"\x02")
     pairs = c2 if props.endswith(b"\x02") else c2 + 1
-    return (props.count(b"\x01") == pairs and not props.startswith(b"\x01")
-            and b"\x02\x01" not in props and b"\x01\x02" not in props and b"\x02\x02" not in props
-            and not props.endswith(b"\x01"))
+    return (
+        props.count(b"\x01") == pairs
+        and not props.startswith(b"\x01")
+        and b"\x02\x01" not in props
+        and b"\x01\x02" not in props
+        and b"\x02\x02" not in props
+        and not props.endswith(b"\x01")
+    )
 
 
 CASES = {
     "6 pairs, 130 B": b"KEYS\x01order-42 k7\x02UNIQ_KEY\x01AC100A0748FF5FFD2B276CDD6C4D0001\x02WAIT\x01true\x02"
-                      b"TAGS\x01TagA\x02MSG_REGION\x01DefaultRegion\x02TRACE_ON\x01true\x02",
+    b"TAGS\x01TagA\x02MSG_REGION\x01DefaultRegion\x02TRACE_ON\x01true\x02",
     "60 pairs, 1.3 KB": b"".join(b"PROP%02d\x01value-%02d-xxxxxxxx\x02" % (i, i) for i in range(60)),
 }
 N = 300_000

@@ -9,6 +9,7 @@ or transactional sends, default file sizes) under --cache and reused. Each measu
 in a fresh process so ``ru_maxrss`` is the rebuild's own peak. Results are appended to
 bench/results_rebuild.txt.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -55,9 +56,28 @@ def ensure_store(cache: Path, messages: int) -> Path:
     store = cache / f"store-{messages}"
     if (store / "checkpoint").exists():
         return store
-    cmd = [sys.executable, "-m", "rmqstore_cli", "generate", "--store", str(store), "--messages", str(messages),
-           "--body-size", "256", "--keys-per-message", "2", "--delay-ratio", "0", "--transaction-ratio", "0",
-           "--tz", "UTC", "--format", "json"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "rmqstore_cli",
+        "generate",
+        "--store",
+        str(store),
+        "--messages",
+        str(messages),
+        "--body-size",
+        "256",
+        "--keys-per-message",
+        "2",
+        "--delay-ratio",
+        "0",
+        "--transaction-ratio",
+        "0",
+        "--tz",
+        "UTC",
+        "--format",
+        "json",
+    ]
     print(f"generating {messages} messages into {store} ...", file=sys.stderr)
     subprocess.run(cmd, check=True, cwd=ROOT)
     return store
@@ -84,15 +104,19 @@ def main() -> None:
         res = json.loads(r.stdout.strip().splitlines()[-1])
         res["msgs_per_s"] = res["messages"] / res["seconds"]
         res["msgs_per_cpu_s"] = res["messages"] / res["cpu_seconds"]
-        print(f"  {res['messages']} messages in {res['seconds']:.2f}s = {res['msgs_per_s']:,.0f} msg/s, "
-              f"{res['bytes'] / res['seconds'] / 1e6:.0f} MB/s, cpu {res['cpu_seconds']:.2f}s = "
-              f"{res['msgs_per_cpu_s']:,.0f} msg/cpu-s, maxrss {res['maxrss_mb']:.0f} MB")
+        print(
+            f"  {res['messages']} messages in {res['seconds']:.2f}s = {res['msgs_per_s']:,.0f} msg/s, "
+            f"{res['bytes'] / res['seconds'] / 1e6:.0f} MB/s, cpu {res['cpu_seconds']:.2f}s = "
+            f"{res['msgs_per_cpu_s']:,.0f} msg/cpu-s, maxrss {res['maxrss_mb']:.0f} MB"
+        )
         if best is None or res["msgs_per_s"] > best["msgs_per_s"]:
             best = res
-    line = (f"{time.strftime('%Y-%m-%d %H:%M')} {platform.node()} cores={os.cpu_count()} messages={args.messages} "
-            f"commitlog_on_disk_mb={size / 1e6:.0f} best={best['msgs_per_s']:,.0f} msg/s "
-            f"cpu={best['msgs_per_cpu_s']:,.0f} msg/cpu-s load={os.getloadavg()[0]:.1f} "
-            f"maxrss_mb={best['maxrss_mb']:.0f} keys={best['index_keys']}")
+    line = (
+        f"{time.strftime('%Y-%m-%d %H:%M')} {platform.node()} cores={os.cpu_count()} messages={args.messages} "
+        f"commitlog_on_disk_mb={size / 1e6:.0f} best={best['msgs_per_s']:,.0f} msg/s "
+        f"cpu={best['msgs_per_cpu_s']:,.0f} msg/cpu-s load={os.getloadavg()[0]:.1f} "
+        f"maxrss_mb={best['maxrss_mb']:.0f} keys={best['index_keys']}"
+    )
     print(line)
     if not args.profile:
         with open(HERE / "results_rebuild.txt", "a", encoding="utf-8") as fh:

@@ -15,6 +15,7 @@ time and the load average before the run. Verify must find the stores clean (exi
 commit) for a before/after comparison. Results: stdout and
 bench/results/rss_scale[_<label>].json. ``--clean`` deletes the stores afterwards.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,9 +39,30 @@ def ensure_store(base: Path, n: int) -> Path:
     if store.exists():  # an interrupted generate: start again
         shutil.rmtree(store)
     t = time.perf_counter()
-    cmd = [sys.executable, "-m", "rmqstore_cli", "generate", "--store", str(store), "--messages", str(n),
-           "--body-size", "16", "--keys-per-message", "2", "--delay-ratio", "0", "--transaction-ratio", "0",
-           "--seed", "22", "--tz", "UTC", "--format", "json"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "rmqstore_cli",
+        "generate",
+        "--store",
+        str(store),
+        "--messages",
+        str(n),
+        "--body-size",
+        "16",
+        "--keys-per-message",
+        "2",
+        "--delay-ratio",
+        "0",
+        "--transaction-ratio",
+        "0",
+        "--seed",
+        "22",
+        "--tz",
+        "UTC",
+        "--format",
+        "json",
+    ]
     r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
     if r.returncode:
         raise SystemExit(r.stderr)
@@ -61,9 +83,15 @@ def run_measured(argv: list[str], env: dict) -> dict:
         out.seek(0)
         err.seek(0)
         stdout, stderr = out.read().decode(), err.read().decode()
-    return {"exit": p.returncode, "peak_rss_mib": round(ru.ru_maxrss / 1024, 1), "wall_s": round(wall, 2),
-            "cpu_s": round(ru.ru_utime + ru.ru_stime, 2), "load_before": [round(x, 2) for x in load],
-            "stdout": stdout, "stderr": stderr}
+    return {
+        "exit": p.returncode,
+        "peak_rss_mib": round(ru.ru_maxrss / 1024, 1),
+        "wall_s": round(wall, 2),
+        "cpu_s": round(ru.ru_utime + ru.ru_stime, 2),
+        "load_before": [round(x, 2) for x in load],
+        "stdout": stdout,
+        "stderr": stderr,
+    }
 
 
 def measure_verify(store: Path, env: dict) -> dict:
@@ -81,8 +109,23 @@ def measure_verify(store: Path, env: dict) -> dict:
 def measure_rebuild(store: Path, env: dict) -> dict:
     out = Path(tempfile.mkdtemp(prefix="rss-rebuild-", dir=store.parent))
     try:
-        r = run_measured([sys.executable, "-m", "rmqstore_cli", "rebuild-index", "--store", str(store),
-                          "--output", str(out / "o"), "--tz", "UTC", "--format", "json"], env)
+        r = run_measured(
+            [
+                sys.executable,
+                "-m",
+                "rmqstore_cli",
+                "rebuild-index",
+                "--store",
+                str(store),
+                "--output",
+                str(out / "o"),
+                "--tz",
+                "UTC",
+                "--format",
+                "json",
+            ],
+            env,
+        )
     finally:
         shutil.rmtree(out, ignore_errors=True)
     if r["exit"] != 0:
@@ -115,11 +158,18 @@ def main() -> None:
         for c in a.commands:
             m = (measure_verify if c == "verify" else measure_rebuild)(store, env)
             runs[f"{c} {n}"] = m
-            print(f"{c:8} {n:>10} {m['peak_rss_mib']:>13.1f} {m['wall_s']:>8} {m['cpu_s']:>7}  "
-                  f"{' '.join(str(x) for x in m['load_before'])}", flush=True)
-    res = {"machine": f"{platform.machine()} {os.cpu_count()} cores, Python {platform.python_version()}, "
-                      f"{os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') >> 30} GiB RAM",
-           "pythonpath": a.pythonpath, "time": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "runs": runs}
+            print(
+                f"{c:8} {n:>10} {m['peak_rss_mib']:>13.1f} {m['wall_s']:>8} {m['cpu_s']:>7}  "
+                f"{' '.join(str(x) for x in m['load_before'])}",
+                flush=True,
+            )
+    res = {
+        "machine": f"{platform.machine()} {os.cpu_count()} cores, Python {platform.python_version()}, "
+        f"{os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') >> 30} GiB RAM",
+        "pythonpath": a.pythonpath,
+        "time": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "runs": runs,
+    }
     out = ROOT / "bench" / "results"
     out.mkdir(exist_ok=True)
     (out / f"rss_scale{'_' + a.label if a.label else ''}.json").write_text(json.dumps(res, indent=2) + "\n")

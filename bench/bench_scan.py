@@ -3,6 +3,7 @@
 Usage: python bench/bench_scan.py [--messages N] [--body BYTES] [--dir DIR]
 Prints messages/s and MB/s for generate and for scans; peak RSS. Single process (one core).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,16 +34,24 @@ def main() -> None:
     if not store.exists():
         t = time.perf_counter()
         w = StoreWriter(cfg)
-        w.append_blocks(Workload(WorkloadOptions(messages=a.messages, body_min=a.body, body_max=a.body,
-                                                 delay_ratio=0, transaction_ratio=0)).blocks())
+        w.append_blocks(
+            Workload(
+                WorkloadOptions(
+                    messages=a.messages, body_min=a.body, body_max=a.body, delay_ratio=0, transaction_ratio=0
+                )
+            ).blocks()
+        )
         w.close()
         dt = time.perf_counter() - t
         size = w.commitlog.write_offset
         print(f"generate: {w.messages} msgs in {dt:.2f}s = {w.messages / dt:,.0f} msg/s, {size / dt / 1e6:.1f} MB/s")
     cl = CommitLog(cfg)
-    for label, kw, full in (("scan (header decode)", {}, False), ("scan + CRC", {"check_crc": True}, False),
-                            ("full decode (all fields + properties)", {}, True),
-                            ("full decode + CRC", {"check_crc": True}, True)):
+    for label, kw, full in (
+        ("scan (header decode)", {}, False),
+        ("scan + CRC", {"check_crc": True}, False),
+        ("full decode (all fields + properties)", {}, True),
+        ("full decode + CRC", {"check_crc": True}, True),
+    ):
         t = time.perf_counter()
         n = 0
         nbytes = 0
@@ -53,8 +62,10 @@ def main() -> None:
                 m.properties, m.topic, m.msg_id, m.born_host, m.store_host, m.keys, m.tags, m.uniq_key
         dt = time.perf_counter() - t
         print(f"{label}: {n} msgs in {dt:.2f}s = {n / dt:,.0f} msg/s, {nbytes / dt / 1e9:.2f} GB/s")
-    for label, kw in (("columnar full decode (MessageBlock.decode: every field, properties pairs)", {}),
-                      ("columnar full decode + CRC", {"check_crc": True})):
+    for label, kw in (
+        ("columnar full decode (MessageBlock.decode: every field, properties pairs)", {}),
+        ("columnar full decode + CRC", {"check_crc": True}),
+    ):
         t = time.perf_counter()
         c = time.process_time()
         n = nbytes = 0
@@ -66,8 +77,10 @@ def main() -> None:
             else:
                 n += 1
         dt, cpu = time.perf_counter() - t, time.process_time() - c
-        print(f"{label}: {n} msgs in {dt:.2f}s wall, {cpu:.2f}s CPU = {n / cpu:,.0f} msg/s CPU, "
-              f"{nbytes / cpu / 1e9:.2f} GB/s CPU")
+        print(
+            f"{label}: {n} msgs in {dt:.2f}s wall, {cpu:.2f}s CPU = {n / cpu:,.0f} msg/s CPU, "
+            f"{nbytes / cpu / 1e9:.2f} GB/s CPU"
+        )
     cl.close()
     print(f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
     if not a.keep and a.dir is None:

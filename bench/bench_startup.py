@@ -11,6 +11,7 @@ Without ``--store`` a small store is generated in a temp dir. ``--hyperfine`` al
 hyperfine (Debian: apt-get install hyperfine) on the same command lines. Not a test:
 prints a table and writes bench/results/startup.json; nothing is asserted.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,8 +34,11 @@ RMQ = str(BIN / "rmqstore") if (BIN / "rmqstore").exists() else None
 
 def cases(store: Path, ids: list[str]) -> list[tuple[str, list[str], dict]]:
     rmq = [RMQ] if RMQ else [sys.executable, "-m", "rmqstore_cli"]
-    comp = lambda words, cword: {"_RMQSTORE_COMPLETE": "complete_bash", "COMP_WORDS": words,  # noqa: E731
-                                 "COMP_CWORD": str(cword)}
+    comp = lambda words, cword: {
+        "_RMQSTORE_COMPLETE": "complete_bash",
+        "COMP_WORDS": words,  # noqa: E731
+        "COMP_CWORD": str(cword),
+    }
     return [
         ("python -c pass (floor)", [sys.executable, "-c", "pass"], {}),
         ("rmqstore --version", [*rmq, "--version"], {}),
@@ -43,8 +47,11 @@ def cases(store: Path, ids: list[str]) -> list[tuple[str, list[str], dict]]:
         ("decode-msgid ID ID", [*rmq, "decode-msgid", *ids], {}),
         ("decode-msgid ID ID --format jsonl", [*rmq, "decode-msgid", *ids, "--format", "jsonl"], {}),
         ("decode-msgid ID ID --store S", [*rmq, "decode-msgid", *ids, "--store", str(store)], {}),
-        ("decode-msgid ID ID --store S --format jsonl",
-         [*rmq, "decode-msgid", *ids, "--store", str(store), "--format", "jsonl"], {}),
+        (
+            "decode-msgid ID ID --store S --format jsonl",
+            [*rmq, "decode-msgid", *ids, "--store", str(store), "--format", "jsonl"],
+            {},
+        ),
         ("TAB: rmqstore dump-c", rmq, comp("rmqstore dump-c", 1)),
         ("TAB: dump-cq --store S <topic>", rmq, comp(f"rmqstore dump-cq --store {store} ", 4)),
     ]
@@ -71,26 +78,61 @@ def main() -> None:
     if store is None:
         tmp = Path(tempfile.mkdtemp(prefix="rmq-startup-"))
         store = tmp / "store"
-        subprocess.run([sys.executable, "-m", "rmqstore_cli", "generate", "--store", str(store), "--messages", "2000",
-                        "--format", "json"], check=True, stdout=subprocess.DEVNULL)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "rmqstore_cli",
+                "generate",
+                "--store",
+                str(store),
+                "--messages",
+                "2000",
+                "--format",
+                "json",
+            ],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
     try:
-        first = subprocess.run([sys.executable, "-m", "rmqstore_cli", "dump-commitlog", "--store", str(store),
-                                "--limit", "1", "--format", "jsonl"], check=True, capture_output=True).stdout
+        first = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "rmqstore_cli",
+                "dump-commitlog",
+                "--store",
+                str(store),
+                "--limit",
+                "1",
+                "--format",
+                "jsonl",
+            ],
+            check=True,
+            capture_output=True,
+        ).stdout
         m = json.loads(first)
         ids = [m["msg_id"], m["uniq_key"]]
         rows = []
-        print(f"{'command':48} {'median ms':>10} {'min ms':>8}   ({a.runs} runs, {os.cpu_count()} cores, "
-              f"Python {platform.python_version()})")
+        print(
+            f"{'command':48} {'median ms':>10} {'min ms':>8}   ({a.runs} runs, {os.cpu_count()} cores, "
+            f"Python {platform.python_version()})"
+        )
         for name, argv, env in cases(store, ids):
             time_runs(argv, env, 2)  # warm the page cache and .pyc files
             t = time_runs(argv, env, a.runs)
             rows.append({"command": name, "median_ms": round(statistics.median(t), 1), "min_ms": round(min(t), 1)})
             print(f"{name:48} {statistics.median(t):10.1f} {min(t):8.1f}")
             if a.hyperfine and shutil.which("hyperfine") and not env:
-                subprocess.run(["hyperfine", "-N", "--warmup", "3", "--runs", str(a.runs), "--style", "basic",
-                                shlex.join(argv)], check=False)
-        res = {"machine": {"cores": os.cpu_count(), "python": platform.python_version(),
-                           "platform": platform.platform()}, "runs": a.runs, "results": rows}
+                subprocess.run(
+                    ["hyperfine", "-N", "--warmup", "3", "--runs", str(a.runs), "--style", "basic", shlex.join(argv)],
+                    check=False,
+                )
+        res = {
+            "machine": {"cores": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
+            "runs": a.runs,
+            "results": rows,
+        }
         (HERE / "results").mkdir(exist_ok=True)
         (HERE / "results" / "startup.json").write_text(json.dumps(res, indent=2) + "\n")
     finally:

@@ -13,6 +13,7 @@ start and the imports are in the time), output to /dev/null, best of --runs: ``s
 for a time in the middle of the store's span. Lines go to stdout and to
 bench/results/stats.json; the store is deleted afterwards unless --keep.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,8 +34,22 @@ def _store(base: Path, messages: int, body: int) -> tuple[Path, float | None]:
     if (store / "commitlog").exists():
         return store, None
     t = time.perf_counter()
-    subprocess.run(CLI + ["generate", "--store", str(store), "--messages", str(messages), "--body-size", str(body),
-                          "--format", "json"], check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(
+        CLI
+        + [
+            "generate",
+            "--store",
+            str(store),
+            "--messages",
+            str(messages),
+            "--body-size",
+            str(body),
+            "--format",
+            "json",
+        ],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
     return store, time.perf_counter() - t
 
 
@@ -64,22 +79,30 @@ def main() -> None:
     base.mkdir(parents=True, exist_ok=True)
     store, gen = _store(base, a.messages, a.body)
     s = str(store)
-    out: dict = {"messages": a.messages, "body": a.body, "store_bytes": _size(store), "generate_s": gen,
-                 "load_before": os.getloadavg()}
-    summary = json.loads(subprocess.run(CLI + ["stats", "--store", s, "--format", "json"], check=True,
-                                        capture_output=True).stdout)["summary"]
+    out: dict = {
+        "messages": a.messages,
+        "body": a.body,
+        "store_bytes": _size(store),
+        "generate_s": gen,
+        "load_before": os.getloadavg(),
+    }
+    summary = json.loads(
+        subprocess.run(CLI + ["stats", "--store", s, "--format", "json"], check=True, capture_output=True).stdout
+    )["summary"]
     out["stats_messages"] = summary["messages"]
     out["stats_s"] = _best(["stats", "--store", s], a.runs)
     out["stats_by_queue_s"] = _best(["stats", "--store", s, "--by", "queue", "--format", "jsonl"], a.runs)
     out["stats_by_file_s"] = _best(["stats", "--store", s, "--by", "file", "--format", "jsonl"], a.runs)
     out["stats_exact_s"] = _best(["stats", "--store", s, "--exact", "--format", "jsonl"], 1)
-    rows = json.loads(subprocess.run(CLI + ["stats", "--store", s, "--format", "json"], check=True,
-                                     capture_output=True).stdout)["rows"]
+    rows = json.loads(
+        subprocess.run(CLI + ["stats", "--store", s, "--format", "json"], check=True, capture_output=True).stdout
+    )["rows"]
     top = rows[0]
     mid = (top["first_store_timestamp"] + top["last_store_timestamp"]) // 2
     out["search_offset_topic"] = top["topic"]
-    out["search_offset_s"] = _best(["search-offset", "--store", s, "--topic", top["topic"], "--time", str(mid),
-                                    "--format", "jsonl"], a.runs)
+    out["search_offset_s"] = _best(
+        ["search-offset", "--store", s, "--topic", top["topic"], "--time", str(mid), "--format", "jsonl"], a.runs
+    )
     out["startup_s"] = _best(["--version"], a.runs)
     out["load_after"] = os.getloadavg()
     for k, v in out.items():

@@ -18,6 +18,7 @@ load average (other jobs share this machine: compare figures of the same run onl
 ``rmqstore_cli/formats`` linked to its ``commands/`` and ``formats/``), on PYTHONPATH.
 Lines go to stdout and to bench/results/table.json.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,9 +37,25 @@ CLI = [sys.executable, "-m", "rmqstore_cli"]
 def _store(base: Path, name: str, messages: int, *extra: str) -> Path:
     store = base / name
     if not (store / "commitlog").exists():
-        subprocess.run(CLI + ["generate", "--store", str(store), "--messages", str(messages), "--body-size", "256",
-                              "--ipv6-ratio", "0.1", *extra, "--format", "json"], check=True,
-                       stdout=subprocess.DEVNULL)
+        subprocess.run(
+            CLI
+            + [
+                "generate",
+                "--store",
+                str(store),
+                "--messages",
+                str(messages),
+                "--body-size",
+                "256",
+                "--ipv6-ratio",
+                "0.1",
+                *extra,
+                "--format",
+                "json",
+            ],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
     return store
 
 
@@ -69,10 +86,13 @@ def _bench(label: str, args: list[str], runs: int, env: dict) -> dict:
         row[f"{fmt}_mb"] = round(xs[0][2] / 1e6, 1)
     row["ratio_wall"] = round(row["table_wall_s"] / row["jsonl_wall_s"], 2)
     row["ratio_cpu"] = round(row["table_cpu_s"] / row["jsonl_cpu_s"], 2)
-    print(f"{label}: table {row['table_wall_s']:.2f} s wall / {row['table_cpu_s']:.2f} s CPU "
-          f"({row['table_mb']} MB), jsonl {row['jsonl_wall_s']:.2f} / {row['jsonl_cpu_s']:.2f} s "
-          f"({row['jsonl_mb']} MB): table/jsonl {row['ratio_wall']}x wall, {row['ratio_cpu']}x CPU "
-          f"(medians of {runs}; load {row['load']})", flush=True)
+    print(
+        f"{label}: table {row['table_wall_s']:.2f} s wall / {row['table_cpu_s']:.2f} s CPU "
+        f"({row['table_mb']} MB), jsonl {row['jsonl_wall_s']:.2f} / {row['jsonl_cpu_s']:.2f} s "
+        f"({row['jsonl_mb']} MB): table/jsonl {row['ratio_wall']}x wall, {row['ratio_cpu']}x CPU "
+        f"(medians of {runs}; load {row['load']})",
+        flush=True,
+    )
     return row
 
 
@@ -87,11 +107,18 @@ def main() -> None:
     a.dir.mkdir(parents=True, exist_ok=True)
     log = _store(a.dir, f"log-{a.messages}", a.messages)
     cq = _store(a.dir, f"cq-{a.messages}", a.messages, "--topics", "1", "--queues", "1")
-    topic = json.loads(subprocess.run(CLI + ["dump-cq", "--summary", "--store", str(cq), "--format", "jsonl"],
-                                      check=True, capture_output=True).stdout.splitlines()[0])
-    cases = [(f"dump-commitlog ({a.messages} sends)", ["dump-commitlog", "--store", str(log), "--tz", "UTC"]),
-             (f"dump-cq {topic['topic']} 0 ({topic['max_offset']} units)",
-              ["dump-cq", topic["topic"], "0", "--store", str(cq), "--tz", "UTC"])]
+    topic = json.loads(
+        subprocess.run(
+            CLI + ["dump-cq", "--summary", "--store", str(cq), "--format", "jsonl"], check=True, capture_output=True
+        ).stdout.splitlines()[0]
+    )
+    cases = [
+        (f"dump-commitlog ({a.messages} sends)", ["dump-commitlog", "--store", str(log), "--tz", "UTC"]),
+        (
+            f"dump-cq {topic['topic']} 0 ({topic['max_offset']} units)",
+            ["dump-cq", topic["topic"], "0", "--store", str(cq), "--tz", "UTC"],
+        ),
+    ]
     rows = []
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     for label, args in cases:

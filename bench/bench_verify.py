@@ -10,6 +10,7 @@ with CRC on (the default) and off, and with --deep; the raw speed of ``zlib.crc3
 the same body bytes is measured for comparison. Numbers go to stdout as a table and
 to bench/results/verify.json.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -20,7 +21,6 @@ import sys
 import time
 import zlib
 from pathlib import Path
-
 
 
 def _pin_one_core() -> None:
@@ -38,9 +38,26 @@ def generate(path: Path, messages: int, body: str) -> Path:
     from rmqstore_cli.app import app
 
     t = time.perf_counter()
-    r = CliRunner().invoke(app, ["generate", "--store", str(path), "--messages", str(messages), "--seed", "3",
-                                 "--body-size", body, "--delay-ratio", "0.02", "--transaction-ratio", "0.02",
-                                 "--format", "json"])
+    r = CliRunner().invoke(
+        app,
+        [
+            "generate",
+            "--store",
+            str(path),
+            "--messages",
+            str(messages),
+            "--seed",
+            "3",
+            "--body-size",
+            body,
+            "--delay-ratio",
+            "0.02",
+            "--transaction-ratio",
+            "0.02",
+            "--format",
+            "json",
+        ],
+    )
     if r.exit_code:
         raise SystemExit(r.stdout + r.stderr)
     print(f"generated {path} ({messages} messages, body {body}) in {time.perf_counter() - t:.1f}s", file=sys.stderr)
@@ -56,8 +73,8 @@ def peak_rss_mib() -> float:
 def run_verify(path: Path, crc: bool, deep: bool = False, compiled: bool = False):
     """One whole ``Verifier.run()``; ``compiled``: store/kernels.py's C loops (built at install),
     else the reference loops (``FAST_PATHS.pure``, as ``RMQSTORE_PURE=1``)."""
-    from rmqstore_cli.store.fastpaths import FAST_PATHS
     from rmqstore_cli.store.config import StoreConfig
+    from rmqstore_cli.store.fastpaths import FAST_PATHS
     from rmqstore_cli.store.verify import Verifier, VerifyOptions, open_for_verify
 
     cfg = open_for_verify(StoreConfig.load(path))
@@ -112,7 +129,7 @@ def _crc_speed(crc32, bodies, chunks) -> tuple[float, float]:
     for _ in range(3):
         t = time.perf_counter()
         for b, a, n in bodies:
-            crc32(b[a:a + n])
+            crc32(b[a : a + n])
         best = min(best, time.perf_counter() - t)
         t = time.perf_counter()
         for c in chunks:
@@ -131,10 +148,15 @@ def main() -> None:
     _pin_one_core()
     base = Path(a.dir)
     base.mkdir(parents=True, exist_ok=True)
-    stores = {"256B": generate(base / f"b256-{a.messages}", a.messages, "256"),
-              "16KiB": generate(base / f"b16k-{a.big_messages}", a.big_messages, "16384")}
-    results = {"machine": f"{platform.machine()} {os.cpu_count()} cores, Python {platform.python_version()}",
-               "pinned_to_one_core": True, "runs": {}}
+    stores = {
+        "256B": generate(base / f"b256-{a.messages}", a.messages, "256"),
+        "16KiB": generate(base / f"b16k-{a.big_messages}", a.big_messages, "16384"),
+    }
+    results = {
+        "machine": f"{platform.machine()} {os.cpu_count()} cores, Python {platform.python_version()}",
+        "pinned_to_one_core": True,
+        "runs": {},
+    }
     load = os.getloadavg()
     results["load_average"] = [round(x, 2) for x in load]
     print(f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
@@ -142,30 +164,44 @@ def main() -> None:
     for label, path in stores.items():
         run_verify(path, True)  # warm the page cache and numpy
         run_verify(path, True, compiled=True)
-        for mode, crc, deep, comp in (("crc", True, False, False), ("no-crc", False, False, False),
-                                      ("crc+deep", True, True, False), ("crc compiled", True, False, True)):
+        for mode, crc, deep, comp in (
+            ("crc", True, False, False),
+            ("no-crc", False, False, False),
+            ("crc+deep", True, True, False),
+            ("crc compiled", True, False, True),
+        ):
             best, best_cpu, summ = 1e9, 1e9, None
             for _ in range(a.repeat):
                 dt, cpu, summ = run_verify(path, crc, deep, comp)
                 best, best_cpu = min(best, dt), min(best_cpu, cpu)
             data = summ["commitlog_end_offset"] - summ["commitlog_min_offset"]
-            row = {"messages": summ["messages"], "data_bytes": data, "seconds": round(best, 4),
-                   "cpu_seconds": round(best_cpu, 4),
-                   "messages_per_s": round(summ["messages"] / best), "mb_per_s": round(data / best / 1e6, 1),
-                   "messages_per_cpu_s": round(summ["messages"] / best_cpu)}
+            row = {
+                "messages": summ["messages"],
+                "data_bytes": data,
+                "seconds": round(best, 4),
+                "cpu_seconds": round(best_cpu, 4),
+                "messages_per_s": round(summ["messages"] / best),
+                "mb_per_s": round(data / best / 1e6, 1),
+                "messages_per_cpu_s": round(summ["messages"] / best_cpu),
+            }
             results["runs"][f"{label} {mode}"] = row
-            print(f"{label:8} {mode:12} {row['messages']:>8} {data / 1e6:>8.1f} {best:>7.3f} "
-                  f"{row['messages_per_s']:>10} {row['mb_per_s']:>8}   (cpu {best_cpu:.3f}s, "
-                  f"{row['messages_per_cpu_s']} msg/cpu-s)")
+            print(
+                f"{label:8} {mode:12} {row['messages']:>8} {data / 1e6:>8.1f} {best:>7.3f} "
+                f"{row['messages_per_s']:>10} {row['mb_per_s']:>8}   (cpu {best_cpu:.3f}s, "
+                f"{row['messages_per_cpu_s']} msg/cpu-s)"
+            )
         per_body, body_total, one_shot, data_bytes, engine = body_bytes_crc(path)
         results["runs"][f"{label} raw zlib.crc32"] = {
             "per_body_mb_per_s": round(body_total / per_body / 1e6, 1),
             "one_shot_mb_per_s": round(data_bytes / one_shot / 1e6, 1),
             "engine_crc32_per_body_mb_per_s": round(body_total / engine / 1e6, 1),
-            "body_bytes": body_total}
-        print(f"{label:8} raw crc32 per body {body_total / per_body / 1e6:.1f} MB/s of bodies, "
-              f"one call over the data {data_bytes / one_shot / 1e6:.1f} MB/s; the engine's crc32 "
-              f"(store/crc.py) per body {body_total / engine / 1e6:.1f} MB/s")
+            "body_bytes": body_total,
+        }
+        print(
+            f"{label:8} raw crc32 per body {body_total / per_body / 1e6:.1f} MB/s of bodies, "
+            f"one call over the data {data_bytes / one_shot / 1e6:.1f} MB/s; the engine's crc32 "
+            f"(store/crc.py) per body {body_total / engine / 1e6:.1f} MB/s"
+        )
         for mode in ("crc", "crc compiled"):
             v = results["runs"][f"{label} {mode}"]
             ratio = (v["data_bytes"] / v["seconds"]) / (body_total / per_body)

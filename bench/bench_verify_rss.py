@@ -17,6 +17,7 @@ and 16-byte bodies give 20 350 000 index entries, so the first index file is ful
 entries) show the same run on small index files. Results go to stdout and
 bench/results/verify_rss.json.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -56,10 +57,33 @@ def generate_full(path: Path) -> None:
     if (path / "checkpoint").exists():
         return
     t = time.perf_counter()
-    r = subprocess.run([sys.executable, "-m", "rmqstore_cli", "generate", "--store", str(path), "--messages", "1850000",
-                        "--keys-per-message", "10", "--body-size", "16", "--delay-ratio", "0",
-                        "--transaction-ratio", "0", "--seed", "5", "--format", "json"], cwd=ROOT,
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "rmqstore_cli",
+            "generate",
+            "--store",
+            str(path),
+            "--messages",
+            "1850000",
+            "--keys-per-message",
+            "10",
+            "--body-size",
+            "16",
+            "--delay-ratio",
+            "0",
+            "--transaction-ratio",
+            "0",
+            "--seed",
+            "5",
+            "--format",
+            "json",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     if r.returncode:
         raise SystemExit(r.stderr)
     print(f"generated {path} in {time.perf_counter() - t:.0f}s", file=sys.stderr)
@@ -70,8 +94,13 @@ def measure(store: Path, pythonpath: str | None) -> dict:
     if pythonpath:
         env["PYTHONPATH"] = pythonpath
     cpu = sorted(os.sched_getaffinity(0))[-1]
-    r = subprocess.run(["taskset", "-c", str(cpu), sys.executable, "-c", CHILD, str(store)], env=env,
-                       cwd="/", capture_output=True, text=True)
+    r = subprocess.run(
+        ["taskset", "-c", str(cpu), sys.executable, "-c", CHILD, str(store)],
+        env=env,
+        cwd="/",
+        capture_output=True,
+        text=True,
+    )
     if r.returncode:
         raise SystemExit(r.stderr)
     return json.loads(r.stdout.strip().splitlines()[-1])
@@ -79,8 +108,12 @@ def measure(store: Path, pythonpath: str | None) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--store", action="append", type=Path, help="stores to verify (default: the full-size one "
-                    "and bench_verify.py's two)")
+    ap.add_argument(
+        "--store",
+        action="append",
+        type=Path,
+        help="stores to verify (default: the full-size one and bench_verify.py's two)",
+    )
     ap.add_argument("--pythonpath", help="run this checkout of the package instead")
     a = ap.parse_args()
     stores = a.store or [FULL, Path("/tmp/rmq-bench-verify/b256-200000"), Path("/tmp/rmq-bench-verify/b16k-20000")]
@@ -89,15 +122,19 @@ def main() -> None:
     load = os.getloadavg()
     rows = {}
     print(f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
-    print(f"{'store':40} {'entries':>10} {'msgs':>9} {'after index MiB':>16} {'peak MiB':>9} {'wall s':>7} {'cpu s':>6}")
+    print(
+        f"{'store':40} {'entries':>10} {'msgs':>9} {'after index MiB':>16} {'peak MiB':>9} {'wall s':>7} {'cpu s':>6}"
+    )
     for s in stores:
         if not (s / "commitlog").is_dir():
             print(f"{s}: missing, skipped", file=sys.stderr)
             continue
         m = measure(s, a.pythonpath)
         rows[str(s)] = m
-        print(f"{str(s):40} {m['index_entries']:>10} {m['messages']:>9} {m['after_index_open_mib']:>16.0f} "
-              f"{m['peak_mib']:>9.0f} {m['wall_s']:>7} {m['cpu_s']:>6}")
+        print(
+            f"{str(s):40} {m['index_entries']:>10} {m['messages']:>9} {m['after_index_open_mib']:>16.0f} "
+            f"{m['peak_mib']:>9.0f} {m['wall_s']:>7} {m['cpu_s']:>6}"
+        )
     out = ROOT / "bench" / "results"
     out.mkdir(exist_ok=True)
     name = "verify_rss.json" if not a.pythonpath else "verify_rss_other.json"

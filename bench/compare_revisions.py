@@ -32,6 +32,7 @@ run is slower than every A run; ``slower?`` when B/A > 1 + threshold but the run
 same way down; ``same`` within ±threshold. Nothing here is a test: timings are printed,
 never asserted. ``--cleanup`` removes the worktrees, venvs and store afterwards.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -52,8 +53,10 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 THRESHOLD = 0.05
-DEFAULT_GEN = ("--body-size 256 --seed 1 --commitlog-file-size 33554432 --cq-file-size 120000 "
-               "--index-slots 50000 --index-max 200000")
+DEFAULT_GEN = (
+    "--body-size 256 --seed 1 --commitlog-file-size 33554432 --cq-file-size 120000 "
+    "--index-slots 50000 --index-max 200000"
+)
 
 
 class BenchError(Exception):
@@ -61,6 +64,7 @@ class BenchError(Exception):
 
 
 # ---------------------------------------------------------------------------- cases
+
 
 @dataclass(frozen=True)
 class Case:
@@ -86,22 +90,29 @@ def cases(gen_messages: int) -> list[Case]:
         Case("index-lookup KEY", ("index-lookup", "{key}", *s, "--format", "jsonl")),
         Case("decode-msgid MSGID UNIQ", ("decode-msgid", "{msgid}", "{uniq}", *s, "--format", "jsonl"), (0, 1)),
         Case("search-offset", ("search-offset", *s, "--topic", "{topic}", "--time", "{time}", "--format", "jsonl")),
-        Case("search-offset --scan", ("search-offset", *s, "--topic", "{topic}", "--time", "{time}", "--scan",
-                                      "--format", "jsonl")),
+        Case(
+            "search-offset --scan",
+            ("search-offset", *s, "--topic", "{topic}", "--time", "{time}", "--scan", "--format", "jsonl"),
+        ),
         Case("consumer-progress", ("consumer-progress", *s, "--format", "jsonl"), (0, 1)),
         Case("expire --dry-run", ("expire", *s, "--dry-run", "--now", "2030-01-01T00:00:00Z", "--format", "jsonl")),
         Case("verify", ("verify", *s, "--format", "jsonl"), (0, 1)),
         Case("verify --no-crc", ("verify", *s, "--no-crc", "--format", "jsonl"), (0, 1)),
         Case("verify --deep", ("verify", *s, "--deep", "--format", "jsonl"), (0, 1)),
-        Case("rebuild-index --output", ("rebuild-index", *s, "--output", "{out}/rebuilt", "--no-progress",
-                                        "--format", "jsonl")),
+        Case(
+            "rebuild-index --output",
+            ("rebuild-index", *s, "--output", "{out}/rebuilt", "--no-progress", "--format", "jsonl"),
+        ),
         Case("export (local)", ("export", *s, "--output", "{out}/parquet", "--format", "jsonl"), needs_pyarrow=True),
-        Case(f"generate {gen_messages}", ("generate", "--store", "{out}/gen", "--messages", str(gen_messages),
-                                          "--seed", "3", "--format", "jsonl")),
+        Case(
+            f"generate {gen_messages}",
+            ("generate", "--store", "{out}/gen", "--messages", str(gen_messages), "--seed", "3", "--format", "jsonl"),
+        ),
     ]
 
 
 # ---------------------------------------------------------------------------- verdict
+
 
 @dataclass
 class Row:
@@ -168,8 +179,10 @@ def output_verdict(digests_a: list[str], digests_b: list[str]) -> str:
 
 def table(rows: list[Row], threshold: float = THRESHOLD) -> str:
     """The markdown table the run prints and writes: CPU medians, B/A, verdict, spreads."""
-    head = ("| command | CPU A s | CPU B s | B/A | verdict | spread A | spread B | wall A s | wall B s "
-            "| RSS A MiB | RSS B MiB | output | note |")
+    head = (
+        "| command | CPU A s | CPU B s | B/A | verdict | spread A | spread B | wall A s | wall B s "
+        "| RSS A MiB | RSS B MiB | output | note |"
+    )
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in rows:
         if r.skipped:
@@ -179,11 +192,13 @@ def table(rows: list[Row], threshold: float = THRESHOLD) -> str:
         lines.append(
             f"| {r.name} | {med(r.cpu_a):.3f} | {med(r.cpu_b):.3f} | {r.ratio():.3f} | {r.verdict(threshold)} "
             f"| {spread(r.cpu_a):.1%} | {spread(r.cpu_b):.1%} | {med(r.wall_a):.3f} | {med(r.wall_b):.3f} "
-            f"| {med(r.rss_a) / 1024:.0f} | {med(r.rss_b) / 1024:.0f} | {r.output} | {r.note} |")
+            f"| {med(r.rss_a) / 1024:.0f} | {med(r.rss_b) / 1024:.0f} | {r.output} | {r.note} |"
+        )
     return "\n".join(lines)
 
 
 # ---------------------------------------------------------------------------- one run
+
 
 @dataclass
 class Run:
@@ -291,11 +306,13 @@ class Spawner:
     that floor is measured once (:attr:`floor_kib`: what /bin/true reports)."""
 
     def __init__(self) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-I", "-S", "-c", SPAWNER],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-I", "-S", "-c", SPAWNER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
         true = shutil.which("true") or "/bin/true"
-        self.floor_kib = self.run({"argv": [true], "env": {}, "cwd": "/", "stderr": os.devnull,
-                                   "timeout": 60})["rss_kib"]
+        self.floor_kib = self.run({"argv": [true], "env": {}, "cwd": "/", "stderr": os.devnull, "timeout": 60})[
+            "rss_kib"
+        ]
 
     def run(self, req: dict) -> dict:
         assert self.proc.stdin and self.proc.stdout
@@ -321,11 +338,19 @@ def run_once(spawner: Spawner, argv: list[str], env: dict[str, str], timeout: fl
     out = work / "out"
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
-    res = spawner.run({"argv": argv, "env": env, "cwd": str(work), "stderr": str(work / "stderr"),
-                       "timeout": timeout})
+    res = spawner.run({"argv": argv, "env": env, "cwd": str(work), "stderr": str(work / "stderr"), "timeout": timeout})
     stderr = (work / "stderr").read_bytes()[-2000:].decode("utf-8", "replace")
-    run = Run(res["rc"], res["wall"], res["cpu"], res["user"], res["rss_kib"], res["timed_out"], stderr,
-              res["stdout_digest"], tree_digest(out))
+    run = Run(
+        res["rc"],
+        res["wall"],
+        res["cpu"],
+        res["user"],
+        res["rss_kib"],
+        res["timed_out"],
+        stderr,
+        res["stdout_digest"],
+        tree_digest(out),
+    )
     shutil.rmtree(out, ignore_errors=True)
     return run
 
@@ -341,6 +366,7 @@ def failure(run: Run, ok_codes: tuple[int, ...], timeout: float) -> str:
 
 
 # ---------------------------------------------------------------------------- set-up
+
 
 @dataclass
 class Side:
@@ -389,8 +415,9 @@ def ensure_venv(root: Path, src: Path, extras: str, python: str) -> Path:
     subprocess.run([python, "-m", "venv", "--clear", str(venv)], check=True)
     target = f"{src}[{extras}]" if extras else str(src)
     with open(root / "pip.log", "w") as log:
-        p = subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "-e", target], stdout=log,
-                           stderr=subprocess.STDOUT)
+        p = subprocess.run(
+            [str(venv / "bin" / "pip"), "install", "-q", "-e", target], stdout=log, stderr=subprocess.STDOUT
+        )
     if p.returncode:
         tail = (root / "pip.log").read_text()[-1500:]
         raise BenchError(f"pip install -e {target} failed (log: {root / 'pip.log'}):\n{tail}")
@@ -400,10 +427,23 @@ def ensure_venv(root: Path, src: Path, extras: str, python: str) -> Path:
 
 def versions(bin_dir: Path) -> dict[str, str]:
     """The installed versions that could explain a difference between the two venvs."""
-    p = subprocess.run([str(bin_dir / "python"), "-m", "pip", "list", "--format", "json"],
-                       capture_output=True, text=True)
-    wanted = {"numpy", "numba", "llvmlite", "orjson", "pyarrow", "typer", "click", "rich", "zlib-ng",
-              "construct", "crcmod", "pyspark"}
+    p = subprocess.run(
+        [str(bin_dir / "python"), "-m", "pip", "list", "--format", "json"], capture_output=True, text=True
+    )
+    wanted = {
+        "numpy",
+        "numba",
+        "llvmlite",
+        "orjson",
+        "pyarrow",
+        "typer",
+        "click",
+        "rich",
+        "zlib-ng",
+        "construct",
+        "crcmod",
+        "pyspark",
+    }
     got = json.loads(p.stdout or "[]")
     return {d["name"].lower(): d["version"] for d in got if d["name"].lower() in wanted}
 
@@ -432,11 +472,13 @@ SYSTEM_TOPICS = ("RMQ_SYS_", "SCHEDULE_TOPIC_XXXX", "%RETRY%", "%DLQ%")
 
 
 def jsonl(side: Side, args: list[str], timeout: float) -> list[dict]:
-    p = subprocess.run([side.rmqstore, *args, "--format", "jsonl"], capture_output=True, text=True,
-                       env=child_env(), timeout=timeout)
+    p = subprocess.run(
+        [side.rmqstore, *args, "--format", "jsonl"], capture_output=True, text=True, env=child_env(), timeout=timeout
+    )
     if p.returncode:
-        raise BenchError(f"rmqstore {' '.join(args)} (revision {side.rev}): exit {p.returncode}: "
-                         f"{p.stderr.strip()[-800:]}")
+        raise BenchError(
+            f"rmqstore {' '.join(args)} (revision {side.rev}): exit {p.returncode}: {p.stderr.strip()[-800:]}"
+        )
     return [json.loads(ln) for ln in p.stdout.splitlines() if ln.strip()]
 
 
@@ -444,13 +486,22 @@ def store_facts(side: Side, store: Path, timeout: float) -> dict[str, str]:
     """A message to look up: the last ordinary one with keys among the first 20 000 records
     (its key, msgId, UNIQ_KEY, topic, queue, store time)."""
     recs = jsonl(side, ["dump-commitlog", "--store", str(store), "--limit", "20000"], timeout)
-    pick = [r for r in recs if r.get("keys") and r.get("uniq_key") and r.get("sys_flag") == 0
-            and not r["topic"].startswith(SYSTEM_TOPICS)]
+    pick = [
+        r
+        for r in recs
+        if r.get("keys") and r.get("uniq_key") and r.get("sys_flag") == 0 and not r["topic"].startswith(SYSTEM_TOPICS)
+    ]
     if not pick:
         raise BenchError(f"no ordinary message with keys in the first records of {store}")
     r = pick[-1]
-    return {"key": r["keys"][0], "msgid": r["msg_id"], "uniq": r["uniq_key"], "topic": r["topic"],
-            "queue": str(r["queue_id"]), "time": str(r["store_timestamp"])}
+    return {
+        "key": r["keys"][0],
+        "msgid": r["msg_id"],
+        "uniq": r["uniq_key"],
+        "topic": r["topic"],
+        "queue": str(r["queue_id"]),
+        "time": str(r["store_timestamp"]),
+    }
 
 
 def write_consumer_offsets(side: Side, store: Path, timeout: float) -> None:
@@ -460,8 +511,10 @@ def write_consumer_offsets(side: Side, store: Path, timeout: float) -> None:
     for q in jsonl(side, ["dump-cq", "--store", str(store), "--summary"], timeout):
         if not q["topic"].startswith(SYSTEM_TOPICS):
             table.setdefault(f"{q['topic']}@bench-g", {})[q["queue_id"]] = (q["min_offset"] + q["max_offset"]) // 2
-    body = ",".join(json.dumps(k) + ":{" + ",".join(f"{qid}:{off}" for qid, off in sorted(v.items())) + "}"
-                    for k, v in sorted(table.items()))
+    body = ",".join(
+        json.dumps(k) + ":{" + ",".join(f"{qid}:{off}" for qid, off in sorted(v.items())) + "}"
+        for k, v in sorted(table.items())
+    )
     (store / "config" / "consumerOffset.json").write_text('{"offsetTable":{' + body + "}}")
 
 
@@ -473,14 +526,27 @@ def ensure_store(scratch: Path, side: Side, messages: int, gen_args: str, timeou
         return store, json.loads(meta.read_text())
     shutil.rmtree(store, ignore_errors=True)
     print(f"generating {messages} messages into {store} with {side.rev}", file=sys.stderr)
-    argv = [side.rmqstore, "generate", "--store", str(store), "--messages", str(messages),
-            *shlex.split(gen_args), "--format", "jsonl"]
+    argv = [
+        side.rmqstore,
+        "generate",
+        "--store",
+        str(store),
+        "--messages",
+        str(messages),
+        *shlex.split(gen_args),
+        "--format",
+        "jsonl",
+    ]
     p = subprocess.run(argv, capture_output=True, text=True, env=child_env(), timeout=timeout)
     if p.returncode:
         raise BenchError(f"{shlex.join(argv)}: exit {p.returncode}: {p.stderr.strip()[-800:]}")
-    info = {"generated_by": side.sha, "messages": messages, "gen_args": gen_args,
-            "summary": json.loads(p.stdout.splitlines()[-1]) if p.stdout.strip() else {},
-            "facts": store_facts(side, store, timeout)}
+    info = {
+        "generated_by": side.sha,
+        "messages": messages,
+        "gen_args": gen_args,
+        "summary": json.loads(p.stdout.splitlines()[-1]) if p.stdout.strip() else {},
+        "facts": store_facts(side, store, timeout),
+    }
     write_consumer_offsets(side, store, timeout)
     meta.write_text(json.dumps(info, indent=1))
     return store, info
@@ -488,12 +554,14 @@ def ensure_store(scratch: Path, side: Side, messages: int, gen_args: str, timeou
 
 # ---------------------------------------------------------------------------- the bench
 
+
 def fill(argv: tuple[str, ...], values: dict[str, str]) -> list[str]:
     return [a.format(**values) for a in argv]
 
 
-def bench_case(case: Case, sides: list[Side], values: dict[str, str], opts: argparse.Namespace,
-               spawner: Spawner, work: Path) -> Row:
+def bench_case(
+    case: Case, sides: list[Side], values: dict[str, str], opts: argparse.Namespace, spawner: Spawner, work: Path
+) -> Row:
     """Warm-up once per side, then opts.rounds runs per side, alternately (A B, B A, ...).
     The warm-up's output is digested too (one more sample for same/varies/DIFFERS)."""
     row = Row(case.name, load=[os.getloadavg()[0]])
@@ -515,7 +583,7 @@ def bench_case(case: Case, sides: list[Side], values: dict[str, str], opts: argp
         row.note += f" (only {runs_it[0]} runs it)" if runs_it else " (fails in both)"
         return row
     for i in range(opts.rounds):
-        for s in (sides if i % 2 == 0 else sides[::-1]):
+        for s in sides if i % 2 == 0 else sides[::-1]:
             run = run_once(spawner, argv[s.label], env, opts.timeout, work)
             bad = failure(run, case.ok_codes, opts.timeout)
             if bad:
@@ -543,37 +611,57 @@ def describe_output(a: list[tuple[str, str]], b: list[tuple[str, str]]) -> str:
 
 # ---------------------------------------------------------------------------- results
 
+
 def machine() -> dict:
-    return {"nproc": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
-            "loadavg": list(os.getloadavg())}
+    return {
+        "nproc": os.cpu_count(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "loadavg": list(os.getloadavg()),
+    }
 
 
-def report(rows: list[Row], sides: list[Side], store: Path, info: dict, opts: argparse.Namespace,
-           started: str) -> dict:
+def report(rows: list[Row], sides: list[Side], store: Path, info: dict, opts: argparse.Namespace, started: str) -> dict:
     """Everything a reader needs to judge the figures: every run's numbers, both revisions'
     package versions, the store, the machine's load."""
     return {
-        "started": started, "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "machine": machine(), "rounds": opts.rounds, "threshold": opts.threshold,
-        "sides": {s.label: {"rev": s.rev, "sha": s.sha, "subject": git(s.src, "log", "-1", "--format=%s"),
-                            "versions": s.versions} for s in sides},
+        "started": started,
+        "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "machine": machine(),
+        "rounds": opts.rounds,
+        "threshold": opts.threshold,
+        "sides": {
+            s.label: {
+                "rev": s.rev,
+                "sha": s.sha,
+                "subject": git(s.src, "log", "-1", "--format=%s"),
+                "versions": s.versions,
+            }
+            for s in sides
+        },
         "store": {"path": str(store), **info},
-        "rows": [{**dataclasses.asdict(r), "ratio": None if r.skipped else r.ratio(),
-                  "verdict": r.verdict(opts.threshold)} for r in rows],
+        "rows": [
+            {**dataclasses.asdict(r), "ratio": None if r.skipped else r.ratio(), "verdict": r.verdict(opts.threshold)}
+            for r in rows
+        ],
     }
 
 
 def markdown(data: dict, rows: list[Row], threshold: float) -> str:
     a, b = data["sides"]["A"], data["sides"]["B"]
     m, st = data["machine"], data["store"]
-    lines = [f"# compare_revisions: A {a['rev']} ({a['sha'][:12]}) vs B {b['rev']} ({b['sha'][:12]})", "",
-             f"- A: {a['subject']}", f"- B: {b['subject']}",
-             f"- {data['started']} .. {data['finished']}; {data['rounds']} rounds per side after one warm-up; "
-             f"threshold ±{threshold:.0%} on median user+sys CPU",
-             f"- machine: {m['nproc']} CPUs, {m['platform']}, Python {m['python']}, load at the end "
-             f"{[round(x, 1) for x in m['loadavg']]}; RSS floor (what /bin/true reports) "
-             f"{m.get('rss_floor_kib', 0) / 1024:.0f} MiB",
-             f"- store: {st['messages']} messages, generate {st['gen_args']} (by A)"]
+    lines = [
+        f"# compare_revisions: A {a['rev']} ({a['sha'][:12]}) vs B {b['rev']} ({b['sha'][:12]})",
+        "",
+        f"- A: {a['subject']}",
+        f"- B: {b['subject']}",
+        f"- {data['started']} .. {data['finished']}; {data['rounds']} rounds per side after one warm-up; "
+        f"threshold ±{threshold:.0%} on median user+sys CPU",
+        f"- machine: {m['nproc']} CPUs, {m['platform']}, Python {m['python']}, load at the end "
+        f"{[round(x, 1) for x in m['loadavg']]}; RSS floor (what /bin/true reports) "
+        f"{m.get('rss_floor_kib', 0) / 1024:.0f} MiB",
+        f"- store: {st['messages']} messages, generate {st['gen_args']} (by A)",
+    ]
     if a["versions"] != b["versions"]:
         lines.append(f"- package versions differ: A {a['versions']} B {b['versions']}")
     return "\n".join([*lines, "", table(rows, threshold), ""])
@@ -617,9 +705,11 @@ def cleanup(repo: Path, scratch: Path) -> None:
 
 # ---------------------------------------------------------------------------- main
 
+
 def parse(argv: list[str] | None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("base", nargs="?", help="revision A (the old one), e.g. 492e9ca or main~20")
     ap.add_argument("new", nargs="?", default="HEAD", help="revision B [HEAD]")
     ap.add_argument("--rounds", type=int, default=5, help="counted runs per case per revision [5]")
@@ -631,8 +721,12 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--list", action="store_true", help="list the cases and exit")
     ap.add_argument("--threshold", type=float, default=THRESHOLD, help="relative CPU difference flagged [0.05]")
     ap.add_argument("--timeout", type=float, default=900, help="seconds one run may take [900]")
-    ap.add_argument("--scratch", type=Path, default=Path("/tmp/rmqstore-compare"),
-                    help="worktrees, venvs, store [/tmp/rmqstore-compare]")
+    ap.add_argument(
+        "--scratch",
+        type=Path,
+        default=Path("/tmp/rmqstore-compare"),
+        help="worktrees, venvs, store [/tmp/rmqstore-compare]",
+    )
     ap.add_argument("--results", type=Path, default=HERE / "results", help="where the .json/.md go [bench/results]")
     ap.add_argument("--extras", default="spark", help="pip extras per venv; spark brings pyarrow for export [spark]")
     ap.add_argument("--python", default=sys.executable, help="interpreter the venvs are made from")
@@ -666,8 +760,10 @@ def run(opts: argparse.Namespace) -> int:
 
 
 def measure_all(opts: argparse.Namespace, todo: list[Case], spawner: Spawner, started: str) -> int:
-    sides = [make_side(opts.repo, opts.scratch, "A", opts.base, opts.extras, opts.python),
-             make_side(opts.repo, opts.scratch, "B", opts.new, opts.extras, opts.python)]
+    sides = [
+        make_side(opts.repo, opts.scratch, "A", opts.base, opts.extras, opts.python),
+        make_side(opts.repo, opts.scratch, "B", opts.new, opts.extras, opts.python),
+    ]
     store, info = ensure_store(opts.scratch, sides[0], opts.messages, opts.gen_args, opts.timeout)
     work = opts.scratch / "run"
     work.mkdir(exist_ok=True)
@@ -676,9 +772,17 @@ def measure_all(opts: argparse.Namespace, todo: list[Case], spawner: Spawner, st
     for case in todo:
         row = bench_case(case, sides, values, opts, spawner, work)
         rows.append(row)
-        print(f"{case.name}: " + (f"skipped, {row.note}" if row.skipped else
-              f"A {statistics.median(row.cpu_a):.3f} s, B {statistics.median(row.cpu_b):.3f} s CPU, "
-              f"B/A {row.ratio():.3f} {row.verdict(opts.threshold)}"), file=sys.stderr, flush=True)
+        print(
+            f"{case.name}: "
+            + (
+                f"skipped, {row.note}"
+                if row.skipped
+                else f"A {statistics.median(row.cpu_a):.3f} s, B {statistics.median(row.cpu_b):.3f} s CPU, "
+                f"B/A {row.ratio():.3f} {row.verdict(opts.threshold)}"
+            ),
+            file=sys.stderr,
+            flush=True,
+        )
     data = report(rows, sides, store, info, opts, started)
     data["machine"]["rss_floor_kib"] = spawner.floor_kib
     md = markdown(data, rows, opts.threshold)

@@ -1,4 +1,5 @@
 """Options and error handling shared by every command (DESIGN.md conventions)."""
+
 from __future__ import annotations
 
 import errno
@@ -7,7 +8,7 @@ import os
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -20,14 +21,23 @@ STATE: dict = {"debug": False, "done": None}
 #: Where a command's store comes from when --store is not given (README "Which store").
 STORE_ENV = "RMQSTORE_STORE"
 CONF_ENV = "RMQSTORE_BROKER_CONF"
-STORE_HELP = ("Store root directory (storePathRootDir), taken as a path (never a pattern). Without it: "
-              "--broker-conf's storePathRootDir, else $RMQSTORE_STORE, else $RMQSTORE_BROKER_CONF's "
-              "storePathRootDir, else ~/store; stderr names the one used.")
-StoreOpt = Annotated[Optional[Path], typer.Option("--store", "-s", show_default=False, help=STORE_HELP)]
-BrokerConfOpt = Annotated[Optional[Path], typer.Option(
-    "--broker-conf", show_default=False,
-    help="The broker's broker.conf (default $RMQSTORE_BROKER_CONF): sizes, paths and rules are read from it as "
-         "the broker would; its storePathRootDir is the store when --store is not given.")]
+STORE_HELP = (
+    "Store root directory (storePathRootDir), taken as a path (never a pattern). Without it: "
+    "--broker-conf's storePathRootDir, else $RMQSTORE_STORE, else $RMQSTORE_BROKER_CONF's "
+    "storePathRootDir, else ~/store; stderr names the one used."
+)
+StoreOpt = Annotated[Path | None, typer.Option("--store", "-s", show_default=False, help=STORE_HELP)]
+BrokerConfOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--broker-conf",
+        show_default=False,
+        help="The broker's broker.conf (default $RMQSTORE_BROKER_CONF): sizes, paths and rules are read from it as "
+        "the broker would; its storePathRootDir is the store when --store is not given.",
+    ),
+]
+
+
 class Fmt(str, Enum):
     table = "table"
     jsonl = "jsonl"
@@ -37,30 +47,59 @@ class Fmt(str, Enum):
 FormatOpt = Annotated[Fmt, typer.Option("--format", "-f", help="Output: table for people, jsonl or json for scripts.")]
 #: The size options are Java ints in the broker's MessageStoreConfig.
 JAVA_INT_MAX = (1 << 31) - 1
-TzOpt = Annotated[Optional[str], typer.Option(
-    "--tz", help="Time zone for shown times and index file names (IANA name, UTC, +08:00); default local.")]
-CommitlogSizeOpt = Annotated[Optional[int], typer.Option(
-    "--commitlog-file-size", help="mappedFileSizeCommitLog, if not in --broker-conf.", min=4096, max=JAVA_INT_MAX)]
-CqSizeOpt = Annotated[Optional[int], typer.Option(
-    "--cq-file-size", help="mappedFileSizeConsumeQueue, if not in --broker-conf.", min=20, max=JAVA_INT_MAX)]
-IndexSlotsOpt = Annotated[Optional[int], typer.Option(
-    "--index-slots", help="maxHashSlotNum, if not in --broker-conf.", min=1, max=JAVA_INT_MAX)]
-IndexMaxOpt = Annotated[Optional[int], typer.Option(
-    "--index-max", help="maxIndexNum, if not in --broker-conf.", min=2, max=JAVA_INT_MAX)]
-AllowOddSizeOpt = Annotated[bool, typer.Option(
-    "--allow-odd-size", help="Read the store even if some commit-log or consume-queue files are not the "
-    "configured (or inferred) size, as after a torn copy: each such file is read up to its real length, "
-    "with a warning naming it. Without it such a store is refused, as the broker refuses to load it.")]
+TzOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--tz", help="Time zone for shown times and index file names (IANA name, UTC, +08:00); default local."
+    ),
+]
+CommitlogSizeOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--commitlog-file-size", help="mappedFileSizeCommitLog, if not in --broker-conf.", min=4096, max=JAVA_INT_MAX
+    ),
+]
+CqSizeOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--cq-file-size", help="mappedFileSizeConsumeQueue, if not in --broker-conf.", min=20, max=JAVA_INT_MAX
+    ),
+]
+IndexSlotsOpt = Annotated[
+    int | None,
+    typer.Option("--index-slots", help="maxHashSlotNum, if not in --broker-conf.", min=1, max=JAVA_INT_MAX),
+]
+IndexMaxOpt = Annotated[
+    int | None, typer.Option("--index-max", help="maxIndexNum, if not in --broker-conf.", min=2, max=JAVA_INT_MAX)
+]
+AllowOddSizeOpt = Annotated[
+    bool,
+    typer.Option(
+        "--allow-odd-size",
+        help="Read the store even if some commit-log or consume-queue files are not the "
+        "configured (or inferred) size, as after a torn copy: each such file is read up to its real length, "
+        "with a warning naming it. Without it such a store is refused, as the broker refuses to load it.",
+    ),
+]
 ODD_SIZE_HINT = "or pass --allow-odd-size to read it anyway"
 
 # Several stores and the Spark engine (verify, rebuild-index, export)
-StoresOpt = Annotated[Optional[list[str]], typer.Option(
-    "--store", "-s", metavar="<path>", show_default=False,
-    help=STORE_HELP[:-1] + "; repeat it for several stores.")]
-StoreGlobOpt = Annotated[Optional[list[str]], typer.Option(
-    "--store-glob", metavar="<pattern>", show_default=False,
-    help="Every directory matching this shell pattern (*, ?, [...]; a leading ~ is your home) is a store, in "
-         "sorted order, after the --store ones; repeatable. A pattern matching no directory is a usage error.")]
+StoresOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--store", "-s", metavar="<path>", show_default=False, help=STORE_HELP[:-1] + "; repeat it for several stores."
+    ),
+]
+StoreGlobOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--store-glob",
+        metavar="<pattern>",
+        show_default=False,
+        help="Every directory matching this shell pattern (*, ?, [...]; a leading ~ is your home) is a store, in "
+        "sorted order, after the --store ones; repeatable. A pattern matching no directory is a usage error.",
+    ),
+]
 
 
 class BrokerVersion(str, Enum):
@@ -85,11 +124,15 @@ class Engine(str, Enum):
 
 
 EngineOpt = Annotated[Engine, typer.Option(help="local (this process) or spark (PySpark).")]
-SparkMasterOpt = Annotated[Optional[str], typer.Option(
-    show_default="local[*]",
-    help="Spark master: local[*], local[N], spark://…, yarn, k8s://…, or a running Spark Connect server "
-         "sc://HOST:PORT (under spark-submit: its --master).")]
-SparkConfOpt = Annotated[Optional[list[str]], typer.Option(help="Spark setting KEY=VALUE (repeatable).")]
+SparkMasterOpt = Annotated[
+    str | None,
+    typer.Option(
+        show_default="local[*]",
+        help="Spark master: local[*], local[N], spark://…, yarn, k8s://…, or a running Spark Connect server "
+        "sc://HOST:PORT (under spark-submit: its --master).",
+    ),
+]
+SparkConfOpt = Annotated[list[str] | None, typer.Option(help="Spark setting KEY=VALUE (repeatable).")]
 SparkVerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="Let Spark log (quiet by default).")]
 
 DEFAULT_STORE = Path(os.path.expanduser("~")) / "store"
@@ -121,7 +164,7 @@ def command(fn=None, *, mutating: bool = False, answer: bool = False):
     if fn is None:
         return functools.partial(command, mutating=mutating, answer=answer)
     code = fn.__code__
-    odd_ok = "allow_odd_size" in code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]
+    odd_ok = "allow_odd_size" in code.co_varnames[: code.co_argcount + code.co_kwonlyargcount]
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
@@ -172,14 +215,21 @@ def output_fault(e, name: str = "rmqstore") -> int:
     if done is None and e.pipe_closed:
         return 0
     if done is not None:
-        print(f"rmqstore: error: cannot write {name}'s report: {e.reason()} (stdout); {name} finished: {done}",
-              file=sys.stderr)
+        print(
+            f"rmqstore: error: cannot write {name}'s report: {e.reason()} (stdout); {name} finished: {done}",
+            file=sys.stderr,
+        )
         return EXIT_REPORT_LOST
-    hint = ("run it with stdout open (> FILE, or > /dev/null to drop the output)" if e.closed_at_start
-            else "free space there, or send the output elsewhere" if e.err in (errno.ENOSPC, errno.EDQUOT)
-            else "send the output elsewhere")
-    print(f"rmqstore: error: cannot write the output: {e.reason()} (stdout); nothing was changed; {hint}",
-          file=sys.stderr)
+    hint = (
+        "run it with stdout open (> FILE, or > /dev/null to drop the output)"
+        if e.closed_at_start
+        else "free space there, or send the output elsewhere"
+        if e.err in (errno.ENOSPC, errno.EDQUOT)
+        else "send the output elsewhere"
+    )
+    print(
+        f"rmqstore: error: cannot write the output: {e.reason()} (stdout); nothing was changed; {hint}", file=sys.stderr
+    )
     return EXIT_OUTPUT
 
 
@@ -218,13 +268,18 @@ def no_such_topic(st, topic: str):
     if topic in known:
         return None
     close = difflib.get_close_matches(topic, known, n=3, cutoff=0.6)
-    hint = ("did you mean " + " or ".join(map(safe_text, close)) + "?" if close else
-            "its topics: " + ", ".join(map(safe_text, known[:10])) + (", …" if len(known) > 10 else "") if known
-            else "the store has no topic")
+    hint = (
+        "did you mean " + " or ".join(map(safe_text, close)) + "?"
+        if close
+        else "its topics: " + ", ".join(map(safe_text, known[:10])) + (", …" if len(known) > 10 else "")
+        if known
+        else "the store has no topic"
+    )
     return NotFound(f"no topic '{safe_text(topic)}' in the store", hint=hint)
 
 
 # --- which store (README "Which store"): options, then environment variables, then ~/store -----
+
 
 def conf_path(broker_conf: Path | None) -> Path | None:
     """The broker.conf a command reads: --broker-conf, else $RMQSTORE_BROKER_CONF (empty: none)."""
@@ -274,16 +329,24 @@ def tell_store(cfg, origin: str | None, conf: Path | None, quiet: bool = False) 
     parts = [] if origin is None else [f"store {cfg.root} ({origin})"]
     if cfg.store_path_commit_log:
         root = os.path.abspath(cfg.root)
-        away = [d for d in commit_log_paths(cfg.store_path_commit_log)
-                if os.path.commonpath([root, os.path.abspath(d)]) != root]
+        away = [
+            d
+            for d in commit_log_paths(cfg.store_path_commit_log)
+            if os.path.commonpath([root, os.path.abspath(d)]) != root
+        ]
         if away:
             parts.append(f"commit log {', '.join(away)} (storePathCommitLog in {conf})")
     if parts and not quiet:
         print("rmqstore: " + safe_text("; ".join(parts)), file=sys.stderr)
 
 
-def pick_stores(stores: list[str] | None, globs: list[str] | None, broker_conf: Path | None,
-                sizes: dict[str, int | None], quiet: bool = False) -> list:
+def pick_stores(
+    stores: list[str] | None,
+    globs: list[str] | None,
+    broker_conf: Path | None,
+    sizes: dict[str, int | None],
+    quiet: bool = False,
+) -> list:
     """verify, rebuild-index and export: the stores named by --store (paths) and --store-glob
     (patterns), or the one store :func:`pick_store` finds; as ``StoreSpec``s."""
     from rmqstore_cli.pipeline.stores import store_specs
@@ -300,9 +363,15 @@ def pick_stores(stores: list[str] | None, globs: list[str] | None, broker_conf: 
     return specs
 
 
-def load_config(store: Path | None, broker_conf: Path | None, commitlog_file_size: int | None = None,
-                cq_file_size: int | None = None, index_slots: int | None = None, index_max: int | None = None,
-                quiet: bool = False):
+def load_config(
+    store: Path | None,
+    broker_conf: Path | None,
+    commitlog_file_size: int | None = None,
+    cq_file_size: int | None = None,
+    index_slots: int | None = None,
+    index_max: int | None = None,
+    quiet: bool = False,
+):
     """The store's config: the store :func:`pick_store` finds, read with :func:`conf_path`'s
     broker.conf and the size options; stderr says where the store came from."""
     from rmqstore_cli.store.config import StoreConfig
@@ -310,7 +379,8 @@ def load_config(store: Path | None, broker_conf: Path | None, commitlog_file_siz
     root, origin = pick_store(store, broker_conf)
     conf = conf_path(broker_conf)
     cfg = StoreConfig.load(
-        root, conf,
+        root,
+        conf,
         mapped_file_size_commit_log=commitlog_file_size,
         mapped_file_size_consume_queue=cq_file_size,
         max_hash_slot_num=index_slots,
@@ -320,8 +390,9 @@ def load_config(store: Path | None, broker_conf: Path | None, commitlog_file_siz
     return cfg
 
 
-def open_store(store: Path | None, broker_conf: Path | None, tz: str | None = None, allow_odd_size: bool = False,
-               **sizes):
+def open_store(
+    store: Path | None, broker_conf: Path | None, tz: str | None = None, allow_odd_size: bool = False, **sizes
+):
     """Open a store read-only with its sizes checked; notes about inference go to stderr."""
     from rmqstore_cli.store.message_store import MessageStore
     from rmqstore_cli.times import parse_tz
@@ -343,11 +414,13 @@ def warn_odd_files(cfg, limit: int = 10) -> None:
     """One stderr line per file that --allow-odd-size let through (the first ``limit``)."""
     odd = cfg.odd_files
     for path, size, expected in odd[:limit]:
-        print(f"rmqstore: warning: {path} has {size} bytes, expected {expected}; read up to its real length "
-              "(--allow-odd-size)", file=sys.stderr)
+        print(
+            f"rmqstore: warning: {path} has {size} bytes, expected {expected}; read up to its real length "
+            "(--allow-odd-size)",
+            file=sys.stderr,
+        )
     if len(odd) > limit:
-        print(f"rmqstore: warning: {len(odd) - limit} more files of an odd size are read the same way",
-              file=sys.stderr)
+        print(f"rmqstore: warning: {len(odd) - limit} more files of an odd size are read the same way", file=sys.stderr)
 
 
 # --- shell completion of names from the store (completions/): fast, and never fails -------------
@@ -424,8 +497,11 @@ def complete_queue_id(ctx: typer.Context, incomplete: str) -> list[str]:
             return []
         root = _completion_store(ctx)
         rocks = _rocksdb_queues(root)
-        ids = [str(q) for t, q in rocks if t == topic] if rocks else \
-            [e.name for e in os.scandir(root / "consumequeue" / str(topic)) if e.name.isdigit() and e.is_dir()]
+        ids = (
+            [str(q) for t, q in rocks if t == topic]
+            if rocks
+            else [e.name for e in os.scandir(root / "consumequeue" / str(topic)) if e.name.isdigit() and e.is_dir()]
+        )
         return [str(i) for i in sorted(map(int, ids)) if str(i).startswith(incomplete)]
     except Exception:  # noqa: BLE001 - completion must never fail
         return []

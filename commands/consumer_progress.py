@@ -1,10 +1,10 @@
 """``rmqstore consumer-progress``: who is behind (mqadmin consumerProgress, offline)."""
+
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
-
 from rmqstore_cli.commands.common import (
     AllowOddSizeOpt,
     BrokerConfOpt,
@@ -27,9 +27,17 @@ EPILOG = """Examples:
   rmqstore consumer-progress --topic OrderTopic --format json
 """
 
-COLUMNS = [("group", "group"), ("topic", "topic"), ("queue_id", "queue"), ("consumer_offset", "consumer offset"),
-           ("min_offset", "min offset"), ("max_offset", "max offset"), ("lag", "lag"),
-           ("next_store_time", "next message stored"), ("status", "status")]
+COLUMNS = [
+    ("group", "group"),
+    ("topic", "topic"),
+    ("queue_id", "queue"),
+    ("consumer_offset", "consumer offset"),
+    ("min_offset", "min offset"),
+    ("max_offset", "max offset"),
+    ("lag", "lag"),
+    ("next_store_time", "next message stored"),
+    ("status", "status"),
+]
 
 
 def register(app: typer.Typer) -> None:
@@ -38,9 +46,10 @@ def register(app: typer.Typer) -> None:
 
 @command
 def consumer_progress(
-    group: Annotated[Optional[str], typer.Option("--group", "-g", help="Only this consumer group.")] = None,
-    topic: Annotated[Optional[str], typer.Option("--topic", "-t", help="Only this topic.",
-                                                 autocompletion=complete_topic)] = None,
+    group: Annotated[str | None, typer.Option("--group", "-g", help="Only this consumer group.")] = None,
+    topic: Annotated[
+        str | None, typer.Option("--topic", "-t", help="Only this topic.", autocompletion=complete_topic)
+    ] = None,
     store: StoreOpt = None,
     broker_conf: BrokerConfOpt = None,
     commitlog_file_size: CommitlogSizeOpt = None,
@@ -76,27 +85,35 @@ def consumer_progress(
     import sys
 
     from rmqstore_cli.commands.common import open_store
+
     from rmqstore_cli.errors import NotFound
     from rmqstore_cli.render import Output, safe_text
     from rmqstore_cli.store import offsets
     from rmqstore_cli.times import format_ms, parse_tz
 
     zone = parse_tz(tz)
-    ms = open_store(store, broker_conf, tz, allow_odd_size, commitlog_file_size=commitlog_file_size,
-                    cq_file_size=cq_file_size)
+    ms = open_store(
+        store, broker_conf, tz, allow_odd_size, commitlog_file_size=commitlog_file_size, cq_file_size=cq_file_size
+    )
     config_dir = ms.config.root / "config"
     rocks = _rocksdb_offsets(config_dir)
-    sources = [offsets.load_consumer_offsets(config_dir, optional=bool(rocks)), *rocks,
-               offsets.load_consumer_offsets(config_dir, offsets.LMQ_CONSUMER_OFFSET_FILE,
-                                             offsets.decode_lmq_offset_table, optional=True),
-               offsets.load_consumer_offsets(config_dir, offsets.DELAY_OFFSET_FILE, offsets.decode_delay_table,
-                                             optional=True)]
+    sources = [
+        offsets.load_consumer_offsets(config_dir, optional=bool(rocks)),
+        *rocks,
+        offsets.load_consumer_offsets(
+            config_dir, offsets.LMQ_CONSUMER_OFFSET_FILE, offsets.decode_lmq_offset_table, optional=True
+        ),
+        offsets.load_consumer_offsets(config_dir, offsets.DELAY_OFFSET_FILE, offsets.decode_delay_table, optional=True),
+    ]
     for loaded in sources:
         for w in loaded.warnings:
             print(f"rmqstore: warning: {safe_text(w)}", file=sys.stderr)
     if not any(loaded.table for loaded in sources):
-        raise NotFound("no consumer offsets", path=config_dir / offsets.CONSUMER_OFFSET_FILE,
-                       hint="the broker has no committed offset (or the files are absent)")
+        raise NotFound(
+            "no consumer offsets",
+            path=config_dir / offsets.CONSUMER_OFFSET_FILE,
+            hint="the broker has no committed offset (or the files are absent)",
+        )
     out = Output(fmt.value, COLUMNS, title=f"consumer progress ({config_dir})")
     try:
         for loaded in sources:
@@ -104,8 +121,10 @@ def consumer_progress(
             delay = source is not None and source.startswith(offsets.DELAY_OFFSET_FILE)
             for row, bad_key in offsets.consumer_progress(ms, loaded.table, group, topic):
                 if row is None:
-                    print(f"rmqstore: warning: offset key {safe_text(bad_key)!r} is not TOPIC@GROUP; skipped",
-                          file=sys.stderr)
+                    print(
+                        f"rmqstore: warning: offset key {safe_text(bad_key)!r} is not TOPIC@GROUP; skipped",
+                        file=sys.stderr,
+                    )
                     continue
                 d = row.to_dict()
                 d["file"] = source
@@ -118,10 +137,16 @@ def consumer_progress(
     finally:
         out.close()
     if not out.count:
-        what = " and ".join(x for x in (f"group '{safe_text(group)}'" if group else "",
-                                        f"topic '{safe_text(topic)}'" if topic else "") if x)
-        raise NotFound(f"no consumer offset of {what}" if what else "no consumer offset",
-                       path=config_dir, hint="run without --group/--topic to list them all")
+        what = " and ".join(
+            x
+            for x in (f"group '{safe_text(group)}'" if group else "", f"topic '{safe_text(topic)}'" if topic else "")
+            if x
+        )
+        raise NotFound(
+            f"no consumer offset of {what}" if what else "no consumer offset",
+            path=config_dir,
+            hint="run without --group/--topic to list them all",
+        )
 
 
 def _rocksdb_offsets(config_dir):

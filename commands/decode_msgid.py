@@ -1,13 +1,13 @@
 """``rmqstore decode-msgid``: what an offset msgId or a client UNIQ_KEY says, and (with a
 store) the message it names. Imports stay light: no numpy."""
+
 from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
-
 from rmqstore_cli.commands.common import (
     AllowOddSizeOpt,
     BrokerConfOpt,
@@ -38,8 +38,14 @@ is found decides. The UNIQ_KEY time is only the time within a month ("nearly tim
 computed like MessageClientIDSetter#getNearlyTimeFromID relative to --now in --tz).
 """
 
-TABLE_COLUMNS = [("id", "id"), ("kind", "kind"), ("host", "host"), ("detail", "detail"), ("in_store", "in store"),
-                 ("basis", "basis")]
+TABLE_COLUMNS = [
+    ("id", "id"),
+    ("kind", "kind"),
+    ("host", "host"),
+    ("detail", "detail"),
+    ("in_store", "in store"),
+    ("basis", "basis"),
+]
 
 
 def register(app: typer.Typer) -> None:
@@ -48,21 +54,35 @@ def register(app: typer.Typer) -> None:
 
 @command
 def decode_msgid(
-    ids: Annotated[list[str], typer.Argument(help="Offset msgIds or UNIQ_KEYs (32 or 56 hex digits); "
-                                                  "'-' reads whitespace-separated ids from stdin.")],
-    store: Annotated[Optional[Path], typer.Option(
-        "--store", "-s", show_default=False,
-        help="Also fetch each message from this store and check the id's host against it (without it: the store "
-             "--broker-conf's storePathRootDir, $RMQSTORE_STORE or $RMQSTORE_BROKER_CONF names, if any; never "
-             "~/store).")] = None,
+    ids: Annotated[
+        list[str],
+        typer.Argument(
+            help="Offset msgIds or UNIQ_KEYs (32 or 56 hex digits); '-' reads whitespace-separated ids from stdin."
+        ),
+    ],
+    store: Annotated[
+        Path | None,
+        typer.Option(
+            "--store",
+            "-s",
+            show_default=False,
+            help="Also fetch each message from this store and check the id's host against it (without it: the store "
+            "--broker-conf's storePathRootDir, $RMQSTORE_STORE or $RMQSTORE_BROKER_CONF names, if any; never "
+            "~/store).",
+        ),
+    ] = None,
     broker_conf: BrokerConfOpt = None,
     commitlog_file_size: CommitlogSizeOpt = None,
     index_slots: IndexSlotsOpt = None,
     index_max: IndexMaxOpt = None,
     allow_odd_size: AllowOddSizeOpt = False,
-    now: Annotated[Optional[str], typer.Option(
-        help="Evaluate a UNIQ_KEY's nearly time as of this time (default now; ISO 8601, epoch seconds if 10 "
-             "digits, epoch ms if 13 or more, -2h): the id holds only the time within its month.")] = None,
+    now: Annotated[
+        str | None,
+        typer.Option(
+            help="Evaluate a UNIQ_KEY's nearly time as of this time (default now; ISO 8601, epoch seconds if 10 "
+            "digits, epoch ms if 13 or more, -2h): the id holds only the time within its month."
+        ),
+    ] = None,
     body: Annotated[str, typer.Option(help="With --store: include bodies: none, text, hex or base64.")] = "none",
     fmt: FormatOpt = Fmt.table,
     tz: TzOpt = None,
@@ -95,18 +115,23 @@ def decode_msgid(
     st = topics = None
     if pick_store(store, broker_conf, required=False)[0] is not None:  # a store named somewhere: never ~/store
         from rmqstore_cli.commands.common import load_config, warn_odd_files, warn_store
+
         from rmqstore_cli.store.message_store import MessageStore
 
-        cfg = load_config(store, broker_conf, commitlog_file_size=commitlog_file_size, index_slots=index_slots,
-                          index_max=index_max)
+        cfg = load_config(
+            store, broker_conf, commitlog_file_size=commitlog_file_size, index_slots=index_slots, index_max=index_max
+        )
         cfg.allow_odd_size = allow_odd_size
         st = MessageStore.open(cfg, zone)
         warn_odd_files(cfg)
         topics = st.topics()
         if not topics:  # no consume queues, no topics.json: a UNIQ_KEY is indexed under its record's topic
             topics = st.topics_from_commitlog()
-            print(f"rmqstore: note: no consume queues or config/topics.json: searching the {len(topics)} "
-                  "topic(s) named in the commit log", file=sys.stderr)
+            print(
+                f"rmqstore: note: no consume queues or config/topics.json: searching the {len(topics)} "
+                "topic(s) named in the commit log",
+                file=sys.stderr,
+            )
         warn_store(st)
     failed = 0
     out = Output(fmt.value, TABLE_COLUMNS, title="message ids")
@@ -124,16 +149,17 @@ def decode_msgid(
                 resolve_in_store(r, st, topics)
                 if not r.found:
                     failed += 1
-                    print(f"rmqstore: {r.id}: no message in the store by offset or UNIQ_KEY",
-                          file=sys.stderr)
+                    print(f"rmqstore: {r.id}: no message in the store by offset or UNIQ_KEY", file=sys.stderr)
             out.emit(id_dict(r, st, now_v, zone, body, fmt is Fmt.table))
     finally:
         out.close()
         if st is not None:
             st.close()
     if failed:
-        raise NotFound(f"{failed} of {len(texts)} id{'s' if len(texts) != 1 else ''} "
-                       f"{'were' if failed != 1 else 'was'} invalid or not found")
+        raise NotFound(
+            f"{failed} of {len(texts)} id{'s' if len(texts) != 1 else ''} "
+            f"{'were' if failed != 1 else 'was'} invalid or not found"
+        )
 
 
 def _read_ids(args: list[str]) -> list[str]:
@@ -173,8 +199,9 @@ def id_dict(r, st, now_v: int, zone, body: str, table: bool) -> dict:
             d["host_matches_store"] = store_host_matches(r)
             if r.offset_message is None and r.offset_problem:
                 d["offset_problem"] = r.offset_problem
-        msgs = ([r.offset_message] if r.offset_message is not None and show_offset else []) + \
-               [m for m in r.uniq_messages if show_uniq]
+        msgs = ([r.offset_message] if r.offset_message is not None and show_offset else []) + [
+            m for m in r.uniq_messages if show_uniq
+        ]
         seen: set[int] = set()
         d["messages"] = []
         for m in msgs:
@@ -182,8 +209,9 @@ def id_dict(r, st, now_v: int, zone, body: str, table: bool) -> dict:
                 continue
             seen.add(m.offset)
             f = st.commitlog.queue.find(m.offset)
-            d["messages"].append({**message_dict(m, body, True, f.name if f else ""),
-                                  **entry_fields(st.commitlog.entry_of(m.offset))})
+            d["messages"].append(
+                {**message_dict(m, body, True, f.name if f else ""), **entry_fields(st.commitlog.entry_of(m.offset))}
+            )
     if table:
         hosts, details = [], []
         if show_offset:
@@ -191,8 +219,10 @@ def id_dict(r, st, now_v: int, zone, body: str, table: bool) -> dict:
             details.append(f"offset {r.offset.physical_offset}")
         if show_uniq:
             hosts.append(d["client_ip"])
-            details.append(f"pid {d['pid']}, class loader {d['class_loader_hash']}, "
-                           f"nearly {format_ms(d['nearly_time'], zone)}, counter {d['counter']}")
+            details.append(
+                f"pid {d['pid']}, class loader {d['class_loader_hash']}, "
+                f"nearly {format_ms(d['nearly_time'], zone)}, counter {d['counter']}"
+            )
         d["host"] = " | ".join(hosts)
         d["detail"] = " | ".join(details)
         if st is not None:

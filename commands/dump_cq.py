@@ -1,23 +1,23 @@
 """``rmqstore dump-cq``: consume-queue units, each checked against the message it points at."""
+
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
-
 from rmqstore_cli.commands.common import (
+    STORE_HELP,
     AllowOddSizeOpt,
     BrokerConfOpt,
     CommitlogSizeOpt,
     CqSizeOpt,
     Fmt,
     FormatOpt,
-    STORE_HELP,
     TzOpt,
     command,
-    complete_topic,
     complete_queue_id,
+    complete_topic,
 )
 
 EPILOG = """Examples:
@@ -45,19 +45,32 @@ def _table_columns(messages: bool = False):
     from rmqstore_cli.render import Col
 
     cols = [
-        Col("cq_offset", "cq offset", right=True), Col("commitlog_offset", "commitlog offset", right=True),
-        Col("size", "size", right=True, width=7), Col("tags_code", "tags code", right=True, width=11),
-        Col("store_time", "store time", width=23, cap=23), Col("keys", "keys", cap=40, slack=8),
-        Col("status", "status", width=9), Col("problems", "problems"),
+        Col("cq_offset", "cq offset", right=True),
+        Col("commitlog_offset", "commitlog offset", right=True),
+        Col("size", "size", right=True, width=7),
+        Col("tags_code", "tags code", right=True, width=11),
+        Col("store_time", "store time", width=23, cap=23),
+        Col("keys", "keys", cap=40, slack=8),
+        Col("status", "status", width=9),
+        Col("problems", "problems"),
     ]
     if messages:  # before the unpadded problems column
-        cols[-1:-1] = [Col(MESSAGE_KEYS[0], "msgId", width=32, cap=40), Col(MESSAGE_KEYS[1], "born host", cap=47),
-                       Col(MESSAGE_KEYS[2], "body size", right=True, width=9)]
+        cols[-1:-1] = [
+            Col(MESSAGE_KEYS[0], "msgId", width=32, cap=40),
+            Col(MESSAGE_KEYS[1], "born host", cap=47),
+            Col(MESSAGE_KEYS[2], "body size", right=True, width=9),
+        ]
     return cols
 
+
 SUMMARY_COLUMNS = [
-    ("topic", "topic"), ("queue_id", "queue"), ("min_offset", "min offset"), ("max_offset", "max offset"),
-    ("max_physic_offset", "max physic offset"), ("pre_blank_units", "pre-blank"), ("files", "files"),
+    ("topic", "topic"),
+    ("queue_id", "queue"),
+    ("min_offset", "min offset"),
+    ("max_offset", "max offset"),
+    ("max_physic_offset", "max physic offset"),
+    ("pre_blank_units", "pre-blank"),
+    ("files", "files"),
 ]
 
 
@@ -67,31 +80,60 @@ def register(app: typer.Typer) -> None:
 
 @command
 def dump_cq(
-    topic: Annotated[Optional[str], typer.Argument(help="The queue's topic (its directory name).", autocompletion=complete_topic)] = None,
-    queue_id: Annotated[Optional[int], typer.Argument(help="The queue id.", min=0, autocompletion=complete_queue_id)] = None,
-    store: Annotated[Optional[Path], typer.Option(
-        "--store", "-s", show_default=False,
-        help=STORE_HELP[:-1] + ". With --file: resolve units against the store named so (never ~/store).")] = None,
+    topic: Annotated[
+        str | None, typer.Argument(help="The queue's topic (its directory name).", autocompletion=complete_topic)
+    ] = None,
+    queue_id: Annotated[
+        int | None, typer.Argument(help="The queue id.", min=0, autocompletion=complete_queue_id)
+    ] = None,
+    store: Annotated[
+        Path | None,
+        typer.Option(
+            "--store",
+            "-s",
+            show_default=False,
+            help=STORE_HELP[:-1] + ". With --file: resolve units against the store named so (never ~/store).",
+        ),
+    ] = None,
     broker_conf: BrokerConfOpt = None,
     commitlog_file_size: CommitlogSizeOpt = None,
     cq_file_size: CqSizeOpt = None,
     allow_odd_size: AllowOddSizeOpt = False,
-    from_offset: Annotated[Optional[int], typer.Option(
-        "--from", min=0, help="First logical (queue) offset; default the queue's first unit.")] = None,
-    limit: Annotated[Optional[int], typer.Option(min=0, help="Print at most this many units.")] = None,
-    resolve: Annotated[bool, typer.Option(
-        "--resolve/--no-resolve", help="Read each unit's message and check that it agrees.")] = True,
-    file: Annotated[Optional[Path], typer.Option(
-        "--file", help="Dump this one consume-queue file directly (no store needed).")] = None,
-    messages: Annotated[bool, typer.Option(
-        "--messages", help="Print the message behind each unit (as dump-commitlog prints it) under message, "
-                           "like mqadmin queryMsgByOffset; null where no valid record is there.")] = False,
-    compaction: Annotated[bool, typer.Option(
-        "--compaction", help="Read the compaction store's queue of TOPIC QUEUE_ID (compaction/compactionCq/, "
-                             "cleanup.policy=COMPACTION topics), resolved against its compaction log.")] = False,
-    summary: Annotated[bool, typer.Option(
-        "--summary", help="Per queue: min and max offset, max physical offset, pre-blank units, files "
-                          "(all queues, or those of TOPIC).")] = False,
+    from_offset: Annotated[
+        int | None,
+        typer.Option("--from", min=0, help="First logical (queue) offset; default the queue's first unit."),
+    ] = None,
+    limit: Annotated[int | None, typer.Option(min=0, help="Print at most this many units.")] = None,
+    resolve: Annotated[
+        bool, typer.Option("--resolve/--no-resolve", help="Read each unit's message and check that it agrees.")
+    ] = True,
+    file: Annotated[
+        Path | None, typer.Option("--file", help="Dump this one consume-queue file directly (no store needed).")
+    ] = None,
+    messages: Annotated[
+        bool,
+        typer.Option(
+            "--messages",
+            help="Print the message behind each unit (as dump-commitlog prints it) under message, "
+            "like mqadmin queryMsgByOffset; null where no valid record is there.",
+        ),
+    ] = False,
+    compaction: Annotated[
+        bool,
+        typer.Option(
+            "--compaction",
+            help="Read the compaction store's queue of TOPIC QUEUE_ID (compaction/compactionCq/, "
+            "cleanup.policy=COMPACTION topics), resolved against its compaction log.",
+        ),
+    ] = False,
+    summary: Annotated[
+        bool,
+        typer.Option(
+            "--summary",
+            help="Per queue: min and max offset, max physical offset, pre-blank units, files "
+            "(all queues, or those of TOPIC).",
+        ),
+    ] = False,
     fmt: FormatOpt = Fmt.table,
     tz: TzOpt = None,
 ) -> None:
@@ -121,6 +163,7 @@ def dump_cq(
     keys, tags, uniq_key; with --messages: message (the record, as dump-commitlog prints it).
     """
     from rmqstore_cli.commands.common import open_store, pick_store
+
     from rmqstore_cli.errors import NotFound, UsageError
     from rmqstore_cli.times import parse_tz
 
@@ -131,14 +174,25 @@ def dump_cq(
         if summary:
             raise UsageError("--summary and --file do not go together")
         named = pick_store(store, broker_conf, required=False)[0] if resolve else None  # no default ~/store
-        ms = open_store(store, broker_conf, tz, allow_odd_size, commitlog_file_size=commitlog_file_size,
-                        cq_file_size=cq_file_size) if named is not None else None
+        ms = (
+            open_store(
+                store,
+                broker_conf,
+                tz,
+                allow_odd_size,
+                commitlog_file_size=commitlog_file_size,
+                cq_file_size=cq_file_size,
+            )
+            if named is not None
+            else None
+        )
         if messages and ms is None:
             raise UsageError("--messages with --file needs --store to read the messages from")
         shown = _dump_file(file, topic, queue_id, ms, from_offset, limit, fmt, zone, messages)
     else:
-        ms = open_store(store, broker_conf, tz, allow_odd_size,
-                        commitlog_file_size=commitlog_file_size, cq_file_size=cq_file_size)
+        ms = open_store(
+            store, broker_conf, tz, allow_odd_size, commitlog_file_size=commitlog_file_size, cq_file_size=cq_file_size
+        )
         if summary:
             if queue_id is not None and topic is None:
                 raise UsageError("give the topic before the queue id")
@@ -148,8 +202,10 @@ def dump_cq(
 
                 if topic is not None and (nf := no_such_topic(ms, topic)) is not None:
                     raise nf
-                raise NotFound("no consume queue matched" if topic else "the store has no consume queues",
-                               path=ms.config.consumequeue_dir)
+                raise NotFound(
+                    "no consume queue matched" if topic else "the store has no consume queues",
+                    path=ms.config.consumequeue_dir,
+                )
             return
         if topic is None or queue_id is None:
             raise UsageError("give TOPIC and QUEUE_ID (or --file PATH, or --summary)")
@@ -157,17 +213,29 @@ def dump_cq(
         if bq is not None:
             shown = _dump_batch_queue(bq, log, ms.config.delay_level_table, from_offset, limit, resolve, fmt, zone)
             if shown == 0:
-                raise NotFound("no unit in that range", hint=f"{topic}/{queue_id} holds queue offsets "
-                               f"{bq.min_offset}..{bq.max_offset - 1}" if bq.unit_count else "it holds no unit")
+                raise NotFound(
+                    "no unit in that range",
+                    hint=f"{topic}/{queue_id} holds queue offsets {bq.min_offset}..{bq.max_offset - 1}"
+                    if bq.unit_count
+                    else "it holds no unit",
+                )
             return
         shown = _dump_queue(ms, topic, queue_id, from_offset, limit, resolve, fmt, zone, messages)
     if shown == 0:
         raise NotFound("no unit in that range")
 
 
-BATCH_COLUMNS = (("unit_index", "unit"), ("msg_base_offset", "base offset"), ("batch_size", "batch"),
-                 ("commitlog_offset", "commitlog offset"), ("size", "size"), ("tags_code", "tags code"),
-                 ("store_time", "store time"), ("status", "status"), ("problems", "problems"))
+BATCH_COLUMNS = (
+    ("unit_index", "unit"),
+    ("msg_base_offset", "base offset"),
+    ("batch_size", "batch"),
+    ("commitlog_offset", "commitlog offset"),
+    ("size", "size"),
+    ("tags_code", "tags code"),
+    ("store_time", "store time"),
+    ("status", "status"),
+    ("problems", "problems"),
+)
 
 
 def _batch_queue(ms, topic: str, queue_id: int, compaction: bool):
@@ -182,8 +250,11 @@ def _batch_queue(ms, topic: str, queue_id: int, compaction: bool):
         cs = CompactionStore(ms.config)
         bq = cs.cq(topic, queue_id)
         if not bq.queue.files:
-            raise NotFound(f"no compaction queue {topic}/{queue_id}", path=bq.dir,
-                           hint="rmqstore dump-cq --summary lists the compaction queues")
+            raise NotFound(
+                f"no compaction queue {topic}/{queue_id}",
+                path=bq.dir,
+                hint="rmqstore dump-cq --summary lists the compaction queues",
+            )
         return bq, cs.log(topic, queue_id)
     d = ms.config.root / "batchconsumequeue" / topic / str(queue_id)
     if (ms.config.consumequeue_dir / topic / str(queue_id)).is_dir() or not d.is_dir():
@@ -212,17 +283,32 @@ def _dump_batch_queue(bq, log, delay: dict, from_offset, limit, resolve, fmt, zo
                 continue
             if limit is not None and out.count >= limit:
                 break
-            d = {"topic": bq.topic, "queue_id": bq.queue_id, "cq_type": kind, "unit_index": u.index,
-                 "msg_base_offset": u.msg_base_offset, "batch_size": u.batch_size,
-                 "commitlog_offset": u.commitlog_offset, "size": u.size, "tags_code": u.tags_code,
-                 "store_time_ms": u.store_time, "compacted_offset": u.compacted_offset, "file": u.file,
-                 "position": u.pos}
+            d = {
+                "topic": bq.topic,
+                "queue_id": bq.queue_id,
+                "cq_type": kind,
+                "unit_index": u.index,
+                "msg_base_offset": u.msg_base_offset,
+                "batch_size": u.batch_size,
+                "commitlog_offset": u.commitlog_offset,
+                "size": u.size,
+                "tags_code": u.tags_code,
+                "store_time_ms": u.store_time,
+                "compacted_offset": u.compacted_offset,
+                "file": u.file,
+                "position": u.pos,
+            }
             if resolve:
                 c = check_batch_unit(log, u, bq.topic, bq.queue_id, delay, bq.sparse)
                 m = c.message
-                d.update(status=c.status, agrees=c.agrees, problems=c.problems,
-                         keys=m.keys if m is not None else None, tags=m.tags if m is not None else None,
-                         uniq_key=m.uniq_key if m is not None else None)
+                d.update(
+                    status=c.status,
+                    agrees=c.agrees,
+                    problems=c.problems,
+                    keys=m.keys if m is not None else None,
+                    tags=m.tags if m is not None else None,
+                    uniq_key=m.uniq_key if m is not None else None,
+                )
             if table:
                 d["store_time"] = format_ms(u.store_time, zone)
                 d["problems"] = "; ".join(d.get("problems", []))
@@ -250,8 +336,16 @@ def _unit_dict(topic, queue_id, cq_offset, off, size, tags, fname, check, table:
     from rmqstore_cli.store.consume_queue import is_pre_blank
     from rmqstore_cli.times import format_ms
 
-    d = {"topic": topic, "queue_id": queue_id, "cq_offset": cq_offset, "commitlog_offset": off, "size": size,
-         "tags_code": tags, "file": fname, "pre_blank": is_pre_blank(off, size, tags)}
+    d = {
+        "topic": topic,
+        "queue_id": queue_id,
+        "cq_offset": cq_offset,
+        "commitlog_offset": off,
+        "size": size,
+        "tags_code": tags,
+        "file": fname,
+        "pre_blank": is_pre_blank(off, size, tags),
+    }
     if check is not None:
         m = check.message
         d["status"] = check.status
@@ -281,8 +375,10 @@ def _add_message(d: dict, check, off: int, ms, table: bool) -> None:
         d["message"] = None
         return
     f = ms.commitlog.queue.find(off)
-    d["message"] = {**message_dict(m, "none", True, f.name if f is not None else ""),
-                    **entry_fields(ms.commitlog.entry_of(off))}
+    d["message"] = {
+        **message_dict(m, "none", True, f.name if f is not None else ""),
+        **entry_fields(ms.commitlog.entry_of(off)),
+    }
     if table:
         for key in MESSAGE_KEYS:
             d[key] = d["message"].get(key)
@@ -300,11 +396,18 @@ def _dump_queue(ms, topic, queue_id, from_offset, limit, resolve, fmt, zone, mes
         if nf is not None:
             raise nf
     if not cq.file_names():
-        qids = sorted(int(p.name) for p in (ms.config.consumequeue_dir / topic).glob("*") if p.name.isdigit()) \
-            if (ms.config.consumequeue_dir / topic).is_dir() else []
-        raise NotFound(f"no consume queue {topic}/{queue_id}", path=cq.dir,
-                       hint=f"queues of this topic: {', '.join(map(str, qids))}" if qids else
-                       "rmqstore dump-cq --summary lists the queues")
+        qids = (
+            sorted(int(p.name) for p in (ms.config.consumequeue_dir / topic).glob("*") if p.name.isdigit())
+            if (ms.config.consumequeue_dir / topic).is_dir()
+            else []
+        )
+        raise NotFound(
+            f"no consume queue {topic}/{queue_id}",
+            path=cq.dir,
+            hint=f"queues of this topic: {', '.join(map(str, qids))}"
+            if qids
+            else "rmqstore dump-cq --summary lists the queues",
+        )
     res = _resolver(ms, topic, queue_id) if resolve else None
     start = max(from_offset or 0, cq.min_file_offset)
     stop = cq.max_offset if limit is None else min(cq.max_offset, start + limit)
@@ -313,13 +416,29 @@ def _dump_queue(ms, topic, queue_id, from_offset, limit, resolve, fmt, zone, mes
         for arr, first, fname in cq.unit_arrays(start, stop):
             for j, (off, size, tags) in enumerate(arr.tolist()):
                 check = res(first + j, off, size, tags) if res else None
-                out.emit(_unit_dict(topic, queue_id, first + j, off, size, tags, fname, check,
-                                    fmt.value == "table", zone, ms if messages else None))
+                out.emit(
+                    _unit_dict(
+                        topic,
+                        queue_id,
+                        first + j,
+                        off,
+                        size,
+                        tags,
+                        fname,
+                        check,
+                        fmt.value == "table",
+                        zone,
+                        ms if messages else None,
+                    )
+                )
     finally:
         out.close()  # the queue's read-only mappings close with the process (numpy views hold them)
     if not out.count:  # the same answer for the exact end and anything past it
-        held = (f"holds units {cq.min_file_offset}..{cq.max_offset - 1}" if cq.max_offset > cq.min_file_offset
-                else "holds no unit")
+        held = (
+            f"holds units {cq.min_file_offset}..{cq.max_offset - 1}"
+            if cq.max_offset > cq.min_file_offset
+            else "holds no unit"
+        )
         raise NotFound("no unit in that range", hint=f"{topic}/{queue_id} {held}")
     return out.count
 
@@ -330,11 +449,12 @@ def _dump_file(path: Path, topic, queue_id, ms, from_offset, limit, fmt, zone, m
     file name gives the first logical offset."""
     import os
 
-    from rmqstore_cli.errors import StoreError
     from rmqstore_cli.formats.consume_queue import CQ_STORE_UNIT_SIZE
+
+    from rmqstore_cli.errors import StoreError
     from rmqstore_cli.render import Output
-    from rmqstore_cli.store.safefs import open_read_only
     from rmqstore_cli.store.consume_queue import ConsumeQueue
+    from rmqstore_cli.store.safefs import open_read_only
 
     fd = open_read_only(path)  # a FIFO given as --file: refused, not waited on
     try:
@@ -350,8 +470,11 @@ def _dump_file(path: Path, topic, queue_id, ms, from_offset, limit, fmt, zone, m
     cq.queue.files[0].buffer()  # mapped first: a file the process cannot map is that error, whatever its size
     if length % CQ_STORE_UNIT_SIZE:
         cq.close()
-        raise StoreError(f"file has {length} bytes, not a multiple of the {CQ_STORE_UNIT_SIZE}-byte unit",
-                         path=path, hint="is this a consume-queue file?")
+        raise StoreError(
+            f"file has {length} bytes, not a multiple of the {CQ_STORE_UNIT_SIZE}-byte unit",
+            path=path,
+            hint="is this a consume-queue file?",
+        )
     base = cq.min_file_offset
     start = base + max(0, (from_offset or base) - base)
     stop = cq.max_offset if limit is None else min(cq.max_offset, start + limit)
@@ -361,8 +484,21 @@ def _dump_file(path: Path, topic, queue_id, ms, from_offset, limit, fmt, zone, m
         for arr, first, _ in cq.unit_arrays(start, stop):
             for j, (off, size, tags) in enumerate(arr.tolist()):
                 check = res(first + j, off, size, tags) if res else None
-                out.emit(_unit_dict(topic, queue_id, first + j, off, size, tags, path.name, check,
-                                    fmt.value == "table", zone, ms if messages else None))
+                out.emit(
+                    _unit_dict(
+                        topic,
+                        queue_id,
+                        first + j,
+                        off,
+                        size,
+                        tags,
+                        path.name,
+                        check,
+                        fmt.value == "table",
+                        zone,
+                        ms if messages else None,
+                    )
+                )
     finally:
         out.close()
         cq.close()
@@ -381,8 +517,16 @@ def _dump_batch_file(path: Path, sparse: bool, ms, from_offset, limit, fmt, zone
 
         log = CompactionStore(ms.config).log(bq.topic, bq.queue_id) if sparse else ms.commitlog
     try:
-        return _dump_batch_queue(bq, log, ms.config.delay_level_table if ms is not None else {}, from_offset, limit,
-                                 log is not None, fmt, zone)
+        return _dump_batch_queue(
+            bq,
+            log,
+            ms.config.delay_level_table if ms is not None else {},
+            from_offset,
+            limit,
+            log is not None,
+            fmt,
+            zone,
+        )
     finally:
         bq.close()
 
@@ -406,9 +550,15 @@ def _summary(ms, topic, queue_id, fmt) -> int:
                 pre += int(np.count_nonzero(is_pre_blank(arr["commitlog_offset"], arr["size"], arr["tags_code"])))
                 last = arr[-1]
                 max_phy = int(last["commitlog_offset"]) + int(last["size"])
-            d = {"topic": cq.topic, "queue_id": cq.queue_id, "min_offset": cq.min_offset(clmin),
-                 "max_offset": end, "max_physic_offset": max_phy, "pre_blank_units": pre,
-                 "files": cq.file_names()}
+            d = {
+                "topic": cq.topic,
+                "queue_id": cq.queue_id,
+                "min_offset": cq.min_offset(clmin),
+                "max_offset": end,
+                "max_physic_offset": max_phy,
+                "pre_blank_units": pre,
+                "files": cq.file_names(),
+            }
             if fmt.value == "table":
                 d["files"] = f"{len(d['files'])}: {d['files'][0]}…" if len(d["files"]) > 1 else d["files"]
             out.emit(d)
@@ -431,15 +581,27 @@ def _batch_summaries(ms, topic, queue_id):
 
     cfg = ms.config
     cs = CompactionStore(cfg)
-    for kind, qs in (("BatchCQ", batch_queues(cfg.root / "batchconsumequeue", False,
-                                              cfg.mapper_file_size_batch_consume_queue or None)),
-                     ("compaction", batch_queues(cs.cq_dir, True, cs.cq_file_size()))):
+    for kind, qs in (
+        (
+            "BatchCQ",
+            batch_queues(cfg.root / "batchconsumequeue", False, cfg.mapper_file_size_batch_consume_queue or None),
+        ),
+        ("compaction", batch_queues(cs.cq_dir, True, cs.cq_file_size())),
+    ):
         for bq in qs:
             if topic is not None and bq.topic != topic or queue_id is not None and bq.queue_id != queue_id:
                 continue
             cols = bq.columns()
             end = int(cols[-1]["commitlog_offset"]) + int(cols[-1]["size"]) if cols.size else -1
-            yield {"topic": bq.topic, "queue_id": bq.queue_id, "min_offset": bq.min_offset,
-                   "max_offset": bq.max_offset, "max_physic_offset": end, "pre_blank_units": 0,
-                   "files": [f.name for f in bq.queue.files], "cq_type": kind, "units": int(cols.size)}
+            yield {
+                "topic": bq.topic,
+                "queue_id": bq.queue_id,
+                "min_offset": bq.min_offset,
+                "max_offset": bq.max_offset,
+                "max_physic_offset": end,
+                "pre_blank_units": 0,
+                "files": [f.name for f in bq.queue.files],
+                "cq_type": kind,
+                "units": int(cols.size),
+            }
             bq.close()

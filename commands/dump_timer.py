@@ -1,14 +1,24 @@
 """``rmqstore dump-timer``: the 5.x timer store (wheel, timer log, checkpoint) and what it delivers next."""
+
 from __future__ import annotations
 
 import sys
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
-
 from rmqstore_cli.commands.common import (
-    JAVA_INT_MAX, AllowOddSizeOpt, BrokerConfOpt, CommitlogSizeOpt, CqSizeOpt, Fmt, FormatOpt,
-    StoreOpt, TzOpt, command, complete_topic)
+    JAVA_INT_MAX,
+    AllowOddSizeOpt,
+    BrokerConfOpt,
+    CommitlogSizeOpt,
+    CqSizeOpt,
+    Fmt,
+    FormatOpt,
+    StoreOpt,
+    TzOpt,
+    command,
+    complete_topic,
+)
 from rmqstore_cli.formats.timer import MIN_BLANK_LEN, UNIT_SIZE
 
 #: The smallest timer-log file: one unit and the blank ``TimerLog#append`` keeps room for.
@@ -25,14 +35,38 @@ EPILOG = """Examples:
   rmqstore dump-timer --store ~/store --next 20
 """
 
-SLOT_COLUMNS = [("due_time", "due time"), ("index", "slot"), ("num", "num"), ("first_pos", "first pos"),
-                ("last_pos", "last pos"), ("state", "state")]
-UNIT_COLUMNS = [("pos", "pos"), ("due_time", "due time"), ("flags", "flags"), ("commitlog_offset", "commitlog offset"),
-                ("size", "size"), ("real_topic", "real topic", 40), ("real_queue_id", "queue"), ("keys", "keys", 30),
-                ("msg_id", "msgId"), ("state", "state"), ("message_status", "message", 60)]
-NEXT_COLUMNS = [("action", "action"), ("source", "from"), ("due_time", "due time"), ("real_topic", "real topic", 40),
-                ("real_queue_id", "queue"), ("keys", "keys", 30), ("uniq_key", "uniq key"),
-                ("commitlog_offset", "commitlog offset"), ("message_status", "message", 60)]
+SLOT_COLUMNS = [
+    ("due_time", "due time"),
+    ("index", "slot"),
+    ("num", "num"),
+    ("first_pos", "first pos"),
+    ("last_pos", "last pos"),
+    ("state", "state"),
+]
+UNIT_COLUMNS = [
+    ("pos", "pos"),
+    ("due_time", "due time"),
+    ("flags", "flags"),
+    ("commitlog_offset", "commitlog offset"),
+    ("size", "size"),
+    ("real_topic", "real topic", 40),
+    ("real_queue_id", "queue"),
+    ("keys", "keys", 30),
+    ("msg_id", "msgId"),
+    ("state", "state"),
+    ("message_status", "message", 60),
+]
+NEXT_COLUMNS = [
+    ("action", "action"),
+    ("source", "from"),
+    ("due_time", "due time"),
+    ("real_topic", "real topic", 40),
+    ("real_queue_id", "queue"),
+    ("keys", "keys", 30),
+    ("uniq_key", "uniq key"),
+    ("commitlog_offset", "commitlog offset"),
+    ("message_status", "message", 60),
+]
 
 
 def register(app: typer.Typer) -> None:
@@ -45,28 +79,60 @@ def dump_timer(
     broker_conf: BrokerConfOpt = None,
     commitlog_file_size: CommitlogSizeOpt = None,
     cq_file_size: CqSizeOpt = None,
-    timer_log_file_size: Annotated[Optional[int], typer.Option(
-        "--timer-log-file-size", min=UNIT_MIN, max=JAVA_INT_MAX,
-        help="mappedFileSizeTimerLog, if not in --broker-conf (else the timer-log files' own size).")] = None,
-    timer_precision_ms: Annotated[Optional[int], typer.Option(
-        "--timer-precision-ms", min=1, max=JAVA_INT_MAX,
-        help="timerPrecisionMs, if not in --broker-conf (default 1000).")] = None,
+    timer_log_file_size: Annotated[
+        int | None,
+        typer.Option(
+            "--timer-log-file-size",
+            min=UNIT_MIN,
+            max=JAVA_INT_MAX,
+            help="mappedFileSizeTimerLog, if not in --broker-conf (else the timer-log files' own size).",
+        ),
+    ] = None,
+    timer_precision_ms: Annotated[
+        int | None,
+        typer.Option(
+            "--timer-precision-ms",
+            min=1,
+            max=JAVA_INT_MAX,
+            help="timerPrecisionMs, if not in --broker-conf (default 1000).",
+        ),
+    ] = None,
     allow_odd_size: AllowOddSizeOpt = False,
-    units: Annotated[bool, typer.Option(
-        "--units", help="Timer-log units (in log order) with the rmq_sys_wheel_timer message each points at.")] = False,
-    next_n: Annotated[Optional[int], typer.Option(
-        "--next", min=1, help="What the broker does next after it starts, up to N messages (see below).")] = None,
-    summary: Annotated[bool, typer.Option(
-        "--summary", help="The checkpoint, the wheel's geometry, the timer-log files and the broker's recovery.")] = False,
-    begin: Annotated[Optional[str], typer.Option(help="Due time from (ISO 8601, epoch seconds if 10 digits, epoch ms "
-                                                  "if 13 or more, now, -2h, +2h).")] = None,
-    end: Annotated[Optional[str], typer.Option(help="Due time up to (inclusive; the forms of --begin).")] = None,
-    topic: Annotated[Optional[str], typer.Option(
-        help="With --units or --next: only messages whose real topic (REAL_TOPIC) is this.",
-        autocompletion=complete_topic)] = None,
-    now: Annotated[Optional[str], typer.Option(
-        help="The broker's start time for --next and --summary (the forms of --begin; default now).")] = None,
-    limit: Annotated[Optional[int], typer.Option(min=0, help="Print at most this many records.")] = None,
+    units: Annotated[
+        bool,
+        typer.Option(
+            "--units", help="Timer-log units (in log order) with the rmq_sys_wheel_timer message each points at."
+        ),
+    ] = False,
+    next_n: Annotated[
+        int | None,
+        typer.Option("--next", min=1, help="What the broker does next after it starts, up to N messages (see below)."),
+    ] = None,
+    summary: Annotated[
+        bool,
+        typer.Option(
+            "--summary", help="The checkpoint, the wheel's geometry, the timer-log files and the broker's recovery."
+        ),
+    ] = False,
+    begin: Annotated[
+        str | None,
+        typer.Option(
+            help="Due time from (ISO 8601, epoch seconds if 10 digits, epoch ms if 13 or more, now, -2h, +2h)."
+        ),
+    ] = None,
+    end: Annotated[str | None, typer.Option(help="Due time up to (inclusive; the forms of --begin).")] = None,
+    topic: Annotated[
+        str | None,
+        typer.Option(
+            help="With --units or --next: only messages whose real topic (REAL_TOPIC) is this.",
+            autocompletion=complete_topic,
+        ),
+    ] = None,
+    now: Annotated[
+        str | None,
+        typer.Option(help="The broker's start time for --next and --summary (the forms of --begin; default now)."),
+    ] = None,
+    limit: Annotated[int | None, typer.Option(min=0, help="Print at most this many records.")] = None,
     fmt: FormatOpt = Fmt.table,
     tz: TzOpt = None,
 ) -> None:
@@ -95,6 +161,7 @@ def dump_timer(
     Exit 1 when nothing is printed or the store has no timer files.
     """
     from rmqstore_cli.commands.common import load_config, warn_odd_files
+
     from rmqstore_cli.errors import NotFound, UsageError
     from rmqstore_cli.store.message_store import MessageStore
     from rmqstore_cli.store.timer import TimerStore
@@ -108,7 +175,10 @@ def dump_timer(
     check_window(b, e, zone)
     at = parse_time(now, "--now", tz=zone) if now else now_ms()
     cfg = load_config(store, broker_conf, commitlog_file_size, cq_file_size)
-    for attr, value in (("mapped_file_size_timer_log", timer_log_file_size), ("timer_precision_ms", timer_precision_ms)):
+    for attr, value in (
+        ("mapped_file_size_timer_log", timer_log_file_size),
+        ("timer_precision_ms", timer_precision_ms),
+    ):
         if value is not None:
             setattr(cfg, attr, value)
             cfg.explicit.add(attr)
@@ -117,8 +187,11 @@ def dump_timer(
     warn_odd_files(cfg)
     ts = TimerStore.open(cfg)
     if ts is None:
-        raise NotFound("the store has no timer files (timerwheel, timerlog/, config/timercheck): a 4.9 store, "
-                       "or timerWheelEnable=false", path=cfg.root)
+        raise NotFound(
+            "the store has no timer files (timerwheel, timerlog/, config/timercheck): a 4.9 store, "
+            "or timerWheelEnable=false",
+            path=cfg.root,
+        )
     from rmqstore_cli.store.timer import schedule
 
     if b is not None and b == e and not (units or summary or next_n):  # one due time: TimerWheel#getSlot
@@ -127,8 +200,11 @@ def dump_timer(
             raise NotFound("no timer slot, unit or message matched")
         return
     if not cfg.timer_wheel_path.exists():
-        print("rmqstore: warning: no timerwheel: the broker starts with an empty one and re-links slots from the "
-              "timer log's last files (TimerMessageStore#recover)", file=sys.stderr)
+        print(
+            "rmqstore: warning: no timerwheel: the broker starts with an empty one and re-links slots from the "
+            "timer log's last files (TimerMessageStore#recover)",
+            file=sys.stderr,
+        )
     view = schedule.load(ts)
     if summary:
         _print_summary(ts, view, ms, at, fmt)
@@ -142,7 +218,11 @@ def dump_timer(
         rows = (r for r in rows if topic is None or r["real_topic"] == topic)
         cols, title = NEXT_COLUMNS, f"{cfg.root}: next from the timer"
     elif units:
-        rows, cols, title = schedule.unit_records(view, ms.commitlog, b, e, topic), UNIT_COLUMNS, f"{cfg.root}: timer log"
+        rows, cols, title = (
+            schedule.unit_records(view, ms.commitlog, b, e, topic),
+            UNIT_COLUMNS,
+            f"{cfg.root}: timer log",
+        )
     else:
         if topic is not None:
             raise UsageError("--topic goes with --units or --next (a slot holds messages of any topic)")
@@ -158,8 +238,17 @@ def _one_slot(ts, time_ms: int) -> list[dict]:
         return []
     cp = ts.read_checkpoint()
     state = "pending" if s.time_ms >= (cp.last_read_time_ms if cp else 0) else "passed"
-    return [{"index": s.index, "time_ms": s.time_ms, "first_pos": s.first_pos, "last_pos": s.last_pos, "num": s.num,
-             "magic": s.magic, "state": state}]
+    return [
+        {
+            "index": s.index,
+            "time_ms": s.time_ms,
+            "first_pos": s.first_pos,
+            "last_pos": s.last_pos,
+            "num": s.num,
+            "magic": s.magic,
+            "state": state,
+        }
+    ]
 
 
 def _emit(rows, cols, title: str, fmt: Fmt, zone, limit: int | None) -> int:
@@ -173,8 +262,12 @@ def _emit(rows, cols, title: str, fmt: Fmt, zone, limit: int | None) -> int:
                 break
             if fmt.value == "table":
                 t = r.get("time_ms", r.get("due_ms"))
-                r = dict(r, due_time=format_ms(t, zone) if t is not None else "", keys=" ".join(r.get("keys") or []),
-                         flags="".join(f for f, on in (("R", r.get("roll")), ("D", r.get("delete"))) if on))
+                r = dict(
+                    r,
+                    due_time=format_ms(t, zone) if t is not None else "",
+                    keys=" ".join(r.get("keys") or []),
+                    flags="".join(f for f, on in (("R", r.get("roll")), ("D", r.get("delete"))) if on),
+                )
             out.emit(r)
     finally:
         out.close()
@@ -188,31 +281,45 @@ def _print_summary(ts, view, ms, at: int, fmt: Fmt) -> None:
 
     rec = schedule.recover(view, ms, at)
     revised = schedule.revise(view, rec.read_time_ms)
-    d = {"checkpoint": view.checkpoint.as_dict() if view.checkpoint else None,
-         "wheel": ts.geometry(),
-         "timer_log_files": [{"name": f.name, "size": f.path.stat().st_size} for f in ts.log.files],
-         "slots": len(view.slots), "units": len(view.units),
-         "log_end": {"offset": view.end.offset, "reason": view.end.reason, "file": view.end.file},
-         "recovery": {"process_offset": rec.process_offset, "revised_queue_offset": rec.revised_queue_offset,
-                     "queue_offset": rec.queue_offset,
-                      "queue_min": rec.queue_min, "queue_max": rec.queue_max, "read_time_ms": rec.read_time_ms,
-                     "revised_slots": len(revised),
-                      "notes": rec.notes}}
+    d = {
+        "checkpoint": view.checkpoint.as_dict() if view.checkpoint else None,
+        "wheel": ts.geometry(),
+        "timer_log_files": [{"name": f.name, "size": f.path.stat().st_size} for f in ts.log.files],
+        "slots": len(view.slots),
+        "units": len(view.units),
+        "log_end": {"offset": view.end.offset, "reason": view.end.reason, "file": view.end.file},
+        "recovery": {
+            "process_offset": rec.process_offset,
+            "revised_queue_offset": rec.revised_queue_offset,
+            "queue_offset": rec.queue_offset,
+            "queue_min": rec.queue_min,
+            "queue_max": rec.queue_max,
+            "read_time_ms": rec.read_time_ms,
+            "revised_slots": len(revised),
+            "notes": rec.notes,
+        },
+    }
     if fmt.value != "table":
         from rmqstore_cli.render import print_summary
 
         print_summary(fmt.value, d, "timer store")
         return
     cp = d["checkpoint"] or {}
-    rows = [("wheel", f"{d['wheel']['size']} bytes, {d['wheel']['slotsTotal']} slots x 2, "
-                      f"precision {d['wheel']['precisionMs']} ms; {d['slots']} non-empty slots"),
-            ("timer log", f"{len(d['timer_log_files'])} files, {d['units']} units, ends at {view.end.offset} "
-                          f"({view.end.reason})"),
-            *((k, to_json(v) if isinstance(v, dict) else str(v)) for k, v in cp.items()),
-            *((f"recovery {k}", str(v)) for k, v in d["recovery"].items() if k != "notes"),
-            *(("note", n) for n in rec.notes)]
+    rows = [
+        (
+            "wheel",
+            f"{d['wheel']['size']} bytes, {d['wheel']['slotsTotal']} slots x 2, "
+            f"precision {d['wheel']['precisionMs']} ms; {d['slots']} non-empty slots",
+        ),
+        (
+            "timer log",
+            f"{len(d['timer_log_files'])} files, {d['units']} units, ends at {view.end.offset} ({view.end.reason})",
+        ),
+        *((k, to_json(v) if isinstance(v, dict) else str(v)) for k, v in cp.items()),
+        *((f"recovery {k}", str(v)) for k, v in d["recovery"].items() if k != "notes"),
+        *(("note", n) for n in rec.notes),
+    ]
     out = Output("table", [("what", "what"), ("value", "value")], title=f"{ts.config.root}: timer store")
     for k, v in rows:
         out.emit({"what": k, "value": v})
     out.close()
-

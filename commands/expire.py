@@ -1,12 +1,12 @@
 """``rmqstore expire``: the broker's file expiry (commit log, consume queues, index), for cron."""
+
 from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
-
 from rmqstore_cli.commands.common import (
     BrokerConfOpt,
     CommitlogSizeOpt,
@@ -47,34 +47,67 @@ def _ratio(value: float | None) -> float | None:
         return value
     if 1 < value <= 100:
         return value / 100
-    raise UsageError(f"--disk-ratio {value:g} is not a share of the disk",
-                     hint="give a fraction (0.85) or a percentage (85)")
+    raise UsageError(
+        f"--disk-ratio {value:g} is not a share of the disk", hint="give a fraction (0.85) or a percentage (85)"
+    )
 
 
 @command(mutating=True)
 def expire(
     store: StoreOpt = None,
     broker_conf: BrokerConfOpt = None,
-    reserved_hours: Annotated[Optional[float], typer.Option(
-        min=0, help="Keep commit-log files modified less than this many hours ago "
-                    "(fileReservedTime; default: from --broker-conf, else 72).")] = None,
-    now: Annotated[Optional[str], typer.Option(
-        help="Judge ages as of this time instead of now (ISO 8601, epoch seconds if 10 digits, epoch ms if 13 or "
-             "more, -2h): forensics on a snapshot.")] = None,
-    disk_ratio: Annotated[Optional[float], typer.Option(
-        help="Also delete the oldest files, whatever their age, while the commit-log partition is "
-             "more than this full (0.85 or 85), as the broker's forced clean does.")] = None,
-    max_files: Annotated[Optional[int], typer.Option(
-        min=1, help="Delete at most this many commit-log files in this run (the broker: "
-                    "deleteFileBatchMax=10 per 10 s). Default: no cap.")] = None,
-    pause_ms: Annotated[int, typer.Option(
-        min=0, help="Sleep between deletions, like deleteCommitLogFilesInterval (100 in the broker).")] = 0,
-    dry_run: Annotated[bool, typer.Option("--dry-run", "-n", help="List what would go and why; delete nothing.")] = False,
-    force: Annotated[bool, typer.Option("--force", help="Delete even while a live broker holds the store's lock "
-                                        "(--dry-run needs no --force: it only reads).")] = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing unless something was deleted or went wrong (for cron).")] = False,
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="One line per deletion on stderr, as it happens, "
-                                          "and one per file left alone.")] = False,
+    reserved_hours: Annotated[
+        float | None,
+        typer.Option(
+            min=0,
+            help="Keep commit-log files modified less than this many hours ago "
+            "(fileReservedTime; default: from --broker-conf, else 72).",
+        ),
+    ] = None,
+    now: Annotated[
+        str | None,
+        typer.Option(
+            help="Judge ages as of this time instead of now (ISO 8601, epoch seconds if 10 digits, epoch ms if 13 or "
+            "more, -2h): forensics on a snapshot."
+        ),
+    ] = None,
+    disk_ratio: Annotated[
+        float | None,
+        typer.Option(
+            help="Also delete the oldest files, whatever their age, while the commit-log partition is "
+            "more than this full (0.85 or 85), as the broker's forced clean does."
+        ),
+    ] = None,
+    max_files: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="Delete at most this many commit-log files in this run (the broker: "
+            "deleteFileBatchMax=10 per 10 s). Default: no cap.",
+        ),
+    ] = None,
+    pause_ms: Annotated[
+        int, typer.Option(min=0, help="Sleep between deletions, like deleteCommitLogFilesInterval (100 in the broker).")
+    ] = 0,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", "-n", help="List what would go and why; delete nothing.")
+    ] = False,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="Delete even while a live broker holds the store's lock (--dry-run needs no --force: it only reads).",
+        ),
+    ] = False,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", "-q", help="Print nothing unless something was deleted or went wrong (for cron).")
+    ] = False,
+    verbose: Annotated[
+        bool,
+        typer.Option(
+            "--verbose", "-v", help="One line per deletion on stderr, as it happens, and one per file left alone."
+        ),
+    ] = False,
     commitlog_file_size: CommitlogSizeOpt = None,
     cq_file_size: CqSizeOpt = None,
     index_slots: IndexSlotsOpt = None,
@@ -110,6 +143,7 @@ def expire(
     from the start, expire refuses before deleting anything (exit 5) unless --quiet.
     """
     from rmqstore_cli.commands.common import load_config
+
     from rmqstore_cli.times import now_ms, parse_time, parse_tz
 
     zone = parse_tz(tz)
@@ -150,11 +184,17 @@ def _check_store(cfg, zone, dry_run: bool, force: bool, verbose: bool, warn) -> 
         check_lock_file(root)
         live = lock_holder(root)
         if live is not None:
-            warn(f"note: a live broker (pid {live}) holds the store's lock; --dry-run only reads, "
-                 "so it goes on (its files may change meanwhile)")
+            warn(
+                f"note: a live broker (pid {live}) holds the store's lock; --dry-run only reads, "
+                "so it goes on (its files may change meanwhile)"
+            )
     else:
-        refuse_if_live(root, force, hint="stop the broker or work on a snapshot; --dry-run lists what would "
-                                         "go without deleting, --force deletes anyway")
+        refuse_if_live(
+            root,
+            force,
+            hint="stop the broker or work on a snapshot; --dry-run lists what would "
+            "go without deleting, --force deletes anyway",
+        )
     cleanup.check_data_dirs(cfg)
     ms = MessageStore.open(cfg, zone, rocksdb=False)  # sizes inferred and checked; DLedger / RocksDB refused
     try:
@@ -218,11 +258,17 @@ def _record(journal, summary: dict, deleted) -> None:
     journal.close()
     if journal.error is not None:
         summary["journal"] = None
-        print(f"rmqstore: warning: this run's deletions are not recorded: {journal.error}; its report is their "
-              "only record", file=sys.stderr)
+        print(
+            f"rmqstore: warning: this run's deletions are not recorded: {journal.error}; its report is their "
+            "only record",
+            file=sys.stderr,
+        )
     if deleted:
-        work_done(f"its deletions are complete and recorded in {journal.path}" if summary["journal"]
-                  else "its deletions are complete (not recorded: the journal could not be written)")
+        work_done(
+            f"its deletions are complete and recorded in {journal.path}"
+            if summary["journal"]
+            else "its deletions are complete (not recorded: the journal could not be written)"
+        )
 
 
 def _fail(problems, error, verbose: bool) -> None:
@@ -235,13 +281,17 @@ def _fail(problems, error, verbose: bool) -> None:
     if error is not None:
         if problems:
             more = f"{len(problems)} other file{'s' if len(problems) != 1 else ''} left alone" + (
-                "" if verbose else " (--verbose lists them)")
+                "" if verbose else " (--verbose lists them)"
+            )
             error.hint = f"{error.hint}; {more}" if error.hint else more
         raise error
     if len(problems) == 1:
         p = problems[0]
-        raise StoreError(p.message, path=p.path,
-                         hint="files before it were handled; move it away or fix the size options, then run again")
+        raise StoreError(
+            p.message,
+            path=p.path,
+            hint="files before it were handled; move it away or fix the size options, then run again",
+        )
     if problems:
         raise _problems_error(problems, verbose)
 
@@ -271,11 +321,17 @@ def _problems_error(problems, verbose: bool):
     if len(kinds) == 1:
         what = f"{n} files are {next(iter(kinds))[2]}"
     else:
-        what = f"{n} files could not be proven store files (" + ", ".join(
-            f"{c} {one if c == 1 else several}" for (one, several, _), c in kinds.items()) + ")"
-    return StoreError(f"{what}; left alone", path=f"first: {problems[0].path}",
-                      hint="files before them were handled; move them away or fix the size options, then run "
-                           "again" + ("" if verbose else " (--verbose lists each)"))
+        what = (
+            f"{n} files could not be proven store files ("
+            + ", ".join(f"{c} {one if c == 1 else several}" for (one, several, _), c in kinds.items())
+            + ")"
+        )
+    return StoreError(
+        f"{what}; left alone",
+        path=f"first: {problems[0].path}",
+        hint="files before them were handled; move them away or fix the size options, then run "
+        "again" + ("" if verbose else " (--verbose lists each)"),
+    )
 
 
 def _summary(plan, deleted, error, cfg, dry_run: bool) -> dict:
@@ -292,8 +348,11 @@ def _summary(plan, deleted, error, cfg, dry_run: bool) -> dict:
     for a in deleted:
         if a.kind == CONSUMEQUEUE:
             done_q[(a.topic, a.queue_id)] = done_q.get((a.topic, a.queue_id), 0) + 1
-    queues = [{"topic": m.topic, "queue_id": m.queue_id, "files_deleted": m.files_deleted, "min_offset": m.min_offset}
-              for m in plan.queue_mins if done_q.get((m.topic, m.queue_id)) == m.files_deleted]
+    queues = [
+        {"topic": m.topic, "queue_id": m.queue_id, "files_deleted": m.files_deleted, "min_offset": m.min_offset}
+        for m in plan.queue_mins
+        if done_q.get((m.topic, m.queue_id)) == m.files_deleted
+    ]
     index_complete = counts[INDEX] == len(plan.of(INDEX))
     s = {
         "store": str(cfg.root),
@@ -353,5 +412,7 @@ def _print(fmt, summary: dict, deleted, dry_run: bool, root: Path) -> None:
         table["recorded in"] = summary["journal"]
     if "disk" in summary:
         d = summary["disk"]
-        table["disk used"] = f"{d['used_ratio_before']:.0%} -> {d['used_ratio_after']:.0%} (threshold {d['threshold']:.0%})"
+        table["disk used"] = (
+            f"{d['used_ratio_before']:.0%} -> {d['used_ratio_after']:.0%} (threshold {d['threshold']:.0%})"
+        )
     print_summary("table", table, title="expire" + (" (dry run)" if dry_run else ""))

@@ -1,4 +1,5 @@
 """``rmqstore export``: commit logs to a Parquet dataset, on the local engine or on Spark."""
+
 from __future__ import annotations
 
 import os
@@ -8,7 +9,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-
 from rmqstore_cli.commands.common import (
     BrokerConfOpt,
     CommitlogSizeOpt,
@@ -51,15 +51,27 @@ def register(app: typer.Typer) -> None:
 
 @command(mutating=True)
 def export(
-    output: Annotated[str, typer.Option("--output", "-o", metavar="<path|uri>", help=(
-        "Directory of the Parquet dataset, or (with --engine spark) a Hadoop file system URI: "
-        "hdfs://…, s3a://bucket/…, gs://, abfs://, oss://, viewfs://, …"))],
+    output: Annotated[
+        str,
+        typer.Option(
+            "--output",
+            "-o",
+            metavar="<path|uri>",
+            help=(
+                "Directory of the Parquet dataset, or (with --engine spark) a Hadoop file system URI: "
+                "hdfs://…, s3a://bucket/…, gs://, abfs://, oss://, viewfs://, …"
+            ),
+        ),
+    ],
     store: StoresOpt = None,
     store_glob: StoreGlobOpt = None,
     engine: EngineOpt = Engine.local,
     body: Annotated[bool, typer.Option("--body/--no-body", help="Include message bodies (stored bytes).")] = False,
-    compression: Annotated[Codec, typer.Option(
-        help="Parquet codec: snappy (fastest), zstd (~40% smaller files, ~10% more CPU), lz4, gzip, none.")
+    compression: Annotated[
+        Codec,
+        typer.Option(
+            help="Parquet codec: snappy (fastest), zstd (~40% smaller files, ~10% more CPU), lz4, gzip, none."
+        ),
     ] = Codec.snappy,
     overwrite: Annotated[bool, typer.Option(help="Replace an existing, non-empty output directory.")] = False,
     spark_master: SparkMasterOpt = None,
@@ -90,8 +102,9 @@ def export(
     whose summary then cannot be (stdout full, closed, a pipe cut) is exit 6.
     """
 
-    from rmqstore_cli.errors import UsageError
     from rmqstore_cli.commands.common import pick_stores
+
+    from rmqstore_cli.errors import UsageError
     from rmqstore_cli.pipeline.stores import file_tasks, hadoop_uri, local_path
     from rmqstore_cli.render import print_summary
     from rmqstore_cli.times import now_ms
@@ -99,19 +112,26 @@ def export(
     try:  # a plain `pip install .` has no pyarrow: say which extra brings it, before any work
         import pyarrow.parquet  # noqa: F401
     except ImportError:
-        raise UsageError("export needs pyarrow, which the plain install does not include",
-                         hint="pip install 'rmqstore[spark]'") from None
+        raise UsageError(
+            "export needs pyarrow, which the plain install does not include", hint="pip install 'rmqstore[spark]'"
+        ) from None
     if hadoop_uri(output):
         if engine is not Engine.spark:
-            raise UsageError(f"--output {output} is a Hadoop file system URI, which only --engine spark writes to",
-                             hint="pass --engine spark, or a local (or mounted) directory")
+            raise UsageError(
+                f"--output {output} is a Hadoop file system URI, which only --engine spark writes to",
+                hint="pass --engine spark, or a local (or mounted) directory",
+            )
     else:
         output = local_path(output)
         _check_output_dir(output)
         if output.exists() and any(output.iterdir()) and not overwrite:
             raise UsageError(f"output directory {output} is not empty", hint="pass --overwrite to replace it")
-    sizes = dict(mapped_file_size_commit_log=commitlog_file_size, mapped_file_size_consume_queue=cq_file_size,
-                 max_hash_slot_num=index_slots, max_index_num=index_max)
+    sizes = dict(
+        mapped_file_size_commit_log=commitlog_file_size,
+        mapped_file_size_consume_queue=cq_file_size,
+        max_hash_slot_num=index_slots,
+        max_index_num=index_max,
+    )
     stores = pick_stores(store, store_glob, broker_conf, sizes)
     tasks = file_tasks(stores, body)
     t0 = now_ms()
@@ -120,8 +140,7 @@ def export(
             from rmqstore_cli.pipeline import spark as sp
         except ImportError:
             raise UsageError("the spark engine needs PySpark", hint="pip install 'rmqstore[spark]'") from None
-        result = sp.run_job(sp.export, spark_master, spark_conf, verbose, tasks, output, compression.value,
-                            overwrite)
+        result = sp.run_job(sp.export, spark_master, spark_conf, verbose, tasks, output, compression.value, overwrite)
     else:
         try:
             from rmqstore_cli.pipeline import local
@@ -143,12 +162,24 @@ def export(
             _die_after_pyarrow(e)
     work_done(f"the dataset in {output} is complete")
     for s in result["unreadable"]:
-        print(f"rmqstore: warning: {s['store']}: {s['detail']} at offset {s['offset']} ({s['file']}); "
-              "the rest of that file was skipped", file=sys.stderr)
-    print_summary(fmt.value, {
-        "output": str(output), "engine": engine.value, "stores": len(stores), "commitlog_files": len(tasks),
-        "rows": result["rows"], "unreadable_ranges": len(result["unreadable"]),
-        "seconds": round((now_ms() - t0) / 1000, 3)}, "exported")
+        print(
+            f"rmqstore: warning: {s['store']}: {s['detail']} at offset {s['offset']} ({s['file']}); "
+            "the rest of that file was skipped",
+            file=sys.stderr,
+        )
+    print_summary(
+        fmt.value,
+        {
+            "output": str(output),
+            "engine": engine.value,
+            "stores": len(stores),
+            "commitlog_files": len(tasks),
+            "rows": result["rows"],
+            "unreadable_ranges": len(result["unreadable"]),
+            "seconds": round((now_ms() - t0) / 1000, 3),
+        },
+        "exported",
+    )
 
 
 def _check_output_dir(output: Path) -> None:
@@ -161,8 +192,11 @@ def _check_output_dir(output: Path) -> None:
         p = p.parent
     if not p.is_dir():
         what = "--output" if p == output else f"--output's parent {p}"
-        raise UsageError(f"{what} is a file, where the dataset's directory belongs", path=p,
-                         hint="pass a directory (it is created if missing)")
+        raise UsageError(
+            f"{what} is a file, where the dataset's directory belongs",
+            path=p,
+            hint="pass a directory (it is created if missing)",
+        )
 
 
 def _die_after_pyarrow(error) -> None:

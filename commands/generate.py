@@ -1,13 +1,13 @@
 """``rmqstore generate``: write a realistic store through the engine's append + dispatch path."""
+
 from __future__ import annotations
 
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
-
 from rmqstore_cli.commands.common import (
     CommitlogSizeOpt,
     CqSizeOpt,
@@ -33,9 +33,14 @@ EPILOG = """Examples:
 
 #: generate's own --broker-conf: never from RMQSTORE_BROKER_CONF, since its
 #: storePathCommitLog would choose where synthetic records are written.
-GenBrokerConfOpt = Annotated[Optional[Path], typer.Option(
-    "--broker-conf", help="A broker.conf to take sizes and paths from (never from RMQSTORE_BROKER_CONF: a "
-                          "test-data writer takes no target from the environment).")]
+GenBrokerConfOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--broker-conf",
+        help="A broker.conf to take sizes and paths from (never from RMQSTORE_BROKER_CONF: a "
+        "test-data writer takes no target from the environment).",
+    ),
+]
 
 
 def register(app: typer.Typer) -> None:
@@ -44,64 +49,127 @@ def register(app: typer.Typer) -> None:
 
 @command(mutating=True)
 def generate(
-    store: Annotated[Path, typer.Option(
-        "--store", "-s", help="New or empty directory to write the store into (created if missing). Required: "
-                              "never taken from RMQSTORE_STORE or ~/store. A non-empty one only with --append.")],
-    append: Annotated[bool, typer.Option(
-        "--append", help="Add to the store already in --store (its lock is checked and held); without it a "
-                         "non-empty directory is refused (exit 4).")] = False,
+    store: Annotated[
+        Path,
+        typer.Option(
+            "--store",
+            "-s",
+            help="New or empty directory to write the store into (created if missing). Required: "
+            "never taken from RMQSTORE_STORE or ~/store. A non-empty one only with --append.",
+        ),
+    ],
+    append: Annotated[
+        bool,
+        typer.Option(
+            "--append",
+            help="Add to the store already in --store (its lock is checked and held); without it a "
+            "non-empty directory is refused (exit 4).",
+        ),
+    ] = False,
     messages: Annotated[int, typer.Option("--messages", "-n", min=0, help="How many sends.")] = 1000,
     seed: Annotated[int, typer.Option(help="Random seed: same options and seed, same bytes.")] = 1,
     topics: Annotated[int, typer.Option(min=1, help="Number of topics.")] = 4,
     queues: Annotated[int, typer.Option(min=1, help="Queues per topic.")] = 4,
     body_size: Annotated[str, typer.Option(help="Body size in bytes: N, or MIN-MAX (uniform).")] = "64-512",
     keys_per_message: Annotated[int, typer.Option(min=1, help="KEYS entries per message.")] = 2,
-    shared_key_ratio: Annotated[float, typer.Option(min=0, max=1, help="Share of extra keys shared by many messages.")] = 0.2,
-    delay_ratio: Annotated[float, typer.Option(min=0, max=1, help="Share of delayed sends (SCHEDULE_TOPIC_XXXX).")] = 0.05,
+    shared_key_ratio: Annotated[
+        float, typer.Option(min=0, max=1, help="Share of extra keys shared by many messages.")
+    ] = 0.2,
+    delay_ratio: Annotated[
+        float, typer.Option(min=0, max=1, help="Share of delayed sends (SCHEDULE_TOPIC_XXXX).")
+    ] = 0.05,
     transaction_ratio: Annotated[float, typer.Option(min=0, max=1, help="Share of transactional sends.")] = 0.05,
-    retry_ratio: Annotated[float, typer.Option(min=0, max=1, help="Share of consumer retries (%RETRY% topic; a "
-                                                                  "141-char V2 topic with --broker-version 5).")] = 0.0,
+    retry_ratio: Annotated[
+        float,
+        typer.Option(
+            min=0, max=1, help="Share of consumer retries (%RETRY% topic; a 141-char V2 topic with --broker-version 5)."
+        ),
+    ] = 0.0,
     ipv6_ratio: Annotated[float, typer.Option(min=0, max=1, help="Share of IPv6 born and store hosts.")] = 0.05,
     compress_ratio: Annotated[float, typer.Option(min=0, max=1, help="Share of zlib-compressed bodies.")] = 0.0,
-    timer_ratio: Annotated[float, typer.Option(min=0, max=1, help="Share of 5.x timer sends (TIMER_DELIVER_MS, stored "
-                                               "under rmq_sys_wheel_timer; writes timerwheel, timerlog/, "
-                                               "config/timercheck and timermetrics; needs --broker-version 5).")] = 0.0,
-    bcq_topics: Annotated[int, typer.Option(
-        min=0, help="With --broker-version 5: make this many of the topics BatchCQ topics (queue.type=BatchCQ): "
-                    "each send to one is an inner batch of 1-8 messages, in batchconsumequeue/.")] = 0,
-    compaction_topics: Annotated[int, typer.Option(
-        min=0, help="With --broker-version 5, on a new store: make this many topics after the BatchCQ ones "
-                    "compaction topics (cleanup.policy=COMPACTION): their sends carry one of 16 keys and are "
-                    "dispatched to compaction/ as a broker that has not compacted yet does.")] = 0,
-    compaction_run: Annotated[bool, typer.Option(
-        "--compaction-run", help="With --compaction-topics: then compact each queue once, as the broker's "
-                                 "schedule does (CompactionLog#doCompaction): all log files but the last "
-                                 "rewritten, keeping each key's latest message; position-checkpoint and .bak "
-                                 "name the last offsets compacted.")] = False,
-    lmq_ratio: Annotated[float, typer.Option(min=0, max=1, help="Share of sends listing LMQ queues "
-                                             "(INNER_MULTI_DISPATCH); turns on enableLmq and enableMultiDispatch.")] = 0.0,
+    timer_ratio: Annotated[
+        float,
+        typer.Option(
+            min=0,
+            max=1,
+            help="Share of 5.x timer sends (TIMER_DELIVER_MS, stored "
+            "under rmq_sys_wheel_timer; writes timerwheel, timerlog/, "
+            "config/timercheck and timermetrics; needs --broker-version 5).",
+        ),
+    ] = 0.0,
+    bcq_topics: Annotated[
+        int,
+        typer.Option(
+            min=0,
+            help="With --broker-version 5: make this many of the topics BatchCQ topics (queue.type=BatchCQ): "
+            "each send to one is an inner batch of 1-8 messages, in batchconsumequeue/.",
+        ),
+    ] = 0,
+    compaction_topics: Annotated[
+        int,
+        typer.Option(
+            min=0,
+            help="With --broker-version 5, on a new store: make this many topics after the BatchCQ ones "
+            "compaction topics (cleanup.policy=COMPACTION): their sends carry one of 16 keys and are "
+            "dispatched to compaction/ as a broker that has not compacted yet does.",
+        ),
+    ] = 0,
+    compaction_run: Annotated[
+        bool,
+        typer.Option(
+            "--compaction-run",
+            help="With --compaction-topics: then compact each queue once, as the broker's "
+            "schedule does (CompactionLog#doCompaction): all log files but the last "
+            "rewritten, keeping each key's latest message; position-checkpoint and .bak "
+            "name the last offsets compacted.",
+        ),
+    ] = False,
+    lmq_ratio: Annotated[
+        float,
+        typer.Option(
+            min=0,
+            max=1,
+            help="Share of sends listing LMQ queues "
+            "(INNER_MULTI_DISPATCH); turns on enableLmq and enableMultiDispatch.",
+        ),
+    ] = 0.0,
     lmq_queues: Annotated[int, typer.Option(min=1, help="How many %LMQ% queue names --lmq-ratio uses.")] = 4,
-    start: Annotated[Optional[str], typer.Option(
-        help="Store time of the first message (ISO 8601, epoch seconds if 10 digits, epoch ms if 13 or more, now, "
-             "-2h); default "
-             "2026-01-01T00:00:00Z, or 1 s after the last message of an existing store.")] = None,
+    start: Annotated[
+        str | None,
+        typer.Option(
+            help="Store time of the first message (ISO 8601, epoch seconds if 10 digits, epoch ms if 13 or more, now, "
+            "-2h); default "
+            "2026-01-01T00:00:00Z, or 1 s after the last message of an existing store."
+        ),
+    ] = None,
     span: Annotated[str, typer.Option(help="Store times spread over this long (e.g. 90m, 6h, 2d).")] = "1h",
-    broker_version: Annotated[str, typer.Option(help="Write as a 4.9 or a 5 broker (property order, WAIT, V2 records).")] = "4.9",
+    broker_version: Annotated[
+        str, typer.Option(help="Write as a 4.9 or a 5 broker (property order, WAIT, V2 records).")
+    ] = "4.9",
     append_prop_crc: Annotated[bool, typer.Option(help="5.x enabledAppendPropCRC: whole-record CRC property.")] = False,
-    dledger: Annotated[bool, typer.Option(
-        "--dledger", help="Write a DLedger commit log (enableDLegerCommitLog): entries in dledger-<dLegerSelfId, "
-                          "default n0>/data, index/, checkpoint and currterm; appended to a plain store, the old "
-                          "commitlog/ stays below it.")] = False,
+    dledger: Annotated[
+        bool,
+        typer.Option(
+            "--dledger",
+            help="Write a DLedger commit log (enableDLegerCommitLog): entries in dledger-<dLegerSelfId, "
+            "default n0>/data, index/, checkpoint and currterm; appended to a plain store, the old "
+            "commitlog/ stays below it.",
+        ),
+    ] = False,
     commitlog_file_size: CommitlogSizeOpt = None,
     cq_file_size: CqSizeOpt = None,
     index_slots: IndexSlotsOpt = None,
     index_max: IndexMaxOpt = None,
     broker_conf: GenBrokerConfOpt = None,
-    from_jsonl: Annotated[Optional[str], typer.Option(
-        help="Append the messages of a dump-commitlog --format jsonl --body base64 file ('-' = stdin), "
-             "keeping offsets, times, hosts, flags and properties. A record whose topic cannot be a "
-             "directory name is written to the commit log and the index but gets no consume queue: "
-             "one warning per such topic.")] = None,
+    from_jsonl: Annotated[
+        str | None,
+        typer.Option(
+            help="Append the messages of a dump-commitlog --format jsonl --body base64 file ('-' = stdin), "
+            "keeping offsets, times, hosts, flags and properties. A record whose topic cannot be a "
+            "directory name is written to the commit log and the index but gets no consume queue: "
+            "one warning per such topic."
+        ),
+    ] = None,
     tz: TzOpt = None,
     fmt: FormatOpt = Fmt.table,
 ) -> None:
@@ -133,13 +201,19 @@ def generate(
 
     if broker_version not in ("4.9", "5"):
         raise UsageError(f"--broker-version must be 4.9 or 5, not {broker_version!r}")
-    _check_5x_topics(broker_version, topics, bcq_topics, compaction_topics or compaction_run,
-                     append or from_jsonl is not None)
+    _check_5x_topics(
+        broker_version, topics, bcq_topics, compaction_topics or compaction_run, append or from_jsonl is not None
+    )
     zone = parse_tz(tz)
     existing = _check_target(store, append, "--store")
-    cfg = StoreConfig.load(store, broker_conf, mapped_file_size_commit_log=commitlog_file_size,  # never the env's
-                           mapped_file_size_consume_queue=cq_file_size, max_hash_slot_num=index_slots,
-                           max_index_num=index_max)
+    cfg = StoreConfig.load(
+        store,
+        broker_conf,
+        mapped_file_size_commit_log=commitlog_file_size,  # never the env's
+        mapped_file_size_consume_queue=cq_file_size,
+        max_hash_slot_num=index_slots,
+        max_index_num=index_max,
+    )
     for d in cfg.commitlog_dirs:  # storePathCommitLog may put the commit log elsewhere
         if d != cfg.root / "commitlog":
             existing = _check_target(d, append, "storePathCommitLog") or existing
@@ -148,11 +222,15 @@ def generate(
     if append_prop_crc:
         cfg.enabled_append_prop_crc = True
     if timer_ratio and not cfg.timer_wheel_enable:
-        raise UsageError("--timer-ratio: the broker config says timerWheelEnable=false, so the broker rejects timer "
-                         "messages (WHEEL_TIMER_NOT_ENABLE, HookUtils#handleScheduleMessage)")
+        raise UsageError(
+            "--timer-ratio: the broker config says timerWheelEnable=false, so the broker rejects timer "
+            "messages (WHEEL_TIMER_NOT_ENABLE, HookUtils#handleScheduleMessage)"
+        )
     if timer_ratio and (broker_version != "5" or append or from_jsonl is not None):
-        raise UsageError("--timer-ratio writes a 5.x timer store: it needs --broker-version 5 and a new store "
-                         "(not --append or --from-jsonl)")
+        raise UsageError(
+            "--timer-ratio writes a 5.x timer store: it needs --broker-version 5 and a new store "
+            "(not --append or --from-jsonl)"
+        )
     if dledger:
         cfg.enable_dleger_commit_log = True
         cfg.dleger_self_id = cfg.dleger_self_id or "n0"
@@ -180,15 +258,31 @@ def generate(
                 writer.append_blocks(read_dump_blocks(src, from_jsonl if from_jsonl != "-" else "<stdin>"))
         else:
             opts = WorkloadOptions(
-                messages=messages, seed=seed, topics=topics, queues=queues, body_min=body_min,
-                body_max=body_max, start_ms=_start_ms(start_ms, writer),
-                span_ms=span_ms, delay_ratio=delay_ratio,
-                transaction_ratio=transaction_ratio, retry_ratio=retry_ratio, ipv6_ratio=ipv6_ratio, shared_key_ratio=shared_key_ratio,
-                keys_per_message=keys_per_message, compress_ratio=compress_ratio,
-                broker_version=broker_version, cluster=cfg.broker_cluster_name, tz=zone,
-                timer_ratio=timer_ratio, timer_precision_ms=cfg.timer_precision_ms, bcq_topics=bcq_topics,
+                messages=messages,
+                seed=seed,
+                topics=topics,
+                queues=queues,
+                body_min=body_min,
+                body_max=body_max,
+                start_ms=_start_ms(start_ms, writer),
+                span_ms=span_ms,
+                delay_ratio=delay_ratio,
+                transaction_ratio=transaction_ratio,
+                retry_ratio=retry_ratio,
+                ipv6_ratio=ipv6_ratio,
+                shared_key_ratio=shared_key_ratio,
+                keys_per_message=keys_per_message,
+                compress_ratio=compress_ratio,
+                broker_version=broker_version,
+                cluster=cfg.broker_cluster_name,
+                tz=zone,
+                timer_ratio=timer_ratio,
+                timer_precision_ms=cfg.timer_precision_ms,
+                bcq_topics=bcq_topics,
                 compaction_topics=compaction_topics,
-                lmq_ratio=lmq_ratio, lmq_queues=lmq_queues)
+                lmq_ratio=lmq_ratio,
+                lmq_queues=lmq_queues,
+            )
             workload = Workload(opts)
             _declare_topics(writer, workload, cfg, compaction_run)
             writer.append_blocks(workload.blocks())
@@ -201,8 +295,9 @@ def generate(
     _warn_refused(writer.refused_records)
 
 
-def _check_5x_topics(broker_version: str, topics: int, bcq_topics: int, compaction_topics: int | bool,
-                     appending: bool) -> None:
+def _check_5x_topics(
+    broker_version: str, topics: int, bcq_topics: int, compaction_topics: int | bool, appending: bool
+) -> None:
     """--bcq-topics and --compaction-topics: 5.x topic kinds, at most --topics of them; a
     compaction topic is declared by a new store only (an append continues the compaction
     logs the store has: ``store.compaction_writer.compaction_dispatch``)."""
@@ -211,8 +306,10 @@ def _check_5x_topics(broker_version: str, topics: int, bcq_topics: int, compacti
     if bcq_topics and (broker_version != "5" or bcq_topics > topics):
         raise UsageError("--bcq-topics needs --broker-version 5 and at most --topics topics")
     if compaction_topics and (broker_version != "5" or bcq_topics + compaction_topics > topics or appending):
-        raise UsageError("--compaction-topics needs --broker-version 5, a new store (not --append or --from-jsonl) "
-                         "and at most --topics topics with --bcq-topics")
+        raise UsageError(
+            "--compaction-topics needs --broker-version 5, a new store (not --append or --from-jsonl) "
+            "and at most --topics topics with --bcq-topics"
+        )
     if compaction_topics is True:
         raise UsageError("--compaction-run needs --compaction-topics")
 
@@ -225,8 +322,14 @@ def _declare_topics(writer, workload, cfg, compaction_run: bool) -> None:
     if workload.compaction_topics:
         from rmqstore_cli.store.compaction_writer import CompactionDispatch
 
-        writer.compaction = CompactionDispatch(cfg.root, workload.compaction_topics, cfg.compaction_mapped_file_size,
-                                               cfg.compaction_cq_mapped_file_size, writer.roots, compaction_run)
+        writer.compaction = CompactionDispatch(
+            cfg.root,
+            workload.compaction_topics,
+            cfg.compaction_mapped_file_size,
+            cfg.compaction_cq_mapped_file_size,
+            writer.roots,
+            compaction_run,
+        )
 
 
 def _body_sizes(body_size: str) -> tuple[int, int]:
@@ -258,8 +361,9 @@ def _summary(store: Path, writer, seconds: float, table: bool) -> dict:
         "index_files": len(d.index.files) if d.index else 0,
         "index_keys": d.index.keys_put if d.index else 0,
         "seconds": seconds,
-        "refused_topics": [{"topic": t, "reason": unsafe_topic(t), "records": n}
-                           for t, n in sorted(writer.refused_records.items())],
+        "refused_topics": [
+            {"topic": t, "reason": unsafe_topic(t), "records": n} for t, n in sorted(writer.refused_records.items())
+        ],
     }
     if table and not summary["refused_topics"]:
         del summary["refused_topics"]
@@ -278,22 +382,29 @@ def _check_target(path: Path, append: bool, what: str) -> bool:
         st = os.stat(path)
     except FileNotFoundError:
         if os.path.islink(path):
-            raise UsageError(f"{what} is a dangling symbolic link, not a directory", path=path,
-                             hint="give a new or empty directory") from None
+            raise UsageError(
+                f"{what} is a dangling symbolic link, not a directory", path=path, hint="give a new or empty directory"
+            ) from None
         return False
     except OSError as e:
         raise os_error(e, path, "inspect the target directory") from None
     if not os.path.isdir(path):
-        raise UsageError(f"{what} is {'a regular file' if os.path.isfile(path) else kind_of(st.st_mode)}, "
-                         "not a directory", path=path, hint="give a new or empty directory")
+        raise UsageError(
+            f"{what} is {'a regular file' if os.path.isfile(path) else kind_of(st.st_mode)}, not a directory",
+            path=path,
+            hint="give a new or empty directory",
+        )
     try:
         with os.scandir(path) as it:
             empty = next(it, None) is None
     except OSError as e:
         raise os_error(e, path, "list the target directory") from None
     if not empty and not append:
-        raise RefusedError(f"{what} is not empty; generate writes only into a new or empty directory",
-                           path=path, hint="pass --append to add messages to the store there")
+        raise RefusedError(
+            f"{what} is not empty; generate writes only into a new or empty directory",
+            path=path,
+            hint="pass --append to add messages to the store there",
+        )
     return not empty
 
 
@@ -303,13 +414,16 @@ def _warn_refused(refused: dict[str, int], limit: int = 10) -> None:
     from rmqstore_cli.store.consume_queue import unsafe_topic
 
     for t, n in sorted(refused.items())[:limit]:
-        print(f"rmqstore: warning: {n} record{'s' if n != 1 else ''} of topic {safe_text(repr(t))} got no consume "
-              f"queue, the name cannot be a directory ({unsafe_topic(t)}); they are in the commit log and the index",
-              file=sys.stderr)
+        print(
+            f"rmqstore: warning: {n} record{'s' if n != 1 else ''} of topic {safe_text(repr(t))} got no consume "
+            f"queue, the name cannot be a directory ({unsafe_topic(t)}); they are in the commit log and the index",
+            file=sys.stderr,
+        )
     if len(refused) > limit:
-        print(f"rmqstore: warning: {len(refused) - limit} more topics got no consume queue (see refused_topics)",
-              file=sys.stderr)
-
+        print(
+            f"rmqstore: warning: {len(refused) - limit} more topics got no consume queue (see refused_topics)",
+            file=sys.stderr,
+        )
 
 
 def _start_ms(start_ms: int | None, writer) -> int:

@@ -1,12 +1,12 @@
 """``rmqstore index-lookup``: the broker's query by key, answered from the files, with the
 real-key check and time window a person means."""
+
 from __future__ import annotations
 
 import sys
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
-
 from rmqstore_cli.commands.common import (
     AllowOddSizeOpt,
     BrokerConfOpt,
@@ -34,8 +34,13 @@ EPILOG = """Examples:
 """
 
 TABLE_COLUMNS = [  # (key, header) pairs, or render.Col: topic and keys cut at 48/40 cells
-    ("physical_offset", "offset"), ("store_time", "store time"), ("topic", "topic", 48), ("match", "match"),
-    ("keys", "keys", 40), ("uniq_key", "uniq key"), ("index_file", "index file"),
+    ("physical_offset", "offset"),
+    ("store_time", "store time"),
+    ("topic", "topic", 48),
+    ("match", "match"),
+    ("keys", "keys", 40),
+    ("uniq_key", "uniq key"),
+    ("index_file", "index file"),
 ]
 
 
@@ -46,25 +51,58 @@ def register(app: typer.Typer) -> None:
 @command
 def index_lookup(
     key: Annotated[str, typer.Argument(help="The key: a KEYS element or a UNIQ_KEY, exactly as sent.")],
-    topic: Annotated[Optional[list[str]], typer.Option(
-        "--topic", "-t", help="Topic to look in (repeatable); default every topic the store knows "
-                              "(config/topics.json and consumequeue/; if neither names one, every topic "
-                              "the commit log's records name, found by a walk of the log).",
-        autocompletion=complete_topic)] = None,
-    begin: Annotated[Optional[str], typer.Option(help="Store time from (ISO 8601, epoch seconds if 10 digits, epoch ms "
-                                                  "if 13 or more, now, -2h); default all time.")] = None,
-    end: Annotated[Optional[str], typer.Option(help="Store time up to, inclusive (the forms of --begin); default all time.")] = None,
-    max_hits: Annotated[int, typer.Option("--max", min=0, help="At most this many hits per look-up, the newest; "
-                                          "0 = no cap (the broker caps at maxMsgsNumBatch).")] = 64,
-    broker_window: Annotated[bool, typer.Option(
-        "--broker-window", help="Answer exactly as DefaultMessageStore#queryMessage plus the client's key "
-                                "check would (whole-second index times, up to 3 rounds, maxMsgsNumBatch cap).")] = False,
-    show_collisions: Annotated[bool, typer.Option(
-        "--show-collisions", help="Also print index entries whose hash matched but whose message does not "
-                                  "carry the key (collisions), points at no valid record (stale), or lies "
-                                  "outside the window.")] = False,
-    body: Annotated[BodyMode, typer.Option(help="Include each message's body: none, text (escaped), hex or base64.")] = BodyMode.none,
-    properties: Annotated[bool, typer.Option("--properties/--no-properties", help="Include message properties.")] = True,
+    topic: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--topic",
+            "-t",
+            help="Topic to look in (repeatable); default every topic the store knows "
+            "(config/topics.json and consumequeue/; if neither names one, every topic "
+            "the commit log's records name, found by a walk of the log).",
+            autocompletion=complete_topic,
+        ),
+    ] = None,
+    begin: Annotated[
+        str | None,
+        typer.Option(
+            help="Store time from (ISO 8601, epoch seconds if 10 digits, epoch ms "
+            "if 13 or more, now, -2h); default all time."
+        ),
+    ] = None,
+    end: Annotated[
+        str | None, typer.Option(help="Store time up to, inclusive (the forms of --begin); default all time.")
+    ] = None,
+    max_hits: Annotated[
+        int,
+        typer.Option(
+            "--max",
+            min=0,
+            help="At most this many hits per look-up, the newest; 0 = no cap (the broker caps at maxMsgsNumBatch).",
+        ),
+    ] = 64,
+    broker_window: Annotated[
+        bool,
+        typer.Option(
+            "--broker-window",
+            help="Answer exactly as DefaultMessageStore#queryMessage plus the client's key "
+            "check would (whole-second index times, up to 3 rounds, maxMsgsNumBatch cap).",
+        ),
+    ] = False,
+    show_collisions: Annotated[
+        bool,
+        typer.Option(
+            "--show-collisions",
+            help="Also print index entries whose hash matched but whose message does not "
+            "carry the key (collisions), points at no valid record (stale), or lies "
+            "outside the window.",
+        ),
+    ] = False,
+    body: Annotated[
+        BodyMode, typer.Option(help="Include each message's body: none, text (escaped), hex or base64.")
+    ] = BodyMode.none,
+    properties: Annotated[
+        bool, typer.Option("--properties/--no-properties", help="Include message properties.")
+    ] = True,
     store: StoreOpt = None,
     broker_conf: BrokerConfOpt = None,
     commitlog_file_size: CommitlogSizeOpt = None,
@@ -87,6 +125,7 @@ def index_lookup(
     uniq_key; with --show-collisions also collision, stale, outside), message.
     """
     from rmqstore_cli.commands.common import load_config, warn_odd_files, warn_store
+
     from rmqstore_cli.render import Output
     from rmqstore_cli.store.lookup import LONG_MAX
     from rmqstore_cli.store.message_store import MessageStore
@@ -96,8 +135,9 @@ def index_lookup(
     b = parse_time(begin, "--begin", tz=zone) if begin else 0
     e = parse_time(end, "--end", tz=zone) if end else LONG_MAX
     check_window(b, e, zone)
-    cfg = load_config(store, broker_conf, commitlog_file_size=commitlog_file_size, index_slots=index_slots,
-                      index_max=index_max)
+    cfg = load_config(
+        store, broker_conf, commitlog_file_size=commitlog_file_size, index_slots=index_slots, index_max=index_max
+    )
     cfg.allow_odd_size = allow_odd_size
     st = MessageStore.open(cfg, zone)
     warn_odd_files(cfg)
@@ -105,8 +145,11 @@ def index_lookup(
         topics = list(dict.fromkeys(topic)) if topic else st.topics()
         if not topics:  # no consume queues, no topics.json: the records name their topics
             topics = st.topics_from_commitlog()
-            print(f"rmqstore: note: no consume queues or config/topics.json: searching the {len(topics)} "
-                  "topic(s) named in the commit log", file=sys.stderr)
+            print(
+                f"rmqstore: note: no consume queues or config/topics.json: searching the {len(topics)} "
+                "topic(s) named in the commit log",
+                file=sys.stderr,
+            )
         no_index = not st.index.files
         hits, others, capped = _lookup(st, topics, key, b, e, max_hits, broker_window)
         shown = hits + others if show_collisions else hits
@@ -122,8 +165,10 @@ def index_lookup(
         st.close()
     warn_store(st)
     if capped:
-        print(f"rmqstore: note: more than {max_hits} messages match; showing the newest {max_hits} "
-              f"(--max 0 shows all)", file=sys.stderr)
+        print(
+            f"rmqstore: note: more than {max_hits} messages match; showing the newest {max_hits} (--max 0 shows all)",
+            file=sys.stderr,
+        )
     if others and not show_collisions:
         kinds = _count(others)
         print(f"rmqstore: note: left out {kinds} (--show-collisions shows them)", file=sys.stderr)
@@ -161,8 +206,11 @@ def _not_found(st, topics: list[str], topic_given: bool, key: str, windowed: boo
     from rmqstore_cli.errors import NotFound
 
     if not topics:
-        return NotFound("the store knows no topic: no consume queue, config/topics.json or commit-log record "
-                        "names one", path=st.config.root, hint="pass --topic")
+        return NotFound(
+            "the store knows no topic: no consume queue, config/topics.json or commit-log record names one",
+            path=st.config.root,
+            hint="pass --topic",
+        )
     if topic_given:
         from rmqstore_cli.commands.common import no_such_topic
 
@@ -171,12 +219,18 @@ def _not_found(st, topics: list[str], topic_given: bool, key: str, windowed: boo
             if nf is not None:
                 return nf
     if " " in key:
-        return NotFound(f"no message with key {key!r}", hint="KEYS are split on spaces when they are indexed "
-                        "(IndexService#buildIndex), so a key with a space in it is never in the index: look up "
-                        "one word of it")
-    return NotFound(f"no message with key {key!r}" + (f" in topic {topics[0]!r}" if len(topics) == 1 else "")
-                    + (" in that time window" if windowed else ""),
-                    hint="the store has no index files (messageIndexEnable=false?)" if no_index else None)
+        return NotFound(
+            f"no message with key {key!r}",
+            hint="KEYS are split on spaces when they are indexed "
+            "(IndexService#buildIndex), so a key with a space in it is never in the index: look up "
+            "one word of it",
+        )
+    return NotFound(
+        f"no message with key {key!r}"
+        + (f" in topic {topics[0]!r}" if len(topics) == 1 else "")
+        + (" in that time window" if windowed else ""),
+        hint="the store has no index files (messageIndexEnable=false?)" if no_index else None,
+    )
 
 
 def _is_hex(s: str) -> bool:
@@ -197,14 +251,22 @@ def hit_dict(h, commitlog, body: str, properties: bool, table: bool, zone, forma
     from rmqstore_cli.store.message_view import entry_fields, message_dict
 
     msg = h.message
-    d: dict = {"key": h.key, "topic": h.topic, "physical_offset": h.physical_offset,
-               "store_timestamp": h.store_timestamp, "index_file": h.index_file, "match": h.match}
+    d: dict = {
+        "key": h.key,
+        "topic": h.topic,
+        "physical_offset": h.physical_offset,
+        "store_timestamp": h.store_timestamp,
+        "index_file": h.index_file,
+        "match": h.match,
+    }
     if h.reason:
         d["reason"] = h.reason
     if msg is not None:
         f = commitlog.queue.find(msg.offset)
-        d["message"] = {**message_dict(msg, body, properties, f.name if f else ""),
-                        **entry_fields(commitlog.entry_of(msg.offset))}
+        d["message"] = {
+            **message_dict(msg, body, properties, f.name if f else ""),
+            **entry_fields(commitlog.entry_of(msg.offset)),
+        }
     else:
         d["message"] = None
     if table:

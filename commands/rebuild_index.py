@@ -1,13 +1,13 @@
 """``rmqstore rebuild-index``: consume queues and index files regenerated from the commit log."""
+
 from __future__ import annotations
 
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
-
 from rmqstore_cli.commands.common import (
     BrokerConfOpt,
     CommitlogSizeOpt,
@@ -86,24 +86,51 @@ def rebuild_index(
     store: StoresOpt = None,
     store_glob: StoreGlobOpt = None,
     broker_conf: BrokerConfOpt = None,
-    output: Annotated[Optional[Path], typer.Option(
-        "--output", "-o", help="Write the rebuilt consumequeue/, index/ and checkpoint here (with several stores: "
-        "one directory per store below it); the stores are only read, so an --output inside, equal to or "
-        "containing a store (real paths compared) is refused.")] = None,
-    in_place: Annotated[bool, typer.Option(
-        "--in-place", help="Replace the store's own consumequeue/ and index/ (refused while a broker runs).")] = False,
-    only: Annotated[Optional[Only], typer.Option("--only", help="Rebuild only consume queues (cq) or only the index.")] = None,
-    topic: Annotated[Optional[list[str]], typer.Option(
-        "--topic", "-t", help="Rebuild only this topic's queues (repeatable; implies --only cq).",
-        autocompletion=complete_topic)] = None,
-    copy_commitlog: Annotated[bool, typer.Option(
-        help="With --output: copy the commit-log files (sparse, mtimes kept) instead of a symlink.")] = False,
-    no_backup: Annotated[bool, typer.Option(
-        "--no-backup", help="With --in-place: delete the old sets instead of keeping them in the store's "
-                            "rmqstore-backup/<id>/ (stderr names it; verify knows it).")] = False,
-    recover: Annotated[bool, typer.Option(
-        "--recover", help="Only finish (or roll back) an interrupted --in-place run, then stop.")] = False,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Scan and report what would be written; write nothing.")] = False,
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            "--output",
+            "-o",
+            help="Write the rebuilt consumequeue/, index/ and checkpoint here (with several stores: "
+            "one directory per store below it); the stores are only read, so an --output inside, equal to or "
+            "containing a store (real paths compared) is refused.",
+        ),
+    ] = None,
+    in_place: Annotated[
+        bool,
+        typer.Option(
+            "--in-place", help="Replace the store's own consumequeue/ and index/ (refused while a broker runs)."
+        ),
+    ] = False,
+    only: Annotated[
+        Only | None, typer.Option("--only", help="Rebuild only consume queues (cq) or only the index.")
+    ] = None,
+    topic: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--topic",
+            "-t",
+            help="Rebuild only this topic's queues (repeatable; implies --only cq).",
+            autocompletion=complete_topic,
+        ),
+    ] = None,
+    copy_commitlog: Annotated[
+        bool, typer.Option(help="With --output: copy the commit-log files (sparse, mtimes kept) instead of a symlink.")
+    ] = False,
+    no_backup: Annotated[
+        bool,
+        typer.Option(
+            "--no-backup",
+            help="With --in-place: delete the old sets instead of keeping them in the store's "
+            "rmqstore-backup/<id>/ (stderr names it; verify knows it).",
+        ),
+    ] = False,
+    recover: Annotated[
+        bool, typer.Option("--recover", help="Only finish (or roll back) an interrupted --in-place run, then stop.")
+    ] = False,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Scan and report what would be written; write nothing.")
+    ] = False,
     progress: Annotated[bool, typer.Option(help="Progress bar on stderr (only ever on a terminal).")] = True,
     commitlog_file_size: CommitlogSizeOpt = None,
     cq_file_size: CqSizeOpt = None,
@@ -128,6 +155,7 @@ def rebuild_index(
     rebuild is done and in place but its summary could not be written.
     """
     from rmqstore_cli.commands.common import conf_path, pick_stores
+
     from rmqstore_cli.render import print_summaries, print_summary
 
     stores = [Path(s.path) for s in pick_stores(store, store_glob, broker_conf, {})]
@@ -136,9 +164,21 @@ def rebuild_index(
         _recover(stores, output is not None or dry_run, fmt)
         return
     _check_options(stores, output, in_place, only, topic, copy_commitlog, no_backup)
-    plans = _plans(stores, output, broker_conf, only, topic, tz, dry_run,
-                   {"mapped_file_size_commit_log": commitlog_file_size, "mapped_file_size_consume_queue": cq_file_size,
-                    "max_hash_slot_num": index_slots, "max_index_num": index_max})
+    plans = _plans(
+        stores,
+        output,
+        broker_conf,
+        only,
+        topic,
+        tz,
+        dry_run,
+        {
+            "mapped_file_size_commit_log": commitlog_file_size,
+            "mapped_file_size_consume_queue": cq_file_size,
+            "max_hash_slot_num": index_slots,
+            "max_index_num": index_max,
+        },
+    )
 
     _refuse_batch_queues(plans)
 
@@ -179,8 +219,11 @@ def _tell_backups(backups: list[str]) -> None:
     from rmqstore_cli.render import safe_text
 
     where = os.path.commonpath(backups) if len(backups) > 1 else os.path.dirname(backups[0])
-    print(f"rmqstore: the replaced files are kept in {safe_text(where)} (remove it once the rebuilt store is "
-          "trusted; --no-backup keeps none)", file=sys.stderr)
+    print(
+        f"rmqstore: the replaced files are kept in {safe_text(where)} (remove it once the rebuilt store is "
+        "trusted; --no-backup keeps none)",
+        file=sys.stderr,
+    )
 
 
 def _refuse_batch_queues(plans) -> None:
@@ -195,8 +238,10 @@ def _refuse_batch_queues(plans) -> None:
             continue
         picked = sorted(batch_topics(cfg.root) & set(opts.topics))
         if picked:
-            raise UsageError(f"{', '.join(picked)}: BatchCQ topics (batchconsumequeue/) are rebuilt only with "
-                             "all the queues", hint="leave out --topic for them")
+            raise UsageError(
+                f"{', '.join(picked)}: BatchCQ topics (batchconsumequeue/) are rebuilt only with all the queues",
+                hint="leave out --topic for them",
+            )
 
 
 def _recover(stores: list[Path], other_options: bool, fmt: Fmt) -> None:
@@ -213,15 +258,27 @@ def _recover(stores: list[Path], other_options: bool, fmt: Fmt) -> None:
     outcomes = []
     for st in stores:
         j = recover_journal(st)
-        outcomes.append({"store": str(st), "recovered": j["id"] if j else None,
-                         "outcome": j["outcome"] if j else "nothing to recover"})
+        outcomes.append(
+            {
+                "store": str(st),
+                "recovered": j["id"] if j else None,
+                "outcome": j["outcome"] if j else "nothing to recover",
+            }
+        )
     if any(o["recovered"] for o in outcomes):
         work_done("the interrupted run is finished or rolled back (verify checks the store)")
     print_summaries(fmt.value, outcomes, "rebuild-index --recover")
 
 
-def _check_options(stores: list[Path], output: Path | None, in_place: bool, only: Only | None,
-                   topic: list[str] | None, copy_commitlog: bool, no_backup: bool) -> None:
+def _check_options(
+    stores: list[Path],
+    output: Path | None,
+    in_place: bool,
+    only: Only | None,
+    topic: list[str] | None,
+    copy_commitlog: bool,
+    no_backup: bool,
+) -> None:
     """Refuse option combinations that do not go together, before anything is read; with
     --in-place, a live broker (exit 4) before anything else is said."""
     from rmqstore_cli.errors import UsageError
@@ -232,8 +289,10 @@ def _check_options(stores: list[Path], output: Path | None, in_place: bool, only
     from rmqstore_cli.pipeline.stores import hadoop_uri
 
     if output is not None and hadoop_uri(str(output)):  # a Path has folded its // already
-        raise UsageError(f"--output {output} is a URI; rebuild-index writes a store's files to a directory",
-                         hint="pass a local (or, on a cluster, mounted) directory")
+        raise UsageError(
+            f"--output {output} is a URI; rebuild-index writes a store's files to a directory",
+            hint="pass a local (or, on a cluster, mounted) directory",
+        )
     if no_backup and not in_place:
         raise UsageError("--no-backup only applies to --in-place")
     if copy_commitlog and in_place:
@@ -250,12 +309,21 @@ def _check_options(stores: list[Path], output: Path | None, in_place: bool, only
             refuse_if_live(st)  # before anything else is read or said
 
 
-def _plans(stores: list[Path], output: Path | None, broker_conf, only: Only | None,
-           topic: list[str] | None, tz: str | None, dry_run: bool, sizes: dict[str, int | None]) -> list[tuple]:
+def _plans(
+    stores: list[Path],
+    output: Path | None,
+    broker_conf,
+    only: Only | None,
+    topic: list[str] | None,
+    tz: str | None,
+    dry_run: bool,
+    sizes: dict[str, int | None],
+) -> list[tuple]:
     """(store, output, config, options, size sources) per store: every store opened and
     checked (outputs, sizes and where they come from) before any work. ``sizes``: the size
     options given (attribute -> value or None)."""
     from rmqstore_cli.commands.common import load_config
+
     from rmqstore_cli.errors import UsageError
     from rmqstore_cli.store.message_store import MessageStore
     from rmqstore_cli.store.rebuild import RebuildOptions, check_output, refuse_unsourced_sizes, size_sources
@@ -264,8 +332,17 @@ def _plans(stores: list[Path], output: Path | None, broker_conf, only: Only | No
     several = len(stores) > 1
     zone = parse_tz(tz)
     outs = _outputs(stores, output) if output is not None else [None] * len(stores)
-    cfgs = [load_config(st, broker_conf, sizes["mapped_file_size_commit_log"], sizes["mapped_file_size_consume_queue"],
-                        sizes["max_hash_slot_num"], sizes["max_index_num"]) for st in stores]
+    cfgs = [
+        load_config(
+            st,
+            broker_conf,
+            sizes["mapped_file_size_commit_log"],
+            sizes["mapped_file_size_consume_queue"],
+            sizes["max_hash_slot_num"],
+            sizes["max_index_num"],
+        )
+        for st in stores
+    ]
     if output is not None:  # before anything is read or said: the stores are only read
         read = [d for c in cfgs for d in (c.root, *c.commitlog_dirs, c.consumequeue_dir, c.index_dir)]
         for out in dict.fromkeys([output, *outs]):
@@ -276,11 +353,17 @@ def _plans(stores: list[Path], output: Path | None, broker_conf, only: Only | No
         for note in ms.notes:
             print(f"rmqstore: note: {st}: {note}" if several else f"rmqstore: note: {note}", file=sys.stderr)
         if not cfg.message_index_enable and only is Only.index:
-            raise UsageError("messageIndexEnable=false in the broker config: the broker builds no index"
-                             + (f" ({st})" if several else ""))
-        opts = RebuildOptions(build_cq=only is not Only.index,
-                              build_index=(only is not Only.cq and not topic) and cfg.message_index_enable,
-                              topics=list(topic) if topic else None, tz=zone, dry_run=dry_run)
+            raise UsageError(
+                "messageIndexEnable=false in the broker config: the broker builds no index"
+                + (f" ({st})" if several else "")
+            )
+        opts = RebuildOptions(
+            build_cq=only is not Only.index,
+            build_index=(only is not Only.cq and not topic) and cfg.message_index_enable,
+            topics=list(topic) if topic else None,
+            tz=zone,
+            dry_run=dry_run,
+        )
         cfg.check_writable_sizes()
         sources = size_sources(cfg, opts, sizes, broker_conf)
         refuse_unsourced_sizes(sources, cfg)
@@ -305,8 +388,9 @@ def _outputs(stores: list[Path], output: Path) -> list[Path]:
     return [output / r for r in rels]
 
 
-def _rebuild(cfg, out: Path | None, opts, in_place: bool, no_backup: bool, copy_commitlog: bool, build,
-             progress: bool) -> tuple:
+def _rebuild(
+    cfg, out: Path | None, opts, in_place: bool, no_backup: bool, copy_commitlog: bool, build, progress: bool
+) -> tuple:
     """One store rebuilt (in place or to ``out``) under the progress bar: (report, plan)."""
     from rmqstore_cli.render import ProgressBar
     from rmqstore_cli.store.rebuild import rebuild_in_place, rebuild_to
@@ -343,23 +427,36 @@ def _warn(rep, who: str) -> None:
     from rmqstore_cli.render import safe_text
 
     if rep.stop is not None and not rep.stop.clean:
-        print(f"rmqstore: warning: {who}dispatch stopped at offset {rep.stop.offset} ({rep.stop.file}): "
-              f"{rep.stop.reason}", file=sys.stderr)
+        print(
+            f"rmqstore: warning: {who}dispatch stopped at offset {rep.stop.offset} ({rep.stop.file}): "
+            f"{rep.stop.reason}",
+            file=sys.stderr,
+        )
     if rep.refused_topics:
-        print(f"rmqstore: warning: {who}records of {len(rep.refused_topics)} topic(s) got no consume queue, "
-              f"their names cannot be a directory: "
-              + ", ".join(safe_text(repr(t)) for t in sorted(rep.refused_topics)), file=sys.stderr)
+        print(
+            f"rmqstore: warning: {who}records of {len(rep.refused_topics)} topic(s) got no consume queue, "
+            f"their names cannot be a directory: " + ", ".join(safe_text(repr(t)) for t in sorted(rep.refused_topics)),
+            file=sys.stderr,
+        )
     if rep.multi_dispatch_problems:
-        print(f"rmqstore: warning: {who}malformed INNER_MULTI_DISPATCH/INNER_MULTI_QUEUE_OFFSET ("
-              + ", ".join(f"{k}: {n}" for k, n in sorted(rep.multi_dispatch_problems.items()))
-              + " messages): written as the broker's dispatch would; rmqstore verify names them (lmq.malformed)",
-              file=sys.stderr)
+        print(
+            f"rmqstore: warning: {who}malformed INNER_MULTI_DISPATCH/INNER_MULTI_QUEUE_OFFSET ("
+            + ", ".join(f"{k}: {n}" for k, n in sorted(rep.multi_dispatch_problems.items()))
+            + " messages): written as the broker's dispatch would; rmqstore verify names them (lmq.malformed)",
+            file=sys.stderr,
+        )
     if rep.fallback_index_names:
         name, ts = rep.fallback_index_names[0]
         more = f" (and {len(rep.fallback_index_names) - 1} more)" if len(rep.fallback_index_names) > 1 else ""
-        print(f"rmqstore: warning: {who}index file {name}: its first entry's storeTimestamp {ts} is no date "
-              f"(before 1970 or after 9999), so the file is named after the previous one (the first: "
-              f"1970-01-01 UTC){more}", file=sys.stderr)
+        print(
+            f"rmqstore: warning: {who}index file {name}: its first entry's storeTimestamp {ts} is no date "
+            f"(before 1970 or after 9999), so the file is named after the previous one (the first: "
+            f"1970-01-01 UTC){more}",
+            file=sys.stderr,
+        )
     if rep.skipped:
-        print(f"rmqstore: warning: {who}{len(rep.skipped)} stretch(es) of the commit log were skipped "
-              f"undispatched (see 'skipped')", file=sys.stderr)
+        print(
+            f"rmqstore: warning: {who}{len(rep.skipped)} stretch(es) of the commit log were skipped "
+            f"undispatched (see 'skipped')",
+            file=sys.stderr,
+        )

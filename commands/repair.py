@@ -1,4 +1,5 @@
 """``rmqstore repair``: mend what stops the broker loading a store, keeping every good message."""
+
 from __future__ import annotations
 
 import sys
@@ -6,7 +7,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-
 from rmqstore_cli.commands.common import (
     BrokerConfOpt,
     CommitlogSizeOpt,
@@ -42,7 +42,20 @@ length, size, records, data_end, dropped, blank, action, note, dry_run and done
 (schemas/repair-action.json).
 """
 
-TABLE_KEYS = ("file", "kind", "last", "length", "size", "records", "data_end", "dropped", "blank", "action", "note", "done")
+TABLE_KEYS = (
+    "file",
+    "kind",
+    "last",
+    "length",
+    "size",
+    "records",
+    "data_end",
+    "dropped",
+    "blank",
+    "action",
+    "note",
+    "done",
+)
 
 
 def register(app: typer.Typer) -> None:
@@ -51,11 +64,16 @@ def register(app: typer.Typer) -> None:
 
 @command(mutating=True)
 def repair(
-    pad: Annotated[Path, typer.Option(
-        "--pad", metavar="FILE",
-        help="A commit-log (or consume-queue) file of the store to give its configured length back: its "
-             "good records (whole units) kept, a BLANK record after them when it is not the last commit-log "
-             "file, zeros to the end.")],
+    pad: Annotated[
+        Path,
+        typer.Option(
+            "--pad",
+            metavar="FILE",
+            help="A commit-log (or consume-queue) file of the store to give its configured length back: its "
+            "good records (whole units) kept, a BLANK record after them when it is not the last commit-log "
+            "file, zeros to the end.",
+        ),
+    ],
     store: StoreOpt = None,
     broker_conf: BrokerConfOpt = None,
     commitlog_file_size: CommitlogSizeOpt = None,
@@ -83,6 +101,7 @@ def repair(
     beside the old one and renamed over it, under the store's lock.
     """
     from rmqstore_cli.commands.common import load_config, work_done
+
     from rmqstore_cli.store.lock import StoreLock, check_lock_file, lock_holder, refuse_if_live
     from rmqstore_cli.store.repair import apply_pad, plan_pad
 
@@ -93,8 +112,10 @@ def repair(
         check_lock_file(root)
         live = lock_holder(root)
         if live is not None:
-            print(f"rmqstore: note: a live broker (pid {live}) holds the store's lock; --dry-run only reads",
-                  file=sys.stderr)
+            print(
+                f"rmqstore: note: a live broker (pid {live}) holds the store's lock; --dry-run only reads",
+                file=sys.stderr,
+            )
     else:
         refuse_if_live(root, hint="stop the broker, or repair a copy; --dry-run says what would be written")
         lock.acquire()

@@ -1,11 +1,11 @@
 """``rmqstore search-offset``: where in each queue is time T (the broker's searchOffset)."""
+
 from __future__ import annotations
 
 from enum import Enum
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
-
 from rmqstore_cli.commands.common import (
     AllowOddSizeOpt,
     BrokerConfOpt,
@@ -40,8 +40,15 @@ cannot be read; 5.x picks the file by its units' store times and answers the fir
 at or after TIME (lower) or the last at or before it (upper), clamped to [min, max].
 """
 
-COLUMNS = [("topic", "topic"), ("queue_id", "queue"), ("offset", "offset"), ("store_time", "store time"),
-           ("min_offset", "min offset"), ("max_offset", "max offset"), ("note", "note")]
+COLUMNS = [
+    ("topic", "topic"),
+    ("queue_id", "queue"),
+    ("offset", "offset"),
+    ("store_time", "store time"),
+    ("min_offset", "min offset"),
+    ("max_offset", "max offset"),
+    ("note", "note"),
+]
 
 
 class Boundary(str, Enum):
@@ -56,28 +63,52 @@ def register(app: typer.Typer) -> None:
 @command
 def search_offset(
     topic: Annotated[str, typer.Option("--topic", "-t", help="The topic.", autocompletion=complete_topic)],
-    when: Annotated[str, typer.Option(
-        "--time", help="The time: ISO 8601 (local zone if none, or --tz), epoch seconds (10 digits) or "
-                       "milliseconds (13 digits), now, or -90m/-2h/-7d.")],
-    queue_id: Annotated[Optional[int], typer.Option("--queue-id", "-q", min=0,
-                                                    help="Only this queue (default: every queue of the topic).")] = None,
+    when: Annotated[
+        str,
+        typer.Option(
+            "--time",
+            help="The time: ISO 8601 (local zone if none, or --tz), epoch seconds (10 digits) or "
+            "milliseconds (13 digits), now, or -90m/-2h/-7d.",
+        ),
+    ],
+    queue_id: Annotated[
+        int | None,
+        typer.Option("--queue-id", "-q", min=0, help="Only this queue (default: every queue of the topic)."),
+    ] = None,
     store: StoreOpt = None,
     broker_conf: BrokerConfOpt = None,
     commitlog_file_size: CommitlogSizeOpt = None,
     cq_file_size: CqSizeOpt = None,
     allow_odd_size: AllowOddSizeOpt = False,
-    broker: Annotated[bool, typer.Option(
-        "--broker", help="Answer exactly what the broker's ConsumeQueue#getOffsetInQueueByTime returns for "
-                         "the store's version (see below), instead of the first unit at or after TIME.")] = False,
-    broker_version: Annotated[Optional[BrokerVersion], typer.Option(
-        "--broker-version", help="With --broker: the broker version whose answer to give, when the store "
-                                 "cannot tell (a 4.9 and a 5.x store are the same bytes unless timer files "
-                                 "are there).")] = None,
-    boundary: Annotated[Boundary, typer.Option(
-        help="With --broker --broker-version 5: the BoundaryType (LOWER is the broker's default).")] = Boundary.lower,
-    scan: Annotated[bool, typer.Option(
-        "--scan", help="Read every unit instead of bisecting: the first unit at or after TIME even where the "
-                       "store's clock stepped back (slow on big queues).")] = False,
+    broker: Annotated[
+        bool,
+        typer.Option(
+            "--broker",
+            help="Answer exactly what the broker's ConsumeQueue#getOffsetInQueueByTime returns for "
+            "the store's version (see below), instead of the first unit at or after TIME.",
+        ),
+    ] = False,
+    broker_version: Annotated[
+        BrokerVersion | None,
+        typer.Option(
+            "--broker-version",
+            help="With --broker: the broker version whose answer to give, when the store "
+            "cannot tell (a 4.9 and a 5.x store are the same bytes unless timer files "
+            "are there).",
+        ),
+    ] = None,
+    boundary: Annotated[
+        Boundary,
+        typer.Option(help="With --broker --broker-version 5: the BoundaryType (LOWER is the broker's default)."),
+    ] = Boundary.lower,
+    scan: Annotated[
+        bool,
+        typer.Option(
+            "--scan",
+            help="Read every unit instead of bisecting: the first unit at or after TIME even where the "
+            "store's clock stepped back (slow on big queues).",
+        ),
+    ] = False,
     fmt: FormatOpt = Fmt.table,
     tz: TzOpt = None,
 ) -> None:
@@ -101,6 +132,7 @@ def search_offset(
     min_offset, max_offset, note (why, when something is worth saying).
     """
     from rmqstore_cli.commands.common import no_such_topic, open_store
+
     from rmqstore_cli.errors import NotFound, UsageError
     from rmqstore_cli.render import Output
     from rmqstore_cli.store import search
@@ -112,14 +144,18 @@ def search_offset(
         raise UsageError("--scan and --broker do not go together", hint="--broker answers as the broker does")
     if not broker and (broker_version is not None or boundary is not Boundary.lower):
         raise UsageError("--broker-version and --boundary go with --broker")
-    ms = open_store(store, broker_conf, tz, allow_odd_size, commitlog_file_size=commitlog_file_size,
-                    cq_file_size=cq_file_size)
+    ms = open_store(
+        store, broker_conf, tz, allow_odd_size, commitlog_file_size=commitlog_file_size, cq_file_size=cq_file_size
+    )
     version = None
     if broker:
         version = broker_version.value if broker_version else search.detect_version(ms.config.root)
         if version is None:
-            raise UsageError("--broker: cannot tell the store's broker version", path=ms.config.root,
-                             hint="pass --broker-version 4.9 or --broker-version 5")
+            raise UsageError(
+                "--broker: cannot tell the store's broker version",
+                path=ms.config.root,
+                hint="pass --broker-version 4.9 or --broker-version 5",
+            )
         if version == "4.9" and boundary is not Boundary.lower:
             raise UsageError("--boundary is a 5.x broker's option", hint="4.9.x has no BoundaryType")
     queues = [cq for cq in ms.consume_queues() if cq.topic == topic and (queue_id is None or cq.queue_id == queue_id)]
@@ -128,16 +164,19 @@ def search_offset(
         nf = no_such_topic(ms, topic)
         if nf is not None:
             raise nf
-        raise NotFound(f"no consume queue {topic}" + (f"/{queue_id}" if queue_id is not None else ""),
-                       path=ms.config.consumequeue_dir / topic,
-                       hint="rmqstore dump-cq --summary lists the queues")
+        raise NotFound(
+            f"no consume queue {topic}" + (f"/{queue_id}" if queue_id is not None else ""),
+            path=ms.config.consumequeue_dir / topic,
+            hint="rmqstore dump-cq --summary lists the queues",
+        )
     reader = search.TimeReader(ms.commitlog)
     out = Output(fmt.value, COLUMNS, title=f"{topic} at {format_ms(t, zone)}")
     try:
         for cq in sorted(queues + batch, key=lambda q: q.queue_id):
             if cq in batch:
-                res = search.batch_search(cq, reader, t, "broker-5" if version else "scan" if scan else "first",
-                                          boundary.value)
+                res = search.batch_search(
+                    cq, reader, t, "broker-5" if version else "scan" if scan else "first", boundary.value
+                )
             elif version is not None and ms.rocksdb_cq is not None:
                 res = search.broker_rocksdb(cq, reader, t, version, boundary.value)
             elif version == "4.9":
@@ -163,6 +202,7 @@ def _batch_queues(ms, topic: str, queue_id: int | None, version: str | None) -> 
 
     found = [q for q in store_batch_queues(ms.config, topic) if queue_id is None or q.queue_id == queue_id]
     if found and version == "4.9":
-        raise UsageError(f"{topic} is a BatchCQ topic (batchconsumequeue/): a 5.x broker's",
-                         hint="pass --broker-version 5")
+        raise UsageError(
+            f"{topic} is a BatchCQ topic (batchconsumequeue/): a 5.x broker's", hint="pass --broker-version 5"
+        )
     return found

@@ -1,11 +1,11 @@
 """``rmqstore stats``: what is eating the disk."""
+
 from __future__ import annotations
 
 from enum import Enum
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
-
 from rmqstore_cli.commands.common import (
     AllowOddSizeOpt,
     BrokerConfOpt,
@@ -43,13 +43,35 @@ class By(str, Enum):
     file = "file"
 
 
-ROW_COLUMNS = [("topic", "topic", 48), ("queue_id", "queue"), ("messages", "messages"), ("size", "size"),
-               ("share", "share"), ("first", "first stored"), ("last", "last stored"), ("cq_size", "cq size"),
-               ("not_in_cq", "not in cq")]
-FILE_COLUMNS = [("component", "component"), ("file", "file", 60), ("entries", "entries"), ("size", "size"),
-                ("disk", "on disk"), ("fill", "fill"), ("first", "first stored"), ("last", "last stored")]
-COMPONENT_COLUMNS = [("component", "component"), ("path", "path", 48), ("files", "files"), ("size", "size"),
-                     ("disk", "on disk"), ("known", "note")]
+ROW_COLUMNS = [
+    ("topic", "topic", 48),
+    ("queue_id", "queue"),
+    ("messages", "messages"),
+    ("size", "size"),
+    ("share", "share"),
+    ("first", "first stored"),
+    ("last", "last stored"),
+    ("cq_size", "cq size"),
+    ("not_in_cq", "not in cq"),
+]
+FILE_COLUMNS = [
+    ("component", "component"),
+    ("file", "file", 60),
+    ("entries", "entries"),
+    ("size", "size"),
+    ("disk", "on disk"),
+    ("fill", "fill"),
+    ("first", "first stored"),
+    ("last", "last stored"),
+]
+COMPONENT_COLUMNS = [
+    ("component", "component"),
+    ("path", "path", 48),
+    ("files", "files"),
+    ("size", "size"),
+    ("disk", "on disk"),
+    ("known", "note"),
+]
 
 
 def register(app: typer.Typer) -> None:
@@ -58,16 +80,32 @@ def register(app: typer.Typer) -> None:
 
 @command
 def stats(
-    by: Annotated[By, typer.Option(help="One row per topic, per queue (topic and queue_id), or per "
-                                        "commit-log, consume-queue and index file.")] = By.topic,
-    top: Annotated[Optional[int], typer.Option("--top", min=1, help="Only the N biggest rows.")] = None,
-    topic: Annotated[Optional[str], typer.Option("--topic", "-t", help="Only this topic (with --by file: its "
-                                                 "consume-queue files, and its records in each commit-log file; "
-                                                 "index files, shared by every topic, are left out).",
-                                                 autocompletion=complete_topic)] = None,
-    exact: Annotated[bool, typer.Option(
-        "--exact", help="Walk the whole commit log instead of reading the consume queues: every record "
-                        "counts, also those no consume queue holds (slow on a big store).")] = False,
+    by: Annotated[
+        By,
+        typer.Option(
+            help="One row per topic, per queue (topic and queue_id), or per commit-log, consume-queue and index file."
+        ),
+    ] = By.topic,
+    top: Annotated[int | None, typer.Option("--top", min=1, help="Only the N biggest rows.")] = None,
+    topic: Annotated[
+        str | None,
+        typer.Option(
+            "--topic",
+            "-t",
+            help="Only this topic (with --by file: its "
+            "consume-queue files, and its records in each commit-log file; "
+            "index files, shared by every topic, are left out).",
+            autocompletion=complete_topic,
+        ),
+    ] = None,
+    exact: Annotated[
+        bool,
+        typer.Option(
+            "--exact",
+            help="Walk the whole commit log instead of reading the consume queues: every record "
+            "counts, also those no consume queue holds (slow on a big store).",
+        ),
+    ] = False,
     store: StoreOpt = None,
     broker_conf: BrokerConfOpt = None,
     commitlog_file_size: CommitlogSizeOpt = None,
@@ -100,10 +138,12 @@ def stats(
     fill. jsonl ends with one {"summary": …} line; json prints {"rows": […], "summary": …}.
     """
     from rmqstore_cli.commands.common import open_store
+
     from rmqstore_cli.store import stats as engine
 
-    ms = open_store(store, broker_conf, tz, allow_odd_size, commitlog_file_size=commitlog_file_size,
-                    cq_file_size=cq_file_size)
+    ms = open_store(
+        store, broker_conf, tz, allow_odd_size, commitlog_file_size=commitlog_file_size, cq_file_size=cq_file_size
+    )
     _require_commitlog(ms)
     warnings: list[str] = []
     components = engine.disk_usage(ms.config, warnings)
@@ -126,34 +166,53 @@ def _require_commitlog(ms) -> None:
 
     dirs = ms.config.commitlog_dirs
     if not any(d.is_dir() for d in dirs):
-        raise StoreError("no commit log: the store's commit-log directory is missing", path=dirs[0],
-                         hint="pass --broker-conf when storePathCommitLog puts it elsewhere")
+        raise StoreError(
+            "no commit log: the store's commit-log directory is missing",
+            path=dirs[0],
+            hint="pass --broker-conf when storePathCommitLog puts it elsewhere",
+        )
 
 
 def _no_topic(ms, topic: str) -> None:
     from rmqstore_cli.commands.common import no_such_topic
+
     from rmqstore_cli.errors import NotFound
     from rmqstore_cli.render import safe_text
 
     nf = no_such_topic(ms, topic)
-    raise nf if nf is not None else NotFound(f"topic '{safe_text(topic)}' has no consume queue",
-                                             path=ms.config.consumequeue_dir / topic,
-                                             hint="--exact counts its records from the commit log")
+    raise (
+        nf
+        if nf is not None
+        else NotFound(
+            f"topic '{safe_text(topic)}' has no consume queue",
+            path=ms.config.consumequeue_dir / topic,
+            hint="--exact counts its records from the commit log",
+        )
+    )
 
 
 def _summary(ms, st, by: By, rows: list, shown: list, components: list, notes: list[str]) -> dict:
     queues = [r for r in st.queues.values() if not r.multi_dispatch]  # an LMQ unit is not a second message
     fanned = sum(r.messages for r in st.queues.values()) - sum(r.messages for r in queues)
-    return {"store": str(ms.config.root), "method": st.method, "by": by.value, "rows": len(rows),
-            "shown": len(shown), "messages": sum(r.messages for r in queues), "bytes": sum(r.bytes for r in queues),
-            "multi_dispatch_units": fanned,
-            "commitlog_bytes": st.commitlog_bytes, "not_in_cq": st.not_in_cq if st.method == "commitlog" else None,
-            "disk_bytes": sum(c.disk_bytes for c in components), "total_bytes": sum(c.bytes for c in components),
-            "components": [c.to_dict() for c in components], "notes": notes}
+    return {
+        "store": str(ms.config.root),
+        "method": st.method,
+        "by": by.value,
+        "rows": len(rows),
+        "shown": len(shown),
+        "messages": sum(r.messages for r in queues),
+        "bytes": sum(r.bytes for r in queues),
+        "multi_dispatch_units": fanned,
+        "commitlog_bytes": st.commitlog_bytes,
+        "not_in_cq": st.not_in_cq if st.method == "commitlog" else None,
+        "disk_bytes": sum(c.disk_bytes for c in components),
+        "total_bytes": sum(c.bytes for c in components),
+        "components": [c.to_dict() for c in components],
+        "notes": notes,
+    }
 
 
-def _render(fmt: Fmt, by: By, dicts: list[dict], summary: dict, components: list, tz: str | None,
-            exact: bool) -> None:
+def _render(fmt: Fmt, by: By, dicts: list[dict], summary: dict, components: list, tz: str | None, exact: bool) -> None:
     import sys
 
     from rmqstore_cli.render import Output, safe_text, to_json
@@ -167,26 +226,45 @@ def _render(fmt: Fmt, by: By, dicts: list[dict], summary: dict, components: list
     if fmt is Fmt.json:
         sys.stdout.write(to_json({"rows": dicts, "summary": summary}) + "\n")
         return
-    how = ("counted from the commit log (--exact)" if exact else
-           "counted from the consume queues (--exact also counts records no consume queue holds)")
-    cols = FILE_COLUMNS if by is By.file else [c for c in ROW_COLUMNS if (c[0] != "queue_id" or by is By.queue)
-                                               and (c[0] != "not_in_cq" or exact)]
-    out = Output("table", cols, title=f"{summary['store']}: {summary['messages']} messages, "
-                                      f"{human(summary['bytes'])}, {how}")
+    how = (
+        "counted from the commit log (--exact)"
+        if exact
+        else "counted from the consume queues (--exact also counts records no consume queue holds)"
+    )
+    cols = (
+        FILE_COLUMNS
+        if by is By.file
+        else [c for c in ROW_COLUMNS if (c[0] != "queue_id" or by is By.queue) and (c[0] != "not_in_cq" or exact)]
+    )
+    out = Output(
+        "table", cols, title=f"{summary['store']}: {summary['messages']} messages, {human(summary['bytes'])}, {how}"
+    )
     zone = parse_tz(tz)
     for d in dicts:
         out.emit(_table_cells(d, zone))
     out.close()
     sys.stdout.write("\n")
-    out = Output("table", COMPONENT_COLUMNS, title=f"disk: {human(summary['total_bytes'])} in files, "
-                                                   f"{human(summary['disk_bytes'])} allocated")
+    out = Output(
+        "table",
+        COMPONENT_COLUMNS,
+        title=f"disk: {human(summary['total_bytes'])} in files, {human(summary['disk_bytes'])} allocated",
+    )
     for c in components:
-        out.emit({"component": c.component, "path": c.path, "files": c.files, "size": human(c.bytes),
-                  "disk": human(c.disk_bytes), "known": "" if c.known else "unknown: no broker writes it"})
+        out.emit(
+            {
+                "component": c.component,
+                "path": c.path,
+                "files": c.files,
+                "size": human(c.bytes),
+                "disk": human(c.disk_bytes),
+                "known": "" if c.known else "unknown: no broker writes it",
+            }
+        )
     out.close()
     if exact and summary["not_in_cq"]:
-        sys.stdout.write("not in any consume queue: " + ", ".join(f"{k} {v}" for k, v in
-                                                                sorted(summary["not_in_cq"].items())) + "\n")
+        sys.stdout.write(
+            "not in any consume queue: " + ", ".join(f"{k} {v}" for k, v in sorted(summary["not_in_cq"].items())) + "\n"
+        )
 
 
 def _table_cells(d: dict, zone) -> dict:

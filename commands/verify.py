@@ -1,12 +1,11 @@
 """``rmqstore verify``: prove a store consistent, or say exactly where it is not."""
+
 from __future__ import annotations
 
 import sys
-from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
-
 from rmqstore_cli.commands.common import (
     BrokerConfOpt,
     CommitlogSizeOpt,
@@ -69,6 +68,7 @@ with that verdict in one line. Normal recovery differs by version: 4.9 and 5.3.1
 starts at the file holding the consume queues' end and dispatches the messages after it.
 """
 
+
 def _version(option) -> str | None:
     """--broker-version's value (None: the store's, else 4.9 assumed)."""
     return None if option is None else option.value
@@ -91,15 +91,27 @@ def verify(
     index_slots: IndexSlotsOpt = None,
     index_max: IndexMaxOpt = None,
     crc: Annotated[bool, typer.Option("--crc/--no-crc", help="Check every body CRC (and __CRC32# properties).")] = True,
-    deep: Annotated[bool, typer.Option("--deep", help="Also prove every indexed key of every message is in the index.")] = False,
-    max_findings: Annotated[Optional[int], typer.Option(
-        "--max-findings", min=0, help="Show at most N findings per check (all are counted in the summary).")] = 100,
-    list_checks: Annotated[bool, typer.Option("--list-checks", help="List every check id, its severity and "
-                                              "meaning, and exit.")] = False,
-    broker_version: Annotated[Optional[VerifyBrokerVersion], typer.Option(
-        "--broker-version", help="The broker version whose recovery and start-up verify predicts: 4.9, 5.3.1 "
-                                 "(any 5.0-5.3.1) or 5 (5.3.2 and later), when the store cannot tell (5 when "
-                                 "timer files are there; else 4.9 is assumed and said).")] = None,
+    deep: Annotated[
+        bool, typer.Option("--deep", help="Also prove every indexed key of every message is in the index.")
+    ] = False,
+    max_findings: Annotated[
+        int | None,
+        typer.Option(
+            "--max-findings", min=0, help="Show at most N findings per check (all are counted in the summary)."
+        ),
+    ] = 100,
+    list_checks: Annotated[
+        bool, typer.Option("--list-checks", help="List every check id, its severity and meaning, and exit.")
+    ] = False,
+    broker_version: Annotated[
+        VerifyBrokerVersion | None,
+        typer.Option(
+            "--broker-version",
+            help="The broker version whose recovery and start-up verify predicts: 4.9, 5.3.1 "
+            "(any 5.0-5.3.1) or 5 (5.3.2 and later), when the store cannot tell (5 when "
+            "timer files are there; else 4.9 is assumed and said).",
+        ),
+    ] = None,
     fmt: FormatOpt = Fmt.table,
     engine: EngineOpt = Engine.local,
     spark_master: SparkMasterOpt = None,
@@ -121,23 +133,29 @@ def verify(
         from rmqstore_cli.store.verify import CHECKS
 
         rows = [{"check": c, "severity": sev, "detail": what} for c, (sev, what) in CHECKS.items()]
-        out = Output(fmt.value, [("check", "check"), ("severity", "severity"), ("detail", "meaning")],
-                     title="verify checks")
+        out = Output(
+            fmt.value, [("check", "check"), ("severity", "severity"), ("detail", "meaning")], title="verify checks"
+        )
         for r in rows:
             out.emit(r)
         out.close()
         return
     from rmqstore_cli.commands.common import pick_stores
 
-    sizes = dict(mapped_file_size_commit_log=commitlog_file_size, mapped_file_size_consume_queue=cq_file_size,
-                 max_hash_slot_num=index_slots, max_index_num=index_max)
+    sizes = dict(
+        mapped_file_size_commit_log=commitlog_file_size,
+        mapped_file_size_consume_queue=cq_file_size,
+        max_hash_slot_num=index_slots,
+        max_index_num=index_max,
+    )
     specs = pick_stores(store, store_glob, broker_conf, sizes)
     # a fleet (--store-glob, or --store more than once) prints the fleet's shape even when one
     # store matched: a script's jq path must not depend on how many stores there were today
     fleet = bool(store_glob) or len(store or []) > 1
     if fleet or engine is Engine.spark:
-        results = _verify_many(specs, engine, spark_master, spark_conf, verbose, crc, deep, max_findings,
-                               broker_version, fleet)
+        results = _verify_many(
+            specs, engine, spark_master, spark_conf, verbose, crc, deep, max_findings, broker_version, fleet
+        )
         if fleet:
             _print_many(results, fmt)
         else:  # one store: the local engine's output, whatever the engine
@@ -157,8 +175,12 @@ def _verify_one(spec, crc: bool, deep: bool, max_findings: int | None, broker_ve
     from rmqstore_cli.store.verify import Verifier, VerifyOptions, open_for_verify
 
     cfg = open_for_verify(StoreConfig.load(spec.path, spec.broker_conf, **dict(spec.sizes)))
-    opts = VerifyOptions(crc=crc, deep=deep, max_findings=max_findings,
-                         broker_version=None if broker_version is None else broker_version.value)
+    opts = VerifyOptions(
+        crc=crc,
+        deep=deep,
+        max_findings=max_findings,
+        broker_version=None if broker_version is None else broker_version.value,
+    )
     total = 0
     if sys.stderr.isatty():
         total = sum(p.stat().st_size for d in cfg.commitlog_dirs if d.is_dir() for p in d.iterdir() if p.is_file())
@@ -205,17 +227,26 @@ def _print_one(result: dict, fmt: Fmt, streamed: bool = False) -> None:
     by_check: dict[str, list] = {}
     for f in findings:
         by_check.setdefault(f["check"], []).append(f)
-    for check in sorted(by_check, key=lambda c: (list(CHECKS).index(c) if c in CHECKS else 999)):
+    for check in sorted(by_check, key=lambda c: list(CHECKS).index(c) if c in CHECKS else 999):
         items = by_check[check]
         count = summary["findings"].get(check, len(items))
         title = f"{check} — {CHECKS[check][1]}" + (f" ({len(items)} of {count} shown)" if count > len(items) else "")
         out = Output("table", TABLE_COLUMNS, title=safe_text(title))
         for f in items:
-            out.emit({"severity": f["severity"], "file": f["file"], "offset": "" if f["offset"] is None else f["offset"],
-                      "detail": f["detail"]})
+            out.emit(
+                {
+                    "severity": f["severity"],
+                    "file": f["file"],
+                    "offset": "" if f["offset"] is None else f["offset"],
+                    "detail": f["detail"],
+                }
+            )
         out.close()
-    print_summary("table", {k: summary[k] for k in ("store", "messages", "bytes", "files", "errors", "warnings",
-                                                     "infos")}, "verify summary")
+    print_summary(
+        "table",
+        {k: summary[k] for k in ("store", "messages", "bytes", "files", "errors", "warnings", "infos")},
+        "verify summary",
+    )
     if not findings:
         console().print("no findings: the store is consistent")
     console().print(safe_text(result["verdict"].line()), highlight=False)
@@ -250,8 +281,9 @@ def _verify_many(specs, engine, master, conf, verbose, crc, deep, max_findings, 
             r["findings"] = [{k: x for k, x in f.items() if k != "store"} for f in r["findings"]]
             r["summary"]["store"] = s.path
         cfg = StoreConfig.load(s.path, s.broker_conf, **dict(s.sizes))
-        r["verdict"], no_start = predict_start(cfg, _version(version), [f for f in r["findings"]
-                                                                      if f["check"] in STARTUP_CHECKS], r["summary"])
+        r["verdict"], no_start = predict_start(
+            cfg, _version(version), [f for f in r["findings"] if f["check"] in STARTUP_CHECKS], r["summary"]
+        )
         no_start = [f.as_dict() for f in no_start]
         r["findings"] += no_start if not fleet else [dict(f, store=r["store"]) for f in no_start]
         r["ok"] = r["ok"] and not no_start
@@ -274,11 +306,18 @@ def _print_many(results: list[dict], fmt: Fmt) -> None:
         if findings:
             out = Output("table", [("store", "store"), ("check", "check")] + TABLE_COLUMNS, title="verify findings")
             for f in findings:
-                out.emit({k: safe_text(str(f.get(k) if f.get(k) is not None else "")) for k in
-                          ("store", "check", "severity", "file", "offset", "detail")})
+                out.emit(
+                    {
+                        k: safe_text(str(f.get(k) if f.get(k) is not None else ""))
+                        for k in ("store", "check", "severity", "file", "offset", "detail")
+                    }
+                )
             out.close()
         for r in results:
             sm = r["summary"]
-            print_summary("table", {k: sm.get(k) for k in ("store", "messages", "bytes", "files", "errors",
-                                                            "warnings", "infos")}, "verify summary")
+            print_summary(
+                "table",
+                {k: sm.get(k) for k in ("store", "messages", "bytes", "files", "errors", "warnings", "infos")},
+                "verify summary",
+            )
             console().print(safe_text(f"{sm['store']}: {r['verdict'].line()}"), highlight=False)

@@ -6,6 +6,7 @@
 ``compaction/compactionCq/<topic>/<queueId>/``) write the same 46-byte unit; the
 compaction log (``compaction/compactionLog/<topic>/<queueId>/``) holds commit-log records.
 """
+
 from __future__ import annotations
 
 from construct import GreedyBytes, Int16sb, Int32sb, Int64sb, Prefixed, Struct

@@ -1,4 +1,5 @@
 """``StoreCheckpoint`` (docs/format/checkpoint.md#checkpoint): big-endian longs in a 4096-byte file."""
+
 from __future__ import annotations
 
 from construct import Int64sb, Struct

@@ -5,6 +5,7 @@ are the tolerant, slow path (forensic decoding, building test data); the hot pat
 ``rmqstore_cli.store.commitlog`` uses ``struct`` formats *derived* from them by
 :func:`fixed_fields_format`, and a test checks that both decode every field alike.
 """
+
 from __future__ import annotations
 
 import struct
@@ -62,9 +63,15 @@ def _host(v6_flag: int):
 def record_length(sys_flag: int, magic: int, body_len: int, topic_len: int, props_len: int) -> int:
     """``MessageExtEncoder#calMsgLength``: the fixed fields (:data:`RECORD_FIXED_SIZE`), the
     two hosts and TOPICLENGTH by their kinds, then the body, topic and properties."""
-    return (RECORD_FIXED_SIZE + HOST_SIZE[bool(sys_flag & BORNHOST_V6_FLAG)]
-            + HOST_SIZE[bool(sys_flag & STOREHOSTADDRESS_V6_FLAG)] + TOPIC_LENGTH[magic == MAGIC_V2].size
-            + max(body_len, 0) + topic_len + max(props_len, 0))
+    return (
+        RECORD_FIXED_SIZE
+        + HOST_SIZE[bool(sys_flag & BORNHOST_V6_FLAG)]
+        + HOST_SIZE[bool(sys_flag & STOREHOSTADDRESS_V6_FLAG)]
+        + TOPIC_LENGTH[magic == MAGIC_V2].size
+        + max(body_len, 0)
+        + topic_len
+        + max(props_len, 0)
+    )
 
 
 def _total_size(ctx) -> int:
@@ -137,6 +144,7 @@ def middle_format(born_v6: bool, store_v6: bool) -> str:
 # fixed field is named below with its offset from the start of its part, so a reader adds
 # the sizes of the variable parts before it and never writes a number of its own.
 
+
 class FieldAt(NamedTuple):
     """One fixed-size field: ``offset`` from the start of its part, ``size`` in bytes, its
     ``struct`` format (with byte order) and big-endian numpy ``dtype`` string."""
@@ -149,7 +157,7 @@ class FieldAt(NamedTuple):
 
 def _subcons(first: str, last: str) -> list:
     names = [sc.name for sc in MessageRecord.subcons]
-    return MessageRecord.subcons[names.index(first): names.index(last) + 1]
+    return MessageRecord.subcons[names.index(first) : names.index(last) + 1]
 
 
 def _fields(part: list) -> dict[str, FieldAt]:
@@ -184,7 +192,8 @@ _TOPIC_SWITCH = _FIELDS["topic_length"].subcon
 #: TOPICLENGTH after the body, by ``magic == MAGIC_V2``: a signed byte in V1, a signed short in V2.
 TOPIC_LENGTH: dict[bool, FieldAt] = {
     v2: FieldAt(0, sub.sizeof(), sub.fmtstr, numpy_code(sub))
-    for v2, sub in ((False, _TOPIC_SWITCH.default), (True, _TOPIC_SWITCH.cases[MAGIC_V2]))}
+    for v2, sub in ((False, _TOPIC_SWITCH.default), (True, _TOPIC_SWITCH.cases[MAGIC_V2]))
+}
 #: TOPICLENGTH's ``struct`` format by magic code.
 TOPIC_LENGTH_FORMAT = {MAGIC_V1: TOPIC_LENGTH[False].fmt, MAGIC_V2: TOPIC_LENGTH[True].fmt}
 #: PROPERTIESLENGTH after the topic; the properties follow it.
@@ -193,7 +202,7 @@ PROPERTIES_LENGTH_FORMAT = PROPERTIES_LENGTH.fmt
 
 #: ``CommitLog#calMsgLength`` without the hosts, TOPICLENGTH and the variable parts: every
 #: other fixed field of :data:`MessageRecord` (4.9.x writes it as the literal 4+4+…+2).
-RECORD_FIXED_SIZE = (HEAD_SIZE + AFTER_BORN_HOST_SIZE + AFTER_STORE_HOST_SIZE + PROPERTIES_LENGTH.size)
+RECORD_FIXED_SIZE = HEAD_SIZE + AFTER_BORN_HOST_SIZE + AFTER_STORE_HOST_SIZE + PROPERTIES_LENGTH.size
 
 #: The fixed fields any record has, in order, by host kinds: TOTALSIZE … BODYLENGTH.
 FIXED_FORMAT = {(b, s): HEAD_FORMAT + middle_format(b, s)[1:] for b in (False, True) for s in (False, True)}

@@ -6,6 +6,7 @@ queue's units are the 46-byte ``BatchConsumeQueue`` units (:mod:`.batch_queue`);
 file holds the rest: the topic attribute that makes a topic a compaction topic, the
 default file sizes, and the end-of-file rule's numbers.
 """
+
 from __future__ import annotations
 
 from construct import Int64sb
@@ -27,7 +28,6 @@ DEFAULT_COMPACTION_CQ_MAPPED_FILE_SIZE = 10 * 1024 * 1024
 COMPACTION_END_BLANK_LENGTH = 4 + 4
 
 
-
 def position_checkpoint_text(items: list[tuple[str, int]]) -> str:
     """``CompactionPositionMgr#encode(true)`` as ``ConfigManager#persist`` writes it: fastjson's
     pretty format (tab indents, no spaces, properties sorted: ``empty`` then ``queueOffsetMap``,
@@ -38,6 +38,7 @@ def position_checkpoint_text(items: list[tuple[str, int]]) -> str:
         return '{\n\t"empty":true,\n\t"queueOffsetMap":{}\n}'
     entries = ",\n".join(f"\t\t{json.dumps(k, ensure_ascii=False)}:{v}" for k, v in items)
     return '{\n\t"empty":false,\n\t"queueOffsetMap":{\n' + entries + "\n\t}\n}"
+
 
 # The two longs ``CompactionAppendMessageCallback#doAppend`` reads and rewrites in a copied
 # record: QUEUEOFFSET (``logicOffsetPos = 4 + 4 + 4 + 4 + 4``) and PHYSICALOFFSET after it.

@@ -1,4 +1,5 @@
 """Consume-queue units (docs/format/consume-queue.md#unit, docs/format/consume-queue.md#consume-queue-ext)."""
+
 from __future__ import annotations
 
 from construct import Bytes, Int16sb, Int32sb, Int64sb, Struct

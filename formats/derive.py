@@ -3,6 +3,7 @@
 The hot loops never restate a layout: they call these on the declaration, and
 ``tests/engine/test_formats.py`` checks both decoders agree on every field.
 """
+
 from __future__ import annotations
 
 from construct import Bytes, Const, FormatField, Rebuild, Struct
@@ -25,8 +26,18 @@ def field_format(sc) -> str:
     raise TypeError(f"not a fixed-size field: {sc!r}")
 
 
-_NUMPY_CODES = {"q": ">i8", "l": ">i4", "i": ">i4", "h": ">i2", "b": "i1", "L": ">u4", "I": ">u4", "Q": ">u8",
-                "H": ">u2", "B": "u1"}
+_NUMPY_CODES = {
+    "q": ">i8",
+    "l": ">i4",
+    "i": ">i4",
+    "h": ">i2",
+    "b": "i1",
+    "L": ">u4",
+    "I": ">u4",
+    "Q": ">u8",
+    "H": ">u2",
+    "B": "u1",
+}
 
 
 def numpy_code(sc) -> str:

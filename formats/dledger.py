@@ -7,6 +7,7 @@ record (``DLedgerCommitLog#putMessage``). ``index/`` holds one 32-byte unit per 
 (``DLedgerEntryCoder#encodeIndex``, ``DLedgerMmapFileStore.INDEX_UNIT_SIZE``). A data file
 ends with a blank of ``MmapFileList#preAppend``: ``BLANK_MAGIC_CODE`` (-1) and the bytes left.
 """
+
 from __future__ import annotations
 
 import struct

@@ -1,4 +1,5 @@
 """Index file layout (docs/format/index.md#layout): 40-byte header, 4-byte slots, 20-byte entries."""
+
 from __future__ import annotations
 
 from construct import Int32sb, Int64sb, Struct
@@ -36,11 +37,11 @@ ENTRY_FORMAT = fixed_fields_format(IndexEntry)
 def index_file_size(max_hash_slot_num: int, max_index_num: int) -> int:
     return INDEX_HEADER_SIZE + max_hash_slot_num * HASH_SLOT_SIZE + max_index_num * INDEX_ENTRY_SIZE
 
+
 #: ``HEADER_DTYPE``, ``ENTRY_DTYPE``, ``SLOT_DTYPE``: the index header, entry and hash slot
 #: as big-endian numpy records (names of the declarations), made on first use (no numpy
 #: for the per-record paths).
-__getattr__ = lazy_dtypes(globals(), {"HEADER_DTYPE": IndexHeader, "ENTRY_DTYPE": IndexEntry,
-                                      "SLOT_DTYPE": IndexSlot})
+__getattr__ = lazy_dtypes(globals(), {"HEADER_DTYPE": IndexHeader, "ENTRY_DTYPE": IndexEntry, "SLOT_DTYPE": IndexSlot})
 
 
 #: ``IndexFile#putKey`` clamps timeDiff to ``Integer.MAX_VALUE``: the largest value of its

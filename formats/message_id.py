@@ -3,6 +3,7 @@
 Plain ``struct`` formats, no construct (like :mod:`formats.sysflag`): decode-msgid imports
 them for free. ``tests/engine/test_formats.py`` checks them against construct declarations.
 """
+
 import struct
 
 #: ``MessageDecoder#createMessageId``: the store address (4 or 16 bytes), then the store

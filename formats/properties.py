@@ -1,4 +1,5 @@
 """The message PROPERTIES codec (docs/format/properties.md): ``name\\x01value\\x02`` pairs."""
+
 from __future__ import annotations
 
 from collections.abc import Iterable

@@ -4,6 +4,7 @@ The database is ``<root>/consumequeue/`` itself (``ConsumeQueueRocksDBStorage``)
 column families ``default`` (one value per unit) and ``offset`` (each queue's min and max,
 and the dispatch checkpoint). Keys and values are big-endian, as ``ByteBuffer`` writes them.
 """
+
 from __future__ import annotations
 
 from construct import Bytes, Const, Int8ub, Int16sb, Int32sb, Int64sb, Struct, this

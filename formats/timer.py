@@ -4,6 +4,7 @@ Every layout here is read from RocketMQ 5.3.3's ``store/timer`` sources: ``Slot`
 ``TimerLog`` (52-byte units, a 16-byte blank at a file's end), ``TimerCheckpoint`` (seven
 longs in a 4096-byte file) and the constants of ``TimerMessageStore``.
 """
+
 from __future__ import annotations
 
 from construct import Int32sb, Int64sb, Struct

@@ -19,14 +19,14 @@ msgId decoders, construct's ConstructError). Anything else, or a hang or runaway
 (libFuzzer's -timeout/-rss_limit_mb), is a crash that libFuzzer saves as crash-<sha1>;
 copy it into fuzz/corpus/atheris/ (seed inputs) and add a regression test.
 """
+
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import tempfile
 from pathlib import Path
-
-import contextlib
 
 try:
     import atheris
@@ -35,10 +35,10 @@ except ImportError:  # the suite replays the corpus through one_input without at
 
 with atheris.instrument_imports() if atheris else contextlib.nullcontext():
     import construct
-
-    from rmqstore_cli.errors import RmqstoreError
     from rmqstore_cli.formats.commitlog import MessageRecord
     from rmqstore_cli.formats.properties import parse_properties
+
+    from rmqstore_cli.errors import RmqstoreError
     from rmqstore_cli.store.checkpoint import StoreCheckpoint
     from rmqstore_cli.store.commitlog import check_message
     from rmqstore_cli.store.consume_queue import ConsumeQueue
@@ -49,8 +49,19 @@ TMP = Path(tempfile.mkdtemp(prefix="rmqatheris-"))
 
 
 def _message(m) -> None:
-    for name in ("properties", "keys", "tags", "uniq_key", "topic", "born_host", "store_host", "msg_id",
-                 "body_size", "version", "transaction_type"):
+    for name in (
+        "properties",
+        "keys",
+        "tags",
+        "uniq_key",
+        "topic",
+        "born_host",
+        "store_host",
+        "msg_id",
+        "body_size",
+        "version",
+        "transaction_type",
+    ):
         getattr(m, name)
 
 

@@ -12,6 +12,7 @@ kept backups lie in `rmqstore-backup/<id>/`, the first holding the replaced cons
 whole (`--no-backup`: none left). `run_iterations` is what
 tests/safety/test_hardening.py runs briefly with a fixed seed.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,8 +33,12 @@ NOW = "2030-01-01T00:00:00Z"
 
 
 def _rmq(*args, env=None, check=False) -> subprocess.CompletedProcess:
-    r = subprocess.run([sys.executable, "-m", "rmqstore_cli", *map(str, args)], capture_output=True,
-                       env=dict(os.environ, **(env or {})), timeout=300)
+    r = subprocess.run(
+        [sys.executable, "-m", "rmqstore_cli", *map(str, args)],
+        capture_output=True,
+        env=dict(os.environ, **(env or {})),
+        timeout=300,
+    )
     if check and r.returncode != 0:
         raise AssertionError(f"{args[0]} exit {r.returncode}: {r.stderr.decode()[-500:]}")
     return r
@@ -44,14 +49,32 @@ KINDS = ("rebuild", "expire", "rebuild-keep")  # rebuild-keep: rebuild-index --i
 
 
 def digest(root: Path) -> dict[str, str]:
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*")) if p.is_file() and BACKUP_DIR not in p.relative_to(root).parts
-            and not p.name.startswith(".rebuild") and p.name != "rmqstore-expire.jsonl"}  # runs' ids differ
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+        and BACKUP_DIR not in p.relative_to(root).parts
+        and not p.name.startswith(".rebuild")
+        and p.name != "rmqstore-expire.jsonl"
+    }  # runs' ids differ
 
 
 def make_master(path: Path, messages: int = 1500) -> Path:
-    _rmq("generate", "--store", path, "--messages", messages, "--seed", 5, *SIZES, "--span", "2h",
-         "--format", "json", check=True)
+    _rmq(
+        "generate",
+        "--store",
+        path,
+        "--messages",
+        messages,
+        "--seed",
+        5,
+        *SIZES,
+        "--span",
+        "2h",
+        "--format",
+        "json",
+        check=True,
+    )
     return path
 
 
@@ -92,8 +115,12 @@ def one(kind: str, master: Path, work: Path, delay: float, ref: dict[str, str]) 
     shutil.copytree(master, store)
     prepare(kind, store)
     env = dict(os.environ, RMQSTORE_TEST_SWAP_DELAY="0.02")
-    p = subprocess.Popen([sys.executable, "-m", "rmqstore_cli", *map(str, commands(kind, store))], env=env,
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    p = subprocess.Popen(
+        [sys.executable, "-m", "rmqstore_cli", *map(str, commands(kind, store))],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     time.sleep(delay)
     mid_run = p.poll() is None
     p.send_signal(signal.SIGKILL)
@@ -106,7 +133,10 @@ def one(kind: str, master: Path, work: Path, delay: float, ref: dict[str, str]) 
         return mid_run, f"re-run exit {r.returncode}: {r.stderr.decode()[-300:]}"
     v = _rmq("verify", "--store", store, *SIZES, "--format", "json")
     if v.returncode != 0:
-        return mid_run, f"verify after re-run: exit {v.returncode}: {v.stdout.decode()[-300:]} {v.stderr.decode()[-300:]}"
+        return (
+            mid_run,
+            f"verify after re-run: exit {v.returncode}: {v.stdout.decode()[-300:]} {v.stderr.decode()[-300:]}",
+        )
     if "store.unknown-entry" in json.loads(v.stdout)["summary"]["findings"]:
         return mid_run, "verify after re-run: an unknown store-root entry (a backup or staging left behind)"
     got = digest(store)
@@ -163,9 +193,11 @@ def main() -> int:
         print(f"FAIL {kind} killed at {delay}s: {problem}")
     n = {k: sum(1 for r in res if r[0] == k) for k in KINDS}
     mid = {k: sum(1 for r in res if r[0] == k and r[2]) for k in KINDS}
-    print(f"{len(res)} kills ({n['rebuild']} rebuild-index --in-place --no-backup, {mid['rebuild']} of them "
-          f"mid-run; {n['rebuild-keep']} keeping backups, {mid['rebuild-keep']} mid-run; {n['expire']} expire, "
-          f"{mid['expire']} mid-run) in {time.time() - t0:.0f}s; {len(bad)} failures")
+    print(
+        f"{len(res)} kills ({n['rebuild']} rebuild-index --in-place --no-backup, {mid['rebuild']} of them "
+        f"mid-run; {n['rebuild-keep']} keeping backups, {mid['rebuild-keep']} mid-run; {n['expire']} expire, "
+        f"{mid['expire']} mid-run) in {time.time() - t0:.0f}s; {len(bad)} failures"
+    )
     return 1 if bad else 0
 
 

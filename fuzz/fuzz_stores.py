@@ -7,6 +7,7 @@ Prints one line per failing case and a summary; ``--record`` appends failing cas
 fuzz/corpus/stores.jsonl (the suite replays them). Memory is capped with RLIMIT_AS so a
 runaway allocation is a MemoryError (a failure), not a swapping machine.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -55,18 +56,28 @@ def main() -> int:
         if res.failures:
             failed.append(res)
             for o in res.failures:
-                print(f"FAIL seed={seed} store={Path(src).parent.name} [{res.mutation}] {o.command}: "
-                      f"{o.problem.splitlines()[0]}", flush=True)
+                print(
+                    f"FAIL seed={seed} store={Path(src).parent.name} [{res.mutation}] {o.command}: "
+                    f"{o.problem.splitlines()[0]}",
+                    flush=True,
+                )
             if a.record:
                 p = storefuzz.ROOT / "fuzz" / "corpus" / "stores.jsonl"
                 p.parent.mkdir(parents=True, exist_ok=True)
                 with p.open("a") as fh:
-                    fh.write(json.dumps({"store": Path(src).parent.name, "seed": seed,
-                                         "mutation": res.mutation,
-                                         "problem": res.failures[0].problem.splitlines()[0]}) + "\n")
+                    fh.write(
+                        json.dumps(
+                            {
+                                "store": Path(src).parent.name,
+                                "seed": seed,
+                                "mutation": res.mutation,
+                                "problem": res.failures[0].problem.splitlines()[0],
+                            }
+                        )
+                        + "\n"
+                    )
     dt = time.time() - t0
-    print(f"\n{a.iterations} cases ({sum(runs.values())} command runs) in {dt:.0f}s; "
-          f"{len(failed)} failing cases")
+    print(f"\n{a.iterations} cases ({sum(runs.values())} command runs) in {dt:.0f}s; {len(failed)} failing cases")
     for (cmd, code), n in sorted(codes.items(), key=lambda x: (x[0][0], str(x[0][1]))):
         print(f"  {cmd:20s} exit {code}: {n}")
     if a.show_errors:

@@ -32,6 +32,7 @@ test_output_faults.py`` runs the whole matrix that way and a sample both ways. `
 adds verify, rebuild-index and export on ``--engine spark --spark-master local[1]``
 (always fresh processes). Results: ``fuzz/RESULTS.md``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -72,12 +73,14 @@ TIMEOUT = 120
 
 # ------------------------------------------------------------------ the stores and commands
 
+
 @dataclass
 class Stores:
     """The stores the cases read: ``good`` (with consumer offsets), ``damaged`` (no index:
     verify exits 1), ``torn`` (its first commit-log file cut short, for repair --pad),
     ``timer`` (a 5.x store with timer messages, for dump-timer: its wheel and log are large,
     so only that command reads it), and a probe of ``good``."""
+
     work: Path
     good: Path
     damaged: Path
@@ -90,24 +93,59 @@ class Stores:
 
 
 def _generate(store: Path, messages: int, *extra: str) -> None:
-    subprocess.run([sys.executable, "-m", "rmqstore_cli", "generate", "--store", str(store), "--messages",
-                    str(messages), "--seed", "31", *SIZES, *extra, "--format", "json"],
-                   check=True, capture_output=True, timeout=300)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "rmqstore_cli",
+            "generate",
+            "--store",
+            str(store),
+            "--messages",
+            str(messages),
+            "--seed",
+            "31",
+            *SIZES,
+            *extra,
+            "--format",
+            "json",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
 
 
 def make_stores(work: Path, messages: int = 400) -> Stores:
     s = Stores(work, work / "good", work / "damaged", work / "timer", work / "torn")
     if not s.good.exists():
         _generate(s.good, messages)
-        (s.good / "config" / "consumerOffset.json").write_text(json.dumps(
-            {"offsetTable": {"Refund.Topic-2@billing": {"0": 5, "1": 7}}}))
+        (s.good / "config" / "consumerOffset.json").write_text(
+            json.dumps({"offsetTable": {"Refund.Topic-2@billing": {"0": 5, "1": 7}}})
+        )
         shutil.copytree(s.good, s.damaged, symlinks=True)
         shutil.rmtree(s.damaged / "index")
         shutil.copytree(s.good, s.torn, symlinks=True)
         os.truncate(s.torn / "commitlog" / TORN_FILE, 40000)  # a torn copy: the file cut inside a record
         _generate(s.timer, 100, "--broker-version", "5", "--timer-ratio", "0.2")
-    r = subprocess.run([sys.executable, "-m", "rmqstore_cli", "dump-commitlog", "--store", str(s.good), "--format",
-                        "jsonl", "--limit", "50"], capture_output=True, text=True, timeout=120, check=True)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "rmqstore_cli",
+            "dump-commitlog",
+            "--store",
+            str(s.good),
+            "--format",
+            "jsonl",
+            "--limit",
+            "50",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
     for line in r.stdout.splitlines():
         d = json.loads(line)
         if d.get("keys") and d["topic"] == "Refund.Topic-2":
@@ -121,6 +159,7 @@ class Command:
     """One command line of the matrix: ``argv`` with {S} (the store: the shared one for a
     read, a fresh copy for a write), {D} (the damaged store), {T} (the timer store), {OUT}
     (a new output directory) and {NEW} (a new store directory) to fill in."""
+
     name: str
     kind: str
     argv: tuple[str, ...]
@@ -144,8 +183,9 @@ def commands(s: Stores, pyarrow: bool = True, spark: bool = False) -> list[Comma
         Command("dump-cq", STREAM, ("dump-cq", s.topic, "0", "--store", "{S}")),
         Command("dump-cq-summary", STREAM, ("dump-cq", "--summary", "--store", "{S}")),
         Command("dump-timer", STREAM, ("dump-timer", "--store", "{T}")),
-        Command("search-offset", STREAM, ("search-offset", "--topic", s.topic, "--time", str(s.time_ms),
-                                          "--store", "{S}")),
+        Command(
+            "search-offset", STREAM, ("search-offset", "--topic", s.topic, "--time", str(s.time_ms), "--store", "{S}")
+        ),
         Command("consumer-progress", STREAM, ("consumer-progress", "--store", "{S}")),
         Command("stats", STREAM, ("stats", "--store", "{S}")),
         Command("index-lookup", STREAM, ("index-lookup", s.key, "--store", "{S}")),
@@ -160,29 +200,46 @@ def commands(s: Stores, pyarrow: bool = True, spark: bool = False) -> list[Comma
         Command("expire-quiet", WRITE, ("expire", "--store", "{S}", *now, "--quiet"), quiet=True),
         Command("expire-dry-run", WRITE, ("expire", "--store", "{S}", *now, "--dry-run")),
         Command("rebuild-output", WRITE, ("rebuild-index", "--store", "{S}", "--output", "{OUT}", *SIZES)),
-        Command("rebuild-in-place", WRITE, ("rebuild-index", "--store", "{S}", "--in-place", "--no-backup", *SIZES),
-                source="damaged"),
+        Command(
+            "rebuild-in-place",
+            WRITE,
+            ("rebuild-index", "--store", "{S}", "--in-place", "--no-backup", *SIZES),
+            source="damaged",
+        ),
         Command("rebuild-dry-run", WRITE, ("rebuild-index", "--store", "{S}", "--in-place", "--dry-run", *SIZES)),
-        Command("repair", WRITE, ("repair", "--store", "{S}", "--pad", f"{{S}}/commitlog/{TORN_FILE}", *SIZES[:2]),
-                source="torn"),
-        Command("repair-dry-run", WRITE, ("repair", "--store", "{S}", "--pad", f"{{S}}/commitlog/{TORN_FILE}",
-                                          "--dry-run", *SIZES[:2]), source="torn"),
-        Command("generate", WRITE, ("generate", "--store", "{NEW}", "--messages", "60", "--start",
-                                    "2026-01-01T00:00:00Z", *SIZES)),
+        Command(
+            "repair",
+            WRITE,
+            ("repair", "--store", "{S}", "--pad", f"{{S}}/commitlog/{TORN_FILE}", *SIZES[:2]),
+            source="torn",
+        ),
+        Command(
+            "repair-dry-run",
+            WRITE,
+            ("repair", "--store", "{S}", "--pad", f"{{S}}/commitlog/{TORN_FILE}", "--dry-run", *SIZES[:2]),
+            source="torn",
+        ),
+        Command(
+            "generate",
+            WRITE,
+            ("generate", "--store", "{NEW}", "--messages", "60", "--start", "2026-01-01T00:00:00Z", *SIZES),
+        ),
     ]
     if pyarrow:
         c.append(Command("export", WRITE, ("export", "--store", "{S}", "--output", "{OUT}")))
     if spark:
         sp = ("--engine", "spark", "--spark-master", "local[1]")
-        c += [Command("verify-spark", ANSWER, ("verify", "--store", "{D}", *sp), spark=True),
-              Command("rebuild-spark", WRITE, ("rebuild-index", "--store", "{S}", "--output", "{OUT}", *sp),
-                      spark=True)]
+        c += [
+            Command("verify-spark", ANSWER, ("verify", "--store", "{D}", *sp), spark=True),
+            Command("rebuild-spark", WRITE, ("rebuild-index", "--store", "{S}", "--output", "{OUT}", *sp), spark=True),
+        ]
         if pyarrow:
             c.append(Command("export-spark", WRITE, ("export", "--store", "{S}", "--output", "{OUT}", *sp), spark=True))
     return c
 
 
 # ------------------------------------------------------------------ running one process
+
 
 @dataclass
 class Result:
@@ -193,6 +250,7 @@ class Result:
 
 def _fault_fds(fault: str | None, out_path: str, err_path: str) -> None:
     """In the child: fds 0-2 as the fault wants them (0 is /dev/null; the rest to files)."""
+
     def put(path: str, fd: int, flags: int = os.O_WRONLY) -> None:
         f = os.open(path, flags)
         os.dup2(f, fd)
@@ -243,8 +301,13 @@ def run_exec(argv: list[str], fault: str | None, tmp: Path, timeout: float = TIM
     out.write_bytes(b"")
     err.write_bytes(b"")
     env = dict(os.environ, NO_COLOR="1", COLUMNS="200")
-    p = subprocess.Popen([sys.executable, "-m", "rmqstore_cli", *argv], env=env, start_new_session=True, cwd=tmp,
-                         preexec_fn=lambda: _fault_fds(fault, str(out), str(err)))  # cwd: -m imports from it
+    p = subprocess.Popen(
+        [sys.executable, "-m", "rmqstore_cli", *argv],
+        env=env,
+        start_new_session=True,
+        cwd=tmp,
+        preexec_fn=lambda: _fault_fds(fault, str(out), str(err)),
+    )  # cwd: -m imports from it
     try:
         code: int | None = p.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -267,8 +330,9 @@ def _fresh_stdio() -> None:
         raw = io.FileIO(fd, "rb" if fd == 0 else "wb", closefd=False)
         tty = raw.isatty()
         buf = io.BufferedReader(raw) if fd == 0 else io.BufferedWriter(raw)
-        s = io.TextIOWrapper(buf, encoding="utf-8", errors="backslashreplace" if fd == 2 else "strict",
-                             line_buffering=tty or fd == 2)
+        s = io.TextIOWrapper(
+            buf, encoding="utf-8", errors="backslashreplace" if fd == 2 else "strict", line_buffering=tty or fd == 2
+        )
         setattr(sys, name, s)
         setattr(sys, f"__{name}__", s)
 
@@ -363,15 +427,17 @@ class ForkServer:
     """A :func:`serve` process and the way to ask it for a run."""
 
     def __init__(self):
-        self.p = subprocess.Popen([sys.executable, __file__, "--serve"], stdin=subprocess.PIPE,
-                                  stdout=subprocess.PIPE, cwd=ROOT, text=True)
+        self.p = subprocess.Popen(
+            [sys.executable, __file__, "--serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=ROOT, text=True
+        )
 
     def run(self, argv: list[str], fault: str | None, tmp: Path, timeout: float = TIMEOUT) -> Result:
         out, err = tmp / "stdout", tmp / "stderr"
         out.write_bytes(b"")
         err.write_bytes(b"")
-        self.p.stdin.write(json.dumps({"argv": argv, "fault": fault, "out": str(out), "err": str(err),
-                                       "timeout": timeout}) + "\n")
+        self.p.stdin.write(
+            json.dumps({"argv": argv, "fault": fault, "out": str(out), "err": str(err), "timeout": timeout}) + "\n"
+        )
         self.p.stdin.flush()
         ready, _, _ = select.select([self.p.stdout], [], [], timeout + 30)
         if not ready:
@@ -384,6 +450,7 @@ class ForkServer:
 
 
 # ------------------------------------------------------------------ one case, judged
+
 
 def digest(top: Path, mtimes: bool) -> dict[str, tuple]:
     """Every file under ``top``: content hash (and mtime); expire's journal without its run
@@ -403,8 +470,10 @@ def digest(top: Path, mtimes: bool) -> dict[str, tuple]:
 
 
 #: Timings, and the ids a rebuild names its backups and staging directory by.
-_VOLATILE = re.compile(rb"\d+\.\d+|(?<=messages_per_second)\D*\d+|(?<=\.bak-)[0-9-]+|(?<=\.rebuild-index-)[0-9-]+"
-                       rb"|(?<=rmqstore-backup/)[0-9-]+")
+_VOLATILE = re.compile(
+    rb"\d+\.\d+|(?<=messages_per_second)\D*\d+|(?<=\.bak-)[0-9-]+|(?<=\.rebuild-index-)[0-9-]+"
+    rb"|(?<=rmqstore-backup/)[0-9-]+"
+)
 _LAYOUT = re.compile(rb"(?:\s|\xe2\x94[\x80-\xbf])+")  # spaces and box drawing: a table's widths
 
 
@@ -468,8 +537,13 @@ class Matrix:
         if cmd.copies_store:
             store = self.case_dir / "store"
             shutil.copytree(getattr(self.s, cmd.source), store, symlinks=True)
-        subst = {"{S}": str(store), "{D}": str(self.s.damaged), "{T}": str(self.s.timer),
-                 "{OUT}": str(self.case_dir / "out"), "{NEW}": str(self.case_dir / "new")}
+        subst = {
+            "{S}": str(store),
+            "{D}": str(self.s.damaged),
+            "{T}": str(self.s.timer),
+            "{OUT}": str(self.case_dir / "out"),
+            "{NEW}": str(self.case_dir / "new"),
+        }
         argv = []
         for a in cmd.argv:
             for k, v in subst.items():
@@ -489,8 +563,11 @@ class Matrix:
     def case(self, cmd: Command, fmt: str, faults) -> list[Outcome]:
         """The clean run, then each fault, judged against it; a read command's stores
         (bytes and mtimes) the same after all of them."""
-        stores = [d for key, d in (("{S}", self.s.good), ("{D}", self.s.damaged), ("{T}", self.s.timer))
-                  if any(key in a for a in cmd.argv)]
+        stores = [
+            d
+            for key, d in (("{S}", self.s.good), ("{D}", self.s.damaged), ("{T}", self.s.timer))
+            if any(key in a for a in cmd.argv)
+        ]
         read_before = [] if cmd.kind == WRITE else [digest(d, True) for d in stores]
         clean, c_before, c_after = self.run(cmd, fmt, None)
         base = Outcome(cmd.name, fmt, "clean", clean.exit, {3} if cmd.name == "no-store" else {0, 1})
@@ -500,8 +577,14 @@ class Matrix:
         out = [base]
         for fault in faults:
             r, before, after = self.run(cmd, fmt, fault)
-            o = Outcome(cmd.name, fmt, fault, r.exit, expected_exits(cmd, fault, clean, c_before != c_after),
-                        stderr=r.stderr.decode("utf-8", "replace"))
+            o = Outcome(
+                cmd.name,
+                fmt,
+                fault,
+                r.exit,
+                expected_exits(cmd, fault, clean, c_before != c_after),
+                stderr=r.stderr.decode("utf-8", "replace"),
+            )
             o.problems = judge_common(r) + judge_fault(cmd, fault, r, o.expected, clean)
             if cmd.kind == WRITE:
                 o.problems += judge_effect(r, before, after, c_after)
@@ -548,12 +631,15 @@ def judge_effect(r: Result, before: dict, after: dict, clean_after: dict) -> lis
     if r.exit == 5 and after != before:
         return ["exit 5 (nothing changed) but files changed"]
     if r.exit in (0, 1, 6) and after != clean_after:
-        return ["its work differs from the clean run's: " + ", ".join(
-            sorted(k for k in set(after) | set(clean_after) if after.get(k) != clean_after.get(k))[:4])]
+        return [
+            "its work differs from the clean run's: "
+            + ", ".join(sorted(k for k in set(after) | set(clean_after) if after.get(k) != clean_after.get(k))[:4])
+        ]
     return []
 
 
 # ------------------------------------------------------------------ the run
+
 
 def main() -> int:
     ap = argparse.ArgumentParser()
@@ -586,12 +672,17 @@ def main() -> int:
                     codes[(o.fault, o.exit)] += 1
                     if o.problems:
                         failed.append(o)
-                        print(f"FAIL {o.command} --format {o.fmt or '-'} {FAULTS.get(o.fault, o.fault)}: "
-                              f"{'; '.join(o.problems)}", flush=True)
+                        print(
+                            f"FAIL {o.command} --format {o.fmt or '-'} {FAULTS.get(o.fault, o.fault)}: "
+                            f"{'; '.join(o.problems)}",
+                            flush=True,
+                        )
         if server:
             server.close()
-        print(f"{runs} runs ({len(cmds)} commands, faults {', '.join(faults)}), {len(failed)} failing, "
-              f"{time.time() - t0:.0f} s")
+        print(
+            f"{runs} runs ({len(cmds)} commands, faults {', '.join(faults)}), {len(failed)} failing, "
+            f"{time.time() - t0:.0f} s"
+        )
         for fault in ["clean", *faults]:
             seen = sorted((e, n) for (f, e), n in codes.items() if f == fault)
             print(f"  {fault}: " + ", ".join(f"exit {e} ×{n}" for e, n in seen))

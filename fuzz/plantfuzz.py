@@ -28,6 +28,7 @@ each as a subprocess on a fresh copy of the planted store, under a time limit (a
 The harness hides nothing: ``tests/safety/test_plantfuzz.py`` runs one case per plant kind and
 marks the ones known to fail there, not here. Results: ``fuzz/RESULTS.md``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -45,22 +46,27 @@ import sys
 import tempfile
 import time
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"  # the real brokers' samples (tests/fixtures/README.md)
 DOCUMENTED_EXITS = {0, 1, 2, 3, 4, 5, 6}  # 5, 6: output not written (export's dataset on a full disk)
 TRACEBACK = "Traceback (most recent call last)"
-GEN_SIZES = {"mappedFileSizeCommitLog": 16384, "mappedFileSizeConsumeQueue": 400, "maxHashSlotNum": 16,
-             "maxIndexNum": 100}
+GEN_SIZES = {
+    "mappedFileSizeCommitLog": 16384,
+    "mappedFileSizeConsumeQueue": 400,
+    "maxHashSlotNum": 16,
+    "maxIndexNum": 100,
+}
 JOURNAL = ".rebuild-index.journal"
 #: Files of more than this are hashed by size and their first and last MiB only (sparse plants).
 HASH_WHOLE = 64 << 20
 
 
 # ------------------------------------------------------------------ snapshots
+
 
 def _digest(p: Path, size: int) -> str:
     h = hashlib.sha256()
@@ -123,9 +129,11 @@ def diff(before: dict, after: dict) -> list[str]:
 
 # ------------------------------------------------------------------ base stores
 
+
 @dataclass
 class Base:
     """A pristine store to plant into: its directory, broker.conf and a probe."""
+
     name: str
     store: Path
     conf: Path
@@ -146,9 +154,27 @@ def generated_base(work: Path, messages: int = 300) -> Base:
     if not store.exists():
         d.mkdir(parents=True, exist_ok=True)
         conf.write_text("".join(f"{k}={v}\n" for k, v in GEN_SIZES.items()))
-        subprocess.run([*_rmq_args(), "generate", "--store", str(store), "--broker-conf", str(conf),
-                        "--messages", str(messages), "--seed", "3", "--span", "2h", "--format", "json"],
-                       check=True, capture_output=True, timeout=300)
+        subprocess.run(
+            [
+                *_rmq_args(),
+                "generate",
+                "--store",
+                str(store),
+                "--broker-conf",
+                str(conf),
+                "--messages",
+                str(messages),
+                "--seed",
+                "3",
+                "--span",
+                "2h",
+                "--format",
+                "json",
+            ],
+            check=True,
+            capture_output=True,
+            timeout=300,
+        )
     return probe(Base("generated", store, conf))
 
 
@@ -169,8 +195,23 @@ def fixture_bases(work: Path) -> list[Base]:
 
 def probe(b: Base) -> Base:
     """A key, a msgId, a topic and queue of a message of the pristine store."""
-    r = subprocess.run([*_rmq_args(), "dump-commitlog", "--store", str(b.store), "--broker-conf", str(b.conf),
-                        "--format", "jsonl", "--limit", "50"], capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [
+            *_rmq_args(),
+            "dump-commitlog",
+            "--store",
+            str(b.store),
+            "--broker-conf",
+            str(b.conf),
+            "--format",
+            "jsonl",
+            "--limit",
+            "50",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     for line in r.stdout.splitlines():
         d = json.loads(line)
         if d.get("keys"):
@@ -181,9 +222,11 @@ def probe(b: Base) -> Base:
 
 # ------------------------------------------------------------------ plants
 
+
 @dataclass
 class Ctx:
     """One case: ``case/store`` (planted), ``case/outside`` (sentinels), the RNG."""
+
     case: Path
     store: Path
     outside: Path
@@ -215,9 +258,15 @@ class Ctx:
             if not p.exists():
                 p.parent.mkdir(exist_ok=True)
                 topics = sorted(x.name for x in (s / "consumequeue").iterdir())
-                p.write_text(json.dumps({"topicConfigTable": {t: {"topicName": t, "readQueueNums": 4,
-                                                                  "writeQueueNums": 4, "perm": 6}
-                                                              for t in topics}}))
+                p.write_text(
+                    json.dumps(
+                        {
+                            "topicConfigTable": {
+                                t: {"topicName": t, "readQueueNums": 4, "writeQueueNums": 4, "perm": 6} for t in topics
+                            }
+                        }
+                    )
+                )
             return p
         if name == "journal":
             return s / JOURNAL
@@ -312,10 +361,17 @@ def journal_through_link(c: Ctx, state: str) -> str:
     (victim / "keep").write_bytes(b"must survive\n")
     os.symlink(victim, c.store / "lnk")
     s = str(c.run_store)
-    j = {"id": "x", "state": state, "staging": f"{s}/.rebuild-index-x",
-         "parts": [[f"{s}/index", f"{s}/.rebuild-index-x/index", f"{s}/lnk/sub", "replace"]],
-         "checkpoint": None, "no_backup": True, "marker": ".rebuild-x", "options": {},
-         "backup_dirs": [f"{s}/lnk/sub"]}
+    j = {
+        "id": "x",
+        "state": state,
+        "staging": f"{s}/.rebuild-index-x",
+        "parts": [[f"{s}/index", f"{s}/.rebuild-index-x/index", f"{s}/lnk/sub", "replace"]],
+        "checkpoint": None,
+        "no_backup": True,
+        "marker": ".rebuild-x",
+        "options": {},
+        "backup_dirs": [f"{s}/lnk/sub"],
+    }
     if state == "building":  # the staging directory itself is a link outside
         os.symlink(victim, c.store / ".rebuild-index-x")
     (c.store / JOURNAL).write_text(json.dumps(j))
@@ -336,8 +392,14 @@ def dev_zero(c: Ctx, role: str) -> str:
     return f"{p.relative_to(c.store)} -> /dev/zero"
 
 
-SPARSE = {"checkpoint": 8 << 30, "cq": 4 << 30, "commitlog-last": 4 << 30, "index": 4 << 30,
-          "topics.json": 1 << 30, "journal": 1 << 30}
+SPARSE = {
+    "checkpoint": 8 << 30,
+    "cq": 4 << 30,
+    "commitlog-last": 4 << 30,
+    "index": 4 << 30,
+    "topics.json": 1 << 30,
+    "journal": 1 << 30,
+}
 
 
 def sparse(c: Ctx, role: str) -> str:
@@ -354,9 +416,15 @@ _HUGE_CACHE: dict[int, Path] = {}
 
 def huge_topics(n: int) -> bytes:
     """A broker-shaped topics.json of ``n`` topics, built in one join (~1 s for 2.5 M)."""
-    return b"".join([b'{"topicConfigTable":{',
-                     b",".join(b'"T%d":{"topicName":"T%d","readQueueNums":4,"writeQueueNums":4,"perm":6}'
-                               % (i, i) for i in range(n)), b'},"dataVersion":{"counter":1}}'])
+    return b"".join(
+        [
+            b'{"topicConfigTable":{',
+            b",".join(
+                b'"T%d":{"topicName":"T%d","readQueueNums":4,"writeQueueNums":4,"perm":6}' % (i, i) for i in range(n)
+            ),
+            b'},"dataVersion":{"counter":1}}',
+        ]
+    )
 
 
 def huge_json(c: Ctx, role: str) -> str:
@@ -483,9 +551,21 @@ PLANTS: list[Plant] = (
     + [(f"sparse:{r}", sparse, r) for r in SPARSE]
     + [(f"huge-json:{r}", huge_json, r) for r in ("topics.json", "journal")]
     + [(f"nested-json:{r}", nested_json, r) for r in ("topics.json", "journal")]
-    + [(f"name:{w}", crafted_name, w) for w in ("commitlog-int64", "commitlog-9223372036854775807", "index-int64",
-                                                 "cq-int64", "queue-int64", "topic-non-utf8", "topic-255",
-                                                 "topic-newline", "commitlog-newline", "index-newline")]
+    + [
+        (f"name:{w}", crafted_name, w)
+        for w in (
+            "commitlog-int64",
+            "commitlog-9223372036854775807",
+            "index-int64",
+            "cq-int64",
+            "queue-int64",
+            "topic-non-utf8",
+            "topic-255",
+            "topic-newline",
+            "commitlog-newline",
+            "index-newline",
+        )
+    ]
     + [(f"time:{w}", crafted_time, w) for w in ("store", "born")]
     + [(f"fs:{k}", fs_plant, k) for k in ("ro", "full")]
 )
@@ -523,31 +603,53 @@ def commands(b: Base, store: Path, out: Path) -> dict[str, tuple[str, list[str]]
         "dump-cq": (READ, ["dump-cq", *s, b.topic, str(b.queue_id), "--format", "jsonl", "--resolve"]),
         "dump-cq-summary": (READ, ["dump-cq", *s, "--summary", "--format", "json"]),
         "index-lookup": (READ, ["index-lookup", *s, b.key, "--format", "jsonl"]),
-        "decode-msgid": (READ, ["decode-msgid", *s, b.msg_id or "0A00000500002A9F0000000000000000",
-                                "--format", "jsonl"]),
+        "decode-msgid": (
+            READ,
+            ["decode-msgid", *s, b.msg_id or "0A00000500002A9F0000000000000000", "--format", "jsonl"],
+        ),
         "verify": (READ, ["verify", *s, "--format", "json", "--crc"]),
         "rebuild-output": (MUTATE, ["rebuild-index", *s, "--output", str(out), "--format", "json", "--no-progress"]),
-        "rebuild-dry-run": (MUTATE, ["rebuild-index", *s, "--in-place", "--dry-run", "--format", "json",
-                                     "--no-progress"]),
+        "rebuild-dry-run": (
+            MUTATE,
+            ["rebuild-index", *s, "--in-place", "--dry-run", "--format", "json", "--no-progress"],
+        ),
         "rebuild-in-place": (MUTATE, ["rebuild-index", *s, "--in-place", "--format", "json", "--no-progress"]),
-        "rebuild-recover": (MUTATE, ["rebuild-index", *s, "--in-place", "--recover", "--format", "json",
-                                     "--no-progress"]),
+        "rebuild-recover": (
+            MUTATE,
+            ["rebuild-index", *s, "--in-place", "--recover", "--format", "json", "--no-progress"],
+        ),
         "expire-dry-run": (MUTATE, ["expire", *s, *now, "--dry-run", "--format", "json"]),
         "expire": (MUTATE, ["expire", *s, *now, "--format", "json"]),
-        "generate": (MUTATE, ["generate", *s, *_generate_args(), "--messages", "40", "--seed", "9",
-                              "--format", "json"]),
+        "generate": (
+            MUTATE,
+            ["generate", *s, *_generate_args(), "--messages", "40", "--seed", "9", "--format", "json"],
+        ),
     }
     if HAS_PYARROW:
         c["export"] = (READ, ["export", *s, "--output", str(out), "--format", "json"])
     return c
 
 
-COMMAND_NAMES = ["dump-commitlog", "dump-cq", "dump-cq-summary", "index-lookup", "decode-msgid", "verify", "export",
-                 "rebuild-output", "rebuild-dry-run", "rebuild-in-place", "rebuild-recover", "expire-dry-run",
-                 "expire", "generate"]
+COMMAND_NAMES = [
+    "dump-commitlog",
+    "dump-cq",
+    "dump-cq-summary",
+    "index-lookup",
+    "decode-msgid",
+    "verify",
+    "export",
+    "rebuild-output",
+    "rebuild-dry-run",
+    "rebuild-in-place",
+    "rebuild-recover",
+    "expire-dry-run",
+    "expire",
+    "generate",
+]
 
 
 # ------------------------------------------------------------------ running
+
 
 @dataclass
 class Run:
@@ -566,6 +668,7 @@ def _limits(mem: int, fsize: int) -> Callable[[], None]:
     def pre() -> None:
         resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
         resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
+
     return pre
 
 
@@ -574,8 +677,16 @@ def execute(argv: list[str], cwd: Path, timeout: float, mem: int, fsize: int) ->
     exit is a signal. The whole process group is killed on a hang."""
     t0 = time.monotonic()
     env = dict(os.environ, NO_COLOR="1", PYTHONFAULTHANDLER="")
-    p = subprocess.Popen([*_rmq_args(), *argv], cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                         stderr=subprocess.PIPE, preexec_fn=_limits(mem, fsize), start_new_session=True, env=env)
+    p = subprocess.Popen(
+        [*_rmq_args(), *argv],
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        preexec_fn=_limits(mem, fsize),
+        start_new_session=True,
+        env=env,
+    )
     try:
         _, err = p.communicate(timeout=timeout)
         code: int | None = p.returncode
@@ -621,8 +732,11 @@ class Mount:
 
     def __enter__(self) -> Path:
         self.path.mkdir(parents=True, exist_ok=True)
-        subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={self.size},mode=755", "tmpfs", str(self.path)],
-                       check=True, capture_output=True)
+        subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size={self.size},mode=755", "tmpfs", str(self.path)],
+            check=True,
+            capture_output=True,
+        )
         return self.path
 
     def __exit__(self, *exc) -> None:
@@ -648,9 +762,18 @@ def _tree_bytes(p: Path) -> int:
     return sum(os.lstat(os.path.join(d, f)).st_blocks * 512 for d, _, fs in os.walk(p) for f in fs)
 
 
-def run_case(work: Path, bases: list[Base], seed: int, plant: str | None = None, names: list[str] | None = None,
-             per_case: int = 3, timeout: float = 60, mem: int = 2 << 30, fsize: int = 1 << 30,
-             no_mount: str | None = None) -> list[Run]:
+def run_case(
+    work: Path,
+    bases: list[Base],
+    seed: int,
+    plant: str | None = None,
+    names: list[str] | None = None,
+    per_case: int = 3,
+    timeout: float = 60,
+    mem: int = 2 << 30,
+    fsize: int = 1 << 30,
+    no_mount: str | None = None,
+) -> list[Run]:
     """Plant one hostile thing (``plant`` or a seeded choice) in a copy of a base store and
     run the commands ``names`` (or a seeded sample of ``per_case``; 0 = all) on fresh copies."""
     rng = random.Random(seed)
@@ -681,8 +804,11 @@ def run_case(work: Path, bases: list[Base], seed: int, plant: str | None = None,
     _copy_tree(outside, pristine_out)
     all_names = [n for n in COMMAND_NAMES if n != "export" or HAS_PYARROW]
     if names is None:
-        names = all_names if per_case <= 0 else sorted(rng.sample(all_names, min(per_case, len(all_names))),
-                                                       key=all_names.index)
+        names = (
+            all_names
+            if per_case <= 0
+            else sorted(rng.sample(all_names, min(per_case, len(all_names))), key=all_names.index)
+        )
     runs = []
     for name in names:
         runs.append(_run_one(seed, case, tpl, pristine_out, ctx, base, pl[0], detail, name, timeout, mem, fsize))
@@ -691,8 +817,20 @@ def run_case(work: Path, bases: list[Base], seed: int, plant: str | None = None,
     return runs
 
 
-def _run_one(seed: int, case: Path, tpl: Path, pristine_out: Path, ctx: Ctx, base: Base, plant: str, detail: str,
-             name: str, timeout: float, mem: int, fsize: int) -> Run:
+def _run_one(
+    seed: int,
+    case: Path,
+    tpl: Path,
+    pristine_out: Path,
+    ctx: Ctx,
+    base: Base,
+    plant: str,
+    detail: str,
+    name: str,
+    timeout: float,
+    mem: int,
+    fsize: int,
+) -> Run:
     """Fresh sentinels and a fresh copy of the planted store (on a tmpfs for the fs plants),
     then one command: a command that broke something never spoils the next one's check."""
     outside = case / "outside"
@@ -732,8 +870,19 @@ def _run_one(seed: int, case: Path, tpl: Path, pristine_out: Path, ctx: Ctx, bas
             mount.__exit__()
 
 
-def _measure(seed: int, case: Path, store: Path, out: Path, base: Base, plant: str, detail: str, name: str,
-             timeout: float, mem: int, fsize: int) -> Run:
+def _measure(
+    seed: int,
+    case: Path,
+    store: Path,
+    out: Path,
+    base: Base,
+    plant: str,
+    detail: str,
+    name: str,
+    timeout: float,
+    mem: int,
+    fsize: int,
+) -> Run:
     """Run one command on the prepared copy; judge its exit, stderr and file-system effects."""
     kind, argv = commands(base, store, out)[name]
     skip = {case / "tpl", store, out, case / "fs" / "store", case / "fs" / "out"}
@@ -743,8 +892,12 @@ def _measure(seed: int, case: Path, store: Path, out: Path, base: Base, plant: s
     problems = judge(code, err, timeout)
     changed = diff(before_out, snapshot(case, skip))
     if changed:
-        problems.append("changed outside the store: " + " ".join(changed[:6]) + (" …" if len(changed) > 6 else "")
-                        + f" ({len(changed)})")
+        problems.append(
+            "changed outside the store: "
+            + " ".join(changed[:6])
+            + (" …" if len(changed) > 6 else "")
+            + f" ({len(changed)})"
+        )
     if before_store is not None:
         ch = diff(before_store, snapshot(store))
         if ch:
@@ -760,6 +913,7 @@ def _cleanup_case(case: Path) -> None:
 
 
 # ------------------------------------------------------------------ the long run
+
 
 def symptom(problem: str) -> str:
     """A problem without its run-specific parts (paths, numbers), to group runs by."""
@@ -826,22 +980,48 @@ def main(argv: list[str] | None = None) -> int:
             break
         seed = a.seed + i
         pick = random.Random(seed * 7919 + 1).choice(plants)[0]
-        for r in run_case(work, bases, seed, plant=pick, names=a.command, per_case=a.per_case, timeout=a.timeout,
-                          mem=int(a.mem_gb * (1 << 30)), no_mount=no_mount):
+        for r in run_case(
+            work,
+            bases,
+            seed,
+            plant=pick,
+            names=a.command,
+            per_case=a.per_case,
+            timeout=a.timeout,
+            mem=int(a.mem_gb * (1 << 30)),
+            no_mount=no_mount,
+        ):
             runs.append(r)
             if jf:
-                jf.write(json.dumps({"seed": seed, "plant": r.plant, "detail": r.detail, "command": r.command,
-                                     "exit": r.exit, "seconds": round(r.seconds, 2), "problems": r.problems,
-                                     "stderr": r.stderr[-2000:]}) + "\n")
+                jf.write(
+                    json.dumps(
+                        {
+                            "seed": seed,
+                            "plant": r.plant,
+                            "detail": r.detail,
+                            "command": r.command,
+                            "exit": r.exit,
+                            "seconds": round(r.seconds, 2),
+                            "problems": r.problems,
+                            "stderr": r.stderr[-2000:],
+                        }
+                    )
+                    + "\n"
+                )
                 jf.flush()
             if r.problems:
-                print(f"FAIL seed={seed} plant={r.plant} [{r.detail}] {r.command} exit={r.exit}: "
-                      f"{'; '.join(r.problems)} :: {first_lines(r.stderr)}", flush=True)
+                print(
+                    f"FAIL seed={seed} plant={r.plant} [{r.detail}] {r.command} exit={r.exit}: "
+                    f"{'; '.join(r.problems)} :: {first_lines(r.stderr)}",
+                    flush=True,
+                )
         done += 1
     dt = time.monotonic() - t0
     failed = [r for r in runs if r.problems]
-    print(f"\n{done} cases, {sum(1 for r in runs if r.command != '-')} command runs in {dt:.0f}s; "
-          f"{len(failed)} failing runs")
+    print(
+        f"\n{done} cases, {sum(1 for r in runs if r.command != '-')} command runs in {dt:.0f}s; "
+        f"{len(failed)} failing runs"
+    )
     skipped = Counter(r.detail for r in runs if r.command == "-")
     for why, n in skipped.items():
         print(f"  not run ({n}): {why}")
@@ -854,8 +1034,10 @@ def main(argv: list[str] | None = None) -> int:
         print("\nfailures by (plant kind, command, symptom):")
         for (k, c, s), rs in sorted(groups.items()):
             r = rs[0]
-            print(f"  {len(rs):3d}× {k:13s} {c:17s} {s}\n        e.g. --seed {r.seed} --cases 1 "
-                  f"--plant {r.plant} --command {r.command}: exit={r.exit} :: {first_lines(r.stderr)}")
+            print(
+                f"  {len(rs):3d}× {k:13s} {c:17s} {s}\n        e.g. --seed {r.seed} --cases 1 "
+                f"--plant {r.plant} --command {r.command}: exit={r.exit} :: {first_lines(r.stderr)}"
+            )
     if not a.work:
         shutil.rmtree(work, ignore_errors=True)
     return 1 if failed else 0

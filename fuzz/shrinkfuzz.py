@@ -27,6 +27,7 @@ Outcomes are counted per command (the read was done before the cut: exit 0 or ve
 the shrink line; another refusal, such as a size check that already saw the shorter file).
 ``run_iterations`` is what tests/safety/test_shrink.py runs briefly with a fixed seed.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -44,8 +45,10 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 SIZES = ["--commitlog-file-size", "8388608", "--cq-file-size", "60000", "--index-slots", "5000", "--index-max", "40000"]
-HINT = ("the file was truncated while rmqstore read it (a broker, expire or a copy still writing the store?); "
-        "read a stable copy (stop the broker or let the copy finish) and run again")
+HINT = (
+    "the file was truncated while rmqstore read it (a broker, expire or a copy still writing the store?); "
+    "read a stable copy (stop the broker or let the copy finish) and run again"
+)
 SHRUNK = re.compile(r"rmqstore: error: (.+) shrank while it was read \((.+):(\d+)\); (.*)")
 
 COMMANDS = {
@@ -63,8 +66,20 @@ def _rmq(*args) -> subprocess.CompletedProcess:
 
 
 def make_master(path: Path, messages: int) -> Path:
-    r = _rmq("generate", "--store", path, "--messages", messages, "--seed", 31, *SIZES, "--body-size", "300",
-             "--format", "json")
+    r = _rmq(
+        "generate",
+        "--store",
+        path,
+        "--messages",
+        messages,
+        "--seed",
+        31,
+        *SIZES,
+        "--body-size",
+        "300",
+        "--format",
+        "json",
+    )
     if r.returncode != 0:
         raise SystemExit(f"generate failed: {r.stderr.decode()[-500:]}")
     return path
@@ -130,8 +145,9 @@ def wait_mapped(p: subprocess.Popen, victim: Path) -> None:
         time.sleep(0.001)
 
 
-def judge(name: str, r_code: int, err: str, victim: Path, cut: int, work: Path, store: Path,
-          old: dict[str, str]) -> tuple[str, str | None]:
+def judge(
+    name: str, r_code: int, err: str, victim: Path, cut: int, work: Path, store: Path, old: dict[str, str]
+) -> tuple[str, str | None]:
     """(outcome, problem or None) of one run."""
     if r_code < 0:
         return "signal", f"killed by signal {-r_code}"
@@ -144,7 +160,9 @@ def judge(name: str, r_code: int, err: str, victim: Path, cut: int, work: Path, 
         return "exit", f"exit {r_code}: {err[-300:]}"
     outcome = "done" if r_code in (0, 1) else "other-3"
     if r_code == 3 and errors:  # the refusal, without its paths and numbers
-        outcome = "other-3: " + re.sub(r"\(/[^)]*\)|\[[^]]*\]|\d+", "N", errors[0][len("rmqstore: error: "):]).split(";")[0]
+        outcome = (
+            "other-3: " + re.sub(r"\(/[^)]*\)|\[[^]]*\]|\d+", "N", errors[0][len("rmqstore: error: ") :]).split(";")[0]
+        )
     if r_code == 3:
         m = SHRUNK.fullmatch(errors[0]) if errors else None
         if m:
@@ -167,14 +185,16 @@ def judge(name: str, r_code: int, err: str, victim: Path, cut: int, work: Path, 
         if left:
             return outcome, f"left {left} in the store"
         cut_by_us = str(victim.relative_to(store))  # the old file this fuzzer cut itself
-        if r_code != 0 and {k: v for k, v in digest(store).items() if k != cut_by_us} != \
-                {k: v for k, v in old.items() if k != cut_by_us}:
+        if r_code != 0 and {k: v for k, v in digest(store).items() if k != cut_by_us} != {
+            k: v for k, v in old.items() if k != cut_by_us
+        }:
             return outcome, "failed run changed the old consume queues, index or checkpoint"
     return outcome, None
 
 
-def one(name: str, master: Path, work: Path, rng: random.Random, budget: float, expected: str | None
-        ) -> tuple[str, float, str, str | None]:
+def one(
+    name: str, master: Path, work: Path, rng: random.Random, budget: float, expected: str | None
+) -> tuple[str, float, str, str | None]:
     """One run: (victim's kind, delay, outcome, problem)."""
     store = work / "store"
     copy_store(master, store)
@@ -189,8 +209,9 @@ def one(name: str, master: Path, work: Path, rng: random.Random, budget: float, 
     delay = rng.uniform(0.0, budget / 4 if targeted else budget)
     errf = work / "stderr"
     with open(errf, "wb") as e, open(work / "stdout", "wb") as o:
-        p = subprocess.Popen([sys.executable, "-m", "rmqstore_cli", *map(str, COMMANDS[name](store, work))],
-                             stdout=o, stderr=e)
+        p = subprocess.Popen(
+            [sys.executable, "-m", "rmqstore_cli", *map(str, COMMANDS[name](store, work))], stdout=o, stderr=e
+        )
         if targeted:  # the moment the victim is mapped, then a random part of its read
             wait_mapped(p, victim)
         time.sleep(delay)
@@ -220,8 +241,12 @@ def untouched(name: str, master: Path, work: Path) -> tuple[float, str | None]:
     copy_store(master, store)
     t0 = time.monotonic()
     with open(work / "stdout", "wb") as out:
-        r = subprocess.run([sys.executable, "-m", "rmqstore_cli", *map(str, COMMANDS[name](store, work))],
-                           stdout=out, stderr=subprocess.PIPE, timeout=600)
+        r = subprocess.run(
+            [sys.executable, "-m", "rmqstore_cli", *map(str, COMMANDS[name](store, work))],
+            stdout=out,
+            stderr=subprocess.PIPE,
+            timeout=600,
+        )
     t = time.monotonic() - t0
     if r.returncode not in (0, 1):
         raise SystemExit(f"{name} fails on the untouched store: {r.stderr.decode()[-500:]}")
@@ -231,8 +256,9 @@ def untouched(name: str, master: Path, work: Path) -> tuple[float, str | None]:
     return t, got
 
 
-def run_iterations(iterations: int, seed: int, work: Path, messages: int = 40000,
-                   names: list[str] | None = None) -> list[tuple]:
+def run_iterations(
+    iterations: int, seed: int, work: Path, messages: int = 40000, names: list[str] | None = None
+) -> list[tuple]:
     """[(command, victim kind, delay, outcome, problem)] for each iteration (commands in turn)."""
     names = names or list(COMMANDS)
     master = make_master(work / "master", messages)

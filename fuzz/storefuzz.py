@@ -11,6 +11,7 @@ Used by ``fuzz/fuzz_stores.py`` (the long run, results in ``fuzz/RESULTS.md``) a
 ``tests/safety/test_hardening.py`` (a short seeded run). Cases that failed once live in
 ``fuzz/corpus/stores.jsonl`` as (store, seed) pairs and are replayed by the suite.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -27,8 +28,21 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"  # the real brokers' samples (tests/fixtures/README.md)
 DOCUMENTED_EXITS = {0, 1, 2, 3}
-BOUNDARY_INTS = [0, -1, 1, 8, 0x7FFFFFFF, -0x80000000, 0x7FFFFFF8, 0xDAA320A7 - (1 << 32),
-                 0xCBD43194 - (1 << 32), 65536, 65535, 20, 2000]
+BOUNDARY_INTS = [
+    0,
+    -1,
+    1,
+    8,
+    0x7FFFFFFF,
+    -0x80000000,
+    0x7FFFFFF8,
+    0xDAA320A7 - (1 << 32),
+    0xCBD43194 - (1 << 32),
+    65536,
+    65535,
+    20,
+    2000,
+]
 
 
 def tree_digest(root: Path) -> dict[str, tuple[str, int]]:
@@ -81,8 +95,9 @@ def mutate(store: Path, rng: random.Random, starts: list[int] = ()) -> str:
         f = rng.choice(files)
         rel = f.relative_to(store)
         data = bytearray(f.read_bytes())
-        kind = rng.choice(["flip", "int", "int", "int", "truncate", "zero", "garbage", "delete", "append",
-                           "empty", "rename"])
+        kind = rng.choice(
+            ["flip", "int", "int", "int", "truncate", "zero", "garbage", "delete", "append", "empty", "rename"]
+        )
         if kind == "int" and starts and "commitlog" in str(rel) and rng.random() < 0.6:
             # a length field of a real record: total size, body length, topic or properties length
             base = int(f.name) if f.name.isdigit() else 0
@@ -90,7 +105,7 @@ def mutate(store: Path, rng: random.Random, starts: list[int] = ()) -> str:
             if here:
                 r0 = rng.choice(here)
                 j = r0 + rng.choice([0, 4, 36, 72, 84, 100, 116])
-                data[j:j + 4] = struct.pack(">i", rng.choice(BOUNDARY_INTS))
+                data[j : j + 4] = struct.pack(">i", rng.choice(BOUNDARY_INTS))
                 f.write_bytes(bytes(data))
                 done.append(f"field@{j} {rel}")
                 continue
@@ -105,9 +120,9 @@ def mutate(store: Path, rng: random.Random, starts: list[int] = ()) -> str:
                 i -= i % 4
             v = rng.choice(BOUNDARY_INTS)
             if rng.random() < 0.3:
-                data[i:i + 2] = struct.pack(">h", rng.choice([-1, 0, 0x7FFF, -0x8000, 1]))
+                data[i : i + 2] = struct.pack(">h", rng.choice([-1, 0, 0x7FFF, -0x8000, 1]))
             else:
-                data[i:i + 4] = struct.pack(">i", v if v < (1 << 31) else v - (1 << 32))
+                data[i : i + 4] = struct.pack(">i", v if v < (1 << 31) else v - (1 << 32))
             kind += f"@{i}={v}"
         elif kind == "truncate":
             n = rng.randrange(len(data) + 1)
@@ -116,11 +131,11 @@ def mutate(store: Path, rng: random.Random, starts: list[int] = ()) -> str:
         elif kind == "zero" and data:
             i = rng.randrange(len(data))
             n = rng.randint(1, 4096)
-            data[i:i + n] = bytes(len(data[i:i + n]))
+            data[i : i + n] = bytes(len(data[i : i + n]))
         elif kind == "garbage" and data:
             i = rng.randrange(len(data))
             n = rng.randint(1, 512)
-            data[i:i + n] = rng.randbytes(len(data[i:i + n]))
+            data[i : i + n] = rng.randbytes(len(data[i : i + n]))
         elif kind == "append":
             data += rng.randbytes(rng.randint(1, 300))
         elif kind == "empty":
@@ -147,13 +162,20 @@ def commands(store: Path, conf: Path | None, probe: dict) -> list[tuple[str, lis
     s = ["--store", str(store)] + (["--broker-conf", str(conf)] if conf else [])
     key, mid, uk = probe.get("key", "k"), probe.get("msg_id"), probe.get("uniq_key")
     out = [
-        ("dump-commitlog", ["dump-commitlog", *s, "--format", "jsonl", "--body", "text", "--show-blank", "--decompress"]),
+        (
+            "dump-commitlog",
+            ["dump-commitlog", *s, "--format", "jsonl", "--body", "text", "--show-blank", "--decompress"],
+        ),
         ("dump-commitlog-crc", ["dump-commitlog", *s, "--format", "table", "--check-crc"]),
         # the columnar path (MessageBlock + jsonblock), and odd-sized files read anyway
-        ("dump-commitlog-blocks", ["dump-commitlog", *s, "--format", "jsonl", "--body", "base64", "--check-crc",
-                                   "--allow-odd-size"]),
-        ("dump-cq", ["dump-cq", *s, probe.get("topic", "T"), str(probe.get("queue_id", 0)), "--format", "jsonl",
-                     "--resolve"]),
+        (
+            "dump-commitlog-blocks",
+            ["dump-commitlog", *s, "--format", "jsonl", "--body", "base64", "--check-crc", "--allow-odd-size"],
+        ),
+        (
+            "dump-cq",
+            ["dump-cq", *s, probe.get("topic", "T"), str(probe.get("queue_id", 0)), "--format", "jsonl", "--resolve"],
+        ),
         ("dump-cq-summary", ["dump-cq", *s, "--summary", "--format", "json"]),
         ("index-lookup", ["index-lookup", *s, key, "--format", "jsonl", "--show-collisions"]),
         ("verify", ["verify", *s, "--format", "json", "--crc"]),
@@ -235,7 +257,8 @@ def run_case(src: Path, conf: Path | None, work: Path, seed: int, probe_: dict, 
             after = tree_digest(store)
             if after != before:
                 problem = "read command changed the store: " + ", ".join(
-                    k for k in set(before) | set(after) if before.get(k) != after.get(k))
+                    k for k in set(before) | set(after) if before.get(k) != after.get(k)
+                )
                 before = after
         res.outcomes.append(Outcome(name, code, problem, err[-400:]))
     return res
@@ -257,18 +280,44 @@ def generated_store(path: Path, messages: int = 600, seed: int = 3) -> Path:
     from rmqstore_cli.app import app
 
     if not path.exists():
-        r = CliRunner().invoke(app, ["generate", "--store", str(path), "--messages", str(messages), "--seed",
-                                     str(seed), "--commitlog-file-size", "16384", "--cq-file-size", "400",
-                                     "--index-slots", "16", "--index-max", "100", "--delay-ratio", "0.1",
-                                     "--transaction-ratio", "0.1", "--ipv6-ratio", "0.2",
-                                     "--compress-ratio", "0.2", "--format", "json"])
+        r = CliRunner().invoke(
+            app,
+            [
+                "generate",
+                "--store",
+                str(path),
+                "--messages",
+                str(messages),
+                "--seed",
+                str(seed),
+                "--commitlog-file-size",
+                "16384",
+                "--cq-file-size",
+                "400",
+                "--index-slots",
+                "16",
+                "--index-max",
+                "100",
+                "--delay-ratio",
+                "0.1",
+                "--transaction-ratio",
+                "0.1",
+                "--ipv6-ratio",
+                "0.2",
+                "--compress-ratio",
+                "0.2",
+                "--format",
+                "json",
+            ],
+        )
         assert r.exit_code == 0, r.stderr
     return path
 
 
 def generated_conf(path: Path) -> Path:
-    path.write_text("mappedFileSizeCommitLog=16384\nmappedFileSizeConsumeQueue=400\n"
-                    "maxHashSlotNum=16\nmaxIndexNum=100\n")
+    path.write_text(
+        "mappedFileSizeCommitLog=16384\nmappedFileSizeConsumeQueue=400\nmaxHashSlotNum=16\nmaxIndexNum=100\n"
+    )
     return path
 
 

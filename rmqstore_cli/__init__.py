@@ -15,6 +15,7 @@ The names in :data:`__all__` are the public, stable API; everything under
 ``rmqstore_cli.store``, ``.pipeline`` and ``.commands`` is the engine and the command line,
 free to change. The names load on first use, so ``rmqstore --help`` stays instant.
 """
+
 from __future__ import annotations
 
 import importlib

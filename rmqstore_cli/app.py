@@ -1,10 +1,11 @@
 """The typer app: global options, and every command registered from ``commands/``."""
+
 from __future__ import annotations
 
 import importlib
 import os
 import sys
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 import typer.main
@@ -20,34 +21,51 @@ from rmqstore_cli.commands import common
 #: loaded command's help); a command's module is imported only when it runs or its own help
 #: is asked for.
 COMMANDS: tuple[tuple[str, str, str], ...] = (
-    ("generate", "generate",
-     "Write a realistic store: commitlog, consume queues, index, checkpoint, config/topics.json."),
-    ("dump-commitlog", "dump_commitlog",
-     "Decode commit-log messages in physical order, filter them, print them."),
-    ("dump-cq", "dump_cq",
-     "Print consume-queue units by logical offset, each resolved against the commit log."),
-    ("dump-timer", "dump_timer",
-     "Print the timer store: the wheel's slots, the timer log's units, and what comes next."),
-    ("search-offset", "search_offset",
-     "Per queue of TOPIC: the consume-queue offset of the first message stored at or after TIME."),
-    ("consumer-progress", "consumer_progress",
-     "Per consumer group, topic and queue: the committed offset against the queue's min and max."),
-    ("stats", "stats",
-     "What is eating the disk: messages and bytes per topic, queue or file, biggest first, "
-     "and the size of every part of the store root."),
-    ("index-lookup", "index_lookup",
-     "Find messages by key through the index files, and check each one's real key."),
+    (
+        "generate",
+        "generate",
+        "Write a realistic store: commitlog, consume queues, index, checkpoint, config/topics.json.",
+    ),
+    ("dump-commitlog", "dump_commitlog", "Decode commit-log messages in physical order, filter them, print them."),
+    ("dump-cq", "dump_cq", "Print consume-queue units by logical offset, each resolved against the commit log."),
+    (
+        "dump-timer",
+        "dump_timer",
+        "Print the timer store: the wheel's slots, the timer log's units, and what comes next.",
+    ),
+    (
+        "search-offset",
+        "search_offset",
+        "Per queue of TOPIC: the consume-queue offset of the first message stored at or after TIME.",
+    ),
+    (
+        "consumer-progress",
+        "consumer_progress",
+        "Per consumer group, topic and queue: the committed offset against the queue's min and max.",
+    ),
+    (
+        "stats",
+        "stats",
+        "What is eating the disk: messages and bytes per topic, queue or file, biggest first, "
+        "and the size of every part of the store root.",
+    ),
+    ("index-lookup", "index_lookup", "Find messages by key through the index files, and check each one's real key."),
     ("decode-msgid", "decode_msgid", "Tell offset msgIds from client UNIQ_KEYs and decode them."),
-    ("expire", "expire", "Delete expired commit-log files, then the consume-queue and index files "
-                         "that only point below the commit log's new minimum — the broker's "
-                         "cleaning, run once."),
-    ("verify", "verify",
-     "Check a store's commit log, consume queues, index, checkpoint and abort marker."),
-    ("rebuild-index", "rebuild_index", "Regenerate consume queues and index files from the commit "
-                                       "log, as the broker's dispatch builds them."),
+    (
+        "expire",
+        "expire",
+        "Delete expired commit-log files, then the consume-queue and index files "
+        "that only point below the commit log's new minimum — the broker's "
+        "cleaning, run once.",
+    ),
+    ("verify", "verify", "Check a store's commit log, consume queues, index, checkpoint and abort marker."),
+    (
+        "rebuild-index",
+        "rebuild_index",
+        "Regenerate consume queues and index files from the commit log, as the broker's dispatch builds them.",
+    ),
     ("repair", "repair", "Mend a commit-log file the broker would not load, keeping every good message."),
-    ("export", "export",
-     "Export commit-log messages as a Parquet dataset for Spark SQL forensics across a fleet."),
+    ("export", "export", "Export commit-log messages as a Parquet dataset for Spark SQL forensics across a fleet."),
 )
 
 _CONTEXT = {"help_option_names": ["-h", "--help"]}
@@ -79,28 +97,27 @@ class LazyGroup(TyperGroup):
     def format_commands(self, ctx, formatter) -> None:
         limit = formatter.width - 6 - max(len(name) for name, _, _ in COMMANDS)
         with formatter.section("Commands"):
-            formatter.write_dl([(name, make_default_short_help(summary, limit))
-                                for name, _, summary in COMMANDS])
+            formatter.write_dl([(name, make_default_short_help(summary, limit)) for name, _, summary in COMMANDS])
 
 
 app = typer.Typer(
     name="rmqstore",
     cls=LazyGroup,
     help="Read, write, verify and repair Apache RocketMQ broker store directories offline: "
-         "commitlog, consume queues, index, checkpoint.",
+    "commitlog, consume queues, index, checkpoint.",
     no_args_is_help=True,
     add_completion=False,
     rich_markup_mode=None,
     context_settings=_CONTEXT,
     epilog="Examples:\n\n"
-           "  rmqstore verify --store ~/store\n\n"
-           "  rmqstore dump-commitlog --store ~/store --key order-42 --format jsonl | jq .msg_id\n\n"
-           "  rmqstore decode-msgid 0A00000500002A9F0000000040001000\n\n"
-           "Every command: rmqstore COMMAND --help. Exit codes: 0 done, 1 nothing found (or verify "
-           "found errors), 2 usage, 3 unreadable store, 4 refused (a live broker holds the lock), 5 the "
-           "output could not be written (stdout full or closed) and nothing changed, 6 a writing "
-           "command's work is done but its report could not be written. Output into a pipe whose "
-           "reader went away (| head) stops quietly with 0; verify still exits with its answer.",
+    "  rmqstore verify --store ~/store\n\n"
+    "  rmqstore dump-commitlog --store ~/store --key order-42 --format jsonl | jq .msg_id\n\n"
+    "  rmqstore decode-msgid 0A00000500002A9F0000000040001000\n\n"
+    "Every command: rmqstore COMMAND --help. Exit codes: 0 done, 1 nothing found (or verify "
+    "found errors), 2 usage, 3 unreadable store, 4 refused (a live broker holds the lock), 5 the "
+    "output could not be written (stdout full or closed) and nothing changed, 6 a writing "
+    "command's work is done but its report could not be written. Output into a pipe whose "
+    "reader went away (| head) stops quietly with 0; verify still exits with its answer.",
 )
 
 
@@ -119,8 +136,9 @@ def _version(value: bool) -> None:
 @app.callback()
 def _global(
     debug: Annotated[bool, typer.Option("--debug", help="Show a traceback for errors.")] = False,
-    version: Annotated[Optional[bool], typer.Option("--version", callback=_version, is_eager=True,
-                                                    help="Print the version and exit.")] = None,
+    version: Annotated[
+        bool | None, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+    ] = None,
 ) -> None:
     common.STATE["debug"] = debug
 
@@ -133,7 +151,8 @@ def _examples_unwrapped(epilog: str | None) -> str | None:
     paras = epilog.split("\n\n")
     return "\n\n".join(
         "\b\n" + p if p.strip() and all(ln.startswith((" ", "\t")) for ln in p.strip("\n").splitlines()) else p
-        for p in paras)
+        for p in paras
+    )
 
 
 app.info.epilog = _examples_unwrapped(app.info.epilog)
@@ -198,7 +217,11 @@ def usage_error(e) -> int:
     if what[:1].isupper() and what[1:2].islower():
         what = what[0].lower() + what[1:]
     ctx = getattr(e, "ctx", None)
-    hint = "" if ctx is None else f"; '{ctx.command_path} --help' lists the " + (
-        "commands" if hasattr(ctx.command, "commands") else "options")
+    hint = (
+        ""
+        if ctx is None
+        else f"; '{ctx.command_path} --help' lists the "
+        + ("commands" if hasattr(ctx.command, "commands") else "options")
+    )
     print(f"rmqstore: error: {what}{hint}", file=sys.stderr)
     return e.exit_code

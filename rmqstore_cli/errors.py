@@ -1,4 +1,5 @@
 """Errors that become one line on stderr and a documented exit code (DESIGN.md)."""
+
 from __future__ import annotations
 
 import os
@@ -17,8 +18,9 @@ class RmqstoreError(Exception):
 
     exit_code = EXIT_STORE
 
-    def __init__(self, message: str, path: str | os.PathLike | None = None,
-                 offset: int | None = None, hint: str | None = None):
+    def __init__(
+        self, message: str, path: str | os.PathLike | None = None, offset: int | None = None, hint: str | None = None
+    ):
         super().__init__(message)
         self.message = message
         self.path = path

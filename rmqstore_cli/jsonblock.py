@@ -16,6 +16,7 @@ and a selection of fewer than ``FAST_PATHS.json_min`` (16) records, where settin
 block costs more than the reference (the extension itself loads in well under a
 millisecond). Tests compare the two on every record of the fixtures and of hostile stores.
 """
+
 from __future__ import annotations
 
 import threading
@@ -25,20 +26,40 @@ import numpy as np
 
 from rmqstore_cli.formats.commitlog import HEAD, MAGIC_V2, PORT
 from rmqstore_cli.render import to_json_bytes
-from rmqstore_cli.store.message_view import message_dict
 from rmqstore_cli.store.columns import MessageBlock
 from rmqstore_cli.store.fastpaths import FAST_PATHS
+from rmqstore_cli.store.message_view import message_dict
 
 _PHY_AT = HEAD["physical_offset"].offset
 #: the offset msgId (MessageDecoder#createMessageId) is the store address, its port and the
 #: stored PHYSICALOFFSET: the C loop hex-encodes those bytes, these sizes long
 _ID_SIZES = (PORT.size, HEAD["physical_offset"].size)
 #: the field names around the values, in the order the C loop writes them
-_LITERALS = (b'{"physical_offset":', b',"total_size":', b',"magic":"', b'","body_crc":', b',"queue_id":',
-             b',"flag":', b',"queue_offset":', b',"sys_flag":', b',"born_timestamp":', b',"born_host":"',
-             b'","store_timestamp":', b',"store_host":"', b'","reconsume_times":', b',"prepared_transaction_offset":',
-             b',"topic":"', b'","properties":{', b'},"properties_string":"', b'","tags":', b',"keys":',
-             b',"uniq_key":', b',"msg_id":"', b'","body_size":', b',"body":"')
+_LITERALS = (
+    b'{"physical_offset":',
+    b',"total_size":',
+    b',"magic":"',
+    b'","body_crc":',
+    b',"queue_id":',
+    b',"flag":',
+    b',"queue_offset":',
+    b',"sys_flag":',
+    b',"born_timestamp":',
+    b',"born_host":"',
+    b'","store_timestamp":',
+    b',"store_host":"',
+    b'","reconsume_times":',
+    b',"prepared_transaction_offset":',
+    b',"topic":"',
+    b'","properties":{',
+    b'},"properties_string":"',
+    b'","tags":',
+    b',"keys":',
+    b',"uniq_key":',
+    b',"msg_id":"',
+    b'","body_size":',
+    b',"body":"',
+)
 #: the properties the C loop looks for, in its order (TAGS, KEYS, UNIQ_KEY): padded rows and lengths
 _FOUND = (b"TAGS", b"KEYS", b"UNIQ_KEY")
 _FOUND_NAMES = np.array([np.frombuffer(x.ljust(8, b"\0"), np.uint8) for x in _FOUND])
@@ -72,12 +93,41 @@ def render_args(k: ModuleType, blk: MessageBlock, take: np.ndarray, body: str, p
     # reconsume_times, prepared_transaction_offset, body_size); locs: where the variable
     # parts lie in the file (born_at, born_len, store_at, store_len, topic_at, topic_len,
     # props_at, props_len, body_at, phy_at)
-    nums = np.stack([rb.physical_offset, rb.total, (rb.magic == MAGIC_V2).astype(np.int64), rb.body_crc, rb.queue_id,
-                     blk.flag[take], rb.queue_offset, rb.sys_flag, blk.born_timestamp[take], born_port,
-                     blk.store_timestamp[take], store_port, blk.reconsume_times[take],
-                     blk.prepared_transaction_offset[take], rb.body_len], axis=1)
-    locs = np.stack([born_at, born_len, store_at, store_len, rb.topic_at, rb.topic_len, rb.props_at, rb.props_len,
-                     rb.body_at, rb.pos + _PHY_AT], axis=1)
+    nums = np.stack(
+        [
+            rb.physical_offset,
+            rb.total,
+            (rb.magic == MAGIC_V2).astype(np.int64),
+            rb.body_crc,
+            rb.queue_id,
+            blk.flag[take],
+            rb.queue_offset,
+            rb.sys_flag,
+            blk.born_timestamp[take],
+            born_port,
+            blk.store_timestamp[take],
+            store_port,
+            blk.reconsume_times[take],
+            blk.prepared_transaction_offset[take],
+            rb.body_len,
+        ],
+        axis=1,
+    )
+    locs = np.stack(
+        [
+            born_at,
+            born_len,
+            store_at,
+            store_len,
+            rb.topic_at,
+            rb.topic_len,
+            rb.props_at,
+            rb.props_len,
+            rb.body_at,
+            rb.pos + _PHY_AT,
+        ],
+        axis=1,
+    )
     hosts, host_off, host_rows = _v6_hosts(blk, take)
     mode = {"none": k.BODY_NONE, "base64": k.BODY_BASE64, "hex": k.BODY_HEX}[body]
     tail = (b'","body_encoding":"%s"' % body.encode(),) if mode else (b"",)
@@ -89,9 +139,24 @@ def render_args(k: ModuleType, blk: MessageBlock, take: np.ndarray, body: str, p
     # (IPv6 text up to 41) with ports, the msgId (56), quotes and nulls stay under 1 024
     # bytes; the topic once; PROPERTIES at most 16 times; the body as encoded
     bound = int(lit_off[-1] + 1024) * take.size + int((rb.topic_len + 16 * rb.props_len + body_out[mode]).sum())
-    return (blk.a, nums, locs, np.ones(take.size, bool), hosts, host_off, host_rows,
-            np.frombuffer(b"".join(lits), np.uint8), lit_off, _FOUND_NAMES, _FOUND_LENS, mode, properties,
-            _buffer(bound), np.empty(take.size, np.int64), *_ID_SIZES)
+    return (
+        blk.a,
+        nums,
+        locs,
+        np.ones(take.size, bool),
+        hosts,
+        host_off,
+        host_rows,
+        np.frombuffer(b"".join(lits), np.uint8),
+        lit_off,
+        _FOUND_NAMES,
+        _FOUND_LENS,
+        mode,
+        properties,
+        _buffer(bound),
+        np.empty(take.size, np.int64),
+        *_ID_SIZES,
+    )
 
 
 _OUT = threading.local()
@@ -125,8 +190,9 @@ def _reference(blk: MessageBlock, take: np.ndarray, body: str, properties: bool)
     return [to_json_bytes(message_dict(m, body, properties, blk.file_name)) + b"\n" for m in blk.messages(take)]
 
 
-def _with_reference(blk: MessageBlock, out: np.ndarray, ends: np.ndarray, ok: np.ndarray, take: np.ndarray,
-                    body: str, properties: bool) -> bytes:
+def _with_reference(
+    blk: MessageBlock, out: np.ndarray, ends: np.ndarray, ok: np.ndarray, take: np.ndarray, body: str, properties: bool
+) -> bytes:
     """The C loop's lines with the records it left out rendered by the reference in their places."""
     slow = np.flatnonzero(~ok)
     starts = np.r_[0, ends[:-1]]
@@ -135,5 +201,5 @@ def _with_reference(blk: MessageBlock, out: np.ndarray, ends: np.ndarray, ok: np
         at = int(starts[i])
         pieces += [out[done:at].tobytes(), line]
         done = int(ends[i])
-    pieces.append(out[done:int(ends[-1])].tobytes())
+    pieces.append(out[done : int(ends[-1])].tobytes())
     return b"".join(pieces)

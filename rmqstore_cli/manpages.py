@@ -4,8 +4,8 @@
 (default: the current directory); ``tests/docs/test_docs.py`` checks the committed files are
 current, so the pages cannot drift from the CLI.
 """
-from __future__ import annotations
 
+from __future__ import annotations
 
 import os
 import subprocess
@@ -70,61 +70,98 @@ def page(cmd, name: str, parent) -> str:
     """One roff page for a click command (typer builds them; click is vendored inside typer)."""
     ctx = cmd.context_class(cmd, info_name=name, parent=parent)
     title = name.replace(" ", "-")
-    short = (cmd.get_short_help_str(200) if parent else "Apache RocketMQ store forensics and operations")
+    short = cmd.get_short_help_str(200) if parent else "Apache RocketMQ store forensics and operations"
     usage = " ".join(cmd.collect_usage_pieces(ctx))
     lines = [
         f'.TH {title.upper()} 1 "{_DATE}" "rmqstore {__version__}" "User Commands"',
-        ".SH NAME", f"{_roff(title)} \\- {_roff(short)}",
-        ".SH SYNOPSIS", f".B {_roff(name)}", _roff(usage),
-        ".SH DESCRIPTION", _roff(cmd.help or ""),
-        ".SH OPTIONS", *_options(cmd, ctx),
+        ".SH NAME",
+        f"{_roff(title)} \\- {_roff(short)}",
+        ".SH SYNOPSIS",
+        f".B {_roff(name)}",
+        _roff(usage),
+        ".SH DESCRIPTION",
+        _roff(cmd.help or ""),
+        ".SH OPTIONS",
+        *_options(cmd, ctx),
     ]
     if hasattr(cmd, "list_commands"):
         lines += [".SH COMMANDS"]
         for sub in cmd.list_commands(ctx):
             c = cmd.get_command(ctx, sub)
             lines += [".TP", f".B {sub}", _roff(c.get_short_help_str(200)) + f"\nSee \\fB\\%rmqstore\\-{sub}\\fR(1)."]
-        lines += [".SH OUTPUT FOR SCRIPTS", _roff(
-            "--format jsonl prints one JSON object a line, --format json the same records as one array "
-            "(or one object for a summary). Field names and types are fixed by the JSON Schemas in the "
-            "source tree's schemas/ directory, one per record kind; new fields may be added, existing "
-            "ones keep their name and meaning. Standard output carries only data; warnings, notes and "
-            "errors go to standard error as lines starting with \"rmqstore: \"; a closed or full standard "
-            "error loses them but changes nothing else. Tables and progress "
-            "bars are for terminals: no escape sequences when output is not a terminal, and no colour "
-            "when NO_COLOR is set. The same store and options give the same bytes.")]
+        lines += [
+            ".SH OUTPUT FOR SCRIPTS",
+            _roff(
+                "--format jsonl prints one JSON object a line, --format json the same records as one array "
+                "(or one object for a summary). Field names and types are fixed by the JSON Schemas in the "
+                "source tree's schemas/ directory, one per record kind; new fields may be added, existing "
+                "ones keep their name and meaning. Standard output carries only data; warnings, notes and "
+                'errors go to standard error as lines starting with "rmqstore: "; a closed or full standard '
+                "error loses them but changes nothing else. Tables and progress "
+                "bars are for terminals: no escape sequences when output is not a terminal, and no colour "
+                "when NO_COLOR is set. The same store and options give the same bytes."
+            ),
+        ]
         lines += [".SH EXIT STATUS"]
-        for code, text in ((0, "Done (a look-up found something). Output into a pipe whose reader went away "
-                               "(| head -1) stops quietly with 0, except that verify finishes its check and "
-                               "exits with its answer."),
-                           (1, "A negative answer: a look-up or filter found nothing, an id was not found, or "
-                               "verify found errors."),
-                           (2, "Usage error: a bad option or value."),
-                           (3, "The store could not be read or is not a RocketMQ store."),
-                           (4, "Refused for safety: a live broker holds the store's lock, or a destructive step "
-                               "needs \\-\\-force."),
-                           (5, "The output could not be written (standard output full, closed or failing; an "
-                               "output file such as export's dataset) and nothing was changed. A writing command "
-                               "whose standard output is closed from the start refuses before any work."),
-                           (6, "A writing command (expire, rebuild-index, generate, export) finished its work but "
-                               "its report could not be written; the error line says where the work is recorded "
-                               "(expire: rmqstore-expire.jsonl in the store root).")):
+        for code, text in (
+            (
+                0,
+                "Done (a look-up found something). Output into a pipe whose reader went away "
+                "(| head -1) stops quietly with 0, except that verify finishes its check and "
+                "exits with its answer.",
+            ),
+            (1, "A negative answer: a look-up or filter found nothing, an id was not found, or verify found errors."),
+            (2, "Usage error: a bad option or value."),
+            (3, "The store could not be read or is not a RocketMQ store."),
+            (4, "Refused for safety: a live broker holds the store's lock, or a destructive step needs \\-\\-force."),
+            (
+                5,
+                "The output could not be written (standard output full, closed or failing; an "
+                "output file such as export's dataset) and nothing was changed. A writing command "
+                "whose standard output is closed from the start refuses before any work.",
+            ),
+            (
+                6,
+                "A writing command (expire, rebuild-index, generate, export) finished its work but "
+                "its report could not be written; the error line says where the work is recorded "
+                "(expire: rmqstore-expire.jsonl in the store root).",
+            ),
+        ):
             lines += [".TP", f".B {code}", _roff(text) if "\\" not in text else text]
-        lines += [".SH ENVIRONMENT", ".TP", ".B RMQSTORE_STORE",
-                  _roff("The store when --store is not given and --broker-conf sets no storePathRootDir. "
-                        "Which store a command reads: --store; else --broker-conf's storePathRootDir; else "
-                        "RMQSTORE_STORE; else RMQSTORE_BROKER_CONF's storePathRootDir; else ~/store (the "
-                        "broker's default). Unless --store named it, one stderr line says which and why."),
-                  ".TP", ".B RMQSTORE_BROKER_CONF", "Default for \\-\\-broker\\-conf.",
-                  ".TP", ".B NO_COLOR", "When set, no colour on a terminal (tables, progress bars).",
-                  ".TP", ".B RMQSTORE_SPARK_CACHE",
-                  _roff("A directory for the class-data archive of Spark's classes (~70-120 MB) that an "
-                        "embedded Spark (--engine spark with a local master) writes on its first run and maps "
-                        "on later ones, to start ~7 s faster. Unset: nothing is cached; no command writes "
-                        "under HOME.")]
-        lines += [".SH FILES", ".TP", ".B completions/rmqstore.bash, completions/_rmqstore, completions/rmqstore.fish",
-                  _roff("Shell completion for bash, zsh and fish (commands, options, values, and the topics and "
-                        "queue ids of the store given by --store).")]
+        lines += [
+            ".SH ENVIRONMENT",
+            ".TP",
+            ".B RMQSTORE_STORE",
+            _roff(
+                "The store when --store is not given and --broker-conf sets no storePathRootDir. "
+                "Which store a command reads: --store; else --broker-conf's storePathRootDir; else "
+                "RMQSTORE_STORE; else RMQSTORE_BROKER_CONF's storePathRootDir; else ~/store (the "
+                "broker's default). Unless --store named it, one stderr line says which and why."
+            ),
+            ".TP",
+            ".B RMQSTORE_BROKER_CONF",
+            "Default for \\-\\-broker\\-conf.",
+            ".TP",
+            ".B NO_COLOR",
+            "When set, no colour on a terminal (tables, progress bars).",
+            ".TP",
+            ".B RMQSTORE_SPARK_CACHE",
+            _roff(
+                "A directory for the class-data archive of Spark's classes (~70-120 MB) that an "
+                "embedded Spark (--engine spark with a local master) writes on its first run and maps "
+                "on later ones, to start ~7 s faster. Unset: nothing is cached; no command writes "
+                "under HOME."
+            ),
+        ]
+        lines += [
+            ".SH FILES",
+            ".TP",
+            ".B completions/rmqstore.bash, completions/_rmqstore, completions/rmqstore.fish",
+            _roff(
+                "Shell completion for bash, zsh and fish (commands, options, values, and the topics and "
+                "queue ids of the store given by --store)."
+            ),
+        ]
         lines += _examples(cmd)
         lines += [".SH SEE ALSO", ", ".join(f"\\fB\\%rmqstore\\-{sub}\\fR(1)" for sub in cmd.list_commands(ctx))]
     else:
@@ -160,19 +197,22 @@ def completion_scripts() -> dict[str, str]:
     env = dict(os.environ)
     for shell, fname in SHELLS.items():
         env["_RMQSTORE_COMPLETE"] = f"source_{shell}"
-        r = subprocess.run([sys.executable, "-m", "rmqstore_cli"], env=env, capture_output=True, text=True,
-                           check=True)
+        r = subprocess.run([sys.executable, "-m", "rmqstore_cli"], env=env, capture_output=True, text=True, check=True)
         body = r.stdout.strip("\n") + "\n"
-        head = (f"# {shell} completion for rmqstore: commands, options, values, and topics and queue ids\n"
-                f"# of the store given by --store. Generated by python -m rmqstore_cli.manpages; do not edit.\n"
-                f"# Install: {_INSTALL[shell]}.\n")
+        head = (
+            f"# {shell} completion for rmqstore: commands, options, values, and topics and queue ids\n"
+            f"# of the store given by --store. Generated by python -m rmqstore_cli.manpages; do not edit.\n"
+            f"# Install: {_INSTALL[shell]}.\n"
+        )
         if shell == "zsh":
             first, _, rest = body.partition("\n")
             assert first == "#compdef rmqstore", first
-            rest = rest.replace("\ncompdef _rmqstore_completion rmqstore\n",
-                                "\nif [[ $funcstack[1] == _rmqstore ]]; then  # autoloaded by compinit\n"
-                                "  _rmqstore_completion \"$@\"\nelse  # sourced\n"
-                                "  compdef _rmqstore_completion rmqstore\nfi\n")
+            rest = rest.replace(
+                "\ncompdef _rmqstore_completion rmqstore\n",
+                "\nif [[ $funcstack[1] == _rmqstore ]]; then  # autoloaded by compinit\n"
+                '  _rmqstore_completion "$@"\nelse  # sourced\n'
+                "  compdef _rmqstore_completion rmqstore\nfi\n",
+            )
             assert "$funcstack" in rest, "typer's zsh script changed: adapt completion_scripts()"
             body = f"{first}\n{head}{rest}"
         else:
@@ -195,4 +235,3 @@ def write(root: Path) -> list[Path]:
 if __name__ == "__main__":
     for p in write(Path(sys.argv[1] if len(sys.argv) > 1 else ".")):
         print(p)
-

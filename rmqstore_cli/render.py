@@ -11,6 +11,7 @@ is cut with an ellipsis; a number is never cut (a wider one pushes the rest of i
 The last column is not padded. No ANSI codes unless stdout is a terminal (then only the
 header is bold, and not under ``NO_COLOR``).
 """
+
 from __future__ import annotations
 
 import json
@@ -20,7 +21,6 @@ import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
-
 
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
@@ -52,6 +52,7 @@ try:  # orjson is ~10x faster; it escapes C0 controls as json does
         except TypeError:  # e.g. lone surrogates: let json escape them
             return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogatepass")
 except ImportError:  # pragma: no cover - orjson is a dependency
+
     def _dumps(obj: Any) -> bytes:
         return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogatepass")
 
@@ -89,8 +90,7 @@ class Col:
 def columns_of(spec: Iterable) -> list[Col]:
     """Columns from :class:`Col` objects or ``(key, header[, cap])`` tuples (aligned by their
     first values; text cut at ``cap`` cells if given, else never)."""
-    return [c if isinstance(c, Col) else Col(c[0], c[1], right=None, cap=c[2] if len(c) > 2 else None)
-            for c in spec]
+    return [c if isinstance(c, Col) else Col(c[0], c[1], right=None, cap=c[2] if len(c) > 2 else None) for c in spec]
 
 
 def text_width(s: str) -> int:
@@ -164,8 +164,14 @@ class TableWriter:
         """The title (if any) and the header line."""
         w = self.fix()
         cols = self.columns
-        head = self.SEP.join([fit(c.header, w[i], bool(self.right[i]), cut=False) for i, c in enumerate(cols[:-1])]
-                             + [cols[-1].header]).rstrip(" ") if cols else ""
+        head = (
+            self.SEP.join(
+                [fit(c.header, w[i], bool(self.right[i]), cut=False) for i, c in enumerate(cols[:-1])]
+                + [cols[-1].header]
+            ).rstrip(" ")
+            if cols
+            else ""
+        )
         if self.styled:
             head = f"\x1b[1m{head}\x1b[0m"
         return (safe_text(self.title) + "\n" if self.title else "") + head
@@ -174,8 +180,9 @@ class TableWriter:
         """One row: every cell but the last padded (text cut at its cap), trailing spaces dropped."""
         w, right, cols = self.widths, self.right, self.columns
         last = len(cells) - 1
-        parts = [fit(c, w[i], bool(right[i]), cols[i].cap is not None and not right[i])
-                 for i, c in enumerate(cells[:last])]
+        parts = [
+            fit(c, w[i], bool(right[i]), cols[i].cap is not None and not right[i]) for i, c in enumerate(cells[:last])
+        ]
         parts.append(cells[last])
         return self.SEP.join(parts).rstrip(" ")
 
@@ -200,8 +207,9 @@ class Output:
         self.table: TableWriter | None = None
         if fmt == "table":
             tty = _isatty(self._out)
-            self.table = TableWriter(self.columns, title, styled=tty and not os.environ.get("NO_COLOR")
-                                     and os.environ.get("TERM") != "dumb")
+            self.table = TableWriter(
+                self.columns, title, styled=tty and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
+            )
 
     def emit(self, record: dict) -> None:
         self.count += 1
@@ -359,25 +367,33 @@ def rebuild_summary(store, rep, plan: dict, opts) -> dict:
     s.update(plan)
     if rep is None:
         return s
-    s.update({
-        "messages": rep.messages,
-        "commitlog_files": rep.files,
-        "commitlog_bytes": rep.bytes,
-        "consume_queues": rep.queues if opts.build_cq else None,
-        "consume_queue_units": rep.units if opts.build_cq else None,
-        "consume_queue_files": rep.cq_files if opts.build_cq else None,
-        "index_files": rep.index_files if opts.build_index else None,
-        "index_keys": rep.index_keys if opts.build_index else None,
-        "seconds": round(rep.seconds, 3),
-        "messages_per_second": round(rep.messages / rep.seconds) if rep.seconds > 0 else None,
-        "recovery": rep.recovery,
-        "recovery_first_file": rep.recovery_first_file,
-        "dispatch_end": {"offset": rep.stop.offset, "file": rep.stop.file, "reason": rep.stop.reason,
-                         "clean": rep.stop.clean} if rep.stop else None,
-        "skipped": [{"offset": k.offset, "size": k.size, "file": k.file, "reason": k.reason} for k in rep.skipped],
-        "refused_topics": [{"topic": t, "reason": why} for t, why in sorted(rep.refused_topics.items())],
-        "index_names_fallback": [{"file": n, "store_timestamp": t} for n, t in rep.fallback_index_names],
-    })
+    s.update(
+        {
+            "messages": rep.messages,
+            "commitlog_files": rep.files,
+            "commitlog_bytes": rep.bytes,
+            "consume_queues": rep.queues if opts.build_cq else None,
+            "consume_queue_units": rep.units if opts.build_cq else None,
+            "consume_queue_files": rep.cq_files if opts.build_cq else None,
+            "index_files": rep.index_files if opts.build_index else None,
+            "index_keys": rep.index_keys if opts.build_index else None,
+            "seconds": round(rep.seconds, 3),
+            "messages_per_second": round(rep.messages / rep.seconds) if rep.seconds > 0 else None,
+            "recovery": rep.recovery,
+            "recovery_first_file": rep.recovery_first_file,
+            "dispatch_end": {
+                "offset": rep.stop.offset,
+                "file": rep.stop.file,
+                "reason": rep.stop.reason,
+                "clean": rep.stop.clean,
+            }
+            if rep.stop
+            else None,
+            "skipped": [{"offset": k.offset, "size": k.size, "file": k.file, "reason": k.reason} for k in rep.skipped],
+            "refused_topics": [{"topic": t, "reason": why} for t, why in sorted(rep.refused_topics.items())],
+            "index_names_fallback": [{"file": n, "store_timestamp": t} for n, t in rep.fallback_index_names],
+        }
+    )
     return s
 
 
@@ -396,14 +412,17 @@ class ProgressBar:
         self.task = None
         self.t0 = 0.0
 
-    def __enter__(self) -> "ProgressBar":
+    def __enter__(self) -> ProgressBar:
         if self.enabled:
             import time
 
             from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-            columns = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[info]}"),
-                       TimeElapsedColumn()) if self.detail else ()
+            columns = (
+                (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[info]}"), TimeElapsedColumn())
+                if self.detail
+                else ()
+            )
             self.bar = Progress(*columns, console=err_console(), transient=True)
             self.task = self.bar.add_task(self.label, total=self.total, info="")
             self.bar.start()

@@ -23,6 +23,7 @@ whatever a C library or the JVM writes there.
 Commands whose exit status is their answer (verify) ask for :func:`keep_going_on_epipe`:
 a reader that went away then only stops the printing, and the check runs to its answer.
 """
+
 from __future__ import annotations
 
 import errno
@@ -128,9 +129,13 @@ def _occupy(fd: int) -> None:
 
 def _text(sink: _Sink, old, errors: str, line_buffering: bool) -> io.TextIOWrapper:
     """``sink`` as a text stream with ``old``'s encoding and error handler (when it had one)."""
-    return io.TextIOWrapper(io.BufferedWriter(sink, BUFFER), encoding=getattr(old, "encoding", None) or "utf-8",
-                            errors=getattr(old, "errors", None) or errors, line_buffering=line_buffering,
-                            write_through=sink.fd == 2)
+    return io.TextIOWrapper(
+        io.BufferedWriter(sink, BUFFER),
+        encoding=getattr(old, "encoding", None) or "utf-8",
+        errors=getattr(old, "errors", None) or errors,
+        line_buffering=line_buffering,
+        write_through=sink.fd == 2,
+    )
 
 
 def install() -> None:

@@ -15,6 +15,7 @@ which are dropped at the end (store text never reaches a table raw, so a NUL in 
 shown as ``\\x00``). Tests compare both paths on every record of the fixtures and of
 hostile stores.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -59,8 +60,11 @@ def commitlog_columns(max_offset: int = 0, topics: list[str] = ()) -> list[Col]:
 
 def entry_columns() -> list[Col]:
     """dump-commitlog's DLedger columns (``store.message_view.entry_fields``), after the offset."""
-    return [Col("dledger_index", "entry", right=True), Col("dledger_term", "term", right=True),
-            Col("dledger_pos", "entry pos", right=True)]
+    return [
+        Col("dledger_index", "entry", right=True),
+        Col("dledger_term", "term", right=True),
+        Col("dledger_pos", "entry pos", right=True),
+    ]
 
 
 def known_topics(ms) -> list[str]:
@@ -77,19 +81,33 @@ def message_row(msg, zone, delay_table: dict[int, int]) -> dict:
     props = msg.properties
     topic = msg.topic_bytes.decode("utf-8", "replace")
     k = record_kind(topic, msg.sys_flag, props, msg.store_timestamp, msg.prepared_transaction_offset, delay_table)
-    return {"physical_offset": msg.physical_offset, "store_time": format_ms(msg.store_timestamp, zone),
-            "kind": k.kind, "topic": topic, "queue_id": msg.queue_id, "queue_offset": msg.queue_offset,
-            "tags": props.get("TAGS"), "keys": split_keys(props.get("KEYS")), "total_size": msg.total_size,
-            "msg_id": msg.msg_id, "detail": kind_detail(k, lambda ms: format_ms(ms, zone))}
+    return {
+        "physical_offset": msg.physical_offset,
+        "store_time": format_ms(msg.store_timestamp, zone),
+        "kind": k.kind,
+        "topic": topic,
+        "queue_id": msg.queue_id,
+        "queue_offset": msg.queue_offset,
+        "tags": props.get("TAGS"),
+        "keys": split_keys(props.get("KEYS")),
+        "total_size": msg.total_size,
+        "msg_id": msg.msg_id,
+        "detail": kind_detail(k, lambda ms: format_ms(ms, zone)),
+    }
 
 
 def blank_row(rec) -> dict:
     """A BLANK end-of-file record (--show-blank)."""
-    return {"physical_offset": rec.physical_offset, "kind": "blank", "total_size": rec.total_size,
-            "detail": f"end of file {rec.file}"}
+    return {
+        "physical_offset": rec.physical_offset,
+        "kind": "blank",
+        "total_size": rec.total_size,
+        "detail": f"end of file {rec.file}",
+    }
 
 
 # ------------------------------------------------------------------ a block at once
+
 
 def block_rows(blk, take: np.ndarray, out: Output, zone, delay_table: dict[int, int]) -> bytes:
     """The table rows (UTF-8, a newline after each) of records ``take`` of ``blk``; the
@@ -109,8 +127,14 @@ def block_rows(blk, take: np.ndarray, out: Output, zone, delay_table: dict[int, 
     keys = _prop_text(P, raw, b"KEYS\x01", take, blk.n, keys=True)
     kinds, details = _kinds(blk, take, rb, tid, topics, P, raw, zone, delay_table)
     if t.widths is None:
-        out.fix_widths({"topic": max(text_width(safe_text(x)) for x in topics.values()),
-                        "tags": tags.widest(), "keys": keys.widest(), "msg_id": 32 if _all_v4(rb) else 56})
+        out.fix_widths(
+            {
+                "topic": max(text_width(safe_text(x)) for x in topics.values()),
+                "tags": tags.widest(),
+                "keys": keys.widest(),
+                "msg_id": 32 if _all_v4(rb) else 56,
+            }
+        )
     w = t.widths
     slots = [
         _numbers(rb.physical_offset, w[cols["physical_offset"]]),
@@ -158,7 +182,7 @@ class _Text:
             m = np.where(self.fast[:, None] & (np.arange(width) < self.length[:, None]), self.cat[idx], m)
         if width and long.any():  # cut: width - 1 characters and U+2026 (3 bytes in UTF-8)
             m = np.concatenate([m, np.zeros((n, 2), np.uint8)], axis=1)
-            m[long, width - 1:] = np.frombuffer(ELLIPSIS.encode(), np.uint8)
+            m[long, width - 1 :] = np.frombuffer(ELLIPSIS.encode(), np.uint8)
         slow = dict(self.slow)
         done: dict[str, bytes] = {}  # tags repeat: fit each distinct text once
         for i, s in slow.items():
@@ -196,7 +220,7 @@ def _prop_text(P, raw: bytes, name: bytes, take: np.ndarray, n_block: int, keys:
     slow: dict[int, str] = {}
     done: dict[bytes, str] = {}
     for i, a, n in zip(*(np.flatnonzero(~fast), at[~fast], ln[~fast])) if not fast.all() else ():
-        v = raw[a:a + n]
+        v = raw[a : a + n]
         text = done.get(v)
         if text is None:
             t = v.decode("utf-8", "replace")
@@ -232,7 +256,7 @@ def _kinds(blk, take, rb, tid, topics: dict[int, str], P, raw: bytes, zone, dela
     sf = rb.sys_flag
     fmt = lambda ms: format_ms(ms, zone)  # noqa: E731
     for i in rows.tolist():
-        p = {name: raw[a[i]:e[i]].decode("utf-8", "replace") for name, (a, e) in props.items() if a[i] >= 0}
+        p = {name: raw[a[i] : e[i]].decode("utf-8", "replace") for name, (a, e) in props.items() if a[i] >= 0}
         k = record_kind(topics[int(tid[i])], int(sf[i]), p, int(sts[i]), int(pto[i]), delay_table)
         code[i] = KINDS.index(k.kind)
         d = kind_detail(k, fmt)
@@ -260,9 +284,9 @@ def _msg_ids(blk, take: np.ndarray, rb, width: int) -> np.ndarray:
             raw = np.concatenate([byte_rows(blk.a, at[rows], host + 4), phy[rows]], axis=1)
             h = np.empty((rows.size, 2 * raw.shape[1]), np.uint8)
             h[:, 0::2], h[:, 1::2] = hexd[raw >> 4], hexd[raw & 15]
-            m[rows, :h.shape[1]] = h
+            m[rows, : h.shape[1]] = h
             if h.shape[1] < width:  # padded to the column
-                m[rows, h.shape[1]:width] = _SP
+                m[rows, h.shape[1] : width] = _SP
     return m
 
 
@@ -275,7 +299,7 @@ def _numbers(v: np.ndarray, width: int) -> np.ndarray:
     a = np.abs(v).astype(np.uint64)  # Long.MIN_VALUE stays 2^63 as uint64
     digits = np.ones(n, np.int64)
     for k in range(1, 20):
-        digits += a >= np.uint64(10 ** k)
+        digits += a >= np.uint64(10**k)
     size = digits + neg
     m = np.full((n, width), _SP, np.uint8)
     rest = a.copy()
@@ -303,7 +327,7 @@ def _times(ts: np.ndarray, zone) -> np.ndarray:
             h = " " * TIME_WIDTH
         heads.append(h[:20].encode())
     head = np.frombuffer(b"".join(heads), np.uint8).reshape(-1, 20)
-    ms = (ts - sec * 1000)
+    ms = ts - sec * 1000
     m = np.empty((ts.size, TIME_WIDTH), np.uint8)
     m[:, :20] = head[inv.ravel()]
     m[:, 20] = 48 + ms // 100
@@ -325,7 +349,7 @@ def _by_id(texts: dict[int, str], ids: np.ndarray, width: int) -> np.ndarray:
     cap = max(map(len, cells.values()))
     table = np.zeros((max(cells) + 1, cap), np.uint8)
     for i, c in cells.items():
-        table[i, :len(c)] = np.frombuffer(c, np.uint8)
+        table[i, : len(c)] = np.frombuffer(c, np.uint8)
     return table[ids]
 
 

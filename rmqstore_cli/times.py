@@ -7,6 +7,7 @@ milliseconds (what the store and Java's ``currentTimeMillis`` hold), and ``0`` i
 Any other plain number (``20261122`` is ISO 8601's basic date form) must read as ISO 8601,
 or it is refused with that rule as the hint.
 """
+
 from __future__ import annotations
 
 import datetime as _dt
@@ -64,11 +65,15 @@ def parse_time(value: str, option: str, now: int | None = None, tz: _dt.tzinfo |
         t = _dt.datetime.fromisoformat(v.replace("Z", "+00:00") if v.endswith("Z") else v)
     except ValueError:
         if _PLAIN.fullmatch(v):
-            raise UsageError(f"{option}: {value!r} is neither epoch seconds nor epoch milliseconds",
-                             hint=f"{EPOCH_RULE}; or use ISO 8601 (2026-11-22T03:10)") from None
-        raise UsageError(f"{option}: cannot read time {value!r}",
-                         hint="use ISO 8601 (2026-11-22T03:10), epoch seconds (10 digits) or milliseconds "
-                              "(13 digits), now, or -90m/-2h/-7d") from None
+            raise UsageError(
+                f"{option}: {value!r} is neither epoch seconds nor epoch milliseconds",
+                hint=f"{EPOCH_RULE}; or use ISO 8601 (2026-11-22T03:10)",
+            ) from None
+        raise UsageError(
+            f"{option}: cannot read time {value!r}",
+            hint="use ISO 8601 (2026-11-22T03:10), epoch seconds (10 digits) or milliseconds "
+            "(13 digits), now, or -90m/-2h/-7d",
+        ) from None
     if t.tzinfo is None:
         t = t.replace(tzinfo=tz) if tz else t.astimezone()
     return int(t.timestamp() * 1000)
@@ -85,8 +90,7 @@ def _epoch(v: str, option: str, value: str) -> int | None:
         return n * 1000
     if digits >= 13:
         if abs(n) > LONG_MAX:
-            raise UsageError(f"{option}: {value!r} lies beyond Long.MAX_VALUE milliseconds",
-                             hint=f"at most {LONG_MAX}")
+            raise UsageError(f"{option}: {value!r} lies beyond Long.MAX_VALUE milliseconds", hint=f"at most {LONG_MAX}")
         return n
     return None
 
@@ -95,8 +99,10 @@ def check_window(begin: int | None, end: int | None, tz: _dt.tzinfo | None = Non
     """A reversed ``--begin``/``--end`` window is a usage error in every command (never an
     empty answer that looks like "nothing matched")."""
     if begin is not None and end is not None and begin > end:
-        raise UsageError(f"--begin ({format_ms(begin, tz)}) lies after --end ({format_ms(end, tz)})",
-                         hint="the window is [--begin, --end]: swap them")
+        raise UsageError(
+            f"--begin ({format_ms(begin, tz)}) lies after --end ({format_ms(end, tz)})",
+            hint="the window is [--begin, --end]: swap them",
+        )
 
 
 def parse_duration(value: str, option: str) -> int:

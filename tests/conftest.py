@@ -1,5 +1,6 @@
 """The fixtures every test directory shares: the real-broker samples (tests/fixtures/) and
 stores generated once a session. Plain helper functions live in :mod:`tests.helpers`."""
+
 from __future__ import annotations
 
 import json
@@ -36,8 +37,16 @@ def fixture(request):
 @pytest.fixture(scope="session")
 def small_store_master(tmp_path_factory) -> Path:
     """A generated store with small files (read-only by convention: copy before mutating)."""
-    return generate(tmp_path_factory.mktemp("small") / "store", "--delay-ratio", "0.1",
-                    "--transaction-ratio", "0.1", "--ipv6-ratio", "0.1", messages=3000)
+    return generate(
+        tmp_path_factory.mktemp("small") / "store",
+        "--delay-ratio",
+        "0.1",
+        "--transaction-ratio",
+        "0.1",
+        "--ipv6-ratio",
+        "0.1",
+        messages=3000,
+    )
 
 
 @pytest.fixture
@@ -63,8 +72,23 @@ def full_tmpfs(tmp_path):
     (unmounted at the end); skipped where mounting is not permitted."""
     with tmpfs(tmp_path / "mnt", "8m") as mnt:
         store = mnt / "store"
-        r = cli("generate", "--store", store, "--messages", "500", "--commitlog-file-size", "4194304",
-                "--cq-file-size", "60000", "--index-slots", "5000", "--index-max", "40000", "--format", "json")
+        r = cli(
+            "generate",
+            "--store",
+            store,
+            "--messages",
+            "500",
+            "--commitlog-file-size",
+            "4194304",
+            "--cq-file-size",
+            "60000",
+            "--index-slots",
+            "5000",
+            "--index-max",
+            "40000",
+            "--format",
+            "json",
+        )
         assert r.exit_code == 0, r.stderr
         with open(mnt / "fill", "wb") as fh:
             try:

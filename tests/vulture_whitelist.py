@@ -2,6 +2,7 @@
 
 Each bare name below counts as a use for vulture; this file is never imported.
 """
+
 # ruff: noqa
 # flake8: noqa
 v49, v5, v531  # commands/common.py BrokerVersion, VerifyBrokerVersion: enum members typer offers as choices
@@ -17,4 +18,9 @@ master_flushed_offset, confirm_phy_offset, min_timestamp_index  # store/checkpoi
 max_message_size, delete_when  # store/config.py: broker.conf keys parsed and shown
 index_hashes  # store/javahash/bulk.py: the bulk IndexService#buildKey hash, tested against the per-key one
 _topic_table, _kern  # verify: per-run caches stored in __dict__ and read back with .get
-__dir__, errors, broker_starts, message_at  # the public library (rmqstore_cli.__all__): called by scripts; tests/library
+(
+    __dir__,
+    errors,
+    broker_starts,
+    message_at,
+)  # the public library (rmqstore_cli.__all__): called by scripts; tests/library

@@ -4,6 +4,7 @@ the command line prints (DESIGN.md, "Record field names"), so a script can move 
 
 Each has ``as_dict()``, the exact object the command line prints for it.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -51,13 +52,35 @@ class Message:
     record: Any = field(default=None, repr=False, compare=False)
 
     @classmethod
-    def of(cls, rec: Any, file: str = "") -> "Message":
+    def of(cls, rec: Any, file: str = "") -> Message:
         """The public view of an engine record (``store.message.Message``)."""
-        return cls(rec.physical_offset, rec.total_size, rec.version, rec.body_crc, rec.queue_id, rec.flag,
-                   rec.queue_offset, rec.sys_flag, rec.born_timestamp, rec.born_host, rec.store_timestamp,
-                   rec.store_host, rec.reconsume_times, rec.prepared_transaction_offset, rec.topic,
-                   rec.properties, rec.tags, rec.keys, rec.uniq_key, rec.msg_id, rec.body_size, rec.body, file,
-                   rec.offset, rec)
+        return cls(
+            rec.physical_offset,
+            rec.total_size,
+            rec.version,
+            rec.body_crc,
+            rec.queue_id,
+            rec.flag,
+            rec.queue_offset,
+            rec.sys_flag,
+            rec.born_timestamp,
+            rec.born_host,
+            rec.store_timestamp,
+            rec.store_host,
+            rec.reconsume_times,
+            rec.prepared_transaction_offset,
+            rec.topic,
+            rec.properties,
+            rec.tags,
+            rec.keys,
+            rec.uniq_key,
+            rec.msg_id,
+            rec.body_size,
+            rec.body,
+            file,
+            rec.offset,
+            rec,
+        )
 
     def as_dict(self, body: str = "none", properties: bool = True) -> JSON:
         """The object ``dump-commitlog --format jsonl`` prints for this message; ``body``:
@@ -78,8 +101,13 @@ class QueueInfo:
     max_offset: int
 
     def as_dict(self) -> JSON:
-        return {"topic": self.topic, "queue_id": self.queue_id, "kind": self.kind,
-                "min_offset": self.min_offset, "max_offset": self.max_offset}
+        return {
+            "topic": self.topic,
+            "queue_id": self.queue_id,
+            "kind": self.kind,
+            "min_offset": self.min_offset,
+            "max_offset": self.max_offset,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,9 +123,15 @@ class QueueUnit:
     file: str
 
     def as_dict(self) -> JSON:
-        return {"topic": self.topic, "queue_id": self.queue_id, "cq_offset": self.cq_offset,
-                "commitlog_offset": self.commitlog_offset, "size": self.size, "tags_code": self.tags_code,
-                "file": self.file}
+        return {
+            "topic": self.topic,
+            "queue_id": self.queue_id,
+            "cq_offset": self.cq_offset,
+            "commitlog_offset": self.commitlog_offset,
+            "size": self.size,
+            "tags_code": self.tags_code,
+            "file": self.file,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,9 +149,15 @@ class IndexHit:
     message: Message | None
 
     def as_dict(self, body: str = "none", properties: bool = True) -> JSON:
-        return {"key": self.key, "topic": self.topic, "physical_offset": self.physical_offset,
-                "store_timestamp": self.store_timestamp, "index_file": self.index_file, "match": self.match,
-                "message": None if self.message is None else self.message.as_dict(body, properties)}
+        return {
+            "key": self.key,
+            "topic": self.topic,
+            "physical_offset": self.physical_offset,
+            "store_timestamp": self.store_timestamp,
+            "index_file": self.index_file,
+            "match": self.match,
+            "message": None if self.message is None else self.message.as_dict(body, properties),
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,13 +174,19 @@ class Finding:
     extra: JSON = field(default_factory=dict)
 
     @classmethod
-    def of(cls, d: JSON) -> "Finding":
+    def of(cls, d: JSON) -> Finding:
         rest = {k: v for k, v in d.items() if k not in ("check", "severity", "file", "offset", "detail")}
         return cls(d["check"], d["severity"], d["file"], d.get("offset"), d["detail"], rest)
 
     def as_dict(self) -> JSON:
-        return {"check": self.check, "severity": self.severity, "file": self.file, "offset": self.offset,
-                "detail": self.detail, **self.extra}
+        return {
+            "check": self.check,
+            "severity": self.severity,
+            "file": self.file,
+            "offset": self.offset,
+            "detail": self.detail,
+            **self.extra,
+        }
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,6 +4,7 @@ The command line is a thin layer over these calls (DESIGN.md, layer 4): what ``r
 dump-commitlog --topic T --begin B`` prints is ``Store.messages(topic=T, begin=B)``, each
 message's ``as_dict()``. A store opens read-only: nothing here changes a byte of it.
 """
+
 from __future__ import annotations
 
 import datetime as _dt
@@ -45,10 +46,17 @@ def to_ms(value: TimeLike | None, name: str, tz: _dt.tzinfo | None = None) -> in
     raise UsageError(f"{name}: {value!r} is not a time", hint="give epoch milliseconds, a datetime or a string")
 
 
-def open_store(path: str | os.PathLike[str] | None = None, broker_conf: str | os.PathLike[str] | None = None, *,
-               tz: str | _dt.tzinfo | None = None, allow_odd_size: bool = False,
-               commitlog_file_size: int | None = None, cq_file_size: int | None = None,
-               index_slots: int | None = None, index_max: int | None = None) -> "Store":
+def open_store(
+    path: str | os.PathLike[str] | None = None,
+    broker_conf: str | os.PathLike[str] | None = None,
+    *,
+    tz: str | _dt.tzinfo | None = None,
+    allow_odd_size: bool = False,
+    commitlog_file_size: int | None = None,
+    cq_file_size: int | None = None,
+    index_slots: int | None = None,
+    index_max: int | None = None,
+) -> Store:
     """Open the store at ``path`` read-only (or the one ``broker_conf``'s ``storePathRootDir``
     names; else ``~/store``, the broker's default). File sizes come from ``broker_conf``, the
     keyword arguments, or the files themselves, checked as the broker's
@@ -56,10 +64,15 @@ def open_store(path: str | os.PathLike[str] | None = None, broker_conf: str | os
     still be verified: :meth:`Store.verify` reports odd sizes as findings). Raises
     :class:`~rmqstore_cli.errors.StoreError` for what is not a store. Use it as a context
     manager, or call ``close()``."""
-    sizes = {"mapped_file_size_commit_log": commitlog_file_size, "mapped_file_size_consume_queue": cq_file_size,
-             "max_hash_slot_num": index_slots, "max_index_num": index_max}
-    opener = StoreOpener(None if path is None else Path(path), None if broker_conf is None else Path(broker_conf),
-                         sizes, allow_odd_size)
+    sizes = {
+        "mapped_file_size_commit_log": commitlog_file_size,
+        "mapped_file_size_consume_queue": cq_file_size,
+        "max_hash_slot_num": index_slots,
+        "max_index_num": index_max,
+    }
+    opener = StoreOpener(
+        None if path is None else Path(path), None if broker_conf is None else Path(broker_conf), sizes, allow_odd_size
+    )
     return Store(opener, parse_tz(tz) if isinstance(tz, str) or tz is None else tz)
 
 
@@ -124,7 +137,7 @@ class Store:
         """Release every mapping and descriptor the store holds."""
         self._store.close()
 
-    def __enter__(self) -> "Store":
+    def __enter__(self) -> Store:
         return self
 
     def __exit__(self, *_exc: object) -> None:
@@ -135,10 +148,21 @@ class Store:
         return self.engine.topics()
 
     # ------------------------------------------------------------------ messages
-    def messages(self, topic: str | None = None, begin: TimeLike | None = None, end: TimeLike | None = None, *,
-                 queue_id: int | None = None, key: str | None = None, uniq_key: str | None = None,
-                 tag: str | None = None, from_offset: int | None = None, to_offset: int | None = None,
-                 check_crc: bool = False, limit: int | None = None) -> Iterator[Message]:
+    def messages(
+        self,
+        topic: str | None = None,
+        begin: TimeLike | None = None,
+        end: TimeLike | None = None,
+        *,
+        queue_id: int | None = None,
+        key: str | None = None,
+        uniq_key: str | None = None,
+        tag: str | None = None,
+        from_offset: int | None = None,
+        to_offset: int | None = None,
+        check_crc: bool = False,
+        limit: int | None = None,
+    ) -> Iterator[Message]:
         """Messages in commit-log order that pass every filter given: ``topic``, store time in
         ``[begin, end]`` (both inclusive), ``queue_id``, ``key`` (one of its KEYS), ``uniq_key``,
         ``tag`` (its TAGS), physical offsets in ``[from_offset, to_offset)``. ``check_crc``
@@ -148,27 +172,37 @@ class Store:
         _check_range(from_offset, to_offset)
         shown = 0
         for blk, take in self._walk(flt, from_offset, to_offset, check_crc):
-            for rec in (blk.messages(take) if take is not None else (blk,)):
+            for rec in blk.messages(take) if take is not None else (blk,):
                 if limit is not None and shown >= limit:
                     return
                 shown += 1
                 yield Message.of(rec, self._file_name(rec.offset))
 
-    def filter(self, topic: str | None = None, begin: TimeLike | None = None, end: TimeLike | None = None, *,
-               queue_id: int | None = None, key: str | None = None, uniq_key: str | None = None,
-               tag: str | None = None) -> MessageFilter:
+    def filter(
+        self,
+        topic: str | None = None,
+        begin: TimeLike | None = None,
+        end: TimeLike | None = None,
+        *,
+        queue_id: int | None = None,
+        key: str | None = None,
+        uniq_key: str | None = None,
+        tag: str | None = None,
+    ) -> MessageFilter:
         """The engine's filter for these arguments (times read as :meth:`messages` reads them)."""
         b, e = to_ms(begin, "begin", self.tz), to_ms(end, "end", self.tz)
         check_window(b, e, self.tz)
         return MessageFilter(topic, queue_id, key, uniq_key, tag, b, e)
 
-    def _walk(self, flt: MessageFilter, start: int | None, stop: int | None,
-              check_crc: bool) -> Iterator[tuple[Any, Any]]:
+    def _walk(
+        self, flt: MessageFilter, start: int | None, stop: int | None, check_crc: bool
+    ) -> Iterator[tuple[Any, Any]]:
         """(block, indices) for runs of records filtered by their columns, (record, None) for
         a record the per-record path decoded; only records that pass ``flt``."""
         columnar = flt.columnar() and not self.engine.commitlog.is_dledger
-        for rec in self.engine.commitlog.scan_blocks(start, stop, check_crc=check_crc, every_file=True,
-                                                     blocks=columnar):
+        for rec in self.engine.commitlog.scan_blocks(
+            start, stop, check_crc=check_crc, every_file=True, blocks=columnar
+        ):
             if hasattr(rec, "rb"):  # a MessageBlock
                 take = flt.select(rec)
                 if take.size:
@@ -198,11 +232,15 @@ class Store:
 
         clmin = self.engine.commitlog.min_offset
         kind = "rocksdb" if self.engine.rocksdb_cq is not None else "cq"
-        out = [QueueInfo(cq.topic, cq.queue_id, kind, cq.min_offset(clmin), cq.max_offset)
-               for cq in self.engine.consume_queues()]
+        out = [
+            QueueInfo(cq.topic, cq.queue_id, kind, cq.min_offset(clmin), cq.max_offset)
+            for cq in self.engine.consume_queues()
+        ]
         if self.engine.rocksdb_cq is None:
-            out += [QueueInfo(bq.topic, bq.queue_id, "bcq", bq.min_offset, bq.max_offset)
-                    for bq in store_batch_queues(self.config)]
+            out += [
+                QueueInfo(bq.topic, bq.queue_id, "bcq", bq.min_offset, bq.max_offset)
+                for bq in store_batch_queues(self.config)
+            ]
         return sorted(out, key=lambda q: (q.topic, q.queue_id, q.kind))
 
     def units(self, topic: str, queue_id: int, start: int = 0, stop: int | None = None) -> Iterator[QueueUnit]:
@@ -213,8 +251,15 @@ class Store:
             yield QueueUnit(topic, queue_id, u.cq_offset, u.commitlog_offset, u.size, u.tags_code, u.file)
 
     # ------------------------------------------------------------------ look-ups
-    def lookup(self, key: str, topic: str | None = None, begin: TimeLike | None = None,
-               end: TimeLike | None = None, max_hits: int = 64, broker_window: bool = False) -> list[IndexHit]:
+    def lookup(
+        self,
+        key: str,
+        topic: str | None = None,
+        begin: TimeLike | None = None,
+        end: TimeLike | None = None,
+        max_hits: int = 64,
+        broker_window: bool = False,
+    ) -> list[IndexHit]:
         """Messages whose real key (a KEYS word or the UNIQ_KEY) is ``key``, found through the
         index files and checked against each record, of ``topic`` or of every topic the
         store knows; in physical-offset order. ``max_hits`` keeps the newest (0: all).
@@ -234,20 +279,39 @@ class Store:
 
         def query(k: str) -> list[Any]:
             if broker_window:
-                return [h for t in topics for h in broker_query_message(ms.index, ms.commitlog, t, k,
-                                                                        max_hits or INT_MAX, b, e) if h.true]
+                return [
+                    h
+                    for t in topics
+                    for h in broker_query_message(ms.index, ms.commitlog, t, k, max_hits or INT_MAX, b, e)
+                    if h.true
+                ]
             return lookup_key(ms.index, ms.commitlog, topics, k, b, e, max_hits).hits
 
         hits = query(key)
         if not hits and key != key.upper() and len(key) in (32, 56) and all(c in "0123456789abcdef" for c in key):
             hits = query(key.upper())
-        return [IndexHit(h.key, h.topic, h.physical_offset, h.store_timestamp, h.index_file, h.match,
-                         None if (m := h.message) is None else Message.of(m, self._file_name(m.offset)))
-                for h in hits]
+        return [
+            IndexHit(
+                h.key,
+                h.topic,
+                h.physical_offset,
+                h.store_timestamp,
+                h.index_file,
+                h.match,
+                None if (m := h.message) is None else Message.of(m, self._file_name(m.offset)),
+            )
+            for h in hits
+        ]
 
     # ------------------------------------------------------------------ checks
-    def verify(self, *, crc: bool = True, deep: bool = False, max_findings: int | None = None,
-               broker_version: str | None = None) -> VerifyReport:
+    def verify(
+        self,
+        *,
+        crc: bool = True,
+        deep: bool = False,
+        max_findings: int | None = None,
+        broker_version: str | None = None,
+    ) -> VerifyReport:
         """Check the commit log, consume queues, index, checkpoint, config files and the 5.x
         stores against each other, and predict whether the broker starts on the store
         (``broker_version``: "4.9", "5.3.1" or "5"; else the store's, else 4.9 assumed).
@@ -260,8 +324,9 @@ class Store:
         v = Verifier(cfg, opts)
         findings = [f.as_dict() for f in v.run()]
         summary = v.summary
-        _verdict, no_start = predict_start(cfg, broker_version, [f for f in findings if f["check"] in STARTUP_CHECKS],
-                                           summary)
+        _verdict, no_start = predict_start(
+            cfg, broker_version, [f for f in findings if f["check"] in STARTUP_CHECKS], summary
+        )
         findings += [f.as_dict() for f in no_start]
         return VerifyReport([Finding.of(f) for f in findings], summary, v.ok and not no_start)
 

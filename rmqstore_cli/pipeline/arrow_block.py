@@ -16,14 +16,15 @@ with both non-empty, no name twice — where the broker's parser keeps every pai
 order. Any other record (and a topic that is not valid UTF-8) takes the reference path in
 its place. Tests compare both on every record of the fixtures and of built stores.
 """
+
 from __future__ import annotations
 
 import numpy as np
 
 from rmqstore_cli.formats.commitlog import HEAD, HOST_ADDRESS_SIZE, HOST_SIZE, MAGIC_V2
-from rmqstore_cli.store.message_view import message_dict
 from rmqstore_cli.store.arrays import byte_rows
 from rmqstore_cli.store.columns import MessageBlock
+from rmqstore_cli.store.message_view import message_dict
 from rmqstore_cli.store.properties import compiled_join
 
 _HEX = np.frombuffer(b"0123456789ABCDEF", np.uint8)
@@ -44,7 +45,7 @@ def _msg_ids(blk: MessageBlock):
         h4, h6, pad = HOST_SIZE[False], HOST_SIZE[True], _ID_V6 - _ID_V4
         raw = np.zeros((blk.n, _ID_V6), np.uint8)  # right-aligned: IPv4 rows start at byte 12
         host, phy = byte_rows(blk.a, store_at, h6), byte_rows(blk.a, blk.pos + _PHY.offset, _PHY.size)
-        raw[~v6, pad:pad + h4], raw[v6, :h6], raw[:, h6:] = host[~v6, :h4], host[v6], phy
+        raw[~v6, pad : pad + h4], raw[v6, :h6], raw[:, h6:] = host[~v6, :h4], host[v6], phy
     else:
         raw = blk.msg_id_bytes(np.arange(blk.n))
     hexed = _HEX2[raw].view(np.uint8).reshape(blk.n, 2 * raw.shape[1])
@@ -87,13 +88,20 @@ def block_batch(blk: MessageBlock, store: str, body: bool):
     plain &= ~bad_topic[tid]
     cols: dict = {}
     i32, i64, s = pa.int32(), pa.int64(), pa.string()
-    for f, col, typ in (("physical_offset", rb.physical_offset, i64), ("total_size", rb.total, i32),
-                        ("body_crc", rb.body_crc, i32), ("queue_id", rb.queue_id, i32), ("flag", blk.flag, i32),
-                        ("queue_offset", rb.queue_offset, i64), ("sys_flag", rb.sys_flag, i32),
-                        ("born_timestamp", blk.born_timestamp, i64), ("store_timestamp", blk.store_timestamp, i64),
-                        ("reconsume_times", blk.reconsume_times, i32),
-                        ("prepared_transaction_offset", blk.prepared_transaction_offset, i64),
-                        ("body_size", rb.body_len, i32)):
+    for f, col, typ in (
+        ("physical_offset", rb.physical_offset, i64),
+        ("total_size", rb.total, i32),
+        ("body_crc", rb.body_crc, i32),
+        ("queue_id", rb.queue_id, i32),
+        ("flag", blk.flag, i32),
+        ("queue_offset", rb.queue_offset, i64),
+        ("sys_flag", rb.sys_flag, i32),
+        ("born_timestamp", blk.born_timestamp, i64),
+        ("store_timestamp", blk.store_timestamp, i64),
+        ("reconsume_times", blk.reconsume_times, i32),
+        ("prepared_transaction_offset", blk.prepared_transaction_offset, i64),
+        ("body_size", rb.body_len, i32),
+    ):
         cols[f] = numbers(col.astype(np.int32 if typ == i32 else np.int64), typ)
     cols["magic"] = lookup(["v1", "v2"], (rb.magic == MAGIC_V2).astype(np.int64))
     for w in ("born", "store"):
@@ -105,8 +113,11 @@ def block_batch(blk: MessageBlock, store: str, body: bool):
     cols["topic_base64"] = pa.nulls(n, s)
     cols["properties_base64"] = pa.nulls(n, s)
     ends = (rb.body_at + rb.body_len).tolist()
-    cols["body"] = (texts([bytes(buf[x:y]) for x, y in zip(rb.body_at.tolist(), ends)], pa.binary()) if body
-                    else pa.nulls(n, pa.binary()))
+    cols["body"] = (
+        texts([bytes(buf[x:y]) for x, y in zip(rb.body_at.tolist(), ends)], pa.binary())
+        if body
+        else pa.nulls(n, pa.binary())
+    )
     props = _Properties(blk, plain)
     slow = np.flatnonzero(~plain).tolist()
     dicts = [message_dict(m, "none", True, blk.file_name) for m in blk.messages(np.asarray(slow))] if slow else []
@@ -143,7 +154,7 @@ def as_numpy(arr, dtype) -> np.ndarray:
         return np.zeros(0, dtype)
     # its own integer type, then numpy's astype: ``cast`` imports pyarrow.compute (~40 ms)
     own = {pa.from_numpy_dtype(t): t for t in (np.int8, np.int16, np.int32, np.int64)}[arr.type]
-    return np.frombuffer(arr.buffers()[1], own)[arr.offset:arr.offset + len(arr)].astype(dtype, copy=False)
+    return np.frombuffer(arr.buffers()[1], own)[arr.offset : arr.offset + len(arr)].astype(dtype, copy=False)
 
 
 def flags(mask: np.ndarray):
@@ -163,7 +174,9 @@ def texts(values: list, typ=None):
     offsets = offsets.astype(np.int32)  # a block lies in one commit-log file: under 2 GiB
     nulls = np.array([v is None for v in values], bool)
     valid = flags(~nulls).buffers()[1] if nulls.any() else None
-    return pa.Array.from_buffers(typ or pa.string(), len(raw), [valid, pa.py_buffer(offsets), pa.py_buffer(b"".join(raw))])
+    return pa.Array.from_buffers(
+        typ or pa.string(), len(raw), [valid, pa.py_buffer(offsets), pa.py_buffer(b"".join(raw))]
+    )
 
 
 def ranges(src: np.ndarray, at: np.ndarray, ln: np.ndarray, mask: np.ndarray | None = None):
@@ -202,8 +215,7 @@ def _strings(data: np.ndarray, offsets: np.ndarray):
     ``data[offsets[i]:offsets[i + 1]]`` (valid UTF-8 wherever it is read)."""
     import pyarrow as pa
 
-    return pa.StringArray.from_buffers(offsets.size - 1, pa.py_buffer(offsets.astype(np.int32)),
-                                       pa.py_buffer(data))
+    return pa.StringArray.from_buffers(offsets.size - 1, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(data))
 
 
 def _replace(arr, rows: list[int], values: list):
@@ -213,10 +225,13 @@ def _replace(arr, rows: list[int], values: list):
         return arr
     n = len(arr)
     bufs = arr.buffers()
-    off = np.frombuffer(bufs[1], np.int32)[:n + 1].astype(np.int64)
-    null = np.zeros(n, bool) if not arr.null_count else \
-        ~np.unpackbits(np.frombuffer(bufs[0], np.uint8), count=n, bitorder="little").astype(bool)
-    old = np.frombuffer(bufs[2], np.uint8)[:off[-1]] if bufs[2] is not None else np.zeros(0, np.uint8)
+    off = np.frombuffer(bufs[1], np.int32)[: n + 1].astype(np.int64)
+    null = (
+        np.zeros(n, bool)
+        if not arr.null_count
+        else ~np.unpackbits(np.frombuffer(bufs[0], np.uint8), count=n, bitorder="little").astype(bool)
+    )
+    old = np.frombuffer(bufs[2], np.uint8)[: off[-1]] if bufs[2] is not None else np.zeros(0, np.uint8)
     raw = [b"" if v is None else v.encode("utf-8") for v in values]
     ln_new = np.fromiter(map(len, raw), np.int64, len(raw))
     at, ln = off[:-1].copy(), np.diff(off)
@@ -227,7 +242,7 @@ def _replace(arr, rows: list[int], values: list):
 
 #: The decimal text of every port 0..65535 (one buffer) and where each lies: a host field's
 #: port, looked up rather than formatted per record.
-_PORT_LEN = 1 + sum((np.arange(1 << 16) >= 10 ** k).astype(np.int64) for k in range(1, 5))
+_PORT_LEN = 1 + sum((np.arange(1 << 16) >= 10**k).astype(np.int64) for k in range(1, 5))
 _PORT_AT = np.cumsum(_PORT_LEN) - _PORT_LEN
 _PORT_TEXT = np.frombuffer("".join(map(str, range(1 << 16))).encode(), np.uint8)
 
@@ -307,8 +322,11 @@ class _Properties:
             parts_v += [values.slice(prev, c - prev), texts([y for _, y in items])]
             parts_o += [owner[prev:c], np.full(len(items), i)]
             prev = c
-        return (pa.concat_arrays(parts_n + [names.slice(prev)]), pa.concat_arrays(parts_v + [values.slice(prev)]),
-                np.concatenate(parts_o + [owner[prev:]]).astype(np.int64))
+        return (
+            pa.concat_arrays(parts_n + [names.slice(prev)]),
+            pa.concat_arrays(parts_v + [values.slice(prev)]),
+            np.concatenate(parts_o + [owner[prev:]]).astype(np.int64),
+        )
 
     def _value(self, name: bytes) -> np.ndarray:
         """The kept pair named ``name`` of each record, -1 where none (a plain record holds a
@@ -331,13 +349,18 @@ class _Properties:
         text = _replace(self.text, rows, [self.patched[i].get("properties_string") for i in rows])
         offsets = np.zeros(n + 1, np.int32)
         np.cumsum(np.bincount(owner, minlength=n), out=offsets[1:])
-        out = {"properties": pa.MapArray.from_arrays(numbers(offsets), names, values,
-                                                     type=schema.field("properties").type),
-               "properties_string": text}
+        out = {
+            "properties": pa.MapArray.from_arrays(
+                numbers(offsets), names, values, type=schema.field("properties").type
+            ),
+            "properties_string": text,
+        }
         cat = self.P.cat if self.P.tot else np.zeros(0, np.uint8)
         for col, name in (("tags", b"TAGS"), ("uniq_key", b"UNIQ_KEY")):
             at = self._value(name)
-            got = ranges(cat, self.val_at[at], self.val_ln[at], at < 0) if self.val_at.size else pa.nulls(n, pa.string())
+            got = (
+                ranges(cat, self.val_at[at], self.val_ln[at], at < 0) if self.val_at.size else pa.nulls(n, pa.string())
+            )
             out[col] = _replace(got, rows, [self.patched[i].get(col) for i in rows])
         out["keys"] = self._keys(cat, schema)
         return out

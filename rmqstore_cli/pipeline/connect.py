@@ -14,6 +14,7 @@ The server's executors run the tasks, so they must import rmqstore_cli (the serv
 with ``spark.pyspark.python`` an environment that has it, README) and see the stores and
 outputs at the driver's paths, as on any cluster.
 """
+
 from __future__ import annotations
 
 import pickle
@@ -194,8 +195,9 @@ class VerifyOnConnect:
             chunks = [groups[i::n] for i in range(n)]
             return [r for part in run_map(self.spark, _Finish(ctxs), chunks) for r in part]
         n = max(1, min(len(keys), FINISH_TASKS, files))
-        seeds = self.spark.createDataFrame([(repr(k), pickle.dumps((k, None), protocol=5)) for k in keys],
-                                           _keyed_schema())  # every key gets a task, whatever the files sent it
+        seeds = self.spark.createDataFrame(
+            [(repr(k), pickle.dumps((k, None), protocol=5)) for k in keys], _keyed_schema()
+        )  # every key gets a task, whatever the files sent it
         items = df.mapInArrow(_shuffle_items, _keyed_schema())
         out = items.union(seeds).repartition(n, "key").mapInArrow(_GroupFinish(ctxs), _results_schema())
         rows = guarded(self.spark, out.collect)

@@ -13,6 +13,7 @@ from its cached bytecode, and ``pyspark.worker`` once, before the forks.
 executors run another Python or PySpark (a shipped environment), the path is left as it is
 and only the ``pyspark.worker`` import before the forks remains.
 """
+
 from __future__ import annotations
 
 import os

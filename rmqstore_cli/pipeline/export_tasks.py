@@ -1,4 +1,5 @@
 """export's per-file work: one commit-log file as rows or pyarrow RecordBatches; no Spark in here."""
+
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -34,8 +35,9 @@ def _row(m, task: FileTask, body: bool) -> tuple:
 
 def _add_stops(stops: list | None, cl, task: FileTask) -> None:
     if stops is not None:
-        stops.extend({"store": task.store.label, "file": x.file, "offset": x.offset, "detail": x.reason}
-                     for x in cl.stops)
+        stops.extend(
+            {"store": task.store.label, "file": x.file, "offset": x.offset, "detail": x.reason} for x in cl.stops
+        )
 
 
 #: Rows per RecordBatch of :func:`export_batches` for records read one by one.

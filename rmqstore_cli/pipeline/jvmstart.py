@@ -23,6 +23,7 @@ here applies. Executors get C1 only (:data:`EXECUTOR_OPTIONS`): their JVM moves 
 results and Python's pipes, and C2 compiled for ~2 s of CPU per executor of a small job;
 an archive would have to exist on every node, so they get none.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -127,8 +128,14 @@ def _key() -> str | None:
         java = Path(found).resolve()
         libjvm = next(java.parent.parent.glob("lib/server/libjvm.so"), java)
         jars = Path(pyspark.__file__).parent / "jars"
-        parts = [str(java), str(libjvm.stat().st_mtime_ns), str(libjvm.stat().st_size),
-                 str(jars), str(jars.stat().st_mtime_ns), pyspark.__version__]
+        parts = [
+            str(java),
+            str(libjvm.stat().st_mtime_ns),
+            str(libjvm.stat().st_size),
+            str(jars),
+            str(jars.stat().st_mtime_ns),
+            pyspark.__version__,
+        ]
     except Exception:  # no java found, odd layout: start without an archive
         return None
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]

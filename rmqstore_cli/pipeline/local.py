@@ -1,4 +1,5 @@
 """The local engine: the pipeline's tasks run one after another in this process."""
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -9,8 +10,12 @@ from rmqstore_cli.pipeline.parquet_out import CODECS, write_batches
 from rmqstore_cli.pipeline.stores import FileTask
 
 
-def export(tasks: list[FileTask], output: Path, progress: Callable[[FileTask], None] | None = None,
-           compression: str = CODECS[0]) -> dict:
+def export(
+    tasks: list[FileTask],
+    output: Path,
+    progress: Callable[[FileTask], None] | None = None,
+    compression: str = CODECS[0],
+) -> dict:
     """Write the Parquet dataset (hive partitions store=…/topic_dir=…), streaming the
     RecordBatches of :func:`~rmqstore_cli.pipeline.export_tasks.export_batches`, file by
     file, through :func:`~rmqstore_cli.pipeline.parquet_out.write_batches`; a partition
@@ -31,8 +36,12 @@ def write_parquet(task: FileTask, output: str, tag: int, stops: list, compressio
     """One commit-log file's rows as Parquet files of the dataset (``part-<tag>-<i>.parquet``
     under its store=…/topic_dir=… partitions); returns the rows. What one Spark task of
     export does when the output is a local (or mounted) directory."""
-    return write_batches(export_batches(task, stops, by_partition=True), output, basename=f"part-{tag:05d}-{{i}}.parquet",
-                         compression=compression)
+    return write_batches(
+        export_batches(task, stops, by_partition=True),
+        output,
+        basename=f"part-{tag:05d}-{{i}}.parquet",
+        compression=compression,
+    )
 
 
 def rebuild_build(config, dest: Path, opts, progress=None):

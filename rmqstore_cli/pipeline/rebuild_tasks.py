@@ -2,12 +2,12 @@
 identical byte for byte to the local engine (``store/rebuild.py``); no Spark in here:
 ``rebuild_staged`` takes the map to run them with.
 """
+
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
 from pathlib import Path
-
 
 # ===================================================================== rebuild-index
 #
@@ -29,6 +29,7 @@ from pathlib import Path
 #    entry 0 is never used) and entry number each key gets. Names (the first entry's store
 #    time, each after the previous) are given on the driver.
 # How the files are written from there: "rebuild-index without shuffles" below.
+
 
 @dataclass
 class FileSummary:
@@ -75,8 +76,17 @@ class BatchCapture:
         self.topics = topics
         self.rows: dict = {}
 
-    def put(self, topic: str, queue_id: int, offset: int, size: int, tags_code: int, store_time: int,
-            props: bytes, queue_offset: int) -> None:
+    def put(
+        self,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        size: int,
+        tags_code: int,
+        store_time: int,
+        props: bytes,
+        queue_offset: int,
+    ) -> None:
         from rmqstore_cli.store.batch_queue import batch_position
 
         pos = batch_position(props, queue_offset)
@@ -94,8 +104,8 @@ def _capture_dispatcher_class():
     properties parse and tagsCode as the local engine)."""
     import numpy as np
 
-    from rmqstore_cli.store.javahash.bulk import concat_hashes, index_hash, java_hashes
     from rmqstore_cli.store.fastdispatch import FastDispatcher
+    from rmqstore_cli.store.javahash.bulk import concat_hashes, index_hash, java_hashes
 
     class CaptureDispatcher(FastDispatcher):
         def __init__(self, d):
@@ -113,15 +123,17 @@ def _capture_dispatcher_class():
             if hs is None:  # hashCode("topic#" + key), as FastDispatcher._index
                 kh, klen = java_hashes(list(key_list))
                 hs = index_hash(concat_hashes(self._prefix_hashes()[tid], klen, kh))
-            self.key_parts.append((np.asarray(hs, dtype=np.int64), phy[owner].astype(np.int64),
-                                   store_ts[owner].astype(np.int64)))
+            self.key_parts.append(
+                (np.asarray(hs, dtype=np.int64), phy[owner].astype(np.int64), store_ts[owner].astype(np.int64))
+            )
             self.keys += len(key_list)
 
     return CaptureDispatcher
 
 
-def dispatch_file(config, position: int, recovering: bool, build_cq: bool, build_index: bool,
-                  topics: list[str] | None) -> FileDispatch:
+def dispatch_file(
+    config, position: int, recovering: bool, build_cq: bool, build_index: bool, topics: list[str] | None
+) -> FileDispatch:
     """Dispatch commit-log file number ``position`` as ``rebuild.dispatch_log`` does for it."""
     import numpy as np
 
@@ -131,16 +143,29 @@ def dispatch_file(config, position: int, recovering: bool, build_cq: bool, build
 
     cl = CommitLog(config)
     f = cl.files[position]
-    d = Dispatcher(config, Path("/nonexistent-rmqstore-capture"), Path("/nonexistent-rmqstore-capture"),
-                   build_cq=build_cq, build_index=build_index, topics=topics)
+    d = Dispatcher(
+        config,
+        Path("/nonexistent-rmqstore-capture"),
+        Path("/nonexistent-rmqstore-capture"),
+        build_cq=build_cq,
+        build_index=build_index,
+        topics=topics,
+    )
     if d.batch is not None:
         d.batch = BatchCapture(d.batch.topics)
     fd = _capture_dispatcher_class()(d)
     s = FileSummary(position, f.name, skipped=[], queues={})
     try:
         header = cl.header_of(f)  # a DLedger data file: records inside entries
-        stop_at, reason = dispatch_file_records(fd, f, recovering, config.check_crc_on_recover and not header,
-                                                config.force_verify_prop_crc, s.skipped, header=header)
+        stop_at, reason = dispatch_file_records(
+            fd,
+            f,
+            recovering,
+            config.check_crc_on_recover and not header,
+            config.force_verify_prop_crc,
+            s.skipped,
+            header=header,
+        )
         if stop_at is not None:
             end, skip = classify_stop(f, stop_at, reason, recovering, last_file=position == len(cl.files) - 1)
             if end is not None:
@@ -157,8 +182,9 @@ def dispatch_file(config, position: int, recovering: bool, build_cq: bool, build
     units = _group_units(fd)
     s.queues = {k: (int(v[3][0]), int(v[3][-1]), len(v[3])) for k, v in units.items()}
     s.ends = {k: (int(v[0][0] + v[1][0]), int(v[0][-1] + v[1][-1])) for k, v in units.items()}
-    keys = tuple(np.concatenate([p[i] for p in fd.key_parts]) if fd.key_parts else np.empty(0, np.int64)
-                 for i in range(3))
+    keys = tuple(
+        np.concatenate([p[i] for p in fd.key_parts]) if fd.key_parts else np.empty(0, np.int64) for i in range(3)
+    )
     s.keys = len(keys[0])
     if s.keys:
         phy = keys[1]
@@ -176,8 +202,7 @@ def _group_units(fd) -> dict:
 
     if not fd.cq_parts:
         return {}
-    tid, qid, phy, size, tags, qoff = (np.concatenate([p[i] for p in fd.cq_parts]).astype(np.int64)
-                                       for i in range(6))
+    tid, qid, phy, size, tags, qoff = (np.concatenate([p[i] for p in fd.cq_parts]).astype(np.int64) for i in range(6))
     key = tid * (1 << 32) + (qid & 0xFFFFFFFF)
     order = np.argsort(key, kind="stable")  # dispatch order kept within each queue
     cuts = np.flatnonzero(np.diff(key[order])) + 1
@@ -232,8 +257,9 @@ def plan_dispatch(names: list, gaps: list[int], summaries: list[FileSummary]) ->
     stop = None
     for i in range(len(names)):
         if i in gaps:
-            stop = ScanEnd(names[i - 1][2], f"gap: no file between {names[i - 1][2]} and {names[i][1]}",
-                           names[i][0], clean=False)
+            stop = ScanEnd(
+                names[i - 1][2], f"gap: no file between {names[i - 1][2]} and {names[i][1]}", names[i][0], clean=False
+            )
             break
         included.append(i)
         if by_pos[i].stop is not None:
@@ -308,8 +334,20 @@ def plan_keys(included: list[int], summaries: dict, exact_counts=None) -> tuple[
     return floors, counts, start, total
 
 
-def rebuild_report(config, opts, names, rec: int, included: list[int], stop, summaries: dict,
-                   cq_files: int, queues: int, index_built: list[dict], total_keys: int, seconds: float):
+def rebuild_report(
+    config,
+    opts,
+    names,
+    rec: int,
+    included: list[int],
+    stop,
+    summaries: dict,
+    cq_files: int,
+    queues: int,
+    index_built: list[dict],
+    total_keys: int,
+    seconds: float,
+):
     """The local engine's DispatchReport, from the per-file summaries and what was built."""
     from rmqstore_cli.store.lock import abort_exists
     from rmqstore_cli.store.rebuild import DispatchReport
@@ -408,8 +446,9 @@ def _save(path: Path, rows: list, dtype=None) -> None:
     try:
         with open(tmp, "wb") as fh:
             safefs.reserve(fh.fileno(), 0, len(rows) * n * dtype.itemsize + 4096, tmp)
-            np.lib.format.write_array_header_1_0(fh, {"descr": np.lib.format.dtype_to_descr(dtype),
-                                                      "fortran_order": False, "shape": (len(rows), n)})
+            np.lib.format.write_array_header_1_0(
+                fh, {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": (len(rows), n)}
+            )
             for row in rows:
                 for piece in row:
                     np.ascontiguousarray(piece, dtype=dtype).tofile(fh)
@@ -419,8 +458,17 @@ def _save(path: Path, rows: list, dtype=None) -> None:
     os.replace(tmp, path)  # a retried task replaces, never half-writes
 
 
-def dispatch_and_spill(config, position: int, recovering: bool, build_cq: bool, build_index: bool,
-                       topics: list[str] | None, dest: str, direct: bool, dry: bool) -> FileSummary:
+def dispatch_and_spill(
+    config,
+    position: int,
+    recovering: bool,
+    build_cq: bool,
+    build_index: bool,
+    topics: list[str] | None,
+    dest: str,
+    direct: bool,
+    dry: bool,
+) -> FileSummary:
     """Step 1 above for one commit-log file; returns its summary (``simple``: queue → its
     units are consecutive; ``direct``: queues written into the consume-queue files)."""
     fd = dispatch_file(config, position, recovering, build_cq, build_index, topics)
@@ -455,7 +503,7 @@ def spilled_units(dest, s: FileSummary) -> dict:
     arr = np.load(parts_dir(dest) / f"{s.position}.units.npy", mmap_mode="r")
     out, at = {}, 0
     for key, (_, _, n) in s.queues.items():
-        out[key] = tuple(np.asarray(arr[r, at:at + n]) for r in range(4))
+        out[key] = tuple(np.asarray(arr[r, at : at + n]) for r in range(4))
         at += n
     return out
 
@@ -468,7 +516,7 @@ def spilled_batch(dest, s: FileSummary, key: tuple[str, int]):
     at = 0
     for k, n in s.batch.items():
         if k == key:
-            return np.asarray(arr[:, at:at + n])
+            return np.asarray(arr[:, at : at + n])
         at += n
     return np.empty((6, 0), np.int64)
 
@@ -609,8 +657,8 @@ def key_at(dest, g: int, included: list[int], counts: dict, start: dict, floors:
 # at the slot's last entry in earlier chunks), writes the slot table and the header: the
 # bytes of ``IndexFile.put_keys`` over all keys at once.
 
-def write_index_chunk(dest, k: int, position: int, h, phy, ts, n0: int, b0: int, begin: int,
-                      slot_num: int) -> None:
+
+def write_index_chunk(dest, k: int, position: int, h, phy, ts, n0: int, b0: int, begin: int, slot_num: int) -> None:
     """Entries ``n0 .. n0 + len(h) - 1`` of index file ``k`` (``<k>.part``, created by the
     driver) from one file's keys (``index.write_entries``), their per-slot (slot, first,
     last entry) spilled for ``finish_index``; ``b0``: the header's begin time before the
@@ -627,8 +675,9 @@ def write_index_chunk(dest, k: int, position: int, h, phy, ts, n0: int, b0: int,
     _save(parts_dir(dest) / f"idx-{k}-{position}.npy", [[c] for c in chains], np.int32)
 
 
-def finish_index(dest, k: int, positions: list[int], keys: int, first: tuple, last: tuple,
-                 slot_num: int, index_num: int) -> dict:
+def finish_index(
+    dest, k: int, positions: list[int], keys: int, first: tuple, last: tuple, slot_num: int, index_num: int
+) -> dict:
     """Link the chunks of index file ``k`` (``positions`` in key order), write its slot table
     and header (first and last: (phy, ts) of its first and last key)."""
     import numpy as np
@@ -680,8 +729,16 @@ def plan_index(dest, included, counts, start, floors, total: int, per: int, slot
     return IndexPlan(files, pieces)
 
 
-def file_stage2(dest: str, position: int, floor: int, pieces: list, ifiles: dict, late: tuple | None,
-                slot_num: int, cq_file_size: int) -> int:
+def file_stage2(
+    dest: str,
+    position: int,
+    floor: int,
+    pieces: list,
+    ifiles: dict,
+    late: tuple | None,
+    slot_num: int,
+    cq_file_size: int,
+) -> int:
     """Step 3 for one commit-log file: its index entries, and its units of straight queues
     when it was not written in step 1."""
     if pieces:
@@ -733,17 +790,28 @@ def rebuild_staged(config, dest: Path, opts, run_map, t0: float):
     build_cq, build_index, topics, dry = opts.build_cq, opts.build_index, opts.topics, opts.dry_run
     d = str(dest)
     try:
-        got = run_map(lambda i: dispatch_and_spill(config, i, i >= rec, build_cq, build_index, topics, d,
-                                                   i < direct_upto, dry),
-                      list(range(rec, n)) + list(range(rec)))  # the recovery region's CRC-checked files first
+        got = run_map(
+            lambda i: dispatch_and_spill(config, i, i >= rec, build_cq, build_index, topics, d, i < direct_upto, dry),
+            list(range(rec, n)) + list(range(rec)),
+        )  # the recovery region's CRC-checked files first
         summaries = {s.position: s for s in got}
         included, stop = plan_dispatch(names, gaps, list(summaries.values()))
 
         def exact(need):
             if dry:  # nothing spilled: dispatch those files again (only when key offsets go backwards)
-                return dict(run_map(lambda kv: (kv[0], len(kept_keys(
-                    dispatch_file(config, kv[0], kv[0] >= rec, build_cq, build_index, topics), kv[1])[0])),
-                    list(need.items())))
+                return dict(
+                    run_map(
+                        lambda kv: (
+                            kv[0],
+                            len(
+                                kept_keys(
+                                    dispatch_file(config, kv[0], kv[0] >= rec, build_cq, build_index, topics), kv[1]
+                                )[0]
+                            ),
+                        ),
+                        list(need.items()),
+                    )
+                )
             return dict(run_map(lambda kv: (kv[0], kept_count(d, kv[0], kv[1])), list(need.items())))
 
         floors, counts, start, total = plan_keys(included, summaries, exact)
@@ -757,36 +825,51 @@ def rebuild_staged(config, dest: Path, opts, run_map, t0: float):
         else:
             qp = plan_queues(included, summaries) if build_cq else None
             cq_root = dest / "consumequeue"
-            for key in (qp.remove if qp else []):
+            for key in qp.remove if qp else []:
                 safefs.rmtree_inside(cq_root / key[0] / str(key[1]), [dest])
-            ip = plan_index(d, included, counts, start, floors, total, per, config.max_hash_slot_num,
-                            config.max_index_num) if nfiles else IndexPlan({}, {})
+            ip = (
+                plan_index(
+                    d, included, counts, start, floors, total, per, config.max_hash_slot_num, config.max_index_num
+                )
+                if nfiles
+                else IndexPlan({}, {})
+            )
             late = qp.late if qp else {}
-            jobs = [("file", i, (floors[i], ip.pieces.get(i, []), ip.files,
-                                 (summaries[i], late[i]) if i in late else None))
-                    for i in included if i in ip.pieces or i in late]
+            jobs = [
+                ("file", i, (floors[i], ip.pieces.get(i, []), ip.files, (summaries[i], late[i]) if i in late else None))
+                for i in included
+                if i in ip.pieces or i in late
+            ]
             if qp is not None:
                 sums = [summaries[i] for i in included]
                 jobs += [("queue", key, [s for s in sums if key in s.queues]) for key in qp.rebuild]
                 jobs += batch_jobs(config, sums)
             done = run_map(lambda j: run_stage(d, config, j), jobs) if jobs else []
             if nfiles:
-                fin = [("finish", k, ([i for i in included if any(p[0] == k for p in ip.pieces.get(i, []))],
-                                      v[0], v[2], v[3])) for k, v in ip.files.items()]
+                fin = [
+                    (
+                        "finish",
+                        k,
+                        ([i for i in included if any(p[0] == k for p in ip.pieces.get(i, []))], v[0], v[2], v[3]),
+                    )
+                    for k, v in ip.files.items()
+                ]
                 built = [r for _, r in run_map(lambda j: run_stage(d, config, j), fin)]
             if qp is not None:
                 F = config.cq_file_size
                 for key, (first, last) in qp.straight.items():
                     pre_blank(cq_root, key, first, F)
                 cq_files = sum(r for kind, r in done if kind == "queue") + sum(
-                    cq_file_count(first, last, F) for first, last in qp.straight.values())
+                    cq_file_count(first, last, F) for first, last in qp.straight.values()
+                )
                 queues = len(qp.straight) + len(qp.rebuild)
             if built:
                 index_names = name_index_files(dest / "index", built, opts.tz)
     finally:
         shutil.rmtree(parts_dir(dest), ignore_errors=True)
-    rep = rebuild_report(config, opts, names, rec, included, stop, summaries, cq_files, queues, built, total,
-                         time.perf_counter() - t0)
+    rep = rebuild_report(
+        config, opts, names, rec, included, stop, summaries, cq_files, queues, built, total, time.perf_counter() - t0
+    )
     if built and not dry:
         from rmqstore_cli.store.index import name_time
 

@@ -2,6 +2,7 @@
 
 Declared once here; the pyarrow and Spark schemas are both derived from this list.
 """
+
 from __future__ import annotations
 
 #: (column, type) in row order; types: long, int, string, binary, map, list.
@@ -54,8 +55,13 @@ def topic_dir(topic: str | None, topic_base64: str | None = None) -> str:
     broker's topic characters, so such a name is never a real topic's own."""
     from urllib.parse import quote
 
-    if topic_base64 is None and topic and topic not in (".", "..") and "\0" not in topic \
-            and len(quote(topic, safe="")) <= TOPIC_DIR_MAX:
+    if (
+        topic_base64 is None
+        and topic
+        and topic not in (".", "..")
+        and "\0" not in topic
+        and len(quote(topic, safe="")) <= TOPIC_DIR_MAX
+    ):
         return topic
     import base64
     import hashlib
@@ -67,14 +73,26 @@ def topic_dir(topic: str | None, topic_base64: str | None = None) -> str:
 def arrow_schema():
     import pyarrow as pa
 
-    types = {"long": pa.int64(), "int": pa.int32(), "string": pa.string(), "binary": pa.binary(),
-             "map": pa.map_(pa.string(), pa.string()), "list": pa.list_(pa.string())}
+    types = {
+        "long": pa.int64(),
+        "int": pa.int32(),
+        "string": pa.string(),
+        "binary": pa.binary(),
+        "map": pa.map_(pa.string(), pa.string()),
+        "list": pa.list_(pa.string()),
+    }
     return pa.schema([(c, types[t]) for c, t in EXPORT_COLUMNS])
 
 
 def spark_schema():
     from pyspark.sql import types as T
 
-    types = {"long": T.LongType(), "int": T.IntegerType(), "string": T.StringType(), "binary": T.BinaryType(),
-             "map": T.MapType(T.StringType(), T.StringType()), "list": T.ArrayType(T.StringType())}
+    types = {
+        "long": T.LongType(),
+        "int": T.IntegerType(),
+        "string": T.StringType(),
+        "binary": T.BinaryType(),
+        "map": T.MapType(T.StringType(), T.StringType()),
+        "list": T.ArrayType(T.StringType()),
+    }
     return T.StructType([T.StructField(c, types[t], True) for c, t in EXPORT_COLUMNS])

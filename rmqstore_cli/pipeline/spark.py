@@ -3,6 +3,7 @@
 The driver plans tasks and reads back only counts and capped findings; rows go from the
 executors straight to Parquet.
 """
+
 from __future__ import annotations
 
 import os
@@ -12,8 +13,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from rmqstore_cli.pipeline import connect, jvmstart
-from rmqstore_cli.pipeline.schema import PARTITION_COLUMNS, spark_schema
 from rmqstore_cli.pipeline.export_tasks import export_batches
+from rmqstore_cli.pipeline.schema import PARTITION_COLUMNS, spark_schema
 from rmqstore_cli.pipeline.stores import FileTask, StoreSpec, hadoop_uri, local_path
 
 MAX_FINDINGS = 1000
@@ -75,8 +76,12 @@ def session(master: str | None = None, conf: list[str] | None = None, verbose: b
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark import SparkConf, SparkContext
 
-    settings = [("spark.app.name", "rmqstore"), ("spark.ui.enabled", "false"),
-                ("spark.ui.showConsoleProgress", "false"), ("spark.sql.sources.partitionOverwriteMode", "static")]
+    settings = [
+        ("spark.app.name", "rmqstore"),
+        ("spark.ui.enabled", "false"),
+        ("spark.ui.showConsoleProgress", "false"),
+        ("spark.sql.sources.partitionOverwriteMode", "static"),
+    ]
     start = jvmstart.options(master) if SparkContext._gateway is None else _start
     driver, executor = list(start.options), [] if jvmstart.embedded(master) else list(jvmstart.EXECUTOR_OPTIONS)
     if not verbose:
@@ -205,8 +210,7 @@ def _export_pyarrow(spark, tasks: list[FileTask], output: Path, compression: str
     return {"rows": sum(n for n, _ in done), "unreadable": stops[:MAX_FINDINGS]}
 
 
-def _export_jvm(spark, tasks: list[FileTask], output: str, compression: str = "snappy", overwrite: bool = True
-                ) -> dict:
+def _export_jvm(spark, tasks: list[FileTask], output: str, compression: str = "snappy", overwrite: bool = True) -> dict:
     """The tasks' batches through ``mapInArrow`` into Spark's Parquet writer; each task's
     unreadable ranges ride in one extra row (``UNREADABLE``, every other column null) that a
     ``Dataset#observe`` gathers and a filter drops before the write: no accumulator, so the
@@ -223,8 +227,14 @@ def _export_jvm(spark, tasks: list[FileTask], output: str, compression: str = "s
     rows = df.observe(obs, F.collect_list(UNREADABLE).alias("u")).filter(F.col(UNREADABLE).isNull()).drop(UNREADABLE)
     codec = {"lz4": "lz4_raw"}.get(compression, compression)  # pyarrow's lz4 is Parquet's LZ4_RAW
     mode = "overwrite" if overwrite else "errorifexists"
-    write = lambda: rows.write.mode(mode).partitionBy(*PARTITION_COLUMNS).option(  # noqa: E731
-        "compression", codec).parquet(str(output))
+    write = lambda: (
+        rows.write.mode(mode)
+        .partitionBy(*PARTITION_COLUMNS)
+        .option(  # noqa: E731
+            "compression", codec
+        )
+        .parquet(str(output))
+    )
     try:
         connect.guarded(sql, write) if isinstance(spark, connect.Remote) else write()
     except Exception as e:  # AnalysisException (classic and Connect) before any task ran
@@ -295,11 +305,14 @@ def run_job(job, master: str | None, conf: list[str] | None, verbose: bool, *arg
     except Exception as e:  # no JDK, bad master URL, no Connect server there, …
         hint = "the spark engine needs a JDK (JAVA_HOME) and the 'spark' extra"
         if connect.is_connect(master):
-            hint = "start the Spark Connect server first (README: Spark Connect); the client needs the 'spark' extra" \
-                if isinstance(e, (ConnectionError, ImportError)) else \
-                "--spark-conf sets only session settings on a Spark Connect server (the rest where it starts)"
-        raise StoreError(f"cannot start Spark ({master or 'master from spark-submit'}): {_first_line(e)}",
-                         hint=hint) from None
+            hint = (
+                "start the Spark Connect server first (README: Spark Connect); the client needs the 'spark' extra"
+                if isinstance(e, (ConnectionError, ImportError))
+                else "--spark-conf sets only session settings on a Spark Connect server (the rest where it starts)"
+            )
+        raise StoreError(
+            f"cannot start Spark ({master or 'master from spark-submit'}): {_first_line(e)}", hint=hint
+        ) from None
     remote = isinstance(s, connect.Remote)
     try:
         if not remote:
@@ -317,8 +330,10 @@ def run_job(job, master: str | None, conf: list[str] | None, verbose: bool, *arg
         if EXECUTOR_SAID in str(e) and (remote or not s.sparkContext.master.startswith("local")):
             hint = "every executor must see the stores and the output at the same paths as the driver; " + hint
         elif remote and "rmqstore_cli" in str(e):
-            hint = f"the Connect server's executors must import rmqstore_cli (start it with spark.pyspark.python " \
-                   f"a Python that has it, README); {hint}"
+            hint = (
+                f"the Connect server's executors must import rmqstore_cli (start it with spark.pyspark.python "
+                f"a Python that has it, README); {hint}"
+            )
         raise StoreError(f"the Spark job failed: {_first_line(e)}", hint=hint) from None
     finally:
         stop(s)
@@ -343,10 +358,12 @@ def _wait_for_executors(sc) -> None:
     deadline = time.monotonic() + timeout
     while len(tracker.getExecutorInfos()) < 2:
         if time.monotonic() > deadline:
-            raise StoreError(f"no Spark executor started on {sc.master} within {timeout:g} s: the cluster has no "
-                             "free cores or memory for this application",
-                             hint=f"free some, ask for less (spark.executor.cores, spark.executor.memory, "
-                                  f"spark.cores.max) or wait longer (--spark-conf {EXECUTOR_TIMEOUT}=SECONDS)")
+            raise StoreError(
+                f"no Spark executor started on {sc.master} within {timeout:g} s: the cluster has no "
+                "free cores or memory for this application",
+                hint=f"free some, ask for less (spark.executor.cores, spark.executor.memory, "
+                f"spark.cores.max) or wait longer (--spark-conf {EXECUTOR_TIMEOUT}=SECONDS)",
+            )
         time.sleep(0.2)
 
 
@@ -433,8 +450,13 @@ def _wait_for_tasks(sc, group: str, timeout: float = 120.0) -> None:
     tracker = sc.statusTracker()
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        stages = [st for j in tracker.getJobIdsForGroup(group)
-                  for info in [tracker.getJobInfo(j)] if info is not None for st in info.stageIds]
+        stages = [
+            st
+            for j in tracker.getJobIdsForGroup(group)
+            for info in [tracker.getJobInfo(j)]
+            if info is not None
+            for st in info.stageIds
+        ]
         active = [tracker.getStageInfo(st) for st in stages]
         if not any(a is not None and a.numActiveTasks > 0 for a in active):
             # a killed task's Python worker may run on for spark.python.task.killTimeout (2 s
@@ -467,15 +489,19 @@ def rebuild_build(spark, config, dest: Path, opts, progress=None):
 
     from rmqstore_cli.pipeline import rebuild_tasks as T
 
-    config = replace(config, store_path_root_dir=os.path.abspath(config.store_path_root_dir),
-                     store_path_commit_log=config.store_path_commit_log and ",".join(
-                         os.path.abspath(str(d)) for d in config.commitlog_dirs))
+    config = replace(
+        config,
+        store_path_root_dir=os.path.abspath(config.store_path_root_dir),
+        store_path_commit_log=config.store_path_commit_log
+        and ",".join(os.path.abspath(str(d)) for d in config.commitlog_dirs),
+    )
     dest = Path(os.path.abspath(dest))
     return T.rebuild_staged(config, dest, opts, mapper(spark), time.perf_counter())
 
 
-def verify(spark, stores: list, crc: bool, deep: bool, max_findings: int | None,
-           broker_version: str | None = None) -> list[dict]:
+def verify(
+    spark, stores: list, crc: bool, deep: bool, max_findings: int | None, broker_version: str | None = None
+) -> list[dict]:
     """verify on Spark: one task per index file, per commit-log file, then per queue and per
     index file (pipeline/verify_tasks.py); the driver reads back only per-file summaries and
     capped findings. Results are the local engine's, store by store."""
@@ -523,12 +549,20 @@ class _VerifyOnSpark:
         n = max(1, min(len(keys), 4 * self.sc.defaultParallelism))
         if self.whole is not None:
             groups = list(grouped(self.whole, keys).items())
-            return self.sc.parallelize(groups, min(n, max(1, len(groups)))).map(
-                OnExecutor(lambda kv: finish_task(bc.value, kv[0], kv[1]))).collect()
+            return (
+                self.sc.parallelize(groups, min(n, max(1, len(groups))))
+                .map(OnExecutor(lambda kv: finish_task(bc.value, kv[0], kv[1])))
+                .collect()
+            )
         seeds = self.sc.parallelize([(k, None) for k in keys], max(1, min(len(keys), self.sc.defaultParallelism)))
         scans = rdd.filter(lambda t: t[0] == 1).map(lambda t: t[1])
-        return scans.flatMap(shuffle_items).union(seeds).groupByKey(n).map(
-            OnExecutor(lambda kv: finish_task(bc.value, kv[0], [x for x in kv[1] if x is not None]))).collect()
+        return (
+            scans.flatMap(shuffle_items)
+            .union(seeds)
+            .groupByKey(n)
+            .map(OnExecutor(lambda kv: finish_task(bc.value, kv[0], [x for x in kv[1] if x is not None])))
+            .collect()
+        )
 
     def release(self, rdd):
         rdd.unpersist()

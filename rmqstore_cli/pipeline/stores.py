@@ -5,6 +5,7 @@ A unit is one commit-log file of one store (the broker never splits a record acr
 files). Units are small picklable tuples, so Spark ships them to executors, which open
 the store themselves and run the same engine code as the local engine.
 """
+
 from __future__ import annotations
 
 import glob
@@ -14,7 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rmqstore_cli.errors import UsageError
-
 
 #: ``scheme:/…`` with a scheme of two or more characters (one would be a drive letter): a
 #: Hadoop file system URI (hdfs:, s3a:, gs:, abfs:, oss:, viewfs:, …), which only Spark's
@@ -63,8 +63,9 @@ class FileTask:
     body: bool = False  # export: include message bodies
 
 
-def store_specs(paths: list[str], broker_conf: str | None, sizes: dict[str, int | None],
-                patterns: list[str] = ()) -> list[StoreSpec]:
+def store_specs(
+    paths: list[str], broker_conf: str | None, sizes: dict[str, int | None], patterns: list[str] = ()
+) -> list[StoreSpec]:
     """The stores of ``--store`` (each a path, taken as it is: ``s[1]`` or ``a*b`` is a directory
     of that name) then of ``--store-glob`` (each a shell pattern, ``~`` expanded, its matching
     directories in sorted order). Labels are the paths as given, or as matched. A pattern
@@ -73,8 +74,10 @@ def store_specs(paths: list[str], broker_conf: str | None, sizes: dict[str, int 
     for pattern in patterns:
         hits = sorted(h for h in glob.glob(os.path.expanduser(pattern)) if os.path.isdir(h))
         if not hits:
-            raise UsageError(f"--store-glob {pattern!r} matches no directory",
-                             hint="check the pattern; a store whose name holds * ? or [ is given with --store")
+            raise UsageError(
+                f"--store-glob {pattern!r} matches no directory",
+                hint="check the pattern; a store whose name holds * ? or [ is given with --store",
+            )
         named += [(h, h.rstrip("/") or h) for h in hits]
     seen: dict[str, str] = {}
     for p, label in named:
@@ -97,8 +100,9 @@ def file_tasks(stores: list[StoreSpec], body: bool = False) -> list[FileTask]:
     return out
 
 
-def verify_store(spec: StoreSpec, crc: bool, deep: bool, max_findings: int | None,
-                 broker_version: str | None = None) -> dict:
+def verify_store(
+    spec: StoreSpec, crc: bool, deep: bool, max_findings: int | None, broker_version: str | None = None
+) -> dict:
     """The engine's Verifier on one store: its (capped) findings, each carrying the store,
     and its summary. Per-message rows never leave the task. ``broker_version``: the one
     recovery is predicted for (None: the store's)."""

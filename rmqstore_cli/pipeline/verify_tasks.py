@@ -26,6 +26,7 @@ Each finding carries its place in the local engine's emission order: (phase, gro
 rank, sequence). Tasks keep at most ``max_findings`` per check of what can still be among the
 first ``max_findings`` in that order, so the driver only ever holds capped findings.
 """
+
 from __future__ import annotations
 
 import os
@@ -39,8 +40,9 @@ import numpy as np
 from rmqstore_cli.store.consume_queue import ConsumeQueue
 from rmqstore_cli.store.verify import ERROR, INFO, WARNING, Finding, IndexScan, QueueState, Verifier, VerifyOptions
 
-_TQ_CHECKS = frozenset({"commitlog.queue-offset", "commitlog.queue-offset-reset", "cq.unit-mismatch",
-                        "cq.superseded"})  # ordered by queue within a batch
+_TQ_CHECKS = frozenset(
+    {"commitlog.queue-offset", "commitlog.queue-offset-reset", "cq.unit-mismatch", "cq.superseded"}
+)  # ordered by queue within a batch
 _TOPIC_CHECKS = frozenset({"commitlog.topic", "commitlog.topic-chars"})  # once per store, where first seen
 _MISSING_CHECKS = frozenset({"cq.missing-unit", "cq.not-dispatched", "cq.superseded"})  # runs of missing units
 
@@ -117,12 +119,15 @@ class Recorder:
         pass
 
 
-def _verifier(plan: "StorePlan", rec: Recorder) -> Verifier:
+def _verifier(plan: StorePlan, rec: Recorder) -> Verifier:
     """A Verifier of ``plan``'s store whose every finding goes to ``rec`` (the cap is the
     driver's); a task hands its missing units on as arrays (bounded by its file), and a
     queue task reports them exactly from those: never only runs."""
-    v = Verifier(plan.config, VerifyOptions(crc=plan.crc, deep=plan.deep, max_findings=None,
-                                            broker_version=plan.broker_version), sink=rec)
+    v = Verifier(
+        plan.config,
+        VerifyOptions(crc=plan.crc, deep=plan.deep, max_findings=None, broker_version=plan.broker_version),
+        sink=rec,
+    )
     v.MISSING_CAP = None
     return v
 
@@ -132,6 +137,7 @@ def _result(v: Verifier, rec: Recorder) -> dict:
 
 
 # ===================================================================== driver: plan
+
 
 @dataclass
 class StorePlan:
@@ -178,11 +184,27 @@ def plan_store(spec, crc: bool, deep: bool, cap: int | None) -> StorePlan:
         paths = sorted(str(p) for p in cfg.index_dir.iterdir() if p.is_file() and not p.name.startswith("."))
     except (FileNotFoundError, NotADirectoryError):
         paths = []
-    return StorePlan(spec.label, cfg, crc, deep, cap, [f.name for f in v.mfq.files], paths, queue_dirs,
-                     v.checkpoint, v.abort, v.cl_min, list(v.notes), Counter(v.files), _result(v, rec), rocksdb=rocks)
+    return StorePlan(
+        spec.label,
+        cfg,
+        crc,
+        deep,
+        cap,
+        [f.name for f in v.mfq.files],
+        paths,
+        queue_dirs,
+        v.checkpoint,
+        v.abort,
+        v.cl_min,
+        list(v.notes),
+        Counter(v.files),
+        _result(v, rec),
+        rocksdb=rocks,
+    )
 
 
 # ===================================================================== index files: open
+
 
 def index_info_task(plan: StorePlan, k: int) -> SimpleNamespace:
     """What the scan needs of index file ``k``, without checking it: its header and the
@@ -191,10 +213,19 @@ def index_info_task(plan: StorePlan, k: int) -> SimpleNamespace:
     cfg = plan.config
     f = IndexScan(Path(plan.index_paths[k]), cfg.max_hash_slot_num, cfg.max_index_num, cfg.root)
     try:
-        return SimpleNamespace(k=k, name=f.name, rel=f.rel, n=f.n, begin_phy=f.begin_phy, end_phy=f.end_phy,
-                               end_ts=f.end_ts, entries=f.entry_count,
-                               phy_min=f.phy_min if f.entry_count else None,
-                               phy_max=f.phy_max if f.entry_count else None, ordered=bool(f.phy_ordered))
+        return SimpleNamespace(
+            k=k,
+            name=f.name,
+            rel=f.rel,
+            n=f.n,
+            begin_phy=f.begin_phy,
+            end_phy=f.end_phy,
+            end_ts=f.end_ts,
+            entries=f.entry_count,
+            phy_min=f.phy_min if f.entry_count else None,
+            phy_max=f.phy_max if f.entry_count else None,
+            ordered=bool(f.phy_ordered),
+        )
     finally:
         f.close()
 
@@ -255,6 +286,7 @@ def index_order(plan: StorePlan, infos: list) -> dict:
 
 
 # ===================================================================== commit-log files: scan
+
 
 class FileRecorder(Recorder):
     """The findings of one commit-log file's scan (``scan_file_at``) on a Verifier that has
@@ -334,7 +366,7 @@ class FileScan:
     lmq_ends: dict = None  # queue -> the next offset this file's messages assign it (lmq.queue-end)
     lmq_mode: tuple | None = None  # (enable_lmq, broker5) when the file checked multi-dispatch
 
-    def light(self) -> "FileScan":
+    def light(self) -> FileScan:
         return FileScan(**{**self.__dict__, "missing": None, "matched": None, "checked": None, "lmq_ends": None})
 
     def marks(self) -> int:
@@ -356,8 +388,9 @@ def scan_task(plan: StorePlan, store: int, i: int) -> FileScan:
     for mq in v.queues.values():
         mq.matched = _Marks()
     lo = int(plan.files[i]) if plan.files[i].isdigit() else None
-    length = max((os.path.getsize(d / plan.files[i]) for d in cfg.commitlog_dirs if (d / plan.files[i]).is_file()),
-                 default=0)
+    length = max(
+        (os.path.getsize(d / plan.files[i]) for d in cfg.commitlog_dirs if (d / plan.files[i]).is_file()), default=0
+    )
     hi = None if lo is None else lo + max(cfg.mapped_file_size_commit_log, length)  # records lie below
     v.index_files, ks = _scan_index_files(plan, lo, hi)
     v.index_end = plan.index_end
@@ -405,13 +438,29 @@ def _file_scan(plan: StorePlan, store: int, i: int, v: Verifier, rec: FileRecord
             sel = t == tq
             missing[v.queue_key(tq)] = tuple(c[sel] for c in cols)
     return FileScan(
-        store, i, rec.kept, v.counts, v.by_severity, v.messages, v.bytes, v.max_store_ts,
-        v.cl_end if i == len(plan.files) - 1 else None, dict(v.first_records), list(v.stops),
-        rec.topic_first, rec.tq_first_batch, rec.tq_head,
+        store,
+        i,
+        rec.kept,
+        v.counts,
+        v.by_severity,
+        v.messages,
+        v.bytes,
+        v.max_store_ts,
+        v.cl_end if i == len(plan.files) - 1 else None,
+        dict(v.first_records),
+        list(v.stops),
+        rec.topic_first,
+        rec.tq_first_batch,
+        rec.tq_head,
         {v.queue_key(t): e for t, e in enumerate(v.tq_last) if e is not None},
-        {v.queue_key(t): p for t, p in v.tq_reset.items()}, v.first_indexable, missing,
+        {v.queue_key(t): p for t, p in v.tq_reset.items()},
+        v.first_indexable,
+        missing,
         {k: r for k, mq in v.queues.items() if len(r := mq.matched.runs())},
-        {k: r for k, f in zip(ks, v.index_files) if len(r := f.checked.runs())}, _lmq_ends(v), v.lmq_mode)
+        {k: r for k, f in zip(ks, v.index_files) if len(r := f.checked.runs())},
+        _lmq_ends(v),
+        v.lmq_mode,
+    )
 
 
 def _lmq_ends(v: Verifier) -> dict:
@@ -443,6 +492,7 @@ def grouped(scans: list, keys: list) -> dict:
 
 
 # ===================================================================== driver: join the files
+
 
 @dataclass
 class FinishContext:
@@ -502,8 +552,15 @@ def join_files(plan: StorePlan, scans: list[FileScan]) -> tuple[FinishContext, d
             if tk in last:
                 sh.topic_names, sh.tq_list, sh.tq_last, sh.tq_reset = [tk[0]], [(0, tk[1])], [last[tk]], {}
                 n0 = len(shr.kept)
-                sh.check_queue_offsets(np.zeros(1, np.int64), np.array([q], np.int64), np.array([st], np.int64),
-                                        np.ones(1, bool), np.array([p], np.int64), rel, base)
+                sh.check_queue_offsets(
+                    np.zeros(1, np.int64),
+                    np.array([q], np.int64),
+                    np.array([st], np.int64),
+                    np.ones(1, bool),
+                    np.array([p], np.int64),
+                    rel,
+                    base,
+                )
                 for check, _, _, d in shr.kept[n0:]:
                     kept.append((check, (2, (s.i,), batch, rank[tk], -1), d))
                 if 0 in sh.tq_reset:
@@ -512,17 +569,22 @@ def join_files(plan: StorePlan, scans: list[FileScan]) -> tuple[FinishContext, d
     counts.update(sh.counts)
     sev.update(sh.by_severity)
     cl_end = next((s.cl_end for s in scans if s.cl_end is not None), plan.cl_min)
-    totals = {"messages": sum(s.messages for s in scans), "bytes": sum(s.bytes for s in scans),
-              "max_store_ts": max((s.max_store_ts for s in scans), default=0),
-              "first_records": {k: v for s in scans for k, v in s.first_records.items()},
-              "stops": [x for s in scans for x in s.stops], "counts": counts, "sev": sev,
-              "first_indexable": min((s.first_indexable for s in scans if s.first_indexable is not None),
-                                     default=None)}
+    totals = {
+        "messages": sum(s.messages for s in scans),
+        "bytes": sum(s.bytes for s in scans),
+        "max_store_ts": max((s.max_store_ts for s in scans), default=0),
+        "first_records": {k: v for s in scans for k, v in s.first_records.items()},
+        "stops": [x for s in scans for x in s.stops],
+        "counts": counts,
+        "sev": sev,
+        "first_indexable": min((s.first_indexable for s in scans if s.first_indexable is not None), default=None),
+    }
     lmq_mode = next((s.lmq_mode for s in scans if s.lmq_mode is not None), None)
     return FinishContext(plan, cl_end, rank, tq_reset, lmq_mode), totals, kept
 
 
 # ===================================================================== queues and index files: finish
+
 
 class QueueRecorder(Recorder):
     """The findings of one queue's finish: missing units by the queue's rank (where the
@@ -593,8 +655,9 @@ def _queue_state(plan: StorePlan, v: Verifier, qd: tuple | None) -> QueueState |
     if qd is None:
         return None
     if not plan.rocksdb:
-        return QueueState(ConsumeQueue(cfg.consumequeue_dir, qd[0], qd[1], cfg.cq_file_size, directory=Path(qd[2])),
-                          cfg.root)
+        return QueueState(
+            ConsumeQueue(cfg.consumequeue_dir, qd[0], qd[1], cfg.cq_file_size, directory=Path(qd[2])), cfg.root
+        )
     from rmqstore_cli.store.rocksdb_cq import RocksDBConsumeQueues
 
     v.rocksdb = RocksDBConsumeQueues(cfg.consumequeue_dir)
@@ -603,11 +666,13 @@ def _queue_state(plan: StorePlan, v: Verifier, qd: tuple | None) -> QueueState |
 
 def finish_keys(plans: list[StorePlan]) -> list[tuple]:
     """Every queue directory and index file gets a task, whatever the files sent it."""
-    return [(s, "q", k) for s, p in enumerate(plans) for k in p.queue_dirs] + \
-        [(s, "i", k) for s, p in enumerate(plans) for k in range(len(p.index_paths))]
+    return [(s, "q", k) for s, p in enumerate(plans) for k in p.queue_dirs] + [
+        (s, "i", k) for s, p in enumerate(plans) for k in range(len(p.index_paths))
+    ]
 
 
 # ===================================================================== driver: the end
+
 
 def conclude(plan: StorePlan, ctx: FinishContext, totals: dict, parts: list[dict], kept: list) -> dict:
     """Checkpoint and recovery on the driver, then the capped findings and the summary, as
@@ -615,8 +680,12 @@ def conclude(plan: StorePlan, ctx: FinishContext, totals: dict, parts: list[dict
     cfg = plan.config
     rec = Recorder(plan.cap, 5)
     v = _verifier(plan, rec)
-    v.checkpoint, v.abort, v.messages, v.max_store_ts = plan.checkpoint, plan.abort, totals["messages"], \
-        totals["max_store_ts"]
+    v.checkpoint, v.abort, v.messages, v.max_store_ts = (
+        plan.checkpoint,
+        plan.abort,
+        totals["messages"],
+        totals["max_store_ts"],
+    )
     v.mfq = _commitlog(cfg)
     v.first_records, v.stops, v.cl_end, v.cl_min = totals["first_records"], totals["stops"], ctx.cl_end, plan.cl_min
     v.index_files = plan.index_info
@@ -649,7 +718,7 @@ def conclude(plan: StorePlan, ctx: FinishContext, totals: dict, parts: list[dict
     shown = []
     for c, items in by_check.items():
         items.sort(key=lambda kd: kd[0])
-        shown.extend(items if plan.cap is None else items[:plan.cap])
+        shown.extend(items if plan.cap is None else items[: plan.cap])
     shown.sort(key=lambda kd: kd[0])
     out = Verifier(cfg, VerifyOptions())  # its summary property, on the joined numbers
     out.messages, out.bytes = totals["messages"], totals["bytes"]
@@ -665,11 +734,16 @@ def conclude(plan: StorePlan, ctx: FinishContext, totals: dict, parts: list[dict
     out.cl_min, out.cl_end, out.queues, out.notes = plan.cl_min, ctx.cl_end, plan.queue_dirs, plan.notes
     out.counts = +counts
     out.by_severity = Counter({k: v for k, v in sev.items() if v and k in (ERROR, WARNING, INFO)})
-    return {"store": plan.label, "findings": [dict(d, store=plan.label) for _, d in shown],
-            "summary": dict(out.summary, store=plan.label), "ok": out.ok}
+    return {
+        "store": plan.label,
+        "findings": [dict(d, store=plan.label) for _, d in shown],
+        "summary": dict(out.summary, store=plan.label),
+        "ok": out.ok,
+    }
 
 
 # ===================================================================== the whole job
+
 
 class InProcess:
     """Runs the tasks one after another in this process (tests, and the reference for Spark)."""
@@ -690,8 +764,9 @@ class InProcess:
         pass
 
 
-def verify_stores(specs: list, crc: bool, deep: bool, max_findings: int | None, engine=None,
-                  broker_version: str | None = None) -> list[dict]:
+def verify_stores(
+    specs: list, crc: bool, deep: bool, max_findings: int | None, engine=None, broker_version: str | None = None
+) -> list[dict]:
     """verify several stores through the decomposition: one result per store, as
     :func:`~rmqstore_cli.pipeline.stores.verify_store` returns it."""
     engine = engine or InProcess()

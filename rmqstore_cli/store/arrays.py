@@ -3,6 +3,7 @@ big-endian fields at many positions at once, rows of bytes, and two sorts.
 
 Nothing here knows a layout: offsets, widths and dtypes come from ``formats/``.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -89,8 +90,13 @@ def byte_rows(a: np.ndarray, pos: np.ndarray, width: int) -> np.ndarray:
 
 def _in_bounds(a: np.ndarray, pos: np.ndarray, width: int) -> bool:
     """Every ``width``-byte row at ``pos`` lies inside the contiguous uint8 array ``a``."""
-    return (a.size >= width and a.flags.c_contiguous and len(pos) > 0 and int(pos.min()) >= 0
-            and int(pos.max()) <= a.size - width)
+    return (
+        a.size >= width
+        and a.flags.c_contiguous
+        and len(pos) > 0
+        and int(pos.min()) >= 0
+        and int(pos.max()) <= a.size - width
+    )
 
 
 def _windows(a: np.ndarray, width: int) -> np.ndarray:

@@ -6,6 +6,7 @@ A unit names its own queue offsets (``msgBaseOffset`` .. ``+ batchSize``), so, u
 queue offset of a message inside an inner batch is found by the broker's binary search over
 ``msgBaseOffset`` (``BatchConsumeQueue#getBatchMsgIndexBuffer``).
 """
+
 from __future__ import annotations
 
 import struct
@@ -14,8 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-
-from rmqstore_cli.errors import StoreError
 from rmqstore_cli.formats.batch_queue import (
     BATCH_CQ_UNIT_SIZE,
     BCQ_UNIT_FORMAT,
@@ -23,6 +22,8 @@ from rmqstore_cli.formats.batch_queue import (
     BatchConsumeQueueUnit,
 )
 from rmqstore_cli.formats.derive import numpy_dtype
+
+from rmqstore_cli.errors import StoreError
 from rmqstore_cli.store import safefs
 from rmqstore_cli.store.mapped_files import MappedFile, MappedFileQueue, offset2file_name, queue_dirs, regular_size
 
@@ -58,8 +59,15 @@ class BatchConsumeQueue:
     ``#getMaxMsgOffset``), else ``BatchConsumeQueue#recover`` (the first invalid unit ends
     the queue)."""
 
-    def __init__(self, directory: Path, topic: str, queue_id: int, file_size: int | None = None,
-                 sparse: bool = False, queue: MappedFileQueue | None = None):
+    def __init__(
+        self,
+        directory: Path,
+        topic: str,
+        queue_id: int,
+        file_size: int | None = None,
+        sparse: bool = False,
+        queue: MappedFileQueue | None = None,
+    ):
         """``queue``: the files, when they are not a directory's listing (:meth:`of_file`)."""
         self.dir = directory
         self.topic = topic
@@ -78,13 +86,18 @@ class BatchConsumeQueue:
         self._valid: list[int] | None = None
 
     @classmethod
-    def of_file(cls, path: Path, sparse: bool) -> "BatchConsumeQueue":
+    def of_file(cls, path: Path, sparse: bool) -> BatchConsumeQueue:
         """One file read on its own (``dump-cq --file``): its directory is not listed."""
         name = path.name
         start = int(name) if name.isdigit() and name.isascii() and len(name) == 20 else 0
         q = path.parent
-        return cls(q, q.parent.name, int(q.name) if q.name.isdigit() and q.name.isascii() else 0, sparse=sparse,
-                   queue=MappedFileQueue.of_file(path, start, max(regular_size(path), BATCH_CQ_UNIT_SIZE)))
+        return cls(
+            q,
+            q.parent.name,
+            int(q.name) if q.name.isdigit() and q.name.isascii() else 0,
+            sparse=sparse,
+            queue=MappedFileQueue.of_file(path, start, max(regular_size(path), BATCH_CQ_UNIT_SIZE)),
+        )
 
     def file_units(self, f: MappedFile) -> np.ndarray:
         """Every whole unit of the file, valid or not, as a numpy view of its mapping."""
@@ -109,8 +122,9 @@ class BatchConsumeQueue:
         files = self.queue.files
         first = max(0, len(files) - 3)
         if self.sparse:
-            return ([self._through_last_valid(f) for f in files[:first]]
-                    + [self._leading_valid(f) for f in files[first:]])
+            return [self._through_last_valid(f) for f in files[:first]] + [
+                self._leading_valid(f) for f in files[first:]
+            ]
         counts = [len(self.file_units(f)) for f in files[:first]]
         ended = False
         for f in files[first:]:
@@ -149,8 +163,7 @@ class BatchConsumeQueue:
         for f, arr, first in self.unit_arrays():
             for j, row in enumerate(arr.tolist()):
                 off, size, tags, ts, base, batch, compacted, _ = row
-                yield BatchUnit(first + j, off, size, tags, ts, base, batch, compacted, f.name,
-                                j * BATCH_CQ_UNIT_SIZE)
+                yield BatchUnit(first + j, off, size, tags, ts, base, batch, compacted, f.name, j * BATCH_CQ_UNIT_SIZE)
 
     def columns(self) -> np.ndarray:
         """Every recovered unit as one numpy array (a copy)."""
@@ -243,8 +256,9 @@ class BatchConsumeQueueWriter:
             self.max_physic_offset = bq.max_physic_offset
         bq.close()
 
-    def put(self, offset: int, size: int, tags_code: int, store_time: int, msg_base_offset: int,
-            batch_size: int) -> bool:
+    def put(
+        self, offset: int, size: int, tags_code: int, store_time: int, msg_base_offset: int, batch_size: int
+    ) -> bool:
         """One unit; a commit-log offset at or below the last one is "built repeatedly": skipped."""
         if offset <= self.max_physic_offset:
             return True
@@ -265,9 +279,14 @@ class BatchConsumeQueueWriter:
         if not len(keep):
             return
         u = np.zeros(len(keep), BCQ_UNIT_DTYPE)
-        for name, col in (("commitlog_offset", offset), ("size", size), ("tags_code", tags_code),
-                          ("store_time", store_time), ("msg_base_offset", msg_base_offset),
-                          ("batch_size", batch_size)):
+        for name, col in (
+            ("commitlog_offset", offset),
+            ("size", size),
+            ("tags_code", tags_code),
+            ("store_time", store_time),
+            ("msg_base_offset", msg_base_offset),
+            ("batch_size", batch_size),
+        ):
             u[name] = np.asarray(col)[keep]
         u["compacted_offset"] = INVALID_POS
         self.max_physic_offset = int(offset[keep[-1]])
@@ -306,8 +325,9 @@ def dispatch_batch(m) -> tuple[int, int]:
     return m.queue_offset, 1
 
 
-def check_batch_unit(log, u: BatchUnit, topic: str | None, queue_id: int | None, delay_table: dict[int, int],
-                     sparse: bool = False):
+def check_batch_unit(
+    log, u: BatchUnit, topic: str | None, queue_id: int | None, delay_table: dict[int, int], sparse: bool = False
+):
     """A unit against the record it points at in ``log`` (the commit log; the compaction log
     for a ``sparse`` queue): :func:`~rmqstore_cli.store.unit_check.check_unit` at the unit's
     msgBaseOffset, and the unit's store time, msgBaseOffset and batchSize are the record's
@@ -416,8 +436,17 @@ class BatchDispatch:
         self.writers: dict[tuple[str, int], BatchConsumeQueueWriter] = {}
         self.units = 0
 
-    def put(self, topic: str, queue_id: int, offset: int, size: int, tags_code: int, store_time: int,
-            props: bytes, queue_offset: int) -> None:
+    def put(
+        self,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        size: int,
+        tags_code: int,
+        store_time: int,
+        props: bytes,
+        queue_offset: int,
+    ) -> None:
         """One record: its msgBaseOffset and batchSize from INNER_BASE/INNER_NUM
         (``CommitLog#setBatchSizeIfNeeded``), else its queue offset and 1; a negative one is
         not written (``#putMessagePositionInfoWrapper`` logs and returns)."""
@@ -428,7 +457,8 @@ class BatchDispatch:
         w = self.writers.get((topic, queue_id))
         if w is None:
             w = self.writers[(topic, queue_id)] = BatchConsumeQueueWriter(
-                self.root / topic / str(queue_id), self.file_size, self.roots)
+                self.root / topic / str(queue_id), self.file_size, self.roots
+            )
             w.resume()
         w.put(offset, size, tags_code, store_time, base_offset, batch)
         self.units += 1
@@ -468,8 +498,16 @@ def encode_inner_message(body: bytes, properties: bytes, flag: int = 0) -> bytes
     """``MessageDecoder#encodeMessage``: one message of a batch body (magic and CRC 0)."""
     from rmqstore_cli.formats.batch_queue import INNER_MESSAGE_OVERHEAD, InnerBatchMessage
 
-    return InnerBatchMessage.build(dict(total_size=INNER_MESSAGE_OVERHEAD + len(body) + len(properties), magic=0,
-                                        body_crc=0, flag=flag, body=body, properties=properties))
+    return InnerBatchMessage.build(
+        dict(
+            total_size=INNER_MESSAGE_OVERHEAD + len(body) + len(properties),
+            magic=0,
+            body_crc=0,
+            flag=flag,
+            body=body,
+            properties=properties,
+        )
+    )
 
 
 def assign_inner_base(spec, queue_table: dict[str, int]) -> int:
@@ -479,6 +517,7 @@ def assign_inner_base(spec, queue_table: dict[str, int]) -> int:
     by which ``#increaseQueueOffset`` then moves the queue on."""
     from rmqstore_cli.formats.batch_queue import PROPERTY_INNER_BASE, PROPERTY_INNER_NUM
     from rmqstore_cli.formats.properties import parse_properties, serialize_properties
+
     from rmqstore_cli.store.message import JavaHashMap
 
     base = queue_table.get(f"{spec.topic}-{spec.queue_id}", 0)

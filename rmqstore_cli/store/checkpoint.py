@@ -1,4 +1,5 @@
 """StoreCheckpoint (docs/format/checkpoint.md#checkpoint): three timestamps, plus two offsets on 5.x."""
+
 from __future__ import annotations
 
 import os
@@ -6,8 +7,9 @@ import struct
 from dataclasses import astuple, dataclass
 from pathlib import Path
 
-from rmqstore_cli.errors import StoreError
 from rmqstore_cli.formats.checkpoint import CHECKPOINT_FILE_SIZE, CHECKPOINT_V5_FORMAT
+
+from rmqstore_cli.errors import StoreError
 from rmqstore_cli.store.safefs import open_read_only, replace_file
 
 _CP = struct.Struct(CHECKPOINT_V5_FORMAT)
@@ -32,7 +34,7 @@ class StoreCheckpoint:
         return min(self.min_timestamp, self.index_msg_timestamp)
 
     @classmethod
-    def read(cls, path: Path) -> "StoreCheckpoint":
+    def read(cls, path: Path) -> StoreCheckpoint:
         try:
             with os.fdopen(open_read_only(path), "rb") as fh:
                 data = fh.read(_CP.size)

@@ -25,6 +25,7 @@ again, by inode, just before it is unlinked. Deletion order is the broker's, old
 (commit log, then consume queues, then index), and each directory is fsynced after its
 phase, so a run killed at any point leaves a contiguous store that the next run finishes.
 """
+
 from __future__ import annotations
 
 import os
@@ -37,10 +38,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-
-from rmqstore_cli.errors import RefusedError, StoreError
 from rmqstore_cli.formats.consume_queue import CQ_STORE_UNIT_SIZE, UNIT_FORMAT
 from rmqstore_cli.formats.index import HEADER_FORMAT, INDEX_HEADER_SIZE
+
+from rmqstore_cli.errors import RefusedError, StoreError
 from rmqstore_cli.store.commitlog.dledger import expiry_candidates
 from rmqstore_cli.store.config import StoreConfig
 from rmqstore_cli.store.consume_queue import UNIT_DTYPE, queue_dirs
@@ -104,8 +105,15 @@ class Condemned:
     detail: dict = field(default_factory=dict)
 
     def as_dict(self) -> dict:
-        d = {"kind": self.kind, "file": self.file, "path": str(self.path), "bytes": self.size,
-             "bytes_freed": self.freed, "rule": self.rule, "reason": self.reason}
+        d = {
+            "kind": self.kind,
+            "file": self.file,
+            "path": str(self.path),
+            "bytes": self.size,
+            "bytes_freed": self.freed,
+            "rule": self.rule,
+            "reason": self.reason,
+        }
         if self.topic is not None:
             d["topic"], d["queue_id"] = self.topic, self.queue_id
         d.update(self.detail)
@@ -218,8 +226,19 @@ def _freed(st: os.stat_result) -> int:
 
 
 def _condemn(kind: str, path: Path, root: Path, st: os.stat_result, rule: str, reason: str, **kw) -> Condemned:
-    return Condemned(kind, path, _relative(path, root), st.st_size, _freed(st), rule, reason,
-                     st.st_dev, st.st_ino, st.st_mtime_ns, **kw)
+    return Condemned(
+        kind,
+        path,
+        _relative(path, root),
+        st.st_size,
+        _freed(st),
+        rule,
+        reason,
+        st.st_dev,
+        st.st_ino,
+        st.st_mtime_ns,
+        **kw,
+    )
 
 
 # ----------------------------------------------------------------- planning
@@ -232,22 +251,34 @@ def check_data_dirs(config: StoreConfig) -> None:
     roots = config.write_roots
     for d in [*config.commitlog_dirs, config.consumequeue_dir, config.index_dir]:
         if os.path.lexists(d) and not is_inside(d, roots):
-            hint = ("if that is the broker's layout, pass --broker-conf with storePathCommitLog set to it"
-                    if d in config.commitlog_dirs else "work on a copy, or replace the link by the directory")
-            raise RefusedError(f"{d.name}/ is a symbolic link to {real(d)}, outside the store "
-                               f"({', '.join(real(r) for r in roots)}); nothing is deleted through it",
-                               path=d, hint=hint)
+            hint = (
+                "if that is the broker's layout, pass --broker-conf with storePathCommitLog set to it"
+                if d in config.commitlog_dirs
+                else "work on a copy, or replace the link by the directory"
+            )
+            raise RefusedError(
+                f"{d.name}/ is a symbolic link to {real(d)}, outside the store "
+                f"({', '.join(real(r) for r in roots)}); nothing is deleted through it",
+                path=d,
+                hint=hint,
+            )
 
 
-def plan_expiry(config: StoreConfig, now_ms: int, reserved_hours: float, *, disk_ratio: float | None = None,
-                max_files: int | None = None, usage: UsageSource | None = None) -> ExpiryPlan:
+def plan_expiry(
+    config: StoreConfig,
+    now_ms: int,
+    reserved_hours: float,
+    *,
+    disk_ratio: float | None = None,
+    max_files: int | None = None,
+    usage: UsageSource | None = None,
+) -> ExpiryPlan:
     """Decide what the broker's cleaning would delete now. Reads headers and one unit per
     consume-queue file; changes nothing. Sizes in ``config`` must already be checked."""
     root = config.root
     cl = MappedFileQueue(config.commitlog_dirs, config.mapped_file_size_commit_log)
     min_before = cl.files[0].file_from_offset if cl.files else -1
-    plan = ExpiryPlan(now_ms, reserved_hours, disk_ratio, max_files, min_before, min_before,
-                      roots=config.write_roots)
+    plan = ExpiryPlan(now_ms, reserved_hours, disk_ratio, max_files, min_before, min_before, roots=config.write_roots)
     for p in cl.strays:
         plan.notes.append(f"{_relative(p, root)} is not a commit-log file name; left alone")
     _plan_commitlog(plan, cl, config, usage)
@@ -292,16 +323,17 @@ def _plan_commitlog(plan: ExpiryPlan, cl: MappedFileQueue, config: StoreConfig, 
         if expired:
             rule, reason = "expired", f"modified {age_h:.1f} h ago, reserved {plan.reserved_hours + extra_hours:g} h"
         else:
-            rule, reason = "disk-full", (f"disk {disk.ratio():.0%} used > {plan.disk_ratio:.0%} "
-                                         f"(modified {age_h:.1f} h ago)")
+            rule, reason = (
+                "disk-full",
+                (f"disk {disk.ratio():.0%} used > {plan.disk_ratio:.0%} (modified {age_h:.1f} h ago)"),
+            )
         detail = {"file_from_offset": f.file_from_offset, "mtime_ms": mtime_ms, "age_hours": round(age_h, 3)}
         plan.actions.append(_condemn(COMMITLOG, f.path, config.root, st, rule, reason, detail=detail))
         if disk is not None:
             disk.free(st.st_dev, _freed(st))
         plan.commitlog_min_after = files[i + 1].file_from_offset if i + 1 < len(files) else f.end_offset
     if disk is not None:
-        plan.disk = {"used_ratio_before": disk.before, "used_ratio_after": disk.ratio(),
-                     "threshold": plan.disk_ratio}
+        plan.disk = {"used_ratio_before": disk.before, "used_ratio_after": disk.ratio(), "threshold": plan.disk_ratio}
 
 
 def _plan_consume_queues(plan: ExpiryPlan, config: StoreConfig) -> None:
@@ -330,12 +362,25 @@ def _plan_consume_queues(plan: ExpiryPlan, config: StoreConfig) -> None:
             if last_phy >= clmin:
                 break
             reason = f"last unit points at {last_phy} < commit-log min {clmin}"
-            plan.actions.append(_condemn(CONSUMEQUEUE, f.path, root, st, "below-min", reason, topic=topic,
-                                         queue_id=qid, detail={"last_unit_offset": last_phy}))
+            plan.actions.append(
+                _condemn(
+                    CONSUMEQUEUE,
+                    f.path,
+                    root,
+                    st,
+                    "below-min",
+                    reason,
+                    topic=topic,
+                    queue_id=qid,
+                    detail={"last_unit_offset": last_phy},
+                )
+            )
             deleted += 1
         if deleted:
             kept = q.files[deleted]
-            plan.queue_mins.append(QueueMin(topic, qid, deleted, _projected_queue_min(kept.path, kept.file_from_offset, clmin)))
+            plan.queue_mins.append(
+                QueueMin(topic, qid, deleted, _projected_queue_min(kept.path, kept.file_from_offset, clmin))
+            )
 
 
 def _projected_queue_min(path: Path, file_from_offset: int, clmin: int, chunk_units: int = 4096) -> int:
@@ -405,8 +450,17 @@ def _plan_index(plan: ExpiryPlan, config: StoreConfig) -> None:
         if end_phy >= clmin:
             break
         reason = f"endPhyOffset {end_phy} < commit-log min {clmin}"
-        plan.actions.append(_condemn(INDEX, p, root, st, "below-min", reason,
-                                     detail={"begin_phy_offset": begin_phy, "end_phy_offset": end_phy}))
+        plan.actions.append(
+            _condemn(
+                INDEX,
+                p,
+                root,
+                st,
+                "below-min",
+                reason,
+                detail={"begin_phy_offset": begin_phy, "end_phy_offset": end_phy},
+            )
+        )
         kept_from = i + 1
     try:
         _, _, b, e = _read_index_header(paths[kept_from])
@@ -430,17 +484,25 @@ def _unlink_proven(a: Condemned, roots: list[Path] | None = None) -> None:
     dfd = os.open(a.path.parent, os.O_RDONLY | os.O_DIRECTORY)
     try:
         st = os.stat(a.path.name, dir_fd=dfd, follow_symlinks=False)
-        if (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns) != (a.st_dev, a.st_ino, a.size, a.mtime_ns) \
-                or not stat.S_ISREG(st.st_mode):
-            raise StoreError("changed since it was checked; not deleted", path=a.path,
-                             hint="something else is writing this store; run again when it is quiet")
+        if (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns) != (
+            a.st_dev,
+            a.st_ino,
+            a.size,
+            a.mtime_ns,
+        ) or not stat.S_ISREG(st.st_mode):
+            raise StoreError(
+                "changed since it was checked; not deleted",
+                path=a.path,
+                hint="something else is writing this store; run again when it is quiet",
+            )
         os.unlink(a.path.name, dir_fd=dfd)
     finally:
         os.close(dfd)
 
 
-def execute_plan(plan: ExpiryPlan, on_delete: Callable[[Condemned], None] | None = None,
-                 pause_ms: int = 0) -> ExpiryResult:
+def execute_plan(
+    plan: ExpiryPlan, on_delete: Callable[[Condemned], None] | None = None, pause_ms: int = 0
+) -> ExpiryResult:
     """Delete the plan's files in its order; stop at the first failure.
 
     Each kind's directories are fsynced before the next kind starts, so after a crash the
@@ -458,15 +520,19 @@ def execute_plan(plan: ExpiryPlan, on_delete: Callable[[Condemned], None] | None
         try:
             _unlink_proven(a, plan.roots)
         except FileNotFoundError:
-            res.error = StoreError("vanished before it was deleted", path=a.path,
-                                   hint="is another expire or the broker running? run again")
+            res.error = StoreError(
+                "vanished before it was deleted", path=a.path, hint="is another expire or the broker running? run again"
+            )
             break
         except (StoreError, RefusedError) as e:  # RefusedError: the directory now leads out of the roots
             res.error = e
             break
         except OSError as e:
-            res.error = StoreError(f"cannot delete: {e.strerror}", path=a.path,
-                                   hint="check the directory's permissions (read-only snapshot?)")
+            res.error = StoreError(
+                f"cannot delete: {e.strerror}",
+                path=a.path,
+                hint="check the directory's permissions (read-only snapshot?)",
+            )
             break
         res.deleted.append(a)
         dirs.add(a.path.parent)
@@ -477,5 +543,3 @@ def execute_plan(plan: ExpiryPlan, on_delete: Callable[[Condemned], None] | None
     for d in sorted(dirs):
         fsync_dir(d)
     return res
-
-

@@ -12,14 +12,15 @@ unsure of) is left to :func:`~rmqstore_cli.store.commitlog.check_message`, which
 one source of verdicts and reasons. :meth:`MessageBlock.messages` gives the same
 ``Message`` objects as the per-record scan (tested field for field).
 """
+
 from __future__ import annotations
 
 import struct
 from functools import cached_property
 
 import numpy as np
-
 from rmqstore_cli.formats.commitlog import HEAD, HEAD_SIZE, HOST_ADDRESS_SIZE, HOST_SIZE, PORT
+
 from rmqstore_cli.store.arrays import byte_rows, distinct_rows, gather_field
 from rmqstore_cli.store.commitlog.bulk import RecordBatch, body_crcs, walk_records
 from rmqstore_cli.store.message import Message, address_text
@@ -37,8 +38,9 @@ _PORT_UNPACK = struct.Struct(PORT.fmt).unpack_from
 class MessageBlock:
     """Consecutive VALID records of one commit-log file, as columns (positions in the file)."""
 
-    def __init__(self, buf, a: np.ndarray, rb: RecordBatch, file_from: int, file_name: str,
-                 topic_table: TopicIds | None = None):
+    def __init__(
+        self, buf, a: np.ndarray, rb: RecordBatch, file_from: int, file_name: str, topic_table: TopicIds | None = None
+    ):
         self.buf, self.a, self.rb = buf, a, rb
         self.topic_table = topic_table if topic_table is not None else TopicIds()
         self.file_from, self.file_name = file_from, file_name
@@ -59,7 +61,7 @@ class MessageBlock:
         """Where each record lies in the log (``fileFromOffset`` + position)."""
         return self.rb.pos + self.file_from
 
-    def take(self, idx: np.ndarray) -> "MessageBlock":
+    def take(self, idx: np.ndarray) -> MessageBlock:
         """The records at ``idx`` as a block of their own (their topic ids carried over when
         known, not looked up again): export groups a block's records by topic this way, so
         that each Parquet partition's rows are built contiguous instead of cut apart later."""
@@ -130,8 +132,11 @@ class MessageBlock:
         """The PROPERTIES bytes of every record (or of the ``keep`` ones, the others empty),
         each followed by a NUL: text to rewrite for a whole block at once."""
         rb = self.rb
-        at, n = (rb.props_at, rb.props_len) if keep is None else \
-            (np.where(keep, rb.props_at, 0), np.where(keep, rb.props_len, 0))
+        at, n = (
+            (rb.props_at, rb.props_len)
+            if keep is None
+            else (np.where(keep, rb.props_at, 0), np.where(keep, rb.props_len, 0))
+        )
         return b"\0".join(map(self.buf.__getitem__, map(slice, at.tolist(), (at + n).tolist()))) + b"\0"
 
     @cached_property
@@ -139,8 +144,9 @@ class MessageBlock:
         """The block's PROPERTIES parsed at once, their bytes joined by the C loop where built
         (:func:`~rmqstore_cli.store.properties.compiled_join`, else sliced from the mapping)."""
         rb = self.rb
-        return Properties(self.a, rb.props_at, rb.props_len, self.buf,
-                          joined=compiled_join(self.a, rb.props_at, rb.props_len))
+        return Properties(
+            self.a, rb.props_at, rb.props_len, self.buf, joined=compiled_join(self.a, rb.props_at, rb.props_len)
+        )
 
     def decode(self) -> dict[str, np.ndarray]:
         """Every field of every record as a column: numbers as int64, byte strings as
@@ -149,11 +155,22 @@ class MessageBlock:
         ``properties.cat``, the parser's rules) and the TAGS/KEYS/UNIQ_KEY values found;
         the offset msgId as 16 raw bytes per IPv4 record. What a columnar consumer reads."""
         rb, P = self.rb, self.properties
-        out = {"physical_offset": rb.physical_offset, "total_size": rb.total, "magic": rb.magic,
-               "body_crc": rb.body_crc, "queue_id": rb.queue_id, "flag": self.flag, "queue_offset": rb.queue_offset,
-               "sys_flag": rb.sys_flag, "born_timestamp": self.born_timestamp, "store_timestamp": self.store_timestamp,
-               "reconsume_times": self.reconsume_times, "prepared_transaction_offset": self.prepared_transaction_offset,
-               "body": np.c_[rb.body_at, rb.body_at + rb.body_len], "topic": self.topics[1]}
+        out = {
+            "physical_offset": rb.physical_offset,
+            "total_size": rb.total,
+            "magic": rb.magic,
+            "body_crc": rb.body_crc,
+            "queue_id": rb.queue_id,
+            "flag": self.flag,
+            "queue_offset": rb.queue_offset,
+            "sys_flag": rb.sys_flag,
+            "born_timestamp": self.born_timestamp,
+            "store_timestamp": self.store_timestamp,
+            "reconsume_times": self.reconsume_times,
+            "prepared_transaction_offset": self.prepared_transaction_offset,
+            "body": np.c_[rb.body_at, rb.body_at + rb.body_len],
+            "topic": self.topics[1],
+        }
         for which in ("born", "store"):
             at, size, port = self.host(which)
             out[f"{which}_address"], out[f"{which}_port"] = np.c_[at, at + size], port
@@ -188,23 +205,63 @@ class MessageBlock:
         port = _PORT_UNPACK
         ps = PORT.size
         sub = (lambda c: c) if idx is None else (lambda c: c[idx])
-        for (i, phy, total, magic, crc, qid, flag, qoff, sf, bts, sts, rc, pto, off) in zip(
-                range(rb.pos.size), rb.physical_offset.tolist(), rb.total.tolist(), rb.magic.tolist(),
-                rb.body_crc.tolist(), rb.queue_id.tolist(), sub(self.flag).tolist(), rb.queue_offset.tolist(),
-                rb.sys_flag.tolist(), sub(self.born_timestamp).tolist(), rb.store_timestamp.tolist(),
-                sub(self.reconsume_times).tolist(), sub(self.prepared_transaction_offset).tolist(),
-                (rb.pos + self.file_from).tolist()):
+        for i, phy, total, magic, crc, qid, flag, qoff, sf, bts, sts, rc, pto, off in zip(
+            range(rb.pos.size),
+            rb.physical_offset.tolist(),
+            rb.total.tolist(),
+            rb.magic.tolist(),
+            rb.body_crc.tolist(),
+            rb.queue_id.tolist(),
+            sub(self.flag).tolist(),
+            rb.queue_offset.tolist(),
+            rb.sys_flag.tolist(),
+            sub(self.born_timestamp).tolist(),
+            rb.store_timestamp.tolist(),
+            sub(self.reconsume_times).tolist(),
+            sub(self.prepared_transaction_offset).tolist(),
+            (rb.pos + self.file_from).tolist(),
+        ):
             b, s = born_at[i], store_at[i]
             bl, sl = bh[i] - ps, sh[i] - ps
-            out.append(Message(
-                phy, total, magic, crc, qid, flag, qoff, sf, bts, bytes(buf[b:b + bl]), port(buf, b + bl)[0],
-                sts, bytes(buf[s:s + sl]), port(buf, s + sl)[0], rc, pto,
-                bytes(buf[body_at[i]:body_end[i]]), bytes(buf[t_at[i]:t_end[i]]), bytes(buf[p_at[i]:p_end[i]]), off))
+            out.append(
+                Message(
+                    phy,
+                    total,
+                    magic,
+                    crc,
+                    qid,
+                    flag,
+                    qoff,
+                    sf,
+                    bts,
+                    bytes(buf[b : b + bl]),
+                    port(buf, b + bl)[0],
+                    sts,
+                    bytes(buf[s : s + sl]),
+                    port(buf, s + sl)[0],
+                    rc,
+                    pto,
+                    bytes(buf[body_at[i] : body_end[i]]),
+                    bytes(buf[t_at[i] : t_end[i]]),
+                    bytes(buf[p_at[i] : p_end[i]]),
+                    off,
+                )
+            )
         return out
 
 
-def valid_block(buf, a: np.ndarray, pos: int, stop: int, file_from: int, file_name: str, max_n: int,
-                check_crc: bool, topic_table: TopicIds | None = None, header: int = 0) -> MessageBlock | None:
+def valid_block(
+    buf,
+    a: np.ndarray,
+    pos: int,
+    stop: int,
+    file_from: int,
+    file_name: str,
+    max_n: int,
+    check_crc: bool,
+    topic_table: TopicIds | None = None,
+    header: int = 0,
+) -> MessageBlock | None:
     """The longest run of records from ``pos`` that ``check_message`` would call VALID,
     judged by a test that implies its verdict: magic V1/V2, non-negative BODY, TOPIC and
     PROPERTIES lengths adding up to TOTALSIZE (``calMsgLength``) inside the file, and the
@@ -212,7 +269,7 @@ def valid_block(buf, a: np.ndarray, pos: int, stop: int, file_from: int, file_na
     the DLedger entry header before each record (``pos`` is then an entry start)."""
     starts = walk_records(buf, pos, len(buf), max_n, a=a, header=header).starts
     if starts.size and starts[-1] >= min(stop, pos + MAX_BLOCK_BYTES):  # big records: fewer per block
-        starts = starts[:max(np.searchsorted(starts, min(stop, pos + MAX_BLOCK_BYTES)), int(starts[0] < stop))]
+        starts = starts[: max(np.searchsorted(starts, min(stop, pos + MAX_BLOCK_BYTES)), int(starts[0] < stop))]
     if not starts.size:
         return None
     rb = RecordBatch(a, starts)
@@ -225,5 +282,3 @@ def valid_block(buf, a: np.ndarray, pos: int, stop: int, file_from: int, file_na
     if cut == 0:
         return None
     return MessageBlock(buf, a, rb.head(cut) if cut < rb.pos.size else rb, file_from, file_name, topic_table)
-
-

@@ -11,6 +11,7 @@ is ``CompactionPositionMgr``'s JSON: per ``topic_queueId`` the last queue offset
 A compaction run rewrites the oldest files into one named like the first, so the log's
 and the queue's file names have gaps (the sample: ``0`` then ``18400``).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -18,7 +19,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from rmqstore_cli.errors import StoreError
 from rmqstore_cli.formats.batch_queue import (
     BATCH_CQ_UNIT_SIZE,
     COMPACTION_CQ_DIR,
@@ -28,6 +28,8 @@ from rmqstore_cli.formats.batch_queue import (
     POSITION_CHECKPOINT_LIMIT,
     POSITION_KEY_SEPARATOR,
 )
+
+from rmqstore_cli.errors import StoreError
 from rmqstore_cli.store import safefs
 from rmqstore_cli.store.batch_queue import BatchConsumeQueue
 from rmqstore_cli.store.commitlog import CommitLog, ScanEnd, is_clean_end
@@ -103,24 +105,30 @@ class CompactionStore:
             return compaction_log_size(cq, log)
         sizes = {regular_size(f.path) for f in MappedFileQueue(directory, 1).files}
         if len(sizes) > 1:
-            raise StoreError(f"compaction-log files disagree on their size ({sorted(sizes)})", path=directory,
-                             hint="pass --broker-conf with compactionMappedFileSize and compactionCqMappedFileSize")
+            raise StoreError(
+                f"compaction-log files disagree on their size ({sorted(sizes)})",
+                path=directory,
+                hint="pass --broker-conf with compactionMappedFileSize and compactionCqMappedFileSize",
+            )
         return sizes.pop() if sizes else 1
 
     def log(self, topic: str, queue_id: int) -> CommitLog:
         """The compaction log of (topic, queueId) as a commit log over its directory."""
         d = self.log_dir / topic / str(queue_id)
         if not d.is_dir():
-            raise StoreError(f"no compaction log {topic}/{queue_id}", path=d,
-                             hint="rmqstore dump-cq --summary lists the compacted queues")
-        cfg = dataclasses.replace(self.config, store_path_commit_log=str(d),
-                                  mapped_file_size_commit_log=self.log_file_size(d))
+            raise StoreError(
+                f"no compaction log {topic}/{queue_id}",
+                path=d,
+                hint="rmqstore dump-cq --summary lists the compacted queues",
+            )
+        cfg = dataclasses.replace(
+            self.config, store_path_commit_log=str(d), mapped_file_size_commit_log=self.log_file_size(d)
+        )
         return CommitLog(cfg)
 
     def cq(self, topic: str, queue_id: int) -> BatchConsumeQueue:
         """The compaction log's ``SparseConsumeQueue``."""
-        return BatchConsumeQueue(self.cq_dir / topic / str(queue_id), topic, queue_id, self.cq_file_size(),
-                                 sparse=True)
+        return BatchConsumeQueue(self.cq_dir / topic / str(queue_id), topic, queue_id, self.cq_file_size(), sparse=True)
 
     def position_checkpoint(self) -> PositionCheckpoint | None:
         """The position checkpoint (None: no file)."""
@@ -142,4 +150,3 @@ def unexpected_stops(log: CommitLog) -> list[ScanEnd]:
             continue
         out.append(s)
     return out
-

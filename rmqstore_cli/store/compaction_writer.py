@@ -7,6 +7,7 @@ log with PHYSICALOFFSET rewritten, and gets one unit in the queue's sparse consu
 made: the files are those of a broker that has dispatched but not compacted yet, and
 ``position-checkpoint`` is what its ``CompactionStore#shutdown`` persists then (empty).
 """
+
 from __future__ import annotations
 
 import os
@@ -28,10 +29,11 @@ from rmqstore_cli.formats.compaction import (
     DEFAULT_COMPACTION_CQ_MAPPED_FILE_SIZE,
     DEFAULT_COMPACTION_MAPPED_FILE_SIZE,
     PHYSICAL_OFFSET_POS,
-    position_checkpoint_text,
     QUEUE_OFFSET_POS,
     RecordLong,
+    position_checkpoint_text,
 )
+
 from rmqstore_cli.errors import StoreError
 from rmqstore_cli.store import safefs
 from rmqstore_cli.store.batch_queue import pack_unit
@@ -42,6 +44,7 @@ from rmqstore_cli.store.message import PROPERTY_KEYS, tags_code
 
 #: ``CompactionLog.COMPACTING_SUB_FOLDER``: where a run writes the files that replace the old ones.
 COMPACTING_DIR = "compacting"
+
 
 class _OpenFile:
     """The last file of a log or queue: what was appended since the last flush (files are
@@ -96,8 +99,11 @@ class CompactionLogWriter:
         if not self.log_dir.is_dir() and not self.cq_dir.is_dir():
             return
         if (self.log_dir / COMPACTING_DIR).exists() or (self.cq_dir / COMPACTING_DIR).exists():
-            raise StoreError("an unfinished compaction run (compacting/) is here: generate --append cannot "
-                             "continue this compaction log", path=self.log_dir / COMPACTING_DIR)
+            raise StoreError(
+                "an unfinished compaction run (compacting/) is here: generate --append cannot "
+                "continue this compaction log",
+                path=self.log_dir / COMPACTING_DIR,
+            )
         logs = MappedFileQueue(self.log_dir, self.log_size).files
         cq = BatchConsumeQueue(self.cq_dir, "", 0, self.cq_size, sparse=True)
         try:
@@ -109,13 +115,19 @@ class CompactionLogWriter:
         """:meth:`resume` once the files are listed."""
         names = [f.path.name for f in logs]
         if names != [f.path.name for f in cq.queue.files]:
-            raise StoreError("the compaction log and its queue do not have the same files "
-                             "(TopicPartitionLog#sanityCheck): generate --append cannot continue them", path=self.log_dir)
+            raise StoreError(
+                "the compaction log and its queue do not have the same files "
+                "(TopicPartitionLog#sanityCheck): generate --append cannot continue them",
+                path=self.log_dir,
+            )
         for f, size in [(f, self.log_size) for f in logs] + [(f, self.cq_size) for f in cq.queue.files]:
             if regular_size(f.path) != size:
-                raise StoreError(f"a compaction file of {regular_size(f.path)} bytes where this run writes {size}: "
-                                 "generate --append cannot continue it", path=f.path,
-                                 hint="pass the --broker-conf the store was generated with")
+                raise StoreError(
+                    f"a compaction file of {regular_size(f.path)} bytes where this run writes {size}: "
+                    "generate --append cannot continue it",
+                    path=f.path,
+                    hint="pass the --broker-conf the store was generated with",
+                )
         if not logs:
             return
         valid = [(f, n) for f, n in zip(cq.queue.files, cq.valid_counts) if n]
@@ -129,8 +141,9 @@ class CompactionLogWriter:
             u = cq.file_units(cq.queue.files[-1])[n - 1]
             log_pos = int(u["commitlog_offset"]) + int(u["size"]) - self.log_from
         self.log = _OpenFile(logs[-1].path, self.log_size, self.roots, "compaction-log file", log_pos)
-        self.cq = _OpenFile(cq.queue.files[-1].path, self.cq_size, self.roots, "compaction consume-queue file",
-                            n * BATCH_CQ_UNIT_SIZE)
+        self.cq = _OpenFile(
+            cq.queue.files[-1].path, self.cq_size, self.roots, "compaction consume-queue file", n * BATCH_CQ_UNIT_SIZE
+        )
         if log_pos >= self.log_size:
             self.log = None  # #isEmptyOrCurrentFileFull: the next put rolls
 
@@ -179,8 +192,11 @@ class CompactionLogWriter:
             self.log.append(BlankRecord.build(dict(total_size=max_blank, magic=MAGIC_BLANK)))
             return False
         physical = self.log_from + self.log.pos
-        self.log.append(record[:PHYSICAL_OFFSET_POS] + RecordLong.build(physical)
-                        + record[PHYSICAL_OFFSET_POS + RecordLong.sizeof():])
+        self.log.append(
+            record[:PHYSICAL_OFFSET_POS]
+            + RecordLong.build(physical)
+            + record[PHYSICAL_OFFSET_POS + RecordLong.sizeof() :]
+        )
         self.cq.append(pack_unit(physical, len(record), tags_code, store_time, queue_offset, 1))
         self.placed.append((physical, len(record)))
         return True
@@ -198,8 +214,9 @@ class CompactionLogWriter:
         latest, last = {}, -1  # OffsetMap (MD5 of the key; collisions not modelled), then re-read
         for msg, _ in self._messages(self.log_from):
             latest[msg.properties.get(PROPERTY_KEYS)] = last = msg.queue_offset
-        out = CompactionLogWriter(self.log_dir / COMPACTING_DIR, self.cq_dir / COMPACTING_DIR, self.log_size,
-                                  self.cq_size, self.roots)
+        out = CompactionLogWriter(
+            self.log_dir / COMPACTING_DIR, self.cq_dir / COMPACTING_DIR, self.log_size, self.cq_size, self.roots
+        )
         for msg, raw in self._messages(self.log_from):
             if msg.queue_offset >= latest[msg.properties.get(PROPERTY_KEYS)] and msg.body:
                 out.put(raw, msg.properties.get(PROPERTY_KEYS), tags_code(msg.tags), msg.store_timestamp)
@@ -225,7 +242,7 @@ class CompactionLogWriter:
             if physical - physical % self.log_size != base:
                 base = physical - physical % self.log_size
                 data = safefs.read_bounded(self.log_dir / offset2file_name(base), self.log_size, "compaction log")
-            raw = data[physical - base:physical - base + size]
+            raw = data[physical - base : physical - base + size]
             yield check_message(raw, 0, size, physical).message, raw
 
     def flush(self) -> None:
@@ -238,8 +255,9 @@ class CompactionDispatch:
     """``CommitLogDispatcherCompaction`` for the compaction topics of a new store: one
     :class:`CompactionLogWriter` per queue, and the position checkpoint at close."""
 
-    def __init__(self, root: Path, topics: set[str], log_file_size: int, cq_file_size: int, roots: list[Path],
-                 run: bool = False):
+    def __init__(
+        self, root: Path, topics: set[str], log_file_size: int, cq_file_size: int, roots: list[Path], run: bool = False
+    ):
         self.dir = root / COMPACTION_DIR
         #: Make one compaction run per queue at close (``CompactionLog#doCompaction``).
         self.run = run
@@ -264,8 +282,12 @@ class CompactionDispatch:
         """The queue's writer, made and continued after what is on disk (:meth:`CompactionLogWriter.resume`)."""
         sub = Path(topic) / str(queue_id)
         w = self.writers[(topic, queue_id)] = CompactionLogWriter(
-            self.dir / COMPACTION_LOG_DIR / sub, self.dir / COMPACTION_CQ_DIR / sub, self.log_size,
-            self.cq_size, self.roots)
+            self.dir / COMPACTION_LOG_DIR / sub,
+            self.dir / COMPACTION_CQ_DIR / sub,
+            self.log_size,
+            self.cq_size,
+            self.roots,
+        )
         w.resume()
         return w
 
@@ -304,15 +326,21 @@ def compaction_dispatch(config, roots: list[Path]) -> CompactionDispatch | None:
     topics |= {t for t, _, _ in queue_dirs(config.root / COMPACTION_DIR / COMPACTION_LOG_DIR)}
     if not topics:
         return None
-    d = CompactionDispatch(config.root, topics, config.compaction_mapped_file_size,
-                           config.compaction_cq_mapped_file_size, roots)
-    for what, configured, sub in (("cq_size", config.compaction_cq_mapped_file_size, COMPACTION_CQ_DIR),
-                                  ("log_size", config.compaction_mapped_file_size, COMPACTION_LOG_DIR)):
+    d = CompactionDispatch(
+        config.root, topics, config.compaction_mapped_file_size, config.compaction_cq_mapped_file_size, roots
+    )
+    for what, configured, sub in (
+        ("cq_size", config.compaction_cq_mapped_file_size, COMPACTION_CQ_DIR),
+        ("log_size", config.compaction_mapped_file_size, COMPACTION_LOG_DIR),
+    ):
         size = None if configured > 0 else _first_file_size(config.root / COMPACTION_DIR / sub)
         if size:  # not configured: the files' own size, as the commit log's (StoreConfig#infer_sizes)
             setattr(d, what, size)
-    on_disk = {(t, q) for sub in (COMPACTION_LOG_DIR, COMPACTION_CQ_DIR)
-               for t, q, _ in queue_dirs(config.root / COMPACTION_DIR / sub)}
+    on_disk = {
+        (t, q)
+        for sub in (COMPACTION_LOG_DIR, COMPACTION_CQ_DIR)
+        for t, q, _ in queue_dirs(config.root / COMPACTION_DIR / sub)
+    }
     for topic, qid in sorted(on_disk):
         d.writer(topic, qid)  # every queue checked before the store's first byte is written
     return d

@@ -6,6 +6,7 @@ Only zlib is decoded (the standard library has no LZ4/ZSTD). Decompression is ca
 *while* it runs (``decompressobj().decompress(data, max_length)``), so a crafted body
 that expands enormously costs at most ``cap`` bytes of memory, never more.
 """
+
 from __future__ import annotations
 
 import zlib

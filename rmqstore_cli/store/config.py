@@ -5,6 +5,7 @@ Values come from the broker's defaults, then ``broker.conf`` (parsed as
 overrides. Without a ``broker.conf`` the file sizes are inferred from the files on disk
 and checked, so a store written with non-default sizes is read right or refused clearly.
 """
+
 from __future__ import annotations
 
 import os
@@ -155,8 +156,9 @@ class StoreConfig:
 
     # ------------------------------------------------------------- building
     @classmethod
-    def load(cls, store: str | os.PathLike | None, broker_conf: str | os.PathLike | None = None,
-             **overrides) -> "StoreConfig":
+    def load(
+        cls, store: str | os.PathLike | None, broker_conf: str | os.PathLike | None = None, **overrides
+    ) -> StoreConfig:
         """The config of the store at ``store`` (None: ``broker_conf``'s ``storePathRootDir``,
         else the broker's default ``${user.home}/store``).
 
@@ -190,8 +192,11 @@ class StoreConfig:
             v = getattr(self, attr)
             if v <= 0:
                 where = f" in {source}" if source and attr in self.explicit else ""
-                raise UsageError(f"{_camel(attr)}={v}: a file size must be positive",
-                                 path=source if where else None, hint="fix the broker config or pass the size option")
+                raise UsageError(
+                    f"{_camel(attr)}={v}: a file size must be positive",
+                    path=source if where else None,
+                    hint="fix the broker config or pass the size option",
+                )
 
     def check_writable_sizes(self) -> None:
         """Sizes no broker could write with (``maxIndexNum=1``: no entry after the reserved
@@ -203,12 +208,19 @@ class StoreConfig:
         for attr, (prop, option, least) in SIZE_LEAST.items():
             v = self.cq_file_size if attr == "mapped_file_size_consume_queue" else getattr(self, attr)
             if v < least:
-                raise StoreError(f"{prop}={v} cannot be used (at least {least})", path=self.root,
-                                 hint=f"fix the broker config, or pass {option}")
+                raise StoreError(
+                    f"{prop}={v} cannot be used (at least {least})",
+                    path=self.root,
+                    hint=f"fix the broker config, or pass {option}",
+                )
 
     def apply_properties(self, props: dict[str, str]) -> None:
         """``MixAll#properties2Object``: numbers parsed untrimmed (bad ones silently ignored)."""
-        by_name = {_snake(f.name): f for f in fields(self) if f.name not in ("explicit", "index_geometry_error", "allow_odd_size", "odd_files")}
+        by_name = {
+            _snake(f.name): f
+            for f in fields(self)
+            if f.name not in ("explicit", "index_geometry_error", "allow_odd_size", "odd_files")
+        }
         for key, raw in props.items():
             f = by_name.get(_snake(key))
             if f is None:
@@ -234,11 +246,16 @@ class StoreConfig:
         """
         notes: list[str] = []
         self.mapped_file_size_commit_log = self._infer(
-            "mapped_file_size_commit_log", "mappedFileSizeCommitLog", "--commitlog-file-size",
-            data_files(d for d in self.commitlog_dirs), notes)
+            "mapped_file_size_commit_log",
+            "mappedFileSizeCommitLog",
+            "--commitlog-file-size",
+            data_files(d for d in self.commitlog_dirs),
+            notes,
+        )
         cq_files = data_files(q for t in subdirs(self.consumequeue_dir) for q in subdirs(t))
-        inferred = self._infer("mapped_file_size_consume_queue", "mappedFileSizeConsumeQueue",
-                               "--cq-file-size", cq_files, notes)
+        inferred = self._infer(
+            "mapped_file_size_consume_queue", "mappedFileSizeConsumeQueue", "--cq-file-size", cq_files, notes
+        )
         self.mapped_file_size_consume_queue = inferred
         try:
             self._infer_index(notes)
@@ -275,15 +292,24 @@ class StoreConfig:
         more = f" ({len(odd)} files differ)" if len(odd) > 1 else ""
         if not self.allow_odd_size:
             if explicit:
-                raise FileSizeError(f"file has {size} bytes but {prop}={want}{more}", path=first,
-                                    hint=f"pass the broker's own {option} or --broker-conf")
+                raise FileSizeError(
+                    f"file has {size} bytes but {prop}={want}{more}",
+                    path=first,
+                    hint=f"pass the broker's own {option} or --broker-conf",
+                )
             if not nonzero:
-                raise FileSizeError(f"every file is empty (0 bytes), which tells no {prop}", path=first,
-                                    hint=f"pass {option} or --broker-conf")
+                raise FileSizeError(
+                    f"every file is empty (0 bytes), which tells no {prop}",
+                    path=first,
+                    hint=f"pass {option} or --broker-conf",
+                )
             others = len(files) - len(odd)
-            raise FileSizeError(f"files disagree on {prop}: this one has {size} bytes, {others} other"
-                                f"{'s have' if others != 1 else ' has'} {expected}{more}", path=first,
-                                hint=f"the broker refuses to load such a store; pass {option} or --broker-conf")
+            raise FileSizeError(
+                f"files disagree on {prop}: this one has {size} bytes, {others} other"
+                f"{'s have' if others != 1 else ' has'} {expected}{more}",
+                path=first,
+                hint=f"the broker refuses to load such a store; pass {option} or --broker-conf",
+            )
         self.odd_files.extend((p, p.stat().st_size, expected) for p in odd)
         if explicit or expected == want:
             return current
@@ -296,14 +322,20 @@ class StoreConfig:
             return
         sizes = {p.stat().st_size for p in files}
         if len(sizes) > 1:
-            raise StoreError(f"index files disagree on their size ({sorted(sizes)})", path=self.index_dir,
-                             hint="pass --index-slots/--index-max or --broker-conf")
+            raise StoreError(
+                f"index files disagree on their size ({sorted(sizes)})",
+                path=self.index_dir,
+                hint="pass --index-slots/--index-max or --broker-conf",
+            )
         (size,) = sizes
         if size == self.index_file_size:
             return
         if {"max_hash_slot_num", "max_index_num"} & self.explicit:
-            raise StoreError(f"index file {files[0]} has {size} bytes, not {self.index_file_size}",
-                             path=files[0], hint="pass the broker's --index-slots/--index-max or --broker-conf")
+            raise StoreError(
+                f"index file {files[0]} has {size} bytes, not {self.index_file_size}",
+                path=files[0],
+                hint="pass the broker's --index-slots/--index-max or --broker-conf",
+            )
         from rmqstore_cli.store.index import infer_index_geometry
 
         try:
@@ -334,7 +366,7 @@ def rebase_commit_log(value: str, conf_root: str, store: str) -> str:
     return ",".join(out)
 
 
-def check_conf_paths(cfg: "StoreConfig", conf: Path, root_used: bool) -> None:
+def check_conf_paths(cfg: StoreConfig, conf: Path, root_used: bool) -> None:
     """Refuse (exit 2) a relative ``storePathRootDir`` (when it is the store to read) or
     ``storePathCommitLog`` from a broker.conf. The broker substitutes nothing in them:
     ``BrokerStartup#createBrokerController`` loads the file with ``Properties#load`` and
@@ -346,10 +378,14 @@ def check_conf_paths(cfg: "StoreConfig", conf: Path, root_used: bool) -> None:
         keys.insert(0, ("storePathRootDir", cfg.store_path_root_dir))
     for key, value in keys:
         if not os.path.isabs(value):
-            raise UsageError(f"{key}={value!r} is not an absolute path: the broker substitutes nothing in it "
-                             "(no ${…}, no ~) and reads it against its own working directory", path=conf,
-                             hint="pass --store" if key == "storePathRootDir" else
-                             "give the broker config an absolute storePathCommitLog")
+            raise UsageError(
+                f"{key}={value!r} is not an absolute path: the broker substitutes nothing in it "
+                "(no ${…}, no ~) and reads it against its own working directory",
+                path=conf,
+                hint="pass --store"
+                if key == "storePathRootDir"
+                else "give the broker config an absolute storePathCommitLog",
+            )
 
 
 def conf_root(conf: Path) -> str | None:
@@ -456,8 +492,11 @@ def _put_property(props: dict[str, str], logical: str, path: Path, line: int) ->
     try:
         props[_unescape(key)] = _unescape(value)
     except ValueError:
-        raise UsageError(f"malformed \\uxxxx encoding on line {line}", path=path,
-                         hint="java.util.Properties#load refuses this file, so the broker would not start") from None
+        raise UsageError(
+            f"malformed \\uxxxx encoding on line {line}",
+            path=path,
+            hint="java.util.Properties#load refuses this file, so the broker would not start",
+        ) from None
 
 
 def _ends_with_odd_backslashes(s: str) -> bool:
@@ -491,7 +530,7 @@ def _unescape(s: str) -> str:
         if c == "\\" and i + 1 < len(s):
             n = s[i + 1]
             if n == "u":  # Properties#loadConvert: exactly four hex digits, or IllegalArgumentException
-                digits = s[i + 2:i + 6]
+                digits = s[i + 2 : i + 6]
                 if len(digits) < 4 or not all(c in "0123456789abcdefABCDEF" for c in digits):
                     raise ValueError(f"malformed \\u{digits}")
                 out.append(chr(int(digits, 16)))

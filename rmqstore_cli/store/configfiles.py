@@ -16,6 +16,7 @@ and rename, 5.1.0+ write the file in place: docs/format/config.md#writing-and-th
 :func:`quote_int_keys`) whose top level is an object or ``null``; a manager's own field types
 are checked only where a module reads them (``store/offsets.py``).
 """
+
 from __future__ import annotations
 
 import os
@@ -191,8 +192,11 @@ def load_config(config_dir: Path, config: ConfigFile) -> ConfigLoad:
         try:
             out.value = config.decode(data)
         except DecodeError as e:
-            out.notes.append(f"{path.name} does not decode at byte {e.offset}: {e.what}" if e.offset is not None
-                             else f"{path.name} does not decode: {e.what}")
+            out.notes.append(
+                f"{path.name} does not decode at byte {e.offset}: {e.what}"
+                if e.offset is not None
+                else f"{path.name} does not decode: {e.what}"
+            )
             if kind == "bak":
                 out.source, out.error = "fails", e
                 return out
@@ -220,9 +224,17 @@ def config_repair(ld: ConfigLoad) -> tuple[str, str | None]:
     import shlex
 
     if ld.tmp_decodes():
-        return (f"{ld.tmp.name} holds the newest complete text (MixAll#string2File stopped before renaming it)",
-                f"mv {shlex.quote(str(ld.tmp))} {shlex.quote(str(ld.path))}")
+        return (
+            f"{ld.tmp.name} holds the newest complete text (MixAll#string2File stopped before renaming it)",
+            f"mv {shlex.quote(str(ld.tmp))} {shlex.quote(str(ld.path))}",
+        )
     if ld.source == "bak":
-        return f"nothing newer is on disk: the broker loads {ld.bak.name} as it is (compare it with what you expect)", None
-    return (f"restore {ld.path.name} from a backup of the store's config/ before starting (moving it aside starts "
-            f"the broker with an empty {ld.config.manager})", None)
+        return (
+            f"nothing newer is on disk: the broker loads {ld.bak.name} as it is (compare it with what you expect)",
+            None,
+        )
+    return (
+        f"restore {ld.path.name} from a backup of the store's config/ before starting (moving it aside starts "
+        f"the broker with an empty {ld.config.manager})",
+        None,
+    )

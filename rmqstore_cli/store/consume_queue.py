@@ -4,6 +4,7 @@ Reading ends a queue at its first invalid unit (``offset < 0 || size <= 0``,
 ``ConsumeQueue#recover``); writing is ``ConsumeQueue#putMessagePositionInfo`` with its
 pre-blank fill for a queue whose first unit is not at offset 0 (docs/format/consume-queue.md#pre-blank-units).
 """
+
 from __future__ import annotations
 
 import os
@@ -13,15 +14,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-
 from rmqstore_cli.formats.consume_queue import (
     CQ_STORE_UNIT_SIZE,
     PRE_BLANK_SIZE,
     UNIT_FORMAT,
     ConsumeQueueUnit,
 )
-from rmqstore_cli.errors import StoreError
 from rmqstore_cli.formats.derive import numpy_dtype
+
+from rmqstore_cli.errors import StoreError
 from rmqstore_cli.store import safefs
 from rmqstore_cli.store.mapped_files import MappedFileQueue, offset2file_name, queue_dirs, release_pages  # noqa: F401
 
@@ -52,8 +53,16 @@ def is_pre_blank(commitlog_offset, size, tags_code):
 class ConsumeQueue:
     """One queue's files, read-only."""
 
-    def __init__(self, root: Path, topic: str, queue_id: int, file_size: int, directory: Path | None = None,
-                 skip: Callable[[Path], bool] | None = None, queue: MappedFileQueue | None = None):
+    def __init__(
+        self,
+        root: Path,
+        topic: str,
+        queue_id: int,
+        file_size: int,
+        directory: Path | None = None,
+        skip: Callable[[Path], bool] | None = None,
+        queue: MappedFileQueue | None = None,
+    ):
         """``directory``: the queue's directory when its name is not ``str(queue_id)``.
         ``skip``: a file it answers True for is left out (a gap follows), and directories
         named like a file are handed to it instead of refused (``verify`` reports both).
@@ -78,13 +87,14 @@ class ConsumeQueue:
         return [f.name for f in self.queue.files]
 
     @classmethod
-    def of_file(cls, path: Path, length: int) -> "ConsumeQueue":
+    def of_file(cls, path: Path, length: int) -> ConsumeQueue:
         """One file read on its own (``dump-cq --file``), read-only: it starts at the offset its
         name says when that is 20 digits, else at 0; the directory it lies in is not listed."""
         name = path.name
         start = int(name) if name.isdigit() and name.isascii() and len(name) == 20 else 0
-        return cls(path.parent, "", 0, length, directory=path.parent,
-                   queue=MappedFileQueue.of_file(path, start, length))
+        return cls(
+            path.parent, "", 0, length, directory=path.parent, queue=MappedFileQueue.of_file(path, start, length)
+        )
 
     def _file_units(self, i: int) -> np.ndarray:
         f = self.queue.files[i]
@@ -105,7 +115,7 @@ class ConsumeQueue:
         A sparse file is read up to its first hole only (the hole holds zero units)."""
         files = self.queue.files
         end = self.min_file_offset
-        for f in files[max(0, len(files) - 3):]:
+        for f in files[max(0, len(files) - 3) :]:
             base = f.file_from_offset // CQ_STORE_UNIT_SIZE
             units = self.file_units(base)
             extent = safefs.data_extent(f.path)
@@ -124,7 +134,7 @@ class ConsumeQueue:
         a time, their pages released (a queue's last three files are read whole: 18 MB a
         queue at the default size if the pages stayed)."""
         for a in range(0, units.size, UNIT_CHUNK):
-            u = units[a:a + UNIT_CHUNK]
+            u = units[a : a + UNIT_CHUNK]
             bad = np.flatnonzero((u["commitlog_offset"] < 0) | (u["size"] <= 0))
             release_pages(f.buffer(), a * CQ_STORE_UNIT_SIZE, (a + u.size) * CQ_STORE_UNIT_SIZE)
             if bad.size:
@@ -225,8 +235,9 @@ class ConsumeQueue:
             u = units[at]
             found[sel] = True
             off[sel], size[sel], tags[sel] = u["commitlog_offset"], u["size"], u["tags_code"]
-            release_pages(self._by_base[b].buffer(), int(at.min()) * CQ_STORE_UNIT_SIZE,
-                          (int(at.max()) + 1) * CQ_STORE_UNIT_SIZE)
+            release_pages(
+                self._by_base[b].buffer(), int(at.min()) * CQ_STORE_UNIT_SIZE, (int(at.max()) + 1) * CQ_STORE_UNIT_SIZE
+            )
         return found, off, size, tags
 
     def close(self) -> None:
@@ -258,8 +269,9 @@ def unsafe_topic(topic: str) -> str | None:
     return None
 
 
-def write_range(path: Path, at: int, data: bytes, what: str = "consume-queue units",
-                roots: list[Path] | None = None) -> None:
+def write_range(
+    path: Path, at: int, data: bytes, what: str = "consume-queue units", roots: list[Path] | None = None
+) -> None:
     """``data`` at byte ``at`` of an existing (consume-queue) file: the range allocated first
     (``safefs.reserve``), so a full disk is one error line before any byte is written,
     never a short write that leaves a unit half there; every byte written or an error.
@@ -287,8 +299,18 @@ class ConsumeQueueWriter:
 
     FLUSH_UNITS = 4096
 
-    def __init__(self, root: Path, topic: str, queue_id: int, file_size: int, roots: list[Path] | None = None,
-                 *, write_offset: int = -1, file_starts: set[int] | None = None, max_physic_offset: int = -1):
+    def __init__(
+        self,
+        root: Path,
+        topic: str,
+        queue_id: int,
+        file_size: int,
+        roots: list[Path] | None = None,
+        *,
+        write_offset: int = -1,
+        file_starts: set[int] | None = None,
+        max_physic_offset: int = -1,
+    ):
         why = unsafe_topic(topic)
         if why is not None:  # last guard: a name from the log never becomes a path outside root
             raise StoreError(f"topic {topic!r} cannot name a consume-queue directory: {why}", path=root)
@@ -306,16 +328,23 @@ class ConsumeQueueWriter:
         self.roots = list(roots) if roots is not None else [root.parent]
 
     @classmethod
-    def resume(cls, cq: ConsumeQueue, roots: list[Path] | None = None) -> "ConsumeQueueWriter":
+    def resume(cls, cq: ConsumeQueue, roots: list[Path] | None = None) -> ConsumeQueueWriter:
         """A writer that appends after the last valid unit of an existing queue."""
         end = cq.max_offset
         max_phy = -1
         if end > cq.min_file_offset:
             last = next(cq.units(end - 1, end))
             max_phy = last.commitlog_offset + last.size
-        return cls(cq.dir.parent.parent, cq.topic, cq.queue_id, cq.file_size, roots=roots,
-                   write_offset=end * CQ_STORE_UNIT_SIZE, file_starts={f.file_from_offset for f in cq.queue.files},
-                   max_physic_offset=max_phy)
+        return cls(
+            cq.dir.parent.parent,
+            cq.topic,
+            cq.queue_id,
+            cq.file_size,
+            roots=roots,
+            write_offset=end * CQ_STORE_UNIT_SIZE,
+            file_starts={f.file_from_offset for f in cq.queue.files},
+            max_physic_offset=max_phy,
+        )
 
     def put(self, offset: int, size: int, tags_code: int, cq_offset: int) -> bool:
         """``ConsumeQueue#putMessagePositionInfo`` for one unit (buffered)."""
@@ -349,8 +378,11 @@ class ConsumeQueueWriter:
         if i >= n:
             return
         ends = phy[i:] + size[i:]
-        if (int(cq_offset[i]) * CQ_STORE_UNIT_SIZE == self.write_offset and int(ends[0]) > self.max_physic_offset
-                and (n - i == 1 or (np.all(np.diff(cq_offset[i:]) == 1) and np.all(np.diff(ends) > 0)))):
+        if (
+            int(cq_offset[i]) * CQ_STORE_UNIT_SIZE == self.write_offset
+            and int(ends[0]) > self.max_physic_offset
+            and (n - i == 1 or (np.all(np.diff(cq_offset[i:]) == 1) and np.all(np.diff(ends) > 0)))
+        ):
             self._buf += pack_units(phy[i:], size[i:], tags_code[i:])
             self.write_offset += CQ_STORE_UNIT_SIZE * (n - i)
             self.max_physic_offset = int(ends[-1])
@@ -382,6 +414,7 @@ class ConsumeQueueWriter:
 
 
 # ---------------------------------------------------------------- units in bulk, at their offsets
+
 
 def pack_units(phy, size, tags_code) -> bytes:
     """Units (commitLogOffset, size, tagsCode) of numpy columns as their bytes, in order."""

@@ -5,6 +5,7 @@
 module decides exactly what each of them writes (docs/format/consume-queue.md#tags-code,
 docs/format/consume-queue.md#which-records-get-a-unit, docs/format/index.md#which-keys).
 """
+
 from __future__ import annotations
 
 import datetime as _dt
@@ -19,6 +20,7 @@ from rmqstore_cli.formats.commitlog import (
     TRANSACTION_NOT_TYPE,
     TRANSACTION_ROLLBACK_TYPE,
 )
+
 from rmqstore_cli.store.batch_queue import batch_dispatch
 from rmqstore_cli.store.config import StoreConfig
 from rmqstore_cli.store.consume_queue import ConsumeQueueWriter, unsafe_topic
@@ -107,19 +109,35 @@ def compute_tags_code(msg: Message, delay_table: dict[int, int]) -> int:
     return code
 
 
-def dispatch_request(msg: Message, delay_table: dict[int, int], config: StoreConfig | None = None,
-                     broker5: bool = False) -> DispatchRequest:
+def dispatch_request(
+    msg: Message, delay_table: dict[int, int], config: StoreConfig | None = None, broker5: bool = False
+) -> DispatchRequest:
     """``CommitLog#checkMessageAndReturnSize``'s request; with a ``config`` enabling
     multi-dispatch, its fan-out too (``DefaultMessageStore#checkMultiDispatchQueue``)."""
     multi = None
     if config is not None and config.enable_multi_dispatch:
         props = msg.properties
-        multi = fan_out(msg.topic, msg.queue_id, props.get(MULTI_DISPATCH), props.get(MULTI_QUEUE_OFFSET),
-                        enable_lmq=config.enable_lmq, broker5=broker5)
-    return DispatchRequest(msg.topic, msg.queue_id, msg.physical_offset, msg.total_size,
-                           compute_tags_code(msg, delay_table), msg.store_timestamp, msg.queue_offset,
-                           msg.keys, msg.uniq_key, msg.sys_flag, multi)
-
+        multi = fan_out(
+            msg.topic,
+            msg.queue_id,
+            props.get(MULTI_DISPATCH),
+            props.get(MULTI_QUEUE_OFFSET),
+            enable_lmq=config.enable_lmq,
+            broker5=broker5,
+        )
+    return DispatchRequest(
+        msg.topic,
+        msg.queue_id,
+        msg.physical_offset,
+        msg.total_size,
+        compute_tags_code(msg, delay_table),
+        msg.store_timestamp,
+        msg.queue_offset,
+        msg.keys,
+        msg.uniq_key,
+        msg.sys_flag,
+        multi,
+    )
 
 
 class QueueTopics:
@@ -145,9 +163,17 @@ class Dispatcher:
     ``topics`` limits which queues are built; ``build_cq``/``build_index`` pick the halves.
     """
 
-    def __init__(self, config: StoreConfig, cq_root: Path, index_dir: Path, tz: _dt.tzinfo | None = None,
-                 build_cq: bool = True, build_index: bool = True, topics: Iterable[str] | None = None,
-                 roots: list[Path] | None = None):
+    def __init__(
+        self,
+        config: StoreConfig,
+        cq_root: Path,
+        index_dir: Path,
+        tz: _dt.tzinfo | None = None,
+        build_cq: bool = True,
+        build_index: bool = True,
+        topics: Iterable[str] | None = None,
+        roots: list[Path] | None = None,
+    ):
         self.config = config
         self.cq_root = cq_root
         #: Where queues and index files may be written (``StoreConfig.write_roots`` for a
@@ -160,9 +186,19 @@ class Dispatcher:
         #: Which topics get queues: the selection, less names that cannot be a directory
         #: (those are kept in ``self.topics.refused``: findings, never paths).
         self.topics = QueueTopics(topics)
-        self.index = IndexService(index_dir, config.max_hash_slot_num, config.max_index_num,
-                                  config.max_msgs_num_batch, writable=True, tz=tz,
-                                  roots=roots) if self.build_index else None
+        self.index = (
+            IndexService(
+                index_dir,
+                config.max_hash_slot_num,
+                config.max_index_num,
+                config.max_msgs_num_batch,
+                writable=True,
+                tz=tz,
+                roots=roots,
+            )
+            if self.build_index
+            else None
+        )
         self.last_store_timestamp = 0
         self.units = 0
         # the BatchCQ topics' records go to batchconsumequeue/ beside cq_root instead
@@ -177,8 +213,16 @@ class Dispatcher:
     def dispatch(self, msg: Message) -> DispatchRequest:
         req = dispatch_request(msg, self.delay_table, self.config, self.broker5)
         if self.batch is not None and req.topic in self.batch.topics and req.to_consume_queue:
-            self.batch.put(req.topic, req.queue_id, req.commitlog_offset, req.msg_size, req.tags_code,
-                           req.store_timestamp, msg.properties_bytes, req.consume_queue_offset)
+            self.batch.put(
+                req.topic,
+                req.queue_id,
+                req.commitlog_offset,
+                req.msg_size,
+                req.tags_code,
+                req.store_timestamp,
+                msg.properties_bytes,
+                req.consume_queue_offset,
+            )
         self.dispatch_request(req)
         return req
 
@@ -187,8 +231,9 @@ class Dispatcher:
         key = (topic, queue_id)
         w = self.writers.get(key)
         if w is None:
-            w = self.writers[key] = ConsumeQueueWriter(self.cq_root, topic, queue_id,
-                                                       self.config.cq_file_size, roots=self.roots)
+            w = self.writers[key] = ConsumeQueueWriter(
+                self.cq_root, topic, queue_id, self.config.cq_file_size, roots=self.roots
+            )
         w.put(req.commitlog_offset, req.msg_size, req.tags_code, cq_offset)
         self.units += 1
 

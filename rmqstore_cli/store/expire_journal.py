@@ -17,6 +17,7 @@ appends, a journal over :data:`LIMIT` bytes loses its oldest lines down to :data
 what a full disk needs: the first failure is kept in :attr:`ExpiryJournal.error`, the
 command says it once, and the summary's ``journal`` is then null.
 """
+
 from __future__ import annotations
 
 import os
@@ -39,8 +40,10 @@ def run_id() -> str:
     import secrets
 
     now = time.time()
-    return (time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now * 1000) % 1000:03d}Z"
-            f"/{os.getpid()}/{secrets.token_hex(2)}")
+    return (
+        time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now * 1000) % 1000:03d}Z"
+        f"/{os.getpid()}/{secrets.token_hex(2)}"
+    )
 
 
 class ExpiryJournal:
@@ -68,7 +71,7 @@ class ExpiryJournal:
         line = memoryview(orjson.dumps({"run": self.run, **record}) + b"\n")
         try:
             while line:
-                line = line[os.write(self._fd, line):]
+                line = line[os.write(self._fd, line) :]
         except OSError as e:
             self._failed(e, "append to")
 
@@ -105,4 +108,4 @@ def _trim(path: Path, root: Path) -> None:
         raise safefs.os_error(e, path, "read") from None
     finally:
         os.close(fd)
-    safefs.replace_file(path, tail[tail.find(b"\n") + 1:], [root])
+    safefs.replace_file(path, tail[tail.find(b"\n") + 1 :], [root])

@@ -16,12 +16,12 @@ and falls back to the per-record path otherwise:
   the index in blocks (:meth:`~rmqstore_cli.store.index.IndexService.put_keys`): the
   writers own their bytes at both speeds; this module only decides what goes where.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import numpy as np
-
 from rmqstore_cli.formats.commitlog import (
     BODY_LENGTH_SIZE,
     PROPERTIES_LENGTH_SIZE,
@@ -30,21 +30,22 @@ from rmqstore_cli.formats.commitlog import (
     TRANSACTION_NOT_TYPE,
     TRANSACTION_ROLLBACK_TYPE,
 )
-from rmqstore_cli.store.properties import Properties, compiled_join
-from rmqstore_cli.store.commitlog.bulk import RecordBatch
-from rmqstore_cli.store.topics import TopicIds
+
 from rmqstore_cli.store.arrays import stable_argsort
-from rmqstore_cli.store.javahash.bulk import concat_hashes, index_hash, java_hashes, java_int
+from rmqstore_cli.store.commitlog.bulk import RecordBatch
 from rmqstore_cli.store.consume_queue import ConsumeQueueWriter
 from rmqstore_cli.store.dispatch import Dispatcher, InvalidForDispatch, parse_delay
 from rmqstore_cli.store.index import build_key
+from rmqstore_cli.store.javahash import java_hash
+from rmqstore_cli.store.javahash.bulk import concat_hashes, index_hash, java_hashes, java_int, java_range_hashes
 from rmqstore_cli.store.kinds import deliver_timestamp
 from rmqstore_cli.store.lmq import fan_out, fan_out_units, multi_ranges
 from rmqstore_cli.store.message import SCHEDULE_TOPIC
-from rmqstore_cli.store.javahash import java_hash
-from rmqstore_cli.store.javahash.bulk import java_range_hashes
+from rmqstore_cli.store.properties import Properties, compiled_join
+from rmqstore_cli.store.topics import TopicIds
 
 _SCHEDULE = SCHEDULE_TOPIC.encode()
+
 
 class BatchKeys:
     """The index keys of a block in ``IndexService#buildIndex`` order (per record its
@@ -53,8 +54,9 @@ class BatchKeys:
     computed once for the block. A sequence of ``bytes``: a key's bytes are made only
     when asked for (the per-key paths)."""
 
-    def __init__(self, cat: np.ndarray, a: np.ndarray, b: np.ndarray, hashes: np.ndarray | None,
-                 raw: bytes | None = None):
+    def __init__(
+        self, cat: np.ndarray, a: np.ndarray, b: np.ndarray, hashes: np.ndarray | None, raw: bytes | None = None
+    ):
         self.cat, self.a, self.b, self.hashes = cat, a, b, hashes
         self._raw = raw  # cat's bytes, made once when first asked for
 
@@ -68,9 +70,8 @@ class BatchKeys:
 
     def __getitem__(self, i):
         if isinstance(i, slice):
-            return BatchKeys(self.cat, self.a[i], self.b[i], None if self.hashes is None else self.hashes[i],
-                             self._raw)
-        return self._bytes()[int(self.a[i]):int(self.b[i])]
+            return BatchKeys(self.cat, self.a[i], self.b[i], None if self.hashes is None else self.hashes[i], self._raw)
+        return self._bytes()[int(self.a[i]) : int(self.b[i])]
 
     def __iter__(self):
         raw = self._bytes()
@@ -123,12 +124,26 @@ class FastDispatcher:
         magic V1/V2 and TOTALSIZE within the file), as columns of a :class:`RecordBatch`."""
         r = RecordBatch(a, pos)
         return {
-            "total": r.total, "magic": r.magic, "crc": r.body_crc, "queue_id": r.queue_id,
-            "queue_offset": r.queue_offset, "phy": r.physical_offset, "sys_flag": r.sys_flag,
-            "bh": r.born_host_len, "sh": r.store_host_len, "store_ts": r.store_timestamp,
-            "body_len_at": r.body_len_at, "body_len": r.body_len, "body_at": r.body_at,
-            "topic_len_size": r.topic_len_size, "topic_len": r.topic_len, "topic_at": r.topic_at,
-            "props_len_at": r.props_len_at, "props_len": r.props_len, "props_at": r.props_at, "expected": r.expected,
+            "total": r.total,
+            "magic": r.magic,
+            "crc": r.body_crc,
+            "queue_id": r.queue_id,
+            "queue_offset": r.queue_offset,
+            "phy": r.physical_offset,
+            "sys_flag": r.sys_flag,
+            "bh": r.born_host_len,
+            "sh": r.store_host_len,
+            "store_ts": r.store_timestamp,
+            "body_len_at": r.body_len_at,
+            "body_len": r.body_len,
+            "body_at": r.body_at,
+            "topic_len_size": r.topic_len_size,
+            "topic_len": r.topic_len,
+            "topic_at": r.topic_at,
+            "props_len_at": r.props_len_at,
+            "props_len": r.props_len,
+            "props_at": r.props_at,
+            "expected": r.expected,
         }  # columns only: no reference to the mapping survives the batch (the file is closed after it)
 
     @staticmethod
@@ -194,15 +209,17 @@ class FastDispatcher:
             sel_topics = np.fromiter((t.cq for t in self.topic_list), dtype=bool, count=len(self.topic_list))
             to_cq &= sel_topics[tids_a]
             if d.batch is not None:
-                to_cq = self._batch_queues(buf, to_cq, tids_a, qid, phy, size, tags_code[:m], store_ts[:m],
-                                           pa[:m], pl[:m], qoff)
+                to_cq = self._batch_queues(
+                    buf, to_cq, tids_a, qid, phy, size, tags_code[:m], store_ts[:m], pa[:m], pl[:m], qoff
+                )
             if multi is not None:
                 multi = multi[:, sel_topics[multi[1]]]  # names selected and safe as directories
             if multi is None or not multi.shape[1]:
                 self._consume_queues(np.flatnonzero(to_cq), tids_a, qid, phy, size, tags_code[:m], qoff)
             else:
-                self._consume_queues(*fan_out_units(np.flatnonzero(to_cq), multi, tids_a, qid, phy, size,
-                                                    tags_code[:m], qoff))
+                self._consume_queues(
+                    *fan_out_units(np.flatnonzero(to_cq), multi, tids_a, qid, phy, size, tags_code[:m], qoff)
+                )
         if self.dry and d.build_index and key_list:
             kphy = phy[key_owner]
             self.keys += int(np.count_nonzero(kphy >= self.dry_last_phy))
@@ -222,7 +239,7 @@ class FastDispatcher:
         miss = np.flatnonzero(tid < 0)
         if miss.size:
             topics, topic = self.topics, self.topic
-            raws = (bytes(buf[x:x + n]) for x, n in zip(ta[miss].tolist(), tl[miss].tolist()))
+            raws = (bytes(buf[x : x + n]) for x, n in zip(ta[miss].tolist(), tl[miss].tolist()))
             tid[miss] = [(topics.get(raw) or topic(raw)).id for raw in raws]
         return tid
 
@@ -242,14 +259,22 @@ class FastDispatcher:
             raw = pr.cat.tobytes()
             o, x, y = pr.value(b"DELAY\x01")
             keep = sch[tids[o]]
-            delay_fix = [(i, raw[u:v].decode("utf-8", "replace"))
-                         for i, u, v in zip(o[keep].tolist(), x[keep].tolist(), y[keep].tolist())]
+            delay_fix = [
+                (i, raw[u:v].decode("utf-8", "replace"))
+                for i, u, v in zip(o[keep].tolist(), x[keep].tolist(), y[keep].tolist())
+            ]
         multi_at = multi_ranges(pr) if self.d.config.enable_multi_dispatch else None
         got = pr.compiled_keys(~rollback, tids, self._prefix_hashes())  # the C loop: one pass
         if got is not None:
             with_keys = self.d.index is not None and not self.dry and got[0].size
-            return (tids, pr.tags_code, BatchKeys(pr.cat, got[1], got[2], got[3] if with_keys else None), got[0],
-                    delay_fix, multi_at)
+            return (
+                tids,
+                pr.tags_code,
+                BatchKeys(pr.cat, got[1], got[2], got[3] if with_keys else None),
+                got[0],
+                delay_fix,
+                multi_at,
+            )
         owner, ka, kb = pr.key_ranges(~rollback)
         order = stable_argsort(owner)  # per record: UNIQ_KEY, then the KEYS words
         owner, ka, kb = owner[order], ka[order], kb[order]
@@ -258,8 +283,11 @@ class FastDispatcher:
         with_keys = self.d.index is not None and not self.dry and owner.size
         nt = t_a.size
         raw = pr.cat.base if isinstance(pr.cat.base, bytes) else None
-        ra, rb, rm = (np.concatenate([t_a, ka]), np.concatenate([t_b, kb]), np.concatenate([tm, owner])) \
-            if with_keys else (t_a, t_b, tm)
+        ra, rb, rm = (
+            (np.concatenate([t_a, ka]), np.concatenate([t_b, kb]), np.concatenate([tm, owner]))
+            if with_keys
+            else (t_a, t_b, tm)
+        )
         wide = np.flatnonzero(pr.non_ascii_msg[rm]) if pr.hp.size else None  # only these may be non-ASCII
         h, lens = java_range_hashes(pr.cat, ra, rb, raw, pr.hp, wide)
         tags_code = np.zeros(len(tl), np.int64)
@@ -279,14 +307,16 @@ class FastDispatcher:
             if i >= len(to_cq) or not to_cq[i]:
                 continue
             t = self.topic_list[int(tids[i])]
-            fo = fan_out(t.name, int(qid[i]), names, offsets, enable_lmq=self.d.config.enable_lmq,
-                         broker5=self.d.broker5)
+            fo = fan_out(
+                t.name, int(qid[i]), names, offsets, enable_lmq=self.d.config.enable_lmq, broker5=self.d.broker5
+            )
             if fo is None:
                 continue
             if fo.problem:
                 problems[fo.problem] = problems.get(fo.problem, 0) + 1
-            rows.extend((i, self.topic(x.name.encode("utf-8", "surrogatepass")).id, x.queue_id, x.offset)
-                        for x in fo.targets)
+            rows.extend(
+                (i, self.topic(x.name.encode("utf-8", "surrogatepass")).id, x.queue_id, x.offset) for x in fo.targets
+            )
         if not rows:
             return None
         return np.array(rows, dtype=np.int64).T
@@ -295,22 +325,33 @@ class FastDispatcher:
         """hashCode of ``topic + "#"`` (uint32) per topic id."""
         pfx = getattr(self, "_pfx", None)
         if pfx is None or pfx.size != len(self.topic_list):
-            pfx = self._pfx = np.fromiter((t.prefix_hash for t in self.topic_list), dtype=np.uint32,
-                                          count=len(self.topic_list))
+            pfx = self._pfx = np.fromiter(
+                (t.prefix_hash for t in self.topic_list), dtype=np.uint32, count=len(self.topic_list)
+            )
         return pfx
 
     def _batch_queues(self, buf, to_cq, tids, qid, phy, size, tags_code, store_ts, pa, pl, qoff) -> np.ndarray:
         """The records of BatchCQ topics to the dispatcher's ``BatchDispatch`` (one by one:
         INNER_BASE and INNER_NUM are read from each one's properties); the rest of ``to_cq``."""
         topics = self.d.batch.topics
-        is_batch = np.fromiter((t.name in topics for t in self.topic_list), dtype=bool,
-                               count=len(self.topic_list))[tids] & to_cq
+        is_batch = (
+            np.fromiter((t.name in topics for t in self.topic_list), dtype=bool, count=len(self.topic_list))[tids]
+            & to_cq
+        )
         for i in np.flatnonzero(is_batch).tolist():
             self.units += 1
             if not self.dry:
                 at = int(pa[i])
-                self.d.batch.put(self.topic_list[int(tids[i])].name, int(qid[i]), int(phy[i]), int(size[i]),
-                                 int(tags_code[i]), int(store_ts[i]), bytes(buf[at:at + int(pl[i])]), int(qoff[i]))
+                self.d.batch.put(
+                    self.topic_list[int(tids[i])].name,
+                    int(qid[i]),
+                    int(phy[i]),
+                    int(size[i]),
+                    int(tags_code[i]),
+                    int(store_ts[i]),
+                    bytes(buf[at : at + int(pl[i])]),
+                    int(qoff[i]),
+                )
         self.d.units = self.units
         return to_cq & ~is_batch
 

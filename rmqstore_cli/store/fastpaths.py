@@ -10,6 +10,7 @@ append path's sizes live here, in :data:`FAST_PATHS`, and nowhere else; a caller
 force a path with the ``compiled`` parameter of
 :func:`~rmqstore_cli.store.commitlog.bulk.walk_records`.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -43,8 +44,9 @@ class FastPaths:
       0 appends and dispatches each send as it comes (the reference, ``CommitLog.append``).
     """
 
-    def __init__(self, json_min: int = 16, key_block: int = 1 << 16, gen_block: int = 1 << 13,
-                 pure: bool | None = None):
+    def __init__(
+        self, json_min: int = 16, key_block: int = 1 << 16, gen_block: int = 1 << 13, pure: bool | None = None
+    ):
         self.json_min, self.key_block, self.gen_block = json_min, key_block, gen_block
         self.pure = os.environ.get("RMQSTORE_PURE", "0") not in ("", "0") if pure is None else pure
 
@@ -69,7 +71,8 @@ class FastPaths:
                 "the compiled loops were asked for (compiled=True) but the C extension "
                 "rmqstore_cli.store._ckernels is not built, or was built for another layout",
                 hint="build it with `pip install -e .` or `python setup.py build_ext --inplace` "
-                     "(needs a C compiler), or leave compiled=None to run the reference loops")
+                "(needs a C compiler), or leave compiled=None to run the reference loops",
+            )
         return kernels
 
     def describe(self) -> str:

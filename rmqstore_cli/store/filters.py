@@ -6,6 +6,7 @@ One definition, applied two ways with the same verdicts: to a decoded record
 :class:`~rmqstore_cli.store.columns.MessageBlock` by its columns (:meth:`MessageFilter.select`),
 which only the filters that need no PROPERTIES can do (:meth:`MessageFilter.columnar`).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -32,8 +33,9 @@ class MessageFilter:
 
     def any(self) -> bool:
         """Whether any filter is given (a walk that shows nothing is then a negative answer)."""
-        return any(x is not None for x in (self.topic, self.queue_id, self.key, self.uniq_key, self.tag,
-                                           self.begin, self.end))
+        return any(
+            x is not None for x in (self.topic, self.queue_id, self.key, self.uniq_key, self.tag, self.begin, self.end)
+        )
 
     def columnar(self) -> bool:
         """Whether whole blocks can be filtered by their columns (no filter needs a property)."""
@@ -41,13 +43,22 @@ class MessageFilter:
 
     def matches(self, rec: Any) -> bool:
         """The verdict on one decoded record (``store.message.Message``)."""
-        return not (self.topic is not None and rec.topic != self.topic
-                    or self.queue_id is not None and rec.queue_id != self.queue_id
-                    or self.begin is not None and rec.store_timestamp < self.begin
-                    or self.end is not None and rec.store_timestamp > self.end
-                    or self.key is not None and self.key not in rec.keys
-                    or self.uniq_key is not None and rec.uniq_key != self.uniq_key
-                    or self.tag is not None and rec.tags != self.tag)
+        return not (
+            self.topic is not None
+            and rec.topic != self.topic
+            or self.queue_id is not None
+            and rec.queue_id != self.queue_id
+            or self.begin is not None
+            and rec.store_timestamp < self.begin
+            or self.end is not None
+            and rec.store_timestamp > self.end
+            or self.key is not None
+            and self.key not in rec.keys
+            or self.uniq_key is not None
+            and rec.uniq_key != self.uniq_key
+            or self.tag is not None
+            and rec.tags != self.tag
+        )
 
     def select(self, blk: Any) -> Any:
         """Indices of a block's records that pass the column filters (:meth:`columnar` ones)."""

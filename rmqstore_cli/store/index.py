@@ -4,6 +4,7 @@ Reading touches only the header, one slot and the chain's entries, so a look-up 
 420 MB file reads a few pages. Writing is ``IndexFile#putKey`` with the broker's chain,
 timeDiff and counter rules, and ``IndexService``'s roll (docs/format/index.md).
 """
+
 from __future__ import annotations
 
 import datetime as _dt
@@ -13,7 +14,6 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from rmqstore_cli.errors import StoreError
 from rmqstore_cli.formats import index as index_layout
 from rmqstore_cli.formats.index import (
     ENTRY_FORMAT,
@@ -25,10 +25,12 @@ from rmqstore_cli.formats.index import (
     TIME_DIFF_MAX,
     index_file_size,
 )
-from rmqstore_cli.store.mapped_files import release_pages
+
+from rmqstore_cli.errors import StoreError
 from rmqstore_cli.store import safefs
-from rmqstore_cli.store.safefs import make_dirs, map_file, open_for_write, open_read_only, os_error
 from rmqstore_cli.store.javahash import index_key_hash
+from rmqstore_cli.store.mapped_files import release_pages
+from rmqstore_cli.store.safefs import make_dirs, map_file, open_for_write, open_read_only, os_error
 
 _HEADER = struct.Struct(HEADER_FORMAT)
 _SLOT = struct.Struct(SLOT_FORMAT)
@@ -62,15 +64,29 @@ class IndexHeaderValues:
     index_count: int = 1
 
     def as_tuple(self) -> tuple[int, ...]:
-        return (self.begin_timestamp, self.end_timestamp, self.begin_phy_offset, self.end_phy_offset,
-                self.hash_slot_count, self.index_count)
+        return (
+            self.begin_timestamp,
+            self.end_timestamp,
+            self.begin_phy_offset,
+            self.end_phy_offset,
+            self.hash_slot_count,
+            self.index_count,
+        )
 
 
 class IndexFile:
     """One index file; read-only unless ``writable``."""
 
-    def __init__(self, path: Path, slot_num: int, index_num: int, writable: bool = False,
-                 roots: list[Path] | None = None, fresh: bool = False, lenient: bool = False):
+    def __init__(
+        self,
+        path: Path,
+        slot_num: int,
+        index_num: int,
+        writable: bool = False,
+        roots: list[Path] | None = None,
+        fresh: bool = False,
+        lenient: bool = False,
+    ):
         """``lenient`` (read-only): a file shorter than its header reads as a zero header
         instead of an error (``verify`` reports it)."""
         self.path = path
@@ -85,17 +101,23 @@ class IndexFile:
             if length < INDEX_HEADER_SIZE and not (lenient and not writable):
                 raise StoreError(f"index file has {length} bytes, less than its 40-byte header", path=path)
             if writable and length != self.size:  # every slot and entry written must lie in the file
-                raise StoreError(f"index file has {length} bytes, not the {self.size} of maxHashSlotNum={slot_num} "
-                                 f"and maxIndexNum={index_num}", path=path,
-                                 hint="pass the broker's --index-slots/--index-max or --broker-conf")
+                raise StoreError(
+                    f"index file has {length} bytes, not the {self.size} of maxHashSlotNum={slot_num} "
+                    f"and maxIndexNum={index_num}",
+                    path=path,
+                    hint="pass the broker's --index-slots/--index-max or --broker-conf",
+                )
             self.mm = map_file(fd, length, path, write=writable, fresh=writable and fresh)
         finally:
             os.close(fd)
         self.length = length
         #: Bytes from the start already allocated on disk (:meth:`reserve_entries`).
         self.reserved = 0
-        h = IndexHeaderValues(*_HEADER.unpack_from(self.mm, 0)) if length >= INDEX_HEADER_SIZE \
+        h = (
+            IndexHeaderValues(*_HEADER.unpack_from(self.mm, 0))
+            if length >= INDEX_HEADER_SIZE
             else IndexHeaderValues(index_count=0)
+        )
         #: indexCount as stored (the header's ``index_count`` reads a count <= 0 as 1).
         self.stored_count = h.index_count
         if h.index_count <= 0:  # IndexHeader#load: a stored count <= 0 reads as 1
@@ -119,8 +141,9 @@ class IndexFile:
     def read_slot(self, key_hash: int) -> int:
         pos = self.slot_pos(key_hash)
         if pos + HASH_SLOT_SIZE > self.length:  # a truncated file
-            raise StoreError(f"index slot {key_hash % self.slot_num} lies past the end of the file",
-                             path=self.path, offset=pos)
+            raise StoreError(
+                f"index slot {key_hash % self.slot_num} lies past the end of the file", path=self.path, offset=pos
+            )
         return _SLOT.unpack_from(self.mm, pos)[0]
 
     def read_entry(self, n: int) -> tuple[int, int, int, int]:
@@ -153,8 +176,9 @@ class IndexFile:
         b, e = self.header.begin_timestamp, self.header.end_timestamp
         return (begin < b and end > e) or (b <= begin <= e) or (b <= end <= e)
 
-    def select_phy_offset(self, key: str, max_num: int, begin: int, end: int,
-                          out: list[int] | None = None) -> list[int]:
+    def select_phy_offset(
+        self, key: str, max_num: int, begin: int, end: int, out: list[int] | None = None
+    ) -> list[int]:
         """``IndexFile#selectPhyOffset``: hash matches along the slot's chain, newest first."""
         out = [] if out is None else out
         h = index_key_hash(key)
@@ -246,7 +270,9 @@ class IndexFile:
             hdr.begin_phy_offset = int(phy[0])
             hdr.begin_timestamp = int(ts[0])
         # an AtomicInteger, as in put_key: a crafted count at Integer.MAX_VALUE wraps
-        hdr.hash_slot_count = (hdr.hash_slot_count + int(np.count_nonzero(old == 0)) + (1 << 31)) % (1 << 32) - (1 << 31)
+        hdr.hash_slot_count = (hdr.hash_slot_count + int(np.count_nonzero(old == 0)) + (1 << 31)) % (1 << 32) - (
+            1 << 31
+        )
         hdr.index_count = c0 + k
         hdr.end_phy_offset = int(phy[-1])
         hdr.end_timestamp = int(ts[-1])
@@ -300,8 +326,15 @@ class IndexFile:
             release_pages(self.mm, self.entries_base, self.entries_base + upto_entry * INDEX_ENTRY_SIZE)
 
     @classmethod
-    def create(cls, path: Path, slot_num: int, index_num: int, prev_end_phy: int = 0,
-               prev_end_ts: int = 0, roots: list[Path] | None = None) -> "IndexFile":
+    def create(
+        cls,
+        path: Path,
+        slot_num: int,
+        index_num: int,
+        prev_end_phy: int = 0,
+        prev_end_ts: int = 0,
+        roots: list[Path] | None = None,
+    ) -> IndexFile:
         """A new full-size file; a rolled file starts from the previous file's end values
         (``IndexService#getAndCreateLastIndexFile``). Created ``O_EXCL``/``O_NOFOLLOW``
         inside ``roots`` (default: its index dir's parent)."""
@@ -476,8 +509,16 @@ def _format_name(ts_ms: int, tz: _dt.tzinfo | None) -> str:
 class IndexService:
     """The index files of a store in name order; query and (for writers) build."""
 
-    def __init__(self, index_dir: Path, slot_num: int, index_num: int, max_msgs_num_batch: int = 64,
-                 writable: bool = False, tz: _dt.tzinfo | None = None, roots: list[Path] | None = None):
+    def __init__(
+        self,
+        index_dir: Path,
+        slot_num: int,
+        index_num: int,
+        max_msgs_num_batch: int = 64,
+        writable: bool = False,
+        tz: _dt.tzinfo | None = None,
+        roots: list[Path] | None = None,
+    ):
         self.dir = index_dir
         #: Where a writer may create and write index files (default: the index dir's parent).
         self.roots = list(roots) if roots is not None else [index_dir.parent]
@@ -496,8 +537,7 @@ class IndexService:
         #: (name, that store time).
         self.fallback_names: list[tuple[str, int]] = []
 
-    def query_offset(self, topic: str, key: str, max_num: int, begin: int, end: int,
-                     cap: bool = True) -> list[int]:
+    def query_offset(self, topic: str, key: str, max_num: int, begin: int, end: int, cap: bool = True) -> list[int]:
         """``IndexService#queryOffset``: newest file first; stops at a file older than ``begin``."""
         if cap:
             max_num = min(max_num, self.max_msgs_num_batch)
@@ -552,8 +592,9 @@ class IndexService:
             ms = int(t.timestamp() * 1000) + int(name[14:17]) + 1
             after = _format_name(ms, self.tz)  # not clamped: always later than name
         except (ValueError, OverflowError, OSError):
-            raise StoreError(f"index file name {name!r} is not yyyyMMddHHmmssSSS with a later one",
-                             path=self.dir / name) from None
+            raise StoreError(
+                f"index file name {name!r} is not yyyyMMddHHmmssSSS with a later one", path=self.dir / name
+            ) from None
         if len(after) != 17:
             raise StoreError(f"no index file name after {name!r}", path=self.dir / name)
         return after
@@ -581,7 +622,7 @@ class IndexService:
             k = min(f.index_num - f.header.index_count, n - i)
             if k <= 0:
                 raise StoreError("index put failed on a fresh file", path=f.path)
-            f.put_keys(hashes[i:i + k], phy[i:i + k], ts[i:i + k])
+            f.put_keys(hashes[i : i + k], phy[i : i + k], ts[i : i + k])
             i += k
             if f.is_write_full():
                 f.release_pages()
@@ -597,7 +638,7 @@ class IndexService:
             return
         last = files[-1]
         last.release_pages(last.header.index_count)
-        for f in files[self.released_files:len(files) - 1]:
+        for f in files[self.released_files : len(files) - 1]:
             f.release_pages()
         self.released_files = max(self.released_files, len(files) - 1)
 
@@ -634,8 +675,11 @@ def infer_index_geometry(files: list[Path], size: int) -> tuple[int, int]:
     body = size - INDEX_HEADER_SIZE
     max_slots = body // HASH_SLOT_SIZE
     if max_slots > 2_000_000:
-        raise StoreError(f"index files of {size} bytes are not the default size", path=files[0],
-                         hint="pass --index-slots and --index-max, or --broker-conf")
+        raise StoreError(
+            f"index files of {size} bytes are not the default size",
+            path=files[0],
+            hint="pass --index-slots and --index-max, or --broker-conf",
+        )
     samples = []
     try:
         for p in files:
@@ -647,8 +691,11 @@ def infer_index_geometry(files: list[Path], size: int) -> tuple[int, int]:
             else:
                 samples.pop().close()
         if body < 0 or not samples:
-            raise StoreError(f"cannot tell the index geometry of {size}-byte files", path=files[0],
-                             hint="pass --index-slots and --index-max, or --broker-conf")
+            raise StoreError(
+                f"cannot tell the index geometry of {size}-byte files",
+                path=files[0],
+                hint="pass --index-slots and --index-max, or --broker-conf",
+            )
         candidates = []
         for s in range(1, max_slots + 1):
             rest = body - s * HASH_SLOT_SIZE
@@ -661,9 +708,11 @@ def infer_index_geometry(files: list[Path], size: int) -> tuple[int, int]:
         for data in samples:
             data.close()
     if len(candidates) != 1:
-        raise StoreError(f"cannot tell the index geometry of {size}-byte files "
-                         f"({len(candidates)} candidates)", path=files[0],
-                         hint="pass --index-slots and --index-max, or --broker-conf")
+        raise StoreError(
+            f"cannot tell the index geometry of {size}-byte files ({len(candidates)} candidates)",
+            path=files[0],
+            hint="pass --index-slots and --index-max, or --broker-conf",
+        )
     return candidates[0]
 
 
@@ -710,7 +759,7 @@ class _PageReader:
             self.fd = None
 
 
-def _geometry_fits(data: "_PageReader", count: int, s: int, n: int) -> bool:
+def _geometry_fits(data: _PageReader, count: int, s: int, n: int) -> bool:
     """Entries of one chain share a slot: ``hash(prev) % S == hash(entry) % S`` for the
     newest entries, and the newest entry heads its slot's chain."""
     if count > n:

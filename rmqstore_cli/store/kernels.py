@@ -16,6 +16,7 @@ and index keys; their
 docstrings and ``_ckernels.c`` say what each does; each checks its arguments and raises
 rather than read outside a buffer, and runs without the GIL).
 """
+
 from __future__ import annotations
 
 import importlib
@@ -24,6 +25,7 @@ from rmqstore_cli.formats.commitlog import HEAD, MAGIC_V1, MAGIC_V2, PREFIX_DTYP
 from rmqstore_cli.formats.derive import field_offset
 from rmqstore_cli.formats.dledger import ENTRY_MAGIC, EntryHeader
 from rmqstore_cli.formats.properties import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR
+
 from rmqstore_cli.store.message import KEY_SEPARATOR, PROPERTY_KEYS, PROPERTY_TAGS, PROPERTY_UNIQ_KEY
 
 #: Bodies shorter than this get their CRC here; longer ones from zlib-ng (faster per byte,
@@ -37,13 +39,23 @@ def layout() -> dict[str, int]:
     ``DLedgerEntry`` header's magic and size, the PROPERTIES separators and the names of
     TAGS, KEYS and UNIQ_KEY), from ``formats/`` and :mod:`~rmqstore_cli.store.message`: the extension is used
     only when it was built with exactly this (its ``LAYOUT``)."""
-    return {"total_at": HEAD["total_size"].offset, "magic_at": HEAD["magic"].offset,
-            "prefix_size": PREFIX_DTYPE.itemsize, "magic_v1": MAGIC_V1, "magic_v2": MAGIC_V2,
-            "entry_magic": ENTRY_MAGIC, "entry_magic_at": field_offset(EntryHeader, "magic"),
-            "entry_size_at": field_offset(EntryHeader, "size"), "name_sep": ord(NAME_VALUE_SEPARATOR),
-            "pair_sep": ord(PROPERTY_SEPARATOR), "key_sep": ord(KEY_SEPARATOR),
-            **{k: (name + NAME_VALUE_SEPARATOR).encode() for k, name in
-               (("tags", PROPERTY_TAGS), ("keys", PROPERTY_KEYS), ("uniq_key", PROPERTY_UNIQ_KEY))}}
+    return {
+        "total_at": HEAD["total_size"].offset,
+        "magic_at": HEAD["magic"].offset,
+        "prefix_size": PREFIX_DTYPE.itemsize,
+        "magic_v1": MAGIC_V1,
+        "magic_v2": MAGIC_V2,
+        "entry_magic": ENTRY_MAGIC,
+        "entry_magic_at": field_offset(EntryHeader, "magic"),
+        "entry_size_at": field_offset(EntryHeader, "size"),
+        "name_sep": ord(NAME_VALUE_SEPARATOR),
+        "pair_sep": ord(PROPERTY_SEPARATOR),
+        "key_sep": ord(KEY_SEPARATOR),
+        **{
+            k: (name + NAME_VALUE_SEPARATOR).encode()
+            for k, name in (("tags", PROPERTY_TAGS), ("keys", PROPERTY_KEYS), ("uniq_key", PROPERTY_UNIQ_KEY))
+        },
+    }
 
 
 def _load():
@@ -66,4 +78,3 @@ if BUILT:
     #: prop_keys' key rows: columns, flags (a KEYS word; malformed UTF-8 inside), and its
     #: tagsCode of a TAGS value of malformed UTF-8 (left for the reference's replacements)
     KEY_COLS, KEY_WORD, KEY_WIDE, TAGS_WIDE = _EXT.KEY_COLS, _EXT.KEY_WORD, _EXT.KEY_WIDE, _EXT.TAGS_WIDE
-

@@ -9,6 +9,7 @@ would (slot chains per block, the header once per block). Only the append path u
 physical offsets only grow, so a deferred put never changes which keys the
 ``endPhyOffset`` check lets in.
 """
+
 from __future__ import annotations
 
 import numpy as np

@@ -22,6 +22,7 @@ transaction bits and a few properties.
   topic in RETRY_TOPIC.
 - ``normal``: anything else.
 """
+
 from __future__ import annotations
 
 import re
@@ -33,6 +34,7 @@ from rmqstore_cli.formats.sysflag import (
     TRANSACTION_PREPARED_TYPE,
     TRANSACTION_ROLLBACK_TYPE,
 )
+
 from rmqstore_cli.store.message import SCHEDULE_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 
 RETRY_PREFIX = "%RETRY%"  # MixAll.RETRY_GROUP_TOPIC_PREFIX
@@ -43,8 +45,11 @@ _INT_MIN, _INT_MAX = -(1 << 31), (1 << 31) - 1
 
 #: kinds decided by the topic alone (else by the transaction bits, else normal)
 TOPIC_KINDS = {TRANS_HALF_TOPIC: "half", TRANS_OP_HALF_TOPIC: "op", SCHEDULE_TOPIC: "delay"}
-TX_KINDS = {TRANSACTION_PREPARED_TYPE: "prepared", TRANSACTION_COMMIT_TYPE: "commit",
-            TRANSACTION_ROLLBACK_TYPE: "rollback"}
+TX_KINDS = {
+    TRANSACTION_PREPARED_TYPE: "prepared",
+    TRANSACTION_COMMIT_TYPE: "commit",
+    TRANSACTION_ROLLBACK_TYPE: "rollback",
+}
 #: every kind a table shows (``blank``: an end-of-file record, with --show-blank)
 KINDS = ("normal", "prepared", "commit", "rollback", "half", "op", "delay", "retry", "dlq", "blank")
 
@@ -98,8 +103,14 @@ def deliver_timestamp(level: int, store_timestamp: int, table: dict[int, int]) -
     return store_timestamp + table.get(level, 1000)
 
 
-def record_kind(topic: str, sys_flag: int, props: dict[str, str], store_timestamp: int,
-                prepared_transaction_offset: int, delay_table: dict[int, int]) -> Kind:
+def record_kind(
+    topic: str,
+    sys_flag: int,
+    props: dict[str, str],
+    store_timestamp: int,
+    prepared_transaction_offset: int,
+    delay_table: dict[int, int],
+) -> Kind:
     """The :class:`Kind` of one record (the module docstring gives the rules, in order)."""
     k = topic_kind(topic)
     if k in ("half", "op", "delay"):

@@ -16,11 +16,13 @@ name is refused and reported). Both stop at an offset ``Long#parseLong`` rejects
 broker's reput throws there and retries that message for ever) and write nothing when
 the two lists differ in length (``"[bug] queues.length!=queueOffsets.length"``).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 from rmqstore_cli.formats.consume_queue import CQ_STORE_UNIT_SIZE
+
 from rmqstore_cli.store.consume_queue import unsafe_topic
 from rmqstore_cli.store.message import SCHEDULE_TOPIC
 
@@ -108,8 +110,9 @@ class FanOut:
     detail: str = ""
 
 
-def fan_out(topic: str, queue_id: int, names: str | None, offsets: str | None, *,
-            enable_lmq: bool, broker5: bool = False) -> FanOut | None:
+def fan_out(
+    topic: str, queue_id: int, names: str | None, offsets: str | None, *, enable_lmq: bool, broker5: bool = False
+) -> FanOut | None:
     """``checkMultiDispatchQueue`` then ``ConsumeQueue#multiDispatchLmqQueue`` for one
     message: None when the message is not multi-dispatched (either property blank, or on
     5.x a topic :func:`excluded_topic` refuses)."""
@@ -204,14 +207,21 @@ def fan_out_units(idx, multi, tids, qid, phy, size, tags, qoff) -> tuple:
     rec, mt, mq, mo = multi
     at = np.concatenate([idx, rec])
     order = np.argsort(at, kind="stable")  # own unit first, listed queues in their order
-    cols = (np.concatenate([tids[idx], mt]), np.concatenate([qid[idx], mq]), phy[at], size[at], tags[at],
-            np.concatenate([qoff[idx], mo]))
+    cols = (
+        np.concatenate([tids[idx], mt]),
+        np.concatenate([qid[idx], mq]),
+        phy[at],
+        size[at],
+        tags[at],
+        np.concatenate([qoff[idx], mo]),
+    )
     cols = tuple(np.asarray(c, dtype=np.int64)[order] for c in cols)
     return (np.arange(len(at)), *cols)
 
 
-def listed_offset(props: dict[str, str], topic: str, msg_queue_id: int, queue_id: int | None,
-                  enable_lmq: bool = True) -> int | None:
+def listed_offset(
+    props: dict[str, str], topic: str, msg_queue_id: int, queue_id: int | None, enable_lmq: bool = True
+) -> int | None:
     """The offset a message's properties list for queue ``topic``/``queue_id`` (any queue
     id when None), or None when it lists none there: a unit of that queue pointing at the
     message is then its multi-dispatch unit, not the message's own."""
@@ -246,6 +256,7 @@ class MultiDispatchAppender:
     def wrap(self, spec) -> None:
         """Before the append: assign the offsets and re-encode the properties."""
         from rmqstore_cli.formats.properties import serialize_properties
+
         from rmqstore_cli.store.message import PROPERTY_WAIT, JavaHashMap
         from rmqstore_cli.store.properties import parse_properties
 
@@ -268,6 +279,7 @@ class MultiDispatchAppender:
     def advance(self, spec, sys_flag_type: int) -> None:
         """After the append: ``updateMultiQueueOffset`` for NOT and COMMIT messages."""
         from rmqstore_cli.formats.commitlog import TRANSACTION_COMMIT_TYPE, TRANSACTION_NOT_TYPE
+
         from rmqstore_cli.store.properties import parse_properties
 
         if sys_flag_type not in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE):

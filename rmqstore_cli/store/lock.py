@@ -9,6 +9,7 @@ locked the broker's way, so it can never mean "no lock held": mutating commands 
 such a store (exit 4). A missing ``lock`` is created as the broker creates it
 (``DefaultMessageStore#start`` writes "lock") and then locked.
 """
+
 from __future__ import annotations
 
 import errno
@@ -19,8 +20,7 @@ import struct
 from pathlib import Path
 
 from rmqstore_cli.errors import RefusedError, StoreError
-from rmqstore_cli.store.safefs import (O_CLOEXEC, O_NOFOLLOW, O_NONBLOCK, kind_of, open_read_only, os_error,
-                                       stat_regular)
+from rmqstore_cli.store.safefs import O_CLOEXEC, O_NOFOLLOW, O_NONBLOCK, kind_of, open_read_only, os_error, stat_regular
 
 _FLOCK = "hhqqi4x"  # struct flock on x86-64/aarch64 Linux
 LOCK_CONTENT = b"lock"  # DefaultMessageStore#start writes these 4 bytes
@@ -58,9 +58,11 @@ def check_lock_file(root: Path) -> None:
 
 
 def _not_regular(path: Path, mode: int) -> RefusedError:
-    return RefusedError(f"the store's lock is {kind_of(mode)}, not a regular file, so whether a broker "
-                        "holds the store cannot be told", path=path,
-                        hint="a broker's lock is a regular file; remove this one if no broker uses the store")
+    return RefusedError(
+        f"the store's lock is {kind_of(mode)}, not a regular file, so whether a broker holds the store cannot be told",
+        path=path,
+        hint="a broker's lock is a regular file; remove this one if no broker uses the store",
+    )
 
 
 def refuse_if_live(root: Path, force: bool = False, hint: str | None = None) -> None:
@@ -69,8 +71,11 @@ def refuse_if_live(root: Path, force: bool = False, hint: str | None = None) -> 
     check_lock_file(root)
     pid = lock_holder(root)
     if pid is not None and not force:
-        raise RefusedError(f"a live broker (pid {pid}) holds the store's lock", path=root / "lock",
-                           hint=hint or "stop the broker, or work on a snapshot")
+        raise RefusedError(
+            f"a live broker (pid {pid}) holds the store's lock",
+            path=root / "lock",
+            hint=hint or "stop the broker, or work on a snapshot",
+        )
 
 
 def abort_exists(root: Path) -> bool:
@@ -104,8 +109,7 @@ class StoreLock:
             try:
                 fcntl.fcntl(fd, fcntl.F_SETLK, struct.pack(_FLOCK, kind, os.SEEK_SET, 0, 1, 0))
             except OSError:
-                raise RefusedError("another process holds the store's lock", path=self.path,
-                                   hint=self.hint) from None
+                raise RefusedError("another process holds the store's lock", path=self.path, hint=self.hint) from None
             if created:
                 os.write(fd, LOCK_CONTENT)
         except BaseException:
@@ -141,7 +145,7 @@ class StoreLock:
             os.close(self.fd)  # closing the descriptor drops the POSIX lock
             self.fd = None
 
-    def __enter__(self) -> "StoreLock":
+    def __enter__(self) -> StoreLock:
         self.acquire()
         return self
 

@@ -16,15 +16,16 @@ Everything here touches only index headers, one slot and its chain per file, and
 records the chain points at, so a look-up in 420 MB index files reads a few pages.
 No numpy: ``decode-msgid`` and ``index-lookup`` start fast (``MessageStore`` reads queues lazily).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 from rmqstore_cli.store.commitlog import CommitLog, Status
 from rmqstore_cli.store.index import IndexFile, IndexService, build_key
+from rmqstore_cli.store.javahash import index_key_hash
 from rmqstore_cli.store.mapped_files import release_pages
 from rmqstore_cli.store.message import KEY_SEPARATOR, Message
-from rmqstore_cli.store.javahash import index_key_hash
 
 LONG_MAX = (1 << 63) - 1
 INT_MAX = (1 << 31) - 1
@@ -34,6 +35,7 @@ _TRUNCATION_SLACK = 999
 
 
 # ---------------------------------------------------------------- the real-key check
+
 
 def key_match(msg: Message, topic: str, key: str) -> str | None:
     """The client's real-key filter (``MQAdminImpl#queryMessage``): ``"uniq_key"`` when the
@@ -85,6 +87,7 @@ def _release_around(commitlog: CommitLog, offset: int, size: int) -> None:
 
 # ---------------------------------------------------------------- the broker's query
 
+
 @dataclass(slots=True)
 class Hit:
     """An index entry for ``topic#key`` and what lies at its offset.
@@ -122,8 +125,17 @@ class _RereadHit(Hit):
 
     __slots__ = ("_commitlog", "_ts")
 
-    def __init__(self, key: str, topic: str, physical_offset: int, index_file: str, match: str,
-                 commitlog: CommitLog, ts: int, reason: str = ""):
+    def __init__(
+        self,
+        key: str,
+        topic: str,
+        physical_offset: int,
+        index_file: str,
+        match: str,
+        commitlog: CommitLog,
+        ts: int,
+        reason: str = "",
+    ):
         Hit.__init__(self, key, topic, physical_offset, index_file, None, match, reason)
         self._commitlog, self._ts = commitlog, ts
 
@@ -140,8 +152,9 @@ class _RereadHit(Hit):
         return self._ts
 
 
-def query_offset(index: IndexService, topic: str, key: str, max_num: int, begin: int, end: int,
-                 cap: bool = True) -> list[tuple[int, str]]:
+def query_offset(
+    index: IndexService, topic: str, key: str, max_num: int, begin: int, end: int, cap: bool = True
+) -> list[tuple[int, str]]:
     """``IndexService#queryOffset`` with the file each offset came from: newest file first,
     stop at a file older than ``begin`` or at ``max_num`` hits (capped by maxMsgsNumBatch)."""
     if cap:
@@ -160,8 +173,9 @@ def query_offset(index: IndexService, topic: str, key: str, max_num: int, begin:
     return files
 
 
-def broker_query_message(index: IndexService, commitlog: CommitLog, topic: str, key: str, max_num: int,
-                         begin: int, end: int) -> list[Hit]:
+def broker_query_message(
+    index: IndexService, commitlog: CommitLog, topic: str, key: str, max_num: int, begin: int, end: int
+) -> list[Hit]:
     """``DefaultMessageStore#queryMessage`` (docs/format/index.md#the-brokers-query-and-the-clients-filter), then the client's key check.
 
     Up to 3 rounds of ``queryOffset(topic, key, maxNum, begin, lastQueryMsgTime)``; each
@@ -193,6 +207,7 @@ def broker_query_message(index: IndexService, commitlog: CommitLog, topic: str, 
 
 
 # ---------------------------------------------------------------- what a person means
+
 
 def _candidates(f: IndexFile, full_key: str, begin: int, end: int):
     """Entries of ``f`` on the key's chain whose hash matches and whose real store time
@@ -230,8 +245,15 @@ class LookupResult:
     capped: bool = False
 
 
-def lookup_key(index: IndexService, commitlog: CommitLog, topics: list[str], key: str, begin: int = 0,
-               end: int = LONG_MAX, max_hits: int = 64) -> LookupResult:
+def lookup_key(
+    index: IndexService,
+    commitlog: CommitLog,
+    topics: list[str],
+    key: str,
+    begin: int = 0,
+    end: int = LONG_MAX,
+    max_hits: int = 64,
+) -> LookupResult:
     """Messages of ``topics`` whose real key is ``key`` and whose store time lies in
     ``[begin, end]``; one hit per message (duplicate and split index entries merged).
 
@@ -262,11 +284,20 @@ def lookup_key(index: IndexService, commitlog: CommitLog, topics: list[str], key
                     continue
                 match = key_match(msg, topic, key)
                 if match is None:
-                    res.others.append(_RereadHit(key, topic, phy, f.name, "collision", commitlog,
-                                                 msg.store_timestamp))
+                    res.others.append(_RereadHit(key, topic, phy, f.name, "collision", commitlog, msg.store_timestamp))
                 elif not begin <= msg.store_timestamp <= end:
-                    res.others.append(_RereadHit(key, topic, phy, f.name, "outside", commitlog, msg.store_timestamp,
-                                          "store time outside the window"))
+                    res.others.append(
+                        _RereadHit(
+                            key,
+                            topic,
+                            phy,
+                            f.name,
+                            "outside",
+                            commitlog,
+                            msg.store_timestamp,
+                            "store time outside the window",
+                        )
+                    )
                 else:
                     res.hits.append(_RereadHit(key, topic, phy, f.name, match, commitlog, msg.store_timestamp))
                     true_count += 1

@@ -30,6 +30,7 @@ middle of a C loop, a numpy gather or a slice. Every mapping of a store file is 
 
 ``rmqstore --version`` says which (:func:`describe`).
 """
+
 from __future__ import annotations
 
 import importlib
@@ -43,8 +44,10 @@ from rmqstore_cli.errors import ShrunkError, StoreError
 #: Bytes a fallback copy reads per ``pread``.
 COPY_CHUNK = 8 << 20
 
-SHRUNK_HINT = ("the file was truncated while rmqstore read it (a broker, expire or a copy still writing the "
-               "store?); read a stable copy (stop the broker or let the copy finish) and run again")
+SHRUNK_HINT = (
+    "the file was truncated while rmqstore read it (a broker, expire or a copy still writing the "
+    "store?); read a stable copy (stop the broker or let the copy finish) and run again"
+)
 
 
 def _load():
@@ -70,7 +73,7 @@ _pulled = 0
 #: Entries of :data:`_seen` that :func:`check` has raised already.
 _raised = 0
 #: The guarded mappings still mapped, by file id (for the size checks).
-_live: "weakref.WeakValueDictionary[int, GuardedMap]" = weakref.WeakValueDictionary()
+_live: weakref.WeakValueDictionary[int, GuardedMap] = weakref.WeakValueDictionary()
 
 
 def describe() -> str:
@@ -194,7 +197,7 @@ def copy_file(fd: int, length: int, path) -> FileCopy:
         for a, b in _data_ranges(fd, length):
             pos = a
             while pos < b:
-                n = os.preadv(fd, [view[pos:min(b, pos + COPY_CHUNK)]], pos)
+                n = os.preadv(fd, [view[pos : min(b, pos + COPY_CHUNK)]], pos)
                 if n == 0:
                     raise shrunk(path, pos)
                 pos += n
@@ -217,9 +220,12 @@ def shrunk(path, offset: int) -> ShrunkError:
     except OSError:
         size = None
     if size is not None and size > offset:
-        return ShrunkError(f"{path} could not be read at offset {offset} (it has {size} bytes)", path=path,
-                           offset=offset, hint="an I/O error or a full tmpfs; check the disk (dmesg) or read a "
-                                               "copy of the store on another one")
+        return ShrunkError(
+            f"{path} could not be read at offset {offset} (it has {size} bytes)",
+            path=path,
+            offset=offset,
+            hint="an I/O error or a full tmpfs; check the disk (dmesg) or read a copy of the store on another one",
+        )
     return ShrunkError(f"{path} shrank while it was read", path=path, offset=offset, hint=SHRUNK_HINT)
 
 

@@ -4,20 +4,26 @@ Commit logs and consume queues are such queues: file name = 20-digit start offse
 every file created at its full size (sparse), a new one at ``last + size``. Readers map
 files read-only and never change a byte; writers map them read-write.
 """
+
 from __future__ import annotations
 
 import errno
 import mmap
-from collections.abc import Iterator
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from rmqstore_cli.errors import FileSizeError, StoreError
 from rmqstore_cli.store import mapguard
-from rmqstore_cli.store.safefs import (create_sized, map_file, open_for_write, open_read_only, reserve_ahead,
-                                       stat_regular)
-
+from rmqstore_cli.store.safefs import (
+    create_sized,
+    map_file,
+    open_for_write,
+    open_read_only,
+    reserve_ahead,
+    stat_regular,
+)
 
 #: The largest start offset a file name can have: ``Long.parseLong`` refuses a larger one.
 MAX_FILE_OFFSET = (1 << 63) - 1
@@ -107,8 +113,9 @@ class MappedFile:
 class MappedFileQueue:
     """The files of one directory (or several, for a multi-path commit log), by offset."""
 
-    def __init__(self, dirs: list[Path] | Path, file_size: int, writable: bool = False,
-                 roots: list[Path] | None = None):
+    def __init__(
+        self, dirs: list[Path] | Path, file_size: int, writable: bool = False, roots: list[Path] | None = None
+    ):
         self.dirs = [dirs] if isinstance(dirs, Path) else list(dirs)
         self.file_size = file_size
         self.writable = writable
@@ -123,7 +130,7 @@ class MappedFileQueue:
         self.load()
 
     @classmethod
-    def of_file(cls, path: Path, file_from_offset: int, file_size: int) -> "MappedFileQueue":
+    def of_file(cls, path: Path, file_from_offset: int, file_size: int) -> MappedFileQueue:
         """A read-only queue of this one file, whatever its name or directory (``dump-cq
         --file``): no directory is listed."""
         q = cls([], file_size)
@@ -149,11 +156,13 @@ class MappedFileQueue:
                     continue
                 offset = int(e.name)
                 if offset in found:
-                    raise StoreError(f"two files start at offset {offset}", path=e.path,
-                                     hint=f"the other is {found[offset]}")
+                    raise StoreError(
+                        f"two files start at offset {offset}", path=e.path, hint=f"the other is {found[offset]}"
+                    )
                 found[offset] = Path(e.path)
-        self.files = [MappedFile(p, off, self.file_size, self.writable, roots=self.roots)
-                      for off, p in sorted(found.items())]
+        self.files = [
+            MappedFile(p, off, self.file_size, self.writable, roots=self.roots) for off, p in sorted(found.items())
+        ]
 
     # ------------------------------------------------------------- lookups
     @property
@@ -186,8 +195,11 @@ class MappedFileQueue:
             size = regular_size(f.path)
             f.seen = max(f.seen, size)
             if size != self.file_size and not allow_odd:
-                raise FileSizeError(f"file has {size} bytes, expected {self.file_size}", path=f.path,
-                                    hint="pass the broker's file size options or --broker-conf")
+                raise FileSizeError(
+                    f"file has {size} bytes, expected {self.file_size}",
+                    path=f.path,
+                    hint="pass the broker's file size options or --broker-conf",
+                )
 
     # ------------------------------------------------------------- writing
     def create_file(self, start_offset: int) -> MappedFile:
@@ -228,8 +240,9 @@ def queue_dirs(consumequeue_dir: Path) -> Iterator[tuple[str, int, Path]]:
     except (FileNotFoundError, NotADirectoryError):
         return
     for t in topics:
-        for q in sorted((p for p in t.iterdir() if p.is_dir() and p.name.isdigit() and p.name.isascii()),
-                        key=lambda p: int(p.name)):
+        for q in sorted(
+            (p for p in t.iterdir() if p.is_dir() and p.name.isdigit() and p.name.isascii()), key=lambda p: int(p.name)
+        ):
             yield t.name, int(q.name), q
 
 

@@ -3,25 +3,32 @@
 Java compatibility lives here: the masked CRC32 (``UtilAll#crc32``), the offset message id
 (``MessageDecoder#createMessageId``) and the client UNIQ_KEY (``MessageClientIDSetter``).
 """
+
 from __future__ import annotations
 
 import datetime as _dt
 import functools
 import ipaddress
 import struct
-from socket import inet_ntoa as _inet_ntoa
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from socket import inet_ntoa as _inet_ntoa
 
+from rmqstore_cli.formats.message_id import (
+    ID_HEX_LENGTHS,
+    OFFSET_MSG_ID_TAIL_FORMAT,
+    OFFSET_MSG_ID_TAIL_SIZE,
+    UNIQ_KEY_TAIL_FORMAT,
+    UNIQ_KEY_TAIL_SIZE,
+)
+from rmqstore_cli.formats.properties import parse_properties
 from rmqstore_cli.formats.sysflag import (
     BORNHOST_V6_FLAG,
     MAGIC_V2,
     STOREHOSTADDRESS_V6_FLAG,
     TRANSACTION_MASK,
 )
-from rmqstore_cli.formats.message_id import (ID_HEX_LENGTHS, OFFSET_MSG_ID_TAIL_FORMAT, OFFSET_MSG_ID_TAIL_SIZE,
-                                             UNIQ_KEY_TAIL_FORMAT, UNIQ_KEY_TAIL_SIZE)
-from rmqstore_cli.formats.properties import parse_properties
+
 from rmqstore_cli.store.crc import crc32
 from rmqstore_cli.store.javahash import index_key_hash, java_hash  # noqa: F401 - the Java arithmetic, as tests/compat/test_java_compat.py imports it
 
@@ -42,6 +49,7 @@ SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"  # TopicValidator.RMQ_SYS_SCHEDULE_TOPIC
 TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
 TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
 
+
 def split_keys(raw: str | None) -> list[str]:
     """``KEYS.split(" ")`` as ``IndexService#buildIndex`` uses it: empty elements dropped,
     duplicates and order kept."""
@@ -59,6 +67,7 @@ def tags_code(tags: str | None) -> int:
 
 
 # ---------------------------------------------------------------- hosts
+
 
 def host_bytes(host: str) -> tuple[bytes, int]:
     """Parse ``ip:port`` / ``[v6]:port`` into (address bytes, port).
@@ -97,6 +106,7 @@ def address_text(address: bytes) -> str:
 
 
 # ---------------------------------------------------------------- message ids
+
 
 def offset_msg_id(store_address: bytes, store_port: int, physical_offset: int) -> str:
     """``MessageDecoder#createMessageId``: store address + int32 port + int64 offset, hex."""
@@ -139,7 +149,7 @@ class UniqKey:
         """``MessageClientIDSetter#getIPStrFromID``: dotted IPv4, or 8 uncompressed v6 groups."""
         if len(self.ip) == 4:
             return ".".join(str(b) for b in self.ip)
-        return ":".join(self.ip[i:i + 2].hex() for i in range(0, 16, 2))
+        return ":".join(self.ip[i : i + 2].hex() for i in range(0, 16, 2))
 
     def nearly_time(self, now_ms: int, tz: _dt.tzinfo | None = None) -> int:
         """``MessageClientIDSetter#getNearlyTimeFromID``: month start of *now* + span.
@@ -166,8 +176,16 @@ def decode_uniq_key(uniq_key: str) -> UniqKey:
 
 def encode_uniq_key(ip: bytes, pid: int, class_loader_hash: int, time_in_month_ms: int, counter: int) -> str:
     """``MessageClientIDSetter#createUniqID``: FIX_STRING + time + counter, upper-case hex."""
-    return (ip + struct.pack(UNIQ_KEY_TAIL_FORMAT, pid & 0xFFFF, class_loader_hash,
-                             time_in_month_ms & 0xFFFFFFFF, counter & 0xFFFF)).hex().upper()
+    return (
+        (
+            ip
+            + struct.pack(
+                UNIQ_KEY_TAIL_FORMAT, pid & 0xFFFF, class_loader_hash, time_in_month_ms & 0xFFFFFFFF, counter & 0xFFFF
+            )
+        )
+        .hex()
+        .upper()
+    )
 
 
 def month_start_ms(ts_ms: int, tz: _dt.tzinfo | None) -> int:
@@ -177,6 +195,7 @@ def month_start_ms(ts_ms: int, tz: _dt.tzinfo | None) -> int:
 
 
 # ---------------------------------------------------------------- the decoded record
+
 
 @dataclass(slots=True)
 class Message:
@@ -272,6 +291,7 @@ class Message:
 
 
 # ---------------------------------------------------------------- java.util.HashMap order
+
 
 class JavaHashMap:
     """Iteration order of a ``java.util.HashMap<String, String>`` (docs/format/properties.md#property-order).

@@ -1,5 +1,6 @@
 """MessageStore: one store directory opened for reading (or writing), like
 ``DefaultMessageStore``: config with sizes checked, commit log, queues, index, checkpoint."""
+
 from __future__ import annotations
 
 import datetime as _dt
@@ -7,12 +8,12 @@ import os
 from functools import cached_property
 
 from rmqstore_cli.errors import StoreError, UsageError
+from rmqstore_cli.store import safefs
 from rmqstore_cli.store.checkpoint import StoreCheckpoint
 from rmqstore_cli.store.commitlog import CommitLog
 from rmqstore_cli.store.config import StoreConfig
 from rmqstore_cli.store.index import IndexService
 from rmqstore_cli.store.mapped_files import queue_dirs
-from rmqstore_cli.store import safefs
 
 STORE_MARKERS = ("commitlog", "consumequeue", "index", "checkpoint")
 #: Most topics a look-up without a topic asks the index about, one by one.
@@ -28,8 +29,14 @@ class MessageStore:
         self.warnings: list[str] = []
 
     @classmethod
-    def open(cls, config: StoreConfig, tz: _dt.tzinfo | None = None, defer_index: bool = False,
-             infer_sizes: bool = True, rocksdb: bool = True) -> "MessageStore":
+    def open(
+        cls,
+        config: StoreConfig,
+        tz: _dt.tzinfo | None = None,
+        defer_index: bool = False,
+        infer_sizes: bool = True,
+        rocksdb: bool = True,
+    ) -> MessageStore:
         """Open an existing store read-only; refuse what is not a store or not readable.
         ``defer_index``: index files that disagree on their size fail only ``.index``.
         ``infer_sizes=False``: the sizes are left to the caller (``verify`` infers them
@@ -37,17 +44,20 @@ class MessageStore:
         a command that writes queues or deletes files refuses a RocksDB consume queue."""
         root = config.root
         if not root.is_dir():
-            raise StoreError("no such store directory", path=root,
-                             hint="pass --store DIR, or a --broker-conf that names storePathRootDir")
-        if not any((root / m).exists() for m in STORE_MARKERS) and not any(
-                d.is_dir() for d in config.commitlog_dirs):
-            raise StoreError("not a RocketMQ store (no commitlog/, consumequeue/, index/ or checkpoint)",
-                             path=root)
+            raise StoreError(
+                "no such store directory",
+                path=root,
+                hint="pass --store DIR, or a --broker-conf that names storePathRootDir",
+            )
+        if not any((root / m).exists() for m in STORE_MARKERS) and not any(d.is_dir() for d in config.commitlog_dirs):
+            raise StoreError("not a RocketMQ store (no commitlog/, consumequeue/, index/ or checkpoint)", path=root)
         refuse_unsupported(config)
         if not rocksdb and is_rocksdb_store(config):
-            raise StoreError("the consume queues are in RocksDB (storeType=defaultRocksDB), which this command "
-                             "does not write", path=config.consumequeue_dir,
-                             hint="rebuild-index --output DIR writes file consume queues beside it")
+            raise StoreError(
+                "the consume queues are in RocksDB (storeType=defaultRocksDB), which this command does not write",
+                path=config.consumequeue_dir,
+                hint="rebuild-index --output DIR writes file consume queues beside it",
+            )
         store = cls(config, tz)
         if infer_sizes:
             store.notes = config.infer_sizes(defer_index=defer_index)
@@ -89,8 +99,13 @@ class MessageStore:
     def index(self) -> IndexService:
         if self.config.index_geometry_error is not None:
             raise self.config.index_geometry_error
-        return IndexService(self.config.index_dir, self.config.max_hash_slot_num, self.config.max_index_num,
-                            self.config.max_msgs_num_batch, tz=self.tz)
+        return IndexService(
+            self.config.index_dir,
+            self.config.max_hash_slot_num,
+            self.config.max_index_num,
+            self.config.max_msgs_num_batch,
+            tz=self.tz,
+        )
 
     @cached_property
     def checkpoint(self) -> StoreCheckpoint | None:
@@ -106,13 +121,19 @@ class MessageStore:
         :data:`MAX_SEARCH_TOPICS` topics: only those with consume queues on disk are
         searched (a warning says so); more than that many of those is a UsageError (pass
         ``--topic``). Warnings go to :attr:`warnings` for the command to print."""
-        found = {t for t, _ in self.rocksdb_cq.queue_ids()} if self.rocksdb_cq is not None else \
-            {t for t, _, _ in queue_dirs(self.config.consumequeue_dir)}
+        found = (
+            {t for t, _ in self.rocksdb_cq.queue_ids()}
+            if self.rocksdb_cq is not None
+            else {t for t, _, _ in queue_dirs(self.config.consumequeue_dir)}
+        )
         on_disk = len(found)
         if on_disk > MAX_SEARCH_TOPICS:
-            raise UsageError(f"the store has {on_disk} topics with consume queues, more than the "
-                             f"{MAX_SEARCH_TOPICS} searched one by one without a topic",
-                             path=self.config.consumequeue_dir, hint="pass --topic")
+            raise UsageError(
+                f"the store has {on_disk} topics with consume queues, more than the "
+                f"{MAX_SEARCH_TOPICS} searched one by one without a topic",
+                path=self.config.consumequeue_dir,
+                hint="pass --topic",
+            )
         found |= self._rocksdb_config_topics()
         p = self.config.root / "config" / "topics.json"
         if os.path.lexists(p):
@@ -126,9 +147,11 @@ class MessageStore:
             if isinstance(table, dict):
                 named = {k for k in table if isinstance(k, str)}
                 if len(found | named) > MAX_SEARCH_TOPICS:
-                    self.warnings.append(f"config/topics.json names {len(named)} topics, more than the "
-                                         f"{MAX_SEARCH_TOPICS} searched one by one: searching only the {on_disk} "
-                                         "with consume queues on disk (pass --topic to search another)")
+                    self.warnings.append(
+                        f"config/topics.json names {len(named)} topics, more than the "
+                        f"{MAX_SEARCH_TOPICS} searched one by one: searching only the {on_disk} "
+                        "with consume queues on disk (pass --topic to search another)"
+                    )
                 else:
                     found |= named
         return sorted(found)
@@ -176,8 +199,11 @@ def refuse_unsupported(config: StoreConfig) -> None:
     """A DLedger commit log is read through its framing (``commitlog.dledger``); one enabled in
     the config must be on disk."""
     if config.enable_dleger_commit_log and config.dledger_dir is None:
-        raise StoreError("enableDLegerCommitLog=true but no dLegerSelfId and no dledger-*/data directory",
-                         path=config.root, hint="pass --broker-conf with dLegerSelfId")
+        raise StoreError(
+            "enableDLegerCommitLog=true but no dLegerSelfId and no dledger-*/data directory",
+            path=config.root,
+            hint="pass --broker-conf with dLegerSelfId",
+        )
 
 
 def is_rocksdb_store(config: StoreConfig) -> bool:

@@ -1,6 +1,7 @@
 """A commit-log record under the JSON field names (DESIGN.md, "Record field names"): the one
 shape dump-commitlog's JSON Lines, the library's ``Message.as_dict``, index hits, dump-cq's
 ``message`` and export's rows are built from."""
+
 from __future__ import annotations
 
 import base64

@@ -18,13 +18,15 @@ UNIQ_KEY through the index) and what is found decides.
 
 No numpy here: ``decode-msgid`` must start fast.
 """
+
 from __future__ import annotations
 
 import string
 from dataclasses import dataclass, field
 
-from rmqstore_cli.errors import StoreError
 from rmqstore_cli.formats.message_id import ID_HEX_LENGTHS
+
+from rmqstore_cli.errors import StoreError
 from rmqstore_cli.store.message import (
     Message,
     OffsetMsgId,
@@ -90,10 +92,10 @@ def parse_id(text: str) -> IdReading:
 
 def _judge_by_format(r: IdReading) -> None:
     o, q = r.offset, r.uniq
-    why_not_uniq = ("pid would be 0" if q.pid == 0 else
-                    f"time-in-month {q.time_in_month_ms} ms exceeds 31 days")
-    why_not_offset = (f"port would be {o.port}" if not 1 <= o.port <= 65535 else
-                      f"offset {o.physical_offset} is implausibly large")
+    why_not_uniq = "pid would be 0" if q.pid == 0 else f"time-in-month {q.time_in_month_ms} ms exceeds 31 days"
+    why_not_offset = (
+        f"port would be {o.port}" if not 1 <= o.port <= 65535 else f"offset {o.physical_offset} is implausibly large"
+    )
     if r.offset_plausible and not r.uniq_plausible:
         r.kind, r.basis = OFFSET_ID, f"format: port {o.port}, offset {o.physical_offset}; as a UNIQ_KEY {why_not_uniq}"
     elif r.uniq_plausible and not r.offset_plausible:
@@ -101,8 +103,10 @@ def _judge_by_format(r: IdReading) -> None:
     elif r.uniq_plausible:
         r.kind, r.basis = AMBIGUOUS, "format: plausible both as an offset msgId and as a UNIQ_KEY"
     else:
-        r.kind, r.basis = AMBIGUOUS, (f"format: implausible both ways (as an offset msgId {why_not_offset}; "
-                                      f"as a UNIQ_KEY {why_not_uniq})")
+        r.kind, r.basis = (
+            AMBIGUOUS,
+            (f"format: implausible both ways (as an offset msgId {why_not_offset}; as a UNIQ_KEY {why_not_uniq})"),
+        )
 
 
 def resolve_in_store(r: IdReading, store, topics: list[str]) -> None:
@@ -132,7 +136,10 @@ def resolve_in_store(r: IdReading, store, topics: list[str]) -> None:
             r.basis += f" but its store host is {r.offset_message.store_host}, not {o.store_host}"
     elif r.uniq_messages:
         n = len(r.uniq_messages)
-        r.kind, r.basis = UNIQ_KEY, f"store: {n} record{'s' if n != 1 else ''} carr{'y' if n != 1 else 'ies'} it as UNIQ_KEY"
+        r.kind, r.basis = (
+            UNIQ_KEY,
+            f"store: {n} record{'s' if n != 1 else ''} carr{'y' if n != 1 else 'ies'} it as UNIQ_KEY",
+        )
     else:
         r.basis += "; not found in the store either way"
     r.basis += index_problem

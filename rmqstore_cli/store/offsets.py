@@ -7,6 +7,7 @@ read ``consumerOffset.json.bak`` instead (``#loadBak``); a missing or empty ``.b
 the table empty (the broker starts with no offsets), a ``.bak`` that does not decode stops
 the broker. Keys are ``topic@group`` (``ConsumerOffsetManager.TOPIC_GROUP_SEPARATOR``).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -82,8 +83,9 @@ class OffsetTable:
     warnings: list[str] = field(default_factory=list)
 
 
-def load_consumer_offsets(config_dir: Path, name: str = CONSUMER_OFFSET_FILE, decode=decode_offset_table,
-                          optional: bool = False) -> OffsetTable:
+def load_consumer_offsets(
+    config_dir: Path, name: str = CONSUMER_OFFSET_FILE, decode=decode_offset_table, optional: bool = False
+) -> OffsetTable:
     """``ConfigManager#load`` then ``#loadBak`` for ``consumerOffset.json`` (or ``name``, read by
     ``decode``; module docstring). A file over the size cap, or not a regular file, is an error
     (StoreError), not a fallback. ``optional``: no warning when neither file exists."""
@@ -100,22 +102,29 @@ def load_consumer_offsets(config_dir: Path, name: str = CONSUMER_OFFSET_FILE, de
             return OffsetTable(decode(data), main)
         except DecodeError as e:
             at = f":{e.offset}" if e.offset is not None else ""
-            warnings.append(f"{main}{at} does not decode ({e.what}); the broker loads {bak.name} instead "
-                            "(ConfigManager#load)")
+            warnings.append(
+                f"{main}{at} does not decode ({e.what}); the broker loads {bak.name} instead (ConfigManager#load)"
+            )
     else:
-        warnings.append(f"{main} is {'empty' if data is not None else 'absent'}; the broker loads {bak.name} "
-                        "(ConfigManager#loadBak)")
+        warnings.append(
+            f"{main} is {'empty' if data is not None else 'absent'}; the broker loads {bak.name} "
+            "(ConfigManager#loadBak)"
+        )
     bdata = read_config_text(bak)
     if not bdata:
-        warnings.append(f"{bak} is {'empty' if bdata is not None else 'absent'}: the broker starts with no "
-                        "offsets from it")
+        warnings.append(
+            f"{bak} is {'empty' if bdata is not None else 'absent'}: the broker starts with no offsets from it"
+        )
         return OffsetTable({}, None, warnings)
     try:
         return OffsetTable(decode(bdata), bak, warnings)
     except DecodeError as e:
-        raise StoreError(f"neither {main.name} nor {bak.name} decodes ({e.what}): the broker would not start",
-                         path=bak, offset=e.offset,
-                         hint="ConfigManager#loadBak fails, so BrokerController#initialize does") from None
+        raise StoreError(
+            f"neither {main.name} nor {bak.name} decodes ({e.what}): the broker would not start",
+            path=bak,
+            offset=e.offset,
+            hint="ConfigManager#loadBak fails, so BrokerController#initialize does",
+        ) from None
 
 
 def split_key(key: str) -> tuple[str, str] | None:
@@ -144,14 +153,20 @@ class Progress:
         return self.max_offset - self.consumer_offset
 
     def to_dict(self) -> dict:
-        return {"group": self.group, "topic": self.topic, "queue_id": self.queue_id,
-                "consumer_offset": self.consumer_offset, "min_offset": self.min_offset,
-                "max_offset": self.max_offset, "lag": self.lag, "next_store_timestamp": self.next_store_timestamp,
-                "status": self.status}
+        return {
+            "group": self.group,
+            "topic": self.topic,
+            "queue_id": self.queue_id,
+            "consumer_offset": self.consumer_offset,
+            "min_offset": self.min_offset,
+            "max_offset": self.max_offset,
+            "lag": self.lag,
+            "next_store_timestamp": self.next_store_timestamp,
+            "status": self.status,
+        }
 
 
-def consumer_progress(store, table: dict[str, dict[int, int]], group: str | None = None,
-                      topic: str | None = None):
+def consumer_progress(store, table: dict[str, dict[int, int]], group: str | None = None, topic: str | None = None):
     """Per ``topic@group`` key and queue of ``table`` (filtered): the consumer offset against the
     queue's min and max offsets (``ConsumeQueue#getMinOffsetInQueue``/``#getMaxOffsetInQueue``)
     and the store time of the next message to consume. An offset below min (the messages

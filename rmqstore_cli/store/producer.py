@@ -7,6 +7,7 @@ UNIQ_KEY, and re-serialises the map; delayed and transactional sends are rewritt
 docs/format/properties.md#what-the-broker-adds-or-removes).
 The workload generator below drives that path for ``rmqstore generate``.
 """
+
 from __future__ import annotations
 
 import datetime as _dt
@@ -22,6 +23,7 @@ from rmqstore_cli.formats.commitlog import (
     TRANSACTION_ROLLBACK_TYPE,
 )
 from rmqstore_cli.formats.properties import serialize_properties
+
 from rmqstore_cli.store.commitlog import AppendSpec
 from rmqstore_cli.store.lmq import MULTI_DISPATCH
 from rmqstore_cli.store.message import (
@@ -128,8 +130,8 @@ class Workload:
         self.topic_names = [names[i] if i < len(names) else f"Topic{i}" for i in range(opts.topics)]
         self.producers = [self._producer(i) for i in range(4)]
         self.counter = 0
-        self.batch_topics = set(self.topic_names[:opts.bcq_topics])
-        self.compaction_topics = set(self.topic_names[opts.bcq_topics:opts.bcq_topics + opts.compaction_topics])
+        self.batch_topics = set(self.topic_names[: opts.bcq_topics])
+        self.compaction_topics = set(self.topic_names[opts.bcq_topics : opts.bcq_topics + opts.compaction_topics])
 
     def _producer(self, i: int) -> tuple[bytes, int, int]:
         ip = bytes([172, 16, self.rng.randrange(256), self.rng.randrange(1, 255)])
@@ -205,8 +207,18 @@ class Workload:
                 m = broker_map(client, self.profile, o.cluster)
                 m.put(PROPERTY_REAL_TOPIC, topic)
                 m.put(PROPERTY_REAL_QID, str(qid))
-                yield "delay", AppendSpec(SCHEDULE_TOPIC, level - 1, body, stored_properties(m, self.profile, True),
-                                          store_ms, sys_flag=sys_flag, **common)
+                yield (
+                    "delay",
+                    AppendSpec(
+                        SCHEDULE_TOPIC,
+                        level - 1,
+                        body,
+                        stored_properties(m, self.profile, True),
+                        store_ms,
+                        sys_flag=sys_flag,
+                        **common,
+                    ),
+                )
             elif r < o.delay_ratio + o.transaction_ratio:
                 yield from self._transaction(topic, qid, client, body, store_ms, sys_flag, common)
             elif r < o.delay_ratio + o.transaction_ratio + o.retry_ratio:
@@ -214,8 +226,12 @@ class Workload:
             else:
                 self._lmq(client)
                 m = broker_map(client, self.profile, o.cluster)
-                yield "normal", AppendSpec(topic, qid, body, stored_properties(m, self.profile), store_ms,
-                                           sys_flag=sys_flag, **common)
+                yield (
+                    "normal",
+                    AppendSpec(
+                        topic, qid, body, stored_properties(m, self.profile), store_ms, sys_flag=sys_flag, **common
+                    ),
+                )
 
     @property
     def retry_topic(self) -> str:
@@ -233,8 +249,16 @@ class Workload:
         m.put("MAX_RECONSUME_TIMES", "16")
         m.put(PROPERTY_REAL_TOPIC, rt)
         m.put(PROPERTY_REAL_QID, "0")
-        return AppendSpec(rt, 0, body, stored_properties(m, self.profile, True), store_ms, sys_flag=sys_flag,
-                          reconsume_times=self.rng.randint(1, 16), **common)
+        return AppendSpec(
+            rt,
+            0,
+            body,
+            stored_properties(m, self.profile, True),
+            store_ms,
+            sys_flag=sys_flag,
+            reconsume_times=self.rng.randint(1, 16),
+            **common,
+        )
 
     def _timer(self, topic, qid, client, body, store_ms, sys_flag, common) -> AppendSpec:
         """``HookUtils#transformTimerMessage`` (5.3.3): the client's TIMER_DELIVER_MS, the
@@ -253,8 +277,9 @@ class Workload:
         m.put(PROPERTY_TIMER_OUT_MS, str(out))
         m.put(PROPERTY_REAL_TOPIC, topic)
         m.put(PROPERTY_REAL_QID, str(qid))
-        return AppendSpec(TIMER_TOPIC, 0, body, stored_properties(m, self.profile), store_ms, sys_flag=sys_flag,
-                          **common)
+        return AppendSpec(
+            TIMER_TOPIC, 0, body, stored_properties(m, self.profile), store_ms, sys_flag=sys_flag, **common
+        )
 
     def _inner_batch(self, topic: str, qid: int, store_ms: int, born_ms: int) -> AppendSpec:
         """A 5.x client's batch to a BatchCQ topic, stored as one record (sysflag
@@ -262,6 +287,7 @@ class Workload:
         it, INNER_NUM the count; the writer adds INNER_BASE, ``BatchConsumeQueue#assignQueueOffset``)."""
         from rmqstore_cli.formats.batch_queue import PROPERTY_INNER_NUM
         from rmqstore_cli.formats.commitlog import INNER_BATCH_FLAG, NEED_UNWRAP_FLAG
+
         from rmqstore_cli.store.batch_queue import encode_inner_message
 
         n = self.rng.randint(1, 8)
@@ -273,11 +299,22 @@ class Workload:
             inner.put(PROPERTY_WAIT, "true")
             inner.put(PROPERTY_TAGS, self.rng.choice(TAGS))
             body += encode_inner_message(self._body(), serialize_properties(inner.items(), True).encode())
-        m = broker_map([(PROPERTY_WAIT, "true"), (PROPERTY_UNIQ_KEY, self._uniq_key(born_ms)),
-                        (PROPERTY_INNER_NUM, str(n))], self.profile, self.o.cluster)
-        return AppendSpec(topic, qid, body, stored_properties(m, self.profile, True), store_ms,
-                          born_timestamp=born_ms, born_host=self._born_host(), store_host=STORE_V4,
-                          sys_flag=INNER_BATCH_FLAG | NEED_UNWRAP_FLAG)
+        m = broker_map(
+            [(PROPERTY_WAIT, "true"), (PROPERTY_UNIQ_KEY, self._uniq_key(born_ms)), (PROPERTY_INNER_NUM, str(n))],
+            self.profile,
+            self.o.cluster,
+        )
+        return AppendSpec(
+            topic,
+            qid,
+            body,
+            stored_properties(m, self.profile, True),
+            store_ms,
+            born_timestamp=born_ms,
+            born_host=self._born_host(),
+            store_host=STORE_V4,
+            sys_flag=INNER_BATCH_FLAG | NEED_UNWRAP_FLAG,
+        )
 
     def _keyed(self, topic: str, store_ms: int, born_ms: int) -> AppendSpec:
         """A send to a compaction topic: one key of 16 (``k000``..``k015``, so compaction has
@@ -288,11 +325,23 @@ class Workload:
         key = f"k{self.rng.randrange(16):03d}"
         qid = abs(java_hash(key)) % self.o.queues
         body = f"{key}=v{self.counter}:".encode() + self._body()
-        client = [(PROPERTY_TAGS, "state"), (PROPERTY_KEYS, key), (PROPERTY_WAIT, "true"),
-                  (PROPERTY_UNIQ_KEY, self._uniq_key(born_ms))]
+        client = [
+            (PROPERTY_TAGS, "state"),
+            (PROPERTY_KEYS, key),
+            (PROPERTY_WAIT, "true"),
+            (PROPERTY_UNIQ_KEY, self._uniq_key(born_ms)),
+        ]
         m = broker_map(client, self.profile, self.o.cluster)
-        return AppendSpec(topic, qid, body, stored_properties(m, self.profile), store_ms, born_timestamp=born_ms,
-                          born_host=self._born_host(), store_host=STORE_V4)
+        return AppendSpec(
+            topic,
+            qid,
+            body,
+            stored_properties(m, self.profile),
+            store_ms,
+            born_timestamp=born_ms,
+            born_host=self._born_host(),
+            store_host=STORE_V4,
+        )
 
     def _lmq(self, client: list[tuple[str, str]]) -> None:
         """The producer's ``INNER_MULTI_DISPATCH`` (LMQ, RIP-28): one to three of the
@@ -338,20 +387,59 @@ class Workload:
             m = broker_map(client, self.profile, self.o.cluster)
             m.put(PROPERTY_REAL_TOPIC, topic)
             m.put(PROPERTY_REAL_QID, str(qid))
-            yield "half", AppendSpec(TRANS_HALF_TOPIC, 0, body, stored_properties(m, self.profile, True),
-                                     store_ms, sys_flag=sys_flag, **common)
+            yield (
+                "half",
+                AppendSpec(
+                    TRANS_HALF_TOPIC,
+                    0,
+                    body,
+                    stored_properties(m, self.profile, True),
+                    store_ms,
+                    sys_flag=sys_flag,
+                    **common,
+                ),
+            )
             commit = broker_map(client, self.profile, self.o.cluster)
             commit.put(PROPERTY_REAL_TOPIC, topic)
             commit.put(PROPERTY_REAL_QID, str(qid))
-            yield "commit", AppendSpec(topic, qid, body, stored_properties(commit, self.profile, True),
-                                       store_ms + 1, sys_flag=sys_flag | TRANSACTION_COMMIT_TYPE, **common)
+            yield (
+                "commit",
+                AppendSpec(
+                    topic,
+                    qid,
+                    body,
+                    stored_properties(commit, self.profile, True),
+                    store_ms + 1,
+                    sys_flag=sys_flag | TRANSACTION_COMMIT_TYPE,
+                    **common,
+                ),
+            )
             yield "op", AppendSpec(TRANS_OP_HALF_TOPIC, 0, b"", self.op_properties(), store_ms + 2, **common)
         else:
             self._lmq(client)
             m = broker_map(client, self.profile, self.o.cluster)
-            yield "prepared", AppendSpec(topic, qid, body, stored_properties(m, self.profile), store_ms,
-                                         sys_flag=sys_flag | TRANSACTION_PREPARED_TYPE, **common)
+            yield (
+                "prepared",
+                AppendSpec(
+                    topic,
+                    qid,
+                    body,
+                    stored_properties(m, self.profile),
+                    store_ms,
+                    sys_flag=sys_flag | TRANSACTION_PREPARED_TYPE,
+                    **common,
+                ),
+            )
             end = TRANSACTION_COMMIT_TYPE if self.rng.random() < 0.75 else TRANSACTION_ROLLBACK_TYPE
-            yield ("commit" if end == TRANSACTION_COMMIT_TYPE else "rollback"), AppendSpec(
-                topic, qid, body, stored_properties(m, self.profile), store_ms + 1,
-                sys_flag=sys_flag | end, **common)
+            yield (
+                ("commit" if end == TRANSACTION_COMMIT_TYPE else "rollback"),
+                AppendSpec(
+                    topic,
+                    qid,
+                    body,
+                    stored_properties(m, self.profile),
+                    store_ms + 1,
+                    sys_flag=sys_flag | end,
+                    **common,
+                ),
+            )

@@ -4,20 +4,29 @@
 bytes; :func:`pick_property` one value of one record without a full parse;
 :func:`props_well_formed` the cheap test of which records need the full parse.
 """
+
 from __future__ import annotations
 
 from functools import cached_property
 
 import numpy as np
-
 from rmqstore_cli.formats.commitlog import CRC32_PROPERTY
 from rmqstore_cli.formats.properties import NAME_VALUE_SEPARATOR, parse_properties
+
 from rmqstore_cli.store.arrays import BE_U32, byte_rows, bytes_base
 from rmqstore_cli.store.fastpaths import FAST_PATHS
-from rmqstore_cli.store.javahash.bulk import (RangeHashes, concat_hashes, index_hash, java_int, utf8_hashes,
-                                              window_hashes)
+from rmqstore_cli.store.javahash.bulk import (
+    RangeHashes,
+    concat_hashes,
+    index_hash,
+    java_int,
+    utf8_hashes,
+    window_hashes,
+)
 
-CRC_MARK = (CRC32_PROPERTY + NAME_VALUE_SEPARATOR).encode()  # the __CRC32# pair (docs/format/commitlog.md#whole-record-crc)
+CRC_MARK = (
+    CRC32_PROPERTY + NAME_VALUE_SEPARATOR
+).encode()  # the __CRC32# pair (docs/format/commitlog.md#whole-record-crc)
 
 
 def pick_property(props: bytes, name: bytes) -> bytes | None:
@@ -34,7 +43,7 @@ def pick_property(props: bytes, name: bytes) -> bytes | None:
     else:
         return None
     j = props.find(b"\x02", i)
-    v = props[i + len(name): j if j >= 0 else len(props)]
+    v = props[i + len(name) : j if j >= 0 else len(props)]
     if not v:  # an empty value is dropped by the parser; an earlier pair may still count
         return parse_properties(props.decode("utf-8", "replace")).get(name[:-1].decode(), "").encode() or None
     return v
@@ -53,9 +62,15 @@ def props_well_formed(props: bytes) -> bool:
     ``translate`` (in C, no split), must run \\x01 \\x02 \\x01 ... pair by pair."""
     seps = props.translate(None, _NOT_SEPARATOR)
     n = len(seps)
-    return (n <= len(_ALTERNATING) and seps == _ALTERNATING[:n] and (n % 2 == 0) == props.endswith(b"\x02")
-            and not props.startswith(b"\x01") and not props.endswith(b"\x01")
-            and b"\x02\x01" not in props and b"\x01\x02" not in props)
+    return (
+        n <= len(_ALTERNATING)
+        and seps == _ALTERNATING[:n]
+        and (n % 2 == 0) == props.endswith(b"\x02")
+        and not props.startswith(b"\x01")
+        and not props.endswith(b"\x01")
+        and b"\x02\x01" not in props
+        and b"\x01\x02" not in props
+    )
 
 
 def compiled_join(a: np.ndarray, at: np.ndarray, ln: np.ndarray) -> np.ndarray | None:
@@ -118,8 +133,11 @@ def _scan_pairs(cat: np.ndarray, moff: np.ndarray, pl: np.ndarray, tot: int, che
         first1 = ones  # one \x01 inside each pair (the usual case): no search needed
     else:
         k = np.searchsorted(ones, starts)
-        first1 = np.where(k < ones.size, ones[np.minimum(k, max(ones.size - 1, 0))], tot) if ones.size else \
-            np.full(starts.size, tot)
+        first1 = (
+            np.where(k < ones.size, ones[np.minimum(k, max(ones.size - 1, 0))], tot)
+            if ones.size
+            else np.full(starts.size, tot)
+        )
     return starts, owner, end, spaces, hp, ones, first1
 
 
@@ -143,7 +161,7 @@ class IndexKeys:
         self.owner, self.hash, self._cat, self._a, self._b, self._topic_of = owner, hash_, cat, a, b, topic_of
 
     def text(self, x: int) -> str:
-        key = bytes(self._cat[self._a[x]:self._b[x]]).decode("utf-8", "backslashreplace")
+        key = bytes(self._cat[self._a[x] : self._b[x]]).decode("utf-8", "backslashreplace")
         return f"{self._topic_of(int(self.owner[x]))}#{key}"
 
 
@@ -160,8 +178,15 @@ class Properties:
     hashed over UTF-16 code units in Python instead.
     """
 
-    def __init__(self, arr: np.ndarray, ps: np.ndarray, pl: np.ndarray, buf=None, checks: bool = True,
-                 joined: np.ndarray | None = None):
+    def __init__(
+        self,
+        arr: np.ndarray,
+        ps: np.ndarray,
+        pl: np.ndarray,
+        buf=None,
+        checks: bool = True,
+        joined: np.ndarray | None = None,
+    ):
         """``checks=False``: only pairs and values (what dispatch reads); no well-formedness
         marks, so :meth:`suspects` and :meth:`simple` are not available. ``joined``: the
         ranges' bytes already joined by the caller (verify's compiled loop)."""
@@ -181,8 +206,7 @@ class Properties:
         if joined is not None:
             cat = joined
         elif buf is not None:  # slicing the mapping and joining is cheaper than a numpy gather
-            cat = np.frombuffer(b"".join(map(buf.__getitem__, map(slice, ps.tolist(), (ps + pl).tolist()))),
-                                np.uint8)
+            cat = np.frombuffer(b"".join(map(buf.__getitem__, map(slice, ps.tolist(), (ps + pl).tolist()))), np.uint8)
         else:
             cat = arr[np.repeat(ps - moff, pl) + np.arange(tot)]
         self.cat = cat
@@ -362,8 +386,15 @@ class Properties:
             self.tags_code = np.zeros(self.n, np.int64)
             return z, z, z, z, z.astype(bool)
         tags = np.empty(self.n, np.int64)
-        args = (self.cat, self.moff, self.mend - self.moff, np.ascontiguousarray(indexable, bool),
-                np.ascontiguousarray(tid, np.int64), np.ascontiguousarray(prefix_hash, np.int64), tags)
+        args = (
+            self.cat,
+            self.moff,
+            self.mend - self.moff,
+            np.ascontiguousarray(indexable, bool),
+            np.ascontiguousarray(tid, np.int64),
+            np.ascontiguousarray(prefix_hash, np.int64),
+            tags,
+        )
         # room for every key: a UNIQ_KEY and a KEYS value a message, a word more per space
         rows = np.empty((2 * self.n + self.spaces.size, kern.KEY_COLS), np.int64)
         k = kern.prop_keys(*args, rows)
@@ -382,8 +413,9 @@ class Properties:
             ih[wide] = index_hash(concat_hashes(pfx, lens, h))
         return owner.copy(), a.copy(), b.copy(), ih, (flags & kern.KEY_WORD) != 0
 
-    def index_keys(self, tid: np.ndarray, prefix_hash: np.ndarray, indexable: np.ndarray,
-                   topic_names: list[bytes]) -> IndexKeys:
+    def index_keys(
+        self, tid: np.ndarray, prefix_hash: np.ndarray, indexable: np.ndarray, topic_names: list[bytes]
+    ) -> IndexKeys:
         """``IndexService#buildIndex`` keys (topic#UNIQ_KEY, topic#k for each KEYS word) with
         their hashes, every UNIQ_KEY first (the C loop's keys put in that order); sets
         :attr:`tags_code` too on the C path."""

@@ -19,6 +19,7 @@ per-record :class:`~rmqstore_cli.store.dispatch.Dispatcher`).
 
 In-place replacement is crash-safe; the protocol is described at :func:`rebuild_in_place`.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -35,8 +36,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
-
-from rmqstore_cli.errors import StoreError, UsageError
 from rmqstore_cli.formats.checkpoint import CHECKPOINT_FILE_SIZE
 from rmqstore_cli.formats.commitlog import (
     BORNHOST_V6_FLAG,
@@ -50,18 +49,19 @@ from rmqstore_cli.formats.commitlog import (
     MessageHead,
 )
 from rmqstore_cli.formats.consume_queue import CQ_STORE_UNIT_SIZE
+
+from rmqstore_cli.errors import StoreError, UsageError
 from rmqstore_cli.store import mapguard, safefs
+from rmqstore_cli.store.arrays import file_array
 from rmqstore_cli.store.checkpoint import StoreCheckpoint
 from rmqstore_cli.store.commitlog import CommitLog, ScanEnd, Status, check_framed, check_message, is_clean_end
+from rmqstore_cli.store.commitlog.bulk import walk_records
 from rmqstore_cli.store.config import SIZE_LEAST, StoreConfig
 from rmqstore_cli.store.dispatch import Dispatcher
-from rmqstore_cli.store.commitlog.bulk import walk_records
-from rmqstore_cli.store.arrays import file_array
-from rmqstore_cli.store.mapped_files import release_pages
 from rmqstore_cli.store.fastdispatch import FastDispatcher
 from rmqstore_cli.store.fastpaths import FAST_PATHS
 from rmqstore_cli.store.lock import StoreLock, abort_exists, refuse_if_live
-from rmqstore_cli.store.mapped_files import MappedFile, fsync_dir
+from rmqstore_cli.store.mapped_files import MappedFile, fsync_dir, release_pages
 from rmqstore_cli.store.root_entries import BACKUP_DIR
 
 _HEAD = struct.Struct(HEAD_FORMAT)
@@ -114,8 +114,10 @@ Progress = Callable[[int, int, int, int], None]  # (files done, bytes done, byte
 
 # ----------------------------------------------------------------- recovery region
 
-def recovery_start(files: list[MappedFile], abort: bool, checkpoint: StoreCheckpoint | None,
-                   dledger: bool = False) -> int:
+
+def recovery_start(
+    files: list[MappedFile], abort: bool, checkpoint: StoreCheckpoint | None, dledger: bool = False
+) -> int:
     """Index of the first file the broker's recovery scans (docs/format/recovery.md#normal-recovery).
 
     Normal (no ``abort``): the third-last file (4.9.7 and 5.0–5.3.1 ``recoverNormally``).
@@ -145,9 +147,17 @@ def recovery_start(files: list[MappedFile], abort: bool, checkpoint: StoreCheckp
 _STOP = {None: None, "blank": "blank"}  # walk_records' stop kinds; the rest cannot start a record
 
 
-def dispatch_file_records(fd: FastDispatcher, f, recovering: bool, check_crc: bool, force_prop_crc: bool,
-                          skipped: list, batch: int = BATCH, after_block=None, header: int = 0
-                          ) -> tuple[int | None, str]:
+def dispatch_file_records(
+    fd: FastDispatcher,
+    f,
+    recovering: bool,
+    check_crc: bool,
+    force_prop_crc: bool,
+    skipped: list,
+    batch: int = BATCH,
+    after_block=None,
+    header: int = 0,
+) -> tuple[int | None, str]:
     """Dispatch one commit-log file, block by block, as recovery (``recovering``: CRC checked,
     a size mismatch or invalid record ends the log) or the reput (a size mismatch is skipped
     into ``skipped``). Returns (position where dispatch stopped in the file or None, why).
@@ -160,8 +170,17 @@ def dispatch_file_records(fd: FastDispatcher, f, recovering: bool, check_crc: bo
     return got
 
 
-def _dispatch_file(fd: FastDispatcher, f, recovering: bool, check_crc: bool, force_prop_crc: bool,
-                   skipped: list, batch: int, after_block, header: int) -> tuple[int | None, str]:
+def _dispatch_file(
+    fd: FastDispatcher,
+    f,
+    recovering: bool,
+    check_crc: bool,
+    force_prop_crc: bool,
+    skipped: list,
+    batch: int,
+    after_block,
+    header: int,
+) -> tuple[int | None, str]:
     buf = f.buffer()
     limit = len(buf)
     a = file_array(buf)
@@ -208,8 +227,9 @@ def _dispatch_file(fd: FastDispatcher, f, recovering: bool, check_crc: bool, for
         return pos, check_framed(buf, pos, limit, f.file_from_offset, header).reason
 
 
-def classify_stop(f, stop_at: int, reason: str, recovering: bool, last_file: bool
-                  ) -> tuple[ScanEnd | None, Skipped | None]:
+def classify_stop(
+    f, stop_at: int, reason: str, recovering: bool, last_file: bool
+) -> tuple[ScanEnd | None, Skipped | None]:
     """Where dispatch stopped in a file: in the recovery region the end of the log (clean at
     the zero tail of the last file); before it, the rest of the file skipped, as a master's
     ``ReputMessageService#doReput`` does."""
@@ -221,13 +241,24 @@ def classify_stop(f, stop_at: int, reason: str, recovering: bool, last_file: boo
         if not clean and not last_file:
             end.reason = reason + "; later files are dropped by recovery"
         return end, None
-    return None, Skipped(off, len(f.buffer()) - stop_at, f.name,
-                         f"invalid record: {reason}; the master's reput skips the rest of the file")
+    return None, Skipped(
+        off,
+        len(f.buffer()) - stop_at,
+        f.name,
+        f"invalid record: {reason}; the master's reput skips the rest of the file",
+    )
 
 
-def dispatch_log(config: StoreConfig, dispatcher: Dispatcher, *, abort: bool,
-                 checkpoint: StoreCheckpoint | None, progress: Progress | None = None,
-                 dry_run: bool = False, batch: int = BATCH) -> DispatchReport:
+def dispatch_log(
+    config: StoreConfig,
+    dispatcher: Dispatcher,
+    *,
+    abort: bool,
+    checkpoint: StoreCheckpoint | None,
+    progress: Progress | None = None,
+    dry_run: bool = False,
+    batch: int = BATCH,
+) -> DispatchReport:
     """Dispatch the whole commit log as the broker's recovery + reput would; see the module doc."""
     t0 = time.perf_counter()
     rep = DispatchReport()
@@ -246,8 +277,12 @@ def dispatch_log(config: StoreConfig, dispatcher: Dispatcher, *, abort: bool,
     try:
         for i, f in enumerate(files):
             if i > 0 and f.file_from_offset != files[i - 1].end_offset:
-                rep.stop = ScanEnd(files[i - 1].end_offset, f"gap: no file between {files[i - 1].end_offset} and "
-                                   f"{f.file_from_offset}", f.name, clean=False)
+                rep.stop = ScanEnd(
+                    files[i - 1].end_offset,
+                    f"gap: no file between {files[i - 1].end_offset} and {f.file_from_offset}",
+                    f.name,
+                    clean=False,
+                )
                 break
             recovering = i >= rec
             header = cl.header_of(f)
@@ -258,8 +293,9 @@ def dispatch_log(config: StoreConfig, dispatcher: Dispatcher, *, abort: bool,
                 if progress:
                     progress(rep.files, done_bytes + end_pos, total_bytes, fd.messages)
 
-            stop_at, reason = dispatch_file_records(fd, f, recovering, check_crc and not header, force_prop_crc,
-                                                    rep.skipped, batch, after_block, header)
+            stop_at, reason = dispatch_file_records(
+                fd, f, recovering, check_crc and not header, force_prop_crc, rep.skipped, batch, after_block, header
+            )
             rep.files += 1
             done_bytes += f.file_size
             if stop_at is not None:
@@ -306,8 +342,9 @@ def cq_file_count(first: int, last: int, file_size: int) -> int:
     return (last * CQ_STORE_UNIT_SIZE) // file_size - (first * CQ_STORE_UNIT_SIZE) // file_size + 1
 
 
-def _first_crc_failure(buf, P: np.ndarray, fields: dict, limit: int, file_from: int, force: bool,
-                       a: np.ndarray | None = None) -> int | None:
+def _first_crc_failure(
+    buf, P: np.ndarray, fields: dict, limit: int, file_from: int, force: bool, a: np.ndarray | None = None
+) -> int | None:
     """Recovery's ``checkCRCOnRecover``: index of the first record whose body CRC (or, with
     ``forceVerifyPropCRC``, whole-record CRC) fails; ``a``, ``buf`` as a uint8 array, lets
     small bodies take the compiled CRC loop (:meth:`FastPaths.body_crcs`)."""
@@ -328,8 +365,9 @@ def _first_crc_failure(buf, P: np.ndarray, fields: dict, limit: int, file_from: 
 SIZE_OPTIONS = {attr: (prop, option) for attr, (prop, option, _) in SIZE_LEAST.items()}
 
 
-def size_sources(config: StoreConfig, opts: RebuildOptions, options: dict[str, int | None],
-                 broker_conf: str | os.PathLike | None) -> dict[str, dict]:
+def size_sources(
+    config: StoreConfig, opts: RebuildOptions, options: dict[str, int | None], broker_conf: str | os.PathLike | None
+) -> dict[str, dict]:
     """Where each size the rebuild writes with came from: the option, the broker config,
     the store's files of that kind, or nothing (None: the broker's default, unchecked).
     ``options``: attribute -> the value given on the command line (or None)."""
@@ -345,8 +383,10 @@ def size_sources(config: StoreConfig, opts: RebuildOptions, options: dict[str, i
     on_disk = {
         "mapped_file_size_commit_log": "the commit-log files",
         "mapped_file_size_consume_queue": "the store's consume-queue files"
-        if any(files_in(q) for _, _, q in queue_dirs(config.consumequeue_dir)) else
-        "the broker's default (a RocksDB consume queue has no file size)" if is_rocksdb_store(config) else None,
+        if any(files_in(q) for _, _, q in queue_dirs(config.consumequeue_dir))
+        else "the broker's default (a RocksDB consume queue has no file size)"
+        if is_rocksdb_store(config)
+        else None,
         "max_hash_slot_num": "the store's index files" if files_in(config.index_dir) else None,
     }
     on_disk["max_index_num"] = on_disk["max_hash_slot_num"]
@@ -377,17 +417,27 @@ def refuse_unsourced_sizes(sources: dict[str, dict], config: StoreConfig) -> Non
         return
     names = {prop: (attr, option) for attr, (prop, option) in SIZE_OPTIONS.items()}
     defaults = ", ".join(f"{p}={getattr(StoreConfig(), names[p][0])}" for p in missing)
-    sets = [d for d, props in (("consumequeue/", ("mappedFileSizeConsumeQueue",)),
-                                 ("index/", ("maxHashSlotNum", "maxIndexNum"))) if set(props) & set(missing)]
+    sets = [
+        d
+        for d, props in (
+            ("consumequeue/", ("mappedFileSizeConsumeQueue",)),
+            ("index/", ("maxHashSlotNum", "maxIndexNum")),
+        )
+        if set(props) & set(missing)
+    ]
     what = " and ".join(sets) if sets else "the commit log"
     opts = " and ".join(names[p][1] for p in missing)
     verb = "have" if len(sets) > 1 else "has"
-    raise UsageError(f"{what} {verb} no files to tell {'/'.join(missing)}, and neither --broker-conf nor an "
-                     f"option sets them (the broker's defaults would be {defaults})",
-                     path=config.root, hint=f"pass --broker-conf, or {opts}")
+    raise UsageError(
+        f"{what} {verb} no files to tell {'/'.join(missing)}, and neither --broker-conf nor an "
+        f"option sets them (the broker's defaults would be {defaults})",
+        path=config.root,
+        hint=f"pass --broker-conf, or {opts}",
+    )
 
 
 # ----------------------------------------------------------------- building a set
+
 
 @dataclass
 class RebuildOptions:
@@ -398,19 +448,29 @@ class RebuildOptions:
     dry_run: bool = False
 
     def key(self) -> dict:
-        return {"build_cq": self.build_cq, "build_index": self.build_index,
-                "topics": sorted(self.topics) if self.topics is not None else None}
+        return {
+            "build_cq": self.build_cq,
+            "build_index": self.build_index,
+            "topics": sorted(self.topics) if self.topics is not None else None,
+        }
 
 
-def build_set(config: StoreConfig, dest: Path, opts: RebuildOptions, progress: Progress | None = None
-              ) -> DispatchReport:
+def build_set(
+    config: StoreConfig, dest: Path, opts: RebuildOptions, progress: Progress | None = None
+) -> DispatchReport:
     """Dispatch the store's commit log into ``dest/consumequeue`` and ``dest/index``."""
     root = config.root
     ck = StoreCheckpoint.read(config.checkpoint_path) if config.checkpoint_path.exists() else None
-    d = Dispatcher(config, dest / "consumequeue", dest / "index", opts.tz, build_cq=opts.build_cq,
-                   build_index=opts.build_index, topics=opts.topics)
-    rep = dispatch_log(config, d, abort=abort_exists(root), checkpoint=ck, progress=progress,
-                       dry_run=opts.dry_run)
+    d = Dispatcher(
+        config,
+        dest / "consumequeue",
+        dest / "index",
+        opts.tz,
+        build_cq=opts.build_cq,
+        build_index=opts.build_index,
+        topics=opts.topics,
+    )
+    rep = dispatch_log(config, d, abort=abort_exists(root), checkpoint=ck, progress=progress, dry_run=opts.dry_run)
     rep.refused_topics = dict(d.topics.refused)
     rep.multi_dispatch_problems = dict(d.multi_problems)
     return rep
@@ -440,8 +500,9 @@ def _fsync_tree(path: Path) -> None:
         fsync_dir(Path(dirpath))
 
 
-def _new_checkpoint(base: StoreCheckpoint | None, rep: DispatchReport, opts: RebuildOptions,
-                    fresh: bool) -> StoreCheckpoint:
+def _new_checkpoint(
+    base: StoreCheckpoint | None, rep: DispatchReport, opts: RebuildOptions, fresh: bool
+) -> StoreCheckpoint:
     cp = StoreCheckpoint() if fresh or base is None else StoreCheckpoint(**asdict(base))
     if fresh and rep.last_store_timestamp:
         cp.physic_msg_timestamp = rep.last_store_timestamp
@@ -458,6 +519,7 @@ def _run_id() -> str:
 
 # ----------------------------------------------------------------- --output
 
+
 def check_output(out: Path, stores: list[Path]) -> None:
     """Refuse an ``--output`` that is, lies inside, or contains a directory being read (a
     store root, its data directories — which may be links to another disk — or a commit-log
@@ -468,14 +530,19 @@ def check_output(out: Path, stores: list[Path]) -> None:
     for st in stores:
         r = safefs.real(st)
         if o == r:
-            raise UsageError(f"--output {out} is the store {st} itself",
-                             hint="use --in-place to replace the store's own files")
+            raise UsageError(
+                f"--output {out} is the store {st} itself", hint="use --in-place to replace the store's own files"
+            )
         if safefs.is_inside(o, [r]):
-            raise UsageError(f"--output {out} lies inside the store {st}, which rebuild-index only reads",
-                             hint="choose a directory outside the store, or use --in-place")
+            raise UsageError(
+                f"--output {out} lies inside the store {st}, which rebuild-index only reads",
+                hint="choose a directory outside the store, or use --in-place",
+            )
         if safefs.is_inside(r, [o]):
-            raise UsageError(f"--output {out} contains the store {st}, which rebuild-index only reads",
-                             hint="choose a directory outside the store")
+            raise UsageError(
+                f"--output {out} contains the store {st}, which rebuild-index only reads",
+                hint="choose a directory outside the store",
+            )
     p = Path(o)
     while not os.path.lexists(p) and p.parent != p:
         p = p.parent
@@ -483,8 +550,14 @@ def check_output(out: Path, stores: list[Path]) -> None:
         raise UsageError(f"--output {out}: {p} is not a directory", hint="choose a directory for --output")
 
 
-def rebuild_to(config: StoreConfig, out: Path, opts: RebuildOptions, copy_commitlog: bool = False,
-               progress: Progress | None = None, build: Callable | None = None) -> tuple[DispatchReport, dict]:
+def rebuild_to(
+    config: StoreConfig,
+    out: Path,
+    opts: RebuildOptions,
+    copy_commitlog: bool = False,
+    progress: Progress | None = None,
+    build: Callable | None = None,
+) -> tuple[DispatchReport, dict]:
     """Write ``out/consumequeue``, ``out/index`` and ``out/checkpoint``; the source is only read.
     ``out/commitlog`` becomes a symlink to the source's (a copy with ``copy_commitlog``).
 
@@ -492,13 +565,23 @@ def rebuild_to(config: StoreConfig, out: Path, opts: RebuildOptions, copy_commit
     the store is removed again, and the error is one line."""
     check_output(out, [config.root, *config.commitlog_dirs, config.consumequeue_dir, config.index_dir])
     out = Path(safefs.real(out))
-    parts = [p for p, on in (("consumequeue", opts.build_cq), ("index", opts.build_index),
-                             (BCQ_DIR, _rebuilds_batch_queues(config, opts))) if on]
+    parts = [
+        p
+        for p, on in (
+            ("consumequeue", opts.build_cq),
+            ("index", opts.build_index),
+            (BCQ_DIR, _rebuilds_batch_queues(config, opts)),
+        )
+        if on
+    ]
     for p in parts:
         if os.path.lexists(out / p):
             raise UsageError(f"{out / p} already exists", hint="choose an empty --output directory")
-    plan = {"output": str(out), "writes": [str(out / p) for p in parts] + [str(out / "checkpoint")],
-            "commitlog": ("copy of " if copy_commitlog else "symlink to ") + ",".join(map(str, config.commitlog_dirs))}
+    plan = {
+        "output": str(out),
+        "writes": [str(out / p) for p in parts] + [str(out / "checkpoint")],
+        "commitlog": ("copy of " if copy_commitlog else "symlink to ") + ",".join(map(str, config.commitlog_dirs)),
+    }
     if opts.dry_run:
         rep = (build or build_set)(config, out / ".dry-run-never-written", opts, progress)
         return rep, plan
@@ -613,7 +696,7 @@ def _sparse_copy(src: Path, dst: Path, chunk: int = 1 << 20) -> None:
             b = fi.read(chunk)
             if not b:
                 break
-            if b == zero[:len(b)]:
+            if b == zero[: len(b)]:
                 fo.seek(len(b), os.SEEK_CUR)
             else:
                 fo.write(b)
@@ -673,8 +756,11 @@ def read_journal(root: Path) -> dict | None:
         raise
     why = _journal_problem(root, j)
     if why:
-        raise StoreError(f"rebuild journal refused: {why}", path=root / JOURNAL,
-                         hint="it was not written by this rebuild-index; inspect it, nothing was changed")
+        raise StoreError(
+            f"rebuild journal refused: {why}",
+            path=root / JOURNAL,
+            hint="it was not written by this rebuild-index; inspect it, nothing was changed",
+        )
     return j
 
 
@@ -695,12 +781,17 @@ def _journal_problem(root: Path, j) -> str | None:
         return name not in ("", ".", "..") and safefs.is_inside(os.path.dirname(a), [base])
 
     staging = j.get("staging")
-    if not (inside(staging) and safefs.real(os.path.dirname(os.path.abspath(staging))) == base
-            and os.path.basename(staging).startswith(STAGING_PREFIX)):
+    if not (
+        inside(staging)
+        and safefs.real(os.path.dirname(os.path.abspath(staging))) == base
+        and os.path.basename(staging).startswith(STAGING_PREFIX)
+    ):
         return "its staging directory is not a .rebuild-index-* directory of the store"
     parts = j.get("parts", [])
-    if not isinstance(parts, list) or not all(isinstance(x, list) and len(x) == 4 and x[3] in ("replace", "remove")
-                                              and all(inside(q) for q in x[:3]) for x in parts):
+    if not isinstance(parts, list) or not all(
+        isinstance(x, list) and len(x) == 4 and x[3] in ("replace", "remove") and all(inside(q) for q in x[:3])
+        for x in parts
+    ):
         return "a part names a path outside the store"
     cp = j.get("checkpoint")
     if cp is not None and not (isinstance(cp, list) and len(cp) == 3 and all(inside(q) for q in cp)):
@@ -788,9 +879,11 @@ def checkpoint_backup_bytes(path: Path) -> bytes | None:
         raise safefs.os_error(e, path, "read the checkpoint") from None
     if not stat.S_ISREG(st.st_mode) or st.st_size > CHECKPOINT_FILE_SIZE:
         what = safefs.kind_of(st.st_mode) if not stat.S_ISREG(st.st_mode) else f"{st.st_size} bytes"
-        raise StoreError(f"checkpoint is {what}, not a regular file of at most {CHECKPOINT_FILE_SIZE} bytes; "
-                         "not backed up", path=path,
-                         hint="move it away, or pass --no-backup to replace it without a backup")
+        raise StoreError(
+            f"checkpoint is {what}, not a regular file of at most {CHECKPOINT_FILE_SIZE} bytes; not backed up",
+            path=path,
+            hint="move it away, or pass --no-backup to replace it without a backup",
+        )
     return safefs.read_bounded(path, CHECKPOINT_FILE_SIZE, "checkpoint")
 
 
@@ -848,9 +941,13 @@ def recover_journal(root: Path) -> dict | None:
     return j
 
 
-def rebuild_in_place(config: StoreConfig, opts: RebuildOptions, no_backup: bool = False,
-                     progress: Progress | None = None, build: Callable | None = None
-                     ) -> tuple[DispatchReport | None, dict]:
+def rebuild_in_place(
+    config: StoreConfig,
+    opts: RebuildOptions,
+    no_backup: bool = False,
+    progress: Progress | None = None,
+    build: Callable | None = None,
+) -> tuple[DispatchReport | None, dict]:
     """Replace the store's own ``consumequeue/`` and ``index/`` (or the selected topics'
     queue directories) and update its checkpoint.
 
@@ -881,10 +978,17 @@ def rebuild_in_place(config: StoreConfig, opts: RebuildOptions, no_backup: bool 
     lock.acquire()
     try:
         prior = recover_journal(root)
-        if prior is not None and prior.get("outcome") == "completed" and prior.get("options") == opts.key() \
-                and not opts.dry_run:
-            return None, {"recovered": prior["id"], "outcome": "completed the interrupted rebuild",
-                          "backups": [] if prior["no_backup"] else [p[2] for p in prior["parts"]]}
+        if (
+            prior is not None
+            and prior.get("outcome") == "completed"
+            and prior.get("options") == opts.key()
+            and not opts.dry_run
+        ):
+            return None, {
+                "recovered": prior["id"],
+                "outcome": "completed the interrupted rebuild",
+                "backups": [] if prior["no_backup"] else [p[2] for p in prior["parts"]],
+            }
         run = _run_id()
         staging = root / (STAGING_PREFIX + run)
         keep = root / BACKUP_DIR / run  # the replaced sets, where verify and stats know them (root_entries)
@@ -905,9 +1009,12 @@ def rebuild_in_place(config: StoreConfig, opts: RebuildOptions, no_backup: bool 
             parts.append([str(root / BCQ_DIR), str(staging / BCQ_DIR), str(keep / BCQ_DIR), "replace"])
         backup_dirs += [str(keep), str(keep.parent)]  # --no-backup: removed once empty
         cp = config.checkpoint_path
-        plan = {"in_place": str(root), "replaces": [p[0] for p in parts] + [str(cp)],
-                "backups": [] if no_backup else [p[2] for p in parts] + [str(keep / cp.name)],
-                "staging": str(staging)}
+        plan = {
+            "in_place": str(root),
+            "replaces": [p[0] for p in parts] + [str(cp)],
+            "backups": [] if no_backup else [p[2] for p in parts] + [str(keep / cp.name)],
+            "staging": str(staging),
+        }
         if prior is not None:
             plan["recovered"] = prior["id"]
             plan["recovery_outcome"] = prior["outcome"]
@@ -917,9 +1024,17 @@ def rebuild_in_place(config: StoreConfig, opts: RebuildOptions, no_backup: bool 
             rep = (build or build_set)(config, staging / ".dry-run-never-written", opts, progress)
             return rep, plan
         marker = f".rebuild-{run}"
-        journal = {"id": run, "state": "building", "staging": str(staging), "parts": parts,
-                   "checkpoint": [str(cp), str(staging / "checkpoint"), str(keep / cp.name)],
-                   "no_backup": no_backup, "marker": marker, "options": opts.key(), "backup_dirs": backup_dirs}
+        journal = {
+            "id": run,
+            "state": "building",
+            "staging": str(staging),
+            "parts": parts,
+            "checkpoint": [str(cp), str(staging / "checkpoint"), str(keep / cp.name)],
+            "no_backup": no_backup,
+            "marker": marker,
+            "options": opts.key(),
+            "backup_dirs": backup_dirs,
+        }
         try:
             _write_journal(root, journal)
             rep = _build_staging(config, staging, parts, marker, opts, progress, build)
@@ -948,8 +1063,15 @@ def rebuild_in_place(config: StoreConfig, opts: RebuildOptions, no_backup: bool 
         lock.release()
 
 
-def _build_staging(config: StoreConfig, staging: Path, parts: list[list[str]], marker: str,
-                   opts: RebuildOptions, progress: Progress | None, build: Callable | None) -> DispatchReport:
+def _build_staging(
+    config: StoreConfig,
+    staging: Path,
+    parts: list[list[str]],
+    marker: str,
+    opts: RebuildOptions,
+    progress: Progress | None,
+    build: Callable | None,
+) -> DispatchReport:
     """Step 1 of :func:`rebuild_in_place`: the new set in ``staging``, marked and fsynced."""
     staging.mkdir()
     rep = (build or build_set)(config, staging, opts, progress)

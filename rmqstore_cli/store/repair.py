@@ -30,6 +30,7 @@ leaves (nothing, zeros, fewer than 8 bytes, or a record whose TOTALSIZE runs pas
 never a record that is damaged inside the file (verify names that damage), and a file
 longer than the configured size may only carry zeros beyond it.
 """
+
 from __future__ import annotations
 
 import os
@@ -38,8 +39,9 @@ from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from rmqstore_cli.errors import RefusedError, UsageError
 from rmqstore_cli.formats.commitlog import END_FILE_MIN_BLANK_LENGTH, MAGIC_V1, MAGIC_V2, PREFIX_FORMAT, RecordPrefix
+
+from rmqstore_cli.errors import RefusedError, UsageError
 from rmqstore_cli.store.commitlog import Status, blank_record, check_message
 
 _PREFIX_SIZE = RecordPrefix.sizeof()  # TOTALSIZE and MAGICCODE: what a cut may leave less of
@@ -78,8 +80,9 @@ def _majority_size(paths, target: Path, what: str, option: str) -> int:
     sizes.pop(0, None)
     top = sizes.most_common(2)
     if not top or (len(top) == 2 and top[0][1] == top[1][1]):
-        raise UsageError(f"the {what} file size cannot be told from the other files",
-                         hint=f"pass {option} or --broker-conf")
+        raise UsageError(
+            f"the {what} file size cannot be told from the other files", hint=f"pass {option} or --broker-conf"
+        )
     return top[0][0]
 
 
@@ -129,12 +132,17 @@ def _find_file(config, path: Path):
             same = False
         if same:
             if header_of(config, f):
-                raise RefusedError("a DLedger data file: DLedgerMmapFileStore frames its entries differently; "
-                                   "repair --pad pads only plain commit-log files", path=path)
+                raise RefusedError(
+                    "a DLedger data file: DLedgerMmapFileStore frames its entries differently; "
+                    "repair --pad pads only plain commit-log files",
+                    path=path,
+                )
             return f, i == len(q.files) - 1
-    raise UsageError(f"{path} is not a commit-log or consume-queue file of the store {config.root}",
-                     hint="give a file of its commitlog/ or consumequeue/TOPIC/QUEUE/ (with --broker-conf when "
-                          "storePathCommitLog names another directory)")
+    raise UsageError(
+        f"{path} is not a commit-log or consume-queue file of the store {config.root}",
+        hint="give a file of its commitlog/ or consumequeue/TOPIC/QUEUE/ (with --broker-conf when "
+        "storePathCommitLog names another directory)",
+    )
 
 
 def plan_pad(config, path: Path) -> PadPlan:
@@ -173,16 +181,29 @@ def _plan_queue_file(buf, name: str, length: int, size: int, last: bool) -> PadP
     from rmqstore_cli.formats.consume_queue import CQ_STORE_UNIT_SIZE
 
     if length > size and any(buf[size:length]):
-        raise RefusedError(f"{length} bytes, and units beyond mappedFileSizeConsumeQueue={size}: the file was "
-                           "written with another size", path=name, hint="pass the size the broker wrote it with "
-                           "(--cq-file-size or --broker-conf); nothing was changed")
+        raise RefusedError(
+            f"{length} bytes, and units beyond mappedFileSizeConsumeQueue={size}: the file was "
+            "written with another size",
+            path=name,
+            hint="pass the size the broker wrote it with (--cq-file-size or --broker-conf); nothing was changed",
+        )
     keep = min(length, size) // CQ_STORE_UNIT_SIZE * CQ_STORE_UNIT_SIZE
-    units = sum(1 for p in range(0, keep, CQ_STORE_UNIT_SIZE) if any(buf[p:p + CQ_STORE_UNIT_SIZE]))
+    units = sum(1 for p in range(0, keep, CQ_STORE_UNIT_SIZE) if any(buf[p : p + CQ_STORE_UNIT_SIZE]))
     dropped = length - keep if any(buf[keep:length]) else 0
-    return PadPlan(name, "consumequeue", last, length, size, units, keep, dropped, "none",
-                   "none" if length == size else "pad",
-                   "ConsumeQueue#recover ends the queue at its last whole unit; rebuild-index --only cq --topic "
-                   "rewrites the queue from the commit log")
+    return PadPlan(
+        name,
+        "consumequeue",
+        last,
+        length,
+        size,
+        units,
+        keep,
+        dropped,
+        "none",
+        "none" if length == size else "pad",
+        "ConsumeQueue#recover ends the queue at its last whole unit; rebuild-index --only cq --topic "
+        "rewrites the queue from the commit log",
+    )
 
 
 def _plan(buf, name: str, base: int, length: int, size: int, last: bool, force_crc: bool) -> PadPlan:
@@ -195,26 +216,50 @@ def _plan(buf, name: str, base: int, length: int, size: int, last: bool, force_c
         records += 1
     blank = c.status is Status.BLANK
     if length > size and any(buf[size:length]):
-        raise RefusedError(f"{length} bytes, and data beyond mappedFileSizeCommitLog={size}: the file was written "
-                           "with another size", path=name, hint="pass the size the broker wrote it with "
-                           "(--commitlog-file-size or --broker-conf); nothing was changed")
+        raise RefusedError(
+            f"{length} bytes, and data beyond mappedFileSizeCommitLog={size}: the file was written with another size",
+            path=name,
+            hint="pass the size the broker wrote it with (--commitlog-file-size or --broker-conf); nothing was changed",
+        )
     if length == size and last:  # loaded as it is; recovery ends the log at its first bad record itself
-        return PadPlan(name, "commitlog", last, length, size, records, pos, 0, "kept" if blank else "none", "none",
-                       f"the broker loads it; its recovery ends the log at {base + pos}")
+        return PadPlan(
+            name,
+            "commitlog",
+            last,
+            length,
+            size,
+            records,
+            pos,
+            0,
+            "kept" if blank else "none",
+            "none",
+            f"the broker loads it; its recovery ends the log at {base + pos}",
+        )
     if pos + (0 if last and not blank else _BLANK_SIZE) > size:
-        raise RefusedError(f"its records end at {pos}, past where a {size}-byte file has room for them "
-                           "(and a BLANK)", path=name, hint="check mappedFileSizeCommitLog; nothing was changed")
-    rest = b"" if blank else buf[pos:min(length, size)]  # after a BLANK "the remaining space may be any value"
+        raise RefusedError(
+            f"its records end at {pos}, past where a {size}-byte file has room for them (and a BLANK)",
+            path=name,
+            hint="check mappedFileSizeCommitLog; nothing was changed",
+        )
+    rest = b"" if blank else buf[pos : min(length, size)]  # after a BLANK "the remaining space may be any value"
     why = _not_a_cut(rest, size - pos, length >= size) if any(rest) else ""
     if why:
-        raise RefusedError(f"the bytes at {pos} are {why}, not a record cut short by the file's end: damage "
-                           "inside the file, which padding cannot make exact", path=name,
-                           hint="rmqstore verify names it; nothing was changed")
+        raise RefusedError(
+            f"the bytes at {pos} are {why}, not a record cut short by the file's end: damage "
+            "inside the file, which padding cannot make exact",
+            path=name,
+            hint="rmqstore verify names it; nothing was changed",
+        )
     dropped = len(rest) if any(rest) else 0
     if blank or last:
-        state, note = ("kept" if blank else "none"), ("the broker's recovery goes on to the next file at its BLANK"
-                                                      if blank else "the broker's recovery ends the log after its "
-                                                      "last good record and appends there")
+        state, note = (
+            ("kept" if blank else "none"),
+            (
+                "the broker's recovery goes on to the next file at its BLANK"
+                if blank
+                else "the broker's recovery ends the log after its last good record and appends there"
+            ),
+        )
     else:
         state, note = "written", "the broker's recovery goes on to the next file at the BLANK"
     action = "none" if length == size and state == "kept" else "pad"
@@ -258,5 +303,7 @@ def pad_command(root: Path, size: int, path: Path, queue: str | None = None) -> 
     pad = " ".join(["rmqstore repair --store", q(str(root)), opt, str(size), "--pad", q(str(path))])
     if queue is None:
         return pad
-    return (f"{pad} && rmqstore rebuild-index --store {q(str(root))} --cq-file-size {size} --in-place --only cq "
-            f"--topic {q(queue)}")
+    return (
+        f"{pad} && rmqstore rebuild-index --store {q(str(root))} --cq-file-size {size} --in-place --only cq "
+        f"--topic {q(queue)}"
+    )

@@ -3,6 +3,7 @@
 Offsets, times, hosts, flags, magic and the raw PROPERTIES bytes are kept, so a whole
 dump replays into a byte-identical commit log.
 """
+
 from __future__ import annotations
 
 import base64
@@ -11,9 +12,10 @@ import json
 from collections.abc import Iterator
 from typing import TextIO
 
-from rmqstore_cli.errors import UsageError
 from rmqstore_cli.formats.commitlog import MAGIC_V1, MAGIC_V2
 from rmqstore_cli.formats.properties import serialize_properties
+
+from rmqstore_cli.errors import UsageError
 from rmqstore_cli.store.commitlog import AppendSpec
 from rmqstore_cli.store.message import host_bytes
 
@@ -31,8 +33,10 @@ def spec_from_line(line: str | bytes, lineno: int, name: str) -> AppendSpec:
             r = json.loads(line)
         return spec_from_record(r)
     except (ValueError, KeyError, TypeError, binascii.Error) as e:
-        raise UsageError(f"{name}:{lineno}: not a dump-commitlog record: {e}",
-                         hint="produce it with dump-commitlog --format jsonl --body base64") from None
+        raise UsageError(
+            f"{name}:{lineno}: not a dump-commitlog record: {e}",
+            hint="produce it with dump-commitlog --format jsonl --body base64",
+        ) from None
 
 
 def spec_from_record(r: dict) -> AppendSpec:
@@ -124,7 +128,8 @@ def records_block(recs: list, send_block):
     names = [r["topic"] for r in recs]
     offsets = [[r.get(k) for r in recs] for k in ("queue_offset", "physical_offset")]
     if not all(type(t) is str for t in names) or not all(
-            v is None or (type(v) is int and v >= 0) for col in offsets for v in col):
+        v is None or (type(v) is int and v >= 0) for col in offsets for v in col
+    ):
         raise TypeError("a topic or offset of another type")
     topics: dict[str, int] = {}
     hosts: dict[bytes, int] = {}
@@ -145,19 +150,33 @@ def records_block(recs: list, send_block):
         return np.array([int(r.get(key, default)) for r in recs], np.int64)
 
     def host_ids(col: list) -> tuple[np.ndarray, np.ndarray]:
-        return (np.array([hosts.setdefault(a, len(hosts)) for a, _ in col], np.int64),
-                np.array([p for _, p in col], np.int64))
+        return (
+            np.array([hosts.setdefault(a, len(hosts)) for a, _ in col], np.int64),
+            np.array([p for _, p in col], np.int64),
+        )
 
     tid = np.array([topics.setdefault(t, len(topics)) for t in names], np.int64)
     bh, bp = host_ids(born)
     sh, sp = host_ids(store)
     props = [_props(r) for r in recs]
     return send_block(
-        list(topics), list(hosts), tid, ints("queue_id"), ints("flag", 0), ints("sys_flag", 0),
-        ints("born_timestamp"), ints("store_timestamp"), bh, bp, sh, sp, ints("reconsume_times", 0),
+        list(topics),
+        list(hosts),
+        tid,
+        ints("queue_id"),
+        ints("flag", 0),
+        ints("sys_flag", 0),
+        ints("born_timestamp"),
+        ints("store_timestamp"),
+        bh,
+        bp,
+        sh,
+        sp,
+        ints("reconsume_times", 0),
         ints("prepared_transaction_offset", 0),
         np.array([MAGIC_V2 if r.get("magic") == "v2" else MAGIC_V1 for r in recs], np.int64),
         np.array([-1 if v is None else v for v in offsets[0]], np.int64),
         np.array([-1 if v is None else v for v in offsets[1]], np.int64),
         bodies=[_body(r) for r in recs],
-        props=[p if isinstance(p, bytes) else p.encode("utf-8", "surrogatepass") for p in props])
+        props=[p if isinstance(p, bytes) else p.encode("utf-8", "surrogatepass") for p in props],
+    )

@@ -12,12 +12,14 @@ lists, consumer offsets for consumer-progress. Layouts: ``formats/rocksdb_cq.py`
 The broker merges the JSON files over v1 when their data version is newer (``#merge``);
 consumer-progress shows both, each row naming where it came from.
 """
+
 from __future__ import annotations
 
 import struct
 from pathlib import Path
 
 from rmqstore_cli.formats import rocksdb_cq as fmt
+
 from rmqstore_cli.store.configfiles import DecodeError
 from rmqstore_cli.store.offsets import OffsetTable, decode_wrapper_offsets
 

@@ -15,6 +15,7 @@ same views as the file :class:`~rmqstore_cli.store.consume_queue.ConsumeQueue`
 (``max_offset``, ``min_offset``, ``units``, ``unit_arrays``, ``units_at``), so dump-cq,
 search-offset, stats and verify read either.
 """
+
 from __future__ import annotations
 
 import struct
@@ -24,9 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from rmqstore_cli.formats import rocksdb_cq as fmt
 
 from rmqstore_cli.errors import StoreError
-from rmqstore_cli.formats import rocksdb_cq as fmt
 from rmqstore_cli.store import safefs
 from rmqstore_cli.store.consume_queue import Unit
 
@@ -44,13 +45,12 @@ EXTRA_HINT = "install the rocksdb extra: pip install 'rmqstore[rocksdb]'"
 
 def cq_key(topic: bytes, queue_id: int, cq_offset: int) -> bytes:
     """``RocksDBConsumeQueueTable#buildCQKeyByteBuffer0``."""
-    return fmt.CqKey.build({"topic_length": len(topic), "topic": topic, "queue_id": queue_id,
-                            "cq_offset": cq_offset})
+    return fmt.CqKey.build({"topic_length": len(topic), "topic": topic, "queue_id": queue_id, "cq_offset": cq_offset})
 
 
 def queue_prefix(topic: bytes, queue_id: int) -> bytes:
     """The first bytes of every key of one queue (its cq offset follows)."""
-    return cq_key(topic, queue_id, 0)[:-_CQ_OFFSET.size]
+    return cq_key(topic, queue_id, 0)[: -_CQ_OFFSET.size]
 
 
 def _parse_key(key: bytes, fixed: int, layout):
@@ -115,8 +115,9 @@ class ReadOnlyDB:
         try:
             import rocksdict
         except ImportError:
-            raise MissingBinding(f"reading {what} needs the rocksdict binding", path=directory,
-                                 hint=EXTRA_HINT) from None
+            raise MissingBinding(
+                f"reading {what} needs the rocksdict binding", path=directory, hint=EXTRA_HINT
+            ) from None
         self.dir = Path(directory)
         self._shadow = safefs.shadow_dir(self.dir)
         try:
@@ -124,8 +125,9 @@ class ReadOnlyDB:
             try:
                 self.families = rocksdict.Rdict.list_cf(str(self._shadow), raw)
                 cfs = {n: rocksdict.Options(raw_mode=True) for n in self.families if n != fmt.DEFAULT_CF}
-                self.db = rocksdict.Rdict(str(self._shadow), options=raw, column_families=cfs,
-                                          access_type=rocksdict.AccessType.read_only())
+                self.db = rocksdict.Rdict(
+                    str(self._shadow), options=raw, column_families=cfs, access_type=rocksdict.AccessType.read_only()
+                )
             except Exception as e:  # RocksDB's own message: corrupt MANIFEST, missing SST…
                 said = str(e).splitlines()[0].replace(str(self._shadow), str(self.dir)) if str(e) else type(e).__name__
                 raise StoreError(f"cannot open {what}: {said}", path=self.dir) from None  # named by the store's path
@@ -164,7 +166,7 @@ class RocksDBConsumeQueues(ReadOnlyDB):
         if self._table is not None:
             return self._table
         table: dict[tuple[str, int], dict[str, OffsetEntry]] = {}
-        for key, value in (self.offsets.items() if self.offsets is not None else ()):
+        for key, value in self.offsets.items() if self.offsets is not None else ():
             parsed = parse_offset_key(key)
             if parsed is None:
                 self.bad_rows.append(BadRow(fmt.OFFSET_CF, key, "key not in the offset layout"))
@@ -174,8 +176,9 @@ class RocksDBConsumeQueues(ReadOnlyDB):
                 self.max_phy_offset = _CHECKPOINT.unpack(value)[0]
                 continue
             if len(value) != fmt.OFFSET_VALUE_SIZE:
-                self.bad_rows.append(BadRow(fmt.OFFSET_CF, key, f"value of {len(value)} bytes, not "
-                                                                f"{fmt.OFFSET_VALUE_SIZE}"))
+                self.bad_rows.append(
+                    BadRow(fmt.OFFSET_CF, key, f"value of {len(value)} bytes, not {fmt.OFFSET_VALUE_SIZE}")
+                )
                 continue
             phy, cq = _OFFSET_VALUE.unpack(value)
             kind = parsed[1].decode()
@@ -206,10 +209,10 @@ class RocksDBConsumeQueues(ReadOnlyDB):
         self._queue_ids = sorted(found)
         return self._queue_ids
 
-    def queue(self, topic: str, queue_id: int) -> "RocksDBQueue":
+    def queue(self, topic: str, queue_id: int) -> RocksDBQueue:
         return RocksDBQueue(self, topic, queue_id)
 
-    def queues(self) -> Iterator["RocksDBQueue"]:
+    def queues(self) -> Iterator[RocksDBQueue]:
         for topic, qid in self.queue_ids():
             yield self.queue(topic, qid)
 
@@ -368,7 +371,7 @@ class RocksDBQueue:
                 off[m], size[m], tags[m] = u["commitlog_offset"], u["size"], u["tags_code"]
             return found, off, size, tags
         for a in range(0, idx.size, BLOCK_UNITS):
-            sel = idx[a:a + BLOCK_UNITS]
+            sel = idx[a : a + BLOCK_UNITS]
             keys = [self._prefix + _CQ_OFFSET.pack(int(x)) for x in logical[sel].tolist()]
             for i, v in zip(sel.tolist(), self.store.db.get(keys)):
                 if v is not None and len(v) == fmt.CQ_VALUE_SIZE:

@@ -8,6 +8,7 @@ info) and every entry no broker writes (``store.unknown-entry``, warning); ``sta
 marks the latter ``known: false``. Never silently ignored. One entry is rmqstore's own
 (:data:`BACKUP_DIR`: rebuild-index's backups).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -31,49 +32,123 @@ class RootEntry:
 
 ROOT_ENTRIES: tuple[RootEntry, ...] = (
     RootEntry("commitlog", "commitlog", "MessageStoreConfig#getStorePathCommitLog", "the commit log", True),
-    RootEntry("consumequeue", "consumequeue", "StorePathConfigHelper#getStorePathConsumeQueue",
-              "consume queues: files, or the RocksDB database of RocksDBConsumeQueueStore "
-              "(storeType=defaultRocksDB)", True),
+    RootEntry(
+        "consumequeue",
+        "consumequeue",
+        "StorePathConfigHelper#getStorePathConsumeQueue",
+        "consume queues: files, or the RocksDB database of RocksDBConsumeQueueStore (storeType=defaultRocksDB)",
+        True,
+    ),
     RootEntry("index", "index", "StorePathConfigHelper#getStorePathIndex", "index files", True),
     RootEntry("checkpoint", "other", "StorePathConfigHelper#getStoreCheckpoint", "the store checkpoint", True),
     RootEntry("lock", "other", "StorePathConfigHelper#getLockFile", "the broker's file lock", True),
-    RootEntry("abort", "other", "StorePathConfigHelper#getAbortFile", "present while a broker runs "
-              "(DefaultMessageStore#createTempFile)", True),
-    RootEntry("abort.bak", "other", "MixAll#string2File", "the abort file's previous content, kept by "
-              "DefaultMessageStore#createTempFile (5.x); the broker never reads it", True),
-    RootEntry("config", "config", "BrokerPathConfigHelper#getConfigDir", "topics, offsets, subscription "
-              "groups (ConfigManager#load; 5.x RocksDB config in config/topics/, consumerOffsets/, rdb/)", True),
-    RootEntry("consumequeue_ext", "other", "StorePathConfigHelper#getStorePathConsumeQueueExt",
-              "consume-queue ext units (enableConsumeQueueExt)", False),
-    RootEntry("batchconsumequeue", "other", "StorePathConfigHelper#getStorePathBatchConsumeQueue",
-              "5.x BatchConsumeQueue (queue.type=BatchCQ topics)", True),
+    RootEntry(
+        "abort",
+        "other",
+        "StorePathConfigHelper#getAbortFile",
+        "present while a broker runs (DefaultMessageStore#createTempFile)",
+        True,
+    ),
+    RootEntry(
+        "abort.bak",
+        "other",
+        "MixAll#string2File",
+        "the abort file's previous content, kept by "
+        "DefaultMessageStore#createTempFile (5.x); the broker never reads it",
+        True,
+    ),
+    RootEntry(
+        "config",
+        "config",
+        "BrokerPathConfigHelper#getConfigDir",
+        "topics, offsets, subscription "
+        "groups (ConfigManager#load; 5.x RocksDB config in config/topics/, consumerOffsets/, rdb/)",
+        True,
+    ),
+    RootEntry(
+        "consumequeue_ext",
+        "other",
+        "StorePathConfigHelper#getStorePathConsumeQueueExt",
+        "consume-queue ext units (enableConsumeQueueExt)",
+        False,
+    ),
+    RootEntry(
+        "batchconsumequeue",
+        "other",
+        "StorePathConfigHelper#getStorePathBatchConsumeQueue",
+        "5.x BatchConsumeQueue (queue.type=BatchCQ topics)",
+        True,
+    ),
     RootEntry("timerwheel", "other", "TimerMessageStore#getTimerWheelPath", "5.x timer wheel", True),
     RootEntry("timerlog", "other", "TimerMessageStore#getTimerLogPath", "5.x timer log", True),
-    RootEntry("compaction", "other", "CompactionStore.COMPACTION_DIR", "5.x compaction topics' log, queue "
-              "and position-checkpoint", True),
-    RootEntry("kvStore", "other", "PopConsumerService.ROCKSDB_DIRECTORY", "5.3 pop consumption records "
-              "(PopConsumerRocksdbStore)", False),
-    RootEntry("epochFileCheckpoint", "other", "MessageStoreConfig#getStorePathEpochFile", "5.x controller-mode "
-              "epoch entries (EpochFileCache)", False),
-    RootEntry("epochFileCheckpoint.bak", "other", "CheckpointFile#getBackFilePath", "the epoch file's backup",
-              False),
-    RootEntry("brokerIdentity", "other", "MessageStoreConfig#getStorePathBrokerIdentity", "5.x controller-mode "
-              "broker metadata (BrokerMetadata)", False),
-    RootEntry("brokerIdentity.bak", "other", "MixAll#string2File", "a backup name MixAll#string2File knows; 5.x "
-              "deletes the file before writing it, so its broker leaves none",
-              False),
-    RootEntry("brokerIdentity-temp", "other", "ReplicasManager (TempBrokerMetadata)", "5.x controller-mode "
-              "registration in progress", False),
+    RootEntry(
+        "compaction",
+        "other",
+        "CompactionStore.COMPACTION_DIR",
+        "5.x compaction topics' log, queue and position-checkpoint",
+        True,
+    ),
+    RootEntry(
+        "kvStore",
+        "other",
+        "PopConsumerService.ROCKSDB_DIRECTORY",
+        "5.3 pop consumption records (PopConsumerRocksdbStore)",
+        False,
+    ),
+    RootEntry(
+        "epochFileCheckpoint",
+        "other",
+        "MessageStoreConfig#getStorePathEpochFile",
+        "5.x controller-mode epoch entries (EpochFileCache)",
+        False,
+    ),
+    RootEntry("epochFileCheckpoint.bak", "other", "CheckpointFile#getBackFilePath", "the epoch file's backup", False),
+    RootEntry(
+        "brokerIdentity",
+        "other",
+        "MessageStoreConfig#getStorePathBrokerIdentity",
+        "5.x controller-mode broker metadata (BrokerMetadata)",
+        False,
+    ),
+    RootEntry(
+        "brokerIdentity.bak",
+        "other",
+        "MixAll#string2File",
+        "a backup name MixAll#string2File knows; 5.x deletes the file before writing it, so its broker leaves none",
+        False,
+    ),
+    RootEntry(
+        "brokerIdentity-temp",
+        "other",
+        "ReplicasManager (TempBrokerMetadata)",
+        "5.x controller-mode registration in progress",
+        False,
+    ),
     RootEntry("brokerIdentity-temp.bak", "other", "MixAll#string2File", "its previous content", False),
-    RootEntry("transaction", "other", "StorePathConfigHelper#getTranStateTableStorePath",
-              "transaction statetable/redolog of old brokers", False),
-    RootEntry("dledger-", "other", "DLedgerConfig#getDefaultPath", "a DLedger commit log (enableDLegerCommitLog; "
-              "DLedgerCommitLog sets storeBaseDir to storePathRootDir)", True, prefix=True),
+    RootEntry(
+        "transaction",
+        "other",
+        "StorePathConfigHelper#getTranStateTableStorePath",
+        "transaction statetable/redolog of old brokers",
+        False,
+    ),
+    RootEntry(
+        "dledger-",
+        "other",
+        "DLedgerConfig#getDefaultPath",
+        "a DLedger commit log (enableDLegerCommitLog; DLedgerCommitLog sets storeBaseDir to storePathRootDir)",
+        True,
+        prefix=True,
+    ),
     # rmqstore's own record, where the broker keeps none in the store (it logs deletions to
     # ~/logs/rocketmqlogs/store.log: DefaultMappedFile#destroy); nothing in it for verify to check
-    RootEntry("rmqstore-expire.jsonl", "other", "rmqstore expire (store/expire_journal.py)",
-              "rmqstore expire's journal: one JSON line per file it deleted, then each run's summary; "
-              "no broker reads it", True),
+    RootEntry(
+        "rmqstore-expire.jsonl",
+        "other",
+        "rmqstore expire (store/expire_journal.py)",
+        "rmqstore expire's journal: one JSON line per file it deleted, then each run's summary; no broker reads it",
+        True,
+    ),
 )
 
 #: rmqstore's own root entry: ``rebuild-index --in-place`` moves the sets it replaces to
@@ -83,9 +158,14 @@ ROOT_ENTRIES: tuple[RootEntry, ...] = (
 BACKUP_DIR = "rmqstore-backup"
 
 ROOT_ENTRIES += (
-    RootEntry(BACKUP_DIR, "other", "rmqstore rebuild-index --in-place, not a broker",
-              "the consume queues, index and checkpoint that rebuild-index replaced, one directory per run; "
-              "remove it once the rebuilt store is trusted", False),
+    RootEntry(
+        BACKUP_DIR,
+        "other",
+        "rmqstore rebuild-index --in-place, not a broker",
+        "the consume queues, index and checkpoint that rebuild-index replaced, one directory per run; "
+        "remove it once the rebuilt store is trusted",
+        False,
+    ),
 )
 
 _BY_NAME = {e.name: e for e in ROOT_ENTRIES if not e.prefix}

@@ -22,6 +22,7 @@ directory that is a link to somewhere else, a full or read-only disk. The rules:
 Every failure is a :class:`~rmqstore_cli.errors.StoreError` (exit 3) or, for a path that
 leaves the store, a :class:`~rmqstore_cli.errors.RefusedError` (exit 4), naming the file.
 """
+
 from __future__ import annotations
 
 import errno
@@ -46,8 +47,14 @@ JSON_LIMIT = 256 << 20
 TOPICS_JSON_LIMIT = 32 << 20
 JOURNAL_LIMIT = 64 << 20
 
-_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-          (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory"), (stat.S_ISLNK, "a symbolic link"))
+_KINDS = (
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISLNK, "a symbolic link"),
+)
 
 _ERRNO_TEXT = {
     errno.ENOSPC: "no space left on device",
@@ -81,8 +88,9 @@ def os_error(e: OSError, path: os.PathLike | str, doing: str) -> StoreError:
     return StoreError(f"cannot {doing}: {text}", path=path)
 
 
-def stat_regular(path, doing: str, follow_links: bool = True,
-                 missing_ok: bool = False) -> tuple[os.stat_result | None, str | None]:
+def stat_regular(
+    path, doing: str, follow_links: bool = True, missing_ok: bool = False
+) -> tuple[os.stat_result | None, str | None]:
     """Whether a store file is a regular file, the one test of every reader and checker:
     ``(stat, None)`` for a regular file; ``(stat, what it is)`` — "a FIFO", "a directory",
     … (:func:`kind_of`) — for anything else in its place, which the caller refuses or
@@ -105,8 +113,7 @@ def _check_regular(fd: int, path) -> os.stat_result:
     st = os.fstat(fd)
     if not stat.S_ISREG(st.st_mode):
         os.close(fd)
-        raise StoreError(f"{kind_of(st.st_mode)} where a store file belongs; only regular files are read",
-                         path=path)
+        raise StoreError(f"{kind_of(st.st_mode)} where a store file belongs; only regular files are read", path=path)
     return st
 
 
@@ -212,9 +219,12 @@ def check_inside(path, roots: Iterable, doing: str) -> None:
     """Refuse (exit 4) to ``doing`` at ``path`` when its real path leaves every root."""
     roots = list(roots)
     if not is_inside(path, roots):
-        raise RefusedError(f"will not {doing}: the path resolves to {real(path)}, outside the store "
-                           f"({', '.join(real(r) for r in roots)})", path=path,
-                           hint="a symbolic link leads out of the store; remove it or work on a copy")
+        raise RefusedError(
+            f"will not {doing}: the path resolves to {real(path)}, outside the store "
+            f"({', '.join(real(r) for r in roots)})",
+            path=path,
+            hint="a symbolic link leads out of the store; remove it or work on a copy",
+        )
 
 
 # ------------------------------------------------------------------------------ writing
@@ -403,10 +413,13 @@ def check_mappable(fd: int, path, length: int) -> None:
     free = vfs.f_bavail * vfs.f_frsize
     promised = _hole_budget.get(st.st_dev, 0)
     if holes + promised > free:
-        raise StoreError(f"cannot map the file: it has {holes} bytes of holes on a tmpfs with "
-                         f"{max(0, free - promised)} bytes free, and reading a hole there allocates memory "
-                         "(a full tmpfs kills the reader with SIGBUS)", path=path,
-                         hint="free space on that file system, or copy the store to a disk")
+        raise StoreError(
+            f"cannot map the file: it has {holes} bytes of holes on a tmpfs with "
+            f"{max(0, free - promised)} bytes free, and reading a hole there allocates memory "
+            "(a full tmpfs kills the reader with SIGBUS)",
+            path=path,
+            hint="free space on that file system, or copy the store to a disk",
+        )
     _hole_budget[st.st_dev] = promised + holes
 
 
@@ -438,8 +451,11 @@ def rmtree_inside(path, roots: Iterable) -> None:
 
     path = Path(path)
     if os.path.islink(path):
-        raise RefusedError("will not remove a directory through a symbolic link", path=path,
-                           hint="remove the link by hand if it is yours")
+        raise RefusedError(
+            "will not remove a directory through a symbolic link",
+            path=path,
+            hint="remove the link by hand if it is yours",
+        )
     check_inside(path, roots, f"remove {path}")
     try:
         shutil.rmtree(path)
@@ -524,8 +540,7 @@ def shadow_dir(directory) -> Path:
         for name in names:
             _, what = stat_regular(directory / name, "read")
             if what is not None:
-                raise StoreError(f"{what} in a RocksDB database; only regular files are read",
-                                 path=directory / name)
+                raise StoreError(f"{what} in a RocksDB database; only regular files are read", path=directory / name)
             os.symlink(os.path.abspath(directory / name), shadow / name)
     except BaseException:
         remove_shadow(shadow)

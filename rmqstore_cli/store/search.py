@@ -29,6 +29,7 @@ Both broker ways read the time as ``CommitLog#pickupStoreTimestamp`` does: the e
 at the store-timestamp position of whatever lies at the unit's commit-log offset, with no
 check of the record (−1 below the commit log's min offset or past its end).
 """
+
 from __future__ import annotations
 
 import os
@@ -38,9 +39,9 @@ from dataclasses import dataclass, field
 from rmqstore_cli.formats.commitlog import AFTER_BORN_HOST, HEAD, HEAD_SIZE, HOST_SIZE
 from rmqstore_cli.formats.consume_queue import CQ_STORE_UNIT_SIZE, PRE_BLANK_SIZE, UNIT_FORMAT, UNIT_TAGS_CODE_AT
 from rmqstore_cli.formats.sysflag import BORNHOST_V6_FLAG
+
 from rmqstore_cli.store.commitlog import CommitLog, Status
-from rmqstore_cli.store.consume_queue import ConsumeQueue
-from rmqstore_cli.store.consume_queue import is_pre_blank
+from rmqstore_cli.store.consume_queue import ConsumeQueue, is_pre_blank
 
 _UNIT = struct.Struct(UNIT_FORMAT)
 _SYS_FLAG = HEAD["sys_flag"]  # MessageDecoder.SYSFLAG_POSITION
@@ -66,9 +67,16 @@ class SearchResult:
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
-        d = {"topic": self.topic, "queue_id": self.queue_id, "time": self.time, "method": self.method,
-             "offset": self.offset, "store_timestamp": self.store_timestamp,
-             "min_offset": self.min_offset, "max_offset": self.max_offset}
+        d = {
+            "topic": self.topic,
+            "queue_id": self.queue_id,
+            "time": self.time,
+            "method": self.method,
+            "offset": self.offset,
+            "store_timestamp": self.store_timestamp,
+            "min_offset": self.min_offset,
+            "max_offset": self.max_offset,
+        }
         if self.notes:
             d["note"] = "; ".join(self.notes)
         return d
@@ -138,8 +146,9 @@ class TimeReader:
         sys_flag = _I32.unpack_from(buf, pos + _SYS_FLAG.offset)[0]
         at = _STORE_TS_V6 if sys_flag & BORNHOST_V6_FLAG else _STORE_TS_V4
         if size < at + _STORE_TS.size:
-            raise BrokerWouldThrow(f"unit size {size} at commit-log offset {phy} is too short to read the "
-                                   "store timestamp")
+            raise BrokerWouldThrow(
+                f"unit size {size} at commit-log offset {phy} is too short to read the store timestamp"
+            )
         return _I64.unpack_from(buf, pos + at)[0]
 
 
@@ -201,9 +210,11 @@ def first_at_or_after(cq: ConsumeQueue, reader: TimeReader, when: int) -> Search
     back = [(a, b) for (a, ta), (b, tb) in zip(probes, probes[1:]) if tb < ta]
     if back:
         a, b = back[0]
-        res.notes.append(f"store times go backwards between offsets {a} and {b} (a clock step?): the "
-                         "answer is a boundary, not necessarily the first unit at or after the time; --scan "
-                         "reads every unit")
+        res.notes.append(
+            f"store times go backwards between offsets {a} and {b} (a clock step?): the "
+            "answer is a boundary, not necessarily the first unit at or after the time; --scan "
+            "reads every unit"
+        )
     return res
 
 
@@ -309,8 +320,9 @@ def broker_49(cq: ConsumeQueue, reader: TimeReader, when: int) -> SearchResult:
     """``ConsumeQueue#getOffsetInQueueByTime(long)`` of rocketmq-all-4.9.7, line by line, as
     ``AdminBrokerProcessor#searchOffsetByTimestamp`` returns it (no clamping)."""
     min_logic = min_logic_offset(cq, reader, "4.9")
-    res = SearchResult(cq.topic, cq.queue_id, when, "broker-4.9", 0, None, min_logic // CQ_STORE_UNIT_SIZE,
-                       cq.max_offset)
+    res = SearchResult(
+        cq.topic, cq.queue_id, when, "broker-4.9", 0, None, min_logic // CQ_STORE_UNIT_SIZE, cq.max_offset
+    )
     files = _broker_files(cq)
     try:
         res.offset = _search_49(files, min_logic, reader, when, res.notes)
@@ -347,8 +359,9 @@ def _search_49(files: list[_CqFile], min_logic: int, reader: TimeReader, when: i
     return java_div(mf.file_from + offset, CQ_STORE_UNIT_SIZE)
 
 
-def _bisect(mf: _CqFile, low: int, high: int, limit: int, reader: TimeReader, when: int,
-            notes: list[str]) -> tuple[int, int, int, int, int] | None:
+def _bisect(
+    mf: _CqFile, low: int, high: int, limit: int, reader: TimeReader, when: int, notes: list[str]
+) -> tuple[int, int, int, int, int] | None:
     """The binary search both versions of ``ConsumeQueue#getOffsetInQueueByTime`` run over
     the units at byte positions [low, high] of one file (read up to ``limit``): ``(target,
     left, left time, right, right time)`` — the unit stored exactly at ``when``, else the
@@ -424,8 +437,9 @@ def _pick_file_5(files: list[_CqFile], reader: TimeReader, when: int, boundary: 
     return None
 
 
-def _search_5(files: list[_CqFile], min_logic: int, reader: TimeReader, when: int, boundary: str,
-              notes: list[str]) -> int:
+def _search_5(
+    files: list[_CqFile], min_logic: int, reader: TimeReader, when: int, boundary: str, notes: list[str]
+) -> int:
     if not files:
         notes.append("no consume-queue file: the broker answers 0")
         return 0
@@ -474,13 +488,22 @@ def _broker_answer_time(cq: ConsumeQueue, reader: TimeReader, res: SearchResult)
 
 
 def detect_version(root) -> str | None:
-    """"5" when the store holds something only a 5.x broker writes (the timer's files), else
+    """ "5" when the store holds something only a 5.x broker writes (the timer's files), else
     None: a 4.9 and a 5.x store are otherwise the same bytes."""
     from pathlib import Path
 
     root = Path(root)
-    if any((root / n).exists() for n in ("timerwheel", "timerlog", "config/timercheck", "config/timermetrics",
-                                         "consumequeue/CURRENT", "batchconsumequeue")):  # RocksDB CQ: 5.2+; BatchCQ
+    if any(
+        (root / n).exists()
+        for n in (
+            "timerwheel",
+            "timerlog",
+            "config/timercheck",
+            "config/timermetrics",
+            "consumequeue/CURRENT",
+            "batchconsumequeue",
+        )
+    ):  # RocksDB CQ: 5.2+; BatchCQ
         return "5"
     return None
 
@@ -494,8 +517,9 @@ def broker_rocksdb(cq, reader: TimeReader, when: int, version: str, boundary: st
 
     if version != "5":
         raise UsageError("a RocksDB consume queue is a 5.x broker's", hint="pass --broker-version 5")
-    res = SearchResult(cq.topic, cq.queue_id, when, f"broker-5-{boundary}", 0, None,
-                       cq.min_offset(reader.min_offset), cq.max_offset)
+    res = SearchResult(
+        cq.topic, cq.queue_id, when, f"broker-5-{boundary}", 0, None, cq.min_offset(reader.min_offset), cq.max_offset
+    )
     res.offset = search_by_time(cq, when, reader.min_offset, upper=boundary == "upper")
     if res.offset == -1:
         res.notes.append("the broker answers -1 (no unit on that side of TIME)")
@@ -511,7 +535,8 @@ def batch_search(bq, reader: TimeReader, when: int, method: str, boundary: str =
     unit stored at or after ``when`` (max when none); ``broker-5``:
     ``BatchConsumeQueue#getOffsetInQueueByTime`` clamped to [min, max] as
     ``ConsumeQueueStore#getOffsetInQueueByTime`` does."""
-    from rmqstore_cli.store.batch_queue import first_at_or_after as first_unit, offset_by_time
+    from rmqstore_cli.store.batch_queue import first_at_or_after as first_unit
+    from rmqstore_cli.store.batch_queue import offset_by_time
 
     lo, hi = bq.min_offset, bq.max_offset
     name = f"broker-5-{boundary}" if method == "broker-5" else method

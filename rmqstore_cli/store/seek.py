@@ -30,6 +30,7 @@ file of older records and a first record older than T — a clock that stepped b
 than a file's worth of messages, where no probe of any queue saw it. Without consume
 queues, or with ``--no-seek``, the walk reads every file.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -78,8 +79,11 @@ def seek_time(ms, when: int) -> Seek:
         if c is None or c.status is not Status.VALID or c.message is None:
             return Seek(None, reason=f"commit-log file {g.name} does not start with a valid record")
         if c.message.store_timestamp >= when:
-            return Seek(None, reason=f"commit-log file {g.name} starts with a record stored at or after the "
-                                     "time (store times go backwards)")
+            return Seek(
+                None,
+                reason=f"commit-log file {g.name} starts with a record stored at or after the "
+                "time (store times go backwards)",
+            )
     k = cl.files.index(f)
     while k > 0 and _newest(cl, cl.files[k - 1]) >= when:  # disorder across the file boundary: back off
         k -= 1

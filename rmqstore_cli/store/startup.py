@@ -27,6 +27,7 @@ messages after the consume queues' end that a normal recovery leaves undispatche
 Versions (``--broker-version``): "4.9"; "5.3.1", any 5.0-5.3.1 broker; "5", 5.3.2 and later
 (5.3.3). They differ in ``CommitLog#recoverNormally`` (see :func:`normal_recovery_start`).
 """
+
 from __future__ import annotations
 
 import shlex
@@ -63,20 +64,33 @@ class BrokerStart:
     version_source: str = "option"  # "option" | "detected" | "assumed"
 
     def as_dict(self) -> dict:
-        return {"starts": self.starts, "recovery": self.recovery, "version": self.version,
-                "version_source": self.version_source, "reasons": [r.as_dict() for r in self.reasons]}
+        return {
+            "starts": self.starts,
+            "recovery": self.recovery,
+            "version": self.version,
+            "version_source": self.version_source,
+            "reasons": [r.as_dict() for r in self.reasons],
+        }
 
     def line(self) -> str:
         """The one line verify's table ends with."""
         fatal = [r for r in self.reasons if r.fatal]
         said = "" if self.version_source != "assumed" else ", assumed: pass --broker-version"
-        head = (f"broker start ({self.version}{said}): "
-                + ("would start" if self.starts else "would NOT start")
-                + f", {self.recovery} recovery")
+        head = (
+            f"broker start ({self.version}{said}): "
+            + ("would start" if self.starts else "would NOT start")
+            + f", {self.recovery} recovery"
+        )
         if fatal:
-            return head + f": {fatal[0].file}: {fatal[0].detail}" + (f" (+{len(fatal) - 1} more)" if len(fatal) > 1 else "")
+            return (
+                head
+                + f": {fatal[0].file}: {fatal[0].detail}"
+                + (f" (+{len(fatal) - 1} more)" if len(fatal) > 1 else "")
+            )
         others = len(self.reasons)
-        return head + (f"; {others} thing(s) it repairs or loses on the way (see broker_start.reasons)" if others else "")
+        return head + (
+            f"; {others} thing(s) it repairs or loses on the way (see broker_start.reasons)" if others else ""
+        )
 
 
 @dataclass
@@ -92,7 +106,7 @@ class QueueEnd:
 
 
 def family(version: str) -> str:
-    """"5" for every 5.x value of --broker-version ("5.3.1", "5"), else "4.9": the rules that
+    """ "5" for every 5.x value of --broker-version ("5.3.1", "5"), else "4.9": the rules that
     did not change within 5.x (all but normal recovery)."""
     return "5" if version.startswith("5") else "4.9"
 
@@ -149,24 +163,53 @@ def config_reasons(loads: list[ConfigLoad]) -> list[Reason]:
         name = f"config/{ld.config.name}"
         why = "; ".join(ld.notes)
         if ld.source == "fails" and not ld.config.gates_start:
-            out.append(Reason(False, name + ".bak", f"{why}: 'load {ld.config.name}.bak Failed'; its caller ignores "
-                              f"{ld.config.manager}#load's false: the broker starts with it empty",
-                              _config_repair(ld), check="config.lost"))
+            out.append(
+                Reason(
+                    False,
+                    name + ".bak",
+                    f"{why}: 'load {ld.config.name}.bak Failed'; its caller ignores "
+                    f"{ld.config.manager}#load's false: the broker starts with it empty",
+                    _config_repair(ld),
+                    check="config.lost",
+                )
+            )
         elif ld.source == "fails":
-            out.append(Reason(True, name + ".bak", f"{why}: 'load {ld.config.name}.bak Failed' "
-                              f"({ld.config.manager}#load returns false, BrokerController#initialize fails)",
-                              _config_repair(ld), check="config.load-fails"))
+            out.append(
+                Reason(
+                    True,
+                    name + ".bak",
+                    f"{why}: 'load {ld.config.name}.bak Failed' "
+                    f"({ld.config.manager}#load returns false, BrokerController#initialize fails)",
+                    _config_repair(ld),
+                    check="config.load-fails",
+                )
+            )
         elif ld.source == "bak" and ld.file_state != "ok":
             how = "'load ... failed, and try to load backup file'; " if ld.file_state == "torn" else ""
-            out.append(Reason(False, name, f"{why}: {how}the broker loads the .bak, losing changes since its last "
-                              "persist",
-                              _config_repair(ld), check="config.backup-loaded"))
+            out.append(
+                Reason(
+                    False,
+                    name,
+                    f"{why}: {how}the broker loads the .bak, losing changes since its last persist",
+                    _config_repair(ld),
+                    check="config.backup-loaded",
+                )
+            )
         elif ld.source == "none" and ld.file_state in ("empty", "torn"):
-            out.append(Reason(False, name, f"{why}: the broker starts with an empty {ld.config.manager} "
-                              "(ConfigManager#loadBak finds no backup)", _config_repair(ld), check="config.lost"))
+            out.append(
+                Reason(
+                    False,
+                    name,
+                    f"{why}: the broker starts with an empty {ld.config.manager} "
+                    "(ConfigManager#loadBak finds no backup)",
+                    _config_repair(ld),
+                    check="config.lost",
+                )
+            )
         elif ld.source == "unreadable":
-            out.append(Reason(False, name, f"{why}: cannot tell what the broker makes of it", None,
-                              check="config.unreadable"))
+            out.append(
+                Reason(False, name, f"{why}: cannot tell what the broker makes of it", None, check="config.unreadable")
+            )
     return out
 
 
@@ -194,22 +237,33 @@ def empty_last_file_throws(version: str, q: QueueEnd, consume_queues_truncated: 
     inside its try/catch: it cannot throw here. (#10108's trace says 4.9.3 but its line numbers
     are not stock 4.9.3's.)
     """
-    return (family(version) == "5" and q.recovered_end > 0 and q.recovered_end == q.last_file_from
-            and not consume_queues_truncated and not q.redispatched)
+    return (
+        family(version) == "5"
+        and q.recovered_end > 0
+        and q.recovered_end == q.last_file_from
+        and not consume_queues_truncated
+        and not q.redispatched
+    )
 
 
-def min_offset_reasons(version: str, queues: list[QueueEnd], consume_queues_truncated: bool,
-                       repair: str) -> list[Reason]:
+def min_offset_reasons(
+    version: str, queues: list[QueueEnd], consume_queues_truncated: bool, repair: str
+) -> list[Reason]:
     """One fatal reason per queue :func:`empty_last_file_throws` is true of."""
     out = []
     for q in queues:
         if empty_last_file_throws(version, q, consume_queues_truncated):
-            out.append(Reason(True, f"consumequeue/{q.topic}/{q.queue_id}/{q.last_file_from:020d}",
-                              "the queue's last file is empty after recovery: ConsumeQueue#correctMinOffset "
-                              "throws java.lang.IllegalArgumentException (Buffer#position(-20)), 'load exception' "
-                              "(5.0.0-5.3.3, apache/rocketmq#9728); rebuilding the topic's queues from the commit log "
-                              "loses no unit",
-                              f"{repair} --topic {shlex.quote(q.topic)}"))
+            out.append(
+                Reason(
+                    True,
+                    f"consumequeue/{q.topic}/{q.queue_id}/{q.last_file_from:020d}",
+                    "the queue's last file is empty after recovery: ConsumeQueue#correctMinOffset "
+                    "throws java.lang.IllegalArgumentException (Buffer#position(-20)), 'load exception' "
+                    "(5.0.0-5.3.3, apache/rocketmq#9728); rebuilding the topic's queues from the commit log "
+                    "loses no unit",
+                    f"{repair} --topic {shlex.quote(q.topic)}",
+                )
+            )
     return out
 
 
@@ -217,29 +271,35 @@ def min_offset_reasons(version: str, queues: list[QueueEnd], consume_queues_trun
 LOAD_FAILS = {"commitlog.file-size", "cq.file-size", "bcq.file-size"}
 #: Their repair when verify's finding names no command (``store/repair.py`` pads a commit-log or
 #: consume-queue file cut short): the file is as long as another size makes it.
-SIZE_REPAIR = ("give the broker the size the store was written with (mappedFileSize* in broker.conf); a batch "
-               "consume-queue file cut short is rewritten from the commit log by rmqstore rebuild-index --in-place "
-               "--only cq once its length is restored")
+SIZE_REPAIR = (
+    "give the broker the size the store was written with (mappedFileSize* in broker.conf); a batch "
+    "consume-queue file cut short is rewritten from the commit log by rmqstore rebuild-index --in-place "
+    "--only cq once its length is restored"
+)
 #: Findings the broker survives with loss, and what it does.
 SURVIVES = {
     "recovery.truncate": "recovery truncates the commit log",
     "store.not-regular": "the broker cannot load it",
     "commitlog.gap": "'[BUG]The mappedFile queue's data is damaged' (MappedFileQueue#checkSelf); messages in the "
-                     "gap are gone",
+    "gap are gone",
     "index.missing": "the broker starts an empty index: key queries find no older message",
     "checkpoint.missing": "the broker starts from zero times",
     "timer.log-truncate": "TimerMessageStore#recover truncates the timer log",
 }
 #: Findings the broker does not start with, what it says, and the repair.
 FATAL = {
-    "bcq.queue-type": ("ConsumeQueueStore#queueTypeShouldBe throws and DefaultMessageStore#load fails",
-                       "give the topic the queue.type its directory has (the queue.type attribute of its entry in "
-                       "config/topics.json: BatchCQ for batchconsumequeue/, SimpleCQ for consumequeue/); moving "
-                       "the directory instead makes its messages unconsumable"),
-    "timer.wheel-size": ("TimerWheel throws 'Timer wheel length ... != expected' (TimerMessageStore is not built)",
-                         "restore timerwheel from a backup, or start the broker version that wrote it; no repair "
-                         "rebuilds it exactly (moving it aside makes the broker start an empty wheel and lose the "
-                         "pending timer messages)"),
+    "bcq.queue-type": (
+        "ConsumeQueueStore#queueTypeShouldBe throws and DefaultMessageStore#load fails",
+        "give the topic the queue.type its directory has (the queue.type attribute of its entry in "
+        "config/topics.json: BatchCQ for batchconsumequeue/, SimpleCQ for consumequeue/); moving "
+        "the directory instead makes its messages unconsumable",
+    ),
+    "timer.wheel-size": (
+        "TimerWheel throws 'Timer wheel length ... != expected' (TimerMessageStore is not built)",
+        "restore timerwheel from a backup, or start the broker version that wrote it; no repair "
+        "rebuilds it exactly (moving it aside makes the broker start an empty wheel and lose the "
+        "pending timer messages)",
+    ),
 }
 
 
@@ -254,16 +314,38 @@ def finding_reasons(findings: list[dict], version: str, empty_last: set[str]) ->
                 out.append(Reason(False, name, "'size is 0, auto delete' (MappedFileQueue#doLoad, 5.x)", check=check))
             else:
                 detail = f["detail"].split("; repair", 1)[0]
-                out.append(Reason(True, name, f"{detail}: 'length not matched message store config value, "
-                                  "please check it manually' (MappedFileQueue#doLoad returns false)",
-                                  _repair_of(f["detail"]) or SIZE_REPAIR, check=check))
+                out.append(
+                    Reason(
+                        True,
+                        name,
+                        f"{detail}: 'length not matched message store config value, "
+                        "please check it manually' (MappedFileQueue#doLoad returns false)",
+                        _repair_of(f["detail"]) or SIZE_REPAIR,
+                        check=check,
+                    )
+                )
         elif check == "store.not-regular" and name.startswith(("commitlog", "consumequeue", "batchconsumequeue")):
-            out.append(Reason(True, name, f"{f['detail']}: MappedFileQueue#doLoad cannot map it",
-                              "replace it with the regular file it should be (for a link: restore what it points "
-                              "to); it holds no message itself", check=check))
+            out.append(
+                Reason(
+                    True,
+                    name,
+                    f"{f['detail']}: MappedFileQueue#doLoad cannot map it",
+                    "replace it with the regular file it should be (for a link: restore what it points "
+                    "to); it holds no message itself",
+                    check=check,
+                )
+            )
         elif check == "store.live-broker":
-            out.append(Reason(True, name, "a running broker holds the lock: DefaultMessageStore#start throws "
-                              "'Lock failed,MQ already started'", "stop the running broker first", check=check))
+            out.append(
+                Reason(
+                    True,
+                    name,
+                    "a running broker holds the lock: DefaultMessageStore#start throws "
+                    "'Lock failed,MQ already started'",
+                    "stop the running broker first",
+                    check=check,
+                )
+            )
         elif check in FATAL:
             out.append(Reason(True, name, f"{f['detail']}: {FATAL[check][0]}", FATAL[check][1], check=check))
         elif check in SURVIVES:
@@ -276,9 +358,14 @@ def truncation_reason(max_cq_phy: int, process_offset: int, repair: str) -> Reas
     recovered end are cut by ``DefaultMessageStore#truncateDirtyLogicFiles``."""
     if max_cq_phy <= process_offset:
         return None
-    return Reason(False, "consumequeue", f"'maxPhyOffsetOfConsumeQueue({max_cq_phy}) >= processOffset({process_offset}), "
-                  "truncate dirty logic files': units pointing at or after the commit log's end are dropped and "
-                  "consumers beyond them are reset", repair)
+    return Reason(
+        False,
+        "consumequeue",
+        f"'maxPhyOffsetOfConsumeQueue({max_cq_phy}) >= processOffset({process_offset}), "
+        "truncate dirty logic files': units pointing at or after the commit log's end are dropped and "
+        "consumers beyond them are reset",
+        repair,
+    )
 
 
 def _repair_of(detail: str) -> str | None:
@@ -296,8 +383,17 @@ def start_findings(verdict: BrokerStart, summary: dict) -> list:
     not that it is damaged."""
     from rmqstore_cli.store.verify.findings import ERROR, Finding
 
-    out = [Finding("broker.no-start", ERROR, r.file, None, f"{r.detail}: the broker does not start"
-                   + (f"; repair: {r.repair}" if r.repair else "")) for r in verdict.reasons if r.fatal and r.check is None]
+    out = [
+        Finding(
+            "broker.no-start",
+            ERROR,
+            r.file,
+            None,
+            f"{r.detail}: the broker does not start" + (f"; repair: {r.repair}" if r.repair else ""),
+        )
+        for r in verdict.reasons
+        if r.fatal and r.check is None
+    ]
     if out:
         summary["errors"] = summary.get("errors", 0) + len(out)
         counts = summary.setdefault("findings", {})
@@ -315,8 +411,13 @@ def predict(version: str, abnormal: bool, reasons: list[Reason]) -> BrokerStart:
 #: when they lie in what its recovery re-reads.
 UNDISPATCHED = ("cq.not-dispatched", "cq.missing-unit")
 #: Every finding :func:`assess` reads (verify keeps these beside its capped findings).
-STARTUP_CHECKS = frozenset(LOAD_FAILS | SURVIVES.keys() | FATAL.keys() | set(UNDISPATCHED)
-                           | {"store.not-regular", "store.live-broker", "abort.unclean-shutdown"})
+STARTUP_CHECKS = frozenset(
+    LOAD_FAILS
+    | SURVIVES.keys()
+    | FATAL.keys()
+    | set(UNDISPATCHED)
+    | {"store.not-regular", "store.live-broker", "abort.unclean-shutdown"}
+)
 
 
 def queue_ends(config) -> tuple[list[QueueEnd], int]:
@@ -325,6 +426,7 @@ def queue_ends(config) -> tuple[list[QueueEnd], int]:
     queue's last valid unit; -1 when none). A queue that cannot be opened is skipped (verify
     reports it)."""
     from rmqstore_cli.formats.consume_queue import CQ_STORE_UNIT_SIZE
+
     from rmqstore_cli.store.consume_queue import ConsumeQueue
     from rmqstore_cli.store.mapped_files import queue_dirs
 
@@ -372,14 +474,18 @@ def assess(config, version: str, findings: list[dict], summary: dict, abnormal: 
     config files and the consume queues' recovered ends."""
     reasons = config_reasons(load_broker_configs(Path(config.root) / "config", family(version), config.enable_lmq))
     truncate = [f for f in findings if f["check"] == "recovery.truncate"]
-    process = truncate[0].get("physical_offset", summary["commitlog_end_offset"]) if truncate \
+    process = (
+        truncate[0].get("physical_offset", summary["commitlog_end_offset"])
+        if truncate
         else summary["commitlog_end_offset"]
+    )
     aborts = [f for f in findings if f["check"] == "abort.unclean-shutdown"]
     undispatched: dict[tuple[str, int], list[tuple[int, int]]] = {}
     for f in findings:
         if f["check"] in UNDISPATCHED and f.get("physical_offset") is not None:
             undispatched.setdefault((f.get("topic"), f.get("queue_id")), []).append(
-                (f["physical_offset"], f.get("count") or 1))
+                (f["physical_offset"], f.get("count") or 1)
+            )
     # Messages verify found without a unit are dispatched again by recovery: the abnormal
     # one from its start file on (every version), the normal one after
     # maxPhyOffsetOfConsumeQueue in 5.3.2+ only (:func:`normal_dispatched`).
@@ -387,8 +493,9 @@ def assess(config, version: str, findings: list[dict], summary: dict, abnormal: 
     start = aborts[0].get("recovery_start") if abnormal and aborts else None
     for q in ends:
         runs = undispatched.get((q.topic, q.queue_id), ())
-        q.redispatched = any(p >= start if start is not None else normal_dispatched(version, p, n, max_cq, process)
-                             for p, n in runs)
+        q.redispatched = any(
+            p >= start if start is not None else normal_dispatched(version, p, n, max_cq, process) for p, n in runs
+        )
     repair = f"rmqstore rebuild-index --store {shlex.quote(str(config.root))} --in-place --only cq"
     reasons += min_offset_reasons(version, ends, max_cq >= process, repair)
     cut = truncation_reason(max_cq, process, repair)
@@ -396,14 +503,16 @@ def assess(config, version: str, findings: list[dict], summary: dict, abnormal: 
         reasons.append(cut)
     if not abnormal and not (Path(config.consumequeue_dir) / "CURRENT").exists():  # RocksDB queues: not modelled
         tail = sorted(r for rs in undispatched.values() for r in rs if max_cq <= r[0] < process)
-        reasons += normal_dispatch_reasons(version, max_cq, tail, repair,
-                                           process if process < summary["commitlog_end_offset"] else None)
+        reasons += normal_dispatch_reasons(
+            version, max_cq, tail, repair, process if process < summary["commitlog_end_offset"] else None
+        )
     reasons += finding_reasons(findings, version, _empty_last_files(config, findings))
     return predict(version, abnormal, reasons)
 
 
-def normal_dispatch_reasons(version: str, max_cq: int, tail: list[tuple[int, int]], repair: str,
-                            cut: int | None = None) -> list[Reason]:
+def normal_dispatch_reasons(
+    version: str, max_cq: int, tail: list[tuple[int, int]], repair: str, cut: int | None = None
+) -> list[Reason]:
     """What becomes of the messages after the consume queues' end (``tail``: (first physical
     offset, count) runs at or after maxPhyOffsetOfConsumeQueue, before the recovered end) when
     the last shutdown was clean, per version:
@@ -423,23 +532,56 @@ def normal_dispatch_reasons(version: str, max_cq: int, tail: list[tuple[int, int
     if not tail:
         return []
     n = sum(c for _, c in tail)
-    what = (f"{n} message(s) from {tail[0][0]} on" if cut is None else f"the messages from {tail[0][0]} to the "
-            f"recovered end {cut}") + f", after the consume queues' end {max_cq} (maxPhyOffsetOfConsumeQueue)"
+    what = (
+        f"{n} message(s) from {tail[0][0]} on"
+        if cut is None
+        else f"the messages from {tail[0][0]} to the recovered end {cut}"
+    ) + f", after the consume queues' end {max_cq} (maxPhyOffsetOfConsumeQueue)"
     if family(version) == "4.9":
-        return [Reason(False, "commitlog", f"{what}: recoverNormally does not dispatch them; the reput does after "
-                       "start (DefaultMessageStore#start sets reputFromOffset to the consume queues' end)")]
+        return [
+            Reason(
+                False,
+                "commitlog",
+                f"{what}: recoverNormally does not dispatch them; the reput does after "
+                "start (DefaultMessageStore#start sets reputFromOffset to the consume queues' end)",
+            )
+        ]
     if not recovers_from_cq(version):
-        return [Reason(False, "commitlog", f"{what}: never dispatched: 5.0-5.3.1 CommitLog#recoverNormally does not "
-                       "dispatch (doDispatch=false) and DefaultMessageStore#start puts the reput at the commit log's "
-                       "end (recheckReputOffsetFromCq=false); consumers never see them", repair)]
+        return [
+            Reason(
+                False,
+                "commitlog",
+                f"{what}: never dispatched: 5.0-5.3.1 CommitLog#recoverNormally does not "
+                "dispatch (doDispatch=false) and DefaultMessageStore#start puts the reput at the commit log's "
+                "end (recheckReputOffsetFromCq=false); consumers never see them",
+                repair,
+            )
+        ]
     skipped = tail[0][0] == max_cq
     which = "those" if cut is not None else f"the {n - skipped}"
-    out = [Reason(False, "commitlog", f"{what}: 5.3.2+ CommitLog#recoverNormally dispatches {which} after "
-                  f"{max_cq} (commitLogOffset > maxPhyOffsetOfConsumeQueue)")] if n > skipped else []
+    out = (
+        [
+            Reason(
+                False,
+                "commitlog",
+                f"{what}: 5.3.2+ CommitLog#recoverNormally dispatches {which} after "
+                f"{max_cq} (commitLogOffset > maxPhyOffsetOfConsumeQueue)",
+            )
+        ]
+        if n > skipped
+        else []
+    )
     if skipped:
-        out.append(Reason(False, "commitlog", f"the message at {max_cq} starts exactly at maxPhyOffsetOfConsumeQueue: "
-                          "5.3.2+ CommitLog#recoverNormally skips it (commitLogOffset > maxPhyOffsetOfConsumeQueue is "
-                          "false) and the reput starts at the commit log's end: it never gets a unit", repair))
+        out.append(
+            Reason(
+                False,
+                "commitlog",
+                f"the message at {max_cq} starts exactly at maxPhyOffsetOfConsumeQueue: "
+                "5.3.2+ CommitLog#recoverNormally skips it (commitLogOffset > maxPhyOffsetOfConsumeQueue is "
+                "false) and the reput starts at the commit log's end: it never gets a unit",
+                repair,
+            )
+        )
     return out
 
 

@@ -22,6 +22,7 @@ Both give per-queue :class:`Row` objects, per-file :class:`FileRow` objects (com
 consume-queue and index files: time range and fill), and :func:`disk_usage` accounts for
 every entry of the store root (:class:`Component`), the unknown ones named.
 """
+
 from __future__ import annotations
 
 import os
@@ -29,19 +30,18 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rmqstore_cli.store.lmq import is_lmq
-
 import numpy as np
-
-from rmqstore_cli.errors import StoreError
 from rmqstore_cli.formats.batch_queue import BATCH_CQ_UNIT_SIZE
 from rmqstore_cli.formats.consume_queue import CQ_STORE_UNIT_SIZE, PRE_BLANK_SIZE
 from rmqstore_cli.formats.derive import numpy_dtype
 from rmqstore_cli.formats.index import INDEX_HEADER_SIZE, IndexHeader
 from rmqstore_cli.formats.sysflag import TRANSACTION_MASK, TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE
+
+from rmqstore_cli.errors import StoreError
 from rmqstore_cli.store import safefs
 from rmqstore_cli.store.consume_queue import UNIT_DTYPE, ConsumeQueue
 from rmqstore_cli.store.index import index_file_paths
+from rmqstore_cli.store.lmq import is_lmq
 from rmqstore_cli.store.mapped_files import queue_dirs
 from rmqstore_cli.store.message import Message
 from rmqstore_cli.store.root_entries import classify
@@ -69,7 +69,7 @@ class Row:
     #: A queue of multi-dispatch units (store/lmq.py): its messages are other queues' too.
     multi_dispatch: bool = False
 
-    def add(self, other: "Row") -> None:
+    def add(self, other: Row) -> None:
         """Fold another queue's counts into this row (a topic's total)."""
         self.messages += other.messages
         self.bytes += other.bytes
@@ -82,19 +82,26 @@ class Row:
     def times(self, first: int | None, last: int | None) -> None:
         """Widen the time range to include ``[first, last]``."""
         if first is not None:
-            self.first_store_timestamp = first if self.first_store_timestamp is None else \
-                min(self.first_store_timestamp, first)
+            self.first_store_timestamp = (
+                first if self.first_store_timestamp is None else min(self.first_store_timestamp, first)
+            )
         if last is not None:
-            self.last_store_timestamp = last if self.last_store_timestamp is None else \
-                max(self.last_store_timestamp, last)
+            self.last_store_timestamp = (
+                last if self.last_store_timestamp is None else max(self.last_store_timestamp, last)
+            )
 
     def to_dict(self, commitlog_bytes: int) -> dict:
         d = {"topic": self.topic}
         if self.queue_id is not None:
             d["queue_id"] = self.queue_id
-        d.update(messages=self.messages, bytes=self.bytes, first_store_timestamp=self.first_store_timestamp,
-                 last_store_timestamp=self.last_store_timestamp,
-                 share=round(self.bytes / commitlog_bytes, 6) if commitlog_bytes else 0.0, cq_bytes=self.cq_bytes)
+        d.update(
+            messages=self.messages,
+            bytes=self.bytes,
+            first_store_timestamp=self.first_store_timestamp,
+            last_store_timestamp=self.last_store_timestamp,
+            share=round(self.bytes / commitlog_bytes, 6) if commitlog_bytes else 0.0,
+            cq_bytes=self.cq_bytes,
+        )
         if self.not_in_cq is not None:
             d["not_in_cq"] = self.not_in_cq
         if self.multi_dispatch:
@@ -119,10 +126,18 @@ class FileRow:
     queue_id: int | None = None
 
     def to_dict(self) -> dict:
-        return {"component": self.component, "file": self.file, "topic": self.topic, "queue_id": self.queue_id,
-                "bytes": self.bytes, "disk_bytes": self.disk_bytes, "entries": self.entries,
-                "first_store_timestamp": self.first_store_timestamp, "last_store_timestamp": self.last_store_timestamp,
-                "fill": None if self.fill is None else round(self.fill, 6)}
+        return {
+            "component": self.component,
+            "file": self.file,
+            "topic": self.topic,
+            "queue_id": self.queue_id,
+            "bytes": self.bytes,
+            "disk_bytes": self.disk_bytes,
+            "entries": self.entries,
+            "first_store_timestamp": self.first_store_timestamp,
+            "last_store_timestamp": self.last_store_timestamp,
+            "fill": None if self.fill is None else round(self.fill, 6),
+        }
 
 
 @dataclass
@@ -137,8 +152,14 @@ class Component:
     known: bool = True
 
     def to_dict(self) -> dict:
-        return {"component": self.component, "path": self.path, "files": self.files, "bytes": self.bytes,
-                "disk_bytes": self.disk_bytes, "known": self.known}
+        return {
+            "component": self.component,
+            "path": self.path,
+            "files": self.files,
+            "bytes": self.bytes,
+            "disk_bytes": self.disk_bytes,
+            "known": self.known,
+        }
 
 
 @dataclass
@@ -208,8 +229,11 @@ def disk_usage(config, warnings: list[str]) -> list[Component]:
     out: list[Component] = []
     cl_dirs = [Path(d) for d in config.commitlog_dirs]
     for d in cl_dirs:
-        out.append(Component("commitlog", _rel(d, root), *_tree(d, warnings)) if d.exists()
-                   else Component("commitlog", _rel(d, root)))
+        out.append(
+            Component("commitlog", _rel(d, root), *_tree(d, warnings))
+            if d.exists()
+            else Component("commitlog", _rel(d, root))
+        )
     try:
         names = sorted(e.name for e in os.scandir(root))
     except OSError as e:
@@ -220,8 +244,10 @@ def disk_usage(config, warnings: list[str]) -> list[Component]:
             continue
         dl = config.dledger_dir
         if dl is not None and _same(p, dl):  # DLedger's index/, checkpoint, currterm; data/ is the commit log
-            whole, data = _tree(p, warnings), _tree(p / "data", warnings) if any(d.parent == dl for d in cl_dirs) \
-                else (0, 0, 0)
+            whole, data = (
+                _tree(p, warnings),
+                _tree(p / "data", warnings) if any(d.parent == dl for d in cl_dirs) else (0, 0, 0),
+            )
             out.append(Component("other", name, *(a - b for a, b in zip(whole, data)), known=True))
             continue
         e = classify(name)  # store/root_entries.py: what a broker writes there
@@ -325,8 +351,10 @@ class _PerFile:
         """One row per file; ``times(lo, hi)`` turns a file's least and greatest value into its
         first and last store time (default: the values are offsets, their records are read)."""
         if times is None:
+
             def times(lo: int, hi: int) -> tuple[int | None, int | None]:
                 return _store_time(self.commitlog, [lo]), _store_time(self.commitlog, [hi])
+
         out = []
         for i, f in enumerate(self.commitlog.files):
             size, disk = file_sizes(f.path)
@@ -372,8 +400,9 @@ class _QueueTally:
         return True
 
 
-def _queue_row(cq: ConsumeQueue, commitlog, span: LogSpan, per_file: _PerFile | None,
-               cq_files: list[FileRow] | None, root: Path) -> Row:
+def _queue_row(
+    cq: ConsumeQueue, commitlog, span: LogSpan, per_file: _PerFile | None, cq_files: list[FileRow] | None, root: Path
+) -> Row:
     """One queue from its units (module docstring); ``per_file``/``cq_files`` collect the
     commit-log and consume-queue file rows when ``--by file`` asks for them."""
     row = Row(cq.topic, cq.queue_id)
@@ -387,8 +416,20 @@ def _queue_row(cq: ConsumeQueue, commitlog, span: LogSpan, per_file: _PerFile | 
         phy = tally.add(units)
         if cq_files is not None:
             lo, hi = _ends_time(commitlog, phy)
-            cq_files.append(FileRow("consumequeue", _rel(f.path, root), size, disk, int(phy.size), lo, hi,
-                                    len(units) * CQ_STORE_UNIT_SIZE / cq.file_size, cq.topic, cq.queue_id))
+            cq_files.append(
+                FileRow(
+                    "consumequeue",
+                    _rel(f.path, root),
+                    size,
+                    disk,
+                    int(phy.size),
+                    lo,
+                    hi,
+                    len(units) * CQ_STORE_UNIT_SIZE / cq.file_size,
+                    cq.topic,
+                    cq.queue_id,
+                )
+            )
     if tally.finish(commitlog):
         row.multi_dispatch = is_lmq(cq.topic) or _other_topic(commitlog, int(tally.first[0]), cq.topic)
     return row
@@ -443,17 +484,21 @@ def from_consume_queues(store, topic: str | None = None, by_file: bool = False) 
     queues.update(batch)
     st = Stats("consumequeue", queues, commitlog_total(commitlog))
     if batch:
-        st.notes.append(f"{len(batch)} BatchCQ queues (batchconsumequeue/): their messages are the inner messages "
-                        f"of {records} batch records (msgBaseOffset/batchSize), "
-                        "as the broker's queue offsets count them")
+        st.notes.append(
+            f"{len(batch)} BatchCQ queues (batchconsumequeue/): their messages are the inner messages "
+            f"of {records} batch records (msgBaseOffset/batchSize), "
+            "as the broker's queue offsets count them"
+        )
     if by_file:
         st.files = per_file.rows(root) + cq_files
     st.notes += unread_entries(store) + [f"{p}: not a consume-queue file name; not read" for p in strays]
     dangling = [r for r in queues.values() if r.dangling]
     if dangling:
-        st.notes.append(f"{sum(r.dangling for r in dangling)} consume-queue units of {len(dangling)} queues point "
-                        "where no commit-log file is (past its end or in a gap): not counted; rmqstore verify "
-                        "tells more")
+        st.notes.append(
+            f"{sum(r.dangling for r in dangling)} consume-queue units of {len(dangling)} queues point "
+            "where no commit-log file is (past its end or in a gap): not counted; rmqstore verify "
+            "tells more"
+        )
     if not commitlog.files:
         st.notes.append("the commit log holds no file: no unit's message is there")
     return st
@@ -480,8 +525,11 @@ def unread_entries(store) -> list[str]:
         except OSError as e:
             notes.append(f"{t.path}: cannot list: {e.strerror}; not read")
             continue
-        notes += [f"{q.path}: not a queue directory; not read" for q in queues
-                  if not (q.is_dir() and q.name.isdigit() and q.name.isascii())]
+        notes += [
+            f"{q.path}: not a queue directory; not read"
+            for q in queues
+            if not (q.is_dir() and q.name.isdigit() and q.name.isascii())
+        ]
     return notes
 
 
@@ -501,8 +549,16 @@ class _Groups:
         self.not_in_cq: dict[str, int] = {}
         self.files = _PerFile(commitlog)  # store times per file, as the walk has them
 
-    def add(self, names: list[str], tid: np.ndarray, qid: np.ndarray, total: np.ndarray, ts: np.ndarray,
-            sys_flag: np.ndarray, offsets: np.ndarray) -> None:
+    def add(
+        self,
+        names: list[str],
+        tid: np.ndarray,
+        qid: np.ndarray,
+        total: np.ndarray,
+        ts: np.ndarray,
+        sys_flag: np.ndarray,
+        offsets: np.ndarray,
+    ) -> None:
         """A run of records: topic ids into ``names``, queue ids, sizes, store times, sysflags."""
         key = (tid.astype(np.int64) << 32) | (qid.astype(np.int64) & 0xFFFFFFFF)
         uniq, inv, counts = np.unique(key, return_inverse=True, return_counts=True)
@@ -518,8 +574,9 @@ class _Groups:
             if hit.any():
                 self.not_in_cq[reason] = self.not_in_cq.get(reason, 0) + int(hit.sum())
                 skipped += np.bincount(inv, weights=hit, minlength=uniq.size).astype(np.int64)
-        for k, c, s, a, b, x in zip(uniq.tolist(), counts.tolist(), sums.tolist(), lo.tolist(), hi.tolist(),
-                                    skipped.tolist()):
+        for k, c, s, a, b, x in zip(
+            uniq.tolist(), counts.tolist(), sums.tolist(), lo.tolist(), hi.tolist(), skipped.tolist()
+        ):
             q = k & 0xFFFFFFFF
             q = q - (1 << 32) if q >= 1 << 31 else q
             r = self.rows.setdefault((names[k >> 32], q), Row(names[k >> 32], q, not_in_cq=0))
@@ -532,11 +589,11 @@ class _Groups:
 
 def _add_record(g: _Groups, m: Message) -> None:
     """One record the columnar walk left to the per-record check (same accounting)."""
+
     def one(v: int) -> np.ndarray:
         return np.array([v], np.int64)
 
-    g.add([m.topic], one(0), one(m.queue_id), one(m.total_size), one(m.store_timestamp), one(m.sys_flag),
-          one(m.offset))
+    g.add([m.topic], one(0), one(m.queue_id), one(m.total_size), one(m.store_timestamp), one(m.sys_flag), one(m.offset))
 
 
 def from_commit_log(store, topic: str | None = None, by_file: bool = False) -> Stats:
@@ -553,7 +610,7 @@ def from_commit_log(store, topic: str | None = None, by_file: bool = False) -> S
             continue
         names_b, tid = rec.topics
         if len(names_seen) < len(names_b):
-            names_seen += [n.decode("utf-8", "replace") for n in names_b[len(names_seen):]]
+            names_seen += [n.decode("utf-8", "replace") for n in names_b[len(names_seen) :]]
         rb = rec.rb
         cols = (tid, rb.queue_id, rb.total, rec.store_timestamp, rb.sys_flag, rec.offsets)
         if topic is not None:
@@ -579,8 +636,10 @@ def from_commit_log(store, topic: str | None = None, by_file: bool = False) -> S
         r = queues.setdefault((t, q), Row(t, q, not_in_cq=0))
         r.cq_bytes = _tree(store.config.root / "batchconsumequeue" / t / str(q), [])[1]
     if _batch_keys(store, topic):
-        st.notes.append("BatchCQ queues (batchconsumequeue/): --exact counts their batch records, one each; "
-                        "without --exact their inner messages are counted")
+        st.notes.append(
+            "BatchCQ queues (batchconsumequeue/): --exact counts their batch records, one each; "
+            "without --exact their inner messages are counted"
+        )
     st.notes += [f"the commit log's data stops at {s.offset} in {s.file}: {s.reason}" for s in commitlog.stops]
     if by_file:
         st.files = g.files.rows(store.config.root, times=lambda lo, hi: (lo, hi)) + cq_file_rows(store, topic)
@@ -639,8 +698,18 @@ def index_file_rows(config) -> list[FileRow]:
         h = np.frombuffer(raw, _INDEX_HEADER)[0]
         count = max(int(h["index_count"]), 1)  # IndexHeader#load: a stored count <= 0 reads as 1
         begin, end = int(h["begin_timestamp"]), int(h["end_timestamp"])
-        out.append(FileRow("index", _rel(p, config.root), size, disk, count - 1, begin or None, end or None,
-                           None if config.index_geometry_error is not None else count / config.max_index_num))
+        out.append(
+            FileRow(
+                "index",
+                _rel(p, config.root),
+                size,
+                disk,
+                count - 1,
+                begin or None,
+                end or None,
+                None if config.index_geometry_error is not None else count / config.max_index_num,
+            )
+        )
     return out
 
 
@@ -657,8 +726,11 @@ def topic_rows(queues: dict[tuple[str, int], Row]) -> list[Row]:
 
 def biggest_first(rows: list, top: int | None) -> list:
     """Rows by bytes, biggest first (ties: by name), the first ``top`` of them."""
-    key = (lambda r: (-r.bytes, r.component, r.file)) if rows and isinstance(rows[0], FileRow) else \
-        (lambda r: (-r.bytes, -r.messages, r.topic, r.queue_id if r.queue_id is not None else -1))
+    key = (
+        (lambda r: (-r.bytes, r.component, r.file))
+        if rows and isinstance(rows[0], FileRow)
+        else (lambda r: (-r.bytes, -r.messages, r.topic, r.queue_id if r.queue_id is not None else -1))
+    )
     rows = sorted(rows, key=key)
     return rows if top is None else rows[:top]
 
@@ -668,12 +740,16 @@ def _batch_keys(store, topic: str | None) -> set[tuple[str, int]]:
     from rmqstore_cli.store.mapped_files import queue_dirs as dirs
 
     cfg = store.config
-    return {(t, q) for t, q, _ in dirs(cfg.root / "batchconsumequeue")
-            if (topic is None or t == topic) and not (cfg.consumequeue_dir / t / str(q)).is_dir()}
+    return {
+        (t, q)
+        for t, q, _ in dirs(cfg.root / "batchconsumequeue")
+        if (topic is None or t == topic) and not (cfg.consumequeue_dir / t / str(q)).is_dir()
+    }
 
 
-def _batch_rows(store, topic: str | None, span: LogSpan, per_file: _PerFile | None,
-                bq_files: list[FileRow] | None = None) -> tuple[dict, int]:
+def _batch_rows(
+    store, topic: str | None, span: LogSpan, per_file: _PerFile | None, bq_files: list[FileRow] | None = None
+) -> tuple[dict, int]:
     """Each BatchCQ queue's row: its units whose record is in the commit log's files count
     ``batchSize`` messages each (the queue offsets ``BatchConsumeQueue#getMaxOffsetInQueue``
     counts) and the record's bytes; times are the units' store times. Also how many
@@ -710,8 +786,9 @@ def _batch_file_rows(bq, span: LogSpan, root: Path) -> list[FileRow]:
     for f in bq.queue.files:
         size, disk = file_sizes(f.path)
         u = arrays.get(f.name)
-        row = FileRow("batchconsumequeue", _rel(f.path, root), size, disk, 0, fill=0.0, topic=bq.topic,
-                      queue_id=bq.queue_id)
+        row = FileRow(
+            "batchconsumequeue", _rel(f.path, root), size, disk, 0, fill=0.0, topic=bq.topic, queue_id=bq.queue_id
+        )
         if u is not None:
             ts = u["store_time"][span.holds(u["commitlog_offset"])]
             row.entries = int(ts.size)

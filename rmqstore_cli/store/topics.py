@@ -1,5 +1,6 @@
 """Topic ids of many records at once: the one table a bulk reader keeps of the topics
 it has seen (``TopicConfigManager`` has no ids; these are dense, in order of appearance)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -58,8 +59,11 @@ class TopicIds:
         self.ids[raw] = tid
         self._names.append(raw)
         w = max(len(x) for x in self._names)
-        self._name_rows = np.frombuffer(b"".join(x.ljust(w, b"\0") for x in self._names), np.uint8).reshape(-1, w) \
-            if w else np.zeros((len(self._names), 0), np.uint8)
+        self._name_rows = (
+            np.frombuffer(b"".join(x.ljust(w, b"\0") for x in self._names), np.uint8).reshape(-1, w)
+            if w
+            else np.zeros((len(self._names), 0), np.uint8)
+        )
         a = np.frombuffer(raw + bytes(8), np.uint8)
         h, t, L = self._key_parts(a, np.zeros(1, np.int64), np.array([len(raw)], np.int64))
         self._exact = np.concatenate([self._exact, np.stack([h, t, L], 1)])
@@ -79,7 +83,7 @@ class TopicIds:
         """Topic id of each record, registering new topics (ids in order of appearance)."""
         tid = self.lookup(a, ta, tl)
         for r in np.flatnonzero(tid < 0).tolist():
-            raw = bytes(buf[int(ta[r]):int(ta[r] + tl[r])])
+            raw = bytes(buf[int(ta[r]) : int(ta[r] + tl[r])])
             t = self.ids.get(raw)
             if t is None:
                 t = len(self._names)

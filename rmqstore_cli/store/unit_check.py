@@ -6,11 +6,13 @@ transaction type gets a unit at all (NOT or COMMIT), and the tagsCode is what di
 computes (docs/format/consume-queue.md#tags-code; ext addresses of ``enableConsumeQueueExt`` are not compared). Pre-blank
 units (``#fillPreBlank``) and units whose record has expired have nothing to agree with.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 from rmqstore_cli.formats.commitlog import TRANSACTION_COMMIT_TYPE, TRANSACTION_NOT_TYPE
+
 from rmqstore_cli.store.commitlog import CommitLog, Status
 from rmqstore_cli.store.consume_queue import is_pre_blank
 from rmqstore_cli.store.dispatch import InvalidForDispatch, compute_tags_code
@@ -39,9 +41,17 @@ class UnitCheck:
     problems: list[str] = field(default_factory=list)
 
 
-def check_unit(commitlog: CommitLog, cq_offset: int, commitlog_offset: int, size: int, tags_code: int,
-               topic: str | None, queue_id: int | None, delay_table: dict[int, int],
-               ext_enabled: bool = False) -> UnitCheck:
+def check_unit(
+    commitlog: CommitLog,
+    cq_offset: int,
+    commitlog_offset: int,
+    size: int,
+    tags_code: int,
+    topic: str | None,
+    queue_id: int | None,
+    delay_table: dict[int, int],
+    ext_enabled: bool = False,
+) -> UnitCheck:
     if is_pre_blank(commitlog_offset, size, tags_code):
         return UnitCheck(PRE_BLANK, None)
     if commitlog.files and commitlog_offset < commitlog.min_offset:

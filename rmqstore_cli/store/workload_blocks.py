@@ -10,13 +10,13 @@ bytes are those of the per-send path; only the random stream differs (a seed sti
 one store). Options it does not draw (timer, LMQ, BatchCQ, compaction) stay on
 ``Workload.specs``.
 """
+
 from __future__ import annotations
 
 import zlib
 from collections.abc import Iterator
 
 import numpy as np
-
 from rmqstore_cli.formats.commitlog import (
     COMPRESSED_FLAG,
     MULTI_TAGS_FLAG,
@@ -25,6 +25,7 @@ from rmqstore_cli.formats.commitlog import (
     TRANSACTION_ROLLBACK_TYPE,
 )
 from rmqstore_cli.formats.message_id import UNIQ_KEY_TIME_COUNTER_SIZES
+
 from rmqstore_cli.store.commitlog.blocks import BLOCK_BYTES, SendBlock
 from rmqstore_cli.store.message import (
     PROPERTY_CLUSTER,
@@ -77,8 +78,10 @@ class Templates:
             consts = {PROPERTY_CLUSTER: self.cluster, **{k: v for k, v in values.items() if isinstance(v, str)}}
             items = [(k, consts[k].replace("%", "%%") if k in consts else "%s") for k in order]
             text = stored_properties(_Items(items), self.profile, keep_wait)
-            got = self._cache[key] = (text.encode(), [k for k in order if k not in consts and (
-                keep_wait or self.profile.stores_wait or k != PROPERTY_WAIT)])
+            got = self._cache[key] = (
+                text.encode(),
+                [k for k in order if k not in consts and (keep_wait or self.profile.stores_wait or k != PROPERTY_WAIT)],
+            )
         text, names = got
         if not names:
             n = len(next(iter(v for v in values.values() if not isinstance(v, str)), [])) or 1
@@ -112,8 +115,12 @@ class Draw:
         self.born_back = rng.integers(1, 50, m)
         self.topic = rng.integers(0, o.topics, m)
         self.qid = rng.integers(0, o.queues, m)
-        self.has_tag, self.born_v6, self.store_v6, self.compress = r[0] < 0.9, r[1] < o.ipv6_ratio, \
-            r[2] < o.ipv6_ratio, r[3] < o.compress_ratio
+        self.has_tag, self.born_v6, self.store_v6, self.compress = (
+            r[0] < 0.9,
+            r[1] < o.ipv6_ratio,
+            r[2] < o.ipv6_ratio,
+            r[3] < o.compress_ratio,
+        )
         self.kind, self.half, self.commit, self.flag = r[4], r[5] < 0.7, r[6] < 0.75, (r[7] < 0.1).astype(np.int64)
         self.tag = rng.integers(0, n_tags, m)
         self.born_producer, self.uniq_producer = rng.integers(0, 4, m), rng.integers(0, 4, m)
@@ -134,8 +141,10 @@ def keys_column(o, idx: list[int], d: Draw) -> list[bytes]:
     a, b = o.shared_key_ratio, o.shared_key_ratio + 0.05
     wide = "订单-%d".encode()
     for r, s, x in zip(d.key_r.tolist(), d.key_shared.tolist(), d.key_rand.tolist()):
-        out = [k + (b" shared-%d" % s_ if r_ < a else b" " + wide % i if r_ < b else b" k%d-%x" % (i, x_))
-               for k, i, r_, s_, x_ in zip(out, idx, r, s, x)]
+        out = [
+            k + (b" shared-%d" % s_ if r_ < a else b" " + wide % i if r_ < b else b" k%d-%x" % (i, x_))
+            for k, i, r_, s_, x_ in zip(out, idx, r, s, x)
+        ]
     return out
 
 
@@ -149,7 +158,7 @@ def uniq_keys(prefixes: list[str], producer: np.ndarray, span: np.ndarray, count
     pfx = np.frombuffer("".join(prefixes).encode(), np.uint8).reshape(len(prefixes), -1)
     rows = np.concatenate([pfx[producer], digits], axis=1)
     raw, w = rows.tobytes(), rows.shape[1]
-    return [raw[x:x + w] for x in range(0, len(raw), w)]
+    return [raw[x : x + w] for x in range(0, len(raw), w)]
 
 
 def draw_blocks(w) -> Iterator[SendBlock]:
@@ -191,11 +200,16 @@ class Catalog:
         self.schedule, self.half, self.op, self.retry = range(len(w.topic_names), len(self.topics))
         self.retry_topic = w.retry_topic
         v6 = bytes.fromhex("20010db8000000000000000000")
-        self.hosts = [ip for ip, _, _ in w.producers] + [STORE_V4[0], STORE_V6[0]] + \
-            [v6 + bytes([0, 0, x]) for x in range(1, 255)]
+        self.hosts = (
+            [ip for ip, _, _ in w.producers]
+            + [STORE_V4[0], STORE_V6[0]]
+            + [v6 + bytes([0, 0, x]) for x in range(1, 255)]
+        )
         self.store_port = STORE_V4[1]
-        self.uniq_prefix = [(ip + (pid & 0xFFFF).to_bytes(2, "big") + cl.to_bytes(4, "big", signed=True)).hex().upper()
-                            for ip, pid, cl in w.producers]
+        self.uniq_prefix = [
+            (ip + (pid & 0xFFFF).to_bytes(2, "big") + cl.to_bytes(4, "big", signed=True)).hex().upper()
+            for ip, pid, cl in w.producers
+        ]
         self.tpl = Templates(w.profile, w.o.cluster)
         self.op_props = w.op_properties().encode()
 
@@ -217,7 +231,7 @@ def build_block(cat: Catalog, o, d: Draw, store: np.ndarray, born: np.ndarray, s
     tags_multi = np.array([" " in t for t in cat.tags])[d.tag]
     base_sys = np.where(d.compress, COMPRESSED_FLAG, 0) | np.where(tag & tags_multi, MULTI_TAGS_FLAG, 0)
     pool = cat.pool
-    bodies = [pool[a:a + n] for a, n in zip(d.body_at.tolist(), d.body_len.tolist())]
+    bodies = [pool[a : a + n] for a, n in zip(d.body_at.tolist(), d.body_len.tolist())]
     for i in np.flatnonzero(d.compress).tolist():
         bodies[i] = zlib.compress(bodies[i], 5)
     tid = d.topic[send].copy()
@@ -236,8 +250,14 @@ def build_block(cat: Catalog, o, d: Draw, store: np.ndarray, born: np.ndarray, s
     sys_flag[ps] |= TRANSACTION_PREPARED_TYPE
     end = np.where(d.commit[tx & ~half], TRANSACTION_COMMIT_TYPE, TRANSACTION_ROLLBACK_TYPE)
     sys_flag[ps + 1] |= end
-    for k, rows in (("delay", rows_of["delay"]), ("retry", rows_of["retry"]), ("half", hs), ("commit", hs + 1),
-                    ("op", hs + 2), ("prepared", ps)):
+    for k, rows in (
+        ("delay", rows_of["delay"]),
+        ("retry", rows_of["retry"]),
+        ("half", hs),
+        ("commit", hs + 1),
+        ("op", hs + 2),
+        ("prepared", ps),
+    ):
         kinds[rows] = k
     kinds[ps + 1] = np.where(end == TRANSACTION_COMMIT_TYPE, "commit", "rollback")
     props = np.empty(send.size, object)
@@ -248,10 +268,30 @@ def build_block(cat: Catalog, o, d: Draw, store: np.ndarray, born: np.ndarray, s
     born_host = np.where(d.born_v6, 6 + d.born_last - 1, d.born_producer)
     store_host = np.where(d.store_v6, 5, 4)
     z = np.zeros(send.size, np.int64)
-    return SendBlock(cat.topics, cat.hosts, tid, qid, d.flag[send], sys_flag, born[send], store[send] + sub,
-                     born_host[send], d.born_port[send], store_host[send], z + cat.store_port, reconsume, z, z,
-                     z - 1, z - 1, bodies=body_rows, props=props.tolist(),
-                     kinds=kinds.tolist(), floor_store_ts=True, raw_props=False)
+    return SendBlock(
+        cat.topics,
+        cat.hosts,
+        tid,
+        qid,
+        d.flag[send],
+        sys_flag,
+        born[send],
+        store[send] + sub,
+        born_host[send],
+        d.born_port[send],
+        store_host[send],
+        z + cat.store_port,
+        reconsume,
+        z,
+        z,
+        z - 1,
+        z - 1,
+        bodies=body_rows,
+        props=props.tolist(),
+        kinds=kinds.tolist(),
+        floor_store_ts=True,
+        raw_props=False,
+    )
 
 
 def _fill_props(cat: Catalog, o, d: Draw, sends: dict, props: np.ndarray, start: np.ndarray, masks: tuple) -> None:
@@ -263,8 +303,13 @@ def _fill_props(cat: Catalog, o, d: Draw, sends: dict, props: np.ndarray, start:
     cases = [  # mask, extra client names, broker's puts, keep WAIT, row offsets
         (normal, (), (), False, (0,)),
         (delay, (PROPERTY_DELAY,), (PROPERTY_REAL_TOPIC, PROPERTY_REAL_QID), True, (0,)),
-        (retry, (), ("RETRY_TOPIC", "ORIGIN_MESSAGE_ID", "MAX_RECONSUME_TIMES", PROPERTY_REAL_TOPIC,
-                     PROPERTY_REAL_QID), True, (0,)),
+        (
+            retry,
+            (),
+            ("RETRY_TOPIC", "ORIGIN_MESSAGE_ID", "MAX_RECONSUME_TIMES", PROPERTY_REAL_TOPIC, PROPERTY_REAL_QID),
+            True,
+            (0,),
+        ),
         (half, (PROPERTY_TRAN_MSG, PROPERTY_PGROUP), (PROPERTY_REAL_TOPIC, PROPERTY_REAL_QID), True, (0, 1)),
         (prepared, (PROPERTY_TRAN_MSG, PROPERTY_PGROUP), (), False, (0, 1)),
     ]
@@ -274,20 +319,32 @@ def _fill_props(cat: Catalog, o, d: Draw, sends: dict, props: np.ndarray, start:
             if not s.size:
                 continue
             sl = s.tolist()
-            vals: dict = {PROPERTY_KEYS: [sends["keys"][i] for i in sl], PROPERTY_WAIT: "true",
-                          PROPERTY_UNIQ_KEY: [sends["uniq"][i] for i in sl], **tx_consts}
+            vals: dict = {
+                PROPERTY_KEYS: [sends["keys"][i] for i in sl],
+                PROPERTY_WAIT: "true",
+                PROPERTY_UNIQ_KEY: [sends["uniq"][i] for i in sl],
+                **tx_consts,
+            }
             if has:
                 vals[PROPERTY_TAGS] = [sends["tags"][i] for i in sl]
             if mask is delay:
                 vals[PROPERTY_DELAY] = [b"%d" % x for x in d.level[s].tolist()]
             if mask is retry:
-                vals.update({"RETRY_TOPIC": [topic_names[t] for t in d.topic[s].tolist()],
-                             "ORIGIN_MESSAGE_ID": [b"0A00000500002A9F%016X" % x for x in d.origin[s].tolist()],
-                             "MAX_RECONSUME_TIMES": "16", PROPERTY_REAL_TOPIC: cat.retry_topic, PROPERTY_REAL_QID: "0"})
+                vals.update(
+                    {
+                        "RETRY_TOPIC": [topic_names[t] for t in d.topic[s].tolist()],
+                        "ORIGIN_MESSAGE_ID": [b"0A00000500002A9F%016X" % x for x in d.origin[s].tolist()],
+                        "MAX_RECONSUME_TIMES": "16",
+                        PROPERTY_REAL_TOPIC: cat.retry_topic,
+                        PROPERTY_REAL_QID: "0",
+                    }
+                )
             elif extra:
                 vals[PROPERTY_REAL_TOPIC] = [topic_names[t] for t in d.topic[s].tolist()]
                 vals[PROPERTY_REAL_QID] = [b"%d" % q for q in d.qid[s].tolist()]
-            client = ((PROPERTY_TAGS,) if has else ()) + (PROPERTY_KEYS, PROPERTY_WAIT, PROPERTY_UNIQ_KEY) + client_extra
+            client = (
+                ((PROPERTY_TAGS,) if has else ()) + (PROPERTY_KEYS, PROPERTY_WAIT, PROPERTY_UNIQ_KEY) + client_extra
+            )
             text = cat.tpl.fill(client, extra, keep, {k: v for k, v in vals.items() if k in client + extra})
             for off in offs:
                 props[start[s] + off] = text

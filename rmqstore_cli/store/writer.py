@@ -4,6 +4,7 @@ Every appended record is re-read from the bytes just written (``check_message``)
 dispatched from that decode, so consume queues and index are by construction what a
 reput over the commit log builds.
 """
+
 from __future__ import annotations
 
 import datetime as _dt
@@ -13,9 +14,10 @@ import stat
 from collections.abc import Iterable
 from pathlib import Path
 
-from rmqstore_cli.errors import RefusedError, StoreError
-from rmqstore_cli.formats.timer import TIMER_TOPIC
 from rmqstore_cli.formats.sysflag import INNER_BATCH_FLAG
+from rmqstore_cli.formats.timer import TIMER_TOPIC
+
+from rmqstore_cli.errors import RefusedError, StoreError
 from rmqstore_cli.store.checkpoint import StoreCheckpoint
 from rmqstore_cli.store.commitlog import AppendResult, AppendSpec, CommitLog, Status, check_message
 from rmqstore_cli.store.compaction_writer import compaction_dispatch
@@ -53,8 +55,9 @@ class StoreWriter:
         except OSError as e:
             raise os_error(e, config.root, "create the store directory") from None
         refuse_if_live(config.root)
-        self.lock = StoreLock(config.root, hint="a broker or another rmqstore generate is using the store; "
-                                                "try again when it is done")
+        self.lock = StoreLock(
+            config.root, hint="a broker or another rmqstore generate is using the store; try again when it is done"
+        )
         self.lock.acquire()
         try:
             self._open(tz)
@@ -78,8 +81,9 @@ class StoreWriter:
         self.commitlog.open_for_append()
         self._recover_topic_queue_table()
         #: INNER_MULTI_QUEUE_OFFSET assigned at append (store/lmq.py)
-        self.multi = MultiDispatchAppender(config, self.commitlog.topic_queue_table) \
-            if config.enable_multi_dispatch else None
+        self.multi = (
+            MultiDispatchAppender(config, self.commitlog.topic_queue_table) if config.enable_multi_dispatch else None
+        )
         self.dispatcher = Dispatcher(config, config.consumequeue_dir, config.index_dir, tz, roots=self.roots)
         if FAST_PATHS.key_block and self.dispatcher.index is not None:  # issue 23: keys put per block
             self.dispatcher.key_block = IndexKeyBlock(self.dispatcher.index, FAST_PATHS.key_block)
@@ -122,8 +126,10 @@ class StoreWriter:
         from rmqstore_cli.store.message_store import is_rocksdb_store
 
         if is_rocksdb_store(cfg):  # file units would land inside the database (exit 3)
-            raise StoreError("the consume queues are in RocksDB (storeType=defaultRocksDB), which generate does "
-                             "not write", path=cfg.consumequeue_dir)
+            raise StoreError(
+                "the consume queues are in RocksDB (storeType=defaultRocksDB), which generate does not write",
+                path=cfg.consumequeue_dir,
+            )
         for d in [*cfg.commitlog_dirs, cfg.consumequeue_dir, cfg.index_dir, cfg.root / "config"]:
             if os.path.lexists(d):
                 check_inside(d, self.roots, f"write into {d.name}/")
@@ -136,10 +142,11 @@ class StoreWriter:
         for p in paths:
             st = os.lstat(p)
             if not stat.S_ISREG(st.st_mode):
-                raise RefusedError(f"will not write to {kind_of(st.st_mode)}: a store file this run writes "
-                                   "must be a regular file", path=p,
-                                   hint="a symbolic link or special file was planted in the store; remove it "
-                                        "or work on a copy")
+                raise RefusedError(
+                    f"will not write to {kind_of(st.st_mode)}: a store file this run writes must be a regular file",
+                    path=p,
+                    hint="a symbolic link or special file was planted in the store; remove it or work on a copy",
+                )
 
     def _load_topics(self) -> dict:
         """``config/topics.json`` as ``TopicConfigManager`` reads it, checked before anything
@@ -150,25 +157,35 @@ class StoreWriter:
         data = load_json(path, what="config/topics.json")
         why = _topics_problem(data)
         if why is not None:
-            raise StoreError(f"config/topics.json is not the broker's topic table: {why}", path=path,
-                             hint="move it away (generate then writes a fresh one) or repair it")
+            raise StoreError(
+                f"config/topics.json is not the broker's topic table: {why}",
+                path=path,
+                hint="move it away (generate then writes a fresh one) or repair it",
+            )
         data.setdefault("topicConfigTable", {})
         return data
 
     def _check_index_clean(self) -> None:
         if (self.config.root / "abort").exists():
-            raise StoreError("the store was not shut down cleanly (abort file)", path=self.config.root / "abort",
-                             hint="run rebuild-index or verify first")
+            raise StoreError(
+                "the store was not shut down cleanly (abort file)",
+                path=self.config.root / "abort",
+                hint="run rebuild-index or verify first",
+            )
 
     def declare_batch_topics(self, topics: set[str]) -> None:
         """These topics are BatchCQ (``queue.type=BatchCQ``): their records go to
         batchconsumequeue/, each queue continuing after its recovered end."""
-        from rmqstore_cli.store.batch_queue import BatchDispatch, BatchConsumeQueue, batch_file_size
+        from rmqstore_cli.store.batch_queue import BatchConsumeQueue, BatchDispatch, batch_file_size
 
         d = self.dispatcher
         if d.batch is None:
-            d.batch = BatchDispatch(self.config.root / "batchconsumequeue", set(), batch_file_size(
-                self.config, self.config.root), self.roots)
+            d.batch = BatchDispatch(
+                self.config.root / "batchconsumequeue",
+                set(),
+                batch_file_size(self.config, self.config.root),
+                self.roots,
+            )
         d.batch.topics |= topics
         self.batch_topics |= topics
         for topic, qid, qdir in queue_dirs(self.config.root / "batchconsumequeue"):
@@ -232,10 +249,16 @@ class StoreWriter:
             for i in range(0, len(whole), size or len(whole) or 1):
                 block = whole.rows(i, i + size) if size and size < len(whole) else whole
                 got = None
-                if size and self.timer is None and self.compaction is None and self.multi is None \
-                        and not self.batch_topics:
-                    got = self.commitlog.append_block(block, self._pending,
-                                                      self.last_store_timestamp if block.floor_store_ts else None)
+                if (
+                    size
+                    and self.timer is None
+                    and self.compaction is None
+                    and self.multi is None
+                    and not self.batch_topics
+                ):
+                    got = self.commitlog.append_block(
+                        block, self._pending, self.last_store_timestamp if block.floor_store_ts else None
+                    )
                 if got is None:
                     for kind, spec in block.specs():
                         self.append_linked(kind, spec, block.floor_store_ts)
@@ -262,8 +285,10 @@ class StoreWriter:
             fd.units = d.units
             stop = fd.dispatch(data, a, starts, fields, np.arange(starts.size))
             if stop is not None:
-                raise StoreError("wrote a record the broker's dispatch refuses (DELAY is not an int)",
-                                 offset=int(fields["phy"][stop]))
+                raise StoreError(
+                    "wrote a record the broker's dispatch refuses (DELAY is not an int)",
+                    offset=int(fields["phy"][stop]),
+                )
 
     def _count(self, block, store_ts) -> None:
         """What :meth:`append` counts per record (topics and queues, refused topics), per block."""
@@ -310,8 +335,15 @@ class StoreWriter:
         for topic, n in sorted(self.topics.items()):
             old = table.get(topic, {})
             q = max(n, old.get("readQueueNums", 0))
-            table[topic] = {"topicName": topic, "readQueueNums": q, "writeQueueNums": q, "perm": 6,
-                            "topicFilterType": "SINGLE_TAG", "topicSysFlag": 0, "order": False}
+            table[topic] = {
+                "topicName": topic,
+                "readQueueNums": q,
+                "writeQueueNums": q,
+                "perm": 6,
+                "topicFilterType": "SINGLE_TAG",
+                "topicSysFlag": 0,
+                "order": False,
+            }
             attrs = dict(old["attributes"]) if isinstance(old.get("attributes"), dict) else {}  # kept by an append
             if topic in self.batch_topics:  # TopicAttributes.QUEUE_TYPE_ATTRIBUTE
                 attrs["queue.type"] = "BatchCQ"
@@ -354,4 +386,3 @@ def count_records(config: StoreConfig) -> int:
         return sum(getattr(item, "n", 1) for item in cl.scan_blocks())
     finally:
         cl.close()
-

@@ -1,6 +1,7 @@
 """search-offset, consumer-progress and stats on a 5.3.3 store with a BatchCQ topic (the
 bcq sample): offsets are queue offsets of messages (``BatchConsumeQueue#getMinOffsetInQueue``
 / ``#getMaxOffsetInQueue``: msgBaseOffset and batchSize), compared with expected.json."""
+
 from __future__ import annotations
 
 import json
@@ -40,18 +41,44 @@ def test_search_offset_BatchConsumeQueue_getOffsetInQueueByTime(bcq):
         (u[63]["storeTime"] + 1000, u[63]["msgBaseOffset"], q["maxOffset"]),
     ]
     for when, broker, first in cases:
-        b = _jsonl(cli("search-offset", "-s", store, "-t", "BulkTopic", "--time", when, "--broker", "--format", "jsonl"))
+        b = _jsonl(
+            cli("search-offset", "-s", store, "-t", "BulkTopic", "--time", when, "--broker", "--format", "jsonl")
+        )
         f = _jsonl(cli("search-offset", "-s", store, "-t", "BulkTopic", "-q", 0, "--time", when, "--format", "jsonl"))
         assert (b[0]["offset"], b[0]["method"]) == (broker, "broker-5-lower"), when
         assert f[0]["offset"] == first, when
         for r in (b[0], f[0]):
             assert (r["min_offset"], r["max_offset"]) == (q["minOffset"], q["maxOffset"])
     # UPPER at unit 32's time: at or after unit 32 (the last unit of that time)
-    r = _jsonl(cli("search-offset", "-s", store, "-t", "BulkTopic", "--time", u[32]["storeTime"], "--broker",
-                   "--boundary", "upper", "--format", "jsonl"))[0]
+    r = _jsonl(
+        cli(
+            "search-offset",
+            "-s",
+            store,
+            "-t",
+            "BulkTopic",
+            "--time",
+            u[32]["storeTime"],
+            "--broker",
+            "--boundary",
+            "upper",
+            "--format",
+            "jsonl",
+        )
+    )[0]
     assert r["offset"] >= u[32]["msgBaseOffset"] and r["store_timestamp"] == u[32]["storeTime"]
-    r = cli("search-offset", "-s", store, "-t", "BulkTopic", "--time", u[1]["storeTime"], "--broker",
-            "--broker-version", "4.9")
+    r = cli(
+        "search-offset",
+        "-s",
+        store,
+        "-t",
+        "BulkTopic",
+        "--time",
+        u[1]["storeTime"],
+        "--broker",
+        "--broker-version",
+        "4.9",
+    )
     assert r.exit_code == 2 and "BatchCQ" in r.stderr
 
 
@@ -104,8 +131,10 @@ def test_stats_counts_inner_messages(bcq):
     row, summary = rows[0], rows[-1]["summary"]
     assert (row["topic"], row["queue_id"], row["messages"]) == ("BulkTopic", 0, exp["counts"]["innerMessages"])
     assert row["bytes"] == exp["commitLog"]["maxPhyOffset"] and row["cq_bytes"] == 2 * exp["bcqFileSize"]
-    assert (row["first_store_timestamp"], row["last_store_timestamp"]) == \
-        (exp["units"][0]["storeTime"], exp["units"][-1]["storeTime"])
+    assert (row["first_store_timestamp"], row["last_store_timestamp"]) == (
+        exp["units"][0]["storeTime"],
+        exp["units"][-1]["storeTime"],
+    )
     assert summary["messages"] == exp["counts"]["innerMessages"]
     assert any(f"{exp['counts']['batchMessages']} batch records" in n for n in summary["notes"])
     ex = _jsonl(cli("stats", "-s", store, "--by", "topic", "--exact", "--format", "jsonl"))
@@ -126,9 +155,12 @@ def test_stats_by_file_lists_the_batch_queue_files(bcq, exact):
     total, per_file = exp["batchConsumeQueues"][0]["units"], size // unit
     counts = [min(per_file, total - i) for i in range(0, total, per_file)]
     assert [r["file"] for r in rows] == [f"batchconsumequeue/BulkTopic/0/{i * size:020d}" for i in range(len(counts))]
-    assert [(r["topic"], r["queue_id"], r["entries"], r["bytes"]) for r in rows] == \
-        [("BulkTopic", 0, n, size) for n in counts]
+    assert [(r["topic"], r["queue_id"], r["entries"], r["bytes"]) for r in rows] == [
+        ("BulkTopic", 0, n, size) for n in counts
+    ]
     assert [r["fill"] for r in rows] == [round(n * unit / size, 6) for n in counts]
     u = _units(exp)
-    assert (rows[0]["first_store_timestamp"], rows[-1]["last_store_timestamp"]) == \
-        (u[0]["storeTime"], u[total - 1]["storeTime"])
+    assert (rows[0]["first_store_timestamp"], rows[-1]["last_store_timestamp"]) == (
+        u[0]["storeTime"],
+        u[total - 1]["storeTime"],
+    )

@@ -3,6 +3,7 @@
 Config files are written in fastjson's exact form (integer map keys unquoted), as
 ``ConfigManager#persist`` writes them.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -10,8 +11,7 @@ from pathlib import Path
 import pytest
 
 from rmqstore_cli.store.configfiles import BROKER_CONFIG_FILES, load_broker_configs, load_config
-from rmqstore_cli.store.startup import (QueueEnd, config_reasons, empty_last_file_throws, predict,
-                                        truncation_reason)
+from rmqstore_cli.store.startup import QueueEnd, config_reasons, empty_last_file_throws, predict, truncation_reason
 from tests.helpers import FIXTURES
 
 OFFSETS = next(c for c in BROKER_CONFIG_FILES if c.name == "consumerOffset.json")
@@ -24,18 +24,21 @@ def _write(d: Path, name: str, data: bytes) -> None:
     (d / name).write_bytes(data)
 
 
-@pytest.mark.parametrize("main, bak, source", [
-    (FASTJSON, None, "file"),             # ConfigManager#load: decodes
-    (TORN, FASTJSON, "bak"),              # does not decode -> #loadBak
-    (b"", FASTJSON, "bak"),               # empty -> #loadBak
-    (None, FASTJSON, "bak"),              # absent -> #loadBak
-    (b"\0" * 64, FASTJSON, "bak"),        # a NUL-filled page after power loss
-    (TORN, None, "none"),                 # #loadBak: no backup -> true, empty manager
-    (None, None, "none"),
-    (TORN, TORN, "fails"),                # #loadBak: backup does not decode -> false
-    (None, b"[1,2]", "fails"),            # not an object: fastjson cannot bind it
-    (b"null", None, "file"),              # fastjson: null decodes to no object
-])
+@pytest.mark.parametrize(
+    "main, bak, source",
+    [
+        (FASTJSON, None, "file"),  # ConfigManager#load: decodes
+        (TORN, FASTJSON, "bak"),  # does not decode -> #loadBak
+        (b"", FASTJSON, "bak"),  # empty -> #loadBak
+        (None, FASTJSON, "bak"),  # absent -> #loadBak
+        (b"\0" * 64, FASTJSON, "bak"),  # a NUL-filled page after power loss
+        (TORN, None, "none"),  # #loadBak: no backup -> true, empty manager
+        (None, None, "none"),
+        (TORN, TORN, "fails"),  # #loadBak: backup does not decode -> false
+        (None, b"[1,2]", "fails"),  # not an object: fastjson cannot bind it
+        (b"null", None, "file"),  # fastjson: null decodes to no object
+    ],
+)
 def test_config_manager_load_outcomes(tmp_path, main, bak, source):
     if main is not None:
         _write(tmp_path, OFFSETS.name, main)
@@ -78,14 +81,17 @@ def test_config_fifo_is_unreadable_not_a_hang(tmp_path):
     assert not config_reasons([ld])[0].fatal
 
 
-@pytest.mark.parametrize("version, end, last_from, truncated, redispatched, throws", [
-    ("5", 6000, 6000, False, False, True),     # apache/rocketmq#9728: empty last file after a full one
-    ("4.9", 6000, 6000, False, False, False),  # 4.9.x correctMinOffset reads the first file, inside try/catch
-    ("5", 6000, 6000, True, False, False),     # truncateDirtyLogicFiles moves the read position to 20
-    ("5", 6000, 6000, False, True, False),     # recovery writes a unit at position 0
-    ("5", 0, 0, False, False, False),          # minLogicOffset 0 >= getMaxOffset 0: returns early
-    ("5", 6020, 6000, False, False, False),    # the last file has a unit
-])
+@pytest.mark.parametrize(
+    "version, end, last_from, truncated, redispatched, throws",
+    [
+        ("5", 6000, 6000, False, False, True),  # apache/rocketmq#9728: empty last file after a full one
+        ("4.9", 6000, 6000, False, False, False),  # 4.9.x correctMinOffset reads the first file, inside try/catch
+        ("5", 6000, 6000, True, False, False),  # truncateDirtyLogicFiles moves the read position to 20
+        ("5", 6000, 6000, False, True, False),  # recovery writes a unit at position 0
+        ("5", 0, 0, False, False, False),  # minLogicOffset 0 >= getMaxOffset 0: returns early
+        ("5", 6020, 6000, False, False, False),  # the last file has a unit
+    ],
+)
 def test_correct_min_offset_throws_exactly_in_5x(version, end, last_from, truncated, redispatched, throws):
     q = QueueEnd("T", 0, last_from, end, redispatched)
     assert empty_last_file_throws(version, q, truncated) is throws
@@ -99,7 +105,13 @@ def test_truncation_reason_names_the_broker_log_line():
 
 def test_verdict_line():
     v = predict("5", True, [])
-    assert v.starts and v.as_dict() == {"starts": True, "recovery": "abnormal", "version": "5", "version_source": "option", "reasons": []}
+    assert v.starts and v.as_dict() == {
+        "starts": True,
+        "recovery": "abnormal",
+        "version": "5",
+        "version_source": "option",
+        "reasons": [],
+    }
     assert v.line() == "broker start (5): would start, abnormal recovery"
 
 
@@ -111,8 +123,10 @@ import sys
 
 
 def _verify(store, *args) -> dict:
-    r = subprocess.run([sys.executable, "-m", "rmqstore_cli", "verify", "--store", str(store), "--format", "jsonl",
-                        *args], capture_output=True)
+    r = subprocess.run(
+        [sys.executable, "-m", "rmqstore_cli", "verify", "--store", str(store), "--format", "jsonl", *args],
+        capture_output=True,
+    )
     assert r.returncode in (0, 1), r.stderr.decode()
     return json.loads(r.stdout.decode().splitlines()[-1])["summary"]["broker_start"]
 
@@ -121,9 +135,29 @@ def _verify(store, *args) -> dict:
 def five(tmp_path_factory):
     """A 5.x store whose queues span several consume-queue files (60 units each)."""
     s = tmp_path_factory.mktemp("five") / "store"
-    r = subprocess.run([sys.executable, "-m", "rmqstore_cli", "generate", "--store", str(s), "--messages", "3000",
-                        "--topics", "2", "--queues", "2", "--broker-version", "5", "--cq-file-size", "1200",
-                        "--seed", "7"], capture_output=True)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "rmqstore_cli",
+            "generate",
+            "--store",
+            str(s),
+            "--messages",
+            "3000",
+            "--topics",
+            "2",
+            "--queues",
+            "2",
+            "--broker-version",
+            "5",
+            "--cq-file-size",
+            "1200",
+            "--seed",
+            "7",
+        ],
+        capture_output=True,
+    )
     assert r.returncode == 0, r.stderr.decode()
     return s
 
@@ -139,7 +173,6 @@ def _empty_last_cq_file(store: Path) -> tuple[Path, Path]:
     consume queues behind the commit log (the last message's unit lost), so recovery neither
     truncates the queues nor writes into that file."""
     import numpy as np
-
     from rmqstore_cli.formats.consume_queue import ConsumeQueueUnit
     from rmqstore_cli.formats.derive import numpy_dtype
 
@@ -172,8 +205,21 @@ def test_empty_last_cq_file_stops_a_5x_broker_not_a_49_one(five, tmp_path):
     assert [r["file"] for r in fatal] == [str(empty.relative_to(s))]
     assert "correctMinOffset" in fatal[0]["detail"] and "IllegalArgumentException" in fatal[0]["detail"]
     assert "rebuild-index" in fatal[0]["repair"]
-    r = subprocess.run([sys.executable, "-m", "rmqstore_cli", "verify", "--store", str(s), "--broker-version", "5",
-                        "--format", "jsonl"], capture_output=True)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "rmqstore_cli",
+            "verify",
+            "--store",
+            str(s),
+            "--broker-version",
+            "5",
+            "--format",
+            "jsonl",
+        ],
+        capture_output=True,
+    )
     assert r.returncode == 1  # "would not start" is an error, though no other finding says why
     lines = [json.loads(x) for x in r.stdout.decode().splitlines()]
     assert [f["file"] for f in lines[:-1] if f["check"] == "broker.no-start"] == [str(empty.relative_to(s))]

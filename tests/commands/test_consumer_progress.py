@@ -1,5 +1,6 @@
 """consumer-progress: config/consumerOffset.json read as ConfigManager#load reads it (fastjson's
 unquoted integer keys, the .bak fallback), against the queues' offsets from expected.json."""
+
 from __future__ import annotations
 
 import json
@@ -24,16 +25,27 @@ def fastjson_pretty(table: dict[str, dict[int, int]]) -> str:
     for key, queues in table.items():
         inner = ",".join(f"{q}:{o}" for q, o in queues.items())
         entries.append(f'\t\t"{key}":{{{inner}\n\t\t}}')
-    return "{\n\t\"offsetTable\":{\n" + ",\n".join(entries) + "\n\t}\n}"
+    return '{\n\t"offsetTable":{\n' + ",\n".join(entries) + "\n\t}\n}"
 
 
 def fastjson_compact(table: dict[str, dict[int, int]]) -> str:
-    return '{"offsetTable":{' + ",".join(
-        f'"{k}":{{' + ",".join(f"{q}:{o}" for q, o in v.items()) + "}" for k, v in table.items()) + "}}"
+    return (
+        '{"offsetTable":{'
+        + ",".join(f'"{k}":{{' + ",".join(f"{q}:{o}" for q, o in v.items()) + "}" for k, v in table.items())
+        + "}}"
+    )
 
 
 def _progress(store: Path, conf: Path | None, *extra: str, code: int = 0):
-    args = ["consumer-progress", "--store", store, *(["--broker-conf", conf] if conf else []), "--format", "jsonl", *extra]
+    args = [
+        "consumer-progress",
+        "--store",
+        store,
+        *(["--broker-conf", conf] if conf else []),
+        "--format",
+        "jsonl",
+        *extra,
+    ]
     r = run(*args)
     assert r.returncode == code, r.stderr.decode()
     return [json.loads(x) for x in r.stdout.decode().splitlines()], r.stderr.decode()
@@ -49,39 +61,56 @@ def real(request, tmp_path):
 def _expect(expected: dict, topic: str, qid: int, offset: int) -> dict:
     q = expected["consume_queues"][f"{topic}/{qid}"]
     ts = {m["physical_offset"]: m["store_timestamp"] for m in expected["messages"]}
-    nxt = next((ts[u[1]] for u in q["units"] if u[0] == offset), None) if q["min_offset"] <= offset < q["max_offset"] \
+    nxt = (
+        next((ts[u[1]] for u in q["units"] if u[0] == offset), None)
+        if q["min_offset"] <= offset < q["max_offset"]
         else None
+    )
     status = "behind-min" if offset < q["min_offset"] else "beyond-max" if offset > q["max_offset"] else "ok"
-    return {"min_offset": q["min_offset"], "max_offset": q["max_offset"], "lag": q["max_offset"] - offset,
-            "next_store_timestamp": nxt, "status": status}
+    return {
+        "min_offset": q["min_offset"],
+        "max_offset": q["max_offset"],
+        "lag": q["max_offset"] - offset,
+        "next_store_timestamp": nxt,
+        "status": status,
+    }
 
 
 @pytest.mark.parametrize("form", (fastjson_pretty, fastjson_compact))
 def test_offsets_against_the_real_broker_queues(real, form):
     store, conf, expected = real
-    table = {"PaymentTopic@pay-g": {0: 0, 1: 10, 2: 49, 3: 40},
-             "AuditTopic@audit-g": {0: 100},
-             "PaymentTopic@other-g": {0: 200, 1: 67}}
+    table = {
+        "PaymentTopic@pay-g": {0: 0, 1: 10, 2: 49, 3: 40},
+        "AuditTopic@audit-g": {0: 100},
+        "PaymentTopic@other-g": {0: 200, 1: 67},
+    }
     (store / "config" / "consumerOffset.json").write_text(form(table), encoding="utf-8")
     rows, err = _progress(store, conf)
     assert err == ""
     got = {(r["group"], r["topic"], r["queue_id"]): r for r in rows}
-    assert [(r["group"], r["topic"], r["queue_id"]) for r in rows] == sorted(got, key=lambda k: (f"{k[1]}@{k[0]}", k[2]))
+    assert [(r["group"], r["topic"], r["queue_id"]) for r in rows] == sorted(
+        got, key=lambda k: (f"{k[1]}@{k[0]}", k[2])
+    )
     for key, queues in table.items():
         topic, group = key.split("@")
         for qid, off in queues.items():
             r = got[group, topic, qid]
             assert r["consumer_offset"] == off and r["file"] == "consumerOffset.json"
-            assert {k: r[k] for k in ("min_offset", "max_offset", "lag", "next_store_timestamp", "status")} \
-                == _expect(expected, topic, qid, off), (key, qid)
-    assert got["other-g", "PaymentTopic", 0]["status"] == "beyond-max" and got["pay-g", "PaymentTopic", 1]["status"] == "ok"
+            assert {k: r[k] for k in ("min_offset", "max_offset", "lag", "next_store_timestamp", "status")} == _expect(
+                expected, topic, qid, off
+            ), (key, qid)
+    assert (
+        got["other-g", "PaymentTopic", 0]["status"] == "beyond-max"
+        and got["pay-g", "PaymentTopic", 1]["status"] == "ok"
+    )
 
 
 @pytest.mark.slow
 def test_filters(real):
     store, conf, _ = real
     (store / "config" / "consumerOffset.json").write_text(
-        fastjson_compact({"PaymentTopic@pay-g": {0: 1}, "AuditTopic@pay-g": {0: 2}, "AuditTopic@audit-g": {0: 3}}))
+        fastjson_compact({"PaymentTopic@pay-g": {0: 1}, "AuditTopic@pay-g": {0: 2}, "AuditTopic@audit-g": {0: 3}})
+    )
     rows, _ = _progress(store, conf, "--group", "pay-g")
     assert {(r["topic"], r["consumer_offset"]) for r in rows} == {("PaymentTopic", 1), ("AuditTopic", 2)}
     rows, _ = _progress(store, conf, "--topic", "AuditTopic", "--group", "audit-g")
@@ -103,7 +132,9 @@ def test_bak_is_read_when_the_file_does_not_decode_ConfigManager_load(tmp_path):
     (cfg / "consumerOffset.json").write_bytes(b"")  # empty: ConfigManager#load goes to loadBak too
     rows, err = _progress(store, d / "broker.conf")
     assert [r["consumer_offset"] for r in rows] == [7] and "is empty" in err
-    (cfg / "consumerOffset.json").write_text('{"offsetTable":{"AuditTopic@g":{0:"abc"}}}')  # fastjson cannot bind a long
+    (cfg / "consumerOffset.json").write_text(
+        '{"offsetTable":{"AuditTopic@g":{0:"abc"}}}'
+    )  # fastjson cannot bind a long
     rows, err = _progress(store, d / "broker.conf")
     assert [r["consumer_offset"] for r in rows] == [7] and "is not a long" in err
 
@@ -180,7 +211,8 @@ def test_bad_keys_are_skipped_with_a_warning(tmp_path):
     d = fixture_dir("4.9.7")
     store = _copy(d / "store", tmp_path / "store")
     (store / "config" / "consumerOffset.json").write_text(
-        fastjson_compact({"no-separator": {0: 1}, "AuditTopic@g": {0: 2}, "\\u001b[31m@x@y": {0: 3}}))  # fastjson escapes control characters
+        fastjson_compact({"no-separator": {0: 1}, "AuditTopic@g": {0: 2}, "\\u001b[31m@x@y": {0: 3}})
+    )  # fastjson escapes control characters
     rows, err = _progress(store, d / "broker.conf")
     assert [r["consumer_offset"] for r in rows] == [2]
     assert "'no-separator' is not TOPIC@GROUP" in err and "[31m@x@y" in err and "\x1b" not in err
@@ -205,14 +237,31 @@ def test_generated_store_table_and_json(tmp_path):
     store = tmp_path / "store"
     r = cli("generate", "--store", store, "--messages", "3000", *SMALL, "--format", "json")
     assert r.exit_code == 0, r.stderr
-    summary = [json.loads(x) for x in cli("dump-cq", "--summary", "--store", store, *SMALL[:4],
-                                           "--format", "jsonl").stdout.splitlines()]
+    summary = [
+        json.loads(x)
+        for x in cli("dump-cq", "--summary", "--store", store, *SMALL[:4], "--format", "jsonl").stdout.splitlines()
+    ]
     big = max(summary, key=lambda s: s["max_offset"])
     topic, qid, mx = big["topic"], big["queue_id"], big["max_offset"]
     (store / "config").mkdir(exist_ok=True)
     (store / "config" / "consumerOffset.json").write_text(fastjson_pretty({f"{topic}@g": {qid: mx - 150}}))
-    units = [json.loads(x) for x in cli("dump-cq", topic, str(qid), "--store", store, *SMALL[:4], "--from",
-                                         str(mx - 150), "--limit", "1", "--format", "jsonl").stdout.splitlines()]
+    units = [
+        json.loads(x)
+        for x in cli(
+            "dump-cq",
+            topic,
+            str(qid),
+            "--store",
+            store,
+            *SMALL[:4],
+            "--from",
+            str(mx - 150),
+            "--limit",
+            "1",
+            "--format",
+            "jsonl",
+        ).stdout.splitlines()
+    ]
     r = cli("consumer-progress", "--store", store, *SMALL[:4], "--format", "json")
     [row] = json.loads(r.stdout)
     assert (row["lag"], row["next_store_timestamp"], row["status"]) == (150, units[0]["store_timestamp"], "ok")
@@ -230,14 +279,17 @@ def test_delay_and_lmq_offsets_ScheduleMessageService_decode(real):
     (cfg / "consumerOffset.json").write_text(fastjson_compact({"AuditTopic@g": {0: 1}}))
     (cfg / "delayOffset.json").write_text(
         '{\n\t"dataVersion":{\n\t\t"counter":3,\n\t\t"stateVersion":0,\n\t\t"timestamp":1795317680000\n\t},'
-        '\n\t"offsetTable":{1:2,2:0,18:1\n\t}\n}')
+        '\n\t"offsetTable":{1:2,2:0,18:1\n\t}\n}'
+    )
     (cfg / "lmqConsumerOffset.json").write_text(fastjson_pretty({"%LMQ%orders@lmq-g": {0: 4}}))
     rows, err = _progress(store, conf)
     assert err == ""
     delay = [r for r in rows if r["file"] == "delayOffset.json"]
     assert [(r["group"], r["topic"], r["queue_id"], r["delay_level"]) for r in delay] == [
-        ("ScheduleMessageService", "SCHEDULE_TOPIC_XXXX", 0, 1), ("ScheduleMessageService", "SCHEDULE_TOPIC_XXXX", 1, 2),
-        ("ScheduleMessageService", "SCHEDULE_TOPIC_XXXX", 17, 3 * 6)]
+        ("ScheduleMessageService", "SCHEDULE_TOPIC_XXXX", 0, 1),
+        ("ScheduleMessageService", "SCHEDULE_TOPIC_XXXX", 1, 2),
+        ("ScheduleMessageService", "SCHEDULE_TOPIC_XXXX", 17, 3 * 6),
+    ]
     for r in delay:
         want = _expect(expected, "SCHEDULE_TOPIC_XXXX", r["queue_id"], r["consumer_offset"])
         assert {k: r[k] for k in want} == want

@@ -1,4 +1,5 @@
 """dump-commitlog on damaged and unusual stores: it reads what can be read and says where not."""
+
 from __future__ import annotations
 
 import json
@@ -39,8 +40,19 @@ def test_offset_inside_a_message_names_the_nearest_starts(small_store):
 
 
 def test_filters_and_exit_code(small_store):
-    r = cli("dump-commitlog", "--store", small_store, "--format", "jsonl", "--topic", "OrderTopic",
-            "--queue-id", "1", "--limit", "5")
+    r = cli(
+        "dump-commitlog",
+        "--store",
+        small_store,
+        "--format",
+        "jsonl",
+        "--topic",
+        "OrderTopic",
+        "--queue-id",
+        "1",
+        "--limit",
+        "5",
+    )
     rows = [json.loads(x) for x in r.stdout.splitlines()]
     assert len(rows) == 5 and all(x["topic"] == "OrderTopic" and x["queue_id"] == 1 for x in rows)
     assert [x["queue_offset"] for x in rows] == sorted(x["queue_offset"] for x in rows)
@@ -52,11 +64,25 @@ def test_filters_and_exit_code(small_store):
 
 
 def test_time_window(small_store):
-    rows = [json.loads(x) for x in cli("dump-commitlog", "--store", small_store, "--format", "jsonl",
-                                         "--no-properties").stdout.splitlines()]
+    rows = [
+        json.loads(x)
+        for x in cli(
+            "dump-commitlog", "--store", small_store, "--format", "jsonl", "--no-properties"
+        ).stdout.splitlines()
+    ]
     t0, t1 = rows[100]["store_timestamp"], rows[200]["store_timestamp"]
-    r = cli("dump-commitlog", "--store", small_store, "--format", "jsonl", "--no-properties",
-            "--begin", str(t0), "--end", str(t1))
+    r = cli(
+        "dump-commitlog",
+        "--store",
+        small_store,
+        "--format",
+        "jsonl",
+        "--no-properties",
+        "--begin",
+        str(t0),
+        "--end",
+        str(t1),
+    )
     got = [json.loads(x) for x in r.stdout.splitlines()]
     assert got == [x for x in rows if t0 <= x["store_timestamp"] <= t1]
 
@@ -80,17 +106,25 @@ def test_broken_pipe_is_quiet(small_store):
     import subprocess
     import sys
 
-    p = subprocess.run(f"{sys.executable} -m rmqstore_cli dump-commitlog --store {small_store} --format jsonl | head -1",
-                       shell=True, capture_output=True)
+    p = subprocess.run(
+        f"{sys.executable} -m rmqstore_cli dump-commitlog --store {small_store} --format jsonl | head -1",
+        shell=True,
+        capture_output=True,
+    )
     assert p.stdout.count(b"\n") == 1 and b"Traceback" not in p.stderr
 
 
 # ---------------------------------------------------------------- --begin seeks (store/seek.py)
 
+
 def _times(store, *extra) -> list[int]:
     """Store times to try: before the first record, quantiles, the last, after the last."""
-    rows = [json.loads(x) for x in cli("dump-commitlog", "--store", store, *extra, "--format", "jsonl",
-                                         "--no-properties").stdout.splitlines()]
+    rows = [
+        json.loads(x)
+        for x in cli(
+            "dump-commitlog", "--store", store, *extra, "--format", "jsonl", "--no-properties"
+        ).stdout.splitlines()
+    ]
     ts = sorted(r["store_timestamp"] for r in rows)
     return [ts[0] - 1000] + [ts[len(ts) * q // 8] for q in range(1, 8)] + [ts[-1], ts[-1] + 1]
 
@@ -109,10 +143,14 @@ def test_begin_seeks_and_prints_what_the_full_walk_prints(small_store_master):
     times = _times(small_store_master)
     seeks = 0
     for when in times:
-        for args in (("--format", "jsonl"), ("--format", "table"), ("--format", "json", "--body", "base64"),
-                     ("--format", "jsonl", "--topic", "OrderTopic", "--queue-id", "1"),
-                     ("--format", "jsonl", "--tag", "TagA", "--limit", "7"),
-                     ("--format", "jsonl", "--end", str(times[5]))):
+        for args in (
+            ("--format", "jsonl"),
+            ("--format", "table"),
+            ("--format", "json", "--body", "base64"),
+            ("--format", "jsonl", "--topic", "OrderTopic", "--queue-id", "1"),
+            ("--format", "jsonl", "--tag", "TagA", "--limit", "7"),
+            ("--format", "jsonl", "--end", str(times[5])),
+        ):
             err = _same_with_and_without_seek(small_store_master, when, *args)
             seeks += "starting at commit-log file" in err
     assert seeks >= 6 * 6  # the middle times seek, in every form
@@ -163,13 +201,24 @@ def _replayed(src, dest, change) -> str:
     """``dest``: ``src`` written again with ``change(i, record)`` applied to each record."""
     from tests.helpers import SMALL
 
-    dump = [json.loads(x) for x in cli("dump-commitlog", "--store", src, "--format", "jsonl", "--body",
-                                         "base64").stdout.splitlines()]
+    dump = [
+        json.loads(x)
+        for x in cli("dump-commitlog", "--store", src, "--format", "jsonl", "--body", "base64").stdout.splitlines()
+    ]
     for i, rec in enumerate(dump):
         rec.pop("physical_offset"), rec.pop("queue_offset")
         change(i, rec, len(dump))
-    r = cli("generate", "--store", dest, "--from-jsonl", "-", *SMALL, "--format", "json",
-            input="\n".join(json.dumps(x) for x in dump) + "\n")
+    r = cli(
+        "generate",
+        "--store",
+        dest,
+        "--from-jsonl",
+        "-",
+        *SMALL,
+        "--format",
+        "json",
+        input="\n".join(json.dumps(x) for x in dump) + "\n",
+    )
     assert r.exit_code == 0, r.stderr
     return dest
 

@@ -1,5 +1,6 @@
 """dump-cq on BatchCQ and compaction queues, dump-commitlog --compaction-log: the real
 5.3.3 samples read back as their expected.json says, and one-line errors."""
+
 from __future__ import annotations
 
 import json
@@ -23,10 +24,23 @@ def test_dump_cq_reads_the_BatchCQ_queue_of_the_bcq_sample(sample_tarball):
     assert all(r["status"] == "ok" and r["agrees"] and r["cq_type"] == "BatchCQ" for r in rows)
     for e in exp["units"]:
         r = rows[e["unitIndex"]]
-        assert (r["msg_base_offset"], r["commitlog_offset"], r["size"], r["tags_code"], r["store_time_ms"],
-                r["batch_size"], r["compacted_offset"]) == (e["msgBaseOffset"], e["commitLogOffset"], e["size"],
-                                                            e["tagsCode"], e["storeTime"], e["batchSize"],
-                                                            e["compactedOffset"])
+        assert (
+            r["msg_base_offset"],
+            r["commitlog_offset"],
+            r["size"],
+            r["tags_code"],
+            r["store_time_ms"],
+            r["batch_size"],
+            r["compacted_offset"],
+        ) == (
+            e["msgBaseOffset"],
+            e["commitLogOffset"],
+            e["size"],
+            e["tagsCode"],
+            e["storeTime"],
+            e["batchSize"],
+            e["compactedOffset"],
+        )
     # --from is a queue offset: the unit whose batch holds it comes first
     [r] = _jsonl("dump-cq", "BulkTopic", "0", "--store", s / "store", "--from", "138", "--limit", "1", "--no-resolve")
     assert (r["unit_index"], r["msg_base_offset"]) == (32, 136) and "status" not in r
@@ -37,13 +51,26 @@ def test_dump_cq_summary_lists_batch_and_compaction_queues(sample_tarball):
     [row] = _jsonl("dump-cq", "--summary", "--store", s / "store")
     q = json.loads((s / "expected.json").read_text())["batchConsumeQueues"][0]
     assert (row["cq_type"], row["min_offset"], row["max_offset"], row["units"]) == (
-        q["cqType"], q["minOffset"], q["maxOffset"], q["units"])
+        q["cqType"],
+        q["minOffset"],
+        q["maxOffset"],
+        q["units"],
+    )
     c = sample_tarball("compaction")
     exp = json.loads((c / "expected.json").read_text())
     rows = [r for r in _jsonl("dump-cq", "--summary", "--store", c / "store") if r.get("cq_type") == "compaction"]
-    assert [(r["queue_id"], r["min_offset"], r["max_offset"], r["max_physic_offset"], len(r["files"])) for r in rows] \
-        == [(a["queueId"], a["compactionCqMinOffset"], a["compactionCqMaxOffset"], a["compactionLogMaxOffset"],
-             a["compactionCqFiles"]) for a in exp["afterCompaction"]]
+    assert [
+        (r["queue_id"], r["min_offset"], r["max_offset"], r["max_physic_offset"], len(r["files"])) for r in rows
+    ] == [
+        (
+            a["queueId"],
+            a["compactionCqMinOffset"],
+            a["compactionCqMaxOffset"],
+            a["compactionLogMaxOffset"],
+            a["compactionCqFiles"],
+        )
+        for a in exp["afterCompaction"]
+    ]
 
 
 def test_dump_cq_compaction_and_dump_commitlog_compaction_log_agree_with_latest_by_key(sample_tarball):
@@ -52,14 +79,42 @@ def test_dump_cq_compaction_and_dump_commitlog_compaction_log_agree_with_latest_
     store = c / "store"
     for k in exp["latestByKey"]:
         q = str(k["queueId"])
-        [u] = _jsonl("dump-cq", exp["topic"], q, "--compaction", "--store", store, "--from",
-                     str(k["latestQueueOffset"]), "--limit", "1")
+        [u] = _jsonl(
+            "dump-cq",
+            exp["topic"],
+            q,
+            "--compaction",
+            "--store",
+            store,
+            "--from",
+            str(k["latestQueueOffset"]),
+            "--limit",
+            "1",
+        )
         assert (u["commitlog_offset"], u["size"], u["keys"], u["status"]) == (
-            k["compaction"]["compactionLogPos"], k["compaction"]["size"], [k["key"]], "ok")
-        [m] = _jsonl("dump-commitlog", "--store", store, "--compaction-log", f"{exp['topic']}/{q}", "--from-offset",
-                     str(u["commitlog_offset"]), "--limit", "1", "--body", "text")
+            k["compaction"]["compactionLogPos"],
+            k["compaction"]["size"],
+            [k["key"]],
+            "ok",
+        )
+        [m] = _jsonl(
+            "dump-commitlog",
+            "--store",
+            store,
+            "--compaction-log",
+            f"{exp['topic']}/{q}",
+            "--from-offset",
+            str(u["commitlog_offset"]),
+            "--limit",
+            "1",
+            "--body",
+            "text",
+        )
         assert (m["body"], m["queue_offset"], m["physical_offset"]) == (
-            k["compaction"]["body"], k["latestQueueOffset"], k["compaction"]["compactionLogPos"])
+            k["compaction"]["body"],
+            k["latestQueueOffset"],
+            k["compaction"]["compactionLogPos"],
+        )
     # a compacted-away offset: the next retained unit (SparseConsumeQueue#getBatchMsgIndexOrNextBuffer)
     [u] = _jsonl("dump-cq", exp["topic"], "1", "--compaction", "--store", store, "--from", "56", "--limit", "1")
     assert u["msg_base_offset"] == 60
@@ -72,9 +127,10 @@ def test_dump_cq_compaction_and_dump_commitlog_compaction_log_agree_with_latest_
 def test_one_line_errors(sample_tarball):
     c = sample_tarball("compaction")
     for args, code, text in (
-            (("dump-commitlog", "--compaction-log", "DeviceStateTopic"), 2, "give TOPIC/QUEUE_ID"),
-            (("dump-commitlog", "--compaction-log", "Nope/0"), 3, "no compaction log Nope/0"),
-            (("dump-cq", "Nope", "0", "--compaction"), 1, "no compaction queue Nope/0")):
+        (("dump-commitlog", "--compaction-log", "DeviceStateTopic"), 2, "give TOPIC/QUEUE_ID"),
+        (("dump-commitlog", "--compaction-log", "Nope/0"), 3, "no compaction log Nope/0"),
+        (("dump-cq", "Nope", "0", "--compaction"), 1, "no compaction queue Nope/0"),
+    ):
         r = run(*args, "--store", c / "store")
         err = r.stderr.decode()
         assert r.returncode == code and text in err and len(err.splitlines()) == 1, (args, r.returncode, err)
@@ -107,12 +163,15 @@ def test_hostile_batch_and_compaction_files_are_one_line_errors(sample_tarball, 
     os.mkfifo(q / f"{2760:020d}")  # a FIFO where a queue file belongs: refused, never waited on
     log = c / "compaction" / "compactionLog" / "DeviceStateTopic" / "0" / f"{18400:020d}"
     log.write_bytes(log.read_bytes()[:5000])  # files of two sizes: which is the file size?
-    for args, text in ((("dump-cq", "BulkTopic", "0", "--store", b), "FIFO"),
-                       (("dump-commitlog", "--compaction-log", "DeviceStateTopic/0", "--store", c), "disagree")):
+    for args, text in (
+        (("dump-cq", "BulkTopic", "0", "--store", b), "FIFO"),
+        (("dump-commitlog", "--compaction-log", "DeviceStateTopic/0", "--store", c), "disagree"),
+    ):
         r = run(*args)
         err = r.stderr.decode()
         assert r.returncode == 3 and text in err and len(err.splitlines()) == 1, (args, r.returncode, err)
     r = run("verify", "--store", c, "--format", "jsonl")
     found = [json.loads(x) for x in r.stdout.decode().splitlines()[:-1]]
     assert [(f["check"], f["file"]) for f in found] == [
-        ("compaction.log-record", "compaction/compactionLog/DeviceStateTopic/0")], found
+        ("compaction.log-record", "compaction/compactionLog/DeviceStateTopic/0")
+    ], found

@@ -1,5 +1,6 @@
 """dump-cq --messages: the message behind each unit in one command (mqadmin queryMsgByOffset,
 DefaultMessageStore#lookMessageByOffset), checked against the real broker's expected.json."""
+
 from __future__ import annotations
 
 import json
@@ -9,10 +10,30 @@ import pytest
 
 from tests.helpers import cli, run
 
-KEYS = ("physical_offset", "total_size", "magic", "body_crc", "queue_id", "flag", "queue_offset", "sys_flag",
-        "born_timestamp", "born_host", "store_timestamp", "store_host", "reconsume_times",
-        "prepared_transaction_offset", "topic", "properties", "tags", "keys", "uniq_key", "msg_id", "body_size",
-        "file")
+KEYS = (
+    "physical_offset",
+    "total_size",
+    "magic",
+    "body_crc",
+    "queue_id",
+    "flag",
+    "queue_offset",
+    "sys_flag",
+    "born_timestamp",
+    "born_host",
+    "store_timestamp",
+    "store_host",
+    "reconsume_times",
+    "prepared_transaction_offset",
+    "topic",
+    "properties",
+    "tags",
+    "keys",
+    "uniq_key",
+    "msg_id",
+    "body_size",
+    "file",
+)
 
 
 def _host(h: str) -> str:
@@ -31,8 +52,22 @@ def test_messages_are_the_brokers(fixture):
     store, conf, expected = fixture
     by_offset = {m["physical_offset"]: m for m in expected["messages"]}
     q = expected["consume_queues"]["AuditTopic/0"]
-    r = cli("dump-cq", "AuditTopic", "0", "--store", store, "--broker-conf", conf, "--from", "95", "--limit", "10",
-            "--messages", "--format", "jsonl")
+    r = cli(
+        "dump-cq",
+        "AuditTopic",
+        "0",
+        "--store",
+        store,
+        "--broker-conf",
+        conf,
+        "--from",
+        "95",
+        "--limit",
+        "10",
+        "--messages",
+        "--format",
+        "jsonl",
+    )
     assert r.exit_code == 0, r.stderr
     rows = [json.loads(x) for x in r.stdout.splitlines()]
     assert [d["cq_offset"] for d in rows] == list(range(95, min(105, q["max_offset"])))  # across two CQ files
@@ -54,8 +89,20 @@ def test_unreadable_message_is_null(fixture, tmp_path):
     with open(f, "r+b") as fh:
         fh.seek(phy % 65536)
         fh.write(b"\xff" * 8)
-    r = cli("dump-cq", "AuditTopic", "0", "--store", s, "--broker-conf", conf, "--limit", "5", "--messages",
-            "--format", "jsonl")
+    r = cli(
+        "dump-cq",
+        "AuditTopic",
+        "0",
+        "--store",
+        s,
+        "--broker-conf",
+        conf,
+        "--limit",
+        "5",
+        "--messages",
+        "--format",
+        "jsonl",
+    )
     rows = [json.loads(x) for x in r.stdout.splitlines()]
     assert rows[3]["message"] is None and rows[3]["status"] == "missing"
     assert all(d["message"]["queue_offset"] == d["cq_offset"] for i, d in enumerate(rows) if i != 3)
@@ -64,8 +111,20 @@ def test_unreadable_message_is_null(fixture, tmp_path):
 @pytest.mark.slow
 def test_messages_table_and_usage(fixture):
     store, conf, _ = fixture
-    t = run("dump-cq", "AuditTopic", "0", "--store", store, "--broker-conf", conf, "--limit", "3", "--messages",
-            "--tz", "UTC")
+    t = run(
+        "dump-cq",
+        "AuditTopic",
+        "0",
+        "--store",
+        store,
+        "--broker-conf",
+        conf,
+        "--limit",
+        "3",
+        "--messages",
+        "--tz",
+        "UTC",
+    )
     assert t.returncode == 0 and "msgId" in t.stdout.decode() and "born host" in t.stdout.decode()
     for extra in (("--no-resolve",), ("--summary",)):
         r = run("dump-cq", "AuditTopic", "0", "--store", store, "--messages", *extra)

@@ -1,6 +1,7 @@
 """dump-timer on the real 5.3.3 broker's timer sample (TimerWheel, TimerLog, TimerCheckpoint,
 TimerMessageStore#recover/#dequeue): every field against its expected.json, and the
 one-line answers for a store without timer files."""
+
 from __future__ import annotations
 
 import json
@@ -36,8 +37,11 @@ def test_summary_is_the_brokers_checkpoint_and_wheel_TimerCheckpoint_TimerWheel(
     assert s["wheel"] == exp["timerWheel"]
     assert s["timer_log_files"] == exp["timerLogFiles"]
     assert s["units"] == exp["counts"]["timerPut"]
-    assert s["log_end"] == {"offset": exp["timerCheckpoint"]["lastTimerLogFlushPos"], "reason": "end",
-                            "file": exp["timerLogFiles"][0]["name"]}
+    assert s["log_end"] == {
+        "offset": exp["timerCheckpoint"]["lastTimerLogFlushPos"],
+        "reason": "end",
+        "file": exp["timerLogFiles"][0]["name"],
+    }
     # TimerMessageStore#recover: the last unit's message is queue offset 99, so the enqueue resumes at 100
     assert s["recovery"]["queue_offset"] == exp["timerCheckpoint"]["lastTimerQueueOffset"]
     q = next(q for q in exp["consumeQueues"] if q["topic"] == "rmq_sys_wheel_timer")
@@ -61,13 +65,21 @@ def test_pending_samples_and_their_slots_TimerMessageStore_doEnqueue(timer_sampl
     assert all(u["message_status"] == "ok" and u["topic"] == "rmq_sys_wheel_timer" for u in units.values())
     for p in exp["pendingSamples"]:
         u = units[p["timerTopicCommitLogOffset"]]
-        assert (u["real_topic"], u["real_queue_id"], u["due_ms"], u["uniq_key"], u["timer_out_ms"]) == \
-            (p["realTopic"], p["realQueueId"], p["deliverMs"], p["uniqKey"], p["deliverMs"])
+        assert (u["real_topic"], u["real_queue_id"], u["due_ms"], u["uniq_key"], u["timer_out_ms"]) == (
+            p["realTopic"],
+            p["realQueueId"],
+            p["deliverMs"],
+            p["uniqKey"],
+            p["deliverMs"],
+        )
         assert u["state"] == "pending"
         s = slots[p["slot"]["timeMs"]]
-        assert {k: s[k] for k in ("first_pos", "last_pos", "num", "magic")} == \
-            {"first_pos": p["slot"]["firstPos"], "last_pos": p["slot"]["lastPos"], "num": p["slot"]["num"],
-             "magic": p["slot"]["magic"]}
+        assert {k: s[k] for k in ("first_pos", "last_pos", "num", "magic")} == {
+            "first_pos": p["slot"]["firstPos"],
+            "last_pos": p["slot"]["lastPos"],
+            "num": p["slot"]["num"],
+            "magic": p["slot"]["magic"],
+        }
         assert s["state"] == "pending" and s["first_pos"] == u["pos"]
     passed = [s for s in slots.values() if s["state"] == "passed"]
     assert len(passed) == exp["counts"]["deliveredBeforeShutdown"]

@@ -1,5 +1,6 @@
 """expire: the broker's cleaning rules (CleanCommitLogService, CleanConsumeQueueService,
 IndexService#deleteExpiredFile) on generated and real-broker stores, safe under SIGKILL."""
+
 from __future__ import annotations
 
 import json
@@ -16,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import SMALL, cli, fixture_dir, run, tree_digest, writable_copy
 from rmqstore_cli.store.config import StoreConfig
 from rmqstore_cli.store.message_store import MessageStore
+from tests.helpers import SMALL, cli, run, tree_digest, writable_copy
 
 NOW = 2_000_000_000_000  # a fixed "now" (2033-05-18), so ages are exact
 HOUR = 3_600_000
@@ -88,8 +89,14 @@ def assert_store_reads(store: Path, complete: bool = True) -> None:
     """The engine still reads the store: contiguous files, a scan from the commit log's
     minimum, sane consume-queue minimums, and dump-commitlog works. ``complete=False``: a
     run was interrupted after the commit log lost files but before the queues did."""
-    cfg = StoreConfig.load(store, None, mapped_file_size_commit_log=65536, mapped_file_size_consume_queue=2000,
-                           max_hash_slot_num=64, max_index_num=400)
+    cfg = StoreConfig.load(
+        store,
+        None,
+        mapped_file_size_commit_log=65536,
+        mapped_file_size_consume_queue=2000,
+        max_hash_slot_num=64,
+        max_index_num=400,
+    )
     ms = MessageStore.open(cfg)
     try:
         cl = ms.commitlog
@@ -117,8 +124,9 @@ def assert_store_reads(store: Path, complete: bool = True) -> None:
     finally:
         ms.close()
     conf = store.parent / "small-broker.conf"  # other commands take the sizes from a broker.conf
-    conf.write_text("mappedFileSizeCommitLog=65536\nmappedFileSizeConsumeQueue=2000\nmaxHashSlotNum=64\n"
-                    "maxIndexNum=400\n")
+    conf.write_text(
+        "mappedFileSizeCommitLog=65536\nmappedFileSizeConsumeQueue=2000\nmaxHashSlotNum=64\nmaxIndexNum=400\n"
+    )
     r = cli("dump-commitlog", "--store", store, "--broker-conf", conf, "--format", "jsonl", "--limit", "5")
     assert r.exit_code == 0, r.stderr
     assert json.loads(r.stdout.splitlines()[0])["physical_offset"] == clmin
@@ -185,7 +193,7 @@ def test_an_index_that_fell_behind_keeps_its_newest_file(small_store):
     # been switched off, every index file ends below the new minimum; the newest still stays
     files = cl_files(small_store)
     idx = index_files(small_store)
-    for p in idx[len(idx) // 2:]:
+    for p in idx[len(idx) // 2 :]:
         p.unlink()
     kept = index_files(small_store)
     assert INDEX_HEADER.unpack_from(kept[-1].read_bytes(), 0)[3] < int(files[-1].name)
@@ -257,8 +265,10 @@ def test_max_files_caps_commitlog_files_and_trims_to_that_min(small_store):
 
 def test_broker_conf_supplies_reserved_time_and_sizes(small_store, tmp_path):
     conf = tmp_path / "broker.conf"
-    conf.write_text("mappedFileSizeCommitLog=65536\nmappedFileSizeConsumeQueue=2000\nmaxHashSlotNum=64\n"
-                    "maxIndexNum=400\nfileReservedTime=10\n")
+    conf.write_text(
+        "mappedFileSizeCommitLog=65536\nmappedFileSizeConsumeQueue=2000\nmaxHashSlotNum=64\n"
+        "maxIndexNum=400\nfileReservedTime=10\n"
+    )
     set_ages(small_store, [20, 20, 5])
     r = cli("expire", "--store", small_store, "--broker-conf", conf, "--now", str(NOW), "--format", "json")
     assert r.exit_code == 0, r.stderr
@@ -318,12 +328,20 @@ def test_quiet_prints_nothing_unless_something_went(small_store):
 @pytest.mark.slow
 def test_refuses_while_another_process_holds_the_lock(small_store):
     set_ages(small_store, [100] * 3 + [1])
-    holder = subprocess.Popen([sys.executable, "-c", (
-        "import fcntl, os, struct, sys, time\n"
-        f"fd = os.open({str(small_store / 'lock')!r}, os.O_RDWR)\n"
-        "fcntl.fcntl(fd, fcntl.F_SETLK, struct.pack('hhqqi4x', fcntl.F_WRLCK, 0, 0, 1, 0))\n"
-        "print('locked', flush=True)\n"
-        "time.sleep(60)\n")], stdout=subprocess.PIPE)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            (
+                "import fcntl, os, struct, sys, time\n"
+                f"fd = os.open({str(small_store / 'lock')!r}, os.O_RDWR)\n"
+                "fcntl.fcntl(fd, fcntl.F_SETLK, struct.pack('hhqqi4x', fcntl.F_WRLCK, 0, 0, 1, 0))\n"
+                "print('locked', flush=True)\n"
+                "time.sleep(60)\n"
+            ),
+        ],
+        stdout=subprocess.PIPE,
+    )
     try:
         assert holder.stdout.readline().strip() == b"locked"
         digest = tree_digest(small_store)
@@ -334,15 +352,37 @@ def test_refuses_while_another_process_holds_the_lock(small_store):
         assert len(r.stderr.decode().strip().splitlines()) == 1
         assert tree_digest(small_store) == digest
         # --dry-run only reads: allowed under a live broker, with one line saying it is live (issue 16)
-        r = run("expire", "--store", small_store, *SMALL, "--now", str(NOW), "--reserved-hours", "72", "--dry-run",
-                "--format", "json")
+        r = run(
+            "expire",
+            "--store",
+            small_store,
+            *SMALL,
+            "--now",
+            str(NOW),
+            "--reserved-hours",
+            "72",
+            "--dry-run",
+            "--format",
+            "json",
+        )
         assert r.returncode == 0, r.stderr
         [line] = r.stderr.decode().strip().splitlines()
         assert f"live broker (pid {holder.pid})" in line and "--dry-run" in line
         assert json.loads(r.stdout)["deleted"]["commitlog"] == 3 and json.loads(r.stdout)["dry_run"]
         assert tree_digest(small_store) == digest
-        r = run("expire", "--store", small_store, *SMALL, "--now", str(NOW), "--reserved-hours", "72", "--force",
-                "--format", "json")
+        r = run(
+            "expire",
+            "--store",
+            small_store,
+            *SMALL,
+            "--now",
+            str(NOW),
+            "--reserved-hours",
+            "72",
+            "--force",
+            "--format",
+            "json",
+        )
         assert r.returncode == 0, r.stderr
         assert json.loads(r.stdout)["deleted"]["commitlog"] == 3
     finally:
@@ -357,9 +397,13 @@ def test_holds_the_brokers_lock_while_deleting(small_store, monkeypatch):
 
     set_ages(small_store, [100] * 3 + [1])
     seen = []
-    probe = [sys.executable, "-c", "import sys; from pathlib import Path; "
-             "from rmqstore_cli.store.lock import lock_holder; print(lock_holder(Path(sys.argv[1])))",
-             str(small_store)]
+    probe = [
+        sys.executable,
+        "-c",
+        "import sys; from pathlib import Path; "
+        "from rmqstore_cli.store.lock import lock_holder; print(lock_holder(Path(sys.argv[1])))",
+        str(small_store),
+    ]
     real_unlink = cleanup._unlink_proven
 
     def spy(a, *roots):
@@ -467,8 +511,20 @@ def test_sigkill_at_random_points_leaves_a_store_the_next_run_finishes(small_sto
     assert len(order) > 40
     final = {str(p.relative_to(small_store)) for p in small_store.rglob("*") if p.is_file()}
     rng = random.Random(20240607)
-    args = [sys.executable, "-m", "rmqstore_cli", "expire", *SMALL, "--now", str(NOW), "--reserved-hours", "72",
-            "--pause-ms", "3", "--quiet"]
+    args = [
+        sys.executable,
+        "-m",
+        "rmqstore_cli",
+        "expire",
+        *SMALL,
+        "--now",
+        str(NOW),
+        "--reserved-hours",
+        "72",
+        "--pause-ms",
+        "3",
+        "--quiet",
+    ]
     for it in range(4):
         store = tmp_path / f"run{it}" / "store"
         shutil.copytree(master, store, symlinks=True)
@@ -512,8 +568,11 @@ def test_real_broker_store_keeps_exactly_the_records_above_the_new_min(fixture, 
         if not qdir.is_dir():
             continue
         nfiles = len(list(qdir.iterdir()))
-        nfiles += sum(1 for a in s["actions"] if a["kind"] == "consumequeue" and a["topic"] == q["topic"]
-                      and a["queue_id"] == q["queue_id"])
+        nfiles += sum(
+            1
+            for a in s["actions"]
+            if a["kind"] == "consumequeue" and a["topic"] == q["topic"] and a["queue_id"] == q["queue_id"]
+        )
         lost = 0
         for i in range(nfiles - 1):
             if units[i * 100 + 99][1] >= new_min:
@@ -589,9 +648,11 @@ def test_one_refused_file_keeps_its_own_message(small_store, tmp_path):
     _symlink_away(head, tmp_path / "elsewhere")
     r = expire(small_store, "--reserved-hours", "72")
     assert r.exit_code == 3
-    assert r.stderr.strip().splitlines() == [f"rmqstore: error: is a symlink, not a store file; left alone ({head}); "
-                                             "files before it were handled; move it away or fix the size options, "
-                                             "then run again"]
+    assert r.stderr.strip().splitlines() == [
+        f"rmqstore: error: is a symlink, not a store file; left alone ({head}); "
+        "files before it were handled; move it away or fix the size options, "
+        "then run again"
+    ]
 
 
 # ------------------------------------------------------------------ the journal (issue 31)
@@ -649,6 +710,6 @@ def test_a_long_journal_keeps_its_newest_lines(small_store, monkeypatch):
     assert r.exit_code == 0, r.stderr
     lines = journal.read_text().splitlines()
     kept_old = [x for x in lines if x.startswith('{"run": "old/')]
-    assert 0 < len(kept_old) < 60 and kept_old == old[-len(kept_old):]
-    new = [json.loads(x) for x in lines[len(kept_old):]]
+    assert 0 < len(kept_old) < 60 and kept_old == old[-len(kept_old) :]
+    new = [json.loads(x) for x in lines[len(kept_old) :]]
     assert new[-1]["kind"] == "summary" and len(new) == len(r.stdout.splitlines())

@@ -1,4 +1,5 @@
 """generate: deterministic, realistic stores whose CQs and index are what dispatch builds."""
+
 from __future__ import annotations
 
 import filecmp
@@ -7,19 +8,21 @@ import subprocess
 import sys
 
 import pytest
-
-from tests.helpers import SMALL, cli, generate, run
 from rmqstore_cli.formats.commitlog import (
     TRANSACTION_COMMIT_TYPE,
     TRANSACTION_PREPARED_TYPE,
     TRANSACTION_ROLLBACK_TYPE,
 )
+
 from rmqstore_cli.store.config import StoreConfig
 from rmqstore_cli.store.dispatch import Dispatcher
 from rmqstore_cli.store.message_store import MessageStore
+from tests.helpers import SMALL, cli, generate, run
+
 
 def _files(root):
     return sorted(p.relative_to(root) for p in root.rglob("*") if p.is_file())
+
 
 def test_same_seed_same_bytes(tmp_path):
     a = generate(tmp_path / "a", messages=800, seed=3)
@@ -28,8 +31,10 @@ def test_same_seed_same_bytes(tmp_path):
     assert _files(a) == _files(b)
     for rel in _files(a):
         assert filecmp.cmp(a / rel, b / rel, shallow=False), rel
-    assert not filecmp.cmp(a / "commitlog" / "00000000000000000000", c / "commitlog" / "00000000000000000000",
-                           shallow=False)
+    assert not filecmp.cmp(
+        a / "commitlog" / "00000000000000000000", c / "commitlog" / "00000000000000000000", shallow=False
+    )
+
 
 def test_generated_store_reads_back_and_is_realistic(small_store_master):
     ms = MessageStore.open(StoreConfig.load(small_store_master, None))
@@ -61,6 +66,7 @@ def test_generated_store_reads_back_and_is_realistic(small_store_master):
             nxt[k] = m.queue_offset + 1
     ms.close()
 
+
 def test_cq_and_index_equal_a_dispatch_recomputed_from_the_commitlog(small_store_master, tmp_path):
     cfg = StoreConfig.load(small_store_master, None)
     ms = MessageStore.open(cfg)
@@ -71,12 +77,14 @@ def test_cq_and_index_equal_a_dispatch_recomputed_from_the_commitlog(small_store
     theirs = _files(small_store_master / "consumequeue")
     assert theirs == _files(tmp_path / "consumequeue")
     for rel in theirs:
-        assert filecmp.cmp(small_store_master / "consumequeue" / rel, tmp_path / "consumequeue" / rel,
-                           shallow=False), rel
+        assert filecmp.cmp(small_store_master / "consumequeue" / rel, tmp_path / "consumequeue" / rel, shallow=False), (
+            rel
+        )
     assert _files(small_store_master / "index") == _files(tmp_path / "index")
     for rel in _files(tmp_path / "index"):
         assert filecmp.cmp(small_store_master / "index" / rel, tmp_path / "index" / rel, shallow=False), rel
     ms.close()
+
 
 def test_appending_continues_queue_offsets(tmp_path):
     store = generate(tmp_path / "s", messages=300, seed=1)
@@ -94,8 +102,12 @@ def test_appending_continues_queue_offsets(tmp_path):
     for cq in ms.consume_queues():
         assert cq.max_offset == nxt[(cq.topic, cq.queue_id)]
     topics = json.loads((store / "config" / "topics.json").read_text())["topicConfigTable"]
-    assert set(topics) == {t for t, _ in nxt} | {"RMQ_SYS_TRANS_HALF_TOPIC", "SCHEDULE_TOPIC_XXXX",
-                                                   "RMQ_SYS_TRANS_OP_HALF_TOPIC"} & set(topics)
+    assert set(topics) == {t for t, _ in nxt} | {
+        "RMQ_SYS_TRANS_HALF_TOPIC",
+        "SCHEDULE_TOPIC_XXXX",
+        "RMQ_SYS_TRANS_OP_HALF_TOPIC",
+    } & set(topics)
+
 
 def test_checkpoint_and_lock_written(small_store_master):
     ms = MessageStore.open(StoreConfig.load(small_store_master, None))
@@ -107,12 +119,15 @@ def test_checkpoint_and_lock_written(small_store_master):
     assert (small_store_master / "lock").read_bytes() == b"lock"
     assert (small_store_master / "checkpoint").stat().st_size == 4096
 
+
 def test_generate_refuses_a_store_locked_by_a_live_broker(tmp_path):
     store = generate(tmp_path / "s", messages=10)
     # a child process takes the broker's lock the way FileChannel#tryLock does
-    code = ("import fcntl,os,struct,sys,time;fd=os.open(sys.argv[1],os.O_RDWR);"
-            "fcntl.fcntl(fd,fcntl.F_SETLK,struct.pack('hhqqi4x',fcntl.F_WRLCK,0,0,1,0));"
-            "print('locked',flush=True);time.sleep(30)")
+    code = (
+        "import fcntl,os,struct,sys,time;fd=os.open(sys.argv[1],os.O_RDWR);"
+        "fcntl.fcntl(fd,fcntl.F_SETLK,struct.pack('hhqqi4x',fcntl.F_WRLCK,0,0,1,0));"
+        "print('locked',flush=True);time.sleep(30)"
+    )
     holder = subprocess.Popen([sys.executable, "-c", code, str(store / "lock")], stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "locked"
@@ -124,6 +139,7 @@ def test_generate_refuses_a_store_locked_by_a_live_broker(tmp_path):
         holder.kill()
         holder.wait()
 
+
 def test_5x_profile_stores_wait_and_whole_record_crc(tmp_path):
     """generate --broker-version 5 --append-prop-crc: WAIT kept, trailing \\x02, valid __CRC32#."""
     store = generate(tmp_path / "s", "--broker-version", "5", "--append-prop-crc", messages=50)
@@ -134,6 +150,7 @@ def test_5x_profile_stores_wait_and_whole_record_crc(tmp_path):
     ms.config.force_verify_prop_crc = True
     assert len(list(ms.commitlog.scan(check_crc=True))) == len(msgs)  # every whole-record CRC is right
 
+
 @pytest.mark.slow
 def test_bad_options_are_one_line_errors(tmp_path):
     r = run("generate", "--store", tmp_path / "x", "--body-size", "9-3")
@@ -141,16 +158,17 @@ def test_bad_options_are_one_line_errors(tmp_path):
     r = run("generate", "--store", tmp_path / "x", "--start", "yesterday-ish")
     assert r.returncode == 2 and b"--start" in r.stderr
 
+
 def test_size_mismatch_with_existing_store_is_refused(tmp_path):
     store = generate(tmp_path / "s", messages=20)
     r = run("generate", "--store", store, "--append", "--messages", "5", "--commitlog-file-size", "131072")
     assert r.returncode == 3
     assert b"mappedFileSizeCommitLog" in r.stderr and b"Traceback" not in r.stderr
 
+
 def test_help_lists_examples():
     r = cli("generate", "--help")
     assert r.exit_code == 0 and "--from-jsonl" in r.stdout and "Examples" in r.stdout
-
 
 
 def test_5x_retry_topic_is_a_v2_record_and_4x_keeps_v1(tmp_path):

@@ -1,6 +1,7 @@
 """generate --bcq-topics: 5.x BatchCQ topics written as the broker does (inner-batch records
 with INNER_NUM/INNER_BASE, 46-byte units in batchconsumequeue/, queue.type in topics.json),
 read back, verified and rebuilt byte for byte; --append continues the queues."""
+
 from __future__ import annotations
 
 import json
@@ -13,8 +14,9 @@ UNIT = ">qiqqqhii"  # BatchConsumeQueue#putBatchMessagePositionInfo, written out
 
 
 def _gen(store, conf, *extra):
-    r = cli("generate", "--store", store, "--broker-conf", conf, "--broker-version", "5", *SMALL, *extra,
-            "--format", "json")
+    r = cli(
+        "generate", "--store", store, "--broker-conf", conf, "--broker-version", "5", *SMALL, *extra, "--format", "json"
+    )
     assert r.exit_code == 0, r.stderr
 
 
@@ -48,11 +50,23 @@ def test_generate_bcq_topics_clean_rebuildable_and_appendable(tmp_path):
     for q in (store / "batchconsumequeue" / bcq[0]).iterdir():
         units = _units(q)
         assert units and all(b[4] == a[4] + a[5] for a, b in zip(units, units[1:]))  # bases contiguous
-        rows = [json.loads(x) for x in cli("dump-commitlog", "--store", store, "--topic", bcq[0], "--queue-id",
-                                           q.name, "--format", "jsonl").stdout.splitlines()]
-        assert [(r["physical_offset"], r["total_size"], r["queue_offset"], int(r["properties"]["INNER_NUM"]),
-                 int(r["properties"]["INNER_BASE"]), r["sys_flag"] & 0xC0) for r in rows] \
-            == [(u[0], u[1], u[4], u[5], u[4], 192) for u in units]
+        rows = [
+            json.loads(x)
+            for x in cli(
+                "dump-commitlog", "--store", store, "--topic", bcq[0], "--queue-id", q.name, "--format", "jsonl"
+            ).stdout.splitlines()
+        ]
+        assert [
+            (
+                r["physical_offset"],
+                r["total_size"],
+                r["queue_offset"],
+                int(r["properties"]["INNER_NUM"]),
+                int(r["properties"]["INNER_BASE"]),
+                r["sys_flag"] & 0xC0,
+            )
+            for r in rows
+        ] == [(u[0], u[1], u[4], u[5], u[4], 192) for u in units]
     assert _verify_errors(store, conf)["errors"] == 0
     r = cli("rebuild-index", "--store", store, "--broker-conf", conf, "--output", tmp_path / "out")
     assert r.exit_code == 0, r.stderr

@@ -7,12 +7,13 @@ The writer is checked against the real 5.3.3 sample: its commit log dispatched t
 read back with plain struct code written from the broker's layouts, verified clean, and read
 by dump-cq --compaction and dump-commitlog --compaction-log.
 """
+
 from __future__ import annotations
 
 import json
 import shutil
-from pathlib import Path
 import struct
+from pathlib import Path
 
 from tests.helpers import cli
 
@@ -26,19 +27,21 @@ CONF = "compactionMappedFileSize=8192\ncompactionCqMappedFileSize=1840\n"  # log
 def _dispatch_sample(src, out, run=False):
     """The sample's commit log through the writer, as the broker's reput dispatches it."""
     from rmqstore_cli.commands.common import load_config
+
     from rmqstore_cli.store.commitlog import CommitLog
     from rmqstore_cli.store.compaction_writer import CompactionDispatch
     from rmqstore_cli.store.dispatch import dispatch_request
 
     cfg = load_config(src / "store", src / "broker.conf", None, None, None, None)
-    cd = CompactionDispatch(out, {"DeviceStateTopic"}, cfg.compaction_mapped_file_size,
-                            cfg.compaction_cq_mapped_file_size, [out], run)
+    cd = CompactionDispatch(
+        out, {"DeviceStateTopic"}, cfg.compaction_mapped_file_size, cfg.compaction_cq_mapped_file_size, [out], run
+    )
     cl = CommitLog(cfg)
     try:
         for m in cl.scan():
             f = cl.queue.find(m.offset)
             pos = m.offset - f.file_from_offset
-            cd.dispatch(dispatch_request(m, {}, cfg), bytes(f.buffer()[pos:pos + m.total_size]), m)
+            cd.dispatch(dispatch_request(m, {}, cfg), bytes(f.buffer()[pos : pos + m.total_size]), m)
     finally:
         cl.close()
     cd.close()
@@ -78,12 +81,14 @@ def test_sample_dispatch_is_byte_identical_CompactionLog_asyncPutMessage(sample_
         units = [u for us in _units(tmp_path / "compaction" / "compactionCq" / d).values() for u in us]
         assert [u[4] for u in units] == list(range(before["compactionCqMinOffset"], before["compactionCqMaxOffset"]))
         assert units[-1][0] + units[-1][1] == before["compactionLogMaxOffset"]
-    assert (tmp_path / "compaction" / "position-checkpoint").read_text() == \
-        '{\n\t"empty":true,\n\t"queueOffsetMap":{}\n}'  # CompactionPositionMgr, nothing compacted yet
+    assert (
+        tmp_path / "compaction" / "position-checkpoint"
+    ).read_text() == '{\n\t"empty":true,\n\t"queueOffsetMap":{}\n}'  # CompactionPositionMgr, nothing compacted yet
 
 
-def test_sample_dispatch_and_run_reproduce_the_whole_compaction_dir_CompactionLog_doCompaction(sample_tarball,
-                                                                                             tmp_path):
+def test_sample_dispatch_and_run_reproduce_the_whole_compaction_dir_CompactionLog_doCompaction(
+    sample_tarball, tmp_path
+):
     """Dispatch then one run per queue: every file of the sample's compaction/ (the rewritten
     ``…0`` files, the untouched ``…18400`` ones, position-checkpoint and its .bak), and no other."""
     src = sample_tarball("compaction")
@@ -100,8 +105,9 @@ def _gen(tmp_path, *extra):
     conf = tmp_path / "broker.conf"
     conf.write_text(CONF)
     store = tmp_path / "s"
-    r = cli("generate", "--store", store, "--broker-conf", conf, "--broker-version", "5", *SMALL, *extra,
-            "--format", "json")
+    r = cli(
+        "generate", "--store", store, "--broker-conf", conf, "--broker-version", "5", *SMALL, *extra, "--format", "json"
+    )
     assert r.exit_code == 0, r.stderr
     return store, conf
 
@@ -111,7 +117,7 @@ def _cq_record(store, topic, qid, queue_offset):
     cq = b"".join(f.read_bytes() for f in sorted((store / "consumequeue" / topic / str(qid)).iterdir()))
     off, size, _ = struct.unpack_from(CQ_UNIT, cq, queue_offset * 20)
     cl = b"".join(f.read_bytes() for f in sorted((store / "commitlog").iterdir()))
-    return cl[off:off + size]
+    return cl[off : off + size]
 
 
 def test_generated_compaction_files_read_back_with_struct_code(tmp_path):
@@ -125,13 +131,16 @@ def test_generated_compaction_files_read_back_with_struct_code(tmp_path):
         for qdir in (store / "compaction" / "compactionCq" / topic).iterdir():
             per_file = _units(qdir)
             logdir = store / "compaction" / "compactionLog" / topic / qdir.name
-            assert sorted(int(f.name) for f in logdir.iterdir()) == sorted(per_file) == \
-                [9200 * i for i in range(len(per_file))]
+            assert (
+                sorted(int(f.name) for f in logdir.iterdir())
+                == sorted(per_file)
+                == [9200 * i for i in range(len(per_file))]
+            )
             units = [u for _, us in sorted(per_file.items()) for u in us]
             assert [u[4] for u in units] == list(range(len(units)))  # every keyed message, in order
             for u in units:
                 base = u[0] - u[0] % 9200
-                rec = (logdir / f"{base:020d}").read_bytes()[u[0] - base:u[0] - base + u[1]]
+                rec = (logdir / f"{base:020d}").read_bytes()[u[0] - base : u[0] - base + u[1]]
                 size, _, _, qid, _, qo, phys = struct.unpack_from(">iiiiiqq", rec)
                 assert (size, qid, qo, phys, u[5], u[6], u[7]) == (u[1], int(qdir.name), u[4], u[0], 1, -1, 0)
                 orig = _cq_record(store, topic, int(qdir.name), u[4])
@@ -158,31 +167,54 @@ def test_generated_compaction_store_verifies_and_reads_back(tmp_path):
     topic = next((store / "compaction" / "compactionCq").iterdir()).name
     for qdir in (store / "compaction" / "compactionCq" / topic).iterdir():
         units = [u for us in _units(qdir).values() for u in us]
-        rows = [json.loads(x) for x in cli("dump-cq", "--store", store, topic, qdir.name, "--compaction",
-                                           "--format", "jsonl").stdout.splitlines()]
-        assert [(r["commitlog_offset"], r["size"], r["msg_base_offset"], r["status"]) for r in rows] == \
-            [(u[0], u[1], u[4], "ok") for u in units]
-        recs = [json.loads(x) for x in cli("dump-commitlog", "--store", store, "--compaction-log",
-                                           f"{topic}/{qdir.name}", "--format", "jsonl").stdout.splitlines()]
+        rows = [
+            json.loads(x)
+            for x in cli(
+                "dump-cq", "--store", store, topic, qdir.name, "--compaction", "--format", "jsonl"
+            ).stdout.splitlines()
+        ]
+        assert [(r["commitlog_offset"], r["size"], r["msg_base_offset"], r["status"]) for r in rows] == [
+            (u[0], u[1], u[4], "ok") for u in units
+        ]
+        recs = [
+            json.loads(x)
+            for x in cli(
+                "dump-commitlog", "--store", store, "--compaction-log", f"{topic}/{qdir.name}", "--format", "jsonl"
+            ).stdout.splitlines()
+        ]
         assert [(r["physical_offset"], r["queue_offset"]) for r in recs] == [(u[0], u[4]) for u in units]
 
 
 def test_compaction_topics_need_a_new_5_store(tmp_path):
     r = cli("generate", "--store", tmp_path / "s", "--compaction-topics", "1", *SMALL)
     assert r.exit_code == 2 and "--compaction-topics needs --broker-version 5" in r.stderr
-    r = cli("generate", "--store", tmp_path / "s", "--broker-version", "5", "--topics", "2", "--bcq-topics", "1",
-            "--compaction-topics", "2", *SMALL)
+    r = cli(
+        "generate",
+        "--store",
+        tmp_path / "s",
+        "--broker-version",
+        "5",
+        "--topics",
+        "2",
+        "--bcq-topics",
+        "1",
+        "--compaction-topics",
+        "2",
+        *SMALL,
+    )
     assert r.exit_code == 2 and "at most --topics topics" in r.stderr
-    r = cli("generate", "--store", tmp_path / "s", "--broker-version", "5", "--append", "--compaction-topics", "1",
-            *SMALL)
+    r = cli(
+        "generate", "--store", tmp_path / "s", "--broker-version", "5", "--append", "--compaction-topics", "1", *SMALL
+    )
     assert r.exit_code == 2 and not (tmp_path / "s").exists()
     r = cli("generate", "--store", tmp_path / "s", "--broker-version", "5", "--compaction-run", *SMALL)
     assert r.exit_code == 2 and "--compaction-run needs --compaction-topics" in r.stderr
 
 
 def test_generated_compaction_run_keeps_each_keys_latest_and_verifies(tmp_path):
-    store, conf = _gen(tmp_path, "--messages", "400", "--topics", "2", "--queues", "2", "--compaction-topics", "1",
-                       "--compaction-run")
+    store, conf = _gen(
+        tmp_path, "--messages", "400", "--topics", "2", "--queues", "2", "--compaction-topics", "1", "--compaction-run"
+    )
     checkpoint = (store / "compaction" / "position-checkpoint").read_text()
     assert (store / "compaction" / "position-checkpoint.bak").read_text() == checkpoint
     offsets = json.loads(checkpoint)["queueOffsetMap"]
@@ -199,7 +231,7 @@ def test_generated_compaction_run_keeps_each_keys_latest_and_verifies(tmp_path):
         keys = {}
         for qo in range(last + 1):  # each key's latest queue offset, from the 20-byte consume queue
             rec = _cq_record(store, topic, int(qdir.name), qo)
-            keys[rec[rec.index(b"KEYS\x01") + 5:rec.index(b"KEYS\x01") + 9]] = qo
+            keys[rec[rec.index(b"KEYS\x01") + 5 : rec.index(b"KEYS\x01") + 9]] = qo
         assert [u[4] for u in kept] == sorted(keys.values())
         compacted += 1
     assert compacted and len(offsets) == compacted
@@ -232,8 +264,21 @@ def test_append_continues_the_compaction_logs_like_one_go_CompactionLog_asyncPut
     for i, part in enumerate((lines[:150], lines[150:151], lines[151:])):
         src = tmp_path / f"part{i}.jsonl"
         src.write_text("\n".join(part) + "\n")
-        r = cli("generate", "--store", two, "--broker-conf", conf, "--broker-version", "5", *SMALL, "--append",
-                "--from-jsonl", src, "--format", "json")
+        r = cli(
+            "generate",
+            "--store",
+            two,
+            "--broker-conf",
+            conf,
+            "--broker-version",
+            "5",
+            *SMALL,
+            "--append",
+            "--from-jsonl",
+            src,
+            "--format",
+            "json",
+        )
         assert r.exit_code == 0, r.stderr
     assert _tree(two / "compaction") == _tree(one / "compaction")
     assert _tree(two / "commitlog") == _tree(one / "commitlog")
@@ -241,8 +286,13 @@ def test_append_continues_the_compaction_logs_like_one_go_CompactionLog_asyncPut
     assert [t for t, c in topics.items() if c.get("attributes") == {"cleanup.policy": "COMPACTION"}] == ["OrderTopic"]
     # verify finds nothing in either (a rolled file's end unit is not a unit:
     # SparseConsumeQueue#getMaxMsgOffset, test_compaction_roll.py)
-    got = [[json.loads(x) for x in cli("verify", "--store", s, "--broker-conf", conf, "--format", "jsonl")
-            .stdout.splitlines()[:-1]] for s in (one, two)]
+    got = [
+        [
+            json.loads(x)
+            for x in cli("verify", "--store", s, "--broker-conf", conf, "--format", "jsonl").stdout.splitlines()[:-1]
+        ]
+        for s in (one, two)
+    ]
     assert got[0] == got[1] == []
 
 
@@ -260,12 +310,35 @@ def test_append_infers_the_compaction_sizes_and_refuses_what_it_cannot_continue(
     (base / "config" / "topics.json").write_bytes((one / "config" / "topics.json").read_bytes())
     (tmp_path / "head.jsonl").write_text("\n".join(lines[:120]) + "\n")
     (tmp_path / "tail.jsonl").write_text("\n".join(lines[120:]) + "\n")
-    assert cli("generate", "--store", base, "--broker-conf", conf, "--broker-version", "5", *SMALL, "--append",
-               "--from-jsonl", tmp_path / "head.jsonl").exit_code == 0
+    assert (
+        cli(
+            "generate",
+            "--store",
+            base,
+            "--broker-conf",
+            conf,
+            "--broker-version",
+            "5",
+            *SMALL,
+            "--append",
+            "--from-jsonl",
+            tmp_path / "head.jsonl",
+        ).exit_code
+        == 0
+    )
 
     def append(store, *conf_args):
-        return cli("generate", "--store", store, *conf_args, "--broker-version", "5", "--append",
-                   "--from-jsonl", tmp_path / "tail.jsonl")
+        return cli(
+            "generate",
+            "--store",
+            store,
+            *conf_args,
+            "--broker-version",
+            "5",
+            "--append",
+            "--from-jsonl",
+            tmp_path / "tail.jsonl",
+        )
 
     inferred = tmp_path / "inferred"
     shutil.copytree(base, inferred)
@@ -273,9 +346,11 @@ def test_append_infers_the_compaction_sizes_and_refuses_what_it_cannot_continue(
     assert r.exit_code == 0, r.stderr
     assert _tree(inferred / "compaction") == _tree(one / "compaction")
     cq0 = Path("compaction/compactionCq/OrderTopic/0")
-    damages = {"compacting": lambda s: (s / "compaction/compactionLog/OrderTopic/0/compacting").mkdir(),
-               "queue file gone": lambda s: next((s / cq0).iterdir()).unlink(),
-               "size": lambda s: (s / "broker.conf").write_text(CONF.replace("1840", "920"))}
+    damages = {
+        "compacting": lambda s: (s / "compaction/compactionLog/OrderTopic/0/compacting").mkdir(),
+        "queue file gone": lambda s: next((s / cq0).iterdir()).unlink(),
+        "size": lambda s: (s / "broker.conf").write_text(CONF.replace("1840", "920")),
+    }
     for name, damage in damages.items():
         s = tmp_path / name.replace(" ", "-")
         shutil.copytree(base, s)
@@ -294,6 +369,7 @@ def test_sample_dispatched_in_two_runs_equals_one_run_TopicPartitionLog_init(sam
     split points: the same compaction/ bytes as one writer, whose files the broker's own
     match (test above)."""
     from rmqstore_cli.commands.common import load_config
+
     from rmqstore_cli.store.commitlog import CommitLog
     from rmqstore_cli.store.compaction_writer import CompactionDispatch
     from rmqstore_cli.store.dispatch import dispatch_request
@@ -307,14 +383,15 @@ def test_sample_dispatched_in_two_runs_equals_one_run_TopicPartitionLog_init(sam
         for m in cl.scan():
             f = cl.queue.find(m.offset)
             pos = m.offset - f.file_from_offset
-            sends.append((dispatch_request(m, {}, cfg), bytes(f.buffer()[pos:pos + m.total_size]), m))
+            sends.append((dispatch_request(m, {}, cfg), bytes(f.buffer()[pos : pos + m.total_size]), m))
     finally:
         cl.close()
     for split in (1, len(sends) // 3, len(sends) // 2 + 1):
         out = tmp_path / f"split{split}"
         for part in (sends[:split], sends[split:]):
-            cd = CompactionDispatch(out, {"DeviceStateTopic"}, cfg.compaction_mapped_file_size,
-                                    cfg.compaction_cq_mapped_file_size, [out])
+            cd = CompactionDispatch(
+                out, {"DeviceStateTopic"}, cfg.compaction_mapped_file_size, cfg.compaction_cq_mapped_file_size, [out]
+            )
             for req, record, m in part:
                 cd.dispatch(req, record, m)
             cd.close()

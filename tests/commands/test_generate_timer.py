@@ -1,6 +1,7 @@
 """generate --timer-ratio writes the timer store a 5.3.3 broker leaves (HookUtils#transformTimerMessage,
 TimerMessageStore#doEnqueue, #prepareTimerCheckPoint, TimerMetrics): read back by dump-timer,
 by plain struct code here, and clean under verify."""
+
 from __future__ import annotations
 
 import json
@@ -16,8 +17,16 @@ START = "2026-11-01T00:00:00Z"
 
 @pytest.fixture(scope="module")
 def timer_store(tmp_path_factory):
-    return generate(tmp_path_factory.mktemp("gen-timer") / "store", "--broker-version", "5", "--timer-ratio", "0.3",
-                    "--start", START, messages=600)
+    return generate(
+        tmp_path_factory.mktemp("gen-timer") / "store",
+        "--broker-version",
+        "5",
+        "--timer-ratio",
+        "0.3",
+        "--start",
+        START,
+        messages=600,
+    )
 
 
 def _jsonl(*args) -> list[dict]:
@@ -36,8 +45,14 @@ def test_every_timer_message_has_its_unit_and_slot_TimerMessageStore_doEnqueue(t
         deliver = int(p["TIMER_DELIVER_MS"])
         # HookUtils#transformTimerMessage: floored to the precision, one step less when exact
         assert int(p["TIMER_OUT_MS"]) == (deliver - 1000 if deliver % 1000 == 0 else deliver // 1000 * 1000)
-        assert (u["due_ms"], u["real_topic"], u["real_queue_id"], u["uniq_key"], u["message_status"], u["state"]) == \
-            (int(p["TIMER_OUT_MS"]), p["REAL_TOPIC"], int(p["REAL_QID"]), m["uniq_key"], "ok", "pending")
+        assert (u["due_ms"], u["real_topic"], u["real_queue_id"], u["uniq_key"], u["message_status"], u["state"]) == (
+            int(p["TIMER_OUT_MS"]),
+            p["REAL_TOPIC"],
+            int(p["REAL_QID"]),
+            m["uniq_key"],
+            "ok",
+            "pending",
+        )
         assert u["enqueue_time"] == m["store_timestamp"] // 1000 * 1000
     slots = _jsonl("dump-timer", "--store", timer_store)
     assert sum(s["num"] for s in slots) == len(units)

@@ -1,5 +1,6 @@
 """dump-cq, index-lookup and decode-msgid through the CLI: real-broker fixtures, generated
 stores and edge cases (pre-blank queues, IPv6, V2 records, hostile text)."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -45,6 +46,7 @@ def _messages(store) -> list[dict]:
 
 # ====================================================================== real-broker fixtures
 
+
 def test_dump_cq_units_equal_broker_units(fixture):
     store, conf, exp = fixture
     queues = [q for q in exp["consume_queues"].values() if q["exists_on_disk"]]
@@ -57,8 +59,9 @@ def test_dump_cq_units_equal_broker_units(fixture):
         assert all(u["topic"] == q["topic"] and u["queue_id"] == q["queue_id"] for u in got)
         assert [u["file"] for u in got] == [f"{(u[0] * 20) // 2000 * 2000:020d}" for u in q["units"]]
         # the broker's own units agree with the records they point at
-        assert all(u["status"] == "ok" and u["agrees"] is True and u["problems"] == [] for u in got), \
-            [u for u in got if u["status"] != "ok"][:2]
+        assert all(u["status"] == "ok" and u["agrees"] is True and u["problems"] == [] for u in got), [
+            u for u in got if u["status"] != "ok"
+        ][:2]
 
 
 def test_dump_cq_summary_equals_broker_min_max(fixture):
@@ -70,30 +73,54 @@ def test_dump_cq_summary_equals_broker_min_max(fixture):
     assert set(got) == set(on_disk)
     for k, q in on_disk.items():
         g = got[k]
-        assert (g["min_offset"], g["max_offset"], g["max_physic_offset"]) == \
-            (q["min_offset"], q["max_offset"], q["max_physic_offset"]), k
+        assert (g["min_offset"], g["max_offset"], g["max_physic_offset"]) == (
+            q["min_offset"],
+            q["max_offset"],
+            q["max_physic_offset"],
+        ), k
         assert g["files"] == q["files"]
         assert g["pre_blank_units"] == 0
 
 
 def test_dump_cq_file_mode_needs_no_store(fixture):
     store, _, exp = fixture
-    q = exp["consume_queues"]["AuditTopic/0"] if "AuditTopic/0" in exp["consume_queues"] else \
-        next(x for x in exp["consume_queues"].values() if x["topic"] == "AuditTopic")
+    q = (
+        exp["consume_queues"]["AuditTopic/0"]
+        if "AuditTopic/0" in exp["consume_queues"]
+        else next(x for x in exp["consume_queues"].values() if x["topic"] == "AuditTopic")
+    )
     second = store / "consumequeue" / "AuditTopic" / "0" / "00000000000000002000"
     r = cli("dump-cq", "--file", second, "--format", "jsonl")
     assert r.exit_code == 0, r.stderr
     got = _jsonl(r)
-    assert [[u["cq_offset"], u["commitlog_offset"], u["size"], u["tags_code"]] for u in got] == \
-        [u for u in q["units"] if u[0] >= 100]
+    assert [[u["cq_offset"], u["commitlog_offset"], u["size"], u["tags_code"]] for u in got] == [
+        u for u in q["units"] if u[0] >= 100
+    ]
     assert got[0]["topic"] == "AuditTopic" and got[0]["queue_id"] == 0 and "agrees" not in got[0]
 
 
 def test_index_lookup_broker_window_equals_true_offsets(fixture):
     store, conf, exp = fixture
     for q in exp["queries"]:
-        r = cli("index-lookup", q["key"], "--topic", q["topic"], "--begin", q["begin"], "--end", q["end"],
-                "--broker-window", "--max", "0", "--store", store, "--broker-conf", conf, "--format", "jsonl")
+        r = cli(
+            "index-lookup",
+            q["key"],
+            "--topic",
+            q["topic"],
+            "--begin",
+            q["begin"],
+            "--end",
+            q["end"],
+            "--broker-window",
+            "--max",
+            "0",
+            "--store",
+            store,
+            "--broker-conf",
+            conf,
+            "--format",
+            "jsonl",
+        )
         assert r.exit_code == (0 if q["true_offsets"] else 1), (q, r.stderr)
         got = _jsonl(r)
         assert [h["physical_offset"] for h in got] == q["true_offsets"], q
@@ -128,10 +155,29 @@ def test_index_lookup_default_mode_gives_true_hits_in_window(fixture):
     msgs = exp["messages"]
     differs = 0
     for q in exp["queries"]:
-        want = sorted(m["physical_offset"] for m in msgs if _true_match(m, q["topic"], q["key"]) and _indexed(m)
-                      and q["begin"] <= m["store_timestamp"] <= q["end"])
-        r = cli("index-lookup", q["key"], "--topic", q["topic"], "--begin", q["begin"], "--end", q["end"],
-                "--max", "0", "--store", store, "--broker-conf", conf, "--format", "jsonl")
+        want = sorted(
+            m["physical_offset"]
+            for m in msgs
+            if _true_match(m, q["topic"], q["key"]) and _indexed(m) and q["begin"] <= m["store_timestamp"] <= q["end"]
+        )
+        r = cli(
+            "index-lookup",
+            q["key"],
+            "--topic",
+            q["topic"],
+            "--begin",
+            q["begin"],
+            "--end",
+            q["end"],
+            "--max",
+            "0",
+            "--store",
+            store,
+            "--broker-conf",
+            conf,
+            "--format",
+            "jsonl",
+        )
         assert r.exit_code == (0 if want else 1), (q, r.stderr)
         assert [h["physical_offset"] for h in _jsonl(r)] == want, q
         differs += want != q["true_offsets"]
@@ -143,9 +189,15 @@ def test_index_lookup_all_topics_from_consumequeue(fixture):
     """No config/ in the samples: the topics come from consumequeue/ alone."""
     store, conf, exp = fixture
     assert not (store / "config").exists()
-    want = sorted({m["physical_offset"] for m in exp["messages"] if _indexed(m)
-                   and "batch-X" in (m["keys_raw"] or "").split(" ")
-                   and (store / "consumequeue" / m["topic"]).is_dir()})
+    want = sorted(
+        {
+            m["physical_offset"]
+            for m in exp["messages"]
+            if _indexed(m)
+            and "batch-X" in (m["keys_raw"] or "").split(" ")
+            and (store / "consumequeue" / m["topic"]).is_dir()
+        }
+    )
     r = cli("index-lookup", "batch-X", "--max", "0", "--store", store, "--broker-conf", conf, "--format", "jsonl")
     assert r.exit_code == 0, r.stderr
     got = _jsonl(r)
@@ -155,10 +207,25 @@ def test_index_lookup_all_topics_from_consumequeue(fixture):
 
 def test_show_collisions_reports_aaaa_bbbb(fixture):
     store, conf, exp = fixture
-    q = next(q for q in exp["queries"] if q["topic"] == "PaymentTopic" and q["key"] == "AaAa"
-             and q["begin"] == 0 and q["end"] == LONG_MAX)
-    base = ("index-lookup", "AaAa", "--topic", "PaymentTopic", "--max", "0", "--store", store,
-            "--broker-conf", conf, "--format", "jsonl")
+    q = next(
+        q
+        for q in exp["queries"]
+        if q["topic"] == "PaymentTopic" and q["key"] == "AaAa" and q["begin"] == 0 and q["end"] == LONG_MAX
+    )
+    base = (
+        "index-lookup",
+        "AaAa",
+        "--topic",
+        "PaymentTopic",
+        "--max",
+        "0",
+        "--store",
+        store,
+        "--broker-conf",
+        conf,
+        "--format",
+        "jsonl",
+    )
     plain = cli(*base)
     assert plain.exit_code == 0
     assert [h["physical_offset"] for h in _jsonl(plain)] == q["true_offsets"]
@@ -166,8 +233,9 @@ def test_show_collisions_reports_aaaa_bbbb(fixture):
     r = cli(*base, "--show-collisions")
     got = _jsonl(r)
     coll = [h for h in got if h["match"] == "collision"]
-    assert sorted(h["physical_offset"] for h in coll) == \
-        sorted(set(q["query_message_offsets"]) - set(q["true_offsets"]))
+    assert sorted(h["physical_offset"] for h in coll) == sorted(
+        set(q["query_message_offsets"]) - set(q["true_offsets"])
+    )
     assert all("BBBB" in h["message"]["keys"] and "AaAa" not in h["message"]["keys"] for h in coll)
     assert {h["match"] for h in got} == {"keys", "collision"}
 
@@ -202,8 +270,9 @@ def test_decode_msgid_every_fixture_id(fixture):
     sample = msgs[::7]
     ids = [m["msg_id"] for m in sample] + sorted({m["uniq_key"] for m in sample if m["uniq_key"]})
     assert any(len(i) == 56 for i in ids) and any(len(i) == 32 for i in ids)
-    r = cli("decode-msgid", "-", "--store", store, "--broker-conf", conf, "--format", "jsonl",
-            input="\n".join(ids) + "\n")
+    r = cli(
+        "decode-msgid", "-", "--store", store, "--broker-conf", conf, "--format", "jsonl", input="\n".join(ids) + "\n"
+    )
     got = {d["id"]: d for d in _jsonl(r)}
     for m in sample:
         d = got[m["msg_id"]]
@@ -212,8 +281,11 @@ def test_decode_msgid_every_fixture_id(fixture):
         assert [x["physical_offset"] for x in d["messages"]] == [m["physical_offset"]]
     for u in {m["uniq_key"] for m in sample if m["uniq_key"]}:
         d = got[u]
-        want = sorted(m["physical_offset"] for m in msgs if m["uniq_key"] == u and _indexed(m)
-                      and (store / "consumequeue" / m["topic"]).is_dir())
+        want = sorted(
+            m["physical_offset"]
+            for m in msgs
+            if m["uniq_key"] == u and _indexed(m) and (store / "consumequeue" / m["topic"]).is_dir()
+        )
         assert d["kind"] == "uniq_key", d
         assert sorted(x["physical_offset"] for x in d["messages"]) == want
         assert d["pid"] == int(u[-24:-20], 16)
@@ -225,15 +297,20 @@ def test_fixture_store_is_not_modified(fixture):
     store, conf, exp = fixture
     before = tree_digest(store)
     m = exp["messages"][3]
-    for args in (("dump-cq", "PaymentTopic", "0"), ("dump-cq", "--summary"),
-                 ("index-lookup", "batch-X"), ("index-lookup", "AaAa", "--broker-window", "--show-collisions"),
-                 ("decode-msgid", m["msg_id"], m["uniq_key"] or m["msg_id"])):
+    for args in (
+        ("dump-cq", "PaymentTopic", "0"),
+        ("dump-cq", "--summary"),
+        ("index-lookup", "batch-X"),
+        ("index-lookup", "AaAa", "--broker-window", "--show-collisions"),
+        ("decode-msgid", m["msg_id"], m["uniq_key"] or m["msg_id"]),
+    ):
         r = cli(*args, "--store", store, "--broker-conf", conf, "--format", "jsonl")
         assert r.exit_code in (0, 1), (args, r.stderr)
     assert tree_digest(store) == before
 
 
 # ====================================================================== generated stores
+
 
 @pytest.mark.slow
 def test_small_store_every_unit_agrees(small_store):
@@ -249,8 +326,12 @@ def test_small_store_every_unit_agrees(small_store):
         assert all(x["status"] == "ok" for x in u)
         for x in u:
             m = by_off[x["commitlog_offset"]]
-            assert (m["topic"], m["queue_id"], m["queue_offset"], m["total_size"]) == \
-                (q["topic"], q["queue_id"], x["cq_offset"], x["size"])
+            assert (m["topic"], m["queue_id"], m["queue_offset"], m["total_size"]) == (
+                q["topic"],
+                q["queue_id"],
+                x["cq_offset"],
+                x["size"],
+            )
             assert x["store_timestamp"] == m["store_timestamp"] and x["keys"] == m["keys"]
         total += len(u)
     # every NOT/COMMIT record has exactly one unit
@@ -258,8 +339,20 @@ def test_small_store_every_unit_agrees(small_store):
 
 
 def test_dump_cq_from_limit_and_no_resolve(small_store):
-    r = cli("dump-cq", "OrderTopic", "1", "--store", small_store, "--from", "97", "--limit", "5", "--no-resolve",
-            "--format", "jsonl")
+    r = cli(
+        "dump-cq",
+        "OrderTopic",
+        "1",
+        "--store",
+        small_store,
+        "--from",
+        "97",
+        "--limit",
+        "5",
+        "--no-resolve",
+        "--format",
+        "jsonl",
+    )
     assert r.exit_code == 0
     u = _jsonl(r)
     assert [x["cq_offset"] for x in u] == [97, 98, 99, 100, 101]
@@ -325,16 +418,16 @@ def test_index_lookup_matches_dump_commitlog_oracle(small_store):
     assert counts[shared] > 3
     some_unique = [k for k, n in counts.items() if n == 1][:5]
     for key in [shared, *some_unique, msgs[10]["uniq_key"]]:
-        want = sorted(m["physical_offset"] for m in msgs if _indexed(m)
-                      and (key in m["keys"] or m["uniq_key"] == key))
+        want = sorted(m["physical_offset"] for m in msgs if _indexed(m) and (key in m["keys"] or m["uniq_key"] == key))
         r = cli("index-lookup", key, "--max", "0", "--store", small_store, "--format", "jsonl")
         assert r.exit_code == 0, r.stderr
         got = _jsonl(r)
         assert sorted(h["physical_offset"] for h in got) == want, key
         assert all(_true_match(h["message"], h["topic"], key) for h in got)
     # --max keeps the newest and says so
-    newest = sorted((m["store_timestamp"], m["physical_offset"]) for m in msgs
-                    if _indexed(m) and shared in m["keys"])[-3:]
+    newest = sorted((m["store_timestamp"], m["physical_offset"]) for m in msgs if _indexed(m) and shared in m["keys"])[
+        -3:
+    ]
     r = cli("index-lookup", shared, "--max", "3", "--store", small_store, "--format", "jsonl")
     assert sorted(h["physical_offset"] for h in _jsonl(r)) == sorted(p for _, p in newest)
     assert "more than 3" in r.stderr
@@ -345,8 +438,20 @@ def test_index_lookup_time_window_is_real_store_time(small_store):
     m = msgs[len(msgs) // 2]
     key = m["keys"][0]
     t = m["store_timestamp"]
-    r = cli("index-lookup", key, "--topic", m["topic"], "--begin", t, "--end", t, "--store", small_store,
-            "--format", "jsonl")
+    r = cli(
+        "index-lookup",
+        key,
+        "--topic",
+        m["topic"],
+        "--begin",
+        t,
+        "--end",
+        t,
+        "--store",
+        small_store,
+        "--format",
+        "jsonl",
+    )
     assert r.exit_code == 0, r.stderr
     assert m["physical_offset"] in [h["physical_offset"] for h in _jsonl(r)]
     r = cli("index-lookup", key, "--topic", m["topic"], "--begin", t + 1, "--store", small_store, "--format", "jsonl")
@@ -370,8 +475,20 @@ def test_first_entry_of_rolled_index_file_found_in_window(small_store):
     m = msgs[phy]
     key = m["uniq_key"] or m["keys"][0]
     t = m["store_timestamp"]
-    r = cli("index-lookup", key, "--topic", m["topic"], "--begin", t - 10, "--end", t + 10,
-            "--store", small_store, "--format", "jsonl")
+    r = cli(
+        "index-lookup",
+        key,
+        "--topic",
+        m["topic"],
+        "--begin",
+        t - 10,
+        "--end",
+        t + 10,
+        "--store",
+        small_store,
+        "--format",
+        "jsonl",
+    )
     assert r.exit_code == 0, r.stderr
     assert phy in [h["physical_offset"] for h in _jsonl(r)]
 
@@ -420,16 +537,21 @@ def test_ipv6_offset_ids_in_generated_store(small_store):
 def test_generated_store_is_not_modified(small_store):
     before = tree_digest(small_store)
     m = _messages(small_store)[5]
-    for args in (("dump-cq", "OrderTopic", "0"), ("dump-cq", "--summary"), ("dump-cq", "--file",
-                 small_store / "consumequeue" / "OrderTopic" / "0" / "00000000000000000000"),
-                 ("index-lookup", m["keys"][0], "--show-collisions"), ("index-lookup", m["keys"][0], "--broker-window"),
-                 ("decode-msgid", m["msg_id"], m["uniq_key"])):
+    for args in (
+        ("dump-cq", "OrderTopic", "0"),
+        ("dump-cq", "--summary"),
+        ("dump-cq", "--file", small_store / "consumequeue" / "OrderTopic" / "0" / "00000000000000000000"),
+        ("index-lookup", m["keys"][0], "--show-collisions"),
+        ("index-lookup", m["keys"][0], "--broker-window"),
+        ("decode-msgid", m["msg_id"], m["uniq_key"]),
+    ):
         r = cli(*args, "--store", small_store, "--format", "jsonl")
         assert r.exit_code == 0, (args, r.stderr)
     assert tree_digest(small_store) == before
 
 
 # ====================================================================== hostile text
+
 
 @pytest.fixture(scope="module")
 def hostile_store(tmp_path_factory):
@@ -439,20 +561,45 @@ def hostile_store(tmp_path_factory):
     from rmqstore_cli.store.writer import StoreWriter
 
     root = tmp_path_factory.mktemp("hostile") / "store"
-    cfg = StoreConfig.load(root, mapped_file_size_commit_log=65536, mapped_file_size_consume_queue=2000,
-                           max_hash_slot_num=64, max_index_num=400)
+    cfg = StoreConfig.load(
+        root,
+        mapped_file_size_commit_log=65536,
+        mapped_file_size_consume_queue=2000,
+        max_hash_slot_num=64,
+        max_index_num=400,
+    )
     w = StoreWriter(cfg)
     host = (bytes([10, 0, 0, 1]), 10911)
     topics = ["Esc\x1b]0;pwned\x07[red]Topic", "PlainTopic"]
     for i in range(6):
-        props = ("KEYS\x01\x1b[31mred [bold]mark[/bold] k\udcff" + str(i % 2) + "\x02TAGS\x01t\x1b[2J\x02"
-                 f"UNIQ_KEY\x01AC100A0748FF5FFD2B276CDD6C4D000{i}")
-        w.append(AppendSpec(topic=topics[i % 2], queue_id=0, body=b"\x1b[31mbody", properties=props,
-                            store_timestamp=1_767_225_600_000 + i * 1000,
-                            born_timestamp=1_767_225_600_000 + i * 1000, born_host=host, store_host=host))
-    w.append(AppendSpec(topic="BadUtf8Topic", queue_id=0, body=b"", properties="KEYS\x01bad-topic-key",
-                        store_timestamp=1_767_225_610_000, born_timestamp=1_767_225_610_000, born_host=host,
-                        store_host=host))
+        props = (
+            "KEYS\x01\x1b[31mred [bold]mark[/bold] k\udcff" + str(i % 2) + "\x02TAGS\x01t\x1b[2J\x02"
+            f"UNIQ_KEY\x01AC100A0748FF5FFD2B276CDD6C4D000{i}"
+        )
+        w.append(
+            AppendSpec(
+                topic=topics[i % 2],
+                queue_id=0,
+                body=b"\x1b[31mbody",
+                properties=props,
+                store_timestamp=1_767_225_600_000 + i * 1000,
+                born_timestamp=1_767_225_600_000 + i * 1000,
+                born_host=host,
+                store_host=host,
+            )
+        )
+    w.append(
+        AppendSpec(
+            topic="BadUtf8Topic",
+            queue_id=0,
+            body=b"",
+            properties="KEYS\x01bad-topic-key",
+            store_timestamp=1_767_225_610_000,
+            born_timestamp=1_767_225_610_000,
+            born_host=host,
+            store_host=host,
+        )
+    )
     w.close()
     # make the last record's topic invalid UTF-8 (same length, so the record stays valid)
     log = root / "commitlog" / "00000000000000000000"
@@ -469,8 +616,12 @@ def _no_raw_controls(s: str) -> None:
 def test_hostile_text_is_escaped(hostile_store):
     topic = "Esc\x1b]0;pwned\x07[red]Topic"
     for fmt in ("table", "jsonl", "json"):
-        for args in (("index-lookup", "\x1b[31mred"), ("index-lookup", "[bold]mark[/bold]", "--show-collisions"),
-                     ("dump-cq", topic, "0"), ("decode-msgid", "AC100A0748FF5FFD2B276CDD6C4D0000")):
+        for args in (
+            ("index-lookup", "\x1b[31mred"),
+            ("index-lookup", "[bold]mark[/bold]", "--show-collisions"),
+            ("dump-cq", topic, "0"),
+            ("decode-msgid", "AC100A0748FF5FFD2B276CDD6C4D0000"),
+        ):
             r = cli(*args, "--store", hostile_store, "--format", fmt)
             assert r.exit_code == 0, (args, r.stderr)
             _no_raw_controls(r.stdout)
@@ -492,12 +643,32 @@ def test_hostile_text_is_escaped(hostile_store):
         assert r.exit_code == 0
         _no_raw_controls(r.stdout)
         assert "record's topic is" in r.stdout
-        r = cli("index-lookup", "bad-topic-key", "--topic", "BadUtf8Topic", "--show-collisions",
-                "--store", hostile_store, "--format", fmt)
+        r = cli(
+            "index-lookup",
+            "bad-topic-key",
+            "--topic",
+            "BadUtf8Topic",
+            "--show-collisions",
+            "--store",
+            hostile_store,
+            "--format",
+            fmt,
+        )
         assert r.exit_code == 1 and "BadUtf8" in r.stdout  # only a collision: the real topic differs
         _no_raw_controls(r.stdout)
-    (h,) = _jsonl(cli("index-lookup", "bad-topic-key", "--topic", "BadUtf8Topic", "--show-collisions",
-                      "--store", hostile_store, "--format", "jsonl"))
+    (h,) = _jsonl(
+        cli(
+            "index-lookup",
+            "bad-topic-key",
+            "--topic",
+            "BadUtf8Topic",
+            "--show-collisions",
+            "--store",
+            hostile_store,
+            "--format",
+            "jsonl",
+        )
+    )
     assert h["match"] == "collision" and h["message"]["topic_base64"] == "QmFkVXRmOP8bcGlj"
     r = cli("decode-msgid", "\x1b[2J\x1b]0;x\x07", "--format", "table")
     assert r.exit_code == 1 and "not a message id" in r.stderr
@@ -506,12 +677,21 @@ def test_hostile_text_is_escaped(hostile_store):
 
 # ====================================================================== decode-msgid without a store
 
+
 def test_decode_msgid_worked_examples():
-    r = cli("decode-msgid", "0A00000500002A9F0000000040001000",
-            "20010DB8000000000000000000000005" "00002A9F" "0000000040001000",
-            "c0a8010a30391b6d358647b760000001",
-            "20010DB8000000000000000000000010FFFF1B6D358647B76000FFFF",
-            "--now", "2026-11-21T00:00:00Z", "--tz", "UTC", "--format", "jsonl")
+    r = cli(
+        "decode-msgid",
+        "0A00000500002A9F0000000040001000",
+        "20010DB800000000000000000000000500002A9F0000000040001000",
+        "c0a8010a30391b6d358647b760000001",
+        "20010DB8000000000000000000000010FFFF1B6D358647B76000FFFF",
+        "--now",
+        "2026-11-21T00:00:00Z",
+        "--tz",
+        "UTC",
+        "--format",
+        "jsonl",
+    )
     assert r.exit_code == 0, r.stderr
     a, b, c, d = _jsonl(r)
     assert (a["kind"], a["store_host"], a["physical_offset"]) == ("offset_msg_id", "10.0.0.5:10911", 1073745920)
@@ -521,13 +701,22 @@ def test_decode_msgid_worked_examples():
     assert (c["client_ip"], c["pid"], c["class_loader_hash"], c["counter"]) == ("192.168.1.10", 12345, "1B6D3586", 1)
     assert c["nearly_time"] == int(dt.datetime(2026, 11, 14, 22, 13, 20, tzinfo=dt.timezone.utc).timestamp() * 1000)
     assert "store_host" not in c
-    assert (d["kind"], d["client_ip"], d["pid"], d["counter"]) == \
-        ("uniq_key", "2001:0db8:0000:0000:0000:0000:0000:0010", 65535, 65535)
+    assert (d["kind"], d["client_ip"], d["pid"], d["counter"]) == (
+        "uniq_key",
+        "2001:0db8:0000:0000:0000:0000:0000:0010",
+        65535,
+        65535,
+    )
 
 
 def test_decode_msgid_ambiguous_invalid_and_stdin():
-    r = run("decode-msgid", "-", "--format", "jsonl",
-            input=b"FFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFF\n  0A00000500002A9F0000000040001000 nothex!\n1234\n")
+    r = run(
+        "decode-msgid",
+        "-",
+        "--format",
+        "jsonl",
+        input=b"FFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFF\n  0A00000500002A9F0000000040001000 nothex!\n1234\n",
+    )
     assert r.returncode == 1
     out = [json.loads(x) for x in r.stdout.splitlines()]
     assert [d["kind"] for d in out] == ["ambiguous", "offset_msg_id"]
@@ -548,12 +737,14 @@ def test_decode_msgid_not_found_in_store(small_store):
 
 def test_decode_msgid_imports_no_numpy(small_store):
     m = _messages(small_store)[1]
-    code = ("import sys\n"
-            "from rmqstore_cli.app import main\n"
-            f"sys.argv = ['rmqstore', 'decode-msgid', {m['msg_id']!r}, {m['uniq_key']!r}, "
-            f"'--store', {str(small_store)!r}, '--format', 'jsonl']\n"
-            "try:\n    main()\nexcept SystemExit as e:\n    code = e.code\n"
-            "print('NUMPY' if 'numpy' in sys.modules else 'LIGHT', code, file=sys.stderr)\n")
+    code = (
+        "import sys\n"
+        "from rmqstore_cli.app import main\n"
+        f"sys.argv = ['rmqstore', 'decode-msgid', {m['msg_id']!r}, {m['uniq_key']!r}, "
+        f"'--store', {str(small_store)!r}, '--format', 'jsonl']\n"
+        "try:\n    main()\nexcept SystemExit as e:\n    code = e.code\n"
+        "print('NUMPY' if 'numpy' in sys.modules else 'LIGHT', code, file=sys.stderr)\n"
+    )
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=60)
     assert p.stderr.decode().split()[-2:] == ["LIGHT", "0"], p.stderr.decode()
     assert len(p.stdout.splitlines()) == 2

@@ -1,4 +1,5 @@
 """rebuild-index: consume queues and index regenerated from the commit log, byte for byte."""
+
 from __future__ import annotations
 
 import json
@@ -14,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import ROOT, cli, generate, run, tree_digest
 from rmqstore_cli.store.commitlog import CommitLog, Status, check_message
 from rmqstore_cli.store.config import StoreConfig
 from rmqstore_cli.store.consume_queue import PRE_BLANK_UNIT, ConsumeQueue, queue_dirs
 from rmqstore_cli.store.dispatch import Dispatcher
+from tests.helpers import ROOT, cli, generate, run, tree_digest
 
 PARTS = ("consumequeue", "index")
 SMALL_INDEX = ("--index-slots", "64", "--index-max", "400")
@@ -97,6 +98,7 @@ def rebuild(store: Path, out: Path, *extra: str):
 
 # ------------------------------------------------------------------ generated stores
 
+
 def test_rebuild_to_output_is_byte_identical_and_source_untouched(small_store, tmp_path):
     before = tree_digest(small_store)
     out = tmp_path / "out"
@@ -141,10 +143,11 @@ def test_in_place_keeps_its_backups_where_stderr_says_and_verify_knows_them(smal
     assert sorted(p.name for p in where.iterdir()) == ["checkpoint", "consumequeue", "index"]
     assert all(Path(b).parent == where for b in json.loads(r.stdout)["backups"])
     for name in ("consumequeue", "index"):  # the old sets, whole
-        old = {k[len(name) + 1:]: v[0] for k, v in before.items() if k.startswith(name + "/")}
+        old = {k[len(name) + 1 :]: v[0] for k, v in before.items() if k.startswith(name + "/")}
         assert {k: v[0] for k, v in tree_digest(where / name).items()} == old
     assert sorted(p.name for p in small_store.iterdir()) == sorted(
-        {k.split("/")[0] for k in before} | {"rmqstore-backup"})
+        {k.split("/")[0] for k in before} | {"rmqstore-backup"}
+    )
     v = run("verify", "--store", small_store, "--format", "json")
     assert v.returncode == 0, v.stderr
     root = [f for f in json.loads(v.stdout)["findings"] if f["check"].startswith("store.")]
@@ -174,8 +177,10 @@ def test_in_place_after_deleting_and_corrupting(small_store, tmp_path):
     # again, without backups: nothing left beside the new sets
     r = cli("rebuild-index", "--store", small_store, "--in-place", "--no-backup", "--format", "json")
     assert r.exit_code == 0, r.stderr
-    assert sorted(str(p.relative_to(small_store)) for p in small_store.rglob("*")
-                  if "rmqstore-backup" in str(p)) == backups
+    assert (
+        sorted(str(p.relative_to(small_store)) for p in small_store.rglob("*") if "rmqstore-backup" in str(p))
+        == backups
+    )
     for part in PARTS:
         assert_same_tree(orig, small_store, part)
 
@@ -191,9 +196,11 @@ def test_only_and_topic_in_place(small_store, tmp_path):
     index_before = tree_digest(small_store / "index")
     r = cli("rebuild-index", "--store", small_store, "--in-place", "--topic", redo, "--no-backup")
     assert r.exit_code == 0, r.stderr
-    assert json.loads(cli("rebuild-index", "--store", small_store, "--in-place", "--topic", redo, "--dry-run",
-                          "--format", "json").stdout)["replaces"] == [str(small_store / "consumequeue" / redo),
-                                                                       str(small_store / "checkpoint")], r.stdout
+    assert json.loads(
+        cli(
+            "rebuild-index", "--store", small_store, "--in-place", "--topic", redo, "--dry-run", "--format", "json"
+        ).stdout
+    )["replaces"] == [str(small_store / "consumequeue" / redo), str(small_store / "checkpoint")], r.stdout
     assert tree_digest(small_store / "index") == index_before
     for f in (orig / "consumequeue" / redo).rglob("0000*"):
         assert same_file(f, small_store / "consumequeue" / f.relative_to(orig / "consumequeue"))
@@ -254,7 +261,7 @@ def test_expired_first_commitlog_files_start_above_zero_with_pre_blank(small_sto
         assert new.max_offset == old.max_offset
         data = new.queue.files[0].path.read_bytes()
         pre = (first * 20 - start_file) // 20
-        assert data[:pre * 20] == PRE_BLANK_UNIT * pre
+        assert data[: pre * 20] == PRE_BLANK_UNIT * pre
         above_zero += first > 0
         for f in new.queue.files:  # from the first real unit on: the broker's own bytes
             lo = pre * 20 if f is new.queue.files[0] else 0
@@ -344,11 +351,19 @@ def test_usage_and_refusals(small_store, tmp_path):
     (tmp_path / "o" / "index").mkdir(parents=True)
     r = cli("rebuild-index", "--store", small_store, "--output", tmp_path / "o")
     assert r.exit_code == 2 and "already exists" in r.stderr
-    holder = subprocess.Popen([sys.executable, "-c", (
-        "import fcntl,os,sys,time\n"
-        f"fd=os.open({str(small_store / 'lock')!r},os.O_RDWR)\n"
-        "fcntl.lockf(fd,fcntl.LOCK_EX,1,0)\nprint('locked',flush=True)\ntime.sleep(60)\n")],
-        stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            (
+                "import fcntl,os,sys,time\n"
+                f"fd=os.open({str(small_store / 'lock')!r},os.O_RDWR)\n"
+                "fcntl.lockf(fd,fcntl.LOCK_EX,1,0)\nprint('locked',flush=True)\ntime.sleep(60)\n"
+            ),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "locked"
         r = run("rebuild-index", "--store", small_store, "--in-place")
@@ -369,6 +384,7 @@ def test_sigkill_during_in_place_rebuild_always_recovers(small_store, tmp_path):
         f.write_bytes(bytes(f.stat().st_size))  # old set: zeroed queues
     shutil.rmtree(small_store / "index")
     (small_store / "index").mkdir()
+
     def content(d: Path) -> dict:
         return {k: sha for k, (sha, _) in tree_digest(d).items() if not k.startswith(".rebuild-")}
 
@@ -378,16 +394,23 @@ def test_sigkill_during_in_place_rebuild_always_recovers(small_store, tmp_path):
     def ok(part: str, d: Path) -> bool:
         return content(d) in (old[part], new[part])
 
-    cmd = [sys.executable, "-m", "rmqstore_cli", "rebuild-index", "--store", str(small_store), "--in-place",
-           *SMALL_INDEX]
+    cmd = [
+        sys.executable,
+        "-m",
+        "rmqstore_cli",
+        "rebuild-index",
+        "--store",
+        str(small_store),
+        "--in-place",
+        *SMALL_INDEX,
+    ]
     env = dict(os.environ, RMQSTORE_TEST_SWAP_DELAY="0.05")
     t0 = time.perf_counter()
     subprocess.run(cmd + ["--dry-run"], env=env, capture_output=True, check=True)
     span = (time.perf_counter() - t0) + 0.5  # start-up + scan, plus the slowed swap
     rng = random.Random(11)
     for _ in range(8):
-        p = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                             cwd=ROOT)
+        p = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
         time.sleep(rng.uniform(0.2, span))
         os.kill(p.pid, signal.SIGKILL)
         p.wait()
@@ -411,11 +434,13 @@ def test_sigkill_during_in_place_rebuild_always_recovers(small_store, tmp_path):
 
 # ------------------------------------------------------------------ real-broker fixtures
 
+
 def test_fixture_consume_queues_and_index_are_the_brokers(fixture, tmp_path):
     store, conf, exp = fixture
     out = tmp_path / "out"
-    r = cli("rebuild-index", "--store", store, "--broker-conf", conf, "--output", out, "--tz", "UTC",
-            "--format", "json")
+    r = cli(
+        "rebuild-index", "--store", store, "--broker-conf", conf, "--output", out, "--tz", "UTC", "--format", "json"
+    )
     assert r.exit_code == 0, r.stderr
     s = json.loads(r.stdout)
     assert s["messages"] == len(exp["messages"])

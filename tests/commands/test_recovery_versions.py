@@ -13,6 +13,7 @@ middle of the commit log (as if the CQ flush lagged the commit log at a clean sh
 queue's next CQ file left all zeros after a full one (apache/rocketmq#9728's state), and a
 body CRC broken after X but before the third-last commit-log file.
 """
+
 from __future__ import annotations
 
 import json
@@ -20,9 +21,9 @@ import shutil
 
 import numpy as np
 import pytest
-
 from rmqstore_cli.formats.consume_queue import ConsumeQueueUnit
 from rmqstore_cli.formats.derive import numpy_dtype
+
 from rmqstore_cli.store.startup import normal_dispatched, normal_recovery_start, resolve_version
 from tests.helpers import cli, generate
 
@@ -31,17 +32,20 @@ CQ_SIZE = 1200  # 60 units a file
 FILES = [i * 1000 for i in range(6)]
 
 
-@pytest.mark.parametrize("version, max_cq, start", [
-    ("4.9", 4500, 3),   # CommitLog#recoverNormally@rocketmq-all-4.9.7: the third-last file
-    ("5.3.1", 4500, 3),  # CommitLog#recoverNormally@rocketmq-all-5.3.1: the same
-    ("5.3.1", -1, 3),
-    ("5", 4500, 4),     # CommitLog#recoverNormally@rocketmq-all-5.3.2: the file holding maxPhyOffsetOfConsumeQueue
-    ("5", 2000, 2),     # a file starting exactly there is "<=": it is the start
-    ("5", 1999, 1),
-    ("5", 99999, 5),    # queues past the log: the last file
-    ("5", -1, 0),       # no consume queue: the loop stops at index 0
-    ("5", 0, 0),
-])
+@pytest.mark.parametrize(
+    "version, max_cq, start",
+    [
+        ("4.9", 4500, 3),  # CommitLog#recoverNormally@rocketmq-all-4.9.7: the third-last file
+        ("5.3.1", 4500, 3),  # CommitLog#recoverNormally@rocketmq-all-5.3.1: the same
+        ("5.3.1", -1, 3),
+        ("5", 4500, 4),  # CommitLog#recoverNormally@rocketmq-all-5.3.2: the file holding maxPhyOffsetOfConsumeQueue
+        ("5", 2000, 2),  # a file starting exactly there is "<=": it is the start
+        ("5", 1999, 1),
+        ("5", 99999, 5),  # queues past the log: the last file
+        ("5", -1, 0),  # no consume queue: the loop stops at index 0
+        ("5", 0, 0),
+    ],
+)
 def test_recover_normally_start_file_per_version(version, max_cq, start):
     assert normal_recovery_start(version, FILES, max_cq) == start
 
@@ -52,14 +56,17 @@ def test_recover_normally_start_with_fewer_than_three_files():
     assert normal_recovery_start("5", [], -1) == 0
 
 
-@pytest.mark.parametrize("version, first, count, dispatched", [
-    ("5", 101, 1, True),     # CommitLog#recoverNormally@rocketmq-all-5.3.2: commitLogOffset > max
-    ("5", 100, 1, False),    # the message starting at maxPhyOffsetOfConsumeQueue itself is not
-    ("5", 100, 3, True),     # ... but the run's later messages are
-    ("5", 500, 2, False),    # at or past the recovered end: truncated, not dispatched
-    ("5.3.1", 101, 5, False),  # CommitLog#recoverNormally@rocketmq-all-5.3.1: doDispatch = false
-    ("4.9", 101, 5, False),  # CommitLog#recoverNormally@rocketmq-all-4.9.7: no dispatch at all
-])
+@pytest.mark.parametrize(
+    "version, first, count, dispatched",
+    [
+        ("5", 101, 1, True),  # CommitLog#recoverNormally@rocketmq-all-5.3.2: commitLogOffset > max
+        ("5", 100, 1, False),  # the message starting at maxPhyOffsetOfConsumeQueue itself is not
+        ("5", 100, 3, True),  # ... but the run's later messages are
+        ("5", 500, 2, False),  # at or past the recovered end: truncated, not dispatched
+        ("5.3.1", 101, 5, False),  # CommitLog#recoverNormally@rocketmq-all-5.3.1: doDispatch = false
+        ("4.9", 101, 5, False),  # CommitLog#recoverNormally@rocketmq-all-4.9.7: no dispatch at all
+    ],
+)
 def test_recover_normally_dispatch_per_version(version, first, count, dispatched):
     assert normal_dispatched(version, first, count, 100, 500) is dispatched
 
@@ -72,6 +79,7 @@ def test_version_resolution(tmp_path):
 
 
 # ---------------------------------------------------------------- end to end, through verify
+
 
 def _records(store) -> list[dict]:
     r = cli("dump-commitlog", "--store", store, "--format", "jsonl")
@@ -92,7 +100,7 @@ def _cut_queues_at(store, x: int, keep_empty) -> None:
             if cut[0] == 0 and f.name != f"{0:020d}" and f != keep_empty:
                 f.unlink()
                 continue
-            u[cut[0]:] = 0
+            u[cut[0] :] = 0
             f.write_bytes(u.tobytes())
 
 
@@ -100,8 +108,21 @@ def _cut_queues_at(store, x: int, keep_empty) -> None:
 def lagging(tmp_path_factory):
     """(store, X, the kept empty CQ file, the broken record's offset)."""
     base = tmp_path_factory.mktemp("lagging")
-    src = generate(base / "src", "--topics", "2", "--queues", "2", "--broker-version", "5", "--cq-file-size",
-                   str(CQ_SIZE), "--commitlog-file-size", str(CL_SIZE), messages=3000, small=False)
+    src = generate(
+        base / "src",
+        "--topics",
+        "2",
+        "--queues",
+        "2",
+        "--broker-version",
+        "5",
+        "--cq-file-size",
+        str(CQ_SIZE),
+        "--commitlog-file-size",
+        str(CL_SIZE),
+        messages=3000,
+        small=False,
+    )
     store = base / "store"
     shutil.copytree(src, store)
     recs = _records(store)
@@ -119,8 +140,14 @@ def lagging(tmp_path_factory):
     assert x is not None
     _cut_queues_at(store, x, empty)
     # a body CRC broken two files after X, well before the third-last file
-    bad = next(r for r in recs if r["physical_offset"] >= (x // CL_SIZE + 2) * CL_SIZE and r["magic"] == "v1"
-               and r["body_size"] >= 16 and not r["sys_flag"] & 0x30)  # V1, IPv4 hosts: the body at 96
+    bad = next(
+        r
+        for r in recs
+        if r["physical_offset"] >= (x // CL_SIZE + 2) * CL_SIZE
+        and r["magic"] == "v1"
+        and r["body_size"] >= 16
+        and not r["sys_flag"] & 0x30
+    )  # V1, IPv4 hosts: the body at 96
     p = store / "commitlog" / f"{bad['physical_offset'] // CL_SIZE * CL_SIZE:020d}"
     b = bytearray(p.read_bytes())
     b[bad["physical_offset"] % CL_SIZE + 96 + bad["body_size"] // 2] ^= 0xFF
@@ -194,11 +221,14 @@ def test_what_normal_recovery_dispatches_per_version(lagging):
     recs = _records(store)
     tail = [r for r in recs if x <= r["physical_offset"] and r["sys_flag"] & 0xC in (0, 0x8)]  # no unit for
     # a PREPARED or ROLLBACK record (CommitLogDispatcherBuildConsumeQueue#dispatch)
-    details = {v: [r["detail"] for r in _reasons(_verify(store, v)) if r["file"] == "commitlog"]
-               for v in ("4.9", "5.3.1", "5")}
-    assert details["4.9"] == [f"{len(tail)} message(s) from {x} on, after the consume queues' end {x} "
-                              "(maxPhyOffsetOfConsumeQueue): recoverNormally does not dispatch them; the reput does "
-                              "after start (DefaultMessageStore#start sets reputFromOffset to the consume queues' end)"]
+    details = {
+        v: [r["detail"] for r in _reasons(_verify(store, v)) if r["file"] == "commitlog"] for v in ("4.9", "5.3.1", "5")
+    }
+    assert details["4.9"] == [
+        f"{len(tail)} message(s) from {x} on, after the consume queues' end {x} "
+        "(maxPhyOffsetOfConsumeQueue): recoverNormally does not dispatch them; the reput does "
+        "after start (DefaultMessageStore#start sets reputFromOffset to the consume queues' end)"
+    ]
     assert len(details["5.3.1"]) == 1 and details["5.3.1"][0].startswith(f"{len(tail)} message(s) from {x} on")
     assert "never dispatched" in details["5.3.1"][0]
     five = details["5"]  # truncated at the broken record: a range, not a count
@@ -217,8 +247,13 @@ def test_clean_store_same_prediction_in_every_version(small_store):
     for v in ("4.9", "5.3.1", "5"):
         rep = _verify(small_store, v)
         assert _findings(rep, "recovery.truncate") == [], v
-        assert rep["summary"]["broker_start"] == {"starts": True, "recovery": "normal", "version": v,
-                                                  "version_source": "option", "reasons": []}
+        assert rep["summary"]["broker_start"] == {
+            "starts": True,
+            "recovery": "normal",
+            "version": v,
+            "version_source": "option",
+            "reasons": [],
+        }
 
 
 @pytest.mark.slow
@@ -233,15 +268,24 @@ def test_several_stores_and_the_decomposed_engine_follow_the_version(lagging, tm
     shutil.copytree(store, other)
     for v, want in (("5.3.1", []), ("5", [(bad, x // CL_SIZE * CL_SIZE)] * 2)):
         r = cli("verify", "--store", store, "--store", other, "--format", "json", "--broker-version", v)
-        got = [(f["physical_offset"], f["recovery_start"]) for f in json.loads(r.stdout)["findings"]
-               if f["check"] == "recovery.truncate"]
+        got = [
+            (f["physical_offset"], f["recovery_start"])
+            for f in json.loads(r.stdout)["findings"]
+            if f["check"] == "recovery.truncate"
+        ]
         assert got == want, v
     spec = StoreSpec(str(store), "s")
     for v in ("5.3.1", "5"):
         local = verify_store(spec, True, False, None, v)
         (dec,) = verify_stores([spec], True, False, None, None, v)
-        pick = [[(f["check"], f["physical_offset"], f.get("recovery_start")) for f in r["findings"]
-                 if f["check"] == "recovery.truncate"] for r in (local, dec)]
+        pick = [
+            [
+                (f["check"], f["physical_offset"], f.get("recovery_start"))
+                for f in r["findings"]
+                if f["check"] == "recovery.truncate"
+            ]
+            for r in (local, dec)
+        ]
         assert pick[0] == pick[1] == ([] if v == "5.3.1" else [("recovery.truncate", bad, x // CL_SIZE * CL_SIZE)])
 
 

@@ -1,6 +1,7 @@
 """search-offset: the first unit stored at or after a time, and the broker's own answers
 (``ConsumeQueue#getOffsetInQueueByTime`` of 4.9.7 and 5.3.3), checked against answers
 computed here, independently, from the fixtures' expected.json and from dump-cq."""
+
 from __future__ import annotations
 
 import json
@@ -36,15 +37,28 @@ def _first(units, when, max_offset):
 
 
 def _search(store: Path, conf: Path, topic: str, when: int, *extra: str) -> dict[int, dict]:
-    r = cli("search-offset", "--store", store, "--broker-conf", conf, "--topic", topic, "--time", str(when),
-            "--format", "jsonl", *extra)
+    r = cli(
+        "search-offset",
+        "--store",
+        store,
+        "--broker-conf",
+        conf,
+        "--topic",
+        topic,
+        "--time",
+        str(when),
+        "--format",
+        "jsonl",
+        *extra,
+    )
     assert r.exit_code == 0, r.stderr
     return {d["queue_id"]: d for d in map(json.loads, r.stdout.splitlines())}
 
 
 def _max(expected, topic, qid):
-    return next(q["max_offset"] for q in expected["consume_queues"].values()
-                if q["topic"] == topic and q["queue_id"] == qid)
+    return next(
+        q["max_offset"] for q in expected["consume_queues"].values() if q["topic"] == topic and q["queue_id"] == qid
+    )
 
 
 @pytest.mark.parametrize("topic", TOPICS)
@@ -170,8 +184,18 @@ def test_generated_store_every_queue_of_a_topic(generated):
     all_units = {q: _dump_units(generated, topic, q) for q in queues}
     times = _times(all_units[big["queue_id"]])
     for when in times:
-        r = cli("search-offset", "--store", generated, *SMALL[:4], "--topic", topic, "--time", str(when),
-                "--format", "jsonl")
+        r = cli(
+            "search-offset",
+            "--store",
+            generated,
+            *SMALL[:4],
+            "--topic",
+            topic,
+            "--time",
+            str(when),
+            "--format",
+            "jsonl",
+        )
         assert r.exit_code == 0, r.stderr
         got = {d["queue_id"]: d for d in map(json.loads, r.stdout.splitlines())}
         assert set(got) == set(queues)
@@ -264,8 +288,17 @@ def test_clock_step_back_unseen_by_the_bisection_is_found_by_scan(tmp_path):
 
 def test_unknown_topic_is_a_negative_answer():
     d = fixture_dir("4.9.7")
-    r = run("search-offset", "--store", d / "store", "--broker-conf", d / "broker.conf", "--topic", "PaymentTopik",
-            "--time", "now")
+    r = run(
+        "search-offset",
+        "--store",
+        d / "store",
+        "--broker-conf",
+        d / "broker.conf",
+        "--topic",
+        "PaymentTopik",
+        "--time",
+        "now",
+    )
     assert r.returncode == 1
     assert r.stdout == b""
     assert r.stderr.decode().startswith("rmqstore: no topic 'PaymentTopik' in the store; did you mean PaymentTopic")
@@ -273,27 +306,40 @@ def test_unknown_topic_is_a_negative_answer():
 
 def test_missing_queue_is_a_negative_answer():
     d = fixture_dir("4.9.7")
-    r = cli("search-offset", "--store", d / "store", "--broker-conf", d / "broker.conf", "--topic", "AuditTopic",
-            "--queue-id", "9", "--time", "now")
+    r = cli(
+        "search-offset",
+        "--store",
+        d / "store",
+        "--broker-conf",
+        d / "broker.conf",
+        "--topic",
+        "AuditTopic",
+        "--queue-id",
+        "9",
+        "--time",
+        "now",
+    )
     assert r.exit_code == 1
     assert "no consume queue AuditTopic/9" in r.stderr
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("args,what", [
-    (("--time", "yesterday-ish"), "cannot read time"),
-    (("--time", "20261"), "neither epoch seconds"),
-    (("--time", "2026-13-45T10:00"), "cannot read time"),
-    (("--time", "now", "--broker"), "cannot tell the store's broker version"),
-    (("--time", "now", "--boundary", "upper"), "go with --broker"),
-    (("--time", "now", "--broker", "--broker-version", "4.9", "--boundary", "upper"), "5.x broker's option"),
-    (("--time", "now", "--broker", "--broker-version", "5", "--scan"), "do not go together"),
-    (("--time", "now", "--broker", "--broker-version", "6"), "is not one of"),
-])
+@pytest.mark.parametrize(
+    "args,what",
+    [
+        (("--time", "yesterday-ish"), "cannot read time"),
+        (("--time", "20261"), "neither epoch seconds"),
+        (("--time", "2026-13-45T10:00"), "cannot read time"),
+        (("--time", "now", "--broker"), "cannot tell the store's broker version"),
+        (("--time", "now", "--boundary", "upper"), "go with --broker"),
+        (("--time", "now", "--broker", "--broker-version", "4.9", "--boundary", "upper"), "5.x broker's option"),
+        (("--time", "now", "--broker", "--broker-version", "5", "--scan"), "do not go together"),
+        (("--time", "now", "--broker", "--broker-version", "6"), "is not one of"),
+    ],
+)
 def test_bad_input_is_a_usage_error(args, what):
     d = fixture_dir("4.9.7")
-    r = run("search-offset", "--store", d / "store", "--broker-conf", d / "broker.conf", "--topic", "AuditTopic",
-            *args)
+    r = run("search-offset", "--store", d / "store", "--broker-conf", d / "broker.conf", "--topic", "AuditTopic", *args)
     assert r.returncode == 2, r.stderr
     err = r.stderr.decode()
     assert err.startswith("rmqstore: error: ") and what in err and "Traceback" not in err
@@ -303,8 +349,19 @@ def test_bad_input_is_a_usage_error(args, what):
 @pytest.mark.slow
 def test_three_formats_say_the_same():
     d = fixture_dir("5.3.3")
-    base = ("search-offset", "--store", d / "store", "--broker-conf", d / "broker.conf", "--topic", "PaymentTopic",
-            "--time", "1795317660000", "--tz", "UTC")
+    base = (
+        "search-offset",
+        "--store",
+        d / "store",
+        "--broker-conf",
+        d / "broker.conf",
+        "--topic",
+        "PaymentTopic",
+        "--time",
+        "1795317660000",
+        "--tz",
+        "UTC",
+    )
     jl = [json.loads(x) for x in run(*base, "--format", "jsonl").stdout.splitlines()]
     js = json.loads(run(*base, "--format", "json").stdout)
     assert jl == js and [x["queue_id"] for x in jl] == [0, 1, 2, 3]

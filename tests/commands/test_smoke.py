@@ -2,6 +2,7 @@
 real broker's store (tests/fixtures/) with an answer from that broker's expected.json, or on
 a small generated store. The exhaustive tests of each command are its own module's, many
 marked ``slow``."""
+
 from __future__ import annotations
 
 import json
@@ -38,14 +39,17 @@ def test_generate_writes_a_store_verify_finds_sound(tmp_path):
 def test_dump_commitlog_gives_the_brokers_records():
     store, want = _sample("5.3.3")
     got = _jsonl(_run("dump-commitlog", *store, "--format", "jsonl"))
-    assert [(m["physical_offset"], m["msg_id"]) for m in got] == \
-        [(m["physical_offset"], m["msg_id"]) for m in want["messages"]]
+    assert [(m["physical_offset"], m["msg_id"]) for m in got] == [
+        (m["physical_offset"], m["msg_id"]) for m in want["messages"]
+    ]
 
 
 def test_dump_cq_summary_gives_the_brokers_queue_bounds():
     store, want = _sample()
-    got = {f"{q['topic']}/{q['queue_id']}": (q["min_offset"], q["max_offset"])
-           for q in _jsonl(_run("dump-cq", "--summary", *store, "--format", "jsonl"))}
+    got = {
+        f"{q['topic']}/{q['queue_id']}": (q["min_offset"], q["max_offset"])
+        for q in _jsonl(_run("dump-cq", "--summary", *store, "--format", "jsonl"))
+    }
     on_disk = {k: (q["min_offset"], q["max_offset"]) for k, q in want["consume_queues"].items() if q["exists_on_disk"]}
     assert got == on_disk
 
@@ -53,8 +57,20 @@ def test_dump_cq_summary_gives_the_brokers_queue_bounds():
 def test_dump_timer_summary_is_the_brokers_checkpoint(sample_tarball):
     s = sample_tarball("timer")
     want = json.loads((s / "expected.json").read_text())
-    got = json.loads(_run("dump-timer", "--summary", "--store", s / "store", "--broker-conf", s / "broker.conf",
-                          "--now", "1795510300000", "--format", "json"))
+    got = json.loads(
+        _run(
+            "dump-timer",
+            "--summary",
+            "--store",
+            s / "store",
+            "--broker-conf",
+            s / "broker.conf",
+            "--now",
+            "1795510300000",
+            "--format",
+            "json",
+        )
+    )
     assert got["checkpoint"]["lastTimerLogFlushPos"] == want["timerCheckpoint"]["lastTimerLogFlushPos"]
     assert got["wheel"]["slotsTotal"] == want["timerWheel"]["slotsTotal"]
 
@@ -88,8 +104,24 @@ def test_stats_counts_the_brokers_queue_units():
 def test_index_lookup_gives_the_true_hits_of_a_brokers_query():
     store, want = _sample()
     q = next(q for q in want["queries"] if q["key"] == "batch-Y" and q["topic"] == "PaymentTopic")
-    got = _jsonl(_run("index-lookup", q["key"], *store, "--topic", q["topic"], "--begin", q["begin"],
-                      "--end", q["end"], "--broker-window", "--max", "0", "--format", "jsonl"))
+    got = _jsonl(
+        _run(
+            "index-lookup",
+            q["key"],
+            *store,
+            "--topic",
+            q["topic"],
+            "--begin",
+            q["begin"],
+            "--end",
+            q["end"],
+            "--broker-window",
+            "--max",
+            "0",
+            "--format",
+            "jsonl",
+        )
+    )
     assert len(q["true_offsets"]) == 5
     assert [h["physical_offset"] for h in got] == q["true_offsets"]
 
@@ -105,8 +137,20 @@ def test_expire_dry_run_lists_and_deletes_nothing(tmp_path):
     d = fixture_dir("4.9.7")
     store = writable_copy(d / "store", tmp_path / "store")
     before = sorted(p.name for p in (store / "commitlog").iterdir())
-    s = json.loads(_run("expire", "--store", store, "--broker-conf", d / "broker.conf", "--dry-run",
-                        "--reserved-hours", "0", "--format", "json"))
+    s = json.loads(
+        _run(
+            "expire",
+            "--store",
+            store,
+            "--broker-conf",
+            d / "broker.conf",
+            "--dry-run",
+            "--reserved-hours",
+            "0",
+            "--format",
+            "json",
+        )
+    )
     assert s["dry_run"] and s["deleted"]["commitlog"] == len(before) - 1  # the newest file stays
     assert sorted(p.name for p in (store / "commitlog").iterdir()) == before
 
@@ -119,12 +163,22 @@ def test_verify_finds_the_real_brokers_store_sound():
 
 def test_rebuild_index_writes_the_brokers_consume_queues(tmp_path):
     d = fixture_dir("4.9.7")
-    _run("rebuild-index", "--store", d / "store", "--broker-conf", d / "broker.conf", "--output", tmp_path / "out",
-         "--format", "json")
+    _run(
+        "rebuild-index",
+        "--store",
+        d / "store",
+        "--broker-conf",
+        d / "broker.conf",
+        "--output",
+        tmp_path / "out",
+        "--format",
+        "json",
+    )
     for f in (d / "store" / "consumequeue").rglob("*"):
         if f.is_file():
-            assert (tmp_path / "out" / "consumequeue" / f.relative_to(d / "store" / "consumequeue")).read_bytes() \
-                == f.read_bytes(), f
+            assert (
+                tmp_path / "out" / "consumequeue" / f.relative_to(d / "store" / "consumequeue")
+            ).read_bytes() == f.read_bytes(), f
 
 
 def test_export_writes_a_row_per_record(tmp_path):
@@ -141,12 +195,18 @@ def test_repair_pads_a_torn_copy_of_the_brokers_store_back_to_what_it_loads(tmp_
     d = fixture_dir("4.9.7")
     store = writable_copy(d / "store", tmp_path / "store")
     first = sorted((store / "commitlog").iterdir())[0]
-    before = [m for m in _jsonl(_run("dump-commitlog", "--store", store, "--broker-conf", d / "broker.conf",
-                                     "--format", "jsonl")) if m["file"] == first.name]
+    before = [
+        m
+        for m in _jsonl(
+            _run("dump-commitlog", "--store", store, "--broker-conf", d / "broker.conf", "--format", "jsonl")
+        )
+        if m["file"] == first.name
+    ]
     cut = before[-2]["physical_offset"] + 10  # inside the second-last record of the file
     first.write_bytes(first.read_bytes()[:cut])
-    record = json.loads(_run("repair", "--store", store, "--broker-conf", d / "broker.conf", "--pad", first,
-                             "--format", "json"))
+    record = json.loads(
+        _run("repair", "--store", store, "--broker-conf", d / "broker.conf", "--pad", first, "--format", "json")
+    )
     assert record["done"] and record["records"] == len(before) - 2 and record["blank"] == "written"
     after = _jsonl(_run("dump-commitlog", "--store", store, "--broker-conf", d / "broker.conf", "--format", "jsonl"))
     assert [m for m in after if m["file"] == first.name] == before[:-2]
@@ -164,5 +224,5 @@ def test_every_command_has_its_smoke_test():
     """A new command gets a smoke test here (each test above runs its command with _run)."""
     from rmqstore_cli.app import COMMANDS
 
-    smoked = set(re.findall(r'_run\("([a-z-]+)"', Path(__file__).read_text(encoding="utf-8")))
+    smoked = set(re.findall(r'_run\(\s*"([a-z-]+)"', Path(__file__).read_text(encoding="utf-8")))
     assert smoked == {name for name, _, _ in COMMANDS}

@@ -2,6 +2,7 @@
 from the consume queues (default) or the commit log (--exact), checked against numbers
 derived independently: the generator's own dump (dump-commitlog), and the real-broker
 fixtures' expected.json (what the broker's store classes answered)."""
+
 from __future__ import annotations
 
 import json
@@ -48,16 +49,35 @@ def expected_rows(records: list[dict], by_queue: bool = False) -> dict:
 
 
 def got_rows(rows: list[dict], by_queue: bool = False, exact: bool = False) -> dict:
-    return {((r["topic"], r["queue_id"]) if by_queue else r["topic"]):
-            (r["messages"], r["bytes"], r["first_store_timestamp"], r["last_store_timestamp"],
-             r["not_in_cq"] if exact else 0) for r in rows}
+    return {
+        ((r["topic"], r["queue_id"]) if by_queue else r["topic"]): (
+            r["messages"],
+            r["bytes"],
+            r["first_store_timestamp"],
+            r["last_store_timestamp"],
+            r["not_in_cq"] if exact else 0,
+        )
+        for r in rows
+    }
 
 
 @pytest.fixture(scope="module")
 def plain(tmp_path_factory) -> Path:
     """Every record in a consume queue: no transactions, no delays."""
-    return generate(tmp_path_factory.mktemp("plain") / "store", "--transaction-ratio", "0", "--delay-ratio", "0",
-                    "--topics", "5", "--queues", "3", "--body-size", "10-900", messages=1500)
+    return generate(
+        tmp_path_factory.mktemp("plain") / "store",
+        "--transaction-ratio",
+        "0",
+        "--delay-ratio",
+        "0",
+        "--topics",
+        "5",
+        "--queues",
+        "3",
+        "--body-size",
+        "10-900",
+        messages=1500,
+    )
 
 
 # ------------------------------------------------------------------ generated stores
@@ -86,8 +106,9 @@ def test_by_queue_matches_the_dump_and_rows_are_biggest_first(plain):
     assert summary["commitlog_bytes"] == commitlog
     for r in rows:
         assert r["share"] == round(r["bytes"] / commitlog, 6)
-        assert r["cq_bytes"] == sum(p.stat().st_size for p in (plain / "consumequeue" / r["topic"] /
-                                                                 str(r["queue_id"])).iterdir())
+        assert r["cq_bytes"] == sum(
+            p.stat().st_size for p in (plain / "consumequeue" / r["topic"] / str(r["queue_id"])).iterdir()
+        )
 
 
 def test_top_and_topic(plain):
@@ -131,7 +152,9 @@ def test_by_file(small_store_master):
     by = defaultdict(list)
     for r in rows:
         by[r["component"]].append(r)
-    assert sorted(r["file"] for r in by["commitlog"]) == sorted(f"commitlog/{p.name}" for p in (s / "commitlog").iterdir())
+    assert sorted(r["file"] for r in by["commitlog"]) == sorted(
+        f"commitlog/{p.name}" for p in (s / "commitlog").iterdir()
+    )
     per_file = defaultdict(list)
     for m in records:
         per_file[m["file"]].append(m)
@@ -156,8 +179,9 @@ def test_by_file(small_store_master):
     assert sorted(r["file"] for r in by["index"]) == sorted(f"index/{p.name}" for p in (s / "index").iterdir())
     assert all(r["entries"] > 0 and r["first_store_timestamp"] <= r["last_store_timestamp"] for r in by["index"])
     default, _ = stats(s, "--by", "file")
-    assert {r["file"]: r for r in default if r["component"] != "commitlog"} == \
-        {r["file"]: r for r in rows if r["component"] != "commitlog"}
+    assert {r["file"]: r for r in default if r["component"] != "commitlog"} == {
+        r["file"]: r for r in rows if r["component"] != "commitlog"
+    }
     assert sum(r["entries"] for r in default if r["component"] == "commitlog") == units
 
 
@@ -183,8 +207,14 @@ def test_components_account_for_every_entry_and_name_unknown_ones(small_store):
     rows, summary = stats(small_store)
     comps = {c["path"]: c for c in summary["components"]}
     assert set(comps) == {p.name for p in small_store.iterdir()}
-    assert comps["heapdump"] == {"component": "other", "path": "heapdump", "files": 1, "bytes": 5000,
-                                 "disk_bytes": comps["heapdump"]["disk_bytes"], "known": False}
+    assert comps["heapdump"] == {
+        "component": "other",
+        "path": "heapdump",
+        "files": 1,
+        "bytes": 5000,
+        "disk_bytes": comps["heapdump"]["disk_bytes"],
+        "known": False,
+    }
     assert comps["a-fifo"]["known"] is False and comps["lock"]["known"] and comps["checkpoint"]["known"]
     for name in ("commitlog", "consumequeue", "index", "config"):
         assert comps[name]["component"] == name
@@ -239,8 +269,10 @@ def test_real_broker_stores(version):
     expected = json.loads((d / "expected.json").read_text(encoding="utf-8"))
     want_cq, want_exact = _fixture_expected(expected)
     rows, summary = stats(store, "--broker-conf", conf, "--by", "queue")
-    assert {(r["topic"], r["queue_id"]): (r["messages"], r["bytes"], r["first_store_timestamp"],
-                                          r["last_store_timestamp"]) for r in rows} == want_cq
+    assert {
+        (r["topic"], r["queue_id"]): (r["messages"], r["bytes"], r["first_store_timestamp"], r["last_store_timestamp"])
+        for r in rows
+    } == want_cq
     xrows, xsummary = stats(store, "--broker-conf", conf, "--exact")
     assert got_rows(xrows, exact=True) == want_exact
     r = cli("dump-commitlog", "--store", store, "--broker-conf", conf, "--format", "jsonl")
@@ -251,12 +283,14 @@ def test_real_broker_stores(version):
     assert summary["messages"] == xsummary["messages"] - prepared - rollback
     frows, _ = stats(store, "--broker-conf", conf, "--by", "file", "--exact")
     idx = {r["file"]: r for r in frows if r["component"] == "index"}
-    assert {f"index/{h['name']}": (h["indexCount"] - 1, h["beginTimestamp"], h["endTimestamp"])
-            for h in expected["index_files"]} == \
-        {k: (r["entries"], r["first_store_timestamp"], r["last_store_timestamp"]) for k, r in idx.items()}
+    assert {
+        f"index/{h['name']}": (h["indexCount"] - 1, h["beginTimestamp"], h["endTimestamp"])
+        for h in expected["index_files"]
+    } == {k: (r["entries"], r["first_store_timestamp"], r["last_store_timestamp"]) for k, r in idx.items()}
     cl = [r for r in frows if r["component"] == "commitlog"]
-    assert sorted(r["file"] for r in cl) == [f"commitlog/{f['name'] if isinstance(f, dict) else f}"
-                                             for f in expected["commitlog_files"]]
+    assert sorted(r["file"] for r in cl) == [
+        f"commitlog/{f['name'] if isinstance(f, dict) else f}" for f in expected["commitlog_files"]
+    ]
     assert sum(r["entries"] for r in cl) == len(expected["messages"])
 
 
@@ -289,9 +323,12 @@ def test_bad_input_is_one_line(small_store, tmp_path):
         r = run("stats", "--store", s, *SMALL[:4], "--format", "jsonl", *args)
         notes = json.loads(r.stdout.splitlines()[-1])["summary"]["notes"]
         assert r.returncode == 0 and len(notes) == 4 + (not args), notes
-        for needle in ("queue-x: not a queue directory", "\u00b2: not a queue directory",
-                       "stray.txt: not a topic directory",
-                       "commitlog.bak: not a commit-log file name"):
+        for needle in (
+            "queue-x: not a queue directory",
+            "\u00b2: not a queue directory",
+            "stray.txt: not a topic directory",
+            "commitlog.bak: not a commit-log file name",
+        ):
             assert any(needle in n for n in notes) and needle.encode() in r.stderr, needle
     shutil.rmtree(s / "commitlog")
     one_line(run("stats", "--store", s, *SMALL[:4]), 3, "no commit log")
@@ -312,14 +349,18 @@ def test_units_pointing_where_no_commit_log_file_is(small_store):
     """A lost middle commit-log file: its units are neither counted nor put on a neighbour."""
     files = sorted((small_store / "commitlog").iterdir())
     gone = files[len(files) // 2]
-    lost = [m for m in dump(small_store) if m["file"] == gone.name and m["sys_flag"] & TX_MASK not in (PREPARED,
-                                                                                                      ROLLBACK)]
+    lost = [
+        m for m in dump(small_store) if m["file"] == gone.name and m["sys_flag"] & TX_MASK not in (PREPARED, ROLLBACK)
+    ]
     before, _ = stats(small_store, "--by", "file")
     gone.unlink()
     rows, summary = stats(small_store, "--by", "file")
     assert f"commitlog/{gone.name}" not in {r["file"] for r in rows}
-    assert {r["file"]: r["entries"] for r in rows if r["component"] == "commitlog"} == \
-        {r["file"]: r["entries"] for r in before if r["component"] == "commitlog" and r["file"] != f"commitlog/{gone.name}"}
+    assert {r["file"]: r["entries"] for r in rows if r["component"] == "commitlog"} == {
+        r["file"]: r["entries"]
+        for r in before
+        if r["component"] == "commitlog" and r["file"] != f"commitlog/{gone.name}"
+    }
     assert any(n.startswith(f"{len(lost)} consume-queue units of ") for n in summary["notes"]), summary["notes"]
 
 

@@ -2,6 +2,7 @@
 header, plain text off a terminal, store text escaped), the block renderer (tableblock.py)
 against the per-record reference, and dump-commitlog's ``kind`` column against the
 real-broker fixtures' expected.json."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -18,7 +19,6 @@ from rmqstore_cli.store.commitlog import AppendSpec, CommitLog
 from rmqstore_cli.store.config import StoreConfig
 from rmqstore_cli.tableblock import block_rows, commitlog_columns, message_row
 from rmqstore_cli.times import parse_tz
-
 from tests.helpers import cli, fixture_dir, run
 from tests.helpers.records import PLAIN, TOPICS, TRICKY, spec
 
@@ -27,9 +27,19 @@ _RAW = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u
 
 
 def _kind_spec(topic: str, i: int, props: bytes, sys_flag: int = 0) -> AppendSpec:
-    return AppendSpec(topic, i % 4, b"x" * (i % 5), props, 1_767_225_600_000 + i * 997, 1_767_225_600_000 + i,
-                      (b"\x0a\x00\x00\x07", 50000), (b"\x0a\x00\x00\x05", 10911), sys_flag=sys_flag,
-                      prepared_transaction_offset=i * 13, raw_properties=True)
+    return AppendSpec(
+        topic,
+        i % 4,
+        b"x" * (i % 5),
+        props,
+        1_767_225_600_000 + i * 997,
+        1_767_225_600_000 + i,
+        (b"\x0a\x00\x00\x07", 50000),
+        (b"\x0a\x00\x00\x05", 10911),
+        sys_flag=sys_flag,
+        prepared_transaction_offset=i * 13,
+        raw_properties=True,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -55,9 +65,13 @@ def tricky_table_store(tmp_path_factory):
         ("RMQ_SYS_TRANS_HALF_TOPIC", b"REAL_TOPIC\x01OrderTopic\x02REAL_QID\x011\x02TRAN_MSG\x01true", 0),
         ("RMQ_SYS_TRANS_HALF_TOPIC", b"REAL_TOPIC\x01\xe4\xb8\xad\xff", 0),
         ("RMQ_SYS_TRANS_OP_HALF_TOPIC", b"TAGS\x01d", 0),
-        ("OrderTopic", b"TRAN_MSG\x01true", 4), ("OrderTopic", b"TRAN_MSG\x01true", 8),
-        ("OrderTopic", b"TRAN_MSG\x01true", 12), ("OrderTopic", b"", 5),
-        ("%RETRY%cg", b"RETRY_TOPIC\x01OrderTopic", 0), ("%RETRY%cg", b"", 0), ("%DLQ%cg", b"RETRY_TOPIC\x01X  ", 0),
+        ("OrderTopic", b"TRAN_MSG\x01true", 4),
+        ("OrderTopic", b"TRAN_MSG\x01true", 8),
+        ("OrderTopic", b"TRAN_MSG\x01true", 12),
+        ("OrderTopic", b"", 5),
+        ("%RETRY%cg", b"RETRY_TOPIC\x01OrderTopic", 0),
+        ("%RETRY%cg", b"", 0),
+        ("%DLQ%cg", b"RETRY_TOPIC\x01X  ", 0),
         ("%RETRY%cg", b"RETRY_TOPIC\x01OrderTopic", 8),  # a COMMIT on a retry topic: commit
         ("OrderTopic", "KEYS\x01bidi\u202e c1\u0085\x02TAGS\x01t\x1b[2J".encode(), 0),
         ("OrderTopic", b"KEYS\x01" + b"k" * 300 + b"\x02TAGS\x01" + b"t" * 100, 0),
@@ -67,22 +81,32 @@ def tricky_table_store(tmp_path_factory):
         cl.append(_kind_spec(topic, i + j, props, sf))
         cl.append(_kind_spec("OrderTopic", i + j, PLAIN))
     for j in range(9000):  # several blocks of plain records
-        cl.append(_kind_spec(("OrderTopic", "PaymentTopic", "SCHEDULE_TOPIC_XXXX")[j % 3], j,
-                             b"DELAY\x01%d\x02REAL_TOPIC\x01OrderTopic\x02KEYS\x01order-%d k%d\x02TAGS\x01%s"
-                             % (j % 20, j, j * 7, (b"Pay", "支付标签".encode())[j % 5 == 0])))
+        cl.append(
+            _kind_spec(
+                ("OrderTopic", "PaymentTopic", "SCHEDULE_TOPIC_XXXX")[j % 3],
+                j,
+                b"DELAY\x01%d\x02REAL_TOPIC\x01OrderTopic\x02KEYS\x01order-%d k%d\x02TAGS\x01%s"
+                % (j % 20, j, j * 7, (b"Pay", "支付标签".encode())[j % 5 == 0]),
+            )
+        )
     cl.close()
     return root
 
 
 def _stores(tricky_table_store, small_store_master):
     d4, d5 = fixture_dir("4.9.7"), fixture_dir("5.3.3")
-    return [(d4 / "store", d4 / "broker.conf"), (d5 / "store", d5 / "broker.conf"), (tricky_table_store, None),
-            (small_store_master, None)]
+    return [
+        (d4 / "store", d4 / "broker.conf"),
+        (d5 / "store", d5 / "broker.conf"),
+        (tricky_table_store, None),
+        (small_store_master, None),
+    ]
 
 
 def _reference(t: TableWriter, msgs, zone, delays) -> bytes:
-    return b"".join(t.line(t.cells(message_row(m, zone, delays))).encode("utf-8", "backslashreplace") + b"\n"
-                    for m in msgs)
+    return b"".join(
+        t.line(t.cells(message_row(m, zone, delays))).encode("utf-8", "backslashreplace") + b"\n" for m in msgs
+    )
 
 
 @pytest.mark.slow
@@ -140,9 +164,9 @@ def _assert_aligned(text: str) -> tuple[str, list[str]]:
         cells = _cells(r)
         for i, (name, start, end) in enumerate(cols):
             if name in RIGHT and i + 1 < len(cols):
-                assert cells[end:end + 2] == [" ", " "] and cells[end - 1] != " ", (r, name)
+                assert cells[end : end + 2] == [" ", " "] and cells[end - 1] != " ", (r, name)
             elif name not in RIGHT and i and start < len(cells):
-                assert cells[start - 2:start] == [" ", " "], (r, name)
+                assert cells[start - 2 : start] == [" ", " "], (r, name)
     return head, rows
 
 
@@ -166,15 +190,22 @@ def test_widths_stay_fixed_across_blocks_and_long_text(tricky_table_store, small
 def test_no_ansi_off_a_terminal_and_only_a_bold_header_on_one(small_store_master):
     from tests.helpers.contract import on_pty
 
-    r = run("dump-commitlog", "--store", small_store_master, "--limit", "300",
-            env={"TERM": "xterm-256color", "FORCE_COLOR": "1"})
+    r = run(
+        "dump-commitlog",
+        "--store",
+        small_store_master,
+        "--limit",
+        "300",
+        env={"TERM": "xterm-256color", "FORCE_COLOR": "1"},
+    )
     assert r.returncode == 0 and b"\x1b" not in r.stdout
     env = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "NO_COLOR")}
     env.update(TERM="xterm-256color", COLUMNS="200")
     out = on_pty(["dump-commitlog", "--store", small_store_master, "--limit", "300"], env)
     assert out.count(b"\x1b[1m") == 1 and out.count(b"\x1b") == 2  # bold on, off: the header only
-    assert b"\x1b" not in on_pty(["dump-commitlog", "--store", small_store_master, "--limit", "3"],
-                                  dict(env, NO_COLOR="1"))
+    assert b"\x1b" not in on_pty(
+        ["dump-commitlog", "--store", small_store_master, "--limit", "3"], dict(env, NO_COLOR="1")
+    )
 
 
 @pytest.mark.slow
@@ -193,6 +224,7 @@ def test_hostile_text_is_escaped_in_the_table(tricky_table_store):
 
 
 # ------------------------------------------------------------------ kind, from expected.json
+
 
 def _levels(spec: str) -> dict[int, int]:
     unit = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
@@ -255,8 +287,7 @@ def test_kind_column_per_record_path_is_the_same(monkeypatch):
     import rmqstore_cli.store.commitlog as clmod
 
     real = clmod.CommitLog.scan_blocks
-    monkeypatch.setattr(clmod.CommitLog, "scan_blocks",
-                        lambda self, *a, **kw: real(self, *a, **dict(kw, blocks=False)))
+    monkeypatch.setattr(clmod.CommitLog, "scan_blocks", lambda self, *a, **kw: real(self, *a, **dict(kw, blocks=False)))
     import rmqstore_cli.tableblock as tb
 
     monkeypatch.setattr(tb, "block_rows", None)  # not called
@@ -276,8 +307,18 @@ def test_blank_rows_with_show_blank():
 
 # ------------------------------------------------------------------ same records as jsonl
 
-@pytest.mark.parametrize("extra", [(), ("--show-blank",), ("--topic", "PaymentTopic"), ("--key", "pay-13"),
-                                   ("--limit", "77"), ("--from-offset", "0", "--to-offset", "40000")])
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        (),
+        ("--show-blank",),
+        ("--topic", "PaymentTopic"),
+        ("--key", "pay-13"),
+        ("--limit", "77"),
+        ("--from-offset", "0", "--to-offset", "40000"),
+    ],
+)
 def test_table_rows_are_the_jsonl_records(extra):
     """The table shows the records jsonl gives, in the same order (offsets compared)."""
     d = fixture_dir("5.3.3")
@@ -296,11 +337,13 @@ def test_generated_store_rows_are_the_jsonl_records(small_store_master):
 
 # ------------------------------------------------------------------ the other tables
 
+
 def test_dump_cq_table_streams_with_fixed_widths(small_store_master):
     r = run("dump-cq", "OrderTopic", "0", "--store", small_store_master, "--tz", "UTC")
     if r.returncode == 1:  # the generated topics' names
-        topic = json.loads(cli("dump-cq", "--summary", "--store", small_store_master, "--format", "jsonl")
-                           .stdout.splitlines()[0])["topic"]
+        topic = json.loads(
+            cli("dump-cq", "--summary", "--store", small_store_master, "--format", "jsonl").stdout.splitlines()[0]
+        )["topic"]
         r = run("dump-cq", topic, "0", "--store", small_store_master, "--tz", "UTC")
     assert r.returncode == 0 and b"\x1b" not in r.stdout
     head, rows = _assert_aligned(r.stdout.decode())

@@ -11,6 +11,7 @@ throws returns false (the broker does not start). 4.9.x ``MixAll#string2File`` w
 Issue 31: with consumerOffset.json and its .bak both torn, ``broker_start.starts`` was false
 while verify said "no findings: the store is consistent" and exited 0.
 """
+
 from __future__ import annotations
 
 import json
@@ -21,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import cli, generate, run
 from rmqstore_cli.store.configfiles import BROKER_CONFIG_FILES, LMQ_OFFSETS
+from tests.helpers import cli, generate, run
 
 GOOD = b'{"offsetTable":{"T@g":{0:250,1:250}},"dataVersion":{"counter":3}}'
 NEWER = b'{"offsetTable":{"T@g":{0:260,1:270}},"dataVersion":{"counter":4}}'
@@ -56,8 +57,10 @@ def _store(tiny: Path, tmp_path: Path, name: str, parts, lmq: bool) -> tuple[Pat
     conf = None
     if lmq:
         conf = tmp_path / "broker.conf"
-        conf.write_text("enableLmq=true\nmappedFileSizeCommitLog=65536\nmappedFileSizeConsumeQueue=2000\n"
-                        "maxHashSlotNum=64\nmaxIndexNum=400\n")
+        conf.write_text(
+            "enableLmq=true\nmappedFileSizeCommitLog=65536\nmappedFileSizeConsumeQueue=2000\n"
+            "maxHashSlotNum=64\nmaxIndexNum=400\n"
+        )
     d = store / "config"
     d.mkdir(exist_ok=True)
     for suffix, data in zip(("", ".bak", ".tmp"), parts):
@@ -73,8 +76,16 @@ def _both_engines(store: Path, conf: Path | None, version: str) -> dict:
     from rmqstore_cli.pipeline.stores import StoreSpec, verify_store
     from rmqstore_cli.pipeline.verify_tasks import verify_stores
 
-    sizes = () if conf else (("mapped_file_size_commit_log", 65536), ("mapped_file_size_consume_queue", 2000),
-                             ("max_hash_slot_num", 64), ("max_index_num", 400))
+    sizes = (
+        ()
+        if conf
+        else (
+            ("mapped_file_size_commit_log", 65536),
+            ("mapped_file_size_consume_queue", 2000),
+            ("max_hash_slot_num", 64),
+            ("max_index_num", 400),
+        )
+    )
     spec = StoreSpec(str(store), str(store), None if conf is None else str(conf), sizes)
     local = verify_store(spec, True, False, None, version)
     [decomposed] = verify_stores([spec], True, False, None, broker_version=version)
@@ -101,7 +112,7 @@ def test_each_config_file_each_way_it_loads(tiny, tmp_path, config, version, cas
     from rmqstore_cli.store.startup import config_reasons
 
     reasons = config_reasons(load_broker_configs(store / "config", version, config is LMQ_OFFSETS))
-    assert not any(r.fatal for r in reasons) is starts  # broker_start's verdict agrees with the finding
+    assert any(r.fatal for r in reasons) is not starts  # broker_start's verdict agrees with the finding
     assert [(f["check"], f["severity"]) for f in mine] == [(check, severity)]
     f = mine[0]
     assert f["file"] == f"config/{config.name}" + (".bak" if on_bak else "")
@@ -131,8 +142,9 @@ def test_a_torn_offsets_file_and_bak_is_an_error_and_exit_1(tiny, tmp_path):
     validate(lines[-1], "verify-summary")
     summary = lines[-1]["summary"]
     assert summary["broker_start"]["starts"] is False and summary["errors"] == 1
-    assert [(f["check"], f["file"], f["offset"]) for f in lines[:-1]] == \
-        [("config.load-fails", "config/consumerOffset.json.bak", TORN_AT)]
+    assert [(f["check"], f["file"], f["offset"]) for f in lines[:-1]] == [
+        ("config.load-fails", "config/consumerOffset.json.bak", TORN_AT)
+    ]
     t = cli("verify", "--store", store)
     assert t.exit_code == 1 and "no findings" not in t.stdout and "would NOT start" in t.stdout
     assert cli("verify", "--store", store, "--format", "json").exit_code == 1
@@ -146,8 +158,9 @@ def test_spark_engine_reaches_the_same_config_findings(tiny, tmp_path):
     spark = run("verify", "--store", store, "--format", "jsonl", "--engine", "spark", "--spark-master", "local[1]")
     assert local.returncode == spark.returncode == 1, spark.stderr.decode()[-2000:]
     findings = [json.loads(x) for x in spark.stdout.splitlines()[:-1]]
-    assert [(f["check"], f["file"], f["offset"]) for f in findings] == \
-        [("config.load-fails", "config/consumerOffset.json.bak", TORN_AT)]
+    assert [(f["check"], f["file"], f["offset"]) for f in findings] == [
+        ("config.load-fails", "config/consumerOffset.json.bak", TORN_AT)
+    ]
 
 
 def test_would_not_start_without_a_finding_of_its_own_is_broker_no_start(tmp_path):
@@ -155,12 +168,19 @@ def test_would_not_start_without_a_finding_of_its_own_is_broker_no_start(tmp_pat
     ``broker.no-start`` error finding, counted in the summary, and exit 1."""
     from rmqstore_cli.store.startup import Reason, predict, start_findings
 
-    verdict = predict("5", False, [Reason(True, "consumequeue/T/0/00000000000000006000", "empty", "rebuild"),
-                                   Reason(True, "config/topics.json.bak", "torn", None, check="config.load-fails"),
-                                   Reason(True, "lock", "live", None, check="store.live-broker")])
+    verdict = predict(
+        "5",
+        False,
+        [
+            Reason(True, "consumequeue/T/0/00000000000000006000", "empty", "rebuild"),
+            Reason(True, "config/topics.json.bak", "torn", None, check="config.load-fails"),
+            Reason(True, "lock", "live", None, check="store.live-broker"),
+        ],
+    )
     summary = {"errors": 0, "findings": {}}
     out = start_findings(verdict, summary)
-    assert [(f.check, f.severity, f.file) for f in out] == \
-        [("broker.no-start", "error", "consumequeue/T/0/00000000000000006000")]
+    assert [(f.check, f.severity, f.file) for f in out] == [
+        ("broker.no-start", "error", "consumequeue/T/0/00000000000000006000")
+    ]
     assert summary == {"errors": 1, "findings": {"broker.no-start": 1}}
     assert start_findings(predict("5", False, []), summary) == []

@@ -2,6 +2,7 @@
 never a pattern; fleets are named with --store-glob on purpose; without --store, the
 broker.conf's storePathRootDir (options before environment variables before ~/store),
 said on stderr; a commit log elsewhere (storePathCommitLog) read by every command."""
+
 from __future__ import annotations
 
 import json
@@ -48,6 +49,7 @@ def conf(path: Path, **props) -> Path:
 
 # ------------------------------------------------------------------ --store is a path
 
+
 @pytest.mark.parametrize("name", ["s[1]", "s?", "s*"])
 def test_store_with_pattern_characters_is_read_as_the_path_it_is(masters, tmp_path, name):
     """`--store 's[1]'` was a glob: it read the store s1 beside it (or, without one, was refused
@@ -74,7 +76,10 @@ def test_store_glob_names_a_fleet_on_purpose(masters, tmp_path):
     r = run("verify", "--store", a, "--store-glob", f"{fleet}/b*", "--format", "json")
     assert r.returncode == 0, r.stderr.decode()
     assert [s["store"] for s in json.loads(r.stdout)["summary"]["stores"]] == [
-        str(a), str(fleet / "b1"), str(fleet / "b2")]  # --store first, then the matches sorted
+        str(a),
+        str(fleet / "b1"),
+        str(fleet / "b2"),
+    ]  # --store first, then the matches sorted
     # a fleet pattern keeps the fleet's shape when it matches one store (a cron script's jq path)
     r = run("verify", "--store-glob", f"{fleet}/c", "--format", "jsonl")
     assert r.returncode == 0, r.stderr.decode()
@@ -141,13 +146,17 @@ def test_precedence_options_then_environment_then_home(masters, tmp_path):
         return json.loads(r.stdout)["summary"]["store"], r.stderr.decode()
 
     assert picked("--store", s["A"], "--broker-conf", conf_b) == (str(s["A"]), "")
-    assert picked("--broker-conf", conf_b) == (str(s["B"]), f"rmqstore: store {s['B']} (storePathRootDir in "
-                                                            f"{conf_b})\n")
+    assert picked("--broker-conf", conf_b) == (
+        str(s["B"]),
+        f"rmqstore: store {s['B']} (storePathRootDir in {conf_b})\n",
+    )
     assert picked("--broker-conf", plain) == (str(s["C"]), f"rmqstore: store {s['C']} (RMQSTORE_STORE)\n")
     assert picked() == (str(s["C"]), f"rmqstore: store {s['C']} (RMQSTORE_STORE)\n")
     only_conf = dict(e, RMQSTORE_STORE="")
-    assert picked(environ=only_conf) == (str(s["D"]), f"rmqstore: store {s['D']} (storePathRootDir in {conf_d}, "
-                                                      "from RMQSTORE_BROKER_CONF)\n")
+    assert picked(environ=only_conf) == (
+        str(s["D"]),
+        f"rmqstore: store {s['D']} (storePathRootDir in {conf_d}, from RMQSTORE_BROKER_CONF)\n",
+    )
     copy(masters["a"], home / "store")
     got, err = picked(environ=env(tmp_path))
     assert got == str(home / "store") and err.startswith(f"rmqstore: store {home / 'store'} (the broker's default")
@@ -177,6 +186,7 @@ def test_relative_store_path_root_dir_is_refused_not_guessed(masters, tmp_path, 
 
 # ------------------------------------------------------------------ a commit log elsewhere
 
+
 @pytest.fixture
 def split_store(masters, tmp_path):
     """The store with its commit log moved to another directory, and the broker.conf saying so
@@ -199,8 +209,10 @@ def test_a_commit_log_elsewhere_is_read_by_every_command(split_store, tmp_path):
         a = run(*args, "--store", plain, env=e)
         b = run(*args, "--broker-conf", c, env=e)
         assert a.returncode == b.returncode == 0, b.stderr.decode()
-        assert f"rmqstore: store {root} (storePathRootDir in {c}); commit log {cl} (storePathCommitLog in {c})" \
+        assert (
+            f"rmqstore: store {root} (storePathRootDir in {c}); commit log {cl} (storePathCommitLog in {c})"
             in b.stderr.decode()
+        )
         return a.stdout, b.stdout
 
     a, b = both("dump-commitlog", "--format", "jsonl")
@@ -210,8 +222,11 @@ def test_a_commit_log_elsewhere_is_read_by_every_command(split_store, tmp_path):
     a, b = both("search-offset", "--topic", "PaymentTopic", "--time", "2020-01-01", "--format", "json")
     assert a == b
     a, b = (json.loads(x)["summary"] for x in both("verify", "--format", "json"))
-    assert (a["messages"], a["errors"], a["commitlog_end_offset"]) == (b["messages"], b["errors"],
-                                                                      b["commitlog_end_offset"])
+    assert (a["messages"], a["errors"], a["commitlog_end_offset"]) == (
+        b["messages"],
+        b["errors"],
+        b["commitlog_end_offset"],
+    )
     a, b = (json.loads(x)["summary"] for x in both("stats", "--format", "json"))
     assert a["messages"] == b["messages"]
     a, b = (json.loads(x) for x in both("rebuild-index", "--in-place", "--dry-run", "--format", "json"))
@@ -230,8 +245,9 @@ def test_rebuild_and_expire_with_a_commit_log_elsewhere(split_store, tmp_path):
     assert r.returncode == 0, r.stderr.decode()
     from tests.helpers import tree_digest
 
-    assert {k: v[0] for k, v in tree_digest(out_a / "consumequeue").items()} == \
-        {k: v[0] for k, v in tree_digest(out_b / "consumequeue").items()}
+    assert {k: v[0] for k, v in tree_digest(out_a / "consumequeue").items()} == {
+        k: v[0] for k, v in tree_digest(out_b / "consumequeue").items()
+    }
     old = time.time() - 30 * 86400
     for f in cl.iterdir():
         os.utime(f, (old, old))
@@ -260,6 +276,17 @@ def test_store_over_the_conf_root_moves_a_commit_log_inside_it(masters, tmp_path
     assert n != messages(run("verify", "--store", original, "--format", "json"))
     r = run("dump-commitlog", "--store", snap, "--broker-conf", c, "--format", "jsonl", env=env(tmp_path))
     assert r.returncode == 0 and r.stdout.count(b"\n") == n and b"commit log" not in r.stderr, r.stderr.decode()
-    r = run("rebuild-index", "--store", snap, "--broker-conf", c, "--output", tmp_path / "o", "--format", "json",
-            *SMALL[2:], env=env(tmp_path))
+    r = run(
+        "rebuild-index",
+        "--store",
+        snap,
+        "--broker-conf",
+        c,
+        "--output",
+        tmp_path / "o",
+        "--format",
+        "json",
+        *SMALL[2:],
+        env=env(tmp_path),
+    )
     assert r.returncode == 0 and json.loads(r.stdout)["messages"] == n, r.stderr.decode()

@@ -1,6 +1,7 @@
 """The real DLedger broker sample (RocketMQ 4.9.7, DLedger 0.3.1.2): every reader agrees with
 the broker's own answers in expected.json, rebuild-index reproduces its consume queues and
 index byte for byte, verify finds nothing (``DLedgerCommitLog``, ``DLedgerMmapFileStore``)."""
+
 from __future__ import annotations
 
 import json
@@ -35,8 +36,9 @@ def test_dump_commitlog_DLedgerCommitLog_getData_agrees_with_broker(sample, conf
     store, bconf, exp = sample
     recs = _jsonl("dump-commitlog", "--store", store, *(("--broker-conf", bconf) if conf else ()))
     assert len(recs) == exp["messageCount"]
-    assert [r["dledger_index"] for r in recs] == list(range(exp["dledgerLedgerBeginIndex"],
-                                                            exp["dledgerLedgerEndIndex"] + 1))
+    assert [r["dledger_index"] for r in recs] == list(
+        range(exp["dledgerLedgerBeginIndex"], exp["dledgerLedgerEndIndex"] + 1)
+    )
     assert {r["dledger_term"] for r in recs} == {exp["dledgerTerm"]}
     assert all(r["physical_offset"] == r["dledger_pos"] + 48 for r in recs)
     assert recs[0]["dledger_pos"] == exp["commitLogMinOffset"]
@@ -45,9 +47,25 @@ def test_dump_commitlog_DLedgerCommitLog_getData_agrees_with_broker(sample, conf
     for s in exp["samples"]:
         r = by_off[s["wroteOffset"]]
         assert recs[s["i"]] is r
-        assert (r["topic"], r["queue_id"], r["queue_offset"], r["total_size"], r["msg_id"], r["uniq_key"],
-                r["dledger_pos"], r["file"]) == (s["topic"], s["queueId"], s["queueOffset"], s["wroteBytes"],
-                                                 s["msgId"], s["uniqKey"], s["dledgerEntryPos"], s["dataFile"])
+        assert (
+            r["topic"],
+            r["queue_id"],
+            r["queue_offset"],
+            r["total_size"],
+            r["msg_id"],
+            r["uniq_key"],
+            r["dledger_pos"],
+            r["file"],
+        ) == (
+            s["topic"],
+            s["queueId"],
+            s["queueOffset"],
+            s["wroteBytes"],
+            s["msgId"],
+            s["uniqKey"],
+            s["dledgerEntryPos"],
+            s["dataFile"],
+        )
         assert " ".join(r["keys"]) == s["keys"]
 
 
@@ -60,8 +78,11 @@ def test_dump_cq_ConsumeQueue_agrees_with_broker(sample):
         for s in exp["samples"]:
             if (s["topic"], s["queueId"]) == (q["topic"], q["queueId"]):
                 u = by_q[s["queueOffset"]]
-                assert (u["commitlog_offset"], u["size"], u["tags_code"]) == \
-                    (s["cqCommitLogOffset"], s["cqSize"], s["cqTagsCode"])
+                assert (u["commitlog_offset"], u["size"], u["tags_code"]) == (
+                    s["cqCommitLogOffset"],
+                    s["cqSize"],
+                    s["cqTagsCode"],
+                )
         msgs = _jsonl("dump-cq", "--store", store, q["topic"], str(q["queueId"]), "--messages")
         assert [u["message"]["dledger_pos"] + 48 for u in msgs] == [u["commitlog_offset"] for u in units]
 
@@ -127,13 +148,17 @@ def test_stats_and_search_offset_read_the_dledger_log(sample):
     rep = json.loads(cli("stats", "--store", store, "--exact", "--format", "json").stdout)
     assert rep["summary"]["messages"] == exp["messageCount"]
     assert {r["topic"]: r["messages"] for r in rep["rows"]} == {
-        t: sum(q["maxOffset"] for q in exp["consumeQueues"] if q["topic"] == t) for t in ("CartTopic", "ShipTopic")}
+        t: sum(q["maxOffset"] for q in exp["consumeQueues"] if q["topic"] == t) for t in ("CartTopic", "ShipTopic")
+    }
     dl = [c for c in rep["summary"]["components"] if c["path"] == "dledger-n9"]
     assert dl[0]["known"] and dl[0]["files"] == 3  # index/ file, checkpoint, currterm; data/ is the commit log
     s = exp["samples"][5]
     recs = _jsonl("dump-commitlog", "--store", store)
     ts = {r["physical_offset"]: r["store_timestamp"] for r in recs}[s["wroteOffset"]]
     hits = _jsonl("search-offset", "--store", store, "-t", s["topic"], "--time", str(ts))
-    first = min(r["queue_offset"] for r in recs if r["topic"] == s["topic"] and r["queue_id"] == s["queueId"]
-                and r["store_timestamp"] >= ts)
+    first = min(
+        r["queue_offset"]
+        for r in recs
+        if r["topic"] == s["topic"] and r["queue_id"] == s["queueId"] and r["store_timestamp"] >= ts
+    )
     assert {h["queue_id"]: h["offset"] for h in hits}[s["queueId"]] == first

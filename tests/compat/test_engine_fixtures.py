@@ -1,4 +1,5 @@
 """The engine agrees exactly with stores written by the real 4.9.7 and 5.3.3 brokers."""
+
 from __future__ import annotations
 
 import base64
@@ -6,9 +7,9 @@ import filecmp
 import ipaddress
 import json
 
-from tests.helpers import cli
 from rmqstore_cli.store.config import StoreConfig
 from rmqstore_cli.store.message_store import MessageStore
+from tests.helpers import cli
 
 
 def _host(h: str):
@@ -44,17 +45,28 @@ def test_dump_without_broker_conf_infers_sizes(fixture):
     store, _, exp = fixture
     r = cli("dump-commitlog", "--store", store, "--format", "jsonl", "--no-properties")
     assert r.exit_code == 0, r.stderr
-    assert [json.loads(x)["physical_offset"] for x in r.stdout.splitlines()] == \
-        [m["physical_offset"] for m in exp["messages"]]
+    assert [json.loads(x)["physical_offset"] for x in r.stdout.splitlines()] == [
+        m["physical_offset"] for m in exp["messages"]
+    ]
 
 
 def test_blanks_and_offsets(fixture):
     store, conf, exp = fixture
-    r = cli("dump-commitlog", "--store", store, "--broker-conf", conf, "--format", "jsonl", "--show-blank",
-            "--no-properties")
+    r = cli(
+        "dump-commitlog",
+        "--store",
+        store,
+        "--broker-conf",
+        conf,
+        "--format",
+        "jsonl",
+        "--show-blank",
+        "--no-properties",
+    )
     blanks = [json.loads(x) for x in r.stdout.splitlines() if json.loads(x)["magic"] == "blank"]
-    assert [(b["physical_offset"], b["total_size"], b["file"]) for b in blanks] == \
-        [(b["physical_offset"], b["total_size"], b["file"]) for b in exp["blanks"]]
+    assert [(b["physical_offset"], b["total_size"], b["file"]) for b in blanks] == [
+        (b["physical_offset"], b["total_size"], b["file"]) for b in exp["blanks"]
+    ]
     ms = _open(fixture)
     assert ms.commitlog.min_offset == exp["commitlog_min_offset"]
     assert ms.commitlog.max_offset() == exp["commitlog_max_offset"]
@@ -80,10 +92,18 @@ def test_consume_queues_match_broker(fixture):
 def test_index_headers_match_broker(fixture):
     _, _, exp = fixture
     ms = _open(fixture)
-    got = [dict(name=f.name, beginTimestamp=f.header.begin_timestamp, endTimestamp=f.header.end_timestamp,
-                beginPhyOffset=f.header.begin_phy_offset, endPhyOffset=f.header.end_phy_offset,
-                hashSlotCount=f.header.hash_slot_count, indexCount=f.header.index_count)
-           for f in ms.index.files]
+    got = [
+        dict(
+            name=f.name,
+            beginTimestamp=f.header.begin_timestamp,
+            endTimestamp=f.header.end_timestamp,
+            beginPhyOffset=f.header.begin_phy_offset,
+            endPhyOffset=f.header.end_phy_offset,
+            hashSlotCount=f.header.hash_slot_count,
+            indexCount=f.header.index_count,
+        )
+        for f in ms.index.files
+    ]
     assert got == exp["index_files"]
 
 
@@ -101,8 +121,11 @@ def test_checkpoint_matches_broker(fixture):
     _, _, exp = fixture
     cp = _open(fixture).checkpoint
     e = exp["checkpoint"]
-    assert (cp.physic_msg_timestamp, cp.logics_msg_timestamp, cp.index_msg_timestamp) == \
-        (e["physicMsgTimestamp"], e["logicsMsgTimestamp"], e["indexMsgTimestamp"])
+    assert (cp.physic_msg_timestamp, cp.logics_msg_timestamp, cp.index_msg_timestamp) == (
+        e["physicMsgTimestamp"],
+        e["logicsMsgTimestamp"],
+        e["indexMsgTimestamp"],
+    )
     assert (cp.min_timestamp, cp.min_timestamp_index) == (e["minTimestamp"], e["minTimestampIndex"])
 
 
@@ -120,8 +143,20 @@ def test_replaying_a_dump_rewrites_the_store_byte_for_byte(fixture, tmp_path):
     store, conf, _ = fixture
     dump = cli("dump-commitlog", "--store", store, "--format", "jsonl", "--body", "base64")
     out = tmp_path / "replayed"
-    r = cli("generate", "--store", out, "--from-jsonl", "-", "--broker-conf", conf, "--tz", "UTC",
-            "--format", "json", input=dump.stdout)
+    r = cli(
+        "generate",
+        "--store",
+        out,
+        "--from-jsonl",
+        "-",
+        "--broker-conf",
+        conf,
+        "--tz",
+        "UTC",
+        "--format",
+        "json",
+        input=dump.stdout,
+    )
     assert r.exit_code == 0, r.stderr
     for sub in ("commitlog",):
         names = sorted(p.name for p in (store / sub).iterdir())
@@ -143,8 +178,19 @@ def test_replaying_a_dump_rewrites_the_store_byte_for_byte(fixture, tmp_path):
 def test_body_base64_is_stored_bytes(fixture):
     store, conf, exp = fixture
     m = exp["messages"][0]
-    r = cli("dump-commitlog", "--store", store, "--broker-conf", conf, "--format", "json", "--body", "base64",
-            "--limit", "1")
+    r = cli(
+        "dump-commitlog",
+        "--store",
+        store,
+        "--broker-conf",
+        conf,
+        "--format",
+        "json",
+        "--body",
+        "base64",
+        "--limit",
+        "1",
+    )
     got = json.loads(r.stdout)[0]
     assert base64.b64decode(got["body"]) == base64.b64decode(m["body_base64"])
 

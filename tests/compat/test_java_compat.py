@@ -1,15 +1,15 @@
 """Java compatibility: JDK-computed vectors (docs/format/hashes.md#check-values) and
 the worked example of docs/format/commitlog.md#a-synthetic-record."""
+
 from __future__ import annotations
 
 import datetime as dt
 import json
 
 import crcmod.predefined
-
-from tests.helpers import VECTORS
 from rmqstore_cli.formats.commitlog import MAGIC_V1
-from rmqstore_cli.store.commitlog import AppendSpec, CommitLog, check_message, encode_record, Status
+
+from rmqstore_cli.store.commitlog import AppendSpec, CommitLog, Status, check_message, encode_record
 from rmqstore_cli.store.config import StoreConfig
 from rmqstore_cli.store.message import (
     JavaHashMap,
@@ -23,6 +23,7 @@ from rmqstore_cli.store.message import (
     offset_msg_id,
 )
 from rmqstore_cli.store.producer import BrokerProfile, broker_map, stored_properties
+from tests.helpers import VECTORS
 
 
 def _vectors():
@@ -48,14 +49,16 @@ def test_crc_matches_jdk_vectors_and_crcmod():
 
 
 def test_index_hash_of_min_value_is_zero():
-    assert java_hash("polygenelubricants") == -(2 ** 31)
+    assert java_hash("polygenelubricants") == -(2**31)
     assert index_key_hash("polygenelubricants") == 0
 
 
 def test_hashmap_order_matches_jdk_example():
     """docs/format/properties.md#property-order: KEYS, TAGS, UNIQ_KEY, WAIT, CLUSTER inserted in that order."""
-    for cap, expected in ((16, ["KEYS", "UNIQ_KEY", "CLUSTER", "WAIT", "TAGS"]),
-                          (128, ["UNIQ_KEY", "CLUSTER", "TAGS", "KEYS", "WAIT"])):
+    for cap, expected in (
+        (16, ["KEYS", "UNIQ_KEY", "CLUSTER", "WAIT", "TAGS"]),
+        (128, ["UNIQ_KEY", "CLUSTER", "TAGS", "KEYS", "WAIT"]),
+    ):
         m = JavaHashMap(cap)
         for k in ("KEYS", "TAGS", "UNIQ_KEY", "WAIT", "CLUSTER"):
             m.put(k, "x")
@@ -86,11 +89,24 @@ WORKED_RECORD = (
 
 
 def _worked_spec(profile: BrokerProfile) -> AppendSpec:
-    client = [("KEYS", "OrderID-1"), ("TAGS", "TagA"), ("UNIQ_KEY", "C0A8010A30391B6D358647B760000001"),
-              ("WAIT", "true")]
+    client = [
+        ("KEYS", "OrderID-1"),
+        ("TAGS", "TagA"),
+        ("UNIQ_KEY", "C0A8010A30391B6D358647B760000001"),
+        ("WAIT", "true"),
+    ]
     props = stored_properties(broker_map(client, profile, "DefaultCluster"), profile)
-    return AppendSpec("TopicTest", 1, b"Hello RocketMQ", props, 1700000000123, 1700000000000,
-                      host_bytes("192.168.1.10:54321"), host_bytes("10.0.0.5:10911"), magic=MAGIC_V1)
+    return AppendSpec(
+        "TopicTest",
+        1,
+        b"Hello RocketMQ",
+        props,
+        1700000000123,
+        1700000000000,
+        host_bytes("192.168.1.10:54321"),
+        host_bytes("10.0.0.5:10911"),
+        magic=MAGIC_V1,
+    )
 
 
 def test_worked_example_record_bytes(tmp_path):
@@ -104,10 +120,11 @@ def test_worked_example_record_bytes(tmp_path):
     cl.close()
     head = bytes.fromhex(WORKED_RECORD.replace(" ", ""))
     assert res.size == 203
-    assert res.record[:len(head)] == head
+    assert res.record[: len(head)] == head
     props = res.record[114:].decode()
-    assert props == ("KEYS\x01OrderID-1\x02UNIQ_KEY\x01C0A8010A30391B6D358647B760000001\x02"
-                     "CLUSTER\x01DefaultCluster\x02TAGS\x01TagA")
+    assert props == (
+        "KEYS\x01OrderID-1\x02UNIQ_KEY\x01C0A8010A30391B6D358647B760000001\x02CLUSTER\x01DefaultCluster\x02TAGS\x01TagA"
+    )
     assert res.msg_id == "0A00000500002A9F0000000040001000"
     assert (tmp_path / "commitlog" / "00000000001073741824").stat().st_size == 1 << 30
 
@@ -139,7 +156,8 @@ def test_uniq_key_encode_decode_worked_example():
     now = int(dt.datetime(2026, 11, 21, tzinfo=dt.timezone.utc).timestamp() * 1000)
     nearly = u.nearly_time(now, dt.timezone.utc)
     assert dt.datetime.fromtimestamp(nearly / 1000, dt.timezone.utc) == dt.datetime(
-        2026, 11, 14, 22, 13, 20, tzinfo=dt.timezone.utc)
+        2026, 11, 14, 22, 13, 20, tzinfo=dt.timezone.utc
+    )
 
 
 def test_uniq_key_ipv6_example():
@@ -164,5 +182,5 @@ def test_engine_crc32_is_zlibs_on_every_length_and_view():
     view = memoryview(data)
     for n in list(range(0, 300)) + [511, 512, 513, 4095, 4096, 16384, 65537]:
         for start in (0, 1, 7):
-            assert engine_crc32(view[start:start + n]) == zlib.crc32(view[start:start + n]), (n, start)
+            assert engine_crc32(view[start : start + n]) == zlib.crc32(view[start : start + n]), (n, start)
     assert engine_crc32(bytearray(data[:1000])) == zlib.crc32(data[:1000])

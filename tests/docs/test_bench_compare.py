@@ -1,5 +1,6 @@
 """bench/compare_revisions.py: the verdict and output logic on fixed numbers, and a case
 that one revision cannot run being skipped with a note. No timing is asserted."""
+
 from __future__ import annotations
 
 import argparse
@@ -16,14 +17,17 @@ sys.modules["compare_revisions"] = cr  # dataclasses look their module up by nam
 _spec.loader.exec_module(cr)
 
 
-@pytest.mark.parametrize("a, b, expected", [
-    ([1.00, 1.02, 0.99], [1.01, 1.03, 1.00], "same"),        # +1 %
-    ([1.00, 1.01, 0.99], [1.10, 1.12, 1.09], "SLOWER"),      # +10 %, every B run above every A run
-    ([1.00, 1.20, 0.99], [1.10, 1.12, 0.98], "slower?"),     # +10 % on the medians, the runs overlap
-    ([1.00, 1.01, 0.99], [0.80, 0.82, 0.81], "faster"),
-    ([1.00, 0.80, 0.99], [0.90, 0.91, 1.05], "faster?"),
-    ([1.00, 1.00, 1.00], [1.05, 1.05, 1.05], "same"),        # exactly the threshold is not flagged
-])
+@pytest.mark.parametrize(
+    "a, b, expected",
+    [
+        ([1.00, 1.02, 0.99], [1.01, 1.03, 1.00], "same"),  # +1 %
+        ([1.00, 1.01, 0.99], [1.10, 1.12, 1.09], "SLOWER"),  # +10 %, every B run above every A run
+        ([1.00, 1.20, 0.99], [1.10, 1.12, 0.98], "slower?"),  # +10 % on the medians, the runs overlap
+        ([1.00, 1.01, 0.99], [0.80, 0.82, 0.81], "faster"),
+        ([1.00, 0.80, 0.99], [0.90, 0.91, 1.05], "faster?"),
+        ([1.00, 1.00, 1.00], [1.05, 1.05, 1.05], "same"),  # exactly the threshold is not flagged
+    ],
+)
 def test_verdict(a, b, expected):
     assert cr.verdict(a, b, 0.05) == expected
 
@@ -35,13 +39,21 @@ def test_ratio_is_of_the_medians_and_survives_zero():
 
 def test_output_verdict():
     assert cr.output_verdict(["x", "x"], ["x", "x"]) == "same"
-    assert cr.output_verdict(["x", "y"], ["x", "x"]) == "varies"   # A's own runs disagree: not comparable
+    assert cr.output_verdict(["x", "y"], ["x", "x"]) == "varies"  # A's own runs disagree: not comparable
     assert cr.output_verdict(["x", "x"], ["y", "y"]) == "DIFFERS"
 
 
 def test_table_rows_and_skipped_note():
-    done = cr.Row("verify", cpu_a=[2.0, 2.2, 2.1], cpu_b=[2.4, 2.5, 2.3], wall_a=[3.0] * 3, wall_b=[3.0] * 3,
-                  rss_a=[102400] * 3, rss_b=[102400] * 3, output="stdout same")
+    done = cr.Row(
+        "verify",
+        cpu_a=[2.0, 2.2, 2.1],
+        cpu_b=[2.4, 2.5, 2.3],
+        wall_a=[3.0] * 3,
+        wall_b=[3.0] * 3,
+        rss_a=[102400] * 3,
+        rss_b=[102400] * 3,
+        output="stdout same",
+    )
     skipped = cr.Row("export (local)", note="pyarrow not installed in B")
     lines = cr.table([done, skipped]).splitlines()
     assert lines[2].startswith("| verify | 2.100 | 2.400 | 1.143 | SLOWER |") and "| 100 | 100 |" in lines[2]
@@ -55,6 +67,7 @@ def test_tree_digest_sees_names_bytes_and_links(tmp_path):
         (root / "d" / "f").write_bytes(body)
         (root / "l").symlink_to(link)
         return cr.tree_digest(root)
+
     base = tree(tmp_path / "a", b"x", "/s")
     assert base == tree(tmp_path / "b", b"x", "/s")
     assert base != tree(tmp_path / "c", b"y", "/s") and base != tree(tmp_path / "e", b"x", "/t")
@@ -62,7 +75,7 @@ def test_tree_digest_sees_names_bytes_and_links(tmp_path):
     assert cr.tree_digest(tmp_path / "empty") == "" == cr.tree_digest(tmp_path / "absent")
 
 
-def _fake_side(tmp_path: Path, label: str, script: str) -> "cr.Side":
+def _fake_side(tmp_path: Path, label: str, script: str) -> cr.Side:
     bin_dir = tmp_path / label
     bin_dir.mkdir()
     (bin_dir / "rmqstore").write_text("#!/bin/sh\n" + script)

@@ -2,17 +2,15 @@
 or json validates against its schema in schemas/; stdout carries only data and stderr only
 diagnostics; documented exit codes; no colour when not a terminal nor under NO_COLOR; the same
 input gives the same bytes twice."""
+
 from __future__ import annotations
 
-from collections import Counter
-
-import fcntl
 import json
 import os
 import re
 import subprocess
 import sys
-from pathlib import Path
+from collections import Counter
 
 import jsonschema
 import pytest
@@ -79,8 +77,9 @@ def test_dump_commitlog_records(sample):
     _check_all(recs, lambda r: "commitlog-blank" if r["magic"] == "blank" else "message")
     assert {"commitlog-blank", "message"} <= USED  # small files: BLANK records end them
     assert any(":" in r.get("born_host", "") and r["born_host"].startswith("[") for r in recs)  # IPv6 in the sample
-    _check_all(jsonl("dump-commitlog", "--store", s, "--body", "text", "--no-properties", "--limit", "50"),
-               lambda r: "message")
+    _check_all(
+        jsonl("dump-commitlog", "--store", s, "--body", "text", "--no-properties", "--limit", "50"), lambda r: "message"
+    )
     _json_equals_jsonl("dump-commitlog", "--store", s, "--limit", "30")
 
 
@@ -108,8 +107,9 @@ def test_dump_cq_batch_and_compaction_records(sample_tarball):
     _check_all(jsonl("dump-cq", "BulkTopic", "0", "--store", b), lambda r: "bcq-unit")
     _check_all(jsonl("dump-cq", "BulkTopic", "0", "--store", b, "--no-resolve"), lambda r: "bcq-unit")
     _check_all(jsonl("dump-cq", "DeviceStateTopic", "1", "--compaction", "--store", c), lambda r: "bcq-unit")
-    _check_all(jsonl("dump-cq", "--file", b / "batchconsumequeue" / "BulkTopic" / "0" / f"{0:020d}"),
-               lambda r: "bcq-unit")
+    _check_all(
+        jsonl("dump-cq", "--file", b / "batchconsumequeue" / "BulkTopic" / "0" / f"{0:020d}"), lambda r: "bcq-unit"
+    )
     _check_all(jsonl("dump-cq", "--summary", "--store", c), lambda r: "cq-summary")
     _check_all(jsonl("dump-commitlog", "--compaction-log", "DeviceStateTopic/1", "--store", c), lambda r: "message")
     _json_equals_jsonl("dump-cq", "BulkTopic", "0", "--store", b)
@@ -117,10 +117,17 @@ def test_dump_cq_batch_and_compaction_records(sample_tarball):
 
 def test_search_offset_records(sample):
     s, m = sample["store"], sample["msg"]
-    for extra in ((), ("--scan",), ("--broker", "--broker-version", "4.9"), ("--broker", "--broker-version", "5"),
-                  ("--broker", "--broker-version", "5", "--boundary", "upper")):
-        _check_all(jsonl("search-offset", "--store", s, "--topic", m["topic"], "--time", str(m["store_timestamp"]),
-                         *extra), lambda r: "search-offset")
+    for extra in (
+        (),
+        ("--scan",),
+        ("--broker", "--broker-version", "4.9"),
+        ("--broker", "--broker-version", "5"),
+        ("--broker", "--broker-version", "5", "--boundary", "upper"),
+    ):
+        _check_all(
+            jsonl("search-offset", "--store", s, "--topic", m["topic"], "--time", str(m["store_timestamp"]), *extra),
+            lambda r: "search-offset",
+        )
     recs = jsonl("search-offset", "--store", s, "--topic", m["topic"], "--time", "+1d")
     _check_all(recs, lambda r: "search-offset")
     assert all(r["offset"] == r["max_offset"] and r["store_timestamp"] is None for r in recs)
@@ -141,7 +148,8 @@ def test_consumer_progress_records(small_store_master, tmp_path):
     shutil.copytree(small_store_master, s)
     (s / "config").mkdir(exist_ok=True)
     (s / "config" / "consumerOffset.json").write_text(  # fastjson: integer keys unquoted
-        '{"offsetTable":{"OrderTopic@g1":{0:5,1:0,2:99999999},"Gone@g1":{0:3}}}', encoding="utf-8")
+        '{"offsetTable":{"OrderTopic@g1":{0:5,1:0,2:99999999},"Gone@g1":{0:3}}}', encoding="utf-8"
+    )
     (s / "config" / "delayOffset.json").write_text('{"offsetTable":{1:0,3:2}}', encoding="utf-8")
     recs = jsonl("consumer-progress", "--store", s)
     _check_all(recs, lambda r: "consumer-progress")
@@ -297,6 +305,7 @@ def test_every_schema_is_exercised():
 
 # ----------------------------------------------------------------- exit codes, streams
 
+
 def test_exit_codes_and_one_line_errors(small_store_master, tmp_path):
     cases = [
         (1, ("dump-commitlog", "--store", small_store_master, "--topic", "NoSuchTopic")),
@@ -319,15 +328,22 @@ def test_exit_codes_and_one_line_errors(small_store_master, tmp_path):
 
 def test_refused_while_a_broker_holds_the_lock(small_store):
     """Exit 4: the broker's lock file is held (FileChannel#tryLock = fcntl F_SETLK)."""
-    holder = subprocess.Popen([sys.executable, "-c",
-                               "import fcntl,os,sys,time\n"
-                               f"fd=os.open({str(small_store / 'lock')!r}, os.O_RDWR|os.O_CREAT)\n"
-                               "fcntl.lockf(fd, fcntl.LOCK_EX); print('held', flush=True); time.sleep(60)"],
-                              stdout=subprocess.PIPE)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import fcntl,os,sys,time\n"
+            f"fd=os.open({str(small_store / 'lock')!r}, os.O_RDWR|os.O_CREAT)\n"
+            "fcntl.lockf(fd, fcntl.LOCK_EX); print('held', flush=True); time.sleep(60)",
+        ],
+        stdout=subprocess.PIPE,
+    )
     try:
         assert holder.stdout.readline() == b"held\n"
-        for args in (("expire", "--store", small_store, "--reserved-hours", "0"),
-                     ("rebuild-index", "--store", small_store, "--in-place")):
+        for args in (
+            ("expire", "--store", small_store, "--reserved-hours", "0"),
+            ("rebuild-index", "--store", small_store, "--in-place"),
+        ):
             r = run(*args, "--format", "jsonl")
             assert r.returncode == 4 and r.stdout == b"", (args, r.stderr)
             assert r.stderr.decode().startswith("rmqstore: error: ")
@@ -352,9 +368,14 @@ def _colour_codes(out: bytes) -> set[str]:
 
 
 def test_no_escape_sequences_when_not_a_terminal(small_store_master, tmp_path):
-    for args in (("dump-commitlog", "--limit", "20"), ("dump-cq", "--summary"), ("verify",),
-                 ("index-lookup", "order-1"), ("rebuild-index", "--output", tmp_path / "out"),
-                 ("expire", "--dry-run", "--reserved-hours", "0")):
+    for args in (
+        ("dump-commitlog", "--limit", "20"),
+        ("dump-cq", "--summary"),
+        ("verify",),
+        ("index-lookup", "order-1"),
+        ("rebuild-index", "--output", tmp_path / "out"),
+        ("expire", "--dry-run", "--reserved-hours", "0"),
+    ):
         r = run(*args, "--store", small_store_master, env={"TERM": "xterm-256color", "FORCE_COLOR": ""})
         assert r.returncode in (0, 1)
         assert b"\x1b" not in r.stdout and b"\x1b" not in r.stderr, args
@@ -375,12 +396,15 @@ def test_no_colour_under_no_color_on_a_terminal(small_store_master):
 
 def test_same_input_same_bytes(small_store_master, sample):
     s, m = small_store_master, sample["msg"]
-    for args, fmts in ((("dump-commitlog", "--show-blank"), ("jsonl",)), (("dump-cq", "--summary"), ("jsonl", "table")),
-                       (("dump-cq", m["topic"], "0"), ("jsonl",)),
-                       (("index-lookup", m["keys"][0], "--show-collisions"), ("jsonl", "table")),
-                       (("decode-msgid", m["msg_id"], m["uniq_key"], "--now", "2026-01-02"), ("jsonl", "table")),
-                       (("verify",), ("jsonl",)),
-                       (("expire", "--dry-run", "--reserved-hours", "0", "--now", "2030-01-01"), ("jsonl", "table"))):
+    for args, fmts in (
+        (("dump-commitlog", "--show-blank"), ("jsonl",)),
+        (("dump-cq", "--summary"), ("jsonl", "table")),
+        (("dump-cq", m["topic"], "0"), ("jsonl",)),
+        (("index-lookup", m["keys"][0], "--show-collisions"), ("jsonl", "table")),
+        (("decode-msgid", m["msg_id"], m["uniq_key"], "--now", "2026-01-02"), ("jsonl", "table")),
+        (("verify",), ("jsonl",)),
+        (("expire", "--dry-run", "--reserved-hours", "0", "--now", "2030-01-01"), ("jsonl", "table")),
+    ):
         for fmt in fmts:
             a = run(*args, "--store", s, "--format", fmt)
             b = run(*args, "--store", s, "--format", fmt)

@@ -1,4 +1,5 @@
 """--help, man pages and completions come from one source and stay current; start-up is light."""
+
 from __future__ import annotations
 
 import os
@@ -9,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import ROOT, cli
 from rmqstore_cli.manpages import completion_scripts, pages
+from tests.helpers import ROOT, cli
 
 
 def test_man_pages_are_current():
@@ -33,8 +34,12 @@ def test_man_pages_render_cleanly():
         if shutil.which("groff"):
             r = subprocess.run(["groff", "-man", "-Tutf8", "-ww", "-z", str(p)], capture_output=True, text=True)
         else:
-            r = subprocess.run(["man", "-l", str(p)], capture_output=True, text=True,
-                               env=dict(os.environ, MANPAGER="cat", MANWIDTH="100"))
+            r = subprocess.run(
+                ["man", "-l", str(p)],
+                capture_output=True,
+                text=True,
+                env=dict(os.environ, MANPAGER="cat", MANWIDTH="100"),
+            )
         assert r.returncode == 0 and "warning" not in r.stderr.lower(), (p.name, r.stderr)
 
 
@@ -52,8 +57,10 @@ def test_man_l_renders_each_page_without_complaint():
 def _bash_complete(words: str) -> list[str]:
     script = ROOT / "completions" / "rmqstore.bash"
     cword = len(words.split()) - (0 if words.endswith(" ") else 1)
-    prog = (f"source {script}; COMP_WORDS=({words}); COMP_CWORD={cword}; "
-            f"_rmqstore_completion rmqstore; printf '%s\\n' \"${{COMPREPLY[@]}}\"")
+    prog = (
+        f"source {script}; COMP_WORDS=({words}); COMP_CWORD={cword}; "
+        f"_rmqstore_completion rmqstore; printf '%s\\n' \"${{COMPREPLY[@]}}\""
+    )
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
     r = subprocess.run(["bash", "-c", prog], capture_output=True, text=True, env=env, timeout=60)
     return r.stdout.split()
@@ -72,7 +79,7 @@ def test_every_command_has_help_with_examples():
     for name in pages():
         if name == "rmqstore.1":
             continue
-        sub = name[len("rmqstore-"):-2]
+        sub = name[len("rmqstore-") : -2]
         h = cli(sub, "--help")
         assert h.exit_code == 0 and "Examples" in h.stdout, sub
 
@@ -113,9 +120,9 @@ def test_top_level_help_summaries_are_the_commands_own():
     """``rmqstore --help`` prints app.COMMANDS' summaries without loading the command modules:
     each must shorten exactly as the loaded command's own help does, at every width."""
     import typer
+    from typer._click.utils import make_default_short_help
 
     from rmqstore_cli.app import COMMANDS, app
-    from typer._click.utils import make_default_short_help
 
     group = typer.main.get_command(app)
     root = group.make_context("rmqstore", ["verify"])
@@ -127,12 +134,14 @@ def test_top_level_help_summaries_are_the_commands_own():
 
 def test_top_level_help_imports_no_command_module():
     """The instant --help: no module under rmqstore_cli.commands but common is imported."""
-    code = ("import sys, contextlib, io\n"
-            "from rmqstore_cli.app import main\n"
-            "sys.argv = ['rmqstore', '--help']\n"
-            "with contextlib.suppress(SystemExit), contextlib.redirect_stdout(io.StringIO()):\n"
-            "    main()\n"
-            "print(sorted(m for m in sys.modules if m.startswith('rmqstore_cli.commands.')))\n")
+    code = (
+        "import sys, contextlib, io\n"
+        "from rmqstore_cli.app import main\n"
+        "sys.argv = ['rmqstore', '--help']\n"
+        "with contextlib.suppress(SystemExit), contextlib.redirect_stdout(io.StringIO()):\n"
+        "    main()\n"
+        "print(sorted(m for m in sys.modules if m.startswith('rmqstore_cli.commands.')))\n"
+    )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "['rmqstore_cli.commands.common']"
@@ -147,8 +156,13 @@ def test_help_keeps_each_example_on_one_line():
     group = typer.main.get_command(app)
     root = group.make_context("rmqstore", ["verify"])
     for name in group.list_commands(root):
-        r = subprocess.run([sys.executable, "-m", "rmqstore_cli", name, "--help"], capture_output=True, text=True,
-                           env=dict(os.environ, COLUMNS="60"), timeout=60)
+        r = subprocess.run(
+            [sys.executable, "-m", "rmqstore_cli", name, "--help"],
+            capture_output=True,
+            text=True,
+            env=dict(os.environ, COLUMNS="60"),
+            timeout=60,
+        )
         shown = {ln.strip() for ln in r.stdout.splitlines()}
         for line in _example_lines(group.get_command(root, name)):
             assert line in shown, (name, line)
@@ -160,14 +174,16 @@ def test_version():
 
 
 def _imported(argv: list[str], modules: tuple[str, ...]) -> list[str]:
-    code = (f"import sys; sys.argv={['rmqstore', *argv]!r}\n"
-            "from rmqstore_cli.app import main\n"
-            "try:\n main()\nexcept SystemExit:\n pass\n"
-            f"print('HEAVY', [m for m in {modules!r} if m in sys.modules], file=sys.stderr)")
+    code = (
+        f"import sys; sys.argv={['rmqstore', *argv]!r}\n"
+        "from rmqstore_cli.app import main\n"
+        "try:\n main()\nexcept SystemExit:\n pass\n"
+        f"print('HEAVY', [m for m in {modules!r} if m in sys.modules], file=sys.stderr)"
+    )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     line = [ln for ln in r.stderr.splitlines() if ln.startswith("HEAVY ")]
     assert line, r.stderr
-    return eval(line[-1][len("HEAVY "):])  # a list literal we printed ourselves
+    return eval(line[-1][len("HEAVY ") :])  # a list literal we printed ourselves
 
 
 def test_help_does_not_import_heavy_modules():
@@ -184,9 +200,9 @@ def test_small_dump_does_not_load_the_compiler(tiny_store):
 
 @pytest.fixture(scope="module")
 def tiny_store(tmp_path_factory):
-    from tests.helpers import generate
-
     import json
+
+    from tests.helpers import generate
 
     store = generate(tmp_path_factory.mktemp("startup") / "store", messages=100)
     m = json.loads(cli("dump-commitlog", "--store", store, "--limit", "1", "--format", "jsonl").stdout)

@@ -1,5 +1,6 @@
 """The format book (docs/format/) is the repository's own reference: every citation of it
 resolves to a page and a heading, and nothing in the repository points outside itself."""
+
 from __future__ import annotations
 
 import re
@@ -13,8 +14,19 @@ ROOT = Path(__file__).resolve().parents[2]
 BOOK = ROOT / "docs" / "format"
 
 #: Directories never part of the repository's text (tool caches, virtualenvs, builds).
-SKIP_DIRS = {".git", ".venv", "venv", "__pycache__", ".pytest_cache", ".hypothesis", ".mypy_cache",
-             ".ruff_cache", "build", "dist", "node_modules"}
+SKIP_DIRS = {
+    ".git",
+    ".venv",
+    "venv",
+    "__pycache__",
+    ".pytest_cache",
+    ".hypothesis",
+    ".mypy_cache",
+    ".ruff_cache",
+    "build",
+    "dist",
+    "node_modules",
+}
 #: Files that are data, not text a person reads (checked by name before opening).
 BINARY_SUFFIXES = {".gz", ".tgz", ".tar", ".so", ".o", ".pyc", ".parquet", ".npy", ".zip", ".png", ".jpg"}
 
@@ -138,8 +150,12 @@ def test_links_inside_the_book_resolve():
 
 
 def _lines_matching(texts: dict[Path, str], pattern: re.Pattern) -> list[str]:
-    return [f"{p.relative_to(ROOT)}:{n}: {line.strip()[:120]}"
-            for p, text in texts.items() for n, line in enumerate(text.splitlines(), 1) if pattern.search(line)]
+    return [
+        f"{p.relative_to(ROOT)}:{n}: {line.strip()[:120]}"
+        for p, text in texts.items()
+        for n, line in enumerate(text.splitlines(), 1)
+        if pattern.search(line)
+    ]
 
 
 def test_no_file_cites_the_old_format_document(texts):

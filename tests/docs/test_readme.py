@@ -1,4 +1,5 @@
 """The README's two set-up commands are what CI and a new user run."""
+
 from __future__ import annotations
 
 import re

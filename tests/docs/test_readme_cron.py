@@ -7,6 +7,7 @@ root) and a generated store is bind-mounted at /opt/rocketmq. Nothing outside th
 namespace sees the mounts. Namespaces are how this test reaches /opt/rocketmq without
 touching the machine's /opt: where they cannot be made the test fails, saying why (it
 must run in CI, which is root on Debian)."""
+
 from __future__ import annotations
 
 import json
@@ -61,12 +62,15 @@ def _broker_home(tmp_path: Path) -> Path:
     home = tmp_path / "rocketmq"
     store = generate(home / "store", messages=2000)
     (home / "conf").mkdir()
-    sizes = dict(zip(("mappedFileSizeCommitLog", "mappedFileSizeConsumeQueue", "maxHashSlotNum", "maxIndexNum"),
-                     SMALL[1::2]))
+    sizes = dict(
+        zip(("mappedFileSizeCommitLog", "mappedFileSizeConsumeQueue", "maxHashSlotNum", "maxIndexNum"), SMALL[1::2])
+    )
     (home / "conf" / "broker.conf").write_text(
         "brokerClusterName=DefaultCluster\nbrokerName=broker-a\n"
         f"storePathRootDir={PREFIX}/store\nstorePathCommitLog={PREFIX}/store/commitlog\n"
-        + "".join(f"{k}={v}\n" for k, v in sizes.items()) + "fileReservedTime=72\ndeleteWhen=04\n")
+        + "".join(f"{k}={v}\n" for k, v in sizes.items())
+        + "fileReservedTime=72\ndeleteWhen=04\n"
+    )
     old = time.time() - 30 * 86400
     for f in (store / "commitlog").iterdir():
         os.utime(f, (old, old))
@@ -82,9 +86,11 @@ def _run_as_cron(line: str, home: Path, tmp_path: Path) -> subprocess.CompletedP
     user_home = tmp_path / "cron-home"
     user_home.mkdir()
     env = ["env", "-i", f"PATH={bindir}:/usr/bin:/bin", f"HOME={user_home}", "SHELL=/bin/sh", "LOGNAME=root"]
-    setup = (f"mount -t tmpfs -o size=1m rmqstore-test {shlex.quote(str(PREFIX.parent))} && "
-             f"mkdir {shlex.quote(str(PREFIX))} && mount --bind {shlex.quote(str(home))} {shlex.quote(str(PREFIX))} "
-             f"&& exec {shlex.join(env)} /bin/sh -c {shlex.quote(line)}")
+    setup = (
+        f"mount -t tmpfs -o size=1m rmqstore-test {shlex.quote(str(PREFIX.parent))} && "
+        f"mkdir {shlex.quote(str(PREFIX))} && mount --bind {shlex.quote(str(home))} {shlex.quote(str(PREFIX))} "
+        f"&& exec {shlex.join(env)} /bin/sh -c {shlex.quote(line)}"
+    )
     r = subprocess.run([*_namespace_prefix(), "--", "/bin/sh", "-c", setup], capture_output=True, timeout=300)
     assert list(user_home.iterdir()) == []  # nothing written under HOME
     return r

@@ -1,15 +1,16 @@
 """The repository carries itself: the tests read nothing outside it, plain ``pytest`` runs the
 fast tier and the markers the rest, CI runs every tier and lets no test skip, and the README
 says which command does what."""
+
 from __future__ import annotations
 
 import re
 import shlex
 import subprocess
 import sys
-import tomllib
 
 import pytest
+import tomllib
 
 from tests.helpers import FIXTURES, ROOT, TARBALLS
 
@@ -26,20 +27,32 @@ def _pytest_ini() -> dict:
 def test_no_file_reads_or_names_anything_outside_the_repository():
     """Every text file git tracks (code, docs, results, CI; not the fixtures' binary stores)."""
     listed = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
-    sources = [ROOT / n for n in listed.splitlines() if not n.startswith("tests/fixtures/")
-               and n != "tests/docs/test_repository.py" and ((ROOT / n).suffix in (".py", ".sh", ".zsh", ".md", ".toml",
-                                                                                   ".json", ".c", ".cfg", ".yaml")
-                                                                or n == ".ci/run")]
+    sources = [
+        ROOT / n
+        for n in listed.splitlines()
+        if not n.startswith("tests/fixtures/")
+        and n != "tests/docs/test_repository.py"
+        and (
+            (ROOT / n).suffix in (".py", ".sh", ".zsh", ".md", ".toml", ".json", ".c", ".cfg", ".yaml")
+            or n == ".ci/run"
+        )
+    ]
     assert len(sources) > 100
-    found = [f"{p.relative_to(ROOT)}:{n}: {line.strip()}" for p in sources
-             for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if OUTSIDE.search(line)]
+    found = [
+        f"{p.relative_to(ROOT)}:{n}: {line.strip()}"
+        for p in sources
+        for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+        if OUTSIDE.search(line)
+    ]
     assert found == [], found
 
 
 def test_every_fixture_the_tests_name_is_in_the_repository():
     for version in ("4.9.7", "5.3.3"):
         d = FIXTURES / f"rocketmq-{version}-sample"
-        assert (d / "store" / "commitlog").is_dir() and (d / "broker.conf").is_file() and (d / "expected.json").is_file()
+        assert (
+            (d / "store" / "commitlog").is_dir() and (d / "broker.conf").is_file() and (d / "expected.json").is_file()
+        )
     assert all((FIXTURES / f"{stem}.tar.gz").is_file() for stem in TARBALLS.values())
     assert (FIXTURES / "vectors" / "java-hash-crc.json").is_file()
     readme = (FIXTURES / "README.md").read_text(encoding="utf-8")
@@ -76,14 +89,28 @@ def test_a_skip_fails_where_ci_allows_none(tmp_path):
     """With RMQSTORE_TEST_NO_SKIP=1 (.ci/run) tests/conftest.py turns a skip into a failure
     that says why the test skipped; without it a skip stays a skip."""
     (tmp_path / "test_skip.py").write_text(
-        "import pytest\n\ndef test_x():\n    pytest.skip('needs the spark extra')\n", encoding="utf-8")
-    cmd = [sys.executable, "-m", "pytest", "-p", "tests.conftest", "-p", "no:cacheprovider", "-o", "addopts=",
-           "--rootdir", str(tmp_path), str(tmp_path / "test_skip.py")]
+        "import pytest\n\ndef test_x():\n    pytest.skip('needs the spark extra')\n", encoding="utf-8"
+    )
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-p",
+        "tests.conftest",
+        "-p",
+        "no:cacheprovider",
+        "-o",
+        "addopts=",
+        "--rootdir",
+        str(tmp_path),
+        str(tmp_path / "test_skip.py"),
+    ]
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)}
     skipped = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env)
     assert skipped.returncode == 0 and "1 skipped" in skipped.stdout, skipped.stdout + skipped.stderr
-    failed = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=tmp_path,
-                            env=dict(env, RMQSTORE_TEST_NO_SKIP="1"))
+    failed = subprocess.run(
+        cmd, capture_output=True, text=True, timeout=120, cwd=tmp_path, env=dict(env, RMQSTORE_TEST_NO_SKIP="1")
+    )
     assert failed.returncode == 1 and "1 failed" in failed.stdout, failed.stdout + failed.stderr
     assert "allows no skip: Skipped: needs the spark extra" in failed.stdout
 

@@ -3,6 +3,7 @@ enum values, and topics / queue ids read from the store given by --store.
 
 Each shell's test skips, saying so, when that shell is not installed; .ci/run installs them.
 """
+
 from __future__ import annotations
 
 import os
@@ -31,11 +32,14 @@ def complete_bash(words: str) -> list[str]:
     """Source completions/rmqstore.bash in bash and call the function complete -F registered."""
     script = COMPLETIONS / "rmqstore.bash"
     cword = len(words.split()) - (0 if words.endswith(" ") else 1)
-    prog = (f"source {script}; fn=$(complete -p rmqstore | sed -n 's/.*-F \\([^ ]*\\).*/\\1/p'); "
-            f"COMP_WORDS=({words}); COMP_CWORD={cword}; COMP_LINE='{words}'; COMP_POINT=${{#COMP_LINE}}; "
-            f"$fn rmqstore; printf '%s\\n' \"${{COMPREPLY[@]}}\"")
-    r = subprocess.run(["bash", "--norc", "--noprofile", "-c", prog], capture_output=True, text=True,
-                       env=_env(), timeout=60)
+    prog = (
+        f"source {script}; fn=$(complete -p rmqstore | sed -n 's/.*-F \\([^ ]*\\).*/\\1/p'); "
+        f"COMP_WORDS=({words}); COMP_CWORD={cword}; COMP_LINE='{words}'; COMP_POINT=${{#COMP_LINE}}; "
+        f"$fn rmqstore; printf '%s\\n' \"${{COMPREPLY[@]}}\""
+    )
+    r = subprocess.run(
+        ["bash", "--norc", "--noprofile", "-c", prog], capture_output=True, text=True, env=_env(), timeout=60
+    )
     assert r.returncode == 0, r.stderr
     return [x for x in r.stdout.splitlines() if x]
 
@@ -43,8 +47,13 @@ def complete_bash(words: str) -> list[str]:
 def complete_zsh(words: str, mode: str = "source") -> list[str]:
     """An interactive zsh on a pty (zpty): compinit and completions/_rmqstore (sourced, or
     autoloaded from $fpath as installed), type, TAB."""
-    r = subprocess.run(["zsh", "-f", str(ROOT / "tests" / "zsh_capture.zsh"), str(COMPLETIONS / "_rmqstore"), words,
-                        mode], capture_output=True, text=True, env=_env(), timeout=60)
+    r = subprocess.run(
+        ["zsh", "-f", str(ROOT / "tests" / "zsh_capture.zsh"), str(COMPLETIONS / "_rmqstore"), words, mode],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=60,
+    )
     assert r.returncode == 0, r.stderr
     return [x for x in r.stdout.splitlines() if x]
 
@@ -52,8 +61,13 @@ def complete_zsh(words: str, mode: str = "source") -> list[str]:
 def complete_fish(words: str) -> list[str]:
     """fish's own `complete -C` with completions/rmqstore.fish sourced."""
     q = words.replace("\\", "\\\\").replace("'", "\\'")
-    r = subprocess.run(["fish", "--no-config", "-c", f"source {COMPLETIONS / 'rmqstore.fish'}; complete -C '{q}'"],
-                       capture_output=True, text=True, env=_env(), timeout=60)
+    r = subprocess.run(
+        ["fish", "--no-config", "-c", f"source {COMPLETIONS / 'rmqstore.fish'}; complete -C '{q}'"],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=60,
+    )
     assert r.returncode == 0, r.stderr
     return [x.split("\t")[0] for x in r.stdout.splitlines() if x]
 

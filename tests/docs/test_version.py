@@ -1,9 +1,11 @@
 """The version has one source, ``rmqstore_cli/__init__.py``'s ``__version__``: pyproject.toml
 reads it from there (setuptools' dynamic metadata), so the installed package's metadata and
 ``rmqstore --version`` cannot disagree."""
+
 from __future__ import annotations
 
 import importlib.metadata
+
 import tomllib
 
 import rmqstore_cli

@@ -5,6 +5,7 @@
 (CommitLog#checkMessageAndReturnSize) are the references; the vectorised code used by
 rebuild-index and verify must agree with them on every input.
 """
+
 from __future__ import annotations
 
 import base64
@@ -14,25 +15,35 @@ import random
 import struct
 
 import numpy as np
-import pytest
-
-from tests.helpers import cli, fixture_dir, generate
 from rmqstore_cli.formats.properties import parse_properties
-from rmqstore_cli.store import arrays
-from rmqstore_cli.store.commitlog import bulk
-from rmqstore_cli.store.javahash import bulk as javahash
-from rmqstore_cli.store import mapped_files
-from rmqstore_cli.store import properties
-from rmqstore_cli.store.commitlog import CommitLog, Status, check_message
+
+from rmqstore_cli.store import arrays, mapped_files, properties
+from rmqstore_cli.store.commitlog import CommitLog, Status, bulk, check_message
 from rmqstore_cli.store.config import StoreConfig
-from rmqstore_cli.store.message import body_crc
+from rmqstore_cli.store.javahash import bulk as javahash
 from rmqstore_cli.store.javahash import index_key_hash, java_hash
+from rmqstore_cli.store.message import body_crc
+from tests.helpers import cli, generate
 
 # "AuditTopic#minhash-280000磁龟".hashCode() == Integer.MIN_VALUE (IndexFile#indexKeyHashMethod -> 0)
 MIN_VALUE_KEY = "AuditTopic#minhash-280000磁龟"
 
-TEXTS = ["", "a", "AaAa", "BBBB", "PaymentTopic#order-1", "x" * 300, "支付标签", "T#emoji-🎉", "\U0001F600" * 3,
-         "mixed ascii 和 中文 and 🎉 again", MIN_VALUE_KEY, "Topic#" + "k" * 1000, "é", "\x7f\x01\x02"]
+TEXTS = [
+    "",
+    "a",
+    "AaAa",
+    "BBBB",
+    "PaymentTopic#order-1",
+    "x" * 300,
+    "支付标签",
+    "T#emoji-🎉",
+    "\U0001f600" * 3,
+    "mixed ascii 和 中文 and 🎉 again",
+    MIN_VALUE_KEY,
+    "Topic#" + "k" * 1000,
+    "é",
+    "\x7f\x01\x02",
+]
 BAD_UTF8 = [b"\xff", b"ab\xc3", b"\xed\xa0\x80x", b"key-\xe4\xb8", b"\xf0\x9f\x8e", b"ok\x80\x80ok"]
 
 
@@ -43,6 +54,7 @@ def _random_texts(n: int, seed: int) -> list[str]:
 
 
 # ---------------------------------------------------------------- hashes
+
 
 def test_java_hashes_match_java_hash_and_utf16_length():
     texts = TEXTS + _random_texts(500, 1)
@@ -78,7 +90,7 @@ def test_index_hashes_match_index_key_hash_including_min_value():
 def test_concat_hashes_is_hash_of_the_concatenation():
     texts = _random_texts(200, 3)
     prefixes = [t[: len(t) // 2] + "#" for t in texts]
-    rests = [t[len(t) // 2:] for t in texts]
+    rests = [t[len(t) // 2 :] for t in texts]
     hp, _ = javahash.java_hashes([p.encode() for p in prefixes])
     hr, lr = javahash.java_hashes([r.encode() for r in rests])
     got = javahash.java_int(javahash.concat_hashes(hp, lr, hr)).tolist()
@@ -103,6 +115,7 @@ def test_pow31_tables_are_inverse_powers():
 
 
 # ---------------------------------------------------------------- gather, release
+
 
 def test_gather_reads_big_endian_and_clips():
     raw = bytes(range(256)) * 4
@@ -131,6 +144,7 @@ def test_release_pages_keeps_the_data_and_returns_the_mark(tmp_path):
 
 # ---------------------------------------------------------------- stores: vectorised vs per record
 
+
 def _messages(store, conf=None):
     cfg = StoreConfig.load(store, conf)
     cfg.infer_sizes()
@@ -149,8 +163,9 @@ def _check_store_hashes(store, conf=None) -> int:
     assert javahash.java_int(h).tolist() == [java_hash(t) if t else 0 for t in tags]
     keys = [f"{m.topic}#{k}" for m in msgs for k in ([m.uniq_key] if m.uniq_key else []) + list(m.keys)]
     if keys:
-        assert javahash.index_hashes([k.encode("utf-8", "surrogatepass") for k in keys]).tolist() == \
-            [index_key_hash(k) for k in keys]
+        assert javahash.index_hashes([k.encode("utf-8", "surrogatepass") for k in keys]).tolist() == [
+            index_key_hash(k) for k in keys
+        ]
     return len(msgs)
 
 
@@ -166,8 +181,20 @@ def test_hashes_on_a_generated_store(small_store):
 # ---------------------------------------------------------------- PROPERTIES: picking and batch parse
 
 _NAMES = ["TAGS", "KEYS", "UNIQ_KEY", "DELAY", "INNER_NUM", "CLUSTER", "TAG", "KEYSX", "XTAGS", "", "__CRC32#"]
-_VALUES = ["", "a", "Tag With Blank", "支付标签", " pad-11 tail-11 ", "x\x01y", "AaAa BBBB", "k1  k2", "3",
-           "TAGS\x01inner", "🎉 emoji", "minhash-280000磁龟"]
+_VALUES = [
+    "",
+    "a",
+    "Tag With Blank",
+    "支付标签",
+    " pad-11 tail-11 ",
+    "x\x01y",
+    "AaAa BBBB",
+    "k1  k2",
+    "3",
+    "TAGS\x01inner",
+    "🎉 emoji",
+    "minhash-280000磁龟",
+]
 
 
 def _damage(pairs: list[bytes], rnd: random.Random) -> list[bytes]:
@@ -187,8 +214,9 @@ def _random_props(n: int, seed: int) -> list[bytes]:
     rnd = random.Random(seed)
     out = []
     for _ in range(n):
-        pairs = _damage([f"{rnd.choice(_NAMES)}\x01{rnd.choice(_VALUES)}".encode()
-                         for _ in range(rnd.randint(0, 6))], rnd)
+        pairs = _damage(
+            [f"{rnd.choice(_NAMES)}\x01{rnd.choice(_VALUES)}".encode() for _ in range(rnd.randint(0, 6))], rnd
+        )
         s = b"\x02".join(pairs) + (b"\x02" if pairs and rnd.random() < 0.5 else b"")
         out.append(s)
     return out
@@ -199,8 +227,14 @@ def _parsed(p: bytes) -> dict[str, str]:
 
 
 def test_pick_property_is_what_the_parser_keeps():
-    for p in _random_props(3000, 11) + [b"TAGS\x01a", b"TAGS\x01a\x02TAGS\x01", b"TAGS\x01", b"\x02TAGS\x01b\x02",
-                                        b"X\x01TAGS\x01v", b"KEYS\x01a\x02X\x01y TAGS\x01z"]:
+    for p in _random_props(3000, 11) + [
+        b"TAGS\x01a",
+        b"TAGS\x01a\x02TAGS\x01",
+        b"TAGS\x01",
+        b"\x02TAGS\x01b\x02",
+        b"X\x01TAGS\x01v",
+        b"KEYS\x01a\x02X\x01y TAGS\x01z",
+    ]:
         d = _parsed(p)
         for name in ("TAGS", "KEYS", "UNIQ_KEY", "DELAY", "INNER_NUM"):
             got = properties.pick_property(p, name.encode() + b"\x01")
@@ -281,6 +315,7 @@ def test_batch_properties_match_the_parser_and_java_hash():
 
 # ---------------------------------------------------------------- RecordBatch vs check_message
 
+
 def _walk_file(buf) -> list[int]:
     """Record starts of one commit-log file (TOTALSIZE + MAGICCODE walk, docs/format/commitlog.md#reading-a-commit-log-file)."""
     out, pos = [], 0
@@ -306,10 +341,28 @@ def _check_record_batches(store, conf=None) -> dict[str, int]:
                 continue
             a = np.frombuffer(buf, np.uint8)
             r = bulk.RecordBatch(a, np.array(starts, np.int64))
-            cols = {k: getattr(r, k).tolist() for k in ("total", "magic", "sys_flag", "body_len", "body_at",
-                                                        "topic_len", "topic_at", "props_len", "props_at", "expected",
-                                                        "body_crc", "queue_id", "queue_offset", "physical_offset",
-                                                        "store_timestamp", "born_host_len", "store_host_len")}
+            cols = {
+                k: getattr(r, k).tolist()
+                for k in (
+                    "total",
+                    "magic",
+                    "sys_flag",
+                    "body_len",
+                    "body_at",
+                    "topic_len",
+                    "topic_at",
+                    "props_len",
+                    "props_at",
+                    "expected",
+                    "body_crc",
+                    "queue_id",
+                    "queue_offset",
+                    "physical_offset",
+                    "store_timestamp",
+                    "born_host_len",
+                    "store_host_len",
+                )
+            }
             cols["computed_crc"] = bulk.body_crcs(buf, r.body_at, np.maximum(r.body_len, 0)).tolist()
             del r, a
             for i, p in enumerate(starts):
@@ -322,19 +375,28 @@ def _check_record_batches(store, conf=None) -> dict[str, int]:
                 assert c.status is Status.VALID, c.reason
                 m = c.message
                 assert cols["expected"][i] == cols["total"][i] == m.total_size
-                assert (cols["magic"][i], cols["sys_flag"][i], cols["body_crc"][i], cols["queue_id"][i]) == \
-                    (m.magic, m.sys_flag, m.body_crc, m.queue_id)
-                assert (cols["queue_offset"][i], cols["physical_offset"][i], cols["store_timestamp"][i]) == \
-                    (m.queue_offset, m.physical_offset, m.store_timestamp)
-                assert (cols["born_host_len"][i] - 4, cols["store_host_len"][i] - 4) == \
-                    (len(m.born_address), len(m.store_address))
+                assert (cols["magic"][i], cols["sys_flag"][i], cols["body_crc"][i], cols["queue_id"][i]) == (
+                    m.magic,
+                    m.sys_flag,
+                    m.body_crc,
+                    m.queue_id,
+                )
+                assert (cols["queue_offset"][i], cols["physical_offset"][i], cols["store_timestamp"][i]) == (
+                    m.queue_offset,
+                    m.physical_offset,
+                    m.store_timestamp,
+                )
+                assert (cols["born_host_len"][i] - 4, cols["store_host_len"][i] - 4) == (
+                    len(m.born_address),
+                    len(m.store_address),
+                )
                 ba, bl = cols["body_at"][i], cols["body_len"][i]
                 ta, tl = cols["topic_at"][i], cols["topic_len"][i]
                 pa, pl = cols["props_at"][i], cols["props_len"][i]
-                assert buf[ba:ba + bl] == m.body
+                assert buf[ba : ba + bl] == m.body
                 assert cols["computed_crc"][i] == body_crc(m.body)  # UtilAll#crc32
-                assert buf[ta:ta + tl] == m.topic_bytes
-                assert buf[pa:pa + pl] == m.properties_bytes
+                assert buf[ta : ta + tl] == m.topic_bytes
+                assert buf[pa : pa + pl] == m.properties_bytes
                 seen["v2"] += m.magic == 0xDAA320AB
                 seen["ipv6"] += len(m.born_address) == 16 or len(m.store_address) == 16
             f.close()
@@ -350,8 +412,20 @@ def test_record_batch_matches_check_message_on_fixtures(fixture):
 
 
 def test_record_batch_matches_check_message_on_generated_v2_and_ipv6(tmp_path):
-    store = generate(tmp_path / "s", "--broker-version", "5", "--retry-ratio", "0.3", "--ipv6-ratio", "0.2",
-                     "--delay-ratio", "0.1", "--transaction-ratio", "0.1", messages=1500)
+    store = generate(
+        tmp_path / "s",
+        "--broker-version",
+        "5",
+        "--retry-ratio",
+        "0.3",
+        "--ipv6-ratio",
+        "0.2",
+        "--delay-ratio",
+        "0.1",
+        "--transaction-ratio",
+        "0.1",
+        messages=1500,
+    )
     seen = _check_record_batches(store)
     assert seen["records"] >= 1500 and seen["v2"] > 0 and seen["ipv6"] > 0
 
@@ -377,6 +451,7 @@ def test_record_batch_sees_a_size_mismatch(small_store):
 
 # ---------------------------------------------------------------- whole stores: batch path vs per-record dispatch
 
+
 def _tricky_records(n: int, seed: int) -> list[dict]:
     """Messages whose PROPERTIES exercise every rule of the parser: repeated names, empty
     values, pairs without \\x01, values holding \\x01 or another name, non-ASCII and
@@ -396,14 +471,20 @@ def _tricky_records(n: int, seed: int) -> list[dict]:
         props = b"\x02".join(pairs) + (b"\x02" if rnd.random() < 0.5 else b"")
         v6 = rnd.random() < 0.2
         sys_flag = (rnd.choice([0, 0, 0, 8, 12, 4]) if topic != "AuditTopic" else 0) | (0x10 | 0x20 if v6 else 0)
-        out.append({
-            "topic": topic, "queue_id": rnd.randrange(3), "store_timestamp": 1795317650000 + i * 37,
-            "born_timestamp": 1795317640000 + i, "born_host": "[2001:db8::1]:10911" if v6 else "10.0.0.1:5000",
-            "store_host": "[2001:db8::53]:10911" if v6 else "10.1.2.3:10911", "sys_flag": sys_flag,
-            "magic": "v2" if rnd.random() < 0.2 else "v1",
-            "properties_base64": base64.b64encode(props).decode(),
-            "body_base64": base64.b64encode(rnd.randbytes(rnd.randint(0, 300))).decode(),
-        })
+        out.append(
+            {
+                "topic": topic,
+                "queue_id": rnd.randrange(3),
+                "store_timestamp": 1795317650000 + i * 37,
+                "born_timestamp": 1795317640000 + i,
+                "born_host": "[2001:db8::1]:10911" if v6 else "10.0.0.1:5000",
+                "store_host": "[2001:db8::53]:10911" if v6 else "10.1.2.3:10911",
+                "sys_flag": sys_flag,
+                "magic": "v2" if rnd.random() < 0.2 else "v1",
+                "properties_base64": base64.b64encode(props).decode(),
+                "body_base64": base64.b64encode(rnd.randbytes(rnd.randint(0, 300))).decode(),
+            }
+        )
     return out
 
 
@@ -418,8 +499,25 @@ def test_rebuild_of_tricky_properties_equals_the_per_record_dispatch(tmp_path):
     src = tmp_path / "dump.jsonl"
     src.write_text("".join(json.dumps(r) + "\n" for r in _tricky_records(1200, 21)), encoding="utf-8")
     store = tmp_path / "store"
-    r = cli("generate", "--store", store, "--from-jsonl", src, "--commitlog-file-size", "65536",
-            "--cq-file-size", "2000", "--index-slots", "64", "--index-max", "400", "--tz", "UTC", "--format", "json")
+    r = cli(
+        "generate",
+        "--store",
+        store,
+        "--from-jsonl",
+        src,
+        "--commitlog-file-size",
+        "65536",
+        "--cq-file-size",
+        "2000",
+        "--index-slots",
+        "64",
+        "--index-max",
+        "400",
+        "--tz",
+        "UTC",
+        "--format",
+        "json",
+    )
     assert r.exit_code == 0, r.stderr
     seen = _check_record_batches(store)
     assert seen["records"] == 1200 and seen["v2"] > 0 and seen["ipv6"] > 0

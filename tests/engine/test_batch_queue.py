@@ -3,6 +3,7 @@ store/compaction.py) against the real 5.3.3 samples' expected.json, and against 
 built here byte by byte from the documented layout (``BatchConsumeQueue#putBatchMessagePositionInfo``:
 >q offset, >i size, >q tagsCode, >q storeTime, >q msgBaseOffset, >h batchSize, >i compactedOffset,
 >i reserved), independently of formats/."""
+
 from __future__ import annotations
 
 import json
@@ -32,6 +33,7 @@ def _queue(d: Path, files: dict[int, bytes], size: int) -> Path:
 
 # ------------------------------------------------------------------ real samples
 
+
 def test_BatchConsumeQueue_recover_bcq_sample_agrees_with_expected_json(sample_tarball):
     s = sample_tarball("bcq")
     exp = json.loads((s / "expected.json").read_text())
@@ -42,9 +44,23 @@ def test_BatchConsumeQueue_recover_bcq_sample_agrees_with_expected_json(sample_t
     units = list(bq.units())
     for e in exp["units"]:
         u = units[e["unitIndex"]]
-        assert (u.msg_base_offset, u.commitlog_offset, u.size, u.tags_code, u.store_time, u.batch_size,
-                u.compacted_offset) == (e["msgBaseOffset"], e["commitLogOffset"], e["size"], e["tagsCode"],
-                                        e["storeTime"], e["batchSize"], e["compactedOffset"])
+        assert (
+            u.msg_base_offset,
+            u.commitlog_offset,
+            u.size,
+            u.tags_code,
+            u.store_time,
+            u.batch_size,
+            u.compacted_offset,
+        ) == (
+            e["msgBaseOffset"],
+            e["commitLogOffset"],
+            e["size"],
+            e["tagsCode"],
+            e["storeTime"],
+            e["batchSize"],
+            e["compactedOffset"],
+        )
     assert sum(u.batch_size for u in units) == exp["counts"]["innerMessages"]
     assert bq.max_physic_offset + units[-1].size == exp["commitLog"]["maxPhyOffset"]
 
@@ -76,11 +92,17 @@ def test_CompactionStore_sample_agrees_with_expected_json_after_compaction(sampl
         assert (u.commitlog_offset, u.size, u.batch_size) == (c["compactionLogPos"], c["size"], 1)
         m = cs.log(exp["topic"], k["queueId"]).get(c["compactionLogPos"])
         assert (m.body.decode(), m.keys, m.queue_offset, m.physical_offset) == (
-            c["body"], [k["key"]], k["latestQueueOffset"], c["compactionLogPos"])
+            c["body"],
+            [k["key"]],
+            k["latestQueueOffset"],
+            c["compactionLogPos"],
+        )
     cp = cs.position_checkpoint()
     want = json.loads(exp["positionCheckpoint"])
-    assert cp.offsets == {(t.rpartition("_")[0], int(t.rpartition("_")[2])): v
-                          for t, v in want["queueOffsetMap"].items()} and cp.empty is want["empty"]
+    assert (
+        cp.offsets == {(t.rpartition("_")[0], int(t.rpartition("_")[2])): v for t, v in want["queueOffsetMap"].items()}
+        and cp.empty is want["empty"]
+    )
 
 
 def test_CompactionStore_log_size_from_files_without_broker_conf(sample_tarball):
@@ -97,11 +119,19 @@ def test_CompactionLog_getCompactionLogSize():
 
 # ------------------------------------------------------------------ queues built here
 
+
 def test_BatchConsumeQueue_recover_stops_at_the_first_invalid_unit(tmp_path):
     size = 4 * 46
     full = b"".join(_unit(100 * i, 50, 0, 1000 + i, 3 * i, 3) for i in range(4))
-    d = _queue(tmp_path / "T" / "0", {0: full, size: _unit(400, 50, 0, 2000, 12, 2) + _unit(-1, 0, 0, 0, 0, 0)
-                                      + _unit(600, 50, 0, 1, 20, 1), 2 * size: _unit(700, 5, 0, 1, 21, 1)}, size)
+    d = _queue(
+        tmp_path / "T" / "0",
+        {
+            0: full,
+            size: _unit(400, 50, 0, 2000, 12, 2) + _unit(-1, 0, 0, 0, 0, 0) + _unit(600, 50, 0, 1, 20, 1),
+            2 * size: _unit(700, 5, 0, 1, 21, 1),
+        },
+        size,
+    )
     bq = BatchConsumeQueue(d, "T", 0)
     assert bq.valid_counts == [4, 1, 0]  # the broken unit ends the queue: what follows is not read
     assert (bq.min_offset, bq.max_offset, bq.max_physic_offset) == (0, 14, 400)
@@ -110,8 +140,11 @@ def test_BatchConsumeQueue_recover_stops_at_the_first_invalid_unit(tmp_path):
 
 def test_SparseConsumeQueue_recover_reads_every_file_up_to_its_end(tmp_path):
     size = 4 * 46
-    d = _queue(tmp_path / "T" / "1", {0: _unit(0, 10, 0, 1, 5, 1) + _unit(10, 10, 0, 1, 9, 1),
-                                      10 * size: _unit(5000, 10, 0, 1, 20, 1)}, size)
+    d = _queue(
+        tmp_path / "T" / "1",
+        {0: _unit(0, 10, 0, 1, 5, 1) + _unit(10, 10, 0, 1, 9, 1), 10 * size: _unit(5000, 10, 0, 1, 20, 1)},
+        size,
+    )
     bq = BatchConsumeQueue(d, "T", 1, sparse=True)
     assert bq.valid_counts == [2, 1]
     assert (bq.min_offset, bq.max_offset) == (5, 21)
@@ -140,11 +173,17 @@ def test_damaged_queue_directory_is_one_error(tmp_path):
         BatchConsumeQueue(d, "T", 0)
 
 
-@pytest.mark.parametrize("text, why", [
-    ('[1]', "not a JSON object"), ('{"queueOffsetMap": 3}', "not an object"),
-    ('{"queueOffsetMap": {"T": 3}}', "is not topic_queueId"), ('{"queueOffsetMap": {"T_0": "x"}}', "not a long"),
-    ('{"queueOffsetMap": {"T_0": 1e99}}', "not a long"), ('{"queue', "not valid JSON"),
-])
+@pytest.mark.parametrize(
+    "text, why",
+    [
+        ("[1]", "not a JSON object"),
+        ('{"queueOffsetMap": 3}', "not an object"),
+        ('{"queueOffsetMap": {"T": 3}}', "is not topic_queueId"),
+        ('{"queueOffsetMap": {"T_0": "x"}}', "not a long"),
+        ('{"queueOffsetMap": {"T_0": 1e99}}', "not a long"),
+        ('{"queue', "not valid JSON"),
+    ],
+)
 def test_CompactionPositionMgr_decode_refuses_what_it_cannot_read(tmp_path, text, why):
     p = tmp_path / "position-checkpoint"
     p.write_text(text)

@@ -7,6 +7,7 @@ Nothing here uses the engine to write: records are copied from the commit log wi
 struct code, PHYSICALOFFSET rewritten to the record's place in the compaction log, one
 46-byte unit each.
 """
+
 from __future__ import annotations
 
 import json
@@ -24,16 +25,16 @@ EMPTY_CHECKPOINT = '{\n\t"empty":true,\n\t"queueOffsetMap":{}\n}'  # CompactionP
 
 def _record_fields(rec: bytes) -> tuple[int, int, str | None]:
     """(queue offset, store time, KEYS) of a V1 commit-log record (MessageDecoder layout)."""
-    queue_offset, = struct.unpack_from(">q", rec, 20)
-    sys_flag, = struct.unpack_from(">i", rec, 36)
+    (queue_offset,) = struct.unpack_from(">q", rec, 20)
+    (sys_flag,) = struct.unpack_from(">i", rec, 36)
     pos = 48 + (20 if sys_flag & 0x10 else 8)  # born host: IPv6 bit 0x10
-    store_time, = struct.unpack_from(">q", rec, pos)
+    (store_time,) = struct.unpack_from(">q", rec, pos)
     pos += 8 + (20 if sys_flag & 0x20 else 8) + 4 + 8  # store host, reconsume times, prepared offset
-    body_len, = struct.unpack_from(">i", rec, pos)
+    (body_len,) = struct.unpack_from(">i", rec, pos)
     pos += 4 + body_len
     pos += 1 + rec[pos]  # V1: 1-byte topic length
-    props_len, = struct.unpack_from(">h", rec, pos)
-    props = rec[pos + 2:pos + 2 + props_len].decode()
+    (props_len,) = struct.unpack_from(">h", rec, pos)
+    props = rec[pos + 2 : pos + 2 + props_len].decode()
     pairs = dict(p.split("\x01", 1) for p in props.split("\x02") if "\x01" in p)
     return queue_offset, store_time, pairs.get("KEYS")
 
@@ -49,7 +50,7 @@ def _build(store, topic: str, qid: int) -> list[tuple]:
             if size <= 0:
                 break
             cl = (store / "commitlog" / f"{phy // CL_FILE * CL_FILE:020d}").read_bytes()
-            rec = bytearray(cl[phy % CL_FILE:phy % CL_FILE + size])
+            rec = bytearray(cl[phy % CL_FILE : phy % CL_FILE + size])
             queue_offset, store_time, keys = _record_fields(bytes(rec))
             if not (keys or "").strip():  # asyncPutMessage: no KEYS, not kept
                 continue
@@ -71,13 +72,29 @@ def _build(store, topic: str, qid: int) -> list[tuple]:
 
 
 def _store(tmp_path):
-    store = generate(tmp_path / "store", "--broker-version", "5", "--topics", "2", "--commitlog-file-size",
-                     str(CL_FILE), "--cq-file-size", "2000", "--index-slots", "64", "--index-max", "400",
-                     messages=600, small=False)
+    store = generate(
+        tmp_path / "store",
+        "--broker-version",
+        "5",
+        "--topics",
+        "2",
+        "--commitlog-file-size",
+        str(CL_FILE),
+        "--cq-file-size",
+        "2000",
+        "--index-slots",
+        "64",
+        "--index-max",
+        "400",
+        messages=600,
+        small=False,
+    )
     topic = sorted(p.name for p in (store / "consumequeue").iterdir())[0]
     conf = tmp_path / "broker.conf"
-    conf.write_text(f"mappedFileSizeCommitLog={CL_FILE}\nmappedFileSizeConsumeQueue=2000\nmaxHashSlotNum=64\n"
-                    f"maxIndexNum=400\ncompactionMappedFileSize={LOG_FILE}\ncompactionCqMappedFileSize={CQ_FILE}\n")
+    conf.write_text(
+        f"mappedFileSizeCommitLog={CL_FILE}\nmappedFileSizeConsumeQueue=2000\nmaxHashSlotNum=64\n"
+        f"maxIndexNum=400\ncompactionMappedFileSize={LOG_FILE}\ncompactionCqMappedFileSize={CQ_FILE}\n"
+    )
     return store, conf, topic, _build(store, topic, 0)
 
 
@@ -90,10 +107,12 @@ def test_CompactionLog_layout_written_by_hand_reads_and_verifies_clean(tmp_path)
     r = cli("dump-cq", topic, "0", "--store", store, "--broker-conf", conf, "--compaction", "--format", "jsonl")
     assert r.exit_code == 0, r.stderr
     got = [json.loads(x) for x in r.stdout.splitlines()]
-    assert [(d["commitlog_offset"], d["size"], d["msg_base_offset"]) for d in got] == \
-        [(u[0], u[1], u[4]) for u in units]
-    r = cli("dump-commitlog", "--store", store, "--broker-conf", conf, "--compaction-log", f"{topic}/0",
-            "--format", "jsonl")
+    assert [(d["commitlog_offset"], d["size"], d["msg_base_offset"]) for d in got] == [
+        (u[0], u[1], u[4]) for u in units
+    ]
+    r = cli(
+        "dump-commitlog", "--store", store, "--broker-conf", conf, "--compaction-log", f"{topic}/0", "--format", "jsonl"
+    )
     assert r.exit_code == 0, r.stderr
     msgs = [json.loads(x) for x in r.stdout.splitlines()]
     assert [(m["physical_offset"], m["queue_offset"]) for m in msgs] == [(u[0], u[4]) for u in units]
@@ -107,5 +126,6 @@ def test_a_hand_written_compaction_record_that_differs_from_the_commit_log_is_fo
     log.write_bytes(bytes(raw))
     r = cli("verify", "--store", store, "--broker-conf", conf, "--format", "json")
     found = json.loads(r.stdout)["findings"]
-    assert r.exit_code == 1 and any(f["check"].startswith("compaction.") and f["severity"] == "error"
-                                    for f in found), r.stdout
+    assert r.exit_code == 1 and any(f["check"].startswith("compaction.") and f["severity"] == "error" for f in found), (
+        r.stdout
+    )

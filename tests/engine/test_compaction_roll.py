@@ -12,6 +12,7 @@ files before n-3 that ``SparseConsumeQueue#recover`` does not walk (``MappedFile
 leaves them at their full size). The queues here are read back with struct code written from
 the broker's layout (test-only), independently of formats/.
 """
+
 from __future__ import annotations
 
 import json
@@ -19,10 +20,9 @@ import struct
 
 import pytest
 
+from rmqstore_cli.store.batch_queue import BatchConsumeQueue
 from tests.helpers import cli
 from tests.helpers.rawstore import UNIT, patch_unit
-
-from rmqstore_cli.store.batch_queue import BatchConsumeQueue
 
 END_UNIT = struct.pack(UNIT, -1, 0, 0, 0, 0, 0, -1, 0)  # SparseConsumeQueue#putEndPositionInfo
 BLANK_MAGIC = 0xCBD43194  # MessageDecoder.BLANK_MAGIC_CODE, unsigned
@@ -37,8 +37,24 @@ def _gen(tmp_path, conf_text, messages=700):
     conf = tmp_path / "broker.conf"
     conf.write_text(conf_text)
     store = tmp_path / "s"
-    r = cli("generate", "--store", store, "--broker-conf", conf, "--broker-version", "5", *SMALL,
-            "--messages", str(messages), "--topics", "2", "--compaction-topics", "1", "--format", "json")
+    r = cli(
+        "generate",
+        "--store",
+        store,
+        "--broker-conf",
+        conf,
+        "--broker-version",
+        "5",
+        *SMALL,
+        "--messages",
+        str(messages),
+        "--topics",
+        "2",
+        "--compaction-topics",
+        "1",
+        "--format",
+        "json",
+    )
     assert r.exit_code == 0, r.stderr
     return store, conf
 
@@ -110,8 +126,9 @@ def test_rolled_compaction_queues_verify_clean_SparseConsumeQueue_getMaxMsgOffse
         finally:
             bq.close()
         dumped = cli("dump-cq", "--store", store, "--compaction", q.parent.name, q.name, "--format", "jsonl").stdout
-        assert [(x["msg_base_offset"], x["status"]) for x in map(json.loads, dumped.splitlines())] == \
-            [(u[4], "ok") for u in got]
+        assert [(x["msg_base_offset"], x["status"]) for x in map(json.loads, dumped.splitlines())] == [
+            (u[4], "ok") for u in got
+        ]
     assert ended >= 3
     findings, summary = _verify(store, conf)
     assert findings == [] and summary["errors"] == summary["warnings"] == summary["infos"] == 0, findings
@@ -152,8 +169,11 @@ def test_damage_in_a_file_before_n_minus_3_is_still_found(tmp_path):
     findings, _ = _verify(store, conf)
     rel = str(first.relative_to(store))
     got = sorted((x["check"], x["file"], x["offset"]) for x in findings)
-    assert got == [("compaction.cq-order", rel, 5 * 46),
-                   ("compaction.unit-mismatch", rel, 3 * 46), ("compaction.unit-mismatch", rel, 5 * 46)], findings
+    assert got == [
+        ("compaction.cq-order", rel, 5 * 46),
+        ("compaction.unit-mismatch", rel, 3 * 46),
+        ("compaction.unit-mismatch", rel, 5 * 46),
+    ], findings
 
 
 def _unit(off, size, ts, base):
@@ -218,17 +238,23 @@ def test_holes_in_a_rolled_generated_queue_are_reported_as_before(tmp_path):
     patch_unit(files[0], 5, off=-1, size=0)
     raw = bytearray(files[4].read_bytes())
     n = len(_file_units(bytes(raw))[0])
-    raw[3 * 46:4 * 46] = bytes(46)
+    raw[3 * 46 : 4 * 46] = bytes(46)
     files[4].write_bytes(bytes(raw))
     findings, summary = _verify(store, conf)
     rel = str(files[0].relative_to(store))
     assert [(x["check"], x["file"], x["offset"]) for x in findings[:2]] == [
-        ("compaction.cq-order", rel, 230), ("compaction.expired", rel, 230)]
-    assert summary["findings"] == {"compaction.cq-order": 1, "compaction.expired": 1,
-                                   "compaction.unreferenced": 1 + n - 3}, findings
+        ("compaction.cq-order", rel, 230),
+        ("compaction.expired", rel, 230),
+    ]
+    assert summary["findings"] == {
+        "compaction.cq-order": 1,
+        "compaction.expired": 1,
+        "compaction.unreferenced": 1 + n - 3,
+    }, findings
     logs = store / "compaction" / "compactionLog" / q.parent.name / q.name
-    assert [x["file"] for x in findings[2:]] == [str((logs / files[0].name).relative_to(store))] + \
-        [str((logs / files[4].name).relative_to(store))] * (n - 3)
+    assert [x["file"] for x in findings[2:]] == [str((logs / files[0].name).relative_to(store))] + [
+        str((logs / files[4].name).relative_to(store))
+    ] * (n - 3)
 
 
 def _replay(tmp_path, name, topics_json, conf, lines):
@@ -240,8 +266,21 @@ def _replay(tmp_path, name, topics_json, conf, lines):
     for i, part in enumerate(lines):
         src = tmp_path / f"{name}{i}.jsonl"
         src.write_text("".join(json.dumps(x) + "\n" for x in part))
-        r = cli("generate", "--store", store, "--broker-conf", conf, "--broker-version", "5", *SMALL, "--append",
-                "--from-jsonl", src, "--format", "json")
+        r = cli(
+            "generate",
+            "--store",
+            store,
+            "--broker-conf",
+            conf,
+            "--broker-version",
+            "5",
+            *SMALL,
+            "--append",
+            "--from-jsonl",
+            src,
+            "--format",
+            "json",
+        )
         assert r.exit_code == 0, r.stderr
     return store
 
@@ -265,7 +304,7 @@ def test_a_record_that_fits_no_log_file_ends_two_files_CompactionLog_asyncPutMes
             x.pop(k, None)
     topics = (one / "config" / "topics.json").read_bytes()
     a = _replay(tmp_path, "a", topics, conf, [recs])
-    b = _replay(tmp_path, "b", topics, conf, [recs[:big + 1], recs[big + 1:]])
+    b = _replay(tmp_path, "b", topics, conf, [recs[: big + 1], recs[big + 1 :]])
     q = a / "compaction" / "compactionCq" / "OrderTopic" / "0"
     per_file = [_file_units(f.read_bytes()) for f in sorted(q.iterdir())]
     empty = [i for i, (units, _) in enumerate(per_file) if not units]

@@ -6,6 +6,7 @@ and currterm written beside. Plain ``struct`` code here, not the engine's.
 
 rebuild-index must reproduce the rewritten consume queues and index byte for byte, readers
 must see the plain sample's records, and damage must give findings or one-line errors."""
+
 from __future__ import annotations
 
 import json
@@ -32,7 +33,7 @@ def _plain_records(store: Path) -> list[tuple[int, bytes]]:
             total, magic = struct.unpack_from(">iI", b, p)
             if total <= 0 or magic == BLANK_V1:
                 break
-            out.append((base + p, b[p:p + total]))
+            out.append((base + p, b[p : p + total]))
             p += total
     return out
 
@@ -60,14 +61,15 @@ def wrap(src: Path, dest: Path, keep_files: int = 0, terms=(1, 2)) -> tuple[Path
     for i, (o, rec) in enumerate(recs):
         size = ENTRY.size + len(rec)
         if pos % FILE + size + 8 > FILE:  # MmapFileList#preAppend: a blank, then the next file
-            files.setdefault(pos - pos % FILE, bytearray(FILE))[pos % FILE:pos % FILE + 8] = \
-                struct.pack(">ii", -1, FILE - pos % FILE)
+            files.setdefault(pos - pos % FILE, bytearray(FILE))[pos % FILE : pos % FILE + 8] = struct.pack(
+                ">ii", -1, FILE - pos % FILE
+            )
             pos += FILE - pos % FILE
         term = terms[0] if i < len(recs) // 2 else terms[1]
         body = bytearray(rec)
         struct.pack_into(">q", body, 28, pos + ENTRY.size)  # the append hook's PHYSICALOFFSET
         buf = files.setdefault(pos - pos % FILE, bytearray(FILE))
-        buf[pos % FILE:pos % FILE + size] = ENTRY.pack(1, size, i, term, pos, 0, 0, 0, len(rec)) + body
+        buf[pos % FILE : pos % FILE + size] = ENTRY.pack(1, size, i, term, pos, 0, 0, 0, len(rec)) + body
         units += UNIT.pack(1, pos, size, i, term)
         moved[o] = pos + ENTRY.size
         pos += size
@@ -93,7 +95,7 @@ def _rewrite_queues(store: Path, moved: dict[int, int]) -> None:
             b = bytearray(f.read_bytes())
             for p in range(0, len(b), 20):
                 phy = struct.unpack_from(">q", b, p)[0]
-                if phy in moved and any(b[p:p + 20]):  # not the zero tail
+                if phy in moved and any(b[p : p + 20]):  # not the zero tail
                     struct.pack_into(">q", b, p, moved[phy])
             f.write_bytes(b)
     for f in (store / "index").iterdir():
@@ -207,11 +209,12 @@ def test_torn_last_entry_is_where_recovery_truncates(wrapped, tmp_path):
     f, p = _entry_at(store, n - 1)
     b = bytearray(f.read_bytes())
     size = struct.unpack_from(">i", b, p + 4)[0]
-    b[p + 8:p + size] = bytes(size - 8)
+    b[p + 8 : p + size] = bytes(size - 8)
     f.write_bytes(b)
     got = _checks(store, conf)
-    assert [(x["offset"], x["detail"].split(";")[0]) for x in got["dledger.entry"]] == \
-        [(p, f"DLedger entry pos 0 != {int(f.name) + p}")]
+    assert [(x["offset"], x["detail"].split(";")[0]) for x in got["dledger.entry"]] == [
+        (p, f"DLedger entry pos 0 != {int(f.name) + p}")
+    ]
     assert got["dledger.index-tail"][0]["offset"] == (n - 1) * 32
     assert any(f"committedIndex {n - 1} > last entry {n - 2}" in x["detail"] for x in got["dledger.checkpoint"])
     r = run("rebuild-index", "--store", store, "--broker-conf", conf, "--output", tmp_path / "out", "--format", "json")
@@ -228,7 +231,7 @@ def test_record_torn_inside_a_whole_entry_is_kept_by_DLedger_recovery(wrapped, t
     f, p = _entry_at(store, n - 1)
     b = bytearray(f.read_bytes())
     size = struct.unpack_from(">i", b, p + 4)[0]
-    b[p + 48 + 84:p + size] = bytes(size - 48 - 84)  # from BODYLENGTH on, nothing reached the disk
+    b[p + 48 + 84 : p + size] = bytes(size - 48 - 84)  # from BODYLENGTH on, nothing reached the disk
     f.write_bytes(b)
     got = _checks(store, conf)
     assert [x["offset"] for x in got["commitlog.total-size"]] == [p + 48]
@@ -320,7 +323,7 @@ def test_generated_entries_index_checkpoint_and_currterm(generated):
             assert UNIT.unpack_from(units, n * 32) == (1, base + p, size, n, 0)
             n += 1
             p += size
-    assert not any(units[n * 32:n * 32 + 4096])
+    assert not any(units[n * 32 : n * 32 + 4096])
     assert (dl / "checkpoint").read_text() == f"committedIndex={n - 1}\nendIndex={n - 1}\n"
     assert (dl / "currterm").read_text() == "voteLeader=n0\ncurrTerm=0\n"
     recs = _jsonl("dump-commitlog", "--store", store)
@@ -353,6 +356,7 @@ def test_generate_append_continues_entry_index_and_term(tmp_path):
 
 
 # ---------------------------------------------------------------- expire
+
 
 def _expire(store: Path, *extra) -> dict:
     r = cli("expire", "--store", store, "--format", "json", "--now", "2026-01-10T00:00:00Z", *extra)
@@ -396,14 +400,16 @@ def test_expire_dledger_data_files_keep_fileReservedTime_plus_one_hour(tmp_path)
     _age(data[:2], 73.5)
     _age(data[2:], 72.5)
     rep = _expire(store, "--dry-run", "--reserved-hours", "72")
-    assert [a["file"] for a in rep["actions"] if a["kind"] == "commitlog"] == \
-        [f"dledger-n0/data/{p.name}" for p in data[:2]]
+    assert [a["file"] for a in rep["actions"] if a["kind"] == "commitlog"] == [
+        f"dledger-n0/data/{p.name}" for p in data[:2]
+    ]
     _age(data, 1000)
     rep = _expire(store, "--dry-run", "--reserved-hours", "72")
     assert len([a for a in rep["actions"] if a["kind"] == "commitlog"]) == len(data) - 1
 
 
 # ---------------------------------------------------------------- the walk, both speeds
+
 
 @pytest.mark.parametrize("damage", [None, "magic", "size", "record"])
 def test_entry_walk_reference_and_compiled_agree(tmp_path, damage):
@@ -418,7 +424,7 @@ def test_entry_walk_reference_and_compiled_agree(tmp_path, damage):
         if damage:
             p = struct.unpack_from(">i", b, 4)[0]  # the second entry: its magic, size or record's magic
             at = {"magic": p, "size": p + 4, "record": p + 48 + 4}[damage]
-            b[at:at + 4] = b"\x00\x00\x00\x09"
+            b[at : at + 4] = b"\x00\x00\x00\x09"
         for max_n in (1, 3, 10_000):
             got = [walk_records(b, 0, len(b), max_n, header=48, compiled=c) for c in (False, True)]
             assert got[0].starts.tolist() == got[1].starts.tolist()
@@ -459,8 +465,10 @@ def test_storePathDLedgerCommitLog_puts_the_data_elsewhere(tmp_path):
     """``DLedgerConfig#getDataStorePath``: ``storePathDLedgerCommitLog``; index/, checkpoint and
     currterm stay in ``<root>/dledger-<selfId>``."""
     conf = tmp_path / "broker.conf"
-    conf.write_text(f"enableDLegerCommitLog=true\ndLegerSelfId=n3\nstorePathDLedgerCommitLog={tmp_path / 'disk2'}\n"
-                    "mappedFileSizeCommitLog=65536\nmappedFileSizeConsumeQueue=2000\nmaxHashSlotNum=64\nmaxIndexNum=400\n")
+    conf.write_text(
+        f"enableDLegerCommitLog=true\ndLegerSelfId=n3\nstorePathDLedgerCommitLog={tmp_path / 'disk2'}\n"
+        "mappedFileSizeCommitLog=65536\nmappedFileSizeConsumeQueue=2000\nmaxHashSlotNum=64\nmaxIndexNum=400\n"
+    )
     store = tmp_path / "store"
     assert cli("generate", "--store", store, "--broker-conf", conf, "-n", "300").exit_code == 0
     assert len(list((tmp_path / "disk2").iterdir())) >= 2 and not (store / "dledger-n3" / "data").exists()

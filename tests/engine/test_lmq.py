@@ -3,6 +3,7 @@
 byte, and stores made here from the plain 4.9.7 sample by independent code (plain struct:
 properties added to each record, sizes and offsets recomputed as the store would, the
 expected LMQ units written) that rebuild and verify must agree with."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -16,8 +17,10 @@ import pytest
 from tests.helpers import cli, fixture_dir
 
 CQ_FILE = 2000
-LMQ_CONF = "mappedFileSizeCommitLog={cl}\nmappedFileSizeConsumeQueue=2000\nmessageIndexEnable={idx}\n" \
-           "enableLmq=true\nenableMultiDispatch=true\n"
+LMQ_CONF = (
+    "mappedFileSizeCommitLog={cl}\nmappedFileSizeConsumeQueue=2000\nmessageIndexEnable={idx}\n"
+    "enableLmq=true\nenableMultiDispatch=true\n"
+)
 
 
 def _json(r) -> dict:
@@ -58,8 +61,9 @@ def test_rebuild_without_multi_dispatch_writes_no_lmq_queue(lmq, tmp_path):
     """``DefaultMessageStore#checkMultiDispatchQueue``: enableMultiDispatch=false, no fan-out."""
     store, _, _ = lmq
     conf = tmp_path / "plain.conf"
-    conf.write_text("mappedFileSizeCommitLog=262144\nmappedFileSizeConsumeQueue=2000\nmaxHashSlotNum=64\n"
-                    "maxIndexNum=400\n")
+    conf.write_text(
+        "mappedFileSizeCommitLog=262144\nmappedFileSizeConsumeQueue=2000\nmaxHashSlotNum=64\nmaxIndexNum=400\n"
+    )
     assert cli("rebuild-index", "--store", store, "--broker-conf", conf, "--output", tmp_path / "out").exit_code == 0
     names = {p.name for p in (tmp_path / "out" / "consumequeue").iterdir()}
     assert names == {"CartTopic", "ShipTopic"}
@@ -89,16 +93,39 @@ def test_verify_real_sample_is_clean_and_checks_the_fan_out(lmq):
 def test_every_reader_agrees_with_expected_json(lmq):
     store, conf, exp = lmq
     for q in exp["consumeQueues"]:
-        rows = [json.loads(x) for x in cli("dump-cq", q["topic"], str(q["queueId"]), "--store", store,
-                                          "--broker-conf", conf, "--format", "jsonl").stdout.splitlines()]
+        rows = [
+            json.loads(x)
+            for x in cli(
+                "dump-cq", q["topic"], str(q["queueId"]), "--store", store, "--broker-conf", conf, "--format", "jsonl"
+            ).stdout.splitlines()
+        ]
         assert [r["cq_offset"] for r in rows] == list(range(q["minOffset"], q["maxOffset"])), q
         assert all(r["status"] == "ok" for r in rows), q
     for s in exp["lmqSamples"]:
-        r = cli("dump-cq", s["queue"], str(s["queueId"]), "--store", store, "--broker-conf", conf, "--from",
-                str(s["offset"]), "--limit", "1", "--messages", "--format", "jsonl")
+        r = cli(
+            "dump-cq",
+            s["queue"],
+            str(s["queueId"]),
+            "--store",
+            store,
+            "--broker-conf",
+            conf,
+            "--from",
+            str(s["offset"]),
+            "--limit",
+            "1",
+            "--messages",
+            "--format",
+            "jsonl",
+        )
         row = json.loads(r.stdout.splitlines()[0])
-        assert (row["cq_offset"], row["commitlog_offset"], row["size"], row["tags_code"], row["status"]) == \
-            (s["offset"], s["commitLogOffset"], s["size"], s["tagsCode"], "ok")
+        assert (row["cq_offset"], row["commitlog_offset"], row["size"], row["tags_code"], row["status"]) == (
+            s["offset"],
+            s["commitLogOffset"],
+            s["size"],
+            s["tagsCode"],
+            "ok",
+        )
         msg = row["message"]
         assert (msg["topic"], msg["queue_id"]) == (s["msgTopic"], s["msgQueueId"])
         assert msg["properties"]["INNER_MULTI_DISPATCH"] == s["INNER_MULTI_DISPATCH"]
@@ -116,8 +143,10 @@ def test_offset_counters_replay_the_real_store(lmq):
     from rmqstore_cli.store.lmq import MULTI_DISPATCH, MULTI_QUEUE_OFFSET, OffsetCounters
 
     store, conf, exp = lmq
-    rows = [json.loads(x) for x in cli("dump-commitlog", "--store", store, "--broker-conf", conf,
-                                       "--format", "jsonl").stdout.splitlines()]
+    rows = [
+        json.loads(x)
+        for x in cli("dump-commitlog", "--store", store, "--broker-conf", conf, "--format", "jsonl").stdout.splitlines()
+    ]
     c = OffsetCounters(enable_lmq=True)
     n = 0
     for m in rows:
@@ -137,7 +166,7 @@ def test_verify_finds_damaged_lmq_queues(lmq, tmp_path):
     shutil.copytree(store, s)
     alpha = s / "consumequeue" / "%LMQ%alpha" / "0" / "00000000000000000000"
     raw = bytearray(alpha.read_bytes())
-    raw[5 * 20 + 12:5 * 20 + 20] = (7).to_bytes(8, "big")  # unit 5's tagsCode
+    raw[5 * 20 + 12 : 5 * 20 + 20] = (7).to_bytes(8, "big")  # unit 5's tagsCode
     alpha.write_bytes(bytes(raw))
     shutil.rmtree(s / "consumequeue" / "%LMQ%beta")
     rep = _verify(s, conf)
@@ -159,10 +188,10 @@ def test_verify_reports_a_unit_no_message_lists(lmq, tmp_path):
     shutil.copytree(store, s)
     alpha = s / "consumequeue" / "%LMQ%alpha" / "0"
     raw = bytearray((alpha / "00000000000000000000").read_bytes())
-    raw[3 * 20:4 * 20], raw[4 * 20:5 * 20] = raw[4 * 20:5 * 20], raw[3 * 20:4 * 20]  # units 3 and 4 swapped
+    raw[3 * 20 : 4 * 20], raw[4 * 20 : 5 * 20] = raw[4 * 20 : 5 * 20], raw[3 * 20 : 4 * 20]  # units 3 and 4 swapped
     (alpha / "00000000000000000000").write_bytes(bytes(raw))
     second = bytearray((alpha / "00000000000000002000").read_bytes())
-    second[30 * 20:31 * 20] = raw[0:20]  # unit 130, one past the end, a copy of unit 0
+    second[30 * 20 : 31 * 20] = raw[0:20]  # unit 130, one past the end, a copy of unit 0
     (alpha / "00000000000000002000").write_bytes(bytes(second))
     rep = _verify(s, conf)
     checks = [f["check"] for f in rep["findings"]]
@@ -207,7 +236,7 @@ def _independent_store(dest: Path, extra=None, index: bool = False) -> tuple[Pat
     units: dict[tuple[str, int], dict[int, tuple[int, int, int]]] = {}
     for i, m in enumerate(exp["messages"]):
         base = int(m["file"])
-        rec = files[m["file"]][m["physical_offset"] - base:m["physical_offset"] - base + m["total_size"]]
+        rec = files[m["file"]][m["physical_offset"] - base : m["physical_offset"] - base + m["total_size"]]
         props = m["properties_string"].encode()
         assert rec.endswith(props)
         names = _pick(i, m)
@@ -227,7 +256,7 @@ def _independent_store(dest: Path, extra=None, index: bool = False) -> tuple[Pat
         else:
             add = ""
         new_props = props + (b"\x02" if props and add and not props.endswith(b"\x02") else b"") + add.encode()
-        body = rec[:len(rec) - len(props) - 2]
+        body = rec[: len(rec) - len(props) - 2]
         new = bytearray(body + struct.pack(">h", len(new_props)) + new_props)
         struct.pack_into(">i", new, 0, len(new))
         struct.pack_into(">q", new, 28, len(out))  # PHYSICALOFFSET
@@ -281,22 +310,36 @@ def test_independent_store_spark_engine(tmp_path, spark):
 
     store, units = _independent_store(tmp_path / "s")
     _write_units(tmp_path / "want", units)
-    sp.rebuild_build(spark, StoreConfig.load(store, store / "broker.conf"), tmp_path / "o",
-                     RebuildOptions(tz=dt.timezone.utc))
+    sp.rebuild_build(
+        spark, StoreConfig.load(store, store / "broker.conf"), tmp_path / "o", RebuildOptions(tz=dt.timezone.utc)
+    )
     got = {k: v for k, v in _tree(tmp_path / "o" / "consumequeue").items() if k.startswith(("%LMQ%", "Mirror/"))}
     assert got == _tree(tmp_path / "want")
 
 
-@pytest.mark.parametrize("raw, problem, written", [
-    ("INNER_MULTI_DISPATCH\x01%LMQ%x,%LMQ%y\x02INNER_MULTI_QUEUE_OFFSET\x010\x02", "queue names but", set()),
-    ("INNER_MULTI_DISPATCH\x01%LMQ%x,%LMQ%y\x02INNER_MULTI_QUEUE_OFFSET\x010,zz\x02", "is not a long", {"%LMQ%x"}),
-    ("INNER_MULTI_DISPATCH\x01%LMQ%x,a/b\x02INNER_MULTI_QUEUE_OFFSET\x010,0\x02", "contains '/'", {"%LMQ%x"}),
-    ("INNER_MULTI_DISPATCH\x01..,%LMQ%x\x02INNER_MULTI_QUEUE_OFFSET\x010,0\x02", "not a directory name", {"%LMQ%x"}),
-    ("INNER_MULTI_DISPATCH\x01%LMQ%y,%LMQ%x\x02INNER_MULTI_QUEUE_OFFSET\x01-5,0\x02", "no consume-queue position",
-     {"%LMQ%x"}),
-    ("INNER_MULTI_DISPATCH\x01%LMQ%y,%LMQ%x\x02INNER_MULTI_QUEUE_OFFSET\x019223372036854775807,0\x02",
-     "no consume-queue position", {"%LMQ%x"}),
-])
+@pytest.mark.parametrize(
+    "raw, problem, written",
+    [
+        ("INNER_MULTI_DISPATCH\x01%LMQ%x,%LMQ%y\x02INNER_MULTI_QUEUE_OFFSET\x010\x02", "queue names but", set()),
+        ("INNER_MULTI_DISPATCH\x01%LMQ%x,%LMQ%y\x02INNER_MULTI_QUEUE_OFFSET\x010,zz\x02", "is not a long", {"%LMQ%x"}),
+        ("INNER_MULTI_DISPATCH\x01%LMQ%x,a/b\x02INNER_MULTI_QUEUE_OFFSET\x010,0\x02", "contains '/'", {"%LMQ%x"}),
+        (
+            "INNER_MULTI_DISPATCH\x01..,%LMQ%x\x02INNER_MULTI_QUEUE_OFFSET\x010,0\x02",
+            "not a directory name",
+            {"%LMQ%x"},
+        ),
+        (
+            "INNER_MULTI_DISPATCH\x01%LMQ%y,%LMQ%x\x02INNER_MULTI_QUEUE_OFFSET\x01-5,0\x02",
+            "no consume-queue position",
+            {"%LMQ%x"},
+        ),
+        (
+            "INNER_MULTI_DISPATCH\x01%LMQ%y,%LMQ%x\x02INNER_MULTI_QUEUE_OFFSET\x019223372036854775807,0\x02",
+            "no consume-queue position",
+            {"%LMQ%x"},
+        ),
+    ],
+)
 def test_malformed_multi_dispatch_properties(tmp_path, raw, problem, written):
     """``ConsumeQueue#multiDispatchLmqQueue``: lists of different lengths write nothing; an
     offset ``Long#parseLong`` rejects ends the message's units there; a name with '/' is
@@ -324,12 +367,15 @@ def test_append_re_encodes_as_the_real_4_9_7_store(lmq):
     from types import SimpleNamespace
 
     from rmqstore_cli.formats.properties import serialize_properties
+
     from rmqstore_cli.store.config import StoreConfig
     from rmqstore_cli.store.lmq import MULTI_QUEUE_OFFSET, MultiDispatchAppender
 
     store, conf, _ = lmq
-    rows = [json.loads(x) for x in cli("dump-commitlog", "--store", store, "--broker-conf", conf,
-                                       "--format", "jsonl").stdout.splitlines()]
+    rows = [
+        json.loads(x)
+        for x in cli("dump-commitlog", "--store", store, "--broker-conf", conf, "--format", "jsonl").stdout.splitlines()
+    ]
     app = MultiDispatchAppender(StoreConfig.load(store, conf), {})
     checked = 0
     for i, m in enumerate(rows):
@@ -337,8 +383,13 @@ def test_append_re_encodes_as_the_real_4_9_7_store(lmq):
         if MULTI_QUEUE_OFFSET in props:
             props.pop(MULTI_QUEUE_OFFSET)
             sent = list(props.items()) + ([("WAIT", "true")] if i % 2 else [])
-            spec = SimpleNamespace(topic=m["topic"], queue_id=m["queue_id"], queue_offset=None, raw_properties=False,
-                                   properties=serialize_properties(sent, False))
+            spec = SimpleNamespace(
+                topic=m["topic"],
+                queue_id=m["queue_id"],
+                queue_offset=None,
+                raw_properties=False,
+                properties=serialize_properties(sent, False),
+            )
             app.wrap(spec)
             assert spec.properties == m["properties_string"], i
             checked += 1
@@ -353,14 +404,30 @@ def test_generate_lmq_store_rebuilds_and_verifies(tmp_path):
     from tests.helpers import SMALL
 
     s = tmp_path / "g"
-    r = cli("generate", "--store", s, "--messages", "1500", "--lmq-ratio", "0.4", "--lmq-queues", "3",
-            "--transaction-ratio", "0.3", *SMALL, "--format", "json")
+    r = cli(
+        "generate",
+        "--store",
+        s,
+        "--messages",
+        "1500",
+        "--lmq-ratio",
+        "0.4",
+        "--lmq-queues",
+        "3",
+        "--transaction-ratio",
+        "0.3",
+        *SMALL,
+        "--format",
+        "json",
+    )
     assert r.exit_code == 0, r.stderr
     lmq_dirs = sorted(p.name for p in (s / "consumequeue").iterdir() if p.name.startswith("%LMQ%"))
     assert lmq_dirs == ["%LMQ%q0", "%LMQ%q1", "%LMQ%q2"]
     conf = tmp_path / "broker.conf"
-    conf.write_text("mappedFileSizeCommitLog=65536\nmappedFileSizeConsumeQueue=2000\nmaxHashSlotNum=64\n"
-                    "maxIndexNum=400\nenableLmq=true\nenableMultiDispatch=true\n")
+    conf.write_text(
+        "mappedFileSizeCommitLog=65536\nmappedFileSizeConsumeQueue=2000\nmaxHashSlotNum=64\n"
+        "maxIndexNum=400\nenableLmq=true\nenableMultiDispatch=true\n"
+    )
     rep = _verify(s, conf)
     assert rep["findings"] == [], rep["findings"]
     out = tmp_path / "out"
@@ -372,8 +439,10 @@ def test_generate_lmq_store_rebuilds_and_verifies(tmp_path):
     listed = {}
     for m in rows:
         if m["sys_flag"] & 0xC in (0, 8) and "INNER_MULTI_DISPATCH" in m["properties"]:
-            for n, o in zip(m["properties"]["INNER_MULTI_DISPATCH"].split(","),
-                            m["properties"]["INNER_MULTI_QUEUE_OFFSET"].split(",")):
+            for n, o in zip(
+                m["properties"]["INNER_MULTI_DISPATCH"].split(","),
+                m["properties"]["INNER_MULTI_QUEUE_OFFSET"].split(","),
+            ):
                 listed.setdefault(n, []).append(int(o))
             assert "WAIT" not in m["properties"]
     assert all(v == list(range(len(v))) for v in listed.values())
@@ -387,7 +456,9 @@ def test_fan_out_rules_of_4_9_and_5():
     fo = fan_out("T", 3, "%LMQ%a,Mirror,", "7,2,", enable_lmq=True)
     assert fo.problem is None and fo.targets == [Target("%LMQ%a", 0, 7), Target("Mirror", 3, 2)]
     assert fan_out("T", 3, "%LMQ%a", "7", enable_lmq=False).targets == [Target("%LMQ%a", 3, 7)]
-    assert fan_out("T", 3, " ", "1", enable_lmq=True) is None and fan_out("T", 3, "%LMQ%a", None, enable_lmq=True) is None
+    assert (
+        fan_out("T", 3, " ", "1", enable_lmq=True) is None and fan_out("T", 3, "%LMQ%a", None, enable_lmq=True) is None
+    )
     assert fan_out("T", 1, "%LMQ%a", "+5", enable_lmq=True).targets == [Target("%LMQ%a", 0, 5)]
     assert fan_out("T", 1, "%LMQ%a", "9223372036854775808", enable_lmq=True).problem == "offset"
     retry = fan_out("%RETRY%g", 0, "%LMQ%a", "1", enable_lmq=True)
@@ -402,13 +473,37 @@ def test_rebuild_one_lmq_queue_and_dry_run(lmq, tmp_path):
     """``--topic %LMQ%beta`` rebuilds that queue alone (its messages are other topics'),
     and ``--dry-run`` counts the LMQ units with the others."""
     store, conf, _ = lmq
-    r = cli("rebuild-index", "--store", store, "--broker-conf", conf, "--output", tmp_path / "o", "--topic",
-            "%LMQ%beta", "--format", "json")
+    r = cli(
+        "rebuild-index",
+        "--store",
+        store,
+        "--broker-conf",
+        conf,
+        "--output",
+        tmp_path / "o",
+        "--topic",
+        "%LMQ%beta",
+        "--format",
+        "json",
+    )
     assert r.exit_code == 0, r.stderr
-    assert _tree(tmp_path / "o" / "consumequeue") == {f"%LMQ%beta/{k}": v for k, v in
-                                                       _tree(store / "consumequeue" / "%LMQ%beta").items()}
-    d = _json(cli("rebuild-index", "--store", store, "--broker-conf", conf, "--output", tmp_path / "d", "--dry-run",
-                  "--format", "json"))
+    assert _tree(tmp_path / "o" / "consumequeue") == {
+        f"%LMQ%beta/{k}": v for k, v in _tree(store / "consumequeue" / "%LMQ%beta").items()
+    }
+    d = _json(
+        cli(
+            "rebuild-index",
+            "--store",
+            store,
+            "--broker-conf",
+            conf,
+            "--output",
+            tmp_path / "d",
+            "--dry-run",
+            "--format",
+            "json",
+        )
+    )
     assert (d["consume_queues"], d["consume_queue_units"]) == (8, 653)  # 400 own + 130 + 115 + 8 fanned out
 
 

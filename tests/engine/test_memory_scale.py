@@ -2,6 +2,7 @@
 "memory grows with messages"): what verify keeps per queue and per index file while
 scanning does not grow with the number of messages (and keeping it small changes no
 finding); rebuild-index keeps no page of an index file it has filled."""
+
 from __future__ import annotations
 
 import json
@@ -15,11 +16,36 @@ from tests.helpers import SMALL, cli, generate
 
 # One topic, one queue, files big enough that neither the queue nor the index rolls over:
 # all the messages land in one consume queue and one index file.
-ONE_QUEUE = ["--topics", "1", "--queues", "1", "--commitlog-file-size", "1048576", "--cq-file-size", "800000",
-             "--index-slots", "4096", "--index-max", "200000", "--delay-ratio", "0", "--transaction-ratio", "0",
-             "--body-size", "16"]
-SIZES = ["--commitlog-file-size", "1048576", "--cq-file-size", "800000", "--index-slots", "4096",
-         "--index-max", "200000"]
+ONE_QUEUE = [
+    "--topics",
+    "1",
+    "--queues",
+    "1",
+    "--commitlog-file-size",
+    "1048576",
+    "--cq-file-size",
+    "800000",
+    "--index-slots",
+    "4096",
+    "--index-max",
+    "200000",
+    "--delay-ratio",
+    "0",
+    "--transaction-ratio",
+    "0",
+    "--body-size",
+    "16",
+]
+SIZES = [
+    "--commitlog-file-size",
+    "1048576",
+    "--cq-file-size",
+    "800000",
+    "--index-slots",
+    "4096",
+    "--index-max",
+    "200000",
+]
 
 
 def _held(x) -> int:
@@ -42,9 +68,16 @@ def _scan_state(store, monkeypatch) -> tuple[int, int, int]:
 
     monkeypatch.setattr(V.limits, "BATCH", 256)
     monkeypatch.setattr(V.limits, "INDEX_CHUNK", 512)
-    cfg = V.open_for_verify(StoreConfig.load(store, None, mapped_file_size_commit_log=1048576,
-                                             mapped_file_size_consume_queue=800000, max_hash_slot_num=4096,
-                                             max_index_num=200000))
+    cfg = V.open_for_verify(
+        StoreConfig.load(
+            store,
+            None,
+            mapped_file_size_commit_log=1048576,
+            mapped_file_size_consume_queue=800000,
+            max_hash_slot_num=4096,
+            max_index_num=200000,
+        )
+    )
     v = V.Verifier(cfg, V.VerifyOptions())
     peak = {"q": 0, "i": 0}
     real_batch, real_finish = v.check_index_batch, v.finish_queues
@@ -190,8 +223,14 @@ def test_rebuild_keeps_no_page_of_a_full_index_file(small_store, tmp_path):
     from rmqstore_cli.store.config import StoreConfig
     from rmqstore_cli.store.rebuild import RebuildOptions, build_set
 
-    cfg = StoreConfig.load(small_store, None, mapped_file_size_commit_log=65536, mapped_file_size_consume_queue=2000,
-                           max_hash_slot_num=64, max_index_num=400)
+    cfg = StoreConfig.load(
+        small_store,
+        None,
+        mapped_file_size_commit_log=65536,
+        mapped_file_size_consume_queue=2000,
+        max_hash_slot_num=64,
+        max_index_num=400,
+    )
     dest = tmp_path / "out"
     seen = []
 

@@ -5,6 +5,7 @@ length), and so do rmqstore's commands; the read commands take ``--allow-odd-siz
 read it anyway (each odd file up to its real length, with a warning naming it). Mutating
 commands keep refusing; verify reports the file as a finding.
 """
+
 from __future__ import annotations
 
 import json
@@ -65,8 +66,9 @@ def test_read_commands_refuse_then_read_with_the_option(torn, command, sizes):
     assert r.exit_code == 0, r.stderr
     assert r.stdout.strip()
     warn = [x for x in r.stderr.splitlines() if "--allow-odd-size" in x]
-    assert warn == [f"rmqstore: warning: {victim} has {CUT} bytes, expected 65536; read up to its real length "
-                    "(--allow-odd-size)"]
+    assert warn == [
+        f"rmqstore: warning: {victim} has {CUT} bytes, expected 65536; read up to its real length (--allow-odd-size)"
+    ]
     assert tree_digest(store) == digest  # still read-only
 
 
@@ -77,8 +79,11 @@ def test_the_odd_file_is_read_up_to_its_real_length(torn):
     assert r.exit_code == 0, r.stderr
     got = [json.loads(x) for x in r.stdout.splitlines()]
     # every message that lies wholly inside the bytes that are left, and only those
-    survivors = [m for m in before if not (start <= m["physical_offset"] < start + 65536)
-                 or m["physical_offset"] + m["total_size"] <= start + CUT]
+    survivors = [
+        m
+        for m in before
+        if not (start <= m["physical_offset"] < start + 65536) or m["physical_offset"] + m["total_size"] <= start + CUT
+    ]
     assert [m["physical_offset"] for m in got] == [m["physical_offset"] for m in survivors]
     assert any(start <= m["physical_offset"] < start + CUT for m in got)
     assert len(got) < len(before)
@@ -87,8 +92,12 @@ def test_the_odd_file_is_read_up_to_its_real_length(torn):
 
 
 def test_an_odd_consume_queue_file(small_store):
-    qdir = next(q for t in sorted((small_store / "consumequeue").iterdir()) for q in sorted(t.iterdir())
-                if len(os.listdir(q)) >= 2)
+    qdir = next(
+        q
+        for t in sorted((small_store / "consumequeue").iterdir())
+        for q in sorted(t.iterdir())
+        if len(os.listdir(q)) >= 2
+    )
     first = sorted(qdir.iterdir())[0]
     os.truncate(first, 1000)  # 50 of its 100 units are left
     topic, qid = qdir.parent.name, qdir.name
@@ -113,12 +122,15 @@ def test_many_odd_files_warn_a_bounded_number_of_lines(small_store):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("args", [
-    ["rebuild-index", "--in-place"],
-    ["rebuild-index", "--output", "{out}"],
-    ["expire", "--reserved-hours", "0"],
-    ["generate", "--append", "--messages", "5"],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["rebuild-index", "--in-place"],
+        ["rebuild-index", "--output", "{out}"],
+        ["expire", "--reserved-hours", "0"],
+        ["generate", "--append", "--messages", "5"],
+    ],
+)
 def test_mutating_commands_keep_refusing(torn, tmp_path, args):
     store, victim, _ = torn
     args = [a.replace("{out}", str(tmp_path / "out")) for a in args]
@@ -143,7 +155,11 @@ def test_verify_reports_the_odd_file(torn):
 def test_subprocess_error_is_one_line_and_exit_3(torn):
     """The documented contract end to end: one stderr line, exit 3, no traceback."""
     store, victim, _ = torn
-    p = subprocess.run([sys.executable, "-m", "rmqstore_cli", "dump-commitlog", "--store", str(store)],
-                       capture_output=True, text=True, timeout=120)
+    p = subprocess.run(
+        [sys.executable, "-m", "rmqstore_cli", "dump-commitlog", "--store", str(store)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert p.returncode == 3 and len(p.stderr.strip().splitlines()) == 1 and "Traceback" not in p.stderr
     assert "--allow-odd-size" in p.stderr

@@ -2,6 +2,7 @@
 5.3.3 sample against its expected.json (what RocksDBConsumeQueueStore answered), a real
 RocksDB database written here through the binding from the Java's documented layouts
 (tests/helpers/rocksdb_build.py), damaged databases, and config kept in RocksDB."""
+
 from __future__ import annotations
 
 import json
@@ -17,8 +18,16 @@ pytest.importorskip("rocksdict", reason="needs rocksdict: the rocksdb and test e
 
 from tests.helpers import cli, generate, tree_digest  # noqa: E402
 from tests.helpers.rocksdb_build import (  # noqa: E402
-    cq_key, cq_value, offset_key, store_times, to_rocksdb_store, v2_offset_key, v2_topic_key, write_cq_db,
-    write_kv_db)
+    cq_key,
+    cq_value,
+    offset_key,
+    store_times,
+    to_rocksdb_store,
+    v2_offset_key,
+    v2_topic_key,
+    write_cq_db,
+    write_kv_db,
+)
 
 
 def jsonl(r) -> list[dict]:
@@ -41,13 +50,15 @@ def built(tmp_path_factory):
     """A generated store whose consume queue was moved into a real RocksDB database (the
     broker's layout, written by independent code), beside the file-CQ original."""
     base = tmp_path_factory.mktemp("rdb")
-    src = generate(base / "files", "--topics", "3", "--queues", "2", "--transaction-ratio", "0",
-                   "--delay-ratio", "0", messages=400)
+    src = generate(
+        base / "files", "--topics", "3", "--queues", "2", "--transaction-ratio", "0", "--delay-ratio", "0", messages=400
+    )
     queues = to_rocksdb_store(src, base / "rocks", store_times(src))
     return src, base / "rocks", queues
 
 
 # ---------------------------------------------------------------- the real sample
+
 
 def test_sample_bounds_and_entries_RocksDBConsumeQueueStore_getMaxOffsetInQueue(sample):
     from rmqstore_cli.store.rocksdb_cq import RocksDBConsumeQueues
@@ -79,25 +90,65 @@ def test_sample_every_reader_agrees_and_no_byte_changes(sample):
     after every command: the read-only open writes nothing beside the database."""
     store, exp = sample
     before = tree(store)
-    summary = {(d["topic"], d["queue_id"]): d for d in jsonl(cli("dump-cq", "--summary", "-s", store,
-                                                                  "--format", "jsonl"))}
+    summary = {
+        (d["topic"], d["queue_id"]): d for d in jsonl(cli("dump-cq", "--summary", "-s", store, "--format", "jsonl"))
+    }
     for e in exp["queues"]:
         d = summary[e["topic"], e["queueId"]]
         assert (d["min_offset"], d["max_offset"], d["files"]) == (e["minOffset"], e["maxOffset"], ["rocksdb"])
     for e in exp["entries"]:
-        r = cli("dump-cq", e["topic"], e["queueId"], "-s", store, "--from", e["cqOffset"], "--limit", "1",
-                "--format", "jsonl")
+        r = cli(
+            "dump-cq",
+            e["topic"],
+            e["queueId"],
+            "-s",
+            store,
+            "--from",
+            e["cqOffset"],
+            "--limit",
+            "1",
+            "--format",
+            "jsonl",
+        )
         assert r.exit_code == 0, r.stderr
         (u,) = jsonl(r)
-        assert (u["commitlog_offset"], u["size"], u["tags_code"], u["store_timestamp"], u["status"]) == \
-            (e["phyOffset"], e["size"], e["tagsCode"], e["storeTime"], "ok")
+        assert (u["commitlog_offset"], u["size"], u["tags_code"], u["store_timestamp"], u["status"]) == (
+            e["phyOffset"],
+            e["size"],
+            e["tagsCode"],
+            e["storeTime"],
+            "ok",
+        )
     for e in exp["entries"]:  # the first unit stored at or after an entry's time is at or before it
-        r = cli("search-offset", "-s", store, "--topic", e["topic"], "--queue-id", e["queueId"],
-                "--time", e["storeTime"], "--format", "jsonl")
+        r = cli(
+            "search-offset",
+            "-s",
+            store,
+            "--topic",
+            e["topic"],
+            "--queue-id",
+            e["queueId"],
+            "--time",
+            e["storeTime"],
+            "--format",
+            "jsonl",
+        )
         (res,) = jsonl(r)
         assert res["offset"] <= e["cqOffset"] and res["store_timestamp"] == e["storeTime"]
-        r = cli("search-offset", "-s", store, "--topic", e["topic"], "--queue-id", e["queueId"],
-                "--time", e["storeTime"], "--broker", "--format", "jsonl")
+        r = cli(
+            "search-offset",
+            "-s",
+            store,
+            "--topic",
+            e["topic"],
+            "--queue-id",
+            e["queueId"],
+            "--time",
+            e["storeTime"],
+            "--broker",
+            "--format",
+            "jsonl",
+        )
         (b,) = jsonl(r)
         assert b["method"] == "broker-5-lower" and b["offset"] == res["offset"]
     r = cli("stats", "-s", store, "--format", "jsonl")
@@ -134,8 +185,21 @@ def test_rebuild_index_output_writes_file_queues_beside_it(sample, tmp_path):
     r = cli("rebuild-index", "-s", store, "--output", out, "--only", "cq", "--format", "json")
     assert r.exit_code == 0, r.stderr
     for e in exp["entries"]:
-        r = cli("dump-cq", e["topic"], e["queueId"], "-s", out, "--cq-file-size", "6000000", "--from",
-                e["cqOffset"], "--limit", "1", "--format", "jsonl")
+        r = cli(
+            "dump-cq",
+            e["topic"],
+            e["queueId"],
+            "-s",
+            out,
+            "--cq-file-size",
+            "6000000",
+            "--from",
+            e["cqOffset"],
+            "--limit",
+            "1",
+            "--format",
+            "jsonl",
+        )
         (u,) = jsonl(r)
         assert (u["commitlog_offset"], u["size"], u["tags_code"]) == (e["phyOffset"], e["size"], e["tagsCode"])
 
@@ -143,8 +207,10 @@ def test_rebuild_index_output_writes_file_queues_beside_it(sample, tmp_path):
 @pytest.mark.parametrize("command", [["dump-cq", "--summary"], ["verify"], ["stats"]])
 def test_missing_binding_is_one_line_naming_the_extra(sample, command):
     store, _ = sample
-    code = ("import sys; sys.modules['rocksdict'] = None; from rmqstore_cli.app import main; "
-            f"sys.argv = ['rmqstore', *{command!r}, '-s', {str(store)!r}]; main()")
+    code = (
+        "import sys; sys.modules['rocksdict'] = None; from rmqstore_cli.app import main; "
+        f"sys.argv = ['rmqstore', *{command!r}, '-s', {str(store)!r}]; main()"
+    )
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert p.returncode == 3, p.stderr
     lines = [x for x in p.stderr.splitlines() if "error" in x]
@@ -177,6 +243,7 @@ def test_corrupt_database_is_a_finding(tmp_path):
 
 # ---------------------------------------------------------------- a database written here
 
+
 def test_built_database_reads_as_the_file_queues(built):
     """Every unit of every queue reads back the same from the database as from the files."""
     src, rocks, queues = built
@@ -189,8 +256,9 @@ def test_built_database_reads_as_the_file_queues(built):
     sa = jsonl(cli("stats", "-s", src, "--by", "queue", "--format", "jsonl"))[:-1]
     sb = jsonl(cli("stats", "-s", rocks, "--by", "queue", "--format", "jsonl"))[:-1]
     drop = ("cq_bytes", "share")
-    assert [{k: v for k, v in d.items() if k not in drop} for d in sa] == \
-        [{k: v for k, v in d.items() if k not in drop} for d in sb]
+    assert [{k: v for k, v in d.items() if k not in drop} for d in sa] == [
+        {k: v for k, v in d.items() if k not in drop} for d in sb
+    ]
 
 
 def test_built_database_verifies_clean(built):
@@ -211,8 +279,24 @@ def test_search_offset_broker_binarySearchInCQByTime(built):
         lower = [c for c, _, _, _, t in units if t >= ts][0]
         upper = [c for c, _, _, _, t in units if t <= ts][-1]
         for boundary, want in (("lower", lower), ("upper", upper)):
-            r = cli("search-offset", "-s", rocks, "-t", topic, "-q", qid, "--time", ts, "--broker",
-                    "--broker-version", "5", "--boundary", boundary, "--format", "jsonl")
+            r = cli(
+                "search-offset",
+                "-s",
+                rocks,
+                "-t",
+                topic,
+                "-q",
+                qid,
+                "--time",
+                ts,
+                "--broker",
+                "--broker-version",
+                "5",
+                "--boundary",
+                boundary,
+                "--format",
+                "jsonl",
+            )
             assert jsonl(r)[0]["offset"] == want, (cq, boundary)
     after = units[-1][4] + 1
     r = cli("search-offset", "-s", rocks, "-t", topic, "-q", qid, "--time", after, "--broker", "--format", "jsonl")
@@ -221,9 +305,20 @@ def test_search_offset_broker_binarySearchInCQByTime(built):
 
 # ---------------------------------------------------------------- damaged databases
 
+
 def _damaged(tmp_path: Path, **kw) -> tuple[Path, dict]:
-    base = generate(tmp_path / "files", "--topics", "2", "--queues", "1", "--transaction-ratio", "0",
-                    "--delay-ratio", "0", messages=60)
+    base = generate(
+        tmp_path / "files",
+        "--topics",
+        "2",
+        "--queues",
+        "1",
+        "--transaction-ratio",
+        "0",
+        "--delay-ratio",
+        "0",
+        messages=60,
+    )
     queues = to_rocksdb_store(base, tmp_path / "rocks", store_times(base), **kw)
     return tmp_path / "rocks", queues
 
@@ -250,8 +345,12 @@ def test_value_of_the_wrong_length(tmp_path):
     (topic, qid), units = next(iter(queues.items()))
     from rocksdict import AccessType, Options, Rdict
 
-    db = Rdict(str(store / "consumequeue"), options=Options(raw_mode=True), access_type=AccessType.read_write(),
-               column_families={"offset": Options(raw_mode=True)})
+    db = Rdict(
+        str(store / "consumequeue"),
+        options=Options(raw_mode=True),
+        access_type=AccessType.read_write(),
+        column_families={"offset": Options(raw_mode=True)},
+    )
     c, phy, size, tags, ts = units[3]
     db[cq_key(topic, qid, c)] = cq_value(phy, size, tags, ts)[:27]
     db.close()
@@ -268,8 +367,11 @@ def test_entry_pointing_past_the_log(tmp_path):
     store, queues = _damaged(tmp_path)
     (topic, qid), units = next(iter(queues.items()))
     n, end = units[-1][0] + 1, (store / "commitlog" / "00000000000000000000").stat().st_size * 4
-    _rewrite(store, {cq_key(topic, qid, n): cq_value(end, 200, 0, units[-1][4])},
-             {offset_key(topic, qid, "max"): end.to_bytes(8, "big") + n.to_bytes(8, "big")})
+    _rewrite(
+        store,
+        {cq_key(topic, qid, n): cq_value(end, 200, 0, units[-1][4])},
+        {offset_key(topic, qid, "max"): end.to_bytes(8, "big") + n.to_bytes(8, "big")},
+    )
     code, found = _findings(store)
     target = [f for f in found if f["check"] == "cq.unit-target"]
     assert code == 1 and len(target) == 1 and "beyond the end of the commit log" in target[0]["detail"]
@@ -282,9 +384,14 @@ def test_offset_rows_disagreeing_with_the_keys(tmp_path):
     store, queues = _damaged(tmp_path)
     (topic, qid), units = next(iter(queues.items()))
     last, first = units[-2], units[0]
-    _rewrite(store, {}, {offset_key(topic, qid, "max"): last[1].to_bytes(8, "big") + last[0].to_bytes(8, "big"),
-                         offset_key(topic, qid, "min"): first[1].to_bytes(8, "big") + (-1).to_bytes(8, "big",
-                                                                                                 signed=True)})
+    _rewrite(
+        store,
+        {},
+        {
+            offset_key(topic, qid, "max"): last[1].to_bytes(8, "big") + last[0].to_bytes(8, "big"),
+            offset_key(topic, qid, "min"): first[1].to_bytes(8, "big") + (-1).to_bytes(8, "big", signed=True),
+        },
+    )
     code, found = _findings(store)
     rows = [f["detail"] for f in found if f["check"] == "rocksdb.offset-row"]
     assert code == 1 and len(rows) == 2
@@ -295,8 +402,12 @@ def _rewrite(store: Path, default: dict, offset: dict) -> None:
     """Put rows into the test's database (read-write, as a broker would)."""
     from rocksdict import AccessType, Options, Rdict
 
-    db = Rdict(str(store / "consumequeue"), options=Options(raw_mode=True), access_type=AccessType.read_write(),
-               column_families={"offset": Options(raw_mode=True)})
+    db = Rdict(
+        str(store / "consumequeue"),
+        options=Options(raw_mode=True),
+        access_type=AccessType.read_write(),
+        column_families={"offset": Options(raw_mode=True)},
+    )
     for k, v in default.items():
         db[k] = v
     off = db.get_column_family("offset")
@@ -316,6 +427,7 @@ def test_hostile_database_entry_is_one_line(tmp_path):
 
 # ---------------------------------------------------------------- config in RocksDB
 
+
 def test_config_in_rocksdb_topics_and_offsets(built, tmp_path):
     """v1 config/consumerOffsets/ and config/topics/ (RocksDBConsumerOffsetManager,
     RocksDBTopicConfigManager) and v2 config/rdb/ (ConsumerOffsetManagerV2): consumer-progress
@@ -327,8 +439,9 @@ def test_config_in_rocksdb_topics_and_offsets(built, tmp_path):
     cfg = store / "config"
     write_kv_db(cfg / "consumerOffsets", {f"{topic}@g1".encode(): ('{"offsetTable":{%d:3}}' % qid).encode()})
     write_kv_db(cfg / "topics", {b"OnlyInRocksTopic": b'{"topicName":"OnlyInRocksTopic"}'})
-    write_kv_db(cfg / "rdb", {v2_offset_key("g2", topic, qid): (5).to_bytes(8, "big"),
-                              v2_topic_key("V2Topic"): b"\x01{}"})
+    write_kv_db(
+        cfg / "rdb", {v2_offset_key("g2", topic, qid): (5).to_bytes(8, "big"), v2_topic_key("V2Topic"): b"\x01{}"}
+    )
     before = tree(cfg)
     rows = jsonl(cli("consumer-progress", "-s", store, "--format", "jsonl"))
     got = {(r["group"], r["topic"], r["queue_id"]): (r["consumer_offset"], r["max_offset"], r["file"]) for r in rows}
@@ -383,8 +496,8 @@ def test_layouts_agree_with_the_java_byte_for_byte():
     """formats/rocksdb_cq.py against the independent struct code (from the Java's builders):
     keys built and parsed, the 28-byte value through the construct, struct and numpy views."""
     import numpy as np
-
     from rmqstore_cli.formats import rocksdb_cq as fmt
+
     from rmqstore_cli.store.rocksdb_cq import cq_key as our_key
     from rmqstore_cli.store.rocksdb_cq import parse_cq_key, parse_offset_key
 
@@ -410,8 +523,12 @@ def test_a_hole_in_the_keys(tmp_path):
     (topic, qid), units = next(iter(queues.items()))
     from rocksdict import AccessType, Options, Rdict
 
-    db = Rdict(str(store / "consumequeue"), options=Options(raw_mode=True), access_type=AccessType.read_write(),
-               column_families={"offset": Options(raw_mode=True)})
+    db = Rdict(
+        str(store / "consumequeue"),
+        options=Options(raw_mode=True),
+        access_type=AccessType.read_write(),
+        column_families={"offset": Options(raw_mode=True)},
+    )
     del db[cq_key(topic, qid, units[4][0])]
     db.close()
     (store / "consumequeue" / "rocksdict-config.json").unlink(missing_ok=True)
@@ -475,10 +592,20 @@ def test_dispatch_checkpoint_decides_what_is_missing(tmp_path):
     the checkpoint are cq.not-dispatched (info), units below it cq.missing-unit (error)."""
     from tests.helpers.rocksdb_build import file_cq_units
 
-    base = generate(tmp_path / "files", "--topics", "1", "--queues", "1", "--transaction-ratio", "0",
-                    "--delay-ratio", "0", messages=40)
+    base = generate(
+        tmp_path / "files",
+        "--topics",
+        "1",
+        "--queues",
+        "1",
+        "--transaction-ratio",
+        "0",
+        "--delay-ratio",
+        "0",
+        messages=40,
+    )
     times = store_times(base)
-    ((topic, qid), units), = file_cq_units(base / "consumequeue").items()
+    (((topic, qid), units),) = file_cq_units(base / "consumequeue").items()
     kept = [(c, p, s, t, times[p]) for c, p, s, t in units[:25]]
     for cp, want in ((units[25][1], "cq.not-dispatched"), (units[-1][1] + units[-1][2], "cq.missing-unit")):
         store = tmp_path / f"rocks-{want}"
@@ -493,7 +620,9 @@ def test_dispatch_checkpoint_decides_what_is_missing(tmp_path):
         assert got == [(want, len(units) - 25)], found
         assert code == (1 if want == "cq.missing-unit" else 0)
         if want == "cq.not-dispatched":
-            assert f"dispatch checkpoint {cp} (CHECKPOINT_TOPIC)" in [f for f in found if f["check"] == want][0]["detail"]
+            assert (
+                f"dispatch checkpoint {cp} (CHECKPOINT_TOPIC)" in [f for f in found if f["check"] == want][0]["detail"]
+            )
 
 
 def test_malformed_keys_inside_a_queue_range(tmp_path):
@@ -501,12 +630,22 @@ def test_malformed_keys_inside_a_queue_range(tmp_path):
     traceback; every unit still reads and the bounds are the well-formed keys'."""
     from rmqstore_cli.store.rocksdb_cq import RocksDBConsumeQueues
 
-    base = generate(tmp_path / "files", "--topics", "1", "--queues", "1", "--transaction-ratio", "0",
-                    "--delay-ratio", "0", messages=20)
+    base = generate(
+        tmp_path / "files",
+        "--topics",
+        "1",
+        "--queues",
+        "1",
+        "--transaction-ratio",
+        "0",
+        "--delay-ratio",
+        "0",
+        messages=20,
+    )
     times = store_times(base)
     from tests.helpers.rocksdb_build import file_cq_units
 
-    ((topic, qid), units), = file_cq_units(base / "consumequeue").items()
+    (((topic, qid), units),) = file_cq_units(base / "consumequeue").items()
     prefix = cq_key(topic, qid, 0)[:-8]
     junk = [(prefix + b"\x00", b"j"), (prefix + b"\x00" * 9, b"j"), (prefix + b"\x7f" * 10, b"j")]
     rows = [(c, p, s, t, times[p]) for c, p, s, t in units]

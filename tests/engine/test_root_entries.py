@@ -2,6 +2,7 @@
 store/root_entries.py (4.9.x and 5.x brokers: StorePathConfigHelper, MessageStoreConfig,
 TimerMessageStore, CompactionStore, DLedgerConfig#getDefaultPath, …): what verify does not
 check is named (info), what no broker writes is named (warning), never silently ignored."""
+
 from __future__ import annotations
 
 import json
@@ -27,9 +28,25 @@ def store(master, tmp_path):
 def test_classify_the_broker_entries():
     from rmqstore_cli.store.root_entries import ROOT_ENTRIES, classify
 
-    for name in ("commitlog", "consumequeue", "index", "checkpoint", "lock", "abort", "abort.bak", "config",
-                 "timerwheel", "timerlog", "batchconsumequeue", "compaction", "epochFileCheckpoint",
-                 "epochFileCheckpoint.bak", "brokerIdentity", "kvStore", "consumequeue_ext"):
+    for name in (
+        "commitlog",
+        "consumequeue",
+        "index",
+        "checkpoint",
+        "lock",
+        "abort",
+        "abort.bak",
+        "config",
+        "timerwheel",
+        "timerlog",
+        "batchconsumequeue",
+        "compaction",
+        "epochFileCheckpoint",
+        "epochFileCheckpoint.bak",
+        "brokerIdentity",
+        "kvStore",
+        "consumequeue_ext",
+    ):
         e = classify(name)
         assert e is not None and e.name == name and ("#" in e.source or "." in e.source)
     assert classify("dledger-n9").name == "dledger-"
@@ -53,9 +70,12 @@ def test_every_entry_named_by_verify_and_stats(store):
     r = cli("verify", "-s", store, "--format", "jsonl")
     assert r.exit_code == 0, r.stderr
     found = {(f["check"], f["file"], f["severity"]) for f in map(json.loads, r.stdout.splitlines()[:-1])}
-    assert found == {("store.unknown-entry", "junk", "warning"), ("store.unknown-entry", "notes.txt", "warning"),
-                     ("store.unchecked-entry", "kvStore", "info"),
-                     ("store.unchecked-entry", "epochFileCheckpoint", "info")}
+    assert found == {
+        ("store.unknown-entry", "junk", "warning"),
+        ("store.unknown-entry", "notes.txt", "warning"),
+        ("store.unchecked-entry", "kvStore", "info"),
+        ("store.unchecked-entry", "epochFileCheckpoint", "info"),
+    }
     detail = [json.loads(x)["detail"] for x in r.stdout.splitlines()[:-1] if "kvStore" in x][0]
     assert "PopConsumerService.ROCKSDB_DIRECTORY" in detail
     r = cli("stats", "-s", store, "--format", "json")

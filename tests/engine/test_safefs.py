@@ -1,4 +1,5 @@
 """store/safefs.py: the one place store files are opened, written and deleted (README, Safety)."""
+
 from __future__ import annotations
 
 import os

@@ -2,6 +2,7 @@
 struct code from the documented layout (Slot, TimerLog#append, TimerCheckpoint#flush), and
 damaged copies of the real 5.3.3 sample (truncated log, slot past the log, wrong wheel size,
 checkpoint ahead, a unit pointing past the commit log, a torn checkpoint)."""
+
 from __future__ import annotations
 
 import json
@@ -74,9 +75,20 @@ def _write_independent_timer(store: Path, samples: list[dict], read_ms: int, enq
     positions = []
     for i, p in enumerate(samples):
         pos = i * 52
-        struct.pack_into(">iqiqiqiiq", log, pos, 52, -1, 1, enqueue_ms, p["deliverMs"] - enqueue_ms,
-                         p["timerTopicCommitLogOffset"], sizes[p["timerTopicCommitLogOffset"]],
-                         java_hash(p["realTopic"]), 0)
+        struct.pack_into(
+            ">iqiqiqiiq",
+            log,
+            pos,
+            52,
+            -1,
+            1,
+            enqueue_ms,
+            p["deliverMs"] - enqueue_ms,
+            p["timerTopicCommitLogOffset"],
+            sizes[p["timerTopicCommitLogOffset"]],
+            java_hash(p["realTopic"]),
+            0,
+        )
         wheel_slots.append((p["deliverMs"] // 1000 % (SLOTS_TOTAL * 2), p["deliverMs"] // 1000, pos))
         positions.append(pos)
     (store / "timerlog" / "00000000000000000000").write_bytes(bytes(log))
@@ -101,14 +113,28 @@ def test_a_timer_store_written_by_independent_code_reads_back(sample, copy):
     units = [json.loads(x) for x in r.stdout.splitlines()]
     assert [u["pos"] for u in units] == positions
     for u, p in zip(units, exp["pendingSamples"]):
-        assert (u["commitlog_offset"], u["real_topic"], u["real_queue_id"], u["due_ms"], u["uniq_key"],
-                u["message_status"], u["state"]) == \
-            (p["timerTopicCommitLogOffset"], p["realTopic"], p["realQueueId"], p["deliverMs"], p["uniqKey"], "ok",
-             "pending")
+        assert (
+            u["commitlog_offset"],
+            u["real_topic"],
+            u["real_queue_id"],
+            u["due_ms"],
+            u["uniq_key"],
+            u["message_status"],
+            u["state"],
+        ) == (
+            p["timerTopicCommitLogOffset"],
+            p["realTopic"],
+            p["realQueueId"],
+            p["deliverMs"],
+            p["uniqKey"],
+            "ok",
+            "pending",
+        )
     r = cli("dump-timer", "--store", copy, "--broker-conf", conf, "--format", "jsonl")
     slots = [json.loads(x) for x in r.stdout.splitlines()]
-    assert [(s["time_ms"], s["first_pos"], s["last_pos"], s["num"]) for s in slots] == \
-        [(p["deliverMs"], pos, pos, 1) for p, pos in zip(exp["pendingSamples"], positions)]
+    assert [(s["time_ms"], s["first_pos"], s["last_pos"], s["num"]) for s in slots] == [
+        (p["deliverMs"], pos, pos, 1) for p, pos in zip(exp["pendingSamples"], positions)
+    ]
     found = _timer_findings(_verify(copy, conf))
     # the last unit's message is not the queue's last: #recover re-enqueues the ones after it
     assert set(found) == {"timer.redelivery"}, found
@@ -168,17 +194,27 @@ def multi_file(tmp_path_factory):
     d = tmp_path_factory.mktemp("multi")
     conf = d / "broker.conf"
     conf.write_text("mappedFileSizeTimerLog=1040\n")
-    store = generate(d / "store", "--broker-version", "5", "--timer-ratio", "0.5", "--broker-conf", str(conf),
-                     messages=400)
+    store = generate(
+        d / "store", "--broker-version", "5", "--timer-ratio", "0.5", "--broker-conf", str(conf), messages=400
+    )
     return store, conf
 
 
 def _old_single_unit_slot(store: Path, conf: Path) -> tuple[dict, int]:
     """A pending slot with one unit, in a file before the ones #recover re-revises."""
-    units = [json.loads(x) for x in cli("dump-timer", "--store", store, "--broker-conf", conf, "--units",
-                                        "--format", "jsonl").stdout.splitlines()]
-    slots = {s["time_ms"]: s for s in (json.loads(x) for x in cli(
-        "dump-timer", "--store", store, "--broker-conf", conf, "--format", "jsonl").stdout.splitlines())}
+    units = [
+        json.loads(x)
+        for x in cli(
+            "dump-timer", "--store", store, "--broker-conf", conf, "--units", "--format", "jsonl"
+        ).stdout.splitlines()
+    ]
+    slots = {
+        s["time_ms"]: s
+        for s in (
+            json.loads(x)
+            for x in cli("dump-timer", "--store", store, "--broker-conf", conf, "--format", "jsonl").stdout.splitlines()
+        )
+    }
     flush = struct.unpack(">q", (store / "config" / "timercheck").read_bytes()[8:16])[0]
     u = next(u for u in units if u["pos"] < flush - 3 * 1040 and slots[u["due_ms"]]["num"] == 1)
     return u, u["due_ms"] // 1000 % (SLOTS_TOTAL * 2)
@@ -271,8 +307,12 @@ def test_unit_pointing_past_the_commit_log_apache_rocketmq_10668(sample, copy):
 def test_unit_pointing_at_a_message_of_another_topic(sample, copy):
     _, conf, exp = sample
     pos = exp["pendingSamples"][2]["slot"]["firstPos"]
-    plain = next(u for u in json.loads(cli("dump-cq", "PlainTopic", "0", "--store", copy, "--limit", "1",
-                                           "--format", "json").stdout))
+    plain = next(
+        u
+        for u in json.loads(
+            cli("dump-cq", "PlainTopic", "0", "--store", copy, "--limit", "1", "--format", "json").stdout
+        )
+    )
     with open(copy / "timerlog" / "00000000000000000000", "r+b") as fh:
         fh.seek(pos + 28)
         fh.write(struct.pack(">qi", plain["commitlog_offset"], plain["size"]))
@@ -297,8 +337,9 @@ def test_timer_log_that_is_a_directory(sample, copy):
     os.remove(copy / "timerlog" / "00000000000000000000")
     (copy / "timerlog" / "00000000000000000000").mkdir()
     rep = _verify(copy, conf)
-    assert [f["file"] for f in rep["findings"] if f["check"] == "store.not-regular"] == \
-        ["timerlog/00000000000000000000"]
+    assert [f["file"] for f in rep["findings"] if f["check"] == "store.not-regular"] == [
+        "timerlog/00000000000000000000"
+    ]
     r = run("dump-timer", "--store", copy, "--units")
     assert r.returncode in (1, 3) and r.stderr.decode().count("\n") == 1
 
@@ -336,8 +377,9 @@ def test_decomposed_verify_has_the_same_timer_findings(sample, copy):
     want = [verify_store(s, True, False, None) for s in specs]
     got = verify_stores(specs, True, False, None)
     assert [f["check"] for f in want[0]["findings"]] == ["timer.checkpoint-ahead"]
-    assert sorted(json.dumps(f, sort_keys=True) for f in got[0]["findings"]) == \
-        sorted(json.dumps(f, sort_keys=True) for f in want[0]["findings"])
+    assert sorted(json.dumps(f, sort_keys=True) for f in got[0]["findings"]) == sorted(
+        json.dumps(f, sort_keys=True) for f in want[0]["findings"]
+    )
     assert got[0]["summary"] == want[0]["summary"]
 
 
@@ -352,9 +394,20 @@ def test_hostile_units_slots_and_checkpoint_give_findings_not_tracebacks(sample,
     d = bytearray(p.read_bytes())
     for i in range(100):
         at = i * 52
-        struct.pack_into(">iqiqiqiiq", d, at, 52, r.choice([-1, r.randrange(-10**12, 10**12), at, at + 52]),
-                         r.randrange(16), r.randrange(-2**63, 2**63), r.randrange(-2**31, 2**31),
-                         r.randrange(-2**63, 2**63), r.randrange(-2**31, 2**31), r.randrange(-2**31, 2**31), 0)
+        struct.pack_into(
+            ">iqiqiqiiq",
+            d,
+            at,
+            52,
+            r.choice([-1, r.randrange(-(10**12), 10**12), at, at + 52]),
+            r.randrange(16),
+            r.randrange(-(2**63), 2**63),
+            r.randrange(-(2**31), 2**31),
+            r.randrange(-(2**63), 2**63),
+            r.randrange(-(2**31), 2**31),
+            r.randrange(-(2**31), 2**31),
+            0,
+        )
     p.write_bytes(bytes(d))
     with open(copy / "timerwheel", "r+b") as fh:
         for _ in range(2000):
@@ -389,10 +442,13 @@ def test_read_time_behind_the_delivered_slots_delivers_them_twice(sample, copy):
 def test_read_time_past_undelivered_slots_loses_them(sample, copy):
     """lastReadTimeMs moved past three pending slots that were never dequeued: lost."""
     _, conf, exp = sample
-    units = [json.loads(x) for x in cli("dump-timer", "--store", copy, "--units", "--format", "jsonl").stdout.splitlines()]
+    units = [
+        json.loads(x) for x in cli("dump-timer", "--store", copy, "--units", "--format", "jsonl").stdout.splitlines()
+    ]
     pending = sorted(u["due_ms"] for u in units if u["state"] == "pending")
     _set_read_time(copy, pending[2] + 1000)
     found = _timer_findings(_verify(copy, conf))
     assert set(found) == {"timer.never-delivered", "timer.metrics"}
-    assert sorted(int(f["detail"].split("due ")[1].split(",")[0]) for f in found["timer.never-delivered"]) == \
-        pending[:3]
+    assert (
+        sorted(int(f["detail"].split("due ")[1].split(",")[0]) for f in found["timer.never-delivered"]) == pending[:3]
+    )

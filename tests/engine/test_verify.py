@@ -1,5 +1,6 @@
 """rmqstore verify: clean stores verify clean; each injected fault is reported with its
 exact check id and location, and the scan goes on past it."""
+
 from __future__ import annotations
 
 import json
@@ -61,6 +62,7 @@ def _errors(findings):
 
 # ---------------------------------------------------------------- clean stores
 
+
 def test_clean_small_store_has_no_findings(small_store):
     before = tree_digest(small_store)
     r, findings, summary = _verify(small_store, "--deep")
@@ -97,7 +99,7 @@ def test_clean_5x_store_with_prop_crc(tmp_path):
     name, pos, total, phy = records(store)[5]
     path = store / "commitlog" / name
     data = path.read_bytes()
-    assert data[pos + total - 20:pos + total - 11] == b"__CRC32#\x01"
+    assert data[pos + total - 20 : pos + total - 11] == b"__CRC32#\x01"
     digit = data[pos + total - 11]
     _patch(path, pos + total - 11, bytes([ord("0") + (digit - ord("0") + 1) % 10]))
     r, findings, _ = _verify(store)
@@ -117,6 +119,7 @@ def test_real_broker_fixtures_verify_without_errors(fixture):
 
 
 # ---------------------------------------------------------------- injected faults
+
 
 def test_flipped_body_byte(small_store):
     recs = records(small_store)
@@ -171,16 +174,21 @@ def test_truncated_file_mid_message(small_store):
     os.truncate(small_store / "commitlog" / name, victim[1] + 10)
     r, findings, summary = _verify(small_store)
     assert r.exit_code == 1
-    assert [(f["file"], f["offset"]) for f in _find(findings, "commitlog.truncated")] == [(f"commitlog/{name}",
-                                                                                          victim[1])]
+    assert [(f["file"], f["offset"]) for f in _find(findings, "commitlog.truncated")] == [
+        (f"commitlog/{name}", victim[1])
+    ]
     assert [f["file"] for f in _find(findings, "commitlog.file-size")] == [f"commitlog/{name}"]
     lost = len(in_file) - len(in_file) // 2
     assert summary["messages"] == len(recs) - lost
 
 
 def test_deleted_first_consume_queue_file(small_store):
-    qdir = next(q for t in sorted((small_store / "consumequeue").iterdir()) for q in sorted(t.iterdir())
-                if len(os.listdir(q)) >= 2)
+    qdir = next(
+        q
+        for t in sorted((small_store / "consumequeue").iterdir())
+        for q in sorted(t.iterdir())
+        if len(os.listdir(q)) >= 2
+    )
     first = sorted(os.listdir(qdir))[0]
     os.remove(qdir / first)
     r, findings, _ = _verify(small_store)
@@ -192,8 +200,18 @@ def test_deleted_first_consume_queue_file(small_store):
 
 
 def test_deleted_middle_consume_queue_file(tmp_path):
-    store = generate(tmp_path / "store", "--topics", "1", "--queues", "1", "--delay-ratio", "0",
-                     "--transaction-ratio", "0", messages=450)
+    store = generate(
+        tmp_path / "store",
+        "--topics",
+        "1",
+        "--queues",
+        "1",
+        "--delay-ratio",
+        "0",
+        "--transaction-ratio",
+        "0",
+        messages=450,
+    )
     qdir = next((store / "consumequeue").iterdir()) / "0"
     names = sorted(os.listdir(qdir))
     assert len(names) >= 4
@@ -208,8 +226,12 @@ def test_deleted_middle_consume_queue_file(tmp_path):
 
 
 def test_deleted_queue_directory(small_store):
-    qdir = next(q for t in sorted((small_store / "consumequeue").iterdir()) for q in sorted(t.iterdir())
-                if not t.name.startswith(("SCHEDULE", "RMQ_SYS")))
+    qdir = next(
+        q
+        for t in sorted((small_store / "consumequeue").iterdir())
+        for q in sorted(t.iterdir())
+        if not t.name.startswith(("SCHEDULE", "RMQ_SYS"))
+    )
     assert os.listdir(qdir)
     for f in os.listdir(qdir):
         os.remove(qdir / f)
@@ -379,15 +401,14 @@ def test_index_hashes_match_java_hash():
     assert index_hashes(ascii_only).tolist() == [index_key_hash(k.decode()) for k in ascii_only]
 
 
-
 def test_batch_property_scan_matches_the_broker_parser():
     """The vectorised scan finds the same TAGS/KEYS/UNIQ_KEY as parse_properties
     (MessageDecoder#string2messageProperties), duplicates, empty values and \\x01 included."""
     import random
 
     import numpy as np
-
     from rmqstore_cli.formats.properties import parse_properties
+
     from rmqstore_cli.store.javahash import java_hash
     from rmqstore_cli.store.properties import Properties as _Props
 
@@ -422,16 +443,33 @@ def test_list_checks_names_every_check_reported():
     r = cli("verify", "--list-checks", "--format", "jsonl")
     assert r.exit_code == 0
     listed = {json.loads(x)["check"]: json.loads(x)["severity"] for x in r.stdout.splitlines()}
-    for check in ("commitlog.body-crc", "commitlog.gap", "cq.missing-unit", "index.chain", "abort.unclean-shutdown",
-                  "recovery.truncate", "cq.pre-blank"):
+    for check in (
+        "commitlog.body-crc",
+        "commitlog.gap",
+        "cq.missing-unit",
+        "index.chain",
+        "abort.unclean-shutdown",
+        "recovery.truncate",
+        "cq.pre-blank",
+    ):
         assert check in listed
     assert listed["cq.pre-blank"] == "info" and listed["commitlog.body-crc"] == "error"
 
 
 def test_pre_blank_queue_is_info(tmp_path):
     """A queue whose first unit is not 0 gets pre-blank units (ConsumeQueue#fillPreBlank): info only."""
-    src = generate(tmp_path / "src", "--topics", "1", "--queues", "1", "--delay-ratio", "0",
-                   "--transaction-ratio", "0", messages=40)
+    src = generate(
+        tmp_path / "src",
+        "--topics",
+        "1",
+        "--queues",
+        "1",
+        "--delay-ratio",
+        "0",
+        "--transaction-ratio",
+        "0",
+        messages=40,
+    )
     r = cli("dump-commitlog", "--store", src, *SMALL[:2], "--format", "jsonl", "--body", "base64")
     assert r.exit_code == 0, r.stderr
     recs = [json.loads(x) for x in r.stdout.splitlines()][7:]
@@ -450,13 +488,37 @@ def test_pre_blank_queue_is_info(tmp_path):
 def test_restart_without_consume_queue_is_info(tmp_path):
     """A queue whose CQ was lost restarts its offsets at 0 after a restart
     (DefaultMessageStore#recoverTopicQueueTable): duplicate queue offsets are info, not errors."""
-    store = generate(tmp_path / "store", "--topics", "1", "--queues", "2", "--delay-ratio", "0",
-                     "--transaction-ratio", "0", messages=300)
+    store = generate(
+        tmp_path / "store",
+        "--topics",
+        "1",
+        "--queues",
+        "2",
+        "--delay-ratio",
+        "0",
+        "--transaction-ratio",
+        "0",
+        messages=300,
+    )
     qdir = next((store / "consumequeue").iterdir()) / "0"
     for f in os.listdir(qdir):
         os.remove(qdir / f)
-    generate(store, "--append", "--topics", "1", "--queues", "2", "--delay-ratio", "0", "--transaction-ratio", "0",
-             "--start", "2026-01-01T02:00:00Z", messages=40, seed=9)
+    generate(
+        store,
+        "--append",
+        "--topics",
+        "1",
+        "--queues",
+        "2",
+        "--delay-ratio",
+        "0",
+        "--transaction-ratio",
+        "0",
+        "--start",
+        "2026-01-01T02:00:00Z",
+        messages=40,
+        seed=9,
+    )
     r, findings, _ = _verify(store, "--deep")
     assert r.exit_code == 0, [f for f in findings if f["severity"] != "info"][:3]
     checks = {f["check"] for f in findings}
@@ -493,6 +555,7 @@ def test_random_damage_never_crashes(small_store_master, tmp_path, seed):
 
 # ---------------------------------------------------------------- properties a value's \x01 hides
 
+
 def _store_with_properties(root, specials: dict[int, bytes], n: int = 200):
     """``n`` messages written by the engine (StoreWriter: commit log, queues, index); message
     ``i`` in ``specials`` gets those raw PROPERTIES bytes. Returns each message's offset."""
@@ -500,17 +563,34 @@ def _store_with_properties(root, specials: dict[int, bytes], n: int = 200):
     from rmqstore_cli.store.config import StoreConfig
     from rmqstore_cli.store.writer import StoreWriter
 
-    cfg = StoreConfig.load(root, None, mapped_file_size_commit_log=CL_SIZE, mapped_file_size_consume_queue=CQ_SIZE,
-                           max_hash_slot_num=SLOTS, max_index_num=INDEX_MAX)
+    cfg = StoreConfig.load(
+        root,
+        None,
+        mapped_file_size_commit_log=CL_SIZE,
+        mapped_file_size_consume_queue=CQ_SIZE,
+        max_hash_slot_num=SLOTS,
+        max_index_num=INDEX_MAX,
+    )
     w = StoreWriter(cfg)
     offsets = []
     try:
         for i in range(n):
-            props = specials.get(i, f"KEYS\x01k{i}\x02UNIQ_KEY\x01AC100A0748FF5FFD2B276CDD6C4D{i:04X}\x02TAGS\x01t\x02"
-                                 .encode())
-            res = w.append(AppendSpec("PropTopic", i % 2, b"body-%d" % i, props, 1_767_225_600_000 + i,
-                                      1_767_225_600_000, (b"\x7f\0\0\1", 1), (b"\x0a\0\0\5", 10911),
-                                      raw_properties=True))
+            props = specials.get(
+                i, f"KEYS\x01k{i}\x02UNIQ_KEY\x01AC100A0748FF5FFD2B276CDD6C4D{i:04X}\x02TAGS\x01t\x02".encode()
+            )
+            res = w.append(
+                AppendSpec(
+                    "PropTopic",
+                    i % 2,
+                    b"body-%d" % i,
+                    props,
+                    1_767_225_600_000 + i,
+                    1_767_225_600_000,
+                    (b"\x7f\0\0\1", 1),
+                    (b"\x0a\0\0\5", 10911),
+                    raw_properties=True,
+                )
+            )
             offsets.append(res.physical_offset)
     finally:
         w.close()
@@ -597,8 +677,9 @@ def test_bulk_reads_of_the_store_owners_equal_their_per_record_reads(small_store
         logical = np.array([u.cq_offset for u in units] + [cq.max_offset, cq.max_offset + 7], np.int64)
         found, off, size, tags = cq.units_at(logical)
         assert found.tolist() == [True] * len(units) + [False, False]
-        assert [(int(a), int(b), int(c)) for a, b, c in zip(off, size, tags)][:len(units)] == \
-            [(u.commitlog_offset, u.size, u.tags_code) for u in units]
+        assert [(int(a), int(b), int(c)) for a, b, c in zip(off, size, tags)][: len(units)] == [
+            (u.commitlog_offset, u.size, u.tags_code) for u in units
+        ]
         for u in units[:: max(1, len(units) // 5)]:
             path, at = cq.file_of(u.cq_offset)
             assert path.name == u.file and at == (u.cq_offset - cq.file_base(u.cq_offset)) * 20

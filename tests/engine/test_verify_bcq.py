@@ -1,5 +1,6 @@
 """verify's bcq.* and compaction.* checks (store/verify/bcq.py) on the real 5.3.3 samples
 (clean) and on copies damaged here, each damage giving its finding."""
+
 from __future__ import annotations
 
 import json
@@ -73,8 +74,15 @@ def _topics_json(store, table: dict) -> None:
     (store / "config" / "topics.json").write_text(json.dumps({"topicConfigTable": table}))
 
 
-@pytest.mark.parametrize("attributes, fatal", [({"queue.type": "BatchCQ"}, False), ({}, True),
-                                               ({"queue.type": "SimpleCQ"}, True), ({"queue.type": "Nope"}, True)])
+@pytest.mark.parametrize(
+    "attributes, fatal",
+    [
+        ({"queue.type": "BatchCQ"}, False),
+        ({}, True),
+        ({"queue.type": "SimpleCQ"}, True),
+        ({"queue.type": "Nope"}, True),
+    ],
+)
 def test_ConsumeQueueStore_queueTypeShouldBe_for_batchconsumequeue(sample_tarball, tmp_path, attributes, fatal):
     """A batchconsumequeue/ topic whose queue.type (QueueTypeUtils#getCQType: SimpleCQ when
     absent) is not BatchCQ: the 5.x broker throws at load and does not start."""
@@ -123,11 +131,18 @@ def test_compaction_unit_mismatch_and_unreferenced_record(sample_tarball, tmp_pa
     assert got == [("compaction.unit-mismatch", 0), ("compaction.unreferenced", 2369)], findings
 
 
-@pytest.mark.parametrize("text, severity, detail", [
-    ('{"queueOffsetMap":{"DeviceStateTopic_0":61,"DeviceStateTopic_1":79}}', "error", "does not reach (its end is 79)"),
-    ('{"queueOffsetMap":{"Other_0":1}}', "warning", "Other/0 has no compaction log"),
-    ('{"queueOffsetMap":', "error", "not valid JSON"),
-])
+@pytest.mark.parametrize(
+    "text, severity, detail",
+    [
+        (
+            '{"queueOffsetMap":{"DeviceStateTopic_0":61,"DeviceStateTopic_1":79}}',
+            "error",
+            "does not reach (its end is 79)",
+        ),
+        ('{"queueOffsetMap":{"Other_0":1}}', "warning", "Other/0 has no compaction log"),
+        ('{"queueOffsetMap":', "error", "not valid JSON"),
+    ],
+)
 def test_position_checkpoint_findings(sample_tarball, tmp_path, text, severity, detail):
     store, conf = _copy(sample_tarball, "compaction", tmp_path)
     (store / "compaction" / "position-checkpoint").write_text(text)
@@ -149,8 +164,13 @@ def test_bcq_topic_messages_not_reported_missing_from_consumequeue(sample_tarbal
     assert not [x for x in findings if x["check"].startswith(("cq.", "bcq."))], findings
 
 
-@pytest.mark.parametrize("attributes, why", [({"+queue.type": "BatchCQ"}, "should be BatchCQ, but is SimpleCQ"),
-                                             ({"queue.type": None}, "CQType.valueOf throws")])
+@pytest.mark.parametrize(
+    "attributes, why",
+    [
+        ({"+queue.type": "BatchCQ"}, "should be BatchCQ, but is SimpleCQ"),
+        ({"queue.type": None}, "CQType.valueOf throws"),
+    ],
+)
 def test_queueTypeShouldBe_reads_the_stored_key_only(sample_tarball, tmp_path, attributes, why):
     """``QueueTypeUtils#getCQType`` looks up ``queue.type`` only (``+queue.type`` is an
     ``AttributeUtil#alterCurrentAttributes`` request spelling, never stored), and

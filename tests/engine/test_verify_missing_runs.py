@@ -1,22 +1,29 @@
 """verify's missing consume-queue units kept as runs past Verifier.MISSING_CAP (issue 22:
 a store whose consumequeue/ is gone made verify keep 32 B per message): the findings are
 the exact path's, and the runs stay one per queue however many messages there are."""
+
 from __future__ import annotations
 
 import shutil
 
 import pytest
 
-from tests.helpers import generate
 from rmqstore_cli.store.config import StoreConfig
 from rmqstore_cli.store.verify import Verifier, VerifyOptions
+from tests.helpers import generate
 
 
 def findings(store, cap, deep=False):
     Verifier.MISSING_CAP, old = cap, Verifier.MISSING_CAP
     try:
-        cfg = StoreConfig.load(store, None, mapped_file_size_commit_log=65536, mapped_file_size_consume_queue=2000,
-                               max_hash_slot_num=64, max_index_num=400)
+        cfg = StoreConfig.load(
+            store,
+            None,
+            mapped_file_size_commit_log=65536,
+            mapped_file_size_consume_queue=2000,
+            max_hash_slot_num=64,
+            max_index_num=400,
+        )
         v = Verifier(cfg, VerifyOptions(crc=False, deep=deep, max_findings=None))
         out = [(f.check, f.file, f.offset, f.detail, f.extra.get("count")) for f in v.run()]
         return out, v

@@ -2,11 +2,12 @@
 record, the PROPERTIES string the per-send path builds from the same values
 (Workload.specs: SendMessageProcessor's HashMap order via broker_map, CLUSTER, WAIT kept or
 left out, re-serialised), and the same seed gives the same sends."""
+
 from __future__ import annotations
 
 import pytest
-
 from rmqstore_cli.formats.properties import parse_properties
+
 from rmqstore_cli.store.message import PROPERTY_REAL_QID, PROPERTY_REAL_TOPIC
 from rmqstore_cli.store.producer import BrokerProfile, Workload, WorkloadOptions, broker_map, stored_properties
 
@@ -43,8 +44,17 @@ def _expected(kind: str, props: dict, profile: BrokerProfile, cluster: str, op: 
 
 @pytest.mark.parametrize("version", ["4.9", "5"])
 def test_drawn_properties_are_the_per_send_strings(version):
-    o = WorkloadOptions(messages=6000, seed=3, delay_ratio=0.1, transaction_ratio=0.2, retry_ratio=0.1,
-                        ipv6_ratio=0.2, compress_ratio=0.1, broker_version=version, cluster="C%1")
+    o = WorkloadOptions(
+        messages=6000,
+        seed=3,
+        delay_ratio=0.1,
+        transaction_ratio=0.2,
+        retry_ratio=0.1,
+        ipv6_ratio=0.2,
+        compress_ratio=0.1,
+        broker_version=version,
+        cluster="C%1",
+    )
     w = Workload(o)
     kinds = set()
     rows = 0
@@ -63,7 +73,10 @@ def test_same_seed_same_sends():
     o = WorkloadOptions(messages=5000, seed=9, transaction_ratio=0.1)
 
     def sends():
-        return [(k, s.topic, s.queue_id, s.body, s.properties, s.born_host, s.store_timestamp)
-                for b in Workload(o).blocks() for k, s in b.specs()]
+        return [
+            (k, s.topic, s.queue_id, s.body, s.properties, s.born_host, s.store_timestamp)
+            for b in Workload(o).blocks()
+            for k, s in b.specs()
+        ]
 
     assert sends() == sends()

@@ -1,5 +1,6 @@
 """export's block conversion (pipeline/arrow_block.py) against the per-record reference
 (tasks.export_rows): the same rows, on real-broker, generated and tricky stores."""
+
 from __future__ import annotations
 
 import pytest
@@ -8,10 +9,9 @@ pytestmark = pytest.mark.slow  # export blocks against the per-record reference,
 
 pa = pytest.importorskip("pyarrow", reason="needs the spark extra: pip install -e '.[spark]'")
 
+from rmqstore_cli.pipeline.export_tasks import export_batches, export_rows
 from rmqstore_cli.pipeline.schema import COLUMN_NAMES, arrow_schema  # noqa: E402
 from rmqstore_cli.pipeline.stores import StoreSpec, file_tasks
-from rmqstore_cli.pipeline.export_tasks import export_batches, export_rows
-
 from tests.helpers import fixture_dir  # noqa: E402
 
 

@@ -5,17 +5,16 @@ sliding-window rows against the prefix-sum :class:`RangeHashes`, the UTF-16 hash
 ``java_hashes`` against ``message.java_hash``, and ``Properties`` on PROPERTIES whose
 pairs do or do not hold one \\x01 each (the interleaving shortcut for ``first1``).
 """
+
 from __future__ import annotations
 
 import random
 
 import numpy as np
-
 from rmqstore_cli.formats.properties import parse_properties
-from rmqstore_cli.store import arrays
+
+from rmqstore_cli.store import arrays, properties, topics
 from rmqstore_cli.store.javahash import bulk as javahash
-from rmqstore_cli.store import properties
-from rmqstore_cli.store import topics
 from rmqstore_cli.store.javahash import java_hash
 
 
@@ -41,14 +40,16 @@ def test_window_hashes_equal_the_prefix_sum_hashes():
 
 
 def test_java_hashes_cache_gives_the_same_answers_again():
-    texts = ["支付标签", "é", "ab\U0001F600", "tag-é-" * 30, "x", ""]
+    texts = ["支付标签", "é", "ab\U0001f600", "tag-é-" * 30, "x", ""]
     raw = [t.encode() for t in texts] + [b"\xff\xfe", b"ok\xc3"]
-    want = [java_hash(t) for t in texts] + [java_hash(b.decode("utf-8", "replace")) for b in raw[len(texts):]]
+    want = [java_hash(t) for t in texts] + [java_hash(b.decode("utf-8", "replace")) for b in raw[len(texts) :]]
     for _ in range(3):  # cold, warm, and after the cache was emptied
         h, lens = javahash.java_hashes(raw * 2)
         assert javahash.java_int(h).tolist() == want * 2
-        assert lens.tolist() == [len(x.decode("utf-8", "replace").encode("utf-16-be", "surrogatepass")) // 2
-                                 for x in raw] * 2
+        assert (
+            lens.tolist()
+            == [len(x.decode("utf-8", "replace").encode("utf-16-be", "surrogatepass")) // 2 for x in raw] * 2
+        )
         javahash._REPLACED.clear() if _ == 1 else None
 
 
@@ -108,9 +109,22 @@ def test_gather_by_window_rows_equals_the_clipped_index_gather():
 
 def test_topic_ids_find_registered_topics_and_never_a_wrong_one():
     rnd = random.Random(1)
-    names = [b"", b"a", b"Pay", b"PaymentTopic", b"PaymentTopicB", b"%RETRY%group-1", "支付".encode(), b"x" * 300,
-             b"%RETRY%group-1-very-long-x", b"%RETRY%group-2-very-long-x",  # same length, head and tail
-             b"12345678", b"123456789", b"1234567890123456", b"12345678901234567"]
+    names = [
+        b"",
+        b"a",
+        b"Pay",
+        b"PaymentTopic",
+        b"PaymentTopicB",
+        b"%RETRY%group-1",
+        "支付".encode(),
+        b"x" * 300,
+        b"%RETRY%group-1-very-long-x",
+        b"%RETRY%group-2-very-long-x",  # same length, head and tail
+        b"12345678",
+        b"123456789",
+        b"1234567890123456",
+        b"12345678901234567",
+    ]
     misses = 0
     for trial in range(300):
         tt = topics.TopicIds()
@@ -136,8 +150,21 @@ def test_topic_ids_find_registered_topics_and_never_a_wrong_one():
 
 def test_utf8_check_on_the_non_ascii_runs_equals_decoding_everything():
     rnd = random.Random(2)
-    pieces = [b"a", b" ", b"\x02", "é".encode(), "支".encode(), "🎉".encode(), b"\xff", b"\xc3", b"\x80",
-              b"\xed\xa0\x80", b"\xe0\x80\x80", b"\xf4\x90\x80\x80", b"\xf0\x9f"]
+    pieces = [
+        b"a",
+        b" ",
+        b"\x02",
+        "é".encode(),
+        "支".encode(),
+        "🎉".encode(),
+        b"\xff",
+        b"\xc3",
+        b"\x80",
+        b"\xed\xa0\x80",
+        b"\xe0\x80\x80",
+        b"\xf4\x90\x80\x80",
+        b"\xf0\x9f",
+    ]
     seen = set()
     for _ in range(5000):
         data = b"".join(rnd.choice(pieces) for _ in range(rnd.randint(1, 12)))
@@ -161,9 +188,15 @@ def test_utf8_check_on_the_non_ascii_runs_equals_decoding_everything():
 
 def test_stable_argsort_is_numpys_stable_argsort():
     rng = np.random.default_rng(5)
-    cases = [np.zeros(0, np.int64), np.array([3]), rng.integers(0, 4, 1000), rng.integers(0, 1 << 40, 5000),
-             rng.integers(0, 10, 300).astype(np.int32), np.array([1 << 61, 0, 1 << 61, 5]),  # too big: the fallback
-             rng.integers(-5, 5, 100)]  # negative: the fallback
+    cases = [
+        np.zeros(0, np.int64),
+        np.array([3]),
+        rng.integers(0, 4, 1000),
+        rng.integers(0, 1 << 40, 5000),
+        rng.integers(0, 10, 300).astype(np.int32),
+        np.array([1 << 61, 0, 1 << 61, 5]),  # too big: the fallback
+        rng.integers(-5, 5, 100),
+    ]  # negative: the fallback
     for x in cases:
         assert np.array_equal(arrays.stable_argsort(x), np.argsort(x, kind="stable"))
 

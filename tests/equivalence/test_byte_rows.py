@@ -1,6 +1,7 @@
 """arrays.byte_rows (rows of bytes at many positions; every bulk reader's gather): the
 overlapping-items view against the 2-D sliding window it replaced, on a read-only
 mapping, a view that starts inside its buffer, clipped positions and 2-D positions."""
+
 from __future__ import annotations
 
 import mmap
@@ -30,7 +31,8 @@ def test_byte_rows_are_the_sliding_window_rows(tmp_path, width):
         assert (byte_rows(arr, two, width) == want[:4000].reshape(40, 100, width)).all()
     clipped = byte_rows(a, np.array([a.size - 1, 0]), width)  # past the end: clipped indexes
     assert (clipped[0] == a[-1]).all() and (clipped[1] == a[:width]).all()
-    assert gather(a, np.array([3, 7]), 4, BE_U32).tolist() == \
-        [int.from_bytes(data[p:p + 4].tobytes(), "big") for p in (3, 7)]
+    assert gather(a, np.array([3, 7]), 4, BE_U32).tolist() == [
+        int.from_bytes(data[p : p + 4].tobytes(), "big") for p in (3, 7)
+    ]
     del a, arr
     m.close()

@@ -8,6 +8,7 @@ rest of the buffer and one more); the CRC (``UtilAll#crc32``) with zlib; the joi
 slicing. A wrong call raises instead of reading or writing outside a buffer. Without the
 extension (not importable) every command runs the reference loops with the same output.
 """
+
 from __future__ import annotations
 
 import json
@@ -21,11 +22,11 @@ import zlib
 
 import numpy as np
 import pytest
-
-from tests.helpers import ROOT, cli, fixture_dir, generate, needs_c
 from rmqstore_cli.formats.commitlog import HEAD_SIZE, MAGIC_BLANK, MAGIC_V1, MAGIC_V2
 from rmqstore_cli.formats.dledger import BODY_OFFSET, ENTRY_MAGIC
+
 from rmqstore_cli.store.commitlog.bulk import walk_records
+from tests.helpers import ROOT, cli, fixture_dir, generate, needs_c
 
 
 @pytest.fixture
@@ -37,9 +38,9 @@ def K():
 
 
 def test_the_extension_was_built_with_the_layout_of_formats(K):
-    from rmqstore_cli.store.fastpaths import FastPaths
-
     import importlib
+
+    from rmqstore_cli.store.fastpaths import FastPaths
 
     ext = importlib.import_module("rmqstore_cli.store._ckernels")
     assert K.BUILT and K.walk is ext.walk and ext.LAYOUT == K.layout()
@@ -61,8 +62,13 @@ def _planted(rnd: random.Random, header: int) -> bytearray:
         struct.pack_into(">iI", b, p + header, max(min(total, (1 << 31) - 1), -(1 << 31)), magic)
         if header:
             size = rnd.choice((total + header, total + header, total, -1, rnd.getrandbits(31)))
-            struct.pack_into(">ii", b, p, rnd.choice((ENTRY_MAGIC, ENTRY_MAGIC, ENTRY_MAGIC, 0, 2, -1)),
-                             max(min(size, (1 << 31) - 1), -(1 << 31)))
+            struct.pack_into(
+                ">ii",
+                b,
+                p,
+                rnd.choice((ENTRY_MAGIC, ENTRY_MAGIC, ENTRY_MAGIC, 0, 2, -1)),
+                max(min(size, (1 << 31) - 1), -(1 << 31)),
+            )
         p += header + total if 0 < total < 400 else rnd.randrange(1, 300)
     return b
 
@@ -89,10 +95,12 @@ def test_crc_and_join_equal_zlib_and_slicing(K):
     out = np.full(ln.size, -1, np.int64)
     big = K.small_body_crcs(a, at, ln, 1 << 20, out)
     assert big == 0
-    assert out.tolist() == [zlib.crc32(a[x:x + n].tobytes()) & 0x7FFFFFFF for x, n in zip(at.tolist(), ln.tolist())]
+    assert out.tolist() == [zlib.crc32(a[x : x + n].tobytes()) & 0x7FFFFFFF for x, n in zip(at.tolist(), ln.tolist())]
     joined = np.zeros(int(ln.sum()) + 5, np.uint8)
     assert K.join_ranges(a, at, ln, joined) == ln.sum()
-    assert joined[:int(ln.sum())].tobytes() == b"".join(a[x:x + n].tobytes() for x, n in zip(at.tolist(), ln.tolist()))
+    assert joined[: int(ln.sum())].tobytes() == b"".join(
+        a[x : x + n].tobytes() for x, n in zip(at.tolist(), ln.tolist())
+    )
     assert K.join_ranges(memoryview(a.tobytes()), at[:0], ln[:0], joined[:0]) == 0
 
 
@@ -188,8 +196,9 @@ main()
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
     s = generate(tmp_path_factory.mktemp("ck") / "s", messages=1500, seed=4)
-    first = json.loads(_rmq(["dump-commitlog", "--store", str(s), "--format", "jsonl", "--limit", "1",
-                             "--body", "hex"]).stdout)
+    first = json.loads(
+        _rmq(["dump-commitlog", "--store", str(s), "--format", "jsonl", "--limit", "1", "--body", "hex"]).stdout
+    )
     body = bytes.fromhex(first["body"])
     path = sorted((s / "commitlog").iterdir())[0]
     raw = path.read_bytes()
@@ -215,8 +224,10 @@ def test_without_the_extension_every_command_runs_the_reference(store):
     assert "C loops" in _rmq(["--version"]).stdout
     assert "RMQSTORE_PURE" in _rmq(["--version"], RMQSTORE_PURE="1").stdout
     outs = []
-    for args in (["verify", "--store", str(store), "--format", "json"],
-                 ["dump-commitlog", "--store", str(store), "--format", "jsonl", "--limit", "50"]):
+    for args in (
+        ["verify", "--store", str(store), "--format", "json"],
+        ["dump-commitlog", "--store", str(store), "--format", "jsonl", "--limit", "50"],
+    ):
         c, ref = _rmq(args), _rmq(args, _FALLBACK)
         assert c.returncode == ref.returncode and c.stdout == ref.stdout and ref.stdout, (args, ref.stderr)
         assert "Traceback" not in ref.stderr

@@ -10,6 +10,7 @@ hashes as :attr:`Properties.tags_code`, :meth:`Properties.key_ranges` and
 odd and split UTF-8, empty values, repeated names, runs of spaces). A wrong call raises
 instead of reading or writing outside a buffer; the commands give the same output either way.
 """
+
 from __future__ import annotations
 
 import json
@@ -18,16 +19,49 @@ import random
 import numpy as np
 import pytest
 
-from tests.helpers import cli, fixture_dir, generate, needs_c
 from rmqstore_cli.store.arrays import stable_argsort
 from rmqstore_cli.store.fastpaths import FAST_PATHS
 from rmqstore_cli.store.properties import Properties
+from tests.helpers import cli, fixture_dir, generate, needs_c
 
-_TOKENS = [b"TAGS\x01", b"KEYS\x01", b"UNIQ_KEY\x01", b"\x01", b"\x02", b"\x02", b" ", b"  ", b"TAGS", b"KEYS\x01 ",
-           b"UNIQ_KEY\x01\x02", b"a", b"key-1", b"Tx", b"K", b"U", "\u00e9t\u00e9".encode(), "\u4e2d".encode(),
-           "\U0001f600".encode(), b"\xff", b"\xc3", b"\x80", b"\xed\xa0\x80", b"\x00", b"T", b"TAGS\x01TAGS\x01",
-           b"\xc0\xaf", b"\xe0\x80\x80", b"\xe0\xa0\x80", b"\xf4\x90\x80\x80", b"\xf4\x8f\xbf\xbf", b"\xf0\x9f\x98",
-           b"\xef\xbf\xbf", b"\xed\x9f\xbf", b"\xf5\x80\x80\x80", b"\xc2"]
+_TOKENS = [
+    b"TAGS\x01",
+    b"KEYS\x01",
+    b"UNIQ_KEY\x01",
+    b"\x01",
+    b"\x02",
+    b"\x02",
+    b" ",
+    b"  ",
+    b"TAGS",
+    b"KEYS\x01 ",
+    b"UNIQ_KEY\x01\x02",
+    b"a",
+    b"key-1",
+    b"Tx",
+    b"K",
+    b"U",
+    "\u00e9t\u00e9".encode(),
+    "\u4e2d".encode(),
+    "\U0001f600".encode(),
+    b"\xff",
+    b"\xc3",
+    b"\x80",
+    b"\xed\xa0\x80",
+    b"\x00",
+    b"T",
+    b"TAGS\x01TAGS\x01",
+    b"\xc0\xaf",
+    b"\xe0\x80\x80",
+    b"\xe0\xa0\x80",
+    b"\xf4\x90\x80\x80",
+    b"\xf4\x8f\xbf\xbf",
+    b"\xf0\x9f\x98",
+    b"\xef\xbf\xbf",
+    b"\xed\x9f\xbf",
+    b"\xf5\x80\x80\x80",
+    b"\xc2",
+]
 
 
 @pytest.fixture
@@ -95,7 +129,7 @@ def test_prop_keys_utf16_hashes_and_word_splits(K, monkeypatch):
     arr = np.frombuffer(props, np.uint8)
     monkeypatch.setattr(FAST_PATHS, "pure", False)
     pr = Properties(arr, np.array([0]), np.array([len(props)]))
-    from rmqstore_cli.store.javahash import java_hash, index_key_hash
+    from rmqstore_cli.store.javahash import index_key_hash, java_hash
 
     keys = pr.index_keys(np.array([0]), np.array([java_hash("T#") & 0xFFFFFFFF], np.uint64), np.array([True]), [b"T"])
     assert pr.tags_code.tolist() == [java_hash("\u4e2d")] == [20013]
@@ -141,8 +175,11 @@ def test_prop_keys_refuses_bad_calls(K):
 
 
 def _files(root) -> dict[str, bytes]:
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()
-            and not p.is_symlink() and "commitlog" not in p.parts}
+    return {
+        str(p.relative_to(root)): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and not p.is_symlink() and "commitlog" not in p.parts
+    }
 
 
 def _both_paths(monkeypatch, tmp_path, d, conf) -> tuple[list, list]:
@@ -151,8 +188,10 @@ def _both_paths(monkeypatch, tmp_path, d, conf) -> tuple[list, list]:
     verdicts, rebuilt = [], []
     for pure in (True, False):
         monkeypatch.setattr(FAST_PATHS, "pure", pure)
-        runs = [json.loads(cli("verify", "--store", d, *extra, "--format", "json", *deep).stdout)
-                for deep in ([], ["--deep"])]
+        runs = [
+            json.loads(cli("verify", "--store", d, *extra, "--format", "json", *deep).stdout)
+            for deep in ([], ["--deep"])
+        ]
         verdicts.append(runs)
         out = tmp_path / f"rebuilt-{pure}"
         r = cli("rebuild-index", "--store", d, *extra, "--output", out)
@@ -173,7 +212,7 @@ def test_verify_and_rebuild_index_alike_on_both_paths_generated(monkeypatch, tmp
     assert rebuilt[0] == rebuilt[1] and any(k.startswith("index") for k in rebuilt[1])
     idx = sorted((s / "index").iterdir())[0]  # entries zeroed: findings per key of their messages
     raw = bytearray(idx.read_bytes())
-    raw[len(raw) // 2:] = bytes(len(raw) - len(raw) // 2)
+    raw[len(raw) // 2 :] = bytes(len(raw) - len(raw) // 2)
     idx.write_bytes(bytes(raw))
     deep = []
     for pure in (True, False):
@@ -204,8 +243,10 @@ def test_prop_scan_gives_the_reference_pairs_on_hostile_properties(K, monkeypatc
         monkeypatch.setattr(FAST_PATHS, "pure", pure)
         for checks in (True, False):
             pr = Properties(arr, ps, pl, checks=checks)
-            got.append([pr.starts, pr.owner, pr.end, pr.spaces, pr.hp, pr.value(b"TAGS\x01")[2]]
-                       + ([pr.ones, pr.first1, pr.suspects(), pr.simple()] if checks else []))
+            got.append(
+                [pr.starts, pr.owner, pr.end, pr.spaces, pr.hp, pr.value(b"TAGS\x01")[2]]
+                + ([pr.ones, pr.first1, pr.suspects(), pr.simple()] if checks else [])
+            )
     for ref, c in ((got[0], got[2]), (got[1], got[3])):
         assert len(ref) == len(c)
         for r, x in zip(ref, c):

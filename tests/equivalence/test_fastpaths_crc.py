@@ -2,16 +2,17 @@
 (kernels.small_body_crcs) and zlib give the same UtilAll#crc32 for every body, and
 rebuild's recovery check (rebuild._first_crc_failure, CommitLog#checkMessageAndReturnSize
 with checkCRCOnRecover) stops at the same record either way."""
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from tests.helpers import needs_c
 from rmqstore_cli.store.commitlog.bulk import body_crcs, walk_records
 from rmqstore_cli.store.fastdispatch import FastDispatcher
 from rmqstore_cli.store.fastpaths import FastPaths
 from rmqstore_cli.store.rebuild import _first_crc_failure
+from tests.helpers import needs_c
 
 pytestmark = pytest.mark.usefixtures("c_built")
 

@@ -11,21 +11,34 @@ sets generate's tests cover:
   that cross commit-log files (64 KiB files: a BLANK and a roll inside a block) and
   transactions whose answer falls in the next block; and ``--from-jsonl`` of a dump.
 """
+
 from __future__ import annotations
 
 import filecmp
 
 import pytest
 
-from tests.helpers import cli, generate
 from rmqstore_cli.store.fastpaths import FAST_PATHS
+from tests.helpers import cli, generate
 
 pytestmark = pytest.mark.slow  # every generate profile written twice
 
 OPTION_SETS = {
     "default-4.9": [],
-    "ratios-5": ["--broker-version", "5", "--delay-ratio", "0.2", "--transaction-ratio", "0.2",
-                 "--retry-ratio", "0.1", "--ipv6-ratio", "0.3", "--compress-ratio", "0.2"],
+    "ratios-5": [
+        "--broker-version",
+        "5",
+        "--delay-ratio",
+        "0.2",
+        "--transaction-ratio",
+        "0.2",
+        "--retry-ratio",
+        "0.1",
+        "--ipv6-ratio",
+        "0.3",
+        "--compress-ratio",
+        "0.2",
+    ],
     "lmq-5": ["--broker-version", "5", "--lmq-ratio", "0.5"],
     "timer-5": ["--broker-version", "5", "--timer-ratio", "0.3"],
     "bcq-5": ["--broker-version", "5", "--bcq-topics", "1"],
@@ -80,8 +93,10 @@ def test_from_jsonl_blocks_write_the_per_record_bytes(tmp_path, monkeypatch, nam
         stores[gen_block] = generate(tmp_path / f"g{gen_block}", "--from-jsonl", dump, messages=0)
     for gen_block in (5, 1 << 13):
         _same(stores[0], stores[gen_block], gen_block)
-    with open(src / "commitlog" / "00000000000000000000", "rb") as a, \
-            open(stores[1 << 13] / "commitlog" / "00000000000000000000", "rb") as b:
+    with (
+        open(src / "commitlog" / "00000000000000000000", "rb") as a,
+        open(stores[1 << 13] / "commitlog" / "00000000000000000000", "rb") as b,
+    ):
         assert a.read() == b.read()
 
 

@@ -2,6 +2,7 @@
 block JSON renderer (jsonblock.py) against the per-record reference (check_message,
 message_dict + to_json_bytes), record for record, on real-broker stores, generated ones
 and records built to trip every shortcut the columnar path takes."""
+
 from __future__ import annotations
 
 import importlib
@@ -9,15 +10,14 @@ import json
 
 import numpy as np
 import pytest
-
 from rmqstore_cli.formats.commitlog import BORNHOST_V6_FLAG, MAGIC_V2, STOREHOSTADDRESS_V6_FLAG
+
 from rmqstore_cli.jsonblock import block_lines
 from rmqstore_cli.render import to_json_bytes
-from rmqstore_cli.store.message_view import message_dict
 from rmqstore_cli.store.columns import MessageBlock
 from rmqstore_cli.store.commitlog import AppendSpec, CommitLog
 from rmqstore_cli.store.config import StoreConfig
-
+from rmqstore_cli.store.message_view import message_dict
 from tests.helpers import cli, fixture_dir
 from tests.helpers.records import PLAIN, TOPICS, TRICKY, spec
 
@@ -42,8 +42,9 @@ def _blocks(root, **kw):
 
 
 def _reference(blk: MessageBlock, take, body: str, properties: bool) -> bytes:
-    return b"".join(to_json_bytes(message_dict(m, body, properties, blk.file_name)) + b"\n"
-                    for m in blk.messages(np.asarray(take)))
+    return b"".join(
+        to_json_bytes(message_dict(m, body, properties, blk.file_name)) + b"\n" for m in blk.messages(np.asarray(take))
+    )
 
 
 def _stores(tricky_store, small_store):
@@ -76,11 +77,9 @@ def test_block_json_equals_message_dict(tricky_store, small_store, body, propert
         _, items = _blocks(root)
         for blk in (x for x in items if isinstance(x, MessageBlock)):
             every = np.arange(blk.n)
-            assert block_lines(blk, every, body, properties) == \
-                _reference(blk, every, body, properties), root
+            assert block_lines(blk, every, body, properties) == _reference(blk, every, body, properties), root
             some = every[::3]  # a selection (filters, --limit)
-            assert block_lines(blk, some, body, properties) == \
-                _reference(blk, some, body, properties)
+            assert block_lines(blk, some, body, properties) == _reference(blk, some, body, properties)
 
 
 def test_tricky_records_all_decode_and_are_escaped(tricky_store):
@@ -95,8 +94,16 @@ def test_tricky_records_all_decode_and_are_escaped(tricky_store):
     assert next(r for r in records if r["properties_string"].startswith("KEYS\u0001a  b"))["keys"] == ["a", "b"]
 
 
-@pytest.mark.parametrize("args", [(), ("--body", "base64"), ("--topic", "OrderTopic", "--limit", "50"),
-                                  ("--queue-id", "1", "--no-properties"), ("--from-offset", "0", "--limit", "7")])
+@pytest.mark.parametrize(
+    "args",
+    [
+        (),
+        ("--body", "base64"),
+        ("--topic", "OrderTopic", "--limit", "50"),
+        ("--queue-id", "1", "--no-properties"),
+        ("--from-offset", "0", "--limit", "7"),
+    ],
+)
 def test_dump_commitlog_jsonl_is_the_reference(tricky_store, args):
     """The command's columnar output equals one message_dict per record of the per-record scan."""
     cl = CommitLog(StoreConfig.load(tricky_store, None))
@@ -108,7 +115,7 @@ def test_dump_commitlog_jsonl_is_the_reference(tricky_store, args):
             continue
         want.append(to_json_bytes(message_dict(m, body, props, "00000000000000000000")).decode())
     if "--limit" in args:
-        want = want[:int(args[args.index("--limit") + 1])]
+        want = want[: int(args[args.index("--limit") + 1])]
     r = cli("dump-commitlog", "--store", tricky_store, "--format", "jsonl", *args)
     assert r.exit_code == 0, r.stderr
     assert r.stdout.splitlines() == want
@@ -144,23 +151,38 @@ def test_decode_gives_every_field(tricky_store, small_store):
             names = blk.topics[0]
             cat = blk.properties.cat.tobytes()
             pairs: dict[int, dict[bytes, bytes]] = {}
-            for o, (na, nb), (va, vb) in zip(d["property_owner"].tolist(), d["property_name"].tolist(),
-                                              d["property_value"].tolist()):
+            for o, (na, nb), (va, vb) in zip(
+                d["property_owner"].tolist(), d["property_name"].tolist(), d["property_value"].tolist()
+            ):
                 if nb > na and vb > va:  # the parser drops empty names and values; the last one wins
                     pairs.setdefault(o, {})[cat[na:nb]] = cat[va:vb]
             for i, m in enumerate(blk.messages()):
-                for f in ("physical_offset", "total_size", "magic", "body_crc", "queue_id", "flag", "queue_offset",
-                          "sys_flag", "born_timestamp", "store_timestamp", "reconsume_times",
-                          "prepared_transaction_offset"):
+                for f in (
+                    "physical_offset",
+                    "total_size",
+                    "magic",
+                    "body_crc",
+                    "queue_id",
+                    "flag",
+                    "queue_offset",
+                    "sys_flag",
+                    "born_timestamp",
+                    "store_timestamp",
+                    "reconsume_times",
+                    "prepared_transaction_offset",
+                ):
                     assert int(d[f][i]) == getattr(m, f), (root, f)
                 a, b = d["body"][i]
                 assert bytes(blk.buf[a:b]) == m.body and names[d["topic"][i]] == m.topic_bytes
                 for w in ("born", "store"):
                     a, b = d[f"{w}_address"][i]
-                    assert bytes(blk.buf[a:b]) == getattr(m, f"{w}_address") and d[f"{w}_port"][i] == getattr(m, f"{w}_port")
+                    assert bytes(blk.buf[a:b]) == getattr(m, f"{w}_address") and d[f"{w}_port"][i] == getattr(
+                        m, f"{w}_port"
+                    )
                 if len(m.store_address) == 4:
-                    assert d["msg_id"][i].tobytes().hex().upper() == offset_msg_id(m.store_address, m.store_port,
-                                                                                  m.physical_offset)
+                    assert d["msg_id"][i].tobytes().hex().upper() == offset_msg_id(
+                        m.store_address, m.store_port, m.physical_offset
+                    )
                 if m.properties_bytes.isascii():
                     want = {k.encode(): v.encode() for k, v in m.properties.items()}
                     assert pairs.get(i, {}) == want, (root, m.properties_bytes)
@@ -186,6 +208,7 @@ def test_blocks_are_bounded_in_bytes(tricky_store, monkeypatch):
 
 
 # ---------------------------------------------------------------- the C renderer (_cjson.c)
+
 
 def _store_of(root, specs) -> list:
     """A store of exactly ``specs``, and its message blocks."""
@@ -218,28 +241,86 @@ def _taken_by_reference(blocks, monkeypatch) -> list[bytes]:
 
 
 def _plain(i: int, topic: str = "OrderTopic", props: bytes = PLAIN, body: bytes = b"b", **kw) -> AppendSpec:
-    return AppendSpec(topic, i % 4, body, props, 1_767_225_600_000 + i, 1_767_225_600_000 + i,
-                      (bytes([10, 0, i % 256, 1]), 40000 + i), (b"\x0a\x00\x00\x05", 10911), raw_properties=True, **kw)
+    return AppendSpec(
+        topic,
+        i % 4,
+        body,
+        props,
+        1_767_225_600_000 + i,
+        1_767_225_600_000 + i,
+        (bytes([10, 0, i % 256, 1]), 40000 + i),
+        (b"\x0a\x00\x00\x05", 10911),
+        raw_properties=True,
+        **kw,
+    )
 
 
 @needs_c
 def test_c_numbers_are_java_long_to_string(tmp_path):
     """Long.toString of every int64 edge, in every field that holds one (MessageDecoder#decode)."""
-    edges = [0, 1, 9, 10, 99, 100, 101, -1, -9, -10, -100, 2**31 - 1, -2**31, 2**63 - 1, -2**63, -2**63 + 1]
-    edges += [s * 10 ** k + d for k in range(19) for d in (-1, 0, 1) for s in (1, -1) if -2**63 <= s * 10 ** k + d < 2**63]
-    small = [v for v in edges if -2**31 <= v < 2**31]
-    specs = [AppendSpec("OrderTopic", small[i % len(small)], b"x", PLAIN, v, -v if v > -2**63 else v,
-                        (bytes([255, 0, 9, 10]), small[i % len(small)]), (b"\x0a\x00\x00\x05", small[-i % len(small)]),
-                        flag=small[i % len(small)], reconsume_times=small[-i % len(small)],
-                        prepared_transaction_offset=v, queue_offset=v, raw_properties=True)
-             for i, v in enumerate(edges)]
+    edges = [0, 1, 9, 10, 99, 100, 101, -1, -9, -10, -100, 2**31 - 1, -(2**31), 2**63 - 1, -(2**63), -(2**63) + 1]
+    edges += [
+        s * 10**k + d for k in range(19) for d in (-1, 0, 1) for s in (1, -1) if -(2**63) <= s * 10**k + d < 2**63
+    ]
+    small = [v for v in edges if -(2**31) <= v < 2**31]
+    specs = [
+        AppendSpec(
+            "OrderTopic",
+            small[i % len(small)],
+            b"x",
+            PLAIN,
+            v,
+            -v if v > -(2**63) else v,
+            (bytes([255, 0, 9, 10]), small[i % len(small)]),
+            (b"\x0a\x00\x00\x05", small[-i % len(small)]),
+            flag=small[i % len(small)],
+            reconsume_times=small[-i % len(small)],
+            prepared_transaction_offset=v,
+            queue_offset=v,
+            raw_properties=True,
+        )
+        for i, v in enumerate(edges)
+    ]
     blocks = _store_of(tmp_path / "store", specs)
     assert sum(b.n for b in blocks) == len(edges)
     _same_as_reference(blocks)
 
 
-_INTERESTING = [0x00, 0x01, 0x02, 0x1F, 0x20, 0x22, 0x41, 0x5C, 0x7E, 0x7F, 0x80, 0x85, 0x8E, 0x9F, 0xA0, 0xA6, 0xA8,
-                0xAE, 0xBF, 0xC0, 0xC1, 0xC2, 0xDF, 0xE0, 0xE2, 0xED, 0xEF, 0xF0, 0xF4, 0xF5, 0xFF, 0x81, 0x90]
+_INTERESTING = [
+    0x00,
+    0x01,
+    0x02,
+    0x1F,
+    0x20,
+    0x22,
+    0x41,
+    0x5C,
+    0x7E,
+    0x7F,
+    0x80,
+    0x85,
+    0x8E,
+    0x9F,
+    0xA0,
+    0xA6,
+    0xA8,
+    0xAE,
+    0xBF,
+    0xC0,
+    0xC1,
+    0xC2,
+    0xDF,
+    0xE0,
+    0xE2,
+    0xED,
+    0xEF,
+    0xF0,
+    0xF4,
+    0xF5,
+    0xFF,
+    0x81,
+    0x90,
+]
 
 
 @pytest.mark.slow
@@ -261,8 +342,12 @@ def test_c_plain_text_is_what_the_reference_leaves_alone(tmp_path, monkeypatch, 
     for raw in cases:
         try:
             text = raw.decode("utf-8")
-            plain = not _UNSAFE_UTF8.search(raw) and all(0x20 <= ord(c) != 0x7F for c in text) \
-                and '"' not in text and "\\" not in text
+            plain = (
+                not _UNSAFE_UTF8.search(raw)
+                and all(0x20 <= ord(c) != 0x7F for c in text)
+                and '"' not in text
+                and "\\" not in text
+            )
         except UnicodeDecodeError:
             plain = False
         if not plain:
@@ -270,18 +355,52 @@ def test_c_plain_text_is_what_the_reference_leaves_alone(tmp_path, monkeypatch, 
     assert sorted(_taken_by_reference(blocks, monkeypatch)) == sorted(want_reference)
 
 
-EDGE_TOPICS = ["Nul\x00Topic", "Tab\tTopic", "Del\x7fTopic", "C1\x85Topic", "Line\u2028Sep", "Bidi\u202eTopic",
-               "Emoji🙂Topic", "Max\U0010ffff", 'Q"uote', "Back\\slash", "Lone\udc80Surrogate", "中文", "é"]
-EDGE_PROPS = [b"", b"\x02", b"\x01", b"\x01\x02", b"A\x01\x02", b"\x01v\x02", b"A\x01v", b"A\x01v\x02\x02",
-              b"A\x01v\x02B", b"A\x01v\x02B\x01", b"A\x01v\x01w\x02", "K\x01🙂\x02TAGS\x01🙂".encode(),
-              b"K\x01\xf0\x9f\x99\x02",  # a truncated 4-byte character
-              b"K\x01\xed\xa0\x80\x02",  # an encoded surrogate
-              b"K\x01\xc0\xaf\x02",  # an overlong '/'
-              b"K\x01\xf4\x90\x80\x80\x02",  # above U+10FFFF
-              b"KEYS\x01   \x02", b"KEYS\x01\x02", b"KEYS\x01a\x02KEYS\x01b\x02", b"UNIQ_KEY\x01u\x02TAGS\x01",
-              b"TAG\x01t\x02TAGSS\x01t\x02UNIQ_KE\x01u\x02KEY\x01k\x02",  # names near the three it looks for
-              "K\x01\u2029\x02".encode(), "K\x01\u200f\x02".encode(), "K\x01\u2069\x02".encode(),
-              b"K\x01a\x1fb\x02", b"K\x01\x7f\x02", b"K\x01q\"\x02", b"K\x01b\\\x02", b"K\x01\x00\x02"]
+EDGE_TOPICS = [
+    "Nul\x00Topic",
+    "Tab\tTopic",
+    "Del\x7fTopic",
+    "C1\x85Topic",
+    "Line\u2028Sep",
+    "Bidi\u202eTopic",
+    "Emoji🙂Topic",
+    "Max\U0010ffff",
+    'Q"uote',
+    "Back\\slash",
+    "Lone\udc80Surrogate",
+    "中文",
+    "é",
+]
+EDGE_PROPS = [
+    b"",
+    b"\x02",
+    b"\x01",
+    b"\x01\x02",
+    b"A\x01\x02",
+    b"\x01v\x02",
+    b"A\x01v",
+    b"A\x01v\x02\x02",
+    b"A\x01v\x02B",
+    b"A\x01v\x02B\x01",
+    b"A\x01v\x01w\x02",
+    "K\x01🙂\x02TAGS\x01🙂".encode(),
+    b"K\x01\xf0\x9f\x99\x02",  # a truncated 4-byte character
+    b"K\x01\xed\xa0\x80\x02",  # an encoded surrogate
+    b"K\x01\xc0\xaf\x02",  # an overlong '/'
+    b"K\x01\xf4\x90\x80\x80\x02",  # above U+10FFFF
+    b"KEYS\x01   \x02",
+    b"KEYS\x01\x02",
+    b"KEYS\x01a\x02KEYS\x01b\x02",
+    b"UNIQ_KEY\x01u\x02TAGS\x01",
+    b"TAG\x01t\x02TAGSS\x01t\x02UNIQ_KE\x01u\x02KEY\x01k\x02",  # names near the three it looks for
+    "K\x01\u2029\x02".encode(),
+    "K\x01\u200f\x02".encode(),
+    "K\x01\u2069\x02".encode(),
+    b"K\x01a\x1fb\x02",
+    b"K\x01\x7f\x02",
+    b'K\x01q"\x02',
+    b"K\x01b\\\x02",
+    b"K\x01\x00\x02",
+]
 
 
 @needs_c
@@ -293,8 +412,21 @@ def test_c_escaping_edges_are_the_reference(tmp_path, monkeypatch):
     specs += [_plain(i, props=p) for i, p in enumerate(EDGE_PROPS)]
     specs += [_plain(i, body=bytes(range(250, 250 + i % 6)) + b"\x00" * (i // 6)) for i in range(8)]
     specs += [spec("OrderTopic", i, PLAIN, v6=True) for i in range(3)]
-    specs += [AppendSpec("V2Topic", 0, b"", b"", 0, 0, (bytes(16), 0), (bytes([0xFE, 0x80] + [0] * 13 + [1]), 65535),
-                         sys_flag=BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG, magic=MAGIC_V2, raw_properties=True)]
+    specs += [
+        AppendSpec(
+            "V2Topic",
+            0,
+            b"",
+            b"",
+            0,
+            0,
+            (bytes(16), 0),
+            (bytes([0xFE, 0x80] + [0] * 13 + [1]), 65535),
+            sys_flag=BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG,
+            magic=MAGIC_V2,
+            raw_properties=True,
+        )
+    ]
     blocks = _store_of(tmp_path / "store", specs)
     assert sum(b.n for b in blocks) == len(specs)
     _same_as_reference(blocks)
@@ -357,14 +489,44 @@ def _bad_args(args: list) -> list:
     n, a = args[1].shape[0], args[0]
     i = int(np.flatnonzero(args[6][:, 0] < 0)[n // 4])  # a record with an IPv4 born host
     bad = []
-    for k, v in [(1, args[1].astype(np.int32)), (1, np.asfortranarray(args[1])), (1, args[1][:, :14].copy()),
-                 (2, args[2][: n - 1].copy()), (3, args[3].astype(np.int64)), (3, args[3][1:].copy()), (5, args[5][::-1].copy()),
-                 (5, args[5] + len(args[4])), (6, args[6] + 10**6), (6, args[6] - 2), (8, args[8][:-1].copy()),
-                 (8, args[8] * 10**6), (10, args[10] * 100), (11, 3), (11, -1), (13, np.empty(64, np.uint8)),
-                 (13, bytes(len(args[13]))), (14, args[14][:-1].copy()), (15, -1), (16, 10**6), (0, a[:100])]:
+    for k, v in [
+        (1, args[1].astype(np.int32)),
+        (1, np.asfortranarray(args[1])),
+        (1, args[1][:, :14].copy()),
+        (2, args[2][: n - 1].copy()),
+        (3, args[3].astype(np.int64)),
+        (3, args[3][1:].copy()),
+        (5, args[5][::-1].copy()),
+        (5, args[5] + len(args[4])),
+        (6, args[6] + 10**6),
+        (6, args[6] - 2),
+        (8, args[8][:-1].copy()),
+        (8, args[8] * 10**6),
+        (10, args[10] * 100),
+        (11, 3),
+        (11, -1),
+        (13, np.empty(64, np.uint8)),
+        (13, bytes(len(args[13]))),
+        (14, args[14][:-1].copy()),
+        (15, -1),
+        (16, 10**6),
+        (0, a[:100]),
+    ]:
         bad.append((k, v))
-    for col, value in [(4, a.size), (4, -1), (5, -1), (6, a.size - 2), (7, 1 << 40), (8, a.size + 1),
-                       (9, a.size - 3), (0, a.size - 3), (0, -1), (2, a.size), (3, -5), (3, 1 << 62)]:
+    for col, value in [
+        (4, a.size),
+        (4, -1),
+        (5, -1),
+        (6, a.size - 2),
+        (7, 1 << 40),
+        (8, a.size + 1),
+        (9, a.size - 3),
+        (0, a.size - 3),
+        (0, -1),
+        (2, a.size),
+        (3, -5),
+        (3, 1 << 62),
+    ]:
         locs = args[2].copy()
         locs[i, col] = value
         bad.append((2, locs))
@@ -396,8 +558,8 @@ def test_c_rejects_every_bad_argument(tricky_store):
 
 def test_big_generated_store_dumps_as_the_reference(tmp_path, monkeypatch):
     """A store large enough for blocks above the default json_min, through the CLI."""
-    from tests.helpers import generate
     from rmqstore_cli.store.fastpaths import FAST_PATHS
+    from tests.helpers import generate
 
     monkeypatch.setattr(FAST_PATHS, "json_min", 1000)
     root = tmp_path / "store"

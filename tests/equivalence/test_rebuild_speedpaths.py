@@ -3,6 +3,7 @@ TAGS and keys hashed by store/javahash/bulk.py, IndexFile.put_keys' slot groupin
 per-record Dispatcher, which ``generate --from-jsonl`` writes through: same bytes. And the
 bulk writers (put_many, put_keys, write_entries + link_blocks) against their per-record
 ones."""
+
 from __future__ import annotations
 
 import base64
@@ -12,9 +13,12 @@ import random
 from tests.helpers import cli
 
 # long topics alike in their first, middle-8 and last bytes, non-ASCII topics, short ones
-TOPICS = (["T%d" % i for i in range(12)] + ["支付Topic", "Topic-🎉"]
-          + ["LongTopicName-%s-shared-suffix" % m for m in ("aaaa", "aaab", "baaa")]
-          + ["X" * 40 + c + "Y" * 40 for c in "abc"])
+TOPICS = (
+    ["T%d" % i for i in range(12)]
+    + ["支付Topic", "Topic-🎉"]
+    + ["LongTopicName-%s-shared-suffix" % m for m in ("aaaa", "aaab", "baaa")]
+    + ["X" * 40 + c + "Y" * 40 for c in "abc"]
+)
 KEYS = ["order-%d", "订单-%d", "k%d-🎉", "AaAa", "BBBB", "minhash-280000磁龟", "x\u07ff\u0800\uffff%d", ""]
 
 
@@ -28,13 +32,20 @@ def _records(n: int, seed: int) -> list[dict]:
             props.append(b"KEYS\x01ok " + rnd.choice([b"\xe6\x94", b"\xff", b"\xed\xa0\x80", b"\xc0\xaf"]) + b" ok2")
         if rnd.random() < 0.8:
             props.append(("TAGS\x01" + rnd.choice(["Pay", "支付标签", "t-🎉", "Tag With Blank", "AaBB"])).encode())
-        out.append({
-            "topic": rnd.choice(TOPICS) if i >= 3 else TOPICS[-1], "queue_id": rnd.randrange(4),
-            "store_timestamp": 1795317650000 + i * 41, "born_timestamp": 1795317640000 + i,
-            "born_host": "10.0.0.1:5000", "store_host": "10.1.2.3:10911", "sys_flag": 0, "magic": "v1",
-            "properties_base64": base64.b64encode(b"\x02".join(props)).decode(),
-            "body_base64": base64.b64encode(rnd.randbytes(rnd.randint(0, 64))).decode(),
-        })
+        out.append(
+            {
+                "topic": rnd.choice(TOPICS) if i >= 3 else TOPICS[-1],
+                "queue_id": rnd.randrange(4),
+                "store_timestamp": 1795317650000 + i * 41,
+                "born_timestamp": 1795317640000 + i,
+                "born_host": "10.0.0.1:5000",
+                "store_host": "10.1.2.3:10911",
+                "sys_flag": 0,
+                "magic": "v1",
+                "properties_base64": base64.b64encode(b"\x02".join(props)).decode(),
+                "body_base64": base64.b64encode(rnd.randbytes(rnd.randint(0, 64))).decode(),
+            }
+        )
     return out
 
 
@@ -48,8 +59,25 @@ def test_block_paths_write_what_the_per_record_dispatch_writes(tmp_path):
     store = tmp_path / "store"
     # one commit-log file holds every record (one block sees all topics appear); few slots
     # and small index files: chains inside a block and rolled files
-    r = cli("generate", "--store", store, "--from-jsonl", src, "--commitlog-file-size", str(4 << 20),
-            "--cq-file-size", "6000", "--index-slots", "97", "--index-max", "1500", "--tz", "UTC", "--format", "json")
+    r = cli(
+        "generate",
+        "--store",
+        store,
+        "--from-jsonl",
+        src,
+        "--commitlog-file-size",
+        str(4 << 20),
+        "--cq-file-size",
+        "6000",
+        "--index-slots",
+        "97",
+        "--index-max",
+        "1500",
+        "--tz",
+        "UTC",
+        "--format",
+        "json",
+    )
     assert r.exit_code == 0, r.stderr
     out = tmp_path / "out"
     r = cli("rebuild-index", "--store", store, "--output", out, "--tz", "UTC", "--format", "json")
@@ -133,7 +161,11 @@ def test_put_keys_writes_what_put_key_writes_and_the_chunked_writer_too(tmp_path
     used = f.link_blocks(blocks)
     h = f.header
     h.begin_phy_offset, h.begin_timestamp, h.end_phy_offset, h.end_timestamp = (
-        int(phy[0]), int(ts[0]), int(phy[n - 1]), int(ts[n - 1]))
+        int(phy[0]),
+        int(ts[0]),
+        int(phy[n - 1]),
+        int(ts[n - 1]),
+    )
     h.hash_slot_count, h.index_count = used, n + 1
     f.write_header()
     f.close()

@@ -1,6 +1,7 @@
 """verify's index structure check works in bounded chunks of slots and entries (its memory
 does not grow with the index file): any chunk size gives the findings of one chunk, on a
 clean store and on index files damaged in every way the structure check reports."""
+
 from __future__ import annotations
 
 import json
@@ -94,8 +95,16 @@ def test_chunked_index_check_gives_the_findings_of_one_chunk(small_store, monkey
     whole, s_whole = _verify(small_store, *extra)
     checks = {f["check"] for f in whole}
     if damaged:
-        assert {"index.chain", "index.slot", "index.orphan", "index.entry", "index.header", "index.order",
-                "index.tail", "index.slot-count"} <= checks
+        assert {
+            "index.chain",
+            "index.slot",
+            "index.orphan",
+            "index.entry",
+            "index.header",
+            "index.order",
+            "index.tail",
+            "index.slot-count",
+        } <= checks
         assert s_whole["findings"]["index.chain"] >= 6
     else:
         assert not any(c.startswith("index.") for c in checks)
@@ -108,6 +117,7 @@ def test_chunked_index_check_gives_the_findings_of_one_chunk(small_store, monkey
 
 
 # ---------------------------------------------------------------- compiled walk and CRC
+
 
 def _commitlog_damage(store) -> None:
     """Record damage the walk and the CRC meet: flipped body bytes, a wrong size, a bad
@@ -142,7 +152,6 @@ def test_compiled_walk_and_crc_give_the_same_findings(small_store, monkeypatch, 
     """verify's C loops (store/kernels.py: the walk, small bodies' CRC, PROPERTIES joined) find
     what the Python walk and zlib find, clean and damaged, with bodies on both sides of SMALL_BODY."""
     needs_c()
-    from rmqstore_cli.store import verify as V
     from rmqstore_cli.store import kernels as K
     from rmqstore_cli.store.fastpaths import FAST_PATHS
 
@@ -177,6 +186,6 @@ def test_kernel_crc_is_zlib_crc():
     big = K.small_body_crcs(a, at, ln, 600, out)
     small = ln < 600
     assert big == int((~small).sum())
-    want = [zlib.crc32(a[x:x + n].tobytes()) & 0x7FFFFFFF for x, n in zip(at.tolist(), ln.tolist())]
+    want = [zlib.crc32(a[x : x + n].tobytes()) & 0x7FFFFFFF for x, n in zip(at.tolist(), ln.tolist())]
     assert out[small].tolist() == [w for w, s in zip(want, small.tolist()) if s]
     assert (out[~small] == -1).all()

@@ -8,6 +8,7 @@ its loop and checks MAGICCODE and bounds afterwards, so it is compared on clean 
 on files damaged at random, on tails of every kind and at every batch size — and so is its
 C twin (store/kernels.py, _ckernels.c), which checks each record before following it.
 """
+
 from __future__ import annotations
 
 import random
@@ -15,12 +16,12 @@ import struct
 
 import numpy as np
 import pytest
-
-from tests.helpers import fixture_dir, generate, needs_c
 from rmqstore_cli.formats.commitlog import HEAD_SIZE, MAGIC_BLANK, MAGIC_V1, MAGIC_V2
-from rmqstore_cli.store.commitlog.bulk import walk_records
+
 from rmqstore_cli.store.commitlog import CommitLog
+from rmqstore_cli.store.commitlog.bulk import walk_records
 from rmqstore_cli.store.config import StoreConfig
+from tests.helpers import fixture_dir, generate, needs_c
 
 _LOOP = {"compiled": False}
 
@@ -111,7 +112,7 @@ def test_real_broker_files_walk_like_the_reference():
 
 def _damaged(data: bytes, rnd: random.Random) -> bytearray:
     b = bytearray(data)
-    starts = reference_walk(b, 0, len(b), 10 ** 9, HEAD_SIZE)[0]
+    starts = reference_walk(b, 0, len(b), 10**9, HEAD_SIZE)[0]
     p = rnd.choice(starts)
     kind = rnd.randrange(7)
     if kind == 0:  # a magic byte
@@ -142,7 +143,7 @@ def test_damaged_files_walk_like_the_reference(files):
 def test_tails_shorter_than_a_prefix(files, cut):
     """The data ends 0..8 bytes after the last record (a truncated file, or a limit below the mapping)."""
     data = files[0]
-    starts = reference_walk(data, 0, len(data), 10 ** 9, HEAD_SIZE)[0]
+    starts = reference_walk(data, 0, len(data), 10**9, HEAD_SIZE)[0]
     end = starts[5]
     for limit in (end + cut,):
         trimmed = data[:limit]

@@ -7,6 +7,7 @@ records), ``contract`` (schemas), ``hostile`` (planted files), ``pipeline`` (Par
 rebuild digests), ``rocksdb_build`` (a RocksDB consume queue written independently),
 ``standalone`` (a Spark standalone cluster) and ``codeshape`` (the source-shape figures).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -86,14 +87,26 @@ def cli(*args: str, input: str | None = None):
 def run(*args: str, input: bytes | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
     """Run ``python -m rmqstore_cli`` as a subprocess, for exit codes and stream separation."""
     e = dict(os.environ, **(env or {}))
-    return subprocess.run([sys.executable, "-m", "rmqstore_cli", *map(str, args)], input=input,
-                          capture_output=True, env=e, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "rmqstore_cli", *map(str, args)], input=input, capture_output=True, env=e, timeout=300
+    )
 
 
 def generate(path: Path, *extra: str, messages: int = 2000, seed: int = 7, small: bool = True) -> Path:
     """``rmqstore generate`` into ``path`` (small file sizes unless ``small=False``)."""
-    r = cli("generate", "--store", path, "--messages", str(messages), "--seed", str(seed),
-            *(SMALL if small else []), *extra, "--format", "json")
+    r = cli(
+        "generate",
+        "--store",
+        path,
+        "--messages",
+        str(messages),
+        "--seed",
+        str(seed),
+        *(SMALL if small else []),
+        *extra,
+        "--format",
+        "json",
+    )
     assert r.exit_code == 0, r.stderr
     return path
 
@@ -110,15 +123,26 @@ def tree_digest(root: Path) -> dict[str, tuple[str, int]]:
 def retopic(src: Path, dest: Path, topics: list[tuple[slice, str]]) -> Path:
     """``dest``: ``src`` dumped and written again (small file sizes) with the records picked
     by each slice given that topic; the writer places records and numbers queues anew."""
-    dump = [json.loads(x) for x in cli("dump-commitlog", "--store", src, "--format", "jsonl", "--body",
-                                       "base64").stdout.splitlines()]
+    dump = [
+        json.loads(x)
+        for x in cli("dump-commitlog", "--store", src, "--format", "jsonl", "--body", "base64").stdout.splitlines()
+    ]
     for r in dump:
         r.pop("physical_offset"), r.pop("queue_offset")
     for sl, topic in topics:
         for r in dump[sl]:
             r["topic"] = topic
-    r = cli("generate", "--store", dest, "--from-jsonl", "-", *SMALL, "--format", "json",
-            input="\n".join(json.dumps(x) for x in dump) + "\n")
+    r = cli(
+        "generate",
+        "--store",
+        dest,
+        "--from-jsonl",
+        "-",
+        *SMALL,
+        "--format",
+        "json",
+        input="\n".join(json.dumps(x) for x in dump) + "\n",
+    )
     assert r.exit_code == 0, r.stderr
     return dest
 

@@ -10,6 +10,7 @@ them. Measured by reading the source (ast), never by importing it:
 - hand-written ``struct``/numpy format strings (``">iq"``, ``">i4"``) outside ``formats/``,
   where every layout is declared once.
 """
+
 from __future__ import annotations
 
 import ast
@@ -73,7 +74,9 @@ def _privates(tree: ast.AST, rel: str, shape: Shape) -> None:
         if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").split(".")[0] in PACKAGES):
             for alias in node.names:
                 if _private(alias.name):
-                    shape.private_imports.append(f"{rel}:{node.lineno} from {'.' * node.level}{node.module or ''} import {alias.name}")
+                    shape.private_imports.append(
+                        f"{rel}:{node.lineno} from {'.' * node.level}{node.module or ''} import {alias.name}"
+                    )
                 ours.add(alias.asname or alias.name)
         elif isinstance(node, ast.Import):
             ours.update(a.asname or a.name.split(".")[0] for a in node.names if a.name.split(".")[0] in PACKAGES)
@@ -106,10 +109,12 @@ def main() -> None:
     print(f"modules: {len(shape.modules)}, lines: {sum(shape.modules.values())}")
     print(f"largest module: {name} ({lines} lines)")
     verbose = "-v" in sys.argv
-    for title, items in (("functions over %d lines" % LONG_FUNCTION, [f"{n} ({k})" for n, k in shape.long_functions]),
-                         ("private cross-module names", shape.private_imports),
-                         ("private attributes read on other objects", shape.private_reads),
-                         ("format strings outside formats/", shape.format_strings)):
+    for title, items in (
+        ("functions over %d lines" % LONG_FUNCTION, [f"{n} ({k})" for n, k in shape.long_functions]),
+        ("private cross-module names", shape.private_imports),
+        ("private attributes read on other objects", shape.private_reads),
+        ("format strings outside formats/", shape.format_strings),
+    ):
         print(f"{title}: {len(items)}")
         if verbose:
             for item in items:

@@ -1,6 +1,7 @@
 """The scripting contract's tools (README "Scripting"): validate a record against its schema
 in schemas/, and run the CLI on a pseudo-terminal (tests/docs/test_contract.py and the
 command tests that check their own records)."""
+
 from __future__ import annotations
 
 import json
@@ -21,7 +22,8 @@ USED: set[str] = set()
 
 def _registry() -> Registry:
     return Registry().with_resources(
-        (p.name, Resource.from_contents(json.loads(p.read_text(encoding="utf-8")))) for p in SCHEMAS.glob("*.json"))
+        (p.name, Resource.from_contents(json.loads(p.read_text(encoding="utf-8")))) for p in SCHEMAS.glob("*.json")
+    )
 
 
 REGISTRY = _registry()
@@ -30,8 +32,9 @@ REGISTRY = _registry()
 def validate(record, kind: str) -> None:
     """``record`` is valid against ``schemas/<kind>.json`` (formats checked too)."""
     schema = json.loads((SCHEMAS / f"{kind}.json").read_text(encoding="utf-8"))
-    jsonschema.Draft202012Validator(schema, registry=REGISTRY,
-                                    format_checker=jsonschema.FormatChecker()).validate(record)
+    jsonschema.Draft202012Validator(schema, registry=REGISTRY, format_checker=jsonschema.FormatChecker()).validate(
+        record
+    )
     USED.add(kind)
 
 
@@ -41,8 +44,9 @@ def on_pty(args, env) -> bytes:
     import pty
 
     m, s = pty.openpty()
-    p = subprocess.Popen([sys.executable, "-m", "rmqstore_cli", *map(str, args)], stdin=s, stdout=s, stderr=s,
-                         env=env, close_fds=True)
+    p = subprocess.Popen(
+        [sys.executable, "-m", "rmqstore_cli", *map(str, args)], stdin=s, stdout=s, stderr=s, env=env, close_fds=True
+    )
     os.close(s)
     out = b""
     deadline = time.monotonic() + 120

@@ -1,5 +1,6 @@
 """Hostile things planted in a store, and what a refusal must look like (tests/safety/
 test_hostile_reads.py, tests/commands/test_stats.py)."""
+
 from __future__ import annotations
 
 import os

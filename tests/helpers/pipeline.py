@@ -1,5 +1,6 @@
 """What the pipeline tests share (tests/pipeline/): Parquet rows of an export, file digests of
 a rebuild, damaged generated stores, and the CLI driven against a Spark cluster."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -14,8 +15,9 @@ from pathlib import Path
 from tests.helpers import SMALL, generate
 
 #: The small file sizes of tests.helpers.SMALL, as StoreConfig.load's keyword arguments.
-SIZES = dict(mapped_file_size_commit_log=65536, mapped_file_size_consume_queue=2000, max_hash_slot_num=64,
-             max_index_num=400)
+SIZES = dict(
+    mapped_file_size_commit_log=65536, mapped_file_size_consume_queue=2000, max_hash_slot_num=64, max_index_num=400
+)
 DRIVER_ONLY = "RMQSTORE_TEST_DRIVER_ONLY"  # set for the driver, never seen by an executor
 
 
@@ -40,8 +42,11 @@ def ours_only(stderr: bytes) -> None:
 
 def digest(root: Path) -> dict[str, str]:
     """sha256 of every file below ``root``, by relative path."""
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
 
 
 def smash(path: Path, at: int, word: bytes = b"\x00\x00\x00\x07") -> None:
@@ -105,14 +110,21 @@ def driver(args, cwd: Path, extra_env: dict | None = None, timeout: float = 300)
     home = cwd.parent / "driver-home"
     home.mkdir(exist_ok=True)
     env = dict(os.environ, HOME=str(home), **{DRIVER_ONLY: "1"}, **(extra_env or {}))
-    return subprocess.run([sys.executable, "-m", "rmqstore_cli", *map(str, args)], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "rmqstore_cli", *map(str, args)],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def store_parts(store: Path) -> dict:
     """Digests of a store's consume queues and index, and of its checkpoint."""
     return {p: digest(store / p) for p in ("consumequeue", "index")} | {
-        "checkpoint": hashlib.sha256((store / "checkpoint").read_bytes()).hexdigest()}
+        "checkpoint": hashlib.sha256((store / "checkpoint").read_bytes()).hexdigest()
+    }
 
 
 def rebuild_and_export_equal(on: list, stores: Path, tmp_path: Path, prefix: str) -> None:
@@ -127,13 +139,15 @@ def rebuild_and_export_equal(on: list, stores: Path, tmp_path: Path, prefix: str
         for part in ("consumequeue", "index"):
             want = digest(tmp_path / "l" / n / part)
             assert want and digest(stores.parent / f"{prefix}rebuilt" / n / part) == want, (n, part)
-    assert [s["messages"] for s in json.loads(a.stdout)["stores"]] == \
-        [s["messages"] for s in json.loads(b.stdout)["stores"]]
+    assert [s["messages"] for s in json.loads(a.stdout)["stores"]] == [
+        s["messages"] for s in json.loads(b.stdout)["stores"]
+    ]
 
     args = ["export", "--store", "damaged", "--store", "other", "--body", "-f", "json"]
     e = driver([*args, "--output", f"../{prefix}exported", *on], stores)
     x = driver([*args, "--output", tmp_path / "x"], stores)
     assert e.returncode == 0 and x.returncode == 0, e.stderr[-2000:]
+
     def drop(d: dict) -> dict:
         return {k: v for k, v in d.items() if k not in ("output", "seconds", "engine")}
 

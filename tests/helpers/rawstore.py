@@ -1,6 +1,7 @@
 """Independent readers and patchers of store files for tests that damage a store on purpose:
 ``struct`` and the layouts as the broker's Java writes them, never rmqstore's
 formats/, so a wrong layout there cannot hide in both."""
+
 from __future__ import annotations
 
 import os

@@ -2,6 +2,7 @@
 5.3.3 broker lays it out, through the binding, from the Java's documented layouts
 (``RocksDBConsumeQueueTable``, ``RocksDBConsumeQueueOffsetTable``, ``RocksDBConsumerOffsetManager``,
 ``ConsumerOffsetManagerV2``): ``struct`` here, never rmqstore's formats."""
+
 from __future__ import annotations
 
 import json
@@ -16,7 +17,9 @@ CTRL_1 = b"\x01"
 def cq_key(topic: str, qid: int, cq_offset: int) -> bytes:
     """RocksDBConsumeQueueTable#buildCQKeyByteBuffer0."""
     t = topic.encode()
-    return struct.pack(">i", len(t)) + CTRL_1 + t + CTRL_1 + struct.pack(">i", qid) + CTRL_1 + struct.pack(">q", cq_offset)
+    return (
+        struct.pack(">i", len(t)) + CTRL_1 + t + CTRL_1 + struct.pack(">i", qid) + CTRL_1 + struct.pack(">q", cq_offset)
+    )
 
 
 def cq_value(phy: int, size: int, tags: int, store_time: int) -> bytes:
@@ -30,9 +33,13 @@ def offset_key(topic: str, qid: int, kind: str) -> bytes:
     return struct.pack(">i", len(t)) + CTRL_1 + t + CTRL_1 + kind.encode() + CTRL_1 + struct.pack(">i", qid)
 
 
-def write_cq_db(path: Path, queues: dict[tuple[str, int], list[tuple[int, int, int, int, int]]],
-                offset_family: bool = True, checkpoint: int | None = None,
-                extra: list[tuple[bytes, bytes]] = ()) -> None:
+def write_cq_db(
+    path: Path,
+    queues: dict[tuple[str, int], list[tuple[int, int, int, int, int]]],
+    offset_family: bool = True,
+    checkpoint: int | None = None,
+    extra: list[tuple[bytes, bytes]] = (),
+) -> None:
     """``queues``: (topic, qid) -> units (cqOffset, phy, size, tags, storeTime). The offset
     family gets min and max rows per queue (#putMaxPhyAndCqOffset, #updateCqOffset) and the
     CHECKPOINT_TOPIC row (#appendMaxPhyOffset)."""
@@ -77,8 +84,18 @@ def write_kv_db(path: Path, rows: dict[bytes, bytes]) -> None:
 def v2_offset_key(group: str, topic: str, qid: int) -> bytes:
     """ConsumerOffsetManagerV2#keyOfConsumerOffset."""
     g, t = group.encode(), topic.encode()
-    return (bytes([1]) + struct.pack(">h", 1) + bytes([2]) + struct.pack(">h", len(g)) + g + CTRL_1
-            + struct.pack(">h", len(t)) + t + CTRL_1 + struct.pack(">i", qid))
+    return (
+        bytes([1])
+        + struct.pack(">h", 1)
+        + bytes([2])
+        + struct.pack(">h", len(g))
+        + g
+        + CTRL_1
+        + struct.pack(">h", len(t))
+        + t
+        + CTRL_1
+        + struct.pack(">i", qid)
+    )
 
 
 def v2_topic_key(topic: str) -> bytes:

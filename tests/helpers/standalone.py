@@ -8,6 +8,7 @@ driver's (cwd, HOME, env vars, ~/.cache) can leak into a task. Every process run
 own process group, which :meth:`Cluster.stop` kills whole (executors and Python daemons
 included).
 """
+
 from __future__ import annotations
 
 import json
@@ -54,33 +55,76 @@ class Cluster:
     def _spawn(self, name: str, args: list[str], home: Path, env: dict) -> subprocess.Popen:
         home.mkdir(parents=True, exist_ok=True)
         log = open(self.root / f"{name}.log", "wb")
-        p = subprocess.Popen([str(spark_class()), *args], cwd=home, env=env, stdout=log, stderr=subprocess.STDOUT,
-                             stdin=subprocess.DEVNULL, start_new_session=True)
+        p = subprocess.Popen(
+            [str(spark_class()), *args],
+            cwd=home,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         log.close()
         self.procs.append(p)
         return p
 
     def worker_env(self, home: Path) -> dict:
         env = {k: os.environ[k] for k in WORKER_ENV_KEEP if k in os.environ}
-        env.update(HOME=str(home), XDG_CACHE_HOME=str(home / "cache"),
-                   TMPDIR=str(home / "tmp"), SPARK_LOCAL_DIRS=str(home / "local"), SPARK_LOG_DIR=str(home / "logs"),
-                   SPARK_WORKER_DIR=str(home / "work"), SPARK_LOCAL_IP="127.0.0.1", SPARK_HOME=str(spark_home()))
+        env.update(
+            HOME=str(home),
+            XDG_CACHE_HOME=str(home / "cache"),
+            TMPDIR=str(home / "tmp"),
+            SPARK_LOCAL_DIRS=str(home / "local"),
+            SPARK_LOG_DIR=str(home / "logs"),
+            SPARK_WORKER_DIR=str(home / "work"),
+            SPARK_LOCAL_IP="127.0.0.1",
+            SPARK_HOME=str(spark_home()),
+        )
         for d in ("tmp", "local", "logs", "work", "cache"):
             (home / d).mkdir(parents=True, exist_ok=True)
         return env
 
-    def start(self, timeout: float = 120.0) -> "Cluster":
+    def start(self, timeout: float = 120.0) -> Cluster:
         self.root.mkdir(parents=True, exist_ok=True)
         home = self.root / "master"
-        self._spawn("master", ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port",
-                               str(self.port), "--webui-port", str(self.ui)], home, self.worker_env(home))
+        self._spawn(
+            "master",
+            [
+                "org.apache.spark.deploy.master.Master",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--webui-port",
+                str(self.ui),
+            ],
+            home,
+            self.worker_env(home),
+        )
         for i in range(self.n):
             home = self.root / f"worker{i}"
             self.worker_dirs.append(home)
-            self._spawn(f"worker{i}", ["org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",
-                                       "--port", str(free_port()), "--webui-port", str(free_port()),
-                                       "--cores", "1", "--memory", self.memory, "--work-dir", str(home / "work"),
-                                       self.url], home, self.worker_env(home))
+            self._spawn(
+                f"worker{i}",
+                [
+                    "org.apache.spark.deploy.worker.Worker",
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(free_port()),
+                    "--webui-port",
+                    str(free_port()),
+                    "--cores",
+                    "1",
+                    "--memory",
+                    self.memory,
+                    "--work-dir",
+                    str(home / "work"),
+                    self.url,
+                ],
+                home,
+                self.worker_env(home),
+            )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if sum(w["state"] == "ALIVE" for w in self.state().get("workers", [])) == self.n:
@@ -89,8 +133,11 @@ class Cluster:
                 break
             time.sleep(0.5)
         self.stop()
-        logs = "\n".join((self.root / f"{n}.log").read_text(errors="replace")[-2000:]
-                         for n in ["master"] + [f"worker{i}" for i in range(self.n)] if (self.root / f"{n}.log").exists())
+        logs = "\n".join(
+            (self.root / f"{n}.log").read_text(errors="replace")[-2000:]
+            for n in ["master"] + [f"worker{i}" for i in range(self.n)]
+            if (self.root / f"{n}.log").exists()
+        )
         raise RuntimeError(f"the standalone cluster did not come up:\n{logs}")
 
     def state(self) -> dict:
@@ -150,18 +197,38 @@ class ConnectServer:
         self.conf = conf or {}
         self.proc: subprocess.Popen | None = None
 
-    def start(self, timeout: float = 180.0) -> "ConnectServer":
+    def start(self, timeout: float = 180.0) -> ConnectServer:
         env = self.cluster.worker_env(self.root)
         env.update(SPARK_PID_DIR=str(self.root / "tmp"), PYSPARK_PYTHON=self.python)
-        conf = {"spark.connect.grpc.binding.port": str(self.port), "spark.connect.grpc.binding.address": "127.0.0.1",
-                "spark.pyspark.python": self.python, "spark.ui.enabled": "false",
-                "spark.python.daemon.module": "rmqstore_cli.pipeline.daemon",
-                "spark.executor.extraJavaOptions": "-XX:TieredStopAtLevel=1", **self.conf}
-        args = [str(spark_home() / "bin" / "spark-submit"), "--class", self.CLASS, "--name", "rmqstore-connect",
-                "--master", self.cluster.url, *[a for k, v in conf.items() for a in ("--conf", f"{k}={v}")]]
+        conf = {
+            "spark.connect.grpc.binding.port": str(self.port),
+            "spark.connect.grpc.binding.address": "127.0.0.1",
+            "spark.pyspark.python": self.python,
+            "spark.ui.enabled": "false",
+            "spark.python.daemon.module": "rmqstore_cli.pipeline.daemon",
+            "spark.executor.extraJavaOptions": "-XX:TieredStopAtLevel=1",
+            **self.conf,
+        }
+        args = [
+            str(spark_home() / "bin" / "spark-submit"),
+            "--class",
+            self.CLASS,
+            "--name",
+            "rmqstore-connect",
+            "--master",
+            self.cluster.url,
+            *[a for k, v in conf.items() for a in ("--conf", f"{k}={v}")],
+        ]
         log = open(self.cluster.root / "connect.log", "wb")
-        self.proc = subprocess.Popen(args, cwd=self.root, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, start_new_session=True)
+        self.proc = subprocess.Popen(
+            args,
+            cwd=self.root,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         log.close()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -172,8 +239,10 @@ class ConnectServer:
                     return self
             time.sleep(0.5)
         self.stop()
-        raise RuntimeError("the Spark Connect server did not come up:\n"
-                           + (self.cluster.root / "connect.log").read_text(errors="replace")[-3000:])
+        raise RuntimeError(
+            "the Spark Connect server did not come up:\n"
+            + (self.cluster.root / "connect.log").read_text(errors="replace")[-3000:]
+        )
 
     def pid(self) -> int | None:
         return None if self.proc is None else self.proc.pid

@@ -1,6 +1,7 @@
 """The public library (``rmqstore_cli.open_store`` and what it returns), called as a script
 would call it. Each answer is held against an independent one: the command line's JSON
 output, the engine's own readers, or the real brokers' expected answers."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -9,16 +10,17 @@ import subprocess
 import sys
 
 import pytest
-from tests.helpers import cli, generate, tree_digest
 
 import rmqstore_cli
-from rmqstore_cli import Finding, Message, StoreError, UsageError, open_store
+from rmqstore_cli import Finding, StoreError, UsageError, open_store
+from tests.helpers import cli, generate, tree_digest
 
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
-    return generate(tmp_path_factory.mktemp("api") / "store", "--delay-ratio", "0.1", "--transaction-ratio",
-                    "0.1", messages=2500)
+    return generate(
+        tmp_path_factory.mktemp("api") / "store", "--delay-ratio", "0.1", "--transaction-ratio", "0.1", messages=2500
+    )
 
 
 def host(java: str) -> str:
@@ -41,7 +43,7 @@ def test_every_public_name_imports_and_nothing_else_is_listed():
     for name in rmqstore_cli.__all__:
         assert getattr(rmqstore_cli, name) is not None
     with pytest.raises(AttributeError):
-        getattr(rmqstore_cli, "no_such_name")
+        rmqstore_cli.no_such_name
 
 
 def test_importing_the_package_loads_no_engine():
@@ -52,13 +54,16 @@ def test_importing_the_package_loads_no_engine():
     assert out.strip() == "[]"
 
 
-@pytest.mark.parametrize("filters, args", [
-    ({}, []),
-    ({"topic": "OrderTopic"}, ["--topic", "OrderTopic"]),
-    ({"topic": "OrderTopic", "queue_id": 2}, ["--topic", "OrderTopic", "--queue-id", "2"]),
-    ({"tag": "TagA"}, ["--tag", "TagA"]),
-    ({"from_offset": 65536, "to_offset": 200000}, ["--from-offset", "65536", "--to-offset", "200000"]),
-])
+@pytest.mark.parametrize(
+    "filters, args",
+    [
+        ({}, []),
+        ({"topic": "OrderTopic"}, ["--topic", "OrderTopic"]),
+        ({"topic": "OrderTopic", "queue_id": 2}, ["--topic", "OrderTopic", "--queue-id", "2"]),
+        ({"tag": "TagA"}, ["--tag", "TagA"]),
+        ({"from_offset": 65536, "to_offset": 200000}, ["--from-offset", "65536", "--to-offset", "200000"]),
+    ],
+)
 def test_messages_are_what_dump_commitlog_prints(store, filters, args):
     with open_store(store) as st:
         got = [m.as_dict() for m in st.messages(**filters)]
@@ -115,8 +120,9 @@ def test_queues_and_units_match_the_messages(store):
     per_queue: dict = {}
     for m in msgs:
         per_queue[(m.topic, m.queue_id)] = per_queue.get((m.topic, m.queue_id), 0) + 1
-    assert {(q.topic, q.queue_id): q.max_offset for q in queues if q.topic in ("OrderTopic", "AuditTopic")} == \
-        {k: v for k, v in per_queue.items() if k[0] in ("OrderTopic", "AuditTopic")}
+    assert {(q.topic, q.queue_id): q.max_offset for q in queues if q.topic in ("OrderTopic", "AuditTopic")} == {
+        k: v for k, v in per_queue.items() if k[0] in ("OrderTopic", "AuditTopic")
+    }
     offsets = {m.physical_offset for m in msgs if (m.topic, m.queue_id) == (q.topic, q.queue_id)}
     assert [u.cq_offset for u in units] == list(range(q.max_offset))
     assert {u.commitlog_offset for u in units} == offsets
@@ -137,8 +143,9 @@ def test_verify_report_is_what_the_command_prints(store, tmp_path):
     assert report.ok and report.findings == [] and report.broker_starts
     lines = jsonl("verify", "--store", store)
     summary = lines[-1]["summary"]
-    assert {k: report.summary[k] for k in ("messages", "bytes", "files", "errors")} == \
-        {k: summary[k] for k in ("messages", "bytes", "files", "errors")}
+    assert {k: report.summary[k] for k in ("messages", "bytes", "files", "errors")} == {
+        k: summary[k] for k in ("messages", "bytes", "files", "errors")
+    }
 
 
 def test_verify_of_a_damaged_store_gives_the_findings_as_objects(store, tmp_path):
@@ -185,18 +192,40 @@ def test_the_real_brokers_answers_through_the_library(version):
         msgs = list(st.messages())
         queues = {(q.topic, q.queue_id): q for q in st.queues()}
         units = {k: [[u.cq_offset, u.commitlog_offset, u.size, u.tags_code] for u in st.units(*k)] for k in queues}
-        looked_up = [sorted(h.physical_offset for h in st.lookup(q["key"], q["topic"], q["begin"], q["end"],
-                                                                 max_hits=0, broker_window=True))
-                     for q in expected["queries"]]
-        meant = [sorted(h.physical_offset for h in st.lookup(q["key"], q["topic"], q["begin"], q["end"], max_hits=0))
-                 for q in expected["queries"]]
-    fields = ("physical_offset", "total_size", "magic", "queue_id", "queue_offset", "store_timestamp", "topic",
-              "properties", "tags", "keys", "uniq_key", "msg_id", "body_size", "file")
-    assert [{k: getattr(m, k) for k in fields} for m in msgs] == [{k: e[k] for k in fields}
-                                                                 for e in expected["messages"]]
+        looked_up = [
+            sorted(
+                h.physical_offset
+                for h in st.lookup(q["key"], q["topic"], q["begin"], q["end"], max_hits=0, broker_window=True)
+            )
+            for q in expected["queries"]
+        ]
+        meant = [
+            sorted(h.physical_offset for h in st.lookup(q["key"], q["topic"], q["begin"], q["end"], max_hits=0))
+            for q in expected["queries"]
+        ]
+    fields = (
+        "physical_offset",
+        "total_size",
+        "magic",
+        "queue_id",
+        "queue_offset",
+        "store_timestamp",
+        "topic",
+        "properties",
+        "tags",
+        "keys",
+        "uniq_key",
+        "msg_id",
+        "body_size",
+        "file",
+    )
+    assert [{k: getattr(m, k) for k in fields} for m in msgs] == [
+        {k: e[k] for k in fields} for e in expected["messages"]
+    ]
     # Java prints IPv6 hosts uncompressed ([0:0:0:0:0:0:0:1]); DESIGN.md's form is compressed
-    assert [(m.born_host, m.store_host) for m in msgs] == [(host(e["born_host"]), host(e["store_host"]))
-                                                           for e in expected["messages"]]
+    assert [(m.born_host, m.store_host) for m in msgs] == [
+        (host(e["born_host"]), host(e["store_host"])) for e in expected["messages"]
+    ]
     on_disk = [cq for cq in expected["consume_queues"].values() if cq["exists_on_disk"]]  # fixtures README 6
     assert len(queues) == len(on_disk)
     for cq in on_disk:
@@ -206,9 +235,17 @@ def test_the_real_brokers_answers_through_the_library(version):
     assert looked_up == [sorted(q["true_offsets"]) for q in expected["queries"]]
     # what a person means: every message of the topic with the key stored in the window, but
     # ROLLBACK records, which IndexService#buildIndex does not index
-    assert meant == [sorted(m.physical_offset for m in msgs if m.topic == q["topic"] and q["begin"] <=
-                            m.store_timestamp <= q["end"] and (q["key"] in m.keys or q["key"] == m.uniq_key)
-                            and m.sys_flag & 0xC != 0xC) for q in expected["queries"]]
+    assert meant == [
+        sorted(
+            m.physical_offset
+            for m in msgs
+            if m.topic == q["topic"]
+            and q["begin"] <= m.store_timestamp <= q["end"]
+            and (q["key"] in m.keys or q["key"] == m.uniq_key)
+            and m.sys_flag & 0xC != 0xC
+        )
+        for q in expected["queries"]
+    ]
 
 
 def test_verify_says_when_the_broker_would_not_start(store, tmp_path):

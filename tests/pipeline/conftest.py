@@ -1,4 +1,5 @@
 """Fixtures of the pipeline tests (helpers: tests/helpers/pipeline.py)."""
+
 from __future__ import annotations
 
 import pytest

@@ -2,10 +2,10 @@
 local[2]) rebuilds the local engine's files byte for byte and verifies to the same findings,
 on the real DLedger sample and a divided store (old commitlog/ + DLedger data); export on
 Spark writes the local engine's rows."""
+
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -60,8 +60,19 @@ def test_spark_export_writes_the_local_rows(stores, tmp_path):
     rows = {}
     for engine in ("local", "spark"):
         out = tmp_path / engine
-        r = run("export", "--store", store, "--output", out, "--engine", engine, "--spark-master", "local[2]",
-                "--format", "json")
+        r = run(
+            "export",
+            "--store",
+            store,
+            "--output",
+            out,
+            "--engine",
+            engine,
+            "--spark-master",
+            "local[2]",
+            "--format",
+            "json",
+        )
         assert r.returncode == 0, r.stderr
         assert json.loads(r.stdout)["rows"] == len(dumped)
         t = ds.dataset(out, partitioning="hive").to_table().sort_by("physical_offset")

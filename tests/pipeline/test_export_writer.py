@@ -1,6 +1,7 @@
 """export's Parquet writer (pipeline/parquet_out.py): the dataset pyarrow's write_dataset
 wrote (hive partitions, same rows and schema), in row groups of whole partitions, with the
 codec of --compression, without importing pandas."""
+
 from __future__ import annotations
 
 import json
@@ -32,12 +33,18 @@ def _reference(tasks, out):
     from rmqstore_cli.pipeline.schema import PARTITION_COLUMNS, arrow_schema
 
     batches = [b for t in tasks for b in export_batches(t, [])]
-    pa_ds.write_dataset(batches, out, schema=arrow_schema(), format="parquet", partitioning=PARTITION_COLUMNS,
-                        partitioning_flavor="hive")
+    pa_ds.write_dataset(
+        batches,
+        out,
+        schema=arrow_schema(),
+        format="parquet",
+        partitioning=PARTITION_COLUMNS,
+        partitioning_flavor="hive",
+    )
 
 
 def _tasks(store):
-    from rmqstore_cli.pipeline.stores import store_specs, file_tasks
+    from rmqstore_cli.pipeline.stores import file_tasks, store_specs
 
     return file_tasks(store_specs([str(store)], None, {}))
 
@@ -51,8 +58,9 @@ def test_same_dataset_as_write_dataset_one_row_group_per_partition(store, tmp_pa
     ours, ref = _table(tmp_path / "ours"), _table(tmp_path / "ref")
     assert got["rows"] == ours.num_rows == ref.num_rows > 3000
     assert ours.schema == ref.schema and ours.equals(ref)
-    assert sorted(p.parent.relative_to(tmp_path / "ours") for p in (tmp_path / "ours").rglob("*.parquet")) == \
-        sorted(p.parent.relative_to(tmp_path / "ref") for p in (tmp_path / "ref").rglob("*.parquet"))
+    assert sorted(p.parent.relative_to(tmp_path / "ours") for p in (tmp_path / "ours").rglob("*.parquet")) == sorted(
+        p.parent.relative_to(tmp_path / "ref") for p in (tmp_path / "ref").rglob("*.parquet")
+    )
     for f in (tmp_path / "ours").rglob("*.parquet"):
         pf = pq.ParquetFile(f)
         assert pf.metadata.num_row_groups == 1, f  # a few thousand rows: one group, not one per block slice
@@ -88,7 +96,8 @@ def test_small_row_groups_and_a_full_buffer_keep_every_row(store, tmp_path, monk
     assert ours.sort_by("physical_offset").equals(_table(tmp_path / "ref"))
     groups = [pq.ParquetFile(f).metadata for f in (tmp_path / "small").rglob("*.parquet")]
     assert max(m.num_row_groups for m in groups) > 5 and all(
-        m.row_group(i).num_rows <= 200 for m in groups for i in range(m.num_row_groups))
+        m.row_group(i).num_rows <= 200 for m in groups for i in range(m.num_row_groups)
+    )
 
 
 def test_overwrite_empties_the_partitions_it_writes(store, tmp_path):
@@ -103,15 +112,21 @@ def test_overwrite_empties_the_partitions_it_writes(store, tmp_path):
 
 def test_export_imports_no_pandas(store, tmp_path):
     """pa.array, pa.scalar, to_numpy and pyarrow.dataset import pandas (~0.35 s CPU)."""
-    code = ("import sys; sys.argv = ['rmqstore'] + sys.argv[1:]; from rmqstore_cli.app import main\n"
-            "try:\n    main()\nfinally:\n    print('pandas' in sys.modules, file=sys.stderr)")
-    r = subprocess.run([sys.executable, "-c", code, "export", "--store", str(store), "--output",
-                        str(tmp_path / "x")], capture_output=True, timeout=300)
+    code = (
+        "import sys; sys.argv = ['rmqstore'] + sys.argv[1:]; from rmqstore_cli.app import main\n"
+        "try:\n    main()\nfinally:\n    print('pandas' in sys.modules, file=sys.stderr)"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code, "export", "--store", str(store), "--output", str(tmp_path / "x")],
+        capture_output=True,
+        timeout=300,
+    )
     assert r.returncode == 0 and r.stderr.decode().strip().endswith("False"), r.stderr[-2000:]
 
 
 def test_codec_choices_are_the_writers():
     from rmqstore_cli.commands.export import Codec
+
     from rmqstore_cli.pipeline.parquet_out import CODECS
 
     assert [c.value for c in Codec] == list(CODECS)
@@ -121,9 +136,9 @@ def test_codec_choices_are_the_writers():
 def test_grouped_batches_hold_the_log_order_rows(version):
     """by_partition (each block's rows grouped by topic, for the writer) moves rows, never
     changes one: on the real brokers' stores, the rows sorted by offset are the log order's."""
-    from tests.helpers import fixture_dir
     from rmqstore_cli.pipeline.export_tasks import export_batches
     from rmqstore_cli.pipeline.stores import StoreSpec, file_tasks
+    from tests.helpers import fixture_dir
 
     plain, grouped = [], []
     for task in file_tasks([StoreSpec(str(fixture_dir(version) / "store"), "s1")], body=True):
@@ -166,4 +181,5 @@ def test_spark_writers_take_the_codec(store, spark, tmp_path, codec, name):
         assert files and {pq.ParquetFile(f).metadata.row_group(0).column(0).compression for f in files} == {name}, d
         got = _table(tmp_path / d)
         assert got.select(["physical_offset", "msg_id", "topic"]).equals(
-            _table(tmp_path / "local").select(["physical_offset", "msg_id", "topic"])), d
+            _table(tmp_path / "local").select(["physical_offset", "msg_id", "topic"])
+        ), d

@@ -1,4 +1,5 @@
 """export on the local engine and on Spark (local mode): the same rows, the dump's records."""
+
 from __future__ import annotations
 
 import base64
@@ -64,8 +65,22 @@ def test_spark_engine_writes_the_same_rows_as_local(two_stores, tmp_path):
     pytest.importorskip("pyspark", reason="needs the spark extra: pip install -e '.[spark]'")
     a, b = two_stores
     local = run("export", "--store", a, "--store", b, "--output", tmp_path / "local", "--body", "-f", "json")
-    spark = run("export", "--store", a, "--store", b, "--output", tmp_path / "spark", "--body", "-f", "json",
-                "--engine", "spark", "--spark-master", "local[2]")
+    spark = run(
+        "export",
+        "--store",
+        a,
+        "--store",
+        b,
+        "--output",
+        tmp_path / "spark",
+        "--body",
+        "-f",
+        "json",
+        "--engine",
+        "spark",
+        "--spark-master",
+        "local[2]",
+    )
     assert spark.returncode == 0, spark.stderr[-3000:]
     assert json.loads(spark.stdout)["rows"] == json.loads(local.stdout)["rows"]
     assert json.loads(spark.stdout)["unreadable_ranges"] == 1
@@ -83,8 +98,9 @@ def test_a_bad_spark_master_is_one_line_with_the_reason(two_stores, tmp_path):
 
 def test_bad_spark_conf_is_a_usage_error(two_stores, tmp_path):
     pytest.importorskip("pyspark", reason="needs the spark extra: pip install -e '.[spark]'")
-    r = run("export", "--store", two_stores[0], "--output", tmp_path / "x", "--engine", "spark",
-            "--spark-conf", "novalue")
+    r = run(
+        "export", "--store", two_stores[0], "--output", tmp_path / "x", "--engine", "spark", "--spark-conf", "novalue"
+    )
     assert r.returncode in (2, 3) and b"KEY=VALUE" in r.stderr and b"Traceback" not in r.stderr
 
 
@@ -101,8 +117,9 @@ def test_rebuild_index_of_several_stores_each_to_its_own_directory(two_stores, t
     assert json.loads(alone.stdout)["index_keys"] == lines[0]["index_keys"] > 0
     for sub in ("index", "consumequeue"):
         got = sorted(p.relative_to(out / "a" / sub) for p in (out / "a" / sub).rglob("*") if p.is_file())
-        want = sorted(p.relative_to(tmp_path / "alone" / sub) for p in (tmp_path / "alone" / sub).rglob("*")
-                      if p.is_file())
+        want = sorted(
+            p.relative_to(tmp_path / "alone" / sub) for p in (tmp_path / "alone" / sub).rglob("*") if p.is_file()
+        )
         assert got == want and got
         assert all((out / "a" / sub / g).read_bytes() == (tmp_path / "alone" / sub / g).read_bytes() for g in got)
     from tests.helpers import tree_digest

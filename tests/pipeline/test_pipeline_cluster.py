@@ -6,6 +6,7 @@ spark-submit with a shipped (venv-pack) environment; an executor killed mid-job,
 that cannot see the store and a cluster without free cores each end as they should.
 
 Selected with ``-m cluster``; part of the default run. One cluster for the module."""
+
 from __future__ import annotations
 
 import json
@@ -28,8 +29,16 @@ if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
 
 from tests.helpers import standalone  # noqa: E402
 from tests.helpers.pipeline import (  # noqa: E402
-    DRIVER_ONLY, SIZES, copy_store, digest, driver, make_cluster_stores, parquet_rows, rebuild_and_export_equal,
-    store_parts)
+    DRIVER_ONLY,
+    SIZES,
+    copy_store,
+    digest,
+    driver,
+    make_cluster_stores,
+    parquet_rows,
+    rebuild_and_export_equal,
+    store_parts,
+)
 
 
 @pytest.fixture(scope="module")
@@ -67,12 +76,19 @@ class TestOneDriverInProcess:
 
     def test_executors_have_their_own_cwd_home_env_and_caches(self, session, cluster):
         """What the executors' Python workers see is the workers', not the driver's."""
+
         def look(_):
             import os as o
             import tempfile
 
-            return (o.getcwd(), o.environ.get("HOME"), o.environ.get("RMQSTORE_TEST_DRIVER_ONLY"),
-                    o.environ.get("XDG_CACHE_HOME"), tempfile.gettempdir(), o.getppid())
+            return (
+                o.getcwd(),
+                o.environ.get("HOME"),
+                o.environ.get("RMQSTORE_TEST_DRIVER_ONLY"),
+                o.environ.get("XDG_CACHE_HOME"),
+                tempfile.gettempdir(),
+                o.getppid(),
+            )
 
         seen = session.sparkContext.parallelize(range(8), 8).map(look).collect()
         roots = [str(d) for d in cluster.worker_dirs]
@@ -83,14 +99,16 @@ class TestOneDriverInProcess:
             assert cache.startswith(home) and tmp.startswith(home)
         assert len({s[1] for s in seen}) == 2  # both workers ran tasks
 
-    def test_executor_killed_mid_job_is_retried_and_in_place_stays_exact(self, session, cluster, stores, tmp_path,
-                                                                         monkeypatch):
+    def test_executor_killed_mid_job_is_retried_and_in_place_stays_exact(
+        self, session, cluster, stores, tmp_path, monkeypatch
+    ):
         """The first task of rebuild-index --in-place kills its executor's JVM: Spark retries the
         task on another executor and the store ends exactly as the local engine rebuilds it."""
+        import datetime as dt
+
         from rmqstore_cli.pipeline import spark as sp
         from rmqstore_cli.store.config import StoreConfig
         from rmqstore_cli.store.rebuild import RebuildOptions, rebuild_in_place
-        import datetime as dt
 
         want = copy_store(stores, "good", tmp_path / "want")
         rebuild_in_place(StoreConfig.load(want, None, **SIZES), RebuildOptions(tz=dt.timezone.utc), True)
@@ -115,6 +133,7 @@ class TestOneDriverInProcess:
                 o.close(fd)
                 o.kill(jvm, signal.SIGKILL)
                 t.sleep(60)
+
             return real(sc, once, items)
 
         before = set(cluster.executor_pids())
@@ -142,6 +161,7 @@ class TestOneDriverInProcess:
                 if x == last:
                     raise OSError(5, "Input/output error", "/simulated/disk")
                 return fn(x)
+
             return real(sc, boom, items)
 
         monkeypatch.setattr(sp, "_run_map", failing)
@@ -153,9 +173,10 @@ class TestOneDriverInProcess:
         monkeypatch.setattr(sp, "_run_map", real)
         _in_place(session, store)
         want = copy_store(stores, "good", tmp_path / "want")
+        import datetime as dt
+
         from rmqstore_cli.store.config import StoreConfig
         from rmqstore_cli.store.rebuild import RebuildOptions, rebuild_in_place
-        import datetime as dt
 
         rebuild_in_place(StoreConfig.load(want, None, **SIZES), RebuildOptions(tz=dt.timezone.utc), True)
         assert store_parts(store) == store_parts(want)
@@ -183,8 +204,9 @@ def test_rebuild_of_batch_queues_on_the_cluster_equals_the_local_engine(cluster,
     the executors from the file tasks' units, is the local engine's byte for byte."""
     conf = tmp_path / "broker.conf"
     conf.write_text("mapperFileSizeBatchConsumeQueue=460\n")
-    store = generate(tmp_path / "bcq", "--broker-conf", str(conf), "--broker-version", "5", "--bcq-topics", "2",
-                     messages=600, seed=3)
+    store = generate(
+        tmp_path / "bcq", "--broker-conf", str(conf), "--broker-version", "5", "--bcq-topics", "2", messages=600, seed=3
+    )
     args = ["rebuild-index", "--store", store, "--broker-conf", conf, *SMALL, "--tz", "UTC"]
     a = driver([*args, "--output", tmp_path / "l"], tmp_path)
     b = driver([*args, "--output", tmp_path / "s", *_on(cluster)], tmp_path)
@@ -208,27 +230,33 @@ def test_export_to_a_hadoop_uri_on_the_cluster_keeps_its_authority(cluster, stor
     first = driver([*args, *_on(cluster), *mount], stores)
     assert first.returncode == 0, first.stderr[-2000:]
     assert json.loads(first.stdout)["output"] == "viewfs://rmqmount/ds/x"
-    local = driver(["export", "--store", "damaged", "--store", "other", "-f", "json",
-                    "--output", tmp_path / "x"], stores)
+    local = driver(
+        ["export", "--store", "damaged", "--store", "other", "-f", "json", "--output", tmp_path / "x"], stores
+    )
     assert json.loads(first.stdout)["rows"] == json.loads(local.stdout)["rows"] > 1000
     assert parquet_rows(target / "x") == parquet_rows(tmp_path / "x")
     before = digest(target)
     again = driver([*args, *_on(cluster), *mount], stores)
-    assert again.returncode == 2 and again.stderr.strip() == \
-        "rmqstore: error: --output viewfs://rmqmount/ds/x already exists; pass --overwrite to replace it"
+    assert (
+        again.returncode == 2
+        and again.stderr.strip()
+        == "rmqstore: error: --output viewfs://rmqmount/ds/x already exists; pass --overwrite to replace it"
+    )
     assert digest(target) == before
     assert not [p for p in stores.iterdir() if p.name.startswith("viewfs")]
 
 
 def _in_place(session, store: Path):
+    import datetime as dt
+
     from rmqstore_cli.pipeline import spark as sp
     from rmqstore_cli.store.config import StoreConfig
     from rmqstore_cli.store.rebuild import RebuildOptions, rebuild_in_place
-    import datetime as dt
 
     cfg = StoreConfig.load(store, None, **SIZES)
-    return rebuild_in_place(cfg, RebuildOptions(tz=dt.timezone.utc), True,
-                            build=lambda c, d, o, p: sp.rebuild_build(session, c, d, o, p))
+    return rebuild_in_place(
+        cfg, RebuildOptions(tz=dt.timezone.utc), True, build=lambda c, d, o, p: sp.rebuild_build(session, c, d, o, p)
+    )
 
 
 def test_a_worker_that_cannot_see_the_store_is_one_error_naming_path_and_host(cluster, stores):
@@ -248,8 +276,21 @@ def test_a_worker_that_cannot_see_the_store_is_one_error_naming_path_and_host(cl
 def test_no_free_cores_times_out_with_a_message(cluster, stores):
     """Executors of two cores never fit one-core workers: the application would wait for ever."""
     t0 = time.monotonic()
-    r = driver(["verify", "--store", "good", *SMALL, *_on(cluster), "--spark-conf", "spark.executor.cores=2",
-                "--spark-conf", "spark.rmqstore.executorTimeout=4"], stores, timeout=120)
+    r = driver(
+        [
+            "verify",
+            "--store",
+            "good",
+            *SMALL,
+            *_on(cluster),
+            "--spark-conf",
+            "spark.executor.cores=2",
+            "--spark-conf",
+            "spark.rmqstore.executorTimeout=4",
+        ],
+        stores,
+        timeout=120,
+    )
     assert r.returncode == 3, r.stderr[-3000:]
     assert f"no Spark executor started on {cluster.url} within 4 s" in r.stderr
     assert "spark.rmqstore.executorTimeout" in r.stderr and "Traceback" not in r.stderr
@@ -285,22 +326,64 @@ def _same_export(got: subprocess.CompletedProcess, store: Path, output: Path, tm
 def test_spark_submit_with_a_packed_environment(cluster, stores, packed, tmp_path):
     """spark-submit --archives env.tar.gz#env with PYSPARK_PYTHON=./env/bin/python; the
     package's __main__.py is the application."""
-    app = subprocess.run([sys.executable, "-c", "import os, rmqstore_cli; print(os.path.join("
-                          "os.path.dirname(rmqstore_cli.__file__), '__main__.py'))"],
-                         capture_output=True, text=True, check=True).stdout.strip()
+    app = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import os, rmqstore_cli; print(os.path.join(os.path.dirname(rmqstore_cli.__file__), '__main__.py'))",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     submit = standalone.spark_home() / "bin" / "spark-submit"
-    r = subprocess.run([submit, "--master", cluster.url, "--deploy-mode", "client", "--archives", f"{packed}#env",
-                        app, "export", "--store", stores / "other", "--output", tmp_path / "submitted",
-                        "--engine", "spark", "-f", "json"],
-                       capture_output=True, text=True, timeout=600, cwd=tmp_path,
-                       env=dict(os.environ, PYSPARK_PYTHON="./env/bin/python", PYSPARK_DRIVER_PYTHON=sys.executable))
+    r = subprocess.run(
+        [
+            submit,
+            "--master",
+            cluster.url,
+            "--deploy-mode",
+            "client",
+            "--archives",
+            f"{packed}#env",
+            app,
+            "export",
+            "--store",
+            stores / "other",
+            "--output",
+            tmp_path / "submitted",
+            "--engine",
+            "spark",
+            "-f",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
+        env=dict(os.environ, PYSPARK_PYTHON="./env/bin/python", PYSPARK_DRIVER_PYTHON=sys.executable),
+    )
     _same_export(r, stores / "other", tmp_path / "submitted", tmp_path)
 
 
 def test_the_cli_ships_the_packed_environment_with_spark_conf(cluster, stores, packed, tmp_path):
     """Without spark-submit: --spark-conf spark.archives=…#env --spark-conf
     spark.pyspark.python=./env/bin/python (PySpark itself reads only PYSPARK_PYTHON)."""
-    r = driver(["export", "--store", stores / "other", "--output", tmp_path / "shipped", "-f", "json",
-                *_on(cluster), "--spark-conf", f"spark.archives={packed}#env",
-                "--spark-conf", "spark.pyspark.python=./env/bin/python"], stores)
+    r = driver(
+        [
+            "export",
+            "--store",
+            stores / "other",
+            "--output",
+            tmp_path / "shipped",
+            "-f",
+            "json",
+            *_on(cluster),
+            "--spark-conf",
+            f"spark.archives={packed}#env",
+            "--spark-conf",
+            "spark.pyspark.python=./env/bin/python",
+        ],
+        stores,
+    )
     _same_export(r, stores / "other", tmp_path / "shipped", tmp_path)

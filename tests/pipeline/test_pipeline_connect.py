@@ -6,13 +6,13 @@ Spark's writer through ``mapInArrow``) with ``--spark-master sc://…`` give the
 engine's results; an unreachable server or an unseen store path is one clear error.
 
 Selected with ``-m cluster``; part of the default run."""
+
 from __future__ import annotations
 
 import json
 import os
 import shutil
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -27,7 +27,15 @@ if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
 
 from tests.helpers import standalone  # noqa: E402
 from tests.helpers.pipeline import (  # noqa: E402
-    SIZES, copy_store, digest, driver, make_cluster_stores, parquet_rows, rebuild_and_export_equal, store_parts)
+    SIZES,
+    copy_store,
+    digest,
+    driver,
+    make_cluster_stores,
+    parquet_rows,
+    rebuild_and_export_equal,
+    store_parts,
+)
 
 
 @pytest.fixture(scope="module")
@@ -76,8 +84,9 @@ def test_rebuild_in_place_on_connect(server, stores, tmp_path):
     want = copy_store(stores, "damaged", tmp_path / "want")
     store = copy_store(stores, "damaged", tmp_path / "store")
     a = driver(["rebuild-index", "--store", want, *SMALL, "--in-place", "--tz", "UTC", "-f", "json"], tmp_path)
-    b = driver(["rebuild-index", "--store", store, *SMALL, "--in-place", "--tz", "UTC", "-f", "json",
-                *_on(server)], tmp_path)
+    b = driver(
+        ["rebuild-index", "--store", store, *SMALL, "--in-place", "--tz", "UTC", "-f", "json", *_on(server)], tmp_path
+    )
     assert a.returncode == 0 and b.returncode == 0, b.stderr[-2000:]
     assert store_parts(store) == store_parts(want)
     assert not [p for p in store.iterdir() if p.name.startswith(".rebuild")]
@@ -90,8 +99,17 @@ def test_rebuild_in_place_of_batch_queues_on_connect(server, tmp_path):
 
     conf = tmp_path / "broker.conf"
     conf.write_text("mapperFileSizeBatchConsumeQueue=460\n")
-    want = generate(tmp_path / "want", "--broker-conf", str(conf), "--broker-version", "5", "--bcq-topics", "2",
-                    messages=600, seed=3)
+    want = generate(
+        tmp_path / "want",
+        "--broker-conf",
+        str(conf),
+        "--broker-version",
+        "5",
+        "--bcq-topics",
+        "2",
+        messages=600,
+        seed=3,
+    )
     store = shutil.copytree(want, tmp_path / "store")
     args = ["rebuild-index", "--broker-conf", conf, *SMALL, "--in-place", "--no-backup", "--tz", "UTC"]
     a = driver([*args, "--store", want], tmp_path)
@@ -123,7 +141,7 @@ def test_verify_shuffle_and_spark_writer_export_in_process(remote, stores, tmp_p
 
     from rmqstore_cli.pipeline import connect, local
     from rmqstore_cli.pipeline import spark as sp
-    from rmqstore_cli.pipeline.stores import store_specs, file_tasks
+    from rmqstore_cli.pipeline.stores import file_tasks, store_specs
     from rmqstore_cli.pipeline.verify_tasks import verify_stores
 
     assert isinstance(remote, connect.Remote) and remote.sparkContext is None

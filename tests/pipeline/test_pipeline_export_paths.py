@@ -1,6 +1,7 @@
 """export on Spark, both writers: pyarrow in each task (local or mounted directories) and
 Spark's own Parquet writer through mapInArrow (Hadoop file systems) give the local
 engine's rows and unreadable ranges."""
+
 from __future__ import annotations
 
 import pytest
@@ -15,7 +16,7 @@ pytest.importorskip("pyarrow", reason="needs the spark extra: pip install -e '.[
 def test_both_spark_writers_give_the_local_rows(two_stores, spark, tmp_path):
     from rmqstore_cli.pipeline import local
     from rmqstore_cli.pipeline import spark as sp
-    from rmqstore_cli.pipeline.stores import store_specs, file_tasks
+    from rmqstore_cli.pipeline.stores import file_tasks, store_specs
 
     tasks = file_tasks(store_specs([str(s) for s in two_stores], None, {}), body=True)
     want = local.export(tasks, tmp_path / "local")
@@ -29,15 +30,30 @@ def test_both_spark_writers_give_the_local_rows(two_stores, spark, tmp_path):
         assert r["unreadable"] == want["unreadable"], name
         assert parquet_rows(tmp_path / name) == rows, name
     assert not (tmp_path / "arrow" / "stale.parquet").exists()
-    assert {p.name.split("-")[1] for p in (tmp_path / "arrow").rglob("*.parquet")} == \
-        {f"{i:05d}" for i in range(len(tasks))}  # one writer per commit-log file
+    assert {p.name.split("-")[1] for p in (tmp_path / "arrow").rglob("*.parquet")} == {
+        f"{i:05d}" for i in range(len(tasks))
+    }  # one writer per commit-log file
 
 
-@pytest.mark.parametrize("text, uri", [
-    ("hdfs:///rmq/out", True), ("hdfs://nn:8020/rmq", True), ("s3a://bucket/x", True), ("oss://b/x", True),
-    ("viewfs://c/x", True), ("abfss://fs@acct.dfs.core.windows.net/x", True), ("hdfs:/rmq", True),
-    ("file:///tmp/x", False), ("FILE:/tmp/x", False), ("/tmp/x", False), ("out", False), ("C:/x", False),
-    ("backup:x", False), ("a/b:/c", False)])
+@pytest.mark.parametrize(
+    "text, uri",
+    [
+        ("hdfs:///rmq/out", True),
+        ("hdfs://nn:8020/rmq", True),
+        ("s3a://bucket/x", True),
+        ("oss://b/x", True),
+        ("viewfs://c/x", True),
+        ("abfss://fs@acct.dfs.core.windows.net/x", True),
+        ("hdfs:/rmq", True),
+        ("file:///tmp/x", False),
+        ("FILE:/tmp/x", False),
+        ("/tmp/x", False),
+        ("out", False),
+        ("C:/x", False),
+        ("backup:x", False),
+        ("a/b:/c", False),
+    ],
+)
 def test_hadoop_uri_is_a_scheme_of_two_or_more_characters_but_file(text, uri):
     from rmqstore_cli.pipeline.stores import hadoop_uri
 
@@ -65,7 +81,10 @@ def test_a_hadoop_uri_needs_the_spark_engine_and_nothing_is_created(tmp_path, mo
     got = run("export", "--store", store, "--output", "s3a://bucket/rmq/out")
     assert got.returncode == 2 and got.stderr.decode().strip() == (
         "rmqstore: error: --output s3a://bucket/rmq/out is a Hadoop file system URI, which only --engine spark "
-        "writes to; pass --engine spark, or a local (or mounted) directory")
+        "writes to; pass --engine spark, or a local (or mounted) directory"
+    )
     got = run("rebuild-index", "--store", store, "--output", "hdfs://nn/rmq", *SMALL)
-    assert got.returncode == 2 and "is a URI; rebuild-index writes a store's files to a directory" in got.stderr.decode()
+    assert (
+        got.returncode == 2 and "is a URI; rebuild-index writes a store's files to a directory" in got.stderr.decode()
+    )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["store"]

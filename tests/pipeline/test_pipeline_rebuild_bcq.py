@@ -3,6 +3,7 @@ batchconsumequeue/ too: file tasks capture ``BatchConsumeQueue#putMessagePositio
 units (msgBaseOffset, batchSize from INNER_BASE/INNER_NUM), one task per queue writes them
 (``#putBatchMessagePositionInfo``), byte for byte the local engine's files and the 5.3.3
 broker's; ``--output`` and ``--in-place`` alike, and verify is clean after."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -21,8 +22,26 @@ BCQ_CONF = "mapperFileSizeBatchConsumeQueue=460\n"  # 10 units a file: queues of
 
 
 def _gen(path: Path, conf: Path, messages: int, seed: int) -> Path:
-    r = cli("generate", "--store", path, "--broker-conf", conf, "--broker-version", "5", *SMALL, "--messages",
-            str(messages), "--seed", str(seed), "--bcq-topics", "2", "--delay-ratio", "0.1", "--format", "json")
+    r = cli(
+        "generate",
+        "--store",
+        path,
+        "--broker-conf",
+        conf,
+        "--broker-version",
+        "5",
+        *SMALL,
+        "--messages",
+        str(messages),
+        "--seed",
+        str(seed),
+        "--bcq-topics",
+        "2",
+        "--delay-ratio",
+        "0.1",
+        "--format",
+        "json",
+    )
     assert r.exit_code == 0, r.stderr
     return path
 
@@ -44,8 +63,12 @@ def bcq_stores(tmp_path_factory, sample_tarball):
     for f in sorted((expired / "commitlog").iterdir())[:3]:
         f.unlink()
     s = sample_tarball("bcq")
-    return {"sample": (s / "store", s / "broker.conf"), "good": (good, conf), "damaged": (damaged, conf),
-            "expired": (expired, conf)}
+    return {
+        "sample": (s / "store", s / "broker.conf"),
+        "good": (good, conf),
+        "damaged": (damaged, conf),
+        "expired": (expired, conf),
+    }
 
 
 def _bcq(files: dict) -> dict:
@@ -78,17 +101,36 @@ def test_sample_rebuilt_units_are_the_expected_json(bcq_stores, tmp_path):
     exp = json.loads((store.parent / "expected.json").read_text())
     rebuilt(rebuild_build, store, conf, tmp_path / "b")
     (q,) = exp["batchConsumeQueues"]
-    bq = BatchConsumeQueue(tmp_path / "b" / "batchconsumequeue" / q["topic"] / str(q["queueId"]), q["topic"],
-                           q["queueId"])
+    bq = BatchConsumeQueue(
+        tmp_path / "b" / "batchconsumequeue" / q["topic"] / str(q["queueId"]), q["topic"], q["queueId"]
+    )
     try:
         units = list(bq.units())
-        assert (len(units), bq.min_offset, bq.max_offset, bq.file_size) == (q["units"], q["minOffset"], q["maxOffset"],
-                                                                           exp["bcqFileSize"])
+        assert (len(units), bq.min_offset, bq.max_offset, bq.file_size) == (
+            q["units"],
+            q["minOffset"],
+            q["maxOffset"],
+            exp["bcqFileSize"],
+        )
         for e in exp["units"]:
             u = units[e["unitIndex"]]
-            assert (u.msg_base_offset, u.commitlog_offset, u.size, u.tags_code, u.store_time, u.batch_size,
-                    u.compacted_offset) == (e["msgBaseOffset"], e["commitLogOffset"], e["size"], e["tagsCode"],
-                                            e["storeTime"], e["batchSize"], e["compactedOffset"])
+            assert (
+                u.msg_base_offset,
+                u.commitlog_offset,
+                u.size,
+                u.tags_code,
+                u.store_time,
+                u.batch_size,
+                u.compacted_offset,
+            ) == (
+                e["msgBaseOffset"],
+                e["commitLogOffset"],
+                e["size"],
+                e["tagsCode"],
+                e["storeTime"],
+                e["batchSize"],
+                e["compactedOffset"],
+            )
     finally:
         bq.close()
 
@@ -116,8 +158,15 @@ def test_put_many_skips_what_put_skips(tmp_path):
     last one written are "built repeatedly": skipped), across calls."""
     from rmqstore_cli.store.batch_queue import BatchConsumeQueueWriter
 
-    rows = [(100, 10, 1, 5, 0, 2), (50, 10, 1, 5, 2, 1), (200, 9, 7, 6, 3, 4), (200, 9, 7, 6, 7, 1),
-            (300, 8, -3, 7, 8, 1), (250, 1, 1, 1, 9, 1), (400, 8, 0, 8, 10, 3)]
+    rows = [
+        (100, 10, 1, 5, 0, 2),
+        (50, 10, 1, 5, 2, 1),
+        (200, 9, 7, 6, 3, 4),
+        (200, 9, 7, 6, 7, 1),
+        (300, 8, -3, 7, 8, 1),
+        (250, 1, 1, 1, 9, 1),
+        (400, 8, 0, 8, 10, 3),
+    ]
     a = BatchConsumeQueueWriter(tmp_path / "a", 46 * 3, [tmp_path])
     for r in rows:
         a.put(*r)
@@ -177,8 +226,18 @@ def test_cli_spark_output_and_in_place_equal_the_local_engine_and_verify_clean(b
 def test_topic_naming_a_BatchCQ_topic_is_still_refused_on_either_engine(bcq_stores, tmp_path):
     store, conf = bcq_stores["sample"]
     for extra in ((), ("--engine", "spark")):
-        r = cli("rebuild-index", "--store", store, "--broker-conf", conf, "--output", tmp_path / "o",
-                "--topic", "BulkTopic", *extra)
+        r = cli(
+            "rebuild-index",
+            "--store",
+            store,
+            "--broker-conf",
+            conf,
+            "--output",
+            tmp_path / "o",
+            "--topic",
+            "BulkTopic",
+            *extra,
+        )
         assert r.exit_code == 2 and "BulkTopic: BatchCQ topics (batchconsumequeue/) are rebuilt only with" in r.stderr
         assert not (tmp_path / "o").exists()
 

@@ -1,9 +1,9 @@
 """rebuild-index's shuffle-free decomposition (pipeline/rebuild_tasks.py ``rebuild_staged``): file
 tasks write straight queues in place and spill the rest; the result is the local engine's
 byte for byte whichever path each queue takes, and a dry run writes nothing."""
+
 from __future__ import annotations
 
-import datetime as dt
 import os
 import shutil
 
@@ -55,7 +55,7 @@ def test_each_queue_path_gives_the_local_engine_bytes(stores, plans, name, tmp_p
     assert got[1] == want[1]
     assert got[0] == want[0]
     assert not (tmp_path / "b" / PARTS).exists()
-    (p, direct_files), = plans
+    ((p, direct_files),) = plans
     assert direct_files > 0  # files before the recovery region wrote in place
     if name == "damaged":  # the skipped rest of a file breaks cq offsets: those queues are rebuilt
         assert p.rebuild and p.remove and set(p.remove) <= set(p.rebuild)
@@ -121,8 +121,10 @@ def test_verify_marks_runs_are_the_sorted_unique_runs():
         for p in parts:
             m[p] = True
         u = np.unique(np.concatenate(parts))
-        want = [(int(a), int(b) + 1) for a, b in zip(np.r_[u[:1], u[1:][np.diff(u) != 1]],
-                                                      np.r_[u[:-1][np.diff(u) != 1], u[-1:]])]
+        want = [
+            (int(a), int(b) + 1)
+            for a, b in zip(np.r_[u[:1], u[1:][np.diff(u) != 1]], np.r_[u[:-1][np.diff(u) != 1], u[-1:]])
+        ]
         assert [tuple(r) for r in m.runs().tolist()] == want
 
 
@@ -145,7 +147,7 @@ def test_key_offsets_going_back_across_files_are_counted_exactly(stores, tmp_pat
     f = sorted((store / "commitlog").iterdir())[2]
     data = bytearray(f.read_bytes())
     at = 0
-    while b"KEYS\x01" not in data[at:at + struct.unpack_from(">i", data, at)[0]]:  # a record with keys
+    while b"KEYS\x01" not in data[at : at + struct.unpack_from(">i", data, at)[0]]:  # a record with keys
         at += struct.unpack_from(">i", data, at)[0]
     struct.pack_into(">q", data, at + 28, 100)  # PHYSICALOFFSET: inside the first file
     f.write_bytes(bytes(data))
@@ -156,6 +158,7 @@ def test_key_offsets_going_back_across_files_are_counted_exactly(stores, tmp_pat
         def counting(need):
             asked.append(sorted(need))
             return exact_counts(need)
+
         return exact(included, summaries, counting)
 
     monkeypatch.setattr(T, "plan_keys", spy)

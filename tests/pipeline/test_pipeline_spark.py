@@ -1,6 +1,7 @@
 """rebuild-index and verify through the pipeline: the per-file decomposition (in process and
 on Spark local[2]) writes the local engine's consume-queue and index files byte for byte,
 and verify finds the same findings, for one store or several."""
+
 from __future__ import annotations
 
 import json
@@ -79,8 +80,11 @@ def test_spark_verify_finds_what_local_finds_for_several_stores(stores, spark, m
     monkeypatch.setattr(sp, "SHIP_MARKS", ship)
     paths = []
     results = sp._VerifyOnSpark.results
-    monkeypatch.setattr(sp._VerifyOnSpark, "results",
-                        lambda self, rdd: (got := results(self, rdd), paths.append(self.whole is not None))[0])
+    monkeypatch.setattr(
+        sp._VerifyOnSpark,
+        "results",
+        lambda self, rdd: (got := results(self, rdd), paths.append(self.whole is not None))[0],
+    )
     specs = store_specs([str(stores[n]) for n in ("good", "damaged", "expired")], None, SIZES)
     key = lambda f: json.dumps(f, sort_keys=True)  # noqa: E731
     for cap in (None, 2):
@@ -126,7 +130,8 @@ def test_cli_verify_several_stores_and_rebuild_on_spark(stores, tmp_path):
 def test_refused_topics_are_reported_by_the_decomposed_rebuild(tmp_path):
     """A topic that cannot be a directory gets no queue, and the per-file (Spark) plan says
     so exactly as the local engine does."""
-    from tests.helpers import generate as _generate, retopic
+    from tests.helpers import generate as _generate
+    from tests.helpers import retopic
 
     store = _generate(tmp_path / "s", messages=120, seed=5)
     hostile = retopic(store, tmp_path / "hostile", [(slice(None, None, 7), "../evil")])
@@ -157,9 +162,27 @@ def test_spark_submit_runs_the_same_export(tmp_path):
     store = fixture_dir("5.3.3") / "store"
     app = Path(rmqstore_cli.__file__).with_name("__main__.py")
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable)
-    r = subprocess.run([str(submit), "--master", "local[2]", str(app), "export", "--store", str(store),
-                        "--output", str(tmp_path / "submitted"), "--engine", "spark", "--format", "json"],
-                       capture_output=True, text=True, env=env, timeout=600)
+    r = subprocess.run(
+        [
+            str(submit),
+            "--master",
+            "local[2]",
+            str(app),
+            "export",
+            "--store",
+            str(store),
+            "--output",
+            str(tmp_path / "submitted"),
+            "--engine",
+            "spark",
+            "--format",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     assert json.loads(r.stdout)["rows"] == 597
     local = run("export", "--store", str(store), "--output", str(tmp_path / "local"))

@@ -2,6 +2,7 @@
 the Python worker daemon (daemon). What must hold: the first run publishes the archive
 only once its JVM has written it whole, later runs map it, nothing of the JVM's own log
 reaches stdout, results are the same, and workers import the installed PySpark."""
+
 from __future__ import annotations
 
 import json
@@ -12,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import generate, run
 from rmqstore_cli.pipeline import jvmstart
 from rmqstore_cli.pipeline.daemon import installed_pyspark_first
+from tests.helpers import generate, run
 
 pytestmark = pytest.mark.slow  # Spark local[2]
 

@@ -1,6 +1,7 @@
 """verify decomposed by commit-log file, queue and index file (pipeline/verify_tasks.py): the
 same findings (capped or not) and summary as the whole-store Verifier, on generated
 multi-file stores, damaged ones and several stores at once."""
+
 from __future__ import annotations
 
 import json
@@ -13,8 +14,12 @@ import pytest
 
 from tests.helpers import generate, needs_c
 
-SIZES = {"mapped_file_size_commit_log": 65536, "mapped_file_size_consume_queue": 2000,
-         "max_hash_slot_num": 64, "max_index_num": 400}
+SIZES = {
+    "mapped_file_size_commit_log": 65536,
+    "mapped_file_size_consume_queue": 2000,
+    "max_hash_slot_num": 64,
+    "max_index_num": 400,
+}
 MAGIC = bytes.fromhex("DAA320A7")
 
 
@@ -77,21 +82,54 @@ def _damage(store: Path, kind: str) -> None:
 
 @pytest.fixture(scope="module")
 def master(tmp_path_factory):
-    return generate(tmp_path_factory.mktemp("vmaster") / "store", "--delay-ratio", "0.1",
-                    "--transaction-ratio", "0.1", "--ipv6-ratio", "0.1", messages=1200, seed=3)
+    return generate(
+        tmp_path_factory.mktemp("vmaster") / "store",
+        "--delay-ratio",
+        "0.1",
+        "--transaction-ratio",
+        "0.1",
+        "--ipv6-ratio",
+        "0.1",
+        messages=1200,
+        seed=3,
+    )
 
 
 @pytest.fixture(scope="module")
 def restarted(tmp_path_factory):
     """A queue whose consume queue was lost and whose offsets restarted in a later file
     (DefaultMessageStore#recoverTopicQueueTable): resets found across files."""
-    store = generate(tmp_path_factory.mktemp("vrestart") / "store", "--topics", "2", "--queues", "2",
-                     "--delay-ratio", "0", "--transaction-ratio", "0", messages=300)
+    store = generate(
+        tmp_path_factory.mktemp("vrestart") / "store",
+        "--topics",
+        "2",
+        "--queues",
+        "2",
+        "--delay-ratio",
+        "0",
+        "--transaction-ratio",
+        "0",
+        messages=300,
+    )
     qdir = sorted((store / "consumequeue").iterdir())[0] / "0"
     for f in os.listdir(qdir):
         os.remove(qdir / f)
-    generate(store, "--append", "--topics", "2", "--queues", "2", "--delay-ratio", "0", "--transaction-ratio", "0",
-             "--start", "2026-01-01T02:00:00Z", messages=120, seed=9)
+    generate(
+        store,
+        "--append",
+        "--topics",
+        "2",
+        "--queues",
+        "2",
+        "--delay-ratio",
+        "0",
+        "--transaction-ratio",
+        "0",
+        "--start",
+        "2026-01-01T02:00:00Z",
+        messages=120,
+        seed=9,
+    )
     return store
 
 
@@ -133,9 +171,15 @@ def test_decomposed_verify_finds_what_the_verifier_finds(master, tmp_path, kind)
     _damage(store, kind)
     want = _check([store])
     checks = {f["check"] for f in want[0]["findings"]}
-    expected = {"body": "commitlog.body-crc", "truncated": "commitlog.truncated", "removed": "commitlog.gap",
-                "smashed": "commitlog.magic", "cq": "cq.missing-unit", "index": "index.entry-hash",
-                "noindex": "index.missing"}[kind]
+    expected = {
+        "body": "commitlog.body-crc",
+        "truncated": "commitlog.truncated",
+        "removed": "commitlog.gap",
+        "smashed": "commitlog.magic",
+        "cq": "cq.missing-unit",
+        "index": "index.entry-hash",
+        "noindex": "index.missing",
+    }[kind]
     assert expected in checks and not want[0]["ok"]
 
 
@@ -214,8 +258,13 @@ def test_index_info_without_the_check_is_what_the_check_reads(master, tmp_path, 
         info = index_info_task(plan, k)
         v = Verifier(plan.config, VerifyOptions(crc=True, deep=False), sink=Recorder(None, 1, (k,)))
         checked = v.open_index_file(Path(path))
-        assert (info.n, info.begin_phy, info.end_phy, info.end_ts, info.entries) == \
-            (checked.n, checked.begin_phy, checked.end_phy, checked.end_ts, checked.entry_count)
+        assert (info.n, info.begin_phy, info.end_phy, info.end_ts, info.entries) == (
+            checked.n,
+            checked.begin_phy,
+            checked.end_phy,
+            checked.end_ts,
+            checked.entry_count,
+        )
         want = (checked.phy_min, checked.phy_max) if checked.entry_count else (None, None)
         assert (info.phy_min, info.phy_max) == want
         checked.close()
@@ -282,8 +331,8 @@ def test_file_tasks_load_only_their_window_of_an_ordered_index_file(master, tmp_
     base = 40 + 4 * 64  # header, slots (SIZES): entries 1 and 200 (other messages), offsets swapped
     data = bytearray(idx.read_bytes())
     a, b = base + 20 + 4, base + 200 * 20 + 4
-    assert data[a:a + 8] != data[b:b + 8]
-    data[a:a + 8], data[b:b + 8] = data[b:b + 8], data[a:a + 8]
+    assert data[a : a + 8] != data[b : b + 8]
+    data[a : a + 8], data[b : b + 8] = data[b : b + 8], data[a : a + 8]
     idx.write_bytes(bytes(data))
     windows.clear()
     found = _check([store], caps=(None,))

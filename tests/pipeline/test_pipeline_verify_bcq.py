@@ -1,5 +1,6 @@
 """The pipeline's verify (driver phase) runs the bcq.* and compaction.* checks too: the same
 findings and summary as the local Verifier on the 5.3.3 samples, clean and damaged."""
+
 from __future__ import annotations
 
 import json

@@ -2,6 +2,7 @@
 against the local Verifier on stores the per-file and per-queue split must not lose: LMQ
 queues whose end disagrees with the log's counter (``lmq.queue-end``,
 ``DefaultMessageStore#recoverTopicQueueTable``) and damaged LMQ units."""
+
 from __future__ import annotations
 
 import json
@@ -39,10 +40,10 @@ def _alpha_damaged(store: Path, s: Path) -> None:
     shutil.copytree(store, s)
     alpha = s / "consumequeue" / "%LMQ%alpha" / "0"
     raw = bytearray((alpha / "00000000000000000000").read_bytes())
-    raw[3 * 20:4 * 20], raw[4 * 20:5 * 20] = raw[4 * 20:5 * 20], raw[3 * 20:4 * 20]
+    raw[3 * 20 : 4 * 20], raw[4 * 20 : 5 * 20] = raw[4 * 20 : 5 * 20], raw[3 * 20 : 4 * 20]
     (alpha / "00000000000000000000").write_bytes(bytes(raw))
     second = bytearray((alpha / "00000000000000002000").read_bytes())
-    second[30 * 20:31 * 20] = raw[0:20]
+    second[30 * 20 : 31 * 20] = raw[0:20]
     (alpha / "00000000000000002000").write_bytes(bytes(second))
 
 
@@ -66,7 +67,7 @@ def test_lmq_missing_queue_and_tags_LmqChecks_check_lmq_batch(lmq, tmp_path):
     shutil.copytree(store, s)
     alpha = s / "consumequeue" / "%LMQ%alpha" / "0" / "00000000000000000000"
     raw = bytearray(alpha.read_bytes())
-    raw[5 * 20 + 12:5 * 20 + 20] = (7).to_bytes(8, "big")
+    raw[5 * 20 + 12 : 5 * 20 + 20] = (7).to_bytes(8, "big")
     alpha.write_bytes(bytes(raw))
     shutil.rmtree(s / "consumequeue" / "%LMQ%beta")
     checks = {f["check"] for f in _same(s, conf)}
@@ -81,7 +82,7 @@ def test_lmq_truncated_queue_end_behind_the_counter(lmq, tmp_path):
     shutil.copytree(store, s)
     last = s / "consumequeue" / "%LMQ%alpha" / "0" / "00000000000000002000"
     raw = bytearray(last.read_bytes())
-    raw[27 * 20:30 * 20] = bytes(60)
+    raw[27 * 20 : 30 * 20] = bytes(60)
     last.write_bytes(bytes(raw))
     checks = {f["check"] for f in _same(s, conf)}
     assert "lmq.queue-end" in checks, checks
@@ -89,22 +90,37 @@ def test_lmq_truncated_queue_end_behind_the_counter(lmq, tmp_path):
 
 # ------------------------------------------------------------------ RocksDB consume queue
 
+
 def _rocks(tmp_path: Path, **kw) -> tuple[Path, dict]:
     """A generated store whose consume queue is a RocksDB database (tests/helpers/rocksdb_build.py)."""
     pytest.importorskip("rocksdict", reason="needs rocksdict: the rocksdb and test extras")
     from tests.helpers import generate
     from tests.helpers.rocksdb_build import store_times, to_rocksdb_store
 
-    base = generate(tmp_path / "files", "--topics", "2", "--queues", "1", "--transaction-ratio", "0",
-                    "--delay-ratio", "0", messages=60)
+    base = generate(
+        tmp_path / "files",
+        "--topics",
+        "2",
+        "--queues",
+        "1",
+        "--transaction-ratio",
+        "0",
+        "--delay-ratio",
+        "0",
+        messages=60,
+    )
     return tmp_path / "rocks", to_rocksdb_store(base, tmp_path / "rocks", store_times(base), **kw)
 
 
 def _put(store: Path, default: dict, offset: dict, delete: list = ()) -> None:
     from rocksdict import AccessType, Options, Rdict
 
-    db = Rdict(str(store / "consumequeue"), options=Options(raw_mode=True), access_type=AccessType.read_write(),
-               column_families={"offset": Options(raw_mode=True)})
+    db = Rdict(
+        str(store / "consumequeue"),
+        options=Options(raw_mode=True),
+        access_type=AccessType.read_write(),
+        column_families={"offset": Options(raw_mode=True)},
+    )
     for k, v in default.items():
         db[k] = v
     for k in delete:
@@ -133,8 +149,11 @@ def test_rocksdb_damaged_RocksDBConsumeQueueOffsetTable(tmp_path, damage):
     (topic, qid), units = next(iter(queues.items()))
     if damage == "past-log":
         n, end = units[-1][0] + 1, (store / "commitlog" / "00000000000000000000").stat().st_size * 4
-        _put(store, {cq_key(topic, qid, n): cq_value(end, 200, 0, units[-1][4])},
-             {offset_key(topic, qid, "max"): end.to_bytes(8, "big") + n.to_bytes(8, "big")})
+        _put(
+            store,
+            {cq_key(topic, qid, n): cq_value(end, 200, 0, units[-1][4])},
+            {offset_key(topic, qid, "max"): end.to_bytes(8, "big") + n.to_bytes(8, "big")},
+        )
         want = {"cq.unit-target", "rocksdb.checkpoint"}
     elif damage == "hole":
         _put(store, {}, {}, [cq_key(topic, qid, units[4][0])])

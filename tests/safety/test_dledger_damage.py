@@ -11,6 +11,7 @@ are read and ignored (``DLedgerEntryCoder#encode`` writes the 0 no caller change
 Issue 31: a changed size field made verify's resync find the record inside the same entry
 again and loop forever.
 """
+
 from __future__ import annotations
 
 import json
@@ -21,7 +22,6 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-
 from rmqstore_cli.formats.derive import field_offset
 from rmqstore_cli.formats.dledger import EntryHeader
 
@@ -49,7 +49,7 @@ def sample_copy(sample_tarball, tmp_path_factory):
     starts, pos = [], 0
     while len(starts) < 300:
         starts.append(pos)
-        pos += int.from_bytes(data[pos + size_at:pos + size_at + 4], "big", signed=True)
+        pos += int.from_bytes(data[pos + size_at : pos + size_at + 4], "big", signed=True)
     return dest, d / "broker.conf", starts
 
 
@@ -57,6 +57,7 @@ def sample_copy(sample_tarball, tmp_path_factory):
 def watchdog(seconds: int, what: str):
     """Raise in this thread when the body runs longer than ``seconds`` (a Python-level loop
     is interrupted between bytecodes): a regression fails instead of hanging the suite."""
+
     def boom(*_):
         raise TimeoutError(f"{what} did not end within {seconds} s")
 
@@ -77,10 +78,10 @@ def changed(path: Path, at: int, field: str, delta: int):
     width = sub.sizeof()
     off = at + field_offset(EntryHeader, field)
     original = path.read_bytes()
-    value = int.from_bytes(original[off:off + width], "big", signed=True) + delta
+    value = int.from_bytes(original[off : off + width], "big", signed=True) + delta
     half = 1 << (8 * width - 1)
     new = ((value + half) % (2 * half) - half).to_bytes(width, "big", signed=True)
-    path.write_bytes(original[:off] + new + original[off + width:])
+    path.write_bytes(original[:off] + new + original[off + width :])
     try:
         yield
     finally:
@@ -141,8 +142,22 @@ def test_verify_cli_ends_on_a_changed_size_field(sample_copy, tmp_path, entry, d
     """Issue 31 as found: the command itself, in its own process, under a timeout."""
     store, conf, starts = sample_copy
     with changed(store / DATA, starts[entry], "size", delta):
-        r = subprocess.run([sys.executable, "-m", "rmqstore_cli", "verify", "--store", str(store), "--broker-conf",
-                            str(conf), "--format", "jsonl"], capture_output=True, timeout=120)
+        r = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "rmqstore_cli",
+                "verify",
+                "--store",
+                str(store),
+                "--broker-conf",
+                str(conf),
+                "--format",
+                "jsonl",
+            ],
+            capture_output=True,
+            timeout=120,
+        )
     assert r.returncode == 1, r.stderr.decode()
     lines = [json.loads(x) for x in r.stdout.decode().splitlines()]
     first = lines[0]

@@ -3,6 +3,7 @@
 Short, seeded versions of the long runs in fuzz/ (fuzz_stores.py, crash_loop.py,
 atheris_decoders.py); their recorded results are in fuzz/RESULTS.md.
 """
+
 from __future__ import annotations
 
 import json
@@ -16,10 +17,10 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from fuzz import storefuzz
 from rmqstore_cli.formats.commitlog import MAGIC_V2
 from rmqstore_cli.formats.properties import parse_properties
+
+from fuzz import storefuzz
 from rmqstore_cli.store.commitlog import AppendSpec, CommitLog, Status, check_message, encode_record
 from rmqstore_cli.store.config import StoreConfig
 from tests.helpers import ROOT, VERSIONS, cli, fixture_dir, generate, tree_digest
@@ -50,6 +51,7 @@ def _hostile_store(root: Path) -> Path:
 
 # ------------------------------------------------------------------ hostile names
 
+
 def test_hostile_topics_never_become_paths(tmp_path):
     """ConsumeQueue's constructor joins any topic into a path; a topic that is not one safe
     path component is a finding (refused_topics), never a directory; dots are allowed (the
@@ -58,8 +60,18 @@ def test_hostile_topics_never_become_paths(tmp_path):
     store = _hostile_store(box / "store")
     out = box / "out"
     before = {p for p in tmp_path.rglob("*")}
-    r = cli("rebuild-index", "--store", store, "--commitlog-file-size", "65536", "--output", out, "--format", "json",
-            *LOST_SIZES)
+    r = cli(
+        "rebuild-index",
+        "--store",
+        store,
+        "--commitlog-file-size",
+        "65536",
+        "--output",
+        out,
+        "--format",
+        "json",
+        *LOST_SIZES,
+    )
     assert r.exit_code == 0, r.stderr
     s = json.loads(r.stdout)
     refused = {x["topic"] for x in s["refused_topics"]}
@@ -77,11 +89,22 @@ def test_hostile_topics_never_become_paths(tmp_path):
 
 def test_hostile_topics_in_place(tmp_path):
     store = _hostile_store(tmp_path / "a" / "store")
-    r = cli("rebuild-index", "--store", store, "--commitlog-file-size", "65536", "--in-place", "--format", "json",
-            *LOST_SIZES)
+    r = cli(
+        "rebuild-index",
+        "--store",
+        store,
+        "--commitlog-file-size",
+        "65536",
+        "--in-place",
+        "--format",
+        "json",
+        *LOST_SIZES,
+    )
     assert r.exit_code == 0, r.stderr
     assert sorted(p.name for p in (store / "consumequeue").iterdir()) == sorted(SAFE)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["a"] and sorted(p.name for p in store.parent.iterdir()) == ["store"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a"] and sorted(p.name for p in store.parent.iterdir()) == [
+        "store"
+    ]
 
 
 @pytest.mark.parametrize("topic", ["../../x", "a/b", ".."])
@@ -100,14 +123,27 @@ def test_consume_queue_writer_refuses_unsafe_topic(tmp_path):
     assert not (tmp_path / "cq").exists()
 
 
-@pytest.mark.parametrize("journal", [
-    {"state": "building", "staging": "{victim}"},
-    {"state": "cleanup", "staging": "{store}/.rebuild-index-1", "no_backup": True, "marker": ".rebuild-1",
-     "parts": [["{store}/consumequeue", "{store}/x", "{victim}", "replace"]]},
-    {"state": "swapping", "staging": "{store}/.rebuild-index-1", "no_backup": False, "marker": ".rebuild-1",
-     "parts": [["{victim}", "{store}/.rebuild-index-1/consumequeue", "{store}/b", "replace"]]},
-    ["not", "a", "journal"],
-])
+@pytest.mark.parametrize(
+    "journal",
+    [
+        {"state": "building", "staging": "{victim}"},
+        {
+            "state": "cleanup",
+            "staging": "{store}/.rebuild-index-1",
+            "no_backup": True,
+            "marker": ".rebuild-1",
+            "parts": [["{store}/consumequeue", "{store}/x", "{victim}", "replace"]],
+        },
+        {
+            "state": "swapping",
+            "staging": "{store}/.rebuild-index-1",
+            "no_backup": False,
+            "marker": ".rebuild-1",
+            "parts": [["{victim}", "{store}/.rebuild-index-1/consumequeue", "{store}/b", "replace"]],
+        },
+        ["not", "a", "journal"],
+    ],
+)
 def test_crafted_rebuild_journal_touches_nothing_outside(small_store, tmp_path, journal):
     """The journal drives renames and rmtree: a crafted one is refused (exit 3), not obeyed."""
     victim = tmp_path / "victim"
@@ -124,6 +160,7 @@ def test_crafted_rebuild_journal_touches_nothing_outside(small_store, tmp_path, 
 
 # ------------------------------------------------------------------ decoders (hypothesis)
 
+
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.binary(min_size=0, max_size=400), st.integers(0, 64))
 def test_check_message_never_raises_on_any_bytes(data, pos):
@@ -137,8 +174,12 @@ def test_check_message_never_raises_on_any_bytes(data, pos):
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.integers(0, 10_000), st.sampled_from([0, 4, 16, 20, 24, 72, 80, 84, 88, 96, 100, 104]),
-       st.sampled_from([0, -1, 1, 0x7FFFFFFF, -0x80000000, 0x7FFFFFF8, 2**31 - 100]), st.booleans())
+@given(
+    st.integers(0, 10_000),
+    st.sampled_from([0, 4, 16, 20, 24, 72, 80, 84, 88, 96, 100, 104]),
+    st.sampled_from([0, -1, 1, 0x7FFFFFFF, -0x80000000, 0x7FFFFFF8, 2**31 - 100]),
+    st.booleans(),
+)
 def test_mutated_valid_record_decodes_or_is_refused_within_bounds(seed, at, value, ipv6):
     """A real record with a length field set to a hostile value: a verdict, never an exception
     or a read past the buffer."""
@@ -148,7 +189,7 @@ def test_mutated_valid_record_decodes_or_is_refused_within_bounds(seed, at, valu
         spec.born_host = (b"\x20\x01\x0d\xb8" + bytes(11) + b"\x01", 7)
     rec = bytearray(encode_record(spec, cfg)) + bytes(random.Random(seed).randrange(64))
     if at + 4 <= len(rec):
-        rec[at:at + 4] = value.to_bytes(4, "big", signed=True)
+        rec[at : at + 4] = value.to_bytes(4, "big", signed=True)
     c = check_message(bytes(rec), 0, len(rec), 0, check_crc=bool(seed % 2))
     assert c.status in Status
     assert c.size <= len(rec)
@@ -161,6 +202,7 @@ def test_properties_parse_any_text(raw):
 
 
 # ------------------------------------------------------------------ mutated stores
+
 
 def _targets(tmp_path_factory):
     out = []
@@ -202,12 +244,22 @@ def test_fuzz_corpus_regressions(fuzz_targets, tmp_path):
 
 # ------------------------------------------------------------------ read-only guarantee
 
+
 def _read_commands(store: Path, conf: list[str], probe: dict, out: Path):
-    yield ["dump-commitlog", "--store", store, *conf, "--format", "jsonl", "--body", "hex", "--show-blank",
-           "--check-crc"]
+    yield [
+        "dump-commitlog",
+        "--store",
+        store,
+        *conf,
+        "--format",
+        "jsonl",
+        "--body",
+        "hex",
+        "--show-blank",
+        "--check-crc",
+    ]
     yield ["dump-cq", "--store", store, *conf, "--summary", "--format", "json"]
-    yield ["dump-cq", "--store", store, *conf, probe["topic"], str(probe["queue_id"]), "--resolve",
-           "--format", "jsonl"]
+    yield ["dump-cq", "--store", store, *conf, probe["topic"], str(probe["queue_id"]), "--resolve", "--format", "jsonl"]
     yield ["index-lookup", "--store", store, *conf, probe["key"], "--show-collisions", "--format", "jsonl"]
     yield ["decode-msgid", "--store", store, *conf, probe["msg_id"], probe["uniq_key"], "--format", "jsonl"]
     yield ["verify", "--store", store, *conf, "--crc", "--deep", "--format", "json"]
@@ -260,25 +312,59 @@ def test_reads_during_appends_see_a_consistent_prefix(small_store, tmp_path):
     """The engine's CommitLog.append writes records into the mapped files while
     dump-commitlog / dump-cq / index-lookup run: every run exits cleanly and sees whole
     records that chain offset + size without a gap (the partial tail is the log's end)."""
-    p = subprocess.Popen([sys.executable, "-c", APPENDER, str(small_store), "4"], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, cwd=ROOT)
+    p = subprocess.Popen(
+        [sys.executable, "-c", APPENDER, str(small_store), "4"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=ROOT,
+    )
     try:
         p.stdout.readline()  # appending has started
         seen = []
         for _ in range(3):
-            r = cli("dump-commitlog", "--store", small_store, "--commitlog-file-size", "65536", "--format", "jsonl",
-                    "--no-properties")
+            r = cli(
+                "dump-commitlog",
+                "--store",
+                small_store,
+                "--commitlog-file-size",
+                "65536",
+                "--format",
+                "jsonl",
+                "--no-properties",
+            )
             assert r.exit_code == 0, r.stderr
             recs = [json.loads(x) for x in r.stdout.splitlines()]
             for a, b in zip(recs, recs[1:]):
                 if a["file"] == b["file"]:
                     assert b["physical_offset"] == a["physical_offset"] + a["total_size"]
             seen.append(len(recs))
-            r = cli("dump-cq", "--store", small_store, "--commitlog-file-size", "65536", "--cq-file-size", "2000",
-                    "--summary", "--format", "json")
+            r = cli(
+                "dump-cq",
+                "--store",
+                small_store,
+                "--commitlog-file-size",
+                "65536",
+                "--cq-file-size",
+                "2000",
+                "--summary",
+                "--format",
+                "json",
+            )
             assert r.exit_code == 0, r.stderr
-            r = cli("index-lookup", "--store", small_store, "--commitlog-file-size", "65536",
-                    "--index-slots", "64", "--index-max", "400", "order-1", "--format", "jsonl")
+            r = cli(
+                "index-lookup",
+                "--store",
+                small_store,
+                "--commitlog-file-size",
+                "65536",
+                "--index-slots",
+                "64",
+                "--index-max",
+                "400",
+                "order-1",
+                "--format",
+                "jsonl",
+            )
             assert r.exit_code in (0, 1) and "Traceback" not in r.stderr, r.stderr
             assert r.stderr == "" or r.stderr.startswith("rmqstore:"), r.stderr
     finally:
@@ -289,6 +375,7 @@ def test_reads_during_appends_see_a_consistent_prefix(small_store, tmp_path):
 
 # ------------------------------------------------------------------ crash safety (short)
 
+
 @pytest.mark.fuzz
 def test_sigkill_rebuild_and_expire_short_seeded_run(tmp_path):
     from fuzz import crash_loop
@@ -298,6 +385,7 @@ def test_sigkill_rebuild_and_expire_short_seeded_run(tmp_path):
 
 
 # ------------------------------------------------------------------ bounded loops
+
 
 def _cycle_index(store: Path, topic: str, key: str) -> Path:
     """The first index file with a crafted count (2^31-1) and a 2-cycle of prevIndex links
@@ -336,8 +424,21 @@ def test_index_chain_cycle_with_huge_count_ends(small_store):
         assert ix.chain_limit == 400
         assert ix.select_phy_offset("T#k", 1 << 30, 0, 1 << 62) == []
         for extra in ([], ["--broker-window"]):
-            r = cli("index-lookup", "--store", small_store, "--commitlog-file-size", "65536", "--index-slots", "64",
-                    "--index-max", "400", "--topic", "T", "k", *extra)
+            r = cli(
+                "index-lookup",
+                "--store",
+                small_store,
+                "--commitlog-file-size",
+                "65536",
+                "--index-slots",
+                "64",
+                "--index-max",
+                "400",
+                "--topic",
+                "T",
+                "k",
+                *extra,
+            )
             assert r.exit_code in (1, 3), r.stderr
     finally:
         signal.alarm(0)
@@ -361,6 +462,7 @@ def test_atheris_corpus_regressions(path):
 
 # ------------------------------------------------------------------ symlinks out of the store
 
+
 def _plant_symlinks(store: Path, outside: Path) -> None:
     """A commit-log file, a consume-queue file, an index file and a queue directory that
     are symlinks to copies outside the store."""
@@ -382,8 +484,11 @@ def _plant_symlinks(store: Path, outside: Path) -> None:
 
 
 def _outside_digest(outside: Path) -> dict:
-    return {str(p.relative_to(outside)): (p.read_bytes(), p.stat().st_mtime_ns)
-            for p in sorted(outside.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(outside)): (p.read_bytes(), p.stat().st_mtime_ns)
+        for p in sorted(outside.rglob("*"))
+        if p.is_file()
+    }
 
 
 @pytest.mark.slow
@@ -393,8 +498,19 @@ def test_mutating_commands_do_not_write_through_symlinks(small_store, tmp_path):
     outside = tmp_path / "outside"
     _plant_symlinks(small_store, outside)
     before = _outside_digest(outside)
-    r = cli("rebuild-index", "--store", small_store, "--in-place", "--no-backup", "--index-slots", "64",
-            "--index-max", "400", "--format", "json")
+    r = cli(
+        "rebuild-index",
+        "--store",
+        small_store,
+        "--in-place",
+        "--no-backup",
+        "--index-slots",
+        "64",
+        "--index-max",
+        "400",
+        "--format",
+        "json",
+    )
     assert r.exit_code in (0, 3), r.stderr
     assert _outside_digest(outside) == before
     assert not any(p.is_symlink() for p in small_store.rglob("*") if "commitlog" not in p.parts)
@@ -417,6 +533,7 @@ def test_mutating_commands_do_not_write_through_symlinks(small_store, tmp_path):
 
 
 # ------------------------------------------------------------------ compressed bodies
+
 
 def test_inflate_caps_and_refuses():
     import zlib
@@ -452,38 +569,74 @@ def test_dump_decompress_zip_bomb_is_capped(tmp_path):
         cl.append(spec)
     cl.close()
     rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    r = cli("dump-commitlog", "--store", store, "--commitlog-file-size", str(1 << 20), "--body", "base64",
-            "--decompress", "--max-decompressed", str(1 << 20), "--format", "jsonl")
+    r = cli(
+        "dump-commitlog",
+        "--store",
+        store,
+        "--commitlog-file-size",
+        str(1 << 20),
+        "--body",
+        "base64",
+        "--decompress",
+        "--max-decompressed",
+        str(1 << 20),
+        "--format",
+        "jsonl",
+    )
     assert r.exit_code == 0, r.stderr
     a, b = [json.loads(x) for x in r.stdout.splitlines()]
     assert a["compression"] == "zlib" and "cap" in a["body_error"] and "body_decompressed_size" not in a
     assert b["body_decompressed_size"] == 6000
     # the 100 MB never existed: memory grew by far less than the expansion
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss0 < 40 << 10
-    r = cli("dump-commitlog", "--store", store, "--commitlog-file-size", str(1 << 20), "--body", "hex",
-            "--decompress", "--format", "jsonl", "--limit", "1")  # the default cap (64 MiB) holds too
+    r = cli(
+        "dump-commitlog",
+        "--store",
+        store,
+        "--commitlog-file-size",
+        str(1 << 20),
+        "--body",
+        "hex",
+        "--decompress",
+        "--format",
+        "jsonl",
+        "--limit",
+        "1",
+    )  # the default cap (64 MiB) holds too
     assert "cap" in json.loads(r.stdout)["body_error"]
 
 
 # ------------------------------------------------------------------ a live broker's lock
 
+
 def test_live_broker_lock_mutations_refused_reads_work(small_store, tmp_path):
     """A process holding the lock the way the broker does (``FileChannel#tryLock(0, 1,
     false)``: an F_SETLK write lock on byte 0 of <root>/lock): every mutating command
     exits 4 and changes nothing; read commands still answer."""
-    holder = subprocess.Popen([sys.executable, "-c", (
-        "import fcntl,os,struct,sys,time\n"
-        "fd=os.open(sys.argv[1],os.O_RDWR)\n"
-        "fcntl.fcntl(fd,fcntl.F_SETLK,struct.pack('hhqqi4x',fcntl.F_WRLCK,0,0,1,0))\n"
-        "print('locked',flush=True)\ntime.sleep(60)\n"), str(small_store / "lock")],
-        stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            (
+                "import fcntl,os,struct,sys,time\n"
+                "fd=os.open(sys.argv[1],os.O_RDWR)\n"
+                "fcntl.fcntl(fd,fcntl.F_SETLK,struct.pack('hhqqi4x',fcntl.F_WRLCK,0,0,1,0))\n"
+                "print('locked',flush=True)\ntime.sleep(60)\n"
+            ),
+            str(small_store / "lock"),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "locked"
         before = tree_digest(small_store)
-        for args in (["rebuild-index", "--store", small_store, "--in-place"],
-                     ["rebuild-index", "--store", small_store, "--recover"],
-                     ["expire", "--store", small_store, "--reserved-hours", "0"],
-                     ["generate", "--store", small_store, "--append", "--messages", "5"]):
+        for args in (
+            ["rebuild-index", "--store", small_store, "--in-place"],
+            ["rebuild-index", "--store", small_store, "--recover"],
+            ["expire", "--store", small_store, "--reserved-hours", "0"],
+            ["generate", "--store", small_store, "--append", "--messages", "5"],
+        ):
             r = cli(*args)
             assert r.exit_code == 4, (args[0], r.stderr)
             assert r.stderr.startswith("rmqstore: error: a live broker") and r.stderr.count("\n") == 1
@@ -504,8 +657,13 @@ def test_journal_with_relative_paths_outside_the_store_is_refused(small_store, t
     victim = small_store.parent / "store2"
     victim.mkdir()
     (victim / "precious").write_text("keep")
-    j = {"state": "cleanup", "staging": "store/.rebuild-index-1", "no_backup": True, "marker": ".rebuild-1",
-         "parts": [["store/consumequeue", "store/.rebuild-index-1/consumequeue", "store2", "replace"]]}
+    j = {
+        "state": "cleanup",
+        "staging": "store/.rebuild-index-1",
+        "no_backup": True,
+        "marker": ".rebuild-1",
+        "parts": [["store/consumequeue", "store/.rebuild-index-1/consumequeue", "store2", "replace"]],
+    }
     (small_store / ".rebuild-index.journal").write_text(json.dumps(j))
     r = cli("rebuild-index", "--store", "store", "--recover")
     assert r.exit_code == 3 and "journal" in r.stderr
@@ -533,8 +691,9 @@ DAY_NS = 86_400 * 10**9
 
 def _store_data_files(root: Path) -> list[Path]:
     """The files a read command maps or reads: commit log, consume queues, index, checkpoint."""
-    return sorted(p for d in ("commitlog", "consumequeue", "index") for p in (root / d).rglob("*")
-                  if p.is_file()) + [root / "checkpoint"]
+    return sorted(p for d in ("commitlog", "consumequeue", "index") for p in (root / d).rglob("*") if p.is_file()) + [
+        root / "checkpoint"
+    ]
 
 
 def _age_atime(p: Path) -> None:

@@ -2,6 +2,7 @@
 torn log is where its data ends, epoch seconds are not read as milliseconds, index-lookup
 finds topics without consume queues, and every command answers the same situation the same
 way (usage errors, negative answers, broken pipes, unknown topics)."""
+
 from __future__ import annotations
 
 import subprocess
@@ -19,15 +20,32 @@ def test_pytest_says_why_tests_were_skipped(tmp_path):
     """pyproject's addopts carry -rs: whoever runs the suite without an optional dependency is
     told why a test skipped, not just how many."""
     (tmp_path / "test_skip.py").write_text(
-        "import pytest\n\ndef test_x():\n    pytest.skip('needs the spark extra')\n", encoding="utf-8")
-    r = subprocess.run([sys.executable, "-m", "pytest", "-c", str(ROOT / "pyproject.toml"), "-p", "no:cacheprovider",
-                        "--rootdir", str(tmp_path), str(tmp_path / "test_skip.py")],
-                       capture_output=True, text=True, timeout=120, cwd=tmp_path)
+        "import pytest\n\ndef test_x():\n    pytest.skip('needs the spark extra')\n", encoding="utf-8"
+    )
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-c",
+            str(ROOT / "pyproject.toml"),
+            "-p",
+            "no:cacheprovider",
+            "--rootdir",
+            str(tmp_path),
+            str(tmp_path / "test_skip.py"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     assert "SKIPPED" in r.stdout and "needs the spark extra" in r.stdout, r.stdout
 
 
 # ---------------------------------------------------------------- verify: what is missing, and its repair
+
 
 def _verify(store, *extra):
     import json
@@ -107,8 +125,10 @@ def test_cq_missing_unit_ends_with_its_repair(small_store):
     miss = [f for f in findings if f["check"] == "cq.missing-unit"]
     assert r.exit_code == 1 and miss
     for f in miss:
-        assert f["detail"].endswith(f"repair: rmqstore rebuild-index --store {small_store} {' '.join(SMALL)} "
-                                    f"--in-place --only cq --topic {f['topic']}")
+        assert f["detail"].endswith(
+            f"repair: rmqstore rebuild-index --store {small_store} {' '.join(SMALL)} "
+            f"--in-place --only cq --topic {f['topic']}"
+        )
 
 
 def test_verify_torn_last_file_ends_at_its_last_valid_record(small_store):
@@ -130,6 +150,7 @@ def test_verify_torn_last_file_ends_at_its_last_valid_record(small_store):
 
 
 # ---------------------------------------------------------------- times: seconds are seconds
+
 
 def test_epoch_numbers_are_read_by_their_digits():
     """10 digits (date +%s) are seconds, 13 or more milliseconds, 0 the epoch; anything else
@@ -157,13 +178,18 @@ def test_begin_in_epoch_seconds_selects_what_the_same_time_in_ms_selects(small_s
 
     from tests.helpers import SMALL, cli
 
-    recs = [json.loads(x) for x in cli("dump-commitlog", "--store", small_store_master, *SMALL[:2], "--format",
-                                       "jsonl").stdout.splitlines()]
+    recs = [
+        json.loads(x)
+        for x in cli(
+            "dump-commitlog", "--store", small_store_master, *SMALL[:2], "--format", "jsonl"
+        ).stdout.splitlines()
+    ]
     mid = recs[len(recs) // 2]["store_timestamp"]
     sec = str(mid // 1000 + 1)  # 10 digits
     by_s = cli("dump-commitlog", "--store", small_store_master, *SMALL[:2], "--begin", sec, "--format", "jsonl")
-    by_ms = cli("dump-commitlog", "--store", small_store_master, *SMALL[:2], "--begin", sec + "000",
-                "--format", "jsonl")
+    by_ms = cli(
+        "dump-commitlog", "--store", small_store_master, *SMALL[:2], "--begin", sec + "000", "--format", "jsonl"
+    )
     assert by_s.exit_code == 0 and by_s.stdout == by_ms.stdout
     assert 0 < len(by_s.stdout.splitlines()) < len(recs)
     last_seen: dict = {}
@@ -171,14 +197,25 @@ def test_begin_in_epoch_seconds_selects_what_the_same_time_in_ms_selects(small_s
         for k in x["keys"]:
             last_seen[(x["topic"], k)] = max(last_seen.get((x["topic"], k), 0), x["store_timestamp"])
     key = next(r for r in recs if r["keys"] and last_seen[(r["topic"], r["keys"][0])] < mid)
-    r = cli("index-lookup", key["keys"][0], "--topic", key["topic"], "--store", small_store_master, "--begin", sec,
-            "--format", "jsonl")
+    r = cli(
+        "index-lookup",
+        key["keys"][0],
+        "--topic",
+        key["topic"],
+        "--store",
+        small_store_master,
+        "--begin",
+        sec,
+        "--format",
+        "jsonl",
+    )
     assert r.exit_code == 1  # the key's message lies before the window: nothing, not everything since 1970
     r = cli("dump-commitlog", "--store", small_store_master, *SMALL[:2], "--begin", "179531768")
     assert r.exit_code == 2 and r.stderr.startswith("rmqstore: error: --begin: '179531768'")
 
 
 # ---------------------------------------------------------------- index-lookup without consume queues
+
 
 def test_index_lookup_takes_topics_from_the_commit_log_when_nothing_else_names_them(small_store):
     """consumequeue/ and topics.json gone: exactly when index-lookup is needed. The topics come
@@ -188,8 +225,10 @@ def test_index_lookup_takes_topics_from_the_commit_log_when_nothing_else_names_t
 
     from tests.helpers import SMALL, cli
 
-    recs = [json.loads(x) for x in cli("dump-commitlog", "--store", small_store, *SMALL[:2], "--format",
-                                       "jsonl").stdout.splitlines()]
+    recs = [
+        json.loads(x)
+        for x in cli("dump-commitlog", "--store", small_store, *SMALL[:2], "--format", "jsonl").stdout.splitlines()
+    ]
     key = next(r["keys"][0] for r in recs if r["keys"])
     want = cli("index-lookup", key, "--store", small_store, "--format", "jsonl")
     assert want.exit_code == 0 and want.stdout
@@ -207,6 +246,7 @@ def test_index_lookup_takes_topics_from_the_commit_log_when_nothing_else_names_t
 
 # ---------------------------------------------------------------- one rule for the same situation
 
+
 def _lines(r) -> list[str]:
     err = r.stderr.decode() if isinstance(r.stderr, bytes) else r.stderr
     return [ln for ln in err.splitlines() if not ln.startswith("rmqstore: note: ")]
@@ -216,9 +256,11 @@ def test_a_reversed_window_is_a_usage_error_everywhere(small_store_master):
     from tests.helpers import run
 
     s = small_store_master
-    for args in (("dump-commitlog", "--store", s, "--begin", "2026-01-01T01:00", "--end", "2026-01-01T00:00"),
-                 ("index-lookup", "order-1", "--store", s, "--begin", "2026-01-01T01:00", "--end", "2026-01-01T00:00"),
-                 ("dump-commitlog", "--store", s, "--from-offset", "200", "--to-offset", "100")):
+    for args in (
+        ("dump-commitlog", "--store", s, "--begin", "2026-01-01T01:00", "--end", "2026-01-01T00:00"),
+        ("index-lookup", "order-1", "--store", s, "--begin", "2026-01-01T01:00", "--end", "2026-01-01T00:00"),
+        ("dump-commitlog", "--store", s, "--from-offset", "200", "--to-offset", "100"),
+    ):
         r = run(*args)
         assert r.returncode == 2 and r.stdout == b"", args
         assert _lines(r) and _lines(r)[0].startswith("rmqstore: error: --") and "lies after --" in _lines(r)[0], args
@@ -235,16 +277,22 @@ def test_an_offset_past_the_end_answers_as_the_exact_end(small_store_master):
     end = _walk_end(s)
     last = sorted((s / "commitlog").iterdir())[-1]
     answers = set()
-    for off in (end, end + 1, int(last.name) + 65536 + 7, 10 ** 12):
+    for off in (end, end + 1, int(last.name) + 65536 + 7, 10**12):
         for extra in ((), ("--topic", "OrderTopic")):
             r = cli("dump-commitlog", "--store", s, *SMALL[:2], "--from-offset", off, "--format", "jsonl", *extra)
-            answers.add((extra, r.exit_code, r.stdout, tuple(ln.replace(str(off), "N") for ln in r.stderr.splitlines())))
+            answers.add(
+                (extra, r.exit_code, r.stdout, tuple(ln.replace(str(off), "N") for ln in r.stderr.splitlines()))
+            )
     assert {a[:2] for a in answers} == {((), 0), (("--topic", "OrderTopic"), 1)}
     assert len(answers) == 2, answers  # the same words, whatever the offset
     summary = json.loads(cli("dump-cq", "--summary", "OrderTopic", "0", "--store", s, "--format", "jsonl").stdout)
-    got = {(r.exit_code, r.stdout, r.stderr) for r in
-           (cli("dump-cq", "OrderTopic", "0", "--store", s, "--from", n, "--format", "jsonl")
-            for n in (summary["max_offset"], summary["max_offset"] + 1, 10 ** 9))}
+    got = {
+        (r.exit_code, r.stdout, r.stderr)
+        for r in (
+            cli("dump-cq", "OrderTopic", "0", "--store", s, "--from", n, "--format", "jsonl")
+            for n in (summary["max_offset"], summary["max_offset"] + 1, 10**9)
+        )
+    }
     assert len(got) == 1 and next(iter(got))[0] == 1
 
 
@@ -270,22 +318,31 @@ def test_a_closed_pipe_exits_0_in_every_format_and_command(small_store_master, t
     shutil.copytree(small_store_master, damaged)
     shutil.rmtree(damaged / "index")
     s = small_store_master
-    commands = [("dump-commitlog", "--store", s), ("dump-cq", "OrderTopic", "0", "--store", s),
-                ("dump-cq", "--summary", "--store", s), ("index-lookup", "order-1", "--store", s, "--max", "0"),
-                ("decode-msgid", "0A00000500002A9F0000000040001000"), ("verify", "--store", damaged),
-                ("verify", "--list-checks"), ("expire", "--store", s, "--dry-run", "--reserved-hours", "0",
-                                              "--now", "2030-01-01T00:00")]
+    commands = [
+        ("dump-commitlog", "--store", s),
+        ("dump-cq", "OrderTopic", "0", "--store", s),
+        ("dump-cq", "--summary", "--store", s),
+        ("index-lookup", "order-1", "--store", s, "--max", "0"),
+        ("decode-msgid", "0A00000500002A9F0000000040001000"),
+        ("verify", "--store", damaged),
+        ("verify", "--list-checks"),
+        ("expire", "--store", s, "--dry-run", "--reserved-hours", "0", "--now", "2030-01-01T00:00"),
+    ]
     for args in commands:
         for fmt in ("table", "jsonl", "json"):
-            p = subprocess.Popen([sys.executable, "-m", "rmqstore_cli", *map(str, args), "--format", fmt],
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            p = subprocess.Popen(
+                [sys.executable, "-m", "rmqstore_cli", *map(str, args), "--format", fmt],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+            )
             p.stdout.close()
             err = p.stderr.read()
             assert p.wait(timeout=300) == (1 if args[:3] == ("verify", "--store", damaged) else 0), (args, fmt, err)
             assert b"Traceback" not in err and b"error" not in err, (args, fmt, err)
     for args in (("--help",), ("dump-cq", "--help"), ("--version",)):
-        p = subprocess.Popen([sys.executable, "-m", "rmqstore_cli", *args], stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE)
+        p = subprocess.Popen(
+            [sys.executable, "-m", "rmqstore_cli", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
         p.stdout.close()
         assert p.wait(timeout=60) == 0 and p.stderr.read() == b"", args
 
@@ -295,11 +352,13 @@ def test_click_usage_errors_are_one_documented_line():
     `rmqstore: error: …`, not click's usage block; --help is what it was."""
     from tests.helpers import run
 
-    for args, what in ((("dump-commitlog", "--bogus"), "no such option: --bogus"),
-                       (("dump-commitlog", "--format", "xml"), "'xml' is not one of"),
-                       (("dump-commitlog", "--limit", "-3"), "--limit"),
-                       (("index-lookup",), "missing argument"),
-                       (("no-such-command",), "no such command")):
+    for args, what in (
+        (("dump-commitlog", "--bogus"), "no such option: --bogus"),
+        (("dump-commitlog", "--format", "xml"), "'xml' is not one of"),
+        (("dump-commitlog", "--limit", "-3"), "--limit"),
+        (("index-lookup",), "missing argument"),
+        (("no-such-command",), "no such command"),
+    ):
         r = run(*args)
         lines = r.stderr.decode().splitlines()
         assert r.returncode == 2 and r.stdout == b"", args
@@ -307,8 +366,16 @@ def test_click_usage_errors_are_one_documented_line():
         assert "--help" in lines[0]
     for args in (("--help",), ("dump-cq", "--help"), ("verify", "-h")):
         r = run(*args)
-        plain = subprocess.run([sys.executable, "-c", "import sys; from rmqstore_cli.app import app; "
-                                "app(sys.argv[1:], prog_name='rmqstore')", *args], capture_output=True, timeout=60)
+        plain = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                "import sys; from rmqstore_cli.app import app; app(sys.argv[1:], prog_name='rmqstore')",
+                *args,
+            ],
+            capture_output=True,
+            timeout=60,
+        )
         assert r.returncode == 0 and r.stdout == plain.stdout and b"Usage: rmqstore" in r.stdout, args
     r = run()  # no command: the help, as before
     assert r.returncode == 2 and b"Usage: rmqstore" in r.stdout + r.stderr
@@ -319,11 +386,13 @@ def test_not_found_is_a_plain_negative_answer(small_store_master):
     from tests.helpers import run
 
     s = small_store_master
-    for args in (("dump-commitlog", "--store", s, "--key", "no-such-key"),
-                 ("dump-cq", "OrderTopic", "0", "--store", s, "--from", "100000"),
-                 ("dump-cq", "OrderTopic", "99", "--store", s),
-                 ("index-lookup", "no-such-key", "--store", s),
-                 ("decode-msgid", "0A00000500002A9F00000000FFFF1000", "--store", s)):
+    for args in (
+        ("dump-commitlog", "--store", s, "--key", "no-such-key"),
+        ("dump-cq", "OrderTopic", "0", "--store", s, "--from", "100000"),
+        ("dump-cq", "OrderTopic", "99", "--store", s),
+        ("index-lookup", "no-such-key", "--store", s),
+        ("decode-msgid", "0A00000500002A9F00000000FFFF1000", "--store", s),
+    ):
         r = run(*args)
         lines = _lines(r)
         assert r.returncode == 1, (args, lines)
@@ -334,10 +403,12 @@ def test_an_unknown_topic_says_so_and_suggests(small_store_master):
     from tests.helpers import run
 
     s = small_store_master
-    for args in (("dump-commitlog", "--store", s, "--topic", "PaymentTopc"),
-                 ("dump-cq", "PaymentTopc", "0", "--store", s),
-                 ("dump-cq", "--summary", "PaymentTopc", "--store", s),
-                 ("index-lookup", "order-1", "--topic", "PaymentTopc", "--store", s)):
+    for args in (
+        ("dump-commitlog", "--store", s, "--topic", "PaymentTopc"),
+        ("dump-cq", "PaymentTopc", "0", "--store", s),
+        ("dump-cq", "--summary", "PaymentTopc", "--store", s),
+        ("index-lookup", "order-1", "--topic", "PaymentTopc", "--store", s),
+    ):
         r = run(*args)
         assert r.returncode == 1, args
         assert _lines(r) == ["rmqstore: no topic 'PaymentTopc' in the store; did you mean PaymentTopic?"], args
@@ -350,8 +421,12 @@ def test_a_key_with_spaces_is_explained(small_store_master):
 
     from tests.helpers import SMALL, cli, run
 
-    recs = [json.loads(x) for x in cli("dump-commitlog", "--store", small_store_master, *SMALL[:2], "--format",
-                                       "jsonl").stdout.splitlines()]
+    recs = [
+        json.loads(x)
+        for x in cli(
+            "dump-commitlog", "--store", small_store_master, *SMALL[:2], "--format", "jsonl"
+        ).stdout.splitlines()
+    ]
     m = next(r for r in recs if len(r["keys"]) >= 1)
     r = run("index-lookup", " ".join(m["keys"] + ["x"]), "--store", small_store_master)
     assert r.returncode == 1 and "split on spaces" in r.stderr.decode() and b"error:" not in r.stderr

@@ -7,9 +7,9 @@ directories where store files belong, absurd file names and sizes, hostile broke
 escapes, huge and deeply nested topics.json, crafted index headers, topics that cannot be
 directory names (export).
 """
+
 from __future__ import annotations
 
-import base64
 import json
 import os
 import shutil
@@ -30,8 +30,13 @@ HANG = 60  # seconds: every command here finishes in a few
 
 def run(*args, timeout: int = HANG, env: dict | None = None) -> subprocess.CompletedProcess:
     """``python -m rmqstore_cli ARGS`` with a timeout: a hang is a TimeoutExpired failure."""
-    return subprocess.run([sys.executable, "-m", "rmqstore_cli", *map(str, args)], capture_output=True,
-                          timeout=timeout, env=dict(os.environ, **(env or {})), stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [sys.executable, "-m", "rmqstore_cli", *map(str, args)],
+        capture_output=True,
+        timeout=timeout,
+        env=dict(os.environ, **(env or {})),
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def findings(r: subprocess.CompletedProcess) -> list[dict]:
@@ -178,16 +183,29 @@ def test_all_commitlog_files_empty(small_store):
 
 
 # ------------------------------------------------------------------ broker.conf
-@pytest.mark.parametrize("line", ["mappedFileSizeCommitLog=0", "mappedFileSizeCommitLog=-65536",
-                                  "mappedFileSizeConsumeQueue=0", "maxHashSlotNum=0", "maxIndexNum=-1"])
+@pytest.mark.parametrize(
+    "line",
+    [
+        "mappedFileSizeCommitLog=0",
+        "mappedFileSizeCommitLog=-65536",
+        "mappedFileSizeConsumeQueue=0",
+        "maxHashSlotNum=0",
+        "maxIndexNum=-1",
+    ],
+)
 def test_broker_conf_size_not_positive(small_store, tmp_path, line):
     """A size <= 0 in broker.conf divided by zero (verify) or read nonsense: exit 2, one line
     naming the property and the file."""
     conf = tmp_path / "broker.conf"
     conf.write_text(line + "\n")
     for cmd in (["verify"], ["dump-commitlog"], ["index-lookup", "order-0"]):
-        one_line(run(*cmd, "--store", small_store, "--broker-conf", conf), 2, line.split("=")[0], str(conf),
-                 "must be positive")
+        one_line(
+            run(*cmd, "--store", small_store, "--broker-conf", conf),
+            2,
+            line.split("=")[0],
+            str(conf),
+            "must be positive",
+        )
 
 
 def test_broker_conf_size_beyond_java_int_is_ignored(small_store, tmp_path):
@@ -202,16 +220,22 @@ def test_broker_conf_size_beyond_java_int_is_ignored(small_store, tmp_path):
     assert "mapped_file_size_commit_log" not in StoreConfig.load(small_store, conf).explicit
 
 
-@pytest.mark.parametrize("text,line", [("a=1\nmappedFileSizeCommitLog=\\uZZZZ\n", 2), ("# c\n\nkey\\u12", 3),
-                                       ("k=v\\\n  cont\\u00G1\n", 1)])
+@pytest.mark.parametrize(
+    "text,line", [("a=1\nmappedFileSizeCommitLog=\\uZZZZ\n", 2), ("# c\n\nkey\\u12", 3), ("k=v\\\n  cont\\u00G1\n", 1)]
+)
 def test_broker_conf_malformed_unicode_escape(small_store, tmp_path, text, line):
     """``Properties#loadConvert`` throws IllegalArgumentException "Malformed \\uxxxx
     encoding" (the broker does not start); rmqstore raised a ValueError traceback or read
     on: one line naming the file and the line."""
     conf = tmp_path / "broker.conf"
     conf.write_text(text)
-    one_line(run("dump-commitlog", "--store", small_store, "--broker-conf", conf), 2, "malformed \\uxxxx",
-             f"line {line}", str(conf))
+    one_line(
+        run("dump-commitlog", "--store", small_store, "--broker-conf", conf),
+        2,
+        "malformed \\uxxxx",
+        f"line {line}",
+        str(conf),
+    )
 
 
 def test_broker_conf_fifo_does_not_hang(small_store, tmp_path):
@@ -226,12 +250,15 @@ def _craft_header(p: Path, values) -> None:
         fh.write(struct.pack(">qqqqii", *values))
 
 
-@pytest.mark.parametrize("values", [
-    (0, 0, 0, 0, -5, -5),
-    (1, 2, 0, 1000, 2**31 - 1, 2**31 - 1),
-    (2**63 - 1, 2**63 - 1, 2**63 - 1, 2**63 - 1, 5, 50),
-    (-2**63, 2**63 - 1, -1, 2**63 - 1, -5, 400),
-])
+@pytest.mark.parametrize(
+    "values",
+    [
+        (0, 0, 0, 0, -5, -5),
+        (1, 2, 0, 1000, 2**31 - 1, 2**31 - 1),
+        (2**63 - 1, 2**63 - 1, 2**63 - 1, 2**63 - 1, 5, 50),
+        (-(2**63), 2**63 - 1, -1, 2**63 - 1, -5, 400),
+    ],
+)
 def test_crafted_index_header_every_read_command(small_store, values):
     """Negative or huge indexCount/hashSlotCount and timestamps at the ends of a long, with
     the geometry given and inferred: one line or an answer from every read command."""
@@ -239,8 +266,11 @@ def test_crafted_index_header_every_read_command(small_store, values):
         _craft_header(p, values)
     no_cq = ["--commitlog-file-size", "65536", "--index-slots", "64", "--index-max", "400"]
     for given in (False, True):
-        for cmd in (["index-lookup", "order-0", "--max", "0"], ["verify", "--format", "jsonl"],
-                    ["decode-msgid", "AC101813D2404497C8159FA523E50001"]):
+        for cmd in (
+            ["index-lookup", "order-0", "--max", "0"],
+            ["verify", "--format", "jsonl"],
+            ["decode-msgid", "AC101813D2404497C8159FA523E50001"],
+        ):
             extra = (SMALL if cmd[0] == "verify" else no_cq) if given else []
             r = run(*cmd, "--store", small_store, *extra)
             assert r.returncode in (0, 1, 3), r.stderr
@@ -298,13 +328,26 @@ def test_index_geometry_inference_reads_pages_not_files(tmp_path):
 # ------------------------------------------------------------------ export
 def _store_with_topics(src: Path, dest: Path, topics: list[str]) -> list[dict]:
     """A store whose records carry ``topics`` (V2 records: long topics need them)."""
-    dump = [json.loads(x) for x in cli("dump-commitlog", "--store", src, "--format", "jsonl", "--body", "base64",
-                                       "--limit", str(3 * len(topics))).stdout.splitlines()]
+    dump = [
+        json.loads(x)
+        for x in cli(
+            "dump-commitlog", "--store", src, "--format", "jsonl", "--body", "base64", "--limit", str(3 * len(topics))
+        ).stdout.splitlines()
+    ]
     for i, r in enumerate(dump):
         r.pop("physical_offset"), r.pop("queue_offset")
         r["topic"], r["magic"] = topics[i % len(topics)], "v2"
-    r = cli("generate", "--store", dest, "--from-jsonl", "-", *SMALL, "--format", "json",
-            input="\n".join(json.dumps(x) for x in dump) + "\n")
+    r = cli(
+        "generate",
+        "--store",
+        dest,
+        "--from-jsonl",
+        "-",
+        *SMALL,
+        "--format",
+        "json",
+        input="\n".join(json.dumps(x) for x in dump) + "\n",
+    )
     assert r.exit_code == 0, r.stderr
     return dump
 
@@ -334,10 +377,15 @@ def test_export_topics_that_cannot_be_directory_names(small_store, tmp_path):
 def test_export_without_pyarrow_names_the_extra(small_store, tmp_path):
     """After the README's plain ``pip install .`` there is no pyarrow: a traceback before;
     one line naming ``rmqstore[spark]`` and exit 2 now."""
-    code = ("import sys; sys.modules['pyarrow'] = None; sys.argv = ['rmqstore'] + sys.argv[1:]; "
-            "from rmqstore_cli.app import main; main()")
-    r = subprocess.run([sys.executable, "-c", code, "export", "--store", str(small_store), "--output",
-                        str(tmp_path / "out")], capture_output=True, timeout=HANG)
+    code = (
+        "import sys; sys.modules['pyarrow'] = None; sys.argv = ['rmqstore'] + sys.argv[1:]; "
+        "from rmqstore_cli.app import main; main()"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code, "export", "--store", str(small_store), "--output", str(tmp_path / "out")],
+        capture_output=True,
+        timeout=HANG,
+    )
     one_line(r, 2, "pyarrow", "pip install 'rmqstore[spark]'")
     assert not (tmp_path / "out").exists()
 
@@ -355,8 +403,12 @@ def test_export_output_is_a_file(small_store, tmp_path):
 def test_read_commands_on_a_full_tmpfs_do_not_sigbus(full_tmpfs):
     """verify on a full tmpfs died of SIGBUS (exit 135, no message): reading a hole of a
     mapped sparse file allocates a page there. Mapping such a file is now one line."""
-    for cmd in (["verify", "--format", "jsonl"], ["dump-commitlog", "--format", "jsonl"],
-                ["index-lookup", "order-0"], ["dump-cq", "OrderTopic", "0"]):
+    for cmd in (
+        ["verify", "--format", "jsonl"],
+        ["dump-commitlog", "--format", "jsonl"],
+        ["index-lookup", "order-0"],
+        ["dump-cq", "OrderTopic", "0"],
+    ):
         r = run(*cmd, "--store", full_tmpfs)
         assert r.returncode not in (-7, 135), cmd  # SIGBUS
         if r.returncode:  # a file with holes (the commit log's are allocated by its writer, so it reads)
@@ -367,8 +419,22 @@ def test_read_commands_on_a_full_tmpfs_do_not_sigbus(full_tmpfs):
 def test_generate_append_on_a_full_tmpfs_is_one_line(full_tmpfs):
     """generate --append wrote commit-log records through the mapping of a sparse file on a
     full tmpfs and died of SIGBUS (plantfuzz fs:full); MappedFile.write reserves first."""
-    r = run("generate", "--store", full_tmpfs, "--append", "--messages", "2000", "--commitlog-file-size", "4194304",
-            "--cq-file-size", "60000", "--index-slots", "5000", "--index-max", "40000")
+    r = run(
+        "generate",
+        "--store",
+        full_tmpfs,
+        "--append",
+        "--messages",
+        "2000",
+        "--commitlog-file-size",
+        "4194304",
+        "--cq-file-size",
+        "60000",
+        "--index-slots",
+        "5000",
+        "--index-max",
+        "40000",
+    )
     assert r.returncode not in (-7, 135)  # SIGBUS
     one_line(r, 3, str(full_tmpfs))
 
@@ -385,11 +451,22 @@ def test_spark_verify_reports_a_fifo_index_file(small_store):
     skipped without a word)."""
     pytest.importorskip("pyspark", reason="needs the spark extra: pip install -e '.[spark]'")
     plant(_index_file(small_store), "fifo")
-    r = run("verify", "--store", small_store, "--engine", "spark", "--spark-master", "local[1]", "--format", "jsonl",
-            timeout=600)
+    r = run(
+        "verify",
+        "--store",
+        small_store,
+        "--engine",
+        "spark",
+        "--spark-master",
+        "local[1]",
+        "--format",
+        "jsonl",
+        timeout=600,
+    )
     assert r.returncode == 1, r.stderr
-    assert [f["file"] for f in findings(r) if f["check"] == "store.not-regular"] == \
-        [str(_index_file(small_store).relative_to(small_store))]
+    assert [f["file"] for f in findings(r) if f["check"] == "store.not-regular"] == [
+        str(_index_file(small_store).relative_to(small_store))
+    ]
 
 
 @pytest.mark.parametrize("option", ["--commitlog-file-size", "--index-slots", "--index-max"])
@@ -419,10 +496,13 @@ def test_a_mapping_the_process_cannot_have_is_one_line(small_store, tmp_path):
     safefs.map_file makes it one line naming the file."""
     cq = sorted((small_store / "consumequeue").glob("*/*/0*"))[0]
     os.truncate(cq, 4 << 30)
-    code = ("import resource, sys; resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30));"
-            "from rmqstore_cli.app import main; sys.argv[0] = 'rmqstore'; main()")
-    r = subprocess.run([sys.executable, "-c", code, "dump-cq", "--file", str(cq), "--no-resolve"],
-                       capture_output=True, timeout=HANG)
+    code = (
+        "import resource, sys; resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30));"
+        "from rmqstore_cli.app import main; sys.argv[0] = 'rmqstore'; main()"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code, "dump-cq", "--file", str(cq), "--no-resolve"], capture_output=True, timeout=HANG
+    )
     assert b"Traceback" not in r.stderr
     one_line(r, 3, "address space", str(cq))
 

@@ -10,6 +10,7 @@ as real processes with real descriptors forked from a server that imported rmqst
 (``outfaults.ForkServer``; a sample is checked to agree with fresh interpreters). The
 cases that failed on main are also run here as fresh ``python -m rmqstore_cli`` processes.
 """
+
 from __future__ import annotations
 
 import json
@@ -38,8 +39,9 @@ def matrix(tmp_path_factory):
     server.close()
 
 
-@pytest.mark.parametrize("name,fmt", [pytest.param(c.name, f, id=f"{c.name}-{f or 'noformat'}")
-                                      for c in _NAMES for f in c.formats])
+@pytest.mark.parametrize(
+    "name,fmt", [pytest.param(c.name, f, id=f"{c.name}-{f or 'noformat'}") for c in _NAMES for f in c.formats]
+)
 def test_output_faults(matrix, name, fmt):
     """One (command, format) under every fault: the exit code README documents for it, one
     `rmqstore: error:` line (the last on stderr) for 5 and 6, nothing said for a pipe's
@@ -57,18 +59,25 @@ def test_the_fork_server_agrees_with_fresh_interpreters(matrix):
     stderr), for a stream, verify's answer and a writing command under each fault."""
     m, cmds = matrix
     fresh = outfaults.Matrix(m.s, outfaults.run_exec)
-    for name, fmt, faults in (("dump-commitlog-none", "json", ["stdout-closed", "stderr-closed"]),
-                              ("expire", "jsonl", ["stdout-full", "stdout-pipe"])):
+    for name, fmt, faults in (
+        ("dump-commitlog-none", "json", ["stdout-closed", "stderr-closed"]),
+        ("expire", "jsonl", ["stdout-full", "stdout-pipe"]),
+    ):
         forked = [(o.fault, o.exit, o.problems) for o in m.case(cmds[name], fmt, faults)]
         assert forked == [(o.fault, o.exit, o.problems) for o in fresh.case(cmds[name], fmt, faults)], name
 
 
 # ------------------------------------------------------------------ the cases issue 31 found
 
+
 def _sh(script: str, timeout: int = 300) -> subprocess.CompletedProcess:
     """``script`` in bash, with ``rmq`` a fresh ``python -m rmqstore_cli``."""
-    return subprocess.run(["bash", "-c", f'rmq() {{ "{sys.executable}" -m rmqstore_cli "$@"; }}\n{script}'],
-                          capture_output=True, timeout=timeout, cwd="/")
+    return subprocess.run(
+        ["bash", "-c", f'rmq() {{ "{sys.executable}" -m rmqstore_cli "$@"; }}\n{script}'],
+        capture_output=True,
+        timeout=timeout,
+        cwd="/",
+    )
 
 
 def _one_error_line(err: bytes, *needles: str) -> str:
@@ -114,11 +123,14 @@ def test_an_error_with_stderr_closed_never_reaches_stdout(tmp_path):
 def test_closed_descriptors_are_held_by_dev_null():
     """A closed fd 1 or 2 is taken by /dev/null at start-up, so no file opened later (a store
     file) becomes the process's stdout or stderr for C code or the JVM to write into."""
-    code = ("import os, sys; from rmqstore_cli import stdio; stdio.install(); f = open(sys.executable, 'rb'); "
-            "os.write(3, (os.readlink('/proc/self/fd/1') + ' ' + os.readlink('/proc/self/fd/2')"
-            " + ' ' + str(f.fileno())).encode())")
-    r = subprocess.run(["bash", "-c", f'"{sys.executable}" -c "{code}" 3>&1 1>&- 2>&-'], capture_output=True,
-                       timeout=60)
+    code = (
+        "import os, sys; from rmqstore_cli import stdio; stdio.install(); f = open(sys.executable, 'rb'); "
+        "os.write(3, (os.readlink('/proc/self/fd/1') + ' ' + os.readlink('/proc/self/fd/2')"
+        " + ' ' + str(f.fileno())).encode())"
+    )
+    r = subprocess.run(
+        ["bash", "-c", f'"{sys.executable}" -c "{code}" 3>&1 1>&- 2>&-'], capture_output=True, timeout=60
+    )
     one, two, opened = r.stdout.decode().split()
     assert (one, two) == ("/dev/null", "/dev/null") and int(opened) > 2, r
 
@@ -209,7 +221,10 @@ def test_spark_verify_into_a_full_disk_is_exit_5(store):
     """--engine spark prints through the same streams (the JVM inherits them): a full
     stdout is exit 5 and one line (fuzz/RESULTS.md has every fault on Spark)."""
     pytest.importorskip("pyspark")
-    r = _sh(f"rmq verify --store {store} --engine spark --spark-master 'local[1]' --format jsonl {' '.join(SMALL)} "
-            "> /dev/full", timeout=600)
+    r = _sh(
+        f"rmq verify --store {store} --engine spark --spark-master 'local[1]' --format jsonl {' '.join(SMALL)} "
+        "> /dev/full",
+        timeout=600,
+    )
     assert r.returncode == 5, r.stderr[-2000:]
     _one_error_line(r.stderr, "no space left on device")

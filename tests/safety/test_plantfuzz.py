@@ -9,6 +9,7 @@ holds no traceback and at most one ``rmqstore: error:`` line, no entry outside t
 changed (sentinel files and directories the plants link to, and no new file anywhere in
 the case directory), and a read command left the store's bytes as they were.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -22,8 +23,7 @@ pytestmark = pytest.mark.fuzz  # a seeded slice of fuzz/plantfuzz.py
 # are the issue-22 bugs other branches fix; the lead empties this list after merging them
 # (xfail is not strict, so a fixed case just shows as XPASS until then). Nothing else in
 # this file, nor in the harness, hides a failure.
-KNOWN_FAILING: dict[tuple[str, str], str] = {
-}
+KNOWN_FAILING: dict[tuple[str, str], str] = {}
 # ---------------------------------------------------------------------------------------
 
 #: One case per plant kind: (plant, the commands most exposed to it).
@@ -85,8 +85,9 @@ def test_planted(work, plant, command):
     runs = plantfuzz.run_case(w, [base], SEED, plant=plant, names=[command], timeout=TIMEOUT)
     assert len(runs) == 1 and runs[0].command == command, runs[0].detail
     r = runs[0]
-    assert not r.problems, (f"{plant} [{r.detail}] {command} exit {r.exit}: {'; '.join(r.problems)}\n"
-                            f"{plantfuzz.first_lines(r.stderr, 5)}")
+    assert not r.problems, (
+        f"{plant} [{r.detail}] {command} exit {r.exit}: {'; '.join(r.problems)}\n{plantfuzz.first_lines(r.stderr, 5)}"
+    )
 
 
 def test_harness_sees_a_write_outside(work, tmp_path):
@@ -105,6 +106,8 @@ def test_harness_sees_a_write_outside(work, tmp_path):
     assert plantfuzz.judge(-7, "", 1) == ["killed by SIGBUS"]
     assert plantfuzz.judge(None, "", 1) == ["hang: no answer within 1s"]
     assert plantfuzz.judge(3, "rmqstore: error: x\nrmqstore: error: y\n", 1) == [
-        "exit 3 with 2 'rmqstore: error:' lines"]
+        "exit 3 with 2 'rmqstore: error:' lines"
+    ]
     assert plantfuzz.judge(1, "Traceback (most recent call last):\n  f\nValueError: boom\n", 1) == [
-        "traceback: ValueError: boom"]
+        "traceback: ValueError: boom"
+    ]

@@ -11,6 +11,7 @@ What the broker keeps (store/repair.py): ``MappedFileQueue#doLoad`` needs the co
 ``#checkMessageAndReturnSize`` accepts, go on to the next file at a BLANK record and end the log
 (deleting later files) anywhere else.
 """
+
 from __future__ import annotations
 
 import json
@@ -52,7 +53,7 @@ def _advice(findings: list[dict], summary: dict, check: str, file: str) -> str:
     """The repair command the finding of ``check`` on ``file`` prints, and the same as its
     broker_start reason's when the broker would not start because of it."""
     [f] = [f for f in findings if f["check"] == check and f["file"] == file]
-    cmd = f["detail"][f["detail"].index("rmqstore repair"):]
+    cmd = f["detail"][f["detail"].index("rmqstore repair") :]
     for r in summary["broker_start"]["reasons"]:
         if r["file"] == file and r["fatal"]:
             assert r["repair"] == cmd
@@ -84,6 +85,7 @@ def _check_repaired(store: Path, conf: tuple, before: list[dict], file: str, cut
 
 # ------------------------------------------------------------------ generated stores
 
+
 @pytest.fixture(scope="module")
 def multi(tmp_path_factory) -> Path:
     """A store of 25 commit-log files of 64 KiB (SMALL sizes)."""
@@ -103,8 +105,7 @@ def test_a_commitlog_file_cut_short_is_padded_and_keeps_every_good_message(multi
     recs = _records_of(before, victim.name)
     r = recs[len(recs) // 2]
     at = r["physical_offset"] - int(victim.name)
-    pos = {"inside-record": at + r["total_size"] // 2, "record-boundary": at, "inside-header": at + 5,
-           "empty": 0}[cut]
+    pos = {"inside-record": at + r["total_size"] // 2, "record-boundary": at, "inside-header": at + 5, "empty": 0}[cut]
     store = _copy(multi, tmp_path / "store")
     os.truncate(store / "commitlog" / victim.name, pos)
     rel = f"commitlog/{victim.name}"
@@ -156,6 +157,7 @@ def test_a_consume_queue_file_cut_short_is_padded_then_rebuilt(multi, tmp_path):
 
 # ------------------------------------------------------------------ the real brokers' stores
 
+
 @pytest.mark.parametrize("version", ["4.9.7", "5.3.3"])
 @pytest.mark.parametrize("where", ["middle", "last"])
 def test_a_real_brokers_file_cut_short(tmp_path, version, where):
@@ -178,6 +180,7 @@ def test_a_real_brokers_file_cut_short(tmp_path, version, where):
 
 # ------------------------------------------------------------------ what repair refuses
 
+
 def test_repair_refuses_damage_inside_the_file_and_a_live_broker(multi, tmp_path):
     """Not a cut (a record damaged before the end): padding would drop the good records after
     it, so it is refused (exit 4) and nothing changes; so is a store a broker holds."""
@@ -188,16 +191,26 @@ def test_repair_refuses_damage_inside_the_file_and_a_live_broker(multi, tmp_path
     r = _records_of(_dump(multi), victim.name)[3]
     at = r["physical_offset"] - int(victim.name)
     data = bytearray(victim.read_bytes()[:40000])
-    data[at:at + 4] = (r["total_size"] + 1).to_bytes(4, "big")  # TOTALSIZE disagrees: the walk stops there
+    data[at : at + 4] = (r["total_size"] + 1).to_bytes(4, "big")  # TOTALSIZE disagrees: the walk stops there
     victim.write_bytes(bytes(data))
     r = cli("repair", "--store", store, "--pad", victim)
     assert r.exit_code == 4 and r.stderr.startswith("rmqstore: error: ") and r.stderr.count("\n") == 1, r.stderr
     assert victim.read_bytes() == bytes(data)
-    holder = subprocess.Popen([sys.executable, "-c", (
-        "import fcntl,os,struct,sys,time\n"
-        "fd=os.open(sys.argv[1],os.O_RDWR)\n"
-        "fcntl.fcntl(fd,fcntl.F_SETLK,struct.pack('hhqqi4x',fcntl.F_WRLCK,0,0,1,0))\n"
-        "print('locked',flush=True)\ntime.sleep(60)\n"), str(store / "lock")], stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            (
+                "import fcntl,os,struct,sys,time\n"
+                "fd=os.open(sys.argv[1],os.O_RDWR)\n"
+                "fcntl.fcntl(fd,fcntl.F_SETLK,struct.pack('hhqqi4x',fcntl.F_WRLCK,0,0,1,0))\n"
+                "print('locked',flush=True)\ntime.sleep(60)\n"
+            ),
+            str(store / "lock"),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "locked"
         last = sorted((store / "commitlog").iterdir())[-1]

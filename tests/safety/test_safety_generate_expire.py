@@ -5,6 +5,7 @@ directory unless --append, holds the broker's lock while writing and never write
 link or outside the store; expire never deletes outside the store's write roots; a ``lock``
 that is not a regular file never means "no lock held"; nothing here hangs on a FIFO.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import SMALL, cli, generate, tree_digest
+from tests.helpers import SMALL, cli, tree_digest
 
 pytestmark = pytest.mark.slow  # subprocesses, locks and tmpfs mounts
 
@@ -27,8 +28,14 @@ NOW = 2_000_000_000_000  # a fixed "now" (2033-05-18): every generated file is l
 def rmq(*args, timeout: float = 60, env: dict | None = None) -> subprocess.CompletedProcess:
     """The CLI in a subprocess with a timeout: a hang on a FIFO fails the test, not the run."""
     e = dict(os.environ, **(env or {}))
-    return subprocess.run([sys.executable, "-m", "rmqstore_cli", *map(str, args)], capture_output=True, text=True,
-                          timeout=timeout, env=e, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [sys.executable, "-m", "rmqstore_cli", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=e,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def digest(root: Path, skip: tuple[str, ...] = ()) -> dict[str, str]:
@@ -224,8 +231,19 @@ def _plant(store: Path, what: str) -> Path:
     return _move_out(p, store.parent / "outside" / what)
 
 
-@pytest.mark.parametrize("what", ["commitlog-file", "commitlog-dir", "consumequeue-dir", "topic-dir", "cq-file",
-                                  "index-dir", "index-file", "config-dir"])
+@pytest.mark.parametrize(
+    "what",
+    [
+        "commitlog-file",
+        "commitlog-dir",
+        "consumequeue-dir",
+        "topic-dir",
+        "cq-file",
+        "index-dir",
+        "index-file",
+        "config-dir",
+    ],
+)
 def test_generate_never_appends_through_a_symlink_out_of_the_store(small_store, what):
     outside = _plant(small_store, what)
     out_before = digest(outside.parent)
@@ -293,8 +311,9 @@ def _craft_topics(store: Path, kind: str) -> None:
         os.mkfifo(path)
 
 
-@pytest.mark.parametrize("kind", ["list", "table-list", "number-config", "string-queues", "nested", "huge",
-                                  "dev-zero", "fifo"])
+@pytest.mark.parametrize(
+    "kind", ["list", "table-list", "number-config", "string-queues", "nested", "huge", "dev-zero", "fifo"]
+)
 def test_generate_on_a_crafted_topics_json_is_one_line_and_writes_nothing(small_store, kind):
     _craft_topics(small_store, kind)
     before = digest(small_store)
@@ -304,8 +323,9 @@ def test_generate_on_a_crafted_topics_json_is_one_line_and_writes_nothing(small_
     assert digest(small_store) == before
 
 
-@pytest.mark.parametrize("field,value", [(4, (1 << 31) - 1), (5, 399), (5, -5), (0, (1 << 63) - 1),
-                                         (3, (1 << 63) - 1), (2, -(1 << 63))])
+@pytest.mark.parametrize(
+    "field,value", [(4, (1 << 31) - 1), (5, 399), (5, -5), (0, (1 << 63) - 1), (3, (1 << 63) - 1), (2, -(1 << 63))]
+)
 def test_generate_on_crafted_index_headers_never_tracebacks(small_store, field, value):
     import struct
 
@@ -356,8 +376,20 @@ def test_expire_follows_a_commitlog_elsewhere_that_broker_conf_names(small_store
     conf = tmp_path / "broker.conf"
     conf.write_text(f"storePathCommitLog={outside}\n")
     n = len(list(outside.iterdir()))
-    r = rmq("expire", "--store", small_store, "--broker-conf", conf, *SMALL, "--now", NOW, "--reserved-hours", "0",
-            "--format", "json")
+    r = rmq(
+        "expire",
+        "--store",
+        small_store,
+        "--broker-conf",
+        conf,
+        *SMALL,
+        "--now",
+        NOW,
+        "--reserved-hours",
+        "0",
+        "--format",
+        "json",
+    )
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["deleted"]["commitlog"] == n - 1  # all but the newest
     assert len(list(outside.iterdir())) == 1
@@ -385,11 +417,16 @@ def test_expire_never_unlinks_outside_the_roots_even_if_the_plan_says_so(small_s
 @pytest.mark.parametrize("where", ["checkpoint", "cq-kept", "cq-condemned", "index-kept"])
 def test_expire_never_hangs_on_a_fifo(small_store, where):
     _age(small_store)
-    queues = sorted({p.parent for p in (small_store / "consumequeue").glob("*/*/*")},
-                    key=lambda q: -len(list(q.iterdir())))
+    queues = sorted(
+        {p.parent for p in (small_store / "consumequeue").glob("*/*/*")}, key=lambda q: -len(list(q.iterdir()))
+    )
     files = sorted(queues[0].iterdir())
-    p = {"checkpoint": small_store / "checkpoint", "cq-kept": files[-1], "cq-condemned": files[0],
-         "index-kept": sorted((small_store / "index").iterdir())[-1]}[where]
+    p = {
+        "checkpoint": small_store / "checkpoint",
+        "cq-kept": files[-1],
+        "cq-condemned": files[0],
+        "index-kept": sorted((small_store / "index").iterdir())[-1],
+    }[where]
     p.unlink()
     os.mkfifo(p)
     r = rmq("expire", "--store", small_store, *SMALL, "--now", NOW, "--reserved-hours", "0", timeout=60)
@@ -410,10 +447,12 @@ def test_verify_does_not_hang_on_a_fifo_lock(small_store):
 
 @pytest.mark.parametrize("where", ["checkpoint", "commitlog-file", "cq-file", "index-file"])
 def test_generate_never_hangs_on_a_fifo_and_writes_nothing(small_store, where):
-    p = {"checkpoint": small_store / "checkpoint",
-         "commitlog-file": sorted((small_store / "commitlog").iterdir())[-1],
-         "cq-file": sorted((small_store / "consumequeue").glob("*/*/*"))[-1],
-         "index-file": sorted((small_store / "index").iterdir())[-1]}[where]
+    p = {
+        "checkpoint": small_store / "checkpoint",
+        "commitlog-file": sorted((small_store / "commitlog").iterdir())[-1],
+        "cq-file": sorted((small_store / "consumequeue").glob("*/*/*"))[-1],
+        "index-file": sorted((small_store / "index").iterdir())[-1],
+    }[where]
     p.unlink()
     os.mkfifo(p)
     before = digest(small_store)

@@ -1,6 +1,7 @@
 """rebuild-index's safety and honesty (issues #16 and #22): where it writes, what sizes it
 assumes, its journal and checkpoint backup, full and read-only disks, crafted times and
 sizes. Each test failed before its fix."""
+
 from __future__ import annotations
 
 import errno
@@ -13,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import cli, generate, run, tmpfs, tree_digest
 from rmqstore_cli.store.commitlog import AppendSpec, CommitLog
 from rmqstore_cli.store.config import StoreConfig
 from rmqstore_cli.store.rebuild import JOURNAL
+from tests.helpers import cli, generate, run, tmpfs, tree_digest
 
 pytestmark = pytest.mark.slow  # subprocesses, full disks and Spark
 
@@ -38,6 +39,7 @@ def outside_digest(p: Path) -> dict:
 
 # ------------------------------------------------------------------ 1. --output never in a store (#16)
 
+
 @pytest.mark.parametrize("where", ["consumequeue", "store", "parent", "deep-new", "via-link", "linked-data-dir"])
 def test_output_inside_equal_or_containing_the_store_is_refused(small_store, tmp_path, where):
     """``--output <store>/consumequeue`` wrote into the store it promises only to read."""
@@ -45,9 +47,14 @@ def test_output_inside_equal_or_containing_the_store_is_refused(small_store, tmp
     if where == "linked-data-dir":  # the store's consumequeue/ lives on another disk, through a link
         shutil.move(small_store / "consumequeue", tmp_path / "cq-disk")
         (small_store / "consumequeue").symlink_to(tmp_path / "cq-disk", target_is_directory=True)
-    out = {"consumequeue": small_store / "consumequeue", "store": small_store, "parent": small_store.parent,
-           "deep-new": small_store / "new" / "dir", "via-link": tmp_path / "link" / "x",
-           "linked-data-dir": tmp_path / "cq-disk" / "out"}[where]
+    out = {
+        "consumequeue": small_store / "consumequeue",
+        "store": small_store,
+        "parent": small_store.parent,
+        "deep-new": small_store / "new" / "dir",
+        "via-link": tmp_path / "link" / "x",
+        "linked-data-dir": tmp_path / "cq-disk" / "out",
+    }[where]
     before = tree_digest(small_store)
     r = cli("rebuild-index", "--store", small_store, "--output", out, *SMALL)
     assert r.exit_code == 2, r.stderr
@@ -82,11 +89,12 @@ def test_output_that_is_a_file_is_one_line(small_store, tmp_path, below):
 
 # ------------------------------------------------------------------ 2. sizes never silently defaulted (#16)
 
+
 @pytest.mark.parametrize("lost", ["index", "consumequeue", "both"])
 def test_lost_set_without_a_size_source_is_refused_naming_the_options(small_store, tmp_path, lost):
     """A lost index/ rebuilt without --broker-conf silently got 420 MB default files where the
     store used 8 KB ones: refused, naming the options, unless they are passed."""
-    for d in (("index", "consumequeue") if lost == "both" else (lost,)):
+    for d in ("index", "consumequeue") if lost == "both" else (lost,):
         shutil.rmtree(small_store / d)
     out = tmp_path / "out"
     r = cli("rebuild-index", "--store", small_store, "--output", out)
@@ -110,8 +118,9 @@ def test_sizes_say_where_they_came_from(small_store, tmp_path):
     conf = tmp_path / "broker.conf"
     conf.write_text("maxHashSlotNum=64\nmaxIndexNum=400\n")
     shutil.rmtree(small_store / "index")
-    r = cli("rebuild-index", "--store", small_store, "--output", tmp_path / "o", "--broker-conf", conf,
-            "--format", "json")
+    r = cli(
+        "rebuild-index", "--store", small_store, "--output", tmp_path / "o", "--broker-conf", conf, "--format", "json"
+    )
     assert r.exit_code == 0, r.stderr
     sizes = json.loads(r.stdout)["sizes"]
     assert sizes["maxIndexNum"] == {"value": 400, "from": f"--broker-conf {conf}"}
@@ -120,8 +129,17 @@ def test_sizes_say_where_they_came_from(small_store, tmp_path):
 
 # ------------------------------------------------------------------ 7. unusable sizes: one line, exit 3 (#22)
 
-@pytest.mark.parametrize("prop", ["mappedFileSizeConsumeQueue=0", "maxHashSlotNum=0", "maxIndexNum=1",
-                                  "maxHashSlotNum=-1", "mappedFileSizeConsumeQueue=-20"])
+
+@pytest.mark.parametrize(
+    "prop",
+    [
+        "mappedFileSizeConsumeQueue=0",
+        "maxHashSlotNum=0",
+        "maxIndexNum=1",
+        "maxHashSlotNum=-1",
+        "mappedFileSizeConsumeQueue=-20",
+    ],
+)
 @pytest.mark.parametrize("dry", [False, True])
 def test_unusable_sizes_in_broker_conf_are_one_line(small_store, tmp_path, prop, dry):
     """ZeroDivisionError / IndexError / 'index file full right after creation' tracebacks. A
@@ -131,8 +149,16 @@ def test_unusable_sizes_in_broker_conf_are_one_line(small_store, tmp_path, prop,
     conf.write_text(f"mappedFileSizeConsumeQueue=2000\nmaxHashSlotNum=64\nmaxIndexNum=400\n{prop}\n")
     shutil.rmtree(small_store / "index")
     shutil.rmtree(small_store / "consumequeue")
-    r = run("rebuild-index", "--store", small_store, "--output", tmp_path / "o", "--broker-conf", conf,
-            *(["--dry-run"] if dry else []))
+    r = run(
+        "rebuild-index",
+        "--store",
+        small_store,
+        "--output",
+        tmp_path / "o",
+        "--broker-conf",
+        conf,
+        *(["--dry-run"] if dry else []),
+    )
     assert r.returncode == (2 if int(prop.split("=")[1]) <= 0 else 3), r.stderr
     assert prop.split("=")[0] in one_error_line(r.stderr.decode())
     assert not (tmp_path / "o").exists()
@@ -162,6 +188,7 @@ def test_empty_commitlog_files_and_a_huge_file_name_are_one_line(small_store, tm
 
 # ------------------------------------------------------------------ 3. the journal (#22)
 
+
 def test_planted_journal_tmp_link_is_not_written_through(small_store, tmp_path):
     victim = tmp_path / "victim.txt"
     victim.write_text("precious")
@@ -179,10 +206,21 @@ def test_journal_through_a_symlinked_directory_is_refused(small_store, tmp_path)
     (outside / "victim").mkdir(parents=True)
     (outside / "victim" / "precious").write_text("keep")
     (small_store / "link").symlink_to(outside, target_is_directory=True)
-    j = {"state": "cleanup", "staging": f"{small_store}/.rebuild-index-1", "no_backup": True,
-         "marker": ".rebuild-1", "backup_dirs": [],
-         "parts": [[f"{small_store}/consumequeue", f"{small_store}/.rebuild-index-1/consumequeue",
-                    f"{small_store}/link/victim", "replace"]]}
+    j = {
+        "state": "cleanup",
+        "staging": f"{small_store}/.rebuild-index-1",
+        "no_backup": True,
+        "marker": ".rebuild-1",
+        "backup_dirs": [],
+        "parts": [
+            [
+                f"{small_store}/consumequeue",
+                f"{small_store}/.rebuild-index-1/consumequeue",
+                f"{small_store}/link/victim",
+                "replace",
+            ]
+        ],
+    }
     (small_store / JOURNAL).write_text(json.dumps(j))
     before = outside_digest(outside)
     r = cli("rebuild-index", "--store", small_store, "--recover")
@@ -217,11 +255,17 @@ def run_limited(*args, mem: int = 768 << 20) -> subprocess.CompletedProcess:
         resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
 
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
-    return subprocess.run([sys.executable, "-m", "rmqstore_cli", *map(str, args)], capture_output=True,
-                          env=env, timeout=120, preexec_fn=cap)
+    return subprocess.run(
+        [sys.executable, "-m", "rmqstore_cli", *map(str, args)],
+        capture_output=True,
+        env=env,
+        timeout=120,
+        preexec_fn=cap,
+    )
 
 
 # ------------------------------------------------------------------ 4. checkpoint backup bounded (#22)
+
 
 @pytest.mark.parametrize("kind", ["dev-zero", "sparse"])
 def test_checkpoint_backup_only_copies_a_checkpoint_sized_file(small_store, kind):
@@ -262,8 +306,17 @@ def test_full_disk_output_is_one_line_and_leaves_nothing(small_store, tmp_path, 
 def test_full_disk_spark_output_is_one_line_and_leaves_nothing(small_store, tmp_path):
     pytest.importorskip("pyspark", reason="needs the spark extra: pip install -e '.[spark]'")
     with tmpfs(tmp_path / "full", "8k") as full:
-        r = run("rebuild-index", "--store", small_store, "--output", full / "out", "--engine", "spark",
-                "--spark-master", "local[1]")
+        r = run(
+            "rebuild-index",
+            "--store",
+            small_store,
+            "--output",
+            full / "out",
+            "--engine",
+            "spark",
+            "--spark-master",
+            "local[1]",
+        )
         assert r.returncode == 3, (r.returncode, r.stderr)
         assert "no space left on device" in one_error_line(r.stderr.decode()).lower()
         assert os.listdir(full) == []
@@ -288,6 +341,7 @@ def test_full_disk_in_place_rolls_back(tmp_path):
 
 def test_enospc_from_fallocate_and_write_is_one_line(small_store, tmp_path, monkeypatch):
     """The same with posix_fallocate or os.pwrite failing (file systems tmpfs cannot stand for)."""
+
     def no_space(*a, **k):
         raise OSError(errno.ENOSPC, "No space left on device")
 
@@ -344,8 +398,23 @@ def test_store_time_that_is_no_date_names_files_deterministically(tmp_path, bad)
     outs = []
     for n in (1, 2):
         out = tmp_path / f"out{n}"
-        r = cli("rebuild-index", "--store", store, "--output", out, "--cq-file-size", "2000",
-                "--index-slots", "8", "--index-max", "4", "--tz", "UTC", "--format", "json")
+        r = cli(
+            "rebuild-index",
+            "--store",
+            store,
+            "--output",
+            out,
+            "--cq-file-size",
+            "2000",
+            "--index-slots",
+            "8",
+            "--index-max",
+            "4",
+            "--tz",
+            "UTC",
+            "--format",
+            "json",
+        )
         assert r.exit_code == 0, r.stderr
         outs.append(sorted(p.name for p in (out / "index").iterdir()))
         s = json.loads(r.stdout)
@@ -360,14 +429,21 @@ def test_store_time_that_is_no_date_names_files_deterministically(tmp_path, bad)
 
 
 def test_store_time_that_is_no_date_spark_names_alike(tmp_path, spark):
+    import datetime as dt
+
     from rmqstore_cli.pipeline import spark as sp
     from rmqstore_cli.store.rebuild import RebuildOptions, build_set
-    import datetime as dt
 
     times = [(1 << 63) - 1, GOOD, GOOD + 1000, -5, GOOD + 3000]
     store = _timed_store(tmp_path / "store", times)
-    cfg = StoreConfig.load(store, None, mapped_file_size_commit_log=65536, mapped_file_size_consume_queue=2000,
-                           max_hash_slot_num=8, max_index_num=4)
+    cfg = StoreConfig.load(
+        store,
+        None,
+        mapped_file_size_commit_log=65536,
+        mapped_file_size_consume_queue=2000,
+        max_hash_slot_num=8,
+        max_index_num=4,
+    )
     opts = RebuildOptions(tz=dt.timezone.utc)
     local = build_set(cfg, tmp_path / "local", opts)
     remote = sp.rebuild_build(spark, cfg, tmp_path / "spark", opts)

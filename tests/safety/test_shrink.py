@@ -6,6 +6,7 @@ Each run is a subprocess (a failure is a dead child, not a dead pytest) whose ``
 truncates one chosen file right after mapping it, so the read that follows meets the
 shrunk file every time: before store/mapguard.py each of these died of SIGBUS.
 ``fuzz/shrinkfuzz.py`` does the same at random moments (fuzz/RESULTS.md)."""
+
 from __future__ import annotations
 
 import json
@@ -18,8 +19,10 @@ import pytest
 
 from tests.helpers import ROOT, generate, tree_digest
 
-HINT = ("the file was truncated while rmqstore read it (a broker, expire or a copy still writing the store?); "
-        "read a stable copy (stop the broker or let the copy finish) and run again")
+HINT = (
+    "the file was truncated while rmqstore read it (a broker, expire or a copy still writing the store?); "
+    "read a stable copy (stop the broker or let the copy finish) and run again"
+)
 
 #: Runs argv[3:] as the rmqstore command line; the first mapping of argv[1] (a real path) is
 #: followed by truncating that file to argv[2] bytes. Patched where every module that maps a
@@ -45,17 +48,21 @@ for name in ("safefs", "mapped_files", "index", "timer.wheel"):
         module.map_file = map_then_shrink
 """
 
-CLI = SHRINK_AFTER_MAP + """
+CLI = (
+    SHRINK_AFTER_MAP
+    + """
 from rmqstore_cli.app import main
 sys.argv[0] = "rmqstore"
 main()
 """
+)
 
 
 def shrink_run(path: Path, size: int, *args, script: str = CLI, env: dict | None = None) -> subprocess.CompletedProcess:
     argv = [sys.executable, "-c", script, os.path.realpath(path), str(size), *map(str, args)]
-    return subprocess.run(argv, capture_output=True, text=True, timeout=300, cwd=ROOT,
-                          env=dict(os.environ, **(env or {})))
+    return subprocess.run(
+        argv, capture_output=True, text=True, timeout=300, cwd=ROOT, env=dict(os.environ, **(env or {}))
+    )
 
 
 def shrunk_line(r: subprocess.CompletedProcess) -> str:
@@ -120,16 +127,27 @@ def test_commit_log_file_shrinks_under_a_reader(store, tmp_path, command, size):
     expect_shrunk(r, victim, size)
 
 
-@pytest.mark.parametrize("command, victim, size", [
-    (["dump-cq", "AuditTopic", "0", "--format", "jsonl"], cq_file, 0),
-    (["verify", "--format", "jsonl"], cq_file, 1000),
-    (["stats", "--format", "json"], cq_file, 0),
-    (["verify", "--format", "jsonl"], index_file, 0),
-    (["index-lookup", "--format", "jsonl", "--begin", "0", "--end", "now", "order-1"], index_file, 0),
-    (["dump-cq", "AuditTopic", "0", "--format", "jsonl"], lambda s: commitlog_file(s, 0), 0),
-    (["search-offset", "-t", "AuditTopic", "--time", "0"], cq_file, 0),
-], ids=["dump-cq-cq", "verify-cq", "stats-cq", "verify-index", "index-lookup-index", "dump-cq-commitlog",
-        "search-offset-cq"])
+@pytest.mark.parametrize(
+    "command, victim, size",
+    [
+        (["dump-cq", "AuditTopic", "0", "--format", "jsonl"], cq_file, 0),
+        (["verify", "--format", "jsonl"], cq_file, 1000),
+        (["stats", "--format", "json"], cq_file, 0),
+        (["verify", "--format", "jsonl"], index_file, 0),
+        (["index-lookup", "--format", "jsonl", "--begin", "0", "--end", "now", "order-1"], index_file, 0),
+        (["dump-cq", "AuditTopic", "0", "--format", "jsonl"], lambda s: commitlog_file(s, 0), 0),
+        (["search-offset", "-t", "AuditTopic", "--time", "0"], cq_file, 0),
+    ],
+    ids=[
+        "dump-cq-cq",
+        "verify-cq",
+        "stats-cq",
+        "verify-index",
+        "index-lookup-index",
+        "dump-cq-commitlog",
+        "search-offset-cq",
+    ],
+)
 def test_queue_and_index_files_shrink_under_a_reader(store, command, victim, size):
     """A consume-queue or index file truncated under verify, dump-cq, stats, index-lookup,
     search-offset: the same one line, naming that file."""
@@ -168,7 +186,9 @@ def test_rebuild_in_place_rolls_back(store):
     assert not [p.name for p in store.iterdir() if p.name.startswith(".rebuild") or ".bak-" in p.name]
 
 
-ENGINE_API = SHRINK_AFTER_MAP + """
+ENGINE_API = (
+    SHRINK_AFTER_MAP
+    + """
 import json
 from pathlib import Path
 from rmqstore_cli.errors import ShrunkError, StoreError
@@ -190,6 +210,7 @@ except ShrunkError as e:
 else:
     print("no error after", n)
 """
+)
 
 
 @pytest.mark.parametrize("what", ["scan", "verify"])
@@ -228,15 +249,21 @@ def test_without_the_guard_files_are_read_not_mapped(store, master):
     v = subprocess.run([sys.executable, "-c", plain, "--version"], capture_output=True, text=True, cwd=ROOT)
     assert v.returncode == 0 and "files read into memory: the SIGBUS guard is not built" in v.stdout, v.stderr
     for args in (["verify", "--format", "json"], ["dump-commitlog", "--format", "jsonl", "--body", "hex"]):
-        copied = subprocess.run([sys.executable, "-c", plain, *args, "--store", str(master)], capture_output=True,
-                                text=True, cwd=ROOT)
+        copied = subprocess.run(
+            [sys.executable, "-c", plain, *args, "--store", str(master)], capture_output=True, text=True, cwd=ROOT
+        )
         mapped = run(*args, "--store", master)
         assert copied.returncode == mapped.returncode and copied.stdout == mapped.stdout.decode() and copied.stdout
-    shrink_before_read = WITHOUT_GUARD + SHRINK_AFTER_MAP.replace(
-        "    mm = original(fd, length, path, *args, **kwargs)\n    if not done",
-        "    if not done").replace("        os.truncate(path, size)\n    return mm",
-                                  "        os.truncate(path, size)\n    return original(fd, length, path, *args, **kwargs)"
-                                  ) + CLI[len(SHRINK_AFTER_MAP):]
+    shrink_before_read = (
+        WITHOUT_GUARD
+        + SHRINK_AFTER_MAP.replace(
+            "    mm = original(fd, length, path, *args, **kwargs)\n    if not done", "    if not done"
+        ).replace(
+            "        os.truncate(path, size)\n    return mm",
+            "        os.truncate(path, size)\n    return original(fd, length, path, *args, **kwargs)",
+        )
+        + CLI[len(SHRINK_AFTER_MAP) :]
+    )
     victim = commitlog_file(store, 2)
     r = shrink_run(victim, 5000, "dump-commitlog", "--format", "jsonl", "--store", store, script=shrink_before_read)
     expect_shrunk(r, victim, 5000)
@@ -274,11 +301,31 @@ def test_spark_tasks_report_the_same_line(store, tmp_path, command):
     victim = commitlog_file(store, 4)
     before = {k: v for k, v in tree_digest(store).items() if not k.startswith("commitlog/")}
     args = ["--format", "jsonl"] if command == "verify" else ["--in-place"]
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]),
-               RMQSTORE_TEST_SHRINK=f"{os.path.realpath(victim)}:3000")
-    r = subprocess.run([sys.executable, "-m", "rmqstore_cli", command, "--store", str(store), "--engine", "spark",
-                        "--spark-master", "local[2]", *args], capture_output=True, text=True, timeout=600, cwd=ROOT,
-                       env=env)
+    env = dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]),
+        RMQSTORE_TEST_SHRINK=f"{os.path.realpath(victim)}:3000",
+    )
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "rmqstore_cli",
+            command,
+            "--store",
+            str(store),
+            "--engine",
+            "spark",
+            "--spark-master",
+            "local[2]",
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
+        env=env,
+    )
     expect_shrunk(r, victim, 3000)
     assert {k: v for k, v in tree_digest(store).items() if not k.startswith("commitlog/")} == before
     assert not [p.name for p in store.iterdir() if p.name.startswith(".rebuild") or ".bak-" in p.name]
@@ -351,8 +398,9 @@ def test_guard_in_threads_forked_children_and_nowhere_else(store):
     fault in a mapping not made by map_file keeps the default action (the process dies)."""
     for i, what in enumerate(("threads-and-fork", "kill", "unguarded")):
         a, b = (os.path.realpath(commitlog_file(store, 2 * i + k)) for k in (0, 1))
-        r = subprocess.run([sys.executable, "-c", GUARD_UNITS, what, a, b], capture_output=True, text=True,
-                           timeout=60, cwd=ROOT)
+        r = subprocess.run(
+            [sys.executable, "-c", GUARD_UNITS, what, a, b], capture_output=True, text=True, timeout=60, cwd=ROOT
+        )
         if what == "threads-and-fork":
             assert r.returncode == 0 and r.stdout.split() == ["True", "5000", "3", "alive"], (r.stdout, r.stderr)
         else:

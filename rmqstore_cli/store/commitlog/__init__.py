@@ -9,6 +9,7 @@ This module reads and writes one record at a time (no numpy); the bulk read of m
 records at once (:func:`walk_records`, :class:`RecordBatch`, :func:`body_crcs`) is
 :mod:`~rmqstore_cli.store.commitlog.bulk`, reachable under the same names from here.
 """
+
 from __future__ import annotations
 
 import struct
@@ -16,7 +17,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import Enum
 
-from rmqstore_cli.errors import StoreError
 from rmqstore_cli.formats.commitlog import (
     BORNHOST_V6_FLAG,
     CRC32_PROPERTY,
@@ -29,21 +29,23 @@ from rmqstore_cli.formats.commitlog import (
     MAGIC_BLANK,
     MAGIC_V1,
     MAGIC_V2,
-    STOREHOSTADDRESS_V6_FLAG,
-    TRANSACTION_COMMIT_TYPE,
-    TRANSACTION_MASK,
-    TRANSACTION_NOT_TYPE,
     PREFIX_FORMAT,
     PROPERTIES_LENGTH,
     PROPERTIES_LENGTH_FORMAT,
+    STOREHOSTADDRESS_V6_FLAG,
     TOPIC_LENGTH,
     TOPIC_LENGTH_FORMAT,
+    TRANSACTION_COMMIT_TYPE,
+    TRANSACTION_MASK,
+    TRANSACTION_NOT_TYPE,
     middle_format,
     record_length,
 )
 from rmqstore_cli.formats.properties import MAX_PROPERTIES_LENGTH, NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR
-from rmqstore_cli.store.config import StoreConfig
+
+from rmqstore_cli.errors import StoreError
 from rmqstore_cli.store import mapguard
+from rmqstore_cli.store.config import StoreConfig
 from rmqstore_cli.store.crc import crc32
 from rmqstore_cli.store.mapped_files import MAX_FILE_OFFSET, MappedFile, MappedFileQueue, release_pages
 from rmqstore_cli.store.message import Message, offset_msg_id
@@ -87,8 +89,9 @@ class Check:
     message: Message | None = None
 
 
-def check_message(buf, pos: int, limit: int, file_from: int, check_crc: bool = False,
-                  force_prop_crc: bool = False) -> Check:
+def check_message(
+    buf, pos: int, limit: int, file_from: int, check_crc: bool = False, force_prop_crc: bool = False
+) -> Check:
     """``CommitLog#checkMessageAndReturnSize`` over ``buf[pos:limit]``.
 
     Bounds every read by ``limit`` (the file's end) the way a Java buffer does, so a
@@ -100,18 +103,56 @@ def check_message(buf, pos: int, limit: int, file_from: int, check_crc: bool = F
     """
     if limit - pos >= _FIXED_V4.size:
         fixed = _FIXED_V4
-        (total, magic, crc, queue_id, flag, queue_offset, phy, sys_flag, born_ts, born_addr, born_port,
-         store_ts, store_addr, store_port, reconsume, prepared, body_len) = fixed.unpack_from(buf, pos)
+        (
+            total,
+            magic,
+            crc,
+            queue_id,
+            flag,
+            queue_offset,
+            phy,
+            sys_flag,
+            born_ts,
+            born_addr,
+            born_port,
+            store_ts,
+            store_addr,
+            store_port,
+            reconsume,
+            prepared,
+            body_len,
+        ) = fixed.unpack_from(buf, pos)
         if sys_flag & _V6_FLAGS and 0 < total <= limit - pos:
             fixed = _FIXED[(bool(sys_flag & BORNHOST_V6_FLAG), bool(sys_flag & STOREHOSTADDRESS_V6_FLAG))]
             if fixed.size <= total:
-                (total, magic, crc, queue_id, flag, queue_offset, phy, sys_flag, born_ts, born_addr, born_port,
-                 store_ts, store_addr, store_port, reconsume, prepared, body_len) = fixed.unpack_from(buf, pos)
-        if (magic == MAGIC_V1 or magic == MAGIC_V2) and body_len >= 0 \
-                and fixed.size <= total <= limit - pos and not (check_crc and force_prop_crc):
+                (
+                    total,
+                    magic,
+                    crc,
+                    queue_id,
+                    flag,
+                    queue_offset,
+                    phy,
+                    sys_flag,
+                    born_ts,
+                    born_addr,
+                    born_port,
+                    store_ts,
+                    store_addr,
+                    store_port,
+                    reconsume,
+                    prepared,
+                    body_len,
+                ) = fixed.unpack_from(buf, pos)
+        if (
+            (magic == MAGIC_V1 or magic == MAGIC_V2)
+            and body_len >= 0
+            and fixed.size <= total <= limit - pos
+            and not (check_crc and force_prop_crc)
+        ):
             p = pos + fixed.size
             end = pos + total
-            body = buf[p:p + body_len]
+            body = buf[p : p + body_len]
             p += body_len
             if magic == MAGIC_V1:
                 topic_len = buf[p] if p < end else -1
@@ -120,21 +161,46 @@ def check_message(buf, pos: int, limit: int, file_from: int, check_crc: bool = F
                 p += _T1
                 lengths = fixed.size + _T1 + _PL
             else:
-                topic_len = int.from_bytes(buf[p:p + _T2], "big", signed=True) if p + _T2 <= end else -1
+                topic_len = int.from_bytes(buf[p : p + _T2], "big", signed=True) if p + _T2 <= end else -1
                 p += _T2
                 lengths = fixed.size + _T2 + _PL
             if topic_len >= 0 and p + topic_len + _PL <= end:
-                topic = buf[p:p + topic_len]
+                topic = buf[p : p + topic_len]
                 p += topic_len
-                props_len = int.from_bytes(buf[p:p + _PL], "big", signed=True)
-                if props_len >= 0 and lengths + body_len + topic_len + props_len == total and \
-                        (not check_crc or (crc32(body) & 0x7FFFFFFF if body_len else 0) == crc
-                         or body_len == 0):
+                props_len = int.from_bytes(buf[p : p + _PL], "big", signed=True)
+                if (
+                    props_len >= 0
+                    and lengths + body_len + topic_len + props_len == total
+                    and (not check_crc or (crc32(body) & 0x7FFFFFFF if body_len else 0) == crc or body_len == 0)
+                ):
                     p += _PL
-                    return Check(Status.VALID, total, "", Message(
-                        phy, total, magic, crc, queue_id, flag, queue_offset, sys_flag, born_ts, born_addr,
-                        born_port, store_ts, store_addr, store_port, reconsume, prepared, body, topic,
-                        buf[p:p + props_len], file_from + pos))
+                    return Check(
+                        Status.VALID,
+                        total,
+                        "",
+                        Message(
+                            phy,
+                            total,
+                            magic,
+                            crc,
+                            queue_id,
+                            flag,
+                            queue_offset,
+                            sys_flag,
+                            born_ts,
+                            born_addr,
+                            born_port,
+                            store_ts,
+                            store_addr,
+                            store_port,
+                            reconsume,
+                            prepared,
+                            body,
+                            topic,
+                            buf[p : p + props_len],
+                            file_from + pos,
+                        ),
+                    )
     return _check_exact(buf, pos, limit, file_from, check_crc, force_prop_crc)
 
 
@@ -146,8 +212,7 @@ def _check_exact(buf, pos: int, limit: int, file_from: int, check_crc: bool, for
     if magic == MAGIC_BLANK:
         return Check(Status.BLANK, 0)
     if magic != MAGIC_V1 and magic != MAGIC_V2:
-        return Check(Status.INVALID, -1, END_OF_DATA if magic == 0 and total == 0
-                     else f"bad magic code 0x{magic:08X}")
+        return Check(Status.INVALID, -1, END_OF_DATA if magic == 0 and total == 0 else f"bad magic code 0x{magic:08X}")
     if total < _HEAD.size or total - 4 > limit - pos - 4:
         return Check(Status.INVALID, -1, f"total size {total} does not fit in the {limit - pos} bytes left")
     (_, _, crc, queue_id, flag, queue_offset, phy, sys_flag, born_ts) = _HEAD.unpack_from(buf, pos)
@@ -155,14 +220,13 @@ def _check_exact(buf, pos: int, limit: int, file_from: int, check_crc: bool, for
     p = pos + _HEAD.size
     if p + mid.size > limit:
         return Check(Status.INVALID, -1, "record truncated in its fixed fields")
-    (born_addr, born_port, store_ts, store_addr, store_port, reconsume, prepared, body_len) = \
-        mid.unpack_from(buf, p)
+    (born_addr, born_port, store_ts, store_addr, store_port, reconsume, prepared, body_len) = mid.unpack_from(buf, p)
     p += mid.size
     body = b""
     if body_len > 0:
         if p + body_len > limit:
             return Check(Status.INVALID, -1, f"body length {body_len} runs past the file's end")
-        body = buf[p:p + body_len]
+        body = buf[p : p + body_len]
         if check_crc and not force_prop_crc and (crc32(body) & 0x7FFFFFFF) != crc:
             return Check(Status.INVALID, -1, f"body CRC mismatch (stored {crc}, computed {crc32(body) & 0x7FFFFFFF})")
         p += body_len
@@ -173,7 +237,7 @@ def _check_exact(buf, pos: int, limit: int, file_from: int, check_crc: bool, for
     p += tl.size
     if topic_len < 0 or p + topic_len > limit:
         return Check(Status.INVALID, -1, f"bad topic length {topic_len}")
-    topic = buf[p:p + topic_len]
+    topic = buf[p : p + topic_len]
     p += topic_len
     if p + _PL > limit:
         return Check(Status.INVALID, -1, "record truncated before its properties")
@@ -183,10 +247,29 @@ def _check_exact(buf, pos: int, limit: int, file_from: int, check_crc: bool, for
     if props_len > 0:
         if p + props_len > limit:
             return Check(Status.INVALID, -1, f"properties length {props_len} runs past the file's end")
-        props = buf[p:p + props_len]
-    msg = Message(phy, total, magic, crc, queue_id, flag, queue_offset, sys_flag, born_ts,
-                  born_addr, born_port, store_ts, store_addr, store_port, reconsume, prepared,
-                  body, topic, props, file_from + pos)
+        props = buf[p : p + props_len]
+    msg = Message(
+        phy,
+        total,
+        magic,
+        crc,
+        queue_id,
+        flag,
+        queue_offset,
+        sys_flag,
+        born_ts,
+        born_addr,
+        born_port,
+        store_ts,
+        store_addr,
+        store_port,
+        reconsume,
+        prepared,
+        body,
+        topic,
+        props,
+        file_from + pos,
+    )
     if check_crc and force_prop_crc and not _prop_crc_ok(buf, pos, total, props):
         return Check(Status.INVALID, -1, "whole-record CRC (__CRC32#) missing or wrong", msg)
     expected = record_length(sys_flag, magic, body_len, topic_len, props_len)
@@ -201,11 +284,11 @@ def _prop_crc_ok(buf, pos: int, total: int, props: bytes) -> bool:
     i = props.rfind(marker)
     if i < 0:
         return False
-    digits = props[i + len(marker): i + len(marker) + 10]
+    digits = props[i + len(marker) : i + len(marker) + 10]
     if len(digits) != 10 or not digits.isdigit():
         return False
     stored = int(digits[::-1])
-    return stored == crc32(buf[pos:pos + total - CRC32_RESERVED_LEN]) & 0x7FFFFFFF
+    return stored == crc32(buf[pos : pos + total - CRC32_RESERVED_LEN]) & 0x7FFFFFFF
 
 
 def crc_property_value(crc: int) -> str:
@@ -222,11 +305,12 @@ END_OF_DATA = "no message here (end of data)"
 def is_clean_end(buf, pos: int, reason: str, last_file: bool) -> bool:
     """The log ends cleanly where the last file's preallocated zero tail begins
     (docs/format/store-layout.md#the-end-of-the-data); anything else is a torn or damaged end."""
-    return last_file and reason == END_OF_DATA and not any(buf[pos:pos + 4096])
+    return last_file and reason == END_OF_DATA and not any(buf[pos : pos + 4096])
 
 
-def check_framed(buf, pos: int, limit: int, file_from: int, header: int, check_crc: bool = False,
-                 force_prop_crc: bool = False) -> Check:
+def check_framed(
+    buf, pos: int, limit: int, file_from: int, header: int, check_crc: bool = False, force_prop_crc: bool = False
+) -> Check:
     """:func:`check_message` for the record framed at ``pos``: itself (``header`` 0), or inside
     the DLedger entry starting there (``DLedgerCommitLog#checkMessageAndReturnSize``: the
     entry's blank is BLANK, a record is read ``header`` bytes on and the size includes the
@@ -245,8 +329,7 @@ def check_framed(buf, pos: int, limit: int, file_from: int, header: int, check_c
         return Check(Status.INVALID, -1, problem)
     c = check_message(buf, pos + header, limit, file_from, check_crc, force_prop_crc)
     if c.status is Status.VALID and c.size + header != e.size:
-        return Check(Status.INVALID, -1, f"DLedger entry size {e.size} != record size {c.size} + {header}",
-                     c.message)
+        return Check(Status.INVALID, -1, f"DLedger entry size {e.size} != record size {c.size} + {header}", c.message)
     if c.size > 0:
         c.size += header
     return c
@@ -267,8 +350,12 @@ class CommitLog:
 
     def __init__(self, config: StoreConfig, writable: bool = False):
         self.config = config
-        self.queue = MappedFileQueue(config.commitlog_dirs, config.mapped_file_size_commit_log, writable,
-                                     roots=config.write_roots if writable else None)
+        self.queue = MappedFileQueue(
+            config.commitlog_dirs,
+            config.mapped_file_size_commit_log,
+            writable,
+            roots=config.write_roots if writable else None,
+        )
         self.file_size = config.mapped_file_size_commit_log
         self.end: ScanEnd | None = None
         # writer state
@@ -295,9 +382,15 @@ class CommitLog:
         return self.queue.min_offset
 
     # ------------------------------------------------------------- reading
-    def scan(self, start: int | None = None, end: int | None = None, check_crc: bool = False,
-             include_blank: bool = False, skip_mismatch: bool = False, every_file: bool = False,
-             ) -> Iterator[Message | Blank]:
+    def scan(
+        self,
+        start: int | None = None,
+        end: int | None = None,
+        check_crc: bool = False,
+        include_blank: bool = False,
+        skip_mismatch: bool = False,
+        every_file: bool = False,
+    ) -> Iterator[Message | Blank]:
         """Records in physical order from ``start`` (a record start) to ``end``.
 
         Stops where the broker's recovery stops: the first invalid record (the zero tail
@@ -308,9 +401,16 @@ class CommitLog:
         """
         return self.scan_blocks(start, end, check_crc, include_blank, skip_mismatch, every_file, blocks=False)
 
-    def scan_blocks(self, start: int | None = None, end: int | None = None, check_crc: bool = False,
-                    include_blank: bool = False, skip_mismatch: bool = False, every_file: bool = False,
-                    blocks: bool = True) -> Iterator:
+    def scan_blocks(
+        self,
+        start: int | None = None,
+        end: int | None = None,
+        check_crc: bool = False,
+        include_blank: bool = False,
+        skip_mismatch: bool = False,
+        every_file: bool = False,
+        blocks: bool = True,
+    ) -> Iterator:
         """:meth:`scan`, with runs of valid records given as
         :class:`~rmqstore_cli.store.columns.MessageBlock` columns (``blocks``) and
         everything else as single records: the same records, stops and end. A file that
@@ -320,8 +420,17 @@ class CommitLog:
         yield from self._scan_files(start, end, check_crc, include_blank, skip_mismatch, every_file, blocks, walked)
         mapguard.check(*walked)
 
-    def _scan_files(self, start: int | None, end: int | None, check_crc: bool, include_blank: bool,
-                    skip_mismatch: bool, every_file: bool, blocks: bool, walked: list) -> Iterator:
+    def _scan_files(
+        self,
+        start: int | None,
+        end: int | None,
+        check_crc: bool,
+        include_blank: bool,
+        skip_mismatch: bool,
+        every_file: bool,
+        blocks: bool,
+        walked: list,
+    ) -> Iterator:
         force = self.config.force_verify_prop_crc
         if blocks and not (check_crc and force):  # a whole-record CRC is checked record by record
             from rmqstore_cli.store.arrays import file_array
@@ -344,8 +453,12 @@ class CommitLog:
             if header and pos:  # a record offset names its entry, BODY_OFFSET before it
                 pos -= header
             if i > 0 and f.file_from_offset != files[i - 1].end_offset:
-                self.end = ScanEnd(files[i - 1].end_offset, f"gap: no file between {files[i - 1].end_offset} "
-                                   f"and {f.file_from_offset}", f.name, clean=False)
+                self.end = ScanEnd(
+                    files[i - 1].end_offset,
+                    f"gap: no file between {files[i - 1].end_offset} and {f.file_from_offset}",
+                    f.name,
+                    clean=False,
+                )
                 self.stops.append(self.end)
                 if not every_file:
                     return
@@ -360,8 +473,9 @@ class CommitLog:
                 if pos - released >= _RELEASE_EVERY:
                     released = release_pages(buf, released, pos)
                 if blocks:
-                    blk = valid_block(buf, arr, pos, stop, f.file_from_offset, f.name, size, check_crc, topic_table,
-                                      header)
+                    blk = valid_block(
+                        buf, arr, pos, stop, f.file_from_offset, f.name, size, check_crc, topic_table, header
+                    )
                     if blk is not None:
                         yield blk
                         pos = blk.next_pos
@@ -429,14 +543,19 @@ class CommitLog:
         """The message at physical ``offset`` (``DefaultMessageStore#lookMessageByOffset``)."""
         f = self.queue.find(offset)
         if f is None:
-            raise StoreError(f"no commit-log file holds offset {offset}", path=self.config.commitlog_dirs[0],
-                             offset=offset)
+            raise StoreError(
+                f"no commit-log file holds offset {offset}", path=self.config.commitlog_dirs[0], offset=offset
+            )
         buf = f.buffer()
-        c = check_message(buf, offset - f.file_from_offset, len(buf), f.file_from_offset, check_crc,
-                          self.config.force_verify_prop_crc)
+        c = check_message(
+            buf, offset - f.file_from_offset, len(buf), f.file_from_offset, check_crc, self.config.force_verify_prop_crc
+        )
         if c.message is None or c.status is Status.INVALID:
-            raise StoreError(f"no valid message at offset {offset}: {c.reason or c.status.value}",
-                             path=f.path, offset=offset - f.file_from_offset)
+            raise StoreError(
+                f"no valid message at offset {offset}: {c.reason or c.status.value}",
+                path=f.path,
+                offset=offset - f.file_from_offset,
+            )
         return c.message
 
     def check_at(self, offset: int, check_crc: bool = False) -> Check | None:
@@ -444,8 +563,9 @@ class CommitLog:
         if f is None:
             return None
         buf = f.buffer()
-        return check_message(buf, offset - f.file_from_offset, len(buf), f.file_from_offset, check_crc,
-                             self.config.force_verify_prop_crc)
+        return check_message(
+            buf, offset - f.file_from_offset, len(buf), f.file_from_offset, check_crc, self.config.force_verify_prop_crc
+        )
 
     def max_offset(self) -> int:
         """``CommitLog#getMaxOffset`` of a cleanly recovered store: the end of valid data."""
@@ -480,7 +600,7 @@ class CommitLog:
     def write_offset(self) -> int:
         return self._write_offset
 
-    def append(self, spec: "AppendSpec") -> "AppendResult":
+    def append(self, spec: AppendSpec) -> AppendResult:
         """``DefaultAppendMessageCallback#doAppend`` for one message."""
         if self.dledger is not None:
             return self._append_entry(spec)
@@ -499,8 +619,11 @@ class CommitLog:
         queue_offset = self._queue_offset(spec)
         phy = f.file_from_offset + pos
         if phy + size > MAX_FILE_OFFSET:  # a Java long: CommitLog offsets never pass Long.MAX_VALUE
-            raise StoreError(f"the commit log ends at offset {phy}: no room for a {size}-byte message below "
-                             "Long.MAX_VALUE", path=f.path, offset=pos)
+            raise StoreError(
+                f"the commit log ends at offset {phy}: no room for a {size}-byte message below Long.MAX_VALUE",
+                path=f.path,
+                offset=pos,
+            )
         self._seal(spec, record, queue_offset, phy)
         f.write(pos, record)
         self._write_offset = phy + size
@@ -526,12 +649,16 @@ class CommitLog:
         if self.dledger is not None or self.config.enabled_append_prop_crc or not len(block):
             return None
         given_phy = block.physical_offset >= 0
-        if (given_phy.any() and (not given_phy.all() or int(block.physical_offset[0]) != self._write_offset)) or \
-                len(set((block.queue_offset >= 0).tolist())) > 1:
+        if (given_phy.any() and (not given_phy.all() or int(block.physical_offset[0]) != self._write_offset)) or len(
+            set((block.queue_offset >= 0).tolist())
+        ) > 1:
             return None
         topic_bytes = [t.encode("utf-8", "surrogatepass") for t in block.topics]
-        magic = np.where(block.magic != 0, block.magic,
-                         np.array([choose_magic(t, self.config) for t in block.topics], np.int64)[block.tid])
+        magic = np.where(
+            block.magic != 0,
+            block.magic,
+            np.array([choose_magic(t, self.config) for t in block.topics], np.int64)[block.tid],
+        )
         blen = np.fromiter(map(len, block.bodies), np.int64, len(block))
         plen = np.fromiter(map(len, block.props), np.int64, len(block))
         if B.block_problem(block, magic, topic_bytes, plen):
@@ -546,14 +673,16 @@ class CommitLog:
                 blen[i] = len(block.bodies[i])
         bv6, sv6 = B.host_kinds(block)
         sizes = B.record_sizes(block, magic, bv6, sv6, topic_bytes, blen, plen)
-        if int(sizes.max()) + END_FILE_MIN_BLANK_LENGTH > self.file_size or \
-                self._write_offset + int(sizes.sum()) + 2 * self.file_size > MAX_FILE_OFFSET:
+        if (
+            int(sizes.max()) + END_FILE_MIN_BLANK_LENGTH > self.file_size
+            or self._write_offset + int(sizes.sum()) + 2 * self.file_size > MAX_FILE_OFFSET
+        ):
             return None  # the per-record path says which record and why (near Long.MAX_VALUE: one line)
         f = self.queue.get_last_mapped_file(self._write_offset)
         plan = B.plan_files(self._write_offset, f.file_from_offset, self.file_size, sizes)
         phy = np.empty(len(block), np.int64)
         for ff, pos, i, j in plan:
-            phy[i:j] = ff + pos + np.concatenate([[0], np.cumsum(sizes[i:j - 1])])
+            phy[i:j] = ff + pos + np.concatenate([[0], np.cumsum(sizes[i : j - 1])])
         if given_phy.any() and not np.array_equal(phy, block.physical_offset):
             return None
         self.topic_queue_table.update(updates)
@@ -565,9 +694,19 @@ class CommitLog:
         store_ts = block.store_ts
         if floor is not None:
             store_ts = np.maximum.accumulate(np.maximum(store_ts, floor))
-        cols = {"total": sizes, "magic": magic, "sys_flag": B.v6_flags(block.sys_flag, bv6, sv6),
-                "queue_offset": qoff, "phy": phy, "prepared": prepared, "bv6": bv6, "sv6": sv6, "store_ts": store_ts,
-                "body_len": blen, "props_len": plen}
+        cols = {
+            "total": sizes,
+            "magic": magic,
+            "sys_flag": B.v6_flags(block.sys_flag, bv6, sv6),
+            "queue_offset": qoff,
+            "phy": phy,
+            "prepared": prepared,
+            "bv6": bv6,
+            "sv6": sv6,
+            "store_ts": store_ts,
+            "body_len": blen,
+            "props_len": plen,
+        }
         parts = B.topic_parts(topic_bytes)
         runs = []
         for ff, pos, i, j in plan:
@@ -584,7 +723,7 @@ class CommitLog:
             pending = (int(phy[last[-1]]), int(qoff[last[-1]]))
         return runs, pending, store_ts
 
-    def _queue_offset(self, spec: "AppendSpec") -> int:
+    def _queue_offset(self, spec: AppendSpec) -> int:
         """The record's queue offset: the next of its queue (normal and commit records), else 0."""
         tran = spec.sys_flag & TRANSACTION_MASK
         queue_offset = 0
@@ -596,20 +735,21 @@ class CommitLog:
             queue_offset = spec.queue_offset
         return queue_offset
 
-    def _seal(self, spec: "AppendSpec", record: bytearray, queue_offset: int, phy: int) -> None:
+    def _seal(self, spec: AppendSpec, record: bytearray, queue_offset: int, phy: int) -> None:
         """QUEUEOFFSET, PHYSICALOFFSET and (``enabledAppendPropCRC``) the whole-record CRC."""
         size = len(record)
         struct.pack_into(_QUEUE_OFFSET.fmt, record, _QUEUE_OFFSET.offset, queue_offset)
         struct.pack_into(_PHY.fmt, record, _PHY.offset, phy)
         if self.config.enabled_append_prop_crc and not spec.raw_properties:
-            crc = crc32(memoryview(record)[:size - CRC32_RESERVED_LEN]) & 0x7FFFFFFF
-            record[size - 11:size - 1] = crc_property_value(crc).encode()
+            crc = crc32(memoryview(record)[: size - CRC32_RESERVED_LEN]) & 0x7FFFFFFF
+            record[size - 11 : size - 1] = crc_property_value(crc).encode()
 
-    def _append_entry(self, spec: "AppendSpec") -> "AppendResult":
+    def _append_entry(self, spec: AppendSpec) -> AppendResult:
         """``DLedgerCommitLog#putMessage``: the record as the body of a DLedger entry, its
         PHYSICALOFFSET the entry's pos + ``BODY_OFFSET`` (the append hook). A replayed record's
         physical offset cannot be kept: entries follow each other."""
         from rmqstore_cli.formats.dledger import BODY_OFFSET
+
         from rmqstore_cli.store.commitlog.dledger import encode_blank
 
         record = encode_record(spec, self.config)
@@ -638,8 +778,11 @@ class CommitLog:
             return
         f = self.queue.get_last_mapped_file(self._write_offset)
         if offset < f.end_offset:
-            raise StoreError(f"cannot write at offset {offset}: the log continues at {self._write_offset}",
-                             offset=offset, hint="replay a contiguous dump (no filters)")
+            raise StoreError(
+                f"cannot write at offset {offset}: the log continues at {self._write_offset}",
+                offset=offset,
+                hint="replay a contiguous dump (no filters)",
+            )
         self._write_blank(f, self._write_offset - f.file_from_offset)
         self._write_offset = offset
 
@@ -719,8 +862,9 @@ def encode_record(spec: AppendSpec, config: StoreConfig) -> bytearray:
     props_b = props if isinstance(props, bytes) else props.encode("utf-8", "surrogatepass")
     body = spec.body
     if len(props_b) > MAX_PROPERTIES_LENGTH:
-        raise StoreError(f"properties of {len(props_b)} bytes exceed {MAX_PROPERTIES_LENGTH} "
-                         "(PROPERTIES_SIZE_EXCEEDED)")
+        raise StoreError(
+            f"properties of {len(props_b)} bytes exceed {MAX_PROPERTIES_LENGTH} (PROPERTIES_SIZE_EXCEEDED)"
+        )
     if magic == MAGIC_V1 and len(topic_b) > 127:
         raise StoreError(f"topic of {len(topic_b)} bytes needs a V2 record")
     total = record_length(sys_flag, magic, len(body), len(topic_b), len(props_b))
@@ -729,19 +873,29 @@ def encode_record(spec: AppendSpec, config: StoreConfig) -> bytearray:
     _HEAD.pack_into(out, 0, total, magic, crc, spec.queue_id, spec.flag, 0, 0, sys_flag, spec.born_timestamp)
     mid = _MIDDLE[(bool(sys_flag & BORNHOST_V6_FLAG), bool(sys_flag & STOREHOSTADDRESS_V6_FLAG))]
     p = _HEAD.size
-    mid.pack_into(out, p, spec.born_host[0], spec.born_host[1], spec.store_timestamp, spec.store_host[0],
-                  spec.store_host[1], spec.reconsume_times, spec.prepared_transaction_offset, len(body))
+    mid.pack_into(
+        out,
+        p,
+        spec.born_host[0],
+        spec.born_host[1],
+        spec.store_timestamp,
+        spec.store_host[0],
+        spec.store_host[1],
+        spec.reconsume_times,
+        spec.prepared_transaction_offset,
+        len(body),
+    )
     p += mid.size
-    out[p:p + len(body)] = body
+    out[p : p + len(body)] = body
     p += len(body)
     tl = _TOPIC_LEN[magic]
     tl.pack_into(out, p, len(topic_b))
     p += tl.size
-    out[p:p + len(topic_b)] = topic_b
+    out[p : p + len(topic_b)] = topic_b
     p += len(topic_b)
     _PROPS_LEN.pack_into(out, p, len(props_b))
     p += _PL
-    out[p:p + len(props_b)] = props_b
+    out[p : p + len(props_b)] = props_b
     return out
 
 

@@ -8,6 +8,7 @@ every record with numpy (positions and dtypes from ``formats/commitlog.py``) and
 with the bodies, topics and properties in one ``bytes.join``. Queue offsets, physical offsets
 and the file roll are assigned for the whole block by ``CommitLog.append_block``.
 """
+
 from __future__ import annotations
 
 import functools
@@ -15,7 +16,6 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
-
 from rmqstore_cli.formats.commitlog import (
     AFTER_BORN_HOST,
     AFTER_BORN_HOST_SIZE,
@@ -39,6 +39,7 @@ from rmqstore_cli.formats.commitlog import (
     TRANSACTION_NOT_TYPE,
 )
 from rmqstore_cli.formats.properties import MAX_PROPERTIES_LENGTH
+
 from rmqstore_cli.store.arrays import stable_argsort
 from rmqstore_cli.store.crc import crc32
 
@@ -89,7 +90,7 @@ class SendBlock:
         return len(self.bodies)
 
     @classmethod
-    def from_specs(cls, sends: list, floor_store_ts: bool = False) -> "SendBlock":
+    def from_specs(cls, sends: list, floor_store_ts: bool = False) -> SendBlock:
         """Columns of ``(kind, AppendSpec)`` pairs (a workload's or a replayed dump's)."""
         topics: dict[str, int] = {}
         hosts: dict[bytes, int] = {}
@@ -98,42 +99,106 @@ class SendBlock:
             t = topics.setdefault(s.topic, len(topics))
             b = hosts.setdefault(s.born_host[0], len(hosts))
             h = hosts.setdefault(s.store_host[0], len(hosts))
-            rows.append((t, s.queue_id, s.flag, s.sys_flag, s.born_timestamp, s.store_timestamp, b,
-                         s.born_host[1], h, s.store_host[1], s.reconsume_times, s.prepared_transaction_offset,
-                         s.magic or 0, -1 if s.queue_offset is None else s.queue_offset,
-                         -1 if s.physical_offset is None else s.physical_offset))
+            rows.append(
+                (
+                    t,
+                    s.queue_id,
+                    s.flag,
+                    s.sys_flag,
+                    s.born_timestamp,
+                    s.store_timestamp,
+                    b,
+                    s.born_host[1],
+                    h,
+                    s.store_host[1],
+                    s.reconsume_times,
+                    s.prepared_transaction_offset,
+                    s.magic or 0,
+                    -1 if s.queue_offset is None else s.queue_offset,
+                    -1 if s.physical_offset is None else s.physical_offset,
+                )
+            )
         cols = np.array(rows, dtype=np.int64).reshape(-1, 15).T
-        props = [p if isinstance(p, bytes) else p.encode("utf-8", "surrogatepass")
-                 for p in (s.properties for _, s in sends)]
-        return cls(list(topics), list(hosts), *cols, bodies=[s.body for _, s in sends], props=props,
-                   kinds=[k for k, _ in sends], floor_store_ts=floor_store_ts, source=sends)
+        props = [
+            p if isinstance(p, bytes) else p.encode("utf-8", "surrogatepass") for p in (s.properties for _, s in sends)
+        ]
+        return cls(
+            list(topics),
+            list(hosts),
+            *cols,
+            bodies=[s.body for _, s in sends],
+            props=props,
+            kinds=[k for k, _ in sends],
+            floor_store_ts=floor_store_ts,
+            source=sends,
+        )
 
-    def specs(self) -> Iterator[tuple[str, "object"]]:
+    def specs(self) -> Iterator[tuple[str, object]]:
         """The block as ``(kind, AppendSpec)`` pairs, for the per-record path (the reference)."""
         from rmqstore_cli.store.commitlog import AppendSpec
 
         if self.source is not None:
             yield from self.source
             return
-        cols = [c.tolist() for c in (self.tid, self.queue_id, self.flag, self.sys_flag, self.born_ts,
-                                     self.store_ts, self.born_host, self.born_port, self.store_host,
-                                     self.store_port, self.reconsume, self.prepared, self.magic,
-                                     self.queue_offset, self.physical_offset)]
+        cols = [
+            c.tolist()
+            for c in (
+                self.tid,
+                self.queue_id,
+                self.flag,
+                self.sys_flag,
+                self.born_ts,
+                self.store_ts,
+                self.born_host,
+                self.born_port,
+                self.store_host,
+                self.store_port,
+                self.reconsume,
+                self.prepared,
+                self.magic,
+                self.queue_offset,
+                self.physical_offset,
+            )
+        ]
         kinds = self.kinds or ["normal"] * len(self)
         for i, (t, q, fl, sf, bt, st, bh, bp, sh, sp, rc, pr, mg, qo, po) in enumerate(zip(*cols)):
             props = self.props[i] if self.raw_props else self.props[i].decode("utf-8", "surrogatepass")
-            yield kinds[i], AppendSpec(
-                self.topics[t], q, self.bodies[i], props, st, bt, (self.hosts[bh], bp),
-                (self.hosts[sh], sp), flag=fl, sys_flag=sf, reconsume_times=rc, prepared_transaction_offset=pr,
-                magic=mg or None, queue_offset=None if qo < 0 else qo, physical_offset=None if po < 0 else po,
-                raw_properties=self.raw_props)
+            yield (
+                kinds[i],
+                AppendSpec(
+                    self.topics[t],
+                    q,
+                    self.bodies[i],
+                    props,
+                    st,
+                    bt,
+                    (self.hosts[bh], bp),
+                    (self.hosts[sh], sp),
+                    flag=fl,
+                    sys_flag=sf,
+                    reconsume_times=rc,
+                    prepared_transaction_offset=pr,
+                    magic=mg or None,
+                    queue_offset=None if qo < 0 else qo,
+                    physical_offset=None if po < 0 else po,
+                    raw_properties=self.raw_props,
+                ),
+            )
 
-    def rows(self, i: int, j: int) -> "SendBlock":
+    def rows(self, i: int, j: int) -> SendBlock:
         """Sends ``[i, j)`` as a block of their own (the writer's cut, ``FAST_PATHS.gen_block``)."""
         cut = {f: getattr(self, f)[i:j] for f in _COLUMNS}
-        return SendBlock(self.topics, self.hosts, **cut, bodies=self.bodies[i:j], props=self.props[i:j],
-                         kinds=self.kinds[i:j], floor_store_ts=self.floor_store_ts,
-                         source=None if self.source is None else self.source[i:j], raw_props=self.raw_props)
+        return SendBlock(
+            self.topics,
+            self.hosts,
+            **cut,
+            bodies=self.bodies[i:j],
+            props=self.props[i:j],
+            kinds=self.kinds[i:j],
+            floor_store_ts=self.floor_store_ts,
+            source=None if self.source is None else self.source[i:j],
+            raw_props=self.raw_props,
+        )
 
     def link_codes(self) -> np.ndarray:
         """:data:`KIND_LINKS` per send (0: no link)."""
@@ -142,8 +207,23 @@ class SendBlock:
         return np.array([KIND_LINKS.get(k, 0) for k in self.kinds], np.int8)
 
 
-_COLUMNS = ("tid", "queue_id", "flag", "sys_flag", "born_ts", "store_ts", "born_host", "born_port", "store_host",
-            "store_port", "reconsume", "prepared", "magic", "queue_offset", "physical_offset")
+_COLUMNS = (
+    "tid",
+    "queue_id",
+    "flag",
+    "sys_flag",
+    "born_ts",
+    "store_ts",
+    "born_host",
+    "born_port",
+    "store_host",
+    "store_port",
+    "reconsume",
+    "prepared",
+    "magic",
+    "queue_offset",
+    "physical_offset",
+)
 
 
 def send_blocks(sends: Iterable[tuple[str, object]], size: int, floor_store_ts: bool) -> Iterator[SendBlock]:
@@ -225,13 +305,26 @@ def host_kinds(block: SendBlock) -> tuple[np.ndarray, np.ndarray]:
     return wide[block.born_host], wide[block.store_host]
 
 
-def record_sizes(block: SendBlock, magic: np.ndarray, bv6: np.ndarray, sv6: np.ndarray,
-                 topic_bytes: list[bytes], blen: np.ndarray, plen: np.ndarray) -> np.ndarray:
+def record_sizes(
+    block: SendBlock,
+    magic: np.ndarray,
+    bv6: np.ndarray,
+    sv6: np.ndarray,
+    topic_bytes: list[bytes],
+    blen: np.ndarray,
+    plen: np.ndarray,
+) -> np.ndarray:
     """``MessageExtEncoder#calMsgLength`` of every send (``formats.commitlog.record_length``)."""
     tlen = np.array([len(t) for t in topic_bytes], np.int64)[block.tid]
-    return (RECORD_FIXED_SIZE + np.where(bv6, HOST_SIZE[True], HOST_SIZE[False])
-            + np.where(sv6, HOST_SIZE[True], HOST_SIZE[False])
-            + np.where(magic == MAGIC_V2, TOPIC_LENGTH[True].size, TOPIC_LENGTH[False].size) + blen + tlen + plen)
+    return (
+        RECORD_FIXED_SIZE
+        + np.where(bv6, HOST_SIZE[True], HOST_SIZE[False])
+        + np.where(sv6, HOST_SIZE[True], HOST_SIZE[False])
+        + np.where(magic == MAGIC_V2, TOPIC_LENGTH[True].size, TOPIC_LENGTH[False].size)
+        + blen
+        + tlen
+        + plen
+    )
 
 
 def block_problem(block: SendBlock, magic: np.ndarray, topic_bytes: list[bytes], plen: np.ndarray) -> bool:
@@ -254,8 +347,10 @@ def fixed_dtype(born_v6: bool, store_v6: bool) -> np.dtype:
     fields += [("store_address", np.uint8, (HOST_ADDRESS_SIZE[store_v6],)), ("store_port", PORT.dtype)]
     fields += [(n, f.dtype) for n, f in AFTER_STORE_HOST.items()]
     dt = np.dtype(fields)
-    assert dt.itemsize == HEAD_SIZE + HOST_SIZE[born_v6] + AFTER_BORN_HOST_SIZE + HOST_SIZE[store_v6] \
-        + AFTER_STORE_HOST_SIZE
+    assert (
+        dt.itemsize
+        == HEAD_SIZE + HOST_SIZE[born_v6] + AFTER_BORN_HOST_SIZE + HOST_SIZE[store_v6] + AFTER_STORE_HOST_SIZE
+    )
     return dt
 
 
@@ -264,7 +359,7 @@ def _length_bytes() -> list[bytes]:
     """PROPERTIESLENGTH's bytes for every length a record can have (0 … Short.MAX_VALUE)."""
     k = PROPERTIES_LENGTH.size
     b = np.arange(MAX_PROPERTIES_LENGTH + 1).astype(PROPERTIES_LENGTH.dtype).tobytes()
-    return [b[i:i + k] for i in range(0, len(b), k)]
+    return [b[i : i + k] for i in range(0, len(b), k)]
 
 
 def encode_records(block: SendBlock, i: int, j: int, cols: dict, topic_parts: list[bytes]) -> tuple[bytes, np.ndarray]:
@@ -274,16 +369,27 @@ def encode_records(block: SendBlock, i: int, j: int, cols: dict, topic_parts: li
     n = j - i
     bodies, props = block.bodies[i:j], block.props[i:j]
     bv6, sv6 = cols["bv6"][i:j], cols["sv6"][i:j]
-    c = {"total_size": cols["total"], "magic": cols["magic"], "queue_id": block.queue_id, "flag": block.flag,
-         "queue_offset": cols["queue_offset"], "physical_offset": cols["phy"], "sys_flag": cols["sys_flag"],
-         "born_timestamp": block.born_ts, "born_port": block.born_port, "store_timestamp": cols["store_ts"],
-         "store_port": block.store_port, "reconsume_times": block.reconsume,
-         "prepared_transaction_offset": cols["prepared"], "body_length": cols["body_len"]}
+    c = {
+        "total_size": cols["total"],
+        "magic": cols["magic"],
+        "queue_id": block.queue_id,
+        "flag": block.flag,
+        "queue_offset": cols["queue_offset"],
+        "physical_offset": cols["phy"],
+        "sys_flag": cols["sys_flag"],
+        "born_timestamp": block.born_ts,
+        "born_port": block.born_port,
+        "store_timestamp": cols["store_ts"],
+        "store_port": block.store_port,
+        "reconsume_times": block.reconsume,
+        "prepared_transaction_offset": cols["prepared"],
+        "body_length": cols["body_len"],
+    }
     c = {k: v[i:j] for k, v in c.items()}
     c["body_crc"] = np.fromiter(map(crc32, bodies), np.int64, n) & 0x7FFFFFFF
     table = np.zeros((max(1, len(block.hosts)), _WIDE), np.uint8)
     for h, addr in enumerate(block.hosts):
-        table[h, :len(addr)] = np.frombuffer(addr, np.uint8)
+        table[h, : len(addr)] = np.frombuffer(addr, np.uint8)
     born, store = block.born_host[i:j], block.store_host[i:j]
     fixed = np.empty(n, object)
     for b6 in (False, True):
@@ -294,13 +400,13 @@ def encode_records(block: SendBlock, i: int, j: int, cols: dict, topic_parts: li
             arr = np.empty(rows.size, fixed_dtype(b6, s6))
             for name in arr.dtype.names:
                 if name == "born_address":
-                    arr[name] = table[born[rows], :HOST_ADDRESS_SIZE[b6]]
+                    arr[name] = table[born[rows], : HOST_ADDRESS_SIZE[b6]]
                 elif name == "store_address":
-                    arr[name] = table[store[rows], :HOST_ADDRESS_SIZE[s6]]
+                    arr[name] = table[store[rows], : HOST_ADDRESS_SIZE[s6]]
                 else:
                     arr[name] = c[name][rows]
             fb, w = arr.tobytes(), arr.dtype.itemsize
-            fixed[rows] = [fb[x:x + w] for x in range(0, len(fb), w)]
+            fixed[rows] = [fb[x : x + w] for x in range(0, len(fb), w)]
     v2 = cols["magic"][i:j] == MAGIC_V2
     parts: list = [b""] * (5 * n)
     parts[0::5], parts[1::5], parts[4::5] = fixed.tolist(), bodies, props
@@ -315,14 +421,28 @@ def dispatch_fields(block: SendBlock, i: int, j: int, cols: dict, starts: np.nda
     ``FastDispatcher.fields``), from the block's columns instead of the bytes: where each
     record's topic and properties lie, and its fixed fields."""
     bv6, sv6, v2 = cols["bv6"][i:j], cols["sv6"][i:j], cols["magic"][i:j] == MAGIC_V2
-    body_at = starts + HEAD_SIZE + AFTER_BORN_HOST_SIZE + AFTER_STORE_HOST_SIZE + np.where(
-        bv6, HOST_SIZE[True], HOST_SIZE[False]) + np.where(sv6, HOST_SIZE[True], HOST_SIZE[False])
+    body_at = (
+        starts
+        + HEAD_SIZE
+        + AFTER_BORN_HOST_SIZE
+        + AFTER_STORE_HOST_SIZE
+        + np.where(bv6, HOST_SIZE[True], HOST_SIZE[False])
+        + np.where(sv6, HOST_SIZE[True], HOST_SIZE[False])
+    )
     topic_at = body_at + cols["body_len"][i:j] + np.where(v2, TOPIC_LENGTH[True].size, TOPIC_LENGTH[False].size)
     topic_len = np.array([len(t.encode("utf-8", "surrogatepass")) for t in block.topics], np.int64)[block.tid[i:j]]
-    return {"total": cols["total"][i:j], "queue_id": block.queue_id[i:j], "queue_offset": cols["queue_offset"][i:j],
-            "phy": cols["phy"][i:j], "sys_flag": cols["sys_flag"][i:j], "store_ts": cols["store_ts"][i:j],
-            "topic_len": topic_len, "topic_at": topic_at, "props_len": cols["props_len"][i:j],
-            "props_at": topic_at + topic_len + PROPERTIES_LENGTH.size}
+    return {
+        "total": cols["total"][i:j],
+        "queue_id": block.queue_id[i:j],
+        "queue_offset": cols["queue_offset"][i:j],
+        "phy": cols["phy"][i:j],
+        "sys_flag": cols["sys_flag"][i:j],
+        "store_ts": cols["store_ts"][i:j],
+        "topic_len": topic_len,
+        "topic_at": topic_at,
+        "props_len": cols["props_len"][i:j],
+        "props_at": topic_at + topic_len + PROPERTIES_LENGTH.size,
+    }
 
 
 def topic_parts(topic_bytes: list[bytes]) -> list[bytes]:

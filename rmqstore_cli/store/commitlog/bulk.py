@@ -7,13 +7,13 @@ verdicts and reasons; every offset, size and dtype here comes from ``formats.com
 The reference loop or its compiled twin is chosen by
 :data:`~rmqstore_cli.store.fastpaths.FAST_PATHS` (or forced by ``compiled``).
 """
+
 from __future__ import annotations
 
 import struct
 from typing import NamedTuple
 
 import numpy as np
-
 from rmqstore_cli.formats.commitlog import (
     AFTER_BORN_HOST,
     AFTER_BORN_HOST_SIZE,
@@ -34,6 +34,7 @@ from rmqstore_cli.formats.commitlog import (
     STOREHOSTADDRESS_V6_FLAG,
     TOPIC_LENGTH,
 )
+
 from rmqstore_cli.store.arrays import byte_rows, file_array, gather_field
 from rmqstore_cli.store.crc import crc32
 from rmqstore_cli.store.fastpaths import FAST_PATHS
@@ -76,17 +77,26 @@ class RecordBatch:
         self.topic_len_at = self.body_at + body
         if len(pos):  # TOPICLENGTH: a signed short (V2) or a signed byte (V1)
             tl = byte_rows(a, self.topic_len_at, _V2_TOPIC_LENGTH.size)
-            self.topic_len = np.where(self.v2, tl.view(_V2_TOPIC_LENGTH.dtype).ravel(),
-                                      tl[:, :_V1_TOPIC_LENGTH.size].view(_V1_TOPIC_LENGTH.dtype).ravel()
-                                      ).astype(np.int64)
+            self.topic_len = np.where(
+                self.v2,
+                tl.view(_V2_TOPIC_LENGTH.dtype).ravel(),
+                tl[:, : _V1_TOPIC_LENGTH.size].view(_V1_TOPIC_LENGTH.dtype).ravel(),
+            ).astype(np.int64)
         else:
             self.topic_len = np.zeros(0, np.int64)
         self.topic_at = self.topic_len_at + self.topic_len_size
         self.props_len_at = self.topic_at + np.maximum(self.topic_len, 0)
         self.props_len = gather_field(a, self.props_len_at, PROPERTIES_LENGTH).astype(np.int64)
         self.props_at = self.props_len_at + PROPERTIES_LENGTH.size
-        self.expected = (RECORD_FIXED_SIZE + self.born_host_len + self.store_host_len + self.topic_len_size + body
-                         + np.maximum(self.topic_len, 0) + np.maximum(self.props_len, 0))
+        self.expected = (
+            RECORD_FIXED_SIZE
+            + self.born_host_len
+            + self.store_host_len
+            + self.topic_len_size
+            + body
+            + np.maximum(self.topic_len, 0)
+            + np.maximum(self.props_len, 0)
+        )
 
     def head_field(self, name: str) -> np.ndarray:
         """A field of the fixed head of every record (a name of ``MessageHead``), as int64."""
@@ -117,11 +127,11 @@ class RecordBatch:
     def store_timestamp(self) -> np.ndarray:
         return gather_field(self.a, self.store_ts_at, AFTER_BORN_HOST["store_timestamp"])
 
-    def head(self, n: int) -> "RecordBatch":
+    def head(self, n: int) -> RecordBatch:
         """The first ``n`` records."""
         return self.take(slice(0, n))
 
-    def take(self, idx) -> "RecordBatch":
+    def take(self, idx) -> RecordBatch:
         """The records at ``idx`` (an index array or a slice)."""
         out = RecordBatch.__new__(RecordBatch)
         for k, v in self.__dict__.items():
@@ -135,8 +145,7 @@ def body_crcs(buf, body_at: np.ndarray, body_len: np.ndarray) -> np.ndarray:
     mv = memoryview(buf)
     n = len(body_at)
     ends = (body_at + body_len).tolist()
-    return np.fromiter(map(crc32, map(mv.__getitem__, map(slice, body_at.tolist(), ends))), np.int64,
-                       n) & 0x7FFFFFFF
+    return np.fromiter(map(crc32, map(mv.__getitem__, map(slice, body_at.tolist(), ends))), np.int64, n) & 0x7FFFFFFF
 
 
 # ---------------------------------------------------------------- the record walk
@@ -179,8 +188,16 @@ def stop_kind(buf, pos: int, limit: int, header: int = 0) -> str:
     return "zero" if magic == 0 and total == 0 else "bad"
 
 
-def walk_records(buf, pos: int, limit: int, max_n: int, min_total: int = HEAD_SIZE,
-                 a: np.ndarray | None = None, compiled: bool | None = None, header: int = 0) -> Walk:
+def walk_records(
+    buf,
+    pos: int,
+    limit: int,
+    max_n: int,
+    min_total: int = HEAD_SIZE,
+    a: np.ndarray | None = None,
+    compiled: bool | None = None,
+    header: int = 0,
+) -> Walk:
     """The record walk of docs/format/commitlog.md#reading-a-commit-log-file (TOTALSIZE and MAGICCODE only) from ``pos``.
 
     A record starts at ``pos`` when its MAGICCODE is V1 or V2 and ``min_total <= TOTALSIZE
@@ -208,8 +225,9 @@ def walk_records(buf, pos: int, limit: int, max_n: int, min_total: int = HEAD_SI
     return _walk_reference(buf, pos, limit, max_n, min_total, a, header)
 
 
-def _walk_reference(buf, pos: int, limit: int, max_n: int, min_total: int, a: np.ndarray | None,
-                    header: int = 0) -> Walk:
+def _walk_reference(
+    buf, pos: int, limit: int, max_n: int, min_total: int, a: np.ndarray | None, header: int = 0
+) -> Walk:
     """The loop is the one sequential part of reading a file, so it does the least per
     record: it reads TOTALSIZE only and follows it; MAGICCODE and the bounds of every
     record are then checked at once with numpy and the walk is cut at the first record

@@ -10,13 +10,13 @@ A store that switched to DLedger keeps its old ``commitlog/`` below ``dividedCom
 (the first data file's start): ``StoreConfig.commitlog_dirs`` lists both directories and each
 file is read with its own framing (:func:`header_of`), as ``DLedgerCommitLog#getData`` does.
 """
+
 from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
 from pathlib import Path
 
-from rmqstore_cli.errors import StoreError
 from rmqstore_cli.formats.dledger import (
     BLANK_FORMAT,
     BLANK_MAGIC,
@@ -36,6 +36,8 @@ from rmqstore_cli.formats.dledger import (
     VOTE_KEY,
 )
 
+from rmqstore_cli.errors import StoreError
+
 _ENTRY = struct.Struct(ENTRY_HEADER_FORMAT)
 _BLANK = struct.Struct(BLANK_FORMAT)
 _UNIT = struct.Struct(INDEX_UNIT_FORMAT)
@@ -44,6 +46,7 @@ _PROPS_LIMIT = 64 * 1024
 
 
 # ------------------------------------------------------------------ where
+
 
 def dledger_dir(config) -> Path | None:
     """``DLedgerConfig#getDefaultPath``: ``<storePathRootDir>/dledger-<dLegerSelfId>``, when the
@@ -60,8 +63,11 @@ def dledger_dir(config) -> Path | None:
     except OSError:
         return None
     if len(found) > 1:
-        raise StoreError(f"{len(found)} DLedger directories ({', '.join(p.name for p in found)})", path=root,
-                         hint="pass --broker-conf with dLegerSelfId")
+        raise StoreError(
+            f"{len(found)} DLedger directories ({', '.join(p.name for p in found)})",
+            path=root,
+            hint="pass --broker-conf with dLegerSelfId",
+        )
     return found[0] if found else None
 
 
@@ -93,13 +99,26 @@ def expiry_candidates(config, files: list) -> tuple[list, float, str | None]:
         return files[:-1], 0.0, None
     old = [f for f in files if not header_of(config, f)]
     if old:
-        return old, 0.0, ("DLedger data files are not expired while old commitlog/ files remain "
-                          "(DLedgerCommitLog#deleteExpiredFile); the last old file may go too")
-    return data[:-1], 1.0, ("DLedger data files are kept fileReservedTime + 1 hours (DLedgerCommitLog); the broker "
-                            "trims index/ below the new first entry when it next starts (reviseLedgerBeginIndex)")
+        return (
+            old,
+            0.0,
+            (
+                "DLedger data files are not expired while old commitlog/ files remain "
+                "(DLedgerCommitLog#deleteExpiredFile); the last old file may go too"
+            ),
+        )
+    return (
+        data[:-1],
+        1.0,
+        (
+            "DLedger data files are kept fileReservedTime + 1 hours (DLedgerCommitLog); the broker "
+            "trims index/ below the new first entry when it next starts (reviseLedgerBeginIndex)"
+        ),
+    )
 
 
 # ------------------------------------------------------------------ one entry
+
 
 @dataclass(slots=True)
 class Entry:
@@ -161,8 +180,8 @@ def entries_ok(a, starts, total, header: int):
     (``DLedgerMmapFileStore#recover``); the reference walk's check of the entries
     (``bulk.walk_records``), read with the records' prefix view."""
     import numpy as np
-
     from rmqstore_cli.formats.commitlog import PREFIX_DTYPE
+
     from rmqstore_cli.store.arrays import byte_rows
 
     ent = np.ascontiguousarray(byte_rows(a, starts - header, PREFIX_DTYPE.itemsize)).view(PREFIX_DTYPE).ravel()
@@ -230,12 +249,14 @@ class EntryWriter:
 
         self.units.close()
         last = self.next_index - 1
-        replace_file(self.dir / CHECKPOINT_FILE, f"{COMMITTED_INDEX_KEY}={last}\n{END_INDEX_KEY}={last}\n".encode(),
-                     self.roots)
+        replace_file(
+            self.dir / CHECKPOINT_FILE, f"{COMMITTED_INDEX_KEY}={last}\n{END_INDEX_KEY}={last}\n".encode(), self.roots
+        )
         replace_file(self.dir / TERM_FILE, f"{VOTE_KEY}={self.vote}\n{TERM_KEY}={self.term}\n".encode(), self.roots)
 
 
 # ------------------------------------------------------------------ checkpoint, currterm
+
 
 def read_properties_file(path: Path) -> dict[str, str] | None:
     """``IOUtils#string2Properties`` of ``checkpoint`` or ``currterm`` (``key=value`` lines);

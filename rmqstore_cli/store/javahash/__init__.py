@@ -11,6 +11,7 @@ text with a byte >= 0x80 is decoded as UTF-8 and hashed over its UTF-16 code uni
 bulk such ranges are joined and decoded at once when they are well-formed UTF-8, and one by
 one with the decoder's U+FFFD replacement otherwise.
 """
+
 from __future__ import annotations
 
 import struct
@@ -38,8 +39,20 @@ def index_key_hash(key: str) -> int:
     return 0 if h == INT_MIN else abs(h)
 
 
-_BULK = ("pow31", "pow31_tables", "RangeHashes", "window_hashes", "java_hashes", "java_range_hashes",
-         "utf8_hashes", "concat_hashes", "java_int", "index_hash", "index_hashes", "MAX_LENGTH_GROUPS")
+_BULK = (
+    "pow31",
+    "pow31_tables",
+    "RangeHashes",
+    "window_hashes",
+    "java_hashes",
+    "java_range_hashes",
+    "utf8_hashes",
+    "concat_hashes",
+    "java_int",
+    "index_hash",
+    "index_hashes",
+    "MAX_LENGTH_GROUPS",
+)
 
 
 def __getattr__(name: str):

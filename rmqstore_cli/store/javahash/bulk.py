@@ -11,6 +11,7 @@ uint32 arithmetic wraps as Java's int does. Non-ASCII text: see the package docs
 * malformed UTF-8 (where the decoder's U+FFFD replacement rules matter) is decoded one
   string at a time with replacement.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -91,9 +92,12 @@ def window_hashes(units: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray
         if length <= 0:
             continue
         at = a if g is None else a[g]
-        rows = byte_rows(units, at, length) if units.dtype == np.uint8 else \
-            np.lib.stride_tricks.sliding_window_view(units, length)[at]
-        h = rows.astype(np.uint32) @ fw[length - 1::-1]  # integer matmul wraps mod 2^32
+        rows = (
+            byte_rows(units, at, length)
+            if units.dtype == np.uint8
+            else np.lib.stride_tricks.sliding_window_view(units, length)[at]
+        )
+        h = rows.astype(np.uint32) @ fw[length - 1 :: -1]  # integer matmul wraps mod 2^32
         if g is None:
             out = h
         else:
@@ -131,8 +135,9 @@ def _replaced_hashes(strings: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
     return got[:, 0], got[:, 1]
 
 
-def utf8_hashes(units: np.ndarray, a: np.ndarray, b: np.ndarray, raw: bytes | None = None
-                ) -> tuple[np.ndarray, np.ndarray]:
+def utf8_hashes(
+    units: np.ndarray, a: np.ndarray, b: np.ndarray, raw: bytes | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """hashCode (uint32) and UTF-16 length of non-ASCII ranges ``units[a:b]``: their bytes
     joined and decoded at once when every range is well-formed UTF-8 (the join decodes and
     no range starts with a continuation byte: then every range is whole characters), else
@@ -157,9 +162,14 @@ def utf8_hashes(units: np.ndarray, a: np.ndarray, b: np.ndarray, raw: bytes | No
     return h.astype(np.uint32), n16
 
 
-def java_range_hashes(units: np.ndarray, a: np.ndarray, b: np.ndarray, raw: bytes | None = None,
-                      high: np.ndarray | None = None, maybe_wide: np.ndarray | None = None
-                      ) -> tuple[np.ndarray, np.ndarray]:
+def java_range_hashes(
+    units: np.ndarray,
+    a: np.ndarray,
+    b: np.ndarray,
+    raw: bytes | None = None,
+    high: np.ndarray | None = None,
+    maybe_wide: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
     """``String#hashCode`` (uint32) and UTF-16 length (int64) of the UTF-8 text ``units[a:b]``
     for each range (``units``: uint8). Optional, when the caller has them: ``raw``, the same
     bytes as ``bytes``; ``high``, the sorted positions of the bytes >= 0x80 in ``units``;

@@ -6,6 +6,7 @@
 :class:`TimerStore` opens them together, with the geometry from the broker config
 (``timerPrecisionMs``, ``mappedFileSizeTimerLog``; ``slotsTotal`` is fixed).
 """
+
 from __future__ import annotations
 
 import os
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rmqstore_cli.formats.timer import SLOTS_TOTAL
+
 from rmqstore_cli.store.config import StoreConfig
 from rmqstore_cli.store.timer.checkpoint import TimerCheckpoint
 from rmqstore_cli.store.timer.log import TimerLog
@@ -46,7 +48,7 @@ class TimerStore:
     log: TimerLog
 
     @classmethod
-    def open(cls, config: StoreConfig) -> "TimerStore | None":
+    def open(cls, config: StoreConfig) -> TimerStore | None:
         """The timer store of ``config``'s root, None when it has no timer file (a 4.9 store,
         or ``timerWheelEnable=false`` from the start). Nothing is read yet."""
         if not timer_files_present(config.root):
@@ -65,8 +67,12 @@ class TimerStore:
 
     def geometry(self) -> dict:
         """The wheel as expected.json names it."""
-        return {"path": "timerwheel", "size": self.wheel.length, "slotsTotal": self.wheel.slots_total,
-                "precisionMs": self.precision_ms}
+        return {
+            "path": "timerwheel",
+            "size": self.wheel.length,
+            "slotsTotal": self.wheel.slots_total,
+            "precisionMs": self.precision_ms,
+        }
 
     def format_time(self, time_ms: int) -> int:
         """``TimerMessageStore#formatTimeMs``."""

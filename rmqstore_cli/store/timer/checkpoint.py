@@ -6,6 +6,7 @@ up to (and the master's), then the DataVersion. An older file with only the firs
 longs reads as the broker reads it (``#hasRemaining`` is always true on the mapped page,
 so the version longs are then zeros).
 """
+
 from __future__ import annotations
 
 import os
@@ -13,9 +14,9 @@ import struct
 from dataclasses import astuple, dataclass
 from pathlib import Path
 
+from rmqstore_cli.formats.timer import CHECKPOINT_FILE_SIZE, CHECKPOINT_FORMAT, CHECKPOINT_MIN_SIZE, CHECKPOINT_SIZE
+
 from rmqstore_cli.errors import StoreError
-from rmqstore_cli.formats.timer import (
-    CHECKPOINT_FILE_SIZE, CHECKPOINT_FORMAT, CHECKPOINT_MIN_SIZE, CHECKPOINT_SIZE)
 from rmqstore_cli.store.safefs import open_read_only, os_error, replace_file
 
 _CP = struct.Struct(CHECKPOINT_FORMAT)
@@ -32,7 +33,7 @@ class TimerCheckpoint:
     counter: int = 0
 
     @classmethod
-    def read(cls, path: Path) -> "TimerCheckpoint":
+    def read(cls, path: Path) -> TimerCheckpoint:
         """``TimerCheckpoint(String)``: the longs at 0..48; a file shorter than the first four
         longs is an error naming it (the broker would map zeros past its end)."""
         fd = open_read_only(path)
@@ -44,17 +45,22 @@ class TimerCheckpoint:
         finally:
             os.close(fd)
         if len(data) < CHECKPOINT_MIN_SIZE:
-            raise StoreError(f"timer checkpoint has {len(data)} bytes, fewer than its {CHECKPOINT_MIN_SIZE} "
-                             "bytes of positions", path=path, offset=len(data))
+            raise StoreError(
+                f"timer checkpoint has {len(data)} bytes, fewer than its {CHECKPOINT_MIN_SIZE} bytes of positions",
+                path=path,
+                offset=len(data),
+            )
         return cls(*_CP.unpack(data.ljust(CHECKPOINT_SIZE, b"\0")))
 
     def as_dict(self) -> dict:
         """The fields under expected.json's names (``TimerCheckpoint`` getters)."""
-        return {"lastReadTimeMs": self.last_read_time_ms, "lastTimerLogFlushPos": self.last_timer_log_flush_pos,
-                "lastTimerQueueOffset": self.last_timer_queue_offset,
-                "masterTimerQueueOffset": self.master_timer_queue_offset,
-                "dataVersion": {"stateVersion": self.state_version, "timestamp": self.timestamp,
-                                "counter": self.counter}}
+        return {
+            "lastReadTimeMs": self.last_read_time_ms,
+            "lastTimerLogFlushPos": self.last_timer_log_flush_pos,
+            "lastTimerQueueOffset": self.last_timer_queue_offset,
+            "masterTimerQueueOffset": self.master_timer_queue_offset,
+            "dataVersion": {"stateVersion": self.state_version, "timestamp": self.timestamp, "counter": self.counter},
+        }
 
     def write(self, path: Path, roots: list[Path]) -> None:
         """``TimerCheckpoint#flush`` into a fresh 4096-byte page, written beside and renamed."""

@@ -6,6 +6,7 @@ at every multiple of 52 from a file's start: a blank ends the file, a unit whose
 not 52 or whose magic has bits above the low four ends the log (the broker truncates the
 rest). :meth:`TimerLog.walk` follows the same rule over every file, vectorised per file.
 """
+
 from __future__ import annotations
 
 import struct
@@ -13,7 +14,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rmqstore_cli.formats.timer import (
-    BLANK_FORMAT, BLANK_MAGIC_CODE, MIN_BLANK_LEN, UNIT_FORMAT, UNIT_SIZE, is_magic_ok)
+    BLANK_FORMAT,
+    BLANK_MAGIC_CODE,
+    MIN_BLANK_LEN,
+    UNIT_FORMAT,
+    UNIT_SIZE,
+    is_magic_ok,
+)
+
 from rmqstore_cli.store.mapped_files import MappedFileQueue
 from rmqstore_cli.store.safefs import data_segments
 
@@ -81,7 +89,6 @@ class TimerLog:
         array (``UNIT_DTYPE``), their positions, and why the file's units stop:
         ``"blank"``, ``"full"``, or a reason (the log ends there)."""
         import numpy as np
-
         from rmqstore_cli.formats.timer import UNIT_DTYPE
 
         buf = f.buffer()
@@ -107,22 +114,23 @@ class TimerLog:
         """``TimerMessageStore#recoverAndRevise(0, true)`` over every file: all readable
         units (one record array, positions) and the :class:`LogEnd`."""
         import numpy as np
-
         from rmqstore_cli.formats.timer import UNIT_DTYPE
 
         arrays, positions = [], []
         end = LogEnd(self.files[0].file_from_offset if self.files else 0, "end")
         for i, f in enumerate(self.files):
             if i and f.file_from_offset != self.files[i - 1].end_offset:
-                end = LogEnd(end.offset, f"no file holds {self.files[i - 1].end_offset}: a timer-log file "
-                             "is missing", f.name)
+                end = LogEnd(
+                    end.offset, f"no file holds {self.files[i - 1].end_offset}: a timer-log file is missing", f.name
+                )
                 break
             arr, pos, reason = self.file_units(f)
             arrays.append(arr)
             positions.append(pos)
             done = reason in ("blank", "full")  # the file is used up: on to the next
-            end = LogEnd(f.file_from_offset + len(arr) * UNIT_SIZE, "end" if done or reason == "zeros" else reason,
-                         f.name)
+            end = LogEnd(
+                f.file_from_offset + len(arr) * UNIT_SIZE, "end" if done or reason == "zeros" else reason, f.name
+            )
             if not done:
                 break
         if not arrays:

@@ -5,14 +5,25 @@
 replays ``TimerMessageStore#recover``; :func:`next_deliveries` replays ``#dequeue`` from the
 recovered read time. Verify's checks (``store/verify/timer.py``) use the same view.
 """
+
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 from rmqstore_cli.formats.timer import (
-    MAGIC_DELETE, MAGIC_ROLL, NO_POS, PROPERTY_REAL_QUEUE_ID, PROPERTY_REAL_TOPIC, PROPERTY_TIMER_DEL_UNIQKEY,
-    PROPERTY_TIMER_OUT_MS, TIMER_BLANK_SLOTS, TIMER_TOPIC, UNIT_SIZE)
+    MAGIC_DELETE,
+    MAGIC_ROLL,
+    NO_POS,
+    PROPERTY_REAL_QUEUE_ID,
+    PROPERTY_REAL_TOPIC,
+    PROPERTY_TIMER_DEL_UNIQKEY,
+    PROPERTY_TIMER_OUT_MS,
+    TIMER_BLANK_SLOTS,
+    TIMER_TOPIC,
+    UNIT_SIZE,
+)
+
 from rmqstore_cli.store.timer import TimerStore
 from rmqstore_cli.store.timer.checkpoint import TimerCheckpoint
 from rmqstore_cli.store.timer.log import LogEnd, Unit
@@ -52,7 +63,6 @@ def load(store: TimerStore) -> TimerView:
         slots = store.wheel.slots()
     else:
         import numpy as np
-
         from rmqstore_cli.formats.timer import SLOT_DTYPE
 
         slots = rfn.append_fields(np.zeros(0, SLOT_DTYPE), "index", np.zeros(0, np.int64), usemask=False)
@@ -85,8 +95,15 @@ def slot_records(view: TimerView, begin: int | None, end: int | None) -> Iterato
     for row, t, h in zip(sel.tolist(), (times[keep][order]).tolist(), home.tolist()):
         _, first, last, num, magic, index = row
         state = "misplaced" if h != index else ("pending" if t >= read else "passed")
-        yield {"index": index, "time_ms": t, "first_pos": first, "last_pos": last, "num": num, "magic": magic,
-               "state": state}
+        yield {
+            "index": index,
+            "time_ms": t,
+            "first_pos": first,
+            "last_pos": last,
+            "num": num,
+            "magic": magic,
+            "state": state,
+        }
 
 
 def unit_records(view: TimerView, cl, begin: int | None, end: int | None, topic: str | None) -> Iterator[dict]:
@@ -118,16 +135,32 @@ def unit_dict(u: Unit, cl) -> dict:
     """One unit and what it points at (``message_status``: ok, or what is wrong there)."""
     from rmqstore_cli.store.message import offset_msg_id
 
-    d = {"pos": u.pos, "prev_pos": u.prev_pos, "magic": u.magic, "roll": bool(u.magic & MAGIC_ROLL),
-         "delete": bool(u.magic & MAGIC_DELETE), "enqueue_time": u.enqueue_time, "due_ms": u.due_ms,
-         "commitlog_offset": u.offset_py, "size": u.size_py, "topic_hash": u.topic_hash}
+    d = {
+        "pos": u.pos,
+        "prev_pos": u.prev_pos,
+        "magic": u.magic,
+        "roll": bool(u.magic & MAGIC_ROLL),
+        "delete": bool(u.magic & MAGIC_DELETE),
+        "enqueue_time": u.enqueue_time,
+        "due_ms": u.due_ms,
+        "commitlog_offset": u.offset_py,
+        "size": u.size_py,
+        "topic_hash": u.topic_hash,
+    }
     m, status = message_of(u, cl)
     props = m.properties if m is not None else {}
-    d.update({"message_status": status, "topic": m.topic if m is not None else None,
-              "real_topic": props.get(PROPERTY_REAL_TOPIC), "real_queue_id": _int(props.get(PROPERTY_REAL_QUEUE_ID)),
-              "keys": m.keys if m is not None else [], "uniq_key": props.get("UNIQ_KEY"),
-              "msg_id": offset_msg_id(m.store_address, m.store_port, m.physical_offset) if m is not None else None,
-              "timer_out_ms": _int(props.get(PROPERTY_TIMER_OUT_MS))})
+    d.update(
+        {
+            "message_status": status,
+            "topic": m.topic if m is not None else None,
+            "real_topic": props.get(PROPERTY_REAL_TOPIC),
+            "real_queue_id": _int(props.get(PROPERTY_REAL_QUEUE_ID)),
+            "keys": m.keys if m is not None else [],
+            "uniq_key": props.get("UNIQ_KEY"),
+            "msg_id": offset_msg_id(m.store_address, m.store_port, m.physical_offset) if m is not None else None,
+            "timer_out_ms": _int(props.get(PROPERTY_TIMER_OUT_MS)),
+        }
+    )
     return d
 
 
@@ -200,8 +233,10 @@ def recover(view: TimerView, ms, now_ms: int) -> Recovery:
     floor = st.format_time(now_ms) - st.wheel.slots_total * st.precision_ms + TIMER_BLANK_SLOTS * st.precision_ms
     read = max(cp.last_read_time_ms, floor)
     if read > cp.last_read_time_ms:
-        notes.append(f"the checkpoint's read time is older than the wheel's {st.wheel.slots_total} slots: "
-                     f"the dequeue restarts at {read} and skips the slots before it")
+        notes.append(
+            f"the checkpoint's read time is older than the wheel's {st.wheel.slots_total} slots: "
+            f"the dequeue restarts at {read} and skips the slots before it"
+        )
     return Recovery(view.end.offset, revised, q, qmin, qmax, read, notes)
 
 
@@ -231,7 +266,6 @@ def revise(view: TimerView, rec_read_time_ms: int) -> list[tuple[int, int, int, 
     with the unit as first and last). Returns (index, time_ms, old lastPos, new lastPos)
     of every slot changed (old -1: a slot made)."""
     import numpy as np
-
     from rmqstore_cli.formats.timer import SLOT_DTYPE
 
     st = view.store
@@ -246,8 +280,10 @@ def revise(view: TimerView, rec_read_time_ms: int) -> list[tuple[int, int, int, 
     late = home & (times >= rec_read_time_ms) & (view.slots["last_pos"] > view.end.offset)
     if late.any():
         least = int(view.slots["first_pos"][late].min())
-        begin = min(begin, max([f.file_from_offset for f in files if f.file_from_offset <= least],
-                               default=files[0].file_from_offset))
+        begin = min(
+            begin,
+            max([f.file_from_offset for f in files if f.file_from_offset <= least], default=files[0].file_from_offset),
+        )
     rows = {int(r[-1]): list(r[:-1]) for r in view.slots.tolist()}
     before = {k: (r[0], r[2]) for k, r in rows.items()}
     ring = st.wheel.slots_total * 2
@@ -266,8 +302,16 @@ def revise(view: TimerView, rec_read_time_ms: int) -> list[tuple[int, int, int, 
     from numpy.lib import recfunctions as rfn
 
     view.slots = rfn.append_fields(out, "index", np.array(keys, np.int64), usemask=False)
-    return [(k, rows[k][0] * st.precision_ms, before[k][1] if before.get(k, (None,))[0] == rows[k][0] else NO_POS,
-             rows[k][2]) for k in keys if before.get(k) != (rows[k][0], rows[k][2])]
+    return [
+        (
+            k,
+            rows[k][0] * st.precision_ms,
+            before[k][1] if before.get(k, (None,))[0] == rows[k][0] else NO_POS,
+            rows[k][2],
+        )
+        for k in keys
+        if before.get(k) != (rows[k][0], rows[k][2])
+    ]
 
 
 # ------------------------------------------------------------------ what comes next
@@ -300,8 +344,14 @@ def _from_queue(view: TimerView, ms, rec: Recovery, now_ms: int) -> Iterator[dic
         u = Unit(NO_POS, UNIT_SIZE, NO_POS, 1, 0, 0, unit.commitlog_offset, unit.size, 0, 0)
         d = unit_dict(u, ms.commitlog)
         out = d["timer_out_ms"]
-        d.update({"source": "queue", "queue_offset": unit.cq_offset, "due_ms": out,
-                  "action": "deliver" if out is not None and out < write_time else "enqueue"})
+        d.update(
+            {
+                "source": "queue",
+                "queue_offset": unit.cq_offset,
+                "due_ms": out,
+                "action": "deliver" if out is not None and out < write_time else "enqueue",
+            }
+        )
         yield d
 
 
@@ -334,8 +384,7 @@ def _slot_actions(view: TimerView, ms, time_ms: int, last_pos: int) -> Iterator[
         if u.magic & MAGIC_ROLL:
             action = "roll"
         elif d["message_status"] != "ok":
-            action = "stuck" if d["message_status"].startswith(("a message", "no REAL_QID", "the message")) \
-                else "skip"
+            action = "stuck" if d["message_status"].startswith(("a message", "no REAL_QID", "the message")) else "skip"
         elif f"{d['real_topic']}+{d['uniq_key']}" in deleted:
             action = "deleted"
         else:

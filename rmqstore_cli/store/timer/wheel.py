@@ -6,6 +6,7 @@ Slot ``i`` holds the chain of the messages due at a time ``t`` with
 of ``t`` (``TimerWheel#getSlot`` answers ``-1``). The default wheel is 38.7 MB, mostly holes:
 :meth:`TimerWheel.slots` reads only the file's data segments, vectorised.
 """
+
 from __future__ import annotations
 
 import os
@@ -13,8 +14,9 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
-from rmqstore_cli.errors import StoreError
 from rmqstore_cli.formats.timer import NO_POS, SLOT_FORMAT, SLOT_SIZE, SLOTS_TOTAL, wheel_file_size
+
+from rmqstore_cli.errors import StoreError
 from rmqstore_cli.store.safefs import data_segments, map_file, open_read_only
 
 _SLOT = struct.Struct(SLOT_FORMAT)
@@ -56,9 +58,12 @@ class TimerWheel:
         finally:
             os.close(fd)
         if size not in (0, self.length):
-            raise StoreError(f"timer wheel has {size} bytes, expected {self.length} "
-                             f"(slotsTotal {self.slots_total} x 2 x {SLOT_SIZE}): the broker refuses it "
-                             "(TimerWheel: \"Timer wheel length ... != expected\")", path=self.path)
+            raise StoreError(
+                f"timer wheel has {size} bytes, expected {self.length} "
+                f"(slotsTotal {self.slots_total} x 2 x {SLOT_SIZE}): the broker refuses it "
+                '(TimerWheel: "Timer wheel length ... != expected")',
+                path=self.path,
+            )
         return size
 
     def _buffer(self):
@@ -91,7 +96,6 @@ class TimerWheel:
         """Every non-zero slot as a numpy record array (fields of ``SLOT_DTYPE`` plus
         ``index``), in index order; only the file's data segments are read."""
         import numpy as np
-
         from rmqstore_cli.formats.timer import SLOT_DTYPE, SLOT_WORD, SLOT_WORDS
 
         buf = self._buffer()
@@ -101,14 +105,14 @@ class TimerWheel:
             words = np.frombuffer(buf, SLOT_WORD, count=(b - a) // 8, offset=a).reshape(-1, SLOT_WORDS)
             hit = np.flatnonzero(words.any(axis=1))
             if hit.size:
-                parts.append((a // SLOT_SIZE + hit, np.frombuffer(buf, SLOT_DTYPE, count=(b - a) // SLOT_SIZE,
-                                                                   offset=a)[hit]))
+                parts.append(
+                    (a // SLOT_SIZE + hit, np.frombuffer(buf, SLOT_DTYPE, count=(b - a) // SLOT_SIZE, offset=a)[hit])
+                )
         return _with_index(parts, SLOT_DTYPE)
 
 
 def _with_index(parts, slot_dtype):
     import numpy as np
-
     from numpy.lib import recfunctions as rfn
 
     if not parts:

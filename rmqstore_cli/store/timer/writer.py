@@ -9,12 +9,20 @@ queue offset where the broker stopped) and ``config/timermetrics`` are written. 
 gives every timer message a delivery time after the last store time, so a generated store
 is a broker stopped with every timer message pending (nothing delivered yet).
 """
+
 from __future__ import annotations
 
 from pathlib import Path
 
 from rmqstore_cli.formats.timer import (
-    MAGIC_DEFAULT, NO_POS, PROPERTY_REAL_TOPIC, PROPERTY_TIMER_OUT_MS, SLOTS_TOTAL, UNIT_SIZE)
+    MAGIC_DEFAULT,
+    NO_POS,
+    PROPERTY_REAL_TOPIC,
+    PROPERTY_TIMER_OUT_MS,
+    SLOTS_TOTAL,
+    UNIT_SIZE,
+)
+
 from rmqstore_cli.store.config import StoreConfig
 from rmqstore_cli.store.javahash import java_hash
 from rmqstore_cli.store.timer.checkpoint import TimerCheckpoint
@@ -42,8 +50,17 @@ class TimerWriter:
         real = msg.properties.get(PROPERTY_REAL_TOPIC)
         self.write_time = msg.store_timestamp // self.precision * self.precision  # #maybeMoveWriteTime
         first, last, num, magic = self.wheel.get_slot(delayed)
-        unit = (UNIT_SIZE, last, MAGIC_DEFAULT, self.write_time, delayed - self.write_time, msg.physical_offset,
-                msg.total_size, java_hash(real) if real is not None else 0, 0)
+        unit = (
+            UNIT_SIZE,
+            last,
+            MAGIC_DEFAULT,
+            self.write_time,
+            delayed - self.write_time,
+            msg.physical_offset,
+            msg.total_size,
+            java_hash(real) if real is not None else 0,
+            0,
+        )
         pos = self.log.append(unit)
         self.wheel.put_slot(delayed, pos if first == NO_POS else first, pos, num + 1, magic)
         self.counts[real] = self.counts.get(real, 0) + 1  # #addMetric
@@ -57,9 +74,12 @@ class TimerWriter:
         cfg = self.config
         make_dirs(cfg.timer_checkpoint_path.parent, self.roots)
         self.wheel.write(cfg.timer_wheel_path, self.roots)
-        cp = TimerCheckpoint(self.write_time, self.log.write_pos, self.queue_offset, self.queue_offset, 0,
-                             self.write_time, 1)
+        cp = TimerCheckpoint(
+            self.write_time, self.log.write_pos, self.queue_offset, self.queue_offset, 0, self.write_time, 1
+        )
         cp.write(cfg.timer_checkpoint_path, self.roots)
-        metrics = TimerMetrics({t: (n, self.write_time) for t, n in self.counts.items()},
-                               {"counter": len(self.counts), "stateVersion": 0, "timestamp": self.write_time})
+        metrics = TimerMetrics(
+            {t: (n, self.write_time) for t, n in self.counts.items()},
+            {"counter": len(self.counts), "stateVersion": 0, "timestamp": self.write_time},
+        )
         metrics.write(cfg.root / "config" / "timermetrics", self.roots)

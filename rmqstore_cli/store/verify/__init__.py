@@ -22,6 +22,7 @@ How it reads, fast and in bounded memory (the modules):
 
 Broker-normal artefacts (docs/format/recovery.md#normal-artefacts) are info, never errors.
 """
+
 from __future__ import annotations
 
 from rmqstore_cli.store.verify import limits
@@ -41,5 +42,20 @@ from rmqstore_cli.store.verify.marks import Marks
 from rmqstore_cli.store.verify.queues import QueueState
 from rmqstore_cli.store.verify.verifier import Verifier, open_for_verify
 
-__all__ = ["CHECKS", "ERROR", "INFO", "WARNING", "Finding", "FindingList", "FindingSink", "IndexScan", "Marks",
-           "QueueState", "Verifier", "VerifyOptions", "first_nonzero", "limits", "open_for_verify"]
+__all__ = [
+    "CHECKS",
+    "ERROR",
+    "INFO",
+    "WARNING",
+    "Finding",
+    "FindingList",
+    "FindingSink",
+    "IndexScan",
+    "Marks",
+    "QueueState",
+    "Verifier",
+    "VerifyOptions",
+    "first_nonzero",
+    "limits",
+    "open_for_verify",
+]

@@ -12,16 +12,17 @@
   same bytes as the commit-log record its consume queue names at that queue offset, and the
   position checkpoint (``CompactionPositionMgr``) naming queues that exist, not ahead of them.
 """
+
 from __future__ import annotations
 
 from collections import Counter, defaultdict
 from pathlib import Path
 
 import numpy as np
-
-from rmqstore_cli.errors import StoreError
 from rmqstore_cli.formats.batch_queue import BATCH_CQ_UNIT_SIZE, COMPACTION_DIR, POSITION_CHECKPOINT
 from rmqstore_cli.formats.commitlog import HEAD
+
+from rmqstore_cli.errors import StoreError
 from rmqstore_cli.store.batch_queue import BatchConsumeQueue, check_batch_unit, queue_type, topic_table
 from rmqstore_cli.store.commitlog import CommitLog, Status
 from rmqstore_cli.store.compaction import CompactionStore, parse_position_checkpoint, unexpected_stops
@@ -64,17 +65,28 @@ class BatchQueueChecks:
         if table is None:
             return
         seen: set[tuple[str, str]] = set()
-        for directory, want in ((self.config.consumequeue_dir, SIMPLE_CQ_TYPE), (self.config.root / BCQ_DIR, BATCH_CQ_TYPE)):
+        for directory, want in (
+            (self.config.consumequeue_dir, SIMPLE_CQ_TYPE),
+            (self.config.root / BCQ_DIR, BATCH_CQ_TYPE),
+        ):
             for topic, _, d in queue_dirs(directory):
                 if (directory.name, topic) in seen:
                     continue
                 seen.add((directory.name, topic))
                 got = queue_type(table, topic)
                 if got != want:
-                    why = "not a CQType: CQType.valueOf throws" if got not in CQ_TYPES else \
-                        f"'The queue type of topic: {topic} should be {want}, but is {got}'"
-                    self._add("bcq.queue-type", self.rel(d), None, f"topic {topic} has queue.type {got} in "
-                              f"config/topics.json but a {directory.name}/ queue: {why}")
+                    why = (
+                        "not a CQType: CQType.valueOf throws"
+                        if got not in CQ_TYPES
+                        else f"'The queue type of topic: {topic} should be {want}, but is {got}'"
+                    )
+                    self._add(
+                        "bcq.queue-type",
+                        self.rel(d),
+                        None,
+                        f"topic {topic} has queue.type {got} in "
+                        f"config/topics.json but a {directory.name}/ queue: {why}",
+                    )
 
     # ------------------------------------------------------------------ batchconsumequeue/
     def _check_bcq(self, cl: CommitLog) -> None:
@@ -109,25 +121,48 @@ class BatchQueueChecks:
         for u in bq.units():
             rel = self.rel(bq.dir / u.file)
             seen.add(u.commitlog_offset)
-            if prev is not None and (u.msg_base_offset != prev.msg_base_offset + prev.batch_size
-                                     or u.commitlog_offset <= prev.commitlog_offset):
-                self._add("bcq.base-offset", rel, u.pos, f"{bq.topic}/{bq.queue_id} unit {u.index}: msgBaseOffset "
-                          f"{u.msg_base_offset} at {u.commitlog_offset} after {prev.msg_base_offset} + "
-                          f"{prev.batch_size} at {prev.commitlog_offset}")
+            if prev is not None and (
+                u.msg_base_offset != prev.msg_base_offset + prev.batch_size
+                or u.commitlog_offset <= prev.commitlog_offset
+            ):
+                self._add(
+                    "bcq.base-offset",
+                    rel,
+                    u.pos,
+                    f"{bq.topic}/{bq.queue_id} unit {u.index}: msgBaseOffset "
+                    f"{u.msg_base_offset} at {u.commitlog_offset} after {prev.msg_base_offset} + "
+                    f"{prev.batch_size} at {prev.commitlog_offset}",
+                )
             prev = u
             self._unit_finding("bcq", bq, u, check_batch_unit(cl, u, bq.topic, bq.queue_id, delay), rel)
         return seen
 
     def _unit_finding(self, area: str, bq: BatchConsumeQueue, u, c, rel: str) -> None:
         if c.status == EXPIRED:
-            self._add(f"{area}.expired", rel, u.pos, f"{bq.topic}/{bq.queue_id} unit {u.index} -> "
-                      f"{u.commitlog_offset}: {'; '.join(c.problems)}")
+            self._add(
+                f"{area}.expired",
+                rel,
+                u.pos,
+                f"{bq.topic}/{bq.queue_id} unit {u.index} -> {u.commitlog_offset}: {'; '.join(c.problems)}",
+            )
         elif c.status == MISMATCH:
-            self._add(f"{area}.unit-mismatch", rel, u.pos, f"{bq.topic}/{bq.queue_id} unit {u.index} -> "
-                      f"{u.commitlog_offset}: {'; '.join(c.problems)}", topic=bq.topic, queue_id=bq.queue_id)
+            self._add(
+                f"{area}.unit-mismatch",
+                rel,
+                u.pos,
+                f"{bq.topic}/{bq.queue_id} unit {u.index} -> {u.commitlog_offset}: {'; '.join(c.problems)}",
+                topic=bq.topic,
+                queue_id=bq.queue_id,
+            )
         elif c.status != "ok":
-            self._add(f"{area}.unit-target", rel, u.pos, f"{bq.topic}/{bq.queue_id} unit {u.index} -> "
-                      f"{u.commitlog_offset}: {'; '.join(c.problems)}", topic=bq.topic, queue_id=bq.queue_id)
+            self._add(
+                f"{area}.unit-target",
+                rel,
+                u.pos,
+                f"{bq.topic}/{bq.queue_id} unit {u.index} -> {u.commitlog_offset}: {'; '.join(c.problems)}",
+                topic=bq.topic,
+                queue_id=bq.queue_id,
+            )
 
     def _bcq_missing(self, cl: CommitLog, units: dict[tuple[str, int], set[int]]) -> None:
         """Records of a BatchCQ queue's topic that no unit of that queue names: one finding a
@@ -146,11 +181,22 @@ class BatchQueueChecks:
             where = f"{BCQ_DIR}/{topic}/{qid}"
             what = f"{len(offs)} records of {topic}/{qid} (first at commit-log offset {offs[0]})"
             if late:
-                self._add("bcq.not-dispatched", where, None, f"{what} are newer than the checkpoint and have no unit "
-                          "yet: the broker dispatches them")
+                self._add(
+                    "bcq.not-dispatched",
+                    where,
+                    None,
+                    f"{what} are newer than the checkpoint and have no unit yet: the broker dispatches them",
+                )
             else:
-                self._add("bcq.missing-unit", where, None, f"{what} have no batch consume-queue unit",
-                          topic=topic, queue_id=qid, physical_offset=offs[0])
+                self._add(
+                    "bcq.missing-unit",
+                    where,
+                    None,
+                    f"{what} have no batch consume-queue unit",
+                    topic=topic,
+                    queue_id=qid,
+                    physical_offset=offs[0],
+                )
 
     # ------------------------------------------------------------------ compaction/
     def _check_compaction(self, cl: CommitLog) -> None:
@@ -181,16 +227,25 @@ class BatchQueueChecks:
             records[m.offset] = m
             if m.physical_offset != m.offset:
                 f = log.queue.find(m.offset)
-                self._add("compaction.log-record", self.rel(f.path), m.offset - f.file_from_offset,
-                          f"PHYSICALOFFSET {m.physical_offset}, but the record lies at {m.offset} of the compaction log")
+                self._add(
+                    "compaction.log-record",
+                    self.rel(f.path),
+                    m.offset - f.file_from_offset,
+                    f"PHYSICALOFFSET {m.physical_offset}, but the record lies at {m.offset} of the compaction log",
+                )
         for s in unexpected_stops(log):
             f = log.queue.find(s.offset)
-            self._add("compaction.log-record", self.rel(f.path) if f else self.rel(log.queue.dirs[0]),
-                      s.offset - f.file_from_offset if f else None, f"{s.reason}: the rest of the file is not read")
+            self._add(
+                "compaction.log-record",
+                self.rel(f.path) if f else self.rel(log.queue.dirs[0]),
+                s.offset - f.file_from_offset if f else None,
+                f"{s.reason}: the rest of the file is not read",
+            )
         return records
 
-    def _compaction_units(self, bq: BatchConsumeQueue, log: CommitLog, records: dict[int, Message],
-                          cl: CommitLog) -> None:
+    def _compaction_units(
+        self, bq: BatchConsumeQueue, log: CommitLog, records: dict[int, Message], cl: CommitLog
+    ) -> None:
         """Units against the compaction log, in rising order, and each record against the
         commit-log record its consume queue names at that queue offset."""
         prev = None
@@ -200,11 +255,17 @@ class BatchQueueChecks:
         for u in bq.units():
             rel = self.rel(bq.dir / u.file)
             named.add(u.commitlog_offset)
-            if prev is not None and (u.msg_base_offset <= prev.msg_base_offset
-                                     or u.commitlog_offset <= prev.commitlog_offset):
-                self._add("compaction.cq-order", rel, u.pos, f"{bq.topic}/{bq.queue_id} unit {u.index}: queue offset "
-                          f"{u.msg_base_offset} at {u.commitlog_offset} after {prev.msg_base_offset} at "
-                          f"{prev.commitlog_offset}")
+            if prev is not None and (
+                u.msg_base_offset <= prev.msg_base_offset or u.commitlog_offset <= prev.commitlog_offset
+            ):
+                self._add(
+                    "compaction.cq-order",
+                    rel,
+                    u.pos,
+                    f"{bq.topic}/{bq.queue_id} unit {u.index}: queue offset "
+                    f"{u.msg_base_offset} at {u.commitlog_offset} after {prev.msg_base_offset} at "
+                    f"{prev.commitlog_offset}",
+                )
             prev = u
             c = check_batch_unit(log, u, bq.topic, bq.queue_id, delay, sparse=True)
             self._unit_finding("compaction", bq, u, c, rel)
@@ -214,9 +275,13 @@ class BatchQueueChecks:
             cq.close()
         for off in sorted(set(records) - named):
             f = log.queue.find(off)
-            self._add("compaction.unreferenced", self.rel(f.path), off - f.file_from_offset,
-                      f"{bq.topic}/{bq.queue_id}: the record at {off} (queue offset {records[off].queue_offset}) has "
-                      "no compaction-queue unit: a consumer never reads it")
+            self._add(
+                "compaction.unreferenced",
+                self.rel(f.path),
+                off - f.file_from_offset,
+                f"{bq.topic}/{bq.queue_id}: the record at {off} (queue offset {records[off].queue_offset}) has "
+                "no compaction-queue unit: a consumer never reads it",
+            )
 
     def _commit_queue(self, topic: str, qid: int):
         """The topic's consume queue (its own read-only view; None: not there)."""
@@ -243,9 +308,14 @@ class BatchQueueChecks:
         if a is None or b is None:
             return
         if len(a) != len(b) or a[:_PHY_AT] != b[:_PHY_AT] or a[_PHY_END:] != b[_PHY_END:]:
-            self._add("compaction.source", rel, pos, f"{m.topic}/{m.queue_id} queue offset {m.queue_offset}: the "
-                      f"compaction-log record at {m.offset} is not the commit-log record at {int(off[0])}",
-                      physical_offset=int(off[0]))
+            self._add(
+                "compaction.source",
+                rel,
+                pos,
+                f"{m.topic}/{m.queue_id} queue offset {m.queue_offset}: the "
+                f"compaction-log record at {m.offset} is not the commit-log record at {int(off[0])}",
+                physical_offset=int(off[0]),
+            )
 
     def _position_checkpoint(self, cs: CompactionStore, ends: dict[tuple[str, int], int]) -> None:
         """``CompactionPositionMgr``: readable, naming compacted queues, not past their end."""
@@ -261,11 +331,21 @@ class BatchQueueChecks:
         for (topic, qid), offset in sorted(cp.offsets.items()):
             end = ends.get((topic, qid))
             if end is None:
-                self._add("compaction.position-checkpoint", rel, None, f"{topic}_{qid} = {offset}, but {topic}/{qid} "
-                          "has no compaction log", severity="warning")
+                self._add(
+                    "compaction.position-checkpoint",
+                    rel,
+                    None,
+                    f"{topic}_{qid} = {offset}, but {topic}/{qid} has no compaction log",
+                    severity="warning",
+                )
             elif offset >= end:
-                self._add("compaction.position-checkpoint", rel, None, f"{topic}_{qid} = {offset}: compacted up to "
-                          f"a queue offset its compaction queue does not reach (its end is {end})")
+                self._add(
+                    "compaction.position-checkpoint",
+                    rel,
+                    None,
+                    f"{topic}_{qid} = {offset}: compacted up to "
+                    f"a queue offset its compaction queue does not reach (its end is {end})",
+                )
         bak = path.with_name(POSITION_CHECKPOINT + ".bak")
         if bak.exists():
             try:
@@ -274,8 +354,13 @@ class BatchQueueChecks:
                 self._add("compaction.position-checkpoint", self.rel(bak), e.offset, e.message, severity="info")
                 return
             if other.offsets != cp.offsets:
-                self._add("compaction.position-checkpoint", self.rel(bak), None, "differs from position-checkpoint "
-                          "(the broker reads the .bak only when the file is unreadable)", severity="info")
+                self._add(
+                    "compaction.position-checkpoint",
+                    self.rel(bak),
+                    None,
+                    "differs from position-checkpoint (the broker reads the .bak only when the file is unreadable)",
+                    severity="info",
+                )
 
 
 def _majority_size(dirs) -> int:
@@ -292,4 +377,4 @@ def _record_bytes(log: CommitLog, offset: int, size: int) -> bytes | None:
         return None
     buf = f.buffer()
     pos = offset - f.file_from_offset
-    return bytes(buf[pos:pos + size]) if pos + size <= len(buf) else None
+    return bytes(buf[pos : pos + size]) if pos + size <= len(buf) else None

@@ -1,4 +1,5 @@
 """Checks of one record's bytes that stay per record, and the byte helpers of the scan."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -8,6 +9,7 @@ import numpy as np
 
 from rmqstore_cli.store.properties import props_well_formed
 from rmqstore_cli.store.safefs import data_segments
+
 
 def member(x: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:
     """``np.isin(x, set)`` by binary search in an already sorted array."""
@@ -43,7 +45,7 @@ def first_nonzero(path: Path | str, arr: np.ndarray, start: int, end: int | None
     step = 1 << 22
     for a, b in data_segments(path, start, end):
         for c in range(a, b, step):
-            chunk = arr[c:min(b, c + step)]
+            chunk = arr[c : min(b, c + step)]
             if chunk.any():
                 return c + int(np.flatnonzero(chunk)[0])
     return None

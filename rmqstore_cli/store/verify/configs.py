@@ -21,21 +21,35 @@ fails: the broker does not start. So:
 - ``config.unreadable`` (warning): not a regular file, or larger than any config file: what the
   broker makes of it cannot be told.
 """
+
 from __future__ import annotations
 
 from rmqstore_cli.store.configfiles import ConfigLoad, config_repair, load_broker_configs
 from rmqstore_cli.store.verify.findings import CHECKS, ERROR, WARNING
 
-CHECKS.update({
-    "config.backup-loaded": (WARNING, "a config/ file is missing, empty or torn and the broker loads its .bak "
-                                      "(ConfigManager#loadBak): what changed since the last persist is lost"),
-    "config.lost": (ERROR, "a config/ file is empty or torn and has no .bak: the broker starts with that table "
-                           "empty (ConfigManager#loadBak finds nothing)"),
-    "config.load-fails": (ERROR, "a config/ file and its .bak both fail to decode: ConfigManager#loadBak returns "
-                                 "false and the broker does not start"),
-    "config.unreadable": (WARNING, "a config/ file is not a regular file or too large to be one: what the broker "
-                                   "loads cannot be told"),
-})
+CHECKS.update(
+    {
+        "config.backup-loaded": (
+            WARNING,
+            "a config/ file is missing, empty or torn and the broker loads its .bak "
+            "(ConfigManager#loadBak): what changed since the last persist is lost",
+        ),
+        "config.lost": (
+            ERROR,
+            "a config/ file is empty or torn and has no .bak: the broker starts with that table "
+            "empty (ConfigManager#loadBak finds nothing)",
+        ),
+        "config.load-fails": (
+            ERROR,
+            "a config/ file and its .bak both fail to decode: ConfigManager#loadBak returns "
+            "false and the broker does not start",
+        ),
+        "config.unreadable": (
+            WARNING,
+            "a config/ file is not a regular file or too large to be one: what the broker loads cannot be told",
+        ),
+    }
+)
 
 
 class ConfigChecks:
@@ -58,20 +72,37 @@ class ConfigChecks:
         if ld.source == "unreadable":
             self._add("config.unreadable", name, None, f"{why}: cannot tell what {manager}#load makes of it")
         elif ld.source == "fails" and not ld.config.gates_start:
-            self._add("config.lost", bak, ld.error.offset,
-                      f"{why}: '{manager}#load' falls back to the .bak, which fails too; its caller ignores the "
-                      "false, so the broker starts with it empty; " + repair)
+            self._add(
+                "config.lost",
+                bak,
+                ld.error.offset,
+                f"{why}: '{manager}#load' falls back to the .bak, which fails too; its caller ignores the "
+                "false, so the broker starts with it empty; " + repair,
+            )
         elif ld.source == "fails":
-            self._add("config.load-fails", bak, ld.error.offset,
-                      f"{why}: '{manager}#load' falls back to the .bak, which fails too ('load {ld.path.name}.bak "
-                      f"Failed'): the broker does not start; " + repair)
+            self._add(
+                "config.load-fails",
+                bak,
+                ld.error.offset,
+                f"{why}: '{manager}#load' falls back to the .bak, which fails too ('load {ld.path.name}.bak "
+                f"Failed'): the broker does not start; " + repair,
+            )
         elif ld.source == "bak":
-            how = {"absent": "MixAll#file2String returns null for the missing file",
-                   "empty": "the file is empty"}.get(ld.file_state, "'load ... failed, and try to load backup file'")
-            self._add("config.backup-loaded", name, at,
-                      f"{why}: {how}, so {manager} loads {ld.bak.name}: the broker runs on the text before the last "
-                      "persist; " + repair)
+            how = {"absent": "MixAll#file2String returns null for the missing file", "empty": "the file is empty"}.get(
+                ld.file_state, "'load ... failed, and try to load backup file'"
+            )
+            self._add(
+                "config.backup-loaded",
+                name,
+                at,
+                f"{why}: {how}, so {manager} loads {ld.bak.name}: the broker runs on the text before the last "
+                "persist; " + repair,
+            )
         elif ld.source == "none" and ld.file_state in ("empty", "torn"):
-            self._add("config.lost", name, at, f"{why}: no backup, so {manager} starts empty (ConfigManager#loadBak "
-                      "returns true with nothing loaded); " + repair)
-
+            self._add(
+                "config.lost",
+                name,
+                at,
+                f"{why}: no backup, so {manager} starts empty (ConfigManager#loadBak "
+                "returns true with nothing loaded); " + repair,
+            )

@@ -9,11 +9,12 @@ disagreement makes ``recover`` rewrite the index from there), units past the las
 (truncated), the checkpoint's ``committedIndex`` (``DLedgerCommitLog#getMaxOffset`` is the
 committed entry's end) and ``currterm``; and a divided store whose old ``commitlog/`` is gone.
 """
+
 from __future__ import annotations
 
 import numpy as np
-
 from rmqstore_cli.formats.dledger import BODY_OFFSET, ENTRY_MAGIC, INDEX_FILE_SIZE, INDEX_UNIT_SIZE
+
 from rmqstore_cli.store.arrays import byte_rows, file_array
 from rmqstore_cli.store.commitlog.bulk import walk_records
 from rmqstore_cli.store.commitlog.dledger import committed_index, current_term, header_of, read_entry
@@ -38,8 +39,13 @@ class DLedgerChecks:
             except OSError:  # a dangling link: the buffer read below names it
                 continue
             if size != INDEX_FILE_SIZE:
-                self._add("dledger.index", self.rel(uf.path), None, f"{size} bytes, DLedger's index files are "
-                          f"{INDEX_FILE_SIZE}: MmapFileList#doLoad fails and the broker exits")
+                self._add(
+                    "dledger.index",
+                    self.rel(uf.path),
+                    None,
+                    f"{size} bytes, DLedger's index files are "
+                    f"{INDEX_FILE_SIZE}: MmapFileList#doLoad fails and the broker exits",
+                )
         try:
             self._dledger_old_log(files)
             for f in files:
@@ -57,9 +63,13 @@ class DLedgerChecks:
         first = read_entry(files[0].buffer(), 0)
         plain = [f for f in self.mfq.files if not header_of(self.config, f)]
         if first is not None and first.magic == ENTRY_MAGIC and first.index == 0 and not plain:
-            self._add("dledger.old-log", self.rel(files[0].path), 0,
-                      f"the DLedger log starts at entry 0 at offset {files[0].file_from_offset}, but no old "
-                      f"commitlog/ file holds the offsets below it (dividedCommitlogOffset)")
+            self._add(
+                "dledger.old-log",
+                self.rel(files[0].path),
+                0,
+                f"the DLedger log starts at entry 0 at offset {files[0].file_from_offset}, but no old "
+                f"commitlog/ file holds the offsets below it (dividedCommitlogOffset)",
+            )
 
     def _dledger_file(self, f, units: MappedFileQueue) -> None:
         buf = f.buffer()
@@ -82,8 +92,13 @@ class DLedgerChecks:
         e = byte_rows(a, at, BODY_OFFSET).view(ENTRY_DTYPE).ravel()
         idx, term, size = e["index"].astype(np.int64), e["term"].astype(np.int64), e["size"].astype(np.int64)
         for k in np.flatnonzero((e["pos"] != base + at) | (e["body_size"].astype(np.int64) + BODY_OFFSET != size)):
-            self._add("dledger.entry", rel, int(at[k]), f"entry {int(idx[k])}: pos {int(e['pos'][k])}, bodySize "
-                      f"{int(e['body_size'][k])}, size {int(size[k])} at position {base + int(at[k])}")
+            self._add(
+                "dledger.entry",
+                rel,
+                int(at[k]),
+                f"entry {int(idx[k])}: pos {int(e['pos'][k])}, bodySize "
+                f"{int(e['body_size'][k])}, size {int(size[k])} at position {base + int(at[k])}",
+            )
             self.stops.append((base + int(at[k]), "dledger.entry", rel))
         prev_i = np.concatenate(([self.dl_last[0]], idx[:-1]))
         prev_t = np.concatenate(([self.dl_last[1]], term[:-1]))
@@ -93,20 +108,31 @@ class DLedgerChecks:
             bad[0] = term[0] < 0 or idx[0] < 0
         for n, k in enumerate(np.flatnonzero(bad).tolist()):
             if n < 100:
-                self._add("dledger.order", rel, int(at[k]), f"entry index {int(idx[k])} term {int(term[k])} after "
-                          f"index {int(prev_i[k])} term {int(prev_t[k])}: recovery stops here")
+                self._add(
+                    "dledger.order",
+                    rel,
+                    int(at[k]),
+                    f"entry index {int(idx[k])} term {int(term[k])} after "
+                    f"index {int(prev_i[k])} term {int(prev_t[k])}: recovery stops here",
+                )
             self.stops.append((base + int(at[k]), "dledger.order", rel))
         unused = np.flatnonzero((e["channel"] != 0) | (e["chain_crc"] != 0) | (e["body_crc"] != 0))
         for k in unused[:100].tolist():
-            self._add("dledger.unused-field", rel, int(at[k]), f"entry {int(idx[k])}: channel {int(e['channel'][k])}, "
-                      f"chainCrc {int(e['chain_crc'][k])}, bodyCrc {int(e['body_crc'][k])}; no DLedger version sets "
-                      "them (DLedgerEntryCoder#encode writes 0) and recovery ignores them: changed bytes")
+            self._add(
+                "dledger.unused-field",
+                rel,
+                int(at[k]),
+                f"entry {int(idx[k])}: channel {int(e['channel'][k])}, "
+                f"chainCrc {int(e['chain_crc'][k])}, bodyCrc {int(e['body_crc'][k])}; no DLedger version sets "
+                "them (DLedgerEntryCoder#encode writes 0) and recovery ignores them: changed bytes",
+            )
         self._count_only("dledger.unused-field", max(0, unused.size - 100))
         self._dledger_units(at, base, idx, term, size, units)
         self.dl_last = (int(idx[-1]), int(term[-1]))
 
-    def _dledger_units(self, at: np.ndarray, base: int, idx: np.ndarray, term: np.ndarray, size: np.ndarray,
-                       units: MappedFileQueue) -> None:
+    def _dledger_units(
+        self, at: np.ndarray, base: int, idx: np.ndarray, term: np.ndarray, size: np.ndarray, units: MappedFileQueue
+    ) -> None:
         """Each entry's ``index/`` unit against the entry (``DLedgerMmapFileStore#recover``
         compares magic, pos, size, index and term, and rewrites the index from the first that
         differs); a finding names the unit's file and its offset in that file."""
@@ -119,18 +145,34 @@ class DLedgerChecks:
             ub = uf.buffer()
             m = (off >= uf.file_from_offset) & (off + INDEX_UNIT_SIZE <= uf.file_from_offset + len(ub))
             if m.any():
-                unit[m] = byte_rows(file_array(ub), off[m] - uf.file_from_offset, INDEX_UNIT_SIZE).view(INDEX_DTYPE).ravel()
+                unit[m] = (
+                    byte_rows(file_array(ub), off[m] - uf.file_from_offset, INDEX_UNIT_SIZE).view(INDEX_DTYPE).ravel()
+                )
                 have |= m
-        wrong = ~have | (unit["magic"] != ENTRY_MAGIC) | (unit["pos"] != base + at) | (unit["size"] != size) \
-            | (unit["index"] != idx) | (unit["term"] != term)
+        wrong = (
+            ~have
+            | (unit["magic"] != ENTRY_MAGIC)
+            | (unit["pos"] != base + at)
+            | (unit["size"] != size)
+            | (unit["index"] != idx)
+            | (unit["term"] != term)
+        )
         for k in np.flatnonzero(wrong)[:100]:
             name, at_unit = self._unit_place(units, int(off[k]))
-            self._add("dledger.index", name, at_unit,
-                      f"entry {int(idx[k])} at {base + int(at[k])} (size {int(size[k])}, term {int(term[k])}): "
-                      + ("no index unit holds it" if not have[k] else
-                         f"its unit says pos {int(unit['pos'][k])}, size {int(unit['size'][k])}, index "
-                         f"{int(unit['index'][k])}, term {int(unit['term'][k])}, magic {int(unit['magic'][k])}")
-                      + "; recovery rewrites the index from here", physical_offset=base + int(at[k]))
+            self._add(
+                "dledger.index",
+                name,
+                at_unit,
+                f"entry {int(idx[k])} at {base + int(at[k])} (size {int(size[k])}, term {int(term[k])}): "
+                + (
+                    "no index unit holds it"
+                    if not have[k]
+                    else f"its unit says pos {int(unit['pos'][k])}, size {int(unit['size'][k])}, index "
+                    f"{int(unit['index'][k])}, term {int(unit['term'][k])}, magic {int(unit['magic'][k])}"
+                )
+                + "; recovery rewrites the index from here",
+                physical_offset=base + int(at[k]),
+            )
         self._count_only("dledger.index", max(0, int(wrong.sum()) - 100))
 
     def _unit_place(self, units: MappedFileQueue, offset: int) -> tuple[str, int | None]:
@@ -151,9 +193,13 @@ class DLedgerChecks:
             return
         ub = uf.buffer()
         p = start - uf.file_from_offset
-        if p + 4 <= len(ub) and any(ub[p:p + INDEX_UNIT_SIZE]):
-            self._add("dledger.index-tail", self.rel(uf.path), p, f"index units after the last entry "
-                      f"{self.dl_last[0]}: recovery truncates index/ at {start}")
+        if p + 4 <= len(ub) and any(ub[p : p + INDEX_UNIT_SIZE]):
+            self._add(
+                "dledger.index-tail",
+                self.rel(uf.path),
+                p,
+                f"index units after the last entry {self.dl_last[0]}: recovery truncates index/ at {start}",
+            )
 
     def _dledger_checkpoint(self, dl) -> None:
         """``DLedgerMmapFileStore#recover`` then ``updateCommittedIndex``; ``MemberState#loadTerm``."""
@@ -161,17 +207,36 @@ class DLedgerChecks:
         rel = self.rel(dl / "checkpoint")
         end_index, committed = committed_index(dl)
         if committed is None:
-            self._add("dledger.checkpoint", rel, None, "no committedIndex: until a leader commits again the broker "
-                      "serves no message (DLedgerCommitLog#getMaxOffset)")
+            self._add(
+                "dledger.checkpoint",
+                rel,
+                None,
+                "no committedIndex: until a leader commits again the broker "
+                "serves no message (DLedgerCommitLog#getMaxOffset)",
+            )
         elif committed < last:
-            self._add("dledger.checkpoint", rel, None, f"committedIndex {committed} < last entry {last}: entries "
-                      f"after it are not served until committed (getData stops at the committed position)")
+            self._add(
+                "dledger.checkpoint",
+                rel,
+                None,
+                f"committedIndex {committed} < last entry {last}: entries "
+                f"after it are not served until committed (getData stops at the committed position)",
+            )
         elif committed > last:
-            self._add("dledger.checkpoint", rel, None, f"committedIndex {committed} > last entry {last}: "
-                      "recovery lowers it to the last entry (entries were lost)")
+            self._add(
+                "dledger.checkpoint",
+                rel,
+                None,
+                f"committedIndex {committed} > last entry {last}: "
+                "recovery lowers it to the last entry (entries were lost)",
+            )
         if end_index is not None and end_index != last:
             self._add("dledger.checkpoint", rel, None, f"endIndex {end_index}, but the last entry is {last}")
         term = current_term(dl)
         if last >= 0 and (term is None or term < last_term):
-            self._add("dledger.term", self.rel(dl / "currterm"), None,
-                      f"currTerm {term} is older than the last entry's term {last_term}")
+            self._add(
+                "dledger.term",
+                self.rel(dl / "currterm"),
+                None,
+                f"currTerm {term} is older than the last entry's term {last_term}",
+            )

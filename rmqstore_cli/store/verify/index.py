@@ -5,6 +5,7 @@ physical offset); memory is bounded by a file, not by the store (issue 22): an i
 file's entries are read as a window as the scan passes them (:meth:`IndexScan.entries_in`),
 and which were accounted for is kept as runs (:class:`~rmqstore_cli.store.verify.marks.Marks`).
 """
+
 from __future__ import annotations
 
 import os
@@ -13,14 +14,14 @@ import shlex
 from pathlib import Path
 
 import numpy as np
-
 from rmqstore_cli.formats.derive import field_offset
 from rmqstore_cli.formats.index import INDEX_ENTRY_SIZE, IndexHeader
-from rmqstore_cli.store.properties import IndexKeys
+
 from rmqstore_cli.store.commitlog import Status
 from rmqstore_cli.store.config import SIZE_LEAST
 from rmqstore_cli.store.index import IndexFile, index_file_paths
 from rmqstore_cli.store.mapped_files import release_pages
+from rmqstore_cli.store.properties import IndexKeys
 from rmqstore_cli.store.verify import limits
 from rmqstore_cli.store.verify.checks import first_nonzero, member
 from rmqstore_cli.store.verify.index_structure import IndexStructure
@@ -29,6 +30,7 @@ from rmqstore_cli.store.verify.marks import Marks, Sparse
 _INDEX_NAME = re.compile(r"\d{17}")
 _END_TS = field_offset(IndexHeader, "end_timestamp")
 _BEGIN_TS = field_offset(IndexHeader, "begin_timestamp")
+
 
 class IndexScan:
     """One index file as verify reads it (:class:`IndexFile` reads the header, slots and
@@ -44,8 +46,12 @@ class IndexScan:
         self.size = self.file.size
         self.length = self.file.length
         h = self.file.header
-        self.begin_ts, self.end_ts, self.begin_phy, self.end_phy = (h.begin_timestamp, h.end_timestamp,
-                                                                    h.begin_phy_offset, h.end_phy_offset)
+        self.begin_ts, self.end_ts, self.begin_phy, self.end_phy = (
+            h.begin_timestamp,
+            h.end_timestamp,
+            h.begin_phy_offset,
+            h.end_phy_offset,
+        )
         self.hash_slot_count, self.stored_count = h.hash_slot_count, self.file.stored_count
         self.entries_base = self.file.entries_base
         self.n = self.file.entry_limit  # entries 1 .. n-1 are readable
@@ -109,8 +115,11 @@ class IndexScan:
         chunks: the mapped pages are released, the arrays (12 bytes an entry) stay."""
         E = self.entry_count
         self.read_entries(0, E)
-        self.order = None if self.phy.size < 2 or bool(np.all(self.phy[1:] >= self.phy[:-1])) \
+        self.order = (
+            None
+            if self.phy.size < 2 or bool(np.all(self.phy[1:] >= self.phy[:-1]))
             else np.argsort(self.phy, kind="stable")
+        )
         self.sorted_phy = self.phy if self.order is None else self.phy[self.order]
         if self.known_range is None:
             self.known_range = (int(self.sorted_phy[0]), int(self.sorted_phy[-1])) if E else (-1, -1)
@@ -252,8 +261,12 @@ class IndexChecks(IndexStructure):
         if not _INDEX_NAME.fullmatch(p.name):
             self._add("index.file-name", f.rel, None, "name is not yyyyMMddHHmmssSSS")
         if f.length != f.size:
-            self._add("index.file-size", f.rel, None, f"{f.length} bytes, expected {f.size} "
-                      f"(maxHashSlotNum={f.slots}, maxIndexNum={f.max_num})")
+            self._add(
+                "index.file-size",
+                f.rel,
+                None,
+                f"{f.length} bytes, expected {f.size} (maxHashSlotNum={f.slots}, maxIndexNum={f.max_num})",
+            )
         self._index_structure(f)
         return f
 
@@ -261,8 +274,12 @@ class IndexChecks(IndexStructure):
         """Checks across ``self.index_files`` (header values only) and ``index_end``."""
         for a, b in zip(self.index_files, self.index_files[1:]):
             if b.n > 1 and a.n > 1 and b.begin_phy < a.end_phy:
-                self._add("index.order", b.rel, 16, f"beginPhyOffset {b.begin_phy} is below the previous "
-                          f"file's endPhyOffset {a.end_phy}")
+                self._add(
+                    "index.order",
+                    b.rel,
+                    16,
+                    f"beginPhyOffset {b.begin_phy} is below the previous file's endPhyOffset {a.end_phy}",
+                )
         self.index_end = max((f.end_phy for f in self.index_files if f.n > 1), default=-1)
 
     def _index_nonzero(self, f: IndexScan, start: int) -> int | None:
@@ -297,8 +314,13 @@ class IndexChecks(IndexStructure):
             entry_pairs.append(ep[is_start])
             for k in np.flatnonzero(~is_start).tolist():
                 e = int(sel[k])
-                self._add("index.entry-target", f.rel, f.entry_offset(e), f"entry {e + 1} -> {int(ephy[k])}: no "
-                          "message starts there", physical_offset=int(ephy[k]))
+                self._add(
+                    "index.entry-target",
+                    f.rel,
+                    f.entry_offset(e),
+                    f"entry {e + 1} -> {int(ephy[k])}: no message starts there",
+                    physical_offset=int(ephy[k]),
+                )
             ok = np.flatnonzero(is_start)
             if ok.size:
                 # the usual case: the entries are exactly the batch's keys (one sort, no search)
@@ -308,9 +330,13 @@ class IndexChecks(IndexStructure):
                     e = int(sel[k])
                     m = int(j[k])
                     mine = [keys.text(x) for x in np.flatnonzero(own == m).tolist()]
-                    self._add("index.entry-hash", f.rel, f.entry_offset(e),
-                              f"entry {e + 1} -> {int(ephy[k])}: hash {int(eh[k])} is none of the message's keys "
-                              f"{mine[:5]}", physical_offset=int(ephy[k]))
+                    self._add(
+                        "index.entry-hash",
+                        f.rel,
+                        f.entry_offset(e),
+                        f"entry {e + 1} -> {int(ephy[k])}: hash {int(eh[k])} is none of the message's keys {mine[:5]}",
+                        physical_offset=int(ephy[k]),
+                    )
         if self.opt.deep and own.size:
             upto = own[absP[own] <= self.index_end]
             if upto.size:
@@ -319,9 +345,14 @@ class IndexChecks(IndexStructure):
                 missing = cand[~member(pair[cand], np.sort(allp))]
                 for x in missing.tolist():
                     m = int(own[x])
-                    self._add("index.missing-key", rel, int(absP[m]) - base,
-                              f"key {keys.text(x)!r} (hash {int(hashes[x])}) of the "
-                              f"message at {int(absP[m])} is in no index file", physical_offset=int(absP[m]))
+                    self._add(
+                        "index.missing-key",
+                        rel,
+                        int(absP[m]) - base,
+                        f"key {keys.text(x)!r} (hash {int(hashes[x])}) of the "
+                        f"message at {int(absP[m])} is in no index file",
+                        physical_offset=int(absP[m]),
+                    )
 
     def finish_index(self) -> None:
         """The entries no record accounted for, a chunk of the file at a time (two passes
@@ -343,41 +374,69 @@ class IndexChecks(IndexStructure):
                     beyond_n += int(beyond.sum())
                 rest_n += int((~below & ~beyond).sum())
             if below_n:
-                self._add("index.expired", f.rel, f.entry_offset(below_at),
-                          f"{below_n} entries point below the commit log's first offset {self.cl_min}",
-                          count=below_n)
+                self._add(
+                    "index.expired",
+                    f.rel,
+                    f.entry_offset(below_at),
+                    f"{below_n} entries point below the commit log's first offset {self.cl_min}",
+                    count=below_n,
+                )
             if beyond_n:
-                self._add("index.beyond-end", f.rel, f.entry_offset(beyond_at),
-                          f"{beyond_n} entries point at or beyond the end of the commit log's data "
-                          f"({self.cl_end}), e.g. {beyond_phy}", count=beyond_n)
-            for _, un, phy in (f.unchecked() if rest_n else ()):
+                self._add(
+                    "index.beyond-end",
+                    f.rel,
+                    f.entry_offset(beyond_at),
+                    f"{beyond_n} entries point at or beyond the end of the commit log's data "
+                    f"({self.cl_end}), e.g. {beyond_phy}",
+                    count=beyond_n,
+                )
+            for _, un, phy in f.unchecked() if rest_n else ():
                 rest = np.flatnonzero((phy >= self.cl_min) & (phy < self.cl_end))
                 for e, off in zip(un[rest].tolist(), phy[rest].tolist()):
                     c = self._check_at(off)
                     why = self._no_file_reason(off) if c is None else "it lies in unreadable bytes"
-                    self._add("index.entry-target", f.rel, f.entry_offset(e), f"entry {e + 1} -> {off}: {why}",
-                              physical_offset=off)
+                    self._add(
+                        "index.entry-target",
+                        f.rel,
+                        f.entry_offset(e),
+                        f"entry {e + 1} -> {off}: {why}",
+                        physical_offset=off,
+                    )
             self._index_header_times(f)
 
     def _index_header_times(self, f: IndexScan) -> None:
         """endTimestamp is the store time of the last entry's message; beginTimestamp the first's."""
-        for which, e, stored, hoff in (("end", f.entry_count - 1, f.end_ts, _END_TS), ("begin", 0, f.begin_ts, _BEGIN_TS)):
+        for which, e, stored, hoff in (
+            ("end", f.entry_count - 1, f.end_ts, _END_TS),
+            ("begin", 0, f.begin_ts, _BEGIN_TS),
+        ):
             c = self._check_at(f.entry_phy(e))
             if c is None or c.message is None or c.status is not Status.VALID:
                 continue
             if c.message.store_timestamp != stored:
-                self._add("index.header", f.rel, hoff, f"{which}Timestamp {stored}, but entry {e + 1}'s message "
-                          f"has store time {c.message.store_timestamp}")
+                self._add(
+                    "index.header",
+                    f.rel,
+                    hoff,
+                    f"{which}Timestamp {stored}, but entry {e + 1}'s message "
+                    f"has store time {c.message.store_timestamp}",
+                )
 
     def repair_command(self, *args: str) -> str:
         """The rebuild-index command line that repairs a finding, for its detail: with the sizes
         this check was given (broker.conf or options), so the repair writes files of the store's
         geometry instead of the broker defaults (a lost index/ leaves nothing to infer from)."""
         cfg = self.config
-        sizes = [f"{opt} {getattr(cfg, attr)}" for attr, (_, opt, _) in SIZE_LEAST.items()
-                 if attr in cfg.explicit]
-        return " ".join(["rmqstore rebuild-index --store", shlex.quote(str(self.root)), *sizes, "--in-place",
-                         *map(shlex.quote, args)])
+        sizes = [f"{opt} {getattr(cfg, attr)}" for attr, (_, opt, _) in SIZE_LEAST.items() if attr in cfg.explicit]
+        return " ".join(
+            [
+                "rmqstore rebuild-index --store",
+                shlex.quote(str(self.root)),
+                *sizes,
+                "--in-place",
+                *map(shlex.quote, args),
+            ]
+        )
 
     def check_index_missing(self) -> None:
         """``messageIndexEnable`` (the default) with keys in the log but no entry in any index
@@ -385,10 +444,19 @@ class IndexChecks(IndexStructure):
         if self.first_indexable is None:
             return
         d = self.config.index_dir
-        state = ("is missing" if not d.exists() else "holds no index file" if not self.index_files
-                 else "holds no index entry")
-        self._add("index.missing", self.rel(d), None,
-                  f"index/ {state}, but messageIndexEnable=true and messages carry keys (the first at offset "
-                  f"{self.first_indexable}): every index-lookup finds nothing; repair: "
-                  + self.repair_command("--only", "index"), physical_offset=self.first_indexable)
-
+        state = (
+            "is missing"
+            if not d.exists()
+            else "holds no index file"
+            if not self.index_files
+            else "holds no index entry"
+        )
+        self._add(
+            "index.missing",
+            self.rel(d),
+            None,
+            f"index/ {state}, but messageIndexEnable=true and messages carry keys (the first at offset "
+            f"{self.first_indexable}): every index-lookup finds nothing; repair: "
+            + self.repair_command("--only", "index"),
+            physical_offset=self.first_indexable,
+        )

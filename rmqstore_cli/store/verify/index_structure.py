@@ -10,22 +10,24 @@ takes E / INDEX_TARGETS - 1 more passes). Findings met out of their turn wait in
 kind), so they come out in the order of a single pass over the whole file: slots, entries,
 chains, slot heads, branches, orphans, header, order, tail.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
-
 from rmqstore_cli.formats.derive import field_offset
 from rmqstore_cli.formats.index import HASH_SLOT_SIZE, INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, IndexEntry, IndexHeader
+
 from rmqstore_cli.store.verify import limits
 from rmqstore_cli.store.verify.findings import Deferred
 
 #: Offsets of the header fields a finding names (``IndexHeader``), and of prevIndex in an entry.
 _BEGIN_TS, _BEGIN_PHY, _END_PHY, _SLOT_COUNT, _INDEX_COUNT = (
-    field_offset(IndexHeader, k) for k in ("begin_timestamp", "begin_phy_offset", "end_phy_offset",
-                                            "hash_slot_count", "index_count"))
+    field_offset(IndexHeader, k)
+    for k in ("begin_timestamp", "begin_phy_offset", "end_phy_offset", "hash_slot_count", "index_count")
+)
 _PREV_AT = field_offset(IndexEntry, "prev_index")
 
 
@@ -60,8 +62,14 @@ class LinkFindings:
 class LinkTargets:
     """Entries t0..t1-1 (numbers t0+1..t1): their hashes and how often they are reached."""
 
-    def __init__(self, t0: int, t1: int, slots: int, found: LinkFindings,
-                 slot_chunks: Callable[[], Iterator[tuple[np.ndarray, np.ndarray]]]):
+    def __init__(
+        self,
+        t0: int,
+        t1: int,
+        slots: int,
+        found: LinkFindings,
+        slot_chunks: Callable[[], Iterator[tuple[np.ndarray, np.ndarray]]],
+    ):
         self.t0, self.t1, self.slots, self.found, self.slot_chunks = t0, t1, slots, found, slot_chunks
         self.h = np.empty(t1 - t0, np.int32)
         self.refs = np.zeros(t1 - t0, np.int64)
@@ -142,7 +150,9 @@ class IndexStructure:
     def _index_structure(self, f) -> None:
         """Slots, entries, chains, heads, branches, orphans, header, order, tail of ``f``."""
         if f.stored_count > f.max_num:
-            self._add("index.header", f.rel, _INDEX_COUNT, f"indexCount {f.stored_count} exceeds maxIndexNum {f.max_num}")
+            self._add(
+                "index.header", f.rel, _INDEX_COUNT, f"indexCount {f.stored_count} exceeds maxIndexNum {f.max_num}"
+            )
         if f.length < f.entries_base:
             self._add("index.header", f.rel, 0, "file too short for its slots")
             f.known_range = (-1, -1)
@@ -151,11 +161,16 @@ class IndexStructure:
         used, slot_chunks = self._index_slots(f, found.bad_slots)
         n = f.n  # entries 1..n-1 (array index 0..E-1)
         if used != f.hash_slot_count and n > 1:
-            self._add("index.slot-count", f.rel, _SLOT_COUNT, f"hashSlotCount {f.hash_slot_count}, but {used} slots "
-                      "are used")
+            self._add(
+                "index.slot-count", f.rel, _SLOT_COUNT, f"hashSlotCount {f.hash_slot_count}, but {used} slots are used"
+            )
         for s, v in found.bad_slots.rows():
-            self._add("index.slot", f.rel, INDEX_HEADER_SIZE + HASH_SLOT_SIZE * s,
-                      f"slot {s} holds {v}, outside the written entries 1..{n - 1}")
+            self._add(
+                "index.slot",
+                f.rel,
+                INDEX_HEADER_SIZE + HASH_SLOT_SIZE * s,
+                f"slot {s} holds {v}, outside the written entries 1..{n - 1}",
+            )
         self._count_only("index.slot", found.bad_slots.dropped)
         if n <= 1:
             f.known_range = (-1, -1)
@@ -204,14 +219,18 @@ class IndexStructure:
             b = min(E, a + C)
             h, phy, diff, prev = f.columns(a, b, "key_hash", "phy_offset", "time_diff", "prev_index")
             for i in np.flatnonzero((h < 0) | (diff < 0)).tolist():
-                self._add("index.entry", f.rel, f.entry_offset(a + i),
-                          f"entry {a + i + 1}: keyHash {int(h[i])}, timeDiff {int(diff[i])} (both must be >= 0)")
+                self._add(
+                    "index.entry",
+                    f.rel,
+                    f.entry_offset(a + i),
+                    f"entry {a + i + 1}: keyHash {int(h[i])}, timeDiff {int(diff[i])} (both must be >= 0)",
+                )
             broken = np.flatnonzero((prev < 0) | (prev > np.arange(a, b)))  # prev >= own number
             z = np.zeros(broken.size, np.int64)
             found.chain.add(broken + a, prev[broken], z, z, z)
             seen.offsets(a, phy)
             if a < first.t1:
-                first.h[a:min(b, first.t1)] = h[:min(b, first.t1) - a]
+                first.h[a : min(b, first.t1)] = h[: min(b, first.t1) - a]
             first.links(a, h, prev)
             del h, phy, diff, prev
         f.known_range = (seen.lo, seen.hi)
@@ -221,7 +240,7 @@ class IndexStructure:
         for t0 in range(T, E, T):  # later target ranges: one more pass over the links each
             tg = LinkTargets(t0, min(E, t0 + T), f.slots, found, slot_chunks)
             for a in range(t0, tg.t1, C):
-                tg.h[a - t0:min(tg.t1, a + C) - t0] = f.columns(a, min(tg.t1, a + C), "key_hash")[0]
+                tg.h[a - t0 : min(tg.t1, a + C) - t0] = f.columns(a, min(tg.t1, a + C), "key_hash")[0]
             for a in range(t0 + 1, E, C):  # a link goes to an older entry: sources after t0 only
                 h, prev = f.columns(a, min(E, a + C), "key_hash", "prev_index")
                 tg.links(a, h, prev)
@@ -232,43 +251,69 @@ class IndexStructure:
     def _report_links(self, f, found: LinkFindings) -> None:
         """Chains, slot heads, branches and orphans, in a single pass's order."""
         for i, p, cross, theirs, own in found.chain.rows():
-            why = (f"links to entry {p} of slot {theirs}, not its own slot {own}" if cross else
-                   f"points to entry {p}, not an older one: the chain loops or leaves the written entries")
+            why = (
+                f"links to entry {p} of slot {theirs}, not its own slot {own}"
+                if cross
+                else f"points to entry {p}, not an older one: the chain loops or leaves the written entries"
+            )
             self._add("index.chain", f.rel, f.entry_offset(i) + _PREV_AT, f"entry {i + 1} {why}")
         self._count_only("index.chain", found.chain.dropped)
         for s, e, he, se in found.heads_bad.rows():
-            self._add("index.slot", f.rel, INDEX_HEADER_SIZE + HASH_SLOT_SIZE * s,
-                      f"slot {s} heads entry {e}, whose hash {he} belongs to slot {se}")
+            self._add(
+                "index.slot",
+                f.rel,
+                INDEX_HEADER_SIZE + HASH_SLOT_SIZE * s,
+                f"slot {s} heads entry {e}, whose hash {he} belongs to slot {se}",
+            )
         self._count_only("index.slot", found.heads_bad.dropped)
         for e, r in found.branch.rows():
-            self._add("index.chain", f.rel, f.entry_offset(e), f"entry {e + 1} is reached from {r} places: chains branch")
+            self._add(
+                "index.chain", f.rel, f.entry_offset(e), f"entry {e + 1} is reached from {r} places: chains branch"
+            )
         self._count_only("index.chain", found.branch.dropped)
         rows = list(found.orphan.rows())
         if rows:
             phys = f.entry_phys(np.array([r[0] for r in rows], np.int64)).tolist()
             for (e, he), pe in zip(rows, phys):
-                self._add("index.orphan", f.rel, f.entry_offset(e),
-                          f"entry {e + 1} (hash {he}, offset {pe}) is on no slot's chain")
+                self._add(
+                    "index.orphan",
+                    f.rel,
+                    f.entry_offset(e),
+                    f"entry {e + 1} (hash {he}, offset {pe}) is on no slot's chain",
+                )
         self._count_only("index.orphan", found.orphan.dropped)
 
     def _index_header_vs_entries(self, f, seen: EntryPass) -> None:
         """The header against the entries, their order, the bytes after the last entry."""
         if f.begin_phy != seen.first_phy:
-            self._add("index.header", f.rel, _BEGIN_PHY, f"beginPhyOffset {f.begin_phy}, first entry points at "
-                      f"{seen.first_phy}")
+            self._add(
+                "index.header",
+                f.rel,
+                _BEGIN_PHY,
+                f"beginPhyOffset {f.begin_phy}, first entry points at {seen.first_phy}",
+            )
         if f.end_phy != seen.last_phy:
-            self._add("index.header", f.rel, _END_PHY, f"endPhyOffset {f.end_phy}, last entry points at "
-                      f"{seen.last_phy}")
+            self._add(
+                "index.header", f.rel, _END_PHY, f"endPhyOffset {f.end_phy}, last entry points at {seen.last_phy}"
+            )
         if f.begin_ts > f.end_ts:
             self._add("index.header", f.rel, _BEGIN_TS, f"beginTimestamp {f.begin_ts} after endTimestamp {f.end_ts}")
         if seen.back_first is not None:
             i, p0, p1 = seen.back_first
-            self._add("index.order", f.rel, f.entry_offset(i + 1),
-                      f"entry {i + 2} points at {p1}, below entry {i + 1}'s {p0}"
-                      + (f" ({seen.back_n} such steps)" if seen.back_n > 1 else ""))
+            self._add(
+                "index.order",
+                f.rel,
+                f.entry_offset(i + 1),
+                f"entry {i + 2} points at {p1}, below entry {i + 1}'s {p0}"
+                + (f" ({seen.back_n} such steps)" if seen.back_n > 1 else ""),
+            )
         tail_start = f.entries_base + f.n * INDEX_ENTRY_SIZE
         if f.length > tail_start:
             first = self._index_nonzero(f, tail_start)
             if first is not None:
-                self._add("index.tail", f.rel, first, f"non-zero bytes after the last entry {f.n - 1} (indexCount "
-                          f"{f.stored_count})")
+                self._add(
+                    "index.tail",
+                    f.rel,
+                    first,
+                    f"non-zero bytes after the last entry {f.n - 1} (indexCount {f.stored_count})",
+                )

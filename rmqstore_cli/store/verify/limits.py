@@ -2,6 +2,7 @@
 
 Read at run time (``limits.X``), so a test can shrink them to cross every boundary.
 """
+
 from __future__ import annotations
 
 #: Records walked and checked at a time (at most; about ``BATCH_BYTES`` of records after a first probe).

@@ -14,6 +14,7 @@ Multi-dispatch is checked when the broker config enables it (``enableMultiDispat
 when no config says, when the log holds ``INNER_MULTI_QUEUE_OFFSET`` (only such a store
 assigns it); ``enableLmq`` is then assumed too (an ``lmq.assumed`` note).
 """
+
 from __future__ import annotations
 
 from collections import defaultdict
@@ -48,17 +49,31 @@ class LmqChecks:
                 mode = (cfg.enable_lmq, broker5_store(cfg.root))
             elif found and "enable_multi_dispatch" not in cfg.explicit:
                 lmq = cfg.enable_lmq or "enable_lmq" not in cfg.explicit
-                self._add("lmq.assumed", "commitlog", None, "messages carry INNER_MULTI_QUEUE_OFFSET but no broker "
-                          "config enables multi-dispatch: checked as if enableMultiDispatch=true and "
-                          f"enableLmq={str(lmq).lower()} (pass --broker-conf)")
+                self._add(
+                    "lmq.assumed",
+                    "commitlog",
+                    None,
+                    "messages carry INNER_MULTI_QUEUE_OFFSET but no broker "
+                    "config enables multi-dispatch: checked as if enableMultiDispatch=true and "
+                    f"enableLmq={str(lmq).lower()} (pass --broker-conf)",
+                )
                 mode = (lmq, broker5_store(cfg.root))
             else:
                 return None
             self.lmq_mode = mode
         return mode
 
-    def check_lmq_batch(self, pr, tid: np.ndarray, qid: np.ndarray, dispatch: np.ndarray, absP: np.ndarray,
-                        cols: tuple, rel: str, base: int) -> None:
+    def check_lmq_batch(
+        self,
+        pr,
+        tid: np.ndarray,
+        qid: np.ndarray,
+        dispatch: np.ndarray,
+        absP: np.ndarray,
+        cols: tuple,
+        rel: str,
+        base: int,
+    ) -> None:
         """Every listed queue of the batch's dispatched messages holds the message's unit at
         its listed offset (``ConsumeQueue#multiDispatchLmqQueue``); ``cols``: the records'
         sizes, tagsCodes and store times."""
@@ -76,9 +91,14 @@ class LmqChecks:
             if fo is None:
                 continue
             if fo.problem:
-                self._add("lmq.malformed", rel, int(absP[i]) - base, f"{MULTI_DISPATCH}={nm!r} "
-                          f"{MULTI_QUEUE_OFFSET}={of!r}: {fo.detail} ({_CONSEQUENCE[fo.problem]})",
-                          physical_offset=int(absP[i]), topic=topic)
+                self._add(
+                    "lmq.malformed",
+                    rel,
+                    int(absP[i]) - base,
+                    f"{MULTI_DISPATCH}={nm!r} {MULTI_QUEUE_OFFSET}={of!r}: {fo.detail} ({_CONSEQUENCE[fo.problem]})",
+                    physical_offset=int(absP[i]),
+                    topic=topic,
+                )
             for t in fo.targets:
                 if unsafe_topic(t.name) is None:  # refused names: lmq.malformed above
                     by_queue[(t.name, t.queue_id)].append((t.offset, i))
@@ -93,24 +113,40 @@ class LmqChecks:
         name, q = key
         mq = self.queues.get((name.encode("utf-8", "surrogateescape"), q))
         cp = self.checkpoint
-        late = ts > (cp.logics_msg_timestamp if cp is not None else 0)  # not dispatched yet (docs/format/recovery.md#dispatch)
+        late = ts > (
+            cp.logics_msg_timestamp if cp is not None else 0
+        )  # not dispatched yet (docs/format/recovery.md#dispatch)
         if mq is None:
             for check, sel in (("lmq.missing-unit", ~late), ("lmq.not-dispatched", late)):
                 at = np.flatnonzero(sel)
                 if at.size:
                     j = int(at[0])
-                    self._add(check, rel, int(phy[j]) - base, f"{name}/{q}: the queue does not exist, but {at.size} "
-                              f"messages from here list it (first at offset {int(L[j])})",
-                              physical_offset=int(phy[j]), topic=name, queue_id=q, count=int(at.size))
+                    self._add(
+                        check,
+                        rel,
+                        int(phy[j]) - base,
+                        f"{name}/{q}: the queue does not exist, but {at.size} "
+                        f"messages from here list it (first at offset {int(L[j])})",
+                        physical_offset=int(phy[j]),
+                        topic=name,
+                        queue_id=q,
+                        count=int(at.size),
+                    )
             return
         inside = (L >= mq.base) & (L < mq.end)
         has, off, usize, utags = mq.units_at(np.where(inside, L, mq.base))
         has &= inside
         mq.matched[L[has] - mq.base] = True
         for j in np.flatnonzero(~has & (L >= mq.base)).tolist():
-            self._add("lmq.not-dispatched" if late[j] else "lmq.missing-unit", rel, int(phy[j]) - base, f"{name}/{q}: no unit at offset {int(L[j])} "
-                      f"(queue ends at {mq.end}) for the message that lists it", physical_offset=int(phy[j]),
-                      topic=name, queue_id=q)
+            self._add(
+                "lmq.not-dispatched" if late[j] else "lmq.missing-unit",
+                rel,
+                int(phy[j]) - base,
+                f"{name}/{q}: no unit at offset {int(L[j])} (queue ends at {mq.end}) for the message that lists it",
+                physical_offset=int(phy[j]),
+                topic=name,
+                queue_id=q,
+            )
         for j in np.flatnonzero(has).tolist():
             what = []
             if off[j] != phy[j]:
@@ -121,8 +157,15 @@ class LmqChecks:
                 what.append(f"tagsCode {int(utags[j])} but the message's is {int(tags[j])}")
             if what:
                 f, o = mq.file_of(int(L[j]))
-                self._add("lmq.unit-mismatch", f, o, f"{name}/{q} unit {int(L[j])}, listed by the message at "
-                          f"{int(phy[j])}: " + "; ".join(what), topic=name, queue_id=q, physical_offset=int(phy[j]))
+                self._add(
+                    "lmq.unit-mismatch",
+                    f,
+                    o,
+                    f"{name}/{q} unit {int(L[j])}, listed by the message at {int(phy[j])}: " + "; ".join(what),
+                    topic=name,
+                    queue_id=q,
+                    physical_offset=int(phy[j]),
+                )
 
     def lmq_unit_reason(self, m, mq, logical: int) -> str | None:
         """Why a unit of ``mq`` that the scan did not account for is not the message ``m``'s
@@ -140,7 +183,9 @@ class LmqChecks:
         k = queues.index(mq.topic)
         want = lmq_queue_id(mq.topic, m.queue_id, mode[0])
         at = offsets[k] if k < len(offsets) else "none"
-        return f"the message there ({m.topic}/{m.queue_id}) lists {mq.topic} at offset {at} of queue {want}, not {logical}"
+        return (
+            f"the message there ({m.topic}/{m.queue_id}) lists {mq.topic} at offset {at} of queue {want}, not {logical}"
+        )
 
     def finish_lmq(self) -> None:
         """Each LMQ queue ends at the next offset its messages were assigned: the broker's
@@ -150,9 +195,15 @@ class LmqChecks:
             if mq is None or not is_lmq(name) or mq.end == want:
                 continue
             f, o = mq.file_of(max(mq.end - 1, mq.base))
-            self._add("lmq.queue-end", f, o, f"{name}/{q} ends at {mq.end}, but the log assigns it offsets up to "
-                      f"{want - 1}: after a restart the broker's counter would restart at {mq.end}",
-                      topic=name, queue_id=q)
+            self._add(
+                "lmq.queue-end",
+                f,
+                o,
+                f"{name}/{q} ends at {mq.end}, but the log assigns it offsets up to "
+                f"{want - 1}: after a restart the broker's counter would restart at {mq.end}",
+                topic=name,
+                queue_id=q,
+            )
 
 
 _CONSEQUENCE = {

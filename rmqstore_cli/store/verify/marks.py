@@ -1,7 +1,9 @@
 """Which units and entries the scan accounted for, as runs (issue 22)."""
+
 from __future__ import annotations
 
 import numpy as np
+
 
 class Marks:
     """Which of ``size`` positions (a queue's units, an index file's entries) the scan

@@ -5,14 +5,15 @@ offset, :meth:`ConsumeQueue.units_at`), so the store is read once; which units w
 accounted for is kept as runs (:class:`~rmqstore_cli.store.verify.marks.Marks`), and the
 finish reports the rest and the messages that have no unit, in runs.
 """
+
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
 import numpy as np
-
 from rmqstore_cli.formats.consume_queue import CQ_STORE_UNIT_SIZE, PRE_BLANK_SIZE
+
 from rmqstore_cli.store.arrays import stable_argsort
 from rmqstore_cli.store.commitlog import Status
 from rmqstore_cli.store.consume_queue import ConsumeQueue
@@ -21,6 +22,7 @@ from rmqstore_cli.store.verify import limits
 from rmqstore_cli.store.verify.checks import first_nonzero
 from rmqstore_cli.store.verify.findings import WARNING
 from rmqstore_cli.store.verify.marks import Marks
+
 
 class QueueState:
     """One consume queue as verify reads it: the queue itself (:class:`ConsumeQueue` reads its
@@ -64,8 +66,9 @@ class QueueChecks:
         cfg = self.config
         self.queues: dict[tuple[bytes, int], QueueState] = {}
         bcq = cfg.root / "batchconsumequeue"
-        self.batch_topics = {p.name.encode("utf-8", "surrogateescape") for p in bcq.iterdir()} \
-            if bcq.is_dir() else set()
+        self.batch_topics = (
+            {p.name.encode("utf-8", "surrogateescape") for p in bcq.iterdir()} if bcq.is_dir() else set()
+        )
         if self.open_rocksdb_queues():  # verify/rocksdb.py: the queues are a RocksDB database
             return
         cq_root = cfg.consumequeue_dir
@@ -79,8 +82,9 @@ class QueueChecks:
                 if not q.is_dir():
                     continue
                 if not (q.name.isascii() and q.name.isdigit()):
-                    self._add("cq.file-name", self.rel(q), None, "queue directory name is not a queue id",
-                              severity=WARNING)
+                    self._add(
+                        "cq.file-name", self.rel(q), None, "queue directory name is not a queue id", severity=WARNING
+                    )
                     continue
                 cq = ConsumeQueue(cq_root, t.name, int(q.name), size, directory=q, skip=self.not_regular)
                 mq = QueueState(cq, self.root)
@@ -91,10 +95,15 @@ class QueueChecks:
                     rel = self.rel(f.path)
                     self.check_queue_file("cq", rel, f, size)
                     if prev is not None and f.file_from_offset != prev.end_offset:
-                        self._add("cq.gap", rel, 0, f"no file holds logical offsets "
-                                  f"{prev.end_offset // CQ_STORE_UNIT_SIZE}..{f.file_from_offset // CQ_STORE_UNIT_SIZE - 1} "
-                                  f"(file {prev.end_offset:020d} is missing)",
-                                  missing_file=self.rel(mq.dir / f"{prev.end_offset:020d}"))
+                        self._add(
+                            "cq.gap",
+                            rel,
+                            0,
+                            f"no file holds logical offsets "
+                            f"{prev.end_offset // CQ_STORE_UNIT_SIZE}..{f.file_from_offset // CQ_STORE_UNIT_SIZE - 1} "
+                            f"(file {prev.end_offset:020d} is missing)",
+                            missing_file=self.rel(mq.dir / f"{prev.end_offset:020d}"),
+                        )
                     prev = f
                 self.queues[(t.name.encode("utf-8", "surrogateescape"), int(q.name))] = mq
 
@@ -108,13 +117,18 @@ class QueueChecks:
         multiple of the file size (``<area>.file-name``) and its length that size
         (``<area>.file-size``; ``setting`` names the broker option that sets it)."""
         if f.file_from_offset % size:
-            self._add(f"{area}.file-name", rel, None, f"start {f.file_from_offset} is not a multiple of "
-                      f"the file size {size}")
+            self._add(
+                f"{area}.file-name", rel, None, f"start {f.file_from_offset} is not a multiple of the file size {size}"
+            )
         length = f.path.stat().st_size
         if length != size:
             said = f" ({setting})" if setting else ""
-            self._add(f"{area}.file-size", rel, None, f"{length} bytes, expected {size}{said}"
-                      + self._queue_file_advice(area, f, length, size))
+            self._add(
+                f"{area}.file-size",
+                rel,
+                None,
+                f"{length} bytes, expected {size}{said}" + self._queue_file_advice(area, f, length, size),
+            )
 
     def _queue_file_advice(self, area: str, f, length: int, size: int) -> str:
         """The repair of a consume-queue file the broker would not load: pad it to its size,
@@ -127,8 +141,9 @@ class QueueChecks:
         if length > size and any(f.path.read_bytes()[size:]):
             return "; units lie beyond the size: the file was written with another mappedFileSizeConsumeQueue"
         topic = f.path.parent.parent.name
-        return "; repair (keeps every unit: the queue is rebuilt from the commit log): " + \
-            pad_command(self.root, size, f.path, queue=topic)
+        return "; repair (keeps every unit: the queue is rebuilt from the commit log): " + pad_command(
+            self.root, size, f.path, queue=topic
+        )
 
     def _check_units(self, tq, qoff, dispatch, absP, total, tags_code, store_ts, rel, base) -> None:
         """The unit of every dispatched record of the batch: there, pointing at it, agreeing."""
@@ -161,7 +176,9 @@ class QueueChecks:
             if match.any():
                 m = np.flatnonzero(match)
                 mq.matched[L[m] - mq.base] = True
-                ext = tags[m] <= EXT_ADDR_MAX  # ConsumeQueueExt address, not a tagsCode (docs/format/consume-queue.md#tags-code)
+                ext = (
+                    tags[m] <= EXT_ADDR_MAX
+                )  # ConsumeQueueExt address, not a tagsCode (docs/format/consume-queue.md#tags-code)
                 bad = m[(size[m] != total[sel][m]) | ((tags[m] != tags_code[sel][m]) & ~ext)]
                 for j in bad.tolist():
                     f, o = mq.file_of(int(L[j]))
@@ -170,22 +187,50 @@ class QueueChecks:
                         what.append(f"size {int(size[j])} but the message has {int(total[sel][j])} bytes")
                     if tags[j] != tags_code[sel][j]:
                         what.append(f"tagsCode {int(tags[j])} but the message's is {int(tags_code[sel][j])}")
-                    self._add("cq.unit-mismatch", f, o, f"unit {int(L[j])} -> {int(absP[sel][j])}: " + "; ".join(what),
-                              topic=mq.topic, queue_id=mq.qid, physical_offset=int(absP[sel][j]),
-                              subject=("queue", mq.key))
+                    self._add(
+                        "cq.unit-mismatch",
+                        f,
+                        o,
+                        f"unit {int(L[j])} -> {int(absP[sel][j])}: " + "; ".join(what),
+                        topic=mq.topic,
+                        queue_id=mq.qid,
+                        physical_offset=int(absP[sel][j]),
+                        subject=("queue", mq.key),
+                    )
 
     def _unit_elsewhere(self, mq: QueueState, L: int, off: int, msg_at: int) -> None:
         """Unit L of the message's queue points at ``off``, not at the message (at ``msg_at``)."""
         c = self._check_at(off)
         f, o = mq.file_of(L)
-        if c is not None and c.status is Status.VALID and c.message.queue_offset == L and \
-                c.message.queue_id == mq.qid and c.message.topic_bytes == mq.topic.encode("utf-8", "surrogateescape"):
-            self._add("cq.superseded", f, o, f"{mq.topic}/{mq.qid}: queue offset {L} is used by the messages at "
-                      f"{msg_at} and {off}; the unit points at {off} (duplicate queue offset after a restart, docs/format/commitlog.md#append)",
-                      physical_offset=msg_at, topic=mq.topic, queue_id=mq.qid, subject=("queue", mq.key))
+        if (
+            c is not None
+            and c.status is Status.VALID
+            and c.message.queue_offset == L
+            and c.message.queue_id == mq.qid
+            and c.message.topic_bytes == mq.topic.encode("utf-8", "surrogateescape")
+        ):
+            self._add(
+                "cq.superseded",
+                f,
+                o,
+                f"{mq.topic}/{mq.qid}: queue offset {L} is used by the messages at "
+                f"{msg_at} and {off}; the unit points at {off} (duplicate queue offset after a restart, docs/format/commitlog.md#append)",
+                physical_offset=msg_at,
+                topic=mq.topic,
+                queue_id=mq.qid,
+                subject=("queue", mq.key),
+            )
             return
-        self._add("cq.unit-mismatch", f, o, f"unit {L} points at {off}, but the message with queue offset {L} "
-                  f"is at {msg_at}", topic=mq.topic, queue_id=mq.qid, physical_offset=msg_at, subject=("queue", mq.key))
+        self._add(
+            "cq.unit-mismatch",
+            f,
+            o,
+            f"unit {L} points at {off}, but the message with queue offset {L} is at {msg_at}",
+            topic=mq.topic,
+            queue_id=mq.qid,
+            physical_offset=msg_at,
+            subject=("queue", mq.key),
+        )
 
     def _late(self, off: np.ndarray, ts: np.ndarray) -> np.ndarray:
         """Messages not dispatched yet: stored after the checkpoint's logicsMsgTimestamp, or,
@@ -199,18 +244,33 @@ class QueueChecks:
     def _missing_where(self, mq: QueueState | None, lo: int) -> str:
         """Where the missing units of a cq.missing-unit run would have been."""
         if self.rocksdb_dispatched() is not None:  # one database, no files (verify/rocksdb.py)
-            return ("the RocksDB consume queue holds no key of this queue" if mq is None else
-                    "no key for it in the RocksDB consume queue" if lo < mq.end else "after the queue's max offset")
-        return "its queue directory is missing" if mq is None else (
-            "below the queue's first file" if lo < mq.base else
-            "in a missing file" if not mq.has_file(lo) else
-            "after the queue's end")
+            return (
+                "the RocksDB consume queue holds no key of this queue"
+                if mq is None
+                else "no key for it in the RocksDB consume queue"
+                if lo < mq.end
+                else "after the queue's max offset"
+            )
+        return (
+            "its queue directory is missing"
+            if mq is None
+            else (
+                "below the queue's first file"
+                if lo < mq.base
+                else "in a missing file"
+                if not mq.has_file(lo)
+                else "after the queue's end"
+            )
+        )
 
     def _late_why(self) -> str:
         """Why :meth:`_late` messages are not due yet, for cq.not-dispatched's detail."""
         below = self.rocksdb_dispatched()
-        return ("newer than the checkpoint's logicsMsgTimestamp" if below is None else
-                f"at or past the RocksDB consume queue's dispatch checkpoint {below} (CHECKPOINT_TOPIC)")
+        return (
+            "newer than the checkpoint's logicsMsgTimestamp"
+            if below is None
+            else f"at or past the RocksDB consume queue's dispatch checkpoint {below} (CHECKPOINT_TOPIC)"
+        )
 
     def _add_missing(self, t: int, L: np.ndarray, off: np.ndarray, ts: np.ndarray) -> None:
         """Record messages of tq ``t`` that have no unit: as runs always, and as elements
@@ -271,8 +331,11 @@ class QueueChecks:
                 yield is_late, int(tt[a]), int(LL[a]), int(LL[b - 1]), int(off[o[a]]), b - a
 
     def _missing_groups_from_runs(self, reset_at: np.ndarray):
-        runs = [(2 if r[2] < reset_at[t] else int(r[3]), t, r[0], r[5], r[1], r[2])
-                for t, rs in self.missing_runs.items() for r in rs]
+        runs = [
+            (2 if r[2] < reset_at[t] else int(r[3]), t, r[0], r[5], r[1], r[2])
+            for t, rs in self.missing_runs.items()
+            for r in rs
+        ]
         runs.sort()
         cur = None
         for kind, t, lo, _, hi, first in runs:
@@ -299,21 +362,45 @@ class QueueChecks:
                 fo = None
             rng = f"unit {lo}" if lo == hi else f"units {lo}..{hi}"
             if is_late == 2:
-                self._add("cq.superseded", file, fo, f"{topic}/{qid}: {rng} ({count} messages from offset "
-                          f"{first_off}) have no unit: their queue offsets were used again after a restart "
-                          "(docs/format/commitlog.md#append), and the queue holds the newer messages", topic=topic, queue_id=qid,
-                          physical_offset=first_off, count=count)
+                self._add(
+                    "cq.superseded",
+                    file,
+                    fo,
+                    f"{topic}/{qid}: {rng} ({count} messages from offset "
+                    f"{first_off}) have no unit: their queue offsets were used again after a restart "
+                    "(docs/format/commitlog.md#append), and the queue holds the newer messages",
+                    topic=topic,
+                    queue_id=qid,
+                    physical_offset=first_off,
+                    count=count,
+                )
             elif is_late:
-                self._add("cq.not-dispatched", file, fo, f"{topic}/{qid}: {rng} ({count} messages from "
-                          f"offset {first_off}) not written yet; " + self._late_why() + ", the broker "
-                          "dispatches them at start",
-                          topic=topic, queue_id=qid, physical_offset=first_off, count=count)
+                self._add(
+                    "cq.not-dispatched",
+                    file,
+                    fo,
+                    f"{topic}/{qid}: {rng} ({count} messages from "
+                    f"offset {first_off}) not written yet; " + self._late_why() + ", the broker "
+                    "dispatches them at start",
+                    topic=topic,
+                    queue_id=qid,
+                    physical_offset=first_off,
+                    count=count,
+                )
             else:
                 where = self._missing_where(mq, lo)
-                self._add("cq.missing-unit", file, fo, f"{topic}/{qid}: {rng} missing ({count} messages "
-                          f"from offset {first_off}; {where}); repair: "
-                          + self.repair_command("--only", "cq", "--topic", topic), topic=topic, queue_id=qid,
-                          physical_offset=first_off, count=count)
+                self._add(
+                    "cq.missing-unit",
+                    file,
+                    fo,
+                    f"{topic}/{qid}: {rng} missing ({count} messages "
+                    f"from offset {first_off}; {where}); repair: "
+                    + self.repair_command("--only", "cq", "--topic", topic),
+                    topic=topic,
+                    queue_id=qid,
+                    physical_offset=first_off,
+                    count=count,
+                )
         # units no message accounted for
         cl_min = self.cl_min
         for mq in self.queues.values():
@@ -338,16 +425,37 @@ class QueueChecks:
                     if why is None:
                         continue
                     f, o = mq.file_of(int(L[j]))
-                    self._add("cq.unit-target", f, o, f"unit {int(L[j])} -> {int(off[j])} ({int(size[j])} bytes): "
-                              + why, topic=mq.topic, queue_id=mq.qid, physical_offset=int(off[j]))
+                    self._add(
+                        "cq.unit-target",
+                        f,
+                        o,
+                        f"unit {int(L[j])} -> {int(off[j])} ({int(size[j])} bytes): " + why,
+                        topic=mq.topic,
+                        queue_id=mq.qid,
+                        physical_offset=int(off[j]),
+                    )
             if pre:
                 f, o = mq.file_of(mq.base)
-                self._add("cq.pre-blank", f, o, f"{mq.topic}/{mq.qid}: {pre} pre-blank units below the first unit",
-                          topic=mq.topic, queue_id=mq.qid, count=pre)
+                self._add(
+                    "cq.pre-blank",
+                    f,
+                    o,
+                    f"{mq.topic}/{mq.qid}: {pre} pre-blank units below the first unit",
+                    topic=mq.topic,
+                    queue_id=mq.qid,
+                    count=pre,
+                )
             if expired:
                 f, o = mq.file_of(mq.base)
-                self._add("cq.expired", f, o, f"{mq.topic}/{mq.qid}: {expired} units point below the commit log's "
-                          f"first offset {cl_min}", topic=mq.topic, queue_id=mq.qid, count=expired)
+                self._add(
+                    "cq.expired",
+                    f,
+                    o,
+                    f"{mq.topic}/{mq.qid}: {expired} units point below the commit log's first offset {cl_min}",
+                    topic=mq.topic,
+                    queue_id=mq.qid,
+                    count=expired,
+                )
             self._cq_tail(mq)
 
     def _why_not_message(self, off: int, mq: QueueState, logical: int) -> str | None:
@@ -377,7 +485,11 @@ class QueueChecks:
         raw = mq.cq.file_units(b).view(np.uint8)
         at = first_nonzero(path, raw, (mq.end - b) * CQ_STORE_UNIT_SIZE)
         if at is not None:
-            self._add("cq.tail", name, at // CQ_STORE_UNIT_SIZE * CQ_STORE_UNIT_SIZE,
-                      f"{mq.topic}/{mq.qid}: non-zero bytes after the queue's end at unit {mq.end}",
-                      topic=mq.topic, queue_id=mq.qid)
-
+            self._add(
+                "cq.tail",
+                name,
+                at // CQ_STORE_UNIT_SIZE * CQ_STORE_UNIT_SIZE,
+                f"{mq.topic}/{mq.qid}: non-zero bytes after the queue's end at unit {mq.end}",
+                topic=mq.topic,
+                queue_id=mq.qid,
+            )

@@ -7,32 +7,33 @@ rebuild-index) and checked vectorised: PHYSICALOFFSET against the real position,
 continuity, units and index entries by look-ups. Only what must be per record stays in a
 Python loop: body CRC, topic and properties syntax, the extraction of TAGS/KEYS/UNIQ_KEY.
 """
+
 from __future__ import annotations
 
 import re
 import struct
 
 import numpy as np
-
 from rmqstore_cli.formats.commitlog import (
+    CRC32_PROPERTY,
+    CRC32_RESERVED_LEN,
     INNER_BATCH_FLAG,
     PROPERTIES_LENGTH_FORMAT,
     TRANSACTION_COMMIT_TYPE,
     TRANSACTION_MASK,
     TRANSACTION_NOT_TYPE,
     TRANSACTION_ROLLBACK_TYPE,
-    CRC32_PROPERTY,
-    CRC32_RESERVED_LEN,
 )
 from rmqstore_cli.formats.properties import parse_properties
-from rmqstore_cli.store.properties import CRC_MARK, Properties, pick_property
-from rmqstore_cli.store.commitlog.bulk import RecordBatch, body_crcs
-from rmqstore_cli.store.topics import TopicIds
+
 from rmqstore_cli.store.arrays import stable_argsort
+from rmqstore_cli.store.commitlog.bulk import RecordBatch, body_crcs
 from rmqstore_cli.store.crc import crc32
 from rmqstore_cli.store.dispatch import InvalidForDispatch, compute_tags_code
-from rmqstore_cli.store.message import SCHEDULE_TOPIC
 from rmqstore_cli.store.javahash import java_hash
+from rmqstore_cli.store.message import SCHEDULE_TOPIC
+from rmqstore_cli.store.properties import CRC_MARK, Properties, pick_property
+from rmqstore_cli.store.topics import TopicIds
 from rmqstore_cli.store.verify.checks import Delayed, props_problem
 from rmqstore_cli.store.verify.findings import ERROR
 
@@ -44,8 +45,14 @@ PROPS_LEN_SIZE = struct.calcsize(PROPERTIES_LENGTH_FORMAT)
 def _first_broken(r: RecordBatch) -> tuple[tuple[int, str, str] | None, int]:
     """(position, check, why) of the first record whose length fields run past its end or
     disagree with its TOTALSIZE (None: none), and how many records come before it."""
-    P, total, body_len, topic_len, props_len, expected = r.pos, r.total, r.body_len, r.topic_len, r.props_len, \
-        r.expected
+    P, total, body_len, topic_len, props_len, expected = (
+        r.pos,
+        r.total,
+        r.body_len,
+        r.topic_len,
+        r.props_len,
+        r.expected,
+    )
     rec_end = P + total
     ok_fixed = r.body_at <= rec_end
     ok_body = r.topic_len_at + r.topic_len_size <= rec_end
@@ -57,9 +64,15 @@ def _first_broken(r: RecordBatch) -> tuple[tuple[int, str, str] | None, int]:
     i = int(np.flatnonzero(~good)[0])
     p = int(P[i])
     if not (ok_fixed[i] and ok_body[i] and ok_topic[i] and ok_props[i]):
-        what = ("fixed fields" if not ok_fixed[i] else f"body length {int(body_len[i])}" if not ok_body[i]
-                else f"topic length {int(topic_len[i])}" if not ok_topic[i]
-                else f"properties length {int(props_len[i])}")
+        what = (
+            "fixed fields"
+            if not ok_fixed[i]
+            else f"body length {int(body_len[i])}"
+            if not ok_body[i]
+            else f"topic length {int(topic_len[i])}"
+            if not ok_topic[i]
+            else f"properties length {int(props_len[i])}"
+        )
         return (p, "commitlog.field-bounds", f"{what} runs past the record's end (total size {int(total[i])})"), i
     return (p, "commitlog.total-size", f"total size {int(total[i])} but the fields add up to {int(expected[i])}"), i
 
@@ -72,7 +85,7 @@ def _queue_steps(buf, r: RecordBatch) -> np.ndarray:
         return step
     pl, props_start = np.maximum(r.props_len, 0), r.props_at
     for i in np.flatnonzero(sysf & INNER_BATCH_FLAG).tolist():
-        v = pick_property(buf[int(props_start[i]):int(props_start[i] + pl[i])], b"INNER_NUM\x01")
+        v = pick_property(buf[int(props_start[i]) : int(props_start[i] + pl[i])], b"INNER_NUM\x01")
         if v is not None and v.isdigit():
             step[i] = int(v)
     return step
@@ -99,8 +112,13 @@ class RecordChecks:
         absP = P + base
         # PHYSICALOFFSET = position
         for i in np.flatnonzero(phy != absP).tolist():
-            self._add("commitlog.physical-offset", rel, int(P[i]), f"stored PHYSICALOFFSET {int(phy[i])}, but the "
-                      f"record lies at {int(absP[i])}", physical_offset=int(absP[i]))
+            self._add(
+                "commitlog.physical-offset",
+                rel,
+                int(P[i]),
+                f"stored PHYSICALOFFSET {int(phy[i])}, but the record lies at {int(absP[i])}",
+                physical_offset=int(absP[i]),
+            )
         self.max_store_ts = max(self.max_store_ts, int(store_ts.max()))
         # per-record Python work: CRC, topic, properties, keys
         if self.opt.crc:
@@ -110,8 +128,7 @@ class RecordChecks:
         pr = self._check_properties(buf, arr, r, base, rel)
         keys = None
         if self.want_keys:  # (on the C path this gives the tagsCodes too)
-            keys = pr.index_keys(tid, self._topic_prefix_hashes(), tran != TRANSACTION_ROLLBACK_TYPE,
-                                 self.topic_names)
+            keys = pr.index_keys(tid, self._topic_prefix_hashes(), tran != TRANSACTION_ROLLBACK_TYPE, self.topic_names)
         tags_code = self._tags_codes(pr, tid, store_ts, P, base, rel)
         if self.index_empty and self.first_indexable is None:  # IndexService#buildIndex would put a key
             owner = keys.owner if keys is not None else pr.key_ranges(tran != TRANSACTION_ROLLBACK_TYPE)[0]
@@ -120,7 +137,9 @@ class RecordChecks:
         step = _queue_steps(buf, r)
         # NOT and COMMIT records get a unit; 5.x inner-batch records go to the batch consume
         # queue (batchconsumequeue/, not checked here) instead
-        dispatch = ((tran == TRANSACTION_NOT_TYPE) | (tran == TRANSACTION_COMMIT_TYPE)) & ((sysf & INNER_BATCH_FLAG) == 0)
+        dispatch = ((tran == TRANSACTION_NOT_TYPE) | (tran == TRANSACTION_COMMIT_TYPE)) & (
+            (sysf & INNER_BATCH_FLAG) == 0
+        )
         tq = self._tq_ids(tid, qid)
         self.check_queue_offsets(tq, qoff, step, dispatch, absP, rel, base)
         self._check_units(tq, qoff, dispatch, absP, total, tags_code, store_ts, rel, base)
@@ -144,8 +163,13 @@ class RecordChecks:
                 got[big] = body_crcs(buf, body_start[big], bl[big])
         for i in np.flatnonzero((got != crc) & (bl > 0)).tolist():
             p = int(P[i])
-            self._add("commitlog.body-crc", rel, p, f"stored body CRC {int(crc[i])}, computed {int(got[i])} "
-                      f"over {int(bl[i])} body bytes", physical_offset=p + base)
+            self._add(
+                "commitlog.body-crc",
+                rel,
+                p,
+                f"stored body CRC {int(crc[i])}, computed {int(got[i])} over {int(bl[i])} body bytes",
+                physical_offset=p + base,
+            )
             if self.config.check_crc_on_recover:
                 self.stops.append((p + base, "commitlog.body-crc", rel))
 
@@ -160,17 +184,19 @@ class RecordChecks:
         else:
             pr = Properties(arr, props_start, pl, buf)
         for i in pr.suspects().tolist():
-            problem = props_problem(buf[int(props_start[i]):int(props_start[i] + pl[i])])
+            problem = props_problem(buf[int(props_start[i]) : int(props_start[i] + pl[i])])
             if problem:
                 self._add("commitlog.properties", rel, int(P[i]), problem, physical_offset=int(P[i]) + base)
         if self.opt.crc and pr.tot and pr.has_pair(CRC_MARK):
             for i in np.flatnonzero(pr.prop_crc).tolist():
-                self._check_prop_crc(buf, int(P[i]), int(total[i]), buf[int(props_start[i]):int(props_start[i] + pl[i])],
-                                     rel, base)
+                self._check_prop_crc(
+                    buf, int(P[i]), int(total[i]), buf[int(props_start[i]) : int(props_start[i] + pl[i])], rel, base
+                )
         return pr
 
-    def _tags_codes(self, pr: Properties, tid: np.ndarray, store_ts: np.ndarray, P: np.ndarray, base: int,
-                    rel: str) -> np.ndarray:
+    def _tags_codes(
+        self, pr: Properties, tid: np.ndarray, store_ts: np.ndarray, P: np.ndarray, base: int, rel: str
+    ) -> np.ndarray:
         """The tagsCode dispatch computes per record: the TAGS hash, or on the schedule topic
         the delivery time of its DELAY level (``CommitLog#checkMessageAndReturnSize``)."""
         tags_code = pr.tags_code
@@ -189,9 +215,15 @@ class RecordChecks:
             if rule is False:  # level <= 0: the TAGS hash stays
                 continue
             if isinstance(rule, InvalidForDispatch):
-                self._add("commitlog.properties", rel, int(P[i]), f"{rule}: the broker's check throws, so it "
-                          "treats the record as invalid (dispatch and recovery stop here)", severity=ERROR,
-                          physical_offset=int(P[i]) + base)
+                self._add(
+                    "commitlog.properties",
+                    rel,
+                    int(P[i]),
+                    f"{rule}: the broker's check throws, so it "
+                    "treats the record as invalid (dispatch and recovery stop here)",
+                    severity=ERROR,
+                    physical_offset=int(P[i]) + base,
+                )
                 self.stops.append((int(P[i]) + base, "commitlog.properties", rel))
                 continue
             tags_code[i] = int(store_ts[i]) + rule
@@ -204,8 +236,7 @@ class RecordChecks:
         time 0, told apart from level <= 0 by asking at store time 1 too)."""
         props = {"DELAY": delay.decode("utf-8", "replace")}
         try:
-            at0, at1 = (compute_tags_code(Delayed(props, SCHEDULE_TOPIC.encode(), t), self.delay_table)
-                        for t in (0, 1))
+            at0, at1 = (compute_tags_code(Delayed(props, SCHEDULE_TOPIC.encode(), t), self.delay_table) for t in (0, 1))
         except InvalidForDispatch as e:
             return e
         return False if at0 == at1 else at0
@@ -217,22 +248,27 @@ class RecordChecks:
         else:
             v = parse_properties(props.decode("utf-8", "replace")).get(CRC32_PROPERTY, "")
             digits = v.encode()
-        want = crc32(memoryview(buf)[pos:pos + total - CRC32_RESERVED_LEN]) & 0x7FFFFFFF
+        want = crc32(memoryview(buf)[pos : pos + total - CRC32_RESERVED_LEN]) & 0x7FFFFFFF
         if len(digits) != 10 or not digits.isdigit() or int(digits[::-1]) != want:
-            self._add("commitlog.prop-crc", rel, pos, f"__CRC32# is {digits.decode('ascii', 'replace')!r}, the "
-                      f"record's CRC is {want} (stored reversed as {str(want).zfill(10)[::-1]})",
-                      physical_offset=base + pos)
+            self._add(
+                "commitlog.prop-crc",
+                rel,
+                pos,
+                f"__CRC32# is {digits.decode('ascii', 'replace')!r}, the "
+                f"record's CRC is {want} (stored reversed as {str(want).zfill(10)[::-1]})",
+                physical_offset=base + pos,
+            )
 
     def _topic_prefix_hashes(self) -> np.ndarray:
         """Java hashCode of ``topic + "#"`` per topic id (uint64, mod 2^32)."""
         have = getattr(self, "_prefix_h", None)
         if have is None or have.size < len(self.topic_names):
-            self._prefix_h = np.array([java_hash(t.decode("utf-8", "replace") + "#") & 0xFFFFFFFF
-                                       for t in self.topic_names], np.uint64)
+            self._prefix_h = np.array(
+                [java_hash(t.decode("utf-8", "replace") + "#") & 0xFFFFFFFF for t in self.topic_names], np.uint64
+            )
         return self._prefix_h
 
-    def _topic_lookup(self, buf, arr, ta: np.ndarray, tl: np.ndarray, P: np.ndarray, rel: str, base: int
-                      ) -> np.ndarray:
+    def _topic_lookup(self, buf, arr, ta: np.ndarray, tl: np.ndarray, P: np.ndarray, rel: str, base: int) -> np.ndarray:
         """Topic id per record: topics seen before found with numpy (:class:`batch.TopicIds`);
         new ones registered one by one in record order (:meth:`_new_topic`, its findings)."""
         tbl = self.__dict__.get("_topic_table")
@@ -246,7 +282,7 @@ class RecordChecks:
             get = self.topic_ids.get
             for i in unknown.tolist():
                 at = int(ta[i])
-                tb = buf[at:at + int(tl[i])]
+                tb = buf[at : at + int(tl[i])]
                 t = get(tb)
                 if t is None:
                     t = self._new_topic(tb, rel, int(P[i]), base)
@@ -266,14 +302,31 @@ class RecordChecks:
             text = tb.decode("utf-8")
         except UnicodeDecodeError:
             text = None
-        if not tb or text is None or tb in (b".", b"..") or any(c in tb for c in b"/\x00") or \
-                any(ord(ch) < 0x20 for ch in text):
+        if (
+            not tb
+            or text is None
+            or tb in (b".", b"..")
+            or any(c in tb for c in b"/\x00")
+            or any(ord(ch) < 0x20 for ch in text)
+        ):
             why = "empty" if not tb else "not UTF-8" if text is None else "not usable as a directory name"
-            self._add("commitlog.topic", rel, pos, f"topic {shown!r} is {why} (first seen here)",
-                      physical_offset=base + pos, subject=("topic", tb))
+            self._add(
+                "commitlog.topic",
+                rel,
+                pos,
+                f"topic {shown!r} is {why} (first seen here)",
+                physical_offset=base + pos,
+                subject=("topic", tb),
+            )
         elif not TOPIC_OK_DOT.fullmatch(tb):
-            self._add("commitlog.topic-chars", rel, pos, f"topic {shown!r} has characters outside "
-                      "[A-Za-z0-9%|_.-] (first seen here)", physical_offset=base + pos, subject=("topic", tb))
+            self._add(
+                "commitlog.topic-chars",
+                rel,
+                pos,
+                f"topic {shown!r} has characters outside [A-Za-z0-9%|_.-] (first seen here)",
+                physical_offset=base + pos,
+                subject=("topic", tb),
+            )
         return t
 
     def _tq_ids(self, tid: np.ndarray, qid: np.ndarray) -> np.ndarray:
@@ -282,7 +335,7 @@ class RecordChecks:
         if lut is None or lut.shape[0] < len(self.topic_names):
             new = np.full((len(self.topic_names) + 16, 1024), -1, np.int64)
             if lut is not None:
-                new[:lut.shape[0]] = lut
+                new[: lut.shape[0]] = lut
             lut = self._tq_lut = new
         small = (qid >= 0) & (qid < 1024)
         if small.all():
@@ -342,17 +395,29 @@ class RecordChecks:
             topic = self.topic_names[t].decode("utf-8", "backslashreplace")
             e, got = int(exp[j]), int(q[j])
             if got > e:
-                self._add("commitlog.queue-offset", rel, int(absP[i]) - base,
-                          f"{topic}/{qi}: queue offset {got}, expected {e} ({got - e} missing)",
-                          physical_offset=int(absP[i]), topic=topic, queue_id=qi,
-                          subject=("queue", self.queue_key(int(g[j]))))
+                self._add(
+                    "commitlog.queue-offset",
+                    rel,
+                    int(absP[i]) - base,
+                    f"{topic}/{qi}: queue offset {got}, expected {e} ({got - e} missing)",
+                    physical_offset=int(absP[i]),
+                    topic=topic,
+                    queue_id=qi,
+                    subject=("queue", self.queue_key(int(g[j]))),
+                )
             else:
                 t = int(g[j])
                 self.tq_reset[t] = max(self.tq_reset.get(t, -1), int(absP[i]))
-                self._add("commitlog.queue-offset-reset", rel, int(absP[i]) - base,
-                          f"{topic}/{qi}: queue offset {got} after {e - 1} (restart without its consume queue?)",
-                          physical_offset=int(absP[i]), topic=topic, queue_id=qi, subject=("queue", self.queue_key(t)))
-
+                self._add(
+                    "commitlog.queue-offset-reset",
+                    rel,
+                    int(absP[i]) - base,
+                    f"{topic}/{qi}: queue offset {got} after {e - 1} (restart without its consume queue?)",
+                    physical_offset=int(absP[i]),
+                    topic=topic,
+                    queue_id=qi,
+                    subject=("queue", self.queue_key(t)),
+                )
 
     def _queue_heads(self, tq, qoff, step, idx, absP, rel, base) -> dict:
         """(topic, queue id) -> (queue offset, step, physical offset, file, base) of the first

@@ -1,9 +1,11 @@
 """Checkpoint, abort file and what the broker's recovery would do next (docs/format/checkpoint.md,
 docs/format/recovery.md#recovery)."""
+
 from __future__ import annotations
 
 from rmqstore_cli.store.checkpoint import StoreCheckpoint
 from rmqstore_cli.store.commitlog.dledger import header_of
+
 
 class RecoveryChecks:
     """The recovery part of :class:`~rmqstore_cli.store.verify.Verifier`."""
@@ -13,12 +15,18 @@ class RecoveryChecks:
         if cp is None or self.messages == 0:
             return
         top = self.max_store_ts
-        for name, v, off in (("physicMsgTimestamp", cp.physic_msg_timestamp, 0),
-                             ("logicsMsgTimestamp", cp.logics_msg_timestamp, 8),
-                             ("indexMsgTimestamp", cp.index_msg_timestamp, 16)):
+        for name, v, off in (
+            ("physicMsgTimestamp", cp.physic_msg_timestamp, 0),
+            ("logicsMsgTimestamp", cp.logics_msg_timestamp, 8),
+            ("indexMsgTimestamp", cp.index_msg_timestamp, 16),
+        ):
             if v > top:
-                self._add("checkpoint.ahead", "checkpoint", off, f"{name} {v} is newer than the newest message "
-                          f"({top}): {v - top} ms of flushed data are missing")
+                self._add(
+                    "checkpoint.ahead",
+                    "checkpoint",
+                    off,
+                    f"{name} {v} is newer than the newest message ({top}): {v - top} ms of flushed data are missing",
+                )
 
     def _normal_start(self, files: list) -> tuple:
         """The file ``CommitLog#recoverNormally`` starts from, for the broker version
@@ -86,23 +94,37 @@ class RecoveryChecks:
         later = [f.name for f in files if f.file_from_offset > process]
         if cut is not None and (process < self.cl_end or later):
             off = process - self._cl_base(process)
-            self._add("recovery.truncate", cut[2], off,
-                      f"{kind} recovery (from file {start.name}) stops at {process} ({cut[1]}): the broker would "
-                      f"truncate the commit log there" + (f", delete {len(later)} later file(s)" if later else "")
-                      + f" and drop consume-queue units from {process} on; {max(0, self.cl_end - process)} bytes "
-                      "of data after it would be lost" + self._blank_advice(cut[1], process),
-                      physical_offset=process, recovery_start=start.file_from_offset)
+            self._add(
+                "recovery.truncate",
+                cut[2],
+                off,
+                f"{kind} recovery (from file {start.name}) stops at {process} ({cut[1]}): the broker would "
+                f"truncate the commit log there"
+                + (f", delete {len(later)} later file(s)" if later else "")
+                + f" and drop consume-queue units from {process} on; {max(0, self.cl_end - process)} bytes "
+                "of data after it would be lost" + self._blank_advice(cut[1], process),
+                physical_offset=process,
+                recovery_start=start.file_from_offset,
+            )
         if self.abort:
             db = self.rocksdb_dispatched()
             idx_del = [f.name for f in self.index_files if f.end_ts > cp.index_msg_timestamp]
-            self._add("abort.unclean-shutdown", "abort", None,
-                      f"the last shutdown was not clean: abnormal recovery from file {start.name} "
-                      + (f"(first record's store time <= checkpoint min time {cp.min_timestamp})" if db is None
-                         else f"(first record's offset <= the RocksDB dispatch checkpoint {db})")
-                      + ", re-dispatching every "
-                      f"message from {start.file_from_offset}; the log would end at {process}"
-                      + ("" if process >= self.cl_end else f" (cutting {self.cl_end - process} bytes)")
-                      + f"; index files newer than indexMsgTimestamp {cp.index_msg_timestamp} deleted: "
-                      + (", ".join(idx_del) if idx_del else "none"),
-                      recovery_start=start.file_from_offset, truncate_at=process, index_deleted=idx_del)
-
+            self._add(
+                "abort.unclean-shutdown",
+                "abort",
+                None,
+                f"the last shutdown was not clean: abnormal recovery from file {start.name} "
+                + (
+                    f"(first record's store time <= checkpoint min time {cp.min_timestamp})"
+                    if db is None
+                    else f"(first record's offset <= the RocksDB dispatch checkpoint {db})"
+                )
+                + ", re-dispatching every "
+                f"message from {start.file_from_offset}; the log would end at {process}"
+                + ("" if process >= self.cl_end else f" (cutting {self.cl_end - process} bytes)")
+                + f"; index files newer than indexMsgTimestamp {cp.index_msg_timestamp} deleted: "
+                + (", ".join(idx_del) if idx_del else "none"),
+                recovery_start=start.file_from_offset,
+                truncate_at=process,
+                index_deleted=idx_del,
+            )

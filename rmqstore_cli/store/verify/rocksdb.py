@@ -7,27 +7,38 @@ pointing past the log is ``cq.unit-target``). What only the database has is chec
 (``rocksdb.*``): the column families, keys and values in the broker's layout, and the
 ``offset`` family against the keys (``RocksDBConsumeQueueOffsetTable``) and the commit log.
 """
+
 from __future__ import annotations
 
 import os
 
-from rmqstore_cli.errors import StoreError
 from rmqstore_cli.formats.rocksdb_cq import CQ_VALUE_SIZE, OFFSET_CF
+
+from rmqstore_cli.errors import StoreError
 from rmqstore_cli.store.verify.findings import CHECKS, ERROR, INFO, WARNING
 
 #: The ``rocksdb.*`` checks, merged into ``findings.CHECKS``.
 ROCKSDB_CHECKS: dict[str, tuple[str, str]] = {
-    "rocksdb.unreadable": (ERROR, "the RocksDB consume queue cannot be opened (corrupt or missing CURRENT, "
-                                  "MANIFEST or SST): no unit is checked"),
-    "rocksdb.offset-family": (ERROR, "the database has no 'offset' column family: the broker knows no queue's "
-                                     "min or max (RocksDBConsumeQueueOffsetTable#load)"),
+    "rocksdb.unreadable": (
+        ERROR,
+        "the RocksDB consume queue cannot be opened (corrupt or missing CURRENT, MANIFEST or SST): no unit is checked",
+    ),
+    "rocksdb.offset-family": (
+        ERROR,
+        "the database has no 'offset' column family: the broker knows no queue's "
+        "min or max (RocksDBConsumeQueueOffsetTable#load)",
+    ),
     "rocksdb.key": (ERROR, "a key is not in the broker's layout (RocksDBConsumeQueueTable / OffsetTable)"),
     "rocksdb.value-size": (ERROR, "a value is not 28 bytes (a unit) or 16 bytes (an offset row)"),
-    "rocksdb.offset-row": (ERROR, "a queue's min or max row of the offset family is missing or disagrees with "
-                                  "its units"),
+    "rocksdb.offset-row": (
+        ERROR,
+        "a queue's min or max row of the offset family is missing or disagrees with its units",
+    ),
     "rocksdb.gap": (ERROR, "a queue has no unit for cq offsets between its first and its max"),
-    "rocksdb.checkpoint": (WARNING, "the dispatch checkpoint (CHECKPOINT_TOPIC) is missing or disagrees with the "
-                                    "queues and the commit log"),
+    "rocksdb.checkpoint": (
+        WARNING,
+        "the dispatch checkpoint (CHECKPOINT_TOPIC) is missing or disagrees with the queues and the commit log",
+    ),
 }
 CHECKS.update(ROCKSDB_CHECKS)
 
@@ -58,14 +69,23 @@ class RocksDBChecks:
             return True
         self.files["consumequeue"] += sum(1 for e in os.scandir(cq_dir) if e.is_file())
         if OFFSET_CF not in self.rocksdb.families:
-            self._add("rocksdb.offset-family", rel, None, f"column families {self.rocksdb.families}: no "
-                      f"'{OFFSET_CF}'; every queue's max offset is read from its keys")
+            self._add(
+                "rocksdb.offset-family",
+                rel,
+                None,
+                f"column families {self.rocksdb.families}: no "
+                f"'{OFFSET_CF}'; every queue's max offset is read from its keys",
+            )
         for q in self.rocksdb.queues():
             self.queues[(q.topic.encode("utf-8", "surrogateescape"), q.queue_id)] = QueueState(q, self.root)
             self._rocksdb_queue_rows(q, rel)
         for row in self.rocksdb.bad_rows:
-            self._add("rocksdb.key" if "key" in row.problem else "rocksdb.value-size", rel, None,
-                      f"{row.family} family, key {row.key[:80].hex()}: {row.problem}")
+            self._add(
+                "rocksdb.key" if "key" in row.problem else "rocksdb.value-size",
+                rel,
+                None,
+                f"{row.family} family, key {row.key[:80].hex()}: {row.problem}",
+            )
         return True
 
     def _rocksdb_queue_rows(self, q, rel: str) -> None:
@@ -75,33 +95,79 @@ class RocksDBChecks:
         rows = q.offset_rows
         units = sum(a.size for a, _ in q.value_blocks(first, end))
         for off, n in q.bad_values:
-            self._add("rocksdb.value-size", rel, None, f"{name}: the value of cq offset {off} has {n} bytes, not "
-                      f"{CQ_VALUE_SIZE}", topic=q.topic, queue_id=q.queue_id)
+            self._add(
+                "rocksdb.value-size",
+                rel,
+                None,
+                f"{name}: the value of cq offset {off} has {n} bytes, not {CQ_VALUE_SIZE}",
+                topic=q.topic,
+                queue_id=q.queue_id,
+            )
         holes = end - first - units - len(q.bad_values)
         if holes > 0:
-            self._add("rocksdb.gap", rel, None, f"{name}: {holes} cq offsets in {first}..{end - 1} have no unit "
-                      "(the broker's rangeQuery stops at the first)", topic=q.topic, queue_id=q.queue_id, count=holes)
+            self._add(
+                "rocksdb.gap",
+                rel,
+                None,
+                f"{name}: {holes} cq offsets in {first}..{end - 1} have no unit "
+                "(the broker's rangeQuery stops at the first)",
+                topic=q.topic,
+                queue_id=q.queue_id,
+                count=holes,
+            )
         if self.rocksdb.offsets is None:
             return
         top, low = rows.get("max"), rows.get("min")
         if top is None and end > first:
-            self._add("rocksdb.offset-row", rel, None, f"{name}: no max row, but units {first}..{end - 1}: the broker "
-                      "reads the queue as empty (getMaxOffsetInQueue = 0)", topic=q.topic, queue_id=q.queue_id)
+            self._add(
+                "rocksdb.offset-row",
+                rel,
+                None,
+                f"{name}: no max row, but units {first}..{end - 1}: the broker "
+                "reads the queue as empty (getMaxOffsetInQueue = 0)",
+                topic=q.topic,
+                queue_id=q.queue_id,
+            )
         elif top is not None:
             v = q.value(top.cq_offset)
             if top.cq_offset + 1 != end:
-                self._add("rocksdb.offset-row", rel, None, f"{name}: max row says cq offset {top.cq_offset}, the last "
-                          f"unit is {end - 1}", topic=q.topic, queue_id=q.queue_id)
+                self._add(
+                    "rocksdb.offset-row",
+                    rel,
+                    None,
+                    f"{name}: max row says cq offset {top.cq_offset}, the last unit is {end - 1}",
+                    topic=q.topic,
+                    queue_id=q.queue_id,
+                )
             elif v is not None and v[0] != top.commitlog_offset:
-                self._add("rocksdb.offset-row", rel, None, f"{name}: max row says commit-log offset "
-                          f"{top.commitlog_offset}, unit {top.cq_offset} points at {v[0]}",
-                          topic=q.topic, queue_id=q.queue_id)
+                self._add(
+                    "rocksdb.offset-row",
+                    rel,
+                    None,
+                    f"{name}: max row says commit-log offset "
+                    f"{top.commitlog_offset}, unit {top.cq_offset} points at {v[0]}",
+                    topic=q.topic,
+                    queue_id=q.queue_id,
+                )
         if low is None and end > first:
-            self._add("rocksdb.offset-row", rel, None, f"{name}: no min row: the broker corrects the min offset "
-                      "from the commit log at start", severity=INFO, topic=q.topic, queue_id=q.queue_id)
+            self._add(
+                "rocksdb.offset-row",
+                rel,
+                None,
+                f"{name}: no min row: the broker corrects the min offset from the commit log at start",
+                severity=INFO,
+                topic=q.topic,
+                queue_id=q.queue_id,
+            )
         elif low is not None and end > first and low.cq_offset < first:
-            self._add("rocksdb.offset-row", rel, None, f"{name}: min row says cq offset {low.cq_offset}, the first "
-                      f"unit is {first}", topic=q.topic, queue_id=q.queue_id)
+            self._add(
+                "rocksdb.offset-row",
+                rel,
+                None,
+                f"{name}: min row says cq offset {low.cq_offset}, the first unit is {first}",
+                topic=q.topic,
+                queue_id=q.queue_id,
+            )
 
     def rocksdb_dispatched(self) -> int | None:
         """For a RocksDB consume queue, the commit-log offset dispatch has reached
@@ -126,16 +192,29 @@ class RocksDBChecks:
         tops = [r["max"].commitlog_offset for r in db.offset_table().values() if "max" in r]
         if cp is None:
             if tops:
-                self._add("rocksdb.checkpoint", rel, None, "no CHECKPOINT_TOPIC row: the broker re-dispatches the "
-                          "commit log from its start into the queues")
+                self._add(
+                    "rocksdb.checkpoint",
+                    rel,
+                    None,
+                    "no CHECKPOINT_TOPIC row: the broker re-dispatches the commit log from its start into the queues",
+                )
             return
         if cp > self.cl_end:
-            self._add("rocksdb.checkpoint", rel, None, f"the checkpoint says dispatch reached {cp}, past the commit "
-                      f"log's end {self.cl_end}: the broker truncates the queues to the log at start",
-                      severity=ERROR)
+            self._add(
+                "rocksdb.checkpoint",
+                rel,
+                None,
+                f"the checkpoint says dispatch reached {cp}, past the commit "
+                f"log's end {self.cl_end}: the broker truncates the queues to the log at start",
+                severity=ERROR,
+            )
         elif tops and max(tops) >= cp:
-            self._add("rocksdb.checkpoint", rel, None, f"a queue's max row points at {max(tops)}, at or past the "
-                      f"checkpoint {cp}")
+            self._add(
+                "rocksdb.checkpoint",
+                rel,
+                None,
+                f"a queue's max row points at {max(tops)}, at or past the checkpoint {cp}",
+            )
 
     def close_rocksdb(self) -> None:
         db = getattr(self, "rocksdb", None)

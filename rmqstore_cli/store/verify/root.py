@@ -1,5 +1,6 @@
 """verify accounts for every entry of the store root (``store.unchecked-entry``,
 ``store.unknown-entry``), by the one table of :mod:`rmqstore_cli.store.root_entries`."""
+
 from __future__ import annotations
 
 import os
@@ -8,11 +9,15 @@ from pathlib import Path
 from rmqstore_cli.store.root_entries import classify
 from rmqstore_cli.store.verify.findings import CHECKS, INFO, WARNING
 
-CHECKS.update({
-    "store.unchecked-entry": (INFO, "a store-root entry a broker writes but verify does not check (named, with "
-                                    "the broker code that writes it)"),
-    "store.unknown-entry": (WARNING, "a store-root entry no 4.9.x or 5.x broker writes: verify does not know it"),
-})
+CHECKS.update(
+    {
+        "store.unchecked-entry": (
+            INFO,
+            "a store-root entry a broker writes but verify does not check (named, with the broker code that writes it)",
+        ),
+        "store.unknown-entry": (WARNING, "a store-root entry no 4.9.x or 5.x broker writes: verify does not know it"),
+    }
+)
 
 
 class RootChecks:
@@ -32,8 +37,7 @@ class RootChecks:
                 continue
             e = classify(name)
             if e is None:
-                self._add("store.unknown-entry", name, None, f"{name}: no broker writes this in a store root; "
-                          "not read")
+                self._add("store.unknown-entry", name, None, f"{name}: no broker writes this in a store root; not read")
             elif not e.checked:
                 self._add("store.unchecked-entry", name, None, f"{name}: {e.what} ({e.source}); not checked")
 

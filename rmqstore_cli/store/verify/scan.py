@@ -5,13 +5,13 @@ a time handed to :meth:`RecordChecks.check_batch`; damage does not stop the walk
 bad record it resynchronises on the next plausible record (valid magic, sane TOTALSIZE,
 PHYSICALOFFSET equal to its position) and reports the unreadable byte range.
 """
+
 from __future__ import annotations
 
 import struct
 from collections.abc import Iterator
 
 import numpy as np
-
 from rmqstore_cli.formats.commitlog import (
     END_FILE_MIN_BLANK_LENGTH,
     MAGIC_BLANK,
@@ -22,12 +22,13 @@ from rmqstore_cli.formats.commitlog import (
     RecordPrefix,
 )
 from rmqstore_cli.formats.derive import field_offset, fixed_fields_format
-from rmqstore_cli.store.fastpaths import FAST_PATHS
-from rmqstore_cli.store.arrays import file_array
-from rmqstore_cli.store.commitlog.bulk import walk_records
-from rmqstore_cli.store.commitlog import Status, check_framed, check_message
-from rmqstore_cli.store.commitlog.dledger import blank_size, header_of, read_entry
 from rmqstore_cli.formats.dledger import BLANK_MAGIC_BYTES, BLANK_PREFIX_SIZE, ENTRY_MAGIC
+
+from rmqstore_cli.store.arrays import file_array
+from rmqstore_cli.store.commitlog import Status, check_framed, check_message
+from rmqstore_cli.store.commitlog.bulk import walk_records
+from rmqstore_cli.store.commitlog.dledger import blank_size, header_of, read_entry
+from rmqstore_cli.store.fastpaths import FAST_PATHS
 from rmqstore_cli.store.mapped_files import MappedFileQueue, release_pages
 from rmqstore_cli.store.verify import limits
 from rmqstore_cli.store.verify.checks import first_nonzero
@@ -132,21 +133,37 @@ class CommitLogScan:
         f = files[i]
         rel = self.rel(f.path)
         if f.file_from_offset % size:
-            self._add("commitlog.file-name", rel, None, f"start {f.file_from_offset} is not a multiple of "
-                      f"the file size {size}")
+            self._add(
+                "commitlog.file-name",
+                rel,
+                None,
+                f"start {f.file_from_offset} is not a multiple of the file size {size}",
+            )
         if i and f.file_from_offset != files[i - 1].end_offset:
             a, b = files[i - 1].end_offset, f.file_from_offset
             if b > a:
-                self._add("commitlog.gap", rel, 0, f"no file holds offsets {a}..{b - 1} ({b - a} bytes; "
-                          f"file {a:020d} is missing, e.g. expired or deleted out of order)",
-                          physical_offset=a, missing_file=f"{a:020d}")
+                self._add(
+                    "commitlog.gap",
+                    rel,
+                    0,
+                    f"no file holds offsets {a}..{b - 1} ({b - a} bytes; "
+                    f"file {a:020d} is missing, e.g. expired or deleted out of order)",
+                    physical_offset=a,
+                    missing_file=f"{a:020d}",
+                )
                 self.stops.append((a, "commitlog.gap", rel))
             else:
                 self._add("commitlog.file-name", rel, 0, f"overlaps the previous file (ends at {a})")
         length = f.path.stat().st_size
         if length != size:
-            self._add("commitlog.file-size", rel, None, f"{length} bytes, expected {size}"
-                      + (" (truncated)" if length < size else "") + self._pad_advice(f, length))
+            self._add(
+                "commitlog.file-size",
+                rel,
+                None,
+                f"{length} bytes, expected {size}"
+                + (" (truncated)" if length < size else "")
+                + self._pad_advice(f, length),
+            )
         last = i == len(files) - 1
         if last:
             self.cl_end = None  # set where the file's data ends (below)
@@ -166,8 +183,10 @@ class CommitLogScan:
         if header_of(self.config, f):
             return ""
         if length > size and first_nonzero(f.path, file_array(f.buffer()), size) is not None:
-            return ("; data lies beyond the size: the file was written with another mappedFileSizeCommitLog "
-                    "(give the broker that size)")
+            return (
+                "; data lies beyond the size: the file was written with another mappedFileSizeCommitLog "
+                "(give the broker that size)"
+            )
         return "; repair (keeps every good record): " + pad_command(self.root, size, f.path)
 
     def _valid_end(self, base: int) -> int:
@@ -221,20 +240,31 @@ class CommitLogScan:
         if kind == "blank":
             total = blank_size(buf, pos) if self.header else PREFIX_UNPACK(buf, pos)[0]
             if total != size - pos:
-                self._add("commitlog.blank", rel, pos, f"BLANK size field {total}, but {limit - pos} bytes "
-                          "remain to the file's end", physical_offset=base + pos)
+                self._add(
+                    "commitlog.blank",
+                    rel,
+                    pos,
+                    f"BLANK size field {total}, but {limit - pos} bytes remain to the file's end",
+                    physical_offset=base + pos,
+                )
             self._check_tail(f.path, arr, pos + END_FILE_MIN_BLANK_LENGTH, rel, base, "the BLANK record")
             if last:
                 self.cl_end = base + size
             return None
         if kind == "eof" or kind == "short":
             if kind == "short":
-                self._add("commitlog.truncated", rel, pos, f"{limit - pos} bytes left, too few for a record "
-                          "header", physical_offset=base + pos)
+                self._add(
+                    "commitlog.truncated",
+                    rel,
+                    pos,
+                    f"{limit - pos} bytes left, too few for a record header",
+                    physical_offset=base + pos,
+                )
                 self.stops.append((base + pos, "commitlog.truncated", rel))
             elif not last or limit < size:
-                self._add("commitlog.blank", rel, pos, "the file ends without a BLANK record",
-                          physical_offset=base + pos)
+                self._add(
+                    "commitlog.blank", rel, pos, "the file ends without a BLANK record", physical_offset=base + pos
+                )
             if last:
                 self.cl_end = base + pos
             return None
@@ -250,22 +280,38 @@ class CommitLogScan:
         nz = first_nonzero(f.path, arr, pos)
         nxt = None if nz is None else self._find_next(buf, max(pos, nz - PREFIX_SIZE), len(buf), base)
         if nxt is not None:  # zeros, then records again: a hole inside the data
-            self._add("commitlog.magic", rel, pos, f"a run of zero bytes inside the data; records resume "
-                      f"at {base + nxt} ({nxt - pos} bytes unreadable)", physical_offset=base + pos,
-                      end_offset=nxt)
+            self._add(
+                "commitlog.magic",
+                rel,
+                pos,
+                f"a run of zero bytes inside the data; records resume at {base + nxt} ({nxt - pos} bytes unreadable)",
+                physical_offset=base + pos,
+                end_offset=nxt,
+            )
             self.stops.append((base + pos, "commitlog.magic", rel))
             return nxt
         if last:
             self.cl_end = base + pos
         else:
-            self._add("commitlog.blank", rel, pos, "data ends without a BLANK record in a file that is not "
-                      "the last: recovery stops here and deletes the later files"
-                      + (self._pad_advice(f, len(buf)) if nz is None else ""),
-                      physical_offset=base + pos)
+            self._add(
+                "commitlog.blank",
+                rel,
+                pos,
+                "data ends without a BLANK record in a file that is not "
+                "the last: recovery stops here and deletes the later files"
+                + (self._pad_advice(f, len(buf)) if nz is None else ""),
+                physical_offset=base + pos,
+            )
             self.stops.append((base + pos, "commitlog.blank", rel))
         if nz is not None:
-            self._add("commitlog.tail", rel, nz, f"non-zero bytes after the end of data (from {base + nz}): "
-                      "stale data after a truncation, or a lost end of log", physical_offset=base + nz)
+            self._add(
+                "commitlog.tail",
+                rel,
+                nz,
+                f"non-zero bytes after the end of data (from {base + nz}): "
+                "stale data after a truncation, or a lost end of log",
+                physical_offset=base + nz,
+            )
         return None
 
     def _check_tail(self, path, arr: np.ndarray, start: int, rel: str, base: int, what: str) -> None:
@@ -273,12 +319,19 @@ class CommitLogScan:
             return
         at = first_nonzero(path, arr, start)
         if at is not None:
-            self._add("commitlog.tail", rel, at, f"non-zero bytes after {what} (from {base + at}): stale data "
-                      "after a truncation, or a lost end of log", physical_offset=base + at)
+            self._add(
+                "commitlog.tail",
+                rel,
+                at,
+                f"non-zero bytes after {what} (from {base + at}): stale data after a truncation, or a lost end of log",
+                physical_offset=base + at,
+            )
 
     def _classify_bad(self, buf, pos: int, limit: int) -> tuple[str, str]:
         if self.header:  # the entry (DLedgerMmapFileStore#recover's checks) or the record in it
-            return "dledger.entry", check_framed(buf, pos, limit, self.file_base, self.header).reason or "unreadable entry"
+            return "dledger.entry", check_framed(
+                buf, pos, limit, self.file_base, self.header
+            ).reason or "unreadable entry"
         total, magic = PREFIX_UNPACK(buf, pos) if pos + PREFIX_SIZE <= limit else (0, 0)
         size = self.config.mapped_file_size_commit_log
         if magic not in (MAGIC_V1, MAGIC_V2, MAGIC_BLANK):
@@ -291,8 +344,9 @@ class CommitLogScan:
         """Report the bad record at ``bad``; search forward for the next plausible record."""
         nxt = self._find_next(buf, bad + 1, limit, base)
         end = nxt if nxt is not None else limit
-        msg = f"{end - bad} bytes unreadable, " + (f"scan resumed at {base + nxt}" if nxt is not None
-                                                  else "no further record in this file")
+        msg = f"{end - bad} bytes unreadable, " + (
+            f"scan resumed at {base + nxt}" if nxt is not None else "no further record in this file"
+        )
         self._add(check, rel, bad, f"{why}; {msg}", physical_offset=base + bad, end_offset=base + end)
         self.stops.append((base + bad, check, rel))
         return nxt
@@ -317,7 +371,7 @@ class CommitLogScan:
                 if total == size - c:
                     return c
             elif MIN_RECORD <= total <= limit - c:
-                phy = int.from_bytes(buf[c + POS_PHY:c + POS_PHY + PHY_LEN], "big", signed=True)
+                phy = int.from_bytes(buf[c + POS_PHY : c + POS_PHY + PHY_LEN], "big", signed=True)
                 if phy == base + c:
                     return c
                 chk = check_message(buf, c, limit, base)
@@ -326,8 +380,12 @@ class CommitLogScan:
                     if nxt + PREFIX_SIZE > limit:
                         return c
                     t2, m2 = PREFIX_UNPACK(buf, nxt)
-                    if m2 in (MAGIC_V1, MAGIC_V2) and MIN_RECORD <= t2 <= limit - nxt or \
-                            m2 == MAGIC_BLANK or (t2 == 0 and m2 == 0):
+                    if (
+                        m2 in (MAGIC_V1, MAGIC_V2)
+                        and MIN_RECORD <= t2 <= limit - nxt
+                        or m2 == MAGIC_BLANK
+                        or (t2 == 0 and m2 == 0)
+                    ):
                         return c
             finds[m] = buf.find(m, i + 1, limit)
 
@@ -352,7 +410,11 @@ class CommitLogScan:
             else:
                 c = i - _MAGIC_AT
                 e = read_entry(buf, c - h)
-                if e is not None and e.magic == ENTRY_MAGIC and check_message(buf, c, limit, base).status is Status.VALID:
+                if (
+                    e is not None
+                    and e.magic == ENTRY_MAGIC
+                    and check_message(buf, c, limit, base).status is Status.VALID
+                ):
                     return c - h
             finds[m] = buf.find(m, i + 1, limit)
 
@@ -375,4 +437,3 @@ class CommitLogScan:
         if f is None:
             return "no commit-log file holds it"
         return f"it lies past the end of the truncated file {f.name}"
-

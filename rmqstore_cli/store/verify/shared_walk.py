@@ -16,14 +16,15 @@ every_file=True)``. When it does not meet that message (damage earlier in its fi
 unit naming a record off the chain) the timer's records are read by their own walk, as
 before, so the findings never change.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 import numpy as np
-
 from rmqstore_cli.formats.commitlog import TRANSACTION_COMMIT_TYPE, TRANSACTION_MASK, TRANSACTION_NOT_TYPE
 from rmqstore_cli.formats.timer import PROPERTY_TIMER_DEL_UNIQKEY, TIMER_TOPIC
+
 from rmqstore_cli.store.message import Message
 
 #: Both timer properties start so (TIMER_DEQUEUE_MS, TIMER_DEL_UNIQKEY): a block whose
@@ -108,8 +109,12 @@ def _bcq_block(rec, want: set[bytes], facts: WalkFacts) -> None:
     hit = np.array([n in want for n in names], bool)[tid] & _dispatched(rec.rb.sys_flag)
     at = np.flatnonzero(hit)
     if at.size:
-        facts.add_bcq([names[t].decode("utf-8", "surrogateescape") for t in tid[at].tolist()],
-                      rec.rb.queue_id[at], rec.offsets[at], rec.store_timestamp[at])
+        facts.add_bcq(
+            [names[t].decode("utf-8", "surrogateescape") for t in tid[at].tolist()],
+            rec.rb.queue_id[at],
+            rec.offsets[at],
+            rec.store_timestamp[at],
+        )
 
 
 def _timer_block(rec, facts: WalkFacts) -> None:
@@ -125,8 +130,11 @@ def _timer_block(rec, facts: WalkFacts) -> None:
             return
     buf, rb = rec.buf, rec.rb
     ends = (rb.props_at + rb.props_len).tolist()
-    idx = [i for i, (a, b, o) in enumerate(zip(rb.props_at.tolist(), ends, offs.tolist()))
-           if o >= start and buf.find(_TIMER_MARK, a, b) >= 0]
+    idx = [
+        i
+        for i, (a, b, o) in enumerate(zip(rb.props_at.tolist(), ends, offs.tolist()))
+        if o >= start and buf.find(_TIMER_MARK, a, b) >= 0
+    ]
     if idx:
         for m in rec.messages(np.array(idx, np.int64)):
             timer_marks(m, facts.copies, facts.deleted)

@@ -9,10 +9,20 @@ back cannot be rebuilt from it (apache/rocketmq#9735). A store without timer fil
 has no timer findings. Nothing here depends on the clock: "pending" means at or after
 the checkpoint's read time.
 """
+
 from __future__ import annotations
 
+from rmqstore_cli.formats.timer import (
+    MAGIC_DEFAULT,
+    MAGIC_DELETE,
+    MAGIC_ROLL,
+    NO_POS,
+    SLOT_SIZE,
+    TIMER_TOPIC,
+    UNIT_SIZE,
+)
+
 from rmqstore_cli.errors import StoreError
-from rmqstore_cli.formats.timer import MAGIC_DEFAULT, MAGIC_DELETE, MAGIC_ROLL, NO_POS, SLOT_SIZE, TIMER_TOPIC, UNIT_SIZE
 from rmqstore_cli.store.verify.findings import CHECKS, ERROR, INFO, WARNING
 from rmqstore_cli.store.verify.shared_walk import shared_facts, timer_marks
 
@@ -22,31 +32,60 @@ TIMER_CHECKS: dict[str, tuple[str, str]] = {
     "timer.wheel-size": (ERROR, "timerwheel is not slotsTotal x 2 x 32 bytes: the broker does not start (TimerWheel)"),
     "timer.log-file-size": (ERROR, "a timer-log file's length is not mappedFileSizeTimerLog"),
     "timer.log-truncate": (ERROR, "a damaged timer-log unit: recovery ends the timer log there and drops what follows"),
-    "timer.slot-revised": (WARNING, "a slot's lastPos is not the log's last unit of its time: the broker's recovery "
-                                    "(TimerMessageStore#recoverAndRevise) re-links it from the log"),
-    "timer.slot-past-log": (ERROR, "a pending slot points at or past the timer log's end: its messages are not in "
-                                   "the log (the wheel cannot be rebuilt from it, apache/rocketmq#9735)"),
-    "timer.slot-chain": (ERROR, "a pending slot's chain (lastPos back along prevPos) leaves the slot, loops, or "
-                                "does not end at firstPos"),
+    "timer.slot-revised": (
+        WARNING,
+        "a slot's lastPos is not the log's last unit of its time: the broker's recovery "
+        "(TimerMessageStore#recoverAndRevise) re-links it from the log",
+    ),
+    "timer.slot-past-log": (
+        ERROR,
+        "a pending slot points at or past the timer log's end: its messages are not in "
+        "the log (the wheel cannot be rebuilt from it, apache/rocketmq#9735)",
+    ),
+    "timer.slot-chain": (
+        ERROR,
+        "a pending slot's chain (lastPos back along prevPos) leaves the slot, loops, or does not end at firstPos",
+    ),
     "timer.slot-count": (WARNING, "a pending slot's num differs from the messages its chain holds"),
     "timer.unit-unreachable": (ERROR, "a pending timer-log unit no slot chain reaches: its message is never delivered"),
-    "timer.unit-target": (ERROR, "a pending unit does not point at a rmq_sys_wheel_timer message of its size and "
-                                 "real-topic hash: the dequeue retries it for ever (apache/rocketmq#10668)"),
-    "timer.delivered-twice": (WARNING, "a pending unit's message was already delivered (a copy with TIMER_DEQUEUE_MS "
-                                       "in its real topic): timercheck's read time is behind, the broker delivers it "
-                                       "again"),
-    "timer.never-delivered": (ERROR, "the read time passed a unit's slot but its real topic has no delivered copy "
-                                     "(and no delete mark names it): the message is lost"),
-    "timer.checkpoint-ahead": (ERROR, "timercheck's flushed timer-log position lies past the log's end: units the "
-                                      "broker had written are gone"),
-    "timer.checkpoint-queue": (WARNING, "timercheck's queue offset lies outside the rmq_sys_wheel_timer queue "
-                                        "(TimerMessageStore#recover clamps it)"),
-    "timer.redelivery": (WARNING, "recovery restarts the enqueue below timercheck's queue offset: messages the "
-                                  "timer log already holds are enqueued again and delivered twice"),
-    "timer.not-enqueued": (INFO, "rmq_sys_wheel_timer messages after timercheck's queue offset: the broker enqueues "
-                                 "them at start"),
-    "timer.metrics": (INFO, "timermetrics' count of a topic differs from its pending units (the broker's "
-                            "checkAndReviseMetrics revises small ones)"),
+    "timer.unit-target": (
+        ERROR,
+        "a pending unit does not point at a rmq_sys_wheel_timer message of its size and "
+        "real-topic hash: the dequeue retries it for ever (apache/rocketmq#10668)",
+    ),
+    "timer.delivered-twice": (
+        WARNING,
+        "a pending unit's message was already delivered (a copy with TIMER_DEQUEUE_MS "
+        "in its real topic): timercheck's read time is behind, the broker delivers it "
+        "again",
+    ),
+    "timer.never-delivered": (
+        ERROR,
+        "the read time passed a unit's slot but its real topic has no delivered copy "
+        "(and no delete mark names it): the message is lost",
+    ),
+    "timer.checkpoint-ahead": (
+        ERROR,
+        "timercheck's flushed timer-log position lies past the log's end: units the broker had written are gone",
+    ),
+    "timer.checkpoint-queue": (
+        WARNING,
+        "timercheck's queue offset lies outside the rmq_sys_wheel_timer queue (TimerMessageStore#recover clamps it)",
+    ),
+    "timer.redelivery": (
+        WARNING,
+        "recovery restarts the enqueue below timercheck's queue offset: messages the "
+        "timer log already holds are enqueued again and delivered twice",
+    ),
+    "timer.not-enqueued": (
+        INFO,
+        "rmq_sys_wheel_timer messages after timercheck's queue offset: the broker enqueues them at start",
+    ),
+    "timer.metrics": (
+        INFO,
+        "timermetrics' count of a topic differs from its pending units (the broker's "
+        "checkAndReviseMetrics revises small ones)",
+    ),
 }
 CHECKS.update(TIMER_CHECKS)
 
@@ -85,9 +124,14 @@ class TimerChecks:
         end = view.end
         if end.reason != "end":
             name, at = self._timer_where(view.store, end.offset)
-            self._add("timer.log-truncate", name, at, f"{end.reason}: TimerMessageStore#recover ends the timer log at "
-                      f"{end.offset} and truncates the rest (their messages are re-enqueued only from the "
-                      f"{TIMER_TOPIC} queue)")
+            self._add(
+                "timer.log-truncate",
+                name,
+                at,
+                f"{end.reason}: TimerMessageStore#recover ends the timer log at "
+                f"{end.offset} and truncates the rest (their messages are re-enqueued only from the "
+                f"{TIMER_TOPIC} queue)",
+            )
 
     def _timer_view(self, ts):
         from rmqstore_cli.store.timer import schedule
@@ -98,8 +142,12 @@ class TimerChecks:
         if wheel.exists():
             size = wheel.stat().st_size
             if size not in (0, ts.wheel.length):
-                self._add("timer.wheel-size", self.rel(wheel), None,
-                          f"{size} bytes, expected {ts.wheel.length} ({ts.wheel.slots_total} slots x 2 x {SLOT_SIZE})")
+                self._add(
+                    "timer.wheel-size",
+                    self.rel(wheel),
+                    None,
+                    f"{size} bytes, expected {ts.wheel.length} ({ts.wheel.slots_total} slots x 2 x {SLOT_SIZE})",
+                )
                 return None
         return schedule.load(ts)
 
@@ -107,8 +155,12 @@ class TimerChecks:
         for f in ts.log.files:
             size = f.path.stat().st_size
             if size != ts.log.file_size:
-                self._add("timer.log-file-size", self.rel(f.path), None,
-                          f"{size} bytes, expected mappedFileSizeTimerLog={ts.log.file_size}")
+                self._add(
+                    "timer.log-file-size",
+                    self.rel(f.path),
+                    None,
+                    f"{size} bytes, expected mappedFileSizeTimerLog={ts.log.file_size}",
+                )
 
     def _timer_slots(self, view) -> None:
         """Each pending slot's chain, walked as ``#dequeue`` walks it."""
@@ -121,17 +173,33 @@ class TimerChecks:
         read = view.read_time_ms
         for index, t, old, new in schedule.revise(view, read):
             if t >= read:
-                self._add("timer.slot-revised", wheel, index * SLOT_SIZE, f"slot {index} (due {t}): lastPos {old}, "
-                          f"the log's last unit of that time is at {new}; recovery sets it there")
+                self._add(
+                    "timer.slot-revised",
+                    wheel,
+                    index * SLOT_SIZE,
+                    f"slot {index} (due {t}): lastPos {old}, "
+                    f"the log's last unit of that time is at {new}; recovery sets it there",
+                )
         times = view.slot_time_ms()
         home = view.slots["time"] % (st.wheel.slots_total * 2) == view.slots["index"]
         for i in np.flatnonzero(home & (times >= read)).tolist():
             s = view.slots[i]
-            t, first, last, num, index = int(times[i]), int(s["first_pos"]), int(s["last_pos"]), int(s["num"]), int(s["index"])
+            t, first, last, num, index = (
+                int(times[i]),
+                int(s["first_pos"]),
+                int(s["last_pos"]),
+                int(s["num"]),
+                int(s["index"]),
+            )
             at = index * SLOT_SIZE
             if last >= view.end.offset or first >= view.end.offset:
-                self._add("timer.slot-past-log", wheel, at, f"slot {index} (due {t}) has firstPos {first} and lastPos "
-                          f"{last}, the timer log ends at {view.end.offset}: its messages are not in the log")
+                self._add(
+                    "timer.slot-past-log",
+                    wheel,
+                    at,
+                    f"slot {index} (due {t}) has firstPos {first} and lastPos "
+                    f"{last}, the timer log ends at {view.end.offset}: its messages are not in the log",
+                )
                 continue
             chain = schedule.chain_units(view, last)
             problem = _chain_problem(chain, last, first, t, st.precision_ms)
@@ -140,8 +208,9 @@ class TimerChecks:
                 continue
             held = sum(-1 if u.magic & MAGIC_DELETE else 1 for u in chain)
             if held != num:
-                self._add("timer.slot-count", wheel, at, f"slot {index} (due {t}) says num {num}, its chain holds "
-                          f"{held}")
+                self._add(
+                    "timer.slot-count", wheel, at, f"slot {index} (due {t}) says num {num}, its chain holds {held}"
+                )
 
     def _timer_units(self, view) -> None:
         """Pending units: reached by their slot's chain, and pointing at their message."""
@@ -161,16 +230,28 @@ class TimerChecks:
         for i in np.flatnonzero(pending).tolist():
             u = schedule.unit_at(view, i)
             if not reached[i] or not _slot_holds(slots, u, int(due[i]) // st.precision_ms, st.wheel.slots_total):
-                self._add("timer.unit-unreachable", *self._timer_where(st, u.pos), f"unit at {u.pos} (due {int(due[i])}, message at "
-                          f"{u.offset_py}) is on no slot's chain: the broker never delivers it")
+                self._add(
+                    "timer.unit-unreachable",
+                    *self._timer_where(st, u.pos),
+                    f"unit at {u.pos} (due {int(due[i])}, message at "
+                    f"{u.offset_py}) is on no slot's chain: the broker never delivers it",
+                )
             end = getattr(self, "cl_end", None)
             if end is not None and u.offset_py + u.size_py > end:
-                self._add("timer.unit-target", *self._timer_where(st, u.pos), f"unit at {u.pos} points at {u.offset_py}+{u.size_py}, past "
-                          f"the commit log's end {end} (truncated?): the dequeue of its slot stalls (#10668)")
+                self._add(
+                    "timer.unit-target",
+                    *self._timer_where(st, u.pos),
+                    f"unit at {u.pos} points at {u.offset_py}+{u.size_py}, past "
+                    f"the commit log's end {end} (truncated?): the dequeue of its slot stalls (#10668)",
+                )
                 continue
             seen[i] = schedule.message_of(u, cl)
             if seen[i][1] != "ok":
-                self._add("timer.unit-target", *self._timer_where(st, u.pos), f"unit at {u.pos} (message at {u.offset_py}): {seen[i][1]}")
+                self._add(
+                    "timer.unit-target",
+                    *self._timer_where(st, u.pos),
+                    f"unit at {u.pos} (message at {u.offset_py}): {seen[i][1]}",
+                )
         self._timer_metrics(view, pending)
         self._timer_deliveries(view, pending, cl, seen)
 
@@ -179,6 +260,7 @@ class TimerChecks:
         dequeue puts the message back under REAL_TOPIC with TIMER_DEQUEUE_MS and the same
         UNIQ_KEY): pending and already delivered = twice; passed and never delivered = lost."""
         from rmqstore_cli.formats.timer import PROPERTY_REAL_TOPIC, PROPERTY_TIMER_DEL_UNIQKEY
+
         from rmqstore_cli.store.timer import schedule
 
         found = []
@@ -201,11 +283,19 @@ class TimerChecks:
             key = f"{props.get(PROPERTY_REAL_TOPIC)}+{m.uniq_key}"
             copy = copies.get(key)
             if pending[i] and copy is not None:
-                self._add("timer.delivered-twice", *self._timer_where(view.store, u.pos), f"unit at {u.pos} (due {u.due_ms}): {key} was delivered "
-                          f"at commit-log offset {copy}, yet its slot is at or after timercheck's read time")
+                self._add(
+                    "timer.delivered-twice",
+                    *self._timer_where(view.store, u.pos),
+                    f"unit at {u.pos} (due {u.due_ms}): {key} was delivered "
+                    f"at commit-log offset {copy}, yet its slot is at or after timercheck's read time",
+                )
             elif not pending[i] and copy is None and key not in deleted and PROPERTY_TIMER_DEL_UNIQKEY not in props:
-                self._add("timer.never-delivered", *self._timer_where(view.store, u.pos), f"unit at {u.pos} (due {u.due_ms}, message at "
-                          f"{u.offset_py}): the read time passed it, {key} has no delivered copy")
+                self._add(
+                    "timer.never-delivered",
+                    *self._timer_where(view.store, u.pos),
+                    f"unit at {u.pos} (due {u.due_ms}, message at "
+                    f"{u.offset_py}): the read time passed it, {key} has no delivered copy",
+                )
 
     def _timer_commitlog(self):
         from rmqstore_cli.store.commitlog import CommitLog
@@ -235,8 +325,12 @@ class TimerChecks:
         for topic, (count, _ts) in TimerMetrics.from_json(loaded.value).timing_count.items():
             held = int(sign[pending & (view.units["topic_hash"] == java_hash(topic))].sum())
             if held != count:
-                self._add("timer.metrics", self.rel(loaded.path), None,
-                          f"{topic}: count {count}, the timer log holds {held} pending")
+                self._add(
+                    "timer.metrics",
+                    self.rel(loaded.path),
+                    None,
+                    f"{topic}: count {count}, the timer log holds {held} pending",
+                )
 
     def _timer_checkpoint(self, view) -> None:
         """timercheck against the log and the rmq_sys_wheel_timer queue (``#recover``)."""
@@ -246,8 +340,13 @@ class TimerChecks:
         name = self.rel(view.store.config.timer_checkpoint_path)
         if cp.last_timer_log_flush_pos > view.end.offset:
             lost = (cp.last_timer_log_flush_pos - view.end.offset) // UNIT_SIZE
-            self._add("timer.checkpoint-ahead", name, 8, f"lastTimerLogFlushPos {cp.last_timer_log_flush_pos}, the "
-                      f"timer log ends at {view.end.offset}: about {lost} units are gone")
+            self._add(
+                "timer.checkpoint-ahead",
+                name,
+                8,
+                f"lastTimerLogFlushPos {cp.last_timer_log_flush_pos}, the "
+                f"timer log ends at {view.end.offset}: about {lost} units are gone",
+            )
         from rmqstore_cli.store.message_store import MessageStore
         from rmqstore_cli.store.timer import schedule
 
@@ -257,19 +356,34 @@ class TimerChecks:
             return
         qmax = cq.max_offset
         if cp.last_timer_queue_offset > qmax:
-            self._add("timer.checkpoint-queue", name, 16, f"lastTimerQueueOffset {cp.last_timer_queue_offset} is past "
-                      f"the {TIMER_TOPIC} queue's max {qmax} (truncated queue, apache/rocketmq#7480): the broker "
-                      "lowers it to the max")
+            self._add(
+                "timer.checkpoint-queue",
+                name,
+                16,
+                f"lastTimerQueueOffset {cp.last_timer_queue_offset} is past "
+                f"the {TIMER_TOPIC} queue's max {qmax} (truncated queue, apache/rocketmq#7480): the broker "
+                "lowers it to the max",
+            )
         elif cp.last_timer_queue_offset < qmax:
-            self._add("timer.not-enqueued", name, 16, f"{qmax - cp.last_timer_queue_offset} messages of {TIMER_TOPIC} "
-                      f"from offset {cp.last_timer_queue_offset} on are not in the timer log yet")
+            self._add(
+                "timer.not-enqueued",
+                name,
+                16,
+                f"{qmax - cp.last_timer_queue_offset} messages of {TIMER_TOPIC} "
+                f"from offset {cp.last_timer_queue_offset} on are not in the timer log yet",
+            )
         rec = schedule.recover(view, ms, cp.last_read_time_ms)
         again = min(cp.last_timer_queue_offset, qmax) - rec.queue_offset
         if again > 0:
-            self._add("timer.redelivery", name, 16, f"recovery restarts the enqueue at queue offset {rec.queue_offset} "
-                      f"(the timer log's last unit's message + 1), timercheck says {cp.last_timer_queue_offset}: "
-                      f"{again} messages are enqueued again; those the log holds or already delivered are "
-                      "delivered twice")
+            self._add(
+                "timer.redelivery",
+                name,
+                16,
+                f"recovery restarts the enqueue at queue offset {rec.queue_offset} "
+                f"(the timer log's last unit's message + 1), timercheck says {cp.last_timer_queue_offset}: "
+                f"{again} messages are enqueued again; those the log holds or already delivered are "
+                "delivered twice",
+            )
 
 
 def _delivered_copies(cl, start: int) -> tuple[dict[str, int], set[str]]:

@@ -9,6 +9,7 @@ run a phase on a part of the store (``pipeline.verify_tasks``): :meth:`infer_siz
 :meth:`check_index_missing`, :meth:`check_checkpoint`, :meth:`check_recovery`,
 :meth:`check_configs`.
 """
+
 from __future__ import annotations
 
 import os
@@ -25,11 +26,20 @@ from rmqstore_cli.store.config import StoreConfig, data_files, subdirs
 from rmqstore_cli.store.index import index_file_paths
 from rmqstore_cli.store.lock import abort_exists, lock_holder
 from rmqstore_cli.store.safefs import kind_of
-from rmqstore_cli.store.verify.findings import (
-    CHECKS, ERROR, INFO, WARNING, Finding, FindingList, FindingSink, VerifyOptions, text)
 from rmqstore_cli.store.verify.bcq import BatchQueueChecks
 from rmqstore_cli.store.verify.configs import ConfigChecks
 from rmqstore_cli.store.verify.dledger import DLedgerChecks
+from rmqstore_cli.store.verify.findings import (
+    CHECKS,
+    ERROR,
+    INFO,
+    WARNING,
+    Finding,
+    FindingList,
+    FindingSink,
+    VerifyOptions,
+    text,
+)
 from rmqstore_cli.store.verify.index import IndexChecks
 from rmqstore_cli.store.verify.lmq import LmqChecks
 from rmqstore_cli.store.verify.queues import QueueChecks
@@ -41,8 +51,20 @@ from rmqstore_cli.store.verify.scan import CommitLogScan
 from rmqstore_cli.store.verify.timer import TimerChecks
 
 
-class Verifier(CommitLogScan, RecordChecks, QueueChecks, LmqChecks, IndexChecks, RecoveryChecks, DLedgerChecks,
-               TimerChecks, BatchQueueChecks, RocksDBChecks, RootChecks, ConfigChecks):
+class Verifier(
+    CommitLogScan,
+    RecordChecks,
+    QueueChecks,
+    LmqChecks,
+    IndexChecks,
+    RecoveryChecks,
+    DLedgerChecks,
+    TimerChecks,
+    BatchQueueChecks,
+    RocksDBChecks,
+    RootChecks,
+    ConfigChecks,
+):
     """Run every check over one store; iterate :meth:`run` for findings, then read ``summary``."""
 
     #: Free an index file's arrays and mapping once the scan has passed all its entries.
@@ -51,8 +73,9 @@ class Verifier(CommitLogScan, RecordChecks, QueueChecks, LmqChecks, IndexChecks,
     #: (:meth:`IndexScan.entries_in`) instead of loading the whole file.
     stream_index_files = True
 
-    def __init__(self, config: StoreConfig, options: VerifyOptions | None = None, progress=None,
-                 sink: FindingSink | None = None):
+    def __init__(
+        self, config: StoreConfig, options: VerifyOptions | None = None, progress=None, sink: FindingSink | None = None
+    ):
         self.config = config
         self.opt = options or VerifyOptions()
         self.root = config.root
@@ -68,8 +91,16 @@ class Verifier(CommitLogScan, RecordChecks, QueueChecks, LmqChecks, IndexChecks,
         self.mute = False
         self.notes: list[str] = []
 
-    def _add(self, check: str, file: str, offset: int | None, detail: str, severity: str | None = None,
-             subject: tuple | None = None, **extra) -> None:
+    def _add(
+        self,
+        check: str,
+        file: str,
+        offset: int | None,
+        detail: str,
+        severity: str | None = None,
+        subject: tuple | None = None,
+        **extra,
+    ) -> None:
         """Count a finding; emit it to the sink unless ``max_findings`` of its check came before."""
         if self.mute:
             return
@@ -161,8 +192,12 @@ class Verifier(CommitLogScan, RecordChecks, QueueChecks, LmqChecks, IndexChecks,
         cfg = self.config
         pid = None if self.not_regular(self.root / "lock") else lock_holder(self.root)
         if pid is not None:
-            self._add("store.live-broker", "lock", 0, f"pid {pid} holds the lock: the broker is running, "
-                      "so files may change while they are checked")
+            self._add(
+                "store.live-broker",
+                "lock",
+                0,
+                f"pid {pid} holds the lock: the broker is running, so files may change while they are checked",
+            )
         p = cfg.checkpoint_path
         self.checkpoint = None
         if self.not_regular(p):
@@ -173,8 +208,13 @@ class Verifier(CommitLogScan, RecordChecks, QueueChecks, LmqChecks, IndexChecks,
             except StoreError as e:
                 self._add("checkpoint.missing", "checkpoint", 0, f"unreadable checkpoint: {e.message}")
         else:
-            self._add("checkpoint.missing", "checkpoint", None, "no checkpoint file: the broker starts from zero "
-                      "times and recovers from the first commit-log file", severity=WARNING)
+            self._add(
+                "checkpoint.missing",
+                "checkpoint",
+                None,
+                "no checkpoint file: the broker starts from zero times and recovers from the first commit-log file",
+                severity=WARNING,
+            )
         self.abort = abort_exists(self.root)
         self.check_root_entries()
         self.open_queues()
@@ -209,8 +249,12 @@ class Verifier(CommitLogScan, RecordChecks, QueueChecks, LmqChecks, IndexChecks,
         cfg = self.config
         kinds = [
             ("mapped_file_size_commit_log", "commitlog", data_files(cfg.commitlog_dirs), "commitlog.file-size"),
-            ("mapped_file_size_consume_queue", "cq",
-             data_files(q for t in subdirs(cfg.consumequeue_dir) for q in subdirs(t)), "cq.file-size"),
+            (
+                "mapped_file_size_consume_queue",
+                "cq",
+                data_files(q for t in subdirs(cfg.consumequeue_dir) for q in subdirs(t)),
+                "cq.file-size",
+            ),
         ]
         for attr, label, files, _check in kinds:
             sizes = Counter(p.stat().st_size for p in files)
@@ -222,8 +266,11 @@ class Verifier(CommitLogScan, RecordChecks, QueueChecks, LmqChecks, IndexChecks,
                 continue
             size = max(sizes.items(), key=lambda kv: (kv[1], kv[0] == want, kv[0]))[0]
             if len(sizes) > 1 and sizes[size] * 2 <= sum(sizes.values()):
-                raise StoreError(f"{label} files disagree on their size ({dict(sizes)}) and none is the majority",
-                                 path=cfg.root, hint="pass the broker's sizes or --broker-conf")
+                raise StoreError(
+                    f"{label} files disagree on their size ({dict(sizes)}) and none is the majority",
+                    path=cfg.root,
+                    hint="pass the broker's sizes or --broker-conf",
+                )
             setattr(cfg, attr, size)
             self.notes.append(f"{attr} = {size} inferred from the files")
         files = data_files([cfg.index_dir])
