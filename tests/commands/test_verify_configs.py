@@ -150,6 +150,7 @@ def test_a_torn_offsets_file_and_bak_is_an_error_and_exit_1(tiny, tmp_path):
     assert cli("verify", "--store", store, "--format", "json").exit_code == 1
 
 
+@pytest.mark.slow
 def test_spark_engine_reaches_the_same_config_findings(tiny, tmp_path):
     """``--engine spark``: the driver runs check_configs (pipeline/verify_tasks.py#conclude)."""
     pytest.importorskip("pyspark")

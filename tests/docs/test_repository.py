@@ -63,6 +63,8 @@ def test_plain_pytest_deselects_the_slow_tiers_and_each_is_registered():
     ini = _pytest_ini()
     args = shlex.split(ini["addopts"])
     assert args[args.index("-m") + 1] == " and ".join(f"not {t}" for t in TIERS)
+    # the fast tier on every core, one file's tests in one worker (test_contract reads its own)
+    assert args[args.index("-n") + 1] == "auto" and args[args.index("--dist") + 1] == "loadfile"
     registered = {m.split(":")[0] for m in ini["markers"]}
     assert set(TIERS) <= registered
 
@@ -72,7 +74,7 @@ def test_ci_runs_the_readme_command_then_every_other_tier_and_allows_no_skip():
     assert "export RMQSTORE_TEST_NO_SKIP=1" in ci
     assert "'.[test,spark]' && .venv/bin/pytest\n" in ci
     for tier in TIERS:
-        assert f".venv/bin/pytest -m {tier}\n" in ci, tier
+        assert f".venv/bin/pytest -m {tier} -n 0\n" in ci, tier
 
 
 def test_readme_development_section_says_what_each_command_runs():

@@ -24,6 +24,18 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def fast_first(values, ids=None) -> list:
+    """A parameter list whose first case runs in the fast tier and the rest in ``slow``: plain
+    ``pytest`` still meets every test once, ``pytest -m slow`` meets the whole matrix."""
+    ids = list(ids) if ids is not None else [None] * len(values)
+    return [
+        pytest.param(*(v if isinstance(v, tuple) else (v,)), id=i, marks=() if n == 0 else pytest.mark.slow)
+        for n, (v, i) in enumerate(zip(values, ids, strict=True))
+    ]
+
+
 #: The real brokers' stores and the JDK's vectors (tests/fixtures/README.md).
 FIXTURES = ROOT / "tests" / "fixtures"
 VECTORS = FIXTURES / "vectors"

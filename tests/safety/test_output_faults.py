@@ -39,8 +39,23 @@ def matrix(tmp_path_factory):
     server.close()
 
 
+#: The fast tier's share of the matrix: a stream, a verdict, an error, a deletion and both
+#: rebuilds, each in its first format; ``pytest -m slow`` runs every (command, format).
+FAST = {"dump-commitlog", "verify-damaged", "no-store", "expire", "rebuild-output", "rebuild-in-place"}
+
+
 @pytest.mark.parametrize(
-    "name,fmt", [pytest.param(c.name, f, id=f"{c.name}-{f or 'noformat'}") for c in _NAMES for f in c.formats]
+    "name,fmt",
+    [
+        pytest.param(
+            c.name,
+            f,
+            id=f"{c.name}-{f or 'noformat'}",
+            marks=() if c.name in FAST and f == c.formats[0] else pytest.mark.slow,
+        )
+        for c in _NAMES
+        for f in c.formats
+    ],
 )
 def test_output_faults(matrix, name, fmt):
     """One (command, format) under every fault: the exit code README documents for it, one
@@ -54,6 +69,7 @@ def test_output_faults(matrix, name, fmt):
     assert [o.fault for o in outcomes] == ["clean", *FAULTS]
 
 
+@pytest.mark.slow
 def test_the_fork_server_agrees_with_fresh_interpreters(matrix):
     """The forked runs are what a fresh `python -m rmqstore_cli` does (exit code, stdout,
     stderr), for a stream, verify's answer and a writing command under each fault."""
@@ -217,6 +233,7 @@ def test_expire_with_stdout_closed_refuses_before_deleting(store, tmp_path):
     assert len(list((s / "commitlog").iterdir())) == 1
 
 
+@pytest.mark.slow
 def test_spark_verify_into_a_full_disk_is_exit_5(store):
     """--engine spark prints through the same streams (the JVM inherits them): a full
     stdout is exit 5 and one line (fuzz/RESULTS.md has every fault on Spark)."""

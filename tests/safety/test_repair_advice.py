@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import cli, fixture_dir, generate
+from tests.helpers import cli, fast_first, fixture_dir, generate
 
 #: checks a repair must leave nothing of
 REPAIRED = {"commitlog.file-size", "cq.file-size", "commitlog.blank", "recovery.truncate", "broker.no-start"}
@@ -96,8 +96,17 @@ def _records_of(before: list[dict], name: str) -> list[dict]:
     return [r for r in before if r["file"] == name]
 
 
-@pytest.mark.parametrize("where", ["middle", "last"])
-@pytest.mark.parametrize("cut", ["inside-record", "record-boundary", "inside-header", "empty"])
+@pytest.mark.parametrize(
+    "where,cut",
+    fast_first(
+        [(w, c) for c in ("inside-record", "record-boundary", "inside-header", "empty") for w in ("middle", "last")],
+        [
+            f"{c}-{w}"
+            for c in ("inside-record", "record-boundary", "inside-header", "empty")
+            for w in ("middle", "last")
+        ],
+    ),
+)
 def test_a_commitlog_file_cut_short_is_padded_and_keeps_every_good_message(multi, tmp_path, where, cut):
     before = _dump(multi)
     files = sorted((multi / "commitlog").iterdir())
@@ -158,8 +167,13 @@ def test_a_consume_queue_file_cut_short_is_padded_then_rebuilt(multi, tmp_path):
 # ------------------------------------------------------------------ the real brokers' stores
 
 
-@pytest.mark.parametrize("version", ["4.9.7", "5.3.3"])
-@pytest.mark.parametrize("where", ["middle", "last"])
+@pytest.mark.parametrize(
+    "version,where",
+    fast_first(
+        [(v, w) for w in ("middle", "last") for v in ("4.9.7", "5.3.3")],
+        [f"{v}-{w}" for w in ("middle", "last") for v in ("4.9.7", "5.3.3")],
+    ),
+)
 def test_a_real_brokers_file_cut_short(tmp_path, version, where):
     d = fixture_dir(version)
     conf = ("--broker-conf", str(d / "broker.conf"))

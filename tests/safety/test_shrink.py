@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import ROOT, generate, tree_digest
+from tests.helpers import ROOT, fast_first, generate, tree_digest
 
 HINT = (
     "the file was truncated while rmqstore read it (a broker, expire or a copy still writing the store?); "
@@ -116,8 +116,12 @@ READERS = {
 }
 
 
-@pytest.mark.parametrize("size", [0, 20000])
-@pytest.mark.parametrize("command", sorted(READERS))
+@pytest.mark.parametrize(
+    "command,size",
+    fast_first(
+        [(c, s) for s in (0, 20000) for c in sorted(READERS)], [f"{c}-{s}" for s in (0, 20000) for c in sorted(READERS)]
+    ),
+)
 def test_commit_log_file_shrinks_under_a_reader(store, tmp_path, command, size):
     """The third commit-log file truncated (to nothing, or to 20000 bytes: mid-record) right
     after it is mapped: the one line names it and the first byte it lost."""
@@ -239,6 +243,7 @@ assert not mapguard.BUILT
 """
 
 
+@pytest.mark.slow
 def test_without_the_guard_files_are_read_not_mapped(store, master):
     """No _mapguard (no compiler at install): --version says so; read-only files are copied
     with pread (FileCopy, no SIGBUS possible), the same output as mapped; a file that is
@@ -289,6 +294,7 @@ if target:
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", ["verify", "rebuild-index"])
 def test_spark_tasks_report_the_same_line(store, tmp_path, command):
     """--engine spark: the task that meets the shrunk file fails with the ShrunkError, and the
