@@ -992,22 +992,7 @@ def rebuild_in_place(
         run = _run_id()
         staging = root / (STAGING_PREFIX + run)
         keep = root / BACKUP_DIR / run  # the replaced sets, where verify and stats know them (root_entries)
-        parts: list[list[str]] = []
-        backup_dirs: list[str] = []
-        if opts.build_cq:
-            cq = config.consumequeue_dir
-            if opts.topics is None:
-                parts.append([str(cq), str(staging / "consumequeue"), str(keep / cq.name), "replace"])
-            else:
-                backup_dirs.append(str(keep / cq.name))
-                for t in sorted(set(opts.topics)):
-                    parts.append([str(cq / t), str(staging / "consumequeue" / t), str(keep / cq.name / t), "replace"])
-        if opts.build_index:
-            ix = config.index_dir
-            parts.append([str(ix), str(staging / "index"), str(keep / ix.name), "replace"])
-        if _rebuilds_batch_queues(config, opts):
-            parts.append([str(root / BCQ_DIR), str(staging / BCQ_DIR), str(keep / BCQ_DIR), "replace"])
-        backup_dirs += [str(keep), str(keep.parent)]  # --no-backup: removed once empty
+        parts, backup_dirs = _swap_parts(config, opts, staging, keep)
         cp = config.checkpoint_path
         plan = {
             "in_place": str(root),
@@ -1035,32 +1020,69 @@ def rebuild_in_place(
             "options": opts.key(),
             "backup_dirs": backup_dirs,
         }
-        try:
-            _write_journal(root, journal)
-            rep = _build_staging(config, staging, parts, marker, opts, progress, build)
-        except BaseException as e:  # full disk, read-only file system, interrupt: roll back now
-            _roll_back(root, staging)
-            if isinstance(e, OSError):
-                raise safefs.os_error(e, e.filename or staging, "write the rebuilt set") from None
-            raise
-        journal["state"] = "swapping"
-        try:
-            _write_journal(root, journal)
-        except BaseException:
-            _roll_back(root, staging)
-            raise
-        try:
-            _roll_forward(root, journal)
-        except OSError as e:
-            err = safefs.os_error(e, e.filename or root, "finish the swap")
-            err.hint = "the next rebuild-index run (or --recover) completes it"
-            raise err from None
-        except StoreError as e:
-            e.hint = (e.hint + "; " if e.hint else "") + "the next rebuild-index run (or --recover) completes the swap"
-            raise
-        return rep, plan
+        return _build_and_swap(config, journal, opts, progress, build), plan
     finally:
         lock.release()
+
+
+def _swap_parts(
+    config: StoreConfig, opts: RebuildOptions, staging: Path, keep: Path
+) -> tuple[list[list[str]], list[str]]:
+    """What the swap replaces, as the journal lists it: per directory ``[target, staged,
+    backup, "replace"]`` (the whole ``consumequeue/``, or each selected topic's directory in
+    it; ``index/``; ``batchconsumequeue/`` with the queues), and the backup directories
+    ``--no-backup`` removes once empty, innermost first."""
+    root = config.root
+    parts: list[list[str]] = []
+    backup_dirs: list[str] = []
+    if opts.build_cq:
+        cq = config.consumequeue_dir
+        if opts.topics is None:
+            parts.append([str(cq), str(staging / "consumequeue"), str(keep / cq.name), "replace"])
+        else:
+            backup_dirs.append(str(keep / cq.name))
+            for t in sorted(set(opts.topics)):
+                parts.append([str(cq / t), str(staging / "consumequeue" / t), str(keep / cq.name / t), "replace"])
+    if opts.build_index:
+        ix = config.index_dir
+        parts.append([str(ix), str(staging / "index"), str(keep / ix.name), "replace"])
+    if _rebuilds_batch_queues(config, opts):
+        parts.append([str(root / BCQ_DIR), str(staging / BCQ_DIR), str(keep / BCQ_DIR), "replace"])
+    backup_dirs += [str(keep), str(keep.parent)]  # --no-backup: removed once empty
+    return parts, backup_dirs
+
+
+def _build_and_swap(
+    config: StoreConfig, journal: dict, opts: RebuildOptions, progress: Progress | None, build: Callable | None
+) -> DispatchReport:
+    """Steps 1 to 3 of :func:`rebuild_in_place` under ``journal``: a failure while building
+    (or while saying *swapping*) rolls back at once, the old set untouched; a failure once
+    swapping leaves the journal for the next run to roll forward, and says so."""
+    root, staging = config.root, Path(journal["staging"])
+    try:
+        _write_journal(root, journal)
+        rep = _build_staging(config, staging, journal["parts"], journal["marker"], opts, progress, build)
+    except BaseException as e:  # full disk, read-only file system, interrupt: roll back now
+        _roll_back(root, staging)
+        if isinstance(e, OSError):
+            raise safefs.os_error(e, e.filename or staging, "write the rebuilt set") from None
+        raise
+    journal["state"] = "swapping"
+    try:
+        _write_journal(root, journal)
+    except BaseException:
+        _roll_back(root, staging)
+        raise
+    try:
+        _roll_forward(root, journal)
+    except OSError as e:
+        err = safefs.os_error(e, e.filename or root, "finish the swap")
+        err.hint = "the next rebuild-index run (or --recover) completes it"
+        raise err from None
+    except StoreError as e:
+        e.hint = (e.hint + "; " if e.hint else "") + "the next rebuild-index run (or --recover) completes the swap"
+        raise
+    return rep
 
 
 def _build_staging(
