@@ -193,7 +193,6 @@ def generate(
     """
     from rmqstore_cli.errors import UsageError
     from rmqstore_cli.render import print_summary
-    from rmqstore_cli.store.config import StoreConfig
     from rmqstore_cli.store.lock import refuse_if_live
     from rmqstore_cli.store.producer import Workload, WorkloadOptions
     from rmqstore_cli.store.writer import StoreWriter, count_records
@@ -205,37 +204,16 @@ def generate(
         broker_version, topics, bcq_topics, compaction_topics or compaction_run, append or from_jsonl is not None
     )
     zone = parse_tz(tz)
-    existing = _check_target(store, append, "--store")
-    cfg = StoreConfig.load(
-        store,
-        broker_conf,
-        mapped_file_size_commit_log=commitlog_file_size,  # never the env's
-        mapped_file_size_consume_queue=cq_file_size,
-        max_hash_slot_num=index_slots,
-        max_index_num=index_max,
+    cfg, existing = _load_config(store, append, broker_conf, commitlog_file_size, cq_file_size, index_slots, index_max)
+    _apply_broker_options(
+        cfg,
+        broker_version,
+        append_prop_crc=append_prop_crc,
+        timer_ratio=timer_ratio,
+        new_store=not (append or from_jsonl is not None),
+        dledger=dledger,
+        lmq_ratio=lmq_ratio,
     )
-    for d in cfg.commitlog_dirs:  # storePathCommitLog may put the commit log elsewhere
-        if d != cfg.root / "commitlog":
-            existing = _check_target(d, append, "storePathCommitLog") or existing
-    if broker_version == "4.9":
-        cfg.auto_message_version_on_topic_len = False
-    if append_prop_crc:
-        cfg.enabled_append_prop_crc = True
-    if timer_ratio and not cfg.timer_wheel_enable:
-        raise UsageError(
-            "--timer-ratio: the broker config says timerWheelEnable=false, so the broker rejects timer "
-            "messages (WHEEL_TIMER_NOT_ENABLE, HookUtils#handleScheduleMessage)"
-        )
-    if timer_ratio and (broker_version != "5" or append or from_jsonl is not None):
-        raise UsageError(
-            "--timer-ratio writes a 5.x timer store: it needs --broker-version 5 and a new store "
-            "(not --append or --from-jsonl)"
-        )
-    if dledger:
-        cfg.enable_dleger_commit_log = True
-        cfg.dleger_self_id = cfg.dleger_self_id or "n0"
-    if lmq_ratio:  # the store assigns the LMQ offsets and dispatches the units (store/lmq.py)
-        cfg.enable_lmq = cfg.enable_multi_dispatch = True
     if existing:
         refuse_if_live(store)
         cfg.infer_sizes()
@@ -251,11 +229,7 @@ def generate(
             writer.timer = TimerWriter(cfg, writer.roots)
         before = count_records(cfg) if existing else 0
         if from_jsonl is not None:
-            from rmqstore_cli.store.replay import read_dump_blocks
-
-            src = sys.stdin if from_jsonl == "-" else open(from_jsonl, encoding="utf-8")
-            with src:
-                writer.append_blocks(read_dump_blocks(src, from_jsonl if from_jsonl != "-" else "<stdin>"))
+            _replay(writer, from_jsonl)
         else:
             opts = WorkloadOptions(
                 messages=messages,
@@ -293,6 +267,82 @@ def generate(
     if append:
         print(f"rmqstore: appended {writer.messages} to a store of {before} records", file=sys.stderr)
     _warn_refused(writer.refused_records)
+
+
+def _load_config(
+    store: Path,
+    append: bool,
+    broker_conf: Path | None,
+    commitlog_file_size: int | None,
+    cq_file_size: int | None,
+    index_slots: int | None,
+    index_max: int | None,
+):
+    """The config to write under (the size options, never the environment's) and whether
+    there is a store to append to: the root, or a commit-log directory that
+    storePathCommitLog puts elsewhere, not empty (each checked by :func:`_check_target`)."""
+    from rmqstore_cli.store.config import StoreConfig
+
+    existing = _check_target(store, append, "--store")
+    cfg = StoreConfig.load(
+        store,
+        broker_conf,
+        mapped_file_size_commit_log=commitlog_file_size,  # never the env's
+        mapped_file_size_consume_queue=cq_file_size,
+        max_hash_slot_num=index_slots,
+        max_index_num=index_max,
+    )
+    for d in cfg.commitlog_dirs:  # storePathCommitLog may put the commit log elsewhere
+        if d != cfg.root / "commitlog":
+            existing = _check_target(d, append, "storePathCommitLog") or existing
+    return cfg, existing
+
+
+def _apply_broker_options(
+    cfg,
+    broker_version: str,
+    *,
+    append_prop_crc: bool,
+    timer_ratio: float,
+    new_store: bool,
+    dledger: bool,
+    lmq_ratio: float,
+) -> None:
+    """The options that are broker settings, set on ``cfg`` so the store is what a broker so
+    configured writes: a 4.9 broker never chooses V2 records by topic length,
+    enabledAppendPropCRC, DLedger (``n0`` unless dLegerSelfId says), enableLmq with
+    enableMultiDispatch. --timer-ratio is refused where a broker would reject timer messages
+    or a 5.x timer store cannot be written."""
+    from rmqstore_cli.errors import UsageError
+
+    if broker_version == "4.9":
+        cfg.auto_message_version_on_topic_len = False
+    if append_prop_crc:
+        cfg.enabled_append_prop_crc = True
+    if timer_ratio and not cfg.timer_wheel_enable:
+        raise UsageError(
+            "--timer-ratio: the broker config says timerWheelEnable=false, so the broker rejects timer "
+            "messages (WHEEL_TIMER_NOT_ENABLE, HookUtils#handleScheduleMessage)"
+        )
+    if timer_ratio and (broker_version != "5" or not new_store):
+        raise UsageError(
+            "--timer-ratio writes a 5.x timer store: it needs --broker-version 5 and a new store "
+            "(not --append or --from-jsonl)"
+        )
+    if dledger:
+        cfg.enable_dleger_commit_log = True
+        cfg.dleger_self_id = cfg.dleger_self_id or "n0"
+    if lmq_ratio:  # the store assigns the LMQ offsets and dispatches the units (store/lmq.py)
+        cfg.enable_lmq = cfg.enable_multi_dispatch = True
+
+
+def _replay(writer, from_jsonl: str) -> None:
+    """--from-jsonl: the records of a dump-commitlog file ('-': stdin) appended as they were."""
+    from rmqstore_cli.store.replay import read_dump_blocks
+
+    src = sys.stdin if from_jsonl == "-" else open(from_jsonl, encoding="utf-8")
+    with src:
+        writer.append_blocks(read_dump_blocks(src, from_jsonl if from_jsonl != "-" else "<stdin>"))
 
 
 def _check_5x_topics(

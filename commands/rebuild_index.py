@@ -249,7 +249,7 @@ def _recover(stores: list[Path], other_options: bool, fmt: Fmt) -> None:
     from rmqstore_cli.errors import UsageError
     from rmqstore_cli.render import print_summaries
     from rmqstore_cli.store.lock import refuse_if_live
-    from rmqstore_cli.store.rebuild import recover_journal
+    from rmqstore_cli.store.rebuild_output import recover_journal
 
     if other_options:
         raise UsageError("--recover takes only --store")
@@ -326,7 +326,8 @@ def _plans(
 
     from rmqstore_cli.errors import UsageError
     from rmqstore_cli.store.message_store import MessageStore
-    from rmqstore_cli.store.rebuild import RebuildOptions, check_output, refuse_unsourced_sizes, size_sources
+    from rmqstore_cli.store.rebuild import RebuildOptions, refuse_unsourced_sizes, size_sources
+    from rmqstore_cli.store.rebuild_output import check_output
     from rmqstore_cli.times import parse_tz
 
     several = len(stores) > 1
@@ -393,7 +394,7 @@ def _rebuild(
 ) -> tuple:
     """One store rebuilt (in place or to ``out``) under the progress bar: (report, plan)."""
     from rmqstore_cli.render import ProgressBar
-    from rmqstore_cli.store.rebuild import rebuild_in_place, rebuild_to
+    from rmqstore_cli.store.rebuild_output import rebuild_in_place, rebuild_to
 
     with ProgressBar("dispatching", total=1, enabled=progress, detail=True) as bar:
         if in_place:

@@ -85,89 +85,114 @@ def page(cmd, name: str, parent) -> str:
         *_options(cmd, ctx),
     ]
     if hasattr(cmd, "list_commands"):
-        lines += [".SH COMMANDS"]
-        for sub in cmd.list_commands(ctx):
-            c = cmd.get_command(ctx, sub)
-            lines += [".TP", f".B {sub}", _roff(c.get_short_help_str(200)) + f"\nSee \\fB\\%rmqstore\\-{sub}\\fR(1)."]
-        lines += [
-            ".SH OUTPUT FOR SCRIPTS",
-            _roff(
-                "--format jsonl prints one JSON object a line, --format json the same records as one array "
-                "(or one object for a summary). Field names and types are fixed by the JSON Schemas in the "
-                "source tree's schemas/ directory, one per record kind; new fields may be added, existing "
-                "ones keep their name and meaning. Standard output carries only data; warnings, notes and "
-                'errors go to standard error as lines starting with "rmqstore: "; a closed or full standard '
-                "error loses them but changes nothing else. Tables and progress "
-                "bars are for terminals: no escape sequences when output is not a terminal, and no colour "
-                "when NO_COLOR is set. The same store and options give the same bytes."
-            ),
-        ]
-        lines += [".SH EXIT STATUS"]
-        for code, text in (
-            (
-                0,
-                "Done (a look-up found something). Output into a pipe whose reader went away "
-                "(| head -1) stops quietly with 0, except that verify finishes its check and "
-                "exits with its answer.",
-            ),
-            (1, "A negative answer: a look-up or filter found nothing, an id was not found, or verify found errors."),
-            (2, "Usage error: a bad option or value."),
-            (3, "The store could not be read or is not a RocketMQ store."),
-            (4, "Refused for safety: a live broker holds the store's lock, or a destructive step needs \\-\\-force."),
-            (
-                5,
-                "The output could not be written (standard output full, closed or failing; an "
-                "output file such as export's dataset) and nothing was changed. A writing command "
-                "whose standard output is closed from the start refuses before any work.",
-            ),
-            (
-                6,
-                "A writing command (expire, rebuild-index, generate, export) finished its work but "
-                "its report could not be written; the error line says where the work is recorded "
-                "(expire: rmqstore-expire.jsonl in the store root).",
-            ),
-        ):
-            lines += [".TP", f".B {code}", _roff(text) if "\\" not in text else text]
-        lines += [
-            ".SH ENVIRONMENT",
-            ".TP",
-            ".B RMQSTORE_STORE",
-            _roff(
-                "The store when --store is not given and --broker-conf sets no storePathRootDir. "
-                "Which store a command reads: --store; else --broker-conf's storePathRootDir; else "
-                "RMQSTORE_STORE; else RMQSTORE_BROKER_CONF's storePathRootDir; else ~/store (the "
-                "broker's default). Unless --store named it, one stderr line says which and why."
-            ),
-            ".TP",
-            ".B RMQSTORE_BROKER_CONF",
-            "Default for \\-\\-broker\\-conf.",
-            ".TP",
-            ".B NO_COLOR",
-            "When set, no colour on a terminal (tables, progress bars).",
-            ".TP",
-            ".B RMQSTORE_SPARK_CACHE",
-            _roff(
-                "A directory for the class-data archive of Spark's classes (~70-120 MB) that an "
-                "embedded Spark (--engine spark with a local master) writes on its first run and maps "
-                "on later ones, to start ~7 s faster. Unset: nothing is cached; no command writes "
-                "under HOME."
-            ),
-        ]
-        lines += [
-            ".SH FILES",
-            ".TP",
-            ".B completions/rmqstore.bash, completions/_rmqstore, completions/rmqstore.fish",
-            _roff(
-                "Shell completion for bash, zsh and fish (commands, options, values, and the topics and "
-                "queue ids of the store given by --store)."
-            ),
-        ]
-        lines += _examples(cmd)
-        lines += [".SH SEE ALSO", ", ".join(f"\\fB\\%rmqstore\\-{sub}\\fR(1)" for sub in cmd.list_commands(ctx))]
+        lines += _group_sections(cmd, ctx)
     else:
         lines += _examples(cmd)
         lines += [".SH SEE ALSO", "\\fBrmqstore\\fR(1)"]
     return "\n".join(lines) + "\n"
+
+
+def _group_sections(cmd, ctx) -> list[str]:
+    """The top page's own sections: what holds for every command (the output contract,
+    the exit codes, the environment, the completion files) is said once, on ``rmqstore(1)``."""
+    lines = [".SH COMMANDS"]
+    for sub in cmd.list_commands(ctx):
+        c = cmd.get_command(ctx, sub)
+        lines += [".TP", f".B {sub}", _roff(c.get_short_help_str(200)) + f"\nSee \\fB\\%rmqstore\\-{sub}\\fR(1)."]
+    lines += _scripts_section() + _exit_status_section() + _environment_section() + _files_section()
+    lines += _examples(cmd)
+    lines += [".SH SEE ALSO", ", ".join(f"\\fB\\%rmqstore\\-{sub}\\fR(1)" for sub in cmd.list_commands(ctx))]
+    return lines
+
+
+def _scripts_section() -> list[str]:
+    """OUTPUT FOR SCRIPTS: the stdout/stderr contract a script may rely on."""
+    return [
+        ".SH OUTPUT FOR SCRIPTS",
+        _roff(
+            "--format jsonl prints one JSON object a line, --format json the same records as one array "
+            "(or one object for a summary). Field names and types are fixed by the JSON Schemas in the "
+            "source tree's schemas/ directory, one per record kind; new fields may be added, existing "
+            "ones keep their name and meaning. Standard output carries only data; warnings, notes and "
+            'errors go to standard error as lines starting with "rmqstore: "; a closed or full standard '
+            "error loses them but changes nothing else. Tables and progress "
+            "bars are for terminals: no escape sequences when output is not a terminal, and no colour "
+            "when NO_COLOR is set. The same store and options give the same bytes."
+        ),
+    ]
+
+
+def _exit_status_section() -> list[str]:
+    """EXIT STATUS: the codes every command shares, one paragraph each."""
+    lines = [".SH EXIT STATUS"]
+    for code, text in (
+        (
+            0,
+            "Done (a look-up found something). Output into a pipe whose reader went away "
+            "(| head -1) stops quietly with 0, except that verify finishes its check and "
+            "exits with its answer.",
+        ),
+        (1, "A negative answer: a look-up or filter found nothing, an id was not found, or verify found errors."),
+        (2, "Usage error: a bad option or value."),
+        (3, "The store could not be read or is not a RocketMQ store."),
+        (4, "Refused for safety: a live broker holds the store's lock, or a destructive step needs \\-\\-force."),
+        (
+            5,
+            "The output could not be written (standard output full, closed or failing; an "
+            "output file such as export's dataset) and nothing was changed. A writing command "
+            "whose standard output is closed from the start refuses before any work.",
+        ),
+        (
+            6,
+            "A writing command (expire, rebuild-index, generate, export) finished its work but "
+            "its report could not be written; the error line says where the work is recorded "
+            "(expire: rmqstore-expire.jsonl in the store root).",
+        ),
+    ):
+        lines += [".TP", f".B {code}", _roff(text) if "\\" not in text else text]
+    return lines
+
+
+def _environment_section() -> list[str]:
+    """ENVIRONMENT: the variables any command reads."""
+    return [
+        ".SH ENVIRONMENT",
+        ".TP",
+        ".B RMQSTORE_STORE",
+        _roff(
+            "The store when --store is not given and --broker-conf sets no storePathRootDir. "
+            "Which store a command reads: --store; else --broker-conf's storePathRootDir; else "
+            "RMQSTORE_STORE; else RMQSTORE_BROKER_CONF's storePathRootDir; else ~/store (the "
+            "broker's default). Unless --store named it, one stderr line says which and why."
+        ),
+        ".TP",
+        ".B RMQSTORE_BROKER_CONF",
+        "Default for \\-\\-broker\\-conf.",
+        ".TP",
+        ".B NO_COLOR",
+        "When set, no colour on a terminal (tables, progress bars).",
+        ".TP",
+        ".B RMQSTORE_SPARK_CACHE",
+        _roff(
+            "A directory for the class-data archive of Spark's classes (~70-120 MB) that an "
+            "embedded Spark (--engine spark with a local master) writes on its first run and maps "
+            "on later ones, to start ~7 s faster. Unset: nothing is cached; no command writes "
+            "under HOME."
+        ),
+    ]
+
+
+def _files_section() -> list[str]:
+    """FILES: the completion scripts shipped beside the pages."""
+    return [
+        ".SH FILES",
+        ".TP",
+        ".B completions/rmqstore.bash, completions/_rmqstore, completions/rmqstore.fish",
+        _roff(
+            "Shell completion for bash, zsh and fish (commands, options, values, and the topics and "
+            "queue ids of the store given by --store)."
+        ),
+    ]
 
 
 def pages() -> dict[str, str]:

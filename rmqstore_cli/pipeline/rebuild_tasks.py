@@ -6,7 +6,7 @@ identical byte for byte to the local engine (``store/rebuild.py``); no Spark in 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 # ===================================================================== rebuild-index
@@ -775,14 +775,36 @@ def run_stage(dest: str, config, job) -> tuple:
     return kind, finish_index(dest, what, *arg, config.max_hash_slot_num, config.max_index_num)
 
 
+@dataclass
+class KeyLayout:
+    """Where the index keys go (:func:`plan_keys`): per included file its floor (the
+    endPhyOffset rule), its kept count and its first global key number; the total; ``per``
+    entries an index file; ``nfiles`` index files (0: no index is built)."""
+
+    floors: dict
+    counts: dict
+    start: dict
+    total: int
+    per: int
+    nfiles: int
+
+
+@dataclass
+class StagedSet:
+    """What step 3 wrote (a dry run: would write): per index file ``{k, full, end_ts, ...}``,
+    the queues and their consume-queue files, and the names the index files were given."""
+
+    built: list[dict] = field(default_factory=list)
+    queues: int = 0
+    cq_files: int = 0
+    index_names: list[str] = field(default_factory=list)
+
+
 def rebuild_staged(config, dest: Path, opts, run_map, t0: float):
     """``rebuild.build_set`` through steps 1–3 above. ``run_map(fn, items)`` returns
     ``[fn(x) for x in items]``, in this process or as one Spark task per item."""
     import shutil
     import time
-
-    from rmqstore_cli.store import safefs
-    from rmqstore_cli.store.rebuild import cq_file_count
 
     names, rec, gaps = rebuild_inputs(config)
     n = len(names)
@@ -796,83 +818,110 @@ def rebuild_staged(config, dest: Path, opts, run_map, t0: float):
         )  # the recovery region's CRC-checked files first
         summaries = {s.position: s for s in got}
         included, stop = plan_dispatch(names, gaps, list(summaries.values()))
-
-        def exact(need):
-            if dry:  # nothing spilled: dispatch those files again (only when key offsets go backwards)
-                return dict(
-                    run_map(
-                        lambda kv: (
-                            kv[0],
-                            len(
-                                kept_keys(
-                                    dispatch_file(config, kv[0], kv[0] >= rec, build_cq, build_index, topics), kv[1]
-                                )[0]
-                            ),
-                        ),
-                        list(need.items()),
-                    )
-                )
-            return dict(run_map(lambda kv: (kv[0], kept_count(d, kv[0], kv[1])), list(need.items())))
-
-        floors, counts, start, total = plan_keys(included, summaries, exact)
-        built: list[dict] = []
-        queues = cq_files = 0
+        floors, counts, start, total = plan_keys(included, summaries, _exact_counter(config, d, rec, opts, run_map))
         per = max(1, config.max_index_num - 1)
-        nfiles = -(-total // per) if build_index else 0
+        keys = KeyLayout(floors, counts, start, total, per, -(-total // per) if build_index else 0)
         if dry:
             queues, cq_files = dry_counts(config, included, summaries)
-            built = [{"k": k, "full": False, "end_ts": 0} for k in range(nfiles)]
+            staged = StagedSet([{"k": k, "full": False, "end_ts": 0} for k in range(keys.nfiles)], queues, cq_files)
         else:
-            qp = plan_queues(included, summaries) if build_cq else None
-            cq_root = dest / "consumequeue"
-            for key in qp.remove if qp else []:
-                safefs.rmtree_inside(cq_root / key[0] / str(key[1]), [dest])
-            ip = (
-                plan_index(
-                    d, included, counts, start, floors, total, per, config.max_hash_slot_num, config.max_index_num
-                )
-                if nfiles
-                else IndexPlan({}, {})
-            )
-            late = qp.late if qp else {}
-            jobs = [
-                ("file", i, (floors[i], ip.pieces.get(i, []), ip.files, (summaries[i], late[i]) if i in late else None))
-                for i in included
-                if i in ip.pieces or i in late
-            ]
-            if qp is not None:
-                sums = [summaries[i] for i in included]
-                jobs += [("queue", key, [s for s in sums if key in s.queues]) for key in qp.rebuild]
-                jobs += batch_jobs(config, sums)
-            done = run_map(lambda j: run_stage(d, config, j), jobs) if jobs else []
-            if nfiles:
-                fin = [
-                    (
-                        "finish",
-                        k,
-                        ([i for i in included if any(p[0] == k for p in ip.pieces.get(i, []))], v[0], v[2], v[3]),
-                    )
-                    for k, v in ip.files.items()
-                ]
-                built = [r for _, r in run_map(lambda j: run_stage(d, config, j), fin)]
-            if qp is not None:
-                F = config.cq_file_size
-                for key, (first, last) in qp.straight.items():
-                    pre_blank(cq_root, key, first, F)
-                cq_files = sum(r for kind, r in done if kind == "queue") + sum(
-                    cq_file_count(first, last, F) for first, last in qp.straight.values()
-                )
-                queues = len(qp.straight) + len(qp.rebuild)
-            if built:
-                index_names = name_index_files(dest / "index", built, opts.tz)
+            staged = _write_staged(config, dest, opts, run_map, included, summaries, keys)
     finally:
         shutil.rmtree(parts_dir(dest), ignore_errors=True)
     rep = rebuild_report(
-        config, opts, names, rec, included, stop, summaries, cq_files, queues, built, total, time.perf_counter() - t0
+        config,
+        opts,
+        names,
+        rec,
+        included,
+        stop,
+        summaries,
+        staged.cq_files,
+        staged.queues,
+        staged.built,
+        total,
+        time.perf_counter() - t0,
     )
-    if built and not dry:
+    if staged.built and not dry:
         from rmqstore_cli.store.index import name_time
 
-        firsts = [b["first_ts"] for b in sorted(built, key=lambda b: b["k"])]
-        rep.fallback_index_names = [(n, t) for n, t in zip(index_names, firsts) if name_time(t) != t]
+        firsts = [b["first_ts"] for b in sorted(staged.built, key=lambda b: b["k"])]
+        rep.fallback_index_names = [(n, t) for n, t in zip(staged.index_names, firsts) if name_time(t) != t]
     return rep
+
+
+def _exact_counter(config, d: str, rec: int, opts, run_map):
+    """:func:`plan_keys`' ``exact_counts``: how many keys each asked-for file keeps from its
+    floor on (``IndexService#buildIndex``'s endPhyOffset rule), counted from its spill; a dry
+    run spilled nothing, so those files are dispatched again (asked only when key offsets go
+    backwards across files)."""
+    build_cq, build_index, topics = opts.build_cq, opts.build_index, opts.topics
+
+    def dispatched_again(kv):
+        fd = dispatch_file(config, kv[0], kv[0] >= rec, build_cq, build_index, topics)
+        return kv[0], len(kept_keys(fd, kv[1])[0])
+
+    def exact(need):
+        if opts.dry_run:
+            return dict(run_map(dispatched_again, list(need.items())))
+        return dict(run_map(lambda kv: (kv[0], kept_count(d, kv[0], kv[1])), list(need.items())))
+
+    return exact
+
+
+def _write_staged(config, dest: Path, opts, run_map, included: list[int], summaries: dict, keys: KeyLayout):
+    """Step 3 in ``dest``: the queues and index files planned from the summaries, written by
+    one task per commit-log file, queue and index file; then the straight queues' pre-blank
+    units and the index files' names."""
+    from rmqstore_cli.store import safefs
+    from rmqstore_cli.store.rebuild import cq_file_count
+
+    d = str(dest)
+    staged = StagedSet()
+    qp = plan_queues(included, summaries) if opts.build_cq else None
+    cq_root = dest / "consumequeue"
+    for key in qp.remove if qp else []:
+        safefs.rmtree_inside(cq_root / key[0] / str(key[1]), [dest])
+    ip = (
+        plan_index(
+            d,
+            included,
+            keys.counts,
+            keys.start,
+            keys.floors,
+            keys.total,
+            keys.per,
+            config.max_hash_slot_num,
+            config.max_index_num,
+        )
+        if keys.nfiles
+        else IndexPlan({}, {})
+    )
+    late = qp.late if qp else {}
+    jobs = [
+        ("file", i, (keys.floors[i], ip.pieces.get(i, []), ip.files, (summaries[i], late[i]) if i in late else None))
+        for i in included
+        if i in ip.pieces or i in late
+    ]
+    if qp is not None:
+        sums = [summaries[i] for i in included]
+        jobs += [("queue", key, [s for s in sums if key in s.queues]) for key in qp.rebuild]
+        jobs += batch_jobs(config, sums)
+    done = run_map(lambda j: run_stage(d, config, j), jobs) if jobs else []
+    if keys.nfiles:
+        fin = [
+            ("finish", k, ([i for i in included if any(p[0] == k for p in ip.pieces.get(i, []))], v[0], v[2], v[3]))
+            for k, v in ip.files.items()
+        ]
+        staged.built = [r for _, r in run_map(lambda j: run_stage(d, config, j), fin)]
+    if qp is not None:
+        F = config.cq_file_size
+        for key, (first, last) in qp.straight.items():
+            pre_blank(cq_root, key, first, F)
+        staged.cq_files = sum(r for kind, r in done if kind == "queue") + sum(
+            cq_file_count(first, last, F) for first, last in qp.straight.values()
+        )
+        staged.queues = len(qp.straight) + len(qp.rebuild)
+    if staged.built:
+        staged.index_names = name_index_files(dest / "index", staged.built, opts.tz)
+    return staged

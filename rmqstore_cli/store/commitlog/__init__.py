@@ -38,6 +38,7 @@ from rmqstore_cli.formats.commitlog import (
     TRANSACTION_COMMIT_TYPE,
     TRANSACTION_MASK,
     TRANSACTION_NOT_TYPE,
+    MessageHead,
     middle_format,
     record_length,
 )
@@ -61,6 +62,8 @@ _FIXED_V4 = _FIXED[(False, False)]
 _V6_FLAGS = BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG
 _QUEUE_OFFSET = HEAD["queue_offset"]  # MessageDecoder.QUEUE_OFFSET_POSITION
 _PHY = HEAD["physical_offset"]  # MessageDecoder.PHY_POS_POSITION
+#: SYSFLAG's place among the fixed fields an ``unpack`` of :data:`_FIXED` returns.
+_SYS_FLAG_FIELD = [sc.name for sc in MessageHead.subcons].index("sys_flag")
 
 
 class Status(Enum):
@@ -101,8 +104,8 @@ def check_message(
     anything else (or any doubt) goes to :func:`_check_exact`, which gives every verdict
     and reason.
     """
-    if limit - pos >= _FIXED_V4.size:
-        fixed = _FIXED_V4
+    if limit - pos >= _FIXED_V4.size and not (check_crc and force_prop_crc):
+        fixed, fields = _fixed_fields(buf, pos, limit)
         (
             total,
             magic,
@@ -121,87 +124,81 @@ def check_message(
             reconsume,
             prepared,
             body_len,
-        ) = fixed.unpack_from(buf, pos)
-        if sys_flag & _V6_FLAGS and 0 < total <= limit - pos:
-            fixed = _FIXED[(bool(sys_flag & BORNHOST_V6_FLAG), bool(sys_flag & STOREHOSTADDRESS_V6_FLAG))]
-            if fixed.size <= total:
-                (
+        ) = fields
+        if (magic == MAGIC_V1 or magic == MAGIC_V2) and body_len >= 0 and fixed.size <= total <= limit - pos:
+            parts = _variable_parts(buf, pos + fixed.size, pos + total, magic, body_len)
+            if parts is not None and (
+                not check_crc or (crc32(parts[0]) & 0x7FFFFFFF if body_len else 0) == crc or body_len == 0
+            ):
+                body, topic, props = parts
+                return Check(
+                    Status.VALID,
                     total,
-                    magic,
-                    crc,
-                    queue_id,
-                    flag,
-                    queue_offset,
-                    phy,
-                    sys_flag,
-                    born_ts,
-                    born_addr,
-                    born_port,
-                    store_ts,
-                    store_addr,
-                    store_port,
-                    reconsume,
-                    prepared,
-                    body_len,
-                ) = fixed.unpack_from(buf, pos)
-        if (
-            (magic == MAGIC_V1 or magic == MAGIC_V2)
-            and body_len >= 0
-            and fixed.size <= total <= limit - pos
-            and not (check_crc and force_prop_crc)
-        ):
-            p = pos + fixed.size
-            end = pos + total
-            body = buf[p : p + body_len]
-            p += body_len
-            if magic == MAGIC_V1:
-                topic_len = buf[p] if p < end else -1
-                if topic_len > 127:
-                    topic_len = -1  # a signed byte: negative, invalid
-                p += _T1
-                lengths = fixed.size + _T1 + _PL
-            else:
-                topic_len = int.from_bytes(buf[p : p + _T2], "big", signed=True) if p + _T2 <= end else -1
-                p += _T2
-                lengths = fixed.size + _T2 + _PL
-            if topic_len >= 0 and p + topic_len + _PL <= end:
-                topic = buf[p : p + topic_len]
-                p += topic_len
-                props_len = int.from_bytes(buf[p : p + _PL], "big", signed=True)
-                if (
-                    props_len >= 0
-                    and lengths + body_len + topic_len + props_len == total
-                    and (not check_crc or (crc32(body) & 0x7FFFFFFF if body_len else 0) == crc or body_len == 0)
-                ):
-                    p += _PL
-                    return Check(
-                        Status.VALID,
+                    "",
+                    Message(
+                        phy,
                         total,
-                        "",
-                        Message(
-                            phy,
-                            total,
-                            magic,
-                            crc,
-                            queue_id,
-                            flag,
-                            queue_offset,
-                            sys_flag,
-                            born_ts,
-                            born_addr,
-                            born_port,
-                            store_ts,
-                            store_addr,
-                            store_port,
-                            reconsume,
-                            prepared,
-                            body,
-                            topic,
-                            buf[p : p + props_len],
-                            file_from + pos,
-                        ),
-                    )
+                        magic,
+                        crc,
+                        queue_id,
+                        flag,
+                        queue_offset,
+                        sys_flag,
+                        born_ts,
+                        born_addr,
+                        born_port,
+                        store_ts,
+                        store_addr,
+                        store_port,
+                        reconsume,
+                        prepared,
+                        body,
+                        topic,
+                        props,
+                        file_from + pos,
+                    ),
+                )
     return _check_exact(buf, pos, limit, file_from, check_crc, force_prop_crc)
+
+
+def _fixed_fields(buf, pos: int, limit: int) -> tuple[struct.Struct, tuple]:
+    """The fixed fields, TOTALSIZE to BODYLENGTH, and the layout SYSFLAG names: read with
+    IPv4 hosts first (the common case, one ``unpack``), again with the IPv6 widths when
+    SYSFLAG says a host is IPv6 and the record can hold them (``MessageDecoder#decode``: the
+    flags choose 4 or 16 address bytes)."""
+    fixed = _FIXED_V4
+    fields = fixed.unpack_from(buf, pos)
+    total, sys_flag = fields[0], fields[_SYS_FLAG_FIELD]
+    if sys_flag & _V6_FLAGS and 0 < total <= limit - pos:
+        fixed = _FIXED[(bool(sys_flag & BORNHOST_V6_FLAG), bool(sys_flag & STOREHOSTADDRESS_V6_FLAG))]
+        if fixed.size <= total:
+            fields = fixed.unpack_from(buf, pos)
+    return fixed, fields  # a wide layout larger than TOTALSIZE: the caller's size check fails
+
+
+def _variable_parts(buf, start: int, end: int, magic: int, body_len: int) -> tuple[bytes, bytes, bytes] | None:
+    """BODY, TOPIC and PROPERTIES between the fixed fields (``start``) and the record's end
+    (``end``, from TOTALSIZE), or None unless their lengths are sane and add up to the end
+    exactly; a V1 record's topic length is a signed byte, a V2 record's a short
+    (``MessageVersion``). Every read stays below ``end``."""
+    p = start + body_len
+    if magic == MAGIC_V1:
+        topic_len = buf[p] if p < end else -1
+        if topic_len > 127:
+            topic_len = -1  # a signed byte: negative, invalid
+        p += _T1
+    else:
+        topic_len = int.from_bytes(buf[p : p + _T2], "big", signed=True) if p + _T2 <= end else -1
+        p += _T2
+    if topic_len < 0 or p + topic_len + _PL > end:
+        return None
+    topic = buf[p : p + topic_len]
+    p += topic_len
+    props_len = int.from_bytes(buf[p : p + _PL], "big", signed=True)
+    p += _PL
+    if props_len < 0 or p + props_len != end:
+        return None
+    return buf[start : start + body_len], topic, buf[p : p + props_len]
 
 
 def _check_exact(buf, pos: int, limit: int, file_from: int, check_crc: bool, force_prop_crc: bool) -> Check:
@@ -644,7 +641,6 @@ class CommitLog:
         import numpy as np
 
         from rmqstore_cli.store.commitlog import blocks as B
-        from rmqstore_cli.store.consume_queue import write_range
 
         if self.dledger is not None or self.config.enabled_append_prop_crc or not len(block):
             return None
@@ -707,7 +703,19 @@ class CommitLog:
             "body_len": blen,
             "props_len": plen,
         }
-        parts = B.topic_parts(topic_bytes)
+        runs = self._write_runs(block, plan, f, cols, B.topic_parts(topic_bytes))
+        last = np.flatnonzero(links == 1)
+        if last.size:
+            pending = (int(phy[last[-1]]), int(qoff[last[-1]]))
+        return runs, pending, store_ts
+
+    def _write_runs(self, block, plan: list, f: MappedFile, cols: dict, parts) -> list:
+        """:meth:`append_block`'s records encoded and written a file run at a time (``plan``:
+        file start, position, rows), a BLANK closing each file left behind as ``doAppend``'s
+        END_OF_FILE does. Per run: the records' bytes, their starts, their dispatch fields."""
+        from rmqstore_cli.store.commitlog import blocks as B
+        from rmqstore_cli.store.consume_queue import write_range
+
         runs = []
         for ff, pos, i, j in plan:
             if ff != f.file_from_offset:
@@ -718,10 +726,7 @@ class CommitLog:
             write_range(f.path, pos, data, "commit-log records", self.queue.roots)  # pwrite: no fault per page
             self._write_offset = ff + pos + len(data)
             runs.append((data, starts, B.dispatch_fields(block, i, j, cols, starts)))
-        last = np.flatnonzero(links == 1)
-        if last.size:
-            pending = (int(phy[last[-1]]), int(qoff[last[-1]]))
-        return runs, pending, store_ts
+        return runs
 
     def _queue_offset(self, spec: AppendSpec) -> int:
         """The record's queue offset: the next of its queue (normal and commit records), else 0."""

@@ -351,7 +351,15 @@ class QueueChecks:
 
     def finish_queues(self) -> None:
         self.finish_lmq()
-        for is_late, ti, lo, hi, first_off, count in self._missing_groups():  # missing units, in runs
+        self._report_missing_units()
+        for mq in self.queues.values():
+            self._report_unclaimed_units(mq)
+
+    def _report_missing_units(self) -> None:
+        """Messages their queue has no unit for, a run of queue offsets at a time: superseded
+        (the offsets were used again after a restart), not dispatched yet (past the dispatch
+        point), or missing (a repair case)."""
+        for is_late, ti, lo, hi, first_off, count in self._missing_groups():
             tid, qid = self.tq_list[ti]
             topic = self.topic_names[tid].decode("utf-8", "backslashreplace")
             mq = self.tq_queue[ti]
@@ -401,62 +409,65 @@ class QueueChecks:
                     physical_offset=first_off,
                     count=count,
                 )
-        # units no message accounted for
+
+    def _report_unclaimed_units(self, mq: QueueState) -> None:
+        """The units of ``mq`` no message accounted for: pre-blank units and units below the
+        commit log's first offset are counted, one finding each per queue; any other is
+        checked against the record it points at. Then the queue's tail."""
         cl_min = self.cl_min
-        for mq in self.queues.values():
-            n = mq.end - mq.base
-            if n <= 0:
-                self._cq_tail(mq)
-                continue
-            pre = expired = 0
-            for a in range(0, n, limits.UNIT_CHUNK):  # the units no message accounted for, a chunk at a time
-                un = mq.matched.unmarked(a, min(n, a + limits.UNIT_CHUNK))
-                if not un.size:
-                    continue
-                L = un + mq.base
-                found, off, size, tags = mq.units_at(L)
-                is_pre = (off == 0) & (size == PRE_BLANK_SIZE) & (tags == 0)
-                pre += int(is_pre.sum())
-                is_exp = ~is_pre & (off < cl_min) & (off >= 0)
-                expired += int(is_exp.sum())
-                rest = np.flatnonzero(found & ~is_pre & ~is_exp)
-                for j in rest.tolist():
-                    why = self._why_not_message(int(off[j]), mq, int(L[j]))
-                    if why is None:
-                        continue
-                    f, o = mq.file_of(int(L[j]))
-                    self._add(
-                        "cq.unit-target",
-                        f,
-                        o,
-                        f"unit {int(L[j])} -> {int(off[j])} ({int(size[j])} bytes): " + why,
-                        topic=mq.topic,
-                        queue_id=mq.qid,
-                        physical_offset=int(off[j]),
-                    )
-            if pre:
-                f, o = mq.file_of(mq.base)
-                self._add(
-                    "cq.pre-blank",
-                    f,
-                    o,
-                    f"{mq.topic}/{mq.qid}: {pre} pre-blank units below the first unit",
-                    topic=mq.topic,
-                    queue_id=mq.qid,
-                    count=pre,
-                )
-            if expired:
-                f, o = mq.file_of(mq.base)
-                self._add(
-                    "cq.expired",
-                    f,
-                    o,
-                    f"{mq.topic}/{mq.qid}: {expired} units point below the commit log's first offset {cl_min}",
-                    topic=mq.topic,
-                    queue_id=mq.qid,
-                    count=expired,
-                )
+        n = mq.end - mq.base
+        if n <= 0:
             self._cq_tail(mq)
+            return
+        pre = expired = 0
+        for a in range(0, n, limits.UNIT_CHUNK):  # the units no message accounted for, a chunk at a time
+            un = mq.matched.unmarked(a, min(n, a + limits.UNIT_CHUNK))
+            if not un.size:
+                continue
+            L = un + mq.base
+            found, off, size, tags = mq.units_at(L)
+            is_pre = (off == 0) & (size == PRE_BLANK_SIZE) & (tags == 0)
+            pre += int(is_pre.sum())
+            is_exp = ~is_pre & (off < cl_min) & (off >= 0)
+            expired += int(is_exp.sum())
+            rest = np.flatnonzero(found & ~is_pre & ~is_exp)
+            for j in rest.tolist():
+                why = self._why_not_message(int(off[j]), mq, int(L[j]))
+                if why is None:
+                    continue
+                f, o = mq.file_of(int(L[j]))
+                self._add(
+                    "cq.unit-target",
+                    f,
+                    o,
+                    f"unit {int(L[j])} -> {int(off[j])} ({int(size[j])} bytes): " + why,
+                    topic=mq.topic,
+                    queue_id=mq.qid,
+                    physical_offset=int(off[j]),
+                )
+        if pre:
+            f, o = mq.file_of(mq.base)
+            self._add(
+                "cq.pre-blank",
+                f,
+                o,
+                f"{mq.topic}/{mq.qid}: {pre} pre-blank units below the first unit",
+                topic=mq.topic,
+                queue_id=mq.qid,
+                count=pre,
+            )
+        if expired:
+            f, o = mq.file_of(mq.base)
+            self._add(
+                "cq.expired",
+                f,
+                o,
+                f"{mq.topic}/{mq.qid}: {expired} units point below the commit log's first offset {cl_min}",
+                topic=mq.topic,
+                queue_id=mq.qid,
+                count=expired,
+            )
+        self._cq_tail(mq)
 
     def _why_not_message(self, off: int, mq: QueueState, logical: int) -> str | None:
         """Why unit ``logical`` of ``mq`` (pointing at ``off``) is wrong, or None if it is an LMQ unit."""
