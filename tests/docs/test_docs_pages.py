@@ -75,7 +75,7 @@ def shown_commands() -> list[tuple[str, str]]:
         spans = [" ".join(s.split()) for s in re.findall(r"`([^`]+)`", prose(text))]
         for line in lines + spans:
             line = re.sub(r"(^|\s)#.*$", "", line)
-            for m in re.finditer(r"(?:^|[;&|(]\s*|/)rmqstore(\s.*)", line):
+            for m in re.finditer(r"(?:^\s*|[;&|(]\s*|/)rmqstore(\s.*)", line):
                 out.append((rel(page), "rmqstore" + m.group(1)))
         cmds = options().keys() - {""}
         for s in spans:
@@ -305,7 +305,11 @@ def test_every_not_run_marker_gives_a_reason():
 
 
 def example_pages() -> list[Path]:
-    return [p for p in PAGES[1:] if any(lang in ("sh", "python") for lang, _b, _r in blocks(p.read_text("utf-8")))]
+    return [
+        p
+        for p in PAGES[1:]
+        if any(lang in ("sh", "python") and r is None for lang, _b, r in blocks(p.read_text(encoding="utf-8")))
+    ]
 
 
 @pytest.mark.slow
