@@ -1,4 +1,4 @@
-"""Which store a command reads (README "Which store", issue #31): --store is a path and
+"""Which store a command reads (docs/conventions.md, "Which store"): --store is a path and
 never a pattern; fleets are named with --store-glob on purpose; without --store, the
 broker.conf's storePathRootDir (options before environment variables before ~/store),
 said on stderr; a commit log elsewhere (storePathCommitLog) read by every command."""

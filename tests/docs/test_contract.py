@@ -1,4 +1,4 @@
-"""The scripting contract (README "Scripting"): every record a command prints in --format jsonl
+"""The scripting contract (docs/conventions.md, "Scripting"): every record a command prints in --format jsonl
 or json validates against its schema in schemas/; stdout carries only data and stderr only
 diagnostics; documented exit codes; no colour when not a terminal nor under NO_COLOR; the same
 input gives the same bytes twice."""

@@ -46,7 +46,7 @@ def test_man_pages_render_cleanly():
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("man") is None, reason="no man here (apt-get install man-db)")
 def test_man_l_renders_each_page_without_complaint():
-    """What the README tells people to run: man -l man/rmqstore.1 (groff warnings on, -ww)."""
+    """What docs/install.md tells people to run: man -l man/rmqstore.1 (groff warnings on, -ww)."""
     env = dict(os.environ, MANPAGER="cat", PAGER="cat", MANWIDTH="80", MANROFFOPT="-ww", LC_ALL="C.UTF-8")
     for p in sorted((ROOT / "man").glob("*.1")):
         r = subprocess.run(["man", "-l", str(p)], capture_output=True, text=True, env=env, timeout=60)

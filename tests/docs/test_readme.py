@@ -24,8 +24,8 @@ def test_ci_runs_the_readme_test_command():
 
 
 def test_quick_start_writes_into_a_fresh_temporary_directory():
-    """Issue 16: a fixed shared path (/tmp/rmqstore-sample) may hold someone's store; the
-    quick start makes a new directory and passes it explicitly to every command."""
+    """A fixed shared path (/tmp/rmqstore-sample) may hold someone's store: the quick start
+    makes a new directory and passes it explicitly to every command."""
     import shlex
 
     cmd = _setup_commands()[0]

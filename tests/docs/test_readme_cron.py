@@ -1,5 +1,6 @@
-"""The README's crontab lines, run exactly as printed (issue #31: `rmqstore expire
---broker-conf /opt/rocketmq/conf/broker.conf --quiet` looked in ~/store and exited 3).
+"""The crontab lines of docs/cron.md, run exactly as printed (`rmqstore expire
+--broker-conf /opt/rocketmq/conf/broker.conf --quiet` must read the store the broker.conf
+names, not ~/store).
 
 Each line's command text runs verbatim under /bin/sh, with cron's bare environment, in a
 private mount namespace where a temporary directory holding a broker.conf (naming the store
@@ -28,14 +29,14 @@ PREFIX = Path("/opt/rocketmq")
 
 
 def crontab_lines() -> list[str]:
-    """The command text of every README line marked as a crontab line (``# crontab``)."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    """The command text of every docs/cron.md line marked as a crontab line (``# crontab``)."""
+    text = (ROOT / "docs" / "cron.md").read_text(encoding="utf-8")
     blocks = re.findall(r"```sh\n(.+?)\n```", text, flags=re.S)
     lines = [ln for b in blocks for ln in b.splitlines() if re.search(r"#\s*crontab", ln)]
     return [ln.split("#", 1)[0].strip() for ln in lines]
 
 
-def test_the_readme_has_crontab_lines_and_the_expire_help_shows_them():
+def test_the_cron_page_has_crontab_lines_and_the_expire_help_shows_them():
     lines = crontab_lines()
     assert lines and all(ln.startswith("rmqstore ") for ln in lines), lines
     from rmqstore_cli.commands.expire import EPILOG
@@ -101,7 +102,7 @@ def _files(d: Path) -> list[str]:
 
 
 @pytest.mark.parametrize("line", crontab_lines())
-def test_readme_crontab_line_runs_as_printed(line, tmp_path):
+def test_cron_page_crontab_line_runs_as_printed(line, tmp_path):
     home = _broker_home(tmp_path)
     store = home / "store"
     files = sorted(p.name for p in (store / "commitlog").iterdir())

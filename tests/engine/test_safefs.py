@@ -1,4 +1,4 @@
-"""store/safefs.py: the one place store files are opened, written and deleted (README, Safety)."""
+"""store/safefs.py: the one place store files are opened, written and deleted (docs/safety.md)."""
 
 from __future__ import annotations
 

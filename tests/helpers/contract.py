@@ -1,4 +1,4 @@
-"""The scripting contract's tools (README "Scripting"): validate a record against its schema
+"""The scripting contract's tools (docs/conventions.md, "Scripting"): validate a record against its schema
 in schemas/, and run the CLI on a pseudo-terminal (tests/docs/test_contract.py and the
 command tests that check their own records)."""
 

@@ -302,7 +302,7 @@ def test_no_free_cores_times_out_with_a_message(cluster, stores):
 
 @pytest.fixture(scope="module")
 def packed(tmp_path_factory) -> Path:
-    """README's environment: a venv with rmqstore and pyarrow (PySpark comes with Spark on
+    """docs/spark.md's environment: a venv with rmqstore and pyarrow (PySpark comes with Spark on
     the executors' PYTHONPATH), packed with venv-pack; the venv itself is deleted, so the
     executors can only use what the archive holds."""
     pytest.importorskip("venv_pack", reason="needs venv-pack (the test extra): pip install -e '.[test]'")

@@ -149,7 +149,7 @@ def test_refused_topics_are_reported_by_the_decomposed_rebuild(tmp_path):
 
 
 def test_spark_submit_runs_the_same_export(tmp_path):
-    """README's spark-submit form: the package's __main__.py as the application, master and
+    """docs/spark.md's spark-submit form: the package's __main__.py as the application, master and
     settings from spark-submit (``--spark-master`` left at its default is not applied)."""
     import subprocess
     import sys

@@ -143,7 +143,7 @@ def test_sizes_say_where_they_came_from(small_store, tmp_path):
 @pytest.mark.parametrize("dry", [False, True])
 def test_unusable_sizes_in_broker_conf_are_one_line(small_store, tmp_path, prop, dry):
     """ZeroDivisionError / IndexError / 'index file full right after creation' tracebacks. A
-    size of 0 or less is refused as the config is read (exit 2, README Safety); a positive one
+    size of 0 or less is refused as the config is read (exit 2, docs/safety.md); a positive one
     rebuild-index cannot use (maxIndexNum=1) when the rebuild starts (exit 3)."""
     conf = tmp_path / "broker.conf"
     conf.write_text(f"mappedFileSizeConsumeQueue=2000\nmaxHashSlotNum=64\nmaxIndexNum=400\n{prop}\n")
