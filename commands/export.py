@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 from enum import Enum
@@ -110,7 +111,7 @@ def export(
     from rmqstore_cli.times import now_ms
 
     try:  # a plain `pip install .` has no pyarrow: say which extra brings it, before any work
-        import pyarrow.parquet  # noqa: F401
+        importlib.import_module("pyarrow.parquet")  # the import is the check
     except ImportError:
         raise UsageError(
             "export needs pyarrow, which the plain install does not include", hint="pip install 'rmqstore[spark]'"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import sys
 from enum import Enum
 from pathlib import Path
@@ -187,7 +188,7 @@ def rebuild_index(
         if spark is not None:
             from rmqstore_cli.pipeline import spark as sp
 
-            build = lambda c, d, o, p: sp.rebuild_build(spark, c, d, o, p)  # noqa: E731
+            build = functools.partial(sp.rebuild_build, spark)
         done = []
         for st, out, cfg, opts, sizes in plans:
             rep, plan = _rebuild(cfg, out, opts, in_place, no_backup, copy_commitlog, build, progress and spark is None)

@@ -31,25 +31,25 @@ from .derive import field_format, fixed_fields_format, lazy_dtypes, numpy_code
 
 # The magic codes and flags are plain numbers (formats/sysflag.py), so code that only
 # needs them (decode-msgid) does not import construct; they are re-exported here.
-from .sysflag import (  # noqa: E402,F401 - re-exported for the record layout's users
-    BORNHOST_V6_FLAG,
-    COMPRESSED_FLAG,
-    COMPRESSION_TYPE_MASK,
-    CRC32_PROPERTY,
-    CRC32_RESERVED_LEN,
-    END_FILE_MIN_BLANK_LENGTH,
-    INNER_BATCH_FLAG,
-    MAGIC_BLANK,
-    MAGIC_V1,
-    MAGIC_V2,
-    MULTI_TAGS_FLAG,
-    NEED_UNWRAP_FLAG,
-    STOREHOSTADDRESS_V6_FLAG,
-    TRANSACTION_COMMIT_TYPE,
-    TRANSACTION_MASK,
-    TRANSACTION_NOT_TYPE,
-    TRANSACTION_PREPARED_TYPE,
-    TRANSACTION_ROLLBACK_TYPE,
+from .sysflag import (  # re-exported for the record layout's users (``X as X``: explicitly)
+    BORNHOST_V6_FLAG as BORNHOST_V6_FLAG,
+    COMPRESSED_FLAG as COMPRESSED_FLAG,
+    COMPRESSION_TYPE_MASK as COMPRESSION_TYPE_MASK,
+    CRC32_PROPERTY as CRC32_PROPERTY,
+    CRC32_RESERVED_LEN as CRC32_RESERVED_LEN,
+    END_FILE_MIN_BLANK_LENGTH as END_FILE_MIN_BLANK_LENGTH,
+    INNER_BATCH_FLAG as INNER_BATCH_FLAG,
+    MAGIC_BLANK as MAGIC_BLANK,
+    MAGIC_V1 as MAGIC_V1,
+    MAGIC_V2 as MAGIC_V2,
+    MULTI_TAGS_FLAG as MULTI_TAGS_FLAG,
+    NEED_UNWRAP_FLAG as NEED_UNWRAP_FLAG,
+    STOREHOSTADDRESS_V6_FLAG as STOREHOSTADDRESS_V6_FLAG,
+    TRANSACTION_COMMIT_TYPE as TRANSACTION_COMMIT_TYPE,
+    TRANSACTION_MASK as TRANSACTION_MASK,
+    TRANSACTION_NOT_TYPE as TRANSACTION_NOT_TYPE,
+    TRANSACTION_PREPARED_TYPE as TRANSACTION_PREPARED_TYPE,
+    TRANSACTION_ROLLBACK_TYPE as TRANSACTION_ROLLBACK_TYPE,
 )
 
 HostV4 = Struct("address" / Bytes(4), "port" / Int32sb)

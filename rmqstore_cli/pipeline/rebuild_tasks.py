@@ -857,7 +857,7 @@ def rebuild_staged(config, dest: Path, opts, run_map, t0: float):
                 built = [r for _, r in run_map(lambda j: run_stage(d, config, j), fin)]
             if qp is not None:
                 F = config.cq_file_size
-                for key, (first, last) in qp.straight.items():
+                for key, (first, _) in qp.straight.items():
                     pre_blank(cq_root, key, first, F)
                 cq_files = sum(r for kind, r in done if kind == "queue") + sum(
                     cq_file_count(first, last, F) for first, last in qp.straight.values()

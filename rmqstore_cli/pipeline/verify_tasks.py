@@ -716,7 +716,7 @@ def conclude(plan: StorePlan, ctx: FinishContext, totals: dict, parts: list[dict
     for c, k, d in allkept:
         by_check.setdefault(c, []).append((k, d))
     shown = []
-    for c, items in by_check.items():
+    for items in by_check.values():
         items.sort(key=lambda kd: kd[0])
         shown.extend(items if plan.cap is None else items[: plan.cap])
     shown.sort(key=lambda kd: kd[0])

@@ -177,7 +177,7 @@ class BatchConsumeQueue:
     @property
     def min_offset(self) -> int:
         """``#reviseMinOffsetInQueue``: the first file's first unit's msgBaseOffset (0: none)."""
-        for f, arr, _ in self.unit_arrays():
+        for _, arr, _ in self.unit_arrays():
             return int(arr[0]["msg_base_offset"])
         return 0
 

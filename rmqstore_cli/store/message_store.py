@@ -180,7 +180,7 @@ class MessageStore:
             if isinstance(rec, Message):
                 names.add(rec.topic)
             else:  # a MessageBlock: register its topics in the scan's shared table
-                rec.topics
+                _ = rec.topics
                 table = rec.topic_table
         if table is not None:
             names.update(n.decode("utf-8", "replace") for n in table.names)

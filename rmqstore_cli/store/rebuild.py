@@ -287,7 +287,7 @@ def dispatch_log(
             recovering = i >= rec
             header = cl.header_of(f)
 
-            def after_block(end_pos: int) -> None:
+            def after_block(end_pos: int, done_bytes: int = done_bytes) -> None:
                 if dispatcher.index is not None:
                     dispatcher.index.release_pages()
                 if progress:

@@ -535,8 +535,7 @@ def batch_search(bq, reader: TimeReader, when: int, method: str, boundary: str =
     unit stored at or after ``when`` (max when none); ``broker-5``:
     ``BatchConsumeQueue#getOffsetInQueueByTime`` clamped to [min, max] as
     ``ConsumeQueueStore#getOffsetInQueueByTime`` does."""
-    from rmqstore_cli.store.batch_queue import first_at_or_after as first_unit
-    from rmqstore_cli.store.batch_queue import offset_by_time
+    from rmqstore_cli.store.batch_queue import first_at_or_after as first_unit, offset_by_time
 
     lo, hi = bq.min_offset, bq.max_offset
     name = f"broker-5-{boundary}" if method == "broker-5" else method

@@ -17,8 +17,9 @@ import pytest
 
 from rmqstore_cli.store.commitlog import CommitLog, Status, check_message
 from rmqstore_cli.store.config import StoreConfig
-from rmqstore_cli.store.consume_queue import PRE_BLANK_UNIT, ConsumeQueue, queue_dirs
+from rmqstore_cli.store.consume_queue import PRE_BLANK_UNIT, ConsumeQueue
 from rmqstore_cli.store.dispatch import Dispatcher
+from rmqstore_cli.store.mapped_files import queue_dirs
 from tests.helpers import ROOT, cli, generate, run, tree_digest
 
 PARTS = ("consumequeue", "index")

@@ -89,7 +89,10 @@ def _both_engines(store: Path, conf: Path | None, version: str) -> dict:
     spec = StoreSpec(str(store), str(store), None if conf is None else str(conf), sizes)
     local = verify_store(spec, True, False, None, version)
     [decomposed] = verify_stores([spec], True, False, None, broker_version=version)
-    key = lambda f: json.dumps(f, sort_keys=True)  # noqa: E731
+
+    def key(f: dict) -> str:
+        return json.dumps(f, sort_keys=True)
+
     assert sorted(map(key, decomposed["findings"])) == sorted(map(key, local["findings"]))
     assert decomposed["summary"] == local["summary"] and decomposed["ok"] == local["ok"]
     return local

@@ -226,4 +226,4 @@ def test_unreadable_index_geometry_only_fails_index_use(tmp_path):
     from rmqstore_cli.errors import StoreError
 
     with pytest.raises(StoreError, match="index"):
-        ms.index
+        _ = ms.index

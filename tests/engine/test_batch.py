@@ -20,8 +20,7 @@ from rmqstore_cli.formats.properties import parse_properties
 from rmqstore_cli.store import arrays, mapped_files, properties
 from rmqstore_cli.store.commitlog import CommitLog, Status, bulk, check_message
 from rmqstore_cli.store.config import StoreConfig
-from rmqstore_cli.store.javahash import bulk as javahash
-from rmqstore_cli.store.javahash import index_key_hash, java_hash
+from rmqstore_cli.store.javahash import bulk as javahash, index_key_hash, java_hash
 from rmqstore_cli.store.message import body_crc
 from tests.helpers import cli, generate
 

@@ -352,7 +352,7 @@ def test_broker_artefacts_are_info(small_store):
 
 def test_max_findings_caps_per_check_but_counts_all(small_store):
     recs = records(small_store)
-    for name, pos, total, phy in recs[:40:4]:
+    for name, pos, _, _ in recs[:40:4]:
         path = small_store / "commitlog" / name
         start, length = _body(path.read_bytes(), pos)
         if length:

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import pytest
 
+from rmqstore_cli.pipeline.export_tasks import export_batches, export_rows
+from rmqstore_cli.pipeline.schema import COLUMN_NAMES, arrow_schema
+from rmqstore_cli.pipeline.stores import StoreSpec, file_tasks
+from tests.helpers import fixture_dir
+
 pytestmark = pytest.mark.slow  # export blocks against the per-record reference, every store
 
 pa = pytest.importorskip("pyarrow", reason="needs the spark extra: pip install -e '.[spark]'")
-
-from rmqstore_cli.pipeline.export_tasks import export_batches, export_rows
-from rmqstore_cli.pipeline.schema import COLUMN_NAMES, arrow_schema  # noqa: E402
-from rmqstore_cli.pipeline.stores import StoreSpec, file_tasks
-from tests.helpers import fixture_dir  # noqa: E402
 
 
 def _rows_of(batches) -> list[tuple]:

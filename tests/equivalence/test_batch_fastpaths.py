@@ -14,8 +14,7 @@ import numpy as np
 from rmqstore_cli.formats.properties import parse_properties
 
 from rmqstore_cli.store import arrays, properties, topics
-from rmqstore_cli.store.javahash import bulk as javahash
-from rmqstore_cli.store.javahash import java_hash
+from rmqstore_cli.store.javahash import bulk as javahash, java_hash
 
 
 def test_window_hashes_equal_the_prefix_sum_hashes():

@@ -14,9 +14,9 @@ from tests.helpers import cli
 
 # long topics alike in their first, middle-8 and last bytes, non-ASCII topics, short ones
 TOPICS = (
-    ["T%d" % i for i in range(12)]
+    [f"T{i}" for i in range(12)]
     + ["支付Topic", "Topic-🎉"]
-    + ["LongTopicName-%s-shared-suffix" % m for m in ("aaaa", "aaab", "baaa")]
+    + [f"LongTopicName-{m}-shared-suffix" for m in ("aaaa", "aaab", "baaa")]
     + ["X" * 40 + c + "Y" * 40 for c in "abc"]
 )
 KEYS = ["order-%d", "订单-%d", "k%d-🎉", "AaAa", "BBBB", "minhash-280000磁龟", "x\u07ff\u0800\uffff%d", ""]
@@ -102,7 +102,7 @@ def test_properties_without_checks_give_the_same_values_and_keys():
     for i in range(400):
         pairs = []
         for _ in range(rnd.randint(0, 5)):
-            v = rnd.choice([b"", b"a b", b" k1  k2 ", "订单-%d" % i, b"x\x01y", b"v%d" % i])
+            v = rnd.choice([b"", b"a b", b" k1  k2 ", f"订单-{i}", b"x\x01y", b"v%d" % i])
             pairs.append(rnd.choice(names) + rnd.choice([b"\x01", b""]) + (v if isinstance(v, bytes) else v.encode()))
         msgs.append(b"\x02".join(pairs) + rnd.choice([b"", b"\x02"]))
     buf = b"".join(msgs)

@@ -46,7 +46,10 @@ def _damage(store) -> None:
     data = path.read_bytes()
     count = struct.unpack_from(">i", data, 36)[0]
     assert count > 60
-    at = lambda k: ENTRIES_BASE + k * 20  # noqa: E731
+
+    def at(k: int) -> int:
+        return ENTRIES_BASE + k * 20
+
     _patch(path, at(count // 2) + 16, ">i", count // 2)  # a loop: prev -> itself
     _patch(path, at(10) + 16, ">i", count + 5)  # prev beyond the written entries
     _patch(path, at(11) + 16, ">i", -3)  # negative prev

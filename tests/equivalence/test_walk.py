@@ -134,7 +134,7 @@ def _damaged(data: bytes, rnd: random.Random) -> bytearray:
 
 def test_damaged_files_walk_like_the_reference(files):
     rnd = random.Random(5)
-    for i in range(300):
+    for _ in range(300):
         b = _damaged(rnd.choice(files), rnd)
         _walk_all(b, len(b), rnd.choice([1, 3, 50, 4096]), rnd.choice([HEAD_SIZE, _MIN_VERIFY]))
 
