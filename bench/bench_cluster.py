@@ -280,7 +280,8 @@ def main() -> None:
                     res["runs"].setdefault(f"{cmd}/{which}", []).append({"local": loc, "cluster": cl})
                     print(
                         f"{cmd:14} {which:5} local {loc['wall']:6.2f} s {loc['cpu_waited']:6.2f} s CPU | cluster "
-                        f"{cl['wall']:6.2f} s, executors {cl['executor_cpu']:6.2f} s CPU (JVM {cl['executor_jvm_cpu']:5.2f}), driver "
+                        f"{cl['wall']:6.2f} s, executors {cl['executor_cpu']:6.2f} s CPU "
+                        f"(JVM {cl['executor_jvm_cpu']:5.2f}), driver "
                         f"{cl['cpu_sampled']:5.2f} s CPU, RSS {cl['peak']['driver'] >> 20} + JVM "
                         f"{cl['peak']['jvm'] >> 20} MiB, results {cl['network']['results']:,} B, shuffle "
                         f"{cl['network']['shuffle']:,} B, {cl['network']['tasks']} tasks; load "

@@ -29,16 +29,17 @@ from rmqstore_cli.commands.common import (
     work_done,
 )
 
-EPILOG = """Examples:
-
-  rmqstore export --store ~/store --output /data/rmq-parquet
-
-  rmqstore export --store-glob '/snapshots/broker-*/store' --output /data/fleet --engine spark --body
-
-  rmqstore export --store a/store --store b/store --output out --engine spark --spark-master 'local[2]'
-
-  rmqstore export --store /mnt/store --output hdfs:///rmq/out --engine spark --spark-master yarn --spark-conf spark.executor.memory=4g
-"""
+# one example a line (tests/docs/test_docs.py parses each line as a command)
+EPILOG = "\n\n".join(
+    [
+        "Examples:",
+        "  rmqstore export --store ~/store --output /data/rmq-parquet",
+        "  rmqstore export --store-glob '/snapshots/broker-*/store' --output /data/fleet --engine spark --body",
+        "  rmqstore export --store a/store --store b/store --output out --engine spark --spark-master 'local[2]'",
+        "  rmqstore export --store /mnt/store --output hdfs:///rmq/out --engine spark --spark-master yarn"
+        " --spark-conf spark.executor.memory=4g\n",
+    ]
+)
 
 
 #: The Parquet codecs of ``--compression``: :data:`~rmqstore_cli.pipeline.parquet_out.CODECS`

@@ -181,7 +181,8 @@ def texts(values: list, typ=None):
 
 def ranges(src: np.ndarray, at: np.ndarray, ln: np.ndarray, mask: np.ndarray | None = None):
     """A pyarrow string array whose element i is the bytes ``src[at[i]:at[i] + ln[i]]``
-    (null where ``mask``; with (n, k) ``at`` and ``ln``, its k ranges one after another): what ``take`` of a string array gives, as one join of byte ranges
+    (null where ``mask``; with (n, k) ``at`` and ``ln``, its k ranges one after another):
+    what ``take`` of a string array gives, as one join of byte ranges
     (the C loop, :func:`~rmqstore_cli.store.properties.compiled_join`; a numpy gather on the
     reference path), several times cheaper than Arrow's per-element take."""
     import pyarrow as pa

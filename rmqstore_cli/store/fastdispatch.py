@@ -5,7 +5,8 @@ module produces the same bytes for a batch of records whose layout makes that sa
 and falls back to the per-record path otherwise:
 
 * record fields are gathered with numpy from the file's mapping (positions from the
-  record walk, field offsets from the ``formats`` declarations: :class:`~rmqstore_cli.store.commitlog.bulk.RecordBatch`);
+  record walk, field offsets from the ``formats`` declarations:
+  :class:`~rmqstore_cli.store.commitlog.bulk.RecordBatch`);
 * ``TAGS``/``KEYS``/``UNIQ_KEY``/``DELAY`` are taken from the block's PROPERTIES bytes
   parsed at once as ``MessageDecoder#string2messageProperties`` would
   (:class:`~rmqstore_cli.store.properties.Properties`);

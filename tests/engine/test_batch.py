@@ -316,7 +316,8 @@ def test_batch_properties_match_the_parser_and_java_hash():
 
 
 def _walk_file(buf) -> list[int]:
-    """Record starts of one commit-log file (TOTALSIZE + MAGICCODE walk, docs/format/commitlog.md#reading-a-commit-log-file)."""
+    """Record starts of one commit-log file (TOTALSIZE + MAGICCODE walk,
+    docs/format/commitlog.md#reading-a-commit-log-file)."""
     out, pos = [], 0
     while pos + 8 <= len(buf):
         total, magic = struct.unpack_from(">iI", buf, pos)

@@ -1,5 +1,6 @@
 """commitlog.bulk.walk_records (the one record walk of rebuild-index and verify) against a plain
-per-record walk that checks each record before following its TOTALSIZE (docs/format/commitlog.md#reading-a-commit-log-file).
+per-record walk that checks each record before following its TOTALSIZE
+(docs/format/commitlog.md#reading-a-commit-log-file).
 
 The reference below is the definition: a record starts where MAGICCODE is V1/V2 and
 ``min_total <= TOTALSIZE <= limit - pos``; BLANK, a zero prefix, anything else, fewer

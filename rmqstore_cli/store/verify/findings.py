@@ -64,7 +64,8 @@ CHECKS: dict[str, tuple[str, str]] = {
     "cq.not-dispatched": (INFO, "messages newer than the checkpoint have no unit yet; the broker dispatches them"),
     "cq.superseded": (
         INFO,
-        "messages whose queue offsets were used again after a restart lost their units (docs/format/commitlog.md#append)",
+        "messages whose queue offsets were used again after a restart lost their units "
+        "(docs/format/commitlog.md#append)",
     ),
     "cq.pre-blank": (INFO, "pre-blank units below a queue's first unit (docs/format/consume-queue.md#pre-blank-units)"),
     "cq.expired": (

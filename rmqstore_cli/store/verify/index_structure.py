@@ -1,4 +1,5 @@
-"""One index file checked alone: slots, chains, counts, header against entries (docs/format/index.md#checking-an-index-file).
+"""One index file checked alone: slots, chains, counts, header against entries
+(docs/format/index.md#checking-an-index-file).
 
 Vectorised and in bounded chunks: memory does not grow with the file. Slots and entries are
 read ``limits.INDEX_CHUNK`` at a time (:meth:`IndexFile.entry_columns`, mapped pages

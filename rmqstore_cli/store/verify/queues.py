@@ -159,7 +159,9 @@ class QueueChecks:
             mq = self.tq_queue[t]
             L = qoff[sel]
             if mq is None and self.topic_names[self.tq_list[t][0]] in self.batch_topics:
-                continue  # a 5.x BatchCQ topic: its units are in batchconsumequeue/ (docs/format/batch-consume-queue.md), not checked
+                # a 5.x BatchCQ topic: its units are in batchconsumequeue/ (docs/format/batch-consume-queue.md),
+                # not checked
+                continue
             if mq is None:
                 self._add_missing(t, L, absP[sel], store_ts[sel])
                 continue
@@ -214,7 +216,8 @@ class QueueChecks:
                 f,
                 o,
                 f"{mq.topic}/{mq.qid}: queue offset {L} is used by the messages at "
-                f"{msg_at} and {off}; the unit points at {off} (duplicate queue offset after a restart, docs/format/commitlog.md#append)",
+                f"{msg_at} and {off}; the unit points at {off} (duplicate queue offset after a restart, "
+                "docs/format/commitlog.md#append)",
                 physical_offset=msg_at,
                 topic=mq.topic,
                 queue_id=mq.qid,

@@ -174,7 +174,8 @@ class RecordChecks:
                 self.stops.append((p + base, "commitlog.body-crc", rel))
 
     def _check_properties(self, buf, arr, r: RecordBatch, base: int, rel: str) -> Properties:
-        """PROPERTIES syntax and the __CRC32# property (docs/format/commitlog.md#whole-record-crc); the batch's properties."""
+        """PROPERTIES syntax and the __CRC32# property (docs/format/commitlog.md#whole-record-crc);
+        the batch's properties."""
         P, total, pl, props_start = r.pos, r.total, np.maximum(r.props_len, 0), r.props_at
         kern = self.kernel()
         if kern is not None:  # the PROPERTIES bytes joined by the C loop
@@ -242,7 +243,8 @@ class RecordChecks:
         return False if at0 == at1 else at0
 
     def _check_prop_crc(self, buf, pos: int, total: int, props: bytes, rel: str, base: int) -> None:
-        """docs/format/commitlog.md#whole-record-crc: the __CRC32# digits (least significant first) against crc32(record[:total-20])."""
+        """docs/format/commitlog.md#whole-record-crc: the __CRC32# digits (least significant first)
+        against crc32(record[:total-20])."""
         if props.endswith(b"\x02") and props.startswith(CRC_MARK, len(props) - CRC32_RESERVED_LEN):
             digits = props[-11:-1]
         else:
