@@ -3,9 +3,9 @@
 :func:`walk_records` finds where records start (TOTALSIZE and MAGICCODE only:
 docs/format/commitlog.md#reading-a-commit-log-file); :class:`RecordBatch` gives every field
 position and length of those records at once; :func:`body_crcs` their body CRCs.
-``check_message`` stays the single source of verdicts and reasons; every offset, size and dtype here comes from ``formats.commitlog``.
-The reference loop or its compiled twin is chosen by
-:data:`~rmqstore_cli.store.fastpaths.FAST_PATHS` (or forced by ``compiled``).
+``check_message`` stays the single source of verdicts and reasons; every offset, size and
+dtype here comes from ``formats.commitlog``. The reference loop or its compiled twin is
+chosen by :data:`~rmqstore_cli.store.fastpaths.FAST_PATHS` (or forced by ``compiled``).
 """
 
 from __future__ import annotations
