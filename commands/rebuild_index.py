@@ -349,7 +349,7 @@ def _plans(
         for out in dict.fromkeys([output, *outs]):
             check_output(out, read)
     plans = []
-    for st, out, cfg in zip(stores, outs, cfgs):
+    for st, out, cfg in zip(stores, outs, cfgs, strict=True):
         ms = MessageStore.open(cfg, zone, rocksdb=out is not None)  # a RocksDB CQ: only beside it
         for note in ms.notes:
             print(f"rmqstore: note: {st}: {note}" if several else f"rmqstore: note: {note}", file=sys.stderr)

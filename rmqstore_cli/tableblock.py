@@ -221,7 +221,7 @@ def _prop_text(P, raw: bytes, name: bytes, take: np.ndarray, n_block: int, keys:
         fast[has[bad.any(1)]] = False
     slow: dict[int, str] = {}
     done: dict[bytes, str] = {}
-    for i, a, n in zip(*(np.flatnonzero(~fast), at[~fast], ln[~fast])) if not fast.all() else ():
+    for i, a, n in zip(*(np.flatnonzero(~fast), at[~fast], ln[~fast]), strict=True) if not fast.all() else ():
         v = raw[a : a + n]
         text = done.get(v)
         if text is None:

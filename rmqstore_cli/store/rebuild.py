@@ -134,7 +134,7 @@ def recovery_start(
         buf = files[i].buffer()
         if len(buf) < HEAD_SIZE + HostV6.sizeof() + _STORE_TIMESTAMP.size:  # the widest born host
             continue
-        head = dict(zip(_HEAD_FIELDS, _HEAD.unpack_from(buf, 0)))
+        head = dict(zip(_HEAD_FIELDS, _HEAD.unpack_from(buf, 0), strict=True))
         if head["magic"] not in (MAGIC_V1, MAGIC_V2):
             continue
         bh = HostV6.sizeof() if head["sys_flag"] & BORNHOST_V6_FLAG else HostV4.sizeof()

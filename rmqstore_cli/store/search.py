@@ -35,6 +35,7 @@ from __future__ import annotations
 import os
 import struct
 from dataclasses import dataclass, field
+from itertools import pairwise
 
 from rmqstore_cli.formats.commitlog import AFTER_BORN_HOST, HEAD, HEAD_SIZE, HOST_SIZE
 from rmqstore_cli.formats.consume_queue import CQ_STORE_UNIT_SIZE, PRE_BLANK_SIZE, UNIT_FORMAT, UNIT_TAGS_CODE_AT
@@ -207,7 +208,7 @@ def first_at_or_after(cq: ConsumeQueue, reader: TimeReader, when: int) -> Search
     _describe_answer(cq, reader, res)
     _probe_last(cq, reader, max(lo, end - 64), end, probes)  # one more read: a step back before the end shows
     probes.sort()
-    back = [(a, b) for (a, ta), (b, tb) in zip(probes, probes[1:]) if tb < ta]
+    back = [(a, b) for (a, ta), (b, tb) in pairwise(probes) if tb < ta]
     if back:
         a, b = back[0]
         res.notes.append(

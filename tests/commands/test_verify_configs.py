@@ -63,7 +63,7 @@ def _store(tiny: Path, tmp_path: Path, name: str, parts, lmq: bool) -> tuple[Pat
         )
     d = store / "config"
     d.mkdir(exist_ok=True)
-    for suffix, data in zip(("", ".bak", ".tmp"), parts):
+    for suffix, data in zip(("", ".bak", ".tmp"), parts, strict=True):
         (d / (name + suffix)).unlink(missing_ok=True)  # generate's own topics.json, say
         if data is not None:
             (d / (name + suffix)).write_bytes(data)

@@ -93,7 +93,7 @@ def test_concat_hashes_is_hash_of_the_concatenation():
     hp, _ = javahash.java_hashes([p.encode() for p in prefixes])
     hr, lr = javahash.java_hashes([r.encode() for r in rests])
     got = javahash.java_int(javahash.concat_hashes(hp, lr, hr)).tolist()
-    assert got == [java_hash(p + r) for p, r in zip(prefixes, rests)]
+    assert got == [java_hash(p + r) for p, r in zip(prefixes, rests, strict=True)]
 
 
 def test_range_hashes_of_arbitrary_ranges():
@@ -102,7 +102,7 @@ def test_range_hashes_of_arbitrary_ranges():
     a = np.array([rnd.randrange(0, 5000) for _ in range(400)], np.int64)
     b = np.minimum(a + np.array([rnd.randrange(0, 300) for _ in range(400)], np.int64), 5000)
     got = javahash.java_int(javahash.RangeHashes(np.frombuffer(data, np.uint8))(a, b)).tolist()
-    assert got == [java_hash(data[x:y].decode()) for x, y in zip(a.tolist(), b.tolist())]
+    assert got == [java_hash(data[x:y].decode()) for x, y in zip(a.tolist(), b.tolist(), strict=True)]
 
 
 def test_pow31_tables_are_inverse_powers():
@@ -280,7 +280,7 @@ def test_batch_properties_match_the_parser_and_java_hash():
     pr = properties.Properties(arr, np.array(starts, np.int64), np.array([len(p) for p in props], np.int64), blob)
     for name in ("TAGS", "KEYS", "UNIQ_KEY", "DELAY"):
         m, a, b = pr.value(name.encode() + b"\x01")
-        got = {int(i): bytes(pr.cat[x:y]).decode("utf-8", "replace") for i, x, y in zip(m, a, b)}
+        got = {int(i): bytes(pr.cat[x:y]).decode("utf-8", "replace") for i, x, y in zip(m, a, b, strict=True)}
         want = {i: d[name] for i, p in enumerate(props) if name in (d := _parsed(p))}
         assert got == want, name
     for i, p in enumerate(props):
@@ -292,7 +292,7 @@ def test_batch_properties_match_the_parser_and_java_hash():
     indexable = np.array([i % 7 != 0 for i in range(len(props))], bool)
     pfx = javahash.java_hashes([t + b"#" for t in topics])[0].astype(np.uint64)
     keys = pr.index_keys(tid, pfx, indexable, topics)
-    got = sorted(zip(keys.owner.tolist(), keys.hash.tolist()))
+    got = sorted(zip(keys.owner.tolist(), keys.hash.tolist(), strict=True))
     want = []
     for i, p in enumerate(props):
         d = _parsed(p)

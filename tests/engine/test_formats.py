@@ -115,7 +115,7 @@ def test_named_positions_read_every_field_as_the_declaration_decodes_it(recs):
     pos = np.cumsum([0] + [len(r) for r in raws[:-1]]).astype(np.int64)
     blk = MessageBlock(buf, np.frombuffer(buf, np.uint8), RecordBatch(np.frombuffer(buf, np.uint8), pos), 0, "f")
     assert RECORD_FIXED_SIZE == 74  # CommitLog#calMsgLength's constant part
-    for i, (raw, m) in enumerate(zip(raws, blk.messages())):
+    for i, (raw, m) in enumerate(zip(raws, blk.messages(), strict=True)):
         parsed = MessageRecord.parse(raw)
         assert (
             blk.rb.expected[i]

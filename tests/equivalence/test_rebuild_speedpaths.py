@@ -138,7 +138,7 @@ def test_put_keys_writes_what_put_key_writes_and_the_chunked_writer_too(tmp_path
     hashes = np.array([index_key_hash(k) for k in keys], np.int64)
     slots, per = 7, 64  # few slots: long chains; 63 keys a file: several files
     one = IndexService(tmp_path / "one", slots, per, writable=True)
-    for k, p, t in zip(keys, phy.tolist(), ts.tolist()):
+    for k, p, t in zip(keys, phy.tolist(), ts.tolist(), strict=True):
         one.put_key(k, p, t)
     one.close()
     many = IndexService(tmp_path / "many", slots, per, writable=True)

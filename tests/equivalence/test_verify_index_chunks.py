@@ -189,6 +189,6 @@ def test_kernel_crc_is_zlib_crc():
     big = K.small_body_crcs(a, at, ln, 600, out)
     small = ln < 600
     assert big == int((~small).sum())
-    want = [zlib.crc32(a[x : x + n].tobytes()) & 0x7FFFFFFF for x, n in zip(at.tolist(), ln.tolist())]
-    assert out[small].tolist() == [w for w, s in zip(want, small.tolist()) if s]
+    want = [zlib.crc32(a[x : x + n].tobytes()) & 0x7FFFFFFF for x, n in zip(at.tolist(), ln.tolist(), strict=True)]
+    assert out[small].tolist() == [w for w, s in zip(want, small.tolist(), strict=True) if s]
     assert (out[~small] == -1).all()

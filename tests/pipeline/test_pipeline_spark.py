@@ -119,7 +119,7 @@ def test_cli_verify_several_stores_and_rebuild_on_spark(stores, tmp_path):
     ours_only(b.stderr)  # the warnings about the damaged store, and nothing of Spark's
     ja, jb = json.loads(a.stdout)["stores"], json.loads(b.stdout)["stores"]
     assert [s["store"] for s in jb] == [str(stores["damaged"]), str(stores["good"])]
-    for name, sa, sb in zip(("damaged", "good"), ja, jb):  # each store to its own directory
+    for name, sa, sb in zip(("damaged", "good"), ja, jb, strict=True):  # each store to its own directory
         assert sb["output"] == str(out_s / name)
         assert digest(out_l / name / "consumequeue") == digest(out_s / name / "consumequeue")
         assert digest(out_l / name / "index") == digest(out_s / name / "index")

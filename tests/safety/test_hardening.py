@@ -12,6 +12,7 @@ import random
 import subprocess
 import sys
 import time
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -333,7 +334,7 @@ def test_reads_during_appends_see_a_consistent_prefix(small_store, tmp_path):
             )
             assert r.exit_code == 0, r.stderr
             recs = [json.loads(x) for x in r.stdout.splitlines()]
-            for a, b in zip(recs, recs[1:]):
+            for a, b in pairwise(recs):
                 if a["file"] == b["file"]:
                     assert b["physical_offset"] == a["physical_offset"] + a["total_size"]
             seen.append(len(recs))

@@ -275,7 +275,7 @@ class IndexStructure:
         rows = list(found.orphan.rows())
         if rows:
             phys = f.entry_phys(np.array([r[0] for r in rows], np.int64)).tolist()
-            for (e, he), pe in zip(rows, phys):
+            for (e, he), pe in zip(rows, phys, strict=True):
                 self._add(
                     "index.orphan",
                     f.rel,

@@ -208,7 +208,7 @@ class RecordChecks:
         sel = np.flatnonzero(tid[dm] == sched_tid)
         cat = pr.cat
         rules = self.__dict__.setdefault("_delay_rules", {})
-        for i, x, y in zip(dm[sel].tolist(), da[sel].tolist(), db[sel].tolist()):
+        for i, x, y in zip(dm[sel].tolist(), da[sel].tolist(), db[sel].tolist(), strict=True):
             v = bytes(cat[x:y])
             rule = rules.get(v)
             if rule is None:
@@ -426,7 +426,7 @@ class RecordChecks:
         dispatched record of each queue the scan has not met before."""
         heads = {}
         uniq, first = np.unique(tq[idx], return_index=True)
-        for t, j in zip(uniq.tolist(), first.tolist()):
+        for t, j in zip(uniq.tolist(), first.tolist(), strict=True):
             if self.tq_last[t] is None:
                 i = int(idx[j])
                 heads[self.queue_key(t)] = (int(qoff[i]), int(step[i]), int(absP[i]), rel, base)
