@@ -54,12 +54,12 @@ import threading
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE), str(HERE.parent)]  # bench/ and the project root (tests.helpers)
+# bench/ (bench_pipeline) is on the path as the script's directory; the project root is for tests.helpers
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench_pipeline import RMQ, descendants, proc_table, run, warm_cache  # noqa: E402
+from bench_pipeline import RMQ, descendants, proc_table, run, warm_cache
 
-from tests.helpers.standalone import Cluster, ConnectServer  # noqa: E402
+from tests.helpers.standalone import Cluster, ConnectServer
 
 TINY_FILE = 65536  # the 200-message store in two commit-log files
 
@@ -258,7 +258,7 @@ def main() -> None:
         for cmd in a.commands.split(","):
             for which, path in (("tiny", tiny), ("store", store)):
 
-                def args(k):
+                def args(k: int, cmd: str = cmd, path: Path = path, which: str = which) -> list[str]:
                     base = [cmd, "--store", str(path), "-f", "json"] + (sizes if which == "store" else tiny_sizes)
                     if cmd == "rebuild-index":
                         return base + ["--output", str(work / f"out{k}")]
@@ -280,7 +280,8 @@ def main() -> None:
                     res["runs"].setdefault(f"{cmd}/{which}", []).append({"local": loc, "cluster": cl})
                     print(
                         f"{cmd:14} {which:5} local {loc['wall']:6.2f} s {loc['cpu_waited']:6.2f} s CPU | cluster "
-                        f"{cl['wall']:6.2f} s, executors {cl['executor_cpu']:6.2f} s CPU (JVM {cl['executor_jvm_cpu']:5.2f}), driver "
+                        f"{cl['wall']:6.2f} s, executors {cl['executor_cpu']:6.2f} s CPU "
+                        f"(JVM {cl['executor_jvm_cpu']:5.2f}), driver "
                         f"{cl['cpu_sampled']:5.2f} s CPU, RSS {cl['peak']['driver'] >> 20} + JVM "
                         f"{cl['peak']['jvm'] >> 20} MiB, results {cl['network']['results']:,} B, shuffle "
                         f"{cl['network']['shuffle']:,} B, {cl['network']['tasks']} tasks; load "

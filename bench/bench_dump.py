@@ -21,6 +21,7 @@ import resource
 import subprocess
 import sys
 import time
+from itertools import pairwise
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -104,7 +105,7 @@ def main() -> None:
             f"{n:>9} msgs: {wall:.2f} s wall ({n / wall:,.0f} msg/s), {cpu:.2f} s CPU ({n / cpu:,.0f} msg/s); "
             f"load {os.getloadavg()[0]:.2f}"
         )
-    for lo, hi in zip(rows, rows[1:]):
+    for lo, hi in pairwise(rows):
         marginal = (hi["messages"] - lo["messages"]) / max(hi["wall_s"] - lo["wall_s"], 1e-9)
         hi["msg_per_s_marginal"] = round(marginal)
         hi["fixed_s"] = round(hi["wall_s"] - hi["messages"] / marginal, 3)

@@ -59,7 +59,7 @@ def main() -> None:
             n += 1
             nbytes += m.total_size
             if full:
-                m.properties, m.topic, m.msg_id, m.born_host, m.store_host, m.keys, m.tags, m.uniq_key
+                _ = (m.properties, m.topic, m.msg_id, m.born_host, m.store_host, m.keys, m.tags, m.uniq_key)
         dt = time.perf_counter() - t
         print(f"{label}: {n} msgs in {dt:.2f}s = {n / dt:,.0f} msg/s, {nbytes / dt / 1e9:.2f} GB/s")
     for label, kw in (

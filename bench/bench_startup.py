@@ -34,11 +34,10 @@ RMQ = str(BIN / "rmqstore") if (BIN / "rmqstore").exists() else None
 
 def cases(store: Path, ids: list[str]) -> list[tuple[str, list[str], dict]]:
     rmq = [RMQ] if RMQ else [sys.executable, "-m", "rmqstore_cli"]
-    comp = lambda words, cword: {
-        "_RMQSTORE_COMPLETE": "complete_bash",
-        "COMP_WORDS": words,  # noqa: E731
-        "COMP_CWORD": str(cword),
-    }
+
+    def comp(words: str, cword: int) -> dict[str, str]:
+        return {"_RMQSTORE_COMPLETE": "complete_bash", "COMP_WORDS": words, "COMP_CWORD": str(cword)}
+
     return [
         ("python -c pass (floor)", [sys.executable, "-c", "pass"], {}),
         ("rmqstore --version", [*rmq, "--version"], {}),

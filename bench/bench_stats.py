@@ -3,7 +3,8 @@
 
 Usage (from the project root; check ``df -h /tmp`` first: the store takes ~2.6 GB):
 
-    .venv/bin/python bench/bench_stats.py [--messages 600000] [--body 4096] [--dir /tmp/rmq-bench-stats] [--runs 3] [--keep]
+    .venv/bin/python bench/bench_stats.py [--messages 600000] [--body 4096] \
+        [--dir /tmp/rmq-bench-stats] [--runs 3] [--keep]
 
 A store of ``--messages`` sends of ``--body``-byte bodies (default file sizes: 1 GiB
 commit-log files, 6 MB consume-queue files) is generated into --dir (reused if there).

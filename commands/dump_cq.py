@@ -546,7 +546,7 @@ def _summary(ms, topic, queue_id, fmt) -> int:
             end = cq.max_offset
             pre = 0
             max_phy = -1
-            for arr, first, _ in cq.unit_arrays(cq.min_file_offset, end):
+            for arr, _, _ in cq.unit_arrays(cq.min_file_offset, end):
                 pre += int(np.count_nonzero(is_pre_blank(arr["commitlog_offset"], arr["size"], arr["tags_code"])))
                 last = arr[-1]
                 max_phy = int(last["commitlog_offset"]) + int(last["size"])

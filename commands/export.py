@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 from enum import Enum
@@ -28,16 +29,17 @@ from rmqstore_cli.commands.common import (
     work_done,
 )
 
-EPILOG = """Examples:
-
-  rmqstore export --store ~/store --output /data/rmq-parquet
-
-  rmqstore export --store-glob '/snapshots/broker-*/store' --output /data/fleet --engine spark --body
-
-  rmqstore export --store a/store --store b/store --output out --engine spark --spark-master 'local[2]'
-
-  rmqstore export --store /mnt/store --output hdfs:///rmq/out --engine spark --spark-master yarn --spark-conf spark.executor.memory=4g
-"""
+# one example a line (tests/docs/test_docs.py parses each line as a command)
+EPILOG = "\n\n".join(
+    [
+        "Examples:",
+        "  rmqstore export --store ~/store --output /data/rmq-parquet",
+        "  rmqstore export --store-glob '/snapshots/broker-*/store' --output /data/fleet --engine spark --body",
+        "  rmqstore export --store a/store --store b/store --output out --engine spark --spark-master 'local[2]'",
+        "  rmqstore export --store /mnt/store --output hdfs:///rmq/out --engine spark --spark-master yarn"
+        " --spark-conf spark.executor.memory=4g\n",
+    ]
+)
 
 
 #: The Parquet codecs of ``--compression``: :data:`~rmqstore_cli.pipeline.parquet_out.CODECS`
@@ -110,7 +112,7 @@ def export(
     from rmqstore_cli.times import now_ms
 
     try:  # a plain `pip install .` has no pyarrow: say which extra brings it, before any work
-        import pyarrow.parquet  # noqa: F401
+        importlib.import_module("pyarrow.parquet")  # the import is the check
     except ImportError:
         raise UsageError(
             "export needs pyarrow, which the plain install does not include", hint="pip install 'rmqstore[spark]'"

@@ -20,16 +20,18 @@ from rmqstore_cli.commands.common import (
     work_done,
 )
 
-EPILOG = """Examples:
-
-  rmqstore generate --store "$(mktemp -d)" --messages 10000 --seed 7
-
-  rmqstore generate --store /tmp/small --messages 2000 --commitlog-file-size 65536 --cq-file-size 2000 --index-slots 64 --index-max 400
-
-  rmqstore generate --store /tmp/small --messages 500 --append
-
-  rmqstore dump-commitlog --store A --format jsonl --body base64 | rmqstore generate --store B --from-jsonl -
-"""
+# one example a line (tests/docs/test_docs.py parses each line as a command)
+EPILOG = "\n\n".join(
+    [
+        "Examples:",
+        '  rmqstore generate --store "$(mktemp -d)" --messages 10000 --seed 7',
+        "  rmqstore generate --store /tmp/small --messages 2000 --commitlog-file-size 65536 --cq-file-size 2000"
+        " --index-slots 64 --index-max 400",
+        "  rmqstore generate --store /tmp/small --messages 500 --append",
+        "  rmqstore dump-commitlog --store A --format jsonl --body base64"
+        " | rmqstore generate --store B --from-jsonl -\n",
+    ]
+)
 
 #: generate's own --broker-conf: never from RMQSTORE_BROKER_CONF, since its
 #: storePathCommitLog would choose where synthetic records are written.

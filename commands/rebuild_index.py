@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import sys
 from enum import Enum
 from pathlib import Path
@@ -187,7 +188,7 @@ def rebuild_index(
         if spark is not None:
             from rmqstore_cli.pipeline import spark as sp
 
-            build = lambda c, d, o, p: sp.rebuild_build(spark, c, d, o, p)  # noqa: E731
+            build = functools.partial(sp.rebuild_build, spark)
         done = []
         for st, out, cfg, opts, sizes in plans:
             rep, plan = _rebuild(cfg, out, opts, in_place, no_backup, copy_commitlog, build, progress and spark is None)
@@ -349,7 +350,7 @@ def _plans(
         for out in dict.fromkeys([output, *outs]):
             check_output(out, read)
     plans = []
-    for st, out, cfg in zip(stores, outs, cfgs):
+    for st, out, cfg in zip(stores, outs, cfgs, strict=True):
         ms = MessageStore.open(cfg, zone, rocksdb=out is not None)  # a RocksDB CQ: only beside it
         for note in ms.notes:
             print(f"rmqstore: note: {st}: {note}" if several else f"rmqstore: note: {note}", file=sys.stderr)

@@ -276,7 +276,7 @@ def _verify_many(specs, engine, master, conf, verbose, crc, deep, max_findings, 
         results = sp.run_job(sp.verify, master, conf, verbose, specs, crc, deep, max_findings, v)
     else:
         results = [verify_store(s, crc, deep, max_findings, v) for s in specs]
-    for s, r in zip(specs, results):
+    for s, r in zip(specs, results, strict=True):
         if not fleet:
             r["findings"] = [{k: x for k, x in f.items() if k != "store"} for f in r["findings"]]
             r["summary"]["store"] = s.path

@@ -25,7 +25,7 @@ BatchConsumeQueueUnit = Struct(
     "reserved" / Int32sb,
 )
 #: ``BatchConsumeQueue.CQ_STORE_UNIT_SIZE``.
-BATCH_CQ_UNIT_SIZE = BatchConsumeQueueUnit.sizeof()
+BATCH_CQ_UNIT_SIZE: int = BatchConsumeQueueUnit.sizeof()
 BCQ_UNIT_FORMAT = fixed_fields_format(BatchConsumeQueueUnit)
 #: ``BatchConsumeQueue.INVALID_POS``: the compactedOffset every unit is written with.
 INVALID_POS = -1

@@ -14,6 +14,8 @@ from typing import NamedTuple
 from construct import (
     Bytes,
     Const,
+    Construct,
+    Container,
     IfThenElse,
     Int8sb,
     Int16sb,
@@ -22,6 +24,7 @@ from construct import (
     Int64sb,
     Rebuild,
     Struct,
+    Subconstruct,
     Switch,
     len_,
     this,
@@ -31,32 +34,32 @@ from .derive import field_format, fixed_fields_format, lazy_dtypes, numpy_code
 
 # The magic codes and flags are plain numbers (formats/sysflag.py), so code that only
 # needs them (decode-msgid) does not import construct; they are re-exported here.
-from .sysflag import (  # noqa: E402,F401 - re-exported for the record layout's users
-    BORNHOST_V6_FLAG,
-    COMPRESSED_FLAG,
-    COMPRESSION_TYPE_MASK,
-    CRC32_PROPERTY,
-    CRC32_RESERVED_LEN,
-    END_FILE_MIN_BLANK_LENGTH,
-    INNER_BATCH_FLAG,
-    MAGIC_BLANK,
-    MAGIC_V1,
-    MAGIC_V2,
-    MULTI_TAGS_FLAG,
-    NEED_UNWRAP_FLAG,
-    STOREHOSTADDRESS_V6_FLAG,
-    TRANSACTION_COMMIT_TYPE,
-    TRANSACTION_MASK,
-    TRANSACTION_NOT_TYPE,
-    TRANSACTION_PREPARED_TYPE,
-    TRANSACTION_ROLLBACK_TYPE,
+from .sysflag import (  # re-exported for the record layout's users (``X as X``: explicitly)
+    BORNHOST_V6_FLAG as BORNHOST_V6_FLAG,
+    COMPRESSED_FLAG as COMPRESSED_FLAG,
+    COMPRESSION_TYPE_MASK as COMPRESSION_TYPE_MASK,
+    CRC32_PROPERTY as CRC32_PROPERTY,
+    CRC32_RESERVED_LEN as CRC32_RESERVED_LEN,
+    END_FILE_MIN_BLANK_LENGTH as END_FILE_MIN_BLANK_LENGTH,
+    INNER_BATCH_FLAG as INNER_BATCH_FLAG,
+    MAGIC_BLANK as MAGIC_BLANK,
+    MAGIC_V1 as MAGIC_V1,
+    MAGIC_V2 as MAGIC_V2,
+    MULTI_TAGS_FLAG as MULTI_TAGS_FLAG,
+    NEED_UNWRAP_FLAG as NEED_UNWRAP_FLAG,
+    STOREHOSTADDRESS_V6_FLAG as STOREHOSTADDRESS_V6_FLAG,
+    TRANSACTION_COMMIT_TYPE as TRANSACTION_COMMIT_TYPE,
+    TRANSACTION_MASK as TRANSACTION_MASK,
+    TRANSACTION_NOT_TYPE as TRANSACTION_NOT_TYPE,
+    TRANSACTION_PREPARED_TYPE as TRANSACTION_PREPARED_TYPE,
+    TRANSACTION_ROLLBACK_TYPE as TRANSACTION_ROLLBACK_TYPE,
 )
 
 HostV4 = Struct("address" / Bytes(4), "port" / Int32sb)
 HostV6 = Struct("address" / Bytes(16), "port" / Int32sb)
 
 
-def _host(v6_flag: int):
+def _host(v6_flag: int) -> Construct:
     return IfThenElse(lambda ctx: ctx.sys_flag & v6_flag, HostV6, HostV4)
 
 
@@ -74,7 +77,7 @@ def record_length(sys_flag: int, magic: int, body_len: int, topic_len: int, prop
     )
 
 
-def _total_size(ctx) -> int:
+def _total_size(ctx: Container) -> int:
     return record_length(ctx.sys_flag, ctx.magic, len(ctx.body), len(ctx.topic), len(ctx.properties))
 
 
@@ -155,12 +158,13 @@ class FieldAt(NamedTuple):
     dtype: str
 
 
-def _subcons(first: str, last: str) -> list:
-    names = [sc.name for sc in MessageRecord.subcons]
-    return MessageRecord.subcons[names.index(first) : names.index(last) + 1]
+def _subcons(first: str, last: str) -> list[Subconstruct]:
+    every: list[Subconstruct] = MessageRecord.subcons
+    names = [sc.name for sc in every]
+    return every[names.index(first) : names.index(last) + 1]
 
 
-def _fields(part: list) -> dict[str, FieldAt]:
+def _fields(part: list[Subconstruct]) -> dict[str, FieldAt]:
     out, at = {}, 0
     for sc in part:
         size = sc.subcon.sizeof()
@@ -183,7 +187,7 @@ BODY_LENGTH = AFTER_STORE_HOST["body_length"]
 #: A host (BORNHOST, STOREHOST) is its address then its port: its size and its address's
 #: size by kind (False: IPv4, True: IPv6, the SYSFLAG bit); PORT's offset is from the end
 #: of the address.
-HOST_SIZE = {False: HostV4.sizeof(), True: HostV6.sizeof()}
+HOST_SIZE: dict[bool, int] = {False: HostV4.sizeof(), True: HostV6.sizeof()}
 HOST_ADDRESS_SIZE = {v6: _fields(h.subcons)["port"].offset for v6, h in ((False, HostV4), (True, HostV6))}
 PORT: FieldAt = _fields(HostV4.subcons[1:])["port"]
 

@@ -12,7 +12,7 @@ ConsumeQueueUnit = Struct(
     "size" / Int32sb,
     "tags_code" / Int64sb,
 )
-CQ_STORE_UNIT_SIZE = ConsumeQueueUnit.sizeof()
+CQ_STORE_UNIT_SIZE: int = ConsumeQueueUnit.sizeof()
 UNIT_FORMAT = fixed_fields_format(ConsumeQueueUnit)
 
 #: ``ConsumeQueue#fillPreBlank``: the unit written below the first real unit of a queue.

@@ -6,7 +6,13 @@ The hot loops never restate a layout: they call these on the declaration, and
 
 from __future__ import annotations
 
-from construct import Bytes, Const, FormatField, Rebuild, Struct
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from construct import Bytes, Const, Construct, FormatField, Rebuild, Struct
+
+if TYPE_CHECKING:  # numpy is imported where a dtype is made (numpy_dtype), never at import time
+    import numpy as np
 
 
 def fixed_fields_format(s: Struct) -> str:
@@ -14,9 +20,11 @@ def fixed_fields_format(s: Struct) -> str:
     return ">" + "".join(field_format(sc.subcon) for sc in s.subcons)
 
 
-def field_format(sc) -> str:
+def field_format(sc: Construct) -> str:
+    """The ``struct`` format of one fixed-size field, without the byte order."""
     if isinstance(sc, FormatField):
-        return sc.fmtstr[1:]
+        fmt: str = sc.fmtstr  # construct has no annotations: the type is said here
+        return fmt[1:]
     if isinstance(sc, Struct):
         return "".join(field_format(x.subcon) for x in sc.subcons)
     if isinstance(sc, Bytes) and isinstance(sc.length, int):
@@ -40,14 +48,14 @@ _NUMPY_CODES = {
 }
 
 
-def numpy_code(sc) -> str:
+def numpy_code(sc: Construct) -> str:
     """The big-endian numpy dtype string of one fixed-size field (``Int32sb`` -> ``">i4"``,
     ``Bytes(4)`` -> ``"S4"``)."""
     fmt = field_format(sc)
     return f"S{fmt[:-1]}" if fmt.endswith("s") else _NUMPY_CODES[fmt]
 
 
-def numpy_dtype(s: Struct):
+def numpy_dtype(s: Struct) -> np.dtype[np.void]:
     """A big-endian numpy record dtype with the Struct's field names and layout."""
     import numpy as np  # only the commands that vectorise pay for numpy
 
@@ -67,12 +75,12 @@ def field_offset(s: Struct, name: str) -> int:
     raise KeyError(name)
 
 
-def lazy_dtypes(namespace: dict, structs: dict):
+def lazy_dtypes(namespace: dict[str, object], structs: dict[str, Struct]) -> Callable[[str], np.dtype[np.void]]:
     """A module ``__getattr__`` (PEP 562) that makes each name of ``structs`` the
     :func:`numpy_dtype` of its Struct on first use and keeps it in ``namespace``: numpy is
     imported only by the readers that vectorise, never by the per-record paths."""
 
-    def __getattr__(name: str):
+    def __getattr__(name: str) -> np.dtype[np.void]:
         if name in structs:
             namespace[name] = dtype = numpy_dtype(structs[name])
             return dtype

@@ -15,12 +15,12 @@ IndexHeader = Struct(
     "hash_slot_count" / Int32sb,
     "index_count" / Int32sb,
 )
-INDEX_HEADER_SIZE = IndexHeader.sizeof()
+INDEX_HEADER_SIZE: int = IndexHeader.sizeof()
 HEADER_FORMAT = fixed_fields_format(IndexHeader)
 
 #: One hash slot: the number of the newest entry of the slot's chain, 0 = empty.
 IndexSlot = Struct("entry" / Int32sb)
-HASH_SLOT_SIZE = IndexSlot.sizeof()
+HASH_SLOT_SIZE: int = IndexSlot.sizeof()
 SLOT_FORMAT = fixed_fields_format(IndexSlot)
 
 #: ``IndexFile#putKey``'s entry.
@@ -30,7 +30,7 @@ IndexEntry = Struct(
     "time_diff" / Int32sb,
     "prev_index" / Int32sb,
 )
-INDEX_ENTRY_SIZE = IndexEntry.sizeof()
+INDEX_ENTRY_SIZE: int = IndexEntry.sizeof()
 ENTRY_FORMAT = fixed_fields_format(IndexEntry)
 
 
@@ -46,4 +46,4 @@ __getattr__ = lazy_dtypes(globals(), {"HEADER_DTYPE": IndexHeader, "ENTRY_DTYPE"
 
 #: ``IndexFile#putKey`` clamps timeDiff to ``Integer.MAX_VALUE``: the largest value of its
 #: signed 32-bit field.
-TIME_DIFF_MAX = (1 << (8 * IndexEntry.time_diff.sizeof() - 1)) - 1
+TIME_DIFF_MAX: int = (1 << (8 * IndexEntry.time_diff.sizeof() - 1)) - 1

@@ -45,7 +45,7 @@ CqValue = Struct(
     "tags_code" / Int64sb,
     "store_time" / Int64sb,
 )
-CQ_VALUE_SIZE = CqValue.sizeof()
+CQ_VALUE_SIZE: int = CqValue.sizeof()
 CQ_VALUE_FORMAT = fixed_fields_format(CqValue)
 
 #: ``RocksDBConsumeQueueOffsetTable#buildOffsetKeyByteBuffer0``: topic length, CTRL_1, topic,
@@ -70,7 +70,7 @@ OffsetValue = Struct(
     "commitlog_offset" / Int64sb,
     "cq_offset" / Int64sb,
 )
-OFFSET_VALUE_SIZE = OffsetValue.sizeof()
+OFFSET_VALUE_SIZE: int = OffsetValue.sizeof()
 OFFSET_VALUE_FORMAT = fixed_fields_format(OffsetValue)
 
 #: ``RocksDBConsumeQueueOffsetTable#appendMaxPhyOffset``: under the ``max`` key of topic
@@ -78,7 +78,7 @@ OFFSET_VALUE_FORMAT = fixed_fields_format(OffsetValue)
 #: has reached (8 bytes; ``#getMaxPhyOffset``).
 CHECKPOINT_TOPIC = "CHECKPOINT_TOPIC"
 CheckpointValue = Struct("max_phy_offset" / Int64sb)
-CHECKPOINT_VALUE_SIZE = CheckpointValue.sizeof()
+CHECKPOINT_VALUE_SIZE: int = CheckpointValue.sizeof()
 CHECKPOINT_VALUE_FORMAT = fixed_fields_format(CheckpointValue)
 
 __getattr__ = lazy_dtypes(globals(), {"CQ_VALUE_DTYPE": CqValue})
@@ -111,7 +111,7 @@ V2OffsetKey = Struct(
     "queue_id" / Int32sb,
 )
 V2OffsetValue = Struct("offset" / Int64sb)
-V2_OFFSET_VALUE_SIZE = V2OffsetValue.sizeof()
+V2_OFFSET_VALUE_SIZE: int = V2OffsetValue.sizeof()
 V2_OFFSET_VALUE_FORMAT = fixed_fields_format(V2OffsetValue)
 #: ``ConfigHelper#keyBufOf(TableId.TOPIC, name)``: the topic's name.
 V2NameKey = Struct("head" / V2KeyHead, "name_length" / Int16sb, "name" / Bytes(this.name_length))

@@ -21,7 +21,7 @@ TimerSlot = Struct(
     "num" / Int32sb,
     "magic" / Int32sb,
 )
-SLOT_SIZE = TimerSlot.sizeof()  # Slot.SIZE
+SLOT_SIZE: int = TimerSlot.sizeof()  # Slot.SIZE
 SLOT_FORMAT = fixed_fields_format(TimerSlot)
 #: A slot seen as 8-byte words: ``TimerWheel.slots`` finds the non-zero slots word-wise.
 SLOT_WORD = numpy_code(Int64sb)
@@ -39,7 +39,7 @@ TimerLogUnit = Struct(
     "topic_hash" / Int32sb,  # hashTopicForMetrics(REAL_TOPIC): String#hashCode
     "reserved" / Int64sb,
 )
-UNIT_SIZE = TimerLogUnit.sizeof()
+UNIT_SIZE: int = TimerLogUnit.sizeof()
 UNIT_FORMAT = fixed_fields_format(TimerLogUnit)
 
 #: ``TimerLog#append``: when a unit and a blank do not fit, the file's rest is one blank.
@@ -48,7 +48,7 @@ TimerLogBlank = Struct(
     "zero" / Int64sb,
     "magic" / Int32sb,  # BLANK_MAGIC_CODE
 )
-MIN_BLANK_LEN = TimerLogBlank.sizeof()
+MIN_BLANK_LEN: int = TimerLogBlank.sizeof()
 BLANK_FORMAT = fixed_fields_format(TimerLogBlank)
 
 
@@ -71,7 +71,7 @@ TimerCheckpoint = Struct(
     "timestamp" / Int64sb,
     "counter" / Int64sb,
 )
-CHECKPOINT_SIZE = TimerCheckpoint.sizeof()
+CHECKPOINT_SIZE: int = TimerCheckpoint.sizeof()
 CHECKPOINT_FORMAT = fixed_fields_format(TimerCheckpoint)
 CHECKPOINT_FILE_SIZE = 4096
 #: The first four longs: what an older broker wrote (``TimerCheckpoint`` reads the rest

@@ -90,10 +90,10 @@ def one_input(data: bytes) -> None:
             except ValueError:
                 continue
             if fn is decode_uniq_key:
-                v.ip_str
+                _ = v.ip_str
                 v.nearly_time(1_767_225_600_000)
             else:
-                v.store_host
+                _ = v.store_host
     elif which == 4:
         p = TMP / "20260101000000000"
         p.write_bytes(rest)
@@ -112,7 +112,7 @@ def one_input(data: bytes) -> None:
         (d / "00000000000000000000").write_bytes(rest)
         try:
             cq = ConsumeQueue(TMP / "cq", "T", 0, 200)
-            cq.max_offset
+            _ = cq.max_offset
             cq.min_offset(0)
             for _ in cq.units():
                 pass

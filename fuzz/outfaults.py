@@ -357,14 +357,14 @@ def _child(argv: list[str], fault: str | None, out: str, err: str) -> None:
             try:
                 if sys.stderr is not None:  # else "lost sys.stderr", to a closed fd 2
                     sys.excepthook(*sys.exc_info())
-            except BaseException:  # noqa: BLE001 - a hook that cannot write is silent
+            except BaseException:  # a hook that cannot write is silent
                 pass
             code = 1
         for s in (sys.stdout, sys.stderr):
             try:
                 if s is not None:
                     s.flush()
-            except Exception as e:  # noqa: BLE001 - as Py_FinalizeEx reports it
+            except Exception as e:  # as Py_FinalizeEx reports it
                 try:
                     os.write(2, f"Exception ignored in: {s!r}\n{type(e).__name__}: {e}\n".encode())
                 except OSError:

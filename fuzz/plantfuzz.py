@@ -792,7 +792,7 @@ def run_case(
     ctx = Ctx(case, tpl / "store", outside, rng, base)
     try:
         detail = pl[1](ctx, pl[2])
-    except Exception as e:  # noqa: BLE001 - a plant that does not fit this store
+    except Exception as e:  # a plant that does not fit this store
         _cleanup_case(case)
         return [Run(seed, pl[0], f"not plantable: {type(e).__name__}: {e}", "-", [], 0, 0.0, "")]
     if ctx.fs and no_mount:

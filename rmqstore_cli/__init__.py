@@ -43,10 +43,28 @@ _EXPORTS = {
 
 __all__ = ["__version__", *_EXPORTS]
 
-if TYPE_CHECKING:  # for type checkers and editors; at run time the names load lazily
-    from rmqstore_cli.api.records import Finding, IndexHit, Message, QueueInfo, QueueUnit, VerifyReport
-    from rmqstore_cli.api.store import Store, open_store
-    from rmqstore_cli.errors import FileSizeError, NotFound, RefusedError, RmqstoreError, StoreError, UsageError
+if TYPE_CHECKING:  # for type checkers and editors (``X as X``: an explicit re-export); at run time the names
+    # load lazily
+    from rmqstore_cli.api.records import (
+        Finding as Finding,
+        IndexHit as IndexHit,
+        Message as Message,
+        QueueInfo as QueueInfo,
+        QueueUnit as QueueUnit,
+        VerifyReport as VerifyReport,
+    )
+    from rmqstore_cli.api.store import (
+        Store as Store,
+        open_store as open_store,
+    )
+    from rmqstore_cli.errors import (
+        FileSizeError as FileSizeError,
+        NotFound as NotFound,
+        RefusedError as RefusedError,
+        RmqstoreError as RmqstoreError,
+        StoreError as StoreError,
+        UsageError as UsageError,
+    )
 
 
 def __getattr__(name: str) -> Any:

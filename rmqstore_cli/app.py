@@ -191,7 +191,7 @@ def _run() -> int:
         except typer.Abort:
             print("rmqstore: aborted", file=sys.stderr)
             return 1
-        except Exception as e:  # noqa: BLE001 - click's own usage errors (typer vendors click)
+        except Exception as e:  # click's own usage errors (typer vendors click)
             if not (hasattr(e, "exit_code") and hasattr(e, "format_message")):
                 raise
             return usage_error(e)

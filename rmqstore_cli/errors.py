@@ -19,7 +19,11 @@ class RmqstoreError(Exception):
     exit_code = EXIT_STORE
 
     def __init__(
-        self, message: str, path: str | os.PathLike | None = None, offset: int | None = None, hint: str | None = None
+        self,
+        message: str,
+        path: str | os.PathLike[str] | None = None,
+        offset: int | None = None,
+        hint: str | None = None,
     ):
         super().__init__(message)
         self.message = message

@@ -197,7 +197,7 @@ def _with_reference(
     slow = np.flatnonzero(~ok)
     starts = np.r_[0, ends[:-1]]
     pieces, done = [], 0
-    for i, line in zip(slow.tolist(), _reference(blk, take[slow], body, properties)):
+    for i, line in zip(slow.tolist(), _reference(blk, take[slow], body, properties), strict=True):
         at = int(starts[i])
         pieces += [out[done:at].tobytes(), line]
         done = int(ends[i])

@@ -148,7 +148,7 @@ def install() -> None:
         if closed[fd]:
             _occupy(fd)
     if sys.stdin is None:
-        sys.stdin = open(0, encoding="utf-8", closefd=False)  # noqa: SIM115 - the process's stdin, never closed
+        sys.stdin = open(0, encoding="utf-8", closefd=False)  # the process's stdin, never closed
     # only the process's own streams (nothing written yet: no data to carry); one a caller
     # put in their place (contextlib.redirect_stdout, an embedding program) stays
     if sys.stdout is None or sys.stdout is sys.__stdout__:
@@ -190,7 +190,7 @@ def finish() -> None:
     so the interpreter's last flush never fails ("Exception ignored", exit 120)."""
     try:
         flush()
-    except Exception:  # noqa: BLE001 - the exit code was decided already
+    except Exception:  # the exit code was decided already
         pass
     s = _sink()
     if s is not None:

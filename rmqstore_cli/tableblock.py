@@ -18,6 +18,8 @@ hostile stores.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from rmqstore_cli.formats.commitlog import MessageHead
@@ -219,7 +221,7 @@ def _prop_text(P, raw: bytes, name: bytes, take: np.ndarray, n_block: int, keys:
         fast[has[bad.any(1)]] = False
     slow: dict[int, str] = {}
     done: dict[bytes, str] = {}
-    for i, a, n in zip(*(np.flatnonzero(~fast), at[~fast], ln[~fast])) if not fast.all() else ():
+    for i, a, n in zip(*(np.flatnonzero(~fast), at[~fast], ln[~fast]), strict=True) if not fast.all() else ():
         v = raw[a : a + n]
         text = done.get(v)
         if text is None:
@@ -254,7 +256,7 @@ def _kinds(blk, take, rb, tid, topics: dict[int, str], P, raw: bytes, zone, dela
         props[name] = (pos[take], end[take])
     sts, pto = rb.store_timestamp, blk.prepared_transaction_offset[take]
     sf = rb.sys_flag
-    fmt = lambda ms: format_ms(ms, zone)  # noqa: E731
+    fmt = functools.partial(format_ms, tz=zone)
     for i in rows.tolist():
         p = {name: raw[a[i] : e[i]].decode("utf-8", "replace") for name, (a, e) in props.items() if a[i] >= 0}
         k = record_kind(topics[int(tid[i])], int(sf[i]), p, int(sts[i]), int(pto[i]), delay_table)

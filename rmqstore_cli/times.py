@@ -44,7 +44,9 @@ def parse_tz(name: str | None) -> _dt.tzinfo | None:
 
         return ZoneInfo(name)
     except Exception:
-        raise UsageError(f"unknown time zone {name!r}", hint="use an IANA name such as Asia/Shanghai, or +08:00")
+        raise UsageError(
+            f"unknown time zone {name!r}", hint="use an IANA name such as Asia/Shanghai, or +08:00"
+        ) from None
 
 
 def parse_time(value: str, option: str, now: int | None = None, tz: _dt.tzinfo | None = None) -> int:

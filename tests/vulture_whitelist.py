@@ -3,8 +3,6 @@
 Each bare name below counts as a use for vulture; this file is never imported.
 """
 
-# ruff: noqa
-# flake8: noqa
 v49, v5, v531  # commands/common.py BrokerVersion, VerifyBrokerVersion: enum members typer offers as choices
 CheckpointV4  # formats/checkpoint.py: the 4.9.x checkpoint, declared beside V5 (the reader takes a prefix)
 BlankRecord  # formats/commitlog.py: the END_FILE blank declared with the record (tests build it)

@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-JSON = dict[str, Any]
-
 from rmqstore_cli.store.message_view import message_dict
+
+JSON = dict[str, Any]
 
 
 @dataclass(frozen=True, slots=True)

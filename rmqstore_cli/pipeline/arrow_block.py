@@ -114,21 +114,21 @@ def block_batch(blk: MessageBlock, store: str, body: bool):
     cols["properties_base64"] = pa.nulls(n, s)
     ends = (rb.body_at + rb.body_len).tolist()
     cols["body"] = (
-        texts([bytes(buf[x:y]) for x, y in zip(rb.body_at.tolist(), ends)], pa.binary())
+        texts([bytes(buf[x:y]) for x, y in zip(rb.body_at.tolist(), ends, strict=True)], pa.binary())
         if body
         else pa.nulls(n, pa.binary())
     )
     props = _Properties(blk, plain)
     slow = np.flatnonzero(~plain).tolist()
     dicts = [message_dict(m, "none", True, blk.file_name) for m in blk.messages(np.asarray(slow))] if slow else []
-    for i, d in zip(slow, dicts):
+    for i, d in zip(slow, dicts, strict=True):
         props.patch(i, d)
     t64 = [d.get("topic_base64") for d in dicts]
     cols["topic"] = _replace(lookup(topic_text, tid), slow, [d["topic"] for d in dicts])
     cols["topic_base64"] = _replace(cols["topic_base64"], slow, t64)
     cols["properties_base64"] = _replace(cols["properties_base64"], slow, [d.get("properties_base64") for d in dicts])
     dirs = lookup([None if t is None else topic_dir(t, None) for t in topic_text], tid)
-    cols["topic_dir"] = _replace(dirs, slow, [topic_dir(d["topic"], b) for d, b in zip(dicts, t64)])
+    cols["topic_dir"] = _replace(dirs, slow, [topic_dir(d["topic"], b) for d, b in zip(dicts, t64, strict=True)])
     cols.update(props.columns(schema))
     return pa.RecordBatch.from_arrays([cols[f.name] for f in schema], schema=schema)
 
@@ -181,7 +181,8 @@ def texts(values: list, typ=None):
 
 def ranges(src: np.ndarray, at: np.ndarray, ln: np.ndarray, mask: np.ndarray | None = None):
     """A pyarrow string array whose element i is the bytes ``src[at[i]:at[i] + ln[i]]``
-    (null where ``mask``; with (n, k) ``at`` and ``ln``, its k ranges one after another): what ``take`` of a string array gives, as one join of byte ranges
+    (null where ``mask``; with (n, k) ``at`` and ``ln``, its k ranges one after another):
+    what ``take`` of a string array gives, as one join of byte ranges
     (the C loop, :func:`~rmqstore_cli.store.properties.compiled_join`; a numpy gather on the
     reference path), several times cheaper than Arrow's per-element take."""
     import pyarrow as pa
@@ -316,7 +317,7 @@ class _Properties:
         cut = np.searchsorted(owner, rows)
         parts_n, parts_v, parts_o = [], [], []
         prev = 0
-        for i, c in zip(rows, cut.tolist()):
+        for i, c in zip(rows, cut.tolist(), strict=True):
             items = list(self.patched[i]["properties"].items())
             parts_n += [names.slice(prev, c - prev), texts([x for x, _ in items])]
             parts_v += [values.slice(prev, c - prev), texts([y for _, y in items])]

@@ -74,7 +74,7 @@ def session(url: str, conf: list[str] | None, verbose: bool) -> Remote:
         if not k.startswith("spark.rmqstore."):  # ours: for classic masters only
             builder = builder.config(k, v)
     spark = builder.create()
-    spark.version  # noqa: B018  (the first call: the session exists on the server)
+    _ = spark.version  # the first call: the session exists on the server
     if not verbose:
         spark.conf.set("spark.sql.pyspark.jvmStacktrace.enabled", "false")
     return Remote(spark, url)

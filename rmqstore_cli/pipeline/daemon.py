@@ -16,6 +16,7 @@ and only the ``pyspark.worker`` import before the forks remains.
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 from importlib.machinery import PathFinder
@@ -38,7 +39,7 @@ def installed_pyspark_first(path: list[str]) -> list[str]:
 
 if __name__ == "__main__":
     sys.path[:] = installed_pyspark_first(sys.path)
-    import pyspark.worker  # noqa: F401  (once here; forked workers inherit it)
+    importlib.import_module("pyspark.worker")  # once here; forked workers inherit it
     from pyspark.daemon import manager
 
     manager()

@@ -65,9 +65,11 @@ def export_batches(task: FileTask, stops: list | None = None, by_partition: bool
     props_at = COLUMN_NAMES.index("properties")
 
     def batch(rows: list[tuple]):
-        cols = list(zip(*rows))
+        cols = list(zip(*rows, strict=True))
         cols[props_at] = [list(d.items()) for d in cols[props_at]]  # arrow builds maps from pairs
-        return pa.RecordBatch.from_arrays([pa.array(c, type=f.type) for c, f in zip(cols, schema)], schema=schema)
+        return pa.RecordBatch.from_arrays(
+            [pa.array(c, type=f.type) for c, f in zip(cols, schema, strict=True)], schema=schema
+        )
 
     ms = task.store.open()
     cl = ms.commitlog

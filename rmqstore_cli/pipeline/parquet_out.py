@@ -148,7 +148,7 @@ class PartitionedWriter:
 
             if len(self.writers) >= MAX_OPEN:
                 self.writers.pop(next(iter(self.writers))).close()
-            d = os.path.join(self.root, *(f"{c}={_escape(v)}" for c, v in zip(PARTITION_COLUMNS, key)))
+            d = os.path.join(self.root, *(f"{c}={_escape(v)}" for c, v in zip(PARTITION_COLUMNS, key, strict=True)))
             if self.clear and d not in self.cleared and os.path.isdir(d):
                 shutil.rmtree(d)
             self.cleared.add(d)
@@ -188,12 +188,12 @@ def _split(batch, at: list[int]):
         codes.append(as_numpy(enc.indices, np.int64))
         values.append(enc.dictionary.to_pylist())
     key = codes[0]
-    for c, v in zip(codes[1:], values[1:]):
+    for c, v in zip(codes[1:], values[1:], strict=True):
         key = key * len(v) + c
     cuts = np.flatnonzero(key[1:] != key[:-1]) + 1
     if np.unique(key).size == cuts.size + 1:  # each partition's rows in one run (export_tasks.by_topic)
-        for lo, hi in zip([0] + cuts.tolist(), cuts.tolist() + [key.size]):
-            yield tuple(v[c[lo]] for v, c in zip(values, codes)), batch.slice(lo, hi - lo)
+        for lo, hi in zip([0] + cuts.tolist(), cuts.tolist() + [key.size], strict=True):
+            yield tuple(v[c[lo]] for v, c in zip(values, codes, strict=True)), batch.slice(lo, hi - lo)
         return
     first = np.unique(key, return_index=True)
     order = stable_argsort(key)
@@ -202,4 +202,4 @@ def _split(batch, at: list[int]):
     taken = batch.take(numbers(order))
     for k in np.argsort(first[1], kind="stable").tolist():
         row = order[ends[k] - counts[k]]
-        yield tuple(v[c[row]] for v, c in zip(values, codes)), taken.slice(ends[k] - counts[k], counts[k])
+        yield tuple(v[c[row]] for v, c in zip(values, codes, strict=True)), taken.slice(ends[k] - counts[k], counts[k])

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from itertools import pairwise
 from pathlib import Path
 
 # ===================================================================== rebuild-index
@@ -579,7 +580,7 @@ def plan_queues(included: list[int], summaries: dict) -> QueuePlan:
     for key, lst in spans.items():
         # each file follows on: the next cq offset, and a unit end beyond the last one
         # (putMessagePositionInfo skips units ending at or below maxPhysicOffset)
-        if all(x[3] for x in lst) and all(b[1] == a[2] + 1 and b[4] > a[5] for a, b in zip(lst, lst[1:])):
+        if all(x[3] for x in lst) and all(b[1] == a[2] + 1 and b[4] > a[5] for a, b in pairwise(lst)):
             p.straight[key] = (lst[0][1], lst[-1][2])
             for i, *_ in lst:
                 if key not in summaries[i].direct:
@@ -846,7 +847,9 @@ def rebuild_staged(config, dest: Path, opts, run_map, t0: float):
         from rmqstore_cli.store.index import name_time
 
         firsts = [b["first_ts"] for b in sorted(staged.built, key=lambda b: b["k"])]
-        rep.fallback_index_names = [(n, t) for n, t in zip(staged.index_names, firsts) if name_time(t) != t]
+        rep.fallback_index_names = [
+            (n, t) for n, t in zip(staged.index_names, firsts, strict=True) if name_time(t) != t
+        ]
     return rep
 
 
@@ -916,7 +919,7 @@ def _write_staged(config, dest: Path, opts, run_map, included: list[int], summar
         staged.built = [r for _, r in run_map(lambda j: run_stage(d, config, j), fin)]
     if qp is not None:
         F = config.cq_file_size
-        for key, (first, last) in qp.straight.items():
+        for key, (first, _) in qp.straight.items():
             pre_blank(cq_root, key, first, F)
         staged.cq_files = sum(r for kind, r in done if kind == "queue") + sum(
             cq_file_count(first, last, F) for first, last in qp.straight.values()

@@ -216,9 +216,7 @@ def _export_jvm(spark, tasks: list[FileTask], output: str, compression: str = "s
     ``Dataset#observe`` gathers and a filter drops before the write: no accumulator, so the
     same job runs on a SparkContext and on Spark Connect (a failed attempt's metrics are not
     merged; a retried one's findings are still made unique)."""
-    from pyspark.sql import Observation
-    from pyspark.sql import functions as F
-    from pyspark.sql import types as T
+    from pyspark.sql import Observation, functions as F, types as T
 
     sql = spark.sql()
     obs = Observation("rmqstore-unreadable")
@@ -227,14 +225,10 @@ def _export_jvm(spark, tasks: list[FileTask], output: str, compression: str = "s
     rows = df.observe(obs, F.collect_list(UNREADABLE).alias("u")).filter(F.col(UNREADABLE).isNull()).drop(UNREADABLE)
     codec = {"lz4": "lz4_raw"}.get(compression, compression)  # pyarrow's lz4 is Parquet's LZ4_RAW
     mode = "overwrite" if overwrite else "errorifexists"
-    write = lambda: (
-        rows.write.mode(mode)
-        .partitionBy(*PARTITION_COLUMNS)
-        .option(  # noqa: E731
-            "compression", codec
-        )
-        .parquet(str(output))
-    )
+
+    def write() -> None:
+        rows.write.mode(mode).partitionBy(*PARTITION_COLUMNS).option("compression", codec).parquet(str(output))
+
     try:
         connect.guarded(sql, write) if isinstance(spark, connect.Remote) else write()
     except Exception as e:  # AnalysisException (classic and Connect) before any task ran

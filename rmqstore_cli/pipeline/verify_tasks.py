@@ -457,7 +457,7 @@ def _file_scan(plan: StorePlan, store: int, i: int, v: Verifier, rec: FileRecord
         v.first_indexable,
         missing,
         {k: r for k, mq in v.queues.items() if len(r := mq.matched.runs())},
-        {k: r for k, f in zip(ks, v.index_files) if len(r := f.checked.runs())},
+        {k: r for k, f in zip(ks, v.index_files, strict=True) if len(r := f.checked.runs())},
         _lmq_ends(v),
         v.lmq_mode,
     )
@@ -716,7 +716,7 @@ def conclude(plan: StorePlan, ctx: FinishContext, totals: dict, parts: list[dict
     for c, k, d in allkept:
         by_check.setdefault(c, []).append((k, d))
     shown = []
-    for c, items in by_check.items():
+    for items in by_check.values():
         items.sort(key=lambda kd: kd[0])
         shown.extend(items if plan.cap is None else items[: plan.cap])
     shown.sort(key=lambda kd: kd[0])

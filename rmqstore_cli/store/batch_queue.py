@@ -153,7 +153,7 @@ class BatchConsumeQueue:
     def unit_arrays(self) -> Iterator[tuple[MappedFile, np.ndarray, int]]:
         """(file, its recovered units, the queue index of its first unit), in file order."""
         index = 0
-        for f, n in zip(self.queue.files, self.valid_counts):
+        for f, n in zip(self.queue.files, self.valid_counts, strict=True):
             if n:
                 yield f, self.file_units(f)[:n], index
                 index += n
@@ -177,7 +177,7 @@ class BatchConsumeQueue:
     @property
     def min_offset(self) -> int:
         """``#reviseMinOffsetInQueue``: the first file's first unit's msgBaseOffset (0: none)."""
-        for f, arr, _ in self.unit_arrays():
+        for _, arr, _ in self.unit_arrays():
             return int(arr[0]["msg_base_offset"])
         return 0
 

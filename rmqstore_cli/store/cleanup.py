@@ -44,8 +44,8 @@ from rmqstore_cli.formats.index import HEADER_FORMAT, INDEX_HEADER_SIZE
 from rmqstore_cli.errors import RefusedError, StoreError
 from rmqstore_cli.store.commitlog.dledger import expiry_candidates
 from rmqstore_cli.store.config import StoreConfig
-from rmqstore_cli.store.consume_queue import UNIT_DTYPE, queue_dirs
-from rmqstore_cli.store.mapped_files import MappedFileQueue, fsync_dir
+from rmqstore_cli.store.consume_queue import UNIT_DTYPE
+from rmqstore_cli.store.mapped_files import MappedFileQueue, fsync_dir, queue_dirs
 from rmqstore_cli.store.safefs import O_NOFOLLOW, check_inside, is_inside, open_read_only, real
 
 COMMITLOG = "commitlog"

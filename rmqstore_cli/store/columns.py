@@ -220,6 +220,7 @@ class MessageBlock:
             sub(self.reconsume_times).tolist(),
             sub(self.prepared_transaction_offset).tolist(),
             (rb.pos + self.file_from).tolist(),
+            strict=True,
         ):
             b, s = born_at[i], store_at[i]
             bl, sl = bh[i] - ps, sh[i] - ps

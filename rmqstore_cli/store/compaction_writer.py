@@ -130,7 +130,7 @@ class CompactionLogWriter:
                 )
         if not logs:
             return
-        valid = [(f, n) for f, n in zip(cq.queue.files, cq.valid_counts) if n]
+        valid = [(f, n) for f, n in zip(cq.queue.files, cq.valid_counts, strict=True) if n]
         if valid:  # SparseConsumeQueue#reviseMaxAndMinOffsetInQueue
             last = cq.file_units(valid[-1][0])[valid[-1][1] - 1]
             self.next_queue_offset = int(last["msg_base_offset"]) + int(last["batch_size"])

@@ -72,7 +72,8 @@ class StoreConfig:
 
     @property
     def commitlog_dirs(self) -> list[Path]:
-        """``storePathCommitLog``; a comma-separated value is a multi-path commit log (docs/format/store-layout.md#multi-path-commit-log)."""
+        """``storePathCommitLog``; a comma-separated value is a multi-path commit log
+        (docs/format/store-layout.md#multi-path-commit-log)."""
         if self.store_path_commit_log:
             dirs = [Path(p) for p in commit_log_paths(self.store_path_commit_log)]
         else:

@@ -2,7 +2,8 @@
 
 Each manager (topics, consumer offsets, subscription groups, …) persists one fastjson
 text with ``MixAll#string2File`` (keep the old text as ``.bak``; 4.9 and 5.0.0 write ``.tmp``
-and rename, 5.1.0+ write the file in place: docs/format/config.md#writing-and-the-bak-file) and loads it at start-up with ``ConfigManager#load``:
+and rename, 5.1.0+ write the file in place: docs/format/config.md#writing-and-the-bak-file)
+and loads it at start-up with ``ConfigManager#load``:
 
 - the file is missing or empty → ``#loadBak``;
 - the file does not decode (fastjson throws) → logged ``load <file> failed, and try to load

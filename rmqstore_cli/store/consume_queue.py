@@ -24,7 +24,7 @@ from rmqstore_cli.formats.derive import numpy_dtype
 
 from rmqstore_cli.errors import StoreError
 from rmqstore_cli.store import safefs
-from rmqstore_cli.store.mapped_files import MappedFileQueue, offset2file_name, queue_dirs, release_pages  # noqa: F401
+from rmqstore_cli.store.mapped_files import MappedFileQueue, offset2file_name, release_pages
 
 UNIT_DTYPE = numpy_dtype(ConsumeQueueUnit)
 _UNIT = struct.Struct(UNIT_FORMAT)

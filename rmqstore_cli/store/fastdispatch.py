@@ -5,7 +5,8 @@ module produces the same bytes for a batch of records whose layout makes that sa
 and falls back to the per-record path otherwise:
 
 * record fields are gathered with numpy from the file's mapping (positions from the
-  record walk, field offsets from the ``formats`` declarations: :class:`~rmqstore_cli.store.commitlog.bulk.RecordBatch`);
+  record walk, field offsets from the ``formats`` declarations:
+  :class:`~rmqstore_cli.store.commitlog.bulk.RecordBatch`);
 * ``TAGS``/``KEYS``/``UNIQ_KEY``/``DELAY`` are taken from the block's PROPERTIES bytes
   parsed at once as ``MessageDecoder#string2messageProperties`` would
   (:class:`~rmqstore_cli.store.properties.Properties`);
@@ -75,7 +76,7 @@ class BatchKeys:
 
     def __iter__(self):
         raw = self._bytes()
-        return iter([raw[x:y] for x, y in zip(self.a.tolist(), self.b.tolist())])
+        return iter([raw[x:y] for x, y in zip(self.a.tolist(), self.b.tolist(), strict=True)])
 
 
 @dataclass
@@ -239,7 +240,7 @@ class FastDispatcher:
         miss = np.flatnonzero(tid < 0)
         if miss.size:
             topics, topic = self.topics, self.topic
-            raws = (bytes(buf[x : x + n]) for x, n in zip(ta[miss].tolist(), tl[miss].tolist()))
+            raws = (bytes(buf[x : x + n]) for x, n in zip(ta[miss].tolist(), tl[miss].tolist(), strict=True))
             tid[miss] = [(topics.get(raw) or topic(raw)).id for raw in raws]
         return tid
 
@@ -261,7 +262,7 @@ class FastDispatcher:
             keep = sch[tids[o]]
             delay_fix = [
                 (i, raw[u:v].decode("utf-8", "replace"))
-                for i, u, v in zip(o[keep].tolist(), x[keep].tolist(), y[keep].tolist())
+                for i, u, v in zip(o[keep].tolist(), x[keep].tolist(), y[keep].tolist(), strict=True)
             ]
         multi_at = multi_ranges(pr) if self.d.config.enable_multi_dispatch else None
         got = pr.compiled_keys(~rollback, tids, self._prefix_hashes())  # the C loop: one pass
@@ -303,7 +304,7 @@ class FastDispatcher:
         arrays, in dispatch order; None when there are none."""
         rows: list[tuple[int, int, int, int]] = []
         problems = self.d.multi_problems
-        for i, names, offsets in zip(multi_at[0].tolist(), multi_at[1], multi_at[2]):
+        for i, names, offsets in zip(multi_at[0].tolist(), multi_at[1], multi_at[2], strict=True):
             if i >= len(to_cq) or not to_cq[i]:
                 continue
             t = self.topic_list[int(tids[i])]

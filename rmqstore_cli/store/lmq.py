@@ -124,7 +124,7 @@ def fan_out(
     if len(queues) != len(offs):
         return FanOut([], "count", f"{len(queues)} queue names but {len(offs)} offsets")
     out = FanOut()
-    for name, raw in zip(queues, offs):
+    for name, raw in zip(queues, offs, strict=True):
         why = unsafe_topic(name)
         if why is not None:  # never a directory here (the dispatcher refuses it, verify skips it)
             out.problem, out.detail = "name", f"queue name {name!r} cannot be a directory ({why})"
@@ -170,7 +170,7 @@ class OffsetCounters:
 
     def advance(self, names: str, offsets: str, queue_id: int) -> None:
         """Each counter to its offset + 1 (``updateMultiQueueOffset``)."""
-        for name, raw in zip(java_split(names), java_split(offsets)):
+        for name, raw in zip(java_split(names), java_split(offsets), strict=True):
             key = queue_key(name, queue_id, self.enable_lmq)
             self._table(key)[key] = int(raw) + 1
 
@@ -192,7 +192,7 @@ def multi_ranges(pr) -> tuple | None:
     raw = pr.cat.tobytes()
 
     def texts(a, b, sel):
-        return [raw[x:y].decode("utf-8", "replace") for x, y in zip(a[sel].tolist(), b[sel].tolist())]
+        return [raw[x:y].decode("utf-8", "replace") for x, y in zip(a[sel].tolist(), b[sel].tolist(), strict=True)]
 
     return both, texts(na, nb, ni), texts(oa, ob, oi)
 

@@ -2,8 +2,8 @@
 
 ``IndexService#queryOffset`` answers with *hash* matches (docs/format/index.md#query) and
 ``DefaultMessageStore#queryMessage`` adds up to three rounds but never compares the real
-key (docs/format/index.md#the-brokers-query-and-the-clients-filter); a RocketMQ client does that (``MQAdminImpl#queryMessage``). This module
-gives both answers:
+key (docs/format/index.md#the-brokers-query-and-the-clients-filter); a RocketMQ client does
+that (``MQAdminImpl#queryMessage``). This module gives both answers:
 
 * :func:`broker_query_message` — exactly the broker's records for a query, to explain
   what ``mqadmin queryMsgByKey`` showed someone;
@@ -176,7 +176,8 @@ def query_offset(
 def broker_query_message(
     index: IndexService, commitlog: CommitLog, topic: str, key: str, max_num: int, begin: int, end: int
 ) -> list[Hit]:
-    """``DefaultMessageStore#queryMessage`` (docs/format/index.md#the-brokers-query-and-the-clients-filter), then the client's key check.
+    """``DefaultMessageStore#queryMessage``
+    (docs/format/index.md#the-brokers-query-and-the-clients-filter), then the client's key check.
 
     Up to 3 rounds of ``queryOffset(topic, key, maxNum, begin, lastQueryMsgTime)``; each
     round's offsets sorted ascending; ``lastQueryMsgTime`` = store time of the first one;

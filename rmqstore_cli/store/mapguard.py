@@ -119,11 +119,11 @@ class GuardedMap(mmap.mmap):
     def __del__(self) -> None:
         try:
             self.note_shrink()
-        except Exception:  # noqa: BLE001 - interpreter shutdown: os may be gone already
+        except Exception:  # interpreter shutdown: os may be gone already
             pass
         try:
             self._forget()
-        except Exception:  # noqa: BLE001 - the same (and the process ends: no fault can come)
+        except Exception:  # the same (and the process ends: no fault can come)
             pass
 
     def _forget(self) -> None:

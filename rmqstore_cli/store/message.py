@@ -30,7 +30,7 @@ from rmqstore_cli.formats.sysflag import (
 )
 
 from rmqstore_cli.store.crc import crc32
-from rmqstore_cli.store.javahash import index_key_hash, java_hash  # noqa: F401 - the Java arithmetic, as tests/compat/test_java_compat.py imports it
+from rmqstore_cli.store.javahash import java_hash
 
 # MessageConst property names the engine acts on.
 PROPERTY_KEYS = "KEYS"

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
+from collections.abc import Iterator
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 from rmqstore_cli.errors import StoreError, UsageError
 from rmqstore_cli.store import safefs
@@ -14,6 +16,10 @@ from rmqstore_cli.store.commitlog import CommitLog
 from rmqstore_cli.store.config import StoreConfig
 from rmqstore_cli.store.index import IndexService
 from rmqstore_cli.store.mapped_files import queue_dirs
+
+if TYPE_CHECKING:  # numpy-backed readers: imported where a queue is opened, not at start-up
+    from rmqstore_cli.store.consume_queue import ConsumeQueue
+    from rmqstore_cli.store.rocksdb_cq import RocksDBQueue
 
 STORE_MARKERS = ("commitlog", "consumequeue", "index", "checkpoint")
 #: Most topics a look-up without a topic asks the index about, one by one.
@@ -79,7 +85,7 @@ class MessageStore:
 
         return RocksDBConsumeQueues(self.config.consumequeue_dir)
 
-    def consume_queue(self, topic: str, queue_id: int):
+    def consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue | RocksDBQueue:
         """One queue, read-only (numpy is imported here, not at start-up): a file
         ``ConsumeQueue``, or a ``RocksDBQueue`` with the same read views."""
         if self.rocksdb_cq is not None:
@@ -88,7 +94,8 @@ class MessageStore:
 
         return ConsumeQueue(self.config.consumequeue_dir, topic, queue_id, self.config.cq_file_size)
 
-    def consume_queues(self):
+    def consume_queues(self) -> Iterator[ConsumeQueue | RocksDBQueue]:
+        """Every consume queue of the store: the RocksDB ones, else one per queue directory."""
         if self.rocksdb_cq is not None:
             yield from self.rocksdb_cq.queues()
             return
@@ -180,7 +187,7 @@ class MessageStore:
             if isinstance(rec, Message):
                 names.add(rec.topic)
             else:  # a MessageBlock: register its topics in the scan's shared table
-                rec.topics
+                _ = rec.topics
                 table = rec.topic_table
         if table is not None:
             names.update(n.decode("utf-8", "replace") for n in table.names)

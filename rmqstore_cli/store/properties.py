@@ -346,7 +346,6 @@ class Properties:
         """(message, start, end) in ``cat`` of the keys ``IndexService#buildIndex`` indexes for
         the ``indexable`` messages: every UNIQ_KEY, then every non-empty word of KEYS split at
         spaces (each group in message order)."""
-        cat = self.cat
         um, ua, ub = self.value(b"UNIQ_KEY\x01")
         km, ka, kb = self.value(b"KEYS\x01")
         if km.size:  # words of KEYS: split each value at its spaces, drop empty words

@@ -126,7 +126,7 @@ def recovery_start(
         buf = files[i].buffer()
         if len(buf) < HEAD_SIZE + HostV6.sizeof() + _STORE_TIMESTAMP.size:  # the widest born host
             continue
-        head = dict(zip(_HEAD_FIELDS, _HEAD.unpack_from(buf, 0)))
+        head = dict(zip(_HEAD_FIELDS, _HEAD.unpack_from(buf, 0), strict=True))
         if head["magic"] not in (MAGIC_V1, MAGIC_V2):
             continue
         bh = HostV6.sizeof() if head["sys_flag"] & BORNHOST_V6_FLAG else HostV4.sizeof()
@@ -279,7 +279,7 @@ def dispatch_log(
             recovering = i >= rec
             header = cl.header_of(f)
 
-            def after_block(end_pos: int) -> None:
+            def after_block(end_pos: int, done_bytes: int = done_bytes) -> None:
                 if dispatcher.index is not None:
                     dispatcher.index.release_pages()
                 if progress:

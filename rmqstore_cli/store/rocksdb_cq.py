@@ -373,7 +373,7 @@ class RocksDBQueue:
         for a in range(0, idx.size, BLOCK_UNITS):
             sel = idx[a : a + BLOCK_UNITS]
             keys = [self._prefix + _CQ_OFFSET.pack(int(x)) for x in logical[sel].tolist()]
-            for i, v in zip(sel.tolist(), self.store.db.get(keys)):
+            for i, v in zip(sel.tolist(), self.store.db.get(keys), strict=True):
                 if v is not None and len(v) == fmt.CQ_VALUE_SIZE:
                     found[i] = True
                     off[i], size[i], tags[i], _ = _VALUE.unpack(v)

@@ -35,6 +35,7 @@ from __future__ import annotations
 import os
 import struct
 from dataclasses import dataclass, field
+from itertools import pairwise
 
 from rmqstore_cli.formats.commitlog import AFTER_BORN_HOST, HEAD, HEAD_SIZE, HOST_SIZE
 from rmqstore_cli.formats.consume_queue import CQ_STORE_UNIT_SIZE, PRE_BLANK_SIZE, UNIT_FORMAT, UNIT_TAGS_CODE_AT
@@ -207,7 +208,7 @@ def first_at_or_after(cq: ConsumeQueue, reader: TimeReader, when: int) -> Search
     _describe_answer(cq, reader, res)
     _probe_last(cq, reader, max(lo, end - 64), end, probes)  # one more read: a step back before the end shows
     probes.sort()
-    back = [(a, b) for (a, ta), (b, tb) in zip(probes, probes[1:]) if tb < ta]
+    back = [(a, b) for (a, ta), (b, tb) in pairwise(probes) if tb < ta]
     if back:
         a, b = back[0]
         res.notes.append(
@@ -535,8 +536,7 @@ def batch_search(bq, reader: TimeReader, when: int, method: str, boundary: str =
     unit stored at or after ``when`` (max when none); ``broker-5``:
     ``BatchConsumeQueue#getOffsetInQueueByTime`` clamped to [min, max] as
     ``ConsumeQueueStore#getOffsetInQueueByTime`` does."""
-    from rmqstore_cli.store.batch_queue import first_at_or_after as first_unit
-    from rmqstore_cli.store.batch_queue import offset_by_time
+    from rmqstore_cli.store.batch_queue import first_at_or_after as first_unit, offset_by_time
 
     lo, hi = bq.min_offset, bq.max_offset
     name = f"broker-5-{boundary}" if method == "broker-5" else method

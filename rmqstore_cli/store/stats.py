@@ -248,7 +248,7 @@ def disk_usage(config, warnings: list[str]) -> list[Component]:
                 _tree(p, warnings),
                 _tree(p / "data", warnings) if any(d.parent == dl for d in cl_dirs) else (0, 0, 0),
             )
-            out.append(Component("other", name, *(a - b for a, b in zip(whole, data)), known=True))
+            out.append(Component("other", name, *(a - b for a, b in zip(whole, data, strict=True)), known=True))
             continue
         e = classify(name)  # store/root_entries.py: what a broker writes there
         out.append(Component(e.component if e else "other", name, *_tree(p, warnings), known=e is not None))
@@ -575,7 +575,7 @@ class _Groups:
                 self.not_in_cq[reason] = self.not_in_cq.get(reason, 0) + int(hit.sum())
                 skipped += np.bincount(inv, weights=hit, minlength=uniq.size).astype(np.int64)
         for k, c, s, a, b, x in zip(
-            uniq.tolist(), counts.tolist(), sums.tolist(), lo.tolist(), hi.tolist(), skipped.tolist()
+            uniq.tolist(), counts.tolist(), sums.tolist(), lo.tolist(), hi.tolist(), skipped.tolist(), strict=True
         ):
             q = k & 0xFFFFFFFF
             q = q - (1 << 32) if q >= 1 << 31 else q

@@ -3,8 +3,9 @@
 A unit agrees with its record when the record is valid and starts there, its size is the
 unit's size, its topic/queueId/QUEUEOFFSET are the queue's and the unit's index, its
 transaction type gets a unit at all (NOT or COMMIT), and the tagsCode is what dispatch
-computes (docs/format/consume-queue.md#tags-code; ext addresses of ``enableConsumeQueueExt`` are not compared). Pre-blank
-units (``#fillPreBlank``) and units whose record has expired have nothing to agree with.
+computes (docs/format/consume-queue.md#tags-code; ext addresses of ``enableConsumeQueueExt``
+are not compared). Pre-blank units (``#fillPreBlank``) and units whose record has expired have
+nothing to agree with.
 """
 
 from __future__ import annotations

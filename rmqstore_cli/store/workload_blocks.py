@@ -86,7 +86,7 @@ class Templates:
         if not names:
             n = len(next(iter(v for v in values.values() if not isinstance(v, str)), [])) or 1
             return [text % ()] * n
-        return [text % t for t in zip(*(values[k] for k in names))]
+        return [text % t for t in zip(*(values[k] for k in names), strict=True)]
 
 
 class _Items:
@@ -140,10 +140,10 @@ def keys_column(o, idx: list[int], d: Draw) -> list[bytes]:
     out = [b"order-%d" % i for i in idx]
     a, b = o.shared_key_ratio, o.shared_key_ratio + 0.05
     wide = "订单-%d".encode()
-    for r, s, x in zip(d.key_r.tolist(), d.key_shared.tolist(), d.key_rand.tolist()):
+    for r, s, x in zip(d.key_r.tolist(), d.key_shared.tolist(), d.key_rand.tolist(), strict=True):
         out = [
             k + (b" shared-%d" % s_ if r_ < a else b" " + wide % i if r_ < b else b" k%d-%x" % (i, x_))
-            for k, i, r_, s_, x_ in zip(out, idx, r, s, x)
+            for k, i, r_, s_, x_ in zip(out, idx, r, s, x, strict=True)
         ]
     return out
 
@@ -231,7 +231,7 @@ def build_block(cat: Catalog, o, d: Draw, store: np.ndarray, born: np.ndarray, s
     tags_multi = np.array([" " in t for t in cat.tags])[d.tag]
     base_sys = np.where(d.compress, COMPRESSED_FLAG, 0) | np.where(tag & tags_multi, MULTI_TAGS_FLAG, 0)
     pool = cat.pool
-    bodies = [pool[a : a + n] for a, n in zip(d.body_at.tolist(), d.body_len.tolist())]
+    bodies = [pool[a : a + n] for a, n in zip(d.body_at.tolist(), d.body_len.tolist(), strict=True)]
     for i in np.flatnonzero(d.compress).tolist():
         bodies[i] = zlib.compress(bodies[i], 5)
     tid = d.topic[send].copy()

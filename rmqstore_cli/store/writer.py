@@ -22,14 +22,14 @@ from rmqstore_cli.store.checkpoint import StoreCheckpoint
 from rmqstore_cli.store.commitlog import AppendResult, AppendSpec, CommitLog, Status, check_message
 from rmqstore_cli.store.compaction_writer import compaction_dispatch
 from rmqstore_cli.store.config import StoreConfig
-from rmqstore_cli.store.consume_queue import ConsumeQueue, ConsumeQueueWriter, queue_dirs, unsafe_topic
+from rmqstore_cli.store.consume_queue import ConsumeQueue, ConsumeQueueWriter, unsafe_topic
 from rmqstore_cli.store.dispatch import Dispatcher
 from rmqstore_cli.store.fastpaths import FAST_PATHS
 from rmqstore_cli.store.index import index_file_paths
 from rmqstore_cli.store.keyblock import IndexKeyBlock
 from rmqstore_cli.store.lmq import MultiDispatchAppender
 from rmqstore_cli.store.lock import StoreLock, refuse_if_live
-from rmqstore_cli.store.mapped_files import MappedFileQueue
+from rmqstore_cli.store.mapped_files import MappedFileQueue, queue_dirs
 from rmqstore_cli.store.safefs import check_inside, kind_of, load_json, make_dirs, os_error, replace_file
 
 TOPICS_JSON = Path("config") / "topics.json"

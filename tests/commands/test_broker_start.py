@@ -6,6 +6,9 @@ Config files are written in fastjson's exact form (integer map keys unquoted), a
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -116,10 +119,6 @@ def test_verdict_line():
 
 
 # ---------------------------------------------------------------- verify's summary, end to end
-
-import json
-import subprocess
-import sys
 
 
 def _verify(store, *args) -> dict:

@@ -83,7 +83,7 @@ def test_unreadable_message_is_null(fixture, tmp_path):
     s = tmp_path / "store"
     shutil.copytree(store, s)
     q = expected["consume_queues"]["AuditTopic/0"]
-    phy, size = q["units"][3][1], q["units"][3][2]
+    phy = q["units"][3][1]
     f = s / "commitlog" / f"{phy - phy % 65536:020d}"
     f.chmod(0o644)
     with open(f, "r+b") as fh:

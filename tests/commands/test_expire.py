@@ -53,9 +53,9 @@ def index_files(store: Path) -> list[Path]:
 
 
 def expected_trim(store: Path, clmin: int) -> tuple[list[Path], list[Path]]:
-    """docs/format/expiry.md and docs/format/index.md#deletion computed straight from the bytes: CQ files 0..n-2 whose last
-    unit's physical offset < min (stop at the first kept), index files 0..n-2 whose
-    endPhyOffset < min (stop at the first kept)."""
+    """docs/format/expiry.md and docs/format/index.md#deletion computed straight from the bytes:
+    CQ files 0..n-2 whose last unit's physical offset < min (stop at the first kept), index
+    files 0..n-2 whose endPhyOffset < min (stop at the first kept)."""
     cq = []
     for files in queue_files(store).values():
         for p in files[:-1]:

@@ -6,6 +6,7 @@ import filecmp
 import json
 import subprocess
 import sys
+from itertools import pairwise
 
 import pytest
 from rmqstore_cli.formats.commitlog import (
@@ -50,7 +51,7 @@ def test_generated_store_reads_back_and_is_realistic(small_store_master):
     shared = [m for m in msgs if any(k.startswith("shared-") for k in m.keys)]
     assert len(shared) > 50
     # store times never go backwards; physical offsets are positions
-    assert all(a.store_timestamp <= b.store_timestamp for a, b in zip(msgs, msgs[1:]))
+    assert all(a.store_timestamp <= b.store_timestamp for a, b in pairwise(msgs))
     assert all(m.physical_offset == m.offset for m in msgs)
     # commit and rollback records point at the record they answer
     by_off = {m.physical_offset: m for m in msgs}

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import struct
+from itertools import pairwise
 
 from tests.helpers import cli
 
@@ -49,7 +50,7 @@ def test_generate_bcq_topics_clean_rebuildable_and_appendable(tmp_path):
     assert len(bcq) == 2 and not set(bcq) & {p.name for p in (store / "consumequeue").iterdir()}
     for q in (store / "batchconsumequeue" / bcq[0]).iterdir():
         units = _units(q)
-        assert units and all(b[4] == a[4] + a[5] for a, b in zip(units, units[1:]))  # bases contiguous
+        assert units and all(b[4] == a[4] + a[5] for a, b in pairwise(units))  # bases contiguous
         rows = [
             json.loads(x)
             for x in cli(

@@ -40,7 +40,7 @@ def test_every_timer_message_has_its_unit_and_slot_TimerMessageStore_doEnqueue(t
     assert 120 < len(msgs) < 240
     units = _jsonl("dump-timer", "--store", timer_store, "--units")
     assert [u["commitlog_offset"] for u in units] == [m["physical_offset"] for m in msgs]
-    for u, m in zip(units, msgs):
+    for u, m in zip(units, msgs, strict=True):
         p = m["properties"]
         deliver = int(p["TIMER_DELIVER_MS"])
         # HookUtils#transformTimerMessage: floored to the precision, one step less when exact

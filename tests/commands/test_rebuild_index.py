@@ -17,8 +17,9 @@ import pytest
 
 from rmqstore_cli.store.commitlog import CommitLog, Status, check_message
 from rmqstore_cli.store.config import StoreConfig
-from rmqstore_cli.store.consume_queue import PRE_BLANK_UNIT, ConsumeQueue, queue_dirs
+from rmqstore_cli.store.consume_queue import PRE_BLANK_UNIT, ConsumeQueue
 from rmqstore_cli.store.dispatch import Dispatcher
+from rmqstore_cli.store.mapped_files import queue_dirs
 from tests.helpers import ROOT, cli, generate, run, tree_digest
 
 PARTS = ("consumequeue", "index")
@@ -450,7 +451,7 @@ def test_fixture_consume_queues_and_index_are_the_brokers(fixture, tmp_path):
     theirs = sorted((store / "index").iterdir())
     ours = sorted((out / "index").iterdir())
     assert len(theirs) == len(ours) == len(exp["index_files"])
-    for a, b in zip(theirs, ours):  # names are creation wall times (lost); contents are the broker's
+    for a, b in zip(theirs, ours, strict=True):  # names are creation wall times (lost); contents are the broker's
         assert a.read_bytes() == b.read_bytes(), a.name
     cp = struct.unpack(">qqq", (out / "checkpoint").read_bytes()[:24])
     assert cp[1] == exp["checkpoint"]["logicsMsgTimestamp"]

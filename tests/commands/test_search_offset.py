@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -28,7 +29,7 @@ def _queues(expected: dict, topic: str) -> dict[int, list[tuple[int, int]]]:
 def _times(units: list[tuple[int, int]]) -> list[int]:
     """Before the first, exact store times (a duplicated one included), between, after the last."""
     t = [x for _, x in units]
-    dup = next((a for a, b in zip(t, t[1:]) if a == b), t[len(t) // 2])
+    dup = next((a for a, b in pairwise(t) if a == b), t[len(t) // 2])
     return sorted({t[0] - 1000, t[0], dup, t[len(t) // 3] + 1, t[len(t) // 2], t[-1], t[-1] + 1, t[-1] + 60_000})
 
 

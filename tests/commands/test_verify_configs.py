@@ -63,7 +63,7 @@ def _store(tiny: Path, tmp_path: Path, name: str, parts, lmq: bool) -> tuple[Pat
         )
     d = store / "config"
     d.mkdir(exist_ok=True)
-    for suffix, data in zip(("", ".bak", ".tmp"), parts):
+    for suffix, data in zip(("", ".bak", ".tmp"), parts, strict=True):
         (d / (name + suffix)).unlink(missing_ok=True)  # generate's own topics.json, say
         if data is not None:
             (d / (name + suffix)).write_bytes(data)
@@ -89,7 +89,10 @@ def _both_engines(store: Path, conf: Path | None, version: str) -> dict:
     spec = StoreSpec(str(store), str(store), None if conf is None else str(conf), sizes)
     local = verify_store(spec, True, False, None, version)
     [decomposed] = verify_stores([spec], True, False, None, broker_version=version)
-    key = lambda f: json.dumps(f, sort_keys=True)  # noqa: E731
+
+    def key(f: dict) -> str:
+        return json.dumps(f, sort_keys=True)
+
     assert sorted(map(key, decomposed["findings"])) == sorted(map(key, local["findings"]))
     assert decomposed["summary"] == local["summary"] and decomposed["ok"] == local["ok"]
     return local

@@ -115,7 +115,7 @@ def _same_tree(a: Path, b: Path) -> None:
         assert (a / rel).read_bytes() == (b / rel).read_bytes(), rel
     ia, ib = sorted((a / "index").iterdir()), sorted((b / "index").iterdir())
     assert len(ia) == len(ib)
-    for x, y in zip(ia, ib):
+    for x, y in zip(ia, ib, strict=True):
         assert x.read_bytes() == y.read_bytes(), (x.name, y.name)
 
 

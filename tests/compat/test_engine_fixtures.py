@@ -29,7 +29,7 @@ def test_dump_commitlog_matches_broker_decode(fixture):
     assert r.exit_code == 0, r.stderr
     got = [json.loads(line) for line in r.stdout.splitlines()]
     assert len(got) == len(exp["messages"])
-    for e, g in zip(exp["messages"], got):
+    for e, g in zip(exp["messages"], got, strict=True):
         for k, v in e.items():
             if k == "body_base64":
                 assert g["body"] == v and g["body_encoding"] == "base64"
@@ -171,7 +171,7 @@ def test_replaying_a_dump_rewrites_the_store_byte_for_byte(fixture, tmp_path):
     theirs = sorted((store / "index").iterdir())
     ours = sorted((out / "index").iterdir())
     assert len(theirs) == len(ours)
-    for a, b in zip(theirs, ours):
+    for a, b in zip(theirs, ours, strict=True):
         assert a.read_bytes() == b.read_bytes(), a.name
 
 
@@ -226,4 +226,4 @@ def test_unreadable_index_geometry_only_fails_index_use(tmp_path):
     from rmqstore_cli.errors import StoreError
 
     with pytest.raises(StoreError, match="index"):
-        ms.index
+        _ = ms.index

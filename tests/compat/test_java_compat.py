@@ -11,6 +11,7 @@ from rmqstore_cli.formats.commitlog import MAGIC_V1
 
 from rmqstore_cli.store.commitlog import AppendSpec, CommitLog, Status, check_message, encode_record
 from rmqstore_cli.store.config import StoreConfig
+from rmqstore_cli.store.javahash import index_key_hash, java_hash
 from rmqstore_cli.store.message import (
     JavaHashMap,
     body_crc,
@@ -18,8 +19,6 @@ from rmqstore_cli.store.message import (
     decode_uniq_key,
     encode_uniq_key,
     host_bytes,
-    index_key_hash,
-    java_hash,
     offset_msg_id,
 )
 from rmqstore_cli.store.producer import BrokerProfile, broker_map, stored_properties

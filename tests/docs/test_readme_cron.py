@@ -64,7 +64,11 @@ def _broker_home(tmp_path: Path) -> Path:
     store = generate(home / "store", messages=2000)
     (home / "conf").mkdir()
     sizes = dict(
-        zip(("mappedFileSizeCommitLog", "mappedFileSizeConsumeQueue", "maxHashSlotNum", "maxIndexNum"), SMALL[1::2])
+        zip(
+            ("mappedFileSizeCommitLog", "mappedFileSizeConsumeQueue", "maxHashSlotNum", "maxIndexNum"),
+            SMALL[1::2],
+            strict=True,
+        )
     )
     (home / "conf" / "broker.conf").write_text(
         "brokerClusterName=DefaultCluster\nbrokerName=broker-a\n"

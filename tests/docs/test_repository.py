@@ -15,6 +15,8 @@ import tomllib
 from tests.helpers import FIXTURES, ROOT, TARBALLS
 
 TIERS = ("slow", "cluster", "fuzz")
+#: The static checks, each as CI runs it (the configuration is pyproject.toml's).
+STATIC_CHECKS = [".venv/bin/ruff check .", ".venv/bin/ruff format --check .", ".venv/bin/mypy"]
 #: Path spellings that leave the repository: the sibling directory the fixtures were once read
 #: from, a root's parent, an absolute path of this machine.
 OUTSIDE = re.compile(r"""\.\./shared|["'/]shared["'/]|ROOT\.parent\b|/work/""")
@@ -75,6 +77,25 @@ def test_ci_runs_the_readme_command_then_every_other_tier_and_allows_no_skip():
     assert "'.[test,spark]' && .venv/bin/pytest\n" in ci
     for tier in TIERS:
         assert f".venv/bin/pytest -m {tier} -n 0\n" in ci, tier
+
+
+def test_ci_runs_the_static_checks_after_the_fast_tier_and_pre_commit_the_same():
+    """.ci/run makes the static checks right after the fast tier (before the slow tiers), the
+    pre-commit hooks are exactly those commands run from the venv, and the test extra brings
+    the tools."""
+    lines = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+    fast = next(i for i, ln in enumerate(lines) if ln.endswith("'.[test,spark]' && .venv/bin/pytest"))
+    slow = lines.index(".venv/bin/pytest -m slow")
+    assert [ln for ln in lines[fast + 1 : slow] if not ln.startswith("#")] == STATIC_CHECKS
+    hooks = (ROOT / ".pre-commit-config.yaml").read_text(encoding="utf-8")
+    assert re.findall(r"^\s*-?\s*repo:\s*(\S+)\s*$", hooks, re.M) == ["local"]
+    assert re.findall(r"^\s*entry:\s*(.+?)\s*$", hooks, re.M) == STATIC_CHECKS
+    assert re.findall(r"^\s*language:\s*(\S+)\s*$", hooks, re.M) == ["system"] * len(STATIC_CHECKS)
+    assert re.findall(r"^\s*pass_filenames:\s*(\S+)\s*$", hooks, re.M) == ["false"] * len(STATIC_CHECKS)
+    test_extra = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"][
+        "optional-dependencies"
+    ]["test"]
+    assert {"ruff", "mypy"} <= {re.split(r"[<>=!~\[; ]", d, maxsplit=1)[0] for d in test_extra}
 
 
 def test_readme_development_section_says_what_each_command_runs():

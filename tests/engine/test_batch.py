@@ -20,8 +20,7 @@ from rmqstore_cli.formats.properties import parse_properties
 from rmqstore_cli.store import arrays, mapped_files, properties
 from rmqstore_cli.store.commitlog import CommitLog, Status, bulk, check_message
 from rmqstore_cli.store.config import StoreConfig
-from rmqstore_cli.store.javahash import bulk as javahash
-from rmqstore_cli.store.javahash import index_key_hash, java_hash
+from rmqstore_cli.store.javahash import bulk as javahash, index_key_hash, java_hash
 from rmqstore_cli.store.message import body_crc
 from tests.helpers import cli, generate
 
@@ -94,7 +93,7 @@ def test_concat_hashes_is_hash_of_the_concatenation():
     hp, _ = javahash.java_hashes([p.encode() for p in prefixes])
     hr, lr = javahash.java_hashes([r.encode() for r in rests])
     got = javahash.java_int(javahash.concat_hashes(hp, lr, hr)).tolist()
-    assert got == [java_hash(p + r) for p, r in zip(prefixes, rests)]
+    assert got == [java_hash(p + r) for p, r in zip(prefixes, rests, strict=True)]
 
 
 def test_range_hashes_of_arbitrary_ranges():
@@ -103,7 +102,7 @@ def test_range_hashes_of_arbitrary_ranges():
     a = np.array([rnd.randrange(0, 5000) for _ in range(400)], np.int64)
     b = np.minimum(a + np.array([rnd.randrange(0, 300) for _ in range(400)], np.int64), 5000)
     got = javahash.java_int(javahash.RangeHashes(np.frombuffer(data, np.uint8))(a, b)).tolist()
-    assert got == [java_hash(data[x:y].decode()) for x, y in zip(a.tolist(), b.tolist())]
+    assert got == [java_hash(data[x:y].decode()) for x, y in zip(a.tolist(), b.tolist(), strict=True)]
 
 
 def test_pow31_tables_are_inverse_powers():
@@ -281,7 +280,7 @@ def test_batch_properties_match_the_parser_and_java_hash():
     pr = properties.Properties(arr, np.array(starts, np.int64), np.array([len(p) for p in props], np.int64), blob)
     for name in ("TAGS", "KEYS", "UNIQ_KEY", "DELAY"):
         m, a, b = pr.value(name.encode() + b"\x01")
-        got = {int(i): bytes(pr.cat[x:y]).decode("utf-8", "replace") for i, x, y in zip(m, a, b)}
+        got = {int(i): bytes(pr.cat[x:y]).decode("utf-8", "replace") for i, x, y in zip(m, a, b, strict=True)}
         want = {i: d[name] for i, p in enumerate(props) if name in (d := _parsed(p))}
         assert got == want, name
     for i, p in enumerate(props):
@@ -293,7 +292,7 @@ def test_batch_properties_match_the_parser_and_java_hash():
     indexable = np.array([i % 7 != 0 for i in range(len(props))], bool)
     pfx = javahash.java_hashes([t + b"#" for t in topics])[0].astype(np.uint64)
     keys = pr.index_keys(tid, pfx, indexable, topics)
-    got = sorted(zip(keys.owner.tolist(), keys.hash.tolist()))
+    got = sorted(zip(keys.owner.tolist(), keys.hash.tolist(), strict=True))
     want = []
     for i, p in enumerate(props):
         d = _parsed(p)
@@ -317,7 +316,8 @@ def test_batch_properties_match_the_parser_and_java_hash():
 
 
 def _walk_file(buf) -> list[int]:
-    """Record starts of one commit-log file (TOTALSIZE + MAGICCODE walk, docs/format/commitlog.md#reading-a-commit-log-file)."""
+    """Record starts of one commit-log file (TOTALSIZE + MAGICCODE walk,
+    docs/format/commitlog.md#reading-a-commit-log-file)."""
     out, pos = [], 0
     while pos + 8 <= len(buf):
         total, magic = struct.unpack_from(">iI", buf, pos)

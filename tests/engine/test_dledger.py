@@ -131,7 +131,7 @@ def test_dump_commitlog_reads_the_plain_samples_records_through_DLedgerCommitLog
     plain = _jsonl("dump-commitlog", "--store", src / "store", "--broker-conf", src / "broker.conf")
     got = _jsonl("dump-commitlog", "--store", store, "--broker-conf", conf)
     assert len(got) == len(plain)
-    for p, g in zip(plain, got):
+    for p, g in zip(plain, got, strict=True):
         assert g["physical_offset"] == moved.get(p["physical_offset"], p["physical_offset"])
         for k in ("topic", "queue_id", "queue_offset", "total_size", "body_crc", "properties_string", "keys"):
             assert g.get(k) == p.get(k), k

@@ -6,8 +6,7 @@ from __future__ import annotations
 import struct
 
 import numpy as np
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 from rmqstore_cli.formats.batch_queue import BATCH_CQ_UNIT_SIZE, BatchConsumeQueueUnit
 from rmqstore_cli.formats.checkpoint import CHECKPOINT_V5_FORMAT, CheckpointV5
 from rmqstore_cli.formats.commitlog import (
@@ -116,7 +115,7 @@ def test_named_positions_read_every_field_as_the_declaration_decodes_it(recs):
     pos = np.cumsum([0] + [len(r) for r in raws[:-1]]).astype(np.int64)
     blk = MessageBlock(buf, np.frombuffer(buf, np.uint8), RecordBatch(np.frombuffer(buf, np.uint8), pos), 0, "f")
     assert RECORD_FIXED_SIZE == 74  # CommitLog#calMsgLength's constant part
-    for i, (raw, m) in enumerate(zip(raws, blk.messages())):
+    for i, (raw, m) in enumerate(zip(raws, blk.messages(), strict=True)):
         parsed = MessageRecord.parse(raw)
         assert (
             blk.rb.expected[i]
@@ -282,8 +281,7 @@ def test_properties_round_trip(items, trailing):
 
 def test_index_and_record_dtypes_match_the_declarations():
     """The numpy views formats/ exports have the declarations' sizes and field names."""
-    from rmqstore_cli.formats import commitlog as C
-    from rmqstore_cli.formats import index as I
+    from rmqstore_cli.formats import commitlog as C, index as I
 
     for dtype, size, s in (
         (I.HEADER_DTYPE, I.INDEX_HEADER_SIZE, IndexHeader),

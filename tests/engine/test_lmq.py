@@ -442,6 +442,7 @@ def test_generate_lmq_store_rebuilds_and_verifies(tmp_path):
             for n, o in zip(
                 m["properties"]["INNER_MULTI_DISPATCH"].split(","),
                 m["properties"]["INNER_MULTI_QUEUE_OFFSET"].split(","),
+                strict=True,
             ):
                 listed.setdefault(n, []).append(int(o))
             assert "WAIT" not in m["properties"]

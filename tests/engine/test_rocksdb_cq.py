@@ -14,10 +14,8 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("rocksdict", reason="needs rocksdict: the rocksdb and test extras")
-
-from tests.helpers import cli, generate, tree_digest  # noqa: E402
-from tests.helpers.rocksdb_build import (  # noqa: E402
+from tests.helpers import cli, generate, tree_digest
+from tests.helpers.rocksdb_build import (
     cq_key,
     cq_value,
     offset_key,
@@ -28,6 +26,8 @@ from tests.helpers.rocksdb_build import (  # noqa: E402
     write_cq_db,
     write_kv_db,
 )
+
+pytest.importorskip("rocksdict", reason="needs rocksdict: the rocksdb and test extras")
 
 
 def jsonl(r) -> list[dict]:
@@ -437,7 +437,7 @@ def test_config_in_rocksdb_topics_and_offsets(built, tmp_path):
     shutil.copytree(rocks, store)
     (topic, qid), units = sorted(queues.items())[0]
     cfg = store / "config"
-    write_kv_db(cfg / "consumerOffsets", {f"{topic}@g1".encode(): ('{"offsetTable":{%d:3}}' % qid).encode()})
+    write_kv_db(cfg / "consumerOffsets", {f"{topic}@g1".encode(): ('{"offsetTable":{' + str(qid) + ":3}}").encode()})
     write_kv_db(cfg / "topics", {b"OnlyInRocksTopic": b'{"topicName":"OnlyInRocksTopic"}'})
     write_kv_db(
         cfg / "rdb", {v2_offset_key("g2", topic, qid): (5).to_bytes(8, "big"), v2_topic_key("V2Topic"): b"\x01{}"}
@@ -498,8 +498,7 @@ def test_layouts_agree_with_the_java_byte_for_byte():
     import numpy as np
     from rmqstore_cli.formats import rocksdb_cq as fmt
 
-    from rmqstore_cli.store.rocksdb_cq import cq_key as our_key
-    from rmqstore_cli.store.rocksdb_cq import parse_cq_key, parse_offset_key
+    from rmqstore_cli.store.rocksdb_cq import cq_key as our_key, parse_cq_key, parse_offset_key
 
     for topic, qid, off in (("T", 0, 0), ("订单-Topic", 7, 1 << 40), ("%RETRY%g", 2**31 - 1, 2**63 - 1)):
         k = cq_key(topic, qid, off)

@@ -112,7 +112,7 @@ def test_a_timer_store_written_by_independent_code_reads_back(sample, copy):
     assert r.exit_code == 0, r.stderr
     units = [json.loads(x) for x in r.stdout.splitlines()]
     assert [u["pos"] for u in units] == positions
-    for u, p in zip(units, exp["pendingSamples"]):
+    for u, p in zip(units, exp["pendingSamples"], strict=True):
         assert (
             u["commitlog_offset"],
             u["real_topic"],
@@ -133,7 +133,7 @@ def test_a_timer_store_written_by_independent_code_reads_back(sample, copy):
     r = cli("dump-timer", "--store", copy, "--broker-conf", conf, "--format", "jsonl")
     slots = [json.loads(x) for x in r.stdout.splitlines()]
     assert [(s["time_ms"], s["first_pos"], s["last_pos"], s["num"]) for s in slots] == [
-        (p["deliverMs"], pos, pos, 1) for p, pos in zip(exp["pendingSamples"], positions)
+        (p["deliverMs"], pos, pos, 1) for p, pos in zip(exp["pendingSamples"], positions, strict=True)
     ]
     found = _timer_findings(_verify(copy, conf))
     # the last unit's message is not the queue's last: #recover re-enqueues the ones after it

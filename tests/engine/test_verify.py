@@ -352,7 +352,7 @@ def test_broker_artefacts_are_info(small_store):
 
 def test_max_findings_caps_per_check_but_counts_all(small_store):
     recs = records(small_store)
-    for name, pos, total, phy in recs[:40:4]:
+    for name, pos, _, _ in recs[:40:4]:
         path = small_store / "commitlog" / name
         start, length = _body(path.read_bytes(), pos)
         if length:
@@ -431,7 +431,7 @@ def test_batch_property_scan_matches_the_broker_parser():
     pr = _Props(arr, np.array(starts, np.int64), np.array([len(p) for p in props], np.int64))
     for name in ("TAGS", "KEYS", "UNIQ_KEY"):
         m, a, b = pr.value(name.encode() + b"\x01")
-        got = {int(i): bytes(pr.cat[x:y]).decode() for i, x, y in zip(m, a, b)}
+        got = {int(i): bytes(pr.cat[x:y]).decode() for i, x, y in zip(m, a, b, strict=True)}
         want = {i: d[name] for i, p in enumerate(props) if name in (d := parse_properties(p.decode()))}
         assert got == want, name
     for i, p in enumerate(props):
@@ -677,7 +677,7 @@ def test_bulk_reads_of_the_store_owners_equal_their_per_record_reads(small_store
         logical = np.array([u.cq_offset for u in units] + [cq.max_offset, cq.max_offset + 7], np.int64)
         found, off, size, tags = cq.units_at(logical)
         assert found.tolist() == [True] * len(units) + [False, False]
-        assert [(int(a), int(b), int(c)) for a, b, c in zip(off, size, tags)][: len(units)] == [
+        assert [(int(a), int(b), int(c)) for a, b, c in zip(off, size, tags, strict=True)][: len(units)] == [
             (u.commitlog_offset, u.size, u.tags_code) for u in units
         ]
         for u in units[:: max(1, len(units) // 5)]:
@@ -693,5 +693,5 @@ def test_bulk_reads_of_the_store_owners_equal_their_per_record_reads(small_store
         assert f.entry_phys(np.arange(n)).tolist() == cols[1].tolist()
         at, vals = f.slot_values(0, SLOTS)
         slots = [struct.unpack_from(">i", p.read_bytes(), 40 + 4 * s)[0] for s in range(SLOTS)]
-        assert dict(zip(at.tolist(), vals.tolist())) == {s: v for s, v in enumerate(slots) if v}
+        assert dict(zip(at.tolist(), vals.tolist(), strict=True)) == {s: v for s, v in enumerate(slots) if v}
         f.close()

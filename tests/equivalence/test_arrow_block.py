@@ -5,21 +5,21 @@ from __future__ import annotations
 
 import pytest
 
+from rmqstore_cli.pipeline.export_tasks import export_batches, export_rows
+from rmqstore_cli.pipeline.schema import COLUMN_NAMES, arrow_schema
+from rmqstore_cli.pipeline.stores import StoreSpec, file_tasks
+from tests.helpers import fixture_dir
+
 pytestmark = pytest.mark.slow  # export blocks against the per-record reference, every store
 
 pa = pytest.importorskip("pyarrow", reason="needs the spark extra: pip install -e '.[spark]'")
-
-from rmqstore_cli.pipeline.export_tasks import export_batches, export_rows
-from rmqstore_cli.pipeline.schema import COLUMN_NAMES, arrow_schema  # noqa: E402
-from rmqstore_cli.pipeline.stores import StoreSpec, file_tasks
-from tests.helpers import fixture_dir  # noqa: E402
 
 
 def _rows_of(batches) -> list[tuple]:
     out = []
     for b in batches:
         cols = [b.column(i).to_pylist() for i in range(b.num_columns)]
-        out.extend(zip(*cols))
+        out.extend(zip(*cols, strict=True))
     return out
 
 
@@ -70,7 +70,7 @@ def test_block_batches_same_with_the_reference_joins(tricky_store, small_store, 
                 monkeypatch.setattr(FAST_PATHS, "pure", pure)
                 got[pure] = list(export_batches(task, by_partition=by_partition))
             assert len(got[False]) == len(got[True])
-            assert all(a.equals(b) for a, b in zip(got[False], got[True])), (root, task.file_name)
+            assert all(a.equals(b) for a, b in zip(got[False], got[True], strict=True)), (root, task.file_name)
             if not by_partition:
                 assert _rows_of(got[True]) == _reference(task, False)
 
@@ -86,5 +86,5 @@ def test_host_texts_are_address_colon_port():
     rows = np.array([0, 1, 2, 0, 1, 2, 0, 0], np.int64)
     port = np.array([0, 9, 10, 65535, 65536, -1, -2147483648, 10911], np.int64)
     got = host_texts(table, rows, port).to_pylist()
-    assert got == [f"{table[r]}:{p}" for r, p in zip(rows.tolist(), port.tolist())]
+    assert got == [f"{table[r]}:{p}" for r, p in zip(rows.tolist(), port.tolist(), strict=True)]
     assert host_texts([], np.zeros(0, np.int64), np.zeros(0, np.int64)).to_pylist() == []

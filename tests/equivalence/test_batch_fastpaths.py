@@ -14,8 +14,7 @@ import numpy as np
 from rmqstore_cli.formats.properties import parse_properties
 
 from rmqstore_cli.store import arrays, properties, topics
-from rmqstore_cli.store.javahash import bulk as javahash
-from rmqstore_cli.store.javahash import java_hash
+from rmqstore_cli.store.javahash import bulk as javahash, java_hash
 
 
 def test_window_hashes_equal_the_prefix_sum_hashes():
@@ -74,7 +73,7 @@ def test_properties_with_and_without_one_separator_per_pair():
         pr = properties.Properties(np.frombuffer(buf, np.uint8), ps, lens, buf)
         for name in (b"TAGS", b"KEYS", b"UNIQ_KEY", b"DELAY"):
             m, x, y = pr.value(name + b"\x01")
-            got = {int(i): bytes(pr.cat[u:v]) for i, u, v in zip(m, x, y)}
+            got = {int(i): bytes(pr.cat[u:v]) for i, u, v in zip(m, x, y, strict=True)}
             want = {}
             for i, p in enumerate(msgs):
                 v = parse_properties(p.decode("utf-8", "replace")).get(name.decode())
@@ -83,7 +82,7 @@ def test_properties_with_and_without_one_separator_per_pair():
             assert got == want, (case, name)
         # every pair: its end is the next \x02 or its message's end; first1 the first \x01 from its start
         cat = bytes(pr.cat)
-        for s, e, f1, o in zip(pr.starts.tolist(), pr.end.tolist(), pr.first1.tolist(), pr.owner.tolist()):
+        for s, e, f1, o in zip(pr.starts.tolist(), pr.end.tolist(), pr.first1.tolist(), pr.owner.tolist(), strict=True):
             mend = int(pr.mend[o])
             nxt = cat.find(b"\x02", s, mend)
             assert e == (nxt if nxt >= 0 else mend)
@@ -140,7 +139,7 @@ def test_topic_ids_find_registered_topics_and_never_a_wrong_one():
             buf += r
         buf += bytes(rnd.randrange(256) for _ in range(3))
         got = tt.lookup(np.frombuffer(buf, np.uint8), np.array(ta, np.int64), np.array(tl, np.int64)).tolist()
-        for r, g in zip(recs, got):
+        for r, g in zip(recs, got, strict=True):
             want = tt.ids.get(r, -1)
             # -1 (the caller's one-by-one path) is allowed only for a long topic whose key collides
             assert g == want or (g == -1 and len(r) > 16), (trial, r, g, want)

@@ -95,11 +95,13 @@ def test_crc_and_join_equal_zlib_and_slicing(K):
     out = np.full(ln.size, -1, np.int64)
     big = K.small_body_crcs(a, at, ln, 1 << 20, out)
     assert big == 0
-    assert out.tolist() == [zlib.crc32(a[x : x + n].tobytes()) & 0x7FFFFFFF for x, n in zip(at.tolist(), ln.tolist())]
+    assert out.tolist() == [
+        zlib.crc32(a[x : x + n].tobytes()) & 0x7FFFFFFF for x, n in zip(at.tolist(), ln.tolist(), strict=True)
+    ]
     joined = np.zeros(int(ln.sum()) + 5, np.uint8)
     assert K.join_ranges(a, at, ln, joined) == ln.sum()
     assert joined[: int(ln.sum())].tobytes() == b"".join(
-        a[x : x + n].tobytes() for x, n in zip(at.tolist(), ln.tolist())
+        a[x : x + n].tobytes() for x, n in zip(at.tolist(), ln.tolist(), strict=True)
     )
     assert K.join_ranges(memoryview(a.tobytes()), at[:0], ln[:0], joined[:0]) == 0
 

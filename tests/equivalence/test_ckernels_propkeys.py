@@ -115,10 +115,10 @@ def test_prop_keys_equal_the_reference_on_hostile_properties(K, monkeypatch, see
     prefix = rng.integers(0, 1 << 32, 5, dtype=np.uint64)
     tid = rng.integers(0, prefix.size, n)
     ref, c = _both(monkeypatch, arr, ps, pl, indexable, tid, prefix)
-    for r, x in zip(ref[:4], c[:4]):
+    for r, x in zip(ref[:4], c[:4], strict=True):
         assert r.dtype == x.dtype and np.array_equal(r, x)
     assert ref[4] == c[4]
-    for r, x in zip(ref[5], c[5]):
+    for r, x in zip(ref[5], c[5], strict=True):
         assert np.array_equal(r, x)
     assert ref[2].size  # keys were there to compare
 
@@ -249,7 +249,7 @@ def test_prop_scan_gives_the_reference_pairs_on_hostile_properties(K, monkeypatc
             )
     for ref, c in ((got[0], got[2]), (got[1], got[3])):
         assert len(ref) == len(c)
-        for r, x in zip(ref, c):
+        for r, x in zip(ref, c, strict=True):
             assert r.dtype == x.dtype and np.array_equal(r, x)
     assert got[0][0].size and got[0][3].size and got[0][5].size
 

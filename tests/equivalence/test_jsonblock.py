@@ -152,7 +152,7 @@ def test_decode_gives_every_field(tricky_store, small_store):
             cat = blk.properties.cat.tobytes()
             pairs: dict[int, dict[bytes, bytes]] = {}
             for o, (na, nb), (va, vb) in zip(
-                d["property_owner"].tolist(), d["property_name"].tolist(), d["property_value"].tolist()
+                d["property_owner"].tolist(), d["property_name"].tolist(), d["property_value"].tolist(), strict=True
             ):
                 if nb > na and vb > va:  # the parser drops empty names and values; the last one wins
                     pairs.setdefault(o, {})[cat[na:nb]] = cat[va:vb]

@@ -9,8 +9,7 @@ import random
 import numpy as np
 import pytest
 
-from rmqstore_cli.store.javahash import bulk as javahash
-from rmqstore_cli.store.javahash import java_hash
+from rmqstore_cli.store.javahash import bulk as javahash, java_hash
 from rmqstore_cli.store.javahash.bulk import java_hashes, java_int
 
 ALPHABET = "abcXYZ09 #-_" + "磁龟支付é" + "\u07ff\u0800\uffff" + "🎉😀\U0010ffff" + "\x00\x7f"

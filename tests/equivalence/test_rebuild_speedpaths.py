@@ -14,9 +14,9 @@ from tests.helpers import cli
 
 # long topics alike in their first, middle-8 and last bytes, non-ASCII topics, short ones
 TOPICS = (
-    ["T%d" % i for i in range(12)]
+    [f"T{i}" for i in range(12)]
     + ["支付Topic", "Topic-🎉"]
-    + ["LongTopicName-%s-shared-suffix" % m for m in ("aaaa", "aaab", "baaa")]
+    + [f"LongTopicName-{m}-shared-suffix" for m in ("aaaa", "aaab", "baaa")]
     + ["X" * 40 + c + "Y" * 40 for c in "abc"]
 )
 KEYS = ["order-%d", "订单-%d", "k%d-🎉", "AaAa", "BBBB", "minhash-280000磁龟", "x\u07ff\u0800\uffff%d", ""]
@@ -102,7 +102,7 @@ def test_properties_without_checks_give_the_same_values_and_keys():
     for i in range(400):
         pairs = []
         for _ in range(rnd.randint(0, 5)):
-            v = rnd.choice([b"", b"a b", b" k1  k2 ", "订单-%d" % i, b"x\x01y", b"v%d" % i])
+            v = rnd.choice([b"", b"a b", b" k1  k2 ", f"订单-{i}", b"x\x01y", b"v%d" % i])
             pairs.append(rnd.choice(names) + rnd.choice([b"\x01", b""]) + (v if isinstance(v, bytes) else v.encode()))
         msgs.append(b"\x02".join(pairs) + rnd.choice([b"", b"\x02"]))
     buf = b"".join(msgs)
@@ -138,7 +138,7 @@ def test_put_keys_writes_what_put_key_writes_and_the_chunked_writer_too(tmp_path
     hashes = np.array([index_key_hash(k) for k in keys], np.int64)
     slots, per = 7, 64  # few slots: long chains; 63 keys a file: several files
     one = IndexService(tmp_path / "one", slots, per, writable=True)
-    for k, p, t in zip(keys, phy.tolist(), ts.tolist()):
+    for k, p, t in zip(keys, phy.tolist(), ts.tolist(), strict=True):
         one.put_key(k, p, t)
     one.close()
     many = IndexService(tmp_path / "many", slots, per, writable=True)

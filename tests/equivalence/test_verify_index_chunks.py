@@ -46,7 +46,10 @@ def _damage(store) -> None:
     data = path.read_bytes()
     count = struct.unpack_from(">i", data, 36)[0]
     assert count > 60
-    at = lambda k: ENTRIES_BASE + k * 20  # noqa: E731
+
+    def at(k: int) -> int:
+        return ENTRIES_BASE + k * 20
+
     _patch(path, at(count // 2) + 16, ">i", count // 2)  # a loop: prev -> itself
     _patch(path, at(10) + 16, ">i", count + 5)  # prev beyond the written entries
     _patch(path, at(11) + 16, ">i", -3)  # negative prev
@@ -186,6 +189,6 @@ def test_kernel_crc_is_zlib_crc():
     big = K.small_body_crcs(a, at, ln, 600, out)
     small = ln < 600
     assert big == int((~small).sum())
-    want = [zlib.crc32(a[x : x + n].tobytes()) & 0x7FFFFFFF for x, n in zip(at.tolist(), ln.tolist())]
-    assert out[small].tolist() == [w for w, s in zip(want, small.tolist()) if s]
+    want = [zlib.crc32(a[x : x + n].tobytes()) & 0x7FFFFFFF for x, n in zip(at.tolist(), ln.tolist(), strict=True)]
+    assert out[small].tolist() == [w for w, s in zip(want, small.tolist(), strict=True) if s]
     assert (out[~small] == -1).all()

@@ -1,5 +1,6 @@
 """commitlog.bulk.walk_records (the one record walk of rebuild-index and verify) against a plain
-per-record walk that checks each record before following its TOTALSIZE (docs/format/commitlog.md#reading-a-commit-log-file).
+per-record walk that checks each record before following its TOTALSIZE
+(docs/format/commitlog.md#reading-a-commit-log-file).
 
 The reference below is the definition: a record starts where MAGICCODE is V1/V2 and
 ``min_total <= TOTALSIZE <= limit - pos``; BLANK, a zero prefix, anything else, fewer
@@ -134,7 +135,7 @@ def _damaged(data: bytes, rnd: random.Random) -> bytearray:
 
 def test_damaged_files_walk_like_the_reference(files):
     rnd = random.Random(5)
-    for i in range(300):
+    for _ in range(300):
         b = _damaged(rnd.choice(files), rnd)
         _walk_all(b, len(b), rnd.choice([1, 3, 50, 4096]), rnd.choice([HEAD_SIZE, _MIN_VERIFY]))
 

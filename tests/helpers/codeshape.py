@@ -110,7 +110,7 @@ def main() -> None:
     print(f"largest module: {name} ({lines} lines)")
     verbose = "-v" in sys.argv
     for title, items in (
-        ("functions over %d lines" % LONG_FUNCTION, [f"{n} ({k})" for n, k in shape.long_functions]),
+        (f"functions over {LONG_FUNCTION} lines", [f"{n} ({k})" for n, k in shape.long_functions]),
         ("private cross-module names", shape.private_imports),
         ("private attributes read on other objects", shape.private_reads),
         ("format strings outside formats/", shape.format_strings),

@@ -33,7 +33,7 @@ def patch_unit(path: Path, index: int, **fields: int) -> None:
     """Rewrite fields of the 46-byte unit at ``index`` of a BatchCQ or compaction queue file."""
     names = ["off", "size", "tags", "ts", "base", "batch", "compacted", "reserved"]
     raw = bytearray(path.read_bytes())
-    vals = dict(zip(names, struct.unpack_from(UNIT, raw, 46 * index)))
+    vals = dict(zip(names, struct.unpack_from(UNIT, raw, 46 * index), strict=True))
     vals.update(fields)
     struct.pack_into(UNIT, raw, 46 * index, *(vals[n] for n in names))
     path.write_bytes(bytes(raw))

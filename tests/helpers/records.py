@@ -77,7 +77,7 @@ def write_tricky_store(root: Path) -> Path:
     for j, topic in enumerate(TOPICS):
         cl.append(spec(topic, i + j, PLAIN))
         cl.append(spec("OrderTopic", i + j, PLAIN, v6=j % 2 == 0))
-    for j, v in enumerate((-(2**63), 2**63 - 1, -1)):  # extreme numbers in every field that holds them
+    for v in (-(2**63), 2**63 - 1, -1):  # extreme numbers in every field that holds them
         small = -(2**31) if v < 0 else 2**31 - 1
         cl.append(
             AppendSpec(

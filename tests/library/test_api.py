@@ -43,7 +43,7 @@ def test_every_public_name_imports_and_nothing_else_is_listed():
     for name in rmqstore_cli.__all__:
         assert getattr(rmqstore_cli, name) is not None
     with pytest.raises(AttributeError):
-        rmqstore_cli.no_such_name
+        _ = rmqstore_cli.no_such_name
 
 
 def test_importing_the_package_loads_no_engine():

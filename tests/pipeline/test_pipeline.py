@@ -33,7 +33,7 @@ def test_local_export_rows_are_the_dump_records(two_stores, tmp_path):
         mine = [x for x in rows if x["store"] == str(store)]
         dumped = _dump(store)
         assert len(mine) == len(dumped)
-        for x, d in zip(mine, dumped):
+        for x, d in zip(mine, dumped, strict=True):
             body = base64.b64decode(d.pop("body"))
             d.pop("body_encoding")
             assert x["body"] == body

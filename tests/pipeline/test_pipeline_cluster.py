@@ -19,16 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import ROOT, SMALL, generate, run
-
-pytestmark = pytest.mark.cluster
-pytest.importorskip("pyspark", reason="needs the spark extra: pip install -e '.[spark]'")
-pytest.importorskip("pyarrow", reason="needs the spark extra: pip install -e '.[spark]'")
-if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
-    pytest.skip("no JDK: a Spark cluster needs one", allow_module_level=True)
-
-from tests.helpers import standalone  # noqa: E402
-from tests.helpers.pipeline import (  # noqa: E402
+from tests.helpers import ROOT, SMALL, generate, run, standalone
+from tests.helpers.pipeline import (
     DRIVER_ONLY,
     SIZES,
     copy_store,
@@ -39,6 +31,12 @@ from tests.helpers.pipeline import (  # noqa: E402
     rebuild_and_export_equal,
     store_parts,
 )
+
+pytestmark = pytest.mark.cluster
+pytest.importorskip("pyspark", reason="needs the spark extra: pip install -e '.[spark]'")
+pytest.importorskip("pyarrow", reason="needs the spark extra: pip install -e '.[spark]'")
+if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+    pytest.skip("no JDK: a Spark cluster needs one", allow_module_level=True)
 
 
 @pytest.fixture(scope="module")
@@ -194,7 +192,10 @@ def test_verify_rebuild_and_export_on_the_cluster_equal_the_local_engine(cluster
     assert local.returncode == remote.returncode == 1, remote.stderr[-2000:]
     lo = [json.loads(x) for x in local.stdout.splitlines()]
     re = [json.loads(x) for x in remote.stdout.splitlines()]
-    key = lambda r: json.dumps(r, sort_keys=True)  # noqa: E731
+
+    def key(r: dict) -> str:
+        return json.dumps(r, sort_keys=True)
+
     assert sorted(map(key, re[:-1])) == sorted(map(key, lo[:-1])) and len(lo) > 3
     assert re[-1] == lo[-1]
 
@@ -321,7 +322,10 @@ def _same_export(got: subprocess.CompletedProcess, store: Path, output: Path, tm
 
     assert got.returncode == 0, got.stderr[-3000:]
     local = run("export", "--store", store, "--output", tmp_path / "local", "-f", "json")
-    drop = lambda d: {k: v for k, v in d.items() if k not in ("output", "seconds", "engine")}  # noqa: E731
+
+    def drop(d: dict) -> dict:
+        return {k: v for k, v in d.items() if k not in ("output", "seconds", "engine")}
+
     assert drop(json.loads(got.stdout)) == drop(json.loads(local.stdout)) and json.loads(got.stdout)["rows"] > 900
     assert parquet_rows(output) == parquet_rows(tmp_path / "local")
 

@@ -16,17 +16,8 @@ import sys
 
 import pytest
 
-from tests.helpers import SMALL
-
-pytestmark = pytest.mark.cluster
-pytest.importorskip("pyspark", reason="needs the spark extra: pip install -e '.[spark]'")
-pytest.importorskip("pyarrow", reason="needs the spark extra: pip install -e '.[spark]'")
-pytest.importorskip("grpc", reason="needs the spark extra's Spark Connect client: pip install -e '.[spark]'")
-if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
-    pytest.skip("no JDK: a Spark cluster needs one", allow_module_level=True)
-
-from tests.helpers import standalone  # noqa: E402
-from tests.helpers.pipeline import (  # noqa: E402
+from tests.helpers import SMALL, standalone
+from tests.helpers.pipeline import (
     SIZES,
     copy_store,
     digest,
@@ -36,6 +27,13 @@ from tests.helpers.pipeline import (  # noqa: E402
     rebuild_and_export_equal,
     store_parts,
 )
+
+pytestmark = pytest.mark.cluster
+pytest.importorskip("pyspark", reason="needs the spark extra: pip install -e '.[spark]'")
+pytest.importorskip("pyarrow", reason="needs the spark extra: pip install -e '.[spark]'")
+pytest.importorskip("grpc", reason="needs the spark extra's Spark Connect client: pip install -e '.[spark]'")
+if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+    pytest.skip("no JDK: a Spark cluster needs one", allow_module_level=True)
 
 
 @pytest.fixture(scope="module")
@@ -139,8 +137,7 @@ def test_verify_shuffle_and_spark_writer_export_in_process(remote, stores, tmp_p
     and ``_export_jvm`` (Spark's Parquet writer; the unreadable ranges by ``observe``, not an
     accumulator) give what the local engine gives."""
 
-    from rmqstore_cli.pipeline import connect, local
-    from rmqstore_cli.pipeline import spark as sp
+    from rmqstore_cli.pipeline import connect, local, spark as sp
     from rmqstore_cli.pipeline.stores import file_tasks, store_specs
     from rmqstore_cli.pipeline.verify_tasks import verify_stores
 

@@ -14,8 +14,7 @@ pytest.importorskip("pyarrow", reason="needs the spark extra: pip install -e '.[
 
 
 def test_both_spark_writers_give_the_local_rows(two_stores, spark, tmp_path):
-    from rmqstore_cli.pipeline import local
-    from rmqstore_cli.pipeline import spark as sp
+    from rmqstore_cli.pipeline import local, spark as sp
     from rmqstore_cli.pipeline.stores import file_tasks, store_specs
 
     tasks = file_tasks(store_specs([str(s) for s in two_stores], None, {}), body=True)

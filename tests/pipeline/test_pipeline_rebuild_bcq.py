@@ -172,7 +172,7 @@ def test_put_many_skips_what_put_skips(tmp_path):
         a.put(*r)
     a.flush()
     b = BatchConsumeQueueWriter(tmp_path / "b", 46 * 3, [tmp_path])
-    cols = list(zip(*rows))
+    cols = list(zip(*rows, strict=True))
     b.put_many(*(c[:3] for c in cols))
     b.put_many(*(c[3:] for c in cols))
     b.flush()

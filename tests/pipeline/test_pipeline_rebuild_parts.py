@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from itertools import pairwise
 
 import pytest
 
@@ -86,7 +87,7 @@ def test_write_units_disjoint_ranges_in_any_order_give_one_writes_bytes(tmp_path
     size = 200  # 10 units a file: the ranges cross file ends
     write_at(tmp_path / "one", ("T", 0), 60, data, size)
     cuts = [0, 140, 300, 520, len(data)]
-    pieces = [(60 + a, data[a:b]) for a, b in zip(cuts, cuts[1:])]
+    pieces = [(60 + a, data[a:b]) for a, b in pairwise(cuts)]
     for pos, piece in reversed(pieces):
         write_at(tmp_path / "many", ("T", 0), pos, piece, size)
     one = sorted(os.listdir(tmp_path / "one" / "T" / "0"))
@@ -123,7 +124,7 @@ def test_verify_marks_runs_are_the_sorted_unique_runs():
         u = np.unique(np.concatenate(parts))
         want = [
             (int(a), int(b) + 1)
-            for a, b in zip(np.r_[u[:1], u[1:][np.diff(u) != 1]], np.r_[u[:-1][np.diff(u) != 1], u[-1:]])
+            for a, b in zip(np.r_[u[:1], u[1:][np.diff(u) != 1]], np.r_[u[:-1][np.diff(u) != 1], u[-1:]], strict=True)
         ]
         assert [tuple(r) for r in m.runs().tolist()] == want
 

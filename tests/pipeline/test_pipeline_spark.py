@@ -83,10 +83,13 @@ def test_spark_verify_finds_what_local_finds_for_several_stores(stores, spark, m
     monkeypatch.setattr(
         sp._VerifyOnSpark,
         "results",
-        lambda self, rdd: (got := results(self, rdd), paths.append(self.whole is not None))[0],
+        lambda self, rdd: (results(self, rdd), paths.append(self.whole is not None))[0],
     )
     specs = store_specs([str(stores[n]) for n in ("good", "damaged", "expired")], None, SIZES)
-    key = lambda f: json.dumps(f, sort_keys=True)  # noqa: E731
+
+    def key(f: dict) -> str:
+        return json.dumps(f, sort_keys=True)
+
     for cap in (None, 2):
         local = [verify_store(s, True, True, cap) for s in specs]
         remote = sp.verify(spark, specs, True, True, cap)
@@ -116,7 +119,7 @@ def test_cli_verify_several_stores_and_rebuild_on_spark(stores, tmp_path):
     ours_only(b.stderr)  # the warnings about the damaged store, and nothing of Spark's
     ja, jb = json.loads(a.stdout)["stores"], json.loads(b.stdout)["stores"]
     assert [s["store"] for s in jb] == [str(stores["damaged"]), str(stores["good"])]
-    for name, sa, sb in zip(("damaged", "good"), ja, jb):  # each store to its own directory
+    for name, sa, sb in zip(("damaged", "good"), ja, jb, strict=True):  # each store to its own directory
         assert sb["output"] == str(out_s / name)
         assert digest(out_l / name / "consumequeue") == digest(out_s / name / "consumequeue")
         assert digest(out_l / name / "index") == digest(out_s / name / "index")
@@ -130,8 +133,7 @@ def test_cli_verify_several_stores_and_rebuild_on_spark(stores, tmp_path):
 def test_refused_topics_are_reported_by_the_decomposed_rebuild(tmp_path):
     """A topic that cannot be a directory gets no queue, and the per-file (Spark) plan says
     so exactly as the local engine does."""
-    from tests.helpers import generate as _generate
-    from tests.helpers import retopic
+    from tests.helpers import generate as _generate, retopic
 
     store = _generate(tmp_path / "s", messages=120, seed=5)
     hostile = retopic(store, tmp_path / "hostile", [(slice(None, None, 7), "../evil")])

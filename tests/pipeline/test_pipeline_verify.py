@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 import struct
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -146,7 +147,7 @@ def _key(f):
 def _same(got: list[dict], want: list[dict]) -> None:
     assert [r["summary"] for r in got] == [r["summary"] for r in want]
     assert [r["ok"] for r in got] == [r["ok"] for r in want]
-    for g, w in zip(got, want):
+    for g, w in zip(got, want, strict=True):
         assert sorted(map(_key, g["findings"])) == sorted(map(_key, w["findings"]))
 
 
@@ -323,7 +324,7 @@ def test_file_tasks_load_only_their_window_of_an_ordered_index_file(master, tmp_
     for name, info in infos.items():
         mine = sorted({(a, b) for n, a, b in windows if n == name})  # plain and deep runs: the same
         assert len(mine) > 1 and mine[0][0] == 0 and mine[-1][1] == info.entries
-        assert all(p[1] == q[0] for p, q in zip(mine, mine[1:]))
+        assert all(p[1] == q[0] for p, q in pairwise(mine))
 
     store = tmp_path / "unordered"
     shutil.copytree(master, store)

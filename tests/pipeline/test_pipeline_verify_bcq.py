@@ -18,7 +18,10 @@ def _same(store):
     want = [verify_store(s, True, False, None) for s in specs]
     got = verify_stores(specs, True, False, None)
     assert [g["summary"] for g in got] == [w["summary"] for w in want]
-    key = lambda f: json.dumps(f, sort_keys=True)  # noqa: E731
+
+    def key(f: dict) -> str:
+        return json.dumps(f, sort_keys=True)
+
     assert sorted(map(key, got[0]["findings"])) == sorted(map(key, want[0]["findings"]))
     return want[0]
 

@@ -24,7 +24,10 @@ def _same(store: Path, conf: Path | None) -> list[dict]:
         want = [verify_store(s, True, False, cap) for s in specs]
         got = verify_stores(specs, True, False, cap)
         assert [g["summary"] for g in got] == [w["summary"] for w in want]
-        key = lambda f: json.dumps(f, sort_keys=True)  # noqa: E731
+
+        def key(f: dict) -> str:
+            return json.dumps(f, sort_keys=True)
+
         assert sorted(map(key, got[0]["findings"])) == sorted(map(key, want[0]["findings"]))
     return verify_store(specs[0], True, False, None)["findings"]
 
@@ -192,6 +195,9 @@ def test_spark_verify_lmq_and_rocksdb_are_the_local_verify(lmq, spark, tmp_path)
         local = [verify_store(s, True, False, None) for s in specs]
         remote = sp.verify(spark, specs, True, False, None)
         assert [r["summary"] for r in remote] == [r["summary"] for r in local]
-        key = lambda f: json.dumps(f, sort_keys=True)  # noqa: E731
+
+        def key(f: dict) -> str:
+            return json.dumps(f, sort_keys=True)
+
         assert sorted(map(key, remote[0]["findings"])) == sorted(map(key, local[0]["findings"]))
         assert not local[0]["ok"]

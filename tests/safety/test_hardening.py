@@ -12,11 +12,11 @@ import random
 import subprocess
 import sys
 import time
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 from rmqstore_cli.formats.commitlog import MAGIC_V2
 from rmqstore_cli.formats.properties import parse_properties
 
@@ -170,7 +170,7 @@ def test_check_message_never_raises_on_any_bytes(data, pos):
     if c.status in (Status.VALID, Status.SIZE_MISMATCH):
         assert 0 < c.size <= len(data) - pos
         m = c.message
-        m.properties, m.keys, m.tags, m.uniq_key, m.topic, m.born_host, m.store_host, m.msg_id  # noqa: B018
+        _ = (m.properties, m.keys, m.tags, m.uniq_key, m.topic, m.born_host, m.store_host, m.msg_id)
 
 
 @settings(max_examples=200, deadline=None)
@@ -276,7 +276,7 @@ def test_read_commands_change_no_byte_or_mtime(which, small_store_master, tmp_pa
         store, conf = d / "store", ["--broker-conf", str(d / "broker.conf")]
     probe = storefuzz.probe(store, Path(conf[1]) if conf else None)
     before = tree_digest(store)
-    for i, args in enumerate(_read_commands(store, conf, probe, tmp_path / f"export{which}")):
+    for args in _read_commands(store, conf, probe, tmp_path / f"export{which}"):
         r = cli(*args)
         assert r.exit_code in (0, 1), (args[0], r.stderr)
         assert tree_digest(store) == before, args[0]
@@ -334,7 +334,7 @@ def test_reads_during_appends_see_a_consistent_prefix(small_store, tmp_path):
             )
             assert r.exit_code == 0, r.stderr
             recs = [json.loads(x) for x in r.stdout.splitlines()]
-            for a, b in zip(recs, recs[1:]):
+            for a, b in pairwise(recs):
                 if a["file"] == b["file"]:
                     assert b["physical_offset"] == a["physical_offset"] + a["total_size"]
             seen.append(len(recs))

@@ -59,7 +59,8 @@ def _verify(store, *extra):
 
 
 def _walk_end(store: Path) -> int:
-    """The end of the last whole record, by the plain struct walk of docs/format/commitlog.md#reading-a-commit-log-file."""
+    """The end of the last whole record, by the plain struct walk of
+    docs/format/commitlog.md#reading-a-commit-log-file."""
     import struct
 
     end = 0

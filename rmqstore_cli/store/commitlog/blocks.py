@@ -161,7 +161,7 @@ class SendBlock:
             )
         ]
         kinds = self.kinds or ["normal"] * len(self)
-        for i, (t, q, fl, sf, bt, st, bh, bp, sh, sp, rc, pr, mg, qo, po) in enumerate(zip(*cols)):
+        for i, (t, q, fl, sf, bt, st, bh, bp, sh, sp, rc, pr, mg, qo, po) in enumerate(zip(*cols, strict=True)):
             props = self.props[i] if self.raw_props else self.props[i].decode("utf-8", "surrogatepass")
             yield (
                 kinds[i],
@@ -268,7 +268,7 @@ def assign_queue_offsets(block: SendBlock, table: dict[str, int]) -> tuple[np.nd
     starts = np.flatnonzero(np.concatenate([[True], sk[1:] != sk[:-1]]))
     ends = np.append(starts[1:], rows.size)
     rank = np.arange(rows.size) - np.repeat(starts, ends - starts)
-    for s, e in zip(starts.tolist(), ends.tolist()):
+    for s, e in zip(starts.tolist(), ends.tolist(), strict=True):
         r = rows[order[s:e]]
         name = f"{block.topics[int(block.tid[r[0]])]}-{int(block.queue_id[r[0]])}"
         if given[r[0]]:

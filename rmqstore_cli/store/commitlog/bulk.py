@@ -1,11 +1,11 @@
 """The commit log read in bulk: many records at once (numpy), beside the per-record read.
 
-:func:`walk_records` finds where records start (docs/format/commitlog.md#reading-a-commit-log-file, TOTALSIZE and MAGICCODE
-only); :class:`RecordBatch` gives every field position and length of those records at
-once; :func:`body_crcs` their body CRCs. ``check_message`` stays the single source of
-verdicts and reasons; every offset, size and dtype here comes from ``formats.commitlog``.
-The reference loop or its compiled twin is chosen by
-:data:`~rmqstore_cli.store.fastpaths.FAST_PATHS` (or forced by ``compiled``).
+:func:`walk_records` finds where records start (TOTALSIZE and MAGICCODE only:
+docs/format/commitlog.md#reading-a-commit-log-file); :class:`RecordBatch` gives every field
+position and length of those records at once; :func:`body_crcs` their body CRCs.
+``check_message`` stays the single source of verdicts and reasons; every offset, size and
+dtype here comes from ``formats.commitlog``. The reference loop or its compiled twin is
+chosen by :data:`~rmqstore_cli.store.fastpaths.FAST_PATHS` (or forced by ``compiled``).
 """
 
 from __future__ import annotations
@@ -198,7 +198,8 @@ def walk_records(
     compiled: bool | None = None,
     header: int = 0,
 ) -> Walk:
-    """The record walk of docs/format/commitlog.md#reading-a-commit-log-file (TOTALSIZE and MAGICCODE only) from ``pos``.
+    """The record walk of docs/format/commitlog.md#reading-a-commit-log-file (TOTALSIZE and
+    MAGICCODE only) from ``pos``.
 
     A record starts at ``pos`` when its MAGICCODE is V1 or V2 and ``min_total <= TOTALSIZE
     <= limit - pos``; the next one starts TOTALSIZE bytes later. Walks at most ``max_n``

@@ -86,7 +86,7 @@ def window_hashes(units: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray
         cuts = np.flatnonzero(Ls[1:] != Ls[:-1]) + 1
         if cuts.size >= MAX_LENGTH_GROUPS:
             return None
-        groups = [(int(Ls[c]), g) for c, g in zip(np.r_[0, cuts].tolist(), np.split(order, cuts))]
+        groups = [(int(Ls[c]), g) for c, g in zip(np.r_[0, cuts].tolist(), np.split(order, cuts), strict=True)]
     fw = pow31(hi + 1)
     for length, g in groups:
         if length <= 0:
@@ -130,7 +130,7 @@ def _replaced_hashes(strings: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
         u16 = [x.decode("utf-8", "replace").encode("utf-16-be", "surrogatepass") for x in todo]
         l16 = np.fromiter(map(len, u16), np.int64, len(u16)) // 2
         h16 = _segment_hashes(np.frombuffer(b"".join(u16), UTF16_UNITS), l16)
-        cache.update(zip(todo, zip(h16.tolist(), l16.tolist())))
+        cache.update(zip(todo, zip(h16.tolist(), l16.tolist(), strict=True), strict=True))
     got = np.array([cache[x] for x in strings], np.int64).reshape(-1, 2)
     return got[:, 0], got[:, 1]
 
@@ -158,7 +158,7 @@ def utf8_hashes(
             return RangeHashes(u16)(a16, b16).astype(np.uint32), b16 - a16
     if raw is None:
         raw = units.tobytes()
-    h, n16 = _replaced_hashes([raw[x:y] for x, y in zip(a.tolist(), b.tolist())])
+    h, n16 = _replaced_hashes([raw[x:y] for x, y in zip(a.tolist(), b.tolist(), strict=True)])
     return h.astype(np.uint32), n16
 
 

@@ -92,7 +92,7 @@ def slot_records(view: TimerView, begin: int | None, end: int | None) -> Iterato
     sel = s[keep][order]
     home = sel["time"] % (view.store.wheel.slots_total * 2)
     read = view.read_time_ms
-    for row, t, h in zip(sel.tolist(), (times[keep][order]).tolist(), home.tolist()):
+    for row, t, h in zip(sel.tolist(), (times[keep][order]).tolist(), home.tolist(), strict=True):
         _, first, last, num, magic, index = row
         state = "misplaced" if h != index else ("pending" if t >= read else "passed")
         yield {
@@ -288,7 +288,7 @@ def revise(view: TimerView, rec_read_time_ms: int) -> list[tuple[int, int, int, 
     before = {k: (r[0], r[2]) for k, r in rows.items()}
     ring = st.wheel.slots_total * 2
     keep = view.positions >= begin
-    for pos, due in zip(view.positions[keep].tolist(), view.due_ms()[keep].tolist()):
+    for pos, due in zip(view.positions[keep].tolist(), view.due_ms()[keep].tolist(), strict=True):
         t = due // st.precision_ms
         row = rows.get(t % ring)
         if row is not None and row[0] == t:

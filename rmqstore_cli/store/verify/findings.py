@@ -64,7 +64,8 @@ CHECKS: dict[str, tuple[str, str]] = {
     "cq.not-dispatched": (INFO, "messages newer than the checkpoint have no unit yet; the broker dispatches them"),
     "cq.superseded": (
         INFO,
-        "messages whose queue offsets were used again after a restart lost their units (docs/format/commitlog.md#append)",
+        "messages whose queue offsets were used again after a restart lost their units "
+        "(docs/format/commitlog.md#append)",
     ),
     "cq.pre-blank": (INFO, "pre-blank units below a queue's first unit (docs/format/consume-queue.md#pre-blank-units)"),
     "cq.expired": (
@@ -290,7 +291,7 @@ class Deferred:
             self.kept = self.parts[0][0].size
 
     def _sorted(self) -> list[np.ndarray]:
-        cols = [np.concatenate(c) for c in zip(*self.parts)]
+        cols = [np.concatenate(c) for c in zip(*self.parts, strict=True)]
         o = np.argsort(cols[0], kind="stable")
         if self.cap is not None:
             o = o[: self.cap]
@@ -301,7 +302,7 @@ class Deferred:
             return iter(())
         cols = self._sorted()
         self.kept = cols[0].size
-        return zip(*(c.tolist() for c in cols))
+        return zip(*(c.tolist() for c in cols), strict=True)
 
     @property
     def dropped(self) -> int:

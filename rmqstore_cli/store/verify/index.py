@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
@@ -272,7 +273,7 @@ class IndexChecks(IndexStructure):
 
     def check_index_order(self) -> None:
         """Checks across ``self.index_files`` (header values only) and ``index_end``."""
-        for a, b in zip(self.index_files, self.index_files[1:]):
+        for a, b in pairwise(self.index_files):
             if b.n > 1 and a.n > 1 and b.begin_phy < a.end_phy:
                 self._add(
                     "index.order",
@@ -392,7 +393,7 @@ class IndexChecks(IndexStructure):
                 )
             for _, un, phy in f.unchecked() if rest_n else ():
                 rest = np.flatnonzero((phy >= self.cl_min) & (phy < self.cl_end))
-                for e, off in zip(un[rest].tolist(), phy[rest].tolist()):
+                for e, off in zip(un[rest].tolist(), phy[rest].tolist(), strict=True):
                     c = self._check_at(off)
                     why = self._no_file_reason(off) if c is None else "it lies in unreadable bytes"
                     self._add(

@@ -1,4 +1,5 @@
-"""One index file checked alone: slots, chains, counts, header against entries (docs/format/index.md#checking-an-index-file).
+"""One index file checked alone: slots, chains, counts, header against entries
+(docs/format/index.md#checking-an-index-file).
 
 Vectorised and in bounded chunks: memory does not grow with the file. Slots and entries are
 read ``limits.INDEX_CHUNK`` at a time (:meth:`IndexFile.entry_columns`, mapped pages
@@ -274,7 +275,7 @@ class IndexStructure:
         rows = list(found.orphan.rows())
         if rows:
             phys = f.entry_phys(np.array([r[0] for r in rows], np.int64)).tolist()
-            for (e, he), pe in zip(rows, phys):
+            for (e, he), pe in zip(rows, phys, strict=True):
                 self._add(
                     "index.orphan",
                     f.rel,

@@ -83,7 +83,7 @@ class LmqChecks:
         enable_lmq, broker5 = self._lmq_mode(True)
         owner, names, offsets = found
         by_queue: dict[tuple[str, int], list[tuple[int, int]]] = defaultdict(list)
-        for i, nm, of in zip(owner.tolist(), names, offsets):
+        for i, nm, of in zip(owner.tolist(), names, offsets, strict=True):
             if not dispatch[i]:
                 continue
             topic = self.topic_names[int(tid[i])].decode("utf-8", "replace")

@@ -84,7 +84,7 @@ class Marks:
         self.ends = e[np.r_[first[1:] - 1, s.size - 1]] if s.size else e
         if self.starts.size > max(64, self.size // 16):  # 16 bytes a run: a byte a position is less
             bits = np.zeros(self.size, bool)
-            for a, b in zip(self.starts.tolist(), self.ends.tolist()):
+            for a, b in zip(self.starts.tolist(), self.ends.tolist(), strict=True):
                 bits[a:b] = True
             self.bits = bits
             self.starts = self.ends = np.zeros(0, np.int64)

@@ -153,13 +153,15 @@ class QueueChecks:
         order = idx[stable_argsort(tq[idx])]
         g = tq[order]
         bounds = np.flatnonzero(np.r_[True, g[1:] != g[:-1], True])
-        for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+        for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
             sel = order[a:b]
             t = int(g[a])
             mq = self.tq_queue[t]
             L = qoff[sel]
             if mq is None and self.topic_names[self.tq_list[t][0]] in self.batch_topics:
-                continue  # a 5.x BatchCQ topic: its units are in batchconsumequeue/ (docs/format/batch-consume-queue.md), not checked
+                # a 5.x BatchCQ topic: its units are in batchconsumequeue/ (docs/format/batch-consume-queue.md),
+                # not checked
+                continue
             if mq is None:
                 self._add_missing(t, L, absP[sel], store_ts[sel])
                 continue
@@ -214,7 +216,8 @@ class QueueChecks:
                 f,
                 o,
                 f"{mq.topic}/{mq.qid}: queue offset {L} is used by the messages at "
-                f"{msg_at} and {off}; the unit points at {off} (duplicate queue offset after a restart, docs/format/commitlog.md#append)",
+                f"{msg_at} and {off}; the unit points at {off} (duplicate queue offset after a restart, "
+                "docs/format/commitlog.md#append)",
                 physical_offset=msg_at,
                 topic=mq.topic,
                 queue_id=mq.qid,
@@ -293,7 +296,7 @@ class QueueChecks:
         pre = off < mark
         cut = np.flatnonzero((L[1:] != L[:-1] + 1) | (late[1:] != late[:-1]) | (pre[1:] != pre[:-1])) + 1
         runs = self.missing_runs.setdefault(t, [])
-        for a, b in zip(np.r_[0, cut].tolist(), np.r_[cut, L.size].tolist()):
+        for a, b in zip(np.r_[0, cut].tolist(), np.r_[cut, L.size].tolist(), strict=True):
             lo, hi, lt = int(L[a]), int(L[b - 1]), bool(late[a])
             if a == 0 and runs:
                 r = runs[-1]
@@ -327,7 +330,7 @@ class QueueChecks:
             o = sel[np.lexsort((L[sel], t[sel]))]
             tt, LL = t[o], L[o]
             brk = np.flatnonzero(np.r_[True, (tt[1:] != tt[:-1]) | (LL[1:] != LL[:-1] + 1), True])
-            for a, b in zip(brk[:-1].tolist(), brk[1:].tolist()):
+            for a, b in zip(brk[:-1].tolist(), brk[1:].tolist(), strict=True):
                 yield is_late, int(tt[a]), int(LL[a]), int(LL[b - 1]), int(off[o[a]]), b - a
 
     def _missing_groups_from_runs(self, reset_at: np.ndarray):

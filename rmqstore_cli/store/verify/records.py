@@ -174,7 +174,8 @@ class RecordChecks:
                 self.stops.append((p + base, "commitlog.body-crc", rel))
 
     def _check_properties(self, buf, arr, r: RecordBatch, base: int, rel: str) -> Properties:
-        """PROPERTIES syntax and the __CRC32# property (docs/format/commitlog.md#whole-record-crc); the batch's properties."""
+        """PROPERTIES syntax and the __CRC32# property (docs/format/commitlog.md#whole-record-crc);
+        the batch's properties."""
         P, total, pl, props_start = r.pos, r.total, np.maximum(r.props_len, 0), r.props_at
         kern = self.kernel()
         if kern is not None:  # the PROPERTIES bytes joined by the C loop
@@ -207,7 +208,7 @@ class RecordChecks:
         sel = np.flatnonzero(tid[dm] == sched_tid)
         cat = pr.cat
         rules = self.__dict__.setdefault("_delay_rules", {})
-        for i, x, y in zip(dm[sel].tolist(), da[sel].tolist(), db[sel].tolist()):
+        for i, x, y in zip(dm[sel].tolist(), da[sel].tolist(), db[sel].tolist(), strict=True):
             v = bytes(cat[x:y])
             rule = rules.get(v)
             if rule is None:
@@ -242,7 +243,8 @@ class RecordChecks:
         return False if at0 == at1 else at0
 
     def _check_prop_crc(self, buf, pos: int, total: int, props: bytes, rel: str, base: int) -> None:
-        """docs/format/commitlog.md#whole-record-crc: the __CRC32# digits (least significant first) against crc32(record[:total-20])."""
+        """docs/format/commitlog.md#whole-record-crc: the __CRC32# digits (least significant first)
+        against crc32(record[:total-20])."""
         if props.endswith(b"\x02") and props.startswith(CRC_MARK, len(props) - CRC32_RESERVED_LEN):
             digits = props[-11:-1]
         else:
@@ -424,7 +426,7 @@ class RecordChecks:
         dispatched record of each queue the scan has not met before."""
         heads = {}
         uniq, first = np.unique(tq[idx], return_index=True)
-        for t, j in zip(uniq.tolist(), first.tolist()):
+        for t, j in zip(uniq.tolist(), first.tolist(), strict=True):
             if self.tq_last[t] is None:
                 i = int(idx[j])
                 heads[self.queue_key(t)] = (int(qoff[i]), int(step[i]), int(absP[i]), rel, base)

@@ -1,4 +1,5 @@
-"""The commit-log walk: files, records, resynchronisation after damage (docs/format/commitlog.md#reading-a-commit-log-file).
+"""The commit-log walk: files, records, resynchronisation after damage
+(docs/format/commitlog.md#reading-a-commit-log-file).
 
 Each file is walked record by record (TOTALSIZE and MAGICCODE only), a batch of records at
 a time handed to :meth:`RecordChecks.check_batch`; damage does not stop the walk: after a

@@ -49,7 +49,7 @@ class WalkFacts:
     def bcq_records(self, topics: set[str]):
         """(topic, queueId, offset, storeTime) of the kept records of ``topics``, in log order."""
         for tix, qid, off, ts in self.bcq_cols:
-            for t, q, o, s in zip(tix.tolist(), qid.tolist(), off.tolist(), ts.tolist()):
+            for t, q, o, s in zip(tix.tolist(), qid.tolist(), off.tolist(), ts.tolist(), strict=True):
                 if self.bcq_names[t] in topics:
                     yield self.bcq_names[t], q, o, s
 
@@ -132,7 +132,7 @@ def _timer_block(rec, facts: WalkFacts) -> None:
     ends = (rb.props_at + rb.props_len).tolist()
     idx = [
         i
-        for i, (a, b, o) in enumerate(zip(rb.props_at.tolist(), ends, offs.tolist()))
+        for i, (a, b, o) in enumerate(zip(rb.props_at.tolist(), ends, offs.tolist(), strict=True))
         if o >= start and buf.find(_TIMER_MARK, a, b) >= 0
     ]
     if idx:
