@@ -85,7 +85,7 @@ def test_ci_runs_the_static_checks_after_the_fast_tier_and_pre_commit_the_same()
     the tools."""
     lines = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
     fast = next(i for i, ln in enumerate(lines) if ln.endswith("'.[test,spark]' && .venv/bin/pytest"))
-    slow = lines.index(".venv/bin/pytest -m slow")
+    slow = lines.index(".venv/bin/pytest -m slow -n 0")
     assert [ln for ln in lines[fast + 1 : slow] if not ln.startswith("#")] == STATIC_CHECKS
     hooks = (ROOT / ".pre-commit-config.yaml").read_text(encoding="utf-8")
     assert re.findall(r"^\s*-?\s*repo:\s*(\S+)\s*$", hooks, re.M) == ["local"]
