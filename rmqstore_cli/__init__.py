@@ -33,6 +33,9 @@ _EXPORTS = {
     "IndexHit": "rmqstore_cli.api.records",
     "Finding": "rmqstore_cli.api.records",
     "VerifyReport": "rmqstore_cli.api.records",
+    "MessageId": "rmqstore_cli.api.records",
+    "OffsetAtTime": "rmqstore_cli.api.records",
+    "ConsumerProgress": "rmqstore_cli.api.records",
     "RmqstoreError": "rmqstore_cli.errors",
     "StoreError": "rmqstore_cli.errors",
     "FileSizeError": "rmqstore_cli.errors",
@@ -44,7 +47,17 @@ _EXPORTS = {
 __all__ = ["__version__", *_EXPORTS]
 
 if TYPE_CHECKING:  # for type checkers and editors; at run time the names load lazily
-    from rmqstore_cli.api.records import Finding, IndexHit, Message, QueueInfo, QueueUnit, VerifyReport
+    from rmqstore_cli.api.records import (
+        ConsumerProgress,
+        Finding,
+        IndexHit,
+        Message,
+        MessageId,
+        OffsetAtTime,
+        QueueInfo,
+        QueueUnit,
+        VerifyReport,
+    )
     from rmqstore_cli.api.store import Store, open_store
     from rmqstore_cli.errors import FileSizeError, NotFound, RefusedError, RmqstoreError, StoreError, UsageError
 

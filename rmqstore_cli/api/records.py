@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-JSON = dict[str, Any]
-
 from rmqstore_cli.store.message_view import message_dict
+
+JSON = dict[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,3 +207,122 @@ class VerifyReport:
     def broker_starts(self) -> bool:
         """Whether the broker would start on the store (``summary["broker_start"]``)."""
         return bool(self.summary["broker_start"]["starts"])
+
+
+@dataclass(frozen=True, slots=True)
+class MessageId:
+    """One message id read both ways and looked up in the store, as ``decode-msgid --store``
+    prints it: an offset msgId (store host + physical offset,
+    ``MessageDecoder#createMessageId``) and/or a client UNIQ_KEY (``MessageClientIDSetter``).
+
+    ``kind`` is ``offset_msg_id``, ``uniq_key`` or ``ambiguous``; the offset reading's fields
+    are None for a ``uniq_key``, the UNIQ_KEY reading's for an ``offset_msg_id``.
+    ``messages``: the record at the offset and the records carrying it as UNIQ_KEY."""
+
+    id: str
+    kind: str
+    basis: str
+    store_host: str | None
+    physical_offset: int | None
+    client_ip: str | None
+    pid: int | None
+    class_loader_hash: str | None
+    time_in_month_ms: int | None
+    nearly_time: int | None
+    counter: int | None
+    found: bool
+    host_matches_store: bool | None
+    offset_problem: str | None
+    messages: list[Message]
+
+    def as_dict(self, body: str = "none", properties: bool = True) -> JSON:
+        """The object ``decode-msgid --store … --format jsonl`` prints (of a plain commit log)."""
+        d: JSON = {"id": self.id, "kind": self.kind, "basis": self.basis}
+        if self.kind != "uniq_key":
+            d["store_host"] = self.store_host
+            d["physical_offset"] = self.physical_offset
+        if self.kind != "offset_msg_id":
+            d["client_ip"] = self.client_ip
+            d["pid"] = self.pid
+            d["class_loader_hash"] = self.class_loader_hash
+            d["time_in_month_ms"] = self.time_in_month_ms
+            d["nearly_time"] = self.nearly_time
+            d["counter"] = self.counter
+        d["found"] = self.found
+        if self.kind != "uniq_key":
+            d["host_matches_store"] = self.host_matches_store
+            if self.offset_problem is not None:
+                d["offset_problem"] = self.offset_problem
+        d["messages"] = [m.as_dict(body, properties) for m in self.messages]
+        return d
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetAtTime:
+    """One queue's answer to "where is time T" (``search-offset``): the consume-queue
+    ``offset`` of the first message stored at or after ``time`` (or, with ``method``
+    broker-…, what ``ConsumeQueue#getOffsetInQueueByTime`` returns), the store time of the
+    unit there (None at the max offset) and the queue's bounds."""
+
+    topic: str
+    queue_id: int
+    time: int
+    method: str
+    offset: int | None
+    store_timestamp: int | None
+    min_offset: int
+    max_offset: int
+    note: str | None = None
+
+    def as_dict(self) -> JSON:
+        d: JSON = {
+            "topic": self.topic,
+            "queue_id": self.queue_id,
+            "time": self.time,
+            "method": self.method,
+            "offset": self.offset,
+            "store_timestamp": self.store_timestamp,
+            "min_offset": self.min_offset,
+            "max_offset": self.max_offset,
+        }
+        if self.note is not None:
+            d["note"] = self.note
+        return d
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerProgress:
+    """One consumer group's committed offset in one queue against the queue's bounds
+    (``mqadmin consumerProgress``, offline). ``lag`` is max_offset - consumer_offset
+    (``ConsumeStats#computeTotalDiff``); ``status`` ok, behind-min, beyond-max or no-queue;
+    ``file`` the offsets' source (``consumerOffset.json``, ``rdb/``, …); ``delay_level``
+    for ``delayOffset.json``'s rows (queue id + 1)."""
+
+    group: str
+    topic: str
+    queue_id: int
+    consumer_offset: int
+    min_offset: int
+    max_offset: int
+    lag: int
+    next_store_timestamp: int | None
+    status: str
+    file: str | None
+    delay_level: int | None = None
+
+    def as_dict(self) -> JSON:
+        d: JSON = {
+            "group": self.group,
+            "topic": self.topic,
+            "queue_id": self.queue_id,
+            "consumer_offset": self.consumer_offset,
+            "min_offset": self.min_offset,
+            "max_offset": self.max_offset,
+            "lag": self.lag,
+            "next_store_timestamp": self.next_store_timestamp,
+            "status": self.status,
+            "file": self.file,
+        }
+        if self.delay_level is not None:
+            d["delay_level"] = self.delay_level
+        return d

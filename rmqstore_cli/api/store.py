@@ -14,7 +14,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rmqstore_cli.api.records import Finding, IndexHit, Message, QueueInfo, QueueUnit, VerifyReport
+from rmqstore_cli.api.records import (
+    ConsumerProgress,
+    Finding,
+    IndexHit,
+    Message,
+    MessageId,
+    OffsetAtTime,
+    QueueInfo,
+    QueueUnit,
+    VerifyReport,
+)
 from rmqstore_cli.errors import UsageError
 from rmqstore_cli.store.filters import MessageFilter
 from rmqstore_cli.store.message_store import MessageStore
@@ -302,6 +312,80 @@ class Store:
             )
             for h in hits
         ]
+
+    def message_by_id(self, msg_id: str, *, now: TimeLike | None = None) -> MessageId:
+        """Read ``msg_id`` both ways, as ``decode-msgid --store`` does: as an offset msgId (the
+        record at its physical offset, whose own offset field must agree) and as a UNIQ_KEY
+        (through the index of every topic). What the store holds decides ``kind``.
+        ``now`` dates a UNIQ_KEY's ``nearly_time`` (it holds only the time within its month).
+        Raises :class:`~rmqstore_cli.errors.UsageError` for what is no message id."""
+        from rmqstore_cli.store.msgid import BadId, describe_id, parse_id, resolve_in_store
+        from rmqstore_cli.times import now_ms
+
+        try:
+            r = parse_id(msg_id)
+        except BadId as e:
+            raise UsageError(f"{msg_id!r} is not a message id: {e}") from None
+        ms = self.engine
+        resolve_in_store(r, ms, self.topics() or ms.topics_from_commitlog())
+        at = to_ms(now, "now", self.tz)
+        d = describe_id(r, now_ms() if at is None else at, self.tz)
+        msgs = [Message.of(m, self._file_name(m.offset)) for m in d.pop("messages")]
+        return MessageId(**d, messages=msgs)
+
+    # ------------------------------------------------------------------ queue positions
+    def search_offset(
+        self,
+        topic: str,
+        time: TimeLike,
+        *,
+        queue_id: int | None = None,
+        broker_version: str | None = None,
+        boundary: str = "lower",
+        scan: bool = False,
+    ) -> list[OffsetAtTime]:
+        """Per queue of ``topic`` (or one ``queue_id``): the consume-queue offset of the first
+        message stored at or after ``time`` (every unit read with ``scan``, else bisected), as
+        ``search-offset`` answers. ``broker_version`` "4.9" or "5" gives instead what that
+        broker's ``ConsumeQueue#getOffsetInQueueByTime`` returns ("5" with ``boundary``
+        lower or upper). Raises :class:`~rmqstore_cli.errors.NotFound` when the topic has no
+        queue."""
+        from rmqstore_cli.errors import NotFound
+        from rmqstore_cli.store import offset_query
+
+        offset_query.check_request(broker_version, boundary, scan)
+        when = to_ms(time, "time", self.tz)
+        assert when is not None
+        ms = self.engine
+        queues, batch = offset_query.pick_queues(ms, topic, queue_id)
+        if not queues and not batch:
+            which = topic + (f"/{queue_id}" if queue_id is not None else "")
+            raise NotFound(f"no consume queue {which}", path=ms.config.consumequeue_dir / topic)
+        return [
+            OffsetAtTime(**r.to_dict())
+            for r in offset_query.search_queues(ms, queues, batch, when, broker_version, boundary, scan)
+        ]
+
+    def consumer_progress(self, group: str | None = None, topic: str | None = None) -> list[ConsumerProgress]:
+        """Every committed consumer offset (of ``group``, of ``topic``) against its queue's min
+        and max offsets, as ``consumer-progress`` lists them: from ``config/consumerOffset.json``
+        (or its ``.bak``, or 5.x's RocksDB managers), ``lmqConsumerOffset.json`` and
+        ``delayOffset.json``, read as the broker's ``ConfigManager#load`` reads them. Keys
+        that are not ``topic@group`` are skipped (said in :attr:`warnings`). Raises
+        :class:`~rmqstore_cli.errors.NotFound` when the store holds no offset at all."""
+        from rmqstore_cli.store import progress
+
+        config_dir = self.path / "config"
+        sources = progress.load_sources(config_dir)
+        self.engine.warnings.extend(w for loaded in sources for w in loaded.warnings)
+        progress.require_offsets(config_dir, sources)
+        rows = []
+        for d, bad_key in progress.progress_rows(self.engine, sources, group, topic):
+            if d is None:
+                self.engine.warnings.append(f"offset key {bad_key!r} is not TOPIC@GROUP; skipped")
+            else:
+                rows.append(ConsumerProgress(**d))
+        return rows
 
     # ------------------------------------------------------------------ checks
     def verify(

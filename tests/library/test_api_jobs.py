@@ -1,0 +1,124 @@
+"""The library's jobs beyond reading messages (``Store.stats``, ``consumer_progress``,
+``search_offset``, ``message_by_id``, the timer, ``rebuild_index``, ``expire``, ``export``,
+``batches``), called as a script would call them. Each answer is held against an
+independent one: the command line's JSON output on the same store, or a count made from
+``Store.messages``."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from rmqstore_cli import ConsumerProgress, MessageId, NotFound, OffsetAtTime, UsageError, open_store
+from tests.helpers import cli, generate
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    st = generate(
+        tmp_path_factory.mktemp("jobs") / "store", "--delay-ratio", "0.1", "--transaction-ratio", "0.1", messages=2000
+    )
+    config = st / "config"
+    config.mkdir(exist_ok=True)
+    offsets = '{"offsetTable":{"OrderTopic@cg-orders":{0:3,1:10000,2:0},"NoSuchTopic@cg-x":{0:5},"not-a-key":{0:1}}}'
+    (config / "consumerOffset.json").write_text(offsets, encoding="utf-8")
+    (config / "delayOffset.json").write_text('{"offsetTable":{2:1}}', encoding="utf-8")
+    return st
+
+
+def jsonl(*args: object, code: tuple[int, ...] = (0,)) -> list[dict]:
+    r = cli(*args, "--format", "jsonl")
+    assert r.exit_code in code, r.stderr
+    return [json.loads(x) for x in r.stdout.splitlines()]
+
+
+# ---------------------------------------------------------------------- message ids
+def test_message_by_id_finds_an_offset_msg_id_and_a_uniq_key(store):
+    with open_store(store) as st:
+        m = next(iter(st.messages(topic="OrderTopic", limit=1)))
+        by_offset = st.message_by_id(m.msg_id)
+        by_uniq = st.message_by_id(m.uniq_key.lower())
+    assert isinstance(by_offset, MessageId)
+    assert by_offset.kind == "offset_msg_id" and by_offset.found and by_offset.host_matches_store
+    assert [x.physical_offset for x in by_offset.messages] == [m.physical_offset]
+    assert by_uniq.kind == "uniq_key" and by_uniq.store_host is None
+    assert [x.physical_offset for x in by_uniq.messages] == [m.physical_offset]
+    for got, text in ((by_offset, m.msg_id), (by_uniq, m.uniq_key)):
+        want = jsonl("decode-msgid", text, "--store", store, "--now", "2026-12-01T00:00Z")[0]
+        with open_store(store) as st:
+            got = st.message_by_id(text, now="2026-12-01T00:00Z")
+        assert got.as_dict() == want
+
+
+def test_message_by_id_refuses_what_is_no_id_and_misses_an_unknown_one(store):
+    with open_store(store) as st:
+        with pytest.raises(UsageError, match="not a message id"):
+            st.message_by_id("xyz")
+        r = st.message_by_id("0A0000010000000000000000FFFF0000")
+    assert not r.found and r.messages == []
+
+
+# ---------------------------------------------------------------------- queue positions
+@pytest.mark.parametrize(
+    "kwargs, args",
+    [
+        ({}, []),
+        ({"queue_id": 1}, ["--queue-id", "1"]),
+        ({"scan": True}, ["--scan"]),
+        ({"broker_version": "4.9"}, ["--broker", "--broker-version", "4.9"]),
+        ({"broker_version": "5", "boundary": "upper"}, ["--broker", "--broker-version", "5", "--boundary", "upper"]),
+    ],
+)
+def test_search_offset_is_what_the_command_prints(store, kwargs, args):
+    with open_store(store) as st:
+        times = sorted(m.store_timestamp for m in st.messages(topic="OrderTopic"))
+        t = times[len(times) // 3]
+        got = st.search_offset("OrderTopic", t, **kwargs)
+    assert got and all(isinstance(r, OffsetAtTime) for r in got)
+    assert [r.as_dict() for r in got] == jsonl(
+        "search-offset", "--store", store, "-t", "OrderTopic", "--time", t, *args
+    )
+
+
+def test_search_offset_answers_the_first_message_at_or_after_the_time(store):
+    with open_store(store) as st:
+        stored = [(u.cq_offset, st.message_at(u.commitlog_offset)) for u in st.units("OrderTopic", 0)]
+        times = [(off, m.store_timestamp) for off, m in stored if m is not None]
+        t = times[len(times) // 2][1]
+        (r,) = st.search_offset("OrderTopic", t, queue_id=0)
+    assert r.offset == min(off for off, ts in times if ts >= t) and r.store_timestamp == t
+
+
+def test_search_offset_refuses_an_unknown_topic_and_odd_requests(store):
+    with open_store(store) as st:
+        with pytest.raises(NotFound):
+            st.search_offset("NoSuchTopic", 0)
+        with pytest.raises(UsageError):
+            st.search_offset("OrderTopic", 0, broker_version="4.9", boundary="upper")
+        with pytest.raises(UsageError):
+            st.search_offset("OrderTopic", 0, broker_version="5", scan=True)
+
+
+def test_consumer_progress_is_what_the_command_prints(store):
+    with open_store(store) as st:
+        rows = st.consumer_progress()
+        warnings = list(st.warnings)
+        only = st.consumer_progress(group="cg-orders")
+    assert rows and all(isinstance(r, ConsumerProgress) for r in rows)
+    assert [r.as_dict() for r in rows] == jsonl("consumer-progress", "--store", store)
+    assert {r.status for r in rows} >= {"ok", "beyond-max", "no-queue"}
+    assert any("not-a-key" in w for w in warnings)
+    assert [r.delay_level for r in rows if r.file == "delayOffset.json"] == [2]  # its keys are levels
+    assert {r.group for r in only} == {"cg-orders"}
+
+
+def test_consumer_progress_lag_and_bounds_are_the_queues(store):
+    with open_store(store) as st:
+        bounds = {(q.topic, q.queue_id): q for q in st.queues()}
+        rows = [r for r in st.consumer_progress(topic="OrderTopic")]
+    assert rows
+    for r in rows:
+        q = bounds["OrderTopic", r.queue_id]
+        assert (r.min_offset, r.max_offset) == (q.min_offset, q.max_offset)
+        assert r.lag == q.max_offset - r.consumer_offset
