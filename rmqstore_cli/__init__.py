@@ -36,6 +36,9 @@ _EXPORTS = {
     "MessageId": "rmqstore_cli.api.records",
     "OffsetAtTime": "rmqstore_cli.api.records",
     "ConsumerProgress": "rmqstore_cli.api.records",
+    "StatsRow": "rmqstore_cli.api.records",
+    "StatsFile": "rmqstore_cli.api.records",
+    "StatsReport": "rmqstore_cli.api.records",
     "RmqstoreError": "rmqstore_cli.errors",
     "StoreError": "rmqstore_cli.errors",
     "FileSizeError": "rmqstore_cli.errors",
@@ -56,6 +59,9 @@ if TYPE_CHECKING:  # for type checkers and editors; at run time the names load l
         OffsetAtTime,
         QueueInfo,
         QueueUnit,
+        StatsFile,
+        StatsReport,
+        StatsRow,
         VerifyReport,
     )
     from rmqstore_cli.api.store import Store, open_store

@@ -326,3 +326,106 @@ class ConsumerProgress:
         if self.delay_level is not None:
             d["delay_level"] = self.delay_level
         return d
+
+
+@dataclass(frozen=True, slots=True)
+class StatsRow:
+    """One topic's (or, ``queue_id`` given, one queue's) messages and bytes in the commit log
+    (``stats``' rows): the store times of the first and last, ``share`` of the commit-log
+    files' size, ``cq_bytes`` its consume-queue files' size; ``not_in_cq`` (counted from the
+    commit log only) the records no consume queue holds; ``multi_dispatch`` a queue of LMQ
+    units, whose messages are other queues' too."""
+
+    topic: str
+    queue_id: int | None
+    messages: int
+    bytes: int
+    first_store_timestamp: int | None
+    last_store_timestamp: int | None
+    share: float
+    cq_bytes: int
+    not_in_cq: int | None = None
+    multi_dispatch: bool = False
+
+    @classmethod
+    def of(cls, d: JSON) -> StatsRow:
+        return cls(
+            d["topic"],
+            d.get("queue_id"),
+            d["messages"],
+            d["bytes"],
+            d["first_store_timestamp"],
+            d["last_store_timestamp"],
+            d["share"],
+            d["cq_bytes"],
+            d.get("not_in_cq"),
+            d.get("multi_dispatch", False),
+        )
+
+    def as_dict(self) -> JSON:
+        d: JSON = {"topic": self.topic}
+        if self.queue_id is not None:
+            d["queue_id"] = self.queue_id
+        d.update(
+            messages=self.messages,
+            bytes=self.bytes,
+            first_store_timestamp=self.first_store_timestamp,
+            last_store_timestamp=self.last_store_timestamp,
+            share=self.share,
+            cq_bytes=self.cq_bytes,
+        )
+        if self.not_in_cq is not None:
+            d["not_in_cq"] = self.not_in_cq
+        if self.multi_dispatch:
+            d["multi_dispatch"] = True
+        return d
+
+
+@dataclass(frozen=True, slots=True)
+class StatsFile:
+    """One commit-log, consume-queue, BatchCQ or index file (``stats --by file``): its size,
+    allocated bytes, ``entries`` (records, live units or index entries), their store times and
+    ``fill`` (how full the file is)."""
+
+    component: str
+    file: str
+    topic: str | None
+    queue_id: int | None
+    bytes: int
+    disk_bytes: int
+    entries: int
+    first_store_timestamp: int | None
+    last_store_timestamp: int | None
+    fill: float | None
+
+    def as_dict(self) -> JSON:
+        return {
+            "component": self.component,
+            "file": self.file,
+            "topic": self.topic,
+            "queue_id": self.queue_id,
+            "bytes": self.bytes,
+            "disk_bytes": self.disk_bytes,
+            "entries": self.entries,
+            "first_store_timestamp": self.first_store_timestamp,
+            "last_store_timestamp": self.last_store_timestamp,
+            "fill": self.fill,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class StatsReport:
+    """What ``Store.stats`` counted: the rows shown (biggest first) and the summary ``stats
+    --format json`` prints (method, totals, the store root's components, notes)."""
+
+    rows: list[StatsRow | StatsFile]
+    summary: JSON
+
+    @property
+    def messages(self) -> int:
+        """Messages counted (a multi-dispatch queue's units not twice)."""
+        return int(self.summary["messages"])
+
+    def as_dict(self) -> JSON:
+        """The object ``stats --format json`` prints."""
+        return {"rows": [r.as_dict() for r in self.rows], "summary": self.summary}

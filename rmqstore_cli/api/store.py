@@ -23,6 +23,9 @@ from rmqstore_cli.api.records import (
     OffsetAtTime,
     QueueInfo,
     QueueUnit,
+    StatsFile,
+    StatsReport,
+    StatsRow,
     VerifyReport,
 )
 from rmqstore_cli.errors import UsageError
@@ -386,6 +389,31 @@ class Store:
             else:
                 rows.append(ConsumerProgress(**d))
         return rows
+
+    # ------------------------------------------------------------------ jobs
+    def stats(
+        self, by: str = "topic", *, topic: str | None = None, exact: bool = False, top: int | None = None
+    ) -> StatsReport:
+        """What is eating the disk, as ``stats`` counts it: messages and bytes per topic,
+        per queue (``by="queue"``) or per file (``by="file"``), biggest first (the ``top``
+        biggest), and the store root's components. The counts come from the consume queues,
+        or with ``exact`` from the whole commit log (also the records no consume queue
+        holds). Raises :class:`~rmqstore_cli.errors.NotFound` when ``topic`` has no queue."""
+        from rmqstore_cli.errors import NotFound, StoreError
+        from rmqstore_cli.store import stats_report
+
+        if by not in stats_report.BY:
+            raise UsageError(f"by={by!r}: not topic, queue or file")
+        ms = self.engine
+        if not stats_report.has_commitlog(ms.config):
+            raise StoreError(
+                "no commit log: the store's commit-log directory is missing", path=ms.config.commitlog_dirs[0]
+            )
+        rep = stats_report.stats_report(ms, by, topic, exact, top)
+        if rep.topic_missing:
+            raise NotFound(f"topic {topic!r} has no consume queue", path=ms.config.consumequeue_dir / str(topic))
+        rows: list[StatsRow | StatsFile] = [StatsFile(**d) if by == "file" else StatsRow.of(d) for d in rep.rows]
+        return StatsReport(rows, rep.summary)
 
     # ------------------------------------------------------------------ checks
     def verify(

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
+from collections.abc import Iterator
+from typing import Any
 from functools import cached_property
 
 from rmqstore_cli.errors import StoreError, UsageError
@@ -88,7 +90,7 @@ class MessageStore:
 
         return ConsumeQueue(self.config.consumequeue_dir, topic, queue_id, self.config.cq_file_size)
 
-    def consume_queues(self):
+    def consume_queues(self) -> Iterator[Any]:
         if self.rocksdb_cq is not None:
             yield from self.rocksdb_cq.queues()
             return

@@ -7,10 +7,20 @@ independent one: the command line's JSON output on the same store, or a count ma
 from __future__ import annotations
 
 import json
+from collections import Counter
 
 import pytest
 
-from rmqstore_cli import ConsumerProgress, MessageId, NotFound, OffsetAtTime, UsageError, open_store
+from rmqstore_cli import (
+    ConsumerProgress,
+    MessageId,
+    NotFound,
+    OffsetAtTime,
+    StatsReport,
+    StatsRow,
+    UsageError,
+    open_store,
+)
 from tests.helpers import cli, generate
 
 
@@ -122,3 +132,47 @@ def test_consumer_progress_lag_and_bounds_are_the_queues(store):
         q = bounds["OrderTopic", r.queue_id]
         assert (r.min_offset, r.max_offset) == (q.min_offset, q.max_offset)
         assert r.lag == q.max_offset - r.consumer_offset
+
+
+# ---------------------------------------------------------------------- stats
+@pytest.mark.parametrize(
+    "kwargs, args",
+    [
+        ({}, []),
+        ({"by": "queue", "topic": "OrderTopic"}, ["--by", "queue", "--topic", "OrderTopic"]),
+        ({"by": "file"}, ["--by", "file"]),
+        ({"exact": True, "top": 3}, ["--exact", "--top", "3"]),
+    ],
+)
+def test_stats_is_what_the_command_prints(store, kwargs, args):
+    with open_store(store) as st:
+        rep = st.stats(**kwargs)
+    assert isinstance(rep, StatsReport) and rep.rows
+    got = rep.as_dict()
+    want = json.loads(cli("stats", "--store", store, *args, "--format", "json").stdout)
+    assert got == want
+
+
+def test_stats_counts_are_the_messages_the_store_holds(store):
+    """Counted from the commit log, each topic's messages and bytes are those of
+    ``Store.messages``; from the consume queues, each queue's are its units'."""
+    with open_store(store) as st:
+        exact = st.stats(exact=True)
+        per_queue = st.stats(by="queue")
+        msgs = list(st.messages())
+        units = {(q.topic, q.queue_id): list(st.units(q.topic, q.queue_id)) for q in st.queues() if q.kind == "cq"}
+    want = Counter(m.topic for m in msgs)
+    assert {r.topic: r.messages for r in exact.rows} == dict(want)
+    size = Counter()
+    for m in msgs:
+        size[m.topic] += m.total_size
+    assert {r.topic: r.bytes for r in exact.rows} == dict(size)
+    assert exact.messages == len(msgs)
+    for r in per_queue.rows:
+        assert isinstance(r, StatsRow)
+        assert r.messages == len(units[r.topic, r.queue_id])
+
+
+def test_stats_refuses_an_unknown_topic(store):
+    with open_store(store) as st, pytest.raises(NotFound):
+        st.stats(topic="NoSuchTopic")
