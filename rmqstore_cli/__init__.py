@@ -39,6 +39,10 @@ _EXPORTS = {
     "StatsRow": "rmqstore_cli.api.records",
     "StatsFile": "rmqstore_cli.api.records",
     "StatsReport": "rmqstore_cli.api.records",
+    "TimerSlot": "rmqstore_cli.api.records",
+    "TimerUnit": "rmqstore_cli.api.records",
+    "TimerNext": "rmqstore_cli.api.records",
+    "TimerSummary": "rmqstore_cli.api.records",
     "RmqstoreError": "rmqstore_cli.errors",
     "StoreError": "rmqstore_cli.errors",
     "FileSizeError": "rmqstore_cli.errors",
@@ -62,6 +66,10 @@ if TYPE_CHECKING:  # for type checkers and editors; at run time the names load l
         StatsFile,
         StatsReport,
         StatsRow,
+        TimerNext,
+        TimerSlot,
+        TimerSummary,
+        TimerUnit,
         VerifyReport,
     )
     from rmqstore_cli.api.store import Store, open_store

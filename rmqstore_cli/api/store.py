@@ -26,6 +26,10 @@ from rmqstore_cli.api.records import (
     StatsFile,
     StatsReport,
     StatsRow,
+    TimerNext,
+    TimerSlot,
+    TimerSummary,
+    TimerUnit,
     VerifyReport,
 )
 from rmqstore_cli.errors import UsageError
@@ -414,6 +418,71 @@ class Store:
             raise NotFound(f"topic {topic!r} has no consume queue", path=ms.config.consumequeue_dir / str(topic))
         rows: list[StatsRow | StatsFile] = [StatsFile(**d) if by == "file" else StatsRow.of(d) for d in rep.rows]
         return StatsReport(rows, rep.summary)
+
+    # ------------------------------------------------------------------ the 5.x timer
+    def _timer(self) -> tuple[Any, Any]:
+        """(the timer store, its loaded view); NotFound for a store without timer files."""
+        from rmqstore_cli.store import timer_report
+        from rmqstore_cli.store.timer import schedule
+
+        ts = timer_report.open_timer(self.config)
+        if not self.config.timer_wheel_path.exists() and timer_report.NO_WHEEL not in self.engine.warnings:
+            self.engine.warnings.append(timer_report.NO_WHEEL)
+        return ts, schedule.load(ts)
+
+    def timer_slots(self, begin: TimeLike | None = None, end: TimeLike | None = None) -> list[TimerSlot]:
+        """The timer wheel's non-empty slots by due time in ``[begin, end]``, as ``dump-timer``
+        lists them (``begin == end``: the one slot ``TimerWheel#getSlot`` reads for that time).
+        Raises :class:`~rmqstore_cli.errors.NotFound` for a store without timer files."""
+        from rmqstore_cli.store import timer_report
+        from rmqstore_cli.store.timer import schedule
+
+        b, e = to_ms(begin, "begin", self.tz), to_ms(end, "end", self.tz)
+        check_window(b, e, self.tz)
+        if b is not None and b == e:
+            return [TimerSlot(**d) for d in timer_report.one_slot(timer_report.open_timer(self.config), b)]
+        _ts, view = self._timer()
+        return [TimerSlot(**d) for d in schedule.slot_records(view, b, e)]
+
+    def timer_units(
+        self, begin: TimeLike | None = None, end: TimeLike | None = None, *, topic: str | None = None
+    ) -> Iterator[TimerUnit]:
+        """The timer log's units in log order (due time in ``[begin, end]``, real topic
+        ``topic``) with the message each points at, as ``dump-timer --units`` lists them."""
+        from rmqstore_cli.store.timer import schedule
+
+        b, e = to_ms(begin, "begin", self.tz), to_ms(end, "end", self.tz)
+        check_window(b, e, self.tz)
+        _ts, view = self._timer()
+        for d in schedule.unit_records(view, self.engine.commitlog, b, e, topic):
+            yield TimerUnit(**d)
+
+    def timer_next(self, limit: int, *, now: TimeLike | None = None, topic: str | None = None) -> list[TimerNext]:
+        """What the broker does next with the timer after it starts at ``now`` (default now),
+        up to ``limit`` messages (of real topic ``topic``), as ``dump-timer --next``: its
+        ``TimerMessageStore#recover``, then ``#enqueue`` and ``#dequeue``. The recovery's
+        notes go to :attr:`warnings`."""
+        from rmqstore_cli.store import timer_report
+        from rmqstore_cli.times import now_ms
+
+        if limit < 1:
+            raise UsageError(f"limit {limit}: at least one")
+        at = to_ms(now, "now", self.tz)
+        _ts, view = self._timer()
+        rows, notes = timer_report.next_rows(view, self.engine, limit, now_ms() if at is None else at, topic)
+        out = [TimerNext(**d) for d in rows]
+        self.engine.warnings.extend(notes)
+        return out
+
+    def timer_summary(self, *, now: TimeLike | None = None) -> TimerSummary:
+        """The checkpoint, the wheel, the timer-log files and the broker's recovery at ``now``
+        (default now), as ``dump-timer --summary``."""
+        from rmqstore_cli.store import timer_report
+        from rmqstore_cli.times import now_ms
+
+        at = to_ms(now, "now", self.tz)
+        ts, view = self._timer()
+        return TimerSummary(**timer_report.summary(ts, view, self.engine, now_ms() if at is None else at))
 
     # ------------------------------------------------------------------ checks
     def verify(

@@ -6,8 +6,8 @@ from __future__ import annotations
 import datetime as _dt
 import os
 from collections.abc import Iterator
-from typing import Any
 from functools import cached_property
+from typing import Any
 
 from rmqstore_cli.errors import StoreError, UsageError
 from rmqstore_cli.store import safefs

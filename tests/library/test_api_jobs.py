@@ -18,6 +18,8 @@ from rmqstore_cli import (
     OffsetAtTime,
     StatsReport,
     StatsRow,
+    TimerSlot,
+    TimerUnit,
     UsageError,
     open_store,
 )
@@ -176,3 +178,51 @@ def test_stats_counts_are_the_messages_the_store_holds(store):
 def test_stats_refuses_an_unknown_topic(store):
     with open_store(store) as st, pytest.raises(NotFound):
         st.stats(topic="NoSuchTopic")
+
+
+# ---------------------------------------------------------------------- the 5.x timer
+TIMER_START = "2026-11-20T10:00:00Z"
+
+
+@pytest.fixture(scope="module")
+def timer_store(tmp_path_factory):
+    return generate(
+        tmp_path_factory.mktemp("jobs-timer") / "store",
+        "--broker-version",
+        "5",
+        "--timer-ratio",
+        "0.3",
+        "--start",
+        TIMER_START,
+        messages=600,
+    )
+
+
+def test_timer_slots_units_next_and_summary_are_what_dump_timer_prints(timer_store):
+    now = "2026-11-20T10:05:00Z"
+    with open_store(timer_store) as st:
+        slots = st.timer_slots()
+        units = list(st.timer_units())
+        nxt = st.timer_next(50, now=now)
+        summary = st.timer_summary(now=now)
+        one = st.timer_slots(slots[0].time_ms, slots[0].time_ms)
+        of_topic = list(st.timer_units(topic=units[0].real_topic))
+    assert slots and units and nxt
+    assert all(isinstance(s, TimerSlot) for s in slots) and all(isinstance(u, TimerUnit) for u in units)
+    assert [s.as_dict() for s in slots] == jsonl("dump-timer", "--store", timer_store)
+    assert [u.as_dict() for u in units] == jsonl("dump-timer", "--store", timer_store, "--units")
+    assert [n.as_dict() for n in nxt] == jsonl("dump-timer", "--store", timer_store, "--next", 50, "--now", now)
+    want = json.loads(cli("dump-timer", "--store", timer_store, "--summary", "--now", now, "--format", "json").stdout)
+    assert summary.as_dict() == want
+    assert one == [slots[0]]
+    assert of_topic and {u.real_topic for u in of_topic} == {units[0].real_topic}
+    # every message the generator put on the timer has its unit
+    with open_store(timer_store) as st:
+        on_timer = {m.physical_offset for m in st.messages(topic="rmq_sys_wheel_timer")}
+    assert {u.commitlog_offset for u in units} == on_timer
+    assert summary.units == len(units)
+
+
+def test_a_store_without_timer_files_says_so(store):
+    with open_store(store) as st, pytest.raises(NotFound, match="no timer files"):
+        st.timer_slots()
