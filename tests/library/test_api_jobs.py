@@ -226,3 +226,40 @@ def test_timer_slots_units_next_and_summary_are_what_dump_timer_prints(timer_sto
 def test_a_store_without_timer_files_says_so(store):
     with open_store(store) as st, pytest.raises(NotFound, match="no timer files"):
         st.timer_slots()
+
+
+# ---------------------------------------------------------------------- columnar batches
+@pytest.mark.parametrize("filters", [{}, {"topic": "OrderTopic", "tag": "TagA"}, {"from_offset": 65536, "key": None}])
+def test_batches_hold_the_messages_of_messages(store, filters):
+    pa = pytest.importorskip("pyarrow")
+    with open_store(store) as st:
+        want = [m.as_dict() for m in st.messages(**filters)]
+        batches = list(st.batches(**filters, body=True))
+        bodies = [m.body for m in st.messages(**filters)]
+    table = pa.Table.from_batches(batches)
+    assert table.num_rows == len(want) > 0
+    got = table.to_pylist()
+    for g, w, b in zip(got, want, bodies):
+        for k in ("physical_offset", "topic", "queue_id", "queue_offset", "store_timestamp", "msg_id", "keys", "tags"):
+            assert g[k] == w[k], k
+        assert dict(g["properties"]) == w["properties"]
+        assert g["body"] == b and g["store"] == str(store)
+
+
+def test_batches_without_pyarrow_is_a_clear_error(store, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "pyarrow", None)
+    with open_store(store) as st, pytest.raises(UsageError, match="pyarrow"):
+        next(st.batches())
+
+
+def test_batches_of_records_decoded_one_by_one(store):
+    """A key filter reads record by record (no block): those rows are the same columns."""
+    pa = pytest.importorskip("pyarrow")
+    with open_store(store) as st:
+        key = next(k for m in st.messages(topic="OrderTopic") for k in m.keys)
+        want = [m.physical_offset for m in st.messages(key=key)]
+        table = pa.Table.from_batches(list(st.batches(key=key)))
+    assert table.column("physical_offset").to_pylist() == want and want
+    assert table.schema.names[:3] == ["physical_offset", "total_size", "magic"]
