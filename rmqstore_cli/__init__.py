@@ -43,6 +43,8 @@ _EXPORTS = {
     "TimerUnit": "rmqstore_cli.api.records",
     "TimerNext": "rmqstore_cli.api.records",
     "TimerSummary": "rmqstore_cli.api.records",
+    "ExpireAction": "rmqstore_cli.api.records",
+    "ExpireReport": "rmqstore_cli.api.records",
     "RmqstoreError": "rmqstore_cli.errors",
     "StoreError": "rmqstore_cli.errors",
     "FileSizeError": "rmqstore_cli.errors",
@@ -56,6 +58,8 @@ __all__ = ["__version__", *_EXPORTS]
 if TYPE_CHECKING:  # for type checkers and editors; at run time the names load lazily
     from rmqstore_cli.api.records import (
         ConsumerProgress,
+        ExpireAction,
+        ExpireReport,
         Finding,
         IndexHit,
         Message,

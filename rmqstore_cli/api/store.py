@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 from rmqstore_cli.api.records import (
     ConsumerProgress,
+    ExpireAction,
+    ExpireReport,
     Finding,
     IndexHit,
     Message,
@@ -512,6 +514,62 @@ class Store:
         at = to_ms(now, "now", self.tz)
         ts, view = self._timer()
         return TimerSummary(**timer_report.summary(ts, view, self.engine, now_ms() if at is None else at))
+
+    # ------------------------------------------------------------------ mutating jobs
+    def _reopen(self) -> None:
+        """Forget every mapping after files were deleted or replaced: the next read maps the
+        store as it is now."""
+        self._store.close()
+        self._store = MessageStore.open(self.opener.config(), self.tz, infer_sizes=False)
+        self._sized = False
+
+    def expire(
+        self,
+        reserved_hours: float | None = None,
+        *,
+        dry_run: bool = True,
+        now: TimeLike | None = None,
+        disk_ratio: float | None = None,
+        max_files: int | None = None,
+        pause_ms: int = 0,
+        force: bool = False,
+    ) -> ExpireReport:
+        """The broker's file expiry run once, as ``rmqstore expire``: commit-log files last
+        modified ``reserved_hours`` ago or more (default: the broker config's
+        ``fileReservedTime``, else 72), oldest first, never the newest (or, past
+        ``disk_ratio`` of the partition, the oldest whatever their age), then the
+        consume-queue and index files that only point below the commit log's new minimum.
+
+        A dry run (the default here) only reads and lists what would go. Otherwise the
+        broker's lock is held while files are deleted, and a live broker holding it is
+        refused (:class:`~rmqstore_cli.errors.RefusedError`) unless ``force``; each deletion
+        is appended to ``rmqstore-expire.jsonl`` in the store root as it happens. A run that
+        had to leave files alone returns with ``completed`` False and the ``problems``."""
+        from rmqstore_cli.store import expire_run
+        from rmqstore_cli.times import now_ms
+
+        if disk_ratio is not None and not 0 < disk_ratio <= 1:
+            raise UsageError(f"disk_ratio {disk_ratio:g} is not a share of the disk", hint="give a fraction: 0.85")
+        if reserved_hours is not None and reserved_hours < 0:
+            raise UsageError(f"reserved_hours {reserved_hours:g} is negative")
+        if max_files is not None and max_files < 1:
+            raise UsageError(f"max_files {max_files}: at least one")
+        at = to_ms(now, "now", self.tz)
+        cfg = self.opener.config()
+        hours = reserved_hours if reserved_hours is not None else float(cfg.file_reserved_time)
+        expire_run.check_lock(cfg, dry_run, force, refuse_hint="stop the broker or work on a snapshot")
+        self.engine.warnings.extend(expire_run.check_files(cfg, self.tz))
+        try:
+            run = expire_run.run(cfg, now_ms() if at is None else at, hours, disk_ratio, max_files, pause_ms, dry_run)
+        finally:
+            if not dry_run:
+                self._reopen()
+        summary = expire_run.summary(run, cfg)
+        lost = expire_run.record(run.journal, summary)
+        if lost is not None:
+            self.engine.warnings.append(f"this run's deletions are not recorded: {lost}")
+        self.engine.warnings.extend(run.plan.notes)
+        return ExpireReport([ExpireAction.of(a.as_dict()) for a in run.deleted], summary)
 
     # ------------------------------------------------------------------ checks
     def verify(

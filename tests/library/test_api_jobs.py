@@ -13,6 +13,8 @@ import pytest
 
 from rmqstore_cli import (
     ConsumerProgress,
+    ExpireAction,
+    ExpireReport,
     MessageId,
     NotFound,
     OffsetAtTime,
@@ -23,7 +25,7 @@ from rmqstore_cli import (
     UsageError,
     open_store,
 )
-from tests.helpers import cli, generate
+from tests.helpers import SMALL, cli, generate, tree_digest
 
 
 @pytest.fixture(scope="module")
@@ -239,7 +241,7 @@ def test_batches_hold_the_messages_of_messages(store, filters):
     table = pa.Table.from_batches(batches)
     assert table.num_rows == len(want) > 0
     got = table.to_pylist()
-    for g, w, b in zip(got, want, bodies):
+    for g, w, b in zip(got, want, bodies, strict=True):
         for k in ("physical_offset", "topic", "queue_id", "queue_offset", "store_timestamp", "msg_id", "keys", "tags"):
             assert g[k] == w[k], k
         assert dict(g["properties"]) == w["properties"]
@@ -263,3 +265,58 @@ def test_batches_of_records_decoded_one_by_one(store):
         table = pa.Table.from_batches(list(st.batches(key=key)))
     assert table.column("physical_offset").to_pylist() == want and want
     assert table.schema.names[:3] == ["physical_offset", "total_size", "magic"]
+
+
+# ---------------------------------------------------------------------- expire
+NOW = 2_000_000_000_000  # a fixed "now", so ages are exact
+HOUR = 3_600_000
+SIZES = {"commitlog_file_size": 65536, "cq_file_size": 2000, "index_slots": 64, "index_max": 400}
+
+
+def aged_copy(src, dest):
+    """A copy of ``src`` whose commit-log files were last modified 100, 90, … hours before NOW."""
+    import os
+    import shutil
+
+    shutil.copytree(src, dest)
+    for i, p in enumerate(sorted((dest / "commitlog").iterdir())):
+        t = (NOW - (100 - 10 * i) * HOUR) / 1000
+        os.utime(p, (t, t))
+    return dest
+
+
+def test_expire_dry_run_deletes_nothing_and_lists_what_the_command_would(store, tmp_path):
+    st_dir = aged_copy(store, tmp_path / "store")
+    before = tree_digest(st_dir)
+    with open_store(st_dir, **SIZES) as st:
+        rep = st.expire(72, now=NOW)
+    assert isinstance(rep, ExpireReport) and rep.dry_run and rep.completed
+    assert tree_digest(st_dir) == before
+    r = cli("expire", "--store", st_dir, *SMALL, "--now", NOW, "--reserved-hours", 72, "--dry-run", "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    assert rep.as_dict() == json.loads(r.stdout)
+    assert [a.kind for a in rep.actions].count("commitlog") == 3  # 100, 90 and 80 hours old
+    assert all(isinstance(a, ExpireAction) for a in rep.actions)
+
+
+def test_expire_deletes_what_the_dry_run_listed_and_the_command_deletes(store, tmp_path):
+    mine, theirs = aged_copy(store, tmp_path / "a" / "store"), aged_copy(store, tmp_path / "b" / "store")
+    with open_store(mine, **SIZES) as st:
+        planned = [a.file for a in st.expire(72, now=NOW).actions]
+        rep = st.expire(72, now=NOW, dry_run=False)
+        left = list(st.messages())
+    assert [a.file for a in rep.actions] == planned and rep.completed and not rep.dry_run
+    assert not any((mine / f).exists() for f in planned)
+    r = cli("expire", "--store", theirs, *SMALL, "--now", NOW, "--reserved-hours", 72, "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    want = json.loads(r.stdout)
+    assert [a["file"] for a in want["actions"]] == planned
+    assert rep.summary["min_offsets"] == want["min_offsets"] and rep.summary["deleted"] == want["deleted"]
+    assert rep.summary["journal"] == str(mine / "rmqstore-expire.jsonl")
+    # the store reads on from its new minimum: the library re-mapped it
+    assert left and left[0].physical_offset == rep.summary["min_offsets"]["commitlog"]
+
+
+def test_expire_refuses_what_is_no_share_of_the_disk(store):
+    with open_store(store) as st, pytest.raises(UsageError, match="share of the disk"):
+        st.expire(72, disk_ratio=85)
