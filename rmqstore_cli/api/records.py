@@ -656,3 +656,63 @@ class ExpireReport:
     def as_dict(self) -> JSON:
         """The object ``expire --format json`` prints."""
         return {**self.summary, "actions": [a.as_dict() for a in self.actions]}
+
+
+@dataclass(frozen=True, slots=True)
+class RebuildReport:
+    """What ``Store.rebuild_index`` wrote (or, in a dry run, would): ``rebuild-index``'s
+    summary of the store, whose main counts are fields here; ``summary`` holds every key
+    (the plan, the sizes and where each came from, the dispatch's end, what was skipped).
+    A count of a set not rebuilt is None."""
+
+    store: str
+    dry_run: bool
+    messages: int | None
+    consume_queue_units: int | None
+    index_keys: int | None
+    dispatch_end: JSON | None
+    summary: JSON
+
+    @classmethod
+    def of(cls, s: JSON) -> RebuildReport:
+        return cls(
+            s["store"],
+            s["dry_run"],
+            s.get("messages"),
+            s.get("consume_queue_units"),
+            s.get("index_keys"),
+            s.get("dispatch_end"),
+            s,
+        )
+
+    def as_dict(self) -> JSON:
+        """The object ``rebuild-index --format json`` prints for one store."""
+        return dict(self.summary)
+
+
+@dataclass(frozen=True, slots=True)
+class ExportReport:
+    """What ``Store.export`` wrote: ``export``'s summary (the dataset's directory, the
+    engine, stores, commit-log files and rows, the unreadable ranges skipped, the time
+    taken), and each unreadable range (store, file, offset, detail)."""
+
+    output: str
+    engine: str
+    stores: int
+    commitlog_files: int
+    rows: int
+    unreadable_ranges: int
+    seconds: float
+    unreadable: list[JSON] = field(default_factory=list)
+
+    def as_dict(self) -> JSON:
+        """The object ``export --format json`` prints."""
+        return {
+            "output": self.output,
+            "engine": self.engine,
+            "stores": self.stores,
+            "commitlog_files": self.commitlog_files,
+            "rows": self.rows,
+            "unreadable_ranges": self.unreadable_ranges,
+            "seconds": self.seconds,
+        }

@@ -18,6 +18,7 @@ from rmqstore_cli.api.records import (
     ConsumerProgress,
     ExpireAction,
     ExpireReport,
+    ExportReport,
     Finding,
     IndexHit,
     Message,
@@ -25,6 +26,7 @@ from rmqstore_cli.api.records import (
     OffsetAtTime,
     QueueInfo,
     QueueUnit,
+    RebuildReport,
     StatsFile,
     StatsReport,
     StatsRow,
@@ -570,6 +572,97 @@ class Store:
             self.engine.warnings.append(f"this run's deletions are not recorded: {lost}")
         self.engine.warnings.extend(run.plan.notes)
         return ExpireReport([ExpireAction.of(a.as_dict()) for a in run.deleted], summary)
+
+    def rebuild_index(
+        self,
+        output: str | os.PathLike[str] | None = None,
+        *,
+        dry_run: bool = False,
+        only: str | None = None,
+        topics: list[str] | None = None,
+        copy_commitlog: bool = False,
+        no_backup: bool = False,
+    ) -> RebuildReport:
+        """Regenerate consume queues and index files from the commit log, as the broker's
+        dispatch builds them (``rebuild-index``): to ``output`` (a directory outside the store,
+        which is only read; its commit log linked, or copied with ``copy_commitlog``), or with
+        ``output`` None in place (the old sets kept in ``rmqstore-backup/`` unless
+        ``no_backup``; a live broker refused, and the broker's lock held for the swap).
+        ``only`` "cq" or "index" rebuilds one set; ``topics`` only those topics' queues.
+        ``dry_run`` scans and reports what would be written. Index files are named by their
+        first entry's store time in the store's ``tz``."""
+        from rmqstore_cli.errors import UsageError as _Usage
+        from rmqstore_cli.store import rebuild_plan
+        from rmqstore_cli.store.consume_queue import unsafe_topic
+        from rmqstore_cli.store.lock import refuse_if_live
+
+        if only is not None and only not in rebuild_plan.ONLY:
+            raise _Usage(f"only={only!r}: not cq or index")
+        if topics and only == "index":
+            raise _Usage("topics select consume queues; they do not go with only='index'")
+        if output is not None and no_backup:
+            raise _Usage("no_backup goes with an in-place rebuild")
+        if output is None and copy_commitlog:
+            raise _Usage("copy_commitlog goes with an output directory")
+        for t in topics or ():
+            if unsafe_topic(t):
+                raise _Usage(f"topic {t!r} cannot be a consume-queue directory: {unsafe_topic(t)}")
+        if output is None:
+            refuse_if_live(self.path)
+        cfg = self.opener.config()
+        rebuild_plan.refuse_index_disabled(cfg, only)
+        opts = rebuild_plan.options(cfg, only, topics, self.tz, dry_run)
+        sources = rebuild_plan.check_sizes(cfg, opts, self.opener.sizes, self.opener.broker_conf)
+        picked = rebuild_plan.batch_topics_picked(cfg, opts)
+        if picked:
+            raise _Usage(
+                f"{', '.join(picked)}: BatchCQ topics (batchconsumequeue/) are rebuilt only with all the queues"
+            )
+        out = None if output is None else Path(output)
+        try:
+            rep, plan = rebuild_plan.rebuild(cfg, out, opts, no_backup, copy_commitlog)
+        finally:
+            if output is None and not dry_run:
+                self._reopen()
+        return RebuildReport.of(rebuild_plan.summary(self.path, rep, dict(plan, sizes=sources), opts))
+
+    def export(
+        self,
+        out_dir: str | os.PathLike[str],
+        *,
+        body: bool = False,
+        compression: str = "snappy",
+        overwrite: bool = False,
+    ) -> ExportReport:
+        """Write the store's commit-log messages as a Parquet dataset in ``out_dir`` (the
+        columns of :meth:`batches`, partitioned ``store=…/topic_dir=…``), as ``rmqstore
+        export`` does on its local engine; ``body`` includes message bodies, ``compression``
+        is snappy, zstd, lz4, gzip or none. A non-empty ``out_dir`` is refused unless
+        ``overwrite``. The store is only read. Needs pyarrow; a dataset that cannot be
+        written is an :class:`~rmqstore_cli.errors.OutputError`."""
+        import time
+
+        from rmqstore_cli.pipeline import export_run
+        from rmqstore_cli.pipeline.stores import StoreSpec, file_tasks
+
+        export_run.require_parquet()
+        if compression not in ("snappy", "zstd", "lz4", "gzip", "none"):
+            raise UsageError(f"compression {compression!r}: not snappy, zstd, lz4, gzip or none")
+        output = Path(out_dir)
+        blocker = export_run.output_blocker(output)
+        if blocker is not None:
+            raise UsageError("a file is where the dataset's directory belongs", path=blocker)
+        if output.exists() and any(output.iterdir()) and not overwrite:
+            raise UsageError(f"output directory {output} is not empty", hint="overwrite=True replaces it")
+        sizes = tuple(sorted((k, v) for k, v in self.opener.sizes.items() if v is not None))
+        conf = None if self.opener.broker_conf is None else str(self.opener.broker_conf)
+        spec = StoreSpec(str(self.path), str(self.path), conf, sizes)
+        tasks = file_tasks([spec], body)
+        t0 = time.monotonic()
+        export_run.make_output_dir(output)
+        result = export_run.write_local(tasks, output, compression)
+        s = export_run.summary(output, "local", 1, tasks, result, time.monotonic() - t0)
+        return ExportReport(**s, unreadable=list(result["unreadable"]))
 
     # ------------------------------------------------------------------ checks
     def verify(

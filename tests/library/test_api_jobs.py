@@ -15,9 +15,11 @@ from rmqstore_cli import (
     ConsumerProgress,
     ExpireAction,
     ExpireReport,
+    ExportReport,
     MessageId,
     NotFound,
     OffsetAtTime,
+    RebuildReport,
     StatsReport,
     StatsRow,
     TimerSlot,
@@ -320,3 +322,85 @@ def test_expire_deletes_what_the_dry_run_listed_and_the_command_deletes(store, t
 def test_expire_refuses_what_is_no_share_of_the_disk(store):
     with open_store(store) as st, pytest.raises(UsageError, match="share of the disk"):
         st.expire(72, disk_ratio=85)
+
+
+# ---------------------------------------------------------------------- rebuild-index
+def digests(root, parts=("consumequeue", "index", "checkpoint")) -> dict[str, str]:
+    """sha256 of every file below ``root``'s rebuilt parts (names and bytes; not mtimes)."""
+    return {k: v[0] for k, v in tree_digest(root).items() if k.split("/")[0] in parts and "rmqstore-backup" not in k}
+
+
+TIMING = ("seconds", "messages_per_second")
+
+
+def test_rebuild_index_to_an_output_writes_the_commands_bytes(store, tmp_path):
+    before = tree_digest(store)
+    with open_store(store, tz="UTC", **SIZES) as st:
+        rep = st.rebuild_index(tmp_path / "api")
+        dry = st.rebuild_index(tmp_path / "dry", dry_run=True)
+    assert isinstance(rep, RebuildReport) and rep.messages and rep.consume_queue_units and rep.index_keys
+    assert tree_digest(store) == before, "an output rebuild only reads the store"
+    r = cli("rebuild-index", "--store", store, "--output", tmp_path / "cli", "--tz", "UTC", *SMALL, "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    assert digests(tmp_path / "api") == digests(tmp_path / "cli") and digests(tmp_path / "api")
+    want = json.loads(r.stdout)
+    got = rep.as_dict()
+    for k in (*TIMING, "output", "writes", "commitlog"):
+        got.pop(k, None)
+        want.pop(k, None)
+    assert got == want
+    assert dry.dry_run and not (tmp_path / "dry" / "consumequeue").exists()
+
+
+def test_rebuild_index_in_place_is_the_commands_and_reads_on(store, tmp_path):
+    import shutil
+
+    mine, theirs = tmp_path / "a" / "store", tmp_path / "b" / "store"
+    shutil.copytree(store, mine)
+    shutil.copytree(store, theirs)
+    with open_store(mine, tz="UTC", **SIZES) as st:
+        rep = st.rebuild_index(only="cq", topics=["OrderTopic"])
+        queues = [q for q in st.queues() if q.topic == "OrderTopic"]
+    r = cli("rebuild-index", "--store", theirs, "--in-place", "--only", "cq", "-t", "OrderTopic", "--tz", "UTC", *SMALL)
+    assert r.exit_code == 0, r.stderr
+    assert digests(mine) == digests(theirs)
+    assert rep.index_keys is None and rep.consume_queue_units
+    assert sum(q.max_offset - q.min_offset for q in queues) == rep.consume_queue_units
+
+
+def test_rebuild_index_refuses_what_does_not_go_together(store, tmp_path):
+    with open_store(store) as st:
+        with pytest.raises(UsageError):
+            st.rebuild_index(tmp_path / "x", only="index", topics=["OrderTopic"])
+        with pytest.raises(UsageError):
+            st.rebuild_index(tmp_path / "x", no_backup=True)
+        with pytest.raises(UsageError):
+            st.rebuild_index(only="everything")
+
+
+# ---------------------------------------------------------------------- export
+def test_export_writes_the_rows_of_messages_and_the_commands_dataset(store, tmp_path):
+    ds = pytest.importorskip("pyarrow.dataset")
+    before = tree_digest(store)
+    with open_store(store) as st:
+        rep = st.export(tmp_path / "api", body=True)
+        want = [(m.physical_offset, m.msg_id, m.body) for m in st.messages()]
+        with pytest.raises(UsageError, match="not empty"):
+            st.export(tmp_path / "api")
+    assert isinstance(rep, ExportReport) and tree_digest(store) == before
+    assert rep.rows == len(want) and rep.engine == "local" and rep.stores == 1 and rep.unreadable_ranges == 0
+    got = ds.dataset(tmp_path / "api", partitioning="hive").to_table().to_pylist()
+    assert sorted((r["physical_offset"], r["msg_id"], r["body"]) for r in got) == sorted(want)
+    r = cli("export", "--store", store, "--output", tmp_path / "cli", "--body", "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    cmd = json.loads(r.stdout)
+    assert {k: v for k, v in rep.as_dict().items() if k not in ("seconds", "output")} == {
+        k: v for k, v in cmd.items() if k not in ("seconds", "output")
+    }
+    theirs = ds.dataset(tmp_path / "cli", partitioning="hive").to_table().to_pylist()
+    assert without_store(got) == without_store(theirs)
+
+
+def without_store(rows: list[dict]) -> list[dict]:
+    """Dataset rows in log order without the ``store`` label (a path as it was given)."""
+    return sorted(({k: v for k, v in r.items() if k != "store"} for r in rows), key=lambda r: r["physical_offset"])
