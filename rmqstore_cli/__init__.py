@@ -11,6 +11,14 @@ The library::
         for f in report.findings:
             print(f.severity, f.check, f.file, f.offset, f.detail)
 
+Beyond reading: ``store.batches()`` (pyarrow RecordBatches of the same messages),
+``message_by_id()``, ``search_offset()``, ``consumer_progress()``, ``stats()``, the 5.x
+timer (``timer_slots()``, ``timer_units()``, ``timer_next()``, ``timer_summary()``), and the
+jobs that write: ``rebuild_index()``, ``expire()`` (a dry run unless ``dry_run=False``; the
+broker's lock held only while files are deleted) and ``export()``. Each returns frozen
+dataclasses whose fields are the command's JSON Lines keys (``as_dict()`` is the object
+the command prints); every error is an :class:`RmqstoreError`.
+
 The names in :data:`__all__` are the public, stable API; everything under
 ``rmqstore_cli.store``, ``.pipeline`` and ``.commands`` is the engine and the command line,
 free to change. The names load on first use, so ``rmqstore --help`` stays instant.
