@@ -20,6 +20,7 @@ from rmqstore_cli import (
     NotFound,
     OffsetAtTime,
     RebuildReport,
+    RefusedError,
     StatsReport,
     StatsRow,
     TimerSlot,
@@ -404,3 +405,38 @@ def test_export_writes_the_rows_of_messages_and_the_commands_dataset(store, tmp_
 def without_store(rows: list[dict]) -> list[dict]:
     """Dataset rows in log order without the ``store`` label (a path as it was given)."""
     return sorted(({k: v for k, v in r.items() if k != "store"} for r in rows), key=lambda r: r["physical_offset"])
+
+
+# ---------------------------------------------------------------------- a live broker
+def test_a_live_broker_refuses_the_writing_jobs_and_not_a_dry_run(store, tmp_path):
+    import shutil
+    import subprocess
+    import sys
+
+    st_dir = aged_copy(store, tmp_path / "store")
+    (st_dir / "lock").touch()
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import fcntl,os,time\n"
+            f"fd=os.open({str(st_dir / 'lock')!r},os.O_RDWR)\n"
+            "fcntl.lockf(fd,fcntl.LOCK_EX,1,0)\nprint('locked',flush=True)\ntime.sleep(60)\n",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        before = tree_digest(st_dir)
+        with open_store(st_dir, **SIZES) as st:
+            with pytest.raises(RefusedError, match="live broker"):
+                st.expire(72, now=NOW, dry_run=False)
+            with pytest.raises(RefusedError, match="live broker"):
+                st.rebuild_index()
+            assert st.expire(72, now=NOW).actions  # a dry run only reads
+        assert tree_digest(st_dir) == before
+    finally:
+        holder.kill()
+        holder.wait()
+        shutil.rmtree(st_dir)
