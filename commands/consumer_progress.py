@@ -88,7 +88,7 @@ def consumer_progress(
 
     from rmqstore_cli.errors import NotFound
     from rmqstore_cli.render import Output, safe_text
-    from rmqstore_cli.store import offsets
+    from rmqstore_cli.store import progress
     from rmqstore_cli.times import format_ms, parse_tz
 
     zone = parse_tz(tz)
@@ -96,44 +96,24 @@ def consumer_progress(
         store, broker_conf, tz, allow_odd_size, commitlog_file_size=commitlog_file_size, cq_file_size=cq_file_size
     )
     config_dir = ms.config.root / "config"
-    rocks = _rocksdb_offsets(config_dir)
-    sources = [
-        offsets.load_consumer_offsets(config_dir, optional=bool(rocks)),
-        *rocks,
-        offsets.load_consumer_offsets(
-            config_dir, offsets.LMQ_CONSUMER_OFFSET_FILE, offsets.decode_lmq_offset_table, optional=True
-        ),
-        offsets.load_consumer_offsets(config_dir, offsets.DELAY_OFFSET_FILE, offsets.decode_delay_table, optional=True),
-    ]
+    sources = progress.load_sources(config_dir)
     for loaded in sources:
         for w in loaded.warnings:
             print(f"rmqstore: warning: {safe_text(w)}", file=sys.stderr)
-    if not any(loaded.table for loaded in sources):
-        raise NotFound(
-            "no consumer offsets",
-            path=config_dir / offsets.CONSUMER_OFFSET_FILE,
-            hint="the broker has no committed offset (or the files are absent)",
-        )
+    progress.require_offsets(config_dir, sources)
     out = Output(fmt.value, COLUMNS, title=f"consumer progress ({config_dir})")
     try:
-        for loaded in sources:
-            source = _source_name(loaded.path)
-            delay = source is not None and source.startswith(offsets.DELAY_OFFSET_FILE)
-            for row, bad_key in offsets.consumer_progress(ms, loaded.table, group, topic):
-                if row is None:
-                    print(
-                        f"rmqstore: warning: offset key {safe_text(bad_key)!r} is not TOPIC@GROUP; skipped",
-                        file=sys.stderr,
-                    )
-                    continue
-                d = row.to_dict()
-                d["file"] = source
-                if delay:
-                    d["delay_level"] = row.queue_id + 1  # ScheduleMessageService#queueId2DelayLevel
-                if fmt is Fmt.table:
-                    ts = row.next_store_timestamp
-                    d["next_store_time"] = format_ms(ts, zone) if ts is not None else ""
-                out.emit(d)
+        for d, bad_key in progress.progress_rows(ms, sources, group, topic):
+            if d is None:
+                print(
+                    f"rmqstore: warning: offset key {safe_text(bad_key)!r} is not TOPIC@GROUP; skipped",
+                    file=sys.stderr,
+                )
+                continue
+            if fmt is Fmt.table:
+                ts = d["next_store_timestamp"]
+                d["next_store_time"] = format_ms(ts, zone) if ts is not None else ""
+            out.emit(d)
     finally:
         out.close()
     if not out.count:
@@ -147,19 +127,3 @@ def consumer_progress(
             path=config_dir,
             hint="run without --group/--topic to list them all",
         )
-
-
-def _rocksdb_offsets(config_dir):
-    """5.x offsets kept in RocksDB (``config/consumerOffsets/``, ``config/rdb/``), where present;
-    the json file becomes optional then (the broker loads RocksDB first)."""
-    from rmqstore_cli.store.rocksdb_config import consumer_offsets
-
-    return consumer_offsets(config_dir)
-
-
-def _source_name(path):
-    """Where a row's offset came from: the file's name, or a RocksDB config's directory with
-    a slash (``consumerOffsets/``, ``rdb/``)."""
-    if path is None:
-        return None
-    return path.name + "/" if path.is_dir() else path.name

@@ -163,8 +163,9 @@ def dump_timer(
     from rmqstore_cli.commands.common import load_config, warn_odd_files
 
     from rmqstore_cli.errors import NotFound, UsageError
+    from rmqstore_cli.store import timer_report
     from rmqstore_cli.store.message_store import MessageStore
-    from rmqstore_cli.store.timer import TimerStore
+    from rmqstore_cli.store.timer import schedule
     from rmqstore_cli.times import check_window, now_ms, parse_time, parse_tz
 
     zone = parse_tz(tz)
@@ -185,37 +186,22 @@ def dump_timer(
     cfg.allow_odd_size = allow_odd_size
     ms = MessageStore.open(cfg, zone, defer_index=True)
     warn_odd_files(cfg)
-    ts = TimerStore.open(cfg)
-    if ts is None:
-        raise NotFound(
-            "the store has no timer files (timerwheel, timerlog/, config/timercheck): a 4.9 store, "
-            "or timerWheelEnable=false",
-            path=cfg.root,
-        )
-    from rmqstore_cli.store.timer import schedule
-
+    ts = timer_report.open_timer(cfg)
     if b is not None and b == e and not (units or summary or next_n):  # one due time: TimerWheel#getSlot
-        rows = _one_slot(ts, b)
+        rows = timer_report.one_slot(ts, b)
         if _emit(rows, SLOT_COLUMNS, f"{cfg.root}: timer wheel", fmt, zone, limit) == 0:
             raise NotFound("no timer slot, unit or message matched")
         return
     if not cfg.timer_wheel_path.exists():
-        print(
-            "rmqstore: warning: no timerwheel: the broker starts with an empty one and re-links slots from the "
-            "timer log's last files (TimerMessageStore#recover)",
-            file=sys.stderr,
-        )
+        print(f"rmqstore: warning: {timer_report.NO_WHEEL}", file=sys.stderr)
     view = schedule.load(ts)
     if summary:
-        _print_summary(ts, view, ms, at, fmt)
+        _print_summary(ts, view, timer_report.summary(ts, view, ms, at), fmt)
         return
     if next_n is not None:
-        rec = schedule.recover(view, ms, at)
-        schedule.revise(view, rec.read_time_ms)  # the wheel as #recover leaves it
-        rows = schedule.next_deliveries(view, ms, rec, next_n, at)
-        for note in rec.notes:
+        rows, notes = timer_report.next_rows(view, ms, next_n, at, topic)
+        for note in notes:
             print(f"rmqstore: note: {note}", file=sys.stderr)
-        rows = (r for r in rows if topic is None or r["real_topic"] == topic)
         cols, title = NEXT_COLUMNS, f"{cfg.root}: next from the timer"
     elif units:
         rows, cols, title = (
@@ -229,26 +215,6 @@ def dump_timer(
         rows, cols, title = schedule.slot_records(view, b, e), SLOT_COLUMNS, f"{cfg.root}: timer wheel"
     if _emit(rows, cols, title, fmt, zone, limit) == 0:
         raise NotFound("no timer slot, unit or message matched")
-
-
-def _one_slot(ts, time_ms: int) -> list[dict]:
-    """The slot of one due time read alone (no pass over the wheel)."""
-    s = ts.wheel.get_slot(time_ms)
-    if s is None:
-        return []
-    cp = ts.read_checkpoint()
-    state = "pending" if s.time_ms >= (cp.last_read_time_ms if cp else 0) else "passed"
-    return [
-        {
-            "index": s.index,
-            "time_ms": s.time_ms,
-            "first_pos": s.first_pos,
-            "last_pos": s.last_pos,
-            "num": s.num,
-            "magic": s.magic,
-            "state": state,
-        }
-    ]
 
 
 def _emit(rows, cols, title: str, fmt: Fmt, zone, limit: int | None) -> int:
@@ -274,31 +240,10 @@ def _emit(rows, cols, title: str, fmt: Fmt, zone, limit: int | None) -> int:
     return out.count
 
 
-def _print_summary(ts, view, ms, at: int, fmt: Fmt) -> None:
+def _print_summary(ts, view, d: dict, fmt: Fmt) -> None:
     """One record: the checkpoint, the wheel, the timer-log files, the log's end and the recovery."""
     from rmqstore_cli.render import Output, to_json
-    from rmqstore_cli.store.timer import schedule
 
-    rec = schedule.recover(view, ms, at)
-    revised = schedule.revise(view, rec.read_time_ms)
-    d = {
-        "checkpoint": view.checkpoint.as_dict() if view.checkpoint else None,
-        "wheel": ts.geometry(),
-        "timer_log_files": [{"name": f.name, "size": f.path.stat().st_size} for f in ts.log.files],
-        "slots": len(view.slots),
-        "units": len(view.units),
-        "log_end": {"offset": view.end.offset, "reason": view.end.reason, "file": view.end.file},
-        "recovery": {
-            "process_offset": rec.process_offset,
-            "revised_queue_offset": rec.revised_queue_offset,
-            "queue_offset": rec.queue_offset,
-            "queue_min": rec.queue_min,
-            "queue_max": rec.queue_max,
-            "read_time_ms": rec.read_time_ms,
-            "revised_slots": len(revised),
-            "notes": rec.notes,
-        },
-    }
     if fmt.value != "table":
         from rmqstore_cli.render import print_summary
 
@@ -317,7 +262,7 @@ def _print_summary(ts, view, ms, at: int, fmt: Fmt) -> None:
         ),
         *((k, to_json(v) if isinstance(v, dict) else str(v)) for k, v in cp.items()),
         *((f"recovery {k}", str(v)) for k, v in d["recovery"].items() if k != "notes"),
-        *(("note", n) for n in rec.notes),
+        *(("note", n) for n in d["recovery"]["notes"]),
     ]
     out = Output("table", [("what", "what"), ("value", "value")], title=f"{ts.config.root}: timer store")
     for k, v in rows:

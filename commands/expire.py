@@ -144,6 +144,7 @@ def expire(
     """
     from rmqstore_cli.commands.common import load_config
 
+    from rmqstore_cli.store import expire_run
     from rmqstore_cli.times import now_ms, parse_time, parse_tz
 
     zone = parse_tz(tz)
@@ -153,9 +154,10 @@ def expire(
     hours = reserved_hours if reserved_hours is not None else float(cfg.file_reserved_time)
     warn = (lambda msg: None) if quiet else (lambda msg: print(f"rmqstore: {msg}", file=sys.stderr))
     _check_store(cfg, zone, dry_run, force, verbose, warn)
-    plan, deleted, error, journal = _run(cfg, at, hours, ratio, max_files, pause_ms, dry_run, verbose, warn)
-    summary = _summary(plan, deleted, error, cfg, dry_run)
-    _record(journal, summary, deleted)
+    run = _run(cfg, at, hours, ratio, max_files, pause_ms, dry_run, verbose, warn)
+    plan, deleted, error = run.plan, run.deleted, run.error
+    summary = expire_run.summary(run, cfg)
+    _record(run.journal, summary, deleted)
     for n in plan.notes:
         warn(f"note: {n}")
     went_wrong = error is not None or bool(plan.problems)
@@ -175,72 +177,40 @@ def expire(
 def _check_store(cfg, zone, dry_run: bool, force: bool, verbose: bool, warn) -> None:
     """Before anything is planned: the lock (a live broker refused unless --force; said and
     allowed for --dry-run, which only reads), the data directories and the file sizes."""
-    from rmqstore_cli.store import cleanup
-    from rmqstore_cli.store.lock import check_lock_file, lock_holder, refuse_if_live
-    from rmqstore_cli.store.message_store import MessageStore
+    from rmqstore_cli.store import expire_run
 
-    root = cfg.root
-    if dry_run:  # only reads: allowed under a live broker, which is when "what would go" matters
-        check_lock_file(root)
-        live = lock_holder(root)
-        if live is not None:
-            warn(
-                f"note: a live broker (pid {live}) holds the store's lock; --dry-run only reads, "
-                "so it goes on (its files may change meanwhile)"
-            )
-    else:
-        refuse_if_live(
-            root,
-            force,
-            hint="stop the broker or work on a snapshot; --dry-run lists what would "
-            "go without deleting, --force deletes anyway",
+    live = expire_run.check_lock(
+        cfg,
+        dry_run,
+        force,
+        refuse_hint="stop the broker or work on a snapshot; --dry-run lists what would "
+        "go without deleting, --force deletes anyway",
+    )
+    if live is not None:
+        warn(
+            f"note: a live broker (pid {live}) holds the store's lock; --dry-run only reads, "
+            "so it goes on (its files may change meanwhile)"
         )
-    cleanup.check_data_dirs(cfg)
-    ms = MessageStore.open(cfg, zone, rocksdb=False)  # sizes inferred and checked; DLedger / RocksDB refused
-    try:
-        ms.commitlog.queue.check_sizes()
-    finally:
-        ms.close()
+    notes = expire_run.check_files(cfg, zone)
     if verbose:
-        for note in ms.notes:
+        for note in notes:
             warn(f"note: {note}")
 
 
 def _run(cfg, at: int, hours: float, ratio, max_files, pause_ms: int, dry_run: bool, verbose: bool, warn):
-    """Plan the expiry and (unless --dry-run) carry it out under the store's lock:
-    (plan, files deleted or that would be, the error that stopped it, the journal that
-    records each deletion as it happens: None when nothing was to go)."""
-    from rmqstore_cli.store import cleanup
-    from rmqstore_cli.store.expire_journal import ExpiryJournal
-    from rmqstore_cli.store.lock import StoreLock, lock_holder
+    """Plan the expiry and (unless --dry-run) carry it out under the store's lock
+    (store/expire_run.py), each file said on stderr with --verbose as it goes."""
+    from rmqstore_cli.store import expire_run
 
-    root = cfg.root
-    lock = StoreLock(root, hint="a broker or another rmqstore expire is starting; try again later")
-    if not dry_run:
-        if lock_holder(root) is None:
-            lock.acquire()
-        else:
-            warn("warning: --force: deleting while a live broker holds the store's lock")
-    try:
-        plan = cleanup.plan_expiry(cfg, at, hours, disk_ratio=ratio, max_files=max_files)
+    def said(a) -> None:
+        if verbose:
+            verb = "would delete" if dry_run else "deleted"
+            print(f"rmqstore: {verb} {a.file} ({a.size} bytes): {a.reason}", file=sys.stderr)
 
-        journal = None if dry_run or not plan.actions else ExpiryJournal(root)
+    def forced() -> None:
+        warn("warning: --force: deleting while a live broker holds the store's lock")
 
-        def said(a) -> None:
-            if journal is not None:
-                journal.add(a.as_dict())
-            if verbose:
-                verb = "would delete" if dry_run else "deleted"
-                print(f"rmqstore: {verb} {a.file} ({a.size} bytes): {a.reason}", file=sys.stderr)
-
-        if dry_run:
-            for a in plan.actions:
-                said(a)
-            return plan, plan.actions, None, None
-        result = cleanup.execute_plan(plan, on_delete=said, pause_ms=pause_ms)
-        return plan, result.deleted, result.error, journal
-    finally:
-        lock.release()
+    return expire_run.run(cfg, at, hours, ratio, max_files, pause_ms, dry_run, said, forced)
 
 
 def _record(journal, summary: dict, deleted) -> None:
@@ -249,18 +219,14 @@ def _record(journal, summary: dict, deleted) -> None:
     for a report that cannot be written (exit 6, commands.common.work_done)."""
     from rmqstore_cli.commands.common import work_done
 
-    summary["journal"] = None
+    from rmqstore_cli.store import expire_run
+
+    lost = expire_run.record(journal, summary)
     if journal is None:
         return
-    if journal.error is None:
-        summary["journal"] = str(journal.path)
-    journal.add({"kind": "summary", **summary})
-    journal.close()
-    if journal.error is not None:
-        summary["journal"] = None
+    if lost is not None:
         print(
-            f"rmqstore: warning: this run's deletions are not recorded: {journal.error}; its report is their "
-            "only record",
+            f"rmqstore: warning: this run's deletions are not recorded: {lost}; its report is their only record",
             file=sys.stderr,
         )
     if deleted:
@@ -332,52 +298,6 @@ def _problems_error(problems, verbose: bool):
         hint="files before them were handled; move them away or fix the size options, then run "
         "again" + ("" if verbose else " (--verbose lists each)"),
     )
-
-
-def _summary(plan, deleted, error, cfg, dry_run: bool) -> dict:
-    from rmqstore_cli.store.cleanup import COMMITLOG, CONSUMEQUEUE, INDEX, KINDS
-    from rmqstore_cli.store.mapped_files import MappedFileQueue
-
-    counts = {k: sum(1 for a in deleted if a.kind == k) for k in KINDS}
-    if dry_run or error is None:
-        cl_min = plan.commitlog_min_after
-    else:  # stopped early: say where the commit log really starts now
-        q = MappedFileQueue(cfg.commitlog_dirs, cfg.mapped_file_size_commit_log)
-        cl_min = q.files[0].file_from_offset if q.files else -1
-    done_q: dict[tuple[str, int], int] = {}
-    for a in deleted:
-        if a.kind == CONSUMEQUEUE:
-            done_q[(a.topic, a.queue_id)] = done_q.get((a.topic, a.queue_id), 0) + 1
-    queues = [
-        {"topic": m.topic, "queue_id": m.queue_id, "files_deleted": m.files_deleted, "min_offset": m.min_offset}
-        for m in plan.queue_mins
-        if done_q.get((m.topic, m.queue_id)) == m.files_deleted
-    ]
-    index_complete = counts[INDEX] == len(plan.of(INDEX))
-    s = {
-        "store": str(cfg.root),
-        "dry_run": dry_run,
-        "completed": error is None and not plan.problems,
-        "now": plan.now_ms,
-        "reserved_hours": plan.reserved_hours,
-        "disk_ratio": plan.disk_ratio,
-        "max_files": plan.max_files,
-        "files": len(deleted),
-        "bytes": sum(a.size for a in deleted),
-        "bytes_freed": sum(a.freed for a in deleted),
-        "deleted": counts,
-        "min_offsets": {
-            COMMITLOG: cl_min,
-            "commitlog_before": plan.commitlog_min_before,
-            CONSUMEQUEUE: queues,
-            INDEX: plan.index_first if index_complete else None,
-        },
-    }
-    if plan.disk is not None:
-        s["disk"] = plan.disk
-    s["problems"] = [str(p) for p in plan.problems] + ([str(error)] if error is not None else [])
-    s["notes"] = list(plan.notes)
-    return s
 
 
 def _print(fmt, summary: dict, deleted, dry_run: bool, root: Path) -> None:

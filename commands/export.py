@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import os
 import sys
 from enum import Enum
@@ -107,16 +106,12 @@ def export(
     from rmqstore_cli.commands.common import pick_stores
 
     from rmqstore_cli.errors import UsageError
+    from rmqstore_cli.pipeline import export_run
     from rmqstore_cli.pipeline.stores import file_tasks, hadoop_uri, local_path
     from rmqstore_cli.render import print_summary
     from rmqstore_cli.times import now_ms
 
-    try:  # a plain `pip install .` has no pyarrow: say which extra brings it, before any work
-        importlib.import_module("pyarrow.parquet")  # the import is the check
-    except ImportError:
-        raise UsageError(
-            "export needs pyarrow, which the plain install does not include", hint="pip install 'rmqstore[spark]'"
-        ) from None
+    export_run.require_parquet()  # a plain `pip install .` has no pyarrow: say which extra brings it, before any work
     if hadoop_uri(output):
         if engine is not Engine.spark:
             raise UsageError(
@@ -144,23 +139,18 @@ def export(
             raise UsageError("the spark engine needs PySpark", hint="pip install 'rmqstore[spark]'") from None
         result = sp.run_job(sp.export, spark_master, spark_conf, verbose, tasks, output, compression.value, overwrite)
     else:
+        import importlib
+
         try:
-            from rmqstore_cli.pipeline import local
+            importlib.import_module("rmqstore_cli.pipeline.local")
         except ImportError:
             raise UsageError("export needs pyarrow", hint="pip install 'rmqstore[spark]'") from None
-        from rmqstore_cli.errors import OutputError, RmqstoreError
+        from rmqstore_cli.errors import RmqstoreError
 
+        export_run.make_output_dir(output)
         try:
-            output.mkdir(parents=True, exist_ok=True)
-        except OSError as e:  # read-only or full file system, no permission: before pyarrow starts
-            from rmqstore_cli.store.safefs import os_error
-
-            raise OutputError(os_error(e, output, "create the output directory").message, path=output) from None
-        try:
-            result = local.export(tasks, output, compression=compression.value)
-        except OSError as e:  # pyarrow's write errors are OSErrors (ArrowIOError): the output's fault (exit 5)
-            _die_after_pyarrow(OutputError(f"cannot write the dataset: {str(e).splitlines()[0][:300]}", path=output))
-        except RmqstoreError as e:  # raised while pyarrow's threads pulled the batches
+            result = export_run.write_local(tasks, output, compression.value)
+        except RmqstoreError as e:  # the output's fault (exit 5), or raised while pyarrow's threads pulled the batches
             _die_after_pyarrow(e)
     work_done(f"the dataset in {output} is complete")
     for s in result["unreadable"]:
@@ -171,15 +161,7 @@ def export(
         )
     print_summary(
         fmt.value,
-        {
-            "output": str(output),
-            "engine": engine.value,
-            "stores": len(stores),
-            "commitlog_files": len(tasks),
-            "rows": result["rows"],
-            "unreadable_ranges": len(result["unreadable"]),
-            "seconds": round((now_ms() - t0) / 1000, 3),
-        },
+        export_run.summary(output, engine.value, len(stores), tasks, result, (now_ms() - t0) / 1000),
         "exported",
     )
 
@@ -188,11 +170,10 @@ def _check_output_dir(output: Path) -> None:
     """``--output`` must be a directory or be creatable as one: a file there (or in place
     of one of its parents) is a usage error, not a traceback from the writer."""
     from rmqstore_cli.errors import UsageError
+    from rmqstore_cli.pipeline.export_run import output_blocker
 
-    p = output
-    while not p.exists() and p.parent != p:
-        p = p.parent
-    if not p.is_dir():
+    p = output_blocker(output)
+    if p is not None:
         what = "--output" if p == output else f"--output's parent {p}"
         raise UsageError(
             f"{what} is a file, where the dataset's directory belongs",

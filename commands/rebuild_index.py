@@ -232,12 +232,10 @@ def _refuse_batch_queues(plans) -> None:
     the dispatcher has no ``BatchDispatch`` and would put a BatchCQ topic's units in
     consumequeue/. Refused rather than written wrong."""
     from rmqstore_cli.errors import UsageError
-    from rmqstore_cli.store.batch_queue import batch_topics
+    from rmqstore_cli.store import rebuild_plan
 
     for _, _, cfg, opts, _ in plans:
-        if not opts.build_cq or opts.topics is None:
-            continue
-        picked = sorted(batch_topics(cfg.root) & set(opts.topics))
+        picked = rebuild_plan.batch_topics_picked(cfg, opts)
         if picked:
             raise UsageError(
                 f"{', '.join(picked)}: BatchCQ topics (batchconsumequeue/) are rebuilt only with all the queues",
@@ -326,8 +324,8 @@ def _plans(
     from rmqstore_cli.commands.common import load_config
 
     from rmqstore_cli.errors import UsageError
+    from rmqstore_cli.store import rebuild_plan
     from rmqstore_cli.store.message_store import MessageStore
-    from rmqstore_cli.store.rebuild import RebuildOptions, refuse_unsourced_sizes, size_sources
     from rmqstore_cli.store.rebuild_output import check_output
     from rmqstore_cli.times import parse_tz
 
@@ -359,16 +357,8 @@ def _plans(
                 "messageIndexEnable=false in the broker config: the broker builds no index"
                 + (f" ({st})" if several else "")
             )
-        opts = RebuildOptions(
-            build_cq=only is not Only.index,
-            build_index=(only is not Only.cq and not topic) and cfg.message_index_enable,
-            topics=list(topic) if topic else None,
-            tz=zone,
-            dry_run=dry_run,
-        )
-        cfg.check_writable_sizes()
-        sources = size_sources(cfg, opts, sizes, broker_conf)
-        refuse_unsourced_sizes(sources, cfg)
+        opts = rebuild_plan.options(cfg, only.value if only else None, topic, zone, dry_run)
+        sources = rebuild_plan.check_sizes(cfg, opts, sizes, broker_conf)
         plans.append((st, out, cfg, opts, sources))
     return plans
 
@@ -395,12 +385,12 @@ def _rebuild(
 ) -> tuple:
     """One store rebuilt (in place or to ``out``) under the progress bar: (report, plan)."""
     from rmqstore_cli.render import ProgressBar
-    from rmqstore_cli.store.rebuild_output import rebuild_in_place, rebuild_to
+    from rmqstore_cli.store import rebuild_plan
 
     with ProgressBar("dispatching", total=1, enabled=progress, detail=True) as bar:
-        if in_place:
-            return rebuild_in_place(cfg, opts, no_backup, bar.dispatch, build=build)
-        return rebuild_to(cfg, out, opts, copy_commitlog, bar.dispatch, build=build)
+        return rebuild_plan.rebuild(
+            cfg, None if in_place else out, opts, no_backup, copy_commitlog, bar.dispatch, build=build
+        )
 
 
 def _run_spark(job, spark_master: str | None, spark_conf: list[str] | None, verbose: bool) -> list:

@@ -135,7 +135,7 @@ def search_offset(
 
     from rmqstore_cli.errors import NotFound, UsageError
     from rmqstore_cli.render import Output
-    from rmqstore_cli.store import search
+    from rmqstore_cli.store import offset_query, search
     from rmqstore_cli.times import format_ms, parse_time, parse_tz
 
     zone = parse_tz(tz)
@@ -158,8 +158,11 @@ def search_offset(
             )
         if version == "4.9" and boundary is not Boundary.lower:
             raise UsageError("--boundary is a 5.x broker's option", hint="4.9.x has no BoundaryType")
-    queues = [cq for cq in ms.consume_queues() if cq.topic == topic and (queue_id is None or cq.queue_id == queue_id)]
-    batch = [] if queues else _batch_queues(ms, topic, queue_id, version)
+    queues, batch = offset_query.pick_queues(ms, topic, queue_id)
+    if batch and version == "4.9":
+        raise UsageError(
+            f"{topic} is a BatchCQ topic (batchconsumequeue/): a 5.x broker's", hint="pass --broker-version 5"
+        )
     if not queues and not batch:
         nf = no_such_topic(ms, topic)
         if nf is not None:
@@ -169,40 +172,12 @@ def search_offset(
             path=ms.config.consumequeue_dir / topic,
             hint="rmqstore dump-cq --summary lists the queues",
         )
-    reader = search.TimeReader(ms.commitlog)
     out = Output(fmt.value, COLUMNS, title=f"{topic} at {format_ms(t, zone)}")
     try:
-        for cq in sorted(queues + batch, key=lambda q: q.queue_id):
-            if cq in batch:
-                res = search.batch_search(
-                    cq, reader, t, "broker-5" if version else "scan" if scan else "first", boundary.value
-                )
-            elif version is not None and ms.rocksdb_cq is not None:
-                res = search.broker_rocksdb(cq, reader, t, version, boundary.value)
-            elif version == "4.9":
-                res = search.broker_49(cq, reader, t)
-            elif version == "5":
-                res = search.broker_5(cq, reader, t, boundary.value)
-            elif scan:
-                res = search.scan_first_at_or_after(cq, reader, t)
-            else:
-                res = search.first_at_or_after(cq, reader, t)
+        for res in offset_query.search_queues(ms, queues, batch, t, version, boundary.value, scan):
             d = res.to_dict()
             if fmt is Fmt.table:
                 d["store_time"] = format_ms(res.store_timestamp, zone) if res.store_timestamp is not None else ""
             out.emit(d)
     finally:
         out.close()
-
-
-def _batch_queues(ms, topic: str, queue_id: int | None, version: str | None) -> list:
-    """The topic's BatchCQ queues (batchconsumequeue/), a 5.x broker's only."""
-    from rmqstore_cli.errors import UsageError
-    from rmqstore_cli.store.batch_queue import store_batch_queues
-
-    found = [q for q in store_batch_queues(ms.config, topic) if queue_id is None or q.queue_id == queue_id]
-    if found and version == "4.9":
-        raise UsageError(
-            f"{topic} is a BatchCQ topic (batchconsumequeue/): a 5.x broker's", hint="pass --broker-version 5"
-        )
-    return found

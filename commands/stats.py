@@ -139,33 +139,24 @@ def stats(
     """
     from rmqstore_cli.commands.common import open_store
 
-    from rmqstore_cli.store import stats as engine
+    from rmqstore_cli.store import stats_report
 
     ms = open_store(
         store, broker_conf, tz, allow_odd_size, commitlog_file_size=commitlog_file_size, cq_file_size=cq_file_size
     )
     _require_commitlog(ms)
-    warnings: list[str] = []
-    components = engine.disk_usage(ms.config, warnings)
-    by_file = by is By.file
-    st = (engine.from_commit_log if exact else engine.from_consume_queues)(ms, topic, by_file)
-    if topic is not None and not st.queues:
+    rep = stats_report.stats_report(ms, by.value, topic, exact, top)
+    if rep.topic_missing:
         _no_topic(ms, topic)
-    if by_file:
-        rows = st.files + (engine.index_file_rows(ms.config) if topic is None else [])
-    else:
-        rows = list(st.queues.values()) if by is By.queue else engine.topic_rows(st.queues)
-    shown = engine.biggest_first(rows, top)
-    dicts = [r.to_dict() if by_file else r.to_dict(st.commitlog_bytes) for r in shown]
-    summary = _summary(ms, st, by, rows, shown, components, warnings + st.notes)
-    _render(fmt, by, dicts, summary, components, tz, exact)
+    _render(fmt, by, rep.rows, rep.summary, rep.components, tz, exact)
 
 
 def _require_commitlog(ms) -> None:
     from rmqstore_cli.errors import StoreError
+    from rmqstore_cli.store.stats_report import has_commitlog
 
     dirs = ms.config.commitlog_dirs
-    if not any(d.is_dir() for d in dirs):
+    if not has_commitlog(ms.config):
         raise StoreError(
             "no commit log: the store's commit-log directory is missing",
             path=dirs[0],
@@ -189,27 +180,6 @@ def _no_topic(ms, topic: str) -> None:
             hint="--exact counts its records from the commit log",
         )
     )
-
-
-def _summary(ms, st, by: By, rows: list, shown: list, components: list, notes: list[str]) -> dict:
-    queues = [r for r in st.queues.values() if not r.multi_dispatch]  # an LMQ unit is not a second message
-    fanned = sum(r.messages for r in st.queues.values()) - sum(r.messages for r in queues)
-    return {
-        "store": str(ms.config.root),
-        "method": st.method,
-        "by": by.value,
-        "rows": len(rows),
-        "shown": len(shown),
-        "messages": sum(r.messages for r in queues),
-        "bytes": sum(r.bytes for r in queues),
-        "multi_dispatch_units": fanned,
-        "commitlog_bytes": st.commitlog_bytes,
-        "not_in_cq": st.not_in_cq if st.method == "commitlog" else None,
-        "disk_bytes": sum(c.disk_bytes for c in components),
-        "total_bytes": sum(c.bytes for c in components),
-        "components": [c.to_dict() for c in components],
-        "notes": notes,
-    }
 
 
 def _render(fmt: Fmt, by: By, dicts: list[dict], summary: dict, components: list, tz: str | None, exact: bool) -> None:

@@ -11,6 +11,14 @@ The library::
         for f in report.findings:
             print(f.severity, f.check, f.file, f.offset, f.detail)
 
+Beyond reading: ``store.batches()`` (pyarrow RecordBatches of the same messages),
+``message_by_id()``, ``search_offset()``, ``consumer_progress()``, ``stats()``, the 5.x
+timer (``timer_slots()``, ``timer_units()``, ``timer_next()``, ``timer_summary()``), and the
+jobs that write: ``rebuild_index()``, ``expire()`` (a dry run unless ``dry_run=False``; the
+broker's lock held only while files are deleted) and ``export()``. Each returns frozen
+dataclasses whose fields are the command's JSON Lines keys (``as_dict()`` is the object
+the command prints); every error is an :class:`RmqstoreError`.
+
 The names in :data:`__all__` are the public, stable API; everything under
 ``rmqstore_cli.store``, ``.pipeline`` and ``.commands`` is the engine and the command line,
 free to change. The names load on first use, so ``rmqstore --help`` stays instant.
@@ -33,6 +41,20 @@ _EXPORTS = {
     "IndexHit": "rmqstore_cli.api.records",
     "Finding": "rmqstore_cli.api.records",
     "VerifyReport": "rmqstore_cli.api.records",
+    "MessageId": "rmqstore_cli.api.records",
+    "OffsetAtTime": "rmqstore_cli.api.records",
+    "ConsumerProgress": "rmqstore_cli.api.records",
+    "StatsRow": "rmqstore_cli.api.records",
+    "StatsFile": "rmqstore_cli.api.records",
+    "StatsReport": "rmqstore_cli.api.records",
+    "TimerSlot": "rmqstore_cli.api.records",
+    "TimerUnit": "rmqstore_cli.api.records",
+    "TimerNext": "rmqstore_cli.api.records",
+    "TimerSummary": "rmqstore_cli.api.records",
+    "ExpireAction": "rmqstore_cli.api.records",
+    "ExpireReport": "rmqstore_cli.api.records",
+    "RebuildReport": "rmqstore_cli.api.records",
+    "ExportReport": "rmqstore_cli.api.records",
     "RmqstoreError": "rmqstore_cli.errors",
     "StoreError": "rmqstore_cli.errors",
     "FileSizeError": "rmqstore_cli.errors",
@@ -46,11 +68,25 @@ __all__ = ["__version__", *_EXPORTS]
 if TYPE_CHECKING:  # for type checkers and editors (``X as X``: an explicit re-export); at run time the names
     # load lazily
     from rmqstore_cli.api.records import (
+        ConsumerProgress as ConsumerProgress,
+        ExpireAction as ExpireAction,
+        ExpireReport as ExpireReport,
+        ExportReport as ExportReport,
         Finding as Finding,
         IndexHit as IndexHit,
         Message as Message,
+        MessageId as MessageId,
+        OffsetAtTime as OffsetAtTime,
         QueueInfo as QueueInfo,
         QueueUnit as QueueUnit,
+        RebuildReport as RebuildReport,
+        StatsFile as StatsFile,
+        StatsReport as StatsReport,
+        StatsRow as StatsRow,
+        TimerNext as TimerNext,
+        TimerSlot as TimerSlot,
+        TimerSummary as TimerSummary,
+        TimerUnit as TimerUnit,
         VerifyReport as VerifyReport,
     )
     from rmqstore_cli.api.store import (

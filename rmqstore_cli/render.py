@@ -360,41 +360,10 @@ def print_summaries(fmt: str, summaries: list[dict], title: str) -> None:
 
 
 def rebuild_summary(store, rep, plan: dict, opts) -> dict:
-    """rebuild-index's summary of one store: the plan (what was or would be written, the
-    sizes' sources), then the dispatch report (``store.rebuild.DispatchReport``; None: a
-    dry run that dispatched nothing). Fields of what was not built are null."""
-    s: dict = {"store": str(store), "dry_run": opts.dry_run}
-    s.update(plan)
-    if rep is None:
-        return s
-    s.update(
-        {
-            "messages": rep.messages,
-            "commitlog_files": rep.files,
-            "commitlog_bytes": rep.bytes,
-            "consume_queues": rep.queues if opts.build_cq else None,
-            "consume_queue_units": rep.units if opts.build_cq else None,
-            "consume_queue_files": rep.cq_files if opts.build_cq else None,
-            "index_files": rep.index_files if opts.build_index else None,
-            "index_keys": rep.index_keys if opts.build_index else None,
-            "seconds": round(rep.seconds, 3),
-            "messages_per_second": round(rep.messages / rep.seconds) if rep.seconds > 0 else None,
-            "recovery": rep.recovery,
-            "recovery_first_file": rep.recovery_first_file,
-            "dispatch_end": {
-                "offset": rep.stop.offset,
-                "file": rep.stop.file,
-                "reason": rep.stop.reason,
-                "clean": rep.stop.clean,
-            }
-            if rep.stop
-            else None,
-            "skipped": [{"offset": k.offset, "size": k.size, "file": k.file, "reason": k.reason} for k in rep.skipped],
-            "refused_topics": [{"topic": t, "reason": why} for t, why in sorted(rep.refused_topics.items())],
-            "index_names_fallback": [{"file": n, "store_timestamp": t} for n, t in rep.fallback_index_names],
-        }
-    )
-    return s
+    """rebuild-index's summary of one store (``store.rebuild_plan.summary``)."""
+    from rmqstore_cli.store.rebuild_plan import summary
+
+    return summary(store, rep, plan, opts)
 
 
 class ProgressBar:

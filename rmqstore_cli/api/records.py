@@ -207,3 +207,512 @@ class VerifyReport:
     def broker_starts(self) -> bool:
         """Whether the broker would start on the store (``summary["broker_start"]``)."""
         return bool(self.summary["broker_start"]["starts"])
+
+
+@dataclass(frozen=True, slots=True)
+class MessageId:
+    """One message id read both ways and looked up in the store, as ``decode-msgid --store``
+    prints it: an offset msgId (store host + physical offset,
+    ``MessageDecoder#createMessageId``) and/or a client UNIQ_KEY (``MessageClientIDSetter``).
+
+    ``kind`` is ``offset_msg_id``, ``uniq_key`` or ``ambiguous``; the offset reading's fields
+    are None for a ``uniq_key``, the UNIQ_KEY reading's for an ``offset_msg_id``.
+    ``messages``: the record at the offset and the records carrying it as UNIQ_KEY."""
+
+    id: str
+    kind: str
+    basis: str
+    store_host: str | None
+    physical_offset: int | None
+    client_ip: str | None
+    pid: int | None
+    class_loader_hash: str | None
+    time_in_month_ms: int | None
+    nearly_time: int | None
+    counter: int | None
+    found: bool
+    host_matches_store: bool | None
+    offset_problem: str | None
+    messages: list[Message]
+
+    def as_dict(self, body: str = "none", properties: bool = True) -> JSON:
+        """The object ``decode-msgid --store … --format jsonl`` prints (of a plain commit log)."""
+        d: JSON = {"id": self.id, "kind": self.kind, "basis": self.basis}
+        if self.kind != "uniq_key":
+            d["store_host"] = self.store_host
+            d["physical_offset"] = self.physical_offset
+        if self.kind != "offset_msg_id":
+            d["client_ip"] = self.client_ip
+            d["pid"] = self.pid
+            d["class_loader_hash"] = self.class_loader_hash
+            d["time_in_month_ms"] = self.time_in_month_ms
+            d["nearly_time"] = self.nearly_time
+            d["counter"] = self.counter
+        d["found"] = self.found
+        if self.kind != "uniq_key":
+            d["host_matches_store"] = self.host_matches_store
+            if self.offset_problem is not None:
+                d["offset_problem"] = self.offset_problem
+        d["messages"] = [m.as_dict(body, properties) for m in self.messages]
+        return d
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetAtTime:
+    """One queue's answer to "where is time T" (``search-offset``): the consume-queue
+    ``offset`` of the first message stored at or after ``time`` (or, with ``method``
+    broker-…, what ``ConsumeQueue#getOffsetInQueueByTime`` returns), the store time of the
+    unit there (None at the max offset) and the queue's bounds."""
+
+    topic: str
+    queue_id: int
+    time: int
+    method: str
+    offset: int | None
+    store_timestamp: int | None
+    min_offset: int
+    max_offset: int
+    note: str | None = None
+
+    def as_dict(self) -> JSON:
+        d: JSON = {
+            "topic": self.topic,
+            "queue_id": self.queue_id,
+            "time": self.time,
+            "method": self.method,
+            "offset": self.offset,
+            "store_timestamp": self.store_timestamp,
+            "min_offset": self.min_offset,
+            "max_offset": self.max_offset,
+        }
+        if self.note is not None:
+            d["note"] = self.note
+        return d
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerProgress:
+    """One consumer group's committed offset in one queue against the queue's bounds
+    (``mqadmin consumerProgress``, offline). ``lag`` is max_offset - consumer_offset
+    (``ConsumeStats#computeTotalDiff``); ``status`` ok, behind-min, beyond-max or no-queue;
+    ``file`` the offsets' source (``consumerOffset.json``, ``rdb/``, …); ``delay_level``
+    for ``delayOffset.json``'s rows (queue id + 1)."""
+
+    group: str
+    topic: str
+    queue_id: int
+    consumer_offset: int
+    min_offset: int
+    max_offset: int
+    lag: int
+    next_store_timestamp: int | None
+    status: str
+    file: str | None
+    delay_level: int | None = None
+
+    def as_dict(self) -> JSON:
+        d: JSON = {
+            "group": self.group,
+            "topic": self.topic,
+            "queue_id": self.queue_id,
+            "consumer_offset": self.consumer_offset,
+            "min_offset": self.min_offset,
+            "max_offset": self.max_offset,
+            "lag": self.lag,
+            "next_store_timestamp": self.next_store_timestamp,
+            "status": self.status,
+            "file": self.file,
+        }
+        if self.delay_level is not None:
+            d["delay_level"] = self.delay_level
+        return d
+
+
+@dataclass(frozen=True, slots=True)
+class StatsRow:
+    """One topic's (or, ``queue_id`` given, one queue's) messages and bytes in the commit log
+    (``stats``' rows): the store times of the first and last, ``share`` of the commit-log
+    files' size, ``cq_bytes`` its consume-queue files' size; ``not_in_cq`` (counted from the
+    commit log only) the records no consume queue holds; ``multi_dispatch`` a queue of LMQ
+    units, whose messages are other queues' too."""
+
+    topic: str
+    queue_id: int | None
+    messages: int
+    bytes: int
+    first_store_timestamp: int | None
+    last_store_timestamp: int | None
+    share: float
+    cq_bytes: int
+    not_in_cq: int | None = None
+    multi_dispatch: bool = False
+
+    @classmethod
+    def of(cls, d: JSON) -> StatsRow:
+        return cls(
+            d["topic"],
+            d.get("queue_id"),
+            d["messages"],
+            d["bytes"],
+            d["first_store_timestamp"],
+            d["last_store_timestamp"],
+            d["share"],
+            d["cq_bytes"],
+            d.get("not_in_cq"),
+            d.get("multi_dispatch", False),
+        )
+
+    def as_dict(self) -> JSON:
+        d: JSON = {"topic": self.topic}
+        if self.queue_id is not None:
+            d["queue_id"] = self.queue_id
+        d.update(
+            messages=self.messages,
+            bytes=self.bytes,
+            first_store_timestamp=self.first_store_timestamp,
+            last_store_timestamp=self.last_store_timestamp,
+            share=self.share,
+            cq_bytes=self.cq_bytes,
+        )
+        if self.not_in_cq is not None:
+            d["not_in_cq"] = self.not_in_cq
+        if self.multi_dispatch:
+            d["multi_dispatch"] = True
+        return d
+
+
+@dataclass(frozen=True, slots=True)
+class StatsFile:
+    """One commit-log, consume-queue, BatchCQ or index file (``stats --by file``): its size,
+    allocated bytes, ``entries`` (records, live units or index entries), their store times and
+    ``fill`` (how full the file is)."""
+
+    component: str
+    file: str
+    topic: str | None
+    queue_id: int | None
+    bytes: int
+    disk_bytes: int
+    entries: int
+    first_store_timestamp: int | None
+    last_store_timestamp: int | None
+    fill: float | None
+
+    def as_dict(self) -> JSON:
+        return {
+            "component": self.component,
+            "file": self.file,
+            "topic": self.topic,
+            "queue_id": self.queue_id,
+            "bytes": self.bytes,
+            "disk_bytes": self.disk_bytes,
+            "entries": self.entries,
+            "first_store_timestamp": self.first_store_timestamp,
+            "last_store_timestamp": self.last_store_timestamp,
+            "fill": self.fill,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class StatsReport:
+    """What ``Store.stats`` counted: the rows shown (biggest first) and the summary ``stats
+    --format json`` prints (method, totals, the store root's components, notes)."""
+
+    rows: list[StatsRow | StatsFile]
+    summary: JSON
+
+    @property
+    def messages(self) -> int:
+        """Messages counted (a multi-dispatch queue's units not twice)."""
+        return int(self.summary["messages"])
+
+    def as_dict(self) -> JSON:
+        """The object ``stats --format json`` prints."""
+        return {"rows": [r.as_dict() for r in self.rows], "summary": self.summary}
+
+
+@dataclass(frozen=True, slots=True)
+class TimerSlot:
+    """One non-empty slot of the 5.x timer wheel (``TimerWheel``'s 32-byte slot): its due
+    time, message count and timer-log chain; ``state`` pending (the checkpoint's read time
+    has not reached it), passed (already dequeued: the broker never clears a slot) or
+    misplaced (its time belongs to another slot index)."""
+
+    index: int
+    time_ms: int
+    first_pos: int
+    last_pos: int
+    num: int
+    magic: int
+    state: str
+
+    def as_dict(self) -> JSON:
+        return {
+            "index": self.index,
+            "time_ms": self.time_ms,
+            "first_pos": self.first_pos,
+            "last_pos": self.last_pos,
+            "num": self.num,
+            "magic": self.magic,
+            "state": self.state,
+        }
+
+
+#: The fields of a timer-log unit and of the message it points at, in ``dump-timer``'s order.
+TIMER_UNIT_FIELDS = (
+    "pos",
+    "prev_pos",
+    "magic",
+    "roll",
+    "delete",
+    "enqueue_time",
+    "due_ms",
+    "commitlog_offset",
+    "size",
+    "topic_hash",
+    "message_status",
+    "topic",
+    "real_topic",
+    "real_queue_id",
+    "keys",
+    "uniq_key",
+    "msg_id",
+    "timer_out_ms",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class TimerUnit:
+    """One timer-log unit (``TimerLog``'s 52-byte unit) with the ``rmq_sys_wheel_timer``
+    message it points at: ``message_status`` ok, or what is wrong there (such a unit stalls
+    the broker's dequeue); ``state`` pending or passed."""
+
+    pos: int
+    prev_pos: int
+    magic: int
+    roll: bool
+    delete: bool
+    enqueue_time: int
+    due_ms: int | None
+    commitlog_offset: int
+    size: int
+    topic_hash: int
+    message_status: str
+    topic: str | None
+    real_topic: str | None
+    real_queue_id: int | None
+    keys: list[str]
+    uniq_key: str | None
+    msg_id: str | None
+    timer_out_ms: int | None
+    state: str
+
+    def as_dict(self) -> JSON:
+        return {k: getattr(self, k) for k in (*TIMER_UNIT_FIELDS, "state")}
+
+
+@dataclass(frozen=True, slots=True)
+class TimerNext:
+    """One step of what the broker does next with the timer (``TimerMessageStore#enqueue``
+    from the queue, then ``#dequeue`` from the wheel): the unit's fields, ``source`` queue or
+    wheel, ``action`` (deliver, enqueue, roll, deleted, delete-mark, stuck, skip), and
+    ``queue_offset`` (from the queue) or ``slot_time_ms`` (from the wheel)."""
+
+    pos: int
+    prev_pos: int
+    magic: int
+    roll: bool
+    delete: bool
+    enqueue_time: int
+    due_ms: int | None
+    commitlog_offset: int
+    size: int
+    topic_hash: int
+    message_status: str
+    topic: str | None
+    real_topic: str | None
+    real_queue_id: int | None
+    keys: list[str]
+    uniq_key: str | None
+    msg_id: str | None
+    timer_out_ms: int | None
+    source: str
+    action: str
+    queue_offset: int | None = None
+    slot_time_ms: int | None = None
+
+    def as_dict(self) -> JSON:
+        d = {k: getattr(self, k) for k in TIMER_UNIT_FIELDS}
+        d["source"] = self.source
+        if self.queue_offset is not None:
+            d["queue_offset"] = self.queue_offset
+        if self.slot_time_ms is not None:
+            d["slot_time_ms"] = self.slot_time_ms
+        d["action"] = self.action
+        return d
+
+
+@dataclass(frozen=True, slots=True)
+class TimerSummary:
+    """The timer store at a glance (``dump-timer --summary``): the checkpoint, the wheel's
+    geometry, the timer-log files, counts, where the log ends and what the broker's
+    ``TimerMessageStore#recover`` makes of them."""
+
+    checkpoint: JSON | None
+    wheel: JSON
+    timer_log_files: list[JSON]
+    slots: int
+    units: int
+    log_end: JSON
+    recovery: JSON
+
+    def as_dict(self) -> JSON:
+        return {
+            "checkpoint": self.checkpoint,
+            "wheel": self.wheel,
+            "timer_log_files": self.timer_log_files,
+            "slots": self.slots,
+            "units": self.units,
+            "log_end": self.log_end,
+            "recovery": self.recovery,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ExpireAction:
+    """One file an expiry deleted (or, in a dry run, would): its ``kind`` (commitlog,
+    consumequeue, index), path relative to the store root and absolute, ``bytes`` (its
+    length), ``bytes_freed`` (its blocks), the ``rule`` that condemned it (expired,
+    disk-full, below-min) and why; ``extra`` the rule's own fields (as ``expire --format
+    jsonl`` prints them)."""
+
+    kind: str
+    file: str
+    path: str
+    bytes: int
+    bytes_freed: int
+    rule: str
+    reason: str
+    topic: str | None = None
+    queue_id: int | None = None
+    extra: JSON = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, d: JSON) -> ExpireAction:
+        known = ("kind", "file", "path", "bytes", "bytes_freed", "rule", "reason", "topic", "queue_id")
+        rest = {k: v for k, v in d.items() if k not in known}
+        return cls(
+            d["kind"],
+            d["file"],
+            d["path"],
+            d["bytes"],
+            d["bytes_freed"],
+            d["rule"],
+            d["reason"],
+            d.get("topic"),
+            d.get("queue_id"),
+            rest,
+        )
+
+    def as_dict(self) -> JSON:
+        d: JSON = {
+            "kind": self.kind,
+            "file": self.file,
+            "path": self.path,
+            "bytes": self.bytes,
+            "bytes_freed": self.bytes_freed,
+            "rule": self.rule,
+            "reason": self.reason,
+        }
+        if self.topic is not None:
+            d["topic"], d["queue_id"] = self.topic, self.queue_id
+        d.update(self.extra)
+        return d
+
+
+@dataclass(frozen=True, slots=True)
+class ExpireReport:
+    """What ``Store.expire`` deleted (or would), oldest first, and the run's summary (the
+    ``{"kind": "summary", …}`` line of ``expire --format jsonl``: counts by kind, bytes
+    freed, the minimum offsets after the run, problems, the journal)."""
+
+    actions: list[ExpireAction]
+    summary: JSON
+
+    @property
+    def dry_run(self) -> bool:
+        return bool(self.summary["dry_run"])
+
+    @property
+    def completed(self) -> bool:
+        """The run did all it planned (no file was left alone, nothing stopped it)."""
+        return bool(self.summary["completed"])
+
+    @property
+    def problems(self) -> list[str]:
+        """Why files were left alone, and the error that stopped the run."""
+        return list(self.summary["problems"])
+
+    def as_dict(self) -> JSON:
+        """The object ``expire --format json`` prints."""
+        return {**self.summary, "actions": [a.as_dict() for a in self.actions]}
+
+
+@dataclass(frozen=True, slots=True)
+class RebuildReport:
+    """What ``Store.rebuild_index`` wrote (or, in a dry run, would): ``rebuild-index``'s
+    summary of the store, whose main counts are fields here; ``summary`` holds every key
+    (the plan, the sizes and where each came from, the dispatch's end, what was skipped).
+    A count of a set not rebuilt is None."""
+
+    store: str
+    dry_run: bool
+    messages: int | None
+    consume_queue_units: int | None
+    index_keys: int | None
+    dispatch_end: JSON | None
+    summary: JSON
+
+    @classmethod
+    def of(cls, s: JSON) -> RebuildReport:
+        return cls(
+            s["store"],
+            s["dry_run"],
+            s.get("messages"),
+            s.get("consume_queue_units"),
+            s.get("index_keys"),
+            s.get("dispatch_end"),
+            s,
+        )
+
+    def as_dict(self) -> JSON:
+        """The object ``rebuild-index --format json`` prints for one store."""
+        return dict(self.summary)
+
+
+@dataclass(frozen=True, slots=True)
+class ExportReport:
+    """What ``Store.export`` wrote: ``export``'s summary (the dataset's directory, the
+    engine, stores, commit-log files and rows, the unreadable ranges skipped, the time
+    taken), and each unreadable range (store, file, offset, detail)."""
+
+    output: str
+    engine: str
+    stores: int
+    commitlog_files: int
+    rows: int
+    unreadable_ranges: int
+    seconds: float
+    unreadable: list[JSON] = field(default_factory=list)
+
+    def as_dict(self) -> JSON:
+        """The object ``export --format json`` prints."""
+        return {
+            "output": self.output,
+            "engine": self.engine,
+            "stores": self.stores,
+            "commitlog_files": self.commitlog_files,
+            "rows": self.rows,
+            "unreadable_ranges": self.unreadable_ranges,
+            "seconds": self.seconds,
+        }

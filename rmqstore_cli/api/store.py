@@ -14,7 +14,28 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rmqstore_cli.api.records import Finding, IndexHit, Message, QueueInfo, QueueUnit, VerifyReport
+from rmqstore_cli.api.records import (
+    ConsumerProgress,
+    ExpireAction,
+    ExpireReport,
+    ExportReport,
+    Finding,
+    IndexHit,
+    Message,
+    MessageId,
+    OffsetAtTime,
+    QueueInfo,
+    QueueUnit,
+    RebuildReport,
+    StatsFile,
+    StatsReport,
+    StatsRow,
+    TimerNext,
+    TimerSlot,
+    TimerSummary,
+    TimerUnit,
+    VerifyReport,
+)
 from rmqstore_cli.errors import UsageError
 from rmqstore_cli.store.filters import MessageFilter
 from rmqstore_cli.store.message_store import MessageStore
@@ -178,6 +199,35 @@ class Store:
                 shown += 1
                 yield Message.of(rec, self._file_name(rec.offset))
 
+    def batches(
+        self,
+        topic: str | None = None,
+        begin: TimeLike | None = None,
+        end: TimeLike | None = None,
+        *,
+        queue_id: int | None = None,
+        key: str | None = None,
+        uniq_key: str | None = None,
+        tag: str | None = None,
+        from_offset: int | None = None,
+        to_offset: int | None = None,
+        check_crc: bool = False,
+        body: bool = False,
+    ) -> Iterator[Any]:
+        """The messages of :meth:`messages` (same filters, same order) as ``pyarrow.RecordBatch``
+        es, for speed: a run of records is converted a column at a time, not a message at a
+        time. The columns are the export dataset's (``rmqstore export``): the JSON Lines keys,
+        ``properties`` as a map, ``body`` as binary (with ``body``, else null), plus ``store``
+        (this store's path) and ``topic_dir``. Needs pyarrow (``pip install 'rmqstore[spark]'``):
+        without it, a :class:`~rmqstore_cli.errors.UsageError` before any work."""
+        from rmqstore_cli.pipeline.message_batches import message_batches, require_pyarrow
+
+        require_pyarrow()
+        flt = self.filter(topic, begin, end, queue_id=queue_id, key=key, uniq_key=uniq_key, tag=tag)
+        _check_range(from_offset, to_offset)
+        walk = self._walk(flt, from_offset, to_offset, check_crc)
+        yield from message_batches(walk, str(self.path), body, self._file_name)
+
     def filter(
         self,
         topic: str | None = None,
@@ -302,6 +352,317 @@ class Store:
             )
             for h in hits
         ]
+
+    def message_by_id(self, msg_id: str, *, now: TimeLike | None = None) -> MessageId:
+        """Read ``msg_id`` both ways, as ``decode-msgid --store`` does: as an offset msgId (the
+        record at its physical offset, whose own offset field must agree) and as a UNIQ_KEY
+        (through the index of every topic). What the store holds decides ``kind``.
+        ``now`` dates a UNIQ_KEY's ``nearly_time`` (it holds only the time within its month).
+        Raises :class:`~rmqstore_cli.errors.UsageError` for what is no message id."""
+        from rmqstore_cli.store.msgid import BadId, describe_id, parse_id, resolve_in_store
+        from rmqstore_cli.times import now_ms
+
+        try:
+            r = parse_id(msg_id)
+        except BadId as e:
+            raise UsageError(f"{msg_id!r} is not a message id: {e}") from None
+        ms = self.engine
+        resolve_in_store(r, ms, self.topics() or ms.topics_from_commitlog())
+        at = to_ms(now, "now", self.tz)
+        d = describe_id(r, now_ms() if at is None else at, self.tz)
+        msgs = [Message.of(m, self._file_name(m.offset)) for m in d.pop("messages")]
+        return MessageId(**d, messages=msgs)
+
+    # ------------------------------------------------------------------ queue positions
+    def search_offset(
+        self,
+        topic: str,
+        time: TimeLike,
+        *,
+        queue_id: int | None = None,
+        broker_version: str | None = None,
+        boundary: str = "lower",
+        scan: bool = False,
+    ) -> list[OffsetAtTime]:
+        """Per queue of ``topic`` (or one ``queue_id``): the consume-queue offset of the first
+        message stored at or after ``time`` (every unit read with ``scan``, else bisected), as
+        ``search-offset`` answers. ``broker_version`` "4.9" or "5" gives instead what that
+        broker's ``ConsumeQueue#getOffsetInQueueByTime`` returns ("5" with ``boundary``
+        lower or upper). Raises :class:`~rmqstore_cli.errors.NotFound` when the topic has no
+        queue."""
+        from rmqstore_cli.errors import NotFound
+        from rmqstore_cli.store import offset_query
+
+        offset_query.check_request(broker_version, boundary, scan)
+        when = to_ms(time, "time", self.tz)
+        assert when is not None
+        ms = self.engine
+        queues, batch = offset_query.pick_queues(ms, topic, queue_id)
+        if not queues and not batch:
+            which = topic + (f"/{queue_id}" if queue_id is not None else "")
+            raise NotFound(f"no consume queue {which}", path=ms.config.consumequeue_dir / topic)
+        return [
+            OffsetAtTime(**r.to_dict())
+            for r in offset_query.search_queues(ms, queues, batch, when, broker_version, boundary, scan)
+        ]
+
+    def consumer_progress(self, group: str | None = None, topic: str | None = None) -> list[ConsumerProgress]:
+        """Every committed consumer offset (of ``group``, of ``topic``) against its queue's min
+        and max offsets, as ``consumer-progress`` lists them: from ``config/consumerOffset.json``
+        (or its ``.bak``, or 5.x's RocksDB managers), ``lmqConsumerOffset.json`` and
+        ``delayOffset.json``, read as the broker's ``ConfigManager#load`` reads them. Keys
+        that are not ``topic@group`` are skipped (said in :attr:`warnings`). Raises
+        :class:`~rmqstore_cli.errors.NotFound` when the store holds no offset at all."""
+        from rmqstore_cli.store import progress
+
+        config_dir = self.path / "config"
+        sources = progress.load_sources(config_dir)
+        self.engine.warnings.extend(w for loaded in sources for w in loaded.warnings)
+        progress.require_offsets(config_dir, sources)
+        rows = []
+        for d, bad_key in progress.progress_rows(self.engine, sources, group, topic):
+            if d is None:
+                self.engine.warnings.append(f"offset key {bad_key!r} is not TOPIC@GROUP; skipped")
+            else:
+                rows.append(ConsumerProgress(**d))
+        return rows
+
+    # ------------------------------------------------------------------ jobs
+    def stats(
+        self, by: str = "topic", *, topic: str | None = None, exact: bool = False, top: int | None = None
+    ) -> StatsReport:
+        """What is eating the disk, as ``stats`` counts it: messages and bytes per topic,
+        per queue (``by="queue"``) or per file (``by="file"``), biggest first (the ``top``
+        biggest), and the store root's components. The counts come from the consume queues,
+        or with ``exact`` from the whole commit log (also the records no consume queue
+        holds). Raises :class:`~rmqstore_cli.errors.NotFound` when ``topic`` has no queue."""
+        from rmqstore_cli.errors import NotFound, StoreError
+        from rmqstore_cli.store import stats_report
+
+        if by not in stats_report.BY:
+            raise UsageError(f"by={by!r}: not topic, queue or file")
+        ms = self.engine
+        if not stats_report.has_commitlog(ms.config):
+            raise StoreError(
+                "no commit log: the store's commit-log directory is missing", path=ms.config.commitlog_dirs[0]
+            )
+        rep = stats_report.stats_report(ms, by, topic, exact, top)
+        if rep.topic_missing:
+            raise NotFound(f"topic {topic!r} has no consume queue", path=ms.config.consumequeue_dir / str(topic))
+        rows: list[StatsRow | StatsFile] = [StatsFile(**d) if by == "file" else StatsRow.of(d) for d in rep.rows]
+        return StatsReport(rows, rep.summary)
+
+    # ------------------------------------------------------------------ the 5.x timer
+    def _timer(self) -> tuple[Any, Any]:
+        """(the timer store, its loaded view); NotFound for a store without timer files."""
+        from rmqstore_cli.store import timer_report
+        from rmqstore_cli.store.timer import schedule
+
+        ts = timer_report.open_timer(self.config)
+        if not self.config.timer_wheel_path.exists() and timer_report.NO_WHEEL not in self.engine.warnings:
+            self.engine.warnings.append(timer_report.NO_WHEEL)
+        return ts, schedule.load(ts)
+
+    def timer_slots(self, begin: TimeLike | None = None, end: TimeLike | None = None) -> list[TimerSlot]:
+        """The timer wheel's non-empty slots by due time in ``[begin, end]``, as ``dump-timer``
+        lists them (``begin == end``: the one slot ``TimerWheel#getSlot`` reads for that time).
+        Raises :class:`~rmqstore_cli.errors.NotFound` for a store without timer files."""
+        from rmqstore_cli.store import timer_report
+        from rmqstore_cli.store.timer import schedule
+
+        b, e = to_ms(begin, "begin", self.tz), to_ms(end, "end", self.tz)
+        check_window(b, e, self.tz)
+        if b is not None and b == e:
+            return [TimerSlot(**d) for d in timer_report.one_slot(timer_report.open_timer(self.config), b)]
+        _ts, view = self._timer()
+        return [TimerSlot(**d) for d in schedule.slot_records(view, b, e)]
+
+    def timer_units(
+        self, begin: TimeLike | None = None, end: TimeLike | None = None, *, topic: str | None = None
+    ) -> Iterator[TimerUnit]:
+        """The timer log's units in log order (due time in ``[begin, end]``, real topic
+        ``topic``) with the message each points at, as ``dump-timer --units`` lists them."""
+        from rmqstore_cli.store.timer import schedule
+
+        b, e = to_ms(begin, "begin", self.tz), to_ms(end, "end", self.tz)
+        check_window(b, e, self.tz)
+        _ts, view = self._timer()
+        for d in schedule.unit_records(view, self.engine.commitlog, b, e, topic):
+            yield TimerUnit(**d)
+
+    def timer_next(self, limit: int, *, now: TimeLike | None = None, topic: str | None = None) -> list[TimerNext]:
+        """What the broker does next with the timer after it starts at ``now`` (default now),
+        up to ``limit`` messages (of real topic ``topic``), as ``dump-timer --next``: its
+        ``TimerMessageStore#recover``, then ``#enqueue`` and ``#dequeue``. The recovery's
+        notes go to :attr:`warnings`."""
+        from rmqstore_cli.store import timer_report
+        from rmqstore_cli.times import now_ms
+
+        if limit < 1:
+            raise UsageError(f"limit {limit}: at least one")
+        at = to_ms(now, "now", self.tz)
+        _ts, view = self._timer()
+        rows, notes = timer_report.next_rows(view, self.engine, limit, now_ms() if at is None else at, topic)
+        out = [TimerNext(**d) for d in rows]
+        self.engine.warnings.extend(notes)
+        return out
+
+    def timer_summary(self, *, now: TimeLike | None = None) -> TimerSummary:
+        """The checkpoint, the wheel, the timer-log files and the broker's recovery at ``now``
+        (default now), as ``dump-timer --summary``."""
+        from rmqstore_cli.store import timer_report
+        from rmqstore_cli.times import now_ms
+
+        at = to_ms(now, "now", self.tz)
+        ts, view = self._timer()
+        return TimerSummary(**timer_report.summary(ts, view, self.engine, now_ms() if at is None else at))
+
+    # ------------------------------------------------------------------ mutating jobs
+    def _reopen(self) -> None:
+        """Forget every mapping after files were deleted or replaced: the next read maps the
+        store as it is now."""
+        self._store.close()
+        self._store = MessageStore.open(self.opener.config(), self.tz, infer_sizes=False)
+        self._sized = False
+
+    def expire(
+        self,
+        reserved_hours: float | None = None,
+        *,
+        dry_run: bool = True,
+        now: TimeLike | None = None,
+        disk_ratio: float | None = None,
+        max_files: int | None = None,
+        pause_ms: int = 0,
+        force: bool = False,
+    ) -> ExpireReport:
+        """The broker's file expiry run once, as ``rmqstore expire``: commit-log files last
+        modified ``reserved_hours`` ago or more (default: the broker config's
+        ``fileReservedTime``, else 72), oldest first, never the newest (or, past
+        ``disk_ratio`` of the partition, the oldest whatever their age), then the
+        consume-queue and index files that only point below the commit log's new minimum.
+
+        A dry run (the default here) only reads and lists what would go. Otherwise the
+        broker's lock is held while files are deleted, and a live broker holding it is
+        refused (:class:`~rmqstore_cli.errors.RefusedError`) unless ``force``; each deletion
+        is appended to ``rmqstore-expire.jsonl`` in the store root as it happens. A run that
+        had to leave files alone returns with ``completed`` False and the ``problems``."""
+        from rmqstore_cli.store import expire_run
+        from rmqstore_cli.times import now_ms
+
+        if disk_ratio is not None and not 0 < disk_ratio <= 1:
+            raise UsageError(f"disk_ratio {disk_ratio:g} is not a share of the disk", hint="give a fraction: 0.85")
+        if reserved_hours is not None and reserved_hours < 0:
+            raise UsageError(f"reserved_hours {reserved_hours:g} is negative")
+        if max_files is not None and max_files < 1:
+            raise UsageError(f"max_files {max_files}: at least one")
+        at = to_ms(now, "now", self.tz)
+        cfg = self.opener.config()
+        hours = reserved_hours if reserved_hours is not None else float(cfg.file_reserved_time)
+        expire_run.check_lock(cfg, dry_run, force, refuse_hint="stop the broker or work on a snapshot")
+        self.engine.warnings.extend(expire_run.check_files(cfg, self.tz))
+        try:
+            run = expire_run.run(cfg, now_ms() if at is None else at, hours, disk_ratio, max_files, pause_ms, dry_run)
+        finally:
+            if not dry_run:
+                self._reopen()
+        summary = expire_run.summary(run, cfg)
+        lost = expire_run.record(run.journal, summary)
+        if lost is not None:
+            self.engine.warnings.append(f"this run's deletions are not recorded: {lost}")
+        self.engine.warnings.extend(run.plan.notes)
+        return ExpireReport([ExpireAction.of(a.as_dict()) for a in run.deleted], summary)
+
+    def rebuild_index(
+        self,
+        output: str | os.PathLike[str] | None = None,
+        *,
+        dry_run: bool = False,
+        only: str | None = None,
+        topics: list[str] | None = None,
+        copy_commitlog: bool = False,
+        no_backup: bool = False,
+    ) -> RebuildReport:
+        """Regenerate consume queues and index files from the commit log, as the broker's
+        dispatch builds them (``rebuild-index``): to ``output`` (a directory outside the store,
+        which is only read; its commit log linked, or copied with ``copy_commitlog``), or with
+        ``output`` None in place (the old sets kept in ``rmqstore-backup/`` unless
+        ``no_backup``; a live broker refused, and the broker's lock held for the swap).
+        ``only`` "cq" or "index" rebuilds one set; ``topics`` only those topics' queues.
+        ``dry_run`` scans and reports what would be written. Index files are named by their
+        first entry's store time in the store's ``tz``."""
+        from rmqstore_cli.errors import UsageError as _Usage
+        from rmqstore_cli.store import rebuild_plan
+        from rmqstore_cli.store.consume_queue import unsafe_topic
+        from rmqstore_cli.store.lock import refuse_if_live
+
+        if only is not None and only not in rebuild_plan.ONLY:
+            raise _Usage(f"only={only!r}: not cq or index")
+        if topics and only == "index":
+            raise _Usage("topics select consume queues; they do not go with only='index'")
+        if output is not None and no_backup:
+            raise _Usage("no_backup goes with an in-place rebuild")
+        if output is None and copy_commitlog:
+            raise _Usage("copy_commitlog goes with an output directory")
+        for t in topics or ():
+            if unsafe_topic(t):
+                raise _Usage(f"topic {t!r} cannot be a consume-queue directory: {unsafe_topic(t)}")
+        if output is None:
+            refuse_if_live(self.path)
+        cfg = self.opener.config()
+        rebuild_plan.refuse_index_disabled(cfg, only)
+        opts = rebuild_plan.options(cfg, only, topics, self.tz, dry_run)
+        sources = rebuild_plan.check_sizes(cfg, opts, self.opener.sizes, self.opener.broker_conf)
+        picked = rebuild_plan.batch_topics_picked(cfg, opts)
+        if picked:
+            raise _Usage(
+                f"{', '.join(picked)}: BatchCQ topics (batchconsumequeue/) are rebuilt only with all the queues"
+            )
+        out = None if output is None else Path(output)
+        try:
+            rep, plan = rebuild_plan.rebuild(cfg, out, opts, no_backup, copy_commitlog)
+        finally:
+            if output is None and not dry_run:
+                self._reopen()
+        return RebuildReport.of(rebuild_plan.summary(self.path, rep, dict(plan, sizes=sources), opts))
+
+    def export(
+        self,
+        out_dir: str | os.PathLike[str],
+        *,
+        body: bool = False,
+        compression: str = "snappy",
+        overwrite: bool = False,
+    ) -> ExportReport:
+        """Write the store's commit-log messages as a Parquet dataset in ``out_dir`` (the
+        columns of :meth:`batches`, partitioned ``store=…/topic_dir=…``), as ``rmqstore
+        export`` does on its local engine; ``body`` includes message bodies, ``compression``
+        is snappy, zstd, lz4, gzip or none. A non-empty ``out_dir`` is refused unless
+        ``overwrite``. The store is only read. Needs pyarrow; a dataset that cannot be
+        written is an :class:`~rmqstore_cli.errors.OutputError`."""
+        import time
+
+        from rmqstore_cli.pipeline import export_run
+        from rmqstore_cli.pipeline.stores import StoreSpec, file_tasks
+
+        export_run.require_parquet()
+        if compression not in ("snappy", "zstd", "lz4", "gzip", "none"):
+            raise UsageError(f"compression {compression!r}: not snappy, zstd, lz4, gzip or none")
+        output = Path(out_dir)
+        blocker = export_run.output_blocker(output)
+        if blocker is not None:
+            raise UsageError("a file is where the dataset's directory belongs", path=blocker)
+        if output.exists() and any(output.iterdir()) and not overwrite:
+            raise UsageError(f"output directory {output} is not empty", hint="overwrite=True replaces it")
+        sizes = tuple(sorted((k, v) for k, v in self.opener.sizes.items() if v is not None))
+        conf = None if self.opener.broker_conf is None else str(self.opener.broker_conf)
+        spec = StoreSpec(str(self.path), str(self.path), conf, sizes)
+        tasks = file_tasks([spec], body)
+        t0 = time.monotonic()
+        export_run.make_output_dir(output)
+        result = export_run.write_local(tasks, output, compression)
+        s = export_run.summary(output, "local", 1, tasks, result, time.monotonic() - t0)
+        return ExportReport(**s, unreadable=list(result["unreadable"]))
 
     # ------------------------------------------------------------------ checks
     def verify(

@@ -151,3 +151,34 @@ def store_host_matches(r: IdReading) -> bool | None:
     if m is None:
         return None
     return m.store_address == r.offset.address and m.store_port == r.offset.port
+
+
+def describe_id(r: IdReading, now_ms: int, tz) -> dict:
+    """An id after :func:`resolve_in_store` under ``decode-msgid``'s JSON names, each reading's
+    fields None where the kind rules it out, ``messages`` the engine records found (the one
+    at the offset first, each once)."""
+    show_offset, show_uniq = r.kind != UNIQ_KEY, r.kind != OFFSET_ID
+    q = r.uniq
+    msgs = ([r.offset_message] if r.offset_message is not None and show_offset else []) + [
+        m for m in r.uniq_messages if show_uniq
+    ]
+    once: dict[int, Message] = {}
+    for m in msgs:
+        once.setdefault(m.offset, m)
+    return {
+        "id": r.id,
+        "kind": r.kind,
+        "basis": r.basis,
+        "store_host": r.offset.store_host if show_offset else None,
+        "physical_offset": r.offset.physical_offset if show_offset else None,
+        "client_ip": q.ip_str if show_uniq else None,
+        "pid": q.pid if show_uniq else None,
+        "class_loader_hash": f"{q.class_loader_hash & 0xFFFFFFFF:08X}" if show_uniq else None,
+        "time_in_month_ms": q.time_in_month_ms if show_uniq else None,
+        "nearly_time": q.nearly_time(now_ms, tz) if show_uniq else None,
+        "counter": q.counter if show_uniq else None,
+        "found": r.found,
+        "host_matches_store": store_host_matches(r) if show_offset else None,
+        "offset_problem": r.offset_problem if show_offset and r.offset_message is None and r.offset_problem else None,
+        "messages": list(once.values()),
+    }

@@ -1,0 +1,69 @@
+"""``export`` on the local engine, for the command and ``Store.export``: the output directory
+checked and made, the Parquet dataset written (``pipeline/local.py``), and the summary.
+Neutral words: the callers name their own options in hints."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rmqstore_cli.errors import OutputError, UsageError
+from rmqstore_cli.pipeline.stores import FileTask
+
+
+def require_parquet() -> None:
+    """pyarrow is optional (the ``spark`` extra): say which extra brings it, before any work."""
+    import importlib
+
+    try:
+        importlib.import_module("pyarrow.parquet")
+    except ImportError:
+        raise UsageError(
+            "export needs pyarrow, which the plain install does not include", hint="pip install 'rmqstore[spark]'"
+        ) from None
+
+
+def output_blocker(output: Path) -> Path | None:
+    """The file in the way of the dataset's directory (``output`` itself, or the first
+    existing path above it when that is not a directory), or None."""
+    p = output
+    while not p.exists() and p.parent != p:
+        p = p.parent
+    return None if p.is_dir() else p
+
+
+def make_output_dir(output: Path) -> None:
+    """Create the dataset's directory; a read-only or full file system, or no permission,
+    is an :class:`OutputError` (before pyarrow starts)."""
+    try:
+        output.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        from rmqstore_cli.store.safefs import os_error
+
+        raise OutputError(os_error(e, output, "create the output directory").message, path=output) from None
+
+
+def write_local(tasks: list[FileTask], output: Path, compression: str) -> dict[str, Any]:
+    """The dataset written by the local engine: {"rows": …, "unreadable": […]}. pyarrow's
+    write errors (OSErrors) are the output's fault: :class:`OutputError`."""
+    from rmqstore_cli.pipeline import local
+
+    try:
+        return local.export(tasks, output, compression=compression)
+    except OSError as e:
+        raise OutputError(f"cannot write the dataset: {str(e).splitlines()[0][:300]}", path=output) from None
+
+
+def summary(
+    output: str | Path, engine: str, stores: int, tasks: list[FileTask], result: dict[str, Any], seconds: float
+) -> dict[str, Any]:
+    """export's summary (what ``--format json`` prints)."""
+    return {
+        "output": str(output),
+        "engine": engine,
+        "stores": stores,
+        "commitlog_files": len(tasks),
+        "rows": result["rows"],
+        "unreadable_ranges": len(result["unreadable"]),
+        "seconds": round(seconds, 3),
+    }

@@ -1,0 +1,79 @@
+"""Where in each queue of a topic is time T: the queues picked and each one searched the way
+asked (``store/search.py``), for ``search-offset`` and ``Store.search_offset``.
+
+The broker answers the same question in ``DefaultMessageStore#getOffsetInQueueByTime``;
+which of search.py's ways answers depends on the kind of queue (file, RocksDB, BatchCQ)
+and on the broker version asked for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from rmqstore_cli.errors import UsageError
+from rmqstore_cli.store import search
+
+#: The ways to answer: the first unit at or after T by bisection, or by reading every unit.
+FIRST, SCAN = "first", "scan"
+BOUNDARIES = ("lower", "upper")
+VERSIONS = ("4.9", "5")
+
+
+def check_request(version: str | None, boundary: str, scan: bool) -> None:
+    """The combinations the searches know (neutral words: the command line checks its
+    options first, in its own)."""
+    if boundary not in BOUNDARIES:
+        raise UsageError(f"boundary {boundary!r} is not lower or upper")
+    if version is not None and version not in VERSIONS:
+        raise UsageError(f"broker version {version!r} is not 4.9 or 5")
+    if scan and version is not None:
+        raise UsageError("a scan answers the first unit at or after the time, not the broker's answer")
+    if version is None and boundary != "lower":
+        raise UsageError("a boundary goes with a broker version's answer")
+    if version == "4.9" and boundary != "lower":
+        raise UsageError("the upper boundary is a 5.x broker's", hint="4.9.x has no BoundaryType")
+
+
+def batch_queues(ms: Any, topic: str, queue_id: int | None) -> list[Any]:
+    """The topic's BatchCQ queues (``batchconsumequeue/``), a 5.x broker's only."""
+    from rmqstore_cli.store.batch_queue import store_batch_queues
+
+    return [q for q in store_batch_queues(ms.config, topic) if queue_id is None or q.queue_id == queue_id]
+
+
+def pick_queues(ms: Any, topic: str, queue_id: int | None) -> tuple[list[Any], list[Any]]:
+    """(consume queues, BatchCQ queues) of ``topic`` (one ``queue_id``, or all): the file or
+    RocksDB queues when there are any, else the BatchCQ ones; both empty when the topic has
+    no queue."""
+    queues = [cq for cq in ms.consume_queues() if cq.topic == topic and (queue_id is None or cq.queue_id == queue_id)]
+    return queues, [] if queues else batch_queues(ms, topic, queue_id)
+
+
+def search_queues(
+    ms: Any,
+    queues: list[Any],
+    batch: list[Any],
+    when: int,
+    version: str | None = None,
+    boundary: str = "lower",
+    scan: bool = False,
+) -> Iterator[search.SearchResult]:
+    """Each queue's answer, by queue id: ``version`` None answers the first unit at or after
+    ``when`` (every unit read with ``scan``), "4.9" or "5" what that broker returns."""
+    if batch and version == "4.9":
+        raise UsageError(f"{batch[0].topic} is a BatchCQ topic (batchconsumequeue/): a 5.x broker's, not 4.9's")
+    reader = search.TimeReader(ms.commitlog)
+    for cq in sorted(queues + batch, key=lambda q: q.queue_id):
+        if cq in batch:
+            yield search.batch_search(cq, reader, when, "broker-5" if version else SCAN if scan else FIRST, boundary)
+        elif version is not None and ms.rocksdb_cq is not None:
+            yield search.broker_rocksdb(cq, reader, when, version, boundary)
+        elif version == "4.9":
+            yield search.broker_49(cq, reader, when)
+        elif version == "5":
+            yield search.broker_5(cq, reader, when, boundary)
+        elif scan:
+            yield search.scan_first_at_or_after(cq, reader, when)
+        else:
+            yield search.first_at_or_after(cq, reader, when)

@@ -1,0 +1,80 @@
+"""What is eating the disk: ``store/stats.py``'s counts made into rows, biggest first, and the
+summary ``stats`` prints and ``Store.stats`` returns."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from rmqstore_cli.store import stats as engine
+
+#: The ways to cut the rows.
+BY = ("topic", "queue", "file")
+
+
+@dataclass
+class StatsResult:
+    """The rows shown (as the JSON objects), every row's count, the store's components and
+    the summary; ``topic_missing``: a topic was asked for and has no queue (nothing counted)."""
+
+    rows: list[dict[str, Any]]
+    summary: dict[str, Any]
+    components: list[engine.Component]
+    topic_missing: bool = False
+
+
+def has_commitlog(config: Any) -> bool:
+    """Whether one of the store's commit-log directories exists (``storePathCommitLog``)."""
+    return any(d.is_dir() for d in config.commitlog_dirs)
+
+
+def stats_report(
+    ms: Any, by: str = "topic", topic: str | None = None, exact: bool = False, top: int | None = None
+) -> StatsResult:
+    """Count the store: from the consume queues (fast: what they hold), or with ``exact`` from
+    the whole commit log (also the records no consume queue holds, ``not_in_cq``); rows per
+    topic, per queue or per file (``by``), the ``top`` biggest."""
+    warnings: list[str] = []
+    components = engine.disk_usage(ms.config, warnings)
+    by_file = by == "file"
+    st = (engine.from_commit_log if exact else engine.from_consume_queues)(ms, topic, by_file)
+    if topic is not None and not st.queues:
+        return StatsResult([], {}, components, topic_missing=True)
+    if by_file:
+        rows = st.files + (engine.index_file_rows(ms.config) if topic is None else [])
+    else:
+        rows = list(st.queues.values()) if by == "queue" else engine.topic_rows(st.queues)
+    shown = engine.biggest_first(rows, top)
+    dicts = [r.to_dict() if by_file else r.to_dict(st.commitlog_bytes) for r in shown]
+    return StatsResult(dicts, summary(ms, st, by, rows, shown, components, warnings + st.notes), components)
+
+
+def summary(
+    ms: Any,
+    st: engine.Stats,
+    by: str,
+    rows: list[Any],
+    shown: list[Any],
+    components: list[engine.Component],
+    notes: list[str],
+) -> dict[str, Any]:
+    """The summary: totals of the rows (a multi-dispatch queue's units are not second
+    messages: ``multi_dispatch_units``), the commit log's size and the store's components."""
+    queues = [r for r in st.queues.values() if not r.multi_dispatch]
+    fanned = sum(r.messages for r in st.queues.values()) - sum(r.messages for r in queues)
+    return {
+        "store": str(ms.config.root),
+        "method": st.method,
+        "by": by,
+        "rows": len(rows),
+        "shown": len(shown),
+        "messages": sum(r.messages for r in queues),
+        "bytes": sum(r.bytes for r in queues),
+        "multi_dispatch_units": fanned,
+        "commitlog_bytes": st.commitlog_bytes,
+        "not_in_cq": st.not_in_cq if st.method == "commitlog" else None,
+        "disk_bytes": sum(c.disk_bytes for c in components),
+        "total_bytes": sum(c.bytes for c in components),
+        "components": [c.to_dict() for c in components],
+        "notes": notes,
+    }
