@@ -163,6 +163,7 @@ def dump_timer(
     from rmqstore_cli.commands.common import load_config, warn_odd_files
 
     from rmqstore_cli.errors import NotFound, UsageError
+    from rmqstore_cli.render import safe_text
     from rmqstore_cli.store.message_store import MessageStore
     from rmqstore_cli.store.timer import TimerStore
     from rmqstore_cli.times import check_window, now_ms, parse_time, parse_tz
@@ -214,7 +215,7 @@ def dump_timer(
         schedule.revise(view, rec.read_time_ms)  # the wheel as #recover leaves it
         rows = schedule.next_deliveries(view, ms, rec, next_n, at)
         for note in rec.notes:
-            print(f"rmqstore: note: {note}", file=sys.stderr)
+            print(f"rmqstore: note: {safe_text(note)}", file=sys.stderr)
         rows = (r for r in rows if topic is None or r["real_topic"] == topic)
         cols, title = NEXT_COLUMNS, f"{cfg.root}: next from the timer"
     elif units:

@@ -22,12 +22,40 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+#: What a terminal acts on or hides: C0 and C1 controls and DEL; the bidi marks, embeddings,
+#: overrides and isolates (U+061C, U+200E/F, U+202A-E, U+2066-9) that reorder what follows;
+#: the zero-width U+200B-D and U+FEFF and the tag characters U+E0000-E007F that hide text;
+#: the line and paragraph separators U+2028/9; lone surrogates (bytes a decoder could not read).
+_CONTROL = re.compile(
+    "[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2066-\u2069\ufeff\ud800-\udfff\U000e0000-\U000e007f]"
+)
+
+
+def _escape(m: re.Match) -> str:
+    c = ord(m[0])
+    if c < 0x100:
+        return f"\\x{c:02x}"
+    if 0xDC80 <= c <= 0xDCFF:  # a byte that was not UTF-8 (surrogateescape): the byte, as git shows it
+        return f"\\x{c - 0xDC00:02x}"
+    return f"\\u{c:04x}" if c < 0x10000 else f"\\U{c:08x}"
 
 
 def safe_text(s: str) -> str:
-    """A string that is inert on a terminal: control and bidi characters as escapes."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m[0]):02x}" if ord(m[0]) < 0x100 else f"\\u{ord(m[0]):04x}", s)
+    """``s`` made inert on a terminal, as git and ls show names: every character of
+    :data:`_CONTROL` as a visible escape (``\\x1b``, ``\\u202e``, ``\\U000e0041``; a byte that was
+    not UTF-8, kept as a surrogate, as ``\\xff``); ordinary printable text (CJK, emoji) as it is.
+    The one function every table, summary and stderr line runs store text through; the
+    JSON formats keep the exact text instead (:func:`to_json_bytes`)."""
+    return _CONTROL.sub(_escape, s)
+
+
+def safe_markup(s: str) -> str:
+    """``s`` made inert (:func:`safe_text`) and its rich markup escaped, for text that goes
+    through rich's markup parser (``console().print`` of a string): ``[bold red]x[/]`` prints
+    as written."""
+    from rich.markup import escape
+
+    return escape(safe_text(s))
 
 
 def to_json(obj: Any) -> str:
@@ -345,7 +373,7 @@ def print_summary(fmt: str, summary: dict, title: str) -> None:
     table.add_column("what")
     table.add_column("value")
     for k, v in summary.items():
-        table.add_row(Text(k), Text(_cell(v) if not isinstance(v, dict) else to_json(v)))
+        table.add_row(Text(safe_text(k)), Text(_cell(v) if not isinstance(v, dict) else safe_text(to_json(v))))
     console().print(table)
 
 
