@@ -94,6 +94,9 @@ def to_json_bytes(obj: Any) -> bytes:
 
 
 ELLIPSIS = "\u2026"
+#: a body's and the properties' lines under a table row (--body, --properties) are cut at
+#: these widths; --format jsonl has them whole
+BODY_CAP, PROPERTIES_CAP = 160, 400
 
 
 @dataclass(frozen=True)
@@ -105,7 +108,9 @@ class Col:
     before it is cut with an ellipsis (None: never cut; a wider cell pushes the rest of its
     row). ``width``: at least this wide whatever the first rows hold (e.g. the digits of
     the store's largest offset, or a timestamp's 23 characters). ``slack``: room added to
-    the first rows' widest cell, for values that grow (order-9 … order-10000)."""
+    the first rows' widest cell, for values that grow (order-9 … order-10000). ``below``:
+    not a column but a line of its own under each row that has the value (``    body: …``,
+    cut at ``cap`` cells), for long text such as a body or the properties."""
 
     key: str
     header: str
@@ -113,12 +118,22 @@ class Col:
     cap: int | None = None
     width: int = 0
     slack: int = 0
+    below: bool = False
 
 
 def columns_of(spec: Iterable) -> list[Col]:
     """Columns from :class:`Col` objects or ``(key, header[, cap])`` tuples (aligned by their
     first values; text cut at ``cap`` cells if given, else never)."""
     return [c if isinstance(c, Col) else Col(c[0], c[1], right=None, cap=c[2] if len(c) > 2 else None) for c in spec]
+
+
+def cut(s: str, width: int | None) -> str:
+    """``s`` cut to ``width`` cells with an ellipsis when wider (None: never cut); not padded."""
+    if width is None or text_width(s) <= width:
+        return s
+    from rich.cells import set_cell_size
+
+    return set_cell_size(s, width - 1) + ELLIPSIS
 
 
 def text_width(s: str) -> int:
@@ -150,9 +165,13 @@ class TableWriter:
 
     SAMPLE = 256
     SEP = "  "
+    #: the indent of a :attr:`Col.below` line
+    BELOW = "    "
 
     def __init__(self, columns: Iterable, title: str | None = None, styled: bool = False):
-        self.columns = columns_of(columns)
+        cols = columns_of(columns)
+        self.columns = [c for c in cols if not c.below]
+        self.below = [c for c in cols if c.below]
         self.title = title
         self.styled = styled
         self.widths: list[int] | None = None
@@ -168,7 +187,7 @@ class TableWriter:
             if self.widths is None and v is not None and v != "" and (isinstance(v, bool) or not isinstance(v, int)):
                 self._numeric[i] = False
             out.append(_cell(v))
-        return out
+        return out + [None if record.get(c.key) is None else _cell(record[c.key]) for c in self.below]
 
     def fix(self, extra: dict[str, int] | None = None) -> list[int]:
         """Settle the widths: declared width, header, and the widest cell of the sample (or of
@@ -204,15 +223,23 @@ class TableWriter:
             head = f"\x1b[1m{head}\x1b[0m"
         return (safe_text(self.title) + "\n" if self.title else "") + head
 
-    def line(self, cells: list[str]) -> str:
-        """One row: every cell but the last padded (text cut at its cap), trailing spaces dropped."""
+    def line(self, cells: list) -> str:
+        """One row: every cell but the last padded (text cut at its cap), trailing spaces
+        dropped; then a line per :attr:`Col.below` value the record has."""
         w, right, cols = self.widths, self.right, self.columns
-        last = len(cells) - 1
+        n = len(cols)
+        last = n - 1
         parts = [
             fit(c, w[i], bool(right[i]), cols[i].cap is not None and not right[i]) for i, c in enumerate(cells[:last])
         ]
         parts.append(cells[last])
-        return self.SEP.join(parts).rstrip(" ")
+        row = self.SEP.join(parts).rstrip(" ")
+        more = [
+            f"{self.BELOW}{c.header}: {cut(v, c.cap)}".rstrip(" ")
+            for c, v in zip(self.below, cells[n:], strict=True)
+            if v is not None
+        ]
+        return "\n".join([row, *more]) if more else row
 
 
 class Output:

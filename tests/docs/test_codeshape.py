@@ -18,7 +18,6 @@ LARGEST_MODULE = 1000
 #: A ratchet: ruff format's wrapping took these over the limits; each may shrink, none may grow,
 #: and no other function or module may join them. Splitting them empties these tables.
 WRAPPED_FUNCTIONS = {
-    "commands/dump_commitlog.py _print": 96,
     "commands/generate.py generate": 102,
     "rmqstore_cli/manpages.py page": 100,
     "rmqstore_cli/pipeline/rebuild_tasks.py rebuild_staged": 98,
