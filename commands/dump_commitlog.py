@@ -328,7 +328,8 @@ class Printer:
         self.cur: tuple[int, int, str] | None = None  # the current file's [start, end) and name
 
     def _columns(self, ms) -> list:
-        from rmqstore_cli.tableblock import commitlog_columns, entry_columns, extra_columns, known_topics
+        from rmqstore_cli.render import extra_columns
+        from rmqstore_cli.tableblock import commitlog_columns, entry_columns, known_topics
 
         cl = self.cl
         columns = commitlog_columns(cl.files[-1].end_offset if cl.files else 0, known_topics(ms))
@@ -377,7 +378,8 @@ class Printer:
         if not self.table:
             self.out.emit(self._fields(rec, extra))
             return
-        from rmqstore_cli.tableblock import message_extras, message_row
+        from rmqstore_cli.render import message_extras
+        from rmqstore_cli.tableblock import message_row
 
         row = {**message_row(rec, self.zone, self.delays), **extra}
         if self.extras:

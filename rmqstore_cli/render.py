@@ -158,6 +158,28 @@ def fit(s: str, width: int, right: bool = False, cut: bool = True) -> str:
     return pad + s if right else s + pad
 
 
+def extra_columns(body: bool, properties: bool) -> list[Col]:
+    """The lines under each row that --body and --properties ask for (:attr:`Col.below`)."""
+    return [Col("properties", "properties", cap=PROPERTIES_CAP, below=True)] * properties + [
+        Col("body", "body", cap=BODY_CAP, below=True)
+    ] * body
+
+
+def message_extras(d: dict) -> dict:
+    """The body and the properties of one record's JSON fields
+    (``store.message_view.message_dict``), for the lines under its row: the body as the
+    jsonl has it (text, hex or base64; decompressed with --decompress, its error after it),
+    the properties as NAME=VALUE pairs in their stored order."""
+    body = d.get("body")
+    if body is not None and d.get("body_error"):
+        body = f"{body} ({d['body_error']})"
+    props = d.get("properties")
+    return {
+        "body": body,
+        "properties": None if props is None else " ".join(f"{k}={v}" for k, v in props.items()),
+    }
+
+
 class TableWriter:
     """Rows as aligned text, widths fixed once (see the module docstring). Rows are cells
     already made terminal-safe; :meth:`line` lays one out, :meth:`fix` settles the widths

@@ -23,7 +23,7 @@ import numpy as np
 from rmqstore_cli.formats.commitlog import MessageHead
 from rmqstore_cli.formats.derive import field_offset
 from rmqstore_cli.formats.sysflag import TRANSACTION_COMMIT_TYPE, TRANSACTION_MASK, TRANSACTION_ROLLBACK_TYPE
-from rmqstore_cli.render import BODY_CAP, ELLIPSIS, PROPERTIES_CAP, Col, Output, TableWriter, fit, safe_text, text_width
+from rmqstore_cli.render import ELLIPSIS, Col, Output, TableWriter, fit, safe_text, text_width
 from rmqstore_cli.store.arrays import byte_rows
 from rmqstore_cli.store.kinds import KINDS, TX_KINDS, kind_detail, record_kind, topic_kind
 from rmqstore_cli.store.message import split_keys
@@ -56,28 +56,6 @@ def commitlog_columns(max_offset: int = 0, topics: list[str] = ()) -> list[Col]:
         Col("msg_id", "msgId", width=32),
         Col("detail", "what it is"),
     ]
-
-
-def extra_columns(body: bool, properties: bool) -> list[Col]:
-    """The lines under each row that --body and --properties ask for (:attr:`Col.below`)."""
-    return [Col("properties", "properties", cap=PROPERTIES_CAP, below=True)] * properties + [
-        Col("body", "body", cap=BODY_CAP, below=True)
-    ] * body
-
-
-def message_extras(d: dict) -> dict:
-    """The body and the properties of one record's JSON fields
-    (``store.message_view.message_dict``), for the lines under its row: the body as the
-    jsonl has it (text, hex or base64; decompressed with --decompress, its error after it),
-    the properties as NAME=VALUE pairs in their stored order."""
-    body = d.get("body")
-    if body is not None and d.get("body_error"):
-        body = f"{body} ({d['body_error']})"
-    props = d.get("properties")
-    return {
-        "body": body,
-        "properties": None if props is None else " ".join(f"{k}={v}" for k, v in props.items()),
-    }
 
 
 def entry_columns() -> list[Col]:
