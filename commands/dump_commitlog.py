@@ -137,9 +137,12 @@ def dump_commitlog(
     The table shows what a person needs first, one aligned line per record with widths
     fixed once (long topics, tags and keys cut with an ellipsis), and its kind: normal,
     prepared, commit, rollback, half (-> real topic), op, delay (-> real topic at its
-    delivery time), retry, dlq, blank. --format jsonl gives every field under the names
-    in the README (physical_offset, store_timestamp, topic, keys, msg_id, ...). Exit 1
-    when a filter matched nothing.
+    delivery time), retry, dlq, blank. --body and --properties add each record's body (as
+    the jsonl decodes it) and properties on indented lines under its row, cut to fit a
+    terminal. Text from the store is shown with control, bidi and zero-width characters
+    escaped (\\x1b, \\u202e), as git shows names. --format jsonl gives every field, exact,
+    under the names in the README (physical_offset, store_timestamp, topic, keys, msg_id,
+    ...). Exit 1 when a filter matched nothing.
 
     With --begin the walk skips the commit-log files before the first one that can hold a
     record stored at or after that time (a note on stderr says where it started): the
