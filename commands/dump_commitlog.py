@@ -192,12 +192,11 @@ def dump_commitlog(
         from rmqstore_cli.store.compaction import unexpected_stops
 
         cl.stops = unexpected_stops(cl)
+    from rmqstore_cli.render import safe_text
+
     for stop_ in cl.stops:
-        print(
-            f"rmqstore: warning: {stop_.reason} at offset {stop_.offset} ({stop_.file}); "
-            "the rest of that file was skipped",
-            file=sys.stderr,
-        )
+        where = safe_text(f"{stop_.reason} at offset {stop_.offset} ({stop_.file})")  # a compaction log's path
+        print(f"rmqstore: warning: {where}; the rest of that file was skipped", file=sys.stderr)
     end_ = cl.end
     if show_blank and end_ is not None and end_.clean and fmt is Fmt.table:
         print(f"data ends at offset {end_.offset} ({end_.reason})", file=sys.stderr)
