@@ -142,8 +142,10 @@ def fail(e: RmqstoreError) -> None:
     """One stderr line and the exit code; a negative answer (exit 1: nothing matched) is an
     answer, not an error, so its line has no ``error:``."""
     from rmqstore_cli.errors import NotFound
+    from rmqstore_cli.render import safe_text
 
-    print(f"rmqstore: {e}" if isinstance(e, NotFound) else f"rmqstore: error: {e}", file=sys.stderr)
+    line = safe_text(str(e))  # paths, topics and keys in an error are store text
+    print(f"rmqstore: {line}" if isinstance(e, NotFound) else f"rmqstore: error: {line}", file=sys.stderr)
     raise typer.Exit(e.exit_code)
 
 
@@ -406,17 +408,21 @@ def open_store(
 
 def warn_store(st) -> None:
     """One stderr line per optional store file a command skipped (``MessageStore.warnings``)."""
+    from rmqstore_cli.render import safe_text
+
     for w in st.warnings:
-        print(f"rmqstore: warning: {w}", file=sys.stderr)
+        print(f"rmqstore: warning: {safe_text(str(w))}", file=sys.stderr)
 
 
 def warn_odd_files(cfg, limit: int = 10) -> None:
     """One stderr line per file that --allow-odd-size let through (the first ``limit``)."""
+    from rmqstore_cli.render import safe_text
+
     odd = cfg.odd_files
     for path, size, expected in odd[:limit]:
         print(
-            f"rmqstore: warning: {path} has {size} bytes, expected {expected}; read up to its real length "
-            "(--allow-odd-size)",
+            f"rmqstore: warning: {safe_text(str(path))} has {size} bytes, expected {expected}; read up to its real "
+            "length (--allow-odd-size)",
             file=sys.stderr,
         )
     if len(odd) > limit:

@@ -83,7 +83,12 @@ def decode_msgid(
             "digits, epoch ms if 13 or more, -2h): the id holds only the time within its month."
         ),
     ] = None,
-    body: Annotated[str, typer.Option(help="With --store: include bodies: none, text, hex or base64.")] = "none",
+    body: Annotated[
+        str,
+        typer.Option(
+            help="With --store and --format json or jsonl: include the messages' bodies: none, text, hex or base64."
+        ),
+    ] = "none",
     fmt: FormatOpt = Fmt.table,
     tz: TzOpt = None,
 ) -> None:
@@ -105,6 +110,8 @@ def decode_msgid(
 
     if body not in ("none", "text", "hex", "base64"):
         raise UsageError(f"--body must be none, text, hex or base64, not {body!r}")
+    if body != "none" and fmt is Fmt.table:
+        raise UsageError("--body shows in --format json or jsonl only", hint="the table has one line per id")
     zone = parse_tz(tz)
     now_v = parse_time(now, "--now", tz=zone) if now else now_ms()
     texts = _read_ids(ids)
@@ -113,7 +120,10 @@ def decode_msgid(
     from rmqstore_cli.commands.common import pick_store
 
     st = topics = None
-    if pick_store(store, broker_conf, required=False)[0] is not None:  # a store named somewhere: never ~/store
+    if pick_store(store, broker_conf, required=False)[0] is None:
+        if body != "none":
+            raise UsageError("--body reads the messages from a store", hint="add --store DIR")
+    else:  # a store named somewhere: never ~/store
         from rmqstore_cli.commands.common import load_config, warn_odd_files, warn_store
 
         from rmqstore_cli.store.message_store import MessageStore

@@ -22,6 +22,7 @@ from rmqstore_cli.commands.common import (
 )
 
 from rmqstore_cli.errors import UsageError
+from rmqstore_cli.render import BODY_CAP, PROPERTIES_CAP
 from rmqstore_cli.times import check_window, parse_time, parse_tz
 
 EPILOG = """Examples:
@@ -34,6 +35,10 @@ EPILOG = """Examples:
 
   rmqstore dump-commitlog --topic OrderTopic --body text --decompress --max-decompressed 1048576
 """
+
+
+#: the default cap on one decompressed body (--max-decompressed)
+MAX_DECOMPRESSED = 64 << 20
 
 
 class BodyMode(str, Enum):
@@ -72,9 +77,21 @@ def dump_commitlog(
     end: Annotated[str | None, typer.Option(help="Store time up to (inclusive; the forms of --begin).")] = None,
     limit: Annotated[int | None, typer.Option(min=0, help="Print at most this many messages.")] = None,
     body: Annotated[
-        BodyMode, typer.Option(help="Include the body: none, text (escaped), hex or base64.")
+        BodyMode,
+        typer.Option(
+            help="Include the body: none, text (escaped), hex or base64; the table shows it on a line under "
+            f"each record, cut at {BODY_CAP} characters (--format jsonl has it whole)."
+        ),
     ] = BodyMode.none,
-    properties: Annotated[bool, typer.Option("--properties/--no-properties", help="Include the properties.")] = True,
+    properties: Annotated[
+        bool | None,
+        typer.Option(
+            "--properties/--no-properties",
+            show_default="with --format json or jsonl",
+            help="Include the properties; the table shows them on a line under each record as NAME=VALUE pairs, "
+            f"cut at {PROPERTIES_CAP} characters.",
+        ),
+    ] = None,
     show_blank: Annotated[bool, typer.Option(help="Also show BLANK end-of-file records and where data ends.")] = False,
     check_crc: Annotated[bool, typer.Option(help="Check body CRCs; a mismatch ends the log as in recovery.")] = False,
     decompress: Annotated[
@@ -86,8 +103,14 @@ def dump_commitlog(
         ),
     ] = False,
     max_decompressed: Annotated[
-        int, typer.Option(min=1, help="Cap on one decompressed body, in bytes (a crafted body cannot expand past it).")
-    ] = 64 << 20,
+        int | None,
+        typer.Option(
+            min=1,
+            show_default=str(MAX_DECOMPRESSED),
+            help="With --decompress: the cap on one decompressed body, in bytes (a crafted body cannot expand "
+            "past it).",
+        ),
+    ] = None,
     seek: Annotated[
         bool,
         typer.Option(
@@ -114,9 +137,12 @@ def dump_commitlog(
     The table shows what a person needs first, one aligned line per record with widths
     fixed once (long topics, tags and keys cut with an ellipsis), and its kind: normal,
     prepared, commit, rollback, half (-> real topic), op, delay (-> real topic at its
-    delivery time), retry, dlq, blank. --format jsonl gives every field under the names
-    in the README (physical_offset, store_timestamp, topic, keys, msg_id, ...). Exit 1
-    when a filter matched nothing.
+    delivery time), retry, dlq, blank. --body and --properties add each record's body (as
+    the jsonl decodes it) and properties on indented lines under its row, cut to fit a
+    terminal. Text from the store is shown with control, bidi and zero-width characters
+    escaped (\\x1b, \\u202e), as git shows names. --format jsonl gives every field, exact,
+    under the names in the README (physical_offset, store_timestamp, topic, keys, msg_id,
+    ...). Exit 1 when a filter matched nothing.
 
     With --begin the walk skips the commit-log files before the first one that can hold a
     record stored at or after that time (a note on stderr says where it started): the
@@ -134,17 +160,19 @@ def dump_commitlog(
     from rmqstore_cli.commands.common import open_store
 
     from rmqstore_cli.errors import NotFound
+    from rmqstore_cli.store.filters import MessageFilter
 
     zone = parse_tz(tz)
-    flt = Filters(
+    flt = MessageFilter(
         topic,
         queue_id,
         key,
-        uniq_key.upper() if uniq_key is not None else None,
+        uniq_key,
         tag,
         parse_time(begin, "--begin", tz=zone) if begin else None,
         parse_time(end, "--end", tz=zone) if end else None,
     )
+    show = _shown(fmt, body, properties, decompress, max_decompressed)
     check_window(flt.begin, flt.end, zone)
     if from_offset is not None and to_offset is not None and from_offset > to_offset:
         raise UsageError(
@@ -159,30 +187,16 @@ def dump_commitlog(
     start, stop = _range(cl, from_offset, to_offset, file)
     if seek and flt.begin is not None and not show_blank and not check_crc:
         start = _seek(ms, flt.begin, start)
-    shown = _print(
-        ms,
-        start,
-        stop,
-        flt,
-        fmt,
-        zone,
-        limit,
-        body.value,
-        properties,
-        show_blank,
-        check_crc,
-        max_decompressed if decompress else None,
-    )
+    shown = _print(ms, start, stop, flt, fmt, zone, limit, show, show_blank, check_crc)
     if compaction_log is not None:
         from rmqstore_cli.store.compaction import unexpected_stops
 
         cl.stops = unexpected_stops(cl)
+    from rmqstore_cli.render import safe_text
+
     for stop_ in cl.stops:
-        print(
-            f"rmqstore: warning: {stop_.reason} at offset {stop_.offset} ({stop_.file}); "
-            "the rest of that file was skipped",
-            file=sys.stderr,
-        )
+        where = safe_text(f"{stop_.reason} at offset {stop_.offset} ({stop_.file})")  # a compaction log's path
+        print(f"rmqstore: warning: {where}; the rest of that file was skipped", file=sys.stderr)
     end_ = cl.end
     if show_blank and end_ is not None and end_.clean and fmt is Fmt.table:
         print(f"data ends at offset {end_.offset} ({end_.reason})", file=sys.stderr)
@@ -190,6 +204,19 @@ def dump_commitlog(
         from rmqstore_cli.commands.common import no_such_topic
 
         raise (topic is not None and no_such_topic(ms, topic)) or NotFound("no message matched the filters")
+
+
+def _shown(fmt: Fmt, body: BodyMode, properties: bool | None, decompress: bool, cap: int | None) -> Shown:
+    """What each record shows; an option that would change nothing is refused, not ignored."""
+    if decompress and body is BodyMode.none:
+        raise UsageError(
+            "--decompress changes only the body, which is not shown", hint="add --body text, hex or base64"
+        )
+    if cap is not None and not decompress:
+        raise UsageError("--max-decompressed caps what --decompress inflates", hint="add --decompress")
+    if properties is None:
+        properties = fmt is not Fmt.table  # the table has tags and keys; the JSON formats every property
+    return Shown(body.value, properties, (cap or MAX_DECOMPRESSED) if decompress else None)
 
 
 def _compaction_log(ms, spec: str):
@@ -200,44 +227,6 @@ def _compaction_log(ms, spec: str):
     if not sep or not topic or not (qid.isascii() and qid.isdigit()):
         raise UsageError(f"--compaction-log {spec!r}: give TOPIC/QUEUE_ID", hint="e.g. DeviceStateTopic/0")
     return CompactionStore(ms.config).log(topic, int(qid))
-
-
-@dataclass(frozen=True)
-class Filters:
-    """The record filters (None: not given); ``uniq_key`` upper-case, as the broker writes it."""
-
-    topic: str | None
-    queue_id: int | None
-    key: str | None
-    uniq_key: str | None
-    tag: str | None
-    begin: int | None
-    end: int | None
-
-    def any(self) -> bool:
-        return any(
-            x is not None for x in (self.topic, self.queue_id, self.key, self.uniq_key, self.tag, self.begin, self.end)
-        )
-
-    def columnar(self) -> bool:
-        """Whether whole blocks can be filtered by their columns (no filter needs a property)."""
-        return self.key is None and self.uniq_key is None and self.tag is None
-
-    def select(self, blk):
-        """Indices of a block's records that pass the column filters."""
-        import numpy as np
-
-        keep = np.ones(blk.n, bool)
-        if self.topic is not None:
-            names, tid = blk.topics
-            keep &= np.array([t.decode("utf-8", "replace") == self.topic for t in names], bool)[tid]
-        if self.queue_id is not None:
-            keep &= blk.rb.queue_id == self.queue_id
-        if self.begin is not None:
-            keep &= blk.store_timestamp >= self.begin
-        if self.end is not None:
-            keep &= blk.store_timestamp <= self.end
-        return np.flatnonzero(keep)
 
 
 def _range(cl, from_offset: int | None, to_offset: int | None, file: str | None) -> tuple[int | None, int | None]:
@@ -281,119 +270,137 @@ def _seek(ms, begin: int, start: int | None) -> int | None:
 
 
 def _print(
-    ms,
-    start: int | None,
-    stop: int | None,
-    flt: Filters,
-    fmt: Fmt,
-    zone,
-    limit: int | None,
-    body: str,
-    properties: bool,
-    show_blank: bool,
-    check_crc: bool,
-    inflate_cap: int | None,
+    ms, start: int | None, stop: int | None, flt, fmt: Fmt, zone, limit: int | None, show: Shown, blank: bool, crc: bool
 ) -> int:
     """Walk [start, stop) and print what passes; the count printed. Whole blocks of records
     go the columnar way (jsonblock, tableblock) unless a filter or an option needs each
-    record decoded; the per-record path stays the reference (its filters inline: a call per
-    record would cost a tenth of the walk)."""
-    from rmqstore_cli.render import Output
+    record decoded (:meth:`Printer.columnar`)."""
     from rmqstore_cli.store.commitlog import Blank
     from rmqstore_cli.store.message import Message
-    from rmqstore_cli.store.message_view import entry_fields, message_dict
 
-    cl = ms.commitlog
-    table = fmt is Fmt.table
-    delays = None
-    if table:  # tableblock is imported only for a table
-        from rmqstore_cli.tableblock import (
-            blank_row,
-            block_rows,
-            commitlog_columns,
-            entry_columns,
-            known_topics,
-            message_row,
-        )
-
-        delays = ms.config.delay_level_table
-    dledger = cl.is_dledger  # entry index, term and pos per record: the per-record path
-    columns = None
-    if table:
-        columns = commitlog_columns(cl.files[-1].end_offset if cl.files else 0, known_topics(ms))
-        if dledger:
-            columns[1:1] = entry_columns()
-    out = Output(fmt.value, columns, title=str(ms.config.root))
-    columnar = (table or body != "text" and inflate_cap is None) and flt.columnar() and not dledger
-    if columnar and not table:
-        from rmqstore_cli.jsonblock import block_lines
-    topic, queue_id, b, e = flt.topic, flt.queue_id, flt.begin, flt.end
-    key, uniq_key, tag = flt.key, flt.uniq_key, flt.tag
+    p = Printer(ms, fmt, zone, show)
+    blocks = p.columnar(flt)
     shown = 0
-    cur: tuple[int, int, str] | None = None  # the current file's [start, end) and name
     try:
-        for rec in cl.scan_blocks(
-            start, stop, check_crc=check_crc, include_blank=show_blank, every_file=True, blocks=columnar
+        for rec in ms.commitlog.scan_blocks(
+            start, stop, check_crc=crc, include_blank=blank, every_file=True, blocks=blocks
         ):
             if limit is not None and shown >= limit:
                 break
-            if not isinstance(rec, (Message, Blank)):  # a MessageBlock
-                take = flt.select(rec)
-                if limit is not None:
-                    take = take[: limit - shown]
-                if take.size:
-                    out.emit_lines(
-                        block_rows(rec, take, out, zone, delays) if table else block_lines(rec, take, body, properties),
-                        int(take.size),
-                    )
-                shown += int(take.size)
-                continue
             if isinstance(rec, Blank):
-                out.emit(
-                    blank_row(rec)
-                    if table
-                    else {
-                        "physical_offset": rec.physical_offset,
-                        "total_size": rec.total_size,
-                        "magic": "blank",
-                        "file": rec.file,
-                        "topic": "<BLANK: end of file>",
-                    }
-                )
-                continue
-            if (
-                topic is not None
-                and rec.topic != topic
-                or queue_id is not None
-                and rec.queue_id != queue_id
-                or b is not None
-                and rec.store_timestamp < b
-                or e is not None
-                and rec.store_timestamp > e
-                or key is not None
-                and key not in rec.keys
-                or uniq_key is not None
-                and rec.uniq_key != uniq_key
-                or tag is not None
-                and rec.tags != tag
-            ):
-                continue
-            shown += 1
-            extra = entry_fields(cl.entry_of(rec.offset)) if dledger else {}
-            if table:
-                out.emit({**message_row(rec, zone, delays), **extra})
-                continue
-            if not cur or not cur[0] <= rec.offset < cur[1]:
-                f = cl.queue.find(rec.offset)
-                cur = (f.file_from_offset, f.end_offset, f.name) if f else (rec.offset, rec.offset + 1, "")
-            d = message_dict(rec, body, properties, cur[2])
-            d.update(extra)
-            if inflate_cap is not None and body != "none" and rec.sys_flag & 1:
-                _inflate_into(d, rec, body, inflate_cap)
-            out.emit(d)
+                p.blank(rec)
+            elif not isinstance(rec, Message):  # a MessageBlock
+                take = flt.select(rec)
+                take = take if limit is None else take[: limit - shown]
+                p.block(rec, take)
+                shown += int(take.size)
+            elif flt.matches(rec):
+                p.record(rec)
+                shown += 1
     finally:
-        out.close()
+        p.out.close()
     return shown
+
+
+@dataclass(frozen=True)
+class Shown:
+    """What each record shows besides its fields: the body (``none``, ``text``, ``hex``,
+    ``base64``), the properties, and the cap of a decompressed body (None: not decompressed)."""
+
+    body: str
+    properties: bool
+    inflate_cap: int | None
+
+
+class Printer:
+    """How dump-commitlog prints: one record, one BLANK, or a whole block of records, as
+    table rows (tableblock: its columns, a row per record, the body and properties on lines
+    under it) or as JSON (message_view.message_dict; jsonblock for blocks)."""
+
+    def __init__(self, ms, fmt: Fmt, zone, show: Shown):
+        from rmqstore_cli.render import Output
+
+        self.cl = ms.commitlog
+        self.zone, self.show = zone, show
+        self.table = fmt is Fmt.table
+        self.dledger = self.cl.is_dledger  # entry index, term and pos per record: the per-record path
+        self.delays = ms.config.delay_level_table if self.table else None
+        self.extras = self.table and (show.body != "none" or show.properties)
+        self.out = Output(fmt.value, self._columns(ms) if self.table else None, title=str(ms.config.root))
+        self.cur: tuple[int, int, str] | None = None  # the current file's [start, end) and name
+
+    def _columns(self, ms) -> list:
+        from rmqstore_cli.render import extra_columns
+        from rmqstore_cli.tableblock import commitlog_columns, entry_columns, known_topics
+
+        cl = self.cl
+        columns = commitlog_columns(cl.files[-1].end_offset if cl.files else 0, known_topics(ms))
+        if self.dledger:
+            columns[1:1] = entry_columns()
+        return columns + extra_columns(self.show.body != "none", self.show.properties)
+
+    def columnar(self, flt) -> bool:
+        """Whether whole blocks can be printed: no filter or option needs each record decoded."""
+        s = self.show
+        plain = not self.extras if self.table else s.body != "text" and s.inflate_cap is None
+        return plain and flt.columnar() and not self.dledger
+
+    def block(self, blk, take) -> None:
+        if not take.size:
+            return
+        if self.table:
+            from rmqstore_cli.tableblock import block_rows
+
+            lines = block_rows(blk, take, self.out, self.zone, self.delays)
+        else:
+            from rmqstore_cli.jsonblock import block_lines
+
+            lines = block_lines(blk, take, self.show.body, self.show.properties)
+        self.out.emit_lines(lines, int(take.size))
+
+    def blank(self, rec) -> None:
+        from rmqstore_cli.tableblock import blank_row
+
+        self.out.emit(
+            blank_row(rec)
+            if self.table
+            else {
+                "physical_offset": rec.physical_offset,
+                "total_size": rec.total_size,
+                "magic": "blank",
+                "file": rec.file,
+                "topic": "<BLANK: end of file>",
+            }
+        )
+
+    def record(self, rec) -> None:
+        from rmqstore_cli.store.message_view import entry_fields
+
+        extra = entry_fields(self.cl.entry_of(rec.offset)) if self.dledger else {}
+        if not self.table:
+            self.out.emit(self._fields(rec, extra))
+            return
+        from rmqstore_cli.render import message_extras
+        from rmqstore_cli.tableblock import message_row
+
+        row = {**message_row(rec, self.zone, self.delays), **extra}
+        if self.extras:
+            row.update(message_extras(self._fields(rec, {})))
+        self.out.emit(row)
+
+    def _fields(self, rec, extra: dict) -> dict:
+        """The record's JSON fields, then ``extra``; its body decompressed with --decompress."""
+        from rmqstore_cli.store.message_view import message_dict
+
+        if not self.cur or not self.cur[0] <= rec.offset < self.cur[1]:
+            f = self.cl.queue.find(rec.offset)
+            self.cur = (f.file_from_offset, f.end_offset, f.name) if f else (rec.offset, rec.offset + 1, "")
+        s = self.show
+        d = message_dict(rec, s.body, s.properties, self.cur[2])
+        d.update(extra)
+        if s.inflate_cap is not None and s.body != "none" and rec.sys_flag & 1:
+            _inflate_into(d, rec, s.body, s.inflate_cap)
+        return d
 
 
 def _inflate_into(d: dict, rec, mode: str, cap: int) -> None:

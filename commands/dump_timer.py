@@ -163,6 +163,7 @@ def dump_timer(
     from rmqstore_cli.commands.common import load_config, warn_odd_files
 
     from rmqstore_cli.errors import NotFound, UsageError
+    from rmqstore_cli.render import safe_text
     from rmqstore_cli.store import timer_report
     from rmqstore_cli.store.message_store import MessageStore
     from rmqstore_cli.store.timer import schedule
@@ -201,7 +202,7 @@ def dump_timer(
     if next_n is not None:
         rows, notes = timer_report.next_rows(view, ms, next_n, at, topic)
         for note in notes:
-            print(f"rmqstore: note: {note}", file=sys.stderr)
+            print(f"rmqstore: note: {safe_text(note)}", file=sys.stderr)
         cols, title = NEXT_COLUMNS, f"{cfg.root}: next from the timer"
     elif units:
         rows, cols, title = (

@@ -144,6 +144,7 @@ def expire(
     """
     from rmqstore_cli.commands.common import load_config
 
+    from rmqstore_cli.render import safe_text
     from rmqstore_cli.store import expire_run
     from rmqstore_cli.times import now_ms, parse_time, parse_tz
 
@@ -152,7 +153,7 @@ def expire(
     at = parse_time(now, "--now", tz=zone) if now is not None else now_ms()
     cfg = load_config(store, broker_conf, commitlog_file_size, cq_file_size, index_slots, index_max, quiet=quiet)
     hours = reserved_hours if reserved_hours is not None else float(cfg.file_reserved_time)
-    warn = (lambda msg: None) if quiet else (lambda msg: print(f"rmqstore: {msg}", file=sys.stderr))
+    warn = (lambda msg: None) if quiet else (lambda msg: print(f"rmqstore: {safe_text(msg)}", file=sys.stderr))
     _check_store(cfg, zone, dry_run, force, verbose, warn)
     run = _run(cfg, at, hours, ratio, max_files, pause_ms, dry_run, verbose, warn)
     plan, deleted, error = run.plan, run.deleted, run.error
@@ -200,12 +201,13 @@ def _check_store(cfg, zone, dry_run: bool, force: bool, verbose: bool, warn) -> 
 def _run(cfg, at: int, hours: float, ratio, max_files, pause_ms: int, dry_run: bool, verbose: bool, warn):
     """Plan the expiry and (unless --dry-run) carry it out under the store's lock
     (store/expire_run.py), each file said on stderr with --verbose as it goes."""
+    from rmqstore_cli.render import safe_text
     from rmqstore_cli.store import expire_run
 
     def said(a) -> None:
         if verbose:
             verb = "would delete" if dry_run else "deleted"
-            print(f"rmqstore: {verb} {a.file} ({a.size} bytes): {a.reason}", file=sys.stderr)
+            print(safe_text(f"rmqstore: {verb} {a.file} ({a.size} bytes): {a.reason}"), file=sys.stderr)
 
     def forced() -> None:
         warn("warning: --force: deleting while a live broker holds the store's lock")
@@ -240,10 +242,11 @@ def _record(journal, summary: dict, deleted) -> None:
 def _fail(problems, error, verbose: bool) -> None:
     """Exit 3 when a file could not be deleted or checked (one line; --verbose lists each)."""
     from rmqstore_cli.errors import StoreError
+    from rmqstore_cli.render import safe_text
 
     if verbose and (len(problems) > 1 or (problems and error is not None)):
         for p in problems:
-            print(f"rmqstore: left alone: {p}", file=sys.stderr)
+            print(f"rmqstore: left alone: {safe_text(str(p))}", file=sys.stderr)
     if error is not None:
         if problems:
             more = f"{len(problems)} other file{'s' if len(problems) != 1 else ''} left alone" + (

@@ -108,7 +108,7 @@ def export(
     from rmqstore_cli.errors import UsageError
     from rmqstore_cli.pipeline import export_run
     from rmqstore_cli.pipeline.stores import file_tasks, hadoop_uri, local_path
-    from rmqstore_cli.render import print_summary
+    from rmqstore_cli.render import print_summary, safe_text
     from rmqstore_cli.times import now_ms
 
     export_run.require_parquet()  # a plain `pip install .` has no pyarrow: say which extra brings it, before any work
@@ -155,8 +155,10 @@ def export(
     work_done(f"the dataset in {output} is complete")
     for s in result["unreadable"]:
         print(
-            f"rmqstore: warning: {s['store']}: {s['detail']} at offset {s['offset']} ({s['file']}); "
-            "the rest of that file was skipped",
+            safe_text(
+                f"rmqstore: warning: {s['store']}: {s['detail']} at offset {s['offset']} ({s['file']}); "
+                "the rest of that file was skipped"
+            ),
             file=sys.stderr,
         )
     print_summary(
@@ -188,8 +190,9 @@ def _die_after_pyarrow(error) -> None:
     the batch generator, and a normal interpreter exit then aborts in ``PyGILState_Release``
     (SIGABRT, a page of 'Fatal Python error'): so no clean-up runs."""
     from rmqstore_cli import stdio
+    from rmqstore_cli.render import safe_text
 
-    print(f"rmqstore: error: {error}", file=sys.stderr)
+    print(f"rmqstore: error: {safe_text(str(error))}", file=sys.stderr)
     stdio.finish()
     sys.stderr.flush()
     os._exit(error.exit_code)

@@ -22,6 +22,8 @@ from rmqstore_cli.commands.common import (
 )
 from rmqstore_cli.commands.dump_commitlog import BodyMode
 
+from rmqstore_cli.render import BODY_CAP, PROPERTIES_CAP
+
 EPILOG = """Examples:
 
   rmqstore index-lookup order-42 --store ~/store --topic OrderTopic
@@ -98,11 +100,21 @@ def index_lookup(
         ),
     ] = False,
     body: Annotated[
-        BodyMode, typer.Option(help="Include each message's body: none, text (escaped), hex or base64.")
+        BodyMode,
+        typer.Option(
+            help="Include each message's body: none, text (escaped), hex or base64; the table shows it on a line "
+            f"under each hit, cut at {BODY_CAP} characters (--format jsonl has it whole)."
+        ),
     ] = BodyMode.none,
     properties: Annotated[
-        bool, typer.Option("--properties/--no-properties", help="Include message properties.")
-    ] = True,
+        bool | None,
+        typer.Option(
+            "--properties/--no-properties",
+            show_default="with --format json or jsonl",
+            help="Include message properties; the table shows them on a line under each hit as NAME=VALUE pairs, "
+            f"cut at {PROPERTIES_CAP} characters.",
+        ),
+    ] = None,
     store: StoreOpt = None,
     broker_conf: BrokerConfOpt = None,
     commitlog_file_size: CommitlogSizeOpt = None,
@@ -126,7 +138,7 @@ def index_lookup(
     """
     from rmqstore_cli.commands.common import load_config, warn_odd_files, warn_store
 
-    from rmqstore_cli.render import Output
+    from rmqstore_cli.render import Output, extra_columns
     from rmqstore_cli.store.lookup import LONG_MAX
     from rmqstore_cli.store.message_store import MessageStore
     from rmqstore_cli.times import check_window, format_ms, parse_time, parse_tz
@@ -155,7 +167,11 @@ def index_lookup(
         shown = hits + others if show_collisions else hits
         if show_collisions:
             shown.sort(key=lambda h: h.physical_offset)
-        out = Output(fmt.value, TABLE_COLUMNS, title=f"{cfg.root}: {key}")
+        if properties is None:
+            properties = fmt is not Fmt.table  # the table has the keys; the JSON formats every property
+        out = Output(
+            fmt.value, TABLE_COLUMNS + extra_columns(body is not BodyMode.none, properties), title=f"{cfg.root}: {key}"
+        )
         try:
             for h in shown:
                 out.emit(hit_dict(h, st.commitlog, body.value, properties, fmt is Fmt.table, zone, format_ms))
@@ -248,6 +264,7 @@ def _count(others) -> str:
 def hit_dict(h, commitlog, body: str, properties: bool, table: bool, zone, format_ms) -> dict:
     """An index hit under DESIGN.md's names: key, topic, physical_offset, store_timestamp,
     index_file, and the decoded message under ``message``."""
+    from rmqstore_cli.render import message_extras
     from rmqstore_cli.store.message_view import entry_fields, message_dict
 
     msg = h.message
@@ -276,4 +293,5 @@ def hit_dict(h, commitlog, body: str, properties: bool, table: bool, zone, forma
             d["uniq_key"] = msg.uniq_key
             if h.match == "collision" and msg.topic != h.topic:
                 d["topic"] = f"{h.topic} (record: {msg.topic})"
+            d.update(message_extras(d["message"]))  # --body, --properties: lines under the row
     return d

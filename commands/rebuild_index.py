@@ -324,6 +324,7 @@ def _plans(
     from rmqstore_cli.commands.common import load_config
 
     from rmqstore_cli.errors import UsageError
+    from rmqstore_cli.render import safe_text
     from rmqstore_cli.store import rebuild_plan
     from rmqstore_cli.store.message_store import MessageStore
     from rmqstore_cli.store.rebuild_output import check_output
@@ -351,7 +352,8 @@ def _plans(
     for st, out, cfg in zip(stores, outs, cfgs, strict=True):
         ms = MessageStore.open(cfg, zone, rocksdb=out is not None)  # a RocksDB CQ: only beside it
         for note in ms.notes:
-            print(f"rmqstore: note: {st}: {note}" if several else f"rmqstore: note: {note}", file=sys.stderr)
+            line = safe_text(f"{st}: {note}" if several else note)
+            print(f"rmqstore: note: {line}", file=sys.stderr)
         if not cfg.message_index_enable and only is Only.index:
             raise UsageError(
                 "messageIndexEnable=false in the broker config: the broker builds no index"

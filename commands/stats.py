@@ -233,7 +233,9 @@ def _render(fmt: Fmt, by: By, dicts: list[dict], summary: dict, components: list
     out.close()
     if exact and summary["not_in_cq"]:
         sys.stdout.write(
-            "not in any consume queue: " + ", ".join(f"{k} {v}" for k, v in sorted(summary["not_in_cq"].items())) + "\n"
+            "not in any consume queue: "
+            + safe_text(", ".join(f"{k} {v}" for k, v in sorted(summary["not_in_cq"].items())))
+            + "\n"
         )
 
 

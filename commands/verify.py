@@ -212,7 +212,7 @@ def _verify_one(spec, crc: bool, deep: bool, max_findings: int | None, broker_ve
 def _print_one(result: dict, fmt: Fmt, streamed: bool = False) -> None:
     """One store's findings, summary and broker_start line: the same for either engine
     (``streamed``: the jsonl findings are out already)."""
-    from rmqstore_cli.render import Output, console, print_summary, safe_text, to_json
+    from rmqstore_cli.render import Output, console, print_summary, safe_markup, safe_text, to_json
     from rmqstore_cli.store.verify import CHECKS
 
     findings, summary = result["findings"], result["summary"]
@@ -249,9 +249,9 @@ def _print_one(result: dict, fmt: Fmt, streamed: bool = False) -> None:
     )
     if not findings:
         console().print("no findings: the store is consistent")
-    console().print(safe_text(result["verdict"].line()), highlight=False)
+    console().print(safe_markup(result["verdict"].line()), highlight=False)
     for note in summary["notes"]:
-        print(f"rmqstore: note: {note}", file=sys.stderr)
+        print(f"rmqstore: note: {safe_text(note)}", file=sys.stderr)
 
 
 def _verify_many(specs, engine, master, conf, verbose, crc, deep, max_findings, version, fleet: bool) -> list[dict]:
@@ -292,7 +292,7 @@ def _verify_many(specs, engine, master, conf, verbose, crc, deep, max_findings, 
 
 def _print_many(results: list[dict], fmt: Fmt) -> None:
     """Several stores: every finding with its store, one summary per store."""
-    from rmqstore_cli.render import Output, console, print_summary, safe_text, to_json
+    from rmqstore_cli.render import Output, console, print_summary, safe_markup, safe_text, to_json
 
     findings = [f for r in results for f in r["findings"]]
     summaries = [r["summary"] for r in results]
@@ -320,4 +320,4 @@ def _print_many(results: list[dict], fmt: Fmt) -> None:
                 {k: sm.get(k) for k in ("store", "messages", "bytes", "files", "errors", "warnings", "infos")},
                 "verify summary",
             )
-            console().print(safe_text(f"{sm['store']}: {r['verdict'].line()}"), highlight=False)
+            console().print(safe_markup(f"{sm['store']}: {r['verdict'].line()}"), highlight=False)

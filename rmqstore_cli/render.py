@@ -22,12 +22,40 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+#: What a terminal acts on or hides: C0 and C1 controls and DEL; the bidi marks, embeddings,
+#: overrides and isolates (U+061C, U+200E/F, U+202A-E, U+2066-9) that reorder what follows;
+#: the zero-width U+200B-D and U+FEFF and the tag characters U+E0000-E007F that hide text;
+#: the line and paragraph separators U+2028/9; lone surrogates (bytes a decoder could not read).
+_CONTROL = re.compile(
+    "[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2066-\u2069\ufeff\ud800-\udfff\U000e0000-\U000e007f]"
+)
+
+
+def _escape(m: re.Match) -> str:
+    c = ord(m[0])
+    if c < 0x100:
+        return f"\\x{c:02x}"
+    if 0xDC80 <= c <= 0xDCFF:  # a byte that was not UTF-8 (surrogateescape): the byte, as git shows it
+        return f"\\x{c - 0xDC00:02x}"
+    return f"\\u{c:04x}" if c < 0x10000 else f"\\U{c:08x}"
 
 
 def safe_text(s: str) -> str:
-    """A string that is inert on a terminal: control and bidi characters as escapes."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m[0]):02x}" if ord(m[0]) < 0x100 else f"\\u{ord(m[0]):04x}", s)
+    """``s`` made inert on a terminal, as git and ls show names: every character of
+    :data:`_CONTROL` as a visible escape (``\\x1b``, ``\\u202e``, ``\\U000e0041``; a byte that was
+    not UTF-8, kept as a surrogate, as ``\\xff``); ordinary printable text (CJK, emoji) as it is.
+    The one function every table, summary and stderr line runs store text through; the
+    JSON formats keep the exact text instead (:func:`to_json_bytes`)."""
+    return _CONTROL.sub(_escape, s)
+
+
+def safe_markup(s: str) -> str:
+    """``s`` made inert (:func:`safe_text`) and its rich markup escaped, for text that goes
+    through rich's markup parser (``console().print`` of a string): ``[bold red]x[/]`` prints
+    as written."""
+    from rich.markup import escape
+
+    return escape(safe_text(s))
 
 
 def to_json(obj: Any) -> str:
@@ -66,6 +94,9 @@ def to_json_bytes(obj: Any) -> bytes:
 
 
 ELLIPSIS = "\u2026"
+#: a body's and the properties' lines under a table row (--body, --properties) are cut at
+#: these widths; --format jsonl has them whole
+BODY_CAP, PROPERTIES_CAP = 160, 400
 
 
 @dataclass(frozen=True)
@@ -77,7 +108,9 @@ class Col:
     before it is cut with an ellipsis (None: never cut; a wider cell pushes the rest of its
     row). ``width``: at least this wide whatever the first rows hold (e.g. the digits of
     the store's largest offset, or a timestamp's 23 characters). ``slack``: room added to
-    the first rows' widest cell, for values that grow (order-9 … order-10000)."""
+    the first rows' widest cell, for values that grow (order-9 … order-10000). ``below``:
+    not a column but a line of its own under each row that has the value (``    body: …``,
+    cut at ``cap`` cells), for long text such as a body or the properties."""
 
     key: str
     header: str
@@ -85,12 +118,22 @@ class Col:
     cap: int | None = None
     width: int = 0
     slack: int = 0
+    below: bool = False
 
 
 def columns_of(spec: Iterable) -> list[Col]:
     """Columns from :class:`Col` objects or ``(key, header[, cap])`` tuples (aligned by their
     first values; text cut at ``cap`` cells if given, else never)."""
     return [c if isinstance(c, Col) else Col(c[0], c[1], right=None, cap=c[2] if len(c) > 2 else None) for c in spec]
+
+
+def cut(s: str, width: int | None) -> str:
+    """``s`` cut to ``width`` cells with an ellipsis when wider (None: never cut); not padded."""
+    if width is None or text_width(s) <= width:
+        return s
+    from rich.cells import set_cell_size
+
+    return set_cell_size(s, width - 1) + ELLIPSIS
 
 
 def text_width(s: str) -> int:
@@ -115,6 +158,28 @@ def fit(s: str, width: int, right: bool = False, cut: bool = True) -> str:
     return pad + s if right else s + pad
 
 
+def extra_columns(body: bool, properties: bool) -> list[Col]:
+    """The lines under each row that --body and --properties ask for (:attr:`Col.below`)."""
+    return [Col("properties", "properties", cap=PROPERTIES_CAP, below=True)] * properties + [
+        Col("body", "body", cap=BODY_CAP, below=True)
+    ] * body
+
+
+def message_extras(d: dict) -> dict:
+    """The body and the properties of one record's JSON fields
+    (``store.message_view.message_dict``), for the lines under its row: the body as the
+    jsonl has it (text, hex or base64; decompressed with --decompress, its error after it),
+    the properties as NAME=VALUE pairs in their stored order."""
+    body = d.get("body")
+    if body is not None and d.get("body_error"):
+        body = f"{body} ({d['body_error']})"
+    props = d.get("properties")
+    return {
+        "body": body,
+        "properties": None if props is None else " ".join(f"{k}={v}" for k, v in props.items()),
+    }
+
+
 class TableWriter:
     """Rows as aligned text, widths fixed once (see the module docstring). Rows are cells
     already made terminal-safe; :meth:`line` lays one out, :meth:`fix` settles the widths
@@ -122,9 +187,13 @@ class TableWriter:
 
     SAMPLE = 256
     SEP = "  "
+    #: the indent of a :attr:`Col.below` line
+    BELOW = "    "
 
     def __init__(self, columns: Iterable, title: str | None = None, styled: bool = False):
-        self.columns = columns_of(columns)
+        cols = columns_of(columns)
+        self.columns = [c for c in cols if not c.below]
+        self.below = [c for c in cols if c.below]
         self.title = title
         self.styled = styled
         self.widths: list[int] | None = None
@@ -140,7 +209,7 @@ class TableWriter:
             if self.widths is None and v is not None and v != "" and (isinstance(v, bool) or not isinstance(v, int)):
                 self._numeric[i] = False
             out.append(_cell(v))
-        return out
+        return out + [None if record.get(c.key) is None else _cell(record[c.key]) for c in self.below]
 
     def fix(self, extra: dict[str, int] | None = None) -> list[int]:
         """Settle the widths: declared width, header, and the widest cell of the sample (or of
@@ -176,15 +245,23 @@ class TableWriter:
             head = f"\x1b[1m{head}\x1b[0m"
         return (safe_text(self.title) + "\n" if self.title else "") + head
 
-    def line(self, cells: list[str]) -> str:
-        """One row: every cell but the last padded (text cut at its cap), trailing spaces dropped."""
+    def line(self, cells: list) -> str:
+        """One row: every cell but the last padded (text cut at its cap), trailing spaces
+        dropped; then a line per :attr:`Col.below` value the record has."""
         w, right, cols = self.widths, self.right, self.columns
-        last = len(cells) - 1
+        n = len(cols)
+        last = n - 1
         parts = [
             fit(c, w[i], bool(right[i]), cols[i].cap is not None and not right[i]) for i, c in enumerate(cells[:last])
         ]
         parts.append(cells[last])
-        return self.SEP.join(parts).rstrip(" ")
+        row = self.SEP.join(parts).rstrip(" ")
+        more = [
+            f"{self.BELOW}{c.header}: {cut(v, c.cap)}".rstrip(" ")
+            for c, v in zip(self.below, cells[n:], strict=True)
+            if v is not None
+        ]
+        return "\n".join([row, *more]) if more else row
 
 
 class Output:
@@ -345,7 +422,7 @@ def print_summary(fmt: str, summary: dict, title: str) -> None:
     table.add_column("what")
     table.add_column("value")
     for k, v in summary.items():
-        table.add_row(Text(k), Text(_cell(v) if not isinstance(v, dict) else to_json(v)))
+        table.add_row(Text(safe_text(k)), Text(_cell(v) if not isinstance(v, dict) else safe_text(to_json(v))))
     console().print(table)
 
 
