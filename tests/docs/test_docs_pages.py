@@ -237,6 +237,7 @@ def test_readme_is_a_front_page():
     assert heads == [
         "Tour",
         "Commands",
+        "Library",
         "Exit codes",
         "Safety",
         "Documentation",
@@ -294,6 +295,46 @@ def test_readme_tour_runs(tmp_path):
     assert "order-42" in r.stdout and '"severity"' not in r.stdout
     top = [json.loads(ln) for ln in r.stdout.splitlines() if ln.startswith('{"topic"')]
     assert len(top) == 5 and all(t["messages"] > 0 for t in top)
+
+
+def test_readme_library_example_runs(tmp_path):
+    """The README's library example, on a generated store at ``~/store`` and on the same store
+    with its first record's header smashed: it prints the window's messages and "sound", then
+    "damaged" and the findings that say where."""
+    (lang, body, _r), *_ = blocks(README.read_text(encoding="utf-8").split("\n## Library\n", 1)[1])
+    assert lang == "python" and "open_store" in body and ".verify()" in body
+    env = sandbox(tmp_path)
+    store = Path(env["HOME"]) / "store"
+    gen = run_sh(f"rmqstore generate --store {shlex.quote(str(store))} --messages 2000", tmp_path, env)
+    assert gen.returncode == 0, gen.stderr
+
+    def example() -> list[str]:
+        r = subprocess.run([sys.executable, "-c", body], cwd=tmp_path, env=env, capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr[-2000:]
+        return r.stdout.splitlines()
+
+    def dumped(*filters: str) -> int:  # the same question asked of the command line
+        r = run_sh(
+            f"rmqstore dump-commitlog --store {shlex.quote(str(store))} --format jsonl {' '.join(filters)}",
+            tmp_path,
+            env,
+        )
+        assert r.returncode == 0, r.stderr
+        return len(r.stdout.splitlines())
+
+    sound = example()
+    rows = [ln for ln in sound if "order-" in ln]
+    window = "--topic OrderTopic --begin 2026-01-01T00:10 --end 2026-01-01T00:11"
+    assert rows and len(rows) == dumped(window), sound
+    assert sound[len(rows) :] == [f"sound {dumped()} messages"], sound
+    first = min((store / "commitlog").iterdir())
+    with open(first, "r+b") as f:
+        f.write(b"\xff" * 8)  # TOTALSIZE and MAGICCODE of the store's first record
+    damaged = example()
+    verdict = next(ln for ln in damaged if ln.startswith(("sound", "damaged")))
+    findings = damaged[damaged.index(verdict) + 1 :]
+    assert verdict.startswith("damaged") and findings, damaged
+    assert any(ln.startswith("error ") and f"commitlog/{first.name} 0 " in ln for ln in findings), findings
 
 
 def test_every_not_run_marker_gives_a_reason():
