@@ -77,6 +77,8 @@ def test_ci_runs_the_readme_command_then_every_other_tier_and_allows_no_skip():
     assert "'.[test,spark]' && .venv/bin/pytest\n" in ci
     for tier in TIERS:
         assert f".venv/bin/pytest -m {tier} -n 0\n" in ci, tier
+    # the reference loops, which every C kernel twins, run the fast tier too
+    assert ci.endswith("\nRMQSTORE_PURE=1 .venv/bin/pytest\n")
 
 
 def test_ci_runs_the_static_checks_after_the_fast_tier_and_pre_commit_the_same():

@@ -30,10 +30,12 @@ needs_c = pytest.mark.skipif(_cjson is None, reason="the C extension rmqstore_cl
 
 @pytest.fixture(autouse=True)
 def _kernel_for_every_block(monkeypatch):
-    """The compiled renderer for blocks of any size (the suite's stores are small)."""
+    """The compiled renderer for blocks of any size (the suite's stores are small), under
+    RMQSTORE_PURE=1 too: this file holds the C renderer to the reference."""
     from rmqstore_cli.store.fastpaths import FAST_PATHS
 
     monkeypatch.setattr(FAST_PATHS, "json_min", 0)
+    monkeypatch.setattr(FAST_PATHS, "pure", False)
 
 
 def _blocks(root, **kw):
