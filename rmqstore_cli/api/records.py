@@ -7,7 +7,7 @@ Each has ``as_dict()``, the exact object the command line prints for it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from rmqstore_cli.store.message_view import message_dict
@@ -458,34 +458,11 @@ class TimerSlot:
         }
 
 
-#: The fields of a timer-log unit and of the message it points at, in ``dump-timer``'s order.
-TIMER_UNIT_FIELDS = (
-    "pos",
-    "prev_pos",
-    "magic",
-    "roll",
-    "delete",
-    "enqueue_time",
-    "due_ms",
-    "commitlog_offset",
-    "size",
-    "topic_hash",
-    "message_status",
-    "topic",
-    "real_topic",
-    "real_queue_id",
-    "keys",
-    "uniq_key",
-    "msg_id",
-    "timer_out_ms",
-)
-
-
 @dataclass(frozen=True, slots=True)
-class TimerUnit:
-    """One timer-log unit (``TimerLog``'s 52-byte unit) with the ``rmq_sys_wheel_timer``
-    message it points at: ``message_status`` ok, or what is wrong there (such a unit stalls
-    the broker's dequeue); ``state`` pending or passed."""
+class TimerLogEntry:
+    """The fields a timer-log unit (``TimerLog``'s 52-byte unit) and the
+    ``rmq_sys_wheel_timer`` message it points at share in :class:`TimerUnit` and
+    :class:`TimerNext`, in ``dump-timer``'s order."""
 
     pos: int
     prev_pos: int
@@ -505,44 +482,36 @@ class TimerUnit:
     uniq_key: str | None
     msg_id: str | None
     timer_out_ms: int | None
-    state: str
 
-    def as_dict(self) -> JSON:
-        return {k: getattr(self, k) for k in (*TIMER_UNIT_FIELDS, "state")}
+    def entry_dict(self) -> JSON:
+        return {f.name: getattr(self, f.name) for f in fields(TimerLogEntry)}
 
 
 @dataclass(frozen=True, slots=True)
-class TimerNext:
+class TimerUnit(TimerLogEntry):
+    """One timer-log unit with the message it points at: ``message_status`` ok, or what is
+    wrong there (such a unit stalls the broker's dequeue); ``state`` pending or passed."""
+
+    state: str
+
+    def as_dict(self) -> JSON:
+        return {**self.entry_dict(), "state": self.state}
+
+
+@dataclass(frozen=True, slots=True)
+class TimerNext(TimerLogEntry):
     """One step of what the broker does next with the timer (``TimerMessageStore#enqueue``
     from the queue, then ``#dequeue`` from the wheel): the unit's fields, ``source`` queue or
     wheel, ``action`` (deliver, enqueue, roll, deleted, delete-mark, stuck, skip), and
     ``queue_offset`` (from the queue) or ``slot_time_ms`` (from the wheel)."""
 
-    pos: int
-    prev_pos: int
-    magic: int
-    roll: bool
-    delete: bool
-    enqueue_time: int
-    due_ms: int | None
-    commitlog_offset: int
-    size: int
-    topic_hash: int
-    message_status: str
-    topic: str | None
-    real_topic: str | None
-    real_queue_id: int | None
-    keys: list[str]
-    uniq_key: str | None
-    msg_id: str | None
-    timer_out_ms: int | None
     source: str
     action: str
     queue_offset: int | None = None
     slot_time_ms: int | None = None
 
     def as_dict(self) -> JSON:
-        d = {k: getattr(self, k) for k in TIMER_UNIT_FIELDS}
+        d = self.entry_dict()
         d["source"] = self.source
         if self.queue_offset is not None:
             d["queue_offset"] = self.queue_offset
