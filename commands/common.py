@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rmqstore_cli.commands.grammar import warn
 
 from rmqstore_cli.errors import FileSizeError, RmqstoreError
 
@@ -408,25 +409,17 @@ def open_store(
 
 def warn_store(st) -> None:
     """One stderr line per optional store file a command skipped (``MessageStore.warnings``)."""
-    from rmqstore_cli.render import safe_text
-
     for w in st.warnings:
-        print(f"rmqstore: warning: {safe_text(str(w))}", file=sys.stderr)
+        warn(str(w))
 
 
 def warn_odd_files(cfg, limit: int = 10) -> None:
     """One stderr line per file that --allow-odd-size let through (the first ``limit``)."""
-    from rmqstore_cli.render import safe_text
-
     odd = cfg.odd_files
     for path, size, expected in odd[:limit]:
-        print(
-            f"rmqstore: warning: {safe_text(str(path))} has {size} bytes, expected {expected}; read up to its real "
-            "length (--allow-odd-size)",
-            file=sys.stderr,
-        )
+        warn(f"{path} has {size} bytes, expected {expected}; read up to its real length (--allow-odd-size)")
     if len(odd) > limit:
-        print(f"rmqstore: warning: {len(odd) - limit} more files of an odd size are read the same way", file=sys.stderr)
+        warn(f"{len(odd) - limit} more files of an odd size are read the same way")
 
 
 # --- shell completion of names from the store (completions/): fast, and never fails -------------

@@ -19,6 +19,7 @@ from rmqstore_cli.commands.common import (
     TzOpt,
     command,
 )
+from rmqstore_cli.commands.grammar import NowOpt
 
 EPILOG = """Examples:
 
@@ -64,13 +65,7 @@ def expire(
             "(fileReservedTime; default: from --broker-conf, else 72).",
         ),
     ] = None,
-    now: Annotated[
-        str | None,
-        typer.Option(
-            help="Judge ages as of this time instead of now (ISO 8601, epoch seconds if 10 digits, epoch ms if 13 or "
-            "more, -2h): forensics on a snapshot."
-        ),
-    ] = None,
+    now: NowOpt = None,
     disk_ratio: Annotated[
         float | None,
         typer.Option(

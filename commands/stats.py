@@ -18,6 +18,7 @@ from rmqstore_cli.commands.common import (
     command,
     complete_topic,
 )
+from rmqstore_cli.commands.grammar import limit_option, note, old_spelling, renamed
 
 EPILOG = """Examples:
 
@@ -25,7 +26,7 @@ EPILOG = """Examples:
 
   rmqstore stats --by queue --topic OrderTopic --format jsonl | jq -c '{queue_id, messages, bytes}'
 
-  rmqstore stats --by file --top 20
+  rmqstore stats --by file --limit 20
 
   rmqstore stats --exact --format json | jq .summary.not_in_cq
 
@@ -86,7 +87,8 @@ def stats(
             help="One row per topic, per queue (topic and queue_id), or per commit-log, consume-queue and index file."
         ),
     ] = By.topic,
-    top: Annotated[int | None, typer.Option("--top", min=1, help="Only the N biggest rows.")] = None,
+    limit: Annotated[int | None, limit_option("Only the N biggest rows.")] = None,
+    top: Annotated[int | None, old_spelling("--top", min=1)] = None,
     topic: Annotated[
         str | None,
         typer.Option(
@@ -145,7 +147,7 @@ def stats(
         store, broker_conf, tz, allow_odd_size, commitlog_file_size=commitlog_file_size, cq_file_size=cq_file_size
     )
     _require_commitlog(ms)
-    rep = stats_report.stats_report(ms, by.value, topic, exact, top)
+    rep = stats_report.stats_report(ms, by.value, topic, exact, renamed(limit, top, "--limit", "--top"))
     if rep.topic_missing:
         _no_topic(ms, topic)
     _render(fmt, by, rep.rows, rep.summary, rep.components, tz, exact)
@@ -189,7 +191,7 @@ def _render(fmt: Fmt, by: By, dicts: list[dict], summary: dict, components: list
     from rmqstore_cli.times import parse_tz
 
     for n in summary["notes"]:
-        print(f"rmqstore: note: {safe_text(n)}", file=sys.stderr)
+        note(n)
     if fmt is Fmt.jsonl:
         sys.stdout.write("".join(to_json(d) + "\n" for d in dicts) + to_json({"summary": summary}) + "\n")
         return
