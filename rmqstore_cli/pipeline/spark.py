@@ -12,13 +12,13 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from rmqstore_cli.pipeline import connect, jvmstart
+from rmqstore_cli.pipeline import connect, executor, jvmstart
+from rmqstore_cli.pipeline.executor import EXECUTOR_SAID, OnExecutor, shrunk_told, tell_shrunk
 from rmqstore_cli.pipeline.export_tasks import export_batches
 from rmqstore_cli.pipeline.schema import PARTITION_COLUMNS, spark_schema
 from rmqstore_cli.pipeline.stores import FileTask, StoreSpec, hadoop_uri, local_path
 
 MAX_FINDINGS = 1000
-SHIP_MARKS = 4096  # a file scan with at most this many marks comes back to the driver whole
 
 
 DEFAULT_MASTER = "local[*]"
@@ -26,9 +26,6 @@ DEFAULT_MASTER = "local[*]"
 #: memory for it never gives one: Spark itself would wait for ever).
 EXECUTOR_TIMEOUT = "spark.rmqstore.executorTimeout"
 EXECUTOR_TIMEOUT_DEFAULT = 120.0
-EXECUTOR_SAID = "rmqstore-executor: "  # marks the line an executor's error is told in
-#: marks a ShrunkError an executor met (JSON: message, path, offset, hint): the driver raises it
-SHRUNK_SAID = "rmqstore-shrunk: "
 _start = jvmstart.Start([])  # how this process's JVM was started (one per process)
 
 
@@ -361,61 +358,6 @@ def _wait_for_executors(sc) -> None:
         time.sleep(0.2)
 
 
-class OnExecutor:
-    """A task's function, whose failure names the host it ran on: on a cluster the usual
-    cause is a store or output path that this executor does not see (not mounted there)."""
-
-    def __init__(self, fn):
-        self.fn = fn
-
-    def __call__(self, *args):
-        from rmqstore_cli.store import mapguard
-
-        try:
-            got = self.fn(*args)
-            mapguard.check_all()  # a store file that shrank under the task (the guard left zeros)
-            return got
-        except Exception as e:
-            import socket
-
-            from rmqstore_cli.errors import RmqstoreError
-
-            said = str(e) if isinstance(e, RmqstoreError) else f"{type(e).__name__}: {e}"
-            if isinstance(e, OSError) and e.filename is not None:
-                said = f"{e.strerror}: {e.filename}"
-            said = tell_shrunk(e) or said
-            raise RuntimeError(f"{EXECUTOR_SAID}on host {socket.gethostname()}: {said}".replace("\n", " ")) from None
-
-
-def tell_shrunk(e: BaseException) -> str | None:
-    """A ShrunkError (a store file truncated while a task read it) as one line the driver
-    turns back into the same error (:func:`shrunk_told`); None for any other error."""
-    import json
-
-    from rmqstore_cli.errors import ShrunkError
-
-    if not isinstance(e, ShrunkError):
-        return None
-    return SHRUNK_SAID + json.dumps([e.message, None if e.path is None else str(e.path), e.offset, e.hint])
-
-
-def shrunk_told(text: str):
-    """The ShrunkError an executor told (:func:`tell_shrunk`) somewhere in a failed job's
-    text, or None: the driver reports it as if it had read the file itself."""
-    import json
-
-    from rmqstore_cli.errors import ShrunkError
-
-    at = text.find(SHRUNK_SAID)
-    if at < 0:
-        return None
-    try:
-        message, path, offset, hint = json.JSONDecoder().raw_decode(text, at + len(SHRUNK_SAID))[0]
-    except (ValueError, TypeError):
-        return None
-    return ShrunkError(message, path=path, offset=offset, hint=hint)
-
-
 def _run_map(sc, fn, items) -> list:
     """``fn`` over ``items`` as one Spark job, one task per item, results in item order.
 
@@ -508,7 +450,7 @@ def verify(
 class _VerifyOnSpark:
     """The steps of ``verify_stores`` as Spark jobs: the file results stay on the executors
     (persisted); what the queue and index tasks need of them comes from the driver when it
-    is small everywhere (:data:`SHIP_MARKS`), else goes by shuffle."""
+    is small everywhere (:data:`executor.SHIP_MARKS`), else goes by shuffle."""
 
     def __init__(self, spark):
         self.sc = spark.sparkContext
@@ -531,7 +473,9 @@ class _VerifyOnSpark:
         A scan with few marks comes back whole; when all do, the queue and index tasks get
         theirs from the driver and no shuffle is needed (a damaged store's scans stay on
         the executors and go by shuffle)."""
-        got = rdd.map(lambda t: (t[0], t[1] if t[0] == 0 or t[1].marks() <= SHIP_MARKS else t[1].light())).collect()
+        got = rdd.map(
+            lambda t: (t[0], t[1] if t[0] == 0 or t[1].marks() <= executor.SHIP_MARKS else t[1].light())
+        ).collect()
         scans = [r for tag, r in got if tag == 1]
         self.whole = scans if all(r.matched is not None for r in scans) else None
         return [r for tag, r in got if tag == 0], [r.light() for r in scans]

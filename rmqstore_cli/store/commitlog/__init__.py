@@ -6,7 +6,7 @@ mismatch* (dispatch skips it, recovery ends). Writing follows
 ``DefaultAppendMessageCallback#doAppend`` (docs/format/commitlog.md#append).
 
 This module reads and writes one record at a time (no numpy); the bulk read of many
-records at once (:func:`walk_records`, :class:`RecordBatch`, :func:`body_crcs`) is
+records at once (:func:`walk_records`, :class:`RecordBatch`) is
 :mod:`~rmqstore_cli.store.commitlog.bulk`, reachable under the same names from here.
 """
 
@@ -904,7 +904,7 @@ def encode_record(spec: AppendSpec, config: StoreConfig) -> bytearray:
     return out
 
 
-_BULK = ("RecordBatch", "Walk", "body_crcs", "stop_kind", "walk_records")
+_BULK = ("RecordBatch", "Walk", "stop_kind", "walk_records")
 
 
 def __getattr__(name: str):
