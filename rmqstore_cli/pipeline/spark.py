@@ -473,9 +473,8 @@ class _VerifyOnSpark:
         A scan with few marks comes back whole; when all do, the queue and index tasks get
         theirs from the driver and no shuffle is needed (a damaged store's scans stay on
         the executors and go by shuffle)."""
-        got = rdd.map(
-            lambda t: (t[0], t[1] if t[0] == 0 or t[1].marks() <= executor.SHIP_MARKS else t[1].light())
-        ).collect()
+        ship = executor.SHIP_MARKS  # the driver's value, taken into the closure the executors run
+        got = rdd.map(lambda t: (t[0], t[1] if t[0] == 0 or t[1].marks() <= ship else t[1].light())).collect()
         scans = [r for tag, r in got if tag == 1]
         self.whole = scans if all(r.matched is not None for r in scans) else None
         return [r for tag, r in got if tag == 0], [r.light() for r in scans]

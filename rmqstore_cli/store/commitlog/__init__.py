@@ -46,6 +46,7 @@ from rmqstore_cli.formats.properties import MAX_PROPERTIES_LENGTH, NAME_VALUE_SE
 
 from rmqstore_cli.errors import StoreError
 from rmqstore_cli.store import mapguard
+from rmqstore_cli.store.commitlog.append import AppendResult, AppendSpec
 from rmqstore_cli.store.config import StoreConfig
 from rmqstore_cli.store.crc import crc32
 from rmqstore_cli.store.mapped_files import MAX_FILE_OFFSET, MappedFile, MappedFileQueue, release_pages
@@ -802,42 +803,6 @@ def blank_record(left: int) -> bytes:
     when the next message does not fit: int32 ``maxBlank`` (the bytes left in the file),
     int32 ``BLANK_MAGIC_CODE``, 8 bytes ("the remaining space may be any value")."""
     return _PREFIX.pack(left, MAGIC_BLANK)
-
-
-@dataclass(slots=True)
-class AppendSpec:
-    """A message to append; the writer assigns queue offset and physical offset."""
-
-    topic: str
-    queue_id: int
-    body: bytes
-    properties: str | bytes
-    store_timestamp: int
-    born_timestamp: int
-    born_host: tuple[bytes, int]
-    store_host: tuple[bytes, int]
-    flag: int = 0
-    sys_flag: int = 0
-    reconsume_times: int = 0
-    prepared_transaction_offset: int = 0
-    magic: int | None = None  # None: V2 only for long topics when the config asks for it
-    #: Replaying a dump: keep these as they were instead of assigning them.
-    queue_offset: int | None = None
-    physical_offset: int | None = None
-    #: Properties are the stored bytes already (a CRC trailer included): copy verbatim.
-    raw_properties: bool = False
-
-
-@dataclass(slots=True)
-class AppendResult:
-    """``AppendMessageResult``: wroteOffset, wroteBytes, logicsOffset, msgId, store time."""
-
-    physical_offset: int
-    size: int
-    queue_offset: int
-    msg_id: str
-    store_timestamp: int
-    record: bytes
 
 
 def choose_magic(topic: str, config: StoreConfig) -> int:

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import struct
 
-INT_MIN = -(1 << 31)  # Integer.MIN_VALUE
+from rmqstore_cli.formats.index import JAVA_INT_MIN
+
 _UNITS = "H"  # UTF-16 code units: unsigned shorts (big-endian by the encoding below)
 
 
@@ -36,7 +37,7 @@ def java_hash(s: str) -> int:
 def index_key_hash(key: str) -> int:
     """``IndexFile#indexKeyHashMethod``: ``abs(hashCode)``, and 0 for ``Integer.MIN_VALUE``."""
     h = java_hash(key)
-    return 0 if h == INT_MIN else abs(h)
+    return 0 if h == JAVA_INT_MIN else abs(h)
 
 
 _BULK = (
