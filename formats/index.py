@@ -47,7 +47,3 @@ __getattr__ = lazy_dtypes(globals(), {"HEADER_DTYPE": IndexHeader, "ENTRY_DTYPE"
 #: ``IndexFile#putKey`` clamps timeDiff to ``Integer.MAX_VALUE``: the largest value of its
 #: signed 32-bit field.
 TIME_DIFF_MAX: int = (1 << (8 * IndexEntry.time_diff.sizeof() - 1)) - 1
-
-#: ``Integer.MIN_VALUE``: ``IndexService#indexKeyHashMethod`` takes ``Math.abs`` of the key's
-#: hashCode, which leaves this one value negative; the broker then uses 0.
-JAVA_INT_MIN = -(1 << 31)

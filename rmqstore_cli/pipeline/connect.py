@@ -73,7 +73,7 @@ def session(url: str, conf: list[str] | None, verbose: bool) -> Remote:
     for kv in conf or []:
         k, sep, v = kv.partition("=")
         if not sep or not k:
-            raise UsageError(f"--spark-conf {kv!r} is not KEY=VALUE")
+            raise UsageError(f"⟦spark_conf⟧ {kv!r} is not KEY=VALUE")
         if not k.startswith("spark.rmqstore."):  # ours: for classic masters only
             builder = builder.config(k, v)
     spark = builder.create()

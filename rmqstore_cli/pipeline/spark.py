@@ -95,7 +95,7 @@ def session(master: str | None = None, conf: list[str] | None = None, verbose: b
         if not sep or not k:
             from rmqstore_cli.errors import UsageError
 
-            raise UsageError(f"--spark-conf {kv!r} is not KEY=VALUE")
+            raise UsageError(f"⟦spark_conf⟧ {kv!r} is not KEY=VALUE")
         settings.append((k, v))
         if k == "spark.pyspark.python":  # spark-submit turns it into PYSPARK_PYTHON; PySpark reads only that
             os.environ["PYSPARK_PYTHON"] = v
@@ -233,7 +233,7 @@ def _export_jvm(spark, tasks: list[FileTask], output: str, compression: str = "s
             raise
         from rmqstore_cli.errors import UsageError
 
-        raise UsageError(f"--output {output} already exists", hint="pass --overwrite to replace it") from None
+        raise UsageError(f"⟦output⟧ {output} already exists", hint="pass ⟦overwrite⟧ to replace it") from None
     count = sql.read.parquet(str(output)).count()  # from Parquet footers, not by collecting rows
     seen, stops = set(), []
     for blob in obs.get["u"]:
@@ -299,7 +299,7 @@ def run_job(job, master: str | None, conf: list[str] | None, verbose: bool, *arg
             hint = (
                 "start the Spark Connect server first (README: Spark Connect); the client needs the 'spark' extra"
                 if isinstance(e, (ConnectionError, ImportError))
-                else "--spark-conf sets only session settings on a Spark Connect server (the rest where it starts)"
+                else "⟦spark_conf⟧ sets only session settings on a Spark Connect server (the rest where it starts)"
             )
         raise StoreError(
             f"cannot start Spark ({master or 'master from spark-submit'}): {_first_line(e)}", hint=hint
@@ -317,7 +317,7 @@ def run_job(job, master: str | None, conf: list[str] | None, verbose: bool, *arg
             raise shrunk from None
         if verbose:
             raise
-        hint = "rerun with --verbose for Spark's log"
+        hint = "rerun with ⟦verbose⟧ for Spark's log"
         if EXECUTOR_SAID in str(e) and (remote or not s.sparkContext.master.startswith("local")):
             hint = "every executor must see the stores and the output at the same paths as the driver; " + hint
         elif remote and "rmqstore_cli" in str(e):
@@ -344,7 +344,7 @@ def _wait_for_executors(sc) -> None:
     try:
         timeout = float(raw.removesuffix("s"))
     except ValueError:
-        raise UsageError(f"--spark-conf {EXECUTOR_TIMEOUT}={raw!r} is not a number of seconds") from None
+        raise UsageError(f"⟦spark_conf⟧ {EXECUTOR_TIMEOUT}={raw!r} is not a number of seconds") from None
     tracker = sc._jsc.sc().statusTracker()
     deadline = time.monotonic() + timeout
     while len(tracker.getExecutorInfos()) < 2:
@@ -353,7 +353,7 @@ def _wait_for_executors(sc) -> None:
                 f"no Spark executor started on {sc.master} within {timeout:g} s: the cluster has no "
                 "free cores or memory for this application",
                 hint=f"free some, ask for less (spark.executor.cores, spark.executor.memory, "
-                f"spark.cores.max) or wait longer (--spark-conf {EXECUTOR_TIMEOUT}=SECONDS)",
+                f"spark.cores.max) or wait longer (⟦spark_conf⟧ {EXECUTOR_TIMEOUT}=SECONDS)",
             )
         time.sleep(0.2)
 

@@ -496,7 +496,7 @@ def broker_rocksdb(cq, reader: TimeReader, when: int, version: str, boundary: st
     from rmqstore_cli.store.rocksdb_cq import search_by_time
 
     if version != "5":
-        raise UsageError("a RocksDB consume queue is a 5.x broker's", hint="pass --broker-version 5")
+        raise UsageError("a RocksDB consume queue is a 5.x broker's", hint="pass ⟦broker_version⟧ 5")
     res = SearchResult(
         cq.topic, cq.queue_id, when, f"broker-5-{boundary}", 0, None, cq.min_offset(reader.min_offset), cq.max_offset
     )

@@ -47,6 +47,12 @@ def test_no_import_points_up_a_layer():
     assert codeshape.up_arrows(SHAPE) == []
 
 
+def test_no_engine_error_names_a_command_line_option():
+    """The engine is a library first: its errors name settings (errors.setting), which the
+    library spells as keywords and the command line as options."""
+    assert codeshape.options_in_engine_errors() == []
+
+
 def test_the_shape_check_sees_what_it_forbids(tmp_path, monkeypatch):
     """The measure is not vacuous: planted violations are found."""
     pkg = tmp_path / "rmqstore_cli"
@@ -76,6 +82,8 @@ def test_the_graph_check_sees_circles_and_up_arrows(tmp_path, monkeypatch):
     s = codeshape.measure()
     assert codeshape.circles(s) == [["rmqstore_cli.store.a", "rmqstore_cli.store.b"]]
     assert codeshape.up_arrows(s) == ["rmqstore_cli.store.c -> rmqstore_cli.commands.common"]
+    (store / "d.py").write_text("def f():\n    raise ValueError('x', hint='pass --broker-conf')\n")
+    assert len(codeshape.options_in_engine_errors(tmp_path)) == 1
 
 
 def test_no_dead_code():

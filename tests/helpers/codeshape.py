@@ -103,6 +103,36 @@ def _resolve(name: str, known: set[str]) -> str:
     return name
 
 
+#: The engine's packages, whose errors name settings with errors.setting, never an option.
+ENGINE = ("rmqstore_cli/store", "rmqstore_cli/api", "rmqstore_cli/pipeline")
+OPTION = re.compile(r"(?<![\w-])--[a-z][a-z-]+")
+#: Text that names another command's options on purpose: a command line to run.
+COMMAND_LINE = re.compile(r"rmqstore |dump-commitlog |dump-cq |rebuild-index |generate --|repair --|setup.py |pip ")
+
+
+def options_in_engine_errors(root: Path | None = None) -> list[str]:
+    """``--option`` words in the text of an error the engine raises (its message or hint)."""
+    root = root or ROOT
+    found: set[str] = set()
+    for path in sorted(p for e in ENGINE for p in (root / e).rglob("*.py")):
+        rel = str(path.relative_to(root))
+        for node in ast.walk(ast.parse(path.read_text(), rel)):
+            for part in _error_texts(node):
+                if OPTION.search(part.value) and not COMMAND_LINE.search(part.value):
+                    found.add(f"{rel}:{part.lineno} {part.value!r}")
+    return sorted(found)
+
+
+def _error_texts(node: ast.AST) -> list[ast.Constant]:
+    if isinstance(node, ast.Raise) and node.exc is not None:
+        tree: ast.AST | None = node.exc
+    elif isinstance(node, ast.keyword) and node.arg == "hint":
+        tree = node.value
+    else:
+        return []
+    return [c for c in ast.walk(tree) if isinstance(c, ast.Constant) and isinstance(c.value, str)]
+
+
 def layer(module: str) -> int:
     best, rank = -1, -1
     for i, prefixes in enumerate(LAYERS):

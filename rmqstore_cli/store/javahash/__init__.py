@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import struct
 
-from rmqstore_cli.formats.index import JAVA_INT_MIN
-
+#: ``Integer.MIN_VALUE``: ``Math.abs`` leaves it negative, so ``IndexService#indexKeyHashMethod`` uses 0.
+INT_MIN = -(1 << 31)
 _UNITS = "H"  # UTF-16 code units: unsigned shorts (big-endian by the encoding below)
 
 
@@ -37,7 +37,7 @@ def java_hash(s: str) -> int:
 def index_key_hash(key: str) -> int:
     """``IndexFile#indexKeyHashMethod``: ``abs(hashCode)``, and 0 for ``Integer.MIN_VALUE``."""
     h = java_hash(key)
-    return 0 if h == JAVA_INT_MIN else abs(h)
+    return 0 if h == INT_MIN else abs(h)
 
 
 _BULK = (

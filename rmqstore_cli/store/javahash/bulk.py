@@ -15,7 +15,6 @@ uint32 arithmetic wraps as Java's int does. Non-ASCII text: see the package docs
 from __future__ import annotations
 
 import numpy as np
-from rmqstore_cli.formats.index import JAVA_INT_MIN
 
 from rmqstore_cli.store.arrays import byte_rows, stable_argsort
 
@@ -222,7 +221,7 @@ def java_int(h: np.ndarray) -> np.ndarray:
 def index_hash(h: np.ndarray) -> np.ndarray:
     """``IndexFile#indexKeyHashMethod`` of uint32 hashCodes: ``abs``, ``Integer.MIN_VALUE`` -> 0 (int64)."""
     s = java_int(h)
-    return np.where(s == JAVA_INT_MIN, 0, np.abs(s))
+    return np.where(s == np.iinfo(np.int32).min, 0, np.abs(s))  # Integer.MIN_VALUE: 0 (index_key_hash)
 
 
 def index_hashes(keys: list[bytes]) -> np.ndarray:
