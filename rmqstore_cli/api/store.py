@@ -466,7 +466,7 @@ class Store:
         return TransactionReport(
             [Transaction(**r) for r in got.rows],
             [TransactionGroup(**g) for g in got.groups],
-            {"store": str(self.path), **got.summary},
+            {"store": str(self.path), **got.summary, "groups": len(got.groups)},
         )
 
     # ------------------------------------------------------------------ jobs
