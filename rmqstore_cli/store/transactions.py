@@ -42,6 +42,7 @@ from rmqstore_cli.formats.sysflag import (
 )
 
 from rmqstore_cli.store.message import (
+    PROPERTY_CHECK_TIMES,
     PROPERTY_PGROUP,
     PROPERTY_REAL_QID,
     PROPERTY_REAL_TOPIC,
@@ -50,8 +51,6 @@ from rmqstore_cli.store.message import (
     TRANS_OP_HALF_TOPIC,
 )
 
-#: MessageConst.PROPERTY_TRANSACTION_CHECK_TIMES: how often the broker checked a half back
-PROPERTY_CHECK_TIMES = "TRANSACTION_CHECK_TIMES"
 #: TransactionalMessageUtil.REMOVE_TAG: the op record's TAGS
 REMOVE_TAG = "d"
 #: TransactionalMessageUtil.OFFSET_SEPARATOR

@@ -54,7 +54,7 @@ _QUARTER_HOUR = 900_000  # every time zone's offset is a multiple: no month star
 
 def can_draw(o) -> bool:
     """The options this module draws (the rest stay on ``Workload.specs``)."""
-    return not (o.timer_ratio or o.lmq_ratio or o.bcq_topics or o.compaction_topics)
+    return not (o.timer_ratio or o.lmq_ratio or o.bcq_topics or o.compaction_topics or o.transaction_outcomes)
 
 
 class Templates:
