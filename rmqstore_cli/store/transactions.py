@@ -57,8 +57,9 @@ REMOVE_TAG = "d"
 OFFSET_SEPARATOR = ","
 #: BrokerConfig#transactionCheckMax's default
 TRANSACTION_CHECK_MAX = 15
-#: what ``Long#parseLong`` takes (no spaces, no underscores, unlike Python's int)
-JAVA_LONG = re.compile(r"[+-]?[0-9]{1,19}")
+#: what ``Long#parseLong`` takes: a sign, then decimal digits of any script
+#: (``Character#digit``), no spaces or underscores, unlike Python's int
+JAVA_LONG = re.compile(r"[+-]?\d{1,64}")
 STATES = ("committed", "rolled-back", "pending", "discard")
 #: warnings kept word for word; the rest are counted
 MAX_WARNINGS = 10
@@ -126,7 +127,7 @@ def op_offsets(body: bytes) -> tuple[list[int], list[str]]:
         parts.pop()
     good, bad = [], []
     for p in parts:
-        if JAVA_LONG.fullmatch(p) and -(1 << 63) <= int(p) < (1 << 63):
+        if JAVA_LONG.fullmatch(p) and -(1 << 63) <= int(p) < (1 << 63):  # else NumberFormatException
             good.append(int(p))
         else:
             bad.append(p)
