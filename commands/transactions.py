@@ -21,9 +21,9 @@ from rmqstore_cli.commands.grammar import NowOpt, limit_option, note, warn
 
 EPILOG = """Examples:
 
-  rmqstore transactions --store ~/store
+  rmqstore transactions --store ~/store --now 2026-11-20T04:00
 
-  rmqstore transactions --state pending --now 2026-11-20T04:00 --format jsonl | jq -c '{uniq_key, age_ms, check_times}'
+  rmqstore transactions --state pending --format jsonl | jq -c '{uniq_key, age_ms, check_times}'
 
   rmqstore transactions --group tx-group --topic OrderTopic --format json | jq .summary
 """

@@ -77,7 +77,6 @@ class OpenTx:
     queue_id: int | None
     uniq_key: str | None
     half_offset: int
-    half_queue_id: int
     half_queue_offset: int
     born_timestamp: int
     store_timestamp: int
@@ -201,7 +200,6 @@ class TransactionScan:
                 java_int(props.get(PROPERTY_REAL_QID)),
                 uniq,
                 rec.physical_offset,
-                rec.queue_id,
                 rec.queue_offset,
                 rec.born_timestamp,
                 rec.store_timestamp,
@@ -209,11 +207,7 @@ class TransactionScan:
             )
         else:
             tx.half_records += 1
-            tx.half_offset, tx.half_queue_id, tx.half_queue_offset = (
-                rec.physical_offset,
-                rec.queue_id,
-                rec.queue_offset,
-            )
+            tx.half_offset, tx.half_queue_offset = rec.physical_offset, rec.queue_offset
             tx.check_times = max(tx.check_times, checks)
         tx.offsets.append(rec.physical_offset)
         tx.queue_offsets.append((rec.queue_id, rec.queue_offset))
@@ -232,7 +226,6 @@ class TransactionScan:
             rec.queue_id,
             rec.uniq_key,
             rec.physical_offset,
-            rec.queue_id,
             rec.queue_offset,
             rec.born_timestamp,
             rec.store_timestamp,
