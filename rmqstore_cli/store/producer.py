@@ -392,7 +392,8 @@ class Workload:
                     ),
                 )
             if outcome != "pending":
-                yield "op", AppendSpec(TRANS_OP_HALF_TOPIC, 0, b"", self.op_properties(), store_ms + 2, **common)
+                op_body = self.profile.op_body_suffix  # the writer puts the half's queue offset before it
+                yield "op", AppendSpec(TRANS_OP_HALF_TOPIC, 0, op_body, self.op_properties(), store_ms + 2, **common)
         else:
             self._lmq(client)
             m = broker_map(client, self.profile, self.o.cluster)

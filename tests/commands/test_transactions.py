@@ -220,3 +220,25 @@ def test_real_brokers_transactions_match_their_records(version):
     assert {key(r): r["state"] for r in rows} == pair(records, now)
     assert summary["transactions"] == len(rows) > 10
     assert {r["producer_group"] for r in rows} == {"txSampleGroup"}
+
+
+def test_a_5x_store_writes_op_bodies_as_5x_does(tmp_path):
+    """5.x's deletePrepareMessage follows each offset with the separator ("12,"); the pairing
+    reads them as the broker's split does."""
+    store = generate(
+        tmp_path / "store",
+        "--broker-version",
+        "5",
+        "--transaction-ratio",
+        "0.3",
+        "--transaction-outcomes",
+        "6:2:2",
+        messages=400,
+    )
+    r = cli("dump-commitlog", "--store", store, "--format", "jsonl", "--body", "text")
+    records = [json.loads(x) for x in r.stdout.splitlines()]
+    ops = [d for d in records if d["topic"] == OP]
+    assert ops and all(d["body"].endswith(",") and d["body"][:-1].isdigit() for d in ops)
+    rows, summary, _ = answer(store, "--now", str(START))
+    assert {key(x): x["state"] for x in rows} == pair(records, START)
+    assert summary["bad_op_entries"] == 0 and summary["rolled_back"] > 0
