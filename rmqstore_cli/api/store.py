@@ -34,6 +34,9 @@ from rmqstore_cli.api.records import (
     TimerSlot,
     TimerSummary,
     TimerUnit,
+    Transaction,
+    TransactionGroup,
+    TransactionReport,
     VerifyReport,
 )
 from rmqstore_cli.errors import UsageError
@@ -426,6 +429,45 @@ class Store:
             else:
                 rows.append(ConsumerProgress(**d))
         return rows
+
+    def transactions(
+        self,
+        *,
+        topic: str | None = None,
+        group: str | None = None,
+        state: str | list[str] | None = None,
+        now: TimeLike | None = None,
+        limit: int | None = None,
+    ) -> TransactionReport:
+        """What happened to the store's transactional messages, from the files alone (what
+        ``mqadmin`` answers only from a live broker): per producer group and real topic, the
+        transactions committed, rolled back, still pending (their age at ``now``, default
+        now, and check count) and those the broker's next check gives up
+        (``TransactionalMessageServiceImpl#needDiscard``: ``transactionCheckMax`` from the
+        broker config, default 15; ``#needSkip``: ``fileReservedTime``). ``topic`` is the
+        real topic, ``group`` the producer group; ``state`` (committed, rolled-back,
+        pending, discard, or a list) and ``limit`` choose the transactions kept, not the
+        counts. One walk of the commit log (store/transactions.py); op records the broker
+        would skip in part are noted in :attr:`warnings`."""
+        from rmqstore_cli.store import transactions as tx
+        from rmqstore_cli.times import now_ms
+
+        states = (state,) if isinstance(state, str) else None if state is None else tuple(state)
+        for s in states or ():
+            if s not in tx.STATES:
+                raise UsageError(f"state {s!r}: not {', '.join(tx.STATES)}")
+        if limit is not None and limit < 0:
+            raise UsageError(f"limit {limit}: not a count")
+        at = to_ms(now, "now", self.tz)
+        cfg = self.engine.config
+        rules = tx.Rules(now_ms() if at is None else at, cfg.transaction_check_max, cfg.file_reserved_time)
+        got = tx.answer(self.engine.commitlog, rules, topic, group, states, limit)
+        self.engine.warnings.extend(got.warnings)
+        return TransactionReport(
+            [Transaction(**r) for r in got.rows],
+            [TransactionGroup(**g) for g in got.groups],
+            {"store": str(self.path), **got.summary, "groups": len(got.groups)},
+        )
 
     # ------------------------------------------------------------------ jobs
     def stats(

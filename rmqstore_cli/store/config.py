@@ -45,6 +45,7 @@ class StoreConfig:
     store_path_dledger_commit_log: str | None = None
     store_type: str = "default"
     broker_cluster_name: str = "DefaultCluster"
+    transaction_check_max: int = 15  # BrokerConfig: the checks before a half is given up
     # 5.x timer store (``MessageStoreConfig``; docs/format/timer.md)
     timer_wheel_enable: bool = True
     timer_precision_ms: int = 1000

@@ -30,6 +30,14 @@ class BrokerProfile:
         return self.version == "5"
 
     @property
+    def op_body_suffix(self) -> bytes:
+        """What follows the half queue offset in an op record's body: 5.x's
+        ``TransactionalMessageServiceImpl#deletePrepareMessage`` appends ``OFFSET_SEPARATOR``
+        after each offset (``"12,"``); 4.9.x's ``addRemoveTagInTransactionOp`` writes the bare
+        offset."""
+        return b"," if self.version == "5" else b""
+
+    @property
     def stores_wait(self) -> bool:
         return self.version == "5"
 

@@ -54,7 +54,7 @@ _QUARTER_HOUR = 900_000  # every time zone's offset is a multiple: no month star
 
 def can_draw(o) -> bool:
     """The options this module draws (the rest stay on ``Workload.specs``)."""
-    return not (o.timer_ratio or o.lmq_ratio or o.bcq_topics or o.compaction_topics)
+    return not (o.timer_ratio or o.lmq_ratio or o.bcq_topics or o.compaction_topics or o.transaction_outcomes)
 
 
 class Templates:
@@ -211,6 +211,7 @@ class Catalog:
         ]
         self.tpl = Templates(w.profile, w.o.cluster)
         self.op_props = w.op_properties().encode()
+        self.op_body = w.profile.op_body_suffix
 
 
 def build_block(cat: Catalog, o, d: Draw, store: np.ndarray, born: np.ndarray, sends: dict) -> SendBlock:
@@ -263,7 +264,7 @@ def build_block(cat: Catalog, o, d: Draw, store: np.ndarray, born: np.ndarray, s
     _fill_props(cat, o, d, sends, props, start, (delay, retry, half, tx & ~half, ~delay & ~tx & ~retry))
     body_rows = [bodies[i] for i in send.tolist()]
     for i in (hs + 2).tolist():
-        body_rows[i] = b""
+        body_rows[i] = cat.op_body
     born_host = np.where(d.born_v6, 6 + d.born_last - 1, d.born_producer)
     store_host = np.where(d.store_v6, 5, 4)
     z = np.zeros(send.size, np.int64)

@@ -666,7 +666,7 @@ class CommitLog:
         for i in np.flatnonzero(links == 3).tolist():  # the op record's body
             p = int(prow[i])
             if p >= 0 or pending is not None:
-                block.bodies[i] = str(int(qoff[p]) if p >= 0 else pending[1]).encode()
+                block.bodies[i] = str(int(qoff[p]) if p >= 0 else pending[1]).encode() + block.bodies[i]
                 blen[i] = len(block.bodies[i])
         bv6, sv6 = B.host_kinds(block)
         sizes = B.record_sizes(block, magic, bv6, sv6, topic_bytes, blen, plen)
