@@ -442,6 +442,6 @@ def parse_outcomes(text: str) -> Outcomes:
     except ValueError:
         w = []
     if len(w) != 3 or not all(0 <= x < float("inf") for x in w) or sum(w) <= 0:
-        raise UsageError(f"--transaction-outcomes {text!r}: not COMMIT:ROLLBACK:PENDING weights", hint="8:1:1")
+        raise UsageError(f"⟦transaction_outcomes⟧ {text!r}: not COMMIT:ROLLBACK:PENDING weights", hint="8:1:1")
     t = sum(w)
     return Outcomes(w[0] / t, w[1] / t, w[2] / t)
