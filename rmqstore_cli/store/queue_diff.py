@@ -10,7 +10,6 @@ the RocksDB values), whose pages are released as it goes; nothing holds a whole 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -23,21 +22,22 @@ from rmqstore_cli.store.offsets import load_consumer_offsets, split_key
 UNIT_BLOCK = 1 << 16
 
 
-@dataclass
-class QueueTally:
-    """The queue and offset counts of the summary."""
+#: The queue and offset counts of the summary, in its order.
+TALLY_KEYS = (
+    "queues_differing",
+    "messages_only_a",
+    "messages_only_b",
+    "units_changed",
+    "offsets_backwards",
+    "offsets_forward",
+    "offsets_removed",
+    "offsets_added",
+)
 
-    queues_differing: int = 0
-    messages_only_a: int = 0
-    messages_only_b: int = 0
-    units_changed: int = 0
-    offsets_backwards: int = 0
-    offsets_forward: int = 0
-    offsets_removed: int = 0
-    offsets_added: int = 0
 
-    def as_dict(self) -> dict:
-        return dict(vars(self))
+def new_tally() -> dict[str, int]:
+    """The summary's queue and offset counts, all zero (:data:`TALLY_KEYS`)."""
+    return dict.fromkeys(TALLY_KEYS, 0)
 
 
 def queue_keys(ms: MessageStore, topic: str | None) -> set[tuple[str, int]]:
@@ -81,7 +81,7 @@ def minus(lo: int, hi: int, olo: int, ohi: int) -> list[list[int]]:
 
 
 def queue_rows(
-    a: MessageStore, b: MessageStore, topic: str | None, messages: bool, tally: QueueTally
+    a: MessageStore, b: MessageStore, topic: str | None, messages: bool, tally: dict[str, int]
 ) -> Iterator[dict]:
     """A row per queue that differs (then, with ``messages``, its units that differ in place
     and its messages only in one store), in (topic, queueId) order."""
@@ -99,10 +99,10 @@ def queue_rows(
         if not (only_a or only_b or changed):
             continue
         n_a, n_b = sum(y - x for x, y in only_a), sum(y - x for x, y in only_b)
-        tally.queues_differing += 1
-        tally.messages_only_a += n_a
-        tally.messages_only_b += n_b
-        tally.units_changed += changed
+        tally["queues_differing"] += 1
+        tally["messages_only_a"] += n_a
+        tally["messages_only_b"] += n_b
+        tally["units_changed"] += changed
         yield {
             "kind": "queue",
             "topic": t,
@@ -192,7 +192,7 @@ def offset_table(ms: MessageStore) -> dict[str, dict[int, int]]:
     return loaded.table
 
 
-def offset_rows(a: MessageStore, b: MessageStore, topic: str | None, tally: QueueTally) -> Iterator[dict]:
+def offset_rows(a: MessageStore, b: MessageStore, topic: str | None, tally: dict[str, int]) -> Iterator[dict]:
     """A row per consumer offset that moved backwards from ``a`` to ``b`` (or that ``b`` no
     longer has); the ones that moved forward, or only ``b`` has, are counted."""
     ta, tb = offset_table(a), offset_table(b)
@@ -204,12 +204,9 @@ def offset_rows(a: MessageStore, b: MessageStore, topic: str | None, tally: Queu
         for q in sorted(qa.keys() | qb.keys()):
             x, y = qa.get(q), qb.get(q)
             if x is None:
-                tally.offsets_added += 1
+                tally["offsets_added"] += 1
             elif y is not None and y > x:
-                tally.offsets_forward += 1
+                tally["offsets_forward"] += 1
             elif y is None or y < x:
-                if y is None:
-                    tally.offsets_removed += 1
-                else:
-                    tally.offsets_backwards += 1
+                tally["offsets_removed" if y is None else "offsets_backwards"] += 1
                 yield {"kind": "offset", "group": parts[1], "topic": parts[0], "queue_id": q, "a": x, "b": y}

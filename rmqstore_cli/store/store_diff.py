@@ -42,7 +42,7 @@ class Tally:
     files: dict[str, int] = field(default_factory=lambda: {"added": 0, "removed": 0, "changed": 0, "same": 0})
     divergence: int | None = None
     rows: int = 0
-    queues: queue_diff.QueueTally = field(default_factory=queue_diff.QueueTally)
+    queues: dict[str, int] = field(default_factory=queue_diff.new_tally)
 
     def summary(self, a: MessageStore, b: MessageStore) -> dict:
         return {
@@ -55,7 +55,7 @@ class Tally:
             "files_changed": self.files["changed"],
             "files_same": self.files["same"],
             "commitlog_divergence": self.divergence,
-            **self.queues.as_dict(),
+            **self.queues,
         }
 
 
