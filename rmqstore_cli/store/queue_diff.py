@@ -81,12 +81,20 @@ def minus(lo: int, hi: int, olo: int, ohi: int) -> list[list[int]]:
 
 
 def queue_rows(
-    a: MessageStore, b: MessageStore, topic: str | None, messages: bool, tally: dict[str, int]
+    a: MessageStore,
+    b: MessageStore,
+    topic: str | None,
+    messages: bool,
+    tally: dict[str, int],
+    only: set[tuple[str, int]] | None = None,
 ) -> Iterator[dict]:
     """A row per queue that differs (then, with ``messages``, its units that differ in place
-    and its messages only in one store), in (topic, queueId) order."""
+    and its messages only in one store), in (topic, queueId) order; of the queues in
+    ``only`` when given (those whose files differ)."""
     ka, kb = queue_keys(a, topic), queue_keys(b, topic)
     for t, q in sorted(ka | kb):
+        if only is not None and (t, q) not in only:
+            continue
         cqa, lo_a, hi_a = bounds(a, t, q, (t, q) in ka)
         cqb, lo_b, hi_b = bounds(b, t, q, (t, q) in kb)
         only_a, only_b = minus(lo_a, hi_a, lo_b, hi_b), minus(lo_b, hi_b, lo_a, hi_a)

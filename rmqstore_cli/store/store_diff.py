@@ -63,7 +63,9 @@ def diff(a: MessageStore, b: MessageStore, topic: str | None = None, messages: b
     """Every difference of ``b`` against ``a`` as rows (module docstring), then the summary.
     ``topic`` narrows it to that topic's consume-queue files, queues, messages and offsets
     (the commit log, shared by every topic, is then not compared); ``messages`` adds a row
-    per message only in one store and per unit that differs in place."""
+    per message only in one store and per unit that differs in place. A queue whose files
+    are the same in both stores is the same queue (when both commit logs start at the same
+    offset, which bounds a queue's min offset), and is not read again."""
     if [d.resolve() for d in a.config.commitlog_dirs] == [d.resolve() for d in b.config.commitlog_dirs]:
         if a.config.root.resolve() != b.config.root.resolve():
             raise UsageError(
@@ -72,7 +74,9 @@ def diff(a: MessageStore, b: MessageStore, topic: str | None = None, messages: b
             )
     tally = Tally()
     logs: dict[int, int | None] = {}
+    queues: set[tuple[str, str]] = set()
     for row in file_rows(a, b, topic, logs, tally):
+        queues.add(queue_of(row["path"]))
         tally.rows += 1
         yield row
     if topic is None and logs:
@@ -81,7 +85,10 @@ def diff(a: MessageStore, b: MessageStore, topic: str | None = None, messages: b
             tally.divergence = row["offset"]
             tally.rows += 1
             yield row
-    for row in queue_diff.queue_rows(a, b, topic, messages, tally.queues):
+    files_say = a.commitlog.min_offset == b.commitlog.min_offset and ("", "") not in queues
+    files_say = files_say and a.rocksdb_cq is None and b.rocksdb_cq is None
+    only = {(t, int(q)) for t, q in queues if q.isdigit()} if files_say else None
+    for row in queue_diff.queue_rows(a, b, topic, messages, tally.queues, only):
         tally.rows += 1
         yield row
     for row in queue_diff.offset_rows(a, b, topic, tally.queues):
@@ -91,6 +98,16 @@ def diff(a: MessageStore, b: MessageStore, topic: str | None = None, messages: b
 
 
 # ---------------------------------------------------------------- files
+
+
+def queue_of(rel: str) -> tuple[str, str]:
+    """(topic, queue directory) of a consume-queue file's path; ("", "") for any other
+    file under ``consumequeue/`` (a RocksDB consume queue's: every queue may differ);
+    ("", "-") for a file outside it."""
+    parts = rel.split("/")
+    if parts[0] != "consumequeue":
+        return "", "-"
+    return (parts[1], parts[2]) if len(parts) == 4 else ("", "")
 
 
 def store_files(ms: MessageStore, topic: str | None) -> dict[str, Path]:
