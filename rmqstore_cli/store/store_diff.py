@@ -25,7 +25,7 @@ from rmqstore_cli.store.commitlog.bulk import walk_records
 from rmqstore_cli.store.lookup import read_record
 from rmqstore_cli.store.mapped_files import regular_size, release_pages
 from rmqstore_cli.store.message_store import MessageStore
-from rmqstore_cli.store.safefs import map_file, open_read_only
+from rmqstore_cli.store.safefs import data_segments, map_file, open_read_only
 
 #: Bytes of each file compared at a time (and whose mapped pages are then released).
 CHUNK = 4 << 20
@@ -206,23 +206,39 @@ def first_difference(pa: Path, pb: Path, size_a: int, size_b: int) -> int | None
         for fd in fds:
             os.close(fd)
     try:
-        return compare_maps(ma, mb, n, size_a == size_b)
+        return compare_maps(ma, mb, data_ranges(pa, pb, n), n, size_a == size_b)
     finally:
         for m in (ma, mb):
             close_map(m)
 
 
-def compare_maps(ma, mb, n: int, same_size: bool) -> int | None:
-    """:func:`first_difference` over two mappings, their first ``n`` bytes a chunk at a time."""
+def data_ranges(pa: Path, pb: Path, n: int) -> list[tuple[int, int]]:
+    """The ``[a, b)`` ranges of the first ``n`` bytes where either file holds data
+    (``safefs.data_segments``): a hole in both reads as zeros in both, so a preallocated
+    commit-log file with a few MB written is compared over those MB only."""
+    segs = sorted(data_segments(pa, 0, n) + data_segments(pb, 0, n))
+    out: list[tuple[int, int]] = []
+    for lo, hi in segs:
+        if out and lo <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], hi))
+        else:
+            out.append((lo, hi))
+    return out
+
+
+def compare_maps(ma, mb, ranges: list[tuple[int, int]], n: int, same_size: bool) -> int | None:
+    """:func:`first_difference` over two mappings: ``ranges`` of their first ``n`` bytes
+    (:func:`data_ranges`), a chunk at a time."""
     xa, xb = file_array(ma), file_array(mb)
     try:
-        for lo in range(0, n, CHUNK):
-            hi = min(n, lo + CHUNK)
-            ca, cb = xa[lo:hi], xb[lo:hi]
-            if not np.array_equal(ca, cb):
-                return lo + int(np.flatnonzero(ca != cb)[0])
-            release_pages(ma, lo, hi)
-            release_pages(mb, lo, hi)
+        for start, stop in ranges:
+            for lo in range(start, stop, CHUNK):
+                hi = min(stop, lo + CHUNK)
+                ca, cb = xa[lo:hi], xb[lo:hi]
+                if not np.array_equal(ca, cb):
+                    return lo + int(np.flatnonzero(ca != cb)[0])
+                release_pages(ma, lo, hi)
+                release_pages(mb, lo, hi)
         return None if same_size else n
     finally:
         del xa, xb
