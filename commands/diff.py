@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rmqstore_cli.commands.common import BrokerConfOpt, Fmt, FormatOpt, command, conf_path
+from rmqstore_cli.commands.common import BrokerConfOpt, Fmt, FormatOpt, command, conf_path, no_such_topic
 from rmqstore_cli.commands.grammar import limit_option, note, warn
 
 EPILOG = """Examples:
@@ -65,6 +65,9 @@ def diff(
 
     conf = conf_path(broker_conf)
     stores = [open_store(p, conf, allow_odd_size=True) for p in (store_a, store_b)]
+    missing = [no_such_topic(st.engine, topic) for st in stores] if topic is not None else [None]
+    if all(missing):
+        raise missing[0]  # in neither store: the closest names, exit 1
     out = None if fmt is Fmt.json else Output(fmt.value, COLUMNS, title=f"diff {store_a} {store_b}")
     rows: list[dict] = []
     shown = total = 0

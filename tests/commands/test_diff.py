@@ -204,6 +204,10 @@ def test_limit_table_and_json(base, tmp_path):
     assert r.exit_code == 1 and "PaymentTopic/0" in r.stdout and "removed" in r.stdout
     r = cli("diff", base, b, "-t", "OrderTopic", "--format", "jsonl")
     assert r.exit_code == 0 and len(r.stdout.splitlines()) == 1
+    r = cli("diff", base, b, "-t", "OrderTopc")
+    assert r.exit_code == 1 and "did you mean OrderTopic?" in r.stderr and r.stdout == ""
+    r = cli("diff", base, b, "-t", "PaymentTopic", "--format", "jsonl")  # in one store only
+    assert r.exit_code == 1 and json.loads(r.stdout.splitlines()[-1])["messages_only_a"] > 0
 
 
 def test_usage_and_hostile_input(base, tmp_path):
