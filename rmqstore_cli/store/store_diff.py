@@ -287,7 +287,8 @@ def divergence_row(a: MessageStore, b: MessageStore, logs: dict[int, int | None]
 def record_start(ms: MessageStore, base: int, byte: int) -> int:
     """The start of the record of ``ms``'s file at ``base`` that holds global offset ``byte``,
     or where its records stop when they stop before it (``walk_records``: TOTALSIZE and
-    MAGICCODE only, as the broker's recovery walks the file)."""
+    MAGICCODE only, as the broker's recovery walks the file). In a DLedger data file a byte
+    of an entry's header belongs to the record after it."""
     cl = ms.commitlog
     f = cl.queue.find(base)
     if f is None:
@@ -297,11 +298,12 @@ def record_start(ms: MessageStore, base: int, byte: int) -> int:
     target, pos, header = byte - base, 0, cl.header_of(f)
     while True:
         w = walk_records(buf, pos, len(buf), WALK_BLOCK, a=arr, header=header)
-        if w.end > target:
-            starts = w.starts[w.starts <= target]
-            return base + (int(starts[-1]) if starts.size else pos)
+        if w.end > target:  # the entry (a DLedger entry: its header, then the record) that spans it
+            entries = w.starts - header
+            spans = entries[entries <= target]
+            return base + (int(spans[-1]) if spans.size else pos) + header
         if w.stop is not None or not w.starts.size:
-            return base + w.end
+            return base + w.end + header
         pos = w.end
 
 

@@ -222,3 +222,33 @@ def test_usage_and_hostile_input(base, tmp_path):
     before = tree_digest(base), sorted(os.listdir(b / "consumequeue" / "OrderTopic" / "0"))
     one_line(run("diff", base, b), 3, "FIFO", victim.name)
     assert (tree_digest(base), sorted(os.listdir(b / "consumequeue" / "OrderTopic" / "0"))) == before
+
+
+def test_dledger_log_diverges_at_the_record_not_its_entry_header(sample_tarball, tmp_path):
+    """A DLedger commit log (entries: a 48-byte header, then the record): a slave copy that
+    lost its last records parts at the first lost record's own offset, as dump-commitlog
+    gives it, though the first differing byte lies in that entry's header."""
+    s = sample_tarball("dledger")
+    conf = ("--broker-conf", s / "broker.conf")
+    slave = copy(s / "store", tmp_path / "slave")
+    log = [
+        json.loads(x)
+        for x in cli("dump-commitlog", "--store", s / "store", *conf, "--format", "jsonl").stdout.splitlines()
+    ]
+    gone = log[-2]
+    (data,) = [p for p in slave.rglob("data/*") if p.is_file()]
+    at = gone["physical_offset"] - 48 - int(data.name)
+    with open(data, "r+b") as f:
+        f.seek(at)
+        f.write(bytes(data.stat().st_size - at))
+    code, rows, summary = diff_rows(s / "store", slave, *conf)
+    (div,) = [x for x in rows if x["kind"] == "divergence"]
+    assert code == 1 and (div["offset"], div["a"]["msg_id"], div["b"]) == (
+        gone["physical_offset"],
+        gone["msg_id"],
+        None,
+    )
+    assert (
+        div["first_byte"] < div["offset"]
+        and div["past_a"] == log[-1]["physical_offset"] + log[-1]["total_size"] - div["offset"]
+    )
