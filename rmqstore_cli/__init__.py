@@ -14,7 +14,8 @@ The library::
 Beyond reading: ``store.batches()`` (pyarrow RecordBatches of the same messages),
 ``message_by_id()``, ``search_offset()``, ``consumer_progress()``, ``stats()``,
 ``transactions()`` (what became of each transactional message), the 5.x
-timer (``timer_slots()``, ``timer_units()``, ``timer_next()``, ``timer_summary()``), and the
+timer (``timer_slots()``, ``timer_units()``, ``timer_next()``, ``timer_summary()``),
+``diff_stores(a, b)`` (what changed between two snapshots), and the
 jobs that write: ``rebuild_index()``, ``expire()`` (a dry run unless ``dry_run=False``; the
 broker's lock held only while files are deleted) and ``export()``. Each returns frozen
 dataclasses whose fields are the command's JSON Lines keys (``as_dict()`` is the object
@@ -59,6 +60,15 @@ _EXPORTS = {
     "Transaction": "rmqstore_cli.api.records",
     "TransactionGroup": "rmqstore_cli.api.records",
     "TransactionReport": "rmqstore_cli.api.records",
+    "diff_stores": "rmqstore_cli.api.diff",
+    "DiffRow": "rmqstore_cli.api.records",
+    "DiffFile": "rmqstore_cli.api.records",
+    "DiffDivergence": "rmqstore_cli.api.records",
+    "DiffQueue": "rmqstore_cli.api.records",
+    "DiffUnit": "rmqstore_cli.api.records",
+    "DiffMessage": "rmqstore_cli.api.records",
+    "DiffOffset": "rmqstore_cli.api.records",
+    "DiffSummary": "rmqstore_cli.api.records",
     "RmqstoreError": "rmqstore_cli.errors",
     "StoreError": "rmqstore_cli.errors",
     "FileSizeError": "rmqstore_cli.errors",
@@ -71,8 +81,17 @@ __all__ = ["__version__", *_EXPORTS]
 
 if TYPE_CHECKING:  # for type checkers and editors (``X as X``: an explicit re-export); at run time the names
     # load lazily
+    from rmqstore_cli.api.diff import diff_stores as diff_stores
     from rmqstore_cli.api.records import (
         ConsumerProgress as ConsumerProgress,
+        DiffDivergence as DiffDivergence,
+        DiffFile as DiffFile,
+        DiffMessage as DiffMessage,
+        DiffOffset as DiffOffset,
+        DiffQueue as DiffQueue,
+        DiffRow as DiffRow,
+        DiffSummary as DiffSummary,
+        DiffUnit as DiffUnit,
         ExpireAction as ExpireAction,
         ExpireReport as ExpireReport,
         ExportReport as ExportReport,

@@ -54,6 +54,11 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
         "What is eating the disk: messages and bytes per topic, queue or file, biggest first, "
         "and the size of every part of the store root.",
     ),
+    (
+        "diff",
+        "diff",
+        "What changed between two snapshots of a store: files, the commit logs, queues, consumer offsets.",
+    ),
     ("index-lookup", "index_lookup", "Find messages by key through the index files, and check each one's real key."),
     ("decode-msgid", "decode_msgid", "Tell offset msgIds from client UNIQ_KEYs and decode them."),
     (

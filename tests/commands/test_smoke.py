@@ -228,6 +228,34 @@ def test_repair_pads_a_torn_copy_of_the_brokers_store_back_to_what_it_loads(tmp_
     assert all(f["physical_offset"] in lost for f in errors if f["check"] != "commitlog.queue-offset")
 
 
+def test_diff_finds_where_a_slave_copy_of_the_brokers_log_ends(tmp_path):
+    """The 5.3.3 store against a copy whose log lost its last record (zeroed, as a
+    slave that stopped following): the logs part there, and only A has it."""
+    d = fixture_dir("5.3.3")
+    slave = writable_copy(d / "store", tmp_path / "slave")
+    want = json.loads((d / "expected.json").read_text())["messages"]
+    gone = max(want, key=lambda m: m["physical_offset"])
+    last = max(
+        (p for p in (slave / "commitlog").iterdir() if int(p.name) <= gone["physical_offset"]), key=lambda p: p.name
+    )
+    at = gone["physical_offset"] - int(last.name)
+    with open(last, "r+b") as f:
+        f.seek(at)
+        f.write(bytes(last.stat().st_size - at))
+    conf = ("--broker-conf", d / "broker.conf")
+    assert _jsonl(_run("diff", d / "store", writable_copy(d / "store", tmp_path / "same"), *conf, "--format", "jsonl"))[
+        0
+    ]["same"]
+    rows = _jsonl(_run("diff", d / "store", slave, *conf, "--format", "jsonl", code=1))
+    [div] = [r for r in rows if r["kind"] == "divergence"]
+    assert (div["offset"], div["a"]["msg_id"], div["b"], div["past_b"]) == (
+        gone["physical_offset"],
+        gone["msg_id"],
+        None,
+        0,
+    )
+
+
 def test_every_command_has_its_smoke_test():
     """A new command gets a smoke test here (each test above runs its command with _run)."""
     from rmqstore_cli.app import COMMANDS

@@ -158,6 +158,34 @@ def test_consumer_progress_records(small_store_master, tmp_path):
     _json_equals_jsonl("consumer-progress", "--store", s)
 
 
+def test_diff_records(small_store_master, tmp_path):
+    import shutil
+
+    b = tmp_path / "b"
+    shutil.copytree(small_store_master, b)
+    (b / "config").mkdir(exist_ok=True)
+    (b / "config" / "consumerOffset.json").write_text('{"offsetTable":{"OrderTopic@g1":{0:5}}}', encoding="utf-8")
+    a = tmp_path / "a"
+    shutil.copytree(small_store_master, a)
+    (a / "config").mkdir(exist_ok=True)
+    (a / "config" / "consumerOffset.json").write_text('{"offsetTable":{"OrderTopic@g1":{0:9}}}', encoding="utf-8")
+    queue = sorted((b / "consumequeue" / "OrderTopic").iterdir())[0]
+    first = sorted(queue.iterdir())[0]
+    data = bytearray(first.read_bytes())
+    data[12:20] = bytes(8)  # the first unit's tags code: a unit changed in place
+    first.write_bytes(bytes(data))
+    shutil.rmtree(b / "consumequeue" / "OrderTopic" / sorted(os.listdir(b / "consumequeue" / "OrderTopic"))[-1])
+    last = sorted((b / "commitlog").iterdir())[-1]
+    with open(last, "r+b") as f:  # the log's tail gone: a divergence
+        f.truncate(last.stat().st_size // 2)
+    recs = jsonl("diff", a, b, "--messages", code=1)
+    _check_all(recs, lambda r: "diff-summary" if r["kind"] == "summary" else "diff-row")
+    assert {"file", "divergence", "queue", "unit", "message", "offset"} <= {r["kind"] for r in recs}
+    r = run("diff", a, b, "--format", "json")
+    assert r.returncode == 1
+    validate(json.loads(r.stdout), "diff-summary")
+
+
 def test_index_lookup_records(sample):
     s, m = sample["store"], sample["msg"]
     recs = jsonl("index-lookup", m["keys"][0], "--store", s, "--show-collisions", "--max", "0")
