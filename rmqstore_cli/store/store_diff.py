@@ -70,7 +70,7 @@ def diff(a: MessageStore, b: MessageStore, topic: str | None = None, messages: b
         if a.config.root.resolve() != b.config.root.resolve():
             raise UsageError(
                 f"both stores read the same commit log {a.config.commitlog_dirs[0]}",
-                hint="--broker-conf's storePathCommitLog lies outside both stores; give a conf without it",
+                hint="⟦broker_conf⟧'s storePathCommitLog lies outside both stores; give a conf without it",
             )
     tally = Tally()
     logs: dict[int, int | None] = {}
