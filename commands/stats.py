@@ -120,9 +120,12 @@ def stats(
     and the size of every part of the store root.
 
     Rows: messages and bytes (the records' sizes) in the commit log, the store times of the
-    first and last, share of the commit-log files' size, and the topic's consume-queue
-    files' size. Counts come from the consume queues unless --exact (see below); the
-    summary's method says which. --by file gives each commit-log file (records, time range,
+    first and last, share, and the topic's consume-queue files' size. share is the row's
+    part of the message bytes counted, each record once: the rows' bytes over the summary's
+    bytes (with --topic, that topic's), so the shares add up to 100 %; an LMQ row's units
+    point at records other rows count, so its share is null (shown as lmq). Counts come
+    from the consume queues unless --exact (see below); the summary's method says which.
+    --by file gives each commit-log file (records, time range,
     fill = end of its last record / file size), consume-queue file (live units, time range
     of their messages, fill = units / capacity), BatchCQ file (batchconsumequeue/: live
     units, their store times, fill) and index file (entries and time range from its header,
@@ -251,7 +254,7 @@ def _table_cells(d: dict, zone) -> dict:
         t[k] = format_ms(d[src], zone) if d.get(src) is not None else ""
     if "cq_bytes" in d:
         t["cq_size"] = human(d["cq_bytes"])
-        t["share"] = f"{100 * d['share']:.1f}%"
+        t["share"] = "lmq" if d["share"] is None else f"{100 * d['share']:.1f}%"
     else:
         t["disk"] = human(d["disk_bytes"])
         t["fill"] = "" if d["fill"] is None else f"{100 * d['fill']:.1f}%"

@@ -331,10 +331,12 @@ class ConsumerProgress:
 @dataclass(frozen=True, slots=True)
 class StatsRow:
     """One topic's (or, ``queue_id`` given, one queue's) messages and bytes in the commit log
-    (``stats``' rows): the store times of the first and last, ``share`` of the commit-log
-    files' size, ``cq_bytes`` its consume-queue files' size; ``not_in_cq`` (counted from the
-    commit log only) the records no consume queue holds; ``multi_dispatch`` a queue of LMQ
-    units, whose messages are other queues' too."""
+    (``stats``' rows): the store times of the first and last, ``share`` of the message
+    bytes counted, each record once (the rows' shares add up to 1; None for a
+    ``multi_dispatch`` row, whose records other rows count), ``cq_bytes`` its consume-queue
+    files' size; ``not_in_cq`` (counted from the commit log only) the records no consume
+    queue holds; ``multi_dispatch`` a queue of LMQ units, whose messages are other queues'
+    too."""
 
     topic: str
     queue_id: int | None
@@ -342,7 +344,7 @@ class StatsRow:
     bytes: int
     first_store_timestamp: int | None
     last_store_timestamp: int | None
-    share: float
+    share: float | None
     cq_bytes: int
     not_in_cq: int | None = None
     multi_dispatch: bool = False

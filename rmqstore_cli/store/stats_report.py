@@ -45,7 +45,8 @@ def stats_report(
     else:
         rows = list(st.queues.values()) if by == "queue" else engine.topic_rows(st.queues)
     shown = engine.biggest_first(rows, top)
-    dicts = [r.to_dict() if by_file else r.to_dict(st.commitlog_bytes) for r in shown]
+    total_once = engine.once_total(st.queues)
+    dicts = [r.to_dict() if by_file else r.to_dict(total_once) for r in shown]
     return StatsResult(dicts, summary(ms, st, by, rows, shown, components, warnings + st.notes), components)
 
 
@@ -69,7 +70,7 @@ def summary(
         "rows": len(rows),
         "shown": len(shown),
         "messages": sum(r.messages for r in queues),
-        "bytes": sum(r.bytes for r in queues),
+        "bytes": engine.once_total(st.queues),
         "multi_dispatch_units": fanned,
         "commitlog_bytes": st.commitlog_bytes,
         "not_in_cq": st.not_in_cq if st.method == "commitlog" else None,
