@@ -294,7 +294,8 @@ class OffsetAtTime:
 class ConsumerProgress:
     """One consumer group's committed offset in one queue against the queue's bounds
     (``mqadmin consumerProgress``, offline). ``lag`` is max_offset - consumer_offset
-    (``ConsumeStats#computeTotalDiff``); ``status`` ok, behind-min, beyond-max or no-queue;
+    (``ConsumeStats#computeTotalDiff``), None for a queue the store does not have; ``status``
+    ok, behind-min, beyond-max or no-queue;
     ``file`` the offsets' source (``consumerOffset.json``, ``rdb/``, …); ``delay_level``
     for ``delayOffset.json``'s rows (queue id + 1)."""
 
@@ -304,7 +305,7 @@ class ConsumerProgress:
     consumer_offset: int
     min_offset: int
     max_offset: int
-    lag: int
+    lag: int | None
     next_store_timestamp: int | None
     status: str
     file: str | None
