@@ -1,5 +1,5 @@
 """Tables that fit the terminal: a few columns laid out within a width, long text folded or
-cut, never the table.
+cut, never the table; and key/value blocks for summaries.
 
 :mod:`~rmqstore_cli.render`'s :class:`~rmqstore_cli.render.TableWriter` streams rows of any
 width (a pipe to ``less -S`` or a file wants every cell whole). The reports of ``stats``,
@@ -62,7 +62,7 @@ def table(cols: list[FitCol], rows: list[dict], title: str | None = None, total:
     shown, below = _layout(cols, cells, total)
     widths = [max([text_width(c.header)] + [text_width(r[c.key]) for r in cells]) for c in shown]
     _shrink(shown, widths, total)
-    out = [cut(safe_text(title), total)] if title else []
+    out = wrap(title, total) if title else []
     out.append(_line(shown, widths, {c.key: c.header for c in shown}, total)[0])
     for r in cells:
         out += _line(shown, widths, r, total)
@@ -72,15 +72,14 @@ def table(cols: list[FitCol], rows: list[dict], title: str | None = None, total:
 
 def _layout(cols: list[FitCol], cells: list[dict], total: int) -> tuple[list[FitCol], list[FitCol]]:
     """Which columns stay in the row and which go below it (the foldable ones, last first,
-    until the row's least width fits)."""
+    until the row fits uncut: a value below its row is better than names cut to fit it)."""
     shown, below = list(cols), []
 
-    def least(c: FitCol) -> int:
-        natural = max([text_width(c.header)] + [text_width(r[c.key]) for r in cells])
-        return natural if c.least is None else min(natural, max(c.least, text_width(c.header)))
+    def natural(c: FitCol) -> int:
+        return max([text_width(c.header)] + [text_width(r[c.key]) for r in cells])
 
     for c in reversed(cols):
-        if sum(least(x) for x in shown) + len(SEP) * (len(shown) - 1) <= total:
+        if sum(natural(x) for x in shown) + len(SEP) * (len(shown) - 1) <= total:
             break
         if c.fold:
             shown.remove(c)
@@ -120,6 +119,25 @@ def _line(cols: list[FitCol], widths: list[int], r: dict, total: int) -> list[st
     lines = textwrap.wrap(text, room, break_long_words=True, break_on_hyphens=False) or [""]
     indent = " " * text_width(head)
     return [(head + lines[0]).rstrip(" ")] + [indent + x for x in lines[1:]]
+
+
+def key_values(pairs: list[tuple[str, Any]], title: str | None = None, total: int | None = None) -> list[str]:
+    """A summary as ``key  value`` lines, the values folded within ``total`` cells."""
+    total = width() if total is None else total
+    kw = max((text_width(k) for k, _ in pairs), default=0)
+    out = wrap(title, total) if title else []
+    room = max(total - kw - len(SEP), 16)
+    for k, v in pairs:
+        lines = textwrap.wrap(_cell(v), room, break_long_words=True, break_on_hyphens=False) or [""]
+        out.append(f"{k:<{kw}}{SEP}{lines[0]}".rstrip(" "))
+        out += [" " * (kw + len(SEP)) + x for x in lines[1:]]
+    return out
+
+
+def wrap(text: str, total: int | None = None) -> list[str]:
+    """Text (store text made safe) folded onto lines of at most ``total`` cells."""
+    total = width() if total is None else total
+    return textwrap.wrap(safe_text(text), total, break_long_words=True, break_on_hyphens=False) or [""]
 
 
 def write(lines: list[str]) -> None:

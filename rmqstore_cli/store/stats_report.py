@@ -23,9 +23,17 @@ class StatsResult:
     topic_missing: bool = False
 
 
-def has_commitlog(config: Any) -> bool:
-    """Whether one of the store's commit-log directories exists (``storePathCommitLog``)."""
-    return any(d.is_dir() for d in config.commitlog_dirs)
+def require_commitlog(config: Any) -> None:
+    """A StoreError unless one of the store's commit-log directories exists
+    (``storePathCommitLog``): there is nothing to count."""
+    from rmqstore_cli.errors import StoreError
+
+    if not any(d.is_dir() for d in config.commitlog_dirs):
+        raise StoreError(
+            "no commit log: the store's commit-log directory is missing",
+            path=config.commitlog_dirs[0],
+            hint="pass --broker-conf when storePathCommitLog puts it elsewhere",
+        )
 
 
 def stats_report(
