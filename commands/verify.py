@@ -35,7 +35,7 @@ command that repairs it; so does a file the broker would not load or whose recov
 config/*.json are read as ConfigManager#load reads them: config.backup-loaded (warning: the broker runs on the .bak),
 config.lost and config.load-fails (errors: an empty table, or no start). With --format jsonl every finding is one line
 {"check","severity","file","offset","detail",...}; the last line is {"summary": {...}} (messages checked; bytes, the
-total size of their records, not of the files; files; findings per check; broker_start).
+total size of their records, not of the files; files checked, by kind; findings per check; broker_start).
 
 broker_start predicts whether the broker (--broker-version, else the store's: timer files mean 5, otherwise 4.9 is
 assumed) would start on the store, and why not: config files and their .bak (ConfigManager#load), file sizes

@@ -194,8 +194,6 @@ def verify_summary_lines(summary: dict, verdict_line: str) -> list[str]:
     pairs = [(k, summary.get(k)) for k in ("store", "messages", "bytes")]
     pairs.append(("files", _files(summary)))
     pairs += [(k, summary.get(k)) for k in ("errors", "warnings", "infos")]
-    skipped = summary.get("skipped") or {}
-    pairs += [(f"skipped {k}", why) for k, why in skipped.items()]
     return key_values(pairs, "verify summary") + wrap(verdict_line)
 
 

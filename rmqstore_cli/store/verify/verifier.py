@@ -142,7 +142,7 @@ class Verifier(
             "store": str(self.root),
             "messages": self.messages,
             "bytes": self.bytes,
-            "files": dict(self.files),
+            "files": {k: n for k, n in self.files.items() if n},
             "commitlog_min_offset": getattr(self, "cl_min", 0),
             "commitlog_end_offset": getattr(self, "cl_end", 0),
             "consume_queues": len(getattr(self, "queues", {})),
