@@ -194,6 +194,7 @@ def verify_summary_lines(summary: dict, verdict_line: str) -> list[str]:
     pairs = [(k, summary.get(k)) for k in ("store", "messages", "bytes")]
     pairs.append(("files", _files(summary)))
     pairs += [(k, summary.get(k)) for k in ("errors", "warnings", "infos")]
+    pairs += [(f"not checked: {k}", why) for k, why in (summary.get("skipped") or {}).items()]
     return key_values(pairs, "verify summary") + wrap(verdict_line)
 
 
@@ -228,7 +229,10 @@ def verify_one(fmt: str, result: dict, checks: dict, streamed: bool = False) -> 
         lines += table(FINDING_COLUMNS, rows, head) + [""]
     lines += verify_summary_lines(summary, result["verdict"].line())
     if not findings:
-        lines.append("no findings: the store is consistent")
+        lines.append(
+            "no findings: "
+            + ("nothing wrong in what was checked" if summary.get("skipped") else "the store is consistent")
+        )
     write(lines)
 
 
