@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from enum import Enum
 from typing import Annotated
 
 import typer
@@ -25,19 +26,14 @@ EPILOG = """Examples:
   rmqstore consumer-progress --group order-consumers --format jsonl | jq 'select(.lag > 1000)'
 
   rmqstore consumer-progress --topic OrderTopic --format json
+
+  rmqstore consumer-progress --by group --format jsonl | jq -c '{group, lag}'
 """
 
-COLUMNS = [
-    ("group", "group"),
-    ("topic", "topic"),
-    ("queue_id", "queue"),
-    ("consumer_offset", "consumer offset"),
-    ("min_offset", "min offset"),
-    ("max_offset", "max offset"),
-    ("lag", "lag"),
-    ("next_store_time", "next message stored"),
-    ("status", "status"),
-]
+
+class By(str, Enum):
+    queue = "queue"
+    group = "group"
 
 
 def register(app: typer.Typer) -> None:
@@ -47,6 +43,9 @@ def register(app: typer.Typer) -> None:
 @command
 def consumer_progress(
     group: Annotated[str | None, typer.Option("--group", "-g", help="Only this consumer group.")] = None,
+    by: Annotated[
+        By, typer.Option("--by", help="One row per queue (the table adds the lag per group), or per group.")
+    ] = By.queue,
     topic: Annotated[
         str | None, typer.Option("--topic", "-t", help="Only this topic.", autocompletion=complete_topic)
     ] = None,
@@ -71,23 +70,29 @@ def consumer_progress(
     consumerOffsets/ or rdb/ (the rocksdb extra). lag is the
     broker's diff, max offset - consumer offset. An offset below the queue's min offset
     (its messages expired: status behind-min) or above its max (the broker corrects it at
-    the next pull: beyond-max) is flagged; no-queue: the store has no such consume queue.
+    the next pull: beyond-max) is flagged; no-queue: the store has no such consume queue
+    (any more), and the row has no lag (null).
     A BatchCQ topic's queue (batchconsumequeue/) counts in messages: min, max and lag are
     queue offsets (msgBaseOffset, batchSize), the next store time that of the inner batch
     holding the consumer offset.
+    After the rows, the lag per group: its topics, queues and total lag (the sum of its
+    queues' lags as ConsumeStats#computeTotalDiff sums them, a beyond-max queue counting 0
+    as the broker corrects it) and how many of its queues the store no longer has
+    (no_queue, not in the total); --by group lists only those.
     Exit 1 when no offset matches.
 
-    JSON fields: group, topic, queue_id, consumer_offset, min_offset, max_offset, lag,
-    next_store_timestamp (store time of the next message to consume: how old the backlog
-    is; null when none is waiting), status (ok, behind-min, beyond-max, no-queue), file;
-    delay_level on delayOffset.json's rows.
+    JSON fields: group, topic, queue_id, consumer_offset, min_offset, max_offset, lag
+    (null for no-queue), next_store_timestamp (store time of the next message to consume:
+    how old the backlog is; null when none is waiting), status (ok, behind-min, beyond-max,
+    no-queue), file; delay_level on delayOffset.json's rows. --by group: group, topics,
+    queues, lag, no_queue.
     """
-    import sys
-
     from rmqstore_cli.commands.common import open_store
+    from rmqstore_cli.commands.grammar import warn
 
+    from rmqstore_cli import reports
     from rmqstore_cli.errors import NotFound
-    from rmqstore_cli.render import Output, safe_text
+    from rmqstore_cli.render import safe_text
     from rmqstore_cli.store import progress
     from rmqstore_cli.times import format_ms, parse_tz
 
@@ -97,33 +102,25 @@ def consumer_progress(
     )
     config_dir = ms.config.root / "config"
     sources = progress.load_sources(config_dir)
-    for loaded in sources:
-        for w in loaded.warnings:
-            print(f"rmqstore: warning: {safe_text(w)}", file=sys.stderr)
+    for w in (w for loaded in sources for w in loaded.warnings):
+        warn(w)
     progress.require_offsets(config_dir, sources)
-    out = Output(fmt.value, COLUMNS, title=f"consumer progress ({config_dir})")
-    try:
-        for d, bad_key in progress.progress_rows(ms, sources, group, topic):
-            if d is None:
-                print(
-                    f"rmqstore: warning: offset key {safe_text(bad_key)!r} is not TOPIC@GROUP; skipped",
-                    file=sys.stderr,
-                )
-                continue
-            if fmt is Fmt.table:
-                ts = d["next_store_timestamp"]
-                d["next_store_time"] = format_ms(ts, zone) if ts is not None else ""
-            out.emit(d)
-    finally:
-        out.close()
-    if not out.count:
-        what = " and ".join(
-            x
-            for x in (f"group '{safe_text(group)}'" if group else "", f"topic '{safe_text(topic)}'" if topic else "")
-            if x
-        )
+    rows = []
+    for d, bad_key in progress.progress_rows(ms, sources, group, topic):
+        if d is None:
+            warn(f"offset key {bad_key!r} is not TOPIC@GROUP; skipped")
+        else:
+            rows.append(d)
+    if not rows:
+        what = " and ".join(x for x in (f"group '{group}'" if group else "", f"topic '{topic}'" if topic else "") if x)
         raise NotFound(
-            f"no consumer offset of {what}" if what else "no consumer offset",
+            f"no consumer offset of {safe_text(what)}" if what else "no consumer offset",
             path=config_dir,
             hint="run without --group/--topic to list them all",
         )
+    if fmt is Fmt.table:
+        for d in rows:
+            ts = d["next_store_timestamp"]
+            d["next_store_time"] = format_ms(ts, zone) if ts is not None else ""
+    groups = progress.group_totals(rows) if by is By.group else None
+    reports.progress(fmt.value, rows, groups, f"consumer progress ({config_dir})")

@@ -49,15 +49,6 @@ def safe_text(s: str) -> str:
     return _CONTROL.sub(_escape, s)
 
 
-def safe_markup(s: str) -> str:
-    """``s`` made inert (:func:`safe_text`) and its rich markup escaped, for text that goes
-    through rich's markup parser (``console().print`` of a string): ``[bold red]x[/]`` prints
-    as written."""
-    from rich.markup import escape
-
-    return escape(safe_text(s))
-
-
 def to_json(obj: Any) -> str:
     return to_json_bytes(obj).decode("utf-8")
 

@@ -294,7 +294,8 @@ class OffsetAtTime:
 class ConsumerProgress:
     """One consumer group's committed offset in one queue against the queue's bounds
     (``mqadmin consumerProgress``, offline). ``lag`` is max_offset - consumer_offset
-    (``ConsumeStats#computeTotalDiff``); ``status`` ok, behind-min, beyond-max or no-queue;
+    (``ConsumeStats#computeTotalDiff``), None for a queue the store does not have; ``status``
+    ok, behind-min, beyond-max or no-queue;
     ``file`` the offsets' source (``consumerOffset.json``, ``rdb/``, …); ``delay_level``
     for ``delayOffset.json``'s rows (queue id + 1)."""
 
@@ -304,7 +305,7 @@ class ConsumerProgress:
     consumer_offset: int
     min_offset: int
     max_offset: int
-    lag: int
+    lag: int | None
     next_store_timestamp: int | None
     status: str
     file: str | None
@@ -331,10 +332,12 @@ class ConsumerProgress:
 @dataclass(frozen=True, slots=True)
 class StatsRow:
     """One topic's (or, ``queue_id`` given, one queue's) messages and bytes in the commit log
-    (``stats``' rows): the store times of the first and last, ``share`` of the commit-log
-    files' size, ``cq_bytes`` its consume-queue files' size; ``not_in_cq`` (counted from the
-    commit log only) the records no consume queue holds; ``multi_dispatch`` a queue of LMQ
-    units, whose messages are other queues' too."""
+    (``stats``' rows): the store times of the first and last, ``share`` of the message
+    bytes counted, each record once (the rows' shares add up to 1; None for a
+    ``multi_dispatch`` row, whose records other rows count), ``cq_bytes`` its consume-queue
+    files' size; ``not_in_cq`` (counted from the commit log only) the records no consume
+    queue holds; ``multi_dispatch`` a queue of LMQ units, whose messages are other queues'
+    too."""
 
     topic: str
     queue_id: int | None
@@ -342,7 +345,7 @@ class StatsRow:
     bytes: int
     first_store_timestamp: int | None
     last_store_timestamp: int | None
-    share: float
+    share: float | None
     cq_bytes: int
     not_in_cq: int | None = None
     multi_dispatch: bool = False

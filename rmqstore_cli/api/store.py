@@ -478,16 +478,13 @@ class Store:
         biggest), and the store root's components. The counts come from the consume queues,
         or with ``exact`` from the whole commit log (also the records no consume queue
         holds). Raises :class:`~rmqstore_cli.errors.NotFound` when ``topic`` has no queue."""
-        from rmqstore_cli.errors import NotFound, StoreError
+        from rmqstore_cli.errors import NotFound
         from rmqstore_cli.store import stats_report
 
         if by not in stats_report.BY:
             raise UsageError(f"by={by!r}: not topic, queue or file")
         ms = self.engine
-        if not stats_report.has_commitlog(ms.config):
-            raise StoreError(
-                "no commit log: the store's commit-log directory is missing", path=ms.config.commitlog_dirs[0]
-            )
+        stats_report.require_commitlog(ms.config)
         rep = stats_report.stats_report(ms, by, topic, exact, top)
         if rep.topic_missing:
             raise NotFound(f"topic {topic!r} has no consume queue", path=ms.config.consumequeue_dir / str(topic))

@@ -731,6 +731,7 @@ def conclude(plan: StorePlan, ctx: FinishContext, totals: dict, parts: list[dict
             files[name] = plan.files_count[name]
     files.update(v.files)  # batchconsumequeue/ and compaction/ files counted by check_batch_queues
     out.files = files
+    out.skipped = v.skipped
     out.cl_min, out.cl_end, out.queues, out.notes = plan.cl_min, ctx.cl_end, plan.queue_dirs, plan.notes
     out.counts = +counts
     out.by_severity = Counter({k: v for k, v in sev.items() if v and k in (ERROR, WARNING, INFO)})

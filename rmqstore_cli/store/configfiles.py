@@ -62,25 +62,33 @@ def _unquoted_position(text: str, pos: int) -> int:
     return pos - sum(1 for k, p in enumerate(inserted) if p + k < pos)
 
 
-def _byte_offset(data: bytes, text: str, pos: int) -> int:
-    """The byte offset in ``data`` of character ``pos`` of its decoded ``text`` (exact for
-    UTF-8; bytes the decoder replaced count as their replacement's length)."""
-    return pos if data.isascii() else len(text[:pos].encode("utf-8"))
+#: A byte that is not UTF-8, as ``surrogateescape`` keeps it: one character per byte.
+_RAW_BYTE = re.compile("[\udc80-\udcff]")
+
+
+def _byte_offset(data: bytes, kept: str, pos: int) -> int:
+    """The byte offset in ``data`` of character ``pos`` of ``kept`` (``data`` decoded with
+    ``surrogateescape``: one character per byte that is not UTF-8, so exact for any bytes)."""
+    return pos if data.isascii() else len(kept[:pos].encode("utf-8", "surrogateescape"))
 
 
 def fastjson_object(data: bytes) -> dict | None:
     """The top-level object of a fastjson file (None for ``null``), or a DecodeError whose
-    offset is the byte of the file where the text stops being JSON."""
+    offset is the byte of the file where the text stops being JSON (not a character index:
+    a multi-byte character or a byte that is not UTF-8 before it counts as its bytes)."""
     import orjson
 
-    text = data.decode("utf-8", "replace")  # MixAll#file2String: new String(bytes), malformed input replaced
+    kept = data.decode("utf-8", "surrogateescape")
+    # MixAll#file2String: new String(bytes), malformed input replaced (here one U+FFFD a byte,
+    # so that character positions stay those of ``kept``)
+    text = _RAW_BYTE.sub("\ufffd", kept)
     try:
         obj = orjson.loads(text)  # strict JSON (no integer key): no rewriting needed
     except orjson.JSONDecodeError:
         try:
             obj = orjson.loads(quote_int_keys(text))
         except orjson.JSONDecodeError as e:
-            at = _byte_offset(data, text, _unquoted_position(text, e.pos))
+            at = _byte_offset(data, kept, _unquoted_position(text, e.pos))
             raise DecodeError(f"not fastjson's JSON: {e.msg}", at) from None
     if obj is not None and not isinstance(obj, dict):
         raise DecodeError(f"the top level is a {type(obj).__name__}, not an object")

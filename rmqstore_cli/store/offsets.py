@@ -148,9 +148,10 @@ class Progress:
     status: str  # ok, behind-min, beyond-max, no-queue
 
     @property
-    def lag(self) -> int:
-        """The broker's diff: max offset − consumer offset (``ConsumeStats#computeTotalDiff``)."""
-        return self.max_offset - self.consumer_offset
+    def lag(self) -> int | None:
+        """The broker's diff: max offset − consumer offset (``ConsumeStats#computeTotalDiff``);
+        None when the store has no such queue (a max of 0 would make it minus the offset)."""
+        return None if self.status == "no-queue" else self.max_offset - self.consumer_offset
 
     def to_dict(self) -> dict:
         return {

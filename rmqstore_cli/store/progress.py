@@ -73,3 +73,24 @@ def progress_rows(
             if delay:
                 d["delay_level"] = row.queue_id + 1
             yield d, None
+
+
+def group_totals(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per consumer group (in the rows' order): its topics and queues, and its total lag, as
+    ``ConsumeStats#computeTotalDiff`` sums the queues' lags once the broker has corrected
+    an offset beyond its queue's max to the max (at the next pull: that queue counts 0, not a
+    negative lag); a queue the store no longer has (``no-queue``: no lag) is counted apart
+    in ``no_queue``, not in ``lag``."""
+    out: dict[str, dict[str, Any]] = {}
+    topics: dict[str, set[str]] = {}
+    for r in rows:
+        g = out.setdefault(r["group"], {"group": r["group"], "topics": 0, "queues": 0, "lag": 0, "no_queue": 0})
+        topics.setdefault(r["group"], set()).add(r["topic"])
+        g["queues"] += 1
+        if r["lag"] is None:
+            g["no_queue"] += 1
+        else:
+            g["lag"] += max(r["lag"], 0)
+    for name, g in out.items():
+        g["topics"] = len(topics[name])
+    return list(out.values())

@@ -68,11 +68,14 @@ class Row:
     dangling: int = 0
     #: A queue of multi-dispatch units (store/lmq.py): its messages are other queues' too.
     multi_dispatch: bool = False
+    #: Of ``bytes``, those of multi-dispatch queues folded in (a topic's): counted elsewhere.
+    shared_bytes: int = 0
 
     def add(self, other: Row) -> None:
         """Fold another queue's counts into this row (a topic's total)."""
         self.messages += other.messages
         self.bytes += other.bytes
+        self.shared_bytes += other.bytes if other.multi_dispatch else other.shared_bytes
         self.cq_bytes += other.cq_bytes
         self.multi_dispatch |= other.multi_dispatch
         if other.not_in_cq is not None:
@@ -90,7 +93,20 @@ class Row:
                 last if self.last_store_timestamp is None else max(self.last_store_timestamp, last)
             )
 
-    def to_dict(self, commitlog_bytes: int) -> dict:
+    @property
+    def once_bytes(self) -> int:
+        """The bytes of records no other row counts first: none for a multi-dispatch queue
+        (its units point at another topic's records, ``ConsumeQueue#multiDispatchLmqQueue``)."""
+        return 0 if self.multi_dispatch and self.queue_id is not None else self.bytes - self.shared_bytes
+
+    def share(self, total_once: int) -> float | None:
+        """This row's part of the message bytes counted once (``total_once``): the rows'
+        shares add up to 1; None for a row of multi-dispatch units alone."""
+        if self.multi_dispatch and not self.once_bytes:
+            return None
+        return round(self.once_bytes / total_once, 6) if total_once else 0.0
+
+    def to_dict(self, total_once: int) -> dict:
         d = {"topic": self.topic}
         if self.queue_id is not None:
             d["queue_id"] = self.queue_id
@@ -99,7 +115,7 @@ class Row:
             bytes=self.bytes,
             first_store_timestamp=self.first_store_timestamp,
             last_store_timestamp=self.last_store_timestamp,
-            share=round(self.bytes / commitlog_bytes, 6) if commitlog_bytes else 0.0,
+            share=self.share(total_once),
             cq_bytes=self.cq_bytes,
         )
         if self.not_in_cq is not None:
@@ -534,7 +550,7 @@ def unread_entries(store) -> list[str]:
 
 
 def commitlog_total(commitlog) -> int:
-    """The commit-log files' size: the denominator of each row's ``share``."""
+    """The commit-log files' size (the summary's ``commitlog_bytes``)."""
     return sum(file_sizes(f.path)[0] for f in commitlog.files)
 
 
@@ -714,6 +730,12 @@ def index_file_rows(config) -> list[FileRow]:
 
 
 # ------------------------------------------------------------------ rows as asked
+
+
+def once_total(queues: dict[tuple[str, int], Row]) -> int:
+    """The message bytes the queues count, each record once (multi-dispatch queues left out):
+    the denominator of every row's ``share``."""
+    return sum(r.once_bytes for r in queues.values())
 
 
 def topic_rows(queues: dict[tuple[str, int], Row]) -> list[Row]:

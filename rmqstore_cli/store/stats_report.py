@@ -23,9 +23,17 @@ class StatsResult:
     topic_missing: bool = False
 
 
-def has_commitlog(config: Any) -> bool:
-    """Whether one of the store's commit-log directories exists (``storePathCommitLog``)."""
-    return any(d.is_dir() for d in config.commitlog_dirs)
+def require_commitlog(config: Any) -> None:
+    """A StoreError unless one of the store's commit-log directories exists
+    (``storePathCommitLog``): there is nothing to count."""
+    from rmqstore_cli.errors import StoreError
+
+    if not any(d.is_dir() for d in config.commitlog_dirs):
+        raise StoreError(
+            "no commit log: the store's commit-log directory is missing",
+            path=config.commitlog_dirs[0],
+            hint="pass --broker-conf when storePathCommitLog puts it elsewhere",
+        )
 
 
 def stats_report(
@@ -45,7 +53,8 @@ def stats_report(
     else:
         rows = list(st.queues.values()) if by == "queue" else engine.topic_rows(st.queues)
     shown = engine.biggest_first(rows, top)
-    dicts = [r.to_dict() if by_file else r.to_dict(st.commitlog_bytes) for r in shown]
+    total_once = engine.once_total(st.queues)
+    dicts = [r.to_dict() if by_file else r.to_dict(total_once) for r in shown]
     return StatsResult(dicts, summary(ms, st, by, rows, shown, components, warnings + st.notes), components)
 
 
@@ -69,7 +78,7 @@ def summary(
         "rows": len(rows),
         "shown": len(shown),
         "messages": sum(r.messages for r in queues),
-        "bytes": sum(r.bytes for r in queues),
+        "bytes": engine.once_total(st.queues),
         "multi_dispatch_units": fanned,
         "commitlog_bytes": st.commitlog_bytes,
         "not_in_cq": st.not_in_cq if st.method == "commitlog" else None,

@@ -304,3 +304,51 @@ def test_delay_and_lmq_offsets_ScheduleMessageService_decode(real):
     (cfg / "delayOffset.json.bak").write_text("[")  # a .bak that does not decode: the broker would not start
     r = run("consumer-progress", "--store", store, "--broker-conf", conf)
     assert r.returncode == 3 and "neither delayOffset.json nor delayOffset.json.bak decodes" in r.stderr.decode()
+
+
+def _with_offsets(tmp_path: Path, text: bytes, bak: bytes | None = None) -> Path:
+    d = fixture_dir("4.9.7")
+    store = _copy(d / "store", tmp_path / "store")
+    (store / "config" / "consumerOffset.json").write_bytes(text)
+    if bak is not None:
+        (store / "config" / "consumerOffset.json.bak").write_bytes(bak)
+    return store
+
+
+@pytest.mark.parametrize(
+    "before",
+    [b"\xc3\xa9\xe6\x97\xa5\xf0\x9f\x98\x80", b"\xff\xfe\xc3"],  # UTF-8 of 2, 3 and 4 bytes; bytes that are not UTF-8
+    ids=["multi-byte", "not-utf8"],
+)
+def test_a_parse_error_names_the_byte_offset_in_the_file(tmp_path, before):
+    """The offset in 'does not decode' is where the bytes stop being JSON, counted in bytes:
+    each multi-byte character (or byte a decoder would replace) before it counts as its bytes."""
+    text = b'{"offsetTable":{"T' + before + b'@g":{0:1},"AuditTopic@g":{0:1,]}}'
+    store = _with_offsets(tmp_path, text, bak=fastjson_compact({"AuditTopic@g": {0: 1}}).encode())
+    _, err = _progress(store, fixture_dir("4.9.7") / "broker.conf")
+    assert f"consumerOffset.json:{text.index(b']')} does not decode" in err, err
+
+
+def test_a_queue_the_store_no_longer_has_has_no_lag(tmp_path):
+    """A key whose queue is gone reads max 0: its lag is null (status no-queue), not minus the
+    offset; the group's total lag leaves it out and counts it in no_queue."""
+    d = fixture_dir("4.9.7")
+    expected = json.loads((d / "expected.json").read_text(encoding="utf-8"))
+    q = next(q for q in expected["consume_queues"].values() if q["max_offset"] > 3 and q["queue_id"] == 0)
+    table = {f"{q['topic']}@g": {q["queue_id"]: 1, 97: 5}, "NoSuchTopic@g": {0: 7}, f"{q['topic']}@h": {0: 1 << 40}}
+    store = _with_offsets(tmp_path, fastjson_compact(table).encode())
+    rows, _ = _progress(store, d / "broker.conf")
+    gone = [r for r in rows if r["status"] == "no-queue"]
+    assert sorted((r["topic"], r["queue_id"]) for r in gone) == [(q["topic"], 97), ("NoSuchTopic", 0)]
+    assert all(r["lag"] is None for r in gone)
+    groups, _ = _progress(store, d / "broker.conf", "--by", "group")
+    by = {g["group"]: g for g in groups}
+    assert by["g"] == {"group": "g", "topics": 2, "queues": 3, "lag": q["max_offset"] - 1, "no_queue": 2}
+    assert by["h"]["lag"] == 0  # beyond its max: the broker corrects it to the max at the next pull
+    for width in (80, 120):
+        r = run("consumer-progress", "--store", store, "--broker-conf", d / "broker.conf", env={"COLUMNS": str(width)})
+        text = r.stdout.decode()
+        assert r.returncode == 0 and "lag per group" in text
+        assert max(len(line) for line in text.splitlines()) <= width
+        [g_line] = [line for line in text.split("lag per group")[1].splitlines() if line.startswith("g ")]
+        assert g_line.split() == ["g", "2", "3", str(q["max_offset"] - 1), "2"]

@@ -105,10 +105,47 @@ def test_by_queue_matches_the_dump_and_rows_are_biggest_first(plain):
     commitlog = sum(p.stat().st_size for p in (plain / "commitlog").iterdir())
     assert summary["commitlog_bytes"] == commitlog
     for r in rows:
-        assert r["share"] == round(r["bytes"] / commitlog, 6)
+        assert r["share"] == round(r["bytes"] / summary["bytes"], 6)
         assert r["cq_bytes"] == sum(
             p.stat().st_size for p in (plain / "consumequeue" / r["topic"] / str(r["queue_id"])).iterdir()
         )
+
+
+def _shares(rows: list[dict]) -> float:
+    return sum(r["share"] for r in rows if r["share"] is not None)
+
+
+@pytest.mark.parametrize("by", ["topic", "queue"])
+def test_shares_of_a_small_store_on_big_sparse_files_add_up_to_the_whole(tmp_path, by):
+    """The share is of the message bytes counted, not of the files' size: a few KiB in a
+    1 GiB commit-log file are all of the messages, not 0.0 % of the file."""
+    store = generate(tmp_path / "s", "--topics", "2", "--commitlog-file-size", str(1 << 30), messages=40, small=False)
+    for exact in ([], ["--exact"]):
+        rows, summary = stats(store, "--by", by, *exact)
+        assert summary["commitlog_bytes"] == 1 << 30 and summary["bytes"] < 1 << 20
+        assert all(r["share"] > 0.01 for r in rows if r["messages"] > 1), rows
+        assert _shares(rows) == pytest.approx(1, abs=1e-5)
+        assert all(r["share"] == round(r["bytes"] / summary["bytes"], 6) for r in rows)
+
+
+@pytest.fixture(scope="module")
+def lmq_store(tmp_path_factory) -> Path:
+    return generate(tmp_path_factory.mktemp("lmq") / "store", "--lmq-ratio", "0.5", "--topics", "3", messages=400)
+
+
+@pytest.mark.parametrize("by", ["topic", "queue"])
+def test_lmq_units_are_not_counted_twice_in_the_shares(lmq_store, by):
+    """A multi-dispatch queue's units point at records another topic's row counts: its share
+    is null and the others add up to 100 %, as the summary's bytes count each record once."""
+    rows, summary = stats(lmq_store, "--by", by)
+    lmq = [r for r in rows if r.get("multi_dispatch")]
+    assert lmq and all(r["share"] is None for r in lmq)
+    assert _shares(rows) == pytest.approx(1, abs=1e-5)
+    assert summary["bytes"] == sum(r["bytes"] for r in rows if not r.get("multi_dispatch"))
+    assert sum(r["bytes"] for r in rows) > summary["bytes"]  # the LMQ rows' bytes are others' too
+    table = cli("stats", "--store", lmq_store, "--by", by)
+    shown = [line.split() for line in table.stdout.splitlines() if line.startswith("%LMQ%")]
+    assert shown and all("lmq" in cells for cells in shown)
 
 
 def test_top_and_topic(plain):
@@ -117,7 +154,11 @@ def test_top_and_topic(plain):
     assert top == rows[:4] and (summary["rows"], summary["shown"]) == (15, 4)
     topic = rows[-1]["topic"]
     only, summary = stats(plain, "--by", "queue", "--topic", topic)
-    assert only == [r for r in rows if r["topic"] == topic] and len(only) == 3
+    drop = {"share"}  # with --topic, the share is of that topic's bytes
+    assert [{k: v for k, v in r.items() if k not in drop} for r in only] == [
+        {k: v for k, v in r.items() if k not in drop} for r in rows if r["topic"] == topic
+    ] and len(only) == 3
+    assert _shares(only) == pytest.approx(1, abs=1e-5)
     assert summary["messages"] == sum(r["messages"] for r in only)
     one, _ = stats(plain, "--topic", topic, "--exact")
     assert [(r["topic"], r["messages"]) for r in one] == [(topic, sum(r["messages"] for r in only))]
@@ -234,10 +275,11 @@ def test_json_is_jsonl_rows_and_summary(plain):
 def test_table_says_which_way_it_counted(plain):
     r = cli("stats", "--store", plain, "--tz", "UTC")
     assert r.exit_code == 0
-    assert "counted from the consume queues" in r.stdout.splitlines()[0]
+    lines = r.stdout.splitlines()
+    assert [x for x in lines if x.startswith("counted from")][0].split(None, 2)[2].startswith("the consume queues")
     assert "2026-01-01" in r.stdout and "component" in r.stdout
     r = cli("stats", "--store", plain, "--exact", "--by", "file", "--top", "2")
-    assert r.exit_code == 0 and "counted from the commit log (--exact)" in r.stdout.splitlines()[0]
+    assert r.exit_code == 0 and "counted from  the commit log (--exact)" in r.stdout.splitlines()
 
 
 def test_reads_only(small_store):
@@ -375,3 +417,23 @@ def test_on_a_full_tmpfs_no_sigbus(full_tmpfs):
         assert r.returncode not in (-7, 135), args  # SIGBUS
         if r.returncode:
             one_line(r, 3, "holes on a tmpfs", str(full_tmpfs))
+
+
+@pytest.mark.parametrize("width", [80, 120])
+@pytest.mark.parametrize("by", ["topic", "queue", "file"])
+def test_the_table_fits_the_terminal(lmq_store, by, width):
+    """No line is wider than COLUMNS: the summary is key/value lines, the time range goes
+    under its row when the row would not fit, long names are cut, not the table."""
+    r = run("stats", "--store", lmq_store, "--by", by, "--tz", "UTC", env={"COLUMNS": str(width)})
+    text = r.stdout.decode()
+    assert r.returncode == 0 and max(len(line) for line in text.splitlines()) <= width, text
+    lines = text.splitlines()
+    assert lines[0] == "stats" and lines[1].split() == ["store", str(lmq_store)]
+    assert any(x.split()[:2] == ["counted", "from"] for x in lines[:8])
+    head = next(x for x in lines if x.startswith("component" if by == "file" else "topic"))
+    row = lines[lines.index(head) + 1]
+    folded = lines[lines.index(head) + 2].startswith("    stored: 2026-01-01")
+    assert folded == ("stored" not in head.split())
+    assert folded == (width == 80 or by != "topic"), head  # 120 holds a topic row and its times
+    assert "2026-01-01" in (lines[lines.index(head) + 2] if folded else row)
+    assert "disk by component" in lines

@@ -176,9 +176,8 @@ def test_jsonl_keeps_the_exact_text(store):
 
 
 def test_safe_text_keeps_ordinary_unicode():
-    from rmqstore_cli.render import safe_markup, safe_text
+    from rmqstore_cli.render import safe_text
 
     assert safe_text("订单 🚀 café") == "订单 🚀 café"
     assert safe_text("a\udcffb") == "a\\xffb"  # a byte that was not UTF-8, as git shows it
     assert safe_text("\u202eevil\U000e0041") == "\\u202eevil\\U000e0041"
-    assert safe_markup("[bold red]x[/]") == "\\[bold red]x\\[/]"

@@ -156,6 +156,10 @@ def test_consumer_progress_records(small_store_master, tmp_path):
     assert {"ok", "beyond-max", "no-queue"} <= {r["status"] for r in recs}
     assert any("delay_level" in r for r in recs)
     _json_equals_jsonl("consumer-progress", "--store", s)
+    assert [r["lag"] for r in recs if r["status"] == "no-queue"] == [None]
+    groups = jsonl("consumer-progress", "--store", s, "--by", "group")
+    _check_all(groups, lambda r: "consumer-progress-group")
+    _json_equals_jsonl("consumer-progress", "--store", s, "--by", "group")
 
 
 def test_diff_records(small_store_master, tmp_path):

@@ -357,11 +357,20 @@ def test_max_findings_caps_per_check_but_counts_all(small_store):
         start, length = _body(path.read_bytes(), pos)
         if length:
             _patch(path, start, bytes([path.read_bytes()[start] ^ 2]))
-    r = cli("verify", "--store", small_store, *SMALL, "--format", "jsonl", "--max-findings", "2")
-    lines = [json.loads(x) for x in r.stdout.splitlines()]
-    assert r.exit_code == 1
-    assert len(_find(lines[:-1], "commitlog.body-crc")) == 2
-    assert lines[-1]["summary"]["findings"]["commitlog.body-crc"] == 10
+    for cap in ("--limit", "--max-findings"):  # the old spelling still works
+        r = cli("verify", "--store", small_store, *SMALL, "--format", "jsonl", cap, "2")
+        lines = [json.loads(x) for x in r.stdout.splitlines()]
+        assert r.exit_code == 1
+        assert len(_find(lines[:-1], "commitlog.body-crc")) == 2
+        assert lines[-1]["summary"]["findings"]["commitlog.body-crc"] == 10
+    r = cli("verify", "--store", small_store, *SMALL, "--format", "jsonl")  # JSON: 100 a check, as before
+    assert len(_find([json.loads(x) for x in r.stdout.splitlines()][:-1], "commitlog.body-crc")) == 10
+    for width, extra, shown in ((80, [], 5), (120, ["--limit", "7"], 7), (80, ["--limit", "100"], 10)):
+        t = run("verify", "--store", small_store, *SMALL, *extra, env={"COLUMNS": str(width)}).stdout.decode()
+        assert max(len(line) for line in t.splitlines()) <= width, t
+        block = t.split("commitlog.body-crc: 10 errors (")[1].split("\n\n")[0]
+        assert (f"the first {shown} shown" in block) == (shown < 10)
+        assert len([x for x in block.splitlines() if x.startswith("error ")]) == shown
 
 
 def test_table_output_groups_by_check(small_store):

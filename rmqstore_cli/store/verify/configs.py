@@ -61,6 +61,7 @@ class ConfigChecks:
 
         version = family(resolve_version(self.config.root, self.opt.broker_version)[0])
         for ld in load_broker_configs(self.root / "config", version, self.config.enable_lmq):
+            self.files["config"] += sum(1 for p in (ld.path, ld.bak) if p.is_file())
             self._config_finding(ld)
 
     def _config_finding(self, ld: ConfigLoad) -> None:

@@ -32,6 +32,10 @@ class DLedgerChecks:
             return
         files = [f for f in self.mfq.files if header_of(self.config, f)]
         units = MappedFileQueue(dl / "index", INDEX_FILE_SIZE)
+        # the summary names DLedger's own files: its entry files (of the commit log's) and index
+        self.files["dledger_entries"] += len(files)
+        self.files["dledger_index"] += len(units.files)
+        self.files["dledger_checkpoint"] += int((dl / "checkpoint").is_file())
         self.dl_last = (-1, -1)  # index and term of the last entry
         for uf in units.files:  # MmapFileList#doLoad: a file of another length stops the broker
             try:

@@ -353,6 +353,8 @@ class QueueChecks:
             yield tuple(cur)
 
     def finish_queues(self) -> None:
+        if self.skipped:  # the queues could not be read: their units are not known missing
+            return
         self.finish_lmq()
         self._report_missing_units()
         for mq in self.queues.values():

@@ -12,6 +12,8 @@ class RecoveryChecks:
 
     def check_checkpoint(self) -> None:
         cp = self.checkpoint
+        if cp is not None:
+            self.files["checkpoint"] += 1
         if cp is None or self.messages == 0:
             return
         top = self.max_store_ts

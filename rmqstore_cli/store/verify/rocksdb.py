@@ -43,6 +43,10 @@ ROCKSDB_CHECKS: dict[str, tuple[str, str]] = {
 CHECKS.update(ROCKSDB_CHECKS)
 
 
+#: The part :attr:`Verifier.skipped` names when rocksdict is missing.
+ROCKSDB_SKIP = "rocksdb consume queue"
+
+
 class RocksDBChecks:
     """The RocksDB part of :class:`~rmqstore_cli.store.verify.Verifier`."""
 
@@ -62,8 +66,9 @@ class RocksDBChecks:
 
         try:
             self.rocksdb = RocksDBConsumeQueues(cq_dir)
-        except MissingBinding:
-            raise  # not the store's fault: one line naming the extra, exit 3
+        except MissingBinding as e:  # not the store's fault: the rest is checked and this named
+            self.skipped[ROCKSDB_SKIP] = f"{rel} is a RocksDB consume queue; {e.message}: {e.hint}"
+            return True
         except StoreError as e:
             self._add("rocksdb.unreadable", rel, None, str(e))
             return True

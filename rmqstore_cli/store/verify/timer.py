@@ -107,6 +107,7 @@ class TimerChecks:
         try:
             view = self._timer_view(ts)
             if view is not None:
+                self._count_timer_files(ts)
                 self._timer_log_files(ts)
                 self._timer_log_end(view)
                 self._timer_slots(view)
@@ -119,6 +120,13 @@ class TimerChecks:
             if getattr(self, "_timer_cl", None) is not None:
                 self._timer_cl.close()
                 self._timer_cl = None
+
+    def _count_timer_files(self, ts) -> None:
+        """The timer store's files in the summary: the wheel, the log's files, the checkpoint."""
+        cfg = self.config
+        self.files["timerwheel"] += int(cfg.timer_wheel_path.exists())
+        self.files["timerlog"] += len(ts.log.files)
+        self.files["timercheck"] += int(cfg.timer_checkpoint_path.exists())
 
     def _timer_log_end(self, view) -> None:
         end = view.end

@@ -84,6 +84,8 @@ class Verifier(
         self.messages = 0
         self.bytes = 0  # total size of the records counted in messages (not of the files)
         self.files = Counter()
+        #: A part of the store not checked, and why (not the store's fault: a missing binding).
+        self.skipped: dict[str, str] = {}
         self.progress = progress  # callable(bytes_done) or None
         #: Where findings go (default: a list :meth:`run` drains).
         self.sink: FindingSink = sink if sink is not None else FindingList()
@@ -142,7 +144,7 @@ class Verifier(
             "store": str(self.root),
             "messages": self.messages,
             "bytes": self.bytes,
-            "files": dict(self.files),
+            "files": {k: n for k, n in self.files.items() if n},
             "commitlog_min_offset": getattr(self, "cl_min", 0),
             "commitlog_end_offset": getattr(self, "cl_end", 0),
             "consume_queues": len(getattr(self, "queues", {})),
@@ -151,6 +153,7 @@ class Verifier(
             "infos": self.by_severity.get(INFO, 0),
             "findings": dict(sorted(self.counts.items())),
             "notes": self.notes,
+            "skipped": dict(self.skipped),
         }
 
     @property
