@@ -101,8 +101,8 @@ def verify(
     from rmqstore_cli.commands.common import pick_stores
 
     from rmqstore_cli import reports
+    from rmqstore_cli.pipeline.verify_job import verify_many
     from rmqstore_cli.store.verify import CHECKS, VerifyOptions
-    from rmqstore_cli.store.verify.run import verify_many
 
     if list_checks:
         reports.verify_checks(fmt.value, CHECKS)
@@ -138,9 +138,9 @@ def _verify_one(spec, opts, fmt: common.Fmt) -> dict:
     import sys
 
     from rmqstore_cli import reports
+    from rmqstore_cli.pipeline.verify_job import commitlog_size, verify_one
     from rmqstore_cli.render import ProgressBar
     from rmqstore_cli.store.verify import CHECKS
-    from rmqstore_cli.store.verify.run import commitlog_size, verify_one
 
     total = commitlog_size(spec) if sys.stderr.isatty() else 0
     stream = reports.finding_line if fmt is common.Fmt.jsonl else None

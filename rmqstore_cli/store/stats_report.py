@@ -32,7 +32,7 @@ def require_commitlog(config: Any) -> None:
         raise StoreError(
             "no commit log: the store's commit-log directory is missing",
             path=config.commitlog_dirs[0],
-            hint="pass --broker-conf when storePathCommitLog puts it elsewhere",
+            hint="pass ⟦broker_conf⟧ when storePathCommitLog puts it elsewhere",
         )
 
 
