@@ -242,6 +242,14 @@ def before_run(a, name: str, argv: list[str], env: dict) -> float | None:
     return run([a.before] + argv[1:], env)[0]
 
 
+def extensions() -> dict[str, str]:
+    """Each C extension's state in the CLI the rows run (``rmqstore --version``'s lines): a
+    run at pure-Python speed says so in its header, not only in its numbers."""
+    r = subprocess.run(CLI + ["--version"], capture_output=True, text=True, check=True)
+    prefix = "  C extension "
+    return dict(line[len(prefix) :].split(": ", 1) for line in r.stdout.splitlines() if line.startswith(prefix))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--messages", type=int, default=1_000_000)
@@ -262,6 +270,8 @@ def main() -> None:
     a.dir.mkdir(parents=True, exist_ok=True)
     warm_up(a.dir, [sys.executable] + ([a.before] if a.before else []))
     out, records, warm = [], 0, {}
+    loops = extensions()
+    print("C extensions: " + ", ".join(f"{k} {v}" for k, v in loops.items()), flush=True)
     print(
         f"{'row':42} {'CPU s':>7} {'wall s':>7} {'records/s':>10} {'x naive':>8}  load   ({platform.node()}, "
         f"{os.cpu_count()} cores, Python {platform.python_version()})",
@@ -308,6 +318,7 @@ def main() -> None:
                 "uptime": os.getloadavg(),
                 "cpus": os.cpu_count(),
                 "python": platform.python_version(),
+                "c_extensions": loops,
                 "rows": out,
             },
             indent=1,
