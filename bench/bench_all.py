@@ -28,6 +28,9 @@ Rows:
   needs; since the engine's loops are C, built at install, they run whenever built and
   only dump's JSON renderer has a threshold), beside ``--help``; and ``dump-commitlog
   --format jsonl`` of it the same way;
+* ``many queues``: ``generate``, ``verify`` and ``rebuild-index --output`` of a store of
+  20 000 one-queue topics holding 40 000 sends (:data:`MANY_QUEUES`): CPU per queue, not
+  per record (no records/s);
 * ``first run``: those two forced rows once more with an empty numba cache
   (``NUMBA_CACHE_DIR`` a new directory): for an install whose loops numba compiles (a
   ``--before`` of a commit before the C extensions) the extra CPU over the warm run is the
@@ -121,6 +124,11 @@ def run(argv: list[str], env: dict | None = None, stdout=None) -> tuple[float, f
     return cpu, time.perf_counter() - t, head
 
 
+#: The many-queue rows' store: 20 000 one-queue topics of 2 sends each, where the cost per
+#: queue (files opened and mapped, tables per topic), not per record, is what is measured.
+MANY_QUEUES = ["--topics", "20000", "--queues", "1", "--messages", "40000", "--seed", "1"]
+
+
 def rows(a, d: Path) -> list[tuple[str, list[str], dict, str]]:
     """(row, argv, env, what it stands for) in the order they run; with ``--only``, the
     generate and naive rows (the store, the yardstick) and the rows named."""
@@ -131,7 +139,7 @@ def rows(a, d: Path) -> list[tuple[str, list[str], dict, str]]:
 
 
 def _rows(a, d: Path) -> list[tuple[str, list[str], dict, str]]:
-    s, small = str(d / "store"), str(d / "small")
+    s, small, many = str(d / "store"), str(d / "small"), str(d / "many")
 
     def cold() -> dict[str, str]:
         return {"NUMBA_CACHE_DIR": tempfile.mkdtemp(prefix="numba-", dir=d)}
@@ -184,6 +192,19 @@ def _rows(a, d: Path) -> list[tuple[str, list[str], dict, str]]:
             "fixed",
         ),
         (
+            "many queues: generate",
+            CLI + ["generate", "--store", many, *MANY_QUEUES, "--format", "json"],
+            {},
+            "queues",
+        ),
+        ("many queues: verify", CLI + ["verify", "--store", many, "--format", "json"], {}, "queues"),
+        (
+            "many queues: rebuild-index",
+            CLI + ["rebuild-index", "--store", many, "--output", str(d / "many-rebuilt"), "--format", "json"],
+            {},
+            "queues",
+        ),
+        (
             "first run: verify 1k, forced, empty cache",
             FORCED + ["verify", "--store", small, "--format", "json"],
             cold(),
@@ -204,6 +225,8 @@ def _prepare(name: str, d: Path) -> None:
         "generate": ["store"],
         "generate --from-jsonl": ["replay"],
         "rebuild-index": ["rebuilt"],
+        "many queues: generate": ["many"],
+        "many queues: rebuild-index": ["many-rebuilt"],
         "export (local, no body)": ["export"],
     }.get(name, []):
         shutil.rmtree(d / sub, ignore_errors=True)
@@ -242,6 +265,14 @@ def before_run(a, name: str, argv: list[str], env: dict) -> float | None:
     return run([a.before] + argv[1:], env)[0]
 
 
+def extensions() -> dict[str, str]:
+    """Each C extension's state in the CLI the rows run (``rmqstore --version``'s lines): a
+    run at pure-Python speed says so in its header, not only in its numbers."""
+    r = subprocess.run(CLI + ["--version"], capture_output=True, text=True, check=True)
+    prefix = "  C extension "
+    return dict(line[len(prefix) :].split(": ", 1) for line in r.stdout.splitlines() if line.startswith(prefix))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--messages", type=int, default=1_000_000)
@@ -262,6 +293,8 @@ def main() -> None:
     a.dir.mkdir(parents=True, exist_ok=True)
     warm_up(a.dir, [sys.executable] + ([a.before] if a.before else []))
     out, records, warm = [], 0, {}
+    loops = extensions()
+    print("C extensions: " + ", ".join(f"{k} {v}" for k, v in loops.items()), flush=True)
     print(
         f"{'row':42} {'CPU s':>7} {'wall s':>7} {'records/s':>10} {'x naive':>8}  load   ({platform.node()}, "
         f"{os.cpu_count()} cores, Python {platform.python_version()})",
@@ -308,6 +341,7 @@ def main() -> None:
                 "uptime": os.getloadavg(),
                 "cpus": os.cpu_count(),
                 "python": platform.python_version(),
+                "c_extensions": loops,
                 "rows": out,
             },
             indent=1,

@@ -134,12 +134,19 @@ app = typer.Typer(
 def _version(value: bool) -> None:
     """The version, which loops the engine runs (the C extension built at install, or
     the reference loops: README's "Speed") and whether mapped reads are guarded against a
-    file shrinking under them (README's "Safety")."""
+    file shrinking under them (README's "Safety"); then one line per C extension, in use or
+    why not (not built, its import's error, RMQSTORE_PURE), never a silent slow run."""
     if value:
         from rmqstore_cli.store import mapguard
+        from rmqstore_cli.store.extload import BUILD_HINT
         from rmqstore_cli.store.fastpaths import FAST_PATHS
 
         print(f"rmqstore {__version__} ({FAST_PATHS.describe()}; {mapguard.describe()})")
+        states = FAST_PATHS.extensions()
+        for name, state in states.items():
+            print(f"  C extension {name}: {state}")
+        if any(s not in ("in use", "RMQSTORE_PURE is set") for s in states.values()):
+            print(f"  (the missing ones run at pure-Python speed or unguarded; to build them: {BUILD_HINT})")
         raise typer.Exit(0)
 
 

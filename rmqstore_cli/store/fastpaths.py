@@ -13,7 +13,6 @@ force a path with the ``compiled`` parameter of
 
 from __future__ import annotations
 
-import importlib
 import os
 from types import ModuleType
 
@@ -21,6 +20,7 @@ import numpy as np
 
 from rmqstore_cli.errors import StoreError
 from rmqstore_cli.store.crc import body_crcs
+from rmqstore_cli.store.extload import Loaded, load, phrase
 
 
 class MissingExtension(StoreError):
@@ -77,10 +77,29 @@ class FastPaths:
         return kernels
 
     def describe(self) -> str:
-        """Which loops run, in a few words (``rmqstore --version``)."""
+        """Which loops run, in a few words (``rmqstore --version``'s first line)."""
         if self.kernels() is not None:
             return "C loops"
-        return "reference loops: RMQSTORE_PURE is set" if self.pure else "reference loops: the C extension is not built"
+        if self.pure:
+            return "reference loops: RMQSTORE_PURE is set"
+        from rmqstore_cli.store import kernels
+
+        return f"reference loops: the C extension {phrase(kernels.PROBLEM)}"
+
+    def extensions(self) -> dict[str, str]:
+        """Each C extension's state: "in use", or why not ("RMQSTORE_PURE is set", "not
+        built", "failed to import: " and the error, "built for another layout") — what
+        ``rmqstore --version`` prints, verify's summary holds (``c_extensions``) and
+        bench/bench_all.py's header shows, so that a run at pure-Python speed is never silent.
+        The SIGBUS guard is not a speed path: RMQSTORE_PURE leaves it on."""
+        from rmqstore_cli.store import kernels, mapguard
+
+        pure = "RMQSTORE_PURE is set" if self.pure else ""
+        return {
+            "_ckernels": pure or kernels.PROBLEM or "in use",
+            "_cjson": pure or _cjson().problem or "in use",
+            "_mapguard": mapguard.PROBLEM or "in use",
+        }
 
     def walk_loop(self, compiled: bool | None = None, entries: bool = False):
         """The compiled walk to use (``kernels.walk``, or ``walk_entries`` for a DLedger
@@ -113,10 +132,13 @@ class FastPaths:
         or the extension did not build)."""
         if n < self.json_min or self.pure:
             return None
-        try:  # importlib names it (as dulwich's pack.py does _pack): here is its one user
-            return importlib.import_module("rmqstore_cli._cjson")
-        except ImportError:
-            return None
+        return _cjson().module
+
+
+def _cjson() -> Loaded:
+    """The compiled JSON renderer's import (this module is its one user; after the first,
+    a look-up in ``sys.modules``, so a test may take it away)."""
+    return load("rmqstore_cli._cjson")
 
 
 #: The process's policy.

@@ -19,13 +19,14 @@ rather than read outside a buffer, and runs without the GIL).
 
 from __future__ import annotations
 
-import importlib
+from typing import Any
 
 from rmqstore_cli.formats.commitlog import HEAD, MAGIC_V1, MAGIC_V2, PREFIX_DTYPE
 from rmqstore_cli.formats.derive import field_offset
 from rmqstore_cli.formats.dledger import ENTRY_MAGIC, EntryHeader
 from rmqstore_cli.formats.properties import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR
 
+from rmqstore_cli.store.extload import OTHER_LAYOUT, Loaded, load
 from rmqstore_cli.store.message import KEY_SEPARATOR, PROPERTY_KEYS, PROPERTY_TAGS, PROPERTY_UNIQ_KEY
 
 #: Bodies shorter than this get their CRC here; longer ones from zlib-ng (faster per byte,
@@ -58,17 +59,19 @@ def layout() -> dict[str, int]:
     }
 
 
-def _load():
-    """The built extension, or None (not built, or built for another layout). Imported here
-    only: this module is its one user (``importlib`` names it, as dulwich's pack.py does)."""
-    try:
-        ext = importlib.import_module("rmqstore_cli.store._ckernels")
-    except ImportError:
-        return None
-    return ext if ext.LAYOUT == layout() else None
+def _load() -> Loaded:
+    """The built extension, or None and why (not built, its import failed, or built for
+    another layout). Imported here only: this module is its one user."""
+    got = load("rmqstore_cli.store._ckernels")
+    if got.module is not None and got.module.LAYOUT != layout():
+        return Loaded(got.name, None, OTHER_LAYOUT)
+    return got
 
 
-_EXT = _load()
+_LOADED = _load()
+_EXT: Any = _LOADED.module
+#: Why the C loops are not here ("" when they are): "not built", "failed to import: ..."
+PROBLEM = _LOADED.problem
 #: True when the C loops are here (the names below exist)
 BUILT = _EXT is not None
 if BUILT:

@@ -33,13 +33,14 @@ middle of a C loop, a numpy gather or a slice. Every mapping of a store file is 
 
 from __future__ import annotations
 
-import importlib
 import itertools
 import mmap
 import os
 import weakref
+from typing import Any
 
 from rmqstore_cli.errors import ShrunkError, StoreError
+from rmqstore_cli.store.extload import load, phrase
 
 #: Bytes a fallback copy reads per ``pread``.
 COPY_CHUNK = 8 << 20
@@ -50,17 +51,12 @@ SHRUNK_HINT = (
 )
 
 
-def _load():
-    """The built guard, or None. Imported here only (its one user), as kernels.py does."""
-    try:
-        return importlib.import_module("rmqstore_cli.store._mapguard")
-    except ImportError:
-        return None
-
-
-_EXT = _load()
+_LOADED = load("rmqstore_cli.store._mapguard")  # imported here only (its one user), as kernels.py does
+_EXT: Any = _LOADED.module
 #: True when mappings are guarded; False: read-only files are copied (:class:`FileCopy`).
 BUILT = _EXT is not None
+#: Why the guard is not here ("" when it is): "not built", "failed to import: ..."
+PROBLEM = _LOADED.problem
 
 _ids = itertools.count(1)
 #: file id -> path of each registered mapping (the C log names files by id).
@@ -80,7 +76,7 @@ def describe() -> str:
     """How mapped reads are protected, in a few words (``rmqstore --version``)."""
     if BUILT:
         return "mapped reads guarded against SIGBUS"
-    return "files read into memory: the SIGBUS guard is not built"
+    return f"files read into memory: the SIGBUS guard {phrase(PROBLEM)}"
 
 
 class GuardedMap(mmap.mmap):

@@ -28,6 +28,8 @@ class TopicIds:
         self._exact = np.zeros((0, 3), np.uint64)  # per id: head, tail, length
         self._names: list[bytes] = []
         self._name_rows = np.zeros((0, 0), np.uint8)  # per id: the topic's bytes, zero-padded
+        self._synced = 0  # ids in the arrays above; later ones wait for :meth:`_sync`
+        self._keyset: set[int] = set()  # the mixed keys registered (a colliding one is not)
 
     @staticmethod
     def _key_parts(a: np.ndarray, ta: np.ndarray, tl: np.ndarray):
@@ -55,24 +57,43 @@ class TopicIds:
         return self._mix(*self._key_parts(a, ta, tl))
 
     def add(self, raw: bytes, tid: int) -> None:
-        """Register topic bytes ``raw`` as id ``tid`` (ids are dense, from 0, in order)."""
+        """Register topic bytes ``raw`` as id ``tid`` (ids are dense, from 0, in order). Costs
+        a dict entry: the arrays take the new topics in bulk at the next :meth:`lookup`, so
+        a store of many topics registers each in microseconds, not a rebuild of every array."""
         self.ids[raw] = tid
         self._names.append(raw)
-        w = max(len(x) for x in self._names)
-        self._name_rows = (
-            np.frombuffer(b"".join(x.ljust(w, b"\0") for x in self._names), np.uint8).reshape(-1, w)
-            if w
-            else np.zeros((len(self._names), 0), np.uint8)
-        )
-        a = np.frombuffer(raw + bytes(8), np.uint8)
-        h, t, L = self._key_parts(a, np.zeros(1, np.int64), np.array([len(raw)], np.int64))
+
+    def _sync(self) -> None:
+        """Put the topics added since the last sync into the arrays, in id order: their key
+        parts in one vectorized pass, their mixed keys merged into the sorted keys (a key
+        already there, a collision, stays out: those topics are looked up one by one)."""
+        new = self._names[self._synced :]
+        if not new:
+            return
+        pad = bytes(8)  # zeros around each name: every 8-byte read of _key_parts stays inside
+        buf = pad + b"".join(x + pad for x in new)
+        lens = np.fromiter(map(len, new), np.int64, len(new))
+        ta = 8 + np.concatenate(([0], np.cumsum(lens + 8)[:-1]))
+        h, t, L = self._key_parts(np.frombuffer(buf, np.uint8), ta, lens)
         self._exact = np.concatenate([self._exact, np.stack([h, t, L], 1)])
         k = self._mix(h, t, L)
-        if not np.isin(k, self._keys).any():  # a colliding key stays unregistered: those go one by one
-            keys = np.concatenate([self._keys, k])
-            ids = np.concatenate([self._key_ids, [tid]])
+        fresh = []
+        for i, key in enumerate(k.tolist()):
+            if key not in self._keyset:
+                self._keyset.add(key)
+                fresh.append(i)
+        if fresh:
+            keys = np.concatenate([self._keys, k[fresh]])
+            ids = np.concatenate([self._key_ids, self._synced + np.asarray(fresh, np.int64)])
             order = np.argsort(keys, kind="stable")
             self._keys, self._key_ids = keys[order], ids[order]
+        w = max(self._name_rows.shape[1], max(map(len, new)))
+        rows = np.frombuffer(b"".join(x.ljust(w, b"\0") for x in new), np.uint8).reshape(len(new), w)
+        old = self._name_rows
+        if old.shape[1] < w:
+            old = np.pad(old, ((0, 0), (0, w - old.shape[1])))
+        self._name_rows = np.concatenate([old, rows])
+        self._synced = len(self._names)
 
     @property
     def names(self) -> list[bytes]:
@@ -93,6 +114,7 @@ class TopicIds:
 
     def lookup(self, a: np.ndarray, ta: np.ndarray, tl: np.ndarray) -> np.ndarray:
         """Topic id of each record (topic bytes ``a[ta:ta+tl]``), -1 where not registered."""
+        self._sync()
         n = ta.size
         out = np.full(n, -1, np.int64)
         if not n or not self._keys.size or not a.size:

@@ -301,7 +301,10 @@ def test_file_tasks_check_with_the_c_loops_unless_pure(master, tmp_path, monkeyp
     assert "commitlog.body-crc" in {f["check"] for f in want[0]["findings"]}
     used.clear()
     monkeypatch.setattr(FAST_PATHS, "pure", True)
-    assert _check([store], caps=(None,)) == want
+    got = _check([store], caps=(None,))
+    for r in got + want:  # which loops ran: the one field that differs
+        r["summary"].pop("c_extensions")
+    assert got == want
     assert used and all(k is None for k in used)
 
 

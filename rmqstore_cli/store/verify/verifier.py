@@ -23,6 +23,7 @@ from rmqstore_cli.errors import StoreError
 from rmqstore_cli.store import mapguard
 from rmqstore_cli.store.checkpoint import StoreCheckpoint
 from rmqstore_cli.store.config import StoreConfig, data_files, subdirs
+from rmqstore_cli.store.fastpaths import FAST_PATHS
 from rmqstore_cli.store.index import index_file_paths
 from rmqstore_cli.store.lock import abort_exists, lock_holder
 from rmqstore_cli.store.safefs import kind_of
@@ -154,6 +155,7 @@ class Verifier(
             "findings": dict(sorted(self.counts.items())),
             "notes": self.notes,
             "skipped": dict(self.skipped),
+            "c_extensions": FAST_PATHS.extensions(),  # which loops ran: a slow run is never silent
         }
 
     @property
