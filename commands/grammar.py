@@ -62,3 +62,22 @@ def say(kind: str | None, text: str) -> None:
 
     head = f"rmqstore: {kind}: " if kind else "rmqstore: "
     print(head + safe_text(text), file=sys.stderr)
+
+
+def clock(now: str | None, zone: Any = None) -> int:
+    """``--now`` in epoch milliseconds (the clock when not given): what 'now' and relative
+    times (-2h) are read against."""
+    from rmqstore_cli.times import now_ms, parse_time
+
+    return parse_time(now, "--now", tz=zone) if now else now_ms()
+
+
+def window(begin: str | None, end: str | None, at: int, zone: Any = None) -> tuple[int | None, int | None]:
+    """``--begin``/``--end`` in epoch milliseconds (None where not given), relative times read
+    against ``at`` (:func:`clock`); a reversed window is a usage error."""
+    from rmqstore_cli.times import check_window, parse_time
+
+    b = parse_time(begin, "--begin", now=at, tz=zone) if begin else None
+    e = parse_time(end, "--end", now=at, tz=zone) if end else None
+    check_window(b, e, zone)
+    return b, e
