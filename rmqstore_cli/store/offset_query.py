@@ -77,3 +77,49 @@ def search_queues(
             yield search.scan_first_at_or_after(cq, reader, when)
         else:
             yield search.first_at_or_after(cq, reader, when)
+
+
+def store_version(ms: Any, given: str | None, boundary: str) -> str:
+    """The broker version whose answer ``search-offset --broker`` gives: ``given``, else what
+    the store shows (:func:`search.detect_version`); a usage error when it cannot tell or
+    when the boundary is not that version's."""
+    version = given or search.detect_version(ms.config.root)
+    if version is None:
+        raise UsageError(
+            "--broker: cannot tell the store's broker version",
+            path=ms.config.root,
+            hint="pass --broker-version 4.9 or --broker-version 5",
+        )
+    if version == "4.9" and boundary != "lower":
+        raise UsageError("--boundary is a 5.x broker's option", hint="4.9.x has no BoundaryType")
+    return version
+
+
+def command_queues(ms: Any, topic: str, queue_id: int | None, version: str | None) -> tuple[list[Any], list[Any]]:
+    """:func:`pick_queues` for ``search-offset``: a BatchCQ topic refused with a 4.9 broker's
+    answer, in the command's words."""
+    queues, batch = pick_queues(ms, topic, queue_id)
+    if batch and version == "4.9":
+        raise UsageError(
+            f"{topic} is a BatchCQ topic (batchconsumequeue/): a 5.x broker's", hint="pass --broker-version 5"
+        )
+    return queues, batch
+
+
+def check_options(scan: bool, broker: bool, version: str | None, boundary: str) -> None:
+    """``search-offset``'s options that do not go together, in its words."""
+    if scan and broker:
+        raise UsageError("--scan and --broker do not go together", hint="--broker answers as the broker does")
+    if not broker and (version is not None or boundary != "lower"):
+        raise UsageError("--broker-version and --boundary go with --broker")
+
+
+def no_queue(ms: Any, topic: str, queue_id: int | None) -> Any:
+    """The ``NotFound`` of a topic the store knows that has no such queue."""
+    from rmqstore_cli.errors import NotFound
+
+    return NotFound(
+        f"no consume queue {topic}" + (f"/{queue_id}" if queue_id is not None else ""),
+        path=ms.config.consumequeue_dir / topic,
+        hint="rmqstore dump-cq --summary lists the queues",
+    )

@@ -285,7 +285,7 @@ def test_search_offset_broker_binarySearchInCQByTime(built):
                 rocks,
                 "-t",
                 topic,
-                "-q",
+                "--queue-id",
                 qid,
                 "--time",
                 ts,
@@ -299,7 +299,9 @@ def test_search_offset_broker_binarySearchInCQByTime(built):
             )
             assert jsonl(r)[0]["offset"] == want, (cq, boundary)
     after = units[-1][4] + 1
-    r = cli("search-offset", "-s", rocks, "-t", topic, "-q", qid, "--time", after, "--broker", "--format", "jsonl")
+    r = cli(
+        "search-offset", "-s", rocks, "-t", topic, "--queue-id", qid, "--time", after, "--broker", "--format", "jsonl"
+    )
     assert jsonl(r)[0]["offset"] == units[-1][0] + 1  # ceiling + 1 when every unit is older
 
 
