@@ -309,3 +309,19 @@ def lookup_key(
     res.hits.sort(key=lambda h: (h.physical_offset, h.topic))
     res.others.sort(key=lambda h: (h.physical_offset, h.topic))
     return res
+
+
+def search_topics(st, given: list[str] | None) -> tuple[list[str], str | None]:
+    """(the topics a look-up by key searches, a note to say about them): ``given`` (each once,
+    in order), else every topic the store knows, else, with no consume queue and no
+    topics.json, every topic a commit-log record names (``IndexService#buildIndex`` indexed a
+    key under its record's topic)."""
+    if given:
+        return list(dict.fromkeys(given)), None
+    topics = st.topics()
+    if topics:
+        return topics, None
+    topics = st.topics_from_commitlog()
+    return topics, (
+        f"no consume queues or config/topics.json: searching the {len(topics)} topic(s) named in the commit log"
+    )
