@@ -128,21 +128,16 @@ def decode_msgid(
 def _open(store, broker_conf, commitlog_file_size, index_slots, index_max, allow_odd_size, zone, body: str):
     """(the store, the topics a UNIQ_KEY is looked up in) when a store is named somewhere
     (never ~/store), else (None, None)."""
-    from rmqstore_cli.commands.common import load_config, pick_store, warn_odd_files, warn_store
+    from rmqstore_cli.commands.common import pick_store, warn_store
+    from rmqstore_cli.commands.readers import open_indexed
 
     if pick_store(store, broker_conf, required=False)[0] is None:
         if body != "none":
             raise UsageError("--body reads the messages from a store", hint="add --store DIR")
         return None, None
     from rmqstore_cli.store.lookup import search_topics  # a store: the commit log and the index
-    from rmqstore_cli.store.message_store import MessageStore
 
-    cfg = load_config(
-        store, broker_conf, commitlog_file_size=commitlog_file_size, index_slots=index_slots, index_max=index_max
-    )
-    cfg.allow_odd_size = allow_odd_size
-    st = MessageStore.open(cfg, zone)
-    warn_odd_files(cfg)
+    st = open_indexed(store, broker_conf, commitlog_file_size, index_slots, index_max, allow_odd_size, zone)
     topics, why = search_topics(st, None)
     if why:
         note(why)

@@ -11,6 +11,7 @@ accepted, hidden from ``--help``, and says once on stderr what to type instead
 from __future__ import annotations
 
 import sys
+from enum import Enum
 from typing import Annotated, Any
 
 import typer
@@ -22,6 +23,53 @@ NOW_HELP = (
     "(ISO 8601, epoch seconds if 10 digits, epoch ms if 13 or more): forensics on a snapshot."
 )
 NowOpt = Annotated[str | None, typer.Option("--now", show_default=False, help=NOW_HELP)]
+
+
+class BodyMode(str, Enum):
+    """How a message's body is shown (``--body``): not at all, as escaped text, hex or base64."""
+
+    none = "none"
+    text = "text"
+    hex = "hex"
+    base64 = "base64"
+
+
+#: The forms every time option reads (rmqstore_cli/times.py).
+TIME_FORMS = "ISO 8601, epoch seconds if 10 digits, epoch ms if 13 or more, now, -2h, +2h; read against --now"
+
+
+def begin_option(what: str, default: str = "") -> Any:
+    """``--begin T``: ``what`` (a store time, a due time) from T; ``default`` says what
+    leaving it out means."""
+    return typer.Option("--begin", show_default=False, help=f"{what} from ({TIME_FORMS}){default}.")
+
+
+def end_option(what: str, default: str = "") -> Any:
+    """``--end T``: ``what`` up to T, inclusive."""
+    return typer.Option("--end", show_default=False, help=f"{what} up to, inclusive (the forms of --begin){default}.")
+
+
+def body_option(each: str) -> Any:
+    """``--body none|text|hex|base64`` (:class:`BodyMode`), shown under ``each`` row of a table."""
+    from rmqstore_cli.render import BODY_CAP
+
+    return typer.Option(
+        "--body",
+        help=f"Include {each}'s body: none, text (escaped), hex or base64; the table shows it on a line under "
+        f"it, cut at {BODY_CAP} characters (--format jsonl has it whole).",
+    )
+
+
+def properties_option(each: str) -> Any:
+    """``--properties/--no-properties``: shown by default in the JSON formats only."""
+    from rmqstore_cli.render import PROPERTIES_CAP
+
+    return typer.Option(
+        "--properties/--no-properties",
+        show_default="with --format json or jsonl",
+        help=f"Include {each}'s properties; the table shows them on a line under it as NAME=VALUE pairs, cut at "
+        f"{PROPERTIES_CAP} characters.",
+    )
 
 
 def limit_option(help_text: str) -> Any:

@@ -323,7 +323,7 @@ def test_a_closed_pipe_exits_0_in_every_format_and_command(small_store_master, t
         ("dump-commitlog", "--store", s),
         ("dump-cq", "OrderTopic", "0", "--store", s),
         ("dump-cq", "--summary", "--store", s),
-        ("index-lookup", "order-1", "--store", s, "--max", "0"),
+        ("index-lookup", "order-1", "--store", s, "--limit", "1000000"),
         ("decode-msgid", "0A00000500002A9F0000000040001000"),
         ("verify", "--store", damaged),
         ("verify", "--list-checks"),
