@@ -72,6 +72,30 @@ def properties_option(each: str) -> Any:
     )
 
 
+def topic_option(help_text: str, complete: Any = None) -> Any:
+    """``--topic``/``-t``, completed from the store's topics by ``complete``."""
+    return typer.Option("--topic", "-t", help=help_text, autocompletion=complete)
+
+
+def from_offset_option(help_text: str) -> Any:
+    """``--from-offset N``: where an offset range starts (inclusive)."""
+    return typer.Option("--from-offset", min=0, show_default=False, help=help_text)
+
+
+def to_offset_option(help_text: str) -> Any:
+    """``--to-offset N``: where an offset range stops (exclusive)."""
+    return typer.Option("--to-offset", min=0, show_default=False, help=help_text)
+
+
+def check_offsets(from_offset: int | None, to_offset: int | None) -> None:
+    """A reversed [--from-offset, --to-offset) is a usage error, never an empty answer."""
+    if from_offset is not None and to_offset is not None and from_offset > to_offset:
+        raise UsageError(
+            f"--from-offset {from_offset} lies after --to-offset {to_offset}",
+            hint="the range is [--from-offset, --to-offset)",
+        )
+
+
 def limit_option(help_text: str) -> Any:
     """``--limit N`` with the command's own words for what N counts."""
     return typer.Option("--limit", min=0, show_default=False, help=help_text)
