@@ -54,6 +54,7 @@ def test_no_command_shows_an_old_word_for_a_cap():
 OLD_AND_NEW = [
     ("stats", "--top", "--limit", "2"),
     ("index-lookup", "--max", "--limit", "2"),
+    ("dump-cq", "--from", "--from-offset", "3"),
     ("search-offset", "-q", "--queue-id", "0"),
 ]
 
@@ -93,7 +94,7 @@ def test_both_spellings_at_once_is_a_usage_error(store, words, command, old, new
     assert r.exit_code == 2 and f"give only {new}" in r.stderr
 
 
-@pytest.mark.parametrize("command", ["stats", "index-lookup"])
+@pytest.mark.parametrize("command", ["stats", "index-lookup", "dump-cq"])
 def test_limit_zero_prints_no_row(store, words, command):
     r = cli(command, *words[command], "--store", store, "--limit", "0", "--format", "jsonl")
     assert r.exit_code in (0, 1) and _rows(r.stdout) == []

@@ -347,7 +347,7 @@ def test_dump_cq_from_limit_and_no_resolve(small_store):
         "1",
         "--store",
         small_store,
-        "--from",
+        "--from-offset",
         "97",
         "--limit",
         "5",
@@ -360,7 +360,7 @@ def test_dump_cq_from_limit_and_no_resolve(small_store):
     assert [x["cq_offset"] for x in u] == [97, 98, 99, 100, 101]
     assert [x["file"] for x in u] == ["00000000000000000000"] * 3 + ["00000000000000002000"] * 2
     assert "agrees" not in u[0]
-    r = cli("dump-cq", "OrderTopic", "1", "--store", small_store, "--from", "100000")
+    r = cli("dump-cq", "OrderTopic", "1", "--store", small_store, "--from-offset", "100000")
     assert r.exit_code == 1
 
 
