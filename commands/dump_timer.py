@@ -5,20 +5,8 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from rmqstore_cli.commands.common import (
-    JAVA_INT_MAX,
-    AllowOddSizeOpt,
-    BrokerConfOpt,
-    CommitlogSizeOpt,
-    CqSizeOpt,
-    Fmt,
-    FormatOpt,
-    StoreOpt,
-    TzOpt,
-    command,
-    complete_topic,
-)
-from rmqstore_cli.commands.grammar import NowOpt, clock, limit_option, note, warn, window
+from rmqstore_cli.commands import common, grammar
+from rmqstore_cli.commands.common import complete_topic
 from rmqstore_cli.formats.timer import MIN_FILE_SIZE
 
 EPILOG = """Examples:
@@ -37,23 +25,23 @@ note says to type --next --limit N) and replays N rows before --topic keeps its 
 
 
 def register(app: typer.Typer) -> None:
-    # extra words: the N of the old --next N (_old_next_count)
+    # extra words: the N of the old --next N (grammar.old_count)
     app.command("dump-timer", epilog=EPILOG, context_settings={"allow_extra_args": True})(dump_timer)
 
 
-@command
+@common.command
 def dump_timer(
     ctx: typer.Context,
-    store: StoreOpt = None,
-    broker_conf: BrokerConfOpt = None,
-    commitlog_file_size: CommitlogSizeOpt = None,
-    cq_file_size: CqSizeOpt = None,
+    store: common.StoreOpt = None,
+    broker_conf: common.BrokerConfOpt = None,
+    commitlog_file_size: common.CommitlogSizeOpt = None,
+    cq_file_size: common.CqSizeOpt = None,
     timer_log_file_size: Annotated[
         int | None,
         typer.Option(
             "--timer-log-file-size",
             min=MIN_FILE_SIZE,
-            max=JAVA_INT_MAX,
+            max=common.JAVA_INT_MAX,
             help="mappedFileSizeTimerLog, if not in --broker-conf (else the timer-log files' own size).",
         ),
     ] = None,
@@ -62,11 +50,11 @@ def dump_timer(
         typer.Option(
             "--timer-precision-ms",
             min=1,
-            max=JAVA_INT_MAX,
+            max=common.JAVA_INT_MAX,
             help="timerPrecisionMs, if not in --broker-conf (default 1000).",
         ),
     ] = None,
-    allow_odd_size: AllowOddSizeOpt = False,
+    allow_odd_size: common.AllowOddSizeOpt = False,
     units: Annotated[
         bool,
         typer.Option(
@@ -82,26 +70,18 @@ def dump_timer(
             "--summary", help="The checkpoint, the wheel's geometry, the timer-log files and the broker's recovery."
         ),
     ] = False,
-    begin: Annotated[
-        str | None,
-        typer.Option(
-            help="Due time from (ISO 8601, epoch seconds if 10 digits, epoch ms if 13 or more, now, -2h, +2h)."
-        ),
-    ] = None,
-    end: Annotated[str | None, typer.Option(help="Due time up to (inclusive; the forms of --begin).")] = None,
+    begin: Annotated[str | None, grammar.begin_option("Due time")] = None,
+    end: Annotated[str | None, grammar.end_option("Due time")] = None,
     topic: Annotated[
         str | None,
-        typer.Option(
-            "--topic",
-            "-t",
-            help="With --units or --next: only messages whose real topic (REAL_TOPIC) is this.",
-            autocompletion=complete_topic,
+        grammar.topic_option(
+            "With --units or --next: only messages whose real topic (REAL_TOPIC) is this.", complete_topic
         ),
     ] = None,
-    now: NowOpt = None,
-    limit: Annotated[int | None, limit_option("Print at most this many records.")] = None,
-    fmt: FormatOpt = Fmt.table,
-    tz: TzOpt = None,
+    now: grammar.NowOpt = None,
+    limit: Annotated[int | None, grammar.limit_option("Print at most this many records.")] = None,
+    fmt: common.FormatOpt = common.Fmt.table,
+    tz: common.TzOpt = None,
 ) -> None:
     """Print the timer store: the wheel's slots, the timer log's units, and what comes next.
 
@@ -129,7 +109,6 @@ def dump_timer(
     is read against.
     Exit 1 when nothing is printed or the store has no timer files.
     """
-    from rmqstore_cli.commands.common import load_config, warn_odd_files
 
     from rmqstore_cli.errors import NotFound, UsageError
     from rmqstore_cli.render_timer import emit_rows, print_timer_summary
@@ -139,16 +118,16 @@ def dump_timer(
     from rmqstore_cli.times import parse_tz
 
     zone = parse_tz(tz)
-    replay = _old_next_count(ctx.args, next_)
+    replay = grammar.old_count(ctx.args, next_, "--next", "--next --limit N")
     if sum([units, next_, summary]) > 1:
         raise UsageError("choose one of --units, --next and --summary")
-    at = clock(now, zone)
-    b, e = window(begin, end, at, zone)
-    cfg = load_config(store, broker_conf, commitlog_file_size, cq_file_size)
+    at = grammar.clock(now, zone)
+    b, e = grammar.window(begin, end, at, zone)
+    cfg = common.load_config(store, broker_conf, commitlog_file_size, cq_file_size)
     timer_report.set_sizes(cfg, timer_log_file_size, timer_precision_ms)
     cfg.allow_odd_size = allow_odd_size
     ms = MessageStore.open(cfg, zone, defer_index=True)
-    warn_odd_files(cfg)
+    common.warn_odd_files(cfg)
     ts = timer_report.open_timer(cfg)
     mode = "next" if next_ else "units" if units else "slots"
     if b is not None and b == e and not (units or summary or next_):  # one due time: TimerWheel#getSlot
@@ -156,7 +135,7 @@ def dump_timer(
             raise NotFound("no timer slot, unit or message matched")
         return
     if not cfg.timer_wheel_path.exists():
-        warn(timer_report.NO_WHEEL)
+        grammar.warn(timer_report.NO_WHEEL)
     view = schedule.load(ts)
     if summary:
         print_timer_summary(cfg.root, view.end, timer_report.summary(ts, view, ms, at), fmt.value)
@@ -165,19 +144,6 @@ def dump_timer(
         raise UsageError("--topic goes with --units or --next (a slot holds messages of any topic)")
     rows, notes = timer_report.dump_rows(view, ms, mode, (b, e), topic, replay, at)
     for n in notes:
-        note(n)
+        grammar.note(n)
     if emit_rows(rows, mode, cfg.root, fmt.value, zone, limit) == 0:
         raise NotFound("no timer slot, unit or message matched")
-
-
-def _old_next_count(args: list[str], next_: bool) -> int | None:
-    """The N of the old ``--next N`` (a word after the flag), with its note; None without it.
-    It cut the replay after N rows before --topic kept its own, and still does."""
-    from rmqstore_cli.errors import UsageError
-
-    if not args:
-        return None
-    if not next_ or len(args) > 1 or not (args[0].isascii() and args[0].isdigit()) or int(args[0]) < 1:
-        raise UsageError(f"unexpected argument {args[0]!r}", hint="dump-timer takes options only")
-    note("--next N is deprecated; use --next --limit N")
-    return int(args[0])

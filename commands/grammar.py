@@ -117,6 +117,18 @@ def renamed(new: Any, old: Any, new_name: str, old_name: str, unset: Any = None)
     return old
 
 
+def old_count(args: list[str], flag: bool, old_name: str, new_form: str) -> int | None:
+    """The N of an old ``FLAG N`` whose flag now takes no value (``args``: the words the
+    command was given besides its options), with one note naming ``new_form``; None when
+    no N was given. Any other word is a usage error."""
+    if not args:
+        return None
+    if not flag or len(args) > 1 or not (args[0].isascii() and args[0].isdigit()) or int(args[0]) < 1:
+        raise UsageError(f"unexpected argument {args[0]!r}", hint="the command takes options only")
+    note(f"{old_name} N is deprecated; use {new_form}")
+    return int(args[0])
+
+
 def note(text: str) -> None:
     """One ``rmqstore: note:`` line on stderr, store text escaped (render.safe_text)."""
     say("note", text)
