@@ -103,3 +103,44 @@ def test_limit_zero_prints_no_row(store, words, command):
 def _rows(jsonl: str) -> list[str]:
     """The record lines of a JSON Lines answer (its closing summary line left out)."""
     return [line for line in jsonl.splitlines() if not line.startswith('{"summary"')]
+
+
+#: The options that take a time, read against --now when relative (-2h) or 'now'.
+TIME_OPTIONS = {"--begin", "--end", "--time"}
+
+
+def test_every_command_that_takes_a_time_takes_now():
+    """A relative time is read against the clock unless --now says otherwise: forensics on a
+    snapshot needs --now wherever a time can be given."""
+    for name, cmd in _commands().items():
+        opts = {o for p in cmd.params for o in getattr(p, "opts", [])}
+        if opts & TIME_OPTIONS:
+            assert "--now" in opts, name
+
+
+@pytest.fixture(scope="module")
+def last_stored(store):
+    """The store time of the store's last message (epoch ms)."""
+    out = cli("dump-commitlog", "--store", store, "--format", "jsonl").stdout.splitlines()
+    return max(json.loads(x)["store_timestamp"] for x in out)
+
+
+@pytest.mark.parametrize(
+    ("command", "when"),
+    [
+        ("dump-commitlog", ["--begin", "-1h"]),
+        ("index-lookup", ["--begin", "-1h"]),
+        ("search-offset", ["--time", "-1h"]),
+    ],
+)
+def test_now_is_what_a_relative_time_is_read_against(store, words, last_stored, command, when):
+    """-1h before a --now just after the last message takes messages in; before a --now a
+    year later, none: the answer follows --now, not the clock."""
+    base = {"dump-commitlog": [], "index-lookup": words["index-lookup"], "search-offset": words["search-offset"][:2]}
+    argv = [command, *base[command], "--store", store, *when]
+    soon = cli(*argv, "--now", str(last_stored + 60_000), "--format", "jsonl")
+    late = cli(*argv, "--now", str(last_stored + 365 * 86_400_000), "--format", "jsonl")
+    assert soon.exit_code == 0, soon.stderr
+    assert soon.stdout != late.stdout
+    if command != "search-offset":  # search-offset answers max offset when nothing is that recent
+        assert _rows(soon.stdout) and late.exit_code == 1 and _rows(late.stdout) == []
