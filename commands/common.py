@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rmqstore_cli.commands.grammar import warn
+from rmqstore_cli.commands.grammar import option_of, warn
 
 from rmqstore_cli.errors import FileSizeError, RmqstoreError
 
@@ -145,7 +145,7 @@ def fail(e: RmqstoreError) -> None:
     from rmqstore_cli.errors import NotFound
     from rmqstore_cli.render import safe_text
 
-    line = safe_text(str(e))  # paths, topics and keys in an error are store text
+    line = safe_text(e.describe(option_of))  # paths, topics and keys in an error are store text
     print(f"rmqstore: {line}" if isinstance(e, NotFound) else f"rmqstore: error: {line}", file=sys.stderr)
     raise typer.Exit(e.exit_code)
 
@@ -410,7 +410,7 @@ def open_store(
 def warn_store(st) -> None:
     """One stderr line per optional store file a command skipped (``MessageStore.warnings``)."""
     for w in st.warnings:
-        warn(str(w))
+        warn(w.describe(option_of) if isinstance(w, RmqstoreError) else str(w))
 
 
 def warn_odd_files(cfg, limit: int = 10) -> None:

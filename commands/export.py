@@ -189,10 +189,12 @@ def _die_after_pyarrow(error) -> None:
     (its own write error, or ours raised in the batches it pulls), its threads still hold
     the batch generator, and a normal interpreter exit then aborts in ``PyGILState_Release``
     (SIGABRT, a page of 'Fatal Python error'): so no clean-up runs."""
+    from rmqstore_cli.commands.grammar import option_of
+
     from rmqstore_cli import stdio
     from rmqstore_cli.render import safe_text
 
-    print(f"rmqstore: error: {safe_text(str(error))}", file=sys.stderr)
+    print(f"rmqstore: error: {safe_text(error.describe(option_of))}", file=sys.stderr)
     stdio.finish()
     sys.stderr.flush()
     os._exit(error.exit_code)

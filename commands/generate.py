@@ -81,6 +81,13 @@ def generate(
         float, typer.Option(min=0, max=1, help="Share of delayed sends (SCHEDULE_TOPIC_XXXX).")
     ] = 0.05,
     transaction_ratio: Annotated[float, typer.Option(min=0, max=1, help="Share of transactional sends.")] = 0.05,
+    transaction_outcomes: Annotated[
+        str | None,
+        typer.Option(
+            metavar="C:R:P",
+            help="Weights of half transactions committed, rolled back, left pending (8:1:1); default: all committed.",
+        ),
+    ] = None,
     retry_ratio: Annotated[
         float,
         typer.Option(
@@ -244,6 +251,7 @@ def generate(
                 span_ms=span_ms,
                 delay_ratio=delay_ratio,
                 transaction_ratio=transaction_ratio,
+                transaction_outcomes=transaction_outcomes,
                 retry_ratio=retry_ratio,
                 ipv6_ratio=ipv6_ratio,
                 shared_key_ratio=shared_key_ratio,

@@ -165,3 +165,13 @@ def window(begin: str | None, end: str | None, at: int, zone: Any = None) -> tup
     e = parse_time(end, "--end", now=at, tz=zone) if end else None
     check_window(b, e, zone)
     return b, e
+
+
+#: Library keywords whose option is not the keyword with dashes.
+OPTION_OF = {"path": "--store", "topics": "--topic", "reserved_hours": "--reserved-hours"}
+
+
+def option_of(keyword: str) -> str:
+    """The option that sets what the engine and the library call ``keyword``
+    (errors.setting): ``broker_conf`` is ``--broker-conf``."""
+    return OPTION_OF.get(keyword, "--" + keyword.replace("_", "-"))

@@ -56,9 +56,9 @@ def batch_queue_of(ms: Any, topic: str, queue_id: int, compaction: bool) -> tupl
 def batch_rows(bq: Any, log: Any, delay: dict, window: tuple, resolve: bool) -> Iterator[dict]:
     """``BatchConsumeQueue`` units from the one holding queue offset ``from`` up to (not
     including) the first starting at ``to`` or later, at most ``limit`` (``window``: from,
-    to, limit), each resolved against ``log`` (:func:`~rmqstore_cli.store.batch_queue.check_batch_unit`)
+    to, limit), each resolved against ``log`` (:func:`~rmqstore_cli.store.unit_check.check_batch_unit`)
     with ``resolve``."""
-    from rmqstore_cli.store.batch_queue import check_batch_unit
+    from rmqstore_cli.store.unit_check import check_batch_unit
 
     from_offset, to_offset, limit = window
     first = 0

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from rmqstore_cli.errors import UsageError
+from rmqstore_cli.errors import UsageError, setting
 
 
 @dataclass(frozen=True)
@@ -68,7 +68,7 @@ def compaction_log(ms: Any, spec: str) -> Any:
 
     topic, sep, qid = spec.rpartition("/")
     if not sep or not topic or not (qid.isascii() and qid.isdigit()):
-        raise UsageError(f"--compaction-log {spec!r}: give TOPIC/QUEUE_ID", hint="e.g. DeviceStateTopic/0")
+        raise UsageError(f"{setting('compaction_log')} {spec!r}: give TOPIC/QUEUE_ID", hint="e.g. DeviceStateTopic/0")
     return CompactionStore(ms.config).log(topic, int(qid))
 
 

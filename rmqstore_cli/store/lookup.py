@@ -367,13 +367,13 @@ def find_key(st, topics: list[str], key: str, begin: int, end: int, cap: int, br
 def not_found(st, topics: list[str], key: str, windowed: bool, no_index: bool):
     """Why a look-up by key found nothing (exit 1): no topic at all, a key with a space
     (never indexed), or simply no message with that key."""
-    from rmqstore_cli.errors import NotFound
+    from rmqstore_cli.errors import NotFound, setting
 
     if not topics:
         return NotFound(
             "the store knows no topic: no consume queue, config/topics.json or commit-log record names one",
             path=st.config.root,
-            hint="pass --topic",
+            hint=f"pass {setting('topics')}",
         )
     if " " in key:
         return NotFound(
