@@ -1,5 +1,4 @@
-"""``rmqstore decode-msgid``: what an offset msgId or a client UNIQ_KEY says, and (with a
-store) the message it names. Imports stay light: no numpy."""
+"""``rmqstore decode-msgid``: what a msgId or UNIQ_KEY says, and the message it names (imports: no numpy)."""
 
 from __future__ import annotations
 
@@ -19,6 +18,9 @@ from rmqstore_cli.commands.common import (
     TzOpt,
     command,
 )
+from rmqstore_cli.commands.grammar import NowOpt, clock, note, say
+
+from rmqstore_cli.errors import NotFound, UsageError
 
 EPILOG = """Examples:
 
@@ -37,15 +39,6 @@ readings are printed. With --store both readings are tried against the files and
 is found decides. The UNIQ_KEY time is only the time within a month ("nearly time",
 computed like MessageClientIDSetter#getNearlyTimeFromID relative to --now in --tz).
 """
-
-TABLE_COLUMNS = [
-    ("id", "id"),
-    ("kind", "kind"),
-    ("host", "host"),
-    ("detail", "detail"),
-    ("in_store", "in store"),
-    ("basis", "basis"),
-]
 
 
 def register(app: typer.Typer) -> None:
@@ -76,13 +69,7 @@ def decode_msgid(
     index_slots: IndexSlotsOpt = None,
     index_max: IndexMaxOpt = None,
     allow_odd_size: AllowOddSizeOpt = False,
-    now: Annotated[
-        str | None,
-        typer.Option(
-            help="Evaluate a UNIQ_KEY's nearly time as of this time (default now; ISO 8601, epoch seconds if 10 "
-            "digits, epoch ms if 13 or more, -2h): the id holds only the time within its month."
-        ),
-    ] = None,
+    now: NowOpt = None,
     body: Annotated[
         str,
         typer.Option(
@@ -103,141 +90,56 @@ def decode_msgid(
     physical_offset; client_ip, pid, class_loader_hash, time_in_month_ms, nearly_time,
     counter; with --store: found, host_matches_store, messages.
     """
-    from rmqstore_cli.errors import NotFound, UsageError
     from rmqstore_cli.render import Output, safe_text
-    from rmqstore_cli.store.msgid import BadId, parse_id
-    from rmqstore_cli.times import now_ms, parse_time, parse_tz
+    from rmqstore_cli.render_msgid import TABLE_COLUMNS, id_dict
+    from rmqstore_cli.store.msgid import read_ids
+    from rmqstore_cli.times import parse_tz
 
     if body not in ("none", "text", "hex", "base64"):
         raise UsageError(f"--body must be none, text, hex or base64, not {body!r}")
     if body != "none" and fmt is Fmt.table:
         raise UsageError("--body shows in --format json or jsonl only", hint="the table has one line per id")
     zone = parse_tz(tz)
-    now_v = parse_time(now, "--now", tz=zone) if now else now_ms()
-    texts = _read_ids(ids)
+    now_v = clock(now, zone)
+    texts = [w for a in ids for w in (sys.stdin.read().split() if a == "-" else [a])]
     if not texts:
         raise UsageError("no id given", hint="pass ids as arguments, or '-' to read them from stdin")
-    from rmqstore_cli.commands.common import pick_store
-
-    st = topics = None
-    if pick_store(store, broker_conf, required=False)[0] is None:
-        if body != "none":
-            raise UsageError("--body reads the messages from a store", hint="add --store DIR")
-    else:  # a store named somewhere: never ~/store
-        from rmqstore_cli.commands.common import load_config, warn_odd_files, warn_store
-
-        from rmqstore_cli.store.message_store import MessageStore
-
-        cfg = load_config(
-            store, broker_conf, commitlog_file_size=commitlog_file_size, index_slots=index_slots, index_max=index_max
-        )
-        cfg.allow_odd_size = allow_odd_size
-        st = MessageStore.open(cfg, zone)
-        warn_odd_files(cfg)
-        topics = st.topics()
-        if not topics:  # no consume queues, no topics.json: a UNIQ_KEY is indexed under its record's topic
-            topics = st.topics_from_commitlog()
-            print(
-                f"rmqstore: note: no consume queues or config/topics.json: searching the {len(topics)} "
-                "topic(s) named in the commit log",
-                file=sys.stderr,
-            )
-        warn_store(st)
+    st, topics = _open(store, broker_conf, commitlog_file_size, index_slots, index_max, allow_odd_size, zone, body)
     failed = 0
     out = Output(fmt.value, TABLE_COLUMNS, title="message ids")
     try:
-        for text in texts:
-            try:
-                r = parse_id(text)
-            except BadId as e:
-                failed += 1
-                print(f"rmqstore: error: {safe_text(text)!r} is not a message id: {e}", file=sys.stderr)
+        for text, r, problem in read_ids(texts, st, topics):
+            failed += problem is not None
+            if r is None:
+                say("error", f"{safe_text(text)!r} {problem}")
                 continue
-            if st is not None:
-                from rmqstore_cli.store.msgid import resolve_in_store
-
-                resolve_in_store(r, st, topics)
-                if not r.found:
-                    failed += 1
-                    print(f"rmqstore: {r.id}: no message in the store by offset or UNIQ_KEY", file=sys.stderr)
+            if problem:
+                say(None, f"{r.id}: {problem}")
             out.emit(id_dict(r, st, now_v, zone, body, fmt is Fmt.table))
     finally:
         out.close()
         if st is not None:
             st.close()
     if failed:
-        raise NotFound(
-            f"{failed} of {len(texts)} id{'s' if len(texts) != 1 else ''} "
-            f"{'were' if failed != 1 else 'was'} invalid or not found"
-        )
+        n = len(texts)
+        raise NotFound(f"{failed} of {n} id{'s' * (n != 1)} {'were' if failed != 1 else 'was'} invalid or not found")
 
 
-def _read_ids(args: list[str]) -> list[str]:
-    out: list[str] = []
-    for a in args:
-        if a == "-":
-            out.extend(sys.stdin.read().split())
-        else:
-            out.append(a)
-    return out
+def _open(store, broker_conf, commitlog_file_size, index_slots, index_max, allow_odd_size, zone, body: str):
+    """(the store, the topics a UNIQ_KEY is looked up in) when a store is named somewhere
+    (never ~/store), else (None, None)."""
+    from rmqstore_cli.commands.common import pick_store, warn_store
+    from rmqstore_cli.commands.readers import open_indexed
 
+    if pick_store(store, broker_conf, required=False)[0] is None:
+        if body != "none":
+            raise UsageError("--body reads the messages from a store", hint="add --store DIR")
+        return None, None
+    from rmqstore_cli.store.lookup import search_topics  # a store: the commit log and the index
 
-def id_dict(r, st, now_v: int, zone, body: str, table: bool) -> dict:
-    """One id: kind and basis, the offset reading and/or the UNIQ_KEY reading, and with a
-    store whether it was found, whether the host matches, and the messages."""
-    from rmqstore_cli.store.message_view import entry_fields, message_dict
-    from rmqstore_cli.store.msgid import OFFSET_ID, UNIQ_KEY, store_host_matches
-    from rmqstore_cli.times import format_ms
-
-    d: dict = {"id": r.id, "kind": r.kind, "basis": r.basis}
-    show_offset = r.kind != UNIQ_KEY
-    show_uniq = r.kind != OFFSET_ID
-    if show_offset:
-        d["store_host"] = r.offset.store_host
-        d["physical_offset"] = r.offset.physical_offset
-    if show_uniq:
-        q = r.uniq
-        d["client_ip"] = q.ip_str
-        d["pid"] = q.pid
-        d["class_loader_hash"] = f"{q.class_loader_hash & 0xFFFFFFFF:08X}"
-        d["time_in_month_ms"] = q.time_in_month_ms
-        d["nearly_time"] = q.nearly_time(now_v, zone)
-        d["counter"] = q.counter
-    if st is not None:
-        d["found"] = r.found
-        if show_offset:
-            d["host_matches_store"] = store_host_matches(r)
-            if r.offset_message is None and r.offset_problem:
-                d["offset_problem"] = r.offset_problem
-        msgs = ([r.offset_message] if r.offset_message is not None and show_offset else []) + [
-            m for m in r.uniq_messages if show_uniq
-        ]
-        seen: set[int] = set()
-        d["messages"] = []
-        for m in msgs:
-            if m.offset in seen:
-                continue
-            seen.add(m.offset)
-            f = st.commitlog.queue.find(m.offset)
-            d["messages"].append(
-                {**message_dict(m, body, True, f.name if f else ""), **entry_fields(st.commitlog.entry_of(m.offset))}
-            )
-    if table:
-        hosts, details = [], []
-        if show_offset:
-            hosts.append(r.offset.store_host)
-            details.append(f"offset {r.offset.physical_offset}")
-        if show_uniq:
-            hosts.append(d["client_ip"])
-            details.append(
-                f"pid {d['pid']}, class loader {d['class_loader_hash']}, "
-                f"nearly {format_ms(d['nearly_time'], zone)}, counter {d['counter']}"
-            )
-        d["host"] = " | ".join(hosts)
-        d["detail"] = " | ".join(details)
-        if st is not None:
-            found = [f"{m['topic']}@{m['physical_offset']}" for m in d["messages"]]
-            d["in_store"] = ", ".join(found) if found else "not found"
-            if d.get("host_matches_store") is False:
-                d["in_store"] += " (store host differs)"
-    return d
+    st = open_indexed(store, broker_conf, commitlog_file_size, index_slots, index_max, allow_odd_size, zone)
+    topics, why = search_topics(st, None)
+    if why:
+        note(why)
+    warn_store(st)
+    return st, topics

@@ -11,6 +11,7 @@ accepted, hidden from ``--help``, and says once on stderr what to type instead
 from __future__ import annotations
 
 import sys
+from enum import Enum
 from typing import Annotated, Any
 
 import typer
@@ -22,6 +23,77 @@ NOW_HELP = (
     "(ISO 8601, epoch seconds if 10 digits, epoch ms if 13 or more): forensics on a snapshot."
 )
 NowOpt = Annotated[str | None, typer.Option("--now", show_default=False, help=NOW_HELP)]
+
+
+class BodyMode(str, Enum):
+    """How a message's body is shown (``--body``): not at all, as escaped text, hex or base64."""
+
+    none = "none"
+    text = "text"
+    hex = "hex"
+    base64 = "base64"
+
+
+#: The forms every time option reads (rmqstore_cli/times.py).
+TIME_FORMS = "ISO 8601, epoch seconds if 10 digits, epoch ms if 13 or more, now, -2h, +2h; read against --now"
+
+
+def begin_option(what: str, default: str = "") -> Any:
+    """``--begin T``: ``what`` (a store time, a due time) from T; ``default`` says what
+    leaving it out means."""
+    return typer.Option("--begin", show_default=False, help=f"{what} from ({TIME_FORMS}){default}.")
+
+
+def end_option(what: str, default: str = "") -> Any:
+    """``--end T``: ``what`` up to T, inclusive."""
+    return typer.Option("--end", show_default=False, help=f"{what} up to, inclusive (the forms of --begin){default}.")
+
+
+def body_option(each: str) -> Any:
+    """``--body none|text|hex|base64`` (:class:`BodyMode`), shown under ``each`` row of a table."""
+    from rmqstore_cli.render import BODY_CAP
+
+    return typer.Option(
+        "--body",
+        help=f"Include {each}'s body: none, text (escaped), hex or base64; the table shows it on a line under "
+        f"it, cut at {BODY_CAP} characters (--format jsonl has it whole).",
+    )
+
+
+def properties_option(each: str) -> Any:
+    """``--properties/--no-properties``: shown by default in the JSON formats only."""
+    from rmqstore_cli.render import PROPERTIES_CAP
+
+    return typer.Option(
+        "--properties/--no-properties",
+        show_default="with --format json or jsonl",
+        help=f"Include {each}'s properties; the table shows them on a line under it as NAME=VALUE pairs, cut at "
+        f"{PROPERTIES_CAP} characters.",
+    )
+
+
+def topic_option(help_text: str, complete: Any = None) -> Any:
+    """``--topic``/``-t``, completed from the store's topics by ``complete``."""
+    return typer.Option("--topic", "-t", help=help_text, autocompletion=complete)
+
+
+def from_offset_option(help_text: str) -> Any:
+    """``--from-offset N``: where an offset range starts (inclusive)."""
+    return typer.Option("--from-offset", min=0, show_default=False, help=help_text)
+
+
+def to_offset_option(help_text: str) -> Any:
+    """``--to-offset N``: where an offset range stops (exclusive)."""
+    return typer.Option("--to-offset", min=0, show_default=False, help=help_text)
+
+
+def check_offsets(from_offset: int | None, to_offset: int | None) -> None:
+    """A reversed [--from-offset, --to-offset) is a usage error, never an empty answer."""
+    if from_offset is not None and to_offset is not None and from_offset > to_offset:
+        raise UsageError(
+            f"--from-offset {from_offset} lies after --to-offset {to_offset}",
+            hint="the range is [--from-offset, --to-offset)",
+        )
 
 
 def limit_option(help_text: str) -> Any:
@@ -45,6 +117,18 @@ def renamed(new: Any, old: Any, new_name: str, old_name: str, unset: Any = None)
     return old
 
 
+def old_count(args: list[str], flag: bool, old_name: str, new_form: str) -> int | None:
+    """The N of an old ``FLAG N`` whose flag now takes no value (``args``: the words the
+    command was given besides its options), with one note naming ``new_form``; None when
+    no N was given. Any other word is a usage error."""
+    if not args:
+        return None
+    if not flag or len(args) > 1 or not (args[0].isascii() and args[0].isdigit()) or int(args[0]) < 1:
+        raise UsageError(f"unexpected argument {args[0]!r}", hint="the command takes options only")
+    note(f"{old_name} N is deprecated; use {new_form}")
+    return int(args[0])
+
+
 def note(text: str) -> None:
     """One ``rmqstore: note:`` line on stderr, store text escaped (render.safe_text)."""
     say("note", text)
@@ -62,6 +146,25 @@ def say(kind: str | None, text: str) -> None:
 
     head = f"rmqstore: {kind}: " if kind else "rmqstore: "
     print(head + safe_text(text), file=sys.stderr)
+
+
+def clock(now: str | None, zone: Any = None) -> int:
+    """``--now`` in epoch milliseconds (the clock when not given): what 'now' and relative
+    times (-2h) are read against."""
+    from rmqstore_cli.times import now_ms, parse_time
+
+    return parse_time(now, "--now", tz=zone) if now else now_ms()
+
+
+def window(begin: str | None, end: str | None, at: int, zone: Any = None) -> tuple[int | None, int | None]:
+    """``--begin``/``--end`` in epoch milliseconds (None where not given), relative times read
+    against ``at`` (:func:`clock`); a reversed window is a usage error."""
+    from rmqstore_cli.times import check_window, parse_time
+
+    b = parse_time(begin, "--begin", now=at, tz=zone) if begin else None
+    e = parse_time(end, "--end", now=at, tz=zone) if end else None
+    check_window(b, e, zone)
+    return b, e
 
 
 #: Library keywords whose option is not the keyword with dashes.

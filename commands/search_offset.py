@@ -19,12 +19,15 @@ from rmqstore_cli.commands.common import (
     command,
     complete_topic,
 )
+from rmqstore_cli.commands.grammar import NowOpt, clock, old_spelling, renamed
 
 EPILOG = """Examples:
 
   rmqstore search-offset --store ~/store --topic OrderTopic --time 2026-11-22T10:00
 
   rmqstore search-offset --topic OrderTopic --queue-id 3 --time -2h --format jsonl | jq .offset
+
+  rmqstore search-offset -t OrderTopic --time -2h --now 2026-11-22T10:00   # 08:00 that day
 
   rmqstore search-offset --topic OrderTopic --time 1795317650625 --broker --broker-version 4.9
 
@@ -39,16 +42,6 @@ the last unit rather than max when TIME is after every message), and 0 when a me
 cannot be read; 5.x picks the file by its units' store times and answers the first unit
 at or after TIME (lower) or the last at or before it (upper), clamped to [min, max].
 """
-
-COLUMNS = [
-    ("topic", "topic"),
-    ("queue_id", "queue"),
-    ("offset", "offset"),
-    ("store_time", "store time"),
-    ("min_offset", "min offset"),
-    ("max_offset", "max offset"),
-    ("note", "note"),
-]
 
 
 class Boundary(str, Enum):
@@ -73,8 +66,10 @@ def search_offset(
     ],
     queue_id: Annotated[
         int | None,
-        typer.Option("--queue-id", "-q", min=0, help="Only this queue (default: every queue of the topic)."),
+        typer.Option("--queue-id", min=0, help="Only this queue (default: every queue of the topic)."),
     ] = None,
+    old_q: Annotated[int | None, old_spelling("-q", min=0)] = None,
+    now: NowOpt = None,
     store: StoreOpt = None,
     broker_conf: BrokerConfOpt = None,
     commitlog_file_size: CommitlogSizeOpt = None,
@@ -133,51 +128,21 @@ def search_offset(
     """
     from rmqstore_cli.commands.common import no_such_topic, open_store
 
-    from rmqstore_cli.errors import NotFound, UsageError
-    from rmqstore_cli.render import Output
-    from rmqstore_cli.store import offset_query, root_entries
+    from rmqstore_cli.render_search import emit_answers
+    from rmqstore_cli.store import offset_query
     from rmqstore_cli.times import format_ms, parse_time, parse_tz
 
     zone = parse_tz(tz)
-    t = parse_time(when, "--time", tz=zone)
-    if scan and broker:
-        raise UsageError("--scan and --broker do not go together", hint="--broker answers as the broker does")
-    if not broker and (broker_version is not None or boundary is not Boundary.lower):
-        raise UsageError("--broker-version and --boundary go with --broker")
+    queue_id = renamed(queue_id, old_q, "--queue-id", "-q")
+    t = parse_time(when, "--time", now=clock(now, zone), tz=zone)
+    given = broker_version.value if broker_version else None
+    offset_query.check_options(scan, broker, given, boundary.value)
     ms = open_store(
         store, broker_conf, tz, allow_odd_size, commitlog_file_size=commitlog_file_size, cq_file_size=cq_file_size
     )
-    version = None
-    if broker:
-        version = broker_version.value if broker_version else root_entries.detect_version(ms.config.root)
-        if version is None:
-            raise UsageError(
-                "--broker: cannot tell the store's broker version",
-                path=ms.config.root,
-                hint="pass --broker-version 4.9 or --broker-version 5",
-            )
-        if version == "4.9" and boundary is not Boundary.lower:
-            raise UsageError("--boundary is a 5.x broker's option", hint="4.9.x has no BoundaryType")
-    queues, batch = offset_query.pick_queues(ms, topic, queue_id)
-    if batch and version == "4.9":
-        raise UsageError(
-            f"{topic} is a BatchCQ topic (batchconsumequeue/): a 5.x broker's", hint="pass --broker-version 5"
-        )
+    version = offset_query.store_version(ms, given, boundary.value) if broker else None
+    queues, batch = offset_query.command_queues(ms, topic, queue_id, version)
     if not queues and not batch:
-        nf = no_such_topic(ms, topic)
-        if nf is not None:
-            raise nf
-        raise NotFound(
-            f"no consume queue {topic}" + (f"/{queue_id}" if queue_id is not None else ""),
-            path=ms.config.consumequeue_dir / topic,
-            hint="rmqstore dump-cq --summary lists the queues",
-        )
-    out = Output(fmt.value, COLUMNS, title=f"{topic} at {format_ms(t, zone)}")
-    try:
-        for res in offset_query.search_queues(ms, queues, batch, t, version, boundary.value, scan):
-            d = res.to_dict()
-            if fmt is Fmt.table:
-                d["store_time"] = format_ms(res.store_timestamp, zone) if res.store_timestamp is not None else ""
-            out.emit(d)
-    finally:
-        out.close()
+        raise no_such_topic(ms, topic) or offset_query.no_queue(ms, topic, queue_id)
+    answers = offset_query.search_queues(ms, queues, batch, t, version, boundary.value, scan)
+    emit_answers(answers, f"{topic} at {format_ms(t, zone)}", fmt.value, zone)

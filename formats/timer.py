@@ -49,6 +49,8 @@ TimerLogBlank = Struct(
     "magic" / Int32sb,  # BLANK_MAGIC_CODE
 )
 MIN_BLANK_LEN: int = TimerLogBlank.sizeof()
+#: The smallest timer-log file: one unit and the blank ``TimerLog#append`` keeps room for.
+MIN_FILE_SIZE: int = UNIT_SIZE + MIN_BLANK_LEN
 BLANK_FORMAT = fixed_fields_format(TimerLogBlank)
 
 

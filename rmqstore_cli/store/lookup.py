@@ -309,3 +309,82 @@ def lookup_key(
     res.hits.sort(key=lambda h: (h.physical_offset, h.topic))
     res.others.sort(key=lambda h: (h.physical_offset, h.topic))
     return res
+
+
+def search_topics(st, given: list[str] | None) -> tuple[list[str], str | None]:
+    """(the topics a look-up by key searches, a note to say about them): ``given`` (each once,
+    in order), else every topic the store knows, else, with no consume queue and no
+    topics.json, every topic a commit-log record names (``IndexService#buildIndex`` indexed a
+    key under its record's topic)."""
+    if given:
+        return list(dict.fromkeys(given)), None
+    topics = st.topics()
+    if topics:
+        return topics, None
+    topics = st.topics_from_commitlog()
+    return topics, (
+        f"no consume queues or config/topics.json: searching the {len(topics)} topic(s) named in the commit log"
+    )
+
+
+@dataclass
+class KeyAnswer:
+    """What a look-up by key found: the hits whose message carries the key, the others
+    (collisions, stale entries, hits outside the window), whether the cap cut the hits, and
+    whether they were found under the upper-case UNIQ_KEY."""
+
+    hits: list
+    others: list
+    capped: bool
+    upper: bool = False
+
+
+def find_key(st, topics: list[str], key: str, begin: int, end: int, cap: int, broker_window: bool) -> KeyAnswer:
+    """``key`` in ``topics`` (:func:`lookup_key`, or :func:`broker_query_message` for the
+    broker's own window); a lower-case UNIQ_KEY that finds nothing is looked up again in
+    upper case, as ``MessageClientIDSetter`` writes and the index holds it."""
+
+    def query(k: str) -> KeyAnswer:
+        if broker_window:
+            hits, others = [], []
+            for t in topics:
+                for h in broker_query_message(st.index, st.commitlog, t, k, cap or INT_MAX, begin, end):
+                    (hits if h.true else others).append(h)
+            return KeyAnswer(hits, others, False)
+        r = lookup_key(st.index, st.commitlog, topics, k, begin, end, cap)
+        return KeyAnswer(r.hits, r.others, r.capped)
+
+    a = query(key)
+    hexdigits = "0123456789abcdefABCDEF"
+    if not a.hits and key != key.upper() and len(key) in (32, 56) and all(c in hexdigits for c in key):
+        b = query(key.upper())
+        if b.hits:
+            b.upper = True
+            return b
+    return a
+
+
+def not_found(st, topics: list[str], key: str, windowed: bool, no_index: bool):
+    """Why a look-up by key found nothing (exit 1): no topic at all, a key with a space
+    (never indexed), or simply no message with that key."""
+    from rmqstore_cli.errors import NotFound, setting
+
+    if not topics:
+        return NotFound(
+            "the store knows no topic: no consume queue, config/topics.json or commit-log record names one",
+            path=st.config.root,
+            hint=f"pass {setting('topics')}",
+        )
+    if " " in key:
+        return NotFound(
+            f"no message with key {key!r}",
+            hint="KEYS are split on spaces when they are indexed "
+            "(IndexService#buildIndex), so a key with a space in it is never in the index: look up "
+            "one word of it",
+        )
+    return NotFound(
+        f"no message with key {key!r}"
+        + (f" in topic {topics[0]!r}" if len(topics) == 1 else "")
+        + (" in that time window" if windowed else ""),
+        hint="the store has no index files (messageIndexEnable=false?)" if no_index else None,
+    )

@@ -182,3 +182,21 @@ def describe_id(r: IdReading, now_ms: int, tz) -> dict:
         "offset_problem": r.offset_problem if show_offset and r.offset_message is None and r.offset_problem else None,
         "messages": list(once.values()),
     }
+
+
+def read_ids(texts: list[str], store=None, topics: list[str] | None = None):
+    """Each text's reading, looked up in ``store`` when given (:func:`resolve_in_store`), as
+    (text, reading or None, what went wrong or None): an id that is no id has no reading; one
+    the store does not hold has its reading and a problem."""
+    for text in texts:
+        try:
+            r = parse_id(text)
+        except BadId as e:
+            yield text, None, f"is not a message id: {e}"
+            continue
+        if store is not None:
+            resolve_in_store(r, store, topics or [])
+            if not r.found:
+                yield text, r, "no message in the store by offset or UNIQ_KEY"
+                continue
+        yield text, r, None

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from rmqstore_cli.errors import UsageError
+from rmqstore_cli.errors import UsageError, setting
 from rmqstore_cli.store import search
 
 #: The ways to answer: the first unit at or after T by bisection, or by reading every unit.
@@ -77,3 +77,55 @@ def search_queues(
             yield search.scan_first_at_or_after(cq, reader, when)
         else:
             yield search.first_at_or_after(cq, reader, when)
+
+
+def store_version(ms: Any, given: str | None, boundary: str) -> str:
+    """The broker version whose answer ``search-offset --broker`` gives: ``given``, else what
+    the store shows (:func:`root_entries.detect_version`); a usage error when it cannot tell
+    or when the boundary is not that version's."""
+    from rmqstore_cli.store import root_entries
+
+    version = given or root_entries.detect_version(ms.config.root)
+    if version is None:
+        raise UsageError(
+            f"{setting('broker')}: cannot tell the store's broker version",
+            path=ms.config.root,
+            hint=f"pass {setting('broker_version')} 4.9 or {setting('broker_version')} 5",
+        )
+    if version == "4.9" and boundary != "lower":
+        raise UsageError(f"{setting('boundary')} is a 5.x broker's option", hint="4.9.x has no BoundaryType")
+    return version
+
+
+def command_queues(ms: Any, topic: str, queue_id: int | None, version: str | None) -> tuple[list[Any], list[Any]]:
+    """:func:`pick_queues` for ``search-offset``: a BatchCQ topic refused with a 4.9 broker's
+    answer, in the command's words."""
+    queues, batch = pick_queues(ms, topic, queue_id)
+    if batch and version == "4.9":
+        raise UsageError(
+            f"{topic} is a BatchCQ topic (batchconsumequeue/): a 5.x broker's",
+            hint=f"pass {setting('broker_version')} 5",
+        )
+    return queues, batch
+
+
+def check_options(scan: bool, broker: bool, version: str | None, boundary: str) -> None:
+    """``search-offset``'s options that do not go together, in its words."""
+    if scan and broker:
+        raise UsageError(
+            f"{setting('scan')} and {setting('broker')} do not go together",
+            hint=f"{setting('broker')} answers as the broker does",
+        )
+    if not broker and (version is not None or boundary != "lower"):
+        raise UsageError(f"{setting('broker_version')} and {setting('boundary')} go with {setting('broker')}")
+
+
+def no_queue(ms: Any, topic: str, queue_id: int | None) -> Any:
+    """The ``NotFound`` of a topic the store knows that has no such queue."""
+    from rmqstore_cli.errors import NotFound
+
+    return NotFound(
+        f"no consume queue {topic}" + (f"/{queue_id}" if queue_id is not None else ""),
+        path=ms.config.consumequeue_dir / topic,
+        hint="rmqstore dump-cq --summary lists the queues",
+    )

@@ -5,6 +5,7 @@ makes the rows)."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -84,3 +85,35 @@ def summary(ts: TimerStore, view: schedule.TimerView, ms: Any, now_ms: int) -> d
             "notes": rec.notes,
         },
     }
+
+
+def set_sizes(config: Any, timer_log_file_size: int | None, timer_precision_ms: int | None) -> None:
+    """The timer's sizes given as options (``mappedFileSizeTimerLog``, ``timerPrecisionMs``),
+    taken over broker.conf's and the files' own."""
+    for attr, value in (
+        ("mapped_file_size_timer_log", timer_log_file_size),
+        ("timer_precision_ms", timer_precision_ms),
+    ):
+        if value is not None:
+            setattr(config, attr, value)
+            config.explicit.add(attr)
+
+
+def dump_rows(
+    view: schedule.TimerView,
+    ms: Any,
+    mode: str,
+    window: tuple[int | None, int | None],
+    topic: str | None,
+    replay: int | None,
+    now_ms: int,
+) -> tuple[Iterator[dict[str, Any]], list[str]]:
+    """(rows, notes) of ``dump-timer``'s ``mode``: ``slots`` (the wheel's non-empty slots due
+    in ``window``), ``units`` (the timer log's, of real topic ``topic``) or ``next`` (what the
+    broker does next, the replay cut after ``replay`` rows when given, then kept to ``topic``)."""
+    b, e = window
+    if mode == "next":
+        return next_rows(view, ms, sys.maxsize if replay is None else replay, now_ms, topic)
+    if mode == "units":
+        return schedule.unit_records(view, ms.commitlog, b, e, topic), []
+    return schedule.slot_records(view, b, e), []

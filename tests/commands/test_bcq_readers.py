@@ -44,7 +44,9 @@ def test_search_offset_BatchConsumeQueue_getOffsetInQueueByTime(bcq):
         b = _jsonl(
             cli("search-offset", "-s", store, "-t", "BulkTopic", "--time", when, "--broker", "--format", "jsonl")
         )
-        f = _jsonl(cli("search-offset", "-s", store, "-t", "BulkTopic", "-q", 0, "--time", when, "--format", "jsonl"))
+        f = _jsonl(
+            cli("search-offset", "-s", store, "-t", "BulkTopic", "--queue-id", 0, "--time", when, "--format", "jsonl")
+        )
         assert (b[0]["offset"], b[0]["method"]) == (broker, "broker-5-lower"), when
         assert f[0]["offset"] == first, when
         for r in (b[0], f[0]):

@@ -254,7 +254,7 @@ def test_generated_store_table_and_json(tmp_path):
             "--store",
             store,
             *SMALL[:4],
-            "--from",
+            "--from-offset",
             str(mx - 150),
             "--limit",
             "1",

@@ -42,7 +42,9 @@ def test_dump_cq_reads_the_BatchCQ_queue_of_the_bcq_sample(sample_tarball):
             e["compactedOffset"],
         )
     # --from is a queue offset: the unit whose batch holds it comes first
-    [r] = _jsonl("dump-cq", "BulkTopic", "0", "--store", s / "store", "--from", "138", "--limit", "1", "--no-resolve")
+    [r] = _jsonl(
+        "dump-cq", "BulkTopic", "0", "--store", s / "store", "--from-offset", "138", "--limit", "1", "--no-resolve"
+    )
     assert (r["unit_index"], r["msg_base_offset"]) == (32, 136) and "status" not in r
 
 
@@ -86,7 +88,7 @@ def test_dump_cq_compaction_and_dump_commitlog_compaction_log_agree_with_latest_
             "--compaction",
             "--store",
             store,
-            "--from",
+            "--from-offset",
             str(k["latestQueueOffset"]),
             "--limit",
             "1",
@@ -116,7 +118,7 @@ def test_dump_cq_compaction_and_dump_commitlog_compaction_log_agree_with_latest_
             k["compaction"]["compactionLogPos"],
         )
     # a compacted-away offset: the next retained unit (SparseConsumeQueue#getBatchMsgIndexOrNextBuffer)
-    [u] = _jsonl("dump-cq", exp["topic"], "1", "--compaction", "--store", store, "--from", "56", "--limit", "1")
+    [u] = _jsonl("dump-cq", exp["topic"], "1", "--compaction", "--store", store, "--from-offset", "56", "--limit", "1")
     assert u["msg_base_offset"] == 60
     r = run("dump-commitlog", "--store", store, "--compaction-log", f"{exp['topic']}/0", "--format", "jsonl")
     assert r.returncode == 0 and r.stderr == b""  # gaps and zero tails of a compaction log are no warning

@@ -60,7 +60,7 @@ def test_messages_are_the_brokers(fixture):
         store,
         "--broker-conf",
         conf,
-        "--from",
+        "--from-offset",
         "95",
         "--limit",
         "10",
@@ -129,3 +129,19 @@ def test_messages_table_and_usage(fixture):
     for extra in (("--no-resolve",), ("--summary",)):
         r = run("dump-cq", "AuditTopic", "0", "--store", store, "--messages", *extra)
         assert r.returncode == 2 and r.stderr.decode().startswith("rmqstore: error: --messages")
+
+
+def test_to_offset_stops_before_it_and_a_reversed_range_is_refused(tmp_path):
+    """--to-offset is the exclusive upper queue offset, as dump-commitlog's is a physical one."""
+    from tests.helpers import generate
+
+    store = generate(tmp_path / "store", "--topics", "1", messages=40)
+    summary = json.loads(cli("dump-cq", "--summary", "--store", store, "--format", "jsonl").stdout.splitlines()[0])
+    topic, qid = summary["topic"], str(summary["queue_id"])
+    r = cli("dump-cq", topic, qid, "--store", store, "--from-offset", "2", "--to-offset", "5", "--format", "jsonl")
+    assert r.exit_code == 0, r.stderr
+    assert [json.loads(x)["cq_offset"] for x in r.stdout.splitlines()] == [2, 3, 4]
+    empty = cli("dump-cq", topic, qid, "--store", store, "--from-offset", "3", "--to-offset", "3")
+    assert empty.exit_code == 1 and "no unit in that range" in empty.stderr
+    bad = cli("dump-cq", topic, qid, "--store", store, "--from-offset", "5", "--to-offset", "2")
+    assert bad.exit_code == 2 and "--from-offset 5 lies after --to-offset 2" in bad.stderr

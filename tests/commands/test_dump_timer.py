@@ -131,3 +131,25 @@ def test_options_that_do_not_go_together(timer_sample):
         r = run("dump-timer", "--store", store, *args)
         assert r.returncode == 2, args
         assert r.stderr.decode().count("\n") == 1
+
+
+def test_next_is_a_flag_capped_by_limit_and_the_old_count_still_works(timer_sample):
+    store, conf, _ = timer_sample
+    fresh = cli("dump-timer", "--store", store, "--broker-conf", conf, "--next", "--limit", "5", "--now", NOW)
+    aged = cli("dump-timer", "--store", store, "--broker-conf", conf, "--next", "5", "--now", NOW)
+    assert fresh.exit_code == aged.exit_code == 0, aged.stderr
+    assert aged.stdout == fresh.stdout and fresh.stdout.count("\n") == 5 + 2  # title, header, 5 rows
+    assert "--next N is deprecated; use --next --limit N" in aged.stderr and "deprecated" not in fresh.stderr
+    r = cli("dump-timer", "--store", store, "--next", "x")
+    assert r.exit_code == 2 and "unexpected argument 'x'" in r.stderr
+
+
+def test_begin_now_is_read_against_now(timer_sample):
+    """--begin now means --now, not the clock: the pending units due from the first one's time on."""
+    store, conf, exp = timer_sample
+    due = sorted(p["deliverMs"] for p in exp["pendingSamples"])
+    got = _jsonl("--store", store, "--broker-conf", conf, "--units", "--begin", "now", "--now", str(due[0]))
+    assert got and min(u["due_ms"] for u in got) >= due[0]
+    assert {u["due_ms"] for u in got} >= set(due)
+    late = cli("dump-timer", "--store", store, "--units", "--begin", "-1h", "--now", str(due[-1] + 7_200_000))
+    assert late.exit_code == 1 and late.stdout == ""

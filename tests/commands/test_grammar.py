@@ -4,6 +4,9 @@ speaks another dialect fails here."""
 
 from __future__ import annotations
 
+import json
+from collections import Counter
+
 import pytest
 import typer.main
 
@@ -14,8 +17,8 @@ from tests.helpers import cli, generate
 OLD_CAPS = ("--max", "--top", "--max-findings")
 #: What is still spoken in the old dialect, to be moved to the grammar (and out of this list);
 #: a new entry here is a step back.
-NOT_YET_SHORT = {"-n": {"--messages", "--dry-run"}, "-q": {"--queue-id", "--quiet"}}
-NOT_YET_CAPS = {("index-lookup", "--max")}
+NOT_YET_SHORT = {"-n": {"--messages", "--dry-run"}}
+NOT_YET_CAPS: set[tuple[str, str]] = set()
 
 
 def _commands():
@@ -46,8 +49,14 @@ def test_no_command_shows_an_old_word_for_a_cap():
     assert shown == NOT_YET_CAPS
 
 
-#: (command, options) whose old spelling is hidden: the cap spelled both ways, same output.
-OLD_AND_NEW = [("stats", "--top", "--limit", "2"), ("verify", "--max-findings", "--limit", "0")]
+#: (command, old spelling, new spelling, value) of options whose old spelling is hidden: the
+#: same output either way (a cap: that many rows).
+OLD_AND_NEW = [
+    ("stats", "--top", "--limit", "2"),
+    ("index-lookup", "--max", "--limit", "2"),
+    ("dump-cq", "--from", "--from-offset", "3"),
+    ("search-offset", "-q", "--queue-id", "0"),
+]
 
 
 @pytest.fixture(scope="module")
@@ -55,27 +64,92 @@ def store(tmp_path_factory):
     return generate(tmp_path_factory.mktemp("grammar") / "store", "--topics", "4", messages=60)
 
 
+@pytest.fixture(scope="module")
+def words(store):
+    """The words each command needs besides the option tried: a key many messages carry, a queue."""
+    msgs = [json.loads(x) for x in cli("dump-commitlog", "--store", store, "--format", "jsonl").stdout.splitlines()]
+    keys = Counter(k for m in msgs for k in m["keys"])
+    m = msgs[0]
+    return {
+        "stats": [],
+        "index-lookup": [keys.most_common(1)[0][0]],
+        "dump-cq": [m["topic"], str(m["queue_id"])],
+        "search-offset": ["-t", m["topic"], "--time", "0"],
+        "verify": [],
+    }
+
+
 @pytest.mark.parametrize(("command", "old", "new", "value"), OLD_AND_NEW)
-def test_an_old_spelling_still_works_and_says_what_to_type(store, command, old, new, value):
-    fresh = cli(command, "--store", store, new, value, "--format", "jsonl")
-    aged = cli(command, "--store", store, old, value, "--format", "jsonl")
+def test_an_old_spelling_still_works_and_says_what_to_type(store, words, command, old, new, value):
+    fresh = cli(command, *words[command], "--store", store, new, value, "--format", "jsonl")
+    aged = cli(command, *words[command], "--store", store, old, value, "--format", "jsonl")
     assert fresh.exit_code == aged.exit_code == 0, aged.stderr
-    assert aged.stdout == fresh.stdout and len(_rows(fresh.stdout)) == int(value)
+    assert aged.stdout == fresh.stdout and _rows(fresh.stdout)
+    assert new != "--limit" or len(_rows(fresh.stdout)) == int(value)
     assert f"{old} is deprecated; use {new}" in aged.stderr and "deprecated" not in fresh.stderr
 
 
+def test_verify_max_findings_is_the_old_limit(store):
+    """verify's per-check cap (the store is sound: the same empty answer, and the note)."""
+    fresh = cli("verify", "--store", store, "--limit", "1", "--format", "jsonl")
+    aged = cli("verify", "--store", store, "--max-findings", "1", "--format", "jsonl")
+    assert fresh.exit_code == aged.exit_code == 0 and aged.stdout == fresh.stdout
+    assert "--max-findings is deprecated; use --limit" in aged.stderr
+
+
 @pytest.mark.parametrize(("command", "old", "new", "value"), OLD_AND_NEW)
-def test_both_spellings_at_once_is_a_usage_error(store, command, old, new, value):
-    r = cli(command, "--store", store, new, value, old, value)
+def test_both_spellings_at_once_is_a_usage_error(store, words, command, old, new, value):
+    r = cli(command, *words[command], "--store", store, new, value, old, value)
     assert r.exit_code == 2 and f"give only {new}" in r.stderr
 
 
-@pytest.mark.parametrize("command", ["stats", "verify"])
-def test_limit_zero_prints_no_row(store, command):
-    r = cli(command, "--store", store, "--limit", "0", "--format", "jsonl")
+@pytest.mark.parametrize("command", ["stats", "index-lookup", "dump-cq", "verify"])
+def test_limit_zero_prints_no_row(store, words, command):
+    r = cli(command, *words[command], "--store", store, "--limit", "0", "--format", "jsonl")
     assert r.exit_code in (0, 1) and _rows(r.stdout) == []
 
 
 def _rows(jsonl: str) -> list[str]:
     """The record lines of a JSON Lines answer (its closing summary line left out)."""
     return [line for line in jsonl.splitlines() if not line.startswith('{"summary"')]
+
+
+#: The options that take a time, read against --now when relative (-2h) or 'now'.
+TIME_OPTIONS = {"--begin", "--end", "--time"}
+
+
+def test_every_command_that_takes_a_time_takes_now():
+    """A relative time is read against the clock unless --now says otherwise: forensics on a
+    snapshot needs --now wherever a time can be given."""
+    for name, cmd in _commands().items():
+        opts = {o for p in cmd.params for o in getattr(p, "opts", [])}
+        if opts & TIME_OPTIONS:
+            assert "--now" in opts, name
+
+
+@pytest.fixture(scope="module")
+def last_stored(store):
+    """The store time of the store's last message (epoch ms)."""
+    out = cli("dump-commitlog", "--store", store, "--format", "jsonl").stdout.splitlines()
+    return max(json.loads(x)["store_timestamp"] for x in out)
+
+
+@pytest.mark.parametrize(
+    ("command", "when"),
+    [
+        ("dump-commitlog", ["--begin", "-1h"]),
+        ("index-lookup", ["--begin", "-1h"]),
+        ("search-offset", ["--time", "-1h"]),
+    ],
+)
+def test_now_is_what_a_relative_time_is_read_against(store, words, last_stored, command, when):
+    """-1h before a --now just after the last message takes messages in; before a --now a
+    year later, none: the answer follows --now, not the clock."""
+    base = {"dump-commitlog": [], "index-lookup": words["index-lookup"], "search-offset": words["search-offset"][:2]}
+    argv = [command, *base[command], "--store", store, *when]
+    soon = cli(*argv, "--now", str(last_stored + 60_000), "--format", "jsonl")
+    late = cli(*argv, "--now", str(last_stored + 365 * 86_400_000), "--format", "jsonl")
+    assert soon.exit_code == 0, soon.stderr
+    assert soon.stdout != late.stdout
+    if command != "search-offset":  # search-offset answers max offset when nothing is that recent
+        assert _rows(soon.stdout) and late.exit_code == 1 and _rows(late.stdout) == []

@@ -112,8 +112,8 @@ def test_index_lookup_broker_window_equals_true_offsets(fixture):
             "--end",
             q["end"],
             "--broker-window",
-            "--max",
-            "0",
+            "--limit",
+            "1000000",
             "--store",
             store,
             "--broker-conf",
@@ -169,8 +169,8 @@ def test_index_lookup_default_mode_gives_true_hits_in_window(fixture):
             q["begin"],
             "--end",
             q["end"],
-            "--max",
-            "0",
+            "--limit",
+            "1000000",
             "--store",
             store,
             "--broker-conf",
@@ -198,7 +198,9 @@ def test_index_lookup_all_topics_from_consumequeue(fixture):
             and (store / "consumequeue" / m["topic"]).is_dir()
         }
     )
-    r = cli("index-lookup", "batch-X", "--max", "0", "--store", store, "--broker-conf", conf, "--format", "jsonl")
+    r = cli(
+        "index-lookup", "batch-X", "--limit", "1000000", "--store", store, "--broker-conf", conf, "--format", "jsonl"
+    )
     assert r.exit_code == 0, r.stderr
     got = _jsonl(r)
     assert sorted(h["physical_offset"] for h in got) == want
@@ -217,8 +219,8 @@ def test_show_collisions_reports_aaaa_bbbb(fixture):
         "AaAa",
         "--topic",
         "PaymentTopic",
-        "--max",
-        "0",
+        "--limit",
+        "1000000",
         "--store",
         store,
         "--broker-conf",
@@ -345,7 +347,7 @@ def test_dump_cq_from_limit_and_no_resolve(small_store):
         "1",
         "--store",
         small_store,
-        "--from",
+        "--from-offset",
         "97",
         "--limit",
         "5",
@@ -358,7 +360,7 @@ def test_dump_cq_from_limit_and_no_resolve(small_store):
     assert [x["cq_offset"] for x in u] == [97, 98, 99, 100, 101]
     assert [x["file"] for x in u] == ["00000000000000000000"] * 3 + ["00000000000000002000"] * 2
     assert "agrees" not in u[0]
-    r = cli("dump-cq", "OrderTopic", "1", "--store", small_store, "--from", "100000")
+    r = cli("dump-cq", "OrderTopic", "1", "--store", small_store, "--from-offset", "100000")
     assert r.exit_code == 1
 
 
@@ -419,18 +421,23 @@ def test_index_lookup_matches_dump_commitlog_oracle(small_store):
     some_unique = [k for k, n in counts.items() if n == 1][:5]
     for key in [shared, *some_unique, msgs[10]["uniq_key"]]:
         want = sorted(m["physical_offset"] for m in msgs if _indexed(m) and (key in m["keys"] or m["uniq_key"] == key))
-        r = cli("index-lookup", key, "--max", "0", "--store", small_store, "--format", "jsonl")
+        r = cli("index-lookup", key, "--limit", "1000000", "--store", small_store, "--format", "jsonl")
         assert r.exit_code == 0, r.stderr
         got = _jsonl(r)
         assert sorted(h["physical_offset"] for h in got) == want, key
         assert all(_true_match(h["message"], h["topic"], key) for h in got)
-    # --max keeps the newest and says so
+    # --limit keeps the newest and says so
     newest = sorted((m["store_timestamp"], m["physical_offset"]) for m in msgs if _indexed(m) and shared in m["keys"])[
         -3:
     ]
-    r = cli("index-lookup", shared, "--max", "3", "--store", small_store, "--format", "jsonl")
+    r = cli("index-lookup", shared, "--limit", "3", "--store", small_store, "--format", "jsonl")
     assert sorted(h["physical_offset"] for h in _jsonl(r)) == sorted(p for _, p in newest)
     assert "more than 3" in r.stderr
+    # --limit 0 prints none, as everywhere; the old --max 0 meant every hit, and still does
+    none = cli("index-lookup", shared, "--limit", "0", "--store", small_store, "--format", "jsonl")
+    assert none.exit_code == 0 and none.stdout == ""
+    every = cli("index-lookup", shared, "--max", "0", "--store", small_store, "--format", "jsonl")
+    assert len(_jsonl(every)) == len([m for m in msgs if _indexed(m) and shared in m["keys"]])
 
 
 def test_index_lookup_time_window_is_real_store_time(small_store):

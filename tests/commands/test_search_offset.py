@@ -372,3 +372,20 @@ def test_three_formats_say_the_same():
     for rec in jl:
         assert str(rec["offset"]) in text
     assert "2026-11-22 03:21:00.000" in text  # the time asked, in --tz
+
+
+def test_relative_time_is_read_against_now_and_old_q_is_queue_id(fixture):
+    """--time -1s --now T+1000 is T: the same answer as --time T; -q, once --queue-id's short
+    flag (-q is --quiet elsewhere), still works and says to type --queue-id."""
+    store, conf, expected = fixture
+    topic = TOPICS[0]
+    qid, units = next(iter(_queues(expected, topic).items()))
+    when = units[len(units) // 2][1]
+    want = _search(store, conf, topic, when, "--queue-id", str(qid))
+    assert _search(store, conf, topic, "-1s", "--queue-id", str(qid), "--now", str(when + 1000)) == {
+        qid: {**want[qid], "time": when}
+    }
+    aged = cli("search-offset", "-s", store, "--broker-conf", conf, "-t", topic, "-q", qid, "--time", when)
+    fresh = cli("search-offset", "-s", store, "--broker-conf", conf, "-t", topic, "--queue-id", qid, "--time", when)
+    assert aged.exit_code == fresh.exit_code == 0 and aged.stdout == fresh.stdout
+    assert "-q is deprecated; use --queue-id" in aged.stderr and "deprecated" not in fresh.stderr

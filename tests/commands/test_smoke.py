@@ -124,8 +124,8 @@ def test_index_lookup_gives_the_true_hits_of_a_brokers_query():
             "--end",
             q["end"],
             "--broker-window",
-            "--max",
-            "0",
+            "--limit",
+            "1000000",
             "--format",
             "jsonl",
         )

@@ -192,7 +192,7 @@ def test_diff_records(small_store_master, tmp_path):
 
 def test_index_lookup_records(sample):
     s, m = sample["store"], sample["msg"]
-    recs = jsonl("index-lookup", m["keys"][0], "--store", s, "--show-collisions", "--max", "0")
+    recs = jsonl("index-lookup", m["keys"][0], "--store", s, "--show-collisions", "--limit", "1000000")
     _check_all(recs, lambda r: "index-hit")
     assert any(r["physical_offset"] == m["physical_offset"] and r["message"] == m for r in recs)
     _check_all(jsonl("index-lookup", m["uniq_key"], "--store", s, "--topic", m["topic"]), lambda r: "index-hit")

@@ -110,7 +110,7 @@ def test_every_reader_agrees_with_expected_json(lmq):
             store,
             "--broker-conf",
             conf,
-            "--from",
+            "--from-offset",
             str(s["offset"]),
             "--limit",
             "1",

@@ -103,7 +103,7 @@ def test_sample_every_reader_agrees_and_no_byte_changes(sample):
             e["queueId"],
             "-s",
             store,
-            "--from",
+            "--from-offset",
             e["cqOffset"],
             "--limit",
             "1",
@@ -193,7 +193,7 @@ def test_rebuild_index_output_writes_file_queues_beside_it(sample, tmp_path):
             out,
             "--cq-file-size",
             "6000000",
-            "--from",
+            "--from-offset",
             e["cqOffset"],
             "--limit",
             "1",
@@ -307,7 +307,7 @@ def test_search_offset_broker_binarySearchInCQByTime(built):
                 rocks,
                 "-t",
                 topic,
-                "-q",
+                "--queue-id",
                 qid,
                 "--time",
                 ts,
@@ -321,7 +321,9 @@ def test_search_offset_broker_binarySearchInCQByTime(built):
             )
             assert jsonl(r)[0]["offset"] == want, (cq, boundary)
     after = units[-1][4] + 1
-    r = cli("search-offset", "-s", rocks, "-t", topic, "-q", qid, "--time", after, "--broker", "--format", "jsonl")
+    r = cli(
+        "search-offset", "-s", rocks, "-t", topic, "--queue-id", qid, "--time", after, "--broker", "--format", "jsonl"
+    )
     assert jsonl(r)[0]["offset"] == units[-1][0] + 1  # ceiling + 1 when every unit is older
 
 

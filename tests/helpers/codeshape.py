@@ -26,11 +26,28 @@ PACKAGES = ("rmqstore_cli", "commands", "formats")
 LONG_FUNCTION = 80
 #: The layers, lowest first: a module may import from its own layer and those below it. A
 #: module is placed by the longest prefix of its dotted name listed here.
+#: The output layer's modules: tables, JSON, the commands' reports.
+OUTPUT = tuple(
+    f"rmqstore_cli.{m}"
+    for m in (
+        "render",
+        "render_commitlog",
+        "render_cq",
+        "render_lookup",
+        "render_msgid",
+        "render_search",
+        "render_timer",
+        "reports",
+        "textfit",
+        "tableblock",
+        "jsonblock",
+    )
+)
 LAYERS = (
     ("rmqstore_cli.formats",),
     ("rmqstore_cli.errors", "rmqstore_cli.times", "rmqstore_cli.stdio"),
     ("rmqstore_cli.store",),
-    ("rmqstore_cli.pipeline", "rmqstore_cli.render", "rmqstore_cli.tableblock", "rmqstore_cli.jsonblock"),
+    ("rmqstore_cli.pipeline", *OUTPUT),
     ("rmqstore_cli.api",),
     ("rmqstore_cli.commands", "rmqstore_cli"),
     ("rmqstore_cli.app", "rmqstore_cli.manpages", "rmqstore_cli.__main__"),

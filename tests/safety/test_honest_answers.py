@@ -290,7 +290,7 @@ def test_an_offset_past_the_end_answers_as_the_exact_end(small_store_master):
     got = {
         (r.exit_code, r.stdout, r.stderr)
         for r in (
-            cli("dump-cq", "OrderTopic", "0", "--store", s, "--from", n, "--format", "jsonl")
+            cli("dump-cq", "OrderTopic", "0", "--store", s, "--from-offset", n, "--format", "jsonl")
             for n in (summary["max_offset"], summary["max_offset"] + 1, 10**9)
         )
     }
@@ -323,7 +323,7 @@ def test_a_closed_pipe_exits_0_in_every_format_and_command(small_store_master, t
         ("dump-commitlog", "--store", s),
         ("dump-cq", "OrderTopic", "0", "--store", s),
         ("dump-cq", "--summary", "--store", s),
-        ("index-lookup", "order-1", "--store", s, "--max", "0"),
+        ("index-lookup", "order-1", "--store", s, "--limit", "1000000"),
         ("decode-msgid", "0A00000500002A9F0000000040001000"),
         ("verify", "--store", damaged),
         ("verify", "--list-checks"),
@@ -389,7 +389,7 @@ def test_not_found_is_a_plain_negative_answer(small_store_master):
     s = small_store_master
     for args in (
         ("dump-commitlog", "--store", s, "--key", "no-such-key"),
-        ("dump-cq", "OrderTopic", "0", "--store", s, "--from", "100000"),
+        ("dump-cq", "OrderTopic", "0", "--store", s, "--from-offset", "100000"),
         ("dump-cq", "OrderTopic", "99", "--store", s),
         ("index-lookup", "no-such-key", "--store", s),
         ("decode-msgid", "0A00000500002A9F00000000FFFF1000", "--store", s),

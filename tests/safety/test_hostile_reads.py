@@ -267,7 +267,7 @@ def test_crafted_index_header_every_read_command(small_store, values):
     no_cq = ["--commitlog-file-size", "65536", "--index-slots", "64", "--index-max", "400"]
     for given in (False, True):
         for cmd in (
-            ["index-lookup", "order-0", "--max", "0"],
+            ["index-lookup", "order-0", "--limit", "1000000"],
             ["verify", "--format", "jsonl"],
             ["decode-msgid", "AC101813D2404497C8159FA523E50001"],
         ):
