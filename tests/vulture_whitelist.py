@@ -3,7 +3,7 @@
 Each bare name below counts as a use for vulture; this file is never imported.
 """
 
-v49, v5, v531  # commands/common.py BrokerVersion, VerifyBrokerVersion: enum members typer offers as choices
+v49, v5, v531  # commands/options.py BrokerVersion, VerifyBrokerVersion: enum members typer offers as choices
 CheckpointV4  # formats/checkpoint.py: the 4.9.x checkpoint, declared beside V5 (the reader takes a prefix)
 BlankRecord  # formats/commitlog.py: the END_FILE blank declared with the record (tests build it)
 ConsumeQueueExtUnit, CQ_EXT_HEADER_SIZE  # formats: declared for the 5.x files (#20)
