@@ -29,7 +29,7 @@ def fail(e: RmqstoreError) -> None:
     raise typer.Exit(e.exit_code)
 
 
-def command(fn=None, *, mutating: bool = False, answer: bool = False):
+def command(fn=None, *, mutating: bool = False, answer: bool = False, quiet_hushes_stdout: bool = False):
     """Turn engine errors into one stderr line and their exit code (``--debug``: traceback),
     and output faults (rmqstore_cli/stdio.py) into theirs, for every command in one place:
 
@@ -40,11 +40,11 @@ def command(fn=None, *, mutating: bool = False, answer: bool = False):
     * ``mutating`` (its work is writing: expire, generate, rebuild-index, export): a report
       lost after the work was done (:func:`work_done`) is exit 6 with a line saying where the
       work is recorded; with stdout closed from the start it refuses before any work (exit
-      5), unless ``--quiet`` keeps it from printing.
+      5), unless ``quiet_hushes_stdout`` (expire) and its ``--quiet`` keeps it from printing.
 
     Used bare (``@command``) or with options (``@command(mutating=True)``)."""
     if fn is None:
-        return functools.partial(command, mutating=mutating, answer=answer)
+        return functools.partial(command, mutating=mutating, answer=answer, quiet_hushes_stdout=quiet_hushes_stdout)
     code = fn.__code__
     odd_ok = "allow_odd_size" in code.co_varnames[: code.co_argcount + code.co_kwonlyargcount]
 
@@ -57,7 +57,8 @@ def command(fn=None, *, mutating: bool = False, answer: bool = False):
         STATE["done"] = None
         stdio.keep_going_on_epipe(answer)
         try:
-            if mutating and not kwargs.get("quiet") and stdio.stdout_closed_at_start():
+            hushed = quiet_hushes_stdout and kwargs.get("quiet")
+            if mutating and not hushed and stdio.stdout_closed_at_start():
                 raise stdio.OutputFault(errno.EBADF, closed_at_start=True)
             try:
                 rv = shrink_wins(fn, args, kwargs)

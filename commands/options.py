@@ -70,6 +70,8 @@ AllowOddSizeOpt = Annotated[
     ),
 ]
 
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="Nothing on stderr but errors.")]
+
 # Several stores and the Spark engine (verify, rebuild-index, export)
 StoresOpt = Annotated[
     list[str] | None,
