@@ -81,3 +81,19 @@ def _expire_table(summary: dict[str, Any], dry_run: bool) -> dict[str, Any]:
             f"{d['used_ratio_before']:.0%} -> {d['used_ratio_after']:.0%} (threshold {d['threshold']:.0%})"
         )
     return table
+
+
+def refused_topic_lines(refused: dict[str, int], limit: int = 10) -> list[str]:
+    """generate's warnings: one per topic whose records got no consume queue (the first
+    ``limit``), then how many more."""
+    from rmqstore_cli.render import safe_text
+    from rmqstore_cli.store.consume_queue import unsafe_topic
+
+    lines = [
+        f"{n} record{'s' if n != 1 else ''} of topic {safe_text(repr(t))} got no consume queue, the name cannot be "
+        f"a directory ({unsafe_topic(t)}); they are in the commit log and the index"
+        for t, n in sorted(refused.items())[:limit]
+    ]
+    if len(refused) > limit:
+        lines.append(f"{len(refused) - limit} more topics got no consume queue (see refused_topics)")
+    return lines
