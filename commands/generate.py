@@ -80,7 +80,8 @@ def generate(
     store is what a broker would have written. --store is required and must be a new or
     empty directory; a non-empty one is refused (exit 4) unless --append is given, a file
     there is a usage error (exit 2). Appending continues the store's queue offsets and
-    says "appended N to a store of M records" on stderr. The broker's lock is checked
+    says "appended N to a store of M records" on stderr (--quiet: nothing on stderr but
+    errors). --messages was -n, still accepted with a note. The broker's lock is checked
     first (a live broker: exit 4) and held while writing; nothing is written through a
     symbolic link or outside the store.
 
