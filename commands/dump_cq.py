@@ -265,9 +265,9 @@ def _batch_queue(ms, topic: str, queue_id: int, compaction: bool):
 
 def _dump_batch_queue(bq, log, delay: dict, from_offset, limit, resolve, fmt, zone) -> int:
     """``BatchConsumeQueue`` units from the one holding queue offset --from, each resolved
-    (:func:`~rmqstore_cli.store.batch_queue.check_batch_unit`)."""
+    (:func:`~rmqstore_cli.store.unit_check.check_batch_unit`)."""
     from rmqstore_cli.render import Output
-    from rmqstore_cli.store.batch_queue import check_batch_unit
+    from rmqstore_cli.store.unit_check import check_batch_unit
     from rmqstore_cli.times import format_ms
 
     table = fmt.value == "table"

@@ -8,7 +8,7 @@ import errno
 import functools
 
 import typer
-from rmqstore_cli.commands.grammar import say
+from rmqstore_cli.commands.grammar import option_of, say
 
 from rmqstore_cli.errors import FileSizeError, RmqstoreError
 
@@ -25,7 +25,7 @@ def fail(e: RmqstoreError) -> None:
     answer, not an error, so its line has no ``error:``."""
     from rmqstore_cli.errors import NotFound
 
-    say(None if isinstance(e, NotFound) else "error", str(e))  # say escapes paths, topics and keys
+    say(None if isinstance(e, NotFound) else "error", e.describe(option_of))  # say escapes store text
     raise typer.Exit(e.exit_code)
 
 

@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 from rmqstore_cli.commands import options as opt
 from rmqstore_cli.commands.common import command, pick_stores, work_done
-from rmqstore_cli.commands.grammar import say, warn
+from rmqstore_cli.commands.grammar import option_of, say, warn
 
 # one example a line (tests/docs/test_docs.py parses each line as a command)
 EPILOG = "\n\n".join(
@@ -128,7 +128,7 @@ def _die_after_pyarrow(error) -> None:
     (SIGABRT, a page of 'Fatal Python error'): so no clean-up runs."""
     from rmqstore_cli import stdio
 
-    say("error", str(error))
+    say("error", error.describe(option_of))
     stdio.finish()
     sys.stderr.flush()
     os._exit(error.exit_code)

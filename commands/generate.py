@@ -16,6 +16,7 @@ from rmqstore_cli.commands.common import (
     command,
     work_done,
 )
+from rmqstore_cli.commands.generate_checks import check_5x_topics, check_version
 from rmqstore_cli.commands.grammar import renamed, say, warn
 
 # one example a line (tests/docs/test_docs.py parses each line as a command)
@@ -50,6 +51,7 @@ def generate(
     shared_key_ratio: o.SharedKeyRatioOpt = 0.2,
     delay_ratio: o.DelayRatioOpt = 0.05,
     transaction_ratio: o.TransactionRatioOpt = 0.05,
+    transaction_outcomes: o.TransactionOutcomesOpt = None,
     retry_ratio: o.RetryRatioOpt = 0.0,
     ipv6_ratio: o.Ipv6RatioOpt = 0.05,
     compress_ratio: o.CompressRatioOpt = 0.0,
@@ -106,6 +108,7 @@ def generate(
         queues=queues,
         delay_ratio=delay_ratio,
         transaction_ratio=transaction_ratio,
+        transaction_outcomes=transaction_outcomes,
         retry_ratio=retry_ratio,
         ipv6_ratio=ipv6_ratio,
         shared_key_ratio=shared_key_ratio,
@@ -125,6 +128,8 @@ def generate(
         store, append, broker_conf, sizes, broker_version, append_prop_crc, timer_ratio, dledger, lmq_ratio,
         compaction_run, from_jsonl, workload,
     )  # fmt: skip
+    check_version(broker_version)
+    check_5x_topics(broker_version, topics, bcq_topics, compaction_topics or compaction_run, not job.new_store)
     zone = parse_tz(tz)
     cfg, existing = generate_run.prepare(job)
     workload["body_min"], workload["body_max"] = generate_run.body_sizes(body_size)

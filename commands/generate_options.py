@@ -50,6 +50,13 @@ KeysPerMessageOpt = Annotated[int, typer.Option(min=1, help="KEYS entries per me
 SharedKeyRatioOpt = Annotated[float, typer.Option(min=0, max=1, help="Share of extra keys shared by many messages.")]
 DelayRatioOpt = Annotated[float, typer.Option(min=0, max=1, help="Share of delayed sends (SCHEDULE_TOPIC_XXXX).")]
 TransactionRatioOpt = Annotated[float, typer.Option(min=0, max=1, help="Share of transactional sends.")]
+TransactionOutcomesOpt = Annotated[
+    str | None,
+    typer.Option(
+        metavar="C:R:P",
+        help="Weights of half transactions committed, rolled back, left pending (8:1:1); default: all committed.",
+    ),
+]
 
 RetryRatioOpt = Annotated[
     float,
@@ -115,8 +122,7 @@ StartOpt = Annotated[
     str | None,
     typer.Option(
         help="Store time of the first message (ISO 8601, epoch seconds if 10 digits, epoch ms if 13 or more, now, "
-        "-2h); default "
-        "2026-01-01T00:00:00Z, or 1 s after the last message of an existing store."
+        "-2h); default 2026-01-01T00:00:00Z, or 1 s after the last message of an existing store."
     ),
 ]
 SpanOpt = Annotated[str, typer.Option(help="Store times spread over this long (e.g. 90m, 6h, 2d).")]

@@ -62,3 +62,13 @@ def say(kind: str | None, text: str) -> None:
 
     head = f"rmqstore: {kind}: " if kind else "rmqstore: "
     print(head + safe_text(text), file=sys.stderr)
+
+
+#: Library keywords whose option is not the keyword with dashes.
+OPTION_OF = {"path": "--store", "topics": "--topic", "reserved_hours": "--reserved-hours"}
+
+
+def option_of(keyword: str) -> str:
+    """The option that sets what the engine and the library call ``keyword``
+    (errors.setting): ``broker_conf`` is ``--broker-conf``."""
+    return OPTION_OF.get(keyword, "--" + keyword.replace("_", "-"))

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rmqstore_cli.commands.grammar import warn
+from rmqstore_cli.commands.grammar import option_of, warn
 from rmqstore_cli.commands.which_store import conf_path, pick_store, tell_store
+
+from rmqstore_cli.errors import RmqstoreError
 
 
 def load_config(
@@ -54,7 +56,7 @@ def open_store(
 def warn_store(st) -> None:
     """One stderr line per optional store file a command skipped (``MessageStore.warnings``)."""
     for w in st.warnings:
-        warn(str(w))
+        warn(w.describe(option_of) if isinstance(w, RmqstoreError) else str(w))
 
 
 def warn_odd_files(cfg, limit: int = 10) -> None:

@@ -135,7 +135,7 @@ def search_offset(
 
     from rmqstore_cli.errors import NotFound, UsageError
     from rmqstore_cli.render import Output
-    from rmqstore_cli.store import offset_query, search
+    from rmqstore_cli.store import offset_query, root_entries
     from rmqstore_cli.times import format_ms, parse_time, parse_tz
 
     zone = parse_tz(tz)
@@ -149,7 +149,7 @@ def search_offset(
     )
     version = None
     if broker:
-        version = broker_version.value if broker_version else search.detect_version(ms.config.root)
+        version = broker_version.value if broker_version else root_entries.detect_version(ms.config.root)
         if version is None:
             raise UsageError(
                 "--broker: cannot tell the store's broker version",

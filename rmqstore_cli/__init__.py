@@ -12,7 +12,8 @@ The library::
             print(f.severity, f.check, f.file, f.offset, f.detail)
 
 Beyond reading: ``store.batches()`` (pyarrow RecordBatches of the same messages),
-``message_by_id()``, ``search_offset()``, ``consumer_progress()``, ``stats()``, the 5.x
+``message_by_id()``, ``search_offset()``, ``consumer_progress()``, ``stats()``,
+``transactions()`` (what became of each transactional message), the 5.x
 timer (``timer_slots()``, ``timer_units()``, ``timer_next()``, ``timer_summary()``), and the
 jobs that write: ``rebuild_index()``, ``expire()`` (a dry run unless ``dry_run=False``; the
 broker's lock held only while files are deleted) and ``export()``. Each returns frozen
@@ -55,6 +56,9 @@ _EXPORTS = {
     "ExpireReport": "rmqstore_cli.api.records",
     "RebuildReport": "rmqstore_cli.api.records",
     "ExportReport": "rmqstore_cli.api.records",
+    "Transaction": "rmqstore_cli.api.records",
+    "TransactionGroup": "rmqstore_cli.api.records",
+    "TransactionReport": "rmqstore_cli.api.records",
     "RmqstoreError": "rmqstore_cli.errors",
     "StoreError": "rmqstore_cli.errors",
     "FileSizeError": "rmqstore_cli.errors",
@@ -87,6 +91,9 @@ if TYPE_CHECKING:  # for type checkers and editors (``X as X``: an explicit re-e
         TimerSlot as TimerSlot,
         TimerSummary as TimerSummary,
         TimerUnit as TimerUnit,
+        Transaction as Transaction,
+        TransactionGroup as TransactionGroup,
+        TransactionReport as TransactionReport,
         VerifyReport as VerifyReport,
     )
     from rmqstore_cli.api.store import (

@@ -44,6 +44,11 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
         "Per consumer group, topic and queue: the committed offset against the queue's min and max.",
     ),
     (
+        "transactions",
+        "transactions",
+        "Per producer group and topic: transactional messages committed, rolled back, pending or to be discarded.",
+    ),
+    (
         "stats",
         "stats",
         "What is eating the disk: messages and bytes per topic, queue or file, biggest first, "

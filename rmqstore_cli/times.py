@@ -122,3 +122,10 @@ def format_ms(ms: int, tz: _dt.tzinfo | None = None) -> str:
     except (OverflowError, OSError, ValueError):
         return str(ms)
     return t.strftime("%Y-%m-%d %H:%M:%S.") + f"{ms % 1000:03d}"
+
+
+def format_age(ms: int) -> str:
+    """A duration for people, to the two largest units: 45s, 12m, 3h20m, 4d2h."""
+    sec = max(0, ms) // 1000
+    d, h, m = sec // 86400, sec // 3600 % 24, sec // 60 % 60
+    return f"{d}d{h}h" if d else f"{h}h{m}m" if h else f"{m}m" if m else f"{sec}s"

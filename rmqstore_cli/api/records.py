@@ -685,3 +685,77 @@ class ExportReport:
             "unreadable_ranges": self.unreadable_ranges,
             "seconds": self.seconds,
         }
+
+
+@dataclass(frozen=True, slots=True)
+class Transaction:
+    """One transactional message and what became of it (``transactions``' rows).
+
+    ``kind`` is ``half`` (4.3+: a half record in RMQ_SYS_TRANS_HALF_TOPIC, ended by an op
+    record) or ``prepared`` (a pre-4.3 PREPARED record in its real topic). ``state``:
+    committed (a COMMIT record names it), rolled-back (an op record or a ROLLBACK record
+    ends it without a commit), pending (nothing ends it yet: the broker checks it back), or
+    discard (pending, but the broker's next check gives it up: ``discard_reason``
+    check-max, its ``check_times`` reached ``transactionCheckMax``, or file-reserved-time,
+    born more than ``fileReservedTime`` hours ago; ``TransactionalMessageServiceImpl#needDiscard``
+    and ``#needSkip``). ``half_offset`` is the commit-log offset of its latest half (or
+    PREPARED) record, ``half_records`` how many the checks re-put; ``end_offset`` the COMMIT
+    or ROLLBACK record's, ``op_offset`` the op record's; ``age_ms`` (pending and discard)
+    now - born time."""
+
+    producer_group: str
+    topic: str
+    queue_id: int | None
+    uniq_key: str | None
+    state: str
+    kind: str
+    half_offset: int
+    half_queue_offset: int | None
+    half_records: int
+    check_times: int | None
+    born_timestamp: int
+    store_timestamp: int
+    age_ms: int | None
+    end_offset: int | None
+    op_offset: int | None
+    discard_reason: str | None
+
+    def as_dict(self) -> JSON:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionGroup:
+    """One producer group's transactions on one real topic: how many are in each state, the
+    born time of the oldest still open, the highest check count."""
+
+    producer_group: str
+    topic: str
+    committed: int
+    rolled_back: int
+    pending: int
+    discard: int
+    oldest_pending_born_timestamp: int | None
+    max_check_times: int
+
+    def as_dict(self) -> JSON:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionReport:
+    """What ``Store.transactions`` found: the transactions kept (those matching the
+    filters, up to the limit), every matching group, and the summary (``transactions
+    --format jsonl``'s last line: counts by state, the rules applied, what named nothing)."""
+
+    transactions: list[Transaction]
+    groups: list[TransactionGroup]
+    summary: JSON
+
+    def as_dict(self) -> JSON:
+        """The object ``transactions --format json`` prints."""
+        return {
+            "transactions": [t.as_dict() for t in self.transactions],
+            "groups": [g.as_dict() for g in self.groups],
+            "summary": self.summary,
+        }

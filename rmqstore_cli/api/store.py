@@ -34,6 +34,9 @@ from rmqstore_cli.api.records import (
     TimerSlot,
     TimerSummary,
     TimerUnit,
+    Transaction,
+    TransactionGroup,
+    TransactionReport,
     VerifyReport,
 )
 from rmqstore_cli.errors import UsageError
@@ -427,6 +430,45 @@ class Store:
                 rows.append(ConsumerProgress(**d))
         return rows
 
+    def transactions(
+        self,
+        *,
+        topic: str | None = None,
+        group: str | None = None,
+        state: str | list[str] | None = None,
+        now: TimeLike | None = None,
+        limit: int | None = None,
+    ) -> TransactionReport:
+        """What happened to the store's transactional messages, from the files alone (what
+        ``mqadmin`` answers only from a live broker): per producer group and real topic, the
+        transactions committed, rolled back, still pending (their age at ``now``, default
+        now, and check count) and those the broker's next check gives up
+        (``TransactionalMessageServiceImpl#needDiscard``: ``transactionCheckMax`` from the
+        broker config, default 15; ``#needSkip``: ``fileReservedTime``). ``topic`` is the
+        real topic, ``group`` the producer group; ``state`` (committed, rolled-back,
+        pending, discard, or a list) and ``limit`` choose the transactions kept, not the
+        counts. One walk of the commit log (store/transactions.py); op records the broker
+        would skip in part are noted in :attr:`warnings`."""
+        from rmqstore_cli.store import transactions as tx
+        from rmqstore_cli.times import now_ms
+
+        states = (state,) if isinstance(state, str) else None if state is None else tuple(state)
+        for s in states or ():
+            if s not in tx.STATES:
+                raise UsageError(f"state {s!r}: not {', '.join(tx.STATES)}")
+        if limit is not None and limit < 0:
+            raise UsageError(f"limit {limit}: not a count")
+        at = to_ms(now, "now", self.tz)
+        cfg = self.engine.config
+        rules = tx.Rules(now_ms() if at is None else at, cfg.transaction_check_max, cfg.file_reserved_time)
+        got = tx.answer(self.engine.commitlog, rules, topic, group, states, limit)
+        self.engine.warnings.extend(got.warnings)
+        return TransactionReport(
+            [Transaction(**r) for r in got.rows],
+            [TransactionGroup(**g) for g in got.groups],
+            {"store": str(self.path), **got.summary, "groups": len(got.groups)},
+        )
+
     # ------------------------------------------------------------------ jobs
     def stats(
         self, by: str = "topic", *, topic: str | None = None, exact: bool = False, top: int | None = None
@@ -672,24 +714,47 @@ class Store:
         deep: bool = False,
         max_findings: int | None = None,
         broker_version: str | None = None,
+        jobs: int = 1,
     ) -> VerifyReport:
         """Check the commit log, consume queues, index, checkpoint, config files and the 5.x
         stores against each other, and predict whether the broker starts on the store
         (``broker_version``: "4.9", "5.3.1" or "5"; else the store's, else 4.9 assumed).
-        ``max_findings`` caps the findings kept per check (all are counted in the summary)."""
+        ``max_findings`` caps the findings kept per check (all are counted in the summary).
+        ``jobs``: run the checks on this many processes (0: every core this process may use),
+        one task per commit-log file, then per queue and index file; the same summary and
+        findings as one process."""
         from rmqstore_cli.store.startup import STARTUP_CHECKS, predict_start
         from rmqstore_cli.store.verify import Verifier, VerifyOptions
 
         opts = VerifyOptions(crc=crc, deep=deep, max_findings=max_findings, broker_version=broker_version)
         cfg = self.opener.config()
-        v = Verifier(cfg, opts)
-        findings = [f.as_dict() for f in v.run()]
-        summary = v.summary
+        if jobs == 1:
+            v = Verifier(cfg, opts)
+            findings, summary, ok = [f.as_dict() for f in v.run()], v.summary, v.ok
+        else:
+            findings, summary, ok = self._verify_in_tasks(cfg, opts, jobs)
         _verdict, no_start = predict_start(
             cfg, broker_version, [f for f in findings if f["check"] in STARTUP_CHECKS], summary
         )
         findings += [f.as_dict() for f in no_start]
-        return VerifyReport([Finding.of(f) for f in findings], summary, v.ok and not no_start)
+        return VerifyReport([Finding.of(f) for f in findings], summary, ok and not no_start)
+
+    def _verify_in_tasks(
+        self, cfg: StoreConfig, opts: Any, jobs: int
+    ) -> tuple[list[dict[str, Any]], dict[str, Any], bool]:
+        """verify's plan, tasks and join (pipeline/verify_tasks.py) on forked processes."""
+        from rmqstore_cli.pipeline.local import Forked, default_jobs
+        from rmqstore_cli.pipeline.stores import StoreSpec
+        from rmqstore_cli.pipeline.verify_tasks import verify_stores
+
+        conf = self.opener.broker_conf
+        sizes = tuple((k, v) for k, v in self.opener.sizes.items() if v is not None)
+        spec = StoreSpec(str(cfg.root), str(cfg.root), None if conf is None else str(conf), sizes)
+        (got,) = verify_stores(
+            [spec], opts.crc, opts.deep, opts.max_findings, Forked(jobs or default_jobs()), opts.broker_version
+        )
+        findings = [{k: v for k, v in f.items() if k != "store"} for f in got["findings"]]
+        return findings, got["summary"], got["ok"]  # the summary names the store, as the Verifier's does
 
 
 def _check_range(start: int | None, stop: int | None) -> None:

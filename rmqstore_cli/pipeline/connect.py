@@ -22,6 +22,9 @@ import socket
 import time
 import uuid
 
+from rmqstore_cli.pipeline import executor
+from rmqstore_cli.pipeline.executor import OnExecutor
+
 SCHEME = "sc://"
 FINISH_TASKS = 8  # at most this many queue/index tasks (4 × a 2-core cluster) …
 KILL_WAIT = 2.5  # s: a cancelled task's Python worker may run on for spark.python.task.killTimeout (2 s)
@@ -70,7 +73,7 @@ def session(url: str, conf: list[str] | None, verbose: bool) -> Remote:
     for kv in conf or []:
         k, sep, v = kv.partition("=")
         if not sep or not k:
-            raise UsageError(f"--spark-conf {kv!r} is not KEY=VALUE")
+            raise UsageError(f"⟦spark_conf⟧ {kv!r} is not KEY=VALUE")
         if not k.startswith("spark.rmqstore."):  # ours: for classic masters only
             builder = builder.config(k, v)
     spark = builder.create()
@@ -113,8 +116,6 @@ class _Each:
 
 def tasks(spark, fn, items: list):
     """A DataFrame of one partition per item whose rows are ``(i, pickle(fn(items[i])))``."""
-    from rmqstore_cli.pipeline.spark import OnExecutor
-
     n = len(items)
     return spark.range(0, n, 1, n).mapInArrow(_Each(OnExecutor(fn), items), _results_schema())
 
@@ -176,9 +177,7 @@ class VerifyOnConnect:
         return tasks(self.spark, _tagged, tagged).persist()
 
     def results(self, df):
-        from rmqstore_cli.pipeline.spark import SHIP_MARKS
-
-        rows = guarded(self.spark, lambda: df.mapInArrow(_Light(SHIP_MARKS), _results_schema()).collect())
+        rows = guarded(self.spark, lambda: df.mapInArrow(_Light(executor.SHIP_MARKS), _results_schema()).collect())
         got = collected(rows, len(rows))
         scans = [r for tag, r in got if tag == 1]
         self.whole = scans if all(r.matched is not None for r in scans) else None
@@ -271,8 +270,6 @@ class _GroupFinish:
         self.ctxs = ctxs
 
     def __call__(self, batches):
-        from rmqstore_cli.pipeline.spark import OnExecutor
-
         groups: dict = {}
         for b in batches:
             for blob in b.column(1).to_pylist():

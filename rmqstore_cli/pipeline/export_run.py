@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from rmqstore_cli.errors import OutputError, UsageError
+from rmqstore_cli.errors import OutputError, UsageError, setting
 from rmqstore_cli.pipeline.stores import FileTask
 
 
@@ -79,8 +79,9 @@ def check_output(output: str, spark: bool, overwrite: bool) -> str | Path:
     if hadoop_uri(output):
         if not spark:
             raise UsageError(
-                f"--output {output} is a Hadoop file system URI, which only --engine spark writes to",
-                hint="pass --engine spark, or a local (or mounted) directory",
+                f"{setting('output')} {output} is a Hadoop file system URI, which only "
+                f"{setting('engine')} spark writes to",
+                hint=f"pass {setting('engine')} spark, or a local (or mounted) directory",
             )
         return output
     path = local_path(output)
@@ -93,7 +94,7 @@ def check_output(output: str, spark: bool, overwrite: bool) -> str | Path:
             hint="pass a directory (it is created if missing)",
         )
     if path.exists() and any(path.iterdir()) and not overwrite:
-        raise UsageError(f"output directory {path} is not empty", hint="pass --overwrite to replace it")
+        raise UsageError(f"output directory {path} is not empty", hint=f"pass {setting('overwrite')} to replace it")
     return path
 
 

@@ -1,9 +1,13 @@
-"""The local engine: the pipeline's tasks run one after another in this process."""
+"""The local engine: the pipeline's tasks on this machine, one after another in this process
+or on ``jobs`` forked worker processes (:func:`fork_map`): the same tasks the Spark engine
+runs on executors, with the same results in the same order."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from rmqstore_cli.pipeline.export_tasks import export_batches
 from rmqstore_cli.pipeline.parquet_out import CODECS, write_batches
@@ -44,12 +48,86 @@ def write_parquet(task: FileTask, output: str, tag: int, stops: list, compressio
     )
 
 
-def rebuild_build(config, dest: Path, opts, progress=None):
-    """``rebuild.build_set`` through the pipeline's decomposition, in this process (what
-    the Spark engine runs, one task at a time: per commit-log file, then per index file,
-    per queue to rebuild and per file with units left to write; see rebuild_tasks.py)."""
+def rebuild_build(config, dest: Path, opts, progress=None, jobs: int = 1):
+    """``rebuild.build_set`` through the pipeline's decomposition on this machine: what the
+    Spark engine runs (per commit-log file, then per index file, per queue to rebuild and per
+    file with units left to write; see rebuild_tasks.py), on ``jobs`` processes."""
     import time
 
     from rmqstore_cli.pipeline import rebuild_tasks as T
 
-    return T.rebuild_staged(config, dest, opts, lambda fn, items: [fn(x) for x in items], time.perf_counter())
+    return T.rebuild_staged(config, dest, opts, lambda fn, items: fork_map(fn, items, jobs), time.perf_counter())
+
+
+def default_jobs() -> int:
+    """Every core this process may run on (``sched_getaffinity``: a container's or taskset's
+    share, not the machine's)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+#: The task and items of the :func:`fork_map` under way: forked workers inherit them, so
+#: neither is pickled (closures and plans included); only the results travel back.
+_FORKED: list[Any] = [None, ()]
+
+
+def _forked_task(i: int):
+    fn, items = _FORKED
+    return fn(items[i])
+
+
+def fork_map(fn: Callable[[Any], Any], items: Sequence[Any], jobs: int) -> list:
+    """``[fn(x) for x in items]``, on up to ``jobs`` forked processes when there is more than
+    one item and more than one job; results in item order. The workers are forked at this
+    call, so they see everything the caller built before it (the verify engine's join
+    context, rebuild's plan) without it being pickled."""
+    items = list(items)
+    if jobs <= 1 or len(items) <= 1 or "fork" not in _start_methods():
+        return [fn(x) for x in items]
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    workers = min(jobs, len(items))
+    _FORKED[:] = [fn, items]
+    try:
+        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as ex:
+            return list(ex.map(_forked_task, range(len(items)), chunksize=max(1, len(items) // (4 * workers))))
+    finally:
+        _FORKED[:] = [None, ()]
+
+
+def _start_methods() -> list[str]:
+    import multiprocessing
+
+    return multiprocessing.get_all_start_methods()
+
+
+class Forked:
+    """verify's steps (:func:`~rmqstore_cli.pipeline.verify_tasks.verify_stores`) on ``jobs``
+    processes of this machine: the commit-log files scanned side by side with the index
+    files' checks, then the queues and index files finished side by side. With ``jobs=1``
+    it is :class:`~rmqstore_cli.pipeline.verify_tasks.InProcess`, task for task."""
+
+    def __init__(self, jobs: int):
+        self.jobs = jobs
+
+    def map(self, fn, items):
+        return fork_map(lambda x: fn(*x), items, self.jobs)
+
+    def scan(self, fn, items, side_fn, side_items):
+        tagged = [(side_fn, x) for x in side_items] + [(fn, x) for x in items]
+        got = fork_map(lambda t: t[0](*t[1]), tagged, self.jobs)
+        return got[: len(side_items)], got[len(side_items) :]
+
+    def results(self, handle):
+        return handle[0], [r.light() for r in handle[1]]
+
+    def finish(self, handle, keys, ctxs):
+        from rmqstore_cli.pipeline.verify_tasks import finish_task, grouped
+
+        return fork_map(lambda kv: finish_task(ctxs, *kv), list(grouped(handle[1], keys).items()), self.jobs)
+
+    def release(self, handle):
+        pass

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rmqstore_cli.errors import UsageError
+from rmqstore_cli.errors import UsageError, setting
 from rmqstore_cli.store import rebuild_plan
 from rmqstore_cli.store.config import StoreConfig
 
@@ -47,21 +47,23 @@ def check_options(
     from rmqstore_cli.store.lock import refuse_if_live
 
     if (output is None) == (not in_place):
-        raise UsageError("pass exactly one of --output DIR and --in-place")
+        raise UsageError(f"pass exactly one of {setting('output')} DIR and {setting('in_place')}")
     if output is not None and hadoop_uri(str(output)):  # a Path has folded its // already
         raise UsageError(
-            f"--output {output} is a URI; rebuild-index writes a store's files to a directory",
+            f"{setting('output')} {output} is a URI; rebuild-index writes a store's files to a directory",
             hint="pass a local (or, on a cluster, mounted) directory",
         )
     if no_backup and not in_place:
-        raise UsageError("--no-backup only applies to --in-place")
+        raise UsageError(f"{setting('no_backup')} only applies to {setting('in_place')}")
     if copy_commitlog and in_place:
-        raise UsageError("--copy-commitlog only applies to --output")
+        raise UsageError(f"{setting('copy_commitlog')} only applies to {setting('output')}")
     if topic and only == "index":
-        raise UsageError("--topic selects consume queues; it cannot be combined with --only index")
+        raise UsageError(
+            f"{setting('topic')} selects consume queues; it cannot be combined with {setting('only')} index"
+        )
     for t in topic or ():
         if unsafe_topic(t):
-            raise UsageError(f"--topic {t!r} cannot be a consume-queue directory: {unsafe_topic(t)}")
+            raise UsageError(f"{setting('topic')} {t!r} cannot be a consume-queue directory: {unsafe_topic(t)}")
     for st in stores if in_place else ():
         refuse_if_live(st)  # before anything else is read or said
 
@@ -131,7 +133,7 @@ def refuse_batch_queues(plans: list[StorePlan]) -> None:
         if picked:
             raise UsageError(
                 f"{', '.join(picked)}: BatchCQ topics (batchconsumequeue/) are rebuilt only with all the queues",
-                hint="leave out --topic for them",
+                hint=f"leave out {setting('topic')} for them",
             )
 
 

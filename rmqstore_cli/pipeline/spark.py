@@ -12,13 +12,13 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from rmqstore_cli.pipeline import connect, jvmstart
+from rmqstore_cli.pipeline import connect, executor, jvmstart
+from rmqstore_cli.pipeline.executor import EXECUTOR_SAID, OnExecutor, shrunk_told, tell_shrunk
 from rmqstore_cli.pipeline.export_tasks import export_batches
 from rmqstore_cli.pipeline.schema import PARTITION_COLUMNS, spark_schema
 from rmqstore_cli.pipeline.stores import FileTask, StoreSpec, hadoop_uri, local_path
 
 MAX_FINDINGS = 1000
-SHIP_MARKS = 4096  # a file scan with at most this many marks comes back to the driver whole
 
 
 DEFAULT_MASTER = "local[*]"
@@ -26,9 +26,6 @@ DEFAULT_MASTER = "local[*]"
 #: memory for it never gives one: Spark itself would wait for ever).
 EXECUTOR_TIMEOUT = "spark.rmqstore.executorTimeout"
 EXECUTOR_TIMEOUT_DEFAULT = 120.0
-EXECUTOR_SAID = "rmqstore-executor: "  # marks the line an executor's error is told in
-#: marks a ShrunkError an executor met (JSON: message, path, offset, hint): the driver raises it
-SHRUNK_SAID = "rmqstore-shrunk: "
 _start = jvmstart.Start([])  # how this process's JVM was started (one per process)
 
 
@@ -98,7 +95,7 @@ def session(master: str | None = None, conf: list[str] | None = None, verbose: b
         if not sep or not k:
             from rmqstore_cli.errors import UsageError
 
-            raise UsageError(f"--spark-conf {kv!r} is not KEY=VALUE")
+            raise UsageError(f"⟦spark_conf⟧ {kv!r} is not KEY=VALUE")
         settings.append((k, v))
         if k == "spark.pyspark.python":  # spark-submit turns it into PYSPARK_PYTHON; PySpark reads only that
             os.environ["PYSPARK_PYTHON"] = v
@@ -236,7 +233,7 @@ def _export_jvm(spark, tasks: list[FileTask], output: str, compression: str = "s
             raise
         from rmqstore_cli.errors import UsageError
 
-        raise UsageError(f"--output {output} already exists", hint="pass --overwrite to replace it") from None
+        raise UsageError(f"⟦output⟧ {output} already exists", hint="pass ⟦overwrite⟧ to replace it") from None
     count = sql.read.parquet(str(output)).count()  # from Parquet footers, not by collecting rows
     seen, stops = set(), []
     for blob in obs.get["u"]:
@@ -302,7 +299,7 @@ def run_job(job, master: str | None, conf: list[str] | None, verbose: bool, *arg
             hint = (
                 "start the Spark Connect server first (README: Spark Connect); the client needs the 'spark' extra"
                 if isinstance(e, (ConnectionError, ImportError))
-                else "--spark-conf sets only session settings on a Spark Connect server (the rest where it starts)"
+                else "⟦spark_conf⟧ sets only session settings on a Spark Connect server (the rest where it starts)"
             )
         raise StoreError(
             f"cannot start Spark ({master or 'master from spark-submit'}): {_first_line(e)}", hint=hint
@@ -320,7 +317,7 @@ def run_job(job, master: str | None, conf: list[str] | None, verbose: bool, *arg
             raise shrunk from None
         if verbose:
             raise
-        hint = "rerun with --verbose for Spark's log"
+        hint = "rerun with ⟦verbose⟧ for Spark's log"
         if EXECUTOR_SAID in str(e) and (remote or not s.sparkContext.master.startswith("local")):
             hint = "every executor must see the stores and the output at the same paths as the driver; " + hint
         elif remote and "rmqstore_cli" in str(e):
@@ -347,7 +344,7 @@ def _wait_for_executors(sc) -> None:
     try:
         timeout = float(raw.removesuffix("s"))
     except ValueError:
-        raise UsageError(f"--spark-conf {EXECUTOR_TIMEOUT}={raw!r} is not a number of seconds") from None
+        raise UsageError(f"⟦spark_conf⟧ {EXECUTOR_TIMEOUT}={raw!r} is not a number of seconds") from None
     tracker = sc._jsc.sc().statusTracker()
     deadline = time.monotonic() + timeout
     while len(tracker.getExecutorInfos()) < 2:
@@ -356,64 +353,9 @@ def _wait_for_executors(sc) -> None:
                 f"no Spark executor started on {sc.master} within {timeout:g} s: the cluster has no "
                 "free cores or memory for this application",
                 hint=f"free some, ask for less (spark.executor.cores, spark.executor.memory, "
-                f"spark.cores.max) or wait longer (--spark-conf {EXECUTOR_TIMEOUT}=SECONDS)",
+                f"spark.cores.max) or wait longer (⟦spark_conf⟧ {EXECUTOR_TIMEOUT}=SECONDS)",
             )
         time.sleep(0.2)
-
-
-class OnExecutor:
-    """A task's function, whose failure names the host it ran on: on a cluster the usual
-    cause is a store or output path that this executor does not see (not mounted there)."""
-
-    def __init__(self, fn):
-        self.fn = fn
-
-    def __call__(self, *args):
-        from rmqstore_cli.store import mapguard
-
-        try:
-            got = self.fn(*args)
-            mapguard.check_all()  # a store file that shrank under the task (the guard left zeros)
-            return got
-        except Exception as e:
-            import socket
-
-            from rmqstore_cli.errors import RmqstoreError
-
-            said = str(e) if isinstance(e, RmqstoreError) else f"{type(e).__name__}: {e}"
-            if isinstance(e, OSError) and e.filename is not None:
-                said = f"{e.strerror}: {e.filename}"
-            said = tell_shrunk(e) or said
-            raise RuntimeError(f"{EXECUTOR_SAID}on host {socket.gethostname()}: {said}".replace("\n", " ")) from None
-
-
-def tell_shrunk(e: BaseException) -> str | None:
-    """A ShrunkError (a store file truncated while a task read it) as one line the driver
-    turns back into the same error (:func:`shrunk_told`); None for any other error."""
-    import json
-
-    from rmqstore_cli.errors import ShrunkError
-
-    if not isinstance(e, ShrunkError):
-        return None
-    return SHRUNK_SAID + json.dumps([e.message, None if e.path is None else str(e.path), e.offset, e.hint])
-
-
-def shrunk_told(text: str):
-    """The ShrunkError an executor told (:func:`tell_shrunk`) somewhere in a failed job's
-    text, or None: the driver reports it as if it had read the file itself."""
-    import json
-
-    from rmqstore_cli.errors import ShrunkError
-
-    at = text.find(SHRUNK_SAID)
-    if at < 0:
-        return None
-    try:
-        message, path, offset, hint = json.JSONDecoder().raw_decode(text, at + len(SHRUNK_SAID))[0]
-    except (ValueError, TypeError):
-        return None
-    return ShrunkError(message, path=path, offset=offset, hint=hint)
 
 
 def _run_map(sc, fn, items) -> list:
@@ -508,7 +450,7 @@ def verify(
 class _VerifyOnSpark:
     """The steps of ``verify_stores`` as Spark jobs: the file results stay on the executors
     (persisted); what the queue and index tasks need of them comes from the driver when it
-    is small everywhere (:data:`SHIP_MARKS`), else goes by shuffle."""
+    is small everywhere (:data:`executor.SHIP_MARKS`), else goes by shuffle."""
 
     def __init__(self, spark):
         self.sc = spark.sparkContext
@@ -531,7 +473,8 @@ class _VerifyOnSpark:
         A scan with few marks comes back whole; when all do, the queue and index tasks get
         theirs from the driver and no shuffle is needed (a damaged store's scans stay on
         the executors and go by shuffle)."""
-        got = rdd.map(lambda t: (t[0], t[1] if t[0] == 0 or t[1].marks() <= SHIP_MARKS else t[1].light())).collect()
+        ship = executor.SHIP_MARKS  # the driver's value, taken into the closure the executors run
+        got = rdd.map(lambda t: (t[0], t[1] if t[0] == 0 or t[1].marks() <= ship else t[1].light())).collect()
         scans = [r for tag, r in got if tag == 1]
         self.whole = scans if all(r.matched is not None for r in scans) else None
         return [r for tag, r in got if tag == 0], [r.light() for r in scans]

@@ -75,8 +75,8 @@ def store_specs(
         hits = sorted(h for h in glob.glob(os.path.expanduser(pattern)) if os.path.isdir(h))
         if not hits:
             raise UsageError(
-                f"--store-glob {pattern!r} matches no directory",
-                hint="check the pattern; a store whose name holds * ? or [ is given with --store",
+                f"⟦store_glob⟧ {pattern!r} matches no directory",
+                hint="check the pattern; a store whose name holds * ? or [ is given with ⟦store⟧",
             )
         named += [(h, h.rstrip("/") or h) for h in hits]
     seen: dict[str, str] = {}

@@ -325,32 +325,6 @@ def dispatch_batch(m) -> tuple[int, int]:
     return m.queue_offset, 1
 
 
-def check_batch_unit(
-    log, u: BatchUnit, topic: str | None, queue_id: int | None, delay_table: dict[int, int], sparse: bool = False
-):
-    """A unit against the record it points at in ``log`` (the commit log; the compaction log
-    for a ``sparse`` queue): :func:`~rmqstore_cli.store.unit_check.check_unit` at the unit's
-    msgBaseOffset, and the unit's store time, msgBaseOffset and batchSize are the record's
-    (``BatchConsumeQueue#putBatchMessagePositionInfo`` of the dispatch request; the
-    compaction log's units have batch size 1, ``CompactionAppendMessageCallback#doAppend``)."""
-    from rmqstore_cli.store.unit_check import MISMATCH, check_unit
-
-    c = check_unit(log, u.msg_base_offset, u.commitlog_offset, u.size, u.tags_code, topic, queue_id, delay_table)
-    m = c.message
-    if m is None or c.status not in ("ok", MISMATCH):
-        return c
-    c.problems = [p for p in c.problems if not p.startswith("record's queue offset")]
-    base, batch = (m.queue_offset, 1) if sparse else dispatch_batch(m)
-    if u.store_time != m.store_timestamp:
-        c.problems.append(f"store time {u.store_time}, record's is {m.store_timestamp}")
-    if u.msg_base_offset != base:
-        c.problems.append(f"msgBaseOffset {u.msg_base_offset}, record's is {base}")
-    if u.batch_size != batch:
-        c.problems.append(f"batchSize {u.batch_size}, record's is {batch}")
-    c.status, c.agrees = (MISMATCH, False) if c.problems else ("ok", True)
-    return c
-
-
 def topic_table(root: Path) -> dict | None:
     """``config/topics.json``'s ``topicConfigTable`` as the broker loads it
     (``TopicConfigManager#load``, ``.bak`` when the file does not parse), or None when the

@@ -252,7 +252,7 @@ def check_data_dirs(config: StoreConfig) -> None:
     for d in [*config.commitlog_dirs, config.consumequeue_dir, config.index_dir]:
         if os.path.lexists(d) and not is_inside(d, roots):
             hint = (
-                "if that is the broker's layout, pass --broker-conf with storePathCommitLog set to it"
+                "if that is the broker's layout, pass ⟦broker_conf⟧ with storePathCommitLog set to it"
                 if d in config.commitlog_dirs
                 else "work on a copy, or replace the link by the directory"
             )

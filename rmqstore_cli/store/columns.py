@@ -22,7 +22,8 @@ import numpy as np
 from rmqstore_cli.formats.commitlog import HEAD, HEAD_SIZE, HOST_ADDRESS_SIZE, HOST_SIZE, PORT
 
 from rmqstore_cli.store.arrays import byte_rows, distinct_rows, gather_field
-from rmqstore_cli.store.commitlog.bulk import RecordBatch, body_crcs, walk_records
+from rmqstore_cli.store.commitlog.bulk import RecordBatch, walk_records
+from rmqstore_cli.store.crc import body_crcs
 from rmqstore_cli.store.message import Message, address_text
 from rmqstore_cli.store.properties import Properties, compiled_join
 from rmqstore_cli.store.topics import TopicIds

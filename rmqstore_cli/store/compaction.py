@@ -108,7 +108,7 @@ class CompactionStore:
             raise StoreError(
                 f"compaction-log files disagree on their size ({sorted(sizes)})",
                 path=directory,
-                hint="pass --broker-conf with compactionMappedFileSize and compactionCqMappedFileSize",
+                hint="pass ⟦broker_conf⟧ with compactionMappedFileSize and compactionCqMappedFileSize",
             )
         return sizes.pop() if sizes else 1
 

@@ -126,7 +126,7 @@ class CompactionLogWriter:
                     f"a compaction file of {regular_size(f.path)} bytes where this run writes {size}: "
                     "generate --append cannot continue it",
                     path=f.path,
-                    hint="pass the --broker-conf the store was generated with",
+                    hint="pass the ⟦broker_conf⟧ the store was generated with",
                 )
         if not logs:
             return

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-from rmqstore_cli.errors import FileSizeError, StoreError, UsageError
+from rmqstore_cli.errors import FileSizeError, StoreError, UsageError, setting
 
 DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 _TIME_UNITS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
@@ -45,6 +45,7 @@ class StoreConfig:
     store_path_dledger_commit_log: str | None = None
     store_type: str = "default"
     broker_cluster_name: str = "DefaultCluster"
+    transaction_check_max: int = 15  # BrokerConfig: the checks before a half is given up
     # 5.x timer store (``MessageStoreConfig``; docs/format/timer.md)
     timer_wheel_enable: bool = True
     timer_precision_ms: int = 1000
@@ -212,7 +213,7 @@ class StoreConfig:
                 raise StoreError(
                     f"{prop}={v} cannot be used (at least {least})",
                     path=self.root,
-                    hint=f"fix the broker config, or pass {option}",
+                    hint=f"fix the broker config, or pass {setting(option.removeprefix('--').replace('-', '_'))}",
                 )
 
     def apply_properties(self, props: dict[str, str]) -> None:
@@ -249,13 +250,13 @@ class StoreConfig:
         self.mapped_file_size_commit_log = self._infer(
             "mapped_file_size_commit_log",
             "mappedFileSizeCommitLog",
-            "--commitlog-file-size",
+            "⟦commitlog_file_size⟧",
             data_files(d for d in self.commitlog_dirs),
             notes,
         )
         cq_files = data_files(q for t in subdirs(self.consumequeue_dir) for q in subdirs(t))
         inferred = self._infer(
-            "mapped_file_size_consume_queue", "mappedFileSizeConsumeQueue", "--cq-file-size", cq_files, notes
+            "mapped_file_size_consume_queue", "mappedFileSizeConsumeQueue", "⟦cq_file_size⟧", cq_files, notes
         )
         self.mapped_file_size_consume_queue = inferred
         try:
@@ -296,20 +297,20 @@ class StoreConfig:
                 raise FileSizeError(
                     f"file has {size} bytes but {prop}={want}{more}",
                     path=first,
-                    hint=f"pass the broker's own {option} or --broker-conf",
+                    hint=f"pass the broker's own {option} or ⟦broker_conf⟧",
                 )
             if not nonzero:
                 raise FileSizeError(
                     f"every file is empty (0 bytes), which tells no {prop}",
                     path=first,
-                    hint=f"pass {option} or --broker-conf",
+                    hint=f"pass {option} or ⟦broker_conf⟧",
                 )
             others = len(files) - len(odd)
             raise FileSizeError(
                 f"files disagree on {prop}: this one has {size} bytes, {others} other"
                 f"{'s have' if others != 1 else ' has'} {expected}{more}",
                 path=first,
-                hint=f"the broker refuses to load such a store; pass {option} or --broker-conf",
+                hint=f"the broker refuses to load such a store; pass {option} or ⟦broker_conf⟧",
             )
         self.odd_files.extend((p, p.stat().st_size, expected) for p in odd)
         if explicit or expected == want:
@@ -326,7 +327,7 @@ class StoreConfig:
             raise StoreError(
                 f"index files disagree on their size ({sorted(sizes)})",
                 path=self.index_dir,
-                hint="pass --index-slots/--index-max or --broker-conf",
+                hint="pass ⟦index_slots⟧/⟦index_max⟧ or ⟦broker_conf⟧",
             )
         (size,) = sizes
         if size == self.index_file_size:
@@ -335,7 +336,7 @@ class StoreConfig:
             raise StoreError(
                 f"index file {files[0]} has {size} bytes, not {self.index_file_size}",
                 path=files[0],
-                hint="pass the broker's --index-slots/--index-max or --broker-conf",
+                hint="pass the broker's ⟦index_slots⟧/⟦index_max⟧ or ⟦broker_conf⟧",
             )
         from rmqstore_cli.store.index import infer_index_geometry
 
@@ -383,7 +384,7 @@ def check_conf_paths(cfg: StoreConfig, conf: Path, root_used: bool) -> None:
                 f"{key}={value!r} is not an absolute path: the broker substitutes nothing in it "
                 "(no ${…}, no ~) and reads it against its own working directory",
                 path=conf,
-                hint="pass --store"
+                hint="pass ⟦path⟧"
                 if key == "storePathRootDir"
                 else "give the broker config an absolute storePathCommitLog",
             )

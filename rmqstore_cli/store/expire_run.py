@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from rmqstore_cli.errors import RmqstoreError
+from rmqstore_cli.errors import RmqstoreError, setting
 from rmqstore_cli.store import cleanup
 from rmqstore_cli.store.config import StoreConfig
 
@@ -225,5 +225,5 @@ def _problems_error(problems: list[Any], verbose: bool) -> RmqstoreError:
         f"{what}; left alone",
         path=f"first: {problems[0].path}",
         hint="files before them were handled; move them away or fix the size options, then run "
-        "again" + ("" if verbose else " (--verbose lists each)"),
+        "again" + ("" if verbose else f" ({setting('verbose')} lists each)"),
     )

@@ -20,6 +20,7 @@ from types import ModuleType
 import numpy as np
 
 from rmqstore_cli.errors import StoreError
+from rmqstore_cli.store.crc import body_crcs
 
 
 class MissingExtension(StoreError):
@@ -94,11 +95,9 @@ class FastPaths:
         return k.walk_entries if entries else k.walk
 
     def body_crcs(self, buf, a: np.ndarray | None, at: np.ndarray, ln: np.ndarray) -> np.ndarray:
-        """:func:`~rmqstore_cli.store.commitlog.bulk.body_crcs` (``UtilAll#crc32`` of every body),
+        """:func:`~rmqstore_cli.store.crc.body_crcs` (``UtilAll#crc32`` of every body),
         small bodies in the C loop, long ones (and all on the reference path, or without
         ``a``, ``buf`` as a uint8 array) by zlib."""
-        from rmqstore_cli.store.commitlog.bulk import body_crcs
-
         k = self.kernels()
         if k is None or a is None:
             return body_crcs(buf, at, ln)

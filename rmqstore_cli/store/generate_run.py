@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rmqstore_cli.errors import setting
 from rmqstore_cli.store.config import StoreConfig
 
 
@@ -40,16 +41,10 @@ class GenerateJob:
 
 
 def prepare(job: GenerateJob) -> tuple[StoreConfig, bool]:
-    """The options checked, the config to write under and whether there is a store to
+    """The config to write under and whether there is a store to
     append to (its lock checked: a live broker refused, exit 4; its sizes inferred)."""
-    from rmqstore_cli.errors import UsageError
     from rmqstore_cli.store.lock import refuse_if_live
 
-    w = job.workload
-    if job.broker_version not in ("4.9", "5"):
-        raise UsageError(f"--broker-version must be 4.9 or 5, not {job.broker_version!r}")
-    compaction = w["compaction_topics"] or job.compaction_run
-    check_5x_topics(job.broker_version, w["topics"], w["bcq_topics"], compaction, not job.new_store)
     cfg, existing = target_config(job.store, job.append, job.broker_conf, job.sizes)
     apply_broker_options(
         cfg,
@@ -135,13 +130,13 @@ def apply_broker_options(
         cfg.enabled_append_prop_crc = True
     if timer_ratio and not cfg.timer_wheel_enable:
         raise UsageError(
-            "--timer-ratio: the broker config says timerWheelEnable=false, so the broker rejects timer "
+            f"{setting('timer_ratio')}: the broker config says timerWheelEnable=false, so the broker rejects timer "
             "messages (WHEEL_TIMER_NOT_ENABLE, HookUtils#handleScheduleMessage)"
         )
     if timer_ratio and (broker_version != "5" or not new_store):
         raise UsageError(
-            "--timer-ratio writes a 5.x timer store: it needs --broker-version 5 and a new store "
-            "(not --append or --from-jsonl)"
+            f"{setting('timer_ratio')} writes a 5.x timer store: it needs {setting('broker_version')} 5 and a "
+            f"new store (not {setting('append')} or {setting('from_jsonl')})"
         )
     if dledger:
         cfg.enable_dleger_commit_log = True
@@ -157,25 +152,6 @@ def replay(writer, from_jsonl: str) -> None:
     src = sys.stdin if from_jsonl == "-" else open(from_jsonl, encoding="utf-8")
     with src:
         writer.append_blocks(read_dump_blocks(src, from_jsonl if from_jsonl != "-" else "<stdin>"))
-
-
-def check_5x_topics(
-    broker_version: str, topics: int, bcq_topics: int, compaction_topics: int | bool, appending: bool
-) -> None:
-    """--bcq-topics and --compaction-topics: 5.x topic kinds, at most --topics of them; a
-    compaction topic is declared by a new store only (an append continues the compaction
-    logs the store has: ``store.compaction_writer.compaction_dispatch``)."""
-    from rmqstore_cli.errors import UsageError
-
-    if bcq_topics and (broker_version != "5" or bcq_topics > topics):
-        raise UsageError("--bcq-topics needs --broker-version 5 and at most --topics topics")
-    if compaction_topics and (broker_version != "5" or bcq_topics + compaction_topics > topics or appending):
-        raise UsageError(
-            "--compaction-topics needs --broker-version 5, a new store (not --append or --from-jsonl) "
-            "and at most --topics topics with --bcq-topics"
-        )
-    if compaction_topics is True:
-        raise UsageError("--compaction-run needs --compaction-topics")
 
 
 def declare_topics(writer, workload, cfg, compaction_run: bool) -> None:
@@ -204,9 +180,9 @@ def body_sizes(body_size: str) -> tuple[int, int]:
     try:
         body_min, body_max = int(lo), int(hi or lo)
     except ValueError:
-        raise UsageError(f"--body-size: cannot read {body_size!r}", hint="use N or MIN-MAX") from None
+        raise UsageError(f"{setting('body_size')}: cannot read {body_size!r}", hint="use N or MIN-MAX") from None
     if not 0 <= body_min <= body_max:
-        raise UsageError(f"--body-size: {body_size!r} is not a range of sizes")
+        raise UsageError(f"{setting('body_size')}: {body_size!r} is not a range of sizes")
     return body_min, body_max
 
 
@@ -267,7 +243,7 @@ def check_target(path: Path, append: bool, what: str) -> bool:
         raise RefusedError(
             f"{what} is not empty; generate writes only into a new or empty directory",
             path=path,
-            hint="pass --append to add messages to the store there",
+            hint=f"pass {setting('append')} to add messages to the store there",
         )
     return not empty
 

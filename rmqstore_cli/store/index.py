@@ -105,7 +105,7 @@ class IndexFile:
                     f"index file has {length} bytes, not the {self.size} of maxHashSlotNum={slot_num} "
                     f"and maxIndexNum={index_num}",
                     path=path,
-                    hint="pass the broker's --index-slots/--index-max or --broker-conf",
+                    hint="pass the broker's ⟦index_slots⟧/⟦index_max⟧ or ⟦broker_conf⟧",
                 )
             self.mm = map_file(fd, length, path, write=writable, fresh=writable and fresh)
         finally:
@@ -678,7 +678,7 @@ def infer_index_geometry(files: list[Path], size: int) -> tuple[int, int]:
         raise StoreError(
             f"index files of {size} bytes are not the default size",
             path=files[0],
-            hint="pass --index-slots and --index-max, or --broker-conf",
+            hint="pass ⟦index_slots⟧ and ⟦index_max⟧, or ⟦broker_conf⟧",
         )
     samples = []
     try:
@@ -694,7 +694,7 @@ def infer_index_geometry(files: list[Path], size: int) -> tuple[int, int]:
             raise StoreError(
                 f"cannot tell the index geometry of {size}-byte files",
                 path=files[0],
-                hint="pass --index-slots and --index-max, or --broker-conf",
+                hint="pass ⟦index_slots⟧ and ⟦index_max⟧, or ⟦broker_conf⟧",
             )
         candidates = []
         for s in range(1, max_slots + 1):
@@ -711,7 +711,7 @@ def infer_index_geometry(files: list[Path], size: int) -> tuple[int, int]:
         raise StoreError(
             f"cannot tell the index geometry of {size}-byte files ({len(candidates)} candidates)",
             path=files[0],
-            hint="pass --index-slots and --index-max, or --broker-conf",
+            hint="pass ⟦index_slots⟧ and ⟦index_max⟧, or ⟦broker_conf⟧",
         )
     return candidates[0]
 

@@ -4,7 +4,7 @@ join of byte ranges, the TAGS hash and index keys of PROPERTIES — what would o
 They are C (``_ckernels.c``), an optional extension built at install by ``setup.py``, as
 dulwich ships ``_pack.c`` beside ``pack.py``: same results to the bit as the reference loops
 (:func:`~rmqstore_cli.store.commitlog.bulk.walk_records`' own loop,
-:func:`~rmqstore_cli.store.commitlog.bulk.body_crcs` by zlib, slicing PROPERTIES), which
+:func:`~rmqstore_cli.store.crc.body_crcs` by zlib, slicing PROPERTIES), which
 the tests compare on fixtures and hostile input. A machine that could not build it (no
 compiler at install) has :data:`BUILT` False and runs the reference loops; so does
 ``RMQSTORE_PURE=1`` (:data:`~rmqstore_cli.store.fastpaths.FAST_PATHS` decides). Loading

@@ -74,8 +74,8 @@ def lmq_queue_id(name: str, queue_id: int, enable_lmq: bool) -> int:
 
 def broker5_store(root) -> bool:
     """Whether the 5.x rules apply: the store holds a file only a 5.x broker writes
-    (:func:`~rmqstore_cli.store.search.detect_version`; the two are otherwise the same bytes)."""
-    from rmqstore_cli.store.search import detect_version  # search -> unit_check -> lmq
+    (:func:`~rmqstore_cli.store.root_entries.detect_version`; the two are otherwise the same bytes)."""
+    from rmqstore_cli.store.root_entries import detect_version
 
     return detect_version(root) == "5"
 

@@ -198,7 +198,7 @@ class MappedFileQueue:
                 raise FileSizeError(
                     f"file has {size} bytes, expected {self.file_size}",
                     path=f.path,
-                    hint="pass the broker's file size options or --broker-conf",
+                    hint="pass the broker's file size options or ⟦broker_conf⟧",
                 )
 
     # ------------------------------------------------------------- writing

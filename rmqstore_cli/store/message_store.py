@@ -53,7 +53,7 @@ class MessageStore:
             raise StoreError(
                 "no such store directory",
                 path=root,
-                hint="pass --store DIR, or a --broker-conf that names storePathRootDir",
+                hint="pass ⟦path⟧, or a ⟦broker_conf⟧ that names storePathRootDir",
             )
         if not any((root / m).exists() for m in STORE_MARKERS) and not any(d.is_dir() for d in config.commitlog_dirs):
             raise StoreError("not a RocketMQ store (no commitlog/, consumequeue/, index/ or checkpoint)", path=root)
@@ -139,7 +139,7 @@ class MessageStore:
                 f"the store has {on_disk} topics with consume queues, more than the "
                 f"{MAX_SEARCH_TOPICS} searched one by one without a topic",
                 path=self.config.consumequeue_dir,
-                hint="pass --topic",
+                hint="pass ⟦topic⟧",
             )
         found |= self._rocksdb_config_topics()
         p = self.config.root / "config" / "topics.json"
@@ -209,7 +209,7 @@ def refuse_unsupported(config: StoreConfig) -> None:
         raise StoreError(
             "enableDLegerCommitLog=true but no dLegerSelfId and no dledger-*/data directory",
             path=config.root,
-            hint="pass --broker-conf with dLegerSelfId",
+            hint="pass ⟦broker_conf⟧ with dLegerSelfId",
         )
 
 

@@ -27,6 +27,7 @@ from rmqstore_cli.formats.properties import serialize_properties
 from rmqstore_cli.store.commitlog import AppendSpec
 from rmqstore_cli.store.lmq import MULTI_DISPATCH
 from rmqstore_cli.store.message import (
+    PROPERTY_CHECK_TIMES,
     PROPERTY_CLUSTER,
     PROPERTY_DELAY,
     PROPERTY_KEYS,
@@ -44,43 +45,7 @@ from rmqstore_cli.store.message import (
     encode_uniq_key,
     month_start_ms,
 )
-
-
-@dataclass(frozen=True)
-class BrokerProfile:
-    """The differences between a 4.9.x and a 5.x broker's send path."""
-
-    version: str  # "4.9" or "5"
-
-    @property
-    def map_capacity(self) -> int:  # string2messageProperties: new HashMap<>() / new HashMap<>(128)
-        return 128 if self.version == "5" else 16
-
-    @property
-    def trailing_separator(self) -> bool:  # 4.9.x deletes the last \x02
-        return self.version == "5"
-
-    @property
-    def stores_wait(self) -> bool:
-        return self.version == "5"
-
-
-def broker_map(client_items: list[tuple[str, str]], profile: BrokerProfile, cluster: str) -> JavaHashMap:
-    """The broker's map after parsing the client's string and adding CLUSTER."""
-    m = JavaHashMap(profile.map_capacity)
-    client = JavaHashMap(16)
-    client.put_all(client_items)
-    m.put_all(client.items())  # parsed in the client's serialised order
-    m.put(PROPERTY_CLUSTER, cluster)
-    return m
-
-
-def stored_properties(m: JavaHashMap, profile: BrokerProfile, keep_wait: bool = False) -> str:
-    """The stored string: 4.9.1+ leaves WAIT out of a plain send (keep_wait re-serialises it)."""
-    items = m.items()
-    if not profile.stores_wait and not keep_wait:
-        items = [(k, v) for k, v in items if k != PROPERTY_WAIT]
-    return serialize_properties(items, profile.trailing_separator)
+from rmqstore_cli.store.send_path import STORE_V4, STORE_V6, TAGS, BrokerProfile, broker_map, stored_properties
 
 
 @dataclass
@@ -96,6 +61,9 @@ class WorkloadOptions:
     delay_ratio: float = 0.05
     retry_ratio: float = 0.0
     transaction_ratio: float = 0.05
+    #: ``COMMIT:ROLLBACK:PENDING`` weights of the 4.3+ (half) transactions' outcomes; None:
+    #: every one committed (and the store's bytes as before the option existed)
+    transaction_outcomes: str | None = None
     ipv6_ratio: float = 0.05
     shared_key_ratio: float = 0.2
     keys_per_message: int = 2
@@ -114,16 +82,13 @@ class WorkloadOptions:
     compaction_topics: int = 0
 
 
-TAGS = ["TagA", "TagB", "Pay", "Audit", "支付标签", "Tag With Blank", "t-x_2"]
-STORE_V4 = (bytes([10, 0, 0, 5]), 10911)
-STORE_V6 = (bytes.fromhex("20010db8000000000000000000000053"), 10911)
-
-
 class Workload:
     """Deterministic, realistic sends: same options and seed, same records, same bytes."""
 
     def __init__(self, opts: WorkloadOptions):
         self.o = opts
+        if opts.transaction_outcomes is not None:
+            parse_outcomes(opts.transaction_outcomes)  # refused before anything is drawn
         self.rng = random.Random(opts.seed)
         self.profile = BrokerProfile(opts.broker_version)
         names = ["OrderTopic", "PaymentTopic", "AuditTopic", "Refund.Topic-2", "TradeTopic", "LogTopic"]
@@ -369,6 +334,22 @@ class Workload:
         op.put(PROPERTY_CLUSTER, self.o.cluster)
         return stored_properties(op, self.profile, True)
 
+    def _outcome(self) -> tuple[str, int]:
+        """A half transaction's end (commit, rollback or pending) and how often the broker's
+        check re-put its half first (pending ones only: ``TransactionalMessageServiceImpl#check``
+        puts an unanswered half back with TRANSACTION_CHECK_TIMES + 1; 15 is the default
+        ``transactionCheckMax``, after which it is discarded). Draws nothing without
+        ``transaction_outcomes``."""
+        if self.o.transaction_outcomes is None:
+            return "commit", 0
+        w = parse_outcomes(self.o.transaction_outcomes)
+        x = self.rng.random()
+        if x < w.commit:
+            return "commit", 0
+        if x < w.commit + w.rollback:
+            return "rollback", 0
+        return "pending", self.rng.choice((0, 0, 1, 2, 3, 15))
+
     def blocks(self) -> Iterator:
         """The sends as blocks (:class:`~rmqstore_cli.store.commitlog.blocks.SendBlock`) in send
         order: drawn a block at a time (:mod:`~rmqstore_cli.store.workload_blocks`) for the
@@ -384,37 +365,35 @@ class Workload:
         """Either the 4.3+ half/commit/op path or a legacy PREPARED record resolved later."""
         client = client + [(PROPERTY_TRAN_MSG, "true"), (PROPERTY_PGROUP, "tx-group")]
         if self.rng.random() < 0.7:
-            m = broker_map(client, self.profile, self.o.cluster)
-            m.put(PROPERTY_REAL_TOPIC, topic)
-            m.put(PROPERTY_REAL_QID, str(qid))
-            yield (
-                "half",
-                AppendSpec(
-                    TRANS_HALF_TOPIC,
-                    0,
-                    body,
-                    stored_properties(m, self.profile, True),
-                    store_ms,
-                    sys_flag=sys_flag,
-                    **common,
-                ),
-            )
-            commit = broker_map(client, self.profile, self.o.cluster)
-            commit.put(PROPERTY_REAL_TOPIC, topic)
-            commit.put(PROPERTY_REAL_QID, str(qid))
-            yield (
-                "commit",
-                AppendSpec(
-                    topic,
-                    qid,
-                    body,
-                    stored_properties(commit, self.profile, True),
-                    store_ms + 1,
-                    sys_flag=sys_flag | TRANSACTION_COMMIT_TYPE,
-                    **common,
-                ),
-            )
-            yield "op", AppendSpec(TRANS_OP_HALF_TOPIC, 0, b"", self.op_properties(), store_ms + 2, **common)
+            outcome, checks = self._outcome()
+            for n in range(checks + 1):
+                m = broker_map(client, self.profile, self.o.cluster)
+                m.put(PROPERTY_REAL_TOPIC, topic)
+                m.put(PROPERTY_REAL_QID, str(qid))
+                if n:  # TransactionalMessageServiceImpl#needDiscard, then #putBackHalfMsgQueue
+                    m.put(PROPERTY_CHECK_TIMES, str(n))
+                props = stored_properties(m, self.profile, True)
+                yield "half", AppendSpec(TRANS_HALF_TOPIC, 0, body, props, store_ms + n, sys_flag=sys_flag, **common)
+            store_ms += checks
+            if outcome == "commit":
+                commit = broker_map(client, self.profile, self.o.cluster)
+                commit.put(PROPERTY_REAL_TOPIC, topic)
+                commit.put(PROPERTY_REAL_QID, str(qid))
+                yield (
+                    "commit",
+                    AppendSpec(
+                        topic,
+                        qid,
+                        body,
+                        stored_properties(commit, self.profile, True),
+                        store_ms + 1,
+                        sys_flag=sys_flag | TRANSACTION_COMMIT_TYPE,
+                        **common,
+                    ),
+                )
+            if outcome != "pending":
+                op_body = self.profile.op_body_suffix  # the writer puts the half's queue offset before it
+                yield "op", AppendSpec(TRANS_OP_HALF_TOPIC, 0, op_body, self.op_properties(), store_ms + 2, **common)
         else:
             self._lmq(client)
             m = broker_map(client, self.profile, self.o.cluster)
@@ -443,3 +422,26 @@ class Workload:
                     **common,
                 ),
             )
+
+
+@dataclass(frozen=True)
+class Outcomes:
+    """The shares of 4.3+ transactions committed, rolled back and left pending (sum 1)."""
+
+    commit: float
+    rollback: float
+    pending: float
+
+
+def parse_outcomes(text: str) -> Outcomes:
+    """``COMMIT:ROLLBACK:PENDING`` weights (``8:1:1``) as shares."""
+    from rmqstore_cli.errors import UsageError
+
+    try:
+        w = [float(p) for p in text.split(":")]
+    except ValueError:
+        w = []
+    if len(w) != 3 or not all(0 <= x < float("inf") for x in w) or sum(w) <= 0:
+        raise UsageError(f"⟦transaction_outcomes⟧ {text!r}: not COMMIT:ROLLBACK:PENDING weights", hint="8:1:1")
+    t = sum(w)
+    return Outcomes(w[0] / t, w[1] / t, w[2] / t)

@@ -421,10 +421,10 @@ def refuse_unsourced_sizes(sources: dict[str, dict], config: StoreConfig) -> Non
     opts = " and ".join(names[p][1] for p in missing)
     verb = "have" if len(sets) > 1 else "has"
     raise UsageError(
-        f"{what} {verb} no files to tell {'/'.join(missing)}, and neither --broker-conf nor an "
+        f"{what} {verb} no files to tell {'/'.join(missing)}, and neither ⟦broker_conf⟧ nor an "
         f"option sets them (the broker's defaults would be {defaults})",
         path=config.root,
-        hint=f"pass --broker-conf, or {opts}",
+        hint=f"pass ⟦broker_conf⟧, or {opts}",
     )
 
 

@@ -86,23 +86,23 @@ def check_output(out: Path, stores: list[Path]) -> None:
         r = safefs.real(st)
         if o == r:
             raise UsageError(
-                f"--output {out} is the store {st} itself", hint="use --in-place to replace the store's own files"
+                f"⟦output⟧ {out} is the store {st} itself", hint="use ⟦in_place⟧ to replace the store's own files"
             )
         if safefs.is_inside(o, [r]):
             raise UsageError(
-                f"--output {out} lies inside the store {st}, which rebuild-index only reads",
-                hint="choose a directory outside the store, or use --in-place",
+                f"⟦output⟧ {out} lies inside the store {st}, which rebuild-index only reads",
+                hint="choose a directory outside the store, or use ⟦in_place⟧",
             )
         if safefs.is_inside(r, [o]):
             raise UsageError(
-                f"--output {out} contains the store {st}, which rebuild-index only reads",
+                f"⟦output⟧ {out} contains the store {st}, which rebuild-index only reads",
                 hint="choose a directory outside the store",
             )
     p = Path(o)
     while not os.path.lexists(p) and p.parent != p:
         p = p.parent
     if not p.is_dir():
-        raise UsageError(f"--output {out}: {p} is not a directory", hint="choose a directory for --output")
+        raise UsageError(f"⟦output⟧ {out}: {p} is not a directory", hint="choose a directory for ⟦output⟧")
 
 
 def rebuild_to(
@@ -131,7 +131,7 @@ def rebuild_to(
     ]
     for p in parts:
         if os.path.lexists(out / p):
-            raise UsageError(f"{out / p} already exists", hint="choose an empty --output directory")
+            raise UsageError(f"{out / p} already exists", hint="choose an empty ⟦output⟧ directory")
     plan = {
         "output": str(out),
         "writes": [str(out / p) for p in parts] + [str(out / "checkpoint")],
@@ -437,7 +437,7 @@ def checkpoint_backup_bytes(path: Path) -> bytes | None:
         raise StoreError(
             f"checkpoint is {what}, not a regular file of at most {CHECKPOINT_FILE_SIZE} bytes; not backed up",
             path=path,
-            hint="move it away, or pass --no-backup to replace it without a backup",
+            hint="move it away, or pass ⟦no_backup⟧ to replace it without a backup",
         )
     return safefs.read_bounded(path, CHECKPOINT_FILE_SIZE, "checkpoint")
 

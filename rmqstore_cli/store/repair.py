@@ -41,7 +41,7 @@ from pathlib import Path
 
 from rmqstore_cli.formats.commitlog import END_FILE_MIN_BLANK_LENGTH, MAGIC_V1, MAGIC_V2, PREFIX_FORMAT, RecordPrefix
 
-from rmqstore_cli.errors import RefusedError, UsageError
+from rmqstore_cli.errors import RefusedError, UsageError, setting
 from rmqstore_cli.store.commitlog import Status, blank_record, check_message
 
 _PREFIX_SIZE = RecordPrefix.sizeof()  # TOTALSIZE and MAGICCODE: what a cut may leave less of
@@ -81,7 +81,7 @@ def _majority_size(paths, target: Path, what: str, option: str) -> int:
     top = sizes.most_common(2)
     if not top or (len(top) == 2 and top[0][1] == top[1][1]):
         raise UsageError(
-            f"the {what} file size cannot be told from the other files", hint=f"pass {option} or --broker-conf"
+            f"the {what} file size cannot be told from the other files", hint=f"pass {option} or ⟦broker_conf⟧"
         )
     return top[0][0]
 
@@ -92,7 +92,7 @@ def commitlog_size(config, target: Path) -> int:
         return config.mapped_file_size_commit_log
     from rmqstore_cli.store.config import data_files
 
-    return _majority_size(data_files(config.commitlog_dirs), target, "commit-log", "--commitlog-file-size")
+    return _majority_size(data_files(config.commitlog_dirs), target, "commit-log", "⟦commitlog_file_size⟧")
 
 
 def cq_size(config, target: Path) -> int:
@@ -103,7 +103,7 @@ def cq_size(config, target: Path) -> int:
     from rmqstore_cli.store.config import data_files, subdirs
 
     files = data_files(q for t in subdirs(config.consumequeue_dir) for q in subdirs(t))
-    return _majority_size(files, target, "consume-queue", "--cq-file-size")
+    return _majority_size(files, target, "consume-queue", "⟦cq_file_size⟧")
 
 
 def _queue_of(config, path: Path) -> tuple[str, int] | None:
@@ -140,7 +140,7 @@ def _find_file(config, path: Path):
             return f, i == len(q.files) - 1
     raise UsageError(
         f"{path} is not a commit-log or consume-queue file of the store {config.root}",
-        hint="give a file of its commitlog/ or consumequeue/TOPIC/QUEUE/ (with --broker-conf when "
+        hint="give a file of its commitlog/ or consumequeue/TOPIC/QUEUE/ (with ⟦broker_conf⟧ when "
         "storePathCommitLog names another directory)",
     )
 
@@ -185,7 +185,7 @@ def _plan_queue_file(buf, name: str, length: int, size: int, last: bool) -> PadP
             f"{length} bytes, and units beyond mappedFileSizeConsumeQueue={size}: the file was "
             "written with another size",
             path=name,
-            hint="pass the size the broker wrote it with (--cq-file-size or --broker-conf); nothing was changed",
+            hint="pass the size the broker wrote it with (⟦cq_file_size⟧ or ⟦broker_conf⟧); nothing was changed",
         )
     keep = min(length, size) // CQ_STORE_UNIT_SIZE * CQ_STORE_UNIT_SIZE
     units = sum(1 for p in range(0, keep, CQ_STORE_UNIT_SIZE) if any(buf[p : p + CQ_STORE_UNIT_SIZE]))
@@ -219,7 +219,7 @@ def _plan(buf, name: str, base: int, length: int, size: int, last: bool, force_c
         raise RefusedError(
             f"{length} bytes, and data beyond mappedFileSizeCommitLog={size}: the file was written with another size",
             path=name,
-            hint="pass the size the broker wrote it with (--commitlog-file-size or --broker-conf); nothing was changed",
+            hint="pass the size the broker wrote it with (⟦commitlog_file_size⟧ or ⟦broker_conf⟧); nothing was changed",
         )
     if length == size and last:  # loaded as it is; recovery ends the log at its first bad record itself
         return PadPlan(
@@ -324,7 +324,7 @@ def run_pad(config, path: Path, dry_run: bool, live_said=None, done=None) -> Pad
         if live is not None and live_said is not None:
             live_said(live)
     else:
-        refuse_if_live(root, hint="stop the broker, or repair a copy; --dry-run says what would be written")
+        refuse_if_live(root, hint=f"stop the broker, or repair a copy; {setting('dry_run')} says what would be written")
         lock.acquire()
     try:
         plan = plan_pad(config, path)

@@ -76,14 +76,14 @@ def _body(r: dict) -> bytes:
         return base64.b64decode(r["body_base64"], validate=True)
     if "body" not in r:
         if r.get("body_size", 0):
-            raise ValueError("the record has no body (dump with --body base64)")
+            raise ValueError("the record has no body (dump it with dump-commitlog --body base64)")
         return b""
     enc = r.get("body_encoding", "base64")
     if enc == "base64":
         return base64.b64decode(r["body"], validate=True)
     if enc == "hex":
         return bytes.fromhex(r["body"])
-    raise ValueError(f"a {enc} body cannot be replayed exactly (dump with --body base64)")
+    raise ValueError(f"a {enc} body cannot be replayed exactly (dump it with dump-commitlog --body base64)")
 
 
 def read_dump_blocks(src: TextIO, name: str, size: int = 4096) -> Iterator:

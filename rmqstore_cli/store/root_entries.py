@@ -12,6 +12,7 @@ marks the latter ``known: false``. Never silently ignored. One entry is rmqstore
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,3 +179,22 @@ def classify(name: str) -> RootEntry | None:
     if e is not None:
         return e
     return next((p for p in _PREFIXES if name.startswith(p.name) and len(name) > len(p.name)), None)
+
+
+def detect_version(root) -> str | None:
+    """ "5" when the store holds something only a 5.x broker writes (the timer's files), else
+    None: a 4.9 and a 5.x store are otherwise the same bytes."""
+    root = Path(root)
+    if any(
+        (root / n).exists()
+        for n in (
+            "timerwheel",
+            "timerlog",
+            "config/timercheck",
+            "config/timermetrics",
+            "consumequeue/CURRENT",
+            "batchconsumequeue",
+        )
+    ):  # RocksDB CQ: 5.2+; BatchCQ
+        return "5"
+    return None

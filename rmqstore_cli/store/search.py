@@ -488,27 +488,6 @@ def _broker_answer_time(cq: ConsumeQueue, reader: TimeReader, res: SearchResult)
         res.store_timestamp = reader.checked(u[0], u[1])[0]
 
 
-def detect_version(root) -> str | None:
-    """ "5" when the store holds something only a 5.x broker writes (the timer's files), else
-    None: a 4.9 and a 5.x store are otherwise the same bytes."""
-    from pathlib import Path
-
-    root = Path(root)
-    if any(
-        (root / n).exists()
-        for n in (
-            "timerwheel",
-            "timerlog",
-            "config/timercheck",
-            "config/timermetrics",
-            "consumequeue/CURRENT",
-            "batchconsumequeue",
-        )
-    ):  # RocksDB CQ: 5.2+; BatchCQ
-        return "5"
-    return None
-
-
 def broker_rocksdb(cq, reader: TimeReader, when: int, version: str, boundary: str = "lower") -> SearchResult:
     """``RocksDBConsumeQueueStore#getOffsetInQueueByTime`` (5.3.3) for a RocksDB queue: the
     store times come from the 28-byte values (``RocksDBConsumeQueueTable#binarySearchInCQByTime``),
@@ -517,7 +496,7 @@ def broker_rocksdb(cq, reader: TimeReader, when: int, version: str, boundary: st
     from rmqstore_cli.store.rocksdb_cq import search_by_time
 
     if version != "5":
-        raise UsageError("a RocksDB consume queue is a 5.x broker's", hint="pass --broker-version 5")
+        raise UsageError("a RocksDB consume queue is a 5.x broker's", hint="pass ⟦broker_version⟧ 5")
     res = SearchResult(
         cq.topic, cq.queue_id, when, f"broker-5-{boundary}", 0, None, cq.min_offset(reader.min_offset), cq.max_offset
     )

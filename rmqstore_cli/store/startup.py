@@ -145,10 +145,10 @@ def normal_dispatched(version: str, first: int, count: int, max_cq: int, process
 
 def resolve_version(root, option: str | None) -> tuple[str, str]:
     """The version verify predicts for and how it knows: ``option`` (--broker-version), else
-    the store's (timer or RocksDB files: "5", ``search.detect_version``), else "4.9" assumed."""
+    the store's (timer or RocksDB files: "5", ``root_entries.detect_version``), else "4.9" assumed."""
     if option is not None:
         return option, "option"
-    from rmqstore_cli.store.search import detect_version
+    from rmqstore_cli.store.root_entries import detect_version
 
     v = detect_version(root)
     return (v, "detected") if v is not None else ("4.9", "assumed")

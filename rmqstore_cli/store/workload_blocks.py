@@ -5,7 +5,7 @@ default mix (normal, delayed, transactional and retried sends, IPv6 hosts, compr
 bodies): every random choice of a block is one numpy draw, and each send's stored
 PROPERTIES are a template filled in per record. A template is the broker's key order for
 that key set (``SendMessageProcessor``: the client's ``HashMap``, CLUSTER added, WAIT left
-out on 4.9.3+, re-serialised; :func:`~rmqstore_cli.store.producer.broker_map`), so the
+out on 4.9.3+, re-serialised; :func:`~rmqstore_cli.store.send_path.broker_map`), so the
 bytes are those of the per-send path; only the random stream differs (a seed still gives
 one store). Options it does not draw (timer, LMQ, BatchCQ, compaction) stay on
 ``Workload.specs``.
@@ -43,7 +43,7 @@ from rmqstore_cli.store.message import (
     TRANS_OP_HALF_TOPIC,
     month_start_ms,
 )
-from rmqstore_cli.store.producer import broker_map, stored_properties
+from rmqstore_cli.store.send_path import STORE_V4, STORE_V6, TAGS, broker_map, stored_properties
 
 #: Sends drawn at once (fewer for large bodies, :data:`BLOCK_BYTES`): fixed by the
 #: options, so the stream depends on them and the seed only, not on how the writer cuts it.
@@ -54,7 +54,7 @@ _QUARTER_HOUR = 900_000  # every time zone's offset is a multiple: no month star
 
 def can_draw(o) -> bool:
     """The options this module draws (the rest stay on ``Workload.specs``)."""
-    return not (o.timer_ratio or o.lmq_ratio or o.bcq_topics or o.compaction_topics)
+    return not (o.timer_ratio or o.lmq_ratio or o.bcq_topics or o.compaction_topics or o.transaction_outcomes)
 
 
 class Templates:
@@ -191,7 +191,6 @@ class Catalog:
     (``MessageClientIDSetter``: address, pid, class-loader hash) and the templates."""
 
     def __init__(self, w, pool: bytes):
-        from rmqstore_cli.store.producer import STORE_V4, STORE_V6, TAGS
 
         self.pool = pool  # the bodies' random hex digits (:class:`Draw`)
         self.tags = list(TAGS)
@@ -212,6 +211,7 @@ class Catalog:
         ]
         self.tpl = Templates(w.profile, w.o.cluster)
         self.op_props = w.op_properties().encode()
+        self.op_body = w.profile.op_body_suffix
 
 
 def build_block(cat: Catalog, o, d: Draw, store: np.ndarray, born: np.ndarray, sends: dict) -> SendBlock:
@@ -264,7 +264,7 @@ def build_block(cat: Catalog, o, d: Draw, store: np.ndarray, born: np.ndarray, s
     _fill_props(cat, o, d, sends, props, start, (delay, retry, half, tx & ~half, ~delay & ~tx & ~retry))
     body_rows = [bodies[i] for i in send.tolist()]
     for i in (hs + 2).tolist():
-        body_rows[i] = b""
+        body_rows[i] = cat.op_body
     born_host = np.where(d.born_v6, 6 + d.born_last - 1, d.born_producer)
     store_host = np.where(d.store_v6, 5, 4)
     z = np.zeros(send.size, np.int64)

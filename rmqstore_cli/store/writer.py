@@ -225,15 +225,16 @@ class StoreWriter:
 
     def append_linked(self, kind: str, spec: AppendSpec, floor: bool) -> AppendResult:
         """:meth:`append` with the workload's links: a commit or rollback answers the pending
-        half/prepared record, an op record's body is its queue offset; ``floor``: the store
+        half/prepared record, an op record's body is its queue offset (before what the spec's
+        body holds: 5.x's separator); ``floor``: the store
         time never goes below the previous record's."""
         if floor:
             spec.store_timestamp = max(spec.store_timestamp, self.last_store_timestamp)
         pending = self._pending
         if kind in ("commit", "rollback") and pending is not None:
             spec.prepared_transaction_offset = pending[0]
-        if kind == "op" and pending is not None:
-            spec.body = str(pending[1]).encode()
+        if kind == "op" and pending is not None:  # the queue offset, then the profile's suffix
+            spec.body = str(pending[1]).encode() + spec.body
         res = self.append(spec)
         if kind in ("half", "prepared"):
             self._pending = (res.physical_offset, res.queue_offset)

@@ -94,6 +94,14 @@ def test_consumer_progress_reads_the_offsets_file(tmp_path):
     assert (row["group"], row["consumer_offset"], row["lag"], row["status"]) == ("g", 100, 8, "ok")
 
 
+def test_transactions_pairs_the_brokers_half_and_op_records():
+    store, want = _sample()
+    out = _jsonl(_run("transactions", *store, "--format", "jsonl", "--state", "rolled-back"))
+    ops = {m["physical_offset"] for m in want["messages"] if m["topic"] == "RMQ_SYS_TRANS_OP_HALF_TOPIC"}
+    half = [r for r in out[:-1] if r["kind"] == "half"]
+    assert half and all(r["op_offset"] in ops and r["end_offset"] is None for r in half)
+
+
 def test_stats_counts_the_brokers_queue_units():
     store, want = _sample()
     rows = json.loads(_run("stats", *store, "--format", "json"))["rows"]

@@ -21,7 +21,7 @@ from rmqstore_cli.store.message import (
     host_bytes,
     offset_msg_id,
 )
-from rmqstore_cli.store.producer import BrokerProfile, broker_map, stored_properties
+from rmqstore_cli.store.send_path import BrokerProfile, broker_map, stored_properties
 from tests.helpers import VECTORS
 
 

@@ -35,6 +35,24 @@ def test_no_module_grows_into_a_grab_bag():
     assert over == {}
 
 
+def test_no_import_circle():
+    """No two modules need each other, lazily or not: each can be read, tested and moved
+    knowing only what is below it."""
+    assert codeshape.circles(SHAPE) == []
+
+
+def test_no_import_points_up_a_layer():
+    """formats < errors/times/stdio < store < pipeline/render < api < commands < app
+    (tests/helpers/codeshape.py LAYERS): the engine never reaches for the CLI's pieces."""
+    assert codeshape.up_arrows(SHAPE) == []
+
+
+def test_no_engine_error_names_a_command_line_option():
+    """The engine is a library first: its errors name settings (errors.setting), which the
+    library spells as keywords and the command line as options."""
+    assert codeshape.options_in_engine_errors() == []
+
+
 def test_the_shape_check_sees_what_it_forbids(tmp_path, monkeypatch):
     """The measure is not vacuous: planted violations are found."""
     pkg = tmp_path / "rmqstore_cli"
@@ -48,6 +66,24 @@ def test_the_shape_check_sees_what_it_forbids(tmp_path, monkeypatch):
     s = codeshape.measure()
     assert len(s.private_imports) == 1 and len(s.private_reads) == 1
     assert len(s.format_strings) == 1 and len(s.long_functions) == 1
+
+
+def test_the_graph_check_sees_circles_and_up_arrows(tmp_path, monkeypatch):
+    """A lazy import closing a loop is a circle; a store module importing a command is an arrow up."""
+    store = tmp_path / "rmqstore_cli" / "store"
+    store.mkdir(parents=True)
+    (store / "a.py").write_text("from rmqstore_cli.store.b import x\n")
+    (store / "b.py").write_text("def f():\n    from rmqstore_cli.store import a\n")
+    (store / "c.py").write_text("from rmqstore_cli.commands.common import fail\n")
+    (tmp_path / "commands").mkdir()
+    (tmp_path / "commands" / "common.py").write_text("def fail():\n    pass\n")
+    monkeypatch.setattr(codeshape, "ROOT", tmp_path)
+    monkeypatch.setattr(codeshape, "PACKAGES", ("rmqstore_cli", "commands"))
+    s = codeshape.measure()
+    assert codeshape.circles(s) == [["rmqstore_cli.store.a", "rmqstore_cli.store.b"]]
+    assert codeshape.up_arrows(s) == ["rmqstore_cli.store.c -> rmqstore_cli.commands.common"]
+    (store / "d.py").write_text("def f():\n    raise ValueError('x', hint='pass --broker-conf')\n")
+    assert len(codeshape.options_in_engine_errors(tmp_path)) == 1
 
 
 def test_no_dead_code():

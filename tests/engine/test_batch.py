@@ -17,7 +17,7 @@ import struct
 import numpy as np
 from rmqstore_cli.formats.properties import parse_properties
 
-from rmqstore_cli.store import arrays, mapped_files, properties
+from rmqstore_cli.store import arrays, crc, mapped_files, properties
 from rmqstore_cli.store.commitlog import CommitLog, Status, bulk, check_message
 from rmqstore_cli.store.config import StoreConfig
 from rmqstore_cli.store.javahash import bulk as javahash, index_key_hash, java_hash
@@ -363,7 +363,7 @@ def _check_record_batches(store, conf=None) -> dict[str, int]:
                     "store_host_len",
                 )
             }
-            cols["computed_crc"] = bulk.body_crcs(buf, r.body_at, np.maximum(r.body_len, 0)).tolist()
+            cols["computed_crc"] = crc.body_crcs(buf, r.body_at, np.maximum(r.body_len, 0)).tolist()
             del r, a
             for i, p in enumerate(starts):
                 c = check_message(buf, p, len(buf), f.file_from_offset)
@@ -531,7 +531,7 @@ def test_rebuild_of_tricky_properties_equals_the_per_record_dispatch(tmp_path):
 
 
 def test_first_crc_failure_is_the_first_record_check_message_rejects(small_store):
-    """Recovery's checkCRCOnRecover (rebuild._first_crc_failure, on bulk.body_crcs) stops at
+    """Recovery's checkCRCOnRecover (rebuild._first_crc_failure, on crc.body_crcs) stops at
     the first record whose body CRC check_message(check_crc=True) finds wrong."""
     from rmqstore_cli.store.fastdispatch import FastDispatcher
     from rmqstore_cli.store.rebuild import _first_crc_failure

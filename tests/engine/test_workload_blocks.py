@@ -9,7 +9,8 @@ import pytest
 from rmqstore_cli.formats.properties import parse_properties
 
 from rmqstore_cli.store.message import PROPERTY_REAL_QID, PROPERTY_REAL_TOPIC
-from rmqstore_cli.store.producer import BrokerProfile, Workload, WorkloadOptions, broker_map, stored_properties
+from rmqstore_cli.store.producer import Workload, WorkloadOptions
+from rmqstore_cli.store.send_path import BrokerProfile, broker_map, stored_properties
 
 CLIENT = ("TAGS", "KEYS", "WAIT", "UNIQ_KEY")
 TX = (("TRAN_MSG", "true"), ("PGROUP", "tx-group"))

@@ -8,7 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rmqstore_cli.store.commitlog.bulk import body_crcs, walk_records
+from rmqstore_cli.store.commitlog.bulk import walk_records
+from rmqstore_cli.store.crc import body_crcs
 from rmqstore_cli.store.fastdispatch import FastDispatcher
 from rmqstore_cli.store.fastpaths import FastPaths
 from rmqstore_cli.store.rebuild import _first_crc_failure

@@ -165,6 +165,34 @@ def test_verify_of_a_damaged_store_gives_the_findings_as_objects(store, tmp_path
     assert all(isinstance(f, Finding) and f.file for f in report.findings)
 
 
+@pytest.mark.parametrize("damage", ["cq", "body"])
+def test_verify_on_two_processes_reports_what_one_does(store, tmp_path, damage):
+    """jobs=2 runs verify's tasks on forked workers (pipeline/local.py): the same summary,
+    verdict and findings (compared as sets: tasks meet them in another order)."""
+    import shutil
+
+    bad = tmp_path / "bad"
+    shutil.copytree(store, bad)
+    if damage == "cq":
+        cq = sorted((bad / "consumequeue" / "OrderTopic" / "0").iterdir())[0]
+        data = bytearray(cq.read_bytes())
+        data[0:8] = (123456789).to_bytes(8, "big")
+        cq.write_bytes(bytes(data))
+    else:
+        log = sorted((bad / "commitlog").iterdir())[1]
+        data = bytearray(log.read_bytes())
+        data[300] ^= 0xFF  # inside the first record's body or properties
+        log.write_bytes(bytes(data))
+    with open_store(bad) as st:
+        one, two = st.verify(), st.verify(jobs=2)
+    assert not one.ok and two.ok == one.ok and two.summary == one.summary
+
+    def key(f):
+        return json.dumps(f.as_dict(), sort_keys=True)
+
+    assert sorted(map(key, two.findings)) == sorted(map(key, one.findings)) and one.findings
+
+
 def test_a_read_changes_nothing(store):
     before = tree_digest(store)
     with open_store(store) as st:

@@ -137,14 +137,14 @@ def test_verify_shuffle_and_spark_writer_export_in_process(remote, stores, tmp_p
     and ``_export_jvm`` (Spark's Parquet writer; the unreadable ranges by ``observe``, not an
     accumulator) give what the local engine gives."""
 
-    from rmqstore_cli.pipeline import connect, local, spark as sp
+    from rmqstore_cli.pipeline import connect, executor, local, spark as sp
     from rmqstore_cli.pipeline.stores import file_tasks, store_specs
     from rmqstore_cli.pipeline.verify_tasks import verify_stores
 
     assert isinstance(remote, connect.Remote) and remote.sparkContext is None
     specs = store_specs([str(stores / "damaged"), str(stores / "good")], None, SIZES)
     want = verify_stores(specs, True, False, None)
-    monkeypatch.setattr(sp, "SHIP_MARKS", -1)
+    monkeypatch.setattr(executor, "SHIP_MARKS", -1)
     engine = connect.VerifyOnConnect(remote)
     got = verify_stores(specs, True, False, None, engine)
     assert engine.whole is None  # went by shuffle

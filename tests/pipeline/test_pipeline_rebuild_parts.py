@@ -4,13 +4,14 @@ byte for byte whichever path each queue takes, and a dry run writes nothing."""
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 from itertools import pairwise
 
 import pytest
 
-from tests.helpers import generate
+from tests.helpers import fast_first, generate
 from tests.helpers.pipeline import build, smash
 
 
@@ -64,6 +65,30 @@ def test_each_queue_path_gives_the_local_engine_bytes(stores, plans, name, tmp_p
         assert p.straight and p.late and not p.rebuild
     if name == "expired":
         assert any(first > 0 for first, _ in p.straight.values())
+
+
+@pytest.mark.parametrize("name", fast_first(["damaged", "good", "expired"]))
+def test_forked_workers_build_the_same_bytes(stores, name, tmp_path):
+    """rebuild's tasks on two forked processes (pipeline/local.py fork_map): the files and
+    report of the whole-store build, byte for byte."""
+    from rmqstore_cli.pipeline.local import rebuild_build
+    from rmqstore_cli.store.rebuild import build_set
+
+    want = build(build_set, stores[name], tmp_path / "a")
+    got = build(functools.partial(rebuild_build, jobs=2), stores[name], tmp_path / "b")
+    assert got == want
+
+
+def test_fork_map_keeps_order_runs_closures_and_raises():
+    from rmqstore_cli.pipeline.local import fork_map
+
+    seen = {"k": 3}
+    assert fork_map(lambda x: (x * seen["k"], os.getpid()), range(40), 2)[5][0] == 15
+    pids = {pid for _, pid in fork_map(lambda x: (x, os.getpid()), range(40), 2)}
+    assert os.getpid() not in pids and 1 <= len(pids) <= 2  # worker processes, at most jobs of them
+    assert fork_map(lambda x: x, [7], 4) == [7]  # one item: no worker
+    with pytest.raises(ZeroDivisionError):
+        fork_map(lambda x: 1 // x, [1, 0, 2], 2)
 
 
 def test_dry_run_reports_the_local_engine_counts_and_writes_nothing(stores, tmp_path):

@@ -74,10 +74,10 @@ def test_spark_verify_finds_what_local_finds_for_several_stores(stores, spark, m
     """One Spark task per commit-log file (then per queue and index file): the same summaries
     and findings as the whole-store Verifier, capped or not, for three stores at once,
     whether the files' marks come back to the driver (few) or go by shuffle (many)."""
-    from rmqstore_cli.pipeline import spark as sp
+    from rmqstore_cli.pipeline import executor, spark as sp
     from rmqstore_cli.pipeline.stores import store_specs, verify_store
 
-    monkeypatch.setattr(sp, "SHIP_MARKS", ship)
+    monkeypatch.setattr(executor, "SHIP_MARKS", ship)
     paths = []
     results = sp._VerifyOnSpark.results
     monkeypatch.setattr(

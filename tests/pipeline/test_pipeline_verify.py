@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import generate, needs_c
+from tests.helpers import fast_first, generate, needs_c
 
 SIZES = {
     "mapped_file_size_commit_log": 65536,
@@ -340,3 +340,18 @@ def test_file_tasks_load_only_their_window_of_an_ordered_index_file(master, tmp_
     plan = VT.plan_store(_specs(store)[0], True, False, None)
     assert not VT.index_info_task(plan, 0).ordered and idx.name not in {n for n, _, _ in windows}
     assert not found[0]["ok"]
+
+
+@pytest.mark.parametrize("kind", fast_first(["smashed", "cq", "index", "removed"]))
+def test_verify_on_forked_workers_answers_what_one_process_does(master, tmp_path, kind):
+    """The local engine on two processes (pipeline/local.py Forked): the same results, in the
+    same order, as the tasks run one after another, for a damaged store beside a sound one."""
+    from rmqstore_cli.pipeline.local import Forked
+    from rmqstore_cli.pipeline.verify_tasks import verify_stores
+
+    store = tmp_path / kind
+    shutil.copytree(master, store)
+    _damage(store, kind)
+    specs = _specs(master, store)
+    for cap in (None, 1):
+        assert verify_stores(specs, True, True, cap, Forked(2)) == verify_stores(specs, True, True, cap)

@@ -6,7 +6,7 @@ mismatch* (dispatch skips it, recovery ends). Writing follows
 ``DefaultAppendMessageCallback#doAppend`` (docs/format/commitlog.md#append).
 
 This module reads and writes one record at a time (no numpy); the bulk read of many
-records at once (:func:`walk_records`, :class:`RecordBatch`, :func:`body_crcs`) is
+records at once (:func:`walk_records`, :class:`RecordBatch`) is
 :mod:`~rmqstore_cli.store.commitlog.bulk`, reachable under the same names from here.
 """
 
@@ -46,6 +46,7 @@ from rmqstore_cli.formats.properties import MAX_PROPERTIES_LENGTH, NAME_VALUE_SE
 
 from rmqstore_cli.errors import StoreError
 from rmqstore_cli.store import mapguard
+from rmqstore_cli.store.commitlog.append import AppendResult, AppendSpec
 from rmqstore_cli.store.config import StoreConfig
 from rmqstore_cli.store.crc import crc32
 from rmqstore_cli.store.mapped_files import MAX_FILE_OFFSET, MappedFile, MappedFileQueue, release_pages
@@ -665,7 +666,7 @@ class CommitLog:
         for i in np.flatnonzero(links == 3).tolist():  # the op record's body
             p = int(prow[i])
             if p >= 0 or pending is not None:
-                block.bodies[i] = str(int(qoff[p]) if p >= 0 else pending[1]).encode()
+                block.bodies[i] = str(int(qoff[p]) if p >= 0 else pending[1]).encode() + block.bodies[i]
                 blen[i] = len(block.bodies[i])
         bv6, sv6 = B.host_kinds(block)
         sizes = B.record_sizes(block, magic, bv6, sv6, topic_bytes, blen, plen)
@@ -804,42 +805,6 @@ def blank_record(left: int) -> bytes:
     return _PREFIX.pack(left, MAGIC_BLANK)
 
 
-@dataclass(slots=True)
-class AppendSpec:
-    """A message to append; the writer assigns queue offset and physical offset."""
-
-    topic: str
-    queue_id: int
-    body: bytes
-    properties: str | bytes
-    store_timestamp: int
-    born_timestamp: int
-    born_host: tuple[bytes, int]
-    store_host: tuple[bytes, int]
-    flag: int = 0
-    sys_flag: int = 0
-    reconsume_times: int = 0
-    prepared_transaction_offset: int = 0
-    magic: int | None = None  # None: V2 only for long topics when the config asks for it
-    #: Replaying a dump: keep these as they were instead of assigning them.
-    queue_offset: int | None = None
-    physical_offset: int | None = None
-    #: Properties are the stored bytes already (a CRC trailer included): copy verbatim.
-    raw_properties: bool = False
-
-
-@dataclass(slots=True)
-class AppendResult:
-    """``AppendMessageResult``: wroteOffset, wroteBytes, logicsOffset, msgId, store time."""
-
-    physical_offset: int
-    size: int
-    queue_offset: int
-    msg_id: str
-    store_timestamp: int
-    record: bytes
-
-
 def choose_magic(topic: str, config: StoreConfig) -> int:
     """5.x: V2 when ``autoMessageVersionOnTopicLen`` and the topic has > 127 UTF-16 units."""
     units = len(topic.encode("utf-16-le", "surrogatepass")) // 2
@@ -904,7 +869,7 @@ def encode_record(spec: AppendSpec, config: StoreConfig) -> bytearray:
     return out
 
 
-_BULK = ("RecordBatch", "Walk", "body_crcs", "stop_kind", "walk_records")
+_BULK = ("RecordBatch", "Walk", "stop_kind", "walk_records")
 
 
 def __getattr__(name: str):

@@ -135,7 +135,7 @@ class SendBlock:
 
     def specs(self) -> Iterator[tuple[str, object]]:
         """The block as ``(kind, AppendSpec)`` pairs, for the per-record path (the reference)."""
-        from rmqstore_cli.store.commitlog import AppendSpec
+        from rmqstore_cli.store.commitlog.append import AppendSpec
 
         if self.source is not None:
             yield from self.source

@@ -2,7 +2,7 @@
 
 :func:`walk_records` finds where records start (TOTALSIZE and MAGICCODE only:
 docs/format/commitlog.md#reading-a-commit-log-file); :class:`RecordBatch` gives every field
-position and length of those records at once; :func:`body_crcs` their body CRCs.
+position and length of those records at once (their body CRCs: :func:`~rmqstore_cli.store.crc.body_crcs`).
 ``check_message`` stays the single source of verdicts and reasons; every offset, size and
 dtype here comes from ``formats.commitlog``. The reference loop or its compiled twin is
 chosen by :data:`~rmqstore_cli.store.fastpaths.FAST_PATHS` (or forced by ``compiled``).
@@ -36,7 +36,6 @@ from rmqstore_cli.formats.commitlog import (
 )
 
 from rmqstore_cli.store.arrays import byte_rows, file_array, gather_field
-from rmqstore_cli.store.crc import crc32
 from rmqstore_cli.store.fastpaths import FAST_PATHS
 
 _V1_TOPIC_LENGTH, _V2_TOPIC_LENGTH = TOPIC_LENGTH[False], TOPIC_LENGTH[True]
@@ -137,15 +136,6 @@ class RecordBatch:
         for k, v in self.__dict__.items():
             out.__dict__[k] = v if k == "a" else v[idx]
         return out
-
-
-def body_crcs(buf, body_at: np.ndarray, body_len: np.ndarray) -> np.ndarray:
-    """``UtilAll#crc32`` of every body: ``crc32(body) & 0x7FFFFFFF`` (int64); ``body_len`` >= 0.
-    The broker stores 0 for an empty body, which this also gives (crc32 of nothing is 0)."""
-    mv = memoryview(buf)
-    n = len(body_at)
-    ends = (body_at + body_len).tolist()
-    return np.fromiter(map(crc32, map(mv.__getitem__, map(slice, body_at.tolist(), ends))), np.int64, n) & 0x7FFFFFFF
 
 
 # ---------------------------------------------------------------- the record walk

@@ -66,7 +66,7 @@ def dledger_dir(config) -> Path | None:
         raise StoreError(
             f"{len(found)} DLedger directories ({', '.join(p.name for p in found)})",
             path=root,
-            hint="pass --broker-conf with dLegerSelfId",
+            hint="pass ⟦broker_conf⟧ with dLegerSelfId",
         )
     return found[0] if found else None
 

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import struct
 
-INT_MIN = -(1 << 31)  # Integer.MIN_VALUE
+#: ``Integer.MIN_VALUE``: ``Math.abs`` leaves it negative, so ``IndexService#indexKeyHashMethod`` uses 0.
+INT_MIN = -(1 << 31)
 _UNITS = "H"  # UTF-16 code units: unsigned shorts (big-endian by the encoding below)
 
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 import numpy as np
 
 from rmqstore_cli.store.arrays import byte_rows, stable_argsort
-from rmqstore_cli.store.javahash import INT_MIN
 
 _INV31 = pow(31, -1, 1 << 32)  # 31 is odd, so invertible mod 2^32
 _POW: list[np.ndarray] = [np.ones(1, np.uint32), np.ones(1, np.uint32)]
@@ -222,7 +221,7 @@ def java_int(h: np.ndarray) -> np.ndarray:
 def index_hash(h: np.ndarray) -> np.ndarray:
     """``IndexFile#indexKeyHashMethod`` of uint32 hashCodes: ``abs``, ``Integer.MIN_VALUE`` -> 0 (int64)."""
     s = java_int(h)
-    return np.where(s == INT_MIN, 0, np.abs(s))
+    return np.where(s == np.iinfo(np.int32).min, 0, np.abs(s))  # Integer.MIN_VALUE: 0 (index_key_hash)
 
 
 def index_hashes(keys: list[bytes]) -> np.ndarray:

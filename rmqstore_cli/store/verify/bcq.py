@@ -23,12 +23,12 @@ from rmqstore_cli.formats.batch_queue import BATCH_CQ_UNIT_SIZE, COMPACTION_DIR,
 from rmqstore_cli.formats.commitlog import HEAD
 
 from rmqstore_cli.errors import StoreError
-from rmqstore_cli.store.batch_queue import BatchConsumeQueue, check_batch_unit, queue_type, topic_table
+from rmqstore_cli.store.batch_queue import BatchConsumeQueue, queue_type, topic_table
 from rmqstore_cli.store.commitlog import CommitLog, Status
 from rmqstore_cli.store.compaction import CompactionStore, parse_position_checkpoint, unexpected_stops
 from rmqstore_cli.store.mapped_files import queue_dirs
 from rmqstore_cli.store.message import Message
-from rmqstore_cli.store.unit_check import EXPIRED, MISMATCH
+from rmqstore_cli.store.unit_check import EXPIRED, MISMATCH, check_batch_unit
 from rmqstore_cli.store.verify.shared_walk import shared_facts
 
 BCQ_DIR = "batchconsumequeue"

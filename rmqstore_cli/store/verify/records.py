@@ -27,8 +27,8 @@ from rmqstore_cli.formats.commitlog import (
 from rmqstore_cli.formats.properties import parse_properties
 
 from rmqstore_cli.store.arrays import stable_argsort
-from rmqstore_cli.store.commitlog.bulk import RecordBatch, body_crcs
-from rmqstore_cli.store.crc import crc32
+from rmqstore_cli.store.commitlog.bulk import RecordBatch
+from rmqstore_cli.store.crc import body_crcs, crc32
 from rmqstore_cli.store.dispatch import InvalidForDispatch, compute_tags_code
 from rmqstore_cli.store.javahash import java_hash
 from rmqstore_cli.store.message import SCHEDULE_TOPIC

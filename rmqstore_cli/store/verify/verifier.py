@@ -269,7 +269,7 @@ class Verifier(
                 raise StoreError(
                     f"{label} files disagree on their size ({dict(sizes)}) and none is the majority",
                     path=cfg.root,
-                    hint="pass the broker's sizes or --broker-conf",
+                    hint="pass the broker's sizes or ⟦broker_conf⟧",
                 )
             setattr(cfg, attr, size)
             self.notes.append(f"{attr} = {size} inferred from the files")

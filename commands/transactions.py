@@ -1,0 +1,150 @@
+"""``rmqstore transactions``: what happened to the transactional messages, offline."""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Annotated
+
+import typer
+from rmqstore_cli.commands.common import (
+    AllowOddSizeOpt,
+    BrokerConfOpt,
+    CommitlogSizeOpt,
+    Fmt,
+    FormatOpt,
+    StoreOpt,
+    TzOpt,
+    command,
+    complete_topic,
+)
+from rmqstore_cli.commands.grammar import NowOpt, limit_option, note, warn
+
+EPILOG = """Examples:
+
+  rmqstore transactions --store ~/store --now 2026-11-20T04:00
+
+  rmqstore transactions --state pending --format jsonl | jq -c '{uniq_key, age_ms, check_times}'
+
+  rmqstore transactions --group tx-group --topic OrderTopic --format json | jq .summary
+"""
+
+
+class State(str, Enum):
+    pending = "pending"
+    committed = "committed"
+    rolled_back = "rolled-back"
+    discard = "discard"
+
+
+GROUP_COLUMNS = [("producer_group", "producer group", 40), ("topic", "topic", 40), ("committed", "committed")]
+GROUP_COLUMNS += [("rolled_back", "rolled back"), ("pending", "pending"), ("discard", "discard")]
+GROUP_COLUMNS += [("oldest", "oldest pending born"), ("max_check_times", "max checks")]
+TX_COLUMNS = [("producer_group", "producer group", 32), ("topic", "topic", 32), ("uniq_key", "uniq key")]
+TX_COLUMNS += [("kind", "kind"), ("state", "state"), ("age", "age"), ("checks", "checks")]
+TX_COLUMNS += [("half_offset", "half offset"), ("discard_reason", "discard reason")]
+
+
+def register(app: typer.Typer) -> None:
+    app.command("transactions", epilog=EPILOG)(transactions)
+
+
+@command
+def transactions(
+    state: Annotated[
+        list[State] | None, typer.Option("--state", help="Only transactions in this state (repeatable).")
+    ] = None,
+    topic: Annotated[
+        str | None, typer.Option("--topic", "-t", help="Only this real topic.", autocompletion=complete_topic)
+    ] = None,
+    group: Annotated[str | None, typer.Option("--group", "-g", help="Only this producer group.")] = None,
+    now: NowOpt = None,
+    limit: Annotated[int | None, limit_option("Print at most N transactions (the counts cover all).")] = None,
+    store: StoreOpt = None,
+    broker_conf: BrokerConfOpt = None,
+    commitlog_file_size: CommitlogSizeOpt = None,
+    allow_odd_size: AllowOddSizeOpt = False,
+    fmt: FormatOpt = Fmt.table,
+    tz: TzOpt = None,
+) -> None:
+    """Per producer group and topic: transactional messages committed, rolled back, pending or to be discarded.
+
+    Read from the commit log alone (mqadmin answers this only from a live broker): each
+    half message (RMQ_SYS_TRANS_HALF_TOPIC, TransactionalMessageBridge#parseHalfMessageInner)
+    is paired with the COMMIT record naming it (PREPAREDTRANSACTIONOFFSET,
+    EndTransactionProcessor) and the op record listing its half queue offset
+    (RMQ_SYS_TRANS_OP_HALF_TOPIC, TAGS d). Committed: a COMMIT record names it; rolled-back:
+    an op record ends it with no commit; pending: nothing ends it yet, so the broker checks
+    it back with the producer; discard: pending, but the broker's next check gives it up
+    (TransactionalMessageServiceImpl#needDiscard: its TRANSACTION_CHECK_TIMES reached
+    transactionCheckMax, from --broker-conf, default 15; #needSkip: born more than
+    fileReservedTime hours before --now). Halves re-put by the check (same UNIQ_KEY) count
+    as one transaction. Pre-4.3 PREPARED records in the real topic (kind prepared) are
+    paired with their COMMIT or ROLLBACK record. The table lists the groups, then the
+    transactions in --state (default: pending and discard). Exit 1 when no transaction
+    matches.
+
+    JSON fields: producer_group, topic, queue_id, uniq_key, state, kind (half, prepared),
+    half_offset, half_queue_offset, half_records, check_times, born_timestamp,
+    store_timestamp, age_ms, end_offset, op_offset, discard_reason (check-max,
+    file-reserved-time). jsonl ends with one {"summary": …} line (counts by state,
+    committed_without_op, ops_without_half, ends_without_prepare, bad_op_entries, now,
+    transaction_check_max, file_reserved_time, groups); json prints {"transactions": […],
+    "groups": […], "summary": …}.
+    """
+    from rmqstore_cli.commands.common import conf_path, load_config, warn_odd_files
+
+    from rmqstore_cli.api.store import open_store
+    from rmqstore_cli.errors import NotFound
+    from rmqstore_cli.render import safe_text
+
+    cfg = load_config(store, broker_conf, commitlog_file_size=commitlog_file_size)
+    states = "/".join(s.value for s in state) if state else None
+    with open_store(
+        cfg.root, conf_path(broker_conf), tz=tz, allow_odd_size=allow_odd_size, commitlog_file_size=commitlog_file_size
+    ) as st:
+        shown = states.split("/") if states else (["pending", "discard"] if fmt is Fmt.table else None)
+        rep = st.transactions(topic=topic, group=group, state=shown, now=now, limit=limit or None)
+        warn_odd_files(st.config)
+        for w in st.warnings:
+            warn(w)
+    if rep.summary["transactions"] == 0 or (states and rep.summary["matched"] == 0):
+        what = [f"{k} '{safe_text(v)}'" for k, v in (("group", group), ("topic", topic), ("state", states)) if v]
+        hint = "run without --group/--topic/--state to list them all" if what else None
+        raise NotFound("no transactional message" + " of " * bool(what) + " and ".join(what), path=cfg.root, hint=hint)
+    _render(fmt, rep, tz)
+    if rep.summary["shown"] < rep.summary["matched"]:
+        note(f"{rep.summary['matched'] - rep.summary['shown']} more transactions not shown (--limit)")
+
+
+def _render(fmt: Fmt, rep, tz: str | None) -> None:
+    import sys
+
+    from rmqstore_cli.render import Output, to_json
+    from rmqstore_cli.times import format_age, format_ms, parse_tz
+
+    if fmt is not Fmt.table:
+        lines = [rep.as_dict()] if fmt is Fmt.json else [t.as_dict() for t in rep.transactions]
+        sys.stdout.write("".join(to_json(d) + "\n" for d in lines + ([{"summary": rep.summary}] * (fmt is Fmt.jsonl))))
+        return
+    zone, s = parse_tz(tz), rep.summary
+    title = (
+        f"{s['store']}: {s['transactions']} transactions: {s['committed']} committed, {s['rolled_back']} rolled back, "
+        f"{s['pending']} pending, {s['discard']} to discard (transactionCheckMax {s['transaction_check_max']}, "
+        f"now {format_ms(s['now'], zone)})"
+    )
+    out = Output("table", GROUP_COLUMNS, title=title)
+    for g in rep.groups:
+        ts = g.oldest_pending_born_timestamp
+        out.emit({**g.as_dict(), "oldest": "" if ts is None else format_ms(ts, zone)})
+    out.close()
+    if rep.transactions:
+        sys.stdout.write("\n")
+        out = Output("table", TX_COLUMNS, title="transactions")
+        for t in rep.transactions:
+            age, checks = t.age_ms, t.check_times
+            age_text = "" if age is None else format_age(age)
+            checks_text = "" if checks is None else f"{checks}/{s['transaction_check_max']}"
+            out.emit({**t.as_dict(), "age": age_text, "checks": checks_text, "discard_reason": t.discard_reason or ""})
+        out.close()
+    if s["committed_without_op"]:
+        note(f"{s['committed_without_op']} committed transactions have no op record: the broker checks them back")
