@@ -5,28 +5,12 @@ from __future__ import annotations
 import os
 import sys
 from enum import Enum
-from pathlib import Path
 from typing import Annotated
 
 import typer
-from rmqstore_cli.commands.common import (
-    BrokerConfOpt,
-    CommitlogSizeOpt,
-    CqSizeOpt,
-    Engine,
-    EngineOpt,
-    Fmt,
-    FormatOpt,
-    IndexMaxOpt,
-    IndexSlotsOpt,
-    SparkConfOpt,
-    SparkMasterOpt,
-    SparkVerboseOpt,
-    StoreGlobOpt,
-    StoresOpt,
-    command,
-    work_done,
-)
+from rmqstore_cli.commands import options as opt
+from rmqstore_cli.commands.common import command, pick_stores, work_done
+from rmqstore_cli.commands.grammar import option_of, say, warn
 
 # one example a line (tests/docs/test_docs.py parses each line as a command)
 EPILOG = "\n\n".join(
@@ -64,9 +48,9 @@ def export(
             ),
         ),
     ],
-    store: StoresOpt = None,
-    store_glob: StoreGlobOpt = None,
-    engine: EngineOpt = Engine.local,
+    store: opt.StoresOpt = None,
+    store_glob: opt.StoreGlobOpt = None,
+    engine: opt.EngineOpt = opt.Engine.local,
     body: Annotated[bool, typer.Option("--body/--no-body", help="Include message bodies (stored bytes).")] = False,
     compression: Annotated[
         Codec,
@@ -75,15 +59,16 @@ def export(
         ),
     ] = Codec.snappy,
     overwrite: Annotated[bool, typer.Option(help="Replace an existing, non-empty output directory.")] = False,
-    spark_master: SparkMasterOpt = None,
-    spark_conf: SparkConfOpt = None,
-    verbose: SparkVerboseOpt = False,
-    broker_conf: BrokerConfOpt = None,
-    commitlog_file_size: CommitlogSizeOpt = None,
-    cq_file_size: CqSizeOpt = None,
-    index_slots: IndexSlotsOpt = None,
-    index_max: IndexMaxOpt = None,
-    fmt: FormatOpt = Fmt.table,
+    spark_master: opt.SparkMasterOpt = None,
+    spark_conf: opt.SparkConfOpt = None,
+    verbose: opt.SparkVerboseOpt = False,
+    broker_conf: opt.BrokerConfOpt = None,
+    commitlog_file_size: opt.CommitlogSizeOpt = None,
+    cq_file_size: opt.CqSizeOpt = None,
+    index_slots: opt.IndexSlotsOpt = None,
+    index_max: opt.IndexMaxOpt = None,
+    fmt: opt.FormatOpt = opt.Fmt.table,
+    quiet: opt.QuietOpt = False,
 ) -> None:
     """Export commit-log messages as a Parquet dataset for Spark SQL forensics across a fleet.
 
@@ -103,85 +88,37 @@ def export(
     whose summary then cannot be (stdout full, closed, a pipe cut) is exit 6.
     """
 
-    from rmqstore_cli.commands.common import pick_stores
-
-    from rmqstore_cli.errors import UsageError
+    from rmqstore_cli.errors import RmqstoreError
     from rmqstore_cli.pipeline import export_run
-    from rmqstore_cli.pipeline.stores import file_tasks, hadoop_uri, local_path
-    from rmqstore_cli.render import print_summary, safe_text
+    from rmqstore_cli.pipeline.stores import file_tasks
+    from rmqstore_cli.render import print_summary
     from rmqstore_cli.times import now_ms
 
     export_run.require_parquet()  # a plain `pip install .` has no pyarrow: say which extra brings it, before any work
-    if hadoop_uri(output):
-        if engine is not Engine.spark:
-            raise UsageError(
-                f"--output {output} is a Hadoop file system URI, which only --engine spark writes to",
-                hint="pass --engine spark, or a local (or mounted) directory",
-            )
-    else:
-        output = local_path(output)
-        _check_output_dir(output)
-        if output.exists() and any(output.iterdir()) and not overwrite:
-            raise UsageError(f"output directory {output} is not empty", hint="pass --overwrite to replace it")
+    spark = (spark_master, spark_conf, verbose) if engine is opt.Engine.spark else None
+    output = export_run.check_output(output, spark is not None, overwrite)
     sizes = dict(
         mapped_file_size_commit_log=commitlog_file_size,
         mapped_file_size_consume_queue=cq_file_size,
         max_hash_slot_num=index_slots,
         max_index_num=index_max,
     )
-    stores = pick_stores(store, store_glob, broker_conf, sizes)
+    stores = pick_stores(store, store_glob, broker_conf, sizes, quiet=quiet)
     tasks = file_tasks(stores, body)
     t0 = now_ms()
-    if engine is Engine.spark:
-        try:
-            from rmqstore_cli.pipeline import spark as sp
-        except ImportError:
-            raise UsageError("the spark engine needs PySpark", hint="pip install 'rmqstore[spark]'") from None
-        result = sp.run_job(sp.export, spark_master, spark_conf, verbose, tasks, output, compression.value, overwrite)
+    if spark is not None:
+        result = export_run.run_spark(tasks, output, compression.value, overwrite, spark)
     else:
-        import importlib
-
-        try:
-            importlib.import_module("rmqstore_cli.pipeline.local")
-        except ImportError:
-            raise UsageError("export needs pyarrow", hint="pip install 'rmqstore[spark]'") from None
-        from rmqstore_cli.errors import RmqstoreError
-
-        export_run.make_output_dir(output)
+        export_run.start_local(output)
         try:
             result = export_run.write_local(tasks, output, compression.value)
         except RmqstoreError as e:  # the output's fault (exit 5), or raised while pyarrow's threads pulled the batches
             _die_after_pyarrow(e)
     work_done(f"the dataset in {output} is complete")
-    for s in result["unreadable"]:
-        print(
-            safe_text(
-                f"rmqstore: warning: {s['store']}: {s['detail']} at offset {s['offset']} ({s['file']}); "
-                "the rest of that file was skipped"
-            ),
-            file=sys.stderr,
-        )
-    print_summary(
-        fmt.value,
-        export_run.summary(output, engine.value, len(stores), tasks, result, (now_ms() - t0) / 1000),
-        "exported",
-    )
-
-
-def _check_output_dir(output: Path) -> None:
-    """``--output`` must be a directory or be creatable as one: a file there (or in place
-    of one of its parents) is a usage error, not a traceback from the writer."""
-    from rmqstore_cli.errors import UsageError
-    from rmqstore_cli.pipeline.export_run import output_blocker
-
-    p = output_blocker(output)
-    if p is not None:
-        what = "--output" if p == output else f"--output's parent {p}"
-        raise UsageError(
-            f"{what} is a file, where the dataset's directory belongs",
-            path=p,
-            hint="pass a directory (it is created if missing)",
-        )
+    for s in [] if quiet else result["unreadable"]:
+        warn(f"{s['store']}: {s['detail']} at offset {s['offset']} ({s['file']}); the rest of that file was skipped")
+    seconds = (now_ms() - t0) / 1000
+    print_summary(fmt.value, export_run.summary(output, engine.value, len(stores), tasks, result, seconds), "exported")
 
 
 def _die_after_pyarrow(error) -> None:
@@ -189,12 +126,9 @@ def _die_after_pyarrow(error) -> None:
     (its own write error, or ours raised in the batches it pulls), its threads still hold
     the batch generator, and a normal interpreter exit then aborts in ``PyGILState_Release``
     (SIGABRT, a page of 'Fatal Python error'): so no clean-up runs."""
-    from rmqstore_cli.commands.grammar import option_of
-
     from rmqstore_cli import stdio
-    from rmqstore_cli.render import safe_text
 
-    print(f"rmqstore: error: {safe_text(error.describe(option_of))}", file=sys.stderr)
+    say("error", error.describe(option_of))
     stdio.finish()
     sys.stderr.flush()
     os._exit(error.exit_code)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -13,9 +12,11 @@ from rmqstore_cli.commands.common import (
     CqSizeOpt,
     Fmt,
     FormatOpt,
+    QuietOpt,
     StoreOpt,
     command,
 )
+from rmqstore_cli.commands.grammar import note
 
 EPILOG = """Examples:
 
@@ -42,21 +43,6 @@ length, size, records, data_end, dropped, blank, action, note, dry_run and done
 (schemas/repair-action.json).
 """
 
-TABLE_KEYS = (
-    "file",
-    "kind",
-    "last",
-    "length",
-    "size",
-    "records",
-    "data_end",
-    "dropped",
-    "blank",
-    "action",
-    "note",
-    "done",
-)
-
 
 def register(app: typer.Typer) -> None:
     app.command("repair", epilog=EPILOG)(repair)
@@ -80,6 +66,7 @@ def repair(
     cq_file_size: CqSizeOpt = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", "-n", help="Say what would be written; write nothing.")] = False,
     fmt: FormatOpt = Fmt.table,
+    quiet: QuietOpt = False,
 ) -> None:
     """Mend a commit-log file the broker would not load, keeping every good message.
 
@@ -102,40 +89,17 @@ def repair(
     """
     from rmqstore_cli.commands.common import load_config, work_done
 
-    from rmqstore_cli.store.lock import StoreLock, check_lock_file, lock_holder, refuse_if_live
-    from rmqstore_cli.store.repair import apply_pad, plan_pad
+    from rmqstore_cli.job_reports import print_repair
+    from rmqstore_cli.store.repair import run_pad
 
-    cfg = load_config(store, broker_conf, commitlog_file_size, cq_file_size)
-    root = cfg.root
-    lock = StoreLock(root, hint="a broker or another rmqstore command is starting; try again later")
-    if dry_run:  # only reads
-        check_lock_file(root)
-        live = lock_holder(root)
-        if live is not None:
-            print(
-                f"rmqstore: note: a live broker (pid {live}) holds the store's lock; --dry-run only reads",
-                file=sys.stderr,
-            )
-    else:
-        refuse_if_live(root, hint="stop the broker, or repair a copy; --dry-run says what would be written")
-        lock.acquire()
-    try:
-        plan = plan_pad(cfg, pad)
-        if not dry_run:
-            apply_pad(cfg, plan)
-            if plan.action == "pad":
-                work_done(f"{plan.file} is rewritten and in place (verify checks it)")
-    finally:
-        lock.release()
+    def live_said(pid: int) -> None:
+        if not quiet:
+            note(f"a live broker (pid {pid}) holds the store's lock; --dry-run only reads")
+
+    def done(plan) -> None:
+        work_done(f"{plan.file} is rewritten and in place (verify checks it)")
+
+    cfg = load_config(store, broker_conf, commitlog_file_size, cq_file_size, quiet=quiet)
+    plan = run_pad(cfg, pad, dry_run, live_said, done)
     record = {**plan.as_dict(), "dry_run": dry_run, "done": not dry_run and plan.action == "pad"}
-    _print(fmt, record)
-
-
-def _print(fmt: Fmt, record: dict) -> None:
-    from rmqstore_cli.render import print_summary, to_json
-
-    if fmt is Fmt.table:
-        title = "repair --pad" + (" (dry run)" if record["dry_run"] else "")
-        print_summary("table", {k: record[k] for k in TABLE_KEYS}, title=title)
-        return
-    sys.stdout.write(to_json(record) + "\n")
+    print_repair(fmt.value, record)

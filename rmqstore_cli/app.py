@@ -13,7 +13,7 @@ from typer._click.utils import make_default_short_help
 from typer.core import TyperGroup
 
 from rmqstore_cli import __version__
-from rmqstore_cli.commands import common
+from rmqstore_cli.commands import exits
 
 #: Each command: its name, its module under ``commands/`` and the first paragraph of its help,
 #: in the order ``--help`` lists them. ``rmqstore --help`` prints these summaries without
@@ -157,7 +157,7 @@ def _global(
         bool | None, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
     ] = None,
 ) -> None:
-    common.STATE["debug"] = debug
+    exits.STATE["debug"] = debug
 
 
 def _examples_unwrapped(epilog: str | None) -> str | None:
@@ -195,7 +195,7 @@ def main() -> None:
 
 def _run() -> int:
     """Run the command line; its exit code. Output faults outside a command (help,
-    --version, a usage error's help) end as a command's do (commands.common.output_fault)."""
+    --version, a usage error's help) end as a command's do (commands.exits.output_fault)."""
     from rmqstore_cli import stdio
 
     if "_RMQSTORE_COMPLETE" in os.environ:  # shell completion (completions/): only then load it
@@ -216,7 +216,7 @@ def _run() -> int:
         if code == 0:  # an error already said keeps its code: stdio.finish flushes what is left quietly
             stdio.flush()
     except stdio.OutputFault as e:
-        return common.output_fault(e)
+        return exits.output_fault(e)
     return code
 
 

@@ -387,7 +387,7 @@ def console():
         # piped tables (less, files) get room for a msgId instead of 80 folded columns
         width = None if sys.stdout.isatty() else int(os.environ.get("COLUMNS", "0") or 0) or 200
         # a write that fails (full, closed, a pipe's reader gone) raises stdio.OutputFault, not
-        # the BrokenPipeError rich handles itself: every format ends the same way (commands.common)
+        # the BrokenPipeError rich handles itself: every format ends the same way (commands.exits)
         _console = Console(highlight=False, no_color=bool(os.environ.get("NO_COLOR")), soft_wrap=False, width=width)
     return _console
 

@@ -15,7 +15,7 @@ whatever a C library or the JVM writes there.
 * ``sys.stdout`` writes through a :class:`_Sink` that turns any write failure (full,
   I/O error, bad descriptor, closed at start-up, a pipe's reader gone) into one
   :class:`OutputFault`, raised once; after it every write is dropped, so nothing fails
-  again, at exit or anywhere else. ``commands.common.command`` maps the fault to the
+  again, at exit or anywhere else. ``commands.exits.command`` maps the fault to the
   documented exit code (README "Exit codes");
 * ``sys.stderr`` never raises and never lands on stdout: a full or closed stderr drops
   the text, and the exit code still says what happened.

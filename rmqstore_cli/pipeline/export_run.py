@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from rmqstore_cli.errors import OutputError, UsageError
+from rmqstore_cli.errors import OutputError, UsageError, setting
 from rmqstore_cli.pipeline.stores import FileTask
 
 
@@ -67,3 +67,52 @@ def summary(
         "unreadable_ranges": len(result["unreadable"]),
         "seconds": round(seconds, 3),
     }
+
+
+def check_output(output: str, spark: bool, overwrite: bool) -> str | Path:
+    """``--output`` checked before any work: a Hadoop file system URI only on Spark; a
+    directory that is, or can be made, one (a file there or in place of a parent is a usage
+    error, not a traceback from the writer), empty unless ``overwrite``. Returns the output
+    (a local one as a path)."""
+    from rmqstore_cli.pipeline.stores import hadoop_uri, local_path
+
+    if hadoop_uri(output):
+        if not spark:
+            raise UsageError(
+                f"{setting('output')} {output} is a Hadoop file system URI, which only "
+                f"{setting('engine')} spark writes to",
+                hint=f"pass {setting('engine')} spark, or a local (or mounted) directory",
+            )
+        return output
+    path = local_path(output)
+    p = output_blocker(path)
+    if p is not None:
+        what = "--output" if p == path else f"--output's parent {p}"
+        raise UsageError(
+            f"{what} is a file, where the dataset's directory belongs",
+            path=p,
+            hint="pass a directory (it is created if missing)",
+        )
+    if path.exists() and any(path.iterdir()) and not overwrite:
+        raise UsageError(f"output directory {path} is not empty", hint=f"pass {setting('overwrite')} to replace it")
+    return path
+
+
+def run_spark(tasks: list[FileTask], output: Any, compression: str, overwrite: bool, spark: tuple) -> dict[str, Any]:
+    """The export on Spark (``spark``: master, conf, verbose): one task per commit-log file."""
+    try:
+        from rmqstore_cli.pipeline import spark as sp
+    except ImportError:
+        raise UsageError("the spark engine needs PySpark", hint="pip install 'rmqstore[spark]'") from None
+    return sp.run_job(sp.export, *spark, tasks, output, compression, overwrite)
+
+
+def start_local(output: Path) -> None:
+    """Before the local export: pyarrow's writer there, and the output directory made."""
+    import importlib
+
+    try:
+        importlib.import_module("rmqstore_cli.pipeline.local")
+    except ImportError:
+        raise UsageError("export needs pyarrow", hint="pip install 'rmqstore[spark]'") from None
+    make_output_dir(output)

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from rmqstore_cli.errors import RmqstoreError
+from rmqstore_cli.errors import RmqstoreError, setting
 from rmqstore_cli.store import cleanup
 from rmqstore_cli.store.config import StoreConfig
 
@@ -164,3 +164,66 @@ def record(journal: Any, summary: dict[str, Any]) -> str | None:
         summary["journal"] = None
         return str(journal.error)
     return None
+
+
+def failure(problems: list[Any], error: RmqstoreError | None, verbose: bool) -> RmqstoreError | None:
+    """The error that ends a run which had to leave files alone (exit 3): the one that stopped
+    it, its hint counting the others; one file's own error; several files' count, kinds and
+    first file. None when the run completed. ``verbose``: the files are listed elsewhere."""
+    from rmqstore_cli.errors import StoreError
+
+    if error is not None:
+        if problems:
+            more = f"{len(problems)} other file{'s' if len(problems) != 1 else ''} left alone" + (
+                "" if verbose else " (--verbose lists them)"
+            )
+            error.hint = f"{error.hint}; {more}" if error.hint else more
+        return error
+    if len(problems) == 1:
+        p = problems[0]
+        return StoreError(
+            p.message,
+            path=p.path,
+            hint="files before it were handled; move it away or fix the size options, then run again",
+        )
+    if problems:
+        return _problems_error(problems, verbose)
+    return None
+
+
+#: Why a file was left alone (cleanup's messages), as (one, several, all of them) for the error line.
+PROBLEM_KINDS = (
+    ("is a symlink", ("symlink", "symlinks", "symlinks, not store files")),
+    ("not a regular file", ("not a regular file", "not regular files", "not regular files")),
+    ("bytes, expected", ("of the wrong size", "of the wrong size", "of the wrong size")),
+    ("lies outside", ("outside its directory", "outside their directories", "outside their directories")),
+    ("not a store file name", ("misnamed", "misnamed", "misnamed")),
+)
+
+
+def _problem_kind(message: str) -> tuple[str, str, str]:
+    return next((k for needle, k in PROBLEM_KINDS if needle in message), ("unreadable",) * 3)
+
+
+def _problems_error(problems: list[Any], verbose: bool) -> RmqstoreError:
+    """Several files left alone: one line with the count, the kinds and the first file."""
+    from collections import Counter
+
+    from rmqstore_cli.errors import StoreError
+
+    kinds = Counter(_problem_kind(p.message) for p in problems)
+    n = len(problems)
+    if len(kinds) == 1:
+        what = f"{n} files are {next(iter(kinds))[2]}"
+    else:
+        what = (
+            f"{n} files could not be proven store files ("
+            + ", ".join(f"{c} {one if c == 1 else several}" for (one, several, _), c in kinds.items())
+            + ")"
+        )
+    return StoreError(
+        f"{what}; left alone",
+        path=f"first: {problems[0].path}",
+        hint="files before them were handled; move them away or fix the size options, then run "
+        "again" + ("" if verbose else f" ({setting('verbose')} lists each)"),
+    )

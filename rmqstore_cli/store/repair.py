@@ -41,7 +41,7 @@ from pathlib import Path
 
 from rmqstore_cli.formats.commitlog import END_FILE_MIN_BLANK_LENGTH, MAGIC_V1, MAGIC_V2, PREFIX_FORMAT, RecordPrefix
 
-from rmqstore_cli.errors import RefusedError, UsageError
+from rmqstore_cli.errors import RefusedError, UsageError, setting
 from rmqstore_cli.store.commitlog import Status, blank_record, check_message
 
 _PREFIX_SIZE = RecordPrefix.sizeof()  # TOTALSIZE and MAGICCODE: what a cut may leave less of
@@ -307,3 +307,31 @@ def pad_command(root: Path, size: int, path: Path, queue: str | None = None) -> 
         f"{pad} && rmqstore rebuild-index --store {q(str(root))} --cq-file-size {size} --in-place --only cq "
         f"--topic {q(queue)}"
     )
+
+
+def run_pad(config, path: Path, dry_run: bool, live_said=None, done=None) -> PadPlan:
+    """``repair --pad``: the plan for ``path`` and, unless ``dry_run``, the file rewritten,
+    under the store's lock (a live broker refused). A dry run only reads, so it goes on under
+    a live broker: ``live_said(pid)`` is told first. ``done(plan)`` is called once a padded
+    file is in place, before the lock is released."""
+    from rmqstore_cli.store.lock import StoreLock, check_lock_file, lock_holder, refuse_if_live
+
+    root = config.root
+    lock = StoreLock(root, hint="a broker or another rmqstore command is starting; try again later")
+    if dry_run:  # only reads
+        check_lock_file(root)
+        live = lock_holder(root)
+        if live is not None and live_said is not None:
+            live_said(live)
+    else:
+        refuse_if_live(root, hint=f"stop the broker, or repair a copy; {setting('dry_run')} says what would be written")
+        lock.acquire()
+    try:
+        plan = plan_pad(config, path)
+        if not dry_run:
+            apply_pad(config, plan)
+            if plan.action == "pad" and done is not None:
+                done(plan)
+    finally:
+        lock.release()
+    return plan

@@ -291,10 +291,10 @@ def generated(request, tmp_path_factory):
     """``generate --dledger``, or a plain store then ``generate --append --dledger`` (divided)."""
     store = tmp_path_factory.mktemp("gen") / "store"
     if request.param == "divided":
-        assert cli("generate", "--store", store, "-n", "400", *SMALL).exit_code == 0
-        r = cli("generate", "--store", store, "--append", "--dledger", "-n", "400", "--seed", "3")
+        assert cli("generate", "--store", store, "-m", "400", *SMALL).exit_code == 0
+        r = cli("generate", "--store", store, "--append", "--dledger", "-m", "400", "--seed", "3")
     else:
-        r = cli("generate", "--store", store, "--dledger", "-n", "800", *SMALL)
+        r = cli("generate", "--store", store, "--dledger", "-m", "800", *SMALL)
     assert r.exit_code == 0, r.stderr
     return store, request.param
 
@@ -345,9 +345,9 @@ def test_generated_store_verifies_and_rebuilds_byte_for_byte(generated, tmp_path
 
 def test_generate_append_continues_entry_index_and_term(tmp_path):
     store = tmp_path / "s"
-    assert cli("generate", "--store", store, "--dledger", "-n", "100", *SMALL).exit_code == 0
+    assert cli("generate", "--store", store, "--dledger", "-m", "100", *SMALL).exit_code == 0
     (store / "dledger-n0" / "currterm").write_text("voteLeader=n0\ncurrTerm=4\n")  # a new leader's term
-    assert cli("generate", "--store", store, "--append", "-n", "100", "--seed", "5").exit_code == 0
+    assert cli("generate", "--store", store, "--append", "-m", "100", "--seed", "5").exit_code == 0
     recs = [r for r in _jsonl("dump-commitlog", "--store", store) if "dledger_index" in r]
     assert [r["dledger_index"] for r in recs] == list(range(len(recs)))
     terms = [r["dledger_term"] for r in recs]
@@ -377,8 +377,8 @@ def test_expire_divided_store_deletes_only_the_old_log_last_file_too(tmp_path):
     """``DLedgerCommitLog#deleteExpiredFile``: old files expire (the last one too), DLedger's
     data files wait until the old log is gone (``disableDeleteDledger``)."""
     store = tmp_path / "s"
-    assert cli("generate", "--store", store, "-n", "300", *SMALL).exit_code == 0
-    assert cli("generate", "--store", store, "--append", "--dledger", "-n", "300").exit_code == 0
+    assert cli("generate", "--store", store, "-m", "300", *SMALL).exit_code == 0
+    assert cli("generate", "--store", store, "--append", "--dledger", "-m", "300").exit_code == 0
     old = sorted((store / "commitlog").iterdir())
     data = sorted((store / "dledger-n0" / "data").iterdir())
     _age([*old, *data], 1000)
@@ -394,7 +394,7 @@ def test_expire_divided_store_deletes_only_the_old_log_last_file_too(tmp_path):
 def test_expire_dledger_data_files_keep_fileReservedTime_plus_one_hour(tmp_path):
     """``DLedgerCommitLog``: ``fileReservedHours = fileReservedTime + 1``; never the newest file."""
     store = tmp_path / "s"
-    assert cli("generate", "--store", store, "--dledger", "-n", "600", *SMALL).exit_code == 0
+    assert cli("generate", "--store", store, "--dledger", "-m", "600", *SMALL).exit_code == 0
     data = sorted((store / "dledger-n0" / "data").iterdir())
     assert len(data) >= 4
     _age(data[:2], 73.5)
@@ -470,7 +470,7 @@ def test_storePathDLedgerCommitLog_puts_the_data_elsewhere(tmp_path):
         "mappedFileSizeCommitLog=65536\nmappedFileSizeConsumeQueue=2000\nmaxHashSlotNum=64\nmaxIndexNum=400\n"
     )
     store = tmp_path / "store"
-    assert cli("generate", "--store", store, "--broker-conf", conf, "-n", "300").exit_code == 0
+    assert cli("generate", "--store", store, "--broker-conf", conf, "-m", "300").exit_code == 0
     assert len(list((tmp_path / "disk2").iterdir())) >= 2 and not (store / "dledger-n3" / "data").exists()
     assert sorted(p.name for p in (store / "dledger-n3").iterdir()) == ["checkpoint", "currterm", "index"]
     assert cli("verify", "--store", store, "--broker-conf", conf).exit_code == 0

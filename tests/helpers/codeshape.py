@@ -31,6 +31,7 @@ OUTPUT = tuple(
     f"rmqstore_cli.{m}"
     for m in (
         "render",
+        "job_reports",
         "render_commitlog",
         "render_cq",
         "render_lookup",

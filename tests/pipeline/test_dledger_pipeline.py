@@ -20,8 +20,8 @@ def stores(sample_tarball, tmp_path_factory):
     d = sample_tarball("dledger")
     divided = tmp_path_factory.mktemp("dl") / "divided"
     small = ("--commitlog-file-size", "65536", "--cq-file-size", "2000", "--index-slots", "64", "--index-max", "400")
-    assert cli("generate", "--store", divided, "-n", "500", *small).exit_code == 0
-    assert cli("generate", "--store", divided, "--append", "--dledger", "-n", "500", "--seed", "4").exit_code == 0
+    assert cli("generate", "--store", divided, "-m", "500", *small).exit_code == 0
+    assert cli("generate", "--store", divided, "--append", "--dledger", "-m", "500", "--seed", "4").exit_code == 0
     return {"sample": (d / "store", d / "broker.conf"), "divided": (divided, None)}
 
 

@@ -1,0 +1,125 @@
+"""The options several commands declare alike (docs/conventions.md): the store, broker.conf,
+the output format, the file sizes, several stores and the Spark engine."""
+
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+STORE_HELP = (
+    "Store root directory (storePathRootDir), taken as a path (never a pattern). Without it: "
+    "--broker-conf's storePathRootDir, else $RMQSTORE_STORE, else $RMQSTORE_BROKER_CONF's "
+    "storePathRootDir, else ~/store; stderr names the one used."
+)
+StoreOpt = Annotated[Path | None, typer.Option("--store", "-s", show_default=False, help=STORE_HELP)]
+BrokerConfOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--broker-conf",
+        show_default=False,
+        help="The broker's broker.conf (default $RMQSTORE_BROKER_CONF): sizes, paths and rules are read from it as "
+        "the broker would; its storePathRootDir is the store when --store is not given.",
+    ),
+]
+
+
+class Fmt(str, Enum):
+    table = "table"
+    jsonl = "jsonl"
+    json = "json"
+
+
+FormatOpt = Annotated[Fmt, typer.Option("--format", "-f", help="Output: table for people, jsonl or json for scripts.")]
+#: The size options are Java ints in the broker's MessageStoreConfig.
+JAVA_INT_MAX = (1 << 31) - 1
+TzOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--tz", help="Time zone for shown times and index file names (IANA name, UTC, +08:00); default local."
+    ),
+]
+CommitlogSizeOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--commitlog-file-size", help="mappedFileSizeCommitLog, if not in --broker-conf.", min=4096, max=JAVA_INT_MAX
+    ),
+]
+CqSizeOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--cq-file-size", help="mappedFileSizeConsumeQueue, if not in --broker-conf.", min=20, max=JAVA_INT_MAX
+    ),
+]
+IndexSlotsOpt = Annotated[
+    int | None,
+    typer.Option("--index-slots", help="maxHashSlotNum, if not in --broker-conf.", min=1, max=JAVA_INT_MAX),
+]
+IndexMaxOpt = Annotated[
+    int | None, typer.Option("--index-max", help="maxIndexNum, if not in --broker-conf.", min=2, max=JAVA_INT_MAX)
+]
+AllowOddSizeOpt = Annotated[
+    bool,
+    typer.Option(
+        "--allow-odd-size",
+        help="Read the store even if some commit-log or consume-queue files are not the "
+        "configured (or inferred) size, as after a torn copy: each such file is read up to its real length, "
+        "with a warning naming it. Without it such a store is refused, as the broker refuses to load it.",
+    ),
+]
+
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="Nothing on stderr but errors.")]
+
+# Several stores and the Spark engine (verify, rebuild-index, export)
+StoresOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--store", "-s", metavar="<path>", show_default=False, help=STORE_HELP[:-1] + "; repeat it for several stores."
+    ),
+]
+StoreGlobOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--store-glob",
+        metavar="<pattern>",
+        show_default=False,
+        help="Every directory matching this shell pattern (*, ?, [...]; a leading ~ is your home) is a store, in "
+        "sorted order, after the --store ones; repeatable. A pattern matching no directory is a usage error.",
+    ),
+]
+
+
+class BrokerVersion(str, Enum):
+    """The broker versions whose rules differ where the bytes do not tell them apart."""
+
+    v49 = "4.9"
+    v5 = "5"
+
+
+class VerifyBrokerVersion(str, Enum):
+    """verify's versions: 5.0-5.3.1 and 5.3.2+ recover a cleanly stopped store differently
+    (``CommitLog#recoverNormally@rocketmq-all-5.3.2``); "5" is 5.3.2 and later."""
+
+    v49 = "4.9"
+    v531 = "5.3.1"
+    v5 = "5"
+
+
+class Engine(str, Enum):
+    local = "local"
+    spark = "spark"
+
+
+EngineOpt = Annotated[Engine, typer.Option(help="local (this process) or spark (PySpark).")]
+SparkMasterOpt = Annotated[
+    str | None,
+    typer.Option(
+        show_default="local[*]",
+        help="Spark master: local[*], local[N], spark://…, yarn, k8s://…, or a running Spark Connect server "
+        "sc://HOST:PORT (under spark-submit: its --master).",
+    ),
+]
+SparkConfOpt = Annotated[list[str] | None, typer.Option(help="Spark setting KEY=VALUE (repeatable).")]
+SparkVerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="Let Spark log (quiet by default).")]
