@@ -16,7 +16,7 @@ from rmqstore_cli.commands.common import (
     command,
     work_done,
 )
-from rmqstore_cli.commands.generate_checks import check_5x_topics, check_version
+from rmqstore_cli.commands.generate_checks import check_5x_topics, check_outcomes, check_version
 from rmqstore_cli.commands.grammar import renamed, say, warn
 
 # one example a line (tests/docs/test_docs.py parses each line as a command)
@@ -129,6 +129,7 @@ def generate(
         compaction_run, from_jsonl, workload,
     )  # fmt: skip
     check_version(broker_version)
+    check_outcomes(transaction_outcomes)
     check_5x_topics(broker_version, topics, bcq_topics, compaction_topics or compaction_run, not job.new_store)
     zone = parse_tz(tz)
     cfg, existing = generate_run.prepare(job)

@@ -28,3 +28,12 @@ def check_5x_topics(
         )
     if compaction_topics is True:
         raise UsageError("--compaction-run needs --compaction-topics")
+
+
+def check_outcomes(text: str | None) -> None:
+    """``--transaction-outcomes`` refused before any file is written (the writer lays down
+    the store's first files: checkpoint, config, lock)."""
+    if text is not None:
+        from rmqstore_cli.store.producer import parse_outcomes
+
+        parse_outcomes(text)

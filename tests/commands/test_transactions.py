@@ -242,3 +242,9 @@ def test_a_5x_store_writes_op_bodies_as_5x_does(tmp_path):
     rows, summary, _ = answer(store, "--now", str(START))
     assert {key(x): x["state"] for x in rows} == pair(records, START)
     assert summary["bad_op_entries"] == 0 and summary["rolled_back"] > 0
+
+
+def test_bad_outcomes_are_refused_before_anything_is_written(tmp_path):
+    r = cli("generate", "--store", tmp_path / "s", "--transaction-outcomes", "1:x:1")
+    assert r.exit_code == 2 and "--transaction-outcomes" in r.stderr
+    assert not (tmp_path / "s").exists()
