@@ -88,7 +88,7 @@ def consumer_progress(
     queues, lag, no_queue.
     """
     from rmqstore_cli.commands.common import open_store
-    from rmqstore_cli.commands.grammar import warn
+    from rmqstore_cli.commands.lines import warn
 
     from rmqstore_cli import reports
     from rmqstore_cli.errors import NotFound

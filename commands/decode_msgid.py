@@ -18,7 +18,8 @@ from rmqstore_cli.commands.common import (
     TzOpt,
     command,
 )
-from rmqstore_cli.commands.grammar import NowOpt, clock, note, say
+from rmqstore_cli.commands.grammar import NowOpt, clock
+from rmqstore_cli.commands.lines import note, say
 
 from rmqstore_cli.errors import NotFound, UsageError
 

@@ -8,7 +8,8 @@ from typing import Annotated
 
 import typer
 from rmqstore_cli.commands.common import BrokerConfOpt, Fmt, FormatOpt, command, conf_path, no_such_topic
-from rmqstore_cli.commands.grammar import limit_option, note, warn
+from rmqstore_cli.commands.grammar import limit_option
+from rmqstore_cli.commands.lines import note, warn
 
 EPILOG = """Examples:
 

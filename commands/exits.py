@@ -8,7 +8,8 @@ import errno
 import functools
 
 import typer
-from rmqstore_cli.commands.grammar import option_of, say
+from rmqstore_cli.commands.grammar import option_of
+from rmqstore_cli.commands.lines import say
 
 from rmqstore_cli.errors import FileSizeError, RmqstoreError
 

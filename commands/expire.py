@@ -18,7 +18,8 @@ from rmqstore_cli.commands.common import (
     load_config,
     work_done,
 )
-from rmqstore_cli.commands.grammar import NowOpt, note, say, warn
+from rmqstore_cli.commands.grammar import NowOpt
+from rmqstore_cli.commands.lines import note, say, warn
 
 EPILOG = """Examples:
 

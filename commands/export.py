@@ -10,7 +10,8 @@ from typing import Annotated
 import typer
 from rmqstore_cli.commands import options as opt
 from rmqstore_cli.commands.common import command, pick_stores, work_done
-from rmqstore_cli.commands.grammar import option_of, say, warn
+from rmqstore_cli.commands.grammar import option_of
+from rmqstore_cli.commands.lines import say, warn
 
 # one example a line (tests/docs/test_docs.py parses each line as a command)
 EPILOG = "\n\n".join(

@@ -17,7 +17,8 @@ from rmqstore_cli.commands.common import (
     work_done,
 )
 from rmqstore_cli.commands.generate_checks import check_5x_topics, check_outcomes, check_version
-from rmqstore_cli.commands.grammar import renamed, say, warn
+from rmqstore_cli.commands.grammar import renamed
+from rmqstore_cli.commands.lines import say, warn
 
 # one example a line (tests/docs/test_docs.py parses each line as a command)
 EPILOG = "\n\n".join(

@@ -10,11 +10,11 @@ accepted, hidden from ``--help``, and says once on stderr what to type instead
 
 from __future__ import annotations
 
-import sys
 from enum import Enum
 from typing import Annotated, Any
 
 import typer
+from rmqstore_cli.commands.lines import note
 
 from rmqstore_cli.errors import UsageError
 
@@ -127,25 +127,6 @@ def old_count(args: list[str], flag: bool, old_name: str, new_form: str) -> int 
         raise UsageError(f"unexpected argument {args[0]!r}", hint="the command takes options only")
     note(f"{old_name} N is deprecated; use {new_form}")
     return int(args[0])
-
-
-def note(text: str) -> None:
-    """One ``rmqstore: note:`` line on stderr, store text escaped (render.safe_text)."""
-    say("note", text)
-
-
-def warn(text: str) -> None:
-    """One ``rmqstore: warning:`` line on stderr, store text escaped (render.safe_text)."""
-    say("warning", text)
-
-
-def say(kind: str | None, text: str) -> None:
-    """The one place a command writes a line to stderr: the ``rmqstore:`` prefix, the kind
-    (``note``, ``warning``; None for a plain report line) and escaped text."""
-    from rmqstore_cli.render import safe_text
-
-    head = f"rmqstore: {kind}: " if kind else "rmqstore: "
-    print(head + safe_text(text), file=sys.stderr)
 
 
 def clock(now: str | None, zone: Any = None) -> int:

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rmqstore_cli.commands.grammar import option_of, warn
+from rmqstore_cli.commands.grammar import option_of
+from rmqstore_cli.commands.lines import warn
 from rmqstore_cli.commands.which_store import conf_path, pick_store, tell_store
 
 from rmqstore_cli.errors import RmqstoreError

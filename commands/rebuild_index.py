@@ -26,7 +26,7 @@ from rmqstore_cli.commands.common import (
     command,
     work_done,
 )
-from rmqstore_cli.commands.grammar import note, say, warn
+from rmqstore_cli.commands.lines import note, say, warn
 
 
 def register(app: typer.Typer) -> None:

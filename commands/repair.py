@@ -16,7 +16,7 @@ from rmqstore_cli.commands.common import (
     StoreOpt,
     command,
 )
-from rmqstore_cli.commands.grammar import note
+from rmqstore_cli.commands.lines import note
 
 EPILOG = """Examples:
 

@@ -18,7 +18,8 @@ from rmqstore_cli.commands.common import (
     command,
     complete_topic,
 )
-from rmqstore_cli.commands.grammar import limit_option, note, old_spelling, renamed
+from rmqstore_cli.commands.grammar import limit_option, old_spelling, renamed
+from rmqstore_cli.commands.lines import note
 
 EPILOG = """Examples:
 

@@ -17,7 +17,8 @@ from rmqstore_cli.commands.common import (
     command,
     complete_topic,
 )
-from rmqstore_cli.commands.grammar import NowOpt, limit_option, note, warn
+from rmqstore_cli.commands.grammar import NowOpt, limit_option
+from rmqstore_cli.commands.lines import note, warn
 
 EPILOG = """Examples:
 
@@ -141,9 +142,8 @@ def _render(fmt: Fmt, rep, tz: str | None) -> None:
         sys.stdout.write("\n")
         out = Output("table", TX_COLUMNS, title="transactions")
         for t in rep.transactions:
-            age, checks = t.age_ms, t.check_times
-            age_text = "" if age is None else format_age(age)
-            checks_text = "" if checks is None else f"{checks}/{s['transaction_check_max']}"
+            age_text = "" if t.age_ms is None else format_age(t.age_ms)
+            checks_text = "" if t.check_times is None else f"{t.check_times}/{s['transaction_check_max']}"
             out.emit({**t.as_dict(), "age": age_text, "checks": checks_text, "discard_reason": t.discard_reason or ""})
         out.close()
     if s["committed_without_op"]:

@@ -6,7 +6,8 @@ from typing import Annotated
 
 import typer
 from rmqstore_cli.commands import common
-from rmqstore_cli.commands.grammar import limit_option, note, old_spelling, renamed
+from rmqstore_cli.commands.grammar import limit_option, old_spelling, renamed
+from rmqstore_cli.commands.lines import note
 
 EPILOG = """Examples:
 
@@ -115,8 +116,7 @@ def verify(
     specs = pick_stores(store, store_glob, broker_conf, sizes)
     version = None if broker_version is None else broker_version.value
     opts = VerifyOptions(crc=crc, deep=deep, max_findings=cap, broker_version=version)
-    # a fleet (--store-glob, or --store more than once) prints the fleet's shape even when one
-    # store matched: a script's jq path must not depend on how many stores there were today
+    # a fleet (--store-glob, or --store twice) keeps the fleet's shape with one match: jq paths never shift
     fleet = bool(store_glob) or len(store or []) > 1
     if fleet or engine is common.Engine.spark:
         spark = (spark_master, spark_conf, verbose) if engine is common.Engine.spark else None

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from rmqstore_cli.commands.grammar import say
+from rmqstore_cli.commands.lines import say
 
 #: Where a command's store comes from when --store is not given.
 STORE_ENV = "RMQSTORE_STORE"

@@ -35,6 +35,17 @@ def test_no_module_grows_into_a_grab_bag():
     assert over == {}
 
 
+#: A command parses options, calls the library or the engine and hands the results to the
+#: output layer (sqlite-utils' shape): it fits on a few screens.
+COMMAND_MODULE = 150
+
+
+def test_every_command_module_is_short():
+    commands = sorted(p for p in (codeshape.ROOT / "commands").glob("*.py") if "\ndef register(" in p.read_text())
+    assert len(commands) >= 16
+    assert {p.name: n for p in commands if (n := p.read_text().count("\n")) > COMMAND_MODULE} == {}
+
+
 def test_no_import_circle():
     """No two modules need each other, lazily or not: each can be read, tested and moved
     knowing only what is below it."""
