@@ -57,18 +57,18 @@ _EXPORTS = {
     "ExpireReport": "rmqstore_cli.api.records",
     "RebuildReport": "rmqstore_cli.api.records",
     "ExportReport": "rmqstore_cli.api.records",
-    "Transaction": "rmqstore_cli.api.records",
-    "TransactionGroup": "rmqstore_cli.api.records",
-    "TransactionReport": "rmqstore_cli.api.records",
+    "Transaction": "rmqstore_cli.api.incident_records",
+    "TransactionGroup": "rmqstore_cli.api.incident_records",
+    "TransactionReport": "rmqstore_cli.api.incident_records",
     "diff_stores": "rmqstore_cli.api.diff",
-    "DiffRow": "rmqstore_cli.api.records",
-    "DiffFile": "rmqstore_cli.api.records",
-    "DiffDivergence": "rmqstore_cli.api.records",
-    "DiffQueue": "rmqstore_cli.api.records",
-    "DiffUnit": "rmqstore_cli.api.records",
-    "DiffMessage": "rmqstore_cli.api.records",
-    "DiffOffset": "rmqstore_cli.api.records",
-    "DiffSummary": "rmqstore_cli.api.records",
+    "DiffRow": "rmqstore_cli.api.incident_records",
+    "DiffFile": "rmqstore_cli.api.incident_records",
+    "DiffDivergence": "rmqstore_cli.api.incident_records",
+    "DiffQueue": "rmqstore_cli.api.incident_records",
+    "DiffUnit": "rmqstore_cli.api.incident_records",
+    "DiffMessage": "rmqstore_cli.api.incident_records",
+    "DiffOffset": "rmqstore_cli.api.incident_records",
+    "DiffSummary": "rmqstore_cli.api.incident_records",
     "RmqstoreError": "rmqstore_cli.errors",
     "StoreError": "rmqstore_cli.errors",
     "FileSizeError": "rmqstore_cli.errors",
@@ -82,8 +82,7 @@ __all__ = ["__version__", *_EXPORTS]
 if TYPE_CHECKING:  # for type checkers and editors (``X as X``: an explicit re-export); at run time the names
     # load lazily
     from rmqstore_cli.api.diff import diff_stores as diff_stores
-    from rmqstore_cli.api.records import (
-        ConsumerProgress as ConsumerProgress,
+    from rmqstore_cli.api.incident_records import (
         DiffDivergence as DiffDivergence,
         DiffFile as DiffFile,
         DiffMessage as DiffMessage,
@@ -92,6 +91,12 @@ if TYPE_CHECKING:  # for type checkers and editors (``X as X``: an explicit re-e
         DiffRow as DiffRow,
         DiffSummary as DiffSummary,
         DiffUnit as DiffUnit,
+        Transaction as Transaction,
+        TransactionGroup as TransactionGroup,
+        TransactionReport as TransactionReport,
+    )
+    from rmqstore_cli.api.records import (
+        ConsumerProgress as ConsumerProgress,
         ExpireAction as ExpireAction,
         ExpireReport as ExpireReport,
         ExportReport as ExportReport,
@@ -110,9 +115,6 @@ if TYPE_CHECKING:  # for type checkers and editors (``X as X``: an explicit re-e
         TimerSlot as TimerSlot,
         TimerSummary as TimerSummary,
         TimerUnit as TimerUnit,
-        Transaction as Transaction,
-        TransactionGroup as TransactionGroup,
-        TransactionReport as TransactionReport,
         VerifyReport as VerifyReport,
     )
     from rmqstore_cli.api.store import (

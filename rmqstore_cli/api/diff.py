@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 
-from rmqstore_cli.api.records import (
+from rmqstore_cli.api.incident_records import (
     DiffDivergence,
     DiffFile,
     DiffMessage,

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rmqstore_cli.api.incident_records import Transaction, TransactionGroup, TransactionReport
 from rmqstore_cli.api.records import (
     ConsumerProgress,
     ExpireAction,
@@ -34,9 +35,6 @@ from rmqstore_cli.api.records import (
     TimerSlot,
     TimerSummary,
     TimerUnit,
-    Transaction,
-    TransactionGroup,
-    TransactionReport,
     VerifyReport,
 )
 from rmqstore_cli.errors import UsageError
