@@ -33,6 +33,16 @@ class Fmt(str, Enum):
 
 
 FormatOpt = Annotated[Fmt, typer.Option("--format", "-f", help="Output: table for people, jsonl or json for scripts.")]
+JobsOpt = Annotated[
+    int,
+    typer.Option(
+        "--jobs",
+        "-j",
+        min=0,
+        help="Run on this many processes of this machine (0: every core it may use): one task per commit-log "
+        "file, then per queue and index file; the same answer.",
+    ),
+]
 #: The size options are Java ints in the broker's MessageStoreConfig.
 JAVA_INT_MAX = (1 << 31) - 1
 TzOpt = Annotated[

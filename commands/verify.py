@@ -85,6 +85,7 @@ def verify(
         ),
     ] = None,
     fmt: common.FormatOpt = common.Fmt.table,
+    jobs: common.JobsOpt = 1,
     engine: common.EngineOpt = common.Engine.local,
     spark_master: common.SparkMasterOpt = None,
     spark_conf: common.SparkConfOpt = None,
@@ -114,13 +115,12 @@ def verify(
     sizes = {"mapped_file_size_commit_log": commitlog_file_size, "mapped_file_size_consume_queue": cq_file_size}
     sizes.update(max_hash_slot_num=index_slots, max_index_num=index_max)
     specs = pick_stores(store, store_glob, broker_conf, sizes)
-    version = None if broker_version is None else broker_version.value
-    opts = VerifyOptions(crc=crc, deep=deep, max_findings=cap, broker_version=version)
+    opts = VerifyOptions(crc=crc, deep=deep, max_findings=cap, broker_version=broker_version and broker_version.value)
     # a fleet (--store-glob, or --store twice) keeps the fleet's shape with one match: jq paths never shift
     fleet = bool(store_glob) or len(store or []) > 1
-    if fleet or engine is common.Engine.spark:
+    if fleet or engine is common.Engine.spark or jobs != 1:
         spark = (spark_master, spark_conf, verbose) if engine is common.Engine.spark else None
-        results = verify_many(specs, opts, spark, fleet)
+        results = verify_many(specs, opts, spark, fleet, jobs)
         if fleet:
             reports.verify_many(fmt.value, results)
         else:  # one store: the local engine's output, whatever the engine

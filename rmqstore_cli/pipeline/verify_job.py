@@ -57,9 +57,9 @@ def verify_one(
     }
 
 
-def verify_many(specs: list, opts: VerifyOptions, spark: tuple | None, fleet: bool) -> list[dict]:
-    """Several stores (or Spark: ``spark`` is (master, conf, verbose); one task per commit-log
-    file, then per queue and index file, the findings the local engine's): the same
+def verify_many(specs: list, opts: VerifyOptions, spark: tuple | None, fleet: bool, jobs: int = 1) -> list[dict]:
+    """Several stores, Spark (``spark`` is (master, conf, verbose)) or ``jobs`` processes: one
+    task per commit-log file, then per queue and index file, the findings the local engine's; the same
     Verifier per store, each result with its ``broker_start`` verdict; with one store (not a
     ``fleet``), shaped as the local engine's (no ``store`` in the findings, the summary's
     ``store`` the path as the local engine prints it)."""
@@ -76,6 +76,11 @@ def verify_many(specs: list, opts: VerifyOptions, spark: tuple | None, fleet: bo
 
             raise UsageError("the spark engine needs PySpark", hint="pip install 'rmqstore[spark]'") from None
         results = sp.run_job(sp.verify, *spark, specs, *args)
+    elif jobs != 1:  # the plan's tasks on this machine's cores (pipeline/local.py)
+        from rmqstore_cli.pipeline.local import Forked, default_jobs
+        from rmqstore_cli.pipeline.verify_tasks import verify_stores
+
+        results = verify_stores(specs, *args[:3], Forked(jobs or default_jobs()), opts.broker_version)
     else:
         results = [verify_store(s, *args) for s in specs]
     for s, r in zip(specs, results, strict=True):
