@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from rmqstore_cli.commands import grammar
+from rmqstore_cli.commands import grammar, lines
 from rmqstore_cli.commands.common import (
     AllowOddSizeOpt,
     BrokerConfOpt,
@@ -139,11 +139,11 @@ def dump_commitlog(
     seek_begin = b if seek and compaction_log is None and not (show_blank or check_crc) else None
     rng, notes = log_range.plan(ms, from_offset, to_offset, file, seek_begin)
     for n in notes:
-        grammar.note(n)
+        lines.note(n)
     shown = print_walk(ms, rng, flt, fmt.value, zone, limit, show, show_blank, check_crc)
     for w in log_range.stop_warnings(ms.commitlog, compaction_log is not None):
-        grammar.warn(w)
+        lines.warn(w)
     if show_blank and fmt is Fmt.table and (line := log_range.data_end(ms.commitlog)):
-        grammar.say(None, line)
+        lines.say(None, line)
     if shown == 0 and flt.any():
         raise (topic is not None and no_such_topic(ms, topic)) or NotFound("no message matched the filters")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from rmqstore_cli.commands import common, grammar
+from rmqstore_cli.commands import common, grammar, lines
 from rmqstore_cli.commands.common import complete_topic
 from rmqstore_cli.formats.timer import MIN_FILE_SIZE
 
@@ -135,7 +135,7 @@ def dump_timer(
             raise NotFound("no timer slot, unit or message matched")
         return
     if not cfg.timer_wheel_path.exists():
-        grammar.warn(timer_report.NO_WHEEL)
+        lines.warn(timer_report.NO_WHEEL)
     view = schedule.load(ts)
     if summary:
         print_timer_summary(cfg.root, view.end, timer_report.summary(ts, view, ms, at), fmt.value)
@@ -144,6 +144,6 @@ def dump_timer(
         raise UsageError("--topic goes with --units or --next (a slot holds messages of any topic)")
     rows, notes = timer_report.dump_rows(view, ms, mode, (b, e), topic, replay, at)
     for n in notes:
-        grammar.note(n)
+        lines.note(n)
     if emit_rows(rows, mode, cfg.root, fmt.value, zone, limit) == 0:
         raise NotFound("no timer slot, unit or message matched")

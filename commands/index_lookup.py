@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from rmqstore_cli.commands import grammar
+from rmqstore_cli.commands import grammar, lines
 from rmqstore_cli.commands.common import (
     AllowOddSizeOpt,
     BrokerConfOpt,
@@ -120,10 +120,10 @@ def index_lookup(
     try:
         topics, why = search_topics(st, topic)
         if why:
-            grammar.note(why)
+            lines.note(why)
         a = find_key(st, topics, key, b, e, cap, broker_window)
         if a.upper:
-            grammar.note("found as the upper-case UNIQ_KEY")
+            lines.note("found as the upper-case UNIQ_KEY")
         shown = sorted(a.hits + a.others, key=lambda h: h.physical_offset) if show_collisions else a.hits
         properties = fmt is not Fmt.table if properties is None else properties  # the table has the keys
         emit_hits(shown[:show], st.commitlog, f"{st.config.root}: {key}", fmt.value, body.value, properties, zone)
@@ -131,9 +131,9 @@ def index_lookup(
         st.close()
     warn_store(st)
     if a.capped and show is None:
-        grammar.note(f"more than {cap} messages match; showing the newest {cap} (a larger --limit shows more)")
+        lines.note(f"more than {cap} messages match; showing the newest {cap} (a larger --limit shows more)")
     if a.others and not show_collisions:
-        grammar.note(f"left out {left_out(a.others)} (--show-collisions shows them)")
+        lines.note(f"left out {left_out(a.others)} (--show-collisions shows them)")
     if not a.hits:
         for t in topics if topic else []:
             if (nf := no_such_topic(st, t)) is not None:
