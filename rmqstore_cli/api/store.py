@@ -718,38 +718,17 @@ class Store:
         ``jobs``: run the checks on this many processes (0: every core this process may use),
         one task per commit-log file, then per queue and index file; the same summary and
         findings as one process."""
-        from rmqstore_cli.store.startup import STARTUP_CHECKS, predict_start
-        from rmqstore_cli.store.verify import Verifier, VerifyOptions
+        from rmqstore_cli.pipeline.stores import StoreSpec
+        from rmqstore_cli.pipeline.verify_job import verify_many, verify_one
+        from rmqstore_cli.store.verify import VerifyOptions
 
         opts = VerifyOptions(crc=crc, deep=deep, max_findings=max_findings, broker_version=broker_version)
-        cfg = self.opener.config()
-        if jobs == 1:
-            v = Verifier(cfg, opts)
-            findings, summary, ok = [f.as_dict() for f in v.run()], v.summary, v.ok
-        else:
-            findings, summary, ok = self._verify_in_tasks(cfg, opts, jobs)
-        _verdict, no_start = predict_start(
-            cfg, broker_version, [f for f in findings if f["check"] in STARTUP_CHECKS], summary
-        )
-        findings += [f.as_dict() for f in no_start]
-        return VerifyReport([Finding.of(f) for f in findings], summary, ok and not no_start)
-
-    def _verify_in_tasks(
-        self, cfg: StoreConfig, opts: Any, jobs: int
-    ) -> tuple[list[dict[str, Any]], dict[str, Any], bool]:
-        """verify's plan, tasks and join (pipeline/verify_tasks.py) on forked processes."""
-        from rmqstore_cli.pipeline.local import Forked, default_jobs
-        from rmqstore_cli.pipeline.stores import StoreSpec
-        from rmqstore_cli.pipeline.verify_tasks import verify_stores
-
-        conf = self.opener.broker_conf
-        sizes = tuple((k, v) for k, v in self.opener.sizes.items() if v is not None)
-        spec = StoreSpec(str(cfg.root), str(cfg.root), None if conf is None else str(conf), sizes)
-        (got,) = verify_stores(
-            [spec], opts.crc, opts.deep, opts.max_findings, Forked(jobs or default_jobs()), opts.broker_version
-        )
-        findings = [{k: v for k, v in f.items() if k != "store"} for f in got["findings"]]
-        return findings, got["summary"], got["ok"]  # the summary names the store, as the Verifier's does
+        root = str(self.opener.config().root)
+        conf = None if self.opener.broker_conf is None else str(self.opener.broker_conf)
+        spec = StoreSpec(root, root, conf, tuple((k, v) for k, v in self.opener.sizes.items() if v is not None))
+        # one store, not a fleet: the findings without ``store``, the summary naming the path
+        got = verify_one(spec, opts) if jobs == 1 else verify_many([spec], opts, None, False, jobs)[0]
+        return VerifyReport([Finding.of(f) for f in got["findings"]], got["summary"], got["ok"])
 
 
 def _check_range(start: int | None, stop: int | None) -> None:
