@@ -1,6 +1,7 @@
 """The local engine: the pipeline's tasks on this machine, one after another in this process
 or on ``jobs`` forked worker processes (:func:`fork_map`): the same tasks the Spark engine
-runs on executors, with the same results in the same order."""
+runs on executors, with the same results in the same order (verify's engine on it:
+:class:`~rmqstore_cli.pipeline.verify_tasks.Forked`)."""
 
 from __future__ import annotations
 
@@ -102,32 +103,3 @@ def _start_methods() -> list[str]:
     import multiprocessing
 
     return multiprocessing.get_all_start_methods()
-
-
-class Forked:
-    """verify's steps (:func:`~rmqstore_cli.pipeline.verify_tasks.verify_stores`) on ``jobs``
-    processes of this machine: the commit-log files scanned side by side with the index
-    files' checks, then the queues and index files finished side by side. With ``jobs=1``
-    it is :class:`~rmqstore_cli.pipeline.verify_tasks.InProcess`, task for task."""
-
-    def __init__(self, jobs: int):
-        self.jobs = jobs
-
-    def map(self, fn, items):
-        return fork_map(lambda x: fn(*x), items, self.jobs)
-
-    def scan(self, fn, items, side_fn, side_items):
-        tagged = [(side_fn, x) for x in side_items] + [(fn, x) for x in items]
-        got = fork_map(lambda t: t[0](*t[1]), tagged, self.jobs)
-        return got[: len(side_items)], got[len(side_items) :]
-
-    def results(self, handle):
-        return handle[0], [r.light() for r in handle[1]]
-
-    def finish(self, handle, keys, ctxs):
-        from rmqstore_cli.pipeline.verify_tasks import finish_task, grouped
-
-        return fork_map(lambda kv: finish_task(ctxs, *kv), list(grouped(handle[1], keys).items()), self.jobs)
-
-    def release(self, handle):
-        pass

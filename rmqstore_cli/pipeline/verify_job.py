@@ -77,8 +77,8 @@ def verify_many(specs: list, opts: VerifyOptions, spark: tuple | None, fleet: bo
             raise UsageError("the spark engine needs PySpark", hint="pip install 'rmqstore[spark]'") from None
         results = sp.run_job(sp.verify, *spark, specs, *args)
     elif jobs != 1:  # the plan's tasks on this machine's cores (pipeline/local.py)
-        from rmqstore_cli.pipeline.local import Forked, default_jobs
-        from rmqstore_cli.pipeline.verify_tasks import verify_stores
+        from rmqstore_cli.pipeline.local import default_jobs
+        from rmqstore_cli.pipeline.verify_tasks import Forked, verify_stores
 
         results = verify_stores(specs, *args[:3], Forked(jobs or default_jobs()), opts.broker_version)
     else:

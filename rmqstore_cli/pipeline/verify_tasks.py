@@ -37,6 +37,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from rmqstore_cli.pipeline.local import fork_map
 from rmqstore_cli.store.consume_queue import ConsumeQueue
 from rmqstore_cli.store.verify import ERROR, INFO, WARNING, Finding, IndexScan, QueueState, Verifier, VerifyOptions
 
@@ -746,20 +747,28 @@ def conclude(plan: StorePlan, ctx: FinishContext, totals: dict, parts: list[dict
 # ===================================================================== the whole job
 
 
-class InProcess:
-    """Runs the tasks one after another in this process (tests, and the reference for Spark)."""
+class Forked:
+    """verify's steps (:func:`verify_stores`) on ``jobs`` processes of this machine
+    (:func:`~rmqstore_cli.pipeline.local.fork_map`): the commit-log files scanned side by side
+    with the index files' checks, then the queues and index files finished side by side. With
+    ``jobs=1``, the tasks one after another in this process (tests, and the reference for Spark)."""
+
+    def __init__(self, jobs: int = 1):
+        self.jobs = jobs
 
     def map(self, fn, items):
-        return [fn(*x) for x in items]
+        return fork_map(lambda x: fn(*x), items, self.jobs)
 
     def scan(self, fn, items, side_fn, side_items):
-        return [side_fn(*x) for x in side_items], [fn(*x) for x in items]
+        tagged = [(side_fn, x) for x in side_items] + [(fn, x) for x in items]
+        got = fork_map(lambda t: t[0](*t[1]), tagged, self.jobs)
+        return got[: len(side_items)], got[len(side_items) :]
 
     def results(self, handle):
         return handle[0], [r.light() for r in handle[1]]
 
     def finish(self, handle, keys, ctxs):
-        return [finish_task(ctxs, k, v) for k, v in grouped(handle[1], keys).items()]
+        return fork_map(lambda kv: finish_task(ctxs, *kv), list(grouped(handle[1], keys).items()), self.jobs)
 
     def release(self, handle):
         pass
@@ -770,7 +779,7 @@ def verify_stores(
 ) -> list[dict]:
     """verify several stores through the decomposition: one result per store, as
     :func:`~rmqstore_cli.pipeline.stores.verify_store` returns it."""
-    engine = engine or InProcess()
+    engine = engine or Forked(1)
     plans = [plan_store(s, crc, deep, max_findings) for s in specs]
     for p in plans:
         p.broker_version = broker_version

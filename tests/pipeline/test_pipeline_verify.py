@@ -347,10 +347,9 @@ def test_file_tasks_load_only_their_window_of_an_ordered_index_file(master, tmp_
 
 @pytest.mark.parametrize("kind", fast_first(["smashed", "cq", "index", "removed"]))
 def test_verify_on_forked_workers_answers_what_one_process_does(master, tmp_path, kind):
-    """The local engine on two processes (pipeline/local.py Forked): the same results, in the
+    """The local engine on two processes (pipeline/verify_tasks.py Forked): the same results, in the
     same order, as the tasks run one after another, for a damaged store beside a sound one."""
-    from rmqstore_cli.pipeline.local import Forked
-    from rmqstore_cli.pipeline.verify_tasks import verify_stores
+    from rmqstore_cli.pipeline.verify_tasks import Forked, verify_stores
 
     store = tmp_path / kind
     shutil.copytree(master, store)
