@@ -18,7 +18,7 @@ from rmqstore_cli.commands.common import (
     load_config,
     work_done,
 )
-from rmqstore_cli.commands.grammar import NowOpt
+from rmqstore_cli.commands.grammar import NowOpt, clock
 from rmqstore_cli.commands.lines import note, say, warn
 
 EPILOG = """Examples:
@@ -87,11 +87,11 @@ def expire(
     from rmqstore_cli.job_reports import print_expire
     from rmqstore_cli.stdio import OutputFault
     from rmqstore_cli.store import expire_run
-    from rmqstore_cli.times import now_ms, parse_time, parse_tz
+    from rmqstore_cli.times import parse_tz
 
     zone = parse_tz(tz)
     ratio = o.disk_share(disk_ratio)
-    at = parse_time(now, "--now", tz=zone) if now is not None else now_ms()
+    at = clock(now, zone)
     cfg = load_config(store, broker_conf, commitlog_file_size, cq_file_size, index_slots, index_max, quiet=quiet)
     hours = reserved_hours if reserved_hours is not None else float(cfg.file_reserved_time)
     live = expire_run.check_lock(cfg, dry_run, force, refuse_hint=o.REFUSE_HINT)

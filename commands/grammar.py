@@ -134,7 +134,7 @@ def clock(now: str | None, zone: Any = None) -> int:
     times (-2h) are read against."""
     from rmqstore_cli.times import now_ms, parse_time
 
-    return parse_time(now, "--now", tz=zone) if now else now_ms()
+    return parse_time(now, "--now", tz=zone) if now is not None else now_ms()
 
 
 def window(begin: str | None, end: str | None, at: int, zone: Any = None) -> tuple[int | None, int | None]:

@@ -165,3 +165,19 @@ def test_now_is_what_a_relative_time_is_read_against(store, words, last_stored, 
     assert soon.stdout != late.stdout
     if command != "search-offset":  # search-offset answers max offset when nothing is that recent
         assert _rows(soon.stdout) and late.exit_code == 1 and _rows(late.stdout) == []
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["expire", "--dry-run"],
+        ["dump-commitlog", "--begin", "-1h"],
+        ["dump-timer"],
+    ],
+)
+def test_an_empty_now_is_refused_alike_everywhere(store, argv):
+    """``--now ""`` is not the clock: every command reads --now the one way (grammar.clock),
+    a usage error (exit 2) in one line, before anything is read or deleted."""
+    r = cli(*argv, "--store", store, "--now", "")
+    assert r.exit_code == 2, r.stderr
+    assert r.stdout == "" and r.stderr.count("\n") == 1 and "--now" in r.stderr
