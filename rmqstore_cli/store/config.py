@@ -207,13 +207,13 @@ class StoreConfig:
         broken file halfway through. The bounds are :data:`SIZE_LEAST`; the positive check
         at load (:meth:`check_file_sizes`) runs for every command, this one for writers
         (rebuild-index)."""
-        for attr, (prop, option, least) in SIZE_LEAST.items():
+        for attr, (prop, keyword, least) in SIZE_LEAST.items():
             v = self.cq_file_size if attr == "mapped_file_size_consume_queue" else getattr(self, attr)
             if v < least:
                 raise StoreError(
                     f"{prop}={v} cannot be used (at least {least})",
                     path=self.root,
-                    hint=f"fix the broker config, or pass {setting(option.removeprefix('--').replace('-', '_'))}",
+                    hint=f"fix the broker config, or pass {setting(keyword)}",
                 )
 
     def apply_properties(self, props: dict[str, str]) -> None:
@@ -406,14 +406,15 @@ def _snake(name: str) -> str:
 
 #: The size properties, all Java ``int`` in ``MessageStoreConfig`` (checked by :meth:`StoreConfig.check_file_sizes`).
 SIZE_FIELDS = ("mapped_file_size_commit_log", "mapped_file_size_consume_queue", "max_hash_slot_num", "max_index_num")
-#: Each size property, its name in broker.conf, its option, and the least a writer can use
-#: (a consume-queue file holds at least one 20-byte unit; an index at least one entry after
-#: slot 0): checked by :meth:`StoreConfig.check_writable_sizes`.
+#: Each size property, its name in broker.conf, the setting that gives it (the library's
+#: keyword, :func:`~rmqstore_cli.errors.setting`: the command line spells it as an option),
+#: and the least a writer can use (a consume-queue file holds at least one 20-byte unit; an
+#: index at least one entry after slot 0): checked by :meth:`StoreConfig.check_writable_sizes`.
 SIZE_LEAST = {
-    "mapped_file_size_commit_log": ("mappedFileSizeCommitLog", "--commitlog-file-size", 1),
-    "mapped_file_size_consume_queue": ("mappedFileSizeConsumeQueue", "--cq-file-size", 20),
-    "max_hash_slot_num": ("maxHashSlotNum", "--index-slots", 1),
-    "max_index_num": ("maxIndexNum", "--index-max", 2),
+    "mapped_file_size_commit_log": ("mappedFileSizeCommitLog", "commitlog_file_size", 1),
+    "mapped_file_size_consume_queue": ("mappedFileSizeConsumeQueue", "cq_file_size", 20),
+    "max_hash_slot_num": ("maxHashSlotNum", "index_slots", 1),
+    "max_index_num": ("maxIndexNum", "index_max", 2),
 }
 _JAVA_INT = (-(1 << 31), (1 << 31) - 1)
 

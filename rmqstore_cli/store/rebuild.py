@@ -45,7 +45,7 @@ from rmqstore_cli.formats.commitlog import (
 )
 from rmqstore_cli.formats.consume_queue import CQ_STORE_UNIT_SIZE
 
-from rmqstore_cli.errors import UsageError
+from rmqstore_cli.errors import UsageError, setting
 from rmqstore_cli.store import mapguard
 from rmqstore_cli.store.arrays import file_array
 from rmqstore_cli.store.checkpoint import StoreCheckpoint
@@ -353,8 +353,8 @@ def _first_crc_failure(
 
 # ----------------------------------------------------------------- sizes
 
-#: The options that set each size, as named in a refusal: (broker.conf name, option).
-SIZE_OPTIONS = {attr: (prop, option) for attr, (prop, option, _) in SIZE_LEAST.items()}
+#: The setting that gives each size (:func:`~rmqstore_cli.errors.setting`): (broker.conf name, keyword).
+SIZE_SETTINGS = {attr: (prop, keyword) for attr, (prop, keyword, _) in SIZE_LEAST.items()}
 
 
 def size_sources(
@@ -389,9 +389,9 @@ def size_sources(
         wanted += ["max_hash_slot_num", "max_index_num"]
     out = {}
     for attr in wanted:
-        prop, option = SIZE_OPTIONS[attr]
+        prop, keyword = SIZE_SETTINGS[attr]
         if options.get(attr) is not None:
-            src = option
+            src = "--" + keyword.replace("_", "-")  # a command line's words, as --broker-conf below
         elif attr in config.explicit:
             src = f"--broker-conf {broker_conf}"
         else:
@@ -407,7 +407,7 @@ def refuse_unsourced_sizes(sources: dict[str, dict], config: StoreConfig) -> Non
     missing = [prop for prop, v in sources.items() if v["from"] is None]
     if not missing:
         return
-    names = {prop: (attr, option) for attr, (prop, option) in SIZE_OPTIONS.items()}
+    names = {prop: (attr, keyword) for attr, (prop, keyword) in SIZE_SETTINGS.items()}
     defaults = ", ".join(f"{p}={getattr(StoreConfig(), names[p][0])}" for p in missing)
     sets = [
         d
@@ -418,7 +418,7 @@ def refuse_unsourced_sizes(sources: dict[str, dict], config: StoreConfig) -> Non
         if set(props) & set(missing)
     ]
     what = " and ".join(sets) if sets else "the commit log"
-    opts = " and ".join(names[p][1] for p in missing)
+    opts = " and ".join(setting(names[p][1]) for p in missing)
     verb = "have" if len(sets) > 1 else "has"
     raise UsageError(
         f"{what} {verb} no files to tell {'/'.join(missing)}, and neither ⟦broker_conf⟧ nor an "

@@ -428,7 +428,9 @@ class IndexChecks(IndexStructure):
         this check was given (broker.conf or options), so the repair writes files of the store's
         geometry instead of the broker defaults (a lost index/ leaves nothing to infer from)."""
         cfg = self.config
-        sizes = [f"{opt} {getattr(cfg, attr)}" for attr, (_, opt, _) in SIZE_LEAST.items() if attr in cfg.explicit]
+        sizes = [
+            f"--{kw.replace('_', '-')} {getattr(cfg, a)}" for a, (_, kw, _) in SIZE_LEAST.items() if a in cfg.explicit
+        ]
         return " ".join(
             [
                 "rmqstore rebuild-index --store",
