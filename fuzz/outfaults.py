@@ -191,6 +191,12 @@ def commands(s: Stores, pyarrow: bool = True, spark: bool = False) -> list[Comma
         Command("index-lookup", STREAM, ("index-lookup", s.key, "--store", "{S}")),
         Command("decode-msgid", STREAM, ("decode-msgid", s.msg_id, "--store", "{S}")),
         Command("no-store", STREAM, ("dump-commitlog", "--store", "{S}/no-such-dir"), ("jsonl",)),
+        Command(
+            "transactions",
+            STREAM,
+            ("transactions", "--store", "{S}", "--state", "committed", "--now", "2100-01-01T00:00:00Z"),
+        ),
+        Command("diff", STREAM, ("diff", "{S}", "{D}")),
         Command("verify", ANSWER, ("verify", "--store", "{S}")),
         Command("verify-damaged", ANSWER, ("verify", "--store", "{D}")),
         Command("verify-list-checks", ANSWER, ("verify", "--list-checks")),
