@@ -1,6 +1,7 @@
 """rebuild-index decomposed into per-file, per-queue and per-index-file tasks, with results
 identical byte for byte to the local engine (``store/rebuild.py``); no Spark in here:
-``rebuild_staged`` takes the map to run them with.
+``rebuild_staged`` takes the map to run them with. Each commit-log file's dispatch and the
+driver's plan are ``rebuild_dispatch.py``'s; here, the spills and the tasks that write.
 """
 
 from __future__ import annotations
@@ -10,388 +11,19 @@ from dataclasses import dataclass, field
 from itertools import pairwise
 from pathlib import Path
 
-# ===================================================================== rebuild-index
-#
-# The local engine (store/rebuild.py ``dispatch_log``) walks the commit log once, in order.
-# Decomposed, with results identical byte for byte:
-#
-# 1. ``dispatch_file``: one task per commit-log file walks it with the reput's rules
-#    (recovery region or not, decided on the driver by ``recovery_start``) and the engine's
-#    vectorised dispatch, capturing what would be written instead of writing it: the
-#    consume-queue units per queue and the index keys (hash, phy, store time) in order.
-# 2. The driver keeps the files the broker would dispatch (up to a gap or the first stop
-#    inside the recovery region) and reduces per-file summaries (``FileSummary``).
-# 3. Consume queues: each queue must end up as the engine's ``ConsumeQueueWriter`` writes
-#    its units, file by file (same dedupe and pre-blank rules; CQ files are per queue).
-# 4. Index: ``IndexService#buildIndex`` skips a key whose offset is below the last file's
-#    endPhyOffset, i.e. below the largest offset of any earlier key; each file's count of
-#    keys put follows from the largest key offset of the files before it (``KeyCount``).
-#    Prefix sums of those counts say which index file (``maxIndexNum - 1`` entries each;
-#    entry 0 is never used) and entry number each key gets. Names (the first entry's store
-#    time, each after the previous) are given on the driver.
-# How the files are written from there: "rebuild-index without shuffles" below.
-
-
-@dataclass
-class FileSummary:
-    """What the driver needs of one dispatched commit-log file (no per-message rows)."""
-
-    position: int
-    file: str
-    bytes: int = 0
-    messages: int = 0
-    units: int = 0
-    last_store_timestamp: int = 0
-    skipped: list = None  # [rebuild.Skipped]
-    stop: object = None  # ScanEnd: a stop inside the recovery region ends the dispatch
-    queues: dict = None  # (topic, qid) -> (first qoff, last qoff, units)
-    keys: int = 0  # keys captured (before the endPhyOffset rule)
-    key_max_phy: int = -1
-    local_put: int = 0  # keys kept by the rule within this file alone
-    local_put_min_phy: int = 0
-    refused_topics: dict = None  # topic -> why it cannot be a consumequeue/ directory
-    multi_problems: dict = None  # malformed multi-dispatch properties: problem -> messages (store/lmq.py)
-    simple: dict = None  # (topic, qid) -> its units are consecutive (dispatch_and_spill)
-    ends: dict = None  # (topic, qid) -> (first, last) unit's end (offset + size)
-    direct: list = None  # queues whose units the file's task wrote in place
-    batch: dict = None  # BatchCQ (topic, qid) -> its units captured (spilled as <n>.bcq.npy)
-
-
-@dataclass
-class FileDispatch:
-    summary: FileSummary
-    units: dict  # (topic, qid) -> (phy, size, tags_code, qoff) int64 arrays, in dispatch order
-    keys: tuple  # (index hash, phy, store timestamp) int64 arrays, in dispatch order
-    batch: dict  # BatchCQ (topic, qid) -> (6, n) int64: phy, size, tagsCode, store time, msgBaseOffset, batchSize
-
-
-class BatchCapture:
-    """The dispatcher's ``BatchDispatch`` recording each unit it would put
-    (``BatchConsumeQueue#putMessagePositionInfoWrapper``: same topics, same checks)
-    instead of writing it; the units depend on the record alone (msgBaseOffset from
-    INNER_BASE or the queue offset), so a file's task can capture them on its own and the
-    only rule across files, the writer's skip of offsets at or below its last one, is
-    left to the per-queue task (``build_batch_queue``)."""
-
-    def __init__(self, topics: set[str]):
-        self.topics = topics
-        self.rows: dict = {}
-
-    def put(
-        self,
-        topic: str,
-        queue_id: int,
-        offset: int,
-        size: int,
-        tags_code: int,
-        store_time: int,
-        props: bytes,
-        queue_offset: int,
-    ) -> None:
-        from rmqstore_cli.store.batch_queue import batch_position
-
-        pos = batch_position(props, queue_offset)
-        if pos is not None:
-            self.rows.setdefault((topic, queue_id), []).append((offset, size, tags_code, store_time, *pos))
-
-    def arrays(self) -> dict:
-        import numpy as np
-
-        return {k: np.array(v, dtype=np.int64).T.copy() for k, v in self.rows.items()}
-
-
-def _capture_dispatcher_class():
-    """A FastDispatcher whose two sinks record instead of writing (same walk, fields,
-    properties parse and tagsCode as the local engine)."""
-    import numpy as np
-
-    from rmqstore_cli.store.fastdispatch import FastDispatcher
-    from rmqstore_cli.store.javahash.bulk import concat_hashes, index_hash, java_hashes
-
-    class CaptureDispatcher(FastDispatcher):
-        def __init__(self, d):
-            super().__init__(d)
-            self.cq_parts: list = []
-            self.key_parts: list = []
-
-        def _consume_queues(self, idx, tids, qid, phy, size, tags_code, qoff):
-            if len(idx):
-                self.units += len(idx)
-                self.cq_parts.append((tids[idx], qid[idx], phy[idx], size[idx], tags_code[idx], qoff[idx]))
-
-        def _index(self, key_list, owner, tid, phy, store_ts):
-            hs = getattr(key_list, "hashes", None)  # BatchKeys of the block path: hashed already
-            if hs is None:  # hashCode("topic#" + key), as FastDispatcher._index
-                kh, klen = java_hashes(list(key_list))
-                hs = index_hash(concat_hashes(self._prefix_hashes()[tid], klen, kh))
-            self.key_parts.append(
-                (np.asarray(hs, dtype=np.int64), phy[owner].astype(np.int64), store_ts[owner].astype(np.int64))
-            )
-            self.keys += len(key_list)
-
-    return CaptureDispatcher
-
-
-def dispatch_file(
-    config, position: int, recovering: bool, build_cq: bool, build_index: bool, topics: list[str] | None
-) -> FileDispatch:
-    """Dispatch commit-log file number ``position`` as ``rebuild.dispatch_log`` does for it."""
-    import numpy as np
-
-    from rmqstore_cli.store.commitlog import CommitLog
-    from rmqstore_cli.store.dispatch import Dispatcher
-    from rmqstore_cli.store.rebuild import classify_stop, dispatch_file_records
-
-    cl = CommitLog(config)
-    f = cl.files[position]
-    d = Dispatcher(
-        config,
-        Path("/nonexistent-rmqstore-capture"),
-        Path("/nonexistent-rmqstore-capture"),
-        build_cq=build_cq,
-        build_index=build_index,
-        topics=topics,
-    )
-    if d.batch is not None:
-        d.batch = BatchCapture(d.batch.topics)
-    fd = _capture_dispatcher_class()(d)
-    s = FileSummary(position, f.name, skipped=[], queues={})
-    try:
-        header = cl.header_of(f)  # a DLedger data file: records inside entries
-        stop_at, reason = dispatch_file_records(
-            fd,
-            f,
-            recovering,
-            config.check_crc_on_recover and not header,
-            config.force_verify_prop_crc,
-            s.skipped,
-            header=header,
-        )
-        if stop_at is not None:
-            end, skip = classify_stop(f, stop_at, reason, recovering, last_file=position == len(cl.files) - 1)
-            if end is not None:
-                s.stop = end
-            else:
-                s.skipped.append(skip)
-    finally:
-        cl.close()
-    s.messages = fd.messages
-    s.refused_topics = dict(d.topics.refused)
-    s.multi_problems = dict(d.multi_problems)
-    s.units = fd.units
-    s.last_store_timestamp = fd.last_store_timestamp
-    units = _group_units(fd)
-    s.queues = {k: (int(v[3][0]), int(v[3][-1]), len(v[3])) for k, v in units.items()}
-    s.ends = {k: (int(v[0][0] + v[1][0]), int(v[0][-1] + v[1][-1])) for k, v in units.items()}
-    keys = tuple(
-        np.concatenate([p[i] for p in fd.key_parts]) if fd.key_parts else np.empty(0, np.int64) for i in range(3)
-    )
-    s.keys = len(keys[0])
-    if s.keys:
-        phy = keys[1]
-        s.key_max_phy = int(phy.max())
-        kept = phy[_kept_mask(phy, 0)]
-        s.local_put = len(kept)
-        s.local_put_min_phy = int(kept.min()) if len(kept) else 0
-    batch = d.batch.arrays() if d.batch is not None else {}
-    s.batch = {k: v.shape[1] for k, v in batch.items()}
-    return FileDispatch(s, units, keys, batch)
-
-
-def _group_units(fd) -> dict:
-    import numpy as np
-
-    if not fd.cq_parts:
-        return {}
-    tid, qid, phy, size, tags, qoff = (np.concatenate([p[i] for p in fd.cq_parts]).astype(np.int64) for i in range(6))
-    key = tid * (1 << 32) + (qid & 0xFFFFFFFF)
-    order = np.argsort(key, kind="stable")  # dispatch order kept within each queue
-    cuts = np.flatnonzero(np.diff(key[order])) + 1
-    out = {}
-    for grp in np.split(order, cuts):
-        g0 = int(grp[0])
-        out[(fd.topic_list[int(tid[g0])].name, int(qid[g0]))] = (phy[grp], size[grp], tags[grp], qoff[grp])
-    return out
-
-
-def _kept_mask(phy, last_end_phy: int):
-    """``IndexService#buildIndex``: a key is put when its offset is ≥ the last file's
-    endPhyOffset, i.e. ≥ every earlier key's offset (and ≥ ``last_end_phy``)."""
-    import numpy as np
-
-    if not len(phy):
-        return np.zeros(0, dtype=bool)
-    prev = np.empty(len(phy), dtype=np.int64)
-    prev[0] = last_end_phy
-    if len(phy) > 1:
-        prev[1:] = np.maximum(np.maximum.accumulate(phy[:-1]), last_end_phy)
-    return phy >= prev
-
-
-def rebuild_inputs(config) -> tuple[list, int, list[int]]:
-    """(commit-log file names, recovery region's first position, positions after a gap),
-    read on the driver: file names and each file's first record only."""
-    from rmqstore_cli.store.checkpoint import StoreCheckpoint
-    from rmqstore_cli.store.commitlog import CommitLog
-    from rmqstore_cli.store.lock import abort_exists
-    from rmqstore_cli.store.rebuild import recovery_start
-
-    cl = CommitLog(config)
-    try:
-        cl.queue.check_sizes()
-        files = cl.files
-        ck = StoreCheckpoint.read(config.checkpoint_path) if config.checkpoint_path.exists() else None
-        rec = recovery_start(files, abort_exists(config.root), ck, bool(files) and cl.header_of(files[-1]) > 0)
-        gaps = [i for i in range(1, len(files)) if files[i].file_from_offset != files[i - 1].end_offset]
-        names = [(f.name, f.file_from_offset, f.end_offset) for f in files]
-    finally:
-        cl.close()
-    return names, rec, gaps
-
-
-def plan_dispatch(names: list, gaps: list[int], summaries: list[FileSummary]) -> tuple[list[int], object]:
-    """The files dispatched and where dispatch ends (``dispatch_log``'s stop rules)."""
-    from rmqstore_cli.store.commitlog import ScanEnd
-
-    by_pos = {s.position: s for s in summaries}
-    included: list[int] = []
-    stop = None
-    for i in range(len(names)):
-        if i in gaps:
-            stop = ScanEnd(
-                names[i - 1][2], f"gap: no file between {names[i - 1][2]} and {names[i][1]}", names[i][0], clean=False
-            )
-            break
-        included.append(i)
-        if by_pos[i].stop is not None:
-            stop = by_pos[i].stop
-            break
-    if stop is None and names:
-        stop = ScanEnd(names[-1][2], "end of the last file", names[-1][0])
-    return included, stop
-
-
-def key_floors(included: list[int], summaries: dict) -> dict:
-    """endPhyOffset before each file: the largest key offset of every earlier file (or 0)."""
-    floor, out = 0, {}
-    for i in included:
-        out[i] = floor
-        floor = max(floor, summaries[i].key_max_phy)
-    return out
-
-
-def kept_count_if_simple(s: FileSummary, floor: int) -> int | None:
-    """Keys put from a file, from its summary alone when every key it keeps on its own is
-    also ≥ the floor (always, unless offsets go backwards across files); else None."""
-    if s.local_put == 0 or s.local_put_min_phy >= floor:
-        return s.local_put
-    return None
-
-
-def kept_keys(fd: FileDispatch, floor: int) -> tuple:
-    m = _kept_mask(fd.keys[1], floor)
-    return tuple(k[m] for k in fd.keys)
-
-
-def name_index_files(index_dir: Path, built: list[dict], tz) -> list[str]:
-    """Rename ``<k>.part`` files in order, as ``IndexService`` names them: the first entry's
-    store time in ``tz``, each strictly after the previous."""
-    from rmqstore_cli.store.index import IndexService
-
-    namer = IndexService(index_dir / ".no-such-dir", 1, 2, tz=tz)
-    names: list[str] = []
-    for b in sorted(built, key=lambda b: b["k"]):
-        name = namer.next_name(b["first_ts"], names[-1] if names else None)
-        os.rename(index_dir / f"{b['k']:010d}.part", index_dir / name)
-        names.append(name)
-    return names
-
-
-def build_queue(cq_root: str, key: tuple[str, int], parts: list, cq_file_size: int) -> int:
-    """One queue from its units, file by file in commit-log order, through the engine's
-    ``ConsumeQueueWriter`` (``putMessagePositionInfo``). Returns the files created."""
-    from rmqstore_cli.store.consume_queue import ConsumeQueueWriter
-
-    w = ConsumeQueueWriter(Path(cq_root), key[0], key[1], cq_file_size)
-    for _, (phy, size, tags, qoff) in sorted(parts, key=lambda p: p[0]):
-        w.put_many(phy, size, tags, qoff)
-    w.flush()
-    return len(w.files_created)
-
-
-def plan_keys(included: list[int], summaries: dict, exact_counts=None) -> tuple[dict, dict, dict, int]:
-    """(floor, kept count, first global key number) per included file, and the total.
-    ``exact_counts(need: {position: floor}) -> {position: count}`` is asked only for files
-    whose count the summaries cannot tell (key offsets going backwards across files)."""
-    floors = key_floors(included, summaries)
-    counts = {i: kept_count_if_simple(summaries[i], floors[i]) for i in included}
-    need = {i: floors[i] for i, c in counts.items() if c is None}
-    if need:
-        counts.update(exact_counts(need))
-    start, total = {}, 0
-    for i in included:
-        start[i] = total
-        total += counts[i]
-    return floors, counts, start, total
-
-
-def rebuild_report(
-    config,
-    opts,
-    names,
-    rec: int,
-    included: list[int],
-    stop,
-    summaries: dict,
-    cq_files: int,
-    queues: int,
-    index_built: list[dict],
-    total_keys: int,
-    seconds: float,
-):
-    """The local engine's DispatchReport, from the per-file summaries and what was built."""
-    from rmqstore_cli.store.lock import abort_exists
-    from rmqstore_cli.store.rebuild import DispatchReport
-
-    rep = DispatchReport()
-    rep.recovery = "abnormal (abort file present)" if abort_exists(config.root) else "normal"
-    rep.recovery_first_file = names[rec][0] if names else None
-    for i in included:
-        s = summaries[i]
-        rep.messages += s.messages
-        rep.units += s.units
-        rep.skipped.extend(s.skipped)
-        for topic, why in (s.refused_topics or {}).items():
-            rep.refused_topics.setdefault(topic, why)
-        for problem, n in (s.multi_problems or {}).items():
-            rep.multi_dispatch_problems[problem] = rep.multi_dispatch_problems.get(problem, 0) + n
-        if s.messages:
-            rep.last_store_timestamp = s.last_store_timestamp
-    rep.files = len(included)
-    rep.stop = stop
-    rep.bytes = (stop.offset - names[0][1]) if names and stop else 0
-    rep.queues = queues
-    rep.cq_files = cq_files
-    if opts.build_index:
-        rep.index_files = len(index_built)
-        rep.index_keys = total_keys
-        full = [b for b in sorted(index_built, key=lambda b: b["k"]) if b["full"]]
-        rep.index_msg_timestamp = full[-1]["end_ts"] if full else 0
-    rep.seconds = seconds
-    return rep
-
-
-def dry_counts(config, included: list[int], summaries: dict) -> tuple[int, int]:
-    """(queues, consume-queue files) a dry run reports, from the per-file queue summaries."""
-    spans: dict = {}
-    for i in included:
-        for key, (first, last, _) in summaries[i].queues.items():
-            spans.setdefault(key, [first, last])[1] = last
-    from rmqstore_cli.store.rebuild import cq_file_count
-
-    F = config.cq_file_size
-    return len(spans), sum(cq_file_count(first, last, F) for first, last in spans.values())
-
+from rmqstore_cli.pipeline.rebuild_dispatch import (
+    FileSummary,
+    build_queue,
+    dispatch_file,
+    dry_counts,
+    kept_keys,
+    kept_mask,
+    name_index_files,
+    plan_dispatch,
+    plan_keys,
+    rebuild_inputs,
+    rebuild_report,
+)
 
 # ===================================================================== rebuild-index without shuffles
 #
@@ -558,7 +190,7 @@ def kept_count(dest, position: int, floor: int) -> int:
     phy = spilled_keys(dest, position)[1]
     import numpy as np
 
-    return int(np.count_nonzero(_kept_mask(np.asarray(phy), floor)))
+    return int(np.count_nonzero(kept_mask(np.asarray(phy), floor)))
 
 
 @dataclass
@@ -637,7 +269,7 @@ def _kept(dest, position: int, floor: int) -> tuple:
 
     h, phy, ts = spilled_keys(dest, position)
     phy = np.asarray(phy)
-    sel = np.flatnonzero(_kept_mask(phy, floor))
+    sel = np.flatnonzero(kept_mask(phy, floor))
     return np.asarray(h)[sel], phy[sel], np.asarray(ts)[sel]
 
 
