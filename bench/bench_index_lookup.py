@@ -30,7 +30,8 @@ def build(root: Path, messages: int, files: int) -> dict:
     from rmqstore_cli.store.commitlog import CommitLog
     from rmqstore_cli.store.config import StoreConfig
     from rmqstore_cli.store.dispatch import dispatch_request
-    from rmqstore_cli.store.index import IndexFile, index_file_name
+    from rmqstore_cli.store.index import IndexFile
+    from rmqstore_cli.store.index_service import index_file_name
 
     exe = [sys.executable, "-m", "rmqstore_cli"]
     subprocess.run(

@@ -297,7 +297,7 @@ def kept_keys(fd: FileDispatch, floor: int) -> tuple:
 def name_index_files(index_dir: Path, built: list[dict], tz) -> list[str]:
     """Rename ``<k>.part`` files in order, as ``IndexService`` names them: the first entry's
     store time in ``tz``, each strictly after the previous."""
-    from rmqstore_cli.store.index import IndexService
+    from rmqstore_cli.store.index_service import IndexService
 
     namer = IndexService(index_dir / ".no-such-dir", 1, 2, tz=tz)
     names: list[str] = []

@@ -476,7 +476,7 @@ def rebuild_staged(config, dest: Path, opts, run_map, t0: float):
         time.perf_counter() - t0,
     )
     if staged.built and not dry:
-        from rmqstore_cli.store.index import name_time
+        from rmqstore_cli.store.index_service import name_time
 
         firsts = [b["first_ts"] for b in sorted(staged.built, key=lambda b: b["k"])]
         rep.fallback_index_names = [

@@ -338,7 +338,7 @@ class StoreConfig:
                 path=files[0],
                 hint="pass the broker's ⟦index_slots⟧/⟦index_max⟧ or ⟦broker_conf⟧",
             )
-        from rmqstore_cli.store.index import infer_index_geometry
+        from rmqstore_cli.store.index_geometry import infer_index_geometry
 
         try:
             slots, entries = infer_index_geometry(files, size)

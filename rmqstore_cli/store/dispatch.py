@@ -24,7 +24,8 @@ from rmqstore_cli.formats.commitlog import (
 from rmqstore_cli.store.batch_queue import batch_dispatch
 from rmqstore_cli.store.config import StoreConfig
 from rmqstore_cli.store.consume_queue import ConsumeQueueWriter, unsafe_topic
-from rmqstore_cli.store.index import IndexService, build_key
+from rmqstore_cli.store.index import build_key
+from rmqstore_cli.store.index_service import IndexService
 from rmqstore_cli.store.kinds import delay_level, deliver_timestamp, parse_java_int
 from rmqstore_cli.store.lmq import MULTI_DISPATCH, MULTI_QUEUE_OFFSET, FanOut, broker5_store, fan_out
 from rmqstore_cli.store.message import (

@@ -14,7 +14,7 @@ and falls back to the per-record path otherwise:
   once by :mod:`batch` (``h(a+b) = h(a)·31^len(b) + h(b) mod 2^32``);
 * consume-queue units go to each queue's writer in one call
   (:meth:`~rmqstore_cli.store.consume_queue.ConsumeQueueWriter.put_many`), index keys to
-  the index in blocks (:meth:`~rmqstore_cli.store.index.IndexService.put_keys`): the
+  the index in blocks (:meth:`~rmqstore_cli.store.index_service.IndexService.put_keys`): the
   writers own their bytes at both speeds; this module only decides what goes where.
 """
 

@@ -4,7 +4,7 @@
 reput dispatches. Per key that is a ``String#hashCode`` in Python and the index header packed
 after every put; here the keys of a block are gathered in put order, hashed at once
 (:func:`~rmqstore_cli.store.javahash.bulk.index_hashes`) and handed to
-:meth:`~rmqstore_cli.store.index.IndexService.put_keys`, which writes the bytes those puts
+:meth:`~rmqstore_cli.store.index_service.IndexService.put_keys`, which writes the bytes those puts
 would (slot chains per block, the header once per block). Only the append path uses it: its
 physical offsets only grow, so a deferred put never changes which keys the
 ``endPhyOffset`` check lets in.
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from rmqstore_cli.store.index import IndexService
+from rmqstore_cli.store.index_service import IndexService
 from rmqstore_cli.store.javahash import index_key_hash
 from rmqstore_cli.store.javahash.bulk import index_hashes
 

@@ -22,7 +22,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from rmqstore_cli.store.commitlog import CommitLog, Status
-from rmqstore_cli.store.index import IndexFile, IndexService, build_key
+from rmqstore_cli.store.index import IndexFile, build_key
+from rmqstore_cli.store.index_service import IndexService
 from rmqstore_cli.store.javahash import index_key_hash
 from rmqstore_cli.store.mapped_files import release_pages
 from rmqstore_cli.store.message import KEY_SEPARATOR, Message

@@ -14,7 +14,7 @@ from rmqstore_cli.store import safefs
 from rmqstore_cli.store.checkpoint import StoreCheckpoint
 from rmqstore_cli.store.commitlog import CommitLog
 from rmqstore_cli.store.config import StoreConfig
-from rmqstore_cli.store.index import IndexService
+from rmqstore_cli.store.index_service import IndexService
 from rmqstore_cli.store.mapped_files import queue_dirs
 
 if TYPE_CHECKING:  # numpy-backed readers: imported where a queue is opened, not at start-up

@@ -128,7 +128,8 @@ def test_put_keys_writes_what_put_key_writes_and_the_chunked_writer_too(tmp_path
     ``link_blocks`` and the header) against ``put_keys`` on one file: the same bytes."""
     import numpy as np
 
-    from rmqstore_cli.store.index import IndexFile, IndexService, time_diff, time_diffs, write_entries
+    from rmqstore_cli.store.index import IndexFile, time_diff, time_diffs, write_entries
+    from rmqstore_cli.store.index_service import IndexService
     from rmqstore_cli.store.javahash import index_key_hash
 
     rnd = random.Random(5)
