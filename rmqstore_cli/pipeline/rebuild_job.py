@@ -1,7 +1,7 @@
 """``rebuild-index`` over one store or several, on the local engine or on Spark: the options'
 checks, one output directory per store, every store planned (sizes and where they come
 from) before any work, then each rebuilt (``store/rebuild_plan.py``), or an interrupted
-``--in-place`` run finished (``store/rebuild_output.recover_journal``). Nothing is said
+``--in-place`` run finished (``store/rebuild_journal.recover_journal``). Nothing is said
 here: the command is told through callbacks and prints the results."""
 
 from __future__ import annotations
@@ -178,7 +178,7 @@ def recover(stores: list[Path]) -> list[dict[str, Any]]:
     """--recover: each store's interrupted --in-place run finished (or rolled back), a live
     broker refused first; one outcome per store."""
     from rmqstore_cli.store.lock import refuse_if_live
-    from rmqstore_cli.store.rebuild_output import recover_journal
+    from rmqstore_cli.store.rebuild_journal import recover_journal
 
     for st in stores:
         refuse_if_live(st)

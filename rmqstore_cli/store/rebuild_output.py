@@ -2,25 +2,20 @@
 where it belongs. Beside the store (``--output``: :func:`rebuild_to`, the store only read,
 its commit log linked or copied) or in place of the store's own ``consumequeue/``,
 ``index/`` and checkpoint (``--in-place``: :func:`rebuild_in_place`, crash-safe under a
-journal that :func:`recover_journal` finishes after a crash). Either way the set is built
+journal that :func:`~rmqstore_cli.store.rebuild_journal.recover_journal` finishes after a
+crash; the journal and the swap are ``rebuild_journal.py``'s). Either way the set is built
 in a staging directory, fsynced, and renamed into place; a failure removes what the run
 wrote.
 """
 
 from __future__ import annotations
 
-import ctypes
-import errno
-import json
 import os
 import shutil
-import stat
 import time
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
-
-from rmqstore_cli.formats.checkpoint import CHECKPOINT_FILE_SIZE
 
 from rmqstore_cli.errors import StoreError, UsageError
 from rmqstore_cli.store import mapguard, safefs
@@ -29,10 +24,16 @@ from rmqstore_cli.store.config import StoreConfig
 from rmqstore_cli.store.lock import StoreLock, refuse_if_live
 from rmqstore_cli.store.mapped_files import fsync_dir
 from rmqstore_cli.store.rebuild import BCQ_DIR, DispatchReport, Progress, RebuildOptions, build_set
+from rmqstore_cli.store.rebuild_journal import (
+    JOURNAL,
+    STAGING_PREFIX,
+    checkpoint_backup_bytes,
+    recover_journal,
+    rmtree_quietly,
+    roll_forward,
+    write_journal,
+)
 from rmqstore_cli.store.root_entries import BACKUP_DIR
-
-JOURNAL = ".rebuild-index.journal"
-STAGING_PREFIX = ".rebuild-index-"
 
 
 def _rebuilds_batch_queues(config: StoreConfig, opts: RebuildOptions) -> bool:
@@ -169,7 +170,7 @@ def rebuild_to(
         raise
     finally:
         if os.path.lexists(staging):
-            _rmtree_quietly(staging, [out])
+            rmtree_quietly(staging, [out])
     return rep, plan
 
 
@@ -262,238 +263,6 @@ def _sparse_copy(src: Path, dst: Path, chunk: int = 1 << 20) -> None:
 
 
 # ----------------------------------------------------------------- --in-place
-
-_RENAME_EXCHANGE = 2
-_AT_FDCWD = -100
-
-
-def _exchange(a: Path, b: Path) -> bool:
-    """Atomically swap two paths (``renameat2(RENAME_EXCHANGE)``); False if unsupported."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        fn = libc.renameat2
-    except (OSError, AttributeError):
-        return False
-    fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
-    if fn(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
-        return True
-    e = ctypes.get_errno()
-    if e in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP):
-        return False
-    raise OSError(e, os.strerror(e), str(a))
-
-
-def _step() -> None:
-    """Test hook: RMQSTORE_TEST_SWAP_DELAY seconds between the steps of a swap, so a test
-    can kill the process inside the critical section."""
-    d = os.environ.get("RMQSTORE_TEST_SWAP_DELAY")
-    if d:
-        time.sleep(float(d))
-
-
-def _write_journal(root: Path, data: dict) -> None:
-    """The journal, written beside under a fresh ``O_EXCL`` name and renamed over: a link
-    planted at a fixed temp name (``.rebuild-index.journal.tmp``) is never written through."""
-    safefs.replace_file(root / JOURNAL, json.dumps(data).encode(), [root])
-    fsync_dir(root)
-
-
-def read_journal(root: Path) -> dict | None:
-    """The journal, read under :data:`safefs.JOURNAL_LIMIT` (a FIFO, ``/dev/zero`` or a huge
-    file is one error line), and refused unless every path in it lies inside the store."""
-    if not os.path.lexists(root / JOURNAL):
-        return None
-    try:
-        j = safefs.load_json(root / JOURNAL, safefs.JOURNAL_LIMIT, "rebuild journal")
-    except StoreError as e:
-        e.message = f"unreadable rebuild journal: {e.message}"
-        e.hint = "inspect it; remove it only if no .rebuild-index-* directory remains"
-        raise
-    why = _journal_problem(root, j)
-    if why:
-        raise StoreError(
-            f"rebuild journal refused: {why}",
-            path=root / JOURNAL,
-            hint="it was not written by this rebuild-index; inspect it, nothing was changed",
-        )
-    return j
-
-
-def _journal_problem(root: Path, j) -> str | None:
-    """A journal drives renames and deletions: every path it names must lie inside the
-    store by its *real* path (a directory link inside the store that leads out does not
-    count as inside), so a crafted or foreign journal cannot make a re-run touch anything
-    else. A path's last component is renamed or removed, never followed."""
-    if not isinstance(j, dict) or j.get("state") not in ("building", "swapping", "cleanup"):
-        return "not a journal (no known state)"
-    base = safefs.real(root)
-
-    def inside(p) -> bool:
-        if not (isinstance(p, str) and "\0" not in p and p):
-            return False
-        a = os.path.abspath(p)  # relative paths resolve against the working directory, as renames do
-        name = os.path.basename(a)
-        return name not in ("", ".", "..") and safefs.is_inside(os.path.dirname(a), [base])
-
-    staging = j.get("staging")
-    if not (
-        inside(staging)
-        and safefs.real(os.path.dirname(os.path.abspath(staging))) == base
-        and os.path.basename(staging).startswith(STAGING_PREFIX)
-    ):
-        return "its staging directory is not a .rebuild-index-* directory of the store"
-    parts = j.get("parts", [])
-    if not isinstance(parts, list) or not all(
-        isinstance(x, list) and len(x) == 4 and x[3] in ("replace", "remove") and all(inside(q) for q in x[:3])
-        for x in parts
-    ):
-        return "a part names a path outside the store"
-    cp = j.get("checkpoint")
-    if cp is not None and not (isinstance(cp, list) and len(cp) == 3 and all(inside(q) for q in cp)):
-        return "its checkpoint paths lie outside the store"
-    bdirs = j.get("backup_dirs", [])
-    if not isinstance(bdirs, list) or not all(inside(q) for q in bdirs):
-        return "a backup directory lies outside the store"
-    m = j.get("marker")
-    if not (isinstance(m, str) and m.startswith(".rebuild-") and "/" not in m and "\0" not in m):
-        return "bad marker name"
-    if not isinstance(j.get("no_backup"), bool):
-        return "bad no_backup flag"
-    return None
-
-
-def _swap_dir(target: Path, staged: Path, backup: Path, marker: str) -> None:
-    """Put ``staged`` (which holds ``marker``) at ``target``, the old ``target`` at ``backup``.
-    Idempotent: the marker tells whether ``target`` already is the new set."""
-    if (target / marker).exists():  # exchanged already; staged (if still there) is the old set
-        if staged.exists():
-            backup.parent.mkdir(parents=True, exist_ok=True)
-            _step()
-            os.rename(staged, backup)
-        _step()
-        (target / marker).unlink()
-        return
-    if not staged.exists():
-        return  # done earlier
-    target.parent.mkdir(parents=True, exist_ok=True)
-    if target.exists():
-        if _exchange(staged, target):
-            fsync_dir(target.parent)
-            backup.parent.mkdir(parents=True, exist_ok=True)
-            _step()
-            os.rename(staged, backup)
-        else:  # no RENAME_EXCHANGE: a moment without target; the journal rolls it forward
-            backup.parent.mkdir(parents=True, exist_ok=True)
-            os.rename(target, backup)
-            _step()
-            os.rename(staged, target)
-    else:
-        os.rename(staged, target)
-    fsync_dir(target.parent)
-    _step()
-    (target / marker).unlink()
-
-
-def _roll_forward(root: Path, j: dict) -> None:
-    marker = j["marker"]
-    for target, staged, backup, kind in j["parts"]:
-        target, staged, backup = Path(target), Path(staged), Path(backup)
-        if kind == "replace":
-            _swap_dir(target, staged, backup, marker)
-        elif target.exists():  # "remove": the rebuilt set has no such directory
-            backup.parent.mkdir(parents=True, exist_ok=True)
-            _step()
-            os.rename(target, backup)
-    cp = j.get("checkpoint")
-    if cp:
-        target, staged, backup = map(Path, cp)
-        if staged.exists():
-            if os.path.lexists(target) and not os.path.lexists(backup) and not j["no_backup"]:
-                data = checkpoint_backup_bytes(target)
-                if data is not None:
-                    backup.parent.mkdir(parents=True, exist_ok=True)
-                    safefs.replace_file(backup, data, [root])
-            _step()
-            os.replace(staged, target)
-    fsync_dir(root)
-    j["state"] = "cleanup"
-    _write_journal(root, j)
-    _cleanup(root, j)
-
-
-def checkpoint_backup_bytes(path: Path) -> bytes | None:
-    """The checkpoint's bytes for its backup: only a regular file of the size the format
-    allows (``CHECKPOINT_FILE_SIZE``, read under that cap), so a checkpoint that is a link
-    to ``/dev/zero``, a FIFO or a huge sparse file can never make the backup unbounded.
-    None when there is nothing to back up (it vanished). Anything else: StoreError."""
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        return None
-    except OSError as e:
-        raise safefs.os_error(e, path, "read the checkpoint") from None
-    if not stat.S_ISREG(st.st_mode) or st.st_size > CHECKPOINT_FILE_SIZE:
-        what = safefs.kind_of(st.st_mode) if not stat.S_ISREG(st.st_mode) else f"{st.st_size} bytes"
-        raise StoreError(
-            f"checkpoint is {what}, not a regular file of at most {CHECKPOINT_FILE_SIZE} bytes; not backed up",
-            path=path,
-            hint="move it away, or pass ⟦no_backup⟧ to replace it without a backup",
-        )
-    return safefs.read_bounded(path, CHECKPOINT_FILE_SIZE, "checkpoint")
-
-
-def _cleanup(root: Path, j: dict) -> None:
-    """Delete what the journal says is left over: only below the store's real root, never
-    through a link (``safefs.rmtree_inside``/``unlink_inside``)."""
-    roots = [root]
-    if j["no_backup"]:
-        for _, _, backup, _ in j["parts"]:
-            _rmtree_quietly(Path(backup), roots)
-        cp = j.get("checkpoint")
-        if cp and os.path.lexists(cp[2]):
-            safefs.unlink_inside(cp[2], roots)
-        for extra in j.get("backup_dirs", []):  # innermost first
-            if Path(extra).is_dir() and not Path(extra).is_symlink() and not any(Path(extra).iterdir()):
-                Path(extra).rmdir()
-    _rmtree_quietly(Path(j["staging"]), roots)
-    safefs.unlink_inside(root / JOURNAL, roots)
-    fsync_dir(root)
-
-
-def _rmtree_quietly(path: Path, roots: list[Path]) -> None:
-    """``rmtree`` of a directory this rebuild made (staging, backups): skipped when it is a
-    link or missing; refused (RefusedError) when its real path leaves the roots."""
-    if os.path.islink(path) or not os.path.lexists(path):
-        return
-    safefs.rmtree_inside(path, roots)
-
-
-def _remove_stale_staging(root: Path) -> None:
-    """Staging directories of runs killed before their journal was written (links skipped)."""
-    for p in root.glob(STAGING_PREFIX + "*"):
-        _rmtree_quietly(p, [root])
-
-
-def recover_journal(root: Path) -> dict | None:
-    """Finish what an interrupted in-place rebuild left: roll back while it was building,
-    roll forward once it had started swapping, finish clean-up. Returns the journal."""
-    j = read_journal(root)
-    if j is None:
-        _remove_stale_staging(root)
-        return None
-    if j["state"] == "building":
-        _rmtree_quietly(Path(j["staging"]), [root])
-        safefs.unlink_inside(root / JOURNAL, [root])
-        fsync_dir(root)
-        j["outcome"] = "rolled back"
-    elif j["state"] == "swapping":
-        _roll_forward(root, j)
-        j["outcome"] = "completed"
-    else:
-        _cleanup(root, j)
-        j["outcome"] = "completed"
-    _remove_stale_staging(root)
-    return j
 
 
 def rebuild_in_place(
@@ -615,7 +384,7 @@ def _build_and_swap(
     swapping leaves the journal for the next run to roll forward, and says so."""
     root, staging = config.root, Path(journal["staging"])
     try:
-        _write_journal(root, journal)
+        write_journal(root, journal)
         rep = _build_staging(config, staging, journal["parts"], journal["marker"], opts, progress, build)
     except BaseException as e:  # full disk, read-only file system, interrupt: roll back now
         _roll_back(root, staging)
@@ -624,12 +393,12 @@ def _build_and_swap(
         raise
     journal["state"] = "swapping"
     try:
-        _write_journal(root, journal)
+        write_journal(root, journal)
     except BaseException:
         _roll_back(root, staging)
         raise
     try:
-        _roll_forward(root, journal)
+        roll_forward(root, journal)
     except OSError as e:
         err = safefs.os_error(e, e.filename or root, "finish the swap")
         err.hint = "the next rebuild-index run (or --recover) completes it"
@@ -673,7 +442,7 @@ def _roll_back(root: Path, staging: Path) -> None:
     and then the journal go. If even that fails (the disk is gone), the journal still says
     *building* and the next run rolls back."""
     try:
-        _rmtree_quietly(staging, [root])
+        rmtree_quietly(staging, [root])
         safefs.unlink_inside(root / JOURNAL, [root])
         fsync_dir(root)
     except (OSError, StoreError):

@@ -16,7 +16,7 @@ import pytest
 
 from rmqstore_cli.store.commitlog import AppendSpec, CommitLog
 from rmqstore_cli.store.config import StoreConfig
-from rmqstore_cli.store.rebuild_output import JOURNAL
+from rmqstore_cli.store.rebuild_journal import JOURNAL
 from tests.helpers import cli, generate, run, tmpfs, tree_digest
 
 pytestmark = pytest.mark.slow  # subprocesses, full disks and Spark
