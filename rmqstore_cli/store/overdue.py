@@ -123,14 +123,12 @@ def load_delay_offsets(config_dir) -> offsets.OffsetTable:
 
 def delay_rows(ms: Any, now_ms: int, out: OverdueScan) -> None:
     """The levels of ``SCHEDULE_TOPIC_XXXX`` and their overdue messages into ``out``."""
-    from rmqstore_cli.store.mapped_files import queue_dirs
-
     loaded = load_delay_offsets(ms.config.root / "config")
     out.notes.extend(loaded.warnings)
     out.delay_offsets_file = loaded.path.name if loaded.path is not None else None
     saved = loaded.table.get(f"{offsets.SCHEDULE_TOPIC}@{offsets.DELAY_GROUP}", {})
     table = ms.config.delay_level_table
-    qids = sorted({q for t, q, _ in queue_dirs(ms.config.consumequeue_dir) if t == offsets.SCHEDULE_TOPIC})
+    qids = schedule_queue_ids(ms)
     if qids and loaded.path is None:
         out.notes.append(
             f"no {offsets.DELAY_OFFSET_FILE}: every level is taken from offset 0, as ScheduleMessageService#start does"
@@ -159,6 +157,15 @@ def delay_rows(ms: Any, now_ms: int, out: OverdueScan) -> None:
             )
             out.rows.append(row)
         out.levels.append(st)
+
+
+def schedule_queue_ids(ms: Any) -> list[int]:
+    """The queue ids of SCHEDULE_TOPIC_XXXX the store holds (its directories, or RocksDB's rows)."""
+    from rmqstore_cli.store.mapped_files import queue_dirs
+
+    if ms.rocksdb_cq is not None:
+        return sorted(q.queue_id for q in ms.rocksdb_cq.queues() if q.topic == offsets.SCHEDULE_TOPIC)
+    return sorted({q for t, q, _ in queue_dirs(ms.config.consumequeue_dir) if t == offsets.SCHEDULE_TOPIC})
 
 
 def message_row(cl: Any, offset: int, size: int) -> dict[str, Any]:
@@ -216,9 +223,9 @@ def _wheel_rows(view: Any, ms: Any, now_ms: int, out: OverdueScan, deliveries: b
         row = message_row(ms.commitlog, u.offset_py, u.size_py)
         if behind[i]:
             state = "behind"
-        else:
+        else:  # passed: lost unless a copy or a delete mark says otherwise (an expired message: cannot tell)
             key = f"{row['real_topic']}+{row['uniq_key']}"
-            if key in copies or key in deleted or (m is not None and PROPERTY_TIMER_DEL_UNIQKEY in m.properties):
+            if m is None or key in copies or key in deleted or PROPERTY_TIMER_DEL_UNIQKEY in m.properties:
                 continue
             state = "passed"
         row.update(

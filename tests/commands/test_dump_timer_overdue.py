@@ -279,3 +279,30 @@ def test_generated_store_without_the_options_has_nothing_stuck(tmp_path):
 def test_overdue_timer_ratio_needs_timer_messages(tmp_path):
     r = cli("generate", "--store", tmp_path / "s", "--overdue-timer-ratio", "0.5")
     assert r.exit_code == 2 and "--timer-ratio" in r.stderr
+
+
+def test_a_read_time_past_undelivered_units_makes_them_passed(timer_sample, tmp_path):
+    """timercheck's lastReadTimeMs moved 5 minutes on (a checkpoint saved ahead of the
+    deliveries): the units it passed have no delivered copy, so they are passed (lost); the
+    5 delivered before the shutdown still are not overdue."""
+    store, conf, exp = timer_sample
+    copy = tmp_path / "store"
+    shutil.copytree(store, copy)
+    cp = copy / "config" / "timercheck"
+    data = bytearray(cp.read_bytes())
+    read = struct.unpack_from(">q", data, 0)[0]
+    struct.pack_into(">q", data, 0, read + 300_000)
+    cp.write_bytes(bytes(data))
+    now = read + 600_000
+    rows = _jsonl("dump-timer", "--store", copy, "--broker-conf", conf, "--overdue", "--now", str(now))
+    msgs = _jsonl("dump-commitlog", "--store", copy, "--broker-conf", conf)
+    out = {m["uniq_key"]: int(m["properties"]["TIMER_OUT_MS"]) for m in msgs if m["topic"] == "rmq_sys_wheel_timer"}
+    delivered = {
+        m["uniq_key"] for m in msgs if m["topic"] != "rmq_sys_wheel_timer" and "TIMER_DEQUEUE_MS" in m["properties"]
+    }
+    want = {k: ("passed" if t < read + 300_000 else "behind") for k, t in out.items() if t < now and k not in delivered}
+    assert {r["uniq_key"]: r["state"] for r in rows} == want
+    assert Counter(want.values())["passed"] > 0 and len(delivered) == 5
+    v = cli("verify", "--store", copy, "--broker-conf", conf, "--format", "json")
+    checks = Counter(f["check"] for f in json.loads(v.stdout)["findings"])
+    assert checks["timer.never-delivered"] == Counter(want.values())["passed"]
