@@ -91,11 +91,13 @@ class OverdueScan:
     delay_offsets_file: str | None = None
 
 
-def scan(ms: Any, now_ms: int, deliveries: bool = True) -> OverdueScan:
+def scan(ms: Any, now_ms: int, deliveries: bool = True, levels_without_file: bool = True) -> OverdueScan:
     """The store's overdue timer and delay-level messages at ``now_ms``. ``deliveries``:
-    look for passed timer units' delivered copies (a commit-log walk from the first one)."""
+    look for passed timer units' delivered copies (a commit-log walk from the first one);
+    ``levels_without_file`` False: no delay level is read when delayOffset.json (and its
+    .bak) is absent."""
     out = OverdueScan(now_ms, [], [], None)
-    delay_rows(ms, now_ms, out)
+    delay_rows(ms, now_ms, out, levels_without_file)
     timer_rows(ms, now_ms, out, deliveries)
     out.rows.sort(key=lambda r: (r["due_ms"], r["source"]))
     return out
@@ -121,11 +123,14 @@ def load_delay_offsets(config_dir) -> offsets.OffsetTable:
     return offsets.load_consumer_offsets(config_dir, offsets.DELAY_OFFSET_FILE, offsets.decode_delay_table, True)
 
 
-def delay_rows(ms: Any, now_ms: int, out: OverdueScan) -> None:
-    """The levels of ``SCHEDULE_TOPIC_XXXX`` and their overdue messages into ``out``."""
+def delay_rows(ms: Any, now_ms: int, out: OverdueScan, without_file: bool = True) -> None:
+    """The levels of ``SCHEDULE_TOPIC_XXXX`` and their overdue messages into ``out`` (none
+    when there is no delayOffset.json and not ``without_file``)."""
     loaded = load_delay_offsets(ms.config.root / "config")
     out.notes.extend(loaded.warnings)
     out.delay_offsets_file = loaded.path.name if loaded.path is not None else None
+    if loaded.path is None and not without_file:
+        return
     saved = loaded.table.get(f"{offsets.SCHEDULE_TOPIC}@{offsets.DELAY_GROUP}", {})
     table = ms.config.delay_level_table
     qids = schedule_queue_ids(ms)

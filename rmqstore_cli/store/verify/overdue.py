@@ -52,7 +52,7 @@ class OverdueChecks:
         at = self.max_store_ts - GRACE_MS
         ms = MessageStore(self.config)
         try:
-            found = overdue.scan(ms, at, deliveries=False)
+            found = overdue.scan(ms, at, deliveries=False, levels_without_file=False)
         except StoreError:
             return  # the timer's and config checks name what could not be read
         finally:
