@@ -5,9 +5,8 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from rmqstore_cli.commands import common, grammar, lines
+from rmqstore_cli.commands import common, grammar, lines, timer_options
 from rmqstore_cli.commands.common import complete_topic
-from rmqstore_cli.formats.timer import MIN_FILE_SIZE
 
 EPILOG = """Examples:
 
@@ -18,6 +17,8 @@ EPILOG = """Examples:
   rmqstore dump-timer --store ~/store --units --topic OrderTopic --format jsonl
 
   rmqstore dump-timer --store ~/store --next --limit 20 --now 2026-11-22T10:00
+
+  rmqstore dump-timer --store ~/store --overdue --summary --now 2026-11-22T10:00
 
 --next takes no number: --limit caps what it prints. The old --next N still works (a
 note says to type --next --limit N) and replays N rows before --topic keeps its own.
@@ -36,24 +37,8 @@ def dump_timer(
     broker_conf: common.BrokerConfOpt = None,
     commitlog_file_size: common.CommitlogSizeOpt = None,
     cq_file_size: common.CqSizeOpt = None,
-    timer_log_file_size: Annotated[
-        int | None,
-        typer.Option(
-            "--timer-log-file-size",
-            min=MIN_FILE_SIZE,
-            max=common.JAVA_INT_MAX,
-            help="mappedFileSizeTimerLog, if not in --broker-conf (else the timer-log files' own size).",
-        ),
-    ] = None,
-    timer_precision_ms: Annotated[
-        int | None,
-        typer.Option(
-            "--timer-precision-ms",
-            min=1,
-            max=common.JAVA_INT_MAX,
-            help="timerPrecisionMs, if not in --broker-conf (default 1000).",
-        ),
-    ] = None,
+    timer_log_file_size: timer_options.TimerLogSizeOpt = None,
+    timer_precision_ms: timer_options.TimerPrecisionOpt = None,
     allow_odd_size: common.AllowOddSizeOpt = False,
     units: Annotated[
         bool,
@@ -70,12 +55,13 @@ def dump_timer(
             "--summary", help="The checkpoint, the wheel's geometry, the timer-log files and the broker's recovery."
         ),
     ] = False,
+    overdue: timer_options.OverdueOpt = False,
     begin: Annotated[str | None, grammar.begin_option("Due time")] = None,
     end: Annotated[str | None, grammar.end_option("Due time")] = None,
     topic: Annotated[
         str | None,
         grammar.topic_option(
-            "With --units or --next: only messages whose real topic (REAL_TOPIC) is this.", complete_topic
+            "With --units, --next or --overdue: only messages whose real topic (REAL_TOPIC) is this.", complete_topic
         ),
     ] = None,
     now: grammar.NowOpt = None,
@@ -105,6 +91,11 @@ def dump_timer(
     pos, prev_pos, magic, roll, delete, enqueue_time, due_ms, commitlog_offset, size,
     topic_hash, message_status, topic, real_topic, real_queue_id, keys, uniq_key, msg_id,
     timer_out_ms, state. --next adds source, action and slot_time_ms or queue_offset.
+    --overdue: the timer wheel's and the delay levels' (SCHEDULE_TOPIC_XXXX) messages due
+    before --now and not delivered (a 4.x store: delay levels only). Fields: source (timer,
+    delay), state (behind, passed, not-enqueued, pending, no-level), due_ms, late_ms,
+    real_topic, level, queue_offset, timer_pos, commitlog_offset, size, msg_id, uniq_key,
+    keys. With --summary: the levels and, per real topic, count, oldest and max lateness.
     --now is the broker's start time for --next and --summary, and what --begin now or -2h
     is read against.
     Exit 1 when nothing is printed or the store has no timer files.
@@ -119,8 +110,8 @@ def dump_timer(
 
     zone = parse_tz(tz)
     replay = grammar.old_count(ctx.args, next_, "--next", "--next --limit N")
-    if sum([units, next_, summary]) > 1:
-        raise UsageError("choose one of --units, --next and --summary")
+    if sum([units, next_, summary and not overdue, overdue]) > 1:
+        raise UsageError("choose one of --units, --next, --summary and --overdue (--overdue --summary goes)")
     at = grammar.clock(now, zone)
     b, e = grammar.window(begin, end, at, zone)
     cfg = common.load_config(store, broker_conf, commitlog_file_size, cq_file_size)
@@ -128,6 +119,16 @@ def dump_timer(
     cfg.allow_odd_size = allow_odd_size
     ms = MessageStore.open(cfg, zone, defer_index=True)
     common.warn_odd_files(cfg)
+    if overdue:
+        from rmqstore_cli.render_overdue import print_overdue
+        from rmqstore_cli.store.overdue import scan
+
+        found = scan(ms, at)
+        for n in found.notes:
+            lines.note(n)
+        if print_overdue(found, cfg.root, (b, e), topic, summary, fmt.value, zone, limit) == 0:
+            raise NotFound("no delayed message is overdue", hint="--now is the time they are judged at")
+        return
     ts = timer_report.open_timer(cfg)
     mode = "next" if next_ else "units" if units else "slots"
     if b is not None and b == e and not (units or summary or next_):  # one due time: TimerWheel#getSlot

@@ -57,6 +57,8 @@ def generate(
     ipv6_ratio: o.Ipv6RatioOpt = 0.05,
     compress_ratio: o.CompressRatioOpt = 0.0,
     timer_ratio: o.TimerRatioOpt = 0.0,
+    overdue_timer_ratio: o.OverdueTimersOpt = 0.0,
+    delay_offset_lag: o.DelayOffsetLagOpt = None,
     bcq_topics: o.BcqTopicsOpt = 0,
     compaction_topics: o.CompactionTopicsOpt = 0,
     compaction_run: o.CompactionRunOpt = False,
@@ -79,14 +81,13 @@ def generate(
 ) -> None:
     """Write a realistic store: commitlog, consume queues, index, checkpoint, config/topics.json.
 
-    Messages go through the same append and dispatch path as every other command, so the
-    store is what a broker would have written. --store is required and must be a new or
-    empty directory; a non-empty one is refused (exit 4) unless --append is given, a file
-    there is a usage error (exit 2). Appending continues the store's queue offsets and
-    says "appended N to a store of M records" on stderr (--quiet: nothing on stderr but
-    errors). --messages was -n, still accepted with a note. The broker's lock is checked
-    first (a live broker: exit 4) and held while writing; nothing is written through a
-    symbolic link or outside the store.
+    Messages go through the append and dispatch path every command uses: the store is what
+    a broker writes. --store is required and must be a new or empty directory; a non-empty
+    one is refused (exit 4) unless --append is given, a file there is a usage error (exit
+    2). Appending continues the store's queue offsets and says "appended N to a store of M
+    records" on stderr (--quiet: nothing on stderr but errors). --messages was -n, still
+    accepted with a note. The broker's lock is checked first (a live broker: exit 4) and
+    held while writing; nothing is written through a symbolic link or outside the store.
 
     A replayed record whose topic is not one safe directory name (empty, '.', '..', '/',
     NUL, invalid UTF-8, over 255 bytes) is kept in the commit log and the index but gets
@@ -118,6 +119,7 @@ def generate(
         bcq_topics=bcq_topics,
         compaction_topics=compaction_topics,
         lmq_queues=lmq_queues,
+        overdue_timer_ratio=overdue_timer_ratio,
     )
     sizes = dict(
         mapped_file_size_commit_log=commitlog_file_size,
@@ -127,7 +129,7 @@ def generate(
     )
     job = generate_run.GenerateJob(
         store, append, broker_conf, sizes, broker_version, append_prop_crc, timer_ratio, dledger, lmq_ratio,
-        compaction_run, from_jsonl, workload,
+        compaction_run, from_jsonl, workload, delay_offset_lag,
     )  # fmt: skip
     check_version(broker_version)
     check_outcomes(transaction_outcomes)

@@ -148,3 +148,20 @@ FromJsonlOpt = Annotated[
         "one warning per such topic."
     ),
 ]
+OverdueTimersOpt = Annotated[
+    float,
+    typer.Option(
+        min=0,
+        max=1,
+        help="Share of timer sends due 1-30 s after their store time, with config/timercheck's read time "
+        "stalled at the first of them: overdue timer messages (needs --timer-ratio).",
+    ),
+]
+DelayOffsetLagOpt = Annotated[
+    int | None,
+    typer.Option(
+        min=0,
+        help="Write config/delayOffset.json with each delay level this many messages behind its queue's end "
+        "(0: all delivered); default: no file.",
+    ),
+]

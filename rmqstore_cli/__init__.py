@@ -69,6 +69,10 @@ _EXPORTS = {
     "DiffMessage": "rmqstore_cli.api.incident_records",
     "DiffOffset": "rmqstore_cli.api.incident_records",
     "DiffSummary": "rmqstore_cli.api.incident_records",
+    "OverdueMessage": "rmqstore_cli.api.incident_records",
+    "DelayLevel": "rmqstore_cli.api.incident_records",
+    "OverdueTopic": "rmqstore_cli.api.incident_records",
+    "OverdueReport": "rmqstore_cli.api.incident_records",
     "RmqstoreError": "rmqstore_cli.errors",
     "StoreError": "rmqstore_cli.errors",
     "FileSizeError": "rmqstore_cli.errors",
@@ -83,6 +87,7 @@ if TYPE_CHECKING:  # for type checkers and editors (``X as X``: an explicit re-e
     # load lazily
     from rmqstore_cli.api.diff import diff_stores as diff_stores
     from rmqstore_cli.api.incident_records import (
+        DelayLevel as DelayLevel,
         DiffDivergence as DiffDivergence,
         DiffFile as DiffFile,
         DiffMessage as DiffMessage,
@@ -91,6 +96,9 @@ if TYPE_CHECKING:  # for type checkers and editors (``X as X``: an explicit re-e
         DiffRow as DiffRow,
         DiffSummary as DiffSummary,
         DiffUnit as DiffUnit,
+        OverdueMessage as OverdueMessage,
+        OverdueReport as OverdueReport,
+        OverdueTopic as OverdueTopic,
         Transaction as Transaction,
         TransactionGroup as TransactionGroup,
         TransactionReport as TransactionReport,

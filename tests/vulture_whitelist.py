@@ -61,3 +61,9 @@ _topic_table, _kern  # verify: per-run caches stored in __dict__ and read back w
     offsets_removed,
     offsets_added,
 )  # api/records.py Diff* fields: the JSON keys of rmqstore diff, read by scripts (as_dict walks them)
+(
+    late_ms,
+    timer_pos,
+    max_late_ms,
+    not_enqueued,
+)  # api/incident_records.py Overdue* and store/overdue.py TimerState fields: dump-timer --overdue's JSON keys

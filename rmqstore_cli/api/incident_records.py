@@ -209,3 +209,100 @@ class DiffSummary(DiffRow):
     offsets_forward: int
     offsets_removed: int
     offsets_added: int
+
+
+@dataclass(frozen=True, slots=True)
+class OverdueMessage:
+    """A delayed message past its delivery time and not delivered (``dump-timer --overdue``'s
+    rows). ``source``: ``timer`` (the 5.x timer wheel) or ``delay`` (a delay level of
+    SCHEDULE_TOPIC_XXXX). ``state``: ``behind`` (its slot is at or after timercheck's
+    lastReadTimeMs: ``TimerMessageStore#dequeue`` has not reached it), ``passed`` (the read
+    time passed its slot, yet the commit log holds no delivered copy and no delete mark),
+    ``not-enqueued`` (an rmq_sys_wheel_timer message the enqueue has not put on the wheel),
+    ``pending`` (at or after delayOffset.json's offset of its level) or ``no-level`` (its
+    queue's level is not in messageDelayLevel: no task delivers it). ``late_ms`` is now -
+    ``due_ms``; ``level`` and ``queue_offset`` (its SCHEDULE_TOPIC_XXXX or
+    rmq_sys_wheel_timer queue offset), ``timer_pos`` (its timer-log unit) where they apply."""
+
+    source: str
+    state: str
+    real_topic: str | None
+    due_ms: int
+    late_ms: int
+    level: int | None
+    queue_offset: int | None
+    timer_pos: int | None
+    commitlog_offset: int
+    size: int
+    msg_id: str | None
+    uniq_key: str | None
+    keys: list[str]
+
+    def as_dict(self) -> JSON:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+@dataclass(frozen=True, slots=True)
+class DelayLevel:
+    """One delay level (queue ``level - 1`` of SCHEDULE_TOPIC_XXXX): the queue's bounds,
+    delayOffset.json's offset (``saved_offset``, None when absent), the offset the broker
+    delivers from (``start_offset``: 0 when absent, else moved into the queue,
+    ``ScheduleMessageService#correctDelayOffset``), how many are left (``pending``) and how
+    many of those are overdue, the oldest due time among them. ``delay_ms`` None: the level
+    is not in messageDelayLevel."""
+
+    level: int
+    delay_ms: int | None
+    queue_id: int
+    min_offset: int
+    max_offset: int
+    saved_offset: int | None
+    start_offset: int
+    pending: int
+    overdue: int
+    oldest_due_ms: int | None
+
+    def as_dict(self) -> JSON:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+@dataclass(frozen=True, slots=True)
+class OverdueTopic:
+    """Per source and real topic: how many are overdue, the oldest due time, now - that."""
+
+    source: str
+    real_topic: str | None
+    count: int
+    oldest_due_ms: int
+    max_late_ms: int
+
+    def as_dict(self) -> JSON:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+@dataclass(frozen=True, slots=True)
+class OverdueReport:
+    """What ``Store.overdue`` found at ``now_ms``: the overdue messages (oldest first), the
+    delay levels, the topics, the timer's marks (None: no timer store; else
+    ``last_read_time_ms``, ``last_timer_queue_offset``, ``enqueue_from`` and the counts
+    ``behind``, ``passed``, ``not_enqueued``), the delay offsets' file (None: absent) and
+    the notes. ``as_dict()`` less ``messages`` is ``dump-timer --overdue --summary``'s JSON."""
+
+    now_ms: int
+    messages: list[OverdueMessage]
+    delay_levels: list[DelayLevel]
+    topics: list[OverdueTopic]
+    timer: JSON | None
+    delay_offsets_file: str | None
+    notes: list[str]
+
+    def as_dict(self) -> JSON:
+        return {
+            "now_ms": self.now_ms,
+            "timer": self.timer,
+            "delay_offsets_file": self.delay_offsets_file,
+            "delay_levels": [lv.as_dict() for lv in self.delay_levels],
+            "topics": [t.as_dict() for t in self.topics],
+            "notes": list(self.notes),
+            "messages": [m.as_dict() for m in self.messages],
+        }

@@ -14,7 +14,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rmqstore_cli.api.incident_records import Transaction, TransactionGroup, TransactionReport
+from rmqstore_cli.api.incident_records import (
+    DelayLevel,
+    OverdueMessage,
+    OverdueReport,
+    OverdueTopic,
+    Transaction,
+    TransactionGroup,
+    TransactionReport,
+)
 from rmqstore_cli.api.records import (
     ConsumerProgress,
     ExpireAction,
@@ -553,6 +561,29 @@ class Store:
         at = to_ms(now, "now", self.tz)
         ts, view = self._timer()
         return TimerSummary(**timer_report.summary(ts, view, self.engine, now_ms() if at is None else at))
+
+    def overdue(self, *, now: TimeLike | None = None, topic: str | None = None) -> OverdueReport:
+        """Delayed messages past their delivery time at ``now`` (default now) and not
+        delivered, as ``dump-timer --overdue``: the 5.x timer wheel's (judged against
+        config/timercheck) and the delay levels' (against config/delayOffset.json), of real
+        topic ``topic`` when given; a store without either has none (store/overdue.py
+        defines each state). The notes also go to :attr:`warnings`."""
+        from rmqstore_cli.store import overdue
+        from rmqstore_cli.times import now_ms
+
+        at = to_ms(now, "now", self.tz)
+        s = overdue.scan(self.engine, now_ms() if at is None else at)
+        rows = list(overdue.rows_of(s, topic))
+        self.engine.warnings.extend(n for n in s.notes if n not in self.engine.warnings)
+        return OverdueReport(
+            s.now_ms,
+            [OverdueMessage(**r) for r in rows],
+            [DelayLevel(**lv.as_dict()) for lv in s.levels],
+            [OverdueTopic(**g) for g in overdue.topic_summary(rows, s.now_ms)],
+            s.timer.as_dict() if s.timer is not None else None,
+            s.delay_offsets_file,
+            list(s.notes),
+        )
 
     # ------------------------------------------------------------------ mutating jobs
     def _reopen(self) -> None:

@@ -702,6 +702,7 @@ def conclude(plan: StorePlan, ctx: FinishContext, totals: dict, parts: list[dict
         v.check_checkpoint()
         v.check_recovery()
         v.check_timer()  # the 5.x timer store (store/verify/timer.py), whole on the driver
+        v.check_overdue()  # stuck timer and delay-level deliveries (store/verify/overdue.py), on the driver
         v.check_batch_queues()  # on the driver (small queues; no consume queue to compare against)
         v.check_configs()  # config/*.json as ConfigManager#load reads them, on the driver
     finally:

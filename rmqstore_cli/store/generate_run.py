@@ -34,6 +34,8 @@ class GenerateJob:
     compaction_run: bool
     from_jsonl: str | None
     workload: dict[str, Any] = field(default_factory=dict)
+    #: --delay-offset-lag: write config/delayOffset.json this many messages behind each level's end
+    delay_offset_lag: int | None = None
 
     @property
     def new_store(self) -> bool:
@@ -45,6 +47,7 @@ def prepare(job: GenerateJob) -> tuple[StoreConfig, bool]:
     append to (its lock checked: a live broker refused, exit 4; its sizes inferred)."""
     from rmqstore_cli.store.lock import refuse_if_live
 
+    check_overdue_options(job)
     cfg, existing = target_config(job.store, job.append, job.broker_conf, job.sizes)
     apply_broker_options(
         cfg,
@@ -92,7 +95,22 @@ def write(job: GenerateJob, cfg: StoreConfig, zone: _dt.tzinfo | None, existing:
             writer.append_blocks(workload.blocks())
     finally:
         writer.close()
+    if job.delay_offset_lag is not None:  # the delay service left behind (store/delay_offsets.py)
+        from rmqstore_cli.store.delay_offsets import write_lagging_offsets
+
+        write_lagging_offsets(cfg, job.delay_offset_lag, writer.roots, writer.last_store_timestamp)
     return writer, before
+
+
+def check_overdue_options(job: GenerateJob) -> None:
+    """--overdue-timers needs timer messages to make overdue; --delay-offset-lag a workload
+    (a replayed store's levels are what the dump held)."""
+    from rmqstore_cli.errors import UsageError
+
+    if job.workload.get("overdue_timer_ratio") and not job.timer_ratio:
+        raise UsageError(
+            f"{setting('overdue_timer_ratio')} makes timer messages overdue: it needs {setting('timer_ratio')}"
+        )
 
 
 def target_config(store: Path, append: bool, broker_conf: Path | None, sizes: dict[str, int | None]):

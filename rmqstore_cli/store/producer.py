@@ -76,6 +76,9 @@ class WorkloadOptions:
     tz: _dt.tzinfo | None = None
     timer_ratio: float = 0.0  # 5.x timer messages (rmq_sys_wheel_timer)
     timer_precision_ms: int = 1000
+    #: share of timer messages due inside the run (1-30 s after their store time): with it the
+    #: timer store is left stalled before them (store/timer/writer.py), so they are overdue
+    overdue_timer_ratio: float = 0.0
     #: how many of the topics are BatchCQ topics (5.x), each send an inner batch
     bcq_topics: int = 0
     #: how many topics after the BatchCQ ones are cleanup.policy=COMPACTION (5.x)
@@ -230,11 +233,15 @@ class Workload:
         broker's TIMER_OUT_MS (the delivery time floored to the precision, one step less when
         it is exact), REAL_TOPIC and REAL_QID, stored under rmq_sys_wheel_timer queue 0. Every
         delivery time lies after the workload's last store time (a stopped broker with all
-        its timer messages pending; see ``store/timer/writer.py``)."""
+        its timer messages pending; see ``store/timer/writer.py``), but for the share
+        ``overdue_timer_ratio`` due 1 to 30 s after their store time."""
         from rmqstore_cli.formats.timer import PROPERTY_TIMER_DELIVER_MS, PROPERTY_TIMER_OUT_MS, TIMER_TOPIC
 
         o = self.o
-        deliver = o.start_ms + o.span_ms + self.rng.randrange(1000, 2 * 3_600_000)
+        if o.overdue_timer_ratio and self.rng.random() < o.overdue_timer_ratio:
+            deliver = store_ms + self.rng.randrange(1000, 30_000)
+        else:
+            deliver = o.start_ms + o.span_ms + self.rng.randrange(1000, 2 * 3_600_000)
         client = [*client, (PROPERTY_TIMER_DELIVER_MS, str(deliver))]
         p = o.timer_precision_ms
         out = deliver - p if deliver % p == 0 else deliver // p * p

@@ -15,7 +15,7 @@ from collections import Counter
 import jsonschema
 import pytest
 
-from tests.helpers import run
+from tests.helpers import fixture_dir, run
 from tests.helpers.contract import SCHEMAS, USED, on_pty, validate
 
 pytestmark = pytest.mark.slow  # every command in a subprocess, every schema
@@ -325,6 +325,13 @@ def test_dump_timer_records(sample_tarball):
     _check_all(jsonl("dump-timer", "--store", store, "--next", "5", "--now", "1795510300000"), lambda r: "timer-next")
     _check_all(jsonl("dump-timer", "--store", store, "--summary", "--now", "1795510300000"), lambda r: "timer-summary")
     _json_equals_jsonl("dump-timer", "--store", store, "--units")
+    late = ("--overdue", "--now", "1795600000000")
+    _check_all(jsonl("dump-timer", "--store", store, *late), lambda r: "timer-overdue")
+    _check_all(jsonl("dump-timer", "--store", store, *late, "--summary"), lambda r: "timer-overdue-summary")
+    _json_equals_jsonl("dump-timer", "--store", store, *late)
+    delay = (fixture_dir("5.3.3") / "store", "--overdue", "--now", "2100-01-01T00:00Z")  # delay levels only
+    _check_all(jsonl("dump-timer", "--store", *delay), lambda r: "timer-overdue")
+    _check_all(jsonl("dump-timer", "--store", *delay, "--summary"), lambda r: "timer-overdue-summary")
 
 
 def test_every_schema_is_exercised():

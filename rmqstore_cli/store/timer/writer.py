@@ -7,7 +7,10 @@ the store time formatted to the precision): a 52-byte unit appended to the timer
 + 1. At close the wheel, ``config/timercheck`` (``#prepareTimerCheckPoint``: read time and
 queue offset where the broker stopped) and ``config/timermetrics`` are written. generate
 gives every timer message a delivery time after the last store time, so a generated store
-is a broker stopped with every timer message pending (nothing delivered yet).
+is a broker stopped with every timer message pending (nothing delivered yet). With
+``--overdue-timers`` some are due inside the run: the checkpoint's read time is then left
+at the first of their slots, a dequeue that stalled there (``#dequeue`` moves the read time
+only past a slot it finished), so they are overdue (store/overdue.py).
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ class TimerWriter:
         self.counts: dict[str, int] = {}
         self.queue_offset = 0
         self.write_time = 0
+        self.dues: list[int] = []
 
     def enqueue(self, msg) -> None:
         """``#enqueue`` + ``#doEnqueue`` of one stored rmq_sys_wheel_timer message."""
@@ -65,6 +69,12 @@ class TimerWriter:
         self.wheel.put_slot(delayed, pos if first == NO_POS else first, pos, num + 1, magic)
         self.counts[real] = self.counts.get(real, 0) + 1  # #addMetric
         self.queue_offset = msg.queue_offset + 1
+        self.dues.append(delayed)
+
+    def read_time(self) -> int:
+        """lastReadTimeMs: the write time, or the first slot due before it (a stalled dequeue)."""
+        slots = [d // self.precision * self.precision for d in self.dues]
+        return min([t for t in slots if t < self.write_time], default=self.write_time)
 
     def close(self) -> None:
         """The wheel, the checkpoint and the metrics, as the broker's shutdown flushes them."""
@@ -75,7 +85,7 @@ class TimerWriter:
         make_dirs(cfg.timer_checkpoint_path.parent, self.roots)
         self.wheel.write(cfg.timer_wheel_path, self.roots)
         cp = TimerCheckpoint(
-            self.write_time, self.log.write_pos, self.queue_offset, self.queue_offset, 0, self.write_time, 1
+            self.read_time(), self.log.write_pos, self.queue_offset, self.queue_offset, 0, self.write_time, 1
         )
         cp.write(cfg.timer_checkpoint_path, self.roots)
         metrics = TimerMetrics(

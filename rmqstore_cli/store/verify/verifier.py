@@ -43,6 +43,7 @@ from rmqstore_cli.store.verify.findings import (
 )
 from rmqstore_cli.store.verify.index import IndexChecks
 from rmqstore_cli.store.verify.lmq import LmqChecks
+from rmqstore_cli.store.verify.overdue import OverdueChecks
 from rmqstore_cli.store.verify.queues import QueueChecks
 from rmqstore_cli.store.verify.records import RecordChecks
 from rmqstore_cli.store.verify.recovery import RecoveryChecks
@@ -61,6 +62,7 @@ class Verifier(
     RecoveryChecks,
     DLedgerChecks,
     TimerChecks,
+    OverdueChecks,
     BatchQueueChecks,
     RocksDBChecks,
     RootChecks,
@@ -181,6 +183,7 @@ class Verifier(
         self.check_checkpoint()
         self.check_recovery()
         self.check_timer()
+        self.check_overdue()
         self.check_batch_queues()
         self.check_configs()
         mapguard.check_all()
