@@ -87,9 +87,7 @@ class Scan:
     cks: dict[tuple, Ck] = field(default_factory=dict)
     acks: list[tuple[tuple, Any, str]] = field(default_factory=list)
     retries: dict[tuple[str, str], list[Retry]] = field(default_factory=dict)
-    counts: dict[str, int] = field(
-        default_factory=lambda: dict.fromkeys(("checkpoints", "acks", "batch_acks", "in_timer", "bad_bodies"), 0)
-    )
+    counts: dict[str, int] = field(default_factory=lambda: {"in_timer": 0, "bad_bodies": 0})
     warnings: list[str] = field(default_factory=list)
     more_warnings: int = 0
 
@@ -225,16 +223,15 @@ def revive_offsets(tables: list[dict[str, dict[int, int]]]) -> dict[str, dict[in
 def rows(s: Scan, rules: Rules, original: Any) -> Iterator[dict[str, Any]]:
     """One row per popped message of every checkpoint; ``original(topic, queue_id, offset)``
     gives the popped message's UNIQ_KEY (None when it is gone)."""
-    done: set[tuple] = set()
+    done: dict[tuple, dict[str, Any]] = {}
     for c in sorted(s.cks.values(), key=lambda c: (c.ck.pop_time, c.physical_offset), reverse=True):
         ck = c.ck
         committed = rules.revive_offsets.get(c.revive_topic, {}).get(c.revive_queue)
         for i, off in enumerate(ck.offsets()):
             k = (ck.group, ck.topic, ck.queue_id, off, ck.pop_time)
-            if k in done:  # a re-put checkpoint (PopReviveService#rePutCK) names it again: the latest counts
-                continue
-            done.add(k)
-            yield row(s, rules, c, i, off, committed, original)
+            if k not in done:  # a re-put checkpoint (PopReviveService#rePutCK) names it again: the latest counts
+                done[k] = row(s, rules, c, i, off, committed, original)
+    return iter([done[k] for k in sorted(done)])
 
 
 def row(s: Scan, rules: Rules, c: Ck, i: int, off: int, committed: int | None, original: Any) -> dict[str, Any]:

@@ -60,10 +60,11 @@ from rmqstore_cli.store.message import (
 from rmqstore_cli.store.send_path import STORE_V4, BrokerProfile, broker_map, stored_properties
 
 POP_GROUP = "pop-group"
-INVISIBLE_TIME_MS = 60_000
+#: the consumers' invisibleTime choices (ms)
+INVISIBLE_TIMES_MS = (30_000, 60_000, 60_000, 120_000)
 BROKER_NAME = "broker-a"
 #: how long after the last pop the broker ran on: some checkpoints are due, some not
-RUN_ON_MS = 45_000
+RUN_ON_MS = 60_000
 
 
 @dataclass
@@ -143,7 +144,7 @@ def pop(writer: Any, rng: random.Random, sent: list[Sent], pop_time: int, rq: in
     ck = CheckPoint(
         start_offset=first,
         pop_time=pop_time,
-        invisible_time=INVISIBLE_TIME_MS,
+        invisible_time=rng.choice(INVISIBLE_TIMES_MS),
         bitmap=bitmap,
         num=len(sent),
         queue_id=sent[0].queue_id,
