@@ -35,7 +35,6 @@ from rmqstore_cli.formats.pop import (
     ACK_TAG,
     BATCH_ACK_TAG,
     CK_TAG,
-    PROPERTY_FIRST_POP_TIME,
     RETRY_PREFIX,
     REVIVE_GROUP,
     REVIVE_TOPIC_PREFIX,
@@ -76,7 +75,6 @@ class Retry:
     physical_offset: int
     queue_offset: int
     store_timestamp: int
-    first_pop_time: int | None
 
 
 @dataclass
@@ -126,8 +124,7 @@ def scan(commitlog: Any) -> Scan:
         if topic.startswith(RETRY_PREFIX):
             uniq = rec.uniq_key
             if uniq:
-                fpt = props.get(PROPERTY_FIRST_POP_TIME)
-                r = Retry(topic, rec.physical_offset, rec.queue_offset, rec.store_timestamp, _int(fpt))
+                r = Retry(topic, rec.physical_offset, rec.queue_offset, rec.store_timestamp)
                 s.retries.setdefault((topic, uniq), []).append(r)
             continue
         if topic == TIMER_TOPIC:

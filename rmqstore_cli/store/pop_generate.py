@@ -30,6 +30,7 @@ from typing import Any
 
 from rmqstore_cli.formats.pop import (
     ACK_TAG,
+    ACK_TIME_INTERVAL_MS,
     BATCH_ACK_TAG,
     CK_TAG,
     PROPERTY_FIRST_POP_TIME,
@@ -155,7 +156,7 @@ def pop(writer: Any, rng: random.Random, sent: list[Sent], pop_time: int, rq: in
         broker_name=BROKER_NAME,
     )
     spec = revive_record(
-        CK_TAG, checkpoint_body(ck), ck_uniq_key(ck), ck.revive_time - 1000, rq, revive_topic, pop_time
+        CK_TAG, checkpoint_body(ck), ck_uniq_key(ck), ck.revive_time - ACK_TIME_INTERVAL_MS, rq, revive_topic, pop_time
     )
     res = writer.append(spec)
     batch = PopBatch(ck, rq, res.queue_offset, sent, {i for i, f in enumerate(fates) if f == "merged"})
