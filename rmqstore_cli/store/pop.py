@@ -342,9 +342,16 @@ def answer(
     s = scan(ms.commitlog)
     orphans = merge_acks(s)
 
+    cqs: dict[tuple[str, int], Any] = {}
+
+    def queue(t: str, qid: int) -> Any:
+        if (t, qid) not in cqs:
+            cqs[(t, qid)] = ms.consume_queue(t, qid)
+        return cqs[(t, qid)]
+
     def original(t: str, qid: int, off: int) -> str | None:
         try:
-            unit = next(iter(ms.consume_queue(t, qid).units(off, off + 1)), None)
+            unit = next(iter(queue(t, qid).units(off, off + 1)), None)
         except (OSError, ValueError):
             return None
         if unit is None:
@@ -354,7 +361,7 @@ def answer(
 
     def max_offset(t: str, qid: int) -> int:
         try:
-            return int(ms.consume_queue(t, qid).max_offset)
+            return int(queue(t, qid).max_offset)
         except (OSError, ValueError):
             return 0
 
