@@ -57,6 +57,14 @@ TransactionOutcomesOpt = Annotated[
         help="Weights of half transactions committed, rolled back, left pending (8:1:1); default: all committed.",
     ),
 ]
+PopMessagesOpt = Annotated[
+    int,
+    typer.Option(
+        min=0,
+        help="Messages popped by POP group pop-group (5): checkpoints, acks, batch acks, some never acked, "
+        "the due ones revived into the retry topic, the revive offsets in consumerOffset.json.",
+    ),
+]
 
 RetryRatioOpt = Annotated[
     float,

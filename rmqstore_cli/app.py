@@ -49,6 +49,11 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
         "Per producer group and topic: transactional messages committed, rolled back, pending or to be discarded.",
     ),
     (
+        "pop",
+        "pop",
+        "Per POP consumer group and topic: popped messages acked, revived, invisible or overdue; revive progress.",
+    ),
+    (
         "stats",
         "stats",
         "What is eating the disk: messages and bytes per topic, queue or file, biggest first, "

@@ -5,7 +5,10 @@ Each bare name below counts as a use for vulture; this file is never imported.
 
 v49, v5, v531  # commands/options.py BrokerVersion, VerifyBrokerVersion: enum members typer offers as choices
 rolled_back, discard  # commands/transactions.py State: enum members typer offers as choices
+revived, invisible, overdue  # commands/pop.py State: enum members typer offers as choices
 max_check_times  # api/records.py TransactionGroup: a field as_dict reads through dataclasses.fields
+revive_processed, ck_offset, retry_offset, retry_store_timestamp  # api/incident_records.py PopMessage: as_dict's fields
+behind, checkpoints, unprocessed_checkpoints, in_timer  # api/incident_records.py ReviveQueue: as_dict's fields
 CheckpointV4  # formats/checkpoint.py: the 4.9.x checkpoint, declared beside V5 (the reader takes a prefix)
 BlankRecord  # formats/commitlog.py: the END_FILE blank declared with the record (tests build it)
 ConsumeQueueExtUnit, CQ_EXT_HEADER_SIZE  # formats: declared for the 5.x files (#20)

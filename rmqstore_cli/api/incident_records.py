@@ -1,4 +1,4 @@
-"""The records of the incident answers (``transactions``, ``diff``): frozen dataclasses
+"""The records of the incident answers (``transactions``, ``pop``, ``diff``): frozen dataclasses
 whose fields are the commands' JSON Lines keys, ``as_dict()`` the exact object printed."""
 
 from __future__ import annotations
@@ -79,6 +79,107 @@ class TransactionReport:
         return {
             "transactions": [t.as_dict() for t in self.transactions],
             "groups": [g.as_dict() for g in self.groups],
+            "summary": self.summary,
+        }
+
+
+# ---------------------------------------------------------------- Store.pop: POP consumption reconciled
+
+
+@dataclass(frozen=True, slots=True)
+class PopMessage:
+    """One message a POP consumer group popped, and what became of it (``pop``'s rows).
+
+    ``state``: acked (its bit set in the checkpoint, by ``ack`` the checkpoint's own bitmap
+    ``ck``, an ``ack`` record or a ``batch-ack``), revived (not acked, and a message with its
+    UNIQ_KEY stored in ``retry_topic`` after the pop: ``PopReviveService#reviveRetry``),
+    invisible (neither, ``revive_time`` = pop time + invisible time still after now: it is
+    revived then) or overdue (neither, its revive time passed, nothing in the retry topic).
+    The checkpoint lies at ``revive_queue_offset`` of ``revive_queue`` (None: still only in
+    the timer, not yet delivered) at commit-log offset ``ck_offset``; ``revive_processed``
+    says whether the revive group's committed offset covers it (None when unknown)."""
+
+    group: str
+    topic: str
+    queue_id: int
+    queue_offset: int
+    state: str
+    ack: str | None
+    uniq_key: str | None
+    pop_time: int
+    invisible_time: int
+    revive_time: int
+    revive_topic: str
+    revive_queue: int
+    revive_queue_offset: int | None
+    revive_processed: bool | None
+    ck_offset: int
+    reput_times: str | None
+    broker_name: str | None
+    retry_topic: str | None
+    retry_offset: int | None
+    retry_store_timestamp: int | None
+
+    def as_dict(self) -> JSON:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+@dataclass(frozen=True, slots=True)
+class PopGroup:
+    """One POP group's messages of one topic: how many popped, in each state, and the
+    earliest revive time of those still invisible."""
+
+    group: str
+    topic: str
+    popped: int
+    acked: int
+    revived: int
+    invisible: int
+    overdue: int
+    next_revive_time: int | None
+
+    def as_dict(self) -> JSON:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+@dataclass(frozen=True, slots=True)
+class ReviveQueue:
+    """One revive queue's progress: the revive group's committed offset (``CID_RMQ_SYS_REVIVE_GROUP``,
+    None: none committed) against the queue's max offset; ``behind`` records not yet read
+    (``PopReviveService#getReviveBehindMessages``), the checkpoints past the committed offset
+    and the earliest revive time among them, the checkpoints still only in the timer."""
+
+    revive_topic: str
+    queue_id: int
+    committed_offset: int | None
+    max_offset: int
+    behind: int
+    checkpoints: int
+    unprocessed_checkpoints: int
+    in_timer: int
+    oldest_unprocessed_revive_time: int | None
+
+    def as_dict(self) -> JSON:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+@dataclass(frozen=True, slots=True)
+class PopReport:
+    """What ``Store.pop`` found: the popped messages kept (matching the filters, up to the
+    limit), every matching group and topic, the revive queues, and the summary (``pop
+    --format jsonl``'s last line)."""
+
+    messages: list[PopMessage]
+    groups: list[PopGroup]
+    revive_queues: list[ReviveQueue]
+    summary: JSON
+
+    def as_dict(self) -> JSON:
+        """The object ``pop --format json`` prints."""
+        return {
+            "messages": [m.as_dict() for m in self.messages],
+            "groups": [g.as_dict() for g in self.groups],
+            "revive_queues": [q.as_dict() for q in self.revive_queues],
             "summary": self.summary,
         }
 

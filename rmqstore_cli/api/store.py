@@ -19,6 +19,10 @@ from rmqstore_cli.api.incident_records import (
     OverdueMessage,
     OverdueReport,
     OverdueTopic,
+    PopGroup,
+    PopMessage,
+    PopReport,
+    ReviveQueue,
     Transaction,
     TransactionGroup,
     TransactionReport,
@@ -476,6 +480,47 @@ class Store:
         )
 
     # ------------------------------------------------------------------ jobs
+    def pop(
+        self,
+        *,
+        topic: str | None = None,
+        group: str | None = None,
+        state: str | list[str] | None = None,
+        now: TimeLike | None = None,
+        limit: int | None = None,
+    ) -> PopReport:
+        """What became of the messages POP consumers popped, from the files alone: per group
+        and topic, those acked, revived into the retry topic, still invisible (revived at pop
+        time + invisible time, after ``now``, default now) or overdue (due, not revived);
+        and each revive queue's progress (the revive group's offset in
+        ``config/consumerOffset.json`` against the queue's end). From the checkpoints, acks
+        and batch acks in ``rmq_sys_REVIVE_LOG_<cluster>`` (and those still in the timer
+        topic), ``PopReviveService#consumeReviveMessage``'s merge. ``topic`` and ``group``
+        filter; ``state`` (acked, revived, invisible, overdue, or a list) and ``limit``
+        choose the messages kept, not the counts. Bodies the broker could not read are
+        noted in :attr:`warnings`."""
+        from rmqstore_cli.store import pop as engine, progress
+        from rmqstore_cli.times import now_ms
+
+        states = (state,) if isinstance(state, str) else None if state is None else tuple(state)
+        for s in states or ():
+            if s not in engine.STATES:
+                raise UsageError(f"state {s!r}: not {', '.join(engine.STATES)}")
+        if limit is not None and limit < 0:
+            raise UsageError(f"limit {limit}: not a count")
+        at = to_ms(now, "now", self.tz)
+        sources = progress.load_sources(self.path / "config")
+        self.engine.warnings.extend(w for loaded in sources for w in loaded.warnings)
+        rules = engine.Rules(now_ms() if at is None else at, engine.revive_offsets([t.table for t in sources]))
+        got = engine.answer(self.engine, rules, topic, group, states, limit)
+        self.engine.warnings.extend(got.warnings)
+        return PopReport(
+            [PopMessage(**r) for r in got.rows],
+            [PopGroup(**g) for g in got.groups],
+            [ReviveQueue(**q) for q in got.queues],
+            {"store": str(self.path), **got.summary, "groups": len(got.groups)},
+        )
+
     def stats(
         self, by: str = "topic", *, topic: str | None = None, exact: bool = False, top: int | None = None
     ) -> StatsReport:

@@ -49,6 +49,7 @@ def prepare(job: GenerateJob) -> tuple[StoreConfig, bool]:
 
     check_overdue_options(job)
     cfg, existing = target_config(job.store, job.append, job.broker_conf, job.sizes)
+    check_pop(job)
     apply_broker_options(
         cfg,
         job.broker_version,
@@ -81,6 +82,7 @@ def write(job: GenerateJob, cfg: StoreConfig, zone: _dt.tzinfo | None, existing:
             replay(writer, job.from_jsonl)
         else:
             w = dict(job.workload, start_ms=start_ms(job.workload.get("start_ms"), writer))
+            pop_messages = w.pop("pop_messages", 0)
             opts = WorkloadOptions(
                 **w,
                 broker_version=job.broker_version,
@@ -93,6 +95,11 @@ def write(job: GenerateJob, cfg: StoreConfig, zone: _dt.tzinfo | None, existing:
             workload = Workload(opts)
             declare_topics(writer, workload, cfg, job.compaction_run)
             writer.append_blocks(workload.blocks())
+            if pop_messages:  # generate --pop-messages (store/pop_generate.py)
+                from rmqstore_cli.store.pop_generate import append_pop
+
+                start = max(writer.last_store_timestamp or 0, opts.start_ms + opts.span_ms)
+                append_pop(writer, pop_messages, opts.seed, pop_topics(workload), opts.queues, start, zone)
     finally:
         writer.close()
     if job.delay_offset_lag is not None:  # the delay service left behind (store/delay_offsets.py)
@@ -111,6 +118,24 @@ def check_overdue_options(job: GenerateJob) -> None:
         raise UsageError(
             f"{setting('overdue_timer_ratio')} makes timer messages overdue: it needs {setting('timer_ratio')}"
         )
+
+
+def check_pop(job: GenerateJob) -> None:
+    """POP consumption (5.0+) written only as a 5.x broker writes it, and never into a
+    replayed dump."""
+    from rmqstore_cli.errors import UsageError
+
+    if job.workload.get("pop_messages") and (job.broker_version != "5" or job.from_jsonl is not None):
+        raise UsageError(
+            f"{setting('pop_messages')}: POP consumption is a 5.x broker's; it needs {setting('broker_version')} 5 "
+            f"(and no {setting('from_jsonl')})"
+        )
+
+
+def pop_topics(workload) -> list[str]:
+    """The topics POP consumers read: the workload's plain ones (not BatchCQ or compaction)."""
+    plain = [t for t in workload.topic_names if t not in workload.batch_topics | workload.compaction_topics]
+    return plain or list(workload.topic_names)
 
 
 def target_config(store: Path, append: bool, broker_conf: Path | None, sizes: dict[str, int | None]):

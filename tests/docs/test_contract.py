@@ -190,6 +190,19 @@ def test_diff_records(small_store_master, tmp_path):
     validate(json.loads(r.stdout), "diff-summary")
 
 
+def test_pop_records(tmp_path):
+    s = tmp_path / "pop"
+    r = run("generate", "--store", s, "--messages", "100", "--broker-version", "5", "--pop-messages", "40")
+    assert r.returncode == 0, r.stderr
+    now = ("--now", str(1_767_225_600_000 + 3_600_000 + 90_000))
+    for by, kind in (("message", "pop-message"), ("group", "pop-group"), ("revive-queue", "pop-revive-queue")):
+        recs = jsonl("pop", "--store", s, "--by", by, *now)
+        _check_all(recs[:-1], lambda r, kind=kind: kind)
+        validate(recs[-1], "pop-summary")
+    r = run("pop", "--store", s, "--format", "json", *now)
+    validate(json.loads(r.stdout), "pop-report")
+
+
 def test_index_lookup_records(sample):
     s, m = sample["store"], sample["msg"]
     recs = jsonl("index-lookup", m["keys"][0], "--store", s, "--show-collisions", "--limit", "1000000")
