@@ -60,6 +60,9 @@ _EXPORTS = {
     "Transaction": "rmqstore_cli.api.incident_records",
     "TransactionGroup": "rmqstore_cli.api.incident_records",
     "TransactionReport": "rmqstore_cli.api.incident_records",
+    "Epoch": "rmqstore_cli.api.epoch_records",
+    "EpochFinding": "rmqstore_cli.api.epoch_records",
+    "EpochReport": "rmqstore_cli.api.epoch_records",
     "diff_stores": "rmqstore_cli.api.diff",
     "DiffRow": "rmqstore_cli.api.incident_records",
     "DiffFile": "rmqstore_cli.api.incident_records",
@@ -82,6 +85,11 @@ __all__ = ["__version__", *_EXPORTS]
 if TYPE_CHECKING:  # for type checkers and editors (``X as X``: an explicit re-export); at run time the names
     # load lazily
     from rmqstore_cli.api.diff import diff_stores as diff_stores
+    from rmqstore_cli.api.epoch_records import (
+        Epoch as Epoch,
+        EpochFinding as EpochFinding,
+        EpochReport as EpochReport,
+    )
     from rmqstore_cli.api.incident_records import (
         DiffDivergence as DiffDivergence,
         DiffFile as DiffFile,

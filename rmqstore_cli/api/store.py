@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rmqstore_cli.api.epoch_records import EpochReport
 from rmqstore_cli.api.incident_records import Transaction, TransactionGroup, TransactionReport
 from rmqstore_cli.api.records import (
     ConsumerProgress,
@@ -465,6 +466,33 @@ class Store:
             [Transaction(**r) for r in got.rows],
             [TransactionGroup(**g) for g in got.groups],
             {"store": str(self.path), **got.summary, "groups": len(got.groups)},
+        )
+
+    def epochs(self, *, messages: bool = False) -> EpochReport | None:
+        """The 5.x controller-mode epoch file (``epochFileCheckpoint``, or its ``.bak`` where
+        the broker would read that: ``CheckpointFile#read``) against the commit log: each
+        epoch's [start, end) (the last ending at the log's end), and what is wrong with the
+        file (docs/format/ha.md#epoch-file); ``messages`` counts each epoch's records (one
+        walk of the log). None when the store has no epoch file (not controller mode).
+        ``verify`` also holds it against where the next start's recovery cuts the log."""
+        from rmqstore_cli.api.epoch_records import Epoch, EpochFinding, EpochReport
+        from rmqstore_cli.store.epoch_check import check_epoch_file, tally_log
+        from rmqstore_cli.store.epoch_file import epoch_spans, read_epoch_file
+
+        ef = read_epoch_file(self.path)
+        if not (ef.main.exists or ef.backup.exists):
+            return None
+        cl = self.engine.commitlog
+        lo, end = cl.min_offset, cl.max_offset()
+        got = check_epoch_file(ef, lo, end)
+        spans = epoch_spans(ef.entries, end)
+        rows = tally_log(cl, spans).rows() if messages else [dict(s, messages=None) for s in got.summary["epochs"]]
+        return EpochReport(
+            got.summary["file"],
+            [Epoch(**r) for r in rows],
+            [EpochFinding(i.check, i.file, i.line, i.detail) for i in got.issues],
+            lo,
+            end,
         )
 
     # ------------------------------------------------------------------ jobs
