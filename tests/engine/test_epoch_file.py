@@ -162,3 +162,17 @@ def test_the_pipeline_engine_reports_the_same(store):
     got = verify_stores(specs, False, False, None)[0]
     assert got["summary"]["epochs"] == want["summary"]["epochs"]
     assert [f["check"] for f in got["findings"]] == [f["check"] for f in want["findings"]] == ["epoch.order"]
+
+
+def test_dump_commitlog_summary_counts_each_epochs_records(store):
+    """Each epoch's messages in dump-commitlog --summary: the full dump's records whose offset
+    lies in [start, next start) (the last up to the end), counted here from the offsets."""
+    from rmqstore_cli.store.epoch_file import encode_epoch_file
+
+    offs = _offsets(store)
+    (store / "epochFileCheckpoint").write_bytes(encode_epoch_file([(4, 0), (5, offs[77]), (9, offs[201])]))
+    r = cli("dump-commitlog", "-s", store, "--summary", "--format", "json")
+    s = json.loads(r.stdout)
+    got = [(e["epoch"], e["messages"]) for e in s["epochs"]["epochs"]]
+    assert got == [(4, 77), (5, 201 - 77), (9, len(offs) - 201)]
+    assert sum(n for _, n in got) == s["messages"] == len(offs)
