@@ -215,6 +215,12 @@ def _by_check(findings: list[dict], checks: dict) -> list[tuple[str, list[dict]]
     return sorted(groups.items(), key=lambda kv: order.index(kv[0]) if kv[0] in order else len(order))
 
 
+def quick_findings(findings: list[dict]) -> None:
+    """verify --sample/--max-bytes as a table: its findings (the summary follows apart)."""
+    if findings:
+        write(table(FINDING_COLUMNS, [dict(f, offset="" if f["offset"] is None else f["offset"]) for f in findings]))
+
+
 def verify_one(fmt: str, result: dict, checks: dict, streamed: bool = False) -> None:
     """One store's findings, summary and broker-start line; the table groups the findings
     by check, each with its count and the first ones found (``streamed``: the jsonl
