@@ -275,7 +275,13 @@ class Store:
                 yield rec, None
 
     def _narrowed(
-        self, flt: MessageFilter, start: int | None, stop: int | None, check_crc: bool, every, max_bytes
+        self,
+        flt: MessageFilter,
+        start: int | None,
+        stop: int | None,
+        check_crc: bool,
+        every: int | None,
+        max_bytes: int | None,
     ) -> Iterator[tuple[Any, Any]]:
         """:meth:`_walk` narrowed (``store.sampling.narrowed``): every Nth, the first bytes of each file."""
         from rmqstore_cli.store.log_range import Range
