@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from rmqstore_cli.commands import grammar, lines
+from rmqstore_cli.commands import dump_commitlog_options as o, grammar, lines
 from rmqstore_cli.commands.common import (
     AllowOddSizeOpt,
     BrokerConfOpt,
@@ -18,8 +18,9 @@ from rmqstore_cli.commands.common import (
     complete_queue_id,
     complete_topic,
 )
+from rmqstore_cli.commands.sampling_options import MaxBytesOpt, SampleOpt
 
-from rmqstore_cli.render_commitlog import MAX_DECOMPRESSED, print_walk, shown_fields
+from rmqstore_cli.render_commitlog import print_walk, print_walk_summary, shown_fields
 
 EPILOG = """Examples:
 
@@ -63,39 +64,13 @@ def dump_commitlog(
     properties: Annotated[bool | None, grammar.properties_option("each record")] = None,
     show_blank: Annotated[bool, typer.Option(help="Also show BLANK end-of-file records and where data ends.")] = False,
     check_crc: Annotated[bool, typer.Option(help="Check body CRCs; a mismatch ends the log as in recovery.")] = False,
-    decompress: Annotated[
-        bool,
-        typer.Option(
-            "--decompress",
-            help="Show compressed bodies (sysflag COMPRESSED, zlib only) decompressed, each capped "
-            "at --max-decompressed bytes; a body that is not zlib or exceeds the cap stays raw with body_error.",
-        ),
-    ] = False,
-    max_decompressed: Annotated[
-        int | None,
-        typer.Option(
-            min=1,
-            show_default=str(MAX_DECOMPRESSED),
-            help="With --decompress: the cap on one decompressed body, in bytes (a crafted body cannot exceed it).",
-        ),
-    ] = None,
-    seek: Annotated[
-        bool,
-        typer.Option(
-            "--seek/--no-seek",
-            help="With --begin: start at the first commit-log file that can hold a record stored that late, found "
-            "by search-offset's bisection of the consume queues (the same output as walking every file).",
-        ),
-    ] = True,
-    compaction_log: Annotated[
-        str | None,
-        typer.Option(
-            "--compaction-log",
-            metavar="TOPIC/QUEUE_ID",
-            help="Read the compaction log of this compacted queue (compaction/compactionLog/TOPIC/QUEUE_ID/) instead "
-            "of the commit log: the same records, PHYSICALOFFSET their place in that log.",
-        ),
-    ] = None,
+    decompress: o.DecompressOpt = False,
+    max_decompressed: o.MaxDecompressedOpt = None,
+    seek: o.SeekOpt = True,
+    compaction_log: o.CompactionLogOpt = None,
+    summary: o.SummaryOpt = False,
+    sample: SampleOpt = None,
+    max_bytes: MaxBytesOpt = None,
     fmt: FormatOpt = Fmt.table,
     tz: TzOpt = None,
 ) -> None:
@@ -126,6 +101,7 @@ def dump_commitlog(
     from rmqstore_cli.errors import NotFound
     from rmqstore_cli.store import log_range
     from rmqstore_cli.store.filters import MessageFilter
+    from rmqstore_cli.store.sampling import Narrowing
     from rmqstore_cli.times import parse_tz
 
     zone = parse_tz(tz)
@@ -140,7 +116,13 @@ def dump_commitlog(
     rng, notes = log_range.plan(ms, from_offset, to_offset, file, seek_begin)
     for n in notes:
         lines.note(n)
-    shown = print_walk(ms, rng, flt, fmt.value, zone, limit, show, show_blank, check_crc)
+    narrowing = Narrowing(sample, max_bytes)
+    if summary:
+        shown = print_walk_summary(ms, rng, flt, fmt.value, limit, check_crc, narrowing)
+    else:
+        shown = print_walk(ms, rng, flt, fmt.value, zone, limit, show, show_blank, check_crc, narrowing)
+    if narrowing.active:
+        lines.note(narrowing.describe())
     for w in log_range.stop_warnings(ms.commitlog, compaction_log is not None):
         lines.warn(w)
     if show_blank and fmt is Fmt.table and (line := log_range.data_end(ms.commitlog)):

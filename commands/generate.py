@@ -76,6 +76,7 @@ def generate(
     index_max: IndexMaxOpt = None,
     broker_conf: o.GenBrokerConfOpt = None,
     from_jsonl: o.FromJsonlOpt = None,
+    epoch_file: o.EpochFileOpt = None,
     tz: TzOpt = None,
     fmt: FormatOpt = Fmt.table,
     quiet: QuietOpt = False,
@@ -143,6 +144,7 @@ def generate(
     workload["span_ms"] = parse_duration(span, "--span")
     t0 = now_ms()
     writer, before = generate_run.write(job, cfg, zone, existing)
+    generate_run.epoch_file(cfg, epoch_file)
     work_done(f"the store it wrote in {store} is complete (verify and stats read it)")
     seconds = round((now_ms() - t0) / 1000, 3)
     print_summary(fmt.value, generate_run.summary(store, writer, seconds, fmt is Fmt.table), "generated")

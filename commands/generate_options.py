@@ -173,3 +173,27 @@ DelayOffsetLagOpt = Annotated[
         "(0: all delivered); default: no file.",
     ),
 ]
+
+
+def _epoch_spec(value: str | None) -> str | None:
+    """Refuse a bad --epoch-file before anything is written (exit 2)."""
+    from rmqstore_cli.errors import UsageError, spell
+    from rmqstore_cli.store.epoch_generate import parse_spec
+
+    if value is not None:
+        try:
+            parse_spec(value)
+        except UsageError as e:
+            raise typer.BadParameter(spell(e.message, lambda _: "--epoch-file")) from None
+    return value
+
+
+EpochFileOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--epoch-file",
+        help="After writing, an epochFileCheckpoint (5.x controller mode) with these entries: comma-separated "
+        "<epoch>-<start>, start a byte offset, @N (the Nth record's offset, from 0) or end, e.g. 1-0,2-@500,3-end.",
+        callback=_epoch_spec,
+    ),
+]

@@ -20,6 +20,8 @@ from rmqstore_cli.commands.common import (
 )
 from rmqstore_cli.commands.grammar import limit_option, old_spelling, renamed
 from rmqstore_cli.commands.lines import note
+from rmqstore_cli.commands.sampling_options import MaxBytesOpt, SampleOpt
+from rmqstore_cli.commands.stats_topic import no_topic
 
 EPILOG = """Examples:
 
@@ -83,6 +85,8 @@ def stats(
     commitlog_file_size: CommitlogSizeOpt = None,
     cq_file_size: CqSizeOpt = None,
     allow_odd_size: AllowOddSizeOpt = False,
+    sample: SampleOpt = None,
+    max_bytes: MaxBytesOpt = None,
     fmt: FormatOpt = Fmt.table,
     tz: TzOpt = None,
 ) -> None:
@@ -118,33 +122,17 @@ def stats(
 
     from rmqstore_cli import reports
     from rmqstore_cli.store import stats_report
+    from rmqstore_cli.store.sampling import Narrowing
     from rmqstore_cli.times import parse_tz
 
     ms = open_store(
         store, broker_conf, tz, allow_odd_size, commitlog_file_size=commitlog_file_size, cq_file_size=cq_file_size
     )
     stats_report.require_commitlog(ms.config)
-    rep = stats_report.stats_report(ms, by.value, topic, exact, renamed(limit, top, "--limit", "--top"))
+    narrowing = Narrowing(sample, max_bytes)  # a sampled walk of the commit log: estimates
+    rep = stats_report.stats_report(ms, by.value, topic, exact, renamed(limit, top, "--limit", "--top"), narrowing)
     if rep.topic_missing:
-        _no_topic(ms, topic)
+        no_topic(ms, topic)
     for n in rep.summary["notes"]:
         note(n)
     reports.stats(fmt.value, by.value, rep.rows, rep.summary, rep.components, parse_tz(tz), exact)
-
-
-def _no_topic(ms, topic: str) -> None:
-    from rmqstore_cli.commands.common import no_such_topic
-
-    from rmqstore_cli.errors import NotFound
-    from rmqstore_cli.render import safe_text
-
-    nf = no_such_topic(ms, topic)
-    raise (
-        nf
-        if nf is not None
-        else NotFound(
-            f"topic '{safe_text(topic)}' has no consume queue",
-            path=ms.config.consumequeue_dir / topic,
-            hint="--exact counts its records from the commit log",
-        )
-    )

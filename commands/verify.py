@@ -8,6 +8,8 @@ import typer
 from rmqstore_cli.commands import common
 from rmqstore_cli.commands.grammar import limit_option, old_spelling, renamed
 from rmqstore_cli.commands.lines import note
+from rmqstore_cli.commands.sampling_options import MaxBytesOpt, SampleOpt
+from rmqstore_cli.commands.verify_local import verify_local, verify_quick
 
 EPILOG = """Examples:
 
@@ -90,6 +92,8 @@ def verify(
     spark_master: common.SparkMasterOpt = None,
     spark_conf: common.SparkConfOpt = None,
     verbose: common.SparkVerboseOpt = False,
+    sample: SampleOpt = None,
+    max_bytes: MaxBytesOpt = None,
 ) -> None:
     """Check a store's commit log, consume queues, index, checkpoint and abort marker.
 
@@ -118,7 +122,9 @@ def verify(
     opts = VerifyOptions(crc=crc, deep=deep, max_findings=cap, broker_version=broker_version and broker_version.value)
     # a fleet (--store-glob, or --store twice) keeps the fleet's shape with one match: jq paths never shift
     fleet = bool(store_glob) or len(store or []) > 1
-    if fleet or engine is common.Engine.spark or jobs != 1:
+    if sample is not None or max_bytes is not None:  # a quick look: the sampled records alone, in this process
+        results = [verify_quick(specs[0], opts, fmt, sample, max_bytes)]
+    elif fleet or engine is common.Engine.spark or jobs != 1:
         spark = (spark_master, spark_conf, verbose) if engine is common.Engine.spark else None
         results = verify_many(specs, opts, spark, fleet, jobs)
         if fleet:
@@ -126,25 +132,8 @@ def verify(
         else:  # one store: the local engine's output, whatever the engine
             reports.verify_one(fmt.value, results[0], CHECKS)
     else:
-        results = [_verify_one(specs[0], opts, fmt)]
+        results = [verify_local(specs[0], opts, fmt)]
         for n in results[0]["summary"]["notes"] if fmt is common.Fmt.table else ():
             note(n)
     if not all(r["ok"] for r in results):
         raise typer.Exit(1)
-
-
-def _verify_one(spec, opts, fmt: common.Fmt) -> dict:
-    """One store on the local engine: jsonl findings stream out as the scan finds them."""
-    import sys
-
-    from rmqstore_cli import reports
-    from rmqstore_cli.pipeline.verify_job import commitlog_size, verify_one
-    from rmqstore_cli.render import ProgressBar
-    from rmqstore_cli.store.verify import CHECKS
-
-    total = commitlog_size(spec) if sys.stderr.isatty() else 0
-    stream = reports.finding_line if fmt is common.Fmt.jsonl else None
-    with ProgressBar("verifying commit log", total=total or None) as bar:
-        result = verify_one(spec, opts, bar.advance, stream)
-    reports.verify_one(fmt.value, result, CHECKS, streamed=stream is not None)
-    return result

@@ -64,6 +64,9 @@ _EXPORTS = {
     "PopGroup": "rmqstore_cli.api.incident_records",
     "ReviveQueue": "rmqstore_cli.api.incident_records",
     "PopReport": "rmqstore_cli.api.incident_records",
+    "Epoch": "rmqstore_cli.api.epoch_records",
+    "EpochFinding": "rmqstore_cli.api.epoch_records",
+    "EpochReport": "rmqstore_cli.api.epoch_records",
     "diff_stores": "rmqstore_cli.api.diff",
     "DiffRow": "rmqstore_cli.api.incident_records",
     "DiffFile": "rmqstore_cli.api.incident_records",
@@ -90,6 +93,11 @@ __all__ = ["__version__", *_EXPORTS]
 if TYPE_CHECKING:  # for type checkers and editors (``X as X``: an explicit re-export); at run time the names
     # load lazily
     from rmqstore_cli.api.diff import diff_stores as diff_stores
+    from rmqstore_cli.api.epoch_records import (
+        Epoch as Epoch,
+        EpochFinding as EpochFinding,
+        EpochReport as EpochReport,
+    )
     from rmqstore_cli.api.incident_records import (
         DelayLevel as DelayLevel,
         DiffDivergence as DiffDivergence,

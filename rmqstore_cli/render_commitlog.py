@@ -13,17 +13,19 @@ from rmqstore_cli.render import Output, extra_columns, message_extras
 MAX_DECOMPRESSED = 64 << 20
 
 
-def print_walk(ms, rng, flt, fmt: str, zone, limit: int | None, show: Shown, blank: bool, crc: bool) -> int:
-    """Print what the walk of [rng.start, rng.stop) passes (``store.log_range.walk``); the
-    count printed. Whole blocks of records go the columnar way (jsonblock, tableblock) unless
-    a filter or an option needs each record decoded (:meth:`Printer.columnar`)."""
+def print_walk(
+    ms, rng, flt, fmt: str, zone, limit: int | None, show: Shown, blank: bool, crc: bool, narrowing=None
+) -> int:
+    """Print what the walk of [rng.start, rng.stop) passes (``store.log_range.walk``, narrowed
+    by ``narrowing``: store/sampling.py); the count printed. Whole blocks of records go the
+    columnar way (jsonblock, tableblock) unless a filter or an option needs each record
+    decoded (:meth:`Printer.columnar`)."""
     from rmqstore_cli.store.commitlog import Blank
-    from rmqstore_cli.store.log_range import walk
 
     p = Printer(ms, fmt, zone, show)
     shown = 0
     try:
-        for rec, take in walk(ms.commitlog, rng, flt, limit, crc, blank, p.columnar(flt)):
+        for rec, take in walk_items(ms, rng, flt, limit, crc, blank, p.columnar(flt), narrowing):
             if isinstance(rec, Blank):
                 p.blank(rec)
             elif take is not None:  # a MessageBlock, these of its rows
@@ -35,6 +37,31 @@ def print_walk(ms, rng, flt, fmt: str, zone, limit: int | None, show: Shown, bla
     finally:
         p.out.close()
     return shown
+
+
+def walk_items(ms, rng, flt, limit: int | None, crc: bool, blank: bool, blocks: bool, narrowing=None):
+    """The walk's (record, take) pairs: ``store.log_range.walk``, or with an active
+    ``narrowing`` (--sample, --max-bytes) ``store.sampling.narrowed`` over it."""
+    from rmqstore_cli.store.log_range import walk
+
+    cl = ms.commitlog
+    if narrowing is None or not narrowing.active:
+        return walk(cl, rng, flt, limit, crc, blank, blocks)
+    from rmqstore_cli.store.sampling import narrowed
+
+    return narrowed(cl, rng, lambda r: walk(cl, r, flt, None, crc, blank, blocks), narrowing, limit)
+
+
+def print_walk_summary(ms, rng, flt, fmt: str, limit: int | None, crc: bool, narrowing) -> int:
+    """``--summary``: the walk summed (``store.walk_summary.summarize``) and printed as one
+    summary; the records counted."""
+    from rmqstore_cli.render import print_summary
+    from rmqstore_cli.store.walk_summary import summarize
+
+    items = walk_items(ms, rng, flt, limit, crc, False, True, narrowing)
+    got = summarize(ms.config.root, ms.commitlog, items, narrowing)
+    print_summary(fmt, {"store": str(ms.config.root), **got}, "commit log")
+    return got["messages"]
 
 
 @dataclass(frozen=True)

@@ -114,6 +114,14 @@ def stats_cells(d: dict, zone: Any) -> dict:
     return t
 
 
+def sampled_how(summary: dict) -> str | None:
+    """stats' "counted from" line for a sampled walk (--sample, --max-bytes): estimates."""
+    s = summary.get("sampling")
+    if s is None:
+        return None
+    return f"part of the commit log (scaled by {s['scale']:.4g}: messages and size are estimates)"
+
+
 def stats(fmt: str, by: str, rows: list[dict], summary: dict, components: list, zone: Any, exact: bool) -> None:
     """stats: the rows and the summary (jsonl: rows then ``{"summary"}``; json: ``{"rows",
     "summary"}``; table: a key/value summary, the rows, the disk by component)."""
@@ -124,6 +132,7 @@ def stats(fmt: str, by: str, rows: list[dict], summary: dict, components: list, 
         sys.stdout.write(to_json({"rows": rows, "summary": summary}) + "\n")
         return
     how = "the commit log (--exact)" if exact else "the consume queues (--exact also counts what no queue holds)"
+    how = sampled_how(summary) or how
     pairs: list[tuple[str, Any]] = [
         ("store", summary["store"]),
         ("messages", summary["messages"]),
@@ -204,6 +213,12 @@ def _by_check(findings: list[dict], checks: dict) -> list[tuple[str, list[dict]]
         groups.setdefault(f["check"], []).append(f)
     order = list(checks)
     return sorted(groups.items(), key=lambda kv: order.index(kv[0]) if kv[0] in order else len(order))
+
+
+def quick_findings(findings: list[dict]) -> None:
+    """verify --sample/--max-bytes as a table: its findings (the summary follows apart)."""
+    if findings:
+        write(table(FINDING_COLUMNS, [dict(f, offset="" if f["offset"] is None else f["offset"]) for f in findings]))
 
 
 def verify_one(fmt: str, result: dict, checks: dict, streamed: bool = False) -> None:

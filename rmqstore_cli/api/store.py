@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rmqstore_cli.api.epoch_records import EpochReport
 from rmqstore_cli.api.incident_records import (
     DelayLevel,
     OverdueMessage,
@@ -196,16 +197,28 @@ class Store:
         to_offset: int | None = None,
         check_crc: bool = False,
         limit: int | None = None,
+        sample: int | None = None,
+        max_bytes: int | None = None,
     ) -> Iterator[Message]:
         """Messages in commit-log order that pass every filter given: ``topic``, store time in
         ``[begin, end]`` (both inclusive), ``queue_id``, ``key`` (one of its KEYS), ``uniq_key``,
         ``tag`` (its TAGS), physical offsets in ``[from_offset, to_offset)``. ``check_crc``
         checks each body's CRC, a mismatch ending its file as in the broker's recovery.
-        The same messages, in the same order, as ``rmqstore dump-commitlog``."""
+        ``sample`` keeps every Nth of them (the first always), ``max_bytes`` reads only the
+        first N bytes of each commit-log file (the records ending within them): a quick look
+        at a big store (store/sampling.py).
+        The same messages, in the same order, as ``rmqstore dump-commitlog`` (with
+        ``--sample``, ``--max-bytes``)."""
         flt = self.filter(topic, begin, end, queue_id=queue_id, key=key, uniq_key=uniq_key, tag=tag)
         _check_range(from_offset, to_offset)
+        for name, v in (("sample", sample), ("max_bytes", max_bytes)):
+            if v is not None and v < 1:
+                raise UsageError(f"{name} {v}: not a positive count")
         shown = 0
-        for blk, take in self._walk(flt, from_offset, to_offset, check_crc):
+        walk = self._walk(flt, from_offset, to_offset, check_crc)
+        if sample is not None or max_bytes is not None:
+            walk = self._narrowed(flt, from_offset, to_offset, check_crc, sample, max_bytes)
+        for blk, take in walk:
             for rec in blk.messages(take) if take is not None else (blk,):
                 if limit is not None and shown >= limit:
                     return
@@ -272,6 +285,27 @@ class Store:
                     yield rec, take
             elif flt.matches(rec):
                 yield rec, None
+
+    def _narrowed(
+        self,
+        flt: MessageFilter,
+        start: int | None,
+        stop: int | None,
+        check_crc: bool,
+        every: int | None,
+        max_bytes: int | None,
+    ) -> Iterator[tuple[Any, Any]]:
+        """:meth:`_walk` narrowed (``store.sampling.narrowed``): every Nth, the first bytes of each file."""
+        from rmqstore_cli.store.log_range import Range
+        from rmqstore_cli.store.sampling import Narrowing, narrowed
+
+        n = Narrowing(every, max_bytes)
+        cl = self.engine.commitlog
+        for rec, take in narrowed(
+            cl, Range(start, stop), lambda r: self._walk(flt, r.start, r.stop, check_crc), n, None
+        ):
+            if take is None or take.size:
+                yield rec, take
 
     def _file_name(self, offset: int) -> str:
         f = self.engine.commitlog.queue.find(offset)
@@ -479,6 +513,33 @@ class Store:
             {"store": str(self.path), **got.summary, "groups": len(got.groups)},
         )
 
+    def epochs(self, *, messages: bool = False) -> EpochReport | None:
+        """The 5.x controller-mode epoch file (``epochFileCheckpoint``, or its ``.bak`` where
+        the broker would read that: ``CheckpointFile#read``) against the commit log: each
+        epoch's [start, end) (the last ending at the log's end), and what is wrong with the
+        file (docs/format/ha.md#epoch-file); ``messages`` counts each epoch's records (one
+        walk of the log). None when the store has no epoch file (not controller mode).
+        ``verify`` also holds it against where the next start's recovery cuts the log."""
+        from rmqstore_cli.api.epoch_records import Epoch, EpochFinding, EpochReport
+        from rmqstore_cli.store.epoch_check import check_epoch_file, tally_log
+        from rmqstore_cli.store.epoch_file import epoch_spans, read_epoch_file
+
+        ef = read_epoch_file(self.path)
+        if not (ef.main.exists or ef.backup.exists):
+            return None
+        cl = self.engine.commitlog
+        lo, end = cl.min_offset, cl.max_offset()
+        got = check_epoch_file(ef, lo, end)
+        spans = epoch_spans(ef.entries, end)
+        rows = tally_log(cl, spans).rows() if messages else [dict(s, messages=None) for s in got.summary["epochs"]]
+        return EpochReport(
+            got.summary["file"],
+            [Epoch(**r) for r in rows],
+            [EpochFinding(i.check, i.file, i.line, i.detail) for i in got.issues],
+            lo,
+            end,
+        )
+
     # ------------------------------------------------------------------ jobs
     def pop(
         self,
@@ -522,21 +583,35 @@ class Store:
         )
 
     def stats(
-        self, by: str = "topic", *, topic: str | None = None, exact: bool = False, top: int | None = None
+        self,
+        by: str = "topic",
+        *,
+        topic: str | None = None,
+        exact: bool = False,
+        top: int | None = None,
+        sample: int | None = None,
+        max_bytes: int | None = None,
     ) -> StatsReport:
         """What is eating the disk, as ``stats`` counts it: messages and bytes per topic,
         per queue (``by="queue"``) or per file (``by="file"``), biggest first (the ``top``
         biggest), and the store root's components. The counts come from the consume queues,
         or with ``exact`` from the whole commit log (also the records no consume queue
-        holds). Raises :class:`~rmqstore_cli.errors.NotFound` when ``topic`` has no queue."""
+        holds). ``sample`` (every Nth record) and ``max_bytes`` (the first N bytes of each
+        commit-log file) walk part of the commit log instead: the rows' and the summary's
+        counts are then estimates, scaled (the summary's ``sampling`` and ``sampled_messages``
+        say what was read). Raises :class:`~rmqstore_cli.errors.NotFound` when ``topic`` has no queue."""
         from rmqstore_cli.errors import NotFound
         from rmqstore_cli.store import stats_report
+        from rmqstore_cli.store.sampling import Narrowing
 
         if by not in stats_report.BY:
             raise UsageError(f"by={by!r}: not topic, queue or file")
         ms = self.engine
         stats_report.require_commitlog(ms.config)
-        rep = stats_report.stats_report(ms, by, topic, exact, top)
+        for name, v in (("sample", sample), ("max_bytes", max_bytes)):
+            if v is not None and v < 1:
+                raise UsageError(f"{name} {v}: not a positive count")
+        rep = stats_report.stats_report(ms, by, topic, exact, top, Narrowing(sample, max_bytes))
         if rep.topic_missing:
             raise NotFound(f"topic {topic!r} has no consume queue", path=ms.config.consumequeue_dir / str(topic))
         rows: list[StatsRow | StatsFile] = [StatsFile(**d) if by == "file" else StatsRow.of(d) for d in rep.rows]

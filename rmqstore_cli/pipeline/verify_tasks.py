@@ -701,6 +701,7 @@ def conclude(plan: StorePlan, ctx: FinishContext, totals: dict, parts: list[dict
         v.check_index_missing()
         v.check_checkpoint()
         v.check_recovery()
+        v.check_epochs()  # the controller-mode epoch file against the log's end and recovery's cut
         v.check_timer()  # the 5.x timer store (store/verify/timer.py), whole on the driver
         v.check_overdue()  # stuck timer and delay-level deliveries (store/verify/overdue.py), on the driver
         v.check_batch_queues()  # on the driver (small queues; no consume queue to compare against)
@@ -736,6 +737,7 @@ def conclude(plan: StorePlan, ctx: FinishContext, totals: dict, parts: list[dict
     out.skipped = v.skipped
     out.cl_min, out.cl_end, out.queues, out.notes = plan.cl_min, ctx.cl_end, plan.queue_dirs, plan.notes
     out.counts = +counts
+    out.epochs = getattr(v, "epochs", None)
     out.by_severity = Counter({k: v for k, v in sev.items() if v and k in (ERROR, WARNING, INFO)})
     return {
         "store": plan.label,

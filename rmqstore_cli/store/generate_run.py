@@ -298,3 +298,11 @@ def start_ms(start_ms: int | None, writer) -> int:
     if writer.last_store_timestamp:
         return writer.last_store_timestamp + 1000
     return 1_767_225_600_000
+
+
+def epoch_file(cfg: StoreConfig, spec: str | None) -> None:
+    """``--epoch-file``: the controller-mode epoch file over the store just written (store/epoch_generate.py)."""
+    if spec is not None:
+        from rmqstore_cli.store.epoch_generate import write_epoch_file
+
+        write_epoch_file(cfg, spec)

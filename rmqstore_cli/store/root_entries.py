@@ -101,9 +101,9 @@ ROOT_ENTRIES: tuple[RootEntry, ...] = (
         "other",
         "MessageStoreConfig#getStorePathEpochFile",
         "5.x controller-mode epoch entries (EpochFileCache)",
-        False,
+        True,
     ),
-    RootEntry("epochFileCheckpoint.bak", "other", "CheckpointFile#getBackFilePath", "the epoch file's backup", False),
+    RootEntry("epochFileCheckpoint.bak", "other", "CheckpointFile#getBackFilePath", "the epoch file's backup", True),
     RootEntry(
         "brokerIdentity",
         "other",

@@ -612,14 +612,16 @@ def _add_record(g: _Groups, m: Message) -> None:
     g.add([m.topic], one(0), one(m.queue_id), one(m.total_size), one(m.store_timestamp), one(m.sys_flag), one(m.offset))
 
 
-def from_commit_log(store, topic: str | None = None, by_file: bool = False) -> Stats:
+def from_commit_log(store, topic: str | None = None, by_file: bool = False, records=None) -> Stats:
     """Counts from one walk of the whole commit log (``--exact``): every valid record, and
-    ``not_in_cq`` for those no consume queue holds (PREPARED/ROLLBACK, a queue not on disk)."""
+    ``not_in_cq`` for those no consume queue holds (PREPARED/ROLLBACK, a queue not on disk);
+    ``records``: a narrowed walk's records and blocks instead (:func:`from_sampled_walk`)."""
     commitlog = store.commitlog
     total = commitlog_total(commitlog)
     g = _Groups(commitlog)
     names_seen: list[str] = []
-    for rec in commitlog.scan_blocks(skip_mismatch=True, every_file=True):
+    walked = commitlog.scan_blocks(skip_mismatch=True, every_file=True) if records is None else records
+    for rec in walked:
         if isinstance(rec, Message):
             if topic is None or rec.topic == topic:
                 _add_record(g, rec)
@@ -819,3 +821,22 @@ def _batch_file_rows(bq, span: LogSpan, root: Path) -> list[FileRow]:
             row.fill = len(u) * BATCH_CQ_UNIT_SIZE / bq.file_size
         out.append(row)
     return out
+
+
+def from_sampled_walk(store, topic: str | None, by_file: bool, narrowing) -> Stats:
+    """:func:`from_commit_log` over the walk ``narrowing`` narrows (``--sample``,
+    ``--max-bytes``: store/sampling.py): the counts are of the records kept, not scaled."""
+    from rmqstore_cli.store.log_range import Range
+    from rmqstore_cli.store.sampling import narrowed
+
+    cl = store.commitlog
+
+    def walk_one(r: Range):
+        for b in cl.scan_blocks(r.start, r.stop, skip_mismatch=True, every_file=True):
+            yield b, None if isinstance(b, Message) else np.arange(b.n)
+
+    def records():
+        for rec, take in narrowed(cl, Range(None, None), walk_one, narrowing, None):
+            yield rec if take is None else rec.take(take)
+
+    return from_commit_log(store, topic, by_file, records())

@@ -37,14 +37,25 @@ def require_commitlog(config: Any) -> None:
 
 
 def stats_report(
-    ms: Any, by: str = "topic", topic: str | None = None, exact: bool = False, top: int | None = None
+    ms: Any,
+    by: str = "topic",
+    topic: str | None = None,
+    exact: bool = False,
+    top: int | None = None,
+    narrowing: Any = None,
 ) -> StatsResult:
     """Count the store: from the consume queues (fast: what they hold), or with ``exact`` from
     the whole commit log (also the records no consume queue holds, ``not_in_cq``); rows per
-    topic, per queue or per file (``by``), the ``top`` biggest."""
+    topic, per queue or per file (``by``), the ``top`` biggest. An active ``narrowing``
+    (store/sampling.py) walks part of the commit log and scales the counts (:func:`estimated`)."""
     warnings: list[str] = []
     components = engine.disk_usage(ms.config, warnings)
     by_file = by == "file"
+    if narrowing is not None and narrowing.active:
+        st = engine.from_sampled_walk(ms, topic, by_file, narrowing)
+        if topic is not None and not st.queues:
+            return StatsResult([], {}, components, topic_missing=True)
+        return estimated(ms, st, by, top, components, warnings, narrowing)
     st = (engine.from_commit_log if exact else engine.from_consume_queues)(ms, topic, by_file)
     if topic is not None and not st.queues:
         return StatsResult([], {}, components, topic_missing=True)
@@ -87,3 +98,31 @@ def summary(
         "components": [c.to_dict() for c in components],
         "notes": notes,
     }
+
+
+def estimated(
+    ms: Any, st: engine.Stats, by: str, top: int | None, components: list, warnings: list[str], narrowing: Any
+) -> StatsResult:
+    """The sampled walk's counts as estimates: each row's (and the summary's) messages and bytes
+    scaled by ``narrowing.scale()``, the counted ones kept as ``sampled_messages`` and
+    ``sampled_bytes``, ``estimated: true``; the summary's ``sampling`` says what was read.
+    File rows (``by`` file) are the records read, unscaled."""
+    by_file = by == "file"
+    rows = st.files if by_file else list(st.queues.values()) if by == "queue" else engine.topic_rows(st.queues)
+    shown = engine.biggest_first(rows, top)
+    total_once = engine.once_total(st.queues)
+    dicts = [r.to_dict() if by_file else r.to_dict(total_once) for r in shown]
+    notes = warnings + st.notes + [narrowing.describe()]
+    out = summary(ms, st, by, rows, shown, components, notes)
+    for d in dicts if not by_file else []:
+        _scale(d, narrowing)
+    _scale(out, narrowing)
+    out["method"] = "commitlog-sampled"
+    out["sampling"] = narrowing.as_dict()
+    return StatsResult(dicts, out, components)
+
+
+def _scale(d: dict[str, Any], narrowing: Any) -> None:
+    d["sampled_messages"], d["sampled_bytes"] = d["messages"], d["bytes"]
+    d["messages"], d["bytes"] = narrowing.estimate(d["messages"]), narrowing.estimate(d["bytes"])
+    d["estimated"] = True

@@ -66,7 +66,7 @@ def test_every_entry_named_by_verify_and_stats(store):
     (store / "junk").mkdir()
     (store / "notes.txt").write_text("x")
     (store / "kvStore").mkdir()
-    (store / "epochFileCheckpoint").write_bytes(b"\0" * 64)
+    (store / "brokerIdentity").write_bytes(b"\0" * 64)
     r = cli("verify", "-s", store, "--format", "jsonl")
     assert r.exit_code == 0, r.stderr
     found = {(f["check"], f["file"], f["severity"]) for f in map(json.loads, r.stdout.splitlines()[:-1])}
@@ -74,14 +74,14 @@ def test_every_entry_named_by_verify_and_stats(store):
         ("store.unknown-entry", "junk", "warning"),
         ("store.unknown-entry", "notes.txt", "warning"),
         ("store.unchecked-entry", "kvStore", "info"),
-        ("store.unchecked-entry", "epochFileCheckpoint", "info"),
+        ("store.unchecked-entry", "brokerIdentity", "info"),
     }
     detail = [json.loads(x)["detail"] for x in r.stdout.splitlines()[:-1] if "kvStore" in x][0]
     assert "PopConsumerService.ROCKSDB_DIRECTORY" in detail
     r = cli("stats", "-s", store, "--format", "json")
     comps = {c["path"]: c["known"] for c in json.loads(r.stdout)["summary"]["components"]}
     assert comps["junk"] is False and comps["notes.txt"] is False
-    assert comps["kvStore"] is True and comps["epochFileCheckpoint"] is True and comps["checkpoint"] is True
+    assert comps["kvStore"] is True and comps["brokerIdentity"] is True and comps["checkpoint"] is True
 
 
 def test_real_5x_samples_name_what_they_do_not_check(sample_tarball):

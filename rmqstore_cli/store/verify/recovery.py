@@ -93,6 +93,7 @@ class RecoveryChecks:
         stops = sorted(s for s in self.stops if s[0] >= start.file_from_offset)
         cut = stops[0] if stops else None
         process = cut[0] if cut else self.cl_end
+        self.recovery_cut = process  # the epoch file's check (verify/epochs.py) drops epochs from here
         later = [f.name for f in files if f.file_from_offset > process]
         if cut is not None and (process < self.cl_end or later):
             off = process - self._cl_base(process)

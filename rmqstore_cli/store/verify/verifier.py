@@ -30,6 +30,7 @@ from rmqstore_cli.store.safefs import kind_of
 from rmqstore_cli.store.verify.bcq import BatchQueueChecks
 from rmqstore_cli.store.verify.configs import ConfigChecks
 from rmqstore_cli.store.verify.dledger import DLedgerChecks
+from rmqstore_cli.store.verify.epochs import EpochChecks
 from rmqstore_cli.store.verify.findings import (
     CHECKS,
     ERROR,
@@ -67,6 +68,7 @@ class Verifier(
     RocksDBChecks,
     RootChecks,
     ConfigChecks,
+    EpochChecks,
 ):
     """Run every check over one store; iterate :meth:`run` for findings, then read ``summary``."""
 
@@ -158,6 +160,7 @@ class Verifier(
             "notes": self.notes,
             "skipped": dict(self.skipped),
             "c_extensions": FAST_PATHS.extensions(),  # which loops ran: a slow run is never silent
+            **({"epochs": self.epochs} if getattr(self, "epochs", None) else {}),
         }
 
     @property
@@ -182,6 +185,7 @@ class Verifier(
         self.check_index_missing()
         self.check_checkpoint()
         self.check_recovery()
+        self.check_epochs()
         self.check_timer()
         self.check_overdue()
         self.check_batch_queues()

@@ -1,0 +1,52 @@
+"""dump-commitlog's own options that need more than a line (the decompression cap, the seek, the compaction log)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from rmqstore_cli.render_commitlog import MAX_DECOMPRESSED
+
+DecompressOpt = Annotated[
+    bool,
+    typer.Option(
+        "--decompress",
+        help="Show compressed bodies (sysflag COMPRESSED, zlib only) decompressed, each capped "
+        "at --max-decompressed bytes; a body that is not zlib or exceeds the cap stays raw with body_error.",
+    ),
+]
+MaxDecompressedOpt = Annotated[
+    int | None,
+    typer.Option(
+        min=1,
+        show_default=str(MAX_DECOMPRESSED),
+        help="With --decompress: the cap on one decompressed body, in bytes (a crafted body cannot exceed it).",
+    ),
+]
+SeekOpt = Annotated[
+    bool,
+    typer.Option(
+        "--seek/--no-seek",
+        help="With --begin: start at the first commit-log file that can hold a record stored that late, found "
+        "by search-offset's bisection of the consume queues (the same output as walking every file).",
+    ),
+]
+CompactionLogOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--compaction-log",
+        metavar="TOPIC/QUEUE_ID",
+        help="Read the compaction log of this compacted queue (compaction/compactionLog/TOPIC/QUEUE_ID/) instead "
+        "of the commit log: the same records, PHYSICALOFFSET their place in that log.",
+    ),
+]
+SummaryOpt = Annotated[
+    bool,
+    typer.Option(
+        "--summary",
+        help="Print one summary of what the walk passes instead of the records: their count, bytes, first and "
+        "last offset and, on a controller-mode store, each epoch's records (epochFileCheckpoint); with "
+        "--sample or --max-bytes also the counts scaled, as estimates.",
+    ),
+]

@@ -1,0 +1,42 @@
+"""The 5.x controller-mode epoch file against the commit log (docs/format/ha.md#epoch-file):
+checked after recovery, whose cut decides which epochs the broker's next truncation drops."""
+
+from __future__ import annotations
+
+from rmqstore_cli.formats.epoch_file import BACKUP_SUFFIX
+
+from rmqstore_cli.store.epoch_check import check_epoch_file
+from rmqstore_cli.store.epoch_file import epoch_file_path, read_epoch_file
+from rmqstore_cli.store.verify.findings import CHECKS, ERROR, WARNING
+
+CHECKS.update(
+    {
+        "epoch.unreadable": (ERROR, "an epoch-file number Integer#parseInt refuses: the broker's read throws"),
+        "epoch.rejected": (WARNING, "an epoch file CheckpointFile#read rejects (count or CRC): the .bak is read"),
+        "epoch.skipped-line": (WARNING, "an epoch-file line that is not <epoch>-<offset>: the broker skips it"),
+        "epoch.order": (ERROR, "an epoch not greater than the one before it (EpochFileCache#appendEntry)"),
+        "epoch.start-order": (ERROR, "an epoch's start offset not after the previous epoch's start"),
+        "epoch.beyond-end": (ERROR, "an epoch starting past the commit log's end"),
+        "epoch.truncated": (WARNING, "epochs the next start's truncation removes (truncateSuffixByOffset)"),
+    }
+)
+
+
+class EpochChecks:
+    """The epoch-file part of :class:`~rmqstore_cli.store.verify.Verifier`."""
+
+    def check_epochs(self) -> None:
+        """Findings about ``epochFileCheckpoint`` and its summary (``self.epochs``); nothing
+        when the store has neither the file nor its ``.bak`` (not controller mode)."""
+        path = epoch_file_path(self.root)
+        if self.not_regular(path) or self.not_regular(path.with_name(path.name + BACKUP_SUFFIX)):
+            return
+        ef = read_epoch_file(self.root)
+        if not (ef.main.exists or ef.backup.exists):
+            return
+        self.files["epochFileCheckpoint"] += int(ef.main.exists) + int(ef.backup.exists)
+        log_end = self.cl_end if self.cl_end is not None else 0
+        report = check_epoch_file(ef, self.cl_min, log_end, getattr(self, "recovery_cut", None))
+        for i in report.issues:
+            self._add(i.check, i.file, i.line, i.detail, **i.extra)
+        self.epochs = report.summary
