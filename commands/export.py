@@ -79,7 +79,7 @@ def export(
     hash for one that cannot be a directory name (a NUL, over 200 bytes, not UTF-8).
     Row groups hold up to 128 Ki rows of one partition; --compression picks the codec
     (snappy by default: the least CPU per row; zstd writes ~40% fewer bytes).
-    Needs pyarrow: pip install 'rmqstore[spark]'.
+    Needs pyarrow: pip install 'rmqstore[export]' (no PySpark needed on the local engine).
     Both engines run the same engine code, one task per commit-log file, and write the
     same rows. On Spark each task writes its file's Parquet files with pyarrow when the
     output is a directory (mounted on every executor of a cluster); to a Hadoop file system

@@ -219,7 +219,7 @@ class Store:
         es, for speed: a run of records is converted a column at a time, not a message at a
         time. The columns are the export dataset's (``rmqstore export``): the JSON Lines keys,
         ``properties`` as a map, ``body`` as binary (with ``body``, else null), plus ``store``
-        (this store's path) and ``topic_dir``. Needs pyarrow (``pip install 'rmqstore[spark]'``):
+        (this store's path) and ``topic_dir``. Needs pyarrow (``pip install 'rmqstore[export]'``):
         without it, a :class:`~rmqstore_cli.errors.UsageError` before any work."""
         from rmqstore_cli.pipeline.message_batches import message_batches, require_pyarrow
 

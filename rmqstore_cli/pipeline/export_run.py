@@ -12,14 +12,14 @@ from rmqstore_cli.pipeline.stores import FileTask
 
 
 def require_parquet() -> None:
-    """pyarrow is optional (the ``spark`` extra): say which extra brings it, before any work."""
+    """pyarrow is optional (the ``export`` extra): say which extra brings it, before any work."""
     import importlib
 
     try:
         importlib.import_module("pyarrow.parquet")
     except ImportError:
         raise UsageError(
-            "export needs pyarrow, which the plain install does not include", hint="pip install 'rmqstore[spark]'"
+            "export needs pyarrow, which the plain install does not include", hint="pip install 'rmqstore[export]'"
         ) from None
 
 
@@ -114,5 +114,7 @@ def start_local(output: Path) -> None:
     try:
         importlib.import_module("rmqstore_cli.pipeline.local")
     except ImportError:
-        raise UsageError("export needs pyarrow", hint="pip install 'rmqstore[spark]'") from None
+        raise UsageError(
+            "export needs pyarrow, which the plain install does not include", hint="pip install 'rmqstore[export]'"
+        ) from None
     make_output_dir(output)
