@@ -16,11 +16,16 @@ pa = pytest.importorskip("pyarrow", reason="needs the spark extra: pip install -
 
 
 def _rows_of(batches) -> list[tuple]:
+    """The batches' rows, timestamps as the epoch milliseconds they hold (the reference's)."""
     out = []
     for b in batches:
-        cols = [b.column(i).to_pylist() for i in range(b.num_columns)]
+        cols = [_millis(b.column(i)).to_pylist() for i in range(b.num_columns)]
         out.extend(zip(*cols, strict=True))
     return out
+
+
+def _millis(col):
+    return col.cast(pa.int64()) if pa.types.is_timestamp(col.type) else col
 
 
 def _reference(task, body: bool) -> list[tuple]:

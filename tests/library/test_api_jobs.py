@@ -243,6 +243,10 @@ def test_batches_hold_the_messages_of_messages(store, filters):
         bodies = [m.body for m in st.messages(**filters)]
     table = pa.Table.from_batches(batches)
     assert table.num_rows == len(want) > 0
+    assert table.schema.field("store_timestamp").type == pa.timestamp("ms", tz="UTC")
+    table = table.set_column(
+        table.schema.get_field_index("store_timestamp"), "store_timestamp", table["store_timestamp"].cast(pa.int64())
+    )
     got = table.to_pylist()
     for g, w, b in zip(got, want, bodies, strict=True):
         for k in ("physical_offset", "topic", "queue_id", "queue_offset", "store_timestamp", "msg_id", "keys", "tags"):
