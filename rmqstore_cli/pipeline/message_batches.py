@@ -22,7 +22,8 @@ def require_pyarrow() -> None:
         importlib.import_module("pyarrow")
     except ImportError:
         raise UsageError(
-            "RecordBatches need pyarrow, which the plain install does not include", hint="pip install 'rmqstore[export]'"
+            "RecordBatches need pyarrow, which the plain install does not include",
+            hint="pip install 'rmqstore[export]'",
         ) from None
 
 
