@@ -12,7 +12,7 @@ from tests.helpers import fixture_dir
 
 pytestmark = pytest.mark.slow  # export blocks against the per-record reference, every store
 
-pa = pytest.importorskip("pyarrow", reason="needs the spark extra: pip install -e '.[spark]'")
+pa = pytest.importorskip("pyarrow", reason="needs the export extra: pip install -e '.[export]'")
 
 
 def _rows_of(batches) -> list[tuple]:

@@ -406,6 +406,27 @@ def test_export_writes_the_rows_of_messages_and_the_commands_dataset(store, tmp_
     assert without_store(got) == without_store(theirs)
 
 
+@pytest.mark.parametrize(
+    "filters",
+    [
+        {"topic": "OrderTopic", "tag": "TagA"},
+        {"queue_id": 1, "begin": "2026-01-01T00:05:00Z", "end": "2026-01-01T00:20:00Z"},
+        {"from_offset": 65536, "to_offset": 200000, "topic": "OrderTopic"},
+        {"key": "order-42"},
+    ],
+)
+def test_export_takes_the_filters_of_messages(store, tmp_path, filters):
+    ds = pytest.importorskip("pyarrow.dataset")
+    with open_store(store) as st:
+        rep = st.export(tmp_path / "f", store_name="eu-1", **filters)
+        want = [(m.physical_offset, m.store_timestamp, m.msg_id) for m in st.messages(**filters)]
+    got = ds.dataset(tmp_path / "f", partitioning="hive").to_table().to_pylist()
+    assert rep.rows == len(got) == len(want) > 0
+    rows = sorted(got, key=lambda r: r["physical_offset"])
+    assert [(r["physical_offset"], round(r["store_timestamp"].timestamp() * 1000), r["msg_id"]) for r in rows] == want
+    assert {r["store"] for r in got} == {"eu-1"} and [p.name for p in (tmp_path / "f").iterdir()] == ["store=eu-1"]
+
+
 def without_store(rows: list[dict]) -> list[dict]:
     """Dataset rows in log order without the ``store`` label (a path as it was given)."""
     return sorted(({k: v for k, v in r.items() if k != "store"} for r in rows), key=lambda r: r["physical_offset"])

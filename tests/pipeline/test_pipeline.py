@@ -12,7 +12,7 @@ from tests.helpers.pipeline import ours_only, parquet_rows
 
 pytestmark = pytest.mark.slow  # Spark local[2]
 
-pytest.importorskip("pyarrow", reason="needs the spark extra: pip install -e '.[spark]'")
+pytest.importorskip("pyarrow", reason="needs the export extra: pip install -e '.[export]'")
 
 
 def _dump(store):

@@ -10,7 +10,7 @@ from tests.helpers.pipeline import parquet_rows
 
 pytestmark = pytest.mark.slow  # Spark local[2]
 
-pytest.importorskip("pyarrow", reason="needs the spark extra: pip install -e '.[spark]'")
+pytest.importorskip("pyarrow", reason="needs the export extra: pip install -e '.[export]'")
 
 
 def test_both_spark_writers_give_the_local_rows(two_stores, spark, tmp_path):
