@@ -46,8 +46,6 @@ PARTITION_COLUMNS = ["store", "topic_dir"]
 #: directory name: with ``topic_dir=`` it stays under the 255 bytes of a file name.
 TOPIC_DIR_MAX = 200
 COLUMN_NAMES = [c for c, _ in EXPORT_COLUMNS]
-#: The time columns: the same instants as dump-commitlog's epoch milliseconds.
-TIME_COLUMNS = [c for c, t in EXPORT_COLUMNS if t == "timestamp"]
 
 
 def topic_dir(topic: str | None, topic_base64: str | None = None) -> str:
