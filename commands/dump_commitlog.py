@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from rmqstore_cli.commands import dump_commitlog_options as o, grammar, lines
+from rmqstore_cli.commands import dump_commitlog_options as o, filter_options as fo, grammar, lines
 from rmqstore_cli.commands.common import (
     AllowOddSizeOpt,
     BrokerConfOpt,
@@ -15,8 +15,6 @@ from rmqstore_cli.commands.common import (
     StoreOpt,
     TzOpt,
     command,
-    complete_queue_id,
-    complete_topic,
 )
 from rmqstore_cli.commands.sampling_options import MaxBytesOpt, SampleOpt
 
@@ -46,18 +44,16 @@ def dump_commitlog(
     broker_conf: BrokerConfOpt = None,
     commitlog_file_size: CommitlogSizeOpt = None,
     allow_odd_size: AllowOddSizeOpt = False,
-    from_offset: Annotated[
-        int | None, grammar.from_offset_option("Start at this physical offset (a message start).")
-    ] = None,
-    to_offset: Annotated[int | None, grammar.to_offset_option("Stop before this physical offset.")] = None,
+    from_offset: fo.FromOffsetOpt = None,
+    to_offset: fo.ToOffsetOpt = None,
     file: Annotated[str | None, typer.Option("--file", help="Only this commit-log file (its 20-digit name).")] = None,
-    topic: Annotated[str | None, grammar.topic_option("Only messages of this topic.", complete_topic)] = None,
-    queue_id: Annotated[int | None, typer.Option(help="Only this queue id.", autocompletion=complete_queue_id)] = None,
-    key: Annotated[str | None, typer.Option(help="Only messages whose KEYS contain this key.")] = None,
-    uniq_key: Annotated[str | None, typer.Option(help="Only the message with this UNIQ_KEY.")] = None,
-    tag: Annotated[str | None, typer.Option(help="Only messages with this TAGS value.")] = None,
-    begin: Annotated[str | None, grammar.begin_option("Store time")] = None,
-    end: Annotated[str | None, grammar.end_option("Store time")] = None,
+    topic: fo.TopicFilterOpt = None,
+    queue_id: fo.QueueIdFilterOpt = None,
+    key: fo.KeyFilterOpt = None,
+    uniq_key: fo.UniqKeyFilterOpt = None,
+    tag: fo.TagFilterOpt = None,
+    begin: fo.BeginFilterOpt = None,
+    end: fo.EndFilterOpt = None,
     now: grammar.NowOpt = None,
     limit: Annotated[int | None, grammar.limit_option("Print at most this many messages.")] = None,
     body: Annotated[grammar.BodyMode, grammar.body_option("each record")] = grammar.BodyMode.none,
@@ -100,13 +96,12 @@ def dump_commitlog(
 
     from rmqstore_cli.errors import NotFound
     from rmqstore_cli.store import log_range
-    from rmqstore_cli.store.filters import MessageFilter
     from rmqstore_cli.store.sampling import Narrowing
     from rmqstore_cli.times import parse_tz
 
     zone = parse_tz(tz)
-    b, e = grammar.window(begin, end, grammar.clock(now, zone), zone)
-    flt = MessageFilter(topic, queue_id, key, uniq_key, tag, b, e)
+    flt = fo.message_filter(topic, queue_id, key, uniq_key, tag, (begin, end, now), zone)
+    b = flt.begin
     show = shown_fields(fmt.value, body.value, properties, decompress, max_decompressed)
     grammar.check_offsets(from_offset, to_offset)
     ms = open_store(store, broker_conf, tz, allow_odd_size, commitlog_file_size=commitlog_file_size)

@@ -8,7 +8,7 @@ from enum import Enum
 from typing import Annotated
 
 import typer
-from rmqstore_cli.commands import options as opt
+from rmqstore_cli.commands import filter_options as fo, grammar, options as opt
 from rmqstore_cli.commands.common import command, pick_stores, work_done
 from rmqstore_cli.commands.grammar import option_of
 from rmqstore_cli.commands.lines import say, warn
@@ -18,6 +18,7 @@ EPILOG = "\n\n".join(
     [
         "Examples:",
         "  rmqstore export --store ~/store --output /data/rmq-parquet",
+        "  rmqstore export --store /snap/a/store --store-name broker-a -o out -t OrderTopic --begin -2h",
         "  rmqstore export --store-glob '/snapshots/broker-*/store' --output /data/fleet --engine spark --body",
         "  rmqstore export --store a/store --store b/store --output out --engine spark --spark-master 'local[2]'",
         "  rmqstore export --store /mnt/store --output hdfs:///rmq/out --engine spark --spark-master yarn"
@@ -51,6 +52,18 @@ def export(
     ],
     store: opt.StoresOpt = None,
     store_glob: opt.StoreGlobOpt = None,
+    store_name: opt.StoreNameOpt = None,
+    topic: fo.TopicFilterOpt = None,
+    queue_id: fo.QueueIdFilterOpt = None,
+    key: fo.KeyFilterOpt = None,
+    uniq_key: fo.UniqKeyFilterOpt = None,
+    tag: fo.TagFilterOpt = None,
+    begin: fo.BeginFilterOpt = None,
+    end: fo.EndFilterOpt = None,
+    now: grammar.NowOpt = None,
+    tz: opt.TzOpt = None,
+    from_offset: fo.FromOffsetOpt = None,
+    to_offset: fo.ToOffsetOpt = None,
     engine: opt.EngineOpt = opt.Engine.local,
     body: Annotated[bool, typer.Option("--body/--no-body", help="Include message bodies (stored bytes).")] = False,
     compression: Annotated[
@@ -73,29 +86,28 @@ def export(
 ) -> None:
     """Export commit-log messages as a Parquet dataset for Spark SQL forensics across a fleet.
 
-    Columns are dump-commitlog's JSON field names (body as binary, with --body), plus
-    store; the dataset is partitioned by store and topic_dir (hive style:
-    store=…/topic_dir=…). topic keeps the exact value; topic_dir is the topic, or ~ and a
-    hash for one that cannot be a directory name (a NUL, over 200 bytes, not UTF-8).
-    Row groups hold up to 128 Ki rows of one partition; --compression picks the codec
-    (snappy by default: the least CPU per row; zstd writes ~40% fewer bytes).
-    Needs pyarrow: pip install 'rmqstore[spark]'.
+    Columns are dump-commitlog's JSON field names (body as binary with --body; times as UTC
+    timestamps in ms), plus store (--store-name); partitioned by store and topic_dir (hive
+    style: store=…/topic_dir=…). topic keeps the exact value; topic_dir is the topic, or ~
+    and a hash for one that cannot be a directory name (a NUL, over 200 bytes, not UTF-8).
+    The filters are dump-commitlog's: the same options export the rows of its JSON Lines.
+    --compression picks the codec (snappy: the least CPU; zstd: ~40% fewer bytes).
+    Needs pyarrow: pip install 'rmqstore[export]' (PySpark only for --engine spark).
     Both engines run the same engine code, one task per commit-log file, and write the
-    same rows. On Spark each task writes its file's Parquet files with pyarrow when the
-    output is a directory (mounted on every executor of a cluster); to a Hadoop file system
-    URI (hdfs:, s3a:, gs:, abfs:, oss:, viewfs:, …: any scheme but file:) Spark's own writer
-    does. Unreadable ranges are listed in the summary, as dump-commitlog warns.
-    A dataset that cannot be written (full or read-only disk) is exit 5; a dataset written
-    whose summary then cannot be (stdout full, closed, a pipe cut) is exit 6.
+    same rows; to a Hadoop file system URI (hdfs:, s3a:, gs:, …) Spark's own writer does.
+    Unreadable ranges are listed in the summary, as dump-commitlog warns. A dataset that
+    cannot be written is exit 5; one written whose summary then cannot be is exit 6.
     """
 
     from rmqstore_cli.errors import RmqstoreError
     from rmqstore_cli.pipeline import export_run
     from rmqstore_cli.pipeline.stores import file_tasks
     from rmqstore_cli.render import print_summary
-    from rmqstore_cli.times import now_ms
+    from rmqstore_cli.times import now_ms, parse_tz
 
     export_run.require_parquet()  # a plain `pip install .` has no pyarrow: say which extra brings it, before any work
+    flt = fo.message_filter(topic, queue_id, key, uniq_key, tag, (begin, end, now), parse_tz(tz))
+    grammar.check_offsets(from_offset, to_offset)
     spark = (spark_master, spark_conf, verbose) if engine is opt.Engine.spark else None
     output = export_run.check_output(output, spark is not None, overwrite)
     sizes = dict(
@@ -104,8 +116,8 @@ def export(
         max_hash_slot_num=index_slots,
         max_index_num=index_max,
     )
-    stores = pick_stores(store, store_glob, broker_conf, sizes, quiet=quiet)
-    tasks = file_tasks(stores, body)
+    stores = export_run.store_names(pick_stores(store, store_glob, broker_conf, sizes, quiet=quiet), store_name)
+    tasks = file_tasks(stores, body, flt, from_offset, to_offset)
     t0 = now_ms()
     if spark is not None:
         result = export_run.run_spark(tasks, output, compression.value, overwrite, spark)

@@ -100,6 +100,17 @@ StoreGlobOpt = Annotated[
     ),
 ]
 
+StoreNameOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--store-name",
+        metavar="NAME",
+        show_default=False,
+        help="The store's name in the dataset (store=NAME), repeated once per store in their order; default: "
+        "broker.conf's brokerName (one store), else the store directory's name (its parent's for one named store).",
+    ),
+]
+
 
 class BrokerVersion(str, Enum):
     """The broker versions whose rules differ where the bytes do not tell them apart."""

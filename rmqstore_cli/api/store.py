@@ -244,7 +244,7 @@ class Store:
         es, for speed: a run of records is converted a column at a time, not a message at a
         time. The columns are the export dataset's (``rmqstore export``): the JSON Lines keys,
         ``properties`` as a map, ``body`` as binary (with ``body``, else null), plus ``store``
-        (this store's path) and ``topic_dir``. Needs pyarrow (``pip install 'rmqstore[spark]'``):
+        (this store's path) and ``topic_dir``. Needs pyarrow (``pip install 'rmqstore[export]'``):
         without it, a :class:`~rmqstore_cli.errors.UsageError` before any work."""
         from rmqstore_cli.pipeline.message_batches import message_batches, require_pyarrow
 
@@ -821,19 +821,34 @@ class Store:
         body: bool = False,
         compression: str = "snappy",
         overwrite: bool = False,
+        store_name: str | None = None,
+        topic: str | None = None,
+        begin: TimeLike | None = None,
+        end: TimeLike | None = None,
+        queue_id: int | None = None,
+        key: str | None = None,
+        uniq_key: str | None = None,
+        tag: str | None = None,
+        from_offset: int | None = None,
+        to_offset: int | None = None,
     ) -> ExportReport:
         """Write the store's commit-log messages as a Parquet dataset in ``out_dir`` (the
         columns of :meth:`batches`, partitioned ``store=…/topic_dir=…``), as ``rmqstore
         export`` does on its local engine; ``body`` includes message bodies, ``compression``
-        is snappy, zstd, lz4, gzip or none. A non-empty ``out_dir`` is refused unless
-        ``overwrite``. The store is only read. Needs pyarrow; a dataset that cannot be
-        written is an :class:`~rmqstore_cli.errors.OutputError`."""
+        is snappy, zstd, lz4, gzip or none. ``store_name`` is the ``store`` column's value
+        (default: the broker.conf's brokerName, else the store directory's name, the
+        parent's for one named ``store``). Only the messages that pass the filters of
+        :meth:`messages` (the same keywords) are written. A non-empty ``out_dir`` is refused
+        unless ``overwrite``. The store is only read. Needs pyarrow (the ``export`` extra); a
+        dataset that cannot be written is an :class:`~rmqstore_cli.errors.OutputError`."""
         import time
 
         from rmqstore_cli.pipeline import export_run
         from rmqstore_cli.pipeline.stores import StoreSpec, file_tasks
 
         export_run.require_parquet()
+        flt = self.filter(topic, begin, end, queue_id=queue_id, key=key, uniq_key=uniq_key, tag=tag)
+        _check_range(from_offset, to_offset)
         if compression not in ("snappy", "zstd", "lz4", "gzip", "none"):
             raise UsageError(f"compression {compression!r}: not snappy, zstd, lz4, gzip or none")
         output = Path(out_dir)
@@ -845,7 +860,8 @@ class Store:
         sizes = tuple(sorted((k, v) for k, v in self.opener.sizes.items() if v is not None))
         conf = None if self.opener.broker_conf is None else str(self.opener.broker_conf)
         spec = StoreSpec(str(self.path), str(self.path), conf, sizes)
-        tasks = file_tasks([spec], body)
+        (spec,) = export_run.store_names([spec], None if store_name is None else [store_name])
+        tasks = file_tasks([spec], body, flt, from_offset, to_offset)
         t0 = time.monotonic()
         export_run.make_output_dir(output)
         result = export_run.write_local(tasks, output, compression)

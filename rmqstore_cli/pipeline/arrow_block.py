@@ -88,6 +88,7 @@ def block_batch(blk: MessageBlock, store: str, body: bool):
     plain &= ~bad_topic[tid]
     cols: dict = {}
     i32, i64, s = pa.int32(), pa.int64(), pa.string()
+    ms = schema.field("store_timestamp").type  # epoch milliseconds, as they are stored
     for f, col, typ in (
         ("physical_offset", rb.physical_offset, i64),
         ("total_size", rb.total, i32),
@@ -96,8 +97,8 @@ def block_batch(blk: MessageBlock, store: str, body: bool):
         ("flag", blk.flag, i32),
         ("queue_offset", rb.queue_offset, i64),
         ("sys_flag", rb.sys_flag, i32),
-        ("born_timestamp", blk.born_timestamp, i64),
-        ("store_timestamp", blk.store_timestamp, i64),
+        ("born_timestamp", blk.born_timestamp, ms),
+        ("store_timestamp", blk.store_timestamp, ms),
         ("reconsume_times", blk.reconsume_times, i32),
         ("prepared_transaction_offset", blk.prepared_transaction_offset, i64),
         ("body_size", rb.body_len, i32),

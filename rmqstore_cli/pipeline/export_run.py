@@ -4,22 +4,23 @@ Neutral words: the callers name their own options in hints."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
 from rmqstore_cli.errors import OutputError, UsageError, setting
-from rmqstore_cli.pipeline.stores import FileTask
+from rmqstore_cli.pipeline.stores import FileTask, StoreSpec
 
 
 def require_parquet() -> None:
-    """pyarrow is optional (the ``spark`` extra): say which extra brings it, before any work."""
+    """pyarrow is optional (the ``export`` extra): say which extra brings it, before any work."""
     import importlib
 
     try:
         importlib.import_module("pyarrow.parquet")
     except ImportError:
         raise UsageError(
-            "export needs pyarrow, which the plain install does not include", hint="pip install 'rmqstore[spark]'"
+            "export needs pyarrow, which the plain install does not include", hint="pip install 'rmqstore[export]'"
         ) from None
 
 
@@ -114,5 +115,53 @@ def start_local(output: Path) -> None:
     try:
         importlib.import_module("rmqstore_cli.pipeline.local")
     except ImportError:
-        raise UsageError("export needs pyarrow", hint="pip install 'rmqstore[spark]'") from None
+        raise UsageError(
+            "export needs pyarrow, which the plain install does not include", hint="pip install 'rmqstore[export]'"
+        ) from None
     make_output_dir(output)
+
+
+def store_name(spec: StoreSpec) -> str:
+    """What a store is called in the dataset (its ``store=`` partition) when no name is
+    given: the ``brokerName`` of its broker.conf, else its directory's name, or the name of
+    the directory above when that is literally ``store`` (the broker's default
+    ``storePathRootDir``, as in ``/snapshots/broker-a/store``) and not the home directory."""
+    if spec.broker_conf is not None:
+        from rmqstore_cli.store.config import read_java_properties
+
+        name = read_java_properties(Path(spec.broker_conf)).get("brokerName", "").strip()
+        if name:
+            return name
+    p = Path(os.path.realpath(spec.path))
+    if p.name == "store" and p.parent.name and p.parent != Path.home():
+        return p.parent.name
+    return p.name or str(p)
+
+
+def store_names(specs: list[StoreSpec], given: list[str] | None) -> list[StoreSpec]:
+    """``specs`` each with its dataset name: the ``given`` names in order (one per store),
+    else :func:`store_name` (the broker.conf's brokerName only for a lone store: several
+    stores read with one broker.conf would share it). Two stores of one name would mix their
+    rows in one partition: a usage error."""
+    from dataclasses import replace
+
+    if given:
+        if len(given) != len(specs):
+            raise UsageError(
+                f"{len(given)} {setting('store_name')} for {len(specs)} stores",
+                hint=f"give one {setting('store_name')} per store, in the order of the stores",
+            )
+        if any(not n.strip() for n in given):
+            raise UsageError(f"an empty {setting('store_name')}", hint="name the store, e.g. broker-a")
+        names = list(given)
+    else:
+        names = [store_name(s if len(specs) == 1 else replace(s, broker_conf=None)) for s in specs]
+    seen: dict[str, str] = {}
+    for s, n in zip(specs, names, strict=True):
+        if n in seen:
+            raise UsageError(
+                f"two stores would be named {n!r} in the dataset: {seen[n]} and {s.label}",
+                hint=f"name each with {setting('store_name')} (one per store, in order)",
+            )
+        seen[n] = s.label
+    return [replace(s, name=n) for s, n in zip(specs, names, strict=True)]

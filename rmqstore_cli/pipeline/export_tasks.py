@@ -15,11 +15,18 @@ def export_rows(task: FileTask, body: bool, stops: list | None = None) -> Iterat
     ms = task.store.open()
     cl = ms.commitlog
     try:
-        for m in cl.scan(task.file_from_offset, task.file_from_offset + task.file_size, every_file=True):
-            yield _row(m, task, body)
+        for m in cl.scan(*bounds(task), every_file=True):
+            if task.flt is None or task.flt.matches(m):
+                yield _row(m, task, body)
         _add_stops(stops, cl, task)
     finally:
         ms.close()
+
+
+def bounds(task: FileTask) -> tuple[int, int]:
+    """[start, stop) of the task's walk: its file, within the export's offset range."""
+    lo, hi = task.file_from_offset, task.file_from_offset + task.file_size
+    return (lo if task.start is None else max(lo, task.start)), (hi if task.stop is None else min(hi, task.stop))
 
 
 def _row(m, task: FileTask, body: bool) -> tuple:
@@ -28,7 +35,7 @@ def _row(m, task: FileTask, body: bool) -> tuple:
 
     d = message_dict(m, "none", True, task.file_name)
     d["body"] = m.body if body else None
-    d["store"] = task.store.label
+    d["store"] = task.store.partition
     d["topic_dir"] = topic_dir(d.get("topic"), d.get("topic_base64"))
     return tuple(d.get(c) for c in COLUMN_NAMES)
 
@@ -73,15 +80,25 @@ def export_batches(task: FileTask, stops: list | None = None, by_partition: bool
 
     ms = task.store.open()
     cl = ms.commitlog
+    flt = task.flt
+    # as Store._walk: a filter that needs PROPERTIES (or a DLedger log's records) record by record
+    blocks = flt is None or (flt.columnar() and not cl.is_dledger)
     rows: list[tuple] = []
     size = 0
     try:
-        for item in cl.scan_blocks(task.file_from_offset, task.file_from_offset + task.file_size, every_file=True):
+        for item in cl.scan_blocks(*bounds(task), every_file=True, blocks=blocks):
             if isinstance(item, MessageBlock):
+                if flt is not None:
+                    take = flt.select(item)
+                    if not take.size:
+                        continue
+                    item = item if take.size == item.n else item.take(take)
                 if rows:
                     yield batch(rows)
                     rows, size = [], 0
-                yield block_batch(by_topic(item) if by_partition else item, task.store.label, task.body)
+                yield block_batch(by_topic(item) if by_partition else item, task.store.partition, task.body)
+                continue
+            if flt is not None and not flt.matches(item):
                 continue
             rows.append(_row(item, task, task.body))
             size += len(item.body) if task.body else 0

@@ -15,14 +15,15 @@ BATCH_ROWS = 8192
 
 
 def require_pyarrow() -> None:
-    """pyarrow is optional (the ``spark`` extra): say which extra brings it, before any work."""
+    """pyarrow is optional (the ``export`` extra): say which extra brings it, before any work."""
     import importlib
 
     try:
         importlib.import_module("pyarrow")
     except ImportError:
         raise UsageError(
-            "RecordBatches need pyarrow, which the plain install does not include", hint="pip install 'rmqstore[spark]'"
+            "RecordBatches need pyarrow, which the plain install does not include",
+            hint="pip install 'rmqstore[export]'",
         ) from None
 
 

@@ -5,7 +5,9 @@ Declared once here; the pyarrow and Spark schemas are both derived from this lis
 
 from __future__ import annotations
 
-#: (column, type) in row order; types: long, int, string, binary, map, list.
+#: (column, type) in row order; types: long, int, string, binary, map, list, and timestamp: epoch
+#: milliseconds as an instant (Arrow ``timestamp[ms, tz=UTC]``; Parquet TIMESTAMP(MILLIS,
+#: isAdjustedToUTC=true), what the broker's ``System.currentTimeMillis()`` stamps hold).
 EXPORT_COLUMNS: list[tuple[str, str]] = [
     ("physical_offset", "long"),
     ("total_size", "int"),
@@ -15,9 +17,9 @@ EXPORT_COLUMNS: list[tuple[str, str]] = [
     ("flag", "int"),
     ("queue_offset", "long"),
     ("sys_flag", "int"),
-    ("born_timestamp", "long"),
+    ("born_timestamp", "timestamp"),
     ("born_host", "string"),
-    ("store_timestamp", "long"),
+    ("store_timestamp", "timestamp"),
     ("store_host", "string"),
     ("reconsume_times", "int"),
     ("prepared_transaction_offset", "long"),
@@ -71,6 +73,7 @@ def topic_dir(topic: str | None, topic_base64: str | None = None) -> str:
 
 
 def arrow_schema():
+    """The export columns as a pyarrow schema (the local engine's, and every Parquet file's)."""
     import pyarrow as pa
 
     types = {
@@ -80,11 +83,13 @@ def arrow_schema():
         "binary": pa.binary(),
         "map": pa.map_(pa.string(), pa.string()),
         "list": pa.list_(pa.string()),
+        "timestamp": pa.timestamp("ms", tz="UTC"),
     }
     return pa.schema([(c, types[t]) for c, t in EXPORT_COLUMNS])
 
 
 def spark_schema():
+    """The export columns as a Spark schema (the JVM writer's; its timestamps are microseconds)."""
     from pyspark.sql import types as T
 
     types = {
@@ -94,5 +99,7 @@ def spark_schema():
         "binary": T.BinaryType(),
         "map": T.MapType(T.StringType(), T.StringType()),
         "list": T.ArrayType(T.StringType()),
+        # microseconds in Spark; the JVM writer stores them as milliseconds (spark.export_jvm)
+        "timestamp": T.TimestampType(),
     }
     return T.StructType([T.StructField(c, types[t], True) for c, t in EXPORT_COLUMNS])

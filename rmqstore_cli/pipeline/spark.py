@@ -221,6 +221,8 @@ def _export_jvm(spark, tasks: list[FileTask], output: str, compression: str = "s
     df = sql.range(0, len(tasks), 1, max(1, len(tasks))).mapInArrow(_ExportRows(list(tasks), schema), schema)
     rows = df.observe(obs, F.collect_list(UNREADABLE).alias("u")).filter(F.col(UNREADABLE).isNull()).drop(UNREADABLE)
     codec = {"lz4": "lz4_raw"}.get(compression, compression)  # pyarrow's lz4 is Parquet's LZ4_RAW
+    # the time columns as pyarrow writes them, TIMESTAMP(MILLIS, UTC): not INT96 nor micros
+    sql.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MILLIS")
     mode = "overwrite" if overwrite else "errorifexists"
 
     def write() -> None:
@@ -257,17 +259,16 @@ class _ExportRows:
 
     def __call__(self, batches):
         import pyarrow as pa
-        from pyspark.sql.pandas.types import to_arrow_schema
 
         from rmqstore_cli.store import mapguard
 
-        arrow = to_arrow_schema(self.schema)
+        arrow = _spark_arrow()
         for b in batches:  # one id per partition: the task's number
             for i in b.column(0).to_pylist():
                 stops: list = []
                 try:
                     for got in export_batches(self.tasks[i], stops):
-                        yield got.append_column(UNREADABLE, pa.nulls(got.num_rows, pa.binary()))
+                        yield _as_spark(got, arrow)
                     mapguard.check_all()
                 except Exception as e:  # a store file shrank under the task: told to the driver
                     said = tell_shrunk(e)
@@ -277,6 +278,29 @@ class _ExportRows:
                 if stops:
                     cols = [pa.nulls(1, f.type) for f in arrow][:-1] + [pa.array([pickle.dumps(stops[:MAX_FINDINGS])])]
                     yield pa.RecordBatch.from_arrays(cols, schema=arrow)
+
+
+def _spark_arrow():
+    """The Arrow schema ``mapInArrow`` takes for :func:`spark_schema` plus :data:`UNREADABLE`:
+    the export's, its timestamps in Spark's microseconds (built here: pyspark's
+    ``to_arrow_schema`` wants a time zone argument from 4.0 on, and has none before)."""
+    import pyarrow as pa
+
+    from rmqstore_cli.pipeline.schema import arrow_schema
+
+    us = pa.timestamp("us", tz="UTC")
+    fields = [pa.field(f.name, us) if pa.types.is_timestamp(f.type) else f for f in arrow_schema()]
+    return pa.schema([*fields, pa.field(UNREADABLE, pa.binary())])
+
+
+def _as_spark(batch, arrow):
+    """A batch of the export schema in ``arrow`` (Spark's Arrow form of :func:`spark_schema`
+    plus the null :data:`UNREADABLE`): the ms timestamps cast to Spark's microseconds (exact),
+    which the JVM's writer stores as milliseconds again (``outputTimestampType``)."""
+    import pyarrow as pa
+
+    cols = [c if c.type == f.type else c.cast(f.type) for c, f in zip(batch.columns, arrow, strict=False)]
+    return pa.RecordBatch.from_arrays([*cols, pa.nulls(batch.num_rows, pa.binary())], schema=arrow)
 
 
 def mapper(spark):

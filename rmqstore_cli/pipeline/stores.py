@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rmqstore_cli.errors import UsageError
+from rmqstore_cli.store.filters import MessageFilter
 
 #: ``scheme:/…`` with a scheme of two or more characters (one would be a drive letter): a
 #: Hadoop file system URI (hdfs:, s3a:, gs:, abfs:, oss:, viewfs:, …), which only Spark's
@@ -45,6 +46,14 @@ class StoreSpec:
     label: str
     broker_conf: str | None = None
     sizes: tuple[tuple[str, int], ...] = ()
+    #: export's ``store`` column and partition value (:func:`~rmqstore_cli.pipeline.export_run.store_names`);
+    #: None: the label
+    name: str | None = None
+
+    @property
+    def partition(self) -> str:
+        """The value of export's ``store`` column for this store's rows."""
+        return self.label if self.name is None else self.name
 
     def open(self):
         from rmqstore_cli.store.config import StoreConfig
@@ -56,11 +65,17 @@ class StoreSpec:
 
 @dataclass(frozen=True)
 class FileTask:
+    """One commit-log file of one store; for export, the records of
+    [``start``, ``stop``) in it (None: the file's bounds) that pass ``flt``."""
+
     store: StoreSpec
     file_name: str
     file_from_offset: int
     file_size: int
     body: bool = False  # export: include message bodies
+    flt: MessageFilter | None = None
+    start: int | None = None
+    stop: int | None = None
 
 
 def store_specs(
@@ -89,14 +104,35 @@ def store_specs(
     return [StoreSpec(str(Path(p)), label, broker_conf, sz) for p, label in named]
 
 
-def file_tasks(stores: list[StoreSpec], body: bool = False) -> list[FileTask]:
-    """One task per commit-log file, each store opened (and checked) once on the driver."""
+def file_tasks(
+    stores: list[StoreSpec],
+    body: bool = False,
+    flt: MessageFilter | None = None,
+    from_offset: int | None = None,
+    to_offset: int | None = None,
+) -> list[FileTask]:
+    """One task per commit-log file, each store opened (and checked) once on the driver.
+    ``from_offset``/``to_offset``: physical offsets [from, to) in each store, the start a
+    message start as dump-commitlog requires (``log_range.walk_range``); files outside the
+    range get no task."""
+    from rmqstore_cli.store.log_range import walk_range
+
+    flt = flt if flt is not None and flt.any() else None
     out = []
     for s in stores:
         ms = s.open()
-        for f in ms.commitlog.files:
-            out.append(FileTask(s, f.name, f.file_from_offset, ms.commitlog.file_size, body))
-        ms.close()
+        try:
+            cl = ms.commitlog
+            rng = walk_range(cl, from_offset, to_offset, None) if from_offset is not None else None
+            for f in cl.files:
+                lo, hi = f.file_from_offset, f.file_from_offset + cl.file_size
+                if (from_offset is not None and hi <= from_offset) or (to_offset is not None and lo >= to_offset):
+                    continue
+                start = rng.start if rng is not None and rng.start > lo else None
+                stop = to_offset if to_offset is not None and to_offset < hi else None
+                out.append(FileTask(s, f.name, lo, cl.file_size, body, flt, start, stop))
+        finally:
+            ms.close()
     return out
 
 

@@ -190,7 +190,7 @@ def test_rebuild_index_writes_the_brokers_consume_queues(tmp_path):
 
 
 def test_export_writes_a_row_per_record(tmp_path):
-    pytest.importorskip("pyarrow", reason="needs the spark extra: pip install -e '.[spark]'")
+    pytest.importorskip("pyarrow", reason="needs the export extra: pip install -e '.[export]'")
     store, want = _sample()
     s = json.loads(_run("export", *store, "--output", tmp_path / "out", "--format", "json"))
     assert s["rows"] == len(want["messages"]) and s["unreadable_ranges"] == 0

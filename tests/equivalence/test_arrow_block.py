@@ -12,15 +12,20 @@ from tests.helpers import fixture_dir
 
 pytestmark = pytest.mark.slow  # export blocks against the per-record reference, every store
 
-pa = pytest.importorskip("pyarrow", reason="needs the spark extra: pip install -e '.[spark]'")
+pa = pytest.importorskip("pyarrow", reason="needs the export extra: pip install -e '.[export]'")
 
 
 def _rows_of(batches) -> list[tuple]:
+    """The batches' rows, timestamps as the epoch milliseconds they hold (the reference's)."""
     out = []
     for b in batches:
-        cols = [b.column(i).to_pylist() for i in range(b.num_columns)]
+        cols = [_millis(b.column(i)).to_pylist() for i in range(b.num_columns)]
         out.extend(zip(*cols, strict=True))
     return out
+
+
+def _millis(col):
+    return col.cast(pa.int64()) if pa.types.is_timestamp(col.type) else col
 
 
 def _reference(task, body: bool) -> list[tuple]:

@@ -22,11 +22,17 @@ DRIVER_ONLY = "RMQSTORE_TEST_DRIVER_ONLY"  # set for the driver, never seen by a
 
 
 def parquet_rows(path) -> list[dict]:
-    """The rows of an export's Parquet dataset (hive partitions), sorted by store and offset
-    (needs pyarrow: the spark extra)."""
+    """The rows of an export's Parquet dataset (hive partitions), sorted by store and offset,
+    the time columns as the epoch milliseconds dump-commitlog prints (after checking they
+    are ``timestamp[ms, tz=UTC]``). Needs pyarrow: the export extra."""
+    import pyarrow as pa
     import pyarrow.dataset as pa_ds
 
     t = pa_ds.dataset(path, format="parquet", partitioning="hive").to_table()
+    for name in ("born_timestamp", "store_timestamp"):
+        at = t.schema.get_field_index(name)
+        assert t.schema.field(at).type == pa.timestamp("ms", tz="UTC"), t.schema.field(at)
+        t = t.set_column(at, name, t[name].cast(pa.int64()))
     rows = t.to_pylist()
     for r in rows:
         r["properties"] = dict(r["properties"]) if r["properties"] is not None else None

@@ -243,6 +243,10 @@ def test_batches_hold_the_messages_of_messages(store, filters):
         bodies = [m.body for m in st.messages(**filters)]
     table = pa.Table.from_batches(batches)
     assert table.num_rows == len(want) > 0
+    assert table.schema.field("store_timestamp").type == pa.timestamp("ms", tz="UTC")
+    table = table.set_column(
+        table.schema.get_field_index("store_timestamp"), "store_timestamp", table["store_timestamp"].cast(pa.int64())
+    )
     got = table.to_pylist()
     for g, w, b in zip(got, want, bodies, strict=True):
         for k in ("physical_offset", "topic", "queue_id", "queue_offset", "store_timestamp", "msg_id", "keys", "tags"):
@@ -400,6 +404,27 @@ def test_export_writes_the_rows_of_messages_and_the_commands_dataset(store, tmp_
     }
     theirs = ds.dataset(tmp_path / "cli", partitioning="hive").to_table().to_pylist()
     assert without_store(got) == without_store(theirs)
+
+
+@pytest.mark.parametrize(
+    "filters",
+    [
+        {"topic": "OrderTopic", "tag": "TagA"},
+        {"queue_id": 1, "begin": "2026-01-01T00:05:00Z", "end": "2026-01-01T00:20:00Z"},
+        {"from_offset": 65536, "to_offset": 200000, "topic": "OrderTopic"},
+        {"key": "order-42"},
+    ],
+)
+def test_export_takes_the_filters_of_messages(store, tmp_path, filters):
+    ds = pytest.importorskip("pyarrow.dataset")
+    with open_store(store) as st:
+        rep = st.export(tmp_path / "f", store_name="eu-1", **filters)
+        want = [(m.physical_offset, m.store_timestamp, m.msg_id) for m in st.messages(**filters)]
+    got = ds.dataset(tmp_path / "f", partitioning="hive").to_table().to_pylist()
+    assert rep.rows == len(got) == len(want) > 0
+    rows = sorted(got, key=lambda r: r["physical_offset"])
+    assert [(r["physical_offset"], round(r["store_timestamp"].timestamp() * 1000), r["msg_id"]) for r in rows] == want
+    assert {r["store"] for r in got} == {"eu-1"} and [p.name for p in (tmp_path / "f").iterdir()] == ["store=eu-1"]
 
 
 def without_store(rows: list[dict]) -> list[dict]:

@@ -12,7 +12,7 @@ from tests.helpers.pipeline import ours_only, parquet_rows
 
 pytestmark = pytest.mark.slow  # Spark local[2]
 
-pytest.importorskip("pyarrow", reason="needs the spark extra: pip install -e '.[spark]'")
+pytest.importorskip("pyarrow", reason="needs the export extra: pip install -e '.[export]'")
 
 
 def _dump(store):
@@ -30,7 +30,7 @@ def test_local_export_rows_are_the_dump_records(two_stores, tmp_path):
     rows = parquet_rows(tmp_path / "out")
     assert summary["rows"] == len(rows)
     for store in (a, b):
-        mine = [x for x in rows if x["store"] == str(store)]
+        mine = [x for x in rows if x["store"] == store.name]
         dumped = _dump(store)
         assert len(mine) == len(dumped)
         for x, d in zip(mine, dumped, strict=True):

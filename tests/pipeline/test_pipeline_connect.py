@@ -30,7 +30,7 @@ from tests.helpers.pipeline import (
 
 pytestmark = pytest.mark.cluster
 pytest.importorskip("pyspark", reason="needs the spark extra: pip install -e '.[spark]'")
-pytest.importorskip("pyarrow", reason="needs the spark extra: pip install -e '.[spark]'")
+pytest.importorskip("pyarrow", reason="needs the export extra: pip install -e '.[export]'")
 pytest.importorskip("grpc", reason="needs the spark extra's Spark Connect client: pip install -e '.[spark]'")
 if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
     pytest.skip("no JDK: a Spark cluster needs one", allow_module_level=True)

@@ -10,7 +10,7 @@ from tests.helpers.pipeline import parquet_rows
 
 pytestmark = pytest.mark.slow  # Spark local[2]
 
-pytest.importorskip("pyarrow", reason="needs the spark extra: pip install -e '.[spark]'")
+pytest.importorskip("pyarrow", reason="needs the export extra: pip install -e '.[export]'")
 
 
 def test_both_spark_writers_give_the_local_rows(two_stores, spark, tmp_path):
@@ -87,3 +87,21 @@ def test_a_hadoop_uri_needs_the_spark_engine_and_nothing_is_created(tmp_path, mo
         got.returncode == 2 and "is a URI; rebuild-index writes a store's files to a directory" in got.stderr.decode()
     )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["store"]
+
+
+def test_both_spark_writers_apply_the_filters(two_stores, spark, tmp_path):
+    """The tasks carry the filters and the offset range: each writer writes the local rows."""
+    from rmqstore_cli.pipeline import local, spark as sp
+    from rmqstore_cli.pipeline.stores import file_tasks, store_specs
+    from rmqstore_cli.store.filters import MessageFilter
+
+    flt = MessageFilter(topic="OrderTopic", tag="TagA")  # TAGS: record by record
+    tasks = file_tasks(store_specs([str(s) for s in two_stores], None, {}), True, flt, None, 150000)
+    local.export(tasks, tmp_path / "local")
+    sp.export(spark, tasks, tmp_path / "arrow")
+    sp._export_jvm(spark, tasks, tmp_path / "jvm")
+    rows = parquet_rows(tmp_path / "local")
+    assert rows and all(r["topic"] == "OrderTopic" and r["tags"] == "TagA" for r in rows)
+    assert all(r["physical_offset"] < 150000 for r in rows)
+    for name in ("arrow", "jvm"):
+        assert parquet_rows(tmp_path / name) == rows, name

@@ -356,7 +356,7 @@ def test_export_topics_that_cannot_be_directory_names(small_store, tmp_path):
     """A 255+ byte topic failed with ENAMETOOLONG and a NUL cut the partition name (rows of
     'a\\0b' landed under topic=a): partitions are now topic_dir (the topic, or ~hash), and
     the topic column keeps every exact value; rows round-trip."""
-    pytest.importorskip("pyarrow", reason="needs the spark extra: pip install -e '.[spark]'")
+    pytest.importorskip("pyarrow", reason="needs the export extra: pip install -e '.[export]'")
     import pyarrow.dataset as ds
 
     topics = ["Normal", "A" * 300, "nul\x00topic", "sl/ash", "pct%41", "日本" * 60]
@@ -376,7 +376,7 @@ def test_export_topics_that_cannot_be_directory_names(small_store, tmp_path):
 
 def test_export_without_pyarrow_names_the_extra(small_store, tmp_path):
     """After the README's plain ``pip install .`` there is no pyarrow: a traceback before;
-    one line naming ``rmqstore[spark]`` and exit 2 now."""
+    one line naming ``rmqstore[export]`` and exit 2 now."""
     code = (
         "import sys; sys.modules['pyarrow'] = None; sys.argv = ['rmqstore'] + sys.argv[1:]; "
         "from rmqstore_cli.app import main; main()"
@@ -386,12 +386,12 @@ def test_export_without_pyarrow_names_the_extra(small_store, tmp_path):
         capture_output=True,
         timeout=HANG,
     )
-    one_line(r, 2, "pyarrow", "pip install 'rmqstore[spark]'")
+    one_line(r, 2, "pyarrow", "pip install 'rmqstore[export]'")
     assert not (tmp_path / "out").exists()
 
 
 def test_export_output_is_a_file(small_store, tmp_path):
-    pytest.importorskip("pyarrow", reason="needs the spark extra: pip install -e '.[spark]'")
+    pytest.importorskip("pyarrow", reason="needs the export extra: pip install -e '.[export]'")
     f = tmp_path / "afile"
     f.write_text("keep")
     one_line(run("export", "--store", small_store, "--output", f), 2, "--output is a file", str(f))
@@ -512,7 +512,7 @@ def test_export_on_a_read_only_file_system_is_one_line(small_store, tmp_path):
     batch generator and the interpreter aborted at exit (SIGABRT, 'Fatal Python error';
     plantfuzz fs:ro). Now one line, for a new and an existing output directory, and exit 5:
     the output could not be written (issue 31; it was 3, the store's code, until then)."""
-    pytest.importorskip("pyarrow", reason="needs the spark extra: pip install -e '.[spark]'")
+    pytest.importorskip("pyarrow", reason="needs the export extra: pip install -e '.[export]'")
     with tmpfs(tmp_path / "ro", "4m") as ro:
         (ro / "out").mkdir()
         subprocess.run(["mount", "-o", "remount,ro", str(ro)], check=True)
@@ -526,7 +526,7 @@ def test_export_on_a_full_tmpfs_is_one_line(full_tmpfs):
     """export of a store with holes on a full tmpfs: the refusal to map a file came from
     inside the batches pyarrow's threads pull, and the interpreter then aborted at exit
     (SIGABRT; plantfuzz fs:full). Now its one line and exit 3."""
-    pytest.importorskip("pyarrow", reason="needs the spark extra: pip install -e '.[spark]'")
+    pytest.importorskip("pyarrow", reason="needs the export extra: pip install -e '.[export]'")
     r = run("export", "--store", full_tmpfs, "--output", full_tmpfs.parent / "out")
     assert r.returncode not in (-6, 134), r.stderr  # SIGABRT
     one_line(r, 3, str(full_tmpfs.parent))
