@@ -45,7 +45,7 @@ def table_columns(messages: bool = False) -> list[Col]:
         Col("commitlog_offset", "commitlog offset", right=True),
         Col("size", "size", right=True, width=7),
         Col("tags_code", "tags code", right=True, width=11),
-        Col("store_time", "store time", width=23, cap=23),
+        Col("store_time", "store time", width=23, cap=23, least=23),
         Col("keys", "keys", cap=40, slack=8),
         Col("status", "status", width=9),
         Col("problems", "problems"),

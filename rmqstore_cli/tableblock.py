@@ -47,8 +47,8 @@ def commitlog_columns(max_offset: int = 0, topics: list[str] = ()) -> list[Col]:
     topic_w = min(TOPIC_CAP, max((text_width(safe_text(t)) for t in topics), default=0))
     return [
         Col("physical_offset", "offset", right=True, width=len(str(max(max_offset, 0)))),
-        Col("store_time", "store time", width=TIME_WIDTH, cap=TIME_WIDTH),
-        Col("kind", "kind", width=KIND_WIDTH, cap=KIND_WIDTH),
+        Col("store_time", "store time", width=TIME_WIDTH, cap=TIME_WIDTH, least=TIME_WIDTH),
+        Col("kind", "kind", width=KIND_WIDTH, cap=KIND_WIDTH, least=KIND_WIDTH),
         Col("topic", "topic", cap=TOPIC_CAP, width=topic_w),
         Col("queue_id", "queue", right=True),
         Col("queue_offset", "queue offset", right=True),
