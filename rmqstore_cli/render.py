@@ -196,11 +196,18 @@ def message_extras(d: dict) -> dict:
     """The body and the properties of one record's JSON fields
     (``store.message_view.message_dict``), for the lines under its row: the body as the
     jsonl has it (text, hex or base64; decompressed with --decompress, its error after it),
-    the properties as NAME=VALUE pairs in their stored order."""
+    the properties as NAME=VALUE pairs in their stored order (bytes that are not UTF-8 as
+    ``message_view.table_text`` reads them)."""
     body = d.get("body")
     if body is not None and d.get("body_error"):
         body = f"{body} ({d['body_error']})"
     props = d.get("properties")
+    if props is not None and "properties_base64" in d:  # not UTF-8: each such byte as \xNN, not U+FFFD
+        import base64
+
+        from rmqstore_cli.store.message_view import table_properties_of
+
+        props = table_properties_of(base64.b64decode(d["properties_base64"]))
     return {
         "body": body,
         "properties": None if props is None else " ".join(f"{k}={v}" for k, v in props.items()),
