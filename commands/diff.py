@@ -11,6 +11,8 @@ from rmqstore_cli.commands.common import BrokerConfOpt, Fmt, FormatOpt, command,
 from rmqstore_cli.commands.grammar import limit_option
 from rmqstore_cli.commands.lines import note, warn
 
+from rmqstore_cli.render import Col
+
 EPILOG = """Examples:
 
   rmqstore diff /backup/master-store /data/rocketmq/store
@@ -20,7 +22,9 @@ EPILOG = """Examples:
   rmqstore diff a b --format json | jq .messages_only_a
 """
 
-COLUMNS = [("kind", "kind"), ("what", "what", 60), ("a", "A", 40), ("b", "B", 40), ("detail", "detail", 80)]
+#: a path or queue (what) is cut last: at least 40 cells before A and B go under the row
+COLUMNS = [("kind", "kind"), Col("what", "what", right=None, cap=60, least=40), ("a", "A", 40), ("b", "B", 40)]
+COLUMNS += [("detail", "detail", 80)]
 
 
 def register(app: typer.Typer) -> None:

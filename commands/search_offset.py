@@ -17,6 +17,7 @@ from rmqstore_cli.commands.common import (
     StoreOpt,
     TzOpt,
     command,
+    complete_queue_id,
     complete_topic,
 )
 from rmqstore_cli.commands.grammar import NowOpt, clock, old_spelling, renamed
@@ -66,7 +67,7 @@ def search_offset(
     ],
     queue_id: Annotated[
         int | None,
-        typer.Option("--queue-id", min=0, help="Only this queue (default: every queue of the topic)."),
+        typer.Option("--queue-id", min=0, help="Only this queue (default: all).", autocompletion=complete_queue_id),
     ] = None,
     old_q: Annotated[int | None, old_spelling("-q", min=0)] = None,
     now: NowOpt = None,

@@ -10,6 +10,14 @@ the header is printed once, above the first row. A text cell wider than its colu
 is cut with an ellipsis; a number is never cut (a wider one pushes the rest of its row).
 The last column is not padded. No ANSI codes unless stdout is a terminal (then only the
 header is bold, and not under ``NO_COLOR``).
+
+On a terminal, or into a pipe with ``COLUMNS`` set (:func:`table_width`), the table fits that
+width: when its rows would be wider, columns go under their row as ``    header: value``
+lines (the last first, never the first), then text columns with a cap (and the first column)
+are cut with an ellipsis down to :attr:`Col.least` cells (a time's ``least`` is its width; a
+number is never cut); the last column's value goes under its row when it does not fit the
+room left, and the lines under a row are folded within the width. Into a pipe without
+``COLUMNS`` every cell stays whole (``less -S``, files).
 """
 
 from __future__ import annotations
@@ -17,6 +25,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -101,7 +110,8 @@ class Col:
     the store's largest offset, or a timestamp's 23 characters). ``slack``: room added to
     the first rows' widest cell, for values that grow (order-9 … order-10000). ``below``:
     not a column but a line of its own under each row that has the value (``    body: …``,
-    cut at ``cap`` cells), for long text such as a body or the properties."""
+    cut at ``cap`` cells), for long text such as a body or the properties. ``least``: a
+    text column with a ``cap`` may be cut down to this many cells to fit the terminal."""
 
     key: str
     header: str
@@ -110,6 +120,32 @@ class Col:
     width: int = 0
     slack: int = 0
     below: bool = False
+    least: int = 12
+
+
+def table_width() -> int | None:
+    """The width a table fits (module docstring): the terminal's; into a pipe or a file
+    ``COLUMNS`` when set (at least 40); else None, every cell whole."""
+    if _isatty(sys.stdout):
+        return shutil.get_terminal_size((80, 24)).columns
+    try:
+        return max(int(os.environ["COLUMNS"]), 40)
+    except (KeyError, ValueError):
+        return None
+
+
+def fold_text(s: str, width: int | None) -> list[str]:
+    """``s`` (already terminal-safe) folded at spaces onto lines of at most ``width``
+    characters, a longer word broken (None: one line)."""
+    if width is None or text_width(s) <= width:
+        return [s]
+    if len(s) != text_width(s):  # wide characters: cut by cells
+        from rich.cells import chop_cells
+
+        return chop_cells(s, width)
+    import textwrap
+
+    return textwrap.wrap(s, width, break_long_words=True, break_on_hyphens=False) or [""]
 
 
 def columns_of(spec: Iterable) -> list[Col]:
@@ -160,11 +196,18 @@ def message_extras(d: dict) -> dict:
     """The body and the properties of one record's JSON fields
     (``store.message_view.message_dict``), for the lines under its row: the body as the
     jsonl has it (text, hex or base64; decompressed with --decompress, its error after it),
-    the properties as NAME=VALUE pairs in their stored order."""
+    the properties as NAME=VALUE pairs in their stored order (bytes that are not UTF-8 as
+    ``message_view.table_text`` reads them)."""
     body = d.get("body")
     if body is not None and d.get("body_error"):
         body = f"{body} ({d['body_error']})"
     props = d.get("properties")
+    if props is not None and "properties_base64" in d:  # not UTF-8: each such byte as \xNN, not U+FFFD
+        import base64
+
+        from rmqstore_cli.store.message_view import table_properties_of
+
+        props = table_properties_of(base64.b64decode(d["properties_base64"]))
     return {
         "body": body,
         "properties": None if props is None else " ".join(f"{k}={v}" for k, v in props.items()),
@@ -181,12 +224,15 @@ class TableWriter:
     #: the indent of a :attr:`Col.below` line
     BELOW = "    "
 
-    def __init__(self, columns: Iterable, title: str | None = None, styled: bool = False):
+    def __init__(self, columns: Iterable, title: str | None = None, styled: bool = False, total: int | None = None):
         cols = columns_of(columns)
         self.columns = [c for c in cols if not c.below]
         self.below = [c for c in cols if c.below]
         self.title = title
         self.styled = styled
+        self.total = total
+        #: the columns shown in the row (indexes; the others go under it), settled by :meth:`fix`
+        self.shown: list[int] = list(range(len(self.columns)))
         self.widths: list[int] | None = None
         self.right = [c.right for c in self.columns]
         self.sample: list[list[str]] = []
@@ -217,30 +263,63 @@ class TableWriter:
             if c.cap is not None and not self.right[i]:
                 w = min(w, max(c.cap, c.width, text_width(c.header)))
             widths.append(w)
+        if self.total is not None:
+            self._fit(widths, self.total)
         self.widths = widths
         return widths
+
+    def _fit(self, widths: list[int], total: int) -> None:
+        """Fit the row within ``total`` cells: columns under the row, last first, until the
+        row's least width fits; then the widest cuttable column cut a cell at a time. The
+        last column counts its header only: a value wider than the room left goes under its
+        row (:meth:`line`)."""
+        last = len(self.columns) - 1
+
+        def least(i: int) -> int:
+            c = self.columns[i]
+            if i == last:
+                return text_width(c.header)
+            if self.right[i] or (c.cap is None and i > 0):  # a number; text without a cap (but the first)
+                return widths[i]
+            return min(widths[i], max(c.least, text_width(c.header)))
+
+        def size(cols: list[int], width) -> int:
+            return sum(width(i) for i in cols) + len(self.SEP) * (len(cols) - 1)
+
+        shown = list(self.shown)
+        while len(shown) > 1 and size(shown, least) > total:
+            shown.pop()
+        self.shown = shown
+        while size(shown, lambda i: least(i) if i == last else widths[i]) > total:
+            room = [(widths[i] - least(i), i) for i in shown if i != last and widths[i] > least(i)]
+            if not room:
+                return
+            widths[max(room)[1]] -= 1
 
     def header(self) -> str:
         """The title (if any) and the header line."""
         w = self.fix()
-        cols = self.columns
+        cols = [(i, self.columns[i]) for i in self.shown]
         head = (
             self.SEP.join(
-                [fit(c.header, w[i], bool(self.right[i]), cut=False) for i, c in enumerate(cols[:-1])]
-                + [cols[-1].header]
+                [fit(c.header, w[i], bool(self.right[i]), cut=False) for i, c in cols[:-1]] + [cols[-1][1].header]
             ).rstrip(" ")
             if cols
             else ""
         )
+        head = cut(head, self.total)
         if self.styled:
             head = f"\x1b[1m{head}\x1b[0m"
-        return (safe_text(self.title) + "\n" if self.title else "") + head
+        title = "\n".join(fold_text(safe_text(self.title), self.total)) if self.title else ""
+        return (title + "\n" if self.title else "") + head
 
     def line(self, cells: list) -> str:
         """One row: every cell but the last padded (text cut at its cap), trailing spaces
         dropped; then a line per :attr:`Col.below` value the record has."""
         w, right, cols = self.widths, self.right, self.columns
         n = len(cols)
+        if self.total is not None:
+            return self._fitted_line(cells)
         last = n - 1
         parts = [
             fit(c, w[i], bool(right[i]), cols[i].cap is not None and not right[i]) for i, c in enumerate(cells[:last])
@@ -252,6 +331,31 @@ class TableWriter:
             for c, v in zip(self.below, cells[n:], strict=True)
             if v is not None
         ]
+        return "\n".join([row, *more]) if more else row
+
+    def _fitted_line(self, cells: list) -> str:
+        """One row within :attr:`total` cells: the shown columns, the last column's value
+        only when it fits the room left; then a line for each column that went under the
+        row (or did not fit) and has a value, then the :attr:`Col.below` lines, each folded
+        within the width."""
+        w, right, cols, total = self.widths, self.right, self.columns, self.total
+        n = len(cols)
+        shown = self.shown
+        parts = [fit(cells[i], w[i], bool(right[i]), not right[i]) for i in shown]
+        under = [i for i in range(n) if i not in shown]
+        if shown[-1] == n - 1:
+            room = total - sum(text_width(x) for x in parts[:-1]) - len(self.SEP) * (len(parts) - 1)
+            if text_width(cells[n - 1]) > room:
+                parts[-1], under = "", [n - 1, *under]
+            else:
+                parts[-1] = cells[n - 1]
+        row = self.SEP.join(parts).rstrip(" ")
+        folded = [(cols[i].header, cells[i], None) for i in sorted(under) if cells[i] != ""]
+        folded += [(c.header, v, c.cap) for c, v in zip(self.below, cells[n:], strict=True) if v is not None]
+        more = []
+        for h, v, cap in folded:
+            first, *rest = fold_text(f"{h}: {cut(v, cap)}", total - len(self.BELOW) - 2)
+            more += [f"{self.BELOW}{first}".rstrip(" "), *(f"{self.BELOW}  {x}".rstrip(" ") for x in rest)]
         return "\n".join([row, *more]) if more else row
 
 
@@ -276,7 +380,10 @@ class Output:
         if fmt == "table":
             tty = _isatty(self._out)
             self.table = TableWriter(
-                self.columns, title, styled=tty and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
+                self.columns,
+                title,
+                styled=tty and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb",
+                total=table_width(),
             )
 
     def emit(self, record: dict) -> None:

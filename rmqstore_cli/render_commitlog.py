@@ -113,9 +113,15 @@ class Printer:
         return columns + extra_columns(self.show.body != "none", self.show.properties)
 
     def columnar(self, flt) -> bool:
-        """Whether whole blocks can be printed: no filter or option needs each record decoded."""
+        """Whether whole blocks can be printed: no filter or option needs each record decoded,
+        and a table is not fitted to a terminal's width (render.table_width: rows of fixed
+        columns only)."""
         s = self.show
-        plain = not self.extras if self.table else s.body != "text" and s.inflate_cap is None
+        plain = (
+            not self.extras and self.out.table.total is None
+            if self.table
+            else s.body != "text" and s.inflate_cap is None
+        )
         return plain and flt.columnar() and not self.dledger
 
     def block(self, blk, take) -> None:

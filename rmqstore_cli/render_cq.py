@@ -45,7 +45,7 @@ def table_columns(messages: bool = False) -> list[Col]:
         Col("commitlog_offset", "commitlog offset", right=True),
         Col("size", "size", right=True, width=7),
         Col("tags_code", "tags code", right=True, width=11),
-        Col("store_time", "store time", width=23, cap=23),
+        Col("store_time", "store time", width=23, cap=23, least=23),
         Col("keys", "keys", cap=40, slack=8),
         Col("status", "status", width=9),
         Col("problems", "problems"),
@@ -98,6 +98,11 @@ def unit_dict(u: Any, table: bool, zone: Any, ms: Any = None) -> dict:
         d["uniq_key"] = m.uniq_key if m is not None else None
         if table:
             d["store_time"] = format_ms(m.store_timestamp, zone) if m is not None else ""
+            if m is not None:  # bytes that are not UTF-8 as \xNN, as every table shows them
+                from rmqstore_cli.store.message import split_keys
+                from rmqstore_cli.store.message_view import table_properties
+
+                d["keys"] = split_keys(table_properties(m).get("KEYS"))
             d["problems"] = "; ".join(check.problems)
         if ms is not None:
             add_message(d, check, off, ms, table)

@@ -45,7 +45,8 @@ def left_out(others: Iterable[Any]) -> str:
 def hit_dict(h: Any, commitlog: Any, body: str, properties: bool, table: bool, zone: Any) -> dict:
     """An index hit under DESIGN.md's names: key, topic, physical_offset, store_timestamp,
     index_file, and the decoded message under ``message``."""
-    from rmqstore_cli.store.message_view import entry_fields, message_dict
+    from rmqstore_cli.store.message import split_keys
+    from rmqstore_cli.store.message_view import entry_fields, message_dict, table_properties, table_text
 
     msg = h.message
     d: dict = {
@@ -68,10 +69,13 @@ def hit_dict(h: Any, commitlog: Any, body: str, properties: bool, table: bool, z
         d["message"] = None
     if table:
         d["store_time"] = format_ms(h.store_timestamp, zone) if h.store_timestamp is not None else h.reason
-        if msg is not None:
-            d["keys"] = msg.keys
-            d["uniq_key"] = msg.uniq_key
+        if msg is not None:  # the record's bytes that are not UTF-8 as \xNN (message_view.table_text)
+            props = table_properties(msg)
+            d["keys"] = split_keys(props.get("KEYS"))
+            d["uniq_key"] = props.get("UNIQ_KEY")
             if h.match == "collision" and msg.topic != h.topic:
-                d["topic"] = f"{h.topic} (record: {msg.topic})"
+                d["topic"] = f"{h.topic} (record: {table_text(msg.topic_bytes)})"
+            elif msg.topic == h.topic:
+                d["topic"] = table_text(msg.topic_bytes)
             d.update(message_extras(d["message"]))  # --body, --properties: lines under the row
     return d

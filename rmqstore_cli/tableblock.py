@@ -29,6 +29,7 @@ from rmqstore_cli.render import ELLIPSIS, Col, Output, TableWriter, fit, safe_te
 from rmqstore_cli.store.arrays import byte_rows
 from rmqstore_cli.store.kinds import KINDS, TX_KINDS, kind_detail, record_kind, topic_kind
 from rmqstore_cli.store.message import split_keys
+from rmqstore_cli.store.message_view import TABLE_DECODE, table_properties, table_text
 from rmqstore_cli.times import format_ms
 
 TIME_WIDTH = len("2026-01-01 00:00:00.000")
@@ -47,8 +48,8 @@ def commitlog_columns(max_offset: int = 0, topics: list[str] = ()) -> list[Col]:
     topic_w = min(TOPIC_CAP, max((text_width(safe_text(t)) for t in topics), default=0))
     return [
         Col("physical_offset", "offset", right=True, width=len(str(max(max_offset, 0)))),
-        Col("store_time", "store time", width=TIME_WIDTH, cap=TIME_WIDTH),
-        Col("kind", "kind", width=KIND_WIDTH, cap=KIND_WIDTH),
+        Col("store_time", "store time", width=TIME_WIDTH, cap=TIME_WIDTH, least=TIME_WIDTH),
+        Col("kind", "kind", width=KIND_WIDTH, cap=KIND_WIDTH, least=KIND_WIDTH),
         Col("topic", "topic", cap=TOPIC_CAP, width=topic_w),
         Col("queue_id", "queue", right=True),
         Col("queue_offset", "queue offset", right=True),
@@ -80,8 +81,8 @@ def known_topics(ms) -> list[str]:
 
 def message_row(msg, zone, delay_table: dict[int, int]) -> dict:
     """One record's table cells by name (the reference for :func:`block_rows`)."""
-    props = msg.properties
-    topic = msg.topic_bytes.decode("utf-8", "replace")
+    props = table_properties(msg)
+    topic = table_text(msg.topic_bytes)
     k = record_kind(topic, msg.sys_flag, props, msg.store_timestamp, msg.prepared_transaction_offset, delay_table)
     return {
         "physical_offset": msg.physical_offset,
@@ -122,7 +123,7 @@ def block_rows(blk, take: np.ndarray, out: Output, zone, delay_table: dict[int, 
     n = int(take.size)
     names, tid_all = blk.topics
     tid = tid_all[take]
-    topics = {int(i): names[int(i)].decode("utf-8", "replace") for i in np.unique(tid).tolist()}
+    topics = {int(i): names[int(i)].decode("utf-8", TABLE_DECODE) for i in np.unique(tid).tolist()}
     P = blk.properties
     raw = P.cat.tobytes() if P.tot else b""
     tags = _prop_text(P, raw, b"TAGS\x01", take, blk.n)
@@ -198,7 +199,7 @@ class _Text:
 def _prop_text(P, raw: bytes, name: bytes, take: np.ndarray, n_block: int, keys: bool = False) -> _Text:
     """A property's value per record of ``take``: fast where it is printable ASCII (for KEYS
     also no leading, trailing or double space, so the split-and-join of the reference is the
-    value itself), else the reference's text (UTF-8 with replacement, escaped)."""
+    value itself), else the reference's text (``message_view.table_text``, escaped)."""
     m, a, b = P.value(name)
     at = np.zeros(n_block, np.int64)
     ln = np.zeros(n_block, np.int64)
@@ -225,7 +226,7 @@ def _prop_text(P, raw: bytes, name: bytes, take: np.ndarray, n_block: int, keys:
         v = raw[a : a + n]
         text = done.get(v)
         if text is None:
-            t = v.decode("utf-8", "replace")
+            t = v.decode("utf-8", TABLE_DECODE)
             text = done[v] = safe_text(" ".join(split_keys(t)) if keys else t)
         slow[int(i)] = text
     return _Text(cat, at, ln, slow, fast)
@@ -258,7 +259,7 @@ def _kinds(blk, take, rb, tid, topics: dict[int, str], P, raw: bytes, zone, dela
     sf = rb.sys_flag
     fmt = functools.partial(format_ms, tz=zone)
     for i in rows.tolist():
-        p = {name: raw[a[i] : e[i]].decode("utf-8", "replace") for name, (a, e) in props.items() if a[i] >= 0}
+        p = {name: raw[a[i] : e[i]].decode("utf-8", TABLE_DECODE) for name, (a, e) in props.items() if a[i] >= 0}
         k = record_kind(topics[int(tid[i])], int(sf[i]), p, int(sts[i]), int(pto[i]), delay_table)
         code[i] = KINDS.index(k.kind)
         d = kind_detail(k, fmt)

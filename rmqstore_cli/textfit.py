@@ -1,8 +1,9 @@
 """Tables that fit the terminal: a few columns laid out within a width, long text folded or
 cut, never the table; and key/value blocks for summaries.
 
-:mod:`~rmqstore_cli.render`'s :class:`~rmqstore_cli.render.TableWriter` streams rows of any
-width (a pipe to ``less -S`` or a file wants every cell whole). The reports of ``stats``,
+:mod:`~rmqstore_cli.render`'s :class:`~rmqstore_cli.render.TableWriter` streams rows, their
+widths settled on the first rows (fitted to a terminal by moving columns under the row; into
+a pipe without ``COLUMNS`` every cell whole, as ``less -S`` or a file wants). The reports of ``stats``,
 ``verify`` and ``consumer-progress`` hold few rows and are read on a terminal, so they are
 laid out here, within :func:`width` columns: first the columns that may go below their row
 (:attr:`FitCol.fold`, as ``    header: value`` lines) go there, last first; then text

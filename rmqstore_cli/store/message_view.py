@@ -7,7 +7,14 @@ from __future__ import annotations
 import base64
 from typing import Any
 
+from rmqstore_cli.formats.properties import parse_properties
+
 from rmqstore_cli.store.message import format_host, offset_msg_id, split_keys
+
+#: how a table reads store bytes: a byte that is not UTF-8 kept as a lone surrogate, which
+#: render.safe_text shows as ``\\xNN`` (the JSON formats replace it with U+FFFD and add the
+#: exact bytes as ``topic_base64`` / ``properties_base64``)
+TABLE_DECODE = "surrogateescape"
 
 
 def text_or_b64(raw: bytes) -> tuple[str, bool]:
@@ -16,6 +23,30 @@ def text_or_b64(raw: bytes) -> tuple[str, bool]:
         return raw.decode("utf-8"), True
     except UnicodeDecodeError:
         return raw.decode("utf-8", "replace"), False
+
+
+def table_text(raw: bytes) -> str:
+    """Store bytes as a table shows them: UTF-8, each byte that is not as a surrogate
+    (render.safe_text shows it as ``\\xNN``, as a text body shows it)."""
+    return raw.decode("utf-8", TABLE_DECODE)
+
+
+def table_properties(msg) -> dict[str, str]:
+    """A message's properties as a table shows them: the library's (U+FFFD for bytes that
+    are not UTF-8) when the PROPERTIES are UTF-8, else parsed from :func:`table_text`."""
+    raw = msg.properties_bytes
+    if raw.isascii():
+        return msg.properties
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return table_properties_of(raw)
+    return msg.properties
+
+
+def table_properties_of(raw: bytes) -> dict[str, str]:
+    """PROPERTIES bytes parsed from :func:`table_text` (``MessageDecoder#string2messageProperties``)."""
+    return parse_properties(table_text(raw)) if raw else {}
 
 
 def encode_body(body: bytes, mode: str) -> str | None:

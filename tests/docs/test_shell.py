@@ -162,3 +162,19 @@ def test_topic_completion_never_fails_and_offers_only_valid_names(tmp_path):
     assert complete_topic(Ctx(store=tmp_path / "missing"), "") == []
     assert isinstance(complete_topic(None, ""), list)  # default ~/store, present or not
     assert complete_queue_id(Ctx(store=tmp_path), "") == []  # no topic given yet
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_queue_id_options_offer_the_topics_queue_ids(shell, store):
+    """With --store on the line, --topic offers the store's topics and --queue-id that topic's
+    queue ids (search-offset, dump-commitlog)."""
+    _need(shell)
+    topics = sorted(p.name for p in (store / "consumequeue").iterdir())
+    assert sorted(COMPLETE[shell](f"rmqstore search-offset --store {store} --topic ")) == topics
+    for topic in (t for t in topics if t in ("OrderTopic", "SCHEDULE_TOPIC_XXXX")):
+        qids = sorted((p.name for p in (store / "consumequeue" / topic).iterdir()), key=int)
+        assert len(qids) >= 1
+        line = f"rmqstore search-offset --store {store} -t {topic} --queue-id "
+        assert COMPLETE[shell](line) == qids, line
+        line = f"rmqstore dump-commitlog --store {store} --topic {topic} --queue-id "
+        assert COMPLETE[shell](line) == qids, line
