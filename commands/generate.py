@@ -124,12 +124,7 @@ def generate(
         lmq_queues=lmq_queues,
         overdue_timer_ratio=overdue_timer_ratio,
     )
-    sizes = dict(
-        mapped_file_size_commit_log=commitlog_file_size,
-        mapped_file_size_consume_queue=cq_file_size,
-        max_hash_slot_num=index_slots,
-        max_index_num=index_max,
-    )
+    sizes = o.size_settings(commitlog_file_size, cq_file_size, index_slots, index_max)
     job = generate_run.GenerateJob(
         store, append, broker_conf, sizes, broker_version, append_prop_crc, timer_ratio, dledger, lmq_ratio,
         compaction_run, from_jsonl, workload, delay_offset_lag,

@@ -197,3 +197,15 @@ EpochFileOpt = Annotated[
         callback=_epoch_spec,
     ),
 ]
+
+
+def size_settings(
+    commitlog: int | None, cq: int | None, slots: int | None, index_max: int | None
+) -> dict[str, int | None]:
+    """The size options under the broker's setting names (MessageStoreConfig), as the writer takes them."""
+    return dict(
+        mapped_file_size_commit_log=commitlog,
+        mapped_file_size_consume_queue=cq,
+        max_hash_slot_num=slots,
+        max_index_num=index_max,
+    )
