@@ -102,6 +102,14 @@ def test_transactions_pairs_the_brokers_half_and_op_records():
     assert half and all(r["op_offset"] in ops and r["end_offset"] is None for r in half)
 
 
+def test_pop_reads_back_the_pops_generate_wrote(tmp_path):
+    _run("generate", "--store", tmp_path / "s", "--messages", "50", "--broker-version", "5", "--pop-messages", "20")
+    out = _jsonl(_run("pop", "--store", tmp_path / "s", "--format", "jsonl"))
+    summary = out[-1]["summary"]
+    assert len(out[:-1]) == summary["popped"] == 20
+    assert sum(summary[s] for s in ("acked", "revived", "invisible", "overdue")) == 20 and summary["acked"] > 0
+
+
 def test_stats_counts_the_brokers_queue_units():
     store, want = _sample()
     rows = json.loads(_run("stats", *store, "--format", "json"))["rows"]
