@@ -13,6 +13,13 @@ import pytest
 from tests.helpers import VERSIONS, cli, extract_sample, fixture_dir, generate, tmpfs
 
 
+@pytest.fixture(autouse=True)
+def _no_ambient_columns(monkeypatch):
+    """No COLUMNS unless a test sets it: pytest-xdist's workers export COLUMNS=80, and a table
+    into a pipe fits COLUMNS when it is set (render.table_width)."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+
+
 @pytest.fixture(scope="session")
 def sample_tarball(tmp_path_factory):
     """``sample_tarball("dledger")`` -> the extracted sample directory, extracted once per test
