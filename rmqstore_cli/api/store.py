@@ -29,6 +29,7 @@ from rmqstore_cli.api.records import (
     QueueUnit,
     RebuildReport,
     StatsFile,
+    StatsInterval,
     StatsReport,
     StatsRow,
     TimerNext,
@@ -475,19 +476,35 @@ class Store:
         per queue (``by="queue"``) or per file (``by="file"``), biggest first (the ``top``
         biggest), and the store root's components. The counts come from the consume queues,
         or with ``exact`` from the whole commit log (also the records no consume queue
-        holds). Raises :class:`~rmqstore_cli.errors.NotFound` when ``topic`` has no queue."""
+        holds). Raises :class:`~rmqstore_cli.errors.NotFound` when ``topic`` has no queue.
+        ``by="minute"`` or ``"hour"``: traffic over time instead, :class:`StatsInterval`
+        records oldest first (the ``top`` latest), counted from the commit log by store
+        timestamp, the empty intervals between the first and the last as zero records."""
         from rmqstore_cli.errors import NotFound
-        from rmqstore_cli.store import stats_report
+        from rmqstore_cli.store import stats_report, stats_series
 
-        if by not in stats_report.BY:
-            raise UsageError(f"by={by!r}: not topic, queue or file")
+        if by not in stats_report.BY and by not in stats_series.INTERVALS:
+            raise UsageError(f"by={by!r}: not topic, queue, file, minute or hour")
         ms = self.engine
         stats_report.require_commitlog(ms.config)
+        if by in stats_series.INTERVALS:
+            return self._traffic(by, topic, top)
         rep = stats_report.stats_report(ms, by, topic, exact, top)
         if rep.topic_missing:
             raise NotFound(f"topic {topic!r} has no consume queue", path=ms.config.consumequeue_dir / str(topic))
         rows: list[StatsRow | StatsFile] = [StatsFile(**d) if by == "file" else StatsRow.of(d) for d in rep.rows]
         return StatsReport(rows, rep.summary)
+
+    def _traffic(self, by: str, topic: str | None, last: int | None) -> StatsReport:
+        """``stats(by="minute"|"hour")``: the intervals of store time, oldest first (the
+        ``last`` latest), the empty ones between the first and the last as zero records."""
+        from rmqstore_cli.errors import NotFound
+        from rmqstore_cli.store import stats_series
+
+        rep = stats_series.traffic_report(self.engine, by, topic, last)
+        if rep.topic_missing:
+            raise NotFound(f"topic {topic!r} has no record in the commit log", path=self.config.root)
+        return StatsReport([StatsInterval(**d) for d in rep.rows], rep.summary)
 
     # ------------------------------------------------------------------ the 5.x timer
     def _timer(self) -> tuple[Any, Any]:

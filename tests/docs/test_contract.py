@@ -317,6 +317,16 @@ def test_stats_records(small_store_master):
     assert {"stats-row", "stats-file"} <= USED
 
 
+def test_stats_traffic_records(small_store_master):
+    """stats --by minute|hour: interval lines and the summary, jsonl and json."""
+    for by in ("minute", "hour"):
+        recs = jsonl("stats", "--store", small_store_master, "--by", by)
+        _check_all(recs[:-1], lambda r: "stats-interval")
+        _check_all(recs[-1:], lambda r: "stats-traffic-summary")
+        r = run("stats", "--store", small_store_master, "--by", by, "--format", "json")
+        _check_all([json.loads(r.stdout)], lambda r: "stats-traffic")
+
+
 def test_dump_timer_records(sample_tarball):
     """dump-timer on the real 5.3.3 timer sample: slots, units, next and the summary."""
     store = sample_tarball("timer") / "store"
