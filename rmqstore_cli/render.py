@@ -514,7 +514,9 @@ class ProgressBar:
                 return False
             from rich.progress import Progress
 
-            self.bar = Progress(*self._columns(), console=err_console(), transient=True)
+            # stdout stays the command's own: rich would send what is printed there meanwhile
+            # (verify's streamed findings) to the bar's console, stderr
+            self.bar = Progress(*self._columns(), console=err_console(), transient=True, redirect_stdout=False)
             self.task = self.bar.add_task(self.label, total=self.total, completed=self.done, info=self.info, rate="")
             self.bar.start()
         return self.bar is not None

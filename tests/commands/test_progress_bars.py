@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 import threading
@@ -120,3 +121,21 @@ def test_the_delay_is_two_seconds_unless_set(monkeypatch):
     for value, want in (("0", 0.0), ("0.5", 0.5), ("-3", 0.0), ("soon", 2.0)):
         monkeypatch.setenv(PROGRESS_DELAY_ENV, value)
         assert progress_delay() == want
+
+
+def test_streamed_findings_stay_on_stdout(small_store_master, tmp_path):
+    """verify --format jsonl prints each finding as the scan finds it, while the bar is up:
+    the lines go to stdout, never to the bar's terminal."""
+    store = tmp_path / "store"
+    shutil.copytree(small_store_master, store)
+    first = sorted((store / "commitlog").iterdir())[0]
+    with open(first, "r+b") as f:  # a byte of the first record's body: a body CRC finding
+        f.seek(300)
+        b = f.read(1)
+        f.seek(300)
+        f.write(bytes([b[0] ^ 0xFF]))
+    args = ["verify", "--store", str(store), "--format", "jsonl"]
+    _, out_tty, tty = on_tty(args, tmp_path)
+    _, out_pipe, _ = on_pipe(args, tmp_path)
+    assert BAR in tty and '"check"' not in tty, tty
+    assert b'"check"' in out_tty and masked(out_tty, tmp_path) == masked(out_pipe, tmp_path)
