@@ -425,7 +425,8 @@ def test_no_escape_sequences_when_not_a_terminal(small_store_master, tmp_path):
 
 def test_no_colour_under_no_color_on_a_terminal(small_store_master):
     env = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "NO_COLOR")}
-    env.update(TERM="xterm-256color", COLUMNS="160", NO_COLOR="1")
+    # RMQSTORE_PROGRESS_DELAY=0: verify's bar drawn at once (else only after 2 s)
+    env.update(TERM="xterm-256color", COLUMNS="160", NO_COLOR="1", RMQSTORE_PROGRESS_DELAY="0")
     for args in (("dump-cq", "--summary"), ("dump-commitlog", "--limit", "5"), ("verify",)):
         out = on_pty([*args, "--store", small_store_master], env)
         assert b"\n" in out and not _colour_codes(out), (args, out[:300])
