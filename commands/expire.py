@@ -85,6 +85,7 @@ def expire(
     from the start, expire refuses before deleting anything (exit 5) unless --quiet.
     """
     from rmqstore_cli.job_reports import print_expire
+    from rmqstore_cli.render import ProgressBar
     from rmqstore_cli.stdio import OutputFault
     from rmqstore_cli.store import expire_run
     from rmqstore_cli.times import parse_tz
@@ -103,6 +104,7 @@ def expire(
         tell(n)
 
     def said(a) -> None:
+        bar.advance(a.size)
         if verbose:
             say(None, f"{'would delete' if dry_run else 'deleted'} {a.file} ({a.size} bytes): {a.reason}")
 
@@ -110,7 +112,8 @@ def expire(
         if not quiet:
             warn("--force: deleting while a live broker holds the store's lock")
 
-    run = expire_run.run(cfg, at, hours, ratio, max_files, pause_ms, dry_run, said, forced)
+    with ProgressBar("expiring", enabled=not quiet) as bar:  # the planned files' bytes, once planned
+        run = expire_run.run(cfg, at, hours, ratio, max_files, pause_ms, dry_run, said, forced, bar.set_total)
     summary = expire_run.summary(run, cfg)
     _record(run.journal, summary, run.deleted)
     for n in run.plan.notes:

@@ -102,7 +102,7 @@ def export(
     from rmqstore_cli.errors import RmqstoreError
     from rmqstore_cli.pipeline import export_run
     from rmqstore_cli.pipeline.stores import file_tasks
-    from rmqstore_cli.render import print_summary
+    from rmqstore_cli.render import ProgressBar, print_summary
     from rmqstore_cli.times import now_ms, parse_tz
 
     export_run.require_parquet()  # a plain `pip install .` has no pyarrow: say which extra brings it, before any work
@@ -124,7 +124,8 @@ def export(
     else:
         export_run.start_local(output)
         try:
-            result = export_run.write_local(tasks, output, compression.value)
+            with ProgressBar("exporting", total=sum(t.file_size for t in tasks), enabled=not quiet) as bar:
+                result = export_run.write_local(tasks, output, compression.value, lambda t: bar.advance(t.file_size))
         except RmqstoreError as e:  # the output's fault (exit 5), or raised while pyarrow's threads pulled the batches
             _die_after_pyarrow(e)
     work_done(f"the dataset in {output} is complete")

@@ -100,7 +100,7 @@ def generate(
     6; with stdout closed from the start nothing is written (exit 5).
     """
     from rmqstore_cli.job_reports import refused_topic_lines
-    from rmqstore_cli.render import print_summary
+    from rmqstore_cli.render import ProgressBar, print_summary
     from rmqstore_cli.store import generate_run
     from rmqstore_cli.times import now_ms, parse_duration, parse_time, parse_tz
 
@@ -138,7 +138,8 @@ def generate(
     workload["start_ms"] = parse_time(start, "--start", tz=zone) if start is not None else None
     workload["span_ms"] = parse_duration(span, "--span")
     t0 = now_ms()
-    writer, before = generate_run.write(job, cfg, zone, existing)
+    with ProgressBar("generating", total=workload["messages"], enabled=not quiet, unit="messages") as bar:
+        writer, before = generate_run.write(job, cfg, zone, existing, bar.advance)
     generate_run.epoch_file(cfg, epoch_file)
     work_done(f"the store it wrote in {store} is complete (verify and stats read it)")
     seconds = round((now_ms() - t0) / 1000, 3)

@@ -103,7 +103,7 @@ def rebuild_index(
     plans = rebuild_job.plan(stores, output, outs, cfgs, picked, topic, zone, dry_run, sizes, broker_conf, tell)
 
     def bar(local: bool) -> ProgressBar:  # only the local engine dispatches here
-        return ProgressBar("dispatching", total=1, enabled=progress and local, detail=True)
+        return ProgressBar("dispatching", total=1, enabled=progress and local and not quiet, detail=True)
 
     spark = (spark_master, spark_conf, verbose) if engine is Engine.spark else None
     done = rebuild_job.rebuild(plans, in_place, no_backup, copy_commitlog, bar, spark)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from enum import Enum
 from typing import Annotated
 
 import typer
@@ -21,6 +20,7 @@ from rmqstore_cli.commands.common import (
 from rmqstore_cli.commands.grammar import limit_option, old_spelling, renamed
 from rmqstore_cli.commands.lines import note
 from rmqstore_cli.commands.sampling_options import MaxBytesOpt, SampleOpt
+from rmqstore_cli.commands.stats_options import OVER_TIME, By, ByOpt, show_traffic
 from rmqstore_cli.commands.stats_topic import no_topic
 
 EPILOG = """Examples:
@@ -33,6 +33,8 @@ EPILOG = """Examples:
 
   rmqstore stats --exact --format json | jq .summary.not_in_cq
 
+  rmqstore stats --by minute --topic OrderTopic --limit 60
+
 By default the counts come from the consume queues (method consumequeue): fast, but
 records no consume queue holds are not seen (PREPARED and ROLLBACK transactional records,
 topics whose queues are gone). --exact walks the whole commit log (method commitlog) and
@@ -41,25 +43,16 @@ messages (batchSize per unit, as its queue offsets do) by default, its records w
 """
 
 
-class By(str, Enum):
-    topic = "topic"
-    queue = "queue"
-    file = "file"
-
-
 def register(app: typer.Typer) -> None:
     app.command("stats", epilog=EPILOG)(stats)
 
 
 @command
 def stats(
-    by: Annotated[
-        By,
-        typer.Option(
-            help="One row per topic, per queue (topic and queue_id), or per commit-log, consume-queue and index file."
-        ),
-    ] = By.topic,
-    limit: Annotated[int | None, limit_option("Only the N biggest rows.")] = None,
+    by: ByOpt = By.topic,
+    limit: Annotated[
+        int | None, limit_option("Only the N biggest rows (--by minute|hour: the N latest intervals).")
+    ] = None,
     top: Annotated[int | None, old_spelling("--top", min=1)] = None,
     topic: Annotated[
         str | None,
@@ -109,6 +102,9 @@ def stats(
     multi-dispatch units (LMQ: an %LMQ% name, or a listed name whose units point at another
     topic's messages) is marked multi_dispatch and left out of the summary's messages and
     bytes (its units counted in multi_dispatch_units). Exit 1 when --topic matches nothing.
+    --by minute|hour walks the commit log: every valid record per minute or hour (UTC-aligned)
+    of its store timestamp, the empty ones between first and last as zero rows, --limit the
+    last N (JSON fields: start_timestamp, end_timestamp, topic, messages, bytes).
 
     JSON fields (rows): topic, queue_id (--by queue), messages, bytes, first_store_timestamp,
     last_store_timestamp, share, cq_bytes, not_in_cq (--exact), multi_dispatch (when true);
@@ -130,6 +126,8 @@ def stats(
     )
     stats_report.require_commitlog(ms.config)
     narrowing = Narrowing(sample, max_bytes)  # a sampled walk of the commit log: estimates
+    if by in OVER_TIME:
+        return show_traffic(ms, by, topic, renamed(limit, top, "--limit", "--top"), fmt.value, tz, narrowing.active)
     rep = stats_report.stats_report(ms, by.value, topic, exact, renamed(limit, top, "--limit", "--top"), narrowing)
     if rep.topic_missing:
         no_topic(ms, topic)

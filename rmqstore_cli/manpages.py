@@ -172,6 +172,12 @@ def _environment_section() -> list[str]:
         ".B NO_COLOR",
         "When set, no colour on a terminal (tables, progress bars).",
         ".TP",
+        ".B RMQSTORE_PROGRESS_DELAY",
+        _roff(
+            "Seconds a long job (verify, rebuild-index, export, generate, expire) runs before its "
+            "progress bar shows on a terminal's stderr; default 2, 0 at once."
+        ),
+        ".TP",
         ".B RMQSTORE_SPARK_CACHE",
         _roff(
             "A directory for the class-data archive of Spark's classes (~70-120 MB) that an "

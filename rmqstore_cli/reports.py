@@ -122,6 +122,26 @@ def sampled_how(summary: dict) -> str | None:
     return f"part of the commit log (scaled by {s['scale']:.4g}: messages and size are estimates)"
 
 
+#: The widest the disk-use bar of a topic (queue) row is drawn.
+DISK_BAR = 20
+
+
+def disk_bars(cols: list[FitCol], cells: list[dict]) -> list[FitCol]:
+    """The columns with a bar of each row's bytes (scaled to the biggest row) after share,
+    when the terminal leaves room for one beside the columns that stay in the row."""
+    from rmqstore_cli.render_bars import bar, bar_room
+    from rmqstore_cli.textfit import width
+
+    room = bar_room([c for c in cols if not c.fold], cells, width(), DISK_BAR)
+    if not room:
+        return cols
+    widest = max((c["bytes"] for c in cells), default=0)
+    for c in cells:
+        c["disk_bar"] = bar(c["bytes"], widest, room)
+    at = [c.key for c in cols].index("share") + 1
+    return cols[:at] + [FitCol("disk_bar", "")] + cols[at:]
+
+
 def stats(fmt: str, by: str, rows: list[dict], summary: dict, components: list, zone: Any, exact: bool) -> None:
     """stats: the rows and the summary (jsonl: rows then ``{"summary"}``; json: ``{"rows",
     "summary"}``; table: a key/value summary, the rows, the disk by component)."""
@@ -149,13 +169,16 @@ def stats(fmt: str, by: str, rows: list[dict], summary: dict, components: list, 
         cols = [
             c for c in STATS_ROW_COLUMNS if (c.key != "queue_id" or by == "queue") and (c.key != "not_in_cq" or exact)
         ]
+    cells = [stats_cells(d, zone) for d in rows]
+    if by != "file":
+        cols = disk_bars(cols, cells)
     parts = [{**c.to_dict(), "size": human(c.bytes), "disk": human(c.disk_bytes)} for c in components]
     for c in parts:
         c["known"] = "" if c["known"] else "unknown: no broker writes it"
     write(
         key_values(pairs, "stats")
         + [""]
-        + table(cols, [stats_cells(d, zone) for d in rows])
+        + table(cols, cells)
         + [""]
         + table(COMPONENT_COLUMNS, parts, "disk by component")
     )

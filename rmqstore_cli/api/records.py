@@ -417,11 +417,34 @@ class StatsFile:
 
 
 @dataclass(frozen=True, slots=True)
+class StatsInterval:
+    """One interval of store time (``stats --by minute|hour``): the commit-log records whose
+    store timestamp falls in ``[start_timestamp, end_timestamp)`` (epoch ms, minutes and
+    hours aligned to UTC), of ``topic`` when one was asked for; zero for an empty interval
+    between the first and the last."""
+
+    start_timestamp: int
+    end_timestamp: int
+    topic: str | None
+    messages: int
+    bytes: int
+
+    def as_dict(self) -> JSON:
+        return {
+            "start_timestamp": self.start_timestamp,
+            "end_timestamp": self.end_timestamp,
+            "topic": self.topic,
+            "messages": self.messages,
+            "bytes": self.bytes,
+        }
+
+
+@dataclass(frozen=True, slots=True)
 class StatsReport:
     """What ``Store.stats`` counted: the rows shown (biggest first) and the summary ``stats
     --format json`` prints (method, totals, the store root's components, notes)."""
 
-    rows: list[StatsRow | StatsFile]
+    rows: list[StatsRow | StatsFile] | list[StatsInterval]
     summary: JSON
 
     @property

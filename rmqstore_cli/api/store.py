@@ -42,6 +42,7 @@ from rmqstore_cli.api.records import (
     QueueUnit,
     RebuildReport,
     StatsFile,
+    StatsInterval,
     StatsReport,
     StatsRow,
     TimerNext,
@@ -599,23 +600,42 @@ class Store:
         holds). ``sample`` (every Nth record) and ``max_bytes`` (the first N bytes of each
         commit-log file) walk part of the commit log instead: the rows' and the summary's
         counts are then estimates, scaled (the summary's ``sampling`` and ``sampled_messages``
-        say what was read). Raises :class:`~rmqstore_cli.errors.NotFound` when ``topic`` has no queue."""
+        say what was read). Raises :class:`~rmqstore_cli.errors.NotFound` when ``topic`` has no queue.
+        ``by="minute"`` or ``"hour"``: traffic over time instead, :class:`StatsInterval`
+        records oldest first (the ``top`` latest), counted from the commit log by store
+        timestamp, the empty intervals between the first and the last as zero records (every
+        record counts: not with ``sample`` or ``max_bytes``)."""
         from rmqstore_cli.errors import NotFound
-        from rmqstore_cli.store import stats_report
+        from rmqstore_cli.store import stats_report, stats_series
         from rmqstore_cli.store.sampling import Narrowing
 
-        if by not in stats_report.BY:
-            raise UsageError(f"by={by!r}: not topic, queue or file")
+        if by not in stats_report.BY and by not in stats_series.INTERVALS:
+            raise UsageError(f"by={by!r}: not topic, queue, file, minute or hour")
         ms = self.engine
         stats_report.require_commitlog(ms.config)
         for name, v in (("sample", sample), ("max_bytes", max_bytes)):
             if v is not None and v < 1:
                 raise UsageError(f"{name} {v}: not a positive count")
+        if by in stats_series.INTERVALS:
+            if sample is not None or max_bytes is not None:
+                raise UsageError(f"by={by!r} counts every record: not with sample or max_bytes")
+            return self._traffic(by, topic, top)
         rep = stats_report.stats_report(ms, by, topic, exact, top, Narrowing(sample, max_bytes))
         if rep.topic_missing:
             raise NotFound(f"topic {topic!r} has no consume queue", path=ms.config.consumequeue_dir / str(topic))
         rows: list[StatsRow | StatsFile] = [StatsFile(**d) if by == "file" else StatsRow.of(d) for d in rep.rows]
         return StatsReport(rows, rep.summary)
+
+    def _traffic(self, by: str, topic: str | None, last: int | None) -> StatsReport:
+        """``stats(by="minute"|"hour")``: the intervals of store time, oldest first (the
+        ``last`` latest), the empty ones between the first and the last as zero records."""
+        from rmqstore_cli.errors import NotFound
+        from rmqstore_cli.store import stats_series
+
+        rep = stats_series.traffic_report(self.engine, by, topic, last)
+        if rep.topic_missing:
+            raise NotFound(f"topic {topic!r} has no record in the commit log", path=self.config.root)
+        return StatsReport([StatsInterval(**d) for d in rep.rows], rep.summary)
 
     # ------------------------------------------------------------------ the 5.x timer
     def _timer(self) -> tuple[Any, Any]:

@@ -5,6 +5,7 @@ Neutral words: the callers name their own options in hints."""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -44,13 +45,16 @@ def make_output_dir(output: Path) -> None:
         raise OutputError(os_error(e, output, "create the output directory").message, path=output) from None
 
 
-def write_local(tasks: list[FileTask], output: Path, compression: str) -> dict[str, Any]:
-    """The dataset written by the local engine: {"rows": …, "unreadable": […]}. pyarrow's
-    write errors (OSErrors) are the output's fault: :class:`OutputError`."""
+def write_local(
+    tasks: list[FileTask], output: Path, compression: str, progress: Callable[[FileTask], None] | None = None
+) -> dict[str, Any]:
+    """The dataset written by the local engine: {"rows": …, "unreadable": […]}; ``progress``
+    hears of each commit-log file done. pyarrow's write errors (OSErrors) are the output's
+    fault: :class:`OutputError`."""
     from rmqstore_cli.pipeline import local
 
     try:
-        return local.export(tasks, output, compression=compression)
+        return local.export(tasks, output, progress, compression=compression)
     except OSError as e:
         raise OutputError(f"cannot write the dataset: {str(e).splitlines()[0][:300]}", path=output) from None
 

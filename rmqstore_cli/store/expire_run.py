@@ -66,11 +66,13 @@ def run(
     dry_run: bool = True,
     on_action: Callable[[cleanup.Condemned], None] | None = None,
     on_forced: Callable[[], None] | None = None,
+    on_plan: Callable[[int], None] | None = None,
 ) -> ExpireRun:
     """Plan the expiry and (unless ``dry_run``) carry it out holding the store's lock for the
     deletions only. ``on_action`` hears of each file deleted (or that would be) as it
     happens, after the journal has it; ``on_forced`` that a live broker holds the lock and
-    the run deletes anyway (the caller checked ``force``)."""
+    the run deletes anyway (the caller checked ``force``); ``on_plan`` the bytes of the
+    files planned to go, before the first goes (a progress bar's total)."""
     from rmqstore_cli.store.expire_journal import ExpiryJournal
     from rmqstore_cli.store.lock import StoreLock, lock_holder
 
@@ -83,6 +85,8 @@ def run(
     try:
         plan = cleanup.plan_expiry(cfg, now_ms, hours, disk_ratio=ratio, max_files=max_files)
         journal = None if dry_run or not plan.actions else ExpiryJournal(cfg.root)
+        if on_plan is not None:
+            on_plan(sum(a.size for a in plan.actions))
 
         def said(a: cleanup.Condemned) -> None:
             if journal is not None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime as _dt
 import os
 import sys
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -65,9 +66,16 @@ def prepare(job: GenerateJob) -> tuple[StoreConfig, bool]:
     return cfg, existing
 
 
-def write(job: GenerateJob, cfg: StoreConfig, zone: _dt.tzinfo | None, existing: bool) -> tuple[Any, int]:
+def write(
+    job: GenerateJob,
+    cfg: StoreConfig,
+    zone: _dt.tzinfo | None,
+    existing: bool,
+    progress: Callable[[int], None] | None = None,
+) -> tuple[Any, int]:
     """The store written (the broker's lock held meanwhile): the writer, closed, and how
-    many records the store had before."""
+    many records the store had before; ``progress`` hears of each block's messages as
+    they are appended."""
     from rmqstore_cli.store.producer import Workload, WorkloadOptions
     from rmqstore_cli.store.writer import StoreWriter, count_records
 
@@ -79,7 +87,7 @@ def write(job: GenerateJob, cfg: StoreConfig, zone: _dt.tzinfo | None, existing:
             writer.timer = TimerWriter(cfg, writer.roots)
         before = count_records(cfg) if existing else 0
         if job.from_jsonl is not None:
-            replay(writer, job.from_jsonl)
+            replay(writer, job.from_jsonl, progress)
         else:
             w = dict(job.workload, start_ms=start_ms(job.workload.get("start_ms"), writer))
             pop_messages = w.pop("pop_messages", 0)
@@ -94,7 +102,7 @@ def write(job: GenerateJob, cfg: StoreConfig, zone: _dt.tzinfo | None, existing:
             )
             workload = Workload(opts)
             declare_topics(writer, workload, cfg, job.compaction_run)
-            writer.append_blocks(workload.blocks())
+            writer.append_blocks(ticking(workload.blocks(), progress))
             if pop_messages:  # generate --pop-messages (store/pop_generate.py)
                 from rmqstore_cli.store.pop_generate import append_pop
 
@@ -188,13 +196,28 @@ def apply_broker_options(
         cfg.enable_lmq = cfg.enable_multi_dispatch = True
 
 
-def replay(writer, from_jsonl: str) -> None:
+def replay(writer, from_jsonl: str, progress: Callable[[int], None] | None = None) -> None:
     """--from-jsonl: the records of a dump-commitlog file ('-': stdin) appended as they were."""
     from rmqstore_cli.store.replay import read_dump_blocks
 
     src = sys.stdin if from_jsonl == "-" else open(from_jsonl, encoding="utf-8")
     with src:
-        writer.append_blocks(read_dump_blocks(src, from_jsonl if from_jsonl != "-" else "<stdin>"))
+        writer.append_blocks(ticking(read_dump_blocks(src, from_jsonl if from_jsonl != "-" else "<stdin>"), progress))
+
+
+#: The records a transaction adds after its send (``Workload.specs``' kinds): not sends.
+FOLLOW_UPS = frozenset(("commit", "op", "rollback"))
+
+
+def ticking(blocks: Iterable, progress: Callable[[int], None] | None) -> Iterator:
+    """``blocks`` as they are, ``progress`` told how many sends (``--messages`` counts them)
+    each held once the writer has taken the next one, so appended it; a block without kinds
+    (a replayed dump's) counts its records."""
+    for b in blocks:
+        yield b
+        if progress is not None:
+            kinds = getattr(b, "kinds", None)
+            progress(sum(1 for k in kinds if k not in FOLLOW_UPS) if kinds else len(b))
 
 
 def declare_topics(writer, workload, cfg, compaction_run: bool) -> None:

@@ -403,6 +403,7 @@ def test_the_progress_bar_on_a_terminal_shows_the_dispatch_figures(monkeypatch):
     err = Tty()
     monkeypatch.setattr(sys, "stderr", err)
     monkeypatch.setattr(render, "err_console", lambda: Console(file=err, force_terminal=True, width=100))
+    monkeypatch.setenv(render.PROGRESS_DELAY_ENV, "0")  # drawn at once, not after 2 s
     with render.ProgressBar("dispatching", total=1, detail=True) as bar:
         bar.dispatch(3, 10, 20, 12345)
         bar.bar.refresh()

@@ -330,6 +330,16 @@ def test_stats_records(small_store_master):
     assert {"stats-row", "stats-file"} <= USED
 
 
+def test_stats_traffic_records(small_store_master):
+    """stats --by minute|hour: interval lines and the summary, jsonl and json."""
+    for by in ("minute", "hour"):
+        recs = jsonl("stats", "--store", small_store_master, "--by", by)
+        _check_all(recs[:-1], lambda r: "stats-interval")
+        _check_all(recs[-1:], lambda r: "stats-traffic-summary")
+        r = run("stats", "--store", small_store_master, "--by", by, "--format", "json")
+        _check_all([json.loads(r.stdout)], lambda r: "stats-traffic")
+
+
 def test_dump_timer_records(sample_tarball):
     """dump-timer on the real 5.3.3 timer sample: slots, units, next and the summary."""
     store = sample_tarball("timer") / "store"
@@ -435,7 +445,8 @@ def test_no_escape_sequences_when_not_a_terminal(small_store_master, tmp_path):
 
 def test_no_colour_under_no_color_on_a_terminal(small_store_master):
     env = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "NO_COLOR")}
-    env.update(TERM="xterm-256color", COLUMNS="160", NO_COLOR="1")
+    # RMQSTORE_PROGRESS_DELAY=0: verify's bar drawn at once (else only after 2 s)
+    env.update(TERM="xterm-256color", COLUMNS="160", NO_COLOR="1", RMQSTORE_PROGRESS_DELAY="0")
     for args in (("dump-cq", "--summary"), ("dump-commitlog", "--limit", "5"), ("verify",)):
         out = on_pty([*args, "--store", small_store_master], env)
         assert b"\n" in out and not _colour_codes(out), (args, out[:300])

@@ -38,6 +38,8 @@ OUTPUT = tuple(
         "render_msgid",
         "render_search",
         "render_timer",
+        "render_bars",
+        "render_traffic",
         "reports",
         "textfit",
         "tableblock",
