@@ -90,6 +90,18 @@ def test_unknown_topic_is_exit_1(gapped):
     assert r.exit_code == 1 and "NoSuchTopic" in r.stderr
 
 
+@pytest.mark.parametrize("narrow", [("--sample", "3"), ("--max-bytes", "4096")])
+def test_sampling_is_refused_not_ignored(gapped, narrow):
+    """Traffic over time counts every record: a sampled walk is a usage error, one line."""
+    r = cli("stats", "--store", gapped, "--by", "minute", *narrow)
+    assert r.exit_code == 2 and narrow[0] in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    from rmqstore_cli import open_store
+    from rmqstore_cli.errors import UsageError
+
+    with open_store(gapped) as store, pytest.raises(UsageError):
+        store.stats("hour", sample=2)
+
+
 ROW = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d)  +(\d+)  +(\d+(?:\.\d)? \S+)(?:  ([" + BLOCKS + r"]+))?$")
 
 

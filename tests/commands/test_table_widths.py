@@ -57,7 +57,8 @@ def _cli(cwd: Path, *args: str, columns: int = 200) -> subprocess.CompletedProce
 @pytest.fixture(scope="module")
 def stores(tmp_path_factory) -> Path:
     """``s``: the store; ``s2``: it with three more messages (diff); ``e``: its commit-log
-    files aged for expire; ``r``: its first commit-log file cut short (repair)."""
+    files aged for expire; ``r``: its first commit-log file cut short (repair); ``p``: a
+    store of POP consumption (pop)."""
     d = tmp_path_factory.mktemp("widths")
     (d / "long.jsonl").write_text(json.dumps(LONG_RECORD) + "\n", encoding="utf-8")
     gen = ["generate", "--broker-version", "5", *SMALL, "--quiet", "--format", "json"]
@@ -78,6 +79,8 @@ def stores(tmp_path_factory) -> Path:
     for f in files:
         os.utime(f, (1767225600, 1767225600))  # 2026-01-01: 72 h old at --now
     shutil.copytree(d / "s", d / "r")
+    r = _cli(d, *gen, "--store", "p", "--messages", "120", "--seed", "6", "--topics", "2", "--pop-messages", "40")
+    assert r.returncode == 0, r.stderr
     first = files[0].name
     with open(d / "r" / "commitlog" / first, "r+b") as f:
         f.truncate(30000)
@@ -99,12 +102,21 @@ CASES = {
     "search-offset": ["search-offset", "--store", "s", "-t", LONG_TOPIC, "--time", "2026-01-01T00:00:00Z"],
     "decode-msgid": ["decode-msgid", "--store", "s", "MSGID", "0A0000070000C35000000000000000AA"],
     "dump-timer": ["dump-timer", "--store", "s"],
+    "dump-timer-overdue": ["dump-timer", "--store", "s", "--overdue", "--summary", "--now", NOW],
+    "pop": ["pop", "--store", "p", "--now", NOW],
     "transactions": ["transactions", "--store", "s", "--now", NOW],
     "diff": ["diff", "s", "s2"],
     "generate": ["generate", "--store", "g-COLUMNS", "--messages", "20", "--seed", "5", "--broker-version", "5"],
     "expire": ["expire", "--store", "e", "--now", "2026-01-04T00:00:00Z", "--reserved-hours", "1", "--dry-run"],
     "export": ["export", "--store", "s", "--output", "x-COLUMNS"],
     "repair": ["repair", "--store", "r", "--pad", "r/commitlog/00000000000000000000", "--dry-run"],
+}
+#: the commands whose tables at 80 and 120 columns are checked in their own tests
+ELSEWHERE = {
+    "stats": "tests/commands/test_stats.py, test_stats_traffic.py",
+    "verify": "tests/engine/test_verify.py",
+    "consumer-progress": "tests/commands/test_consumer_progress.py",
+    "rebuild-index": "tests/commands/test_rebuild_table.py",
 }
 #: summary rows whose values change from run to run (times taken)
 VOLATILE = re.compile(r"seconds|per_second|elapsed")
@@ -163,3 +175,11 @@ def test_long_values_are_folded_not_the_table(stores, columns):
     assert under[body + 1].startswith("      ")  # folded onto a second line, indented
     plain = _cli(stores, *CASES["dump-commitlog-plain"], columns=200).stdout.splitlines()
     assert max(len(x) for x in plain) > columns  # the same rows are wider than the terminal unfitted
+
+
+def test_every_command_has_a_table_width_check():
+    """A new command gets a case here (or names where its widths are checked)."""
+    from rmqstore_cli.app import COMMANDS
+
+    cased = {a[0] for a in CASES.values()}
+    assert {name for name, _, _ in COMMANDS} - cased - set(ELSEWHERE) == set()
