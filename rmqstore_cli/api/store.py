@@ -56,6 +56,7 @@ from rmqstore_cli.store.message_store import MessageStore
 from rmqstore_cli.times import LONG_MAX, check_window, parse_time, parse_tz
 
 if TYPE_CHECKING:
+    from rmqstore_cli.api.trace_records import TraceRecord
     from rmqstore_cli.store.config import StoreConfig
 
 #: What a time argument may be: epoch milliseconds, an aware (or local) datetime, or a string
@@ -512,6 +513,31 @@ class Store:
             [TransactionGroup(**g) for g in got.groups],
             {"store": str(self.path), **got.summary, "groups": len(got.groups)},
         )
+
+    def traces(
+        self,
+        topic: str | None = None,
+        msg_id: str | None = None,
+        key: str | None = None,
+        begin: TimeLike | None = None,
+        end: TimeLike | None = None,
+    ) -> list[TraceRecord]:
+        """What message trace says happened: the trace records (sends, consumes before and
+        after, transaction ends; ``TraceDataEncoder#decoderFromTraceDataString``) of the trace
+        topics' messages (``topic``, else ``RMQ_SYS_TRACE_TOPIC`` and the broker's
+        ``msgTraceTopicName``) stored in ``[begin, end]``, only those about ``msg_id`` (the
+        client's msgId or the offset msgId) and ``key`` when given, in the time order each
+        record gives (store/trace.py). With ``msg_id`` or ``key`` only the trace messages
+        KEYed so are read, as the client keys them (``TraceDataEncoder#encoderFromContextBean``)."""
+        from rmqstore_cli.api.trace_records import TraceRecord
+        from rmqstore_cli.store import trace
+
+        topics = trace.trace_topics(self.engine.config, topic)
+        narrow = msg_id if msg_id is not None else key
+        flt = self.filter(next(iter(topics)) if len(topics) == 1 else None, begin, end, key=narrow)
+        records = trace.messages_of(self._walk(flt, None, None, False))
+        rows = trace.time_order(trace.trace_rows(records, topics, msg_id, key))
+        return [TraceRecord(**r) for r in rows]
 
     def epochs(self, *, messages: bool = False) -> EpochReport | None:
         """The 5.x controller-mode epoch file (``epochFileCheckpoint``, or its ``.bak`` where

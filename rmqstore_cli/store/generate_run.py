@@ -83,6 +83,7 @@ def write(job: GenerateJob, cfg: StoreConfig, zone: _dt.tzinfo | None, existing:
         else:
             w = dict(job.workload, start_ms=start_ms(job.workload.get("start_ms"), writer))
             pop_messages = w.pop("pop_messages", 0)
+            trace_messages = w.pop("trace_messages", 0)
             opts = WorkloadOptions(
                 **w,
                 broker_version=job.broker_version,
@@ -100,6 +101,12 @@ def write(job: GenerateJob, cfg: StoreConfig, zone: _dt.tzinfo | None, existing:
 
                 start = max(writer.last_store_timestamp or 0, opts.start_ms + opts.span_ms)
                 append_pop(writer, pop_messages, opts.seed, pop_topics(workload), opts.queues, start, zone)
+            if trace_messages:  # generate --trace-messages (store/trace_generate.py)
+                from rmqstore_cli.store.trace_generate import append_traces
+
+                start = max(writer.last_store_timestamp or 0, opts.start_ms + opts.span_ms)
+                topics = pop_topics(workload)
+                append_traces(writer, trace_messages, opts.seed, topics, opts.queues, start, zone, job.broker_version)
     finally:
         writer.close()
     if job.delay_offset_lag is not None:  # the delay service left behind (store/delay_offsets.py)
