@@ -129,7 +129,7 @@ def check_overdue_options(job: GenerateJob) -> None:
 
 def check_pop(job: GenerateJob) -> None:
     """POP consumption (5.0+) written only as a 5.x broker writes it, and never into a
-    replayed dump."""
+    replayed dump; nor traced sends into one."""
     from rmqstore_cli.errors import UsageError
 
     if job.workload.get("pop_messages") and (job.broker_version != "5" or job.from_jsonl is not None):
@@ -137,6 +137,8 @@ def check_pop(job: GenerateJob) -> None:
             f"{setting('pop_messages')}: POP consumption is a 5.x broker's; it needs {setting('broker_version')} 5 "
             f"(and no {setting('from_jsonl')})"
         )
+    if job.workload.get("trace_messages") and job.from_jsonl is not None:
+        raise UsageError(f"{setting('trace_messages')} traces a workload's sends: not with {setting('from_jsonl')}")
 
 
 def pop_topics(workload) -> list[str]:

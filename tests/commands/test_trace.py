@@ -88,3 +88,8 @@ def test_trace_refuses_message_only_options(store: Path) -> None:
     assert r.exit_code == 2 and "--body" in r.stderr
     r = cli("dump-commitlog", "--store", str(store), "--trace", "--key", "no-such-key")
     assert r.exit_code == 1
+
+
+def test_trace_messages_not_into_a_replayed_dump(tmp_path: Path) -> None:
+    r = cli("generate", "--store", str(tmp_path / "s"), "--from-jsonl", "-", "--trace-messages", "3", input="")
+    assert r.exit_code == 2 and "--trace-messages" in r.stderr and not (tmp_path / "s" / "commitlog").exists()
