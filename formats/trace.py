@@ -59,8 +59,6 @@ INT_FIELDS = frozenset({"timestamp", "body_length", "cost_time", "msg_type", "re
 BOOL_FIELDS = frozenset({"success", "from_transaction_check"})
 #: MessageType by ordinal (``TraceBean#msgType`` is written as ``ordinal()``)
 MESSAGE_TYPES = ("Normal_Msg", "Trans_Msg_Half", "Trans_msg_Commit", "Delay_Msg", "Order_Msg")
-#: ConsumeReturnType by ordinal (a SubAfter's context code)
-CONSUME_RETURN_TYPES = ("SUCCESS", "TIME_OUT", "EXCEPTION", "RETURNNULL", "FAILED")
 
 
 @dataclass(frozen=True)
