@@ -93,3 +93,17 @@ def test_trace_refuses_message_only_options(store: Path) -> None:
 def test_trace_messages_not_into_a_replayed_dump(tmp_path: Path) -> None:
     r = cli("generate", "--store", str(tmp_path / "s"), "--from-jsonl", "-", "--trace-messages", "3", input="")
     assert r.exit_code == 2 and "--trace-messages" in r.stderr and not (tmp_path / "s" / "commitlog").exists()
+
+
+def test_the_brokers_own_trace_topic(tmp_path: Path) -> None:
+    """A broker.conf's msgTraceTopicName is where generate sends the traces and where
+    --trace reads them with that conf; without it, --topic names the topic."""
+    conf = tmp_path / "broker.conf"
+    conf.write_text("msgTraceTopicName=OurTraces\n", encoding="utf-8")
+    s = generate(tmp_path / "s", "--trace-messages", "5", "--broker-conf", str(conf), messages=30)
+    topics = {m["topic"] for m in jsonl("dump-commitlog", "--store", s)}
+    assert "OurTraces" in topics and TRACE_TOPIC not in topics
+    with_conf = jsonl("dump-commitlog", "--store", s, "--broker-conf", conf, "--trace")
+    assert {r["trace_topic"] for r in with_conf} == {"OurTraces"} and sum(r["type"] == "Pub" for r in with_conf) == 5
+    assert jsonl("dump-commitlog", "--store", s, "--trace", "--topic", "OurTraces") == with_conf
+    assert cli("dump-commitlog", "--store", str(s), "--trace").stdout.count("Pub") == 0
