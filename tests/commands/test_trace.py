@@ -5,6 +5,7 @@ separators by hand, each Pub context matched to the traced message it names."""
 
 from __future__ import annotations
 
+import base64
 import json
 from pathlib import Path
 
@@ -107,3 +108,36 @@ def test_the_brokers_own_trace_topic(tmp_path: Path) -> None:
     assert {r["trace_topic"] for r in with_conf} == {"OurTraces"} and sum(r["type"] == "Pub" for r in with_conf) == 5
     assert jsonl("dump-commitlog", "--store", s, "--trace", "--topic", "OurTraces") == with_conf
     assert cli("dump-commitlog", "--store", str(s), "--trace").stdout.count("Pub") == 0
+
+
+def test_every_type_and_older_clients_in_a_store(tmp_path: Path) -> None:
+    """A trace message holding an EndTransaction, a 13-field Pub (no offset msgId), a
+    6-field SubAfter (no time) and a Recall, replayed into a store: ``Store.traces`` finds
+    them by msgId in any case, the timeless SubAfter placed at its message's store time."""
+    c, f = "\x01", "\x02"
+    contexts = [
+        ["EndTransaction", "1767225600050", "R", "pg", "OrderTopic", "MSG1", "TagA", "k1", "10.0.0.5:10911", "1",
+         "TX1", "COMMIT_MESSAGE", "true"],
+        ["Pub", "1767225600000", "R", "pg", "OrderTopic", "MSG1", "TagA", "k1", "10.0.0.5:10911", "12", "3", "1",
+         "true"],
+        ["SubAfter", "REQ", "MSG1", "5", "true", "k1"],
+        ["Recall", "1767225600200", "R", "pg", "OrderTopic", "MSG1", "true"],
+    ]  # fmt: skip
+    body = "".join(c.join(x) + f for x in contexts).encode()
+    rec = {"topic": TRACE_TOPIC, "queue_id": 0, "queue_offset": 0, "physical_offset": 0, "flag": 0, "sys_flag": 0}
+    rec |= {"born_timestamp": 1767225600300, "store_timestamp": 1767225600301, "reconsume_times": 0}
+    rec |= {"born_host": "172.16.9.10:50001", "store_host": "10.0.0.5:10911", "prepared_transaction_offset": 0}
+    rec |= {"properties": {"KEYS": "MSG1 k1"}, "properties_string": "KEYS\x01MSG1 k1\x02", "magic": "v1"}
+    rec |= {"body": base64.b64encode(body).decode()}
+    src = tmp_path / "one.jsonl"
+    src.write_text(json.dumps(rec) + "\n", encoding="utf-8")
+    assert cli("generate", "--store", str(tmp_path / "s"), "--from-jsonl", str(src), "-q").exit_code == 0
+    with open_store(tmp_path / "s") as s:
+        got = s.traces(msg_id="msg1")
+    assert [t.type for t in got] == ["Pub", "EndTransaction", "Recall", "SubAfter"]
+    pub, end, recall, after = got
+    assert pub.success is True and pub.offset_msg_id is None and pub.msg_type == "Trans_Msg_Half"
+    assert (end.transaction_id, end.transaction_state, end.from_transaction_check) == ("TX1", "COMMIT_MESSAGE", True)
+    assert recall.success is True and recall.topic == "OrderTopic"
+    assert after.timestamp is None and after.context_code is None and after.field_count == 6
+    assert after.trace_store_timestamp == 1767225600301
