@@ -18,7 +18,8 @@ from rmqstore_cli.commands.common import (
 )
 from rmqstore_cli.commands.sampling_options import MaxBytesOpt, SampleOpt
 
-from rmqstore_cli.render_commitlog import print_walk, print_walk_summary, shown_fields
+from rmqstore_cli.render_commitlog import print_walk, print_walk_summary, shown_fields, walk_items
+from rmqstore_cli.render_trace import check_trace_options, print_traces
 
 EPILOG = """Examples:
 
@@ -31,6 +32,8 @@ EPILOG = """Examples:
   rmqstore dump-commitlog --from-offset 1073741824 --body text --limit 1
 
   rmqstore dump-commitlog --topic OrderTopic --body text --decompress --max-decompressed 1048576
+
+  rmqstore dump-commitlog --trace --key 7F0000011F9018B4AAC2139F6A3B0000 --format jsonl
 """
 
 
@@ -65,6 +68,7 @@ def dump_commitlog(
     seek: o.SeekOpt = True,
     compaction_log: o.CompactionLogOpt = None,
     summary: o.SummaryOpt = False,
+    trace: o.TraceOpt = False,
     sample: SampleOpt = None,
     max_bytes: MaxBytesOpt = None,
     fmt: FormatOpt = Fmt.table,
@@ -89,6 +93,10 @@ def dump_commitlog(
     the clock stepped back; where a queue shows them going back, every file is read). Not with
     --show-blank or --check-crc, which need every file.
 
+    --trace prints the trace topics' messages as the message-trace records their bodies
+    hold (docs/format/trace.md): a row per send, consume or transaction end, with the trace
+    message's offset; --key X keeps the records about message X (its msgId or a key).
+
     --compaction-log reads a 5.x compaction log (CompactionLog) instead: the gaps between its
     files and the zeros that end each are how the broker leaves them, and are not warned about.
     """
@@ -112,7 +120,11 @@ def dump_commitlog(
     for n in notes:
         lines.note(n)
     narrowing = Narrowing(sample, max_bytes)
-    if summary:
+    if trace:
+        check_trace_options(summary, show_blank, body.value, properties)
+        items = walk_items(ms, rng, flt, None, check_crc, False, True, narrowing)
+        shown = print_traces(ms, items, topic, key, fmt.value, zone, limit)
+    elif summary:
         shown = print_walk_summary(ms, rng, flt, fmt.value, limit, check_crc, narrowing)
     else:
         shown = print_walk(ms, rng, flt, fmt.value, zone, limit, show, show_blank, check_crc, narrowing)

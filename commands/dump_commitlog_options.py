@@ -50,3 +50,11 @@ SummaryOpt = Annotated[
         "--sample or --max-bytes also the counts scaled, as estimates.",
     ),
 ]
+TraceOpt = Annotated[
+    bool,
+    typer.Option(
+        "--trace",
+        help="Print the trace topics' messages (RMQ_SYS_TRACE_TOPIC and msgTraceTopicName, or --topic) as their "
+        "message-trace records, a row per record; with --key, only those about that msgId or key.",
+    ),
+]

@@ -54,6 +54,7 @@ def generate(
     transaction_ratio: o.TransactionRatioOpt = 0.05,
     transaction_outcomes: o.TransactionOutcomesOpt = None,
     pop_messages: o.PopMessagesOpt = 0,
+    trace_messages: o.TraceMessagesOpt = 0,
     retry_ratio: o.RetryRatioOpt = 0.0,
     ipv6_ratio: o.Ipv6RatioOpt = 0.05,
     compress_ratio: o.CompressRatioOpt = 0.0,
@@ -114,6 +115,7 @@ def generate(
         transaction_ratio=transaction_ratio,
         transaction_outcomes=transaction_outcomes,
         pop_messages=pop_messages,
+        trace_messages=trace_messages,
         retry_ratio=retry_ratio,
         ipv6_ratio=ipv6_ratio,
         shared_key_ratio=shared_key_ratio,
@@ -125,10 +127,8 @@ def generate(
         overdue_timer_ratio=overdue_timer_ratio,
     )
     sizes = o.size_settings(commitlog_file_size, cq_file_size, index_slots, index_max)
-    job = generate_run.GenerateJob(
-        store, append, broker_conf, sizes, broker_version, append_prop_crc, timer_ratio, dledger, lmq_ratio,
-        compaction_run, from_jsonl, workload, delay_offset_lag,
-    )  # fmt: skip
+    job = generate_run.GenerateJob(store, append, broker_conf, sizes, broker_version, append_prop_crc, timer_ratio,
+        dledger, lmq_ratio, compaction_run, from_jsonl, workload, delay_offset_lag)  # fmt: skip
     check_version(broker_version)
     check_outcomes(transaction_outcomes)
     check_5x_topics(broker_version, topics, bcq_topics, compaction_topics or compaction_run, not job.new_store)

@@ -65,6 +65,14 @@ PopMessagesOpt = Annotated[
         "the due ones revived into the retry topic, the revive offsets in consumerOffset.json.",
     ),
 ]
+TraceMessagesOpt = Annotated[
+    int,
+    typer.Option(
+        min=0,
+        help="Messages sent and consumed with message trace on: their Pub, SubBefore and SubAfter trace "
+        "messages in the trace topic (msgTraceTopicName, default RMQ_SYS_TRACE_TOPIC).",
+    ),
+]
 
 RetryRatioOpt = Annotated[
     float,

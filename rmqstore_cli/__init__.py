@@ -65,6 +65,7 @@ _EXPORTS = {
     "PopGroup": "rmqstore_cli.api.incident_records",
     "ReviveQueue": "rmqstore_cli.api.incident_records",
     "PopReport": "rmqstore_cli.api.incident_records",
+    "TraceRecord": "rmqstore_cli.api.trace_records",
     "Epoch": "rmqstore_cli.api.epoch_records",
     "EpochFinding": "rmqstore_cli.api.epoch_records",
     "EpochReport": "rmqstore_cli.api.epoch_records",
@@ -147,6 +148,7 @@ if TYPE_CHECKING:  # for type checkers and editors (``X as X``: an explicit re-e
         Store as Store,
         open_store as open_store,
     )
+    from rmqstore_cli.api.trace_records import TraceRecord as TraceRecord
     from rmqstore_cli.errors import (
         FileSizeError as FileSizeError,
         NotFound as NotFound,

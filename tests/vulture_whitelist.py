@@ -70,3 +70,18 @@ _topic_table, _kern  # verify: per-run caches stored in __dict__ and read back w
     max_late_ms,
     not_enqueued,
 )  # api/incident_records.py Overdue* and store/overdue.py TimerState fields: dump-timer --overdue's JSON keys
+traces  # api/store.py Store.traces: the public library (rmqstore_cli.__all__), called by scripts; tests/commands
+(
+    region_id,
+    client_host,
+    cost_time,
+    msg_type,
+    success,
+    retry_times,
+    context_code,
+    transaction_id,
+    transaction_state,
+    from_transaction_check,
+    trace_offset,
+    trace_store_timestamp,
+)  # api/trace_records.py TraceRecord fields: dump-commitlog --trace's JSON keys (as_dict walks them)

@@ -57,6 +57,7 @@ from rmqstore_cli.store.message_store import MessageStore
 from rmqstore_cli.times import LONG_MAX, check_window, parse_time, parse_tz
 
 if TYPE_CHECKING:
+    from rmqstore_cli.api.trace_records import TraceRecord
     from rmqstore_cli.store.config import StoreConfig
 
 #: What a time argument may be: epoch milliseconds, an aware (or local) datetime, or a string
@@ -513,6 +514,40 @@ class Store:
             [TransactionGroup(**g) for g in got.groups],
             {"store": str(self.path), **got.summary, "groups": len(got.groups)},
         )
+
+    def traces(
+        self,
+        topic: str | None = None,
+        msg_id: str | None = None,
+        key: str | None = None,
+        begin: TimeLike | None = None,
+        end: TimeLike | None = None,
+    ) -> list[TraceRecord]:
+        """What message trace says happened: the trace records (sends, consumes before and
+        after, transaction ends; ``TraceDataEncoder#decoderFromTraceDataString``) of the trace
+        topics' messages (``topic``, else ``RMQ_SYS_TRACE_TOPIC`` and the broker's
+        ``msgTraceTopicName``) stored in ``[begin, end]``, only those about ``msg_id`` and
+        ``key`` when given, in the time order each record gives (store/trace.py). ``msg_id``
+        is the client's msgId (UNIQ_KEY, any case): only the trace messages KEYed by it are
+        read, as the client keys them (``TraceDataEncoder#encoderFromContextBean``); an
+        offset msgId, which no trace message is keyed by, is found in its Pub record by a
+        walk of every trace message, then answered as the msgId that Pub names."""
+        from rmqstore_cli.api.trace_records import TraceRecord
+        from rmqstore_cli.store import trace
+
+        topics = trace.trace_topics(self.engine.config, topic)
+        one = next(iter(topics)) if len(topics) == 1 else None
+
+        def rows(narrow: str | None, about: str | None) -> list[dict[str, Any]]:
+            flt = self.filter(one, begin, end, key=narrow)
+            return list(trace.trace_rows(trace.messages_of(self._walk(flt, None, None, False)), topics, about, key))
+
+        mid = None if msg_id is None else msg_id.upper()  # createUniqID: upper-case hex
+        got = rows(mid if mid is not None else key, mid)
+        if mid is not None and not got:  # an offset msgId: no trace message is KEYed by it, its Pub names it
+            pubs = {r["msg_id"] for r in rows(key, mid) if r["offset_msg_id"] == mid}
+            got = [r for p in pubs for r in rows(p, p)]
+        return [TraceRecord(**r) for r in trace.time_order(got)]
 
     def epochs(self, *, messages: bool = False) -> EpochReport | None:
         """The 5.x controller-mode epoch file (``epochFileCheckpoint``, or its ``.bak`` where

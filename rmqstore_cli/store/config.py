@@ -46,6 +46,7 @@ class StoreConfig:
     store_type: str = "default"
     broker_cluster_name: str = "DefaultCluster"
     transaction_check_max: int = 15  # BrokerConfig: the checks before a half is given up
+    msg_trace_topic_name: str = "RMQ_SYS_TRACE_TOPIC"  # BrokerConfig: the trace topic clients send to
     # 5.x timer store (``MessageStoreConfig``; docs/format/timer.md)
     timer_wheel_enable: bool = True
     timer_precision_ms: int = 1000

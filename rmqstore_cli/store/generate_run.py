@@ -91,6 +91,7 @@ def write(
         else:
             w = dict(job.workload, start_ms=start_ms(job.workload.get("start_ms"), writer))
             pop_messages = w.pop("pop_messages", 0)
+            trace_messages = w.pop("trace_messages", 0)
             opts = WorkloadOptions(
                 **w,
                 broker_version=job.broker_version,
@@ -108,6 +109,12 @@ def write(
 
                 start = max(writer.last_store_timestamp or 0, opts.start_ms + opts.span_ms)
                 append_pop(writer, pop_messages, opts.seed, pop_topics(workload), opts.queues, start, zone)
+            if trace_messages:  # generate --trace-messages (store/trace_generate.py)
+                from rmqstore_cli.store.trace_generate import append_traces
+
+                start = max(writer.last_store_timestamp or 0, opts.start_ms + opts.span_ms)
+                topics = pop_topics(workload)
+                append_traces(writer, trace_messages, opts.seed, topics, opts.queues, start, zone, job.broker_version)
     finally:
         writer.close()
     if job.delay_offset_lag is not None:  # the delay service left behind (store/delay_offsets.py)
@@ -130,7 +137,7 @@ def check_overdue_options(job: GenerateJob) -> None:
 
 def check_pop(job: GenerateJob) -> None:
     """POP consumption (5.0+) written only as a 5.x broker writes it, and never into a
-    replayed dump."""
+    replayed dump; nor traced sends into one."""
     from rmqstore_cli.errors import UsageError
 
     if job.workload.get("pop_messages") and (job.broker_version != "5" or job.from_jsonl is not None):
@@ -138,6 +145,8 @@ def check_pop(job: GenerateJob) -> None:
             f"{setting('pop_messages')}: POP consumption is a 5.x broker's; it needs {setting('broker_version')} 5 "
             f"(and no {setting('from_jsonl')})"
         )
+    if job.workload.get("trace_messages") and job.from_jsonl is not None:
+        raise UsageError(f"{setting('trace_messages')} traces a workload's sends: not with {setting('from_jsonl')}")
 
 
 def pop_topics(workload) -> list[str]:

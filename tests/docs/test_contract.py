@@ -91,6 +91,15 @@ def test_dump_commitlog_decompressed_records(tmp_path):
     assert any(r.get("compression") == "zlib" and "body_decompressed_size" in r for r in recs)
 
 
+def test_dump_commitlog_trace_records(tmp_path):
+    s = tmp_path / "t"
+    jsonl("generate", "--store", s, "--messages", "60", "--trace-messages", "12")
+    recs = jsonl("dump-commitlog", "--store", s, "--trace")
+    _check_all(recs, lambda r: "trace-record")
+    assert {r["type"] for r in recs} == {"Pub", "SubBefore", "SubAfter"}
+    _json_equals_jsonl("dump-commitlog", "--store", s, "--trace")
+
+
 def test_dump_cq_records(sample):
     s, m = sample["store"], sample["msg"]
     _check_all(jsonl("dump-cq", m["topic"], str(m["queue_id"]), "--store", s), lambda r: "cq-unit")

@@ -1,0 +1,143 @@
+"""Message trace: ``generate --trace-messages`` stores, read back by ``dump-commitlog --trace``
+and ``Store.traces``, checked against what this test works out from ``dump-commitlog
+--format jsonl --body text`` alone: each trace message's body split on the client's
+separators by hand, each Pub context matched to the traced message it names."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+
+import pytest
+
+from rmqstore_cli import open_store
+from tests.helpers import cli, generate
+
+TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
+#: where the msgId is among a context's fields after its type (TraceDataEncoder#encoderFromContextBean)
+MSG_ID_AT = {"Pub": 4, "SubBefore": 4, "SubAfter": 1}
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return generate(tmp_path_factory.mktemp("trace") / "s", "--trace-messages", "40", messages=300)
+
+
+def jsonl(*args: object) -> list[dict]:
+    r = cli(*map(str, args), "--format", "jsonl")
+    assert r.exit_code == 0, r.stderr
+    return [json.loads(x) for x in r.stdout.splitlines()]
+
+
+def by_hand(messages: list[dict]) -> list[tuple[int, str, list[str]]]:
+    """(trace message offset, type, fields) per context, split here on chars 2 and 1."""
+    out = []
+    for m in messages:
+        if m["topic"] == TRACE_TOPIC:
+            for ctx in m["body"].split("\x02")[:-1]:
+                kind, *fields = ctx.split("\x01")
+                out.append((m["physical_offset"], kind, fields))
+    return out
+
+
+def test_trace_rows_match_the_bodies_and_the_traced_messages(store: Path) -> None:
+    messages = jsonl("dump-commitlog", "--store", store, "--body", "text")
+    expected = by_hand(messages)
+    rows = jsonl("dump-commitlog", "--store", store, "--trace")
+    assert [(r["trace_offset"], r["type"]) for r in rows] == [(o, k) for o, k, _ in expected]
+    pubs = [r for r in rows if r["type"] == "Pub"]
+    assert len(pubs) == 40
+    by_uniq = {m["properties"].get("UNIQ_KEY"): m for m in messages if m["topic"] != TRACE_TOPIC}
+    for p in pubs:  # each Pub names a message that is in the store, as it is there
+        m = by_uniq[p["msg_id"]]
+        assert (p["topic"], p["tags"], p["keys"]) == (m["topic"], m["tags"], m["properties"]["KEYS"])
+        assert (p["offset_msg_id"], p["body_length"], p["store_host"]) == (m["msg_id"], m["body_size"], m["store_host"])
+        assert p["success"] is True and p["msg_type"] == "Normal_Msg"
+    for m in messages:  # a trace message is keyed by the msgIds and keys of what it traces
+        if m["topic"] == TRACE_TOPIC:
+            ids = {f[MSG_ID_AT[k]] for o, k, f in expected if o == m["physical_offset"]}
+            assert ids and ids <= set(m["keys"])
+
+
+def test_what_happened_to_one_message(store: Path) -> None:
+    """``Store.traces(msg_id=...)``: every record about it in time order, the same rows
+    ``dump-commitlog --trace --key`` prints (in commit-log order)."""
+    rows = jsonl("dump-commitlog", "--store", store, "--trace")
+    consumed = {r["msg_id"] for r in rows if r["type"] == "SubAfter"}
+    retried = sorted({r["msg_id"] for r in rows if r["type"] == "SubBefore" and r["retry_times"] == 1})
+    assert retried, "the workload has a retried consume"
+    target = retried[0]
+    with open_store(store) as s:
+        got = s.traces(msg_id=target.lower())
+        assert [t.type for t in got] == ["Pub", "SubBefore", "SubAfter", "SubBefore", "SubAfter"]
+        assert [t.success for t in got if t.type == "SubAfter"] == [False, True]
+        assert [t.timestamp for t in got] == sorted(t.timestamp for t in got)  # type: ignore[type-var]
+        mine = [r for r in rows if r["msg_id"] == target]
+        assert sorted(t.as_dict()["trace_offset"] for t in got) == sorted(r["trace_offset"] for r in mine)
+        assert {json.dumps(t.as_dict(), sort_keys=True) for t in got} == {json.dumps(r, sort_keys=True) for r in mine}
+        assert [t.trace_offset for t in s.traces(msg_id=got[0].offset_msg_id)] == [t.trace_offset for t in got]
+        key = got[0].key_list()[0]
+        assert {t.msg_id for t in s.traces(key=key)} == {target}
+        assert len(s.traces()) == len(rows) and len(consumed) < 40
+    cli_rows = jsonl("dump-commitlog", "--store", store, "--trace", "--key", target)
+    assert [r["trace_offset"] for r in cli_rows] == sorted(r["trace_offset"] for r in mine)
+
+
+def test_trace_refuses_message_only_options(store: Path) -> None:
+    r = cli("dump-commitlog", "--store", str(store), "--trace", "--body", "text")
+    assert r.exit_code == 2 and "--body" in r.stderr
+    r = cli("dump-commitlog", "--store", str(store), "--trace", "--key", "no-such-key")
+    assert r.exit_code == 1
+
+
+def test_trace_messages_not_into_a_replayed_dump(tmp_path: Path) -> None:
+    r = cli("generate", "--store", str(tmp_path / "s"), "--from-jsonl", "-", "--trace-messages", "3", input="")
+    assert r.exit_code == 2 and "--trace-messages" in r.stderr and not (tmp_path / "s" / "commitlog").exists()
+
+
+def test_the_brokers_own_trace_topic(tmp_path: Path) -> None:
+    """A broker.conf's msgTraceTopicName is where generate sends the traces and where
+    --trace reads them with that conf; without it, --topic names the topic."""
+    conf = tmp_path / "broker.conf"
+    conf.write_text("msgTraceTopicName=OurTraces\n", encoding="utf-8")
+    s = generate(tmp_path / "s", "--trace-messages", "5", "--broker-conf", str(conf), messages=30)
+    topics = {m["topic"] for m in jsonl("dump-commitlog", "--store", s)}
+    assert "OurTraces" in topics and TRACE_TOPIC not in topics
+    with_conf = jsonl("dump-commitlog", "--store", s, "--broker-conf", conf, "--trace")
+    assert {r["trace_topic"] for r in with_conf} == {"OurTraces"} and sum(r["type"] == "Pub" for r in with_conf) == 5
+    assert jsonl("dump-commitlog", "--store", s, "--trace", "--topic", "OurTraces") == with_conf
+    assert cli("dump-commitlog", "--store", str(s), "--trace").stdout.count("Pub") == 0
+
+
+def test_every_type_and_older_clients_in_a_store(tmp_path: Path) -> None:
+    """A trace message holding an EndTransaction, a 13-field Pub (no offset msgId), a
+    6-field SubAfter (no time) and a Recall, replayed into a store: ``Store.traces`` finds
+    them by msgId in any case, the timeless SubAfter placed at its message's store time."""
+    c, f = "\x01", "\x02"
+    contexts = [
+        ["EndTransaction", "1767225600050", "R", "pg", "OrderTopic", "MSG1", "TagA", "k1", "10.0.0.5:10911", "1",
+         "TX1", "COMMIT_MESSAGE", "true"],
+        ["Pub", "1767225600000", "R", "pg", "OrderTopic", "MSG1", "TagA", "k1", "10.0.0.5:10911", "12", "3", "1",
+         "true"],
+        ["SubAfter", "REQ", "MSG1", "5", "true", "k1"],
+        ["Recall", "1767225600200", "R", "pg", "OrderTopic", "MSG1", "true"],
+    ]  # fmt: skip
+    body = "".join(c.join(x) + f for x in contexts).encode()
+    rec = {"topic": TRACE_TOPIC, "queue_id": 0, "queue_offset": 0, "physical_offset": 0, "flag": 0, "sys_flag": 0}
+    rec |= {"born_timestamp": 1767225600300, "store_timestamp": 1767225600301, "reconsume_times": 0}
+    rec |= {"born_host": "172.16.9.10:50001", "store_host": "10.0.0.5:10911", "prepared_transaction_offset": 0}
+    rec |= {"properties": {"KEYS": "MSG1 k1"}, "properties_string": "KEYS\x01MSG1 k1\x02", "magic": "v1"}
+    rec |= {"body": base64.b64encode(body).decode()}
+    src = tmp_path / "one.jsonl"
+    src.write_text(json.dumps(rec) + "\n", encoding="utf-8")
+    assert cli("generate", "--store", str(tmp_path / "s"), "--from-jsonl", str(src), "-q").exit_code == 0
+    with open_store(tmp_path / "s") as s:
+        got = s.traces(msg_id="msg1")
+    assert [t.type for t in got] == ["Pub", "EndTransaction", "Recall", "SubAfter"]
+    pub, end, recall, after = got
+    assert pub.success is True and pub.offset_msg_id is None and pub.msg_type == "Trans_Msg_Half"
+    assert (end.transaction_id, end.transaction_state, end.from_transaction_check) == ("TX1", "COMMIT_MESSAGE", True)
+    assert recall.success is True and recall.topic == "OrderTopic"
+    assert after.timestamp is None and after.context_code is None and after.field_count == 6
+    assert after.trace_store_timestamp == 1767225600301
