@@ -131,3 +131,16 @@ def test_a_store_without_both_is_refused(sample_tarball):
 
     with open_store(sample_tarball("rocksdb") / "store") as s, pytest.raises(StoreError, match="double-writing"):
         s.compare_consume_queues()
+
+
+@pytest.mark.slow
+def test_the_spark_engine_reports_the_same_drift(double_write, tmp_path):
+    pytest.importorskip("pyspark", reason="needs the spark extra: pip install -e '.[spark]'")
+    store = damaged(double_write, tmp_path / "store")
+    got = {}
+    for engine in ("local", "spark"):
+        r = cli("verify", "-s", store, "--engine", engine, "--spark-master", "local[1]", "--format", "json")
+        got[engine] = sorted(
+            (f["check"], f["topic"], f["queue_id"], f["detail"]) for f in json.loads(r.stdout)["findings"]
+        )
+    assert got["spark"] == got["local"] and len(got["local"]) == 2
