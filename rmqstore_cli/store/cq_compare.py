@@ -18,11 +18,16 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 from rmqstore_cli.formats.consume_queue import PRE_BLANK_SIZE
 
 from rmqstore_cli.store.mapped_files import queue_dirs
+
+if TYPE_CHECKING:  # numpy-backed readers, imported where a queue is opened
+    from rmqstore_cli.store.consume_queue import ConsumeQueue
+    from rmqstore_cli.store.rocksdb_cq import RocksDBConsumeQueues, RocksDBQueue
 
 #: Cq offsets compared per step (three int64 arrays and a mask per side).
 STEP = 1 << 16
@@ -59,7 +64,7 @@ def has_file_queues(consumequeue_dir: Path) -> bool:
     return next(queue_dirs(consumequeue_dir), None) is not None
 
 
-def _side(q, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+def _side(q: ConsumeQueue | RocksDBQueue | None, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
     """(held mask, units as an (n, 3) int64 array) of ``q`` over cq offsets ``[lo, hi)``."""
     n = max(0, hi - lo)
     held = np.zeros(n, bool)
@@ -75,7 +80,7 @@ def _side(q, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
     return held, units
 
 
-def _file_bounds(cq) -> tuple[int, int]:
+def _file_bounds(cq: ConsumeQueue) -> tuple[int, int]:
     """(first real unit, end) of a file queue: pre-blank units below a queue's start are
     not units (``ConsumeQueue#fillPreBlank``)."""
     end = cq.max_offset
@@ -87,7 +92,9 @@ def _file_bounds(cq) -> tuple[int, int]:
     return end, end
 
 
-def compare_queue(topic: str, queue_id: int, file_cq, rocks_q) -> QueueComparison:
+def compare_queue(
+    topic: str, queue_id: int, file_cq: ConsumeQueue | None, rocks_q: RocksDBQueue | None
+) -> QueueComparison:
     """Compare one queue; ``file_cq`` / ``rocks_q`` None when that side lacks it."""
     f_lo, f_hi = _file_bounds(file_cq) if file_cq is not None else (0, 0)
     r_lo, r_hi = rocks_q.key_bounds if rocks_q is not None else (0, 0)
@@ -129,7 +136,11 @@ def _unit(held: np.ndarray, units: np.ndarray, i: int) -> UnitTuple | None:
 
 
 def compare_stores(
-    consumequeue_dir: Path, cq_file_size: int, rocks, topic: str | None = None, queue_id: int | None = None
+    consumequeue_dir: Path,
+    cq_file_size: int,
+    rocks: RocksDBConsumeQueues,
+    topic: str | None = None,
+    queue_id: int | None = None,
 ) -> Iterator[QueueComparison]:
     """Every queue of either side (or those of ``topic``/``queue_id``), sorted: the file
     queues under ``consumequeue_dir`` against ``rocks`` (a ``RocksDBConsumeQueues``)."""

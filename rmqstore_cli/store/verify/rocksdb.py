@@ -15,7 +15,7 @@ import os
 from rmqstore_cli.formats.rocksdb_cq import CQ_VALUE_SIZE, OFFSET_CF
 
 from rmqstore_cli.errors import StoreError
-from rmqstore_cli.store.cq_compare import compare_stores, has_file_queues
+from rmqstore_cli.store.cq_compare import QueueComparison, compare_stores, has_file_queues
 from rmqstore_cli.store.verify.findings import CHECKS, ERROR, INFO, WARNING
 
 #: The ``rocksdb.*`` checks, merged into ``findings.CHECKS``.
@@ -107,7 +107,7 @@ class RocksDBChecks:
             )
         return True
 
-    def _double_write(self, c, rel: str) -> None:
+    def _double_write(self, c: QueueComparison, rel: str) -> None:
         """One queue of both consume queues (``CombineConsumeQueueStore#checkSelf``'s question)."""
         name = f"{c.topic}/{c.queue_id}"
         where = {"topic": c.topic, "queue_id": c.queue_id}
