@@ -28,6 +28,11 @@ Rows:
   needs; since the engine's loops are C, built at install, they run whenever built and
   only dump's JSON renderer has a threshold), beside ``--help``; and ``dump-commitlog
   --format jsonl`` of it the same way;
+* ``incident``: ``transactions`` and ``pop`` (``--now`` after every store time) over a
+  second store of ``--messages`` sends written untimed by ``generate --broker-version 5
+  --transaction-ratio 0.05 --pop-messages N/20`` (:func:`incident_store`), and ``diff`` of
+  the main store against a copy of itself (every file compared to its last byte): CPU and
+  wall only, no records/s (the naive reader reads the main store, one store);
 * ``many queues``: ``generate``, ``verify`` and ``rebuild-index --output`` of a store of
   20 000 one-queue topics holding 40 000 sends (:data:`MANY_QUEUES`): CPU per queue, not
   per record (no records/s);
@@ -124,6 +129,29 @@ def run(argv: list[str], env: dict | None = None, stdout=None) -> tuple[float, f
     return cpu, time.perf_counter() - t, head
 
 
+#: The incident rows' "now": after every generated store time (generate's clock starts in 2024).
+NOW = "2030-01-01T00:00:00Z"
+
+
+def incident_store(messages: int) -> list[str]:
+    """generate's arguments for the incident rows' store (untimed): ``messages`` sends, a 5.x
+    broker's with 5 % transactional sends and a POP group that popped a twentieth of them."""
+    return [
+        "--messages",
+        str(messages),
+        "--body-size",
+        "256",
+        "--broker-version",
+        "5",
+        "--transaction-ratio",
+        "0.05",
+        "--pop-messages",
+        str(max(100, messages // 20)),
+        "--seed",
+        "1",
+    ]
+
+
 #: The many-queue rows' store: 20 000 one-queue topics of 2 sends each, where the cost per
 #: queue (files opened and mapped, tables per topic), not per record, is what is measured.
 MANY_QUEUES = ["--topics", "20000", "--queues", "1", "--messages", "40000", "--seed", "1"]
@@ -139,7 +167,7 @@ def rows(a, d: Path) -> list[tuple[str, list[str], dict, str]]:
 
 
 def _rows(a, d: Path) -> list[tuple[str, list[str], dict, str]]:
-    s, small, many = str(d / "store"), str(d / "small"), str(d / "many")
+    s, small, many, inc = str(d / "store"), str(d / "small"), str(d / "many"), str(d / "incident")
 
     def cold() -> dict[str, str]:
         return {"NUMBA_CACHE_DIR": tempfile.mkdtemp(prefix="numba-", dir=d)}
@@ -205,6 +233,14 @@ def _rows(a, d: Path) -> list[tuple[str, list[str], dict, str]]:
             "queues",
         ),
         (
+            "incident: transactions",
+            CLI + ["transactions", "--store", inc, "--now", NOW, "--format", "json"],
+            {},
+            "incident",
+        ),
+        ("incident: pop", CLI + ["pop", "--store", inc, "--now", NOW, "--format", "json"], {}, "incident"),
+        ("incident: diff", CLI + ["diff", s, str(d / "store-copy"), "--format", "json"], {}, "incident"),
+        (
             "first run: verify 1k, forced, empty cache",
             FORCED + ["verify", "--store", small, "--format", "json"],
             cold(),
@@ -230,11 +266,21 @@ def _prepare(name: str, d: Path) -> None:
         "export (local, no body)": ["export"],
     }.get(name, []):
         shutil.rmtree(d / sub, ignore_errors=True)
+    if name.startswith("incident: ") and not (d / "incident").exists():
+        run(CLI + ["generate", "--store", str(d / "incident"), *incident_store(incident_messages(d))])
+    if name == "incident: diff" and not (d / "store-copy").exists():
+        shutil.copytree(d / "store", d / "store-copy")  # the same snapshot twice: every byte compared
     if name == "generate --from-jsonl" and not (d / "dump.jsonl").exists():
         with open(d / "dump.jsonl", "wb") as f:
             run(
                 CLI + ["dump-commitlog", "--store", str(d / "store"), "--format", "jsonl", "--body", "base64"], stdout=f
             )
+
+
+def incident_messages(d: Path) -> int:
+    """The main store's send count (``main`` records it in ``d``), for the incident store."""
+    f = d / "messages"
+    return int(f.read_text()) if f.exists() else 1_000_000
 
 
 def warm_up(d: Path, pythons: list[str]) -> None:
@@ -291,6 +337,7 @@ def main() -> None:
         print(naive(a.naive))
         return
     a.dir.mkdir(parents=True, exist_ok=True)
+    (a.dir / "messages").write_text(str(a.messages))
     warm_up(a.dir, [sys.executable] + ([a.before] if a.before else []))
     out, records, warm = [], 0, {}
     loops = extensions()

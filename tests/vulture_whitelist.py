@@ -40,6 +40,7 @@ _topic_table, _kern  # verify: per-run caches stored in __dict__ and read back w
     consume_queue_units,
     dispatch_end,
     unreadable,
+    compare_consume_queues,
 )  # the public library (rmqstore_cli.__all__): called by scripts; tests/library
 (
     first_byte,

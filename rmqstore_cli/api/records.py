@@ -111,6 +111,41 @@ class QueueInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class QueueComparison:
+    """One queue of a double-writing 5.x store (``rocksdbCQDoubleWriteEnable``,
+    ``CombineConsumeQueueStore``): the file consume queue against the RocksDB one.
+    ``*_first``/``*_end``: the first unit each side holds and one past its last (0, 0: the
+    side has no such queue); ``differing``: cq offsets whose units differ; ``only_file`` /
+    ``only_rocksdb``: units one side holds and the other does not; ``first_difference``: the
+    lowest cq offset where they disagree, with each side's unit there as (commit-log offset,
+    size, tags code), None where that side has none."""
+
+    topic: str
+    queue_id: int
+    file_first: int
+    file_end: int
+    rocksdb_first: int
+    rocksdb_end: int
+    differing: int
+    only_file: int
+    only_rocksdb: int
+    first_difference: int | None
+    file_unit: tuple[int, int, int] | None
+    rocksdb_unit: tuple[int, int, int] | None
+
+    @property
+    def agrees(self) -> bool:
+        return self.first_difference is None
+
+    def as_dict(self) -> JSON:
+        d = {f.name: getattr(self, f.name) for f in fields(self)}
+        for k in ("file_unit", "rocksdb_unit"):
+            u = d[k]
+            d[k] = None if u is None else {"commitlog_offset": u[0], "size": u[1], "tags_code": u[2]}
+        return {**d, "agrees": self.agrees}
+
+
+@dataclass(frozen=True, slots=True)
 class QueueUnit:
     """One 20-byte consume-queue unit (``ConsumeQueue#putMessagePositionInfo``)."""
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as _dt
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -38,6 +38,7 @@ from rmqstore_cli.api.records import (
     Message,
     MessageId,
     OffsetAtTime,
+    QueueComparison,
     QueueInfo,
     QueueUnit,
     RebuildReport,
@@ -51,7 +52,7 @@ from rmqstore_cli.api.records import (
     TimerUnit,
     VerifyReport,
 )
-from rmqstore_cli.errors import UsageError
+from rmqstore_cli.errors import StoreError, UsageError
 from rmqstore_cli.store.filters import MessageFilter
 from rmqstore_cli.store.message_store import MessageStore
 from rmqstore_cli.times import LONG_MAX, check_window, parse_time, parse_tz
@@ -348,6 +349,21 @@ class Store:
         cq = self.engine.consume_queue(topic, queue_id)
         for u in cq.units(start, stop):
             yield QueueUnit(topic, queue_id, u.cq_offset, u.commitlog_offset, u.size, u.tags_code, u.file)
+
+    def compare_consume_queues(self, topic: str | None = None, queue_id: int | None = None) -> list[QueueComparison]:
+        """A double-writing 5.x store (``rocksdbCQDoubleWriteEnable``; ``CombineConsumeQueueStore``
+        from 5.3.2) keeps the file consume queue and the RocksDB one in the same
+        ``consumequeue/`` directory: compare them unit by unit, per queue of either (or those
+        of ``topic`` / ``queue_id``), sorted (store/cq_compare.py). A store without both is a
+        StoreError naming what is missing."""
+        from rmqstore_cli.store.cq_compare import compare_stores, has_file_queues
+
+        cq_dir = self.engine.config.consumequeue_dir
+        if self.engine.rocksdb_cq is None or not has_file_queues(cq_dir):
+            what = "RocksDB database" if self.engine.rocksdb_cq is None else "<topic>/<queueId> directories"
+            raise StoreError(f"not a double-writing store: consumequeue/ holds no {what}", path=cq_dir)
+        got = compare_stores(cq_dir, self.engine.config.cq_file_size, self.engine.rocksdb_cq, topic, queue_id)
+        return [QueueComparison(**asdict(c)) for c in got]
 
     # ------------------------------------------------------------------ look-ups
     def lookup(

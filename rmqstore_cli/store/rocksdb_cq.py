@@ -111,6 +111,10 @@ class ReadOnlyDB:
     """A RocksDB database opened read-only through :func:`safefs.shadow_dir` (module
     docstring), every column family raw bytes; :meth:`close` removes the shadow."""
 
+    #: Real directories in the database directory are left out of the shadow (only the
+    #: consume queue: a double-writing broker's topic directories sit beside its files).
+    skip_dirs = False
+
     def __init__(self, directory: Path, what: str):
         try:
             import rocksdict
@@ -119,7 +123,7 @@ class ReadOnlyDB:
                 f"reading {what} needs the rocksdict binding", path=directory, hint=EXTRA_HINT
             ) from None
         self.dir = Path(directory)
-        self._shadow = safefs.shadow_dir(self.dir)
+        self._shadow = safefs.shadow_dir(self.dir, self.skip_dirs)
         try:
             raw = rocksdict.Options(raw_mode=True)
             try:
@@ -150,6 +154,8 @@ class ReadOnlyDB:
 
 class RocksDBConsumeQueues(ReadOnlyDB):
     """The database, opened read-only once; one :class:`RocksDBQueue` per queue."""
+
+    skip_dirs = True  # rocksdbCQDoubleWriteEnable: consumequeue/<topic>/ beside the database
 
     def __init__(self, directory: Path):
         super().__init__(directory, "the RocksDB consume queue")

@@ -466,14 +466,16 @@ def data_segments(path, start: int, end: int) -> list[tuple[int, int]]:
     return segments
 
 
-def shadow_dir(directory) -> Path:
+def shadow_dir(directory, skip_dirs: bool = False) -> Path:
     """A fresh private temp directory of symbolic links to each regular file of
     ``directory`` (a RocksDB database), for a library that opens the files itself and
     writes beside them even when opening read-only (rocksdict writes
     ``rocksdict-config.json``, RocksDB its info ``LOG``): those land in the temp directory,
     and no byte of the store changes. Anything but a regular file in the database (a FIFO,
-    a device, a directory) is refused here, before the library could open it. The caller
-    removes the directory (:func:`remove_shadow`)."""
+    a device, a directory) is refused here, before the library could open it; with
+    ``skip_dirs`` real directories are left out instead (the double-writing broker's
+    ``consumequeue/<topic>/`` beside its database). The caller removes the directory
+    (:func:`remove_shadow`)."""
     import tempfile
 
     directory = Path(directory)
@@ -484,6 +486,8 @@ def shadow_dir(directory) -> Path:
     shadow = Path(tempfile.mkdtemp(prefix="rmqstore-rocksdb-"))
     try:
         for name in names:
+            if skip_dirs and stat.S_ISDIR(os.lstat(directory / name).st_mode):
+                continue
             _, what = stat_regular(directory / name, "read")
             if what is not None:
                 raise StoreError(f"{what} in a RocksDB database; only regular files are read", path=directory / name)

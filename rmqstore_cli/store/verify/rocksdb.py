@@ -15,6 +15,7 @@ import os
 from rmqstore_cli.formats.rocksdb_cq import CQ_VALUE_SIZE, OFFSET_CF
 
 from rmqstore_cli.errors import StoreError
+from rmqstore_cli.store.cq_compare import QueueComparison, compare_stores, has_file_queues
 from rmqstore_cli.store.verify.findings import CHECKS, ERROR, INFO, WARNING
 
 #: The ``rocksdb.*`` checks, merged into ``findings.CHECKS``.
@@ -35,6 +36,16 @@ ROCKSDB_CHECKS: dict[str, tuple[str, str]] = {
         "a queue's min or max row of the offset family is missing or disagrees with its units",
     ),
     "rocksdb.gap": (ERROR, "a queue has no unit for cq offsets between its first and its max"),
+    "cq.double-write-mismatch": (
+        ERROR,
+        "with rocksdbCQDoubleWriteEnable, a unit of the file consume queue and the RocksDB one differ at "
+        "one cq offset (commit-log offset, size or tags code): readers of the two disagree",
+    ),
+    "cq.double-write-extent": (
+        WARNING,
+        "with rocksdbCQDoubleWriteEnable, one consume queue holds units the other does not "
+        "(one dispatched further, or cleaned further)",
+    ),
     "rocksdb.checkpoint": (
         WARNING,
         "the dispatch checkpoint (CHECKPOINT_TOPIC) is missing or disagrees with the queues and the commit log",
@@ -84,6 +95,9 @@ class RocksDBChecks:
         for q in self.rocksdb.queues():
             self.queues[(q.topic.encode("utf-8", "surrogateescape"), q.queue_id)] = QueueState(q, self.root)
             self._rocksdb_queue_rows(q, rel)
+        if has_file_queues(cq_dir):  # rocksdbCQDoubleWriteEnable: the file queues beside it
+            for c in compare_stores(cq_dir, self.config.cq_file_size, self.rocksdb):
+                self._double_write(c, rel)
         for row in self.rocksdb.bad_rows:
             self._add(
                 "rocksdb.key" if "key" in row.problem else "rocksdb.value-size",
@@ -92,6 +106,32 @@ class RocksDBChecks:
                 f"{row.family} family, key {row.key[:80].hex()}: {row.problem}",
             )
         return True
+
+    def _double_write(self, c: QueueComparison, rel: str) -> None:
+        """One queue of both consume queues (``CombineConsumeQueueStore#checkSelf``'s question)."""
+        name = f"{c.topic}/{c.queue_id}"
+        where = {"topic": c.topic, "queue_id": c.queue_id}
+        if c.differing:
+            self._add(
+                "cq.double-write-mismatch",
+                rel,
+                None,
+                f"{name}: {c.differing} units differ; first at cq offset {c.first_difference}: "
+                f"file {c.file_unit}, rocksdb {c.rocksdb_unit} (commit-log offset, size, tags code)",
+                count=c.differing,
+                **where,
+            )
+        if c.only_file or c.only_rocksdb:
+            self._add(
+                "cq.double-write-extent",
+                rel,
+                None,
+                f"{name}: file units {c.file_first}..{c.file_end - 1}, rocksdb units "
+                f"{c.rocksdb_first}..{c.rocksdb_end - 1}: {c.only_file} only in the files, "
+                f"{c.only_rocksdb} only in rocksdb",
+                count=c.only_file + c.only_rocksdb,
+                **where,
+            )
 
     def _rocksdb_queue_rows(self, q, rel: str) -> None:
         """One queue's keys, values and offset rows (``#getMaxCqOffset``, ``#getMinCqOffset``)."""
