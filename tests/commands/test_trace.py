@@ -15,8 +15,11 @@ from rmqstore_cli import open_store
 from tests.helpers import cli, generate
 
 TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
+HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
 #: where the msgId is among a context's fields after its type (TraceDataEncoder#encoderFromContextBean)
-MSG_ID_AT = {"Pub": 4, "SubBefore": 4, "SubAfter": 1}
+MSG_ID_AT = {"Pub": 4, "SubBefore": 4, "SubAfter": 1, "EndTransaction": 4, "Recall": 4}
+#: MessageSysFlag.TRANSACTION_COMMIT_TYPE
+COMMIT_TYPE = 0x8
 
 
 @pytest.fixture(scope="module")
@@ -48,16 +51,63 @@ def test_trace_rows_match_the_bodies_and_the_traced_messages(store: Path) -> Non
     assert [(r["trace_offset"], r["type"]) for r in rows] == [(o, k) for o, k, _ in expected]
     pubs = [r for r in rows if r["type"] == "Pub"]
     assert len(pubs) == 40
-    by_uniq = {m["properties"].get("UNIQ_KEY"): m for m in messages if m["topic"] != TRACE_TOPIC}
-    for p in pubs:  # each Pub names a message that is in the store, as it is there
-        m = by_uniq[p["msg_id"]]
-        assert (p["topic"], p["tags"], p["keys"]) == (m["topic"], m["tags"], m["properties"]["KEYS"])
-        assert (p["offset_msg_id"], p["body_length"], p["store_host"]) == (m["msg_id"], m["body_size"], m["store_host"])
-        assert p["success"] is True and p["msg_type"] == "Normal_Msg"
+    by_offset_id = {m["msg_id"]: m for m in messages if m["topic"] != TRACE_TOPIC}
+    for p in pubs:  # each Pub names a message that is in the store, as it is there (a half: its real topic)
+        m = by_offset_id[p["offset_msg_id"]]
+        half = m["topic"] == HALF_TOPIC
+        topic = m["properties"]["REAL_TOPIC"] if half else m["topic"]
+        assert (p["msg_id"], p["topic"], p["tags"], p["keys"]) == (
+            m["properties"]["UNIQ_KEY"], topic, m["tags"], m["properties"]["KEYS"])  # fmt: skip
+        assert (p["body_length"], p["store_host"]) == (m["body_size"], m["store_host"])
+        assert p["success"] is True and p["msg_type"] == ("Trans_Msg_Half" if half else "Normal_Msg")
     for m in messages:  # a trace message is keyed by the msgIds and keys of what it traces
         if m["topic"] == TRACE_TOPIC:
             ids = {f[MSG_ID_AT[k]] for o, k, f in expected if o == m["physical_offset"]}
             assert ids and ids <= set(m["keys"])
+
+
+@pytest.fixture(scope="module")
+def tx_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    extra = ("--broker-version", "5", "--trace-messages", "60", "--transaction-ratio", "0.5")
+    return generate(tmp_path_factory.mktemp("trace-tx") / "s", *extra, messages=200)
+
+
+def test_transaction_ends_recounted_by_hand(tx_store: Path) -> None:
+    """Transactional traced sends: each Pub of a half (msgType 1) shares its trace message
+    with one EndTransaction of its msgId (msgType 2, transactionId the msgId); an UNKNOW
+    answer is followed, in a later trace message, by the check's COMMIT_MESSAGE; the store
+    holds the half (put back once per check), a commit record naming the last half for
+    every commit, none for a rollback. Counted from the bodies split by hand, then held
+    against ``--trace``'s rows."""
+    messages = jsonl("dump-commitlog", "--store", tx_store, "--body", "text")
+    ctxs = by_hand(messages)
+    pubs = {f[4]: (o, f) for o, k, f in ctxs if k == "Pub"}
+    halves = {i for i, (_, f) in pubs.items() if f[10] == "1"}
+    ends = [(o, f) for o, k, f in ctxs if k == "EndTransaction"]
+    assert len(ends) > 5 and all(f[8] == "2" and f[9] == f[4] and len(f) == 12 for _, f in ends)
+    first = {f[4]: (o, f[10]) for o, f in ends if f[11] == "false"}
+    checked = {f[4]: (o, f[10]) for o, f in ends if f[11] == "true"}
+    assert set(first) == halves and len(first) == sum(f[11] == "false" for _, f in ends)
+    assert all(first[i][0] == pubs[i][0] for i in halves)  # flushed together: one trace message
+    states = {i: st for i, (_, st) in first.items()}
+    assert set(states.values()) == {"COMMIT_MESSAGE", "ROLLBACK_MESSAGE", "UNKNOW"}
+    unknown = {i for i, st in states.items() if st == "UNKNOW"}
+    assert set(checked) == unknown and all(o > first[i][0] and st == "COMMIT_MESSAGE" for i, (o, st) in checked.items())
+    half_at: dict[str, list[int]] = {}
+    commits = {}
+    for m in messages:
+        if m["topic"] == HALF_TOPIC:
+            half_at.setdefault(m["uniq_key"], []).append(m["physical_offset"])
+        elif m["sys_flag"] & COMMIT_TYPE:
+            commits[m["uniq_key"]] = m["prepared_transaction_offset"]
+    committed = {i for i, st in states.items() if st != "ROLLBACK_MESSAGE"}
+    assert committed <= set(commits) and not (halves - committed) & set(commits)
+    assert all(len(half_at[i]) == 1 + (i in unknown) and commits[i] == half_at[i][-1] for i in committed)
+    rows = [r for r in jsonl("dump-commitlog", "--store", tx_store, "--trace") if r["type"] == "EndTransaction"]
+    assert [(r["trace_offset"], r["msg_id"], r["transaction_id"]) for r in rows] == [(o, f[4], f[9]) for o, f in ends]
+    assert [(r["transaction_state"], r["from_transaction_check"]) for r in rows] == [
+        (f[10], f[11] == "true") for _, f in ends]  # fmt: skip
+    assert {r["msg_type"] for r in rows} == {"Trans_msg_Commit"}
 
 
 def test_what_happened_to_one_message(store: Path) -> None:
