@@ -191,3 +191,47 @@ def test_every_type_and_older_clients_in_a_store(tmp_path: Path) -> None:
     assert recall.success is True and recall.topic == "OrderTopic"
     assert after.timestamp is None and after.context_code is None and after.field_count == 6
     assert after.trace_store_timestamp == 1767225600301
+
+
+def trace_record(i: int, keys: str, contexts: list[list[str]]) -> dict:
+    """A trace message for ``generate --from-jsonl``: queue offset ``i``, KEYS ``keys``."""
+    body = "".join("\x01".join(x) + "\x02" for x in contexts).encode()
+    rec = {"topic": TRACE_TOPIC, "queue_id": 0, "queue_offset": i, "flag": 0, "sys_flag": 0, "reconsume_times": 0}
+    rec |= {"born_timestamp": 1767225600300 + i, "store_timestamp": 1767225600301 + i, "magic": "v1"}
+    rec |= {"born_host": "172.16.9.10:50001", "store_host": "10.0.0.5:10911", "prepared_transaction_offset": 0}
+    rec |= {"properties": {"KEYS": keys}, "properties_string": f"KEYS\x01{keys}\x02"}
+    return rec | {"body": base64.b64encode(body).decode()}
+
+
+def test_trace_key_is_exact_not_a_prefix(tmp_path: Path) -> None:
+    """``--trace --key X`` keeps the records whose msgId is X or whose keys hold X, exactly:
+    MSG1 and k1 are prefixes of MSG10 and k10, and of a trace message holding both."""
+    pub = ["Pub", "1767225600000", "R", "pg", "T", "{id}", "TagA", "{keys}", "10.0.0.5:10911", "12", "3", "0", "true"]
+    before = ["SubBefore", "1767225600100", "R", "cg", "REQ", "{id}", "0", "{keys}"]
+
+    def ctx(tpl: list[str], msg_id: str, keys: str) -> list[str]:
+        return [x.format(id=msg_id, keys=keys) for x in tpl]
+
+    recs = [
+        trace_record(0, "MSG1 k1", [ctx(pub, "MSG1", "k1")]),
+        trace_record(1, "MSG10 k10 k1x", [ctx(pub, "MSG10", "k10 k1x")]),
+        trace_record(2, "MSG1 k1 MSG10 k10 k1x", [ctx(before, "MSG1", "k1"), ctx(before, "MSG10", "k10 k1x")]),
+    ]
+    src = tmp_path / "traces.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in recs), encoding="utf-8")
+    s = tmp_path / "s"
+    assert cli("generate", "--store", str(s), "--from-jsonl", str(src), "-q").exit_code == 0
+    every = jsonl("dump-commitlog", "--store", s, "--trace")
+    assert [(r["type"], r["msg_id"]) for r in every] == [
+        ("Pub", "MSG1"), ("Pub", "MSG10"), ("SubBefore", "MSG1"), ("SubBefore", "MSG10")]  # fmt: skip
+
+    def about(key: str) -> list[tuple[str, str]]:
+        return [(r["type"], r["msg_id"]) for r in jsonl("dump-commitlog", "--store", s, "--trace", "--key", key)]
+
+    assert about("MSG1") == about("k1") == [("Pub", "MSG1"), ("SubBefore", "MSG1")]
+    assert about("MSG10") == about("k10") == about("k1x") == [("Pub", "MSG10"), ("SubBefore", "MSG10")]
+    for partial in ("MSG", "k", "SG1", "msg1"):  # no substring, no other case
+        r = cli("dump-commitlog", "--store", str(s), "--trace", "--key", partial)
+        assert r.exit_code == 1 and r.stdout.strip() == "", partial
+    with open_store(s) as st:
+        assert [(t.type, t.msg_id) for t in st.traces(key="k1")] == [("Pub", "MSG1"), ("SubBefore", "MSG1")]
