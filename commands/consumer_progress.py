@@ -6,18 +6,8 @@ from enum import Enum
 from typing import Annotated
 
 import typer
-from rmqstore_cli.commands.common import (
-    AllowOddSizeOpt,
-    BrokerConfOpt,
-    CommitlogSizeOpt,
-    CqSizeOpt,
-    Fmt,
-    FormatOpt,
-    StoreOpt,
-    TzOpt,
-    command,
-    complete_topic,
-)
+from rmqstore_cli.commands.common import Fmt, FormatOpt, TzOpt, command, complete_topic
+from rmqstore_cli.commands.source_options import FROM_OPTIONS, StoreSource, store_options
 
 EPILOG = """Examples:
 
@@ -41,6 +31,7 @@ def register(app: typer.Typer) -> None:
 
 
 @command
+@store_options(cq_file_size=True)
 def consumer_progress(
     group: Annotated[str | None, typer.Option("--group", "-g", help="Only this consumer group.")] = None,
     by: Annotated[
@@ -49,11 +40,7 @@ def consumer_progress(
     topic: Annotated[
         str | None, typer.Option("--topic", "-t", help="Only this topic.", autocompletion=complete_topic)
     ] = None,
-    store: StoreOpt = None,
-    broker_conf: BrokerConfOpt = None,
-    commitlog_file_size: CommitlogSizeOpt = None,
-    cq_file_size: CqSizeOpt = None,
-    allow_odd_size: AllowOddSizeOpt = False,
+    source: StoreSource = FROM_OPTIONS,
     fmt: FormatOpt = Fmt.table,
     tz: TzOpt = None,
 ) -> None:
@@ -87,7 +74,6 @@ def consumer_progress(
     no-queue), file; delay_level on delayOffset.json's rows. --by group: group, topics,
     queues, lag, no_queue.
     """
-    from rmqstore_cli.commands.common import open_store
     from rmqstore_cli.commands.lines import warn
 
     from rmqstore_cli import reports
@@ -97,9 +83,7 @@ def consumer_progress(
     from rmqstore_cli.times import format_ms, parse_tz
 
     zone = parse_tz(tz)
-    ms = open_store(
-        store, broker_conf, tz, allow_odd_size, commitlog_file_size=commitlog_file_size, cq_file_size=cq_file_size
-    )
+    ms = source.engine(tz)
     config_dir = ms.config.root / "config"
     sources = progress.load_sources(config_dir)
     for w in (w for loaded in sources for w in loaded.warnings):

@@ -6,19 +6,16 @@ from enum import Enum
 from typing import Annotated
 
 import typer
-from rmqstore_cli.commands.common import (
-    AllowOddSizeOpt,
-    BrokerConfOpt,
-    CommitlogSizeOpt,
-    Fmt,
-    FormatOpt,
-    StoreOpt,
-    TzOpt,
-    command,
-    complete_topic,
-)
+from rmqstore_cli.commands.common import Fmt, FormatOpt, TzOpt, command, complete_topic
 from rmqstore_cli.commands.grammar import NowOpt, limit_option
-from rmqstore_cli.commands.lines import note, warn
+from rmqstore_cli.commands.lines import note
+from rmqstore_cli.commands.source_options import (
+    FROM_OPTIONS,
+    StoreSource,
+    nothing_matched,
+    store_options,
+    tell_warnings,
+)
 
 EPILOG = """Examples:
 
@@ -50,6 +47,7 @@ def register(app: typer.Typer) -> None:
 
 
 @command
+@store_options(cq_file_size=False)
 def transactions(
     state: Annotated[
         list[State] | None, typer.Option("--state", help="Only transactions in this state (repeatable).")
@@ -60,10 +58,7 @@ def transactions(
     group: Annotated[str | None, typer.Option("--group", "-g", help="Only this producer group.")] = None,
     now: NowOpt = None,
     limit: Annotated[int | None, limit_option("Print at most N transactions (the counts cover all).")] = None,
-    store: StoreOpt = None,
-    broker_conf: BrokerConfOpt = None,
-    commitlog_file_size: CommitlogSizeOpt = None,
-    allow_odd_size: AllowOddSizeOpt = False,
+    source: StoreSource = FROM_OPTIONS,
     fmt: FormatOpt = Fmt.table,
     tz: TzOpt = None,
 ) -> None:
@@ -92,26 +87,14 @@ def transactions(
     transaction_check_max, file_reserved_time, groups); json prints {"transactions": […],
     "groups": […], "summary": …}.
     """
-    from rmqstore_cli.commands.common import conf_path, load_config, warn_odd_files
-
-    from rmqstore_cli.api.store import open_store
-    from rmqstore_cli.errors import NotFound
-    from rmqstore_cli.render import safe_text
-
-    cfg = load_config(store, broker_conf, commitlog_file_size=commitlog_file_size)
     states = "/".join(s.value for s in state) if state else None
-    with open_store(
-        cfg.root, conf_path(broker_conf), tz=tz, allow_odd_size=allow_odd_size, commitlog_file_size=commitlog_file_size
-    ) as st:
+    with source.api(tz) as st:
         shown = states.split("/") if states else (["pending", "discard"] if fmt is Fmt.table else None)
         rep = st.transactions(topic=topic, group=group, state=shown, now=now, limit=limit or None)
-        warn_odd_files(st.config)
-        for w in st.warnings:
-            warn(w)
+        tell_warnings(st)
     if rep.summary["transactions"] == 0 or (states and rep.summary["matched"] == 0):
-        what = [f"{k} '{safe_text(v)}'" for k, v in (("group", group), ("topic", topic), ("state", states)) if v]
-        hint = "run without --group/--topic/--state to list them all" if what else None
-        raise NotFound("no transactional message" + " of " * bool(what) + " and ".join(what), path=cfg.root, hint=hint)
+        filters = {"group": group, "topic": topic, "state": states}
+        raise nothing_matched("transactional message", st.config.root, None, **filters)
     _render(fmt, rep, tz)
     if rep.summary["shown"] < rep.summary["matched"]:
         note(f"{rep.summary['matched'] - rep.summary['shown']} more transactions not shown (--limit)")
