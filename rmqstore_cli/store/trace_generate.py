@@ -25,6 +25,8 @@ dispatchers send (``AsyncTraceDispatcher#sendTraceDataByMQ``) besides the messag
   ``AsyncTraceDispatcher#sendTraceData`` groups the contexts it flushes by traced topic
   and trace topic, so a send's Pub and its EndTransaction share one trace message; the
   check's answer, seconds later, has its own;
+- no Recall records: a 5.3.2+ client writes them (``DefaultRecallMessageTraceHook``) only
+  with ``-Dcom.rocketmq.recall.default.trace.enable=true``, off by default;
 - each trace message in the trace topic (``msgTraceTopicName``, default
   ``RMQ_SYS_TRACE_TOPIC``) queue 0, KEYS the traced msgIds and keys (formats/trace.py
   ``trace_keys``), its own UNIQ_KEY as the trace producer sets one.
