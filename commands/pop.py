@@ -13,6 +13,7 @@ from rmqstore_cli.commands.source_options import (
     FROM_OPTIONS,
     StoreSource,
     nothing_matched,
+    states_wanted,
     store_options,
     tell_warnings,
 )
@@ -93,9 +94,8 @@ def pop(
     from rmqstore_cli.render_pop import emit
     from rmqstore_cli.times import parse_tz
 
-    states = "/".join(s.value for s in state) if state else None
+    states, shown = states_wanted(state, fmt is Fmt.table, ["invisible", "overdue"])
     with source.api(tz) as st:
-        shown = states.split("/") if states else (["invisible", "overdue"] if fmt is Fmt.table else None)
         rep = st.pop(topic=topic, group=group, state=shown, now=now, limit=limit or None)
         tell_warnings(st)
     if rep.summary["popped"] == 0 or (states and rep.summary["matched"] == 0):

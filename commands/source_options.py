@@ -99,6 +99,17 @@ def tell_warnings(st: Any) -> None:
         warn(w)
 
 
+def states_wanted(
+    state: list[Any] | None, table: bool, table_default: list[str]
+) -> tuple[str | None, list[str] | None]:
+    """``--state`` (repeatable enum values) as text for messages (``a/b``, None when not
+    given) and as the report's filter: the given states, else ``table_default`` for the
+    table (the states worth listing) and every state for JSON (None)."""
+    if state:
+        return "/".join(s.value for s in state), [s.value for s in state]
+    return None, (table_default if table else None)
+
+
 def nothing_matched(noun: str, root: Path, none_at_all: str | None, **filters: str | None) -> Exception:
     """The ``NotFound`` of a command whose report is empty: ``no <noun> of group 'g' and
     topic 't'`` for the filters given (hinting to drop them), else ``no <noun>`` with

@@ -13,6 +13,7 @@ from rmqstore_cli.commands.source_options import (
     FROM_OPTIONS,
     StoreSource,
     nothing_matched,
+    states_wanted,
     store_options,
     tell_warnings,
 )
@@ -87,9 +88,8 @@ def transactions(
     transaction_check_max, file_reserved_time, groups); json prints {"transactions": […],
     "groups": […], "summary": …}.
     """
-    states = "/".join(s.value for s in state) if state else None
+    states, shown = states_wanted(state, fmt is Fmt.table, ["pending", "discard"])
     with source.api(tz) as st:
-        shown = states.split("/") if states else (["pending", "discard"] if fmt is Fmt.table else None)
         rep = st.transactions(topic=topic, group=group, state=shown, now=now, limit=limit or None)
         tell_warnings(st)
     if rep.summary["transactions"] == 0 or (states and rep.summary["matched"] == 0):
