@@ -116,7 +116,9 @@ class TraceTraffic:
         res = self.append(topic, qid, body, client, ts)
         return self.pub(topic, dict(client), body, res.msg_id, ts, 0)
 
-    def pub(self, topic: str, client: dict[str, str], body: bytes, offset_msg_id: str, ts: int, msg_type: int):
+    def pub(
+        self, topic: str, client: dict[str, str], body: bytes, offset_msg_id: str, ts: int, msg_type: int
+    ) -> dict[str, object]:
         """The Pub context of a send stored at ``ts`` (``SendMessageTraceHookImpl``)."""
         cost = self.rng.randrange(1, 30)
         return dict(
