@@ -235,3 +235,11 @@ def test_trace_key_is_exact_not_a_prefix(tmp_path: Path) -> None:
         assert r.exit_code == 1 and r.stdout.strip() == "", partial
     with open_store(s) as st:
         assert [(t.type, t.msg_id) for t in st.traces(key="k1")] == [("Pub", "MSG1"), ("SubBefore", "MSG1")]
+
+
+def test_no_transaction_ratio_no_transaction_ends(tmp_path: Path) -> None:
+    s = generate(tmp_path / "s", "--trace-messages", "12", "--transaction-ratio", "0", messages=30)
+    rows = jsonl("dump-commitlog", "--store", s, "--trace")
+    assert sum(r["type"] == "Pub" for r in rows) == 12
+    assert {r["type"] for r in rows} <= {"Pub", "SubBefore", "SubAfter"}
+    assert {r["msg_type"] for r in rows if r["type"] == "Pub"} == {"Normal_Msg"}
