@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import sys
+from datetime import tzinfo
 from enum import Enum
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rmqstore_cli.commands.common import Fmt, FormatOpt, TzOpt, command, complete_topic
@@ -93,41 +95,56 @@ def transactions(
         rep = st.transactions(topic=topic, group=group, state=shown, now=now, limit=limit or None)
         tell_warnings(st)
     if rep.summary["transactions"] == 0 or (states and rep.summary["matched"] == 0):
-        filters = {"group": group, "topic": topic, "state": states}
-        raise nothing_matched("transactional message", st.config.root, None, **filters)
+        raise nothing_matched("transactional message", st.config.root, None, group=group, topic=topic, state=states)
     _render(fmt, rep, tz)
     if rep.summary["shown"] < rep.summary["matched"]:
         note(f"{rep.summary['matched'] - rep.summary['shown']} more transactions not shown (--limit)")
 
 
-def _render(fmt: Fmt, rep, tz: str | None) -> None:
-    import sys
-
-    from rmqstore_cli.render import Output, to_json
-    from rmqstore_cli.times import format_age, format_ms, parse_tz
+def _render(fmt: Fmt, rep: Any, tz: str | None) -> None:
+    """The report in --format: JSON as the API's records say it (jsonl: a line per transaction, then the
+    summary), else the groups, the transactions shown and the commits the broker will still check back."""
+    from rmqstore_cli.render import to_json
+    from rmqstore_cli.times import parse_tz
 
     if fmt is not Fmt.table:
         lines = [rep.as_dict()] if fmt is Fmt.json else [t.as_dict() for t in rep.transactions]
         sys.stdout.write("".join(to_json(d) + "\n" for d in lines + ([{"summary": rep.summary}] * (fmt is Fmt.jsonl))))
         return
     zone, s = parse_tz(tz), rep.summary
+    _group_table(s, rep.groups, zone)
+    if rep.transactions:
+        _transaction_table(rep.transactions, s["transaction_check_max"])
+    if s["committed_without_op"]:
+        note(f"{s['committed_without_op']} committed transactions have no op record: the broker checks them back")
+
+
+def _group_table(s: dict[str, Any], groups: list[Any], zone: tzinfo | None) -> None:
+    """A row per producer group and topic, under the counts by state and the limit and --now they rest on."""
+    from rmqstore_cli.render import Output
+    from rmqstore_cli.times import format_ms
+
     title = (
         f"{s['store']}: {s['transactions']} transactions: {s['committed']} committed, {s['rolled_back']} rolled back, "
         f"{s['pending']} pending, {s['discard']} to discard (transactionCheckMax {s['transaction_check_max']}, "
         f"now {format_ms(s['now'], zone)})"
     )
     out = Output("table", GROUP_COLUMNS, title=title)
-    for g in rep.groups:
+    for g in groups:
         ts = g.oldest_pending_born_timestamp
         out.emit({**g.as_dict(), "oldest": "" if ts is None else format_ms(ts, zone)})
     out.close()
-    if rep.transactions:
-        sys.stdout.write("\n")
-        out = Output("table", TX_COLUMNS, title="transactions")
-        for t in rep.transactions:
-            age_text = "" if t.age_ms is None else format_age(t.age_ms)
-            checks_text = "" if t.check_times is None else f"{t.check_times}/{s['transaction_check_max']}"
-            out.emit({**t.as_dict(), "age": age_text, "checks": checks_text, "discard_reason": t.discard_reason or ""})
-        out.close()
-    if s["committed_without_op"]:
-        note(f"{s['committed_without_op']} committed transactions have no op record: the broker checks them back")
+
+
+def _transaction_table(transactions: list[Any], check_max: int) -> None:
+    """After a blank line, a row per transaction shown: its age and checks out of transactionCheckMax."""
+    from rmqstore_cli.render import Output
+    from rmqstore_cli.times import format_age
+
+    sys.stdout.write("\n")
+    out = Output("table", TX_COLUMNS, title="transactions")
+    for t in transactions:
+        age_text = "" if t.age_ms is None else format_age(t.age_ms)
+        checks_text = "" if t.check_times is None else f"{t.check_times}/{check_max}"
+        out.emit({**t.as_dict(), "age": age_text, "checks": checks_text, "discard_reason": t.discard_reason or ""})
+    out.close()
