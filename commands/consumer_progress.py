@@ -2,22 +2,15 @@
 
 from __future__ import annotations
 
+from datetime import tzinfo
 from enum import Enum
-from typing import Annotated
+from pathlib import Path
+from typing import Annotated, Any
 
 import typer
-from rmqstore_cli.commands.common import (
-    AllowOddSizeOpt,
-    BrokerConfOpt,
-    CommitlogSizeOpt,
-    CqSizeOpt,
-    Fmt,
-    FormatOpt,
-    StoreOpt,
-    TzOpt,
-    command,
-    complete_topic,
-)
+from rmqstore_cli.commands.common import Fmt, FormatOpt, TzOpt, command, complete_topic
+from rmqstore_cli.commands.lines import warn
+from rmqstore_cli.commands.source_options import FROM_OPTIONS, StoreSource, nothing_matched, store_options
 
 EPILOG = """Examples:
 
@@ -31,6 +24,10 @@ EPILOG = """Examples:
 """
 
 
+#: The hint of an empty answer, filters given or not (the filters are the usual reason).
+NO_OFFSET_HINT = "run without --group/--topic to list them all"
+
+
 class By(str, Enum):
     queue = "queue"
     group = "group"
@@ -41,6 +38,7 @@ def register(app: typer.Typer) -> None:
 
 
 @command
+@store_options(cq_file_size=True)
 def consumer_progress(
     group: Annotated[str | None, typer.Option("--group", "-g", help="Only this consumer group.")] = None,
     by: Annotated[
@@ -49,11 +47,7 @@ def consumer_progress(
     topic: Annotated[
         str | None, typer.Option("--topic", "-t", help="Only this topic.", autocompletion=complete_topic)
     ] = None,
-    store: StoreOpt = None,
-    broker_conf: BrokerConfOpt = None,
-    commitlog_file_size: CommitlogSizeOpt = None,
-    cq_file_size: CqSizeOpt = None,
-    allow_odd_size: AllowOddSizeOpt = False,
+    source: StoreSource = FROM_OPTIONS,
     fmt: FormatOpt = Fmt.table,
     tz: TzOpt = None,
 ) -> None:
@@ -87,20 +81,26 @@ def consumer_progress(
     no-queue), file; delay_level on delayOffset.json's rows. --by group: group, topics,
     queues, lag, no_queue.
     """
-    from rmqstore_cli.commands.common import open_store
-    from rmqstore_cli.commands.lines import warn
-
     from rmqstore_cli import reports
-    from rmqstore_cli.errors import NotFound
-    from rmqstore_cli.render import safe_text
     from rmqstore_cli.store import progress
-    from rmqstore_cli.times import format_ms, parse_tz
+    from rmqstore_cli.times import parse_tz
 
     zone = parse_tz(tz)
-    ms = open_store(
-        store, broker_conf, tz, allow_odd_size, commitlog_file_size=commitlog_file_size, cq_file_size=cq_file_size
-    )
+    ms = source.engine(tz)
     config_dir = ms.config.root / "config"
+    rows = _offset_rows(ms, config_dir, group, topic)
+    if fmt is Fmt.table:
+        _add_store_times(rows, zone)
+    groups = progress.group_totals(rows) if by is By.group else None
+    reports.progress(fmt.value, rows, groups, f"consumer progress ({config_dir})")
+
+
+def _offset_rows(ms: Any, config_dir: Path, group: str | None, topic: str | None) -> list[dict[str, Any]]:
+    """The rows of every offset file the broker loads, filtered, each file's warnings and each
+    skipped key said on stderr first (the broker skips a key that is not TOPIC@GROUP too);
+    NotFound when none is left, so the exit status says the filters matched nothing."""
+    from rmqstore_cli.store import progress
+
     sources = progress.load_sources(config_dir)
     for w in (w for loaded in sources for w in loaded.warnings):
         warn(w)
@@ -112,15 +112,15 @@ def consumer_progress(
         else:
             rows.append(d)
     if not rows:
-        what = " and ".join(x for x in (f"group '{group}'" if group else "", f"topic '{topic}'" if topic else "") if x)
-        raise NotFound(
-            f"no consumer offset of {safe_text(what)}" if what else "no consumer offset",
-            path=config_dir,
-            hint="run without --group/--topic to list them all",
-        )
-    if fmt is Fmt.table:
-        for d in rows:
-            ts = d["next_store_timestamp"]
-            d["next_store_time"] = format_ms(ts, zone) if ts is not None else ""
-    groups = progress.group_totals(rows) if by is By.group else None
-    reports.progress(fmt.value, rows, groups, f"consumer progress ({config_dir})")
+        raise nothing_matched("consumer offset", config_dir, NO_OFFSET_HINT, group=group, topic=topic)
+    return rows
+
+
+def _add_store_times(rows: list[dict[str, Any]], zone: tzinfo | None) -> None:
+    """The table's next_store_time column: the next message's store time in --tz, empty where
+    no message is waiting (JSON keeps the raw next_store_timestamp instead)."""
+    from rmqstore_cli.times import format_ms
+
+    for d in rows:
+        ts = d["next_store_timestamp"]
+        d["next_store_time"] = format_ms(ts, zone) if ts is not None else ""

@@ -95,7 +95,7 @@ def dump_commitlog(
 
     --trace prints the trace topics' messages as the message-trace records their bodies
     hold (docs/format/trace.md): a row per send, consume or transaction end, with the trace
-    message's offset; --key X keeps the records about message X (its msgId or a key).
+    message's offset; --key X keeps the records about message X (its msgId or a key, exactly).
 
     --compaction-log reads a 5.x compaction log (CompactionLog) instead: the gaps between its
     files and the zeros that end each are how the broker leaves them, and are not warned about.

@@ -55,6 +55,7 @@ TraceOpt = Annotated[
     typer.Option(
         "--trace",
         help="Print the trace topics' messages (RMQ_SYS_TRACE_TOPIC and msgTraceTopicName, or --topic) as their "
-        "message-trace records, a row per record; with --key, only those about that msgId or key.",
+        "message-trace records, a row per record; with --key, only those whose msgId or one of whose keys is "
+        "exactly that.",
     ),
 ]

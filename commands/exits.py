@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import errno
 import functools
+import inspect
 
 import typer
 from rmqstore_cli.commands.grammar import option_of
@@ -46,8 +47,7 @@ def command(fn=None, *, mutating: bool = False, answer: bool = False, quiet_hush
     Used bare (``@command``) or with options (``@command(mutating=True)``)."""
     if fn is None:
         return functools.partial(command, mutating=mutating, answer=answer, quiet_hushes_stdout=quiet_hushes_stdout)
-    code = fn.__code__
-    odd_ok = "allow_odd_size" in code.co_varnames[: code.co_argcount + code.co_kwonlyargcount]
+    odd_ok = "allow_odd_size" in inspect.signature(fn).parameters  # a decorated option group too
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):

@@ -70,7 +70,8 @@ TraceMessagesOpt = Annotated[
     typer.Option(
         min=0,
         help="Messages sent and consumed with message trace on: their Pub, SubBefore and SubAfter trace "
-        "messages in the trace topic (msgTraceTopicName, default RMQ_SYS_TRACE_TOPIC).",
+        "messages in the trace topic (msgTraceTopicName, default RMQ_SYS_TRACE_TOPIC); the --transaction-ratio "
+        "share sent as transactions, with their EndTransaction records.",
     ),
 ]
 

@@ -6,19 +6,17 @@ from enum import Enum
 from typing import Annotated
 
 import typer
-from rmqstore_cli.commands.common import (
-    AllowOddSizeOpt,
-    BrokerConfOpt,
-    CommitlogSizeOpt,
-    Fmt,
-    FormatOpt,
-    StoreOpt,
-    TzOpt,
-    command,
-    complete_topic,
-)
+from rmqstore_cli.commands.common import Fmt, FormatOpt, TzOpt, command, complete_topic
 from rmqstore_cli.commands.grammar import NowOpt, limit_option
-from rmqstore_cli.commands.lines import note, warn
+from rmqstore_cli.commands.lines import note
+from rmqstore_cli.commands.source_options import (
+    FROM_OPTIONS,
+    StoreSource,
+    nothing_matched,
+    states_wanted,
+    store_options,
+    tell_warnings,
+)
 
 EPILOG = """Examples:
 
@@ -48,6 +46,7 @@ def register(app: typer.Typer) -> None:
 
 
 @command
+@store_options(cq_file_size=False)
 def pop(
     state: Annotated[
         list[State] | None, typer.Option("--state", help="Only messages in this state (repeatable).")
@@ -64,10 +63,7 @@ def pop(
     ] = False,
     now: NowOpt = None,
     limit: Annotated[int | None, limit_option("Print at most N messages (the counts cover all).")] = None,
-    store: StoreOpt = None,
-    broker_conf: BrokerConfOpt = None,
-    commitlog_file_size: CommitlogSizeOpt = None,
-    allow_odd_size: AllowOddSizeOpt = False,
+    source: StoreSource = FROM_OPTIONS,
     fmt: FormatOpt = Fmt.table,
     tz: TzOpt = None,
 ) -> None:
@@ -95,28 +91,16 @@ def pop(
     {"summary": …} line; json prints {"messages": […], "groups": […], "revive_queues": […],
     "summary": …}.
     """
-    from rmqstore_cli.commands.common import conf_path, load_config, warn_odd_files
-
-    from rmqstore_cli.api.store import open_store
-    from rmqstore_cli.errors import NotFound
-    from rmqstore_cli.render import safe_text
     from rmqstore_cli.render_pop import emit
     from rmqstore_cli.times import parse_tz
 
-    cfg = load_config(store, broker_conf, commitlog_file_size=commitlog_file_size)
-    states = "/".join(s.value for s in state) if state else None
-    with open_store(
-        cfg.root, conf_path(broker_conf), tz=tz, allow_odd_size=allow_odd_size, commitlog_file_size=commitlog_file_size
-    ) as st:
-        shown = states.split("/") if states else (["invisible", "overdue"] if fmt is Fmt.table else None)
+    states, shown = states_wanted(state, fmt is Fmt.table, ["invisible", "overdue"])
+    with source.api(tz) as st:
         rep = st.pop(topic=topic, group=group, state=shown, now=now, limit=limit or None)
-        warn_odd_files(st.config)
-        for w in st.warnings:
-            warn(w)
+        tell_warnings(st)
     if rep.summary["popped"] == 0 or (states and rep.summary["matched"] == 0):
-        what = [f"{k} '{safe_text(v)}'" for k, v in (("group", group), ("topic", topic), ("state", states)) if v]
-        hint = "run without --group/--topic/--state to list them all" if what else "no checkpoint in the revive topic"
-        raise NotFound("no popped message" + " of " * bool(what) + " and ".join(what), path=cfg.root, hint=hint)
+        filters = {"group": group, "topic": topic, "state": states}
+        raise nothing_matched("popped message", st.config.root, "no checkpoint in the revive topic", **filters)
     emit(fmt.value, rep, parse_tz(tz), by.value, verbose)
     if rep.summary["shown"] < rep.summary["matched"] and (fmt is not Fmt.table or verbose):
         note(f"{rep.summary['matched'] - rep.summary['shown']} more messages not shown (--limit)")

@@ -5,21 +5,11 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from rmqstore_cli.commands.common import (
-    AllowOddSizeOpt,
-    BrokerConfOpt,
-    CommitlogSizeOpt,
-    CqSizeOpt,
-    Fmt,
-    FormatOpt,
-    StoreOpt,
-    TzOpt,
-    command,
-    complete_topic,
-)
+from rmqstore_cli.commands.common import Fmt, FormatOpt, TzOpt, command, complete_topic
 from rmqstore_cli.commands.grammar import limit_option, old_spelling, renamed
 from rmqstore_cli.commands.lines import note
 from rmqstore_cli.commands.sampling_options import MaxBytesOpt, SampleOpt
+from rmqstore_cli.commands.source_options import FROM_OPTIONS, StoreSource, store_options
 from rmqstore_cli.commands.stats_options import OVER_TIME, By, ByOpt, show_traffic
 from rmqstore_cli.commands.stats_topic import no_topic
 
@@ -48,6 +38,7 @@ def register(app: typer.Typer) -> None:
 
 
 @command
+@store_options(cq_file_size=True)
 def stats(
     by: ByOpt = By.topic,
     limit: Annotated[
@@ -73,11 +64,7 @@ def stats(
             "counts, also those no consume queue holds (slow on a big store).",
         ),
     ] = False,
-    store: StoreOpt = None,
-    broker_conf: BrokerConfOpt = None,
-    commitlog_file_size: CommitlogSizeOpt = None,
-    cq_file_size: CqSizeOpt = None,
-    allow_odd_size: AllowOddSizeOpt = False,
+    source: StoreSource = FROM_OPTIONS,
     sample: SampleOpt = None,
     max_bytes: MaxBytesOpt = None,
     fmt: FormatOpt = Fmt.table,
@@ -114,16 +101,12 @@ def stats(
     The table fits the terminal's width (COLUMNS into a pipe): the time range goes under its
     row, and long names are cut, when the row would not fit.
     """
-    from rmqstore_cli.commands.common import open_store
-
     from rmqstore_cli import reports
     from rmqstore_cli.store import stats_report
     from rmqstore_cli.store.sampling import Narrowing
     from rmqstore_cli.times import parse_tz
 
-    ms = open_store(
-        store, broker_conf, tz, allow_odd_size, commitlog_file_size=commitlog_file_size, cq_file_size=cq_file_size
-    )
+    ms = source.engine(tz)
     stats_report.require_commitlog(ms.config)
     narrowing = Narrowing(sample, max_bytes)  # a sampled walk of the commit log: estimates
     if by in OVER_TIME:

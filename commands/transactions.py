@@ -2,23 +2,23 @@
 
 from __future__ import annotations
 
+import sys
+from datetime import tzinfo
 from enum import Enum
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
-from rmqstore_cli.commands.common import (
-    AllowOddSizeOpt,
-    BrokerConfOpt,
-    CommitlogSizeOpt,
-    Fmt,
-    FormatOpt,
-    StoreOpt,
-    TzOpt,
-    command,
-    complete_topic,
-)
+from rmqstore_cli.commands.common import Fmt, FormatOpt, TzOpt, command, complete_topic
 from rmqstore_cli.commands.grammar import NowOpt, limit_option
-from rmqstore_cli.commands.lines import note, warn
+from rmqstore_cli.commands.lines import note
+from rmqstore_cli.commands.source_options import (
+    FROM_OPTIONS,
+    StoreSource,
+    nothing_matched,
+    states_wanted,
+    store_options,
+    tell_warnings,
+)
 
 EPILOG = """Examples:
 
@@ -50,6 +50,7 @@ def register(app: typer.Typer) -> None:
 
 
 @command
+@store_options(cq_file_size=False)
 def transactions(
     state: Annotated[
         list[State] | None, typer.Option("--state", help="Only transactions in this state (repeatable).")
@@ -60,10 +61,7 @@ def transactions(
     group: Annotated[str | None, typer.Option("--group", "-g", help="Only this producer group.")] = None,
     now: NowOpt = None,
     limit: Annotated[int | None, limit_option("Print at most N transactions (the counts cover all).")] = None,
-    store: StoreOpt = None,
-    broker_conf: BrokerConfOpt = None,
-    commitlog_file_size: CommitlogSizeOpt = None,
-    allow_odd_size: AllowOddSizeOpt = False,
+    source: StoreSource = FROM_OPTIONS,
     fmt: FormatOpt = Fmt.table,
     tz: TzOpt = None,
 ) -> None:
@@ -92,59 +90,61 @@ def transactions(
     transaction_check_max, file_reserved_time, groups); json prints {"transactions": […],
     "groups": […], "summary": …}.
     """
-    from rmqstore_cli.commands.common import conf_path, load_config, warn_odd_files
-
-    from rmqstore_cli.api.store import open_store
-    from rmqstore_cli.errors import NotFound
-    from rmqstore_cli.render import safe_text
-
-    cfg = load_config(store, broker_conf, commitlog_file_size=commitlog_file_size)
-    states = "/".join(s.value for s in state) if state else None
-    with open_store(
-        cfg.root, conf_path(broker_conf), tz=tz, allow_odd_size=allow_odd_size, commitlog_file_size=commitlog_file_size
-    ) as st:
-        shown = states.split("/") if states else (["pending", "discard"] if fmt is Fmt.table else None)
+    states, shown = states_wanted(state, fmt is Fmt.table, ["pending", "discard"])
+    with source.api(tz) as st:
         rep = st.transactions(topic=topic, group=group, state=shown, now=now, limit=limit or None)
-        warn_odd_files(st.config)
-        for w in st.warnings:
-            warn(w)
+        tell_warnings(st)
     if rep.summary["transactions"] == 0 or (states and rep.summary["matched"] == 0):
-        what = [f"{k} '{safe_text(v)}'" for k, v in (("group", group), ("topic", topic), ("state", states)) if v]
-        hint = "run without --group/--topic/--state to list them all" if what else None
-        raise NotFound("no transactional message" + " of " * bool(what) + " and ".join(what), path=cfg.root, hint=hint)
+        raise nothing_matched("transactional message", st.config.root, None, group=group, topic=topic, state=states)
     _render(fmt, rep, tz)
     if rep.summary["shown"] < rep.summary["matched"]:
         note(f"{rep.summary['matched'] - rep.summary['shown']} more transactions not shown (--limit)")
 
 
-def _render(fmt: Fmt, rep, tz: str | None) -> None:
-    import sys
-
-    from rmqstore_cli.render import Output, to_json
-    from rmqstore_cli.times import format_age, format_ms, parse_tz
+def _render(fmt: Fmt, rep: Any, tz: str | None) -> None:
+    """The report in --format: JSON as the API's records say it (jsonl: a line per transaction, then the
+    summary), else the groups, the transactions shown and the commits the broker will still check back."""
+    from rmqstore_cli.render import to_json
+    from rmqstore_cli.times import parse_tz
 
     if fmt is not Fmt.table:
         lines = [rep.as_dict()] if fmt is Fmt.json else [t.as_dict() for t in rep.transactions]
         sys.stdout.write("".join(to_json(d) + "\n" for d in lines + ([{"summary": rep.summary}] * (fmt is Fmt.jsonl))))
         return
     zone, s = parse_tz(tz), rep.summary
+    _group_table(s, rep.groups, zone)
+    if rep.transactions:
+        _transaction_table(rep.transactions, s["transaction_check_max"])
+    if s["committed_without_op"]:
+        note(f"{s['committed_without_op']} committed transactions have no op record: the broker checks them back")
+
+
+def _group_table(s: dict[str, Any], groups: list[Any], zone: tzinfo | None) -> None:
+    """A row per producer group and topic, under the counts by state and the limit and --now they rest on."""
+    from rmqstore_cli.render import Output
+    from rmqstore_cli.times import format_ms
+
     title = (
         f"{s['store']}: {s['transactions']} transactions: {s['committed']} committed, {s['rolled_back']} rolled back, "
         f"{s['pending']} pending, {s['discard']} to discard (transactionCheckMax {s['transaction_check_max']}, "
         f"now {format_ms(s['now'], zone)})"
     )
     out = Output("table", GROUP_COLUMNS, title=title)
-    for g in rep.groups:
+    for g in groups:
         ts = g.oldest_pending_born_timestamp
         out.emit({**g.as_dict(), "oldest": "" if ts is None else format_ms(ts, zone)})
     out.close()
-    if rep.transactions:
-        sys.stdout.write("\n")
-        out = Output("table", TX_COLUMNS, title="transactions")
-        for t in rep.transactions:
-            age_text = "" if t.age_ms is None else format_age(t.age_ms)
-            checks_text = "" if t.check_times is None else f"{t.check_times}/{s['transaction_check_max']}"
-            out.emit({**t.as_dict(), "age": age_text, "checks": checks_text, "discard_reason": t.discard_reason or ""})
-        out.close()
-    if s["committed_without_op"]:
-        note(f"{s['committed_without_op']} committed transactions have no op record: the broker checks them back")
+
+
+def _transaction_table(transactions: list[Any], check_max: int) -> None:
+    """After a blank line, a row per transaction shown: its age and checks out of transactionCheckMax."""
+    from rmqstore_cli.render import Output
+    from rmqstore_cli.times import format_age
+
+    sys.stdout.write("\n")
+    out = Output("table", TX_COLUMNS, title="transactions")
+    for t in transactions:
+        age_text = "" if t.age_ms is None else format_age(t.age_ms)
+        checks_text = "" if t.check_times is None else f"{t.check_times}/{check_max}"
+        out.emit({**t.as_dict(), "age": age_text, "checks": checks_text, "discard_reason": t.discard_reason or ""})
+    out.close()

@@ -11,7 +11,8 @@ A POP consumer's broker keeps no per-message state on disk but these records
   ``#putBatchAckToStore`` put an ack (``AckMsg``, TAGS ``ack``) or a batch ack
   (``BatchAckMsg``, TAGS ``bAck``) in the same revive queue;
 - the bodies are ``JSON.toJSONString`` (fastjson) of those classes: the ``@JSONField``
-  short names, sorted by name (fastjson's ``JavaBeanSerializer`` default), null fields
+  short names on their fields (the group is ``PopCheckPoint#cid`` and ``AckMsg#consumerGroup``,
+  both ``@JSONField(name = "c")``), sorted by name (fastjson's ``JavaBeanSerializer`` default), null fields
   left out, and the getter-only ``PopCheckPoint#getReviveTime`` written as ``reviveTime``;
   ``AckMsg``'s fields also read under their long names (``alternateNames``, as 4.9-era
   bodies were written).
@@ -44,7 +45,9 @@ RETRY_SEPARATOR_V2 = "+"
 #: MessageConst.PROPERTY_FIRST_POP_TIME: set by PopReviveService#reviveRetry on a first revive
 PROPERTY_FIRST_POP_TIME = "1ST_POP_TIME"
 
-#: PopCheckPoint's @JSONField names -> our field names
+#: PopCheckPoint's @JSONField names -> our field names: PopCheckPoint#startOffset "so",
+#: #popTime "pt", #invisibleTime "it", #bitMap "bm", #num "n", #queueId "q", #topic "t",
+#: #cid "c", #reviveOffset "ro", #queueOffsetDiff "d", #brokerName "bn", #rePutTimes "rp"
 CK_FIELDS = {
     "so": "start_offset",
     "pt": "pop_time",
@@ -59,7 +62,9 @@ CK_FIELDS = {
     "bn": "broker_name",
     "rp": "reput_times",
 }
-#: AckMsg's @JSONField names and alternateNames -> our field names (BatchAckMsg adds aol)
+#: AckMsg's @JSONField names and alternateNames -> our field names: AckMsg#ackOffset "ao",
+#: #startOffset "so", #consumerGroup "c", #topic "t", #queueId "q", #popTime "pt",
+#: #brokerName "bn", each with its long name in alternateNames; BatchAckMsg#ackOffsetList "aol"
 ACK_FIELDS = {
     "ao": "ack_offset",
     "ackOffset": "ack_offset",

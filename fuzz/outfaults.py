@@ -78,8 +78,10 @@ TIMEOUT = 120
 class Stores:
     """The stores the cases read: ``good`` (with consumer offsets), ``damaged`` (no index:
     verify exits 1), ``torn`` (its first commit-log file cut short, for repair --pad),
-    ``timer`` (a 5.x store with timer messages, for dump-timer: its wheel and log are large,
-    so only that command reads it), and a probe of ``good``."""
+    ``timer`` (a 5.x store with timer messages, some overdue, POP consumption and traced
+    sends: the system topics' commands read it, dump-timer, pop, dump-commitlog --trace,
+    stats --by minute; its wheel and log are large, so only those read it), and a probe of
+    ``good``."""
 
     work: Path
     good: Path
@@ -127,7 +129,8 @@ def make_stores(work: Path, messages: int = 400) -> Stores:
         shutil.rmtree(s.damaged / "index")
         shutil.copytree(s.good, s.torn, symlinks=True)
         os.truncate(s.torn / "commitlog" / TORN_FILE, 40000)  # a torn copy: the file cut inside a record
-        _generate(s.timer, 100, "--broker-version", "5", "--timer-ratio", "0.2")
+        system = ("--overdue-timer-ratio", "0.3", "--pop-messages", "40", "--trace-messages", "20")
+        _generate(s.timer, 100, "--broker-version", "5", "--timer-ratio", "0.2", *system)
     r = subprocess.run(
         [
             sys.executable,
@@ -183,6 +186,10 @@ def commands(s: Stores, pyarrow: bool = True, spark: bool = False) -> list[Comma
         Command("dump-cq", STREAM, ("dump-cq", s.topic, "0", "--store", "{S}")),
         Command("dump-cq-summary", STREAM, ("dump-cq", "--summary", "--store", "{S}")),
         Command("dump-timer", STREAM, ("dump-timer", "--store", "{T}")),
+        Command("dump-timer-overdue", STREAM, ("dump-timer", "--store", "{T}", "--overdue", *now[2:])),
+        Command("pop", STREAM, ("pop", "--store", "{T}", *now[2:])),
+        Command("dump-commitlog-trace", STREAM, ("dump-commitlog", "--store", "{T}", "--trace")),
+        Command("stats-by-minute", STREAM, ("stats", "--store", "{T}", "--by", "minute")),
         Command(
             "search-offset", STREAM, ("search-offset", "--topic", s.topic, "--time", str(s.time_ms), "--store", "{S}")
         ),

@@ -40,15 +40,15 @@ def print_traces(
     ms: Any, items: Any, topic: str | None, key: str | None, fmt: str, zone: Any, limit: int | None
 ) -> int:
     """The trace records of the walk's ``items`` in the trace topics (``topic`` or the
-    broker's; store.trace.trace_topics), about ``key`` (its msgId or one of its keys) if
+    broker's; store.trace.trace_topics), about ``key`` (its msgId or one of its keys, exactly) if
     given; at most ``limit``; the count printed."""
-    from rmqstore_cli.store.trace import messages_of, trace_rows, trace_topics
+    from rmqstore_cli.store.trace import about_key, messages_of, trace_rows, trace_topics
 
     out = Output(fmt, COLUMNS if fmt == "table" else None, title=f"{ms.config.root}: trace records")
     shown = 0
     try:
         for row in trace_rows(messages_of(items), trace_topics(ms.config, topic)):
-            if key is not None and key != row["msg_id"] and key not in str(row["keys"] or "").split(" "):
+            if key is not None and not about_key(row, key):
                 continue
             if limit is not None and shown >= limit:
                 break

@@ -86,3 +86,4 @@ traces  # api/store.py Store.traces: the public library (rmqstore_cli.__all__), 
     trace_offset,
     trace_store_timestamp,
 )  # api/trace_records.py TraceRecord fields: dump-commitlog --trace's JSON keys (as_dict walks them)
+__signature__, __annotations__  # commands/source_options.py store_options: what typer reads (inspect, typing)

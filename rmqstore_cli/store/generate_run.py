@@ -114,7 +114,8 @@ def write(
 
                 start = max(writer.last_store_timestamp or 0, opts.start_ms + opts.span_ms)
                 topics = pop_topics(workload)
-                append_traces(writer, trace_messages, opts.seed, topics, opts.queues, start, zone, job.broker_version)
+                args = (writer, trace_messages, opts.seed, topics, opts.queues, start, zone, job.broker_version)
+                append_traces(*args, transaction_ratio=opts.transaction_ratio)
     finally:
         writer.close()
     if job.delay_offset_lag is not None:  # the delay service left behind (store/delay_offsets.py)

@@ -13,7 +13,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from rmqstore_cli.formats.trace import MESSAGE_TYPES, RMQ_SYS_TRACE_TOPIC, TraceEntry, parse_trace_body
+from rmqstore_cli.formats.trace import (
+    KEY_SEPARATOR,
+    MESSAGE_TYPES,
+    RMQ_SYS_TRACE_TOPIC,
+    TraceEntry,
+    parse_trace_body,
+)
 
 #: The names of a trace record's fields (api.trace_records.TraceRecord's, in order).
 RECORD_FIELDS = (
@@ -63,7 +69,14 @@ def wanted(row: dict[str, Any], msg_id: str | None, key: str | None) -> bool:
     (one of its keys); None: any."""
     if msg_id is not None and msg_id.upper() not in {str(row["msg_id"]).upper(), str(row["offset_msg_id"]).upper()}:
         return False
-    return key is None or key in str(row["keys"] or "").split(" ")
+    return key is None or key in str(row["keys"] or "").split(KEY_SEPARATOR)
+
+
+def about_key(row: dict[str, Any], key: str) -> bool:
+    """``dump-commitlog --trace --key``: whether ``key`` is the row's msgId or one of its
+    keys (``KEYS`` split on ``MessageConst.KEY_SEPARATOR``), exactly and case included: a
+    prefix (``k1`` of ``k10``) is another message's key."""
+    return key == row["msg_id"] or key in str(row["keys"] or "").split(KEY_SEPARATOR)
 
 
 def trace_rows(

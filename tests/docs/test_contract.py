@@ -93,10 +93,10 @@ def test_dump_commitlog_decompressed_records(tmp_path):
 
 def test_dump_commitlog_trace_records(tmp_path):
     s = tmp_path / "t"
-    jsonl("generate", "--store", s, "--messages", "60", "--trace-messages", "12")
+    jsonl("generate", "--store", s, "--messages", "60", "--trace-messages", "12", "--transaction-ratio", "0.5")
     recs = jsonl("dump-commitlog", "--store", s, "--trace")
     _check_all(recs, lambda r: "trace-record")
-    assert {r["type"] for r in recs} == {"Pub", "SubBefore", "SubAfter"}
+    assert {r["type"] for r in recs} == {"Pub", "SubBefore", "SubAfter", "EndTransaction"}
     _json_equals_jsonl("dump-commitlog", "--store", s, "--trace")
 
 
