@@ -87,7 +87,7 @@ def verify(
         ),
     ] = None,
     fmt: common.FormatOpt = common.Fmt.table,
-    jobs: common.JobsOpt = 1,
+    jobs: common.JobsOpt = 0,
     engine: common.EngineOpt = common.Engine.local,
     spark_master: common.SparkMasterOpt = None,
     spark_conf: common.SparkConfOpt = None,
@@ -124,7 +124,7 @@ def verify(
     fleet = bool(store_glob) or len(store or []) > 1
     if sample is not None or max_bytes is not None:  # a quick look: the sampled records alone, in this process
         results = [verify_quick(specs[0], opts, fmt, sample, max_bytes)]
-    elif fleet or engine is common.Engine.spark or jobs != 1:
+    elif fleet or engine is common.Engine.spark:
         spark = (spark_master, spark_conf, verbose) if engine is common.Engine.spark else None
         results = verify_many(specs, opts, spark, fleet, jobs)
         if fleet:
@@ -132,8 +132,8 @@ def verify(
         else:  # one store: the local engine's output, whatever the engine
             reports.verify_one(fmt.value, results[0], CHECKS)
     else:
-        results = [verify_local(specs[0], opts, fmt)]
-        for n in results[0]["summary"]["notes"] if fmt is common.Fmt.table else ():
-            note(n)
+        results = [verify_local(specs[0], opts, fmt, jobs)]
+    for n in results[0]["summary"]["notes"] if fmt is common.Fmt.table and not fleet else ():
+        note(n)
     if not all(r["ok"] for r in results):
         raise typer.Exit(1)

@@ -1,4 +1,4 @@
-"""verify on one store in this process: the full local engine (findings streamed as found), or
+"""verify on one store on this machine: the full local engine (pipeline/verify_job.py), or
 the quick look of --sample/--max-bytes (store/verify/quick.py). Split from commands/verify.py."""
 
 from __future__ import annotations
@@ -6,8 +6,10 @@ from __future__ import annotations
 from rmqstore_cli.commands import common
 
 
-def verify_local(spec, opts, fmt: common.Fmt) -> dict:
-    """One store on the local engine: jsonl findings stream out as the scan finds them."""
+def verify_local(spec, opts, fmt: common.Fmt, jobs: int) -> dict:
+    """One store on ``jobs`` processes of this machine (0: every core), a progress bar on a
+    terminal; the findings print when the join has ordered them (the same bytes whatever
+    ``jobs``)."""
     import sys
 
     from rmqstore_cli import reports
@@ -16,10 +18,9 @@ def verify_local(spec, opts, fmt: common.Fmt) -> dict:
     from rmqstore_cli.store.verify import CHECKS
 
     total = commitlog_size(spec) if sys.stderr.isatty() else 0
-    stream = reports.finding_line if fmt is common.Fmt.jsonl else None
     with ProgressBar("verifying commit log", total=total or None) as bar:
-        result = verify_one(spec, opts, bar.advance, stream)
-    reports.verify_one(fmt.value, result, CHECKS, streamed=stream is not None)
+        result = verify_one(spec, opts, bar.advance, jobs)
+    reports.verify_one(fmt.value, result, CHECKS)
     return result
 
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
@@ -366,6 +367,7 @@ class FileScan:
     checked: dict = None  # index file number -> runs
     lmq_ends: dict = None  # queue -> the next offset this file's messages assign it (lmq.queue-end)
     lmq_mode: tuple | None = None  # (enable_lmq, broker5) when the file checked multi-dispatch
+    scanned: int = 0  # the file's bytes as a progress bar counts them (``CommitLogScan#scan_file_at``)
 
     def light(self) -> FileScan:
         return FileScan(**{**self.__dict__, "missing": None, "matched": None, "checked": None, "lmq_ends": None})
@@ -405,7 +407,9 @@ def scan_task(plan: StorePlan, store: int, i: int) -> FileScan:
             v.mfq.close()
         except BufferError:
             pass
-        return _file_scan(plan, store, i, v, rec, ks)
+        got = _file_scan(plan, store, i, v, rec, ks)
+        got.scanned = min(length, cfg.mapped_file_size_commit_log)
+        return got
     finally:
         for mq in v.queues.values():
             mq.close()
@@ -756,16 +760,21 @@ class Forked:
     with the index files' checks, then the queues and index files finished side by side. With
     ``jobs=1``, the tasks one after another in this process (tests, and the reference for Spark)."""
 
-    def __init__(self, jobs: int = 1):
+    def __init__(self, jobs: int = 1, advance: Callable[[int], None] | None = None):
         self.jobs = jobs
+        self.advance = advance  # a progress bar's: each commit-log file's bytes as its scan ends
 
     def map(self, fn, items):
         return fork_map(lambda x: fn(*x), items, self.jobs)
 
     def scan(self, fn, items, side_fn, side_items):
         tagged = [(side_fn, x) for x in side_items] + [(fn, x) for x in items]
-        got = fork_map(lambda t: t[0](*t[1]), tagged, self.jobs)
+        got = fork_map(lambda t: t[0](*t[1]), tagged, self.jobs, self._scanned)
         return got[: len(side_items)], got[len(side_items) :]
+
+    def _scanned(self, result) -> None:
+        if self.advance is not None and isinstance(result, FileScan):
+            self.advance(result.scanned)
 
     def results(self, handle):
         return handle[0], [r.light() for r in handle[1]]
