@@ -13,7 +13,7 @@ from typing import Any
 from rmqstore_cli.store.config import StoreConfig
 from rmqstore_cli.store.startup import STARTUP_CHECKS, predict_start
 from rmqstore_cli.store.verify.findings import VerifyOptions
-from rmqstore_cli.store.verify.verifier import open_for_verify
+from rmqstore_cli.store.verify.verifier import Verifier, open_for_verify
 
 
 def load(spec: Any) -> StoreConfig:
@@ -60,6 +60,15 @@ def verify_many(
     return [_conclude(s, r, opts, fleet) for s, r in zip(specs, results, strict=True)]
 
 
+def _sized(spec: Any) -> StoreConfig:
+    """The config the tasks ran on: the sizes the files show when none were given
+    (:meth:`Verifier.infer_sizes`, as the plan inferred them), so that the start-up prediction
+    reads the consume queues' ends with the broker's file size."""
+    cfg = load(spec)
+    Verifier(cfg).infer_sizes()
+    return cfg
+
+
 def _spark_engine():
     try:
         from rmqstore_cli.pipeline import spark
@@ -77,7 +86,7 @@ def _conclude(spec: Any, r: dict, opts: VerifyOptions, fleet: bool) -> dict:
         r["findings"] = [{k: x for k, x in f.items() if k != "store"} for f in r["findings"]]
         r["summary"]["store"] = spec.path
     relevant = [f for f in r["findings"] if f["check"] in STARTUP_CHECKS]
-    r["verdict"], no_start = predict_start(load(spec), opts.broker_version, relevant, r["summary"])
+    r["verdict"], no_start = predict_start(_sized(spec), opts.broker_version, relevant, r["summary"])
     extra = [f.as_dict() for f in no_start]
     r["findings"] += extra if not fleet else [dict(f, store=r["store"]) for f in extra]
     r["ok"] = r["ok"] and not no_start
