@@ -87,7 +87,7 @@ def _conclude(spec: Any, r: dict, opts: VerifyOptions, fleet: bool) -> dict:
         r["summary"]["store"] = spec.path
     relevant = [f for f in r["findings"] if f["check"] in STARTUP_CHECKS]
     r["verdict"], no_start = predict_start(_sized(spec), opts.broker_version, relevant, r["summary"])
-    extra = [f.as_dict() for f in no_start]
-    r["findings"] += extra if not fleet else [dict(f, store=r["store"]) for f in extra]
+    tag = {"store": r["store"]} if fleet else {}
+    r["findings"] += [dict(f.as_dict(), **tag) for f in no_start]
     r["ok"] = r["ok"] and not no_start
     return r
