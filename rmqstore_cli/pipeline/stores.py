@@ -1,5 +1,5 @@
 """The pipeline's units of work: stores (``--store`` paths, ``--store-glob`` patterns), one
-task per commit-log file, and the verify of one store; no Spark in here.
+task per commit-log file; no Spark in here.
 
 A unit is one commit-log file of one store (the broker never splits a record across
 files). Units are small picklable tuples, so Spark ships them to executors, which open
@@ -134,19 +134,3 @@ def file_tasks(
         finally:
             ms.close()
     return out
-
-
-def verify_store(
-    spec: StoreSpec, crc: bool, deep: bool, max_findings: int | None, broker_version: str | None = None
-) -> dict:
-    """The engine's Verifier on one store: its (capped) findings, each carrying the store,
-    and its summary. Per-message rows never leave the task. ``broker_version``: the one
-    recovery is predicted for (None: the store's)."""
-    from rmqstore_cli.store.config import StoreConfig
-    from rmqstore_cli.store.verify import Verifier, VerifyOptions, open_for_verify
-
-    cfg = open_for_verify(StoreConfig.load(spec.path, spec.broker_conf, **dict(spec.sizes)))
-    v = Verifier(cfg, VerifyOptions(crc=crc, deep=deep, max_findings=max_findings, broker_version=broker_version))
-    findings = [dict(f.as_dict(), store=spec.label) for f in v.run()]
-    summary = dict(v.summary, store=spec.label)
-    return {"store": spec.label, "findings": findings, "summary": summary, "ok": v.ok}

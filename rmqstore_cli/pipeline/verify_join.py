@@ -234,7 +234,7 @@ def finish_keys(plans: list[StorePlan]) -> list[tuple]:
 
 def conclude(plan: StorePlan, ctx: FinishContext, totals: dict, parts: list[dict], kept: list) -> dict:
     """Checkpoint and recovery on the driver, then the capped findings and the summary, as
-    ``verify_store`` returns them."""
+    the whole-store Verifier gives them (``Verifier.run``)."""
     rec = Recorder(plan.cap, 5)
     v = _driver_checks(plan, ctx, totals, rec)
     counts, sev = Counter(totals["counts"]), Counter(totals["sev"])

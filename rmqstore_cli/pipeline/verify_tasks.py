@@ -1,11 +1,15 @@
-"""``verify`` decomposed: one task per commit-log file, per queue and per index file.
+"""``verify``'s one engine: one task per commit-log file, per queue and per index file, the
+same tasks in this process (``Forked(1)``), on this machine's processes (:class:`Forked`) or
+on Spark executors (``pipeline/spark.py``: the distribution, nothing else).
 
-The whole-store :class:`~rmqstore_cli.store.verify.Verifier` is run in pieces: every piece
-runs the Verifier's public phases on a Verifier that holds only that piece's state, its
+The whole-store :class:`~rmqstore_cli.store.verify.Verifier`'s checks run in pieces: every
+piece runs the Verifier's public phases on a Verifier that holds only that piece's state, its
 findings going to a :class:`Recorder` (a :class:`~rmqstore_cli.store.verify.FindingSink`
-that keeps each finding with its place in the local emission order), so the findings and
-the summary are the local engine's (as a set; the driver sorts them into the local order and
-caps them per check exactly as the local engine does):
+that keeps each finding with its place in the order one pass over the store emits them), so
+the findings and the summary are the single pass's (``Verifier.run``, the tests' reference:
+the driver sorts them into that order and caps them per check as it does). The plan is in
+``verify_plan.py`` (steps 0-1), the scan in ``verify_scan.py`` (2), the join in
+``verify_join.py`` (3-4):
 
 0. driver: ``infer_sizes``, ``open_store(index=False)``, ``open_commitlog`` (sizes, lock,
    checkpoint, abort, consume-queue files and directories, commit-log file names).
@@ -22,7 +26,7 @@ caps them per check exactly as the local engine does):
 4. driver: ``check_index_missing``, ``check_checkpoint`` and ``check_recovery`` from the
    per-file summaries, then the timer store, batch queues and ``check_configs``.
 
-Each finding carries its place in the local engine's emission order: (phase, group, batch,
+Each finding carries its place in the single pass's emission order: (phase, group, batch,
 rank, sequence). Tasks keep at most ``max_findings`` per check of what can still be among the
 first ``max_findings`` in that order, so the driver only ever holds capped findings.
 """
@@ -91,8 +95,9 @@ class Forked:
 def verify_stores(
     specs: list, crc: bool, deep: bool, max_findings: int | None, engine=None, broker_version: str | None = None
 ) -> list[dict]:
-    """verify several stores through the decomposition: one result per store, as
-    :func:`~rmqstore_cli.pipeline.stores.verify_store` returns it."""
+    """verify several stores through the decomposition: one result per store (``store``,
+    ``findings`` each carrying the store, ``summary``, ``ok``), the findings and summary the
+    whole-store Verifier's single pass gives (``Verifier.run``, the tests' reference)."""
     engine = engine or Forked(1)
     plans = [plan_store(s, crc, deep, max_findings) for s in specs]
     for p in plans:

@@ -152,8 +152,8 @@ def _same(got: list[dict], want: list[dict]) -> None:
 
 
 def _check(stores, caps=(None, 2)):
-    from rmqstore_cli.pipeline.stores import verify_store
     from rmqstore_cli.pipeline.verify_tasks import verify_stores
+    from tests.helpers.verify_reference import verify_store
 
     specs = _specs(*stores)
     for cap in caps:
