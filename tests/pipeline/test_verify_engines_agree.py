@@ -135,3 +135,19 @@ def test_the_cli_prints_the_same_bytes_whatever_jobs(store, fmt):
     assert one.exit_code in (0, 1), one.stderr
     assert (two.exit_code, two.stdout, two.stderr) == (one.exit_code, one.stdout, one.stderr)
     assert "messages" in one.stdout
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_the_progress_callback_counts_every_commit_log_byte(tmp_path, jobs):
+    """The progress bar's ``advance`` gets each commit-log file's bytes as its scan task
+    returns, in this process or from the workers: they add up to the bar's total."""
+    from rmqstore_cli.pipeline.stores import StoreSpec
+    from rmqstore_cli.pipeline.verify_job import commitlog_size, verify_one
+    from rmqstore_cli.store.verify import VerifyOptions
+
+    path = generate(tmp_path / "s", messages=600, seed=2)
+    spec = StoreSpec(str(path), str(path))
+    got: list[int] = []
+    verify_one(spec, VerifyOptions(), got.append, jobs)
+    assert len(got) == len(list((path / "commitlog").iterdir())) > 1
+    assert sum(got) == commitlog_size(spec)
