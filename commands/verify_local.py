@@ -1,5 +1,5 @@
-"""verify on one store on this machine: the full local engine (pipeline/verify_job.py), or
-the quick look of --sample/--max-bytes (store/verify/quick.py). Split from commands/verify.py."""
+"""verify's runs: every check on this machine or Spark (pipeline/verify_job.py), or the quick
+look of --sample/--max-bytes (store/verify/quick.py). Split from commands/verify.py."""
 
 from __future__ import annotations
 
@@ -46,3 +46,35 @@ def verify_quick(spec, opts, fmt: common.Fmt, sample: int | None, max_bytes: int
     else:
         reports.verify_one(fmt.value, result, {}, streamed=False)
     return result
+
+
+def verify_full(specs: list, opts, fmt: common.Fmt, fleet: bool, spark: tuple | None, jobs: int) -> list[dict]:
+    """Every check, on ``jobs`` processes or Spark; one store prints the same whatever the
+    engine (its size-inference notes on stderr with the table)."""
+    from rmqstore_cli.commands.lines import note
+
+    from rmqstore_cli import reports
+    from rmqstore_cli.pipeline.verify_job import verify_many
+    from rmqstore_cli.store.verify import CHECKS
+
+    if fleet:
+        results = verify_many(specs, opts, spark, fleet, jobs)
+        reports.verify_many(fmt.value, results)
+        return results
+    if spark is None:
+        results = [verify_local(specs[0], opts, fmt, jobs)]
+    else:
+        results = verify_many(specs, opts, spark, fleet, jobs)
+        reports.verify_one(fmt.value, results[0], CHECKS)
+    for n in results[0]["summary"]["notes"] if fmt is common.Fmt.table else ():
+        note(n)
+    return results
+
+
+def finding_cap(cap: int | None, fmt: common.Fmt) -> int:
+    """--limit, else 5 of each check in the table and 100 in the JSON formats."""
+    from rmqstore_cli import reports
+
+    if cap is not None:
+        return cap
+    return reports.TABLE_LIMIT if fmt is common.Fmt.table else reports.JSON_LIMIT
