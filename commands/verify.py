@@ -7,9 +7,8 @@ from typing import Annotated
 import typer
 from rmqstore_cli.commands import common
 from rmqstore_cli.commands.grammar import limit_option, old_spelling, renamed
-from rmqstore_cli.commands.lines import note
 from rmqstore_cli.commands.sampling_options import MaxBytesOpt, SampleOpt
-from rmqstore_cli.commands.verify_local import verify_local, verify_quick
+from rmqstore_cli.commands.verify_local import finding_cap, verify_full, verify_quick
 
 EPILOG = """Examples:
 
@@ -87,7 +86,7 @@ def verify(
         ),
     ] = None,
     fmt: common.FormatOpt = common.Fmt.table,
-    jobs: common.JobsOpt = 1,
+    jobs: common.JobsOpt = 0,
     engine: common.EngineOpt = common.Engine.local,
     spark_master: common.SparkMasterOpt = None,
     spark_conf: common.SparkConfOpt = None,
@@ -107,15 +106,12 @@ def verify(
     from rmqstore_cli.commands.common import pick_stores
 
     from rmqstore_cli import reports
-    from rmqstore_cli.pipeline.verify_job import verify_many
     from rmqstore_cli.store.verify import CHECKS, VerifyOptions
 
     if list_checks:
         reports.verify_checks(fmt.value, CHECKS)
         return
-    cap = renamed(limit, max_findings, "--limit", "--max-findings")
-    if cap is None:
-        cap = reports.TABLE_LIMIT if fmt is common.Fmt.table else reports.JSON_LIMIT
+    cap = finding_cap(renamed(limit, max_findings, "--limit", "--max-findings"), fmt)
     sizes = {"mapped_file_size_commit_log": commitlog_file_size, "mapped_file_size_consume_queue": cq_file_size}
     sizes.update(max_hash_slot_num=index_slots, max_index_num=index_max)
     specs = pick_stores(store, store_glob, broker_conf, sizes)
@@ -124,16 +120,8 @@ def verify(
     fleet = bool(store_glob) or len(store or []) > 1
     if sample is not None or max_bytes is not None:  # a quick look: the sampled records alone, in this process
         results = [verify_quick(specs[0], opts, fmt, sample, max_bytes)]
-    elif fleet or engine is common.Engine.spark or jobs != 1:
-        spark = (spark_master, spark_conf, verbose) if engine is common.Engine.spark else None
-        results = verify_many(specs, opts, spark, fleet, jobs)
-        if fleet:
-            reports.verify_many(fmt.value, results)
-        else:  # one store: the local engine's output, whatever the engine
-            reports.verify_one(fmt.value, results[0], CHECKS)
     else:
-        results = [verify_local(specs[0], opts, fmt)]
-        for n in results[0]["summary"]["notes"] if fmt is common.Fmt.table else ():
-            note(n)
+        spark = (spark_master, spark_conf, verbose) if engine is common.Engine.spark else None
+        results = verify_full(specs, opts, fmt, fleet, spark, jobs)
     if not all(r["ok"] for r in results):
         raise typer.Exit(1)

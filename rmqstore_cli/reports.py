@@ -199,11 +199,6 @@ TABLE_LIMIT = 5
 JSON_LIMIT = 100
 
 
-def finding_line(f: dict) -> None:
-    """One finding as a JSON Lines line, as the scan finds it."""
-    sys.stdout.write(to_json(f) + "\n")
-
-
 def verify_checks(fmt: str, checks: dict) -> None:
     """verify --list-checks: every check id, its severity and meaning."""
     rows = [{"check": c, "severity": sev, "detail": what} for c, (sev, what) in checks.items()]

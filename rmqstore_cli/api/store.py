@@ -957,7 +957,7 @@ class Store:
         one task per commit-log file, then per queue and index file; the same summary and
         findings as one process."""
         from rmqstore_cli.pipeline.stores import StoreSpec
-        from rmqstore_cli.pipeline.verify_job import verify_many, verify_one
+        from rmqstore_cli.pipeline.verify_job import verify_one
         from rmqstore_cli.store.verify import VerifyOptions
 
         opts = VerifyOptions(crc=crc, deep=deep, max_findings=max_findings, broker_version=broker_version)
@@ -965,7 +965,7 @@ class Store:
         conf = None if self.opener.broker_conf is None else str(self.opener.broker_conf)
         spec = StoreSpec(root, root, conf, tuple((k, v) for k, v in self.opener.sizes.items() if v is not None))
         # one store, not a fleet: the findings without ``store``, the summary naming the path
-        got = verify_one(spec, opts) if jobs == 1 else verify_many([spec], opts, None, False, jobs)[0]
+        got = verify_one(spec, opts, jobs=jobs)
         return VerifyReport([Finding.of(f) for f in got["findings"]], got["summary"], got["ok"])
 
 

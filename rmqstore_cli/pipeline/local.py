@@ -6,7 +6,7 @@ runs on executors, with the same results in the same order (verify's engine on i
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -79,14 +79,17 @@ def _forked_task(i: int):
     return fn(items[i])
 
 
-def fork_map(fn: Callable[[Any], Any], items: Sequence[Any], jobs: int) -> list:
+def fork_map(
+    fn: Callable[[Any], Any], items: Sequence[Any], jobs: int, each: Callable[[Any], None] | None = None
+) -> list:
     """``[fn(x) for x in items]``, on up to ``jobs`` forked processes when there is more than
-    one item and more than one job; results in item order. The workers are forked at this
-    call, so they see everything the caller built before it (the verify engine's join
-    context, rebuild's plan) without it being pickled."""
+    one item and more than one job; results in item order, each handed to ``each`` (a
+    progress bar) as it comes back. The workers are forked at this call, so they see
+    everything the caller built before it (the verify engine's join context, rebuild's plan)
+    without it being pickled."""
     items = list(items)
     if jobs <= 1 or len(items) <= 1 or "fork" not in _start_methods():
-        return [fn(x) for x in items]
+        return _collect((fn(x) for x in items), each)
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
@@ -94,9 +97,19 @@ def fork_map(fn: Callable[[Any], Any], items: Sequence[Any], jobs: int) -> list:
     _FORKED[:] = [fn, items]
     try:
         with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as ex:
-            return list(ex.map(_forked_task, range(len(items)), chunksize=max(1, len(items) // (4 * workers))))
+            got = ex.map(_forked_task, range(len(items)), chunksize=max(1, len(items) // (4 * workers)))
+            return _collect(got, each)
     finally:
         _FORKED[:] = [None, ()]
+
+
+def _collect(results: Iterable[Any], each: Callable[[Any], None] | None) -> list:
+    out = []
+    for r in results:
+        out.append(r)
+        if each is not None:
+            each(r)
+    return out
 
 
 def _start_methods() -> list[str]:

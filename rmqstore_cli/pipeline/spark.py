@@ -80,25 +80,9 @@ def session(master: str | None = None, conf: list[str] | None = None, verbose: b
         ("spark.sql.sources.partitionOverwriteMode", "static"),
     ]
     start = jvmstart.options(master) if SparkContext._gateway is None else _start
-    driver, executor = list(start.options), [] if jvmstart.embedded(master) else list(jvmstart.EXECUTOR_OPTIONS)
-    if not verbose:
-        quiet = f"-Dlog4j2.configurationFile={Path(__file__).with_name('log4j2.properties')}"
-        driver.append(quiet)
-        executor.append(quiet)
-    if executor:
-        settings.append(("spark.executor.extraJavaOptions", " ".join(executor)))
-    if driver:
-        settings.append(("spark.driver.extraJavaOptions", " ".join(driver)))
+    settings += _java_options(master, start, verbose)
     settings.append(("spark.python.daemon.module", "rmqstore_cli.pipeline.daemon"))
-    for kv in conf or []:
-        k, sep, v = kv.partition("=")
-        if not sep or not k:
-            from rmqstore_cli.errors import UsageError
-
-            raise UsageError(f"⟦spark_conf⟧ {kv!r} is not KEY=VALUE")
-        settings.append((k, v))
-        if k == "spark.pyspark.python":  # spark-submit turns it into PYSPARK_PYTHON; PySpark reads only that
-            os.environ["PYSPARK_PYTHON"] = v
+    settings += _user_conf(conf)
     if master is not None:
         settings.append(("spark.master", master))
     if not verbose:
@@ -107,6 +91,38 @@ def session(master: str | None = None, conf: list[str] | None = None, verbose: b
     _start = start
     sc.setLogLevel("INFO" if verbose else "ERROR")
     return Session(sc)
+
+
+def _java_options(master: str | None, start, verbose: bool) -> list[tuple[str, str]]:
+    """The driver's and (on a cluster) the executors' JVM options: :mod:`jvmstart`'s, and
+    unless ``verbose`` our log4j configuration (errors only)."""
+    driver, executor = list(start.options), [] if jvmstart.embedded(master) else list(jvmstart.EXECUTOR_OPTIONS)
+    if not verbose:
+        quiet = f"-Dlog4j2.configurationFile={Path(__file__).with_name('log4j2.properties')}"
+        driver.append(quiet)
+        executor.append(quiet)
+    settings = []
+    if executor:
+        settings.append(("spark.executor.extraJavaOptions", " ".join(executor)))
+    if driver:
+        settings.append(("spark.driver.extraJavaOptions", " ".join(driver)))
+    return settings
+
+
+def _user_conf(conf: list[str] | None) -> list[tuple[str, str]]:
+    """``--spark-conf KEY=VALUE`` settings, in order; ``spark.pyspark.python`` also as
+    PYSPARK_PYTHON (spark-submit turns it into that; PySpark reads only that)."""
+    settings = []
+    for kv in conf or []:
+        k, sep, v = kv.partition("=")
+        if not sep or not k:
+            from rmqstore_cli.errors import UsageError
+
+            raise UsageError(f"⟦spark_conf⟧ {kv!r} is not KEY=VALUE")
+        settings.append((k, v))
+        if k == "spark.pyspark.python":
+            os.environ["PYSPARK_PYTHON"] = v
+    return settings
 
 
 def stop(s) -> None:
@@ -318,15 +334,9 @@ def run_job(job, master: str | None, conf: list[str] | None, verbose: bool, *arg
     try:
         s = session(master, conf, verbose)
     except Exception as e:  # no JDK, bad master URL, no Connect server there, …
-        hint = "the spark engine needs a JDK (JAVA_HOME) and the 'spark' extra"
-        if connect.is_connect(master):
-            hint = (
-                "start the Spark Connect server first (README: Spark Connect); the client needs the 'spark' extra"
-                if isinstance(e, (ConnectionError, ImportError))
-                else "⟦spark_conf⟧ sets only session settings on a Spark Connect server (the rest where it starts)"
-            )
         raise StoreError(
-            f"cannot start Spark ({master or 'master from spark-submit'}): {_first_line(e)}", hint=hint
+            f"cannot start Spark ({master or 'master from spark-submit'}): {_first_line(e)}",
+            hint=_start_hint(master, e),
         ) from None
     remote = isinstance(s, connect.Remote)
     try:
@@ -341,17 +351,31 @@ def run_job(job, master: str | None, conf: list[str] | None, verbose: bool, *arg
             raise shrunk from None
         if verbose:
             raise
-        hint = "rerun with ⟦verbose⟧ for Spark's log"
-        if EXECUTOR_SAID in str(e) and (remote or not s.sparkContext.master.startswith("local")):
-            hint = "every executor must see the stores and the output at the same paths as the driver; " + hint
-        elif remote and "rmqstore_cli" in str(e):
-            hint = (
-                f"the Connect server's executors must import rmqstore_cli (start it with spark.pyspark.python "
-                f"a Python that has it, README); {hint}"
-            )
-        raise StoreError(f"the Spark job failed: {_first_line(e)}", hint=hint) from None
+        raise StoreError(f"the Spark job failed: {_first_line(e)}", hint=_job_hint(s, remote, e)) from None
     finally:
         stop(s)
+
+
+def _start_hint(master: str | None, e: Exception) -> str:
+    """What to do when no session starts: a JDK and the extra, or the Connect server."""
+    if not connect.is_connect(master):
+        return "the spark engine needs a JDK (JAVA_HOME) and the 'spark' extra"
+    if isinstance(e, (ConnectionError, ImportError)):
+        return "start the Spark Connect server first (README: Spark Connect); the client needs the 'spark' extra"
+    return "⟦spark_conf⟧ sets only session settings on a Spark Connect server (the rest where it starts)"
+
+
+def _job_hint(s, remote: bool, e: Exception) -> str:
+    """What to do when a job fails: the executors' view of the paths, or their Python."""
+    hint = "rerun with ⟦verbose⟧ for Spark's log"
+    if EXECUTOR_SAID in str(e) and (remote or not s.sparkContext.master.startswith("local")):
+        return "every executor must see the stores and the output at the same paths as the driver; " + hint
+    if remote and "rmqstore_cli" in str(e):
+        return (
+            f"the Connect server's executors must import rmqstore_cli (start it with spark.pyspark.python "
+            f"a Python that has it, README); {hint}"
+        )
+    return hint
 
 
 def _wait_for_executors(sc) -> None:

@@ -1,5 +1,5 @@
 """The pipeline's units of work: stores (``--store`` paths, ``--store-glob`` patterns), one
-task per commit-log file, and the verify of one store; no Spark in here.
+task per commit-log file; no Spark in here.
 
 A unit is one commit-log file of one store (the broker never splits a record across
 files). Units are small picklable tuples, so Spark ships them to executors, which open
@@ -85,15 +85,9 @@ def store_specs(
     of that name) then of ``--store-glob`` (each a shell pattern, ``~`` expanded, its matching
     directories in sorted order). Labels are the paths as given, or as matched. A pattern
     matching no directory, or a store named twice (same real path), is a usage error."""
-    named = [(p, p.rstrip("/") or p) for p in paths]
+    named = [_named(p) for p in paths]
     for pattern in patterns:
-        hits = sorted(h for h in glob.glob(os.path.expanduser(pattern)) if os.path.isdir(h))
-        if not hits:
-            raise UsageError(
-                f"⟦store_glob⟧ {pattern!r} matches no directory",
-                hint="check the pattern; a store whose name holds * ? or [ is given with ⟦store⟧",
-            )
-        named += [(h, h.rstrip("/") or h) for h in hits]
+        named += [_named(h) for h in _glob_dirs(pattern)]
     seen: dict[str, str] = {}
     for p, label in named:
         key = os.path.realpath(p)
@@ -102,6 +96,22 @@ def store_specs(
         seen[key] = label
     sz = tuple(sorted((k, v) for k, v in sizes.items() if v is not None))
     return [StoreSpec(str(Path(p)), label, broker_conf, sz) for p, label in named]
+
+
+def _named(path: str) -> tuple[str, str]:
+    """A store's path and its label: the path as given, without a trailing slash."""
+    return path, path.rstrip("/") or path
+
+
+def _glob_dirs(pattern: str) -> list[str]:
+    """The directories a ``--store-glob`` pattern matches, sorted; none is a usage error."""
+    hits = sorted(h for h in glob.glob(os.path.expanduser(pattern)) if os.path.isdir(h))
+    if not hits:
+        raise UsageError(
+            f"⟦store_glob⟧ {pattern!r} matches no directory",
+            hint="check the pattern; a store whose name holds * ? or [ is given with ⟦store⟧",
+        )
+    return hits
 
 
 def file_tasks(
@@ -123,30 +133,24 @@ def file_tasks(
         ms = s.open()
         try:
             cl = ms.commitlog
-            rng = walk_range(cl, from_offset, to_offset, None) if from_offset is not None else None
+            start = walk_range(cl, from_offset, to_offset, None).start if from_offset is not None else None
             for f in cl.files:
-                lo, hi = f.file_from_offset, f.file_from_offset + cl.file_size
-                if (from_offset is not None and hi <= from_offset) or (to_offset is not None and lo >= to_offset):
-                    continue
-                start = rng.start if rng is not None and rng.start > lo else None
-                stop = to_offset if to_offset is not None and to_offset < hi else None
-                out.append(FileTask(s, f.name, lo, cl.file_size, body, flt, start, stop))
+                bounds = _file_bounds(f.file_from_offset, cl.file_size, from_offset, to_offset, start)
+                if bounds is not None:
+                    out.append(FileTask(s, f.name, f.file_from_offset, cl.file_size, body, flt, *bounds))
         finally:
             ms.close()
     return out
 
 
-def verify_store(
-    spec: StoreSpec, crc: bool, deep: bool, max_findings: int | None, broker_version: str | None = None
-) -> dict:
-    """The engine's Verifier on one store: its (capped) findings, each carrying the store,
-    and its summary. Per-message rows never leave the task. ``broker_version``: the one
-    recovery is predicted for (None: the store's)."""
-    from rmqstore_cli.store.config import StoreConfig
-    from rmqstore_cli.store.verify import Verifier, VerifyOptions, open_for_verify
-
-    cfg = open_for_verify(StoreConfig.load(spec.path, spec.broker_conf, **dict(spec.sizes)))
-    v = Verifier(cfg, VerifyOptions(crc=crc, deep=deep, max_findings=max_findings, broker_version=broker_version))
-    findings = [dict(f.as_dict(), store=spec.label) for f in v.run()]
-    summary = dict(v.summary, store=spec.label)
-    return {"store": spec.label, "findings": findings, "summary": summary, "ok": v.ok}
+def _file_bounds(
+    lo: int, size: int, from_offset: int | None, to_offset: int | None, start: int | None
+) -> tuple[int | None, int | None] | None:
+    """A file's [start, stop) inside the range (None: the file's own bound), or None when the
+    file lies outside it; ``start`` is the range's first message (``walk_range``)."""
+    hi = lo + size
+    if (from_offset is not None and hi <= from_offset) or (to_offset is not None and lo >= to_offset):
+        return None
+    first = start if start is not None and start > lo else None
+    stop = to_offset if to_offset is not None and to_offset < hi else None
+    return first, stop

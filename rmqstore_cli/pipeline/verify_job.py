@@ -1,6 +1,9 @@
-"""``verify`` over one store or several, as the command runs it: the :class:`Verifier`'s
-findings and summary, and the broker-start verdict (``store/startup.py``) predicted from
-them. One result dict per store: ``findings``, ``summary``, ``verdict``, ``ok``."""
+"""``verify`` over one store or several, as the command and ``Store.verify`` run it: one
+engine, the plan, tasks and join of :mod:`~rmqstore_cli.pipeline.verify_tasks`, on this
+machine's processes (:class:`~rmqstore_cli.pipeline.verify_tasks.Forked`; one job: the tasks
+one after another in this process) or on Spark executors; then the broker-start verdict
+(``store/startup.py``) predicted from the findings. One result dict per store: ``findings``,
+``summary``, ``verdict``, ``ok``."""
 
 from __future__ import annotations
 
@@ -24,72 +27,67 @@ def commitlog_size(spec: Any) -> int:
     return sum(p.stat().st_size for d in cfg.commitlog_dirs if d.is_dir() for p in d.iterdir() if p.is_file())
 
 
-def verify_one(
-    spec: Any,
+def verify_one(spec: Any, opts: VerifyOptions, advance: Callable[[int], None] | None = None, jobs: int = 1) -> dict:
+    """One store on ``jobs`` processes of this machine (0: every core it may use; 1: this
+    process): the findings in the order one pass over the store meets them, all at the end
+    (the join orders them). ``advance`` gets each commit-log file's bytes as its scan ends."""
+    return verify_many([spec], opts, None, False, jobs, advance)[0]
+
+
+def verify_many(
+    specs: list,
     opts: VerifyOptions,
+    spark: tuple | None,
+    fleet: bool,
+    jobs: int = 1,
     advance: Callable[[int], None] | None = None,
-    stream: Callable[[dict], None] | None = None,
-) -> dict:
-    """One store on the local engine. ``stream``: each finding goes there as the scan finds
-    it (and is not kept, but for those the start-up prediction reads); else all are kept."""
-    cfg = load(spec)
-    findings: list[dict] = []
-    relevant: list[dict] = []  # what broker_start reads, kept even when the findings stream out
-    v = Verifier(cfg, opts, advance)
-    for f in v.run():
-        d = f.as_dict()
-        if stream is not None:
-            stream(d)
-        else:
-            findings.append(d)
-        if d["check"] in STARTUP_CHECKS:
-            relevant.append(d)
-    summary = v.summary  # built on each read: predict_start adds broker_start to this one
-    verdict, no_start = predict_start(cfg, opts.broker_version, relevant, summary)
-    extra = [f.as_dict() for f in no_start]  # "would not start" is an error (exit 1)
-    for d in extra if stream is not None else ():
-        stream(d)
-    return {
-        "findings": findings + extra,
-        "summary": summary,
-        "verdict": verdict,
-        "ok": v.ok and not no_start,
-    }
-
-
-def verify_many(specs: list, opts: VerifyOptions, spark: tuple | None, fleet: bool, jobs: int = 1) -> list[dict]:
-    """Several stores, Spark (``spark`` is (master, conf, verbose)) or ``jobs`` processes: one
-    task per commit-log file, then per queue and index file, the findings the local engine's; the same
-    Verifier per store, each result with its ``broker_start`` verdict; with one store (not a
-    ``fleet``), shaped as the local engine's (no ``store`` in the findings, the summary's
-    ``store`` the path as the local engine prints it)."""
-    from rmqstore_cli.pipeline.stores import verify_store
+) -> list[dict]:
+    """Several stores, on Spark (``spark`` is (master, conf, verbose)) or ``jobs`` processes:
+    one task per commit-log file, then per queue and index file; each result with its
+    ``broker_start`` verdict. With one store (not a ``fleet``), no ``store`` in the findings
+    and the summary's ``store`` the path as given."""
+    from rmqstore_cli.pipeline.local import default_jobs
+    from rmqstore_cli.pipeline.verify_tasks import Forked, verify_stores
 
     for s in specs:  # a path that is not a store is a clean error before any work
         load(s)
     args = (opts.crc, opts.deep, opts.max_findings, opts.broker_version)
     if spark is not None:
-        try:
-            from rmqstore_cli.pipeline import spark as sp
-        except ImportError:
-            from rmqstore_cli.errors import UsageError
-
-            raise UsageError("the spark engine needs PySpark", hint="pip install 'rmqstore[spark]'") from None
-        results = sp.run_job(sp.verify, *spark, specs, *args)
-    elif jobs != 1:  # the plan's tasks on this machine's cores (pipeline/local.py)
-        from rmqstore_cli.pipeline.local import default_jobs
-        from rmqstore_cli.pipeline.verify_tasks import Forked, verify_stores
-
-        results = verify_stores(specs, *args[:3], Forked(jobs or default_jobs()), opts.broker_version)
+        results = _spark_engine().run_job(_spark_engine().verify, *spark, specs, *args)
     else:
-        results = [verify_store(s, *args) for s in specs]
-    for s, r in zip(specs, results, strict=True):
-        if not fleet:
-            r["findings"] = [{k: x for k, x in f.items() if k != "store"} for f in r["findings"]]
-            r["summary"]["store"] = s.path
-        relevant = [f for f in r["findings"] if f["check"] in STARTUP_CHECKS]
-        r["verdict"], no_start = predict_start(load(s), opts.broker_version, relevant, r["summary"])
-        extra = [f.as_dict() for f in no_start]
-        r["findings"] += extra if not fleet else [dict(f, store=r["store"]) for f in extra]
-        r["ok"] = r["ok"] and not no_start
-    return results
+        engine = Forked(jobs or default_jobs(), advance)
+        results = verify_stores(specs, *args[:3], engine, opts.broker_version)
+    return [_conclude(s, r, opts, fleet) for s, r in zip(specs, results, strict=True)]
+
+
+def _sized(spec: Any) -> StoreConfig:
+    """The config the tasks ran on: the sizes the files show when none were given
+    (:meth:`Verifier.infer_sizes`, as the plan inferred them), so that the start-up prediction
+    reads the consume queues' ends with the broker's file size."""
+    cfg = load(spec)
+    Verifier(cfg).infer_sizes()
+    return cfg
+
+
+def _spark_engine():
+    try:
+        from rmqstore_cli.pipeline import spark
+    except ImportError:
+        from rmqstore_cli.errors import UsageError
+
+        raise UsageError("the spark engine needs PySpark", hint="pip install 'rmqstore[spark]'") from None
+    return spark
+
+
+def _conclude(spec: Any, r: dict, opts: VerifyOptions, fleet: bool) -> dict:
+    """One store's result with the broker-start verdict and the findings it adds ("would not
+    start" is an error: exit 1); one store's findings without ``store``."""
+    if not fleet:
+        r["findings"] = [{k: x for k, x in f.items() if k != "store"} for f in r["findings"]]
+        r["summary"]["store"] = spec.path
+    relevant = [f for f in r["findings"] if f["check"] in STARTUP_CHECKS]
+    r["verdict"], no_start = predict_start(_sized(spec), opts.broker_version, relevant, r["summary"])
+    tag = {"store": r["store"]} if fleet else {}
+    r["findings"] += [dict(f.as_dict(), **tag) for f in no_start]
+    r["ok"] = r["ok"] and not no_start
+    return r

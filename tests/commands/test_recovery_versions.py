@@ -260,8 +260,9 @@ def test_clean_store_same_prediction_in_every_version(small_store):
 def test_several_stores_and_the_decomposed_engine_follow_the_version(lagging, tmp_path):
     """--broker-version reaches the Verifier on every path: two stores (``verify_store``) and
     the decomposition Spark runs (``verify_stores``, here in-process)."""
-    from rmqstore_cli.pipeline.stores import StoreSpec, verify_store
+    from rmqstore_cli.pipeline.stores import StoreSpec
     from rmqstore_cli.pipeline.verify_tasks import verify_stores
+    from tests.helpers.verify_reference import verify_store
 
     store, x, _, bad, _ = lagging
     other = tmp_path / "other"

@@ -73,8 +73,9 @@ def _store(tiny: Path, tmp_path: Path, name: str, parts, lmq: bool) -> tuple[Pat
 def _both_engines(store: Path, conf: Path | None, version: str) -> dict:
     """The local engine's result, after checking the decomposed one (Spark's tasks, in this
     process) finds the same."""
-    from rmqstore_cli.pipeline.stores import StoreSpec, verify_store
+    from rmqstore_cli.pipeline.stores import StoreSpec
     from rmqstore_cli.pipeline.verify_tasks import verify_stores
+    from tests.helpers.verify_reference import verify_store
 
     sizes = (
         ()

@@ -151,9 +151,10 @@ def test_the_truncation_the_next_start_makes(store):
 
 @pytest.mark.slow
 def test_the_pipeline_engine_reports_the_same(store):
-    from rmqstore_cli.pipeline.stores import store_specs, verify_store
+    from rmqstore_cli.pipeline.stores import store_specs
     from rmqstore_cli.pipeline.verify_tasks import verify_stores
     from rmqstore_cli.store.epoch_file import encode_epoch_file
+    from tests.helpers.verify_reference import verify_store
 
     offs = _offsets(store)
     (store / "epochFileCheckpoint").write_bytes(encode_epoch_file([(2, 0), (1, offs[20])]))

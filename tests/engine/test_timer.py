@@ -367,8 +367,9 @@ def test_missing_wheel_is_rebuilt_by_recovery_from_a_one_file_log(sample, copy):
 
 def test_decomposed_verify_has_the_same_timer_findings(sample, copy):
     """pipeline/verify_tasks.py runs the timer checks on the driver: the same findings as Verifier.run."""
-    from rmqstore_cli.pipeline.stores import store_specs, verify_store
+    from rmqstore_cli.pipeline.stores import store_specs
     from rmqstore_cli.pipeline.verify_tasks import verify_stores
+    from tests.helpers.verify_reference import verify_store
 
     with open(copy / "config" / "timercheck", "r+b") as fh:
         fh.seek(8)

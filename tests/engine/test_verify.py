@@ -652,19 +652,32 @@ def _damages(store):
 
 @pytest.mark.parametrize("damage", [False, True])
 def test_retired_index_files_give_the_same_findings(small_store, monkeypatch, damage):
-    """Verifier retires an index file once the scan has passed all its entries (memory
-    does not grow with the index); the findings are those of keeping every file whole."""
+    """The whole-store Verifier's single pass (the test reference of the task engine) retires
+    an index file once the scan has passed all its entries (memory does not grow with the
+    index); the findings are those of keeping every file whole."""
     from rmqstore_cli.store import verify as V
+    from rmqstore_cli.store.config import StoreConfig
+
+    def whole_store() -> tuple[list, dict]:
+        cfg = StoreConfig.load(
+            small_store,
+            mapped_file_size_commit_log=CL_SIZE,
+            mapped_file_size_consume_queue=CQ_SIZE,
+            max_hash_slot_num=SLOTS,
+            max_index_num=INDEX_MAX,
+        )
+        v = V.Verifier(V.open_for_verify(cfg), V.VerifyOptions(deep=True, max_findings=1000))
+        return [f.as_dict() for f in v.run()], v.summary
 
     if damage:
         _damages(small_store)
     retired = []
     real = V.IndexScan.retire
     monkeypatch.setattr(V.IndexScan, "retire", lambda self: retired.append(self.name) or real(self))
-    _, with_retire, s1 = _verify(small_store, "--deep")
+    with_retire, s1 = whole_store()
     assert len(retired) >= 2, "the small store has several index files the scan passes"
     monkeypatch.setattr(V.IndexScan, "retire", lambda self: None)
-    _, whole, s2 = _verify(small_store, "--deep")
+    whole, s2 = whole_store()
     assert with_retire == whole and s1 == s2
     if damage:
         assert {"index.entry-target", "commitlog.gap"} <= {f["check"] for f in whole}

@@ -37,8 +37,9 @@ def test_decomposed_rebuild_is_the_local_engine_byte_for_byte(stores, name, tmp_
 
 def test_spark_rebuild_and_verify_are_the_local_engines(stores, spark, tmp_path):
     from rmqstore_cli.pipeline import spark as sp
-    from rmqstore_cli.pipeline.stores import store_specs, verify_store
+    from rmqstore_cli.pipeline.stores import store_specs
     from rmqstore_cli.store.rebuild import build_set
+    from tests.helpers.verify_reference import verify_store
 
     for name, (store, conf) in stores.items():
         want = rebuilt(build_set, store, conf, tmp_path / f"{name}-a")

@@ -136,11 +136,11 @@ def test_write_units_refuses_a_topic_that_is_no_directory_name(tmp_path):
 def test_verify_marks_runs_are_the_sorted_unique_runs():
     import numpy as np
 
-    from rmqstore_cli.pipeline.verify_tasks import _Marks
+    from rmqstore_cli.pipeline.verify_plan import Marks
 
     rng = np.random.default_rng(7)
     for ordered in (True, False):
-        m = _Marks()
+        m = Marks()
         parts = [np.arange(a, a + n) for a, n in ((0, 5), (5, 3), (20, 4), (22, 6), (40, 1), (100, 2))]
         if not ordered:
             parts += [rng.integers(0, 120, 30)]

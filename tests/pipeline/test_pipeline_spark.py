@@ -75,7 +75,8 @@ def test_spark_verify_finds_what_local_finds_for_several_stores(stores, spark, m
     and findings as the whole-store Verifier, capped or not, for three stores at once,
     whether the files' marks come back to the driver (few) or go by shuffle (many)."""
     from rmqstore_cli.pipeline import executor, spark as sp
-    from rmqstore_cli.pipeline.stores import store_specs, verify_store
+    from rmqstore_cli.pipeline.stores import store_specs
+    from tests.helpers.verify_reference import verify_store
 
     monkeypatch.setattr(executor, "SHIP_MARKS", ship)
     paths = []

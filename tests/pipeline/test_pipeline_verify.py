@@ -152,8 +152,8 @@ def _same(got: list[dict], want: list[dict]) -> None:
 
 
 def _check(stores, caps=(None, 2)):
-    from rmqstore_cli.pipeline.stores import verify_store
     from rmqstore_cli.pipeline.verify_tasks import verify_stores
+    from tests.helpers.verify_reference import verify_store
 
     specs = _specs(*stores)
     for cap in caps:
@@ -245,7 +245,7 @@ def test_index_info_without_the_check_is_what_the_check_reads(master, tmp_path, 
     """The scan's view of an index file (header, entries' offset range) comes from a cheap
     pass so the structure check can run beside the scan: it must equal what the check
     reads, for whole, damaged and short files."""
-    from rmqstore_cli.pipeline.verify_tasks import Recorder, index_info_task, plan_store
+    from rmqstore_cli.pipeline.verify_plan import Recorder, index_info_task, plan_store
     from rmqstore_cli.store.verify import Verifier, VerifyOptions
 
     store = tmp_path / "s"
@@ -276,7 +276,7 @@ def test_file_tasks_check_with_the_c_loops_unless_pure(master, tmp_path, monkeyp
     """A file task is its own Verifier (and a Spark worker its own process): it runs the C
     loops from its first record when they are built, the reference loops when
     FAST_PATHS.pure (RMQSTORE_PURE=1). Same findings either way."""
-    from rmqstore_cli.pipeline import verify_tasks as VT
+    from rmqstore_cli.pipeline import verify_scan as VS
     from rmqstore_cli.store.fastpaths import FAST_PATHS
 
     store = tmp_path / "s"
@@ -289,7 +289,7 @@ def test_file_tasks_check_with_the_c_loops_unless_pure(master, tmp_path, monkeyp
 
     def file_task_kernel(self):  # what the file tasks' Verifiers use (their sink: a FileRecorder)
         k = kernel(self)
-        if isinstance(self.sink, VT.FileRecorder):
+        if isinstance(self.sink, VS.FileRecorder):
             used.append(k)
         return k
 
@@ -314,15 +314,15 @@ def test_file_tasks_load_only_their_window_of_an_ordered_index_file(master, tmp_
     index file's entries between the commit-log files), so a task's cost and memory follow
     its file, not the index file; entries out of offset order fall back to the whole file.
     The findings are the Verifier's either way."""
-    from rmqstore_cli.pipeline import verify_tasks as VT
+    from rmqstore_cli.pipeline import verify_plan as VP
 
     windows = []
-    load = VT._IndexWindow.load
-    monkeypatch.setattr(VT._IndexWindow, "load", lambda self: windows.append((self.name, *self.window)) or load(self))
+    load = VP.IndexWindow.load
+    monkeypatch.setattr(VP.IndexWindow, "load", lambda self: windows.append((self.name, *self.window)) or load(self))
     want = _check([master], caps=(None,))
     assert want[0]["ok"]
-    plan = VT.plan_store(_specs(master)[0], True, False, None)
-    infos = {i.name: i for i in (VT.index_info_task(plan, k) for k in range(len(plan.index_paths)))}
+    plan = VP.plan_store(_specs(master)[0], True, False, None)
+    infos = {i.name: i for i in (VP.index_info_task(plan, k) for k in range(len(plan.index_paths)))}
     assert len(infos) > 1 and all(i.ordered for i in infos.values())
     for name, info in infos.items():
         mine = sorted({(a, b) for n, a, b in windows if n == name})  # plain and deep runs: the same
@@ -340,8 +340,8 @@ def test_file_tasks_load_only_their_window_of_an_ordered_index_file(master, tmp_
     idx.write_bytes(bytes(data))
     windows.clear()
     found = _check([store], caps=(None,))
-    plan = VT.plan_store(_specs(store)[0], True, False, None)
-    assert not VT.index_info_task(plan, 0).ordered and idx.name not in {n for n, _, _ in windows}
+    plan = VP.plan_store(_specs(store)[0], True, False, None)
+    assert not VP.index_info_task(plan, 0).ordered and idx.name not in {n for n, _, _ in windows}
     assert not found[0]["ok"]
 
 

@@ -11,8 +11,9 @@ import pytest
 
 
 def _same(store):
-    from rmqstore_cli.pipeline.stores import store_specs, verify_store
+    from rmqstore_cli.pipeline.stores import store_specs
     from rmqstore_cli.pipeline.verify_tasks import verify_stores
+    from tests.helpers.verify_reference import verify_store
 
     specs = store_specs([str(store)], None, {})
     want = [verify_store(s, True, False, None) for s in specs]

@@ -16,8 +16,9 @@ pytestmark = pytest.mark.slow  # Spark local[2]
 
 def _same(store: Path, conf: Path | None) -> list[dict]:
     """verify_stores equals verify_store (summary and findings); returns the findings."""
-    from rmqstore_cli.pipeline.stores import store_specs, verify_store
+    from rmqstore_cli.pipeline.stores import store_specs
     from rmqstore_cli.pipeline.verify_tasks import verify_stores
+    from tests.helpers.verify_reference import verify_store
 
     specs = store_specs([str(store)], str(conf) if conf else None, {})
     for cap in (None, 1):
@@ -183,8 +184,9 @@ def test_spark_verify_lmq_and_rocksdb_are_the_local_verify(lmq, spark, tmp_path)
     hole give the local findings and summary."""
     pytest.importorskip("rocksdict", reason="needs rocksdict: the rocksdb and test extras")
     from rmqstore_cli.pipeline import spark as sp
-    from rmqstore_cli.pipeline.stores import store_specs, verify_store
+    from rmqstore_cli.pipeline.stores import store_specs
     from tests.helpers.rocksdb_build import cq_key
+    from tests.helpers.verify_reference import verify_store
 
     _alpha_damaged(lmq[0], tmp_path / "lmq")
     rocks, queues = _rocks(tmp_path / "r")

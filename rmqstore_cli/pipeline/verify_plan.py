@@ -1,0 +1,248 @@
+"""verify's plan (``pipeline/verify_tasks.py``): what the driver reads of a store before any
+task (:func:`plan_store`), the index files' headers and structure (:func:`index_info_task`,
+:func:`index_open_task`, :func:`index_order`), and what every task shares: the
+:class:`Recorder` that places each finding in the order one pass over the store emits it,
+and the Verifier a task runs its phases on (:func:`task_verifier`)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+
+from rmqstore_cli.store.verify import Finding, IndexScan, Verifier, VerifyOptions
+
+
+class Marks:
+    """Stands in for a boolean array that is only ever set (``a[idx] = True``) during the
+    scan; the indices are handed back as [start, end) runs."""
+
+    def __init__(self):
+        self.parts: list[np.ndarray] = []
+
+    def __setitem__(self, idx, value) -> None:
+        assert value is True
+        self.parts.append(np.asarray(idx, dtype=np.int64).ravel())
+
+    def runs(self) -> np.ndarray:
+        if not self.parts:
+            return np.zeros((0, 2), np.int64)
+        u = np.concatenate(self.parts)
+        if len(u) > 1 and not bool(np.all(u[1:] >= u[:-1])):  # marks come mostly in order: sort only if not
+            u = np.sort(u)
+        cut = np.flatnonzero(np.diff(u) > 1) + 1  # repeats (step 0) stay inside a run
+        starts = np.r_[u[:1], u[cut]]
+        ends = np.r_[u[cut - 1], u[-1:]] + 1
+        return np.stack([starts, ends], axis=1)
+
+
+def mark_runs(arr: np.ndarray, runs_list) -> None:
+    for runs in runs_list:
+        for s, e in runs.tolist():
+            arr[s:e] = True
+
+
+class Recorder:
+    """A :class:`~rmqstore_cli.store.verify.FindingSink` that keeps findings with their place
+    in the local emission order: (phase, group, batch, rank, sequence), at most ``cap``
+    per check of what can still be among the first ``cap`` in that order."""
+
+    wants_queue_heads = False
+
+    def __init__(self, cap: int | None, phase: int, group: tuple = (0,)):
+        self.cap, self.phase, self.group = cap, phase, group
+        self.kept: list[tuple] = []  # (check, key, tag, finding dict)
+        self.seq = 0
+        self.batch = 0
+        self.placed: Counter = Counter()
+
+    def emit(self, finding: Finding) -> None:
+        self.seq += 1
+        placed = self.place(finding)
+        if placed is not None:
+            self.kept.append((finding.check, placed[0], placed[1], finding.as_dict()))
+
+    def group_of(self, check: str) -> tuple:
+        return self.group
+
+    def place(self, f: Finding):
+        """(key, tag) of a finding worth keeping, or None."""
+        if self.cap is not None and self.placed[f.check] >= self.cap:
+            return None
+        self.placed[f.check] += 1
+        return (self.phase, self.group_of(f.check), self.batch, (), self.seq), None
+
+    def batch_started(self) -> None:
+        pass
+
+    def topic_seen(self, topic: bytes, physical_offset: int) -> None:
+        pass
+
+    def queues_numbered(self, keys: list) -> None:
+        pass
+
+    def queue_heads(self, heads: dict) -> None:
+        pass
+
+
+def task_verifier(plan: StorePlan, rec: Recorder) -> Verifier:
+    """A Verifier of ``plan``'s store whose every finding goes to ``rec`` (the cap is the
+    driver's); a task hands its missing units on as arrays (bounded by its file), and a
+    queue task reports them exactly from those: never only runs."""
+    v = Verifier(
+        plan.config,
+        VerifyOptions(crc=plan.crc, deep=plan.deep, max_findings=None, broker_version=plan.broker_version),
+        sink=rec,
+    )
+    v.MISSING_CAP = None
+    return v
+
+
+def task_result(v: Verifier, rec: Recorder) -> dict:
+    return {"kept": rec.kept, "counts": v.counts, "sev": v.by_severity}
+
+
+@dataclass
+class StorePlan:
+    label: str
+    config: object
+    crc: bool
+    deep: bool
+    cap: int | None
+    files: list  # commit-log file names, in order
+    index_paths: list  # index file paths, in order
+    queue_dirs: dict  # (topic bytes, qid) -> (directory name, qid, path, position)
+    checkpoint: object
+    abort: bool
+    cl_min: int
+    notes: list
+    files_count: Counter
+    opening: dict = field(default_factory=dict)
+    # filled after the index tasks
+    index_info: list = field(default_factory=list)
+    index_end: int = -1
+    want_keys: bool = False
+    rocksdb: bool = False  # the queues are a RocksDB database (each task opens it read-only)
+    broker_version: str | None = None  # the one recovery is predicted for (None: the store's)
+
+
+def plan_store(spec, crc: bool, deep: bool, cap: int | None) -> StorePlan:
+    """Phase 0 on the driver (metadata only: directory listings, checkpoint, queue ends)."""
+    from rmqstore_cli.store.config import StoreConfig
+    from rmqstore_cli.store.verify import open_for_verify
+
+    cfg = open_for_verify(StoreConfig.load(spec.path, spec.broker_conf, **dict(spec.sizes)))
+    rec = Recorder(cap, 0)
+    v = Verifier(cfg, VerifyOptions(crc=crc, deep=deep, max_findings=None), sink=rec)
+    v.infer_sizes()
+    v.open_store(index=False)
+    rocks = getattr(v, "rocksdb", None) is not None  # the tasks reopen it (RocksDBChecks)
+    v.close_rocksdb()
+    v.open_commitlog()
+    v.mfq.close()
+    queue_dirs = {k: (mq.topic, mq.qid, str(mq.dir), n) for n, (k, mq) in enumerate(v.queues.items())}
+    for mq in v.queues.values():
+        mq.close()
+    try:
+        paths = sorted(str(p) for p in cfg.index_dir.iterdir() if p.is_file() and not p.name.startswith("."))
+    except (FileNotFoundError, NotADirectoryError):
+        paths = []
+    return StorePlan(
+        spec.label,
+        cfg,
+        crc,
+        deep,
+        cap,
+        [f.name for f in v.mfq.files],
+        paths,
+        queue_dirs,
+        v.checkpoint,
+        v.abort,
+        v.cl_min,
+        list(v.notes),
+        Counter(v.files),
+        task_result(v, rec),
+        rocksdb=rocks,
+    )
+
+
+def index_info_task(plan: StorePlan, k: int) -> SimpleNamespace:
+    """What the scan needs of index file ``k``, without checking it: its header and the
+    range of its entries' offsets (one pass over one column), so that the structure check
+    (:func:`index_open_task`) can run beside the scan instead of before it."""
+    cfg = plan.config
+    f = IndexScan(Path(plan.index_paths[k]), cfg.max_hash_slot_num, cfg.max_index_num, cfg.root)
+    try:
+        return SimpleNamespace(
+            k=k,
+            name=f.name,
+            rel=f.rel,
+            n=f.n,
+            begin_phy=f.begin_phy,
+            end_phy=f.end_phy,
+            end_ts=f.end_ts,
+            entries=f.entry_count,
+            phy_min=f.phy_min if f.entry_count else None,
+            phy_max=f.phy_max if f.entry_count else None,
+            ordered=bool(f.phy_ordered),
+        )
+    finally:
+        f.close()
+
+
+class IndexWindow(IndexScan):
+    """An index file as one file task's scan reads it: only the entries whose offsets lie in
+    ``[lo, hi)``, the task's commit-log file, when the entries are in offset order (as the
+    broker appends them; ``index_info_task`` saw the whole file). The arrays keep the
+    file's numbering (entries outside the window are allocated, never touched, so they
+    cost no memory), so marks and findings name the same entries as a whole-file load;
+    a task then costs and holds what its own file's entries need, not the index file's."""
+
+    def __init__(self, path: Path, slots: int, max_num: int, root: Path, lo: int, hi: int):
+        super().__init__(path, slots, max_num, root)
+        self.window = (self._first_at_or_above(lo), self._first_at_or_above(hi))
+
+    def _first_at_or_above(self, phy: int) -> int:
+        """Binary search over the mapped entries' offsets (in order): a few pages read."""
+        a, b = 0, self.entry_count
+        while a < b:
+            m = (a + b) // 2
+            if int(self.columns(m, m + 1, "phy_offset")[0][0]) < phy:
+                a = m + 1
+            else:
+                b = m
+        return a
+
+    def load(self) -> None:
+        self.read_entries(*self.window)
+        self.order = None
+        self.sorted_phy = self.phy
+
+    def in_range(self, lo: int, hi: int) -> np.ndarray:
+        a, b = self.window
+        w = self.phy[a:b]
+        return np.arange(a + np.searchsorted(w, lo, "left"), a + np.searchsorted(w, hi, "left"))
+
+
+def index_open_task(plan: StorePlan, k: int) -> dict:
+    """Index file ``k`` checked alone (name, size, structure)."""
+    rec = Recorder(plan.cap, 1, (k,))
+    v = task_verifier(plan, rec)
+    v.open_index_file(Path(plan.index_paths[k])).close()
+    return task_result(v, rec)
+
+
+def index_order(plan: StorePlan, infos: list) -> dict:
+    """``check_index_order`` from the index files' headers; sets ``index_end`` and whether the
+    scan extracts index keys (as ``open_commitlog`` decides it)."""
+    rec = Recorder(plan.cap, 1, (len(infos),))
+    v = task_verifier(plan, rec)
+    v.index_files = infos
+    v.check_index_order()
+    plan.index_info = infos
+    plan.index_end = v.index_end
+    plan.want_keys = plan.config.message_index_enable and (any(i.entries for i in infos) or plan.deep)
+    return task_result(v, rec)

@@ -1,0 +1,238 @@
+"""verify's scan tasks (``pipeline/verify_tasks.py``): one commit-log file checked alone
+(:func:`scan_task`), its findings placed by a :class:`FileRecorder`, and what it hands on
+(:class:`FileScan`): totals, what crosses files for the join, and the marks the queue and
+index tasks read (:func:`shuffle_items`, :func:`grouped`)."""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from rmqstore_cli.pipeline.verify_plan import IndexWindow, Marks, Recorder, StorePlan, task_verifier
+from rmqstore_cli.store.verify import Finding, IndexScan, Verifier
+
+_TQ_CHECKS = frozenset(
+    {"commitlog.queue-offset", "commitlog.queue-offset-reset", "cq.unit-mismatch", "cq.superseded"}
+)  # ordered by queue within a batch
+_TOPIC_CHECKS = frozenset({"commitlog.topic", "commitlog.topic-chars"})  # once per store, where first seen
+
+
+class FileRecorder(Recorder):
+    """The findings of one commit-log file's scan (``scan_file_at``) on a Verifier that has
+    seen no earlier file, and what the driver needs to join files up: where each topic and
+    queue was first met, each queue's first record in the file."""
+
+    wants_queue_heads = True
+
+    def __init__(self, plan: StorePlan, i: int):
+        super().__init__(plan.cap, 2, (i,))
+        self.topic_first: dict[bytes, int] = {}
+        self.tq_first_batch: dict[tuple, int] = {}
+        self.tq_head: dict[tuple, tuple] = {}
+        self.tq_state: dict[str, list] = {}
+        self.tq_group: Counter = Counter()
+
+    def batch_started(self) -> None:
+        self.batch += 1
+
+    def topic_seen(self, topic: bytes, physical_offset: int) -> None:
+        self.topic_first.setdefault(topic, physical_offset)
+
+    def queues_numbered(self, keys: list) -> None:
+        for k in keys:
+            self.tq_first_batch[k] = self.batch
+
+    def queue_heads(self, heads: dict) -> None:
+        for k, head in heads.items():
+            self.tq_head[k] = (*head, self.batch)
+
+    def place(self, f: Finding):
+        if f.check == "lmq.assumed":  # said once per store, by the first file that says it
+            return (self.phase, self.group, self.batch, (), self.seq), ("once", f.check)
+        if f.check in _TOPIC_CHECKS:  # the driver keeps the one of the store's first file
+            return (self.phase, self.group, self.batch, (), self.seq), f.subject
+        if f.check not in _TQ_CHECKS:
+            return super().place(f)
+        # ordered by (batch, queue number, sequence): keep what can be among the first `cap`
+        tk = f.subject[1]
+        s = self.tq_state.get(f.check)
+        if s is None:
+            s = self.tq_state[f.check] = [self.batch, 0, 0]  # batch, findings before it, in it
+        if s[0] != self.batch:
+            s[:] = [self.batch, s[1] + s[2], 0]
+        s[2] += 1
+        if self.cap is not None:
+            g = (f.check, self.batch, tk)
+            self.tq_group[g] += 1
+            if s[1] >= self.cap or self.tq_group[g] > self.cap:
+                return None
+        return (self.phase, self.group, self.batch, None, self.seq), ("tq", tk)
+
+
+@dataclass
+class FileScan:
+    store: int
+    i: int
+    kept: list
+    counts: Counter
+    sev: Counter
+    messages: int
+    bytes: int
+    max_store_ts: int
+    cl_end: int | None
+    first_records: dict
+    stops: list
+    topic_first: dict
+    tq_first_batch: dict
+    tq_head: dict
+    tq_tail: dict
+    tq_reset: dict
+    first_indexable: int | None = None  # the file's first message with an index key (index.missing)
+    # shuffled to the queue and index tasks, never collected
+    missing: dict = None  # tq -> (L, off, ts)
+    matched: dict = None  # queue -> runs
+    checked: dict = None  # index file number -> runs
+    lmq_ends: dict = None  # queue -> the next offset this file's messages assign it (lmq.queue-end)
+    lmq_mode: tuple | None = None  # (enable_lmq, broker5) when the file checked multi-dispatch
+    scanned: int = 0  # the file's bytes as a progress bar counts them (``CommitLogScan#scan_file_at``)
+
+    def light(self) -> FileScan:
+        return FileScan(**{**self.__dict__, "missing": None, "matched": None, "checked": None, "lmq_ends": None})
+
+    def marks(self) -> int:
+        """Numbers in what the queue and index tasks read of this file (runs, missing units):
+        a few per queue and index file unless the store is damaged."""
+        arrays = [a for t in (self.missing or {}).values() for a in t]
+        return sum(np.size(a) for a in [*arrays, *(self.matched or {}).values(), *(self.checked or {}).values()])
+
+
+def scan_task(plan: StorePlan, store: int, i: int) -> FileScan:
+    """Commit-log file ``i`` scanned alone: its findings, totals and what crosses files."""
+    cfg = plan.config
+    rec = FileRecorder(plan, i)
+    v = task_verifier(plan, rec)
+    v.retire_index_files = False  # the task ships its index files' marks after the scan
+    v.checkpoint, v.abort = plan.checkpoint, plan.abort
+    with v.muted():  # the driver's findings
+        v.open_queues()
+    for mq in v.queues.values():
+        mq.matched = Marks()
+    lo, length = _file_start_and_length(plan, i)
+    hi = None if lo is None else lo + max(cfg.mapped_file_size_commit_log, length)  # records lie below
+    v.index_files, ks = _scan_index_files(plan, lo, hi)
+    v.index_end = plan.index_end
+    try:
+        with v.muted():
+            v.open_commitlog()
+        v.want_keys = plan.want_keys
+        v.index_empty = cfg.message_index_enable and not any(x.entries for x in plan.index_info)
+        v.scan_file_at(i)
+        try:
+            v.mfq.close()
+        except BufferError:
+            pass
+        got = _file_scan(plan, store, i, v, rec, ks)
+        got.scanned = min(length, cfg.mapped_file_size_commit_log)
+        return got
+    finally:
+        for x in [*v.queues.values(), *v.index_files]:
+            x.close()
+        v.close_rocksdb()
+
+
+def _file_start_and_length(plan: StorePlan, i: int) -> tuple[int | None, int]:
+    """Commit-log file ``i``'s start offset (None: a name that is not one) and its length."""
+    name = plan.files[i]
+    dirs = plan.config.commitlog_dirs
+    length = max((os.path.getsize(d / name) for d in dirs if (d / name).is_file()), default=0)
+    return (int(name) if name.isdigit() else None), length
+
+
+def _scan_index_files(plan: StorePlan, lo: int | None, hi: int | None) -> tuple[list, list]:
+    """The index files with entries inside a commit-log file's range (a window of each
+    ordered one), and their numbers."""
+    cfg = plan.config
+    files, ks = [], []
+    for info in plan.index_info:
+        if info.entries and (lo is None or (info.phy_min < hi and info.phy_max >= lo)):
+            args = (Path(plan.index_paths[info.k]), cfg.max_hash_slot_num, cfg.max_index_num, cfg.root)
+            f = IndexWindow(*args, lo, hi) if info.ordered and lo is not None else IndexScan(*args)
+            f.known_range = (info.phy_min, info.phy_max)  # read by the info pass
+            f.checked = Marks()
+            files.append(f)
+            ks.append(info.k)
+    return files, ks
+
+
+def _file_scan(plan: StorePlan, store: int, i: int, v: Verifier, rec: FileRecorder, ks: list) -> FileScan:
+    """What scan task ``i`` hands on, from its Verifier and recorder."""
+    missing = _missing_by_queue(v)
+    return FileScan(
+        store,
+        i,
+        rec.kept,
+        v.counts,
+        v.by_severity,
+        v.messages,
+        v.bytes,
+        v.max_store_ts,
+        v.cl_end if i == len(plan.files) - 1 else None,
+        dict(v.first_records),
+        list(v.stops),
+        rec.topic_first,
+        rec.tq_first_batch,
+        rec.tq_head,
+        {v.queue_key(t): e for t, e in enumerate(v.tq_last) if e is not None},
+        {v.queue_key(t): p for t, p in v.tq_reset.items()},
+        v.first_indexable,
+        missing,
+        {k: r for k, mq in v.queues.items() if len(r := mq.matched.runs())},
+        {k: r for k, f in zip(ks, v.index_files, strict=True) if len(r := f.checked.runs())},
+        _lmq_ends(v),
+        v.lmq_mode,
+    )
+
+
+def _missing_by_queue(v: Verifier) -> dict:
+    """The file's messages without a consume-queue unit, by queue: (queue offsets, physical
+    offsets, store times) arrays, exact (the queue tasks report them)."""
+    missing: dict = {}
+    if v.missing:
+        t = np.concatenate([m[0] for m in v.missing])
+        cols = [np.concatenate([m[c] for m in v.missing]) for c in (1, 2, 3)]
+        for tq in np.unique(t).tolist():
+            sel = t == tq
+            missing[v.queue_key(tq)] = tuple(c[sel] for c in cols)
+    return missing
+
+
+def _lmq_ends(v: Verifier) -> dict:
+    """``LmqChecks#check_lmq_batch``'s queue ends of one file, by existing queue (the
+    queue task runs ``finish_lmq`` on the largest)."""
+    ends = {(name.encode("utf-8", "surrogateescape"), q): e for (name, q), e in v.__dict__.get("lmq_ends", {}).items()}
+    return {k: e for k, e in ends.items() if k in v.queues}
+
+
+def shuffle_items(r: FileScan):
+    """What one file gives the queue and index tasks: ((store, kind, key), item)."""
+    for tk, arrays in (r.missing or {}).items():
+        yield (r.store, "q", tk), ("missing", r.i, arrays)
+    for k, runs in (r.matched or {}).items():
+        yield (r.store, "q", k), ("matched", r.i, runs)
+    for k, runs in (r.checked or {}).items():
+        yield (r.store, "i", k), ("checked", r.i, runs)
+    for k, end in (r.lmq_ends or {}).items():
+        yield (r.store, "q", k), ("lmq_end", r.i, end)
+
+
+def grouped(scans: list, keys: list) -> dict:
+    """What the scans give each queue and index task, by task (every key gets one)."""
+    groups: dict = {k: [] for k in keys}
+    for r in scans:
+        for k, item in shuffle_items(r):
+            groups.setdefault(k, []).append(item)
+    return groups
