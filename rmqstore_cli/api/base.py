@@ -1,0 +1,96 @@
+"""What :class:`~rmqstore_cli.api.store.Store` and the classes holding its methods share.
+
+Store's answers are grouped by subject in mixin classes of their own modules
+(api/incidents.py, api/timers.py, api/jobs.py), which Store inherits. Each mixin is a
+:class:`StoreView`: the part of a Store its methods use, so each module is type-checked
+without importing Store (no import circle).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from rmqstore_cli.errors import UsageError
+from rmqstore_cli.times import parse_time
+
+if TYPE_CHECKING:
+    from rmqstore_cli.store.config import StoreConfig
+    from rmqstore_cli.store.filters import MessageFilter
+    from rmqstore_cli.store.message_store import MessageStore
+
+#: What a time argument may be: epoch milliseconds, an aware (or local) datetime, or a string
+#: in the command line's forms (ISO 8601, epoch seconds/milliseconds by digits, now, -2h).
+TimeLike = int | _dt.datetime | str
+
+
+def to_ms(value: TimeLike | None, name: str, tz: _dt.tzinfo | None = None) -> int | None:
+    """Epoch milliseconds of a time argument (None stays None). A naive datetime is in
+    ``tz`` (or the local zone), as a time without a zone is on the command line."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        raise UsageError(f"{name}: {value!r} is not a time")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, _dt.datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=tz) if tz else value.astimezone()
+        return int(value.timestamp() * 1000)
+    if isinstance(value, str):
+        return parse_time(value, name, tz=tz)
+    raise UsageError(f"{name}: {value!r} is not a time", hint="give epoch milliseconds, a datetime or a string")
+
+
+def check_range(start: int | None, stop: int | None) -> None:
+    """Refuse a physical-offset range ``[start, stop)`` that runs backwards."""
+    if start is not None and stop is not None and start > stop:
+        raise UsageError(f"from_offset {start} lies after to_offset {stop}", hint="the range is [from, to)")
+
+
+class Opener(Protocol):
+    """How a store was named (``api.store.StoreOpener``): a fresh configuration on demand."""
+
+    @property
+    def broker_conf(self) -> Path | None: ...
+
+    @property
+    def sizes(self) -> dict[str, int | None]: ...
+
+    def config(self) -> StoreConfig: ...
+
+
+class StoreView(Protocol):
+    """The part of a Store the mixins' methods use (Store is the one implementation)."""
+
+    opener: Opener
+    tz: _dt.tzinfo | None
+
+    @property
+    def engine(self) -> MessageStore: ...
+
+    @property
+    def path(self) -> Path: ...
+
+    @property
+    def config(self) -> StoreConfig: ...
+
+    def filter(
+        self,
+        topic: str | None = None,
+        begin: TimeLike | None = None,
+        end: TimeLike | None = None,
+        *,
+        queue_id: int | None = None,
+        key: str | None = None,
+        uniq_key: str | None = None,
+        tag: str | None = None,
+    ) -> MessageFilter: ...
+
+    def _walk(
+        self, flt: MessageFilter, start: int | None, stop: int | None, check_crc: bool
+    ) -> Iterator[tuple[Any, Any]]: ...
+
+    def _reopen(self) -> None: ...
