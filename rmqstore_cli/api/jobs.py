@@ -8,7 +8,8 @@ import os
 from pathlib import Path
 
 from rmqstore_cli.api.base import StoreView, TimeLike, check_range, to_ms
-from rmqstore_cli.api.records import ExpireAction, ExpireReport, ExportReport, Finding, RebuildReport, VerifyReport
+from rmqstore_cli.api.job_records import ExpireAction, ExpireReport, ExportReport, RebuildReport
+from rmqstore_cli.api.records import Finding, VerifyReport
 from rmqstore_cli.errors import UsageError
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from rmqstore_cli.api.base import StoreView, TimeLike, to_ms
 from rmqstore_cli.api.incident_records import DelayLevel, OverdueMessage, OverdueReport, OverdueTopic
-from rmqstore_cli.api.records import TimerNext, TimerSlot, TimerSummary, TimerUnit
+from rmqstore_cli.api.timer_records import TimerNext, TimerSlot, TimerSummary, TimerUnit
 from rmqstore_cli.errors import UsageError
 from rmqstore_cli.times import check_window
 
