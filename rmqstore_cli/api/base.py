@@ -9,7 +9,7 @@ without importing Store (no import circle).
 from __future__ import annotations
 
 import datetime as _dt
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -77,17 +77,8 @@ class StoreView(Protocol):
     @property
     def config(self) -> StoreConfig: ...
 
-    def filter(
-        self,
-        topic: str | None = None,
-        begin: TimeLike | None = None,
-        end: TimeLike | None = None,
-        *,
-        queue_id: int | None = None,
-        key: str | None = None,
-        uniq_key: str | None = None,
-        tag: str | None = None,
-    ) -> MessageFilter: ...
+    #: Store.filter: the engine's filter for a topic, a time window and keys.
+    filter: Callable[..., MessageFilter]
 
     def _walk(
         self, flt: MessageFilter, start: int | None, stop: int | None, check_crc: bool
