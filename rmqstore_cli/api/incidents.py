@@ -5,7 +5,6 @@ epochs, the file against the RocksDB consume queue, and what fills the disk (``s
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from rmqstore_cli.api.base import StoreView, TimeLike, to_ms
@@ -41,8 +40,7 @@ class IncidentQueries(StoreView):
         if self.engine.rocksdb_cq is None or not has_file_queues(cq_dir):
             what = "RocksDB database" if self.engine.rocksdb_cq is None else "<topic>/<queueId> directories"
             raise StoreError(f"not a double-writing store: consumequeue/ holds no {what}", path=cq_dir)
-        got = compare_stores(cq_dir, self.engine.config.cq_file_size, self.engine.rocksdb_cq, topic, queue_id)
-        return [QueueComparison(**asdict(c)) for c in got]
+        return list(compare_stores(cq_dir, self.engine.config.cq_file_size, self.engine.rocksdb_cq, topic, queue_id))
 
     def transactions(
         self,

@@ -7,9 +7,10 @@ Each has ``as_dict()``, the exact object the command line prints for it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any
 
+from rmqstore_cli.store.cq_compare import QueueComparison as QueueComparison  # a record of the API too
 from rmqstore_cli.store.message_view import message_dict
 
 JSON = dict[str, Any]
@@ -108,41 +109,6 @@ class QueueInfo:
             "min_offset": self.min_offset,
             "max_offset": self.max_offset,
         }
-
-
-@dataclass(frozen=True, slots=True)
-class QueueComparison:
-    """One queue of a double-writing 5.x store (``rocksdbCQDoubleWriteEnable``,
-    ``CombineConsumeQueueStore``): the file consume queue against the RocksDB one.
-    ``*_first``/``*_end``: the first unit each side holds and one past its last (0, 0: the
-    side has no such queue); ``differing``: cq offsets whose units differ; ``only_file`` /
-    ``only_rocksdb``: units one side holds and the other does not; ``first_difference``: the
-    lowest cq offset where they disagree, with each side's unit there as (commit-log offset,
-    size, tags code), None where that side has none."""
-
-    topic: str
-    queue_id: int
-    file_first: int
-    file_end: int
-    rocksdb_first: int
-    rocksdb_end: int
-    differing: int
-    only_file: int
-    only_rocksdb: int
-    first_difference: int | None
-    file_unit: tuple[int, int, int] | None
-    rocksdb_unit: tuple[int, int, int] | None
-
-    @property
-    def agrees(self) -> bool:
-        return self.first_difference is None
-
-    def as_dict(self) -> JSON:
-        d = {f.name: getattr(self, f.name) for f in fields(self)}
-        for k in ("file_unit", "rocksdb_unit"):
-            u = d[k]
-            d[k] = None if u is None else {"commitlog_offset": u[0], "size": u[1], "tags_code": u[2]}
-        return {**d, "agrees": self.agrees}
 
 
 @dataclass(frozen=True, slots=True)
