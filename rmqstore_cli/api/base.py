@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from rmqstore_cli.errors import UsageError
-from rmqstore_cli.times import parse_time
+from rmqstore_cli.times import now_ms, parse_time
 
 if TYPE_CHECKING:
     from rmqstore_cli.store.config import StoreConfig
@@ -44,10 +44,35 @@ def to_ms(value: TimeLike | None, name: str, tz: _dt.tzinfo | None = None) -> in
     raise UsageError(f"{name}: {value!r} is not a time", hint="give epoch milliseconds, a datetime or a string")
 
 
+def at_ms(now: TimeLike | None, tz: _dt.tzinfo | None = None) -> int:
+    """A ``now`` argument in epoch milliseconds: the clock's now when not given."""
+    at = to_ms(now, "now", tz)
+    return now_ms() if at is None else at
+
+
 def check_range(start: int | None, stop: int | None) -> None:
     """Refuse a physical-offset range ``[start, stop)`` that runs backwards."""
     if start is not None and stop is not None and start > stop:
         raise UsageError(f"from_offset {start} lies after to_offset {stop}", hint="the range is [from, to)")
+
+
+def positive_counts(**counts: int | None) -> None:
+    """Refuse a count given as zero or less (``sample``, ``max_bytes``): None is "not given"."""
+    for name, v in counts.items():
+        if v is not None and v < 1:
+            raise UsageError(f"{name} {v}: not a positive count")
+
+
+def chosen_states(state: str | list[str] | None, known: tuple[str, ...], limit: int | None) -> tuple[str, ...] | None:
+    """The ``state`` argument of an incident answer as a tuple (None: every state), each one
+    of ``known``; and ``limit``, when given, a count."""
+    states = (state,) if isinstance(state, str) else None if state is None else tuple(state)
+    for s in states or ():
+        if s not in known:
+            raise UsageError(f"state {s!r}: not {', '.join(known)}")
+    if limit is not None and limit < 0:
+        raise UsageError(f"limit {limit}: not a count")
+    return states
 
 
 class Opener(Protocol):

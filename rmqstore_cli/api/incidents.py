@@ -5,9 +5,10 @@ epochs, the file against the RocksDB consume queue, and what fills the disk (``s
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from rmqstore_cli.api.base import StoreView, TimeLike, to_ms
+from rmqstore_cli.api.base import StoreView, TimeLike, at_ms, chosen_states, positive_counts
 from rmqstore_cli.api.incident_records import (
     PopGroup,
     PopMessage,
@@ -19,6 +20,8 @@ from rmqstore_cli.api.incident_records import (
 )
 from rmqstore_cli.api.records import QueueComparison, StatsFile, StatsInterval, StatsReport, StatsRow
 from rmqstore_cli.errors import StoreError, UsageError
+
+JSON = dict[str, Any]
 
 if TYPE_CHECKING:
     from rmqstore_cli.api.epoch_records import EpochReport
@@ -62,17 +65,11 @@ class IncidentQueries(StoreView):
         counts. One walk of the commit log (store/transactions.py); op records the broker
         would skip in part are noted in :attr:`warnings`."""
         from rmqstore_cli.store import transactions as tx
-        from rmqstore_cli.times import now_ms
 
-        states = (state,) if isinstance(state, str) else None if state is None else tuple(state)
-        for s in states or ():
-            if s not in tx.STATES:
-                raise UsageError(f"state {s!r}: not {', '.join(tx.STATES)}")
-        if limit is not None and limit < 0:
-            raise UsageError(f"limit {limit}: not a count")
-        at = to_ms(now, "now", self.tz)
+        states = chosen_states(state, tx.STATES, limit)
+        at = at_ms(now, self.tz)
         cfg = self.engine.config
-        rules = tx.Rules(now_ms() if at is None else at, cfg.transaction_check_max, cfg.file_reserved_time)
+        rules = tx.Rules(at, cfg.transaction_check_max, cfg.file_reserved_time)
         got = tx.answer(self.engine.commitlog, rules, topic, group, states, limit)
         self.engine.warnings.extend(got.warnings)
         return TransactionReport(
@@ -104,15 +101,14 @@ class IncidentQueries(StoreView):
         topics = trace.trace_topics(self.engine.config, topic)
         one = next(iter(topics)) if len(topics) == 1 else None
 
-        def rows(narrow: str | None, about: str | None) -> list[dict[str, Any]]:
+        def rows(narrow: str | None, about: str | None) -> list[JSON]:
             flt = self.filter(one, begin, end, key=narrow)
             return list(trace.trace_rows(trace.messages_of(self._walk(flt, None, None, False)), topics, about, key))
 
         mid = None if msg_id is None else msg_id.upper()  # createUniqID: upper-case hex
         got = rows(mid if mid is not None else key, mid)
-        if mid is not None and not got:  # an offset msgId: no trace message is KEYed by it, its Pub names it
-            pubs = {r["msg_id"] for r in rows(key, mid) if r["offset_msg_id"] == mid}
-            got = [r for p in pubs for r in rows(p, p)]
+        if mid is not None and not got:
+            got = rows_by_offset_msg_id(rows, key, mid)
         return [TraceRecord(**r) for r in trace.time_order(got)]
 
     def epochs(self, *, messages: bool = False) -> EpochReport | None:
@@ -162,18 +158,12 @@ class IncidentQueries(StoreView):
         choose the messages kept, not the counts. Bodies the broker could not read are
         noted in :attr:`warnings`."""
         from rmqstore_cli.store import pop as engine, progress
-        from rmqstore_cli.times import now_ms
 
-        states = (state,) if isinstance(state, str) else None if state is None else tuple(state)
-        for s in states or ():
-            if s not in engine.STATES:
-                raise UsageError(f"state {s!r}: not {', '.join(engine.STATES)}")
-        if limit is not None and limit < 0:
-            raise UsageError(f"limit {limit}: not a count")
-        at = to_ms(now, "now", self.tz)
+        states = chosen_states(state, engine.STATES, limit)
+        at = at_ms(now, self.tz)
         sources = progress.load_sources(self.path / "config")
         self.engine.warnings.extend(w for loaded in sources for w in loaded.warnings)
-        rules = engine.Rules(now_ms() if at is None else at, engine.revive_offsets([t.table for t in sources]))
+        rules = engine.Rules(at, engine.revive_offsets([t.table for t in sources]))
         got = engine.answer(self.engine, rules, topic, group, states, limit)
         self.engine.warnings.extend(got.warnings)
         return PopReport(
@@ -213,9 +203,7 @@ class IncidentQueries(StoreView):
             raise UsageError(f"by={by!r}: not topic, queue, file, minute or hour")
         ms = self.engine
         stats_report.require_commitlog(ms.config)
-        for name, v in (("sample", sample), ("max_bytes", max_bytes)):
-            if v is not None and v < 1:
-                raise UsageError(f"{name} {v}: not a positive count")
+        positive_counts(sample=sample, max_bytes=max_bytes)
         if by in stats_series.INTERVALS:
             if sample is not None or max_bytes is not None:
                 raise UsageError(f"by={by!r} counts every record: not with sample or max_bytes")
@@ -236,3 +224,13 @@ class IncidentQueries(StoreView):
         if rep.topic_missing:
             raise NotFound(f"topic {topic!r} has no record in the commit log", path=self.config.root)
         return StatsReport([StatsInterval(**d) for d in rep.rows], rep.summary)
+
+
+def rows_by_offset_msg_id(
+    rows: Callable[[str | None, str | None], list[JSON]], key: str | None, mid: str
+) -> list[JSON]:
+    """The trace rows of an offset msgId ``mid``: no trace message is KEYed by it, so the Pub
+    records naming it give the client's msgId, whose rows are the answer. ``rows(narrow,
+    about)`` reads the trace messages KEYed by ``narrow`` (all: None), rows about ``about``."""
+    pubs = {r["msg_id"] for r in rows(key, mid) if r["offset_msg_id"] == mid}
+    return [r for p in pubs for r in rows(p, p)]

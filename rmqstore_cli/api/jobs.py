@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from rmqstore_cli.api.base import StoreView, TimeLike, check_range, to_ms
+from rmqstore_cli.api.base import StoreView, TimeLike, at_ms, check_range
 from rmqstore_cli.api.job_records import ExpireAction, ExpireReport, ExportReport, RebuildReport
 from rmqstore_cli.api.records import Finding, VerifyReport
 from rmqstore_cli.errors import UsageError
@@ -39,21 +39,15 @@ class StoreJobs(StoreView):
         is appended to ``rmqstore-expire.jsonl`` in the store root as it happens. A run that
         had to leave files alone returns with ``completed`` False and the ``problems``."""
         from rmqstore_cli.store import expire_run
-        from rmqstore_cli.times import now_ms
 
-        if disk_ratio is not None and not 0 < disk_ratio <= 1:
-            raise UsageError(f"disk_ratio {disk_ratio:g} is not a share of the disk", hint="give a fraction: 0.85")
-        if reserved_hours is not None and reserved_hours < 0:
-            raise UsageError(f"reserved_hours {reserved_hours:g} is negative")
-        if max_files is not None and max_files < 1:
-            raise UsageError(f"max_files {max_files}: at least one")
-        at = to_ms(now, "now", self.tz)
+        check_expire_args(reserved_hours, disk_ratio, max_files)
+        at = at_ms(now, self.tz)
         cfg = self.opener.config()
         hours = reserved_hours if reserved_hours is not None else float(cfg.file_reserved_time)
         expire_run.check_lock(cfg, dry_run, force, refuse_hint="stop the broker or work on a snapshot")
         self.engine.warnings.extend(expire_run.check_files(cfg, self.tz))
         try:
-            run = expire_run.run(cfg, now_ms() if at is None else at, hours, disk_ratio, max_files, pause_ms, dry_run)
+            run = expire_run.run(cfg, at, hours, disk_ratio, max_files, pause_ms, dry_run)
         finally:
             if not dry_run:
                 self._reopen()
@@ -82,22 +76,10 @@ class StoreJobs(StoreView):
         ``only`` "cq" or "index" rebuilds one set; ``topics`` only those topics' queues.
         ``dry_run`` scans and reports what would be written. Index files are named by their
         first entry's store time in the store's ``tz``."""
-        from rmqstore_cli.errors import UsageError as _Usage
         from rmqstore_cli.store import rebuild_plan
-        from rmqstore_cli.store.consume_queue import unsafe_topic
         from rmqstore_cli.store.lock import refuse_if_live
 
-        if only is not None and only not in rebuild_plan.ONLY:
-            raise _Usage(f"only={only!r}: not cq or index")
-        if topics and only == "index":
-            raise _Usage("topics select consume queues; they do not go with only='index'")
-        if output is not None and no_backup:
-            raise _Usage("no_backup goes with an in-place rebuild")
-        if output is None and copy_commitlog:
-            raise _Usage("copy_commitlog goes with an output directory")
-        for t in topics or ():
-            if unsafe_topic(t):
-                raise _Usage(f"topic {t!r} cannot be a consume-queue directory: {unsafe_topic(t)}")
+        check_rebuild_args(output, only, topics, copy_commitlog, no_backup)
         if output is None:
             refuse_if_live(self.path)
         cfg = self.opener.config()
@@ -106,7 +88,7 @@ class StoreJobs(StoreView):
         sources = rebuild_plan.check_sizes(cfg, opts, self.opener.sizes, self.opener.broker_conf)
         picked = rebuild_plan.batch_topics_picked(cfg, opts)
         if picked:
-            raise _Usage(
+            raise UsageError(
                 f"{', '.join(picked)}: BatchCQ topics (batchconsumequeue/) are rebuilt only with all the queues"
             )
         out = None if output is None else Path(output)
@@ -198,3 +180,44 @@ class StoreJobs(StoreView):
         # one store, not a fleet: the findings without ``store``, the summary naming the path
         got = verify_one(spec, opts) if jobs == 1 else verify_many([spec], opts, None, False, jobs)[0]
         return VerifyReport([Finding.of(f) for f in got["findings"]], got["summary"], got["ok"])
+
+
+def check_expire_args(reserved_hours: float | None, disk_ratio: float | None, max_files: int | None) -> None:
+    """Refuse what :meth:`StoreJobs.expire` cannot run with, before anything is read."""
+    if disk_ratio is not None and not 0 < disk_ratio <= 1:
+        raise UsageError(f"disk_ratio {disk_ratio:g} is not a share of the disk", hint="give a fraction: 0.85")
+    if reserved_hours is not None and reserved_hours < 0:
+        raise UsageError(f"reserved_hours {reserved_hours:g} is negative")
+    if max_files is not None and max_files < 1:
+        raise UsageError(f"max_files {max_files}: at least one")
+
+
+def check_rebuild_args(
+    output: str | os.PathLike[str] | None,
+    only: str | None,
+    topics: list[str] | None,
+    copy_commitlog: bool,
+    no_backup: bool,
+) -> None:
+    """Refuse the arguments of :meth:`StoreJobs.rebuild_index` that do not go together, and a
+    topic that cannot name a consume-queue directory, before anything is read."""
+    from rmqstore_cli.store import rebuild_plan
+
+    if only is not None and only not in rebuild_plan.ONLY:
+        raise UsageError(f"only={only!r}: not cq or index")
+    if topics and only == "index":
+        raise UsageError("topics select consume queues; they do not go with only='index'")
+    if output is not None and no_backup:
+        raise UsageError("no_backup goes with an in-place rebuild")
+    if output is None and copy_commitlog:
+        raise UsageError("copy_commitlog goes with an output directory")
+    refuse_unsafe_topics(topics or [])
+
+
+def refuse_unsafe_topics(topics: list[str]) -> None:
+    """Refuse a topic that cannot name a consume-queue directory (``..``, a path separator, …)."""
+    from rmqstore_cli.store.consume_queue import unsafe_topic
+
+    for t in topics:
+        if unsafe_topic(t):
+            raise UsageError(f"topic {t!r} cannot be a consume-queue directory: {unsafe_topic(t)}")

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rmqstore_cli.api.base import TimeLike, check_range, to_ms
+from rmqstore_cli.api.base import TimeLike, at_ms, check_range, positive_counts, to_ms
 from rmqstore_cli.api.incidents import IncidentQueries
 from rmqstore_cli.api.jobs import StoreJobs
 from rmqstore_cli.api.records import (
@@ -169,9 +169,7 @@ class Store(IncidentQueries, TimerQueries, StoreJobs):
         ``--sample``, ``--max-bytes``)."""
         flt = self.filter(topic, begin, end, queue_id=queue_id, key=key, uniq_key=uniq_key, tag=tag)
         check_range(from_offset, to_offset)
-        for name, v in (("sample", sample), ("max_bytes", max_bytes)):
-            if v is not None and v < 1:
-                raise UsageError(f"{name} {v}: not a positive count")
+        positive_counts(sample=sample, max_bytes=max_bytes)
         shown = 0
         walk = self._walk(flt, from_offset, to_offset, check_crc)
         if sample is not None or max_bytes is not None:
@@ -326,39 +324,19 @@ class Store(IncidentQueries, TimerQueries, StoreJobs):
         ``DefaultMessageStore#queryMessage`` returns and the client's key filter keeps (the
         index's whole-second times: a window of one millisecond may find nothing). A
         lower-case UNIQ_KEY that finds nothing is looked up in upper case, as it is indexed."""
-        from rmqstore_cli.store.lookup import INT_MAX, broker_query_message, lookup_key
-
         b, e = to_ms(begin, "begin", self.tz), to_ms(end, "end", self.tz)
         check_window(b, e, self.tz)
-        b, e = b or 0, LONG_MAX if e is None else e
-        ms = self.engine
-        topics = [topic] if topic is not None else (self.topics() or ms.topics_from_commitlog())
+        window = (b or 0, LONG_MAX if e is None else e)
+        topics = [topic] if topic is not None else (self.topics() or self.engine.topics_from_commitlog())
+        hits = query_index(self.engine, topics, key, window, max_hits, broker_window)
+        if not hits and lower_uniq_key(key):
+            hits = query_index(self.engine, topics, key.upper(), window, max_hits, broker_window)
+        return [self._index_hit(h) for h in hits]
 
-        def query(k: str) -> list[Any]:
-            if broker_window:
-                return [
-                    h
-                    for t in topics
-                    for h in broker_query_message(ms.index, ms.commitlog, t, k, max_hits or INT_MAX, b, e)
-                    if h.true
-                ]
-            return lookup_key(ms.index, ms.commitlog, topics, k, b, e, max_hits).hits
-
-        hits = query(key)
-        if not hits and key != key.upper() and len(key) in (32, 56) and all(c in "0123456789abcdef" for c in key):
-            hits = query(key.upper())
-        return [
-            IndexHit(
-                h.key,
-                h.topic,
-                h.physical_offset,
-                h.store_timestamp,
-                h.index_file,
-                h.match,
-                None if (m := h.message) is None else Message.of(m, self._file_name(m.offset)),
-            )
-            for h in hits
-        ]
+    def _index_hit(self, h: Any) -> IndexHit:
+        m = h.message
+        msg = None if m is None else Message.of(m, self._file_name(m.offset))
+        return IndexHit(h.key, h.topic, h.physical_offset, h.store_timestamp, h.index_file, h.match, msg)
 
     def message_by_id(self, msg_id: str, *, now: TimeLike | None = None) -> MessageId:
         """Read ``msg_id`` both ways, as ``decode-msgid --store`` does: as an offset msgId (the
@@ -367,7 +345,6 @@ class Store(IncidentQueries, TimerQueries, StoreJobs):
         ``now`` dates a UNIQ_KEY's ``nearly_time`` (it holds only the time within its month).
         Raises :class:`~rmqstore_cli.errors.UsageError` for what is no message id."""
         from rmqstore_cli.store.msgid import BadId, describe_id, parse_id, resolve_in_store
-        from rmqstore_cli.times import now_ms
 
         try:
             r = parse_id(msg_id)
@@ -375,8 +352,8 @@ class Store(IncidentQueries, TimerQueries, StoreJobs):
             raise UsageError(f"{msg_id!r} is not a message id: {e}") from None
         ms = self.engine
         resolve_in_store(r, ms, self.topics() or ms.topics_from_commitlog())
-        at = to_ms(now, "now", self.tz)
-        d = describe_id(r, now_ms() if at is None else at, self.tz)
+        at = at_ms(now, self.tz)
+        d = describe_id(r, at, self.tz)
         msgs = [Message.of(m, self._file_name(m.offset)) for m in d.pop("messages")]
         return MessageId(**d, messages=msgs)
 
@@ -461,3 +438,22 @@ class Store(IncidentQueries, TimerQueries, StoreJobs):
     rebuild_index = StoreJobs.rebuild_index
     export = StoreJobs.export
     verify = StoreJobs.verify
+
+
+def query_index(
+    ms: MessageStore, topics: list[str], key: str, window: tuple[int, int], max_hits: int, broker_window: bool
+) -> list[Any]:
+    """The index's hits for ``key`` in ``window`` (store/lookup.py); with ``broker_window``
+    what ``DefaultMessageStore#queryMessage`` returns, kept by the client's key filter."""
+    from rmqstore_cli.store.lookup import INT_MAX, broker_query_message, lookup_key
+
+    b, e = window
+    if not broker_window:
+        return lookup_key(ms.index, ms.commitlog, topics, key, b, e, max_hits).hits
+    cap = max_hits or INT_MAX
+    return [h for t in topics for h in broker_query_message(ms.index, ms.commitlog, t, key, cap, b, e) if h.true]
+
+
+def lower_uniq_key(key: str) -> bool:
+    """A UNIQ_KEY (32 or 56 hex digits) given in lower case: the index holds it upper-case."""
+    return key != key.upper() and len(key) in (32, 56) and all(c in "0123456789abcdef" for c in key)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from rmqstore_cli.api.base import StoreView, TimeLike, to_ms
+from rmqstore_cli.api.base import StoreView, TimeLike, at_ms, to_ms
 from rmqstore_cli.api.incident_records import DelayLevel, OverdueMessage, OverdueReport, OverdueTopic
 from rmqstore_cli.api.timer_records import TimerNext, TimerSlot, TimerSummary, TimerUnit
 from rmqstore_cli.errors import UsageError
@@ -61,13 +61,12 @@ class TimerQueries(StoreView):
         ``TimerMessageStore#recover``, then ``#enqueue`` and ``#dequeue``. The recovery's
         notes go to :attr:`warnings`."""
         from rmqstore_cli.store import timer_report
-        from rmqstore_cli.times import now_ms
 
         if limit < 1:
             raise UsageError(f"limit {limit}: at least one")
-        at = to_ms(now, "now", self.tz)
+        at = at_ms(now, self.tz)
         _ts, view = self._timer()
-        rows, notes = timer_report.next_rows(view, self.engine, limit, now_ms() if at is None else at, topic)
+        rows, notes = timer_report.next_rows(view, self.engine, limit, at, topic)
         out = [TimerNext(**d) for d in rows]
         self.engine.warnings.extend(notes)
         return out
@@ -76,11 +75,10 @@ class TimerQueries(StoreView):
         """The checkpoint, the wheel, the timer-log files and the broker's recovery at ``now``
         (default now), as ``dump-timer --summary``."""
         from rmqstore_cli.store import timer_report
-        from rmqstore_cli.times import now_ms
 
-        at = to_ms(now, "now", self.tz)
+        at = at_ms(now, self.tz)
         ts, view = self._timer()
-        return TimerSummary(**timer_report.summary(ts, view, self.engine, now_ms() if at is None else at))
+        return TimerSummary(**timer_report.summary(ts, view, self.engine, at))
 
     def overdue(self, *, now: TimeLike | None = None, topic: str | None = None) -> OverdueReport:
         """Delayed messages past their delivery time at ``now`` (default now) and not
@@ -89,10 +87,9 @@ class TimerQueries(StoreView):
         topic ``topic`` when given; a store without either has none (store/overdue.py
         defines each state). The notes also go to :attr:`warnings`."""
         from rmqstore_cli.store import overdue
-        from rmqstore_cli.times import now_ms
 
-        at = to_ms(now, "now", self.tz)
-        s = overdue.scan(self.engine, now_ms() if at is None else at)
+        at = at_ms(now, self.tz)
+        s = overdue.scan(self.engine, at)
         rows = list(overdue.rows_of(s, topic))
         self.engine.warnings.extend(n for n in s.notes if n not in self.engine.warnings)
         return OverdueReport(
