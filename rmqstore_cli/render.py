@@ -258,20 +258,22 @@ class TableWriter:
         ``extra``), text columns at most their cap. Done once; later calls return the same."""
         if self.widths is not None:
             return self.widths
-        extra = extra or {}
-        widths = []
-        for i, c in enumerate(self.columns):
-            if self.right[i] is None:
-                self.right[i] = self._numeric[i] and any(r[i] for r in self.sample)
-            seen = max([extra.get(c.key, 0)] + [text_width(r[i]) for r in self.sample])
-            w = max(c.width, text_width(c.header), seen + c.slack if seen else 0)
-            if c.cap is not None and not self.right[i]:
-                w = min(w, max(c.cap, c.width, text_width(c.header)))
-            widths.append(w)
+        widths = [self._width(i, c, extra or {}) for i, c in enumerate(self.columns)]
         if self.total is not None:
             self._fit(widths, self.total)
         self.widths = widths
         return widths
+
+    def _width(self, i: int, c: Col, extra: dict[str, int]) -> int:
+        """Column ``i``'s width (:meth:`fix`), deciding first whether it is right-aligned: a
+        numeric column with a value in the sample."""
+        if self.right[i] is None:
+            self.right[i] = self._numeric[i] and any(r[i] for r in self.sample)
+        seen = max([extra.get(c.key, 0)] + [text_width(r[i]) for r in self.sample])
+        w = max(c.width, text_width(c.header), seen + c.slack if seen else 0)
+        if c.cap is not None and not self.right[i]:
+            w = min(w, max(c.cap, c.width, text_width(c.header)))
+        return w
 
     def _fit(self, widths: list[int], total: int) -> None:
         """Fit the row within ``total`` cells: columns under the row, last first, until the
@@ -343,25 +345,30 @@ class TableWriter:
         only when it fits the room left; then a line for each column that went under the
         row (or did not fit) and has a value, then the :attr:`Col.below` lines, each folded
         within the width."""
-        w, right, cols, total = self.widths, self.right, self.columns, self.total
-        n = len(cols)
-        shown = self.shown
-        parts = [fit(cells[i], w[i], bool(right[i]), not right[i]) for i in shown]
-        under = [i for i in range(n) if i not in shown]
-        if shown[-1] == n - 1:
-            room = total - sum(text_width(x) for x in parts[:-1]) - len(self.SEP) * (len(parts) - 1)
+        w, right, n = self.widths, self.right, len(self.columns)
+        parts = [fit(cells[i], w[i], bool(right[i]), not right[i]) for i in self.shown]
+        under = [i for i in range(n) if i not in self.shown]
+        if self.shown[-1] == n - 1:
+            room = self.total - sum(text_width(x) for x in parts[:-1]) - len(self.SEP) * (len(parts) - 1)
             if text_width(cells[n - 1]) > room:
                 parts[-1], under = "", [n - 1, *under]
             else:
                 parts[-1] = cells[n - 1]
         row = self.SEP.join(parts).rstrip(" ")
-        folded = [(cols[i].header, cells[i], None) for i in sorted(under) if cells[i] != ""]
+        more = self._under_lines(cells, under)
+        return "\n".join([row, *more]) if more else row
+
+    def _under_lines(self, cells: list, under: list[int]) -> list[str]:
+        """The lines under a row: ``header: value`` of each column in ``under`` that has a
+        value, then of each :attr:`Col.below` value, each folded within the width."""
+        n = len(self.columns)
+        folded = [(self.columns[i].header, cells[i], None) for i in sorted(under) if cells[i] != ""]
         folded += [(c.header, v, c.cap) for c, v in zip(self.below, cells[n:], strict=True) if v is not None]
         more = []
         for h, v, cap in folded:
-            first, *rest = fold_text(f"{h}: {cut(v, cap)}", total - len(self.BELOW) - 2)
+            first, *rest = fold_text(f"{h}: {cut(v, cap)}", self.total - len(self.BELOW) - 2)
             more += [f"{self.BELOW}{first}".rstrip(" "), *(f"{self.BELOW}  {x}".rstrip(" ") for x in rest)]
-        return "\n".join([row, *more]) if more else row
+        return more
 
 
 class Output:

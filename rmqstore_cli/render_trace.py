@@ -48,14 +48,23 @@ def print_traces(
     shown = 0
     try:
         for row in trace_rows(messages_of(items), trace_topics(ms.config, topic)):
-            if key is not None and key != row["msg_id"] and key not in str(row["keys"] or "").split(" "):
+            if not about(row, key):
                 continue
             if limit is not None and shown >= limit:
                 break
-            ts = row["timestamp"] if isinstance(row["timestamp"], int) else None
-            cells = {"time": "" if ts is None else format_ms(ts, zone), "outcome": outcome(row)}
-            out.emit({**row, **cells} if fmt == "table" else row)
+            out.emit({**row, **table_cells(row, zone)} if fmt == "table" else row)
             shown += 1
     finally:
         out.close()
     return shown
+
+
+def about(row: dict, key: str | None) -> bool:
+    """The trace record is about ``key``: its msgId or one of its keys (any record: None)."""
+    return key is None or key == row["msg_id"] or key in str(row["keys"] or "").split(" ")
+
+
+def table_cells(row: dict, zone: Any) -> dict:
+    """A record's table cells beyond its fields: its time and its outcome."""
+    ts = row["timestamp"] if isinstance(row["timestamp"], int) else None
+    return {"time": "" if ts is None else format_ms(ts, zone), "outcome": outcome(row)}
