@@ -113,9 +113,7 @@ def compare_queue(
     """Compare one queue; ``file_cq`` / ``rocks_q`` None when that side lacks it."""
     f_lo, f_hi = _file_bounds(file_cq) if file_cq is not None else (0, 0)
     r_lo, r_hi = rocks_q.key_bounds if rocks_q is not None else (0, 0)
-    spans = [s for s in ((f_lo, f_hi), (r_lo, r_hi)) if s[1] > s[0]]
-    lo = min((s[0] for s in spans), default=0)
-    hi = max((s[1] for s in spans), default=0)
+    lo, hi = _union((f_lo, f_hi), (r_lo, r_hi))
     differing = only_f = only_r = 0
     first: tuple[int, UnitTuple | None, UnitTuple | None] | None = None
     for a in range(lo, hi, STEP):
@@ -135,6 +133,12 @@ def compare_queue(
             first = (a + i, _unit(fh, fu, i), _unit(rh, ru, i))
     f_off, f_unit, r_unit = first if first is not None else (None, None, None)
     return QueueComparison(topic, queue_id, f_lo, f_hi, r_lo, r_hi, differing, only_f, only_r, f_off, f_unit, r_unit)
+
+
+def _union(*spans: tuple[int, int]) -> tuple[int, int]:
+    """The smallest [lo, hi) holding every non-empty span (0, 0: none is)."""
+    held = [s for s in spans if s[1] > s[0]]
+    return min((s[0] for s in held), default=0), max((s[1] for s in held), default=0)
 
 
 def _pad(held: np.ndarray, units: np.ndarray, at: int, n: int) -> tuple[np.ndarray, np.ndarray]:
