@@ -51,14 +51,14 @@ _EXPORTS = {
     "StatsFile": "rmqstore_cli.api.records",
     "StatsReport": "rmqstore_cli.api.records",
     "StatsInterval": "rmqstore_cli.api.records",
-    "TimerSlot": "rmqstore_cli.api.records",
-    "TimerUnit": "rmqstore_cli.api.records",
-    "TimerNext": "rmqstore_cli.api.records",
-    "TimerSummary": "rmqstore_cli.api.records",
-    "ExpireAction": "rmqstore_cli.api.records",
-    "ExpireReport": "rmqstore_cli.api.records",
-    "RebuildReport": "rmqstore_cli.api.records",
-    "ExportReport": "rmqstore_cli.api.records",
+    "TimerSlot": "rmqstore_cli.api.timer_records",
+    "TimerUnit": "rmqstore_cli.api.timer_records",
+    "TimerNext": "rmqstore_cli.api.timer_records",
+    "TimerSummary": "rmqstore_cli.api.timer_records",
+    "ExpireAction": "rmqstore_cli.api.job_records",
+    "ExpireReport": "rmqstore_cli.api.job_records",
+    "RebuildReport": "rmqstore_cli.api.job_records",
+    "ExportReport": "rmqstore_cli.api.job_records",
     "Transaction": "rmqstore_cli.api.incident_records",
     "TransactionGroup": "rmqstore_cli.api.incident_records",
     "TransactionReport": "rmqstore_cli.api.incident_records",
@@ -122,11 +122,14 @@ if TYPE_CHECKING:  # for type checkers and editors (``X as X``: an explicit re-e
         TransactionGroup as TransactionGroup,
         TransactionReport as TransactionReport,
     )
-    from rmqstore_cli.api.records import (
-        ConsumerProgress as ConsumerProgress,
+    from rmqstore_cli.api.job_records import (
         ExpireAction as ExpireAction,
         ExpireReport as ExpireReport,
         ExportReport as ExportReport,
+        RebuildReport as RebuildReport,
+    )
+    from rmqstore_cli.api.records import (
+        ConsumerProgress as ConsumerProgress,
         Finding as Finding,
         IndexHit as IndexHit,
         Message as Message,
@@ -135,20 +138,21 @@ if TYPE_CHECKING:  # for type checkers and editors (``X as X``: an explicit re-e
         QueueComparison as QueueComparison,
         QueueInfo as QueueInfo,
         QueueUnit as QueueUnit,
-        RebuildReport as RebuildReport,
         StatsFile as StatsFile,
         StatsInterval as StatsInterval,
         StatsReport as StatsReport,
         StatsRow as StatsRow,
-        TimerNext as TimerNext,
-        TimerSlot as TimerSlot,
-        TimerSummary as TimerSummary,
-        TimerUnit as TimerUnit,
         VerifyReport as VerifyReport,
     )
     from rmqstore_cli.api.store import (
         Store as Store,
         open_store as open_store,
+    )
+    from rmqstore_cli.api.timer_records import (
+        TimerNext as TimerNext,
+        TimerSlot as TimerSlot,
+        TimerSummary as TimerSummary,
+        TimerUnit as TimerUnit,
     )
     from rmqstore_cli.api.trace_records import TraceRecord as TraceRecord
     from rmqstore_cli.errors import (

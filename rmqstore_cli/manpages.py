@@ -43,7 +43,23 @@ def _examples(cmd) -> list[str]:
     epilog = (cmd.epilog or "").strip("\n")
     if not epilog:
         return []
-    examples, notes, para = [], [], []
+    examples, notes = _epilog_parts(epilog)
+    lines = [".SH EXAMPLES"] if examples else []
+    for ln in examples:
+        lines += [".PP", ".nf", _roff(ln), ".fi"]
+    if notes:
+        lines.append(".SH NOTES")
+        for n in notes:
+            lines += [".PP", _roff(n)]
+    return lines
+
+
+def _epilog_parts(epilog: str) -> tuple[list[str], list[str]]:
+    """(example command lines, prose paragraphs each joined into one line) of an epilog
+    below its "Examples:" heading."""
+    examples: list[str] = []
+    notes: list[str] = []
+    para: list[str] = []
     for ln in epilog.splitlines()[1:]:  # the first line is the "Examples:" heading
         if ln == "\b":  # click's "do not re-wrap" mark (app.py)
             continue
@@ -56,14 +72,7 @@ def _examples(cmd) -> list[str]:
             para = []
     if para:
         notes.append(" ".join(para))
-    lines = [".SH EXAMPLES"] if examples else []
-    for ln in examples:
-        lines += [".PP", ".nf", _roff(ln), ".fi"]
-    if notes:
-        lines.append(".SH NOTES")
-        for n in notes:
-            lines += [".PP", _roff(n)]
-    return lines
+    return examples, notes
 
 
 def page(cmd, name: str, parent) -> str:

@@ -31,6 +31,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from rmqstore_cli.render_console import console, isatty
+
+# the one progress bar, where the commands have always imported it from
+from rmqstore_cli.render_progress import ProgressBar as ProgressBar
+
 #: What a terminal acts on or hides: C0 and C1 controls and DEL; the bidi marks, embeddings,
 #: overrides and isolates (U+061C, U+200E/F, U+202A-E, U+2066-9) that reorder what follows;
 #: the zero-width U+200B-D and U+FEFF and the tag characters U+E0000-E007F that hide text;
@@ -126,7 +131,7 @@ class Col:
 def table_width() -> int | None:
     """The width a table fits (module docstring): the terminal's; into a pipe or a file
     ``COLUMNS`` when set (at least 40); else None, every cell whole."""
-    if _isatty(sys.stdout):
+    if isatty(sys.stdout):
         return shutil.get_terminal_size((80, 24)).columns
     try:
         return max(int(os.environ["COLUMNS"]), 40)
@@ -253,20 +258,22 @@ class TableWriter:
         ``extra``), text columns at most their cap. Done once; later calls return the same."""
         if self.widths is not None:
             return self.widths
-        extra = extra or {}
-        widths = []
-        for i, c in enumerate(self.columns):
-            if self.right[i] is None:
-                self.right[i] = self._numeric[i] and any(r[i] for r in self.sample)
-            seen = max([extra.get(c.key, 0)] + [text_width(r[i]) for r in self.sample])
-            w = max(c.width, text_width(c.header), seen + c.slack if seen else 0)
-            if c.cap is not None and not self.right[i]:
-                w = min(w, max(c.cap, c.width, text_width(c.header)))
-            widths.append(w)
+        widths = [self._width(i, c, extra or {}) for i, c in enumerate(self.columns)]
         if self.total is not None:
             self._fit(widths, self.total)
         self.widths = widths
         return widths
+
+    def _width(self, i: int, c: Col, extra: dict[str, int]) -> int:
+        """Column ``i``'s width (:meth:`fix`), deciding first whether it is right-aligned: a
+        numeric column with a value in the sample."""
+        if self.right[i] is None:
+            self.right[i] = self._numeric[i] and any(r[i] for r in self.sample)
+        seen = max([extra.get(c.key, 0)] + [text_width(r[i]) for r in self.sample])
+        w = max(c.width, text_width(c.header), seen + c.slack if seen else 0)
+        if c.cap is not None and not self.right[i]:
+            w = min(w, max(c.cap, c.width, text_width(c.header)))
+        return w
 
     def _fit(self, widths: list[int], total: int) -> None:
         """Fit the row within ``total`` cells: columns under the row, last first, until the
@@ -338,25 +345,30 @@ class TableWriter:
         only when it fits the room left; then a line for each column that went under the
         row (or did not fit) and has a value, then the :attr:`Col.below` lines, each folded
         within the width."""
-        w, right, cols, total = self.widths, self.right, self.columns, self.total
-        n = len(cols)
-        shown = self.shown
-        parts = [fit(cells[i], w[i], bool(right[i]), not right[i]) for i in shown]
-        under = [i for i in range(n) if i not in shown]
-        if shown[-1] == n - 1:
-            room = total - sum(text_width(x) for x in parts[:-1]) - len(self.SEP) * (len(parts) - 1)
+        w, right, n = self.widths, self.right, len(self.columns)
+        parts = [fit(cells[i], w[i], bool(right[i]), not right[i]) for i in self.shown]
+        under = [i for i in range(n) if i not in self.shown]
+        if self.shown[-1] == n - 1:
+            room = self.total - sum(text_width(x) for x in parts[:-1]) - len(self.SEP) * (len(parts) - 1)
             if text_width(cells[n - 1]) > room:
                 parts[-1], under = "", [n - 1, *under]
             else:
                 parts[-1] = cells[n - 1]
         row = self.SEP.join(parts).rstrip(" ")
-        folded = [(cols[i].header, cells[i], None) for i in sorted(under) if cells[i] != ""]
+        more = self._under_lines(cells, under)
+        return "\n".join([row, *more]) if more else row
+
+    def _under_lines(self, cells: list, under: list[int]) -> list[str]:
+        """The lines under a row: ``header: value`` of each column in ``under`` that has a
+        value, then of each :attr:`Col.below` value, each folded within the width."""
+        n = len(self.columns)
+        folded = [(self.columns[i].header, cells[i], None) for i in sorted(under) if cells[i] != ""]
         folded += [(c.header, v, c.cap) for c, v in zip(self.below, cells[n:], strict=True) if v is not None]
         more = []
         for h, v, cap in folded:
-            first, *rest = fold_text(f"{h}: {cut(v, cap)}", total - len(self.BELOW) - 2)
+            first, *rest = fold_text(f"{h}: {cut(v, cap)}", self.total - len(self.BELOW) - 2)
             more += [f"{self.BELOW}{first}".rstrip(" "), *(f"{self.BELOW}  {x}".rstrip(" ") for x in rest)]
-        return "\n".join([row, *more]) if more else row
+        return more
 
 
 class Output:
@@ -378,7 +390,7 @@ class Output:
         self._out = sys.stdout
         self.table: TableWriter | None = None
         if fmt == "table":
-            tty = _isatty(self._out)
+            tty = isatty(self._out)
             self.table = TableWriter(
                 self.columns,
                 title,
@@ -467,45 +479,12 @@ class Output:
         self._out.flush()
 
 
-def _isatty(f) -> bool:
-    try:
-        return f.isatty()
-    except (AttributeError, ValueError):
-        return False
-
-
 def _cell(v: Any) -> str:
     if v is None:
         return ""
     if isinstance(v, list):
         return safe_text(" ".join(str(x) for x in v))
     return safe_text(str(v))
-
-
-_console = None
-_err_console = None
-
-
-def console():
-    global _console
-    if _console is None:
-        from rich.console import Console
-
-        # piped tables (less, files) get room for a msgId instead of 80 folded columns
-        width = None if sys.stdout.isatty() else int(os.environ.get("COLUMNS", "0") or 0) or 200
-        # a write that fails (full, closed, a pipe's reader gone) raises stdio.OutputFault, not
-        # the BrokenPipeError rich handles itself: every format ends the same way (commands.exits)
-        _console = Console(highlight=False, no_color=bool(os.environ.get("NO_COLOR")), soft_wrap=False, width=width)
-    return _console
-
-
-def err_console():
-    global _err_console
-    if _err_console is None:
-        from rich.console import Console
-
-        _err_console = Console(stderr=True, highlight=False, no_color=bool(os.environ.get("NO_COLOR")))
-    return _err_console
 
 
 def print_summary(fmt: str, summary: dict, title: str) -> None:
@@ -539,131 +518,3 @@ def rebuild_summary(store, rep, plan: dict, opts) -> dict:
     from rmqstore_cli.store.rebuild_plan import summary
 
     return summary(store, rep, plan, opts)
-
-
-#: The environment variable that sets how many seconds a job runs before its progress bar
-#: shows (default :data:`PROGRESS_DELAY`; 0: at once, as the tests run it).
-PROGRESS_DELAY_ENV = "RMQSTORE_PROGRESS_DELAY"
-#: A job done sooner than this (seconds) shows no bar at all.
-PROGRESS_DELAY = 2.0
-
-
-def progress_delay() -> float:
-    """Seconds before a progress bar shows: ``RMQSTORE_PROGRESS_DELAY``, else 2."""
-    try:
-        return max(float(os.environ.get(PROGRESS_DELAY_ENV, "") or PROGRESS_DELAY), 0.0)
-    except ValueError:
-        return PROGRESS_DELAY
-
-
-class ProgressBar:
-    """The one progress bar of every command: on stderr, and only when ``enabled`` (not
-    ``--quiet``) and stderr is a terminal (otherwise every call does nothing), and only once
-    the job has run :func:`progress_delay` seconds (2 s: a quick job draws nothing). Its
-    columns: the label, the bar, the percentage, units done of the total (bytes, or
-    ``unit``), the rate and the time left; with ``detail`` the label, the bar, a line of
-    figures (:meth:`update`'s ``info``) and the time taken. Gone from the screen when done."""
-
-    def __init__(
-        self, label: str, total: int | None = None, enabled: bool = True, detail: bool = False, unit: str = "bytes"
-    ):
-        self.label = label
-        self.total = total
-        self.enabled = enabled and _isatty(sys.stderr)
-        self.detail = detail
-        self.unit = unit
-        self.bar: Any = None
-        self.task: Any = None
-        self.t0 = 0.0
-        self.done = 0
-        self.info = ""
-
-    def __enter__(self) -> ProgressBar:
-        if self.enabled:
-            import time
-
-            self.t0 = time.perf_counter()
-            self._shown()
-        return self
-
-    def _columns(self) -> tuple:
-        from rich.progress import (
-            BarColumn,
-            DownloadColumn,
-            MofNCompleteColumn,
-            TaskProgressColumn,
-            TextColumn,
-            TimeElapsedColumn,
-            TimeRemainingColumn,
-            TransferSpeedColumn,
-        )
-
-        if self.detail:
-            return (
-                TextColumn("{task.description}"),
-                BarColumn(),
-                TextColumn("{task.fields[info]}"),
-                TimeElapsedColumn(),
-            )
-        done, rate = (
-            (DownloadColumn(), TransferSpeedColumn())
-            if self.unit == "bytes"
-            else (MofNCompleteColumn(), TextColumn("{task.fields[rate]}"))
-        )
-        return (TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(), done, rate, TimeRemainingColumn())
-
-    def _shown(self) -> bool:
-        """Whether the bar is on the screen: started once the delay has passed."""
-        if self.bar is None and self.enabled:
-            import time
-
-            if time.perf_counter() - self.t0 < progress_delay():
-                return False
-            from rich.progress import Progress
-
-            # stdout stays the command's own: rich would send what is printed there meanwhile
-            # (verify's streamed findings) to the bar's console, stderr
-            self.bar = Progress(*self._columns(), console=err_console(), transient=True, redirect_stdout=False)
-            self.task = self.bar.add_task(self.label, total=self.total, completed=self.done, info=self.info, rate="")
-            self.bar.start()
-        return self.bar is not None
-
-    def advance(self, n: int) -> None:
-        """``n`` more units (bytes, files…) done."""
-        self.done += n
-        if self._shown():
-            self._draw()
-
-    def update(self, done: int, total: int, info: str = "") -> None:
-        """``done`` of ``total``, with ``info`` (the figures shown with ``detail``)."""
-        self.done, self.total, self.info = done, max(total, 1), info
-        if self._shown():
-            self._draw()
-
-    def set_total(self, total: int) -> None:
-        """The total, once the job knows it (a plan made inside the work)."""
-        self.total = max(total, 1)
-        if self._shown():
-            self._draw()
-
-    def _draw(self) -> None:
-        rate = ""
-        if self.unit != "bytes":
-            import time
-
-            rate = f"{self.done / max(time.perf_counter() - self.t0, 1e-6):,.0f} {self.unit}/s"
-        self.bar.update(self.task, total=self.total, completed=self.done, info=self.info, rate=rate)
-
-    def dispatch(self, files: int, done: int, total: int, messages: int) -> None:
-        """A dispatch's progress (``store.rebuild.Progress``): bytes of the commit log done,
-        with files, messages and MB/s."""
-        if self.enabled:
-            import time
-
-            dt = max(time.perf_counter() - self.t0, 1e-6)
-            self.update(done, total, f"files {files}  messages {messages:,}  {done / dt / 1e6:.0f} MB/s")
-
-    def __exit__(self, *_exc) -> bool:
-        if self.bar is not None:
-            self.bar.stop()
-        return False

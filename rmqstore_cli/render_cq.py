@@ -88,27 +88,33 @@ def unit_dict(u: Any, table: bool, zone: Any, ms: Any = None) -> dict:
         "pre_blank": is_pre_blank(off, u.size, u.tags_code),
     }
     if check is not None:
-        m = check.message
-        d["status"] = check.status
-        d["agrees"] = check.agrees
-        d["problems"] = check.problems
-        d["store_timestamp"] = m.store_timestamp if m is not None else None
-        d["keys"] = m.keys if m is not None else None
-        d["tags"] = m.tags if m is not None else None
-        d["uniq_key"] = m.uniq_key if m is not None else None
-        if table:
-            d["store_time"] = format_ms(m.store_timestamp, zone) if m is not None else ""
-            if m is not None:  # bytes that are not UTF-8 as \xNN, as every table shows them
-                from rmqstore_cli.store.message import split_keys
-                from rmqstore_cli.store.message_view import table_properties
-
-                d["keys"] = split_keys(table_properties(m).get("KEYS"))
-            d["problems"] = "; ".join(check.problems)
+        check_fields(d, check, table, zone)
         if ms is not None:
             add_message(d, check, off, ms, table)
     elif table:
         d["status"] = "pre-blank" if d["pre_blank"] else ""
     return d
+
+
+def check_fields(d: dict, check: Any, table: bool, zone: Any) -> None:
+    """What a unit's check found, and the message it points at: its time, keys, tags and
+    UNIQ_KEY (None, or an empty time in a table, where no message is there)."""
+    m = check.message
+    d["status"] = check.status
+    d["agrees"] = check.agrees
+    d["problems"] = check.problems
+    d["store_timestamp"] = m.store_timestamp if m is not None else None
+    d["keys"] = m.keys if m is not None else None
+    d["tags"] = m.tags if m is not None else None
+    d["uniq_key"] = m.uniq_key if m is not None else None
+    if table:
+        d["store_time"] = format_ms(m.store_timestamp, zone) if m is not None else ""
+        if m is not None:  # bytes that are not UTF-8 as \xNN, as every table shows them
+            from rmqstore_cli.store.message import split_keys
+            from rmqstore_cli.store.message_view import table_properties
+
+            d["keys"] = split_keys(table_properties(m).get("KEYS"))
+        d["problems"] = "; ".join(check.problems)
 
 
 def add_message(d: dict, check: Any, off: int, ms: Any, table: bool) -> None:

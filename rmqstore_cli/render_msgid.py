@@ -20,7 +20,7 @@ TABLE_COLUMNS = [
 def id_dict(r: Any, st: Any, now_v: int, zone: Any, body: str, table: bool) -> dict:
     """One id: kind and basis, the offset reading and/or the UNIQ_KEY reading, and with a
     store whether it was found, whether the host matches, and the messages."""
-    from rmqstore_cli.store.msgid import OFFSET_ID, UNIQ_KEY, store_host_matches
+    from rmqstore_cli.store.msgid import OFFSET_ID, UNIQ_KEY
 
     d: dict = {"id": r.id, "kind": r.kind, "basis": r.basis}
     show_offset = r.kind != UNIQ_KEY
@@ -29,26 +29,41 @@ def id_dict(r: Any, st: Any, now_v: int, zone: Any, body: str, table: bool) -> d
         d["store_host"] = r.offset.store_host
         d["physical_offset"] = r.offset.physical_offset
     if show_uniq:
-        q = r.uniq
-        d["client_ip"] = q.ip_str
-        d["pid"] = q.pid
-        d["class_loader_hash"] = f"{q.class_loader_hash & 0xFFFFFFFF:08X}"
-        d["time_in_month_ms"] = q.time_in_month_ms
-        d["nearly_time"] = q.nearly_time(now_v, zone)
-        d["counter"] = q.counter
+        d.update(uniq_fields(r.uniq, now_v, zone))
     if st is not None:
-        d["found"] = r.found
-        if show_offset:
-            d["host_matches_store"] = store_host_matches(r)
-            if r.offset_message is None and r.offset_problem:
-                d["offset_problem"] = r.offset_problem
-        msgs = ([r.offset_message] if r.offset_message is not None and show_offset else []) + [
-            m for m in r.uniq_messages if show_uniq
-        ]
-        d["messages"] = _messages(msgs, st, body)
+        store_fields(d, r, st, body, show_offset, show_uniq)
     if table:
         _table_cells(d, r, show_offset, show_uniq, st is not None, zone)
     return d
+
+
+def uniq_fields(q: Any, now_v: int, zone: Any) -> dict:
+    """A UNIQ_KEY's parts (``MessageClientIDSetter``): client IP, pid, class-loader hash,
+    time in its month (and the time it nearly is, near ``now_v``), counter."""
+    return {
+        "client_ip": q.ip_str,
+        "pid": q.pid,
+        "class_loader_hash": f"{q.class_loader_hash & 0xFFFFFFFF:08X}",
+        "time_in_month_ms": q.time_in_month_ms,
+        "nearly_time": q.nearly_time(now_v, zone),
+        "counter": q.counter,
+    }
+
+
+def store_fields(d: dict, r: Any, st: Any, body: str, show_offset: bool, show_uniq: bool) -> None:
+    """With a store: whether the id was found, whether its host is the store's, why the
+    offset reading found no message, and the messages of each reading shown."""
+    from rmqstore_cli.store.msgid import store_host_matches
+
+    d["found"] = r.found
+    if show_offset:
+        d["host_matches_store"] = store_host_matches(r)
+        if r.offset_message is None and r.offset_problem:
+            d["offset_problem"] = r.offset_problem
+    msgs = ([r.offset_message] if r.offset_message is not None and show_offset else []) + [
+        m for m in r.uniq_messages if show_uniq
+    ]
+    d["messages"] = _messages(msgs, st, body)
 
 
 def _messages(msgs: list, st: Any, body: str) -> list[dict]:

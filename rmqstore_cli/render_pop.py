@@ -45,18 +45,28 @@ def emit(fmt: str, rep: Any, zone: Any, by: str, verbose: bool) -> None:
         out.emit({**g.as_dict(), "next": _ms(g.next_revive_time, zone)})
     out.close()
     if rep.revive_queues:
-        sys.stdout.write("\n")
-        out = Output("table", QUEUE_COLUMNS, title=f"revive progress ({s['revive_behind']} records not yet read)")
-        for q in rep.revive_queues:
-            committed = "none" if q.committed_offset is None else q.committed_offset
-            oldest = _ms(q.oldest_unprocessed_revive_time, zone)
-            out.emit({**q.as_dict(), "committed": committed, "oldest": oldest})
-        out.close()
+        queues_table(rep.revive_queues, s["revive_behind"], zone)
     if verbose and rep.messages:
-        sys.stdout.write("\n")
-        out = Output("table", MESSAGE_COLUMNS, title="popped messages")
-        for m in rep.messages:
-            where = f"{m.revive_queue}@{'timer' if m.revive_queue_offset is None else m.revive_queue_offset}"
-            cells = {"pop": _ms(m.pop_time, zone), "revive": _ms(m.revive_time, zone), "where": where}
-            out.emit({**m.as_dict(), **cells, "ack": m.ack or "", "retry_topic": m.retry_topic or ""})
-        out.close()
+        messages_table(rep.messages, zone)
+
+
+def queues_table(queues: Any, behind: int, zone: Any) -> None:
+    """The revive queues' progress, under the groups' table."""
+    sys.stdout.write("\n")
+    out = Output("table", QUEUE_COLUMNS, title=f"revive progress ({behind} records not yet read)")
+    for q in queues:
+        committed = "none" if q.committed_offset is None else q.committed_offset
+        oldest = _ms(q.oldest_unprocessed_revive_time, zone)
+        out.emit({**q.as_dict(), "committed": committed, "oldest": oldest})
+    out.close()
+
+
+def messages_table(messages: Any, zone: Any) -> None:
+    """The popped messages kept (``--verbose``), last."""
+    sys.stdout.write("\n")
+    out = Output("table", MESSAGE_COLUMNS, title="popped messages")
+    for m in messages:
+        where = f"{m.revive_queue}@{'timer' if m.revive_queue_offset is None else m.revive_queue_offset}"
+        cells = {"pop": _ms(m.pop_time, zone), "revive": _ms(m.revive_time, zone), "where": where}
+        out.emit({**m.as_dict(), **cells, "ack": m.ack or "", "retry_topic": m.retry_topic or ""})
+    out.close()

@@ -52,10 +52,14 @@ def print_traces(
                 continue
             if limit is not None and shown >= limit:
                 break
-            ts = row["timestamp"] if isinstance(row["timestamp"], int) else None
-            cells = {"time": "" if ts is None else format_ms(ts, zone), "outcome": outcome(row)}
-            out.emit({**row, **cells} if fmt == "table" else row)
+            out.emit({**row, **table_cells(row, zone)} if fmt == "table" else row)
             shown += 1
     finally:
         out.close()
     return shown
+
+
+def table_cells(row: dict, zone: Any) -> dict:
+    """A record's table cells beyond its fields: its time and its outcome."""
+    ts = row["timestamp"] if isinstance(row["timestamp"], int) else None
+    return {"time": "" if ts is None else format_ms(ts, zone), "outcome": outcome(row)}

@@ -151,6 +151,19 @@ def stats(fmt: str, by: str, rows: list[dict], summary: dict, components: list, 
     if fmt == "json":
         sys.stdout.write(to_json({"rows": rows, "summary": summary}) + "\n")
         return
+    cells = [stats_cells(d, zone) for d in rows]
+    cols = STATS_FILE_COLUMNS if by == "file" else disk_bars(stats_row_columns(by, exact), cells)
+    write(
+        key_values(stats_pairs(summary, exact), "stats")
+        + [""]
+        + table(cols, cells)
+        + [""]
+        + table(COMPONENT_COLUMNS, component_cells(components), "disk by component")
+    )
+
+
+def stats_pairs(summary: dict, exact: bool) -> list[tuple[str, Any]]:
+    """The summary above stats' table: what was counted, from where, and the disk."""
     how = "the commit log (--exact)" if exact else "the consume queues (--exact also counts what no queue holds)"
     how = sampled_how(summary) or how
     pairs: list[tuple[str, Any]] = [
@@ -163,25 +176,20 @@ def stats(fmt: str, by: str, rows: list[dict], summary: dict, components: list, 
     ]
     if exact and summary["not_in_cq"]:
         pairs.append(("not in any cq", ", ".join(f"{k} {v}" for k, v in sorted(summary["not_in_cq"].items()))))
-    if by == "file":
-        cols = STATS_FILE_COLUMNS
-    else:
-        cols = [
-            c for c in STATS_ROW_COLUMNS if (c.key != "queue_id" or by == "queue") and (c.key != "not_in_cq" or exact)
-        ]
-    cells = [stats_cells(d, zone) for d in rows]
-    if by != "file":
-        cols = disk_bars(cols, cells)
+    return pairs
+
+
+def stats_row_columns(by: str, exact: bool) -> list:
+    """stats' columns per topic or queue: the queue id only by queue, not-in-cq only with --exact."""
+    return [c for c in STATS_ROW_COLUMNS if (c.key != "queue_id" or by == "queue") and (c.key != "not_in_cq" or exact)]
+
+
+def component_cells(components: list) -> list[dict]:
+    """The store root's components as table rows: sizes for people, unknown ones said."""
     parts = [{**c.to_dict(), "size": human(c.bytes), "disk": human(c.disk_bytes)} for c in components]
     for c in parts:
         c["known"] = "" if c["known"] else "unknown: no broker writes it"
-    write(
-        key_values(pairs, "stats")
-        + [""]
-        + table(cols, cells)
-        + [""]
-        + table(COMPONENT_COLUMNS, parts, "disk by component")
-    )
+    return parts
 
 
 # ------------------------------------------------------------------ verify
@@ -253,13 +261,8 @@ def verify_one(fmt: str, result: dict, checks: dict, streamed: bool = False) -> 
         return
     lines: list[str] = []
     for check, items in _by_check(findings, checks):
-        count = summary["findings"].get(check, len(items))
-        sev, meaning = checks.get(check, (items[0]["severity"], ""))
-        head = f"{check}: {count} {sev}{'s' if count != 1 else ''}" + (f" ({meaning})" if meaning else "")
-        if count > len(items):
-            head += f"; the first {len(items)} shown (--limit N shows N)"
         rows = [dict(f, offset="" if f["offset"] is None else f["offset"]) for f in items]
-        lines += table(FINDING_COLUMNS, rows, head) + [""]
+        lines += table(FINDING_COLUMNS, rows, check_title(check, items, summary, checks)) + [""]
     lines += verify_summary_lines(summary, result["verdict"].line())
     if not findings:
         lines.append(
@@ -267,6 +270,16 @@ def verify_one(fmt: str, result: dict, checks: dict, streamed: bool = False) -> 
             + ("nothing wrong in what was checked" if summary.get("skipped") else "the store is consistent")
         )
     write(lines)
+
+
+def check_title(check: str, items: list[dict], summary: dict, checks: dict) -> str:
+    """A check's table title: its count and severity, what it means, and how many are shown."""
+    count = summary["findings"].get(check, len(items))
+    sev, meaning = checks.get(check, (items[0]["severity"], ""))
+    head = f"{check}: {count} {sev}{'s' if count != 1 else ''}" + (f" ({meaning})" if meaning else "")
+    if count > len(items):
+        head += f"; the first {len(items)} shown (--limit N shows N)"
+    return head
 
 
 def verify_many(fmt: str, results: list[dict]) -> None:
@@ -279,8 +292,13 @@ def verify_many(fmt: str, results: list[dict]) -> None:
     elif fmt == "json":
         sys.stdout.write(to_json({"findings": findings, "summary": {"stores": summaries}}) + "\n")
     else:
-        rows = [dict(f, offset="" if f.get("offset") is None else f["offset"]) for f in findings]
-        lines = table(FLEET_COLUMNS, rows, "verify findings") + [""] if findings else []
-        for r in results:
-            lines += verify_summary_lines(r["summary"], f"{r['summary']['store']}: {r['verdict'].line()}") + [""]
-        write(lines)
+        write(fleet_lines(findings, results))
+
+
+def fleet_lines(findings: list[dict], results: list[dict]) -> list[str]:
+    """verify's table of several stores: every finding with its store, then each summary."""
+    rows = [dict(f, offset="" if f.get("offset") is None else f["offset"]) for f in findings]
+    lines = table(FLEET_COLUMNS, rows, "verify findings") + [""] if findings else []
+    for r in results:
+        lines += verify_summary_lines(r["summary"], f"{r['summary']['store']}: {r['verdict'].line()}") + [""]
+    return lines

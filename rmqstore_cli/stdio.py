@@ -143,10 +143,7 @@ def install() -> None:
     ``sys.stdout`` and ``sys.stderr`` (see the module docstring). Idempotent."""
     if isinstance(getattr(sys.stdout, "buffer", None), io.BufferedWriter) and isinstance(sys.stdout.buffer.raw, _Sink):
         return
-    closed = [not _is_open(fd) for fd in (0, 1, 2)]
-    for fd in (0, 1, 2):
-        if closed[fd]:
-            _occupy(fd)
+    closed = _occupy_closed()
     if sys.stdin is None:
         sys.stdin = open(0, encoding="utf-8", closefd=False)  # the process's stdin, never closed
     # only the process's own streams (nothing written yet: no data to carry); one a caller
@@ -156,6 +153,15 @@ def install() -> None:
         sys.stdout = _text(out, sys.stdout, "strict", out.isatty())
     if sys.stderr is None or sys.stderr is sys.__stderr__:
         sys.stderr = _text(_Sink(2, closed[2], raises=False), sys.stderr, "backslashreplace", True)
+
+
+def _occupy_closed() -> list[bool]:
+    """Which of descriptors 0, 1, 2 were closed, each now occupied by ``/dev/null``."""
+    closed = [not _is_open(fd) for fd in (0, 1, 2)]
+    for fd in (0, 1, 2):
+        if closed[fd]:
+            _occupy(fd)
+    return closed
 
 
 def _sink():

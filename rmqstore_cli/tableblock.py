@@ -130,14 +130,7 @@ def block_rows(blk, take: np.ndarray, out: Output, zone, delay_table: dict[int, 
     keys = _prop_text(P, raw, b"KEYS\x01", take, blk.n, keys=True)
     kinds, details = _kinds(blk, take, rb, tid, topics, P, raw, zone, delay_table)
     if t.widths is None:
-        out.fix_widths(
-            {
-                "topic": max(text_width(safe_text(x)) for x in topics.values()),
-                "tags": tags.widest(),
-                "keys": keys.widest(),
-                "msg_id": 32 if _all_v4(rb) else 56,
-            }
-        )
+        _settle_widths(out, topics, tags, keys, rb)
     w = t.widths
     slots = [
         _numbers(rb.physical_offset, w[cols["physical_offset"]]),
@@ -161,6 +154,19 @@ def block_rows(blk, take: np.ndarray, out: Output, zone, delay_table: dict[int, 
     _rstrip(m, m.shape[1] - 1 - tail.shape[1] - len(t.SEP) - slots[-1].shape[1], m.shape[1] - 1)
     flat = m.ravel()
     return flat[flat != _NUL].tobytes()
+
+
+def _settle_widths(out: Output, topics: dict[int, str], tags: _Text, keys: _Text, rb) -> None:
+    """The table's widths from this block, the first: its widest topic, tags and keys, and
+    an IPv4 msgId's 32 characters unless a record has an IPv6 host (56)."""
+    out.fix_widths(
+        {
+            "topic": max(text_width(safe_text(x)) for x in topics.values()),
+            "tags": tags.widest(),
+            "keys": keys.widest(),
+            "msg_id": 32 if _all_v4(rb) else 56,
+        }
+    )
 
 
 class _Text:
@@ -235,26 +241,15 @@ def _prop_text(P, raw: bytes, name: bytes, take: np.ndarray, n_block: int, keys:
 def _kinds(blk, take, rb, tid, topics: dict[int, str], P, raw: bytes, zone, delay_table) -> tuple[np.ndarray, dict]:
     """Each record's kind (an index into KINDS) and, where the kind has one, its escaped detail."""
     by_topic = {i: topic_kind(t) for i, t in topics.items()}
-    code = np.full(take.size, KINDS.index("normal"), np.int64)
     tx = rb.sys_flag & TRANSACTION_MASK
-    for v, k in TX_KINDS.items():
-        code[tx == v] = KINDS.index(k)
-    special = np.zeros(take.size, bool)
-    for i, k in by_topic.items():
-        if k is not None:
-            special |= tid == i
+    code = _tx_kinds(tx)
+    special = np.isin(tid, [i for i, k in by_topic.items() if k is not None])
     special |= (tx == TRANSACTION_COMMIT_TYPE) | (tx == TRANSACTION_ROLLBACK_TYPE)  # their half's offset
     details: dict[int, bytes] = {}
     rows = np.flatnonzero(special)
     if not rows.size:
         return code, details
-    props = {}
-    for name in ("REAL_TOPIC", "DELAY", "RETRY_TOPIC"):
-        m, a, b = P.value(name.encode() + b"\x01")
-        pos = np.full(blk.n, -1, np.int64)
-        end = np.zeros(blk.n, np.int64)
-        pos[m], end[m] = a, b
-        props[name] = (pos[take], end[take])
+    props = {name: _prop_span(P, name, blk.n, take) for name in ("REAL_TOPIC", "DELAY", "RETRY_TOPIC")}
     sts, pto = rb.store_timestamp, blk.prepared_transaction_offset[take]
     sf = rb.sys_flag
     fmt = functools.partial(format_ms, tz=zone)
@@ -266,6 +261,25 @@ def _kinds(blk, take, rb, tid, topics: dict[int, str], P, raw: bytes, zone, dela
         if d:
             details[i] = safe_text(d).rstrip(" ").encode("utf-8", "backslashreplace")
     return code, details
+
+
+def _tx_kinds(tx: np.ndarray) -> np.ndarray:
+    """Each record's kind by its transaction type alone (an index into KINDS): normal, or
+    the type's (``MessageSysFlag``)."""
+    code = np.full(tx.size, KINDS.index("normal"), np.int64)
+    for v, k in TX_KINDS.items():
+        code[tx == v] = KINDS.index(k)
+    return code
+
+
+def _prop_span(P, name: str, n_block: int, take: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Where property ``name``'s value lies in the block's PROPERTIES bytes, per record of
+    ``take``: (start, end), start -1 where the record has none."""
+    m, a, b = P.value(name.encode() + b"\x01")
+    pos = np.full(n_block, -1, np.int64)
+    end = np.zeros(n_block, np.int64)
+    pos[m], end[m] = a, b
+    return pos[take], end[take]
 
 
 def _all_v4(rb) -> bool:

@@ -66,9 +66,13 @@ def table(cols: list[FitCol], rows: list[dict], title: str | None = None, total:
     out = wrap(title, total) if title else []
     out.append(_line(shown, widths, {c.key: c.header for c in shown}, total)[0])
     for r in cells:
-        out += _line(shown, widths, r, total)
-        out += [cut(f"{BELOW}{c.header}: {r[c.key]}", total) for c in below if r[c.key]]
+        out += _line(shown, widths, r, total) + _below(below, r, total)
     return out
+
+
+def _below(cols: list[FitCol], r: dict, total: int) -> list[str]:
+    """The ``header: value`` lines under a row of the columns that went below it (with a value)."""
+    return [cut(f"{BELOW}{c.header}: {r[c.key]}", total) for c in cols if r[c.key]]
 
 
 def _layout(cols: list[FitCol], cells: list[dict], total: int) -> tuple[list[FitCol], list[FitCol]]:
@@ -103,11 +107,7 @@ def _shrink(cols: list[FitCol], widths: list[int], total: int) -> None:
 
 def _line(cols: list[FitCol], widths: list[int], r: dict, total: int) -> list[str]:
     """One row (and, for a wrapped last column, its continuation lines)."""
-    parts = []
-    for c, w in zip(cols[:-1], widths[:-1], strict=True):
-        s = r[c.key] if c.right else cut(r[c.key], w)
-        pad = " " * max(w - text_width(s), 0)
-        parts.append(pad + s if c.right else s + pad)
+    parts = [_padded(c, w, r[c.key]) for c, w in zip(cols[:-1], widths[:-1], strict=True)]
     head = SEP.join(parts) + (SEP if parts else "")
     last, room = cols[-1], max(total - text_width(head), 8)
     text = r[last.key]
@@ -120,6 +120,14 @@ def _line(cols: list[FitCol], widths: list[int], r: dict, total: int) -> list[st
     lines = textwrap.wrap(text, room, break_long_words=True, break_on_hyphens=False) or [""]
     indent = " " * text_width(head)
     return [(head + lines[0]).rstrip(" ")] + [indent + x for x in lines[1:]]
+
+
+def _padded(c: FitCol, w: int, s: str) -> str:
+    """A cell of a column before the last, ``w`` cells wide: a number right-aligned and
+    never cut, text cut to fit and padded."""
+    s = s if c.right else cut(s, w)
+    pad = " " * max(w - text_width(s), 0)
+    return pad + s if c.right else s + pad
 
 
 def key_values(pairs: list[tuple[str, Any]], title: str | None = None, total: int | None = None) -> list[str]:

@@ -63,6 +63,12 @@ def parse_time(value: str, option: str, now: int | None = None, tz: _dt.tzinfo |
         ms = _epoch(v, option, value)
         if ms is not None:
             return ms
+    return _iso_ms(v, option, value, tz)
+
+
+def _iso_ms(v: str, option: str, value: str, tz: _dt.tzinfo | None) -> int:
+    """Epoch milliseconds of an ISO 8601 time (``Z`` for UTC; without a zone in ``tz``, else
+    the local zone); what is no time is a UsageError saying the forms a time may take."""
     try:
         t = _dt.datetime.fromisoformat(v.replace("Z", "+00:00") if v.endswith("Z") else v)
     except ValueError:

@@ -6,7 +6,7 @@ Each bare name below counts as a use for vulture; this file is never imported.
 v49, v5, v531  # commands/options.py BrokerVersion, VerifyBrokerVersion: enum members typer offers as choices
 rolled_back, discard  # commands/transactions.py State: enum members typer offers as choices
 revived, invisible, overdue  # commands/pop.py State: enum members typer offers as choices
-max_check_times  # api/records.py TransactionGroup: a field as_dict reads through dataclasses.fields
+max_check_times  # api/incident_records.py TransactionGroup: a field as_dict reads through dataclasses.fields
 revive_processed, ck_offset, retry_offset, retry_store_timestamp  # api/incident_records.py PopMessage: as_dict's fields
 behind, checkpoints, unprocessed_checkpoints, in_timer  # api/incident_records.py ReviveQueue: as_dict's fields
 CheckpointV4  # formats/checkpoint.py: the 4.9.x checkpoint, declared beside V5 (the reader takes a prefix)
@@ -64,7 +64,7 @@ _topic_table, _kern  # verify: per-run caches stored in __dict__ and read back w
     offsets_forward,
     offsets_removed,
     offsets_added,
-)  # api/records.py Diff* fields: the JSON keys of rmqstore diff, read by scripts (as_dict walks them)
+)  # api/incident_records.py Diff* fields: the JSON keys of rmqstore diff, read by scripts (as_dict walks them)
 (
     late_ms,
     timer_pos,
@@ -87,3 +87,7 @@ traces  # api/store.py Store.traces: the public library (rmqstore_cli.__all__), 
     trace_store_timestamp,
 )  # api/trace_records.py TraceRecord fields: dump-commitlog --trace's JSON keys (as_dict walks them)
 __signature__, __annotations__  # commands/source_options.py store_options: what typer reads (inspect, typing)
+discard_reason, oldest_pending_born_timestamp  # api/incident_records.py Transaction*: JSON keys (as_dict walks fields)
+store_a, store_b  # api/incident_records.py DiffSummary: diff's JSON keys, read by scripts (as_dict walks the fields)
+body_length  # api/trace_records.py TraceRecord: a JSON key of dump-commitlog --trace (as_dict walks the fields)
+search_offset  # api/store.py Store.search_offset: the public library (rmqstore_cli.__all__), called by scripts

@@ -16,9 +16,9 @@ side holds that the other does not. docs/format/rocksdb.md "Double write".
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from rmqstore_cli.formats.consume_queue import PRE_BLANK_SIZE
@@ -36,10 +36,17 @@ UnitTuple = tuple[int, int, int]
 
 @dataclass(frozen=True, slots=True)
 class QueueComparison:
-    """One queue of both consume queues. ``*_first``/``*_end``: the first unit held and one
-    past the last (``#getMaxOffsetInQueue``; file pre-blank units are not held); 0, 0 when a
-    side has no such queue. ``first_difference``: the lowest cq offset where the two disagree
-    (a different unit, or a unit on one side only), with each side's unit there (None: none)."""
+    """One queue of a double-writing 5.x store (``rocksdbCQDoubleWriteEnable``,
+    ``CombineConsumeQueueStore``): the file consume queue against the RocksDB one.
+    ``*_first``/``*_end``: the first unit each side holds and one past its last
+    (``#getMaxOffsetInQueue``; file pre-blank units are not held; 0, 0: the side has no such
+    queue); ``differing``: cq offsets whose units differ; ``only_file`` / ``only_rocksdb``:
+    units one side holds and the other does not; ``first_difference``: the lowest cq offset
+    where they disagree, with each side's unit there as (commit-log offset, size, tags
+    code), None where that side has none.
+
+    Also the library's record (``rmqstore_cli.QueueComparison``, ``Store.compare_consume_queues``):
+    its fields are declared here once, ``as_dict()`` its JSON object (units as objects)."""
 
     topic: str
     queue_id: int
@@ -56,7 +63,15 @@ class QueueComparison:
 
     @property
     def agrees(self) -> bool:
+        """No unit differs and neither side holds one the other lacks."""
         return self.first_difference is None
+
+    def as_dict(self) -> dict[str, Any]:
+        d = {f.name: getattr(self, f.name) for f in fields(self)}
+        for k in ("file_unit", "rocksdb_unit"):
+            u = d[k]
+            d[k] = None if u is None else {"commitlog_offset": u[0], "size": u[1], "tags_code": u[2]}
+        return {**d, "agrees": self.agrees}
 
 
 def has_file_queues(consumequeue_dir: Path) -> bool:
@@ -98,9 +113,7 @@ def compare_queue(
     """Compare one queue; ``file_cq`` / ``rocks_q`` None when that side lacks it."""
     f_lo, f_hi = _file_bounds(file_cq) if file_cq is not None else (0, 0)
     r_lo, r_hi = rocks_q.key_bounds if rocks_q is not None else (0, 0)
-    spans = [s for s in ((f_lo, f_hi), (r_lo, r_hi)) if s[1] > s[0]]
-    lo = min((s[0] for s in spans), default=0)
-    hi = max((s[1] for s in spans), default=0)
+    lo, hi = _union((f_lo, f_hi), (r_lo, r_hi))
     differing = only_f = only_r = 0
     first: tuple[int, UnitTuple | None, UnitTuple | None] | None = None
     for a in range(lo, hi, STEP):
@@ -120,6 +133,12 @@ def compare_queue(
             first = (a + i, _unit(fh, fu, i), _unit(rh, ru, i))
     f_off, f_unit, r_unit = first if first is not None else (None, None, None)
     return QueueComparison(topic, queue_id, f_lo, f_hi, r_lo, r_hi, differing, only_f, only_r, f_off, f_unit, r_unit)
+
+
+def _union(*spans: tuple[int, int]) -> tuple[int, int]:
+    """The smallest [lo, hi) holding every non-empty span (0, 0: none is)."""
+    held = [s for s in spans if s[1] > s[0]]
+    return min((s[0] for s in held), default=0), max((s[1] for s in held), default=0)
 
 
 def _pad(held: np.ndarray, units: np.ndarray, at: int, n: int) -> tuple[np.ndarray, np.ndarray]:

@@ -114,7 +114,7 @@ def test_bar_on_a_terminal_only(name, small_store_master, tmp_path):
 
 
 def test_the_delay_is_two_seconds_unless_set(monkeypatch):
-    from rmqstore_cli.render import PROGRESS_DELAY_ENV, progress_delay
+    from rmqstore_cli.render_progress import PROGRESS_DELAY_ENV, progress_delay
 
     monkeypatch.delenv(PROGRESS_DELAY_ENV, raising=False)
     assert progress_delay() == 2.0

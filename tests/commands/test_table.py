@@ -394,7 +394,7 @@ def test_the_progress_bar_on_a_terminal_shows_the_dispatch_figures(monkeypatch):
 
     from rich.console import Console
 
-    from rmqstore_cli import render
+    from rmqstore_cli import render_progress
 
     class Tty(io.StringIO):
         def isatty(self) -> bool:
@@ -402,9 +402,9 @@ def test_the_progress_bar_on_a_terminal_shows_the_dispatch_figures(monkeypatch):
 
     err = Tty()
     monkeypatch.setattr(sys, "stderr", err)
-    monkeypatch.setattr(render, "err_console", lambda: Console(file=err, force_terminal=True, width=100))
-    monkeypatch.setenv(render.PROGRESS_DELAY_ENV, "0")  # drawn at once, not after 2 s
-    with render.ProgressBar("dispatching", total=1, detail=True) as bar:
+    monkeypatch.setattr(render_progress, "err_console", lambda: Console(file=err, force_terminal=True, width=100))
+    monkeypatch.setenv(render_progress.PROGRESS_DELAY_ENV, "0")  # drawn at once, not after 2 s
+    with render_progress.ProgressBar("dispatching", total=1, detail=True) as bar:
         bar.dispatch(3, 10, 20, 12345)
         bar.bar.refresh()
     assert bar.enabled and "dispatching" in err.getvalue() and "files 3  messages 12,345" in err.getvalue()
