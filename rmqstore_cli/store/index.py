@@ -99,15 +99,7 @@ class IndexFile:
         fd = open_for_write(path, roots or [path.parent.parent]) if writable else open_read_only(path)
         try:
             length = os.fstat(fd).st_size
-            if length < INDEX_HEADER_SIZE and not (lenient and not writable):
-                raise StoreError(f"index file has {length} bytes, less than its 40-byte header", path=path)
-            if writable and length != self.size:  # every slot and entry written must lie in the file
-                raise StoreError(
-                    f"index file has {length} bytes, not the {self.size} of maxHashSlotNum={slot_num} "
-                    f"and maxIndexNum={index_num}",
-                    path=path,
-                    hint="pass the broker's ⟦index_slots⟧/⟦index_max⟧ or ⟦broker_conf⟧",
-                )
+            self._check_length(length, lenient)
             self.mm = map_file(fd, length, path, write=writable, fresh=writable and fresh)
         finally:
             os.close(fd)
@@ -119,6 +111,23 @@ class IndexFile:
             if length >= INDEX_HEADER_SIZE
             else IndexHeaderValues(index_count=0)
         )
+        self._set_header(h)
+
+    def _check_length(self, length: int, lenient: bool) -> None:
+        """A file shorter than its header is an error (but read leniently); a file written must
+        be exactly the size its slot and entry counts give, so every slot and entry lies in it."""
+        if length < INDEX_HEADER_SIZE and not (lenient and not self.writable):
+            raise StoreError(f"index file has {length} bytes, less than its 40-byte header", path=self.path)
+        if self.writable and length != self.size:
+            raise StoreError(
+                f"index file has {length} bytes, not the {self.size} of maxHashSlotNum={self.slot_num} "
+                f"and maxIndexNum={self.index_num}",
+                path=self.path,
+                hint="pass the broker's ⟦index_slots⟧/⟦index_max⟧ or ⟦broker_conf⟧",
+            )
+
+    def _set_header(self, h: IndexHeaderValues) -> None:
+        """The header as ``IndexHeader#load`` holds it, the count as stored kept aside."""
         #: indexCount as stored (the header's ``index_count`` reads a count <= 0 as 1).
         self.stored_count = h.index_count
         if h.index_count <= 0:  # IndexHeader#load: a stored count <= 0 reads as 1
@@ -184,8 +193,7 @@ class IndexFile:
         out = [] if out is None else out
         h = index_key_hash(key)
         v = self.read_slot(h)
-        count = self.header.index_count
-        if v <= 0 or v > count or count <= 1:
+        if not self._links_to(v):
             return out
         n = v
         base = self.header.begin_timestamp
@@ -199,10 +207,16 @@ class IndexFile:
             t = base + diff * 1000
             if key_hash == h and begin <= t <= end:
                 out.append(phy)
-            if prev <= 0 or prev > count or prev == n or t < begin:
+            if not self._links_to(prev, n) or t < begin:
                 break
             n = prev
         return out
+
+    def _links_to(self, v: int, current: int = 0) -> bool:
+        """Slot value or prevIndex ``v`` names an entry of the chain (1 to indexCount, not
+        ``current`` itself) in a file that holds entries."""
+        count = self.header.index_count
+        return 0 < v <= count and v != current and count > 1
 
     # ------------------------------------------------------------- writing
     def put_key(self, key: str, phy_offset: int, store_timestamp: int) -> bool:
