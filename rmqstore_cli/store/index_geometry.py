@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import struct
+from collections.abc import Iterator
 from pathlib import Path
 
 from rmqstore_cli.formats.index import (
@@ -42,30 +43,18 @@ def infer_index_geometry(files: list[Path], size: int) -> tuple[int, int]:
             path=files[0],
             hint="pass ⟦index_slots⟧ and ⟦index_max⟧, or ⟦broker_conf⟧",
         )
-    samples = []
+    samples: list = []
     try:
-        for p in files:
-            data = _PageReader(p, size)
-            samples.append(data)
-            count = data.unpack(_HEADER, 0)[5]
-            if count > 1:
-                data.count = count
-            else:
-                samples.pop().close()
+        _sample_files(files, size, samples)
         if body < 0 or not samples:
             raise StoreError(
                 f"cannot tell the index geometry of {size}-byte files",
                 path=files[0],
                 hint="pass ⟦index_slots⟧ and ⟦index_max⟧, or ⟦broker_conf⟧",
             )
-        candidates = []
-        for s in range(1, max_slots + 1):
-            rest = body - s * HASH_SLOT_SIZE
-            if rest <= 0 or rest % INDEX_ENTRY_SIZE:
-                continue
-            n = rest // INDEX_ENTRY_SIZE
-            if all(_geometry_fits(data, data.count, s, n) for data in samples):
-                candidates.append((s, n))
+        candidates = [
+            (s, n) for s, n in _geometries(body, max_slots) if all(_geometry_fits(d, d.count, s, n) for d in samples)
+        ]
     finally:
         for data in samples:
             data.close()
@@ -76,6 +65,27 @@ def infer_index_geometry(files: list[Path], size: int) -> tuple[int, int]:
             hint="pass ⟦index_slots⟧ and ⟦index_max⟧, or ⟦broker_conf⟧",
         )
     return candidates[0]
+
+
+def _sample_files(files: list[Path], size: int, samples: list) -> None:
+    """A page reader per file holding more than one entry (the others tell nothing), into
+    ``samples`` (the caller closes them, also on an error)."""
+    for p in files:
+        data = _PageReader(p, size)
+        samples.append(data)
+        count = data.unpack(_HEADER, 0)[5]
+        if count > 1:
+            data.count = count
+        else:
+            samples.pop().close()
+
+
+def _geometries(body: int, max_slots: int) -> Iterator[tuple[int, int]]:
+    """Every (slots, entries) whose slot table and whole entries fill the ``body`` after the header."""
+    for s in range(1, max_slots + 1):
+        rest = body - s * HASH_SLOT_SIZE
+        if rest > 0 and not rest % INDEX_ENTRY_SIZE:
+            yield s, rest // INDEX_ENTRY_SIZE
 
 
 class _PageReader:
