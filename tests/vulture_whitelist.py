@@ -86,3 +86,10 @@ traces  # api/store.py Store.traces: the public library (rmqstore_cli.__all__), 
     trace_offset,
     trace_store_timestamp,
 )  # api/trace_records.py TraceRecord fields: dump-commitlog --trace's JSON keys (as_dict walks them)
+# engine functions the commands call (commands/ is the top-level package this check does not scan):
+check_options  # pipeline/rebuild_job.py, store/offset_query.py: commands/rebuild_index.py, commands/search_offset.py
+outputs  # pipeline/rebuild_job.py: commands/rebuild_index.py
+compaction_log, stop_warnings  # store/log_range.py: commands/dump_commitlog.py
+search_topics, find_key, not_found  # store/lookup.py: commands/index_lookup.py, commands/decode_msgid.py
+read_ids  # store/msgid.py: commands/decode_msgid.py
+store_version, command_queues, no_queue  # store/offset_query.py: commands/search_offset.py (and consumer_progress)
