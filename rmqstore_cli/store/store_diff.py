@@ -310,16 +310,20 @@ def record_start(ms: MessageStore, base: int, byte: int) -> int:
         return byte
     buf = f.buffer()
     arr = file_array(buf)
-    target, pos, header = byte - base, 0, cl.header_of(f)
-    while True:
-        w = walk_records(buf, pos, len(buf), WALK_BLOCK, a=arr, header=header)
-        if w.end > target:  # the entry (a DLedger entry: its header, then the record) that spans it
-            entries = w.starts - header
-            spans = entries[entries <= target]
-            return base + (int(spans[-1]) if spans.size else pos) + header
-        if w.stop is not None or not w.starts.size:
-            return base + w.end + header
-        pos = w.end
+    target, pos, header, released = byte - base, 0, cl.header_of(f), 0
+    try:
+        while True:
+            w = walk_records(buf, pos, len(buf), WALK_BLOCK, a=arr, header=header)
+            if w.end > target:  # the entry (a DLedger entry: its header, then the record) that spans it
+                entries = w.starts - header
+                spans = entries[entries <= target]
+                return base + (int(spans[-1]) if spans.size else pos) + header
+            if w.stop is not None or not w.starts.size:
+                return base + w.end + header
+            pos = w.end
+            released = release_pages(buf, released, pos)  # as compare_maps does: RSS stays a block
+    finally:
+        release_pages(buf, released, pos)
 
 
 def record_at(ms: MessageStore, offset: int) -> dict | None:
