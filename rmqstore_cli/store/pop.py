@@ -29,7 +29,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, NamedTuple, overload
+from typing import Any, NamedTuple
 
 import numpy as np
 from rmqstore_cli.formats.pop import (
@@ -47,6 +47,7 @@ from rmqstore_cli.formats.pop import (
 )
 from rmqstore_cli.formats.timer import TIMER_TOPIC
 
+from rmqstore_cli.store.keyed_rows import KeyedRows
 from rmqstore_cli.store.message import PROPERTY_REAL_QID, PROPERTY_REAL_TOPIC, PROPERTY_TAGS
 
 STATES = ("acked", "revived", "invisible", "overdue")
@@ -392,7 +393,7 @@ def answer(
     orphans = merge_acks(s)
     queues_read = _PoppedQueues(ms)
     counts: dict[tuple[str, str], dict[str, Any]] = {}
-    kept = Rows()
+    kept = KeyedRows()
     totals = dict.fromkeys(STATES, 0)
     matched = 0
     for r in rows(s, rules, queues_read.original):
@@ -410,36 +411,6 @@ def answer(
     if s.more_warnings:
         warnings.append(f"{s.more_warnings} more revive records the broker cannot use")
     return Answer(kept, [counts[k] for k in sorted(counts)], queues, summary, warnings)
-
-
-class Rows(Sequence[dict[str, Any]]):
-    """The rows kept, each held as a tuple of its values under the keys they all share and
-    made a dict again when read: a quarter of a dict's memory for the 250 000 rows of a
-    large POP store."""
-
-    def __init__(self) -> None:
-        self.keys: tuple[str, ...] = ()
-        self.values: list[tuple] = []
-
-    def append(self, r: dict[str, Any]) -> None:
-        if not self.keys:  # row() makes every row with the same keys, in the same order
-            self.keys = tuple(r)
-        self.values.append(tuple(r.values()))
-
-    def __len__(self) -> int:
-        return len(self.values)
-
-    @overload
-    def __getitem__(self, i: int) -> dict[str, Any]: ...
-    @overload
-    def __getitem__(self, i: slice) -> list[dict[str, Any]]: ...
-    def __getitem__(self, i: int | slice) -> dict[str, Any] | list[dict[str, Any]]:
-        if isinstance(i, slice):
-            return [dict(zip(self.keys, v, strict=True)) for v in self.values[i]]
-        return dict(zip(self.keys, self.values[i], strict=True))
-
-    def __iter__(self) -> Iterator[dict[str, Any]]:
-        return (dict(zip(self.keys, v, strict=True)) for v in self.values)
 
 
 def _wanted(r: dict[str, Any], topic: str | None, group: str | None) -> bool:

@@ -29,7 +29,8 @@ only transactional records are decoded one by one.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+import sys
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,6 +42,7 @@ from rmqstore_cli.formats.sysflag import (
     TRANSACTION_ROLLBACK_TYPE,
 )
 
+from rmqstore_cli.store.keyed_rows import KeyedRows
 from rmqstore_cli.store.message import (
     PROPERTY_CHECK_TIMES,
     PROPERTY_PGROUP,
@@ -66,7 +68,7 @@ MAX_WARNINGS = 10
 _HALF_TOPIC, _OP_TOPIC = TRANS_HALF_TOPIC.encode(), TRANS_OP_HALF_TOPIC.encode()
 
 
-@dataclass
+@dataclass(slots=True)
 class OpenTx:
     """A transaction seen begun (a half or legacy PREPARED record) and not yet ended."""
 
@@ -195,8 +197,8 @@ class TransactionScan:
             tx = self.open[key] = OpenTx(
                 key,
                 "half",
-                props.get(PROPERTY_PGROUP, ""),
-                props.get(PROPERTY_REAL_TOPIC, ""),
+                sys.intern(props.get(PROPERTY_PGROUP, "")),  # a few names, not one copy per transaction
+                sys.intern(props.get(PROPERTY_REAL_TOPIC, "")),
                 java_int(props.get(PROPERTY_REAL_QID)),
                 uniq,
                 rec.physical_offset,
@@ -327,7 +329,7 @@ def _discard_reason(tx: OpenTx, r: Rules) -> str | None:
 class Answer:
     """What :func:`answer` found: the rows kept, the groups, the summary and the warnings."""
 
-    rows: list[dict[str, Any]]
+    rows: Sequence[dict[str, Any]]
     groups: list[dict[str, Any]]
     summary: dict[str, Any]
     warnings: list[str]
@@ -345,7 +347,7 @@ def answer(
     and real topic; rows kept in ``states`` (all when None), the first ``limit``."""
     scan = TransactionScan(commitlog, rules)
     counts: dict[tuple[str, str], dict[str, Any]] = {}
-    kept: list[dict[str, Any]] = []
+    kept = KeyedRows()
     totals = dict.fromkeys(STATES, 0)
     matched = 0
     for row in scan.rows():
