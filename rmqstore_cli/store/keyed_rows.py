@@ -13,7 +13,7 @@ class KeyedRows(Sequence[dict[str, Any]]):
 
     def __init__(self) -> None:
         self.keys: tuple[str, ...] = ()
-        self.values: list[tuple] = []
+        self.values: list[tuple[Any, ...]] = []
 
     def append(self, r: dict[str, Any]) -> None:
         if not self.keys:  # each engine makes its rows with the same keys, in the same order

@@ -83,7 +83,7 @@ class PendingAck(NamedTuple):
     """An ack or batch ack waiting for its checkpoint: its merge key, the queue offsets it
     acks and where it lies (what :func:`merge_acks` needs, not the whole parsed body)."""
 
-    key: tuple
+    key: tuple[Any, ...]
     ack_offsets: tuple[int, ...]
     batch: bool
     physical_offset: int
@@ -249,7 +249,7 @@ def revive_offsets(tables: list[dict[str, dict[int, int]]]) -> dict[str, dict[in
 def rows(s: Scan, rules: Rules, original: Any) -> Iterator[dict[str, Any]]:
     """One row per popped message of every checkpoint; ``original(topic, queue_id, offset)``
     gives the popped message's UNIQ_KEY (None when it is gone)."""
-    done: dict[tuple, tuple[Ck, int]] = {}  # the row's checkpoint and index; its dict made when it is read
+    done: dict[tuple[Any, ...], tuple[Ck, int]] = {}  # the row's checkpoint and index; its dict made when it is read
     for c in sorted(s.cks.values(), key=lambda c: (c.ck.pop_time, c.physical_offset), reverse=True):
         ck = c.ck
         for i, off in enumerate(ck.offsets()):
