@@ -91,3 +91,10 @@ discard_reason, oldest_pending_born_timestamp  # api/incident_records.py Transac
 store_a, store_b  # api/incident_records.py DiffSummary: diff's JSON keys, read by scripts (as_dict walks the fields)
 body_length  # api/trace_records.py TraceRecord: a JSON key of dump-commitlog --trace (as_dict walks the fields)
 search_offset  # api/store.py Store.search_offset: the public library (rmqstore_cli.__all__), called by scripts
+# engine functions the commands call (commands/ is the top-level package this check does not scan):
+check_options  # pipeline/rebuild_job.py, store/offset_query.py: commands/rebuild_index.py, commands/search_offset.py
+outputs  # pipeline/rebuild_job.py: commands/rebuild_index.py
+compaction_log, stop_warnings  # store/log_range.py: commands/dump_commitlog.py
+search_topics, find_key, not_found  # store/lookup.py: commands/index_lookup.py, commands/decode_msgid.py
+read_ids  # store/msgid.py: commands/decode_msgid.py
+store_version, command_queues, no_queue  # store/offset_query.py: commands/search_offset.py (and consumer_progress)

@@ -141,7 +141,6 @@ def dispatch_file(
 
     from rmqstore_cli.store.commitlog import CommitLog
     from rmqstore_cli.store.dispatch import Dispatcher
-    from rmqstore_cli.store.rebuild import classify_stop, dispatch_file_records
 
     cl = CommitLog(config)
     f = cl.files[position]
@@ -158,22 +157,7 @@ def dispatch_file(
     fd = _capture_dispatcher_class()(d)
     s = FileSummary(position, f.name, skipped=[], queues={})
     try:
-        header = cl.header_of(f)  # a DLedger data file: records inside entries
-        stop_at, reason = dispatch_file_records(
-            fd,
-            f,
-            recovering,
-            config.check_crc_on_recover and not header,
-            config.force_verify_prop_crc,
-            s.skipped,
-            header=header,
-        )
-        if stop_at is not None:
-            end, skip = classify_stop(f, stop_at, reason, recovering, last_file=position == len(cl.files) - 1)
-            if end is not None:
-                s.stop = end
-            else:
-                s.skipped.append(skip)
+        _dispatch_one(cl, f, fd, s, recovering)
     finally:
         cl.close()
     s.messages = fd.messages
@@ -187,16 +171,47 @@ def dispatch_file(
     keys = tuple(
         np.concatenate([p[i] for p in fd.key_parts]) if fd.key_parts else np.empty(0, np.int64) for i in range(3)
     )
-    s.keys = len(keys[0])
-    if s.keys:
-        phy = keys[1]
-        s.key_max_phy = int(phy.max())
-        kept = phy[kept_mask(phy, 0)]
-        s.local_put = len(kept)
-        s.local_put_min_phy = int(kept.min()) if len(kept) else 0
+    _summarize_keys(s, keys[1])
     batch = d.batch.arrays() if d.batch is not None else {}
     s.batch = {k: v.shape[1] for k, v in batch.items()}
     return FileDispatch(s, units, keys, batch)
+
+
+def _dispatch_one(cl, f, fd, s: FileSummary, recovering: bool) -> None:
+    """``rebuild.dispatch_file_records`` over file ``f`` (a DLedger data file: records inside
+    entries), its stop classified: the end of the log (``s.stop``) or the rest skipped."""
+    from rmqstore_cli.store.rebuild import classify_stop, dispatch_file_records
+
+    config = cl.config
+    header = cl.header_of(f)
+    stop_at, reason = dispatch_file_records(
+        fd,
+        f,
+        recovering,
+        config.check_crc_on_recover and not header,
+        config.force_verify_prop_crc,
+        s.skipped,
+        header=header,
+    )
+    if stop_at is None:
+        return
+    end, skip = classify_stop(f, stop_at, reason, recovering, last_file=f is cl.files[-1])
+    if end is not None:
+        s.stop = end
+    else:
+        s.skipped.append(skip)
+
+
+def _summarize_keys(s: FileSummary, phy) -> None:
+    """The file's index keys: how many, the greatest offset, and those this file puts itself
+    (``kept_mask`` from 0) with their least offset."""
+    s.keys = len(phy)
+    if not s.keys:
+        return
+    s.key_max_phy = int(phy.max())
+    kept = phy[kept_mask(phy, 0)]
+    s.local_put = len(kept)
+    s.local_put_min_phy = int(kept.min()) if len(kept) else 0
 
 
 def _group_units(fd) -> dict:
@@ -358,28 +373,38 @@ def rebuild_report(
     rep.recovery = "abnormal (abort file present)" if abort_exists(config.root) else "normal"
     rep.recovery_first_file = names[rec][0] if names else None
     for i in included:
-        s = summaries[i]
-        rep.messages += s.messages
-        rep.units += s.units
-        rep.skipped.extend(s.skipped)
-        for topic, why in (s.refused_topics or {}).items():
-            rep.refused_topics.setdefault(topic, why)
-        for problem, n in (s.multi_problems or {}).items():
-            rep.multi_dispatch_problems[problem] = rep.multi_dispatch_problems.get(problem, 0) + n
-        if s.messages:
-            rep.last_store_timestamp = s.last_store_timestamp
+        _add_summary(rep, summaries[i])
     rep.files = len(included)
     rep.stop = stop
     rep.bytes = (stop.offset - names[0][1]) if names and stop else 0
     rep.queues = queues
     rep.cq_files = cq_files
     if opts.build_index:
-        rep.index_files = len(index_built)
-        rep.index_keys = total_keys
-        full = [b for b in sorted(index_built, key=lambda b: b["k"]) if b["full"]]
-        rep.index_msg_timestamp = full[-1]["end_ts"] if full else 0
+        _add_index(rep, index_built, total_keys)
     rep.seconds = seconds
     return rep
+
+
+def _add_summary(rep, s: FileSummary) -> None:
+    """One included file's counts, skips, refused topics and multi-dispatch problems; its last
+    store time when it dispatched any message (files come in order)."""
+    rep.messages += s.messages
+    rep.units += s.units
+    rep.skipped.extend(s.skipped)
+    for topic, why in (s.refused_topics or {}).items():
+        rep.refused_topics.setdefault(topic, why)
+    for problem, n in (s.multi_problems or {}).items():
+        rep.multi_dispatch_problems[problem] = rep.multi_dispatch_problems.get(problem, 0) + n
+    if s.messages:
+        rep.last_store_timestamp = s.last_store_timestamp
+
+
+def _add_index(rep, index_built: list[dict], total_keys: int) -> None:
+    """The index files built, their keys, and the end time of the last full one (0: none full)."""
+    rep.index_files = len(index_built)
+    rep.index_keys = total_keys
+    full = [b for b in sorted(index_built, key=lambda b: b["k"]) if b["full"]]
+    rep.index_msg_timestamp = full[-1]["end_ts"] if full else 0
 
 
 def dry_counts(config, included: list[int], summaries: dict) -> tuple[int, int]:

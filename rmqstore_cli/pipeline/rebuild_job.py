@@ -42,9 +42,18 @@ def check_options(
 ) -> None:
     """Refuse option combinations that do not go together, before anything is read; with
     --in-place, a live broker (exit 4) before anything else is said."""
-    from rmqstore_cli.pipeline.stores import hadoop_uri
-    from rmqstore_cli.store.consume_queue import unsafe_topic
     from rmqstore_cli.store.lock import refuse_if_live
+
+    _check_destination(output, in_place, copy_commitlog, no_backup)
+    _check_topics(only, topic)
+    for st in stores if in_place else ():
+        refuse_if_live(st)  # before anything else is read or said
+
+
+def _check_destination(output: Path | None, in_place: bool, copy_commitlog: bool, no_backup: bool) -> None:
+    """Exactly one of an output directory (local, not a URI) and in place, and the options
+    that go only with one of them."""
+    from rmqstore_cli.pipeline.stores import hadoop_uri
 
     if (output is None) == (not in_place):
         raise UsageError(f"pass exactly one of {setting('output')} DIR and {setting('in_place')}")
@@ -57,6 +66,12 @@ def check_options(
         raise UsageError(f"{setting('no_backup')} only applies to {setting('in_place')}")
     if copy_commitlog and in_place:
         raise UsageError(f"{setting('copy_commitlog')} only applies to {setting('output')}")
+
+
+def _check_topics(only: str | None, topic: list[str] | None) -> None:
+    """Topics select consume queues (not with the index alone) and must be safe directory names."""
+    from rmqstore_cli.store.consume_queue import unsafe_topic
+
     if topic and only == "index":
         raise UsageError(
             f"{setting('topic')} selects consume queues; it cannot be combined with {setting('only')} index"
@@ -64,8 +79,6 @@ def check_options(
     for t in topic or ():
         if unsafe_topic(t):
             raise UsageError(f"{setting('topic')} {t!r} cannot be a consume-queue directory: {unsafe_topic(t)}")
-    for st in stores if in_place else ():
-        refuse_if_live(st)  # before anything else is read or said
 
 
 def outputs(stores: list[Path], output: Path | None) -> list[Path | None]:
@@ -112,16 +125,22 @@ def plan(
         ms = MessageStore.open(cfg, zone, rocksdb=out is not None)  # a RocksDB CQ: only beside it
         for note in ms.notes:
             tell(f"{st}: {note}" if several else note)
-        if not cfg.message_index_enable and only == "index":
-            raise UsageError(
-                "messageIndexEnable=false in the broker config: the broker builds no index"
-                + (f" ({st})" if several else "")
-            )
+        _refuse_no_index(cfg, only, st if several else None)
         opts = rebuild_plan.options(cfg, only, topic, zone, dry_run)
         sources = rebuild_plan.check_sizes(cfg, opts, sizes, broker_conf)
         plans.append(StorePlan(st, out, cfg, opts, sources))
     refuse_batch_queues(plans)
     return plans
+
+
+def _refuse_no_index(cfg: StoreConfig, only: str | None, st: Path | None) -> None:
+    """An index-only rebuild of a store whose broker builds no index (``messageIndexEnable``);
+    ``st``: the store named in the error when there are several."""
+    if not cfg.message_index_enable and only == "index":
+        raise UsageError(
+            "messageIndexEnable=false in the broker config: the broker builds no index"
+            + (f" ({st})" if st is not None else "")
+        )
 
 
 def refuse_batch_queues(plans: list[StorePlan]) -> None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from itertools import pairwise
 from pathlib import Path
 
 from rmqstore_cli.pipeline.rebuild_dispatch import (
@@ -24,6 +23,7 @@ from rmqstore_cli.pipeline.rebuild_dispatch import (
     rebuild_inputs,
     rebuild_report,
 )
+from rmqstore_cli.pipeline.rebuild_queue_plan import plan_queues
 
 # ===================================================================== rebuild-index without shuffles
 #
@@ -110,7 +110,15 @@ def dispatch_and_spill(
     s.direct = []
     if dry:
         return s
-    pd = parts_dir(dest)
+    _spill(parts_dir(dest), position, fd)
+    if direct and build_cq:
+        _write_direct(Path(dest) / "consumequeue", fd, config.cq_file_size)
+    return s
+
+
+def _spill(pd: Path, position: int, fd) -> None:
+    """The file's units, keys and BatchCQ units saved for the later steps (none: no file)."""
+    s = fd.summary
     pd.mkdir(parents=True, exist_ok=True)
     if fd.units:  # (4, units) int64: phy, size, tagsCode, cq offset; queues in s.queues order
         _save(pd / f"{position}.units.npy", [[v[r] for v in fd.units.values()] for r in range(4)])
@@ -118,13 +126,16 @@ def dispatch_and_spill(
         _save(pd / f"{position}.keys.npy", [[a] for a in fd.keys])
     if fd.batch:  # (6, units) int64, queues in s.batch order
         _save(pd / f"{position}.bcq.npy", [[v[r] for v in fd.batch.values()] for r in range(6)])
-    if direct and build_cq:
-        cq_root = Path(dest) / "consumequeue"
-        for key, (phy, size, tags, qoff) in fd.units.items():
-            if s.simple[key]:
-                write_units_at(cq_root, key, int(qoff[0]), phy, size, tags, config.cq_file_size)
-                s.direct.append(key)
-    return s
+
+
+def _write_direct(cq_root: Path, fd, file_size: int) -> None:
+    """The queues whose units in this file are consecutive, written at their cq offsets now
+    (``summary.direct`` names them): step 3 has nothing left to do for them here."""
+    s = fd.summary
+    for key, (phy, size, tags, qoff) in fd.units.items():
+        if s.simple[key]:
+            write_units_at(cq_root, key, int(qoff[0]), phy, size, tags, file_size)
+            s.direct.append(key)
 
 
 def spilled_units(dest, s: FileSummary) -> dict:
@@ -191,37 +202,6 @@ def kept_count(dest, position: int, floor: int) -> int:
     import numpy as np
 
     return int(np.count_nonzero(kept_mask(np.asarray(phy), floor)))
-
-
-@dataclass
-class QueuePlan:
-    straight: dict  # queue -> (first cq offset, last cq offset): units at their cq offsets
-    rebuild: list  # queues rebuilt from the spills by build_queue
-    late: dict  # position -> straight queues it still has to write (files not written in step 1)
-    remove: list  # queues written in step 1 that are rebuilt: their directories go first
-
-
-def plan_queues(included: list[int], summaries: dict) -> QueuePlan:
-    spans: dict = {}
-    for i in included:
-        s = summaries[i]
-        for key, (first, last, _) in s.queues.items():
-            spans.setdefault(key, []).append((i, first, last, s.simple[key], *s.ends[key]))
-    p = QueuePlan({}, [], {}, [])
-    written = {k for i in included for k in summaries[i].direct}
-    for key, lst in spans.items():
-        # each file follows on: the next cq offset, and a unit end beyond the last one
-        # (putMessagePositionInfo skips units ending at or below maxPhysicOffset)
-        if all(x[3] for x in lst) and all(b[1] == a[2] + 1 and b[4] > a[5] for a, b in pairwise(lst)):
-            p.straight[key] = (lst[0][1], lst[-1][2])
-            for i, *_ in lst:
-                if key not in summaries[i].direct:
-                    p.late.setdefault(i, []).append(key)
-        else:
-            p.rebuild.append(key)
-            if key in written:
-                p.remove.append(key)
-    return p
 
 
 def write_units_at(cq_root, key: tuple[str, int], first: int, phy, size, tags, file_size: int) -> None:
@@ -476,13 +456,17 @@ def rebuild_staged(config, dest: Path, opts, run_map, t0: float):
         time.perf_counter() - t0,
     )
     if staged.built and not dry:
-        from rmqstore_cli.store.index_service import name_time
-
-        firsts = [b["first_ts"] for b in sorted(staged.built, key=lambda b: b["k"])]
-        rep.fallback_index_names = [
-            (n, t) for n, t in zip(staged.index_names, firsts, strict=True) if name_time(t) != t
-        ]
+        rep.fallback_index_names = _fallback_index_names(staged)
     return rep
+
+
+def _fallback_index_names(staged: StagedSet) -> list[tuple[str, int]]:
+    """The index files written whose name could not be their first entry's time
+    (``index_service.name_time``): each name with the time it stands for."""
+    from rmqstore_cli.store.index_service import name_time
+
+    firsts = [b["first_ts"] for b in sorted(staged.built, key=lambda b: b["k"])]
+    return [(n, t) for n, t in zip(staged.index_names, firsts, strict=True) if name_time(t) != t]
 
 
 def _exact_counter(config, d: str, rec: int, opts, run_map):
@@ -509,7 +493,6 @@ def _write_staged(config, dest: Path, opts, run_map, included: list[int], summar
     one task per commit-log file, queue and index file; then the straight queues' pre-blank
     units and the index files' names."""
     from rmqstore_cli.store import safefs
-    from rmqstore_cli.store.rebuild import cq_file_count
 
     d = str(dest)
     staged = StagedSet()
@@ -517,46 +500,71 @@ def _write_staged(config, dest: Path, opts, run_map, included: list[int], summar
     cq_root = dest / "consumequeue"
     for key in qp.remove if qp else []:
         safefs.rmtree_inside(cq_root / key[0] / str(key[1]), [dest])
-    ip = (
-        plan_index(
-            d,
-            included,
-            keys.counts,
-            keys.start,
-            keys.floors,
-            keys.total,
-            keys.per,
-            config.max_hash_slot_num,
-            config.max_index_num,
-        )
-        if keys.nfiles
-        else IndexPlan({}, {})
+    ip = _index_plan(config, d, included, keys)
+    jobs = _stage_jobs(config, included, summaries, qp, ip, keys)
+    done = run_map(lambda j: run_stage(d, config, j), jobs) if jobs else []
+    if keys.nfiles:
+        staged.built = [r for _, r in run_map(lambda j: run_stage(d, config, j), _finish_jobs(included, ip))]
+    if qp is not None:
+        _finish_queues(staged, qp, cq_root, done, config.cq_file_size)
+    if staged.built:
+        staged.index_names = name_index_files(dest / "index", staged.built, opts.tz)
+    return staged
+
+
+def _index_plan(config, d: str, included: list[int], keys: KeyLayout) -> IndexPlan:
+    """Which index entries each commit-log file's task writes where (none without keys)."""
+    if not keys.nfiles:
+        return IndexPlan({}, {})
+    return plan_index(
+        d,
+        included,
+        keys.counts,
+        keys.start,
+        keys.floors,
+        keys.total,
+        keys.per,
+        config.max_hash_slot_num,
+        config.max_index_num,
     )
-    late = qp.late if qp else {}
-    jobs = [
-        ("file", i, (keys.floors[i], ip.pieces.get(i, []), ip.files, (summaries[i], late[i]) if i in late else None))
-        for i in included
-        if i in ip.pieces or i in late
+
+
+def _finish_jobs(included: list[int], ip: IndexPlan) -> list:
+    """One task per index file: the commit-log files whose pieces it holds, and its plan."""
+    return [
+        ("finish", k, ([i for i in included if any(p[0] == k for p in ip.pieces.get(i, []))], v[0], v[2], v[3]))
+        for k, v in ip.files.items()
     ]
+
+
+def _stage_jobs(config, included: list[int], summaries: dict, qp, ip: IndexPlan, keys: KeyLayout) -> list:
+    """The tasks of step 3: one per commit-log file with index pieces or late queue units, then
+    (queues being built) one per queue to rebuild and the BatchCQ jobs."""
+    jobs = _file_jobs(included, summaries, qp.late if qp else {}, ip, keys)
     if qp is not None:
         sums = [summaries[i] for i in included]
         jobs += [("queue", key, [s for s in sums if key in s.queues]) for key in qp.rebuild]
         jobs += batch_jobs(config, sums)
-    done = run_map(lambda j: run_stage(d, config, j), jobs) if jobs else []
-    if keys.nfiles:
-        fin = [
-            ("finish", k, ([i for i in included if any(p[0] == k for p in ip.pieces.get(i, []))], v[0], v[2], v[3]))
-            for k, v in ip.files.items()
-        ]
-        staged.built = [r for _, r in run_map(lambda j: run_stage(d, config, j), fin)]
-    if qp is not None:
-        F = config.cq_file_size
-        for key, (first, _) in qp.straight.items():
-            pre_blank(cq_root, key, first, F)
-        staged.cq_files = sum(r for kind, r in done if kind == "queue") + sum(
-            cq_file_count(first, last, F) for first, last in qp.straight.values()
-        )
-        staged.queues = len(qp.straight) + len(qp.rebuild)
-    if staged.built:
-        staged.index_names = name_index_files(dest / "index", staged.built, opts.tz)
-    return staged
+    return jobs
+
+
+def _file_jobs(included: list[int], summaries: dict, late: dict, ip: IndexPlan, keys: KeyLayout) -> list:
+    """One task per commit-log file with index pieces to write or late queue units to add."""
+    return [
+        ("file", i, (keys.floors[i], ip.pieces.get(i, []), ip.files, (summaries[i], late[i]) if i in late else None))
+        for i in included
+        if i in ip.pieces or i in late
+    ]
+
+
+def _finish_queues(staged: StagedSet, qp, cq_root: Path, done: list, cq_file_size: int) -> None:
+    """The straight queues' pre-blank units, and the count of queues and consume-queue files
+    written (those the queue tasks wrote, and those the straight queues span)."""
+    from rmqstore_cli.store.rebuild import cq_file_count
+
+    for key, (first, _) in qp.straight.items():
+        pre_blank(cq_root, key, first, cq_file_size)
+    staged.cq_files = sum(r for kind, r in done if kind == "queue") + sum(
+        cq_file_count(first, last, cq_file_size) for first, last in qp.straight.values()
+    )
+    staged.queues = len(qp.straight) + len(qp.rebuild)

@@ -15,16 +15,6 @@ from functools import cache
 from pathlib import Path
 
 from rmqstore_cli.formats import index as index_layout
-from rmqstore_cli.formats.index import (
-    ENTRY_FORMAT,
-    HASH_SLOT_SIZE,
-    HEADER_FORMAT,
-    INDEX_ENTRY_SIZE,
-    INDEX_HEADER_SIZE,
-    SLOT_FORMAT,
-    TIME_DIFF_MAX,
-    index_file_size,
-)
 
 from rmqstore_cli.errors import StoreError
 from rmqstore_cli.store import safefs
@@ -33,9 +23,9 @@ from rmqstore_cli.store.javahash import index_key_hash
 from rmqstore_cli.store.mapped_files import release_pages
 from rmqstore_cli.store.safefs import map_file, open_for_write, open_read_only
 
-_HEADER = struct.Struct(HEADER_FORMAT)
-_SLOT = struct.Struct(SLOT_FORMAT)
-_ENTRY = struct.Struct(ENTRY_FORMAT)
+_HEADER = struct.Struct(index_layout.HEADER_FORMAT)
+_SLOT = struct.Struct(index_layout.SLOT_FORMAT)
+_ENTRY = struct.Struct(index_layout.ENTRY_FORMAT)
 
 
 def entry_dtype():
@@ -94,20 +84,16 @@ class IndexFile:
         self.slot_num = slot_num
         self.index_num = index_num
         self.writable = writable
-        self.size = INDEX_HEADER_SIZE + slot_num * HASH_SLOT_SIZE + index_num * INDEX_ENTRY_SIZE
+        self.size = (
+            index_layout.INDEX_HEADER_SIZE
+            + slot_num * index_layout.HASH_SLOT_SIZE
+            + index_num * index_layout.INDEX_ENTRY_SIZE
+        )
         # a writable file never through a link, and only inside roots (default: its index dir's parent)
         fd = open_for_write(path, roots or [path.parent.parent]) if writable else open_read_only(path)
         try:
             length = os.fstat(fd).st_size
-            if length < INDEX_HEADER_SIZE and not (lenient and not writable):
-                raise StoreError(f"index file has {length} bytes, less than its 40-byte header", path=path)
-            if writable and length != self.size:  # every slot and entry written must lie in the file
-                raise StoreError(
-                    f"index file has {length} bytes, not the {self.size} of maxHashSlotNum={slot_num} "
-                    f"and maxIndexNum={index_num}",
-                    path=path,
-                    hint="pass the broker's ⟦index_slots⟧/⟦index_max⟧ or ⟦broker_conf⟧",
-                )
+            self._check_length(length, lenient)
             self.mm = map_file(fd, length, path, write=writable, fresh=writable and fresh)
         finally:
             os.close(fd)
@@ -116,9 +102,26 @@ class IndexFile:
         self.reserved = 0
         h = (
             IndexHeaderValues(*_HEADER.unpack_from(self.mm, 0))
-            if length >= INDEX_HEADER_SIZE
+            if length >= index_layout.INDEX_HEADER_SIZE
             else IndexHeaderValues(index_count=0)
         )
+        self._set_header(h)
+
+    def _check_length(self, length: int, lenient: bool) -> None:
+        """A file shorter than its header is an error (but read leniently); a file written must
+        be exactly the size its slot and entry counts give, so every slot and entry lies in it."""
+        if length < index_layout.INDEX_HEADER_SIZE and not (lenient and not self.writable):
+            raise StoreError(f"index file has {length} bytes, less than its 40-byte header", path=self.path)
+        if self.writable and length != self.size:
+            raise StoreError(
+                f"index file has {length} bytes, not the {self.size} of maxHashSlotNum={self.slot_num} "
+                f"and maxIndexNum={self.index_num}",
+                path=self.path,
+                hint="pass the broker's ⟦index_slots⟧/⟦index_max⟧ or ⟦broker_conf⟧",
+            )
+
+    def _set_header(self, h: IndexHeaderValues) -> None:
+        """The header as ``IndexHeader#load`` holds it, the count as stored kept aside."""
         #: indexCount as stored (the header's ``index_count`` reads a count <= 0 as 1).
         self.stored_count = h.index_count
         if h.index_count <= 0:  # IndexHeader#load: a stored count <= 0 reads as 1
@@ -131,17 +134,17 @@ class IndexFile:
 
     @property
     def entries_base(self) -> int:
-        return INDEX_HEADER_SIZE + self.slot_num * HASH_SLOT_SIZE
+        return index_layout.INDEX_HEADER_SIZE + self.slot_num * index_layout.HASH_SLOT_SIZE
 
     def slot_pos(self, key_hash: int) -> int:
-        return INDEX_HEADER_SIZE + (key_hash % self.slot_num) * HASH_SLOT_SIZE
+        return index_layout.INDEX_HEADER_SIZE + (key_hash % self.slot_num) * index_layout.HASH_SLOT_SIZE
 
     def entry_pos(self, n: int) -> int:
-        return self.entries_base + n * INDEX_ENTRY_SIZE
+        return self.entries_base + n * index_layout.INDEX_ENTRY_SIZE
 
     def read_slot(self, key_hash: int) -> int:
         pos = self.slot_pos(key_hash)
-        if pos + HASH_SLOT_SIZE > self.length:  # a truncated file
+        if pos + index_layout.HASH_SLOT_SIZE > self.length:  # a truncated file
             raise StoreError(
                 f"index slot {key_hash % self.slot_num} lies past the end of the file", path=self.path, offset=pos
             )
@@ -150,7 +153,7 @@ class IndexFile:
     def read_entry(self, n: int) -> tuple[int, int, int, int]:
         """(keyHash, phyOffset, timeDiff, prevIndex) of entry ``n``."""
         pos = self.entry_pos(n)
-        if pos + INDEX_ENTRY_SIZE > self.length:
+        if pos + index_layout.INDEX_ENTRY_SIZE > self.length:
             raise StoreError(f"index entry {n} lies past the end of the file", path=self.path, offset=pos)
         return _ENTRY.unpack_from(self.mm, pos)
 
@@ -158,7 +161,7 @@ class IndexFile:
     def chain_limit(self) -> int:
         """Most steps a hash chain can take: the entries that fit in the file, so a crafted
         count with a cycle of prevIndex links cannot make a walk run for 2^31 steps."""
-        fit = max(0, (self.length - self.entries_base) // INDEX_ENTRY_SIZE)
+        fit = max(0, (self.length - self.entries_base) // index_layout.INDEX_ENTRY_SIZE)
         return min(self.header.index_count, fit)
 
     def reserve_entries(self, upto: int) -> None:
@@ -184,8 +187,7 @@ class IndexFile:
         out = [] if out is None else out
         h = index_key_hash(key)
         v = self.read_slot(h)
-        count = self.header.index_count
-        if v <= 0 or v > count or count <= 1:
+        if not self._links_to(v):
             return out
         n = v
         base = self.header.begin_timestamp
@@ -199,10 +201,16 @@ class IndexFile:
             t = base + diff * 1000
             if key_hash == h and begin <= t <= end:
                 out.append(phy)
-            if prev <= 0 or prev > count or prev == n or t < begin:
+            if not self._links_to(prev, n) or t < begin:
                 break
             n = prev
         return out
+
+    def _links_to(self, v: int, current: int = 0) -> bool:
+        """Slot value or prevIndex ``v`` names an entry of the chain (1 to indexCount, not
+        ``current`` itself) in a file that holds entries."""
+        count = self.header.index_count
+        return 0 < v <= count and v != current and count > 1
 
     # ------------------------------------------------------------- writing
     def put_key(self, key: str, phy_offset: int, store_timestamp: int) -> bool:
@@ -306,7 +314,7 @@ class IndexFile:
         """The slot table as a writable numpy view of the mapping."""
         import numpy as np
 
-        return np.frombuffer(self.mm, dtype=slot_dtype(), count=self.slot_num, offset=INDEX_HEADER_SIZE)
+        return np.frombuffer(self.mm, dtype=slot_dtype(), count=self.slot_num, offset=index_layout.INDEX_HEADER_SIZE)
 
     def _entries(self, n0: int, k: int):
         """Entries ``n0 .. n0 + k - 1`` as a writable numpy view of the mapping."""
@@ -324,7 +332,7 @@ class IndexFile:
         if upto_entry is None:
             release_pages(self.mm, 0, self.length + (-self.length) % mmap.PAGESIZE)
         else:
-            release_pages(self.mm, self.entries_base, self.entries_base + upto_entry * INDEX_ENTRY_SIZE)
+            release_pages(self.mm, self.entries_base, self.entries_base + upto_entry * index_layout.INDEX_ENTRY_SIZE)
 
     @classmethod
     def create(
@@ -339,10 +347,12 @@ class IndexFile:
         """A new full-size file; a rolled file starts from the previous file's end values
         (``IndexService#getAndCreateLastIndexFile``). Created ``O_EXCL``/``O_NOFOLLOW``
         inside ``roots`` (default: its index dir's parent)."""
-        size = index_file_size(slot_num, index_num)
+        size = index_layout.index_file_size(slot_num, index_num)
         # header and slot table (written anywhere), and a first chunk of entries, allocated
         # before the file is mapped: even reading a hole of a mapping faults on a full tmpfs
-        first = min(size, INDEX_HEADER_SIZE + slot_num * HASH_SLOT_SIZE + safefs.RESERVE_CHUNK)
+        first = min(
+            size, index_layout.INDEX_HEADER_SIZE + slot_num * index_layout.HASH_SLOT_SIZE + safefs.RESERVE_CHUNK
+        )
         safefs.create_sized(path, size, roots or [path.parent.parent], "index file", reserve_first=first)
         f = cls(path, slot_num, index_num, writable=True, roots=roots, fresh=True)
         f.reserved = first
@@ -357,7 +367,7 @@ class IndexFile:
     def entry_limit(self) -> int:
         """Entries 1..entry_limit-1 are readable: the header's count as ``IndexHeader#load``
         reads it, bounded by the entries the file's length and maxIndexNum hold."""
-        room = max(0, (self.length - self.entries_base) // INDEX_ENTRY_SIZE)
+        room = max(0, (self.length - self.entries_base) // index_layout.INDEX_ENTRY_SIZE)
         return max(0, min(self.header.index_count, room, self.index_num))
 
     @property
@@ -375,7 +385,7 @@ class IndexFile:
         e = np.frombuffer(self.mm, entry_dtype(), count=b - a, offset=start)
         out = [e[k].astype(np.int64 if k == "phy_offset" else np.int32) for k in names]
         del e
-        release_pages(self.mm, start, start + (b - a) * INDEX_ENTRY_SIZE)
+        release_pages(self.mm, start, start + (b - a) * index_layout.INDEX_ENTRY_SIZE)
         return out
 
     def entry_phys(self, idx):
@@ -392,12 +402,12 @@ class IndexFile:
         """(slot numbers, values) of the non-zero slots among slots a..b-1; pages released."""
         import numpy as np
 
-        start = INDEX_HEADER_SIZE + a * HASH_SLOT_SIZE
+        start = index_layout.INDEX_HEADER_SIZE + a * index_layout.HASH_SLOT_SIZE
         raw = np.frombuffer(self.mm, slot_dtype(), count=b - a, offset=start)
         nz = np.flatnonzero(raw.view(raw.dtype.newbyteorder("=")))  # the zero test needs no byte swap
         vals = raw[nz].astype(np.int64)
         del raw
-        release_pages(self.mm, start, start + (b - a) * HASH_SLOT_SIZE)
+        release_pages(self.mm, start, start + (b - a) * index_layout.HASH_SLOT_SIZE)
         return nz + a, vals
 
     def drop_pages(self) -> None:
@@ -418,7 +428,9 @@ def time_diff(store_timestamp: int, begin_timestamp: int) -> int:
     if begin_timestamp <= 0:
         return 0
     d = (store_timestamp - begin_timestamp) // 1000
-    return 0 if d < 0 else TIME_DIFF_MAX if d > TIME_DIFF_MAX else d  # no min/max calls: once a key
+    return (
+        0 if d < 0 else index_layout.TIME_DIFF_MAX if d > index_layout.TIME_DIFF_MAX else d
+    )  # no min/max calls: once a key
 
 
 def time_diffs(ts, begin_timestamp: int):
@@ -427,7 +439,7 @@ def time_diffs(ts, begin_timestamp: int):
 
     if begin_timestamp <= 0:
         return np.zeros(len(ts), np.int64)
-    return np.clip((np.asarray(ts, dtype=np.int64) - begin_timestamp) // 1000, 0, TIME_DIFF_MAX)
+    return np.clip((np.asarray(ts, dtype=np.int64) - begin_timestamp) // 1000, 0, index_layout.TIME_DIFF_MAX)
 
 
 def slot_chains(s, c0: int):
@@ -477,7 +489,7 @@ def write_entries(path: Path, slot_num: int, n0: int, hashes, phy, diff):
     prev_sorted[head] = 0
     prev = np.empty(len(hashes), dtype=np.int64)
     prev[order] = prev_sorted
-    at = INDEX_HEADER_SIZE + slot_num * HASH_SLOT_SIZE + n0 * INDEX_ENTRY_SIZE
+    at = index_layout.INDEX_HEADER_SIZE + slot_num * index_layout.HASH_SLOT_SIZE + n0 * index_layout.INDEX_ENTRY_SIZE
     write_range(path, at, entry_block(hashes, phy, diff, prev).tobytes(), "index entries")
     return ss[head], nn[head], nn[tail]
 

@@ -6,23 +6,17 @@ from __future__ import annotations
 
 import os
 import struct
+from collections.abc import Iterator
 from pathlib import Path
 
-from rmqstore_cli.formats.index import (
-    ENTRY_FORMAT,
-    HASH_SLOT_SIZE,
-    HEADER_FORMAT,
-    INDEX_ENTRY_SIZE,
-    INDEX_HEADER_SIZE,
-    SLOT_FORMAT,
-)
+from rmqstore_cli.formats import index as index_layout
 
 from rmqstore_cli.errors import StoreError
 from rmqstore_cli.store.safefs import open_read_only, os_error
 
-_HEADER = struct.Struct(HEADER_FORMAT)
-_SLOT = struct.Struct(SLOT_FORMAT)
-_ENTRY = struct.Struct(ENTRY_FORMAT)
+_HEADER = struct.Struct(index_layout.HEADER_FORMAT)
+_SLOT = struct.Struct(index_layout.SLOT_FORMAT)
+_ENTRY = struct.Struct(index_layout.ENTRY_FORMAT)
 
 
 def infer_index_geometry(files: list[Path], size: int) -> tuple[int, int]:
@@ -34,38 +28,26 @@ def infer_index_geometry(files: list[Path], size: int) -> tuple[int, int]:
     Each file is read by ``pread`` of the few pages a candidate touches (a small cache),
     never whole: a 420 MB file costs a few MB, and a hole on a full tmpfs is never mapped.
     """
-    body = size - INDEX_HEADER_SIZE
-    max_slots = body // HASH_SLOT_SIZE
+    body = size - index_layout.INDEX_HEADER_SIZE
+    max_slots = body // index_layout.HASH_SLOT_SIZE
     if max_slots > 2_000_000:
         raise StoreError(
             f"index files of {size} bytes are not the default size",
             path=files[0],
             hint="pass ⟦index_slots⟧ and ⟦index_max⟧, or ⟦broker_conf⟧",
         )
-    samples = []
+    samples: list = []
     try:
-        for p in files:
-            data = _PageReader(p, size)
-            samples.append(data)
-            count = data.unpack(_HEADER, 0)[5]
-            if count > 1:
-                data.count = count
-            else:
-                samples.pop().close()
+        _sample_files(files, size, samples)
         if body < 0 or not samples:
             raise StoreError(
                 f"cannot tell the index geometry of {size}-byte files",
                 path=files[0],
                 hint="pass ⟦index_slots⟧ and ⟦index_max⟧, or ⟦broker_conf⟧",
             )
-        candidates = []
-        for s in range(1, max_slots + 1):
-            rest = body - s * HASH_SLOT_SIZE
-            if rest <= 0 or rest % INDEX_ENTRY_SIZE:
-                continue
-            n = rest // INDEX_ENTRY_SIZE
-            if all(_geometry_fits(data, data.count, s, n) for data in samples):
-                candidates.append((s, n))
+        candidates = [
+            (s, n) for s, n in _geometries(body, max_slots) if all(_geometry_fits(d, d.count, s, n) for d in samples)
+        ]
     finally:
         for data in samples:
             data.close()
@@ -76,6 +58,27 @@ def infer_index_geometry(files: list[Path], size: int) -> tuple[int, int]:
             hint="pass ⟦index_slots⟧ and ⟦index_max⟧, or ⟦broker_conf⟧",
         )
     return candidates[0]
+
+
+def _sample_files(files: list[Path], size: int, samples: list) -> None:
+    """A page reader per file holding more than one entry (the others tell nothing), into
+    ``samples`` (the caller closes them, also on an error)."""
+    for p in files:
+        data = _PageReader(p, size)
+        samples.append(data)
+        count = data.unpack(_HEADER, 0)[5]
+        if count > 1:
+            data.count = count
+        else:
+            samples.pop().close()
+
+
+def _geometries(body: int, max_slots: int) -> Iterator[tuple[int, int]]:
+    """Every (slots, entries) whose slot table and whole entries fill the ``body`` after the header."""
+    for s in range(1, max_slots + 1):
+        rest = body - s * index_layout.HASH_SLOT_SIZE
+        if rest > 0 and not rest % index_layout.INDEX_ENTRY_SIZE:
+            yield s, rest // index_layout.INDEX_ENTRY_SIZE
 
 
 class _PageReader:
@@ -126,15 +129,19 @@ def _geometry_fits(data: _PageReader, count: int, s: int, n: int) -> bool:
     newest entries, and the newest entry heads its slot's chain."""
     if count > n:
         return False
-    base = INDEX_HEADER_SIZE + s * HASH_SLOT_SIZE
+    base = index_layout.INDEX_HEADER_SIZE + s * index_layout.HASH_SLOT_SIZE
     for k in range(count - 1, max(0, count - 257), -1):
-        key_hash, _, diff, prev = data.unpack(_ENTRY, base + k * INDEX_ENTRY_SIZE)
+        key_hash, _, diff, prev = data.unpack(_ENTRY, base + k * index_layout.INDEX_ENTRY_SIZE)
         if key_hash < 0 or diff < 0 or not 0 <= prev < k:
             return False
-        if k == count - 1 and data.unpack(_SLOT, INDEX_HEADER_SIZE + (key_hash % s) * HASH_SLOT_SIZE)[0] != k:
+        if (
+            k == count - 1
+            and data.unpack(_SLOT, index_layout.INDEX_HEADER_SIZE + (key_hash % s) * index_layout.HASH_SLOT_SIZE)[0]
+            != k
+        ):
             return False
         if prev > 0:
-            prev_hash = data.unpack(_ENTRY, base + prev * INDEX_ENTRY_SIZE)[0]
+            prev_hash = data.unpack(_ENTRY, base + prev * index_layout.INDEX_ENTRY_SIZE)[0]
             if prev_hash % s != key_hash % s:
                 return False
     return True

@@ -75,31 +75,12 @@ def compaction_log(ms: Any, spec: str) -> Any:
 def check_message_start(cl: Any, offset: int) -> bool:
     """A start offset must be a message start; say which starts lie around it. True when it
     lies at or past the end of the log's data: the same (empty) answer as the exact end."""
-    from rmqstore_cli.store.commitlog import Blank, Status
-
     f = cl.queue.find(offset)
     if f is None:
-        if cl.files and offset < cl.files[0].file_from_offset:
-            raise UsageError(
-                f"offset {offset} lies before the commit log's first file",
-                hint=f"the log starts at {cl.files[0].file_from_offset}",
-            )
-        return bool(cl.files) and offset >= cl.files[-1].end_offset  # else in a gap between files
-    if offset == f.file_from_offset:
+        return _past_the_files(cl, offset)
+    if _is_record_start(cl, f, offset):
         return False
-    c = cl.check_at(offset)
-    if c is not None and c.status is Status.VALID and c.message.physical_offset == offset:
-        return False  # a record whose stored offset names this very position
-    before, after = None, None
-    data_end = f.file_from_offset  # the end of the file's last record
-    for rec in cl.scan(f.file_from_offset, f.end_offset, include_blank=True):
-        at = rec.physical_offset if isinstance(rec, Blank) else rec.offset
-        if at < offset:
-            before = at
-            data_end = at + rec.total_size
-        else:
-            after = at
-            break
+    before, after, data_end = _starts_around(cl, f, offset)
     if after is None and f is cl.files[-1] and offset >= data_end:
         return True
     raise UsageError(
@@ -108,6 +89,44 @@ def check_message_start(cl: Any, offset: int) -> bool:
         offset=offset - f.file_from_offset,
         hint=f"nearest starts: {before} before, {after if after is not None else 'none'} after",
     )
+
+
+def _past_the_files(cl: Any, offset: int) -> bool:
+    """An offset no file holds: before the first file is an error; past the last file's end is
+    the end of the log (True); in a gap between files, False."""
+    if cl.files and offset < cl.files[0].file_from_offset:
+        raise UsageError(
+            f"offset {offset} lies before the commit log's first file",
+            hint=f"the log starts at {cl.files[0].file_from_offset}",
+        )
+    return bool(cl.files) and offset >= cl.files[-1].end_offset
+
+
+def _is_record_start(cl: Any, f: Any, offset: int) -> bool:
+    """A file's start, or a valid record whose stored offset names this very position."""
+    from rmqstore_cli.store.commitlog import Status
+
+    if offset == f.file_from_offset:
+        return True
+    c = cl.check_at(offset)
+    return c is not None and c.status is Status.VALID and c.message.physical_offset == offset
+
+
+def _starts_around(cl: Any, f: Any, offset: int) -> tuple[int | None, int | None, int]:
+    """The record starts in ``f`` nearest before and after ``offset`` (None: none), and the end
+    of the last record before it (the file's start when none)."""
+    from rmqstore_cli.store.commitlog import Blank
+
+    before, after = None, None
+    data_end = f.file_from_offset
+    for rec in cl.scan(f.file_from_offset, f.end_offset, include_blank=True):
+        at = rec.physical_offset if isinstance(rec, Blank) else rec.offset
+        if at >= offset:
+            after = at
+            break
+        before = at
+        data_end = at + rec.total_size
+    return before, after, data_end
 
 
 def stop_warnings(cl: Any, compaction: bool) -> list[str]:

@@ -216,12 +216,19 @@ def _candidates(f: IndexFile, full_key: str, begin: int, end: int):
     may lie in ``[begin, end]``: index time in ``[begin - 999, end]``, plus entry 1, whose
     index time reads late in a rolled file (docs/format/index.md#rolling). Newest first; yields phy offsets."""
     h = index_key_hash(full_key)
+    lo = begin - _TRUNCATION_SLACK
+    for n, key_hash, phy, t in _chain(f, f.read_slot(h), lo):
+        if key_hash == h and (n == 1 or lo <= t <= end):
+            yield phy
+
+
+def _chain(f: IndexFile, v: int, lo: int):
+    """The entries on the hash chain from slot value ``v``, newest first, as (entry number, key
+    hash, phy offset, index time), at most ``chain_limit`` steps (``IndexFile#selectPhyOffset``)."""
     count = f.header.index_count
-    v = f.read_slot(h)
     if v <= 0 or v > count or count <= 1:
         return
     base = f.header.begin_timestamp
-    lo = begin - _TRUNCATION_SLACK
     n, steps = v, 0
     limit = f.chain_limit
     while steps <= limit:
@@ -230,11 +237,16 @@ def _candidates(f: IndexFile, full_key: str, begin: int, end: int):
         if diff < 0:
             break
         t = base + diff * 1000
-        if key_hash == h and (n == 1 or lo <= t <= end):
-            yield phy
-        if prev <= 0 or prev > count or prev == n or (t < lo and n != 1):
+        yield n, key_hash, phy, t
+        if _chain_ends(prev, count, n, t, lo):
             break
         n = prev
+
+
+def _chain_ends(prev: int, count: int, n: int, t: int, lo: int) -> bool:
+    """The chain ends at entry ``n``: its link points nowhere valid (or at itself), or its time
+    is before the window (entry 1's time reads late in a rolled file, so it never ends it)."""
+    return prev <= 0 or prev > count or prev == n or (t < lo and n != 1)
 
 
 @dataclass
@@ -263,46 +275,9 @@ def lookup_key(
     does. Hits come back in physical-offset order.
     """
     res = LookupResult()
+    limit = max_hits + 1 if max_hits else 0  # one more than asked: tells whether we capped
     for topic in topics:
-        full_key = build_key(topic, key)
-        seen: set[int] = set()
-        true_count = 0
-        limit = max_hits + 1 if max_hits else 0  # one more than asked: tells whether we capped
-        for f in reversed(index.files):
-            if limit and true_count >= limit:
-                break
-            hb = f.header
-            if hb.index_count <= 1 or hb.end_timestamp < begin or hb.begin_timestamp > end:
-                continue
-            for phy in _candidates(f, full_key, begin, end):
-                if limit and true_count >= limit:
-                    break
-                if phy in seen:
-                    continue
-                seen.add(phy)
-                msg, why = read_record(commitlog, phy)
-                if msg is None:
-                    res.others.append(Hit(key, topic, phy, f.name, None, "stale", why))
-                    continue
-                match = key_match(msg, topic, key)
-                if match is None:
-                    res.others.append(_RereadHit(key, topic, phy, f.name, "collision", commitlog, msg.store_timestamp))
-                elif not begin <= msg.store_timestamp <= end:
-                    res.others.append(
-                        _RereadHit(
-                            key,
-                            topic,
-                            phy,
-                            f.name,
-                            "outside",
-                            commitlog,
-                            msg.store_timestamp,
-                            "store time outside the window",
-                        )
-                    )
-                else:
-                    res.hits.append(_RereadHit(key, topic, phy, f.name, match, commitlog, msg.store_timestamp))
-                    true_count += 1
+        _look_up_in_topic(res, index, commitlog, topic, key, begin, end, limit)
     res.hits.sort(key=lambda h: (h.store_timestamp, h.physical_offset))
     if max_hits and len(res.hits) > max_hits:
         res.hits = res.hits[-max_hits:]
@@ -310,6 +285,64 @@ def lookup_key(
     res.hits.sort(key=lambda h: (h.physical_offset, h.topic))
     res.others.sort(key=lambda h: (h.physical_offset, h.topic))
     return res
+
+
+def _look_up_in_topic(
+    res: LookupResult,
+    index: IndexService,
+    commitlog: CommitLog,
+    topic: str,
+    key: str,
+    begin: int,
+    end: int,
+    limit: int,
+) -> None:
+    """The candidates of ``topic``'s key in every index file, newest file first, each offset
+    judged once, until ``limit`` true hits (0: no limit)."""
+    full_key = build_key(topic, key)
+    seen: set[int] = set()
+    true_count = 0
+    for f in reversed(index.files):
+        if limit and true_count >= limit:
+            break
+        if not _may_hold(f, begin, end):
+            continue
+        for phy in _candidates(f, full_key, begin, end):
+            if limit and true_count >= limit:
+                break
+            if phy not in seen:
+                seen.add(phy)
+                true_count += _judge(res, commitlog, topic, key, phy, f.name, begin, end)
+
+
+def _may_hold(f: IndexFile, begin: int, end: int) -> bool:
+    """The index file has entries and its time range meets ``[begin, end]``."""
+    hb = f.header
+    return hb.index_count > 1 and hb.end_timestamp >= begin and hb.begin_timestamp <= end
+
+
+def _judge(
+    res: LookupResult, commitlog: CommitLog, topic: str, key: str, phy: int, fname: str, begin: int, end: int
+) -> bool:
+    """The record at ``phy`` as a hit (its real key is ``key``, its store time in the window) or
+    one of the others (stale entry, hash collision, outside the window); True for a hit."""
+    msg, why = read_record(commitlog, phy)
+    if msg is None:
+        res.others.append(Hit(key, topic, phy, fname, None, "stale", why))
+        return False
+    match = key_match(msg, topic, key)
+    if match is None:
+        res.others.append(_RereadHit(key, topic, phy, fname, "collision", commitlog, msg.store_timestamp))
+        return False
+    if not begin <= msg.store_timestamp <= end:
+        res.others.append(
+            _RereadHit(
+                key, topic, phy, fname, "outside", commitlog, msg.store_timestamp, "store time outside the window"
+            )
+        )
+        return False
+    res.hits.append(_RereadHit(key, topic, phy, fname, match, commitlog, msg.store_timestamp))
+    return True
 
 
 def search_topics(st, given: list[str] | None) -> tuple[list[str], str | None]:

@@ -142,26 +142,33 @@ class MessageStore:
                 hint="pass ⟦topic⟧",
             )
         found |= self._rocksdb_config_topics()
-        p = self.config.root / "config" / "topics.json"
-        if os.path.lexists(p):
-            table = None
-            try:
-                table = safefs.load_json(p, limit=safefs.TOPICS_JSON_LIMIT, what="topics.json").get("topicConfigTable")
-            except StoreError as e:  # optional: unreadable or not the broker's, the queues still count
-                self.warnings.append(f"{e}; config/topics.json skipped")
-            except AttributeError:
-                pass
-            if isinstance(table, dict):
-                named = {k for k in table if isinstance(k, str)}
-                if len(found | named) > MAX_SEARCH_TOPICS:
-                    self.warnings.append(
-                        f"config/topics.json names {len(named)} topics, more than the "
-                        f"{MAX_SEARCH_TOPICS} searched one by one: searching only the {on_disk} "
-                        "with consume queues on disk (pass --topic to search another)"
-                    )
-                else:
-                    found |= named
+        found |= self._topics_json(found, on_disk)
         return sorted(found)
+
+    def _topics_json(self, found: set[str], on_disk: int) -> set[str]:
+        """The topics ``config/topics.json`` names, when it can be read and they keep the search
+        within :data:`MAX_SEARCH_TOPICS` (else a warning, and none)."""
+        p = self.config.root / "config" / "topics.json"
+        if not os.path.lexists(p):
+            return set()
+        table = None
+        try:
+            table = safefs.load_json(p, limit=safefs.TOPICS_JSON_LIMIT, what="topics.json").get("topicConfigTable")
+        except StoreError as e:  # optional: unreadable or not the broker's, the queues still count
+            self.warnings.append(f"{e}; config/topics.json skipped")
+        except AttributeError:
+            pass
+        if not isinstance(table, dict):
+            return set()
+        named = {k for k in table if isinstance(k, str)}
+        if len(found | named) > MAX_SEARCH_TOPICS:
+            self.warnings.append(
+                f"config/topics.json names {len(named)} topics, more than the "
+                f"{MAX_SEARCH_TOPICS} searched one by one: searching only the {on_disk} "
+                "with consume queues on disk (pass --topic to search another)"
+            )
+            return set()
+        return named
 
     def _rocksdb_config_topics(self) -> set[str]:
         """5.x topics kept in RocksDB (``config/topics/``, ``config/rdb/``): optional like

@@ -113,27 +113,46 @@ def resolve_in_store(r: IdReading, store, topics: list[str]) -> None:
     """Try both readings against a store (a :class:`~rmqstore_cli.store.message_store.MessageStore`):
     the record at the offset, whose own offset field must agree; and the UNIQ_KEY through
     the index of every topic. What is found decides the kind."""
-    from rmqstore_cli.store.lookup import lookup_key, read_record
+    if r.offset.physical_offset >= 0:
+        _read_at_offset(r, store)
+    index_problem = _look_up_uniq_key(r, store, topics)
+    _decide_by_store(r)
+    r.basis += index_problem
 
-    o = r.offset
-    if o.physical_offset >= 0:
-        msg, why = read_record(store.commitlog, o.physical_offset)
-        if msg is not None and msg.offset != msg.physical_offset:
-            msg, why = None, f"the record there says its offset is {msg.physical_offset}"
-        r.offset_message, r.offset_problem = msg, why
-    index_problem = ""
+
+def _read_at_offset(r: IdReading, store) -> None:
+    """The record at the offset reading's physical offset, kept only if its own offset field
+    agrees (else the reason it is not the id's record)."""
+    from rmqstore_cli.store.lookup import read_record
+
+    msg, why = read_record(store.commitlog, r.offset.physical_offset)
+    if msg is not None and msg.offset != msg.physical_offset:
+        msg, why = None, f"the record there says its offset is {msg.physical_offset}"
+    r.offset_message, r.offset_problem = msg, why
+
+
+def _look_up_uniq_key(r: IdReading, store, topics: list[str]) -> str:
+    """The records carrying the id as UNIQ_KEY (index of every topic); returns the note to add
+    when the index could not be read (the offset reading still stands)."""
+    from rmqstore_cli.store.lookup import lookup_key
+
     try:
         res = lookup_key(store.index, store.commitlog, topics, r.id, max_hits=0)
-        r.uniq_messages = [h.message for h in res.hits if h.match == "uniq_key"]
-    except StoreError as e:  # an unreadable index still leaves the offset reading
-        index_problem = f"; the index could not be read ({e.message})"
+    except StoreError as e:
+        return f"; the index could not be read ({e.message})"
+    r.uniq_messages = [h.message for h in res.hits if h.match == "uniq_key"]
+    return ""
+
+
+def _decide_by_store(r: IdReading) -> None:
+    """The kind from what the store holds: a record at the offset, records with the UNIQ_KEY, both."""
     by_offset = r.offset_message is not None
     if by_offset and r.uniq_messages:
         r.kind, r.basis = AMBIGUOUS, "store: a record lies at the offset and records carry it as UNIQ_KEY"
     elif by_offset:
-        r.kind, r.basis = OFFSET_ID, f"store: a record starts at offset {o.physical_offset}"
+        r.kind, r.basis = OFFSET_ID, f"store: a record starts at offset {r.offset.physical_offset}"
         if not store_host_matches(r):
-            r.basis += f" but its store host is {r.offset_message.store_host}, not {o.store_host}"
+            r.basis += f" but its store host is {r.offset_message.store_host}, not {r.offset.store_host}"
     elif r.uniq_messages:
         n = len(r.uniq_messages)
         r.kind, r.basis = (
@@ -142,7 +161,6 @@ def resolve_in_store(r: IdReading, store, topics: list[str]) -> None:
         )
     else:
         r.basis += "; not found in the store either way"
-    r.basis += index_problem
 
 
 def store_host_matches(r: IdReading) -> bool | None:
@@ -153,35 +171,57 @@ def store_host_matches(r: IdReading) -> bool | None:
     return m.store_address == r.offset.address and m.store_port == r.offset.port
 
 
+#: The UNIQ_KEY reading's fields in ``decode-msgid``'s JSON, None when the kind rules it out.
+UNIQ_FIELDS = ("client_ip", "pid", "class_loader_hash", "time_in_month_ms", "nearly_time", "counter")
+
+
 def describe_id(r: IdReading, now_ms: int, tz) -> dict:
     """An id after :func:`resolve_in_store` under ``decode-msgid``'s JSON names, each reading's
     fields None where the kind rules it out, ``messages`` the engine records found (the one
     at the offset first, each once)."""
     show_offset, show_uniq = r.kind != UNIQ_KEY, r.kind != OFFSET_ID
-    q = r.uniq
-    msgs = ([r.offset_message] if r.offset_message is not None and show_offset else []) + [
-        m for m in r.uniq_messages if show_uniq
-    ]
-    once: dict[int, Message] = {}
-    for m in msgs:
-        once.setdefault(m.offset, m)
+    uniq = _uniq_fields(r, now_ms, tz) if show_uniq else dict.fromkeys(UNIQ_FIELDS)
     return {
         "id": r.id,
         "kind": r.kind,
         "basis": r.basis,
         "store_host": r.offset.store_host if show_offset else None,
         "physical_offset": r.offset.physical_offset if show_offset else None,
-        "client_ip": q.ip_str if show_uniq else None,
-        "pid": q.pid if show_uniq else None,
-        "class_loader_hash": f"{q.class_loader_hash & 0xFFFFFFFF:08X}" if show_uniq else None,
-        "time_in_month_ms": q.time_in_month_ms if show_uniq else None,
-        "nearly_time": q.nearly_time(now_ms, tz) if show_uniq else None,
-        "counter": q.counter if show_uniq else None,
+        **uniq,
         "found": r.found,
         "host_matches_store": store_host_matches(r) if show_offset else None,
-        "offset_problem": r.offset_problem if show_offset and r.offset_message is None and r.offset_problem else None,
-        "messages": list(once.values()),
+        "offset_problem": _offset_problem(r) if show_offset else None,
+        "messages": _found_messages(r, show_offset, show_uniq),
     }
+
+
+def _uniq_fields(r: IdReading, now_ms: int, tz) -> dict:
+    """The UNIQ_KEY reading's fields (:data:`UNIQ_FIELDS`)."""
+    q = r.uniq
+    return {
+        "client_ip": q.ip_str,
+        "pid": q.pid,
+        "class_loader_hash": f"{q.class_loader_hash & 0xFFFFFFFF:08X}",
+        "time_in_month_ms": q.time_in_month_ms,
+        "nearly_time": q.nearly_time(now_ms, tz),
+        "counter": q.counter,
+    }
+
+
+def _offset_problem(r: IdReading) -> str | None:
+    """Why no record stands at the offset (None when one does, or nothing was said)."""
+    return r.offset_problem if r.offset_message is None and r.offset_problem else None
+
+
+def _found_messages(r: IdReading, show_offset: bool, show_uniq: bool) -> list[Message]:
+    """The records found by the readings the kind allows, the one at the offset first, each once."""
+    msgs = [r.offset_message] if r.offset_message is not None and show_offset else []
+    if show_uniq:
+        msgs += r.uniq_messages
+    once: dict[int, Message] = {}
+    for m in msgs:
+        once.setdefault(m.offset, m)
+    return list(once.values())
 
 
 def read_ids(texts: list[str], store=None, topics: list[str] | None = None):

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from rmqstore_cli.errors import UsageError, setting
-from rmqstore_cli.store import search
+from rmqstore_cli.store import search, search_batch
 
 #: The ways to answer: the first unit at or after T by bisection, or by reading every unit.
 FIRST, SCAN = "first", "scan"
@@ -66,17 +66,27 @@ def search_queues(
     reader = search.TimeReader(ms.commitlog)
     for cq in sorted(queues + batch, key=lambda q: q.queue_id):
         if cq in batch:
-            yield search.batch_search(cq, reader, when, "broker-5" if version else SCAN if scan else FIRST, boundary)
-        elif version is not None and ms.rocksdb_cq is not None:
-            yield search.broker_rocksdb(cq, reader, when, version, boundary)
-        elif version == "4.9":
-            yield search.broker_49(cq, reader, when)
-        elif version == "5":
-            yield search.broker_5(cq, reader, when, boundary)
-        elif scan:
-            yield search.scan_first_at_or_after(cq, reader, when)
+            yield search_batch.batch_search(
+                cq, reader, when, "broker-5" if version else SCAN if scan else FIRST, boundary
+            )
         else:
-            yield search.first_at_or_after(cq, reader, when)
+            yield _search_queue(ms, cq, reader, when, version, boundary, scan)
+
+
+def _search_queue(
+    ms: Any, cq: Any, reader: search.TimeReader, when: int, version: str | None, boundary: str, scan: bool
+) -> search.SearchResult:
+    """One consume queue's answer: the broker's search of ``version`` (a RocksDB queue's in a
+    RocksDB store), else the first unit at or after ``when`` (every unit read with ``scan``)."""
+    if version is not None and ms.rocksdb_cq is not None:
+        return search.broker_rocksdb(cq, reader, when, version, boundary)
+    if version == "4.9":
+        return search.broker_49(cq, reader, when)
+    if version == "5":
+        return search.broker_5(cq, reader, when, boundary)
+    if scan:
+        return search.scan_first_at_or_after(cq, reader, when)
+    return search.first_at_or_after(cq, reader, when)
 
 
 def store_version(ms: Any, given: str | None, boundary: str) -> str:

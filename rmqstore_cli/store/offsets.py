@@ -96,20 +96,9 @@ def load_consumer_offsets(
     if optional and not os.path.lexists(main) and not os.path.lexists(bak):
         return OffsetTable({}, None)
     warnings: list[str] = []
-    data = read_config_text(main)
-    if data:
-        try:
-            return OffsetTable(decode(data), main)
-        except DecodeError as e:
-            at = f":{e.offset}" if e.offset is not None else ""
-            warnings.append(
-                f"{main}{at} does not decode ({e.what}); the broker loads {bak.name} instead (ConfigManager#load)"
-            )
-    else:
-        warnings.append(
-            f"{main} is {'empty' if data is not None else 'absent'}; the broker loads {bak.name} "
-            "(ConfigManager#loadBak)"
-        )
+    loaded = _load_main(main, bak, decode, warnings)
+    if loaded is not None:
+        return loaded
     bdata = read_config_text(bak)
     if not bdata:
         warnings.append(
@@ -125,6 +114,26 @@ def load_consumer_offsets(
             offset=e.offset,
             hint="ConfigManager#loadBak fails, so BrokerController#initialize does",
         ) from None
+
+
+def _load_main(main: Path, bak: Path, decode, warnings: list[str]) -> OffsetTable | None:
+    """``ConfigManager#load``: the main file's table, or None (and a warning saying why the
+    broker falls back to ``bak``) when it is absent, empty or does not decode."""
+    data = read_config_text(main)
+    if not data:
+        warnings.append(
+            f"{main} is {'empty' if data is not None else 'absent'}; the broker loads {bak.name} "
+            "(ConfigManager#loadBak)"
+        )
+        return None
+    try:
+        return OffsetTable(decode(data), main)
+    except DecodeError as e:
+        at = f":{e.offset}" if e.offset is not None else ""
+        warnings.append(
+            f"{main}{at} does not decode ({e.what}); the broker loads {bak.name} instead (ConfigManager#load)"
+        )
+        return None
 
 
 def split_key(key: str) -> tuple[str, str] | None:
@@ -173,46 +182,69 @@ def consumer_progress(store, table: dict[str, dict[int, int]], group: str | None
     and the store time of the next message to consume. An offset below min (the messages
     expired) or above max (the broker corrects it at the next pull) is flagged in ``status``.
     Yields (Progress, None) or (None, key) for a key that is not ``topic@group``."""
-    from rmqstore_cli.store.batch_queue import BatchConsumeQueue
-    from rmqstore_cli.store.search import TimeReader
-
-    reader = None
-    queues: dict[tuple[str, int], tuple[object, int, int] | None] = {}
+    queues = _QueueProgress(store)
     for key in sorted(table):
         tg = split_key(key)
         if tg is None:
             yield None, key
             continue
         t, g = tg
-        if (group is not None and g != group) or (topic is not None and t != topic):
-            continue
-        for qid in sorted(table[key]):
-            off = table[key][qid]
-            if (t, qid) not in queues:
-                cq = store.consume_queue(t, qid) if qid >= 0 else None
-                bq = _batch_queue(store, t, qid) if cq is None or not cq.file_names() else None
-                if bq is not None:
-                    if reader is None:
-                        reader = TimeReader(store.commitlog)
-                    queues[t, qid] = (bq, bq.min_offset, bq.max_offset)
-                elif cq is None or not cq.file_names():
-                    queues[t, qid] = None
-                else:
-                    if reader is None:
-                        reader = TimeReader(store.commitlog)
-                    queues[t, qid] = (cq, cq.min_offset(reader.min_offset), cq.max_offset)
-            q = queues[t, qid]
-            if q is None:
-                yield Progress(g, t, qid, off, 0, 0, None, "no-queue"), None
-                continue
-            cq, lo, hi = q
-            status = "behind-min" if off < lo else "beyond-max" if off > hi else "ok"
-            ts = None
-            if lo <= off < hi:
-                u = cq.find(off) if isinstance(cq, BatchConsumeQueue) else next(cq.units(off, off + 1), None)
-                if u is not None:
-                    ts = reader.checked(u.commitlog_offset, u.size)[0]
-            yield Progress(g, t, qid, off, lo, hi, ts, status), None
+        if _wanted(t, g, group, topic):
+            for qid in sorted(table[key]):
+                yield queues.progress(g, t, qid, table[key][qid]), None
+
+
+def _wanted(t: str, g: str, group: str | None, topic: str | None) -> bool:
+    """The key passes the ``group`` and ``topic`` filters (None: any)."""
+    return (group is None or g == group) and (topic is None or t == topic)
+
+
+class _QueueProgress:
+    """The queues of the table, each opened once (its consume queue, else its BatchCQ queue),
+    and the commit-log reader the next messages' store times come from (made on first need)."""
+
+    def __init__(self, store):
+        self.store = store
+        self.reader = None
+        self.queues: dict[tuple[str, int], tuple[object, int, int] | None] = {}
+
+    def progress(self, g: str, t: str, qid: int, off: int) -> Progress:
+        """Consumer offset ``off`` of group ``g`` on queue ``t``/``qid`` against its bounds."""
+        if (t, qid) not in self.queues:
+            self.queues[t, qid] = self._open(t, qid)
+        q = self.queues[t, qid]
+        if q is None:
+            return Progress(g, t, qid, off, 0, 0, None, "no-queue")
+        cq, lo, hi = q
+        status = "behind-min" if off < lo else "beyond-max" if off > hi else "ok"
+        ts = self._next_time(cq, off) if lo <= off < hi else None
+        return Progress(g, t, qid, off, lo, hi, ts, status)
+
+    def _open(self, t: str, qid: int) -> tuple[object, int, int] | None:
+        """The queue and its min and max offsets; None when it has no file of either kind."""
+        cq = self.store.consume_queue(t, qid) if qid >= 0 else None
+        has_files = cq is not None and bool(cq.file_names())
+        bq = None if has_files else _batch_queue(self.store, t, qid)
+        if bq is not None:
+            self._time_reader()
+            return bq, bq.min_offset, bq.max_offset
+        if not has_files:
+            return None
+        return cq, cq.min_offset(self._time_reader().min_offset), cq.max_offset
+
+    def _time_reader(self):
+        from rmqstore_cli.store.search import TimeReader
+
+        if self.reader is None:
+            self.reader = TimeReader(self.store.commitlog)
+        return self.reader
+
+    def _next_time(self, cq, off: int) -> int | None:
+        """The store time of the message at queue offset ``off`` (None: no unit or record there)."""
+        from rmqstore_cli.store.batch_queue import BatchConsumeQueue
+
+        u = cq.find(off) if isinstance(cq, BatchConsumeQueue) else next(cq.units(off, off + 1), None)
+        return None if u is None else self.reader.checked(u.commitlog_offset, u.size)[0]
 
 
 def _batch_queue(store, topic: str, queue_id: int):

@@ -139,29 +139,38 @@ def delay_rows(ms: Any, now_ms: int, out: OverdueScan, without_file: bool = True
             f"no {offsets.DELAY_OFFSET_FILE}: every level is taken from offset 0, as ScheduleMessageService#start does"
         )
     for qid in qids:
-        cq = ms.consume_queue(offsets.SCHEDULE_TOPIC, qid)
-        lo, hi = cq.min_offset(ms.commitlog.min_offset), cq.max_offset
-        level = qid + 1
-        s = saved.get(qid)
-        start = 0 if s is None else min(max(s, lo), hi)  # #correctDelayOffset
-        st = LevelState(level, table.get(level), qid, lo, hi, s, start, max(hi - max(start, lo), 0))
-        for unit in cq.units(max(start, lo), hi):
-            if unit.pre_blank or unit.tags_code >= now_ms:
-                continue
-            st.overdue += 1
-            st.oldest_due_ms = unit.tags_code if st.oldest_due_ms is None else min(st.oldest_due_ms, unit.tags_code)
-            row = message_row(ms.commitlog, unit.commitlog_offset, unit.size)
-            row.update(
-                source="delay",
-                state="pending" if st.delay_ms is not None else "no-level",
-                level=level,
-                queue_offset=unit.cq_offset,
-                timer_pos=None,
-                due_ms=unit.tags_code,
-                late_ms=now_ms - unit.tags_code,
-            )
-            out.rows.append(row)
-        out.levels.append(st)
+        out.levels.append(_level(ms, qid, saved.get(qid), table, now_ms, out))
+
+
+def _level(ms: Any, qid: int, s: int | None, table: dict, now_ms: int, out: OverdueScan) -> LevelState:
+    """One delay level (queue ``qid``): from its saved offset ``s`` (``#correctDelayOffset``
+    into the queue's bounds, 0 when none), its units due before ``now_ms`` as overdue rows."""
+    cq = ms.consume_queue(offsets.SCHEDULE_TOPIC, qid)
+    lo, hi = cq.min_offset(ms.commitlog.min_offset), cq.max_offset
+    level = qid + 1
+    start = 0 if s is None else min(max(s, lo), hi)
+    st = LevelState(level, table.get(level), qid, lo, hi, s, start, max(hi - max(start, lo), 0))
+    for unit in cq.units(max(start, lo), hi):
+        if not unit.pre_blank and unit.tags_code < now_ms:
+            out.rows.append(_overdue_row(ms, st, unit, now_ms))
+    return st
+
+
+def _overdue_row(ms: Any, st: LevelState, unit: Any, now_ms: int) -> dict:
+    """An overdue unit of the level, counted on ``st``: its message's row, due time and lateness."""
+    st.overdue += 1
+    st.oldest_due_ms = unit.tags_code if st.oldest_due_ms is None else min(st.oldest_due_ms, unit.tags_code)
+    row = message_row(ms.commitlog, unit.commitlog_offset, unit.size)
+    row.update(
+        source="delay",
+        state="pending" if st.delay_ms is not None else "no-level",
+        level=st.level,
+        queue_offset=unit.cq_offset,
+        timer_pos=None,
+        due_ms=unit.tags_code,
+        late_ms=now_ms - unit.tags_code,
+    )
+    return row
 
 
 def schedule_queue_ids(ms: Any) -> list[int]:

@@ -26,9 +26,10 @@ be revived then) or ``overdue`` (neither, revive time passed, nothing in the ret
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass, field
-from typing import Any
+import sys
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, NamedTuple
 
 import numpy as np
 from rmqstore_cli.formats.pop import (
@@ -46,6 +47,7 @@ from rmqstore_cli.formats.pop import (
 )
 from rmqstore_cli.formats.timer import TIMER_TOPIC
 
+from rmqstore_cli.store.keyed_rows import KeyedRows
 from rmqstore_cli.store.message import PROPERTY_REAL_QID, PROPERTY_REAL_TOPIC, PROPERTY_TAGS
 
 STATES = ("acked", "revived", "invisible", "overdue")
@@ -53,7 +55,7 @@ MAX_WARNINGS = 10
 _REVIVE, _RETRY, _TIMER = REVIVE_TOPIC_PREFIX.encode(), RETRY_PREFIX.encode(), TIMER_TOPIC.encode()
 
 
-@dataclass
+@dataclass(slots=True)
 class Ck:
     """A checkpoint where it was found: its revive queue and queue offset (None while only in
     the timer), commit-log offset, and the acks merged into it."""
@@ -67,7 +69,7 @@ class Ck:
     acked: dict[int, str] = field(default_factory=dict)  # index -> "ck", "ack" or "batch-ack"
 
 
-@dataclass
+@dataclass(slots=True)
 class Retry:
     """A message in a retry topic, as the revive matches it."""
 
@@ -77,13 +79,23 @@ class Retry:
     store_timestamp: int
 
 
+class PendingAck(NamedTuple):
+    """An ack or batch ack waiting for its checkpoint: its merge key, the queue offsets it
+    acks and where it lies (what :func:`merge_acks` needs, not the whole parsed body)."""
+
+    key: tuple[Any, ...]
+    ack_offsets: tuple[int, ...]
+    batch: bool
+    physical_offset: int
+
+
 @dataclass
 class Scan:
     """What one commit-log walk found: checkpoints by merge key, acks waiting for theirs,
     retry messages by (topic, UNIQ_KEY), counts and warnings."""
 
     cks: dict[tuple, Ck] = field(default_factory=dict)
-    acks: list[tuple[tuple, Any, str]] = field(default_factory=list)
+    acks: list[PendingAck] = field(default_factory=list)
     retries: dict[tuple[str, str], list[Retry]] = field(default_factory=dict)
     counts: dict[str, int] = field(default_factory=lambda: {"in_timer": 0, "bad_bodies": 0})
     warnings: list[str] = field(default_factory=list)
@@ -97,8 +109,14 @@ class Scan:
 
 
 def merge_key(topic: Any, group: Any, queue_id: int, start: int, pop_time: int, broker: Any, rq: int) -> tuple:
-    """``PopReviveService#consumeReviveMessage``'s map key (per revive queue)."""
-    return (rq, topic, group, queue_id, start, pop_time, broker or "")
+    """``PopReviveService#consumeReviveMessage``'s map key (per revive queue); its names are
+    interned: a store's few topics, groups and brokers, named again by every body."""
+    return (rq, _intern(topic), _intern(group), queue_id, start, pop_time, _intern(broker or ""))
+
+
+def _intern(text: Any) -> Any:
+    """``text`` interned when it is a string (one copy of each name, not one per record)."""
+    return sys.intern(text) if isinstance(text, str) else text
 
 
 def records(commitlog: Any) -> Iterator[Any]:
@@ -124,6 +142,7 @@ def scan(commitlog: Any) -> Scan:
         if topic.startswith(RETRY_PREFIX):
             uniq = rec.uniq_key
             if uniq:
+                topic = sys.intern(topic)
                 r = Retry(topic, rec.physical_offset, rec.queue_offset, rec.store_timestamp)
                 s.retries.setdefault((topic, uniq), []).append(r)
             continue
@@ -143,18 +162,21 @@ def revive(s: Scan, rec: Any, tag: str | None, revive_topic: str, rq: int, rqo: 
     if tag not in (CK_TAG, ACK_TAG, BATCH_ACK_TAG):
         return
     try:
-        if tag == CK_TAG:
-            ck = parse_checkpoint(rec.body)
-        else:
-            ack = parse_ack(rec.body, tag == BATCH_ACK_TAG)
+        body = parse_checkpoint(rec.body) if tag == CK_TAG else parse_ack(rec.body, tag == BATCH_ACK_TAG)
     except BodyError as e:
         s.counts["bad_bodies"] += 1
         s.warn(f"revive record at {rec.physical_offset} ({tag}): {e}; the broker cannot read it")
         return
-    if tag != CK_TAG:
-        key = merge_key(ack.topic, ack.group, ack.queue_id, ack.start_offset, ack.pop_time, ack.broker_name, rq)
-        s.acks.append((key, ack, rec.physical_offset))
+    if tag == CK_TAG:
+        _add_checkpoint(s, rec, body, revive_topic, rq, rqo)
         return
+    key = merge_key(body.topic, body.group, body.queue_id, body.start_offset, body.pop_time, body.broker_name, rq)
+    s.acks.append(PendingAck(key, body.ack_offsets, body.batch, rec.physical_offset))
+
+
+def _add_checkpoint(s: Scan, rec: Any, ck: Any, revive_topic: str, rq: int, rqo: int | None) -> None:
+    """A checkpoint, once per merge key: the delivered copy wins over a copy still in the timer;
+    its bitmap's bits are the messages acked when it was written."""
     if ck.topic is None or ck.group is None:  # PopReviveService skips it
         s.warn(f"checkpoint at {rec.physical_offset} names no topic or group; the broker skips it")
         return
@@ -162,31 +184,38 @@ def revive(s: Scan, rec: Any, tag: str | None, revive_topic: str, rq: int, rqo: 
     old = s.cks.get(key)
     if old is not None and (old.revive_queue_offset is not None or rqo is None):
         return  # the delivered copy of a timer record, or a second timer copy: one checkpoint
+    _count_in_timer(s, old, rqo)
+    ck = replace(ck, topic=key[1], group=key[2], broker_name=_intern(ck.broker_name))  # the interned names
+    s.cks[key] = c = Ck(ck, sys.intern(revive_topic), rq, rqo, rec.physical_offset, rec.store_timestamp)
+    for i in range(ck.num):
+        if ck.bitmap >> i & 1:
+            c.acked[i] = "ck"
+
+
+def _count_in_timer(s: Scan, old: Ck | None, rqo: int | None) -> None:
+    """``in_timer`` counts checkpoints known only from the timer: one more for a timer copy, one
+    less when the delivered copy replaces a timer copy."""
     if rqo is None:
         s.counts["in_timer"] += 1
     elif old is not None and old.revive_queue_offset is None:
         s.counts["in_timer"] -= 1
-    s.cks[key] = c = Ck(ck, revive_topic, rq, rqo, rec.physical_offset, rec.store_timestamp)
-    for i in range(ck.num):
-        if ck.bitmap >> i & 1:
-            c.acked[i] = "ck"
 
 
 def merge_acks(s: Scan) -> int:
     """Each ack's bits set in its checkpoint (``PopCheckPoint#indexOfAck``); how many acks
     name no checkpoint in their revive queue."""
     orphans = 0
-    for key, ack, off in s.acks:
+    for key, ack_offsets, batch, off in s.acks:
         c = s.cks.get(key)
         if c is None:
             orphans += 1
             continue
-        for a in ack.ack_offsets:
+        for a in ack_offsets:
             i = c.ck.index_of_ack(a)
             if i < 0:
                 s.warn(f"ack at {off} of offset {a} is not in its checkpoint (PopReviveService: invalid ack index)")
             else:
-                c.acked.setdefault(i, "batch-ack" if ack.batch else "ack")
+                c.acked.setdefault(i, "batch-ack" if batch else "ack")
     return orphans
 
 
@@ -220,44 +249,31 @@ def revive_offsets(tables: list[dict[str, dict[int, int]]]) -> dict[str, dict[in
 def rows(s: Scan, rules: Rules, original: Any) -> Iterator[dict[str, Any]]:
     """One row per popped message of every checkpoint; ``original(topic, queue_id, offset)``
     gives the popped message's UNIQ_KEY (None when it is gone)."""
-    done: dict[tuple, dict[str, Any]] = {}
+    done: dict[tuple[Any, ...], tuple[Ck, int]] = {}  # the row's checkpoint and index; its dict made when it is read
     for c in sorted(s.cks.values(), key=lambda c: (c.ck.pop_time, c.physical_offset), reverse=True):
         ck = c.ck
-        committed = rules.revive_offsets.get(c.revive_topic, {}).get(c.revive_queue)
         for i, off in enumerate(ck.offsets()):
             k = (ck.group, ck.topic, ck.queue_id, off, ck.pop_time)
             if k not in done:  # a re-put checkpoint (PopReviveService#rePutCK) names it again: the latest counts
-                done[k] = row(s, rules, c, i, off, committed, original)
-    return iter([done[k] for k in sorted(done)])
+                done[k] = (c, i)
+    for k in sorted(done):
+        c, i = done.pop(k)
+        committed = rules.revive_offsets.get(c.revive_topic, {}).get(c.revive_queue)
+        yield row(s, rules, c, i, k[3], committed, original)
 
 
 def row(s: Scan, rules: Rules, c: Ck, i: int, off: int, committed: int | None, original: Any) -> dict[str, Any]:
     ck = c.ck
     assert ck.topic is not None and ck.group is not None
     uniq = original(ck.topic, ck.queue_id, off)
-    retry = None
     ack = c.acked.get(i)
-    if ack is None and uniq is not None:
-        for t in retry_topics(ck.group, ck.topic):
-            got = [r for r in s.retries.get((t, uniq), ()) if r.store_timestamp >= ck.pop_time]
-            if got:
-                retry = min(got, key=lambda r: r.store_timestamp)
-                break
-    if ack is not None:
-        state = "acked"
-    elif retry is not None:
-        state = "revived"
-    elif ck.revive_time > rules.now_ms:
-        state = "invisible"
-    else:
-        state = "overdue"
-    processed = None if c.revive_queue_offset is None or committed is None else c.revive_queue_offset <= committed
+    retry = _retry_of(s, ck, uniq) if ack is None and uniq is not None else None
     return {
         "group": ck.group,
         "topic": ck.topic,
         "queue_id": ck.queue_id,
         "queue_offset": off,
-        "state": state,
+        "state": _state(ack, retry, ck.revive_time, rules.now_ms),
         "ack": ack,
         "uniq_key": uniq,
         "pop_time": ck.pop_time,
@@ -266,13 +282,47 @@ def row(s: Scan, rules: Rules, c: Ck, i: int, off: int, committed: int | None, o
         "revive_topic": c.revive_topic,
         "revive_queue": c.revive_queue,
         "revive_queue_offset": c.revive_queue_offset,
-        "revive_processed": processed,
+        "revive_processed": _processed(c, committed),
         "ck_offset": c.physical_offset,
         "reput_times": ck.reput_times,
         "broker_name": ck.broker_name,
-        "retry_topic": None if retry is None else retry.topic,
-        "retry_offset": None if retry is None else retry.physical_offset,
-        "retry_store_timestamp": None if retry is None else retry.store_timestamp,
+        **_retry_fields(retry),
+    }
+
+
+def _retry_of(s: Scan, ck: Any, uniq: str) -> Any:
+    """The first retry record of the popped message stored after the pop (its retry topics in
+    the broker's order), or None."""
+    for t in retry_topics(ck.group, ck.topic):
+        got = [r for r in s.retries.get((t, uniq), ()) if r.store_timestamp >= ck.pop_time]
+        if got:
+            return min(got, key=lambda r: r.store_timestamp)
+    return None
+
+
+def _state(ack: str | None, retry: Any, revive_time: int, now_ms: int) -> str:
+    """Acked, revived (a retry record holds it), still invisible, or overdue for revival."""
+    if ack is not None:
+        return "acked"
+    if retry is not None:
+        return "revived"
+    return "invisible" if revive_time > now_ms else "overdue"
+
+
+def _processed(c: Ck, committed: int | None) -> bool | None:
+    """Whether the revive service has read past the checkpoint (None: unknown)."""
+    if c.revive_queue_offset is None or committed is None:
+        return None
+    return c.revive_queue_offset <= committed
+
+
+def _retry_fields(retry: Any) -> dict[str, Any]:
+    if retry is None:
+        return {"retry_topic": None, "retry_offset": None, "retry_store_timestamp": None}
+    return {
+        "retry_topic": retry.topic,
+        "retry_offset": retry.physical_offset,
+        "retry_store_timestamp": retry.store_timestamp,
     }
 
 
@@ -282,26 +332,28 @@ def revive_queues(s: Scan, rules: Rules, max_offset: Any) -> list[dict[str, Any]
     (``PopReviveService#getReviveBehindMessages``; nothing committed: it starts at 1)."""
     seen = {(c.revive_topic, c.revive_queue) for c in s.cks.values()}
     seen |= {(t, q) for t, qs in rules.revive_offsets.items() for q in qs}
-    out = []
-    for topic, qid in sorted(seen):
-        committed = rules.revive_offsets.get(topic, {}).get(qid)
-        mx = max_offset(topic, qid)
-        pending = [c for c in s.cks.values() if (c.revive_topic, c.revive_queue) == (topic, qid)]
-        unproc = [c for c in pending if c.revive_queue_offset is not None and c.revive_queue_offset > (committed or 0)]
-        out.append(
-            {
-                "revive_topic": topic,
-                "queue_id": qid,
-                "committed_offset": committed,
-                "max_offset": mx,
-                "behind": max(0, mx - (committed if committed is not None else 0) - 1),
-                "checkpoints": sum(1 for c in pending if c.revive_queue_offset is not None),
-                "unprocessed_checkpoints": len(unproc),
-                "in_timer": sum(1 for c in pending if c.revive_queue_offset is None),
-                "oldest_unprocessed_revive_time": min((c.ck.revive_time for c in unproc), default=None),
-            }
-        )
-    return out
+    return [
+        _revive_queue_row(s, topic, qid, rules.revive_offsets.get(topic, {}).get(qid), max_offset(topic, qid))
+        for topic, qid in sorted(seen)
+    ]
+
+
+def _revive_queue_row(s: Scan, topic: str, qid: int, committed: int | None, mx: int) -> dict[str, Any]:
+    """One revive queue: its checkpoints, those the revive service has not read, those in the timer."""
+    pending = [c for c in s.cks.values() if (c.revive_topic, c.revive_queue) == (topic, qid)]
+    delivered = [c for c in pending if c.revive_queue_offset is not None]
+    unproc = [c for c in delivered if c.revive_queue_offset > (committed or 0)]
+    return {
+        "revive_topic": topic,
+        "queue_id": qid,
+        "committed_offset": committed,
+        "max_offset": mx,
+        "behind": max(0, mx - (committed or 0) - 1),
+        "checkpoints": len(delivered),
+        "unprocessed_checkpoints": len(unproc),
+        "in_timer": len(pending) - len(delivered),
+        "oldest_unprocessed_revive_time": min((c.ck.revive_time for c in unproc), default=None),
+    }
 
 
 def count_row(counts: dict[tuple[str, str], dict[str, Any]], r: dict[str, Any]) -> None:
@@ -321,7 +373,7 @@ def count_row(counts: dict[tuple[str, str], dict[str, Any]], r: dict[str, Any]) 
 class Answer:
     """The rows kept, the groups, the revive queues, the summary and the warnings."""
 
-    rows: list[dict[str, Any]]
+    rows: Sequence[dict[str, Any]]
     groups: list[dict[str, Any]]
     queues: list[dict[str, Any]]
     summary: dict[str, Any]
@@ -337,40 +389,15 @@ def answer(
     limit: int | None = None,
 ) -> Answer:
     """One walk of ``ms``'s commit log, then a consume-queue look-up per popped message."""
-    from rmqstore_cli.store.lookup import read_record
-
     s = scan(ms.commitlog)
     orphans = merge_acks(s)
-
-    cqs: dict[tuple[str, int], Any] = {}
-
-    def queue(t: str, qid: int) -> Any:
-        if (t, qid) not in cqs:
-            cqs[(t, qid)] = ms.consume_queue(t, qid)
-        return cqs[(t, qid)]
-
-    def original(t: str, qid: int, off: int) -> str | None:
-        try:
-            unit = next(iter(queue(t, qid).units(off, off + 1)), None)
-        except (OSError, ValueError):
-            return None
-        if unit is None:
-            return None
-        rec, _why = read_record(ms.commitlog, unit.commitlog_offset)
-        return None if rec is None else rec.uniq_key
-
-    def max_offset(t: str, qid: int) -> int:
-        try:
-            return int(queue(t, qid).max_offset)
-        except (OSError, ValueError):
-            return 0
-
+    queues_read = _PoppedQueues(ms)
     counts: dict[tuple[str, str], dict[str, Any]] = {}
-    kept: list[dict[str, Any]] = []
+    kept = KeyedRows()
     totals = dict.fromkeys(STATES, 0)
     matched = 0
-    for r in rows(s, rules, original):
-        if topic is not None and r["topic"] != topic or group is not None and r["group"] != group:
+    for r in rows(s, rules, queues_read.original):
+        if not _wanted(r, topic, group):
             continue
         count_row(counts, r)
         totals[r["state"]] += 1
@@ -378,21 +405,71 @@ def answer(
             matched += 1
             if limit is None or len(kept) < limit:
                 kept.append(r)
-    queues = revive_queues(s, rules, max_offset)
-    summary = {
-        "popped": sum(totals.values()),
-        **totals,
-        "matched": matched,
-        "shown": len(kept),
-        **s.counts,
-        "checkpoints": len(s.cks),
-        "acks": sum(1 for _k, a, _o in s.acks if not a.batch),
-        "batch_acks": sum(1 for _k, a, _o in s.acks if a.batch),
-        "acks_without_checkpoint": orphans,
-        "revive_behind": sum(q["behind"] for q in queues),
-        "now": rules.now_ms,
-    }
+    queues = revive_queues(s, rules, queues_read.max_offset)
+    summary = _summary(s, rules, totals, matched, len(kept), orphans, queues)
     warnings = list(s.warnings)
     if s.more_warnings:
         warnings.append(f"{s.more_warnings} more revive records the broker cannot use")
     return Answer(kept, [counts[k] for k in sorted(counts)], queues, summary, warnings)
+
+
+def _wanted(r: dict[str, Any], topic: str | None, group: str | None) -> bool:
+    """The row passes the ``topic`` and ``group`` filters (None: any)."""
+    return (topic is None or r["topic"] == topic) and (group is None or r["group"] == group)
+
+
+class _PoppedQueues:
+    """The consume queues the answer reads, each opened once: the popped messages' UNIQ_KEYs
+    and the revive queues' ends."""
+
+    def __init__(self, ms: Any):
+        self.ms = ms
+        self.cqs: dict[tuple[str, int], Any] = {}
+
+    def queue(self, t: str, qid: int) -> Any:
+        if (t, qid) not in self.cqs:
+            self.cqs[(t, qid)] = self.ms.consume_queue(t, qid)
+        return self.cqs[(t, qid)]
+
+    def original(self, t: str, qid: int, off: int) -> str | None:
+        """The UNIQ_KEY of the message at queue offset ``off`` (None when it is gone)."""
+        from rmqstore_cli.store.lookup import read_record
+
+        try:
+            unit = next(iter(self.queue(t, qid).units(off, off + 1)), None)
+        except (OSError, ValueError):
+            return None
+        if unit is None:
+            return None
+        rec, _why = read_record(self.ms.commitlog, unit.commitlog_offset)
+        return None if rec is None else rec.uniq_key
+
+    def max_offset(self, t: str, qid: int) -> int:
+        try:
+            return int(self.queue(t, qid).max_offset)
+        except (OSError, ValueError):
+            return 0
+
+
+def _summary(
+    s: Scan,
+    rules: Rules,
+    totals: dict[str, int],
+    matched: int,
+    shown: int,
+    orphans: int,
+    queues: list[dict[str, Any]],
+) -> dict[str, Any]:
+    return {
+        "popped": sum(totals.values()),
+        **totals,
+        "matched": matched,
+        "shown": shown,
+        **s.counts,
+        "checkpoints": len(s.cks),
+        "acks": sum(1 for a in s.acks if not a.batch),
+        "batch_acks": sum(1 for a in s.acks if a.batch),
+        "acks_without_checkpoint": orphans,
+        "revive_behind": sum(q["behind"] for q in queues),
+        "now": rules.now_ms,
+    }

@@ -139,14 +139,26 @@ def revive_record(tag: str, body: bytes, uniq: str, deliver: int, rq: int, reviv
 
 def pop(writer: Any, rng: random.Random, sent: list[Sent], pop_time: int, rq: int, revive_topic: str) -> PopBatch:
     """The checkpoint of one pop, then its acks (some missing)."""
-    first = sent[0].queue_offset
     fates = [rng.choices(("ack", "batch", "merged", "none"), (5, 3, 1, 3))[0] for _ in sent]
-    bitmap = sum(1 << i for i, f in enumerate(fates) if f == "merged")
-    ck = CheckPoint(
+    ck = _checkpoint(rng, sent, fates, pop_time)
+    spec = revive_record(
+        CK_TAG, checkpoint_body(ck), ck_uniq_key(ck), ck.revive_time - ACK_TIME_INTERVAL_MS, rq, revive_topic, pop_time
+    )
+    res = writer.append(spec)
+    batch = PopBatch(ck, rq, res.queue_offset, sent, {i for i, f in enumerate(fates) if f == "merged"})
+    _write_acks(writer, batch, fates, revive_topic)
+    return batch
+
+
+def _checkpoint(rng: random.Random, sent: list[Sent], fates: list[str], pop_time: int) -> CheckPoint:
+    """The pop's checkpoint (``PopMessageProcessor#buildCkMsg``): the "merged" fates' bits set,
+    as if their acks had been merged into it before it was written."""
+    first = sent[0].queue_offset
+    return CheckPoint(
         start_offset=first,
         pop_time=pop_time,
         invisible_time=rng.choice(INVISIBLE_TIMES_MS),
-        bitmap=bitmap,
+        bitmap=sum(1 << i for i, f in enumerate(fates) if f == "merged"),
         num=len(sent),
         queue_id=sent[0].queue_id,
         topic=sent[0].topic,
@@ -155,24 +167,25 @@ def pop(writer: Any, rng: random.Random, sent: list[Sent], pop_time: int, rq: in
         offset_diffs=tuple(s.queue_offset - first for s in sent),
         broker_name=BROKER_NAME,
     )
-    spec = revive_record(
-        CK_TAG, checkpoint_body(ck), ck_uniq_key(ck), ck.revive_time - ACK_TIME_INTERVAL_MS, rq, revive_topic, pop_time
-    )
-    res = writer.append(spec)
-    batch = PopBatch(ck, rq, res.queue_offset, sent, {i for i, f in enumerate(fates) if f == "merged"})
-    ts = pop_time + 5
+
+
+def _write_acks(writer: Any, batch: PopBatch, fates: list[str], revive_topic: str) -> None:
+    """An ack record per "ack" fate, then one batch ack listing the "batch" fates; their
+    messages are marked acked in ``batch``."""
+    ck, sent, rq = batch.ck, batch.sent, batch.revive_queue
+    first = sent[0].queue_offset
+    ts = ck.pop_time + 5
     for i, f in enumerate(fates):
         if f == "ack":
-            a = Ack(False, (sent[i].queue_offset,), first, POP_GROUP, ck.topic, ck.queue_id, pop_time, BROKER_NAME)
+            a = Ack(False, (sent[i].queue_offset,), first, POP_GROUP, ck.topic, ck.queue_id, ck.pop_time, BROKER_NAME)
             writer.append(revive_record(ACK_TAG, ack_body(a), ack_uniq_key(a), ck.revive_time, rq, revive_topic, ts))
             batch.acked.add(i)
             ts += 1
     listed = tuple(sent[i].queue_offset for i, f in enumerate(fates) if f == "batch")
     if listed:
-        a = Ack(True, listed, first, POP_GROUP, ck.topic, ck.queue_id, pop_time, BROKER_NAME)
+        a = Ack(True, listed, first, POP_GROUP, ck.topic, ck.queue_id, ck.pop_time, BROKER_NAME)
         writer.append(revive_record(BATCH_ACK_TAG, ack_body(a), ack_uniq_key(a), ck.revive_time, rq, revive_topic, ts))
         batch.acked |= {i for i, f in enumerate(fates) if f == "batch"}
-    return batch
 
 
 def revive_all(writer: Any, batches: list[PopBatch], revive_topic: str, end: int) -> dict[str, dict[int, int]]:
@@ -180,8 +193,17 @@ def revive_all(writer: Any, batches: list[PopBatch], revive_topic: str, end: int
     revive-queue order, stopping at the first not yet due (revive time + 2 s after ``end``);
     each due one's unacked messages put in the retry topic; the offsets to commit."""
     profile = BrokerProfile("5")
+    retries, revive = _due(batches, end)
+    popped = _popped_offsets(batches)
+    for b, s in sorted(retries, key=lambda x: (x[0].ck.revive_time, x[1].queue_offset)):
+        _write_retry(writer, profile, b, s)
+    return {f"{revive_topic}@{REVIVE_GROUP}": revive, **popped} if revive else popped
+
+
+def _due(batches: list[PopBatch], end: int) -> tuple[list[tuple[PopBatch, Sent]], dict[int, int]]:
+    """The unacked messages of the checkpoints due by ``end`` (each revive queue read in order up
+    to the first not yet due), and each revive queue's offset to commit."""
     revive: dict[int, int] = {}
-    popped: dict[str, dict[int, int]] = {}
     retries = []
     for rq in sorted({b.revive_queue for b in batches}):
         for b in sorted((b for b in batches if b.revive_queue == rq), key=lambda b: b.revive_queue_offset):
@@ -189,28 +211,37 @@ def revive_all(writer: Any, batches: list[PopBatch], revive_topic: str, end: int
                 break
             retries += [(b, s) for i, s in enumerate(b.sent) if i not in b.acked]
             revive[rq] = b.revive_queue_offset
+    return retries, revive
+
+
+def _popped_offsets(batches: list[PopBatch]) -> dict[str, dict[int, int]]:
+    """The pop group's consumer offsets: past the last message popped of each queue."""
+    popped: dict[str, dict[int, int]] = {}
     for b in batches:
         for s in b.sent:
             key = f"{s.topic}@{POP_GROUP}"
             popped.setdefault(key, {})[s.queue_id] = max(popped.get(key, {}).get(s.queue_id, 0), s.queue_offset + 1)
-    for b, s in sorted(retries, key=lambda x: (x[0].ck.revive_time, x[1].queue_offset)):
-        assert b.ck.topic is not None and b.ck.group is not None
-        m = broker_map(s.client, profile, writer.config.broker_cluster_name)
-        m.put(PROPERTY_FIRST_POP_TIME, str(b.ck.pop_time))
-        ts = b.ck.revive_time + 1500
-        spec = AppendSpec(
-            retry_topics(b.ck.group, b.ck.topic)[0],
-            0,
-            s.body,
-            stored_properties(m, profile),
-            ts,
-            s.born_timestamp,
-            STORE_V4,
-            STORE_V4,
-            reconsume_times=1,
-        )
-        writer.append(spec)
-    return {f"{revive_topic}@{REVIVE_GROUP}": revive, **popped} if revive else popped
+    return popped
+
+
+def _write_retry(writer: Any, profile: BrokerProfile, b: PopBatch, s: Sent) -> None:
+    """The revived message in the group's retry topic (``PopReviveService#reviveRetry``)."""
+    assert b.ck.topic is not None and b.ck.group is not None
+    m = broker_map(s.client, profile, writer.config.broker_cluster_name)
+    m.put(PROPERTY_FIRST_POP_TIME, str(b.ck.pop_time))
+    ts = b.ck.revive_time + 1500
+    spec = AppendSpec(
+        retry_topics(b.ck.group, b.ck.topic)[0],
+        0,
+        s.body,
+        stored_properties(m, profile),
+        ts,
+        s.born_timestamp,
+        STORE_V4,
+        STORE_V4,
+        reconsume_times=1,
+    )
+    writer.append(spec)
 
 
 def write_offsets(writer: Any, offsets: dict[str, dict[int, int]]) -> None:

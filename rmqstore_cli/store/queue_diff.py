@@ -10,6 +10,8 @@ the RocksDB values), whose pages are released as it goes; nothing holds a whole 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -95,42 +97,91 @@ def queue_rows(
     for t, q in sorted(ka | kb):
         if only is not None and (t, q) not in only:
             continue
-        cqa, lo_a, hi_a = bounds(a, t, q, (t, q) in ka)
-        cqb, lo_b, hi_b = bounds(b, t, q, (t, q) in kb)
-        only_a, only_b = minus(lo_a, hi_a, lo_b, hi_b), minus(lo_b, hi_b, lo_a, hi_a)
-        lo, hi = max(lo_a, lo_b), min(hi_a, hi_b)
-        changed, first = 0, None
-        if cqa is not None and cqb is not None:
-            for at, _ua, _ub in changed_units(cqa, cqb, lo, hi):
-                changed += int(at.size)
-                first = int(at[0]) if first is None else first
-        if not (only_a or only_b or changed):
+        d = _queue_diff(a, b, t, q, (t, q) in ka, (t, q) in kb)
+        if d is None:
             continue
-        n_a, n_b = sum(y - x for x, y in only_a), sum(y - x for x, y in only_b)
-        tally["queues_differing"] += 1
-        tally["messages_only_a"] += n_a
-        tally["messages_only_b"] += n_b
-        tally["units_changed"] += changed
-        yield {
-            "kind": "queue",
-            "topic": t,
-            "queue_id": q,
-            "min_offset_a": None if cqa is None else lo_a,
-            "max_offset_a": None if cqa is None else hi_a,
-            "min_offset_b": None if cqb is None else lo_b,
-            "max_offset_b": None if cqb is None else hi_b,
-            "only_a": only_a,
-            "only_b": only_b,
-            "messages_only_a": n_a,
-            "messages_only_b": n_b,
-            "units_changed": changed,
-            "first_changed": first,
-        }
+        d.count(tally)
+        yield d.row()
         if messages:
-            if changed:
-                yield from unit_rows(t, q, cqa, cqb, lo, hi)
-            yield from message_rows(a, t, q, cqa, only_a, "a")
-            yield from message_rows(b, t, q, cqb, only_b, "b")
+            if d.changed:
+                yield from unit_rows(t, q, d.cqa, d.cqb, d.lo, d.hi)
+            yield from message_rows(a, t, q, d.cqa, d.only_a, "a")
+            yield from message_rows(b, t, q, d.cqb, d.only_b, "b")
+
+
+@dataclass
+class _QueueDiff:
+    """One queue in both stores: each one's bounds (its queue None where it has none), the
+    offsets only one has, and the units that differ in the offsets both have."""
+
+    topic: str
+    queue_id: int
+    cqa: Any
+    cqb: Any
+    bounds_a: tuple[int, int]
+    bounds_b: tuple[int, int]
+    only_a: list[list[int]]
+    only_b: list[list[int]]
+    changed: int
+    first: int | None
+
+    @property
+    def lo(self) -> int:
+        return max(self.bounds_a[0], self.bounds_b[0])
+
+    @property
+    def hi(self) -> int:
+        return min(self.bounds_a[1], self.bounds_b[1])
+
+    def count(self, tally: dict[str, int]) -> None:
+        tally["queues_differing"] += 1
+        tally["messages_only_a"] += _messages_in(self.only_a)
+        tally["messages_only_b"] += _messages_in(self.only_b)
+        tally["units_changed"] += self.changed
+
+    def row(self) -> dict:
+        (lo_a, hi_a), (lo_b, hi_b) = self.bounds_a, self.bounds_b
+        return {
+            "kind": "queue",
+            "topic": self.topic,
+            "queue_id": self.queue_id,
+            "min_offset_a": None if self.cqa is None else lo_a,
+            "max_offset_a": None if self.cqa is None else hi_a,
+            "min_offset_b": None if self.cqb is None else lo_b,
+            "max_offset_b": None if self.cqb is None else hi_b,
+            "only_a": self.only_a,
+            "only_b": self.only_b,
+            "messages_only_a": _messages_in(self.only_a),
+            "messages_only_b": _messages_in(self.only_b),
+            "units_changed": self.changed,
+            "first_changed": self.first,
+        }
+
+
+def _messages_in(ranges: list[list[int]]) -> int:
+    return sum(y - x for x, y in ranges)
+
+
+def _queue_diff(a: MessageStore, b: MessageStore, t: str, q: int, in_a: bool, in_b: bool) -> _QueueDiff | None:
+    """Queue ``t``/``q`` compared between the stores; None when they agree."""
+    cqa, lo_a, hi_a = bounds(a, t, q, in_a)
+    cqb, lo_b, hi_b = bounds(b, t, q, in_b)
+    only_a, only_b = minus(lo_a, hi_a, lo_b, hi_b), minus(lo_b, hi_b, lo_a, hi_a)
+    changed, first = _changed_count(cqa, cqb, max(lo_a, lo_b), min(hi_a, hi_b))
+    if not (only_a or only_b or changed):
+        return None
+    return _QueueDiff(t, q, cqa, cqb, (lo_a, hi_a), (lo_b, hi_b), only_a, only_b, changed, first)
+
+
+def _changed_count(cqa, cqb, lo: int, hi: int) -> tuple[int, int | None]:
+    """How many units in ``[lo, hi)`` differ, and the first one's queue offset (both queues there)."""
+    changed, first = 0, None
+    if cqa is None or cqb is None:
+        return changed, first
+    for at, _ua, _ub in changed_units(cqa, cqb, lo, hi):
+        changed += int(at.size)
+        first = int(at[0]) if first is None else first
+    return changed, first
 
 
 def changed_units(cqa, cqb, lo: int, hi: int) -> Iterator[tuple[np.ndarray, tuple, tuple]]:
@@ -208,13 +259,19 @@ def offset_rows(a: MessageStore, b: MessageStore, topic: str | None, tally: dict
         parts = split_key(key)
         if parts is None or (topic is not None and parts[0] != topic):
             continue
-        qa, qb = ta.get(key, {}), tb.get(key, {})
-        for q in sorted(qa.keys() | qb.keys()):
-            x, y = qa.get(q), qb.get(q)
-            if x is None:
-                tally["offsets_added"] += 1
-            elif y is not None and y > x:
-                tally["offsets_forward"] += 1
-            elif y is None or y < x:
-                tally["offsets_removed" if y is None else "offsets_backwards"] += 1
-                yield {"kind": "offset", "group": parts[1], "topic": parts[0], "queue_id": q, "a": x, "b": y}
+        yield from _offset_moves(parts, ta.get(key, {}), tb.get(key, {}), tally)
+
+
+def _offset_moves(
+    parts: tuple[str, str], qa: dict[int, int], qb: dict[int, int], tally: dict[str, int]
+) -> Iterator[dict]:
+    """One ``topic@group``'s queues: a row per offset gone backwards or removed, the rest counted."""
+    for q in sorted(qa.keys() | qb.keys()):
+        x, y = qa.get(q), qb.get(q)
+        if x is None:
+            tally["offsets_added"] += 1
+        elif y is not None and y > x:
+            tally["offsets_forward"] += 1
+        elif y is None or y < x:
+            tally["offsets_removed" if y is None else "offsets_backwards"] += 1
+            yield {"kind": "offset", "group": parts[1], "topic": parts[0], "queue_id": q, "a": x, "b": y}

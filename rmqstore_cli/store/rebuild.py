@@ -123,17 +123,22 @@ def recovery_start(
         return max(0, len(files) - 3)
     min_ts = checkpoint.min_timestamp if checkpoint else 0
     for i in range(len(files) - 1, -1, -1):
-        buf = files[i].buffer()
-        if len(buf) < HEAD_SIZE + HostV6.sizeof() + _STORE_TIMESTAMP.size:  # the widest born host
-            continue
-        head = dict(zip(_HEAD_FIELDS, _HEAD.unpack_from(buf, 0), strict=True))
-        if head["magic"] not in (MAGIC_V1, MAGIC_V2):
-            continue
-        bh = HostV6.sizeof() if head["sys_flag"] & BORNHOST_V6_FLAG else HostV4.sizeof()
-        ts = _STORE_TIMESTAMP.unpack_from(buf, HEAD_SIZE + bh)[0]
-        if ts != 0 and ts <= min_ts:
+        if _matched_recover(files[i].buffer(), min_ts):
             return i
     return 0
+
+
+def _matched_recover(buf, min_ts: int) -> bool:
+    """``isMappedFileMatchedRecover``: the file's first record is a message whose store time is
+    not 0 and not after the checkpoint's ``min_ts``."""
+    if len(buf) < HEAD_SIZE + HostV6.sizeof() + _STORE_TIMESTAMP.size:  # the widest born host
+        return False
+    head = dict(zip(_HEAD_FIELDS, _HEAD.unpack_from(buf, 0), strict=True))
+    if head["magic"] not in (MAGIC_V1, MAGIC_V2):
+        return False
+    bh = HostV6.sizeof() if head["sys_flag"] & BORNHOST_V6_FLAG else HostV4.sizeof()
+    ts = _STORE_TIMESTAMP.unpack_from(buf, HEAD_SIZE + bh)[0]
+    return ts != 0 and ts <= min_ts
 
 
 _STOP = {None: None, "blank": "blank"}  # walk_records' stop kinds; the rest cannot start a record
@@ -173,50 +178,99 @@ def _dispatch_file(
     after_block,
     header: int,
 ) -> tuple[int | None, str]:
-    buf = f.buffer()
-    limit = len(buf)
-    a = file_array(buf)
+    run = _FileRun(fd, f, recovering, check_crc, force_prop_crc, skipped, after_block, header)
     pos = 0
     while True:
-        P, end_pos, why = walk_records(buf, pos, limit, batch, HEAD_SIZE, a, header=header)
+        P, end_pos, why = walk_records(run.buf, pos, run.limit, batch, HEAD_SIZE, run.a, header=header)
         why = _STOP.get(why, "invalid")
-        cut = len(P)
-        if cut:
-            fields = fd.fields(a, P)
-            cut = fd.layout(a, P, fields, limit)
-            mism = fields["mismatch"][:cut]
-            if recovering:
-                bad = np.flatnonzero(mism)
-                if len(bad):
-                    cut = int(bad[0])
-                if check_crc:
-                    k = _first_crc_failure(buf, P[:cut], fields, limit, f.file_from_offset, force_prop_crc, a)
-                    if k is not None:
-                        cut = min(cut, k)
-                take = np.arange(cut)
-            else:
-                take = np.flatnonzero(~mism)
-                for p in P[np.flatnonzero(mism)].tolist():
-                    c = check_message(buf, p, limit, f.file_from_offset)
-                    skipped.append(Skipped(f.file_from_offset + p, c.size, f.name, c.reason))
-            d_stop = fd.dispatch(buf, a, P, fields, take)
-            if d_stop is not None:
-                cut = d_stop
-            stop_at = int(P[cut]) if cut < len(P) else None
-            release_pages(buf, pos, stop_at if stop_at is not None else end_pos)
-            if after_block:
-                after_block(end_pos)
-            if stop_at is not None:
-                c = check_message(buf, stop_at, limit, f.file_from_offset, recovering and check_crc, force_prop_crc)
-                if c.status is Status.VALID:  # only the dispatch check failed (DELAY)
-                    return stop_at - header, "DELAY property is not an int (the broker's check throws)"
-                return stop_at - header, c.reason or f"DELAY of the record is not an int ({c.status.value})"
+        if len(P):
+            stopped = run.block(P, pos, end_pos)
+            if stopped is not None:
+                return stopped
         pos = end_pos
         if why is None:
             continue
         if why == "blank":
             return None, ""
-        return pos, check_framed(buf, pos, limit, f.file_from_offset, header).reason
+        return pos, check_framed(run.buf, pos, run.limit, f.file_from_offset, header).reason
+
+
+class _FileRun:
+    """One commit-log file's dispatch (:func:`dispatch_file_records`), a block of records at a time."""
+
+    def __init__(
+        self,
+        fd: FastDispatcher,
+        f,
+        recovering: bool,
+        check_crc: bool,
+        force_prop_crc: bool,
+        skipped: list,
+        after_block,
+        header: int,
+    ):
+        self.fd, self.f, self.recovering = fd, f, recovering
+        self.check_crc, self.force_prop_crc = check_crc, force_prop_crc
+        self.skipped, self.after_block, self.header = skipped, after_block, header
+        self.buf = f.buffer()
+        self.limit = len(self.buf)
+        self.a = file_array(self.buf)
+
+    def block(self, P: np.ndarray, pos: int, end_pos: int) -> tuple[int, str] | None:
+        """Dispatch the records starting at ``P`` (walked from ``pos`` to ``end_pos``); returns
+        where dispatch stopped in the file and why, or None to go on."""
+        fields = self.fd.fields(self.a, P)
+        cut = self.fd.layout(self.a, P, fields, self.limit)
+        mism = fields["mismatch"][:cut]
+        if self.recovering:
+            cut = self._recovery_cut(P, fields, mism, cut)
+            take = np.arange(cut)
+        else:
+            take = self._reput_take(P, mism)
+        d_stop = self.fd.dispatch(self.buf, self.a, P, fields, take)
+        if d_stop is not None:
+            cut = d_stop
+        stop_at = int(P[cut]) if cut < len(P) else None
+        release_pages(self.buf, pos, stop_at if stop_at is not None else end_pos)
+        if self.after_block:
+            self.after_block(end_pos)
+        return None if stop_at is None else self._stop(stop_at)
+
+    def _recovery_cut(self, P: np.ndarray, fields, mism: np.ndarray, cut: int) -> int:
+        """Recovery ends the log at the first size mismatch, or (``checkCRCOnRecover``) at the
+        first record whose CRC fails: the records before it are dispatched."""
+        bad = np.flatnonzero(mism)
+        if len(bad):
+            cut = int(bad[0])
+        if self.check_crc:
+            k = _first_crc_failure(
+                self.buf, P[:cut], fields, self.limit, self.f.file_from_offset, self.force_prop_crc, self.a
+            )
+            if k is not None:
+                cut = min(cut, k)
+        return cut
+
+    def _reput_take(self, P: np.ndarray, mism: np.ndarray) -> np.ndarray:
+        """The reput dispatches every record but the size mismatches, each noted as skipped."""
+        f = self.f
+        for p in P[np.flatnonzero(mism)].tolist():
+            c = check_message(self.buf, p, self.limit, f.file_from_offset)
+            self.skipped.append(Skipped(f.file_from_offset + p, c.size, f.name, c.reason))
+        return np.flatnonzero(~mism)
+
+    def _stop(self, stop_at: int) -> tuple[int, str]:
+        """Why dispatch stopped at the record at ``stop_at`` (the entry's position in a DLedger file)."""
+        c = check_message(
+            self.buf,
+            stop_at,
+            self.limit,
+            self.f.file_from_offset,
+            self.recovering and self.check_crc,
+            self.force_prop_crc,
+        )
+        if c.status is Status.VALID:  # only the dispatch check failed (DELAY)
+            return stop_at - self.header, "DELAY property is not an int (the broker's check throws)"
+        return stop_at - self.header, c.reason or f"DELAY of the record is not an int ({c.status.value})"
 
 
 def classify_stop(
@@ -262,44 +316,9 @@ def dispatch_log(
     rec = recovery_start(files, abort, checkpoint, bool(files) and cl.header_of(files[-1]) > 0)
     rep.recovery = "abnormal (abort file present)" if abort else "normal"
     rep.recovery_first_file = files[rec].name if files else None
-    check_crc = config.check_crc_on_recover
-    force_prop_crc = config.force_verify_prop_crc
     total_bytes = (files[-1].end_offset - files[0].file_from_offset) if files else 0
-    done_bytes = 0
     try:
-        for i, f in enumerate(files):
-            if i > 0 and f.file_from_offset != files[i - 1].end_offset:
-                rep.stop = ScanEnd(
-                    files[i - 1].end_offset,
-                    f"gap: no file between {files[i - 1].end_offset} and {f.file_from_offset}",
-                    f.name,
-                    clean=False,
-                )
-                break
-            recovering = i >= rec
-            header = cl.header_of(f)
-
-            def after_block(end_pos: int, done_bytes: int = done_bytes) -> None:
-                if dispatcher.index is not None:
-                    dispatcher.index.release_pages()
-                if progress:
-                    progress(rep.files, done_bytes + end_pos, total_bytes, fd.messages)
-
-            stop_at, reason = dispatch_file_records(
-                fd, f, recovering, check_crc and not header, force_prop_crc, rep.skipped, batch, after_block, header
-            )
-            rep.files += 1
-            done_bytes += f.file_size
-            if stop_at is not None:
-                end, skip = classify_stop(f, stop_at, reason, recovering, last_file=i == len(files) - 1)
-                if end is not None:
-                    rep.stop = end
-                    break
-                rep.skipped.append(skip)
-            f.close()
-        if rep.stop is None:
-            last = files[-1] if files else None
-            rep.stop = ScanEnd(last.end_offset if last else 0, "end of the last file", last.name if last else None)
+        _dispatch_files(cl, rec, fd, dispatcher, rep, progress, batch, total_bytes)
     finally:
         cl.close()
     if progress:
@@ -308,25 +327,85 @@ def dispatch_log(
     rep.units = fd.units
     rep.last_store_timestamp = fd.last_store_timestamp
     if dry_run:
-        F = config.cq_file_size
-        rep.queues = len(fd.dry_queues)
-        rep.cq_files = sum(cq_file_count(first, last, F) for first, last, _ in fd.dry_queues.values())
-        rep.index_keys = fd.keys
-        per = max(1, config.max_index_num - 1)
-        rep.index_files = -(-fd.keys // per) if dispatcher.build_index else 0
-        dispatcher.close()
+        _dry_totals(rep, fd, dispatcher, config)
     else:
-        dispatcher.close()
-        rep.queues = len(dispatcher.writers)
-        rep.cq_files = sum(len(w.file_starts) for w in dispatcher.writers.values())
-        if dispatcher.index is not None:
-            rep.index_files = len(dispatcher.index.files)
-            rep.index_keys = dispatcher.index.keys_put
-            rep.index_msg_timestamp = dispatcher.index.full_files_end_timestamp()
-            rep.fallback_index_names = list(dispatcher.index.fallback_names)
+        _written_totals(rep, dispatcher)
     rep.bytes = (rep.stop.offset - files[0].file_from_offset) if files and rep.stop else 0
     rep.seconds = time.perf_counter() - t0
     return rep
+
+
+def _dispatch_files(
+    cl: CommitLog,
+    rec: int,
+    fd: FastDispatcher,
+    dispatcher: Dispatcher,
+    rep: DispatchReport,
+    progress: Progress | None,
+    batch: int,
+    total_bytes: int,
+) -> None:
+    """Every file in order (``rec`` on: the recovery region) until the log ends: a gap between
+    files, or a stop recovery makes; ``rep.stop`` says where, ``rep.skipped`` what the reput skipped."""
+    files = cl.files
+    check_crc = cl.config.check_crc_on_recover
+    force_prop_crc = cl.config.force_verify_prop_crc
+    done_bytes = 0
+    for i, f in enumerate(files):
+        if i > 0 and f.file_from_offset != files[i - 1].end_offset:
+            rep.stop = ScanEnd(
+                files[i - 1].end_offset,
+                f"gap: no file between {files[i - 1].end_offset} and {f.file_from_offset}",
+                f.name,
+                clean=False,
+            )
+            return
+        recovering = i >= rec
+        header = cl.header_of(f)
+
+        def after_block(end_pos: int, done_bytes: int = done_bytes) -> None:
+            if dispatcher.index is not None:
+                dispatcher.index.release_pages()
+            if progress:
+                progress(rep.files, done_bytes + end_pos, total_bytes, fd.messages)
+
+        stop_at, reason = dispatch_file_records(
+            fd, f, recovering, check_crc and not header, force_prop_crc, rep.skipped, batch, after_block, header
+        )
+        rep.files += 1
+        done_bytes += f.file_size
+        if stop_at is not None:
+            end, skip = classify_stop(f, stop_at, reason, recovering, last_file=i == len(files) - 1)
+            if end is not None:
+                rep.stop = end
+                return
+            rep.skipped.append(skip)
+        f.close()
+    last = files[-1] if files else None
+    rep.stop = ScanEnd(last.end_offset if last else 0, "end of the last file", last.name if last else None)
+
+
+def _dry_totals(rep: DispatchReport, fd: FastDispatcher, dispatcher: Dispatcher, config: StoreConfig) -> None:
+    """A dry run's queues, consume-queue files and index files: what would have been written."""
+    F = config.cq_file_size
+    rep.queues = len(fd.dry_queues)
+    rep.cq_files = sum(cq_file_count(first, last, F) for first, last, _ in fd.dry_queues.values())
+    rep.index_keys = fd.keys
+    per = max(1, config.max_index_num - 1)
+    rep.index_files = -(-fd.keys // per) if dispatcher.build_index else 0
+    dispatcher.close()
+
+
+def _written_totals(rep: DispatchReport, dispatcher: Dispatcher) -> None:
+    """The queues, consume-queue files and index files written (the dispatcher closed first)."""
+    dispatcher.close()
+    rep.queues = len(dispatcher.writers)
+    rep.cq_files = sum(len(w.file_starts) for w in dispatcher.writers.values())
+    if dispatcher.index is not None:
+        rep.index_files = len(dispatcher.index.files)
+        rep.index_keys = dispatcher.index.keys_put
+        rep.index_msg_timestamp = dispatcher.index.full_files_end_timestamp()
+        rep.fallback_index_names = list(dispatcher.index.fallback_names)
 
 
 def cq_file_count(first: int, last: int, file_size: int) -> int:
@@ -409,14 +488,7 @@ def refuse_unsourced_sizes(sources: dict[str, dict], config: StoreConfig) -> Non
         return
     names = {prop: (attr, keyword) for attr, (prop, keyword) in SIZE_SETTINGS.items()}
     defaults = ", ".join(f"{p}={getattr(StoreConfig(), names[p][0])}" for p in missing)
-    sets = [
-        d
-        for d, props in (
-            ("consumequeue/", ("mappedFileSizeConsumeQueue",)),
-            ("index/", ("maxHashSlotNum", "maxIndexNum")),
-        )
-        if set(props) & set(missing)
-    ]
+    sets = _sets_missing(missing)
     what = " and ".join(sets) if sets else "the commit log"
     opts = " and ".join(setting(names[p][1]) for p in missing)
     verb = "have" if len(sets) > 1 else "has"
@@ -426,6 +498,12 @@ def refuse_unsourced_sizes(sources: dict[str, dict], config: StoreConfig) -> Non
         path=config.root,
         hint=f"pass ⟦broker_conf⟧, or {opts}",
     )
+
+
+def _sets_missing(missing: list[str]) -> list[str]:
+    """The directories (consumequeue/, index/) whose sizes are among the ``missing`` settings."""
+    kinds = (("consumequeue/", ("mappedFileSizeConsumeQueue",)), ("index/", ("maxHashSlotNum", "maxIndexNum")))
+    return [d for d, props in kinds if set(props) & set(missing)]
 
 
 # ----------------------------------------------------------------- building a set

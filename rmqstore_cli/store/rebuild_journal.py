@@ -88,33 +88,58 @@ def _journal_problem(root: Path, j) -> str | None:
     if not isinstance(j, dict) or j.get("state") not in ("building", "swapping", "cleanup"):
         return "not a journal (no known state)"
     base = safefs.real(root)
+    return _staging_problem(j, base) or _paths_problem(j, base) or _names_problem(j)
 
-    def inside(p) -> bool:
-        if not (isinstance(p, str) and "\0" not in p and p):
-            return False
-        a = os.path.abspath(p)  # relative paths resolve against the working directory, as renames do
-        name = os.path.basename(a)
-        return name not in ("", ".", "..") and safefs.is_inside(os.path.dirname(a), [base])
 
+def _inside(p, base: str) -> bool:
+    """``p`` is a path string whose parent lies inside ``base`` by its real path and whose last
+    component is a name (relative paths resolve against the working directory, as renames do)."""
+    if not (isinstance(p, str) and "\0" not in p and p):
+        return False
+    a = os.path.abspath(p)
+    name = os.path.basename(a)
+    return name not in ("", ".", "..") and safefs.is_inside(os.path.dirname(a), [base])
+
+
+def _staging_problem(j: dict, base: str) -> str | None:
+    """The staging directory must be a ``.rebuild-index-*`` directory right in the store."""
     staging = j.get("staging")
-    if not (
-        inside(staging)
+    if (
+        _inside(staging, base)
         and safefs.real(os.path.dirname(os.path.abspath(staging))) == base
         and os.path.basename(staging).startswith(STAGING_PREFIX)
     ):
-        return "its staging directory is not a .rebuild-index-* directory of the store"
+        return None
+    return "its staging directory is not a .rebuild-index-* directory of the store"
+
+
+def _part_ok(x, base: str) -> bool:
+    """A part is [target, staged, backup, "replace" or "remove"], its three paths inside."""
+    return (
+        isinstance(x, list) and len(x) == 4 and x[3] in ("replace", "remove") and all(_inside(q, base) for q in x[:3])
+    )
+
+
+def _paths_problem(j: dict, base: str) -> str | None:
+    """The parts, the checkpoint's three paths and the backup directories must lie inside."""
     parts = j.get("parts", [])
-    if not isinstance(parts, list) or not all(
-        isinstance(x, list) and len(x) == 4 and x[3] in ("replace", "remove") and all(inside(q) for q in x[:3])
-        for x in parts
-    ):
+    if not isinstance(parts, list) or not all(_part_ok(x, base) for x in parts):
         return "a part names a path outside the store"
-    cp = j.get("checkpoint")
-    if cp is not None and not (isinstance(cp, list) and len(cp) == 3 and all(inside(q) for q in cp)):
+    if not _checkpoint_ok(j.get("checkpoint"), base):
         return "its checkpoint paths lie outside the store"
     bdirs = j.get("backup_dirs", [])
-    if not isinstance(bdirs, list) or not all(inside(q) for q in bdirs):
+    if not isinstance(bdirs, list) or not all(_inside(q, base) for q in bdirs):
         return "a backup directory lies outside the store"
+    return None
+
+
+def _checkpoint_ok(cp, base: str) -> bool:
+    """No checkpoint, or its three paths (target, staged, backup) inside."""
+    return cp is None or (isinstance(cp, list) and len(cp) == 3 and all(_inside(q, base) for q in cp))
+
+
+def _names_problem(j: dict) -> str | None:
+    """The marker is a ``.rebuild-*`` file name (no directory), ``no_backup`` a boolean."""
     m = j.get("marker")
     if not (isinstance(m, str) and m.startswith(".rebuild-") and "/" not in m and "\0" not in m):
         return "bad marker name"

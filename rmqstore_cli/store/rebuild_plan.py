@@ -94,29 +94,37 @@ def summary(
             "messages": rep.messages,
             "commitlog_files": rep.files,
             "commitlog_bytes": rep.bytes,
-            "consume_queues": rep.queues if opts.build_cq else None,
-            "consume_queue_units": rep.units if opts.build_cq else None,
-            "consume_queue_files": rep.cq_files if opts.build_cq else None,
-            "index_files": rep.index_files if opts.build_index else None,
-            "index_keys": rep.index_keys if opts.build_index else None,
+            **_built(rep, opts),
             "seconds": round(rep.seconds, 3),
             "messages_per_second": round(rep.messages / rep.seconds) if rep.seconds > 0 else None,
             "recovery": rep.recovery,
             "recovery_first_file": rep.recovery_first_file,
-            "dispatch_end": {
-                "offset": rep.stop.offset,
-                "file": rep.stop.file,
-                "reason": rep.stop.reason,
-                "clean": rep.stop.clean,
-            }
-            if rep.stop
-            else None,
+            "dispatch_end": _dispatch_end(rep),
             "skipped": [{"offset": k.offset, "size": k.size, "file": k.file, "reason": k.reason} for k in rep.skipped],
             "refused_topics": [{"topic": t, "reason": why} for t, why in sorted(rep.refused_topics.items())],
             "index_names_fallback": [{"file": n, "store_timestamp": t} for n, t in rep.fallback_index_names],
         }
     )
     return s
+
+
+def _built(rep: DispatchReport, opts: RebuildOptions) -> dict[str, Any]:
+    """The counts of what was built: null for the kind (queues, index) not built."""
+    cq, index = opts.build_cq, opts.build_index
+    return {
+        "consume_queues": rep.queues if cq else None,
+        "consume_queue_units": rep.units if cq else None,
+        "consume_queue_files": rep.cq_files if cq else None,
+        "index_files": rep.index_files if index else None,
+        "index_keys": rep.index_keys if index else None,
+    }
+
+
+def _dispatch_end(rep: DispatchReport) -> dict[str, Any] | None:
+    """Where dispatch stopped and why (None: it did not run)."""
+    if not rep.stop:
+        return None
+    return {"offset": rep.stop.offset, "file": rep.stop.file, "reason": rep.stop.reason, "clean": rep.stop.clean}
 
 
 def refuse_index_disabled(cfg: StoreConfig, only: str | None) -> None:

@@ -103,9 +103,6 @@ def data_in_range(cl: Any, start: int | None, stop: int | None) -> int:
 def narrowed(cl: Any, rng: Any, walk_one, n: Narrowing, limit: int | None) -> Iterator[tuple]:
     """The walk's (record, take) pairs (``store.log_range.walk`` shape), narrowed by ``n``;
     ``walk_one(range)`` walks one window without a limit, ``limit`` caps the records kept."""
-    import numpy as np
-
-    from rmqstore_cli.store.commitlog import Blank
     from rmqstore_cli.store.log_range import Range
 
     wins = windows(cl, rng.start, rng.stop, n.max_bytes)
@@ -115,29 +112,55 @@ def narrowed(cl: Any, rng: Any, walk_one, n: Narrowing, limit: int | None) -> It
     for a, b in wins:
         n.read_bytes += max(0, min(b, data_end) - a)
         end = b if n.max_bytes is not None else None
-        for rec, take in walk_one(Range(a, rng.stop if end is None else end)):
-            if limit is not None and n.kept >= limit:
-                return
-            if isinstance(rec, Blank):
-                if end is None or rec.physical_offset + rec.total_size <= end:
-                    yield rec, None
-                continue
-            if take is None:  # one record
-                if end is not None and rec.physical_offset + rec.total_size > end:
-                    continue
-                keep = n.every is None or n.passed % n.every == 0
-                n.passed += 1
-                if keep:
-                    n.kept += 1
-                    yield rec, None
-                continue
-            if end is not None:
-                take = take[(rec.offsets[take] + rec.rb.total[take]) <= end]
-            idx = n.passed + np.arange(take.size)
-            n.passed += int(take.size)
-            if n.every is not None:
-                take = take[idx % n.every == 0]
-            if limit is not None:
-                take = take[: limit - n.kept]
-            n.kept += int(take.size)
-            yield rec, take
+        if (yield from _narrow_window(walk_one(Range(a, rng.stop if end is None else end)), n, end, limit)):
+            return
+
+
+def _narrow_window(walked: Iterator[tuple], n: Narrowing, end: int | None, limit: int | None) -> Iterator[tuple]:
+    """One window's (record, take) pairs: records that end past the window's ``end`` are the
+    next window's, every ``n.every``-th record is kept; returns True once ``limit`` is reached."""
+    from rmqstore_cli.store.commitlog import Blank
+
+    for rec, take in walked:
+        if limit is not None and n.kept >= limit:
+            return True
+        if isinstance(rec, Blank):
+            if _ends_by(rec.physical_offset + rec.total_size, end):
+                yield rec, None
+        elif take is None:  # one record
+            if _ends_by(rec.physical_offset + rec.total_size, end) and _keep_one(n):
+                yield rec, None
+        else:
+            yield rec, _take_block(n, rec, take, end, limit)
+    return False
+
+
+def _ends_by(record_end: int, end: int | None) -> bool:
+    """A record ending at ``record_end`` lies in a window ending at ``end`` (None: no end)."""
+    return end is None or record_end <= end
+
+
+def _keep_one(n: Narrowing) -> bool:
+    """Count one record passed; whether the sampling keeps it (counted as kept)."""
+    keep = n.every is None or n.passed % n.every == 0
+    n.passed += 1
+    if keep:
+        n.kept += 1
+    return keep
+
+
+def _take_block(n: Narrowing, rec: Any, take: Any, end: int | None, limit: int | None) -> Any:
+    """The rows of a block the sampling keeps, as :func:`_keep_one` keeps single records: rows
+    in the window, every ``n.every``-th of those passed, up to ``limit`` kept."""
+    import numpy as np
+
+    if end is not None:
+        take = take[(rec.offsets[take] + rec.rb.total[take]) <= end]
+    idx = n.passed + np.arange(take.size)
+    n.passed += int(take.size)
+    if n.every is not None:
+        take = take[idx % n.every == 0]
+    if limit is not None:
+        take = take[: limit - n.kept]
+    n.kept += int(take.size)
+    return take

@@ -132,25 +132,42 @@ class TimeReader:
         broker's ``ByteBuffer#getInt/getLong`` throw."""
         if phy < self.min_offset or size < 0:
             return -1
-        f = self.commitlog.queue.find(phy) if phy != 0 else (self.commitlog.files[0] if self.commitlog.files else None)
-        if f is None or not (f.file_from_offset <= phy < f.end_offset):
+        f = self._file_holding(phy)
+        if f is None:
             return -1
         buf = f.buffer()
         pos = phy - f.file_from_offset
-        readable = len(buf)
-        if f is self.commitlog.files[-1]:
-            readable = min(readable, self.end - f.file_from_offset)
-        if pos + size > readable:
+        if pos + size > self._readable(f, buf):
             return -1
-        if size < _SYS_FLAG.offset + _SYS_FLAG.size:
-            raise BrokerWouldThrow(f"unit size {size} at commit-log offset {phy} is too short to read sysFlag")
-        sys_flag = _I32.unpack_from(buf, pos + _SYS_FLAG.offset)[0]
-        at = _STORE_TS_V6 if sys_flag & BORNHOST_V6_FLAG else _STORE_TS_V4
-        if size < at + _STORE_TS.size:
-            raise BrokerWouldThrow(
-                f"unit size {size} at commit-log offset {phy} is too short to read the store timestamp"
-            )
-        return _I64.unpack_from(buf, pos + at)[0]
+        return _store_timestamp_at(buf, pos, size, phy)
+
+    def _file_holding(self, phy: int):
+        """The file whose range holds ``phy`` (offset 0: the first file), or None."""
+        files = self.commitlog.files
+        f = self.commitlog.queue.find(phy) if phy != 0 else (files[0] if files else None)
+        if f is None or not (f.file_from_offset <= phy < f.end_offset):
+            return None
+        return f
+
+    def _readable(self, f, buf) -> int:
+        """How many bytes of ``f`` are readable data: all of it, but for the last file up to
+        the end of the log (its zero tail is not)."""
+        if f is self.commitlog.files[-1]:
+            return min(len(buf), self.end - f.file_from_offset)
+        return len(buf)
+
+
+def _store_timestamp_at(buf, pos: int, size: int, phy: int) -> int:
+    """The long at the store-timestamp position of the record at ``pos`` (its place set by the
+    born host's width in SYSFLAG), whatever the bytes there are; a ``size`` too short for
+    the fields makes the broker's ``ByteBuffer#getInt/getLong`` throw."""
+    if size < _SYS_FLAG.offset + _SYS_FLAG.size:
+        raise BrokerWouldThrow(f"unit size {size} at commit-log offset {phy} is too short to read sysFlag")
+    sys_flag = _I32.unpack_from(buf, pos + _SYS_FLAG.offset)[0]
+    at = _STORE_TS_V6 if sys_flag & BORNHOST_V6_FLAG else _STORE_TS_V4
+    if size < at + _STORE_TS.size:
+        raise BrokerWouldThrow(f"unit size {size} at commit-log offset {phy} is too short to read the store timestamp")
+    return _I64.unpack_from(buf, pos + at)[0]
 
 
 def _unit(cq: ConsumeQueue, offset: int) -> tuple[int, int, int] | None:
@@ -348,16 +365,20 @@ def _search_49(files: list[_CqFile], min_logic: int, reader: TimeReader, when: i
     found = _bisect(mf, low, high, mf.read_position, reader, when, notes)
     if found is None:
         return 0
+    return java_div(mf.file_from + _nearest_49(found, when), CQ_STORE_UNIT_SIZE)
+
+
+def _nearest_49(found: tuple[int, int, int, int, int], when: int) -> int:
+    """4.9.7's pick from the search: the unit stored exactly at ``when``, else the nearer in
+    time of the last probed below and above it (the one side probed when the other is not)."""
     target, left, left_v, right, right_v = found
     if target != -1:
-        offset = target
-    elif left_v == -1:
-        offset = right
-    elif right_v == -1:
-        offset = left
-    else:
-        offset = right if abs(when - left_v) > abs(when - right_v) else left
-    return java_div(mf.file_from + offset, CQ_STORE_UNIT_SIZE)
+        return target
+    if left_v == -1:
+        return right
+    if right_v == -1:
+        return left
+    return right if abs(when - left_v) > abs(when - right_v) else left
 
 
 def _bisect(
@@ -416,17 +437,7 @@ def broker_5(cq: ConsumeQueue, reader: TimeReader, when: int, boundary: str = "l
 def _pick_file_5(files: list[_CqFile], reader: TimeReader, when: int, boundary: str) -> _CqFile | None:
     """``MappedFileQueue#getConsumeQueueMappedFileByTime``: each file's start time (its first
     unit) and, but for the last file, stop time (its last unit), set only when > 0."""
-    starts, stops = [], []
-    for i, f in enumerate(files):
-        s = e = -1
-        if CQ_STORE_UNIT_SIZE <= f.read_position:
-            t = reader.pickup(*_read(f, 0, f.read_position))
-            s = t if t > 0 else -1
-        if i < len(files) - 1 and f.file_size <= f.read_position:
-            t = reader.pickup(*_read(f, f.file_size - CQ_STORE_UNIT_SIZE, f.read_position))
-            e = t if t > 0 else -1
-        starts.append(s)
-        stops.append(e)
+    starts, stops = _file_times_5(files, reader)
     if boundary == "lower":
         for i, f in enumerate(files):
             if i < len(files) - 1 and stops[i] >= when:
@@ -438,45 +449,104 @@ def _pick_file_5(files: list[_CqFile], reader: TimeReader, when: int, boundary: 
     return None
 
 
+def _file_times_5(files: list[_CqFile], reader: TimeReader) -> tuple[list[int], list[int]]:
+    """Each file's start time (its first unit's store time) and stop time (its last unit's, not
+    for the last file); -1 where unset (a time <= 0 is not set)."""
+    starts, stops = [], []
+    for i, f in enumerate(files):
+        s = e = -1
+        if CQ_STORE_UNIT_SIZE <= f.read_position:
+            s = _positive(reader.pickup(*_read(f, 0, f.read_position)))
+        if i < len(files) - 1 and f.file_size <= f.read_position:
+            e = _positive(reader.pickup(*_read(f, f.file_size - CQ_STORE_UNIT_SIZE, f.read_position)))
+        starts.append(s)
+        stops.append(e)
+    return starts, stops
+
+
+def _positive(t: int) -> int:
+    return t if t > 0 else -1
+
+
 def _search_5(
     files: list[_CqFile], min_logic: int, reader: TimeReader, when: int, boundary: str, notes: list[str]
 ) -> int:
-    if not files:
-        notes.append("no consume-queue file: the broker answers 0")
-        return 0
-    mf = _pick_file_5(files, reader, when, boundary)
+    mf = _chosen_file_5(files, reader, when, boundary, notes)
     if mf is None:
-        notes.append("no file starts at or before the time: the broker answers 0")
         return 0
-    notes.append(f"file {mf.file_from:020d} chosen by its units' store times")
     low = min_logic - mf.file_from if min_logic > mf.file_from else 0
-    rng = mf.file_size
-    if mf.wrote_position != 0 and mf.wrote_position != mf.file_size:
-        rng = mf.wrote_position
+    rng = _search_range(mf)
     if rng > mf.read_position:  # selectMappedBuffer(0, range) is null
         notes.append("the chosen file holds no unit: the broker answers 0")
         return 0
     ceiling = rng - CQ_STORE_UNIT_SIZE
-    floor, high = low, ceiling
-    unit = CQ_STORE_UNIT_SIZE
-    t = reader.pickup(*_read(mf, ceiling, rng))
-    if t < when:
-        return (mf.file_from + ceiling + (unit if boundary == "lower" else 0)) // unit
-    t = reader.pickup(*_read(mf, floor, rng))
-    if t > when:
-        return mf.file_from // unit if boundary == "lower" else 0
-    found = _bisect(mf, low, high, rng, reader, when, notes)
+    edge = _beyond_ends_5(mf, reader, when, boundary, low, ceiling, rng)
+    if edge is not None:
+        return edge
+    found = _bisect(mf, low, ceiling, rng, reader, when, notes)
     if found is None:
         return 0
+    return java_div(
+        mf.file_from + _bisect_pick_5(found, mf, reader, when, boundary, low, ceiling, rng), CQ_STORE_UNIT_SIZE
+    )
+
+
+def _chosen_file_5(
+    files: list[_CqFile], reader: TimeReader, when: int, boundary: str, notes: list[str]
+) -> _CqFile | None:
+    """The file the 5.x search reads (:func:`_pick_file_5`), noted; None where the broker answers 0."""
+    if not files:
+        notes.append("no consume-queue file: the broker answers 0")
+        return None
+    mf = _pick_file_5(files, reader, when, boundary)
+    if mf is None:
+        notes.append("no file starts at or before the time: the broker answers 0")
+        return None
+    notes.append(f"file {mf.file_from:020d} chosen by its units' store times")
+    return mf
+
+
+def _search_range(mf: _CqFile) -> int:
+    """The bytes the search reads: the whole file, or up to its wrote position when it is partly written."""
+    if mf.wrote_position != 0 and mf.wrote_position != mf.file_size:
+        return mf.wrote_position
+    return mf.file_size
+
+
+def _beyond_ends_5(
+    mf: _CqFile, reader: TimeReader, when: int, boundary: str, floor: int, ceiling: int, rng: int
+) -> int | None:
+    """The answer when ``when`` lies after the last unit's time or before the first one's (no
+    search then), else None."""
+    unit = CQ_STORE_UNIT_SIZE
+    if reader.pickup(*_read(mf, ceiling, rng)) < when:
+        return (mf.file_from + ceiling + (unit if boundary == "lower" else 0)) // unit
+    if reader.pickup(*_read(mf, floor, rng)) > when:
+        return mf.file_from // unit if boundary == "lower" else 0
+    return None
+
+
+def _bisect_pick_5(
+    found: tuple[int, int, int, int, int],
+    mf: _CqFile,
+    reader: TimeReader,
+    when: int,
+    boundary: str,
+    floor: int,
+    ceiling: int,
+    rng: int,
+) -> int:
+    """5.x's pick from the search: from a unit stored exactly at ``when``, walk to the first
+    (LOWER) or last (UPPER) unit of that same time; else the unit after (LOWER) or before
+    (UPPER) the time."""
     target, left, _, right, _ = found
-    if target != -1:  # walk to the first (LOWER) or last (UPPER) unit of that same time
-        step = -unit if boundary == "lower" else unit
-        offset = target
-        while floor <= offset + step <= ceiling and reader.pickup(*_read(mf, offset + step, rng)) == when:
-            offset += step
-    else:
-        offset = right if boundary == "lower" else left
-    return java_div(mf.file_from + offset, unit)
+    if target == -1:
+        return right if boundary == "lower" else left
+    step = -CQ_STORE_UNIT_SIZE if boundary == "lower" else CQ_STORE_UNIT_SIZE
+    offset = target
+    while floor <= offset + step <= ceiling and reader.pickup(*_read(mf, offset + step, rng)) == when:
+        offset += step
+    return offset
 
 
 def _broker_answer_time(cq: ConsumeQueue, reader: TimeReader, res: SearchResult) -> None:
@@ -504,33 +574,4 @@ def broker_rocksdb(cq, reader: TimeReader, when: int, version: str, boundary: st
     if res.offset == -1:
         res.notes.append("the broker answers -1 (no unit on that side of TIME)")
     _broker_answer_time(cq, reader, res)
-    return res
-
-
-# BatchCQ queues (store/batch_queue.py)
-def batch_search(bq, reader: TimeReader, when: int, method: str, boundary: str = "lower") -> SearchResult:
-    """One BatchCQ queue: offsets are queue offsets of messages (``msgBaseOffset``, an inner
-    batch of ``batchSize`` messages per unit), min and max ``#reviseMinOffsetInQueue`` /
-    ``#reviseMaxOffsetInQueue``. ``method`` ``first``/``scan``: the base offset of the first
-    unit stored at or after ``when`` (max when none); ``broker-5``:
-    ``BatchConsumeQueue#getOffsetInQueueByTime`` clamped to [min, max] as
-    ``ConsumeQueueStore#getOffsetInQueueByTime`` does."""
-    from rmqstore_cli.store.batch_queue import first_at_or_after as first_unit, offset_by_time
-
-    lo, hi = bq.min_offset, bq.max_offset
-    name = f"broker-5-{boundary}" if method == "broker-5" else method
-    res = SearchResult(bq.topic, bq.queue_id, when, name, hi, None, lo, hi, ["BatchCQ queue (batchconsumequeue/)"])
-    if method == "broker-5":
-        raw = offset_by_time(bq, when, upper=boundary == "upper")
-        res.offset = min(max(raw, lo), hi)
-        if res.offset != raw:
-            res.notes.append(f"the search gave {raw}, clamped to [{lo}, {hi}]")
-    else:
-        u = first_unit(bq, when)
-        if u is not None:
-            res.offset = u.msg_base_offset
-    if lo <= res.offset < hi:
-        u = bq.find(res.offset)
-        if u is not None:
-            res.store_timestamp = reader.checked(u.commitlog_offset, u.size)[0]
     return res

@@ -72,18 +72,31 @@ def seek_time(ms, when: int) -> Seek:
     f = cl.queue.find(bound)
     if f is None:
         return Seek(None, reason=f"no commit-log file holds offset {bound}")
+    problem = _skipped_files_problem(cl, f, when)
+    if problem:
+        return Seek(None, reason=problem)
+    return _backed_off(cl, f, when)
+
+
+def _skipped_files_problem(cl, f, when: int) -> str | None:
+    """Why the files before ``f`` cannot all be skipped: one does not start with a valid
+    record, or starts with one stored at or after ``when``; None when they can."""
     for g in cl.files:
         if g is f:
             break
         c = cl.check_at(g.file_from_offset)
         if c is None or c.status is not Status.VALID or c.message is None:
-            return Seek(None, reason=f"commit-log file {g.name} does not start with a valid record")
+            return f"commit-log file {g.name} does not start with a valid record"
         if c.message.store_timestamp >= when:
-            return Seek(
-                None,
-                reason=f"commit-log file {g.name} starts with a record stored at or after the "
-                "time (store times go backwards)",
+            return (
+                f"commit-log file {g.name} starts with a record stored at or after the time (store times go backwards)"
             )
+    return None
+
+
+def _backed_off(cl, f, when: int) -> Seek:
+    """The start at ``f``, moved back a file while the previous one holds a record stored at or
+    after ``when`` (disorder across the file boundary); the first file: no seek."""
     k = cl.files.index(f)
     while k > 0 and _newest(cl, cl.files[k - 1]) >= when:  # disorder across the file boundary: back off
         k -= 1
@@ -131,28 +144,42 @@ def _queue_bounds(cq, reader: search.TimeReader, when: int) -> tuple[int | None,
     res = search.first_at_or_after(cq, reader, when)
     if any("backwards" in n for n in res.notes):  # search.first_at_or_after's clock-step note
         return "store times go backwards"
-    live = res.min_offset
     a = res.offset
     if a is None:
         return "no answer"
     new = old = None
     if a < res.max_offset:
-        new = _time_at(cq, reader, a)
-        if new is None or isinstance(new, str):
-            return new or f"unit {a} is a pre-blank unit"
-        if new[1] < when:
-            return f"unit {a} was stored before the time"
-        new = new[0]
-    if a > live:
-        prev = _time_at(cq, reader, a - 1)
-        if prev is None:  # a pre-blank unit (ConsumeQueue#fillPreBlank): no record, no time
-            return new, None
-        if isinstance(prev, str):
-            return prev
-        if prev[1] >= when:
-            return f"unit {a - 1} was stored at or after the time"
-        old = prev[0]
+        new = _unit_at_or_after(cq, reader, a, when)
+        if isinstance(new, str):
+            return new
+    if a > res.min_offset:
+        old = _unit_before(cq, reader, a - 1, when)
+        if isinstance(old, str):
+            return old
     return new, old
+
+
+def _unit_at_or_after(cq, reader: search.TimeReader, i: int, when: int) -> int | str:
+    """The commit-log offset of unit ``i``, the first the search found at or after ``when``;
+    or why it cannot be trusted (unreadable, a pre-blank unit, stored before the time)."""
+    new = _time_at(cq, reader, i)
+    if new is None or isinstance(new, str):
+        return new or f"unit {i} is a pre-blank unit"
+    if new[1] < when:
+        return f"unit {i} was stored before the time"
+    return new[0]
+
+
+def _unit_before(cq, reader: search.TimeReader, i: int, when: int) -> int | str | None:
+    """The commit-log offset of unit ``i``, the last before the search's answer; None for a
+    pre-blank unit (``ConsumeQueue#fillPreBlank``: no record, no time); or why it cannot be
+    trusted (unreadable, stored at or after the time)."""
+    prev = _time_at(cq, reader, i)
+    if prev is None or isinstance(prev, str):
+        return prev
+    if prev[1] >= when:
+        return f"unit {i} was stored at or after the time"
+    return prev[0]
 
 
 def _time_at(cq, reader: search.TimeReader, i: int) -> tuple[int, int] | str | None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from rmqstore_cli.store import stats as engine
+from rmqstore_cli.store import stats as engine, stats_exact, stats_queues
 
 #: The ways to cut the rows.
 BY = ("topic", "queue", "file")
@@ -51,22 +51,41 @@ def stats_report(
     warnings: list[str] = []
     components = engine.disk_usage(ms.config, warnings)
     by_file = by == "file"
-    if narrowing is not None and narrowing.active:
-        st = engine.from_sampled_walk(ms, topic, by_file, narrowing)
-        if topic is not None and not st.queues:
-            return StatsResult([], {}, components, topic_missing=True)
-        return estimated(ms, st, by, top, components, warnings, narrowing)
-    st = (engine.from_commit_log if exact else engine.from_consume_queues)(ms, topic, by_file)
+    sampled = narrowing is not None and narrowing.active
+    st = _count(ms, topic, exact, by_file, narrowing if sampled else None)
     if topic is not None and not st.queues:
         return StatsResult([], {}, components, topic_missing=True)
+    if sampled:
+        return estimated(ms, st, by, top, components, warnings, narrowing)
     if by_file:
         rows = st.files + (engine.index_file_rows(ms.config) if topic is None else [])
     else:
-        rows = list(st.queues.values()) if by == "queue" else engine.topic_rows(st.queues)
+        rows = queue_rows(st, by)
+    shown, dicts = _shown(st, rows, by_file, top)
+    return StatsResult(dicts, summary(ms, st, by, rows, shown, components, warnings + st.notes), components)
+
+
+def _count(ms: Any, topic: str | None, exact: bool, by_file: bool, narrowing: Any) -> engine.Stats:
+    """The counts by the method asked for: a narrowed walk of the commit log (``narrowing``
+    given), the whole commit log (``exact``), or the consume queues."""
+    if narrowing is not None:
+        return stats_exact.from_sampled_walk(ms, topic, by_file, narrowing)
+    if exact:
+        return stats_exact.from_commit_log(ms, topic, by_file)
+    return stats_queues.from_consume_queues(ms, topic, by_file)
+
+
+def queue_rows(st: engine.Stats, by: str) -> list[engine.Row]:
+    """The rows per queue (``by`` queue) or summed per topic."""
+    return list(st.queues.values()) if by == "queue" else engine.topic_rows(st.queues)
+
+
+def _shown(st: engine.Stats, rows: list[Any], by_file: bool, top: int | None) -> tuple[list[Any], list[dict[str, Any]]]:
+    """The ``top`` biggest rows and their JSON objects (a queue or topic row gives its share of
+    the bytes counted once)."""
     shown = engine.biggest_first(rows, top)
     total_once = engine.once_total(st.queues)
-    dicts = [r.to_dict() if by_file else r.to_dict(total_once) for r in shown]
-    return StatsResult(dicts, summary(ms, st, by, rows, shown, components, warnings + st.notes), components)
+    return shown, [r.to_dict() if by_file else r.to_dict(total_once) for r in shown]
 
 
 def summary(
@@ -108,10 +127,8 @@ def estimated(
     ``sampled_bytes``, ``estimated: true``; the summary's ``sampling`` says what was read.
     File rows (``by`` file) are the records read, unscaled."""
     by_file = by == "file"
-    rows = st.files if by_file else list(st.queues.values()) if by == "queue" else engine.topic_rows(st.queues)
-    shown = engine.biggest_first(rows, top)
-    total_once = engine.once_total(st.queues)
-    dicts = [r.to_dict() if by_file else r.to_dict(total_once) for r in shown]
+    rows = st.files if by_file else queue_rows(st, by)
+    shown, dicts = _shown(st, rows, by_file, top)
     notes = warnings + st.notes + [narrowing.describe()]
     out = summary(ms, st, by, rows, shown, components, notes)
     for d in dicts if not by_file else []:

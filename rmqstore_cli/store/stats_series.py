@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from rmqstore_cli.store.message import Message
+from rmqstore_cli.store.stats_exact import learn_topic_names, topic_mask
 
 #: The interval lengths ``by`` may name, in milliseconds.
 INTERVALS = {"minute": 60_000, "hour": 3_600_000}
@@ -89,11 +90,10 @@ def traffic(store: Any, by: str, topic: str | None = None) -> _Buckets:
                 buckets.add(np.array([rec.store_timestamp], np.int64), np.array([rec.total_size], np.int64))
             continue
         names_b, tid = rec.topics
-        if len(names) < len(names_b):
-            names += [n.decode("utf-8", "replace") for n in names_b[len(names) :]]
+        learn_topic_names(names, names_b)
         ts, sizes = rec.store_timestamp, rec.rb.total
         if topic is not None:
-            keep = tid == (names.index(topic) if topic in names else -1)
+            keep = topic_mask(names, tid, topic)
             ts, sizes = ts[keep], sizes[keep]
         buckets.add(ts, sizes)
     return buckets
@@ -117,11 +117,32 @@ def traffic_report(ms: Any, by: str, topic: str | None = None, limit: int | None
     intervals, whole = buckets.intervals()
     if topic is not None and not intervals:
         return TrafficResult([], {}, topic_missing=True)
-    shown = intervals if limit is None else intervals[-limit:] if limit else []
+    shown = _last(intervals, limit)
     notes = [stop_note(s) for s in ms.commitlog.stops]
     if not whole:
         notes.append(f"the store times span over {MAX_INTERVALS} intervals: only the {by}s holding records are listed")
-    summary = {
+    summary = _summary(ms, by, topic, intervals, shown, buckets, notes)
+    return TrafficResult([i.to_dict(topic) for i in shown], summary, notes=notes)
+
+
+def _last(intervals: list[Interval], limit: int | None) -> list[Interval]:
+    """The last ``limit`` intervals (all when None; ``--limit 0`` shows none)."""
+    if limit is None:
+        return intervals
+    return intervals[-limit:] if limit else []
+
+
+def _summary(
+    ms: Any,
+    by: str,
+    topic: str | None,
+    intervals: list[Interval],
+    shown: list[Interval],
+    buckets: _Buckets,
+    notes: list[str],
+) -> dict[str, Any]:
+    """The totals over every interval (not only those shown) and the walk's notes."""
+    return {
         "store": str(ms.config.root),
         "method": "commitlog",
         "by": by,
@@ -136,7 +157,6 @@ def traffic_report(ms: Any, by: str, topic: str | None = None, limit: int | None
         "last_store_timestamp": buckets.last,
         "notes": notes,
     }
-    return TrafficResult([i.to_dict(topic) for i in shown], summary, notes=notes)
 
 
 def stop_note(stop: Any) -> str:

@@ -66,12 +66,7 @@ def diff(a: MessageStore, b: MessageStore, topic: str | None = None, messages: b
     per message only in one store and per unit that differs in place. A queue whose files
     are the same in both stores is the same queue (when both commit logs start at the same
     offset, which bounds a queue's min offset), and is not read again."""
-    if [d.resolve() for d in a.config.commitlog_dirs] == [d.resolve() for d in b.config.commitlog_dirs]:
-        if a.config.root.resolve() != b.config.root.resolve():
-            raise UsageError(
-                f"both stores read the same commit log {a.config.commitlog_dirs[0]}",
-                hint="⟦broker_conf⟧'s storePathCommitLog lies outside both stores; give a conf without it",
-            )
+    _refuse_shared_commitlog(a, b)
     tally = Tally()
     logs: dict[int, int | None] = {}
     queues: set[tuple[str, str]] = set()
@@ -85,9 +80,7 @@ def diff(a: MessageStore, b: MessageStore, topic: str | None = None, messages: b
             tally.divergence = row["offset"]
             tally.rows += 1
             yield row
-    files_say = a.commitlog.min_offset == b.commitlog.min_offset and ("", "") not in queues
-    files_say = files_say and a.rocksdb_cq is None and b.rocksdb_cq is None
-    only = {(t, int(q)) for t, q in queues if q.isdigit()} if files_say else None
+    only = _queues_differing(a, b, queues)
     for row in queue_diff.queue_rows(a, b, topic, messages, tally.queues, only):
         tally.rows += 1
         yield row
@@ -95,6 +88,26 @@ def diff(a: MessageStore, b: MessageStore, topic: str | None = None, messages: b
         tally.rows += 1
         yield row
     yield tally.summary(a, b)
+
+
+def _refuse_shared_commitlog(a: MessageStore, b: MessageStore) -> None:
+    """Two stores whose config points both at one commit log (``storePathCommitLog`` outside
+    them) would compare that log with itself: a UsageError (the same store twice is fine)."""
+    if [d.resolve() for d in a.config.commitlog_dirs] != [d.resolve() for d in b.config.commitlog_dirs]:
+        return
+    if a.config.root.resolve() != b.config.root.resolve():
+        raise UsageError(
+            f"both stores read the same commit log {a.config.commitlog_dirs[0]}",
+            hint="⟦broker_conf⟧'s storePathCommitLog lies outside both stores; give a conf without it",
+        )
+
+
+def _queues_differing(a: MessageStore, b: MessageStore, queues: set[tuple[str, str]]) -> set[tuple[str, int]] | None:
+    """The queues whose consume-queue files differ, when the files can tell (both commit logs
+    start at the same offset, file consume queues on both sides); else None: every queue is read."""
+    files_say = a.commitlog.min_offset == b.commitlog.min_offset and ("", "") not in queues
+    files_say = files_say and a.rocksdb_cq is None and b.rocksdb_cq is None
+    return {(t, int(q)) for t, q in queues if q.isdigit()} if files_say else None
 
 
 # ---------------------------------------------------------------- files
@@ -165,15 +178,7 @@ def file_rows(
     file that differs: its start offset and its first differing byte (None: in one store only)."""
     fa, fb = store_files(a, topic), store_files(b, topic)
     for rel in sorted(fa.keys() | fb.keys()):
-        pa, pb = fa.get(rel), fb.get(rel)
-        size_a = None if pa is None else regular_size(pa)
-        size_b = None if pb is None else regular_size(pb)
-        first = None
-        if pa is None or pb is None:
-            status = "added" if pa is None else "removed"
-        else:
-            first = first_difference(pa, pb, size_a or 0, size_b or 0)
-            status = "same" if first is None else "changed"
+        status, size_a, size_b, first = _compare_file(fa.get(rel), fb.get(rel))
         tally.files[status] += 1
         if status == "same":
             continue
@@ -188,6 +193,16 @@ def file_rows(
             "size_b": size_b,
             "first_difference": first,
         }
+
+
+def _compare_file(pa: Path | None, pb: Path | None) -> tuple[str, int | None, int | None, int | None]:
+    """(status, size in a, size in b, first differing byte) of one path in either store."""
+    size_a = None if pa is None else regular_size(pa)
+    size_b = None if pb is None else regular_size(pb)
+    if pa is None or pb is None:
+        return ("added" if pa is None else "removed"), size_a, size_b, None
+    first = first_difference(pa, pb, size_a or 0, size_b or 0)
+    return ("same" if first is None else "changed"), size_a, size_b, first
 
 
 def first_difference(pa: Path, pb: Path, size_a: int, size_b: int) -> int | None:
@@ -295,16 +310,20 @@ def record_start(ms: MessageStore, base: int, byte: int) -> int:
         return byte
     buf = f.buffer()
     arr = file_array(buf)
-    target, pos, header = byte - base, 0, cl.header_of(f)
-    while True:
-        w = walk_records(buf, pos, len(buf), WALK_BLOCK, a=arr, header=header)
-        if w.end > target:  # the entry (a DLedger entry: its header, then the record) that spans it
-            entries = w.starts - header
-            spans = entries[entries <= target]
-            return base + (int(spans[-1]) if spans.size else pos) + header
-        if w.stop is not None or not w.starts.size:
-            return base + w.end + header
-        pos = w.end
+    target, pos, header, released = byte - base, 0, cl.header_of(f), 0
+    try:
+        while True:
+            w = walk_records(buf, pos, len(buf), WALK_BLOCK, a=arr, header=header)
+            if w.end > target:  # the entry (a DLedger entry: its header, then the record) that spans it
+                entries = w.starts - header
+                spans = entries[entries <= target]
+                return base + (int(spans[-1]) if spans.size else pos) + header
+            if w.stop is not None or not w.starts.size:
+                return base + w.end + header
+            pos = w.end
+            released = release_pages(buf, released, pos)  # as compare_maps does: RSS stays a block
+    finally:
+        release_pages(buf, released, pos)
 
 
 def record_at(ms: MessageStore, offset: int) -> dict | None:

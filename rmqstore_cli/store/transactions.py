@@ -29,7 +29,8 @@ only transactional records are decoded one by one.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+import sys
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,6 +42,7 @@ from rmqstore_cli.formats.sysflag import (
     TRANSACTION_ROLLBACK_TYPE,
 )
 
+from rmqstore_cli.store.keyed_rows import KeyedRows
 from rmqstore_cli.store.message import (
     PROPERTY_CHECK_TIMES,
     PROPERTY_PGROUP,
@@ -66,7 +68,7 @@ MAX_WARNINGS = 10
 _HALF_TOPIC, _OP_TOPIC = TRANS_HALF_TOPIC.encode(), TRANS_OP_HALF_TOPIC.encode()
 
 
-@dataclass
+@dataclass(slots=True)
 class OpenTx:
     """A transaction seen begun (a half or legacy PREPARED record) and not yet ended."""
 
@@ -195,8 +197,8 @@ class TransactionScan:
             tx = self.open[key] = OpenTx(
                 key,
                 "half",
-                props.get(PROPERTY_PGROUP, ""),
-                props.get(PROPERTY_REAL_TOPIC, ""),
+                sys.intern(props.get(PROPERTY_PGROUP, "")),  # a few names, not one copy per transaction
+                sys.intern(props.get(PROPERTY_REAL_TOPIC, "")),
                 java_int(props.get(PROPERTY_REAL_QID)),
                 uniq,
                 rec.physical_offset,
@@ -279,22 +281,7 @@ class TransactionScan:
 
     def row(self, tx: OpenTx, op_offset: int | None) -> dict[str, Any]:
         r = self.rules
-        reason = None
-        if tx.end == "commit":
-            state = "committed"
-            if tx.kind == "half" and op_offset is None:
-                self.tally.committed_without_op += 1
-        elif tx.end == "rollback" or op_offset is not None:
-            state = "rolled-back"
-        else:
-            state = "pending"
-            if tx.kind == "half":
-                if tx.check_times >= r.check_max:
-                    reason = "check-max"
-                elif r.now_ms - tx.born_timestamp > r.reserved_hours * 3_600_000:
-                    reason = "file-reserved-time"
-                if reason:
-                    state = "discard"
+        state, reason = self._state(tx, op_offset)
         return {
             "producer_group": tx.producer_group,
             "topic": tx.topic,
@@ -314,12 +301,35 @@ class TransactionScan:
             "discard_reason": reason,
         }
 
+    def _state(self, tx: OpenTx, op_offset: int | None) -> tuple[str, str | None]:
+        """The transaction's state and (discarded) why: committed (a half committed with no op
+        record is counted), rolled back (an op record removes it too), else pending, or
+        discarded when the check service would give up on a half."""
+        if tx.end == "commit":
+            if tx.kind == "half" and op_offset is None:
+                self.tally.committed_without_op += 1
+            return "committed", None
+        if tx.end == "rollback" or op_offset is not None:
+            return "rolled-back", None
+        reason = _discard_reason(tx, self.rules) if tx.kind == "half" else None
+        return ("discard" if reason else "pending"), reason
+
+
+def _discard_reason(tx: OpenTx, r: Rules) -> str | None:
+    """Why ``TransactionalMessageServiceImpl#check`` would discard a pending half: checked
+    ``transactionCheckMax`` times already, or older than ``fileReservedTime``; None: it checks on."""
+    if tx.check_times >= r.check_max:
+        return "check-max"
+    if r.now_ms - tx.born_timestamp > r.reserved_hours * 3_600_000:
+        return "file-reserved-time"
+    return None
+
 
 @dataclass
 class Answer:
     """What :func:`answer` found: the rows kept, the groups, the summary and the warnings."""
 
-    rows: list[dict[str, Any]]
+    rows: Sequence[dict[str, Any]]
     groups: list[dict[str, Any]]
     summary: dict[str, Any]
     warnings: list[str]
@@ -337,11 +347,11 @@ def answer(
     and real topic; rows kept in ``states`` (all when None), the first ``limit``."""
     scan = TransactionScan(commitlog, rules)
     counts: dict[tuple[str, str], dict[str, Any]] = {}
-    kept: list[dict[str, Any]] = []
+    kept = KeyedRows()
     totals = dict.fromkeys(STATES, 0)
     matched = 0
     for row in scan.rows():
-        if topic is not None and row["topic"] != topic or group is not None and row["producer_group"] != group:
+        if not _wanted(row, topic, group):
             continue
         count_row(counts, row)
         totals[row["state"]] += 1
@@ -350,11 +360,24 @@ def answer(
             if limit is None or len(kept) < limit:
                 kept.append(row)
     t = scan.tally
-    summary = {
+    summary = _summary(t, rules, totals, matched, len(kept))
+    warnings = list(t.warnings)
+    if t.more_warnings:
+        warnings.append(f"{t.more_warnings} more op records the broker skips in part or whole")
+    return Answer(kept, [counts[k] for k in sorted(counts)], summary, warnings)
+
+
+def _wanted(row: dict[str, Any], topic: str | None, group: str | None) -> bool:
+    """The row passes the ``topic`` and ``group`` filters (None: any)."""
+    return (topic is None or row["topic"] == topic) and (group is None or row["producer_group"] == group)
+
+
+def _summary(t: Tally, rules: Rules, totals: dict[str, int], matched: int, shown: int) -> dict[str, Any]:
+    return {
         "transactions": sum(totals.values()),
         **{k.replace("-", "_"): v for k, v in totals.items()},
         "matched": matched,
-        "shown": len(kept),
+        "shown": shown,
         "committed_without_op": t.committed_without_op,
         "ops_without_half": t.ops_without_half,
         "ends_without_prepare": t.ends_without_prepare,
@@ -363,10 +386,6 @@ def answer(
         "transaction_check_max": rules.check_max,
         "file_reserved_time": rules.reserved_hours,
     }
-    warnings = list(t.warnings)
-    if t.more_warnings:
-        warnings.append(f"{t.more_warnings} more op records the broker skips in part or whole")
-    return Answer(kept, [counts[k] for k in sorted(counts)], summary, warnings)
 
 
 def count_row(counts: dict[tuple[str, str], dict[str, Any]], row: dict[str, Any]) -> None:

@@ -194,11 +194,7 @@ class StoreWriter:
             bq.close()
 
     def append(self, spec: AppendSpec) -> AppendResult:
-        inner = 0
-        if spec.topic in self.batch_topics and spec.sys_flag & INNER_BATCH_FLAG and spec.queue_offset is None:
-            from rmqstore_cli.store.batch_queue import assign_inner_base
-
-            inner = assign_inner_base(spec, self.commitlog.topic_queue_table)
+        inner = self._inner_batch(spec)
         if self.multi is not None:
             self.multi.wrap(spec)
         res = self.commitlog.append(spec)
@@ -209,12 +205,8 @@ class StoreWriter:
             raise StoreError(f"wrote an invalid record: {c.reason}", offset=res.physical_offset)
         if self.multi is not None:
             self.multi.advance(spec, c.message.transaction_type)
-        req = self.dispatcher.dispatch(c.message)
-        if self.compaction is not None:  # CommitLogDispatcherCompaction
-            self.compaction.dispatch(req, res.record, c.message)
+        self._dispatch(res, c.message)
         t = c.message.topic
-        if self.timer is not None and t == TIMER_TOPIC:  # TimerMessageStore#enqueue (store/timer/writer.py)
-            self.timer.enqueue(c.message)
         if t in self.refused_records or unsafe_topic(t) is not None:
             self.refused_records[t] = self.refused_records.get(t, 0) + 1
         else:
@@ -222,6 +214,24 @@ class StoreWriter:
         self.last_store_timestamp = spec.store_timestamp
         self.messages += 1
         return res
+
+    def _inner_batch(self, spec: AppendSpec) -> int:
+        """An inner-batch send to a BatchCQ topic: its base offset assigned
+        (``assign_inner_base``); returns its message count (0: not such a send)."""
+        if spec.topic not in self.batch_topics or not spec.sys_flag & INNER_BATCH_FLAG or spec.queue_offset is not None:
+            return 0
+        from rmqstore_cli.store.batch_queue import assign_inner_base
+
+        return assign_inner_base(spec, self.commitlog.topic_queue_table)
+
+    def _dispatch(self, res: AppendResult, msg) -> None:
+        """The reput of the record just written: queues and index, compaction
+        (``CommitLogDispatcherCompaction``), the timer (``TimerMessageStore#enqueue``)."""
+        req = self.dispatcher.dispatch(msg)
+        if self.compaction is not None:
+            self.compaction.dispatch(req, res.record, msg)
+        if self.timer is not None and msg.topic == TIMER_TOPIC:  # store/timer/writer.py
+            self.timer.enqueue(msg)
 
     def append_linked(self, kind: str, spec: AppendSpec, floor: bool) -> AppendResult:
         """:meth:`append` with the workload's links: a commit or rollback answers the pending
@@ -249,25 +259,28 @@ class StoreWriter:
         for whole in blocks:
             for i in range(0, len(whole), size or len(whole) or 1):
                 block = whole.rows(i, i + size) if size and size < len(whole) else whole
-                got = None
-                if (
-                    size
-                    and self.timer is None
-                    and self.compaction is None
-                    and self.multi is None
-                    and not self.batch_topics
-                ):
-                    got = self.commitlog.append_block(
-                        block, self._pending, self.last_store_timestamp if block.floor_store_ts else None
-                    )
-                if got is None:
-                    for kind, spec in block.specs():
-                        self.append_linked(kind, spec, block.floor_store_ts)
-                    continue
-                runs, self._pending, store_ts = got
-                self._dispatch_runs(runs)
-                self._count(block, store_ts)
+                self._append_block(block, bool(size))
         return self.messages
+
+    def _append_block(self, block, fast: bool) -> None:
+        """One block: written at once when ``fast`` and the store and block allow it, else send by send."""
+        got = None
+        if fast and self._blocks_allowed():
+            got = self.commitlog.append_block(
+                block, self._pending, self.last_store_timestamp if block.floor_store_ts else None
+            )
+        if got is None:
+            for kind, spec in block.specs():
+                self.append_linked(kind, spec, block.floor_store_ts)
+            return
+        runs, self._pending, store_ts = got
+        self._dispatch_runs(runs)
+        self._count(block, store_ts)
+
+    def _blocks_allowed(self) -> bool:
+        """No timer, compaction, multi-dispatch or BatchCQ topic: :meth:`append`'s extra steps
+        the block path does not take."""
+        return self.timer is None and self.compaction is None and self.multi is None and not self.batch_topics
 
     def _dispatch_runs(self, runs: list) -> None:
         """The reput of records just written (``FastDispatcher``, as rebuild-index's)."""

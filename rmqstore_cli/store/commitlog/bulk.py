@@ -227,12 +227,30 @@ def _walk_reference(
     first failure costs at most ``max_n`` steps and is discarded. ``header`` > 0: DLedger
     entries (the twin of ``kernels.walk_entries``), each record ``header`` bytes after its
     entry's start, whose magic and size are checked with the records'."""
+    out, end = _follow_sizes(buf, pos, limit, max_n, header)
+    P = np.array(out, np.int64)
+    if P.size:
+        if a is None:
+            a = file_array(buf)
+        k = _first_bad(a, P, limit, min_total, header)
+        if k is not None:
+            end = int(P[k]) - header
+            return Walk(P[:k], end, stop_kind(buf, end, limit, header))
+    if len(out) == max_n:
+        return Walk(P, end, None)
+    return Walk(P, end, stop_kind(buf, end, limit, header))
+
+
+def _follow_sizes(buf, pos: int, limit: int, max_n: int, header: int) -> tuple[list[int], int]:
+    """Record starts by TOTALSIZE alone from ``pos``, at most ``max_n`` (a zero size jumps to
+    ``limit``), and where the last one ends; two loops, so the plain one does not pay for the
+    entry header."""
     out: list[int] = []
     app = out.append
     unpack = _TOTAL_UNPACK
     end = pos
     try:
-        if header:  # two loops, so the plain one does not pay for the entry header
+        if header:
             for _ in range(max_n):
                 r = end + header
                 app(r)
@@ -243,22 +261,18 @@ def _walk_reference(
                 end += unpack(buf, end)[0] or limit
     except struct.error:  # fewer than 4 bytes left (or a position past the mapping): not a record
         out.pop()
-    P = np.array(out, np.int64)
-    if P.size:
-        if a is None:
-            a = file_array(buf)
-        head = np.ascontiguousarray(byte_rows(a, P, _PREFIX_SIZE)).view(PREFIX_DTYPE).ravel()  # clipped like gather
-        total = head["total_size"].astype(np.int64)
-        magic = head["magic"]
-        ok = ((magic == MAGIC_V1) | (magic == MAGIC_V2)) & (total >= min_total) & (total <= limit - P)
-        if header:
-            from rmqstore_cli.store.commitlog.dledger import entries_ok
+    return out, end
 
-            ok &= entries_ok(a, P, total, header)
-        if not ok.all():
-            k = int(np.argmin(ok))
-            end = int(P[k]) - header
-            return Walk(P[:k], end, stop_kind(buf, end, limit, header))
-    if len(out) == max_n:
-        return Walk(P, end, None)
-    return Walk(P, end, stop_kind(buf, end, limit, header))
+
+def _first_bad(a: np.ndarray, P: np.ndarray, limit: int, min_total: int, header: int) -> int | None:
+    """The first of the starts ``P`` whose MAGICCODE or TOTALSIZE (or DLedger entry) fails,
+    all checked at once; None when every one holds."""
+    head = np.ascontiguousarray(byte_rows(a, P, _PREFIX_SIZE)).view(PREFIX_DTYPE).ravel()  # clipped like gather
+    total = head["total_size"].astype(np.int64)
+    magic = head["magic"]
+    ok = ((magic == MAGIC_V1) | (magic == MAGIC_V2)) & (total >= min_total) & (total <= limit - P)
+    if header:
+        from rmqstore_cli.store.commitlog.dledger import entries_ok
+
+        ok &= entries_ok(a, P, total, header)
+    return None if ok.all() else int(np.argmin(ok))

@@ -17,30 +17,13 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
-from rmqstore_cli.formats.dledger import (
-    BLANK_FORMAT,
-    BLANK_MAGIC,
-    BODY_OFFSET,
-    CHECKPOINT_FILE,
-    COMMITTED_INDEX_KEY,
-    END_INDEX_KEY,
-    ENTRY_HEADER_FORMAT,
-    ENTRY_MAGIC,
-    HEADER_SIZE,
-    INDEX_FILE_SIZE,
-    INDEX_UNIT_FORMAT,
-    INDEX_UNIT_SIZE,
-    MIN_BLANK_LEN,
-    TERM_FILE,
-    TERM_KEY,
-    VOTE_KEY,
-)
+from rmqstore_cli.formats import dledger as dledger_layout
 
 from rmqstore_cli.errors import StoreError
 
-_ENTRY = struct.Struct(ENTRY_HEADER_FORMAT)
-_BLANK = struct.Struct(BLANK_FORMAT)
-_UNIT = struct.Struct(INDEX_UNIT_FORMAT)
+_ENTRY = struct.Struct(dledger_layout.ENTRY_HEADER_FORMAT)
+_BLANK = struct.Struct(dledger_layout.BLANK_FORMAT)
+_UNIT = struct.Struct(dledger_layout.INDEX_UNIT_FORMAT)
 #: small properties files: ``checkpoint`` and ``currterm`` (``IOUtils#string2File``)
 _PROPS_LIMIT = 64 * 1024
 
@@ -85,7 +68,7 @@ def header_of(config, f) -> int:
     """The bytes before each record of file ``f``: ``BODY_OFFSET`` in a DLedger data file, 0 in
     the old ``commitlog/`` of a divided store (``DLedgerCommitLog#getData``)."""
     d = data_dir(config)
-    return BODY_OFFSET if d is not None and f.path.parent == d else 0
+    return dledger_layout.BODY_OFFSET if d is not None and f.path.parent == d else 0
 
 
 def expiry_candidates(config, files: list) -> tuple[list, float, str | None]:
@@ -147,16 +130,16 @@ def entry_problem(e: Entry | None, absolute: int, limit_left: int) -> str:
     the entry inside the file."""
     if e is None:
         return f"{limit_left} bytes left, too few for a DLedger entry header"
-    if e.magic != ENTRY_MAGIC:
+    if e.magic != dledger_layout.ENTRY_MAGIC:
         return f"bad DLedger entry magic {e.magic}"
-    if e.size <= HEADER_SIZE:
-        return f"DLedger entry size {e.size} should be > {HEADER_SIZE}"
+    if e.size <= dledger_layout.HEADER_SIZE:
+        return f"DLedger entry size {e.size} should be > {dledger_layout.HEADER_SIZE}"
     if e.size > limit_left:
         return f"DLedger entry of {e.size} bytes, but the file ends after {limit_left}"
     if e.pos != absolute:
         return f"DLedger entry pos {e.pos} != {absolute}"
-    if e.body_size + BODY_OFFSET != e.size:
-        return f"DLedger entry size {e.size} != bodySize {e.body_size} + {BODY_OFFSET}"
+    if e.body_size + dledger_layout.BODY_OFFSET != e.size:
+        return f"DLedger entry size {e.size} != bodySize {e.body_size} + {dledger_layout.BODY_OFFSET}"
     return ""
 
 
@@ -164,7 +147,7 @@ def entry_stop_kind(buf, pos: int) -> str:
     """The walk's stop at an entry start that is no walkable entry: ``blank`` (magic -1,
     ``MmapFileList#preAppend``), ``zero`` (the zero tail) or ``bad``."""
     magic, size = _BLANK.unpack_from(buf, pos)
-    if magic == BLANK_MAGIC:
+    if magic == dledger_layout.BLANK_MAGIC:
         return "blank"
     return "zero" if magic == 0 and size == 0 else "bad"
 
@@ -185,23 +168,27 @@ def entries_ok(a, starts, total, header: int):
     from rmqstore_cli.store.arrays import byte_rows
 
     ent = np.ascontiguousarray(byte_rows(a, starts - header, PREFIX_DTYPE.itemsize)).view(PREFIX_DTYPE).ravel()
-    return (ent["total_size"].astype(np.int64) == ENTRY_MAGIC) & (ent["magic"].astype(np.int64) == total + header)
+    return (ent["total_size"].astype(np.int64) == dledger_layout.ENTRY_MAGIC) & (
+        ent["magic"].astype(np.int64) == total + header
+    )
 
 
 def encode_entry(record: bytes | bytearray, index: int, term: int, pos: int) -> bytes:
     """``DLedgerEntryCoder#encode`` as ``DLedgerMmapFileStore#appendAsLeader`` leaves it:
     magic 1, the given index, term and pos; channel and both CRCs 0 (the broker sets none)."""
-    return _ENTRY.pack(ENTRY_MAGIC, len(record) + BODY_OFFSET, index, term, pos, 0, 0, 0, len(record)) + bytes(record)
+    return _ENTRY.pack(
+        dledger_layout.ENTRY_MAGIC, len(record) + dledger_layout.BODY_OFFSET, index, term, pos, 0, 0, 0, len(record)
+    ) + bytes(record)
 
 
 def encode_blank(left: int) -> bytes:
     """``MmapFileList#preAppend``'s blank: magic -1, the bytes left in the file."""
-    return _BLANK.pack(BLANK_MAGIC, left)
+    return _BLANK.pack(dledger_layout.BLANK_MAGIC, left)
 
 
 def encode_index_unit(pos: int, size: int, index: int, term: int) -> bytes:
     """``DLedgerEntryCoder#encodeIndex``."""
-    return _UNIT.pack(ENTRY_MAGIC, pos, size, index, term)
+    return _UNIT.pack(dledger_layout.ENTRY_MAGIC, pos, size, index, term)
 
 
 class EntryWriter:
@@ -217,26 +204,26 @@ class EntryWriter:
         self.dir = dledger_dir(config)
         self.roots = config.write_roots
         queue.dirs = [data_dir(config)]  # new data files go to data/, the old commitlog/ stays as it is
-        self.units = MappedFileQueue(self.dir / "index", INDEX_FILE_SIZE, True, roots=self.roots)
+        self.units = MappedFileQueue(self.dir / "index", dledger_layout.INDEX_FILE_SIZE, True, roots=self.roots)
         self.term = current_term(self.dir) or 0
         self.vote = config.dleger_self_id or self.dir.name.partition("-")[2]
         self.next_index = 0
 
     def resume(self, last: Entry | None) -> None:
         """Continue after the log's last entry (``DLedgerMmapFileStore#recover``)."""
-        if last is not None and last.magic == ENTRY_MAGIC:
+        if last is not None and last.magic == dledger_layout.ENTRY_MAGIC:
             self.next_index = last.index + 1
             self.term = max(self.term, last.term)
 
     @staticmethod
     def fits(size: int, left: int) -> bool:
         """``MmapFileList#preAppend``: an entry of ``size`` bytes fits the ``left`` bytes of a file."""
-        return size + MIN_BLANK_LEN <= left
+        return size + dledger_layout.MIN_BLANK_LEN <= left
 
     def frame(self, record: bytes | bytearray, pos: int) -> bytes:
         """The entry of ``record`` at data position ``pos``; its index unit written."""
         data = encode_entry(record, self.next_index, self.term, pos)
-        at = self.next_index * INDEX_UNIT_SIZE
+        at = self.next_index * dledger_layout.INDEX_UNIT_SIZE
         f = self.units.get_last_mapped_file(at)
         f.write(at - f.file_from_offset, encode_index_unit(pos, len(data), self.next_index, self.term))
         self.next_index += 1
@@ -250,9 +237,15 @@ class EntryWriter:
         self.units.close()
         last = self.next_index - 1
         replace_file(
-            self.dir / CHECKPOINT_FILE, f"{COMMITTED_INDEX_KEY}={last}\n{END_INDEX_KEY}={last}\n".encode(), self.roots
+            self.dir / dledger_layout.CHECKPOINT_FILE,
+            f"{dledger_layout.COMMITTED_INDEX_KEY}={last}\n{dledger_layout.END_INDEX_KEY}={last}\n".encode(),
+            self.roots,
         )
-        replace_file(self.dir / TERM_FILE, f"{VOTE_KEY}={self.vote}\n{TERM_KEY}={self.term}\n".encode(), self.roots)
+        replace_file(
+            self.dir / dledger_layout.TERM_FILE,
+            f"{dledger_layout.VOTE_KEY}={self.vote}\n{dledger_layout.TERM_KEY}={self.term}\n".encode(),
+            self.roots,
+        )
 
 
 # ------------------------------------------------------------------ checkpoint, currterm
@@ -278,9 +271,9 @@ def read_properties_file(path: Path) -> dict[str, str] | None:
 
 def committed_index(dl_dir: Path) -> tuple[int | None, int | None]:
     """(endIndex, committedIndex) of ``<dledger dir>/checkpoint`` (``persistCheckPoint``)."""
-    props = read_properties_file(dl_dir / CHECKPOINT_FILE) or {}
+    props = read_properties_file(dl_dir / dledger_layout.CHECKPOINT_FILE) or {}
     out = []
-    for key in (END_INDEX_KEY, COMMITTED_INDEX_KEY):
+    for key in (dledger_layout.END_INDEX_KEY, dledger_layout.COMMITTED_INDEX_KEY):
         try:
             out.append(int(props[key].strip()))
         except (KeyError, ValueError):
@@ -290,8 +283,8 @@ def committed_index(dl_dir: Path) -> tuple[int | None, int | None]:
 
 def current_term(dl_dir: Path) -> int | None:
     """``currTerm`` of ``<dledger dir>/currterm`` (``MemberState#loadTerm``)."""
-    props = read_properties_file(dl_dir / TERM_FILE) or {}
+    props = read_properties_file(dl_dir / dledger_layout.TERM_FILE) or {}
     try:
-        return int(props[TERM_KEY].strip())
+        return int(props[dledger_layout.TERM_KEY].strip())
     except (KeyError, ValueError):
         return None
