@@ -45,7 +45,7 @@ def verify_one(
         if d["check"] in STARTUP_CHECKS:
             relevant.append(d)
     summary = v.summary  # built on each read: predict_start adds broker_start to this one
-    verdict, no_start = predict_start(cfg, opts.broker_version, relevant, summary)
+    verdict, no_start = predict_start(cfg, opts.broker_version, relevant, summary, v.known_ends)
     extra = [f.as_dict() for f in no_start]  # "would not start" is an error (exit 1)
     for d in extra if stream is not None else ():
         stream(d)

@@ -20,7 +20,7 @@ from rmqstore_cli.store.safefs import (
     create_sized,
     map_file,
     open_for_write,
-    open_read_only,
+    open_regular,
     reserve_ahead,
     stat_regular,
 )
@@ -60,6 +60,11 @@ class MappedFile:
     #: The largest length the file was seen with (``check_sizes``, an earlier mapping): a
     #: shorter one now means it shrank while the command read it (mapguard.py).
     seen: int = field(default=0, repr=False)
+    #: Its length when it was last opened (mapped, read or ``check_sizes``); None: not yet.
+    length: int | None = field(default=None, repr=False)
+    #: Listed as a regular file, not a link (its directory entry's type, known without a
+    #: ``stat``): a check for what is not a regular file can pass it by.
+    plain: bool = field(default=False, repr=False)
 
     @property
     def name(self) -> str:
@@ -77,19 +82,47 @@ class MappedFile:
         if self._mm is None:
             if self.writable:
                 fd = open_for_write(self.path, self.roots or [self.path.parent])
-            else:
-                fd = open_read_only(self.path)
-            try:
                 length = os.fstat(fd).st_size
+            else:
+                fd, st = open_regular(self.path)
+                length = st.st_size
+            try:
                 if length < self.seen:  # what was read of it before no longer holds
                     raise mapguard.shrunk(self.path, length)
-                self.seen = length
+                self.seen = self.length = length
                 if length == 0:
                     return b""
                 self._mm = map_file(fd, length, self.path, write=self.writable, fresh=self.writable and self.fresh)
             finally:
                 os.close(fd)
         return self._mm
+
+    def read_prefix(self, limit: int) -> bytes | None:
+        """The data of a preallocated read-only file, read with one ``pread`` instead of mapped:
+        when the file has its configured size and its data is one extent of at most ``limit``
+        bytes from its start, followed by a hole to its end (every byte after the result is
+        zero). A copy cannot SIGBUS and needs no guard, no page table and no mapping kept; a
+        file cut shorter while it is read is a ShrunkError at once (mapguard's ``FileCopy``
+        does the same). None for any other file (full, data after a hole, another length,
+        no ``SEEK_HOLE``): :meth:`buffer` maps it, and says what fails."""
+        if self.writable or self._mm is not None or not hasattr(os, "SEEK_HOLE"):
+            return None
+        fd, st = open_regular(self.path)
+        try:
+            if st.st_size != self.file_size or st.st_size < self.seen:
+                return None
+            hole = os.lseek(fd, 0, os.SEEK_HOLE)
+            if hole > limit or hole >= st.st_size or not _hole_to_end(fd, hole):
+                return None
+            data = os.pread(fd, hole, 0)
+        except OSError:  # whatever the system cannot tell, the mapping reads (and names)
+            return None
+        finally:
+            os.close(fd)
+        if len(data) < hole:
+            raise mapguard.shrunk(self.path, len(data))
+        self.seen = self.length = st.st_size
+        return data
 
     def write(self, pos: int, data: bytes) -> None:
         """``data`` at ``pos`` of a writable file, through its mapping. The range is allocated
@@ -108,6 +141,15 @@ class MappedFile:
             except BufferError:  # a view (a MessageBlock's columns) still uses it: unmapped when that goes
                 pass
             self._mm = None
+
+
+def _hole_to_end(fd: int, hole: int) -> bool:
+    """Whether no data follows offset ``hole`` of ``fd`` (``SEEK_DATA`` finds none: ENXIO)."""
+    try:
+        os.lseek(fd, hole, os.SEEK_DATA)
+    except OSError as e:
+        return e.errno == errno.ENXIO
+    return False
 
 
 class MappedFileQueue:
@@ -139,6 +181,7 @@ class MappedFileQueue:
 
     def load(self) -> None:
         found: dict[int, Path] = {}
+        plain: set[int] = set()
         for d in self.dirs:
             try:
                 entries = sorted(os.scandir(d), key=lambda e: e.name)
@@ -160,8 +203,11 @@ class MappedFileQueue:
                         f"two files start at offset {offset}", path=e.path, hint=f"the other is {found[offset]}"
                     )
                 found[offset] = Path(e.path)
+                if e.is_file(follow_symlinks=False):
+                    plain.add(offset)
         self.files = [
-            MappedFile(p, off, self.file_size, self.writable, roots=self.roots) for off, p in sorted(found.items())
+            MappedFile(p, off, self.file_size, self.writable, roots=self.roots, plain=off in plain)
+            for off, p in sorted(found.items())
         ]
 
     # ------------------------------------------------------------- lookups
@@ -193,7 +239,7 @@ class MappedFileQueue:
             raise StoreError("a directory where a store file belongs; only regular files are read", path=p)
         for f in self.files:
             size = regular_size(f.path)
-            f.seen = max(f.seen, size)
+            f.seen, f.length = max(f.seen, size), size
             if size != self.file_size and not allow_odd:
                 raise FileSizeError(
                     f"file has {size} bytes, expected {self.file_size}",

@@ -127,6 +127,12 @@ def open_read_only(path, flags: int = 0) -> int:
     ``O_NONBLOCK`` keeps a FIFO from hanging the open; the file is then refused unless it
     is a regular file. ``O_NOATIME`` (Linux, the files' owner) keeps even access times
     unchanged; where it is not allowed (EPERM) the file is opened plainly."""
+    return open_regular(path, flags)[0]
+
+
+def open_regular(path, flags: int = 0) -> tuple[int, os.stat_result]:
+    """:func:`open_read_only` and the ``fstat`` that found the file regular (its size, its
+    blocks), for a reader that needs them: one ``fstat`` a file, not two."""
     base = os.O_RDONLY | O_NONBLOCK | O_CLOEXEC | flags
     try:
         if O_NOATIME:
@@ -138,8 +144,7 @@ def open_read_only(path, flags: int = 0) -> int:
             fd = os.open(path, base)
     except OSError as e:
         raise os_error(e, path, "open for reading") from None
-    _check_regular(fd, path)
-    return fd
+    return fd, _check_regular(fd, path)
 
 
 def map_file(fd: int, length: int, path, write: bool = False, fresh: bool = False):
