@@ -254,6 +254,9 @@ class ConsumeQueue:
         queue's end (``ConsumeQueue#getIndexBuffer`` in bulk). The units are copied and their
         mapped pages released: a scan that reads each unit once keeps none of them."""
         n = logical.size
+        one = self._one_file(logical)
+        if one is not None:
+            return self._gather(one, logical - one)
         found = np.zeros(n, bool)
         off, size, tags = np.zeros(n, np.int64), np.zeros(n, np.int64), np.zeros(n, np.int64)
         inr = (logical >= self.min_file_offset) & (logical < self.max_offset)
@@ -271,6 +274,17 @@ class ConsumeQueue:
                 found[sel], off[sel], size[sel], tags[sel] = self._gather(b, logical[sel] - b)
         return found, off, size, tags
 
+    def _one_file(self, logical: np.ndarray) -> int | None:
+        """The first unit of the one file that holds every unit of ``logical``, all below the
+        queue's end (the usual call: a few units of one queue); None: any other case."""
+        if not logical.size:
+            return None
+        lo, hi = int(logical.min()), int(logical.max())
+        b = self.file_base(lo)
+        if lo < self.min_file_offset or hi >= self.max_offset or hi >= b + self._units_per_file:
+            return None
+        return b if b in self._by_base else None
+
     def _gather(self, b: int, at: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(found, offset, size, tagsCode) of units ``at`` of the file whose first unit is ``b``:
         from its copy (zero after the copied units) or its mapping, whose pages are then released."""
@@ -283,6 +297,9 @@ class ConsumeQueue:
             )
             return np.ones(at.size, bool), u["commitlog_offset"], u["size"], u["tags_code"]
         held = at < copy.size
+        if held.all():
+            u = copy[at]
+            return at < self._units_per_file, u["commitlog_offset"], u["size"].astype(np.int64), u["tags_code"]
         u = copy[np.where(held, at, 0)] if copy.size else np.zeros(at.size, UNIT_DTYPE)
         zero = np.int64(0)
         return (

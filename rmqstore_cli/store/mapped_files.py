@@ -280,16 +280,63 @@ class MappedFileQueue:
 
 
 def queue_dirs(consumequeue_dir: Path) -> Iterator[tuple[str, int, Path]]:
-    """Every ``<topic>/<queueId>`` directory on disk, sorted; non-numeric queue ids skipped."""
+    """Every ``<topic>/<queueId>`` directory on disk, sorted (topics by name, a topic's queues
+    by id, in listing order where two names are one id); non-numeric queue ids skipped."""
+    for topic, qid, path in queue_dir_paths(consumequeue_dir):
+        yield topic, qid, Path(path)
+
+
+def queue_dir_paths(consumequeue_dir: Path | str) -> Iterator[tuple[str, int, str]]:
+    """:func:`queue_dirs` with each directory as a string: no ``Path`` a queue for a caller
+    that only names or looks up most of them (20 000 queues: 20 000 ``Path`` objects)."""
+    for t in subdir_entries(consumequeue_dir):
+        queues = [q for q in entries(t.path) if q.name.isdigit() and q.name.isascii() and is_dir_entry(q)]
+        queues.sort(key=lambda q: int(q.name))
+        for q in queues:
+            yield t.name, int(q.name), q.path
+
+
+def entries(path: Path | str) -> list[os.DirEntry]:
+    """The entries of directory ``path`` in listing order (none when it is missing or not a
+    directory): ``Path.iterdir`` without a ``Path`` an entry, their types without a ``stat``."""
     try:
-        topics = sorted(p for p in consumequeue_dir.iterdir() if p.is_dir())
+        with os.scandir(path) as it:
+            return list(it)
     except (FileNotFoundError, NotADirectoryError):
-        return
-    for t in topics:
-        for q in sorted(
-            (p for p in t.iterdir() if p.is_dir() and p.name.isdigit() and p.name.isascii()), key=lambda p: int(p.name)
-        ):
-            yield t.name, int(q.name), q
+        return []
+
+
+def subdir_entries(path: Path | str) -> list[os.DirEntry]:
+    """The directories in ``path`` (links followed) by name: what ``sorted(p for p in
+    path.iterdir() if p.is_dir())`` finds, a ``stat`` only for a link."""
+    found = [e for e in entries(path) if is_dir_entry(e)]
+    found.sort(key=lambda e: e.name)
+    return found
+
+
+def is_dir_entry(e: os.DirEntry) -> bool:
+    """``Path.is_dir`` of a listed entry: False where it (or what it links to) is gone, a loop
+    or not a directory; any other error raised."""
+    try:
+        return e.is_dir()
+    except OSError as err:
+        if err.errno in IGNORED_ERRNOS:
+            return False
+        raise
+
+
+def is_file_entry(e: os.DirEntry) -> bool:
+    """``Path.is_file`` of a listed entry, as :func:`is_dir_entry`."""
+    try:
+        return e.is_file()
+    except OSError as err:
+        if err.errno in IGNORED_ERRNOS:
+            return False
+        raise
+
+
+#: What ``Path.is_dir``/``is_file`` take for "no" (pathlib's ``_IGNORED_ERRNOS``).
+IGNORED_ERRNOS = (errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP)
 
 
 def fsync_dir(path: Path) -> None:

@@ -7,14 +7,14 @@ A reader that opened the queues already (verify) hands over what it found
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 from rmqstore_cli.formats.consume_queue import CQ_STORE_UNIT_SIZE
 
 from rmqstore_cli.errors import StoreError
 from rmqstore_cli.store.consume_queue import ConsumeQueue
-from rmqstore_cli.store.mapped_files import queue_dirs
+from rmqstore_cli.store.mapped_files import queue_dir_paths
 
 
 @dataclass(slots=True)
@@ -37,16 +37,21 @@ class KnownEnd:
     max_phy: int
     file_size: int
 
+    def copy(self) -> QueueEnd:
+        """Its :class:`QueueEnd` anew (the prediction marks the ones it reads)."""
+        e = self.end
+        return QueueEnd(e.topic, e.queue_id, e.last_file_from, e.recovered_end, e.redispatched)
+
 
 def recovered_end(cq: ConsumeQueue) -> tuple[QueueEnd, int]:
     """``cq`` as ``ConsumeQueue#recover`` leaves it, and the end (offset + size) of its last
     valid unit (``ConsumeQueue#getMaxPhysicOffset``; -1 when it has none, or when that unit
     lies beyond its file: a file of another size than the one given, which verify names)."""
     end = cq.max_offset
-    last = next(cq.units(end - 1, end), None) if end > cq.min_file_offset else None
+    last = next(cq.unit_arrays(end - 1, end), None) if end > cq.min_file_offset else None
     kept = cq.file_path(end) is not None and end % cq.units_per_file == 0
     last_from = end * CQ_STORE_UNIT_SIZE if kept else -1
-    phy = -1 if last is None else last.commitlog_offset + last.size
+    phy = -1 if last is None else int(last[0][0]["commitlog_offset"]) + int(last[0][0]["size"])
     return QueueEnd(cq.topic, cq.queue_id, last_from, end * CQ_STORE_UNIT_SIZE), phy
 
 
@@ -58,9 +63,9 @@ def queue_ends(config, known: dict[str, KnownEnd] | None = None) -> tuple[list[Q
     with the configured file size; the others are opened here."""
     size = config.mapped_file_size_consume_queue
     ends, max_phy = [], -1
-    for topic, qid, d in queue_dirs(config.consumequeue_dir):
-        k = (known or {}).get(str(d))
-        got = (replace(k.end), k.max_phy) if k is not None and k.file_size == size else _read_end(config, topic, qid, d)
+    for topic, qid, d in queue_dir_paths(config.consumequeue_dir):
+        k = (known or {}).get(d)
+        got = (k.copy(), k.max_phy) if k is not None and k.file_size == size else _read_end(config, topic, qid, Path(d))
         if got is not None:
             ends.append(got[0])
             max_phy = max(max_phy, got[1])

@@ -8,7 +8,6 @@ finish reports the rest and the messages that have no unit, in runs.
 
 from __future__ import annotations
 
-import errno
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -20,6 +19,7 @@ from rmqstore_cli.formats.consume_queue import CQ_STORE_UNIT_SIZE, PRE_BLANK_SIZ
 from rmqstore_cli.store.arrays import stable_argsort
 from rmqstore_cli.store.commitlog import Status
 from rmqstore_cli.store.consume_queue import ConsumeQueue
+from rmqstore_cli.store.mapped_files import subdir_entries
 from rmqstore_cli.store.startup_queues import KnownEnd, known_end
 from rmqstore_cli.store.unit_check import EXT_ADDR_MAX
 from rmqstore_cli.store.verify import limits
@@ -80,8 +80,8 @@ class QueueChecks:
         )
         if self.open_rocksdb_queues():  # verify/rocksdb.py: the queues are a RocksDB database
             return
-        for t in _subdirs(cfg.consumequeue_dir):
-            for q in _subdirs(t.path):
+        for t in subdir_entries(cfg.consumequeue_dir):
+            for q in subdir_entries(t.path):
                 if not (q.name.isascii() and q.name.isdigit()):
                     self._add(
                         "cq.file-name",
@@ -533,27 +533,3 @@ def _tail_at(cq: ConsumeQueue, base: int, path: Path, start: int) -> int | None:
         return first_nonzero(path, cq.file_units(base).view(np.uint8), start)
     nz = np.flatnonzero(copy.view(np.uint8)[start:])
     return start + int(nz[0]) if nz.size else None
-
-
-def _subdirs(path: Path | str) -> list[os.DirEntry]:
-    """The directories in ``path`` (links followed) by name, as ``Path.iterdir`` and
-    ``Path.is_dir`` would find them but from the directory entries' types (a ``stat`` only
-    for a link); none when ``path`` is missing or not a directory."""
-    try:
-        with os.scandir(path) as it:
-            found = [e for e in it if _is_dir(e)]
-    except (FileNotFoundError, NotADirectoryError):
-        return []
-    found.sort(key=lambda e: e.name)
-    return found
-
-
-def _is_dir(e: os.DirEntry) -> bool:
-    """``Path.is_dir``: False where the entry (or what it links to) is gone, a loop or not a
-    directory; any other error raised."""
-    try:
-        return e.is_dir()
-    except OSError as err:
-        if err.errno in (errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP):
-            return False
-        raise
