@@ -74,6 +74,18 @@ class ConsumeQueue:
         self.dir = directory if directory is not None else root / topic / str(queue_id)
         self.file_size = file_size
         self.queue = queue if queue is not None else MappedFileQueue(self.dir, file_size)
+        #: Whether a file or a directory named like one was left out (``skip``).
+        self.skipped = self._skip(skip)
+        self._units_per_file = file_size // CQ_STORE_UNIT_SIZE
+        self._end: int | None = None
+        self._by_base = {f.file_from_offset // CQ_STORE_UNIT_SIZE: f for f in self.queue.files}
+        #: By first unit, the units of each file read instead of mapped (:meth:`copied_units`),
+        #: up to the last non-zero one (every unit after them is zero); None: the file is mapped.
+        self._copies: dict[int, np.ndarray | None] = {}
+
+    def _skip(self, skip: Callable[[Path], bool] | None) -> bool:
+        """Leave out what ``skip`` answers True for (see ``__init__``); a directory named like a
+        file is refused without it. Whether anything was left out."""
         for p in self.queue.not_regular:  # a directory named like a file: refused, not skipped
             if skip is None:
                 raise StoreError("a directory where a store file belongs; only regular files are read", path=p)
@@ -81,14 +93,7 @@ class ConsumeQueue:
         listed = len(self.queue.files)
         if skip is not None:
             self.queue.files = [f for f in self.queue.files if f.plain or not skip(f.path)]
-        #: Whether a file or a directory named like one was left out (``skip``).
-        self.skipped = bool(self.queue.not_regular) or len(self.queue.files) < listed
-        self._units_per_file = file_size // CQ_STORE_UNIT_SIZE
-        self._end: int | None = None
-        self._by_base = {f.file_from_offset // CQ_STORE_UNIT_SIZE: f for f in self.queue.files}
-        #: By first unit, the units of each file read instead of mapped (:meth:`copied_units`),
-        #: up to the last non-zero one (every unit after them is zero); None: the file is mapped.
-        self._copies: dict[int, np.ndarray | None] = {}
+        return bool(self.queue.not_regular) or len(self.queue.files) < listed
 
     def file_names(self) -> list[str]:
         """The names of the queue's files (a RocksDB queue names its database instead)."""

@@ -109,10 +109,8 @@ class MappedFile:
             return None
         fd, st = open_regular(self.path)
         try:
-            if st.st_size != self.file_size or st.st_size < self.seen:
-                return None
-            hole = os.lseek(fd, 0, os.SEEK_HOLE)
-            if hole > limit or hole >= st.st_size or not _hole_to_end(fd, hole):
+            hole = self._prefix_end(fd, st.st_size, limit)
+            if hole is None:
                 return None
             data = os.pread(fd, hole, 0)
         except OSError:  # whatever the system cannot tell, the mapping reads (and names)
@@ -123,6 +121,17 @@ class MappedFile:
             raise mapguard.shrunk(self.path, len(data))
         self.seen = self.length = st.st_size
         return data
+
+    def _prefix_end(self, fd: int, length: int, limit: int) -> int | None:
+        """Where the data of :meth:`read_prefix`'s file ends (its one hole starts), or None
+        when it is not such a file (another length than its size, shorter than seen before:
+        :meth:`buffer` says it shrank)."""
+        if length != self.file_size or length < self.seen:
+            return None
+        hole = os.lseek(fd, 0, os.SEEK_HOLE)
+        if hole > limit or hole >= length or not _hole_to_end(fd, hole):
+            return None
+        return hole
 
     def write(self, pos: int, data: bytes) -> None:
         """``data`` at ``pos`` of a writable file, through its mapping. The range is allocated
@@ -188,16 +197,9 @@ class MappedFileQueue:
             except (FileNotFoundError, NotADirectoryError):
                 continue
             for e in entries:
-                if e.name.startswith("."):
+                offset = self._offset_of(e)
+                if offset is None:
                     continue
-                if e.is_dir(follow_symlinks=False):
-                    if e.name.isdigit() and e.name.isascii():
-                        self.not_regular.append(Path(e.path))
-                    continue
-                if not (e.name.isdigit() and e.name.isascii()) or int(e.name) > MAX_FILE_OFFSET:
-                    self.strays.append(Path(e.path))  # Long.parseLong refuses it: the broker cannot load it
-                    continue
-                offset = int(e.name)
                 if offset in found:
                     raise StoreError(
                         f"two files start at offset {offset}", path=e.path, hint=f"the other is {found[offset]}"
@@ -209,6 +211,22 @@ class MappedFileQueue:
             MappedFile(p, off, self.file_size, self.writable, roots=self.roots, plain=off in plain)
             for off, p in sorted(found.items())
         ]
+
+    def _offset_of(self, e: os.DirEntry) -> int | None:
+        """The start offset a listed entry names, or None: hidden, a directory (one named
+        like a file is kept in :attr:`not_regular`) or a name ``Long.parseLong`` refuses
+        (kept in :attr:`strays`: the broker cannot load it)."""
+        if e.name.startswith("."):
+            return None
+        digits = e.name.isdigit() and e.name.isascii()
+        if e.is_dir(follow_symlinks=False):
+            if digits:
+                self.not_regular.append(Path(e.path))
+            return None
+        if not digits or int(e.name) > MAX_FILE_OFFSET:
+            self.strays.append(Path(e.path))
+            return None
+        return int(e.name)
 
     # ------------------------------------------------------------- lookups
     @property
