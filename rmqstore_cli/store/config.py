@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from rmqstore_cli.errors import FileSizeError, StoreError, UsageError, setting
+from rmqstore_cli.store.mapped_files import entries, is_file_entry, subdir_entries
 
 DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 _TIME_UNITS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
@@ -439,21 +440,12 @@ def _java_parse_int(raw: str) -> int:
 
 def subdirs(p: Path) -> list[Path]:
     """The directories in ``p``, sorted (none if ``p`` is not a directory)."""
-    try:
-        return sorted(x for x in p.iterdir() if x.is_dir())
-    except (FileNotFoundError, NotADirectoryError):
-        return []
+    return [Path(e.path) for e in subdir_entries(p)]
 
 
 def data_files(dirs) -> list[Path]:
     """The files of ``dirs`` named by digits: what a store's sizes are inferred from."""
-    out = []
-    for d in dirs:
-        try:
-            out.extend(x for x in Path(d).iterdir() if x.is_file() and x.name.isdigit())
-        except (FileNotFoundError, NotADirectoryError):
-            continue
-    return out
+    return [Path(e.path) for d in dirs for e in entries(d) if e.name.isdigit() and is_file_entry(e)]
 
 
 #: A broker.conf is a few KB; a larger one is not a broker's (and ``/dev/zero`` is refused).

@@ -24,7 +24,7 @@ from rmqstore_cli.formats.derive import numpy_dtype
 
 from rmqstore_cli.errors import StoreError
 from rmqstore_cli.store import safefs
-from rmqstore_cli.store.mapped_files import MappedFileQueue, offset2file_name, release_pages
+from rmqstore_cli.store.mapped_files import MappedFile, MappedFileQueue, offset2file_name, release_pages
 
 UNIT_DTYPE = numpy_dtype(ConsumeQueueUnit)
 _UNIT = struct.Struct(UNIT_FORMAT)
@@ -65,22 +65,35 @@ class ConsumeQueue:
     ):
         """``directory``: the queue's directory when its name is not ``str(queue_id)``.
         ``skip``: a file it answers True for is left out (a gap follows), and directories
-        named like a file are handed to it instead of refused (``verify`` reports both).
+        named like a file are handed to it instead of refused (``verify`` reports both); a
+        file listed as a regular file is not asked about. :attr:`skipped` says whether it
+        left anything out.
         ``queue``: the files, when they are not a directory's listing (:meth:`of_file`)."""
         self.topic = topic
         self.queue_id = queue_id
         self.dir = directory if directory is not None else root / topic / str(queue_id)
         self.file_size = file_size
         self.queue = queue if queue is not None else MappedFileQueue(self.dir, file_size)
+        #: Whether a file or a directory named like one was left out (``skip``).
+        self.skipped = self._skip(skip)
+        self._units_per_file = file_size // CQ_STORE_UNIT_SIZE
+        self._end: int | None = None
+        self._by_base = {f.file_from_offset // CQ_STORE_UNIT_SIZE: f for f in self.queue.files}
+        #: By first unit, the units of each file read instead of mapped (:meth:`copied_units`),
+        #: up to the last non-zero one (every unit after them is zero); None: the file is mapped.
+        self._copies: dict[int, np.ndarray | None] = {}
+
+    def _skip(self, skip: Callable[[Path], bool] | None) -> bool:
+        """Leave out what ``skip`` answers True for (see ``__init__``); a directory named like a
+        file is refused without it. Whether anything was left out."""
         for p in self.queue.not_regular:  # a directory named like a file: refused, not skipped
             if skip is None:
                 raise StoreError("a directory where a store file belongs; only regular files are read", path=p)
             skip(p)
+        listed = len(self.queue.files)
         if skip is not None:
-            self.queue.files = [f for f in self.queue.files if not skip(f.path)]
-        self._units_per_file = file_size // CQ_STORE_UNIT_SIZE
-        self._end: int | None = None
-        self._by_base = {f.file_from_offset // CQ_STORE_UNIT_SIZE: f for f in self.queue.files}
+            self.queue.files = [f for f in self.queue.files if f.plain or not skip(f.path)]
+        return bool(self.queue.not_regular) or len(self.queue.files) < listed
 
     def file_names(self) -> list[str]:
         """The names of the queue's files (a RocksDB queue names its database instead)."""
@@ -117,17 +130,28 @@ class ConsumeQueue:
         end = self.min_file_offset
         for f in files[max(0, len(files) - 3) :]:
             base = f.file_from_offset // CQ_STORE_UNIT_SIZE
-            units = self.file_units(base)
-            extent = safefs.data_extent(f.path)
-            if extent is not None and extent < units.size * CQ_STORE_UNIT_SIZE:
-                units = units[: extent // CQ_STORE_UNIT_SIZE + 1]  # a hole follows: zero units
+            units = self._units_to_hole(f, base)
             bad = self._first_invalid(f, units)
+            if bad is None and self._copies.get(base) is not None and units.size < self._units_per_file:
+                bad = units.size  # a copy ends before the file: a zero unit, invalid, follows
             if bad is not None:
                 return base + bad
             end = base + len(units)
             if len(units) < self._units_per_file:
                 return end
         return end
+
+    def _units_to_hole(self, f: MappedFile, base: int) -> np.ndarray:
+        """The file's units up to its first hole (the unit the hole starts in included): a
+        copy's units, or its mapping's cut at ``safefs.data_extent``."""
+        copy = self.copied_units(base)
+        if copy is not None:
+            return copy
+        units = self.file_units(base)
+        extent = safefs.data_extent(f.path)
+        if extent is not None and extent < units.size * CQ_STORE_UNIT_SIZE:
+            units = units[: extent // CQ_STORE_UNIT_SIZE + 1]  # a hole follows: zero units
+        return units
 
     def _first_invalid(self, f, units: np.ndarray) -> int | None:
         """Index of the first unit with offset < 0 or size <= 0, read ``UNIT_CHUNK`` units at
@@ -136,7 +160,8 @@ class ConsumeQueue:
         for a in range(0, units.size, UNIT_CHUNK):
             u = units[a : a + UNIT_CHUNK]
             bad = np.flatnonzero((u["commitlog_offset"] < 0) | (u["size"] <= 0))
-            release_pages(f.buffer(), a * CQ_STORE_UNIT_SIZE, (a + u.size) * CQ_STORE_UNIT_SIZE)
+            if self._copies.get(f.file_from_offset // CQ_STORE_UNIT_SIZE) is None:
+                release_pages(f.buffer(), a * CQ_STORE_UNIT_SIZE, (a + u.size) * CQ_STORE_UNIT_SIZE)
             if bad.size:
                 return a + int(bad[0])
         return None
@@ -165,16 +190,19 @@ class ConsumeQueue:
                 yield Unit(first + j, off, size, tags, name)
 
     def unit_arrays(self, start: int, stop: int) -> Iterator[tuple[np.ndarray, int, str]]:
-        """Numpy slices of units in ``[start, stop)``, one per file, with the first offset."""
+        """Numpy slices of units in ``[start, stop)``, one per file, with the first offset
+        (from a file's copy when it was read, :meth:`copied_units`, else its mapping)."""
         per = self._units_per_file
         for i, f in enumerate(self.queue.files):
             base = f.file_from_offset // CQ_STORE_UNIT_SIZE
             if base + per <= start or base >= stop:
                 continue
-            units = self._file_units(i)
-            lo, hi = max(start, base) - base, min(stop, base + len(units)) - base
+            copy = self._copies.get(base)
+            units = self._file_units(i) if copy is None else copy
+            count = len(units) if copy is None else per  # a copy: a file of the configured size
+            lo, hi = max(start, base) - base, min(stop, base + count) - base
             if hi > lo:
-                yield units[lo:hi], base + lo, f.name
+                yield _zero_padded(units, lo, hi), base + lo, f.name
 
     # ---------------------------------------------------------------- bulk reads (verify)
     @property
@@ -192,9 +220,25 @@ class ConsumeQueue:
         return np.frombuffer(buf, UNIT_DTYPE, count=n) if n else np.zeros(0, UNIT_DTYPE)
 
     def map_files(self) -> None:
-        """Map every file now: one that cannot be read is an error at open, not mid-scan."""
+        """Read or map every file now: one that cannot be read is an error at open, not mid-scan."""
         for f in self.queue.files:
-            f.buffer()
+            base = f.file_from_offset // CQ_STORE_UNIT_SIZE
+            if self.copied_units(base) is None:
+                f.buffer()
+
+    def copied_units(self, base: int) -> np.ndarray | None:
+        """The units of the file whose first unit is ``base`` when it is read, not mapped: a
+        preallocated file whose data is a prefix of at most ``READ_LIMIT`` bytes (most
+        queues' last file; ``MappedFile#read_prefix``), its units kept up to the last
+        non-zero one, every unit after them zero. None: no such file, or it is mapped."""
+        if base in self._copies:
+            return self._copies[base]
+        f = self._by_base.get(base)
+        if f is None:
+            return None
+        data = f.read_prefix(READ_LIMIT)
+        copy = self._copies[base] = None if data is None else trimmed_units(data, self._units_per_file)
+        return copy
 
     def file_path(self, base: int) -> Path | None:
         """The path of the file whose first unit is ``base`` (None: no such file)."""
@@ -215,6 +259,9 @@ class ConsumeQueue:
         queue's end (``ConsumeQueue#getIndexBuffer`` in bulk). The units are copied and their
         mapped pages released: a scan that reads each unit once keeps none of them."""
         n = logical.size
+        one = self._one_file(logical)
+        if one is not None:
+            return self._gather(one, logical - one)
         found = np.zeros(n, bool)
         off, size, tags = np.zeros(n, np.int64), np.zeros(n, np.int64), np.zeros(n, np.int64)
         inr = (logical >= self.min_file_offset) & (logical < self.max_offset)
@@ -225,20 +272,47 @@ class ConsumeQueue:
         sel_f = fidx[inr]
         lo, hi = int(sel_f.min()), int(sel_f.max())
         for b in range(lo, hi + 1, per) if (hi - lo) // per < 64 else np.unique(sel_f).tolist():
-            units = self.file_units(b)
-            if units is None:
+            if b not in self._by_base:
                 continue
             sel = np.flatnonzero(fidx == b)
-            if not sel.size:
-                continue
-            at = logical[sel] - b
+            if sel.size:
+                found[sel], off[sel], size[sel], tags[sel] = self._gather(b, logical[sel] - b)
+        return found, off, size, tags
+
+    def _one_file(self, logical: np.ndarray) -> int | None:
+        """The first unit of the one file that holds every unit of ``logical``, all below the
+        queue's end (the usual call: a few units of one queue); None: any other case."""
+        if not logical.size:
+            return None
+        lo, hi = int(logical.min()), int(logical.max())
+        b = self.file_base(lo)
+        if lo < self.min_file_offset or hi >= self.max_offset or hi >= b + self._units_per_file:
+            return None
+        return b if b in self._by_base else None
+
+    def _gather(self, b: int, at: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(found, offset, size, tagsCode) of units ``at`` of the file whose first unit is ``b``:
+        from its copy (zero after the copied units) or its mapping, whose pages are then released."""
+        copy = self.copied_units(b)
+        if copy is None:
+            units = self.file_units(b)
             u = units[at]
-            found[sel] = True
-            off[sel], size[sel], tags[sel] = u["commitlog_offset"], u["size"], u["tags_code"]
             release_pages(
                 self._by_base[b].buffer(), int(at.min()) * CQ_STORE_UNIT_SIZE, (int(at.max()) + 1) * CQ_STORE_UNIT_SIZE
             )
-        return found, off, size, tags
+            return np.ones(at.size, bool), u["commitlog_offset"], u["size"], u["tags_code"]
+        held = at < copy.size
+        if held.all():
+            u = copy[at]
+            return at < self._units_per_file, u["commitlog_offset"], u["size"].astype(np.int64), u["tags_code"]
+        u = copy[np.where(held, at, 0)] if copy.size else np.zeros(at.size, UNIT_DTYPE)
+        zero = np.int64(0)
+        return (
+            at < self._units_per_file,
+            np.where(held, u["commitlog_offset"], zero),
+            np.where(held, u["size"], zero),
+            np.where(held, u["tags_code"], zero),
+        )
 
     def close(self) -> None:
         self.queue.close()
@@ -246,8 +320,28 @@ class ConsumeQueue:
 
 #: Units the end search reads (and whose mapped pages it releases) at a time.
 UNIT_CHUNK = 1 << 16
+#: The most data a consume-queue file is read (not mapped) with: a copy is kept while the
+#: queue is open, trimmed to its non-zero units, so a queue holds at most this much of it
+#: (a mapping holds a page table and a guard entry, and a page per read not yet released).
+READ_LIMIT = 16 << 10
 #: NAME_MAX of Linux file systems: a longer topic cannot be a directory name.
 NAME_MAX = 255
+
+
+def _zero_padded(units: np.ndarray, lo: int, hi: int) -> np.ndarray:
+    """``units[lo:hi]``, zero units making up what lies past ``units`` (a copy's end)."""
+    part = units[lo:hi]
+    if part.size == hi - lo:
+        return part
+    return np.concatenate([part, np.zeros(hi - lo - part.size, UNIT_DTYPE)])
+
+
+def trimmed_units(data: bytes, count: int) -> np.ndarray:
+    """The units of ``data`` (a file's first bytes; zeros follow them) up to the last one
+    that is not all zeros, at most ``count``: what a read queue file keeps."""
+    keep = min(count, -(-len(data.rstrip(b"\0")) // CQ_STORE_UNIT_SIZE))
+    raw = data[: keep * CQ_STORE_UNIT_SIZE].ljust(keep * CQ_STORE_UNIT_SIZE, b"\0")
+    return np.frombuffer(raw, UNIT_DTYPE, count=keep)
 
 
 def unsafe_topic(topic: str) -> str | None:

@@ -20,7 +20,7 @@ from rmqstore_cli.store.safefs import (
     create_sized,
     map_file,
     open_for_write,
-    open_read_only,
+    open_regular,
     reserve_ahead,
     stat_regular,
 )
@@ -60,6 +60,11 @@ class MappedFile:
     #: The largest length the file was seen with (``check_sizes``, an earlier mapping): a
     #: shorter one now means it shrank while the command read it (mapguard.py).
     seen: int = field(default=0, repr=False)
+    #: Its length when it was last opened (mapped, read or ``check_sizes``); None: not yet.
+    length: int | None = field(default=None, repr=False)
+    #: Listed as a regular file, not a link (its directory entry's type, known without a
+    #: ``stat``): a check for what is not a regular file can pass it by.
+    plain: bool = field(default=False, repr=False)
 
     @property
     def name(self) -> str:
@@ -77,19 +82,56 @@ class MappedFile:
         if self._mm is None:
             if self.writable:
                 fd = open_for_write(self.path, self.roots or [self.path.parent])
-            else:
-                fd = open_read_only(self.path)
-            try:
                 length = os.fstat(fd).st_size
+            else:
+                fd, st = open_regular(self.path)
+                length = st.st_size
+            try:
                 if length < self.seen:  # what was read of it before no longer holds
                     raise mapguard.shrunk(self.path, length)
-                self.seen = length
+                self.seen = self.length = length
                 if length == 0:
                     return b""
                 self._mm = map_file(fd, length, self.path, write=self.writable, fresh=self.writable and self.fresh)
             finally:
                 os.close(fd)
         return self._mm
+
+    def read_prefix(self, limit: int) -> bytes | None:
+        """The data of a preallocated read-only file, read with one ``pread`` instead of mapped:
+        when the file has its configured size and its data is one extent of at most ``limit``
+        bytes from its start, followed by a hole to its end (every byte after the result is
+        zero). A copy cannot SIGBUS and needs no guard, no page table and no mapping kept; a
+        file cut shorter while it is read is a ShrunkError at once (mapguard's ``FileCopy``
+        does the same). None for any other file (full, data after a hole, another length,
+        no ``SEEK_HOLE``): :meth:`buffer` maps it, and says what fails."""
+        if self.writable or self._mm is not None or not hasattr(os, "SEEK_HOLE"):
+            return None
+        fd, st = open_regular(self.path)
+        try:
+            hole = self._prefix_end(fd, st.st_size, limit)
+            if hole is None:
+                return None
+            data = os.pread(fd, hole, 0)
+        except OSError:  # whatever the system cannot tell, the mapping reads (and names)
+            return None
+        finally:
+            os.close(fd)
+        if len(data) < hole:
+            raise mapguard.shrunk(self.path, len(data))
+        self.seen = self.length = st.st_size
+        return data
+
+    def _prefix_end(self, fd: int, length: int, limit: int) -> int | None:
+        """Where the data of :meth:`read_prefix`'s file ends (its one hole starts), or None
+        when it is not such a file (another length than its size, shorter than seen before:
+        :meth:`buffer` says it shrank)."""
+        if length != self.file_size or length < self.seen:
+            return None
+        hole = os.lseek(fd, 0, os.SEEK_HOLE)
+        if hole > limit or hole >= length or not _hole_to_end(fd, hole):
+            return None
+        return hole
 
     def write(self, pos: int, data: bytes) -> None:
         """``data`` at ``pos`` of a writable file, through its mapping. The range is allocated
@@ -108,6 +150,15 @@ class MappedFile:
             except BufferError:  # a view (a MessageBlock's columns) still uses it: unmapped when that goes
                 pass
             self._mm = None
+
+
+def _hole_to_end(fd: int, hole: int) -> bool:
+    """Whether no data follows offset ``hole`` of ``fd`` (``SEEK_DATA`` finds none: ENXIO)."""
+    try:
+        os.lseek(fd, hole, os.SEEK_DATA)
+    except OSError as e:
+        return e.errno == errno.ENXIO
+    return False
 
 
 class MappedFileQueue:
@@ -139,30 +190,43 @@ class MappedFileQueue:
 
     def load(self) -> None:
         found: dict[int, Path] = {}
+        plain: set[int] = set()
         for d in self.dirs:
             try:
                 entries = sorted(os.scandir(d), key=lambda e: e.name)
             except (FileNotFoundError, NotADirectoryError):
                 continue
             for e in entries:
-                if e.name.startswith("."):
+                offset = self._offset_of(e)
+                if offset is None:
                     continue
-                if e.is_dir(follow_symlinks=False):
-                    if e.name.isdigit() and e.name.isascii():
-                        self.not_regular.append(Path(e.path))
-                    continue
-                if not (e.name.isdigit() and e.name.isascii()) or int(e.name) > MAX_FILE_OFFSET:
-                    self.strays.append(Path(e.path))  # Long.parseLong refuses it: the broker cannot load it
-                    continue
-                offset = int(e.name)
                 if offset in found:
                     raise StoreError(
                         f"two files start at offset {offset}", path=e.path, hint=f"the other is {found[offset]}"
                     )
                 found[offset] = Path(e.path)
+                if e.is_file(follow_symlinks=False):
+                    plain.add(offset)
         self.files = [
-            MappedFile(p, off, self.file_size, self.writable, roots=self.roots) for off, p in sorted(found.items())
+            MappedFile(p, off, self.file_size, self.writable, roots=self.roots, plain=off in plain)
+            for off, p in sorted(found.items())
         ]
+
+    def _offset_of(self, e: os.DirEntry) -> int | None:
+        """The start offset a listed entry names, or None: hidden, a directory (one named
+        like a file is kept in :attr:`not_regular`) or a name ``Long.parseLong`` refuses
+        (kept in :attr:`strays`: the broker cannot load it)."""
+        if e.name.startswith("."):
+            return None
+        digits = e.name.isdigit() and e.name.isascii()
+        if e.is_dir(follow_symlinks=False):
+            if digits:
+                self.not_regular.append(Path(e.path))
+            return None
+        if not digits or int(e.name) > MAX_FILE_OFFSET:
+            self.strays.append(Path(e.path))
+            return None
+        return int(e.name)
 
     # ------------------------------------------------------------- lookups
     @property
@@ -193,7 +257,7 @@ class MappedFileQueue:
             raise StoreError("a directory where a store file belongs; only regular files are read", path=p)
         for f in self.files:
             size = regular_size(f.path)
-            f.seen = max(f.seen, size)
+            f.seen, f.length = max(f.seen, size), size
             if size != self.file_size and not allow_odd:
                 raise FileSizeError(
                     f"file has {size} bytes, expected {self.file_size}",
@@ -234,16 +298,63 @@ class MappedFileQueue:
 
 
 def queue_dirs(consumequeue_dir: Path) -> Iterator[tuple[str, int, Path]]:
-    """Every ``<topic>/<queueId>`` directory on disk, sorted; non-numeric queue ids skipped."""
+    """Every ``<topic>/<queueId>`` directory on disk, sorted (topics by name, a topic's queues
+    by id, in listing order where two names are one id); non-numeric queue ids skipped."""
+    for topic, qid, path in queue_dir_paths(consumequeue_dir):
+        yield topic, qid, Path(path)
+
+
+def queue_dir_paths(consumequeue_dir: Path | str) -> Iterator[tuple[str, int, str]]:
+    """:func:`queue_dirs` with each directory as a string: no ``Path`` a queue for a caller
+    that only names or looks up most of them (20 000 queues: 20 000 ``Path`` objects)."""
+    for t in subdir_entries(consumequeue_dir):
+        queues = [q for q in entries(t.path) if q.name.isdigit() and q.name.isascii() and is_dir_entry(q)]
+        queues.sort(key=lambda q: int(q.name))
+        for q in queues:
+            yield t.name, int(q.name), q.path
+
+
+def entries(path: Path | str) -> list[os.DirEntry]:
+    """The entries of directory ``path`` in listing order (none when it is missing or not a
+    directory): ``Path.iterdir`` without a ``Path`` an entry, their types without a ``stat``."""
     try:
-        topics = sorted(p for p in consumequeue_dir.iterdir() if p.is_dir())
+        with os.scandir(path) as it:
+            return list(it)
     except (FileNotFoundError, NotADirectoryError):
-        return
-    for t in topics:
-        for q in sorted(
-            (p for p in t.iterdir() if p.is_dir() and p.name.isdigit() and p.name.isascii()), key=lambda p: int(p.name)
-        ):
-            yield t.name, int(q.name), q
+        return []
+
+
+def subdir_entries(path: Path | str) -> list[os.DirEntry]:
+    """The directories in ``path`` (links followed) by name: what ``sorted(p for p in
+    path.iterdir() if p.is_dir())`` finds, a ``stat`` only for a link."""
+    found = [e for e in entries(path) if is_dir_entry(e)]
+    found.sort(key=lambda e: e.name)
+    return found
+
+
+def is_dir_entry(e: os.DirEntry) -> bool:
+    """``Path.is_dir`` of a listed entry: False where it (or what it links to) is gone, a loop
+    or not a directory; any other error raised."""
+    try:
+        return e.is_dir()
+    except OSError as err:
+        if err.errno in IGNORED_ERRNOS:
+            return False
+        raise
+
+
+def is_file_entry(e: os.DirEntry) -> bool:
+    """``Path.is_file`` of a listed entry, as :func:`is_dir_entry`."""
+    try:
+        return e.is_file()
+    except OSError as err:
+        if err.errno in IGNORED_ERRNOS:
+            return False
+        raise
+
+
+#: What ``Path.is_dir``/``is_file`` take for "no" (pathlib's ``_IGNORED_ERRNOS``).
+IGNORED_ERRNOS = (errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP)
 
 
 def fsync_dir(path: Path) -> None:

@@ -10,8 +10,10 @@ wrote.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import shutil
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict
@@ -44,7 +46,11 @@ def _rebuilds_batch_queues(config: StoreConfig, opts: RebuildOptions) -> bool:
 
 
 def _fsync_tree(path: Path) -> None:
-    if not path.exists():
+    """Make everything written below ``path`` durable before it is renamed into place: one
+    ``syncfs`` of its file system where that reports a failed write-back (Linux 5.8+,
+    :func:`_syncfs`), instead of an fsync per file and directory (20 000 queues: 37 000
+    fsyncs, each a journal commit); elsewhere every file and directory is fsynced."""
+    if not path.exists() or _syncfs(path):
         return
     for dirpath, _, names in os.walk(path):
         for n in names:
@@ -54,6 +60,39 @@ def _fsync_tree(path: Path) -> None:
             finally:
                 os.close(fd)
         fsync_dir(Path(dirpath))
+
+
+def _syncfs(path: Path) -> bool:
+    """``syncfs(2)`` of the file system holding ``path``: True when done; False where there is
+    none, or where its failures go unreported (Linux before 5.8 returns 0 whatever the
+    write-back did), so the caller fsyncs each file. A failure is a StoreError naming ``path``."""
+    fn = _syncfs_call()
+    if fn is None:
+        return False
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        if fn(fd) != 0:
+            err = ctypes.get_errno()
+            raise safefs.os_error(OSError(err, os.strerror(err)), path, "sync the rebuilt files")
+    finally:
+        os.close(fd)
+    return True
+
+
+def _syncfs_call():
+    """libc's ``syncfs`` on Linux 5.8+ (where it reports write-back errors), else None."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        major, minor = (int(x) for x in os.uname().release.split(".")[:2])
+    except ValueError:
+        return None
+    if (major, minor) < (5, 8):
+        return None
+    try:
+        return ctypes.CDLL(None, use_errno=True).syncfs
+    except (OSError, AttributeError):
+        return None
 
 
 def _new_checkpoint(

@@ -127,6 +127,12 @@ def open_read_only(path, flags: int = 0) -> int:
     ``O_NONBLOCK`` keeps a FIFO from hanging the open; the file is then refused unless it
     is a regular file. ``O_NOATIME`` (Linux, the files' owner) keeps even access times
     unchanged; where it is not allowed (EPERM) the file is opened plainly."""
+    return open_regular(path, flags)[0]
+
+
+def open_regular(path, flags: int = 0) -> tuple[int, os.stat_result]:
+    """:func:`open_read_only` and the ``fstat`` that found the file regular (its size, its
+    blocks), for a reader that needs them: one ``fstat`` a file, not two."""
     base = os.O_RDONLY | O_NONBLOCK | O_CLOEXEC | flags
     try:
         if O_NOATIME:
@@ -138,8 +144,7 @@ def open_read_only(path, flags: int = 0) -> int:
             fd = os.open(path, base)
     except OSError as e:
         raise os_error(e, path, "open for reading") from None
-    _check_regular(fd, path)
-    return fd
+    return fd, _check_regular(fd, path)
 
 
 def map_file(fd: int, length: int, path, write: bool = False, fresh: bool = False):
@@ -232,14 +237,18 @@ def check_inside(path, roots: Iterable, doing: str) -> None:
 
 
 # ------------------------------------------------------------------------------ writing
-def open_for_write(path, roots: Iterable, create: bool = False, exclusive: bool = False, append: bool = False) -> int:
+def open_for_write(
+    path, roots: Iterable, create: bool = False, exclusive: bool = False, append: bool = False, checked: bool = False
+) -> int:
     """A read-write descriptor of a regular file inside ``roots``, never through a link.
 
     ``create``: made if missing (``exclusive``: must not exist); ``append``: every write
     goes to the end (``O_APPEND``). The directory's real path is checked against
-    ``roots``; the last component is opened ``O_NOFOLLOW``."""
+    ``roots`` (``checked``: the caller has just done so, :func:`make_dirs`); the last
+    component is opened ``O_NOFOLLOW``."""
     path = Path(path)
-    check_inside(path.parent, roots, f"write {path.name}")
+    if not checked:
+        check_inside(path.parent, roots, f"write {path.name}")
     flags = os.O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | (os.O_APPEND if append else 0)
     if create:
         flags |= os.O_CREAT | (os.O_EXCL if exclusive else 0)
@@ -258,7 +267,7 @@ def create_sized(path, size: int, roots: Iterable, what: str, reserve_first: int
     removed and one StoreError says what could not be created."""
     path = Path(path)
     make_dirs(path.parent, roots)
-    fd = open_for_write(path, roots, create=True, exclusive=True)
+    fd = open_for_write(path, roots, create=True, exclusive=True, checked=True)
     try:
         os.ftruncate(fd, size)
         reserve(fd, 0, min(size, reserve_first), path)
@@ -316,14 +325,16 @@ def make_dirs(path, roots: Iterable) -> None:
                 r.mkdir(parents=True, exist_ok=True)
             except OSError as e:
                 raise os_error(e, r, "create directory") from None
-    check_inside(_existing_ancestor(path), roots, f"create {path}")
+    there = _existing_ancestor(path)
+    check_inside(there, roots, f"create {path}")
     try:
         path.mkdir(parents=True, exist_ok=True)
     except FileExistsError:
         raise StoreError("a file is where a directory belongs", path=path) from None
     except OSError as e:
         raise os_error(e, path, "create directory") from None
-    check_inside(path, roots, f"write into {path}")
+    if there != path:  # what was made is checked too (an existing ``path`` just was)
+        check_inside(path, roots, f"write into {path}")
 
 
 def _existing_ancestor(path: Path) -> Path:

@@ -34,8 +34,8 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rmqstore_cli.errors import StoreError
 from rmqstore_cli.store.configfiles import ConfigLoad, config_repair, load_broker_configs
+from rmqstore_cli.store.startup_queues import KnownEnd, QueueEnd, queue_ends
 
 
 @dataclass
@@ -91,18 +91,6 @@ class BrokerStart:
         return head + (
             f"; {others} thing(s) it repairs or loses on the way (see broker_start.reasons)" if others else ""
         )
-
-
-@dataclass
-class QueueEnd:
-    """A consume queue as ``ConsumeQueue#recover`` leaves it (the inputs of
-    :func:`empty_last_file_throws`)."""
-
-    topic: str
-    queue_id: int
-    last_file_from: int  # the file offset of the queue's last file after recover's truncateDirtyFiles
-    recovered_end: int  # recover's processOffset: the logical end of the valid units
-    redispatched: bool = False  # recovery dispatches a message of this queue at or after recovered_end
 
 
 def family(version: str) -> str:
@@ -420,38 +408,9 @@ STARTUP_CHECKS = frozenset(
 )
 
 
-def queue_ends(config) -> tuple[list[QueueEnd], int]:
-    """Every consume queue as ``ConsumeQueue#recover`` leaves it, and maxPhyOffsetOfConsumeQueue
-    (``ConsumeQueueStore#getMaxPhyOffsetInConsumeQueue``: the largest end, offset + size, of a
-    queue's last valid unit; -1 when none). A queue that cannot be opened is skipped (verify
-    reports it)."""
-    from rmqstore_cli.formats.consume_queue import CQ_STORE_UNIT_SIZE
-
-    from rmqstore_cli.store.consume_queue import ConsumeQueue
-    from rmqstore_cli.store.mapped_files import queue_dirs
-
-    ends, max_phy = [], -1
-    for topic, qid, d in queue_dirs(config.consumequeue_dir):
-        try:
-            cq = ConsumeQueue(config.consumequeue_dir, topic, qid, config.mapped_file_size_consume_queue, directory=d)
-        except StoreError:
-            continue
-        try:
-            end = cq.max_offset
-            last = next(cq.units(end - 1, end), None) if end > cq.min_file_offset else None
-            if last is not None:  # (None: a file of another size than the one given; verify names it)
-                max_phy = max(max_phy, last.commitlog_offset + last.size)
-            kept = cq.file_path(end) is not None and end % cq.units_per_file == 0
-            last_from = end * CQ_STORE_UNIT_SIZE if kept else -1
-            ends.append(QueueEnd(topic, qid, last_from, end * CQ_STORE_UNIT_SIZE))
-        except StoreError:
-            continue
-        finally:
-            cq.close()
-    return ends, max_phy
-
-
-def predict_start(config, version: str | None, findings: list[dict], summary: dict) -> tuple[BrokerStart, list]:
+def predict_start(
+    config, version: str | None, findings: list[dict], summary: dict, known: dict[str, KnownEnd] | None = None
+) -> tuple[BrokerStart, list]:
     """verify's conclusion for one store (either engine): the ``broker_start`` verdict, put in
     ``summary``, and the ``broker.no-start`` findings it adds (:func:`start_findings`).
 
@@ -459,19 +418,22 @@ def predict_start(config, version: str | None, findings: list[dict], summary: di
     shows (:func:`resolve_version`: timer or RocksDB files mean 5), else 4.9, "assumed" (a
     4.9 and a 5.x store are otherwise the same bytes); an ``abort`` file means the broker
     recovers abnormally (``DefaultMessageStore#load``). ``findings``: the verify findings
-    (as dicts) of :data:`STARTUP_CHECKS`."""
+    (as dicts) of :data:`STARTUP_CHECKS`. ``known``: the queues' recovered ends verify read
+    already (``startup_queues.queue_ends``)."""
     from rmqstore_cli.store.lock import abort_exists
 
     v, source = resolve_version(config.root, version)
-    verdict = assess(config, v, findings, summary, abort_exists(config.root))
+    verdict = assess(config, v, findings, summary, abort_exists(config.root), known)
     verdict.version_source = source
     summary["broker_start"] = verdict.as_dict()
     return verdict, start_findings(verdict, summary)
 
 
-def assess(config, version: str, findings: list[dict], summary: dict, abnormal: bool) -> BrokerStart:
+def assess(
+    config, version: str, findings: list[dict], summary: dict, abnormal: bool, known: dict[str, KnownEnd] | None = None
+) -> BrokerStart:
     """``broker_start`` for one store from verify's findings and summary (either engine), the
-    config files and the consume queues' recovered ends."""
+    config files and the consume queues' recovered ends (``known``: those read already)."""
     reasons = config_reasons(load_broker_configs(Path(config.root) / "config", family(version), config.enable_lmq))
     truncate = [f for f in findings if f["check"] == "recovery.truncate"]
     process = (
@@ -489,7 +451,7 @@ def assess(config, version: str, findings: list[dict], summary: dict, abnormal: 
     # Messages verify found without a unit are dispatched again by recovery: the abnormal
     # one from its start file on (every version), the normal one after
     # maxPhyOffsetOfConsumeQueue in 5.3.2+ only (:func:`normal_dispatched`).
-    ends, max_cq = queue_ends(config)
+    ends, max_cq = queue_ends(config, known)
     start = aborts[0].get("recovery_start") if abnormal and aborts else None
     for q in ends:
         runs = undispatched.get((q.topic, q.queue_id), ())

@@ -26,7 +26,7 @@ from rmqstore_cli.errors import StoreError
 from rmqstore_cli.store.batch_queue import BatchConsumeQueue, queue_type, topic_table
 from rmqstore_cli.store.commitlog import CommitLog, Status
 from rmqstore_cli.store.compaction import CompactionStore, parse_position_checkpoint, unexpected_stops
-from rmqstore_cli.store.mapped_files import queue_dirs
+from rmqstore_cli.store.mapped_files import queue_dir_paths, queue_dirs
 from rmqstore_cli.store.message import Message
 from rmqstore_cli.store.unit_check import EXPIRED, MISMATCH, check_batch_unit
 from rmqstore_cli.store.verify.shared_walk import shared_facts
@@ -69,7 +69,7 @@ class BatchQueueChecks:
             (self.config.consumequeue_dir, SIMPLE_CQ_TYPE),
             (self.config.root / BCQ_DIR, BATCH_CQ_TYPE),
         ):
-            for topic, _, d in queue_dirs(directory):
+            for topic, _, d in queue_dir_paths(directory):
                 if (directory.name, topic) in seen:
                     continue
                 seen.add((directory.name, topic))

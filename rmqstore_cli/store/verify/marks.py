@@ -90,7 +90,11 @@ class Marks:
             self.starts = self.ends = np.zeros(0, np.int64)
 
     def unmarked(self, a: int, b: int) -> np.ndarray:
-        """Positions in ``[a, b)`` never marked, in order."""
+        """Positions in ``[a, b)`` never marked, in order (none, without a merge, when the
+        run marks in order extend covers the range: a queue the scan met whole)."""
+        o = self._open
+        if self.bits is None and o is not None and o[0] <= a and b <= o[1]:
+            return np.zeros(0, np.intp)
         if self._open is not None or self._pending:
             self._merge()
         if self.bits is not None:

@@ -9,7 +9,9 @@ finish reports the rest and the messages that have no unit, in runs.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
+from types import MappingProxyType
 
 import numpy as np
 from rmqstore_cli.formats.consume_queue import CQ_STORE_UNIT_SIZE, PRE_BLANK_SIZE
@@ -17,6 +19,8 @@ from rmqstore_cli.formats.consume_queue import CQ_STORE_UNIT_SIZE, PRE_BLANK_SIZ
 from rmqstore_cli.store.arrays import stable_argsort
 from rmqstore_cli.store.commitlog import Status
 from rmqstore_cli.store.consume_queue import ConsumeQueue
+from rmqstore_cli.store.mapped_files import subdir_entries
+from rmqstore_cli.store.startup_queues import KnownEnd, known_end
 from rmqstore_cli.store.unit_check import EXT_ADDR_MAX
 from rmqstore_cli.store.verify import limits
 from rmqstore_cli.store.verify.checks import first_nonzero
@@ -60,72 +64,84 @@ class QueueChecks:
 
     #: How many missing-unit elements are kept exactly before only runs are (32 B each).
     MISSING_CAP = 2_000_000
+    #: By queue directory, each queue's end as the broker's start-up leaves it
+    #: (``startup_queues.recovered_end``), for the start-up prediction; none before :meth:`open_queues`.
+    known_ends: Mapping[str, KnownEnd] = MappingProxyType({})
 
     def open_queues(self) -> None:
         """Every queue directory: names, file names, sizes and gaps; each queue's end."""
         cfg = self.config
         self.queues: dict[tuple[bytes, int], QueueState] = {}
+        self._queue_ends: dict[str, KnownEnd] = {}
+        self.known_ends = self._queue_ends
         bcq = cfg.root / "batchconsumequeue"
         self.batch_topics = (
             {p.name.encode("utf-8", "surrogateescape") for p in bcq.iterdir()} if bcq.is_dir() else set()
         )
         if self.open_rocksdb_queues():  # verify/rocksdb.py: the queues are a RocksDB database
             return
-        cq_root = cfg.consumequeue_dir
-        size = cfg.cq_file_size
-        try:
-            topics = sorted(p for p in cq_root.iterdir() if p.is_dir())
-        except (FileNotFoundError, NotADirectoryError):
-            topics = []
-        for t in topics:
-            for q in sorted(t.iterdir()):
-                if not q.is_dir():
-                    continue
+        for t in subdir_entries(cfg.consumequeue_dir):
+            for q in subdir_entries(t.path):
                 if not (q.name.isascii() and q.name.isdigit()):
                     self._add(
-                        "cq.file-name", self.rel(q), None, "queue directory name is not a queue id", severity=WARNING
+                        "cq.file-name",
+                        self.rel(q.path),
+                        None,
+                        "queue directory name is not a queue id",
+                        severity=WARNING,
                     )
                     continue
-                cq = ConsumeQueue(cq_root, t.name, int(q.name), size, directory=q, skip=self.not_regular)
-                mq = QueueState(cq, self.root)
-                self.files["consumequeue"] += len(cq.queue.files)
-                self.check_strays("cq", cq.queue)
-                prev = None
-                for f in cq.queue.files:
-                    rel = self.rel(f.path)
-                    self.check_queue_file("cq", rel, f, size)
-                    if prev is not None and f.file_from_offset != prev.end_offset:
-                        self._add(
-                            "cq.gap",
-                            rel,
-                            0,
-                            f"no file holds logical offsets "
-                            f"{prev.end_offset // CQ_STORE_UNIT_SIZE}..{f.file_from_offset // CQ_STORE_UNIT_SIZE - 1} "
-                            f"(file {prev.end_offset:020d} is missing)",
-                            missing_file=self.rel(mq.dir / f"{prev.end_offset:020d}"),
-                        )
-                    prev = f
-                self.queues[(t.name.encode("utf-8", "surrogateescape"), int(q.name))] = mq
+                self._open_queue(t.name, int(q.name), Path(q.path))
+
+    def _open_queue(self, topic: str, qid: int, d: Path) -> None:
+        """One queue directory: its files' names, sizes and gaps, its end (kept for the start-up prediction)."""
+        cfg, size = self.config, self.config.cq_file_size
+        cq = ConsumeQueue(cfg.consumequeue_dir, topic, qid, size, directory=d, skip=self.not_regular)
+        mq = QueueState(cq, self.root)
+        self.files["consumequeue"] += len(cq.queue.files)
+        self.check_strays("cq", cq.queue)
+        prev = None
+        for f in cq.queue.files:
+            self.check_queue_file("cq", None, f, size)
+            if prev is not None and f.file_from_offset != prev.end_offset:
+                self._add(
+                    "cq.gap",
+                    self.rel(f.path),
+                    0,
+                    f"no file holds logical offsets "
+                    f"{prev.end_offset // CQ_STORE_UNIT_SIZE}..{f.file_from_offset // CQ_STORE_UNIT_SIZE - 1} "
+                    f"(file {prev.end_offset:020d} is missing)",
+                    missing_file=self.rel(mq.dir / f"{prev.end_offset:020d}"),
+                )
+            prev = f
+        if not cq.skipped and size == cfg.mapped_file_size_consume_queue:
+            self._queue_ends[str(d)] = known_end(cq, size)
+        self.queues[(topic.encode("utf-8", "surrogateescape"), qid)] = mq
 
     def check_strays(self, area: str, queue) -> None:
         """``MappedFileQueue#load`` skips what is not a 20-digit file name: ``<area>.file-name``."""
         for s in queue.strays:
             self._add(f"{area}.file-name", self.rel(s), None, "not a 20-digit offset: the broker cannot load it")
 
-    def check_queue_file(self, area: str, rel: str, f, size: int, setting: str = "") -> None:
+    def check_queue_file(self, area: str, rel: str | None, f, size: int, setting: str = "") -> None:
         """One file of a fixed-size queue as ``MappedFileQueue#load`` takes it: its start a
         multiple of the file size (``<area>.file-name``) and its length that size
-        (``<area>.file-size``; ``setting`` names the broker option that sets it)."""
+        (``<area>.file-size``; ``setting`` names the broker option that sets it). ``rel``:
+        its name in findings (None: made from its path when one is reported). Its length is
+        the one it was opened with when it was (``MappedFile.length``), else a ``stat``."""
         if f.file_from_offset % size:
             self._add(
-                f"{area}.file-name", rel, None, f"start {f.file_from_offset} is not a multiple of the file size {size}"
+                f"{area}.file-name",
+                rel or self.rel(f.path),
+                None,
+                f"start {f.file_from_offset} is not a multiple of the file size {size}",
             )
-        length = f.path.stat().st_size
+        length = f.length if f.length is not None else f.path.stat().st_size
         if length != size:
             said = f" ({setting})" if setting else ""
             self._add(
                 f"{area}.file-size",
-                rel,
+                rel or self.rel(f.path),
                 None,
                 f"{length} bytes, expected {size}{said}" + self._queue_file_advice(area, f, length, size),
             )
@@ -497,15 +513,23 @@ class QueueChecks:
         path = mq.cq.file_path(b)
         if path is None:
             return
-        name = self.rel(path)
-        raw = mq.cq.file_units(b).view(np.uint8)
-        at = first_nonzero(path, raw, (mq.end - b) * CQ_STORE_UNIT_SIZE)
+        at = _tail_at(mq.cq, b, path, (mq.end - b) * CQ_STORE_UNIT_SIZE)
         if at is not None:
             self._add(
                 "cq.tail",
-                name,
+                self.rel(path),
                 at // CQ_STORE_UNIT_SIZE * CQ_STORE_UNIT_SIZE,
                 f"{mq.topic}/{mq.qid}: non-zero bytes after the queue's end at unit {mq.end}",
                 topic=mq.topic,
                 queue_id=mq.qid,
             )
+
+
+def _tail_at(cq: ConsumeQueue, base: int, path: Path, start: int) -> int | None:
+    """The first non-zero byte from ``start`` on of the queue file whose first unit is
+    ``base``: in its copy when it was read (zeros follow it), else in its mapping's data."""
+    copy = cq.copied_units(base)
+    if copy is None:
+        return first_nonzero(path, cq.file_units(base).view(np.uint8), start)
+    nz = np.flatnonzero(copy.view(np.uint8)[start:])
+    return start + int(nz[0]) if nz.size else None

@@ -333,13 +333,8 @@ class RecordChecks:
 
     def _tq_ids(self, tid: np.ndarray, qid: np.ndarray) -> np.ndarray:
         """A dense id per (topic, queue id): a lookup table for the usual small queue ids."""
-        lut = getattr(self, "_tq_lut", None)
-        if lut is None or lut.shape[0] < len(self.topic_names):
-            new = np.full((len(self.topic_names) + 16, 1024), -1, np.int64)
-            if lut is not None:
-                new[: lut.shape[0]] = lut
-            lut = self._tq_lut = new
         small = (qid >= 0) & (qid < 1024)
+        lut = self._tq_table(len(self.topic_names), int(qid[small].max()) + 1 if small.any() else 1)
         if small.all():
             ids = lut[tid, qid]
             if (ids >= 0).all():
@@ -347,6 +342,20 @@ class RecordChecks:
         ids = self._tq_ids_slow(tid, qid)
         lut[tid[small], qid[small]] = ids[small]
         return ids
+
+    def _tq_table(self, rows: int, cols: int) -> np.ndarray:
+        """The (topic, queue id) lookup table, grown to ``rows`` topics and ``cols`` queue
+        ids: rows doubling, columns to a power of two (at most 1024), so 20 000 one-queue
+        topics cost a narrow table, not 20 000 × 1024 ids copied at each growth."""
+        lut = getattr(self, "_tq_lut", None)
+        if lut is not None and lut.shape[0] >= rows and lut.shape[1] >= cols:
+            return lut
+        old_rows, old_cols = lut.shape if lut is not None else (0, 0)
+        new = np.full((max(rows + 16, 2 * old_rows), max(16, old_cols, 1 << (cols - 1).bit_length())), -1, np.int64)
+        if lut is not None:
+            new[:old_rows, :old_cols] = lut
+        self._tq_lut = new
+        return new
 
     def _tq_ids_slow(self, tid: np.ndarray, qid: np.ndarray) -> np.ndarray:
         combo = tid * (1 << 32) + (qid & 0xFFFFFFFF)
