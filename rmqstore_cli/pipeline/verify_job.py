@@ -85,8 +85,9 @@ def _conclude(spec: Any, r: dict, opts: VerifyOptions, fleet: bool) -> dict:
     if not fleet:
         r["findings"] = [{k: x for k, x in f.items() if k != "store"} for f in r["findings"]]
         r["summary"]["store"] = spec.path
+    known = r.pop("queue_ends", None)  # the ends the plan read: the queues are not opened again
     relevant = [f for f in r["findings"] if f["check"] in STARTUP_CHECKS]
-    r["verdict"], no_start = predict_start(_sized(spec), opts.broker_version, relevant, r["summary"])
+    r["verdict"], no_start = predict_start(_sized(spec), opts.broker_version, relevant, r["summary"], known)
     tag = {"store": r["store"]} if fleet else {}
     r["findings"] += [dict(f.as_dict(), **tag) for f in no_start]
     r["ok"] = r["ok"] and not no_start

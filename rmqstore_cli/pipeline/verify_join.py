@@ -246,7 +246,7 @@ def conclude(plan: StorePlan, ctx: FinishContext, totals: dict, parts: list[dict
     out = Verifier(plan.config, VerifyOptions())  # its summary property, on the joined numbers
     out.messages, out.bytes = totals["messages"], totals["bytes"]
     out.files = _files_read(plan, v)
-    out.skipped = v.skipped
+    out.skipped = {**plan.skipped, **v.skipped}
     out.cl_min, out.cl_end, out.queues, out.notes = plan.cl_min, ctx.cl_end, plan.queue_dirs, plan.notes
     out.counts = +counts
     out.epochs = getattr(v, "epochs", None)

@@ -98,6 +98,7 @@ def task_verifier(plan: StorePlan, rec: Recorder) -> Verifier:
         sink=rec,
     )
     v.MISSING_CAP = None
+    v.skipped = dict(plan.skipped)  # what the plan could not read is not known missing in any task
     return v
 
 
@@ -127,6 +128,8 @@ class StorePlan:
     want_keys: bool = False
     rocksdb: bool = False  # the queues are a RocksDB database (each task opens it read-only)
     broker_version: str | None = None  # the one recovery is predicted for (None: the store's)
+    skipped: dict = field(default_factory=dict)  # parts not checked, and why (Verifier.skipped)
+    queue_ends: dict = field(default_factory=dict)  # the queues' recovered ends (verify_stores keeps them)
 
 
 def plan_store(spec, crc: bool, deep: bool, cap: int | None) -> StorePlan:
@@ -166,6 +169,8 @@ def plan_store(spec, crc: bool, deep: bool, cap: int | None) -> StorePlan:
         Counter(v.files),
         task_result(v, rec),
         rocksdb=rocks,
+        skipped=dict(v.skipped),
+        queue_ends=dict(v.known_ends),
     )
 
 

@@ -100,8 +100,9 @@ def verify_stores(
     whole-store Verifier's single pass gives (``Verifier.run``, the tests' reference)."""
     engine = engine or Forked(1)
     plans = [plan_store(s, crc, deep, max_findings) for s in specs]
-    for p in plans:
-        p.broker_version = broker_version
+    ends = [p.queue_ends for p in plans]  # the driver keeps them for the start-up prediction:
+    for p in plans:  # not shipped with every task
+        p.broker_version, p.queue_ends = broker_version, {}
     keys = [(p, k) for p in plans for k in range(len(p.index_paths))]
     orders = _index_orders(engine, plans, keys)
     handle = engine.scan(scan_task, _scan_items(plans), index_open_task, keys)  # index checks beside the scan
@@ -114,7 +115,7 @@ def verify_stores(
             parts[store].append(part)
     finally:
         engine.release(handle)
-    return [conclude(p, *joined[s][:2], parts[s], joined[s][2]) for s, p in enumerate(plans)]
+    return [dict(conclude(p, *joined[s][:2], parts[s], joined[s][2]), queue_ends=ends[s]) for s, p in enumerate(plans)]
 
 
 def _scan_items(plans: list[StorePlan]) -> list[tuple]:
