@@ -86,3 +86,12 @@ traces  # api/store.py Store.traces: the public library (rmqstore_cli.__all__), 
     trace_offset,
     trace_store_timestamp,
 )  # api/trace_records.py TraceRecord fields: dump-commitlog --trace's JSON keys (as_dict walks them)
+(
+    quick_verify,
+    run_pad,
+    failure,
+    prepare,
+    body_sizes,
+    epoch_file,
+)  # store/verify/quick.py, store/repair.py, store/expire_run.py, store/generate_run.py: the engine halves of
+# commands/verify_local.py, repair.py, expire.py and generate.py, which call them (commands/ is not scanned)
