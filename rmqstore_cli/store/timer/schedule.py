@@ -83,11 +83,7 @@ def slot_records(view: TimerView, begin: int | None, end: int | None) -> Iterato
 
     s = view.slots
     times = view.slot_time_ms()
-    keep = np.ones(len(s), bool)
-    if begin is not None:
-        keep &= times >= begin
-    if end is not None:
-        keep &= times <= end
+    keep = _in_window(times, begin, end)
     order = np.argsort(times[keep], kind="stable")
     sel = s[keep][order]
     home = sel["time"] % (view.store.wheel.slots_total * 2)
@@ -106,6 +102,18 @@ def slot_records(view: TimerView, begin: int | None, end: int | None) -> Iterato
         }
 
 
+def _in_window(times, begin: int | None, end: int | None):
+    """The mask of ``times`` within ``[begin, end]`` (either bound left open when None)."""
+    import numpy as np
+
+    keep = np.ones(len(times), bool)
+    if begin is not None:
+        keep &= times >= begin
+    if end is not None:
+        keep &= times <= end
+    return keep
+
+
 def unit_records(view: TimerView, cl, begin: int | None, end: int | None, topic: str | None) -> Iterator[dict]:
     """Timer-log units in log order with their commit-log message; ``topic`` keeps the units
     whose real topic is ``topic`` (by the unit's hash first, then the message's REAL_TOPIC)."""
@@ -114,11 +122,7 @@ def unit_records(view: TimerView, cl, begin: int | None, end: int | None, topic:
     from rmqstore_cli.store.javahash import java_hash
 
     due = view.due_ms()
-    keep = np.ones(len(due), bool)
-    if begin is not None:
-        keep &= due >= begin
-    if end is not None:
-        keep &= due <= end
+    keep = _in_window(due, begin, end)
     if topic is not None:
         keep &= view.units["topic_hash"] == java_hash(topic)
     read = view.read_time_ms

@@ -407,31 +407,23 @@ class RecordChecks:
             i = int(order[j])
             t, qi = self.tq_list[int(g[j])]
             topic = self.topic_names[t].decode("utf-8", "backslashreplace")
-            e, got = int(exp[j]), int(q[j])
+            e, got, tq_j = int(exp[j]), int(q[j]), int(g[j])
             if got > e:
-                self._add(
-                    "commitlog.queue-offset",
-                    rel,
-                    int(absP[i]) - base,
-                    f"{topic}/{qi}: queue offset {got}, expected {e} ({got - e} missing)",
-                    physical_offset=int(absP[i]),
-                    topic=topic,
-                    queue_id=qi,
-                    subject=("queue", self.queue_key(int(g[j]))),
-                )
-            else:
-                t = int(g[j])
-                self.tq_reset[t] = max(self.tq_reset.get(t, -1), int(absP[i]))
-                self._add(
-                    "commitlog.queue-offset-reset",
-                    rel,
-                    int(absP[i]) - base,
-                    f"{topic}/{qi}: queue offset {got} after {e - 1} (restart without its consume queue?)",
-                    physical_offset=int(absP[i]),
-                    topic=topic,
-                    queue_id=qi,
-                    subject=("queue", self.queue_key(t)),
-                )
+                check, what = "commitlog.queue-offset", f"queue offset {got}, expected {e} ({got - e} missing)"
+            else:  # a restart: the queue's units before it are another run's (verify/queues.py)
+                self.tq_reset[tq_j] = max(self.tq_reset.get(tq_j, -1), int(absP[i]))
+                check = "commitlog.queue-offset-reset"
+                what = f"queue offset {got} after {e - 1} (restart without its consume queue?)"
+            self._add(
+                check,
+                rel,
+                int(absP[i]) - base,
+                f"{topic}/{qi}: {what}",
+                physical_offset=int(absP[i]),
+                topic=topic,
+                queue_id=qi,
+                subject=("queue", self.queue_key(tq_j)),
+            )
 
     def _queue_heads(self, tq, qoff, step, idx, absP, rel, base) -> dict:
         """(topic, queue id) -> (queue offset, step, physical offset, file, base) of the first
