@@ -95,3 +95,4 @@ traces  # api/store.py Store.traces: the public library (rmqstore_cli.__all__), 
     epoch_file,
 )  # store/verify/quick.py, store/repair.py, store/expire_run.py, store/generate_run.py: the engine halves of
 # commands/verify_local.py, repair.py, expire.py and generate.py, which call them (commands/ is not scanned)
+age_ms  # api/incident_records.py Transaction: a field as_dict reads; commands/transactions.py prints it
