@@ -31,24 +31,33 @@ def complete_topic(ctx: typer.Context, incomplete: str) -> list[str]:
 
     try:
         root = _completion_store(ctx)
-        names = set()
-        try:
-            names.update(e.name for e in os.scandir(root / "consumequeue") if e.is_dir())
-        except OSError:
-            pass
+        names = _queue_dir_topics(root) | _configured_topics(root)
         names.update(t for t, _ in _rocksdb_queues(root))
-        try:  # read as the commands read it: a regular file, under the cap, nesting bounded
-            from rmqstore_cli.errors import RmqstoreError
-            from rmqstore_cli.store.safefs import TOPICS_JSON_LIMIT, load_json
-
-            table = load_json(root / "config" / "topics.json", limit=TOPICS_JSON_LIMIT).get("topicConfigTable") or {}
-            names.update(k for k in table if isinstance(k, str))
-        except (RmqstoreError, AttributeError):
-            pass
         ok = re.compile(_TOPIC_NAME)
         return sorted(n for n in names if n.startswith(incomplete) and ok.fullmatch(n))
     except Exception:  # completion must never fail
         return []
+
+
+def _queue_dir_topics(root: Path) -> set[str]:
+    """The topic directories under consumequeue/; none where it cannot be listed."""
+    try:
+        return {e.name for e in os.scandir(root / "consumequeue") if e.is_dir()}
+    except OSError:
+        return set()
+
+
+def _configured_topics(root: Path) -> set[str]:
+    """The topics of config/topics.json, read as the commands read it: a regular file, under the cap,
+    nesting bounded; none where it cannot be read."""
+    from rmqstore_cli.errors import RmqstoreError
+    from rmqstore_cli.store.safefs import TOPICS_JSON_LIMIT, load_json
+
+    try:
+        table = load_json(root / "config" / "topics.json", limit=TOPICS_JSON_LIMIT).get("topicConfigTable") or {}
+        return {k for k in table if isinstance(k, str)}
+    except (RmqstoreError, AttributeError):
+        return set()
 
 
 def _rocksdb_queues(root: Path) -> list[tuple[str, int]]:
@@ -70,21 +79,31 @@ def _rocksdb_queues(root: Path) -> list[tuple[str, int]]:
 
 def complete_queue_id(ctx: typer.Context, incomplete: str) -> list[str]:
     """Queue ids of the topic given before it (consumequeue/TOPIC/*)."""
-    import re
-
     try:
-        topic = ctx.params.get("topic") if ctx is not None else None
-        if isinstance(topic, (list, tuple)):
-            topic = topic[0] if topic else None
-        if not topic or not re.fullmatch(_TOPIC_NAME, str(topic)):
+        topic = _given_topic(ctx)
+        if topic is None:
             return []
-        root = _completion_store(ctx)
-        rocks = _rocksdb_queues(root)
-        ids = (
-            [str(q) for t, q in rocks if t == topic]
-            if rocks
-            else [e.name for e in os.scandir(root / "consumequeue" / str(topic)) if e.name.isdigit() and e.is_dir()]
-        )
+        ids = _queue_ids(_completion_store(ctx), topic)
         return [str(i) for i in sorted(map(int, ids)) if str(i).startswith(incomplete)]
     except Exception:  # completion must never fail
         return []
+
+
+def _given_topic(ctx: typer.Context | None) -> str | None:
+    """The topic typed before the queue id (the first of a repeated --topic); None unless a valid name."""
+    import re
+
+    topic = ctx.params.get("topic") if ctx is not None else None
+    if isinstance(topic, (list, tuple)):
+        topic = topic[0] if topic else None
+    if not topic or not re.fullmatch(_TOPIC_NAME, str(topic)):
+        return None
+    return str(topic)
+
+
+def _queue_ids(root: Path, topic: str) -> list[str]:
+    """A topic's queue ids: the RocksDB consume queue's when the store has one, else its directories' names."""
+    rocks = _rocksdb_queues(root)
+    if rocks:
+        return [str(q) for t, q in rocks if t == topic]
+    return [e.name for e in os.scandir(root / "consumequeue" / topic) if e.name.isdigit() and e.is_dir()]

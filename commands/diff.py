@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -10,8 +9,6 @@ import typer
 from rmqstore_cli.commands.common import BrokerConfOpt, Fmt, FormatOpt, command, conf_path, no_such_topic
 from rmqstore_cli.commands.grammar import limit_option
 from rmqstore_cli.commands.lines import note, warn
-
-from rmqstore_cli.render import Col
 
 EPILOG = """Examples:
 
@@ -21,10 +18,6 @@ EPILOG = """Examples:
 
   rmqstore diff a b --format json | jq .messages_only_a
 """
-
-#: a path or queue (what) is cut last: at least 40 cells before A and B go under the row
-COLUMNS = [("kind", "kind"), Col("what", "what", right=None, cap=60, least=40), ("a", "A", 40), ("b", "B", 40)]
-COLUMNS += [("detail", "detail", 80)]
 
 
 def register(app: typer.Typer) -> None:
@@ -66,83 +59,23 @@ def diff(
     topic, queue_id, a, b.
     """
     from rmqstore_cli import diff_stores, open_store
-    from rmqstore_cli.render import Output, print_summary, to_json
+    from rmqstore_cli.render_diff import emit_diff_rows, print_diff_summary
 
     conf = conf_path(broker_conf)
     stores = [open_store(p, conf, allow_odd_size=True) for p in (store_a, store_b)]
     missing = [no_such_topic(st.engine, topic) for st in stores] if topic is not None else [None]
     if all(missing):
         raise missing[0]  # in neither store: the closest names, exit 1
-    out = None if fmt is Fmt.json else Output(fmt.value, COLUMNS, title=f"diff {store_a} {store_b}")
-    rows: list[dict] = []
-    shown = total = 0
-    summary: dict = {}
     try:
-        for r in diff_stores(stores[0], stores[1], topic=topic, messages=messages):
-            d = r.as_dict()
-            if d["kind"] == "summary":
-                summary = d
-                continue
-            total += 1
-            if not limit or shown < limit:
-                shown += 1
-                if out is None:
-                    rows.append(d)
-                else:
-                    out.emit(d if fmt is Fmt.jsonl else cells(d))
+        rows = diff_stores(stores[0], stores[1], topic=topic, messages=messages)
+        tally = emit_diff_rows(rows, fmt.value, limit, f"diff {store_a} {store_b}")
     finally:
-        if out is not None:
-            out.close()
         for st in stores:
             for w in st.warnings:
                 warn(w)
             st.close()
-    if fmt is Fmt.json:
-        sys.stdout.write(to_json({**{k: v for k, v in summary.items() if k != "kind"}, "rows": rows}) + "\n")
-    elif fmt is Fmt.jsonl:
-        sys.stdout.write(to_json(summary) + "\n")
-    else:
-        print_summary("table", {k: v for k, v in summary.items() if k != "kind"}, title="diff")
-    if total > shown:
-        note(f"{total - shown} more rows not shown (--limit {limit})")
-    if not summary["same"]:
+    print_diff_summary(fmt.value, tally)
+    if tally.total > tally.shown:
+        note(f"{tally.total - tally.shown} more rows not shown (--limit {limit})")
+    if not tally.summary["same"]:
         raise typer.Exit(1)
-
-
-def cells(d: dict) -> dict:
-    """One table row of a diff row: kind, what it is about, A's side, B's side, and a word."""
-    k = d["kind"]
-    if k == "file":
-        at = "" if d["first_difference"] is None else f", first difference at byte {d['first_difference']}"
-        return {"kind": k, "what": d["path"], "a": d["size_a"], "b": d["size_b"], "detail": d["status"] + at}
-    if k == "divergence":
-        a, b = (record(d[s]) for s in ("a", "b"))
-        past = f"A goes {d['past_a']} bytes past it, B {d['past_b']}"
-        return {"kind": k, "what": f"commit log at {d['offset']}", "a": a, "b": b, "detail": past}
-    where = f"{d['topic']}/{d['queue_id']}"
-    if k == "queue":
-        a, b = (
-            f"{d['min_offset_' + s]}..{d['max_offset_' + s]}" if d["max_offset_" + s] is not None else "-" for s in "ab"
-        )
-        parts = [f"only in A: {d['messages_only_a']}", f"only in B: {d['messages_only_b']}"]
-        if d["units_changed"]:
-            parts.append(f"{d['units_changed']} units differ from {d['first_changed']}")
-        return {"kind": k, "what": where, "a": a, "b": b, "detail": "; ".join(parts)}
-    if k == "unit":
-        a, b = (record(d[s]) for s in ("a", "b"))
-        return {"kind": k, "what": f"{where}@{d['queue_offset']}", "a": a, "b": b, "detail": "differs in place"}
-    if k == "message":
-        side = {"a": d["msg_id"] or "-", "b": ""} if d["side"] == "a" else {"a": "", "b": d["msg_id"] or "-"}
-        crc = f"only in {d['side'].upper()}; body crc {d['body_crc']}"
-        return {"kind": k, "what": f"{where}@{d['queue_offset']}", **side, "detail": crc}
-    gone = "gone in B" if d["b"] is None else "moved backwards"
-    return {"kind": k, "what": f"{d['group']} {where}", "a": d["a"], "b": d["b"], "detail": gone}
-
-
-def record(r: dict | None) -> str:
-    """A divergence side (topic/queue@offset msgid) or a unit (offset+size tags code) in a cell."""
-    if r is None:
-        return "-"
-    if "topic" in r:
-        return f"{r['topic']}/{r['queue_id']}@{r['queue_offset']} {r['msg_id']}"
-    return f"{r['commitlog_offset']}+{r['size']} tags {r['tags_code']}"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rmqstore_cli.commands import dump_commitlog_options as o, filter_options as fo, grammar, lines
@@ -18,7 +18,7 @@ from rmqstore_cli.commands.common import (
 )
 from rmqstore_cli.commands.sampling_options import MaxBytesOpt, SampleOpt
 
-from rmqstore_cli.render_commitlog import print_walk, print_walk_summary, shown_fields, walk_items
+from rmqstore_cli.render_commitlog import shown_fields, walk_items
 from rmqstore_cli.render_trace import check_trace_options, print_traces
 
 EPILOG = """Examples:
@@ -115,7 +115,7 @@ def dump_commitlog(
     ms = open_store(store, broker_conf, tz, allow_odd_size, commitlog_file_size=commitlog_file_size)
     if compaction_log is not None:  # seek: search-offset's bisection reads the consume queues, not its queue
         ms.commitlog = log_range.compaction_log(ms, compaction_log)
-    seek_begin = b if seek and compaction_log is None and not (show_blank or check_crc) else None
+    seek_begin = o.seek_begin(b, seek, compaction_log is not None, show_blank or check_crc)
     rng, notes = log_range.plan(ms, from_offset, to_offset, file, seek_begin)
     for n in notes:
         lines.note(n)
@@ -124,15 +124,21 @@ def dump_commitlog(
         check_trace_options(summary, show_blank, body.value, properties)
         items = walk_items(ms, rng, flt, None, check_crc, False, True, narrowing)
         shown = print_traces(ms, items, topic, key, fmt.value, zone, limit)
-    elif summary:
-        shown = print_walk_summary(ms, rng, flt, fmt.value, limit, check_crc, narrowing)
     else:
-        shown = print_walk(ms, rng, flt, fmt.value, zone, limit, show, show_blank, check_crc, narrowing)
-    if narrowing.active:
-        lines.note(narrowing.describe())
-    for w in log_range.stop_warnings(ms.commitlog, compaction_log is not None):
-        lines.warn(w)
-    if show_blank and fmt is Fmt.table and (line := log_range.data_end(ms.commitlog)):
-        lines.say(None, line)
+        shown = o.print_records(ms, rng, flt, (fmt.value, zone, limit, show), summary, show_blank, check_crc, narrowing)
+    _closing_lines(ms, narrowing, compaction_log is not None, show_blank and fmt is Fmt.table)
     if shown == 0 and flt.any():
         raise (topic is not None and no_such_topic(ms, topic)) or NotFound("no message matched the filters")
+
+
+def _closing_lines(ms: Any, narrowing: Any, compacted: bool, data_end: bool) -> None:
+    """stderr after the records: what --sample/--max-bytes left out, where the walk stopped and why
+    (a compaction log's gaps are its normal shape), and with --show-blank in a table where the data ends."""
+    from rmqstore_cli.store import log_range
+
+    if narrowing.active:
+        lines.note(narrowing.describe())
+    for w in log_range.stop_warnings(ms.commitlog, compacted):
+        lines.warn(w)
+    if data_end and (line := log_range.data_end(ms.commitlog)):
+        lines.say(None, line)

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
-from rmqstore_cli.render_commitlog import MAX_DECOMPRESSED
+from rmqstore_cli.render_commitlog import MAX_DECOMPRESSED, print_walk, print_walk_summary
 
 DecompressOpt = Annotated[
     bool,
@@ -59,3 +59,25 @@ TraceOpt = Annotated[
         "exactly that.",
     ),
 ]
+
+
+def seek_begin(begin: int | None, seek: bool, compaction_log: bool, every_byte: bool) -> int | None:
+    """The --begin time --seek may start from, or None to walk every file.
+
+    Not for a compaction log (the bisection reads the consume queues, not its queue), nor when
+    --show-blank or --check-crc must see every byte from the first file on.
+    """
+    return begin if seek and not compaction_log and not every_byte else None
+
+
+def print_records(
+    ms: Any, rng: Any, flt: Any, out: tuple, summary: bool, show_blank: bool, check_crc: bool, narrowing: Any
+) -> int:
+    """--summary's per-topic counts, else the records themselves; ``out`` is (format, zone, limit, fields).
+
+    Returns how many were printed (0 with filters: exit 1).
+    """
+    fmt, zone, limit, show = out
+    if summary:
+        return print_walk_summary(ms, rng, flt, fmt, limit, check_crc, narrowing)
+    return print_walk(ms, rng, flt, fmt, zone, limit, show, show_blank, check_crc, narrowing)

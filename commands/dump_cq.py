@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Annotated
+from functools import partial
+from typing import Annotated, Any
 
 import typer
 from rmqstore_cli.commands import common, grammar
 from rmqstore_cli.commands.common import complete_queue_id, complete_topic
+from rmqstore_cli.commands.dump_cq_options import CompactionOpt, FileOpt, MessagesOpt, SummaryOpt, dump_file, file_store
 
 EPILOG = """Examples:
 
@@ -45,38 +46,10 @@ def dump_cq(
     resolve: Annotated[
         bool, typer.Option("--resolve/--no-resolve", help="Read each unit's message and check that it agrees.")
     ] = True,
-    file: Annotated[
-        Path | None,
-        typer.Option(
-            "--file",
-            help="Dump this one consume-queue file directly: no store needed, and only a store named so (--store, "
-            "--broker-conf, $RMQSTORE_STORE; never ~/store) resolves its units.",
-        ),
-    ] = None,
-    messages: Annotated[
-        bool,
-        typer.Option(
-            "--messages",
-            help="Print the message behind each unit (as dump-commitlog prints it) under message, "
-            "like mqadmin queryMsgByOffset; null where no valid record is there.",
-        ),
-    ] = False,
-    compaction: Annotated[
-        bool,
-        typer.Option(
-            "--compaction",
-            help="Read the compaction store's queue of TOPIC QUEUE_ID (compaction/compactionCq/, "
-            "cleanup.policy=COMPACTION topics), resolved against its compaction log.",
-        ),
-    ] = False,
-    summary: Annotated[
-        bool,
-        typer.Option(
-            "--summary",
-            help="Per queue: min and max offset, max physical offset, pre-blank units, files "
-            "(all queues, or those of TOPIC).",
-        ),
-    ] = False,
+    file: FileOpt = None,
+    messages: MessagesOpt = False,
+    compaction: CompactionOpt = False,
+    summary: SummaryOpt = False,
     fmt: common.FormatOpt = common.Fmt.table,
     tz: common.TzOpt = None,
 ) -> None:
@@ -105,9 +78,7 @@ def dump_cq(
     (true, false, or null when there is nothing to compare), problems, store_timestamp,
     keys, tags, uniq_key; with --messages: message (the record, as dump-commitlog prints it).
     """
-    from rmqstore_cli.errors import NotFound, UsageError
-    from rmqstore_cli.render_cq import emit_batch_units, emit_file, emit_summary, emit_units
-    from rmqstore_cli.store import cq_dump
+    from rmqstore_cli.errors import UsageError
     from rmqstore_cli.times import parse_tz
 
     zone = parse_tz(tz)
@@ -116,34 +87,54 @@ def dump_cq(
     if messages and (not resolve or summary):
         raise UsageError("--messages reads each unit's message: not with --no-resolve or --summary")
     sizes = {"commitlog_file_size": commitlog_file_size, "cq_file_size": cq_file_size}
+    opener = partial(common.open_store, store, broker_conf, tz, allow_odd_size, **sizes)
     if file is not None:
         if summary:
             raise UsageError("--summary and --file do not go together")
-        named = common.pick_store(store, broker_conf, required=False)[0] if resolve else None  # never ~/store
-        ms = common.open_store(store, broker_conf, tz, allow_odd_size, **sizes) if named is not None else None
-        if messages and ms is None:
-            raise UsageError("--messages with --file needs --store to read the messages from")
-        if emit_file(file, topic, queue_id, ms, window, fmt.value, zone, messages) == 0:
-            raise NotFound("no unit in that range")
+        ms = file_store(resolve, store, broker_conf, opener)
+        dump_file(file, topic, queue_id, ms, window, fmt.value, zone, messages)
         return
-    ms = common.open_store(store, broker_conf, tz, allow_odd_size, **sizes)
+    ms = opener()
     if summary:
-        if queue_id is not None and topic is None:
-            raise UsageError("give the topic before the queue id")
-        if not emit_summary(cq_dump.summary_rows(ms, topic, queue_id), ms.config.root, fmt.value):
-            raise (topic is not None and common.no_such_topic(ms, topic)) or cq_dump.no_queues(ms, topic)
+        _dump_summary(ms, topic, queue_id, fmt.value)
         return
     if topic is None or queue_id is None:
         raise UsageError("give TOPIC and QUEUE_ID (or --file PATH, or --summary)")
+    _dump_queue(ms, topic, queue_id, compaction, window, (resolve, messages), fmt.value, zone)
+
+
+def _dump_summary(ms: Any, topic: str | None, queue_id: int | None, fmt: str) -> None:
+    """--summary: per-queue offsets; nothing printed is a topic not found (closest names) or no queues."""
+    from rmqstore_cli.errors import UsageError
+    from rmqstore_cli.render_cq import emit_summary
+    from rmqstore_cli.store import cq_dump
+
+    if queue_id is not None and topic is None:
+        raise UsageError("give the topic before the queue id")
+    if not emit_summary(cq_dump.summary_rows(ms, topic, queue_id), ms.config.root, fmt):
+        raise (topic is not None and common.no_such_topic(ms, topic)) or cq_dump.no_queues(ms, topic)
+
+
+def _dump_queue(
+    ms: Any, topic: str, queue_id: int, compaction: bool, window: tuple, reads: tuple[bool, bool], fmt: str, zone
+) -> None:
+    """One queue's units: a batch (or compaction) queue's own rows, else the consume queue's, resolved or not.
+
+    ``reads`` is (resolve, messages); an empty result names why (a topic not found, units held elsewhere).
+    """
+    from rmqstore_cli.render_cq import emit_batch_units, emit_units
+    from rmqstore_cli.store import cq_dump
+
+    resolve, messages = reads
     bq, log = cq_dump.batch_queue_of(ms, topic, queue_id, compaction)
     if bq is not None:
         rows = cq_dump.batch_rows(bq, log, ms.config.delay_level_table, window, resolve)
-        if emit_batch_units(bq, rows, fmt.value, zone) == 0:
+        if emit_batch_units(bq, rows, fmt, zone) == 0:
             raise cq_dump.batch_held(bq)
         return
     if cq_dump.topic_unknown(ms, topic, queue_id) and (nf := common.no_such_topic(ms, topic)) is not None:
         raise nf
     cq = cq_dump.open_queue(ms, topic, queue_id)
     units = cq_dump.queue_rows(cq, ms if resolve else None, topic, queue_id, window)
-    if emit_units(units, f"{topic}/{queue_id}", fmt.value, zone, ms if messages else None) == 0:
+    if emit_units(units, f"{topic}/{queue_id}", fmt, zone, ms if messages else None) == 0:
         raise cq_dump.queue_held(cq, topic, queue_id)

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rmqstore_cli.commands import common, grammar, lines, timer_options
-from rmqstore_cli.commands.common import complete_topic
 
 EPILOG = """Examples:
 
@@ -40,30 +39,13 @@ def dump_timer(
     timer_log_file_size: timer_options.TimerLogSizeOpt = None,
     timer_precision_ms: timer_options.TimerPrecisionOpt = None,
     allow_odd_size: common.AllowOddSizeOpt = False,
-    units: Annotated[
-        bool,
-        typer.Option(
-            "--units", help="Timer-log units (in log order) with the rmq_sys_wheel_timer message each points at."
-        ),
-    ] = False,
-    next_: Annotated[
-        bool, typer.Option("--next", help="What the broker does next after it starts (see below); --limit caps it.")
-    ] = False,
-    summary: Annotated[
-        bool,
-        typer.Option(
-            "--summary", help="The checkpoint, the wheel's geometry, the timer-log files and the broker's recovery."
-        ),
-    ] = False,
+    units: timer_options.UnitsOpt = False,
+    next_: timer_options.NextOpt = False,
+    summary: timer_options.SummaryOpt = False,
     overdue: timer_options.OverdueOpt = False,
     begin: Annotated[str | None, grammar.begin_option("Due time")] = None,
     end: Annotated[str | None, grammar.end_option("Due time")] = None,
-    topic: Annotated[
-        str | None,
-        grammar.topic_option(
-            "With --units, --next or --overdue: only messages whose real topic (REAL_TOPIC) is this.", complete_topic
-        ),
-    ] = None,
+    topic: timer_options.TopicOpt = None,
     now: grammar.NowOpt = None,
     limit: Annotated[int | None, grammar.limit_option("Print at most this many records.")] = None,
     fmt: common.FormatOpt = common.Fmt.table,
@@ -100,9 +82,8 @@ def dump_timer(
     is read against.
     Exit 1 when nothing is printed or the store has no timer files.
     """
-
-    from rmqstore_cli.errors import NotFound, UsageError
-    from rmqstore_cli.render_timer import emit_rows, print_timer_summary
+    from rmqstore_cli.errors import UsageError
+    from rmqstore_cli.render_timer import print_timer_summary
     from rmqstore_cli.store import timer_report
     from rmqstore_cli.store.message_store import MessageStore
     from rmqstore_cli.store.timer import schedule
@@ -120,20 +101,12 @@ def dump_timer(
     ms = MessageStore.open(cfg, zone, defer_index=True)
     common.warn_odd_files(cfg)
     if overdue:
-        from rmqstore_cli.render_overdue import print_overdue
-        from rmqstore_cli.store.overdue import scan
-
-        found = scan(ms, at)
-        for n in found.notes:
-            lines.note(n)
-        if print_overdue(found, cfg.root, (b, e), topic, summary, fmt.value, zone, limit) == 0:
-            raise NotFound("no delayed message is overdue", hint="--now is the time they are judged at")
+        timer_options.dump_overdue(ms, at, (b, e), topic, summary, fmt.value, zone, limit)
         return
     ts = timer_report.open_timer(cfg)
-    mode = "next" if next_ else "units" if units else "slots"
-    if b is not None and b == e and not (units or summary or next_):  # one due time: TimerWheel#getSlot
-        if emit_rows(timer_report.one_slot(ts, b), mode, cfg.root, fmt.value, zone, limit) == 0:
-            raise NotFound("no timer slot, unit or message matched")
+    mode = _mode(next_, units)
+    if _one_due_time(b, e, units or summary or next_):  # one due time: TimerWheel#getSlot
+        _emit(timer_report.one_slot(ts, b), mode, cfg.root, fmt.value, zone, limit)
         return
     if not cfg.timer_wheel_path.exists():
         lines.warn(timer_report.NO_WHEEL)
@@ -141,10 +114,37 @@ def dump_timer(
     if summary:
         print_timer_summary(cfg.root, view.end, timer_report.summary(ts, view, ms, at), fmt.value)
         return
+    rows = _view_rows(view, ms, mode, (b, e), topic, replay, at)
+    _emit(rows, mode, cfg.root, fmt.value, zone, limit)
+
+
+def _view_rows(view: Any, ms: Any, mode: str, window: tuple, topic: str | None, replay: Any, at: int) -> Any:
+    """The slots, units or replay rows, their notes on stderr first; --topic has no meaning for a slot."""
+    from rmqstore_cli.errors import UsageError
+    from rmqstore_cli.store import timer_report
+
     if mode == "slots" and topic is not None:
         raise UsageError("--topic goes with --units or --next (a slot holds messages of any topic)")
-    rows, notes = timer_report.dump_rows(view, ms, mode, (b, e), topic, replay, at)
+    rows, notes = timer_report.dump_rows(view, ms, mode, window, topic, replay, at)
     for n in notes:
         lines.note(n)
-    if emit_rows(rows, mode, cfg.root, fmt.value, zone, limit) == 0:
+    return rows
+
+
+def _mode(next_: bool, units: bool) -> str:
+    """What the rows are: --next's replay, --units' timer-log units, else the wheel's slots."""
+    return "next" if next_ else "units" if units else "slots"
+
+
+def _one_due_time(b: int | None, e: int | None, other_view: bool) -> bool:
+    """--begin equal to --end (and no other view) asks for the one slot of that due time."""
+    return b is not None and b == e and not other_view
+
+
+def _emit(rows: Any, mode: str, root: Any, fmt: str, zone: Any, limit: int | None) -> None:
+    """Print the rows; none printed is exit 1 (NotFound), whatever the view."""
+    from rmqstore_cli.errors import NotFound
+    from rmqstore_cli.render_timer import emit_rows
+
+    if emit_rows(rows, mode, root, fmt, zone, limit) == 0:
         raise NotFound("no timer slot, unit or message matched")

@@ -84,9 +84,7 @@ def expire(
     written (stdout full, closed, a pipe cut), and the journal has it. With stdout closed
     from the start, expire refuses before deleting anything (exit 5) unless --quiet.
     """
-    from rmqstore_cli.job_reports import print_expire
     from rmqstore_cli.render import ProgressBar
-    from rmqstore_cli.stdio import OutputFault
     from rmqstore_cli.store import expire_run
     from rmqstore_cli.times import parse_tz
 
@@ -94,9 +92,9 @@ def expire(
     ratio = o.disk_share(disk_ratio)
     at = clock(now, zone)
     cfg = load_config(store, broker_conf, commitlog_file_size, cq_file_size, index_slots, index_max, quiet=quiet)
-    hours = reserved_hours if reserved_hours is not None else float(cfg.file_reserved_time)
+    hours = o.reserved_hours(reserved_hours, cfg.file_reserved_time)
     live = expire_run.check_lock(cfg, dry_run, force, refuse_hint=o.REFUSE_HINT)
-    tell = (lambda line: None) if quiet else note
+    tell = o.teller(quiet, note)
     if live is not None:
         tell(f"a live broker (pid {live}) holds the store's lock; {o.LIVE_DRY_RUN}")
     checked = expire_run.check_files(cfg, zone)  # the data directories and file sizes
@@ -119,14 +117,8 @@ def expire(
     for n in run.plan.notes:
         tell(n)
     problems, error = run.plan.problems, run.error
-    went_wrong = error is not None or bool(problems)
-    if not (quiet and not run.deleted and not went_wrong):
-        try:
-            print_expire(fmt.value, summary, run.deleted, dry_run, cfg.root)
-        except OutputFault:
-            if not went_wrong:  # a run that stopped on a file: its error line and exit 3 say more
-                raise  # than a lost report (exit 6 means "finished"); the journal holds what it deleted
-    for p in problems if verbose and (len(problems) > 1 or (problems and error is not None)) else ():
+    o.report(fmt.value, summary, run, dry_run, cfg.root, quiet)
+    for p in o.left_alone(problems, error, verbose):
         say(None, f"left alone: {p}")
     failed = expire_run.failure(problems, error, verbose)
     if failed is not None:

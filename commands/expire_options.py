@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any
 
 import typer
 
@@ -79,3 +81,40 @@ def disk_share(value: float | None) -> float | None:
     raise UsageError(
         f"--disk-ratio {value:g} is not a share of the disk", hint="give a fraction (0.85) or a percentage (85)"
     )
+
+
+def reserved_hours(given: float | None, configured: int | float) -> float:
+    """--reserved-hours, else the store's fileReservedTime (broker.conf), as the broker's hours."""
+    return given if given is not None else float(configured)
+
+
+def teller(quiet: bool, note: Callable[[str], None]) -> Callable[[str], None]:
+    """The stderr note line, or nothing under --quiet (cron wants silence when all is well)."""
+    return (lambda line: None) if quiet else note
+
+
+def left_alone(problems: list, error: object | None, verbose: bool) -> list:
+    """The files to list as left alone: only with --verbose, and only when the one error line
+    does not already name them all (more than one, or one beside the run's own error)."""
+    if verbose and (len(problems) > 1 or (problems and error is not None)):
+        return problems
+    return []
+
+
+def report(fmt: str, summary: dict, run: Any, dry_run: bool, root: Path, quiet: bool) -> None:
+    """The run's report on stdout; --quiet keeps it back only when nothing was deleted and nothing went wrong.
+
+    A run that stopped on a file lets a lost report go: its error line and exit 3 say more than
+    exit 6 ("finished"), and the journal holds what it deleted.
+    """
+    from rmqstore_cli.job_reports import print_expire
+    from rmqstore_cli.stdio import OutputFault
+
+    went_wrong = run.error is not None or bool(run.plan.problems)
+    if quiet and not run.deleted and not went_wrong:
+        return
+    try:
+        print_expire(fmt, summary, run.deleted, dry_run, root)
+    except OutputFault:
+        if not went_wrong:
+            raise

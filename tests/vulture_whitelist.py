@@ -98,3 +98,13 @@ compaction_log, stop_warnings  # store/log_range.py: commands/dump_commitlog.py
 search_topics, find_key, not_found  # store/lookup.py: commands/index_lookup.py, commands/decode_msgid.py
 read_ids  # store/msgid.py: commands/decode_msgid.py
 store_version, command_queues, no_queue  # store/offset_query.py: commands/search_offset.py (and consumer_progress)
+(
+    quick_verify,
+    run_pad,
+    failure,
+    prepare,
+    body_sizes,
+    epoch_file,
+)  # store/verify/quick.py, store/repair.py, store/expire_run.py, store/generate_run.py: the engine halves of
+# commands/verify_local.py, repair.py, expire.py and generate.py, which call them (commands/ is not scanned)
+age_ms  # api/incident_records.py Transaction: a field as_dict reads; commands/transactions.py prints it

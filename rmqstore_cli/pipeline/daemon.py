@@ -25,16 +25,27 @@ from importlib.machinery import PathFinder
 def installed_pyspark_first(path: list[str]) -> list[str]:
     """``path`` with Spark's shipped zips moved last, if ``path`` (without them) finds the
     PySpark package the zips came from; otherwise ``path`` unchanged."""
-    zips = [p for p in path if p.endswith(".zip") and os.path.basename(p).startswith(("pyspark", "py4j"))]
+    zips = _shipped_zips(path)
     rest = [p for p in path if p not in zips]
-    found = PathFinder.find_spec("pyspark", rest)
-    if not zips or found is None or not found.submodule_search_locations:
-        return path
-    package = os.path.realpath(found.submodule_search_locations[0])
-    shipped = {os.path.realpath(os.path.dirname(os.path.dirname(os.path.dirname(z)))) for z in zips}
-    if shipped != {package} or PathFinder.find_spec("py4j", rest) is None:
+    if not zips or not _installed_is_their_source(zips, rest):
         return path
     return rest + zips
+
+
+def _shipped_zips(path: list[str]) -> list[str]:
+    """The pyspark and py4j zips Spark puts on a worker's path (its python/lib/)."""
+    return [p for p in path if p.endswith(".zip") and os.path.basename(p).startswith(("pyspark", "py4j"))]
+
+
+def _installed_is_their_source(zips: list[str], rest: list[str]) -> bool:
+    """Whether ``rest`` finds the very PySpark the zips were shipped from (their python/lib/ is
+    under its package) and a py4j: only then is putting it first the same code, loaded faster."""
+    found = PathFinder.find_spec("pyspark", rest)
+    if found is None or not found.submodule_search_locations:
+        return False
+    package = os.path.realpath(found.submodule_search_locations[0])
+    shipped = {os.path.realpath(os.path.dirname(os.path.dirname(os.path.dirname(z)))) for z in zips}
+    return shipped == {package} and PathFinder.find_spec("py4j", rest) is not None
 
 
 if __name__ == "__main__":

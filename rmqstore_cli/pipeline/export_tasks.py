@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 from rmqstore_cli.pipeline.stores import FileTask
 
@@ -52,6 +53,43 @@ BATCH_ROWS = 8192
 BATCH_BODY_BYTES = 64 << 20
 
 
+def _walk_blocks(flt: Any, cl: Any) -> bool:
+    """Whether to read whole blocks: as Store._walk, a filter that needs PROPERTIES (or a DLedger
+    log's records) goes record by record."""
+    return flt is None or (flt.columnar() and not cl.is_dledger)
+
+
+def _body_bytes(rec: Any, body: bool) -> int:
+    """The bytes a row's body adds to its batch: none when bodies are not exported."""
+    return len(rec.body) if body else 0
+
+
+def _batch_full(rows: list[tuple], size: int) -> bool:
+    """Whether the row-by-row batch is due: enough rows, or enough body bytes to bound its memory."""
+    return len(rows) >= BATCH_ROWS or size >= BATCH_BODY_BYTES
+
+
+def _rows_batch(rows: list[tuple], schema: Any, props_at: int) -> Any:
+    """Rows converted one at a time (what is not a run of valid records) as one RecordBatch."""
+    import pyarrow as pa
+
+    cols = list(zip(*rows, strict=True))
+    cols[props_at] = [list(d.items()) for d in cols[props_at]]  # arrow builds maps from pairs
+    return pa.RecordBatch.from_arrays(
+        [pa.array(c, type=f.type) for c, f in zip(cols, schema, strict=True)], schema=schema
+    )
+
+
+def _selected(blk: Any, flt: Any) -> Any:
+    """A block's records that pass the (columnar) filter: the block itself when all do, None when none."""
+    if flt is None:
+        return blk
+    take = flt.select(blk)
+    if not take.size:
+        return None
+    return blk if take.size == blk.n else blk.take(take)
+
+
 def export_batches(task: FileTask, stops: list | None = None, by_partition: bool = False) -> Iterator:
     """One commit-log file as pyarrow RecordBatches with the schema of
     :func:`~rmqstore_cli.pipeline.schema.arrow_schema`: the rows of :func:`export_rows`.
@@ -62,7 +100,6 @@ def export_batches(task: FileTask, stops: list | None = None, by_partition: bool
     (:func:`~rmqstore_cli.pipeline.arrow_block.block_batch`); anything else row by row.
     Where the file could not be read is appended to ``stops``. ``by_partition``: each
     block's rows grouped by topic (:func:`by_topic`), as the Parquet writer takes them."""
-    import pyarrow as pa
 
     from rmqstore_cli.pipeline.arrow_block import block_batch
     from rmqstore_cli.pipeline.schema import COLUMN_NAMES, arrow_schema
@@ -71,28 +108,21 @@ def export_batches(task: FileTask, stops: list | None = None, by_partition: bool
     schema = arrow_schema()
     props_at = COLUMN_NAMES.index("properties")
 
-    def batch(rows: list[tuple]):
-        cols = list(zip(*rows, strict=True))
-        cols[props_at] = [list(d.items()) for d in cols[props_at]]  # arrow builds maps from pairs
-        return pa.RecordBatch.from_arrays(
-            [pa.array(c, type=f.type) for c, f in zip(cols, schema, strict=True)], schema=schema
-        )
+    def batch(rows: list[tuple]) -> Any:
+        return _rows_batch(rows, schema, props_at)
 
     ms = task.store.open()
     cl = ms.commitlog
     flt = task.flt
-    # as Store._walk: a filter that needs PROPERTIES (or a DLedger log's records) record by record
-    blocks = flt is None or (flt.columnar() and not cl.is_dledger)
+    blocks = _walk_blocks(flt, cl)
     rows: list[tuple] = []
     size = 0
     try:
         for item in cl.scan_blocks(*bounds(task), every_file=True, blocks=blocks):
             if isinstance(item, MessageBlock):
-                if flt is not None:
-                    take = flt.select(item)
-                    if not take.size:
-                        continue
-                    item = item if take.size == item.n else item.take(take)
+                item = _selected(item, flt)
+                if item is None:
+                    continue
                 if rows:
                     yield batch(rows)
                     rows, size = [], 0
@@ -101,8 +131,8 @@ def export_batches(task: FileTask, stops: list | None = None, by_partition: bool
             if flt is not None and not flt.matches(item):
                 continue
             rows.append(_row(item, task, task.body))
-            size += len(item.body) if task.body else 0
-            if len(rows) >= BATCH_ROWS or size >= BATCH_BODY_BYTES:
+            size += _body_bytes(item, task.body)
+            if _batch_full(rows, size):
                 yield batch(rows)
                 rows, size = [], 0
         if rows:

@@ -555,19 +555,7 @@ def offset_by_time(bq: BatchConsumeQueue, when: int, upper: bool = False) -> int
     files = [(f, arr) for f, arr, _ in bq.unit_arrays()]
     if not files:
         return -1
-    last_file_empty = bq.valid_counts[len(bq.queue.files) - 1] == 0 if bq.queue.files else True
-    target = None
-    if not last_file_empty and int(files[-1][1][0]["store_time"]) <= when:
-        target = files[-1][1]
-    else:
-        cache: dict[int, np.ndarray] = {}  # refreshCache: a later file of the same start time wins
-        for _, arr in files:
-            cache[int(arr[0]["store_time"])] = arr
-        floor = [k for k in cache if k <= when]
-        if floor:
-            target = cache[max(floor)]
-        elif bq.valid_counts[0]:
-            target = files[0][1]  # searchTimeFromCache: the first file
+    target = _file_by_time(bq, files, when)
     if target is None:
         return -1
     ts = target["store_time"].tolist()
@@ -575,6 +563,20 @@ def offset_by_time(bq: BatchConsumeQueue, when: int, upper: bool = False) -> int
         return int(target[-1]["msg_base_offset"])
     mid = _search_right(ts, 0, len(ts) - 1, when, upper)
     return -1 if mid == -1 else int(target[mid]["msg_base_offset"])
+
+
+def _file_by_time(bq: BatchConsumeQueue, files: list, when: int) -> np.ndarray | None:
+    """The units of the file ``#getOffsetInQueueByTime`` searches (None: no file to search)."""
+    last_file_empty = bq.valid_counts[len(bq.queue.files) - 1] == 0 if bq.queue.files else True
+    if not last_file_empty and int(files[-1][1][0]["store_time"]) <= when:
+        return files[-1][1]
+    cache: dict[int, np.ndarray] = {}  # refreshCache: a later file of the same start time wins
+    for _, arr in files:
+        cache[int(arr[0]["store_time"])] = arr
+    floor = [k for k in cache if k <= when]
+    if floor:
+        return cache[max(floor)]
+    return files[0][1] if bq.valid_counts[0] else None  # searchTimeFromCache: the first file
 
 
 def first_at_or_after(bq: BatchConsumeQueue, when: int) -> BatchUnit | None:

@@ -298,42 +298,54 @@ def _plan_commitlog(plan: ExpiryPlan, cl: MappedFileQueue, config: StoreConfig, 
     cands, extra_hours, note = expiry_candidates(config, files)  # never the newest (still written) file
     if note:
         plan.notes.append(note)
-    reserved_ms = int((plan.reserved_hours + extra_hours) * HOUR_MS)
+    reserved_hours = plan.reserved_hours + extra_hours
     for i, f in enumerate(cands):
-        try:
-            st = os.lstat(f.path)
-        except OSError as e:
-            plan.problems.append(Problem(COMMITLOG, f.path, f"cannot stat: {e.strerror}"))
+        if not _condemn_commitlog_file(plan, f, config, disk, reserved_hours):
             break
-        mtime_ms = st.st_mtime_ns // 1_000_000  # File#lastModified
-        age_ms = plan.now_ms - mtime_ms
-        expired = plan.now_ms >= mtime_ms + reserved_ms
-        over = disk is not None and disk.ratio() > plan.disk_ratio
-        if not (expired or over):
-            break  # "avoid deleting files in the middle"
-        if plan.max_files is not None and len(plan.actions) >= plan.max_files:
-            plan.notes.append(f"stopped after --max-files {plan.max_files} commit-log files")
-            break
-        try:
-            st = _prove(f.path, os.path.realpath(f.path.parent), _OFFSET_NAME, config.mapped_file_size_commit_log)
-        except (StoreError, OSError) as e:
-            plan.problems.append(Problem(COMMITLOG, f.path, getattr(e, "message", None) or str(e)))
-            break
-        age_h = age_ms / HOUR_MS
-        if expired:
-            rule, reason = "expired", f"modified {age_h:.1f} h ago, reserved {plan.reserved_hours + extra_hours:g} h"
-        else:
-            rule, reason = (
-                "disk-full",
-                (f"disk {disk.ratio():.0%} used > {plan.disk_ratio:.0%} (modified {age_h:.1f} h ago)"),
-            )
-        detail = {"file_from_offset": f.file_from_offset, "mtime_ms": mtime_ms, "age_hours": round(age_h, 3)}
-        plan.actions.append(_condemn(COMMITLOG, f.path, config.root, st, rule, reason, detail=detail))
-        if disk is not None:
-            disk.free(st.st_dev, _freed(st))
         plan.commitlog_min_after = files[i + 1].file_from_offset if i + 1 < len(files) else f.end_offset
     if disk is not None:
         plan.disk = {"used_ratio_before": disk.before, "used_ratio_after": disk.ratio(), "threshold": plan.disk_ratio}
+
+
+def _condemn_commitlog_file(
+    plan: ExpiryPlan, f, config: StoreConfig, disk: _DiskProjection | None, reserved_hours: float
+) -> bool:
+    """One candidate of ``#deleteExpiredFileByTime``: condemned when expired or the disk is
+    over the ratio; False (the walk stops, "avoid deleting files in the middle") when it is
+    neither, the ``max_files`` cap is reached or the file cannot be proven."""
+    try:
+        st = os.lstat(f.path)
+    except OSError as e:
+        plan.problems.append(Problem(COMMITLOG, f.path, f"cannot stat: {e.strerror}"))
+        return False
+    mtime_ms = st.st_mtime_ns // 1_000_000  # File#lastModified
+    expired = plan.now_ms >= mtime_ms + int(reserved_hours * HOUR_MS)
+    if not (expired or (disk is not None and disk.ratio() > plan.disk_ratio)):
+        return False
+    if plan.max_files is not None and len(plan.actions) >= plan.max_files:
+        plan.notes.append(f"stopped after --max-files {plan.max_files} commit-log files")
+        return False
+    try:
+        st = _prove(f.path, os.path.realpath(f.path.parent), _OFFSET_NAME, config.mapped_file_size_commit_log)
+    except (StoreError, OSError) as e:
+        plan.problems.append(Problem(COMMITLOG, f.path, getattr(e, "message", None) or str(e)))
+        return False
+    age_h = (plan.now_ms - mtime_ms) / HOUR_MS
+    rule, reason = _commitlog_rule(plan, disk, expired, age_h, reserved_hours)
+    detail = {"file_from_offset": f.file_from_offset, "mtime_ms": mtime_ms, "age_hours": round(age_h, 3)}
+    plan.actions.append(_condemn(COMMITLOG, f.path, config.root, st, rule, reason, detail=detail))
+    if disk is not None:
+        disk.free(st.st_dev, _freed(st))
+    return True
+
+
+def _commitlog_rule(
+    plan: ExpiryPlan, disk: _DiskProjection | None, expired: bool, age_h: float, reserved_hours: float
+) -> tuple[str, str]:
+    """Why a commit-log file goes: its age (``fileReservedTime``) or the disk's use (``#isSpaceToDelete``)."""
+    if expired:
+        return "expired", f"modified {age_h:.1f} h ago, reserved {reserved_hours:g} h"
+    return "disk-full", f"disk {disk.ratio():.0%} used > {plan.disk_ratio:.0%} (modified {age_h:.1f} h ago)"
 
 
 def _plan_consume_queues(plan: ExpiryPlan, config: StoreConfig) -> None:
@@ -427,14 +439,7 @@ def _read_index_header(path: Path) -> tuple[int, int, int, int]:
 def _plan_index(plan: ExpiryPlan, config: StoreConfig) -> None:
     """``IndexService#deleteExpiredFile(min)``."""
     root, idir, clmin = config.root, config.index_dir, plan.commitlog_min_after
-    try:  # IndexService#load: the files of the directory, sorted by name
-        entries = sorted((p for p in idir.iterdir() if not p.name.startswith(".")), key=lambda p: p.name)
-    except (FileNotFoundError, NotADirectoryError):
-        return
-    paths = [p for p in entries if _INDEX_NAME.fullmatch(p.name)]
-    for p in entries:
-        if not _INDEX_NAME.fullmatch(p.name):  # never counted, so never taken for the newest file
-            plan.notes.append(f"{_relative(p, root)} is not an index file name; left alone")
+    paths = _index_paths(plan, idir, root)
     if not paths:
         return
     size = config.index_file_size
@@ -450,23 +455,32 @@ def _plan_index(plan: ExpiryPlan, config: StoreConfig) -> None:
         if end_phy >= clmin:
             break
         reason = f"endPhyOffset {end_phy} < commit-log min {clmin}"
-        plan.actions.append(
-            _condemn(
-                INDEX,
-                p,
-                root,
-                st,
-                "below-min",
-                reason,
-                detail={"begin_phy_offset": begin_phy, "end_phy_offset": end_phy},
-            )
-        )
+        detail = {"begin_phy_offset": begin_phy, "end_phy_offset": end_phy}
+        plan.actions.append(_condemn(INDEX, p, root, st, "below-min", reason, detail=detail))
         kept_from = i + 1
+    plan.index_first = _index_first(paths[kept_from])
+
+
+def _index_paths(plan: ExpiryPlan, idir: Path, root: Path) -> list[Path]:
+    """``IndexService#load``: the index files of the directory, sorted by name; any other
+    name is noted and never counted (so never taken for the newest file)."""
     try:
-        _, _, b, e = _read_index_header(paths[kept_from])
-        plan.index_first = {"file": paths[kept_from].name, "begin_phy_offset": b, "end_phy_offset": e}
+        entries = sorted((p for p in idir.iterdir() if not p.name.startswith(".")), key=lambda p: p.name)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    for p in entries:
+        if not _INDEX_NAME.fullmatch(p.name):
+            plan.notes.append(f"{_relative(p, root)} is not an index file name; left alone")
+    return [p for p in entries if _INDEX_NAME.fullmatch(p.name)]
+
+
+def _index_first(path: Path) -> dict:
+    """The first index file that stays, with its header's offsets when it can be read."""
+    try:
+        _, _, b, e = _read_index_header(path)
     except (StoreError, OSError):
-        plan.index_first = {"file": paths[kept_from].name}
+        return {"file": path.name}
+    return {"file": path.name, "begin_phy_offset": b, "end_phy_offset": e}
 
 
 # ----------------------------------------------------------------- executing

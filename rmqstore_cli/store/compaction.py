@@ -65,15 +65,19 @@ def parse_position_checkpoint(path: Path) -> PositionCheckpoint:
     table = data.get("queueOffsetMap", {})
     if not isinstance(table, dict):
         raise StoreError("position-checkpoint: queueOffsetMap is not an object", path=path)
-    offsets: dict[tuple[str, int], int] = {}
-    for key, value in table.items():
-        topic, sep, qid = key.rpartition(POSITION_KEY_SEPARATOR)
-        if not sep or not topic or not (qid.isascii() and qid.isdigit()):
-            raise StoreError(f"position-checkpoint: key {key!r} is not topic_queueId", path=path)
-        if not isinstance(value, int) or isinstance(value, bool) or not -(1 << 63) <= value < (1 << 63):
-            raise StoreError(f"position-checkpoint: {key} holds {value!r}, not a long", path=path)
-        offsets[(topic, int(qid))] = value
+    offsets = dict(_position_entry(key, value, path) for key, value in table.items())
     return PositionCheckpoint(offsets, bool(data.get("empty", not offsets)))
+
+
+def _position_entry(key: str, value: object, path: Path) -> tuple[tuple[str, int], int]:
+    """One ``queueOffsetMap`` entry: ``topic + "_" + queueId`` (split at the last ``_``) to a
+    long (a JSON bool or a number outside a long is refused)."""
+    topic, sep, qid = key.rpartition(POSITION_KEY_SEPARATOR)
+    if not sep or not topic or not (qid.isascii() and qid.isdigit()):
+        raise StoreError(f"position-checkpoint: key {key!r} is not topic_queueId", path=path)
+    if not isinstance(value, int) or isinstance(value, bool) or not -(1 << 63) <= value < (1 << 63):
+        raise StoreError(f"position-checkpoint: {key} holds {value!r}, not a long", path=path)
+    return (topic, int(qid)), value
 
 
 class CompactionStore:

@@ -113,21 +113,7 @@ class CompactionLogWriter:
 
     def _resume_from(self, logs, cq, regular_size) -> None:
         """:meth:`resume` once the files are listed."""
-        names = [f.path.name for f in logs]
-        if names != [f.path.name for f in cq.queue.files]:
-            raise StoreError(
-                "the compaction log and its queue do not have the same files "
-                "(TopicPartitionLog#sanityCheck): generate --append cannot continue them",
-                path=self.log_dir,
-            )
-        for f, size in [(f, self.log_size) for f in logs] + [(f, self.cq_size) for f in cq.queue.files]:
-            if regular_size(f.path) != size:
-                raise StoreError(
-                    f"a compaction file of {regular_size(f.path)} bytes where this run writes {size}: "
-                    "generate --append cannot continue it",
-                    path=f.path,
-                    hint="pass the ⟦broker_conf⟧ the store was generated with",
-                )
+        self._check_resumable(logs, cq, regular_size)
         if not logs:
             return
         valid = [(f, n) for f, n in zip(cq.queue.files, cq.valid_counts, strict=True) if n]
@@ -146,6 +132,24 @@ class CompactionLogWriter:
         )
         if log_pos >= self.log_size:
             self.log = None  # #isEmptyOrCurrentFileFull: the next put rolls
+
+    def _check_resumable(self, logs, cq, regular_size) -> None:
+        """The log and its queue have the same file names (``TopicPartitionLog#sanityCheck``)
+        and every file the size this run writes; refused otherwise."""
+        if [f.path.name for f in logs] != [f.path.name for f in cq.queue.files]:
+            raise StoreError(
+                "the compaction log and its queue do not have the same files "
+                "(TopicPartitionLog#sanityCheck): generate --append cannot continue them",
+                path=self.log_dir,
+            )
+        for f, size in [(f, self.log_size) for f in logs] + [(f, self.cq_size) for f in cq.queue.files]:
+            if regular_size(f.path) != size:
+                raise StoreError(
+                    f"a compaction file of {regular_size(f.path)} bytes where this run writes {size}: "
+                    "generate --append cannot continue it",
+                    path=f.path,
+                    hint="pass the ⟦broker_conf⟧ the store was generated with",
+                )
 
     def _roll(self) -> None:
         """``TopicPartitionLog#roll``: the next log file, and a queue file of the same name."""
@@ -329,13 +333,7 @@ def compaction_dispatch(config, roots: list[Path]) -> CompactionDispatch | None:
     d = CompactionDispatch(
         config.root, topics, config.compaction_mapped_file_size, config.compaction_cq_mapped_file_size, roots
     )
-    for what, configured, sub in (
-        ("cq_size", config.compaction_cq_mapped_file_size, COMPACTION_CQ_DIR),
-        ("log_size", config.compaction_mapped_file_size, COMPACTION_LOG_DIR),
-    ):
-        size = None if configured > 0 else _first_file_size(config.root / COMPACTION_DIR / sub)
-        if size:  # not configured: the files' own size, as the commit log's (StoreConfig#infer_sizes)
-            setattr(d, what, size)
+    _infer_sizes(d, config)
     on_disk = {
         (t, q)
         for sub in (COMPACTION_LOG_DIR, COMPACTION_CQ_DIR)
@@ -344,6 +342,18 @@ def compaction_dispatch(config, roots: list[Path]) -> CompactionDispatch | None:
     for topic, qid in sorted(on_disk):
         d.writer(topic, qid)  # every queue checked before the store's first byte is written
     return d
+
+
+def _infer_sizes(d: CompactionDispatch, config) -> None:
+    """A file size not configured is the files' own (as the commit log's,
+    ``StoreConfig#infer_sizes``): the first file's of the first queue."""
+    for what, configured, sub in (
+        ("cq_size", config.compaction_cq_mapped_file_size, COMPACTION_CQ_DIR),
+        ("log_size", config.compaction_mapped_file_size, COMPACTION_LOG_DIR),
+    ):
+        size = None if configured > 0 else _first_file_size(config.root / COMPACTION_DIR / sub)
+        if size:
+            setattr(d, what, size)
 
 
 def _first_file_size(directory: Path) -> int | None:

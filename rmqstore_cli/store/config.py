@@ -272,48 +272,21 @@ class StoreConfig:
 
     def _infer(self, attr: str, prop: str, option: str, files: list[Path], notes: list[str]) -> int:
         current = getattr(self, attr)
-        by_size: dict[int, list[Path]] = {}
-        for p in files:
-            by_size.setdefault(p.stat().st_size, []).append(p)
+        by_size = _files_by_size(files)
         if not by_size:
             return current
         want = self.cq_file_size if attr == "mapped_file_size_consume_queue" else current
         explicit = attr in self.explicit
-        if len(by_size) == 1:
-            ((size, paths),) = by_size.items()
-            if size == want:
-                return current
-            if not explicit and size > 0:
-                notes.append(f"{prop}={size} inferred from {paths[0].name}")
-                return size
-        # the size they should have: the setting, else the most common one (a tie: the larger);
-        # an empty file tells no size (all empty: the default stays, and each is an odd file)
-        nonzero = [s for s in by_size if s > 0]
-        expected = want if explicit or not nonzero else max(nonzero, key=lambda s: (len(by_size[s]), s))
-        odd = sorted(p for s, ps in by_size.items() if s != expected for p in ps)
-        first = odd[0]
-        size = first.stat().st_size
-        more = f" ({len(odd)} files differ)" if len(odd) > 1 else ""
+        uniform = _uniform_size(by_size, want, explicit)
+        if uniform == want:
+            return current
+        if uniform is not None:
+            notes.append(f"{prop}={uniform} inferred from {by_size[uniform][0].name}")
+            return uniform
+        expected = _expected_size(by_size, want, explicit)
+        odd = _odd_files(by_size, expected)
         if not self.allow_odd_size:
-            if explicit:
-                raise FileSizeError(
-                    f"file has {size} bytes but {prop}={want}{more}",
-                    path=first,
-                    hint=f"pass the broker's own {option} or ⟦broker_conf⟧",
-                )
-            if not nonzero:
-                raise FileSizeError(
-                    f"every file is empty (0 bytes), which tells no {prop}",
-                    path=first,
-                    hint=f"pass {option} or ⟦broker_conf⟧",
-                )
-            others = len(files) - len(odd)
-            raise FileSizeError(
-                f"files disagree on {prop}: this one has {size} bytes, {others} other"
-                f"{'s have' if others != 1 else ' has'} {expected}{more}",
-                path=first,
-                hint=f"the broker refuses to load such a store; pass {option} or ⟦broker_conf⟧",
-            )
+            raise _odd_size_error(by_size, odd, expected, want, explicit, prop, option)
         self.odd_files.extend((p, p.stat().st_size, expected) for p in odd)
         if explicit or expected == want:
             return current
@@ -538,3 +511,73 @@ def _unescape(s: str) -> str:
         out.append(c)
         i += 1
     return "".join(out)
+
+
+def _files_by_size(files: list[Path]) -> dict[int, list[Path]]:
+    """Group data files by their byte size: the broker maps every file of a directory at one size."""
+    by_size: dict[int, list[Path]] = {}
+    for p in files:
+        by_size.setdefault(p.stat().st_size, []).append(p)
+    return by_size
+
+
+def _uniform_size(by_size: dict[int, list[Path]], want: int, explicit: bool) -> int | None:
+    """The one size every file has, when it settles the setting without a vote.
+
+    It does when it is the setting already, or when nothing was set and the files are not empty;
+    None sends the caller to the majority rule and the odd-file checks.
+    """
+    if len(by_size) != 1:
+        return None
+    ((size, _paths),) = by_size.items()
+    if size == want or (not explicit and size > 0):
+        return size
+    return None
+
+
+def _odd_files(by_size: dict[int, list[Path]], expected: int) -> list[Path]:
+    """The files whose size is not the expected one, in path order (the first is the one named)."""
+    return sorted(p for s, ps in by_size.items() if s != expected for p in ps)
+
+
+def _expected_size(by_size: dict[int, list[Path]], want: int, explicit: bool) -> int:
+    """The size the files should have: the setting, else the most common one (a tie: the larger).
+
+    An empty file tells no size (all empty: the default stays, and each is an odd file).
+    """
+    nonzero = [s for s in by_size if s > 0]
+    if explicit or not nonzero:
+        return want
+    return max(nonzero, key=lambda s: (len(by_size[s]), s))
+
+
+def _odd_size_error(
+    by_size: dict[int, list[Path]], odd: list[Path], expected: int, want: int, explicit: bool, prop: str, option: str
+) -> FileSizeError:
+    """The refusal for files whose size is not the expected one, naming the first such file.
+
+    Three wordings, because the fix differs: a setting the files contradict, files that are all
+    empty (no size to infer), and files that disagree among themselves.
+    """
+    first = odd[0]
+    size = first.stat().st_size
+    more = f" ({len(odd)} files differ)" if len(odd) > 1 else ""
+    if explicit:
+        return FileSizeError(
+            f"file has {size} bytes but {prop}={want}{more}",
+            path=first,
+            hint=f"pass the broker's own {option} or ⟦broker_conf⟧",
+        )
+    if not any(s > 0 for s in by_size):
+        return FileSizeError(
+            f"every file is empty (0 bytes), which tells no {prop}",
+            path=first,
+            hint=f"pass {option} or ⟦broker_conf⟧",
+        )
+    others = sum(len(ps) for ps in by_size.values()) - len(odd)
+    return FileSizeError(
+        f"files disagree on {prop}: this one has {size} bytes, {others} other"
+        f"{'s have' if others != 1 else ' has'} {expected}{more}",
+        path=first,
+        hint=f"the broker refuses to load such a store; pass {option} or ⟦broker_conf⟧",
+    )

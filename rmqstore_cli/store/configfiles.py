@@ -194,18 +194,12 @@ def load_config(config_dir: Path, config: ConfigFile) -> ConfigLoad:
                 out.file_state = "unreadable"
             return out
         if not data:
-            out.notes.append(f"{path.name} is {'empty' if data is not None else 'absent'}")
-            if kind == "file":
-                out.file_state = "empty" if data is not None else "absent"
+            _note_missing(out, path, data is not None, kind == "file")
             continue
         try:
             out.value = config.decode(data)
         except DecodeError as e:
-            out.notes.append(
-                f"{path.name} does not decode at byte {e.offset}: {e.what}"
-                if e.offset is not None
-                else f"{path.name} does not decode: {e.what}"
-            )
+            out.notes.append(_decode_note(path, e))
             if kind == "bak":
                 out.source, out.error = "fails", e
                 return out
@@ -216,6 +210,21 @@ def load_config(config_dir: Path, config: ConfigFile) -> ConfigLoad:
             out.file_state = "ok"
         return out
     return out
+
+
+def _note_missing(out: ConfigLoad, path: Path, present: bool, main: bool) -> None:
+    """An empty or absent file: the broker goes on to the .bak (or the defaults), so only a note,
+    and for the main file its state."""
+    out.notes.append(f"{path.name} is {'empty' if present else 'absent'}")
+    if main:
+        out.file_state = "empty" if present else "absent"
+
+
+def _decode_note(path: Path, e: DecodeError) -> str:
+    """Where a file stops decoding, with the byte when the decoder knows it."""
+    if e.offset is not None:
+        return f"{path.name} does not decode at byte {e.offset}: {e.what}"
+    return f"{path.name} does not decode: {e.what}"
 
 
 def load_broker_configs(config_dir: Path, version: str, lmq: bool = False) -> list[ConfigLoad]:

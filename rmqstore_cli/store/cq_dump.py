@@ -58,13 +58,8 @@ def batch_rows(bq: Any, log: Any, delay: dict, window: tuple, resolve: bool) -> 
     including) the first starting at ``to`` or later, at most ``limit`` (``window``: from,
     to, limit), each resolved against ``log`` (:func:`~rmqstore_cli.store.unit_check.check_batch_unit`)
     with ``resolve``."""
-    from rmqstore_cli.store.unit_check import check_batch_unit
-
     from_offset, to_offset, limit = window
-    first = 0
-    if from_offset is not None:
-        hit = bq.find(max(from_offset, bq.min_offset), or_next=bq.sparse)
-        first = hit.index if hit is not None else bq.unit_count
+    first = _first_batch_index(bq, from_offset)
     kind = "compaction" if bq.sparse else "BatchCQ"
     shown = 0
     for u in bq.units():
@@ -73,33 +68,55 @@ def batch_rows(bq: Any, log: Any, delay: dict, window: tuple, resolve: bool) -> 
         if to_offset is not None and u.msg_base_offset >= to_offset or limit is not None and shown >= limit:
             break
         shown += 1
-        d = {
-            "topic": bq.topic,
-            "queue_id": bq.queue_id,
-            "cq_type": kind,
-            "unit_index": u.index,
-            "msg_base_offset": u.msg_base_offset,
-            "batch_size": u.batch_size,
-            "commitlog_offset": u.commitlog_offset,
-            "size": u.size,
-            "tags_code": u.tags_code,
-            "store_time_ms": u.store_time,
-            "compacted_offset": u.compacted_offset,
-            "file": u.file,
-            "position": u.pos,
-        }
+        d = _batch_unit_row(bq, u, kind)
         if resolve:
-            c = check_batch_unit(log, u, bq.topic, bq.queue_id, delay, bq.sparse)
-            m = c.message
-            d.update(
-                status=c.status,
-                agrees=c.agrees,
-                problems=c.problems,
-                keys=m.keys if m is not None else None,
-                tags=m.tags if m is not None else None,
-                uniq_key=m.uniq_key if m is not None else None,
-            )
+            d.update(_batch_resolved(bq, u, log, delay))
         yield d
+
+
+def _first_batch_index(bq: Any, from_offset: int | None) -> int:
+    """The index of the unit holding queue offset ``from_offset`` (a compaction queue's: the next one
+    there, its offsets having gaps); past the end when none does, 0 without a start."""
+    if from_offset is None:
+        return 0
+    hit = bq.find(max(from_offset, bq.min_offset), or_next=bq.sparse)
+    return hit.index if hit is not None else bq.unit_count
+
+
+def _batch_unit_row(bq: Any, u: Any, kind: str) -> dict:
+    """A batch (or compaction) queue unit's own fields, in the order dump-cq prints them."""
+    return {
+        "topic": bq.topic,
+        "queue_id": bq.queue_id,
+        "cq_type": kind,
+        "unit_index": u.index,
+        "msg_base_offset": u.msg_base_offset,
+        "batch_size": u.batch_size,
+        "commitlog_offset": u.commitlog_offset,
+        "size": u.size,
+        "tags_code": u.tags_code,
+        "store_time_ms": u.store_time,
+        "compacted_offset": u.compacted_offset,
+        "file": u.file,
+        "position": u.pos,
+    }
+
+
+def _batch_resolved(bq: Any, u: Any, log: Any, delay: dict) -> dict:
+    """What the unit's record says of it (:func:`~rmqstore_cli.store.unit_check.check_batch_unit`),
+    with the record's keys, tags and uniq key (None where no valid record is there)."""
+    from rmqstore_cli.store.unit_check import check_batch_unit
+
+    c = check_batch_unit(log, u, bq.topic, bq.queue_id, delay, bq.sparse)
+    m = c.message
+    return {
+        "status": c.status,
+        "agrees": c.agrees,
+        "problems": c.problems,
+        "keys": m.keys if m is not None else None,
+        "tags": m.tags if m is not None else None,
+        "uniq_key": m.uniq_key if m is not None else None,
+    }
 
 
 def batch_file_rows(path: Path, sparse: bool, ms: Any, window: tuple):

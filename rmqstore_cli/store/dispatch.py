@@ -239,15 +239,10 @@ class Dispatcher:
         self.units += 1
 
     def dispatch_request(self, req: DispatchRequest) -> None:
+        """``CommitLogDispatcherBuildConsumeQueue`` then ``CommitLogDispatcherBuildIndex`` for
+        one request (the index only from where its files end)."""
         if self.build_cq and req.to_consume_queue:
-            if req.topic in self.topics and (self.batch is None or req.topic not in self.batch.topics):
-                self._put(req.topic, req.queue_id, req, req.consume_queue_offset)
-            if req.multi is not None:  # ConsumeQueue#multiDispatchLmqQueue, after the message's own unit
-                if req.multi.problem:
-                    self.multi_problems[req.multi.problem] = self.multi_problems.get(req.multi.problem, 0) + 1
-                for t in req.multi.targets:
-                    if t.name in self.topics:
-                        self._put(t.name, t.queue_id, req, t.offset)
+            self._dispatch_units(req)
         if self.index is not None and req.commitlog_offset >= self.index.last_end_phy_offset:
             if self.key_block is not None:
                 self.key_block.add(req.index_keys, req.commitlog_offset, req.store_timestamp)
@@ -256,6 +251,19 @@ class Dispatcher:
             for key in req.index_keys:
                 self.index.put_key(key, req.commitlog_offset, req.store_timestamp)
         self.last_store_timestamp = req.store_timestamp
+
+    def _dispatch_units(self, req: DispatchRequest) -> None:
+        """The message's own unit (not for a topic of the batch consume queue), then its
+        multi-dispatch units (``ConsumeQueue#multiDispatchLmqQueue``), selected topics only."""
+        if req.topic in self.topics and (self.batch is None or req.topic not in self.batch.topics):
+            self._put(req.topic, req.queue_id, req, req.consume_queue_offset)
+        if req.multi is None:
+            return
+        if req.multi.problem:
+            self.multi_problems[req.multi.problem] = self.multi_problems.get(req.multi.problem, 0) + 1
+        for t in req.multi.targets:
+            if t.name in self.topics:
+                self._put(t.name, t.queue_id, req, t.offset)
 
     def close(self) -> None:
         for w in self.writers.values():

@@ -131,21 +131,40 @@ def epoch_summary(ef: EpochFile, log_min: int, log_end: int, cut: int) -> dict:
     """The summary block: which file the broker uses, the epochs' spans, the last epoch's end
     and what the next start's truncation removes."""
     spans = epoch_spans(ef.entries, log_end)
-    last = spans[-1] if spans else None
+    return {
+        **_used_file(ef),
+        "epochs": [{"epoch": s.epoch, "start": s.start_offset, "end": s.end_offset, "bytes": s.bytes} for s in spans],
+        **_last_epoch(spans),
+        "commitlog_min_offset": log_min,
+        "commitlog_end_offset": log_end,
+        **_truncation(ef, log_end, cut),
+    }
+
+
+def _used_file(ef: EpochFile) -> dict:
+    """The file the broker loads (the epoch file or its .bak; None: neither), its entry count and CRCs."""
     chosen = {"file": ef.main, "bak": ef.backup}.get(ef.used or "")
     return {
         "file": {"file": ef.main.path.name, "bak": ef.backup.path.name}.get(ef.used or ""),
         "entries": len(ef.entries),
         "crc_stored": chosen.stored_crc if chosen is not None else None,
         "crc_computed": chosen.crc if chosen is not None else None,
-        "epochs": [{"epoch": s.epoch, "start": s.start_offset, "end": s.end_offset, "bytes": s.bytes} for s in spans],
-        "last_epoch": last.epoch if last else None,
-        "last_epoch_end": last.end_offset if last else None,
-        "commitlog_min_offset": log_min,
-        "commitlog_end_offset": log_end,
-        "truncate_at": cut if cut < log_end else None,
+    }
+
+
+def _last_epoch(spans: list[EpochSpan]) -> dict:
+    """The last epoch and where it ends (the log's end: ``EpochFileCache#setLastEpochEntryEndOffset``)."""
+    last = spans[-1] if spans else None
+    return {"last_epoch": last.epoch if last else None, "last_epoch_end": last.end_offset if last else None}
+
+
+def _truncation(ef: EpochFile, log_end: int, cut: int) -> dict:
+    """What the next start's truncation at ``cut`` removes: nothing when it is at or past the log's end."""
+    cuts = cut < log_end
+    return {
+        "truncate_at": cut if cuts else None,
         "truncate_bytes": max(0, log_end - cut),
-        "epochs_dropped": [e.epoch for e in ef.entries if cut < log_end and e.start_offset >= cut],
+        "epochs_dropped": [e.epoch for e in ef.entries if cuts and e.start_offset >= cut],
     }
 
 

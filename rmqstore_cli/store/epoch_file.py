@@ -125,26 +125,40 @@ def parse_epoch_file(path: Path, lines: list[str] | None) -> EpochFileRead:
     stored = java_int(lines[1] if len(lines) > 1 else None)
     if stored is None:
         return EpochFileRead(path, True, declared=declared, problem="the CRC line is not a Java int", fatal=True)
-    entries, skipped, body = [], [], []
+    entries, skipped, bad = _entry_lines(lines)
+    if bad is not None:
+        return EpochFileRead(path, True, tuple(entries), declared, stored, problem=bad, fatal=True)
+    crc = crc32("".join(line + LINE_SEPARATOR for line in lines[2:]).encode("utf-8")) & CRC_MASK
+    problem = _count_or_crc_problem(declared, len(entries), stored, crc)
+    return EpochFileRead(path, True, tuple(entries), declared, stored, crc, tuple(skipped), problem)
+
+
+def _entry_lines(lines: list[str]) -> tuple[list[EpochEntry], list[int], str | None]:
+    """The entries from line 3 on, the numbers of lines skipped (not two fields: the broker skips
+    them too), and the problem of the first line whose fields are no number (the broker's read
+    fails there; the entries before it are kept)."""
+    entries: list[EpochEntry] = []
+    skipped: list[int] = []
     for n, line in enumerate(lines[2:], start=3):
-        body.append(line + LINE_SEPARATOR)
         parts = java_split(line)
         if len(parts) != 2:
             skipped.append(n)
             continue
         epoch, start = java_int(parts[0]), java_int(parts[1], LONG_MIN, LONG_MAX)
         if epoch is None or start is None:
-            return EpochFileRead(
-                path, True, tuple(entries), declared, stored, problem=f"line {n} {line!r} is no number", fatal=True
-            )
+            return entries, skipped, f"line {n} {line!r} is no number"
         entries.append(EpochEntry(epoch, start, n))
-    crc = crc32("".join(body).encode("utf-8")) & CRC_MASK
-    problem = None
-    if len(entries) != declared:
-        problem = f"{declared} entries declared, {len(entries)} found"
-    elif stored != NOT_CHECK_CRC and stored != crc:
-        problem = f"CRC {stored} stored, {crc} computed"
-    return EpochFileRead(path, True, tuple(entries), declared, stored, crc, tuple(skipped), problem)
+    return entries, skipped, None
+
+
+def _count_or_crc_problem(declared: int, found: int, stored: int, crc: int) -> str | None:
+    """Why the broker would not accept the file: the entry count first, then the CRC (unless it is
+    the no-check value), as ``CheckpointFile#read`` checks them."""
+    if found != declared:
+        return f"{declared} entries declared, {found} found"
+    if stored != NOT_CHECK_CRC and stored != crc:
+        return f"CRC {stored} stored, {crc} computed"
+    return None
 
 
 def read_epoch_file(root: Path) -> EpochFile:

@@ -109,24 +109,11 @@ def summary(r: ExpireRun, cfg: StoreConfig) -> dict[str, Any]:
     the minimum offsets after the run (where the commit log really starts when the run
     stopped early), the problems and notes."""
     from rmqstore_cli.store.cleanup import COMMITLOG, CONSUMEQUEUE, INDEX, KINDS
-    from rmqstore_cli.store.mapped_files import MappedFileQueue
 
     plan, deleted, error = r.plan, r.deleted, r.error
     counts = {k: sum(1 for a in deleted if a.kind == k) for k in KINDS}
-    if r.dry_run or error is None:
-        cl_min = plan.commitlog_min_after
-    else:  # stopped early: say where the commit log really starts now
-        q = MappedFileQueue(cfg.commitlog_dirs, cfg.mapped_file_size_commit_log)
-        cl_min = q.files[0].file_from_offset if q.files else -1
-    done_q: dict[tuple[str, int], int] = {}
-    for a in deleted:
-        if a.kind == CONSUMEQUEUE:
-            done_q[(a.topic, a.queue_id)] = done_q.get((a.topic, a.queue_id), 0) + 1
-    queues = [
-        {"topic": m.topic, "queue_id": m.queue_id, "files_deleted": m.files_deleted, "min_offset": m.min_offset}
-        for m in plan.queue_mins
-        if done_q.get((m.topic, m.queue_id)) == m.files_deleted
-    ]
+    cl_min = _commitlog_min(r, cfg)
+    queues = _queue_mins(r)
     index_complete = counts[INDEX] == len(plan.of(INDEX))
     s: dict[str, Any] = {
         "store": str(cfg.root),
@@ -149,9 +136,41 @@ def summary(r: ExpireRun, cfg: StoreConfig) -> dict[str, Any]:
     }
     if plan.disk is not None:
         s["disk"] = plan.disk
-    s["problems"] = [str(p) for p in plan.problems] + ([str(error)] if error is not None else [])
+    s["problems"] = _problems(plan.problems, error)
     s["notes"] = list(plan.notes)
     return s
+
+
+def _problems(problems: list, error: RmqstoreError | None) -> list[str]:
+    """The plan's problems, then the error that stopped the run."""
+    return [str(p) for p in problems] + ([str(error)] if error is not None else [])
+
+
+def _commitlog_min(r: ExpireRun, cfg: StoreConfig) -> int:
+    """The commit log's minimum offset after the run: the plan's, or, when the run stopped
+    early, where the commit log really starts now (-1: no file left)."""
+    from rmqstore_cli.store.mapped_files import MappedFileQueue
+
+    if r.dry_run or r.error is None:
+        return r.plan.commitlog_min_after
+    q = MappedFileQueue(cfg.commitlog_dirs, cfg.mapped_file_size_commit_log)
+    return q.files[0].file_from_offset if q.files else -1
+
+
+def _queue_mins(r: ExpireRun) -> list[dict[str, Any]]:
+    """The queues whose planned files all went, with their new minimum offset (a queue the
+    run stopped inside keeps its old one, so it is not named)."""
+    from rmqstore_cli.store.cleanup import CONSUMEQUEUE
+
+    done_q: dict[tuple[str, int], int] = {}
+    for a in r.deleted:
+        if a.kind == CONSUMEQUEUE:
+            done_q[(a.topic, a.queue_id)] = done_q.get((a.topic, a.queue_id), 0) + 1
+    return [
+        {"topic": m.topic, "queue_id": m.queue_id, "files_deleted": m.files_deleted, "min_offset": m.min_offset}
+        for m in r.plan.queue_mins
+        if done_q.get((m.topic, m.queue_id)) == m.files_deleted
+    ]
 
 
 def record(journal: Any, summary: dict[str, Any]) -> str | None:

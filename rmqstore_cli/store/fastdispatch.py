@@ -79,6 +79,19 @@ class BatchKeys:
         return iter([raw[x:y] for x, y in zip(self.a.tolist(), self.b.tolist(), strict=True)])
 
 
+@dataclass(frozen=True, slots=True)
+class _QueueColumns:
+    """The columns a block's dispatched records give their consume-queue units."""
+
+    tids: np.ndarray
+    qid: np.ndarray
+    phy: np.ndarray
+    size: np.ndarray
+    tags_code: np.ndarray
+    store_ts: np.ndarray
+    qoff: np.ndarray
+
+
 @dataclass
 class Topic:
     id: int
@@ -169,27 +182,16 @@ class FastDispatcher:
         (into ``pos``) of a record found invalid for dispatch (non-int DELAY), which was not
         dispatched and ends the batch, or None."""
         d = self.d
-        delay_table = d.delay_table
-        max_level = max(delay_table) if delay_table else 0
         tl = f["topic_len"][take]
-        ta = f["topic_at"][take]
         pl = f["props_len"][take]
         pa = f["props_at"][take]
         sysf = f["sys_flag"][take]
         store_ts = f["store_ts"][take]
         rollback = (sysf & TRANSACTION_MASK) == TRANSACTION_ROLLBACK_TYPE
-        tids_a, tags_code, key_list, key_owner, delay_fix, multi_at = self._extract(buf, a, ta, tl, pa, pl, rollback)
-        stop = None
-        # tagsCode: hashCode of TAGS, sign-extended; the schedule topic's delivery time
-        for i, delay in delay_fix:
-            try:
-                level = parse_delay(delay)
-            except InvalidForDispatch:
-                stop = i
-                break
-            level = min(level, max_level)
-            if level > 0:
-                tags_code[i] = deliver_timestamp(level, int(store_ts[i]), delay_table)
+        tids_a, tags_code, key_list, key_owner, delay_fix, multi_at = self._extract(
+            buf, a, f["topic_at"][take], tl, pa, pl, rollback
+        )
+        stop = self._delay_tags(delay_fix, tags_code, store_ts)
         m = len(tl) if stop is None else stop
         if stop is not None:
             nk = int(np.searchsorted(key_owner, stop)) if len(key_owner) else 0
@@ -199,38 +201,77 @@ class FastDispatcher:
             return None if stop is None else int(take[stop])
         sel = take[:m]
         phy = f["phy"][sel]
-        size = f["total"][sel].astype(np.int64)
-        qid = f["queue_id"][sel].astype(np.int64)
-        qoff = f["queue_offset"][sel]
         tids_a = tids_a[:m]
-        tran = sysf[:m] & TRANSACTION_MASK
         if d.build_cq:
-            to_cq = (tran == TRANSACTION_NOT_TYPE) | (tran == TRANSACTION_COMMIT_TYPE)
-            multi = self._multi(multi_at, to_cq, tids_a, qid) if multi_at is not None else None
-            sel_topics = np.fromiter((t.cq for t in self.topic_list), dtype=bool, count=len(self.topic_list))
-            to_cq &= sel_topics[tids_a]
-            if d.batch is not None:
-                to_cq = self._batch_queues(
-                    buf, to_cq, tids_a, qid, phy, size, tags_code[:m], store_ts[:m], pa[:m], pl[:m], qoff
-                )
-            if multi is not None:
-                multi = multi[:, sel_topics[multi[1]]]  # names selected and safe as directories
-            if multi is None or not multi.shape[1]:
-                self._consume_queues(np.flatnonzero(to_cq), tids_a, qid, phy, size, tags_code[:m], qoff)
-            else:
-                self._consume_queues(
-                    *fan_out_units(np.flatnonzero(to_cq), multi, tids_a, qid, phy, size, tags_code[:m], qoff)
-                )
-        if self.dry and d.build_index and key_list:
-            kphy = phy[key_owner]
-            self.keys += int(np.count_nonzero(kphy >= self.dry_last_phy))
-            self.dry_last_phy = max(self.dry_last_phy, int(kphy.max()))
-        elif d.index is not None and key_list:
-            self._index(key_list, key_owner, tids_a[key_owner], phy, store_ts[:m])
+            cols = _QueueColumns(
+                tids_a,
+                f["queue_id"][sel].astype(np.int64),
+                phy,
+                f["total"][sel].astype(np.int64),
+                tags_code[:m],
+                store_ts[:m],
+                f["queue_offset"][sel],
+            )
+            self._dispatch_queues(buf, cols, sysf[:m] & TRANSACTION_MASK, multi_at, pa[:m], pl[:m])
+        if key_list:
+            self._dispatch_keys(key_list, key_owner, tids_a, phy, store_ts[:m])
         self.messages += m
         self.last_store_timestamp = int(store_ts[m - 1])
         d.last_store_timestamp = self.last_store_timestamp
         return None if stop is None else int(take[stop])
+
+    def _delay_tags(self, delay_fix: list, tags_code: np.ndarray, store_ts: np.ndarray) -> int | None:
+        """The schedule topic's tagsCode: the delivery time of the DELAY level, capped at the
+        highest level (``CommitLog#checkMessageAndReturnSize``). Returns the index of the first
+        record whose DELAY is not an int (invalid for dispatch: it and what follows are not
+        dispatched in this batch), or None."""
+        delay_table = self.d.delay_table
+        max_level = max(delay_table) if delay_table else 0
+        for i, delay in delay_fix:
+            try:
+                level = parse_delay(delay)
+            except InvalidForDispatch:
+                return i
+            level = min(level, max_level)
+            if level > 0:
+                tags_code[i] = deliver_timestamp(level, int(store_ts[i]), delay_table)
+        return None
+
+    def _dispatch_queues(
+        self, buf, c: _QueueColumns, tran: np.ndarray, multi_at, pa: np.ndarray, pl: np.ndarray
+    ) -> None:
+        """The consume-queue units of the dispatched records: NOT and COMMIT transaction types
+        of selected topics only, batch queues apart, plus the multi-dispatch units of
+        ``INNER_MULTI_DISPATCH`` (:meth:`Dispatcher.dispatch_request`)."""
+        d = self.d
+        to_cq = (tran == TRANSACTION_NOT_TYPE) | (tran == TRANSACTION_COMMIT_TYPE)
+        multi = self._multi(multi_at, to_cq, c.tids, c.qid) if multi_at is not None else None
+        sel_topics = np.fromiter((t.cq for t in self.topic_list), dtype=bool, count=len(self.topic_list))
+        to_cq &= sel_topics[c.tids]
+        if d.batch is not None:
+            to_cq = self._batch_queues(
+                buf, to_cq, c.tids, c.qid, c.phy, c.size, c.tags_code, c.store_ts, pa, pl, c.qoff
+            )
+        if multi is not None:
+            multi = multi[:, sel_topics[multi[1]]]  # names selected and safe as directories
+        args = (c.tids, c.qid, c.phy, c.size, c.tags_code, c.qoff)
+        if multi is None or not multi.shape[1]:
+            self._consume_queues(np.flatnonzero(to_cq), *args)
+        else:
+            self._consume_queues(*fan_out_units(np.flatnonzero(to_cq), multi, *args))
+
+    def _dispatch_keys(
+        self, key_list, key_owner: np.ndarray, tids: np.ndarray, phy: np.ndarray, store_ts: np.ndarray
+    ) -> None:
+        """The index entries of the dispatched records' keys; a dry run only counts the keys of
+        records past the last one counted (a batch may be read again)."""
+        d = self.d
+        if self.dry and d.build_index:
+            kphy = phy[key_owner]
+            self.keys += int(np.count_nonzero(kphy >= self.dry_last_phy))
+            self.dry_last_phy = max(self.dry_last_phy, int(kphy.max()))
+        elif d.index is not None:
+            self._index(key_list, key_owner, tids[key_owner], phy, store_ts)
 
     def _topic_ids(self, buf, a, ta, tl) -> np.ndarray:
         """Topic id per record: topics seen before found with numpy (:class:`batch.TopicIds`),
@@ -254,16 +295,7 @@ class FastDispatcher:
         tids = self._topic_ids(buf, a, ta, tl)
         pl0 = np.maximum(pl, 0)
         pr = Properties(a, pa, pl0, buf, checks=False, joined=compiled_join(a, pa, pl0))  # values only
-        delay_fix = []
-        sch = np.fromiter((t.schedule for t in self.topic_list), dtype=bool, count=len(self.topic_list))
-        if sch[tids].any():
-            raw = pr.cat.tobytes()
-            o, x, y = pr.value(b"DELAY\x01")
-            keep = sch[tids[o]]
-            delay_fix = [
-                (i, raw[u:v].decode("utf-8", "replace"))
-                for i, u, v in zip(o[keep].tolist(), x[keep].tolist(), y[keep].tolist(), strict=True)
-            ]
+        delay_fix = self._delay_values(pr, tids)
         multi_at = multi_ranges(pr) if self.d.config.enable_multi_dispatch else None
         got = pr.compiled_keys(~rollback, tids, self._prefix_hashes())  # the C loop: one pass
         if got is not None:
@@ -276,6 +308,25 @@ class FastDispatcher:
                 delay_fix,
                 multi_at,
             )
+        tags_code, keys, owner = self._hashed_keys(pr, tids, len(tl), rollback)
+        return tids, tags_code, keys, owner, delay_fix, multi_at
+
+    def _delay_values(self, pr: Properties, tids: np.ndarray) -> list[tuple[int, str]]:
+        """(record, DELAY text) of the block's schedule-topic records that carry a DELAY."""
+        sch = np.fromiter((t.schedule for t in self.topic_list), dtype=bool, count=len(self.topic_list))
+        if not sch[tids].any():
+            return []
+        raw = pr.cat.tobytes()
+        o, x, y = pr.value(b"DELAY\x01")
+        keep = sch[tids[o]]
+        return [
+            (i, raw[u:v].decode("utf-8", "replace"))
+            for i, u, v in zip(o[keep].tolist(), x[keep].tolist(), y[keep].tolist(), strict=True)
+        ]
+
+    def _hashed_keys(self, pr: Properties, tids: np.ndarray, n: int, rollback: np.ndarray):
+        """tagsCode per record, the keys and their owners, hashed with numpy where the C loop
+        (``Properties.compiled_keys``) is not there."""
         owner, ka, kb = pr.key_ranges(~rollback)
         order = stable_argsort(owner)  # per record: UNIQ_KEY, then the KEYS words
         owner, ka, kb = owner[order], ka[order], kb[order]
@@ -291,12 +342,12 @@ class FastDispatcher:
         )
         wide = np.flatnonzero(pr.non_ascii_msg[rm]) if pr.hp.size else None  # only these may be non-ASCII
         h, lens = java_range_hashes(pr.cat, ra, rb, raw, pr.hp, wide)
-        tags_code = np.zeros(len(tl), np.int64)
+        tags_code = np.zeros(n, np.int64)
         tags_code[tm] = java_int(h[:nt])
         hashes = None
         if with_keys:
             hashes = index_hash(concat_hashes(self._prefix_hashes()[tids[owner]], lens[nt:], h[nt:]))  # "topic#" + key
-        return tids, tags_code, BatchKeys(pr.cat, ka, kb, hashes), owner, delay_fix, multi_at
+        return tags_code, BatchKeys(pr.cat, ka, kb, hashes), owner
 
     def _multi(self, multi_at: tuple, to_cq: np.ndarray, tids: np.ndarray, qid: np.ndarray):
         """The multi-dispatch units of the block's records that get a unit of their own

@@ -43,6 +43,10 @@ class MessageFilter:
 
     def matches(self, rec: Any) -> bool:
         """The verdict on one decoded record (``store.message.Message``)."""
+        return self._header_matches(rec) and self._properties_match(rec)
+
+    def _header_matches(self, rec: Any) -> bool:
+        """Topic, queue and store time: the fields every record has, checked first as the cheap ones."""
         return not (
             self.topic is not None
             and rec.topic != self.topic
@@ -52,7 +56,12 @@ class MessageFilter:
             and rec.store_timestamp < self.begin
             or self.end is not None
             and rec.store_timestamp > self.end
-            or self.key is not None
+        )
+
+    def _properties_match(self, rec: Any) -> bool:
+        """Key, unique key and tag: read from the record's properties (why :meth:`columnar` excludes them)."""
+        return not (
+            self.key is not None
             and self.key not in rec.keys
             or self.uniq_key is not None
             and rec.uniq_key != self.uniq_key

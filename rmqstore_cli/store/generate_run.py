@@ -183,27 +183,35 @@ def apply_broker_options(
     enabledAppendPropCRC, DLedger (``n0`` unless dLegerSelfId says), enableLmq with
     enableMultiDispatch. --timer-ratio is refused where a broker would reject timer messages
     or a 5.x timer store cannot be written."""
-    from rmqstore_cli.errors import UsageError
-
     if broker_version == "4.9":
         cfg.auto_message_version_on_topic_len = False
     if append_prop_crc:
         cfg.enabled_append_prop_crc = True
-    if timer_ratio and not cfg.timer_wheel_enable:
-        raise UsageError(
-            f"{setting('timer_ratio')}: the broker config says timerWheelEnable=false, so the broker rejects timer "
-            "messages (WHEEL_TIMER_NOT_ENABLE, HookUtils#handleScheduleMessage)"
-        )
-    if timer_ratio and (broker_version != "5" or not new_store):
-        raise UsageError(
-            f"{setting('timer_ratio')} writes a 5.x timer store: it needs {setting('broker_version')} 5 and a "
-            f"new store (not {setting('append')} or {setting('from_jsonl')})"
-        )
+    if timer_ratio:
+        _check_timer_writable(cfg, broker_version, new_store)
     if dledger:
         cfg.enable_dleger_commit_log = True
         cfg.dleger_self_id = cfg.dleger_self_id or "n0"
     if lmq_ratio:  # the store assigns the LMQ offsets and dispatches the units (store/lmq.py)
         cfg.enable_lmq = cfg.enable_multi_dispatch = True
+
+
+def _check_timer_writable(cfg, broker_version: str, new_store: bool) -> None:
+    """Timer messages only where the broker takes them (timerWheelEnable,
+    ``HookUtils#handleScheduleMessage``) and into a new 5.x store (its timer files are written
+    whole)."""
+    from rmqstore_cli.errors import UsageError
+
+    if not cfg.timer_wheel_enable:
+        raise UsageError(
+            f"{setting('timer_ratio')}: the broker config says timerWheelEnable=false, so the broker rejects timer "
+            "messages (WHEEL_TIMER_NOT_ENABLE, HookUtils#handleScheduleMessage)"
+        )
+    if broker_version != "5" or not new_store:
+        raise UsageError(
+            f"{setting('timer_ratio')} writes a 5.x timer store: it needs {setting('broker_version')} 5 and a "
+            f"new store (not {setting('append')} or {setting('from_jsonl')})"
+        )
 
 
 def replay(writer, from_jsonl: str, progress: Callable[[int], None] | None = None) -> None:

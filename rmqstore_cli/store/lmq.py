@@ -123,6 +123,13 @@ def fan_out(
     queues, offs = java_split(names), java_split(offsets)
     if len(queues) != len(offs):
         return FanOut([], "count", f"{len(queues)} queue names but {len(offs)} offsets")
+    return _fan_out_targets(queues, offs, queue_id, enable_lmq, broker5)
+
+
+def _fan_out_targets(queues: list[str], offs: list[str], queue_id: int, enable_lmq: bool, broker5: bool) -> FanOut:
+    """``ConsumeQueue#multiDispatchLmqQueue``'s loop over the listed (name, offset) pairs: a
+    name that cannot be a directory is a problem (skipped on 5.x when it holds a separator);
+    an offset ``Long#parseLong`` rejects ends the loop; an out-of-range one gets no unit."""
     out = FanOut()
     for name, raw in zip(queues, offs, strict=True):
         why = unsafe_topic(name)

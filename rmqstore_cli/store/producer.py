@@ -146,60 +146,77 @@ class Workload:
             if topic in self.compaction_topics:
                 yield "normal", self._keyed(topic, store_ms, born_ms)
                 continue
-            tags = self.rng.choice(TAGS) if self.rng.random() < 0.9 else None
-            born = self._born_host()
-            store = STORE_V6 if self.rng.random() < o.ipv6_ratio else STORE_V4
-            body = self._body()
-            sys_flag = 0
-            if self.rng.random() < o.compress_ratio:
-                import zlib
+            yield from self._send(i, topic, qid, store_ms, born_ms)
 
-                body = zlib.compress(body, 5)
-                sys_flag |= COMPRESSED_FLAG
-            if tags and " " in tags:
-                sys_flag |= MULTI_TAGS_FLAG
-            client = []
-            if tags:
-                client.append((PROPERTY_TAGS, tags))
-            client.append((PROPERTY_KEYS, self._keys(i)))
-            client.append((PROPERTY_WAIT, "true"))
-            client.append((PROPERTY_UNIQ_KEY, self._uniq_key(born_ms)))
-            flag = self.rng.choice((0, 0, 0, 0, 0, 0, 0, 0, 0, 1))
-            r = self.rng.random()
-            common = dict(born_timestamp=born_ms, born_host=born, store_host=store, flag=flag)
-            if o.timer_ratio and self.rng.random() < o.timer_ratio:
-                yield "timer", self._timer(topic, qid, client, body, store_ms, sys_flag, common)
-            elif r < o.delay_ratio:
-                level = self.rng.randint(1, 5)
-                client.append((PROPERTY_DELAY, str(level)))
-                m = broker_map(client, self.profile, o.cluster)
-                m.put(PROPERTY_REAL_TOPIC, topic)
-                m.put(PROPERTY_REAL_QID, str(qid))
-                yield (
-                    "delay",
-                    AppendSpec(
-                        SCHEDULE_TOPIC,
-                        level - 1,
-                        body,
-                        stored_properties(m, self.profile, True),
-                        store_ms,
-                        sys_flag=sys_flag,
-                        **common,
-                    ),
-                )
-            elif r < o.delay_ratio + o.transaction_ratio:
-                yield from self._transaction(topic, qid, client, body, store_ms, sys_flag, common)
-            elif r < o.delay_ratio + o.transaction_ratio + o.retry_ratio:
-                yield "retry", self._retry(topic, client, body, store_ms, sys_flag, common)
-            else:
-                self._lmq(client)
-                m = broker_map(client, self.profile, o.cluster)
-                yield (
-                    "normal",
-                    AppendSpec(
-                        topic, qid, body, stored_properties(m, self.profile), store_ms, sys_flag=sys_flag, **common
-                    ),
-                )
+    def _send(self, i: int, topic: str, qid: int, store_ms: int, born_ms: int) -> Iterator[tuple[str, AppendSpec]]:
+        """One send of a normal topic: its kind drawn (timer, delay, transaction, retry or
+        normal, in that order of the ratios), after the fields every kind has."""
+        o = self.o
+        tags = self.rng.choice(TAGS) if self.rng.random() < 0.9 else None
+        born = self._born_host()
+        store = STORE_V6 if self.rng.random() < o.ipv6_ratio else STORE_V4
+        body, sys_flag = self._payload(tags)
+        client = self._client_props(tags, i, born_ms)
+        flag = self.rng.choice((0, 0, 0, 0, 0, 0, 0, 0, 0, 1))
+        r = self.rng.random()
+        common = dict(born_timestamp=born_ms, born_host=born, store_host=store, flag=flag)
+        if o.timer_ratio and self.rng.random() < o.timer_ratio:
+            yield "timer", self._timer(topic, qid, client, body, store_ms, sys_flag, common)
+        elif r < o.delay_ratio:
+            yield "delay", self._delay(topic, qid, client, body, store_ms, sys_flag, common)
+        elif r < o.delay_ratio + o.transaction_ratio:
+            yield from self._transaction(topic, qid, client, body, store_ms, sys_flag, common)
+        elif r < o.delay_ratio + o.transaction_ratio + o.retry_ratio:
+            yield "retry", self._retry(topic, client, body, store_ms, sys_flag, common)
+        else:
+            self._lmq(client)
+            m = broker_map(client, self.profile, o.cluster)
+            yield (
+                "normal",
+                AppendSpec(topic, qid, body, stored_properties(m, self.profile), store_ms, sys_flag=sys_flag, **common),
+            )
+
+    def _payload(self, tags: str | None) -> tuple[bytes, int]:
+        """A body (compressed at ``compress_ratio``) and its sysFlag (COMPRESSED, and
+        MULTI_TAGS for TAGS with a space: ``MessageSysFlag``)."""
+        body = self._body()
+        sys_flag = 0
+        if self.rng.random() < self.o.compress_ratio:
+            import zlib
+
+            body = zlib.compress(body, 5)
+            sys_flag |= COMPRESSED_FLAG
+        if tags and " " in tags:
+            sys_flag |= MULTI_TAGS_FLAG
+        return body, sys_flag
+
+    def _client_props(self, tags: str | None, i: int, born_ms: int) -> list[tuple[str, str]]:
+        """The producer's properties in the order it puts them: TAGS, KEYS, WAIT, UNIQ_KEY."""
+        client = []
+        if tags:
+            client.append((PROPERTY_TAGS, tags))
+        client.append((PROPERTY_KEYS, self._keys(i)))
+        client.append((PROPERTY_WAIT, "true"))
+        client.append((PROPERTY_UNIQ_KEY, self._uniq_key(born_ms)))
+        return client
+
+    def _delay(self, topic, qid, client, body, store_ms, sys_flag, common) -> AppendSpec:
+        """A message of a delay level, put on ``SCHEDULE_TOPIC`` queue level - 1 with its real
+        topic and queue (``HookUtils#handleScheduleMessage``)."""
+        level = self.rng.randint(1, 5)
+        client.append((PROPERTY_DELAY, str(level)))
+        m = broker_map(client, self.profile, self.o.cluster)
+        m.put(PROPERTY_REAL_TOPIC, topic)
+        m.put(PROPERTY_REAL_QID, str(qid))
+        return AppendSpec(
+            SCHEDULE_TOPIC,
+            level - 1,
+            body,
+            stored_properties(m, self.profile, True),
+            store_ms,
+            sys_flag=sys_flag,
+            **common,
+        )
 
     @property
     def retry_topic(self) -> str:

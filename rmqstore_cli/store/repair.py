@@ -207,14 +207,9 @@ def _plan_queue_file(buf, name: str, length: int, size: int, last: bool) -> PadP
 
 
 def _plan(buf, name: str, base: int, length: int, size: int, last: bool, force_crc: bool) -> PadPlan:
-    pos, records = 0, 0
-    while True:
-        c = check_message(buf, pos, length, base, check_crc=True, force_prop_crc=force_crc)
-        if c.status is not Status.VALID:
-            break
-        pos += c.size
-        records += 1
-    blank = c.status is Status.BLANK
+    """A commit-log file: its good records kept, a BLANK written where recovery must go on to
+    the next file, zeros to ``size``; refused where padding cannot make it exact."""
+    pos, records, blank = _good_records(buf, base, length, force_crc)
     if length > size and any(buf[size:length]):
         raise RefusedError(
             f"{length} bytes, and data beyond mappedFileSizeCommitLog={size}: the file was written with another size",
@@ -235,14 +230,43 @@ def _plan(buf, name: str, base: int, length: int, size: int, last: bool, force_c
             "none",
             f"the broker loads it; its recovery ends the log at {base + pos}",
         )
+    _refuse_no_room(name, pos, size, last, blank)
+    dropped = _cut_tail(buf, name, pos, length, size, blank)
+    state, note = _blank_state(blank, last)
+    action = "none" if length == size and state == "kept" else "pad"
+    return PadPlan(name, "commitlog", last, length, size, records, pos, dropped, state, action, note)
+
+
+def _refuse_no_room(name: str, pos: int, size: int, last: bool, blank: bool) -> None:
+    """Refused when the good records (and the BLANK a file before the last needs, or the one
+    it has) do not fit a file of ``size`` bytes."""
     if pos + (0 if last and not blank else _BLANK_SIZE) > size:
         raise RefusedError(
             f"its records end at {pos}, past where a {size}-byte file has room for them (and a BLANK)",
             path=name,
             hint="check mappedFileSizeCommitLog; nothing was changed",
         )
+
+
+def _good_records(buf, base: int, length: int, force_crc: bool) -> tuple[int, int, bool]:
+    """Where the records ``CommitLog#checkMessageAndReturnSize`` accepts from the file's start
+    end, how many there are, and whether what stops them is a BLANK."""
+    pos, records = 0, 0
+    while True:
+        c = check_message(buf, pos, length, base, check_crc=True, force_prop_crc=force_crc)
+        if c.status is not Status.VALID:
+            return pos, records, c.status is Status.BLANK
+        pos += c.size
+        records += 1
+
+
+def _cut_tail(buf, name: str, pos: int, length: int, size: int, blank: bool) -> int:
+    """The bytes after the last good record that padding drops (0 when they are zeros); refused
+    when they are not what a cut by the file's end leaves (damage inside the file)."""
     rest = b"" if blank else buf[pos : min(length, size)]  # after a BLANK "the remaining space may be any value"
-    why = _not_a_cut(rest, size - pos, length >= size) if any(rest) else ""
+    if not any(rest):
+        return 0
+    why = _not_a_cut(rest, size - pos, length >= size)
     if why:
         raise RefusedError(
             f"the bytes at {pos} are {why}, not a record cut short by the file's end: damage "
@@ -250,20 +274,17 @@ def _plan(buf, name: str, base: int, length: int, size: int, last: bool, force_c
             path=name,
             hint="rmqstore verify names it; nothing was changed",
         )
-    dropped = len(rest) if any(rest) else 0
-    if blank or last:
-        state, note = (
-            ("kept" if blank else "none"),
-            (
-                "the broker's recovery goes on to the next file at its BLANK"
-                if blank
-                else "the broker's recovery ends the log after its last good record and appends there"
-            ),
-        )
-    else:
-        state, note = "written", "the broker's recovery goes on to the next file at the BLANK"
-    action = "none" if length == size and state == "kept" else "pad"
-    return PadPlan(name, "commitlog", last, length, size, records, pos, dropped, state, action, note)
+    return len(rest)
+
+
+def _blank_state(blank: bool, last: bool) -> tuple[str, str]:
+    """What becomes of the BLANK (kept, none, written) and what the broker's recovery then does:
+    before the last file it must find a BLANK to go on to the next one."""
+    if blank:
+        return "kept", "the broker's recovery goes on to the next file at its BLANK"
+    if last:
+        return "none", "the broker's recovery ends the log after its last good record and appends there"
+    return "written", "the broker's recovery goes on to the next file at the BLANK"
 
 
 def _not_a_cut(rest: bytes, room: int, full: bool) -> str:

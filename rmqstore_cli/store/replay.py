@@ -123,60 +123,109 @@ def records_block(recs: list, send_block):
     columns cannot take as it is (the caller then goes record by record)."""
     import numpy as np
 
-    if not all(type(r) is dict and all(k in r for k in _REQUIRED) for r in recs):
-        raise KeyError("a record lacks a field")
-    names = [r["topic"] for r in recs]
-    offsets = [[r.get(k) for r in recs] for k in ("queue_offset", "physical_offset")]
-    if not all(type(t) is str for t in names) or not all(
-        v is None or (type(v) is int and v >= 0) for col in offsets for v in col
-    ):
-        raise TypeError("a topic or offset of another type")
+    names, offsets = _checked_columns(recs)
     topics: dict[str, int] = {}
     hosts: dict[bytes, int] = {}
     seen: dict[str, tuple[bytes, int]] = {}  # a block repeats its hosts (the store's, always)
-
-    def host(text: str) -> tuple[bytes, int]:
-        got = seen.get(text)
-        if got is None:
-            got = seen[text] = host_bytes(text)
-        return got
-
-    born = [host(r["born_host"]) for r in recs]
-    store = [host(r["store_host"]) for r in recs]
-
-    def ints(key: str, default: int | None = None) -> np.ndarray:
-        if default is None:
-            return np.array([int(r[key]) for r in recs], np.int64)
-        return np.array([int(r.get(key, default)) for r in recs], np.int64)
-
-    def host_ids(col: list) -> tuple[np.ndarray, np.ndarray]:
-        return (
-            np.array([hosts.setdefault(a, len(hosts)) for a, _ in col], np.int64),
-            np.array([p for _, p in col], np.int64),
-        )
-
+    born = [_host(seen, r["born_host"]) for r in recs]
+    store = [_host(seen, r["store_host"]) for r in recs]
     tid = np.array([topics.setdefault(t, len(topics)) for t in names], np.int64)
-    bh, bp = host_ids(born)
-    sh, sp = host_ids(store)
-    props = [_props(r) for r in recs]
+    bh, bp = _host_ids(hosts, born)
+    sh, sp = _host_ids(hosts, store)
     return send_block(
         list(topics),
         list(hosts),
         tid,
-        ints("queue_id"),
-        ints("flag", 0),
-        ints("sys_flag", 0),
-        ints("born_timestamp"),
-        ints("store_timestamp"),
+        _ints(recs, "queue_id"),
+        _ints(recs, "flag", 0),
+        _ints(recs, "sys_flag", 0),
+        _ints(recs, "born_timestamp"),
+        _ints(recs, "store_timestamp"),
         bh,
         bp,
         sh,
         sp,
-        ints("reconsume_times", 0),
-        ints("prepared_transaction_offset", 0),
-        np.array([MAGIC_V2 if r.get("magic") == "v2" else MAGIC_V1 for r in recs], np.int64),
-        np.array([-1 if v is None else v for v in offsets[0]], np.int64),
-        np.array([-1 if v is None else v for v in offsets[1]], np.int64),
+        _ints(recs, "reconsume_times", 0),
+        _ints(recs, "prepared_transaction_offset", 0),
+        _magics(recs),
+        _offsets(offsets[0]),
+        _offsets(offsets[1]),
         bodies=[_body(r) for r in recs],
-        props=[p if isinstance(p, bytes) else p.encode("utf-8", "surrogatepass") for p in props],
+        props=[_prop_bytes(r) for r in recs],
     )
+
+
+def _checked_columns(recs: list) -> tuple[list, list]:
+    """The topics and the (queue, physical) offset columns, after checking every record is a
+    dict with the required fields, a str topic and offsets that are absent or non-negative ints:
+    anything else raises, so the caller goes record by record and names the line."""
+    if not all(_complete(r) for r in recs):
+        raise KeyError("a record lacks a field")
+    names = [r["topic"] for r in recs]
+    offsets = [[r.get(k) for r in recs] for k in ("queue_offset", "physical_offset")]
+    if not _typed(names, offsets):
+        raise TypeError("a topic or offset of another type")
+    return names, offsets
+
+
+def _typed(names: list, offsets: list) -> bool:
+    """Every topic a str and every offset one the columns take (:func:`_offset_ok`)."""
+    return all(type(t) is str for t in names) and all(_offset_ok(v) for col in offsets for v in col)
+
+
+def _complete(r: object) -> bool:
+    """A dict with every field :func:`spec_from_record` requires."""
+    return type(r) is dict and all(k in r for k in _REQUIRED)
+
+
+def _offset_ok(v: object) -> bool:
+    """An offset the columns take as it is: absent, or a non-negative int (not a bool)."""
+    return v is None or (type(v) is int and v >= 0)
+
+
+def _offsets(col: list):
+    """An offset column, -1 where the record gives none (the writer assigns it)."""
+    import numpy as np
+
+    return np.array([-1 if v is None else v for v in col], np.int64)
+
+
+def _magics(recs: list):
+    """The magic column: V2 (IPv6 hosts' layout) only where the record says "v2"."""
+    import numpy as np
+
+    return np.array([MAGIC_V2 if r.get("magic") == "v2" else MAGIC_V1 for r in recs], np.int64)
+
+
+def _prop_bytes(r: dict) -> bytes:
+    """The raw PROPERTIES bytes of a record (:func:`_props`; a string kept as it is, lone
+    surrogates included)."""
+    p = _props(r)
+    return p if isinstance(p, bytes) else p.encode("utf-8", "surrogatepass")
+
+
+def _host(seen: dict[str, tuple[bytes, int]], text: str) -> tuple[bytes, int]:
+    """``host_bytes`` of an address text, parsed once per block (its hosts repeat)."""
+    got = seen.get(text)
+    if got is None:
+        got = seen[text] = host_bytes(text)
+    return got
+
+
+def _host_ids(hosts: dict[bytes, int], col: list):
+    """The address ids (numbered in first-seen order in ``hosts``) and the ports of a host column."""
+    import numpy as np
+
+    return (
+        np.array([hosts.setdefault(a, len(hosts)) for a, _ in col], np.int64),
+        np.array([p for _, p in col], np.int64),
+    )
+
+
+def _ints(recs: list, key: str, default: int | None = None):
+    """One int64 column; a field without ``default`` is required (``KeyError`` otherwise)."""
+    import numpy as np
+
+    if default is None:
+        return np.array([int(r[key]) for r in recs], np.int64)
+    return np.array([int(r.get(key, default)) for r in recs], np.int64)

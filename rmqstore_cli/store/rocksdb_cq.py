@@ -288,7 +288,14 @@ class RocksDBQueue:
             return 0 if row is None else row.cq_offset
         if top.commitlog_offset < commitlog_min_offset:
             return top.cq_offset + 1
-        lo, hi = (row.cq_offset if row is not None else 0), top.cq_offset
+        lo = row.cq_offset if row is not None else 0
+        found = self._first_unit_from(lo, top.cq_offset, commitlog_min_offset)
+        return found if found != -1 else lo
+
+    def _first_unit_from(self, lo: int, hi: int, commitlog_min_offset: int) -> int:
+        """``RocksDBConsumeQueueOffsetTable#binarySearchInCQ`` with min: the first unit in
+        ``[lo, hi]`` whose commit-log offset is at or after ``commitlog_min_offset`` (-1 when
+        none is seen; a missing key is stepped over)."""
         found = -1
         while hi >= lo:
             mid = lo + ((hi - lo) >> 1)
@@ -303,7 +310,7 @@ class RocksDBQueue:
                 hi, found = mid - 1, mid
             else:
                 lo = mid + 1
-        return found if found != -1 else (row.cq_offset if row is not None else 0)
+        return found
 
     # ------------------------------------------------------------------ units
     def value(self, cq_offset: int) -> tuple[int, int, int, int] | None:
@@ -329,14 +336,7 @@ class RocksDBQueue:
         dtype = fmt.CQ_VALUE_DTYPE
         buf: list[bytes] = []
         first = expect = start
-        for key, v in self.store.db.items(from_key=self._prefix + _CQ_OFFSET.pack(max(start, 0))):
-            if not key.startswith(self._prefix):
-                break
-            if len(key) != len(self._prefix) + _CQ_OFFSET.size:  # not a unit's key: skipped
-                continue
-            off = _CQ_OFFSET.unpack_from(key, len(self._prefix))[0]
-            if off >= stop:
-                break
+        for off, v in self._unit_items(start, stop):
             if off != expect or len(v) != fmt.CQ_VALUE_SIZE or len(buf) >= BLOCK_UNITS:
                 if buf:
                     yield np.frombuffer(b"".join(buf), dtype), first
@@ -350,6 +350,19 @@ class RocksDBQueue:
             expect = off + 1
         if buf:
             yield np.frombuffer(b"".join(buf), dtype), first
+
+    def _unit_items(self, start: int, stop: int) -> Iterator[tuple[int, bytes]]:
+        """(cq offset, value) of this queue's unit keys in ``[start, stop)``, in key order
+        (a key of another length under the queue's prefix is not a unit's: skipped)."""
+        for key, v in self.store.db.items(from_key=self._prefix + _CQ_OFFSET.pack(max(start, 0))):
+            if not key.startswith(self._prefix):
+                return
+            if len(key) != len(self._prefix) + _CQ_OFFSET.size:
+                continue
+            off = _CQ_OFFSET.unpack_from(key, len(self._prefix))[0]
+            if off >= stop:
+                return
+            yield off, v
 
     def unit_arrays(self, start: int, stop: int) -> Iterator[tuple[np.ndarray, int, str]]:
         """The file CQ's ``unit_arrays``: (units with the 20-byte unit's fields, first offset,
@@ -424,14 +437,45 @@ def search_by_time(q: RocksDBQueue, when: int, commitlog_min_offset: int, upper:
     rows = q.offset_rows
     if "max" not in rows:
         return 0
-    high = ceiling = rows["max"].cq_offset
-    low = floor = q.min_offset(commitlog_min_offset)
+    ceiling = rows["max"].cq_offset
+    floor = q.min_offset(commitlog_min_offset)
+    outside = _outside_times(q, when, floor, ceiling, upper)
+    if outside is not None:
+        return outside
+    got = _bisect_by_time(q, when, floor, ceiling, commitlog_min_offset)
+    if got is None:
+        return 0
+    target, left, right = got
+    if target == -1:
+        return left if upper else right
+    step, edge = (1, ceiling) if upper else (-1, floor)
+    while (nxt := target + step) * step <= edge * step:
+        v = q.value(nxt)
+        if v is None or v[3] != when:  # the broker would throw on a missing key here
+            break
+        target = nxt
+    return target
+
+
+def _outside_times(q: RocksDBQueue, when: int, floor: int, ceiling: int, upper: bool) -> int | None:
+    """``binarySearchInCQByTime``'s answer when ``when`` is after the last unit's store time or
+    before the first's; None when it is within them."""
     v = q.value(ceiling)
     if v is not None and v[3] < when:
         return ceiling if upper else ceiling + 1
     v = q.value(floor)
     if v is not None and v[3] > when:
         return 0 if upper else floor
+    return None
+
+
+def _bisect_by_time(
+    q: RocksDBQueue, when: int, low: int, high: int, commitlog_min_offset: int
+) -> tuple[int, int, int] | None:
+    """``binarySearchInCQByTime``'s bisection: (a unit stored at ``when`` or -1, the last unit
+    seen before it, the last seen after it; -1 when none). A missing key is stepped over, a unit
+    whose message expired counts as before; None where a negative store time makes the broker
+    answer 0."""
     target = left = right = -1
     while high >= low:
         mid = low + ((high - low) >> 1)
@@ -443,7 +487,7 @@ def search_by_time(q: RocksDBQueue, when: int, commitlog_min_offset: int, upper:
             low, left = mid + 1, mid
             continue
         if v[3] < 0:
-            return 0
+            return None
         if v[3] == when:
             target = mid
             break
@@ -451,12 +495,4 @@ def search_by_time(q: RocksDBQueue, when: int, commitlog_min_offset: int, upper:
             high, right = mid - 1, mid
         else:
             low, left = mid + 1, mid
-    if target == -1:
-        return left if upper else right
-    step, edge = (1, ceiling) if upper else (-1, floor)
-    while (nxt := target + step) * step <= edge * step:
-        v = q.value(nxt)
-        if v is None or v[3] != when:  # the broker would throw on a missing key here
-            break
-        target = nxt
-    return target
+    return target, left, right

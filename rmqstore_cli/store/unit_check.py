@@ -54,6 +54,7 @@ def check_unit(
     delay_table: dict[int, int],
     ext_enabled: bool = False,
 ) -> UnitCheck:
+    """A unit (its offset in the queue, the fields it holds) against the record it points at."""
     if is_pre_blank(commitlog_offset, size, tags_code):
         return UnitCheck(PRE_BLANK, None)
     if commitlog.files and commitlog_offset < commitlog.min_offset:
@@ -65,6 +66,15 @@ def check_unit(
         why = "a BLANK end-of-file record" if c.status is Status.BLANK else (c.reason or c.status.value)
         return UnitCheck(MISSING, False, c.message, [f"no valid record there: {why}"])
     m = c.message
+    problems = _record_problems(c, size)
+    problems += _queue_problems(m, cq_offset, topic, queue_id)
+    problems += _dispatch_problems(m, tags_code, delay_table, ext_enabled)
+    return UnitCheck(MISMATCH if problems else OK, not problems, m, problems)
+
+
+def _record_problems(c, size: int) -> list[str]:
+    """The record itself: its size check, its PHYSICALOFFSET field and the unit's size."""
+    m = c.message
     problems: list[str] = []
     if c.status is Status.SIZE_MISMATCH:
         problems.append(c.reason)
@@ -72,30 +82,47 @@ def check_unit(
         problems.append(f"record's PHYSICALOFFSET field is {m.physical_offset}")
     if size != m.total_size:
         problems.append(f"size {size}, record has {m.total_size}")
+    return problems
+
+
+def _queue_problems(m: Message, cq_offset: int, topic: str | None, queue_id: int | None) -> list[str]:
+    """The record's topic, queue id and QUEUEOFFSET against the queue's and the unit's index;
+    a record of another topic that lists this queue (``INNER_MULTI_DISPATCH``, store/lmq.py)
+    is a multi-dispatch unit, compared with the offset it lists instead."""
+    problems: list[str] = []
     listed = None
     if topic is not None and m.topic_bytes != topic.encode("utf-8", "surrogateescape"):
-        listed = listed_offset(m.properties, topic, m.queue_id, queue_id)  # a multi-dispatch unit (store/lmq.py)
+        listed = listed_offset(m.properties, topic, m.queue_id, queue_id)
         if listed is None:
             problems.append(f"record's topic is {m.topic!r}")
     if listed is not None:
         if listed != cq_offset:
             problems.append(f"the record lists {topic} at offset {listed}")
-    else:
-        if queue_id is not None and m.queue_id != queue_id:
-            problems.append(f"record's queue id is {m.queue_id}")
-        if m.queue_offset != cq_offset:
-            problems.append(f"record's queue offset is {m.queue_offset}")
+        return problems
+    if queue_id is not None and m.queue_id != queue_id:
+        problems.append(f"record's queue id is {m.queue_id}")
+    if m.queue_offset != cq_offset:
+        problems.append(f"record's queue offset is {m.queue_offset}")
+    return problems
+
+
+def _dispatch_problems(m: Message, tags_code: int, delay_table: dict[int, int], ext_enabled: bool) -> list[str]:
+    """What ``CommitLog#checkMessageAndReturnSize`` + dispatch would do with the record: no unit
+    for a PREPARED or ROLLBACK one, and the tagsCode it computes (not compared for an ext
+    address of ``enableConsumeQueueExt``)."""
+    problems: list[str] = []
     if m.transaction_type not in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE):
         problems.append("a PREPARED or ROLLBACK record gets no unit")
-    if not (ext_enabled and tags_code <= EXT_ADDR_MAX):
-        try:
-            want = compute_tags_code(m, delay_table)
-        except InvalidForDispatch as e:
-            problems.append(f"dispatch would reject the record: {e}")
-        else:
-            if want != tags_code:
-                problems.append(f"tags code should be {want}")
-    return UnitCheck(MISMATCH if problems else OK, not problems, m, problems)
+    if ext_enabled and tags_code <= EXT_ADDR_MAX:
+        return problems
+    try:
+        want = compute_tags_code(m, delay_table)
+    except InvalidForDispatch as e:
+        problems.append(f"dispatch would reject the record: {e}")
+    else:
+        if want != tags_code:
+            problems.append(f"tags code should be {want}")
+    return problems
 
 
 def check_batch_unit(

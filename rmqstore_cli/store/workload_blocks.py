@@ -68,25 +68,41 @@ class Templates:
         """The stored bytes (UTF-8) of each send: ``client`` names (the producer's, in its order),
         CLUSTER, then ``extra`` (the broker's puts); ``values`` maps a name to a constant
         (str) or one value per send (a list of UTF-8 bytes)."""
-        key = (client, extra, keep_wait, tuple(k for k, v in values.items() if isinstance(v, str)))
-        got = self._cache.get(key)
-        if got is None:
-            m = broker_map([(k, k) for k in client], self.profile, self.cluster)
-            for k in extra:
-                m.put(k, k)
-            order = [k for k, _ in m.items()]  # the map's own order, CLUSTER included
-            consts = {PROPERTY_CLUSTER: self.cluster, **{k: v for k, v in values.items() if isinstance(v, str)}}
-            items = [(k, consts[k].replace("%", "%%") if k in consts else "%s") for k in order]
-            text = stored_properties(_Items(items), self.profile, keep_wait)
-            got = self._cache[key] = (
-                text.encode(),
-                [k for k in order if k not in consts and (keep_wait or self.profile.stores_wait or k != PROPERTY_WAIT)],
-            )
-        text, names = got
+        text, names = self._template(client, extra, keep_wait, values)
         if not names:
             n = len(next(iter(v for v in values.values() if not isinstance(v, str)), [])) or 1
             return [text % ()] * n
         return [text % t for t in zip(*(values[k] for k in names), strict=True)]
+
+    def _template(self, client: tuple, extra: tuple, keep_wait: bool, values: dict) -> tuple[bytes, list]:
+        """The ``%`` format of a key set (cached) and the names its ``%s`` stand for, in order."""
+        key = (client, extra, keep_wait, tuple(k for k, v in values.items() if isinstance(v, str)))
+        got = self._cache.get(key)
+        if got is None:
+            got = self._cache[key] = self._make_template(client, extra, keep_wait, values)
+        return got
+
+    def _make_template(self, client: tuple, extra: tuple, keep_wait: bool, values: dict) -> tuple[bytes, list]:
+        """The map's own order (the producer's names, CLUSTER, the broker's puts) with the
+        constants in place, the rest ``%s``; WAIT is dropped unless it is kept or the profile
+        stores it (``stored_properties``)."""
+        m = broker_map([(k, k) for k in client], self.profile, self.cluster)
+        for k in extra:
+            m.put(k, k)
+        order = [k for k, _ in m.items()]  # the map's own order, CLUSTER included
+        consts = {PROPERTY_CLUSTER: self.cluster, **{k: v for k, v in values.items() if isinstance(v, str)}}
+        text = stored_properties(_Items(_format_items(order, consts)), self.profile, keep_wait)
+        return text.encode(), _varying(order, consts, keep_wait or self.profile.stores_wait)
+
+
+def _varying(order: list, consts: dict, stored_wait: bool) -> list:
+    """The names a template's ``%s`` stand for, in order: not constants, and WAIT only when stored."""
+    return [k for k in order if k not in consts and (stored_wait or k != PROPERTY_WAIT)]
+
+
+def _format_items(order: list, consts: dict) -> list[tuple[str, str]]:
+    """The pairs of a template: a constant as it is (its ``%`` escaped), any other value ``%s``."""
+    return [(k, consts[k].replace("%", "%%") if k in consts else "%s") for k in order]
 
 
 class _Items:
@@ -299,7 +315,6 @@ def _fill_props(cat: Catalog, o, d: Draw, sends: dict, props: np.ndarray, start:
     the send has TAGS (one template each)."""
     delay, retry, half, prepared, normal = masks
     topic_names = [t.encode() for t in cat.topics]
-    tx_consts = {PROPERTY_TRAN_MSG: "true", PROPERTY_PGROUP: "tx-group"}
     cases = [  # mask, extra client names, broker's puts, keep WAIT, row offsets
         (normal, (), (), False, (0,)),
         (delay, (PROPERTY_DELAY,), (PROPERTY_REAL_TOPIC, PROPERTY_REAL_QID), True, (0,)),
@@ -318,30 +333,7 @@ def _fill_props(cat: Catalog, o, d: Draw, sends: dict, props: np.ndarray, start:
             s = np.flatnonzero(mask & (d.has_tag == has))
             if not s.size:
                 continue
-            sl = s.tolist()
-            vals: dict = {
-                PROPERTY_KEYS: [sends["keys"][i] for i in sl],
-                PROPERTY_WAIT: "true",
-                PROPERTY_UNIQ_KEY: [sends["uniq"][i] for i in sl],
-                **tx_consts,
-            }
-            if has:
-                vals[PROPERTY_TAGS] = [sends["tags"][i] for i in sl]
-            if mask is delay:
-                vals[PROPERTY_DELAY] = [b"%d" % x for x in d.level[s].tolist()]
-            if mask is retry:
-                vals.update(
-                    {
-                        "RETRY_TOPIC": [topic_names[t] for t in d.topic[s].tolist()],
-                        "ORIGIN_MESSAGE_ID": [b"0A00000500002A9F%016X" % x for x in d.origin[s].tolist()],
-                        "MAX_RECONSUME_TIMES": "16",
-                        PROPERTY_REAL_TOPIC: cat.retry_topic,
-                        PROPERTY_REAL_QID: "0",
-                    }
-                )
-            elif extra:
-                vals[PROPERTY_REAL_TOPIC] = [topic_names[t] for t in d.topic[s].tolist()]
-                vals[PROPERTY_REAL_QID] = [b"%d" % q for q in d.qid[s].tolist()]
+            vals = _send_values(sends, s.tolist(), has) | _kind_values(cat, d, s, topic_names, client_extra, extra)
             client = (
                 ((PROPERTY_TAGS,) if has else ()) + (PROPERTY_KEYS, PROPERTY_WAIT, PROPERTY_UNIQ_KEY) + client_extra
             )
@@ -349,3 +341,53 @@ def _fill_props(cat: Catalog, o, d: Draw, sends: dict, props: np.ndarray, start:
             for off in offs:
                 props[start[s] + off] = text
     props[start[np.flatnonzero(half)] + 2] = cat.op_props
+
+
+def _send_values(sends: dict, sl: list[int], has_tag: bool) -> dict:
+    """The values every kind of send has (KEYS, WAIT, UNIQ_KEY, TAGS when the send has one)
+    and the transaction constants (used only by the kinds that name them)."""
+    vals: dict = {
+        PROPERTY_KEYS: [sends["keys"][i] for i in sl],
+        PROPERTY_WAIT: "true",
+        PROPERTY_UNIQ_KEY: [sends["uniq"][i] for i in sl],
+        PROPERTY_TRAN_MSG: "true",
+        PROPERTY_PGROUP: "tx-group",
+    }
+    if has_tag:
+        vals[PROPERTY_TAGS] = [sends["tags"][i] for i in sl]
+    return vals
+
+
+def _kind_values(
+    cat: Catalog, d: Draw, s: np.ndarray, topic_names: list[bytes], client_extra: tuple, extra: tuple
+) -> dict:
+    """The values of a kind's own names: DELAY of a delayed send, the retry puts of a retry,
+    REAL_TOPIC/REAL_QID of any other kind the broker moves (delay, half)."""
+    vals: dict = {}
+    if PROPERTY_DELAY in client_extra:
+        vals[PROPERTY_DELAY] = [b"%d" % x for x in d.level[s].tolist()]
+    if "RETRY_TOPIC" in extra:
+        vals.update(_retry_values(cat, d, s, topic_names))
+    elif extra:
+        vals.update(_real_values(d, s, topic_names))
+    return vals
+
+
+def _retry_values(cat: Catalog, d: Draw, s: np.ndarray, topic_names: list[bytes]) -> dict:
+    """A retry send's puts (``ConsumerSendMsgBackProcessor``: the original topic, message id
+    and the retry topic as the real topic)."""
+    return {
+        "RETRY_TOPIC": [topic_names[t] for t in d.topic[s].tolist()],
+        "ORIGIN_MESSAGE_ID": [b"0A00000500002A9F%016X" % x for x in d.origin[s].tolist()],
+        "MAX_RECONSUME_TIMES": "16",
+        PROPERTY_REAL_TOPIC: cat.retry_topic,
+        PROPERTY_REAL_QID: "0",
+    }
+
+
+def _real_values(d: Draw, s: np.ndarray, topic_names: list[bytes]) -> dict:
+    """REAL_TOPIC and REAL_QID of a send the broker moves to another topic (delay, half)."""
+    return {
+        PROPERTY_REAL_TOPIC: [topic_names[t] for t in d.topic[s].tolist()],
+        PROPERTY_REAL_QID: [b"%d" % q for q in d.qid[s].tolist()],
+    }

@@ -121,3 +121,26 @@ def test_messages_not_yet_enqueued_come_first_TimerMessageStore_enqueue(timer_st
 def test_timer_ratio_needs_a_5x_broker(tmp_path):
     r = run("generate", "--store", tmp_path / "s", "--timer-ratio", "0.1", "--messages", "10")
     assert r.returncode == 2 and "--broker-version 5" in r.stderr.decode()
+
+
+def test_timer_ratio_refused_where_the_broker_config_disables_the_wheel(tmp_path):
+    """timerWheelEnable=false: the broker rejects timer messages (HookUtils#handleScheduleMessage),
+    so generate refuses before writing a byte."""
+    conf = tmp_path / "broker.conf"
+    conf.write_text("timerWheelEnable=false\n")
+    store = tmp_path / "s"
+    r = run(
+        "generate",
+        "--store",
+        store,
+        "--broker-conf",
+        conf,
+        "--broker-version",
+        "5",
+        "--timer-ratio",
+        "0.1",
+        "--messages",
+        "10",
+    )
+    assert r.returncode == 2 and "timerWheelEnable=false" in r.stderr.decode()
+    assert not (store / "commitlog").exists()

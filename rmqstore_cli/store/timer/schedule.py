@@ -83,11 +83,7 @@ def slot_records(view: TimerView, begin: int | None, end: int | None) -> Iterato
 
     s = view.slots
     times = view.slot_time_ms()
-    keep = np.ones(len(s), bool)
-    if begin is not None:
-        keep &= times >= begin
-    if end is not None:
-        keep &= times <= end
+    keep = _in_window(times, begin, end)
     order = np.argsort(times[keep], kind="stable")
     sel = s[keep][order]
     home = sel["time"] % (view.store.wheel.slots_total * 2)
@@ -106,6 +102,18 @@ def slot_records(view: TimerView, begin: int | None, end: int | None) -> Iterato
         }
 
 
+def _in_window(times, begin: int | None, end: int | None):
+    """The mask of ``times`` within ``[begin, end]`` (either bound left open when None)."""
+    import numpy as np
+
+    keep = np.ones(len(times), bool)
+    if begin is not None:
+        keep &= times >= begin
+    if end is not None:
+        keep &= times <= end
+    return keep
+
+
 def unit_records(view: TimerView, cl, begin: int | None, end: int | None, topic: str | None) -> Iterator[dict]:
     """Timer-log units in log order with their commit-log message; ``topic`` keeps the units
     whose real topic is ``topic`` (by the unit's hash first, then the message's REAL_TOPIC)."""
@@ -114,11 +122,7 @@ def unit_records(view: TimerView, cl, begin: int | None, end: int | None, topic:
     from rmqstore_cli.store.javahash import java_hash
 
     due = view.due_ms()
-    keep = np.ones(len(due), bool)
-    if begin is not None:
-        keep &= due >= begin
-    if end is not None:
-        keep &= due <= end
+    keep = _in_window(due, begin, end)
     if topic is not None:
         keep &= view.units["topic_hash"] == java_hash(topic)
     read = view.read_time_ms
@@ -168,8 +172,6 @@ def message_of(u: Unit, cl):
     """``TimerMessageStore#getMessageByCommitOffset`` and what the dequeue then needs
     (``#convertMessage`` parses REAL_QID): the message, and ``ok`` or the problem
     (a problem here stalls the dequeue: apache/rocketmq#10668)."""
-    from rmqstore_cli.store.javahash import java_hash
-
     if u.offset_py < cl.min_offset:
         return None, "expired: below the commit log's first offset"
     c = cl.check_at(u.offset_py)
@@ -178,16 +180,25 @@ def message_of(u: Unit, cl):
     m = c.message
     if m is None or c.status.value != "valid":
         return None, f"no valid message there ({c.reason or c.status.value})"
+    return m, _message_problem(u, m)
+
+
+def _message_problem(u: Unit, m) -> str:
+    """``ok``, or why the valid message at a unit's offset is not the unit's: another size,
+    another topic than the timer's, no int REAL_QID (``#convertMessage``), or a REAL_TOPIC
+    whose hashCode is not the unit's."""
+    from rmqstore_cli.store.javahash import java_hash
+
     if m.total_size != u.size_py:
-        return m, f"the message has {m.total_size} bytes, the unit says {u.size_py}"
+        return f"the message has {m.total_size} bytes, the unit says {u.size_py}"
     if m.topic != TIMER_TOPIC:
-        return m, f"a message of topic {m.topic!r}, not {TIMER_TOPIC}"
+        return f"a message of topic {m.topic!r}, not {TIMER_TOPIC}"
     real = m.properties.get(PROPERTY_REAL_TOPIC)
     if _int(m.properties.get(PROPERTY_REAL_QUEUE_ID)) is None:
-        return m, "no REAL_QID property: #convertMessage fails"
+        return "no REAL_QID property: #convertMessage fails"
     if (java_hash(real) if real is not None else 0) != u.topic_hash:
-        return m, f"REAL_TOPIC {real!r} hashes to {java_hash(real or '')}, the unit says {u.topic_hash}"
-    return m, "ok"
+        return f"REAL_TOPIC {real!r} hashes to {java_hash(real or '')}, the unit says {u.topic_hash}"
+    return "ok"
 
 
 def _int(v: str | None) -> int | None:
@@ -266,42 +277,17 @@ def revise(view: TimerView, rec_read_time_ms: int) -> list[tuple[int, int, int, 
     with the unit as first and last). Returns (index, time_ms, old lastPos, new lastPos)
     of every slot changed (old -1: a slot made)."""
     import numpy as np
-    from rmqstore_cli.formats.timer import SLOT_DTYPE
-
-    st = view.store
-    files = st.log.files
-    if not files or not len(view.units):
-        return []
-    flush = view.checkpoint.last_timer_log_flush_pos if view.checkpoint else 0
-    start = max(flush - files[-1].file_size, 0)
-    begin = max([f.file_from_offset for f in files if f.file_from_offset <= start], default=files[0].file_from_offset)
-    times = view.slot_time_ms()
-    home = view.slots["time"] % (st.wheel.slots_total * 2) == view.slots["index"]
-    late = home & (times >= rec_read_time_ms) & (view.slots["last_pos"] > view.end.offset)
-    if late.any():
-        least = int(view.slots["first_pos"][late].min())
-        begin = min(
-            begin,
-            max([f.file_from_offset for f in files if f.file_from_offset <= least], default=files[0].file_from_offset),
-        )
-    rows = {int(r[-1]): list(r[:-1]) for r in view.slots.tolist()}
-    before = {k: (r[0], r[2]) for k, r in rows.items()}
-    ring = st.wheel.slots_total * 2
-    keep = view.positions >= begin
-    for pos, due in zip(view.positions[keep].tolist(), view.due_ms()[keep].tolist(), strict=True):
-        t = due // st.precision_ms
-        row = rows.get(t % ring)
-        if row is not None and row[0] == t:
-            row[2] = pos
-        else:  # TimerWheel#putSlot(timeMs, lastPos, lastPos): num and magic keep their bytes
-            rows[t % ring] = [t, pos, pos, row[3] if row else 0, row[4] if row else 0]
-    out = np.zeros(len(rows), SLOT_DTYPE)
-    keys = sorted(rows)
-    for j, k in enumerate(keys):
-        out[j] = tuple(rows[k])
     from numpy.lib import recfunctions as rfn
 
-    view.slots = rfn.append_fields(out, "index", np.array(keys, np.int64), usemask=False)
+    st = view.store
+    if not st.log.files or not len(view.units):
+        return []
+    begin = _revise_from(view, rec_read_time_ms)
+    rows = {int(r[-1]): list(r[:-1]) for r in view.slots.tolist()}
+    before = {k: (r[0], r[2]) for k, r in rows.items()}
+    _revise_slots(view, rows, begin)
+    keys = sorted(rows)
+    view.slots = rfn.append_fields(_slot_rows(rows, keys), "index", np.array(keys, np.int64), usemask=False)
     return [
         (
             k,
@@ -312,6 +298,53 @@ def revise(view: TimerView, rec_read_time_ms: int) -> list[tuple[int, int, int, 
         for k in keys
         if before.get(k) != (rows[k][0], rows[k][2])
     ]
+
+
+def _file_start_at(files: list, pos: int) -> int:
+    """The start of the last log file starting at or before ``pos`` (the first file's when none does)."""
+    return max([f.file_from_offset for f in files if f.file_from_offset <= pos], default=files[0].file_from_offset)
+
+
+def _revise_from(view: TimerView, rec_read_time_ms: int) -> int:
+    """Where ``#recover`` revises the wheel from: the file of ``lastFlushPos - lastFile.fileSize``,
+    or the file of the least firstPos of a slot from the read time on whose lastPos is past the
+    log's end (``TimerWheel#checkPhyPos``), whichever is earlier."""
+    st = view.store
+    files = st.log.files
+    flush = view.checkpoint.last_timer_log_flush_pos if view.checkpoint else 0
+    begin = _file_start_at(files, max(flush - files[-1].file_size, 0))
+    times = view.slot_time_ms()
+    home = view.slots["time"] % (st.wheel.slots_total * 2) == view.slots["index"]
+    late = home & (times >= rec_read_time_ms) & (view.slots["last_pos"] > view.end.offset)
+    if late.any():
+        begin = min(begin, _file_start_at(files, int(view.slots["first_pos"][late].min())))
+    return begin
+
+
+def _revise_slots(view: TimerView, rows: dict, begin: int) -> None:
+    """``TimerWheel#reviseSlot(delayTime, IGNORE, pos, true)`` of each unit from ``begin`` on,
+    on ``rows`` (slot index: [time, firstPos, lastPos, num, magic])."""
+    st = view.store
+    ring = st.wheel.slots_total * 2
+    keep = view.positions >= begin
+    for pos, due in zip(view.positions[keep].tolist(), view.due_ms()[keep].tolist(), strict=True):
+        t = due // st.precision_ms
+        row = rows.get(t % ring)
+        if row is not None and row[0] == t:
+            row[2] = pos
+        else:  # TimerWheel#putSlot(timeMs, lastPos, lastPos): num and magic keep their bytes
+            rows[t % ring] = [t, pos, pos, row[3] if row else 0, row[4] if row else 0]
+
+
+def _slot_rows(rows: dict, keys: list):
+    """The revised slots as ``SLOT_DTYPE`` rows in index order."""
+    import numpy as np
+    from rmqstore_cli.formats.timer import SLOT_DTYPE
+
+    out = np.zeros(len(rows), SLOT_DTYPE)
+    for j, k in enumerate(keys):
+        out[j] = tuple(rows[k])
+    return out
 
 
 # ------------------------------------------------------------------ what comes next
@@ -368,9 +401,11 @@ def _from_wheel(view: TimerView, ms, rec: Recovery) -> Iterator[dict]:
 
 
 def _slot_actions(view: TimerView, ms, time_ms: int, last_pos: int) -> Iterator[dict]:
+    """A slot's chain as ``#dequeue`` reads it: the delete marks first, then the other units
+    oldest first, each with what the broker does with it."""
     chain = chain_units(view, last_pos)
-    deletes = [u for u in chain if u.magic & MAGIC_DELETE and not u.magic & MAGIC_ROLL]
-    normal = [u for u in reversed(chain) if not (u.magic & MAGIC_DELETE and not u.magic & MAGIC_ROLL)]
+    deletes = [u for u in chain if _is_delete_mark(u)]
+    normal = [u for u in reversed(chain) if not _is_delete_mark(u)]
     deleted: set[str] = set()
     for u in deletes:
         d = unit_dict(u, ms.commitlog)
@@ -381,16 +416,26 @@ def _slot_actions(view: TimerView, ms, time_ms: int, last_pos: int) -> Iterator[
         yield d
     for u in normal:
         d = unit_dict(u, ms.commitlog)
-        if u.magic & MAGIC_ROLL:
-            action = "roll"
-        elif d["message_status"] != "ok":
-            action = "stuck" if d["message_status"].startswith(("a message", "no REAL_QID", "the message")) else "skip"
-        elif f"{d['real_topic']}+{d['uniq_key']}" in deleted:
-            action = "deleted"
-        else:
-            action = "deliver"
-        d.update({"source": "wheel", "slot_time_ms": time_ms, "action": action})
+        d.update({"source": "wheel", "slot_time_ms": time_ms, "action": _unit_action(u, d, deleted)})
         yield d
+
+
+def _is_delete_mark(u: Unit) -> bool:
+    """A delete mark that is not a rolled unit (``TimerMessageStore#dequeue`` reads these first)."""
+    return bool(u.magic & MAGIC_DELETE and not u.magic & MAGIC_ROLL)
+
+
+def _unit_action(u: Unit, d: dict, deleted: set[str]) -> str:
+    """What ``#dequeue`` does with a unit: a rolled one is put back on the wheel; a message it
+    cannot read is stuck (the broker retries it) or skipped; one a delete mark names
+    (``topic+UNIQ_KEY``) is dropped; the rest are delivered."""
+    if u.magic & MAGIC_ROLL:
+        return "roll"
+    if d["message_status"] != "ok":
+        return "stuck" if d["message_status"].startswith(("a message", "no REAL_QID", "the message")) else "skip"
+    if f"{d['real_topic']}+{d['uniq_key']}" in deleted:
+        return "deleted"
+    return "deliver"
 
 
 def chain_units(view: TimerView, last_pos: int, limit: int | None = None) -> list[Unit]:

@@ -87,6 +87,13 @@ class DLedgerChecks:
                 return
             pos = w.end
 
+    def _entry_stop(self, check: str, rel: str, base: int, pos: int, detail: str | None) -> None:
+        """An entry header ``DLedgerMmapFileStore#recover`` rejects: its loop breaks there, a
+        stop of the commit log; a finding unless ``detail`` is None (past the shown ones)."""
+        if detail is not None:
+            self._add(check, rel, pos, detail)
+        self.stops.append((base + pos, check, rel))
+
     def _dledger_entries(self, a: np.ndarray, at: np.ndarray, base: int, rel: str, units) -> None:
         """One batch of entries (their file positions ``at``): pos, bodySize, order, the unused
         fields, index units. A header ``DLedgerMmapFileStore#recover`` rejects (pos, bodySize,
@@ -96,14 +103,11 @@ class DLedgerChecks:
         e = byte_rows(a, at, BODY_OFFSET).view(ENTRY_DTYPE).ravel()
         idx, term, size = e["index"].astype(np.int64), e["term"].astype(np.int64), e["size"].astype(np.int64)
         for k in np.flatnonzero((e["pos"] != base + at) | (e["body_size"].astype(np.int64) + BODY_OFFSET != size)):
-            self._add(
-                "dledger.entry",
-                rel,
-                int(at[k]),
+            detail = (
                 f"entry {int(idx[k])}: pos {int(e['pos'][k])}, bodySize "
-                f"{int(e['body_size'][k])}, size {int(size[k])} at position {base + int(at[k])}",
+                f"{int(e['body_size'][k])}, size {int(size[k])} at position {base + int(at[k])}"
             )
-            self.stops.append((base + int(at[k]), "dledger.entry", rel))
+            self._entry_stop("dledger.entry", rel, base, int(at[k]), detail)
         prev_i = np.concatenate(([self.dl_last[0]], idx[:-1]))
         prev_t = np.concatenate(([self.dl_last[1]], term[:-1]))
         first = self.dl_last[0] < 0
@@ -111,15 +115,13 @@ class DLedgerChecks:
         if first:
             bad[0] = term[0] < 0 or idx[0] < 0
         for n, k in enumerate(np.flatnonzero(bad).tolist()):
-            if n < 100:
-                self._add(
-                    "dledger.order",
-                    rel,
-                    int(at[k]),
-                    f"entry index {int(idx[k])} term {int(term[k])} after "
-                    f"index {int(prev_i[k])} term {int(prev_t[k])}: recovery stops here",
-                )
-            self.stops.append((base + int(at[k]), "dledger.order", rel))
+            detail = (
+                f"entry index {int(idx[k])} term {int(term[k])} after "
+                f"index {int(prev_i[k])} term {int(prev_t[k])}: recovery stops here"
+                if n < 100
+                else None
+            )
+            self._entry_stop("dledger.order", rel, base, int(at[k]), detail)
         unused = np.flatnonzero((e["channel"] != 0) | (e["chain_crc"] != 0) | (e["body_crc"] != 0))
         for k in unused[:100].tolist():
             self._add(

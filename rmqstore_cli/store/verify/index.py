@@ -296,64 +296,79 @@ class IndexChecks(IndexStructure):
         return None
 
     def check_index_batch(self, absP, total, keys: IndexKeys, base, rel) -> None:
+        """The index entries pointing into a batch of records: each must point at a record's
+        start and carry one of its keys' hashes (``IndexService#buildIndex``); with ``deep``,
+        each key of the batch must have an entry."""
         lo, hi = int(absP[0]), int(absP[-1] + total[-1])
-        hashes = keys.hash
         own = keys.owner
-        pair = (absP[own] - lo) * (1 << 31) + hashes if own.size else np.zeros(0, np.int64)
+        pair = (absP[own] - lo) * (1 << 31) + keys.hash if own.size else np.zeros(0, np.int64)
         pair_sorted = np.sort(pair)
         entry_pairs = []
         for f in self.index_active:
             if f.end_phy < lo and f.begin_phy < lo and f.phy_max < lo:
                 continue
-            sel, ephy, eh = f.entries_in(lo, hi)
-            if not sel.size:
-                continue
-            f.checked[sel] = True
-            j = np.searchsorted(absP, ephy)
-            is_start = (j < absP.size) & (absP[np.minimum(j, absP.size - 1)] == ephy)
-            ep = (ephy - lo) * (1 << 31) + eh
-            entry_pairs.append(ep[is_start])
-            for k in np.flatnonzero(~is_start).tolist():
-                e = int(sel[k])
-                self._add(
-                    "index.entry-target",
-                    f.rel,
-                    f.entry_offset(e),
-                    f"entry {e + 1} -> {int(ephy[k])}: no message starts there",
-                    physical_offset=int(ephy[k]),
-                )
-            ok = np.flatnonzero(is_start)
-            if ok.size:
-                # the usual case: the entries are exactly the batch's keys (one sort, no search)
-                same = ok.size == pair_sorted.size and np.array_equal(np.sort(ep[ok]), pair_sorted)
-                bad = ok[:0] if same else ok[~member(ep[ok], pair_sorted)]
-                for k in bad.tolist():
-                    e = int(sel[k])
-                    m = int(j[k])
-                    mine = [keys.text(x) for x in np.flatnonzero(own == m).tolist()]
-                    self._add(
-                        "index.entry-hash",
-                        f.rel,
-                        f.entry_offset(e),
-                        f"entry {e + 1} -> {int(ephy[k])}: hash {int(eh[k])} is none of the message's keys {mine[:5]}",
-                        physical_offset=int(ephy[k]),
-                    )
+            got = self._check_file_entries(f, lo, hi, absP, keys, pair_sorted)
+            if got is not None:
+                entry_pairs.append(got)
         if self.opt.deep and own.size:
-            upto = own[absP[own] <= self.index_end]
-            if upto.size:
-                allp = np.concatenate(entry_pairs) if entry_pairs else np.zeros(0, np.int64)
-                cand = np.flatnonzero(absP[own] <= self.index_end)
-                missing = cand[~member(pair[cand], np.sort(allp))]
-                for x in missing.tolist():
-                    m = int(own[x])
-                    self._add(
-                        "index.missing-key",
-                        rel,
-                        int(absP[m]) - base,
-                        f"key {keys.text(x)!r} (hash {int(hashes[x])}) of the "
-                        f"message at {int(absP[m])} is in no index file",
-                        physical_offset=int(absP[m]),
-                    )
+            self._check_missing_keys(absP, keys, pair, entry_pairs, base, rel)
+
+    def _check_file_entries(self, f: IndexScan, lo: int, hi: int, absP, keys: IndexKeys, pair_sorted):
+        """One index file's entries in ``[lo, hi)``: ``index.entry-target`` for one at no
+        record's start, ``index.entry-hash`` for one whose hash is none of its record's keys.
+        Returns the (offset, hash) pairs of the entries at a record's start (None: no entry)."""
+        sel, ephy, eh = f.entries_in(lo, hi)
+        if not sel.size:
+            return None
+        f.checked[sel] = True
+        j = np.searchsorted(absP, ephy)
+        is_start = (j < absP.size) & (absP[np.minimum(j, absP.size - 1)] == ephy)
+        ep = (ephy - lo) * (1 << 31) + eh
+        for k in np.flatnonzero(~is_start).tolist():
+            e = int(sel[k])
+            self._add(
+                "index.entry-target",
+                f.rel,
+                f.entry_offset(e),
+                f"entry {e + 1} -> {int(ephy[k])}: no message starts there",
+                physical_offset=int(ephy[k]),
+            )
+        ok = np.flatnonzero(is_start)
+        if not ok.size:
+            return ep[is_start]
+        # the usual case: the entries are exactly the batch's keys (one sort, no search)
+        same = ok.size == pair_sorted.size and np.array_equal(np.sort(ep[ok]), pair_sorted)
+        bad = ok[:0] if same else ok[~member(ep[ok], pair_sorted)]
+        for k in bad.tolist():
+            e = int(sel[k])
+            mine = [keys.text(x) for x in np.flatnonzero(keys.owner == int(j[k])).tolist()]
+            self._add(
+                "index.entry-hash",
+                f.rel,
+                f.entry_offset(e),
+                f"entry {e + 1} -> {int(ephy[k])}: hash {int(eh[k])} is none of the message's keys {mine[:5]}",
+                physical_offset=int(ephy[k]),
+            )
+        return ep[is_start]
+
+    def _check_missing_keys(self, absP, keys: IndexKeys, pair, entry_pairs: list, base: int, rel: str) -> None:
+        """``index.missing-key``: a key of a record up to the index's end that no index file
+        has an entry for (``deep`` only: every entry of the batch's range must be read)."""
+        own = keys.owner
+        cand = np.flatnonzero(absP[own] <= self.index_end)
+        if not cand.size:
+            return
+        allp = np.concatenate(entry_pairs) if entry_pairs else np.zeros(0, np.int64)
+        missing = cand[~member(pair[cand], np.sort(allp))]
+        for x in missing.tolist():
+            m = int(own[x])
+            self._add(
+                "index.missing-key",
+                rel,
+                int(absP[m]) - base,
+                f"key {keys.text(x)!r} (hash {int(keys.hash[x])}) of the message at {int(absP[m])} is in no index file",
+                physical_offset=int(absP[m]),
+            )
 
     def finish_index(self) -> None:
         """The entries no record accounted for, a chunk of the file at a time (two passes
@@ -361,49 +376,62 @@ class IndexChecks(IndexStructure):
         for f in self.index_files:
             if not f.entry_count:
                 continue
-            below_n = beyond_n = rest_n = 0
-            below_at = beyond_at = beyond_phy = None
-            for _, un, phy in f.unchecked():
-                below = phy < self.cl_min
-                beyond = phy >= self.cl_end
-                if below.any():
-                    below_at = int(un[below][0]) if below_at is None else below_at
-                    below_n += int(below.sum())
-                if beyond.any():
-                    if beyond_at is None:
-                        beyond_at, beyond_phy = int(un[beyond][0]), int(phy[beyond][0])
-                    beyond_n += int(beyond.sum())
-                rest_n += int((~below & ~beyond).sum())
-            if below_n:
-                self._add(
-                    "index.expired",
-                    f.rel,
-                    f.entry_offset(below_at),
-                    f"{below_n} entries point below the commit log's first offset {self.cl_min}",
-                    count=below_n,
-                )
-            if beyond_n:
-                self._add(
-                    "index.beyond-end",
-                    f.rel,
-                    f.entry_offset(beyond_at),
-                    f"{beyond_n} entries point at or beyond the end of the commit log's data "
-                    f"({self.cl_end}), e.g. {beyond_phy}",
-                    count=beyond_n,
-                )
-            for _, un, phy in f.unchecked() if rest_n else ():
-                rest = np.flatnonzero((phy >= self.cl_min) & (phy < self.cl_end))
-                for e, off in zip(un[rest].tolist(), phy[rest].tolist(), strict=True):
-                    c = self._check_at(off)
-                    why = self._no_file_reason(off) if c is None else "it lies in unreadable bytes"
-                    self._add(
-                        "index.entry-target",
-                        f.rel,
-                        f.entry_offset(e),
-                        f"entry {e + 1} -> {off}: {why}",
-                        physical_offset=off,
-                    )
+            rest_n = self._report_outside(f)
+            if rest_n:
+                self._report_unread_targets(f)
             self._index_header_times(f)
+
+    def _report_outside(self, f: IndexScan) -> int:
+        """``index.expired`` and ``index.beyond-end`` for the unchecked entries pointing below
+        the commit log's first offset or at or past its end (counted, the first named).
+        Returns how many unchecked entries point inside the log."""
+        below_n = beyond_n = rest_n = 0
+        below_at = beyond_at = beyond_phy = None
+        for _, un, phy in f.unchecked():
+            below = phy < self.cl_min
+            beyond = phy >= self.cl_end
+            if below.any():
+                below_at = int(un[below][0]) if below_at is None else below_at
+                below_n += int(below.sum())
+            if beyond.any():
+                if beyond_at is None:
+                    beyond_at, beyond_phy = int(un[beyond][0]), int(phy[beyond][0])
+                beyond_n += int(beyond.sum())
+            rest_n += int((~below & ~beyond).sum())
+        if below_n:
+            self._add(
+                "index.expired",
+                f.rel,
+                f.entry_offset(below_at),
+                f"{below_n} entries point below the commit log's first offset {self.cl_min}",
+                count=below_n,
+            )
+        if beyond_n:
+            self._add(
+                "index.beyond-end",
+                f.rel,
+                f.entry_offset(beyond_at),
+                f"{beyond_n} entries point at or beyond the end of the commit log's data "
+                f"({self.cl_end}), e.g. {beyond_phy}",
+                count=beyond_n,
+            )
+        return rest_n
+
+    def _report_unread_targets(self, f: IndexScan) -> None:
+        """``index.entry-target`` for an unchecked entry inside the log: the scan never read a
+        record there (no file holds it, or it lies in unreadable bytes)."""
+        for _, un, phy in f.unchecked():
+            rest = np.flatnonzero((phy >= self.cl_min) & (phy < self.cl_end))
+            for e, off in zip(un[rest].tolist(), phy[rest].tolist(), strict=True):
+                c = self._check_at(off)
+                why = self._no_file_reason(off) if c is None else "it lies in unreadable bytes"
+                self._add(
+                    "index.entry-target",
+                    f.rel,
+                    f.entry_offset(e),
+                    f"entry {e + 1} -> {off}: {why}",
+                    physical_offset=off,
+                )
 
     def _index_header_times(self, f: IndexScan) -> None:
         """endTimestamp is the store time of the last entry's message; beginTimestamp the first's."""

@@ -80,6 +80,18 @@ class LmqChecks:
         found = multi_ranges(pr)
         if found is None or self._lmq_mode(True) is None:
             return
+        by_queue = self._listed_units(found, tid, qid, dispatch, absP, rel, base)
+        ends = self.__dict__.setdefault("lmq_ends", {})
+        for key, rows in by_queue.items():
+            L = np.array([r[0] for r in rows], np.int64)
+            rec = np.array([r[1] for r in rows], np.int64)
+            ends[key] = max(ends.get(key, 0), int(L.max()) + 1)
+            self._lmq_units(key, L, absP[rec], *(c[rec] for c in cols), rel, base)
+
+    def _listed_units(self, found: tuple, tid, qid, dispatch, absP, rel: str, base: int) -> dict:
+        """(queue name, queue id) -> [(listed offset, record)] of the dispatched records'
+        multi-dispatch targets (``fan_out``: ``CommitLog#multiDispatch`` rules); a malformed
+        listing is an ``lmq.malformed`` finding and a refused name lists nothing."""
         enable_lmq, broker5 = self._lmq_mode(True)
         owner, names, offsets = found
         by_queue: dict[tuple[str, int], list[tuple[int, int]]] = defaultdict(list)
@@ -102,14 +114,10 @@ class LmqChecks:
             for t in fo.targets:
                 if unsafe_topic(t.name) is None:  # refused names: lmq.malformed above
                     by_queue[(t.name, t.queue_id)].append((t.offset, i))
-        ends = self.__dict__.setdefault("lmq_ends", {})
-        for key, rows in by_queue.items():
-            L = np.array([r[0] for r in rows], np.int64)
-            rec = np.array([r[1] for r in rows], np.int64)
-            ends[key] = max(ends.get(key, 0), int(L.max()) + 1)
-            self._lmq_units(key, L, absP[rec], *(c[rec] for c in cols), rel, base)
+        return by_queue
 
     def _lmq_units(self, key: tuple[str, int], L, phy, size, tags, ts, rel: str, base: int) -> None:
+        """The units a queue's listing records point at: present, and their record's."""
         name, q = key
         mq = self.queues.get((name.encode("utf-8", "surrogateescape"), q))
         cp = self.checkpoint
@@ -117,21 +125,7 @@ class LmqChecks:
             cp.logics_msg_timestamp if cp is not None else 0
         )  # not dispatched yet (docs/format/recovery.md#dispatch)
         if mq is None:
-            for check, sel in (("lmq.missing-unit", ~late), ("lmq.not-dispatched", late)):
-                at = np.flatnonzero(sel)
-                if at.size:
-                    j = int(at[0])
-                    self._add(
-                        check,
-                        rel,
-                        int(phy[j]) - base,
-                        f"{name}/{q}: the queue does not exist, but {at.size} "
-                        f"messages from here list it (first at offset {int(L[j])})",
-                        physical_offset=int(phy[j]),
-                        topic=name,
-                        queue_id=q,
-                        count=int(at.size),
-                    )
+            self._lmq_no_queue(key, L, phy, late, rel, base)
             return
         inside = (L >= mq.base) & (L < mq.end)
         has, off, usize, utags = mq.units_at(np.where(inside, L, mq.base))
@@ -148,13 +142,7 @@ class LmqChecks:
                 queue_id=q,
             )
         for j in np.flatnonzero(has).tolist():
-            what = []
-            if off[j] != phy[j]:
-                what.append(f"points at {int(off[j])}")
-            if usize[j] != size[j]:
-                what.append(f"size {int(usize[j])} but the message has {int(size[j])} bytes")
-            if utags[j] != tags[j]:
-                what.append(f"tagsCode {int(utags[j])} but the message's is {int(tags[j])}")
+            what = _unit_differences(int(off[j]), int(usize[j]), int(utags[j]), int(phy[j]), int(size[j]), int(tags[j]))
             if what:
                 f, o = mq.file_of(int(L[j]))
                 self._add(
@@ -166,6 +154,27 @@ class LmqChecks:
                     queue_id=q,
                     physical_offset=int(phy[j]),
                 )
+
+    def _lmq_no_queue(self, key: tuple[str, int], L, phy, late, rel: str, base: int) -> None:
+        """A listed queue that does not exist: one finding for the records dispatched already
+        (``lmq.missing-unit``) and one for those after the checkpoint (``lmq.not-dispatched``)."""
+        name, q = key
+        for check, sel in (("lmq.missing-unit", ~late), ("lmq.not-dispatched", late)):
+            at = np.flatnonzero(sel)
+            if not at.size:
+                continue
+            j = int(at[0])
+            self._add(
+                check,
+                rel,
+                int(phy[j]) - base,
+                f"{name}/{q}: the queue does not exist, but {at.size} "
+                f"messages from here list it (first at offset {int(L[j])})",
+                physical_offset=int(phy[j]),
+                topic=name,
+                queue_id=q,
+                count=int(at.size),
+            )
 
     def lmq_unit_reason(self, m, mq, logical: int) -> str | None:
         """Why a unit of ``mq`` that the scan did not account for is not the message ``m``'s
@@ -212,3 +221,16 @@ _CONSEQUENCE = {
     "range": "no consume-queue file can hold that unit; rmqstore writes none",
     "name": "a 4.9 broker joins the name into a path, 5.x skips names with '/'; rmqstore writes no such queue",
 }
+
+
+def _unit_differences(off: int, usize: int, utags: int, phy: int, size: int, tags: int) -> list[str]:
+    """How a multi-dispatch unit differs from its record (``ConsumeQueue#multiDispatchLmqQueue``
+    writes the record's offset, size and tagsCode)."""
+    what = []
+    if off != phy:
+        what.append(f"points at {off}")
+    if usize != size:
+        what.append(f"size {usize} but the message has {size} bytes")
+    if utags != tags:
+        what.append(f"tagsCode {utags} but the message's is {tags}")
+    return what

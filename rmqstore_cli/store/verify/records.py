@@ -91,6 +91,20 @@ def _queue_steps(buf, r: RecordBatch) -> np.ndarray:
     return step
 
 
+def _unusable_topic(tb: bytes) -> str | None:
+    """Why a topic cannot name a consume-queue directory (empty, not UTF-8, ``.``/``..``, a
+    ``/``, NUL or control character), or None."""
+    if not tb:
+        return "empty"
+    try:
+        text = tb.decode("utf-8")
+    except UnicodeDecodeError:
+        return "not UTF-8"
+    if tb in (b".", b"..") or any(c in tb for c in b"/\x00") or any(ord(ch) < 0x20 for ch in text):
+        return "not usable as a directory name"
+    return None
+
+
 class RecordChecks:
     """The per-batch part of :class:`~rmqstore_cli.store.verify.Verifier`."""
 
@@ -110,15 +124,7 @@ class RecordChecks:
         self.ranges.append((base + int(P[0]), base + int(P[-1] + total[-1])))
         qid, qoff, phy, store_ts = r.queue_id, r.queue_offset, r.physical_offset, r.store_timestamp
         absP = P + base
-        # PHYSICALOFFSET = position
-        for i in np.flatnonzero(phy != absP).tolist():
-            self._add(
-                "commitlog.physical-offset",
-                rel,
-                int(P[i]),
-                f"stored PHYSICALOFFSET {int(phy[i])}, but the record lies at {int(absP[i])}",
-                physical_offset=int(absP[i]),
-            )
+        self._check_physical_offsets(phy, absP, P, rel)
         self.max_store_ts = max(self.max_store_ts, int(store_ts.max()))
         # per-record Python work: CRC, topic, properties, keys
         if self.opt.crc:
@@ -130,10 +136,8 @@ class RecordChecks:
         if self.want_keys:  # (on the C path this gives the tagsCodes too)
             keys = pr.index_keys(tid, self._topic_prefix_hashes(), tran != TRANSACTION_ROLLBACK_TYPE, self.topic_names)
         tags_code = self._tags_codes(pr, tid, store_ts, P, base, rel)
-        if self.index_empty and self.first_indexable is None:  # IndexService#buildIndex would put a key
-            owner = keys.owner if keys is not None else pr.key_ranges(tran != TRANSACTION_ROLLBACK_TYPE)[0]
-            if owner.size:
-                self.first_indexable = int(absP[int(owner.min())])
+        if self.index_empty and self.first_indexable is None:
+            self._note_first_indexable(pr, keys, tran, absP)
         step = _queue_steps(buf, r)
         # NOT and COMMIT records get a unit; 5.x inner-batch records go to the batch consume
         # queue (batchconsumequeue/, not checked here) instead
@@ -147,6 +151,24 @@ class RecordChecks:
         if keys is not None:
             self.check_index_batch(absP, total, keys, base, rel)
         return stop
+
+    def _check_physical_offsets(self, phy: np.ndarray, absP: np.ndarray, P: np.ndarray, rel: str) -> None:
+        """``commitlog.physical-offset``: PHYSICALOFFSET is the record's position in the log."""
+        for i in np.flatnonzero(phy != absP).tolist():
+            self._add(
+                "commitlog.physical-offset",
+                rel,
+                int(P[i]),
+                f"stored PHYSICALOFFSET {int(phy[i])}, but the record lies at {int(absP[i])}",
+                physical_offset=int(absP[i]),
+            )
+
+    def _note_first_indexable(self, pr, keys, tran: np.ndarray, absP: np.ndarray) -> None:
+        """The first record ``IndexService#buildIndex`` would put a key of (UNIQ_KEY or KEYS;
+        none for ROLLBACK), for ``index.missing`` when the index holds no entry."""
+        owner = keys.owner if keys is not None else pr.key_ranges(tran != TRANSACTION_ROLLBACK_TYPE)[0]
+        if owner.size:
+            self.first_indexable = int(absP[int(owner.min())])
 
     def _check_body_crcs(self, buf, arr, r: RecordBatch, base: int, rel: str) -> None:
         """BODYCRC against crc32(body) & 0x7FFFFFFF: small bodies in the C loop, long ones
@@ -300,18 +322,8 @@ class RecordChecks:
         self.topic_ids[tb] = t
         self.topic_names.append(tb)
         shown = tb.decode("utf-8", "backslashreplace")
-        try:
-            text = tb.decode("utf-8")
-        except UnicodeDecodeError:
-            text = None
-        if (
-            not tb
-            or text is None
-            or tb in (b".", b"..")
-            or any(c in tb for c in b"/\x00")
-            or any(ord(ch) < 0x20 for ch in text)
-        ):
-            why = "empty" if not tb else "not UTF-8" if text is None else "not usable as a directory name"
+        why = _unusable_topic(tb)
+        if why is not None:
             self._add(
                 "commitlog.topic",
                 rel,
@@ -404,31 +416,23 @@ class RecordChecks:
             i = int(order[j])
             t, qi = self.tq_list[int(g[j])]
             topic = self.topic_names[t].decode("utf-8", "backslashreplace")
-            e, got = int(exp[j]), int(q[j])
+            e, got, tq_j = int(exp[j]), int(q[j]), int(g[j])
             if got > e:
-                self._add(
-                    "commitlog.queue-offset",
-                    rel,
-                    int(absP[i]) - base,
-                    f"{topic}/{qi}: queue offset {got}, expected {e} ({got - e} missing)",
-                    physical_offset=int(absP[i]),
-                    topic=topic,
-                    queue_id=qi,
-                    subject=("queue", self.queue_key(int(g[j]))),
-                )
-            else:
-                t = int(g[j])
-                self.tq_reset[t] = max(self.tq_reset.get(t, -1), int(absP[i]))
-                self._add(
-                    "commitlog.queue-offset-reset",
-                    rel,
-                    int(absP[i]) - base,
-                    f"{topic}/{qi}: queue offset {got} after {e - 1} (restart without its consume queue?)",
-                    physical_offset=int(absP[i]),
-                    topic=topic,
-                    queue_id=qi,
-                    subject=("queue", self.queue_key(t)),
-                )
+                check, what = "commitlog.queue-offset", f"queue offset {got}, expected {e} ({got - e} missing)"
+            else:  # a restart: the queue's units before it are another run's (verify/queues.py)
+                self.tq_reset[tq_j] = max(self.tq_reset.get(tq_j, -1), int(absP[i]))
+                check = "commitlog.queue-offset-reset"
+                what = f"queue offset {got} after {e - 1} (restart without its consume queue?)"
+            self._add(
+                check,
+                rel,
+                int(absP[i]) - base,
+                f"{topic}/{qi}: {what}",
+                physical_offset=int(absP[i]),
+                topic=topic,
+                queue_id=qi,
+                subject=("queue", self.queue_key(tq_j)),
+            )
 
     def _queue_heads(self, tq, qoff, step, idx, absP, rel, base) -> dict:
         """(topic, queue id) -> (queue offset, step, physical offset, file, base) of the first

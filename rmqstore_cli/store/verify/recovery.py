@@ -62,6 +62,28 @@ class RecoveryChecks:
             return ""
         return self._pad_advice(f, len(buf))
 
+    def _abnormal_start(self, files: list, cp: StoreCheckpoint):
+        """The file ``CommitLog#recoverAbnormally`` starts from: the last one whose first record
+        passes ``isMappedFileMatchedRecover`` (the first file when none does)."""
+        max_cq = self.rocksdb_dispatched()
+        for f in reversed(files):
+            if self.first_records.get(f.file_from_offset) == 0 and self._matches_recover(f, cp, max_cq):
+                return f
+        return files[0]
+
+    def _matches_recover(self, f, cp: StoreCheckpoint, max_cq: int | None) -> bool:
+        """``CommitLog#isMappedFileMatchedRecover`` for the file's first record: with the RocksDB
+        consume queue (rocketmq-all-5.2.0, enableRocksDBStore) its offset is at or before the
+        dispatch checkpoint; otherwise its store time is set and at or before the checkpoint's
+        min timestamp."""
+        c = self._check_at(f.file_from_offset)
+        if c is None or c.message is None:
+            return False
+        if max_cq is not None:
+            return c.message.physical_offset <= max_cq
+        ts = c.message.store_timestamp
+        return ts != 0 and ts <= cp.min_timestamp
+
     def check_recovery(self) -> None:
         """Which recovery the broker runs next (docs/format/recovery.md#recovery) and what it would truncate."""
         self.check_dledger()
@@ -69,65 +91,64 @@ class RecoveryChecks:
         if not files:
             return
         cp = self.checkpoint or StoreCheckpoint()
-        if self.abort and not header_of(self.config, files[-1]):  # DLedgerCommitLog#recover: one way
-            start, max_cq = None, self.rocksdb_dispatched()
-            for f in reversed(files):
-                pos = self.first_records.get(f.file_from_offset)
-                if pos != 0:
-                    continue
-                c = self._check_at(f.file_from_offset)
-                if c is None or c.message is None:
-                    continue
-                ts = c.message.store_timestamp
-                if max_cq is not None:  # isMappedFileMatchedRecover@rocketmq-all-5.2.0, enableRocksDBStore
-                    if c.message.physical_offset <= max_cq:
-                        start = f
-                        break
-                elif ts != 0 and ts <= cp.min_timestamp:
-                    start = f
-                    break
-            start = start or files[0]
-            kind = "abnormal"
-        else:
-            start, kind = self._normal_start(files)
-        stops = sorted(s for s in self.stops if s[0] >= start.file_from_offset)
-        cut = stops[0] if stops else None
+        start, kind = self._recovery_start(files, cp)
+        cut = min((s for s in self.stops if s[0] >= start.file_from_offset), default=None)
         process = cut[0] if cut else self.cl_end
         self.recovery_cut = process  # the epoch file's check (verify/epochs.py) drops epochs from here
-        later = [f.name for f in files if f.file_from_offset > process]
-        if cut is not None and (process < self.cl_end or later):
-            off = process - self._cl_base(process)
-            self._add(
-                "recovery.truncate",
-                cut[2],
-                off,
-                f"{kind} recovery (from file {start.name}) stops at {process} ({cut[1]}): the broker would "
-                f"truncate the commit log there"
-                + (f", delete {len(later)} later file(s)" if later else "")
-                + f" and drop consume-queue units from {process} on; {max(0, self.cl_end - process)} bytes "
-                "of data after it would be lost" + self._blank_advice(cut[1], process),
-                physical_offset=process,
-                recovery_start=start.file_from_offset,
-            )
+        if cut is not None:
+            self._report_truncate(kind, start, files, cut)
         if self.abort:
-            db = self.rocksdb_dispatched()
-            idx_del = [f.name for f in self.index_files if f.end_ts > cp.index_msg_timestamp]
-            self._add(
-                "abort.unclean-shutdown",
-                "abort",
-                None,
-                f"the last shutdown was not clean: abnormal recovery from file {start.name} "
-                + (
-                    f"(first record's store time <= checkpoint min time {cp.min_timestamp})"
-                    if db is None
-                    else f"(first record's offset <= the RocksDB dispatch checkpoint {db})"
-                )
-                + ", re-dispatching every "
-                f"message from {start.file_from_offset}; the log would end at {process}"
-                + ("" if process >= self.cl_end else f" (cutting {self.cl_end - process} bytes)")
-                + f"; index files newer than indexMsgTimestamp {cp.index_msg_timestamp} deleted: "
-                + (", ".join(idx_del) if idx_del else "none"),
-                recovery_start=start.file_from_offset,
-                truncate_at=process,
-                index_deleted=idx_del,
+            self._report_abort(cp, start, process)
+
+    def _recovery_start(self, files: list, cp: StoreCheckpoint) -> tuple:
+        """The file recovery starts from and the recovery's name: abnormal when the abort file
+        is there, except on a DLedger log (``DLedgerCommitLog#recover`` has one way)."""
+        if self.abort and not header_of(self.config, files[-1]):
+            return self._abnormal_start(files, cp), "abnormal"
+        return self._normal_start(files)
+
+    def _report_truncate(self, kind: str, start, files: list, cut: tuple) -> None:
+        """``recovery.truncate``: the first stop after the recovery start, when the log or a
+        later file goes past it (``CommitLog#truncateDirtyFiles`` and the queues' truncation)."""
+        process = cut[0]
+        later = [f.name for f in files if f.file_from_offset > process]
+        if process >= self.cl_end and not later:
+            return
+        off = process - self._cl_base(process)
+        self._add(
+            "recovery.truncate",
+            cut[2],
+            off,
+            f"{kind} recovery (from file {start.name}) stops at {process} ({cut[1]}): the broker would "
+            f"truncate the commit log there"
+            + (f", delete {len(later)} later file(s)" if later else "")
+            + f" and drop consume-queue units from {process} on; {max(0, self.cl_end - process)} bytes "
+            "of data after it would be lost" + self._blank_advice(cut[1], process),
+            physical_offset=process,
+            recovery_start=start.file_from_offset,
+        )
+
+    def _report_abort(self, cp: StoreCheckpoint, start, process: int) -> None:
+        """``abort.unclean-shutdown``: the abort file is present, so the broker recovers abnormally
+        and deletes the index files newer than the checkpoint's indexMsgTimestamp."""
+        db = self.rocksdb_dispatched()
+        idx_del = [f.name for f in self.index_files if f.end_ts > cp.index_msg_timestamp]
+        self._add(
+            "abort.unclean-shutdown",
+            "abort",
+            None,
+            f"the last shutdown was not clean: abnormal recovery from file {start.name} "
+            + (
+                f"(first record's store time <= checkpoint min time {cp.min_timestamp})"
+                if db is None
+                else f"(first record's offset <= the RocksDB dispatch checkpoint {db})"
             )
+            + ", re-dispatching every "
+            f"message from {start.file_from_offset}; the log would end at {process}"
+            + ("" if process >= self.cl_end else f" (cutting {self.cl_end - process} bytes)")
+            + f"; index files newer than indexMsgTimestamp {cp.index_msg_timestamp} deleted: "
+            + (", ".join(idx_del) if idx_del else "none"),
+            recovery_start=start.file_from_offset,
+            truncate_at=process,
+            index_deleted=idx_del,
+        )

@@ -72,16 +72,7 @@ class RocksDBChecks:
 
         cq_dir = self.config.consumequeue_dir
         rel = self.rel(cq_dir)
-        self.rocksdb = None
-        from rmqstore_cli.store.rocksdb_cq import MissingBinding, RocksDBConsumeQueues
-
-        try:
-            self.rocksdb = RocksDBConsumeQueues(cq_dir)
-        except MissingBinding as e:  # not the store's fault: the rest is checked and this named
-            self.skipped[ROCKSDB_SKIP] = f"{rel} is a RocksDB consume queue; {e.message}: {e.hint}"
-            return True
-        except StoreError as e:
-            self._add("rocksdb.unreadable", rel, None, str(e))
+        if not self._open_rocksdb(cq_dir, rel):
             return True
         self.files["consumequeue"] += sum(1 for e in os.scandir(cq_dir) if e.is_file())
         if OFFSET_CF not in self.rocksdb.families:
@@ -98,6 +89,12 @@ class RocksDBChecks:
         if has_file_queues(cq_dir):  # rocksdbCQDoubleWriteEnable: the file queues beside it
             for c in compare_stores(cq_dir, self.config.cq_file_size, self.rocksdb):
                 self._double_write(c, rel)
+        self._rocksdb_bad_rows(rel)
+        return True
+
+    def _rocksdb_bad_rows(self, rel: str) -> None:
+        """The rows the database's readers could not take: a key of another shape
+        (``rocksdb.key``) or a value of another length (``rocksdb.value-size``)."""
         for row in self.rocksdb.bad_rows:
             self._add(
                 "rocksdb.key" if "key" in row.problem else "rocksdb.value-size",
@@ -105,6 +102,21 @@ class RocksDBChecks:
                 None,
                 f"{row.family} family, key {row.key[:80].hex()}: {row.problem}",
             )
+
+    def _open_rocksdb(self, cq_dir, rel: str) -> bool:
+        """Open the database as :attr:`rocksdb`; False when it cannot be (rocksdict missing:
+        not the store's fault, the rest is checked and this named as skipped; or unreadable)."""
+        from rmqstore_cli.store.rocksdb_cq import MissingBinding, RocksDBConsumeQueues
+
+        self.rocksdb = None
+        try:
+            self.rocksdb = RocksDBConsumeQueues(cq_dir)
+        except MissingBinding as e:
+            self.skipped[ROCKSDB_SKIP] = f"{rel} is a RocksDB consume queue; {e.message}: {e.hint}"
+            return False
+        except StoreError as e:
+            self._add("rocksdb.unreadable", rel, None, str(e))
+            return False
         return True
 
     def _double_write(self, c: QueueComparison, rel: str) -> None:
@@ -137,7 +149,6 @@ class RocksDBChecks:
         """One queue's keys, values and offset rows (``#getMaxCqOffset``, ``#getMinCqOffset``)."""
         name = f"{q.topic}/{q.queue_id}"
         first, end = q.key_bounds
-        rows = q.offset_rows
         units = sum(a.size for a, _ in q.value_blocks(first, end))
         for off, n in q.bad_values:
             self._add(
@@ -162,57 +173,58 @@ class RocksDBChecks:
             )
         if self.rocksdb.offsets is None:
             return
-        top, low = rows.get("max"), rows.get("min")
-        if top is None and end > first:
-            self._add(
-                "rocksdb.offset-row",
-                rel,
-                None,
-                f"{name}: no max row, but units {first}..{end - 1}: the broker "
-                "reads the queue as empty (getMaxOffsetInQueue = 0)",
-                topic=q.topic,
-                queue_id=q.queue_id,
-            )
-        elif top is not None:
-            v = q.value(top.cq_offset)
-            if top.cq_offset + 1 != end:
-                self._add(
-                    "rocksdb.offset-row",
+        self._rocksdb_max_row(q, rel)
+        self._rocksdb_min_row(q, rel)
+
+    def _offset_row(self, q, rel: str, text: str, **more) -> None:
+        """A ``rocksdb.offset-row`` finding of queue ``q``."""
+        self._add(
+            "rocksdb.offset-row",
+            rel,
+            None,
+            f"{q.topic}/{q.queue_id}: {text}",
+            **more,
+            topic=q.topic,
+            queue_id=q.queue_id,
+        )
+
+    def _rocksdb_max_row(self, q, rel: str) -> None:
+        """The ``max`` row (``RocksDBConsumeQueueOffsetTable#getMaxCqOffset``): present when the
+        queue has units, naming the last unit and its commit-log offset."""
+        first, end = q.key_bounds
+        top = q.offset_rows.get("max")
+        if top is None:
+            if end > first:
+                self._offset_row(
+                    q,
                     rel,
-                    None,
-                    f"{name}: max row says cq offset {top.cq_offset}, the last unit is {end - 1}",
-                    topic=q.topic,
-                    queue_id=q.queue_id,
+                    f"no max row, but units {first}..{end - 1}: the broker "
+                    "reads the queue as empty (getMaxOffsetInQueue = 0)",
                 )
-            elif v is not None and v[0] != top.commitlog_offset:
-                self._add(
-                    "rocksdb.offset-row",
-                    rel,
-                    None,
-                    f"{name}: max row says commit-log offset "
-                    f"{top.commitlog_offset}, unit {top.cq_offset} points at {v[0]}",
-                    topic=q.topic,
-                    queue_id=q.queue_id,
-                )
-        if low is None and end > first:
-            self._add(
-                "rocksdb.offset-row",
+            return
+        v = q.value(top.cq_offset)
+        if top.cq_offset + 1 != end:
+            self._offset_row(q, rel, f"max row says cq offset {top.cq_offset}, the last unit is {end - 1}")
+        elif v is not None and v[0] != top.commitlog_offset:
+            self._offset_row(
+                q,
                 rel,
-                None,
-                f"{name}: no min row: the broker corrects the min offset from the commit log at start",
-                severity=INFO,
-                topic=q.topic,
-                queue_id=q.queue_id,
+                f"max row says commit-log offset {top.commitlog_offset}, unit {top.cq_offset} points at {v[0]}",
             )
-        elif low is not None and end > first and low.cq_offset < first:
-            self._add(
-                "rocksdb.offset-row",
-                rel,
-                None,
-                f"{name}: min row says cq offset {low.cq_offset}, the first unit is {first}",
-                topic=q.topic,
-                queue_id=q.queue_id,
+
+    def _rocksdb_min_row(self, q, rel: str) -> None:
+        """The ``min`` row (``#getMinCqOffset``): without it the broker corrects the min offset
+        at start (info); it must not name a cq offset before the first unit."""
+        first, end = q.key_bounds
+        low = q.offset_rows.get("min")
+        if end <= first:
+            return
+        if low is None:
+            self._offset_row(
+                q, rel, "no min row: the broker corrects the min offset from the commit log at start", severity=INFO
             )
+        elif low.cq_offset < first:
+            self._offset_row(q, rel, f"min row says cq offset {low.cq_offset}, the first unit is {first}")
 
     def rocksdb_dispatched(self) -> int | None:
         """For a RocksDB consume queue, the commit-log offset dispatch has reached

@@ -66,17 +66,7 @@ class CommitLogScan:
     def open_commitlog(self) -> None:
         """The commit-log files (names, what is not a regular file) and the scan's state."""
         cfg = self.config
-        size = cfg.mapped_file_size_commit_log
-        mfq = MappedFileQueue(cfg.commitlog_dirs, size)
-        self.mfq = mfq
-        files = mfq.files
-        self.files["commitlog"] = len(files)
-        for s in mfq.strays:
-            self._add("commitlog.file-name", self.rel(s), None, "not a 20-digit offset: the broker cannot load it")
-        for p in mfq.not_regular:
-            self.not_regular(p)
-        mfq.files = [f for f in mfq.files if not self.not_regular(f.path)]  # skipped: a gap follows
-        files = mfq.files
+        files = self._load_commitlog_files()
         self.cl_min = files[0].file_from_offset if files else 0
         self.cl_end = self.cl_min
         self.delay_table = cfg.delay_level_table
@@ -101,10 +91,30 @@ class CommitLogScan:
         self.max_store_ts = 0
         self.ranges: list[tuple[int, int]] = []  # readable [start, end) physical ranges with records
         self.first_records: dict[int, tuple[int, int] | None] = {}
+        self._open_index_state()
+
+    def _load_commitlog_files(self) -> list:
+        """The commit-log files as :attr:`mfq`: names that are not offsets and entries that are
+        not regular files are findings, the latter skipped (a gap follows them)."""
+        cfg = self.config
+        mfq = MappedFileQueue(cfg.commitlog_dirs, cfg.mapped_file_size_commit_log)
+        self.mfq = mfq
+        self.files["commitlog"] = len(mfq.files)
+        for s in mfq.strays:
+            self._add("commitlog.file-name", self.rel(s), None, "not a 20-digit offset: the broker cannot load it")
+        for p in mfq.not_regular:
+            self.not_regular(p)
+        mfq.files = [f for f in mfq.files if not self.not_regular(f.path)]  # skipped: a gap follows
+        return mfq.files
+
+    def _open_index_state(self) -> None:
+        """What the scan needs of the index files: those with entries (checked as records
+        pass), whether keys are wanted at all, and whether to look for the first key
+        (``index.missing``: no index entry at all)."""
+        cfg = self.config
         self.index_active = [f for f in self.index_files if f.entry_count]
         do_index = bool(self.index_active) or self.opt.deep
         self.want_keys = cfg.message_index_enable and do_index
-        #: no index entry at all: look for the first message with an index key (index.missing)
         self.index_empty = cfg.message_index_enable and not self.index_active
         self.first_indexable: int | None = None
 
@@ -140,21 +150,8 @@ class CommitLogScan:
                 None,
                 f"start {f.file_from_offset} is not a multiple of the file size {size}",
             )
-        if i and f.file_from_offset != files[i - 1].end_offset:
-            a, b = files[i - 1].end_offset, f.file_from_offset
-            if b > a:
-                self._add(
-                    "commitlog.gap",
-                    rel,
-                    0,
-                    f"no file holds offsets {a}..{b - 1} ({b - a} bytes; "
-                    f"file {a:020d} is missing, e.g. expired or deleted out of order)",
-                    physical_offset=a,
-                    missing_file=f"{a:020d}",
-                )
-                self.stops.append((a, "commitlog.gap", rel))
-            else:
-                self._add("commitlog.file-name", rel, 0, f"overlaps the previous file (ends at {a})")
+        if i:
+            self._check_file_follows(files[i - 1].end_offset, f, rel)
         length = f.path.stat().st_size
         if length != size:
             self._add(
@@ -173,6 +170,26 @@ class CommitLogScan:
             self.cl_end = self._valid_end(f.file_from_offset)
         if self.progress:
             self.progress(min(length, size))
+
+    def _check_file_follows(self, a: int, f, rel: str) -> None:
+        """A file starts where the previous one ends (``a``): a gap is a missing file (recovery
+        stops there), an overlap a misnamed file."""
+        b = f.file_from_offset
+        if b == a:
+            return
+        if b < a:
+            self._add("commitlog.file-name", rel, 0, f"overlaps the previous file (ends at {a})")
+            return
+        self._add(
+            "commitlog.gap",
+            rel,
+            0,
+            f"no file holds offsets {a}..{b - 1} ({b - a} bytes; "
+            f"file {a:020d} is missing, e.g. expired or deleted out of order)",
+            physical_offset=a,
+            missing_file=f"{a:020d}",
+        )
+        self.stops.append((a, "commitlog.gap", rel))
 
     def _pad_advice(self, f, length: int) -> str:
         """The repair that gives a commit-log file the length the broker loads, keeping its good
@@ -237,42 +254,50 @@ class CommitLogScan:
     def _walk_stopped(self, f, buf, arr: np.ndarray, kind: str, pos: int, rel: str, last: bool) -> int | None:
         """Report what the walk met at ``pos`` instead of a record (``kind``: blank, eof,
         short, zero or bad); the position the walk resumes at, or None: the file is done."""
-        limit, base, size = len(buf), f.file_from_offset, self.config.mapped_file_size_commit_log
         if kind == "blank":
-            total = blank_size(buf, pos) if self.header else PREFIX_UNPACK(buf, pos)[0]
-            if total != size - pos:
-                self._add(
-                    "commitlog.blank",
-                    rel,
-                    pos,
-                    f"BLANK size field {total}, but {limit - pos} bytes remain to the file's end",
-                    physical_offset=base + pos,
-                )
-            self._check_tail(f.path, arr, pos + END_FILE_MIN_BLANK_LENGTH, rel, base, "the BLANK record")
-            if last:
-                self.cl_end = base + size
-            return None
+            return self._blank_stop(f, buf, arr, pos, rel, last)
         if kind == "eof" or kind == "short":
-            if kind == "short":
-                self._add(
-                    "commitlog.truncated",
-                    rel,
-                    pos,
-                    f"{limit - pos} bytes left, too few for a record header",
-                    physical_offset=base + pos,
-                )
-                self.stops.append((base + pos, "commitlog.truncated", rel))
-            elif not last or limit < size:
-                self._add(
-                    "commitlog.blank", rel, pos, "the file ends without a BLANK record", physical_offset=base + pos
-                )
-            if last:
-                self.cl_end = base + pos
-            return None
+            return self._end_stop(f, buf, kind == "short", pos, rel, last)
         if kind == "zero":
             return self._zeros(f, buf, arr, pos, rel, last)
         # kind == "bad": magic or size unusable at pos
-        return self._resync(buf, limit, base, rel, pos, *self._classify_bad(buf, pos, limit))
+        limit = len(buf)
+        return self._resync(buf, limit, f.file_from_offset, rel, pos, *self._classify_bad(buf, pos, limit))
+
+    def _blank_stop(self, f, buf, arr: np.ndarray, pos: int, rel: str, last: bool) -> None:
+        """A BLANK ends the file's data (``CommitLog#checkMessageAndReturnSize``: BLANK_MAGIC_CODE);
+        its size field must be the bytes left, and only zeros follow it."""
+        base, size = f.file_from_offset, self.config.mapped_file_size_commit_log
+        total = blank_size(buf, pos) if self.header else PREFIX_UNPACK(buf, pos)[0]
+        if total != size - pos:
+            self._add(
+                "commitlog.blank",
+                rel,
+                pos,
+                f"BLANK size field {total}, but {len(buf) - pos} bytes remain to the file's end",
+                physical_offset=base + pos,
+            )
+        self._check_tail(f.path, arr, pos + END_FILE_MIN_BLANK_LENGTH, rel, base, "the BLANK record")
+        if last:
+            self.cl_end = base + size
+
+    def _end_stop(self, f, buf, short: bool, pos: int, rel: str, last: bool) -> None:
+        """The file ends where a record must start: too few bytes for a header (recovery
+        stops), or, in a file before the last (or one cut short), without its BLANK."""
+        limit, base, size = len(buf), f.file_from_offset, self.config.mapped_file_size_commit_log
+        if short:
+            self._add(
+                "commitlog.truncated",
+                rel,
+                pos,
+                f"{limit - pos} bytes left, too few for a record header",
+                physical_offset=base + pos,
+            )
+            self.stops.append((base + pos, "commitlog.truncated", rel))
+        elif not last or limit < size:
+            self._add("commitlog.blank", rel, pos, "the file ends without a BLANK record", physical_offset=base + pos)
+        if last:
+            self.cl_end = base + pos
 
     def _zeros(self, f, buf, arr: np.ndarray, pos: int, rel: str, last: bool) -> int | None:
         """Zero bytes where a record must start: a hole inside the data (records resume
@@ -367,28 +392,32 @@ class CommitLogScan:
                 return None
             i, m = min(live)
             c = i - _MAGIC_AT
-            total = PREFIX_UNPACK(buf, c)[0]
-            if m == MAGIC_BYTES[2]:
-                if total == size - c:
-                    return c
-            elif MIN_RECORD <= total <= limit - c:
-                phy = int.from_bytes(buf[c + POS_PHY : c + POS_PHY + PHY_LEN], "big", signed=True)
-                if phy == base + c:
-                    return c
-                chk = check_message(buf, c, limit, base)
-                if chk.status is Status.VALID:
-                    nxt = c + total
-                    if nxt + PREFIX_SIZE > limit:
-                        return c
-                    t2, m2 = PREFIX_UNPACK(buf, nxt)
-                    if (
-                        m2 in (MAGIC_V1, MAGIC_V2)
-                        and MIN_RECORD <= t2 <= limit - nxt
-                        or m2 == MAGIC_BLANK
-                        or (t2 == 0 and m2 == 0)
-                    ):
-                        return c
+            if self._plausible_record(buf, c, m == MAGIC_BYTES[2], limit, base, size):
+                return c
             finds[m] = buf.find(m, i + 1, limit)
+
+    @staticmethod
+    def _plausible_record(buf, c: int, blank: bool, limit: int, base: int, size: int) -> bool:
+        """A record plausibly starts at ``c`` (its magic found there): a BLANK whose size is the
+        rest of the file; or a V1/V2 record of a sane size whose PHYSICALOFFSET is its position,
+        or that is fully valid and followed by the end of the data, a sane prefix, a BLANK or zeros."""
+        total = PREFIX_UNPACK(buf, c)[0]
+        if blank:
+            return total == size - c
+        if not MIN_RECORD <= total <= limit - c:
+            return False
+        phy = int.from_bytes(buf[c + POS_PHY : c + POS_PHY + PHY_LEN], "big", signed=True)
+        if phy == base + c:
+            return True
+        if check_message(buf, c, limit, base).status is not Status.VALID:
+            return False
+        nxt = c + total
+        if nxt + PREFIX_SIZE > limit:
+            return True
+        t2, m2 = PREFIX_UNPACK(buf, nxt)
+        return (
+            m2 in (MAGIC_V1, MAGIC_V2) and MIN_RECORD <= t2 <= limit - nxt or m2 == MAGIC_BLANK or (t2 == 0 and m2 == 0)
+        )
 
     def _find_next_entry(self, buf, start: int, limit: int, base: int) -> int | None:
         """The next DLedger entry start >= ``start``: entry magic 1 (``DLedgerEntryCoder#encode``)
@@ -405,19 +434,22 @@ class CommitLogScan:
             if not live:
                 return None
             i, m = min(live)
-            if m == BLANK_MAGIC_BYTES:
-                if i + BLANK_PREFIX_SIZE <= limit and blank_size(buf, i) == limit - i:
-                    return i
-            else:
-                c = i - _MAGIC_AT
-                e = read_entry(buf, c - h)
-                if (
-                    e is not None
-                    and e.magic == ENTRY_MAGIC
-                    and check_message(buf, c, limit, base).status is Status.VALID
-                ):
-                    return c - h
+            at = self._entry_at(buf, i, m == BLANK_MAGIC_BYTES, limit, base)
+            if at is not None:
+                return at
             finds[m] = buf.find(m, i + 1, limit)
+
+    def _entry_at(self, buf, i: int, blank: bool, limit: int, base: int) -> int | None:
+        """The entry start a magic found at ``i`` stands for, or None: a blank (magic -1) whose
+        size is the bytes left; or a valid record ``header`` bytes after an entry magic 1."""
+        if blank:
+            return i if i + BLANK_PREFIX_SIZE <= limit and blank_size(buf, i) == limit - i else None
+        h = self.header
+        c = i - _MAGIC_AT
+        e = read_entry(buf, c - h)
+        if e is not None and e.magic == ENTRY_MAGIC and check_message(buf, c, limit, base).status is Status.VALID:
+            return c - h
+        return None
 
     def _cl_base(self, offset: int) -> int:
         f = self.mfq.find(offset)

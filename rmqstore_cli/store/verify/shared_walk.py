@@ -81,12 +81,7 @@ def walk(cl, bcq_topics: set[str], timer_start: int | None) -> WalkFacts:
     for rec in cl.scan_blocks(every_file=True):
         before_stop = not cl.stops  # the stopping scan would have ended at the first stop
         if isinstance(rec, Message):
-            if before_stop and rec.topic_bytes in want and _dispatched(rec.sys_flag):
-                facts.add_bcq([rec.topic], [rec.queue_id], [rec.offset], [rec.store_timestamp])
-            if timer_start is not None and rec.offset >= timer_start:
-                facts.timer_reached |= rec.offset == timer_start
-                if facts.timer_reached:
-                    timer_marks(rec, facts.copies, facts.deleted)
+            _one_record(rec, want, facts, before_stop)
             continue
         if not hasattr(rec, "topics"):  # a Blank
             continue
@@ -95,6 +90,18 @@ def walk(cl, bcq_topics: set[str], timer_start: int | None) -> WalkFacts:
         if timer_start is not None:
             _timer_block(rec, facts)
     return facts
+
+
+def _one_record(rec: Message, want: set[bytes], facts: WalkFacts, before_stop: bool) -> None:
+    """A record the scan gives one by one (not in a block): kept for the batch queues when
+    dispatched to one of ``want`` before the first stop, and for the timer from its start on."""
+    if before_stop and rec.topic_bytes in want and _dispatched(rec.sys_flag):
+        facts.add_bcq([rec.topic], [rec.queue_id], [rec.offset], [rec.store_timestamp])
+    start = facts.timer_start
+    if start is not None and rec.offset >= start:
+        facts.timer_reached |= rec.offset == start
+        if facts.timer_reached:
+            timer_marks(rec, facts.copies, facts.deleted)
 
 
 def _dispatched(sys_flag):

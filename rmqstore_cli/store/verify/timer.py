@@ -267,8 +267,19 @@ class TimerChecks:
         """Each default-magic unit against the delivered copies in the commit log (the
         dequeue puts the message back under REAL_TOPIC with TIMER_DEQUEUE_MS and the same
         UNIQ_KEY): pending and already delivered = twice; passed and never delivered = lost."""
-        from rmqstore_cli.formats.timer import PROPERTY_REAL_TOPIC, PROPERTY_TIMER_DEL_UNIQKEY
+        found = self._readable_units(view, cl, seen)
+        if not found:
+            return
+        start = min(u.offset_py for _, u, _ in found)
+        facts = shared_facts(self, start)  # the walk shared with bcq.missing-unit
+        copies, deleted = (facts.copies, facts.deleted) if facts.timer_reached else _delivered_copies(cl, start)
+        for i, u, m in found:
+            if not u.magic & MAGIC_DELETE:
+                self._timer_delivery(view, u, m, bool(pending[i]), copies, deleted)
 
+    def _readable_units(self, view, cl, seen: dict) -> list:
+        """(index, unit, message) of the default-magic units and delete marks whose message
+        reads ``ok`` (``schedule.message_of``; ``seen`` holds those read already)."""
         from rmqstore_cli.store.timer import schedule
 
         found = []
@@ -279,31 +290,31 @@ class TimerChecks:
             m, status = seen[i] if i in seen else schedule.message_of(u, cl)
             if status == "ok":
                 found.append((i, u, m))
-        if not found:
-            return
-        start = min(u.offset_py for _, u, _ in found)
-        facts = shared_facts(self, start)  # the walk shared with bcq.missing-unit
-        copies, deleted = (facts.copies, facts.deleted) if facts.timer_reached else _delivered_copies(cl, start)
-        for i, u, m in found:
-            props = m.properties
-            if u.magic & MAGIC_DELETE:
-                continue
-            key = f"{props.get(PROPERTY_REAL_TOPIC)}+{m.uniq_key}"
-            copy = copies.get(key)
-            if pending[i] and copy is not None:
-                self._add(
-                    "timer.delivered-twice",
-                    *self._timer_where(view.store, u.pos),
-                    f"unit at {u.pos} (due {u.due_ms}): {key} was delivered "
-                    f"at commit-log offset {copy}, yet its slot is at or after timercheck's read time",
-                )
-            elif not pending[i] and copy is None and key not in deleted and PROPERTY_TIMER_DEL_UNIQKEY not in props:
-                self._add(
-                    "timer.never-delivered",
-                    *self._timer_where(view.store, u.pos),
-                    f"unit at {u.pos} (due {u.due_ms}, message at "
-                    f"{u.offset_py}): the read time passed it, {key} has no delivered copy",
-                )
+        return found
+
+    def _timer_delivery(self, view, u, m, pending: bool, copies: dict, deleted) -> None:
+        """One unit against its delivered copy (``topic+UNIQ_KEY``): a pending one already
+        delivered is ``timer.delivered-twice``; a passed one with no copy, not deleted and no
+        delete mark itself, is ``timer.never-delivered``."""
+        from rmqstore_cli.formats.timer import PROPERTY_REAL_TOPIC, PROPERTY_TIMER_DEL_UNIQKEY
+
+        props = m.properties
+        key = f"{props.get(PROPERTY_REAL_TOPIC)}+{m.uniq_key}"
+        copy = copies.get(key)
+        if pending and copy is not None:
+            self._add(
+                "timer.delivered-twice",
+                *self._timer_where(view.store, u.pos),
+                f"unit at {u.pos} (due {u.due_ms}): {key} was delivered "
+                f"at commit-log offset {copy}, yet its slot is at or after timercheck's read time",
+            )
+        elif not pending and copy is None and key not in deleted and PROPERTY_TIMER_DEL_UNIQKEY not in props:
+            self._add(
+                "timer.never-delivered",
+                *self._timer_where(view.store, u.pos),
+                f"unit at {u.pos} (due {u.due_ms}, message at "
+                f"{u.offset_py}): the read time passed it, {key} has no delivered copy",
+            )
 
     def _timer_commitlog(self):
         from rmqstore_cli.store.commitlog import CommitLog
