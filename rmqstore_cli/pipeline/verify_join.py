@@ -149,10 +149,16 @@ class QueueRecorder(Recorder):
         return (0, self.rank) if check in _MISSING_CHECKS else (1, self.qpos)
 
 
-def _commitlog(cfg):
+def _commitlog(v: Verifier):
+    """The commit-log files a task may read: one that is not a regular file was the plan's
+    ``store.not-regular`` finding and is left out here without another (reading it could hang)."""
     from rmqstore_cli.store.mapped_files import MappedFileQueue
 
-    return MappedFileQueue(cfg.commitlog_dirs, cfg.mapped_file_size_commit_log)
+    cfg = v.config
+    mfq = MappedFileQueue(cfg.commitlog_dirs, cfg.mapped_file_size_commit_log)
+    with v.muted():
+        mfq.files = [f for f in mfq.files if not v.not_regular(f.path)]
+    return mfq
 
 
 def finish_task(ctxs: dict, key: tuple, items: list) -> tuple[int, dict]:
@@ -163,7 +169,7 @@ def finish_task(ctxs: dict, key: tuple, items: list) -> tuple[int, dict]:
     items = sorted(items, key=lambda it: it[1])  # by commit-log file, as the local engine met them
     v, rec = _index_finish(plan, k, items) if kind == "i" else _queue_finish(ctx, k, items)
     v.cl_min, v.cl_end, v.checkpoint = plan.cl_min, ctx.cl_end, plan.checkpoint
-    v.mfq = _commitlog(plan.config)
+    v.mfq = _commitlog(v)
     try:
         v.finish_index() if kind == "i" else v.finish_queues()
     finally:
@@ -216,9 +222,11 @@ def _queue_state(plan: StorePlan, v: Verifier, qd: tuple | None) -> QueueState |
     if qd is None:
         return None
     if not plan.rocksdb:
-        return QueueState(
-            ConsumeQueue(cfg.consumequeue_dir, qd[0], qd[1], cfg.cq_file_size, directory=Path(qd[2])), cfg.root
-        )
+        with v.muted():  # a file that is not regular: the plan's finding, skipped here
+            cq = ConsumeQueue(
+                cfg.consumequeue_dir, qd[0], qd[1], cfg.cq_file_size, directory=Path(qd[2]), skip=v.not_regular
+            )
+        return QueueState(cq, cfg.root)
     from rmqstore_cli.store.rocksdb_cq import RocksDBConsumeQueues
 
     v.rocksdb = RocksDBConsumeQueues(cfg.consumequeue_dir)
@@ -266,7 +274,7 @@ def _driver_checks(plan: StorePlan, ctx: FinishContext, totals: dict, rec: Recor
     v = task_verifier(plan, rec)
     v.checkpoint, v.abort = plan.checkpoint, plan.abort
     v.messages, v.max_store_ts = totals["messages"], totals["max_store_ts"]
-    v.mfq = _commitlog(cfg)
+    v.mfq = _commitlog(v)
     v.first_records, v.stops, v.cl_end, v.cl_min = totals["first_records"], totals["stops"], ctx.cl_end, plan.cl_min
     v.index_files = plan.index_info
     v.first_indexable = totals["first_indexable"]
