@@ -2,11 +2,11 @@
 loops (issue 23), as dulwich ships ``_pack.c`` beside its pure-Python pack code.
 
 - ``rmqstore_cli.store._ckernels`` (rmqstore_cli/store/_ckernels.c): the engine's record
-  walk, small bodies' CRC and byte-range joins (rmqstore_cli/store/kernels.py chooses);
+  walk, small bodies' CRC and byte-range joins (rmqstore_cli/store/files/kernels.py chooses);
 - ``rmqstore_cli._cjson`` (rmqstore_cli/_cjson.c): dump-commitlog's JSON lines
   (rmqstore_cli/jsonblock.py);
 - ``rmqstore_cli.store._mapguard`` (rmqstore_cli/store/_mapguard.c): not a speed path but
-  the SIGBUS guard of mapped reads (rmqstore_cli/store/mapguard.py: a file truncated while
+  the SIGBUS guard of mapped reads (rmqstore_cli/store/files/mapguard.py: a file truncated while
   it is read is one error line, not a dead process), used under RMQSTORE_PURE=1 too.
 
 All three are ``optional=True``: a machine without a C compiler (or without Python's headers)

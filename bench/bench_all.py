@@ -24,7 +24,7 @@ Rows:
 * ``verify``, ``rebuild-index --output``, ``dump-commitlog --format jsonl``, ``export``
   (local engine, no body) over the store;
 * ``fixed cost``: ``verify`` of a 1 000-send store with the compiled kernels forced on
-  (:data:`~rmqstore_cli.store.fastpaths.FAST_PATHS` thresholds at 0: what an older install
+  (:data:`~rmqstore_cli.store.files.fastpaths.FAST_PATHS` thresholds at 0: what an older install
   needs; since the engine's loops are C, built at install, they run whenever built and
   only dump's JSON renderer has a threshold), beside ``--help``; and ``dump-commitlog
   --format jsonl`` of it the same way;
@@ -72,7 +72,7 @@ CLI = [sys.executable, "-m", "rmqstore_cli"]
 FORCED = [
     sys.executable,
     "-c",
-    "import sys; from rmqstore_cli.store.fastpaths import FAST_PATHS as F; "
+    "import sys; from rmqstore_cli.store.files.fastpaths import FAST_PATHS as F; "
     "F.walk_after = F.json_min = F.for_bytes = 0; sys.argv[0] = 'rmqstore'; "
     "from rmqstore_cli.app import main; main()",
 ]

@@ -26,8 +26,8 @@ CHILD = r"""
 import datetime, json, shutil, sys, tempfile, time
 from pathlib import Path
 from rmqstore_cli.store.commitlog import CommitLog
-from rmqstore_cli.store.config import StoreConfig
-from rmqstore_cli.store.rebuild import RebuildOptions, build_set
+from rmqstore_cli.store.layout.config import StoreConfig
+from rmqstore_cli.store.write.rebuild import RebuildOptions, build_set
 store, what = sys.argv[1], sys.argv[2]
 cfg = StoreConfig.load(store)
 cfg.infer_sizes()

@@ -28,10 +28,10 @@ from pathlib import Path
 
 def build(root: Path, messages: int, files: int) -> dict:
     from rmqstore_cli.store.commitlog import CommitLog
-    from rmqstore_cli.store.config import StoreConfig
-    from rmqstore_cli.store.dispatch import dispatch_request
-    from rmqstore_cli.store.index import IndexFile
-    from rmqstore_cli.store.index_service import index_file_name
+    from rmqstore_cli.store.layout.config import StoreConfig
+    from rmqstore_cli.store.queues.index import IndexFile
+    from rmqstore_cli.store.queues.index_service import index_file_name
+    from rmqstore_cli.store.write.dispatch import dispatch_request
 
     exe = [sys.executable, "-m", "rmqstore_cli"]
     subprocess.run(

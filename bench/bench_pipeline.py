@@ -190,7 +190,7 @@ import json, resource, sys, time
 from rmqstore_cli.pipeline.stores import StoreSpec, FileTask
 from rmqstore_cli.pipeline.export_tasks import export_batches
 from rmqstore_cli.pipeline.rebuild_tasks import dispatch_file
-from rmqstore_cli.store.config import StoreConfig
+from rmqstore_cli.store.layout.config import StoreConfig
 kind, path, size, pos = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 sizes = (("mapped_file_size_commit_log", size),)
 spec = StoreSpec(path, path, None, sizes)
@@ -234,8 +234,8 @@ _STAGES = r"""
 import datetime as dt, json, resource, shutil, sys, time
 from pathlib import Path
 from rmqstore_cli.pipeline import spark as sp, rebuild_tasks as T
-from rmqstore_cli.store.config import StoreConfig
-from rmqstore_cli.store.rebuild import RebuildOptions
+from rmqstore_cli.store.layout.config import StoreConfig
+from rmqstore_cli.store.write.rebuild import RebuildOptions
 store, size, master, dest = sys.argv[1], int(sys.argv[2]), sys.argv[3], Path(sys.argv[4])
 t0 = time.perf_counter()
 s = sp.session(master)

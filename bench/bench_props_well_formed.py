@@ -6,7 +6,7 @@ old count-only test it replaced (which let a value's extra \\x01 hide a dropped 
 
 import time
 
-from rmqstore_cli.store.properties import props_well_formed
+from rmqstore_cli.store.records.properties import props_well_formed
 
 
 def count_only(props: bytes) -> bool:  # the previous test, for comparison

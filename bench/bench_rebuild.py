@@ -28,8 +28,8 @@ ROOT = HERE.parent
 CHILD = r"""
 import cProfile, datetime, json, pstats, resource, shutil, sys, tempfile, time
 from pathlib import Path
-from rmqstore_cli.store.config import StoreConfig
-from rmqstore_cli.store.rebuild import RebuildOptions, build_set
+from rmqstore_cli.store.layout.config import StoreConfig
+from rmqstore_cli.store.write.rebuild import RebuildOptions, build_set
 store, profile = sys.argv[1], sys.argv[2] == "1"
 cfg = StoreConfig.load(store)
 cfg.infer_sizes()

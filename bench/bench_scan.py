@@ -14,11 +14,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from rmqstore_cli.store.columns import MessageBlock
 from rmqstore_cli.store.commitlog import CommitLog
-from rmqstore_cli.store.config import StoreConfig
-from rmqstore_cli.store.producer import Workload, WorkloadOptions
-from rmqstore_cli.store.writer import StoreWriter
+from rmqstore_cli.store.layout.config import StoreConfig
+from rmqstore_cli.store.records.columns import MessageBlock
+from rmqstore_cli.store.write.producer import Workload, WorkloadOptions
+from rmqstore_cli.store.write.writer import StoreWriter
 
 
 def main() -> None:

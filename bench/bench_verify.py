@@ -71,10 +71,10 @@ def peak_rss_mib() -> float:
 
 
 def run_verify(path: Path, crc: bool, deep: bool = False, compiled: bool = False):
-    """One whole ``Verifier.run()``; ``compiled``: store/kernels.py's C loops (built at install),
+    """One whole ``Verifier.run()``; ``compiled``: store/files/kernels.py's C loops (built at install),
     else the reference loops (``FAST_PATHS.pure``, as ``RMQSTORE_PURE=1``)."""
-    from rmqstore_cli.store.config import StoreConfig
-    from rmqstore_cli.store.fastpaths import FAST_PATHS
+    from rmqstore_cli.store.files.fastpaths import FAST_PATHS
+    from rmqstore_cli.store.layout.config import StoreConfig
     from rmqstore_cli.store.verify import Verifier, VerifyOptions, open_for_verify
 
     cfg = open_for_verify(StoreConfig.load(path))
@@ -98,8 +98,8 @@ def body_bytes_crc(path: Path) -> tuple[float, int, float, int]:
     import struct
 
     from rmqstore_cli.store.commitlog import CommitLog
-    from rmqstore_cli.store.config import StoreConfig
-    from rmqstore_cli.store.crc import crc32 as engine_crc32
+    from rmqstore_cli.store.files.crc import crc32 as engine_crc32
+    from rmqstore_cli.store.layout.config import StoreConfig
 
     cl = CommitLog(StoreConfig.load(path))
     bodies, chunks = [], []
@@ -200,7 +200,7 @@ def main() -> None:
         print(
             f"{label:8} raw crc32 per body {body_total / per_body / 1e6:.1f} MB/s of bodies, "
             f"one call over the data {data_bytes / one_shot / 1e6:.1f} MB/s; the engine's crc32 "
-            f"(store/crc.py) per body {body_total / engine / 1e6:.1f} MB/s"
+            f"(store/files/crc.py) per body {body_total / engine / 1e6:.1f} MB/s"
         )
         for mode in ("crc", "crc compiled"):
             v = results["runs"][f"{label} {mode}"]

@@ -33,7 +33,7 @@ FULL = Path("/tmp/rmq-bench-verify-rss/full20m")
 
 CHILD = r"""
 import json, resource, sys, time
-from rmqstore_cli.store.config import StoreConfig
+from rmqstore_cli.store.layout.config import StoreConfig
 from rmqstore_cli.store import verify as V
 cfg = V.open_for_verify(StoreConfig.load(sys.argv[1]))
 v = V.Verifier(cfg, V.VerifyOptions(crc=True, max_findings=10))

@@ -51,7 +51,7 @@ def _configured_topics(root: Path) -> set[str]:
     """The topics of config/topics.json, read as the commands read it: a regular file, under the cap,
     nesting bounded; none where it cannot be read."""
     from rmqstore_cli.errors import RmqstoreError
-    from rmqstore_cli.store.safefs import TOPICS_JSON_LIMIT, load_json
+    from rmqstore_cli.store.files.safefs import TOPICS_JSON_LIMIT, load_json
 
     try:
         table = load_json(root / "config" / "topics.json", limit=TOPICS_JSON_LIMIT).get("topicConfigTable") or {}
@@ -61,12 +61,12 @@ def _configured_topics(root: Path) -> set[str]:
 
 
 def _rocksdb_queues(root: Path) -> list[tuple[str, int]]:
-    """(topic, queueId) of a RocksDB consume queue in ``root`` (store/rocksdb_cq.py, read-only);
+    """(topic, queueId) of a RocksDB consume queue in ``root`` (store/queues/rocksdb_cq.py, read-only);
     [] for file queues, or when it cannot be read (no binding, damaged)."""
     if not (root / "consumequeue" / "CURRENT").is_file():
         return []
     try:
-        from rmqstore_cli.store.rocksdb_cq import RocksDBConsumeQueues
+        from rmqstore_cli.store.queues.rocksdb_cq import RocksDBConsumeQueues
 
         db = RocksDBConsumeQueues(root / "consumequeue")
         try:

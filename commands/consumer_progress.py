@@ -82,7 +82,7 @@ def consumer_progress(
     queues, lag, no_queue.
     """
     from rmqstore_cli import reports
-    from rmqstore_cli.store import progress
+    from rmqstore_cli.store.answers import progress
     from rmqstore_cli.times import parse_tz
 
     zone = parse_tz(tz)
@@ -99,7 +99,7 @@ def _offset_rows(ms: Any, config_dir: Path, group: str | None, topic: str | None
     """The rows of every offset file the broker loads, filtered, each file's warnings and each
     skipped key said on stderr first (the broker skips a key that is not TOPIC@GROUP too);
     NotFound when none is left, so the exit status says the filters matched nothing."""
-    from rmqstore_cli.store import progress
+    from rmqstore_cli.store.answers import progress
 
     sources = progress.load_sources(config_dir)
     for w in (w for loaded in sources for w in loaded.warnings):

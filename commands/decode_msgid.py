@@ -93,7 +93,7 @@ def decode_msgid(
     """
     from rmqstore_cli.render import Output, safe_text
     from rmqstore_cli.render_msgid import TABLE_COLUMNS, id_dict
-    from rmqstore_cli.store.msgid import read_ids
+    from rmqstore_cli.store.answers.msgid import read_ids
     from rmqstore_cli.times import parse_tz
 
     if body not in ("none", "text", "hex", "base64"):
@@ -136,7 +136,7 @@ def _open(store, broker_conf, commitlog_file_size, index_slots, index_max, allow
         if body != "none":
             raise UsageError("--body reads the messages from a store", hint="add --store DIR")
         return None, None
-    from rmqstore_cli.store.lookup import search_topics  # a store: the commit log and the index
+    from rmqstore_cli.store.answers.lookup import search_topics  # a store: the commit log and the index
 
     st = open_indexed(store, broker_conf, commitlog_file_size, index_slots, index_max, allow_odd_size, zone)
     topics, why = search_topics(st, None)

@@ -107,7 +107,7 @@ def _dump_summary(ms: Any, topic: str | None, queue_id: int | None, fmt: str) ->
     """--summary: per-queue offsets; nothing printed is a topic not found (closest names) or no queues."""
     from rmqstore_cli.errors import UsageError
     from rmqstore_cli.render_cq import emit_summary
-    from rmqstore_cli.store import cq_dump
+    from rmqstore_cli.store.answers import cq_dump
 
     if queue_id is not None and topic is None:
         raise UsageError("give the topic before the queue id")
@@ -123,7 +123,7 @@ def _dump_queue(
     ``reads`` is (resolve, messages); an empty result names why (a topic not found, units held elsewhere).
     """
     from rmqstore_cli.render_cq import emit_batch_units, emit_units
-    from rmqstore_cli.store import cq_dump
+    from rmqstore_cli.store.answers import cq_dump
 
     resolve, messages = reads
     bq, log = cq_dump.batch_queue_of(ms, topic, queue_id, compaction)

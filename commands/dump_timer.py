@@ -84,7 +84,7 @@ def dump_timer(
     """
     from rmqstore_cli.errors import UsageError
     from rmqstore_cli.render_timer import print_timer_summary
-    from rmqstore_cli.store import timer_report
+    from rmqstore_cli.store.answers import timer_report
     from rmqstore_cli.store.message_store import MessageStore
     from rmqstore_cli.store.timer import schedule
     from rmqstore_cli.times import parse_tz
@@ -121,7 +121,7 @@ def dump_timer(
 def _view_rows(view: Any, ms: Any, mode: str, window: tuple, topic: str | None, replay: Any, at: int) -> Any:
     """The slots, units or replay rows, their notes on stderr first; --topic has no meaning for a slot."""
     from rmqstore_cli.errors import UsageError
-    from rmqstore_cli.store import timer_report
+    from rmqstore_cli.store.answers import timer_report
 
     if mode == "slots" and topic is not None:
         raise UsageError("--topic goes with --units or --next (a slot holds messages of any topic)")

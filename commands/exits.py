@@ -52,7 +52,7 @@ def command(fn=None, *, mutating: bool = False, answer: bool = False, quiet_hush
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         from rmqstore_cli import stdio
-        from rmqstore_cli.store.safefs import reset_hole_budget
+        from rmqstore_cli.store.files.safefs import reset_hole_budget
 
         reset_hole_budget()
         STATE["done"] = None
@@ -113,10 +113,10 @@ def output_fault(e, name: str = "rmqstore") -> int:
 
 
 def shrink_wins(fn, args, kwargs):
-    """``fn(*args, **kwargs)``; if a store file shrank while it ran (``store/mapguard.py``:
+    """``fn(*args, **kwargs)``; if a store file shrank while it ran (``store/files/mapguard.py``:
     the guard turned the SIGBUS into zeros), that is the error, whatever ``fn`` returned or
     raised: its findings, counts or errors followed from the zeros it read."""
-    from rmqstore_cli.store import mapguard
+    from rmqstore_cli.store.files import mapguard
 
     at = mapguard.mark()
     try:

@@ -85,7 +85,7 @@ def expire(
     from the start, expire refuses before deleting anything (exit 5) unless --quiet.
     """
     from rmqstore_cli.render import ProgressBar
-    from rmqstore_cli.store import expire_run
+    from rmqstore_cli.store.write import expire_run
     from rmqstore_cli.times import parse_tz
 
     zone = parse_tz(tz)
@@ -129,7 +129,7 @@ def _record(journal, summary: dict, deleted) -> None:
     """The run's summary into its journal (the summary names the journal, or null when it
     could not be written: one warning, even with --quiet); the deletions are then recorded
     for a report that cannot be written (exit 6, commands.exits.work_done)."""
-    from rmqstore_cli.store import expire_run
+    from rmqstore_cli.store.write import expire_run
 
     lost = expire_run.record(journal, summary)
     if journal is not None and lost is not None:

@@ -1,6 +1,6 @@
 """The message filters' options, declared once for every command that filters commit-log
 records the same way (dump-commitlog, export): the engine's
-:class:`~rmqstore_cli.store.filters.MessageFilter` and an offset range [from, to)."""
+:class:`~rmqstore_cli.store.records.filters.MessageFilter` and an offset range [from, to)."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def message_filter(
 ) -> Any:
     """The engine's filter of these options; ``times``: --begin, --end and --now (relative
     times read against --now, else the clock; a reversed window is a usage error)."""
-    from rmqstore_cli.store.filters import MessageFilter
+    from rmqstore_cli.store.records.filters import MessageFilter
 
     begin, end, now = times
     b, e = grammar.window(begin, end, grammar.clock(now, zone), zone)

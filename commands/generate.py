@@ -102,7 +102,7 @@ def generate(
     """
     from rmqstore_cli.job_reports import refused_topic_lines
     from rmqstore_cli.render import ProgressBar, print_summary
-    from rmqstore_cli.store import generate_run
+    from rmqstore_cli.store.write import generate_run
     from rmqstore_cli.times import now_ms, parse_duration, parse_time, parse_tz
 
     messages = renamed(messages, old_messages, "--messages", "-n")

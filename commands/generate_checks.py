@@ -34,6 +34,6 @@ def check_outcomes(text: str | None) -> None:
     """``--transaction-outcomes`` refused before any file is written (the writer lays down
     the store's first files: checkpoint, config, lock)."""
     if text is not None:
-        from rmqstore_cli.store.producer import parse_outcomes
+        from rmqstore_cli.store.write.producer import parse_outcomes
 
         parse_outcomes(text)

@@ -187,7 +187,7 @@ DelayOffsetLagOpt = Annotated[
 def _epoch_spec(value: str | None) -> str | None:
     """Refuse a bad --epoch-file before anything is written (exit 2)."""
     from rmqstore_cli.errors import UsageError, spell
-    from rmqstore_cli.store.epoch_generate import parse_spec
+    from rmqstore_cli.store.write.epoch_generate import parse_spec
 
     if value is not None:
         try:

@@ -108,7 +108,7 @@ def index_lookup(
     from rmqstore_cli.commands.readers import open_indexed
 
     from rmqstore_cli.render_lookup import emit_hits, left_out
-    from rmqstore_cli.store.lookup import LONG_MAX, find_key, not_found, search_topics
+    from rmqstore_cli.store.answers.lookup import LONG_MAX, find_key, not_found, search_topics
     from rmqstore_cli.times import parse_tz
 
     zone = parse_tz(tz)

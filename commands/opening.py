@@ -24,7 +24,7 @@ def load_config(
 ):
     """The store's config: the store :func:`pick_store` finds, read with :func:`conf_path`'s
     broker.conf and the size options; stderr says where the store came from."""
-    from rmqstore_cli.store.config import StoreConfig
+    from rmqstore_cli.store.layout.config import StoreConfig
 
     root, origin = pick_store(store, broker_conf)
     conf = conf_path(broker_conf)

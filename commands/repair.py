@@ -90,7 +90,7 @@ def repair(
     from rmqstore_cli.commands.common import load_config, work_done
 
     from rmqstore_cli.job_reports import print_repair
-    from rmqstore_cli.store.repair import run_pad
+    from rmqstore_cli.store.write.repair import run_pad
 
     def live_said(pid: int) -> None:
         if not quiet:

@@ -130,7 +130,7 @@ def search_offset(
     from rmqstore_cli.commands.common import no_such_topic, open_store
 
     from rmqstore_cli.render_search import emit_answers
-    from rmqstore_cli.store import offset_query
+    from rmqstore_cli.store.answers import offset_query
     from rmqstore_cli.times import format_ms, parse_time, parse_tz
 
     zone = parse_tz(tz)

@@ -102,8 +102,8 @@ def stats(
     row, and long names are cut, when the row would not fit.
     """
     from rmqstore_cli import reports
-    from rmqstore_cli.store import stats_report
-    from rmqstore_cli.store.sampling import Narrowing
+    from rmqstore_cli.store.answers import stats_report
+    from rmqstore_cli.store.commitlog.sampling import Narrowing
     from rmqstore_cli.times import parse_tz
 
     ms = source.engine(tz)

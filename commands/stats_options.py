@@ -41,7 +41,7 @@ def show_traffic(
     if sampled:
         raise UsageError(f"--by {by.value} counts every record: not with --sample or --max-bytes")
     from rmqstore_cli.render import safe_text
-    from rmqstore_cli.store import stats_series
+    from rmqstore_cli.store.answers import stats_series
     from rmqstore_cli.times import parse_tz
 
     rep = stats_series.traffic_report(ms, by.value, topic, limit)

@@ -64,7 +64,7 @@ def dump_overdue(
     """--overdue: delayed messages due before --now and not delivered; nothing overdue is exit 1 (NotFound)."""
     from rmqstore_cli.errors import NotFound
     from rmqstore_cli.render_overdue import print_overdue
-    from rmqstore_cli.store.overdue import scan
+    from rmqstore_cli.store.answers.overdue import scan
 
     found = scan(ms, at)
     for n in found.notes:

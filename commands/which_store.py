@@ -31,7 +31,7 @@ def pick_store(store: Path | None, broker_conf: Path | None, required: bool = Tr
     ``${user.home}/store``). ``broker_conf`` is the option as given (not the environment's).
     ``required=False`` (decode-msgid, dump-cq --file, where a store is optional): None
     instead of the default."""
-    from rmqstore_cli.store.config import conf_root
+    from rmqstore_cli.store.layout.config import conf_root
 
     if store is not None:
         return store, None
@@ -56,7 +56,7 @@ def tell_store(cfg, origin: str | None, conf: Path | None, quiet: bool = False) 
     """One stderr line saying where the store came from when --store did not name it, and
     where the commit log is when broker.conf's ``storePathCommitLog`` puts it outside the
     store root (nothing with ``quiet``, or when both are plain)."""
-    from rmqstore_cli.store.config import commit_log_paths
+    from rmqstore_cli.store.layout.config import commit_log_paths
 
     parts = [] if origin is None else [f"store {cfg.root} ({origin})"]
     if cfg.store_path_commit_log:
@@ -82,7 +82,7 @@ def pick_stores(
     """verify, rebuild-index and export: the stores named by --store (paths) and --store-glob
     (patterns), or the one store :func:`pick_store` finds; as ``StoreSpec``s."""
     from rmqstore_cli.pipeline.stores import store_specs
-    from rmqstore_cli.store.config import StoreConfig
+    from rmqstore_cli.store.layout.config import StoreConfig
 
     conf = conf_path(broker_conf)
     origin = None

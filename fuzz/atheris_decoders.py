@@ -39,11 +39,11 @@ with atheris.instrument_imports() if atheris else contextlib.nullcontext():
     from rmqstore_cli.formats.properties import parse_properties
 
     from rmqstore_cli.errors import RmqstoreError
-    from rmqstore_cli.store.checkpoint import StoreCheckpoint
     from rmqstore_cli.store.commitlog import check_message
-    from rmqstore_cli.store.consume_queue import ConsumeQueue
-    from rmqstore_cli.store.index import IndexFile
-    from rmqstore_cli.store.message import decode_offset_msg_id, decode_uniq_key
+    from rmqstore_cli.store.layout.checkpoint import StoreCheckpoint
+    from rmqstore_cli.store.queues.consume_queue import ConsumeQueue
+    from rmqstore_cli.store.queues.index import IndexFile
+    from rmqstore_cli.store.records.message import decode_offset_msg_id, decode_uniq_key
 
 TMP = Path(tempfile.mkdtemp(prefix="rmqatheris-"))
 

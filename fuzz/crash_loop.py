@@ -44,7 +44,7 @@ def _rmq(*args, env=None, check=False) -> subprocess.CompletedProcess:
     return r
 
 
-BACKUP_DIR = "rmqstore-backup"  # store/root_entries.py: where rebuild-index --in-place keeps the old sets
+BACKUP_DIR = "rmqstore-backup"  # store/layout/root_entries.py: where rebuild-index --in-place keeps the old sets
 KINDS = ("rebuild", "expire", "rebuild-keep")  # rebuild-keep: rebuild-index --in-place keeping its backups
 
 

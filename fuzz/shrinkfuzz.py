@@ -4,7 +4,7 @@
     .venv/bin/python fuzz/shrinkfuzz.py --iterations 200 [--seed 1] [--messages 40000]
 
 A store copied while a broker or expire still runs, or an rsync in flight, shrinks under
-the reader: before store/mapguard.py the reader died of SIGBUS (exit 135, no message). Each
+the reader: before store/files/mapguard.py the reader died of SIGBUS (exit 135, no message). Each
 iteration copies a multi-file store, starts one of dump-commitlog, verify, rebuild-index
 (--output, --in-place) or export as a subprocess, and after a random delay (up to 1.2 times
 the command's own run time) truncates one of its commit-log files (most runs), a

@@ -142,9 +142,9 @@ def _version(value: bool) -> None:
     file shrinking under them (README's "Safety"); then one line per C extension, in use or
     why not (not built, its import's error, RMQSTORE_PURE), never a silent slow run."""
     if value:
-        from rmqstore_cli.store import mapguard
-        from rmqstore_cli.store.extload import BUILD_HINT
-        from rmqstore_cli.store.fastpaths import FAST_PATHS
+        from rmqstore_cli.store.files import mapguard
+        from rmqstore_cli.store.files.extload import BUILD_HINT
+        from rmqstore_cli.store.files.fastpaths import FAST_PATHS
 
         print(f"rmqstore {__version__} ({FAST_PATHS.describe()}; {mapguard.describe()})")
         states = FAST_PATHS.extensions()

@@ -79,7 +79,7 @@ class FileSizeError(StoreError):
 class ShrunkError(RmqstoreError):
     """A store file shrank while it was read (truncated under a mapping: a store copied
     while a broker or expire still runs), or a mapped page could not be read at all; the
-    read is void (``store/mapguard.py``). Exit 3, like a StoreError, but deliberately not
+    read is void (``store/files/mapguard.py``). Exit 3, like a StoreError, but deliberately not
     one: the engine takes a StoreError as a finding about one file and goes on with the
     next, while this must end the whole command (and roll back what it was writing)."""
 

@@ -87,7 +87,7 @@ def refused_topic_lines(refused: dict[str, int], limit: int = 10) -> list[str]:
     """generate's warnings: one per topic whose records got no consume queue (the first
     ``limit``), then how many more."""
     from rmqstore_cli.render import safe_text
-    from rmqstore_cli.store.consume_queue import unsafe_topic
+    from rmqstore_cli.store.queues.consume_queue import unsafe_topic
 
     lines = [
         f"{n} record{'s' if n != 1 else ''} of topic {safe_text(repr(t))} got no consume queue, the name cannot be "
@@ -193,7 +193,7 @@ def rebuild_warnings(rep: Any, who: str) -> list[str]:
 
 def backups_line(backups: list[str]) -> str:
     """Where --in-place put the sets it replaced: one directory per run, below the store's
-    rmqstore-backup/ (store/root_entries.py), which verify names as not checked, not unknown."""
+    rmqstore-backup/ (store/layout/root_entries.py), which verify names as not checked, not unknown."""
     import os
 
     where = os.path.commonpath(backups) if len(backups) > 1 else os.path.dirname(backups[0])

@@ -1,6 +1,6 @@
 """dump-commitlog's JSON records for a whole block of messages at once.
 
-:func:`~rmqstore_cli.store.message_view.message_dict` + :func:`~rmqstore_cli.render.to_json_bytes` is
+:func:`~rmqstore_cli.store.records.message_view.message_dict` + :func:`~rmqstore_cli.render.to_json_bytes` is
 the reference: one dict and one orjson call per record, ~15 µs. Rendering a block with
 numpy (one column of text per field, or byte segments assembled in a matrix) still costs
 5–7 µs a record, above the 5 µs the issue allows with the scan and start-up included. So
@@ -26,9 +26,9 @@ import numpy as np
 
 from rmqstore_cli.formats.commitlog import HEAD, MAGIC_V2, PORT
 from rmqstore_cli.render import to_json_bytes
-from rmqstore_cli.store.columns import MessageBlock
-from rmqstore_cli.store.fastpaths import FAST_PATHS
-from rmqstore_cli.store.message_view import message_dict
+from rmqstore_cli.store.files.fastpaths import FAST_PATHS
+from rmqstore_cli.store.records.columns import MessageBlock
+from rmqstore_cli.store.records.message_view import message_dict
 
 _PHY_AT = HEAD["physical_offset"].offset
 #: the offset msgId (MessageDecoder#createMessageId) is the store address, its port and the

@@ -210,7 +210,7 @@ def message_extras(d: dict) -> dict:
     if props is not None and "properties_base64" in d:  # not UTF-8: each such byte as \xNN, not U+FFFD
         import base64
 
-        from rmqstore_cli.store.message_view import table_properties_of
+        from rmqstore_cli.store.records.message_view import table_properties_of
 
         props = table_properties_of(base64.b64decode(d["properties_base64"]))
     return {
@@ -515,6 +515,6 @@ def print_summaries(fmt: str, summaries: list[dict], title: str) -> None:
 
 def rebuild_summary(store, rep, plan: dict, opts) -> dict:
     """rebuild-index's summary of one store (``store.rebuild_plan.summary``)."""
-    from rmqstore_cli.store.rebuild_plan import summary
+    from rmqstore_cli.store.write.rebuild_plan import summary
 
     return summary(store, rep, plan, opts)

@@ -17,7 +17,7 @@ def print_walk(
     ms, rng, flt, fmt: str, zone, limit: int | None, show: Shown, blank: bool, crc: bool, narrowing=None
 ) -> int:
     """Print what the walk of [rng.start, rng.stop) passes (``store.log_range.walk``, narrowed
-    by ``narrowing``: store/sampling.py); the count printed. Whole blocks of records go the
+    by ``narrowing``: store/commitlog/sampling.py); the count printed. Whole blocks of records go the
     columnar way (jsonblock, tableblock) unless a filter or an option needs each record
     decoded (:meth:`Printer.columnar`)."""
     from rmqstore_cli.store.commitlog import Blank
@@ -42,12 +42,12 @@ def print_walk(
 def walk_items(ms, rng, flt, limit: int | None, crc: bool, blank: bool, blocks: bool, narrowing=None):
     """The walk's (record, take) pairs: ``store.log_range.walk``, or with an active
     ``narrowing`` (--sample, --max-bytes) ``store.sampling.narrowed`` over it."""
-    from rmqstore_cli.store.log_range import walk
+    from rmqstore_cli.store.commitlog.log_range import walk
 
     cl = ms.commitlog
     if narrowing is None or not narrowing.active:
         return walk(cl, rng, flt, limit, crc, blank, blocks)
-    from rmqstore_cli.store.sampling import narrowed
+    from rmqstore_cli.store.commitlog.sampling import narrowed
 
     return narrowed(cl, rng, lambda r: walk(cl, r, flt, None, crc, blank, blocks), narrowing, limit)
 
@@ -56,7 +56,7 @@ def print_walk_summary(ms, rng, flt, fmt: str, limit: int | None, crc: bool, nar
     """``--summary``: the walk summed (``store.walk_summary.summarize``) and printed as one
     summary; the records counted."""
     from rmqstore_cli.render import print_summary
-    from rmqstore_cli.store.walk_summary import summarize
+    from rmqstore_cli.store.answers.walk_summary import summarize
 
     items = walk_items(ms, rng, flt, limit, crc, False, True, narrowing)
     got = summarize(ms.config.root, ms.commitlog, items, narrowing)
@@ -153,7 +153,7 @@ class Printer:
         )
 
     def record(self, rec) -> None:
-        from rmqstore_cli.store.message_view import entry_fields
+        from rmqstore_cli.store.records.message_view import entry_fields
 
         extra = entry_fields(self.cl.entry_of(rec.offset)) if self.dledger else {}
         if not self.table:
@@ -168,7 +168,7 @@ class Printer:
 
     def _fields(self, rec, extra: dict) -> dict:
         """The record's JSON fields, then ``extra``; its body decompressed with --decompress."""
-        from rmqstore_cli.store.message_view import message_dict
+        from rmqstore_cli.store.records.message_view import message_dict
 
         if not self.cur or not self.cur[0] <= rec.offset < self.cur[1]:
             f = self.cl.queue.find(rec.offset)
@@ -183,8 +183,8 @@ class Printer:
 
 def inflate_into(d: dict, rec, mode: str, cap: int) -> None:
     """Replace a compressed record's body with its decompressed bytes (capped)."""
-    from rmqstore_cli.store.compression import inflate
-    from rmqstore_cli.store.message_view import encode_body
+    from rmqstore_cli.store.records.compression import inflate
+    from rmqstore_cli.store.records.message_view import encode_body
 
     r = inflate(rec.body, rec.sys_flag, cap)
     if r is None:

@@ -1,4 +1,4 @@
-"""``dump-cq``'s output: consume-queue units (store/cq_dump.py) as JSON fields or table rows,
+"""``dump-cq``'s output: consume-queue units (store/answers/cq_dump.py) as JSON fields or table rows,
 with the message behind each (--messages), the 46-byte units of a BatchCQ or compaction
 queue, and the queues' --summary."""
 
@@ -74,7 +74,7 @@ def emit_units(units: Iterable[Any], title: str, fmt: str, zone: Any, ms: Any = 
 def unit_dict(u: Any, table: bool, zone: Any, ms: Any = None) -> dict:
     """A unit's JSON fields, and what its check found; ``ms``: also the message behind it
     (--messages), as dump-commitlog prints it."""
-    from rmqstore_cli.store.consume_queue import is_pre_blank
+    from rmqstore_cli.store.queues.consume_queue import is_pre_blank
 
     off, check = u.commitlog_offset, u.check
     d = {
@@ -110,8 +110,8 @@ def check_fields(d: dict, check: Any, table: bool, zone: Any) -> None:
     if table:
         d["store_time"] = format_ms(m.store_timestamp, zone) if m is not None else ""
         if m is not None:  # bytes that are not UTF-8 as \xNN, as every table shows them
-            from rmqstore_cli.store.message import split_keys
-            from rmqstore_cli.store.message_view import table_properties
+            from rmqstore_cli.store.records.message import split_keys
+            from rmqstore_cli.store.records.message_view import table_properties
 
             d["keys"] = split_keys(table_properties(m).get("KEYS"))
         d["problems"] = "; ".join(check.problems)
@@ -120,7 +120,7 @@ def check_fields(d: dict, check: Any, table: bool, zone: Any) -> None:
 def add_message(d: dict, check: Any, off: int, ms: Any, table: bool) -> None:
     """``DefaultMessageStore#lookMessageByOffset`` for --messages: the record when it is a
     valid message (ok or mismatch), else null."""
-    from rmqstore_cli.store.message_view import entry_fields, message_dict
+    from rmqstore_cli.store.records.message_view import entry_fields, message_dict
 
     m = check.message if check.status in ("ok", "mismatch") else None
     if m is None:
@@ -172,7 +172,7 @@ def emit_file(
 ) -> int:
     """One queue file read on its own (``cq_dump``), its units resolved against ``ms`` when
     given; the count printed."""
-    from rmqstore_cli.store import cq_dump
+    from rmqstore_cli.store.answers import cq_dump
 
     kind = cq_dump.file_kind(path)
     if kind in ("batchconsumequeue", "compactionCq"):  # a 46-byte-unit file

@@ -1,4 +1,4 @@
-"""``index-lookup``'s output: each index hit (store/lookup.py) as JSON fields or a table row,
+"""``index-lookup``'s output: each index hit (store/answers/lookup.py) as JSON fields or a table row,
 the message's body and properties on lines under it, and the words for what was left out."""
 
 from __future__ import annotations
@@ -45,8 +45,8 @@ def left_out(others: Iterable[Any]) -> str:
 def hit_dict(h: Any, commitlog: Any, body: str, properties: bool, table: bool, zone: Any) -> dict:
     """An index hit under DESIGN.md's names: key, topic, physical_offset, store_timestamp,
     index_file, and the decoded message under ``message``."""
-    from rmqstore_cli.store.message import split_keys
-    from rmqstore_cli.store.message_view import entry_fields, message_dict, table_properties, table_text
+    from rmqstore_cli.store.records.message import split_keys
+    from rmqstore_cli.store.records.message_view import entry_fields, message_dict, table_properties, table_text
 
     msg = h.message
     d: dict = {

@@ -20,7 +20,7 @@ TABLE_COLUMNS = [
 def id_dict(r: Any, st: Any, now_v: int, zone: Any, body: str, table: bool) -> dict:
     """One id: kind and basis, the offset reading and/or the UNIQ_KEY reading, and with a
     store whether it was found, whether the host matches, and the messages."""
-    from rmqstore_cli.store.msgid import OFFSET_ID, UNIQ_KEY
+    from rmqstore_cli.store.answers.msgid import OFFSET_ID, UNIQ_KEY
 
     d: dict = {"id": r.id, "kind": r.kind, "basis": r.basis}
     show_offset = r.kind != UNIQ_KEY
@@ -53,7 +53,7 @@ def uniq_fields(q: Any, now_v: int, zone: Any) -> dict:
 def store_fields(d: dict, r: Any, st: Any, body: str, show_offset: bool, show_uniq: bool) -> None:
     """With a store: whether the id was found, whether its host is the store's, why the
     offset reading found no message, and the messages of each reading shown."""
-    from rmqstore_cli.store.msgid import store_host_matches
+    from rmqstore_cli.store.answers.msgid import store_host_matches
 
     d["found"] = r.found
     if show_offset:
@@ -68,7 +68,7 @@ def store_fields(d: dict, r: Any, st: Any, body: str, show_offset: bool, show_un
 
 def _messages(msgs: list, st: Any, body: str) -> list[dict]:
     """Each message once (by offset), as dump-commitlog prints it."""
-    from rmqstore_cli.store.message_view import entry_fields, message_dict
+    from rmqstore_cli.store.records.message_view import entry_fields, message_dict
 
     seen: set[int] = set()
     out = []

@@ -1,5 +1,5 @@
 """``dump-timer --overdue``'s output: the overdue timer and delay-level messages as rows, or
-(``--summary``) the delay levels and a table per real topic (store/overdue.py finds them)."""
+(``--summary``) the delay levels and a table per real topic (store/answers/overdue.py finds them)."""
 
 from __future__ import annotations
 
@@ -109,7 +109,7 @@ def print_overdue(
     """``dump-timer --overdue`` (``summary``: ``--overdue --summary``) of the scan ``s``: the
     rows due in ``window`` of real topic ``topic``, or the summary. The count printed (the
     summary: always 1)."""
-    from rmqstore_cli.store import overdue
+    from rmqstore_cli.store.answers import overdue
 
     b, e = window
     rows = [r for r in overdue.rows_of(s, topic) if (b is None or r["due_ms"] >= b) and (e is None or r["due_ms"] <= e)]

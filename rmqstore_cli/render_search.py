@@ -1,4 +1,4 @@
-"""``search-offset``'s output: each queue's answer (store/offset_query.py) as a table row or JSON."""
+"""``search-offset``'s output: each queue's answer (store/answers/offset_query.py) as a table row or JSON."""
 
 from __future__ import annotations
 

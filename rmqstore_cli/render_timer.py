@@ -1,5 +1,5 @@
 """``dump-timer``'s output: the wheel's slots, the timer log's units and what comes next as
-table rows or JSON, and the timer store's summary (the rows come from store/timer_report.py)."""
+table rows or JSON, and the timer store's summary (the rows come from store/answers/timer_report.py)."""
 
 from __future__ import annotations
 

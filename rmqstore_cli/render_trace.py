@@ -1,5 +1,5 @@
 """``dump-commitlog --trace``: the trace topics' messages printed as their trace records
-(store/trace.py), one row per context, in commit-log then body order; each row what
+(store/answers/trace.py), one row per context, in commit-log then body order; each row what
 ``Store.traces`` gives as ``TraceRecord.as_dict()``."""
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def print_traces(
     """The trace records of the walk's ``items`` in the trace topics (``topic`` or the
     broker's; store.trace.trace_topics), about ``key`` (its msgId or one of its keys, exactly) if
     given; at most ``limit``; the count printed."""
-    from rmqstore_cli.store.trace import about_key, messages_of, trace_rows, trace_topics
+    from rmqstore_cli.store.answers.trace import about_key, messages_of, trace_rows, trace_topics
 
     out = Output(fmt, COLUMNS if fmt == "table" else None, title=f"{ms.config.root}: trace records")
     shown = 0

@@ -41,7 +41,7 @@ def progress(fmt: str, rows: list[dict[str, Any]], groups: list[dict[str, Any]] 
             out.emit(r)
         out.close()
         return
-    from rmqstore_cli.store.progress import group_totals
+    from rmqstore_cli.store.answers.progress import group_totals
 
     lines = [] if groups is not None else table(PROGRESS_COLUMNS, rows, title) + [""]
     write(lines + table(GROUP_COLUMNS, group_totals(rows) if groups is None else groups, "lag per group"))

@@ -3,7 +3,7 @@ whole block of records at once.
 
 :func:`message_row` + :meth:`~rmqstore_cli.render.TableWriter.line` is the reference: one
 ``Message``, one dict, one formatted line per record (~20 µs, most of it decoding). A dump
-of 200 000 records goes in blocks (:class:`~rmqstore_cli.store.columns.MessageBlock`), and
+of 200 000 records goes in blocks (:class:`~rmqstore_cli.store.records.columns.MessageBlock`), and
 :func:`block_rows` lays a block's rows out as one byte matrix, column by column, with numpy:
 numbers as digits, times per distinct second plus the milliseconds, topics per distinct
 topic, TAGS and KEYS gathered from the PROPERTIES bytes, msgIds as hex. Each cell has a
@@ -26,10 +26,10 @@ from rmqstore_cli.formats.commitlog import MessageHead
 from rmqstore_cli.formats.derive import field_offset
 from rmqstore_cli.formats.sysflag import TRANSACTION_COMMIT_TYPE, TRANSACTION_MASK, TRANSACTION_ROLLBACK_TYPE
 from rmqstore_cli.render import ELLIPSIS, Col, Output, TableWriter, fit, safe_text, text_width
-from rmqstore_cli.store.arrays import byte_rows
-from rmqstore_cli.store.kinds import KINDS, TX_KINDS, kind_detail, record_kind, topic_kind
-from rmqstore_cli.store.message import split_keys
-from rmqstore_cli.store.message_view import TABLE_DECODE, table_properties, table_text
+from rmqstore_cli.store.files.arrays import byte_rows
+from rmqstore_cli.store.records.kinds import KINDS, TX_KINDS, kind_detail, record_kind, topic_kind
+from rmqstore_cli.store.records.message import split_keys
+from rmqstore_cli.store.records.message_view import TABLE_DECODE, table_properties, table_text
 from rmqstore_cli.times import format_ms
 
 TIME_WIDTH = len("2026-01-01 00:00:00.000")

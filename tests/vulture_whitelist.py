@@ -17,8 +17,8 @@ __getattr__  # module-level lazy attributes (PEP 562): numpy dtypes made on firs
 _global, format_commands  # app.py: the typer callback of the global options; click calls the group's format_commands
 export_rows  # pipeline/export_tasks.py: the per-record reference the bulk export is tested against
 _jvm  # pipeline/spark.py: PySpark's own API (the gateway)
-master_flushed_offset, confirm_phy_offset, min_timestamp_index  # store/checkpoint.py: the broker's fields
-max_message_size, delete_when  # store/config.py: broker.conf keys parsed and shown
+master_flushed_offset, confirm_phy_offset, min_timestamp_index  # store/layout/checkpoint.py: the broker's fields
+max_message_size, delete_when  # store/layout/config.py: broker.conf keys parsed and shown
 index_hashes  # store/javahash/bulk.py: the bulk IndexService#buildKey hash, tested against the per-key one
 _topic_table, _kern  # verify: per-run caches stored in __dict__ and read back with .get
 (
@@ -70,7 +70,7 @@ _topic_table, _kern  # verify: per-run caches stored in __dict__ and read back w
     timer_pos,
     max_late_ms,
     not_enqueued,
-)  # api/incident_records.py Overdue* and store/overdue.py TimerState fields: dump-timer --overdue's JSON keys
+)  # api/incident_records.py Overdue* and store/answers/overdue.py TimerState fields: dump-timer --overdue's JSON keys
 traces  # api/store.py Store.traces: the public library (rmqstore_cli.__all__), called by scripts; tests/commands
 (
     region_id,
@@ -92,12 +92,12 @@ store_a, store_b  # api/incident_records.py DiffSummary: diff's JSON keys, read 
 body_length  # api/trace_records.py TraceRecord: a JSON key of dump-commitlog --trace (as_dict walks the fields)
 search_offset  # api/store.py Store.search_offset: the public library (rmqstore_cli.__all__), called by scripts
 # engine functions the commands call (commands/ is the top-level package this check does not scan):
-check_options  # pipeline/rebuild_job.py, store/offset_query.py: commands/rebuild_index.py, commands/search_offset.py
+check_options  # pipeline/rebuild_job.py, store/answers/offset_query.py: commands/rebuild_index.py, search_offset.py
 outputs  # pipeline/rebuild_job.py: commands/rebuild_index.py
-compaction_log, stop_warnings  # store/log_range.py: commands/dump_commitlog.py
-search_topics, find_key, not_found  # store/lookup.py: commands/index_lookup.py, commands/decode_msgid.py
-read_ids  # store/msgid.py: commands/decode_msgid.py
-store_version, command_queues, no_queue  # store/offset_query.py: commands/search_offset.py (and consumer_progress)
+compaction_log, stop_warnings  # store/commitlog/log_range.py: commands/dump_commitlog.py
+search_topics, find_key, not_found  # store/answers/lookup.py: commands/index_lookup.py, commands/decode_msgid.py
+read_ids  # store/answers/msgid.py: commands/decode_msgid.py
+store_version, command_queues, no_queue  # store/answers/offset_query.py: commands/search_offset.py, consumer_progress
 (
     quick_verify,
     run_pad,
@@ -105,6 +105,6 @@ store_version, command_queues, no_queue  # store/offset_query.py: commands/searc
     prepare,
     body_sizes,
     epoch_file,
-)  # store/verify/quick.py, store/repair.py, store/expire_run.py, store/generate_run.py: the engine halves of
+)  # store/verify/quick.py, store/write/{repair,expire_run,generate_run}.py: the engine halves of
 # commands/verify_local.py, repair.py, expire.py and generate.py, which call them (commands/ is not scanned)
 age_ms  # api/incident_records.py Transaction: a field as_dict reads; commands/transactions.py prints it

@@ -17,9 +17,9 @@ from rmqstore_cli.errors import UsageError
 from rmqstore_cli.times import now_ms, parse_time
 
 if TYPE_CHECKING:
-    from rmqstore_cli.store.config import StoreConfig
-    from rmqstore_cli.store.filters import MessageFilter
+    from rmqstore_cli.store.layout.config import StoreConfig
     from rmqstore_cli.store.message_store import MessageStore
+    from rmqstore_cli.store.records.filters import MessageFilter
 
 #: What a time argument may be: epoch milliseconds, an aware (or local) datetime, or a string
 #: in the command line's forms (ISO 8601, epoch seconds/milliseconds by digits, now, -2h).

@@ -59,7 +59,7 @@ def diff_stores(
     ``topic`` narrows it to that topic (its consume-queue files, queues, messages and
     offsets; the commit log is then not compared). Stores given as paths are closed when
     the rows end."""
-    from rmqstore_cli.store.store_diff import diff
+    from rmqstore_cli.store.answers.store_diff import diff
 
     opened = []
     stores = []

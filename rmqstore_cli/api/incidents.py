@@ -35,9 +35,9 @@ class IncidentQueries(StoreView):
         """A double-writing 5.x store (``rocksdbCQDoubleWriteEnable``; ``CombineConsumeQueueStore``
         from 5.3.2) keeps the file consume queue and the RocksDB one in the same
         ``consumequeue/`` directory: compare them unit by unit, per queue of either (or those
-        of ``topic`` / ``queue_id``), sorted (store/cq_compare.py). A store without both is a
+        of ``topic`` / ``queue_id``), sorted (store/checks/cq_compare.py). A store without both is a
         StoreError naming what is missing."""
-        from rmqstore_cli.store.cq_compare import compare_stores, has_file_queues
+        from rmqstore_cli.store.checks.cq_compare import compare_stores, has_file_queues
 
         cq_dir = self.engine.config.consumequeue_dir
         if self.engine.rocksdb_cq is None or not has_file_queues(cq_dir):
@@ -62,9 +62,9 @@ class IncidentQueries(StoreView):
         broker config, default 15; ``#needSkip``: ``fileReservedTime``). ``topic`` is the
         real topic, ``group`` the producer group; ``state`` (committed, rolled-back,
         pending, discard, or a list) and ``limit`` choose the transactions kept, not the
-        counts. One walk of the commit log (store/transactions.py); op records the broker
+        counts. One walk of the commit log (store/answers/transactions.py); op records the broker
         would skip in part are noted in :attr:`warnings`."""
-        from rmqstore_cli.store import transactions as tx
+        from rmqstore_cli.store.answers import transactions as tx
 
         states = chosen_states(state, tx.STATES, limit)
         at = at_ms(now, self.tz)
@@ -90,13 +90,13 @@ class IncidentQueries(StoreView):
         after, transaction ends; ``TraceDataEncoder#decoderFromTraceDataString``) of the trace
         topics' messages (``topic``, else ``RMQ_SYS_TRACE_TOPIC`` and the broker's
         ``msgTraceTopicName``) stored in ``[begin, end]``, only those about ``msg_id`` and
-        ``key`` when given, in the time order each record gives (store/trace.py). ``msg_id``
+        ``key`` when given, in the time order each record gives (store/answers/trace.py). ``msg_id``
         is the client's msgId (UNIQ_KEY, any case): only the trace messages KEYed by it are
         read, as the client keys them (``TraceDataEncoder#encoderFromContextBean``); an
         offset msgId, which no trace message is keyed by, is found in its Pub record by a
         walk of every trace message, then answered as the msgId that Pub names."""
         from rmqstore_cli.api.trace_records import TraceRecord
-        from rmqstore_cli.store import trace
+        from rmqstore_cli.store.answers import trace
 
         topics = trace.trace_topics(self.engine.config, topic)
         one = next(iter(topics)) if len(topics) == 1 else None
@@ -119,8 +119,8 @@ class IncidentQueries(StoreView):
         walk of the log). None when the store has no epoch file (not controller mode).
         ``verify`` also holds it against where the next start's recovery cuts the log."""
         from rmqstore_cli.api.epoch_records import Epoch, EpochFinding, EpochReport
-        from rmqstore_cli.store.epoch_check import check_epoch_file, tally_log
-        from rmqstore_cli.store.epoch_file import epoch_spans, read_epoch_file
+        from rmqstore_cli.store.checks.epoch_check import check_epoch_file, tally_log
+        from rmqstore_cli.store.layout.epoch_file import epoch_spans, read_epoch_file
 
         ef = read_epoch_file(self.path)
         if not (ef.main.exists or ef.backup.exists):
@@ -157,7 +157,7 @@ class IncidentQueries(StoreView):
         filter; ``state`` (acked, revived, invisible, overdue, or a list) and ``limit``
         choose the messages kept, not the counts. Bodies the broker could not read are
         noted in :attr:`warnings`."""
-        from rmqstore_cli.store import pop as engine, progress
+        from rmqstore_cli.store.answers import pop as engine, progress
 
         states = chosen_states(state, engine.STATES, limit)
         at = at_ms(now, self.tz)
@@ -196,8 +196,8 @@ class IncidentQueries(StoreView):
         timestamp, the empty intervals between the first and the last as zero records (every
         record counts: not with ``sample`` or ``max_bytes``)."""
         from rmqstore_cli.errors import NotFound
-        from rmqstore_cli.store import stats_report, stats_series
-        from rmqstore_cli.store.sampling import Narrowing
+        from rmqstore_cli.store.answers import stats_report, stats_series
+        from rmqstore_cli.store.commitlog.sampling import Narrowing
 
         if by not in stats_report.BY and by not in stats_series.INTERVALS:
             raise UsageError(f"by={by!r}: not topic, queue, file, minute or hour")
@@ -218,7 +218,7 @@ class IncidentQueries(StoreView):
         """``stats(by="minute"|"hour")``: the intervals of store time, oldest first (the
         ``last`` latest), the empty ones between the first and the last as zero records."""
         from rmqstore_cli.errors import NotFound
-        from rmqstore_cli.store import stats_series
+        from rmqstore_cli.store.answers import stats_series
 
         rep = stats_series.traffic_report(self.engine, by, topic, last)
         if rep.topic_missing:

@@ -38,7 +38,7 @@ class StoreJobs(StoreView):
         refused (:class:`~rmqstore_cli.errors.RefusedError`) unless ``force``; each deletion
         is appended to ``rmqstore-expire.jsonl`` in the store root as it happens. A run that
         had to leave files alone returns with ``completed`` False and the ``problems``."""
-        from rmqstore_cli.store import expire_run
+        from rmqstore_cli.store.write import expire_run
 
         check_expire_args(reserved_hours, disk_ratio, max_files)
         at = at_ms(now, self.tz)
@@ -76,8 +76,8 @@ class StoreJobs(StoreView):
         ``only`` "cq" or "index" rebuilds one set; ``topics`` only those topics' queues.
         ``dry_run`` scans and reports what would be written. Index files are named by their
         first entry's store time in the store's ``tz``."""
-        from rmqstore_cli.store import rebuild_plan
-        from rmqstore_cli.store.lock import refuse_if_live
+        from rmqstore_cli.store.files.lock import refuse_if_live
+        from rmqstore_cli.store.write import rebuild_plan
 
         check_rebuild_args(output, only, topics, copy_commitlog, no_backup)
         if output is None:
@@ -201,7 +201,7 @@ def check_rebuild_args(
 ) -> None:
     """Refuse the arguments of :meth:`StoreJobs.rebuild_index` that do not go together, and a
     topic that cannot name a consume-queue directory, before anything is read."""
-    from rmqstore_cli.store import rebuild_plan
+    from rmqstore_cli.store.write import rebuild_plan
 
     if only is not None and only not in rebuild_plan.ONLY:
         raise UsageError(f"only={only!r}: not cq or index")
@@ -216,7 +216,7 @@ def check_rebuild_args(
 
 def refuse_unsafe_topics(topics: list[str]) -> None:
     """Refuse a topic that cannot name a consume-queue directory (``..``, a path separator, …)."""
-    from rmqstore_cli.store.consume_queue import unsafe_topic
+    from rmqstore_cli.store.queues.consume_queue import unsafe_topic
 
     for t in topics:
         if unsafe_topic(t):

@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from rmqstore_cli.store.cq_compare import QueueComparison as QueueComparison  # a record of the API too
-from rmqstore_cli.store.message_view import message_dict
+from rmqstore_cli.store.checks.cq_compare import QueueComparison as QueueComparison  # a record of the API too
+from rmqstore_cli.store.records.message_view import message_dict
 
 JSON = dict[str, Any]
 

@@ -28,12 +28,12 @@ from rmqstore_cli.api.records import (
 )
 from rmqstore_cli.api.timers import TimerQueries
 from rmqstore_cli.errors import UsageError
-from rmqstore_cli.store.filters import MessageFilter
 from rmqstore_cli.store.message_store import MessageStore
+from rmqstore_cli.store.records.filters import MessageFilter
 from rmqstore_cli.times import LONG_MAX, check_window, parse_tz
 
 if TYPE_CHECKING:
-    from rmqstore_cli.store.config import StoreConfig
+    from rmqstore_cli.store.layout.config import StoreConfig
 
 
 def open_store(
@@ -77,7 +77,7 @@ class StoreOpener:
     allow_odd_size: bool = False
 
     def config(self) -> StoreConfig:
-        from rmqstore_cli.store.config import StoreConfig
+        from rmqstore_cli.store.layout.config import StoreConfig
 
         cfg = StoreConfig.load(self.path, self.broker_conf, **self.sizes)
         cfg.allow_odd_size = self.allow_odd_size
@@ -164,7 +164,7 @@ class Store(IncidentQueries, TimerQueries, StoreJobs):
         checks each body's CRC, a mismatch ending its file as in the broker's recovery.
         ``sample`` keeps every Nth of them (the first always), ``max_bytes`` reads only the
         first N bytes of each commit-log file (the records ending within them): a quick look
-        at a big store (store/sampling.py).
+        at a big store (store/commitlog/sampling.py).
         The same messages, in the same order, as ``rmqstore dump-commitlog`` (with
         ``--sample``, ``--max-bytes``)."""
         flt = self.filter(topic, begin, end, queue_id=queue_id, key=key, uniq_key=uniq_key, tag=tag)
@@ -252,8 +252,8 @@ class Store(IncidentQueries, TimerQueries, StoreJobs):
         max_bytes: int | None,
     ) -> Iterator[tuple[Any, Any]]:
         """:meth:`_walk` narrowed (``store.sampling.narrowed``): every Nth, the first bytes of each file."""
-        from rmqstore_cli.store.log_range import Range
-        from rmqstore_cli.store.sampling import Narrowing, narrowed
+        from rmqstore_cli.store.commitlog.log_range import Range
+        from rmqstore_cli.store.commitlog.sampling import Narrowing, narrowed
 
         n = Narrowing(every, max_bytes)
         cl = self.engine.commitlog
@@ -270,7 +270,7 @@ class Store(IncidentQueries, TimerQueries, StoreJobs):
     def message_at(self, offset: int, check_crc: bool = False) -> Message | None:
         """The message whose record starts at physical ``offset``, or None where no valid
         record starts there (expired, truncated, or not a record start)."""
-        from rmqstore_cli.store.lookup import read_record
+        from rmqstore_cli.store.answers.lookup import read_record
 
         rec, _why = read_record(self.engine.commitlog, offset)
         if rec is not None and check_crc:
@@ -281,7 +281,7 @@ class Store(IncidentQueries, TimerQueries, StoreJobs):
     def queues(self) -> list[QueueInfo]:
         """Every consume queue (file or RocksDB; and 5.x batch queues), sorted by topic and
         queue id, with its logical bounds (``#getMinOffsetInQueue``, ``#getMaxOffsetInQueue``)."""
-        from rmqstore_cli.store.batch_queue import store_batch_queues
+        from rmqstore_cli.store.queues.batch_queue import store_batch_queues
 
         clmin = self.engine.commitlog.min_offset
         kind = "rocksdb" if self.engine.rocksdb_cq is not None else "cq"
@@ -344,7 +344,7 @@ class Store(IncidentQueries, TimerQueries, StoreJobs):
         (through the index of every topic). What the store holds decides ``kind``.
         ``now`` dates a UNIQ_KEY's ``nearly_time`` (it holds only the time within its month).
         Raises :class:`~rmqstore_cli.errors.UsageError` for what is no message id."""
-        from rmqstore_cli.store.msgid import BadId, describe_id, parse_id, resolve_in_store
+        from rmqstore_cli.store.answers.msgid import BadId, describe_id, parse_id, resolve_in_store
 
         try:
             r = parse_id(msg_id)
@@ -375,7 +375,7 @@ class Store(IncidentQueries, TimerQueries, StoreJobs):
         lower or upper). Raises :class:`~rmqstore_cli.errors.NotFound` when the topic has no
         queue."""
         from rmqstore_cli.errors import NotFound
-        from rmqstore_cli.store import offset_query
+        from rmqstore_cli.store.answers import offset_query
 
         offset_query.check_request(broker_version, boundary, scan)
         when = to_ms(time, "time", self.tz)
@@ -397,7 +397,7 @@ class Store(IncidentQueries, TimerQueries, StoreJobs):
         ``delayOffset.json``, read as the broker's ``ConfigManager#load`` reads them. Keys
         that are not ``topic@group`` are skipped (said in :attr:`warnings`). Raises
         :class:`~rmqstore_cli.errors.NotFound` when the store holds no offset at all."""
-        from rmqstore_cli.store import progress
+        from rmqstore_cli.store.answers import progress
 
         config_dir = self.path / "config"
         sources = progress.load_sources(config_dir)
@@ -443,9 +443,9 @@ class Store(IncidentQueries, TimerQueries, StoreJobs):
 def query_index(
     ms: MessageStore, topics: list[str], key: str, window: tuple[int, int], max_hits: int, broker_window: bool
 ) -> list[Any]:
-    """The index's hits for ``key`` in ``window`` (store/lookup.py); with ``broker_window``
+    """The index's hits for ``key`` in ``window`` (store/answers/lookup.py); with ``broker_window``
     what ``DefaultMessageStore#queryMessage`` returns, kept by the client's key filter."""
-    from rmqstore_cli.store.lookup import INT_MAX, broker_query_message, lookup_key
+    from rmqstore_cli.store.answers.lookup import INT_MAX, broker_query_message, lookup_key
 
     b, e = window
     if not broker_window:

@@ -20,7 +20,7 @@ class TimerQueries(StoreView):
 
     def _timer(self) -> tuple[Any, Any]:
         """(the timer store, its loaded view); NotFound for a store without timer files."""
-        from rmqstore_cli.store import timer_report
+        from rmqstore_cli.store.answers import timer_report
         from rmqstore_cli.store.timer import schedule
 
         ts = timer_report.open_timer(self.config)
@@ -32,7 +32,7 @@ class TimerQueries(StoreView):
         """The timer wheel's non-empty slots by due time in ``[begin, end]``, as ``dump-timer``
         lists them (``begin == end``: the one slot ``TimerWheel#getSlot`` reads for that time).
         Raises :class:`~rmqstore_cli.errors.NotFound` for a store without timer files."""
-        from rmqstore_cli.store import timer_report
+        from rmqstore_cli.store.answers import timer_report
         from rmqstore_cli.store.timer import schedule
 
         b, e = to_ms(begin, "begin", self.tz), to_ms(end, "end", self.tz)
@@ -60,7 +60,7 @@ class TimerQueries(StoreView):
         up to ``limit`` messages (of real topic ``topic``), as ``dump-timer --next``: its
         ``TimerMessageStore#recover``, then ``#enqueue`` and ``#dequeue``. The recovery's
         notes go to :attr:`warnings`."""
-        from rmqstore_cli.store import timer_report
+        from rmqstore_cli.store.answers import timer_report
 
         if limit < 1:
             raise UsageError(f"limit {limit}: at least one")
@@ -74,7 +74,7 @@ class TimerQueries(StoreView):
     def timer_summary(self, *, now: TimeLike | None = None) -> TimerSummary:
         """The checkpoint, the wheel, the timer-log files and the broker's recovery at ``now``
         (default now), as ``dump-timer --summary``."""
-        from rmqstore_cli.store import timer_report
+        from rmqstore_cli.store.answers import timer_report
 
         at = at_ms(now, self.tz)
         ts, view = self._timer()
@@ -84,9 +84,9 @@ class TimerQueries(StoreView):
         """Delayed messages past their delivery time at ``now`` (default now) and not
         delivered, as ``dump-timer --overdue``: the 5.x timer wheel's (judged against
         config/timercheck) and the delay levels' (against config/delayOffset.json), of real
-        topic ``topic`` when given; a store without either has none (store/overdue.py
+        topic ``topic`` when given; a store without either has none (store/answers/overdue.py
         defines each state). The notes also go to :attr:`warnings`."""
-        from rmqstore_cli.store import overdue
+        from rmqstore_cli.store.answers import overdue
 
         at = at_ms(now, self.tz)
         s = overdue.scan(self.engine, at)

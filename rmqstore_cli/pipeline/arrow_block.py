@@ -1,11 +1,11 @@
 """Export rows for a whole block of messages at once, as a pyarrow RecordBatch.
 
 The reference is :func:`~rmqstore_cli.pipeline.export_tasks.export_rows`: one
-:func:`~rmqstore_cli.store.message_view.message_dict` per record. Here the columns of a
-:class:`~rmqstore_cli.store.columns.MessageBlock` become Arrow arrays directly: numbers
+:func:`~rmqstore_cli.store.records.message_view.message_dict` per record. Here the columns of a
+:class:`~rmqstore_cli.store.records.columns.MessageBlock` become Arrow arrays directly: numbers
 without a Python object per value, hosts and topics once per distinct value, and the
 PROPERTIES of the block cut into names and values where
-:class:`~rmqstore_cli.store.properties.Properties` found its pairs, Arrow strings over
+:class:`~rmqstore_cli.store.records.properties.Properties` found its pairs, Arrow strings over
 the bytes themselves (no Python object per value). Every string column is built as byte
 ranges of one buffer joined at once (:func:`ranges`, the engine's C ``join_ranges``):
 no Arrow ``take`` or compute kernel per column (they cost several times more, and
@@ -22,10 +22,10 @@ from __future__ import annotations
 import numpy as np
 
 from rmqstore_cli.formats.commitlog import HEAD, HOST_ADDRESS_SIZE, HOST_SIZE, MAGIC_V2
-from rmqstore_cli.store.arrays import byte_rows
-from rmqstore_cli.store.columns import MessageBlock
-from rmqstore_cli.store.message_view import message_dict
-from rmqstore_cli.store.properties import compiled_join
+from rmqstore_cli.store.files.arrays import byte_rows
+from rmqstore_cli.store.records.columns import MessageBlock
+from rmqstore_cli.store.records.message_view import message_dict
+from rmqstore_cli.store.records.properties import compiled_join
 
 _HEX = np.frombuffer(b"0123456789ABCDEF", np.uint8)
 #: each byte value's two hex digits, as one 2-byte item (one lookup per byte of a msgId)
@@ -184,7 +184,7 @@ def ranges(src: np.ndarray, at: np.ndarray, ln: np.ndarray, mask: np.ndarray | N
     """A pyarrow string array whose element i is the bytes ``src[at[i]:at[i] + ln[i]]``
     (null where ``mask``; with (n, k) ``at`` and ``ln``, its k ranges one after another):
     what ``take`` of a string array gives, as one join of byte ranges
-    (the C loop, :func:`~rmqstore_cli.store.properties.compiled_join`; a numpy gather on the
+    (the C loop, :func:`~rmqstore_cli.store.records.properties.compiled_join`; a numpy gather on the
     reference path), several times cheaper than Arrow's per-element take."""
     import pyarrow as pa
 
@@ -273,7 +273,7 @@ def host_texts(table: list[str], rows: np.ndarray, port: np.ndarray):
 
 class _Properties:
     """The properties columns of a block, straight from the PROPERTIES bytes of its plain
-    records (:class:`~rmqstore_cli.store.properties.Properties` found the pairs): names,
+    records (:class:`~rmqstore_cli.store.records.properties.Properties` found the pairs): names,
     values, TAGS, UNIQ_KEY and the KEYS words are byte ranges of those bytes joined at once
     (:func:`ranges`), no Python string per pair; records patched in from the reference
     (:meth:`patch`) replace theirs."""
@@ -385,7 +385,7 @@ class _Properties:
         w_at, w_ln, w_owner = w_at[words], (w_end - w_at)[words], w_owner[words]
         flat = ranges(cat, w_at, w_ln)
         if self.patched:
-            from rmqstore_cli.store.arrays import stable_argsort
+            from rmqstore_cli.store.files.arrays import stable_argsort
 
             extra = [(i, w) for i in sorted(self.patched) for w in self.patched[i].get("keys") or []]
             w_owner = np.concatenate([w_owner, np.array([i for i, _ in extra], np.int64)])

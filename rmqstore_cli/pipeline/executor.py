@@ -23,7 +23,7 @@ class OnExecutor:
         self.fn = fn
 
     def __call__(self, *args):
-        from rmqstore_cli.store import mapguard
+        from rmqstore_cli.store.files import mapguard
 
         try:
             got = self.fn(*args)

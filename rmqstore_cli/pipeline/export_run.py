@@ -40,7 +40,7 @@ def make_output_dir(output: Path) -> None:
     try:
         output.mkdir(parents=True, exist_ok=True)
     except OSError as e:
-        from rmqstore_cli.store.safefs import os_error
+        from rmqstore_cli.store.files.safefs import os_error
 
         raise OutputError(os_error(e, output, "create the output directory").message, path=output) from None
 
@@ -131,7 +131,7 @@ def store_name(spec: StoreSpec) -> str:
     the directory above when that is literally ``store`` (the broker's default
     ``storePathRootDir``, as in ``/snapshots/broker-a/store``) and not the home directory."""
     if spec.broker_conf is not None:
-        from rmqstore_cli.store.config import read_java_properties
+        from rmqstore_cli.store.layout.config import read_java_properties
 
         name = read_java_properties(Path(spec.broker_conf)).get("brokerName", "").strip()
         if name:

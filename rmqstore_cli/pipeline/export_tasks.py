@@ -32,7 +32,7 @@ def bounds(task: FileTask) -> tuple[int, int]:
 
 def _row(m, task: FileTask, body: bool) -> tuple:
     from rmqstore_cli.pipeline.schema import COLUMN_NAMES, topic_dir
-    from rmqstore_cli.store.message_view import message_dict
+    from rmqstore_cli.store.records.message_view import message_dict
 
     d = message_dict(m, "none", True, task.file_name)
     d["body"] = m.body if body else None
@@ -103,7 +103,7 @@ def export_batches(task: FileTask, stops: list | None = None, by_partition: bool
 
     from rmqstore_cli.pipeline.arrow_block import block_batch
     from rmqstore_cli.pipeline.schema import COLUMN_NAMES, arrow_schema
-    from rmqstore_cli.store.columns import MessageBlock
+    from rmqstore_cli.store.records.columns import MessageBlock
 
     schema = arrow_schema()
     props_at = COLUMN_NAMES.index("properties")
@@ -147,7 +147,7 @@ def by_topic(blk):
     one partition (store, topic_dir) come out contiguous, so the writer cuts the batch into
     slices (:func:`~rmqstore_cli.pipeline.parquet_out.PartitionedWriter.write`) instead of
     reordering every built column."""
-    from rmqstore_cli.store.arrays import stable_argsort
+    from rmqstore_cli.store.files.arrays import stable_argsort
 
     tid = blk.topics[1]
     if not tid.size or (tid == tid[0]).all():

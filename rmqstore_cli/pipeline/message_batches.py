@@ -30,7 +30,7 @@ def require_pyarrow() -> None:
 def row(rec: Any, file_name: str, label: str, body: bool) -> dict[str, Any]:
     """One record decoded alone, under the export columns."""
     from rmqstore_cli.pipeline.schema import topic_dir
-    from rmqstore_cli.store.message_view import message_dict
+    from rmqstore_cli.store.records.message_view import message_dict
 
     d = message_dict(rec, "none", True, file_name)
     d["body"] = rec.body if body else None

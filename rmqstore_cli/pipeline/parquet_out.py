@@ -25,7 +25,7 @@ import numpy as np
 
 from rmqstore_cli.pipeline.arrow_block import as_numpy, numbers
 from rmqstore_cli.pipeline.schema import PARTITION_COLUMNS, arrow_schema
-from rmqstore_cli.store.arrays import stable_argsort
+from rmqstore_cli.store.files.arrays import stable_argsort
 
 #: Rows of one row group at most: large enough that per-group costs vanish, small enough
 #: to bound what one partition holds before it is written.

@@ -13,7 +13,7 @@ from pathlib import Path
 
 # ===================================================================== rebuild-index
 #
-# The local engine (store/rebuild.py ``dispatch_log``) walks the commit log once, in order.
+# The local engine (store/write/rebuild.py ``dispatch_log``) walks the commit log once, in order.
 # Decomposed, with results identical byte for byte:
 #
 # 1. ``dispatch_file``: one task per commit-log file walks it with the reput's rules
@@ -51,7 +51,7 @@ class FileSummary:
     local_put: int = 0  # keys kept by the rule within this file alone
     local_put_min_phy: int = 0
     refused_topics: dict = None  # topic -> why it cannot be a consumequeue/ directory
-    multi_problems: dict = None  # malformed multi-dispatch properties: problem -> messages (store/lmq.py)
+    multi_problems: dict = None  # malformed multi-dispatch properties: problem -> messages (store/write/lmq.py)
     simple: dict = None  # (topic, qid) -> its units are consecutive (dispatch_and_spill)
     ends: dict = None  # (topic, qid) -> (first, last) unit's end (offset + size)
     direct: list = None  # queues whose units the file's task wrote in place
@@ -89,7 +89,7 @@ class BatchCapture:
         props: bytes,
         queue_offset: int,
     ) -> None:
-        from rmqstore_cli.store.batch_queue import batch_position
+        from rmqstore_cli.store.queues.batch_queue import batch_position
 
         pos = batch_position(props, queue_offset)
         if pos is not None:
@@ -106,8 +106,8 @@ def _capture_dispatcher_class():
     properties parse and tagsCode as the local engine)."""
     import numpy as np
 
-    from rmqstore_cli.store.fastdispatch import FastDispatcher
     from rmqstore_cli.store.javahash.bulk import concat_hashes, index_hash, java_hashes
+    from rmqstore_cli.store.write.fastdispatch import FastDispatcher
 
     class CaptureDispatcher(FastDispatcher):
         def __init__(self, d):
@@ -140,7 +140,7 @@ def dispatch_file(
     import numpy as np
 
     from rmqstore_cli.store.commitlog import CommitLog
-    from rmqstore_cli.store.dispatch import Dispatcher
+    from rmqstore_cli.store.write.dispatch import Dispatcher
 
     cl = CommitLog(config)
     f = cl.files[position]
@@ -180,7 +180,7 @@ def dispatch_file(
 def _dispatch_one(cl, f, fd, s: FileSummary, recovering: bool) -> None:
     """``rebuild.dispatch_file_records`` over file ``f`` (a DLedger data file: records inside
     entries), its stop classified: the end of the log (``s.stop``) or the rest skipped."""
-    from rmqstore_cli.store.rebuild import classify_stop, dispatch_file_records
+    from rmqstore_cli.store.write.rebuild import classify_stop, dispatch_file_records
 
     config = cl.config
     header = cl.header_of(f)
@@ -247,10 +247,10 @@ def kept_mask(phy, last_end_phy: int):
 def rebuild_inputs(config) -> tuple[list, int, list[int]]:
     """(commit-log file names, recovery region's first position, positions after a gap),
     read on the driver: file names and each file's first record only."""
-    from rmqstore_cli.store.checkpoint import StoreCheckpoint
     from rmqstore_cli.store.commitlog import CommitLog
-    from rmqstore_cli.store.lock import abort_exists
-    from rmqstore_cli.store.rebuild import recovery_start
+    from rmqstore_cli.store.files.lock import abort_exists
+    from rmqstore_cli.store.layout.checkpoint import StoreCheckpoint
+    from rmqstore_cli.store.write.rebuild import recovery_start
 
     cl = CommitLog(config)
     try:
@@ -312,7 +312,7 @@ def kept_keys(fd: FileDispatch, floor: int) -> tuple:
 def name_index_files(index_dir: Path, built: list[dict], tz) -> list[str]:
     """Rename ``<k>.part`` files in order, as ``IndexService`` names them: the first entry's
     store time in ``tz``, each strictly after the previous."""
-    from rmqstore_cli.store.index_service import IndexService
+    from rmqstore_cli.store.queues.index_service import IndexService
 
     namer = IndexService(index_dir / ".no-such-dir", 1, 2, tz=tz)
     names: list[str] = []
@@ -326,7 +326,7 @@ def name_index_files(index_dir: Path, built: list[dict], tz) -> list[str]:
 def build_queue(cq_root: str, key: tuple[str, int], parts: list, cq_file_size: int) -> int:
     """One queue from its units, file by file in commit-log order, through the engine's
     ``ConsumeQueueWriter`` (``putMessagePositionInfo``). Returns the files created."""
-    from rmqstore_cli.store.consume_queue import ConsumeQueueWriter
+    from rmqstore_cli.store.queues.consume_queue import ConsumeQueueWriter
 
     w = ConsumeQueueWriter(Path(cq_root), key[0], key[1], cq_file_size)
     for _, (phy, size, tags, qoff) in sorted(parts, key=lambda p: p[0]):
@@ -366,8 +366,8 @@ def rebuild_report(
     seconds: float,
 ):
     """The local engine's DispatchReport, from the per-file summaries and what was built."""
-    from rmqstore_cli.store.lock import abort_exists
-    from rmqstore_cli.store.rebuild import DispatchReport
+    from rmqstore_cli.store.files.lock import abort_exists
+    from rmqstore_cli.store.write.rebuild import DispatchReport
 
     rep = DispatchReport()
     rep.recovery = "abnormal (abort file present)" if abort_exists(config.root) else "normal"
@@ -413,7 +413,7 @@ def dry_counts(config, included: list[int], summaries: dict) -> tuple[int, int]:
     for i in included:
         for key, (first, last, _) in summaries[i].queues.items():
             spans.setdefault(key, [first, last])[1] = last
-    from rmqstore_cli.store.rebuild import cq_file_count
+    from rmqstore_cli.store.write.rebuild import cq_file_count
 
     F = config.cq_file_size
     return len(spans), sum(cq_file_count(first, last, F) for first, last in spans.values())

@@ -1,6 +1,6 @@
 """``rebuild-index`` over one store or several, on the local engine or on Spark: the options'
 checks, one output directory per store, every store planned (sizes and where they come
-from) before any work, then each rebuilt (``store/rebuild_plan.py``), or an interrupted
+from) before any work, then each rebuilt (``store/write/rebuild_plan.py``), or an interrupted
 ``--in-place`` run finished (``store/rebuild_journal.recover_journal``). Nothing is said
 here: the command is told through callbacks and prints the results."""
 
@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from rmqstore_cli.errors import UsageError, setting
-from rmqstore_cli.store import rebuild_plan
-from rmqstore_cli.store.config import StoreConfig
+from rmqstore_cli.store.layout.config import StoreConfig
+from rmqstore_cli.store.write import rebuild_plan
 
 
 @dataclass
@@ -42,7 +42,7 @@ def check_options(
 ) -> None:
     """Refuse option combinations that do not go together, before anything is read; with
     --in-place, a live broker (exit 4) before anything else is said."""
-    from rmqstore_cli.store.lock import refuse_if_live
+    from rmqstore_cli.store.files.lock import refuse_if_live
 
     _check_destination(output, in_place, copy_commitlog, no_backup)
     _check_topics(only, topic)
@@ -70,7 +70,7 @@ def _check_destination(output: Path | None, in_place: bool, copy_commitlog: bool
 
 def _check_topics(only: str | None, topic: list[str] | None) -> None:
     """Topics select consume queues (not with the index alone) and must be safe directory names."""
-    from rmqstore_cli.store.consume_queue import unsafe_topic
+    from rmqstore_cli.store.queues.consume_queue import unsafe_topic
 
     if topic and only == "index":
         raise UsageError(
@@ -113,7 +113,7 @@ def plan(
     work; ``tell`` hears each store's notes on what it inferred. ``sizes``: the size options
     given (attribute -> value or None); ``outs``: :func:`outputs`."""
     from rmqstore_cli.store.message_store import MessageStore
-    from rmqstore_cli.store.rebuild_output import check_output
+    from rmqstore_cli.store.write.rebuild_output import check_output
 
     several = len(stores) > 1
     if output is not None:  # before anything is read or said: the stores are only read
@@ -196,8 +196,8 @@ def rebuild(
 def recover(stores: list[Path]) -> list[dict[str, Any]]:
     """--recover: each store's interrupted --in-place run finished (or rolled back), a live
     broker refused first; one outcome per store."""
-    from rmqstore_cli.store.lock import refuse_if_live
-    from rmqstore_cli.store.rebuild_journal import recover_journal
+    from rmqstore_cli.store.files.lock import refuse_if_live
+    from rmqstore_cli.store.write.rebuild_journal import recover_journal
 
     for st in stores:
         refuse_if_live(st)

@@ -1,5 +1,5 @@
 """rebuild-index decomposed into per-file, per-queue and per-index-file tasks, with results
-identical byte for byte to the local engine (``store/rebuild.py``); no Spark in here:
+identical byte for byte to the local engine (``store/write/rebuild.py``); no Spark in here:
 ``rebuild_staged`` takes the map to run them with. Each commit-log file's dispatch and the
 driver's plan are ``rebuild_dispatch.py``'s; here, the spills and the tasks that write.
 """
@@ -71,7 +71,7 @@ def _save(path: Path, rows: list, dtype=None) -> None:
     not a short write; the reservation is cut back to what was written."""
     import numpy as np
 
-    from rmqstore_cli.store import safefs
+    from rmqstore_cli.store.files import safefs
 
     dtype = np.dtype(dtype or np.int64)
     n = sum(len(p) for p in rows[0]) if rows else 0
@@ -170,9 +170,9 @@ def build_batch_queue(dest, key: tuple[str, int], sums: list, file_size: int) ->
     the included files spilled, in commit-log order, through the engine's
     ``BatchConsumeQueueWriter`` (``BatchConsumeQueue#putBatchMessagePositionInfo``): the
     bytes of the local engine's ``BatchDispatch``. Returns the units given."""
-    from rmqstore_cli.store import safefs
-    from rmqstore_cli.store.batch_queue import BatchConsumeQueueWriter
-    from rmqstore_cli.store.rebuild import BCQ_DIR
+    from rmqstore_cli.store.files import safefs
+    from rmqstore_cli.store.queues.batch_queue import BatchConsumeQueueWriter
+    from rmqstore_cli.store.write.rebuild import BCQ_DIR
 
     qdir = Path(dest) / BCQ_DIR / key[0] / str(key[1])
     if os.path.lexists(qdir):  # a retried task; never through a link, never outside dest
@@ -207,7 +207,7 @@ def kept_count(dest, position: int, floor: int) -> int:
 def write_units_at(cq_root, key: tuple[str, int], first: int, phy, size, tags, file_size: int) -> None:
     """Units of queue ``key`` at their cq offsets from ``first`` (``write_units``)."""
     from rmqstore_cli.formats.consume_queue import CQ_STORE_UNIT_SIZE
-    from rmqstore_cli.store.consume_queue import pack_units, write_units
+    from rmqstore_cli.store.queues.consume_queue import pack_units, write_units
 
     write_units(cq_root, key[0], key[1], first * CQ_STORE_UNIT_SIZE, pack_units(phy, size, tags), file_size)
 
@@ -215,7 +215,7 @@ def write_units_at(cq_root, key: tuple[str, int], first: int, phy, size, tags, f
 def pre_blank(cq_root, key: tuple[str, int], first: int, file_size: int) -> None:
     """``isFirstCreateInQueue``: a queue whose first unit is not cq offset 0 starts its
     first file with blank units up to that unit (``pre_blank_fill``)."""
-    from rmqstore_cli.store.consume_queue import pre_blank_fill, write_units
+    from rmqstore_cli.store.queues.consume_queue import pre_blank_fill, write_units
 
     start, blank = pre_blank_fill(first, file_size)
     if blank:
@@ -233,7 +233,7 @@ def write_spilled_units(dest, s: FileSummary, keys: list, file_size: int) -> int
 
 def rebuild_queue_from_parts(dest, key: tuple[str, int], sums: list, file_size: int) -> int:
     """One queue through ``build_queue`` from the spilled units of the included files."""
-    from rmqstore_cli.store import safefs
+    from rmqstore_cli.store.files import safefs
 
     parts = [(s.position, spilled_units(dest, s)[key]) for s in sums if key in s.queues]
     qdir = Path(dest) / "consumequeue" / key[0] / str(key[1])
@@ -279,7 +279,7 @@ def write_index_chunk(dest, k: int, position: int, h, phy, ts, n0: int, b0: int,
     file's entry 1."""
     import numpy as np
 
-    from rmqstore_cli.store.index import time_diff, time_diffs, write_entries
+    from rmqstore_cli.store.queues.index import time_diff, time_diffs, write_entries
 
     diff = time_diffs(ts, begin)
     if n0 == 1:
@@ -295,7 +295,7 @@ def finish_index(
     and header (first and last: (phy, ts) of its first and last key)."""
     import numpy as np
 
-    from rmqstore_cli.store.index import IndexFile
+    from rmqstore_cli.store.queues.index import IndexFile
 
     f = IndexFile(Path(dest) / "index" / f"{k:010d}.part", slot_num, index_num, writable=True)
     try:
@@ -324,7 +324,7 @@ class IndexPlan:
 def plan_index(dest, included, counts, start, floors, total: int, per: int, slot_num: int, index_num: int) -> IndexPlan:
     """Create the index files (``<k>.part``, header as ``IndexFile.create`` after the
     previous file) and say which keys of which commit-log file go where."""
-    from rmqstore_cli.store.index import IndexFile
+    from rmqstore_cli.store.queues.index import IndexFile
 
     files, pieces = {}, {}
     (Path(dest) / "index").mkdir(parents=True, exist_ok=True)
@@ -368,7 +368,7 @@ def batch_jobs(config, sums: list) -> list:
     """One ``build_batch_queue`` job per BatchCQ queue the included files put units in,
     with the file size read once here (``batch_file_size``: the config, else the store's
     own files), not by each executor."""
-    from rmqstore_cli.store.batch_queue import batch_file_size
+    from rmqstore_cli.store.queues.batch_queue import batch_file_size
 
     keys = list(dict.fromkeys(k for s in sums for k in (s.batch or {})))
     if not keys:
@@ -463,7 +463,7 @@ def rebuild_staged(config, dest: Path, opts, run_map, t0: float):
 def _fallback_index_names(staged: StagedSet) -> list[tuple[str, int]]:
     """The index files written whose name could not be their first entry's time
     (``index_service.name_time``): each name with the time it stands for."""
-    from rmqstore_cli.store.index_service import name_time
+    from rmqstore_cli.store.queues.index_service import name_time
 
     firsts = [b["first_ts"] for b in sorted(staged.built, key=lambda b: b["k"])]
     return [(n, t) for n, t in zip(staged.index_names, firsts, strict=True) if name_time(t) != t]
@@ -492,7 +492,7 @@ def _write_staged(config, dest: Path, opts, run_map, included: list[int], summar
     """Step 3 in ``dest``: the queues and index files planned from the summaries, written by
     one task per commit-log file, queue and index file; then the straight queues' pre-blank
     units and the index files' names."""
-    from rmqstore_cli.store import safefs
+    from rmqstore_cli.store.files import safefs
 
     d = str(dest)
     staged = StagedSet()
@@ -560,7 +560,7 @@ def _file_jobs(included: list[int], summaries: dict, late: dict, ip: IndexPlan, 
 def _finish_queues(staged: StagedSet, qp, cq_root: Path, done: list, cq_file_size: int) -> None:
     """The straight queues' pre-blank units, and the count of queues and consume-queue files
     written (those the queue tasks wrote, and those the straight queues span)."""
-    from rmqstore_cli.store.rebuild import cq_file_count
+    from rmqstore_cli.store.write.rebuild import cq_file_count
 
     for key, (first, _) in qp.straight.items():
         pre_blank(cq_root, key, first, cq_file_size)

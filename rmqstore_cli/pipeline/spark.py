@@ -276,7 +276,7 @@ class _ExportRows:
     def __call__(self, batches):
         import pyarrow as pa
 
-        from rmqstore_cli.store import mapguard
+        from rmqstore_cli.store.files import mapguard
 
         arrow = _spark_arrow()
         for b in batches:  # one id per partition: the task's number

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rmqstore_cli.errors import UsageError
-from rmqstore_cli.store.filters import MessageFilter
+from rmqstore_cli.store.records.filters import MessageFilter
 
 #: ``scheme:/…`` with a scheme of two or more characters (one would be a drive letter): a
 #: Hadoop file system URI (hdfs:, s3a:, gs:, abfs:, oss:, viewfs:, …), which only Spark's
@@ -56,7 +56,7 @@ class StoreSpec:
         return self.label if self.name is None else self.name
 
     def open(self):
-        from rmqstore_cli.store.config import StoreConfig
+        from rmqstore_cli.store.layout.config import StoreConfig
         from rmqstore_cli.store.message_store import MessageStore
 
         cfg = StoreConfig.load(self.path, self.broker_conf, **dict(self.sizes))
@@ -125,7 +125,7 @@ def file_tasks(
     ``from_offset``/``to_offset``: physical offsets [from, to) in each store, the start a
     message start as dump-commitlog requires (``log_range.walk_range``); files outside the
     range get no task."""
-    from rmqstore_cli.store.log_range import walk_range
+    from rmqstore_cli.store.commitlog.log_range import walk_range
 
     flt = flt if flt is not None and flt.any() else None
     out = []

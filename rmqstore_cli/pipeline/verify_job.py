@@ -2,7 +2,7 @@
 engine, the plan, tasks and join of :mod:`~rmqstore_cli.pipeline.verify_tasks`, on this
 machine's processes (:class:`~rmqstore_cli.pipeline.verify_tasks.Forked`; one job: the tasks
 one after another in this process) or on Spark executors; then the broker-start verdict
-(``store/startup.py``) predicted from the findings. One result dict per store: ``findings``,
+(``store/checks/startup.py``) predicted from the findings. One result dict per store: ``findings``,
 ``summary``, ``verdict``, ``ok``."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from rmqstore_cli.store.config import StoreConfig
-from rmqstore_cli.store.startup import STARTUP_CHECKS, predict_start
+from rmqstore_cli.store.checks.startup import STARTUP_CHECKS, predict_start
+from rmqstore_cli.store.layout.config import StoreConfig
 from rmqstore_cli.store.verify.findings import VerifyOptions
 from rmqstore_cli.store.verify.verifier import Verifier, open_for_verify
 

@@ -14,7 +14,7 @@ import numpy as np
 
 from rmqstore_cli.pipeline.verify_plan import Recorder, StorePlan, mark_runs, task_result, task_verifier
 from rmqstore_cli.pipeline.verify_scan import FileScan
-from rmqstore_cli.store.consume_queue import ConsumeQueue
+from rmqstore_cli.store.queues.consume_queue import ConsumeQueue
 from rmqstore_cli.store.verify import ERROR, INFO, WARNING, IndexScan, QueueState, Verifier, VerifyOptions
 
 _MISSING_CHECKS = frozenset({"cq.missing-unit", "cq.not-dispatched", "cq.superseded"})  # runs of missing units
@@ -152,7 +152,7 @@ class QueueRecorder(Recorder):
 def _commitlog(v: Verifier):
     """The commit-log files a task may read: one that is not a regular file was the plan's
     ``store.not-regular`` finding and is left out here without another (reading it could hang)."""
-    from rmqstore_cli.store.mapped_files import MappedFileQueue
+    from rmqstore_cli.store.files.mapped_files import MappedFileQueue
 
     cfg = v.config
     mfq = MappedFileQueue(cfg.commitlog_dirs, cfg.mapped_file_size_commit_log)
@@ -227,7 +227,7 @@ def _queue_state(plan: StorePlan, v: Verifier, qd: tuple | None) -> QueueState |
                 cfg.consumequeue_dir, qd[0], qd[1], cfg.cq_file_size, directory=Path(qd[2]), skip=v.not_regular
             )
         return QueueState(cq, cfg.root)
-    from rmqstore_cli.store.rocksdb_cq import RocksDBConsumeQueues
+    from rmqstore_cli.store.queues.rocksdb_cq import RocksDBConsumeQueues
 
     v.rocksdb = RocksDBConsumeQueues(cfg.consumequeue_dir)
     return QueueState(v.rocksdb.queue(qd[0], qd[1]), cfg.root)
@@ -280,7 +280,7 @@ def _driver_checks(plan: StorePlan, ctx: FinishContext, totals: dict, rec: Recor
     v.first_indexable = totals["first_indexable"]
     try:
         if plan.rocksdb:  # the dispatch checkpoint against the queues' max rows and the log's end
-            from rmqstore_cli.store.rocksdb_cq import RocksDBConsumeQueues
+            from rmqstore_cli.store.queues.rocksdb_cq import RocksDBConsumeQueues
 
             v.rocksdb = RocksDBConsumeQueues(cfg.consumequeue_dir)
             v.rocksdb.offset_table()  # reads the checkpoint row, as the scan had locally

@@ -134,7 +134,7 @@ class StorePlan:
 
 def plan_store(spec, crc: bool, deep: bool, cap: int | None) -> StorePlan:
     """Phase 0 on the driver (metadata only: directory listings, checkpoint, queue ends)."""
-    from rmqstore_cli.store.config import StoreConfig
+    from rmqstore_cli.store.layout.config import StoreConfig
     from rmqstore_cli.store.verify import open_for_verify
 
     cfg = open_for_verify(StoreConfig.load(spec.path, spec.broker_conf, **dict(spec.sizes)))

@@ -10,16 +10,16 @@ from functools import cached_property
 from typing import TYPE_CHECKING
 
 from rmqstore_cli.errors import StoreError, UsageError
-from rmqstore_cli.store import safefs
-from rmqstore_cli.store.checkpoint import StoreCheckpoint
 from rmqstore_cli.store.commitlog import CommitLog
-from rmqstore_cli.store.config import StoreConfig
-from rmqstore_cli.store.index_service import IndexService
-from rmqstore_cli.store.mapped_files import queue_dirs
+from rmqstore_cli.store.files import safefs
+from rmqstore_cli.store.files.mapped_files import queue_dirs
+from rmqstore_cli.store.layout.checkpoint import StoreCheckpoint
+from rmqstore_cli.store.layout.config import StoreConfig
+from rmqstore_cli.store.queues.index_service import IndexService
 
 if TYPE_CHECKING:  # numpy-backed readers: imported where a queue is opened, not at start-up
-    from rmqstore_cli.store.consume_queue import ConsumeQueue
-    from rmqstore_cli.store.rocksdb_cq import RocksDBQueue
+    from rmqstore_cli.store.queues.consume_queue import ConsumeQueue
+    from rmqstore_cli.store.queues.rocksdb_cq import RocksDBQueue
 
 STORE_MARKERS = ("commitlog", "consumequeue", "index", "checkpoint")
 #: Most topics a look-up without a topic asks the index about, one by one.
@@ -81,7 +81,7 @@ class MessageStore:
         for file consume queues."""
         if not is_rocksdb_store(self.config):
             return None
-        from rmqstore_cli.store.rocksdb_cq import RocksDBConsumeQueues
+        from rmqstore_cli.store.queues.rocksdb_cq import RocksDBConsumeQueues
 
         return RocksDBConsumeQueues(self.config.consumequeue_dir)
 
@@ -90,7 +90,7 @@ class MessageStore:
         ``ConsumeQueue``, or a ``RocksDBQueue`` with the same read views."""
         if self.rocksdb_cq is not None:
             return self.rocksdb_cq.queue(topic, queue_id)
-        from rmqstore_cli.store.consume_queue import ConsumeQueue
+        from rmqstore_cli.store.queues.consume_queue import ConsumeQueue
 
         return ConsumeQueue(self.config.consumequeue_dir, topic, queue_id, self.config.cq_file_size)
 
@@ -173,7 +173,7 @@ class MessageStore:
     def _rocksdb_config_topics(self) -> set[str]:
         """5.x topics kept in RocksDB (``config/topics/``, ``config/rdb/``): optional like
         topics.json, so one that cannot be read is a warning."""
-        from rmqstore_cli.store.rocksdb_config import topics
+        from rmqstore_cli.store.layout.rocksdb_config import topics
 
         try:
             return topics(self.config.root / "config")
@@ -186,7 +186,7 @@ class MessageStore:
         block of records only the topic bytes are looked up, nothing else is decoded): the
         topics the index holds keys of when ``consumequeue/`` and ``topics.json`` are gone
         (an index key is the hash of ``topic#key``, so a look-up needs the topic's name)."""
-        from rmqstore_cli.store.message import Message
+        from rmqstore_cli.store.records.message import Message
 
         names: set[str] = set()
         table = None

@@ -87,7 +87,7 @@ def test_search_offset_BatchConsumeQueue_getOffsetInQueueByTime(bcq):
 def test_search_offset_java_binarySearchRight_on_built_units(tmp_path):
     """The file choice and binarySearchRight replayed on a queue written here: two files,
     times with repeats, LOWER and UPPER."""
-    from rmqstore_cli.store.batch_queue import BatchConsumeQueue, offset_by_time, pack_unit
+    from rmqstore_cli.store.queues.batch_queue import BatchConsumeQueue, offset_by_time, pack_unit
 
     d = tmp_path / "q" / "T" / "0"
     d.mkdir(parents=True)

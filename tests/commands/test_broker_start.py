@@ -13,8 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from rmqstore_cli.store.configfiles import BROKER_CONFIG_FILES, load_broker_configs, load_config
-from rmqstore_cli.store.startup import QueueEnd, config_reasons, empty_last_file_throws, predict, truncation_reason
+from rmqstore_cli.store.checks.startup import (
+    QueueEnd,
+    config_reasons,
+    empty_last_file_throws,
+    predict,
+    truncation_reason,
+)
+from rmqstore_cli.store.layout.configfiles import BROKER_CONFIG_FILES, load_broker_configs, load_config
 from tests.helpers import FIXTURES
 
 OFFSETS = next(c for c in BROKER_CONFIG_FILES if c.name == "consumerOffset.json")

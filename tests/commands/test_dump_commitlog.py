@@ -114,7 +114,7 @@ def test_broken_pipe_is_quiet(small_store):
     assert p.stdout.count(b"\n") == 1 and b"Traceback" not in p.stderr
 
 
-# ---------------------------------------------------------------- --begin seeks (store/seek.py)
+# ---------------------------------------------------------------- --begin seeks (store/answers/seek.py)
 
 
 def _times(store, *extra) -> list[int]:
@@ -161,7 +161,7 @@ def test_begin_seeks_and_prints_what_the_full_walk_prints(small_store_master):
 def test_begin_seek_reads_fewer_records(small_store_master, monkeypatch):
     """Counted through a hook on the walk: the seek's walk decodes a fraction of the records."""
     from rmqstore_cli.store.commitlog import CommitLog
-    from rmqstore_cli.store.message import Message
+    from rmqstore_cli.store.records.message import Message
 
     walks: list[int] = []  # records each walk found; the command's own walk is the last
     real = CommitLog.scan_blocks

@@ -2,7 +2,7 @@
 against one made here from other answers (the real brokers' expected.json, dump-commitlog
 and dump-cq JSON Lines, the timercheck bytes), on the real 5.3.3 samples and generated stores.
 
-The rules (store/overdue.py): a delay level's unit is overdue when it lies at or after the
+The rules (store/answers/overdue.py): a delay level's unit is overdue when it lies at or after the
 level's delayOffset.json offset (ScheduleMessageService#correctDelayOffset, 0 when absent)
 and its tags code (the delivery time, CommitLog#checkMessageAndReturnSize) is before --now;
 a timer message when its slot time is before --now and at or after timercheck's

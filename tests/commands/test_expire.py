@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from rmqstore_cli.store.config import StoreConfig
+from rmqstore_cli.store.layout.config import StoreConfig
 from rmqstore_cli.store.message_store import MessageStore
 from tests.helpers import SMALL, cli, run, tree_digest, writable_copy
 
@@ -277,7 +277,7 @@ def test_broker_conf_supplies_reserved_time_and_sizes(small_store, tmp_path):
 
 
 def test_disk_ratio_forces_the_oldest_files_out(small_store, monkeypatch):
-    from rmqstore_cli.store import cleanup
+    from rmqstore_cli.store.write import cleanup
 
     files = cl_files(small_store)
     set_ages(small_store, [1])  # nothing is old: only the full disk condemns files
@@ -304,7 +304,7 @@ def test_disk_ratio_forces_the_oldest_files_out(small_store, monkeypatch):
 
 
 def test_used_ratio_rounds_up_like_the_broker():
-    from rmqstore_cli.store.cleanup import used_ratio
+    from rmqstore_cli.store.write.cleanup import used_ratio
 
     # UtilAll#getDiskPartitionSpaceUsedPercent: whole percent, rounded up
     assert used_ratio(50, 50) == 0.5
@@ -392,8 +392,8 @@ def test_refuses_while_another_process_holds_the_lock(small_store):
 
 def test_holds_the_brokers_lock_while_deleting(small_store, monkeypatch):
     """A broker starting mid-run must find the lock taken (DefaultMessageStore#start tryLock)."""
-    from rmqstore_cli.store import cleanup
-    from rmqstore_cli.store.lock import lock_holder
+    from rmqstore_cli.store.files.lock import lock_holder
+    from rmqstore_cli.store.write import cleanup
 
     set_ages(small_store, [100] * 3 + [1])
     seen = []
@@ -401,7 +401,7 @@ def test_holds_the_brokers_lock_while_deleting(small_store, monkeypatch):
         sys.executable,
         "-c",
         "import sys; from pathlib import Path; "
-        "from rmqstore_cli.store.lock import lock_holder; print(lock_holder(Path(sys.argv[1])))",
+        "from rmqstore_cli.store.files.lock import lock_holder; print(lock_holder(Path(sys.argv[1])))",
         str(small_store),
     ]
     real_unlink = cleanup._unlink_proven
@@ -467,7 +467,7 @@ def test_stray_names_are_never_deleted(small_store):
 
 
 def test_a_failed_deletion_stops_the_run_and_the_next_run_finishes(small_store, monkeypatch):
-    from rmqstore_cli.store import cleanup
+    from rmqstore_cli.store.write import cleanup
 
     set_ages(small_store, [100] * 20 + [1])
     calls = []
@@ -698,7 +698,7 @@ def test_a_journal_that_cannot_be_written_does_not_stop_the_deletions(small_stor
 def test_a_long_journal_keeps_its_newest_lines(small_store, monkeypatch):
     """Past LIMIT bytes the oldest whole lines go (written beside and renamed in) before a
     run appends; the newest run is always whole."""
-    from rmqstore_cli.store import expire_journal
+    from rmqstore_cli.store.write import expire_journal
 
     monkeypatch.setattr(expire_journal, "LIMIT", 4096)
     monkeypatch.setattr(expire_journal, "KEEP", 2048)

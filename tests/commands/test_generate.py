@@ -15,9 +15,9 @@ from rmqstore_cli.formats.commitlog import (
     TRANSACTION_ROLLBACK_TYPE,
 )
 
-from rmqstore_cli.store.config import StoreConfig
-from rmqstore_cli.store.dispatch import Dispatcher
+from rmqstore_cli.store.layout.config import StoreConfig
 from rmqstore_cli.store.message_store import MessageStore
+from rmqstore_cli.store.write.dispatch import Dispatcher
 from tests.helpers import SMALL, cli, generate, run
 
 

@@ -29,8 +29,8 @@ def _dispatch_sample(src, out, run=False):
     from rmqstore_cli.commands.common import load_config
 
     from rmqstore_cli.store.commitlog import CommitLog
-    from rmqstore_cli.store.compaction_writer import CompactionDispatch
-    from rmqstore_cli.store.dispatch import dispatch_request
+    from rmqstore_cli.store.write.compaction_writer import CompactionDispatch
+    from rmqstore_cli.store.write.dispatch import dispatch_request
 
     cfg = load_config(src / "store", src / "broker.conf", None, None, None, None)
     cd = CompactionDispatch(
@@ -371,8 +371,8 @@ def test_sample_dispatched_in_two_runs_equals_one_run_TopicPartitionLog_init(sam
     from rmqstore_cli.commands.common import load_config
 
     from rmqstore_cli.store.commitlog import CommitLog
-    from rmqstore_cli.store.compaction_writer import CompactionDispatch
-    from rmqstore_cli.store.dispatch import dispatch_request
+    from rmqstore_cli.store.write.compaction_writer import CompactionDispatch
+    from rmqstore_cli.store.write.dispatch import dispatch_request
 
     src = sample_tarball("compaction")
     _dispatch_sample(src, tmp_path / "one")

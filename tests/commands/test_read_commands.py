@@ -130,8 +130,8 @@ def test_index_lookup_broker_window_equals_true_offsets(fixture):
 
 
 def test_raw_query_offset_equals_broker(fixture):
-    from rmqstore_cli.store.config import StoreConfig
-    from rmqstore_cli.store.lookup import broker_query_message, query_offset
+    from rmqstore_cli.store.answers.lookup import broker_query_message, query_offset
+    from rmqstore_cli.store.layout.config import StoreConfig
     from rmqstore_cli.store.message_store import MessageStore
 
     store, conf, exp = fixture
@@ -365,7 +365,7 @@ def test_dump_cq_from_limit_and_no_resolve(small_store):
 
 
 def test_pre_blank_units_are_shown_as_such(small_store):
-    from rmqstore_cli.store.consume_queue import ConsumeQueue, ConsumeQueueWriter
+    from rmqstore_cli.store.queues.consume_queue import ConsumeQueue, ConsumeQueueWriter
 
     root = small_store / "consumequeue"
     cq = ConsumeQueue(root, "OrderTopic", 1, 2000)
@@ -471,7 +471,7 @@ def test_index_lookup_time_window_is_real_store_time(small_store):
 def test_first_entry_of_rolled_index_file_found_in_window(small_store):
     """The first entry of a rolled index file reads back late (docs/format/index.md#rolling); a window around its
     real store time still finds it."""
-    from rmqstore_cli.store.index import IndexFile
+    from rmqstore_cli.store.queues.index import IndexFile
 
     files = sorted((small_store / "index").iterdir())
     assert len(files) > 2
@@ -564,8 +564,8 @@ def test_generated_store_is_not_modified(small_store):
 def hostile_store(tmp_path_factory):
     """A store whose topic and keys hold terminal escapes, rich markup and invalid UTF-8."""
     from rmqstore_cli.store.commitlog import AppendSpec
-    from rmqstore_cli.store.config import StoreConfig
-    from rmqstore_cli.store.writer import StoreWriter
+    from rmqstore_cli.store.layout.config import StoreConfig
+    from rmqstore_cli.store.write.writer import StoreWriter
 
     root = tmp_path_factory.mktemp("hostile") / "store"
     cfg = StoreConfig.load(

@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 
 from rmqstore_cli.store.commitlog import CommitLog, Status, check_message
-from rmqstore_cli.store.config import StoreConfig
-from rmqstore_cli.store.consume_queue import PRE_BLANK_UNIT, ConsumeQueue
-from rmqstore_cli.store.dispatch import Dispatcher
-from rmqstore_cli.store.mapped_files import queue_dirs
+from rmqstore_cli.store.files.mapped_files import queue_dirs
+from rmqstore_cli.store.layout.config import StoreConfig
+from rmqstore_cli.store.queues.consume_queue import PRE_BLANK_UNIT, ConsumeQueue
+from rmqstore_cli.store.write.dispatch import Dispatcher
 from tests.helpers import ROOT, cli, generate, run, tree_digest
 
 PARTS = ("consumequeue", "index")
@@ -131,7 +131,7 @@ def test_in_place_keeps_its_backups_where_stderr_says_and_verify_knows_them(smal
     """#31: the replaced sets were left as consumequeue.bak-<id>, index.bak-<id> and
     checkpoint.bak-<id> in the store root, where the next verify reported each as
     store.unknown-entry (a warning). They now go to rmqstore-backup/<id>/, which stderr
-    names and verify and stats know (store/root_entries.py)."""
+    names and verify and stats know (store/layout/root_entries.py)."""
     import re
 
     before = tree_digest(small_store)

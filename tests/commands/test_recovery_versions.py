@@ -24,7 +24,7 @@ import pytest
 from rmqstore_cli.formats.consume_queue import ConsumeQueueUnit
 from rmqstore_cli.formats.derive import numpy_dtype
 
-from rmqstore_cli.store.startup import normal_dispatched, normal_recovery_start, resolve_version
+from rmqstore_cli.store.checks.startup import normal_dispatched, normal_recovery_start, resolve_version
 from tests.helpers import cli, generate
 
 CL_SIZE = 131072

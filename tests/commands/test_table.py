@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 from rmqstore_cli.render import Output, TableWriter, text_width
-from rmqstore_cli.store.columns import MessageBlock
 from rmqstore_cli.store.commitlog import AppendSpec, CommitLog
-from rmqstore_cli.store.config import StoreConfig
+from rmqstore_cli.store.layout.config import StoreConfig
+from rmqstore_cli.store.records.columns import MessageBlock
 from rmqstore_cli.tableblock import block_rows, commitlog_columns, message_row
 from rmqstore_cli.times import parse_tz
 from tests.helpers import cli, fixture_dir, run
@@ -354,8 +354,8 @@ def test_record_kind_follows_the_broker_rules():
     """ScheduleMessageService#computeDeliverTimestamp with CommitLog#checkMessageAndReturnSize's
     cap at the last level; no time for a DELAY the broker cannot read; topic kinds before the
     transaction bits (parseHalfMessageInner resets them on the half topic anyway)."""
-    from rmqstore_cli.store.config import DEFAULT_DELAY_LEVELS
-    from rmqstore_cli.store.kinds import Kind, kind_detail, record_kind
+    from rmqstore_cli.store.layout.config import DEFAULT_DELAY_LEVELS
+    from rmqstore_cli.store.records.kinds import Kind, kind_detail, record_kind
 
     levels = _levels(DEFAULT_DELAY_LEVELS)
     k = record_kind("SCHEDULE_TOPIC_XXXX", 0, {"DELAY": "99", "REAL_TOPIC": "T"}, 1000, 0, levels)

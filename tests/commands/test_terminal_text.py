@@ -52,8 +52,8 @@ def store(tmp_path_factory):
     body; one whose topic is rich markup; one with invalid UTF-8 everywhere; and consumer
     offsets under hostile group names."""
     from rmqstore_cli.store.commitlog import AppendSpec
-    from rmqstore_cli.store.config import StoreConfig
-    from rmqstore_cli.store.writer import StoreWriter
+    from rmqstore_cli.store.layout.config import StoreConfig
+    from rmqstore_cli.store.write.writer import StoreWriter
 
     root = tmp_path_factory.mktemp("terminal") / "store"
     cfg = StoreConfig.load(root, mapped_file_size_commit_log=1 << 20, max_hash_slot_num=64, max_index_num=400)

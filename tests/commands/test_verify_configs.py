@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from rmqstore_cli.store.configfiles import BROKER_CONFIG_FILES, LMQ_OFFSETS
+from rmqstore_cli.store.layout.configfiles import BROKER_CONFIG_FILES, LMQ_OFFSETS
 from tests.helpers import cli, generate, run
 
 GOOD = b'{"offsetTable":{"T@g":{0:250,1:250}},"dataVersion":{"counter":3}}'
@@ -112,8 +112,8 @@ def test_each_config_file_each_way_it_loads(tiny, tmp_path, config, version, cas
     check, severity, on_bak, starts = want
     if check == "config.load-fails" and not config.gates_start:  # its caller ignores #load's false
         check, starts = "config.lost", True
-    from rmqstore_cli.store.configfiles import load_broker_configs
-    from rmqstore_cli.store.startup import config_reasons
+    from rmqstore_cli.store.checks.startup import config_reasons
+    from rmqstore_cli.store.layout.configfiles import load_broker_configs
 
     reasons = config_reasons(load_broker_configs(store / "config", version, config is LMQ_OFFSETS))
     assert any(r.fatal for r in reasons) is not starts  # broker_start's verdict agrees with the finding
@@ -171,7 +171,7 @@ def test_spark_engine_reaches_the_same_config_findings(tiny, tmp_path):
 def test_would_not_start_without_a_finding_of_its_own_is_broker_no_start(tmp_path):
     """A fatal reason no finding reports (5.0-5.3.3's empty last consume-queue file) is a
     ``broker.no-start`` error finding, counted in the summary, and exit 1."""
-    from rmqstore_cli.store.startup import Reason, predict, start_findings
+    from rmqstore_cli.store.checks.startup import Reason, predict, start_findings
 
     verdict = predict(
         "5",

@@ -7,7 +7,7 @@ import filecmp
 import ipaddress
 import json
 
-from rmqstore_cli.store.config import StoreConfig
+from rmqstore_cli.store.layout.config import StoreConfig
 from rmqstore_cli.store.message_store import MessageStore
 from tests.helpers import cli
 

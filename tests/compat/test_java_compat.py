@@ -10,9 +10,9 @@ import crcmod.predefined
 from rmqstore_cli.formats.commitlog import MAGIC_V1
 
 from rmqstore_cli.store.commitlog import AppendSpec, CommitLog, Status, check_message, encode_record
-from rmqstore_cli.store.config import StoreConfig
 from rmqstore_cli.store.javahash import index_key_hash, java_hash
-from rmqstore_cli.store.message import (
+from rmqstore_cli.store.layout.config import StoreConfig
+from rmqstore_cli.store.records.message import (
     JavaHashMap,
     body_crc,
     decode_offset_msg_id,
@@ -21,7 +21,7 @@ from rmqstore_cli.store.message import (
     host_bytes,
     offset_msg_id,
 )
-from rmqstore_cli.store.send_path import BrokerProfile, broker_map, stored_properties
+from rmqstore_cli.store.write.send_path import BrokerProfile, broker_map, stored_properties
 from tests.helpers import VECTORS
 
 
@@ -175,7 +175,7 @@ def test_engine_crc32_is_zlibs_on_every_length_and_view():
     import os
     import zlib
 
-    from rmqstore_cli.store.crc import crc32 as engine_crc32
+    from rmqstore_cli.store.files.crc import crc32 as engine_crc32
 
     data = os.urandom(70000)
     view = memoryview(data)

@@ -1,6 +1,6 @@
 """The bulk readers (commitlog.bulk, arrays, javahash, properties) against the per-record engine functions.
 
-``java_hash``/``index_key_hash`` (store/message.py), ``parse_properties``
+``java_hash``/``index_key_hash`` (store/records/message.py), ``parse_properties``
 (MessageDecoder#string2messageProperties) and ``check_message``
 (CommitLog#checkMessageAndReturnSize) are the references; the vectorised code used by
 rebuild-index and verify must agree with them on every input.
@@ -17,11 +17,12 @@ import struct
 import numpy as np
 from rmqstore_cli.formats.properties import parse_properties
 
-from rmqstore_cli.store import arrays, crc, mapped_files, properties
 from rmqstore_cli.store.commitlog import CommitLog, Status, bulk, check_message
-from rmqstore_cli.store.config import StoreConfig
+from rmqstore_cli.store.files import arrays, crc, mapped_files
 from rmqstore_cli.store.javahash import bulk as javahash, index_key_hash, java_hash
-from rmqstore_cli.store.message import body_crc
+from rmqstore_cli.store.layout.config import StoreConfig
+from rmqstore_cli.store.records import properties
+from rmqstore_cli.store.records.message import body_crc
 from tests.helpers import cli, generate
 
 # "AuditTopic#minhash-280000磁龟".hashCode() == Integer.MIN_VALUE (IndexFile#indexKeyHashMethod -> 0)
@@ -533,8 +534,8 @@ def test_rebuild_of_tricky_properties_equals_the_per_record_dispatch(tmp_path):
 def test_first_crc_failure_is_the_first_record_check_message_rejects(small_store):
     """Recovery's checkCRCOnRecover (rebuild._first_crc_failure, on crc.body_crcs) stops at
     the first record whose body CRC check_message(check_crc=True) finds wrong."""
-    from rmqstore_cli.store.fastdispatch import FastDispatcher
-    from rmqstore_cli.store.rebuild import _first_crc_failure
+    from rmqstore_cli.store.write.fastdispatch import FastDispatcher
+    from rmqstore_cli.store.write.rebuild import _first_crc_failure
 
     last = sorted((small_store / "commitlog").iterdir())[-1]
     data = bytearray(last.read_bytes())

@@ -1,5 +1,5 @@
-"""The 5.x batch consume queue and compaction store owners (store/batch_queue.py,
-store/compaction.py) against the real 5.3.3 samples' expected.json, and against queues
+"""The 5.x batch consume queue and compaction store owners (store/queues/batch_queue.py,
+store/queues/compaction.py) against the real 5.3.3 samples' expected.json, and against queues
 built here byte by byte from the documented layout (``BatchConsumeQueue#putBatchMessagePositionInfo``:
 >q offset, >i size, >q tagsCode, >q storeTime, >q msgBaseOffset, >h batchSize, >i compactedOffset,
 >i reserved), independently of formats/."""
@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from rmqstore_cli.errors import StoreError
-from rmqstore_cli.store.batch_queue import BatchConsumeQueue, BatchConsumeQueueWriter, batch_queues
-from rmqstore_cli.store.compaction import CompactionStore, compaction_log_size, parse_position_checkpoint
-from rmqstore_cli.store.config import StoreConfig
+from rmqstore_cli.store.layout.config import StoreConfig
+from rmqstore_cli.store.queues.batch_queue import BatchConsumeQueue, BatchConsumeQueueWriter, batch_queues
+from rmqstore_cli.store.queues.compaction import CompactionStore, compaction_log_size, parse_position_checkpoint
 
 UNIT = ">qiqqqhii"  # the broker's 46 bytes, written out here by hand (test-only)
 
@@ -213,7 +213,7 @@ def test_QueueTypeUtils_getCQType_one_parser_for_batch_topics_and_verify(tmp_pat
     spellings are ``AttributeUtil#alterCurrentAttributes`` requests, stored under the real
     key): batch_topics agrees with queue_type on every topic (was: ``+queue.type`` made a
     BatchCQ topic for rebuild and generate while verify called it SimpleCQ)."""
-    from rmqstore_cli.store.batch_queue import batch_topics, queue_type
+    from rmqstore_cli.store.queues.batch_queue import batch_topics, queue_type
 
     table = {t: {"topicName": t, "attributes": a} for t, (a, _) in _QUEUE_TYPE_CASES.items()}
     table["NoAttributesKey"] = {"topicName": "NoAttributesKey"}

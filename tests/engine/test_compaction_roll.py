@@ -20,7 +20,7 @@ import struct
 
 import pytest
 
-from rmqstore_cli.store.batch_queue import BatchConsumeQueue
+from rmqstore_cli.store.queues.batch_queue import BatchConsumeQueue
 from tests.helpers import cli
 from tests.helpers.rawstore import UNIT, patch_unit
 

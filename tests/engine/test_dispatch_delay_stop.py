@@ -1,6 +1,6 @@
 """A schedule-topic record whose DELAY is not an int: the broker's dispatch check throws
 (``CommitLog#checkMessageAndReturnSize``), so the reput stops there. rebuild-index's block
-dispatch (store/fastdispatch.py, C loops and reference loops) must stop at the same record
+dispatch (store/write/fastdispatch.py, C loops and reference loops) must stop at the same record
 and write what the per-record dispatch of generate --from-jsonl wrote before it."""
 
 from __future__ import annotations

@@ -39,7 +39,7 @@ def _verify(store) -> tuple[list[dict], dict]:
 def test_the_doc_example_and_the_brokers_crc():
     """The bytes of docs/format/ha.md's example; the CRC is zlib's CRC-32 with its top bit
     cleared (UtilAll#crc32), over the entry lines with their separators."""
-    from rmqstore_cli.store.epoch_file import encode_epoch_file, parse_epoch_file
+    from rmqstore_cli.store.layout.epoch_file import encode_epoch_file, parse_epoch_file
 
     data = encode_epoch_file([(1, 0), (2, 10485760)])
     assert data == b"2\n1815100642\n1-0\n2-10485760\n"
@@ -60,14 +60,14 @@ def test_the_doc_example_and_the_brokers_crc():
     ],
 )
 def test_header_handling_is_the_brokers(lines, problem, fatal):
-    from rmqstore_cli.store.epoch_file import parse_epoch_file
+    from rmqstore_cli.store.layout.epoch_file import parse_epoch_file
 
     r = parse_epoch_file(None, lines)
     assert (r.problem, r.fatal) == (problem, fatal)
 
 
 def test_a_skipped_line_counts_in_the_crc_but_not_as_an_entry():
-    from rmqstore_cli.store.epoch_file import parse_epoch_file
+    from rmqstore_cli.store.layout.epoch_file import parse_epoch_file
 
     crc = zlib.crc32(b"1-0\njunk\n") & 0x7FFFFFFF
     r = parse_epoch_file(None, ["1", str(crc), "1-0", "junk"])
@@ -75,7 +75,7 @@ def test_a_skipped_line_counts_in_the_crc_but_not_as_an_entry():
 
 
 def test_a_rejected_file_falls_back_to_the_bak(store):
-    from rmqstore_cli.store.epoch_file import encode_epoch_file, read_epoch_file
+    from rmqstore_cli.store.layout.epoch_file import encode_epoch_file, read_epoch_file
 
     (store / "epochFileCheckpoint").write_bytes(encode_epoch_file([(1, 0), (2, 50)], crc=12345))
     (store / "epochFileCheckpoint.bak").write_bytes(encode_epoch_file([(1, 0)]))
@@ -106,7 +106,7 @@ def test_a_sound_epoch_file_has_no_finding_and_its_spans_match_the_dump(store):
 
 
 def test_an_epoch_beyond_the_end_is_an_error(store):
-    from rmqstore_cli.store.epoch_file import encode_epoch_file
+    from rmqstore_cli.store.layout.epoch_file import encode_epoch_file
 
     offs = _offsets(store)
     _, before = _verify(store)
@@ -120,7 +120,7 @@ def test_an_epoch_beyond_the_end_is_an_error(store):
 
 
 def test_epochs_out_of_order(store):
-    from rmqstore_cli.store.epoch_file import encode_epoch_file
+    from rmqstore_cli.store.layout.epoch_file import encode_epoch_file
 
     offs = _offsets(store)
     (store / "epochFileCheckpoint").write_bytes(
@@ -133,7 +133,7 @@ def test_epochs_out_of_order(store):
 def test_the_truncation_the_next_start_makes(store):
     """The log cut short at a record (a torn tail): recovery cuts there, and the epochs starting at
     or after the cut are the ones EpochFileCache#truncateSuffixByOffset drops."""
-    from rmqstore_cli.store.epoch_file import encode_epoch_file
+    from rmqstore_cli.store.layout.epoch_file import encode_epoch_file
 
     offs = _offsets(store)
     (store / "epochFileCheckpoint").write_bytes(encode_epoch_file([(1, 0), (2, offs[200]), (3, offs[250])]))
@@ -153,7 +153,7 @@ def test_the_truncation_the_next_start_makes(store):
 def test_the_pipeline_engine_reports_the_same(store):
     from rmqstore_cli.pipeline.stores import store_specs
     from rmqstore_cli.pipeline.verify_tasks import verify_stores
-    from rmqstore_cli.store.epoch_file import encode_epoch_file
+    from rmqstore_cli.store.layout.epoch_file import encode_epoch_file
     from tests.helpers.verify_reference import verify_store
 
     offs = _offsets(store)
@@ -168,7 +168,7 @@ def test_the_pipeline_engine_reports_the_same(store):
 def test_dump_commitlog_summary_counts_each_epochs_records(store):
     """Each epoch's messages in dump-commitlog --summary: the full dump's records whose offset
     lies in [start, next start) (the last up to the end), counted here from the offsets."""
-    from rmqstore_cli.store.epoch_file import encode_epoch_file
+    from rmqstore_cli.store.layout.epoch_file import encode_epoch_file
 
     offs = _offsets(store)
     (store / "epochFileCheckpoint").write_bytes(encode_epoch_file([(4, 0), (5, offs[77]), (9, offs[201])]))

@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from rmqstore_cli.store import extload
+from rmqstore_cli.store.files import extload
 from tests.helpers import ROOT
 
 EXTENSIONS = ("_ckernels", "_cjson", "_mapguard")
@@ -97,8 +97,8 @@ def test_load_tells_not_built_from_a_failed_import(monkeypatch):
 def test_fast_paths_report_a_failed_kernels_import(monkeypatch):
     """FastPaths.extensions passes on the kernels' recorded problem (what --version and
     verify's summary print), and RMQSTORE_PURE wins over it for the speed paths."""
-    from rmqstore_cli.store import kernels
-    from rmqstore_cli.store.fastpaths import FastPaths
+    from rmqstore_cli.store.files import kernels
+    from rmqstore_cli.store.files.fastpaths import FastPaths
 
     monkeypatch.setattr(kernels, "BUILT", False)
     monkeypatch.setattr(kernels, "PROBLEM", "failed to import: undefined symbol: X")

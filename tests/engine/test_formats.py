@@ -26,7 +26,7 @@ from rmqstore_cli.formats.index import ENTRY_FORMAT, HEADER_FORMAT, IndexEntry, 
 from rmqstore_cli.formats.properties import parse_properties, serialize_properties
 
 from rmqstore_cli.store.commitlog import CommitLog, Status, check_message
-from rmqstore_cli.store.config import StoreConfig
+from rmqstore_cli.store.layout.config import StoreConfig
 from tests.helpers import fixture_dir
 
 i32 = st.integers(-(2**31), 2**31 - 1)
@@ -107,8 +107,8 @@ def test_named_positions_read_every_field_as_the_declaration_decodes_it(recs):
     positions, no number of their own) gives every field construct decodes."""
     from rmqstore_cli.formats.commitlog import RECORD_FIXED_SIZE, record_length
 
-    from rmqstore_cli.store.columns import MessageBlock
     from rmqstore_cli.store.commitlog.bulk import RecordBatch
+    from rmqstore_cli.store.records.columns import MessageBlock
 
     raws = [MessageRecord.build(r) for r in recs]
     buf = b"".join(raws)

@@ -1,6 +1,6 @@
 """KeyedRows gives back the rows it was given, by index, slice and iteration."""
 
-from rmqstore_cli.store.keyed_rows import KeyedRows
+from rmqstore_cli.store.answers.keyed_rows import KeyedRows
 
 
 def test_rows_come_back_as_given():

@@ -73,8 +73,8 @@ def test_rebuild_without_multi_dispatch_writes_no_lmq_queue(lmq, tmp_path):
 def test_pipeline_rebuild_reproduces_the_real_sample(lmq, tmp_path, engine):
     """pipeline/rebuild_tasks.py (the Spark tasks, run in process): the same bytes."""
     from rmqstore_cli.pipeline.local import rebuild_build
-    from rmqstore_cli.store.config import StoreConfig
-    from rmqstore_cli.store.rebuild import RebuildOptions, build_set
+    from rmqstore_cli.store.layout.config import StoreConfig
+    from rmqstore_cli.store.write.rebuild import RebuildOptions, build_set
 
     store, conf, _ = lmq
     build = build_set if engine == "local" else rebuild_build
@@ -140,7 +140,7 @@ def test_every_reader_agrees_with_expected_json(lmq):
 def test_offset_counters_replay_the_real_store(lmq):
     """``MultiDispatch#wrapMultiDispatch``/``#updateMultiQueueOffset`` replayed over the log
     give every message's INNER_MULTI_QUEUE_OFFSET and the final counters of expected.json."""
-    from rmqstore_cli.store.lmq import MULTI_DISPATCH, MULTI_QUEUE_OFFSET, OffsetCounters
+    from rmqstore_cli.store.write.lmq import MULTI_DISPATCH, MULTI_QUEUE_OFFSET, OffsetCounters
 
     store, conf, exp = lmq
     rows = [
@@ -305,8 +305,8 @@ def test_independent_store_rebuilds_and_verifies(tmp_path):
 def test_independent_store_spark_engine(tmp_path, spark):
     """Spark's rebuild (pipeline/rebuild_tasks.py on local[2]) writes the same LMQ queues."""
     from rmqstore_cli.pipeline import spark as sp
-    from rmqstore_cli.store.config import StoreConfig
-    from rmqstore_cli.store.rebuild import RebuildOptions
+    from rmqstore_cli.store.layout.config import StoreConfig
+    from rmqstore_cli.store.write.rebuild import RebuildOptions
 
     store, units = _independent_store(tmp_path / "s")
     _write_units(tmp_path / "want", units)
@@ -368,8 +368,8 @@ def test_append_re_encodes_as_the_real_4_9_7_store(lmq):
 
     from rmqstore_cli.formats.properties import serialize_properties
 
-    from rmqstore_cli.store.config import StoreConfig
-    from rmqstore_cli.store.lmq import MULTI_QUEUE_OFFSET, MultiDispatchAppender
+    from rmqstore_cli.store.layout.config import StoreConfig
+    from rmqstore_cli.store.write.lmq import MULTI_QUEUE_OFFSET, MultiDispatchAppender
 
     store, conf, _ = lmq
     rows = [
@@ -452,7 +452,7 @@ def test_generate_lmq_store_rebuilds_and_verifies(tmp_path):
 def test_fan_out_rules_of_4_9_and_5():
     """``ConsumeQueue#multiDispatchLmqQueue`` (4.9.7) and 5.x ``MultiDispatchUtils``: the
     queue id, ``String#split`` dropping trailing empties, blank properties, the 5.x skips."""
-    from rmqstore_cli.store.lmq import Target, fan_out
+    from rmqstore_cli.store.write.lmq import Target, fan_out
 
     fo = fan_out("T", 3, "%LMQ%a,Mirror,", "7,2,", enable_lmq=True)
     assert fo.problem is None and fo.targets == [Target("%LMQ%a", 0, 7), Target("Mirror", 3, 2)]

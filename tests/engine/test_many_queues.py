@@ -8,8 +8,8 @@ from collections import Counter
 
 import pytest
 
-from rmqstore_cli.store import mapguard
-from rmqstore_cli.store.topics import TopicIds
+from rmqstore_cli.store.files import mapguard
+from rmqstore_cli.store.records.topics import TopicIds
 from tests.helpers import cli, generate
 
 TOPICS = 300

@@ -64,7 +64,7 @@ def _scan_state(store, monkeypatch) -> tuple[int, int, int]:
     """(largest per-queue marks, largest per-index-file state during the scan, messages) of
     a verify of ``store`` with batches of 256 records and index chunks of 512 entries."""
     from rmqstore_cli.store import verify as V
-    from rmqstore_cli.store.config import StoreConfig
+    from rmqstore_cli.store.layout.config import StoreConfig
 
     monkeypatch.setattr(V.limits, "BATCH", 256)
     monkeypatch.setattr(V.limits, "INDEX_CHUNK", 512)
@@ -220,8 +220,8 @@ def test_rebuild_keeps_no_page_of_a_full_index_file(small_store, tmp_path):
     set per 20 M keys); the last file keeps at most its slots and header."""
     import datetime
 
-    from rmqstore_cli.store.config import StoreConfig
-    from rmqstore_cli.store.rebuild import RebuildOptions, build_set
+    from rmqstore_cli.store.layout.config import StoreConfig
+    from rmqstore_cli.store.write.rebuild import RebuildOptions, build_set
 
     cfg = StoreConfig.load(
         small_store,
@@ -250,7 +250,7 @@ def test_rebuild_keeps_no_page_of_a_full_index_file(small_store, tmp_path):
 def test_queue_units_at_skips_files_with_no_unit_asked(tmp_path):
     """units_at over units in the first and third file of a queue (none in the second): the
     units as the files hold them, each file's pages released after its units are copied."""
-    from rmqstore_cli.store.consume_queue import ConsumeQueue
+    from rmqstore_cli.store.queues.consume_queue import ConsumeQueue
 
     store = generate(tmp_path / "s", "--topics", "1", "--queues", "1", messages=400)
     qdir = next(p for t in (store / "consumequeue").iterdir() for p in t.iterdir())

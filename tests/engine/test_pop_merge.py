@@ -1,4 +1,4 @@
-"""store/pop.py's merge, record by record: a checkpoint still in the timer then delivered,
+"""store/answers/pop.py's merge, record by record: a checkpoint still in the timer then delivered,
 acks merged by PopReviveService#consumeReviveMessage's key, an ack naming no checkpoint or
 an offset outside it, a re-put checkpoint, one naming no group."""
 
@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from rmqstore_cli.formats.pop import Ack, CheckPoint, ack_body, checkpoint_body
 
-from rmqstore_cli.store import pop
+from rmqstore_cli.store.answers import pop
 
 REVIVE = "rmq_sys_REVIVE_LOG_c"
 

@@ -13,10 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rmqstore_cli.store import consume_queue
-from rmqstore_cli.store.config import StoreConfig
-from rmqstore_cli.store.consume_queue import ConsumeQueue
-from rmqstore_cli.store.startup_queues import known_end, queue_ends
+from rmqstore_cli.store.checks.startup_queues import known_end, queue_ends
+from rmqstore_cli.store.layout.config import StoreConfig
+from rmqstore_cli.store.queues import consume_queue
+from rmqstore_cli.store.queues.consume_queue import ConsumeQueue
 from tests.helpers import cli, generate
 
 #: 3000 units a file: a queue of a few hundred messages is a sparse file, its data one extent.

@@ -8,8 +8,8 @@ import json
 import shutil
 
 from rmqstore_cli.store.commitlog import CommitLog
-from rmqstore_cli.store.config import StoreConfig
-from rmqstore_cli.store.dispatch import Dispatcher
+from rmqstore_cli.store.layout.config import StoreConfig
+from rmqstore_cli.store.write.dispatch import Dispatcher
 from tests.helpers import cli
 
 BCQ = ("batchconsumequeue", "BulkTopic", "0")

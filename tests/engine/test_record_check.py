@@ -15,7 +15,7 @@ from rmqstore_cli.store.commitlog.layout import (
     PROPERTIES_LENGTH_SIZE,
     PROPERTIES_LENGTH_STRUCT,
 )
-from rmqstore_cli.store.config import StoreConfig
+from rmqstore_cli.store.layout.config import StoreConfig
 
 HOST = (bytes([10, 0, 0, 5]), 10911)
 BODY = b"hello, broker"

@@ -61,7 +61,7 @@ def built(tmp_path_factory):
 
 
 def test_sample_bounds_and_entries_RocksDBConsumeQueueStore_getMaxOffsetInQueue(sample):
-    from rmqstore_cli.store.rocksdb_cq import RocksDBConsumeQueues
+    from rmqstore_cli.store.queues.rocksdb_cq import RocksDBConsumeQueues
 
     store, exp = sample
     db = RocksDBConsumeQueues(store / "consumequeue")
@@ -472,7 +472,7 @@ def test_config_in_rocksdb_topics_and_offsets(built, tmp_path):
     n = units[-1][0] + 1
     assert got[("g1", topic, qid)] == (3, n, "consumerOffsets/")
     assert got[("g2", topic, qid)] == (5, n, "rdb/")
-    from rmqstore_cli.store.config import StoreConfig
+    from rmqstore_cli.store.layout.config import StoreConfig
     from rmqstore_cli.store.message_store import MessageStore
 
     ms = MessageStore.open(StoreConfig.load(store, None))
@@ -522,7 +522,7 @@ def test_layouts_agree_with_the_java_byte_for_byte():
     import numpy as np
     from rmqstore_cli.formats import rocksdb_cq as fmt
 
-    from rmqstore_cli.store.rocksdb_cq import cq_key as our_key, parse_cq_key, parse_offset_key
+    from rmqstore_cli.store.queues.rocksdb_cq import cq_key as our_key, parse_cq_key, parse_offset_key
 
     for topic, qid, off in (("T", 0, 0), ("订单-Topic", 7, 1 << 40), ("%RETRY%g", 2**31 - 1, 2**63 - 1)):
         k = cq_key(topic, qid, off)
@@ -567,7 +567,7 @@ def test_min_offset_past_expired_messages_getMinCqOffset(built):
     """The min row below the commit log's first offset: the first unit at or after it
     (RocksDBConsumeQueueOffsetTable#correctMinCqOffset's binarySearchInCQ with min);
     max + 1 when every unit is below it."""
-    from rmqstore_cli.store.rocksdb_cq import RocksDBConsumeQueues
+    from rmqstore_cli.store.queues.rocksdb_cq import RocksDBConsumeQueues
 
     _, rocks, queues = built
     (topic, qid), units = next(iter(queues.items()))
@@ -651,7 +651,7 @@ def test_dispatch_checkpoint_decides_what_is_missing(tmp_path):
 def test_malformed_keys_inside_a_queue_range(tmp_path):
     """Keys with a queue's prefix but the wrong length, at its ends and in the middle: no
     traceback; every unit still reads and the bounds are the well-formed keys'."""
-    from rmqstore_cli.store.rocksdb_cq import RocksDBConsumeQueues
+    from rmqstore_cli.store.queues.rocksdb_cq import RocksDBConsumeQueues
 
     base = generate(
         tmp_path / "files",

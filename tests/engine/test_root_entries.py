@@ -1,5 +1,5 @@
 """verify and stats account for every entry of a store root by the one table of
-store/root_entries.py (4.9.x and 5.x brokers: StorePathConfigHelper, MessageStoreConfig,
+store/layout/root_entries.py (4.9.x and 5.x brokers: StorePathConfigHelper, MessageStoreConfig,
 TimerMessageStore, CompactionStore, DLedgerConfig#getDefaultPath, …): what verify does not
 check is named (info), what no broker writes is named (warning), never silently ignored."""
 
@@ -26,7 +26,7 @@ def store(master, tmp_path):
 
 
 def test_classify_the_broker_entries():
-    from rmqstore_cli.store.root_entries import ROOT_ENTRIES, classify
+    from rmqstore_cli.store.layout.root_entries import ROOT_ENTRIES, classify
 
     for name in (
         "commitlog",
@@ -89,7 +89,7 @@ def test_real_5x_samples_name_what_they_do_not_check(sample_tarball):
     compaction/, until their readers land) is named, nothing is unknown."""
     import os
 
-    from rmqstore_cli.store.root_entries import classify
+    from rmqstore_cli.store.layout.root_entries import classify
 
     store = sample_tarball("timer") / "store"
     r = cli("verify", "-s", store, "--format", "jsonl")

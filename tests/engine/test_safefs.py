@@ -1,4 +1,4 @@
-"""store/safefs.py: the one place store files are opened, written and deleted (docs/safety.md)."""
+"""store/files/safefs.py: the one place store files are opened, written and deleted (docs/safety.md)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import os
 import pytest
 
 from rmqstore_cli.errors import RefusedError, StoreError
-from rmqstore_cli.store import safefs
+from rmqstore_cli.store.files import safefs
 
 
 def test_read_refuses_fifo_without_hanging(tmp_path):

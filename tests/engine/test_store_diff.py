@@ -1,4 +1,4 @@
-"""store/store_diff.py's file comparison: the first differing byte of two files, read only
+"""store/answers/store_diff.py's file comparison: the first differing byte of two files, read only
 where either holds data (holes in both read as zeros in both), a chunk at a time."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from rmqstore_cli.store import store_diff
+from rmqstore_cli.store.answers import store_diff
 
 
 def sparse(path: Path, size: int, writes: dict[int, bytes]) -> Path:

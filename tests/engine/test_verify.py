@@ -419,7 +419,7 @@ def test_batch_property_scan_matches_the_broker_parser():
     from rmqstore_cli.formats.properties import parse_properties
 
     from rmqstore_cli.store.javahash import java_hash
-    from rmqstore_cli.store.properties import Properties as _Props
+    from rmqstore_cli.store.records.properties import Properties as _Props
 
     rnd = random.Random(5)
     names = ["TAGS", "KEYS", "UNIQ_KEY", "CLUSTER", "TAG", "KEYSX", "", "__CRC32#"]
@@ -569,8 +569,8 @@ def _store_with_properties(root, specials: dict[int, bytes], n: int = 200):
     """``n`` messages written by the engine (StoreWriter: commit log, queues, index); message
     ``i`` in ``specials`` gets those raw PROPERTIES bytes. Returns each message's offset."""
     from rmqstore_cli.store.commitlog import AppendSpec
-    from rmqstore_cli.store.config import StoreConfig
-    from rmqstore_cli.store.writer import StoreWriter
+    from rmqstore_cli.store.layout.config import StoreConfig
+    from rmqstore_cli.store.write.writer import StoreWriter
 
     cfg = StoreConfig.load(
         root,
@@ -656,7 +656,7 @@ def test_retired_index_files_give_the_same_findings(small_store, monkeypatch, da
     an index file once the scan has passed all its entries (memory does not grow with the
     index); the findings are those of keeping every file whole."""
     from rmqstore_cli.store import verify as V
-    from rmqstore_cli.store.config import StoreConfig
+    from rmqstore_cli.store.layout.config import StoreConfig
 
     def whole_store() -> tuple[list, dict]:
         cfg = StoreConfig.load(
@@ -688,9 +688,9 @@ def test_bulk_reads_of_the_store_owners_equal_their_per_record_reads(small_store
     files they lie in; entries in a range, slot values) is what their per-record reads give."""
     import numpy as np
 
-    from rmqstore_cli.store.consume_queue import ConsumeQueue
-    from rmqstore_cli.store.index import IndexFile, index_file_paths
-    from rmqstore_cli.store.mapped_files import queue_dirs
+    from rmqstore_cli.store.files.mapped_files import queue_dirs
+    from rmqstore_cli.store.queues.consume_queue import ConsumeQueue
+    from rmqstore_cli.store.queues.index import IndexFile, index_file_paths
 
     store = small_store_master
     for topic, qid, _ in list(queue_dirs(store / "consumequeue"))[:4]:

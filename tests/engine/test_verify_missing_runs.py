@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from rmqstore_cli.store.config import StoreConfig
+from rmqstore_cli.store.layout.config import StoreConfig
 from rmqstore_cli.store.verify import Verifier, VerifyOptions
 from tests.helpers import generate
 

@@ -17,7 +17,7 @@ from rmqstore_cli.formats.commitlog import TRANSACTION_COMMIT_TYPE, TRANSACTION_
 from rmqstore_cli.formats.timer import TIMER_TOPIC
 
 from rmqstore_cli.store.commitlog import CommitLog
-from rmqstore_cli.store.config import StoreConfig
+from rmqstore_cli.store.layout.config import StoreConfig
 from rmqstore_cli.store.verify import shared_walk
 from tests.helpers import cli, generate
 

@@ -1,4 +1,4 @@
-"""generate's workload drawn a block at a time (store/workload_blocks.py) stores, for every
+"""generate's workload drawn a block at a time (store/write/workload_blocks.py) stores, for every
 record, the PROPERTIES string the per-send path builds from the same values
 (Workload.specs: SendMessageProcessor's HashMap order via broker_map, CLUSTER, WAIT kept or
 left out, re-serialised), and the same seed gives the same sends."""
@@ -8,9 +8,9 @@ from __future__ import annotations
 import pytest
 from rmqstore_cli.formats.properties import parse_properties
 
-from rmqstore_cli.store.message import PROPERTY_REAL_QID, PROPERTY_REAL_TOPIC
-from rmqstore_cli.store.producer import Workload, WorkloadOptions
-from rmqstore_cli.store.send_path import BrokerProfile, broker_map, stored_properties
+from rmqstore_cli.store.records.message import PROPERTY_REAL_QID, PROPERTY_REAL_TOPIC
+from rmqstore_cli.store.write.producer import Workload, WorkloadOptions
+from rmqstore_cli.store.write.send_path import BrokerProfile, broker_map, stored_properties
 
 CLIENT = ("TAGS", "KEYS", "WAIT", "UNIQ_KEY")
 TX = (("TRAN_MSG", "true"), ("PGROUP", "tx-group"))

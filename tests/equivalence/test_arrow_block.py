@@ -66,7 +66,7 @@ def test_block_batches_same_with_the_reference_joins(tricky_store, small_store, 
     """arrow_block.ranges joins byte ranges with the C loop (kernels.join_ranges) or, on the
     reference path (RMQSTORE_PURE), a numpy gather: the same batches, equal to the rows of
     export_rows either way."""
-    from rmqstore_cli.store.fastpaths import FAST_PATHS
+    from rmqstore_cli.store.files.fastpaths import FAST_PATHS
 
     for root in (fixture_dir("5.3.3") / "store", tricky_store, small_store):
         for task in file_tasks([StoreSpec(str(root), "s1")]):

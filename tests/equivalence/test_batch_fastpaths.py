@@ -13,8 +13,9 @@ import random
 import numpy as np
 from rmqstore_cli.formats.properties import parse_properties
 
-from rmqstore_cli.store import arrays, properties, topics
+from rmqstore_cli.store.files import arrays
 from rmqstore_cli.store.javahash import bulk as javahash, java_hash
+from rmqstore_cli.store.records import properties, topics
 
 
 def test_window_hashes_equal_the_prefix_sum_hashes():

@@ -9,7 +9,7 @@ import mmap
 import numpy as np
 import pytest
 
-from rmqstore_cli.store.arrays import BE_U32, byte_rows, gather
+from rmqstore_cli.store.files.arrays import BE_U32, byte_rows, gather
 
 
 @pytest.mark.parametrize("width", [1, 2, 4, 8, 16, 20, 48, 61])

@@ -1,4 +1,4 @@
-"""The engine's C loops (rmqstore_cli/store/_ckernels.c through store/kernels.py) against the
+"""The engine's C loops (rmqstore_cli/store/_ckernels.c through store/files/kernels.py) against the
 reference loops on hostile input, their argument checks, and the fallback.
 
 The walks (``CommitLog#checkMessageAndReturnSize``'s first checks, ``DLedgerMmapFileStore#recover``'s
@@ -32,7 +32,7 @@ from tests.helpers import ROOT, cli, fixture_dir, generate, needs_c, without_loo
 @pytest.fixture
 def K():
     needs_c()
-    from rmqstore_cli.store import kernels
+    from rmqstore_cli.store.files import kernels
 
     return kernels
 
@@ -40,7 +40,7 @@ def K():
 def test_the_extension_was_built_with_the_layout_of_formats(K):
     import importlib
 
-    from rmqstore_cli.store.fastpaths import FastPaths
+    from rmqstore_cli.store.files.fastpaths import FastPaths
 
     ext = importlib.import_module("rmqstore_cli.store._ckernels")
     assert K.BUILT and K.walk is ext.walk and ext.LAYOUT == K.layout()
@@ -187,8 +187,8 @@ class Refuse:
         if name == "rmqstore_cli.store._ckernels":
             raise ImportError("refused by the test")
 sys.meta_path.insert(0, Refuse())
-from rmqstore_cli.store import kernels
-from rmqstore_cli.store.fastpaths import FAST_PATHS
+from rmqstore_cli.store.files import kernels
+from rmqstore_cli.store.files.fastpaths import FAST_PATHS
 assert not kernels.BUILT and FAST_PATHS.kernels() is None and not hasattr(kernels, "walk")
 from rmqstore_cli.app import main
 main()
@@ -245,7 +245,7 @@ def test_real_broker_stores_verify_alike_on_both_paths(sample, sample_tarball, m
     """verify (``CommitLog#recover*``'s checks and more) of the real-broker stores, plain and
     DLedger: the C loops and the reference loops give the same findings and summary."""
     needs_c()
-    from rmqstore_cli.store.fastpaths import FAST_PATHS
+    from rmqstore_cli.store.files.fastpaths import FAST_PATHS
 
     d = fixture_dir(sample) if sample[0].isdigit() else sample_tarball(sample)
     got = {}

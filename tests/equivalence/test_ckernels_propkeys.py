@@ -19,9 +19,9 @@ import random
 import numpy as np
 import pytest
 
-from rmqstore_cli.store.arrays import stable_argsort
-from rmqstore_cli.store.fastpaths import FAST_PATHS
-from rmqstore_cli.store.properties import Properties
+from rmqstore_cli.store.files.arrays import stable_argsort
+from rmqstore_cli.store.files.fastpaths import FAST_PATHS
+from rmqstore_cli.store.records.properties import Properties
 from tests.helpers import cli, fixture_dir, generate, needs_c, without_loops
 
 _TOKENS = [
@@ -67,7 +67,7 @@ _TOKENS = [
 @pytest.fixture
 def K():
     needs_c()
-    from rmqstore_cli.store import kernels
+    from rmqstore_cli.store.files import kernels
 
     return kernels
 

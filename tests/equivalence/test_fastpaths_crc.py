@@ -1,4 +1,4 @@
-"""FastPaths.body_crcs (store/fastpaths.py): the C small-body CRC loop
+"""FastPaths.body_crcs (store/files/fastpaths.py): the C small-body CRC loop
 (kernels.small_body_crcs) and zlib give the same UtilAll#crc32 for every body, and
 rebuild's recovery check (rebuild._first_crc_failure, CommitLog#checkMessageAndReturnSize
 with checkCRCOnRecover) stops at the same record either way."""
@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 from rmqstore_cli.store.commitlog.bulk import walk_records
-from rmqstore_cli.store.crc import body_crcs
-from rmqstore_cli.store.fastdispatch import FastDispatcher
-from rmqstore_cli.store.fastpaths import FastPaths
-from rmqstore_cli.store.rebuild import _first_crc_failure
+from rmqstore_cli.store.files.crc import body_crcs
+from rmqstore_cli.store.files.fastpaths import FastPaths
+from rmqstore_cli.store.write.fastdispatch import FastDispatcher
+from rmqstore_cli.store.write.rebuild import _first_crc_failure
 from tests.helpers import needs_c
 
 pytestmark = pytest.mark.usefixtures("c_built")
@@ -33,7 +33,7 @@ def _records(store):
 
 def test_compiled_body_crcs_equal_zlib(small_store):
     """Bodies below and above kernels.SMALL_BODY, and an empty range, on both paths."""
-    from rmqstore_cli.store import kernels
+    from rmqstore_cli.store.files import kernels
 
     data, P = _records(small_store)
     buf = bytes(data)
@@ -49,7 +49,7 @@ def test_compiled_body_crcs_equal_zlib(small_store):
 
 def test_first_crc_failure_compiled_is_the_reference(small_store, monkeypatch):
     """A flipped body byte: the same first failing record with and without the C loop."""
-    import rmqstore_cli.store.rebuild as rebuild
+    import rmqstore_cli.store.write.rebuild as rebuild
 
     data, P = _records(small_store)
     a = np.frombuffer(bytes(data), np.uint8)

@@ -2,7 +2,7 @@
 ``CommitLog#putMessage`` + the reput per record), every file of the store, for the option
 sets generate's tests cover:
 
-* index keys put a block at a time (store/keyblock.py IndexKeyBlock, FAST_PATHS.key_block)
+* index keys put a block at a time (store/write/keyblock.py IndexKeyBlock, FAST_PATHS.key_block)
   against IndexService#putKey per key (key_block=0), with blocks that end mid-record and
   index files that fill (--index-max 400) inside a block;
 * sends encoded, written and dispatched a block at a time (store/commitlog/blocks.py,
@@ -18,7 +18,7 @@ import filecmp
 
 import pytest
 
-from rmqstore_cli.store.fastpaths import FAST_PATHS
+from rmqstore_cli.store.files.fastpaths import FAST_PATHS
 from tests.helpers import cli, generate
 
 pytestmark = pytest.mark.slow  # every generate profile written twice

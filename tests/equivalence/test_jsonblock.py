@@ -1,4 +1,4 @@
-"""The columnar reading path: CommitLog.scan_blocks / MessageBlock (store/columns.py) and the
+"""The columnar reading path: CommitLog.scan_blocks / MessageBlock (store/records/columns.py) and the
 block JSON renderer (jsonblock.py) against the per-record reference (check_message,
 message_dict + to_json_bytes), record for record, on real-broker stores, generated ones
 and records built to trip every shortcut the columnar path takes."""
@@ -14,10 +14,10 @@ from rmqstore_cli.formats.commitlog import BORNHOST_V6_FLAG, MAGIC_V2, STOREHOST
 
 from rmqstore_cli.jsonblock import block_lines
 from rmqstore_cli.render import to_json_bytes
-from rmqstore_cli.store.columns import MessageBlock
 from rmqstore_cli.store.commitlog import AppendSpec, CommitLog
-from rmqstore_cli.store.config import StoreConfig
-from rmqstore_cli.store.message_view import message_dict
+from rmqstore_cli.store.layout.config import StoreConfig
+from rmqstore_cli.store.records.columns import MessageBlock
+from rmqstore_cli.store.records.message_view import message_dict
 from tests.helpers import cli, fixture_dir
 from tests.helpers.records import PLAIN, TOPICS, TRICKY, spec
 
@@ -32,7 +32,7 @@ needs_c = pytest.mark.skipif(_cjson is None, reason="the C extension rmqstore_cl
 def _kernel_for_every_block(monkeypatch):
     """The compiled renderer for blocks of any size (the suite's stores are small), under
     RMQSTORE_PURE=1 too: this file holds the C renderer to the reference."""
-    from rmqstore_cli.store.fastpaths import FAST_PATHS
+    from rmqstore_cli.store.files.fastpaths import FAST_PATHS
 
     monkeypatch.setattr(FAST_PATHS, "json_min", 0)
     monkeypatch.setattr(FAST_PATHS, "pure", False)
@@ -144,7 +144,7 @@ def test_only_records_that_need_it_take_the_reference_path(tricky_store, monkeyp
 
 def test_decode_gives_every_field(tricky_store, small_store):
     """MessageBlock.decode: every column agrees with the per-record decode (check_message)."""
-    from rmqstore_cli.store.message import offset_msg_id
+    from rmqstore_cli.store.records.message import offset_msg_id
 
     for root in _stores(tricky_store, small_store):
         _, items = _blocks(root)
@@ -193,7 +193,7 @@ def test_decode_gives_every_field(tricky_store, small_store):
 def test_blocks_are_bounded_in_bytes(tricky_store, monkeypatch):
     """A block spans at most MAX_BLOCK_BYTES of the log (at least one record), so big records
     come a few at a time; the records are still all there, in order."""
-    import rmqstore_cli.store.columns as columns
+    import rmqstore_cli.store.records.columns as columns
 
     monkeypatch.setattr(columns, "MAX_BLOCK_BYTES", 2000)
     cl = CommitLog(StoreConfig.load(tricky_store, None))
@@ -452,7 +452,7 @@ def test_without_the_extension_every_record_takes_the_reference(tricky_store, mo
     import sys
 
     import rmqstore_cli
-    from rmqstore_cli.store.fastpaths import FAST_PATHS
+    from rmqstore_cli.store.files.fastpaths import FAST_PATHS
 
     monkeypatch.setitem(sys.modules, "rmqstore_cli._cjson", None)  # import fails, as when it did not build
     monkeypatch.delattr(rmqstore_cli, "_cjson", raising=False)
@@ -560,7 +560,7 @@ def test_c_rejects_every_bad_argument(tricky_store):
 
 def test_big_generated_store_dumps_as_the_reference(tmp_path, monkeypatch):
     """A store large enough for blocks above the default json_min, through the CLI."""
-    from rmqstore_cli.store.fastpaths import FAST_PATHS
+    from rmqstore_cli.store.files.fastpaths import FAST_PATHS
     from tests.helpers import generate
 
     monkeypatch.setattr(FAST_PATHS, "json_min", 1000)
@@ -575,7 +575,7 @@ def test_big_generated_store_dumps_as_the_reference(tmp_path, monkeypatch):
 
 
 def test_distinct_rows_even_when_the_mix_collides():
-    from rmqstore_cli.store.arrays import distinct_rows
+    from rmqstore_cli.store.files.arrays import distinct_rows
 
     rng = np.random.default_rng(3)
     raw = rng.integers(0, 4, (500, 16)).astype(np.uint8)

@@ -94,7 +94,7 @@ def test_properties_without_checks_give_the_same_values_and_keys():
     checked parser does (repeated names, empty values, missing \\x01, non-ASCII)."""
     import numpy as np
 
-    from rmqstore_cli.store.properties import Properties
+    from rmqstore_cli.store.records.properties import Properties
 
     rnd = random.Random(8)
     names = [b"KEYS", b"TAGS", b"UNIQ_KEY", b"DELAY", b"X"]
@@ -128,9 +128,9 @@ def test_put_keys_writes_what_put_key_writes_and_the_chunked_writer_too(tmp_path
     ``link_blocks`` and the header) against ``put_keys`` on one file: the same bytes."""
     import numpy as np
 
-    from rmqstore_cli.store.index import IndexFile, time_diff, time_diffs, write_entries
-    from rmqstore_cli.store.index_service import IndexService
     from rmqstore_cli.store.javahash import index_key_hash
+    from rmqstore_cli.store.queues.index import IndexFile, time_diff, time_diffs, write_entries
+    from rmqstore_cli.store.queues.index_service import IndexService
 
     rnd = random.Random(5)
     keys = [f"T#{rnd.choice(KEYS).replace('%d', str(rnd.randrange(40)))}" for _ in range(300)]
@@ -178,7 +178,7 @@ def test_put_many_writes_what_put_writes(tmp_path):
     unit) against one ``put`` per unit: pre-blank, duplicates, gaps and a file roll."""
     import numpy as np
 
-    from rmqstore_cli.store.consume_queue import ConsumeQueueWriter
+    from rmqstore_cli.store.queues.consume_queue import ConsumeQueueWriter
 
     runs = [(7, 5), (12, 30), (12, 3), (50, 4), (20, 2), (54, 1)]  # (first cq offset, units)
     size = 20 * 16

@@ -154,11 +154,11 @@ def _commitlog_damage(store) -> None:
 
 @pytest.mark.parametrize("damaged", [False, True])
 def test_compiled_walk_and_crc_give_the_same_findings(small_store, monkeypatch, damaged):
-    """verify's C loops (store/kernels.py: the walk, small bodies' CRC, PROPERTIES joined) find
+    """verify's C loops (store/files/kernels.py: the walk, small bodies' CRC, PROPERTIES joined) find
     what the Python walk and zlib find, clean and damaged, with bodies on both sides of SMALL_BODY."""
     needs_c()
-    from rmqstore_cli.store import kernels as K
-    from rmqstore_cli.store.fastpaths import FAST_PATHS
+    from rmqstore_cli.store.files import kernels as K
+    from rmqstore_cli.store.files.fastpaths import FAST_PATHS
 
     if damaged:
         _commitlog_damage(small_store)
@@ -181,7 +181,7 @@ def test_kernel_crc_is_zlib_crc():
 
     import numpy as np
 
-    from rmqstore_cli.store import kernels as K
+    from rmqstore_cli.store.files import kernels as K
 
     rng = np.random.default_rng(3)
     a = rng.integers(0, 256, 5000, dtype=np.uint8)

@@ -7,7 +7,7 @@ The reference below is the definition: a record starts where MAGICCODE is V1/V2 
 than 8 bytes, or the end of the bytes stop the walk. The fast walk reads only TOTALSIZE in
 its loop and checks MAGICCODE and bounds afterwards, so it is compared on clean files,
 on files damaged at random, on tails of every kind and at every batch size — and so is its
-C twin (store/kernels.py, _ckernels.c), which checks each record before following it.
+C twin (store/files/kernels.py, _ckernels.c), which checks each record before following it.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from rmqstore_cli.formats.commitlog import HEAD_SIZE, MAGIC_BLANK, MAGIC_V1, MAG
 
 from rmqstore_cli.store.commitlog import CommitLog
 from rmqstore_cli.store.commitlog.bulk import walk_records
-from rmqstore_cli.store.config import StoreConfig
+from rmqstore_cli.store.layout.config import StoreConfig
 from tests.helpers import fixture_dir, generate, needs_c
 
 _LOOP = {"compiled": False}
@@ -29,7 +29,7 @@ _LOOP = {"compiled": False}
 
 @pytest.fixture(autouse=True, params=["python", "compiled"])
 def walk_loop(request, monkeypatch):
-    """Every test runs with the reference loop and with the C one (store/kernels.py),
+    """Every test runs with the reference loop and with the C one (store/files/kernels.py),
     chosen by walk_records' ``compiled`` parameter."""
     if request.param == "compiled":
         needs_c()
@@ -165,9 +165,9 @@ def test_the_policy_runs_the_c_walk_unless_pure(files, monkeypatch):
     """FAST_PATHS chooses (compiled=None): the C walk whenever it is built, the reference
     loop when ``pure`` (RMQSTORE_PURE=1), with the same answers."""
     needs_c()
-    from rmqstore_cli.store import kernels
     from rmqstore_cli.store.commitlog import bulk
-    from rmqstore_cli.store.fastpaths import FastPaths
+    from rmqstore_cli.store.files import kernels
+    from rmqstore_cli.store.files.fastpaths import FastPaths
 
     data = files[0]
     got = {}
@@ -192,8 +192,8 @@ def test_forcing_the_c_walk_without_the_extension_names_it(files, monkeypatch, h
     build it (was: AttributeError), for the plain and the DLedger walk alike; the policy
     (compiled=None) and compiled=False still run the reference loop."""
     from rmqstore_cli.errors import StoreError
-    from rmqstore_cli.store import kernels
-    from rmqstore_cli.store.fastpaths import FastPaths, MissingExtension
+    from rmqstore_cli.store.files import kernels
+    from rmqstore_cli.store.files.fastpaths import FastPaths, MissingExtension
 
     monkeypatch.setattr(kernels, "BUILT", False)
     for name in ("walk", "walk_entries", "small_body_crcs", "join_ranges"):
@@ -214,8 +214,8 @@ def test_forcing_the_c_walk_without_the_extension_names_it(files, monkeypatch, h
 def test_forcing_the_c_walk_picks_the_dledger_twin():
     """``walk_loop(entries=True)`` is ``kernels.walk_entries`` (the DLedger walk), forced or chosen."""
     needs_c()
-    from rmqstore_cli.store import kernels
-    from rmqstore_cli.store.fastpaths import FastPaths
+    from rmqstore_cli.store.files import kernels
+    from rmqstore_cli.store.files.fastpaths import FastPaths
 
     assert FastPaths(pure=True).walk_loop(True, entries=True) is kernels.walk_entries
     assert FastPaths(pure=False).walk_loop(entries=True) is kernels.walk_entries

@@ -57,10 +57,10 @@ TARBALLS = {
 
 
 def needs_c() -> None:
-    """For a test of the C loops (store/kernels.py, _ckernels.c): skip where they cannot be
+    """For a test of the C loops (store/files/kernels.py, _ckernels.c): skip where they cannot be
     built (no C compiler: setup.py's extension is optional), fail where they could be but
     are not (the README's ``pip install -e`` builds them)."""
-    from rmqstore_cli.store import kernels
+    from rmqstore_cli.store.files import kernels
 
     if kernels.BUILT:
         return

@@ -89,8 +89,8 @@ def make_cluster_stores(root: Path) -> Path:
 def rebuilt(engine_build, store: Path, conf, dest: Path) -> tuple[dict, dict]:
     """``engine_build(config, dest, options)`` of ``store`` (sizes from ``conf`` or its files):
     its report without the timing, and the digests of what it wrote."""
-    from rmqstore_cli.store.config import StoreConfig
-    from rmqstore_cli.store.rebuild import RebuildOptions
+    from rmqstore_cli.store.layout.config import StoreConfig
+    from rmqstore_cli.store.write.rebuild import RebuildOptions
 
     cfg = StoreConfig.load(store, conf)
     cfg.infer_sizes()
@@ -101,8 +101,8 @@ def rebuilt(engine_build, store: Path, conf, dest: Path) -> tuple[dict, dict]:
 
 def build(engine_build, store: Path, dest: Path, **kw) -> tuple[dict, dict]:
     """As :func:`rebuilt`, with the small sizes and RebuildOptions ``kw``."""
-    from rmqstore_cli.store.config import StoreConfig
-    from rmqstore_cli.store.rebuild import RebuildOptions
+    from rmqstore_cli.store.layout.config import StoreConfig
+    from rmqstore_cli.store.write.rebuild import RebuildOptions
 
     rep = engine_build(StoreConfig.load(store, None, **SIZES), dest, RebuildOptions(tz=dt.timezone.utc, **kw))
     d = vars(rep).copy()

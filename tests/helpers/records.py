@@ -9,7 +9,7 @@ from pathlib import Path
 from rmqstore_cli.formats.commitlog import BORNHOST_V6_FLAG, MAGIC_V2, STOREHOSTADDRESS_V6_FLAG
 
 from rmqstore_cli.store.commitlog import AppendSpec, CommitLog
-from rmqstore_cli.store.config import StoreConfig
+from rmqstore_cli.store.layout.config import StoreConfig
 
 PLAIN = b"KEYS\x01k1 k2\x02TAGS\x01T\x02UNIQ_KEY\x01AC100A0748FF5FFD2B276CDD6C4D0000\x02"
 TRICKY = [

@@ -9,7 +9,7 @@ def verify_store(spec, crc: bool, deep: bool, max_findings: int | None, broker_v
     """One store's (capped) findings, each carrying the store, and its summary, as
     ``verify_stores`` returns them. ``broker_version``: the one recovery is predicted for
     (None: the store's)."""
-    from rmqstore_cli.store.config import StoreConfig
+    from rmqstore_cli.store.layout.config import StoreConfig
     from rmqstore_cli.store.verify import Verifier, VerifyOptions, open_for_verify
 
     cfg = open_for_verify(StoreConfig.load(spec.path, spec.broker_conf, **dict(spec.sizes)))

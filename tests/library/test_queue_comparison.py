@@ -1,5 +1,5 @@
 """``QueueComparison``: the library's record of ``Store.compare_consume_queues`` is the engine's
-comparison (store/cq_compare.py) itself, so the twelve fields are declared once and cannot
+comparison (store/checks/cq_compare.py) itself, so the twelve fields are declared once and cannot
 drift; its JSON and the library page's list of its keys are held here."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import rmqstore_cli
 from rmqstore_cli.api import records
-from rmqstore_cli.store import cq_compare
+from rmqstore_cli.store.checks import cq_compare
 
 LIBRARY_PAGE = Path(__file__).resolve().parents[2] / "docs" / "library.md"
 

@@ -10,7 +10,7 @@ import json
 import pytest
 
 from rmqstore_cli import Transaction, TransactionGroup, TransactionReport, UsageError, open_store
-from rmqstore_cli.store.transactions import op_offsets
+from rmqstore_cli.store.answers.transactions import op_offsets
 from tests.helpers import cli, generate
 
 START = 1_767_225_600_000  # generate's default --start

@@ -105,9 +105,9 @@ class TestOneDriverInProcess:
         import datetime as dt
 
         from rmqstore_cli.pipeline import spark as sp
-        from rmqstore_cli.store.config import StoreConfig
-        from rmqstore_cli.store.rebuild import RebuildOptions
-        from rmqstore_cli.store.rebuild_output import rebuild_in_place
+        from rmqstore_cli.store.layout.config import StoreConfig
+        from rmqstore_cli.store.write.rebuild import RebuildOptions
+        from rmqstore_cli.store.write.rebuild_output import rebuild_in_place
 
         want = copy_store(stores, "good", tmp_path / "want")
         rebuild_in_place(StoreConfig.load(want, None, **SIZES), RebuildOptions(tz=dt.timezone.utc), True)
@@ -174,9 +174,9 @@ class TestOneDriverInProcess:
         want = copy_store(stores, "good", tmp_path / "want")
         import datetime as dt
 
-        from rmqstore_cli.store.config import StoreConfig
-        from rmqstore_cli.store.rebuild import RebuildOptions
-        from rmqstore_cli.store.rebuild_output import rebuild_in_place
+        from rmqstore_cli.store.layout.config import StoreConfig
+        from rmqstore_cli.store.write.rebuild import RebuildOptions
+        from rmqstore_cli.store.write.rebuild_output import rebuild_in_place
 
         rebuild_in_place(StoreConfig.load(want, None, **SIZES), RebuildOptions(tz=dt.timezone.utc), True)
         assert store_parts(store) == store_parts(want)
@@ -253,9 +253,9 @@ def _in_place(session, store: Path):
     import datetime as dt
 
     from rmqstore_cli.pipeline import spark as sp
-    from rmqstore_cli.store.config import StoreConfig
-    from rmqstore_cli.store.rebuild import RebuildOptions
-    from rmqstore_cli.store.rebuild_output import rebuild_in_place
+    from rmqstore_cli.store.layout.config import StoreConfig
+    from rmqstore_cli.store.write.rebuild import RebuildOptions
+    from rmqstore_cli.store.write.rebuild_output import rebuild_in_place
 
     cfg = StoreConfig.load(store, None, **SIZES)
     return rebuild_in_place(

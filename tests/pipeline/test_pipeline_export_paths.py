@@ -93,7 +93,7 @@ def test_both_spark_writers_apply_the_filters(two_stores, spark, tmp_path):
     """The tasks carry the filters and the offset range: each writer writes the local rows."""
     from rmqstore_cli.pipeline import local, spark as sp
     from rmqstore_cli.pipeline.stores import file_tasks, store_specs
-    from rmqstore_cli.store.filters import MessageFilter
+    from rmqstore_cli.store.records.filters import MessageFilter
 
     flt = MessageFilter(topic="OrderTopic", tag="TagA")  # TAGS: record by record
     tasks = file_tasks(store_specs([str(s) for s in two_stores], None, {}), True, flt, None, 150000)

@@ -79,7 +79,7 @@ def _bcq(files: dict) -> dict:
 def test_BatchConsumeQueue_putBatchMessagePositionInfo_decomposed_is_the_local_engine(bcq_stores, name, tmp_path):
     from rmqstore_cli.pipeline.local import rebuild_build
     from rmqstore_cli.pipeline.rebuild_tasks import PARTS
-    from rmqstore_cli.store.rebuild import build_set
+    from rmqstore_cli.store.write.rebuild import build_set
 
     store, conf = bcq_stores[name]
     want = rebuilt(build_set, store, conf, tmp_path / "a")
@@ -95,7 +95,7 @@ def test_BatchConsumeQueue_putBatchMessagePositionInfo_decomposed_is_the_local_e
 
 def test_sample_rebuilt_units_are_the_expected_json(bcq_stores, tmp_path):
     from rmqstore_cli.pipeline.local import rebuild_build
-    from rmqstore_cli.store.batch_queue import BatchConsumeQueue
+    from rmqstore_cli.store.queues.batch_queue import BatchConsumeQueue
 
     store, conf = bcq_stores["sample"]
     exp = json.loads((store.parent / "expected.json").read_text())
@@ -139,7 +139,7 @@ def test_expired_store_queues_start_above_zero_and_span_files(bcq_stores, tmp_pa
     """No pre-blank in a BatchCQ queue: its first unit (msgBaseOffset > 0) is at byte 0 of
     file 0, whichever commit-log file first holds it."""
     from rmqstore_cli.pipeline.local import rebuild_build
-    from rmqstore_cli.store.batch_queue import batch_queues
+    from rmqstore_cli.store.queues.batch_queue import batch_queues
 
     store, conf = bcq_stores["expired"]
     rebuilt(rebuild_build, store, conf, tmp_path / "b")
@@ -156,7 +156,7 @@ def test_expired_store_queues_start_above_zero_and_span_files(bcq_stores, tmp_pa
 def test_put_many_skips_what_put_skips(tmp_path):
     """``BatchConsumeQueueWriter.put_many`` = ``put`` one by one (offsets at or below the
     last one written are "built repeatedly": skipped), across calls."""
-    from rmqstore_cli.store.batch_queue import BatchConsumeQueueWriter
+    from rmqstore_cli.store.queues.batch_queue import BatchConsumeQueueWriter
 
     rows = [
         (100, 10, 1, 5, 0, 2),
@@ -181,7 +181,7 @@ def test_put_many_skips_what_put_skips(tmp_path):
 
 def test_spark_rebuild_of_batch_queues_is_the_local_engine(bcq_stores, spark, tmp_path):
     from rmqstore_cli.pipeline import spark as sp
-    from rmqstore_cli.store.rebuild import build_set
+    from rmqstore_cli.store.write.rebuild import build_set
 
     for name in ("sample", "good", "damaged"):
         store, conf = bcq_stores[name]
@@ -244,8 +244,8 @@ def test_topic_naming_a_BatchCQ_topic_is_still_refused_on_either_engine(bcq_stor
 
 def test_dry_run_counts_batch_units_as_the_local_engine_and_writes_nothing(bcq_stores, tmp_path):
     from rmqstore_cli.pipeline.local import rebuild_build
-    from rmqstore_cli.store.config import StoreConfig
-    from rmqstore_cli.store.rebuild import RebuildOptions, build_set
+    from rmqstore_cli.store.layout.config import StoreConfig
+    from rmqstore_cli.store.write.rebuild import RebuildOptions, build_set
 
     store, conf = bcq_stores["good"]
     reps = []

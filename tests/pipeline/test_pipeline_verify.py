@@ -277,7 +277,7 @@ def test_file_tasks_check_with_the_c_loops_unless_pure(master, tmp_path, monkeyp
     loops from its first record when they are built, the reference loops when
     FAST_PATHS.pure (RMQSTORE_PURE=1). Same findings either way."""
     from rmqstore_cli.pipeline import verify_scan as VS
-    from rmqstore_cli.store.fastpaths import FAST_PATHS
+    from rmqstore_cli.store.files.fastpaths import FAST_PATHS
 
     store = tmp_path / "s"
     shutil.copytree(master, store)

@@ -84,7 +84,7 @@ def _spec(store):
 def _reference(spec, opts) -> dict:
     """The Verifier's single pass over the whole store, and the start-up verdict from it."""
     from rmqstore_cli.pipeline.verify_job import load
-    from rmqstore_cli.store.startup import STARTUP_CHECKS, predict_start
+    from rmqstore_cli.store.checks.startup import STARTUP_CHECKS, predict_start
     from rmqstore_cli.store.verify.verifier import Verifier
 
     cfg = load(spec)

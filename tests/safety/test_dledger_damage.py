@@ -90,7 +90,7 @@ def changed(path: Path, at: int, field: str, delta: int):
 
 def _verify(store: Path, conf: Path) -> tuple[list[dict], int]:
     """The findings and where the log's data ends (``commitlog_end_offset``)."""
-    from rmqstore_cli.store.config import StoreConfig
+    from rmqstore_cli.store.layout.config import StoreConfig
     from rmqstore_cli.store.verify import Verifier, open_for_verify
 
     v = Verifier(open_for_verify(StoreConfig.load(store, conf)))
@@ -109,7 +109,7 @@ def _recovery_cut(found: list[dict], end: int) -> int:
 @pytest.mark.parametrize("entry", ENTRIES)
 @pytest.mark.parametrize("field", FIELDS)
 def test_one_changed_header_field_is_found_at_its_entry(sample_copy, monkeypatch, field, entry, pure):
-    from rmqstore_cli.store.fastpaths import FAST_PATHS
+    from rmqstore_cli.store.files.fastpaths import FAST_PATHS
 
     monkeypatch.setattr(FAST_PATHS, "pure", pure)
     store, conf, starts = sample_copy

@@ -22,7 +22,7 @@ from rmqstore_cli.formats.properties import parse_properties
 
 from fuzz import storefuzz
 from rmqstore_cli.store.commitlog import AppendSpec, CommitLog, Status, check_message, encode_record
-from rmqstore_cli.store.config import StoreConfig
+from rmqstore_cli.store.layout.config import StoreConfig
 from tests.helpers import ROOT, VERSIONS, cli, fixture_dir, generate, tree_digest
 
 HOSTILE = ["../../escape", "a/b", "..", ".", "x\x00y", "/abs", "T" * 300]
@@ -115,7 +115,7 @@ def test_rebuild_topic_option_must_be_a_directory_name(small_store, topic):
 
 def test_consume_queue_writer_refuses_unsafe_topic(tmp_path):
     from rmqstore_cli.errors import StoreError
-    from rmqstore_cli.store.consume_queue import ConsumeQueueWriter
+    from rmqstore_cli.store.queues.consume_queue import ConsumeQueueWriter
 
     for t in HOSTILE:
         with pytest.raises(StoreError):
@@ -287,7 +287,7 @@ def test_read_commands_change_no_byte_or_mtime(which, small_store_master, tmp_pa
 APPENDER = r"""
 import sys, time
 from pathlib import Path
-from rmqstore_cli.store.config import StoreConfig
+from rmqstore_cli.store.layout.config import StoreConfig
 from rmqstore_cli.store.commitlog import AppendSpec, CommitLog
 root = Path(sys.argv[1])
 cfg = StoreConfig.load(root, None, mapped_file_size_commit_log=65536)
@@ -392,8 +392,8 @@ def _cycle_index(store: Path, topic: str, key: str) -> Path:
     on the key's slot whose hashes never match: a walk bounded by the count would spin."""
     import struct
 
-    from rmqstore_cli.store.index import build_key
     from rmqstore_cli.store.javahash import index_key_hash
+    from rmqstore_cli.store.queues.index import build_key
 
     f = sorted((store / "index").iterdir())[0]
     data = bytearray(f.read_bytes())
@@ -410,7 +410,7 @@ def _cycle_index(store: Path, topic: str, key: str) -> Path:
 def test_index_chain_cycle_with_huge_count_ends(small_store):
     import signal
 
-    from rmqstore_cli.store.index import IndexFile
+    from rmqstore_cli.store.queues.index import IndexFile
 
     f = _cycle_index(small_store, "T", "k")
 
@@ -538,7 +538,7 @@ def test_mutating_commands_do_not_write_through_symlinks(small_store, tmp_path):
 def test_inflate_caps_and_refuses():
     import zlib
 
-    from rmqstore_cli.store.compression import inflate
+    from rmqstore_cli.store.records.compression import inflate
 
     data = b"a" * 100_000
     z = zlib.compress(data, 9)
@@ -741,7 +741,7 @@ def test_open_read_only_falls_back_without_noatime_permission(small_store, monke
     CAP_FOWNER: the file is then opened plainly and read commands work as before."""
     import errno
 
-    from rmqstore_cli.store import safefs
+    from rmqstore_cli.store.files import safefs
 
     if not getattr(os, "O_NOATIME", 0):
         pytest.skip("no O_NOATIME on this platform")

@@ -215,7 +215,7 @@ def test_broker_conf_size_beyond_java_int_is_ignored(small_store, tmp_path):
     conf.write_text("mappedFileSizeCommitLog=4294967296\n")
     r = run("dump-commitlog", "--store", small_store, "--broker-conf", conf, "--limit", "1", "--format", "jsonl")
     assert r.returncode == 0, r.stderr
-    from rmqstore_cli.store.config import StoreConfig
+    from rmqstore_cli.store.layout.config import StoreConfig
 
     assert "mapped_file_size_commit_log" not in StoreConfig.load(small_store, conf).explicit
 
@@ -296,7 +296,7 @@ def test_index_geometry_inference_reads_pages_not_files(tmp_path):
     import tracemalloc
 
     from rmqstore_cli.errors import StoreError
-    from rmqstore_cli.store.index_geometry import infer_index_geometry
+    from rmqstore_cli.store.queues.index_geometry import infer_index_geometry
 
     slots, entries = 50_000, 100_000
     size = 40 + slots * 4 + entries * 20

@@ -6,7 +6,7 @@ the damage itself cut.
 
 Issue 31: for a torn commit-log file the advice was "move the file aside", which drops every
 message in it (and, for a file before the last, leaves a gap the broker's recovery stops at).
-What the broker keeps (store/repair.py): ``MappedFileQueue#doLoad`` needs the configured length;
+What the broker keeps (store/write/repair.py): ``MappedFileQueue#doLoad`` needs the configured length;
 ``CommitLog#recoverNormally``/``#recoverAbnormally`` keep every record
 ``#checkMessageAndReturnSize`` accepts, go on to the next file at a BLANK record and end the log
 (deleting later files) anywhere else.

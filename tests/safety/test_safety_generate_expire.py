@@ -139,7 +139,7 @@ def test_generate_store_that_is_not_a_directory_is_one_line(tmp_path, kind):
 def test_a_second_generate_is_refused_while_the_first_writes(small_store, monkeypatch):
     """Two concurrent generates left 180 verify errors: the first holds the lock, the
     second is refused (exit 4) and changes no byte (DefaultMessageStore#start tryLock)."""
-    from rmqstore_cli.store.writer import StoreWriter
+    from rmqstore_cli.store.write.writer import StoreWriter
 
     seen = []
     real_append = StoreWriter.append_blocks  # the write path's entry, per record or a block at a time
@@ -157,7 +157,7 @@ def test_a_second_generate_is_refused_while_the_first_writes(small_store, monkey
     second, unchanged = seen
     assert second.returncode == 4 and "lock" in one_error_line(second)
     assert unchanged
-    from rmqstore_cli.store.lock import lock_holder
+    from rmqstore_cli.store.files.lock import lock_holder
 
     assert lock_holder(small_store) is None  # released at the end
     assert cli("verify", "--store", small_store, "--format", "json").exit_code == 0
@@ -399,8 +399,8 @@ def test_expire_never_unlinks_outside_the_roots_even_if_the_plan_says_so(small_s
     """The executor re-checks containment: a plan entry whose directory became a link out of
     the store between planning and deleting is refused, the file outside kept."""
     from rmqstore_cli.errors import RefusedError
-    from rmqstore_cli.store import cleanup
-    from rmqstore_cli.store.config import StoreConfig
+    from rmqstore_cli.store.layout.config import StoreConfig
+    from rmqstore_cli.store.write import cleanup
 
     _age(small_store)
     cfg = StoreConfig.load(small_store, None)

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from rmqstore_cli.store.commitlog import AppendSpec, CommitLog
-from rmqstore_cli.store.config import StoreConfig
-from rmqstore_cli.store.rebuild_journal import JOURNAL
+from rmqstore_cli.store.layout.config import StoreConfig
+from rmqstore_cli.store.write.rebuild_journal import JOURNAL
 from tests.helpers import cli, generate, run, tmpfs, tree_digest
 
 pytestmark = pytest.mark.slow  # subprocesses, full disks and Spark
@@ -432,7 +432,7 @@ def test_store_time_that_is_no_date_spark_names_alike(tmp_path, spark):
     import datetime as dt
 
     from rmqstore_cli.pipeline import spark as sp
-    from rmqstore_cli.store.rebuild import RebuildOptions, build_set
+    from rmqstore_cli.store.write.rebuild import RebuildOptions, build_set
 
     times = [(1 << 63) - 1, GOOD, GOOD + 1000, -5, GOOD + 3000]
     store = _timed_store(tmp_path / "store", times)
@@ -454,7 +454,7 @@ def test_store_time_that_is_no_date_spark_names_alike(tmp_path, spark):
 def test_full_disk_while_swapping_leaves_a_journal_the_next_run_finishes(small_store, tmp_path, monkeypatch):
     """ENOSPC after the swap began (the checkpoint backup): one line naming --recover; the
     journal still says *swapping*, and the next run completes the rebuild."""
-    from rmqstore_cli.store import safefs
+    from rmqstore_cli.store.files import safefs
 
     real_replace = safefs.replace_file
 

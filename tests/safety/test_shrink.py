@@ -4,7 +4,7 @@ no message); rebuild-index leaves its output absent or the old set intact.
 
 Each run is a subprocess (a failure is a dead child, not a dead pytest) whose ``map_file``
 truncates one chosen file right after mapping it, so the read that follows meets the
-shrunk file every time: before store/mapguard.py each of these died of SIGBUS.
+shrunk file every time: before store/files/mapguard.py each of these died of SIGBUS.
 ``fuzz/shrinkfuzz.py`` does the same at random moments (fuzz/RESULTS.md)."""
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ SHRINK_AFTER_MAP = """
 import importlib, os, sys
 target, size = sys.argv[1], int(sys.argv[2])
 del sys.argv[1:3]
-from rmqstore_cli.store import safefs
+from rmqstore_cli.store.files import safefs
 original = safefs.map_file
 done = []
 
@@ -42,7 +42,7 @@ def map_then_shrink(fd, length, path, *args, **kwargs):
         os.truncate(path, size)
     return mm
 
-for name in ("safefs", "mapped_files", "index", "timer.wheel"):
+for name in ("files.safefs", "files.mapped_files", "queues.index", "timer.wheel"):
     module = importlib.import_module("rmqstore_cli.store." + name)
     if getattr(module, "map_file", None) is original:
         module.map_file = map_then_shrink
@@ -196,7 +196,7 @@ ENGINE_API = (
 import json
 from pathlib import Path
 from rmqstore_cli.errors import ShrunkError, StoreError
-from rmqstore_cli.store.config import StoreConfig
+from rmqstore_cli.store.layout.config import StoreConfig
 from rmqstore_cli.store.message_store import MessageStore
 from rmqstore_cli.store.verify import Verifier, VerifyOptions
 
@@ -238,7 +238,7 @@ class Refuse:
         if name == "rmqstore_cli.store._mapguard":
             raise ImportError("refused by the test")
 sys.meta_path.insert(0, Refuse())
-from rmqstore_cli.store import mapguard
+from rmqstore_cli.store.files import mapguard
 assert not mapguard.BUILT
 """
 
@@ -287,7 +287,7 @@ SITECUSTOMIZE = """
 import os, sys
 target, size = os.environ.get("RMQSTORE_TEST_SHRINK", ":").rsplit(":", 1)
 if target:
-    from rmqstore_cli.store import mapguard
+    from rmqstore_cli.store.files import mapguard
 
     original = mapguard.map_guarded
 
@@ -358,7 +358,7 @@ def test_shrink_fuzz_short_seeded_run(tmp_path):
 GUARD_UNITS = """
 import mmap, os, signal, sys, threading
 from rmqstore_cli.errors import ShrunkError
-from rmqstore_cli.store import mapguard, safefs
+from rmqstore_cli.store.files import mapguard, safefs
 
 def mapped(path):
     fd = safefs.open_read_only(path)

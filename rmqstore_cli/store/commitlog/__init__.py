@@ -17,7 +17,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from rmqstore_cli.errors import StoreError
-from rmqstore_cli.store import mapguard
 from rmqstore_cli.store.commitlog.append import AppendResult, AppendSpec
 from rmqstore_cli.store.commitlog.encode import blank_record, choose_magic, crc_property_value, encode_record
 from rmqstore_cli.store.commitlog.layout import PREFIX_STRUCT
@@ -32,9 +31,10 @@ from rmqstore_cli.store.commitlog.record import (
 )
 from rmqstore_cli.store.commitlog.scan import LogScan, ScanEnd, ScanOptions
 from rmqstore_cli.store.commitlog.writing import LogWriter
-from rmqstore_cli.store.config import StoreConfig
-from rmqstore_cli.store.mapped_files import MappedFile, MappedFileQueue
-from rmqstore_cli.store.message import Message
+from rmqstore_cli.store.files import mapguard
+from rmqstore_cli.store.files.mapped_files import MappedFile, MappedFileQueue
+from rmqstore_cli.store.layout.config import StoreConfig
+from rmqstore_cli.store.records.message import Message
 
 __all__ = [
     "END_OF_DATA",
@@ -124,7 +124,7 @@ class CommitLog(LogWriter):
         blocks: bool = True,
     ) -> Iterator:
         """:meth:`scan`, with runs of valid records given as
-        :class:`~rmqstore_cli.store.columns.MessageBlock` columns (``blocks``) and
+        :class:`~rmqstore_cli.store.records.columns.MessageBlock` columns (``blocks``) and
         everything else as single records: the same records, stops and end. A file that
         shrank while it was read ends the scan with a ShrunkError (``mapguard.check``: the
         zeros it read looked like the end of the log)."""

@@ -15,8 +15,8 @@ from rmqstore_cli.formats.commitlog import END_FILE_MIN_BLANK_LENGTH
 from rmqstore_cli.store.commitlog import blocks as B
 from rmqstore_cli.store.commitlog.blocks import SendBlock
 from rmqstore_cli.store.commitlog.encode import choose_magic
-from rmqstore_cli.store.config import StoreConfig
-from rmqstore_cli.store.mapped_files import MAX_FILE_OFFSET
+from rmqstore_cli.store.files.mapped_files import MAX_FILE_OFFSET
+from rmqstore_cli.store.layout.config import StoreConfig
 
 #: ``SendBlock.link_codes``: a record a later commit/rollback or op record answers, a
 #: commit/rollback record, an op record (its body names the pending record's queue offset).

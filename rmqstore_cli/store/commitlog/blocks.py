@@ -40,8 +40,8 @@ from rmqstore_cli.formats.commitlog import (
 )
 from rmqstore_cli.formats.properties import MAX_PROPERTIES_LENGTH
 
-from rmqstore_cli.store.arrays import stable_argsort
-from rmqstore_cli.store.crc import crc32
+from rmqstore_cli.store.files.arrays import stable_argsort
+from rmqstore_cli.store.files.crc import crc32
 
 #: What a send is to the writer's transaction links (``StoreWriter.append_linked``): it
 #: sets the pending record (half, prepared), answers it (commit, rollback: its

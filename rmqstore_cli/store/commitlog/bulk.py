@@ -2,10 +2,10 @@
 
 :func:`walk_records` finds where records start (TOTALSIZE and MAGICCODE only:
 docs/format/commitlog.md#reading-a-commit-log-file); :class:`RecordBatch` gives every field
-position and length of those records at once (their body CRCs: :func:`~rmqstore_cli.store.crc.body_crcs`).
+position and length of those records at once (their body CRCs: :func:`~rmqstore_cli.store.files.crc.body_crcs`).
 ``check_message`` stays the single source of verdicts and reasons; every offset, size and
 dtype here comes from ``formats.commitlog``. The reference loop or its compiled twin is
-chosen by :data:`~rmqstore_cli.store.fastpaths.FAST_PATHS` (or forced by ``compiled``).
+chosen by :data:`~rmqstore_cli.store.files.fastpaths.FAST_PATHS` (or forced by ``compiled``).
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ from rmqstore_cli.formats.commitlog import (
     TOPIC_LENGTH,
 )
 
-from rmqstore_cli.store.arrays import byte_rows, file_array, gather_field
-from rmqstore_cli.store.fastpaths import FAST_PATHS
+from rmqstore_cli.store.files.arrays import byte_rows, file_array, gather_field
+from rmqstore_cli.store.files.fastpaths import FAST_PATHS
 
 _V1_TOPIC_LENGTH, _V2_TOPIC_LENGTH = TOPIC_LENGTH[False], TOPIC_LENGTH[True]
 
@@ -47,7 +47,7 @@ class RecordBatch:
     Positions of the variable parts follow the record layout (``MessageDecoder#decode``):
     hosts are 8 or 20 bytes by SYSFLAG, TOPICLENGTH is 1 byte (V1) or 2 (V2), lengths are
     signed. Nothing is checked here: a field of a broken record may be read from other
-    bytes (:func:`~rmqstore_cli.store.arrays.gather` clips), so each reader applies its own
+    bytes (:func:`~rmqstore_cli.store.files.arrays.gather` clips), so each reader applies its own
     bounds (the file's end for ``checkMessageAndReturnSize``, the record's end for verify's
     findings) and uses only records that pass them. ``expected`` is ``CommitLog#calMsgLength``.
     """

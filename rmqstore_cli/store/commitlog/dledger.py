@@ -165,7 +165,7 @@ def entries_ok(a, starts, total, header: int):
     import numpy as np
     from rmqstore_cli.formats.commitlog import PREFIX_DTYPE
 
-    from rmqstore_cli.store.arrays import byte_rows
+    from rmqstore_cli.store.files.arrays import byte_rows
 
     ent = np.ascontiguousarray(byte_rows(a, starts - header, PREFIX_DTYPE.itemsize)).view(PREFIX_DTYPE).ravel()
     return (ent["total_size"].astype(np.int64) == dledger_layout.ENTRY_MAGIC) & (
@@ -199,7 +199,7 @@ class EntryWriter:
     (``persistCheckPoint``, ``MemberState#persistTerm``) when closed."""
 
     def __init__(self, config, queue):
-        from rmqstore_cli.store.mapped_files import MappedFileQueue
+        from rmqstore_cli.store.files.mapped_files import MappedFileQueue
 
         self.dir = dledger_dir(config)
         self.roots = config.write_roots
@@ -232,7 +232,7 @@ class EntryWriter:
     def close(self) -> None:
         """Flush ``index/``; ``checkpoint`` (end = committed: a leader alone commits at once) and
         ``currterm`` in the broker's property order."""
-        from rmqstore_cli.store.safefs import replace_file
+        from rmqstore_cli.store.files.safefs import replace_file
 
         self.units.close()
         last = self.next_index - 1
@@ -255,7 +255,7 @@ def read_properties_file(path: Path) -> dict[str, str] | None:
     """``IOUtils#string2Properties`` of ``checkpoint`` or ``currterm`` (``key=value`` lines);
     None when absent or unreadable (not a regular file, too big): verify reports the value
     missing, nothing raises."""
-    from rmqstore_cli.store.safefs import read_bounded
+    from rmqstore_cli.store.files.safefs import read_bounded
 
     try:
         text = read_bounded(path, _PROPS_LIMIT, path.name).decode("latin-1")

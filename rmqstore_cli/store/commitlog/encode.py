@@ -30,8 +30,8 @@ from rmqstore_cli.store.commitlog.layout import (
     TOPIC_LENGTH_STRUCTS,
     host_kinds,
 )
-from rmqstore_cli.store.config import StoreConfig
-from rmqstore_cli.store.crc import crc32
+from rmqstore_cli.store.files.crc import crc32
+from rmqstore_cli.store.layout.config import StoreConfig
 
 
 def crc_property_value(crc: int) -> str:

@@ -35,8 +35,8 @@ from rmqstore_cli.store.commitlog.layout import (
     V6_FLAGS,
     host_kinds,
 )
-from rmqstore_cli.store.crc import crc32
-from rmqstore_cli.store.message import Message
+from rmqstore_cli.store.files.crc import crc32
+from rmqstore_cli.store.records.message import Message
 
 END_OF_DATA = "no message here (end of data)"
 

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from rmqstore_cli.store.commitlog.record import Blank, Check, Status, check_framed, is_clean_end
-from rmqstore_cli.store.mapped_files import MappedFile, release_pages
+from rmqstore_cli.store.files.mapped_files import MappedFile, release_pages
 
 #: Pages already read are released every this many bytes, so a long scan's memory stays flat.
 RELEASE_EVERY = 64 << 20
@@ -53,8 +53,8 @@ class LogScan:
         # a whole-record CRC is checked record by record
         self.blocks = options.blocks and not (options.check_crc and self.force)
         if self.blocks:  # numpy is loaded only when blocks are asked for
-            from rmqstore_cli.store.columns import MAX_BLOCK, valid_block
-            from rmqstore_cli.store.topics import TopicIds
+            from rmqstore_cli.store.records.columns import MAX_BLOCK, valid_block
+            from rmqstore_cli.store.records.topics import TopicIds
 
             self.topic_table = TopicIds()
             self.valid_block = valid_block
@@ -93,7 +93,7 @@ class LogScan:
 
     def _file_records(self, f: MappedFile, buf, pos: int, header: int, last: bool) -> Iterator:
         """The records of one file from ``pos``; returns True when the whole scan ends in it."""
-        from rmqstore_cli.store.arrays import file_array
+        from rmqstore_cli.store.files.arrays import file_array
 
         limit = len(buf)
         stop = limit if self.opts.end is None else self.opts.end - f.file_from_offset

@@ -21,10 +21,10 @@ from rmqstore_cli.errors import StoreError
 from rmqstore_cli.store.commitlog.append import AppendResult, AppendSpec
 from rmqstore_cli.store.commitlog.encode import blank_record, crc_property_value, encode_record
 from rmqstore_cli.store.commitlog.layout import PHY_FIELD, QUEUE_OFFSET_FIELD
-from rmqstore_cli.store.config import StoreConfig
-from rmqstore_cli.store.crc import crc32
-from rmqstore_cli.store.mapped_files import MAX_FILE_OFFSET, MappedFile, MappedFileQueue
-from rmqstore_cli.store.message import offset_msg_id
+from rmqstore_cli.store.files.crc import crc32
+from rmqstore_cli.store.files.mapped_files import MAX_FILE_OFFSET, MappedFile, MappedFileQueue
+from rmqstore_cli.store.layout.config import StoreConfig
+from rmqstore_cli.store.records.message import offset_msg_id
 
 
 class LogWriter:
@@ -128,7 +128,7 @@ class LogWriter:
         file start, position, rows), a BLANK closing each file left behind as ``doAppend``'s
         END_OF_FILE does. Per run: the records' bytes, their starts, their dispatch fields."""
         from rmqstore_cli.store.commitlog import blocks as B
-        from rmqstore_cli.store.consume_queue import write_range
+        from rmqstore_cli.store.queues.consume_queue import write_range
 
         runs = []
         for ff, pos, i, j in plan:

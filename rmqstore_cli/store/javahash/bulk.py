@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from rmqstore_cli.store.arrays import byte_rows, stable_argsort
+from rmqstore_cli.store.files.arrays import byte_rows, stable_argsort
 
 _INV31 = pow(31, -1, 1 << 32)  # 31 is odd, so invertible mod 2^32
 _POW: list[np.ndarray] = [np.ones(1, np.uint32), np.ones(1, np.uint32)]

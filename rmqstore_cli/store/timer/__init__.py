@@ -15,7 +15,7 @@ from pathlib import Path
 
 from rmqstore_cli.formats.timer import SLOTS_TOTAL
 
-from rmqstore_cli.store.config import StoreConfig
+from rmqstore_cli.store.layout.config import StoreConfig
 from rmqstore_cli.store.timer.checkpoint import TimerCheckpoint
 from rmqstore_cli.store.timer.log import TimerLog
 from rmqstore_cli.store.timer.wheel import TimerWheel
@@ -31,7 +31,7 @@ def timer_files_present(root: Path) -> bool:
 def infer_log_file_size(config: StoreConfig) -> int:
     """``mappedFileSizeTimerLog``: the config's when set, else the one size all timer-log
     files share (the default when they disagree: verify then names the odd ones)."""
-    from rmqstore_cli.store.config import data_files
+    from rmqstore_cli.store.layout.config import data_files
 
     if "mapped_file_size_timer_log" in config.explicit:
         return config.mapped_file_size_timer_log

@@ -17,7 +17,7 @@ from pathlib import Path
 from rmqstore_cli.formats.timer import CHECKPOINT_FILE_SIZE, CHECKPOINT_FORMAT, CHECKPOINT_MIN_SIZE, CHECKPOINT_SIZE
 
 from rmqstore_cli.errors import StoreError
-from rmqstore_cli.store.safefs import open_read_only, os_error, replace_file
+from rmqstore_cli.store.files.safefs import open_read_only, os_error, replace_file
 
 _CP = struct.Struct(CHECKPOINT_FORMAT)
 

@@ -22,8 +22,8 @@ from rmqstore_cli.formats.timer import (
     is_magic_ok,
 )
 
-from rmqstore_cli.store.mapped_files import MappedFileQueue
-from rmqstore_cli.store.safefs import data_segments
+from rmqstore_cli.store.files.mapped_files import MappedFileQueue
+from rmqstore_cli.store.files.safefs import data_segments
 
 _UNIT = struct.Struct(UNIT_FORMAT)
 _BLANK = struct.Struct(BLANK_FORMAT)

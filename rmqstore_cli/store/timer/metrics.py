@@ -12,7 +12,7 @@ from pathlib import Path
 
 import orjson
 
-from rmqstore_cli.store.safefs import replace_file
+from rmqstore_cli.store.files.safefs import replace_file
 
 
 @dataclass

@@ -137,7 +137,7 @@ def unit_records(view: TimerView, cl, begin: int | None, end: int | None, topic:
 
 def unit_dict(u: Unit, cl) -> dict:
     """One unit and what it points at (``message_status``: ok, or what is wrong there)."""
-    from rmqstore_cli.store.message import offset_msg_id
+    from rmqstore_cli.store.records.message import offset_msg_id
 
     d = {
         "pos": u.pos,

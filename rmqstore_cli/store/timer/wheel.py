@@ -17,7 +17,7 @@ from pathlib import Path
 from rmqstore_cli.formats.timer import NO_POS, SLOT_FORMAT, SLOT_SIZE, SLOTS_TOTAL, wheel_file_size
 
 from rmqstore_cli.errors import StoreError
-from rmqstore_cli.store.safefs import data_segments, map_file, open_read_only
+from rmqstore_cli.store.files.safefs import data_segments, map_file, open_read_only
 
 _SLOT = struct.Struct(SLOT_FORMAT)
 
@@ -149,7 +149,7 @@ class WheelWriter:
     def write(self, path: Path, roots: list[Path]) -> None:
         """The whole file (``TimerWheel#flush`` writes every changed byte of the full length),
         written beside and renamed into place."""
-        from rmqstore_cli.store.safefs import replace_file
+        from rmqstore_cli.store.files.safefs import replace_file
 
         data = bytearray(wheel_file_size(self.slots_total))
         for index, fields in self.slots.items():

@@ -10,7 +10,7 @@ gives every timer message a delivery time after the last store time, so a genera
 is a broker stopped with every timer message pending (nothing delivered yet). With
 ``--overdue-timers`` some are due inside the run: the checkpoint's read time is then left
 at the first of their slots, a dequeue that stalled there (``#dequeue`` moves the read time
-only past a slot it finished), so they are overdue (store/overdue.py).
+only past a slot it finished), so they are overdue (store/answers/overdue.py).
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from rmqstore_cli.formats.timer import (
     UNIT_SIZE,
 )
 
-from rmqstore_cli.store.config import StoreConfig
 from rmqstore_cli.store.javahash import java_hash
+from rmqstore_cli.store.layout.config import StoreConfig
 from rmqstore_cli.store.timer.checkpoint import TimerCheckpoint
 from rmqstore_cli.store.timer.log import TimerLogWriter
 from rmqstore_cli.store.timer.metrics import TimerMetrics
@@ -78,7 +78,7 @@ class TimerWriter:
 
     def close(self) -> None:
         """The wheel, the checkpoint and the metrics, as the broker's shutdown flushes them."""
-        from rmqstore_cli.store.safefs import make_dirs
+        from rmqstore_cli.store.files.safefs import make_dirs
 
         self.log.close()
         cfg = self.config

@@ -4,8 +4,8 @@ The engine proves a store consistent or says exactly where it is not. It knows n
 terminals: :class:`Verifier` emits :class:`Finding` objects (a stable check id, a
 severity, the file relative to the store root, the byte offset in that file, a detail) to
 a :class:`FindingSink` and keeps a summary. It reads through the store's owners
-(:class:`~rmqstore_cli.store.consume_queue.ConsumeQueue`,
-:class:`~rmqstore_cli.store.index.IndexFile`, the commit log's mapped files and batch
+(:class:`~rmqstore_cli.store.queues.consume_queue.ConsumeQueue`,
+:class:`~rmqstore_cli.store.queues.index.IndexFile`, the commit log's mapped files and batch
 walk) and decodes no layout itself.
 
 How it reads, fast and in bounded memory (the modules):

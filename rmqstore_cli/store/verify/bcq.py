@@ -23,12 +23,12 @@ from rmqstore_cli.formats.batch_queue import BATCH_CQ_UNIT_SIZE, COMPACTION_DIR,
 from rmqstore_cli.formats.commitlog import HEAD
 
 from rmqstore_cli.errors import StoreError
-from rmqstore_cli.store.batch_queue import BatchConsumeQueue, queue_type, topic_table
+from rmqstore_cli.store.checks.unit_check import EXPIRED, MISMATCH, check_batch_unit
 from rmqstore_cli.store.commitlog import CommitLog, Status
-from rmqstore_cli.store.compaction import CompactionStore, parse_position_checkpoint, unexpected_stops
-from rmqstore_cli.store.mapped_files import queue_dir_paths, queue_dirs
-from rmqstore_cli.store.message import Message
-from rmqstore_cli.store.unit_check import EXPIRED, MISMATCH, check_batch_unit
+from rmqstore_cli.store.files.mapped_files import queue_dir_paths, queue_dirs
+from rmqstore_cli.store.queues.batch_queue import BatchConsumeQueue, queue_type, topic_table
+from rmqstore_cli.store.queues.compaction import CompactionStore, parse_position_checkpoint, unexpected_stops
+from rmqstore_cli.store.records.message import Message
 from rmqstore_cli.store.verify.shared_walk import shared_facts
 
 BCQ_DIR = "batchconsumequeue"
@@ -285,7 +285,7 @@ class BatchQueueChecks:
 
     def _commit_queue(self, topic: str, qid: int):
         """The topic's consume queue (its own read-only view; None: not there)."""
-        from rmqstore_cli.store.consume_queue import ConsumeQueue
+        from rmqstore_cli.store.queues.consume_queue import ConsumeQueue
 
         d = self.config.consumequeue_dir / topic / str(qid)
         if not d.is_dir():

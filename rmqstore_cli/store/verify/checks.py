@@ -7,8 +7,8 @@ from pathlib import Path
 
 import numpy as np
 
-from rmqstore_cli.store.properties import props_well_formed
-from rmqstore_cli.store.safefs import data_segments
+from rmqstore_cli.store.files.safefs import data_segments
+from rmqstore_cli.store.records.properties import props_well_formed
 
 
 def member(x: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:

@@ -1,5 +1,5 @@
 """verify's checks of ``config/``: every file the broker loads with ``ConfigManager#load``, judged
-as that method and ``#loadBak`` judge it (:mod:`rmqstore_cli.store.configfiles`).
+as that method and ``#loadBak`` judge it (:mod:`rmqstore_cli.store.layout.configfiles`).
 
 ``ConfigManager#load`` (4.9.7 and 5.3.3 alike): a file that is missing or empty
 (``MixAll#file2String`` returns null or "") goes to ``#loadBak``; so does one whose
@@ -24,7 +24,7 @@ fails: the broker does not start. So:
 
 from __future__ import annotations
 
-from rmqstore_cli.store.configfiles import ConfigLoad, config_repair, load_broker_configs
+from rmqstore_cli.store.layout.configfiles import ConfigLoad, config_repair, load_broker_configs
 from rmqstore_cli.store.verify.findings import CHECKS, ERROR, WARNING
 
 CHECKS.update(
@@ -57,7 +57,7 @@ class ConfigChecks:
 
     def check_configs(self) -> None:
         """One finding per config file the broker would not simply load (module docstring)."""
-        from rmqstore_cli.store.startup import family, resolve_version
+        from rmqstore_cli.store.checks.startup import family, resolve_version
 
         version = family(resolve_version(self.config.root, self.opt.broker_version)[0])
         for ld in load_broker_configs(self.root / "config", version, self.config.enable_lmq):

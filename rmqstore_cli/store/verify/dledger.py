@@ -15,10 +15,10 @@ from __future__ import annotations
 import numpy as np
 from rmqstore_cli.formats.dledger import BODY_OFFSET, ENTRY_MAGIC, INDEX_FILE_SIZE, INDEX_UNIT_SIZE
 
-from rmqstore_cli.store.arrays import byte_rows, file_array
 from rmqstore_cli.store.commitlog.bulk import walk_records
 from rmqstore_cli.store.commitlog.dledger import committed_index, current_term, header_of, read_entry
-from rmqstore_cli.store.mapped_files import MappedFileQueue
+from rmqstore_cli.store.files.arrays import byte_rows, file_array
+from rmqstore_cli.store.files.mapped_files import MappedFileQueue
 
 _BATCH = 1 << 16
 

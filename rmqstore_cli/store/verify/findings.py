@@ -256,7 +256,7 @@ class VerifyOptions:
     deep: bool = False
     #: Findings emitted per check (all are counted); None = no limit.
     max_findings: int | None = None
-    #: The broker version recovery is predicted for (store/startup.py VERSIONS); None: the store's.
+    #: The broker version recovery is predicted for (store/checks/startup.py VERSIONS); None: the store's.
     broker_version: str | None = None
 
 

@@ -19,10 +19,10 @@ from rmqstore_cli.formats.derive import field_offset
 from rmqstore_cli.formats.index import INDEX_ENTRY_SIZE, IndexHeader
 
 from rmqstore_cli.store.commitlog import Status
-from rmqstore_cli.store.config import SIZE_LEAST
-from rmqstore_cli.store.index import IndexFile, index_file_paths
-from rmqstore_cli.store.mapped_files import release_pages
-from rmqstore_cli.store.properties import IndexKeys
+from rmqstore_cli.store.files.mapped_files import release_pages
+from rmqstore_cli.store.layout.config import SIZE_LEAST
+from rmqstore_cli.store.queues.index import IndexFile, index_file_paths
+from rmqstore_cli.store.records.properties import IndexKeys
 from rmqstore_cli.store.verify import limits
 from rmqstore_cli.store.verify.checks import first_nonzero, member
 from rmqstore_cli.store.verify.index_structure import IndexStructure

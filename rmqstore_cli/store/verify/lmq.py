@@ -1,7 +1,7 @@
 """Multi-dispatch (LMQ) units against the commit log, both ways (docs/format/lmq.md).
 
 Each batch's multi-dispatched messages (``INNER_MULTI_DISPATCH`` with
-``INNER_MULTI_QUEUE_OFFSET``, the units :func:`~rmqstore_cli.store.lmq.fan_out` says
+``INNER_MULTI_QUEUE_OFFSET``, the units :func:`~rmqstore_cli.store.write.lmq.fan_out` says
 ``ConsumeQueue#multiDispatchLmqQueue`` writes) are looked up in their listed queues as the
 batch passes: the unit must be there, point at the message, and carry its size and
 tagsCode. The units so found are marked accounted for, so a unit of an LMQ queue that no
@@ -21,8 +21,8 @@ from collections import defaultdict
 
 import numpy as np
 
-from rmqstore_cli.store.consume_queue import unsafe_topic
-from rmqstore_cli.store.lmq import (
+from rmqstore_cli.store.queues.consume_queue import unsafe_topic
+from rmqstore_cli.store.write.lmq import (
     MULTI_DISPATCH,
     MULTI_QUEUE_OFFSET,
     broker5_store,

@@ -1,5 +1,5 @@
 """verify's stuck-delivery checks: timer and delay-level messages the broker should have
-delivered while it was still writing, and did not (store/overdue.py says when a message is
+delivered while it was still writing, and did not (store/answers/overdue.py says when a message is
 overdue).
 
 verify has no clock of its own: it judges at the newest store time in the commit log less
@@ -44,7 +44,7 @@ class OverdueChecks:
         """One ``delay.overdue`` per level and one ``timer.overdue`` per state with messages
         due before the newest store time less the grace."""
         from rmqstore_cli.errors import StoreError
-        from rmqstore_cli.store import overdue
+        from rmqstore_cli.store.answers import overdue
         from rmqstore_cli.store.message_store import MessageStore
 
         if not self.messages or not self.max_store_ts:

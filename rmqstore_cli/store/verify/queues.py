@@ -16,12 +16,12 @@ from types import MappingProxyType
 import numpy as np
 from rmqstore_cli.formats.consume_queue import CQ_STORE_UNIT_SIZE, PRE_BLANK_SIZE
 
-from rmqstore_cli.store.arrays import stable_argsort
+from rmqstore_cli.store.checks.startup_queues import KnownEnd, known_end
+from rmqstore_cli.store.checks.unit_check import EXT_ADDR_MAX
 from rmqstore_cli.store.commitlog import Status
-from rmqstore_cli.store.consume_queue import ConsumeQueue
-from rmqstore_cli.store.mapped_files import subdir_entries
-from rmqstore_cli.store.startup_queues import KnownEnd, known_end
-from rmqstore_cli.store.unit_check import EXT_ADDR_MAX
+from rmqstore_cli.store.files.arrays import stable_argsort
+from rmqstore_cli.store.files.mapped_files import subdir_entries
+from rmqstore_cli.store.queues.consume_queue import ConsumeQueue
 from rmqstore_cli.store.verify import limits
 from rmqstore_cli.store.verify.checks import first_nonzero
 from rmqstore_cli.store.verify.findings import WARNING
@@ -150,7 +150,7 @@ class QueueChecks:
         """The repair of a consume-queue file the broker would not load: pad it to its size,
         then rebuild the topic's queues from the commit log (no unit lost: they are derived);
         a batch consume queue: rebuild-index rewrites all of them."""
-        from rmqstore_cli.store.repair import pad_command
+        from rmqstore_cli.store.write.repair import pad_command
 
         if area == "bcq":  # no --topic rebuild for batch queues: rewritten by a whole queue rebuild
             return ""

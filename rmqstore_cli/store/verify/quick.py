@@ -1,5 +1,5 @@
 """``verify --sample N`` / ``--max-bytes N``: a quick look at a terabyte store. Only the records
-the narrowed walk keeps (store/sampling.py) are checked, each on its own: that it frames and
+the narrowed walk keeps (store/commitlog/sampling.py) are checked, each on its own: that it frames and
 (with ``crc``) its body CRC holds, as the walk reads it (a record that does not ends its file's
 part: ``sample.stop``), and that its consume-queue unit points back at it (``sample.cq-unit``,
 ``ConsumeQueue#putMessagePositionInfo``: offset and size at its queue offset). Whole-store
@@ -29,9 +29,9 @@ def quick_verify(ms: Any, narrowing: Any, crc: bool, cap: int | None) -> dict:
     """Check the records ``narrowing`` keeps; the result as verify's local engine shapes it
     (``findings``, ``summary``, ``ok``)."""
     from rmqstore_cli.store.commitlog import Blank
-    from rmqstore_cli.store.filters import MessageFilter
-    from rmqstore_cli.store.log_range import Range, walk
-    from rmqstore_cli.store.sampling import narrowed
+    from rmqstore_cli.store.commitlog.log_range import Range, walk
+    from rmqstore_cli.store.commitlog.sampling import narrowed
+    from rmqstore_cli.store.records.filters import MessageFilter
 
     cl = ms.commitlog
     stops: list = []

@@ -26,16 +26,16 @@ from rmqstore_cli.formats.commitlog import (
 )
 from rmqstore_cli.formats.properties import parse_properties
 
-from rmqstore_cli.store.arrays import stable_argsort
 from rmqstore_cli.store.commitlog.bulk import RecordBatch
-from rmqstore_cli.store.crc import body_crcs, crc32
-from rmqstore_cli.store.dispatch import InvalidForDispatch, compute_tags_code
+from rmqstore_cli.store.files.arrays import stable_argsort
+from rmqstore_cli.store.files.crc import body_crcs, crc32
 from rmqstore_cli.store.javahash import java_hash
-from rmqstore_cli.store.message import SCHEDULE_TOPIC
-from rmqstore_cli.store.properties import CRC_MARK, Properties, pick_property
-from rmqstore_cli.store.topics import TopicIds
+from rmqstore_cli.store.records.message import SCHEDULE_TOPIC
+from rmqstore_cli.store.records.properties import CRC_MARK, Properties, pick_property
+from rmqstore_cli.store.records.topics import TopicIds
 from rmqstore_cli.store.verify.checks import Delayed, props_problem
 from rmqstore_cli.store.verify.findings import ERROR
+from rmqstore_cli.store.write.dispatch import InvalidForDispatch, compute_tags_code
 
 TOPIC_OK_DOT = re.compile(rb"[A-Za-z0-9%|_.\-]+")  # '.' seen in real stores
 #: PROPERTIESLENGTH's size: a record's last length field.

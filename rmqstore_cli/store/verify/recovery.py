@@ -3,8 +3,8 @@ docs/format/recovery.md#recovery)."""
 
 from __future__ import annotations
 
-from rmqstore_cli.store.checkpoint import StoreCheckpoint
 from rmqstore_cli.store.commitlog.dledger import header_of
+from rmqstore_cli.store.layout.checkpoint import StoreCheckpoint
 
 
 class RecoveryChecks:
@@ -34,7 +34,12 @@ class RecoveryChecks:
         """The file ``CommitLog#recoverNormally`` starts from, for the broker version
         (``startup.normal_recovery_start``: the third-last file before 5.3.2; from 5.3.2 the
         last one starting at or before maxPhyOffsetOfConsumeQueue), and how to name it."""
-        from rmqstore_cli.store.startup import normal_recovery_start, queue_ends, recovers_from_cq, resolve_version
+        from rmqstore_cli.store.checks.startup import (
+            normal_recovery_start,
+            queue_ends,
+            recovers_from_cq,
+            resolve_version,
+        )
 
         if header_of(self.config, files[-1]):  # DLedgerMmapFileStore#recover: the third-last file
             return files[max(0, len(files) - 3)], "normal"
@@ -51,7 +56,7 @@ class RecoveryChecks:
         """A file before the last whose data ends in zeros without a BLANK (``commitlog.blank``):
         a BLANK written there sends recovery on to the next file instead (``repair --pad``),
         when nothing but zeros follows (stale bytes after them could be records: no advice)."""
-        from rmqstore_cli.store.arrays import file_array
+        from rmqstore_cli.store.files.arrays import file_array
         from rmqstore_cli.store.verify.checks import first_nonzero
 
         f = self.mfq.find(process)

@@ -1,7 +1,7 @@
 """verify on a RocksDB consume queue (``storeType=defaultRocksDB``, docs/format/rocksdb.md).
 
 Each queue of the database becomes a :class:`~rmqstore_cli.store.verify.queues.QueueState`
-(a :class:`~rmqstore_cli.store.rocksdb_cq.RocksDBQueue` has the file queue's read views),
+(a :class:`~rmqstore_cli.store.queues.rocksdb_cq.RocksDBQueue` has the file queue's read views),
 so the commit-log scan checks its units as it checks a file queue's (``cq.*``: a unit
 pointing past the log is ``cq.unit-target``). What only the database has is checked here
 (``rocksdb.*``): the column families, keys and values in the broker's layout, and the
@@ -15,7 +15,7 @@ import os
 from rmqstore_cli.formats.rocksdb_cq import CQ_VALUE_SIZE, OFFSET_CF
 
 from rmqstore_cli.errors import StoreError
-from rmqstore_cli.store.cq_compare import QueueComparison, compare_stores, has_file_queues
+from rmqstore_cli.store.checks.cq_compare import QueueComparison, compare_stores, has_file_queues
 from rmqstore_cli.store.verify.findings import CHECKS, ERROR, INFO, WARNING
 
 #: The ``rocksdb.*`` checks, merged into ``findings.CHECKS``.
@@ -106,7 +106,7 @@ class RocksDBChecks:
     def _open_rocksdb(self, cq_dir, rel: str) -> bool:
         """Open the database as :attr:`rocksdb`; False when it cannot be (rocksdict missing:
         not the store's fault, the rest is checked and this named as skipped; or unreadable)."""
-        from rmqstore_cli.store.rocksdb_cq import MissingBinding, RocksDBConsumeQueues
+        from rmqstore_cli.store.queues.rocksdb_cq import MissingBinding, RocksDBConsumeQueues
 
         self.rocksdb = None
         try:

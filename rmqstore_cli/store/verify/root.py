@@ -1,12 +1,12 @@
 """verify accounts for every entry of the store root (``store.unchecked-entry``,
-``store.unknown-entry``), by the one table of :mod:`rmqstore_cli.store.root_entries`."""
+``store.unknown-entry``), by the one table of :mod:`rmqstore_cli.store.layout.root_entries`."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
-from rmqstore_cli.store.root_entries import classify
+from rmqstore_cli.store.layout.root_entries import classify
 from rmqstore_cli.store.verify.findings import CHECKS, INFO, WARNING
 
 CHECKS.update(

@@ -25,12 +25,12 @@ from rmqstore_cli.formats.commitlog import (
 from rmqstore_cli.formats.derive import field_offset, fixed_fields_format
 from rmqstore_cli.formats.dledger import BLANK_MAGIC_BYTES, BLANK_PREFIX_SIZE, ENTRY_MAGIC
 
-from rmqstore_cli.store.arrays import file_array
 from rmqstore_cli.store.commitlog import Status, check_framed, check_message
 from rmqstore_cli.store.commitlog.bulk import walk_records
 from rmqstore_cli.store.commitlog.dledger import blank_size, header_of, read_entry
-from rmqstore_cli.store.fastpaths import FAST_PATHS
-from rmqstore_cli.store.mapped_files import MappedFileQueue, release_pages
+from rmqstore_cli.store.files.arrays import file_array
+from rmqstore_cli.store.files.fastpaths import FAST_PATHS
+from rmqstore_cli.store.files.mapped_files import MappedFileQueue, release_pages
 from rmqstore_cli.store.verify import limits
 from rmqstore_cli.store.verify.checks import first_nonzero
 from rmqstore_cli.store.verify.findings import Finding
@@ -193,9 +193,9 @@ class CommitLogScan:
 
     def _pad_advice(self, f, length: int) -> str:
         """The repair that gives a commit-log file the length the broker loads, keeping its good
-        records (``store/repair.py``): for a file cut short, or longer with only zeros beyond
+        records (``store/write/repair.py``): for a file cut short, or longer with only zeros beyond
         the size; "" where padding cannot be exact (a DLedger data file, data beyond the size)."""
-        from rmqstore_cli.store.repair import pad_command
+        from rmqstore_cli.store.write.repair import pad_command
 
         size = self.config.mapped_file_size_commit_log
         if header_of(self.config, f):

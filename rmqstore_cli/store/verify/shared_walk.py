@@ -25,7 +25,7 @@ import numpy as np
 from rmqstore_cli.formats.commitlog import TRANSACTION_COMMIT_TYPE, TRANSACTION_MASK, TRANSACTION_NOT_TYPE
 from rmqstore_cli.formats.timer import PROPERTY_TIMER_DEL_UNIQKEY, TIMER_TOPIC
 
-from rmqstore_cli.store.message import Message
+from rmqstore_cli.store.records.message import Message
 
 #: Both timer properties start so (TIMER_DEQUEUE_MS, TIMER_DEL_UNIQKEY): a block whose
 #: records' properties lack it has neither.
@@ -152,7 +152,7 @@ def shared_facts(verifier, timer_start: int | None = None) -> WalkFacts:
     keep: :meth:`TimerChecks._timer_deliveries` runs before the bcq checks, so never in
     ``Verifier.run``); the BatchCQ topics are those of ``batchconsumequeue/``."""
     from rmqstore_cli.store.commitlog import CommitLog
-    from rmqstore_cli.store.mapped_files import queue_dirs
+    from rmqstore_cli.store.files.mapped_files import queue_dirs
 
     facts = getattr(verifier, "shared_walk_facts", None)
     if facts is None or (timer_start is not None and facts.timer_start != timer_start):

@@ -331,8 +331,8 @@ class TimerChecks:
         """``TimerMetrics``' count per topic against the pending units of that topic's hash."""
         import numpy as np
 
-        from rmqstore_cli.store.configfiles import BROKER_CONFIG_FILES, load_config
         from rmqstore_cli.store.javahash import java_hash
+        from rmqstore_cli.store.layout.configfiles import BROKER_CONFIG_FILES, load_config
         from rmqstore_cli.store.timer.metrics import TimerMetrics
 
         cf = next(c for c in BROKER_CONFIG_FILES if c.name == "timermetrics")

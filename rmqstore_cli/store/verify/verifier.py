@@ -20,13 +20,13 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from rmqstore_cli.errors import StoreError
-from rmqstore_cli.store import mapguard
-from rmqstore_cli.store.checkpoint import StoreCheckpoint
-from rmqstore_cli.store.config import StoreConfig, data_files, subdirs
-from rmqstore_cli.store.fastpaths import FAST_PATHS
-from rmqstore_cli.store.index import index_file_paths
-from rmqstore_cli.store.lock import abort_exists, lock_holder
-from rmqstore_cli.store.safefs import kind_of
+from rmqstore_cli.store.files import mapguard
+from rmqstore_cli.store.files.fastpaths import FAST_PATHS
+from rmqstore_cli.store.files.lock import abort_exists, lock_holder
+from rmqstore_cli.store.files.safefs import kind_of
+from rmqstore_cli.store.layout.checkpoint import StoreCheckpoint
+from rmqstore_cli.store.layout.config import StoreConfig, data_files, subdirs
+from rmqstore_cli.store.queues.index import index_file_paths
 from rmqstore_cli.store.verify.bcq import BatchQueueChecks
 from rmqstore_cli.store.verify.configs import ConfigChecks
 from rmqstore_cli.store.verify.dledger import DLedgerChecks
@@ -288,7 +288,7 @@ class Verifier(
         files = data_files([cfg.index_dir])
         sizes = Counter(p.stat().st_size for p in files)
         if sizes and cfg.index_file_size not in sizes and not {"max_hash_slot_num", "max_index_num"} & cfg.explicit:
-            from rmqstore_cli.store.index import infer_index_geometry
+            from rmqstore_cli.store.queues.index import infer_index_geometry
 
             size = sizes.most_common(1)[0][0]
             same = [p for p in files if p.stat().st_size == size]

@@ -1,0 +1,83 @@
+"""The engine's compiled loops: the record walk (plain and DLedger), small bodies' CRC, a
+join of byte ranges, the TAGS hash and index keys of PROPERTIES — what would otherwise be a Python loop per record.
+
+They are C (``_ckernels.c``), an optional extension built at install by ``setup.py``, as
+dulwich ships ``_pack.c`` beside ``pack.py``: same results to the bit as the reference loops
+(:func:`~rmqstore_cli.store.commitlog.bulk.walk_records`' own loop,
+:func:`~rmqstore_cli.store.files.crc.body_crcs` by zlib, slicing PROPERTIES), which
+the tests compare on fixtures and hostile input. A machine that could not build it (no
+compiler at install) has :data:`BUILT` False and runs the reference loops; so does
+``RMQSTORE_PURE=1`` (:data:`~rmqstore_cli.store.files.fastpaths.FAST_PATHS` decides). Loading
+the extension costs well under a millisecond, so even the smallest store uses it.
+
+When built: ``walk``, ``walk_entries``, ``small_body_crcs``, ``join_ranges``,
+``prop_scan`` (the pairs of a batch's PROPERTIES) and ``prop_keys`` (their TAGS hashes
+and index keys; their
+docstrings and ``_ckernels.c`` say what each does; each checks its arguments and raises
+rather than read outside a buffer, and runs without the GIL).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rmqstore_cli.formats.commitlog import HEAD, MAGIC_V1, MAGIC_V2, PREFIX_DTYPE
+from rmqstore_cli.formats.derive import field_offset
+from rmqstore_cli.formats.dledger import ENTRY_MAGIC, EntryHeader
+from rmqstore_cli.formats.properties import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR
+
+from rmqstore_cli.store.files.extload import OTHER_LAYOUT, Loaded, load
+from rmqstore_cli.store.records.message import KEY_SEPARATOR, PROPERTY_KEYS, PROPERTY_TAGS, PROPERTY_UNIQ_KEY
+
+#: Bodies shorter than this get their CRC here; longer ones from zlib-ng (faster per byte,
+#: and its per-call cost no longer matters: measured, 512 B 170 ns here against 250 ns a
+#: zlib-ng call, 1 KiB 350 against 230).
+SMALL_BODY = 768
+
+
+def layout() -> dict[str, int]:
+    """What the C loops read (``MessageDecoder``'s TOTALSIZE and MAGICCODE, the
+    ``DLedgerEntry`` header's magic and size, the PROPERTIES separators and the names of
+    TAGS, KEYS and UNIQ_KEY), from ``formats/`` and :mod:`~rmqstore_cli.store.records.message`: the extension is used
+    only when it was built with exactly this (its ``LAYOUT``)."""
+    return {
+        "total_at": HEAD["total_size"].offset,
+        "magic_at": HEAD["magic"].offset,
+        "prefix_size": PREFIX_DTYPE.itemsize,
+        "magic_v1": MAGIC_V1,
+        "magic_v2": MAGIC_V2,
+        "entry_magic": ENTRY_MAGIC,
+        "entry_magic_at": field_offset(EntryHeader, "magic"),
+        "entry_size_at": field_offset(EntryHeader, "size"),
+        "name_sep": ord(NAME_VALUE_SEPARATOR),
+        "pair_sep": ord(PROPERTY_SEPARATOR),
+        "key_sep": ord(KEY_SEPARATOR),
+        **{
+            k: (name + NAME_VALUE_SEPARATOR).encode()
+            for k, name in (("tags", PROPERTY_TAGS), ("keys", PROPERTY_KEYS), ("uniq_key", PROPERTY_UNIQ_KEY))
+        },
+    }
+
+
+def _load() -> Loaded:
+    """The built extension, or None and why (not built, its import failed, or built for
+    another layout). Imported here only: this module is its one user."""
+    got = load("rmqstore_cli.store._ckernels")
+    if got.module is not None and got.module.LAYOUT != layout():
+        return Loaded(got.name, None, OTHER_LAYOUT)
+    return got
+
+
+_LOADED = _load()
+_EXT: Any = _LOADED.module
+#: Why the C loops are not here ("" when they are): "not built", "failed to import: ..."
+PROBLEM = _LOADED.problem
+#: True when the C loops are here (the names below exist)
+BUILT = _EXT is not None
+if BUILT:
+    walk, walk_entries = _EXT.walk, _EXT.walk_entries
+    small_body_crcs, join_ranges = _EXT.small_body_crcs, _EXT.join_ranges
+    prop_keys, prop_scan = _EXT.prop_keys, _EXT.prop_scan
+    #: prop_keys' key rows: columns, flags (a KEYS word; malformed UTF-8 inside), and its
+    #: tagsCode of a TAGS value of malformed UTF-8 (left for the reference's replacements)
+    KEY_COLS, KEY_WORD, KEY_WIDE, TAGS_WIDE = _EXT.KEY_COLS, _EXT.KEY_WORD, _EXT.KEY_WIDE, _EXT.TAGS_WIDE

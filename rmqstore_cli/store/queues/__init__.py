@@ -1,0 +1,2 @@
+"""The files derived from the commit log, one owner per format: consume queues (file, batch,
+RocksDB, compaction) and the hash index."""

@@ -1,0 +1,2 @@
+"""Everything that writes a store: the reput dispatch, the writer, generate's workload,
+rebuild-index, repair and expiry."""
