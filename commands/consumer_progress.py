@@ -24,8 +24,10 @@ EPILOG = """Examples:
 """
 
 
-#: The hint of an empty answer, filters given or not (the filters are the usual reason).
-NO_OFFSET_HINT = "run without --group/--topic to list them all"
+#: The hint of an empty answer with no filter given (a filter given: "run without" it):
+#: the broker writes the file every ``flushConsumerOffsetInterval`` (5 s) once a consumer
+#: has committed (``BrokerController`` scheduling ``ConsumerOffsetManager#persist``).
+NO_OFFSET_HINT = "no consumer has committed an offset that the broker persisted (keys skipped are warned above)"
 
 
 class By(str, Enum):

@@ -219,16 +219,18 @@ def test_bad_keys_are_skipped_with_a_warning(tmp_path):
 
 
 def test_only_bad_keys_is_a_negative_answer_with_the_filters_hint(tmp_path):
-    """Every key skipped and no filter given: exit 1, the plain message and the usual hint;
-    a filter's value is escaped on stderr and both filters are named."""
+    """Every key skipped and no filter given: exit 1, the plain message and a hint that does
+    not tell to drop filters that were not given; a filter given: the hint to drop them, its
+    value escaped on stderr and both filters named."""
     d = fixture_dir("4.9.7")
     store = _copy(d / "store", tmp_path / "store")
     (store / "config" / "consumerOffset.json").write_text(fastjson_compact({"no-separator": {0: 1}}))
     rows, err = _progress(store, d / "broker.conf", code=1)
     assert rows == [] and "rmqstore: no consumer offset (" in err
-    assert "run without --group/--topic to list them all" in err
+    assert "no consumer has committed an offset" in err and "run without" not in err
     _, err = _progress(store, d / "broker.conf", "--group", "g\x1b[31m", "--topic", "T", code=1)
     assert "no consumer offset of group 'g\\x1b[31m' and topic 'T'" in err and "\x1b" not in err
+    assert "run without --group/--topic to list them all" in err
 
 
 def test_expired_messages_flag_behind_min(tmp_path):
