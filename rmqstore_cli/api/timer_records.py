@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
+from rmqstore_cli.store.records.fields import fields_dict
+
 JSON = dict[str, Any]
 
 
@@ -26,15 +28,7 @@ class TimerSlot:
     state: str
 
     def as_dict(self) -> JSON:
-        return {
-            "index": self.index,
-            "time_ms": self.time_ms,
-            "first_pos": self.first_pos,
-            "last_pos": self.last_pos,
-            "num": self.num,
-            "magic": self.magic,
-            "state": self.state,
-        }
+        return fields_dict(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,12 +109,4 @@ class TimerSummary:
     recovery: JSON
 
     def as_dict(self) -> JSON:
-        return {
-            "checkpoint": self.checkpoint,
-            "wheel": self.wheel,
-            "timer_log_files": self.timer_log_files,
-            "slots": self.slots,
-            "units": self.units,
-            "log_end": self.log_end,
-            "recovery": self.recovery,
-        }
+        return fields_dict(self)
