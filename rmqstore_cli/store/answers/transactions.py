@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,7 +42,7 @@ from rmqstore_cli.formats.sysflag import (
     TRANSACTION_ROLLBACK_TYPE,
 )
 
-from rmqstore_cli.store.answers.keyed_rows import KeyedRows
+from rmqstore_cli.store.answers.keyed_rows import Answer as Answer, Wanted, keep
 from rmqstore_cli.store.records.message import (
     PROPERTY_CHECK_TIMES,
     PROPERTY_PGROUP,
@@ -325,51 +325,17 @@ def _discard_reason(tx: OpenTx, r: Rules) -> str | None:
     return None
 
 
-@dataclass
-class Answer:
-    """What :func:`answer` found: the rows kept, the groups, the summary and the warnings."""
-
-    rows: Sequence[dict[str, Any]]
-    groups: list[dict[str, Any]]
-    summary: dict[str, Any]
-    warnings: list[str]
-
-
-def answer(
-    commitlog: Any,
-    rules: Rules,
-    topic: str | None = None,
-    group: str | None = None,
-    states: tuple[str, ...] | None = None,
-    limit: int | None = None,
-) -> Answer:
-    """One walk: the transactions of ``topic`` and ``group`` (all when None) counted per group
-    and real topic; rows kept in ``states`` (all when None), the first ``limit``."""
+def answer(commitlog: Any, rules: Rules, want: Wanted) -> Answer:
+    """One walk: the transactions of ``want``'s topic and producer group counted per group and
+    real topic; those in its states kept (the first ``limit``)."""
     scan = TransactionScan(commitlog, rules)
-    counts: dict[tuple[str, str], dict[str, Any]] = {}
-    kept = KeyedRows()
-    totals = dict.fromkeys(STATES, 0)
-    matched = 0
-    for row in scan.rows():
-        if not _wanted(row, topic, group):
-            continue
-        count_row(counts, row)
-        totals[row["state"]] += 1
-        if states is None or row["state"] in states:
-            matched += 1
-            if limit is None or len(kept) < limit:
-                kept.append(row)
+    k = keep(scan.rows(), want, "producer_group", STATES, count_row)
     t = scan.tally
-    summary = _summary(t, rules, totals, matched, len(kept))
+    summary = _summary(t, rules, k.totals, k.matched, len(k.rows))
     warnings = list(t.warnings)
     if t.more_warnings:
         warnings.append(f"{t.more_warnings} more op records the broker skips in part or whole")
-    return Answer(kept, [counts[k] for k in sorted(counts)], summary, warnings)
-
-
-def _wanted(row: dict[str, Any], topic: str | None, group: str | None) -> bool:
-    """The row passes the ``topic`` and ``group`` filters (None: any)."""
-    return (topic is None or row["topic"] == topic) and (group is None or row["producer_group"] == group)
+    return Answer(k.rows, k.groups, summary, warnings)
 
 
 def _summary(t: Tally, rules: Rules, totals: dict[str, int], matched: int, shown: int) -> dict[str, Any]:
