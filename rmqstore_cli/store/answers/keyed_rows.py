@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, overload
 
 
@@ -36,6 +36,28 @@ class KeyedRows(Sequence[dict[str, Any]]):
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         return (dict(zip(self.keys, v, strict=True)) for v in self.values)
+
+
+#: Warnings a walk keeps; the rest are counted.
+MAX_WARNINGS = 10
+
+
+@dataclass
+class Warned:
+    """The first :data:`MAX_WARNINGS` warnings of a walk and how many more there were."""
+
+    warnings: list[str] = field(default_factory=list)
+    more_warnings: int = 0
+
+    def warn(self, text: str) -> None:
+        if len(self.warnings) < MAX_WARNINGS:
+            self.warnings.append(text)
+        else:
+            self.more_warnings += 1
+
+    def all_warnings(self, more: str) -> list[str]:
+        """The warnings kept, then ``"<n> more <more>"`` when some were only counted."""
+        return self.warnings + ([f"{self.more_warnings} more {more}"] if self.more_warnings else [])
 
 
 @dataclass

@@ -47,11 +47,10 @@ from rmqstore_cli.formats.pop import (
 )
 from rmqstore_cli.formats.timer import TIMER_TOPIC
 
-from rmqstore_cli.store.answers.keyed_rows import Answer as RowsAnswer, Wanted, keep
+from rmqstore_cli.store.answers.keyed_rows import Answer as RowsAnswer, Wanted, Warned, keep
 from rmqstore_cli.store.records.message import PROPERTY_REAL_QID, PROPERTY_REAL_TOPIC, PROPERTY_TAGS
 
 STATES = ("acked", "revived", "invisible", "overdue")
-MAX_WARNINGS = 10
 _REVIVE, _RETRY, _TIMER = REVIVE_TOPIC_PREFIX.encode(), RETRY_PREFIX.encode(), TIMER_TOPIC.encode()
 
 
@@ -90,7 +89,7 @@ class PendingAck(NamedTuple):
 
 
 @dataclass
-class Scan:
+class Scan(Warned):
     """What one commit-log walk found: checkpoints by merge key, acks waiting for theirs,
     retry messages by (topic, UNIQ_KEY), counts and warnings."""
 
@@ -98,14 +97,6 @@ class Scan:
     acks: list[PendingAck] = field(default_factory=list)
     retries: dict[tuple[str, str], list[Retry]] = field(default_factory=dict)
     counts: dict[str, int] = field(default_factory=lambda: {"in_timer": 0, "bad_bodies": 0})
-    warnings: list[str] = field(default_factory=list)
-    more_warnings: int = 0
-
-    def warn(self, text: str) -> None:
-        if len(self.warnings) < MAX_WARNINGS:
-            self.warnings.append(text)
-        else:
-            self.more_warnings += 1
 
 
 def merge_key(topic: Any, group: Any, queue_id: int, start: int, pop_time: int, broker: Any, rq: int) -> tuple:
@@ -384,9 +375,7 @@ def answer(ms: Any, rules: Rules, want: Wanted) -> Answer:
     k = keep(rows(s, rules, queues_read.original), want, "group", STATES, count_row)
     queues = revive_queues(s, rules, queues_read.max_offset)
     summary = _summary(s, rules, k.totals, k.matched, len(k.rows), orphans, queues)
-    warnings = list(s.warnings)
-    if s.more_warnings:
-        warnings.append(f"{s.more_warnings} more revive records the broker cannot use")
+    warnings = s.all_warnings("revive records the broker cannot use")
     return Answer(k.rows, k.groups, summary, warnings, queues)
 
 

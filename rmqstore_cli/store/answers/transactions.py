@@ -42,7 +42,7 @@ from rmqstore_cli.formats.sysflag import (
     TRANSACTION_ROLLBACK_TYPE,
 )
 
-from rmqstore_cli.store.answers.keyed_rows import Answer as Answer, Wanted, keep
+from rmqstore_cli.store.answers.keyed_rows import Answer as Answer, Wanted, Warned, keep
 from rmqstore_cli.store.records.message import (
     PROPERTY_CHECK_TIMES,
     PROPERTY_PGROUP,
@@ -63,8 +63,6 @@ TRANSACTION_CHECK_MAX = 15
 #: (``Character#digit``), no spaces or underscores, unlike Python's int
 JAVA_LONG = re.compile(r"[+-]?\d{1,64}")
 STATES = ("committed", "rolled-back", "pending", "discard")
-#: warnings kept word for word; the rest are counted
-MAX_WARNINGS = 10
 _HALF_TOPIC, _OP_TOPIC = TRANS_HALF_TOPIC.encode(), TRANS_OP_HALF_TOPIC.encode()
 
 
@@ -101,7 +99,7 @@ class Rules:
 
 
 @dataclass
-class Tally:
+class Tally(Warned):
     """What the walk met besides transactions: op entries and end records that name nothing
     open, unreadable op bodies, and the warnings about them (the first few)."""
 
@@ -109,14 +107,6 @@ class Tally:
     ends_without_prepare: int = 0
     bad_op_entries: int = 0
     committed_without_op: int = 0
-    warnings: list[str] = field(default_factory=list)
-    more_warnings: int = 0
-
-    def warn(self, text: str) -> None:
-        if len(self.warnings) < MAX_WARNINGS:
-            self.warnings.append(text)
-        else:
-            self.more_warnings += 1
 
 
 def op_offsets(body: bytes) -> tuple[list[int], list[str]]:
@@ -332,9 +322,7 @@ def answer(commitlog: Any, rules: Rules, want: Wanted) -> Answer:
     k = keep(scan.rows(), want, "producer_group", STATES, count_row)
     t = scan.tally
     summary = _summary(t, rules, k.totals, k.matched, len(k.rows))
-    warnings = list(t.warnings)
-    if t.more_warnings:
-        warnings.append(f"{t.more_warnings} more op records the broker skips in part or whole")
+    warnings = t.all_warnings("op records the broker skips in part or whole")
     return Answer(k.rows, k.groups, summary, warnings)
 
 
