@@ -29,7 +29,7 @@ import errno
 import os
 import secrets
 import stat
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -402,12 +402,7 @@ def unlink_inside(path, roots: Iterable) -> None:
         return
     if not stat.S_ISREG(st.st_mode):
         raise StoreError(f"{kind_of(st.st_mode)} where a store file belongs; not deleted", path=path)
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass
-    except OSError as e:
-        raise os_error(e, path, "delete") from None
+    remove_if_there(os.unlink, path, "delete")
 
 
 def rmtree_inside(path, roots: Iterable) -> None:
@@ -424,12 +419,18 @@ def rmtree_inside(path, roots: Iterable) -> None:
             hint="remove the link by hand if it is yours",
         )
     check_inside(path, roots, f"remove {path}")
+    remove_if_there(shutil.rmtree, path, "remove")
+
+
+def remove_if_there(remove: Callable[[Path], object], path: Path, verb: str) -> None:
+    """``remove(path)``: a path already gone is what was asked for, another OSError one
+    StoreError saying what could not be done (``verb``)."""
     try:
-        shutil.rmtree(path)
+        remove(path)
     except FileNotFoundError:
         pass
     except OSError as e:
-        raise os_error(e, path, "remove") from None
+        raise os_error(e, path, verb) from None
 
 
 def _unlink_quietly(path) -> None:
