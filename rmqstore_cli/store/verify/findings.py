@@ -13,6 +13,8 @@ from typing import Protocol
 
 import numpy as np
 
+from rmqstore_cli.store.records.fields import keys_dict
+
 ERROR, WARNING, INFO = "error", "warning", "info"
 
 
@@ -171,13 +173,7 @@ class Finding:
     subject: tuple | None = field(default=None, compare=False, repr=False)
 
     def as_dict(self) -> dict:
-        d = {
-            "check": self.check,
-            "severity": self.severity,
-            "file": self.file,
-            "offset": self.offset,
-            "detail": self.detail,
-        }
+        d = keys_dict(self, "check severity file offset detail")
         d.update(self.extra)
         return d
 
