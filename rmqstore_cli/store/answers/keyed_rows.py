@@ -81,6 +81,10 @@ class Wanted:
     states: tuple[str, ...] | None = None
     limit: int | None = None
 
+    def of(self, r: dict[str, Any], group_key: str) -> bool:
+        """The row is of the topic and the group asked for (``group_key`` names its group)."""
+        return (self.topic is None or r["topic"] == self.topic) and (self.group is None or r[group_key] == self.group)
+
 
 @dataclass
 class Kept:
@@ -107,9 +111,7 @@ def keep(
     totals = dict.fromkeys(every_state, 0)
     matched = 0
     for r in rows:
-        if (want.topic is not None and r["topic"] != want.topic) or (
-            want.group is not None and r[group_key] != want.group
-        ):
+        if not want.of(r, group_key):
             continue
         count_row(counts, r)
         totals[r["state"]] += 1
