@@ -4,12 +4,10 @@ formats print the rows as they are."""
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
-from rmqstore_cli.render import to_json
 from rmqstore_cli.render_bars import bar, bar_room
-from rmqstore_cli.reports import human
+from rmqstore_cli.reports import human, rows_then_summary
 from rmqstore_cli.textfit import FitCol, key_values, table, width, write
 
 TRAFFIC_COLUMNS = [
@@ -30,11 +28,7 @@ def traffic(fmt: str, rows: list[dict], summary: dict, zone: Any) -> None:
     """stats --by minute|hour: jsonl the rows then ``{"summary"}``; json ``{"rows",
     "summary"}``; table a key/value summary and the bar chart (bars scaled to the interval
     with the most messages)."""
-    if fmt == "jsonl":
-        sys.stdout.write("".join(to_json(d) + "\n" for d in rows) + to_json({"summary": summary}) + "\n")
-        return
-    if fmt == "json":
-        sys.stdout.write(to_json({"rows": rows, "summary": summary}) + "\n")
+    if rows_then_summary(fmt, rows, summary):
         return
     pairs: list[tuple[str, Any]] = [
         ("store", summary["store"]),

@@ -142,14 +142,22 @@ def disk_bars(cols: list[FitCol], cells: list[dict]) -> list[FitCol]:
     return cols[:at] + [FitCol("disk_bar", "")] + cols[at:]
 
 
+def rows_then_summary(fmt: str, rows: list[dict], summary: dict) -> bool:
+    """The machine formats of a report of rows and a summary (jsonl: each row, then
+    ``{"summary"}``; json: ``{"rows", "summary"}``); False, writing nothing, for a table."""
+    if fmt == "jsonl":
+        sys.stdout.write("".join(to_json(d) + "\n" for d in rows) + to_json({"summary": summary}) + "\n")
+    elif fmt == "json":
+        sys.stdout.write(to_json({"rows": rows, "summary": summary}) + "\n")
+    else:
+        return False
+    return True
+
+
 def stats(fmt: str, by: str, rows: list[dict], summary: dict, components: list, zone: Any, exact: bool) -> None:
     """stats: the rows and the summary (jsonl: rows then ``{"summary"}``; json: ``{"rows",
     "summary"}``; table: a key/value summary, the rows, the disk by component)."""
-    if fmt == "jsonl":
-        sys.stdout.write("".join(to_json(d) + "\n" for d in rows) + to_json({"summary": summary}) + "\n")
-        return
-    if fmt == "json":
-        sys.stdout.write(to_json({"rows": rows, "summary": summary}) + "\n")
+    if rows_then_summary(fmt, rows, summary):
         return
     cells = [stats_cells(d, zone) for d in rows]
     cols = STATS_FILE_COLUMNS if by == "file" else disk_bars(stats_row_columns(by, exact), cells)

@@ -20,6 +20,7 @@ from rmqstore_cli.api.incident_records import (
 )
 from rmqstore_cli.api.records import QueueComparison, StatsFile, StatsInterval, StatsReport, StatsRow
 from rmqstore_cli.errors import StoreError, UsageError
+from rmqstore_cli.store.answers.keyed_rows import Wanted
 
 JSON = dict[str, Any]
 
@@ -70,7 +71,7 @@ class IncidentQueries(StoreView):
         at = at_ms(now, self.tz)
         cfg = self.engine.config
         rules = tx.Rules(at, cfg.transaction_check_max, cfg.file_reserved_time)
-        got = tx.answer(self.engine.commitlog, rules, topic, group, states, limit)
+        got = tx.answer(self.engine.commitlog, rules, Wanted(topic, group, states, limit))
         self.engine.warnings.extend(got.warnings)
         return TransactionReport(
             [Transaction(**r) for r in got.rows],
@@ -164,7 +165,7 @@ class IncidentQueries(StoreView):
         sources = progress.load_sources(self.path / "config")
         self.engine.warnings.extend(w for loaded in sources for w in loaded.warnings)
         rules = engine.Rules(at, engine.revive_offsets([t.table for t in sources]))
-        got = engine.answer(self.engine, rules, topic, group, states, limit)
+        got = engine.answer(self.engine, rules, Wanted(topic, group, states, limit))
         self.engine.warnings.extend(got.warnings)
         return PopReport(
             [PopMessage(**r) for r in got.rows],

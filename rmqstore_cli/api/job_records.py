@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from rmqstore_cli.store.records.fields import fields_dict
+
 JSON = dict[str, Any]
 
 
@@ -46,18 +48,10 @@ class ExpireAction:
         )
 
     def as_dict(self) -> JSON:
-        d: JSON = {
-            "kind": self.kind,
-            "file": self.file,
-            "path": self.path,
-            "bytes": self.bytes,
-            "bytes_freed": self.bytes_freed,
-            "rule": self.rule,
-            "reason": self.reason,
-        }
-        if self.topic is not None:
-            d["topic"], d["queue_id"] = self.topic, self.queue_id
-        d.update(self.extra)
+        d = fields_dict(self)
+        if self.topic is None:
+            del d["topic"], d["queue_id"]
+        d.update(d.pop("extra"))
         return d
 
 
@@ -137,13 +131,7 @@ class ExportReport:
     unreadable: list[JSON] = field(default_factory=list)
 
     def as_dict(self) -> JSON:
-        """The object ``export --format json`` prints."""
-        return {
-            "output": self.output,
-            "engine": self.engine,
-            "stores": self.stores,
-            "commitlog_files": self.commitlog_files,
-            "rows": self.rows,
-            "unreadable_ranges": self.unreadable_ranges,
-            "seconds": self.seconds,
-        }
+        """The object ``export --format json`` prints (every field but the ranges' list)."""
+        d = fields_dict(self)
+        del d["unreadable"]
+        return d

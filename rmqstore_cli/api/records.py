@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rmqstore_cli.store.checks.cq_compare import QueueComparison as QueueComparison  # a record of the API too
+from rmqstore_cli.store.records.fields import fields_dict as fields_dict
 from rmqstore_cli.store.records.message_view import message_dict
 
 JSON = dict[str, Any]
@@ -102,13 +103,7 @@ class QueueInfo:
     max_offset: int
 
     def as_dict(self) -> JSON:
-        return {
-            "topic": self.topic,
-            "queue_id": self.queue_id,
-            "kind": self.kind,
-            "min_offset": self.min_offset,
-            "max_offset": self.max_offset,
-        }
+        return fields_dict(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,15 +119,7 @@ class QueueUnit:
     file: str
 
     def as_dict(self) -> JSON:
-        return {
-            "topic": self.topic,
-            "queue_id": self.queue_id,
-            "cq_offset": self.cq_offset,
-            "commitlog_offset": self.commitlog_offset,
-            "size": self.size,
-            "tags_code": self.tags_code,
-            "file": self.file,
-        }
+        return fields_dict(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,14 +167,9 @@ class Finding:
         return cls(d["check"], d["severity"], d["file"], d.get("offset"), d["detail"], rest)
 
     def as_dict(self) -> JSON:
-        return {
-            "check": self.check,
-            "severity": self.severity,
-            "file": self.file,
-            "offset": self.offset,
-            "detail": self.detail,
-            **self.extra,
-        }
+        d = fields_dict(self)
+        d.update(d.pop("extra"))
+        return d
 
 
 @dataclass(frozen=True, slots=True)
@@ -276,19 +258,7 @@ class OffsetAtTime:
     note: str | None = None
 
     def as_dict(self) -> JSON:
-        d: JSON = {
-            "topic": self.topic,
-            "queue_id": self.queue_id,
-            "time": self.time,
-            "method": self.method,
-            "offset": self.offset,
-            "store_timestamp": self.store_timestamp,
-            "min_offset": self.min_offset,
-            "max_offset": self.max_offset,
-        }
-        if self.note is not None:
-            d["note"] = self.note
-        return d
+        return fields_dict(self, "note")
 
 
 @dataclass(frozen=True, slots=True)
@@ -313,21 +283,7 @@ class ConsumerProgress:
     delay_level: int | None = None
 
     def as_dict(self) -> JSON:
-        d: JSON = {
-            "group": self.group,
-            "topic": self.topic,
-            "queue_id": self.queue_id,
-            "consumer_offset": self.consumer_offset,
-            "min_offset": self.min_offset,
-            "max_offset": self.max_offset,
-            "lag": self.lag,
-            "next_store_timestamp": self.next_store_timestamp,
-            "status": self.status,
-            "file": self.file,
-        }
-        if self.delay_level is not None:
-            d["delay_level"] = self.delay_level
-        return d
+        return fields_dict(self, "delay_level")
 
 
 @dataclass(frozen=True, slots=True)
@@ -367,22 +323,7 @@ class StatsRow:
         )
 
     def as_dict(self) -> JSON:
-        d: JSON = {"topic": self.topic}
-        if self.queue_id is not None:
-            d["queue_id"] = self.queue_id
-        d.update(
-            messages=self.messages,
-            bytes=self.bytes,
-            first_store_timestamp=self.first_store_timestamp,
-            last_store_timestamp=self.last_store_timestamp,
-            share=self.share,
-            cq_bytes=self.cq_bytes,
-        )
-        if self.not_in_cq is not None:
-            d["not_in_cq"] = self.not_in_cq
-        if self.multi_dispatch:
-            d["multi_dispatch"] = True
-        return d
+        return fields_dict(self, "queue_id", "not_in_cq", "multi_dispatch")
 
 
 @dataclass(frozen=True, slots=True)
@@ -403,18 +344,7 @@ class StatsFile:
     fill: float | None
 
     def as_dict(self) -> JSON:
-        return {
-            "component": self.component,
-            "file": self.file,
-            "topic": self.topic,
-            "queue_id": self.queue_id,
-            "bytes": self.bytes,
-            "disk_bytes": self.disk_bytes,
-            "entries": self.entries,
-            "first_store_timestamp": self.first_store_timestamp,
-            "last_store_timestamp": self.last_store_timestamp,
-            "fill": self.fill,
-        }
+        return fields_dict(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -431,13 +361,7 @@ class StatsInterval:
     bytes: int
 
     def as_dict(self) -> JSON:
-        return {
-            "start_timestamp": self.start_timestamp,
-            "end_timestamp": self.end_timestamp,
-            "topic": self.topic,
-            "messages": self.messages,
-            "bytes": self.bytes,
-        }
+        return fields_dict(self)
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,34 +7,24 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
+from rmqstore_cli.store.records.fields import fields_dict
+from rmqstore_cli.store.timer.wheel import Slot
+
 JSON = dict[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
-class TimerSlot:
+class TimerSlot(Slot):
     """One non-empty slot of the 5.x timer wheel (``TimerWheel``'s 32-byte slot): its due
     time, message count and timer-log chain; ``state`` pending (the checkpoint's read time
     has not reached it), passed (already dequeued: the broker never clears a slot) or
-    misplaced (its time belongs to another slot index)."""
+    misplaced (its time belongs to another slot index). The slot's fields are the wheel's
+    (``store.timer.wheel.Slot``: index, time_ms, first_pos, last_pos, num, magic)."""
 
-    index: int
-    time_ms: int
-    first_pos: int
-    last_pos: int
-    num: int
-    magic: int
     state: str
 
     def as_dict(self) -> JSON:
-        return {
-            "index": self.index,
-            "time_ms": self.time_ms,
-            "first_pos": self.first_pos,
-            "last_pos": self.last_pos,
-            "num": self.num,
-            "magic": self.magic,
-            "state": self.state,
-        }
+        return fields_dict(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,12 +105,4 @@ class TimerSummary:
     recovery: JSON
 
     def as_dict(self) -> JSON:
-        return {
-            "checkpoint": self.checkpoint,
-            "wheel": self.wheel,
-            "timer_log_files": self.timer_log_files,
-            "slots": self.slots,
-            "units": self.units,
-            "log_end": self.log_end,
-            "recovery": self.recovery,
-        }
+        return fields_dict(self)

@@ -27,7 +27,7 @@ be revived then) or ``overdue`` (neither, revive time passed, nothing in the ret
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
@@ -47,11 +47,10 @@ from rmqstore_cli.formats.pop import (
 )
 from rmqstore_cli.formats.timer import TIMER_TOPIC
 
-from rmqstore_cli.store.answers.keyed_rows import KeyedRows
+from rmqstore_cli.store.answers.keyed_rows import Answer as RowsAnswer, Wanted, Warned, keep
 from rmqstore_cli.store.records.message import PROPERTY_REAL_QID, PROPERTY_REAL_TOPIC, PROPERTY_TAGS
 
 STATES = ("acked", "revived", "invisible", "overdue")
-MAX_WARNINGS = 10
 _REVIVE, _RETRY, _TIMER = REVIVE_TOPIC_PREFIX.encode(), RETRY_PREFIX.encode(), TIMER_TOPIC.encode()
 
 
@@ -90,7 +89,7 @@ class PendingAck(NamedTuple):
 
 
 @dataclass
-class Scan:
+class Scan(Warned):
     """What one commit-log walk found: checkpoints by merge key, acks waiting for theirs,
     retry messages by (topic, UNIQ_KEY), counts and warnings."""
 
@@ -98,14 +97,6 @@ class Scan:
     acks: list[PendingAck] = field(default_factory=list)
     retries: dict[tuple[str, str], list[Retry]] = field(default_factory=dict)
     counts: dict[str, int] = field(default_factory=lambda: {"in_timer": 0, "bad_bodies": 0})
-    warnings: list[str] = field(default_factory=list)
-    more_warnings: int = 0
-
-    def warn(self, text: str) -> None:
-        if len(self.warnings) < MAX_WARNINGS:
-            self.warnings.append(text)
-        else:
-            self.more_warnings += 1
 
 
 def merge_key(topic: Any, group: Any, queue_id: int, start: int, pop_time: int, broker: Any, rq: int) -> tuple:
@@ -370,52 +361,22 @@ def count_row(counts: dict[tuple[str, str], dict[str, Any]], r: dict[str, Any]) 
 
 
 @dataclass
-class Answer:
-    """The rows kept, the groups, the revive queues, the summary and the warnings."""
+class Answer(RowsAnswer):
+    """The rows kept, the groups, the summary, the warnings and the revive queues."""
 
-    rows: Sequence[dict[str, Any]]
-    groups: list[dict[str, Any]]
-    queues: list[dict[str, Any]]
-    summary: dict[str, Any]
-    warnings: list[str]
+    queues: list[dict[str, Any]] = field(default_factory=list)
 
 
-def answer(
-    ms: Any,
-    rules: Rules,
-    topic: str | None = None,
-    group: str | None = None,
-    states: tuple[str, ...] | None = None,
-    limit: int | None = None,
-) -> Answer:
+def answer(ms: Any, rules: Rules, want: Wanted) -> Answer:
     """One walk of ``ms``'s commit log, then a consume-queue look-up per popped message."""
     s = scan(ms.commitlog)
     orphans = merge_acks(s)
     queues_read = _PoppedQueues(ms)
-    counts: dict[tuple[str, str], dict[str, Any]] = {}
-    kept = KeyedRows()
-    totals = dict.fromkeys(STATES, 0)
-    matched = 0
-    for r in rows(s, rules, queues_read.original):
-        if not _wanted(r, topic, group):
-            continue
-        count_row(counts, r)
-        totals[r["state"]] += 1
-        if states is None or r["state"] in states:
-            matched += 1
-            if limit is None or len(kept) < limit:
-                kept.append(r)
+    k = keep(rows(s, rules, queues_read.original), want, "group", STATES, count_row)
     queues = revive_queues(s, rules, queues_read.max_offset)
-    summary = _summary(s, rules, totals, matched, len(kept), orphans, queues)
-    warnings = list(s.warnings)
-    if s.more_warnings:
-        warnings.append(f"{s.more_warnings} more revive records the broker cannot use")
-    return Answer(kept, [counts[k] for k in sorted(counts)], queues, summary, warnings)
-
-
-def _wanted(r: dict[str, Any], topic: str | None, group: str | None) -> bool:
-    """The row passes the ``topic`` and ``group`` filters (None: any)."""
-    return (topic is None or r["topic"] == topic) and (group is None or r["group"] == group)
+    summary = _summary(s, rules, k.totals, k.matched, len(k.rows), orphans, queues)
+    warnings = s.all_warnings("revive records the broker cannot use")
+    return Answer(k.rows, k.groups, summary, warnings, queues)
 
 
 class _PoppedQueues:

@@ -43,6 +43,7 @@ from rmqstore_cli.formats.sysflag import BORNHOST_V6_FLAG
 
 from rmqstore_cli.store.commitlog import CommitLog, Status
 from rmqstore_cli.store.queues.consume_queue import ConsumeQueue, is_pre_blank
+from rmqstore_cli.store.records.fields import keys_dict
 
 _UNIT = struct.Struct(UNIT_FORMAT)
 _SYS_FLAG = HEAD["sys_flag"]  # MessageDecoder.SYSFLAG_POSITION
@@ -68,16 +69,7 @@ class SearchResult:
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
-        d = {
-            "topic": self.topic,
-            "queue_id": self.queue_id,
-            "time": self.time,
-            "method": self.method,
-            "offset": self.offset,
-            "store_timestamp": self.store_timestamp,
-            "min_offset": self.min_offset,
-            "max_offset": self.max_offset,
-        }
+        d = keys_dict(self, "topic queue_id time method offset store_timestamp min_offset max_offset")
         if self.notes:
             d["note"] = "; ".join(self.notes)
         return d

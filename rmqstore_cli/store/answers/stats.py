@@ -29,6 +29,7 @@ from rmqstore_cli.errors import StoreError
 from rmqstore_cli.store.files import safefs
 from rmqstore_cli.store.layout.root_entries import classify
 from rmqstore_cli.store.queues.index import index_file_paths
+from rmqstore_cli.store.records.fields import fields_dict, keys_dict
 
 _INDEX_HEADER = numpy_dtype(IndexHeader)
 
@@ -123,18 +124,10 @@ class FileRow:
     queue_id: int | None = None
 
     def to_dict(self) -> dict:
-        return {
-            "component": self.component,
-            "file": self.file,
-            "topic": self.topic,
-            "queue_id": self.queue_id,
-            "bytes": self.bytes,
-            "disk_bytes": self.disk_bytes,
-            "entries": self.entries,
-            "first_store_timestamp": self.first_store_timestamp,
-            "last_store_timestamp": self.last_store_timestamp,
-            "fill": None if self.fill is None else round(self.fill, 6),
-        }
+        d = keys_dict(self, "component file topic queue_id bytes disk_bytes entries")
+        d.update(first_store_timestamp=self.first_store_timestamp, last_store_timestamp=self.last_store_timestamp)
+        d["fill"] = None if self.fill is None else round(self.fill, 6)
+        return d
 
 
 @dataclass
@@ -149,14 +142,7 @@ class Component:
     known: bool = True
 
     def to_dict(self) -> dict:
-        return {
-            "component": self.component,
-            "path": self.path,
-            "files": self.files,
-            "bytes": self.bytes,
-            "disk_bytes": self.disk_bytes,
-            "known": self.known,
-        }
+        return fields_dict(self)
 
 
 @dataclass

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,7 +42,7 @@ from rmqstore_cli.formats.sysflag import (
     TRANSACTION_ROLLBACK_TYPE,
 )
 
-from rmqstore_cli.store.answers.keyed_rows import KeyedRows
+from rmqstore_cli.store.answers.keyed_rows import Answer as Answer, Wanted, Warned, keep
 from rmqstore_cli.store.records.message import (
     PROPERTY_CHECK_TIMES,
     PROPERTY_PGROUP,
@@ -63,8 +63,6 @@ TRANSACTION_CHECK_MAX = 15
 #: (``Character#digit``), no spaces or underscores, unlike Python's int
 JAVA_LONG = re.compile(r"[+-]?\d{1,64}")
 STATES = ("committed", "rolled-back", "pending", "discard")
-#: warnings kept word for word; the rest are counted
-MAX_WARNINGS = 10
 _HALF_TOPIC, _OP_TOPIC = TRANS_HALF_TOPIC.encode(), TRANS_OP_HALF_TOPIC.encode()
 
 
@@ -101,7 +99,7 @@ class Rules:
 
 
 @dataclass
-class Tally:
+class Tally(Warned):
     """What the walk met besides transactions: op entries and end records that name nothing
     open, unreadable op bodies, and the warnings about them (the first few)."""
 
@@ -109,14 +107,6 @@ class Tally:
     ends_without_prepare: int = 0
     bad_op_entries: int = 0
     committed_without_op: int = 0
-    warnings: list[str] = field(default_factory=list)
-    more_warnings: int = 0
-
-    def warn(self, text: str) -> None:
-        if len(self.warnings) < MAX_WARNINGS:
-            self.warnings.append(text)
-        else:
-            self.more_warnings += 1
 
 
 def op_offsets(body: bytes) -> tuple[list[int], list[str]]:
@@ -325,51 +315,15 @@ def _discard_reason(tx: OpenTx, r: Rules) -> str | None:
     return None
 
 
-@dataclass
-class Answer:
-    """What :func:`answer` found: the rows kept, the groups, the summary and the warnings."""
-
-    rows: Sequence[dict[str, Any]]
-    groups: list[dict[str, Any]]
-    summary: dict[str, Any]
-    warnings: list[str]
-
-
-def answer(
-    commitlog: Any,
-    rules: Rules,
-    topic: str | None = None,
-    group: str | None = None,
-    states: tuple[str, ...] | None = None,
-    limit: int | None = None,
-) -> Answer:
-    """One walk: the transactions of ``topic`` and ``group`` (all when None) counted per group
-    and real topic; rows kept in ``states`` (all when None), the first ``limit``."""
+def answer(commitlog: Any, rules: Rules, want: Wanted) -> Answer:
+    """One walk: the transactions of ``want``'s topic and producer group counted per group and
+    real topic; those in its states kept (the first ``limit``)."""
     scan = TransactionScan(commitlog, rules)
-    counts: dict[tuple[str, str], dict[str, Any]] = {}
-    kept = KeyedRows()
-    totals = dict.fromkeys(STATES, 0)
-    matched = 0
-    for row in scan.rows():
-        if not _wanted(row, topic, group):
-            continue
-        count_row(counts, row)
-        totals[row["state"]] += 1
-        if states is None or row["state"] in states:
-            matched += 1
-            if limit is None or len(kept) < limit:
-                kept.append(row)
+    k = keep(scan.rows(), want, "producer_group", STATES, count_row)
     t = scan.tally
-    summary = _summary(t, rules, totals, matched, len(kept))
-    warnings = list(t.warnings)
-    if t.more_warnings:
-        warnings.append(f"{t.more_warnings} more op records the broker skips in part or whole")
-    return Answer(kept, [counts[k] for k in sorted(counts)], summary, warnings)
-
-
-def _wanted(row: dict[str, Any], topic: str | None, group: str | None) -> bool:
-    """The row passes the ``topic`` and ``group`` filters (None: any)."""
-    return (topic is None or row["topic"] == topic) and (group is None or row["producer_group"] == group)
+    summary = _summary(t, rules, k.totals, k.matched, len(k.rows))
+    warnings = t.all_warnings("op records the broker skips in part or whole")
+    return Answer(k.rows, k.groups, summary, warnings)
 
 
 def _summary(t: Tally, rules: Rules, totals: dict[str, int], matched: int, shown: int) -> dict[str, Any]:

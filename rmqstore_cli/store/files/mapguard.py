@@ -162,25 +162,25 @@ def map_guarded(fd: int, length: int, path, write: bool):
     return copy_file(fd, length, path)
 
 
-def _data_ranges(fd: int, length: int) -> list[tuple[int, int]]:
-    """The ``[a, b)`` ranges of ``[0, length)`` holding data (``SEEK_DATA``/``SEEK_HOLE``;
+def data_ranges(fd: int, start: int, end: int) -> list[tuple[int, int]]:
+    """The ``[a, b)`` ranges of ``[start, end)`` of ``fd`` holding data (``SEEK_DATA``/``SEEK_HOLE``;
     the whole range where the system cannot tell): holes are not read, so not held."""
     if not hasattr(os, "SEEK_DATA"):
-        return [(0, length)]
-    out, pos = [], 0
+        return [(start, end)]
+    out, pos = [], start
     try:
-        while pos < length:
+        while pos < end:
             try:
                 a = os.lseek(fd, pos, os.SEEK_DATA)
             except OSError:  # ENXIO: only a hole remains
                 break
-            if a >= length:
+            if a >= end:
                 break
-            b = min(os.lseek(fd, a, os.SEEK_HOLE), length)
+            b = min(os.lseek(fd, a, os.SEEK_HOLE), end)
             out.append((a, b))
             pos = b
     except OSError:
-        return [(0, length)]
+        return [(start, end)]
     return out
 
 
@@ -190,7 +190,7 @@ def copy_file(fd: int, length: int, path) -> FileCopy:
     mm = FileCopy(-1, length, flags=mmap.MAP_PRIVATE)
     view = memoryview(mm)
     try:
-        for a, b in _data_ranges(fd, length):
+        for a, b in data_ranges(fd, 0, length):
             pos = a
             while pos < b:
                 n = os.preadv(fd, [view[pos : min(b, pos + COPY_CHUNK)]], pos)

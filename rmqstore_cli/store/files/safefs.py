@@ -29,7 +29,8 @@ import errno
 import os
 import secrets
 import stat
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from rmqstore_cli.errors import RefusedError, StoreError
@@ -269,14 +270,22 @@ def create_sized(path, size: int, roots: Iterable, what: str, reserve_first: int
     path = Path(path)
     make_dirs(path.parent, roots)
     fd = open_for_write(path, roots, create=True, exclusive=True, checked=True)
-    try:
+    with written_or_removed(fd, path, path, f"create the {what} of {size} bytes"):
         os.ftruncate(fd, size)
         reserve(fd, 0, min(size, reserve_first), path)
+
+
+@contextmanager
+def written_or_removed(fd: int, made: Path, path: Path, what: str) -> Iterator[None]:
+    """Close ``fd`` after the block writes through it; where the block fails, also remove the
+    file it made (``made``), an OSError raised as one StoreError naming ``path`` and ``what``."""
+    try:
+        yield
     except BaseException as e:
         os.close(fd)
-        _unlink_quietly(path)
+        _unlink_quietly(made)
         if isinstance(e, OSError):
-            raise os_error(e, path, f"create the {what} of {size} bytes") from None
+            raise os_error(e, path, what) from None
         raise
     os.close(fd)
 
@@ -393,12 +402,7 @@ def unlink_inside(path, roots: Iterable) -> None:
         return
     if not stat.S_ISREG(st.st_mode):
         raise StoreError(f"{kind_of(st.st_mode)} where a store file belongs; not deleted", path=path)
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass
-    except OSError as e:
-        raise os_error(e, path, "delete") from None
+    remove_if_there(os.unlink, path, "delete")
 
 
 def rmtree_inside(path, roots: Iterable) -> None:
@@ -415,12 +419,18 @@ def rmtree_inside(path, roots: Iterable) -> None:
             hint="remove the link by hand if it is yours",
         )
     check_inside(path, roots, f"remove {path}")
+    remove_if_there(shutil.rmtree, path, "remove")
+
+
+def remove_if_there(remove: Callable[[Path], object], path: Path, verb: str) -> None:
+    """``remove(path)``: a path already gone is what was asked for, another OSError one
+    StoreError saying what could not be done (``verb``)."""
     try:
-        shutil.rmtree(path)
+        remove(path)
     except FileNotFoundError:
         pass
     except OSError as e:
-        raise os_error(e, path, "remove") from None
+        raise os_error(e, path, verb) from None
 
 
 def _unlink_quietly(path) -> None:
@@ -458,24 +468,12 @@ def data_segments(path, start: int, end: int) -> list[tuple[int, int]]:
         fd = open_read_only(path)
     except StoreError:
         return [(start, end)]
-    segments = []
+    from rmqstore_cli.store.files.mapguard import data_ranges
+
     try:
-        pos = start
-        while pos < end:
-            try:
-                data = os.lseek(fd, pos, os.SEEK_DATA)
-            except OSError:  # ENXIO: only a hole remains
-                break
-            if data >= end:
-                break
-            hole = min(os.lseek(fd, data, os.SEEK_HOLE), end)
-            segments.append((max(data, start), hole))
-            pos = hole
-    except OSError:
-        return [(start, end)]
+        return data_ranges(fd, start, end)
     finally:
         os.close(fd)
-    return segments
 
 
 def shadow_dir(directory, skip_dirs: bool = False) -> Path:
@@ -530,19 +528,12 @@ def rewrite_prefix(path, keep: int, tail: bytes, size: int, roots: Iterable) -> 
         mode = stat.S_IMODE(os.fstat(src).st_mode)
         tmp = temp_beside(path)
         fd = open_for_write(tmp, roots, create=True, exclusive=True)
-        try:
+        with written_or_removed(fd, tmp, path, f"rewrite ({size} bytes)"):
             _copy_range(src, fd, keep)
             os.pwrite(fd, tail, keep)
             os.ftruncate(fd, size)
             os.fchmod(fd, mode)
             os.fsync(fd)
-        except BaseException as e:
-            os.close(fd)
-            _unlink_quietly(tmp)
-            if isinstance(e, OSError):
-                raise os_error(e, path, f"rewrite ({size} bytes)") from None
-            raise
-        os.close(fd)
     finally:
         os.close(src)
     try:

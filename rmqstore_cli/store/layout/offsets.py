@@ -15,6 +15,7 @@ from pathlib import Path
 
 from rmqstore_cli.errors import StoreError
 from rmqstore_cli.store.layout.configfiles import DecodeError, fastjson_object, read_config_text
+from rmqstore_cli.store.records.fields import keys_dict
 
 CONSUMER_OFFSET_FILE = "consumerOffset.json"  # BrokerPathConfigHelper#getConsumerOffsetPath
 LMQ_CONSUMER_OFFSET_FILE = "lmqConsumerOffset.json"  # BrokerPathConfigHelper#getLmqConsumerOffsetPath
@@ -163,17 +164,8 @@ class Progress:
         return None if self.status == "no-queue" else self.max_offset - self.consumer_offset
 
     def to_dict(self) -> dict:
-        return {
-            "group": self.group,
-            "topic": self.topic,
-            "queue_id": self.queue_id,
-            "consumer_offset": self.consumer_offset,
-            "min_offset": self.min_offset,
-            "max_offset": self.max_offset,
-            "lag": self.lag,
-            "next_store_timestamp": self.next_store_timestamp,
-            "status": self.status,
-        }
+        keys = "group topic queue_id consumer_offset min_offset max_offset lag next_store_timestamp status"
+        return keys_dict(self, keys)
 
 
 def consumer_progress(store, table: dict[str, dict[int, int]], group: str | None = None, topic: str | None = None):

@@ -138,31 +138,13 @@ class BatchQueueChecks:
         return seen
 
     def _unit_finding(self, area: str, bq: BatchConsumeQueue, u, c, rel: str) -> None:
-        if c.status == EXPIRED:
-            self._add(
-                f"{area}.expired",
-                rel,
-                u.pos,
-                f"{bq.topic}/{bq.queue_id} unit {u.index} -> {u.commitlog_offset}: {'; '.join(c.problems)}",
-            )
-        elif c.status == MISMATCH:
-            self._add(
-                f"{area}.unit-mismatch",
-                rel,
-                u.pos,
-                f"{bq.topic}/{bq.queue_id} unit {u.index} -> {u.commitlog_offset}: {'; '.join(c.problems)}",
-                topic=bq.topic,
-                queue_id=bq.queue_id,
-            )
-        elif c.status != "ok":
-            self._add(
-                f"{area}.unit-target",
-                rel,
-                u.pos,
-                f"{bq.topic}/{bq.queue_id} unit {u.index} -> {u.commitlog_offset}: {'; '.join(c.problems)}",
-                topic=bq.topic,
-                queue_id=bq.queue_id,
-            )
+        """A unit's check as its finding: expired (no queue named), mismatch or a bad target."""
+        if c.status == "ok":
+            return
+        check = {EXPIRED: "expired", MISMATCH: "unit-mismatch"}.get(c.status, "unit-target")
+        where = {} if c.status == EXPIRED else {"topic": bq.topic, "queue_id": bq.queue_id}
+        detail = f"{bq.topic}/{bq.queue_id} unit {u.index} -> {u.commitlog_offset}: {'; '.join(c.problems)}"
+        self._add(f"{area}.{check}", rel, u.pos, detail, **where)
 
     def _bcq_missing(self, cl: CommitLog, units: dict[tuple[str, int], set[int]]) -> None:
         """Records of a BatchCQ queue's topic that no unit of that queue names: one finding a

@@ -25,30 +25,21 @@ fails: the broker does not start. So:
 from __future__ import annotations
 
 from rmqstore_cli.store.layout.configfiles import ConfigLoad, config_repair, load_broker_configs
-from rmqstore_cli.store.verify.findings import CHECKS, ERROR, WARNING
+from rmqstore_cli.store.verify.findings import CHECKS, check_table
 
 CHECKS.update(
-    {
-        "config.backup-loaded": (
-            WARNING,
-            "a config/ file is missing, empty or torn and the broker loads its .bak "
-            "(ConfigManager#loadBak): what changed since the last persist is lost",
-        ),
-        "config.lost": (
-            ERROR,
-            "a config/ file is empty or torn and has no .bak: the broker starts with that table "
-            "empty (ConfigManager#loadBak finds nothing)",
-        ),
-        "config.load-fails": (
-            ERROR,
-            "a config/ file and its .bak both fail to decode: ConfigManager#loadBak returns "
-            "false and the broker does not start",
-        ),
-        "config.unreadable": (
-            WARNING,
-            "a config/ file is not a regular file or too large to be one: what the broker loads cannot be told",
-        ),
-    }
+    check_table(
+        """
+config.backup-loaded  warning  a config/ file is missing, empty or torn and the broker loads its .bak
+                               (ConfigManager#loadBak): what changed since the last persist is lost
+config.lost           error    a config/ file is empty or torn and has no .bak: the broker starts with that table empty
+                               (ConfigManager#loadBak finds nothing)
+config.load-fails     error    a config/ file and its .bak both fail to decode: ConfigManager#loadBak returns false and
+                               the broker does not start
+config.unreadable     warning  a config/ file is not a regular file or too large to be one: what the broker loads cannot
+                               be told
+"""
+    )
 )
 
 

@@ -7,18 +7,20 @@ from rmqstore_cli.formats.epoch_file import BACKUP_SUFFIX
 
 from rmqstore_cli.store.checks.epoch_check import check_epoch_file
 from rmqstore_cli.store.layout.epoch_file import epoch_file_path, read_epoch_file
-from rmqstore_cli.store.verify.findings import CHECKS, ERROR, WARNING
+from rmqstore_cli.store.verify.findings import CHECKS, check_table
 
 CHECKS.update(
-    {
-        "epoch.unreadable": (ERROR, "an epoch-file number Integer#parseInt refuses: the broker's read throws"),
-        "epoch.rejected": (WARNING, "an epoch file CheckpointFile#read rejects (count or CRC): the .bak is read"),
-        "epoch.skipped-line": (WARNING, "an epoch-file line that is not <epoch>-<offset>: the broker skips it"),
-        "epoch.order": (ERROR, "an epoch not greater than the one before it (EpochFileCache#appendEntry)"),
-        "epoch.start-order": (ERROR, "an epoch's start offset not after the previous epoch's start"),
-        "epoch.beyond-end": (ERROR, "an epoch starting past the commit log's end"),
-        "epoch.truncated": (WARNING, "epochs the next start's truncation removes (truncateSuffixByOffset)"),
-    }
+    check_table(
+        """
+epoch.unreadable    error    an epoch-file number Integer#parseInt refuses: the broker's read throws
+epoch.rejected      warning  an epoch file CheckpointFile#read rejects (count or CRC): the .bak is read
+epoch.skipped-line  warning  an epoch-file line that is not <epoch>-<offset>: the broker skips it
+epoch.order         error    an epoch not greater than the one before it (EpochFileCache#appendEntry)
+epoch.start-order   error    an epoch's start offset not after the previous epoch's start
+epoch.beyond-end    error    an epoch starting past the commit log's end
+epoch.truncated     warning  epochs the next start's truncation removes (truncateSuffixByOffset)
+"""
+    )
 )
 
 

@@ -16,24 +16,20 @@ undelivered. Timer units the read time passed without a delivered copy are
 
 from __future__ import annotations
 
-from rmqstore_cli.store.verify.findings import CHECKS, WARNING
+from rmqstore_cli.store.verify.findings import CHECKS, check_table
 
 #: How far behind the newest store time a delivery may trail before it counts as stuck.
 GRACE_MS = 10_000
 
 CHECKS.update(
-    {
-        "delay.overdue": (
-            WARNING,
-            "a delay level's messages were due while the broker still wrote (newest store time - 10 s) and lie "
-            "at or after delayOffset.json's offset: ScheduleMessageService did not deliver them",
-        ),
-        "timer.overdue": (
-            WARNING,
-            "timer messages were due while the broker still wrote (newest store time - 10 s) and lie at or "
-            "after timercheck's lastReadTimeMs, or are not enqueued yet: the timer's dequeue stalled",
-        ),
-    }
+    check_table(
+        """
+delay.overdue  warning  a delay level's messages were due while the broker still wrote (newest store time - 10 s) and
+                        lie at or after delayOffset.json's offset: ScheduleMessageService did not deliver them
+timer.overdue  warning  timer messages were due while the broker still wrote (newest store time - 10 s) and lie at or
+                        after timercheck's lastReadTimeMs, or are not enqueued yet: the timer's dequeue stalled
+"""
+    )
 )
 
 

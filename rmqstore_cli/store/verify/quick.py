@@ -14,14 +14,16 @@ from typing import Any
 import numpy as np
 from rmqstore_cli.formats.sysflag import TRANSACTION_MASK, TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE
 
-from rmqstore_cli.store.verify.findings import CHECKS, ERROR, INFO
+from rmqstore_cli.store.verify.findings import CHECKS, ERROR, INFO, check_table
 
 CHECKS.update(
-    {
-        "sample.stop": (ERROR, "a sampled walk found an unreadable record: the rest of that file's part was not read"),
-        "sample.cq-unit": (ERROR, "a sampled record whose consume-queue unit does not point back at it"),
-        "sample.no-queue": (INFO, "sampled records of a queue with no consume queue on disk (not checked)"),
-    }
+    check_table(
+        """
+sample.stop      error    a sampled walk found an unreadable record: the rest of that file's part was not read
+sample.cq-unit   error    a sampled record whose consume-queue unit does not point back at it
+sample.no-queue  info     sampled records of a queue with no consume queue on disk (not checked)
+"""
+    )
 )
 
 

@@ -16,41 +16,28 @@ from rmqstore_cli.formats.rocksdb_cq import CQ_VALUE_SIZE, OFFSET_CF
 
 from rmqstore_cli.errors import StoreError
 from rmqstore_cli.store.checks.cq_compare import QueueComparison, compare_stores, has_file_queues
-from rmqstore_cli.store.verify.findings import CHECKS, ERROR, INFO, WARNING
+from rmqstore_cli.store.verify.findings import CHECKS, ERROR, INFO, check_table
 
 #: The ``rocksdb.*`` checks, merged into ``findings.CHECKS``.
-ROCKSDB_CHECKS: dict[str, tuple[str, str]] = {
-    "rocksdb.unreadable": (
-        ERROR,
-        "the RocksDB consume queue cannot be opened (corrupt or missing CURRENT, MANIFEST or SST): no unit is checked",
-    ),
-    "rocksdb.offset-family": (
-        ERROR,
-        "the database has no 'offset' column family: the broker knows no queue's "
-        "min or max (RocksDBConsumeQueueOffsetTable#load)",
-    ),
-    "rocksdb.key": (ERROR, "a key is not in the broker's layout (RocksDBConsumeQueueTable / OffsetTable)"),
-    "rocksdb.value-size": (ERROR, "a value is not 28 bytes (a unit) or 16 bytes (an offset row)"),
-    "rocksdb.offset-row": (
-        ERROR,
-        "a queue's min or max row of the offset family is missing or disagrees with its units",
-    ),
-    "rocksdb.gap": (ERROR, "a queue has no unit for cq offsets between its first and its max"),
-    "cq.double-write-mismatch": (
-        ERROR,
-        "with rocksdbCQDoubleWriteEnable, a unit of the file consume queue and the RocksDB one differ at "
-        "one cq offset (commit-log offset, size or tags code): readers of the two disagree",
-    ),
-    "cq.double-write-extent": (
-        WARNING,
-        "with rocksdbCQDoubleWriteEnable, one consume queue holds units the other does not "
-        "(one dispatched further, or cleaned further)",
-    ),
-    "rocksdb.checkpoint": (
-        WARNING,
-        "the dispatch checkpoint (CHECKPOINT_TOPIC) is missing or disagrees with the queues and the commit log",
-    ),
-}
+ROCKSDB_CHECKS: dict[str, tuple[str, str]] = check_table(
+    """
+rocksdb.unreadable        error    the RocksDB consume queue cannot be opened (corrupt or missing CURRENT, MANIFEST or
+                                   SST): no unit is checked
+rocksdb.offset-family     error    the database has no 'offset' column family: the broker knows no queue's min or max
+                                   (RocksDBConsumeQueueOffsetTable#load)
+rocksdb.key               error    a key is not in the broker's layout (RocksDBConsumeQueueTable / OffsetTable)
+rocksdb.value-size        error    a value is not 28 bytes (a unit) or 16 bytes (an offset row)
+rocksdb.offset-row        error    a queue's min or max row of the offset family is missing or disagrees with its units
+rocksdb.gap               error    a queue has no unit for cq offsets between its first and its max
+cq.double-write-mismatch  error    with rocksdbCQDoubleWriteEnable, a unit of the file consume queue and the RocksDB one
+                                   differ at one cq offset (commit-log offset, size or tags code): readers of the two
+                                   disagree
+cq.double-write-extent    warning  with rocksdbCQDoubleWriteEnable, one consume queue holds units the other does not
+                                   (one dispatched further, or cleaned further)
+rocksdb.checkpoint        warning  the dispatch checkpoint (CHECKPOINT_TOPIC) is missing or disagrees with the queues
+                                   and the commit log
+"""
+)
 CHECKS.update(ROCKSDB_CHECKS)
 
 

@@ -7,16 +7,16 @@ import os
 from pathlib import Path
 
 from rmqstore_cli.store.layout.root_entries import classify
-from rmqstore_cli.store.verify.findings import CHECKS, INFO, WARNING
+from rmqstore_cli.store.verify.findings import CHECKS, check_table
 
 CHECKS.update(
-    {
-        "store.unchecked-entry": (
-            INFO,
-            "a store-root entry a broker writes but verify does not check (named, with the broker code that writes it)",
-        ),
-        "store.unknown-entry": (WARNING, "a store-root entry no 4.9.x or 5.x broker writes: verify does not know it"),
-    }
+    check_table(
+        """
+store.unchecked-entry  info     a store-root entry a broker writes but verify does not check (named, with the broker
+                                code that writes it)
+store.unknown-entry    warning  a store-root entry no 4.9.x or 5.x broker writes: verify does not know it
+"""
+    )
 )
 
 

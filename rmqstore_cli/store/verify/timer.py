@@ -23,70 +23,42 @@ from rmqstore_cli.formats.timer import (
 )
 
 from rmqstore_cli.errors import StoreError
-from rmqstore_cli.store.verify.findings import CHECKS, ERROR, INFO, WARNING
+from rmqstore_cli.store.verify.findings import CHECKS, check_table
 from rmqstore_cli.store.verify.shared_walk import shared_facts, timer_marks
 
 #: The timer checks, their severity and meaning (joined into ``findings.CHECKS``).
-TIMER_CHECKS: dict[str, tuple[str, str]] = {
-    "timer.unreadable": (ERROR, "a timer file (timerwheel, timerlog/, config/timercheck) cannot be read"),
-    "timer.wheel-size": (ERROR, "timerwheel is not slotsTotal x 2 x 32 bytes: the broker does not start (TimerWheel)"),
-    "timer.log-file-size": (ERROR, "a timer-log file's length is not mappedFileSizeTimerLog"),
-    "timer.log-truncate": (ERROR, "a damaged timer-log unit: recovery ends the timer log there and drops what follows"),
-    "timer.slot-revised": (
-        WARNING,
-        "a slot's lastPos is not the log's last unit of its time: the broker's recovery "
-        "(TimerMessageStore#recoverAndRevise) re-links it from the log",
-    ),
-    "timer.slot-past-log": (
-        ERROR,
-        "a pending slot points at or past the timer log's end: its messages are not in "
-        "the log (the wheel cannot be rebuilt from it, apache/rocketmq#9735)",
-    ),
-    "timer.slot-chain": (
-        ERROR,
-        "a pending slot's chain (lastPos back along prevPos) leaves the slot, loops, or does not end at firstPos",
-    ),
-    "timer.slot-count": (WARNING, "a pending slot's num differs from the messages its chain holds"),
-    "timer.unit-unreachable": (ERROR, "a pending timer-log unit no slot chain reaches: its message is never delivered"),
-    "timer.unit-target": (
-        ERROR,
-        "a pending unit does not point at a rmq_sys_wheel_timer message of its size and "
-        "real-topic hash: the dequeue retries it for ever (apache/rocketmq#10668)",
-    ),
-    "timer.delivered-twice": (
-        WARNING,
-        "a pending unit's message was already delivered (a copy with TIMER_DEQUEUE_MS "
-        "in its real topic): timercheck's read time is behind, the broker delivers it "
-        "again",
-    ),
-    "timer.never-delivered": (
-        ERROR,
-        "the read time passed a unit's slot but its real topic has no delivered copy "
-        "(and no delete mark names it): the message is lost",
-    ),
-    "timer.checkpoint-ahead": (
-        ERROR,
-        "timercheck's flushed timer-log position lies past the log's end: units the broker had written are gone",
-    ),
-    "timer.checkpoint-queue": (
-        WARNING,
-        "timercheck's queue offset lies outside the rmq_sys_wheel_timer queue (TimerMessageStore#recover clamps it)",
-    ),
-    "timer.redelivery": (
-        WARNING,
-        "recovery restarts the enqueue below timercheck's queue offset: messages the "
-        "timer log already holds are enqueued again and delivered twice",
-    ),
-    "timer.not-enqueued": (
-        INFO,
-        "rmq_sys_wheel_timer messages after timercheck's queue offset: the broker enqueues them at start",
-    ),
-    "timer.metrics": (
-        INFO,
-        "timermetrics' count of a topic differs from its pending units (the broker's "
-        "checkAndReviseMetrics revises small ones)",
-    ),
-}
+TIMER_CHECKS: dict[str, tuple[str, str]] = check_table(
+    """
+timer.unreadable        error    a timer file (timerwheel, timerlog/, config/timercheck) cannot be read
+timer.wheel-size        error    timerwheel is not slotsTotal x 2 x 32 bytes: the broker does not start (TimerWheel)
+timer.log-file-size     error    a timer-log file's length is not mappedFileSizeTimerLog
+timer.log-truncate      error    a damaged timer-log unit: recovery ends the timer log there and drops what follows
+timer.slot-revised      warning  a slot's lastPos is not the log's last unit of its time: the broker's recovery
+                                 (TimerMessageStore#recoverAndRevise) re-links it from the log
+timer.slot-past-log     error    a pending slot points at or past the timer log's end: its messages are not in the log
+                                 (the wheel cannot be rebuilt from it, apache/rocketmq#9735)
+timer.slot-chain        error    a pending slot's chain (lastPos back along prevPos) leaves the slot, loops, or does not
+                                 end at firstPos
+timer.slot-count        warning  a pending slot's num differs from the messages its chain holds
+timer.unit-unreachable  error    a pending timer-log unit no slot chain reaches: its message is never delivered
+timer.unit-target       error    a pending unit does not point at a rmq_sys_wheel_timer message of its size and
+                                 real-topic hash: the dequeue retries it for ever (apache/rocketmq#10668)
+timer.delivered-twice   warning  a pending unit's message was already delivered (a copy with TIMER_DEQUEUE_MS in its
+                                 real topic): timercheck's read time is behind, the broker delivers it again
+timer.never-delivered   error    the read time passed a unit's slot but its real topic has no delivered copy (and no
+                                 delete mark names it): the message is lost
+timer.checkpoint-ahead  error    timercheck's flushed timer-log position lies past the log's end: units the broker had
+                                 written are gone
+timer.checkpoint-queue  warning  timercheck's queue offset lies outside the rmq_sys_wheel_timer queue
+                                 (TimerMessageStore#recover clamps it)
+timer.redelivery        warning  recovery restarts the enqueue below timercheck's queue offset: messages the timer log
+                                 already holds are enqueued again and delivered twice
+timer.not-enqueued      info     rmq_sys_wheel_timer messages after timercheck's queue offset: the broker enqueues them
+                                 at start
+timer.metrics           info     timermetrics' count of a topic differs from its pending units (the broker's
+                                 checkAndReviseMetrics revises small ones)
+"""
+)
 CHECKS.update(TIMER_CHECKS)
 
 

@@ -25,18 +25,8 @@ from rmqstore_cli.formats.commitlog import (
 from rmqstore_cli.formats.properties import serialize_properties
 
 from rmqstore_cli.store.commitlog import AppendSpec
+from rmqstore_cli.store.records import message as const
 from rmqstore_cli.store.records.message import (
-    PROPERTY_CHECK_TIMES,
-    PROPERTY_CLUSTER,
-    PROPERTY_DELAY,
-    PROPERTY_KEYS,
-    PROPERTY_PGROUP,
-    PROPERTY_REAL_QID,
-    PROPERTY_REAL_TOPIC,
-    PROPERTY_TAGS,
-    PROPERTY_TRAN_MSG,
-    PROPERTY_UNIQ_KEY,
-    PROPERTY_WAIT,
     SCHEDULE_TOPIC,
     TRANS_HALF_TOPIC,
     TRANS_OP_HALF_TOPIC,
@@ -194,20 +184,20 @@ class Workload:
         """The producer's properties in the order it puts them: TAGS, KEYS, WAIT, UNIQ_KEY."""
         client = []
         if tags:
-            client.append((PROPERTY_TAGS, tags))
-        client.append((PROPERTY_KEYS, self._keys(i)))
-        client.append((PROPERTY_WAIT, "true"))
-        client.append((PROPERTY_UNIQ_KEY, self._uniq_key(born_ms)))
+            client.append((const.PROPERTY_TAGS, tags))
+        client.append((const.PROPERTY_KEYS, self._keys(i)))
+        client.append((const.PROPERTY_WAIT, "true"))
+        client.append((const.PROPERTY_UNIQ_KEY, self._uniq_key(born_ms)))
         return client
 
     def _delay(self, topic, qid, client, body, store_ms, sys_flag, common) -> AppendSpec:
         """A message of a delay level, put on ``SCHEDULE_TOPIC`` queue level - 1 with its real
         topic and queue (``HookUtils#handleScheduleMessage``)."""
         level = self.rng.randint(1, 5)
-        client.append((PROPERTY_DELAY, str(level)))
+        client.append((const.PROPERTY_DELAY, str(level)))
         m = broker_map(client, self.profile, self.o.cluster)
-        m.put(PROPERTY_REAL_TOPIC, topic)
-        m.put(PROPERTY_REAL_QID, str(qid))
+        m.put(const.PROPERTY_REAL_TOPIC, topic)
+        m.put(const.PROPERTY_REAL_QID, str(qid))
         return AppendSpec(
             SCHEDULE_TOPIC,
             level - 1,
@@ -232,8 +222,8 @@ class Workload:
         m.put("RETRY_TOPIC", topic)
         m.put("ORIGIN_MESSAGE_ID", f"0A00000500002A9F{self.rng.getrandbits(40):016X}")
         m.put("MAX_RECONSUME_TIMES", "16")
-        m.put(PROPERTY_REAL_TOPIC, rt)
-        m.put(PROPERTY_REAL_QID, "0")
+        m.put(const.PROPERTY_REAL_TOPIC, rt)
+        m.put(const.PROPERTY_REAL_QID, "0")
         return AppendSpec(
             rt,
             0,
@@ -264,8 +254,8 @@ class Workload:
         out = deliver - p if deliver % p == 0 else deliver // p * p
         m = broker_map(client, self.profile, o.cluster)
         m.put(PROPERTY_TIMER_OUT_MS, str(out))
-        m.put(PROPERTY_REAL_TOPIC, topic)
-        m.put(PROPERTY_REAL_QID, str(qid))
+        m.put(const.PROPERTY_REAL_TOPIC, topic)
+        m.put(const.PROPERTY_REAL_QID, str(qid))
         return AppendSpec(
             TIMER_TOPIC, 0, body, stored_properties(m, self.profile), store_ms, sys_flag=sys_flag, **common
         )
@@ -283,13 +273,17 @@ class Workload:
         body = b""
         for j in range(n):
             inner = JavaHashMap(16)
-            inner.put(PROPERTY_KEYS, f"batch-{self.counter}-{j}")
-            inner.put(PROPERTY_UNIQ_KEY, self._uniq_key(born_ms))
-            inner.put(PROPERTY_WAIT, "true")
-            inner.put(PROPERTY_TAGS, self.rng.choice(TAGS))
+            inner.put(const.PROPERTY_KEYS, f"batch-{self.counter}-{j}")
+            inner.put(const.PROPERTY_UNIQ_KEY, self._uniq_key(born_ms))
+            inner.put(const.PROPERTY_WAIT, "true")
+            inner.put(const.PROPERTY_TAGS, self.rng.choice(TAGS))
             body += encode_inner_message(self._body(), serialize_properties(inner.items(), True).encode())
         m = broker_map(
-            [(PROPERTY_WAIT, "true"), (PROPERTY_UNIQ_KEY, self._uniq_key(born_ms)), (PROPERTY_INNER_NUM, str(n))],
+            [
+                (const.PROPERTY_WAIT, "true"),
+                (const.PROPERTY_UNIQ_KEY, self._uniq_key(born_ms)),
+                (PROPERTY_INNER_NUM, str(n)),
+            ],
             self.profile,
             self.o.cluster,
         )
@@ -315,10 +309,10 @@ class Workload:
         qid = abs(java_hash(key)) % self.o.queues
         body = f"{key}=v{self.counter}:".encode() + self._body()
         client = [
-            (PROPERTY_TAGS, "state"),
-            (PROPERTY_KEYS, key),
-            (PROPERTY_WAIT, "true"),
-            (PROPERTY_UNIQ_KEY, self._uniq_key(born_ms)),
+            (const.PROPERTY_TAGS, "state"),
+            (const.PROPERTY_KEYS, key),
+            (const.PROPERTY_WAIT, "true"),
+            (const.PROPERTY_UNIQ_KEY, self._uniq_key(born_ms)),
         ]
         m = broker_map(client, self.profile, self.o.cluster)
         return AppendSpec(
@@ -353,9 +347,9 @@ class Workload:
         """The op record's stored PROPERTIES (``TransactionalMessageBridge#addRemoveTagInTransactionOp``:
         TAGS ``d``, WAIT, CLUSTER), the same for every op record of the workload."""
         op = JavaHashMap(self.profile.map_capacity)
-        op.put(PROPERTY_TAGS, "d")
-        op.put(PROPERTY_WAIT, "true")
-        op.put(PROPERTY_CLUSTER, self.o.cluster)
+        op.put(const.PROPERTY_TAGS, "d")
+        op.put(const.PROPERTY_WAIT, "true")
+        op.put(const.PROPERTY_CLUSTER, self.o.cluster)
         return stored_properties(op, self.profile, True)
 
     def _outcome(self) -> tuple[str, int]:
@@ -387,22 +381,22 @@ class Workload:
 
     def _transaction(self, topic, qid, client, body, store_ms, sys_flag, common):
         """Either the 4.3+ half/commit/op path or a legacy PREPARED record resolved later."""
-        client = client + [(PROPERTY_TRAN_MSG, "true"), (PROPERTY_PGROUP, "tx-group")]
+        client = client + [(const.PROPERTY_TRAN_MSG, "true"), (const.PROPERTY_PGROUP, "tx-group")]
         if self.rng.random() < 0.7:
             outcome, checks = self._outcome()
             for n in range(checks + 1):
                 m = broker_map(client, self.profile, self.o.cluster)
-                m.put(PROPERTY_REAL_TOPIC, topic)
-                m.put(PROPERTY_REAL_QID, str(qid))
+                m.put(const.PROPERTY_REAL_TOPIC, topic)
+                m.put(const.PROPERTY_REAL_QID, str(qid))
                 if n:  # TransactionalMessageServiceImpl#needDiscard, then #putBackHalfMsgQueue
-                    m.put(PROPERTY_CHECK_TIMES, str(n))
+                    m.put(const.PROPERTY_CHECK_TIMES, str(n))
                 props = stored_properties(m, self.profile, True)
                 yield "half", AppendSpec(TRANS_HALF_TOPIC, 0, body, props, store_ms + n, sys_flag=sys_flag, **common)
             store_ms += checks
             if outcome == "commit":
                 commit = broker_map(client, self.profile, self.o.cluster)
-                commit.put(PROPERTY_REAL_TOPIC, topic)
-                commit.put(PROPERTY_REAL_QID, str(qid))
+                commit.put(const.PROPERTY_REAL_TOPIC, topic)
+                commit.put(const.PROPERTY_REAL_QID, str(qid))
                 yield (
                     "commit",
                     AppendSpec(

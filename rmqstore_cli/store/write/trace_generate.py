@@ -44,17 +44,8 @@ from rmqstore_cli.formats.commitlog import TRANSACTION_COMMIT_TYPE
 from rmqstore_cli.formats.trace import encode_context, trace_keys
 
 from rmqstore_cli.store.commitlog import AppendSpec
+from rmqstore_cli.store.records import message as const
 from rmqstore_cli.store.records.message import (
-    PROPERTY_CHECK_TIMES,
-    PROPERTY_CLUSTER,
-    PROPERTY_KEYS,
-    PROPERTY_PGROUP,
-    PROPERTY_REAL_QID,
-    PROPERTY_REAL_TOPIC,
-    PROPERTY_TAGS,
-    PROPERTY_TRAN_MSG,
-    PROPERTY_UNIQ_KEY,
-    PROPERTY_WAIT,
     TRANS_HALF_TOPIC,
     TRANS_OP_HALF_TOPIC,
     JavaHashMap,
@@ -104,9 +95,14 @@ class TraceTraffic:
         uniq = self.uniq(ts)
         keys = f"trace-{self.counter} order-{self.rng.randrange(1000)}"
         tag = self.rng.choice(("TagA", "TagB"))
-        client = [(PROPERTY_TAGS, tag), (PROPERTY_KEYS, keys), (PROPERTY_WAIT, "true"), (PROPERTY_UNIQ_KEY, uniq)]
+        client = [
+            (const.PROPERTY_TAGS, tag),
+            (const.PROPERTY_KEYS, keys),
+            (const.PROPERTY_WAIT, "true"),
+            (const.PROPERTY_UNIQ_KEY, uniq),
+        ]
         if transactional:
-            client += [(PROPERTY_TRAN_MSG, "true"), (PROPERTY_PGROUP, PRODUCER_GROUP)]
+            client += [(const.PROPERTY_TRAN_MSG, "true"), (const.PROPERTY_PGROUP, PRODUCER_GROUP)]
         return client
 
     def send(self, topic: str, qid: int, ts: int) -> dict[str, object]:
@@ -123,7 +119,7 @@ class TraceTraffic:
         cost = self.rng.randrange(1, 30)
         return dict(
             timestamp=ts - cost, region_id=REGION_ID, group=PRODUCER_GROUP, topic=topic,
-            msg_id=client[PROPERTY_UNIQ_KEY], tags=client[PROPERTY_TAGS], keys=client[PROPERTY_KEYS],
+            msg_id=client[const.PROPERTY_UNIQ_KEY], tags=client[const.PROPERTY_TAGS], keys=client[const.PROPERTY_KEYS],
             store_host=format_host(*STORE_V4), body_length=len(body), cost_time=cost, msg_type=msg_type,
             offset_msg_id=offset_msg_id, success=True,
         )  # fmt: skip
@@ -136,7 +132,7 @@ class TraceTraffic:
         """One trace message of ``contexts`` (type, values) flushed together for one topic."""
         body = "".join(encode_context(kind, c) for kind, c in contexts).encode("utf-8")
         keys = trace_keys([(str(c["msg_id"]), str(c["keys"])) for _, c in contexts])
-        client = [(PROPERTY_KEYS, keys), (PROPERTY_WAIT, "true"), (PROPERTY_UNIQ_KEY, self.uniq(ts))]
+        client = [(const.PROPERTY_KEYS, keys), (const.PROPERTY_WAIT, "true"), (const.PROPERTY_UNIQ_KEY, self.uniq(ts))]
         self.append(self.trace_topic, 0, body, client, ts)
 
     def transaction(self, topic: str, qid: int, ts: int) -> tuple[dict[str, object] | None, int, int]:
@@ -164,10 +160,10 @@ class TraceTraffic:
         """The half message (``TransactionalMessageBridge#parseHalfMessageInner``; a checked
         one put back with TRANSACTION_CHECK_TIMES)."""
         m = broker_map(client, self.profile, self.cluster)
-        m.put(PROPERTY_REAL_TOPIC, topic)
-        m.put(PROPERTY_REAL_QID, str(qid))
+        m.put(const.PROPERTY_REAL_TOPIC, topic)
+        m.put(const.PROPERTY_REAL_QID, str(qid))
         if checks:
-            m.put(PROPERTY_CHECK_TIMES, str(checks))
+            m.put(const.PROPERTY_CHECK_TIMES, str(checks))
         props = stored_properties(m, self.profile, True)
         spec = AppendSpec(TRANS_HALF_TOPIC, 0, body, props, ts, ts - 2, CLIENT, STORE_V4)
         return self.writer.append_linked("half", spec, False)
@@ -179,8 +175,8 @@ class TraceTraffic:
             return 0
         if state == COMMIT:
             m = broker_map(client, self.profile, self.cluster)
-            m.put(PROPERTY_REAL_TOPIC, topic)
-            m.put(PROPERTY_REAL_QID, str(qid))
+            m.put(const.PROPERTY_REAL_TOPIC, topic)
+            m.put(const.PROPERTY_REAL_QID, str(qid))
             props = stored_properties(m, self.profile, True)
             spec = AppendSpec(topic, qid, body, props, ts, ts - 5, CLIENT, STORE_V4, sys_flag=TRANSACTION_COMMIT_TYPE)
             self.writer.append_linked("commit", spec, False)
@@ -193,9 +189,9 @@ class TraceTraffic:
         """An op record's PROPERTIES (``TransactionalMessageBridge#addRemoveTagInTransactionOp``:
         TAGS ``d``, WAIT, CLUSTER)."""
         op = JavaHashMap(self.profile.map_capacity)
-        op.put(PROPERTY_TAGS, "d")
-        op.put(PROPERTY_WAIT, "true")
-        op.put(PROPERTY_CLUSTER, self.cluster)
+        op.put(const.PROPERTY_TAGS, "d")
+        op.put(const.PROPERTY_WAIT, "true")
+        op.put(const.PROPERTY_CLUSTER, self.cluster)
         return stored_properties(op, self.profile, True)
 
     def end_transaction(self, pub: dict[str, object], ts: int, state: str, checked: bool) -> dict[str, object]:

@@ -27,22 +27,8 @@ from rmqstore_cli.formats.commitlog import (
 from rmqstore_cli.formats.message_id import UNIQ_KEY_TIME_COUNTER_SIZES
 
 from rmqstore_cli.store.commitlog.blocks import BLOCK_BYTES, SendBlock
-from rmqstore_cli.store.records.message import (
-    PROPERTY_CLUSTER,
-    PROPERTY_DELAY,
-    PROPERTY_KEYS,
-    PROPERTY_PGROUP,
-    PROPERTY_REAL_QID,
-    PROPERTY_REAL_TOPIC,
-    PROPERTY_TAGS,
-    PROPERTY_TRAN_MSG,
-    PROPERTY_UNIQ_KEY,
-    PROPERTY_WAIT,
-    SCHEDULE_TOPIC,
-    TRANS_HALF_TOPIC,
-    TRANS_OP_HALF_TOPIC,
-    month_start_ms,
-)
+from rmqstore_cli.store.records import message as const
+from rmqstore_cli.store.records.message import SCHEDULE_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, month_start_ms
 from rmqstore_cli.store.write.send_path import STORE_V4, STORE_V6, TAGS, broker_map, stored_properties
 
 #: Sends drawn at once (fewer for large bodies, :data:`BLOCK_BYTES`): fixed by the
@@ -90,14 +76,14 @@ class Templates:
         for k in extra:
             m.put(k, k)
         order = [k for k, _ in m.items()]  # the map's own order, CLUSTER included
-        consts = {PROPERTY_CLUSTER: self.cluster, **{k: v for k, v in values.items() if isinstance(v, str)}}
+        consts = {const.PROPERTY_CLUSTER: self.cluster, **{k: v for k, v in values.items() if isinstance(v, str)}}
         text = stored_properties(_Items(_format_items(order, consts)), self.profile, keep_wait)
         return text.encode(), _varying(order, consts, keep_wait or self.profile.stores_wait)
 
 
 def _varying(order: list, consts: dict, stored_wait: bool) -> list:
     """The names a template's ``%s`` stand for, in order: not constants, and WAIT only when stored."""
-    return [k for k in order if k not in consts and (stored_wait or k != PROPERTY_WAIT)]
+    return [k for k in order if k not in consts and (stored_wait or k != const.PROPERTY_WAIT)]
 
 
 def _format_items(order: list, consts: dict) -> list[tuple[str, str]]:
@@ -317,16 +303,28 @@ def _fill_props(cat: Catalog, o, d: Draw, sends: dict, props: np.ndarray, start:
     topic_names = [t.encode() for t in cat.topics]
     cases = [  # mask, extra client names, broker's puts, keep WAIT, row offsets
         (normal, (), (), False, (0,)),
-        (delay, (PROPERTY_DELAY,), (PROPERTY_REAL_TOPIC, PROPERTY_REAL_QID), True, (0,)),
+        (delay, (const.PROPERTY_DELAY,), (const.PROPERTY_REAL_TOPIC, const.PROPERTY_REAL_QID), True, (0,)),
         (
             retry,
             (),
-            ("RETRY_TOPIC", "ORIGIN_MESSAGE_ID", "MAX_RECONSUME_TIMES", PROPERTY_REAL_TOPIC, PROPERTY_REAL_QID),
+            (
+                "RETRY_TOPIC",
+                "ORIGIN_MESSAGE_ID",
+                "MAX_RECONSUME_TIMES",
+                const.PROPERTY_REAL_TOPIC,
+                const.PROPERTY_REAL_QID,
+            ),
             True,
             (0,),
         ),
-        (half, (PROPERTY_TRAN_MSG, PROPERTY_PGROUP), (PROPERTY_REAL_TOPIC, PROPERTY_REAL_QID), True, (0, 1)),
-        (prepared, (PROPERTY_TRAN_MSG, PROPERTY_PGROUP), (), False, (0, 1)),
+        (
+            half,
+            (const.PROPERTY_TRAN_MSG, const.PROPERTY_PGROUP),
+            (const.PROPERTY_REAL_TOPIC, const.PROPERTY_REAL_QID),
+            True,
+            (0, 1),
+        ),
+        (prepared, (const.PROPERTY_TRAN_MSG, const.PROPERTY_PGROUP), (), False, (0, 1)),
     ]
     for mask, client_extra, extra, keep, offs in cases:
         for has in (True, False):
@@ -335,7 +333,9 @@ def _fill_props(cat: Catalog, o, d: Draw, sends: dict, props: np.ndarray, start:
                 continue
             vals = _send_values(sends, s.tolist(), has) | _kind_values(cat, d, s, topic_names, client_extra, extra)
             client = (
-                ((PROPERTY_TAGS,) if has else ()) + (PROPERTY_KEYS, PROPERTY_WAIT, PROPERTY_UNIQ_KEY) + client_extra
+                ((const.PROPERTY_TAGS,) if has else ())
+                + (const.PROPERTY_KEYS, const.PROPERTY_WAIT, const.PROPERTY_UNIQ_KEY)
+                + client_extra
             )
             text = cat.tpl.fill(client, extra, keep, {k: v for k, v in vals.items() if k in client + extra})
             for off in offs:
@@ -347,14 +347,14 @@ def _send_values(sends: dict, sl: list[int], has_tag: bool) -> dict:
     """The values every kind of send has (KEYS, WAIT, UNIQ_KEY, TAGS when the send has one)
     and the transaction constants (used only by the kinds that name them)."""
     vals: dict = {
-        PROPERTY_KEYS: [sends["keys"][i] for i in sl],
-        PROPERTY_WAIT: "true",
-        PROPERTY_UNIQ_KEY: [sends["uniq"][i] for i in sl],
-        PROPERTY_TRAN_MSG: "true",
-        PROPERTY_PGROUP: "tx-group",
+        const.PROPERTY_KEYS: [sends["keys"][i] for i in sl],
+        const.PROPERTY_WAIT: "true",
+        const.PROPERTY_UNIQ_KEY: [sends["uniq"][i] for i in sl],
+        const.PROPERTY_TRAN_MSG: "true",
+        const.PROPERTY_PGROUP: "tx-group",
     }
     if has_tag:
-        vals[PROPERTY_TAGS] = [sends["tags"][i] for i in sl]
+        vals[const.PROPERTY_TAGS] = [sends["tags"][i] for i in sl]
     return vals
 
 
@@ -364,8 +364,8 @@ def _kind_values(
     """The values of a kind's own names: DELAY of a delayed send, the retry puts of a retry,
     REAL_TOPIC/REAL_QID of any other kind the broker moves (delay, half)."""
     vals: dict = {}
-    if PROPERTY_DELAY in client_extra:
-        vals[PROPERTY_DELAY] = [b"%d" % x for x in d.level[s].tolist()]
+    if const.PROPERTY_DELAY in client_extra:
+        vals[const.PROPERTY_DELAY] = [b"%d" % x for x in d.level[s].tolist()]
     if "RETRY_TOPIC" in extra:
         vals.update(_retry_values(cat, d, s, topic_names))
     elif extra:
@@ -380,14 +380,14 @@ def _retry_values(cat: Catalog, d: Draw, s: np.ndarray, topic_names: list[bytes]
         "RETRY_TOPIC": [topic_names[t] for t in d.topic[s].tolist()],
         "ORIGIN_MESSAGE_ID": [b"0A00000500002A9F%016X" % x for x in d.origin[s].tolist()],
         "MAX_RECONSUME_TIMES": "16",
-        PROPERTY_REAL_TOPIC: cat.retry_topic,
-        PROPERTY_REAL_QID: "0",
+        const.PROPERTY_REAL_TOPIC: cat.retry_topic,
+        const.PROPERTY_REAL_QID: "0",
     }
 
 
 def _real_values(d: Draw, s: np.ndarray, topic_names: list[bytes]) -> dict:
     """REAL_TOPIC and REAL_QID of a send the broker moves to another topic (delay, half)."""
     return {
-        PROPERTY_REAL_TOPIC: [topic_names[t] for t in d.topic[s].tolist()],
-        PROPERTY_REAL_QID: [b"%d" % q for q in d.qid[s].tolist()],
+        const.PROPERTY_REAL_TOPIC: [topic_names[t] for t in d.topic[s].tolist()],
+        const.PROPERTY_REAL_QID: [b"%d" % q for q in d.qid[s].tolist()],
     }
