@@ -26,13 +26,14 @@ from rmqstore_cli.formats.commitlog import (
 )
 from rmqstore_cli.formats.properties import parse_properties
 
-from rmqstore_cli.store.commitlog.bulk import RecordBatch
 from rmqstore_cli.store.files.arrays import stable_argsort
 from rmqstore_cli.store.files.crc import body_crcs, crc32
+from rmqstore_cli.store.files.kernels import SMALL_BODY
 from rmqstore_cli.store.javahash import java_hash
 from rmqstore_cli.store.records.message import SCHEDULE_TOPIC
 from rmqstore_cli.store.records.properties import CRC_MARK, Properties, pick_property
 from rmqstore_cli.store.records.topics import TopicIds
+from rmqstore_cli.store.verify.batch_fused import RecordColumns, TopicTable
 from rmqstore_cli.store.verify.checks import Delayed, props_problem
 from rmqstore_cli.store.verify.findings import ERROR
 from rmqstore_cli.store.write.dispatch import InvalidForDispatch, compute_tags_code
@@ -42,7 +43,7 @@ TOPIC_OK_DOT = re.compile(rb"[A-Za-z0-9%|_.\-]+")  # '.' seen in real stores
 PROPS_LEN_SIZE = struct.calcsize(PROPERTIES_LENGTH_FORMAT)
 
 
-def _first_broken(r: RecordBatch) -> tuple[tuple[int, str, str] | None, int]:
+def _first_broken(r: RecordColumns) -> tuple[tuple[int, str, str] | None, int]:
     """(position, check, why) of the first record whose length fields run past its end or
     disagree with its TOTALSIZE (None: none), and how many records come before it."""
     P, total, body_len, topic_len, props_len, expected = (
@@ -77,7 +78,7 @@ def _first_broken(r: RecordBatch) -> tuple[tuple[int, str, str] | None, int]:
     return (p, "commitlog.total-size", f"total size {int(total[i])} but the fields add up to {int(expected[i])}"), i
 
 
-def _queue_steps(buf, r: RecordBatch) -> np.ndarray:
+def _queue_steps(buf, r: RecordColumns) -> np.ndarray:
     """How far each record moves its queue's offset: 1, or INNER_NUM for a 5.x inner batch."""
     step = np.ones(r.pos.size, np.int64)
     sysf = r.sys_flag
@@ -112,7 +113,8 @@ class RecordChecks:
         """Check records at file positions ``P``; return (position, check, why) of the first
         structurally broken record (its successors are unreliable) or None."""
         self.sink.batch_started()
-        r = RecordBatch(arr, P)
+        # every field and the small bodies' CRCs, one pass over each record
+        r = RecordColumns.read(self.kernel(), arr, P, SMALL_BODY if self.opt.crc else 0)
         stop, n = _first_broken(r)
         if n == 0:
             return stop
@@ -170,13 +172,19 @@ class RecordChecks:
         if owner.size:
             self.first_indexable = int(absP[int(owner.min())])
 
-    def _check_body_crcs(self, buf, arr, r: RecordBatch, base: int, rel: str) -> None:
-        """BODYCRC against crc32(body) & 0x7FFFFFFF: small bodies in the C loop, long ones
-        (and all on the reference path) by zlib."""
+    def _check_body_crcs(self, buf, arr, r: RecordColumns, base: int, rel: str) -> None:
+        """BODYCRC against crc32(body) & 0x7FFFFFFF: small bodies with the columns
+        (:meth:`RecordColumns.read`), long ones by zlib; all of them here when the columns
+        came without (a field outside the file)."""
         P, crc, n = r.pos, r.body_crc, r.pos.size
         bl, body_start = np.maximum(r.body_len, 0), r.body_at
         kern = self.kernel()
-        if kern is None:
+        if r.crc is not None:
+            got = r.crc
+            big = np.flatnonzero(got < 0)
+            if big.size:
+                got[big] = body_crcs(buf, body_start[big], bl[big])
+        elif kern is None:
             got = body_crcs(buf, body_start, bl)
         else:
             got = np.empty(n, np.int64)
@@ -195,7 +203,7 @@ class RecordChecks:
             if self.config.check_crc_on_recover:
                 self.stops.append((p + base, "commitlog.body-crc", rel))
 
-    def _check_properties(self, buf, arr, r: RecordBatch, base: int, rel: str) -> Properties:
+    def _check_properties(self, buf, arr, r: RecordColumns, base: int, rel: str) -> Properties:
         """PROPERTIES syntax and the __CRC32# property (docs/format/commitlog.md#whole-record-crc);
         the batch's properties."""
         P, total, pl, props_start = r.pos, r.total, np.maximum(r.props_len, 0), r.props_at
@@ -293,14 +301,25 @@ class RecordChecks:
         return self._prefix_h
 
     def _topic_lookup(self, buf, arr, ta: np.ndarray, tl: np.ndarray, P: np.ndarray, rel: str, base: int) -> np.ndarray:
-        """Topic id per record: topics seen before found with numpy (:class:`batch.TopicIds`);
-        new ones registered one by one in record order (:meth:`_new_topic`, its findings)."""
-        tbl = self.__dict__.get("_topic_table")
-        if tbl is None or len(tbl.ids) != len(self.topic_names):
-            tbl = self._topic_table = TopicIds()
-            for i, name in enumerate(self.topic_names):
-                tbl.add(name, i)
-        tid = tbl.lookup(arr, ta, tl)
+        """Topic id per record: topics seen before found by the C loop's hash table
+        (:class:`TopicTable`) or with numpy (:class:`TopicIds`, the reference path); new ones
+        registered one by one in record order (:meth:`_new_topic`, its findings)."""
+        kern = self.kernel()
+        if kern is not None:
+            tt = self.__dict__.get("_topic_fused")
+            if tt is None or tt.count > len(self.topic_names):
+                tt = self._topic_fused = TopicTable()
+            while tt.count < len(self.topic_names):
+                tt.add(self.topic_names[tt.count])
+            tid = tt.lookup(kern, arr, ta, tl)
+            tbl = None
+        else:
+            tbl = self.__dict__.get("_topic_table")
+            if tbl is None or len(tbl.ids) != len(self.topic_names):
+                tbl = self._topic_table = TopicIds()
+                for i, name in enumerate(self.topic_names):
+                    tbl.add(name, i)
+            tid = tbl.lookup(arr, ta, tl)
         unknown = np.flatnonzero(tid < 0)
         if unknown.size:
             get = self.topic_ids.get
@@ -310,7 +329,7 @@ class RecordChecks:
                 t = get(tb)
                 if t is None:
                     t = self._new_topic(tb, rel, int(P[i]), base)
-                    if len(tbl.ids) == t:
+                    if tbl is not None and len(tbl.ids) == t:
                         tbl.add(tb, t)
                 tid[i] = t
         return tid
