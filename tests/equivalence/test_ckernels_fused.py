@@ -10,6 +10,7 @@ the names (empty, one byte apart, sharing long prefixes) and however they are ad
 
 from __future__ import annotations
 
+import json
 import random
 import struct
 
@@ -20,7 +21,7 @@ from rmqstore_cli.formats.commitlog import BORNHOST_V6_FLAG, HEAD_SIZE, MAGIC_V1
 from rmqstore_cli.store.commitlog.bulk import RecordBatch, walk_records
 from rmqstore_cli.store.files.arrays import file_array
 from rmqstore_cli.store.verify.batch_fused import COLS, RecordColumns, TopicTable, record_cols, topic_ids
-from tests.helpers import generate, needs_c
+from tests.helpers import generate, needs_c, run
 
 
 @pytest.fixture
@@ -189,3 +190,51 @@ def test_topic_ids_checks_its_arguments(K):
         K.topic_ids(a, ta, tl, names, noff, s, out)
     assert K.topic_ids(a, ta, tl, names, noff, slots(8), out) == 0 and out.tolist() == [0, 0]
     assert topic_ids(a, ta, tl, names, noff, slots(8), out) == 0 and out.tolist() == [0, 0]
+
+
+def test_delays_add_at_once_unless_a_rule_throws_or_overflows():
+    from rmqstore_cli.store.verify.records import RecordChecks
+    from rmqstore_cli.store.write.dispatch import InvalidForDispatch
+
+    tags, ts, m = np.array([5, 6, 7, 8], np.int64), np.array([100, 200, 300, 400], np.int64), np.array([0, 2, 3])
+    assert RecordChecks._add_delays(tags, ts, m, [1000, False, 7]) and tags.tolist() == [1100, 6, 7, 407]
+    assert RecordChecks._add_delays(tags, ts, m, [False, False, False]) and tags.tolist() == [1100, 6, 7, 407]
+    for got in ([1, InvalidForDispatch("no"), 2], [1, (1 << 63) - 350, 2], [-(1 << 64), 1, 2]):
+        assert not RecordChecks._add_delays(tags, ts, m, got) and tags.tolist() == [1100, 6, 7, 407]
+
+
+def test_a_delay_the_broker_throws_at_is_one_finding_on_both_paths(tmp_path):
+    """Schedule-topic records of every DELAY level and one of DELAY "x" (written as DELAY
+    17, as --from-jsonl stops at a bad one, then patched in place to "x7")."""
+    rows = []
+    for i in range(30):
+        props = f"UNIQ_KEY\x01U{i:04d}\x02DELAY\x01{1 + i % 4}\x02REAL_TOPIC\x01T\x02REAL_QID\x010\x02"
+        rows.append(
+            {
+                "topic": "SCHEDULE_TOPIC_XXXX",
+                "queue_id": i % 4,
+                "store_timestamp": 1795317650000 + i * 10,
+                "born_timestamp": 1795317640000 + i,
+                "born_host": "10.0.0.1:5000",
+                "store_host": "10.1.2.3:10911",
+                "properties_string": props,
+                "body_base64": "aGVsbG8=",
+            }
+        )
+    rows[12]["properties_string"] = rows[12]["properties_string"].replace("DELAY\x011", "DELAY\x0117")
+    src = tmp_path / "dump.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    store = tmp_path / "store"
+    run("generate", "--store", store, "--from-jsonl", src, "--format", "json")
+    log = sorted((store / "commitlog").iterdir())[0]
+    b = bytearray(log.read_bytes())
+    at = b.index(b"DELAY\x0117\x02")
+    b[at + 6] = ord("x")  # the CRC is of the body only: the record stays whole
+    log.write_bytes(bytes(b))
+    outs = []
+    for pure in ("0", "1"):
+        r = run("verify", "--store", store, "--format", "json", env={"RMQSTORE_PURE": pure})
+        outs.append(json.loads(r.stdout)["findings"])
+    assert outs[0] == outs[1]
+    throws = [f for f in outs[0] if f["check"] == "commitlog.properties" and "throws" in json.dumps(f)]
+    assert len(throws) == 1, outs[0]
