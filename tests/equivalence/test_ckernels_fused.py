@@ -238,3 +238,31 @@ def test_a_delay_the_broker_throws_at_is_one_finding_on_both_paths(tmp_path):
     assert outs[0] == outs[1]
     throws = [f for f in outs[0] if f["check"] == "commitlog.properties" and "throws" in json.dumps(f)]
     assert len(throws) == 1, outs[0]
+
+
+_CRC_CHECK = """
+import zlib
+import numpy as np
+from rmqstore_cli.store.files import kernels as K
+a = np.random.default_rng(3).integers(0, 256, 4096, dtype=np.uint8)
+at = np.array([s for n in range(0, 300) for s in (0, 1, 7, 13)], np.int64)
+ln = np.array([n for n in range(0, 300) for s in (0, 1, 7, 13)], np.int64)
+ln = np.r_[ln, 1000, 2048, 4000, 4096 - 5]
+at = np.r_[at, 5, 17, 3, 5]
+out = np.empty(at.size, np.int64)
+assert K.small_body_crcs(a, at, ln, 1 << 20, out) == 0
+want = [zlib.crc32(a[x : x + n].tobytes()) & 0x7FFFFFFF for x, n in zip(at.tolist(), ln.tolist())]
+assert out.tolist() == want
+print(int(K.CLMUL))
+"""
+
+
+@pytest.mark.parametrize("table", ["", "1"])
+def test_crc_by_folding_and_by_table_equal_zlib_at_every_length_and_alignment(K, table):
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "RMQSTORE_NO_CLMUL": table}
+    r = subprocess.run([sys.executable, "-c", _CRC_CHECK], env=env, capture_output=True, text=True, check=True)
+    assert r.stdout.strip() == ("0" if table else str(int(K.CLMUL)))

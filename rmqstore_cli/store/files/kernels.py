@@ -114,6 +114,9 @@ if BUILT:
     small_body_crcs, join_ranges = _EXT.small_body_crcs, _EXT.join_ranges
     prop_keys, prop_scan = _EXT.prop_keys, _EXT.prop_scan
     record_cols, topic_ids = _EXT.record_cols, _EXT.topic_ids
+    #: True when the CRC runs on carry-less multiplies (x86-64 with PCLMULQDQ; the tables
+    #: otherwise, or with ``RMQSTORE_NO_CLMUL=1``): same numbers either way
+    CLMUL = bool(_EXT.CLMUL)
     #: record_cols' columns, in the order of its out
     REC_COLS = _EXT.REC_COLS
     #: prop_keys' key rows: columns, flags (a KEYS word; malformed UTF-8 inside), and its
