@@ -1041,14 +1041,14 @@ static PyObject *k_topic_ids(PyObject *self, PyObject *args)
     }
     Topics c = {b[0].buf, b[3].buf, b[1].buf, b[2].buf, b[4].buf, b[5].buf, b[6].buf,
                 b[1].len / 8, b[0].len, b[3].len, b[4].len / 8 - 1, -1};
-    int64_t size = b[5].len / 8 - 1;
+    int64_t size = b[5].len / 8 - 1, count = size >= 0 ? c.slots[0] : -1;
     if (b[2].len != b[1].len || b[6].len != b[1].len || c.nnames < 0) {
         PyErr_SetString(PyExc_ValueError, "topic_ids: ta, tl and out differ in length, or noff is empty");
         goto done;
     }
-    if (size < 1 || (size & (size - 1)) || size <= 2 * c.nnames || c.slots[0] < 0 || c.slots[0] > c.nnames) {
+    if (size < 1 || (size & (size - 1)) || size <= 2 * c.nnames || count < 0 || count > c.nnames) {
         PyErr_Format(PyExc_ValueError, "topic_ids: slots must hold a count (0..%lld, got %lld) and a power of two "
-                     "above twice the names (%lld), got %lld", (long long)c.nnames, (long long)c.slots[0],
+                     "above twice the names (%lld), got %lld", (long long)c.nnames, (long long)count,
                      (long long)c.nnames, (long long)size);
         goto done;
     }
