@@ -245,9 +245,14 @@ class RecordChecks:
             if v not in rules:
                 rules[v] = self._delay_rule(v)
         got = [rules[v] for v in vals]
-        if self._add_delays(tags_code, store_ts, dm[sel], got):
-            return tags_code
-        for i, rule in zip(dm[sel].tolist(), got, strict=True):
+        if not self._add_delays(tags_code, store_ts, dm[sel], got):
+            self._delay_one_by_one(tags_code, store_ts, dm[sel], got, P, base, rel)
+        return tags_code
+
+    def _delay_one_by_one(self, tags_code, store_ts, m: np.ndarray, got: list, P, base: int, rel: str) -> None:
+        """tagsCode = store time + delay record by record; a rule that throws is a finding
+        and a stop (``CommitLog#checkMessageAndReturnSize``)."""
+        for i, rule in zip(m.tolist(), got, strict=True):
             if rule is False:
                 continue
             if isinstance(rule, InvalidForDispatch):
@@ -263,7 +268,6 @@ class RecordChecks:
                 self.stops.append((int(P[i]) + base, "commitlog.properties", rel))
                 continue
             tags_code[i] = int(store_ts[i]) + rule
-        return tags_code
 
     @staticmethod
     def _add_delays(tags_code: np.ndarray, store_ts: np.ndarray, m: np.ndarray, got: list) -> bool:
@@ -330,13 +334,7 @@ class RecordChecks:
         registered one by one in record order (:meth:`_new_topic`, its findings)."""
         kern = self.kernel()
         if kern is not None:
-            tt = self.__dict__.get("_topic_fused")
-            if tt is None or tt.count > len(self.topic_names):
-                tt = self._topic_fused = TopicTable()
-            while tt.count < len(self.topic_names):
-                tt.add(self.topic_names[tt.count])
-            tid = tt.lookup(kern, arr, ta, tl)
-            tbl = None
+            tid, tbl = self._topic_table_c().lookup(kern, arr, ta, tl), None
         else:
             tbl = self.__dict__.get("_topic_table")
             if tbl is None or len(tbl.ids) != len(self.topic_names):
@@ -357,6 +355,15 @@ class RecordChecks:
                         tbl.add(tb, t)
                 tid[i] = t
         return tid
+
+    def _topic_table_c(self) -> TopicTable:
+        """The C loop's table of the topics numbered so far (the new ones added in id order)."""
+        if getattr(self, "_topic_fused", None) is None or self._topic_fused.count > len(self.topic_names):
+            self._topic_fused = TopicTable()
+        tt = self._topic_fused
+        while tt.count < len(self.topic_names):
+            tt.add(self.topic_names[tt.count])
+        return tt
 
     def _new_topic(self, tb: bytes, rel: str, pos: int, base: int) -> int:
         """Number a topic met for the first time; its name checked once."""
