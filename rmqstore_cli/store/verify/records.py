@@ -26,9 +26,9 @@ from rmqstore_cli.formats.commitlog import (
 )
 from rmqstore_cli.formats.properties import parse_properties
 
+from rmqstore_cli.store.files import kernels
 from rmqstore_cli.store.files.arrays import stable_argsort
 from rmqstore_cli.store.files.crc import body_crcs, crc32
-from rmqstore_cli.store.files.kernels import SMALL_BODY
 from rmqstore_cli.store.javahash import java_hash
 from rmqstore_cli.store.records.message import SCHEDULE_TOPIC
 from rmqstore_cli.store.records.properties import CRC_MARK, Properties, pick_property
@@ -114,7 +114,7 @@ class RecordChecks:
         structurally broken record (its successors are unreliable) or None."""
         self.sink.batch_started()
         # every field and the small bodies' CRCs, one pass over each record
-        r = RecordColumns.read(self.kernel(), arr, P, SMALL_BODY if self.opt.crc else 0)
+        r = RecordColumns.read(self.kernel(), arr, P, kernels.SMALL_BODY if self.opt.crc else 0)
         stop, n = _first_broken(r)
         if n == 0:
             return stop
