@@ -11,8 +11,10 @@ compiler at install) has :data:`BUILT` False and runs the reference loops; so do
 the extension costs well under a millisecond, so even the smallest store uses it.
 
 When built: ``walk``, ``walk_entries``, ``small_body_crcs``, ``join_ranges``,
-``prop_scan`` (the pairs of a batch's PROPERTIES) and ``prop_keys`` (their TAGS hashes
-and index keys; their
+``prop_scan`` (the pairs of a batch's PROPERTIES), ``prop_keys`` (their TAGS hashes
+and index keys), ``record_cols`` (verify's fields of a batch of records and their body CRCs,
+one pass) and ``topic_ids`` (topic ids by a hash table; the twins of both:
+:mod:`~rmqstore_cli.store.verify.batch_fused`; their
 docstrings and ``_ckernels.c`` say what each does; each checks its arguments and raises
 rather than read outside a buffer, and runs without the GIL).
 """
@@ -21,7 +23,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from rmqstore_cli.formats.commitlog import HEAD, MAGIC_V1, MAGIC_V2, PREFIX_DTYPE
+from rmqstore_cli.formats.commitlog import (
+    AFTER_BORN_HOST,
+    AFTER_BORN_HOST_SIZE,
+    AFTER_STORE_HOST,
+    BORNHOST_V6_FLAG,
+    HEAD,
+    HEAD_SIZE,
+    HOST_SIZE,
+    MAGIC_V1,
+    MAGIC_V2,
+    PREFIX_DTYPE,
+    PROPERTIES_LENGTH,
+    RECORD_FIXED_SIZE,
+    STOREHOSTADDRESS_V6_FLAG,
+)
 from rmqstore_cli.formats.derive import field_offset
 from rmqstore_cli.formats.dledger import ENTRY_MAGIC, EntryHeader
 from rmqstore_cli.formats.properties import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR
@@ -31,7 +47,8 @@ from rmqstore_cli.store.records.message import KEY_SEPARATOR, PROPERTY_KEYS, PRO
 
 #: Bodies shorter than this get their CRC here; longer ones from zlib-ng (faster per byte,
 #: and its per-call cost no longer matters: measured, 512 B 170 ns here against 250 ns a
-#: zlib-ng call, 1 KiB 350 against 230).
+#: zlib-ng call, 1 KiB 350 against 230); 8 KiB where the CRC runs on carry-less multiplies
+#: (:data:`CLMUL`).
 SMALL_BODY = 768
 
 
@@ -56,6 +73,25 @@ def layout() -> dict[str, int]:
             k: (name + NAME_VALUE_SEPARATOR).encode()
             for k, name in (("tags", PROPERTY_TAGS), ("keys", PROPERTY_KEYS), ("uniq_key", PROPERTY_UNIQ_KEY))
         },
+        **record_layout(),
+    }
+
+
+def record_layout() -> dict[str, int]:
+    """What ``record_cols`` reads of a record (``MessageDecoder#decode``'s fields after the
+    prefix, ``CommitLog#calMsgLength``'s constant), from ``formats/commitlog.py``."""
+    return {
+        "head_size": HEAD_SIZE,
+        **{f"{k}_at": HEAD[k].offset for k in ("body_crc", "queue_id", "queue_offset", "physical_offset", "sys_flag")},
+        "born_v6_flag": BORNHOST_V6_FLAG,
+        "store_v6_flag": STOREHOSTADDRESS_V6_FLAG,
+        "host_v4": HOST_SIZE[False],
+        "host_v6": HOST_SIZE[True],
+        "store_ts_at": AFTER_BORN_HOST["store_timestamp"].offset,
+        "after_born_host": AFTER_BORN_HOST_SIZE,
+        "body_length_at": AFTER_STORE_HOST["body_length"].offset,
+        "props_length_size": PROPERTIES_LENGTH.size,
+        "fixed_size": RECORD_FIXED_SIZE,
     }
 
 
@@ -78,6 +114,14 @@ if BUILT:
     walk, walk_entries = _EXT.walk, _EXT.walk_entries
     small_body_crcs, join_ranges = _EXT.small_body_crcs, _EXT.join_ranges
     prop_keys, prop_scan = _EXT.prop_keys, _EXT.prop_scan
+    record_cols, topic_ids = _EXT.record_cols, _EXT.topic_ids
+    #: True when the CRC runs on carry-less multiplies (x86-64 with PCLMULQDQ; the tables
+    #: otherwise, or with ``RMQSTORE_NO_CLMUL=1``): same numbers either way
+    CLMUL = bool(_EXT.CLMUL)
+    if CLMUL:  # folding beats zlib-ng's per-call cost up to ~8 KiB (measured: 2 KiB 490 ns against 985)
+        SMALL_BODY = 8192
+    #: record_cols' columns, in the order of its out
+    REC_COLS = _EXT.REC_COLS
     #: prop_keys' key rows: columns, flags (a KEYS word; malformed UTF-8 inside), and its
     #: tagsCode of a TAGS value of malformed UTF-8 (left for the reference's replacements)
     KEY_COLS, KEY_WORD, KEY_WIDE, TAGS_WIDE = _EXT.KEY_COLS, _EXT.KEY_WORD, _EXT.KEY_WIDE, _EXT.TAGS_WIDE

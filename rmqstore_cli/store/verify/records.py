@@ -26,13 +26,14 @@ from rmqstore_cli.formats.commitlog import (
 )
 from rmqstore_cli.formats.properties import parse_properties
 
-from rmqstore_cli.store.commitlog.bulk import RecordBatch
+from rmqstore_cli.store.files import kernels
 from rmqstore_cli.store.files.arrays import stable_argsort
 from rmqstore_cli.store.files.crc import body_crcs, crc32
 from rmqstore_cli.store.javahash import java_hash
 from rmqstore_cli.store.records.message import SCHEDULE_TOPIC
 from rmqstore_cli.store.records.properties import CRC_MARK, Properties, pick_property
 from rmqstore_cli.store.records.topics import TopicIds
+from rmqstore_cli.store.verify.batch_fused import RecordColumns, TopicTable
 from rmqstore_cli.store.verify.checks import Delayed, props_problem
 from rmqstore_cli.store.verify.findings import ERROR
 from rmqstore_cli.store.write.dispatch import InvalidForDispatch, compute_tags_code
@@ -42,7 +43,7 @@ TOPIC_OK_DOT = re.compile(rb"[A-Za-z0-9%|_.\-]+")  # '.' seen in real stores
 PROPS_LEN_SIZE = struct.calcsize(PROPERTIES_LENGTH_FORMAT)
 
 
-def _first_broken(r: RecordBatch) -> tuple[tuple[int, str, str] | None, int]:
+def _first_broken(r: RecordColumns) -> tuple[tuple[int, str, str] | None, int]:
     """(position, check, why) of the first record whose length fields run past its end or
     disagree with its TOTALSIZE (None: none), and how many records come before it."""
     P, total, body_len, topic_len, props_len, expected = (
@@ -77,7 +78,7 @@ def _first_broken(r: RecordBatch) -> tuple[tuple[int, str, str] | None, int]:
     return (p, "commitlog.total-size", f"total size {int(total[i])} but the fields add up to {int(expected[i])}"), i
 
 
-def _queue_steps(buf, r: RecordBatch) -> np.ndarray:
+def _queue_steps(buf, r: RecordColumns) -> np.ndarray:
     """How far each record moves its queue's offset: 1, or INNER_NUM for a 5.x inner batch."""
     step = np.ones(r.pos.size, np.int64)
     sysf = r.sys_flag
@@ -112,7 +113,8 @@ class RecordChecks:
         """Check records at file positions ``P``; return (position, check, why) of the first
         structurally broken record (its successors are unreliable) or None."""
         self.sink.batch_started()
-        r = RecordBatch(arr, P)
+        # every field and the small bodies' CRCs, one pass over each record
+        r = RecordColumns.read(self.kernel(), arr, P, kernels.SMALL_BODY if self.opt.crc else 0)
         stop, n = _first_broken(r)
         if n == 0:
             return stop
@@ -170,13 +172,19 @@ class RecordChecks:
         if owner.size:
             self.first_indexable = int(absP[int(owner.min())])
 
-    def _check_body_crcs(self, buf, arr, r: RecordBatch, base: int, rel: str) -> None:
-        """BODYCRC against crc32(body) & 0x7FFFFFFF: small bodies in the C loop, long ones
-        (and all on the reference path) by zlib."""
+    def _check_body_crcs(self, buf, arr, r: RecordColumns, base: int, rel: str) -> None:
+        """BODYCRC against crc32(body) & 0x7FFFFFFF: small bodies with the columns
+        (:meth:`RecordColumns.read`), long ones by zlib; all of them here when the columns
+        came without (a field outside the file)."""
         P, crc, n = r.pos, r.body_crc, r.pos.size
         bl, body_start = np.maximum(r.body_len, 0), r.body_at
         kern = self.kernel()
-        if kern is None:
+        if r.crc is not None:
+            got = r.crc
+            big = np.flatnonzero(got < 0)
+            if big.size:
+                got[big] = body_crcs(buf, body_start[big], bl[big])
+        elif kern is None:
             got = body_crcs(buf, body_start, bl)
         else:
             got = np.empty(n, np.int64)
@@ -195,7 +203,7 @@ class RecordChecks:
             if self.config.check_crc_on_recover:
                 self.stops.append((p + base, "commitlog.body-crc", rel))
 
-    def _check_properties(self, buf, arr, r: RecordBatch, base: int, rel: str) -> Properties:
+    def _check_properties(self, buf, arr, r: RecordColumns, base: int, rel: str) -> Properties:
         """PROPERTIES syntax and the __CRC32# property (docs/format/commitlog.md#whole-record-crc);
         the batch's properties."""
         P, total, pl, props_start = r.pos, r.total, np.maximum(r.props_len, 0), r.props_at
@@ -228,14 +236,24 @@ class RecordChecks:
             return tags_code
         dm, da, db = pr.value(b"DELAY\x01")
         sel = np.flatnonzero(tid[dm] == sched_tid)
-        cat = pr.cat
+        if not sel.size:
+            return tags_code
+        cb = pr.cat.tobytes()  # one copy; slicing bytes is several times cheaper than the array
         rules = self.__dict__.setdefault("_delay_rules", {})
-        for i, x, y in zip(dm[sel].tolist(), da[sel].tolist(), db[sel].tolist(), strict=True):
-            v = bytes(cat[x:y])
-            rule = rules.get(v)
-            if rule is None:
-                rule = rules[v] = self._delay_rule(v)
-            if rule is False:  # level <= 0: the TAGS hash stays
+        vals = list(map(cb.__getitem__, map(slice, da[sel].tolist(), db[sel].tolist())))
+        for v in dict.fromkeys(vals):  # each distinct value asked once, in order of appearance
+            if v not in rules:
+                rules[v] = self._delay_rule(v)
+        got = [rules[v] for v in vals]
+        if not self._add_delays(tags_code, store_ts, dm[sel], got):
+            self._delay_one_by_one(tags_code, store_ts, dm[sel], got, P, base, rel)
+        return tags_code
+
+    def _delay_one_by_one(self, tags_code, store_ts, m: np.ndarray, got: list, P, base: int, rel: str) -> None:
+        """tagsCode = store time + delay record by record; a rule that throws is a finding
+        and a stop (``CommitLog#checkMessageAndReturnSize``)."""
+        for i, rule in zip(m.tolist(), got, strict=True):
+            if rule is False:
                 continue
             if isinstance(rule, InvalidForDispatch):
                 self._add(
@@ -250,7 +268,25 @@ class RecordChecks:
                 self.stops.append((int(P[i]) + base, "commitlog.properties", rel))
                 continue
             tags_code[i] = int(store_ts[i]) + rule
-        return tags_code
+
+    @staticmethod
+    def _add_delays(tags_code: np.ndarray, store_ts: np.ndarray, m: np.ndarray, got: list) -> bool:
+        """tagsCode = store time + delay of the records ``m`` at once (a rule False: level
+        <= 0, the TAGS hash stays), when no rule is an exception and no sum leaves int64;
+        False (nothing done) otherwise: the caller's loop reports each record."""
+        keep = [j for j, r in enumerate(got) if r is not False]
+        if not keep:
+            return True
+        add = [got[j] for j in keep]
+        if any(isinstance(r, InvalidForDispatch) for r in add):
+            return False
+        idx = m[keep]
+        ts = store_ts[idx]
+        lo, hi = min(add), max(add)
+        if min(lo, int(ts.min()) + lo) < -(1 << 63) or max(hi, int(ts.max()) + hi) >= 1 << 63:
+            return False
+        tags_code[idx] = ts + np.asarray(add, np.int64)
+        return True
 
     def _delay_rule(self, delay: bytes):
         """What ``compute_tags_code`` makes of a DELAY value on the schedule topic, asked
@@ -293,14 +329,19 @@ class RecordChecks:
         return self._prefix_h
 
     def _topic_lookup(self, buf, arr, ta: np.ndarray, tl: np.ndarray, P: np.ndarray, rel: str, base: int) -> np.ndarray:
-        """Topic id per record: topics seen before found with numpy (:class:`batch.TopicIds`);
-        new ones registered one by one in record order (:meth:`_new_topic`, its findings)."""
-        tbl = self.__dict__.get("_topic_table")
-        if tbl is None or len(tbl.ids) != len(self.topic_names):
-            tbl = self._topic_table = TopicIds()
-            for i, name in enumerate(self.topic_names):
-                tbl.add(name, i)
-        tid = tbl.lookup(arr, ta, tl)
+        """Topic id per record: topics seen before found by the C loop's hash table
+        (:class:`TopicTable`) or with numpy (:class:`TopicIds`, the reference path); new ones
+        registered one by one in record order (:meth:`_new_topic`, its findings)."""
+        kern = self.kernel()
+        if kern is not None:
+            tid, tbl = self._topic_table_c().lookup(kern, arr, ta, tl), None
+        else:
+            tbl = self.__dict__.get("_topic_table")
+            if tbl is None or len(tbl.ids) != len(self.topic_names):
+                tbl = self._topic_table = TopicIds()
+                for i, name in enumerate(self.topic_names):
+                    tbl.add(name, i)
+            tid = tbl.lookup(arr, ta, tl)
         unknown = np.flatnonzero(tid < 0)
         if unknown.size:
             get = self.topic_ids.get
@@ -310,10 +351,19 @@ class RecordChecks:
                 t = get(tb)
                 if t is None:
                     t = self._new_topic(tb, rel, int(P[i]), base)
-                    if len(tbl.ids) == t:
+                    if tbl is not None and len(tbl.ids) == t:
                         tbl.add(tb, t)
                 tid[i] = t
         return tid
+
+    def _topic_table_c(self) -> TopicTable:
+        """The C loop's table of the topics numbered so far (the new ones added in id order)."""
+        if getattr(self, "_topic_fused", None) is None or self._topic_fused.count > len(self.topic_names):
+            self._topic_fused = TopicTable()
+        tt = self._topic_fused
+        while tt.count < len(self.topic_names):
+            tt.add(self.topic_names[tt.count])
+        return tt
 
     def _new_topic(self, tb: bytes, rel: str, pos: int, base: int) -> int:
         """Number a topic met for the first time; its name checked once."""
