@@ -63,7 +63,8 @@ def verify_many(
 def _sized(spec: Any) -> StoreConfig:
     """The config the tasks ran on: the sizes the files show when none were given
     (:meth:`Verifier.infer_sizes`, as the plan inferred them), so that the start-up prediction
-    reads the consume queues' ends with the broker's file size."""
+    reads the consume queues' ends with the broker's file size. Only for an engine whose
+    result does not bring the plan's config (Spark's): every queue file is ``stat``ed again."""
     cfg = load(spec)
     Verifier(cfg).infer_sizes()
     return cfg
@@ -86,8 +87,9 @@ def _conclude(spec: Any, r: dict, opts: VerifyOptions, fleet: bool) -> dict:
         r["findings"] = [{k: x for k, x in f.items() if k != "store"} for f in r["findings"]]
         r["summary"]["store"] = spec.path
     known = r.pop("queue_ends", None)  # the ends the plan read: the queues are not opened again
+    cfg = r.pop("config", None) or _sized(spec)  # the plan's, sized: its files are not listed again
     relevant = [f for f in r["findings"] if f["check"] in STARTUP_CHECKS]
-    r["verdict"], no_start = predict_start(_sized(spec), opts.broker_version, relevant, r["summary"], known)
+    r["verdict"], no_start = predict_start(cfg, opts.broker_version, relevant, r["summary"], known)
     tag = {"store": r["store"]} if fleet else {}
     r["findings"] += [dict(f.as_dict(), **tag) for f in no_start]
     r["ok"] = r["ok"] and not no_start

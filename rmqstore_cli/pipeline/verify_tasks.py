@@ -22,7 +22,8 @@ the driver sorts them into that order and caps them per check as it does). The p
    only), and where the local engine would first number each topic and queue (the order of
    findings within a batch). Units and index entries a file accounts for are kept as runs.
 3. one task per queue: ``finish_queues`` on that queue alone (missing units of every file,
-   units matched by any file); one task per index file: ``finish_index``.
+   units matched by any file); one task per index file: ``finish_index``. On this machine
+   the tasks run a few chunks a process (:func:`finish_tasks`: what they share opened once).
 4. driver: ``check_index_missing``, ``check_checkpoint`` and ``check_recovery`` from the
    per-file summaries, then the timer store, batch queues and ``check_configs``.
 
@@ -36,7 +37,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from rmqstore_cli.pipeline.local import fork_map
-from rmqstore_cli.pipeline.verify_join import conclude, finish_keys, finish_task, join_files
+from rmqstore_cli.pipeline.verify_join import conclude, finish_keys, finish_task, finish_tasks, join_files
 from rmqstore_cli.pipeline.verify_plan import (
     Recorder,
     StorePlan,
@@ -53,11 +54,17 @@ __all__ = [
     "Recorder",
     "StorePlan",
     "finish_task",
+    "finish_tasks",
     "grouped",
     "plan_store",
     "shuffle_items",
     "verify_stores",
 ]
+
+
+#: How many finish chunks each process gets (:meth:`Forked.finish`): a few, so that a slow
+#: chunk does not leave the other processes idle, not one a queue.
+FINISH_CHUNKS_PER_JOB = 4
 
 
 class Forked:
@@ -86,7 +93,10 @@ class Forked:
         return handle[0], [r.light() for r in handle[1]]
 
     def finish(self, handle, keys, ctxs):
-        return fork_map(lambda kv: finish_task(ctxs, *kv), list(grouped(handle[1], keys).items()), self.jobs)
+        groups = list(grouped(handle[1], keys).items())
+        n = max(1, min(len(groups), self.jobs * FINISH_CHUNKS_PER_JOB if self.jobs > 1 else 1))
+        chunks = [groups[c::n] for c in range(n)]  # every n-th: each chunk a like share of queues and index files
+        return [part for parts in fork_map(lambda g: finish_tasks(ctxs, g), chunks, self.jobs) for part in parts]
 
     def release(self, handle):
         pass
@@ -115,7 +125,10 @@ def verify_stores(
             parts[store].append(part)
     finally:
         engine.release(handle)
-    return [dict(conclude(p, *joined[s][:2], parts[s], joined[s][2]), queue_ends=ends[s]) for s, p in enumerate(plans)]
+    return [
+        dict(conclude(p, *joined[s][:2], parts[s], joined[s][2]), queue_ends=ends[s], config=p.config)
+        for s, p in enumerate(plans)
+    ]
 
 
 def _scan_items(plans: list[StorePlan]) -> list[tuple]:
