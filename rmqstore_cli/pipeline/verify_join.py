@@ -168,6 +168,8 @@ def finish_task(ctxs: dict, key: tuple, items: list, logs: dict | None = None) -
     store, kind, k = key
     ctx = ctxs[store]
     plan = ctx.plan
+    if kind == "q" and _all_matched(plan, k, items):
+        return store, _settled_queue(ctx, k)
     items = sorted(items, key=lambda it: it[1])  # by commit-log file, as the local engine met them
     v, rec = _index_finish(plan, k, items) if kind == "i" else _queue_finish(ctx, k, items)
     v.cl_min, v.cl_end, v.checkpoint = plan.cl_min, ctx.cl_end, plan.checkpoint
@@ -205,6 +207,35 @@ def finish_tasks(ctxs: dict, groups: list) -> list[tuple[int, dict]]:
         for mfq in logs.values():
             mfq.close()
     return list(parts.items())
+
+
+def _all_matched(plan: StorePlan, k: tuple, items: list) -> bool:
+    """Whether queue ``k``'s finish has nothing but its tail to say: its files could be read
+    (nothing skipped), the files sent it only matched units, and those cover every unit
+    from its first to its end (``_report_unclaimed_units`` finds none unclaimed)."""
+    facts = plan.queue_facts.get(k)
+    if facts is None or plan.skipped or any(it[0] != "matched" for it in items):
+        return False
+    runs = sorted(r for it in items for r in it[2].tolist())
+    covered, n = 0, facts.end - facts.base
+    for a, b in runs:
+        if a > covered or covered >= n:
+            break
+        covered = max(covered, b)
+    return covered >= n
+
+
+def _settled_queue(ctx: FinishContext, k: tuple) -> dict:
+    """The finish of a queue :func:`_all_matched` passed: its ``cq.tail`` from the plan's
+    facts, said as ``finish_queues`` says it (the queue's only finding, so its first)."""
+    plan = ctx.plan
+    facts = plan.queue_facts[k]
+    if facts.tail is None:
+        return {"kept": [], "counts": Counter(), "sev": Counter()}
+    rec = QueueRecorder(plan, ctx.tq_rank.get(k), plan.queue_dirs[k][3], k)
+    v = task_verifier(plan, rec)
+    v.report_tail(facts.topic, facts.qid, facts.end, facts.tail)
+    return task_result(v, rec)
 
 
 def _index_finish(plan: StorePlan, k: int, items: list) -> tuple[Verifier, Recorder]:

@@ -73,6 +73,10 @@ class Forked:
     with the index files' checks, then the queues and index files finished side by side. With
     ``jobs=1``, the tasks one after another in this process (tests, and the reference for Spark)."""
 
+    #: Its tasks run in this process or forks of it: they read what the plan opened
+    #: (``plan_store(..., keep_queues=True)``) without it being pickled.
+    shares_memory = True
+
     def __init__(self, jobs: int = 1, advance: Callable[[int], None] | None = None):
         self.jobs = jobs
         self.advance = advance  # a progress bar's: each commit-log file's bytes as its scan ends
@@ -109,13 +113,18 @@ def verify_stores(
     ``findings`` each carrying the store, ``summary``, ``ok``), the findings and summary the
     whole-store Verifier's single pass gives (``Verifier.run``, the tests' reference)."""
     engine = engine or Forked(1)
-    plans = [plan_store(s, crc, deep, max_findings) for s in specs]
+    keep = getattr(engine, "shares_memory", False)
+    plans = [plan_store(s, crc, deep, max_findings, keep) for s in specs]
     ends = [p.queue_ends for p in plans]  # the driver keeps them for the start-up prediction:
     for p in plans:  # not shipped with every task
         p.broker_version, p.queue_ends = broker_version, {}
     keys = [(p, k) for p in plans for k in range(len(p.index_paths))]
     orders = _index_orders(engine, plans, keys)
-    handle = engine.scan(scan_task, _scan_items(plans), index_open_task, keys)  # index checks beside the scan
+    try:
+        handle = engine.scan(scan_task, _scan_items(plans), index_open_task, keys)  # index checks beside the scan
+    finally:
+        for p in plans:  # the queues the plan kept open for the scans
+            p.release()
     try:
         side, light = engine.results(handle)
         parts = _opening_parts(plans, side, orders)
