@@ -8,6 +8,7 @@ pre-blank fill for a queue whose first unit is not at offset 0 (docs/format/cons
 from __future__ import annotations
 
 import os
+import stat
 import struct
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -404,7 +405,12 @@ class ConsumeQueueWriter:
         write_offset: int = -1,
         file_starts: set[int] | None = None,
         max_physic_offset: int = -1,
+        checked: dict[Path, bool] | None = None,
     ):
+        """``checked``: by consume-queue root, whether its real path lies inside ``roots``,
+        shared by the writers of one dispatcher so that each new queue's directories are
+        made without resolving any path (:meth:`_fresh_dirs`); None: every directory is
+        made and resolved by ``safefs.make_dirs``."""
         why = unsafe_topic(topic)
         if why is not None:  # last guard: a name from the log never becomes a path outside root
             raise StoreError(f"topic {topic!r} cannot name a consume-queue directory: {why}", path=root)
@@ -420,6 +426,7 @@ class ConsumeQueueWriter:
         #: Where files may be created and written (``StoreConfig.write_roots``; default: the
         #: consume-queue root's parent): never through a link that leads out.
         self.roots = list(roots) if roots is not None else [root.parent]
+        self.checked = checked
 
     @classmethod
     def resume(cls, cq: ConsumeQueue, roots: list[Path] | None = None) -> ConsumeQueueWriter:
@@ -501,10 +508,42 @@ class ConsumeQueueWriter:
     def _file(self, file_start: int) -> Path:
         path = self.dir / offset2file_name(file_start)
         if file_start not in self.file_starts:
-            safefs.create_sized(path, self.file_size, self.roots, "consume-queue file")
+            made = not self.files_created and not self.file_starts and self._fresh_dirs()
+            safefs.create_sized(path, self.file_size, self.roots, "consume-queue file", dir_made=made)
             self.file_starts.add(file_start)
             self.files_created.append(path)
         return path
+
+    def _fresh_dirs(self) -> bool:
+        """Make the queue's directory with plain ``mkdir`` calls when the consume-queue root
+        is a directory whose real path lies inside the roots (resolved once per dispatcher,
+        :attr:`checked`), the topic's directory is new or a directory (not a link), and the
+        queue's is new: a directory ``mkdir`` made is no link, so nothing below the checked
+        root needs resolving (``safefs.make_dirs`` resolves every path it makes: two
+        ``realpath`` walks a queue). False: not done, ``make_dirs`` makes and checks it."""
+        topic_dir = self.dir.parent
+        root = topic_dir.parent
+        if self.checked is None:
+            return False
+        inside = self.checked.get(root)
+        if inside is None:
+            if not os.path.isdir(root):  # a new store's first queue: make_dirs makes the root
+                return False
+            inside = self.checked[root] = safefs.is_inside(root, self.roots)
+        if not inside:
+            return False
+        try:
+            os.mkdir(topic_dir)
+        except FileExistsError:
+            if not stat.S_ISDIR(os.lstat(topic_dir).st_mode):  # a link or a file: make_dirs says which
+                return False
+        except OSError:
+            return False
+        try:
+            os.mkdir(self.dir)
+        except OSError:
+            return False
+        return True
 
 
 # ---------------------------------------------------------------- units in bulk, at their offsets
