@@ -365,13 +365,19 @@ def unsafe_topic(topic: str) -> str | None:
 
 
 def write_range(
-    path: Path, at: int, data: bytes, what: str = "consume-queue units", roots: list[Path] | None = None
+    path: Path,
+    at: int,
+    data: bytes,
+    what: str = "consume-queue units",
+    roots: list[Path] | None = None,
+    checked: bool = False,
 ) -> None:
     """``data`` at byte ``at`` of an existing (consume-queue) file: the range allocated first
     (``safefs.reserve``), so a full disk is one error line before any byte is written,
     never a short write that leaves a unit half there; every byte written or an error.
-    Opened through no link, inside ``roots`` (default: the file's own directory)."""
-    fd = safefs.open_for_write(path, roots or [path.parent])
+    Opened through no link, inside ``roots`` (default: the file's own directory; ``checked``:
+    the caller made its directory inside them, nothing to resolve)."""
+    fd = safefs.open_for_write(path, roots or [path.parent], checked=checked)
     try:
         safefs.reserve(fd, at, len(data), path)
         view = memoryview(data)
@@ -427,6 +433,8 @@ class ConsumeQueueWriter:
         #: consume-queue root's parent): never through a link that leads out.
         self.roots = list(roots) if roots is not None else [root.parent]
         self.checked = checked
+        #: This writer made the queue's directory (:meth:`_fresh_dirs`): its files need no resolving.
+        self.made_dir = False
 
     @classmethod
     def resume(cls, cq: ConsumeQueue, roots: list[Path] | None = None) -> ConsumeQueueWriter:
@@ -499,7 +507,7 @@ class ConsumeQueueWriter:
             file_start = pos - pos % self.file_size
             path = self._file(file_start)
             n = min(len(data), file_start + self.file_size - pos)
-            write_range(path, pos - file_start, bytes(data[:n]), roots=self.roots)
+            write_range(path, pos - file_start, bytes(data[:n]), roots=self.roots, checked=self.made_dir)
             data = data[n:]
             pos += n
         self._buf = bytearray()
@@ -509,6 +517,7 @@ class ConsumeQueueWriter:
         path = self.dir / offset2file_name(file_start)
         if file_start not in self.file_starts:
             made = not self.files_created and not self.file_starts and self._fresh_dirs()
+            self.made_dir = self.made_dir or made
             safefs.create_sized(path, self.file_size, self.roots, "consume-queue file", dir_made=made)
             self.file_starts.add(file_start)
             self.files_created.append(path)
