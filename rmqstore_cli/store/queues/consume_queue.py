@@ -413,10 +413,6 @@ class ConsumeQueueWriter:
         max_physic_offset: int = -1,
         checked: dict[Path, bool] | None = None,
     ):
-        """``checked``: by consume-queue root, whether its real path lies inside ``roots``,
-        shared by the writers of one dispatcher so that each new queue's directories are
-        made without resolving any path (:meth:`_fresh_dirs`); None: every directory is
-        made and resolved by ``safefs.make_dirs``."""
         why = unsafe_topic(topic)
         if why is not None:  # last guard: a name from the log never becomes a path outside root
             raise StoreError(f"topic {topic!r} cannot name a consume-queue directory: {why}", path=root)
@@ -432,6 +428,8 @@ class ConsumeQueueWriter:
         #: Where files may be created and written (``StoreConfig.write_roots``; default: the
         #: consume-queue root's parent): never through a link that leads out.
         self.roots = list(roots) if roots is not None else [root.parent]
+        #: By consume-queue root, whether its real path lies inside ``roots``: shared by one
+        #: dispatcher's writers (:meth:`_fresh_dirs`); None: ``safefs.make_dirs`` makes every directory.
         self.checked = checked
         #: This writer made the queue's directory (:meth:`_fresh_dirs`): its files need no resolving.
         self.made_dir = False
@@ -524,20 +522,17 @@ class ConsumeQueueWriter:
         return path
 
     def _fresh_dirs(self) -> bool:
-        """Make the queue's directory with plain ``mkdir`` calls when the consume-queue root
-        is a directory whose real path lies inside the roots (resolved once per dispatcher,
-        :attr:`checked`), the topic's directory is new or a directory (not a link), and the
-        queue's is new: a directory ``mkdir`` made is no link, so nothing below the checked
-        root needs resolving (``safefs.make_dirs`` resolves every path it makes: two
-        ``realpath`` walks a queue). False: not done, ``make_dirs`` makes and checks it."""
+        """Make the queue's directory with plain ``mkdir`` calls below a consume-queue root whose
+        real path lies inside the roots (resolved once per dispatcher, :attr:`checked`): a
+        directory ``mkdir`` made is no link, so nothing needs resolving (``safefs.make_dirs``
+        walks two ``realpath`` a queue). False: not done (a new root, a link, an existing queue
+        directory): ``make_dirs`` makes and checks it."""
         topic_dir = self.dir.parent
         root = topic_dir.parent
-        if self.checked is None:
-            return False
+        if self.checked is None or (self.checked.get(root) is None and not os.path.isdir(root)):
+            return False  # a new store's first queue: make_dirs makes the root
         inside = self.checked.get(root)
         if inside is None:
-            if not os.path.isdir(root):  # a new store's first queue: make_dirs makes the root
-                return False
             inside = self.checked[root] = safefs.is_inside(root, self.roots)
         if not inside:
             return False
