@@ -70,6 +70,12 @@ def _sized(spec: Any) -> StoreConfig:
     return cfg
 
 
+def _config_of(spec: Any, r: dict) -> StoreConfig:
+    """The plan's sized config, which the result brings (its files are not listed again), or :func:`_sized`."""
+    cfg = r.pop("config", None)
+    return cfg if cfg is not None else _sized(spec)
+
+
 def _spark_engine():
     try:
         from rmqstore_cli.pipeline import spark
@@ -87,9 +93,8 @@ def _conclude(spec: Any, r: dict, opts: VerifyOptions, fleet: bool) -> dict:
         r["findings"] = [{k: x for k, x in f.items() if k != "store"} for f in r["findings"]]
         r["summary"]["store"] = spec.path
     known = r.pop("queue_ends", None)  # the ends the plan read: the queues are not opened again
-    cfg = r.pop("config", None) or _sized(spec)  # the plan's, sized: its files are not listed again
     relevant = [f for f in r["findings"] if f["check"] in STARTUP_CHECKS]
-    r["verdict"], no_start = predict_start(cfg, opts.broker_version, relevant, r["summary"], known)
+    r["verdict"], no_start = predict_start(_config_of(spec, r), opts.broker_version, relevant, r["summary"], known)
     tag = {"store": r["store"]} if fleet else {}
     r["findings"] += [dict(f.as_dict(), **tag) for f in no_start]
     r["ok"] = r["ok"] and not no_start

@@ -194,15 +194,7 @@ def plan_store(spec, crc: bool, deep: bool, cap: int | None, keep_queues: bool =
     v.open_commitlog()
     v.mfq.close()
     queue_dirs = {k: (mq.topic, mq.qid, str(mq.dir), n) for n, (k, mq) in enumerate(v.queues.items())}
-    facts = {k: QueueFacts(mq.topic, mq.qid, mq.base, mq.end, v.queue_tail(mq)) for k, mq in v.queues.items()}
-    keep = keep_queues and not rocks
-    if not keep:
-        for mq in v.queues.values():
-            mq.close()
-    try:
-        paths = sorted(str(p) for p in cfg.index_dir.iterdir() if p.is_file() and not p.name.startswith("."))
-    except (FileNotFoundError, NotADirectoryError):
-        paths = []
+    facts, opened = _queue_facts(v, rocks, keep_queues)
     return StorePlan(
         spec.label,
         cfg,
@@ -210,7 +202,7 @@ def plan_store(spec, crc: bool, deep: bool, cap: int | None, keep_queues: bool =
         deep,
         cap,
         [f.name for f in v.mfq.files],
-        paths,
+        _index_paths(cfg),
         queue_dirs,
         v.checkpoint,
         v.abort,
@@ -221,9 +213,31 @@ def plan_store(spec, crc: bool, deep: bool, cap: int | None, keep_queues: bool =
         rocksdb=rocks,
         skipped=dict(v.skipped),
         queue_ends=dict(v.known_ends),
-        queue_facts={} if rocks else facts,
-        opened=(v.queues, v.batch_topics) if keep else None,
+        queue_facts=facts,
+        opened=opened,
     )
+
+
+def _queue_facts(v: Verifier, rocks: bool, keep: bool) -> tuple[dict, tuple | None]:
+    """Each queue directory's :class:`QueueFacts` (none for a RocksDB consume queue), and
+    the plan's open queues when they are kept for the scans (else closed here)."""
+    if rocks:
+        keep = False
+    facts = (
+        {} if rocks else {k: QueueFacts(q.topic, q.qid, q.base, q.end, v.queue_tail(q)) for k, q in v.queues.items()}
+    )
+    if not keep:
+        for mq in v.queues.values():
+            mq.close()
+    return facts, (v.queues, v.batch_topics) if keep else None
+
+
+def _index_paths(cfg) -> list[str]:
+    """The index files' paths, in order (none when index/ is missing)."""
+    try:
+        return sorted(str(p) for p in cfg.index_dir.iterdir() if p.is_file() and not p.name.startswith("."))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
 
 
 def index_info_task(plan: StorePlan, k: int) -> SimpleNamespace:

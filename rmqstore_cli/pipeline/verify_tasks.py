@@ -120,11 +120,7 @@ def verify_stores(
         p.broker_version, p.queue_ends = broker_version, {}
     keys = [(p, k) for p in plans for k in range(len(p.index_paths))]
     orders = _index_orders(engine, plans, keys)
-    try:
-        handle = engine.scan(scan_task, _scan_items(plans), index_open_task, keys)  # index checks beside the scan
-    finally:
-        for p in plans:  # the queues the plan kept open for the scans
-            p.release()
+    handle = _scan(engine, plans, keys)
     try:
         side, light = engine.results(handle)
         parts = _opening_parts(plans, side, orders)
@@ -138,6 +134,16 @@ def verify_stores(
         dict(conclude(p, *joined[s][:2], parts[s], joined[s][2]), queue_ends=ends[s], config=p.config)
         for s, p in enumerate(plans)
     ]
+
+
+def _scan(engine, plans: list[StorePlan], keys: list):
+    """The commit-log files' scans, the index files' checks beside them; then the queues the
+    plans kept open for the scans are closed."""
+    try:
+        return engine.scan(scan_task, _scan_items(plans), index_open_task, keys)
+    finally:
+        for p in plans:
+            p.release()
 
 
 def _scan_items(plans: list[StorePlan]) -> list[tuple]:
