@@ -63,10 +63,17 @@ def verify_many(
 def _sized(spec: Any) -> StoreConfig:
     """The config the tasks ran on: the sizes the files show when none were given
     (:meth:`Verifier.infer_sizes`, as the plan inferred them), so that the start-up prediction
-    reads the consume queues' ends with the broker's file size."""
+    reads the consume queues' ends with the broker's file size. Only for an engine whose
+    result does not bring the plan's config (Spark's): every queue file is ``stat``ed again."""
     cfg = load(spec)
     Verifier(cfg).infer_sizes()
     return cfg
+
+
+def _config_of(spec: Any, r: dict) -> StoreConfig:
+    """The plan's sized config, which the result brings (its files are not listed again), or :func:`_sized`."""
+    cfg = r.pop("config", None)
+    return cfg if cfg is not None else _sized(spec)
 
 
 def _spark_engine():
@@ -87,7 +94,7 @@ def _conclude(spec: Any, r: dict, opts: VerifyOptions, fleet: bool) -> dict:
         r["summary"]["store"] = spec.path
     known = r.pop("queue_ends", None)  # the ends the plan read: the queues are not opened again
     relevant = [f for f in r["findings"] if f["check"] in STARTUP_CHECKS]
-    r["verdict"], no_start = predict_start(_sized(spec), opts.broker_version, relevant, r["summary"], known)
+    r["verdict"], no_start = predict_start(_config_of(spec, r), opts.broker_version, relevant, r["summary"], known)
     tag = {"store": r["store"]} if fleet else {}
     r["findings"] += [dict(f.as_dict(), **tag) for f in no_start]
     r["ok"] = r["ok"] and not no_start

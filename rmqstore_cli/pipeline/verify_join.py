@@ -161,23 +161,81 @@ def _commitlog(v: Verifier):
     return mfq
 
 
-def finish_task(ctxs: dict, key: tuple, items: list) -> tuple[int, dict]:
-    """One queue (``finish_queues``) or one index file (``finish_index``) of one store."""
+def finish_task(ctxs: dict, key: tuple, items: list, logs: dict | None = None) -> tuple[int, dict]:
+    """One queue (``finish_queues``) or one index file (``finish_index``) of one store.
+    ``logs``: by store, the commit-log files several tasks share (:func:`finish_tasks`
+    closes them); without it the task lists and closes its own."""
     store, kind, k = key
     ctx = ctxs[store]
     plan = ctx.plan
+    if kind == "q" and _all_matched(plan, k, items):
+        return store, _settled_queue(ctx, k)
     items = sorted(items, key=lambda it: it[1])  # by commit-log file, as the local engine met them
     v, rec = _index_finish(plan, k, items) if kind == "i" else _queue_finish(ctx, k, items)
     v.cl_min, v.cl_end, v.checkpoint = plan.cl_min, ctx.cl_end, plan.checkpoint
-    v.mfq = _commitlog(v)
+    if logs is None:
+        v.mfq = _commitlog(v)
+    else:
+        v.mfq = logs[store] if store in logs else logs.setdefault(store, _commitlog(v))
     try:
         v.finish_index() if kind == "i" else v.finish_queues()
     finally:
         for x in list(v.queues.values()) + v.index_files:
             x.close()
-        v.mfq.close()
+        if logs is None:
+            v.mfq.close()
         v.close_rocksdb()
     return store, task_result(v, rec)
+
+
+def finish_tasks(ctxs: dict, groups: list) -> list[tuple[int, dict]]:
+    """Many finish tasks, ``(key, items)`` each, as one: each store's commit-log files are
+    listed once for all of them, not once a queue (a store of 20 000 one-message queues
+    would list its commit log 20 000 times). One part per store, the tasks' findings and
+    counts together: each finding keeps the place its own task gave it, so the join's
+    order and caps are the same as with one task a key."""
+    logs: dict = {}
+    parts: dict[int, dict] = {}
+    try:
+        for key, items in groups:
+            store, got = finish_task(ctxs, key, items, logs)
+            part = parts.setdefault(store, {"kept": [], "counts": Counter(), "sev": Counter()})
+            part["kept"].extend(got["kept"])
+            part["counts"].update(got["counts"])
+            part["sev"].update(got["sev"])
+    finally:
+        for mfq in logs.values():
+            mfq.close()
+    return list(parts.items())
+
+
+def _all_matched(plan: StorePlan, k: tuple, items: list) -> bool:
+    """Whether queue ``k``'s finish has nothing but its tail to say: its files could be read
+    (nothing skipped), the files sent it only matched units, and those cover every unit
+    from its first to its end (``_report_unclaimed_units`` finds none unclaimed)."""
+    facts = plan.queue_facts.get(k)
+    if facts is None or plan.skipped or any(it[0] != "matched" for it in items):
+        return False
+    runs = sorted(r for it in items for r in it[2].tolist())
+    covered, n = 0, facts.end - facts.base
+    for a, b in runs:
+        if a > covered or covered >= n:
+            break
+        covered = max(covered, b)
+    return covered >= n
+
+
+def _settled_queue(ctx: FinishContext, k: tuple) -> dict:
+    """The finish of a queue :func:`_all_matched` passed: its ``cq.tail`` from the plan's
+    facts, said as ``finish_queues`` says it (the queue's only finding, so its first)."""
+    plan = ctx.plan
+    facts = plan.queue_facts[k]
+    if facts.tail is None:
+        return {"kept": [], "counts": Counter(), "sev": Counter()}
+    rec = QueueRecorder(plan, ctx.tq_rank.get(k), plan.queue_dirs[k][3], k)
+    v = task_verifier(plan, rec)
+    v.report_tail(facts.topic, facts.qid, facts.end, facts.tail)
+    return task_result(v, rec)
 
 
 def _index_finish(plan: StorePlan, k: int, items: list) -> tuple[Verifier, Recorder]:

@@ -27,9 +27,15 @@ class Marks:
         assert value is True
         self.parts.append(np.asarray(idx, dtype=np.int64).ravel())
 
+    #: Up to this many marks, :meth:`runs` is a Python loop: numpy's calls cost more than
+    #: the work for the few units most queues of a many-queue store have in a file.
+    FEW = 64
+
     def runs(self) -> np.ndarray:
         if not self.parts:
             return np.zeros((0, 2), np.int64)
+        if sum(p.size for p in self.parts) <= self.FEW:
+            return _few_runs(sorted(x for p in self.parts for x in p.tolist()))
         u = np.concatenate(self.parts)
         if len(u) > 1 and not bool(np.all(u[1:] >= u[:-1])):  # marks come mostly in order: sort only if not
             u = np.sort(u)
@@ -37,6 +43,17 @@ class Marks:
         starts = np.r_[u[:1], u[cut]]
         ends = np.r_[u[cut - 1], u[-1:]] + 1
         return np.stack([starts, ends], axis=1)
+
+
+def _few_runs(u: list[int]) -> np.ndarray:
+    """:meth:`Marks.runs` of a few sorted marks: [start, end) runs, repeats inside a run."""
+    out = [[u[0], u[0] + 1]]
+    for x in u[1:]:
+        if x > out[-1][1]:
+            out.append([x, x + 1])
+        else:
+            out[-1][1] = x + 1
+    return np.array(out, np.int64)
 
 
 def mark_runs(arr: np.ndarray, runs_list) -> None:
@@ -130,10 +147,40 @@ class StorePlan:
     broker_version: str | None = None  # the one recovery is predicted for (None: the store's)
     skipped: dict = field(default_factory=dict)  # parts not checked, and why (Verifier.skipped)
     queue_ends: dict = field(default_factory=dict)  # the queues' recovered ends (verify_stores keeps them)
+    queue_facts: dict = field(default_factory=dict)  # (topic bytes, qid) -> QueueFacts (queue directories)
+    #: The plan's open queues and batch-queue topics, for scans in this process or its forks
+    #: (``plan_store(..., keep_queues=True)``); never pickled: a Spark task opens its own.
+    opened: tuple | None = field(default=None, repr=False, compare=False)
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "opened": None}
+
+    def release(self) -> None:
+        """Close the queues kept open for the scans (:attr:`opened`)."""
+        if self.opened is not None:
+            for mq in self.opened[0].values():
+                mq.close()
+            self.opened = None
 
 
-def plan_store(spec, crc: bool, deep: bool, cap: int | None) -> StorePlan:
-    """Phase 0 on the driver (metadata only: directory listings, checkpoint, queue ends)."""
+@dataclass(frozen=True, slots=True)
+class QueueFacts:
+    """What the finish of a queue whose every unit some message accounted for reports, read
+    by the plan (which opened the queue anyway): its first unit and end, and its tail
+    (``QueueChecks.queue_tail``). Such a queue's finish needs neither its files nor a Verifier."""
+
+    topic: str
+    qid: int
+    base: int
+    end: int
+    tail: tuple[str, int] | None
+
+
+def plan_store(spec, crc: bool, deep: bool, cap: int | None, keep_queues: bool = False) -> StorePlan:
+    """Phase 0 on the driver (metadata only: directory listings, checkpoint, queue ends).
+    ``keep_queues``: the scans run in this process or its forks, which read the queues the
+    plan opened (:attr:`StorePlan.opened`) instead of opening every queue again; the caller
+    closes them (:meth:`StorePlan.release`)."""
     from rmqstore_cli.store.layout.config import StoreConfig
     from rmqstore_cli.store.verify import open_for_verify
 
@@ -147,12 +194,7 @@ def plan_store(spec, crc: bool, deep: bool, cap: int | None) -> StorePlan:
     v.open_commitlog()
     v.mfq.close()
     queue_dirs = {k: (mq.topic, mq.qid, str(mq.dir), n) for n, (k, mq) in enumerate(v.queues.items())}
-    for mq in v.queues.values():
-        mq.close()
-    try:
-        paths = sorted(str(p) for p in cfg.index_dir.iterdir() if p.is_file() and not p.name.startswith("."))
-    except (FileNotFoundError, NotADirectoryError):
-        paths = []
+    facts, opened = _queue_facts(v, rocks, keep_queues)
     return StorePlan(
         spec.label,
         cfg,
@@ -160,7 +202,7 @@ def plan_store(spec, crc: bool, deep: bool, cap: int | None) -> StorePlan:
         deep,
         cap,
         [f.name for f in v.mfq.files],
-        paths,
+        _index_paths(cfg),
         queue_dirs,
         v.checkpoint,
         v.abort,
@@ -171,7 +213,31 @@ def plan_store(spec, crc: bool, deep: bool, cap: int | None) -> StorePlan:
         rocksdb=rocks,
         skipped=dict(v.skipped),
         queue_ends=dict(v.known_ends),
+        queue_facts=facts,
+        opened=opened,
     )
+
+
+def _queue_facts(v: Verifier, rocks: bool, keep: bool) -> tuple[dict, tuple | None]:
+    """Each queue directory's :class:`QueueFacts` (none for a RocksDB consume queue), and
+    the plan's open queues when they are kept for the scans (else closed here)."""
+    if rocks:
+        keep = False
+    facts = (
+        {} if rocks else {k: QueueFacts(q.topic, q.qid, q.base, q.end, v.queue_tail(q)) for k, q in v.queues.items()}
+    )
+    if not keep:
+        for mq in v.queues.values():
+            mq.close()
+    return facts, (v.queues, v.batch_topics) if keep else None
+
+
+def _index_paths(cfg) -> list[str]:
+    """The index files' paths, in order (none when index/ is missing)."""
+    try:
+        return sorted(str(p) for p in cfg.index_dir.iterdir() if p.is_file() and not p.name.startswith("."))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
 
 
 def index_info_task(plan: StorePlan, k: int) -> SimpleNamespace:

@@ -117,8 +117,11 @@ def scan_task(plan: StorePlan, store: int, i: int) -> FileScan:
     v = task_verifier(plan, rec)
     v.retire_index_files = False  # the task ships its index files' marks after the scan
     v.checkpoint, v.abort = plan.checkpoint, plan.abort
-    with v.muted():  # the driver's findings
-        v.open_queues()
+    if plan.opened is not None:  # the plan's queues, open in this process (the local engine)
+        v.queues, v.batch_topics = dict(plan.opened[0]), plan.opened[1]
+    else:
+        with v.muted():  # the driver's findings
+            v.open_queues()
     for mq in v.queues.values():
         mq.matched = Marks()
     lo, length = _file_start_and_length(plan, i)
@@ -139,8 +142,8 @@ def scan_task(plan: StorePlan, store: int, i: int) -> FileScan:
         got.scanned = min(length, cfg.mapped_file_size_commit_log)
         return got
     finally:
-        for x in [*v.queues.values(), *v.index_files]:
-            x.close()
+        for x in [*([] if plan.opened is not None else v.queues.values()), *v.index_files]:
+            x.close()  # the plan's queues stay open for the next file's scan (StorePlan.release)
         v.close_rocksdb()
 
 

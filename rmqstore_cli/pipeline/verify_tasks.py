@@ -22,7 +22,8 @@ the driver sorts them into that order and caps them per check as it does). The p
    only), and where the local engine would first number each topic and queue (the order of
    findings within a batch). Units and index entries a file accounts for are kept as runs.
 3. one task per queue: ``finish_queues`` on that queue alone (missing units of every file,
-   units matched by any file); one task per index file: ``finish_index``.
+   units matched by any file); one task per index file: ``finish_index``. On this machine
+   the tasks run a few chunks a process (:func:`finish_tasks`: what they share opened once).
 4. driver: ``check_index_missing``, ``check_checkpoint`` and ``check_recovery`` from the
    per-file summaries, then the timer store, batch queues and ``check_configs``.
 
@@ -36,7 +37,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from rmqstore_cli.pipeline.local import fork_map
-from rmqstore_cli.pipeline.verify_join import conclude, finish_keys, finish_task, join_files
+from rmqstore_cli.pipeline.verify_join import conclude, finish_keys, finish_task, finish_tasks, join_files
 from rmqstore_cli.pipeline.verify_plan import (
     Recorder,
     StorePlan,
@@ -53,6 +54,7 @@ __all__ = [
     "Recorder",
     "StorePlan",
     "finish_task",
+    "finish_tasks",
     "grouped",
     "plan_store",
     "shuffle_items",
@@ -60,11 +62,20 @@ __all__ = [
 ]
 
 
+#: How many finish chunks each process gets (:meth:`Forked.finish`): a few, so that a slow
+#: chunk does not leave the other processes idle, not one a queue.
+FINISH_CHUNKS_PER_JOB = 4
+
+
 class Forked:
     """verify's steps (:func:`verify_stores`) on ``jobs`` processes of this machine
     (:func:`~rmqstore_cli.pipeline.local.fork_map`): the commit-log files scanned side by side
     with the index files' checks, then the queues and index files finished side by side. With
     ``jobs=1``, the tasks one after another in this process (tests, and the reference for Spark)."""
+
+    #: Its tasks run in this process or forks of it: they read what the plan opened
+    #: (``plan_store(..., keep_queues=True)``) without it being pickled.
+    shares_memory = True
 
     def __init__(self, jobs: int = 1, advance: Callable[[int], None] | None = None):
         self.jobs = jobs
@@ -86,7 +97,10 @@ class Forked:
         return handle[0], [r.light() for r in handle[1]]
 
     def finish(self, handle, keys, ctxs):
-        return fork_map(lambda kv: finish_task(ctxs, *kv), list(grouped(handle[1], keys).items()), self.jobs)
+        groups = list(grouped(handle[1], keys).items())
+        n = max(1, min(len(groups), self.jobs * FINISH_CHUNKS_PER_JOB if self.jobs > 1 else 1))
+        chunks = [groups[c::n] for c in range(n)]  # every n-th: each chunk a like share of queues and index files
+        return [part for parts in fork_map(lambda g: finish_tasks(ctxs, g), chunks, self.jobs) for part in parts]
 
     def release(self, handle):
         pass
@@ -99,13 +113,14 @@ def verify_stores(
     ``findings`` each carrying the store, ``summary``, ``ok``), the findings and summary the
     whole-store Verifier's single pass gives (``Verifier.run``, the tests' reference)."""
     engine = engine or Forked(1)
-    plans = [plan_store(s, crc, deep, max_findings) for s in specs]
+    keep = getattr(engine, "shares_memory", False)
+    plans = [plan_store(s, crc, deep, max_findings, keep) for s in specs]
     ends = [p.queue_ends for p in plans]  # the driver keeps them for the start-up prediction:
     for p in plans:  # not shipped with every task
         p.broker_version, p.queue_ends = broker_version, {}
     keys = [(p, k) for p in plans for k in range(len(p.index_paths))]
     orders = _index_orders(engine, plans, keys)
-    handle = engine.scan(scan_task, _scan_items(plans), index_open_task, keys)  # index checks beside the scan
+    handle = _scan(engine, plans, keys)
     try:
         side, light = engine.results(handle)
         parts = _opening_parts(plans, side, orders)
@@ -115,7 +130,20 @@ def verify_stores(
             parts[store].append(part)
     finally:
         engine.release(handle)
-    return [dict(conclude(p, *joined[s][:2], parts[s], joined[s][2]), queue_ends=ends[s]) for s, p in enumerate(plans)]
+    return [
+        dict(conclude(p, *joined[s][:2], parts[s], joined[s][2]), queue_ends=ends[s], config=p.config)
+        for s, p in enumerate(plans)
+    ]
+
+
+def _scan(engine, plans: list[StorePlan], keys: list):
+    """The commit-log files' scans, the index files' checks beside them; then the queues the
+    plans kept open for the scans are closed."""
+    try:
+        return engine.scan(scan_task, _scan_items(plans), index_open_task, keys)
+    finally:
+        for p in plans:
+            p.release()
 
 
 def _scan_items(plans: list[StorePlan]) -> list[tuple]:

@@ -151,3 +151,27 @@ def test_the_progress_callback_counts_every_commit_log_byte(tmp_path, jobs):
     verify_one(spec, VerifyOptions(), got.append, jobs)
     assert len(got) == len(list((path / "commitlog").iterdir())) > 1
     assert sum(got) == commitlog_size(spec)
+
+
+@pytest.mark.parametrize("cap", [None, 1])
+def test_queues_whose_units_all_matched_say_their_tails_in_order(tmp_path, cap):
+    """Bytes after the end of several queues whose every unit a message accounted for (their
+    finish is the plan's facts, no queue opened) beside a queue with a unit pointing
+    elsewhere (finished from its files): the Verifier's findings, in its order and caps."""
+    from rmqstore_cli.pipeline.stores import StoreSpec
+    from rmqstore_cli.store.verify import VerifyOptions
+
+    path = generate(tmp_path / "tails", "--topics", "6", messages=300, seed=5)
+    files = sorted(p for t in (path / "consumequeue").iterdir() for q in t.iterdir() for p in q.iterdir())
+    for f in files[::2]:  # a stray byte after every other queue's end: cq.tail
+        units = f.read_bytes()
+        end = next(i for i in range(0, len(units), 20) if not any(units[i : i + 20]))
+        _write(f, end + 25, b"\x07")
+    off = int.from_bytes(files[1].read_bytes()[:8], "big")  # the first unit points 8 bytes further
+    _write(files[1], 0, (off + 8).to_bytes(8, "big"))
+    spec = StoreSpec(str(path), str(path))
+    opts = VerifyOptions(crc=True, max_findings=cap)
+    want = _reference(spec, opts)
+    assert want["summary"]["findings"]["cq.tail"] == len(files[::2]) > 1
+    _same(_engine(spec, opts, 1), want)
+    _same(_engine(spec, opts, 2), want)

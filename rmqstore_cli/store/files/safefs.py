@@ -262,13 +262,15 @@ def open_for_write(
     return fd
 
 
-def create_sized(path, size: int, roots: Iterable, what: str, reserve_first: int = 0) -> None:
+def create_sized(path, size: int, roots: Iterable, what: str, reserve_first: int = 0, dir_made: bool = False) -> None:
     """A new store file of ``size`` bytes (sparse, as ``DefaultMappedFile#init`` makes it):
-    its directory made inside ``roots``, the file created ``O_EXCL``/``O_NOFOLLOW``, and its
-    first ``reserve_first`` bytes allocated (:func:`reserve`). On any failure the file is
+    its directory made inside ``roots`` (``dir_made``: the caller just made it, inside a
+    directory it checked), the file created ``O_EXCL``/``O_NOFOLLOW``, and its first
+    ``reserve_first`` bytes allocated (:func:`reserve`). On any failure the file is
     removed and one StoreError says what could not be created."""
     path = Path(path)
-    make_dirs(path.parent, roots)
+    if not dir_made:
+        make_dirs(path.parent, roots)
     fd = open_for_write(path, roots, create=True, exclusive=True, checked=True)
     with written_or_removed(fd, path, path, f"create the {what} of {size} bytes"):
         os.ftruncate(fd, size)

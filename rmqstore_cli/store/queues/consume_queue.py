@@ -8,6 +8,7 @@ pre-blank fill for a queue whose first unit is not at offset 0 (docs/format/cons
 from __future__ import annotations
 
 import os
+import stat
 import struct
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -364,13 +365,19 @@ def unsafe_topic(topic: str) -> str | None:
 
 
 def write_range(
-    path: Path, at: int, data: bytes, what: str = "consume-queue units", roots: list[Path] | None = None
+    path: Path,
+    at: int,
+    data: bytes,
+    what: str = "consume-queue units",
+    roots: list[Path] | None = None,
+    checked: bool = False,
 ) -> None:
     """``data`` at byte ``at`` of an existing (consume-queue) file: the range allocated first
     (``safefs.reserve``), so a full disk is one error line before any byte is written,
     never a short write that leaves a unit half there; every byte written or an error.
-    Opened through no link, inside ``roots`` (default: the file's own directory)."""
-    fd = safefs.open_for_write(path, roots or [path.parent])
+    Opened through no link, inside ``roots`` (default: the file's own directory; ``checked``:
+    the caller made its directory inside them, nothing to resolve)."""
+    fd = safefs.open_for_write(path, roots or [path.parent], checked=checked)
     try:
         safefs.reserve(fd, at, len(data), path)
         view = memoryview(data)
@@ -404,6 +411,7 @@ class ConsumeQueueWriter:
         write_offset: int = -1,
         file_starts: set[int] | None = None,
         max_physic_offset: int = -1,
+        checked: dict[Path, bool] | None = None,
     ):
         why = unsafe_topic(topic)
         if why is not None:  # last guard: a name from the log never becomes a path outside root
@@ -420,6 +428,11 @@ class ConsumeQueueWriter:
         #: Where files may be created and written (``StoreConfig.write_roots``; default: the
         #: consume-queue root's parent): never through a link that leads out.
         self.roots = list(roots) if roots is not None else [root.parent]
+        #: By consume-queue root, whether its real path lies inside ``roots``: shared by one
+        #: dispatcher's writers (:meth:`_fresh_dirs`); None: ``safefs.make_dirs`` makes every directory.
+        self.checked = checked
+        #: This writer made the queue's directory (:meth:`_fresh_dirs`): its files need no resolving.
+        self.made_dir = False
 
     @classmethod
     def resume(cls, cq: ConsumeQueue, roots: list[Path] | None = None) -> ConsumeQueueWriter:
@@ -492,7 +505,7 @@ class ConsumeQueueWriter:
             file_start = pos - pos % self.file_size
             path = self._file(file_start)
             n = min(len(data), file_start + self.file_size - pos)
-            write_range(path, pos - file_start, bytes(data[:n]), roots=self.roots)
+            write_range(path, pos - file_start, bytes(data[:n]), roots=self.roots, checked=self.made_dir)
             data = data[n:]
             pos += n
         self._buf = bytearray()
@@ -501,10 +514,40 @@ class ConsumeQueueWriter:
     def _file(self, file_start: int) -> Path:
         path = self.dir / offset2file_name(file_start)
         if file_start not in self.file_starts:
-            safefs.create_sized(path, self.file_size, self.roots, "consume-queue file")
+            made = not self.files_created and not self.file_starts and self._fresh_dirs()
+            self.made_dir = self.made_dir or made
+            safefs.create_sized(path, self.file_size, self.roots, "consume-queue file", dir_made=made)
             self.file_starts.add(file_start)
             self.files_created.append(path)
         return path
+
+    def _fresh_dirs(self) -> bool:
+        """Make the queue's directory with plain ``mkdir`` calls below a consume-queue root whose
+        real path lies inside the roots (resolved once per dispatcher, :attr:`checked`): a
+        directory ``mkdir`` made is no link, so nothing needs resolving (``safefs.make_dirs``
+        walks two ``realpath`` a queue). False: not done (a new root, a link, an existing queue
+        directory): ``make_dirs`` makes and checks it."""
+        topic_dir = self.dir.parent
+        root = topic_dir.parent
+        if self.checked is None or (self.checked.get(root) is None and not os.path.isdir(root)):
+            return False  # a new store's first queue: make_dirs makes the root
+        inside = self.checked.get(root)
+        if inside is None:
+            inside = self.checked[root] = safefs.is_inside(root, self.roots)
+        if not inside:
+            return False
+        try:
+            os.mkdir(topic_dir)
+        except FileExistsError:
+            if not stat.S_ISDIR(os.lstat(topic_dir).st_mode):  # a link or a file: make_dirs says which
+                return False
+        except OSError:
+            return False
+        try:
+            os.mkdir(self.dir)
+        except OSError:
+            return False
+        return True
 
 
 # ---------------------------------------------------------------- units in bulk, at their offsets

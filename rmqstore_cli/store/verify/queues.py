@@ -80,7 +80,8 @@ class QueueChecks:
         )
         if self.open_rocksdb_queues():  # verify/rocksdb.py: the queues are a RocksDB database
             return
-        for t in subdir_entries(cfg.consumequeue_dir):
+        cq_dir = cfg.consumequeue_dir  # a property building Paths: once, not once a queue
+        for t in subdir_entries(cq_dir):
             for q in subdir_entries(t.path):
                 if not (q.name.isascii() and q.name.isdigit()):
                     self._add(
@@ -91,12 +92,12 @@ class QueueChecks:
                         severity=WARNING,
                     )
                     continue
-                self._open_queue(t.name, int(q.name), Path(q.path))
+                self._open_queue(cq_dir, t.name, int(q.name), Path(q.path))
 
-    def _open_queue(self, topic: str, qid: int, d: Path) -> None:
+    def _open_queue(self, cq_dir: Path, topic: str, qid: int, d: Path) -> None:
         """One queue directory: its files' names, sizes and gaps, its end (kept for the start-up prediction)."""
         cfg, size = self.config, self.config.cq_file_size
-        cq = ConsumeQueue(cfg.consumequeue_dir, topic, qid, size, directory=d, skip=self.not_regular)
+        cq = ConsumeQueue(cq_dir, topic, qid, size, directory=d, skip=self.not_regular)
         mq = QueueState(cq, self.root)
         self.files["consumequeue"] += len(cq.queue.files)
         self.check_strays("cq", cq.queue)
@@ -509,20 +510,31 @@ class QueueChecks:
         return f"the message there has queue offset {m.queue_offset}"
 
     def _cq_tail(self, mq: QueueState) -> None:
+        tail = self.queue_tail(mq)
+        if tail is not None:
+            self.report_tail(mq.topic, mq.qid, mq.end, tail)
+
+    def queue_tail(self, mq: QueueState) -> tuple[str, int] | None:
+        """Where non-zero bytes follow ``mq``'s end in the file that holds it (``ConsumeQueue#recover``
+        stops at the first invalid unit; what lies after it is ignored): (file relative to
+        the store, the byte offset of the unit they are in), or None when only zeros follow."""
         b = mq.cq.file_base(mq.end)
         path = mq.cq.file_path(b)
         if path is None:
-            return
+            return None
         at = _tail_at(mq.cq, b, path, (mq.end - b) * CQ_STORE_UNIT_SIZE)
-        if at is not None:
-            self._add(
-                "cq.tail",
-                self.rel(path),
-                at // CQ_STORE_UNIT_SIZE * CQ_STORE_UNIT_SIZE,
-                f"{mq.topic}/{mq.qid}: non-zero bytes after the queue's end at unit {mq.end}",
-                topic=mq.topic,
-                queue_id=mq.qid,
-            )
+        return None if at is None else (self.rel(path), at // CQ_STORE_UNIT_SIZE * CQ_STORE_UNIT_SIZE)
+
+    def report_tail(self, topic: str, qid: int, end: int, tail: tuple[str, int]) -> None:
+        """``cq.tail`` of queue ``topic``/``qid`` ending at unit ``end`` (:meth:`queue_tail`)."""
+        self._add(
+            "cq.tail",
+            tail[0],
+            tail[1],
+            f"{topic}/{qid}: non-zero bytes after the queue's end at unit {end}",
+            topic=topic,
+            queue_id=qid,
+        )
 
 
 def _tail_at(cq: ConsumeQueue, base: int, path: Path, start: int) -> int | None:

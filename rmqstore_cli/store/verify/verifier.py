@@ -23,9 +23,10 @@ from rmqstore_cli.errors import StoreError
 from rmqstore_cli.store.files import mapguard
 from rmqstore_cli.store.files.fastpaths import FAST_PATHS
 from rmqstore_cli.store.files.lock import abort_exists, lock_holder
+from rmqstore_cli.store.files.mapped_files import entries, is_file_entry, subdir_entries
 from rmqstore_cli.store.files.safefs import kind_of
 from rmqstore_cli.store.layout.checkpoint import StoreCheckpoint
-from rmqstore_cli.store.layout.config import StoreConfig, data_files, subdirs
+from rmqstore_cli.store.layout.config import StoreConfig, data_files
 from rmqstore_cli.store.queues.index import index_file_paths
 from rmqstore_cli.store.verify.bcq import BatchQueueChecks
 from rmqstore_cli.store.verify.configs import ConfigChecks
@@ -260,16 +261,16 @@ class Verifier(
         """Like ``StoreConfig.infer_sizes`` but a disagreeing file is a finding, not the end."""
         cfg = self.config
         kinds = [
-            ("mapped_file_size_commit_log", "commitlog", data_files(cfg.commitlog_dirs), "commitlog.file-size"),
+            ("mapped_file_size_commit_log", "commitlog", cfg.commitlog_dirs, "commitlog.file-size"),
             (
                 "mapped_file_size_consume_queue",
                 "cq",
-                data_files(q for t in subdirs(cfg.consumequeue_dir) for q in subdirs(t)),
+                [q.path for t in subdir_entries(cfg.consumequeue_dir) for q in subdir_entries(t.path)],
                 "cq.file-size",
             ),
         ]
-        for attr, label, files, _check in kinds:
-            sizes = Counter(p.stat().st_size for p in files)
+        for attr, label, dirs, _check in kinds:
+            sizes = data_file_sizes(dirs)
             sizes.pop(0, None)  # an empty file tells no size (it is a file-size finding later)
             if not sizes:
                 continue
@@ -306,6 +307,12 @@ class Verifier(
                 slots, entries = votes.most_common(1)[0][0]
             cfg.max_hash_slot_num, cfg.max_index_num = slots, entries
             self.notes.append(f"maxHashSlotNum = {slots}, maxIndexNum = {entries} inferred from the index files")
+
+
+def data_file_sizes(dirs) -> Counter:
+    """How many files of ``dirs`` named by digits have each length (``config.data_files``'
+    files, ``stat``ed through their entries: no ``Path`` a file for 20 000 queues)."""
+    return Counter(os.stat(e.path).st_size for d in dirs for e in entries(d) if e.name.isdigit() and is_file_entry(e))
 
 
 def open_for_verify(config: StoreConfig) -> StoreConfig:

@@ -180,6 +180,10 @@ class Dispatcher:
         #: Where queues and index files may be written (``StoreConfig.write_roots`` for a
         #: store's own; None: the directories holding ``cq_root`` and ``index_dir``).
         self.roots = roots
+        #: Whether each consume-queue root lies inside the roots, resolved once for all its
+        #: writers (``ConsumeQueueWriter(checked=...)``): a new queue's directories are made
+        #: without resolving a path.
+        self.checked_roots: dict[Path, bool] = {}
         self.delay_table = config.delay_level_table
         self.writers: dict[tuple[str, int], ConsumeQueueWriter] = {}
         self.build_cq = build_cq
@@ -233,7 +237,7 @@ class Dispatcher:
         w = self.writers.get(key)
         if w is None:
             w = self.writers[key] = ConsumeQueueWriter(
-                self.cq_root, topic, queue_id, self.config.cq_file_size, roots=self.roots
+                self.cq_root, topic, queue_id, self.config.cq_file_size, roots=self.roots, checked=self.checked_roots
             )
         w.put(req.commitlog_offset, req.msg_size, req.tags_code, cq_offset)
         self.units += 1

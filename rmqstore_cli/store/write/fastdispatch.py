@@ -427,7 +427,9 @@ class FastDispatcher:
                 continue
             w = d.writers.get(key)
             if w is None:
-                w = d.writers[key] = ConsumeQueueWriter(d.cq_root, t.name, q, d.config.cq_file_size, roots=d.roots)
+                w = d.writers[key] = ConsumeQueueWriter(
+                    d.cq_root, t.name, q, d.config.cq_file_size, roots=d.roots, checked=d.checked_roots
+                )
             w.put_many(phy[grp], size[grp], tags_code[grp], qoff[grp])
         d.units = self.units
 
