@@ -113,3 +113,12 @@ def test_a_command_only_one_revision_has_is_skipped_with_a_note(tmp_path):
         assert row.output == "stdout DIFFERS"
     finally:
         spawner.close()
+
+
+def test_every_command_of_the_cli_has_a_case():
+    from rmqstore_cli.app import COMMANDS
+
+    benched = {c.argv[0] for c in cr.cases(1000)}
+    assert {name for name, _, _ in COMMANDS} <= benched
+    names = [c.name for c in cr.cases(1000)]
+    assert len(names) == len(set(names))  # --only picks one case by its name
