@@ -107,7 +107,7 @@ def dump_cases() -> list[Case]:
         Case("dump-cq --summary", ("dump-cq", *S, "--summary", *JSONL)),
         Case("dump-timer (slots)", ("dump-timer", *S, *JSONL), (0, 1)),
         Case("dump-timer --units", ("dump-timer", *S, "--units", *JSONL), (0, 1)),
-        Case("dump-timer --summary", ("dump-timer", *S, "--summary", *JSONL), (0, 1)),
+        Case("dump-timer --summary", ("dump-timer", *S, "--summary", "--now", "{time}", *JSONL), (0, 1)),
         Case("dump-timer --next 500", ("dump-timer", *S, "--next", "500", "--now", "{time}", *JSONL), (0, 1)),
         Case("dump-timer --overdue", ("dump-timer", *S, "--overdue", "--now", "2030-01-01T00:00:00Z", *JSONL), (0, 1)),
     ]
