@@ -41,6 +41,7 @@ import hashlib
 import json
 import os
 import platform
+import re
 import shlex
 import shutil
 import statistics
@@ -687,7 +688,7 @@ def report(rows: list[Row], sides: list[Side], store: Path, info: dict, opts: ar
             s.label: {
                 "rev": s.rev,
                 "sha": s.sha,
-                "subject": git(s.src, "log", "-1", "--format=%s"),
+                "subject": subject(s.src),
                 "versions": s.versions,
             }
             for s in sides
@@ -698,6 +699,16 @@ def report(rows: list[Row], sides: list[Side], store: Path, info: dict, opts: ar
             for r in rows
         ],
     }
+
+
+#: An absolute path of two or more parts in a commit subject (a tool the author ran, say).
+ABSOLUTE_PATH = re.compile(r"(?<![\w.~])/[\w.+-]+(?:/[\w.+-]+)+")
+
+
+def subject(src: Path) -> str:
+    """The commit's subject with any absolute path in it as ``<path>``: the results are
+    committed, and a path of the machine that ran them means nothing in the repository."""
+    return ABSOLUTE_PATH.sub("<path>", git(src, "log", "-1", "--format=%s"))
 
 
 def markdown(data: dict, rows: list[Row], threshold: float) -> str:
