@@ -41,6 +41,7 @@ import hashlib
 import json
 import os
 import platform
+import re
 import shlex
 import shutil
 import statistics
@@ -55,7 +56,7 @@ REPO = HERE.parent
 THRESHOLD = 0.05
 DEFAULT_GEN = (
     "--body-size 256 --seed 1 --commitlog-file-size 33554432 --cq-file-size 120000 "
-    "--index-slots 50000 --index-max 200000"
+    "--index-slots 50000 --index-max 200000 --broker-version 5 --timer-ratio 0.02"
 )
 
 
@@ -77,36 +78,89 @@ class Case:
 
 
 def cases(gen_messages: int) -> list[Case]:
-    """The commands of the Tour, each on the shared store (``{out}``: a fresh directory)."""
-    s = ("--store", "{store}")
+    """Every command of the CLI, each on the shared store (``{out}``: a fresh directory), with
+    the options that take its main paths (a case a revision lacks is skipped with a note)."""
     return [
         Case("help", ("--help",)),
-        Case("dump-commitlog jsonl", ("dump-commitlog", *s, "--format", "jsonl")),
-        Case("dump-commitlog table", ("dump-commitlog", *s)),
-        Case("dump-commitlog --topic jsonl", ("dump-commitlog", *s, "--topic", "{topic}", "--format", "jsonl")),
-        Case("dump-commitlog --key", ("dump-commitlog", *s, "--key", "{key}", "--format", "jsonl")),
-        Case("dump-cq TOPIC Q jsonl", ("dump-cq", "{topic}", "{queue}", *s, "--format", "jsonl")),
-        Case("dump-cq --summary", ("dump-cq", *s, "--summary", "--format", "jsonl")),
-        Case("index-lookup KEY", ("index-lookup", "{key}", *s, "--format", "jsonl")),
-        Case("decode-msgid MSGID UNIQ", ("decode-msgid", "{msgid}", "{uniq}", *s, "--format", "jsonl"), (0, 1)),
-        Case("search-offset", ("search-offset", *s, "--topic", "{topic}", "--time", "{time}", "--format", "jsonl")),
+        *dump_cases(),
+        *question_cases(),
+        *check_cases(),
+        *write_cases(gen_messages),
+    ]
+
+
+S = ("--store", "{store}")
+JSONL = ("--format", "jsonl")
+
+
+def dump_cases() -> list[Case]:
+    """dump-commitlog, dump-cq, dump-timer: the walks that print every record."""
+    return [
+        Case("dump-commitlog jsonl", ("dump-commitlog", *S, *JSONL)),
+        Case("dump-commitlog table", ("dump-commitlog", *S)),
+        Case("dump-commitlog --body base64 jsonl", ("dump-commitlog", *S, "--body", "base64", *JSONL)),
+        Case("dump-commitlog --topic jsonl", ("dump-commitlog", *S, "--topic", "{topic}", *JSONL)),
+        Case("dump-commitlog --key", ("dump-commitlog", *S, "--key", "{key}", *JSONL)),
+        Case("dump-commitlog --begin (seek)", ("dump-commitlog", *S, "--begin", "{time}", "--limit", "1000", *JSONL)),
+        Case("dump-commitlog --check-crc", ("dump-commitlog", *S, "--check-crc", *JSONL)),
+        Case("dump-cq TOPIC Q jsonl", ("dump-cq", "{topic}", "{queue}", *S, *JSONL)),
+        Case("dump-cq TOPIC Q --messages", ("dump-cq", "{topic}", "{queue}", *S, "--messages", *JSONL)),
+        Case("dump-cq --summary", ("dump-cq", *S, "--summary", *JSONL)),
+        Case("dump-timer (slots)", ("dump-timer", *S, *JSONL), (0, 1)),
+        Case("dump-timer --units", ("dump-timer", *S, "--units", *JSONL), (0, 1)),
+        Case("dump-timer --summary", ("dump-timer", *S, "--summary", "--now", "{time}", *JSONL), (0, 1)),
+        Case("dump-timer --next 500", ("dump-timer", *S, "--next", "500", "--now", "{time}", *JSONL), (0, 1)),
+        Case("dump-timer --overdue", ("dump-timer", *S, "--overdue", "--now", "2030-01-01T00:00:00Z", *JSONL), (0, 1)),
+    ]
+
+
+def question_cases() -> list[Case]:
+    """The operator's questions: lookups, offsets, progress, transactions, POP, disk use, diff."""
+    now = ("--now", "{time}")
+    return [
+        Case("index-lookup KEY", ("index-lookup", "{key}", *S, *JSONL)),
+        Case("decode-msgid MSGID UNIQ", ("decode-msgid", "{msgid}", "{uniq}", *S, *JSONL), (0, 1)),
+        Case("search-offset", ("search-offset", *S, "--topic", "{topic}", "--time", "{time}", *JSONL)),
+        Case("search-offset --scan", ("search-offset", *S, "--topic", "{topic}", "--time", "{time}", "--scan", *JSONL)),
         Case(
-            "search-offset --scan",
-            ("search-offset", *s, "--topic", "{topic}", "--time", "{time}", "--scan", "--format", "jsonl"),
+            "search-offset --broker",
+            ("search-offset", *S, "--topic", "{topic}", "--time", "{time}", "--broker", *JSONL),
         ),
-        Case("consumer-progress", ("consumer-progress", *s, "--format", "jsonl"), (0, 1)),
-        Case("expire --dry-run", ("expire", *s, "--dry-run", "--now", "2030-01-01T00:00:00Z", "--format", "jsonl")),
-        Case("verify", ("verify", *s, "--format", "jsonl"), (0, 1)),
-        Case("verify --no-crc", ("verify", *s, "--no-crc", "--format", "jsonl"), (0, 1)),
-        Case("verify --deep", ("verify", *s, "--deep", "--format", "jsonl"), (0, 1)),
-        Case(
-            "rebuild-index --output",
-            ("rebuild-index", *s, "--output", "{out}/rebuilt", "--no-progress", "--format", "jsonl"),
-        ),
-        Case("export (local)", ("export", *s, "--output", "{out}/parquet", "--format", "jsonl"), needs_pyarrow=True),
+        Case("consumer-progress", ("consumer-progress", *S, *JSONL), (0, 1)),
+        Case("consumer-progress table", ("consumer-progress", *S), (0, 1)),
+        Case("transactions", ("transactions", *S, *now, *JSONL), (0, 1)),
+        Case("transactions --state committed", ("transactions", *S, *now, "--state", "committed", *JSONL), (0, 1)),
+        Case("pop", ("pop", *S, *now, *JSONL), (0, 1)),
+        Case("stats", ("stats", *S, *JSONL)),
+        Case("stats --by queue", ("stats", *S, "--by", "queue", *JSONL)),
+        Case("stats --by file", ("stats", *S, "--by", "file", *JSONL)),
+        Case("stats --exact", ("stats", *S, "--exact", *JSONL)),
+        Case("stats --by minute", ("stats", *S, "--by", "minute", *JSONL)),
+        Case("diff STORE STORE --messages", ("diff", "{store}", "{store}", "--messages", *JSONL), (0, 1)),
+    ]
+
+
+def check_cases() -> list[Case]:
+    """verify in its modes, and the dry runs of the commands that delete or rewrite files."""
+    pad = "{store}/commitlog/00000000000000000000"
+    return [
+        Case("verify", ("verify", *S, *JSONL), (0, 1)),
+        Case("verify table", ("verify", *S), (0, 1)),
+        Case("verify --no-crc", ("verify", *S, "--no-crc", *JSONL), (0, 1)),
+        Case("verify --deep", ("verify", *S, "--deep", *JSONL), (0, 1)),
+        Case("expire --dry-run", ("expire", *S, "--dry-run", "--now", "2030-01-01T00:00:00Z", *JSONL)),
+        Case("repair --pad --dry-run", ("repair", *S, "--pad", pad, "--dry-run", *JSONL)),
+    ]
+
+
+def write_cases(gen_messages: int) -> list[Case]:
+    """The commands that write a new store or dataset (into ``{out}``, hashed, then removed)."""
+    return [
+        Case("rebuild-index --output", ("rebuild-index", *S, "--output", "{out}/rebuilt", "--no-progress", *JSONL)),
+        Case("export (local)", ("export", *S, "--output", "{out}/parquet", *JSONL), needs_pyarrow=True),
         Case(
             f"generate {gen_messages}",
-            ("generate", "--store", "{out}/gen", "--messages", str(gen_messages), "--seed", "3", "--format", "jsonl"),
+            ("generate", "--store", "{out}/gen", "--messages", str(gen_messages), "--seed", "3", *JSONL),
         ),
     ]
 
@@ -634,7 +688,7 @@ def report(rows: list[Row], sides: list[Side], store: Path, info: dict, opts: ar
             s.label: {
                 "rev": s.rev,
                 "sha": s.sha,
-                "subject": git(s.src, "log", "-1", "--format=%s"),
+                "subject": subject(s.src),
                 "versions": s.versions,
             }
             for s in sides
@@ -645,6 +699,16 @@ def report(rows: list[Row], sides: list[Side], store: Path, info: dict, opts: ar
             for r in rows
         ],
     }
+
+
+#: An absolute path of two or more parts in a commit subject (a tool the author ran, say).
+ABSOLUTE_PATH = re.compile(r"(?<![\w.~])/[\w.+-]+(?:/[\w.+-]+)+")
+
+
+def subject(src: Path) -> str:
+    """The commit's subject with any absolute path in it as ``<path>``: the results are
+    committed, and a path of the machine that ran them means nothing in the repository."""
+    return ABSOLUTE_PATH.sub("<path>", git(src, "log", "-1", "--format=%s"))
 
 
 def markdown(data: dict, rows: list[Row], threshold: float) -> str:

@@ -113,3 +113,19 @@ def test_a_command_only_one_revision_has_is_skipped_with_a_note(tmp_path):
         assert row.output == "stdout DIFFERS"
     finally:
         spawner.close()
+
+
+def test_every_command_of_the_cli_has_a_case():
+    from rmqstore_cli.app import COMMANDS
+
+    benched = {c.argv[0] for c in cr.cases(1000)}
+    assert {name for name, _, _ in COMMANDS} <= benched
+    names = [c.name for c in cr.cases(1000)]
+    assert len(names) == len(set(names))  # --only picks one case by its name
+
+
+def test_a_commit_subjects_absolute_paths_stay_out_of_the_results():
+    text = "every import rewritten (tools: /srv/x/regroup.py, not in the repo); files/ layout/ (a/b)"
+    assert cr.ABSOLUTE_PATH.sub("<path>", text) == (
+        "every import rewritten (tools: <path>, not in the repo); files/ layout/ (a/b)"
+    )
