@@ -173,11 +173,12 @@ def queue_rows(
     stop = cq.max_offset if to_offset is None else min(cq.max_offset, max(to_offset, start))
     stop = stop if limit is None else min(stop, start + limit)
     cfg = ms.config if ms is not None else None
+    if cfg is not None:  # a property that parses the setting: read once, not once a unit
+        delay, ext = cfg.delay_level_table, cfg.enable_consume_queue_ext
     for arr, first, fname in cq.unit_arrays(start, stop):
         for j, (off, size, tags) in enumerate(arr.tolist()):
             check = None
             if cfg is not None:
-                delay, ext = cfg.delay_level_table, cfg.enable_consume_queue_ext
                 check = check_unit(ms.commitlog, first + j, off, size, tags, topic, queue_id, delay, ext)
             yield UnitRead(topic, queue_id, first + j, off, size, tags, fname, check)
 

@@ -75,10 +75,13 @@ def _sample_files(files: list[Path], size: int, samples: list) -> None:
 
 def _geometries(body: int, max_slots: int) -> Iterator[tuple[int, int]]:
     """Every (slots, entries) whose slot table and whole entries fill the ``body`` after the header."""
-    for s in range(1, max_slots + 1):
-        rest = body - s * index_layout.HASH_SLOT_SIZE
-        if rest > 0 and not rest % index_layout.INDEX_ENTRY_SIZE:
-            yield s, rest // index_layout.INDEX_ENTRY_SIZE
+    import numpy as np
+
+    slots = np.arange(1, max_slots + 1, dtype=np.int64)  # up to ~1 M: one array, not a Python loop a slot
+    rest = body - slots * index_layout.HASH_SLOT_SIZE
+    fit = (rest > 0) & (rest % index_layout.INDEX_ENTRY_SIZE == 0)
+    for s, r in zip(slots[fit].tolist(), rest[fit].tolist(), strict=True):
+        yield s, r // index_layout.INDEX_ENTRY_SIZE
 
 
 class _PageReader:
