@@ -144,23 +144,49 @@ def walk(cl: Any, rng: Range, flt: Any, limit: int | None, crc: bool, blank: boo
     ``limit`` records: (a BLANK, None), (a record, None) or, with ``blocks``, (a
     ``MessageBlock``, the indices of its rows that pass). ``crc``: check body CRCs, a
     mismatch ending the log as in recovery; ``blank``: the BLANK records too."""
+    passed = 0
+    # records decoded one by one for a property filter: only the candidates of each block
+    # (a DLedger log's records carry their entry's header: read one by one as before)
+    sieve = not blocks and not flt.columnar() and not cl.is_dledger
+    scan = cl.scan_blocks(
+        rng.start, rng.stop, check_crc=crc, include_blank=blank, every_file=True, blocks=blocks or sieve
+    )
+    for rec in scan:
+        room = None if limit is None else limit - passed
+        if room is not None and room <= 0:
+            break
+        items, n = _passing(rec, flt, room, sieve)
+        passed += n
+        yield from items
+
+
+def _passing(rec: Any, flt: Any, room: int | None, sieve: bool) -> tuple[list[tuple], int]:
+    """What :func:`walk` yields of one scanned item, and how many records of it passed."""
     from rmqstore_cli.store.commitlog import Blank
     from rmqstore_cli.store.records.message import Message
 
-    passed = 0
-    for rec in cl.scan_blocks(rng.start, rng.stop, check_crc=crc, include_blank=blank, every_file=True, blocks=blocks):
-        if limit is not None and passed >= limit:
+    if isinstance(rec, Blank):
+        return [(rec, None)], 0
+    if isinstance(rec, Message):
+        return ([(rec, None)], 1) if flt.matches(rec) else ([], 0)
+    if sieve:
+        kept = sieved(rec, flt, room)
+        return [(m, None) for m in kept], len(kept)
+    take = flt.select(rec)[:room]  # a MessageBlock
+    return [(rec, take)], int(take.size)
+
+
+def sieved(blk: Any, flt: Any, room: int | None) -> list:
+    """The records of a block that pass ``flt``, at most ``room``: only the candidates its
+    columns and PROPERTIES bytes leave (``MessageFilter.candidates``) are decoded, each
+    then judged by ``MessageFilter.matches``, the per-record verdict."""
+    out: list = []
+    for m in blk.messages(flt.candidates(blk)):
+        if room is not None and len(out) >= room:
             break
-        if isinstance(rec, Blank):
-            yield rec, None
-        elif not isinstance(rec, Message):  # a MessageBlock
-            take = flt.select(rec)
-            take = take if limit is None else take[: limit - passed]
-            passed += int(take.size)
-            yield rec, take
-        elif flt.matches(rec):
-            passed += 1
-            yield rec, None
+        if flt.matches(m):
+            out.append(m)
+    return out
 
 
 def plan(

@@ -192,6 +192,28 @@ class MessageBlock:
         phy = byte_rows(a, self.rb.pos[t] + _PHY.offset, _PHY.size)
         return np.concatenate([byte_rows(a, at, HOST_SIZE[False]), phy], axis=1)
 
+    def properties_holding(self, needle: bytes) -> np.ndarray:
+        """Whether each record's PROPERTIES bytes hold ``needle`` (non-empty): the bytes are
+        searched once for the block, so the Python work follows the hits, not the records."""
+        rb = self.rb
+        held = np.zeros(self.n, bool)
+        if not self.n:
+            return held
+        lo, hi = int(rb.pos[0]), self.next_pos
+        seg = self.a[lo:hi].tobytes()  # at most MAX_BLOCK_BYTES
+        hits, i = [], seg.find(needle)
+        while i >= 0:
+            hits.append(i + lo)
+            i = seg.find(needle, i + 1)
+        if hits:
+            at = np.asarray(hits, np.int64)
+            row = np.searchsorted(rb.props_at, at, "right") - 1
+            ok = row >= 0
+            row, at = row[ok], at[ok]
+            ok = at + len(needle) <= rb.props_at[row] + rb.props_len[row]  # inside that record's PROPERTIES
+            held[row[ok]] = True
+        return held
+
     # ------------------------------------------------------------- objects
     def messages(self, idx: np.ndarray | None = None) -> list[Message]:
         """The records (or those at ``idx``) as the per-record scan gives them."""

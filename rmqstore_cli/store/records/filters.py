@@ -41,6 +41,38 @@ class MessageFilter:
         """Whether whole blocks can be filtered by their columns (no filter needs a property)."""
         return self.key is None and self.uniq_key is None and self.tag is None
 
+    def property_needles(self) -> list[bytes] | None:
+        """The bytes a record's PROPERTIES must hold for the key, unique-key and tag filters to
+        pass (each value's UTF-8), or None when that cannot be told from the bytes: an empty
+        value, or one with U+FFFD or a lone surrogate (the record's text is decoded with
+        replacement, so such a value may match bytes that are not its UTF-8)."""
+        out = []
+        for v in (self.key, self.uniq_key, self.tag):
+            if v is None:
+                continue
+            if not v or "\ufffd" in v:
+                return None
+            try:
+                out.append(v.encode("utf-8"))
+            except UnicodeEncodeError:
+                return None
+        return out
+
+    def candidates(self, blk: Any) -> Any:
+        """Indices of a block's records that may pass: the column filters' verdict (:meth:`select`)
+        and, for the property filters, the rows whose PROPERTIES hold each value's bytes; the
+        exact verdict is :meth:`matches` on each candidate decoded."""
+        take = self.select(blk)
+        needles = self.property_needles()
+        if needles and take.size:
+            import numpy as np
+
+            held = np.ones(blk.n, bool)
+            for needle in needles:
+                held &= blk.properties_holding(needle)
+            take = take[held[take]]
+        return take
+
     def matches(self, rec: Any) -> bool:
         """The verdict on one decoded record (``store.message.Message``)."""
         return self._header_matches(rec) and self._properties_match(rec)
