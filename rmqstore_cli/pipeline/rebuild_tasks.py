@@ -413,9 +413,12 @@ class StagedSet:
     index_names: list[str] = field(default_factory=list)
 
 
-def rebuild_staged(config, dest: Path, opts, run_map, t0: float):
-    """``rebuild.build_set`` through steps 1–3 above. ``run_map(fn, items)`` returns
-    ``[fn(x) for x in items]``, in this process or as one Spark task per item."""
+def rebuild_staged(config, dest: Path, opts, run_map, t0: float, progress=None):
+    """rebuild-index's one engine: steps 1–3 above, into ``dest``. ``run_map(fn, items)``
+    returns ``[fn(x) for x in items]``, in this process, on forked workers or as one Spark
+    task per item; with ``progress`` (``rebuild.Progress``) it is called as
+    ``run_map(fn, items, each)``, ``each`` hearing every dispatched file's summary as it
+    comes back (the local engine's progress bar)."""
     import shutil
     import time
 
@@ -425,10 +428,11 @@ def rebuild_staged(config, dest: Path, opts, run_map, t0: float):
     build_cq, build_index, topics, dry = opts.build_cq, opts.build_index, opts.topics, opts.dry_run
     d = str(dest)
     try:
-        got = run_map(
+        step1 = (
             lambda i: dispatch_and_spill(config, i, i >= rec, build_cq, build_index, topics, d, i < direct_upto, dry),
-            list(range(rec, n)) + list(range(rec)),
-        )  # the recovery region's CRC-checked files first
+            list(range(rec, n)) + list(range(rec)),  # the recovery region's CRC-checked files first
+        )
+        got = run_map(*step1) if progress is None else run_map(*step1, DispatchTally(names, progress).add)
         summaries = {s.position: s for s in got}
         included, stop = plan_dispatch(names, gaps, list(summaries.values()))
         floors, counts, start, total = plan_keys(included, summaries, _exact_counter(config, d, rec, opts, run_map))
@@ -458,6 +462,23 @@ def rebuild_staged(config, dest: Path, opts, run_map, t0: float):
     if staged.built and not dry:
         rep.fallback_index_names = _fallback_index_names(staged)
     return rep
+
+
+class DispatchTally:
+    """The progress of step 1 (``rebuild.Progress``): files, commit-log bytes and messages of
+    the files dispatched so far, in the order they come back."""
+
+    def __init__(self, names: list, progress):
+        self.sizes = [end - start for _, start, end in names]
+        self.total = sum(self.sizes)
+        self.progress = progress
+        self.files = self.done = self.messages = 0
+
+    def add(self, s: FileSummary) -> None:
+        self.files += 1
+        self.done += self.sizes[s.position]
+        self.messages += s.messages
+        self.progress(self.files, self.done, self.total, self.messages)
 
 
 def _fallback_index_names(staged: StagedSet) -> list[tuple[str, int]]:
