@@ -49,7 +49,7 @@ def plans(monkeypatch):
 @pytest.mark.parametrize("name", ["good", "damaged", "expired"])
 def test_each_queue_path_gives_the_local_engine_bytes(stores, plans, name, tmp_path):
     from rmqstore_cli.pipeline.local import rebuild_build
-    from rmqstore_cli.pipeline.rebuild_tasks import PARTS
+    from rmqstore_cli.pipeline.rebuild_spill import PARTS
     from tests.helpers.rebuild_reference import build_set
 
     want = build(build_set, stores[name], tmp_path / "a")
