@@ -78,7 +78,7 @@ def _bcq(files: dict) -> dict:
 @pytest.mark.parametrize("name", ["sample", "good", "damaged", "expired"])
 def test_BatchConsumeQueue_putBatchMessagePositionInfo_decomposed_is_the_local_engine(bcq_stores, name, tmp_path):
     from rmqstore_cli.pipeline.local import rebuild_build
-    from rmqstore_cli.pipeline.rebuild_tasks import PARTS
+    from rmqstore_cli.pipeline.rebuild_spill import PARTS
     from tests.helpers.rebuild_reference import build_set
 
     store, conf = bcq_stores[name]
