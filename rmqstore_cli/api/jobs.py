@@ -85,7 +85,7 @@ class StoreJobs(StoreView):
         from rmqstore_cli.store.files.lock import refuse_if_live
         from rmqstore_cli.store.write import rebuild_plan
 
-        check_rebuild_args(output, only, topics, copy_commitlog, no_backup, jobs)
+        check_rebuild_args(output, only, topics, copy_commitlog, no_backup)
         if output is None:
             refuse_if_live(self.path)
         cfg = self.opener.config()
@@ -205,14 +205,11 @@ def check_rebuild_args(
     topics: list[str] | None,
     copy_commitlog: bool,
     no_backup: bool,
-    jobs: int = 1,
 ) -> None:
     """Refuse the arguments of :meth:`StoreJobs.rebuild_index` that do not go together, and a
     topic that cannot name a consume-queue directory, before anything is read."""
     from rmqstore_cli.store.write import rebuild_plan
 
-    if jobs < 0:
-        raise UsageError(f"jobs={jobs}: 0 (every core) or more")
     if only is not None and only not in rebuild_plan.ONLY:
         raise UsageError(f"only={only!r}: not cq or index")
     if topics and only == "index":
