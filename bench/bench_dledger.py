@@ -7,7 +7,8 @@ Two stores are generated once under --cache from the same workload (same seed: t
 records), one plain and one with ``generate --dledger`` (each record inside a 48-byte DLedger
 entry). Each measurement runs in a fresh process pinned to one core (taskset); the best CPU
 time of --runs counts. "scan" is ``CommitLog.scan_blocks`` over the whole log (the columnar
-walk every reader uses), "rebuild" is ``rebuild.build_set`` (consume queues and index).
+walk every reader uses), "rebuild" is the command's engine in one process
+(``local.rebuild_build``: consume queues and index).
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ import datetime, json, shutil, sys, tempfile, time
 from pathlib import Path
 from rmqstore_cli.store.commitlog import CommitLog
 from rmqstore_cli.store.layout.config import StoreConfig
-from rmqstore_cli.store.write.rebuild import RebuildOptions, build_set
+from rmqstore_cli.pipeline.local import rebuild_build
+from rmqstore_cli.store.write.rebuild import RebuildOptions
 store, what = sys.argv[1], sys.argv[2]
 cfg = StoreConfig.load(store)
 cfg.infer_sizes()
@@ -39,7 +41,7 @@ if what == "scan":
 else:
     out = Path(tempfile.mkdtemp(prefix="dledger-bench-"))
     try:
-        n = build_set(cfg, out, RebuildOptions(tz=datetime.timezone.utc)).messages
+        n = rebuild_build(cfg, out, RebuildOptions(tz=datetime.timezone.utc)).messages
     finally:
         shutil.rmtree(out, ignore_errors=True)
 print(json.dumps({"messages": n, "cpu": time.process_time() - cpu0}))

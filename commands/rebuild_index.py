@@ -16,6 +16,7 @@ from rmqstore_cli.commands.common import (
     FormatOpt,
     IndexMaxOpt,
     IndexSlotsOpt,
+    JobsOpt,
     QuietOpt,
     SparkConfOpt,
     SparkMasterOpt,
@@ -54,6 +55,7 @@ def rebuild_index(
     tz: TzOpt = None,
     fmt: FormatOpt = Fmt.table,
     engine: EngineOpt = Engine.local,
+    jobs: JobsOpt = 0,
     spark_master: SparkMasterOpt = None,
     spark_conf: SparkConfOpt = None,
     verbose: SparkVerboseOpt = False,
@@ -106,7 +108,7 @@ def rebuild_index(
         return ProgressBar("dispatching", total=1, enabled=progress and local and not quiet, detail=True)
 
     spark = (spark_master, spark_conf, verbose) if engine is Engine.spark else None
-    done = rebuild_job.rebuild(plans, in_place, no_backup, copy_commitlog, bar, spark)
+    done = rebuild_job.rebuild(plans, in_place, no_backup, copy_commitlog, bar, spark, jobs)
     if not dry_run:
         work_done("the files it rebuilt are complete and in place (verify checks them)")
     several = len(stores) > 1

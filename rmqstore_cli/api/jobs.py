@@ -67,6 +67,7 @@ class StoreJobs(StoreView):
         topics: list[str] | None = None,
         copy_commitlog: bool = False,
         no_backup: bool = False,
+        jobs: int = 1,
     ) -> RebuildReport:
         """Regenerate consume queues and index files from the commit log, as the broker's
         dispatch builds them (``rebuild-index``): to ``output`` (a directory outside the store,
@@ -75,7 +76,12 @@ class StoreJobs(StoreView):
         ``no_backup``; a live broker refused, and the broker's lock held for the swap).
         ``only`` "cq" or "index" rebuilds one set; ``topics`` only those topics' queues.
         ``dry_run`` scans and reports what would be written. Index files are named by their
-        first entry's store time in the store's ``tz``."""
+        first entry's store time in the store's ``tz``. ``jobs``: run the rebuild on this
+        many processes (0: every core this process may use), one task per commit-log file,
+        then per queue and index file; the same files and report as one process."""
+        import functools
+
+        from rmqstore_cli.pipeline.local import rebuild_build
         from rmqstore_cli.store.files.lock import refuse_if_live
         from rmqstore_cli.store.write import rebuild_plan
 
@@ -93,7 +99,8 @@ class StoreJobs(StoreView):
             )
         out = None if output is None else Path(output)
         try:
-            rep, plan = rebuild_plan.rebuild(cfg, out, opts, no_backup, copy_commitlog)
+            build = functools.partial(rebuild_build, jobs=jobs)
+            rep, plan = rebuild_plan.rebuild(cfg, out, opts, no_backup, copy_commitlog, build=build)
         finally:
             if output is None and not dry_run:
                 self._reopen()

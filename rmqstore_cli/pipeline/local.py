@@ -1,7 +1,7 @@
 """The local engine: the pipeline's tasks on this machine, one after another in this process
 or on ``jobs`` forked worker processes (:func:`fork_map`): the same tasks the Spark engine
 runs on executors, with the same results in the same order (verify's engine on it:
-:class:`~rmqstore_cli.pipeline.verify_tasks.Forked`)."""
+:class:`~rmqstore_cli.pipeline.verify_tasks.Forked`; rebuild-index's: :func:`rebuild_build`)."""
 
 from __future__ import annotations
 
@@ -50,14 +50,20 @@ def write_parquet(task: FileTask, output: str, tag: int, stops: list, compressio
 
 
 def rebuild_build(config, dest: Path, opts, progress=None, jobs: int = 1):
-    """``rebuild.build_set`` through the pipeline's decomposition on this machine: what the
-    Spark engine runs (per commit-log file, then per index file, per queue to rebuild and per
-    file with units left to write; see rebuild_tasks.py), on ``jobs`` processes."""
+    """rebuild-index's engine on this machine: the tasks the Spark engine runs (per
+    commit-log file, then per index file, per queue to rebuild and per file with units left
+    to write; see rebuild_tasks.py ``rebuild_staged``), one after another in this process
+    (``jobs`` 1) or on ``jobs`` forked processes (0: every core this process may use); the
+    same files and report whatever ``jobs``. ``progress`` (``rebuild.Progress``) hears each
+    commit-log file as its dispatch ends."""
     import time
 
     from rmqstore_cli.pipeline import rebuild_tasks as T
 
-    return T.rebuild_staged(config, dest, opts, lambda fn, items: fork_map(fn, items, jobs), time.perf_counter())
+    n = jobs or default_jobs()
+    return T.rebuild_staged(
+        config, dest, opts, lambda fn, items, each=None: fork_map(fn, items, n, each), time.perf_counter(), progress
+    )
 
 
 def default_jobs() -> int:

@@ -1,6 +1,8 @@
-"""``rebuild-index`` over one store or several, on the local engine or on Spark: the options'
+"""``rebuild-index`` over one store or several, on this machine or on Spark: the options'
 checks, one output directory per store, every store planned (sizes and where they come
-from) before any work, then each rebuilt (``store/write/rebuild_plan.py``), or an interrupted
+from) before any work, then each rebuilt (``store/write/rebuild_plan.py``) by the one
+engine, the plan, tasks and join of ``rebuild_tasks.py`` (``local.rebuild_build``: this
+process or forked workers; ``spark.rebuild_build``: Spark's executors), or an interrupted
 ``--in-place`` run finished (``store/rebuild_journal.recover_journal``). Nothing is said
 here: the command is told through callbacks and prints the results."""
 
@@ -163,13 +165,18 @@ def rebuild(
     copy_commitlog: bool,
     progress: Callable[[bool], Any],
     spark: tuple[str | None, list[str] | None, bool] | None = None,
+    jobs: int = 1,
 ) -> list[tuple[StorePlan, Any, dict[str, Any]]]:
-    """Each store rebuilt (in place or to its output): (plan, dispatch report, what was
-    written). ``progress(enabled)`` gives the context whose ``dispatch`` hears the local
-    dispatch's progress; ``spark`` (master, conf, verbose): one Spark session for them all."""
+    """Each store rebuilt (in place or to its output) by the one engine, the plan, tasks and
+    join of ``rebuild_tasks.py``: on ``jobs`` processes of this machine (0: every core it may
+    use; 1: this process), or with ``spark`` (master, conf, verbose) on Spark's executors, one
+    session for them all. Each result: (plan, dispatch report, what was written).
+    ``progress(enabled)`` gives the context whose ``dispatch`` hears the local engine's
+    progress, a commit-log file at a time."""
+    from rmqstore_cli.pipeline.local import rebuild_build
 
     def job(session=None):
-        build = None
+        build = functools.partial(rebuild_build, jobs=jobs)
         if session is not None:
             from rmqstore_cli.pipeline import spark as sp
 

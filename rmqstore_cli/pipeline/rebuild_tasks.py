@@ -24,6 +24,13 @@ from rmqstore_cli.pipeline.rebuild_dispatch import (
     rebuild_report,
 )
 from rmqstore_cli.pipeline.rebuild_queue_plan import plan_queues
+from rmqstore_cli.pipeline.rebuild_spill import (
+    parts_dir,
+    save_spill,
+    spilled_batch,
+    spilled_keys,
+    spilled_units,
+)
 
 # ===================================================================== rebuild-index without shuffles
 #
@@ -47,12 +54,6 @@ from rmqstore_cli.pipeline.rebuild_queue_plan import plan_queues
 #    per index file links the files' chains and writes its slot table and header
 #    (``finish_index``). Every task is idempotent (a retried task writes the same bytes).
 
-PARTS = ".rmqstore-parts"
-
-
-def parts_dir(dest) -> Path:
-    return Path(dest) / PARTS
-
 
 def _simple_units(phy, size, qoff) -> bool:
     """Units of one queue that ``putMessagePositionInfo`` appends one after another
@@ -62,33 +63,6 @@ def _simple_units(phy, size, qoff) -> bool:
     if not len(qoff) or int(qoff[0]) < 0:
         return False
     return len(qoff) == 1 or bool(np.all(np.diff(qoff) == 1) and np.all(np.diff(phy + size) > 0))
-
-
-def _save(path: Path, rows: list, dtype=None) -> None:
-    """A spill: ``rows`` (each a list of 1-D pieces, joined) as one ``(len(rows), n)`` array
-    in a ``.npy`` file, written piece by piece (no stacked copy of ~30 bytes a unit or key),
-    whole or not at all: its space reserved first, so a full disk is one ENOSPC error line,
-    not a short write; the reservation is cut back to what was written."""
-    import numpy as np
-
-    from rmqstore_cli.store.files import safefs
-
-    dtype = np.dtype(dtype or np.int64)
-    n = sum(len(p) for p in rows[0]) if rows else 0
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        with open(tmp, "wb") as fh:
-            safefs.reserve(fh.fileno(), 0, len(rows) * n * dtype.itemsize + 4096, tmp)
-            np.lib.format.write_array_header_1_0(
-                fh, {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": (len(rows), n)}
-            )
-            for row in rows:
-                for piece in row:
-                    np.ascontiguousarray(piece, dtype=dtype).tofile(fh)
-            fh.truncate(fh.tell())
-    except OSError as e:
-        raise safefs.os_error(e, tmp, "write a spill") from None
-    os.replace(tmp, path)  # a retried task replaces, never half-writes
 
 
 def dispatch_and_spill(
@@ -121,48 +95,24 @@ def _spill(pd: Path, position: int, fd) -> None:
     s = fd.summary
     pd.mkdir(parents=True, exist_ok=True)
     if fd.units:  # (4, units) int64: phy, size, tagsCode, cq offset; queues in s.queues order
-        _save(pd / f"{position}.units.npy", [[v[r] for v in fd.units.values()] for r in range(4)])
+        save_spill(pd / f"{position}.units.npy", [[v[r] for v in fd.units.values()] for r in range(4)])
     if s.keys:
-        _save(pd / f"{position}.keys.npy", [[a] for a in fd.keys])
+        save_spill(pd / f"{position}.keys.npy", [[a] for a in fd.keys])
     if fd.batch:  # (6, units) int64, queues in s.batch order
-        _save(pd / f"{position}.bcq.npy", [[v[r] for v in fd.batch.values()] for r in range(6)])
+        save_spill(pd / f"{position}.bcq.npy", [[v[r] for v in fd.batch.values()] for r in range(6)])
 
 
 def _write_direct(cq_root: Path, fd, file_size: int) -> None:
     """The queues whose units in this file are consecutive, written at their cq offsets now
     (``summary.direct`` names them): step 3 has nothing left to do for them here."""
+    from rmqstore_cli.store.files.below import Below
+
     s = fd.summary
-    for key, (phy, size, tags, qoff) in fd.units.items():
-        if s.simple[key]:
-            write_units_at(cq_root, key, int(qoff[0]), phy, size, tags, file_size)
-            s.direct.append(key)
-
-
-def spilled_units(dest, s: FileSummary) -> dict:
-    """The units file ``s`` spilled: queue → (phy, size, tagsCode, cq offset) arrays."""
-    import numpy as np
-
-    if not s.queues:
-        return {}
-    arr = np.load(parts_dir(dest) / f"{s.position}.units.npy", mmap_mode="r")
-    out, at = {}, 0
-    for key, (_, _, n) in s.queues.items():
-        out[key] = tuple(np.asarray(arr[r, at : at + n]) for r in range(4))
-        at += n
-    return out
-
-
-def spilled_batch(dest, s: FileSummary, key: tuple[str, int]):
-    """Queue ``key``'s BatchCQ units that file ``s`` spilled: (6, n) int64 (``FileDispatch.batch``)."""
-    import numpy as np
-
-    arr = np.load(parts_dir(dest) / f"{s.position}.bcq.npy", mmap_mode="r")
-    at = 0
-    for k, n in s.batch.items():
-        if k == key:
-            return np.asarray(arr[:, at : at + n])
-        at += n
-    return np.empty((6, 0), np.int64)
+    with Below(cq_root, [cq_root.parent]) as below:
+        for key, (phy, size, tags, qoff) in fd.units.items():
+            if s.simple[key]:
+                write_units_at(cq_root, key, int(qoff[0]), phy, size, tags, file_size, below)
+                s.direct.append(key)
 
 
 def build_batch_queue(dest, key: tuple[str, int], sums: list, file_size: int) -> int:
@@ -187,16 +137,6 @@ def build_batch_queue(dest, key: tuple[str, int], sums: list, file_size: int) ->
     return n
 
 
-def spilled_keys(dest, position: int) -> tuple:
-    import numpy as np
-
-    path = parts_dir(dest) / f"{position}.keys.npy"
-    if not path.exists():
-        return tuple(np.empty(0, np.int64) for _ in range(3))
-    arr = np.load(path, mmap_mode="r")
-    return arr[0], arr[1], arr[2]
-
-
 def kept_count(dest, position: int, floor: int) -> int:
     phy = spilled_keys(dest, position)[1]
     import numpy as np
@@ -204,30 +144,37 @@ def kept_count(dest, position: int, floor: int) -> int:
     return int(np.count_nonzero(kept_mask(np.asarray(phy), floor)))
 
 
-def write_units_at(cq_root, key: tuple[str, int], first: int, phy, size, tags, file_size: int) -> None:
-    """Units of queue ``key`` at their cq offsets from ``first`` (``write_units``)."""
+def write_units_at(cq_root, key: tuple[str, int], first: int, phy, size, tags, file_size: int, below=None) -> None:
+    """Units of queue ``key`` at their cq offsets from ``first`` (``write_units``; ``below``:
+    ``cq_root`` held open, see ``store/files/below.py``)."""
     from rmqstore_cli.formats.consume_queue import CQ_STORE_UNIT_SIZE
     from rmqstore_cli.store.queues.consume_queue import pack_units, write_units
 
-    write_units(cq_root, key[0], key[1], first * CQ_STORE_UNIT_SIZE, pack_units(phy, size, tags), file_size)
+    data = pack_units(phy, size, tags)
+    write_units(cq_root, key[0], key[1], first * CQ_STORE_UNIT_SIZE, data, file_size, below)
 
 
-def pre_blank(cq_root, key: tuple[str, int], first: int, file_size: int) -> None:
+def pre_blank(cq_root, key: tuple[str, int], first: int, file_size: int, below=None) -> None:
     """``isFirstCreateInQueue``: a queue whose first unit is not cq offset 0 starts its
     first file with blank units up to that unit (``pre_blank_fill``)."""
     from rmqstore_cli.store.queues.consume_queue import pre_blank_fill, write_units
 
     start, blank = pre_blank_fill(first, file_size)
     if blank:
-        write_units(cq_root, key[0], key[1], start, blank, file_size)
+        write_units(cq_root, key[0], key[1], start, blank, file_size, below)
 
 
 def write_spilled_units(dest, s: FileSummary, keys: list, file_size: int) -> int:
+    """The units of the straight queues ``keys`` that file ``s`` spilled, at their cq
+    offsets (the consume-queue root resolved and checked once, not per queue)."""
+    from rmqstore_cli.store.files.below import Below
+
     units = spilled_units(dest, s)
     cq_root = Path(dest) / "consumequeue"
-    for key in keys:
-        phy, size, tags, qoff = units[key]
-        write_units_at(cq_root, key, int(qoff[0]), phy, size, tags, file_size)
+    with Below(cq_root, [Path(dest)]) as below:
+        for key in keys:
+            phy, size, tags, qoff = units[key]
+            write_units_at(cq_root, key, int(qoff[0]), phy, size, tags, file_size, below)
     return 0
 
 
@@ -285,7 +232,7 @@ def write_index_chunk(dest, k: int, position: int, h, phy, ts, n0: int, b0: int,
     if n0 == 1:
         diff[0] = time_diff(int(ts[0]), b0)
     chains = write_entries(Path(dest) / "index" / f"{k:010d}.part", slot_num, n0, h, phy, diff)
-    _save(parts_dir(dest) / f"idx-{k}-{position}.npy", [[c] for c in chains], np.int32)
+    save_spill(parts_dir(dest) / f"idx-{k}-{position}.npy", [[c] for c in chains], np.int32)
 
 
 def finish_index(
@@ -413,9 +360,12 @@ class StagedSet:
     index_names: list[str] = field(default_factory=list)
 
 
-def rebuild_staged(config, dest: Path, opts, run_map, t0: float):
-    """``rebuild.build_set`` through steps 1–3 above. ``run_map(fn, items)`` returns
-    ``[fn(x) for x in items]``, in this process or as one Spark task per item."""
+def rebuild_staged(config, dest: Path, opts, run_map, t0: float, progress=None):
+    """rebuild-index's one engine: steps 1–3 above, into ``dest``. ``run_map(fn, items)``
+    returns ``[fn(x) for x in items]``, in this process, on forked workers or as one Spark
+    task per item; with ``progress`` (``rebuild.Progress``) it is called as
+    ``run_map(fn, items, each)``, ``each`` hearing every dispatched file's summary as it
+    comes back (the local engine's progress bar)."""
     import shutil
     import time
 
@@ -425,10 +375,11 @@ def rebuild_staged(config, dest: Path, opts, run_map, t0: float):
     build_cq, build_index, topics, dry = opts.build_cq, opts.build_index, opts.topics, opts.dry_run
     d = str(dest)
     try:
-        got = run_map(
+        step1 = (
             lambda i: dispatch_and_spill(config, i, i >= rec, build_cq, build_index, topics, d, i < direct_upto, dry),
-            list(range(rec, n)) + list(range(rec)),
-        )  # the recovery region's CRC-checked files first
+            list(range(rec, n)) + list(range(rec)),  # the recovery region's CRC-checked files first
+        )
+        got = run_map(*step1) if progress is None else run_map(*step1, DispatchTally(names, progress).add)
         summaries = {s.position: s for s in got}
         included, stop = plan_dispatch(names, gaps, list(summaries.values()))
         floors, counts, start, total = plan_keys(included, summaries, _exact_counter(config, d, rec, opts, run_map))
@@ -458,6 +409,23 @@ def rebuild_staged(config, dest: Path, opts, run_map, t0: float):
     if staged.built and not dry:
         rep.fallback_index_names = _fallback_index_names(staged)
     return rep
+
+
+class DispatchTally:
+    """The progress of step 1 (``rebuild.Progress``): files, commit-log bytes and messages of
+    the files dispatched so far, in the order they come back."""
+
+    def __init__(self, names: list, progress):
+        self.sizes = [end - start for _, start, end in names]
+        self.total = sum(self.sizes)
+        self.progress = progress
+        self.files = self.done = self.messages = 0
+
+    def add(self, s: FileSummary) -> None:
+        self.files += 1
+        self.done += self.sizes[s.position]
+        self.messages += s.messages
+        self.progress(self.files, self.done, self.total, self.messages)
 
 
 def _fallback_index_names(staged: StagedSet) -> list[tuple[str, int]]:
@@ -560,10 +528,13 @@ def _file_jobs(included: list[int], summaries: dict, late: dict, ip: IndexPlan, 
 def _finish_queues(staged: StagedSet, qp, cq_root: Path, done: list, cq_file_size: int) -> None:
     """The straight queues' pre-blank units, and the count of queues and consume-queue files
     written (those the queue tasks wrote, and those the straight queues span)."""
+    from rmqstore_cli.store.files.below import Below
     from rmqstore_cli.store.write.rebuild import cq_file_count
 
-    for key, (first, _) in qp.straight.items():
-        pre_blank(cq_root, key, first, cq_file_size)
+    if any(first for first, _ in qp.straight.values()):
+        with Below(cq_root, [cq_root.parent]) as below:
+            for key, (first, _) in qp.straight.items():
+                pre_blank(cq_root, key, first, cq_file_size, below)
     staged.cq_files = sum(r for kind, r in done if kind == "queue") + sum(
         cq_file_count(first, last, cq_file_size) for first, last in qp.straight.values()
     )

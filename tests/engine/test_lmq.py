@@ -74,7 +74,8 @@ def test_pipeline_rebuild_reproduces_the_real_sample(lmq, tmp_path, engine):
     """pipeline/rebuild_tasks.py (the Spark tasks, run in process): the same bytes."""
     from rmqstore_cli.pipeline.local import rebuild_build
     from rmqstore_cli.store.layout.config import StoreConfig
-    from rmqstore_cli.store.write.rebuild import RebuildOptions, build_set
+    from rmqstore_cli.store.write.rebuild import RebuildOptions
+    from tests.helpers.rebuild_reference import build_set
 
     store, conf, _ = lmq
     build = build_set if engine == "local" else rebuild_build

@@ -221,7 +221,8 @@ def test_rebuild_keeps_no_page_of_a_full_index_file(small_store, tmp_path):
     import datetime
 
     from rmqstore_cli.store.layout.config import StoreConfig
-    from rmqstore_cli.store.write.rebuild import RebuildOptions, build_set
+    from rmqstore_cli.store.write.rebuild import RebuildOptions
+    from tests.helpers.rebuild_reference import build_set
 
     cfg = StoreConfig.load(
         small_store,

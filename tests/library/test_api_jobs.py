@@ -357,6 +357,18 @@ def test_rebuild_index_to_an_output_writes_the_commands_bytes(store, tmp_path):
     assert dry.dry_run and not (tmp_path / "dry" / "consumequeue").exists()
 
 
+def test_rebuild_index_on_two_processes_writes_and_reports_what_one_does(store, tmp_path):
+    """``jobs=2``: the same tasks on two forked workers; files and report as ``jobs=1``."""
+    with open_store(store, tz="UTC", **SIZES) as st:
+        one = st.rebuild_index(tmp_path / "one").as_dict()
+        two = st.rebuild_index(tmp_path / "two", jobs=2).as_dict()
+    assert digests(tmp_path / "two") == digests(tmp_path / "one") and digests(tmp_path / "one")
+    for k in (*TIMING, "output", "writes"):
+        one.pop(k, None)
+        two.pop(k, None)
+    assert two == one and one["messages"] > 0
+
+
 def test_rebuild_index_in_place_is_the_commands_and_reads_on(store, tmp_path):
     import shutil
 

@@ -28,7 +28,7 @@ def stores(sample_tarball, tmp_path_factory):
 @pytest.mark.parametrize("name", ["sample", "divided"])
 def test_decomposed_rebuild_is_the_local_engine_byte_for_byte(stores, name, tmp_path):
     from rmqstore_cli.pipeline.local import rebuild_build
-    from rmqstore_cli.store.write.rebuild import build_set
+    from tests.helpers.rebuild_reference import build_set
 
     want = rebuilt(build_set, *stores[name], tmp_path / "a")
     got = rebuilt(rebuild_build, *stores[name], tmp_path / "b")
@@ -38,7 +38,7 @@ def test_decomposed_rebuild_is_the_local_engine_byte_for_byte(stores, name, tmp_
 def test_spark_rebuild_and_verify_are_the_local_engines(stores, spark, tmp_path):
     from rmqstore_cli.pipeline import spark as sp
     from rmqstore_cli.pipeline.stores import store_specs
-    from rmqstore_cli.store.write.rebuild import build_set
+    from tests.helpers.rebuild_reference import build_set
     from tests.helpers.verify_reference import verify_store
 
     for name, (store, conf) in stores.items():

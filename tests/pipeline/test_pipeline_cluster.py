@@ -108,9 +108,12 @@ class TestOneDriverInProcess:
         from rmqstore_cli.store.layout.config import StoreConfig
         from rmqstore_cli.store.write.rebuild import RebuildOptions
         from rmqstore_cli.store.write.rebuild_output import rebuild_in_place
+        from tests.helpers.rebuild_reference import build_set
 
         want = copy_store(stores, "good", tmp_path / "want")
-        rebuild_in_place(StoreConfig.load(want, None, **SIZES), RebuildOptions(tz=dt.timezone.utc), True)
+        rebuild_in_place(
+            StoreConfig.load(want, None, **SIZES), RebuildOptions(tz=dt.timezone.utc), True, build=build_set
+        )
         store = copy_store(stores, "good", tmp_path / "store")
         marker = str(tmp_path / "killed")
         real = sp._run_map
@@ -177,8 +180,11 @@ class TestOneDriverInProcess:
         from rmqstore_cli.store.layout.config import StoreConfig
         from rmqstore_cli.store.write.rebuild import RebuildOptions
         from rmqstore_cli.store.write.rebuild_output import rebuild_in_place
+        from tests.helpers.rebuild_reference import build_set
 
-        rebuild_in_place(StoreConfig.load(want, None, **SIZES), RebuildOptions(tz=dt.timezone.utc), True)
+        rebuild_in_place(
+            StoreConfig.load(want, None, **SIZES), RebuildOptions(tz=dt.timezone.utc), True, build=build_set
+        )
         assert store_parts(store) == store_parts(want)
         assert not [p for p in store.iterdir() if p.name.startswith(".rebuild")]
 

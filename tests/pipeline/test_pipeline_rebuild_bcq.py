@@ -78,8 +78,8 @@ def _bcq(files: dict) -> dict:
 @pytest.mark.parametrize("name", ["sample", "good", "damaged", "expired"])
 def test_BatchConsumeQueue_putBatchMessagePositionInfo_decomposed_is_the_local_engine(bcq_stores, name, tmp_path):
     from rmqstore_cli.pipeline.local import rebuild_build
-    from rmqstore_cli.pipeline.rebuild_tasks import PARTS
-    from rmqstore_cli.store.write.rebuild import build_set
+    from rmqstore_cli.pipeline.rebuild_spill import PARTS
+    from tests.helpers.rebuild_reference import build_set
 
     store, conf = bcq_stores[name]
     want = rebuilt(build_set, store, conf, tmp_path / "a")
@@ -181,7 +181,7 @@ def test_put_many_skips_what_put_skips(tmp_path):
 
 def test_spark_rebuild_of_batch_queues_is_the_local_engine(bcq_stores, spark, tmp_path):
     from rmqstore_cli.pipeline import spark as sp
-    from rmqstore_cli.store.write.rebuild import build_set
+    from tests.helpers.rebuild_reference import build_set
 
     for name in ("sample", "good", "damaged"):
         store, conf = bcq_stores[name]
@@ -245,7 +245,8 @@ def test_topic_naming_a_BatchCQ_topic_is_still_refused_on_either_engine(bcq_stor
 def test_dry_run_counts_batch_units_as_the_local_engine_and_writes_nothing(bcq_stores, tmp_path):
     from rmqstore_cli.pipeline.local import rebuild_build
     from rmqstore_cli.store.layout.config import StoreConfig
-    from rmqstore_cli.store.write.rebuild import RebuildOptions, build_set
+    from rmqstore_cli.store.write.rebuild import RebuildOptions
+    from tests.helpers.rebuild_reference import build_set
 
     store, conf = bcq_stores["good"]
     reps = []

@@ -49,8 +49,8 @@ def plans(monkeypatch):
 @pytest.mark.parametrize("name", ["good", "damaged", "expired"])
 def test_each_queue_path_gives_the_local_engine_bytes(stores, plans, name, tmp_path):
     from rmqstore_cli.pipeline.local import rebuild_build
-    from rmqstore_cli.pipeline.rebuild_tasks import PARTS
-    from rmqstore_cli.store.write.rebuild import build_set
+    from rmqstore_cli.pipeline.rebuild_spill import PARTS
+    from tests.helpers.rebuild_reference import build_set
 
     want = build(build_set, stores[name], tmp_path / "a")
     got = build(rebuild_build, stores[name], tmp_path / "b")
@@ -72,7 +72,7 @@ def test_forked_workers_build_the_same_bytes(stores, name, tmp_path):
     """rebuild's tasks on two forked processes (pipeline/local.py fork_map): the files and
     report of the whole-store build, byte for byte."""
     from rmqstore_cli.pipeline.local import rebuild_build
-    from rmqstore_cli.store.write.rebuild import build_set
+    from tests.helpers.rebuild_reference import build_set
 
     want = build(build_set, stores[name], tmp_path / "a")
     got = build(functools.partial(rebuild_build, jobs=2), stores[name], tmp_path / "b")
@@ -93,7 +93,7 @@ def test_fork_map_keeps_order_runs_closures_and_raises():
 
 def test_dry_run_reports_the_local_engine_counts_and_writes_nothing(stores, tmp_path):
     from rmqstore_cli.pipeline.local import rebuild_build
-    from rmqstore_cli.store.write.rebuild import build_set
+    from tests.helpers.rebuild_reference import build_set
 
     for name in ("good", "damaged"):
         want = build(build_set, stores[name], tmp_path / f"{name}-a", dry_run=True)
@@ -166,7 +166,7 @@ def test_key_offsets_going_back_across_files_are_counted_exactly(stores, tmp_pat
 
     from rmqstore_cli.pipeline import rebuild_tasks as T
     from rmqstore_cli.pipeline.local import rebuild_build
-    from rmqstore_cli.store.write.rebuild import build_set
+    from tests.helpers.rebuild_reference import build_set
 
     store = tmp_path / "back"
     shutil.copytree(stores["good"], store)

@@ -37,7 +37,7 @@ def stores(tmp_path_factory):
 @pytest.mark.parametrize("name", ["good", "damaged", "expired"])
 def test_decomposed_rebuild_is_the_local_engine_byte_for_byte(stores, name, tmp_path):
     from rmqstore_cli.pipeline.local import rebuild_build
-    from rmqstore_cli.store.write.rebuild import build_set
+    from tests.helpers.rebuild_reference import build_set
 
     want, want_files = build(build_set, stores[name], tmp_path / "a")
     got, got_files = build(rebuild_build, stores[name], tmp_path / "b")
@@ -50,7 +50,7 @@ def test_decomposed_rebuild_is_the_local_engine_byte_for_byte(stores, name, tmp_
 
 def test_decomposed_rebuild_with_topic_and_index_only(stores, tmp_path):
     from rmqstore_cli.pipeline.local import rebuild_build
-    from rmqstore_cli.store.write.rebuild import build_set
+    from tests.helpers.rebuild_reference import build_set
 
     for kw in ({"build_index": False, "topics": ["OrderTopic"]}, {"build_cq": False}):
         want = build(build_set, stores["good"], tmp_path / f"a{len(kw)}{kw.get('build_cq')}", **kw)
@@ -60,7 +60,7 @@ def test_decomposed_rebuild_with_topic_and_index_only(stores, tmp_path):
 
 def test_spark_rebuild_is_the_local_engine_byte_for_byte(stores, spark, tmp_path):
     from rmqstore_cli.pipeline import spark as sp
-    from rmqstore_cli.store.write.rebuild import build_set
+    from tests.helpers.rebuild_reference import build_set
 
     for name in ("good", "damaged", "expired"):
         want = build(build_set, stores[name], tmp_path / f"{name}-a")
@@ -140,7 +140,8 @@ def test_refused_topics_are_reported_by_the_decomposed_rebuild(tmp_path):
     hostile = retopic(store, tmp_path / "hostile", [(slice(None, None, 7), "../evil")])
     from rmqstore_cli.pipeline import local
     from rmqstore_cli.store.layout.config import StoreConfig
-    from rmqstore_cli.store.write.rebuild import RebuildOptions, build_set
+    from rmqstore_cli.store.write.rebuild import RebuildOptions
+    from tests.helpers.rebuild_reference import build_set
 
     cfg = StoreConfig.load(hostile, None)
     cfg.infer_sizes()

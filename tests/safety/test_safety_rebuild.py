@@ -432,7 +432,8 @@ def test_store_time_that_is_no_date_spark_names_alike(tmp_path, spark):
     import datetime as dt
 
     from rmqstore_cli.pipeline import spark as sp
-    from rmqstore_cli.store.write.rebuild import RebuildOptions, build_set
+    from rmqstore_cli.store.write.rebuild import RebuildOptions
+    from tests.helpers.rebuild_reference import build_set
 
     times = [(1 << 63) - 1, GOOD, GOOD + 1000, -5, GOOD + 3000]
     store = _timed_store(tmp_path / "store", times)

@@ -25,6 +25,7 @@ from rmqstore_cli.formats.derive import numpy_dtype
 
 from rmqstore_cli.errors import StoreError
 from rmqstore_cli.store.files import safefs
+from rmqstore_cli.store.files.below import Below
 from rmqstore_cli.store.files.mapped_files import MappedFile, MappedFileQueue, offset2file_name, release_pages
 
 UNIT_DTYPE = numpy_dtype(ConsumeQueueUnit)
@@ -571,22 +572,31 @@ def pre_blank_fill(first_unit: int, file_size: int) -> tuple[int, bytes]:
     return start, PRE_BLANK_UNIT * ((pos - start) // CQ_STORE_UNIT_SIZE)
 
 
-def write_units(cq_root: Path, topic: str, queue_id: int, pos: int, data: bytes, file_size: int) -> None:
+def write_units(
+    cq_root: Path, topic: str, queue_id: int, pos: int, data: bytes, file_size: int, below: Below | None = None
+) -> None:
     """Units ``data`` at logical byte ``pos`` of queue (topic, queueId), creating (size
     ``file_size``, zero-filled) the files it falls in: the units at their cq offsets, as
     :class:`ConsumeQueueWriter` leaves them when it appends them unchecked. Safe for
     several writers of disjoint ranges (the Spark rebuild's tasks): a file is only ever
-    extended to ``file_size``, never cut; created inside ``cq_root``, never through a link."""
+    extended to ``file_size``, never cut; created inside ``cq_root``, never through a link.
+    ``below``: ``cq_root`` checked and held open once (``store/files/below.py``), for a
+    writer of many queues: no path resolved per file."""
     why = unsafe_topic(topic)
     if why is not None:
         raise StoreError(f"topic {topic!r} cannot name a consume-queue directory: {why}", path=cq_root)
     d = Path(cq_root) / topic / str(queue_id)
     roots = [Path(cq_root)]
-    safefs.make_dirs(d, roots)
+    if below is None:
+        safefs.make_dirs(d, roots)
     view = memoryview(data)
     while len(view):
         start = pos - pos % file_size
         n = min(len(view), start + file_size - pos)
+        if below is not None:
+            below.write_at((topic, str(queue_id)), offset2file_name(start), file_size, pos - start, bytes(view[:n]))
+            view, pos = view[n:], pos + n
+            continue
         path = d / offset2file_name(start)
         fd = safefs.open_for_write(path, roots, create=True)
         try:

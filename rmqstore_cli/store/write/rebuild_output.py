@@ -1,11 +1,11 @@
-"""rebuild-index's output: the set :func:`~rmqstore_cli.store.write.rebuild.build_set` builds, put
-where it belongs. Beside the store (``--output``: :func:`rebuild_to`, the store only read,
-its commit log linked or copied) or in place of the store's own ``consumequeue/``,
-``index/`` and checkpoint (``--in-place``: :func:`rebuild_in_place`, crash-safe under a
-journal that :func:`~rmqstore_cli.store.write.rebuild_journal.recover_journal` finishes after a
-crash; the journal and the swap are ``rebuild_journal.py``'s). Either way the set is built
-in a staging directory, fsynced, and renamed into place; a failure removes what the run
-wrote.
+"""rebuild-index's output: the set the engine builds (``build``: the plan, tasks and join of
+``pipeline/rebuild_tasks.py``, on this machine or on Spark), put where it belongs. Beside the
+store (``--output``: :func:`rebuild_to`, the store only read, its commit log linked or copied)
+or in place of the store's own ``consumequeue/``, ``index/`` and checkpoint (``--in-place``:
+:func:`rebuild_in_place`, crash-safe under a journal that
+:func:`~rmqstore_cli.store.write.rebuild_journal.recover_journal` finishes after a crash; the
+journal and the swap are ``rebuild_journal.py``'s). Either way the set is built in a staging
+directory, fsynced, and renamed into place; a failure removes what the run wrote.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ import os
 import shutil
 import sys
 import time
-from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 
@@ -26,7 +25,7 @@ from rmqstore_cli.store.files.mapped_files import fsync_dir
 from rmqstore_cli.store.layout.checkpoint import StoreCheckpoint
 from rmqstore_cli.store.layout.config import StoreConfig
 from rmqstore_cli.store.layout.root_entries import BACKUP_DIR
-from rmqstore_cli.store.write.rebuild import BCQ_DIR, DispatchReport, Progress, RebuildOptions, build_set
+from rmqstore_cli.store.write.rebuild import BCQ_DIR, Build, DispatchReport, Progress, RebuildOptions
 from rmqstore_cli.store.write.rebuild_journal import (
     JOURNAL,
     STAGING_PREFIX,
@@ -151,7 +150,8 @@ def rebuild_to(
     opts: RebuildOptions,
     copy_commitlog: bool = False,
     progress: Progress | None = None,
-    build: Callable | None = None,
+    *,
+    build: Build,
 ) -> tuple[DispatchReport, dict]:
     """Write ``out/consumequeue``, ``out/index`` and ``out/checkpoint``; the source is only read.
     ``out/commitlog`` becomes a symlink to the source's (a copy with ``copy_commitlog``).
@@ -178,14 +178,14 @@ def rebuild_to(
         "commitlog": ("copy of " if copy_commitlog else "symlink to ") + ",".join(map(str, config.commitlog_dirs)),
     }
     if opts.dry_run:
-        rep = (build or build_set)(config, out / ".dry-run-never-written", opts, progress)
+        rep = build(config, out / ".dry-run-never-written", opts, progress)
         return rep, plan
     made = _made_dirs(out)
     created: list[Path] = []
     staging = out / (STAGING_PREFIX + _run_id())
     try:
         out.mkdir(parents=True, exist_ok=True)
-        rep = (build or build_set)(config, staging, opts, progress)
+        rep = build(config, staging, opts, progress)
         mapguard.check_all()  # nothing is renamed into place from a read a shrinking file spoilt
         for p in parts:
             (staging / p).mkdir(parents=True, exist_ok=True)
@@ -309,7 +309,8 @@ def rebuild_in_place(
     opts: RebuildOptions,
     no_backup: bool = False,
     progress: Progress | None = None,
-    build: Callable | None = None,
+    *,
+    build: Build,
 ) -> tuple[DispatchReport | None, dict]:
     """Replace the store's own ``consumequeue/`` and ``index/`` (or the selected topics'
     queue directories) and update its checkpoint.
@@ -369,7 +370,7 @@ def rebuild_in_place(
         if not no_backup:  # refused before anything changes, not halfway through the swap
             checkpoint_backup_bytes(cp)
         if opts.dry_run:
-            rep = (build or build_set)(config, staging / ".dry-run-never-written", opts, progress)
+            rep = build(config, staging / ".dry-run-never-written", opts, progress)
             return rep, plan
         marker = f".rebuild-{run}"
         journal = {
@@ -416,7 +417,7 @@ def _swap_parts(
 
 
 def _build_and_swap(
-    config: StoreConfig, journal: dict, opts: RebuildOptions, progress: Progress | None, build: Callable | None
+    config: StoreConfig, journal: dict, opts: RebuildOptions, progress: Progress | None, build: Build
 ) -> DispatchReport:
     """Steps 1 to 3 of :func:`rebuild_in_place` under ``journal``: a failure while building
     (or while saying *swapping*) rolls back at once, the old set untouched; a failure once
@@ -455,11 +456,11 @@ def _build_staging(
     marker: str,
     opts: RebuildOptions,
     progress: Progress | None,
-    build: Callable | None,
+    build: Build,
 ) -> DispatchReport:
     """Step 1 of :func:`rebuild_in_place`: the new set in ``staging``, marked and fsynced."""
     staging.mkdir()
-    rep = (build or build_set)(config, staging, opts, progress)
+    rep = build(config, staging, opts, progress)
     mapguard.check_all()  # a read a shrinking file spoilt is rolled back, never swapped in
     for part in parts:
         staged = Path(part[1])

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from rmqstore_cli.errors import UsageError
 from rmqstore_cli.store.layout.config import StoreConfig
 from rmqstore_cli.store.write.rebuild import (
+    Build,
     DispatchReport,
     Progress,
     RebuildOptions,
@@ -68,10 +68,12 @@ def rebuild(
     no_backup: bool = False,
     copy_commitlog: bool = False,
     progress: Progress | None = None,
-    build: Callable[..., Any] | None = None,
+    *,
+    build: Build,
 ) -> tuple[DispatchReport | None, dict[str, Any]]:
-    """One store rebuilt to ``out`` (the store only read) or, ``out`` None, in place (the
-    broker's lock held for the swap; a live broker refused): (the dispatch report, the plan)."""
+    """One store rebuilt by the engine ``build`` (``pipeline/local.rebuild_build`` or Spark's)
+    to ``out`` (the store only read) or, ``out`` None, in place (the broker's lock held for
+    the swap; a live broker refused): (the dispatch report, the plan)."""
     from rmqstore_cli.store.write.rebuild_output import rebuild_in_place, rebuild_to
 
     if out is None:
