@@ -326,8 +326,7 @@ UNIT_CHUNK = 1 << 16
 #: queue is open, trimmed to its non-zero units, so a queue holds at most this much of it
 #: (a mapping holds a page table and a guard entry, and a page per read not yet released).
 READ_LIMIT = 16 << 10
-#: NAME_MAX of Linux file systems: a longer topic cannot be a directory name.
-NAME_MAX = 255
+NAME_MAX = 255  #: NAME_MAX of Linux file systems: a longer topic cannot be a directory name
 
 
 def _zero_padded(units: np.ndarray, lo: int, hi: int) -> np.ndarray:
@@ -347,13 +346,10 @@ def trimmed_units(data: bytes, count: int) -> np.ndarray:
 
 
 def unsafe_topic(topic: str) -> str | None:
-    """Why a topic read from the commit log cannot be a ``consumequeue/<topic>`` directory,
-    or None. The broker's store joins any topic into the path (``ConsumeQueue`` constructor);
-    its send-side check, ``TopicValidator#isTopicOrGroupIllegal`` (``[%|a-zA-Z0-9_-]``),
-    is not applied to what is already stored, and real stores hold topics outside it (the
-    4.9.7 sample has ``Refund.Topic-2``). So only names that are not one safe path
-    component are refused: empty, ``.``, ``..``, containing ``/`` or NUL, undecodable
-    UTF-8 (read back as U+FFFD), or longer than NAME_MAX bytes."""
+    """Why a stored topic cannot be a ``consumequeue/<topic>`` directory, or None. The store
+    joins any topic into the path (``ConsumeQueue`` constructor; the send-side
+    ``TopicValidator#isTopicOrGroupIllegal`` is not applied to what is stored: the 4.9.7
+    sample has ``Refund.Topic-2``), so only what is not one safe path component is refused."""
     if topic in ("", ".", ".."):
         return "not a directory name"
     if "/" in topic or "\0" in topic:
@@ -575,35 +571,30 @@ def pre_blank_fill(first_unit: int, file_size: int) -> tuple[int, bytes]:
 def write_units(
     cq_root: Path, topic: str, queue_id: int, pos: int, data: bytes, file_size: int, below: Below | None = None
 ) -> None:
-    """Units ``data`` at logical byte ``pos`` of queue (topic, queueId), creating (size
-    ``file_size``, zero-filled) the files it falls in: the units at their cq offsets, as
-    :class:`ConsumeQueueWriter` leaves them when it appends them unchecked. Safe for
-    several writers of disjoint ranges (the Spark rebuild's tasks): a file is only ever
-    extended to ``file_size``, never cut; created inside ``cq_root``, never through a link.
-    ``below``: ``cq_root`` checked and held open once (``store/files/below.py``), for a
-    writer of many queues: no path resolved per file."""
+    """Units ``data`` at logical byte ``pos`` of queue (topic, queueId), creating the zero-filled
+    ``file_size`` files it falls in, as :class:`ConsumeQueueWriter` leaves them. Safe for writers
+    of disjoint ranges (the rebuild's tasks): a file is only extended, never cut, and made inside
+    ``cq_root``, never through a link; ``below``: ``cq_root`` checked and held open once
+    (``store/files/below.py``) for a writer of many queues."""
     why = unsafe_topic(topic)
     if why is not None:
         raise StoreError(f"topic {topic!r} cannot name a consume-queue directory: {why}", path=cq_root)
-    d = Path(cq_root) / topic / str(queue_id)
-    roots = [Path(cq_root)]
+    d, roots = Path(cq_root) / topic / str(queue_id), [Path(cq_root)]
     if below is None:
         safefs.make_dirs(d, roots)
     view = memoryview(data)
     while len(view):
         start = pos - pos % file_size
         n = min(len(view), start + file_size - pos)
+        name, chunk = offset2file_name(start), bytes(view[:n])
         if below is not None:
-            below.write_at((topic, str(queue_id)), offset2file_name(start), file_size, pos - start, bytes(view[:n]))
-            view, pos = view[n:], pos + n
-            continue
-        path = d / offset2file_name(start)
-        fd = safefs.open_for_write(path, roots, create=True)
-        try:
-            if os.fstat(fd).st_size < file_size:
-                os.ftruncate(fd, file_size)
-        finally:
-            os.close(fd)
-        write_range(path, pos - start, bytes(view[:n]))
-        view = view[n:]
-        pos += n
+            below.write_at((topic, str(queue_id)), name, file_size, pos - start, chunk)
+        else:
+            fd = safefs.open_for_write(d / name, roots, create=True)
+            try:
+                if os.fstat(fd).st_size < file_size:
+                    os.ftruncate(fd, file_size)
+            finally:
+                os.close(fd)
+            write_range(d / name, pos - start, chunk)
+        view, pos = view[n:], pos + n
