@@ -128,13 +128,15 @@ def test_a_skip_fails_where_ci_allows_none(tmp_path):
         "addopts=",
         "--rootdir",
         str(tmp_path),
+        "--basetemp",  # its own: not the cleanup of the suite's old numbered temp dirs (GBs, minutes under load)
+        str(tmp_path / "basetemp"),
         str(tmp_path / "test_skip.py"),
     ]
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)}
-    skipped = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env)
+    skipped = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env)
     assert skipped.returncode == 0 and "1 skipped" in skipped.stdout, skipped.stdout + skipped.stderr
     failed = subprocess.run(
-        cmd, capture_output=True, text=True, timeout=120, cwd=tmp_path, env=dict(env, RMQSTORE_TEST_NO_SKIP="1")
+        cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path, env=dict(env, RMQSTORE_TEST_NO_SKIP="1")
     )
     assert failed.returncode == 1 and "1 failed" in failed.stdout, failed.stdout + failed.stderr
     assert "allows no skip: Skipped: needs the spark extra" in failed.stdout

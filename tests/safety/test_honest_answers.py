@@ -33,11 +33,13 @@ def test_pytest_says_why_tests_were_skipped(tmp_path):
             "no:cacheprovider",
             "--rootdir",
             str(tmp_path),
+            "--basetemp",  # its own: not the cleanup of the suite's old numbered temp dirs
+            str(tmp_path / "basetemp"),
             str(tmp_path / "test_skip.py"),
         ],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=300,
         cwd=tmp_path,
     )
     assert r.returncode == 0, r.stdout + r.stderr
