@@ -10,6 +10,7 @@ import pytest
 
 from rmqstore_cli.store.files import mapguard
 from rmqstore_cli.store.records.topics import TopicIds
+from rmqstore_cli.store.verify.batch_fused import TopicTable
 from tests.helpers import cli, generate
 
 TOPICS = 300
@@ -21,10 +22,17 @@ def many(tmp_path_factory):
 
 
 def _count_table_work(monkeypatch) -> Counter:
-    """Counts of TopicIds' lookups and of its key computations (one per lookup, plus one
-    per bulk registration of the topics added since: never one per topic)."""
+    """Counts of the topic tables' lookups (TopicIds', and verify's C-loop TopicTable's) and
+    of TopicIds' key computations (one per lookup, plus one per bulk registration of the
+    topics added since: never one per topic)."""
     seen: Counter = Counter()
-    parts, lookup = TopicIds._key_parts, TopicIds.lookup
+    parts, lookup, c_lookup = TopicIds._key_parts, TopicIds.lookup, TopicTable.lookup
+
+    def counted_c_lookup(self, *args):
+        seen["lookup"] += 1
+        return c_lookup(self, *args)
+
+    monkeypatch.setattr(TopicTable, "lookup", counted_c_lookup)
 
     def counted_parts(*args):
         seen["key_parts"] += 1

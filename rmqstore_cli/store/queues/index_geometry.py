@@ -4,6 +4,7 @@ against the newest entries' chains, by ``pread`` of the few pages it touches."""
 
 from __future__ import annotations
 
+import math
 import os
 import struct
 from collections.abc import Iterator
@@ -46,7 +47,7 @@ def infer_index_geometry(files: list[Path], size: int) -> tuple[int, int]:
                 hint="pass ⟦index_slots⟧ and ⟦index_max⟧, or ⟦broker_conf⟧",
             )
         candidates = [
-            (s, n) for s, n in _geometries(body, max_slots) if all(_geometry_fits(d, d.count, s, n) for d in samples)
+            (s, n) for s, n in geometries(body, max_slots) if all(_geometry_fits(d, d.count, s, n) for d in samples)
         ]
     finally:
         for data in samples:
@@ -73,15 +74,23 @@ def _sample_files(files: list[Path], size: int, samples: list) -> None:
             samples.pop().close()
 
 
-def _geometries(body: int, max_slots: int) -> Iterator[tuple[int, int]]:
-    """Every (slots, entries) whose slot table and whole entries fill the ``body`` after the header."""
-    import numpy as np
+def geometries(body: int, max_slots: int) -> Iterator[tuple[int, int]]:
+    """Every (slots, entries) whose slot table and whole entries fill the ``body`` after the header.
 
-    slots = np.arange(1, max_slots + 1, dtype=np.int64)  # up to ~1 M: one array, not a Python loop a slot
-    rest = body - slots * index_layout.HASH_SLOT_SIZE
-    fit = (rest > 0) & (rest % index_layout.INDEX_ENTRY_SIZE == 0)
-    for s, r in zip(slots[fit].tolist(), rest[fit].tolist(), strict=True):
-        yield s, r // index_layout.INDEX_ENTRY_SIZE
+    ``body - S * slot`` is a multiple of ``entry`` only for S in one residue class modulo
+    ``entry / gcd(slot, entry)`` (5 for 4-byte slots and 20-byte entries): those S are
+    stepped through, not every S up to ``max_slots`` (and no numpy: decode-msgid needs none)."""
+    slot, entry = index_layout.HASH_SLOT_SIZE, index_layout.INDEX_ENTRY_SIZE
+    g = math.gcd(slot, entry)
+    if body % g:
+        return
+    m = entry // g
+    first = (body // g) * pow(slot // g, -1, m) % m or m
+    for s in range(first, max_slots + 1, m):
+        rest = body - s * slot
+        if rest <= 0:
+            return
+        yield s, rest // entry
 
 
 class _PageReader:
