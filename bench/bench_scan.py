@@ -15,8 +15,8 @@ import time
 from pathlib import Path
 
 from rmqstore_cli.store.commitlog import CommitLog
+from rmqstore_cli.store.commitlog.columns import MessageBlock
 from rmqstore_cli.store.layout.config import StoreConfig
-from rmqstore_cli.store.records.columns import MessageBlock
 from rmqstore_cli.store.write.producer import Workload, WorkloadOptions
 from rmqstore_cli.store.write.writer import StoreWriter
 

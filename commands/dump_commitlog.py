@@ -103,8 +103,8 @@ def dump_commitlog(
     from rmqstore_cli.commands.common import no_such_topic, open_store
 
     from rmqstore_cli.errors import NotFound
-    from rmqstore_cli.store.commitlog import log_range
-    from rmqstore_cli.store.commitlog.sampling import Narrowing
+    from rmqstore_cli.store.answers import log_range
+    from rmqstore_cli.store.answers.sampling import Narrowing
     from rmqstore_cli.times import parse_tz
 
     zone = parse_tz(tz)
@@ -134,7 +134,7 @@ def dump_commitlog(
 def _closing_lines(ms: Any, narrowing: Any, compacted: bool, data_end: bool) -> None:
     """stderr after the records: what --sample/--max-bytes left out, where the walk stopped and why
     (a compaction log's gaps are its normal shape), and with --show-blank in a table where the data ends."""
-    from rmqstore_cli.store.commitlog import log_range
+    from rmqstore_cli.store.answers import log_range
 
     if narrowing.active:
         lines.note(narrowing.describe())

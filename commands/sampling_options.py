@@ -1,5 +1,5 @@
 """The quick look at a terabyte store: ``--sample`` and ``--max-bytes`` (dump-commitlog, stats),
-narrowing the commit-log walk exactly (store/commitlog/sampling.py)."""
+narrowing the commit-log walk exactly (store/answers/sampling.py)."""
 
 from __future__ import annotations
 

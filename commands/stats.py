@@ -103,7 +103,7 @@ def stats(
     """
     from rmqstore_cli import reports
     from rmqstore_cli.store.answers import stats_report
-    from rmqstore_cli.store.commitlog.sampling import Narrowing
+    from rmqstore_cli.store.answers.sampling import Narrowing
     from rmqstore_cli.times import parse_tz
 
     ms = source.engine(tz)

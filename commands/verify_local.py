@@ -31,7 +31,7 @@ def verify_quick(spec, opts, fmt: common.Fmt, sample: int | None, max_bytes: int
 
     from rmqstore_cli import reports
     from rmqstore_cli.render import print_summary
-    from rmqstore_cli.store.commitlog.sampling import Narrowing
+    from rmqstore_cli.store.answers.sampling import Narrowing
     from rmqstore_cli.store.layout.config import StoreConfig
     from rmqstore_cli.store.message_store import MessageStore
     from rmqstore_cli.store.verify.quick import quick_verify

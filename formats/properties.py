@@ -7,6 +7,11 @@ from collections.abc import Iterable
 NAME_VALUE_SEPARATOR = "\x01"  # MessageDecoder.NAME_VALUE_SEPARATOR
 PROPERTY_SEPARATOR = "\x02"  # MessageDecoder.PROPERTY_SEPARATOR
 MAX_PROPERTIES_LENGTH = 32767  # Short.MAX_VALUE
+# MessageConst names the index and the C loops read (store/records/message.py has the rest).
+PROPERTY_KEYS = "KEYS"
+PROPERTY_TAGS = "TAGS"
+PROPERTY_UNIQ_KEY = "UNIQ_KEY"
+KEY_SEPARATOR = " "  # MessageConst.KEY_SEPARATOR
 
 
 def parse_properties(text: str) -> dict[str, str]:

@@ -26,8 +26,8 @@ import numpy as np
 
 from rmqstore_cli.formats.commitlog import HEAD, MAGIC_V2, PORT
 from rmqstore_cli.render import to_json_bytes
+from rmqstore_cli.store.commitlog.columns import MessageBlock
 from rmqstore_cli.store.files.fastpaths import FAST_PATHS
-from rmqstore_cli.store.records.columns import MessageBlock
 from rmqstore_cli.store.records.message_view import message_dict
 
 _PHY_AT = HEAD["physical_offset"].offset

@@ -17,7 +17,7 @@ def print_walk(
     ms, rng, flt, fmt: str, zone, limit: int | None, show: Shown, blank: bool, crc: bool, narrowing=None
 ) -> int:
     """Print what the walk of [rng.start, rng.stop) passes (``store.log_range.walk``, narrowed
-    by ``narrowing``: store/commitlog/sampling.py); the count printed. Whole blocks of records go the
+    by ``narrowing``: store/answers/sampling.py); the count printed. Whole blocks of records go the
     columnar way (jsonblock, tableblock) unless a filter or an option needs each record
     decoded (:meth:`Printer.columnar`)."""
     from rmqstore_cli.store.commitlog import Blank
@@ -42,12 +42,12 @@ def print_walk(
 def walk_items(ms, rng, flt, limit: int | None, crc: bool, blank: bool, blocks: bool, narrowing=None):
     """The walk's (record, take) pairs: ``store.log_range.walk``, or with an active
     ``narrowing`` (--sample, --max-bytes) ``store.sampling.narrowed`` over it."""
-    from rmqstore_cli.store.commitlog.log_range import walk
+    from rmqstore_cli.store.answers.log_range import walk
 
     cl = ms.commitlog
     if narrowing is None or not narrowing.active:
         return walk(cl, rng, flt, limit, crc, blank, blocks)
-    from rmqstore_cli.store.commitlog.sampling import narrowed
+    from rmqstore_cli.store.answers.sampling import narrowed
 
     return narrowed(cl, rng, lambda r: walk(cl, r, flt, None, crc, blank, blocks), narrowing, limit)
 

@@ -3,7 +3,7 @@ whole block of records at once.
 
 :func:`message_row` + :meth:`~rmqstore_cli.render.TableWriter.line` is the reference: one
 ``Message``, one dict, one formatted line per record (~20 µs, most of it decoding). A dump
-of 200 000 records goes in blocks (:class:`~rmqstore_cli.store.records.columns.MessageBlock`), and
+of 200 000 records goes in blocks (:class:`~rmqstore_cli.store.commitlog.columns.MessageBlock`), and
 :func:`block_rows` lays a block's rows out as one byte matrix, column by column, with numpy:
 numbers as digits, times per distinct second plus the milliseconds, topics per distinct
 topic, TAGS and KEYS gathered from the PROPERTIES bytes, msgIds as hex. Each cell has a

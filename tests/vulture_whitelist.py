@@ -94,7 +94,7 @@ search_offset  # api/store.py Store.search_offset: the public library (rmqstore_
 # engine functions the commands call (commands/ is the top-level package this check does not scan):
 check_options  # pipeline/rebuild_job.py, store/answers/offset_query.py: commands/rebuild_index.py, search_offset.py
 outputs  # pipeline/rebuild_job.py: commands/rebuild_index.py
-compaction_log, stop_warnings  # store/commitlog/log_range.py: commands/dump_commitlog.py
+compaction_log, stop_warnings  # store/answers/log_range.py: commands/dump_commitlog.py
 search_topics, find_key, not_found  # store/answers/lookup.py: commands/index_lookup.py, commands/decode_msgid.py
 read_ids  # store/answers/msgid.py: commands/decode_msgid.py
 store_version, command_queues, no_queue  # store/answers/offset_query.py: commands/search_offset.py, consumer_progress

@@ -198,7 +198,7 @@ class IncidentQueries(StoreView):
         record counts: not with ``sample`` or ``max_bytes``)."""
         from rmqstore_cli.errors import NotFound
         from rmqstore_cli.store.answers import stats_report, stats_series
-        from rmqstore_cli.store.commitlog.sampling import Narrowing
+        from rmqstore_cli.store.answers.sampling import Narrowing
 
         if by not in stats_report.BY and by not in stats_series.INTERVALS:
             raise UsageError(f"by={by!r}: not topic, queue, file, minute or hour")

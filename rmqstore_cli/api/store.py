@@ -164,7 +164,7 @@ class Store(IncidentQueries, TimerQueries, StoreJobs):
         checks each body's CRC, a mismatch ending its file as in the broker's recovery.
         ``sample`` keeps every Nth of them (the first always), ``max_bytes`` reads only the
         first N bytes of each commit-log file (the records ending within them): a quick look
-        at a big store (store/commitlog/sampling.py).
+        at a big store (store/answers/sampling.py).
         The same messages, in the same order, as ``rmqstore dump-commitlog`` (with
         ``--sample``, ``--max-bytes``)."""
         flt = self.filter(topic, begin, end, queue_id=queue_id, key=key, uniq_key=uniq_key, tag=tag)
@@ -252,8 +252,8 @@ class Store(IncidentQueries, TimerQueries, StoreJobs):
         max_bytes: int | None,
     ) -> Iterator[tuple[Any, Any]]:
         """:meth:`_walk` narrowed (``store.sampling.narrowed``): every Nth, the first bytes of each file."""
-        from rmqstore_cli.store.commitlog.log_range import Range
-        from rmqstore_cli.store.commitlog.sampling import Narrowing, narrowed
+        from rmqstore_cli.store.answers.log_range import Range
+        from rmqstore_cli.store.answers.sampling import Narrowing, narrowed
 
         n = Narrowing(every, max_bytes)
         cl = self.engine.commitlog

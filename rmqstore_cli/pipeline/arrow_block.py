@@ -2,7 +2,7 @@
 
 The reference is :func:`~rmqstore_cli.pipeline.export_tasks.export_rows`: one
 :func:`~rmqstore_cli.store.records.message_view.message_dict` per record. Here the columns of a
-:class:`~rmqstore_cli.store.records.columns.MessageBlock` become Arrow arrays directly: numbers
+:class:`~rmqstore_cli.store.commitlog.columns.MessageBlock` become Arrow arrays directly: numbers
 without a Python object per value, hosts and topics once per distinct value, and the
 PROPERTIES of the block cut into names and values where
 :class:`~rmqstore_cli.store.records.properties.Properties` found its pairs, Arrow strings over
@@ -22,8 +22,8 @@ from __future__ import annotations
 import numpy as np
 
 from rmqstore_cli.formats.commitlog import HEAD, HOST_ADDRESS_SIZE, HOST_SIZE, MAGIC_V2
+from rmqstore_cli.store.commitlog.columns import MessageBlock
 from rmqstore_cli.store.files.arrays import byte_rows
-from rmqstore_cli.store.records.columns import MessageBlock
 from rmqstore_cli.store.records.message_view import message_dict
 from rmqstore_cli.store.records.properties import compiled_join
 

@@ -103,7 +103,7 @@ def export_batches(task: FileTask, stops: list | None = None, by_partition: bool
 
     from rmqstore_cli.pipeline.arrow_block import block_batch
     from rmqstore_cli.pipeline.schema import COLUMN_NAMES, arrow_schema
-    from rmqstore_cli.store.records.columns import MessageBlock
+    from rmqstore_cli.store.commitlog.columns import MessageBlock
 
     schema = arrow_schema()
     props_at = COLUMN_NAMES.index("properties")

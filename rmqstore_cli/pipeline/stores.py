@@ -125,7 +125,7 @@ def file_tasks(
     ``from_offset``/``to_offset``: physical offsets [from, to) in each store, the start a
     message start as dump-commitlog requires (``log_range.walk_range``); files outside the
     range get no task."""
-    from rmqstore_cli.store.commitlog.log_range import walk_range
+    from rmqstore_cli.store.answers.log_range import walk_range
 
     flt = flt if flt is not None and flt.any() else None
     out = []

@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from rmqstore_cli.store.checks.findings import VerifyOptions
 from rmqstore_cli.store.checks.startup import STARTUP_CHECKS, predict_start
 from rmqstore_cli.store.layout.config import StoreConfig
-from rmqstore_cli.store.verify.findings import VerifyOptions
 from rmqstore_cli.store.verify.verifier import Verifier, open_for_verify
 
 

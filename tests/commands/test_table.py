@@ -15,8 +15,8 @@ import pytest
 
 from rmqstore_cli.render import Output, TableWriter, text_width
 from rmqstore_cli.store.commitlog import AppendSpec, CommitLog
+from rmqstore_cli.store.commitlog.columns import MessageBlock
 from rmqstore_cli.store.layout.config import StoreConfig
-from rmqstore_cli.store.records.columns import MessageBlock
 from rmqstore_cli.tableblock import block_rows, commitlog_columns, message_row
 from rmqstore_cli.times import parse_tz
 from tests.helpers import cli, fixture_dir, run

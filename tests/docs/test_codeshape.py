@@ -93,6 +93,13 @@ def test_the_graph_check_sees_circles_and_up_arrows(tmp_path, monkeypatch):
     s = codeshape.measure()
     assert codeshape.circles(s) == [["rmqstore_cli.store.a", "rmqstore_cli.store.b"]]
     assert codeshape.up_arrows(s) == ["rmqstore_cli.store.c -> rmqstore_cli.commands.common"]
+    for sub in ("files", "answers"):  # store/'s sub-packages are layers too: files/ is below answers/
+        (store / sub).mkdir()
+    (store / "files" / "x.py").write_text("def f():\n    from rmqstore_cli.store.answers.y import z\n")
+    (store / "answers" / "y.py").write_text("from rmqstore_cli.store.files.x import f\nz = f\n")
+    arrows = codeshape.up_arrows(codeshape.measure())
+    assert "rmqstore_cli.store.files.x -> rmqstore_cli.store.answers.y" in arrows
+    assert "rmqstore_cli.store.answers.y -> rmqstore_cli.store.files.x" not in arrows
     (store / "d.py").write_text("def f():\n    raise ValueError('x', hint='pass --broker-conf')\n")
     assert len(codeshape.options_in_engine_errors(tmp_path)) == 1
 

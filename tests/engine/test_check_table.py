@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rmqstore_cli.store.verify.findings import CHECKS, check_table
+from rmqstore_cli.store.checks.findings import CHECKS, check_table
 
 
 def test_rows_continuations_and_comments() -> None:

@@ -108,7 +108,7 @@ def test_named_positions_read_every_field_as_the_declaration_decodes_it(recs):
     from rmqstore_cli.formats.commitlog import RECORD_FIXED_SIZE, record_length
 
     from rmqstore_cli.store.commitlog.bulk import RecordBatch
-    from rmqstore_cli.store.records.columns import MessageBlock
+    from rmqstore_cli.store.commitlog.columns import MessageBlock
 
     raws = [MessageRecord.build(r) for r in recs]
     buf = b"".join(raws)

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from rmqstore_cli.store.commitlog import CommitLog, log_range
+from rmqstore_cli.store.answers import log_range
+from rmqstore_cli.store.commitlog import CommitLog, columns
 from rmqstore_cli.store.layout.config import StoreConfig
 from rmqstore_cli.store.message_store import MessageStore
-from rmqstore_cli.store.records import columns
 from rmqstore_cli.store.records.filters import MessageFilter
 from rmqstore_cli.store.records.message import Message
 from tests.helpers import generate

@@ -1,4 +1,4 @@
-"""A quick look at a big store (store/commitlog/sampling.py): ``--sample N`` keeps every Nth record of
+"""A quick look at a big store (store/answers/sampling.py): ``--sample N`` keeps every Nth record of
 what the full walk prints, ``--max-bytes N`` the records ending within the first N bytes of
 each commit-log file; dump-commitlog, stats and the library agree with the full dump."""
 

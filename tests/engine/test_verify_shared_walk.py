@@ -1,5 +1,5 @@
 """verify reads the commit log once after its scan, not once per check
-(store/verify/shared_walk.py): ``bcq.missing-unit`` and the timer's delivered-twice /
+(store/checks/shared_walk.py): ``bcq.missing-unit`` and the timer's delivered-twice /
 never-delivered share one walk, and what it keeps is what each check's own walk gave —
 ``CommitLog#scan`` up to recovery's first stop for the BatchCQ records, ``scan(start,
 every_file=True)`` for the timer's delivered copies and delete marks — on the real 5.3.3
@@ -16,9 +16,9 @@ import pytest
 from rmqstore_cli.formats.commitlog import TRANSACTION_COMMIT_TYPE, TRANSACTION_MASK, TRANSACTION_NOT_TYPE
 from rmqstore_cli.formats.timer import TIMER_TOPIC
 
+from rmqstore_cli.store.checks import shared_walk
 from rmqstore_cli.store.commitlog import CommitLog
 from rmqstore_cli.store.layout.config import StoreConfig
-from rmqstore_cli.store.verify import shared_walk
 from tests.helpers import cli, generate
 
 

@@ -1,4 +1,4 @@
-"""The columnar reading path: CommitLog.scan_blocks / MessageBlock (store/records/columns.py) and the
+"""The columnar reading path: CommitLog.scan_blocks / MessageBlock (store/commitlog/columns.py) and the
 block JSON renderer (jsonblock.py) against the per-record reference (check_message,
 message_dict + to_json_bytes), record for record, on real-broker stores, generated ones
 and records built to trip every shortcut the columnar path takes."""
@@ -15,8 +15,8 @@ from rmqstore_cli.formats.commitlog import BORNHOST_V6_FLAG, MAGIC_V2, STOREHOST
 from rmqstore_cli.jsonblock import block_lines
 from rmqstore_cli.render import to_json_bytes
 from rmqstore_cli.store.commitlog import AppendSpec, CommitLog
+from rmqstore_cli.store.commitlog.columns import MessageBlock
 from rmqstore_cli.store.layout.config import StoreConfig
-from rmqstore_cli.store.records.columns import MessageBlock
 from rmqstore_cli.store.records.message_view import message_dict
 from tests.helpers import cli, fixture_dir
 from tests.helpers.records import PLAIN, TOPICS, TRICKY, spec
@@ -193,7 +193,7 @@ def test_decode_gives_every_field(tricky_store, small_store):
 def test_blocks_are_bounded_in_bytes(tricky_store, monkeypatch):
     """A block spans at most MAX_BLOCK_BYTES of the log (at least one record), so big records
     come a few at a time; the records are still all there, in order."""
-    import rmqstore_cli.store.records.columns as columns
+    import rmqstore_cli.store.commitlog.columns as columns
 
     monkeypatch.setattr(columns, "MAX_BLOCK_BYTES", 2000)
     cl = CommitLog(StoreConfig.load(tricky_store, None))

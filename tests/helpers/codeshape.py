@@ -49,10 +49,18 @@ OUTPUT = tuple(
         "jsonblock",
     )
 )
+#: store/'s sub-packages, lowest first (ARCHITECTURE.md, Layers): how bytes are reached, Java's
+#: hashes, a record, the configuration, the logs and queues, the store opened, what writes,
+#: the checks, the operator's answers, verify.
+STORE_LAYERS = tuple(
+    (f"rmqstore_cli.store.{p}",)
+    for p in "files javahash records layout commitlog queues timer message_store write checks answers verify".split()
+)
 LAYERS = (
     ("rmqstore_cli.formats",),
     ("rmqstore_cli.errors", "rmqstore_cli.times", "rmqstore_cli.stdio"),
-    ("rmqstore_cli.store",),
+    ("rmqstore_cli.store",),  # its C extensions (loaded by name from store/files/)
+    *STORE_LAYERS,
     ("rmqstore_cli.pipeline", *OUTPUT),
     ("rmqstore_cli.api",),
     ("rmqstore_cli.commands", "rmqstore_cli"),

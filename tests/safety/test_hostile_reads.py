@@ -296,7 +296,7 @@ def test_index_geometry_inference_reads_pages_not_files(tmp_path):
     import tracemalloc
 
     from rmqstore_cli.errors import StoreError
-    from rmqstore_cli.store.queues.index_geometry import infer_index_geometry
+    from rmqstore_cli.store.layout.index_geometry import infer_index_geometry
 
     slots, entries = 50_000, 100_000
     size = 40 + slots * 4 + entries * 20

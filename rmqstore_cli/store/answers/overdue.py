@@ -257,7 +257,7 @@ def _wheel_rows(view: Any, ms: Any, now_ms: int, out: OverdueScan, deliveries: b
 
 def _delivered(view: Any, cl: Any, passed: Any) -> tuple[dict[str, int], set[str]]:
     """The delivered copies and delete-mark keys from the first passed unit's message on."""
-    from rmqstore_cli.store.verify.shared_walk import timer_marks
+    from rmqstore_cli.store.checks.shared_walk import timer_marks
 
     copies: dict[str, int] = {}
     deleted: set[str] = set()

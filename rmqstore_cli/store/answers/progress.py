@@ -4,17 +4,21 @@ bounds (``mqadmin consumerProgress``, offline), for ``consumer-progress`` and
 
 The offsets come from where the broker loads them (``ConsumerOffsetManager``,
 ``LmqConsumerOffsetManager``, the delay service's ``delayOffset.json`` and, on 5.x, the
-RocksDB managers); ``store/layout/offsets.py`` reads each source and compares one table.
+RocksDB managers); ``store/layout/offsets.py`` reads each source, and each committed offset
+is compared with its queue here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rmqstore_cli.errors import NotFound
 from rmqstore_cli.store.layout import offsets
+from rmqstore_cli.store.layout.offsets import split_key
+from rmqstore_cli.store.records.fields import keys_dict
 
 
 def load_sources(config_dir: Path) -> list[offsets.OffsetTable]:
@@ -64,7 +68,7 @@ def progress_rows(
     for loaded in sources:
         source = source_name(loaded.path)
         delay = source is not None and source.startswith(offsets.DELAY_OFFSET_FILE)
-        for row, bad_key in offsets.consumer_progress(ms, loaded.table, group, topic):
+        for row, bad_key in consumer_progress(ms, loaded.table, group, topic):
             if row is None:
                 yield None, bad_key
                 continue
@@ -94,3 +98,110 @@ def group_totals(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for name, g in out.items():
         g["topics"] = len(topics[name])
     return list(out.values())
+
+
+@dataclass
+class Progress:
+    """One group's position in one queue, as ``mqadmin consumerProgress`` shows it."""
+
+    group: str
+    topic: str
+    queue_id: int
+    consumer_offset: int
+    min_offset: int
+    max_offset: int
+    next_store_timestamp: int | None
+    status: str  # ok, behind-min, beyond-max, no-queue
+
+    @property
+    def lag(self) -> int | None:
+        """The broker's diff: max offset − consumer offset (``ConsumeStats#computeTotalDiff``);
+        None when the store has no such queue (a max of 0 would make it minus the offset)."""
+        return None if self.status == "no-queue" else self.max_offset - self.consumer_offset
+
+    def to_dict(self) -> dict:
+        keys = "group topic queue_id consumer_offset min_offset max_offset lag next_store_timestamp status"
+        return keys_dict(self, keys)
+
+
+def consumer_progress(store, table: dict[str, dict[int, int]], group: str | None = None, topic: str | None = None):
+    """Per ``topic@group`` key and queue of ``table`` (filtered): the consumer offset against the
+    queue's min and max offsets (``ConsumeQueue#getMinOffsetInQueue``/``#getMaxOffsetInQueue``)
+    and the store time of the next message to consume. An offset below min (the messages
+    expired) or above max (the broker corrects it at the next pull) is flagged in ``status``.
+    Yields (Progress, None) or (None, key) for a key that is not ``topic@group``."""
+    queues = _QueueProgress(store)
+    for key in sorted(table):
+        tg = split_key(key)
+        if tg is None:
+            yield None, key
+            continue
+        t, g = tg
+        if _wanted(t, g, group, topic):
+            for qid in sorted(table[key]):
+                yield queues.progress(g, t, qid, table[key][qid]), None
+
+
+def _wanted(t: str, g: str, group: str | None, topic: str | None) -> bool:
+    """The key passes the ``group`` and ``topic`` filters (None: any)."""
+    return (group is None or g == group) and (topic is None or t == topic)
+
+
+class _QueueProgress:
+    """The queues of the table, each opened once (its consume queue, else its BatchCQ queue),
+    and the commit-log reader the next messages' store times come from (made on first need)."""
+
+    def __init__(self, store):
+        self.store = store
+        self.reader = None
+        self.queues: dict[tuple[str, int], tuple[object, int, int] | None] = {}
+
+    def progress(self, g: str, t: str, qid: int, off: int) -> Progress:
+        """Consumer offset ``off`` of group ``g`` on queue ``t``/``qid`` against its bounds."""
+        if (t, qid) not in self.queues:
+            self.queues[t, qid] = self._open(t, qid)
+        q = self.queues[t, qid]
+        if q is None:
+            return Progress(g, t, qid, off, 0, 0, None, "no-queue")
+        cq, lo, hi = q
+        status = "behind-min" if off < lo else "beyond-max" if off > hi else "ok"
+        ts = self._next_time(cq, off) if lo <= off < hi else None
+        return Progress(g, t, qid, off, lo, hi, ts, status)
+
+    def _open(self, t: str, qid: int) -> tuple[object, int, int] | None:
+        """The queue and its min and max offsets; None when it has no file of either kind."""
+        cq = self.store.consume_queue(t, qid) if qid >= 0 else None
+        has_files = cq is not None and bool(cq.file_names())
+        bq = None if has_files else _batch_queue(self.store, t, qid)
+        if bq is not None:
+            self._time_reader()
+            return bq, bq.min_offset, bq.max_offset
+        if not has_files:
+            return None
+        return cq, cq.min_offset(self._time_reader().min_offset), cq.max_offset
+
+    def _time_reader(self):
+        from rmqstore_cli.store.answers.search import TimeReader
+
+        if self.reader is None:
+            self.reader = TimeReader(self.store.commitlog)
+        return self.reader
+
+    def _next_time(self, cq, off: int) -> int | None:
+        """The store time of the message at queue offset ``off`` (None: no unit or record there)."""
+        from rmqstore_cli.store.queues.batch_queue import BatchConsumeQueue
+
+        u = cq.find(off) if isinstance(cq, BatchConsumeQueue) else next(cq.units(off, off + 1), None)
+        return None if u is None else self.reader.checked(u.commitlog_offset, u.size)[0]
+
+
+def _batch_queue(store, topic: str, queue_id: int):
+    """A BatchCQ queue's min and max are queue offsets of messages
+    (``BatchConsumeQueue#getMinOffsetInQueue``/``#getMaxOffsetInQueue``); the next message
+    is in the unit whose inner batch holds the offset (``#getBatchMsgIndexBuffer``)."""
+    from rmqstore_cli.store.queues.batch_queue import batch_queue_of
+
+    if queue_id < 0 or store.rocksdb_cq is not None:
+        return None
+    bq = batch_queue_of(store.config, topic, queue_id)
+    return bq if bq is not None and bq.queue.files else None

@@ -178,9 +178,9 @@ def _cq_bytes(store, rows: dict[tuple[str, int], Row], topic: str | None) -> Non
 
 def from_sampled_walk(store, topic: str | None, by_file: bool, narrowing) -> Stats:
     """:func:`from_commit_log` over the walk ``narrowing`` narrows (``--sample``,
-    ``--max-bytes``: store/commitlog/sampling.py): the counts are of the records kept, not scaled."""
-    from rmqstore_cli.store.commitlog.log_range import Range
-    from rmqstore_cli.store.commitlog.sampling import narrowed
+    ``--max-bytes``: store/answers/sampling.py): the counts are of the records kept, not scaled."""
+    from rmqstore_cli.store.answers.log_range import Range
+    from rmqstore_cli.store.answers.sampling import narrowed
 
     cl = store.commitlog
 

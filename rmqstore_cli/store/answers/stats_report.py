@@ -47,7 +47,7 @@ def stats_report(
     """Count the store: from the consume queues (fast: what they hold), or with ``exact`` from
     the whole commit log (also the records no consume queue holds, ``not_in_cq``); rows per
     topic, per queue or per file (``by``), the ``top`` biggest. An active ``narrowing``
-    (store/commitlog/sampling.py) walks part of the commit log and scales the counts (:func:`estimated`)."""
+    (store/answers/sampling.py) walks part of the commit log and scales the counts (:func:`estimated`)."""
     warnings: list[str] = []
     components = engine.disk_usage(ms.config, warnings)
     by_file = by == "file"

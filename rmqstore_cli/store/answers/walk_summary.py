@@ -1,6 +1,6 @@
 """``dump-commitlog --summary``: what the walk passed, summed instead of printed: records,
 their bytes, the first and last offset, the topics, and, on a controller-mode store, the
-records of each epoch (docs/format/ha.md#epoch-file); with a narrowing (store/commitlog/sampling.py)
+records of each epoch (docs/format/ha.md#epoch-file); with a narrowing (store/answers/sampling.py)
 the counts are also given scaled, as estimates."""
 
 from __future__ import annotations

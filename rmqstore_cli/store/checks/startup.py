@@ -369,7 +369,7 @@ def start_findings(verdict: BrokerStart, summary: dict) -> list:
     (errors, findings per check), so verify's exit code says when the broker would not start.
     A live broker's lock is not one: ``store.live-broker`` (a warning) says the store is in use,
     not that it is damaged."""
-    from rmqstore_cli.store.verify.findings import ERROR, Finding
+    from rmqstore_cli.store.checks.findings import ERROR, Finding
 
     out = [
         Finding(

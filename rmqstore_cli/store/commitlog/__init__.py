@@ -124,7 +124,7 @@ class CommitLog(LogWriter):
         blocks: bool = True,
     ) -> Iterator:
         """:meth:`scan`, with runs of valid records given as
-        :class:`~rmqstore_cli.store.records.columns.MessageBlock` columns (``blocks``) and
+        :class:`~rmqstore_cli.store.commitlog.columns.MessageBlock` columns (``blocks``) and
         everything else as single records: the same records, stops and end. A file that
         shrank while it was read ends the scan with a ShrunkError (``mapguard.check``: the
         zeros it read looked like the end of the log)."""

@@ -53,7 +53,7 @@ class LogScan:
         # a whole-record CRC is checked record by record
         self.blocks = options.blocks and not (options.check_crc and self.force)
         if self.blocks:  # numpy is loaded only when blocks are asked for
-            from rmqstore_cli.store.records.columns import MAX_BLOCK, valid_block
+            from rmqstore_cli.store.commitlog.columns import MAX_BLOCK, valid_block
             from rmqstore_cli.store.records.topics import TopicIds
 
             self.topic_table = TopicIds()

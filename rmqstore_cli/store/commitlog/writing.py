@@ -128,7 +128,7 @@ class LogWriter:
         file start, position, rows), a BLANK closing each file left behind as ``doAppend``'s
         END_OF_FILE does. Per run: the records' bytes, their starts, their dispatch fields."""
         from rmqstore_cli.store.commitlog import blocks as B
-        from rmqstore_cli.store.queues.consume_queue import write_range
+        from rmqstore_cli.store.files.safefs import write_range
 
         runs = []
         for ff, pos, i, j in plan:

@@ -40,10 +40,16 @@ from rmqstore_cli.formats.commitlog import (
 )
 from rmqstore_cli.formats.derive import field_offset
 from rmqstore_cli.formats.dledger import ENTRY_MAGIC, EntryHeader
-from rmqstore_cli.formats.properties import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR
+from rmqstore_cli.formats.properties import (
+    KEY_SEPARATOR,
+    NAME_VALUE_SEPARATOR,
+    PROPERTY_KEYS,
+    PROPERTY_SEPARATOR,
+    PROPERTY_TAGS,
+    PROPERTY_UNIQ_KEY,
+)
 
 from rmqstore_cli.store.files.extload import OTHER_LAYOUT, Loaded, load
-from rmqstore_cli.store.records.message import KEY_SEPARATOR, PROPERTY_KEYS, PROPERTY_TAGS, PROPERTY_UNIQ_KEY
 
 #: Bodies shorter than this get their CRC here; longer ones from zlib-ng (faster per byte,
 #: and its per-call cost no longer matters: measured, 512 B 170 ns here against 250 ns a

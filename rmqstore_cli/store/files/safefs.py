@@ -563,3 +563,30 @@ def _copy_range(src: int, dst: int, length: int) -> None:
         if n == 0:
             raise OSError(errno.EIO, "the file ended while it was copied")
         done += n
+
+
+def write_range(
+    path: Path,
+    at: int,
+    data: bytes,
+    what: str = "consume-queue units",
+    roots: list[Path] | None = None,
+    checked: bool = False,
+) -> None:
+    """``data`` at byte ``at`` of an existing store file: the range allocated first
+    (``reserve``), so a full disk is one error line before any byte is written,
+    never a short write that leaves a unit half there; every byte written or an error.
+    Opened through no link, inside ``roots`` (default: the file's own directory; ``checked``:
+    the caller made its directory inside them, nothing to resolve)."""
+    fd = open_for_write(path, roots or [path.parent], checked=checked)
+    try:
+        reserve(fd, at, len(data), path)
+        view = memoryview(data)
+        while view:
+            try:
+                n = os.pwrite(fd, view, at)
+            except OSError as e:
+                raise os_error(e, path, f"write {what}") from None
+            view, at = view[n:], at + n
+    finally:
+        os.close(fd)

@@ -81,7 +81,7 @@ class StoreConfig:
             dirs = [Path(p) for p in commit_log_paths(self.store_path_commit_log)]
         else:
             dirs = [self.root / "commitlog"]
-        from rmqstore_cli.store.commitlog.dledger import data_dir
+        from rmqstore_cli.store.layout.dledger_paths import data_dir
 
         dl = data_dir(self)  # DLedgerCommitLog#getData: the old files below, DLedger's above: one log
         return dirs if dl is None else [*dirs, dl]
@@ -90,7 +90,7 @@ class StoreConfig:
     def dledger_dir(self) -> Path | None:
         """``DLedgerConfig#getDefaultPath`` (``<root>/dledger-<selfId>``) when the commit log is
         DLedger's: ``enableDLegerCommitLog``, or, that not set, the one ``dledger-*/data`` on disk."""
-        from rmqstore_cli.store.commitlog.dledger import dledger_dir
+        from rmqstore_cli.store.layout.dledger_paths import dledger_dir
 
         return dledger_dir(self)
 
@@ -313,7 +313,7 @@ class StoreConfig:
                 path=files[0],
                 hint="pass the broker's ⟦index_slots⟧/⟦index_max⟧ or ⟦broker_conf⟧",
             )
-        from rmqstore_cli.store.queues.index_geometry import infer_index_geometry
+        from rmqstore_cli.store.layout.index_geometry import infer_index_geometry
 
         try:
             slots, entries = infer_index_geometry(files, size)

@@ -37,7 +37,7 @@ def _v2_prefix(table_id: int) -> bytes:
 
 def _rows(directory: Path, prefix: bytes = b""):
     """(key, value) of the default family from ``prefix`` on, the database opened read-only."""
-    from rmqstore_cli.store.queues.rocksdb_cq import ReadOnlyDB
+    from rmqstore_cli.store.files.rocksdb_db import ReadOnlyDB
 
     db = ReadOnlyDB(directory, f"the RocksDB config {directory.name}")
     try:

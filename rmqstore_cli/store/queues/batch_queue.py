@@ -300,7 +300,7 @@ class BatchConsumeQueueWriter:
         self.write_offset += len(keep) * BATCH_CQ_UNIT_SIZE
 
     def flush(self) -> None:
-        from rmqstore_cli.store.queues.consume_queue import write_range
+        from rmqstore_cli.store.files.safefs import write_range
 
         data, pos = bytes(self._buf), self._buf_start
         safefs.make_dirs(self.dir, self.roots)

@@ -361,33 +361,6 @@ def unsafe_topic(topic: str) -> str | None:
     return None
 
 
-def write_range(
-    path: Path,
-    at: int,
-    data: bytes,
-    what: str = "consume-queue units",
-    roots: list[Path] | None = None,
-    checked: bool = False,
-) -> None:
-    """``data`` at byte ``at`` of an existing (consume-queue) file: the range allocated first
-    (``safefs.reserve``), so a full disk is one error line before any byte is written,
-    never a short write that leaves a unit half there; every byte written or an error.
-    Opened through no link, inside ``roots`` (default: the file's own directory; ``checked``:
-    the caller made its directory inside them, nothing to resolve)."""
-    fd = safefs.open_for_write(path, roots or [path.parent], checked=checked)
-    try:
-        safefs.reserve(fd, at, len(data), path)
-        view = memoryview(data)
-        while view:
-            try:
-                n = os.pwrite(fd, view, at)
-            except OSError as e:
-                raise safefs.os_error(e, path, f"write {what}") from None
-            view, at = view[n:], at + n
-    finally:
-        os.close(fd)
-
-
 class ConsumeQueueWriter:
     """``ConsumeQueue#putMessagePositionInfo`` into fresh files, buffered, per queue.
 
@@ -502,7 +475,7 @@ class ConsumeQueueWriter:
             file_start = pos - pos % self.file_size
             path = self._file(file_start)
             n = min(len(data), file_start + self.file_size - pos)
-            write_range(path, pos - file_start, bytes(data[:n]), roots=self.roots, checked=self.made_dir)
+            safefs.write_range(path, pos - file_start, bytes(data[:n]), roots=self.roots, checked=self.made_dir)
             data = data[n:]
             pos += n
         self._buf = bytearray()
@@ -596,5 +569,5 @@ def write_units(
                     os.ftruncate(fd, file_size)
             finally:
                 os.close(fd)
-            write_range(d / name, pos - start, chunk)
+            safefs.write_range(d / name, pos - start, chunk)
         view, pos = view[n:], pos + n

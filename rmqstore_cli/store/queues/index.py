@@ -21,7 +21,7 @@ from rmqstore_cli.store.files import safefs
 from rmqstore_cli.store.files.mapped_files import release_pages
 from rmqstore_cli.store.files.safefs import map_file, open_for_write, open_read_only
 from rmqstore_cli.store.javahash import index_key_hash
-from rmqstore_cli.store.queues.index_geometry import infer_index_geometry as infer_index_geometry
+from rmqstore_cli.store.layout.index_geometry import infer_index_geometry as infer_index_geometry
 
 _HEADER = struct.Struct(index_layout.HEADER_FORMAT)
 _SLOT = struct.Struct(index_layout.SLOT_FORMAT)
@@ -483,7 +483,7 @@ def write_entries(path: Path, slot_num: int, n0: int, hashes, phy, diff):
     :meth:`IndexFile.link_blocks`. Returns that block's (slot, head, tail) per slot."""
     import numpy as np
 
-    from rmqstore_cli.store.queues.consume_queue import write_range
+    from rmqstore_cli.store.files.safefs import write_range
 
     ss, order, nn, head, tail, prev_sorted = slot_chains(np.asarray(hashes, dtype=np.int64) % slot_num, n0)
     prev_sorted[head] = 0

@@ -1,2 +1,3 @@
-"""A commit-log record as the broker's services see it: decoded one at a time or as columns,
-its properties, ids, kind, topic table and the shared filters."""
+"""A commit-log record as the broker's services see it, one at a time: its fields, properties,
+ids, kind, the topic table and the shared filters (a block of records as columns is
+store/commitlog/columns.py's)."""

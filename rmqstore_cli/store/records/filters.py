@@ -3,7 +3,7 @@
 
 One definition, applied two ways with the same verdicts: to a decoded record
 (:meth:`MessageFilter.matches`, the reference) and to a whole
-:class:`~rmqstore_cli.store.records.columns.MessageBlock` by its columns (:meth:`MessageFilter.select`),
+:class:`~rmqstore_cli.store.commitlog.columns.MessageBlock` by its columns (:meth:`MessageFilter.select`),
 which only the filters that need no PROPERTIES can do (:meth:`MessageFilter.columnar`).
 """
 

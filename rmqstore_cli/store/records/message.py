@@ -21,7 +21,13 @@ from rmqstore_cli.formats.message_id import (
     UNIQ_KEY_TAIL_FORMAT,
     UNIQ_KEY_TAIL_SIZE,
 )
-from rmqstore_cli.formats.properties import parse_properties
+from rmqstore_cli.formats.properties import (
+    KEY_SEPARATOR,
+    PROPERTY_KEYS,
+    PROPERTY_TAGS,
+    PROPERTY_UNIQ_KEY,
+    parse_properties,
+)
 from rmqstore_cli.formats.sysflag import (
     BORNHOST_V6_FLAG,
     MAGIC_V2,
@@ -32,10 +38,7 @@ from rmqstore_cli.formats.sysflag import (
 from rmqstore_cli.store.files.crc import crc32
 from rmqstore_cli.store.javahash import java_hash
 
-# MessageConst property names the engine acts on.
-PROPERTY_KEYS = "KEYS"
-PROPERTY_TAGS = "TAGS"
-PROPERTY_UNIQ_KEY = "UNIQ_KEY"
+# MessageConst property names the engine acts on (KEYS, TAGS, UNIQ_KEY: formats/properties.py).
 PROPERTY_DELAY = "DELAY"
 PROPERTY_REAL_TOPIC = "REAL_TOPIC"
 PROPERTY_REAL_QID = "REAL_QID"
@@ -44,7 +47,6 @@ PROPERTY_WAIT = "WAIT"
 PROPERTY_TRAN_MSG = "TRAN_MSG"
 PROPERTY_PGROUP = "PGROUP"
 PROPERTY_CHECK_TIMES = "TRANSACTION_CHECK_TIMES"  # the transaction checks a half went through
-KEY_SEPARATOR = " "
 
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"  # TopicValidator.RMQ_SYS_SCHEDULE_TOPIC
 TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"

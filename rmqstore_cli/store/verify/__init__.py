@@ -25,9 +25,7 @@ Broker-normal artefacts (docs/format/recovery.md#normal-artefacts) are info, nev
 
 from __future__ import annotations
 
-from rmqstore_cli.store.verify import limits
-from rmqstore_cli.store.verify.checks import first_nonzero
-from rmqstore_cli.store.verify.findings import (
+from rmqstore_cli.store.checks.findings import (
     CHECKS,
     ERROR,
     INFO,
@@ -37,6 +35,8 @@ from rmqstore_cli.store.verify.findings import (
     FindingSink,
     VerifyOptions,
 )
+from rmqstore_cli.store.verify import limits
+from rmqstore_cli.store.verify.checks import first_nonzero
 from rmqstore_cli.store.verify.index import IndexScan
 from rmqstore_cli.store.verify.marks import Marks
 from rmqstore_cli.store.verify.queues import QueueState

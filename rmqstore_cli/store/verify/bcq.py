@@ -23,13 +23,13 @@ from rmqstore_cli.formats.batch_queue import BATCH_CQ_UNIT_SIZE, COMPACTION_DIR,
 from rmqstore_cli.formats.commitlog import HEAD
 
 from rmqstore_cli.errors import StoreError
+from rmqstore_cli.store.checks.shared_walk import shared_facts
 from rmqstore_cli.store.checks.unit_check import EXPIRED, MISMATCH, check_batch_unit
 from rmqstore_cli.store.commitlog import CommitLog, Status
 from rmqstore_cli.store.files.mapped_files import queue_dir_paths, queue_dirs
 from rmqstore_cli.store.queues.batch_queue import BatchConsumeQueue, queue_type, topic_table
 from rmqstore_cli.store.queues.compaction import CompactionStore, parse_position_checkpoint, unexpected_stops
 from rmqstore_cli.store.records.message import Message
-from rmqstore_cli.store.verify.shared_walk import shared_facts
 
 BCQ_DIR = "batchconsumequeue"
 #: Where PHYSICALOFFSET lies in a record: the one field a compaction log rewrites.

@@ -24,8 +24,8 @@ fails: the broker does not start. So:
 
 from __future__ import annotations
 
+from rmqstore_cli.store.checks.findings import CHECKS, check_table
 from rmqstore_cli.store.layout.configfiles import ConfigLoad, config_repair, load_broker_configs
-from rmqstore_cli.store.verify.findings import CHECKS, check_table
 
 CHECKS.update(
     check_table(

@@ -6,8 +6,8 @@ from __future__ import annotations
 from rmqstore_cli.formats.epoch_file import BACKUP_SUFFIX
 
 from rmqstore_cli.store.checks.epoch_check import check_epoch_file
+from rmqstore_cli.store.checks.findings import CHECKS, check_table
 from rmqstore_cli.store.layout.epoch_file import epoch_file_path, read_epoch_file
-from rmqstore_cli.store.verify.findings import CHECKS, check_table
 
 CHECKS.update(
     check_table(

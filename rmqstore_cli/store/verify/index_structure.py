@@ -7,7 +7,7 @@ released after each chunk), and the links and slot heads into each range of
 ``limits.INDEX_TARGETS`` entries are counted in one pass over the links (the first range in
 the pass that checks the entries, as links only go to older entries; a file of E entries
 takes E / INDEX_TARGETS - 1 more passes). Findings met out of their turn wait in
-:class:`~rmqstore_cli.store.verify.findings.Deferred` (at most ``max_findings`` of each
+:class:`~rmqstore_cli.store.checks.findings.Deferred` (at most ``max_findings`` of each
 kind), so they come out in the order of a single pass over the whole file: slots, entries,
 chains, slot heads, branches, orphans, header, order, tail.
 """
@@ -21,8 +21,8 @@ import numpy as np
 from rmqstore_cli.formats.derive import field_offset
 from rmqstore_cli.formats.index import HASH_SLOT_SIZE, INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, IndexEntry, IndexHeader
 
+from rmqstore_cli.store.checks.findings import Deferred
 from rmqstore_cli.store.verify import limits
-from rmqstore_cli.store.verify.findings import Deferred
 
 #: Offsets of the header fields a finding names (``IndexHeader``), and of prevIndex in an entry.
 _BEGIN_TS, _BEGIN_PHY, _END_PHY, _SLOT_COUNT, _INDEX_COUNT = (

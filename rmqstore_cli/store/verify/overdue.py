@@ -16,7 +16,7 @@ undelivered. Timer units the read time passed without a delivered copy are
 
 from __future__ import annotations
 
-from rmqstore_cli.store.verify.findings import CHECKS, check_table
+from rmqstore_cli.store.checks.findings import CHECKS, check_table
 
 #: How far behind the newest store time a delivery may trail before it counts as stuck.
 GRACE_MS = 10_000

@@ -16,6 +16,7 @@ from types import MappingProxyType
 import numpy as np
 from rmqstore_cli.formats.consume_queue import CQ_STORE_UNIT_SIZE, PRE_BLANK_SIZE
 
+from rmqstore_cli.store.checks.findings import WARNING
 from rmqstore_cli.store.checks.startup_queues import KnownEnd, known_end
 from rmqstore_cli.store.checks.unit_check import EXT_ADDR_MAX
 from rmqstore_cli.store.commitlog import Status
@@ -24,7 +25,6 @@ from rmqstore_cli.store.files.mapped_files import subdir_entries
 from rmqstore_cli.store.queues.consume_queue import ConsumeQueue
 from rmqstore_cli.store.verify import limits
 from rmqstore_cli.store.verify.checks import first_nonzero
-from rmqstore_cli.store.verify.findings import WARNING
 from rmqstore_cli.store.verify.marks import Marks
 
 

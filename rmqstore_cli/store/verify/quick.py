@@ -1,5 +1,5 @@
 """``verify --sample N`` / ``--max-bytes N``: a quick look at a terabyte store. Only the records
-the narrowed walk keeps (store/commitlog/sampling.py) are checked, each on its own: that it frames and
+the narrowed walk keeps (store/answers/sampling.py) are checked, each on its own: that it frames and
 (with ``crc``) its body CRC holds, as the walk reads it (a record that does not ends its file's
 part: ``sample.stop``), and that its consume-queue unit points back at it (``sample.cq-unit``,
 ``ConsumeQueue#putMessagePositionInfo``: offset and size at its queue offset). Whole-store
@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 from rmqstore_cli.formats.sysflag import TRANSACTION_MASK, TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE
 
-from rmqstore_cli.store.verify.findings import CHECKS, ERROR, INFO, check_table
+from rmqstore_cli.store.checks.findings import CHECKS, ERROR, INFO, check_table
 
 CHECKS.update(
     check_table(
@@ -30,9 +30,9 @@ sample.no-queue  info     sampled records of a queue with no consume queue on di
 def quick_verify(ms: Any, narrowing: Any, crc: bool, cap: int | None) -> dict:
     """Check the records ``narrowing`` keeps; the result as verify's local engine shapes it
     (``findings``, ``summary``, ``ok``)."""
+    from rmqstore_cli.store.answers.log_range import Range, walk
+    from rmqstore_cli.store.answers.sampling import narrowed
     from rmqstore_cli.store.commitlog import Blank
-    from rmqstore_cli.store.commitlog.log_range import Range, walk
-    from rmqstore_cli.store.commitlog.sampling import narrowed
     from rmqstore_cli.store.records.filters import MessageFilter
 
     cl = ms.commitlog

@@ -26,6 +26,7 @@ from rmqstore_cli.formats.commitlog import (
 )
 from rmqstore_cli.formats.properties import parse_properties
 
+from rmqstore_cli.store.checks.findings import ERROR
 from rmqstore_cli.store.files import kernels
 from rmqstore_cli.store.files.arrays import stable_argsort
 from rmqstore_cli.store.files.crc import body_crcs, crc32
@@ -35,7 +36,6 @@ from rmqstore_cli.store.records.properties import CRC_MARK, Properties, pick_pro
 from rmqstore_cli.store.records.topics import TopicIds
 from rmqstore_cli.store.verify.batch_fused import RecordColumns, TopicTable
 from rmqstore_cli.store.verify.checks import Delayed, props_problem
-from rmqstore_cli.store.verify.findings import ERROR
 from rmqstore_cli.store.write.dispatch import InvalidForDispatch, compute_tags_code
 
 TOPIC_OK_DOT = re.compile(rb"[A-Za-z0-9%|_.\-]+")  # '.' seen in real stores

@@ -16,7 +16,7 @@ from rmqstore_cli.formats.rocksdb_cq import CQ_VALUE_SIZE, OFFSET_CF
 
 from rmqstore_cli.errors import StoreError
 from rmqstore_cli.store.checks.cq_compare import QueueComparison, compare_stores, has_file_queues
-from rmqstore_cli.store.verify.findings import CHECKS, ERROR, INFO, check_table
+from rmqstore_cli.store.checks.findings import CHECKS, ERROR, INFO, check_table
 
 #: The ``rocksdb.*`` checks, merged into ``findings.CHECKS``.
 ROCKSDB_CHECKS: dict[str, tuple[str, str]] = check_table(
@@ -93,7 +93,8 @@ class RocksDBChecks:
     def _open_rocksdb(self, cq_dir, rel: str) -> bool:
         """Open the database as :attr:`rocksdb`; False when it cannot be (rocksdict missing:
         not the store's fault, the rest is checked and this named as skipped; or unreadable)."""
-        from rmqstore_cli.store.queues.rocksdb_cq import MissingBinding, RocksDBConsumeQueues
+        from rmqstore_cli.store.files.rocksdb_db import MissingBinding
+        from rmqstore_cli.store.queues.rocksdb_cq import RocksDBConsumeQueues
 
         self.rocksdb = None
         try:

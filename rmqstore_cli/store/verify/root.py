@@ -6,8 +6,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from rmqstore_cli.store.checks.findings import CHECKS, check_table
 from rmqstore_cli.store.layout.root_entries import classify
-from rmqstore_cli.store.verify.findings import CHECKS, check_table
 
 CHECKS.update(
     check_table(

@@ -25,6 +25,7 @@ from rmqstore_cli.formats.commitlog import (
 from rmqstore_cli.formats.derive import field_offset, fixed_fields_format
 from rmqstore_cli.formats.dledger import BLANK_MAGIC_BYTES, BLANK_PREFIX_SIZE, ENTRY_MAGIC
 
+from rmqstore_cli.store.checks.findings import Finding
 from rmqstore_cli.store.commitlog import Status, check_framed, check_message
 from rmqstore_cli.store.commitlog.bulk import walk_records
 from rmqstore_cli.store.commitlog.dledger import blank_size, header_of, read_entry
@@ -33,7 +34,6 @@ from rmqstore_cli.store.files.fastpaths import FAST_PATHS
 from rmqstore_cli.store.files.mapped_files import MappedFileQueue, release_pages
 from rmqstore_cli.store.verify import limits
 from rmqstore_cli.store.verify.checks import first_nonzero
-from rmqstore_cli.store.verify.findings import Finding
 
 PREFIX_UNPACK = struct.Struct(fixed_fields_format(RecordPrefix)).unpack_from
 POS_PHY = field_offset(MessageHead, "physical_offset")

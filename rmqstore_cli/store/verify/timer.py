@@ -23,8 +23,8 @@ from rmqstore_cli.formats.timer import (
 )
 
 from rmqstore_cli.errors import StoreError
-from rmqstore_cli.store.verify.findings import CHECKS, check_table
-from rmqstore_cli.store.verify.shared_walk import shared_facts, timer_marks
+from rmqstore_cli.store.checks.findings import CHECKS, check_table
+from rmqstore_cli.store.checks.shared_walk import shared_facts, timer_marks
 
 #: The timer checks, their severity and meaning (joined into ``findings.CHECKS``).
 TIMER_CHECKS: dict[str, tuple[str, str]] = check_table(

@@ -20,6 +20,17 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from rmqstore_cli.errors import StoreError
+from rmqstore_cli.store.checks.findings import (
+    CHECKS,
+    ERROR,
+    INFO,
+    WARNING,
+    Finding,
+    FindingList,
+    FindingSink,
+    VerifyOptions,
+    text,
+)
 from rmqstore_cli.store.files import mapguard
 from rmqstore_cli.store.files.fastpaths import FAST_PATHS
 from rmqstore_cli.store.files.lock import abort_exists, lock_holder
@@ -32,17 +43,6 @@ from rmqstore_cli.store.verify.bcq import BatchQueueChecks
 from rmqstore_cli.store.verify.configs import ConfigChecks
 from rmqstore_cli.store.verify.dledger import DLedgerChecks
 from rmqstore_cli.store.verify.epochs import EpochChecks
-from rmqstore_cli.store.verify.findings import (
-    CHECKS,
-    ERROR,
-    INFO,
-    WARNING,
-    Finding,
-    FindingList,
-    FindingSink,
-    VerifyOptions,
-    text,
-)
 from rmqstore_cli.store.verify.index import IndexChecks
 from rmqstore_cli.store.verify.lmq import LmqChecks
 from rmqstore_cli.store.verify.overdue import OverdueChecks

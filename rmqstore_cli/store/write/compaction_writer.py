@@ -37,9 +37,9 @@ from rmqstore_cli.formats.compaction import (
 from rmqstore_cli.errors import StoreError
 from rmqstore_cli.store.files import safefs
 from rmqstore_cli.store.files.mapped_files import offset2file_name
+from rmqstore_cli.store.files.safefs import write_range
 from rmqstore_cli.store.queues.batch_queue import pack_unit
 from rmqstore_cli.store.queues.compaction import compaction_log_size
-from rmqstore_cli.store.queues.consume_queue import write_range
 from rmqstore_cli.store.records.message import PROPERTY_KEYS, tags_code
 
 #: ``CompactionLog.COMPACTING_SUB_FOLDER``: where a run writes the files that replace the old ones.

@@ -118,8 +118,8 @@ def write(
                 append_traces(*args, transaction_ratio=opts.transaction_ratio)
     finally:
         writer.close()
-    if job.delay_offset_lag is not None:  # the delay service left behind (store/layout/delay_offsets.py)
-        from rmqstore_cli.store.layout.delay_offsets import write_lagging_offsets
+    if job.delay_offset_lag is not None:  # the delay service left behind (store/write/delay_offsets.py)
+        from rmqstore_cli.store.write.delay_offsets import write_lagging_offsets
 
         write_lagging_offsets(cfg, job.delay_offset_lag, writer.roots, writer.last_store_timestamp)
     return writer, before

@@ -103,7 +103,7 @@ def data_in_range(cl: Any, start: int | None, stop: int | None) -> int:
 def narrowed(cl: Any, rng: Any, walk_one, n: Narrowing, limit: int | None) -> Iterator[tuple]:
     """The walk's (record, take) pairs (``store.log_range.walk`` shape), narrowed by ``n``;
     ``walk_one(range)`` walks one window without a limit, ``limit`` caps the records kept."""
-    from rmqstore_cli.store.commitlog.log_range import Range
+    from rmqstore_cli.store.answers.log_range import Range
 
     wins = windows(cl, rng.start, rng.stop, n.max_bytes)
     n.log_bytes = data_in_range(cl, rng.start, rng.stop)
