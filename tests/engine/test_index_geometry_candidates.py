@@ -9,7 +9,7 @@ import random
 import pytest
 from rmqstore_cli.formats import index as layout
 
-from rmqstore_cli.store.queues.index_geometry import geometries
+from rmqstore_cli.store.layout.index_geometry import geometries
 
 
 def _every(body: int, max_slots: int) -> list[tuple[int, int]]:
