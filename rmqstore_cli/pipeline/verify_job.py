@@ -8,6 +8,7 @@ one after another in this process) or on Spark executors; then the broker-start 
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from rmqstore_cli.store.checks.findings import VerifyOptions
@@ -71,9 +72,11 @@ def _sized(spec: Any) -> StoreConfig:
 
 
 def _config_of(spec: Any, r: dict) -> StoreConfig:
-    """The plan's sized config, which the result brings (its files are not listed again), or :func:`_sized`."""
+    """The plan's sized config, which the result brings (its files are not listed again), or
+    :func:`_sized`: also when the plan named the store otherwise (Spark's plans take absolute
+    paths), since the verdict's repair command names the store as the user did."""
     cfg = r.pop("config", None)
-    return cfg if cfg is not None else _sized(spec)
+    return cfg if cfg is not None and Path(cfg.root) == Path(spec.path) else _sized(spec)
 
 
 def _spark_engine():
