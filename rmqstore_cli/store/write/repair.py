@@ -250,14 +250,40 @@ def _refuse_no_room(name: str, pos: int, size: int, last: bool, blank: bool) -> 
 
 def _good_records(buf, base: int, length: int, force_crc: bool) -> tuple[int, int, bool]:
     """Where the records ``CommitLog#checkMessageAndReturnSize`` accepts from the file's start
-    end, how many there are, and whether what stops them is a BLANK."""
+    end, how many there are, and whether what stops them is a BLANK. Runs of records the block
+    test (``columns.valid_block``, whose verdict implies VALID) accepts are taken a block at a
+    time; the record where a block stops is judged alone. A whole-record CRC
+    (``force_crc``) is checked record by record, as the scan does."""
     pos, records = 0, 0
+    blocks = None if force_crc else _ValidBlocks(buf, base, length)
     while True:
+        blk = blocks.at(pos) if blocks is not None else None
+        if blk is not None:
+            pos, records = blk.next_pos, records + len(blk.pos)
+            continue
         c = check_message(buf, pos, length, base, check_crc=True, force_prop_crc=force_crc)
         if c.status is not Status.VALID:
             return pos, records, c.status is Status.BLANK
         pos += c.size
         records += 1
+
+
+class _ValidBlocks:
+    """The block path of :func:`_good_records` over one file's mapping."""
+
+    def __init__(self, buf, base: int, length: int):
+        from rmqstore_cli.store.files.arrays import file_array
+
+        self.buf, self.base, self.length = buf, base, length
+        self.a = file_array(buf)
+
+    def at(self, pos: int):
+        """The run of surely-valid records at ``pos`` (a ``MessageBlock``), or None."""
+        from rmqstore_cli.store.commitlog.columns import MAX_BLOCK, valid_block
+
+        if pos >= self.length:
+            return None
+        return valid_block(self.buf, self.a, pos, self.length, self.base, "", MAX_BLOCK, True)
 
 
 def _cut_tail(buf, name: str, pos: int, length: int, size: int, blank: bool) -> int:
