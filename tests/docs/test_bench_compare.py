@@ -115,6 +115,31 @@ def test_a_command_only_one_revision_has_is_skipped_with_a_note(tmp_path):
         spawner.close()
 
 
+def test_options_a_side_lacks_are_dropped_for_that_side_alone(tmp_path):
+    """``if_accepted`` (``--jobs 1``): kept by the side whose command has it, dropped (not a
+    skip) by the side that answers "no such option"; each side's argv is what it then runs."""
+    log = tmp_path / "argv.log"
+    a = _fake_side(
+        tmp_path,
+        "A",
+        f'case "$*" in *--jobs*) echo "Error: No such option: --jobs" >&2; exit 2;; esac\necho "A $*" >> {log}\n',
+    )
+    b = _fake_side(tmp_path, "B", f'echo "B $*" >> {log}\n')
+    b.label = "B"
+    opts = argparse.Namespace(rounds=1, timeout=60)
+    case = cr.Case("verify, one process", ("verify", "--store", "{store}"), if_accepted=("--jobs", "1"))
+    work = tmp_path / "work"
+    work.mkdir()
+    spawner = cr.Spawner()
+    try:
+        row = cr.bench_case(case, [a, b], {"store": "/s", "out": str(work / "out")}, opts, spawner, work)
+    finally:
+        spawner.close()
+    assert not row.skipped and len(row.cpu_a) == len(row.cpu_b) == 1
+    lines = log.read_text().splitlines()
+    assert set(lines) == {"A verify --store /s", "B verify --store /s --jobs 1"}
+
+
 def test_every_command_of_the_cli_has_a_case():
     from rmqstore_cli.app import COMMANDS
 
