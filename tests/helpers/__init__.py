@@ -132,31 +132,33 @@ def tree_digest(root: Path) -> dict[str, tuple[str, int]]:
     return out
 
 
+def dumped(src: Path, *args: str) -> list[dict]:
+    """``src``'s records as ``dump-commitlog --format jsonl --body base64`` prints them (``args``
+    narrow it), without ``physical_offset`` and ``queue_offset``: objects for
+    ``generate --from-jsonl`` to place and number anew (:func:`written`)."""
+    out = cli("dump-commitlog", "--store", src, "--format", "jsonl", "--body", "base64", *args).stdout
+    dump = [json.loads(x) for x in out.splitlines()]
+    for r in dump:
+        r.pop("physical_offset"), r.pop("queue_offset")
+    return dump
+
+
+def written(dest: Path, records: list[dict]) -> Path:
+    """``dest``: ``records`` written by ``generate --from-jsonl`` (small file sizes)."""
+    lines = "\n".join(json.dumps(x) for x in records) + "\n"
+    r = cli("generate", "--store", dest, "--from-jsonl", "-", *SMALL, "--format", "json", input=lines)
+    assert r.exit_code == 0, r.stderr
+    return dest
+
+
 def retopic(src: Path, dest: Path, topics: list[tuple[slice, str]]) -> Path:
     """``dest``: ``src`` dumped and written again (small file sizes) with the records picked
     by each slice given that topic; the writer places records and numbers queues anew."""
-    dump = [
-        json.loads(x)
-        for x in cli("dump-commitlog", "--store", src, "--format", "jsonl", "--body", "base64").stdout.splitlines()
-    ]
-    for r in dump:
-        r.pop("physical_offset"), r.pop("queue_offset")
+    dump = dumped(src)
     for sl, topic in topics:
         for r in dump[sl]:
             r["topic"] = topic
-    r = cli(
-        "generate",
-        "--store",
-        dest,
-        "--from-jsonl",
-        "-",
-        *SMALL,
-        "--format",
-        "json",
-        input="\n".join(json.dumps(x) for x in dump) + "\n",
-    )
-    assert r.exit_code == 0, r.stderr
-    return dest
+    return written(dest, dump)
 
 
 @contextlib.contextmanager
