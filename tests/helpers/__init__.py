@@ -123,6 +123,22 @@ def generate(path: Path, *extra: str, messages: int = 2000, seed: int = 7, small
     return path
 
 
+#: A BatchCQ unit's fields (``BatchUnit``'s names, a dump-cq row's but ``store_time_ms``), and the
+#: names a sample's expected.json gives them (the broker's getters), in the same order.
+BCQ_UNIT_FIELDS = (*"msg_base_offset commitlog_offset size tags_code store_time batch_size compacted_offset".split(),)
+BCQ_EXPECTED_KEYS = tuple("msgBaseOffset commitLogOffset size tagsCode storeTime batchSize compactedOffset".split())
+
+
+def expected_bcq_units(exp: dict) -> dict[int, tuple]:
+    """A BatchCQ sample's expected.json units by their index, as tuples of :data:`BCQ_UNIT_FIELDS`."""
+    return {e["unitIndex"]: tuple(e[k] for k in BCQ_EXPECTED_KEYS) for e in exp["units"]}
+
+
+def bcq_unit_values(unit) -> tuple:
+    """A ``BatchUnit``'s :data:`BCQ_UNIT_FIELDS`, to hold against :func:`expected_bcq_units`."""
+    return tuple(getattr(unit, f) for f in BCQ_UNIT_FIELDS)
+
+
 def tree_digest(root: Path) -> dict[str, tuple[str, int]]:
     """sha256 and mtime_ns of every file below root: a read-only command must not change them."""
     out = {}
