@@ -47,7 +47,6 @@ import os
 import shutil
 import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -57,7 +56,8 @@ from pathlib import Path
 # bench/ (bench_pipeline) is on the path as the script's directory; the project root is for tests.helpers
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench_pipeline import RMQ, descendants, proc_table, run, warm_cache
+import benchstore
+from bench_pipeline import descendants, proc_table, run, warm_cache
 
 from tests.helpers.standalone import Cluster, ConnectServer
 
@@ -200,34 +200,10 @@ def main() -> None:
     sizes = ["--commitlog-file-size", str(a.file_mb << 20)]
     # two files: one task per executor, so every executor's worker start is in the fixed cost
     tiny_sizes = ["--commitlog-file-size", str(TINY_FILE)]
-    if not (store / "commitlog").is_dir() and not a.connect:
-        subprocess.run(
-            RMQ
-            + [
-                "generate",
-                "--store",
-                str(store),
-                "--messages",
-                str(a.mb * 10**6 // 2240),
-                "--body-size",
-                "2048",
-                "--delay-ratio",
-                "0",
-                "--transaction-ratio",
-                "0",
-                *sizes,
-                "-f",
-                "json",
-            ],
-            check=True,
-            capture_output=True,
-        )
-    if not (tiny / "commitlog").is_dir():
-        subprocess.run(
-            RMQ + ["generate", "--store", str(tiny), "--messages", "200", *tiny_sizes, "-f", "json"],
-            check=True,
-            capture_output=True,
-        )
+    if not a.connect:
+        options = ["--body-size", "2048", "--delay-ratio", "0", "--transaction-ratio", "0", *sizes]
+        benchstore.ensure_store(store, a.mb * 10**6 // 2240, *options)
+    benchstore.ensure_store(tiny, 200, *tiny_sizes)
     work = Path(tempfile.mkdtemp(prefix="rmq-cluster-bench-"))
     if a.connect:
         cluster = Cluster(work / "cluster").start()

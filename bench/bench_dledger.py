@@ -20,6 +20,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+import benchstore
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 
@@ -50,35 +52,9 @@ print(json.dumps({"messages": n, "cpu": time.process_time() - cpu0}))
 
 def ensure_store(cache: Path, messages: int, dledger: bool) -> Path:
     store = cache / f"{'dledger' if dledger else 'plain'}-{messages}"
-    if (store / "checkpoint").exists():
-        return store
-    cmd = [
-        sys.executable,
-        "-m",
-        "rmqstore_cli",
-        "generate",
-        "--store",
-        str(store),
-        "--messages",
-        str(messages),
-        "--body-size",
-        "256",
-        "--keys-per-message",
-        "2",
-        "--delay-ratio",
-        "0",
-        "--transaction-ratio",
-        "0",
-        "--commitlog-file-size",
-        str(64 << 20),
-        "--tz",
-        "UTC",
-        "--format",
-        "json",
-        *(["--dledger"] if dledger else []),
-    ]
-    print(f"generating {messages} messages into {store} ...", file=sys.stderr)
-    subprocess.run(cmd, check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
+    options = ["--body-size", "256", "--keys-per-message", "2", "--delay-ratio", "0", "--transaction-ratio", "0"]
+    options += ["--commitlog-file-size", str(64 << 20), "--tz", "UTC", *(["--dledger"] if dledger else [])]
+    benchstore.ensure_store(store, messages, *options)
     return store
 
 

@@ -24,6 +24,8 @@ import time
 from itertools import pairwise
 from pathlib import Path
 
+import benchstore
+
 ROOT = Path(__file__).resolve().parent.parent
 CLI = [sys.executable, "-m", "rmqstore_cli"]
 
@@ -34,29 +36,8 @@ def _core() -> str:
 
 def _store(base: Path, messages: int, body: int) -> Path:
     store = base / f"store-{messages}-{body}"
-    if not (store / "commitlog").exists():
-        subprocess.run(
-            CLI
-            + [
-                "generate",
-                "--store",
-                str(store),
-                "--messages",
-                str(messages),
-                "--body-size",
-                str(body),
-                "--delay-ratio",
-                "0",
-                "--transaction-ratio",
-                "0",
-                "--ipv6-ratio",
-                "0.1",
-                "--format",
-                "json",
-            ],
-            check=True,
-            stdout=subprocess.DEVNULL,
-        )
+    options = ["--body-size", str(body), "--delay-ratio", "0", "--transaction-ratio", "0", "--ipv6-ratio", "0.1"]
+    benchstore.ensure_store(store, messages, *options)
     return store
 
 

@@ -25,6 +25,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import benchstore
+
 
 def build(root: Path, messages: int, files: int) -> dict:
     from rmqstore_cli.store.commitlog import CommitLog
@@ -33,29 +35,8 @@ def build(root: Path, messages: int, files: int) -> dict:
     from rmqstore_cli.store.queues.index_service import index_file_name
     from rmqstore_cli.store.write.dispatch import dispatch_request
 
-    exe = [sys.executable, "-m", "rmqstore_cli"]
-    subprocess.run(
-        [
-            *exe,
-            "generate",
-            "--store",
-            str(root),
-            "--messages",
-            str(messages),
-            "--seed",
-            "3",
-            "--commitlog-file-size",
-            str(4 << 20),
-            "--cq-file-size",
-            "6000000",
-            "--span",
-            "6h",
-            "--format",
-            "json",
-        ],
-        check=True,
-        stdout=subprocess.DEVNULL,
-    )
+    options = ["--seed", "3", "--commitlog-file-size", str(4 << 20), "--cq-file-size", "6000000", "--span", "6h"]
+    benchstore.generate(root, messages, *options)
     cfg = StoreConfig.load(root)
     cfg.infer_sizes()
     idx = cfg.index_dir

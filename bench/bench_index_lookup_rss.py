@@ -23,36 +23,12 @@ import tempfile
 import time
 from pathlib import Path
 
+import benchstore
+
 
 def build(root: Path, messages: int) -> None:
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "rmqstore_cli",
-            "generate",
-            "--store",
-            str(root),
-            "--messages",
-            str(messages),
-            "--seed",
-            "5",
-            "--keys-per-message",
-            "16",
-            "--shared-key-ratio",
-            "1.0",
-            "--body-size",
-            "4000-8000",
-            "--delay-ratio",
-            "0",
-            "--transaction-ratio",
-            "0",
-            "--format",
-            "json",
-        ],
-        check=True,
-        stdout=subprocess.DEVNULL,
-    )
+    options = ["--seed", "5", "--keys-per-message", "16", "--shared-key-ratio", "1.0", "--body-size", "4000-8000"]
+    benchstore.generate(root, messages, *options, "--delay-ratio", "0", "--transaction-ratio", "0")
 
 
 def run_once(root: Path, key: str) -> tuple[float, int, int]:

@@ -32,6 +32,8 @@ import threading
 import time
 from pathlib import Path
 
+import benchstore
+
 RMQ = [sys.executable, "-m", "rmqstore_cli"]
 GIB = 1 << 30
 TICK = os.sysconf("SC_CLK_TCK")
@@ -345,38 +347,13 @@ def main() -> None:
     os.environ.setdefault("RMQSTORE_SPARK_CACHE", str(a.dir / "spark-cache"))
     store = a.dir / "store"
     sizes = ["--commitlog-file-size", str(a.file_size)]
-    if not (store / "commitlog").is_dir():
-        n = int(a.gb * 1e9 / (a.body + 190))
-        t = time.perf_counter()
-        r = subprocess.run(
-            RMQ
-            + [
-                "generate",
-                "--store",
-                str(store),
-                "--messages",
-                str(n),
-                "--body-size",
-                str(a.body),
-                "--delay-ratio",
-                "0",
-                "--transaction-ratio",
-                "0",
-                *sizes,
-                "-f",
-                "json",
-            ],
-            capture_output=True,
-            text=True,
-        )
-        if r.returncode:
-            raise SystemExit(r.stderr)
-        print(f"generated {n:,} messages in {time.perf_counter() - t:.0f} s (kept in {store} for later runs)")
+    n = int(a.gb * 1e9 / (a.body + 190))
+    options = ["--body-size", str(a.body), "--delay-ratio", "0", "--transaction-ratio", "0", *sizes]
+    took = benchstore.ensure_store(store, n, *options)
+    if took is not None:
+        print(f"generated {n:,} messages in {took:.0f} s (kept in {store} for later runs)")
     tiny = a.dir / "tiny"
-    if not (tiny / "commitlog").is_dir():
-        subprocess.run(
-            RMQ + ["generate", "--store", str(tiny), "--messages", "200", "-f", "json"], capture_output=True, check=True
-        )
+    benchstore.ensure_store(tiny, 200)
     files = sorted((store / "commitlog").iterdir())
     data = sum(p.stat().st_blocks * 512 for p in files)
     master = f"local[{a.workers}]"

@@ -26,6 +26,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import benchstore
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 
@@ -62,32 +64,8 @@ print(json.dumps({"messages": rep.messages, "seconds": rep.seconds, "cpu_seconds
 
 def ensure_store(cache: Path, messages: int) -> Path:
     store = cache / f"store-{messages}"
-    if (store / "checkpoint").exists():
-        return store
-    cmd = [
-        sys.executable,
-        "-m",
-        "rmqstore_cli",
-        "generate",
-        "--store",
-        str(store),
-        "--messages",
-        str(messages),
-        "--body-size",
-        "256",
-        "--keys-per-message",
-        "2",
-        "--delay-ratio",
-        "0",
-        "--transaction-ratio",
-        "0",
-        "--tz",
-        "UTC",
-        "--format",
-        "json",
-    ]
-    print(f"generating {messages} messages into {store} ...", file=sys.stderr)
-    subprocess.run(cmd, check=True, cwd=ROOT)
+    options = ["--body-size", "256", "--keys-per-message", "2", "--delay-ratio", "0", "--transaction-ratio", "0"]
+    benchstore.ensure_store(store, messages, *options, "--tz", "UTC")
     return store
 
 

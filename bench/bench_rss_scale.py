@@ -29,44 +29,17 @@ import tempfile
 import time
 from pathlib import Path
 
+import benchstore
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def ensure_store(base: Path, n: int) -> Path:
     store = base / f"m{n}"
-    if (store / "checkpoint").exists():
-        return store
-    if store.exists():  # an interrupted generate: start again
-        shutil.rmtree(store)
-    t = time.perf_counter()
-    cmd = [
-        sys.executable,
-        "-m",
-        "rmqstore_cli",
-        "generate",
-        "--store",
-        str(store),
-        "--messages",
-        str(n),
-        "--body-size",
-        "16",
-        "--keys-per-message",
-        "2",
-        "--delay-ratio",
-        "0",
-        "--transaction-ratio",
-        "0",
-        "--seed",
-        "22",
-        "--tz",
-        "UTC",
-        "--format",
-        "json",
-    ]
-    r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
-    if r.returncode:
-        raise SystemExit(r.stderr)
-    print(f"generated {store} ({n} messages) in {time.perf_counter() - t:.0f}s", file=sys.stderr)
+    options = ["--body-size", "16", "--keys-per-message", "2", "--delay-ratio", "0", "--transaction-ratio", "0"]
+    took = benchstore.ensure_store(store, n, *options, "--seed", "22", "--tz", "UTC")
+    if took is not None:
+        print(f"generated {store} ({n} messages) in {took:.0f}s", file=sys.stderr)
     return store
 
 

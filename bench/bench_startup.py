@@ -27,6 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import benchstore
+
 HERE = Path(__file__).resolve().parent
 BIN = Path(sys.executable).parent
 RMQ = str(BIN / "rmqstore") if (BIN / "rmqstore").exists() else None
@@ -77,22 +79,7 @@ def main() -> None:
     if store is None:
         tmp = Path(tempfile.mkdtemp(prefix="rmq-startup-"))
         store = tmp / "store"
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "rmqstore_cli",
-                "generate",
-                "--store",
-                str(store),
-                "--messages",
-                "2000",
-                "--format",
-                "json",
-            ],
-            check=True,
-            stdout=subprocess.DEVNULL,
-        )
+        benchstore.generate(store, 2000)
     try:
         first = subprocess.run(
             [

@@ -26,32 +26,15 @@ import sys
 import time
 from pathlib import Path
 
+import benchstore
+
 ROOT = Path(__file__).resolve().parent.parent
 CLI = [sys.executable, "-m", "rmqstore_cli"]
 
 
 def _store(base: Path, messages: int, body: int) -> tuple[Path, float | None]:
     store = base / f"store-{messages}-{body}"
-    if (store / "commitlog").exists():
-        return store, None
-    t = time.perf_counter()
-    subprocess.run(
-        CLI
-        + [
-            "generate",
-            "--store",
-            str(store),
-            "--messages",
-            str(messages),
-            "--body-size",
-            str(body),
-            "--format",
-            "json",
-        ],
-        check=True,
-        stdout=subprocess.DEVNULL,
-    )
-    return store, time.perf_counter() - t
+    return store, benchstore.ensure_store(store, messages, "--body-size", str(body))
 
 
 def _best(args: list[str], runs: int) -> float:

@@ -30,32 +30,15 @@ import sys
 import time
 from pathlib import Path
 
+import benchstore
+
 ROOT = Path(__file__).resolve().parent.parent
 CLI = [sys.executable, "-m", "rmqstore_cli"]
 
 
 def _store(base: Path, name: str, messages: int, *extra: str) -> Path:
     store = base / name
-    if not (store / "commitlog").exists():
-        subprocess.run(
-            CLI
-            + [
-                "generate",
-                "--store",
-                str(store),
-                "--messages",
-                str(messages),
-                "--body-size",
-                "256",
-                "--ipv6-ratio",
-                "0.1",
-                *extra,
-                "--format",
-                "json",
-            ],
-            check=True,
-            stdout=subprocess.DEVNULL,
-        )
+    benchstore.ensure_store(store, messages, "--body-size", "256", "--ipv6-ratio", "0.1", *extra)
     return store
 
 

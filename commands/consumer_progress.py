@@ -103,16 +103,7 @@ def _offset_rows(ms: Any, config_dir: Path, group: str | None, topic: str | None
     NotFound when none is left, so the exit status says the filters matched nothing."""
     from rmqstore_cli.store.answers import progress
 
-    sources = progress.load_sources(config_dir)
-    for w in (w for loaded in sources for w in loaded.warnings):
-        warn(w)
-    progress.require_offsets(config_dir, sources)
-    rows = []
-    for d, bad_key in progress.progress_rows(ms, sources, group, topic):
-        if d is None:
-            warn(f"offset key {bad_key!r} is not TOPIC@GROUP; skipped")
-        else:
-            rows.append(d)
+    rows = [r.as_dict() for r in progress.offset_rows(ms, config_dir, group, topic, warn)]
     if not rows:
         raise nothing_matched("consumer offset", config_dir, NO_OFFSET_HINT, group=group, topic=topic)
     return rows

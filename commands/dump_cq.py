@@ -9,6 +9,7 @@ import typer
 from rmqstore_cli.commands import common, grammar
 from rmqstore_cli.commands.common import complete_queue_id, complete_topic
 from rmqstore_cli.commands.dump_cq_options import CompactionOpt, FileOpt, MessagesOpt, SummaryOpt, dump_file, file_store
+from rmqstore_cli.commands.source_options import FROM_OPTIONS, StoreSource, store_options
 
 EPILOG = """Examples:
 
@@ -29,14 +30,11 @@ def register(app: typer.Typer) -> None:
 
 
 @common.command
+@store_options(cq_file_size=True)
 def dump_cq(
     topic: Annotated[str | None, typer.Argument(help="The queue's topic.", autocompletion=complete_topic)] = None,
     queue_id: Annotated[int | None, typer.Argument(help="Queue id.", min=0, autocompletion=complete_queue_id)] = None,
-    store: common.StoreOpt = None,
-    broker_conf: common.BrokerConfOpt = None,
-    commitlog_file_size: common.CommitlogSizeOpt = None,
-    cq_file_size: common.CqSizeOpt = None,
-    allow_odd_size: common.AllowOddSizeOpt = False,
+    source: StoreSource = FROM_OPTIONS,
     from_offset: Annotated[
         int | None, grammar.from_offset_option("First logical (queue) offset; default the queue's first unit.")
     ] = None,
@@ -86,12 +84,11 @@ def dump_cq(
     grammar.check_offsets(window[0], to_offset)
     if messages and (not resolve or summary):
         raise UsageError("--messages reads each unit's message: not with --no-resolve or --summary")
-    sizes = {"commitlog_file_size": commitlog_file_size, "cq_file_size": cq_file_size}
-    opener = partial(common.open_store, store, broker_conf, tz, allow_odd_size, **sizes)
+    opener = partial(source.engine, tz)
     if file is not None:
         if summary:
             raise UsageError("--summary and --file do not go together")
-        ms = file_store(resolve, store, broker_conf, opener)
+        ms = file_store(resolve, source.store, source.broker_conf, opener)
         dump_file(file, topic, queue_id, ms, window, fmt.value, zone, messages)
         return
     ms = opener()

@@ -7,20 +7,16 @@ from typing import Annotated
 
 import typer
 from rmqstore_cli.commands.common import (
-    AllowOddSizeOpt,
-    BrokerConfOpt,
     BrokerVersion,
-    CommitlogSizeOpt,
-    CqSizeOpt,
     Fmt,
     FormatOpt,
-    StoreOpt,
     TzOpt,
     command,
     complete_queue_id,
     complete_topic,
 )
 from rmqstore_cli.commands.grammar import NowOpt, clock, old_spelling, renamed
+from rmqstore_cli.commands.source_options import FROM_OPTIONS, StoreSource, store_options
 
 EPILOG = """Examples:
 
@@ -55,6 +51,7 @@ def register(app: typer.Typer) -> None:
 
 
 @command
+@store_options(cq_file_size=True)
 def search_offset(
     topic: Annotated[str, typer.Option("--topic", "-t", help="The topic.", autocompletion=complete_topic)],
     when: Annotated[
@@ -71,11 +68,7 @@ def search_offset(
     ] = None,
     old_q: Annotated[int | None, old_spelling("-q", min=0)] = None,
     now: NowOpt = None,
-    store: StoreOpt = None,
-    broker_conf: BrokerConfOpt = None,
-    commitlog_file_size: CommitlogSizeOpt = None,
-    cq_file_size: CqSizeOpt = None,
-    allow_odd_size: AllowOddSizeOpt = False,
+    source: StoreSource = FROM_OPTIONS,
     broker: Annotated[
         bool,
         typer.Option(
@@ -127,7 +120,7 @@ def search_offset(
     broker-5-upper), offset, store_timestamp (of the unit at offset; null at max),
     min_offset, max_offset, note (why, when something is worth saying).
     """
-    from rmqstore_cli.commands.common import no_such_topic, open_store
+    from rmqstore_cli.commands.common import no_such_topic
 
     from rmqstore_cli.render_search import emit_answers
     from rmqstore_cli.store.answers import offset_query
@@ -138,9 +131,7 @@ def search_offset(
     t = parse_time(when, "--time", now=clock(now, zone), tz=zone)
     given = broker_version.value if broker_version else None
     offset_query.check_options(scan, broker, given, boundary.value)
-    ms = open_store(
-        store, broker_conf, tz, allow_odd_size, commitlog_file_size=commitlog_file_size, cq_file_size=cq_file_size
-    )
+    ms = source.engine(tz)
     version = offset_query.store_version(ms, given, boundary.value) if broker else None
     queues, batch = offset_query.command_queues(ms, topic, queue_id, version)
     if not queues and not batch:

@@ -1,5 +1,5 @@
 """The store a read command reads, as one option group declared once: ``--store``,
-``--broker-conf``, the size options and ``--allow-odd-size`` (pop, transactions,
+``--broker-conf``, the size options and ``--allow-odd-size`` (dump-cq, search-offset, pop, transactions,
 consumer-progress, stats), and what those commands do alike with it: open the store, say
 its warnings, and say that nothing matched their filters.
 

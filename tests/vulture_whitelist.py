@@ -109,5 +109,5 @@ store_version, command_queues, no_queue  # store/answers/offset_query.py: comman
 # commands/verify_local.py, repair.py, expire.py and generate.py, which call them (commands/ is not scanned)
 age_ms  # api/incident_records.py Transaction: a field as_dict reads; commands/transactions.py prints it
 bytes_freed, commitlog_files, unreadable_ranges  # api/job_records.py ExpireAction, ExportReport: as_dict's fields
-next_store_timestamp  # api/records.py ConsumerProgress, store/layout/offsets.py Progress: a JSON key read by name
+next_store_timestamp, consumer_offset  # store/answers/progress.py ConsumerProgress: JSON keys as_dict reads
 timer_log_files  # api/timer_records.py TimerSummary: a field as_dict reads through dataclasses.fields

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from rmqstore_cli.store.answers.progress import ConsumerProgress as ConsumerProgress  # a record of the API too
 from rmqstore_cli.store.checks.cq_compare import QueueComparison as QueueComparison  # a record of the API too
 from rmqstore_cli.store.records.fields import fields_dict as fields_dict
 from rmqstore_cli.store.records.message_view import message_dict
@@ -259,31 +260,6 @@ class OffsetAtTime:
 
     def as_dict(self) -> JSON:
         return fields_dict(self, "note")
-
-
-@dataclass(frozen=True, slots=True)
-class ConsumerProgress:
-    """One consumer group's committed offset in one queue against the queue's bounds
-    (``mqadmin consumerProgress``, offline). ``lag`` is max_offset - consumer_offset
-    (``ConsumeStats#computeTotalDiff``), None for a queue the store does not have; ``status``
-    ok, behind-min, beyond-max or no-queue;
-    ``file`` the offsets' source (``consumerOffset.json``, ``rdb/``, …); ``delay_level``
-    for ``delayOffset.json``'s rows (queue id + 1)."""
-
-    group: str
-    topic: str
-    queue_id: int
-    consumer_offset: int
-    min_offset: int
-    max_offset: int
-    lag: int | None
-    next_store_timestamp: int | None
-    status: str
-    file: str | None
-    delay_level: int | None = None
-
-    def as_dict(self) -> JSON:
-        return fields_dict(self, "delay_level")
 
 
 @dataclass(frozen=True, slots=True)

@@ -399,17 +399,7 @@ class Store(IncidentQueries, TimerQueries, StoreJobs):
         :class:`~rmqstore_cli.errors.NotFound` when the store holds no offset at all."""
         from rmqstore_cli.store.answers import progress
 
-        config_dir = self.path / "config"
-        sources = progress.load_sources(config_dir)
-        self.engine.warnings.extend(w for loaded in sources for w in loaded.warnings)
-        progress.require_offsets(config_dir, sources)
-        rows = []
-        for d, bad_key in progress.progress_rows(self.engine, sources, group, topic):
-            if d is None:
-                self.engine.warnings.append(f"offset key {bad_key!r} is not TOPIC@GROUP; skipped")
-            else:
-                rows.append(ConsumerProgress(**d))
-        return rows
+        return progress.offset_rows(self.engine, self.path / "config", group, topic, self.engine.warnings.append)
 
     # ------------------------------------------------------------------ incidents (api/incidents.py)
     transactions = IncidentQueries.transactions

@@ -66,41 +66,6 @@ class FileDispatch:
     batch: dict  # BatchCQ (topic, qid) -> (6, n) int64: phy, size, tagsCode, store time, msgBaseOffset, batchSize
 
 
-class BatchCapture:
-    """The dispatcher's ``BatchDispatch`` recording each unit it would put
-    (``BatchConsumeQueue#putMessagePositionInfoWrapper``: same topics, same checks)
-    instead of writing it; the units depend on the record alone (msgBaseOffset from
-    INNER_BASE or the queue offset), so a file's task can capture them on its own and the
-    only rule across files, the writer's skip of offsets at or below its last one, is
-    left to the per-queue task (``build_batch_queue``)."""
-
-    def __init__(self, topics: set[str]):
-        self.topics = topics
-        self.rows: dict = {}
-
-    def put(
-        self,
-        topic: str,
-        queue_id: int,
-        offset: int,
-        size: int,
-        tags_code: int,
-        store_time: int,
-        props: bytes,
-        queue_offset: int,
-    ) -> None:
-        from rmqstore_cli.store.queues.batch_queue import batch_position
-
-        pos = batch_position(props, queue_offset)
-        if pos is not None:
-            self.rows.setdefault((topic, queue_id), []).append((offset, size, tags_code, store_time, *pos))
-
-    def arrays(self) -> dict:
-        import numpy as np
-
-        return {k: np.array(v, dtype=np.int64).T.copy() for k, v in self.rows.items()}
-
-
 def _capture_dispatcher_class():
     """A FastDispatcher whose two sinks record instead of writing (same walk, fields,
     properties parse and tagsCode as the local engine)."""
@@ -140,6 +105,7 @@ def dispatch_file(
     import numpy as np
 
     from rmqstore_cli.store.commitlog import CommitLog
+    from rmqstore_cli.store.write.batch_dispatch import BatchCapture
     from rmqstore_cli.store.write.dispatch import Dispatcher
 
     cl = CommitLog(config)

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from tests.helpers import cli, run
+from tests.helpers import BCQ_UNIT_FIELDS, cli, expected_bcq_units, run
 
 
 def _jsonl(*args) -> list[dict]:
@@ -22,25 +22,9 @@ def test_dump_cq_reads_the_BatchCQ_queue_of_the_bcq_sample(sample_tarball):
     rows = _jsonl("dump-cq", "BulkTopic", "0", "--store", s / "store", "--broker-conf", s / "broker.conf")
     assert len(rows) == exp["batchConsumeQueues"][0]["units"]
     assert all(r["status"] == "ok" and r["agrees"] and r["cq_type"] == "BatchCQ" for r in rows)
-    for e in exp["units"]:
-        r = rows[e["unitIndex"]]
-        assert (
-            r["msg_base_offset"],
-            r["commitlog_offset"],
-            r["size"],
-            r["tags_code"],
-            r["store_time_ms"],
-            r["batch_size"],
-            r["compacted_offset"],
-        ) == (
-            e["msgBaseOffset"],
-            e["commitLogOffset"],
-            e["size"],
-            e["tagsCode"],
-            e["storeTime"],
-            e["batchSize"],
-            e["compactedOffset"],
-        )
+    want = expected_bcq_units(exp)
+    keys = [f if f != "store_time" else "store_time_ms" for f in BCQ_UNIT_FIELDS]
+    assert {i: tuple(rows[i][k] for k in keys) for i in want} == want
     # --from is a queue offset: the unit whose batch holds it comes first
     [r] = _jsonl(
         "dump-cq", "BulkTopic", "0", "--store", s / "store", "--from-offset", "138", "--limit", "1", "--no-resolve"

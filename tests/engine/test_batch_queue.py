@@ -16,6 +16,7 @@ from rmqstore_cli.errors import StoreError
 from rmqstore_cli.store.layout.config import StoreConfig
 from rmqstore_cli.store.queues.batch_queue import BatchConsumeQueue, BatchConsumeQueueWriter, batch_queues
 from rmqstore_cli.store.queues.compaction import CompactionStore, compaction_log_size, parse_position_checkpoint
+from tests.helpers import bcq_unit_values, expected_bcq_units
 
 UNIT = ">qiqqqhii"  # the broker's 46 bytes, written out here by hand (test-only)
 
@@ -42,25 +43,8 @@ def test_BatchConsumeQueue_recover_bcq_sample_agrees_with_expected_json(sample_t
     assert bq.file_size == exp["bcqFileSize"]
     assert (bq.min_offset, bq.max_offset, bq.unit_count) == (q["minOffset"], q["maxOffset"], q["units"])
     units = list(bq.units())
-    for e in exp["units"]:
-        u = units[e["unitIndex"]]
-        assert (
-            u.msg_base_offset,
-            u.commitlog_offset,
-            u.size,
-            u.tags_code,
-            u.store_time,
-            u.batch_size,
-            u.compacted_offset,
-        ) == (
-            e["msgBaseOffset"],
-            e["commitLogOffset"],
-            e["size"],
-            e["tagsCode"],
-            e["storeTime"],
-            e["batchSize"],
-            e["compactedOffset"],
-        )
+    want = expected_bcq_units(exp)
+    assert {i: bcq_unit_values(units[i]) for i in want} == want
     assert sum(u.batch_size for u in units) == exp["counts"]["innerMessages"]
     assert bq.max_physic_offset + units[-1].size == exp["commitLog"]["maxPhyOffset"]
 

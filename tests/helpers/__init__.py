@@ -123,6 +123,22 @@ def generate(path: Path, *extra: str, messages: int = 2000, seed: int = 7, small
     return path
 
 
+#: A BatchCQ unit's fields (``BatchUnit``'s names, a dump-cq row's but ``store_time_ms``), and the
+#: names a sample's expected.json gives them (the broker's getters), in the same order.
+BCQ_UNIT_FIELDS = (*"msg_base_offset commitlog_offset size tags_code store_time batch_size compacted_offset".split(),)
+BCQ_EXPECTED_KEYS = tuple("msgBaseOffset commitLogOffset size tagsCode storeTime batchSize compactedOffset".split())
+
+
+def expected_bcq_units(exp: dict) -> dict[int, tuple]:
+    """A BatchCQ sample's expected.json units by their index, as tuples of :data:`BCQ_UNIT_FIELDS`."""
+    return {e["unitIndex"]: tuple(e[k] for k in BCQ_EXPECTED_KEYS) for e in exp["units"]}
+
+
+def bcq_unit_values(unit) -> tuple:
+    """A ``BatchUnit``'s :data:`BCQ_UNIT_FIELDS`, to hold against :func:`expected_bcq_units`."""
+    return tuple(getattr(unit, f) for f in BCQ_UNIT_FIELDS)
+
+
 def tree_digest(root: Path) -> dict[str, tuple[str, int]]:
     """sha256 and mtime_ns of every file below root: a read-only command must not change them."""
     out = {}
@@ -132,31 +148,33 @@ def tree_digest(root: Path) -> dict[str, tuple[str, int]]:
     return out
 
 
+def dumped(src: Path, *args: str) -> list[dict]:
+    """``src``'s records as ``dump-commitlog --format jsonl --body base64`` prints them (``args``
+    narrow it), without ``physical_offset`` and ``queue_offset``: objects for
+    ``generate --from-jsonl`` to place and number anew (:func:`written`)."""
+    out = cli("dump-commitlog", "--store", src, "--format", "jsonl", "--body", "base64", *args).stdout
+    dump = [json.loads(x) for x in out.splitlines()]
+    for r in dump:
+        r.pop("physical_offset"), r.pop("queue_offset")
+    return dump
+
+
+def written(dest: Path, records: list[dict]) -> Path:
+    """``dest``: ``records`` written by ``generate --from-jsonl`` (small file sizes)."""
+    lines = "\n".join(json.dumps(x) for x in records) + "\n"
+    r = cli("generate", "--store", dest, "--from-jsonl", "-", *SMALL, "--format", "json", input=lines)
+    assert r.exit_code == 0, r.stderr
+    return dest
+
+
 def retopic(src: Path, dest: Path, topics: list[tuple[slice, str]]) -> Path:
     """``dest``: ``src`` dumped and written again (small file sizes) with the records picked
     by each slice given that topic; the writer places records and numbers queues anew."""
-    dump = [
-        json.loads(x)
-        for x in cli("dump-commitlog", "--store", src, "--format", "jsonl", "--body", "base64").stdout.splitlines()
-    ]
-    for r in dump:
-        r.pop("physical_offset"), r.pop("queue_offset")
+    dump = dumped(src)
     for sl, topic in topics:
         for r in dump[sl]:
             r["topic"] = topic
-    r = cli(
-        "generate",
-        "--store",
-        dest,
-        "--from-jsonl",
-        "-",
-        *SMALL,
-        "--format",
-        "json",
-        input="\n".join(json.dumps(x) for x in dump) + "\n",
-    )
-    assert r.exit_code == 0, r.stderr
-    return dest
+    return written(dest, dump)
 
 
 @contextlib.contextmanager

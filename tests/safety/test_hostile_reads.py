@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import SMALL, cli, tmpfs
+from tests.helpers import SMALL, dumped, tmpfs, written
 from tests.helpers.hostile import one_line, plant
 
 pytestmark = pytest.mark.slow  # every read command on planted files, in subprocesses
@@ -328,27 +328,10 @@ def test_index_geometry_inference_reads_pages_not_files(tmp_path):
 # ------------------------------------------------------------------ export
 def _store_with_topics(src: Path, dest: Path, topics: list[str]) -> list[dict]:
     """A store whose records carry ``topics`` (V2 records: long topics need them)."""
-    dump = [
-        json.loads(x)
-        for x in cli(
-            "dump-commitlog", "--store", src, "--format", "jsonl", "--body", "base64", "--limit", str(3 * len(topics))
-        ).stdout.splitlines()
-    ]
+    dump = dumped(src, "--limit", str(3 * len(topics)))
     for i, r in enumerate(dump):
-        r.pop("physical_offset"), r.pop("queue_offset")
         r["topic"], r["magic"] = topics[i % len(topics)], "v2"
-    r = cli(
-        "generate",
-        "--store",
-        dest,
-        "--from-jsonl",
-        "-",
-        *SMALL,
-        "--format",
-        "json",
-        input="\n".join(json.dumps(x) for x in dump) + "\n",
-    )
-    assert r.exit_code == 0, r.stderr
+    written(dest, dump)
     return dump
 
 

@@ -10,7 +10,7 @@ is compared with its queue here.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,7 +18,7 @@ from typing import Any
 from rmqstore_cli.errors import NotFound
 from rmqstore_cli.store.layout import offsets
 from rmqstore_cli.store.layout.offsets import split_key
-from rmqstore_cli.store.records.fields import keys_dict
+from rmqstore_cli.store.records.fields import fields_dict
 
 
 def load_sources(config_dir: Path) -> list[offsets.OffsetTable]:
@@ -58,25 +58,36 @@ def source_name(path: Path | None) -> str | None:
     return path.name + "/" if path.is_dir() else path.name
 
 
+def offset_rows(
+    ms: Any, config_dir: Path, group: str | None, topic: str | None, warn: Callable[[str], None]
+) -> list[ConsumerProgress]:
+    """The rows of every offset file the broker loads (:func:`load_sources`), filtered; each
+    file's warnings and each skipped key (the broker skips a key that is not TOPIC@GROUP
+    too) handed to ``warn``; NotFound when the store holds no offset at all."""
+    sources = load_sources(config_dir)
+    for w in (w for loaded in sources for w in loaded.warnings):
+        warn(w)
+    require_offsets(config_dir, sources)
+    rows = []
+    for row, bad_key in progress_rows(ms, sources, group, topic):
+        if row is None:
+            warn(f"offset key {bad_key!r} is not TOPIC@GROUP; skipped")
+        else:
+            rows.append(row)
+    return rows
+
+
 def progress_rows(
     ms: Any, sources: list[offsets.OffsetTable], group: str | None = None, topic: str | None = None
-) -> Iterator[tuple[dict[str, Any] | None, str | None]]:
-    """(row, None) per group, topic and queue of every source (filtered), the row under the
-    JSON names with its ``file`` (and ``delay_level`` for ``delayOffset.json``'s,
+) -> Iterator[tuple[ConsumerProgress | None, str | None]]:
+    """(row, None) per group, topic and queue of every source (filtered), the row with its
+    ``file`` (and ``delay_level`` for ``delayOffset.json``'s,
     ``ScheduleMessageService#queueId2DelayLevel``); (None, key) for a key that is not
     ``topic@group`` (the broker skips it)."""
     for loaded in sources:
         source = source_name(loaded.path)
         delay = source is not None and source.startswith(offsets.DELAY_OFFSET_FILE)
-        for row, bad_key in consumer_progress(ms, loaded.table, group, topic):
-            if row is None:
-                yield None, bad_key
-                continue
-            d = row.to_dict()
-            d["file"] = source
-            if delay:
-                d["delay_level"] = row.queue_id + 1
-            yield d, None
+        yield from consumer_progress(ms, loaded.table, group, topic, source, delay)
 
 
 def group_totals(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -100,9 +111,15 @@ def group_totals(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return list(out.values())
 
 
-@dataclass
-class Progress:
-    """One group's position in one queue, as ``mqadmin consumerProgress`` shows it."""
+@dataclass(frozen=True, slots=True)
+class ConsumerProgress:
+    """One consumer group's committed offset in one queue against the queue's bounds
+    (``mqadmin consumerProgress``, offline). ``lag`` is max_offset - consumer_offset
+    (``ConsumeStats#computeTotalDiff``), None for a queue the store does not have; ``status``
+    ok, behind-min, beyond-max or no-queue;
+    ``file`` the offsets' source (``consumerOffset.json``, ``rdb/``, …); ``delay_level``
+    for ``delayOffset.json``'s rows (queue id + 1). Its fields are the JSON keys
+    ``consumer-progress`` prints (a record of the API too: ``rmqstore_cli.ConsumerProgress``)."""
 
     group: str
     topic: str
@@ -110,27 +127,31 @@ class Progress:
     consumer_offset: int
     min_offset: int
     max_offset: int
+    lag: int | None
     next_store_timestamp: int | None
-    status: str  # ok, behind-min, beyond-max, no-queue
+    status: str
+    file: str | None
+    delay_level: int | None = None
 
-    @property
-    def lag(self) -> int | None:
-        """The broker's diff: max offset − consumer offset (``ConsumeStats#computeTotalDiff``);
-        None when the store has no such queue (a max of 0 would make it minus the offset)."""
-        return None if self.status == "no-queue" else self.max_offset - self.consumer_offset
-
-    def to_dict(self) -> dict:
-        keys = "group topic queue_id consumer_offset min_offset max_offset lag next_store_timestamp status"
-        return keys_dict(self, keys)
+    def as_dict(self) -> dict[str, Any]:
+        return fields_dict(self, "delay_level")
 
 
-def consumer_progress(store, table: dict[str, dict[int, int]], group: str | None = None, topic: str | None = None):
+def consumer_progress(
+    store,
+    table: dict[str, dict[int, int]],
+    group: str | None = None,
+    topic: str | None = None,
+    file: str | None = None,
+    delay: bool = False,
+) -> Iterator[tuple[ConsumerProgress | None, str | None]]:
     """Per ``topic@group`` key and queue of ``table`` (filtered): the consumer offset against the
     queue's min and max offsets (``ConsumeQueue#getMinOffsetInQueue``/``#getMaxOffsetInQueue``)
     and the store time of the next message to consume. An offset below min (the messages
     expired) or above max (the broker corrects it at the next pull) is flagged in ``status``.
-    Yields (Progress, None) or (None, key) for a key that is not ``topic@group``."""
-    queues = _QueueProgress(store)
+    Yields (row, None), each row naming ``file`` (and, ``delay``: a ``delayOffset.json``
+    row, its delay level), or (None, key) for a key that is not ``topic@group``."""
+    queues = _QueueProgress(store, file, delay)
     for key in sorted(table):
         tg = split_key(key)
         if tg is None:
@@ -151,22 +172,27 @@ class _QueueProgress:
     """The queues of the table, each opened once (its consume queue, else its BatchCQ queue),
     and the commit-log reader the next messages' store times come from (made on first need)."""
 
-    def __init__(self, store):
+    def __init__(self, store, file: str | None, delay: bool):
         self.store = store
+        self.file = file
+        self.delay = delay
         self.reader = None
         self.queues: dict[tuple[str, int], tuple[object, int, int] | None] = {}
 
-    def progress(self, g: str, t: str, qid: int, off: int) -> Progress:
-        """Consumer offset ``off`` of group ``g`` on queue ``t``/``qid`` against its bounds."""
+    def progress(self, g: str, t: str, qid: int, off: int) -> ConsumerProgress:
+        """Consumer offset ``off`` of group ``g`` on queue ``t``/``qid`` against its bounds; the
+        lag the broker's diff, max offset − consumer offset (``ConsumeStats#computeTotalDiff``),
+        None when the store has no such queue (a max of 0 would make it minus the offset)."""
         if (t, qid) not in self.queues:
             self.queues[t, qid] = self._open(t, qid)
+        level = qid + 1 if self.delay else None
         q = self.queues[t, qid]
         if q is None:
-            return Progress(g, t, qid, off, 0, 0, None, "no-queue")
+            return ConsumerProgress(g, t, qid, off, 0, 0, None, None, "no-queue", self.file, level)
         cq, lo, hi = q
         status = "behind-min" if off < lo else "beyond-max" if off > hi else "ok"
         ts = self._next_time(cq, off) if lo <= off < hi else None
-        return Progress(g, t, qid, off, lo, hi, ts, status)
+        return ConsumerProgress(g, t, qid, off, lo, hi, hi - off, ts, status, self.file, level)
 
     def _open(self, t: str, qid: int) -> tuple[object, int, int] | None:
         """The queue and its min and max offsets; None when it has no file of either kind."""

@@ -26,7 +26,7 @@ from rmqstore_cli.store.files.safefs import (
     kind_of,
     make_dirs,
     os_error,
-    reserve,
+    write_reserved,
 )
 
 O_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
@@ -75,7 +75,7 @@ class Below:
     def write_at(self, parts: tuple[str, ...], name: str, size: int, at: int, data: bytes) -> None:
         """``data`` at byte ``at`` of file ``name`` in directory ``parts`` below the root, the
         file created (regular, through no link) and extended to ``size`` if shorter, never cut;
-        the range allocated first (``safefs.reserve``), so a full disk is one error line."""
+        the range allocated first (``safefs.write_reserved``), so a full disk is one error line."""
         fds: list[int] = []
         path = self.root.joinpath(*parts, name)
         try:
@@ -96,14 +96,7 @@ class Below:
                     os.ftruncate(fd, size)
                 except OSError as e:
                     raise os_error(e, path, "extend") from None
-            reserve(fd, at, len(data), path)
-            view = memoryview(data)
-            while view:
-                try:
-                    n = os.pwrite(fd, view, at)
-                except OSError as e:
-                    raise os_error(e, path, "write") from None
-                view, at = view[n:], at + n
+            write_reserved(fd, at, data, path)
         finally:
             for f in reversed(fds):
                 os.close(f)

@@ -371,6 +371,21 @@ def reserve(fd: int, offset: int, length: int, path) -> None:
         raise os_error(e, path, f"reserve {length} bytes") from None
 
 
+def write_reserved(fd: int, at: int, data: bytes, path, doing: str = "write") -> None:
+    """``data`` at byte ``at`` of the open file ``fd``, its range allocated first
+    (:func:`reserve`): a full disk is one error line before any byte is written, never a
+    short write that leaves a record half there; ``pwrite`` repeated until every byte is
+    written, an error naming ``path`` and what was ``doing`` otherwise."""
+    reserve(fd, at, len(data), path)
+    view = memoryview(data)
+    while view:
+        try:
+            n = os.pwrite(fd, view, at)
+        except OSError as e:
+            raise os_error(e, path, doing) from None
+        view, at = view[n:], at + n
+
+
 #: A writer allocates this much ahead of what it writes through a mapping (one
 #: ``posix_fallocate`` per 4 MiB; a tiny store never allocates a whole 1 GiB/420 MB file).
 RESERVE_CHUNK = 4 << 20
@@ -580,13 +595,6 @@ def write_range(
     the caller made its directory inside them, nothing to resolve)."""
     fd = open_for_write(path, roots or [path.parent], checked=checked)
     try:
-        reserve(fd, at, len(data), path)
-        view = memoryview(data)
-        while view:
-            try:
-                n = os.pwrite(fd, view, at)
-            except OSError as e:
-                raise os_error(e, path, f"write {what}") from None
-            view, at = view[n:], at + n
+        write_reserved(fd, at, data, path, f"write {what}")
     finally:
         os.close(fd)

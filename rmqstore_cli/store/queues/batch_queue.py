@@ -403,51 +403,6 @@ def batch_position(props: bytes, queue_offset: int) -> tuple[int, int] | None:
     return base_offset, batch
 
 
-class BatchDispatch:
-    """``BatchConsumeQueue#putMessagePositionInfoWrapper`` for every BatchCQ queue of a
-    rebuild or a generated store: one writer per queue under ``root`` (a
-    ``batchconsumequeue/``), flushed at the end."""
-
-    def __init__(self, root: Path, topics: set[str], file_size: int, roots: list[Path]):
-        self.root = root
-        self.topics = topics
-        self.file_size = file_size
-        self.roots = roots
-        self.writers: dict[tuple[str, int], BatchConsumeQueueWriter] = {}
-        self.units = 0
-
-    def put(
-        self,
-        topic: str,
-        queue_id: int,
-        offset: int,
-        size: int,
-        tags_code: int,
-        store_time: int,
-        props: bytes,
-        queue_offset: int,
-    ) -> None:
-        """One record: its msgBaseOffset and batchSize from INNER_BASE/INNER_NUM
-        (``CommitLog#setBatchSizeIfNeeded``), else its queue offset and 1; a negative one is
-        not written (``#putMessagePositionInfoWrapper`` logs and returns)."""
-        pos = batch_position(props, queue_offset)
-        if pos is None:
-            return
-        base_offset, batch = pos
-        w = self.writers.get((topic, queue_id))
-        if w is None:
-            w = self.writers[(topic, queue_id)] = BatchConsumeQueueWriter(
-                self.root / topic / str(queue_id), self.file_size, self.roots
-            )
-            w.resume()
-        w.put(offset, size, tags_code, store_time, base_offset, batch)
-        self.units += 1
-
-    def flush(self) -> None:
-        for w in self.writers.values():
-            w.flush()
-
-
 def batch_file_size(config, root: Path) -> int:
     """``mapperFileSizeBatchConsumeQueue``: configured, else the size of the files there, else
     the broker's default."""
@@ -460,18 +415,6 @@ def batch_file_size(config, root: Path) -> int:
             if p.is_file() and p.stat().st_size:
                 return p.stat().st_size
     return DEFAULT_BCQ_FILE_SIZE
-
-
-def batch_dispatch(config, cq_root: Path, roots: list[Path] | None) -> BatchDispatch | None:
-    """The BatchCQ half of a dispatcher writing ``cq_root`` (its ``batchconsumequeue/``
-    sibling), or None when the store has no BatchCQ topic."""
-    from rmqstore_cli.store.queues.consume_queue import unsafe_topic
-
-    topics = {t for t in batch_topics(config.root) if unsafe_topic(t) is None}
-    if not topics:
-        return None
-    root = cq_root.parent / "batchconsumequeue"
-    return BatchDispatch(root, topics, batch_file_size(config, config.root), roots or [cq_root.parent])
 
 
 def encode_inner_message(body: bytes, properties: bytes, flag: int = 0) -> bytes:

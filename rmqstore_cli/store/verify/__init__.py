@@ -25,16 +25,7 @@ Broker-normal artefacts (docs/format/recovery.md#normal-artefacts) are info, nev
 
 from __future__ import annotations
 
-from rmqstore_cli.store.checks.findings import (
-    CHECKS,
-    ERROR,
-    INFO,
-    WARNING,
-    Finding,
-    FindingList,
-    FindingSink,
-    VerifyOptions,
-)
+from rmqstore_cli.store.checks.findings import CHECKS, ERROR, INFO, WARNING, Finding, FindingSink, VerifyOptions
 from rmqstore_cli.store.verify import limits
 from rmqstore_cli.store.verify.checks import first_nonzero
 from rmqstore_cli.store.verify.index import IndexScan
@@ -48,7 +39,6 @@ __all__ = [
     "INFO",
     "WARNING",
     "Finding",
-    "FindingList",
     "FindingSink",
     "IndexScan",
     "Marks",

@@ -22,7 +22,6 @@ from rmqstore_cli.formats.commitlog import (
 )
 
 from rmqstore_cli.store.layout.config import StoreConfig
-from rmqstore_cli.store.queues.batch_queue import batch_dispatch
 from rmqstore_cli.store.queues.consume_queue import ConsumeQueueWriter, unsafe_topic
 from rmqstore_cli.store.queues.index import build_key
 from rmqstore_cli.store.queues.index_service import IndexService
@@ -34,6 +33,7 @@ from rmqstore_cli.store.records.message import (
     Message,
     java_hash,
 )
+from rmqstore_cli.store.write.batch_dispatch import batch_dispatch
 from rmqstore_cli.store.write.lmq import MULTI_DISPATCH, MULTI_QUEUE_OFFSET, FanOut, broker5_store, fan_out
 
 _SCHEDULE = SCHEDULE_TOPIC.encode()

@@ -176,7 +176,8 @@ class StoreWriter:
     def declare_batch_topics(self, topics: set[str]) -> None:
         """These topics are BatchCQ (``queue.type=BatchCQ``): their records go to
         batchconsumequeue/, each queue continuing after its recovered end."""
-        from rmqstore_cli.store.queues.batch_queue import BatchConsumeQueue, BatchDispatch, batch_file_size
+        from rmqstore_cli.store.queues.batch_queue import BatchConsumeQueue, batch_file_size
+        from rmqstore_cli.store.write.batch_dispatch import BatchDispatch
 
         d = self.dispatcher
         if d.batch is None:
