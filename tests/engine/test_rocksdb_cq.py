@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import cli, generate, tree_digest
+from tests.helpers import cli, generate_plain, tree_digest
 from tests.helpers.rocksdb_build import (
     cq_key,
     cq_value,
@@ -39,12 +39,6 @@ def tree(root: Path) -> tuple[set[str], dict]:
     return {str(p.relative_to(root)) for p in root.rglob("*")}, tree_digest(root)
 
 
-def plain_store(path: Path, messages: int, topics: int = 1, queues: int = 1) -> Path:
-    """A generated store without transactions or delays: every record gets a unit of its own topic."""
-    kinds = ("--transaction-ratio", "0", "--delay-ratio", "0")
-    return generate(path, "--topics", str(topics), "--queues", str(queues), *kinds, messages=messages)
-
-
 def one_queue(base: Path) -> tuple[dict, str, int, list]:
     """The store times of ``base``'s records, and its one file queue: topic, queue id, units."""
     from tests.helpers.rocksdb_build import file_cq_units
@@ -64,7 +58,7 @@ def built(tmp_path_factory):
     """A generated store whose consume queue was moved into a real RocksDB database (the
     broker's layout, written by independent code), beside the file-CQ original."""
     base = tmp_path_factory.mktemp("rdb")
-    src = plain_store(base / "files", 400, topics=3, queues=2)
+    src = generate_plain(base / "files", topics=3, queues=2, messages=400)
     queues = to_rocksdb_store(src, base / "rocks", store_times(src))
     return src, base / "rocks", queues
 
@@ -343,7 +337,7 @@ def test_search_offset_broker_binarySearchInCQByTime(built):
 
 
 def _damaged(tmp_path: Path, **kw) -> tuple[Path, dict]:
-    base = plain_store(tmp_path / "files", 60, topics=2)
+    base = generate_plain(tmp_path / "files", topics=2, queues=1, messages=60)
     queues = to_rocksdb_store(base, tmp_path / "rocks", store_times(base), **kw)
     return tmp_path / "rocks", queues
 
@@ -614,7 +608,7 @@ def test_dispatch_checkpoint_decides_what_is_missing(tmp_path):
     """A RocksDB queue's units are due up to its CHECKPOINT_TOPIC offset, not up to the store
     checkpoint's logicsMsgTimestamp (which this queue does not keep: zero here): units past
     the checkpoint are cq.not-dispatched (info), units below it cq.missing-unit (error)."""
-    base = plain_store(tmp_path / "files", 40)
+    base = generate_plain(tmp_path / "files", topics=1, queues=1, messages=40)
     times, topic, qid, units = one_queue(base)
     kept = [(c, p, s, t, times[p]) for c, p, s, t in units[:25]]
     for cp, want in ((units[25][1], "cq.not-dispatched"), (units[-1][1] + units[-1][2], "cq.missing-unit")):
@@ -640,7 +634,7 @@ def test_malformed_keys_inside_a_queue_range(tmp_path):
     traceback; every unit still reads and the bounds are the well-formed keys'."""
     from rmqstore_cli.store.queues.rocksdb_cq import RocksDBConsumeQueues
 
-    base = plain_store(tmp_path / "files", 20)
+    base = generate_plain(tmp_path / "files", topics=1, queues=1, messages=20)
     times, topic, qid, units = one_queue(base)
     prefix = cq_key(topic, qid, 0)[:-8]
     junk = [(prefix + b"\x00", b"j"), (prefix + b"\x00" * 9, b"j"), (prefix + b"\x7f" * 10, b"j")]

@@ -139,6 +139,18 @@ def bcq_unit_values(unit) -> tuple:
     return tuple(getattr(unit, f) for f in BCQ_UNIT_FIELDS)
 
 
+#: generate's options for plain messages only, no delayed or transactional ones: every record
+#: gets one unit, in its own topic's queue.
+PLAIN = ("--delay-ratio", "0", "--transaction-ratio", "0")
+
+
+def generate_plain(path: Path, *extra: str, topics: int | None = None, queues: int | None = None, **kw) -> Path:
+    """:func:`generate` of plain messages only (:data:`PLAIN`), in ``topics`` topics of ``queues``
+    queues each where given (else generate's defaults)."""
+    shape = [f"--{k}={v}" for k, v in (("topics", topics), ("queues", queues)) if v is not None]
+    return generate(path, *shape, *PLAIN, *extra, **kw)
+
+
 def tree_digest(root: Path) -> dict[str, tuple[str, int]]:
     """sha256 and mtime_ns of every file below root: a read-only command must not change them."""
     out = {}
