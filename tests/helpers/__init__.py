@@ -139,6 +139,14 @@ def bcq_unit_values(unit) -> tuple:
     return tuple(getattr(unit, f) for f in BCQ_UNIT_FIELDS)
 
 
+def generate_5x(store: Path, conf: Path, *extra: str) -> Path:
+    """``generate`` of a 5.x store (``--broker-version 5``) under the broker.conf ``conf``: what
+    its sizes and switches make of the workload ``extra`` asks for."""
+    r = cli("generate", "--store", store, "--broker-conf", conf, "--broker-version", "5", *extra, "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    return store
+
+
 #: generate's options for plain messages only, no delayed or transactional ones: every record
 #: gets one unit, in its own topic's queue.
 PLAIN = ("--delay-ratio", "0", "--transaction-ratio", "0")
