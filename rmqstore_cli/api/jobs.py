@@ -6,11 +6,15 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rmqstore_cli.api.base import StoreView, TimeLike, at_ms, check_range
 from rmqstore_cli.api.job_records import ExpireAction, ExpireReport, ExportReport, RebuildReport
 from rmqstore_cli.api.records import Finding, VerifyReport
 from rmqstore_cli.errors import UsageError
+
+if TYPE_CHECKING:
+    from rmqstore_cli.pipeline.stores import StoreSpec
 
 
 class StoreJobs(StoreView):
@@ -136,7 +140,7 @@ class StoreJobs(StoreView):
         import time
 
         from rmqstore_cli.pipeline import export_run
-        from rmqstore_cli.pipeline.stores import StoreSpec, file_tasks
+        from rmqstore_cli.pipeline.stores import file_tasks
 
         export_run.require_parquet()
         flt = self.filter(topic, begin, end, queue_id=queue_id, key=key, uniq_key=uniq_key, tag=tag)
@@ -149,10 +153,7 @@ class StoreJobs(StoreView):
             raise UsageError("a file is where the dataset's directory belongs", path=blocker)
         if output.exists() and any(output.iterdir()) and not overwrite:
             raise UsageError(f"output directory {output} is not empty", hint="overwrite=True replaces it")
-        sizes = tuple(sorted((k, v) for k, v in self.opener.sizes.items() if v is not None))
-        conf = None if self.opener.broker_conf is None else str(self.opener.broker_conf)
-        spec = StoreSpec(str(self.path), str(self.path), conf, sizes)
-        (spec,) = export_run.store_names([spec], None if store_name is None else [store_name])
+        (spec,) = export_run.store_names([self._spec()], None if store_name is None else [store_name])
         tasks = file_tasks([spec], body, flt, from_offset, to_offset)
         t0 = time.monotonic()
         export_run.make_output_dir(output)
@@ -176,17 +177,22 @@ class StoreJobs(StoreView):
         ``jobs``: run the checks on this many processes (0: every core this process may use),
         one task per commit-log file, then per queue and index file; the same summary and
         findings as one process."""
-        from rmqstore_cli.pipeline.stores import StoreSpec
         from rmqstore_cli.pipeline.verify_job import verify_one
         from rmqstore_cli.store.verify import VerifyOptions
 
         opts = VerifyOptions(crc=crc, deep=deep, max_findings=max_findings, broker_version=broker_version)
-        root = str(self.opener.config().root)
-        conf = None if self.opener.broker_conf is None else str(self.opener.broker_conf)
-        spec = StoreSpec(root, root, conf, tuple((k, v) for k, v in self.opener.sizes.items() if v is not None))
         # one store, not a fleet: the findings without ``store``, the summary naming the path
-        got = verify_one(spec, opts, jobs=jobs)
+        got = verify_one(self._spec(), opts, jobs=jobs)
         return VerifyReport([Finding.of(f) for f in got["findings"]], got["summary"], got["ok"])
+
+    def _spec(self) -> StoreSpec:
+        """This store as a job's plan names one (``pipeline.stores.StoreSpec``, labelled by its
+        path): the broker.conf and the sizes it was opened with."""
+        from rmqstore_cli.pipeline.stores import StoreSpec
+
+        root = str(self.path)
+        conf = None if self.opener.broker_conf is None else str(self.opener.broker_conf)
+        return StoreSpec(root, root, conf, tuple(sorted((k, v) for k, v in self.opener.sizes.items() if v is not None)))
 
 
 def check_expire_args(reserved_hours: float | None, disk_ratio: float | None, max_files: int | None) -> None:

@@ -15,7 +15,7 @@ import shutil
 import struct
 from pathlib import Path
 
-from tests.helpers import cli
+from tests.helpers import cli, generate_5x
 
 SMALL = ("--commitlog-file-size", "262144", "--cq-file-size", "2000", "--index-slots", "64", "--index-max", "400")
 UNIT = ">qiqqqhii"  # BatchConsumeQueue#putBatchMessagePositionInfo (SparseConsumeQueue), test-only
@@ -105,11 +105,7 @@ def _gen(tmp_path, *extra):
     conf = tmp_path / "broker.conf"
     conf.write_text(CONF)
     store = tmp_path / "s"
-    r = cli(
-        "generate", "--store", store, "--broker-conf", conf, "--broker-version", "5", *SMALL, *extra, "--format", "json"
-    )
-    assert r.exit_code == 0, r.stderr
-    return store, conf
+    return generate_5x(store, conf, *SMALL, *extra), conf
 
 
 def _cq_record(store, topic, qid, queue_offset):
@@ -264,22 +260,7 @@ def test_append_continues_the_compaction_logs_like_one_go_CompactionLog_asyncPut
     for i, part in enumerate((lines[:150], lines[150:151], lines[151:])):
         src = tmp_path / f"part{i}.jsonl"
         src.write_text("\n".join(part) + "\n")
-        r = cli(
-            "generate",
-            "--store",
-            two,
-            "--broker-conf",
-            conf,
-            "--broker-version",
-            "5",
-            *SMALL,
-            "--append",
-            "--from-jsonl",
-            src,
-            "--format",
-            "json",
-        )
-        assert r.exit_code == 0, r.stderr
+        generate_5x(two, conf, *SMALL, "--append", "--from-jsonl", src)
     assert _tree(two / "compaction") == _tree(one / "compaction")
     assert _tree(two / "commitlog") == _tree(one / "commitlog")
     topics = json.loads((two / "config" / "topics.json").read_text())["topicConfigTable"]

@@ -99,28 +99,17 @@ def test_dump_cq_file_mode_needs_no_store(fixture):
     assert got[0]["topic"] == "AuditTopic" and got[0]["queue_id"] == 0 and "agrees" not in got[0]
 
 
+def _query(q: dict, store, conf, *extra: str):
+    """``index-lookup`` of a sample's query (its key, topic and window), every hit, as JSON Lines."""
+    window = ("--topic", q["topic"], "--begin", q["begin"], "--end", q["end"])
+    where = ("--store", store, "--broker-conf", conf, "--format", "jsonl")
+    return cli("index-lookup", q["key"], *window, *extra, "--limit", "1000000", *where)
+
+
 def test_index_lookup_broker_window_equals_true_offsets(fixture):
     store, conf, exp = fixture
     for q in exp["queries"]:
-        r = cli(
-            "index-lookup",
-            q["key"],
-            "--topic",
-            q["topic"],
-            "--begin",
-            q["begin"],
-            "--end",
-            q["end"],
-            "--broker-window",
-            "--limit",
-            "1000000",
-            "--store",
-            store,
-            "--broker-conf",
-            conf,
-            "--format",
-            "jsonl",
-        )
+        r = _query(q, store, conf, "--broker-window")
         assert r.exit_code == (0 if q["true_offsets"] else 1), (q, r.stderr)
         got = _jsonl(r)
         assert [h["physical_offset"] for h in got] == q["true_offsets"], q
@@ -160,24 +149,7 @@ def test_index_lookup_default_mode_gives_true_hits_in_window(fixture):
             for m in msgs
             if _true_match(m, q["topic"], q["key"]) and _indexed(m) and q["begin"] <= m["store_timestamp"] <= q["end"]
         )
-        r = cli(
-            "index-lookup",
-            q["key"],
-            "--topic",
-            q["topic"],
-            "--begin",
-            q["begin"],
-            "--end",
-            q["end"],
-            "--limit",
-            "1000000",
-            "--store",
-            store,
-            "--broker-conf",
-            conf,
-            "--format",
-            "jsonl",
-        )
+        r = _query(q, store, conf)
         assert r.exit_code == (0 if want else 1), (q, r.stderr)
         assert [h["physical_offset"] for h in _jsonl(r)] == want, q
         differs += want != q["true_offsets"]

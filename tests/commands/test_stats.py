@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import SMALL, cli, fixture_dir, generate, run, tree_digest
+from tests.helpers import SMALL, cli, fixture_dir, generate, generate_plain, run, tree_digest
 
 TX_MASK, PREPARED, ROLLBACK = 0xC, 0x4, 0xC
 
@@ -64,19 +64,8 @@ def got_rows(rows: list[dict], by_queue: bool = False, exact: bool = False) -> d
 @pytest.fixture(scope="module")
 def plain(tmp_path_factory) -> Path:
     """Every record in a consume queue: no transactions, no delays."""
-    return generate(
-        tmp_path_factory.mktemp("plain") / "store",
-        "--transaction-ratio",
-        "0",
-        "--delay-ratio",
-        "0",
-        "--topics",
-        "5",
-        "--queues",
-        "3",
-        "--body-size",
-        "10-900",
-        messages=1500,
+    return generate_plain(
+        tmp_path_factory.mktemp("plain") / "store", "--body-size", "10-900", topics=5, queues=3, messages=1500
     )
 
 

@@ -21,7 +21,7 @@ import struct
 import pytest
 
 from rmqstore_cli.store.queues.batch_queue import BatchConsumeQueue
-from tests.helpers import cli
+from tests.helpers import cli, generate_5x
 from tests.helpers.rawstore import UNIT, patch_unit
 
 END_UNIT = struct.pack(UNIT, -1, 0, 0, 0, 0, 0, -1, 0)  # SparseConsumeQueue#putEndPositionInfo
@@ -37,26 +37,8 @@ def _gen(tmp_path, conf_text, messages=700):
     conf = tmp_path / "broker.conf"
     conf.write_text(conf_text)
     store = tmp_path / "s"
-    r = cli(
-        "generate",
-        "--store",
-        store,
-        "--broker-conf",
-        conf,
-        "--broker-version",
-        "5",
-        *SMALL,
-        "--messages",
-        str(messages),
-        "--topics",
-        "2",
-        "--compaction-topics",
-        "1",
-        "--format",
-        "json",
-    )
-    assert r.exit_code == 0, r.stderr
-    return store, conf
+    extra = ("--messages", str(messages), "--topics", "2", "--compaction-topics", "1")
+    return generate_5x(store, conf, *SMALL, *extra), conf
 
 
 def _verify(store, conf):
@@ -266,22 +248,7 @@ def _replay(tmp_path, name, topics_json, conf, lines):
     for i, part in enumerate(lines):
         src = tmp_path / f"{name}{i}.jsonl"
         src.write_text("".join(json.dumps(x) + "\n" for x in part))
-        r = cli(
-            "generate",
-            "--store",
-            store,
-            "--broker-conf",
-            conf,
-            "--broker-version",
-            "5",
-            *SMALL,
-            "--append",
-            "--from-jsonl",
-            src,
-            "--format",
-            "json",
-        )
-        assert r.exit_code == 0, r.stderr
+        generate_5x(store, conf, *SMALL, "--append", "--from-jsonl", src)
     return store
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import cli, generate, tree_digest
+from tests.helpers import cli, generate_plain, tree_digest
 from tests.helpers.rocksdb_build import (
     cq_key,
     cq_value,
@@ -39,6 +39,14 @@ def tree(root: Path) -> tuple[set[str], dict]:
     return {str(p.relative_to(root)) for p in root.rglob("*")}, tree_digest(root)
 
 
+def one_queue(base: Path) -> tuple[dict, str, int, list]:
+    """The store times of ``base``'s records, and its one file queue: topic, queue id, units."""
+    from tests.helpers.rocksdb_build import file_cq_units
+
+    (((topic, qid), units),) = file_cq_units(base / "consumequeue").items()
+    return store_times(base), topic, qid, units
+
+
 @pytest.fixture(scope="module")
 def sample(sample_tarball):
     d = sample_tarball("rocksdb")
@@ -50,9 +58,7 @@ def built(tmp_path_factory):
     """A generated store whose consume queue was moved into a real RocksDB database (the
     broker's layout, written by independent code), beside the file-CQ original."""
     base = tmp_path_factory.mktemp("rdb")
-    src = generate(
-        base / "files", "--topics", "3", "--queues", "2", "--transaction-ratio", "0", "--delay-ratio", "0", messages=400
-    )
+    src = generate_plain(base / "files", topics=3, queues=2, messages=400)
     queues = to_rocksdb_store(src, base / "rocks", store_times(src))
     return src, base / "rocks", queues
 
@@ -331,18 +337,7 @@ def test_search_offset_broker_binarySearchInCQByTime(built):
 
 
 def _damaged(tmp_path: Path, **kw) -> tuple[Path, dict]:
-    base = generate(
-        tmp_path / "files",
-        "--topics",
-        "2",
-        "--queues",
-        "1",
-        "--transaction-ratio",
-        "0",
-        "--delay-ratio",
-        "0",
-        messages=60,
-    )
+    base = generate_plain(tmp_path / "files", topics=2, queues=1, messages=60)
     queues = to_rocksdb_store(base, tmp_path / "rocks", store_times(base), **kw)
     return tmp_path / "rocks", queues
 
@@ -613,22 +608,8 @@ def test_dispatch_checkpoint_decides_what_is_missing(tmp_path):
     """A RocksDB queue's units are due up to its CHECKPOINT_TOPIC offset, not up to the store
     checkpoint's logicsMsgTimestamp (which this queue does not keep: zero here): units past
     the checkpoint are cq.not-dispatched (info), units below it cq.missing-unit (error)."""
-    from tests.helpers.rocksdb_build import file_cq_units
-
-    base = generate(
-        tmp_path / "files",
-        "--topics",
-        "1",
-        "--queues",
-        "1",
-        "--transaction-ratio",
-        "0",
-        "--delay-ratio",
-        "0",
-        messages=40,
-    )
-    times = store_times(base)
-    (((topic, qid), units),) = file_cq_units(base / "consumequeue").items()
+    base = generate_plain(tmp_path / "files", topics=1, queues=1, messages=40)
+    times, topic, qid, units = one_queue(base)
     kept = [(c, p, s, t, times[p]) for c, p, s, t in units[:25]]
     for cp, want in ((units[25][1], "cq.not-dispatched"), (units[-1][1] + units[-1][2], "cq.missing-unit")):
         store = tmp_path / f"rocks-{want}"
@@ -653,22 +634,8 @@ def test_malformed_keys_inside_a_queue_range(tmp_path):
     traceback; every unit still reads and the bounds are the well-formed keys'."""
     from rmqstore_cli.store.queues.rocksdb_cq import RocksDBConsumeQueues
 
-    base = generate(
-        tmp_path / "files",
-        "--topics",
-        "1",
-        "--queues",
-        "1",
-        "--transaction-ratio",
-        "0",
-        "--delay-ratio",
-        "0",
-        messages=20,
-    )
-    times = store_times(base)
-    from tests.helpers.rocksdb_build import file_cq_units
-
-    (((topic, qid), units),) = file_cq_units(base / "consumequeue").items()
+    base = generate_plain(tmp_path / "files", topics=1, queues=1, messages=20)
+    times, topic, qid, units = one_queue(base)
     prefix = cq_key(topic, qid, 0)[:-8]
     junk = [(prefix + b"\x00", b"j"), (prefix + b"\x00" * 9, b"j"), (prefix + b"\x7f" * 10, b"j")]
     rows = [(c, p, s, t, times[p]) for c, p, s, t in units]

@@ -9,7 +9,7 @@ import struct
 
 import pytest
 
-from tests.helpers import SMALL, cli, generate, run, tree_digest
+from tests.helpers import SMALL, cli, generate, generate_plain, run, tree_digest
 from tests.helpers.rawstore import records
 
 CL_SIZE = 65536
@@ -200,18 +200,7 @@ def test_deleted_first_consume_queue_file(small_store):
 
 
 def test_deleted_middle_consume_queue_file(tmp_path):
-    store = generate(
-        tmp_path / "store",
-        "--topics",
-        "1",
-        "--queues",
-        "1",
-        "--delay-ratio",
-        "0",
-        "--transaction-ratio",
-        "0",
-        messages=450,
-    )
+    store = generate_plain(tmp_path / "store", topics=1, queues=1, messages=450)
     qdir = next((store / "consumequeue").iterdir()) / "0"
     names = sorted(os.listdir(qdir))
     assert len(names) >= 4
@@ -467,18 +456,7 @@ def test_list_checks_names_every_check_reported():
 
 def test_pre_blank_queue_is_info(tmp_path):
     """A queue whose first unit is not 0 gets pre-blank units (ConsumeQueue#fillPreBlank): info only."""
-    src = generate(
-        tmp_path / "src",
-        "--topics",
-        "1",
-        "--queues",
-        "1",
-        "--delay-ratio",
-        "0",
-        "--transaction-ratio",
-        "0",
-        messages=40,
-    )
+    src = generate_plain(tmp_path / "src", topics=1, queues=1, messages=40)
     r = cli("dump-commitlog", "--store", src, *SMALL[:2], "--format", "jsonl", "--body", "base64")
     assert r.exit_code == 0, r.stderr
     recs = [json.loads(x) for x in r.stdout.splitlines()][7:]
@@ -497,37 +475,11 @@ def test_pre_blank_queue_is_info(tmp_path):
 def test_restart_without_consume_queue_is_info(tmp_path):
     """A queue whose CQ was lost restarts its offsets at 0 after a restart
     (DefaultMessageStore#recoverTopicQueueTable): duplicate queue offsets are info, not errors."""
-    store = generate(
-        tmp_path / "store",
-        "--topics",
-        "1",
-        "--queues",
-        "2",
-        "--delay-ratio",
-        "0",
-        "--transaction-ratio",
-        "0",
-        messages=300,
-    )
+    store = generate_plain(tmp_path / "store", topics=1, queues=2, messages=300)
     qdir = next((store / "consumequeue").iterdir()) / "0"
     for f in os.listdir(qdir):
         os.remove(qdir / f)
-    generate(
-        store,
-        "--append",
-        "--topics",
-        "1",
-        "--queues",
-        "2",
-        "--delay-ratio",
-        "0",
-        "--transaction-ratio",
-        "0",
-        "--start",
-        "2026-01-01T02:00:00Z",
-        messages=40,
-        seed=9,
-    )
+    generate_plain(store, "--append", "--start", "2026-01-01T02:00:00Z", topics=1, queues=2, messages=40, seed=9)
     r, findings, _ = _verify(store, "--deep")
     assert r.exit_code == 0, [f for f in findings if f["severity"] != "info"][:3]
     checks = {f["check"] for f in findings}

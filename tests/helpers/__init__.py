@@ -139,6 +139,26 @@ def bcq_unit_values(unit) -> tuple:
     return tuple(getattr(unit, f) for f in BCQ_UNIT_FIELDS)
 
 
+def generate_5x(store: Path, conf: Path, *extra: str) -> Path:
+    """``generate`` of a 5.x store (``--broker-version 5``) under the broker.conf ``conf``: what
+    its sizes and switches make of the workload ``extra`` asks for."""
+    r = cli("generate", "--store", store, "--broker-conf", conf, "--broker-version", "5", *extra, "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    return store
+
+
+#: generate's options for plain messages only, no delayed or transactional ones: every record
+#: gets one unit, in its own topic's queue.
+PLAIN = ("--delay-ratio", "0", "--transaction-ratio", "0")
+
+
+def generate_plain(path: Path, *extra: str, topics: int | None = None, queues: int | None = None, **kw) -> Path:
+    """:func:`generate` of plain messages only (:data:`PLAIN`), in ``topics`` topics of ``queues``
+    queues each where given (else generate's defaults)."""
+    shape = [f"--{k}={v}" for k, v in (("topics", topics), ("queues", queues)) if v is not None]
+    return generate(path, *shape, *PLAIN, *extra, **kw)
+
+
 def tree_digest(root: Path) -> dict[str, tuple[str, int]]:
     """sha256 and mtime_ns of every file below root: a read-only command must not change them."""
     out = {}

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import SMALL, bcq_unit_values, cli, expected_bcq_units, run
+from tests.helpers import SMALL, bcq_unit_values, cli, expected_bcq_units, generate_5x, run
 from tests.helpers.pipeline import digest, rebuilt, smash
 
 pytestmark = pytest.mark.slow  # Spark local[2]
@@ -22,28 +22,8 @@ BCQ_CONF = "mapperFileSizeBatchConsumeQueue=460\n"  # 10 units a file: queues of
 
 
 def _gen(path: Path, conf: Path, messages: int, seed: int) -> Path:
-    r = cli(
-        "generate",
-        "--store",
-        path,
-        "--broker-conf",
-        conf,
-        "--broker-version",
-        "5",
-        *SMALL,
-        "--messages",
-        str(messages),
-        "--seed",
-        str(seed),
-        "--bcq-topics",
-        "2",
-        "--delay-ratio",
-        "0.1",
-        "--format",
-        "json",
-    )
-    assert r.exit_code == 0, r.stderr
-    return path
+    extra = ("--messages", str(messages), "--seed", str(seed), "--bcq-topics", "2", "--delay-ratio", "0.1")
+    return generate_5x(path, conf, *SMALL, *extra)
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import fast_first, generate, needs_c
+from tests.helpers import fast_first, generate, generate_plain, needs_c
 
 SIZES = {
     "mapped_file_size_commit_log": 65536,
@@ -100,37 +100,11 @@ def master(tmp_path_factory):
 def restarted(tmp_path_factory):
     """A queue whose consume queue was lost and whose offsets restarted in a later file
     (DefaultMessageStore#recoverTopicQueueTable): resets found across files."""
-    store = generate(
-        tmp_path_factory.mktemp("vrestart") / "store",
-        "--topics",
-        "2",
-        "--queues",
-        "2",
-        "--delay-ratio",
-        "0",
-        "--transaction-ratio",
-        "0",
-        messages=300,
-    )
+    store = generate_plain(tmp_path_factory.mktemp("vrestart") / "store", topics=2, queues=2, messages=300)
     qdir = sorted((store / "consumequeue").iterdir())[0] / "0"
     for f in os.listdir(qdir):
         os.remove(qdir / f)
-    generate(
-        store,
-        "--append",
-        "--topics",
-        "2",
-        "--queues",
-        "2",
-        "--delay-ratio",
-        "0",
-        "--transaction-ratio",
-        "0",
-        "--start",
-        "2026-01-01T02:00:00Z",
-        messages=120,
-        seed=9,
-    )
+    generate_plain(store, "--append", "--start", "2026-01-01T02:00:00Z", topics=2, queues=2, messages=120, seed=9)
     return store
 
 
@@ -233,7 +207,7 @@ def test_bad_topics_are_reported_once_where_first_seen(tmp_path):
     file task meets the topic again."""
     from tests.helpers import retopic
 
-    src = generate(tmp_path / "src", "--delay-ratio", "0", "--transaction-ratio", "0", messages=700, seed=4)
+    src = generate_plain(tmp_path / "src", messages=700, seed=4)
     hostile = retopic(src, tmp_path / "hostile", [(slice(None, None, 5), "bad topic"), (slice(3, None, 7), "../evil")])
     want = _check([hostile], caps=(None, 1))
     topics = [f for f in want[0]["findings"] if f["check"] in ("commitlog.topic", "commitlog.topic-chars")]

@@ -98,21 +98,10 @@ def test_lmq_truncated_queue_end_behind_the_counter(lmq, tmp_path):
 def _rocks(tmp_path: Path, **kw) -> tuple[Path, dict]:
     """A generated store whose consume queue is a RocksDB database (tests/helpers/rocksdb_build.py)."""
     pytest.importorskip("rocksdict", reason="needs rocksdict: the rocksdb and test extras")
-    from tests.helpers import generate
+    from tests.helpers import generate_plain
     from tests.helpers.rocksdb_build import store_times, to_rocksdb_store
 
-    base = generate(
-        tmp_path / "files",
-        "--topics",
-        "2",
-        "--queues",
-        "1",
-        "--transaction-ratio",
-        "0",
-        "--delay-ratio",
-        "0",
-        messages=60,
-    )
+    base = generate_plain(tmp_path / "files", topics=2, queues=1, messages=60)
     return tmp_path / "rocks", to_rocksdb_store(base, tmp_path / "rocks", store_times(base), **kw)
 
 
