@@ -381,8 +381,11 @@ def derived(out: list[dict], d: Path) -> list[str]:
     big = by.get("verify, 16 KiB bodies")
     if big and big.get("bytes"):
         fixed = run(CLI + ["verify", "--store", str(d / "small"), "--format", "json", "--jobs", "1"])[0]
-        gbs = big["bytes"] / max(big["cpu_s"] - fixed, 1e-9) / 1e9
         name, crc = crc_speed()
+        if big["cpu_s"] < 2 * fixed:  # mostly fixed cost: no rate to tell (a small --messages)
+            lines.append(f"verify, 16 KiB bodies: {big['cpu_s']:.2f} s CPU, fixed cost {fixed:.2f} s: store too small")
+            return lines
+        gbs = big["bytes"] / (big["cpu_s"] - fixed) / 1e9
         big.update(gb_per_s_less_fixed=round(gbs, 3), crc=name, crc_gb_per_s=round(crc, 3))
         lines.append(
             f"verify, 16 KiB bodies: {gbs:.2f} GB/s less fixed cost ({fixed:.2f} s) / {name} CRC-32 "

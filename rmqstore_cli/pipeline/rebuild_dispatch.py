@@ -56,6 +56,7 @@ class FileSummary:
     ends: dict = None  # (topic, qid) -> (first, last) unit's end (offset + size)
     direct: list = None  # queues whose units the file's task wrote in place
     batch: dict = None  # BatchCQ (topic, qid) -> its units captured (spilled as <n>.bcq.npy)
+    halted: bool = False  # dispatch stopped inside it (the end of the log, or the rest of the file skipped)
 
 
 @dataclass
@@ -134,16 +135,24 @@ def _capture_dispatcher_class():
 
 
 def dispatch_file(
-    config, position: int, recovering: bool, build_cq: bool, build_index: bool, topics: list[str] | None
+    config,
+    position: int,
+    recovering: bool,
+    build_cq: bool,
+    build_index: bool,
+    topics: list[str] | None,
+    part: tuple[int, int, int | None] | None = None,
 ) -> FileDispatch:
-    """Dispatch commit-log file number ``position`` as ``rebuild.dispatch_log`` does for it."""
+    """Dispatch commit-log file number ``position`` as ``rebuild.dispatch_log`` does for it;
+    or, ``part`` (file number, first record, next part's first record or None), that part of
+    a file (``position`` then numbers the part; ``pipeline/rebuild_parts.py``)."""
     import numpy as np
 
     from rmqstore_cli.store.commitlog import CommitLog
     from rmqstore_cli.store.write.dispatch import Dispatcher
 
     cl = CommitLog(config)
-    f = cl.files[position]
+    f = cl.files[position if part is None else part[0]]
     d = Dispatcher(
         config,
         Path("/nonexistent-rmqstore-capture"),
@@ -157,7 +166,7 @@ def dispatch_file(
     fd = _capture_dispatcher_class()(d)
     s = FileSummary(position, f.name, skipped=[], queues={})
     try:
-        _dispatch_one(cl, f, fd, s, recovering)
+        _dispatch_one(cl, f, fd, s, recovering, (0, None) if part is None else part[1:])
     finally:
         cl.close()
     s.messages = fd.messages
@@ -177,9 +186,10 @@ def dispatch_file(
     return FileDispatch(s, units, keys, batch)
 
 
-def _dispatch_one(cl, f, fd, s: FileSummary, recovering: bool) -> None:
+def _dispatch_one(cl, f, fd, s: FileSummary, recovering: bool, part: tuple) -> None:
     """``rebuild.dispatch_file_records`` over file ``f`` (a DLedger data file: records inside
-    entries), its stop classified: the end of the log (``s.stop``) or the rest skipped."""
+    entries) or its ``part``, its stop classified: the end of the log (``s.stop``) or the
+    rest skipped."""
     from rmqstore_cli.store.write.rebuild import classify_stop, dispatch_file_records
 
     config = cl.config
@@ -192,9 +202,11 @@ def _dispatch_one(cl, f, fd, s: FileSummary, recovering: bool) -> None:
         config.force_verify_prop_crc,
         s.skipped,
         header=header,
+        part=part,
     )
     if stop_at is None:
         return
+    s.halted = True
     end, skip = classify_stop(f, stop_at, reason, recovering, last_file=f is cl.files[-1])
     if end is not None:
         s.stop = end
@@ -265,23 +277,33 @@ def rebuild_inputs(config) -> tuple[list, int, list[int]]:
     return names, rec, gaps
 
 
-def plan_dispatch(names: list, gaps: list[int], summaries: list[FileSummary]) -> tuple[list[int], object]:
-    """The files dispatched and where dispatch ends (``dispatch_log``'s stop rules)."""
+def plan_dispatch(
+    names: list, gaps: list[int], summaries: list[FileSummary], files: list[int] | None = None
+) -> tuple[list[int], object]:
+    """The files dispatched and where dispatch ends (``dispatch_log``'s stop rules). With
+    ``files`` (the file of each position, positions being parts of files in order), the
+    parts dispatched: none of a file after one that stopped inside it."""
     from rmqstore_cli.store.commitlog import ScanEnd
 
     by_pos = {s.position: s for s in summaries}
+    files = list(range(len(names))) if files is None else files
     included: list[int] = []
     stop = None
-    for i in range(len(names)):
-        if i in gaps:
+    halted = None  # a file dispatch stopped inside: its later parts are skipped with it
+    for p, i in enumerate(files):
+        if i == halted:
+            continue
+        if i in gaps and (p == 0 or files[p - 1] != i):
             stop = ScanEnd(
                 names[i - 1][2], f"gap: no file between {names[i - 1][2]} and {names[i][1]}", names[i][0], clean=False
             )
             break
-        included.append(i)
-        if by_pos[i].stop is not None:
-            stop = by_pos[i].stop
+        included.append(p)
+        if by_pos[p].stop is not None:
+            stop = by_pos[p].stop
             break
+        if by_pos[p].halted:
+            halted = i
     if stop is None and names:
         stop = ScanEnd(names[-1][2], "end of the last file", names[-1][0])
     return included, stop
@@ -364,8 +386,10 @@ def rebuild_report(
     index_built: list[dict],
     total_keys: int,
     seconds: float,
+    files: list[int] | None = None,
 ):
-    """The local engine's DispatchReport, from the per-file summaries and what was built."""
+    """The local engine's DispatchReport, from the per-file summaries and what was built
+    (``files``: the file of each position, when positions are parts of files)."""
     from rmqstore_cli.store.files.lock import abort_exists
     from rmqstore_cli.store.write.rebuild import DispatchReport
 
@@ -374,7 +398,7 @@ def rebuild_report(
     rep.recovery_first_file = names[rec][0] if names else None
     for i in included:
         _add_summary(rep, summaries[i])
-    rep.files = len(included)
+    rep.files = len(included) if files is None else len({files[p] for p in included})
     rep.stop = stop
     rep.bytes = (stop.offset - names[0][1]) if names and stop else 0
     rep.queues = queues

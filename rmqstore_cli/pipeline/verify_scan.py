@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from rmqstore_cli.pipeline.verify_plan import IndexWindow, Marks, Recorder, StorePlan, task_verifier
+from rmqstore_cli.store.files.arrays import data_end_guess, file_array
 from rmqstore_cli.store.verify import Finding, IndexScan, Span, Verifier
 
 _TQ_CHECKS = frozenset(
@@ -175,7 +176,7 @@ def spans_task(plan: StorePlan, store: int, i: int, n: int) -> list[Span]:
         v.open_commitlog()
     try:
         f = v.mfq.files[i]
-        data = v.data_end_guess(f)
+        data = data_end_guess(file_array(f.buffer()))
         starts, _ = v.batch_starts(f, (n - 1) * data // n)
     finally:
         v.mfq.close()

@@ -166,6 +166,7 @@ def test_batch_starts_are_where_the_whole_scan_starts_its_batches(tmp_path, many
     from rmqstore_cli.pipeline.stores import StoreSpec
     from rmqstore_cli.pipeline.verify_job import load
     from rmqstore_cli.pipeline.verify_scan import cut_spans
+    from rmqstore_cli.store.files.arrays import data_end_guess, file_array
     from rmqstore_cli.store.verify import Verifier
 
     path = _one_file(tmp_path / "s")
@@ -177,7 +178,7 @@ def test_batch_starts_are_where_the_whole_scan_starts_its_batches(tmp_path, many
     upto = starts[len(starts) // 2].start - 1
     some, _ = v.batch_starts(v.mfq.files[0], upto)  # walked only to the first start at or past upto
     assert some == starts[: len(starts) // 2 + 1]
-    assert end <= v.data_end_guess(v.mfq.files[0]) < end + 4096  # the page the data ends in
+    assert end <= data_end_guess(file_array(v.mfq.files[0].buffer())) < end + 4096  # the page the data ends in
     v.mfq.close()
     whole = Verifier(cfg)
     checked: list[int] = []

@@ -317,29 +317,6 @@ class CommitLogScan:
             pass
         return out, pos
 
-    @staticmethod
-    def data_end_guess(f, page: int = 4096) -> int:
-        """About where file ``f``'s data ends: after the last non-zero page, found by a binary
-        search that takes every page past a zero one for zeros (as a file the broker
-        preallocated is); a few pages read. Only to share a file out in like parts: a
-        wrong guess (a zero page inside the data) makes them unlike, not wrong."""
-        buf = f.buffer()
-        arr = file_array(buf)
-        size = len(buf)
-        lo, hi = 0, -(-size // page)  # pages [0, lo) hold data; [hi, ...) are zeros
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if arr[mid * page : (mid + 1) * page].any():
-                lo = mid + 1
-            else:
-                hi = mid
-        del arr
-        try:
-            f.close()
-        except BufferError:
-            pass
-        return min(size, lo * page)
-
     def _walk_stopped(self, f, buf, arr: np.ndarray, kind: str, pos: int, rel: str, last: bool) -> int | None:
         """Report what the walk met at ``pos`` instead of a record (``kind``: blank, eof,
         short, zero or bad); the position the walk resumes at, or None: the file is done."""

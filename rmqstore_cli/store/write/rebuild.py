@@ -155,15 +155,18 @@ def dispatch_file_records(
     batch: int = BATCH,
     after_block=None,
     header: int = 0,
+    part: tuple[int, int | None] = (0, None),
 ) -> tuple[int | None, str]:
     """Dispatch one commit-log file, block by block, as recovery (``recovering``: CRC checked,
     a size mismatch or invalid record ends the log) or the reput (a size mismatch is skipped
     into ``skipped``). Returns (position where dispatch stopped in the file or None, why).
     ``header``: a DLedger data file's entry header before each record (``commitlog.dledger``);
     the position returned is then the entry's, where ``DLedgerMmapFileStore#recover`` cuts.
+    ``part``: the records from a record start (or entry start) on, up to the first at or past
+    a position (None: the file's end); None also when the part ends there.
     A file that shrank meanwhile is a ShrunkError (``mapguard.check``), not a stop: the zeros
     the guard left would read as the end of the log."""
-    got = _dispatch_file(fd, f, recovering, check_crc, force_prop_crc, skipped, batch, after_block, header)
+    got = _dispatch_file(fd, f, recovering, check_crc, force_prop_crc, skipped, batch, after_block, header, part)
     mapguard.check(f.buffer())
     return got
 
@@ -178,11 +181,17 @@ def _dispatch_file(
     batch: int,
     after_block,
     header: int,
+    part: tuple[int, int | None] = (0, None),
 ) -> tuple[int | None, str]:
     run = _FileRun(fd, f, recovering, check_crc, force_prop_crc, skipped, after_block, header)
-    pos = 0
+    pos, stop = part
     while True:
+        if stop is not None and pos >= stop:  # the next part's first record
+            return None, ""
         P, end_pos, why = walk_records(run.buf, pos, run.limit, batch, HEAD_SIZE, run.a, header=header)
+        if stop is not None and P.size and P[-1] - header >= stop:  # records of the next part: not this part's
+            k = int(np.searchsorted(P - header, stop))
+            P, end_pos, why = P[:k], int(P[k]) - header, None
         why = _STOP.get(why, "invalid")
         if len(P):
             stopped = run.block(P, pos, end_pos)
