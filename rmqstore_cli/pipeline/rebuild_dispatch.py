@@ -135,17 +135,11 @@ def _capture_dispatcher_class():
 
 
 def dispatch_file(
-    config,
-    position: int,
-    recovering: bool,
-    build_cq: bool,
-    build_index: bool,
-    topics: list[str] | None,
-    part: tuple[int, int, int | None] | None = None,
+    config, position: int, recovering: bool, build_cq: bool, build_index: bool, topics: list | None, part=None
 ) -> FileDispatch:
     """Dispatch commit-log file number ``position`` as ``rebuild.dispatch_log`` does for it;
-    or, ``part`` (file number, first record, next part's first record or None), that part of
-    a file (``position`` then numbers the part; ``pipeline/rebuild_parts.py``)."""
+    or, ``part`` (file number, first record, next part's first record or None: a tuple),
+    that part of a file (``position`` then numbers the part; ``pipeline/rebuild_parts.py``)."""
     import numpy as np
 
     from rmqstore_cli.store.commitlog import CommitLog
