@@ -146,7 +146,8 @@ def dispatch_file(
     from rmqstore_cli.store.write.dispatch import Dispatcher
 
     cl = CommitLog(config)
-    f = cl.files[position if part is None else part[0]]
+    file_no, span = (position, (0, None)) if part is None else (part[0], part[1:])
+    f = cl.files[file_no]
     d = Dispatcher(
         config,
         Path("/nonexistent-rmqstore-capture"),
@@ -160,7 +161,7 @@ def dispatch_file(
     fd = _capture_dispatcher_class()(d)
     s = FileSummary(position, f.name, skipped=[], queues={})
     try:
-        _dispatch_one(cl, f, fd, s, recovering, (0, None) if part is None else part[1:])
+        _dispatch_one(cl, f, fd, s, recovering, span)
     finally:
         cl.close()
     s.messages = fd.messages
@@ -280,27 +281,37 @@ def plan_dispatch(
     from rmqstore_cli.store.commitlog import ScanEnd
 
     by_pos = {s.position: s for s in summaries}
-    files = list(range(len(names))) if files is None else files
+    included, stop = _dispatched(names, gaps, by_pos, list(range(len(names))) if files is None else files)
+    if stop is None and names:
+        stop = ScanEnd(names[-1][2], "end of the last file", names[-1][0])
+    return included, stop
+
+
+def _dispatched(names: list, gaps: list[int], by_pos: dict, files: list[int]) -> tuple[list[int], object]:
+    """The positions dispatched, up to a gap or a stop in the recovery region (that stop, or
+    None)."""
     included: list[int] = []
-    stop = None
+    after_gap = {files.index(i) for i in gaps if i in files}  # the first part of a file after a gap
     halted = None  # a file dispatch stopped inside: its later parts are skipped with it
     for p, i in enumerate(files):
         if i == halted:
             continue
-        if i in gaps and (p == 0 or files[p - 1] != i):
-            stop = ScanEnd(
-                names[i - 1][2], f"gap: no file between {names[i - 1][2]} and {names[i][1]}", names[i][0], clean=False
-            )
-            break
+        if p in after_gap:
+            return included, _gap_end(names, i)
         included.append(p)
         if by_pos[p].stop is not None:
-            stop = by_pos[p].stop
-            break
+            return included, by_pos[p].stop
         if by_pos[p].halted:
             halted = i
-    if stop is None and names:
-        stop = ScanEnd(names[-1][2], "end of the last file", names[-1][0])
-    return included, stop
+    return included, None
+
+
+def _gap_end(names: list, i: int):
+    """Dispatch's end at the gap before file ``i``."""
+    from rmqstore_cli.store.commitlog import ScanEnd
+
+    a, b = names[i - 1][2], names[i][1]
+    return ScanEnd(a, f"gap: no file between {a} and {b}", names[i][0], clean=False)
 
 
 def key_floors(included: list[int], summaries: dict) -> dict:

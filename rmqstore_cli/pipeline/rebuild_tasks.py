@@ -376,22 +376,13 @@ def rebuild_staged(config, dest: Path, opts, run_map, t0: float, progress=None, 
 
     names, rec, gaps = rebuild_inputs(config)
     cut = cut_files(config, names, parts, run_map) if parts > 1 else whole_files(names)
-    files = cut.files
-    n = len(files)
-    direct_upto = min([rec] + gaps) if names else 0  # files surely dispatched: before recovery and gaps
-    build_cq, build_index, topics, dry = opts.build_cq, opts.build_index, opts.topics, opts.dry_run
+    build_index, dry = opts.build_index, opts.dry_run
     d = str(dest)
-    part = (lambda p: cut.spans[p]) if cut.split() else (lambda p: None)
     try:
-        step1 = (
-            lambda p: dispatch_and_spill(
-                config, p, files[p] >= rec, build_cq, build_index, topics, d, files[p] < direct_upto, dry, part(p)
-            ),
-            [p for p in range(n) if files[p] >= rec] + [p for p in range(n) if files[p] < rec],  # the recovery
-        )  # region's CRC-checked files first
+        step1 = _step1(config, cut, rec, gaps, opts, d)
         got = run_map(*step1) if progress is None else run_map(*step1, DispatchTally(cut, progress).add)
         summaries = {s.position: s for s in got}
-        included, stop = plan_dispatch(names, gaps, list(summaries.values()), files)
+        included, stop = plan_dispatch(names, gaps, list(summaries.values()), cut.files)
         exact = _exact_counter(config, d, rec, opts, run_map, cut)
         floors, counts, start, total = plan_keys(included, summaries, exact)
         per = max(1, config.max_index_num - 1)
@@ -416,11 +407,37 @@ def rebuild_staged(config, dest: Path, opts, run_map, t0: float, progress=None, 
         staged.built,
         total,
         time.perf_counter() - t0,
-        files,
+        cut.files,
     )
     if staged.built and not dry:
         rep.fallback_index_names = _fallback_index_names(staged)
     return rep
+
+
+def _step1(config, cut: Parts, rec: int, gaps: list[int], opts, d: str) -> tuple:
+    """Step 1's task and positions: every file or part, the recovery region's (whose CRCs are
+    checked) first; a file before the recovery region and any gap is surely dispatched, so
+    its task writes its straight queues' units in place."""
+    files = cut.files
+    direct_upto = min([rec] + gaps) if files else 0
+    spans = cut.spans if cut.split() else [None] * len(files)
+
+    def task(p: int) -> FileSummary:
+        i = files[p]
+        return dispatch_and_spill(
+            config,
+            p,
+            i >= rec,
+            opts.build_cq,
+            opts.build_index,
+            opts.topics,
+            d,
+            i < direct_upto,
+            opts.dry_run,
+            spans[p],
+        )
+
+    return task, [p for p, i in enumerate(files) if i >= rec] + [p for p, i in enumerate(files) if i < rec]
 
 
 class DispatchTally:

@@ -137,10 +137,7 @@ def scan_task(plan: StorePlan, store: int, i: int, r: int = 0, span: Span | None
             v.open_queues()
     for mq in v.queues.values():
         mq.matched = Marks()
-    lo, length = file_start_and_length(plan, i)
-    hi = None if lo is None else lo + max(cfg.mapped_file_size_commit_log, length)  # records lie below
-    if span is not None and lo is not None:  # the part's records lie in [start, stop)
-        lo, hi = lo + span.start, hi if span.stop is None else lo + span.stop
+    lo, hi, length = _records_range(plan, i, span)
     v.index_files, ks = _scan_index_files(plan, lo, hi)
     v.index_end = plan.index_end
     try:
@@ -154,16 +151,34 @@ def scan_task(plan: StorePlan, store: int, i: int, r: int = 0, span: Span | None
         except BufferError:
             pass
         got = _file_scan(plan, store, i, v, rec, ks)
-        got.r, got.span, got.end = r, span, end
-        got.data_end = max((e for _, e in v.ranges), default=None)  # the log's end, if the last part says None
+        _part_scan(got, v, r, span, end)
         got.scanned = _part_bytes(min(length, cfg.mapped_file_size_commit_log), span)
-        if span is not None and span.stop is not None:  # the last part says where the log ends
-            got.cl_end = None
         return got
     finally:
         for x in [*([] if plan.opened is not None else v.queues.values()), *v.index_files]:
             x.close()  # the plan's queues stay open for the next file's scan (StorePlan.release)
         v.close_rocksdb()
+
+
+def _records_range(plan: StorePlan, i: int, span: Span | None) -> tuple[int | None, int | None, int]:
+    """Where commit-log file ``i``'s records (its part's, ``span``) lie in the log, [lo, hi)
+    (None: a file name that is not an offset), and the file's length."""
+    lo, length = file_start_and_length(plan, i)
+    if lo is None:
+        return None, None, length
+    hi = lo + max(plan.config.mapped_file_size_commit_log, length)  # records lie below
+    if span is None:
+        return lo, hi, length
+    return lo + span.start, hi if span.stop is None else lo + span.stop, length
+
+
+def _part_scan(got: FileScan, v: Verifier, r: int, span: Span | None, end: tuple | None) -> None:
+    """What a part's scan adds: its place, where its walk stopped, the end of its last
+    record; only the file's last part says where the log ends."""
+    got.r, got.span, got.end = r, span, end
+    got.data_end = max((e for _, e in v.ranges), default=None)  # the log's end, if the last part says None
+    if span is not None and span.stop is not None:
+        got.cl_end = None
 
 
 def spans_task(plan: StorePlan, store: int, i: int, n: int) -> list[Span]:

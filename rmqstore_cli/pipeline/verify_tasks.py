@@ -151,11 +151,7 @@ def verify_stores(
     spans = _spans(engine, plans)
     handle = _scan(engine, plans, keys, spans)
     try:
-        side, light = engine.results(handle)
-        torn = _torn(spans, light)
-        if torn:  # damage moved the walk off a part's start: those files again, whole
-            handle = engine.rescan(handle, scan_task, [(plans[s], s, i) for s, i in sorted(torn)], torn)
-            side, light = engine.results(handle)
+        handle, side, light = _joined_up(engine, handle, plans, spans)
         parts = _opening_parts(plans, side, orders)
         joined = _join(plans, light)
         ctxs = {s: j[0] for s, j in enumerate(joined)}
@@ -207,6 +203,17 @@ def _spans(engine, plans: list[StorePlan]) -> dict:
 def _length(plan: StorePlan, i: int) -> int:
     """Commit-log file ``i``'s bytes as the scan counts them (at most the file size)."""
     return min(plan.config.mapped_file_size_commit_log, file_start_and_length(plan, i)[1])
+
+
+def _joined_up(engine, handle, plans: list[StorePlan], spans: dict) -> tuple:
+    """The scans' results, (handle, side results, light scans), every split file's parts
+    joined up: those damage moved the walk off a part's start scanned again, whole."""
+    side, light = engine.results(handle)
+    torn = _torn(spans, light)
+    if not torn:
+        return handle, side, light
+    handle = engine.rescan(handle, scan_task, [(plans[s], s, i) for s, i in sorted(torn)], torn)
+    return (handle, *engine.results(handle))
 
 
 def _torn(spans: dict, light: list[FileScan]) -> set:

@@ -60,6 +60,10 @@ class Span:
     walked: tuple[int, int] = (0, 0)
     stop: int | None = None
 
+    def holds(self, pos: int | None) -> bool:
+        """Whether the walk at ``pos`` (None: the file is done) is still inside the part."""
+        return pos is not None and (self.stop is None or pos < self.stop)
+
 
 WHOLE = Span()
 
@@ -261,7 +265,7 @@ class CommitLogScan:
         self.file_base = base
         walked = list(span.walked)  # records, bytes: batches of about limits.BATCH_BYTES after a first probe
         released = span.start
-        while pos is not None and (span.stop is None or pos < span.stop):
+        while span.holds(pos):
             if pos - released >= limits.RELEASE_EVERY:  # memory stays flat however big the store
                 released = release_pages(buf, released, pos)
             # walk: TOTALSIZE and MAGICCODE only (batch.walk_records, shared with rebuild-index)

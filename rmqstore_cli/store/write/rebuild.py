@@ -188,10 +188,8 @@ def _dispatch_file(
     while True:
         if stop is not None and pos >= stop:  # the next part's first record
             return None, ""
-        P, end_pos, why = walk_records(run.buf, pos, run.limit, batch, HEAD_SIZE, run.a, header=header)
-        if stop is not None and P.size and P[-1] - header >= stop:  # records of the next part: not this part's
-            k = int(np.searchsorted(P - header, stop))
-            P, end_pos, why = P[:k], int(P[k]) - header, None
+        walk = walk_records(run.buf, pos, run.limit, batch, HEAD_SIZE, run.a, header=header)
+        P, end_pos, why = walk if stop is None else _before(walk, stop, header)
         why = _STOP.get(why, "invalid")
         if len(P):
             stopped = run.block(P, pos, end_pos)
@@ -203,6 +201,16 @@ def _dispatch_file(
         if why == "blank":
             return None, ""
         return pos, check_framed(run.buf, pos, run.limit, f.file_from_offset, header).reason
+
+
+def _before(walk, stop: int, header: int) -> tuple:
+    """A walk's records that start (their entries, in a DLedger file) before ``stop``, the
+    next part's first: (starts, where the walk goes on, why it stopped)."""
+    P, end_pos, why = walk
+    if not P.size or P[-1] - header < stop:
+        return P, end_pos, why
+    k = int(np.searchsorted(P - header, stop))
+    return P[:k], int(P[k]) - header, None
 
 
 class _FileRun:
