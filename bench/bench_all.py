@@ -23,6 +23,15 @@ Rows:
   --body base64`` of the store, is written before, untimed);
 * ``verify``, ``rebuild-index --output``, ``dump-commitlog --format jsonl``, ``export``
   (local engine, no body) over the store;
+* ``verify --jobs 1`` and ``verify --jobs 2``: the same on one process and on two (the
+  commit-log files split into parts, pipeline/verify_tasks.py); after the table, their wall
+  times as a ratio (issue 35: "verify wall time on 2 cores / on 1 core");
+* ``verify 16 KiB bodies``: ``verify --jobs 1`` of a store of ``--messages``/8 sends of
+  16 KiB bodies (2 GB at the default; written untimed): after the table, its records' bytes
+  over its CPU less the fixed cost (a 1 000-send store's ``verify --jobs 1``; each the least
+  of three runs, the others run then), in GB/s, beside CRC-32's GB/s over the
+  same bytes in this process (zlib-ng's, ``pip install zlib-ng``, else zlib's: the line says
+  which), the floor a CRC-checking read cannot beat;
 * ``fixed cost``: ``verify`` of a 1 000-send store with the compiled kernels forced on
   (:data:`~rmqstore_cli.store.files.fastpaths.FAST_PATHS` thresholds at 0: what an older install
   needs; since the engine's loops are C, built at install, they run whenever built and
@@ -190,6 +199,14 @@ def _rows(a, d: Path) -> list[tuple[str, list[str], dict, str]]:
             "records",
         ),
         ("verify", CLI + ["verify", "--store", s, "--format", "json"], {}, "records"),
+        ("verify --jobs 1", CLI + ["verify", "--store", s, "--format", "json", "--jobs", "1"], {}, "records"),
+        ("verify --jobs 2", CLI + ["verify", "--store", s, "--format", "json", "--jobs", "2"], {}, "records"),
+        (
+            "verify 16 KiB bodies",
+            CLI + ["verify", "--store", str(d / "big-bodies"), "--format", "json", "--jobs", "1"],
+            {},
+            "bytes",
+        ),
         (
             "rebuild-index",
             CLI + ["rebuild-index", "--store", s, "--output", str(d / "rebuilt"), "--format", "json", "--no-progress"],
@@ -275,6 +292,9 @@ def _prepare(name: str, d: Path) -> None:
         "export (local, no body)": ["export"],
     }.get(name, []):
         shutil.rmtree(d / sub, ignore_errors=True)
+    if name == "verify 16 KiB bodies" and not (d / "big-bodies").exists():
+        sends = max(1000, incident_messages(d) // 8)
+        run(CLI + ["generate", "--store", str(d / "big-bodies"), "--messages", str(sends), "--body-size", "16384"])
     if name.startswith("incident: ") and not (d / "incident").exists():
         run(CLI + ["generate", "--store", str(d / "incident"), *incident_store(incident_messages(d))])
     if name == "incident: diff (same)" and not (d / "store-copy").exists():
@@ -330,6 +350,55 @@ def before_run(a, name: str, argv: list[str], env: dict) -> float | None:
     return run([a.before] + argv[1:], env)[0]
 
 
+def crc_speed(total: int = 1 << 30) -> tuple[str, float]:
+    """CRC-32's GB/s over ``total`` bytes (a 64 MiB buffer again and again) in this process:
+    zlib-ng's (the ``zlib-ng`` package) when installed, else zlib's; and which it was."""
+    try:
+        from zlib_ng import zlib_ng as z
+
+        name = "zlib-ng"
+    except ImportError:
+        import zlib as z
+
+        name = "zlib"
+    buf = os.urandom(64 << 20)
+    crc, t = 0, time.process_time()
+    for _ in range(total // len(buf)):
+        crc = z.crc32(buf, crc)
+    return name, total / (time.process_time() - t) / 1e9
+
+
+def derived(out: list[dict], d: Path) -> list[str]:
+    """The issue's ratios from rows of this run: verify's wall time on 2 processes over 1,
+    and the 16 KiB-body verify's GB/s (records' bytes over CPU less the fixed cost) beside
+    CRC-32's."""
+    by = {r["row"]: r for r in out}
+    lines = []
+    one, two = by.get("verify --jobs 1"), by.get("verify --jobs 2")
+    if one and two:
+        r = two["wall_s"] / one["wall_s"]
+        lines.append(f"verify wall on 2 cores / 1 core: {two['wall_s']:.2f} / {one['wall_s']:.2f} s = {r:.2f}")
+        two["wall_ratio_2_over_1"] = round(r, 3)
+    big = by.get("verify 16 KiB bodies")
+    if big and big.get("bytes"):
+        fixed = min(
+            run(CLI + ["verify", "--store", str(d / "small"), "--format", "json", "--jobs", "1"])[0] for _ in "123"
+        )
+        argv = CLI + ["verify", "--store", str(d / "big-bodies"), "--format", "json", "--jobs", "1"]
+        cpu = min(big["cpu_s"], *(run(argv)[0] for _ in "12"))
+        name, crc = crc_speed()
+        if cpu < 1.5 * fixed:  # mostly fixed cost: no rate to tell (a small --messages)
+            lines.append(f"verify, 16 KiB bodies: {cpu:.2f} s CPU, fixed cost {fixed:.2f} s: store too small")
+            return lines
+        gbs = big["bytes"] / (cpu - fixed) / 1e9
+        big.update(gb_per_s_less_fixed=round(gbs, 3), crc=name, crc_gb_per_s=round(crc, 3))
+        lines.append(
+            f"verify, 16 KiB bodies: {gbs:.2f} GB/s less fixed cost ({fixed:.2f} s) / {name} CRC-32 "
+            f"{crc:.2f} GB/s = {gbs / crc:.2f}"
+        )
+    return lines
+
+
 def extensions() -> dict[str, str]:
     """Each C extension's state in the CLI the rows run (``rmqstore --version``'s lines): a
     run at pure-Python speed says so in its header, not only in its numbers."""
@@ -380,6 +449,8 @@ def main() -> None:
         base = warm.get("verify" if "verify" in name else "dump")
         if kind == "cold" and base is not None:
             row["compile_cpu_s"] = round(cpu - base, 3)
+        if kind == "bytes":  # the records' bytes verify counted (its summary)
+            row["bytes"] = json.loads(head)["summary"]["bytes"]
         naive_cpu = warm.get("naive reader")
         if naive_cpu and kind == "records":
             row["x_naive"] = round(cpu / naive_cpu, 2)
@@ -398,6 +469,8 @@ def main() -> None:
     gen["records_per_s"] = round(records / gen["cpu_s"])
     gen["x_naive"] = round(gen["cpu_s"] / warm["naive reader"], 2)
     print(f"(generate: {gen['records_per_s']} records/s, {gen['x_naive']}x naive; {records} records)")
+    for line in derived(out, a.dir):
+        print(line)
     a.json.parent.mkdir(parents=True, exist_ok=True)
     a.json.write_text(
         json.dumps(

@@ -40,7 +40,7 @@ JobsOpt = Annotated[
         "-j",
         min=0,
         help="Run on this many processes of this machine (0: every core it may use): one task per commit-log "
-        "file, then per queue and index file; the same answer.",
+        "file (per part of a file larger than its share), then per queue and index file; the same answer.",
     ),
 ]
 #: The size options are Java ints in the broker's MessageStoreConfig.

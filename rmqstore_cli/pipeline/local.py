@@ -54,7 +54,8 @@ def rebuild_build(config, dest: Path, opts, progress=None, jobs: int = 1):
     commit-log file, then per index file, per queue to rebuild and per file with units left
     to write; see rebuild_tasks.py ``rebuild_staged``), one after another in this process
     (``jobs`` 1) or on ``jobs`` forked processes (0: every core this process may use); the
-    same files and report whatever ``jobs``. ``progress`` (``rebuild.Progress``) hears each
+    same files and report whatever ``jobs`` (on several, a commit-log file larger than its
+    share is dispatched in parts). ``progress`` (``rebuild.Progress``) hears each
     commit-log file as its dispatch ends."""
     import time
 
@@ -62,8 +63,19 @@ def rebuild_build(config, dest: Path, opts, progress=None, jobs: int = 1):
 
     n = jobs or default_jobs()
     return T.rebuild_staged(
-        config, dest, opts, lambda fn, items, each=None: fork_map(fn, items, n, each), time.perf_counter(), progress
+        config,
+        dest,
+        opts,
+        lambda fn, items, each=None: fork_map(fn, items, n, each),
+        time.perf_counter(),
+        progress,
+        n * PARTS_PER_JOB if n > 1 else 1,
     )
+
+
+#: rebuild-index's step 1 on ``jobs`` > 1 processes: the commit log cut into about this many
+#: parts a process (a file larger than its share in parts: ``rebuild_parts.py``).
+PARTS_PER_JOB = 2
 
 
 def default_jobs() -> int:

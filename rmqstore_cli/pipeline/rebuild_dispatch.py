@@ -56,6 +56,7 @@ class FileSummary:
     ends: dict = None  # (topic, qid) -> (first, last) unit's end (offset + size)
     direct: list = None  # queues whose units the file's task wrote in place
     batch: dict = None  # BatchCQ (topic, qid) -> its units captured (spilled as <n>.bcq.npy)
+    halted: bool = False  # dispatch stopped inside it (the end of the log, or the rest of the file skipped)
 
 
 @dataclass
@@ -99,9 +100,11 @@ def _capture_dispatcher_class():
 
 
 def dispatch_file(
-    config, position: int, recovering: bool, build_cq: bool, build_index: bool, topics: list[str] | None
+    config, position: int, recovering: bool, build_cq: bool, build_index: bool, topics: list | None, part=None
 ) -> FileDispatch:
-    """Dispatch commit-log file number ``position`` as ``rebuild.dispatch_log`` does for it."""
+    """Dispatch commit-log file number ``position`` as ``rebuild.dispatch_log`` does for it;
+    or, ``part`` (file number, first record, next part's first record or None: a tuple),
+    that part of a file (``position`` then numbers the part; ``pipeline/rebuild_parts.py``)."""
     import numpy as np
 
     from rmqstore_cli.store.commitlog import CommitLog
@@ -109,7 +112,8 @@ def dispatch_file(
     from rmqstore_cli.store.write.dispatch import Dispatcher
 
     cl = CommitLog(config)
-    f = cl.files[position]
+    file_no, span = (position, (0, None)) if part is None else (part[0], part[1:])
+    f = cl.files[file_no]
     d = Dispatcher(
         config,
         Path("/nonexistent-rmqstore-capture"),
@@ -123,7 +127,7 @@ def dispatch_file(
     fd = _capture_dispatcher_class()(d)
     s = FileSummary(position, f.name, skipped=[], queues={})
     try:
-        _dispatch_one(cl, f, fd, s, recovering)
+        _dispatch_one(cl, f, fd, s, recovering, span)
     finally:
         cl.close()
     s.messages = fd.messages
@@ -143,9 +147,10 @@ def dispatch_file(
     return FileDispatch(s, units, keys, batch)
 
 
-def _dispatch_one(cl, f, fd, s: FileSummary, recovering: bool) -> None:
+def _dispatch_one(cl, f, fd, s: FileSummary, recovering: bool, part: tuple) -> None:
     """``rebuild.dispatch_file_records`` over file ``f`` (a DLedger data file: records inside
-    entries), its stop classified: the end of the log (``s.stop``) or the rest skipped."""
+    entries) or its ``part``, its stop classified: the end of the log (``s.stop``) or the
+    rest skipped."""
     from rmqstore_cli.store.write.rebuild import classify_stop, dispatch_file_records
 
     config = cl.config
@@ -158,9 +163,11 @@ def _dispatch_one(cl, f, fd, s: FileSummary, recovering: bool) -> None:
         config.force_verify_prop_crc,
         s.skipped,
         header=header,
+        part=part,
     )
     if stop_at is None:
         return
+    s.halted = True
     end, skip = classify_stop(f, stop_at, reason, recovering, last_file=f is cl.files[-1])
     if end is not None:
         s.stop = end
@@ -231,26 +238,46 @@ def rebuild_inputs(config) -> tuple[list, int, list[int]]:
     return names, rec, gaps
 
 
-def plan_dispatch(names: list, gaps: list[int], summaries: list[FileSummary]) -> tuple[list[int], object]:
-    """The files dispatched and where dispatch ends (``dispatch_log``'s stop rules)."""
+def plan_dispatch(
+    names: list, gaps: list[int], summaries: list[FileSummary], files: list[int] | None = None
+) -> tuple[list[int], object]:
+    """The files dispatched and where dispatch ends (``dispatch_log``'s stop rules). With
+    ``files`` (the file of each position, positions being parts of files in order), the
+    parts dispatched: none of a file after one that stopped inside it."""
     from rmqstore_cli.store.commitlog import ScanEnd
 
     by_pos = {s.position: s for s in summaries}
-    included: list[int] = []
-    stop = None
-    for i in range(len(names)):
-        if i in gaps:
-            stop = ScanEnd(
-                names[i - 1][2], f"gap: no file between {names[i - 1][2]} and {names[i][1]}", names[i][0], clean=False
-            )
-            break
-        included.append(i)
-        if by_pos[i].stop is not None:
-            stop = by_pos[i].stop
-            break
+    included, stop = _dispatched(names, gaps, by_pos, list(range(len(names))) if files is None else files)
     if stop is None and names:
         stop = ScanEnd(names[-1][2], "end of the last file", names[-1][0])
     return included, stop
+
+
+def _dispatched(names: list, gaps: list[int], by_pos: dict, files: list[int]) -> tuple[list[int], object]:
+    """The positions dispatched, up to a gap or a stop in the recovery region (that stop, or
+    None)."""
+    included: list[int] = []
+    after_gap = {files.index(i) for i in gaps if i in files}  # the first part of a file after a gap
+    halted = None  # a file dispatch stopped inside: its later parts are skipped with it
+    for p, i in enumerate(files):
+        if i == halted:
+            continue
+        if p in after_gap:
+            return included, _gap_end(names, i)
+        included.append(p)
+        if by_pos[p].stop is not None:
+            return included, by_pos[p].stop
+        if by_pos[p].halted:
+            halted = i
+    return included, None
+
+
+def _gap_end(names: list, i: int):
+    """Dispatch's end at the gap before file ``i``."""
+    from rmqstore_cli.store.commitlog import ScanEnd
+
+    a, b = names[i - 1][2], names[i][1]
+    return ScanEnd(a, f"gap: no file between {a} and {b}", names[i][0], clean=False)
 
 
 def key_floors(included: list[int], summaries: dict) -> dict:
@@ -330,8 +357,10 @@ def rebuild_report(
     index_built: list[dict],
     total_keys: int,
     seconds: float,
+    files: list[int] | None = None,
 ):
-    """The local engine's DispatchReport, from the per-file summaries and what was built."""
+    """The local engine's DispatchReport, from the per-file summaries and what was built
+    (``files``: the file of each position, when positions are parts of files)."""
     from rmqstore_cli.store.files.lock import abort_exists
     from rmqstore_cli.store.write.rebuild import DispatchReport
 
@@ -340,7 +369,7 @@ def rebuild_report(
     rep.recovery_first_file = names[rec][0] if names else None
     for i in included:
         _add_summary(rep, summaries[i])
-    rep.files = len(included)
+    rep.files = len(included) if files is None else len({files[p] for p in included})
     rep.stop = stop
     rep.bytes = (stop.offset - names[0][1]) if names and stop else 0
     rep.queues = queues

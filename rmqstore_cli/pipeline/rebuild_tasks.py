@@ -7,6 +7,7 @@ driver's plan are ``rebuild_dispatch.py``'s; here, the spills and the tasks that
 from __future__ import annotations
 
 import os
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from rmqstore_cli.pipeline.rebuild_dispatch import (
     rebuild_inputs,
     rebuild_report,
 )
+from rmqstore_cli.pipeline.rebuild_parts import Parts, cut_files, whole_files
 from rmqstore_cli.pipeline.rebuild_queue_plan import plan_queues
 from rmqstore_cli.pipeline.rebuild_spill import (
     parts_dir,
@@ -75,10 +77,12 @@ def dispatch_and_spill(
     dest: str,
     direct: bool,
     dry: bool,
+    part: tuple | None = None,
 ) -> FileSummary:
-    """Step 1 above for one commit-log file; returns its summary (``simple``: queue → its
-    units are consecutive; ``direct``: queues written into the consume-queue files)."""
-    fd = dispatch_file(config, position, recovering, build_cq, build_index, topics)
+    """Step 1 above for one commit-log file (or ``part`` of one: ``rebuild_parts.py``);
+    returns its summary (``simple``: queue → its units are consecutive; ``direct``: queues
+    written into the consume-queue files)."""
+    fd = dispatch_file(config, position, recovering, build_cq, build_index, topics, part)
     s = fd.summary
     s.simple = {k: _simple_units(v[0], v[1], v[3]) for k, v in fd.units.items()}
     s.direct = []
@@ -360,29 +364,27 @@ class StagedSet:
     index_names: list[str] = field(default_factory=list)
 
 
-def rebuild_staged(config, dest: Path, opts, run_map, t0: float, progress=None):
+def rebuild_staged(config, dest: Path, opts, run_map, t0: float, progress=None, parts: int = 1):
     """rebuild-index's one engine: steps 1–3 above, into ``dest``. ``run_map(fn, items)``
     returns ``[fn(x) for x in items]``, in this process, on forked workers or as one Spark
     task per item; with ``progress`` (``rebuild.Progress``) it is called as
     ``run_map(fn, items, each)``, ``each`` hearing every dispatched file's summary as it
-    comes back (the local engine's progress bar)."""
+    comes back (the local engine's progress bar). ``parts`` > 1: the commit-log files cut
+    into about that many parts (``rebuild_parts.py``), each a position of step 1."""
     import shutil
     import time
 
     names, rec, gaps = rebuild_inputs(config)
-    n = len(names)
-    direct_upto = min([rec] + gaps) if n else 0  # files surely dispatched: before recovery and gaps
-    build_cq, build_index, topics, dry = opts.build_cq, opts.build_index, opts.topics, opts.dry_run
+    cut = cut_files(config, names, parts, run_map) if parts > 1 else whole_files(names)
+    build_index, dry = opts.build_index, opts.dry_run
     d = str(dest)
     try:
-        step1 = (
-            lambda i: dispatch_and_spill(config, i, i >= rec, build_cq, build_index, topics, d, i < direct_upto, dry),
-            list(range(rec, n)) + list(range(rec)),  # the recovery region's CRC-checked files first
-        )
-        got = run_map(*step1) if progress is None else run_map(*step1, DispatchTally(names, progress).add)
+        step1 = _step1(config, cut, rec, gaps, opts, d)
+        got = run_map(*step1) if progress is None else run_map(*step1, DispatchTally(cut, progress).add)
         summaries = {s.position: s for s in got}
-        included, stop = plan_dispatch(names, gaps, list(summaries.values()))
-        floors, counts, start, total = plan_keys(included, summaries, _exact_counter(config, d, rec, opts, run_map))
+        included, stop = plan_dispatch(names, gaps, list(summaries.values()), cut.files)
+        exact = _exact_counter(config, d, rec, opts, run_map, cut)
+        floors, counts, start, total = plan_keys(included, summaries, exact)
         per = max(1, config.max_index_num - 1)
         keys = KeyLayout(floors, counts, start, total, per, -(-total // per) if build_index else 0)
         if dry:
@@ -405,24 +407,54 @@ def rebuild_staged(config, dest: Path, opts, run_map, t0: float, progress=None):
         staged.built,
         total,
         time.perf_counter() - t0,
+        cut.files,
     )
     if staged.built and not dry:
         rep.fallback_index_names = _fallback_index_names(staged)
     return rep
 
 
+def _step1(config, cut: Parts, rec: int, gaps: list[int], opts, d: str) -> tuple:
+    """Step 1's task and positions: every file or part, the recovery region's (whose CRCs are
+    checked) first; a file before the recovery region and any gap is surely dispatched, so
+    its task writes its straight queues' units in place."""
+    files = cut.files
+    direct_upto = min([rec] + gaps) if files else 0
+    spans = cut.spans if cut.split() else [None] * len(files)
+
+    def task(p: int) -> FileSummary:
+        i = files[p]
+        return dispatch_and_spill(
+            config,
+            p,
+            i >= rec,
+            opts.build_cq,
+            opts.build_index,
+            opts.topics,
+            d,
+            i < direct_upto,
+            opts.dry_run,
+            spans[p],
+        )
+
+    return task, [p for p, i in enumerate(files) if i >= rec] + [p for p, i in enumerate(files) if i < rec]
+
+
 class DispatchTally:
     """The progress of step 1 (``rebuild.Progress``): files, commit-log bytes and messages of
-    the files dispatched so far, in the order they come back."""
+    the files dispatched so far, in the order they come back (a file once all its parts did)."""
 
-    def __init__(self, names: list, progress):
-        self.sizes = [end - start for _, start, end in names]
+    def __init__(self, cut: Parts, progress):
+        self.sizes = cut.sizes
         self.total = sum(self.sizes)
         self.progress = progress
+        self.left = Counter(cut.files)
+        self.of = cut.files
         self.files = self.done = self.messages = 0
 
     def add(self, s: FileSummary) -> None:
-        self.files += 1
+        self.left[self.of[s.position]] -= 1
+        self.files += not self.left[self.of[s.position]]
         self.done += self.sizes[s.position]
         self.messages += s.messages
         self.progress(self.files, self.done, self.total, self.messages)
@@ -437,7 +469,7 @@ def _fallback_index_names(staged: StagedSet) -> list[tuple[str, int]]:
     return [(n, t) for n, t in zip(staged.index_names, firsts, strict=True) if name_time(t) != t]
 
 
-def _exact_counter(config, d: str, rec: int, opts, run_map):
+def _exact_counter(config, d: str, rec: int, opts, run_map, cut: Parts):
     """:func:`plan_keys`' ``exact_counts``: how many keys each asked-for file keeps from its
     floor on (``IndexService#buildIndex``'s endPhyOffset rule), counted from its spill; a dry
     run spilled nothing, so those files are dispatched again (asked only when key offsets go
@@ -445,7 +477,9 @@ def _exact_counter(config, d: str, rec: int, opts, run_map):
     build_cq, build_index, topics = opts.build_cq, opts.build_index, opts.topics
 
     def dispatched_again(kv):
-        fd = dispatch_file(config, kv[0], kv[0] >= rec, build_cq, build_index, topics)
+        p = kv[0]
+        part = cut.spans[p] if cut.split() else None
+        fd = dispatch_file(config, p, cut.files[p] >= rec, build_cq, build_index, topics, part)
         return kv[0], len(kept_keys(fd, kv[1])[0])
 
     def exact(need):

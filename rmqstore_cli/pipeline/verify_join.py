@@ -34,11 +34,11 @@ class FinishContext:
 def join_files(plan: StorePlan, scans: list[FileScan]) -> tuple[FinishContext, dict, list]:
     """Cross-file checks from the per-file summaries; returns the finish context, the
     store totals and the scan findings with their final places."""
-    scans = sorted(scans, key=lambda s: s.i)
+    scans = sorted(scans, key=lambda s: s.at)
     topic_first: dict = {}
     for s in scans:
         for tb, pos in s.topic_first.items():
-            topic_first.setdefault(tb, (s.i, pos))
+            topic_first.setdefault(tb, (s.at, pos))
     rank = _queue_ranks(scans, topic_first)
     counts, sev = Counter(), Counter()
     kept: list = []
@@ -47,7 +47,7 @@ def join_files(plan: StorePlan, scans: list[FileScan]) -> tuple[FinishContext, d
         counts.update(s.counts)
         sev.update(s.sev)
         for check, key, tag, d in s.kept:
-            placed = _final_place(s.i, check, key, tag, once, topic_first, rank)
+            placed = _final_place(s.at, check, key, tag, once, topic_first, rank)
             if placed is None:  # said by an earlier file: the local engine says it once
                 counts[check] -= 1
                 sev[d["severity"]] -= 1
@@ -57,18 +57,18 @@ def join_files(plan: StorePlan, scans: list[FileScan]) -> tuple[FinishContext, d
     sh = _queue_offsets_across_files(plan, scans, rank, kept, tq_reset)
     counts.update(sh.counts)
     sev.update(sh.by_severity)
-    cl_end = next((s.cl_end for s in scans if s.cl_end is not None), plan.cl_min)
+    cl_end = _log_end(plan, scans)
     lmq_mode = next((s.lmq_mode for s in scans if s.lmq_mode is not None), None)
     return FinishContext(plan, cl_end, rank, tq_reset, lmq_mode), _totals(scans, counts, sev), kept
 
 
 def _queue_ranks(scans: list[FileScan], topic_first: dict) -> dict:
-    """Each queue's place in the order the local scan numbers queues: the file and batch
-    that first met it, where its topic was first met, its queue id."""
+    """Each queue's place in the order the local scan numbers queues: the file (part) and
+    batch that first met it, where its topic was first met, its queue id."""
     tq_first: dict = {}
     for s in scans:
         for tk, b in s.tq_first_batch.items():
-            tq_first.setdefault(tk, (s.i, b))
+            tq_first.setdefault(tk, (s.at, b))
     return {tk: (fb, topic_first[tk[0]], tk[1] & 0xFFFFFFFF) for tk, fb in tq_first.items()}
 
 
@@ -81,9 +81,9 @@ def _reset_points(scans: list[FileScan]) -> dict:
     return tq_reset
 
 
-def _final_place(i: int, check: str, key: tuple, tag, once: set, topic_first: dict, rank: dict) -> tuple | None:
+def _final_place(at: tuple, check: str, key: tuple, tag, once: set, topic_first: dict, rank: dict) -> tuple | None:
     """A scan finding's place in the whole store's order (a queue's findings by the queue's
-    rank), or None for one the store says once and an earlier file said already."""
+    rank), or None for one the store says once and an earlier file (part) said already."""
     if tag is None:
         return key
     if tag[0] == "once":
@@ -92,7 +92,7 @@ def _final_place(i: int, check: str, key: tuple, tag, once: set, topic_first: di
         once.add(check)
         return key
     if tag[0] == "topic":
-        return key if topic_first[tag[1]][0] == i else None
+        return key if topic_first[tag[1]][0] == at else None
     return key[:3] + (rank[tag[1]],) + key[4:]
 
 
@@ -110,11 +110,23 @@ def _queue_offsets_across_files(plan: StorePlan, scans: list[FileScan], rank: di
             sh.topic_names, sh.tq_list, sh.tq_last, sh.tq_reset = [tk[0]], [(0, tk[1])], [last[tk]], {}
             n0 = len(shr.kept)
             sh.check_queue_offsets(_one(0), _one(q), _one(st), np.ones(1, bool), _one(p), rel, base)
-            kept.extend((check, (2, (s.i,), batch, rank[tk], -1), d) for check, _, _, d in shr.kept[n0:])
+            kept.extend((check, (2, s.at, batch, rank[tk], -1), d) for check, _, _, d in shr.kept[n0:])
             if 0 in sh.tq_reset:
                 tq_reset[tk] = max(tq_reset.get(tk, -1), sh.tq_reset[0])
         last.update(s.tq_tail)
     return sh
+
+
+def _log_end(plan: StorePlan, scans: list[FileScan]) -> int:
+    """Where the commit log's data ends: where the last file's scan (its last part) found
+    it; when that part ended in bytes no record could be read from, the end of the last
+    record any part of the file checked (``CommitLogScan#_valid_end``), or the file's start."""
+    last = [s for s in scans if s.i == len(plan.files) - 1]
+    if not last:
+        return plan.cl_min
+    if last[-1].cl_end is not None:
+        return last[-1].cl_end
+    return max((s.data_end for s in last if s.data_end is not None), default=int(plan.files[-1]))
 
 
 def _one(x: int) -> np.ndarray:

@@ -1,10 +1,12 @@
-"""verify's scan tasks (``pipeline/verify_tasks.py``): one commit-log file checked alone
-(:func:`scan_task`), its findings placed by a :class:`FileRecorder`, and what it hands on
-(:class:`FileScan`): totals, what crosses files for the join, and the marks the queue and
-index tasks read (:func:`shuffle_items`, :func:`grouped`)."""
+"""verify's scan tasks (``pipeline/verify_tasks.py``): one commit-log file, or one part of
+it (a :class:`~rmqstore_cli.store.verify.Span`), checked alone (:func:`scan_task`), its
+findings placed by a :class:`FileRecorder`, and what it hands on (:class:`FileScan`):
+totals, what crosses files and parts for the join, and the marks the queue and index tasks
+read (:func:`shuffle_items`, :func:`grouped`)."""
 
 from __future__ import annotations
 
+import bisect
 import os
 from collections import Counter
 from dataclasses import dataclass
@@ -13,7 +15,8 @@ from pathlib import Path
 import numpy as np
 
 from rmqstore_cli.pipeline.verify_plan import IndexWindow, Marks, Recorder, StorePlan, task_verifier
-from rmqstore_cli.store.verify import Finding, IndexScan, Verifier
+from rmqstore_cli.store.files.arrays import data_end_guess, file_array
+from rmqstore_cli.store.verify import Finding, IndexScan, Span, Verifier
 
 _TQ_CHECKS = frozenset(
     {"commitlog.queue-offset", "commitlog.queue-offset-reset", "cq.unit-mismatch", "cq.superseded"}
@@ -22,14 +25,14 @@ _TOPIC_CHECKS = frozenset({"commitlog.topic", "commitlog.topic-chars"})  # once 
 
 
 class FileRecorder(Recorder):
-    """The findings of one commit-log file's scan (``scan_file_at``) on a Verifier that has
-    seen no earlier file, and what the driver needs to join files up: where each topic and
-    queue was first met, each queue's first record in the file."""
+    """The findings of one commit-log file's scan (``scan_file_at``), or of its part ``r``,
+    on a Verifier that has seen no earlier file or part, and what the driver needs to join
+    them up: where each topic and queue was first met, each queue's first record in it."""
 
     wants_queue_heads = True
 
-    def __init__(self, plan: StorePlan, i: int):
-        super().__init__(plan.cap, 2, (i,))
+    def __init__(self, plan: StorePlan, i: int, r: int = 0):
+        super().__init__(plan.cap, 2, (i, r))
         self.topic_first: dict[bytes, int] = {}
         self.tq_first_batch: dict[tuple, int] = {}
         self.tq_head: dict[tuple, tuple] = {}
@@ -99,6 +102,15 @@ class FileScan:
     lmq_ends: dict = None  # queue -> the next offset this file's messages assign it (lmq.queue-end)
     lmq_mode: tuple | None = None  # (enable_lmq, broker5) when the file checked multi-dispatch
     scanned: int = 0  # the file's bytes as a progress bar counts them (``CommitLogScan#scan_file_at``)
+    r: int = 0  # the part of the file (:func:`scan_task`), 0: the whole file or its first part
+    span: Span | None = None  # the part scanned (None: the whole file)
+    end: tuple | None = None  # where the part's walk stopped, (position, walked); None: the file's end
+    data_end: int | None = None  # the end of the part's last record checked (the last file's end)
+
+    @property
+    def at(self) -> tuple[int, int]:
+        """The scan's place in the order one pass over the store meets files and parts."""
+        return (self.i, self.r)
 
     def light(self) -> FileScan:
         return FileScan(**{**self.__dict__, "missing": None, "matched": None, "checked": None, "lmq_ends": None})
@@ -110,10 +122,11 @@ class FileScan:
         return sum(np.size(a) for a in [*arrays, *(self.matched or {}).values(), *(self.checked or {}).values()])
 
 
-def scan_task(plan: StorePlan, store: int, i: int) -> FileScan:
-    """Commit-log file ``i`` scanned alone: its findings, totals and what crosses files."""
+def scan_task(plan: StorePlan, store: int, i: int, r: int = 0, span: Span | None = None) -> FileScan:
+    """Commit-log file ``i`` (or its part ``r``, ``span``) scanned alone: its findings,
+    totals and what crosses files and parts."""
     cfg = plan.config
-    rec = FileRecorder(plan, i)
+    rec = FileRecorder(plan, i, r)
     v = task_verifier(plan, rec)
     v.retire_index_files = False  # the task ships its index files' marks after the scan
     v.checkpoint, v.abort = plan.checkpoint, plan.abort
@@ -124,8 +137,7 @@ def scan_task(plan: StorePlan, store: int, i: int) -> FileScan:
             v.open_queues()
     for mq in v.queues.values():
         mq.matched = Marks()
-    lo, length = _file_start_and_length(plan, i)
-    hi = None if lo is None else lo + max(cfg.mapped_file_size_commit_log, length)  # records lie below
+    lo, hi, length = _records_range(plan, i, span)
     v.index_files, ks = _scan_index_files(plan, lo, hi)
     v.index_end = plan.index_end
     try:
@@ -133,13 +145,14 @@ def scan_task(plan: StorePlan, store: int, i: int) -> FileScan:
             v.open_commitlog()
         v.want_keys = plan.want_keys
         v.index_empty = cfg.message_index_enable and not any(x.entries for x in plan.index_info)
-        v.scan_file_at(i)
+        end = v.scan_file_at(i, span or Span())
         try:
             v.mfq.close()
         except BufferError:
             pass
         got = _file_scan(plan, store, i, v, rec, ks)
-        got.scanned = min(length, cfg.mapped_file_size_commit_log)
+        _part_scan(got, v, r, span, end)
+        got.scanned = _part_bytes(min(length, cfg.mapped_file_size_commit_log), span)
         return got
     finally:
         for x in [*([] if plan.opened is not None else v.queues.values()), *v.index_files]:
@@ -147,7 +160,66 @@ def scan_task(plan: StorePlan, store: int, i: int) -> FileScan:
         v.close_rocksdb()
 
 
-def _file_start_and_length(plan: StorePlan, i: int) -> tuple[int | None, int]:
+def _records_range(plan: StorePlan, i: int, span: Span | None) -> tuple[int | None, int | None, int]:
+    """Where commit-log file ``i``'s records (its part's, ``span``) lie in the log, [lo, hi)
+    (None: a file name that is not an offset), and the file's length."""
+    lo, length = file_start_and_length(plan, i)
+    if lo is None:
+        return None, None, length
+    hi = lo + max(plan.config.mapped_file_size_commit_log, length)  # records lie below
+    if span is None:
+        return lo, hi, length
+    return lo + span.start, hi if span.stop is None else lo + span.stop, length
+
+
+def _part_scan(got: FileScan, v: Verifier, r: int, span: Span | None, end: tuple | None) -> None:
+    """What a part's scan adds: its place, where its walk stopped, the end of its last
+    record; only the file's last part says where the log ends."""
+    got.r, got.span, got.end = r, span, end
+    got.data_end = max((e for _, e in v.ranges), default=None)  # the log's end, if the last part says None
+    if span is not None and span.stop is not None:
+        got.cl_end = None
+
+
+def spans_task(plan: StorePlan, store: int, i: int, n: int) -> list[Span]:
+    """Commit-log file ``i`` cut into about ``n`` parts of like bytes of its data where the
+    scan's batches start (``CommitLogScan#batch_starts``, walked only as far as the last
+    cut); one span, the whole file, when it has one batch."""
+    v = task_verifier(plan, Recorder(None, 0))
+    v.index_files = []
+    with v.muted():  # the plan's findings
+        v.open_commitlog()
+    try:
+        f = v.mfq.files[i]
+        data = data_end_guess(file_array(f.buffer()))
+        starts, _ = v.batch_starts(f, (n - 1) * data // n)
+    finally:
+        v.mfq.close()
+    return cut_spans(starts, data, n)
+
+
+def cut_spans(starts: list[Span], end: int, n: int) -> list[Span]:
+    """``n`` spans (fewer if ``starts`` are too few) from the batch starts nearest each n-th
+    of ``end`` bytes, each to the next one's start, the last to the file's end."""
+    at = [s.start for s in starts]
+    picked = {0}
+    for k in range(1, n):
+        j = bisect.bisect_left(at, k * end // n)
+        if j < len(at):
+            picked.add(j if j == 0 or at[j] - k * end // n <= k * end // n - at[j - 1] else j - 1)
+    cuts = sorted(picked)
+    stops = [at[j] for j in cuts[1:]] + [None]
+    return [Span(starts[j].start, starts[j].walked, stop) for j, stop in zip(cuts, stops, strict=True)]
+
+
+def _part_bytes(n: int, span: Span | None) -> int:
+    """A part's share of its file's ``n`` bytes (a progress bar's): the parts' add up to ``n``."""
+    if span is None:
+        return n
+    return min(n, n if span.stop is None else span.stop) - min(n, span.start)
+
+
+def file_start_and_length(plan: StorePlan, i: int) -> tuple[int | None, int]:
     """Commit-log file ``i``'s start offset (None: a name that is not one) and its length."""
     name = plan.files[i]
     dirs = plan.config.commitlog_dirs
@@ -223,13 +295,13 @@ def _lmq_ends(v: Verifier) -> dict:
 def shuffle_items(r: FileScan):
     """What one file gives the queue and index tasks: ((store, kind, key), item)."""
     for tk, arrays in (r.missing or {}).items():
-        yield (r.store, "q", tk), ("missing", r.i, arrays)
+        yield (r.store, "q", tk), ("missing", r.at, arrays)
     for k, runs in (r.matched or {}).items():
-        yield (r.store, "q", k), ("matched", r.i, runs)
+        yield (r.store, "q", k), ("matched", r.at, runs)
     for k, runs in (r.checked or {}).items():
-        yield (r.store, "i", k), ("checked", r.i, runs)
+        yield (r.store, "i", k), ("checked", r.at, runs)
     for k, end in (r.lmq_ends or {}).items():
-        yield (r.store, "q", k), ("lmq_end", r.i, end)
+        yield (r.store, "q", k), ("lmq_end", r.at, end)
 
 
 def grouped(scans: list, keys: list) -> dict:

@@ -15,7 +15,11 @@ the driver sorts them into that order and caps them per check as it does). The p
    checkpoint, abort, consume-queue files and directories, commit-log file names).
 1. one task per index file: ``open_index_file`` (name, size, structure); the driver runs
    ``check_index_order`` on the headers.
-2. one task per commit-log file: ``scan_file_at`` with fresh cross-file state. What crosses
+2. one task per commit-log file: ``scan_file_at`` with fresh cross-file state; on this
+   machine's processes a file larger than its share is split into parts (:func:`spans_task`:
+   where the scan's batches start, from a walk of the record sizes alone), one task each,
+   joined like files (a part that does not join up with the next, after damage, has its
+   file scanned again whole: the answer never depends on the split). What crosses
    files comes back as small summaries: each queue's first and next queue offset in the file
    (the driver runs ``_check_queue_offsets`` on the first record of each queue against the
    previous file's end), the topics first seen (a topic finding is kept from its first file
@@ -46,7 +50,14 @@ from rmqstore_cli.pipeline.verify_plan import (
     index_order,
     plan_store,
 )
-from rmqstore_cli.pipeline.verify_scan import FileScan, grouped, scan_task, shuffle_items
+from rmqstore_cli.pipeline.verify_scan import (
+    FileScan,
+    file_start_and_length,
+    grouped,
+    scan_task,
+    shuffle_items,
+    spans_task,
+)
 
 __all__ = [
     "FileScan",
@@ -65,6 +76,12 @@ __all__ = [
 #: How many finish chunks each process gets (:meth:`Forked.finish`): a few, so that a slow
 #: chunk does not leave the other processes idle, not one a queue.
 FINISH_CHUNKS_PER_JOB = 4
+#: How many scan tasks each process gets when files are split (:attr:`Forked.parts`): two,
+#: so that a part that costs more (damage, a file's zero tail) leaves the others less idle.
+PARTS_PER_JOB = 2
+#: A commit-log file is split into parts of at least this many bytes (each part costs a
+#: task: a Verifier, its index windows, a mark per queue it met).
+MIN_PART_BYTES = 32 << 20
 
 
 class Forked:
@@ -81,6 +98,12 @@ class Forked:
         self.jobs = jobs
         self.advance = advance  # a progress bar's: each commit-log file's bytes as its scan ends
 
+    @property
+    def parts(self) -> int:
+        """How many scan tasks the commit log is cut into at least (files split into parts
+        when there are fewer): one per process is too few to keep them all busy."""
+        return self.jobs * PARTS_PER_JOB if self.jobs > 1 else 1
+
     def map(self, fn, items):
         return fork_map(lambda x: fn(*x), items, self.jobs)
 
@@ -95,6 +118,11 @@ class Forked:
 
     def results(self, handle):
         return handle[0], [r.light() for r in handle[1]]
+
+    def rescan(self, handle, fn, items, torn: set):
+        """The files ``torn`` (store, file) scanned again whole (``items``), their parts dropped."""
+        again = fork_map(lambda x: fn(*x), items, self.jobs)
+        return handle[0], [r for r in handle[1] if (r.store, r.i) not in torn] + again
 
     def finish(self, handle, keys, ctxs):
         groups = list(grouped(handle[1], keys).items())
@@ -120,9 +148,10 @@ def verify_stores(
         p.broker_version, p.queue_ends = broker_version, {}
     keys = [(p, k) for p in plans for k in range(len(p.index_paths))]
     orders = _index_orders(engine, plans, keys)
-    handle = _scan(engine, plans, keys)
+    spans = _spans(engine, plans)
+    handle = _scan(engine, plans, keys, spans)
     try:
-        side, light = engine.results(handle)
+        handle, side, light = _joined_up(engine, handle, plans, spans)
         parts = _opening_parts(plans, side, orders)
         joined = _join(plans, light)
         ctxs = {s: j[0] for s, j in enumerate(joined)}
@@ -136,19 +165,69 @@ def verify_stores(
     ]
 
 
-def _scan(engine, plans: list[StorePlan], keys: list):
+def _scan(engine, plans: list[StorePlan], keys: list, spans: dict):
     """The commit-log files' scans, the index files' checks beside them; then the queues the
     plans kept open for the scans are closed."""
     try:
-        return engine.scan(scan_task, _scan_items(plans), index_open_task, keys)
+        return engine.scan(scan_task, _scan_items(plans, spans), index_open_task, keys)
     finally:
         for p in plans:
             p.release()
 
 
-def _scan_items(plans: list[StorePlan]) -> list[tuple]:
-    """One scan task per commit-log file of every store: (plan, store number, file number)."""
-    return [(p, s, i) for s, p in enumerate(plans) for i in range(len(p.files))]
+def _scan_items(plans: list[StorePlan], spans: dict) -> list[tuple]:
+    """One scan task per commit-log file of every store, (plan, store number, file number),
+    or per part of a file split (``spans``), (plan, store, file, part number, span)."""
+    return [
+        (p, s, i, *part)
+        for s, p in enumerate(plans)
+        for i in range(len(p.files))
+        for part in (enumerate(spans[s, i]) if (s, i) in spans else [()])
+    ]
+
+
+def _spans(engine, plans: list[StorePlan]) -> dict:
+    """The parts of each commit-log file split for ``engine`` ((store, file) -> spans): files
+    larger than the commit log's bytes over the engine's :attr:`Forked.parts`, cut into that
+    share at the scan's batch starts (none: an engine that scans whole files)."""
+    want = getattr(engine, "parts", 1)
+    if want <= 1:
+        return {}
+    sizes = {(s, i): _length(p, i) for s, p in enumerate(plans) for i in range(len(p.files))}
+    share = max(MIN_PART_BYTES, -(-sum(sizes.values()) // want))
+    todo = [(plans[s], s, i, -(-n // share)) for (s, i), n in sizes.items() if n > share]
+    got = engine.map(spans_task, todo)
+    return {(t[1], t[2]): g for t, g in zip(todo, got, strict=True) if len(g) > 1}
+
+
+def _length(plan: StorePlan, i: int) -> int:
+    """Commit-log file ``i``'s bytes as the scan counts them (at most the file size)."""
+    return min(plan.config.mapped_file_size_commit_log, file_start_and_length(plan, i)[1])
+
+
+def _joined_up(engine, handle, plans: list[StorePlan], spans: dict) -> tuple:
+    """The scans' results, (handle, side results, light scans), every split file's parts
+    joined up: those damage moved the walk off a part's start scanned again, whole."""
+    side, light = engine.results(handle)
+    torn = _torn(spans, light)
+    if not torn:
+        return handle, side, light
+    handle = engine.rescan(handle, scan_task, [(plans[s], s, i) for s, i in sorted(torn)], torn)
+    return (handle, *engine.results(handle))
+
+
+def _torn(spans: dict, light: list[FileScan]) -> set:
+    """The split files (store, file) one of whose parts stopped elsewhere than where the
+    next part started (a record the checks rejected: the scan resynchronised where the walk
+    of sizes alone did not), or ended the file before it."""
+    torn = set()
+    for r in light:
+        parts = spans.get((r.store, r.i))
+        if parts and r.r + 1 < len(parts):
+            nxt = parts[r.r + 1]
+            if r.end != (nxt.start, nxt.walked):
+                torn.add((r.store, r.i))
+    return torn
 
 
 def _join(plans: list[StorePlan], light: list[FileScan]) -> list[tuple]:

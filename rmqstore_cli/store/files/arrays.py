@@ -105,3 +105,18 @@ def _windows(a: np.ndarray, width: int) -> np.ndarray:
     instead of a byte-wise fancy index (several times faster for short rows). Indexed with
     ``[]`` only: ``take`` on this view copies the whole array first."""
     return np.ndarray((a.size - width + 1,), np.dtype((np.void, width)), buffer=a, strides=(1,))
+
+
+def data_end_guess(arr: np.ndarray, page: int = 4096) -> int:
+    """About where a file's data ends (``arr``: its bytes): after the last non-zero page, by a
+    binary search that takes every page past a zero one for zeros, as in a file the broker
+    preallocated; a few pages read. Only to share a file out in like parts (verify's and
+    rebuild-index's tasks): a zero page inside the data makes the parts unlike, not wrong."""
+    lo, hi = 0, -(-arr.size // page)  # pages [0, lo) hold data; [hi, ...) are zeros
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if arr[mid * page : (mid + 1) * page].any():
+            lo = mid + 1
+        else:
+            hi = mid
+    return min(arr.size, lo * page)

@@ -31,6 +31,7 @@ from rmqstore_cli.store.verify.checks import first_nonzero
 from rmqstore_cli.store.verify.index import IndexScan
 from rmqstore_cli.store.verify.marks import Marks
 from rmqstore_cli.store.verify.queues import QueueState
+from rmqstore_cli.store.verify.scan import Span
 from rmqstore_cli.store.verify.verifier import Verifier, open_for_verify
 
 __all__ = [
@@ -43,6 +44,7 @@ __all__ = [
     "IndexScan",
     "Marks",
     "QueueState",
+    "Span",
     "Verifier",
     "VerifyOptions",
     "first_nonzero",

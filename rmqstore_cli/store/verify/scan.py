@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import numpy as np
 from rmqstore_cli.formats.commitlog import (
@@ -44,6 +45,35 @@ MIN_RECORD = MIN_RECORD_SIZE
 PREFIX_SIZE = RecordPrefix.sizeof()
 _MAGIC_AT = field_offset(RecordPrefix, "magic")
 MAGIC_BYTES = [m.to_bytes(PREFIX_SIZE - _MAGIC_AT, "big") for m in (MAGIC_V1, MAGIC_V2, MAGIC_BLANK)]
+
+
+@dataclass(frozen=True)
+class Span:
+    """A part of one commit-log file's walk, so that several processes can check one file:
+    the walk's state where a batch starts (its position and the ``walked`` records and bytes
+    that size the next batches, :func:`batch_cap`) and where the part ends, the next part's
+    start (None: the file's end). A part started at a state the whole walk reaches checks
+    the same batches as the whole walk; the part says where it stopped
+    (:meth:`CommitLogScan.scan_file_at`), so whether it joined up with the next is known."""
+
+    start: int = 0
+    walked: tuple[int, int] = (0, 0)
+    stop: int | None = None
+
+    def holds(self, pos: int | None) -> bool:
+        """Whether the walk at ``pos`` (None: the file is done) is still inside the part."""
+        return pos is not None and (self.stop is None or pos < self.stop)
+
+
+WHOLE = Span()
+
+
+def batch_cap(walked: tuple[int, int] | list[int]) -> int:
+    """Records the next batch walks: 64 first (a probe), then about ``limits.BATCH_BYTES``
+    of records at the mean size walked so far, at most ``limits.BATCH``."""
+    if not walked[0]:
+        return 64
+    return max(64, min(limits.BATCH, limits.BATCH_BYTES * walked[0] // max(walked[1], 1)))
 
 
 class CommitLogScan:
@@ -136,13 +166,30 @@ class CommitLogScan:
                 f.retire()
         self.index_active = [f for f in self.index_active if not getattr(f, "retired", False)]
 
-    def scan_file_at(self, i: int) -> None:
+    def scan_file_at(self, i: int, span: Span = WHOLE) -> tuple[int, tuple[int, int]] | None:
         """Check commit-log file number ``i`` of ``self.mfq`` (name, size, gap to the previous
-        file, every record); the pipeline runs this as one task per file."""
+        file, every record); the pipeline runs this as one task per file, or per ``span`` of
+        a file (the file's own checks with the first, its end with the last). Returns where
+        the walk stopped, (position, walked) at or past ``span.stop``, or None: the file is done."""
         files = self.mfq.files
-        size = self.config.mapped_file_size_commit_log
         f = files[i]
         rel = self.rel(f.path)
+        length = f.path.stat().st_size
+        if span.start == 0:
+            self._check_file(i, f, rel, length)
+        last = i == len(files) - 1
+        if last:
+            self.cl_end = None  # set where the file's data ends (below)
+        end = self._scan_file(f, rel, last, span)
+        if last and self.cl_end is None and span.start == 0:  # the file ends in bytes no record could be read
+            self.cl_end = self._valid_end(f.file_from_offset)  # from (a later part's caller joins its ends up)
+        if self.progress:
+            self.progress(min(length, self.config.mapped_file_size_commit_log))
+        return end
+
+    def _check_file(self, i: int, f, rel: str, length: int) -> None:
+        """The file's name, its place after the previous file, its size."""
+        size = self.config.mapped_file_size_commit_log
         if f.file_from_offset % size:
             self._add(
                 "commitlog.file-name",
@@ -151,8 +198,7 @@ class CommitLogScan:
                 f"start {f.file_from_offset} is not a multiple of the file size {size}",
             )
         if i:
-            self._check_file_follows(files[i - 1].end_offset, f, rel)
-        length = f.path.stat().st_size
+            self._check_file_follows(self.mfq.files[i - 1].end_offset, f, rel)
         if length != size:
             self._add(
                 "commitlog.file-size",
@@ -162,14 +208,6 @@ class CommitLogScan:
                 + (" (truncated)" if length < size else "")
                 + self._pad_advice(f, length),
             )
-        last = i == len(files) - 1
-        if last:
-            self.cl_end = None  # set where the file's data ends (below)
-        self._scan_file(f, rel, last=last)
-        if last and self.cl_end is None:  # the file ends in bytes no record could be read from
-            self.cl_end = self._valid_end(f.file_from_offset)
-        if self.progress:
-            self.progress(min(length, size))
 
     def _check_file_follows(self, a: int, f, rel: str) -> None:
         """A file starts where the previous one ends (``a``): a gap is a missing file (recovery
@@ -214,24 +252,24 @@ class CommitLogScan:
         rejects); damage earlier in the file is reported as ``recovery.truncate`` besides."""
         return max((e for s, e in self.ranges if s >= base), default=base)
 
-    def _scan_file(self, f, rel: str, last: bool) -> None:
-        """Walk one file a batch of records at a time, each batch checked as it comes."""
+    def _scan_file(self, f, rel: str, last: bool, span: Span = WHOLE) -> tuple[int, tuple[int, int]] | None:
+        """Walk one file (its ``span``) a batch of records at a time, each batch checked as it
+        comes; where the walk stopped (:meth:`scan_file_at`)."""
         buf = f.buffer()
         limit = len(buf)
         base = f.file_from_offset
         arr = file_array(buf)
-        pos = 0
+        pos = span.start
         first_rec = None
         self.header = header_of(self.config, f)  # a DLedger data file: records inside 48-byte entries
         self.file_base = base
-        walked = [0, 0]  # records, bytes: batches of about limits.BATCH_BYTES after a first probe
-        released = 0
-        while pos is not None:
+        walked = list(span.walked)  # records, bytes: batches of about limits.BATCH_BYTES after a first probe
+        released = span.start
+        while span.holds(pos):
             if pos - released >= limits.RELEASE_EVERY:  # memory stays flat however big the store
                 released = release_pages(buf, released, pos)
-            cap = max(64, min(limits.BATCH, limits.BATCH_BYTES * walked[0] // max(walked[1], 1))) if walked[0] else 64
             # walk: TOTALSIZE and MAGICCODE only (batch.walk_records, shared with rebuild-index)
-            positions, nxt, kind = walk_records(buf, pos, limit, cap, MIN_RECORD, arr, header=self.header)
+            positions, nxt, kind = walk_records(buf, pos, limit, batch_cap(walked), MIN_RECORD, arr, header=self.header)
             walked[0] += positions.size
             walked[1] += nxt - pos
             pos = nxt
@@ -244,12 +282,44 @@ class CommitLogScan:
                     continue
             if kind is not None:
                 pos = self._walk_stopped(f, buf, arr, kind, pos, rel, last)
-        self.first_records[base] = first_rec
+        if span.start == 0:
+            self.first_records[base] = first_rec
         del arr
         try:
             f.close()  # later look-ups map it again
         except BufferError:
             pass
+        return None if pos is None else (pos, (walked[0], walked[1]))
+
+    def batch_starts(self, f, upto: int | None = None) -> tuple[list[Span], int]:
+        """Where :meth:`_scan_file`'s batches start in file ``f`` (each a :class:`Span` to the
+        file's end) while the walk meets records only, up to the first at or past ``upto``,
+        and where that walk ends: the walk alone (TOTALSIZE and MAGICCODE), no check, up to
+        the first position that is not a record. A check that rejects a record makes the
+        scan resynchronise elsewhere: a part started at a later one of these then does not
+        join up with the part before it, which says so."""
+        buf = f.buffer()
+        arr = file_array(buf)
+        header = header_of(self.config, f)
+        pos, walked, released, out = 0, [0, 0], 0, []
+        while True:
+            if pos - released >= limits.RELEASE_EVERY:
+                released = release_pages(buf, released, pos)
+            out.append(Span(pos, (walked[0], walked[1])))
+            if upto is not None and pos >= upto:
+                break
+            positions, nxt, kind = walk_records(buf, pos, len(buf), batch_cap(walked), MIN_RECORD, arr, header=header)
+            walked[0] += positions.size
+            walked[1] += nxt - pos
+            pos = nxt
+            if kind is not None:
+                break
+        del arr
+        try:
+            f.close()
+        except BufferError:
+            pass
+        return out, pos
 
     def _walk_stopped(self, f, buf, arr: np.ndarray, kind: str, pos: int, rel: str, last: bool) -> int | None:
         """Report what the walk met at ``pos`` instead of a record (``kind``: blank, eof,

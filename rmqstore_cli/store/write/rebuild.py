@@ -155,15 +155,18 @@ def dispatch_file_records(
     batch: int = BATCH,
     after_block=None,
     header: int = 0,
+    part: tuple[int, int | None] = (0, None),
 ) -> tuple[int | None, str]:
     """Dispatch one commit-log file, block by block, as recovery (``recovering``: CRC checked,
     a size mismatch or invalid record ends the log) or the reput (a size mismatch is skipped
     into ``skipped``). Returns (position where dispatch stopped in the file or None, why).
     ``header``: a DLedger data file's entry header before each record (``commitlog.dledger``);
     the position returned is then the entry's, where ``DLedgerMmapFileStore#recover`` cuts.
+    ``part``: the records from a record start (or entry start) on, up to the first at or past
+    a position (None: the file's end); None also when the part ends there.
     A file that shrank meanwhile is a ShrunkError (``mapguard.check``), not a stop: the zeros
     the guard left would read as the end of the log."""
-    got = _dispatch_file(fd, f, recovering, check_crc, force_prop_crc, skipped, batch, after_block, header)
+    got = _dispatch_file(fd, f, recovering, check_crc, force_prop_crc, skipped, batch, after_block, header, part)
     mapguard.check(f.buffer())
     return got
 
@@ -178,11 +181,15 @@ def _dispatch_file(
     batch: int,
     after_block,
     header: int,
+    part: tuple[int, int | None] = (0, None),
 ) -> tuple[int | None, str]:
     run = _FileRun(fd, f, recovering, check_crc, force_prop_crc, skipped, after_block, header)
-    pos = 0
+    pos, stop = part
     while True:
-        P, end_pos, why = walk_records(run.buf, pos, run.limit, batch, HEAD_SIZE, run.a, header=header)
+        if stop is not None and pos >= stop:  # the next part's first record
+            return None, ""
+        walk = walk_records(run.buf, pos, run.limit, batch, HEAD_SIZE, run.a, header=header)
+        P, end_pos, why = walk if stop is None else _before(walk, stop, header)
         why = _STOP.get(why, "invalid")
         if len(P):
             stopped = run.block(P, pos, end_pos)
@@ -194,6 +201,16 @@ def _dispatch_file(
         if why == "blank":
             return None, ""
         return pos, check_framed(run.buf, pos, run.limit, f.file_from_offset, header).reason
+
+
+def _before(walk, stop: int, header: int) -> tuple:
+    """A walk's records that start (their entries, in a DLedger file) before ``stop``, the
+    next part's first: (starts, where the walk goes on, why it stopped)."""
+    P, end_pos, why = walk
+    if not P.size or P[-1] - header < stop:
+        return P, end_pos, why
+    k = int(np.searchsorted(P - header, stop))
+    return P[:k], int(P[k]) - header, None
 
 
 class _FileRun:
