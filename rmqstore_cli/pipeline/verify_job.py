@@ -47,8 +47,8 @@ def verify_many(
     one task per commit-log file, then per queue and index file; each result with its
     ``broker_start`` verdict. With one store (not a ``fleet``), no ``store`` in the findings
     and the summary's ``store`` the path as given."""
-    from rmqstore_cli.pipeline.local import default_jobs
     from rmqstore_cli.pipeline.verify_tasks import Forked, verify_stores
+    from rmqstore_cli.pipeline.workers import default_jobs
 
     for s in specs:  # a path that is not a store is a clean error before any work
         load(s)

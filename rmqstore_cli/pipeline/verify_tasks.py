@@ -40,7 +40,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from rmqstore_cli.pipeline.local import fork_map
 from rmqstore_cli.pipeline.verify_join import conclude, finish_keys, finish_task, finish_tasks, join_files
 from rmqstore_cli.pipeline.verify_plan import (
     Recorder,
@@ -58,6 +57,7 @@ from rmqstore_cli.pipeline.verify_scan import (
     shuffle_items,
     spans_task,
 )
+from rmqstore_cli.pipeline.workers import fork_map
 
 __all__ = [
     "FileScan",
@@ -86,7 +86,7 @@ MIN_PART_BYTES = 32 << 20
 
 class Forked:
     """verify's steps (:func:`verify_stores`) on ``jobs`` processes of this machine
-    (:func:`~rmqstore_cli.pipeline.local.fork_map`): the commit-log files scanned side by side
+    (:func:`~rmqstore_cli.pipeline.workers.fork_map`): the commit-log files scanned side by side
     with the index files' checks, then the queues and index files finished side by side. With
     ``jobs=1``, the tasks one after another in this process (tests, and the reference for Spark)."""
 

@@ -80,7 +80,7 @@ def test_forked_workers_build_the_same_bytes(stores, name, tmp_path):
 
 
 def test_fork_map_keeps_order_runs_closures_and_raises():
-    from rmqstore_cli.pipeline.local import fork_map
+    from rmqstore_cli.pipeline.workers import fork_map
 
     seen = {"k": 3}
     assert fork_map(lambda x: (x * seen["k"], os.getpid()), range(40), 2)[5][0] == 15
