@@ -31,12 +31,13 @@ class EpochChecks:
         """Findings about ``epochFileCheckpoint`` and its summary (``self.epochs``); nothing
         when the store has neither the file nor its ``.bak`` (not controller mode)."""
         path = self.root / EPOCH_FILE_NAME
-        if not os.path.lexists(path) and not os.path.lexists(path.with_name(path.name + BACKUP_SUFFIX)):
+        bak = path.with_name(path.name + BACKUP_SUFFIX)
+        if not os.path.lexists(path) and not os.path.lexists(bak):
             return  # not controller mode: the epoch modules are not loaded (start-up)
         from rmqstore_cli.store.checks.epoch_check import check_epoch_file
         from rmqstore_cli.store.layout.epoch_file import read_epoch_file
 
-        if self.not_regular(path) or self.not_regular(path.with_name(path.name + BACKUP_SUFFIX)):
+        if self.not_regular(path) or self.not_regular(bak):
             return
         ef = read_epoch_file(self.root)
         if not (ef.main.exists or ef.backup.exists):
