@@ -27,6 +27,8 @@ ConsumeQueueExtUnit = Struct(
     "filter_bitmap" / Bytes(lambda ctx: max(ctx.bitmap_size, 0)),
 )
 CQ_EXT_HEADER_SIZE = 20
+#: ``ConsumeQueueExt#isExtAddr``: addresses are <= Integer.MIN_VALUE - 1.
+EXT_ADDR_MAX = -(1 << 31) - 1
 
 #: Where TAGSCODE starts in a unit: the bytes of COMMITLOGOFFSET and SIZE before it
 #: (``ConsumeQueue#getOffsetInQueueByTime`` reads only those: ``getLong(); getInt()``).

@@ -13,9 +13,12 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rmqstore_cli.errors import UsageError
-from rmqstore_cli.store.records.filters import MessageFilter
+
+if TYPE_CHECKING:  # a hint only: verify and rebuild-index never filter (start-up)
+    from rmqstore_cli.store.records.filters import MessageFilter
 
 #: ``scheme:/…`` with a scheme of two or more characters (one would be a drive letter): a
 #: Hadoop file system URI (hdfs:, s3a:, gs:, abfs:, oss:, viewfs:, …), which only Spark's

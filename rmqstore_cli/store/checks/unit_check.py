@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from rmqstore_cli.formats.commitlog import TRANSACTION_COMMIT_TYPE, TRANSACTION_NOT_TYPE
+from rmqstore_cli.formats.consume_queue import EXT_ADDR_MAX
 
 from rmqstore_cli.store.commitlog import CommitLog, Status
 from rmqstore_cli.store.queues.batch_queue import BatchUnit, dispatch_batch
@@ -20,9 +21,6 @@ from rmqstore_cli.store.queues.consume_queue import is_pre_blank
 from rmqstore_cli.store.records.message import Message
 from rmqstore_cli.store.write.dispatch import InvalidForDispatch, compute_tags_code
 from rmqstore_cli.store.write.lmq import listed_offset
-
-#: ``ConsumeQueueExt#isExtAddr``: addresses are <= Integer.MIN_VALUE - 1.
-EXT_ADDR_MAX = -(1 << 31) - 1
 
 OK = "ok"
 MISMATCH = "mismatch"

@@ -421,6 +421,16 @@ def data_files(dirs) -> list[Path]:
     return [Path(e.path) for d in dirs for e in entries(d) if e.name.isdigit() and is_file_entry(e)]
 
 
+#: What a 5.x broker's timer leaves in the store root (a 4.9 store has none of them).
+TIMER_PATHS = ("timerwheel", "timerlog", "config/timercheck", "config/timermetrics")
+
+
+def timer_files_present(root: Path) -> bool:
+    """Whether the store has a timer store at all: here, not in :mod:`store.timer`, so that
+    verify learns it without loading the timer modules (start-up)."""
+    return any(os.path.lexists(Path(root) / p) for p in TIMER_PATHS)
+
+
 #: A broker.conf is a few KB; a larger one is not a broker's (and ``/dev/zero`` is refused).
 BROKER_CONF_LIMIT = 16 << 20
 

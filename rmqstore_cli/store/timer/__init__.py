@@ -11,21 +11,13 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from pathlib import Path
 
 from rmqstore_cli.formats.timer import SLOTS_TOTAL
 
-from rmqstore_cli.store.layout.config import StoreConfig
+from rmqstore_cli.store.layout.config import StoreConfig, timer_files_present
 from rmqstore_cli.store.timer.checkpoint import TimerCheckpoint
 from rmqstore_cli.store.timer.log import TimerLog
 from rmqstore_cli.store.timer.wheel import TimerWheel
-
-#: What a 5.x broker's timer leaves in the store root (a 4.9 store has none of them).
-TIMER_PATHS = ("timerwheel", "timerlog", "config/timercheck", "config/timermetrics")
-
-
-def timer_files_present(root: Path) -> bool:
-    return any(os.path.lexists(Path(root) / p) for p in TIMER_PATHS)
 
 
 def infer_log_file_size(config: StoreConfig) -> int:

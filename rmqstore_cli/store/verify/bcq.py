@@ -17,19 +17,20 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 from rmqstore_cli.formats.batch_queue import BATCH_CQ_UNIT_SIZE, COMPACTION_DIR, POSITION_CHECKPOINT
 from rmqstore_cli.formats.commitlog import HEAD
 
 from rmqstore_cli.errors import StoreError
-from rmqstore_cli.store.checks.shared_walk import shared_facts
-from rmqstore_cli.store.checks.unit_check import EXPIRED, MISMATCH, check_batch_unit
 from rmqstore_cli.store.commitlog import CommitLog, Status
 from rmqstore_cli.store.files.mapped_files import queue_dir_paths, queue_dirs
 from rmqstore_cli.store.queues.batch_queue import BatchConsumeQueue, queue_type, topic_table
-from rmqstore_cli.store.queues.compaction import CompactionStore, parse_position_checkpoint, unexpected_stops
 from rmqstore_cli.store.records.message import Message
+
+if TYPE_CHECKING:  # the unit checks, the shared walk and compaction/ load past check_batch_queues' gate
+    from rmqstore_cli.store.queues.compaction import CompactionStore
 
 BCQ_DIR = "batchconsumequeue"
 #: Where PHYSICALOFFSET lies in a record: the one field a compaction log rewrites.
@@ -115,6 +116,8 @@ class BatchQueueChecks:
 
     def _bcq_units(self, bq: BatchConsumeQueue, cl: CommitLog) -> set[int]:
         """Each unit against its record and its predecessor; the commit-log offsets seen."""
+        from rmqstore_cli.store.checks.unit_check import check_batch_unit
+
         seen: set[int] = set()
         prev = None
         delay = self.config.delay_level_table
@@ -139,6 +142,8 @@ class BatchQueueChecks:
 
     def _unit_finding(self, area: str, bq: BatchConsumeQueue, u, c, rel: str) -> None:
         """A unit's check as its finding: expired (no queue named), mismatch or a bad target."""
+        from rmqstore_cli.store.checks.unit_check import EXPIRED, MISMATCH
+
         if c.status == "ok":
             return
         check = {EXPIRED: "expired", MISMATCH: "unit-mismatch"}.get(c.status, "unit-target")
@@ -149,6 +154,8 @@ class BatchQueueChecks:
     def _bcq_missing(self, cl: CommitLog, units: dict[tuple[str, int], set[int]]) -> None:
         """Records of a BatchCQ queue's topic that no unit of that queue names: one finding a
         queue (missing up to the checkpoint's logics time, not dispatched yet after it)."""
+        from rmqstore_cli.store.checks.shared_walk import shared_facts
+
         topics = {t for t, _ in units}
         cp = getattr(self, "checkpoint", None)
         logics = cp.logics_msg_timestamp if cp is not None else None
@@ -182,6 +189,8 @@ class BatchQueueChecks:
 
     # ------------------------------------------------------------------ compaction/
     def _check_compaction(self, cl: CommitLog) -> None:
+        from rmqstore_cli.store.queues.compaction import CompactionStore
+
         cs = CompactionStore(self.config)
         if not cs.dir.is_dir():
             return
@@ -204,6 +213,8 @@ class BatchQueueChecks:
 
     def _compaction_log(self, log: CommitLog) -> dict[int, Message]:
         """Every record of one compaction log; damage is ``compaction.log-record``."""
+        from rmqstore_cli.store.queues.compaction import unexpected_stops
+
         records: dict[int, Message] = {}
         for m in log.scan(every_file=True):
             records[m.offset] = m
@@ -230,6 +241,8 @@ class BatchQueueChecks:
     ) -> None:
         """Units against the compaction log, in rising order, and each record against the
         commit-log record its consume queue names at that queue offset."""
+        from rmqstore_cli.store.checks.unit_check import check_batch_unit
+
         prev = None
         named: set[int] = set()
         cq = self._commit_queue(bq.topic, bq.queue_id)
@@ -301,6 +314,8 @@ class BatchQueueChecks:
 
     def _position_checkpoint(self, cs: CompactionStore, ends: dict[tuple[str, int], int]) -> None:
         """``CompactionPositionMgr``: readable, naming compacted queues, not past their end."""
+        from rmqstore_cli.store.queues.compaction import parse_position_checkpoint
+
         path = cs.checkpoint_path
         rel = self.rel(path)
         try:

@@ -3,11 +3,11 @@ checked after recovery, whose cut decides which epochs the broker's next truncat
 
 from __future__ import annotations
 
-from rmqstore_cli.formats.epoch_file import BACKUP_SUFFIX
+import os
 
-from rmqstore_cli.store.checks.epoch_check import check_epoch_file
+from rmqstore_cli.formats.epoch_file import BACKUP_SUFFIX, EPOCH_FILE_NAME
+
 from rmqstore_cli.store.checks.findings import CHECKS, check_table
-from rmqstore_cli.store.layout.epoch_file import epoch_file_path, read_epoch_file
 
 CHECKS.update(
     check_table(
@@ -30,8 +30,14 @@ class EpochChecks:
     def check_epochs(self) -> None:
         """Findings about ``epochFileCheckpoint`` and its summary (``self.epochs``); nothing
         when the store has neither the file nor its ``.bak`` (not controller mode)."""
-        path = epoch_file_path(self.root)
-        if self.not_regular(path) or self.not_regular(path.with_name(path.name + BACKUP_SUFFIX)):
+        path = self.root / EPOCH_FILE_NAME
+        bak = path.with_name(path.name + BACKUP_SUFFIX)
+        if not os.path.lexists(path) and not os.path.lexists(bak):
+            return  # not controller mode: the epoch modules are not loaded (start-up)
+        from rmqstore_cli.store.checks.epoch_check import check_epoch_file
+        from rmqstore_cli.store.layout.epoch_file import read_epoch_file
+
+        if self.not_regular(path) or self.not_regular(bak):
             return
         ef = read_epoch_file(self.root)
         if not (ef.main.exists or ef.backup.exists):

@@ -16,7 +16,11 @@ undelivered. Timer units the read time passed without a delivered copy are
 
 from __future__ import annotations
 
+import os
+
 from rmqstore_cli.store.checks.findings import CHECKS, check_table
+from rmqstore_cli.store.layout.config import timer_files_present
+from rmqstore_cli.store.layout.offsets import DELAY_OFFSET_FILE
 
 #: How far behind the newest store time a delivery may trail before it counts as stuck.
 GRACE_MS = 10_000
@@ -39,12 +43,12 @@ class OverdueChecks:
     def check_overdue(self) -> None:
         """One ``delay.overdue`` per level and one ``timer.overdue`` per state with messages
         due before the newest store time less the grace."""
+        if not self.messages or not self.max_store_ts or not self._may_be_overdue():
+            return
         from rmqstore_cli.errors import StoreError
         from rmqstore_cli.store.answers import overdue
         from rmqstore_cli.store.message_store import MessageStore
 
-        if not self.messages or not self.max_store_ts:
-            return
         at = self.max_store_ts - GRACE_MS
         ms = MessageStore(self.config)
         try:
@@ -56,6 +60,12 @@ class OverdueChecks:
         if found.delay_offsets_file is not None:
             self._delay_findings(found)
         self._timer_findings(found)
+
+    def _may_be_overdue(self) -> bool:
+        """Whether ``overdue.scan`` could find anything: a delayOffset.json (or its .bak; without
+        both no level is judged) or a timer store. Neither: its modules are not loaded (start-up)."""
+        delay = self.config.root / "config" / DELAY_OFFSET_FILE
+        return os.path.lexists(delay) or os.path.lexists(f"{delay}.bak") or timer_files_present(self.config.root)
 
     def _delay_findings(self, found) -> None:
         name = self.rel(self.config.root / "config" / found.delay_offsets_file)

@@ -14,11 +14,10 @@ from pathlib import Path
 from types import MappingProxyType
 
 import numpy as np
-from rmqstore_cli.formats.consume_queue import CQ_STORE_UNIT_SIZE, PRE_BLANK_SIZE
+from rmqstore_cli.formats.consume_queue import CQ_STORE_UNIT_SIZE, EXT_ADDR_MAX, PRE_BLANK_SIZE
 
 from rmqstore_cli.store.checks.findings import WARNING
 from rmqstore_cli.store.checks.startup_queues import KnownEnd, known_end
-from rmqstore_cli.store.checks.unit_check import EXT_ADDR_MAX
 from rmqstore_cli.store.commitlog import Status
 from rmqstore_cli.store.files.arrays import stable_argsort
 from rmqstore_cli.store.files.mapped_files import subdir_entries

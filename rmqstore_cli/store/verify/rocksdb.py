@@ -11,12 +11,15 @@ pointing past the log is ``cq.unit-target``). What only the database has is chec
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 from rmqstore_cli.formats.rocksdb_cq import CQ_VALUE_SIZE, OFFSET_CF
 
 from rmqstore_cli.errors import StoreError
-from rmqstore_cli.store.checks.cq_compare import QueueComparison, compare_stores, has_file_queues
 from rmqstore_cli.store.checks.findings import CHECKS, ERROR, INFO, check_table
+
+if TYPE_CHECKING:  # loaded by open_rocksdb_queues, for a RocksDB store only (start-up)
+    from rmqstore_cli.store.checks.cq_compare import QueueComparison
 
 #: The ``rocksdb.*`` checks, merged into ``findings.CHECKS``.
 ROCKSDB_CHECKS: dict[str, tuple[str, str]] = check_table(
@@ -55,6 +58,7 @@ class RocksDBChecks:
 
         if not is_rocksdb_store(self.config):
             return False
+        from rmqstore_cli.store.checks.cq_compare import compare_stores, has_file_queues
         from rmqstore_cli.store.verify.queues import QueueState
 
         cq_dir = self.config.consumequeue_dir

@@ -24,7 +24,7 @@ from rmqstore_cli.formats.timer import (
 
 from rmqstore_cli.errors import StoreError
 from rmqstore_cli.store.checks.findings import CHECKS, check_table
-from rmqstore_cli.store.checks.shared_walk import shared_facts, timer_marks
+from rmqstore_cli.store.layout.config import timer_files_present
 
 #: The timer checks, their severity and meaning (joined into ``findings.CHECKS``).
 TIMER_CHECKS: dict[str, tuple[str, str]] = check_table(
@@ -67,6 +67,8 @@ class TimerChecks:
 
     def check_timer(self) -> None:
         """The timer store against itself, the commit log and the rmq_sys_wheel_timer queue."""
+        if not timer_files_present(self.config.root):
+            return  # no timer store (TimerStore.open's test): its modules are not loaded
         from rmqstore_cli.store.timer import TimerStore
 
         ts = TimerStore.open(self.config)
@@ -239,6 +241,8 @@ class TimerChecks:
         """Each default-magic unit against the delivered copies in the commit log (the
         dequeue puts the message back under REAL_TOPIC with TIMER_DEQUEUE_MS and the same
         UNIQ_KEY): pending and already delivered = twice; passed and never delivered = lost."""
+        from rmqstore_cli.store.checks.shared_walk import shared_facts
+
         found = self._readable_units(view, cl, seen)
         if not found:
             return
@@ -381,6 +385,8 @@ def _delivered_copies(cl, start: int) -> tuple[dict[str, int], set[str]]:
     """From ``start`` (a timer message) on: ``REAL_TOPIC+UNIQ_KEY`` -> offset of each copy the
     timer delivered and the keys delete marks name (:func:`~.shared_walk.timer_marks`), by
     a walk of their own: only when the shared walk did not meet ``start``."""
+    from rmqstore_cli.store.checks.shared_walk import timer_marks
+
     copies: dict[str, int] = {}
     deleted: set[str] = set()
     for m in cl.scan(start, every_file=True):
