@@ -48,10 +48,10 @@ def recovered_end(cq: ConsumeQueue) -> tuple[QueueEnd, int]:
     valid unit (``ConsumeQueue#getMaxPhysicOffset``; -1 when it has none, or when that unit
     lies beyond its file: a file of another size than the one given, which verify names)."""
     end = cq.max_offset
-    last = next(cq.unit_arrays(end - 1, end), None) if end > cq.min_file_offset else None
-    kept = cq.file_path(end) is not None and end % cq.units_per_file == 0
+    last = cq.unit_values(end - 1) if end > cq.min_file_offset else None
+    kept = end % cq.units_per_file == 0 and cq.file_path(end) is not None
     last_from = end * CQ_STORE_UNIT_SIZE if kept else -1
-    phy = -1 if last is None else int(last[0][0]["commitlog_offset"]) + int(last[0][0]["size"])
+    phy = -1 if last is None else last[0] + last[1]
     return QueueEnd(cq.topic, cq.queue_id, last_from, end * CQ_STORE_UNIT_SIZE), phy
 
 

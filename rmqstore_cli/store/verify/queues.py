@@ -21,7 +21,7 @@ from rmqstore_cli.store.checks.startup_queues import KnownEnd, known_end
 from rmqstore_cli.store.checks.unit_check import EXT_ADDR_MAX
 from rmqstore_cli.store.commitlog import Status
 from rmqstore_cli.store.files.arrays import stable_argsort
-from rmqstore_cli.store.files.mapped_files import subdir_entries
+from rmqstore_cli.store.files.mapped_files import queue_tree
 from rmqstore_cli.store.queues.consume_queue import ConsumeQueue
 from rmqstore_cli.store.verify import limits
 from rmqstore_cli.store.verify.checks import first_nonzero
@@ -81,8 +81,11 @@ class QueueChecks:
         if self.open_rocksdb_queues():  # verify/rocksdb.py: the queues are a RocksDB database
             return
         cq_dir = cfg.consumequeue_dir  # a property building Paths: once, not once a queue
-        for t in subdir_entries(cq_dir):
-            for q in subdir_entries(t.path):
+        listed = self.__dict__.pop("queue_listing", None)  # infer_sizes' listing of the same directories
+        tree = listed[1] if listed is not None and listed[0] == cq_dir else queue_tree(cq_dir)
+        for t, queues in tree:
+            t_dir = cq_dir / t.name  # children of a parsed Path: no parse of a whole path a queue
+            for q, files in queues:
                 if not (q.name.isascii() and q.name.isdigit()):
                     self._add(
                         "cq.file-name",
@@ -92,12 +95,13 @@ class QueueChecks:
                         severity=WARNING,
                     )
                     continue
-                self._open_queue(cq_dir, t.name, int(q.name), Path(q.path))
+                self._open_queue(cq_dir, t.name, int(q.name), t_dir / q.name, files)
 
-    def _open_queue(self, cq_dir: Path, topic: str, qid: int, d: Path) -> None:
-        """One queue directory: its files' names, sizes and gaps, its end (kept for the start-up prediction)."""
+    def _open_queue(self, cq_dir: Path, topic: str, qid: int, d: Path, listed: list[os.DirEntry]) -> None:
+        """One queue directory (``listed``: its entries): its files' names, sizes and gaps, its
+        end (kept for the start-up prediction)."""
         cfg, size = self.config, self.config.cq_file_size
-        cq = ConsumeQueue(cq_dir, topic, qid, size, directory=d, skip=self.not_regular)
+        cq = ConsumeQueue(cq_dir, topic, qid, size, directory=d, skip=self.not_regular, listed=listed)
         mq = QueueState(cq, self.root)
         self.files["consumequeue"] += len(cq.queue.files)
         self.check_strays("cq", cq.queue)
@@ -543,5 +547,7 @@ def _tail_at(cq: ConsumeQueue, base: int, path: Path, start: int) -> int | None:
     copy = cq.copied_units(base)
     if copy is None:
         return first_nonzero(path, cq.file_units(base).view(np.uint8), start)
+    if copy.size * CQ_STORE_UNIT_SIZE <= start:  # the copy ends with its last non-zero unit: zeros follow
+        return None
     nz = np.flatnonzero(copy.view(np.uint8)[start:])
     return start + int(nz[0]) if nz.size else None
