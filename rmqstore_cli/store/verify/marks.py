@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 
-
 _NO_RUNS = np.zeros(0, np.int64)
 _NO_RUNS.flags.writeable = False
 
