@@ -227,7 +227,7 @@ def _plan(spec, cfg, crc: bool, deep: bool, cap: int | None, keep_queues: bool) 
         task_result(v, rec),
         rocksdb=rocks,
         skipped=dict(v.skipped),
-        queue_ends=dict(v.known_ends),
+        queue_ends=v.known_ends,  # a KnownEnds: with the listing the start-up prediction reads
         queue_facts=facts,
         opened=opened,
     )

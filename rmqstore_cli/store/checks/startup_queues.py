@@ -43,6 +43,15 @@ class KnownEnd:
         return QueueEnd(e.topic, e.queue_id, e.last_file_from, e.recovered_end, e.redispatched)
 
 
+class KnownEnds(dict):
+    """:func:`recovered_end` of queue directories by path (:class:`KnownEnd`), and, when
+    the reader listed the whole consume-queue directory, that listing as
+    :func:`~rmqstore_cli.store.files.mapped_files.queue_dir_paths` gives it (:attr:`dirs`):
+    :func:`queue_ends` then lists no directory again (20 000 topic directories)."""
+
+    dirs: list[tuple[str, int, str]] | None = None
+
+
 def recovered_end(cq: ConsumeQueue) -> tuple[QueueEnd, int]:
     """``cq`` as ``ConsumeQueue#recover`` leaves it, and the end (offset + size) of its last
     valid unit (``ConsumeQueue#getMaxPhysicOffset``; -1 when it has none, or when that unit
@@ -60,10 +69,12 @@ def queue_ends(config, known: dict[str, KnownEnd] | None = None) -> tuple[list[Q
     (``ConsumeQueueStore#getMaxPhyOffsetInConsumeQueue``: the largest end, offset + size, of a
     queue's last valid unit; -1 when none). A queue that cannot be opened is skipped (verify
     reports it). ``known``: :func:`recovered_end` of queue directories (by path) read already
-    with the configured file size; the others are opened here."""
+    with the configured file size; the others are opened here (a :class:`KnownEnds`
+    with its listing: the directories it lists, none listed here)."""
     size = config.mapped_file_size_consume_queue
     ends, max_phy = [], -1
-    for topic, qid, d in queue_dir_paths(config.consumequeue_dir):
+    listed = getattr(known, "dirs", None)
+    for topic, qid, d in queue_dir_paths(config.consumequeue_dir) if listed is None else listed:
         k = (known or {}).get(d)
         got = (k.copy(), k.max_phy) if k is not None and k.file_size == size else _read_end(config, topic, qid, Path(d))
         if got is not None:

@@ -315,10 +315,16 @@ def queue_dir_paths(consumequeue_dir: Path | str) -> Iterator[tuple[str, int, st
     """:func:`queue_dirs` with each directory as a string: no ``Path`` a queue for a caller
     that only names or looks up most of them (20 000 queues: 20 000 ``Path`` objects)."""
     for t in subdir_entries(consumequeue_dir):
-        queues = [q for q in entries(t.path) if q.name.isdigit() and q.name.isascii() and is_dir_entry(q)]
-        queues.sort(key=lambda q: int(q.name))
-        for q in queues:
+        for q in topic_queue_dirs(t.path):
             yield t.name, int(q.name), q.path
+
+
+def topic_queue_dirs(topic_dir: str) -> list[os.DirEntry]:
+    """The queue directories of one topic directory as :func:`queue_dir_paths` orders them
+    (by queue id, in listing order where two names are one id)."""
+    queues = [q for q in entries(topic_dir) if q.name.isdigit() and q.name.isascii() and is_dir_entry(q)]
+    queues.sort(key=lambda q: int(q.name))
+    return queues
 
 
 #: :func:`queue_tree`'s listing: each topic directory with its queue directories, each with its entries.

@@ -17,11 +17,11 @@ import numpy as np
 from rmqstore_cli.formats.consume_queue import CQ_STORE_UNIT_SIZE, PRE_BLANK_SIZE
 
 from rmqstore_cli.store.checks.findings import WARNING
-from rmqstore_cli.store.checks.startup_queues import KnownEnd, known_end
+from rmqstore_cli.store.checks.startup_queues import KnownEnd, KnownEnds, known_end
 from rmqstore_cli.store.checks.unit_check import EXT_ADDR_MAX
 from rmqstore_cli.store.commitlog import Status
 from rmqstore_cli.store.files.arrays import stable_argsort
-from rmqstore_cli.store.files.mapped_files import queue_tree
+from rmqstore_cli.store.files.mapped_files import QueueTree, queue_tree
 from rmqstore_cli.store.queues.consume_queue import ConsumeQueue
 from rmqstore_cli.store.verify import limits
 from rmqstore_cli.store.verify.checks import first_nonzero
@@ -59,6 +59,18 @@ class QueueState:
         self.cq.close()
 
 
+def queue_dir_list(tree: QueueTree) -> list[tuple[str, int, str]] | None:
+    """``mapped_files.queue_dir_paths`` from a listing made already (:func:`queue_tree`), or
+    None when two names of one topic are one queue id ("1", "01": their order is the listing's)."""
+    out = []
+    for t, queues in tree:
+        ids = sorted((int(q.name), q.path) for q, _ in queues if q.name.isdigit() and q.name.isascii())
+        if len({i for i, _ in ids}) < len(ids):
+            return None
+        out.extend((t.name, i, path) for i, path in ids)
+    return out
+
+
 class QueueChecks:
     """The consume-queue part of :class:`~rmqstore_cli.store.verify.Verifier`."""
 
@@ -72,7 +84,7 @@ class QueueChecks:
         """Every queue directory: names, file names, sizes and gaps; each queue's end."""
         cfg = self.config
         self.queues: dict[tuple[bytes, int], QueueState] = {}
-        self._queue_ends: dict[str, KnownEnd] = {}
+        self._queue_ends = KnownEnds()
         self.known_ends = self._queue_ends
         bcq = cfg.root / "batchconsumequeue"
         self.batch_topics = (
@@ -96,6 +108,7 @@ class QueueChecks:
                     )
                     continue
                 self._open_queue(cq_dir, t.name, int(q.name), t_dir / q.name, files)
+        self._queue_ends.dirs = queue_dir_list(tree)
 
     def _open_queue(self, cq_dir: Path, topic: str, qid: int, d: Path, listed: list[os.DirEntry]) -> None:
         """One queue directory (``listed``: its entries): its files' names, sizes and gaps, its
