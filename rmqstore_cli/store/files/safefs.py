@@ -262,11 +262,21 @@ def open_for_write(
     return fd
 
 
-def create_sized(path, size: int, roots: Iterable, what: str, reserve_first: int = 0, dir_made: bool = False) -> None:
+def create_sized(
+    path,
+    size: int,
+    roots: Iterable,
+    what: str,
+    reserve_first: int = 0,
+    dir_made: bool = False,
+    first: tuple[int, bytes] | None = None,
+) -> None:
     """A new store file of ``size`` bytes (sparse, as ``DefaultMappedFile#init`` makes it):
     its directory made inside ``roots`` (``dir_made``: the caller just made it, inside a
     directory it checked), the file created ``O_EXCL``/``O_NOFOLLOW``, and its first
-    ``reserve_first`` bytes allocated (:func:`reserve`). On any failure the file is
+    ``reserve_first`` bytes allocated (:func:`reserve`). ``first``: (byte offset, data)
+    written through the same descriptor as :func:`write_range` writes it (a consume-queue
+    writer's first units: one open a new file, not two). On any failure the file is
     removed and one StoreError says what could not be created."""
     path = Path(path)
     if not dir_made:
@@ -275,6 +285,8 @@ def create_sized(path, size: int, roots: Iterable, what: str, reserve_first: int
     with written_or_removed(fd, path, path, f"create the {what} of {size} bytes"):
         os.ftruncate(fd, size)
         reserve(fd, 0, min(size, reserve_first), path)
+        if first is not None:
+            _write_reserved(fd, first[0], first[1], path, what)
 
 
 @contextmanager
@@ -580,13 +592,18 @@ def write_range(
     the caller made its directory inside them, nothing to resolve)."""
     fd = open_for_write(path, roots or [path.parent], checked=checked)
     try:
-        reserve(fd, at, len(data), path)
-        view = memoryview(data)
-        while view:
-            try:
-                n = os.pwrite(fd, view, at)
-            except OSError as e:
-                raise os_error(e, path, f"write {what}") from None
-            view, at = view[n:], at + n
+        _write_reserved(fd, at, data, path, what)
     finally:
         os.close(fd)
+
+
+def _write_reserved(fd: int, at: int, data: bytes, path: Path, what: str) -> None:
+    """``data`` at byte ``at`` of ``fd``, the range allocated first (:func:`write_range`)."""
+    reserve(fd, at, len(data), path)
+    view = memoryview(data)
+    while view:
+        try:
+            n = os.pwrite(fd, view, at)
+        except OSError as e:
+            raise os_error(e, path, f"write {what}") from None
+        view, at = view[n:], at + n

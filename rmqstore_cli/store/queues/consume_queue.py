@@ -494,23 +494,26 @@ class ConsumeQueueWriter:
         data, pos = self._buf, self._buf_start
         while data:
             file_start = pos - pos % self.file_size
-            path = self._file(file_start)
+            path = self.dir / offset2file_name(file_start)
             n = min(len(data), file_start + self.file_size - pos)
-            safefs.write_range(path, pos - file_start, bytes(data[:n]), roots=self.roots, checked=self.made_dir)
+            chunk = (pos - file_start, bytes(data[:n]))
+            if file_start not in self.file_starts:
+                self._create(path, file_start, chunk)
+            else:
+                safefs.write_range(path, *chunk, roots=self.roots, checked=self.made_dir)
             data = data[n:]
             pos += n
         self._buf = bytearray()
         self._buf_start = pos
 
-    def _file(self, file_start: int) -> Path:
-        path = self.dir / offset2file_name(file_start)
-        if file_start not in self.file_starts:
-            made = not self.files_created and not self.file_starts and self._fresh_dirs()
-            self.made_dir = self.made_dir or made
-            safefs.create_sized(path, self.file_size, self.roots, "consume-queue file", dir_made=made)
-            self.file_starts.add(file_start)
-            self.files_created.append(path)
-        return path
+    def _create(self, path: Path, file_start: int, first: tuple[int, bytes]) -> None:
+        """The queue's file that starts at ``file_start``, created with its ``first`` units
+        written (one open of a new file)."""
+        made = not self.files_created and not self.file_starts and self._fresh_dirs()
+        self.made_dir = self.made_dir or made
+        safefs.create_sized(path, self.file_size, self.roots, "consume-queue file", dir_made=made, first=first)
+        self.file_starts.add(file_start)
+        self.files_created.append(path)
 
     def _fresh_dirs(self) -> bool:
         """Make the queue's directory with plain ``mkdir`` calls below a consume-queue root whose
