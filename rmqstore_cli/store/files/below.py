@@ -26,7 +26,7 @@ from rmqstore_cli.store.files.safefs import (
     kind_of,
     make_dirs,
     os_error,
-    reserve,
+    write_reserved,
 )
 
 O_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
@@ -96,14 +96,7 @@ class Below:
                     os.ftruncate(fd, size)
                 except OSError as e:
                     raise os_error(e, path, "extend") from None
-            reserve(fd, at, len(data), path)
-            view = memoryview(data)
-            while view:
-                try:
-                    n = os.pwrite(fd, view, at)
-                except OSError as e:
-                    raise os_error(e, path, "write") from None
-                view, at = view[n:], at + n
+            write_reserved(fd, at, data, path, "write")
         finally:
             for f in reversed(fds):
                 os.close(f)

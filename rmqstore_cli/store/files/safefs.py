@@ -286,7 +286,7 @@ def create_sized(
         os.ftruncate(fd, size)
         reserve(fd, 0, min(size, reserve_first), path)
         if first is not None:
-            _write_reserved(fd, first[0], first[1], path, what)
+            write_reserved(fd, first[0], first[1], path, f"write {what}")
 
 
 @contextmanager
@@ -592,18 +592,19 @@ def write_range(
     the caller made its directory inside them, nothing to resolve)."""
     fd = open_for_write(path, roots or [path.parent], checked=checked)
     try:
-        _write_reserved(fd, at, data, path, what)
+        write_reserved(fd, at, data, path, f"write {what}")
     finally:
         os.close(fd)
 
 
-def _write_reserved(fd: int, at: int, data: bytes, path: Path, what: str) -> None:
-    """``data`` at byte ``at`` of ``fd``, the range allocated first (:func:`write_range`)."""
+def write_reserved(fd: int, at: int, data: bytes, path: Path, action: str) -> None:
+    """``data`` at byte ``at`` of ``fd`` (the file at ``path``), the range allocated first
+    (:func:`reserve`), every byte written or one StoreError saying ``action`` failed."""
     reserve(fd, at, len(data), path)
     view = memoryview(data)
     while view:
         try:
             n = os.pwrite(fd, view, at)
         except OSError as e:
-            raise os_error(e, path, f"write {what}") from None
+            raise os_error(e, path, action) from None
         view, at = view[n:], at + n
