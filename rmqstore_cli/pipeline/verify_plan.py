@@ -13,6 +13,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from rmqstore_cli.store.files.gcpause import collector_paused, freeze_built, thaw
 from rmqstore_cli.store.verify import Finding, IndexScan, Verifier, VerifyOptions
 
 
@@ -151,9 +152,12 @@ class StorePlan:
     #: The plan's open queues and batch-queue topics, for scans in this process or its forks
     #: (``plan_store(..., keep_queues=True)``); never pickled: a Spark task opens its own.
     opened: tuple | None = field(default=None, repr=False, compare=False)
+    #: The objects alive after the plan, its open queues among them, were left out of the
+    #: garbage collector's walks (``gcpause.freeze_built``) until :meth:`release`.
+    frozen: bool = field(default=False, repr=False, compare=False)
 
     def __getstate__(self) -> dict:
-        return {**self.__dict__, "opened": None}
+        return {**self.__dict__, "opened": None, "frozen": False}
 
     def release(self) -> None:
         """Close the queues kept open for the scans (:attr:`opened`)."""
@@ -161,6 +165,9 @@ class StorePlan:
             for mq in self.opened[0].values():
                 mq.close()
             self.opened = None
+        if self.frozen:
+            self.frozen = False
+            thaw()
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,6 +192,14 @@ def plan_store(spec, crc: bool, deep: bool, cap: int | None, keep_queues: bool =
     from rmqstore_cli.store.verify import open_for_verify
 
     cfg = open_for_verify(StoreConfig.load(spec.path, spec.broker_conf, **dict(spec.sizes)))
+    with collector_paused():  # every queue opened: many objects that live on (store/files/gcpause.py)
+        plan = _plan(spec, cfg, crc, deep, cap, keep_queues)
+        plan.frozen = plan.opened is not None and freeze_built()  # the open queues live until the scans end
+    return plan
+
+
+def _plan(spec, cfg, crc: bool, deep: bool, cap: int | None, keep_queues: bool) -> StorePlan:
+    """:func:`plan_store` of the store's config ``cfg``."""
     rec = Recorder(cap, 0)
     v = Verifier(cfg, VerifyOptions(crc=crc, deep=deep, max_findings=None), sink=rec)
     v.infer_sizes()
@@ -212,7 +227,7 @@ def plan_store(spec, crc: bool, deep: bool, cap: int | None, keep_queues: bool =
         task_result(v, rec),
         rocksdb=rocks,
         skipped=dict(v.skipped),
-        queue_ends=dict(v.known_ends),
+        queue_ends=v.known_ends,  # a KnownEnds: with the listing the start-up prediction reads
         queue_facts=facts,
         opened=opened,
     )

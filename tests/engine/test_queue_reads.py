@@ -134,3 +134,48 @@ def test_known_ends_are_what_the_files_say(store):
     reused, reused_max = queue_ends(cfg, known)
     assert fresh == reused and fresh_max == reused_max > 0
     assert len(fresh) == len(known)
+
+
+def test_the_plans_listing_is_the_one_queue_ends_makes(store):
+    """verify hands the start-up prediction its listing of the queue directories
+    (``KnownEnds.dirs``): the same directories, in the same order, as ``queue_dir_paths``;
+    none when two names are one queue id (their order is then the listing's)."""
+    from rmqstore_cli.store.files.mapped_files import queue_dir_paths, queue_tree
+    from rmqstore_cli.store.verify.queues import queue_dir_list
+
+    cq = store / "consumequeue"
+    (cq / "ZZTopic" / "10").mkdir(parents=True)
+    (cq / "ZZTopic" / "9").mkdir()
+    (cq / "ZZTopic" / "x").mkdir()  # not a queue id: left out by both
+    assert queue_dir_list(queue_tree(cq)) == list(queue_dir_paths(cq))
+    (cq / "ZZTopic" / "09").mkdir()
+    assert queue_dir_list(queue_tree(cq)) is None
+
+
+def test_a_read_queue_files_last_unit_and_end(store):
+    """``unit_values`` of a read (copied) file is what ``unit_arrays`` gives: the unit, zeros
+    past the copy, None past a file; the Python end search agrees with the numpy one."""
+    f = next(p for p in queue_files(store) if has_hole(p))
+    cq = open_queue(store, f)
+    try:
+        end = cq.max_offset
+        assert cq.copied_units(0) is not None and end > 0
+        for at in (0, end - 1, end, end + 5):
+            got = next(cq.unit_arrays(at, at + 1), None)
+            assert cq.unit_values(at) == (None if got is None else tuple(got[0].tolist()[0]))
+        assert cq.unit_values(CQ_SIZE // 20) is None  # no second file
+        copy = cq.copied_units(0)
+        numpy_end = np.flatnonzero((copy["commitlog_offset"] < 0) | (copy["size"] <= 0))
+        assert end == (int(numpy_end[0]) if numpy_end.size else copy.size)
+    finally:
+        cq.close()
+
+
+def test_trimmed_units_keep_up_to_the_last_non_zero_byte():
+    """A copy keeps the units up to the one its last non-zero byte lies in, zero-padded."""
+    trim = consume_queue.trimmed_units
+    assert trim(bytes(4096), 300).size == 0
+    assert trim(b"\x01" + bytes(4095), 300).size == 1
+    assert trim(bytes(20) + b"\x00" * 19 + b"\x07" + bytes(100), 300).size == 2
+    assert trim(b"\x01" * 4096, 300).size == 205  # ceil(4096 / 20), padded
+    assert trim(b"\x01" * 4096, 3).size == 3

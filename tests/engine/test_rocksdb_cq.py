@@ -497,7 +497,7 @@ def test_sample_outputs_follow_the_schemas(sample, built):
 
 @pytest.mark.slow
 def test_the_shadow_directory_is_removed(sample, tmp_path):
-    """The temp directory of links the database is opened through (safefs.shadow_dir) is gone
+    """The temp directory of links the database is opened through (rocksdb_db.shadow_dir) is gone
     after each command, and the store's own directory got nothing."""
     from tests.helpers import run
 

@@ -180,3 +180,17 @@ def test_queueTypeShouldBe_reads_the_stored_key_only(sample_tarball, tmp_path, a
     findings, summary = _verify(store, "--broker-conf", conf)
     assert [(x["check"], x["file"]) for x in findings] == [("bcq.queue-type", "batchconsumequeue/BulkTopic/0")]
     assert why in findings[0]["detail"] and summary["broker_start"]["starts"] is False
+
+
+def test_queue_type_names_no_directory_outside_consumequeue(tmp_path):
+    """bcq.queue-type looks only at the topics topics.json gives another type: a name that is
+    not one directory name ("..", "a/b", a lone surrogate) names no queue, and a typed topic
+    without a queue directory is no finding."""
+    store = tmp_path / "s"
+    assert cli("generate", "--store", store, "--messages", "20", "--topics", "1", "--queues", "1").exit_code == 0
+    (store / "consumequeue" / "a" / "b" / "0").mkdir(parents=True)
+    typed = {"queue.type": "BatchCQ"}
+    names = ["..", "a/b", "\ud800", "NoSuchTopic", ""]
+    _topics_json(store, {n: {"topicName": n, "attributes": typed} for n in names})
+    findings, _ = _verify(store)
+    assert [x for x in findings if x["check"] == "bcq.queue-type"] == []

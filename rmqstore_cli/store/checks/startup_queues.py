@@ -43,15 +43,24 @@ class KnownEnd:
         return QueueEnd(e.topic, e.queue_id, e.last_file_from, e.recovered_end, e.redispatched)
 
 
+class KnownEnds(dict):
+    """:func:`recovered_end` of queue directories by path (:class:`KnownEnd`), and, when
+    the reader listed the whole consume-queue directory, that listing as
+    :func:`~rmqstore_cli.store.files.mapped_files.queue_dir_paths` gives it (:attr:`dirs`):
+    :func:`queue_ends` then lists no directory again (20 000 topic directories)."""
+
+    dirs: list[tuple[str, int, str]] | None = None
+
+
 def recovered_end(cq: ConsumeQueue) -> tuple[QueueEnd, int]:
     """``cq`` as ``ConsumeQueue#recover`` leaves it, and the end (offset + size) of its last
     valid unit (``ConsumeQueue#getMaxPhysicOffset``; -1 when it has none, or when that unit
     lies beyond its file: a file of another size than the one given, which verify names)."""
     end = cq.max_offset
-    last = next(cq.unit_arrays(end - 1, end), None) if end > cq.min_file_offset else None
-    kept = cq.file_path(end) is not None and end % cq.units_per_file == 0
+    last = cq.unit_values(end - 1) if end > cq.min_file_offset else None
+    kept = end % cq.units_per_file == 0 and cq.file_path(end) is not None
     last_from = end * CQ_STORE_UNIT_SIZE if kept else -1
-    phy = -1 if last is None else int(last[0][0]["commitlog_offset"]) + int(last[0][0]["size"])
+    phy = -1 if last is None else last[0] + last[1]
     return QueueEnd(cq.topic, cq.queue_id, last_from, end * CQ_STORE_UNIT_SIZE), phy
 
 
@@ -60,10 +69,12 @@ def queue_ends(config, known: dict[str, KnownEnd] | None = None) -> tuple[list[Q
     (``ConsumeQueueStore#getMaxPhyOffsetInConsumeQueue``: the largest end, offset + size, of a
     queue's last valid unit; -1 when none). A queue that cannot be opened is skipped (verify
     reports it). ``known``: :func:`recovered_end` of queue directories (by path) read already
-    with the configured file size; the others are opened here."""
+    with the configured file size; the others are opened here (a :class:`KnownEnds`
+    with its listing: the directories it lists, none listed here)."""
     size = config.mapped_file_size_consume_queue
     ends, max_phy = [], -1
-    for topic, qid, d in queue_dir_paths(config.consumequeue_dir):
+    listed = getattr(known, "dirs", None)
+    for topic, qid, d in queue_dir_paths(config.consumequeue_dir) if listed is None else listed:
         k = (known or {}).get(d)
         got = (k.copy(), k.max_phy) if k is not None and k.file_size == size else _read_end(config, topic, qid, Path(d))
         if got is not None:

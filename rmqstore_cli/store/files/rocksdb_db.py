@@ -1,9 +1,11 @@
 """A RocksDB database opened read-only (the 5.x consume queue, the config tables): through a
-shadow directory of links (``safefs.shadow_dir``), so that RocksDB's own LOCK and LOG files
+shadow directory of links (:func:`shadow_dir`), so that RocksDB's own LOCK and LOG files
 are never written into the store; rocksdict is the optional binding."""
 
 from __future__ import annotations
 
+import os
+import stat
 import weakref
 from pathlib import Path
 
@@ -21,7 +23,7 @@ class MissingBinding(StoreError):
 
 
 class ReadOnlyDB:
-    """A RocksDB database opened read-only through :func:`safefs.shadow_dir` (module
+    """A RocksDB database opened read-only through :func:`shadow_dir` (module
     docstring), every column family raw bytes; :meth:`close` removes the shadow."""
 
     #: Real directories in the database directory are left out of the shadow (only the
@@ -36,7 +38,7 @@ class ReadOnlyDB:
                 f"reading {what} needs the rocksdict binding", path=directory, hint=EXTRA_HINT
             ) from None
         self.dir = Path(directory)
-        self._shadow = safefs.shadow_dir(self.dir, self.skip_dirs)
+        self._shadow = shadow_dir(self.dir, self.skip_dirs)
         try:
             raw = rocksdict.Options(raw_mode=True)
             try:
@@ -49,10 +51,10 @@ class ReadOnlyDB:
                 said = str(e).splitlines()[0].replace(str(self._shadow), str(self.dir)) if str(e) else type(e).__name__
                 raise StoreError(f"cannot open {what}: {said}", path=self.dir) from None  # named by the store's path
         except BaseException:
-            safefs.remove_shadow(self._shadow)
+            remove_shadow(self._shadow)
             raise
         #: The shadow goes when this object does, or at exit, even if no one calls close().
-        self._cleanup = weakref.finalize(self, safefs.remove_shadow, self._shadow)
+        self._cleanup = weakref.finalize(self, remove_shadow, self._shadow)
 
     def family(self, name: str):
         """Column family ``name``, or None when the database has none of that name."""
@@ -63,3 +65,43 @@ class ReadOnlyDB:
             self.db.close()
         finally:
             self._cleanup()
+
+
+def shadow_dir(directory, skip_dirs: bool = False) -> Path:
+    """A fresh private temp directory of symbolic links to each regular file of
+    ``directory`` (a RocksDB database), for a library that opens the files itself and
+    writes beside them even when opening read-only (rocksdict writes
+    ``rocksdict-config.json``, RocksDB its info ``LOG``): those land in the temp directory,
+    and no byte of the store changes. Anything but a regular file in the database (a FIFO,
+    a device, a directory) is refused here, before the library could open it; with
+    ``skip_dirs`` real directories are left out instead (the double-writing broker's
+    ``consumequeue/<topic>/`` beside its database). The caller removes the directory
+    (:func:`remove_shadow`)."""
+    import tempfile
+
+    directory = Path(directory)
+    try:
+        names = sorted(os.listdir(directory))
+    except OSError as e:
+        raise safefs.os_error(e, directory, "list") from None
+    shadow = Path(tempfile.mkdtemp(prefix="rmqstore-rocksdb-"))
+    try:
+        for name in names:
+            if skip_dirs and stat.S_ISDIR(os.lstat(directory / name).st_mode):
+                continue
+            _, what = safefs.stat_regular(directory / name, "read")
+            if what is not None:
+                raise StoreError(f"{what} in a RocksDB database; only regular files are read", path=directory / name)
+            os.symlink(os.path.abspath(directory / name), shadow / name)
+    except BaseException:
+        remove_shadow(shadow)
+        raise
+    return shadow
+
+
+def remove_shadow(shadow) -> None:
+    """Remove a :func:`shadow_dir`: its links and what the library wrote there (never
+    followed into the store: ``shutil.rmtree`` unlinks links)."""
+    import shutil
+
+    shutil.rmtree(shadow, ignore_errors=True)

@@ -262,11 +262,21 @@ def open_for_write(
     return fd
 
 
-def create_sized(path, size: int, roots: Iterable, what: str, reserve_first: int = 0, dir_made: bool = False) -> None:
+def create_sized(
+    path,
+    size: int,
+    roots: Iterable,
+    what: str,
+    reserve_first: int = 0,
+    dir_made: bool = False,
+    first: tuple[int, bytes] | None = None,
+) -> None:
     """A new store file of ``size`` bytes (sparse, as ``DefaultMappedFile#init`` makes it):
     its directory made inside ``roots`` (``dir_made``: the caller just made it, inside a
     directory it checked), the file created ``O_EXCL``/``O_NOFOLLOW``, and its first
-    ``reserve_first`` bytes allocated (:func:`reserve`). On any failure the file is
+    ``reserve_first`` bytes allocated (:func:`reserve`). ``first``: (byte offset, data)
+    written through the same descriptor as :func:`write_range` writes it (a consume-queue
+    writer's first units: one open a new file, not two). On any failure the file is
     removed and one StoreError says what could not be created."""
     path = Path(path)
     if not dir_made:
@@ -275,6 +285,8 @@ def create_sized(path, size: int, roots: Iterable, what: str, reserve_first: int
     with written_or_removed(fd, path, path, f"create the {what} of {size} bytes"):
         os.ftruncate(fd, size)
         reserve(fd, 0, min(size, reserve_first), path)
+        if first is not None:
+            write_reserved(fd, first[0], first[1], path, f"write {what}")
 
 
 @contextmanager
@@ -491,46 +503,6 @@ def data_segments(path, start: int, end: int) -> list[tuple[int, int]]:
         return data_ranges(fd, start, end)
     finally:
         os.close(fd)
-
-
-def shadow_dir(directory, skip_dirs: bool = False) -> Path:
-    """A fresh private temp directory of symbolic links to each regular file of
-    ``directory`` (a RocksDB database), for a library that opens the files itself and
-    writes beside them even when opening read-only (rocksdict writes
-    ``rocksdict-config.json``, RocksDB its info ``LOG``): those land in the temp directory,
-    and no byte of the store changes. Anything but a regular file in the database (a FIFO,
-    a device, a directory) is refused here, before the library could open it; with
-    ``skip_dirs`` real directories are left out instead (the double-writing broker's
-    ``consumequeue/<topic>/`` beside its database). The caller removes the directory
-    (:func:`remove_shadow`)."""
-    import tempfile
-
-    directory = Path(directory)
-    try:
-        names = sorted(os.listdir(directory))
-    except OSError as e:
-        raise os_error(e, directory, "list") from None
-    shadow = Path(tempfile.mkdtemp(prefix="rmqstore-rocksdb-"))
-    try:
-        for name in names:
-            if skip_dirs and stat.S_ISDIR(os.lstat(directory / name).st_mode):
-                continue
-            _, what = stat_regular(directory / name, "read")
-            if what is not None:
-                raise StoreError(f"{what} in a RocksDB database; only regular files are read", path=directory / name)
-            os.symlink(os.path.abspath(directory / name), shadow / name)
-    except BaseException:
-        remove_shadow(shadow)
-        raise
-    return shadow
-
-
-def remove_shadow(shadow) -> None:
-    """Remove a :func:`shadow_dir`: its links and what the library wrote there (never
-    followed into the store: ``shutil.rmtree`` unlinks links)."""
-    import shutil
-
-    shutil.rmtree(shadow, ignore_errors=True)
 
 
 def rewrite_prefix(path, keep: int, tail: bytes, size: int, roots: Iterable) -> None:

@@ -256,7 +256,8 @@ class StoreConfig:
             data_files(d for d in self.commitlog_dirs),
             notes,
         )
-        cq_files = data_files(q for t in subdirs(self.consumequeue_dir) for q in subdirs(t))
+        cq_dir = self.consumequeue_dir  # 20 000 queues: their entries' paths, no Path a directory or file
+        cq_files = data_file_paths(q.path for t in subdir_entries(cq_dir) for q in subdir_entries(t.path))
         inferred = self._infer(
             "mapped_file_size_consume_queue", "mappedFileSizeConsumeQueue", "⟦cq_file_size⟧", cq_files, notes
         )
@@ -270,16 +271,17 @@ class StoreConfig:
             notes.append(str(e))
         return notes
 
-    def _infer(self, attr: str, prop: str, option: str, files: list[Path], notes: list[str]) -> int:
+    def _infer(self, attr: str, prop: str, option: str, files: list[Path] | list[str], notes: list[str]) -> int:
         current = getattr(self, attr)
-        by_size = _files_by_size(files)
-        if not by_size:
+        sized = _files_by_size(files)
+        if not sized:
             return current
         want = self.cq_file_size if attr == "mapped_file_size_consume_queue" else current
         explicit = attr in self.explicit
-        uniform = _uniform_size(by_size, want, explicit)
-        if uniform == want:
+        uniform = _uniform_size(sized, want, explicit)
+        if uniform == want:  # the usual case: no file is named, none needs a Path
             return current
+        by_size = {size: [Path(p) for p in group] for size, group in sized.items()}
         if uniform is not None:
             notes.append(f"{prop}={uniform} inferred from {by_size[uniform][0].name}")
             return uniform
@@ -418,7 +420,12 @@ def subdirs(p: Path) -> list[Path]:
 
 def data_files(dirs) -> list[Path]:
     """The files of ``dirs`` named by digits: what a store's sizes are inferred from."""
-    return [Path(e.path) for d in dirs for e in entries(d) if e.name.isdigit() and is_file_entry(e)]
+    return [Path(p) for p in data_file_paths(dirs)]
+
+
+def data_file_paths(dirs) -> list[str]:
+    """:func:`data_files` as the paths their listing gives (a ``Path`` each costs more than its ``stat``)."""
+    return [e.path for d in dirs for e in entries(d) if e.name.isdigit() and is_file_entry(e)]
 
 
 #: What a 5.x broker's timer leaves in the store root (a 4.9 store has none of them).
@@ -523,15 +530,15 @@ def _unescape(s: str) -> str:
     return "".join(out)
 
 
-def _files_by_size(files: list[Path]) -> dict[int, list[Path]]:
+def _files_by_size(files: list[Path] | list[str]) -> dict[int, list]:
     """Group data files by their byte size: the broker maps every file of a directory at one size."""
-    by_size: dict[int, list[Path]] = {}
+    by_size: dict[int, list] = {}
     for p in files:
-        by_size.setdefault(p.stat().st_size, []).append(p)
+        by_size.setdefault(os.stat(p).st_size, []).append(p)
     return by_size
 
 
-def _uniform_size(by_size: dict[int, list[Path]], want: int, explicit: bool) -> int | None:
+def _uniform_size(by_size: dict[int, list], want: int, explicit: bool) -> int | None:
     """The one size every file has, when it settles the setting without a vote.
 
     It does when it is the setting already, or when nothing was set and the files are not empty;

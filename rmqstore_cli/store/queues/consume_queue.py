@@ -64,18 +64,20 @@ class ConsumeQueue:
         directory: Path | None = None,
         skip: Callable[[Path], bool] | None = None,
         queue: MappedFileQueue | None = None,
+        listed: list[os.DirEntry] | None = None,
     ):
         """``directory``: the queue's directory when its name is not ``str(queue_id)``.
         ``skip``: a file it answers True for is left out (a gap follows), and directories
         named like a file are handed to it instead of refused (``verify`` reports both); a
         file listed as a regular file is not asked about. :attr:`skipped` says whether it
         left anything out.
-        ``queue``: the files, when they are not a directory's listing (:meth:`of_file`)."""
+        ``queue``: the files, when they are not a directory's listing (:meth:`of_file`);
+        ``listed``: the directory's entries, listed already (``mapped_files.queue_tree``)."""
         self.topic = topic
         self.queue_id = queue_id
         self.dir = directory if directory is not None else root / topic / str(queue_id)
         self.file_size = file_size
-        self.queue = queue if queue is not None else MappedFileQueue(self.dir, file_size)
+        self.queue = queue if queue is not None else MappedFileQueue(self.dir, file_size, listed=listed)
         #: Whether a file or a directory named like one was left out (``skip``).
         self.skipped = self._skip(skip)
         self._units_per_file = file_size // CQ_STORE_UNIT_SIZE
@@ -158,11 +160,15 @@ class ConsumeQueue:
     def _first_invalid(self, f, units: np.ndarray) -> int | None:
         """Index of the first unit with offset < 0 or size <= 0, read ``UNIT_CHUNK`` units at
         a time, their pages released (a queue's last three files are read whole: 18 MB a
-        queue at the default size if the pages stayed)."""
+        queue at the default size if the pages stayed). A copy of a few units (most queues
+        of a many-queue store) is looked at in Python: numpy's calls cost more than that."""
+        copied = self._copies.get(f.file_from_offset // CQ_STORE_UNIT_SIZE) is not None
+        if copied and units.size <= FEW_UNITS:
+            return next((j for j, (off, size, _) in enumerate(units.tolist()) if off < 0 or size <= 0), None)
         for a in range(0, units.size, UNIT_CHUNK):
             u = units[a : a + UNIT_CHUNK]
             bad = np.flatnonzero((u["commitlog_offset"] < 0) | (u["size"] <= 0))
-            if self._copies.get(f.file_from_offset // CQ_STORE_UNIT_SIZE) is None:
+            if not copied:
                 release_pages(f.buffer(), a * CQ_STORE_UNIT_SIZE, (a + u.size) * CQ_STORE_UNIT_SIZE)
             if bad.size:
                 return a + int(bad[0])
@@ -241,6 +247,18 @@ class ConsumeQueue:
         data = f.read_prefix(READ_LIMIT)
         copy = self._copies[base] = None if data is None else trimmed_units(data, self._units_per_file)
         return copy
+
+    def unit_values(self, logical: int) -> tuple[int, int, int] | None:
+        """(offset, size, tagsCode) of unit ``logical`` as :meth:`unit_arrays` reads it (zero past
+        a copy's units), or None when no file holds it: one unit without a generator or a
+        numpy slice when its file was read (a queue's last unit, ``startup_queues.recovered_end``)."""
+        base = self.file_base(logical)
+        copy = self._copies.get(base)
+        if copy is None or base not in self._by_base:
+            got = next(self.unit_arrays(logical, logical + 1), None)
+            return None if got is None else tuple(got[0].tolist()[0])
+        at = logical - base
+        return copy[at].item() if at < copy.size else (0, 0, 0)
 
     def file_path(self, base: int) -> Path | None:
         """The path of the file whose first unit is ``base`` (None: no such file)."""
@@ -322,6 +340,8 @@ class ConsumeQueue:
 
 #: Units the end search reads (and whose mapped pages it releases) at a time.
 UNIT_CHUNK = 1 << 16
+#: Up to this many units, a read copy's end is found by a Python loop (:meth:`ConsumeQueue._first_invalid`).
+FEW_UNITS = 64
 #: The most data a consume-queue file is read (not mapped) with: a copy is kept while the
 #: queue is open, trimmed to its non-zero units, so a queue holds at most this much of it
 #: (a mapping holds a page table and a guard entry, and a page per read not yet released).
@@ -340,7 +360,8 @@ def _zero_padded(units: np.ndarray, lo: int, hi: int) -> np.ndarray:
 def trimmed_units(data: bytes, count: int) -> np.ndarray:
     """The units of ``data`` (a file's first bytes; zeros follow them) up to the last one
     that is not all zeros, at most ``count``: what a read queue file keeps."""
-    keep = min(count, -(-len(data.rstrip(b"\0")) // CQ_STORE_UNIT_SIZE))
+    nonzero = (int.from_bytes(data, "little").bit_length() + 7) // 8  # its last non-zero byte + 1, in one C call
+    keep = min(count, -(-nonzero // CQ_STORE_UNIT_SIZE))
     raw = data[: keep * CQ_STORE_UNIT_SIZE].ljust(keep * CQ_STORE_UNIT_SIZE, b"\0")
     return np.frombuffer(raw, UNIT_DTYPE, count=keep)
 
@@ -473,23 +494,26 @@ class ConsumeQueueWriter:
         data, pos = self._buf, self._buf_start
         while data:
             file_start = pos - pos % self.file_size
-            path = self._file(file_start)
+            path = self.dir / offset2file_name(file_start)
             n = min(len(data), file_start + self.file_size - pos)
-            safefs.write_range(path, pos - file_start, bytes(data[:n]), roots=self.roots, checked=self.made_dir)
+            chunk = (pos - file_start, bytes(data[:n]))
+            if file_start not in self.file_starts:
+                self._create(path, file_start, chunk)
+            else:
+                safefs.write_range(path, *chunk, roots=self.roots, checked=self.made_dir)
             data = data[n:]
             pos += n
         self._buf = bytearray()
         self._buf_start = pos
 
-    def _file(self, file_start: int) -> Path:
-        path = self.dir / offset2file_name(file_start)
-        if file_start not in self.file_starts:
-            made = not self.files_created and not self.file_starts and self._fresh_dirs()
-            self.made_dir = self.made_dir or made
-            safefs.create_sized(path, self.file_size, self.roots, "consume-queue file", dir_made=made)
-            self.file_starts.add(file_start)
-            self.files_created.append(path)
-        return path
+    def _create(self, path: Path, file_start: int, first: tuple[int, bytes]) -> None:
+        """The queue's file that starts at ``file_start``, created with its ``first`` units
+        written (one open of a new file)."""
+        made = not self.files_created and not self.file_starts and self._fresh_dirs()
+        self.made_dir = self.made_dir or made
+        safefs.create_sized(path, self.file_size, self.roots, "consume-queue file", dir_made=made, first=first)
+        self.file_starts.add(file_start)
+        self.files_created.append(path)
 
     def _fresh_dirs(self) -> bool:
         """Make the queue's directory with plain ``mkdir`` calls below a consume-queue root whose

@@ -9,7 +9,7 @@ Layouts: ``formats/rocksdb_cq.py``.
 
 The binding is ``rocksdict`` (the ``rocksdb`` extra), imported only here. Even its
 read-only open writes beside the database (``rocksdict-config.json``, RocksDB's info
-``LOG``), so the database is opened through :func:`safefs.shadow_dir`: a temp directory
+``LOG``), so the database is opened through :func:`rocksdb_db.shadow_dir`: a temp directory
 of links to its files, where those writes land instead. A :class:`RocksDBQueue` gives the
 same views as the file :class:`~rmqstore_cli.store.queues.consume_queue.ConsumeQueue`
 (``max_offset``, ``min_offset``, ``units``, ``unit_arrays``, ``units_at``), so dump-cq,

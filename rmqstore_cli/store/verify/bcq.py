@@ -15,7 +15,9 @@
 
 from __future__ import annotations
 
+import os
 from collections import Counter, defaultdict
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -25,7 +27,7 @@ from rmqstore_cli.formats.commitlog import HEAD
 
 from rmqstore_cli.errors import StoreError
 from rmqstore_cli.store.commitlog import CommitLog, Status
-from rmqstore_cli.store.files.mapped_files import queue_dir_paths, queue_dirs
+from rmqstore_cli.store.files.mapped_files import queue_dir_paths, queue_dirs, topic_queue_dirs
 from rmqstore_cli.store.queues.batch_queue import BatchConsumeQueue, queue_type, topic_table
 from rmqstore_cli.store.records.message import Message
 
@@ -70,7 +72,8 @@ class BatchQueueChecks:
             (self.config.consumequeue_dir, SIMPLE_CQ_TYPE),
             (self.config.root / BCQ_DIR, BATCH_CQ_TYPE),
         ):
-            for topic, _, d in queue_dir_paths(directory):
+            listed = queue_dir_paths(directory) if want != SIMPLE_CQ_TYPE else _typed_queue_dirs(directory, table)
+            for topic, _, d in listed:
                 if (directory.name, topic) in seen:
                     continue
                 seen.add((directory.name, topic))
@@ -375,3 +378,22 @@ def _record_bytes(log: CommitLog, offset: int, size: int) -> bytes | None:
     buf = f.buffer()
     pos = offset - f.file_from_offset
     return bytes(buf[pos : pos + size]) if pos + size <= len(buf) else None
+
+
+def _typed_queue_dirs(cq_dir: Path, table: dict) -> Iterator[tuple[str, int, str]]:
+    """What ``queue_dir_paths(cq_dir)`` yields first of each topic that can be a
+    ``bcq.queue-type`` finding there: one whose ``queue.type`` is not SimpleCQ, and so is
+    named in ``table`` (a topic it leaves out is SimpleCQ). Those few topic directories are
+    listed, not every one of consumequeue/ (20 000 on a many-queue store); in name order."""
+    from rmqstore_cli.formats.batch_queue import SIMPLE_CQ_TYPE
+
+    for topic in sorted(t for t in table if isinstance(t, str) and queue_type(table, t) != SIMPLE_CQ_TYPE):
+        if topic in ("", ".", "..") or "/" in topic or "\0" in topic:
+            continue  # not one directory name: no such topic directory
+        try:
+            d = os.path.join(cq_dir, topic)
+            first = topic_queue_dirs(d)[:1] if os.path.isdir(d) else []
+        except (UnicodeEncodeError, ValueError):  # a name no file system entry has
+            continue
+        for q in first:
+            yield topic, int(q.name), q.path

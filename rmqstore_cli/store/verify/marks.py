@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
+_NO_RUNS = np.zeros(0, np.int64)
+_NO_RUNS.flags.writeable = False
+
 
 class Marks:
     """Which of ``size`` positions (a queue's units, an index file's entries) the scan
@@ -22,8 +25,7 @@ class Marks:
 
     def __init__(self, size: int):
         self.size = size
-        self.starts = np.zeros(0, np.int64)
-        self.ends = np.zeros(0, np.int64)
+        self.starts = self.ends = _NO_RUNS  # replaced, never written in place
         self.bits: np.ndarray | None = None
         self._open: list[int] | None = None  # the run marks in order extend: [start, end)
         self._pending: list[tuple[np.ndarray, np.ndarray]] = []  # runs not merged yet
@@ -87,7 +89,7 @@ class Marks:
             for a, b in zip(self.starts.tolist(), self.ends.tolist(), strict=True):
                 bits[a:b] = True
             self.bits = bits
-            self.starts = self.ends = np.zeros(0, np.int64)
+            self.starts = self.ends = _NO_RUNS
 
     def unmarked(self, a: int, b: int) -> np.ndarray:
         """Positions in ``[a, b)`` never marked, in order (none, without a merge, when the

@@ -17,10 +17,10 @@ import numpy as np
 from rmqstore_cli.formats.consume_queue import CQ_STORE_UNIT_SIZE, EXT_ADDR_MAX, PRE_BLANK_SIZE
 
 from rmqstore_cli.store.checks.findings import WARNING
-from rmqstore_cli.store.checks.startup_queues import KnownEnd, known_end
+from rmqstore_cli.store.checks.startup_queues import KnownEnd, KnownEnds, known_end
 from rmqstore_cli.store.commitlog import Status
 from rmqstore_cli.store.files.arrays import stable_argsort
-from rmqstore_cli.store.files.mapped_files import subdir_entries
+from rmqstore_cli.store.files.mapped_files import QueueTree, queue_tree
 from rmqstore_cli.store.queues.consume_queue import ConsumeQueue
 from rmqstore_cli.store.verify import limits
 from rmqstore_cli.store.verify.checks import first_nonzero
@@ -58,6 +58,18 @@ class QueueState:
         self.cq.close()
 
 
+def queue_dir_list(tree: QueueTree) -> list[tuple[str, int, str]] | None:
+    """``mapped_files.queue_dir_paths`` from a listing made already (:func:`queue_tree`), or
+    None when two names of one topic are one queue id ("1", "01": their order is the listing's)."""
+    out = []
+    for t, queues in tree:
+        ids = sorted((int(q.name), q.path) for q, _ in queues if q.name.isdigit() and q.name.isascii())
+        if len({i for i, _ in ids}) < len(ids):
+            return None
+        out.extend((t.name, i, path) for i, path in ids)
+    return out
+
+
 class QueueChecks:
     """The consume-queue part of :class:`~rmqstore_cli.store.verify.Verifier`."""
 
@@ -71,7 +83,7 @@ class QueueChecks:
         """Every queue directory: names, file names, sizes and gaps; each queue's end."""
         cfg = self.config
         self.queues: dict[tuple[bytes, int], QueueState] = {}
-        self._queue_ends: dict[str, KnownEnd] = {}
+        self._queue_ends = KnownEnds()
         self.known_ends = self._queue_ends
         bcq = cfg.root / "batchconsumequeue"
         self.batch_topics = (
@@ -80,8 +92,11 @@ class QueueChecks:
         if self.open_rocksdb_queues():  # verify/rocksdb.py: the queues are a RocksDB database
             return
         cq_dir = cfg.consumequeue_dir  # a property building Paths: once, not once a queue
-        for t in subdir_entries(cq_dir):
-            for q in subdir_entries(t.path):
+        listed = self.__dict__.pop("queue_listing", None)  # infer_sizes' listing of the same directories
+        tree = listed[1] if listed is not None and listed[0] == cq_dir else queue_tree(cq_dir)
+        for t, queues in tree:
+            t_dir = cq_dir / t.name  # children of a parsed Path: no parse of a whole path a queue
+            for q, files in queues:
                 if not (q.name.isascii() and q.name.isdigit()):
                     self._add(
                         "cq.file-name",
@@ -91,12 +106,14 @@ class QueueChecks:
                         severity=WARNING,
                     )
                     continue
-                self._open_queue(cq_dir, t.name, int(q.name), Path(q.path))
+                self._open_queue(cq_dir, t.name, int(q.name), t_dir / q.name, files)
+        self._queue_ends.dirs = queue_dir_list(tree)
 
-    def _open_queue(self, cq_dir: Path, topic: str, qid: int, d: Path) -> None:
-        """One queue directory: its files' names, sizes and gaps, its end (kept for the start-up prediction)."""
+    def _open_queue(self, cq_dir: Path, topic: str, qid: int, d: Path, listed: list[os.DirEntry]) -> None:
+        """One queue directory (``listed``: its entries): its files' names, sizes and gaps, its
+        end (kept for the start-up prediction)."""
         cfg, size = self.config, self.config.cq_file_size
-        cq = ConsumeQueue(cq_dir, topic, qid, size, directory=d, skip=self.not_regular)
+        cq = ConsumeQueue(cq_dir, topic, qid, size, directory=d, skip=self.not_regular, listed=listed)
         mq = QueueState(cq, self.root)
         self.files["consumequeue"] += len(cq.queue.files)
         self.check_strays("cq", cq.queue)
@@ -542,5 +559,7 @@ def _tail_at(cq: ConsumeQueue, base: int, path: Path, start: int) -> int | None:
     copy = cq.copied_units(base)
     if copy is None:
         return first_nonzero(path, cq.file_units(base).view(np.uint8), start)
+    if copy.size * CQ_STORE_UNIT_SIZE <= start:  # the copy ends with its last non-zero unit: zeros follow
+        return None
     nz = np.flatnonzero(copy.view(np.uint8)[start:])
     return start + int(nz[0]) if nz.size else None

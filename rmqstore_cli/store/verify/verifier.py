@@ -34,7 +34,7 @@ from rmqstore_cli.store.checks.findings import (
 from rmqstore_cli.store.files import mapguard
 from rmqstore_cli.store.files.fastpaths import FAST_PATHS
 from rmqstore_cli.store.files.lock import abort_exists, lock_holder
-from rmqstore_cli.store.files.mapped_files import entries, is_file_entry, subdir_entries
+from rmqstore_cli.store.files.mapped_files import entries, is_file_entry, queue_tree
 from rmqstore_cli.store.files.safefs import kind_of
 from rmqstore_cli.store.layout.checkpoint import StoreCheckpoint
 from rmqstore_cli.store.layout.config import StoreConfig, data_files
@@ -260,17 +260,13 @@ class Verifier(
     def infer_sizes(self) -> None:
         """Like ``StoreConfig.infer_sizes`` but a disagreeing file is a finding, not the end."""
         cfg = self.config
+        tree = queue_tree(cfg.consumequeue_dir)
+        self.queue_listing = (cfg.consumequeue_dir, tree)  # open_queues reads it: listed once
         kinds = [
-            ("mapped_file_size_commit_log", "commitlog", cfg.commitlog_dirs, "commitlog.file-size"),
-            (
-                "mapped_file_size_consume_queue",
-                "cq",
-                [q.path for t in subdir_entries(cfg.consumequeue_dir) for q in subdir_entries(t.path)],
-                "cq.file-size",
-            ),
+            ("mapped_file_size_commit_log", "commitlog", data_file_sizes(cfg.commitlog_dirs)),
+            ("mapped_file_size_consume_queue", "cq", entry_sizes(e for _, qs in tree for _, es in qs for e in es)),
         ]
-        for attr, label, dirs, _check in kinds:
-            sizes = data_file_sizes(dirs)
+        for attr, label, sizes in kinds:
             sizes.pop(0, None)  # an empty file tells no size (it is a file-size finding later)
             if not sizes:
                 continue
@@ -312,7 +308,12 @@ class Verifier(
 def data_file_sizes(dirs) -> Counter:
     """How many files of ``dirs`` named by digits have each length (``config.data_files``'
     files, ``stat``ed through their entries: no ``Path`` a file for 20 000 queues)."""
-    return Counter(os.stat(e.path).st_size for d in dirs for e in entries(d) if e.name.isdigit() and is_file_entry(e))
+    return entry_sizes(e for d in dirs for e in entries(d))
+
+
+def entry_sizes(listed) -> Counter:
+    """:func:`data_file_sizes` of entries listed already."""
+    return Counter(os.stat(e.path).st_size for e in listed if e.name.isdigit() and is_file_entry(e))
 
 
 def open_for_verify(config: StoreConfig) -> StoreConfig:
