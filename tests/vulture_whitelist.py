@@ -111,3 +111,4 @@ age_ms  # api/incident_records.py Transaction: a field as_dict reads; commands/t
 bytes_freed, commitlog_files, unreadable_ranges  # api/job_records.py ExpireAction, ExportReport: as_dict's fields
 next_store_timestamp, consumer_offset  # store/answers/progress.py ConsumerProgress: JSON keys as_dict reads
 timer_log_files  # api/timer_records.py TimerSummary: a field as_dict reads through dataclasses.fields
+writeable  # numpy ndarray.flags.writeable = False (store/verify/marks.py): a numpy setting, read by numpy
