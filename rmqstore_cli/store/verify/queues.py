@@ -92,7 +92,7 @@ class QueueChecks:
         if self.open_rocksdb_queues():  # verify/rocksdb.py: the queues are a RocksDB database
             return
         cq_dir = cfg.consumequeue_dir  # a property building Paths: once, not once a queue
-        listed = self.__dict__.pop("queue_listing", None)  # infer_sizes' listing of the same directories
+        listed, self.queue_listing = self.queue_listing, None  # infer_sizes' listing of the same directories
         tree = listed[1] if listed is not None and listed[0] == cq_dir else queue_tree(cq_dir)
         for t, queues in tree:
             t_dir = cq_dir / t.name  # children of a parsed Path: no parse of a whole path a queue

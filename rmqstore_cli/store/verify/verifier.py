@@ -86,6 +86,9 @@ class Verifier(
         self.opt = options or VerifyOptions()
         self.root = config.root
         self.counts: Counter[str] = Counter()
+        #: infer_sizes' listing of the consume-queue directories (root, tree), which the queues'
+        #: open takes once instead of listing them again
+        self.queue_listing: tuple | None = None
         self.by_severity: Counter[str] = Counter()
         self.messages = 0
         self.bytes = 0  # total size of the records counted in messages (not of the files)
