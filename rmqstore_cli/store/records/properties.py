@@ -155,10 +155,22 @@ def compiled_scan(cat: np.ndarray, moff: np.ndarray, pl: np.ndarray, tot: int) -
 
 
 class IndexKeys:
-    """Index keys of a batch: owner message, index hash, and the key text on demand."""
+    """Index keys of a batch: owner message, index hash, and the key text on demand.
 
-    def __init__(self, owner, hash_, cat, a, b, topic_of):
+    ``owner`` and ``hash`` list every UNIQ_KEY first, then the KEYS words; ``put``, when the
+    caller has it, is the same (owner, hash) in the order ``IndexService#buildIndex`` puts
+    them (per message its UNIQ_KEY, then its words): the order of an index file's entries."""
+
+    def __init__(self, owner, hash_, cat, a, b, topic_of, put: tuple[np.ndarray, np.ndarray] | None = None):
         self.owner, self.hash, self._cat, self._a, self._b, self._topic_of = owner, hash_, cat, a, b, topic_of
+        self._put = put
+
+    def put_order(self) -> tuple[np.ndarray, np.ndarray]:
+        """(owner, hash) of the keys in put order (a stable sort by owner when not given)."""
+        if self._put is None:
+            order = np.argsort(self.owner, kind="stable")
+            self._put = (self.owner[order], self.hash[order])
+        return self._put
 
     def text(self, x: int) -> str:
         key = bytes(self._cat[self._a[x] : self._b[x]]).decode("utf-8", "backslashreplace")
@@ -427,7 +439,7 @@ class Properties:
         if got is not None:
             owner, a, b, ih, word = got
             order = np.concatenate([np.flatnonzero(~word), np.flatnonzero(word)])
-            return IndexKeys(owner[order], ih[order], cat, a[order], b[order], topic_of)
+            return IndexKeys(owner[order], ih[order], cat, a[order], b[order], topic_of, put=(owner, ih))
         owner, a, b = self.key_ranges(indexable)
         pfx = prefix_hash[tid[owner]]
         h = self.hash_ranges(a, b)
