@@ -14,7 +14,9 @@ When built: ``walk``, ``walk_entries``, ``small_body_crcs``, ``join_ranges``,
 ``prop_scan`` (the pairs of a batch's PROPERTIES), ``prop_keys`` (their TAGS hashes
 and index keys), ``record_cols`` (verify's fields of a batch of records and their body CRCs,
 one pass) and ``topic_ids`` (topic ids by a hash table; the twins of both:
-:mod:`~rmqstore_cli.store.verify.batch_fused`; their
+:mod:`~rmqstore_cli.store.verify.batch_fused`) and ``prop_fused`` (verify's flags, values,
+tagsCodes and keys of a batch's PROPERTIES, one pass; its twin:
+:mod:`~rmqstore_cli.store.records.props_fused`); their
 docstrings and ``_ckernels.c`` say what each does; each checks its arguments and raises
 rather than read outside a buffer, and runs without the GIL).
 """
@@ -121,6 +123,7 @@ if BUILT:
     small_body_crcs, join_ranges = _EXT.small_body_crcs, _EXT.join_ranges
     prop_keys, prop_scan = _EXT.prop_keys, _EXT.prop_scan
     record_cols, topic_ids = _EXT.record_cols, _EXT.topic_ids
+    prop_fused = _EXT.prop_fused
     #: True when the CRC runs on carry-less multiplies (x86-64 with PCLMULQDQ; the tables
     #: otherwise, or with ``RMQSTORE_NO_CLMUL=1``): same numbers either way
     CLMUL = bool(_EXT.CLMUL)

@@ -431,15 +431,9 @@ class Properties:
         their hashes, every UNIQ_KEY first (the C loop's keys put in that order); sets
         :attr:`tags_code` too on the C path."""
         cat = self.cat
-
-        def topic_of(m: int) -> str:
-            return topic_names[int(tid[m])].decode("utf-8", "backslashreplace")
-
         got = self.compiled_keys(indexable, tid, prefix_hash)
         if got is not None:
-            owner, a, b, ih, word = got
-            order = np.concatenate([np.flatnonzero(~word), np.flatnonzero(word)])
-            return IndexKeys(owner[order], ih[order], cat, a[order], b[order], topic_of, put=(owner, ih))
+            return grouped_keys(*got, cat, tid, topic_names)
         owner, a, b = self.key_ranges(indexable)
         pfx = prefix_hash[tid[owner]]
         h = self.hash_ranges(a, b)
@@ -448,4 +442,20 @@ class Properties:
         if na.size:  # hashCode runs over UTF-16 code units, not the UTF-8 bytes: re-hash those keys
             h[na], lens[na] = utf8_hashes(cat, a[na], b[na], bytes_base(cat))
         ih = index_hash(concat_hashes(pfx, lens, h))
-        return IndexKeys(owner, ih, cat, a, b, topic_of)
+        return IndexKeys(owner, ih, cat, a, b, _topic_namer(tid, topic_names))
+
+
+def _topic_namer(tid: np.ndarray, topic_names: list[bytes]):
+    """The topic of message m as text (an index key's text is ``topic#key``)."""
+
+    def topic_of(m: int) -> str:
+        return topic_names[int(tid[m])].decode("utf-8", "backslashreplace")
+
+    return topic_of
+
+
+def grouped_keys(owner, a, b, ih, word, cat, tid, topic_names) -> IndexKeys:
+    """:class:`IndexKeys` of key rows in put order (per message its UNIQ_KEY, then its KEYS
+    words: ``word``), every UNIQ_KEY first as the reference groups them."""
+    order = np.concatenate([np.flatnonzero(~word), np.flatnonzero(word)])
+    return IndexKeys(owner[order], ih[order], cat, a[order], b[order], _topic_namer(tid, topic_names), put=(owner, ih))
