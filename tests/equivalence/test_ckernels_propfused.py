@@ -134,7 +134,8 @@ def test_prop_fused_refuses_bad_calls(K):
 @pytest.mark.parametrize("seed", range(6))
 def test_fused_properties_answer_as_properties(K, monkeypatch, seed):
     """What verify reads: suspects, values, the __CRC32# holders, tagsCodes, keys (grouped, in
-    put order, their text), the same as the reference :class:`Properties`."""
+    put order, their text), the same as the reference :class:`Properties`; rebuild's keys in
+    put order the same as the C ``prop_keys``."""
     rnd = random.Random(50 + seed)
     a, moff, pl = _batch(rnd, 300, ascii_only=seed % 2 == 0)
     rng = np.random.default_rng(seed)
@@ -156,6 +157,10 @@ def test_fused_properties_answer_as_properties(K, monkeypatch, seed):
     for r, f in zip(rk.put_order(), fk.put_order(), strict=True):
         assert np.array_equal(r, f)
     assert rk.owner.size and fused.wide == (seed % 2 == 1)
+    monkeypatch.setattr(FAST_PATHS, "pure", False)  # rebuild's keys in put order: the C prop_keys'
+    want = Properties(a, moff, pl, checks=False).compiled_keys(indexable, tid, prefix)
+    for w, g in zip(want[:4], fused.put_keys(), strict=True):
+        assert np.array_equal(w, g)
 
 
 def test_index_entries_out_of_put_order_match_by_sort(monkeypatch, tmp_path):

@@ -161,7 +161,7 @@ class FusedProperties:
 
     def __init__(self, kern, arr, ps, pl, indexable, tid, prefix_hash, names: tuple[bytes, ...]):
         n = self.n = ps.size
-        self.names, self._args = names, (arr, ps, pl)
+        self.names, self._args, self._keys_args = names, (arr, ps, pl), (indexable, tid, prefix_hash)
         self.tot = int(pl.sum())
         self.cat = np.empty(self.tot, np.uint8)
         kern.join_ranges(arr, ps, pl, self.cat)
@@ -215,6 +215,13 @@ class FusedProperties:
     @property
     def tags_code(self) -> np.ndarray:
         return self.full.tags_code if self.wide else self.tags
+
+    def put_keys(self) -> tuple[np.ndarray, ...]:
+        """(message, start, end, index hash) of the keys in put order, as
+        :meth:`Properties.compiled_keys` gives them (a batch with malformed UTF-8: from it)."""
+        if self.wide:
+            return self.full.compiled_keys(*self._keys_args)[:4]
+        return tuple(np.ascontiguousarray(c) for c in self.rows.T[:4])
 
     def key_ranges(self, indexable: np.ndarray):
         return self.full.key_ranges(indexable)

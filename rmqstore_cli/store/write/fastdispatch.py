@@ -34,18 +34,23 @@ from rmqstore_cli.formats.commitlog import (
 
 from rmqstore_cli.store.commitlog.bulk import RecordBatch
 from rmqstore_cli.store.files.arrays import stable_argsort
+from rmqstore_cli.store.files.fastpaths import FAST_PATHS
 from rmqstore_cli.store.javahash import java_hash
 from rmqstore_cli.store.javahash.bulk import concat_hashes, index_hash, java_hashes, java_int, java_range_hashes
 from rmqstore_cli.store.queues.consume_queue import ConsumeQueueWriter
 from rmqstore_cli.store.queues.index import build_key
 from rmqstore_cli.store.records.kinds import deliver_timestamp
 from rmqstore_cli.store.records.message import SCHEDULE_TOPIC
-from rmqstore_cli.store.records.properties import Properties, compiled_join
+from rmqstore_cli.store.records.properties import Properties
+from rmqstore_cli.store.records.props_fused import FusedProperties
 from rmqstore_cli.store.records.topics import TopicIds
 from rmqstore_cli.store.write.dispatch import Dispatcher, InvalidForDispatch, parse_delay
-from rmqstore_cli.store.write.lmq import fan_out, fan_out_units, multi_ranges
+from rmqstore_cli.store.write.lmq import MULTI_DISPATCH, MULTI_QUEUE_OFFSET, fan_out, fan_out_units, multi_ranges
 
 _SCHEDULE = SCHEDULE_TOPIC.encode()
+#: The values dispatch reads of the PROPERTIES besides TAGS and the keys (the C loop's one
+#: pass gives them): the schedule topic's DELAY, the multi-dispatch listing.
+_VALUES = (b"DELAY\x01", *(f"{k}\x01".encode() for k in (MULTI_DISPATCH, MULTI_QUEUE_OFFSET)))
 
 
 class BatchKeys:
@@ -294,10 +299,16 @@ class FastDispatcher:
         wins); the reference is :meth:`Dispatcher.dispatch` record by record."""
         tids = self._topic_ids(buf, a, ta, tl)
         pl0 = np.maximum(pl, 0)
-        pr = Properties(a, pa, pl0, buf, checks=False, joined=compiled_join(a, pa, pl0))  # values only
+        kern = FAST_PATHS.kernels()
+        if kern is not None:  # the C loop: values, tagsCodes and keys in one pass
+            pr: Properties | FusedProperties = FusedProperties(
+                kern, a, pa, pl0, ~rollback, tids, self._prefix_hashes(), _VALUES
+            )
+        else:
+            pr = Properties(a, pa, pl0, buf, checks=False)  # values only
         delay_fix = self._delay_values(pr, tids)
         multi_at = multi_ranges(pr) if self.d.config.enable_multi_dispatch else None
-        got = pr.compiled_keys(~rollback, tids, self._prefix_hashes())  # the C loop: one pass
+        got = pr.put_keys() if isinstance(pr, FusedProperties) else None
         if got is not None:
             with_keys = self.d.index is not None and not self.dry and got[0].size
             return (
