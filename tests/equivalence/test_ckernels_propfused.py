@@ -196,3 +196,35 @@ def test_index_entries_out_of_put_order_match_by_sort(monkeypatch, tmp_path):
     assert "index.entry-hash" not in checks and "index.entry-target" not in checks
     struct.pack_into(">i", raw, at, h1 ^ 1)
     assert "index.entry-hash" in {f["check"] for f in both()[1]["findings"]}
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_dispatch_fields_by_record_cols_equal_record_batch(K, monkeypatch, seed):
+    """rebuild's fields of a block (``FastDispatcher.fields``) by the C ``record_cols`` equal
+    :class:`RecordBatch`'s on hostile records (hosts v4/v6, magic V1/V2, lengths at the
+    edges, cut files), and the small bodies' CRCs that come with them equal zlib's."""
+    from rmqstore_cli.store.commitlog.bulk import walk_records
+    from rmqstore_cli.store.files.crc import body_crcs
+    from rmqstore_cli.store.write.fastdispatch import FastDispatcher
+    from tests.equivalence.test_ckernels_fused import _record
+
+    rnd, by_c = random.Random(70 + seed), 0
+    for _ in range(150):
+        b = b"".join(_record(rnd) for _ in range(rnd.randrange(1, 6)))
+        b = b[: rnd.choice((len(b), rnd.randrange(1, len(b) + 1)))]
+        a = np.frombuffer(b, np.uint8)
+        P = walk_records(b, 0, len(b), 100, 1).starts.astype(np.int64)
+        got = []
+        for pure in (True, False):
+            monkeypatch.setattr(FAST_PATHS, "pure", pure)
+            got.append(FastDispatcher.fields(a, P, 0 if pure else 768))
+        crc = got[1].pop("body_crc_of", None)
+        assert got[0].keys() == got[1].keys()
+        for k in got[0]:
+            assert np.array_equal(got[0][k], got[1][k]), k
+        if crc is not None:
+            by_c += 1
+            small = np.flatnonzero(crc >= 0)
+            bl = np.maximum(got[0]["body_len"], 0)
+            assert np.array_equal(crc[small], body_crcs(a, got[0]["body_at"][small], bl[small]))
+    assert by_c > 20  # most blocks read by the C loop
