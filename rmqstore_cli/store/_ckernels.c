@@ -1226,6 +1226,122 @@ done:
     return res;
 }
 
+/* ------------------------------------------------------------------ index entries of a block of keys */
+
+/* IndexFile#putKey's entry: keyHash (4), phyOffset (8), timeDiff (4), prevIndex (4), big-endian */
+enum { IE_SIZE = 20, IE_HASH_AT = 0, IE_PHY_AT = 4, IE_DIFF_AT = 12, IE_PREV_AT = 16 };
+
+static inline void put_be32(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)(v >> 24), p[1] = (uint8_t)(v >> 16), p[2] = (uint8_t)(v >> 8), p[3] = (uint8_t)v;
+}
+
+static int cmp_i64(const void *x, const void *y)
+{
+    int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
+    return (a > b) - (a < b);
+}
+
+typedef struct {
+    const int64_t *hash, *phy, *diff;
+    int64_t k, n0, slot_num;
+    uint8_t *out;
+    int64_t *slots, *heads, *tails;
+} IndexBlock;
+
+/* Entries n0.. of a block, each chained to the previous entry of its slot in the block (0 for
+ * the first), into out; the slots used, ascending, with their first and last entry. Returns
+ * how many slots, or -1 when the tables could not be had. first/last hold position + 1. */
+static int64_t index_block(IndexBlock *c)
+{
+    uint32_t *first = calloc((size_t)c->slot_num, sizeof(uint32_t));
+    uint32_t *last = calloc((size_t)c->slot_num, sizeof(uint32_t));
+    int64_t used = 0;
+    if (first == NULL || last == NULL) {
+        free(first);
+        free(last);
+        return -1;
+    }
+    for (int64_t i = 0; i < c->k; i++) {
+        int64_t sl = c->hash[i] % c->slot_num;
+        sl += sl < 0 ? c->slot_num : 0;
+        uint8_t *e = c->out + i * IE_SIZE;
+        uint32_t p = last[sl];
+        put_be32(e + IE_HASH_AT, (uint32_t)c->hash[i]);
+        put_be32(e + IE_PHY_AT, (uint32_t)((uint64_t)c->phy[i] >> 32));
+        put_be32(e + IE_PHY_AT + 4, (uint32_t)c->phy[i]);
+        put_be32(e + IE_DIFF_AT, (uint32_t)c->diff[i]);
+        put_be32(e + IE_PREV_AT, p ? (uint32_t)(c->n0 + p - 1) : 0);
+        if (!p) {
+            first[sl] = (uint32_t)(i + 1);
+            c->slots[used++] = sl;
+        }
+        last[sl] = (uint32_t)(i + 1);
+    }
+    if (used * 8 > c->slot_num) { /* many slots: read them in order from the table */
+        used = 0;
+        for (int64_t sl = 0; sl < c->slot_num; sl++)
+            if (first[sl])
+                c->slots[used++] = sl;
+    } else {
+        qsort(c->slots, (size_t)used, sizeof(int64_t), cmp_i64);
+    }
+    for (int64_t j = 0; j < used; j++) {
+        c->heads[j] = c->n0 + first[c->slots[j]] - 1;
+        c->tails[j] = c->n0 + last[c->slots[j]] - 1;
+    }
+    free(first);
+    free(last);
+    return used;
+}
+
+PyDoc_STRVAR(index_entries_doc,
+"index_entries(hashes, phy, diff, n0, slot_num, out, slots, heads, tails) -> used\n\n"
+"The index entries n0, n0 + 1, ... of a block of keys (int64 hashes, offsets, time diffs) as\n"
+"IndexFile#putKey lays them out (20 big-endian bytes each) into out (uint8), each entry's\n"
+"prevIndex the previous entry of its slot (hash mod slot_num) in the block, 0 for the\n"
+"first; into slots, heads and tails (int64, as long as hashes) the slots used in ascending\n"
+"order with their first and last entry. Returns how many slots are used.");
+
+static PyObject *k_index_entries(PyObject *self, PyObject *args)
+{
+    PyObject *o[9];
+    Py_buffer b[9];
+    Py_ssize_t n0, slot_num;
+    int got = 0;
+    PyObject *res = NULL;
+    static const char *nm[9] = {"hashes", "phy", "diff", "", "", "out", "slots", "heads", "tails"};
+    if (!PyArg_ParseTuple(args, "OOOnnOOOO:index_entries", &o[0], &o[1], &o[2], &n0, &slot_num, &o[5], &o[6],
+                          &o[7], &o[8]))
+        return NULL;
+    for (int i = 0; i < 9; i++) {
+        if (i == 3 || i == 4)
+            continue;
+        if ((i == 5 ? get_buffer(o[i], &b[i], 1, 1, "Bbc", nm[i]) : GET_I64(o[i], &b[i], i > 5, nm[i])) < 0)
+            goto done;
+        got |= 1 << i;
+    }
+    int64_t k = b[0].len / 8;
+    if (b[1].len != b[0].len || b[2].len != b[0].len || b[5].len != k * IE_SIZE || b[6].len != b[0].len ||
+        b[7].len != b[0].len || b[8].len != b[0].len || n0 < 0 || slot_num < 1 || k >= INT32_MAX) {
+        PyErr_Format(PyExc_ValueError, "index_entries: hashes, phy, diff, slots, heads and tails must be as long "
+                     "(out %d bytes an entry), n0 >= 0, slot_num >= 1; got %lld keys, n0=%zd, slot_num=%zd",
+                     IE_SIZE, (long long)k, n0, slot_num);
+        goto done;
+    }
+    IndexBlock c = {b[0].buf, b[1].buf, b[2].buf, k, n0, slot_num, b[5].buf, b[6].buf, b[7].buf, b[8].buf};
+    int64_t used;
+    Py_BEGIN_ALLOW_THREADS
+    used = index_block(&c);
+    Py_END_ALLOW_THREADS
+    res = used < 0 ? PyErr_NoMemory() : PyLong_FromLongLong((long long)used);
+done:
+    for (int i = 0; i < 9; i++)
+        if (got & (1 << i))
+            PyBuffer_Release(&b[i]);
+    return res;
+}
+
 /* ------------------------------------------------------------------ the module */
 
 static PyMethodDef methods[] = {
@@ -1238,6 +1354,7 @@ static PyMethodDef methods[] = {
     {"record_cols", k_record_cols, METH_VARARGS, record_cols_doc},
     {"topic_ids", k_topic_ids, METH_VARARGS, topic_ids_doc},
     {"prop_fused", k_prop_fused, METH_VARARGS, prop_fused_doc},
+    {"index_entries", k_index_entries, METH_VARARGS, index_entries_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1285,7 +1402,9 @@ PyMODINIT_FUNC PyInit__ckernels(void)
         PyModule_AddIntConstant(m, "KEY_COLS", KEY_COLS) < 0 || PyModule_AddIntConstant(m, "KEY_WORD", KEY_WORD) < 0 ||
         PyModule_AddIntConstant(m, "KEY_WIDE", KEY_WIDE) < 0 || PyModule_AddIntConstant(m, "CLMUL", clmul_on()) < 0 ||  PyModule_AddIntConstant(m, "TAGS_WIDE", TAGS_WIDE) < 0 ||
         PyModule_AddIntConstant(m, "PF_MALFORMED", PF_MALFORMED) < 0 || PyModule_AddIntConstant(m, "PF_HIGH", PF_HIGH) < 0 ||
-        PyModule_AddIntConstant(m, "PF_BAD_UTF8", PF_BAD_UTF8) < 0) {
+        PyModule_AddIntConstant(m, "PF_BAD_UTF8", PF_BAD_UTF8) < 0 ||
+        PyModule_AddObject(m, "INDEX_ENTRY", Py_BuildValue("(iiiii)", IE_SIZE, IE_HASH_AT, IE_PHY_AT, IE_DIFF_AT,
+                                                              IE_PREV_AT)) < 0) {
         Py_XDECREF(layout);
         Py_DECREF(m);
         return NULL;

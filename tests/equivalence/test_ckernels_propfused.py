@@ -228,3 +228,37 @@ def test_dispatch_fields_by_record_cols_equal_record_batch(K, monkeypatch, seed)
             bl = np.maximum(got[0]["body_len"], 0)
             assert np.array_equal(crc[small], body_crcs(a, got[0]["body_at"][small], bl[small]))
     assert by_c > 20  # most blocks read by the C loop
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_index_entries_equal_their_twin(K, seed):
+    """``index_entries`` (rebuild's block of entries, chained by slot and laid out at once)
+    against its twin (``slot_chains`` + ``entry_block``): hashes of any sign and past int32,
+    one slot or many (the table read in order, or the used slots sorted), any n0."""
+    from rmqstore_cli.store.queues.index import index_entries
+
+    rng = np.random.default_rng(seed)
+    for k, slot_num, n0 in ((0, 5, 1), (1, 1, 0), (300, 7, 1), (500, 100_000, 9), (2000, 64, (1 << 31) - 900)):
+        hashes = rng.integers(-(1 << 40), 1 << 40, k) if seed % 2 else rng.integers(0, 1 << 31, k)
+        phy, diff = rng.integers(-(1 << 62), 1 << 62, k), rng.integers(-(1 << 33), 1 << 33, k)
+        got = []
+        for loop in (index_entries, K.index_entries):
+            outs = [np.full(k * 20, 7, np.uint8)] + [np.full(k, 7, np.int64) for _ in range(3)]
+            used = loop(hashes, phy, diff, n0, slot_num, *outs)
+            got.append((used, outs[0], *(o[:used] for o in outs[1:])))
+        assert got[0][0] == got[1][0] and (k == 0 or got[0][0] > 0)
+        for w, g in zip(got[0][1:], got[1][1:], strict=True):
+            assert np.array_equal(w, g)
+
+
+def test_index_entries_refuses_bad_calls(K):
+    z = np.zeros(2, np.int64)
+    ok = [z, z, z, 1, 5, np.zeros(40, np.uint8), z.copy(), z.copy(), z.copy()]
+    assert K.index_entries(*ok) == 1
+    for i, v in ((0, np.zeros(3, np.int64)), (3, -1), (4, 0), (5, np.zeros(39, np.uint8)), (8, np.zeros(1, np.int64))):
+        args = list(ok)
+        args[i] = v
+        with pytest.raises(ValueError):
+            K.index_entries(*args)
+    with pytest.raises(TypeError):
+        K.index_entries(np.zeros(2, np.int32), *ok[1:])
