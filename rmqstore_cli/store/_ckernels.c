@@ -532,24 +532,13 @@ typedef struct {
     int64_t bad, why; /* the message a bad argument was met at, and which (1 range, 2 topic id) */
 } PropKeys;
 
-/* TAGS, UNIQ_KEY and KEYS of one message (the last non-empty pair of each name), its tagsCode
- * and its keys (IndexService#buildIndex: the UNIQ_KEY, then each non-empty word of KEYS). */
-static int prop_keys_one(PropKeys *c, int64_t m, int64_t *k)
+/* Message m's tagsCode (TAGS value [ta, tb), none when ta < 0) and, when indexable, its keys
+ * (IndexService#buildIndex: the UNIQ_KEY [ua, ub), then each non-empty word of KEYS [ka, kb)
+ * split at spaces); 0, or 2 when its topic id has no prefix. */
+static int emit_keys(PropKeys *c, int64_t m, int64_t ta, int64_t tb, int64_t ua, int64_t ub, int64_t ka,
+                     int64_t kb, int64_t *k)
 {
     const uint8_t *a = c->a;
-    int64_t s = c->moff[m], end = s + c->pl[m];
-    int64_t ta = -1, tb = -1, ua = -1, ub = -1, ka = -1, kb = -1;
-    while (s < end) {
-        const uint8_t *q = memchr(a + s, PAIR_SEP, (size_t)(end - s));
-        int64_t e = q ? (int64_t)(q - a) : end;
-        switch (a[s]) {
-        case 'T': take_value(a, s, e, TAGS_NAME, 5, &ta, &tb); break;
-        case 'K': take_value(a, s, e, KEYS_NAME, 5, &ka, &kb); break;
-        case 'U': take_value(a, s, e, UNIQ_NAME, 9, &ua, &ub); break;
-        default: break;
-        }
-        s = e + 1;
-    }
     int bad = 0;
     c->tags[m] = 0;
     if (ta >= 0) {
@@ -574,6 +563,27 @@ static int prop_keys_one(PropKeys *c, int64_t m, int64_t *k)
     return 0;
 }
 
+/* TAGS, UNIQ_KEY and KEYS of one message (the last non-empty pair of each name), its tagsCode
+ * and its keys (IndexService#buildIndex: the UNIQ_KEY, then each non-empty word of KEYS). */
+static int prop_keys_one(PropKeys *c, int64_t m, int64_t *k)
+{
+    const uint8_t *a = c->a;
+    int64_t s = c->moff[m], end = s + c->pl[m];
+    int64_t ta = -1, tb = -1, ua = -1, ub = -1, ka = -1, kb = -1;
+    while (s < end) {
+        const uint8_t *q = memchr(a + s, PAIR_SEP, (size_t)(end - s));
+        int64_t e = q ? (int64_t)(q - a) : end;
+        switch (a[s]) {
+        case 'T': take_value(a, s, e, TAGS_NAME, 5, &ta, &tb); break;
+        case 'K': take_value(a, s, e, KEYS_NAME, 5, &ka, &kb); break;
+        case 'U': take_value(a, s, e, UNIQ_NAME, 9, &ua, &ub); break;
+        default: break;
+        }
+        s = e + 1;
+    }
+    return emit_keys(c, m, ta, tb, ua, ub, ka, kb, k);
+}
+
 static int64_t prop_keys_loop(PropKeys *c)
 {
     int64_t k = 0;
@@ -589,6 +599,17 @@ static int64_t prop_keys_loop(PropKeys *c)
         }
     }
     return k;
+}
+
+/* The loop's answer: how many keys, or the error it stopped at (a range outside a, a topic id). */
+static PyObject *keys_result(const char *name, const PropKeys *c, int64_t k, Py_ssize_t len)
+{
+    if (c->why == 1)
+        return range_error(name, (Py_ssize_t)c->bad, c->moff[c->bad], c->pl[c->bad], len);
+    if (c->why == 2)
+        return PyErr_Format(PyExc_ValueError, "%s: message %lld has topic id %lld, outside the %lld prefixes", name,
+                            (long long)c->bad, (long long)c->tid[c->bad], (long long)c->nprefix);
+    return PyLong_FromLongLong((long long)k);
 }
 
 PyDoc_STRVAR(prop_keys_doc,
@@ -626,13 +647,7 @@ static PyObject *k_prop_keys(PyObject *self, PyObject *args)
     Py_BEGIN_ALLOW_THREADS
     k = prop_keys_loop(&c);
     Py_END_ALLOW_THREADS
-    if (c.why == 1)
-        range_error("prop_keys", (Py_ssize_t)c.bad, c.moff[c.bad], c.pl[c.bad], b[0].len);
-    else if (c.why == 2)
-        PyErr_Format(PyExc_ValueError, "prop_keys: message %lld has topic id %lld, outside the %lld prefixes",
-                     (long long)c.bad, (long long)c.tid[c.bad], (long long)c.nprefix);
-    else
-        res = PyLong_FromLongLong((long long)k);
+    res = keys_result("prop_keys", &c, k, b[0].len);
 done:
     for (int i = 0; i < got; i++)
         PyBuffer_Release(&b[i]);
@@ -1071,6 +1086,262 @@ done:
     return res;
 }
 
+/* ------------------------------------------------------------------ PROPERTIES: verify's one pass */
+
+#define PF_MALFORMED 1 /* a pair not name\x01value with both non-empty (the parser drops it) */
+#define PF_HIGH 2      /* a byte >= 0x80 */
+#define PF_BAD_UTF8 4  /* not well-formed UTF-8 (new String(bytes, UTF_8) would replace) */
+
+typedef struct {
+    PropKeys k;
+    const uint8_t *names;
+    const int64_t *noff;
+    int64_t nnames;
+    int64_t *flags, *vals;
+} PropFused;
+
+/* Whether a[x:y] holds a byte >= 0x80, eight bytes at a time. */
+static int has_high(const uint8_t *a, int64_t x, int64_t y)
+{
+    uint64_t acc = 0;
+    for (; y - x >= 8; x += 8) {
+        uint64_t w;
+        memcpy(&w, a + x, 8);
+        acc |= w;
+    }
+    for (; x < y; x++)
+        acc |= a[x];
+    return (acc & HIGH8) != 0;
+}
+
+/* Message m: its pairs once (PF_MALFORMED, the named values, TAGS/UNIQ_KEY/KEYS), its bytes
+ * (PF_HIGH, PF_BAD_UTF8), then its tagsCode and keys (emit_keys); a malformed key's hash 0. */
+static int prop_fused_one(PropFused *c, int64_t m, int64_t *k)
+{
+    const uint8_t *a = c->k.a;
+    int64_t n = c->k.n, s = c->k.moff[m], end = s + c->k.pl[m], flags = 0, k0 = *k;
+    int64_t ta = -1, tb = -1, ua = -1, ub = -1, ka = -1, kb = -1;
+    for (int64_t j = 0; j < c->nnames; j++)
+        c->vals[2 * j * n + m] = c->vals[(2 * j + 1) * n + m] = -1;
+    while (s < end) {
+        const uint8_t *q = memchr(a + s, PAIR_SEP, (size_t)(end - s));
+        int64_t e = q ? (int64_t)(q - a) : end;
+        const uint8_t *one = e > s ? memchr(a + s, NAME_SEP, (size_t)(e - s)) : NULL;
+        if (one == NULL || one == a + s || one == a + e - 1)
+            flags |= PF_MALFORMED;
+        switch (a[s]) {
+        case 'T': take_value(a, s, e, TAGS_NAME, 5, &ta, &tb); break;
+        case 'K': take_value(a, s, e, KEYS_NAME, 5, &ka, &kb); break;
+        case 'U': take_value(a, s, e, UNIQ_NAME, 9, &ua, &ub); break;
+        default: break;
+        }
+        for (int64_t j = 0; j < c->nnames; j++)
+            if (c->noff[j + 1] == c->noff[j] || a[s] == c->names[c->noff[j]]) /* the first byte, then the rest */
+                take_value(a, s, e, (const char *)c->names + c->noff[j], c->noff[j + 1] - c->noff[j],
+                           &c->vals[2 * j * n + m], &c->vals[(2 * j + 1) * n + m]);
+        s = e + 1;
+    }
+    if (has_high(a, c->k.moff[m], end)) {
+        int bad = 0;
+        hash_on(a, c->k.moff[m], end, 0, &bad);
+        flags |= PF_HIGH | (bad ? PF_BAD_UTF8 : 0);
+    }
+    c->flags[m] = flags;
+    int why = emit_keys(&c->k, m, ta, tb, ua, ub, ka, kb, k);
+    for (int64_t r = k0; r < *k && r < c->k.cap; r++)
+        if (c->k.keys[r * KEY_COLS + 4] & KEY_WIDE)
+            c->k.keys[r * KEY_COLS + 3] = 0;
+    return why;
+}
+
+static int64_t prop_fused_loop(PropFused *c)
+{
+    int64_t k = 0;
+    for (int64_t m = 0; m < c->k.n; m++) {
+        if (!range_ok(c->k.moff[m], c->k.pl[m], c->k.len)) {
+            c->k.bad = m, c->k.why = 1;
+            break;
+        }
+        int why = prop_fused_one(c, m, &k);
+        if (why) {
+            c->k.bad = m, c->k.why = why;
+            break;
+        }
+    }
+    return k;
+}
+
+PyDoc_STRVAR(prop_fused_doc,
+"prop_fused(a, moff, pl, indexable, tid, prefix, names, noff, flags_out, tags_out, vals_out,\n"
+"           keys_out) -> n_keys\n\n"
+"prop_keys and what verify reads of each message's PROPERTIES a[moff[m]:moff[m]+pl[m]], one\n"
+"pass: flags_out[m] = 1 when a pair (split at \\x02, none after a final one) is not\n"
+"name\\x01value with both non-empty, | 2 when a byte is >= 0x80, | 4 when it is not\n"
+"well-formed UTF-8; for each name j (names[noff[j]:noff[j+1]], ending with \\x01) the value\n"
+"range of its last non-empty pair, vals_out[2j*n+m] to vals_out[(2j+1)*n+m] (-1, -1 without\n"
+"one); tags_out and keys_out as prop_keys, a key of malformed UTF-8 with hash 0.");
+
+static PyObject *k_prop_fused(PyObject *self, PyObject *args)
+{
+    PyObject *o[12];
+    Py_buffer b[12];
+    int got = 0;
+    PyObject *res = NULL;
+    static const char *nm[12] = {"a", "moff", "pl", "indexable", "tid", "prefix", "names", "noff",
+                                 "flags_out", "tags_out", "vals_out", "keys_out"};
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOO:prop_fused", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6], &o[7],
+                          &o[8], &o[9], &o[10], &o[11]))
+        return NULL;
+    for (; got < 12; got++) {
+        int r = got == 0 || got == 6 ? GET_BYTES(o[got], &b[got], nm[got])
+                : got == 3           ? get_buffer(o[got], &b[got], 0, 1, "Bb?", nm[got])
+                                     : GET_I64(o[got], &b[got], got >= 8, nm[got]);
+        if (r < 0)
+            goto done;
+    }
+    int64_t n = b[1].len / 8, nn = b[7].len / 8 - 1;
+    PropFused c = {{b[0].buf, b[3].buf, b[1].buf, b[2].buf, b[4].buf, b[5].buf, n, b[0].len, b[5].len / 8,
+                    b[11].len / 8 / KEY_COLS, b[9].buf, b[11].buf, -1, 0},
+                   b[6].buf, b[7].buf, nn, b[8].buf, b[10].buf};
+    if (b[2].len / 8 != n || b[3].len != n || b[4].len / 8 != n || b[8].len / 8 != n || b[9].len / 8 != n ||
+        nn < 0 || b[10].len / 8 != 2 * nn * n) {
+        PyErr_SetString(PyExc_ValueError, "prop_fused: moff, pl, indexable, tid, flags_out and tags_out must have "
+                        "one item a message, noff at least one, vals_out two a name and message");
+        goto done;
+    }
+    for (int64_t j = 0; j < nn; j++)
+        if (c.noff[j] < 0 || c.noff[j + 1] < c.noff[j] || c.noff[j + 1] > b[6].len) {
+            PyErr_Format(PyExc_ValueError, "prop_fused: name %lld lies outside names (%zd bytes)", (long long)j,
+                         b[6].len);
+            goto done;
+        }
+    int64_t k;
+    Py_BEGIN_ALLOW_THREADS
+    k = prop_fused_loop(&c);
+    Py_END_ALLOW_THREADS
+    res = keys_result("prop_fused", &c.k, k, b[0].len);
+done:
+    for (int i = 0; i < got; i++)
+        PyBuffer_Release(&b[i]);
+    return res;
+}
+
+/* ------------------------------------------------------------------ index entries of a block of keys */
+
+/* IndexFile#putKey's entry: keyHash (4), phyOffset (8), timeDiff (4), prevIndex (4), big-endian */
+enum { IE_SIZE = 20, IE_HASH_AT = 0, IE_PHY_AT = 4, IE_DIFF_AT = 12, IE_PREV_AT = 16 };
+
+static inline void put_be32(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)(v >> 24), p[1] = (uint8_t)(v >> 16), p[2] = (uint8_t)(v >> 8), p[3] = (uint8_t)v;
+}
+
+static int cmp_i64(const void *x, const void *y)
+{
+    int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
+    return (a > b) - (a < b);
+}
+
+typedef struct {
+    const int64_t *hash, *phy, *diff;
+    int64_t k, n0, slot_num;
+    uint8_t *out;
+    int64_t *slots, *heads, *tails;
+} IndexBlock;
+
+/* Entries n0.. of a block, each chained to the previous entry of its slot in the block (0 for
+ * the first), into out; the slots used, ascending, with their first and last entry. Returns
+ * how many slots, or -1 when the tables could not be had. first/last hold position + 1. */
+static int64_t index_block(IndexBlock *c)
+{
+    uint32_t *first = calloc((size_t)c->slot_num, sizeof(uint32_t));
+    uint32_t *last = calloc((size_t)c->slot_num, sizeof(uint32_t));
+    int64_t used = 0;
+    if (first == NULL || last == NULL) {
+        free(first);
+        free(last);
+        return -1;
+    }
+    for (int64_t i = 0; i < c->k; i++) {
+        int64_t sl = c->hash[i] % c->slot_num;
+        sl += sl < 0 ? c->slot_num : 0;
+        uint8_t *e = c->out + i * IE_SIZE;
+        uint32_t p = last[sl];
+        put_be32(e + IE_HASH_AT, (uint32_t)c->hash[i]);
+        put_be32(e + IE_PHY_AT, (uint32_t)((uint64_t)c->phy[i] >> 32));
+        put_be32(e + IE_PHY_AT + 4, (uint32_t)c->phy[i]);
+        put_be32(e + IE_DIFF_AT, (uint32_t)c->diff[i]);
+        put_be32(e + IE_PREV_AT, p ? (uint32_t)(c->n0 + p - 1) : 0);
+        if (!p) {
+            first[sl] = (uint32_t)(i + 1);
+            c->slots[used++] = sl;
+        }
+        last[sl] = (uint32_t)(i + 1);
+    }
+    if (used * 8 > c->slot_num) { /* many slots: read them in order from the table */
+        used = 0;
+        for (int64_t sl = 0; sl < c->slot_num; sl++)
+            if (first[sl])
+                c->slots[used++] = sl;
+    } else {
+        qsort(c->slots, (size_t)used, sizeof(int64_t), cmp_i64);
+    }
+    for (int64_t j = 0; j < used; j++) {
+        c->heads[j] = c->n0 + first[c->slots[j]] - 1;
+        c->tails[j] = c->n0 + last[c->slots[j]] - 1;
+    }
+    free(first);
+    free(last);
+    return used;
+}
+
+PyDoc_STRVAR(index_entries_doc,
+"index_entries(hashes, phy, diff, n0, slot_num, out, slots, heads, tails) -> used\n\n"
+"The index entries n0, n0 + 1, ... of a block of keys (int64 hashes, offsets, time diffs) as\n"
+"IndexFile#putKey lays them out (20 big-endian bytes each) into out (uint8), each entry's\n"
+"prevIndex the previous entry of its slot (hash mod slot_num) in the block, 0 for the\n"
+"first; into slots, heads and tails (int64, as long as hashes) the slots used in ascending\n"
+"order with their first and last entry. Returns how many slots are used.");
+
+static PyObject *k_index_entries(PyObject *self, PyObject *args)
+{
+    PyObject *o[9];
+    Py_buffer b[9];
+    Py_ssize_t n0, slot_num;
+    int got = 0;
+    PyObject *res = NULL;
+    static const char *nm[9] = {"hashes", "phy", "diff", "", "", "out", "slots", "heads", "tails"};
+    if (!PyArg_ParseTuple(args, "OOOnnOOOO:index_entries", &o[0], &o[1], &o[2], &n0, &slot_num, &o[5], &o[6],
+                          &o[7], &o[8]))
+        return NULL;
+    for (int i = 0; i < 9; i++) {
+        if (i == 3 || i == 4)
+            continue;
+        if ((i == 5 ? get_buffer(o[i], &b[i], 1, 1, "Bbc", nm[i]) : GET_I64(o[i], &b[i], i > 5, nm[i])) < 0)
+            goto done;
+        got |= 1 << i;
+    }
+    int64_t k = b[0].len / 8;
+    if (b[1].len != b[0].len || b[2].len != b[0].len || b[5].len != k * IE_SIZE || b[6].len != b[0].len ||
+        b[7].len != b[0].len || b[8].len != b[0].len || n0 < 0 || slot_num < 1 || k >= INT32_MAX) {
+        PyErr_Format(PyExc_ValueError, "index_entries: hashes, phy, diff, slots, heads and tails must be as long "
+                     "(out %d bytes an entry), n0 >= 0, slot_num >= 1; got %lld keys, n0=%zd, slot_num=%zd",
+                     IE_SIZE, (long long)k, n0, slot_num);
+        goto done;
+    }
+    IndexBlock c = {b[0].buf, b[1].buf, b[2].buf, k, n0, slot_num, b[5].buf, b[6].buf, b[7].buf, b[8].buf};
+    int64_t used;
+    Py_BEGIN_ALLOW_THREADS
+    used = index_block(&c);
+    Py_END_ALLOW_THREADS
+    res = used < 0 ? PyErr_NoMemory() : PyLong_FromLongLong((long long)used);
+done:
+    for (int i = 0; i < 9; i++)
+        if (got & (1 << i))
+            PyBuffer_Release(&b[i]);
+    return res;
+}
+
 /* ------------------------------------------------------------------ the module */
 
 static PyMethodDef methods[] = {
@@ -1082,6 +1353,8 @@ static PyMethodDef methods[] = {
     {"prop_scan", k_prop_scan, METH_VARARGS, prop_scan_doc},
     {"record_cols", k_record_cols, METH_VARARGS, record_cols_doc},
     {"topic_ids", k_topic_ids, METH_VARARGS, topic_ids_doc},
+    {"prop_fused", k_prop_fused, METH_VARARGS, prop_fused_doc},
+    {"index_entries", k_index_entries, METH_VARARGS, index_entries_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1127,7 +1400,11 @@ PyMODINIT_FUNC PyInit__ckernels(void)
     }
     if (layout == NULL || PyModule_AddObject(m, "LAYOUT", layout) < 0 ||
         PyModule_AddIntConstant(m, "KEY_COLS", KEY_COLS) < 0 || PyModule_AddIntConstant(m, "KEY_WORD", KEY_WORD) < 0 ||
-        PyModule_AddIntConstant(m, "KEY_WIDE", KEY_WIDE) < 0 || PyModule_AddIntConstant(m, "CLMUL", clmul_on()) < 0 ||  PyModule_AddIntConstant(m, "TAGS_WIDE", TAGS_WIDE) < 0) {
+        PyModule_AddIntConstant(m, "KEY_WIDE", KEY_WIDE) < 0 || PyModule_AddIntConstant(m, "CLMUL", clmul_on()) < 0 ||  PyModule_AddIntConstant(m, "TAGS_WIDE", TAGS_WIDE) < 0 ||
+        PyModule_AddIntConstant(m, "PF_MALFORMED", PF_MALFORMED) < 0 || PyModule_AddIntConstant(m, "PF_HIGH", PF_HIGH) < 0 ||
+        PyModule_AddIntConstant(m, "PF_BAD_UTF8", PF_BAD_UTF8) < 0 ||
+        PyModule_AddObject(m, "INDEX_ENTRY", Py_BuildValue("(iiiii)", IE_SIZE, IE_HASH_AT, IE_PHY_AT, IE_DIFF_AT,
+                                                              IE_PREV_AT)) < 0) {
         Py_XDECREF(layout);
         Py_DECREF(m);
         return NULL;

@@ -14,7 +14,11 @@ When built: ``walk``, ``walk_entries``, ``small_body_crcs``, ``join_ranges``,
 ``prop_scan`` (the pairs of a batch's PROPERTIES), ``prop_keys`` (their TAGS hashes
 and index keys), ``record_cols`` (verify's fields of a batch of records and their body CRCs,
 one pass) and ``topic_ids`` (topic ids by a hash table; the twins of both:
-:mod:`~rmqstore_cli.store.verify.batch_fused`; their
+:mod:`~rmqstore_cli.store.verify.batch_fused`) and ``prop_fused`` (verify's flags, values,
+tagsCodes and keys of a batch's PROPERTIES, one pass; its twin:
+:mod:`~rmqstore_cli.store.records.props_fused`) and ``index_entries`` (a block of index
+entries chained by slot and laid out, one pass; its twin in
+:mod:`~rmqstore_cli.store.queues.index`); their
 docstrings and ``_ckernels.c`` say what each does; each checks its arguments and raises
 rather than read outside a buffer, and runs without the GIL).
 """
@@ -40,6 +44,7 @@ from rmqstore_cli.formats.commitlog import (
 )
 from rmqstore_cli.formats.derive import field_offset
 from rmqstore_cli.formats.dledger import ENTRY_MAGIC, EntryHeader
+from rmqstore_cli.formats.index import INDEX_ENTRY_SIZE, IndexEntry
 from rmqstore_cli.formats.properties import (
     KEY_SEPARATOR,
     NAME_VALUE_SEPARATOR,
@@ -101,11 +106,18 @@ def record_layout() -> dict[str, int]:
     }
 
 
+def index_entry_layout() -> tuple[int, ...]:
+    """What ``index_entries`` writes of an entry (``IndexFile#putKey``): its size and where
+    keyHash, phyOffset, timeDiff and prevIndex lie, from ``formats/index.py``."""
+    names = ("key_hash", "phy_offset", "time_diff", "prev_index")
+    return (INDEX_ENTRY_SIZE, *(field_offset(IndexEntry, k) for k in names))
+
+
 def _load() -> Loaded:
     """The built extension, or None and why (not built, its import failed, or built for
     another layout). Imported here only: this module is its one user."""
     got = load("rmqstore_cli.store._ckernels")
-    if got.module is not None and got.module.LAYOUT != layout():
+    if got.module is not None and (got.module.LAYOUT != layout() or got.module.INDEX_ENTRY != index_entry_layout()):
         return Loaded(got.name, None, OTHER_LAYOUT)
     return got
 
@@ -121,6 +133,7 @@ if BUILT:
     small_body_crcs, join_ranges = _EXT.small_body_crcs, _EXT.join_ranges
     prop_keys, prop_scan = _EXT.prop_keys, _EXT.prop_scan
     record_cols, topic_ids = _EXT.record_cols, _EXT.topic_ids
+    prop_fused, index_entries = _EXT.prop_fused, _EXT.index_entries
     #: True when the CRC runs on carry-less multiplies (x86-64 with PCLMULQDQ; the tables
     #: otherwise, or with ``RMQSTORE_NO_CLMUL=1``): same numbers either way
     CLMUL = bool(_EXT.CLMUL)

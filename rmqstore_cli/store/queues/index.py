@@ -476,22 +476,45 @@ def entry_block(hashes, phy, diff, prev):
     return e
 
 
-def write_entries(path: Path, slot_num: int, n0: int, hashes, phy, diff):
-    """Entries ``n0 ..`` of the (existing, full-size) index file ``path`` from one block of
-    keys, by ``pwrite`` (``write_range``: allocated first), each chained to the previous
-    entry of its slot in the block and its slot's first one left 0 for
-    :meth:`IndexFile.link_blocks`. Returns that block's (slot, head, tail) per slot."""
+def index_entries(hashes, phy, diff, n0: int, slot_num: int, out, slots, heads, tails) -> int:
+    """The reference of the C ``index_entries``: entries ``n0 ..`` of a block of keys as
+    :func:`entry_block` lays them out, into ``out`` (uint8), each chained to the previous
+    entry of its slot in the block (0 for the first); into ``slots``, ``heads`` and
+    ``tails`` the slots used, ascending, with their first and last entry. Returns how many."""
     import numpy as np
 
-    from rmqstore_cli.store.files.safefs import write_range
-
+    if not (len(phy) == len(diff) == len(slots) == len(heads) == len(tails) == len(hashes)) or slot_num < 1:
+        raise ValueError("index_entries: the arrays differ in length, or slot_num < 1")
     ss, order, nn, head, tail, prev_sorted = slot_chains(np.asarray(hashes, dtype=np.int64) % slot_num, n0)
     prev_sorted[head] = 0
     prev = np.empty(len(hashes), dtype=np.int64)
     prev[order] = prev_sorted
+    out[:] = np.frombuffer(entry_block(hashes, phy, diff, prev).tobytes(), np.uint8)
+    u = int(np.count_nonzero(head))
+    slots[:u], heads[:u], tails[:u] = ss[head], nn[head], nn[tail]
+    return u
+
+
+def write_entries(path: Path, slot_num: int, n0: int, hashes, phy, diff):
+    """Entries ``n0 ..`` of the (existing, full-size) index file ``path`` from one block of
+    keys, by ``pwrite`` (``write_range``: allocated first), each chained to the previous
+    entry of its slot in the block and its slot's first one left 0 for
+    :meth:`IndexFile.link_blocks` (laid out by the C loop ``index_entries``, one pass, or
+    its twin). Returns that block's (slot, head, tail) per slot."""
+    import numpy as np
+
+    from rmqstore_cli.store.files.fastpaths import FAST_PATHS
+    from rmqstore_cli.store.files.safefs import write_range
+
+    kern = FAST_PATHS.kernels()
+    k = len(hashes)
+    cols = [np.ascontiguousarray(c, dtype=np.int64) for c in (hashes, phy, diff)]
+    out = np.empty(k * index_layout.INDEX_ENTRY_SIZE, np.uint8)
+    slots, heads, tails = (np.empty(k, np.int64) for _ in range(3))
+    used = (index_entries if kern is None else kern.index_entries)(*cols, n0, slot_num, out, slots, heads, tails)
     at = index_layout.INDEX_HEADER_SIZE + slot_num * index_layout.HASH_SLOT_SIZE + n0 * index_layout.INDEX_ENTRY_SIZE
-    write_range(path, at, entry_block(hashes, phy, diff, prev).tobytes(), "index entries")
-    return ss[head], nn[head], nn[tail]
+    write_range(path, at, out, "index entries")
+    return slots[:used], heads[:used], tails[:used]
 
 
 def index_file_paths(index_dir: Path) -> list[Path]:

@@ -155,10 +155,22 @@ def compiled_scan(cat: np.ndarray, moff: np.ndarray, pl: np.ndarray, tot: int) -
 
 
 class IndexKeys:
-    """Index keys of a batch: owner message, index hash, and the key text on demand."""
+    """Index keys of a batch: owner message, index hash, and the key text on demand.
 
-    def __init__(self, owner, hash_, cat, a, b, topic_of):
+    ``owner`` and ``hash`` list every UNIQ_KEY first, then the KEYS words; ``put``, when the
+    caller has it, is the same (owner, hash) in the order ``IndexService#buildIndex`` puts
+    them (per message its UNIQ_KEY, then its words): the order of an index file's entries."""
+
+    def __init__(self, owner, hash_, cat, a, b, topic_of, put: tuple[np.ndarray, np.ndarray] | None = None):
         self.owner, self.hash, self._cat, self._a, self._b, self._topic_of = owner, hash_, cat, a, b, topic_of
+        self._put = put
+
+    def put_order(self) -> tuple[np.ndarray, np.ndarray]:
+        """(owner, hash) of the keys in put order (a stable sort by owner when not given)."""
+        if self._put is None:
+            order = np.argsort(self.owner, kind="stable")
+            self._put = (self.owner[order], self.hash[order])
+        return self._put
 
     def text(self, x: int) -> str:
         key = bytes(self._cat[self._a[x] : self._b[x]]).decode("utf-8", "backslashreplace")
@@ -419,15 +431,9 @@ class Properties:
         their hashes, every UNIQ_KEY first (the C loop's keys put in that order); sets
         :attr:`tags_code` too on the C path."""
         cat = self.cat
-
-        def topic_of(m: int) -> str:
-            return topic_names[int(tid[m])].decode("utf-8", "backslashreplace")
-
         got = self.compiled_keys(indexable, tid, prefix_hash)
         if got is not None:
-            owner, a, b, ih, word = got
-            order = np.concatenate([np.flatnonzero(~word), np.flatnonzero(word)])
-            return IndexKeys(owner[order], ih[order], cat, a[order], b[order], topic_of)
+            return grouped_keys(*got, cat, tid, topic_names)
         owner, a, b = self.key_ranges(indexable)
         pfx = prefix_hash[tid[owner]]
         h = self.hash_ranges(a, b)
@@ -436,4 +442,20 @@ class Properties:
         if na.size:  # hashCode runs over UTF-16 code units, not the UTF-8 bytes: re-hash those keys
             h[na], lens[na] = utf8_hashes(cat, a[na], b[na], bytes_base(cat))
         ih = index_hash(concat_hashes(pfx, lens, h))
-        return IndexKeys(owner, ih, cat, a, b, topic_of)
+        return IndexKeys(owner, ih, cat, a, b, _topic_namer(tid, topic_names))
+
+
+def _topic_namer(tid: np.ndarray, topic_names: list[bytes]):
+    """The topic of message m as text (an index key's text is ``topic#key``)."""
+
+    def topic_of(m: int) -> str:
+        return topic_names[int(tid[m])].decode("utf-8", "backslashreplace")
+
+    return topic_of
+
+
+def grouped_keys(owner, a, b, ih, word, cat, tid, topic_names) -> IndexKeys:
+    """:class:`IndexKeys` of key rows in put order (per message its UNIQ_KEY, then its KEYS
+    words: ``word``), every UNIQ_KEY first as the reference groups them."""
+    order = np.concatenate([np.flatnonzero(~word), np.flatnonzero(word)])
+    return IndexKeys(owner[order], ih[order], cat, a[order], b[order], _topic_namer(tid, topic_names), put=(owner, ih))

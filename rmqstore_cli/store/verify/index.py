@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+from functools import cached_property
 from itertools import pairwise
 from pathlib import Path
 
@@ -237,6 +238,31 @@ class IndexScan:
         self.close_file()
 
 
+class KeyPairs:
+    """A batch's index keys as the pairs ``(offset - lo) * 2^31 + hash`` (in the keys' order,
+    and sorted), and as (offset, hash) in put order: each made when first asked for, so that
+    a batch whose entries are its keys as put (the usual case) sorts nothing."""
+
+    def __init__(self, absP: np.ndarray, keys: IndexKeys, lo: int):
+        self.absP, self.keys, self.lo = absP, keys, lo
+
+    @cached_property
+    def pair(self) -> np.ndarray:
+        own = self.keys.owner
+        return (self.absP[own] - self.lo) * (1 << 31) + self.keys.hash if own.size else np.zeros(0, np.int64)
+
+    @cached_property
+    def sorted(self) -> np.ndarray:
+        return np.sort(self.pair)
+
+    def put_equal(self, ephy: np.ndarray, eh: np.ndarray) -> bool:
+        """Whether entries with offsets ``ephy`` and hashes ``eh`` are the keys, one for one
+        in put order (``IndexService#buildIndex``): then each is at a record's start and
+        carries one of its keys, and every key has its entry."""
+        own, h = self.keys.put_order()
+        return own.size == ephy.size and np.array_equal(self.absP[own], ephy) and np.array_equal(h, eh)
+
+
 class IndexChecks(IndexStructure):
     """The index part of :class:`~rmqstore_cli.store.verify.Verifier`."""
 
@@ -300,20 +326,18 @@ class IndexChecks(IndexStructure):
         start and carry one of its keys' hashes (``IndexService#buildIndex``); with ``deep``,
         each key of the batch must have an entry."""
         lo, hi = int(absP[0]), int(absP[-1] + total[-1])
-        own = keys.owner
-        pair = (absP[own] - lo) * (1 << 31) + keys.hash if own.size else np.zeros(0, np.int64)
-        pair_sorted = np.sort(pair)
+        pairs = KeyPairs(absP, keys, lo)
         entry_pairs = []
         for f in self.index_active:
             if f.end_phy < lo and f.begin_phy < lo and f.phy_max < lo:
                 continue
-            got = self._check_file_entries(f, lo, hi, absP, keys, pair_sorted)
+            got = self._check_file_entries(f, lo, hi, absP, keys, pairs)
             if got is not None:
                 entry_pairs.append(got)
-        if self.opt.deep and own.size:
-            self._check_missing_keys(absP, keys, pair, entry_pairs, base, rel)
+        if self.opt.deep and keys.owner.size:
+            self._check_missing_keys(absP, keys, pairs.pair, entry_pairs, base, rel)
 
-    def _check_file_entries(self, f: IndexScan, lo: int, hi: int, absP, keys: IndexKeys, pair_sorted):
+    def _check_file_entries(self, f: IndexScan, lo: int, hi: int, absP, keys: IndexKeys, pairs: KeyPairs):
         """One index file's entries in ``[lo, hi)``: ``index.entry-target`` for one at no
         record's start, ``index.entry-hash`` for one whose hash is none of its record's keys.
         Returns the (offset, hash) pairs of the entries at a record's start (None: no entry)."""
@@ -321,9 +345,11 @@ class IndexChecks(IndexStructure):
         if not sel.size:
             return None
         f.checked[sel] = True
+        ep = (ephy - lo) * (1 << 31) + eh
+        if pairs.put_equal(ephy, eh):  # the usual case: the batch's keys as put, in order (no search)
+            return ep
         j = np.searchsorted(absP, ephy)
         is_start = (j < absP.size) & (absP[np.minimum(j, absP.size - 1)] == ephy)
-        ep = (ephy - lo) * (1 << 31) + eh
         for k in np.flatnonzero(~is_start).tolist():
             e = int(sel[k])
             self._add(
@@ -336,7 +362,8 @@ class IndexChecks(IndexStructure):
         ok = np.flatnonzero(is_start)
         if not ok.size:
             return ep[is_start]
-        # the usual case: the entries are exactly the batch's keys (one sort, no search)
+        # the entries are exactly the batch's keys in another order (one sort, no search)
+        pair_sorted = pairs.sorted
         same = ok.size == pair_sorted.size and np.array_equal(np.sort(ep[ok]), pair_sorted)
         bad = ok[:0] if same else ok[~member(ep[ok], pair_sorted)]
         for k in bad.tolist():

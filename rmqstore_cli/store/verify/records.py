@@ -33,12 +33,17 @@ from rmqstore_cli.store.files.crc import body_crcs, crc32
 from rmqstore_cli.store.javahash import java_hash
 from rmqstore_cli.store.records.message import SCHEDULE_TOPIC
 from rmqstore_cli.store.records.properties import CRC_MARK, Properties, pick_property
+from rmqstore_cli.store.records.props_fused import FusedProperties
 from rmqstore_cli.store.records.topics import TopicIds
 from rmqstore_cli.store.verify.batch_fused import RecordColumns, TopicTable
 from rmqstore_cli.store.verify.checks import Delayed, props_problem
 from rmqstore_cli.store.write.dispatch import InvalidForDispatch, compute_tags_code
+from rmqstore_cli.store.write.lmq import MULTI_DISPATCH, MULTI_QUEUE_OFFSET
 
 TOPIC_OK_DOT = re.compile(rb"[A-Za-z0-9%|_.\-]+")  # '.' seen in real stores
+#: The values verify reads of the PROPERTIES (the C loop's one pass gives them): the whole-record
+#: CRC, the schedule topic's DELAY, the multi-dispatch listing (queues and offsets).
+_VALUES = (CRC_MARK, b"DELAY\x01", *(f"{k}\x01".encode() for k in (MULTI_DISPATCH, MULTI_QUEUE_OFFSET)))
 #: PROPERTIESLENGTH's size: a record's last length field.
 PROPS_LEN_SIZE = struct.calcsize(PROPERTIES_LENGTH_FORMAT)
 
@@ -133,7 +138,7 @@ class RecordChecks:
             self._check_body_crcs(buf, arr, r, base, rel)
         tid = self._topic_lookup(buf, arr, r.topic_at, r.topic_len, P, rel, base)
         tran = sysf & TRANSACTION_MASK
-        pr = self._check_properties(buf, arr, r, base, rel)
+        pr = self._check_properties(buf, arr, r, base, rel, tid, tran != TRANSACTION_ROLLBACK_TYPE)
         keys = None
         if self.want_keys:  # (on the C path this gives the tagsCodes too)
             keys = pr.index_keys(tid, self._topic_prefix_hashes(), tran != TRANSACTION_ROLLBACK_TYPE, self.topic_names)
@@ -203,15 +208,17 @@ class RecordChecks:
             if self.config.check_crc_on_recover:
                 self.stops.append((p + base, "commitlog.body-crc", rel))
 
-    def _check_properties(self, buf, arr, r: RecordColumns, base: int, rel: str) -> Properties:
+    def _check_properties(
+        self, buf, arr, r: RecordColumns, base: int, rel: str, tid: np.ndarray, indexable: np.ndarray
+    ) -> Properties | FusedProperties:
         """PROPERTIES syntax and the __CRC32# property (docs/format/commitlog.md#whole-record-crc);
-        the batch's properties."""
+        the batch's properties (by the C loop: flags, the values verify reads, tagsCodes and,
+        when the index is checked, the keys of the ``indexable`` records, in one pass)."""
         P, total, pl, props_start = r.pos, r.total, np.maximum(r.props_len, 0), r.props_at
         kern = self.kernel()
-        if kern is not None:  # the PROPERTIES bytes joined by the C loop
-            joined = np.empty(int(pl.sum()), np.uint8)
-            kern.join_ranges(arr, props_start, pl, joined)
-            pr = Properties(arr, props_start, pl, buf, joined=joined)
+        if kern is not None:
+            want = indexable if self.want_keys else np.zeros(P.size, bool)
+            pr = FusedProperties(kern, arr, props_start, pl, want, tid, self._topic_prefix_hashes(), _VALUES)
         else:
             pr = Properties(arr, props_start, pl, buf)
         for i in pr.suspects().tolist():

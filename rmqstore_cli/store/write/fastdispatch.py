@@ -25,7 +25,13 @@ from dataclasses import dataclass
 import numpy as np
 from rmqstore_cli.formats.commitlog import (
     BODY_LENGTH_SIZE,
+    BORNHOST_V6_FLAG,
+    HOST_SIZE,
+    MAGIC_V1,
+    MAGIC_V2,
     PROPERTIES_LENGTH_SIZE,
+    STOREHOSTADDRESS_V6_FLAG,
+    TOPIC_LENGTH,
     TRANSACTION_COMMIT_TYPE,
     TRANSACTION_MASK,
     TRANSACTION_NOT_TYPE,
@@ -34,18 +40,23 @@ from rmqstore_cli.formats.commitlog import (
 
 from rmqstore_cli.store.commitlog.bulk import RecordBatch
 from rmqstore_cli.store.files.arrays import stable_argsort
+from rmqstore_cli.store.files.fastpaths import FAST_PATHS
 from rmqstore_cli.store.javahash import java_hash
 from rmqstore_cli.store.javahash.bulk import concat_hashes, index_hash, java_hashes, java_int, java_range_hashes
 from rmqstore_cli.store.queues.consume_queue import ConsumeQueueWriter
 from rmqstore_cli.store.queues.index import build_key
 from rmqstore_cli.store.records.kinds import deliver_timestamp
 from rmqstore_cli.store.records.message import SCHEDULE_TOPIC
-from rmqstore_cli.store.records.properties import Properties, compiled_join
+from rmqstore_cli.store.records.properties import Properties
+from rmqstore_cli.store.records.props_fused import FusedProperties
 from rmqstore_cli.store.records.topics import TopicIds
 from rmqstore_cli.store.write.dispatch import Dispatcher, InvalidForDispatch, parse_delay
-from rmqstore_cli.store.write.lmq import fan_out, fan_out_units, multi_ranges
+from rmqstore_cli.store.write.lmq import MULTI_DISPATCH, MULTI_QUEUE_OFFSET, fan_out, fan_out_units, multi_ranges
 
 _SCHEDULE = SCHEDULE_TOPIC.encode()
+#: The values dispatch reads of the PROPERTIES besides TAGS and the keys (the C loop's one
+#: pass gives them): the schedule topic's DELAY, the multi-dispatch listing.
+_VALUES = (b"DELAY\x01", *(f"{k}\x01".encode() for k in (MULTI_DISPATCH, MULTI_QUEUE_OFFSET)))
 
 
 class BatchKeys:
@@ -102,6 +113,34 @@ class Topic:
     prefix_hash: int  # hashCode of "topic#" as uint32
 
 
+def _compiled_fields(kern, a: np.ndarray, pos: np.ndarray, crc_small: int) -> dict[str, np.ndarray] | None:
+    """:meth:`FastDispatcher.fields` by the C loop ``record_cols``; None when a field of some
+    record lies outside ``a`` (:class:`RecordBatch`'s clipped reads then, as the layout check
+    wants). The walk read MAGICCODE: V2 exactly where TOPICLENGTH takes two bytes."""
+    pos = np.ascontiguousarray(pos, np.int64)
+    out = np.empty(len(kern.REC_COLS) * pos.size, np.int64)
+    if kern.record_cols(a, pos, crc_small, out) < 0:
+        return None
+    c = dict(zip(kern.REC_COLS, out.reshape(len(kern.REC_COLS), pos.size), strict=True))
+    sysf = c["sys_flag"]
+    return {
+        "total": c["total"],
+        "magic": np.where(c["topic_len_size"] == TOPIC_LENGTH[True].size, MAGIC_V2, MAGIC_V1).astype(np.uint32),
+        "crc": c["body_crc"],
+        "queue_id": c["queue_id"],
+        "queue_offset": c["queue_offset"],
+        "phy": c["physical_offset"],
+        "sys_flag": sysf,
+        "bh": np.where(sysf & BORNHOST_V6_FLAG, HOST_SIZE[True], HOST_SIZE[False]),
+        "sh": np.where(sysf & STOREHOSTADDRESS_V6_FLAG, HOST_SIZE[True], HOST_SIZE[False]),
+        "store_ts": c["store_timestamp"],
+        "body_len_at": c["body_at"] - BODY_LENGTH_SIZE,
+        **{k: c[k] for k in ("body_len", "body_at", "topic_len_size", "topic_len", "topic_at")},
+        **{k: c[k] for k in ("props_len_at", "props_len", "props_at", "expected")},
+        **({"body_crc_of": c["crc"]} if crc_small > 0 else {}),
+    }
+
+
 class FastDispatcher:
     """Dispatch batches of records of one mapped commit-log file through a :class:`Dispatcher`."""
 
@@ -133,9 +172,15 @@ class FastDispatcher:
 
     # ------------------------------------------------------------- fields
     @staticmethod
-    def fields(a: np.ndarray, pos: np.ndarray) -> dict[str, np.ndarray]:
+    def fields(a: np.ndarray, pos: np.ndarray, crc_small: int = 0) -> dict[str, np.ndarray]:
         """Every field dispatch needs, for records starting at ``pos`` (already walked:
-        magic V1/V2 and TOTALSIZE within the file), as columns of a :class:`RecordBatch`."""
+        magic V1/V2 and TOTALSIZE within the file), as columns: by the C loop ``record_cols``
+        (one pass over each record; with ``crc_small`` > 0 also ``body_crc_of``, the CRC of
+        each body under that size, -1 for the others), else of a :class:`RecordBatch`."""
+        kern = FAST_PATHS.kernels()
+        got = _compiled_fields(kern, a, pos, crc_small) if kern is not None else None
+        if got is not None:
+            return got
         r = RecordBatch(a, pos)
         return {
             "total": r.total,
@@ -294,10 +339,16 @@ class FastDispatcher:
         wins); the reference is :meth:`Dispatcher.dispatch` record by record."""
         tids = self._topic_ids(buf, a, ta, tl)
         pl0 = np.maximum(pl, 0)
-        pr = Properties(a, pa, pl0, buf, checks=False, joined=compiled_join(a, pa, pl0))  # values only
+        kern = FAST_PATHS.kernels()
+        if kern is not None:  # the C loop: values, tagsCodes and keys in one pass
+            pr: Properties | FusedProperties = FusedProperties(
+                kern, a, pa, pl0, ~rollback, tids, self._prefix_hashes(), _VALUES
+            )
+        else:
+            pr = Properties(a, pa, pl0, buf, checks=False)  # values only
         delay_fix = self._delay_values(pr, tids)
         multi_at = multi_ranges(pr) if self.d.config.enable_multi_dispatch else None
-        got = pr.compiled_keys(~rollback, tids, self._prefix_hashes())  # the C loop: one pass
+        got = pr.put_keys() if isinstance(pr, FusedProperties) else None
         if got is not None:
             with_keys = self.d.index is not None and not self.dry and got[0].size
             return (

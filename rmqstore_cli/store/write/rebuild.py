@@ -237,7 +237,7 @@ class _FileRun:
     def block(self, P: np.ndarray, pos: int, end_pos: int) -> tuple[int, str] | None:
         """Dispatch the records starting at ``P`` (walked from ``pos`` to ``end_pos``); returns
         where dispatch stopped in the file and why, or None to go on."""
-        fields = self.fd.fields(self.a, P)
+        fields = self.fd.fields(self.a, P, self._crc_small())
         cut = self.fd.layout(self.a, P, fields, self.limit)
         mism = fields["mismatch"][:cut]
         if self.recovering:
@@ -253,6 +253,14 @@ class _FileRun:
         if self.after_block:
             self.after_block(end_pos)
         return None if stop_at is None else self._stop(stop_at)
+
+    def _crc_small(self) -> int:
+        """Recovery's body CRCs are read in the same pass as the fields (the C loop): those
+        of bodies under this size; 0 when none are needed or the loop is not there."""
+        kern = FAST_PATHS.kernels()
+        if kern is None or not (self.recovering and self.check_crc) or self.force_prop_crc:
+            return 0
+        return kern.SMALL_BODY
 
     def _recovery_cut(self, P: np.ndarray, fields, mism: np.ndarray, cut: int) -> int:
         """Recovery ends the log at the first size mismatch, or (``checkCRCOnRecover``) at the
@@ -330,8 +338,15 @@ def _first_crc_failure(
                 return j
         return None
     n = len(P)
-    bl = np.maximum(fields["body_len"][:n], 0)
-    bad = np.flatnonzero((FAST_PATHS.body_crcs(buf, a, fields["body_at"][:n], bl) != fields["crc"][:n]) & (bl > 0))
+    bl, at = np.maximum(fields["body_len"][:n], 0), fields["body_at"][:n]
+    got = fields.get("body_crc_of")
+    if got is None:
+        got = FAST_PATHS.body_crcs(buf, a, at, bl)
+    else:  # the small bodies' CRCs came with the fields (-1: longer, left to zlib)
+        got = got[:n].copy()
+        big = np.flatnonzero(got < 0)
+        got[big] = FAST_PATHS.body_crcs(buf, a, at[big], bl[big])
+    bad = np.flatnonzero((got != fields["crc"][:n]) & (bl > 0))
     return int(bad[0]) if len(bad) else None
 
 
