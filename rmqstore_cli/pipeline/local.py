@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from rmqstore_cli.pipeline.stores import FileTask
-from rmqstore_cli.pipeline.workers import default_jobs, fork_map
+from rmqstore_cli.pipeline.workers import PARTS_PER_JOB, default_jobs, fork_map
 
 
 def export(
@@ -76,8 +76,3 @@ def rebuild_build(config, dest: Path, opts, progress=None, jobs: int = 1):
         progress,
         n * PARTS_PER_JOB if n > 1 else 1,
     )
-
-
-#: rebuild-index's step 1 on ``jobs`` > 1 processes: the commit log cut into about this many
-#: parts a process (a file larger than its share in parts: ``rebuild_parts.py``).
-PARTS_PER_JOB = 2

@@ -57,7 +57,7 @@ from rmqstore_cli.pipeline.verify_scan import (
     shuffle_items,
     spans_task,
 )
-from rmqstore_cli.pipeline.workers import fork_map
+from rmqstore_cli.pipeline.workers import PARTS_PER_JOB, fork_map
 
 __all__ = [
     "FileScan",
@@ -76,9 +76,6 @@ __all__ = [
 #: How many finish chunks each process gets (:meth:`Forked.finish`): a few, so that a slow
 #: chunk does not leave the other processes idle, not one a queue.
 FINISH_CHUNKS_PER_JOB = 4
-#: How many scan tasks each process gets when files are split (:attr:`Forked.parts`): two,
-#: so that a part that costs more (damage, a file's zero tail) leaves the others less idle.
-PARTS_PER_JOB = 2
 #: A commit-log file is split into parts of at least this many bytes (each part costs a
 #: task: a Verifier, its index windows, a mark per queue it met).
 MIN_PART_BYTES = 32 << 20

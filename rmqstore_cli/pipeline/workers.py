@@ -9,6 +9,11 @@ import os
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+#: How many parts each process gets when commit-log files are split (verify's scan tasks,
+#: rebuild-index's step 1; a file larger than its share in parts): two, so that a part that
+#: costs more (damage, a file's zero tail) leaves the others less idle.
+PARTS_PER_JOB = 2
+
 
 def default_jobs() -> int:
     """Every core this process may run on (``sched_getaffinity``: a container's or taskset's
