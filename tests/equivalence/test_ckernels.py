@@ -48,6 +48,21 @@ def test_the_extension_was_built_with_the_layout_of_formats(K):
     assert FastPaths(pure=True).describe() == "reference loops: RMQSTORE_PURE is set"
 
 
+def test_an_extension_built_from_older_sources_is_another_layout_not_a_crash(K, monkeypatch):
+    """An editable install not rebuilt after an update has an extension that states only the
+    layouts it knew (no INDEX_ENTRY): the reference loops run, said as "another layout"."""
+    import types
+
+    from rmqstore_cli.store.files import extload
+
+    old = types.SimpleNamespace(LAYOUT=K.layout())  # no INDEX_ENTRY
+    monkeypatch.setattr(K, "load", lambda name: extload.Loaded(name, old))
+    got = K._load()
+    assert got.module is None and got.problem == extload.OTHER_LAYOUT
+    monkeypatch.setattr(K, "load", lambda name: extload.Loaded(name, types.SimpleNamespace()))
+    assert K._load().problem == extload.OTHER_LAYOUT
+
+
 _TOTALS = (0, -1, -(1 << 31), (1 << 31) - 1, 1, 7, 8, HEAD_SIZE - 1, HEAD_SIZE, 91, 200)
 
 

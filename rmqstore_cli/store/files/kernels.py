@@ -115,9 +115,14 @@ def index_entry_layout() -> tuple[int, ...]:
 
 def _load() -> Loaded:
     """The built extension, or None and why (not built, its import failed, or built for
-    another layout). Imported here only: this module is its one user."""
+    another layout: also one built from older sources, which lacks a layout it must state,
+    as an editable install not rebuilt after an update). Imported here only: this module is
+    its one user."""
     got = load("rmqstore_cli.store._ckernels")
-    if got.module is not None and (got.module.LAYOUT != layout() or got.module.INDEX_ENTRY != index_entry_layout()):
+    if got.module is not None and (
+        getattr(got.module, "LAYOUT", None) != layout()
+        or getattr(got.module, "INDEX_ENTRY", None) != index_entry_layout()
+    ):
         return Loaded(got.name, None, OTHER_LAYOUT)
     return got
 
