@@ -56,6 +56,10 @@ Rows:
 ``--before PYTHON`` (the interpreter of another install, e.g. a venv whose editable
 install points at a ``git archive`` of the old commit) runs every read row with it too,
 right after the row, so that both see the same load; ``--only`` picks rows.
+
+Every row also has its peak RSS (``os.wait4``: the command and the workers it forked). Last,
+issue 35's marks (:data:`MARKS`) are printed from the run's rows, each beside its floor and
+aim and whether the floor is met.
 Not a test: prints a table and writes ``--json``; nothing is asserted.
 """
 
@@ -73,6 +77,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 ROOT = Path(__file__).resolve().parent.parent
 CLI = [sys.executable, "-m", "rmqstore_cli"]
@@ -120,11 +125,21 @@ def naive(store: str) -> int:
     return n
 
 
-def run(argv: list[str], env: dict | None = None, stdout=None) -> tuple[float, float, bytes]:
-    """(CPU, wall) seconds of one child process and its stdout's first MiB, the rest drained
-    (or all of it sent to ``stdout``). Exit 1 is an answer (``diff``: the stores differ), not
-    a failure."""
-    before, t = os.times(), time.perf_counter()
+class Measured(NamedTuple):
+    """One child process's CPU and wall seconds, its stdout's first MiB and its peak RSS."""
+
+    cpu: float
+    wall: float
+    head: bytes
+    rss_mb: float
+
+
+def measure(argv: list[str], env: dict | None = None, stdout=None) -> Measured:
+    """Runs one child process: its CPU (user + system) and peak RSS from ``os.wait4``'s
+    resource usage (which covers the workers it forked and reaped), its wall time, and its
+    stdout's first MiB, the rest drained (or all of it sent to ``stdout``). Exit 1 is an
+    answer (``diff``: the stores differ), not a failure."""
+    t = time.perf_counter()
     p = subprocess.Popen(
         argv, stdout=stdout or subprocess.PIPE, stderr=subprocess.PIPE, env=dict(os.environ, **(env or {})), cwd="/"
     )  # not the tree: -m/-c would import from it
@@ -134,11 +149,17 @@ def run(argv: list[str], env: dict | None = None, stdout=None) -> tuple[float, f
         while p.stdout.read(1 << 20):
             pass
     err = p.stderr.read()
-    if p.wait() not in (0, 1) or (p.returncode == 1 and argv[len(CLI)] != "diff"):
+    _, status, usage = os.wait4(p.pid, 0)
+    p.returncode = os.waitstatus_to_exitcode(status)
+    if p.returncode not in (0, 1) or (p.returncode == 1 and argv[len(CLI)] != "diff"):
         raise SystemExit(f"failed ({p.returncode}): {' '.join(argv)}\n{err.decode(errors='replace')[-2000:]}")
-    after = os.times()
-    cpu = (after.children_user - before.children_user) + (after.children_system - before.children_system)
-    return cpu, time.perf_counter() - t, head
+    return Measured(usage.ru_utime + usage.ru_stime, time.perf_counter() - t, head, usage.ru_maxrss / 1024)
+
+
+def run(argv: list[str], env: dict | None = None, stdout=None) -> tuple[float, float, bytes]:
+    """(CPU, wall) seconds of one child process and its stdout's first MiB (:func:`measure`)."""
+    m = measure(argv, env, stdout)
+    return m.cpu, m.wall, m.head
 
 
 #: The incident rows' "now": after every generated store time (generate's clock starts in 2024).
@@ -412,6 +433,50 @@ def derived(out: list[dict], d: Path) -> list[str]:
     return lines
 
 
+#: Issue 35's marks: (mark, the row that measures it, what is compared, floor, aim). "x" is
+#: CPU over the naive reader's ("one core": the ``--jobs 1`` row where there is one), "cpu"
+#: CPU seconds, "rss" peak MB, "wall" the 2-over-1 wall ratio, "crc" the 16 KiB line's ratio.
+MARKS = [
+    ("verify (CRC on), one core", "verify --jobs 1", "x", 0.5, 0.13),
+    ("verify, every core (CPU of all processes)", "verify", "x", 0.5, 0.13),
+    ("rebuild-index --output", "rebuild-index", "x", 0.5, 0.6),
+    ("dump-commitlog jsonl", "dump-commitlog --format jsonl", "x", 0.35, 0.22),
+    ("export (Parquet, local)", "export (local, no body)", "x", 1.0, 0.5),
+    ("generate", "generate", "x", 1.0, 1.2),
+    ("generate --from-jsonl", "generate --from-jsonl", "x", 3.0, 1.5),
+    ("verify 16 KiB bodies / zlib-ng CRC-32", "verify 16 KiB bodies", "crc", 0.25, 0.4),
+    ("many queues: verify, CPU s", "many queues: verify", "cpu", 4.0, 1.0),
+    ("many queues: rebuild-index, CPU s", "many queues: rebuild-index", "cpu", 4.0, 1.0),
+    ("many queues: generate, CPU s", "many queues: generate", "cpu", 4.0, 1.0),
+    ("many queues: verify, peak RSS MB", "many queues: verify", "rss", 200, None),
+    ("many queues: rebuild-index, peak RSS MB", "many queues: rebuild-index", "rss", 200, None),
+    ("many queues: generate, peak RSS MB", "many queues: generate", "rss", 200, None),
+    ("verify wall on 2 cores / on 1 core", "verify --jobs 2", "wall", 0.6, 0.52),
+]
+
+
+def marks(out: list[dict]) -> list[str]:
+    """Issue 35's table from this run's rows (:data:`MARKS`): each value beside its floor and
+    aim, and whether the floor is met (lower is better but for the CRC ratio); a mark whose
+    row did not run (``--only``) is left out."""
+    by = {r["row"]: r for r in out}
+    field = {"x": "x_naive", "cpu": "cpu_s", "rss": "rss_mb", "wall": "wall_ratio_2_over_1", "crc": None}
+    lines = [f"{'issue 35 mark':44} {'value':>7} {'floor':>7} {'aim':>6}  met"]
+    for mark, row, kind, floor, aim in MARKS:
+        r = by.get(row)
+        if r is None:
+            continue
+        if kind == "crc":
+            v = r.get("gb_per_s_less_fixed") and r["gb_per_s_less_fixed"] / r["crc_gb_per_s"]
+        else:
+            v = r.get(field[kind])
+        if v is None:
+            continue
+        met = v >= floor if kind == "crc" else v <= floor
+        lines.append(f"{mark:44} {v:7.2f} {floor:7.2f} {aim if aim is not None else '':>6}  {'yes' if met else 'NO'}")
+    return lines
+
+
 def extensions() -> dict[str, str]:
     """Each C extension's state in the CLI the rows run (``rmqstore --version``'s lines): a
     run at pure-Python speed says so in its header, not only in its numbers."""
@@ -444,16 +509,22 @@ def main() -> None:
     loops = extensions()
     print("C extensions: " + ", ".join(f"{k} {v}" for k, v in loops.items()), flush=True)
     print(
-        f"{'row':42} {'CPU s':>7} {'wall s':>7} {'records/s':>10} {'x naive':>8}  load   ({platform.node()}, "
-        f"{os.cpu_count()} cores, Python {platform.python_version()})",
+        f"{'row':42} {'CPU s':>7} {'wall s':>7} {'RSS MB':>7} {'records/s':>10} {'x naive':>8}  load   "
+        f"({platform.node()}, {os.cpu_count()} cores, Python {platform.python_version()})",
         flush=True,
     )
     for name, argv, env, kind in rows(a, a.dir):
         _prepare(name, a.dir)
-        cpu, wall, head = run(argv, env)
+        cpu, wall, head, rss = measure(argv, env)
         if name == "naive reader":
             records = int(head)
-        row = {"row": name, "cpu_s": round(cpu, 3), "wall_s": round(wall, 3), "load": os.getloadavg()[0]}
+        row = {
+            "row": name,
+            "cpu_s": round(cpu, 3),
+            "wall_s": round(wall, 3),
+            "rss_mb": round(rss),
+            "load": os.getloadavg()[0],
+        }
         if kind == "fixed" and "forced" in name:
             warm["verify" if "verify" in name else "dump"] = cpu
         if kind in ("records", "yardstick"):
@@ -472,7 +543,8 @@ def main() -> None:
             row["before_cpu_s"] = round(before, 3)
         out.append(row)
         print(
-            f"{name:42} {cpu:7.2f} {wall:7.2f} {row.get('records_per_s') or '':>10} {row.get('x_naive', ''):>8}  "
+            f"{name:42} {cpu:7.2f} {wall:7.2f} {rss:7.0f} {row.get('records_per_s') or '':>10} "
+            f"{row.get('x_naive', ''):>8}  "
             f"{row['load']:.2f}"
             + (f"   compile +{row['compile_cpu_s']:.2f} s CPU" if "compile_cpu_s" in row else "")
             + (f"   before: {before:.2f} s CPU" if before is not None else ""),
@@ -483,6 +555,9 @@ def main() -> None:
     gen["x_naive"] = round(gen["cpu_s"] / warm["naive reader"], 2)
     print(f"(generate: {gen['records_per_s']} records/s, {gen['x_naive']}x naive; {records} records)")
     for line in derived(out, a.dir):
+        print(line)
+    print()
+    for line in marks(out):
         print(line)
     a.json.parent.mkdir(parents=True, exist_ok=True)
     a.json.write_text(
