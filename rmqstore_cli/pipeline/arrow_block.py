@@ -271,6 +271,22 @@ def host_texts(table: list[str], rows: np.ndarray, port: np.ndarray):
     return ranges(np.concatenate([head, _PORT_TEXT, extra]), at, ln)
 
 
+def word_ranges(a: np.ndarray, b: np.ndarray, inside: np.ndarray, value: np.ndarray):
+    """(start, end, words per value) of the pieces of the ranges ``[a, b)`` (ascending, apart)
+    cut at the positions ``inside`` (ascending, each within the range ``value`` names): value
+    i's pieces start at ``a[i]`` and after each of its cuts and end at each cut and at
+    ``b[i]``. Laid out by counting, no sort: each value's pieces lie together, in order."""
+    per = np.bincount(value, minlength=a.size) + 1
+    first = np.cumsum(per) - per
+    cut = np.ones(int(per.sum()), bool)
+    cut[first] = False
+    start, end = np.empty(cut.size, np.int64), np.empty(cut.size, np.int64)
+    start[first], start[cut] = a, inside + 1
+    cut[first], cut[first + per - 1] = True, False
+    end[first + per - 1], end[cut] = b, inside
+    return start, end, per
+
+
 class _Properties:
     """The properties columns of a block, straight from the PROPERTIES bytes of its plain
     records (:class:`~rmqstore_cli.store.records.properties.Properties` found the pairs): names,
@@ -378,9 +394,9 @@ class _Properties:
         b = a + self.val_ln[at[rec]]
         sp = self.P.spaces if a.size else np.zeros(0, np.int64)
         k = np.searchsorted(a, sp, "right") - 1  # the KEYS value each space may lie in (values in cat order)
-        inside = sp[(k >= 0) & (sp < b[np.maximum(k, 0)])]
-        w_at, w_end = np.sort(np.concatenate([a, inside + 1])), np.sort(np.concatenate([inside, b]))
-        w_owner = rec[np.searchsorted(a, w_at, "right") - 1]
+        held = (k >= 0) & (sp < b[np.maximum(k, 0)])
+        w_at, w_end, per = word_ranges(a, b, sp[held], k[held])
+        w_owner = np.repeat(rec, per)
         words = w_end > w_at
         w_at, w_ln, w_owner = w_at[words], (w_end - w_at)[words], w_owner[words]
         flat = ranges(cat, w_at, w_ln)
