@@ -310,7 +310,8 @@ class _Properties:
         self.text = _strings(P.cat, np.append(P.moff, P.tot))
         # each kept pair: its name up to the \x01, its value from there to the pair's end
         # (clipped so that malformed pairs of other records still give ordered ranges)
-        keep = np.flatnonzero(plain[P.owner])
+        kept = plain[P.owner]
+        keep = slice(None) if kept.all() else np.flatnonzero(kept)  # every pair (usual): no copies
         self.head = P.prefix4[keep]
         starts, end = P.starts[keep], P.end[keep]
         name_end = np.clip(P.first1[keep], starts, end)

@@ -299,7 +299,9 @@ class Properties:
             return out
         out[self.suspects()] = False
         pairs = np.bincount(self.owner, minlength=self.n)
-        out &= np.bincount(self.owners(self.ones), minlength=self.n) == pairs
+        # each message's \x01s: the sorted positions counted between message starts (the
+        # messages lie end to end in cat), not each one's message searched
+        out &= np.diff(np.searchsorted(self.ones, self.moff), append=self.ones.size) == pairs
         name_len = np.clip(self.first1 - self.starts, 0, 0xFFFF).astype(np.int64)
         head = self.prefix4.astype(np.int64) >> (8 * np.maximum(4 - name_len, 0))  # a short name's bytes only
         out[repeated_keys(self.owner.astype(np.int64) << 48 | name_len << 32 | head, int(pairs.max())) >> 48] = False
