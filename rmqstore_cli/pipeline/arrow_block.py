@@ -206,6 +206,8 @@ def lookup(values: list, idx: np.ndarray):
     """``texts(values).take(idx)`` (str, bytes or None values; ``idx`` int64), through
     :func:`ranges`: a column of few distinct values (topics, hosts) without Arrow's take."""
     raw = [b"" if v is None else v if isinstance(v, bytes) else v.encode("utf-8") for v in values]
+    if len(values) == 1 and values[0] is not None:  # one value (file, store): repeated, no ranges
+        return _strings(np.frombuffer(raw[0] * idx.size, np.uint8), np.arange(idx.size + 1) * len(raw[0]))
     ln = np.fromiter(map(len, raw), np.int64, len(raw))
     nulls = np.array([v is None for v in values], bool)
     src = np.frombuffer(b"".join(raw), np.uint8)
