@@ -206,6 +206,8 @@ def lookup(values: list, idx: np.ndarray):
     """``texts(values).take(idx)`` (str, bytes or None values; ``idx`` int64), through
     :func:`ranges`: a column of few distinct values (topics, hosts) without Arrow's take."""
     raw = [b"" if v is None else v if isinstance(v, bytes) else v.encode("utf-8") for v in values]
+    if len(values) == 1 and values[0] is not None:  # one value (file, store): repeated, no ranges
+        return _strings(np.frombuffer(raw[0] * idx.size, np.uint8), np.arange(idx.size + 1) * len(raw[0]))
     ln = np.fromiter(map(len, raw), np.int64, len(raw))
     nulls = np.array([v is None for v in values], bool)
     src = np.frombuffer(b"".join(raw), np.uint8)
@@ -271,6 +273,22 @@ def host_texts(table: list[str], rows: np.ndarray, port: np.ndarray):
     return ranges(np.concatenate([head, _PORT_TEXT, extra]), at, ln)
 
 
+def word_ranges(a: np.ndarray, b: np.ndarray, inside: np.ndarray, value: np.ndarray):
+    """(start, end, words per value) of the pieces of the ranges ``[a, b)`` (ascending, apart)
+    cut at the positions ``inside`` (ascending, each within the range ``value`` names): value
+    i's pieces start at ``a[i]`` and after each of its cuts and end at each cut and at
+    ``b[i]``. Laid out by counting, no sort: each value's pieces lie together, in order."""
+    per = np.bincount(value, minlength=a.size) + 1
+    first = np.cumsum(per) - per
+    cut = np.ones(int(per.sum()), bool)
+    cut[first] = False
+    start, end = np.empty(cut.size, np.int64), np.empty(cut.size, np.int64)
+    start[first], start[cut] = a, inside + 1
+    cut[first], cut[first + per - 1] = True, False
+    end[first + per - 1], end[cut] = b, inside
+    return start, end, per
+
+
 class _Properties:
     """The properties columns of a block, straight from the PROPERTIES bytes of its plain
     records (:class:`~rmqstore_cli.store.records.properties.Properties` found the pairs): names,
@@ -294,7 +312,8 @@ class _Properties:
         self.text = _strings(P.cat, np.append(P.moff, P.tot))
         # each kept pair: its name up to the \x01, its value from there to the pair's end
         # (clipped so that malformed pairs of other records still give ordered ranges)
-        keep = np.flatnonzero(plain[P.owner])
+        kept = plain[P.owner]
+        keep = slice(None) if kept.all() else np.flatnonzero(kept)  # every pair (usual): no copies
         self.head = P.prefix4[keep]
         starts, end = P.starts[keep], P.end[keep]
         name_end = np.clip(P.first1[keep], starts, end)
@@ -378,9 +397,9 @@ class _Properties:
         b = a + self.val_ln[at[rec]]
         sp = self.P.spaces if a.size else np.zeros(0, np.int64)
         k = np.searchsorted(a, sp, "right") - 1  # the KEYS value each space may lie in (values in cat order)
-        inside = sp[(k >= 0) & (sp < b[np.maximum(k, 0)])]
-        w_at, w_end = np.sort(np.concatenate([a, inside + 1])), np.sort(np.concatenate([inside, b]))
-        w_owner = rec[np.searchsorted(a, w_at, "right") - 1]
+        held = (k >= 0) & (sp < b[np.maximum(k, 0)])
+        w_at, w_end, per = word_ranges(a, b, sp[held], k[held])
+        w_owner = np.repeat(rec, per)
         words = w_end > w_at
         w_at, w_ln, w_owner = w_at[words], (w_end - w_at)[words], w_owner[words]
         flat = ranges(cat, w_at, w_ln)

@@ -273,3 +273,22 @@ def test_prop_scan_refuses_bad_calls_and_counts_past_its_room(K):
         K.prop_scan(a, np.array([0], np.int32), np.array([1]), a.size, *[z] * 7)
     with pytest.raises(TypeError):
         K.prop_scan(a, np.array([0]), np.array([1]), a.size, *[z] * 6, np.zeros(2, np.float64))
+
+
+@pytest.mark.parametrize("most", [1, 2, 5, 16, 17, 40])
+def test_repeated_names_found_by_neighbours_as_by_a_sort(most):
+    """``simple``'s repeated-name test compares each pair with the next ``most`` - 1 (pairs of a
+    message lie together); past NEAR_PAIRS it sorts: the same keys either way, as the sort of
+    every key finds them, for messages of 0 to ``most`` pairs drawn from few names."""
+    from rmqstore_cli.store.records.properties import repeated_keys
+
+    rng = np.random.default_rng(most)
+    per = rng.integers(0, most + 1, 300)
+    per[0] = most
+    owner = np.repeat(np.arange(per.size), per).astype(np.int64)
+    key = owner << 48 | rng.integers(0, 6, owner.size)
+    s = np.sort(key)
+    want = np.unique(s[1:][s[1:] == s[:-1]])
+    got = repeated_keys(key, most)
+    assert np.array_equal(np.unique(got), want)
+    assert most < 3 or want.size  # the draw does repeat names

@@ -589,3 +589,16 @@ def test_distinct_rows_even_when_the_mix_collides():
     v4 = rng.integers(0, 3, (300, 4)).astype(np.uint8)  # IPv4 addresses: 4-byte rows
     first, inv = distinct_rows(v4)
     assert (v4[first[inv]] == v4).all() and len({r.tobytes() for r in v4}) == first.size
+
+
+@pytest.mark.parametrize("distinct", [1, 3, 143, 5000])
+def test_unique_first_is_numpys_unique(distinct):
+    """The first row and inverse of each distinct value, as ``np.unique`` gives them."""
+    from rmqstore_cli.store.files.arrays import unique_first
+
+    rng = np.random.default_rng(distinct)
+    key = rng.integers(0, 2**32, distinct, dtype=np.uint64)[rng.integers(0, distinct, 20_000)].astype(np.uint32)
+    _, want_first, want_inv = np.unique(key, return_index=True, return_inverse=True)
+    first, inv = unique_first(key)
+    assert np.array_equal(first, want_first) and np.array_equal(inv, want_inv.ravel())
+    assert unique_first(key[:0])[0].size == 0

@@ -177,6 +177,21 @@ class IndexKeys:
         return f"{self._topic_of(int(self.owner[x]))}#{key}"
 
 
+#: Most pairs in one message for which :func:`repeated_keys` compares neighbours instead of sorting.
+NEAR_PAIRS = 16
+
+
+def repeated_keys(key: np.ndarray, most: int) -> np.ndarray:
+    """The keys (message index in the top 16 bits, then the name's length and first bytes)
+    found twice. A message's pairs lie together, at most ``most`` of them: each pair is
+    compared with the ``most`` - 1 after it, a few passes where a sort of every pair costs
+    several times more; past :data:`NEAR_PAIRS` (a hostile record), the sort."""
+    if most > NEAR_PAIRS:
+        key = np.sort(key)
+        return key[1:][key[1:] == key[:-1]]
+    return np.concatenate([key[d:][key[d:] == key[:-d]] for d in range(1, most)] + [key[:0]])
+
+
 class Properties:
     """``MessageDecoder#string2messageProperties`` for a whole batch at once, on the bytes.
 
@@ -283,11 +298,13 @@ class Properties:
         if not self.tot:
             return out
         out[self.suspects()] = False
-        out &= np.bincount(self.owners(self.ones), minlength=self.n) == np.bincount(self.owner, minlength=self.n)
+        pairs = np.bincount(self.owner, minlength=self.n)
+        # each message's \x01s: the sorted positions counted between message starts (the
+        # messages lie end to end in cat), not each one's message searched
+        out &= np.diff(np.searchsorted(self.ones, self.moff), append=self.ones.size) == pairs
         name_len = np.clip(self.first1 - self.starts, 0, 0xFFFF).astype(np.int64)
         head = self.prefix4.astype(np.int64) >> (8 * np.maximum(4 - name_len, 0))  # a short name's bytes only
-        key = np.sort(self.owner.astype(np.int64) << 48 | name_len << 32 | head)
-        out[key[1:][key[1:] == key[:-1]] >> 48] = False
+        out[repeated_keys(self.owner.astype(np.int64) << 48 | name_len << 32 | head, int(pairs.max())) >> 48] = False
         return out
 
     def suspects(self) -> np.ndarray:
