@@ -247,7 +247,7 @@ static inline int64_t put(uint8_t *out, int64_t o, const void *src, int64_t n)
     return o + n;
 }
 
-static int64_t put_lit(const Job *J, int64_t o, int k)
+static inline int64_t put_lit(const Job *J, int64_t o, int k)
 {
     return put(J->out, o, J->lits + J->lit_off[k], J->lit_off[k + 1] - J->lit_off[k]);
 }
@@ -271,16 +271,18 @@ static inline void put_digits(uint8_t *out, int64_t end, uint32_t v, int nd)
 /* How many digits v < 10^8 has (at least 1). */
 static inline int ndigits(uint32_t v)
 {
-    int n = 1;
-    while (v >= 10 && n < 8)
-        v /= 10, n++;
-    return n;
+    return v < 10000 ? (v < 100 ? 1 + (v >= 10) : 3 + (v >= 1000))
+                     : (v < 1000000 ? 5 + (v >= 100000) : 7 + (v >= 10000000));
 }
 
 /* Decimal text of an int64 (Java's Long.toString): cut into chunks of 8 digits, each
  * written with 32-bit divisions (a 64-bit division costs several times more). */
-static int64_t put_int(uint8_t *out, int64_t o, int64_t v)
+static inline int64_t put_int(uint8_t *out, int64_t o, int64_t v)
 {
+    if ((uint64_t)v < 10) {  /* most of a record's counters and flags */
+        out[o] = (uint8_t)('0' + v);
+        return o + 1;
+    }
     uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
     if (v < 0)
         out[o++] = '-';
