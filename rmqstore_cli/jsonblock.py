@@ -77,35 +77,11 @@ _LITERALS = (
     b',"body":"',
 )
 #: render's columns of numbers and of positions (nums, locs: ``_cjson.c``'s N_ and L_ names)
-NUMS = (
-    "physical_offset",
-    "total_size",
-    "v2",
-    "body_crc",
-    "queue_id",
-    "flag",
-    "queue_offset",
-    "sys_flag",
-    "born_timestamp",
-    "born_port",
-    "store_timestamp",
-    "store_port",
-    "reconsume_times",
-    "prepared_transaction_offset",
-    "body_size",
+NUMS = tuple(
+    "physical_offset total_size v2 body_crc queue_id flag queue_offset sys_flag born_timestamp born_port"
+    " store_timestamp store_port reconsume_times prepared_transaction_offset body_size".split()
 )
-LOCS = (
-    "born_at",
-    "born_len",
-    "store_at",
-    "store_len",
-    "topic_at",
-    "topic_len",
-    "props_at",
-    "props_len",
-    "body_at",
-    "phy_at",
-)
+LOCS = tuple("born_at born_len store_at store_len topic_at topic_len props_at props_len body_at phy_at".split())
 
 
 def _at_size(*fields) -> list[int]:
