@@ -639,3 +639,27 @@ def test_c_columns_rejects_bad_arguments(tricky_store):
         with pytest.raises(ValueError):
             _cjson.columns(*args)
     assert _cjson.columns(*good) is None
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "json"])
+def test_lines_written_now_survive_the_buffer_reused(monkeypatch, fmt):
+    """Output.write_lines_now: lines in a buffer the caller overwrites right after (jsonblock's)
+    are out, after the records held before them, before it returns; a text stdout without a
+    binary buffer, and --format json, take a copy instead."""
+    import io
+    import sys
+
+    from rmqstore_cli.render import Output
+
+    for stdout in (io.TextIOWrapper(io.BytesIO(), encoding="utf-8"), io.StringIO()):
+        monkeypatch.setattr(sys, "stdout", stdout)
+        out = Output(fmt)
+        out.emit({"first": 1})
+        buf = bytearray(b'{"a":1}\n{"b":2}\n')
+        out.write_lines_now(memoryview(buf), 2)
+        buf[:] = b"X" * len(buf)  # the caller's next block
+        out.close()
+        got = stdout.buffer.getvalue().decode() if hasattr(stdout, "buffer") else stdout.getvalue()
+        want = [{"first": 1}, {"a": 1}, {"b": 2}]
+        assert (json.loads(got) if fmt == "json" else [json.loads(x) for x in got.splitlines()]) == want
+        assert out.count == 3
