@@ -85,6 +85,7 @@ LOCS = tuple("born_at born_len store_at store_len topic_at topic_len props_at pr
 
 
 def _at_size(*fields) -> list[int]:
+    """Each ``formats`` field's offset and size, one after the other (LAYOUT's pairs)."""
     return [x for f in fields for x in (f.offset, f.size)]
 
 
