@@ -79,7 +79,7 @@ static int take(PyObject *obj, Py_buffer *v, int writable, const char *kinds, Py
     if (*f == '@' || *f == '=' || (*f == '<' && little_endian()))
         f++;
     if (v->itemsize != itemsize || f[0] == '\0' || f[1] != '\0' || !strchr(kinds, f[0]) || v->ndim != ndim) {
-        PyErr_Format(PyExc_ValueError, "_cjson.render: %s must be a %d-D C-contiguous array of %zd-byte items (%s)",
+        PyErr_Format(PyExc_ValueError, "_cjson: %s must be a %d-D C-contiguous array of %zd-byte items (%s)",
                      what, ndim, itemsize, kinds);
         PyBuffer_Release(v);
         return -1;
@@ -89,7 +89,7 @@ static int take(PyObject *obj, Py_buffer *v, int writable, const char *kinds, Py
 
 static int fail(const char *what)
 {
-    PyErr_Format(PyExc_ValueError, "_cjson.render: %s", what);
+    PyErr_Format(PyExc_ValueError, "_cjson: %s", what);
     return -1;
 }
 
@@ -222,40 +222,90 @@ static int64_t split_properties(const Job *J, int64_t pa, int64_t pl, int64_t fo
 
 /* ------------------------------------------------------------------ writing */
 
-static int64_t put(uint8_t *out, int64_t o, const void *src, int64_t n)
+/* Copy n bytes: most pieces of a line are a few bytes long, where a call to memcpy costs more
+ * than the copy, so short ones are two overlapping fixed-size moves (inlined; each stays
+ * inside [src, src+n) and [out+o, out+o+n)). */
+static inline int64_t put(uint8_t *out, int64_t o, const void *src, int64_t n)
 {
-    memcpy(out + o, src, (size_t)n);
+    const uint8_t *s = src;
+    uint8_t *d = out + o;
+    if (n >= 16 && n <= 32) {
+        memcpy(d, s, 16);
+        memcpy(d + n - 16, s + n - 16, 16);
+    } else if (n >= 8 && n < 16) {
+        memcpy(d, s, 8);
+        memcpy(d + n - 8, s + n - 8, 8);
+    } else if (n >= 4 && n < 8) {
+        memcpy(d, s, 4);
+        memcpy(d + n - 4, s + n - 4, 4);
+    } else if (n > 32) {
+        memcpy(d, s, (size_t)n);
+    } else {
+        for (int64_t k = 0; k < n; k++)
+            d[k] = s[k];
+    }
     return o + n;
 }
 
-static int64_t put_lit(const Job *J, int64_t o, int k)
+static inline int64_t put_lit(const Job *J, int64_t o, int k)
 {
     return put(J->out, o, J->lits + J->lit_off[k], J->lit_off[k + 1] - J->lit_off[k]);
 }
 
 static char DIGITS2[200];  /* "00".."99" */
 
-/* Decimal text of an int64 (Java's Long.toString), two digits per division. */
-static int64_t put_int(uint8_t *out, int64_t o, int64_t v)
+/* v < 10^8 as exactly `nd` digits ending at out[end] (exclusive), two per 32-bit division. */
+static inline void put_digits(uint8_t *out, int64_t end, uint32_t v, int nd)
 {
-    char tmp[NUM_MAX + 1];
-    int p = NUM_MAX + 1;
+    while (nd >= 2) {
+        uint32_t r = v % 100;
+        v /= 100;
+        end -= 2;
+        memcpy(out + end, DIGITS2 + 2 * r, 2);
+        nd -= 2;
+    }
+    if (nd)
+        out[end - 1] = (uint8_t)('0' + v);
+}
+
+/* How many digits v < 10^8 has (at least 1). */
+static inline int ndigits(uint32_t v)
+{
+    return v < 10000 ? (v < 100 ? 1 + (v >= 10) : 3 + (v >= 1000))
+                     : (v < 1000000 ? 5 + (v >= 100000) : 7 + (v >= 10000000));
+}
+
+/* Decimal text of an int64 (Java's Long.toString): cut into chunks of 8 digits, each
+ * written with 32-bit divisions (a 64-bit division costs several times more). */
+static inline int64_t put_int(uint8_t *out, int64_t o, int64_t v)
+{
+    if ((uint64_t)v < 10) {  /* most of a record's counters and flags */
+        out[o] = (uint8_t)('0' + v);
+        return o + 1;
+    }
     uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
-    while (u >= 100) {
-        unsigned r = (unsigned)(u % 100);
-        u /= 100;
-        p -= 2;
-        memcpy(tmp + p, DIGITS2 + 2 * r, 2);
-    }
-    if (u >= 10) {
-        p -= 2;
-        memcpy(tmp + p, DIGITS2 + 2 * u, 2);
-    } else {
-        tmp[--p] = (char)('0' + u);
-    }
     if (v < 0)
-        tmp[--p] = '-';
-    return put(out, o, tmp + p, NUM_MAX + 1 - p);
+        out[o++] = '-';
+    if (u < 100000000u) {
+        int nd = ndigits((uint32_t)u);
+        put_digits(out, o + nd, (uint32_t)u, nd);
+        return o + nd;
+    }
+    uint32_t lo = (uint32_t)(u % 100000000u);
+    u /= 100000000u;
+    if (u < 100000000u) {
+        int nd = ndigits((uint32_t)u);
+        put_digits(out, o + nd, (uint32_t)u, nd);
+        o += nd;
+    } else {
+        uint32_t top = (uint32_t)(u / 100000000u), mid = (uint32_t)(u % 100000000u);  /* top < 10^4 */
+        int nd = ndigits(top);
+        put_digits(out, o + nd, top, nd);
+        put_digits(out, o + nd + 8, mid, 8);
+        o += nd + 8;
+    }
+    put_digits(out, o + 8, lo, 8);
+    return o + 8;
 }
 
 static int64_t put_hex(uint8_t *out, int64_t o, const uint8_t *src, int64_t n, const char *digits)
@@ -474,6 +524,176 @@ static int64_t render_all(Job *J)
     return o;
 }
 
+/* ------------------------------------------------------------------ columns */
+
+/* Where columns() reads each field of a record (MessageDecoder#decode's layout): offsets
+ * and sizes from formats/commitlog.py, passed by the caller (jsonblock.LAYOUT) in this order;
+ * a size is 1, 2, 4 or 8 (a signed big-endian int). Offsets of HEAD fields are from the
+ * record's start, STORETIMESTAMP's from after BORNHOST, the tail's from after STOREHOST. */
+enum { Y_HEAD_SIZE, Y_PHY_AT, Y_PHY_SIZE, Y_TOTAL_AT, Y_TOTAL_SIZE, Y_MAGIC_AT, Y_MAGIC_SIZE, Y_MAGIC_V2,
+       Y_CRC_AT, Y_CRC_SIZE, Y_QID_AT, Y_QID_SIZE, Y_FLAG_AT, Y_FLAG_SIZE, Y_QOFF_AT, Y_QOFF_SIZE,
+       Y_SYSFLAG_AT, Y_SYSFLAG_SIZE, Y_BORN_TS_AT, Y_BORN_TS_SIZE, Y_BORN_V6, Y_STORE_V6, Y_ADDR_V4, Y_ADDR_V6,
+       Y_PORT_AT, Y_PORT_SIZE, Y_STORE_TS_AT, Y_STORE_TS_SIZE, Y_AFTER_BORN, Y_RECONSUME_AT, Y_RECONSUME_SIZE,
+       Y_PREPARED_AT, Y_PREPARED_SIZE, Y_BODY_LEN_AT, Y_BODY_LEN_SIZE, Y_TOPIC_LEN_V1, Y_TOPIC_LEN_V2,
+       Y_PROPS_LEN_SIZE, LAYOUT_N };
+/* the slots that are sizes of a signed field */
+static const int SIZE_SLOTS[] = {Y_PHY_SIZE, Y_TOTAL_SIZE, Y_MAGIC_SIZE, Y_CRC_SIZE, Y_QID_SIZE, Y_FLAG_SIZE,
+                                 Y_QOFF_SIZE, Y_SYSFLAG_SIZE, Y_BORN_TS_SIZE, Y_PORT_SIZE, Y_STORE_TS_SIZE,
+                                 Y_RECONSUME_SIZE, Y_PREPARED_SIZE, Y_BODY_LEN_SIZE, Y_TOPIC_LEN_V1,
+                                 Y_TOPIC_LEN_V2, Y_PROPS_LEN_SIZE};
+
+/* The signed big-endian int of s bytes (1, 2, 4 or 8) at p. */
+static inline int64_t be_int(const uint8_t *p, int64_t s)
+{
+    uint64_t v = 0;
+    switch (s) {
+    case 8:
+        memcpy(&v, p, 8);
+        return (int64_t)__builtin_bswap64(v);
+    case 4: {
+        uint32_t w;
+        memcpy(&w, p, 4);
+        return (int32_t)__builtin_bswap32(w);
+    }
+    case 2:
+        return (int16_t)(uint16_t)((unsigned)p[0] << 8 | p[1]);
+    default:
+        return (int8_t)p[0];
+    }
+}
+
+/* The magic, read unsigned (a V1/V2 test only). */
+static inline uint64_t be_uint(const uint8_t *p, int64_t s)
+{
+    uint64_t v = 0;
+    for (int64_t k = 0; k < s; k++)
+        v = v << 8 | p[k];
+    return v;
+}
+
+/* Field `size` bytes at `at` lies in a[0:alen]. */
+#define IN(at, size) ((at) >= 0 && (at) <= alen - (size))
+
+/* nums and locs (render's rows) of the record at p; 0, or -1 when a field lies outside a. */
+static int columns_one(const int64_t *Y, const uint8_t *a, int64_t alen, int64_t p, int64_t *nu, int64_t *lo)
+{
+    if (!IN(p, Y[Y_HEAD_SIZE]))
+        return -1;
+    const uint8_t *h = a + p;
+    int64_t sysf = be_int(h + Y[Y_SYSFLAG_AT], Y[Y_SYSFLAG_SIZE]);
+    int64_t born_addr = (sysf & Y[Y_BORN_V6]) ? Y[Y_ADDR_V6] : Y[Y_ADDR_V4];
+    int64_t store_addr = (sysf & Y[Y_STORE_V6]) ? Y[Y_ADDR_V6] : Y[Y_ADDR_V4];
+    int64_t born_at = p + Y[Y_HEAD_SIZE], born_port_at = born_at + born_addr + Y[Y_PORT_AT];
+    int64_t after_born = born_at + born_addr + Y[Y_PORT_SIZE];
+    int64_t store_at = after_born + Y[Y_AFTER_BORN], store_port_at = store_at + store_addr + Y[Y_PORT_AT];
+    int64_t tail = store_at + store_addr + Y[Y_PORT_SIZE];
+    int64_t body_len_at = tail + Y[Y_BODY_LEN_AT];
+    if (!IN(born_port_at, Y[Y_PORT_SIZE]) || !IN(after_born + Y[Y_STORE_TS_AT], Y[Y_STORE_TS_SIZE])
+        || !IN(store_port_at, Y[Y_PORT_SIZE]) || !IN(tail + Y[Y_RECONSUME_AT], Y[Y_RECONSUME_SIZE])
+        || !IN(tail + Y[Y_PREPARED_AT], Y[Y_PREPARED_SIZE]) || !IN(body_len_at, Y[Y_BODY_LEN_SIZE]))
+        return -1;
+    int64_t body_len = be_int(a + body_len_at, Y[Y_BODY_LEN_SIZE]);
+    int64_t body_at = body_len_at + Y[Y_BODY_LEN_SIZE];
+    int v2 = be_uint(h + Y[Y_MAGIC_AT], Y[Y_MAGIC_SIZE]) == (uint64_t)Y[Y_MAGIC_V2];
+    int64_t tls = v2 ? Y[Y_TOPIC_LEN_V2] : Y[Y_TOPIC_LEN_V1];
+    int64_t topic_len_at = body_at + (body_len > 0 ? body_len : 0);
+    if (!IN(topic_len_at, tls))
+        return -1;
+    int64_t topic_len = be_int(a + topic_len_at, tls), topic_at = topic_len_at + tls;
+    int64_t props_len_at = topic_at + (topic_len > 0 ? topic_len : 0);
+    if (!IN(props_len_at, Y[Y_PROPS_LEN_SIZE]))
+        return -1;
+    nu[N_PHY] = be_int(h + Y[Y_PHY_AT], Y[Y_PHY_SIZE]);
+    nu[N_TOTAL] = be_int(h + Y[Y_TOTAL_AT], Y[Y_TOTAL_SIZE]);
+    nu[N_V2] = v2;
+    nu[N_CRC] = be_int(h + Y[Y_CRC_AT], Y[Y_CRC_SIZE]);
+    nu[N_QID] = be_int(h + Y[Y_QID_AT], Y[Y_QID_SIZE]);
+    nu[N_FLAG] = be_int(h + Y[Y_FLAG_AT], Y[Y_FLAG_SIZE]);
+    nu[N_QOFF] = be_int(h + Y[Y_QOFF_AT], Y[Y_QOFF_SIZE]);
+    nu[N_SYSFLAG] = sysf;
+    nu[N_BORN_TS] = be_int(h + Y[Y_BORN_TS_AT], Y[Y_BORN_TS_SIZE]);
+    nu[N_BORN_PORT] = be_int(a + born_port_at, Y[Y_PORT_SIZE]);
+    nu[N_STORE_TS] = be_int(a + after_born + Y[Y_STORE_TS_AT], Y[Y_STORE_TS_SIZE]);
+    nu[N_STORE_PORT] = be_int(a + store_port_at, Y[Y_PORT_SIZE]);
+    nu[N_RECONSUME] = be_int(a + tail + Y[Y_RECONSUME_AT], Y[Y_RECONSUME_SIZE]);
+    nu[N_PREPARED] = be_int(a + tail + Y[Y_PREPARED_AT], Y[Y_PREPARED_SIZE]);
+    nu[N_BODY_SIZE] = body_len;
+    lo[L_BORN_AT] = born_at, lo[L_BORN_LEN] = born_addr;
+    lo[L_STORE_AT] = store_at, lo[L_STORE_LEN] = store_addr;
+    lo[L_TOPIC_AT] = topic_at, lo[L_TOPIC_LEN] = topic_len;
+    lo[L_PROPS_AT] = props_len_at + Y[Y_PROPS_LEN_SIZE];
+    lo[L_PROPS_LEN] = be_int(a + props_len_at, Y[Y_PROPS_LEN_SIZE]);
+    lo[L_BODY_AT] = body_at, lo[L_PHY_AT] = p + Y[Y_PHY_AT];
+    return 0;
+}
+#undef IN
+
+static int check_layout(const int64_t *Y)
+{
+    for (int k = 0; k < LAYOUT_N; k++)  /* small offsets, sizes and flags; the magic is any 32 bits */
+        if (Y[k] < 0 || Y[k] > (k == Y_MAGIC_V2 ? (int64_t)UINT32_MAX : 4096))
+            return fail("columns: a layout value out of range");
+    for (size_t k = 0; k < sizeof SIZE_SLOTS / sizeof SIZE_SLOTS[0]; k++) {
+        int64_t s = Y[SIZE_SLOTS[k]];
+        if (s != 1 && s != 2 && s != 4 && s != 8)
+            return fail("columns: a field size must be 1, 2, 4 or 8");
+    }
+    return 0;
+}
+
+PyDoc_STRVAR(columns_doc,
+"columns(a, pos, layout, nums, locs) -> None\n\n"
+"render's nums (n, 15) and locs (n, 10) of the records starting at pos (int64, n) of the\n"
+"mapped file a, read from their bytes by layout (jsonblock.LAYOUT: where each field lies,\n"
+"from formats/commitlog.py): the one pass that replaces a column gather per field. Raises\n"
+"ValueError when a field of some record lies outside a. Runs without the GIL.");
+
+static PyObject *columns(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *o[5];
+    Py_buffer v[5];
+    if (!PyArg_ParseTuple(args, "OOOOO:columns", &o[0], &o[1], &o[2], &o[3], &o[4]))
+        return NULL;
+    static const struct { int writable; const char *kinds; Py_ssize_t size; int ndim; const char *what; } spec[5] = {
+        {0, "B", 1, 1, "a"}, {0, "lq", 8, 1, "pos"}, {0, "lq", 8, 1, "layout"}, {1, "lq", 8, 2, "nums"},
+        {1, "lq", 8, 2, "locs"}};
+    int held = 0;
+    for (; held < 5; held++)
+        if (take(o[held], &v[held], spec[held].writable, spec[held].kinds, spec[held].size, spec[held].ndim,
+                 spec[held].what) < 0)
+            break;
+    int64_t bad = -2;
+    if (held == 5) {
+        int64_t n = v[1].shape[0];
+        if (v[2].shape[0] != LAYOUT_N)
+            fail("columns: layout has the wrong length");
+        else if (v[3].shape[0] != n || v[3].shape[1] != NUMS || v[4].shape[0] != n || v[4].shape[1] != LOCS)
+            fail("columns: nums must be (n, 15) and locs (n, 10)");
+        else if (check_layout(v[2].buf) == 0) {
+            const int64_t *Y = v[2].buf, *pos = v[1].buf;
+            const uint8_t *a = v[0].buf;
+            int64_t alen = v[0].len, *nums = v[3].buf, *locs = v[4].buf;
+            bad = -1;
+            Py_BEGIN_ALLOW_THREADS
+            for (int64_t i = 0; i < n; i++)
+                if (columns_one(Y, a, alen, pos[i], nums + NUMS * i, locs + LOCS * i) < 0) {
+                    bad = i;
+                    break;
+                }
+            Py_END_ALLOW_THREADS
+            if (bad >= 0)
+                PyErr_Format(PyExc_ValueError, "_cjson.columns: record %lld: a field outside the file",
+                             (long long)bad);
+        }
+    }
+    for (int k = 0; k < held; k++)
+        PyBuffer_Release(&v[k]);
+    if (bad != -1)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
 /* ------------------------------------------------------------------ the module */
 
 #define NARGS 15
@@ -537,6 +757,7 @@ static PyObject *render(PyObject *self, PyObject *args)
 
 static PyMethodDef methods[] = {
     {"render", render, METH_VARARGS, render_doc},
+    {"columns", columns, METH_VARARGS, columns_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -556,7 +777,8 @@ PyMODINIT_FUNC PyInit__cjson(void)
     if (m && (PyModule_AddIntConstant(m, "BODY_NONE", BODY_NONE) < 0
               || PyModule_AddIntConstant(m, "BODY_BASE64", BODY_BASE64) < 0
               || PyModule_AddIntConstant(m, "BODY_HEX", BODY_HEX) < 0
-              || PyModule_AddIntConstant(m, "PAIR_CAP", PAIR_CAP) < 0)) {
+              || PyModule_AddIntConstant(m, "PAIR_CAP", PAIR_CAP) < 0
+              || PyModule_AddIntConstant(m, "LAYOUT_N", LAYOUT_N) < 0)) {
         Py_DECREF(m);
         return NULL;
     }

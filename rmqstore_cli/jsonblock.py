@@ -5,9 +5,11 @@ the reference: one dict and one orjson call per record, ~15 µs. Rendering a blo
 numpy (one column of text per field, or byte segments assembled in a matrix) still costs
 5–7 µs a record, above the 5 µs the issue allows with the scan and start-up included. So
 here the block's fields are laid out as two integer matrices — the numbers, and where each
-variable part lies in the mapped file — and one C loop (``rmqstore_cli/_cjson.c``, the
-optional extension ``setup.py`` builds at install) writes every line, checking each
-record's PROPERTIES as it goes.
+variable part lies in the mapped file, read from the records' bytes by one C pass
+(``columns``, whose numpy twin of the same name is here) — and one C loop
+(``rmqstore_cli/_cjson.c``, the optional extension ``setup.py`` builds at install) writes
+every line, checking each record's PROPERTIES as it goes, into a buffer the writer writes
+as it is (issue 35: no numpy gather per field, no copy of the lines into bytes).
 
 A record goes that way only when the result is certain to equal the reference, which the
 C loop decides as it goes (see there); any other record is rendered by the reference, in
@@ -24,8 +26,22 @@ from types import ModuleType
 
 import numpy as np
 
-from rmqstore_cli.formats.commitlog import HEAD, MAGIC_V2, PORT
+from rmqstore_cli.formats.commitlog import (
+    AFTER_BORN_HOST,
+    AFTER_BORN_HOST_SIZE,
+    AFTER_STORE_HOST,
+    BORNHOST_V6_FLAG,
+    HEAD,
+    HEAD_SIZE,
+    HOST_ADDRESS_SIZE,
+    MAGIC_V2,
+    PORT,
+    PROPERTIES_LENGTH,
+    STOREHOSTADDRESS_V6_FLAG,
+    TOPIC_LENGTH,
+)
 from rmqstore_cli.render import to_json_bytes
+from rmqstore_cli.store.commitlog.bulk import RecordBatch
 from rmqstore_cli.store.commitlog.columns import MessageBlock
 from rmqstore_cli.store.files.fastpaths import FAST_PATHS
 from rmqstore_cli.store.records.message_view import message_dict
@@ -60,14 +76,42 @@ _LITERALS = (
     b'","body_size":',
     b',"body":"',
 )
+#: render's columns of numbers and of positions (nums, locs: ``_cjson.c``'s N_ and L_ names)
+NUMS = tuple(
+    "physical_offset total_size v2 body_crc queue_id flag queue_offset sys_flag born_timestamp born_port"
+    " store_timestamp store_port reconsume_times prepared_transaction_offset body_size".split()
+)
+LOCS = tuple("born_at born_len store_at store_len topic_at topic_len props_at props_len body_at phy_at".split())
+
+
+def _at_size(*fields) -> list[int]:
+    """Each ``formats`` field's offset and size, one after the other (LAYOUT's pairs)."""
+    return [x for f in fields for x in (f.offset, f.size)]
+
+
+#: where ``columns`` reads each field (``MessageDecoder#decode``), in ``_cjson.c``'s Y_ order
+LAYOUT = np.array(
+    [HEAD_SIZE, *_at_size(HEAD["physical_offset"], HEAD["total_size"], HEAD["magic"]), MAGIC_V2]
+    + _at_size(*(HEAD[k] for k in ("body_crc", "queue_id", "flag", "queue_offset", "sys_flag", "born_timestamp")))
+    + [BORNHOST_V6_FLAG, STOREHOSTADDRESS_V6_FLAG, HOST_ADDRESS_SIZE[False], HOST_ADDRESS_SIZE[True]]
+    + _at_size(PORT, AFTER_BORN_HOST["store_timestamp"])
+    + [AFTER_BORN_HOST_SIZE]
+    + _at_size(*(AFTER_STORE_HOST[k] for k in ("reconsume_times", "prepared_transaction_offset", "body_length")))
+    + [TOPIC_LENGTH[False].size, TOPIC_LENGTH[True].size, PROPERTIES_LENGTH.size],
+    np.int64,
+)
 #: the properties the C loop looks for, in its order (TAGS, KEYS, UNIQ_KEY): padded rows and lengths
 _FOUND = (b"TAGS", b"KEYS", b"UNIQ_KEY")
 _FOUND_NAMES = np.array([np.frombuffer(x.ljust(8, b"\0"), np.uint8) for x in _FOUND])
 _FOUND_LENS = np.array([len(x) for x in _FOUND], np.int64)
 
 
-def block_lines(blk: MessageBlock, take: np.ndarray, body: str = "none", properties: bool = True) -> bytes:
-    """The JSON lines (UTF-8, a ``\\n`` after each) of records ``take`` of ``blk``."""
+def block_lines(
+    blk: MessageBlock, take: np.ndarray, body: str = "none", properties: bool = True, copy: bool = True
+) -> bytes | memoryview:
+    """The JSON lines (UTF-8, a ``\\n`` after each) of records ``take`` of ``blk``; with
+    ``copy`` False possibly a view of the thread's output buffer, which the next block of
+    the thread overwrites (a writer that writes it at once saves copying every line)."""
     k = FAST_PATHS.json_kernel(take.size) if body != "text" else None
     if k is None:
         return b"".join(_reference(blk, take, body, properties))
@@ -75,7 +119,7 @@ def block_lines(blk: MessageBlock, take: np.ndarray, body: str = "none", propert
     size = k.render(*args)
     ok, out, ends = args[3], args[13], args[14]
     if ok.all():
-        return out[:size].tobytes()
+        return out[:size].tobytes() if copy else memoryview(out)[:size]
     return _with_reference(blk, out, ends, ok, take, body, properties)
 
 
@@ -86,49 +130,9 @@ def render_args(k: ModuleType, blk: MessageBlock, take: np.ndarray, body: str, p
     and ``ends``, and the sizes the msgId is made of."""
     every = take.size == blk.n
     rb = blk.rb if every else blk.rb.take(take)
-    born_at, born_len, born_port = (x[take] for x in blk.host("born"))
-    store_at, store_len, store_port = (x[take] for x in blk.host("store"))
-    # nums: a row per record, (physical_offset, total_size, v2, body_crc, queue_id, flag,
-    # queue_offset, sys_flag, born_timestamp, born_port, store_timestamp, store_port,
-    # reconsume_times, prepared_transaction_offset, body_size); locs: where the variable
-    # parts lie in the file (born_at, born_len, store_at, store_len, topic_at, topic_len,
-    # props_at, props_len, body_at, phy_at)
-    nums = np.stack(
-        [
-            rb.physical_offset,
-            rb.total,
-            (rb.magic == MAGIC_V2).astype(np.int64),
-            rb.body_crc,
-            rb.queue_id,
-            blk.flag[take],
-            rb.queue_offset,
-            rb.sys_flag,
-            blk.born_timestamp[take],
-            born_port,
-            blk.store_timestamp[take],
-            store_port,
-            blk.reconsume_times[take],
-            blk.prepared_transaction_offset[take],
-            rb.body_len,
-        ],
-        axis=1,
-    )
-    locs = np.stack(
-        [
-            born_at,
-            born_len,
-            store_at,
-            store_len,
-            rb.topic_at,
-            rb.topic_len,
-            rb.props_at,
-            rb.props_len,
-            rb.body_at,
-            rb.pos + _PHY_AT,
-        ],
-        axis=1,
-    )
-    hosts, host_off, host_rows = _v6_hosts(blk, take)
+    nums, locs = np.empty((take.size, len(NUMS)), np.int64), np.empty((take.size, len(LOCS)), np.int64)
+    k.columns(blk.a, rb.pos, LAYOUT, nums, locs)
+    hosts, host_off, host_rows = _v6_hosts(blk, take, rb.sys_flag)
     mode = {"none": k.BODY_NONE, "base64": k.BODY_BASE64, "hex": k.BODY_HEX}[body]
     tail = (b'","body_encoding":"%s"' % body.encode(),) if mode else (b"",)
     lits = _LITERALS + tail + (b',"file":"%s"}\n' % blk.file_name.encode(),)
@@ -159,6 +163,31 @@ def render_args(k: ModuleType, blk: MessageBlock, take: np.ndarray, body: str, p
     )
 
 
+def columns(a: np.ndarray, pos: np.ndarray, layout: np.ndarray, nums: np.ndarray, locs: np.ndarray) -> None:
+    """The reference of ``_cjson.columns``: render's ``nums`` and ``locs`` of the records at
+    ``pos`` of the file ``a``, a numpy gather per field (:class:`RecordBatch`, which reads
+    ``formats`` itself: ``layout`` is what the C loop is told). ValueError, as there, when a
+    field of some record lies outside ``a`` (the fields lie in order, PROPERTIESLENGTH last)."""
+    rb = RecordBatch(a, pos)
+    bad = np.flatnonzero((pos < 0) | (rb.props_len_at > a.size - PROPERTIES_LENGTH.size))
+    if bad.size:
+        raise ValueError(f"_cjson.columns: record {bad[0]}: a field outside the file")
+    blk = MessageBlock(None, a, rb, 0, "")
+    born_at, born_len, born_port = blk.host("born")
+    store_at, store_len, store_port = blk.host("store")
+    nums[:] = np.stack(
+        [rb.physical_offset, rb.total, rb.v2, rb.body_crc, rb.queue_id, blk.flag, rb.queue_offset, rb.sys_flag]
+        + [blk.born_timestamp, born_port, blk.store_timestamp, store_port, blk.reconsume_times]
+        + [blk.prepared_transaction_offset, rb.body_len],
+        axis=1,
+    )
+    locs[:] = np.stack(
+        [born_at, born_len, store_at, store_len, rb.topic_at, rb.topic_len, rb.props_at, rb.props_len, rb.body_at]
+        + [rb.pos + _PHY_AT],
+        axis=1,
+    )
+
+
 _OUT = threading.local()
 
 
@@ -172,10 +201,12 @@ def _buffer(size: int) -> np.ndarray:
     return _OUT.buf
 
 
-def _v6_hosts(blk: MessageBlock, take: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _v6_hosts(blk: MessageBlock, take: np.ndarray, sys_flag: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The text of the block's IPv6 born and store addresses as one table (bytes, offsets),
-    and the rows of records ``take`` in it (born, store; -1: IPv4, which the C loop formats
-    itself)."""
+    and the rows of records ``take`` (their SYSFLAGs ``sys_flag``) in it (born, store; -1:
+    IPv4, which the C loop formats itself); no table to build when none is IPv6."""
+    if not (sys_flag & (BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG)).any():
+        return np.zeros(1, np.uint8), np.zeros(1, np.int64), np.full((take.size, 2), -1, np.int64)
     texts: list[str] = []
     cols = []
     for which in ("born", "store"):

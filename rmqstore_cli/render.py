@@ -448,6 +448,18 @@ class Output:
         if self._pending >= self.FLUSH_BYTES:
             self._flush_lines()
 
+    def write_lines_now(self, lines: memoryview, count: int) -> None:
+        """``count`` JSON lines (jsonl) in a buffer the caller reuses (jsonblock's, the bytes
+        as rendered, a newline after each): written before this returns, with what was held
+        before them, not copied into bytes first."""
+        buf = getattr(self._out, "buffer", None)
+        if buf is None or self.fmt != "jsonl":
+            self.emit_lines(bytes(lines), count)
+            return
+        self._flush_lines()
+        self.count += count
+        buf.write(lines)
+
     def _flush_lines(self) -> None:
         """Records go out in batches, as bytes: one write per batch, not per record."""
         if not self._lines:

@@ -127,15 +127,15 @@ class Printer:
     def block(self, blk, take) -> None:
         if not take.size:
             return
-        if self.table:
-            from rmqstore_cli.tableblock import block_rows
-
-            lines = block_rows(blk, take, self.out, self.zone, self.delays)
-        else:
+        if not self.table:  # the lines as rendered, written before the next block reuses their buffer
             from rmqstore_cli.jsonblock import block_lines
 
-            lines = block_lines(blk, take, self.show.body, self.show.properties)
-        self.out.emit_lines(lines, int(take.size))
+            lines = block_lines(blk, take, self.show.body, self.show.properties, copy=False)
+            self.out.write_lines_now(memoryview(lines), int(take.size))
+            return
+        from rmqstore_cli.tableblock import block_rows
+
+        self.out.emit_lines(block_rows(blk, take, self.out, self.zone, self.delays), int(take.size))
 
     def blank(self, rec) -> None:
         from rmqstore_cli.tableblock import blank_row

@@ -602,3 +602,77 @@ def test_unique_first_is_numpys_unique(distinct):
     first, inv = unique_first(key)
     assert np.array_equal(first, want_first) and np.array_equal(inv, want_inv.ravel())
     assert unique_first(key[:0])[0].size == 0
+
+
+def _columns_of(fn, a, pos) -> tuple:
+    """``fn``'s (nums, locs) of the records at ``pos``, or the ValueError it raised."""
+    from rmqstore_cli.jsonblock import LAYOUT, LOCS, NUMS
+
+    nums, locs = np.zeros((len(pos), len(NUMS)), np.int64), np.zeros((len(pos), len(LOCS)), np.int64)
+    try:
+        fn(a, np.asarray(pos, np.int64), LAYOUT, nums, locs)
+    except ValueError:
+        return (ValueError,)
+    return nums.tolist(), locs.tolist()
+
+
+@needs_c
+def test_c_columns_are_the_twins(tricky_store, small_store):
+    """_cjson.columns reads every field render needs as jsonblock.columns (its numpy twin)
+    does: on every block of the stores, and at hostile positions (inside records, in the
+    zero tail, near the file's end, outside it), where both raise or both read the same."""
+    from rmqstore_cli import jsonblock
+
+    rng = np.random.default_rng(3)
+    for root in _stores(tricky_store, small_store):
+        for blk in (x for x in _blocks(root)[1] if isinstance(x, MessageBlock)):
+            assert _columns_of(_cjson.columns, blk.a, blk.pos) == _columns_of(jsonblock.columns, blk.a, blk.pos)
+            a = blk.a[: blk.next_pos + 40]  # a file that ends just after the block
+            for p in [*rng.integers(0, a.size, 40).tolist(), -1, a.size, a.size - 47, a.size - 48, 1 << 40]:
+                assert _columns_of(_cjson.columns, a, [p]) == _columns_of(jsonblock.columns, a, [p]), (root, p)
+
+
+@needs_c
+def test_c_columns_rejects_bad_arguments(tricky_store):
+    """A short or out-of-range layout, wrong shapes or kinds: ValueError, nothing read."""
+    from rmqstore_cli.jsonblock import LAYOUT
+
+    blk = next(x for x in _blocks(tricky_store)[1] if isinstance(x, MessageBlock))
+    n = blk.n
+    good = (blk.a, blk.pos, LAYOUT, np.zeros((n, 15), np.int64), np.zeros((n, 10), np.int64))
+    bad_layouts = [LAYOUT[:-1].copy(), LAYOUT * 0 - 1, np.where(np.arange(LAYOUT.size) == 2, 3, LAYOUT)]
+    for k, v in [(2, x) for x in bad_layouts] + [
+        (3, np.zeros((n, 14), np.int64)),
+        (4, np.zeros((n + 1, 10), np.int64)),
+        (1, blk.pos.astype(np.int32)),
+        (3, np.zeros((n, 15), np.int32)),
+    ]:
+        args = list(good)
+        args[k] = v
+        with pytest.raises(ValueError):
+            _cjson.columns(*args)
+    assert _cjson.columns(*good) is None
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "json"])
+def test_lines_written_now_survive_the_buffer_reused(monkeypatch, fmt):
+    """Output.write_lines_now: lines in a buffer the caller overwrites right after (jsonblock's)
+    are out, after the records held before them, before it returns; a text stdout without a
+    binary buffer, and --format json, take a copy instead."""
+    import io
+    import sys
+
+    from rmqstore_cli.render import Output
+
+    for stdout in (io.TextIOWrapper(io.BytesIO(), encoding="utf-8"), io.StringIO()):
+        monkeypatch.setattr(sys, "stdout", stdout)
+        out = Output(fmt)
+        out.emit({"first": 1})
+        buf = bytearray(b'{"a":1}\n{"b":2}\n')
+        out.write_lines_now(memoryview(buf), 2)
+        buf[:] = b"X" * len(buf)  # the caller's next block
+        out.close()
+        got = stdout.buffer.getvalue().decode() if hasattr(stdout, "buffer") else stdout.getvalue()
+        want = [{"first": 1}, {"a": 1}, {"b": 2}]
+        assert (json.loads(got) if fmt == "json" else [json.loads(x) for x in got.splitlines()]) == want
+        assert out.count == 3
