@@ -73,7 +73,7 @@ class LinkTargets:
     ):
         self.t0, self.t1, self.slots, self.found, self.slot_chunks = t0, t1, slots, found, slot_chunks
         self.h = np.empty(t1 - t0, np.int32)
-        self.refs = np.zeros(t1 - t0, np.int64)
+        self.refs = np.zeros(t1 - t0, np.int32)  # at most slots + entries: below 2**31
         self.pending: list[np.ndarray] = []
         self.waiting = 0
 
@@ -195,8 +195,9 @@ class IndexStructure:
             used += at.size
             bad = (vals < 0) | (vals >= max(n, 1))
             bad_slots.add(at[bad], vals[bad])
-            if kept is not None:
-                kept = kept + [(at, vals)] if used <= max(1, int(limits.INDEX_TARGETS)) else None
+            if kept is not None:  # int32, half the bytes: slot numbers and entry numbers fit
+                keep = used <= max(1, int(limits.INDEX_TARGETS))
+                kept = kept + [(at.astype(np.int32), vals.astype(np.int32))] if keep else None
 
         def slot_chunks():
             """(slot numbers, values) of the used slots, a chunk at a time."""
