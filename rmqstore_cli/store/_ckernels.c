@@ -84,6 +84,19 @@ static int get_buffer(PyObject *o, Py_buffer *v, int writable, Py_ssize_t itemsi
  * (header < 0) or over DLedger entries (DLedgerMmapFileStore#recover: header >= 0 bytes of
  * entry header before each record). Callers checked 0 <= pos, 0 <= limit <= len(a),
  * 0 <= max_n <= len(out), min_total >= 1: every read is below `limit`, `end` only grows. */
+/* The walk reads 8 bytes a record, each record's on another cache line (a chain: where the
+ * next record is, only its size says), so it waits on memory for each one: the lines
+ * WALK_AHEAD bytes on are asked for early (a hint: no fault, no result changes). Measured on
+ * verify's walk of 800 k records of ~470 B to split a file: 0.157 s without, 0.10 at 512,
+ * 0.09 at 1024, 0.105 at 2048, 0.13 at 4096. */
+#define WALK_AHEAD 1024
+#if defined(__GNUC__) || defined(__clang__)
+#define WALK_PREFETCH(a, end, limit) \
+    do { if ((limit) - (end) > WALK_AHEAD) __builtin_prefetch((a) + (end) + WALK_AHEAD, 0, 0); } while (0)
+#else
+#define WALK_PREFETCH(a, end, limit) ((void)0)
+#endif
+
 static Py_ssize_t walk_loop(const uint8_t *a, int64_t pos, int64_t limit, int64_t max_n, int64_t min_total,
                             int64_t header, int64_t *out, int64_t *end_out)
 {
@@ -107,6 +120,7 @@ static Py_ssize_t walk_loop(const uint8_t *a, int64_t pos, int64_t limit, int64_
             break;
         out[n++] = r;
         end = r + total;
+        WALK_PREFETCH(a, end, limit);
     }
     *end_out = end;
     return (Py_ssize_t)n;
