@@ -80,10 +80,6 @@ static int get_buffer(PyObject *o, Py_buffer *v, int writable, Py_ssize_t itemsi
 
 /* ------------------------------------------------------------------ the record walk */
 
-/* The walk of docs/format/commitlog.md#reading-a-commit-log-file (CommitLog#checkMessageAndReturnSize's first checks), plain
- * (header < 0) or over DLedger entries (DLedgerMmapFileStore#recover: header >= 0 bytes of
- * entry header before each record). Callers checked 0 <= pos, 0 <= limit <= len(a),
- * 0 <= max_n <= len(out), min_total >= 1: every read is below `limit`, `end` only grows. */
 /* The walk reads 8 bytes a record, each record's on another cache line (a chain: where the
  * next record is, only its size says), so it waits on memory for each one: the lines
  * WALK_AHEAD bytes on are asked for early (a hint: no fault, no result changes). Measured on
@@ -97,6 +93,10 @@ static int get_buffer(PyObject *o, Py_buffer *v, int writable, Py_ssize_t itemsi
 #define WALK_PREFETCH(a, end, limit) ((void)0)
 #endif
 
+/* The walk of docs/format/commitlog.md#reading-a-commit-log-file (CommitLog#checkMessageAndReturnSize's first checks), plain
+ * (header < 0) or over DLedger entries (DLedgerMmapFileStore#recover: header >= 0 bytes of
+ * entry header before each record). Callers checked 0 <= pos, 0 <= limit <= len(a),
+ * 0 <= max_n <= len(out), min_total >= 1: every read is below `limit`, `end` only grows. */
 static Py_ssize_t walk_loop(const uint8_t *a, int64_t pos, int64_t limit, int64_t max_n, int64_t min_total,
                             int64_t header, int64_t *out, int64_t *end_out)
 {

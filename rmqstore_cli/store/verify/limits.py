@@ -13,7 +13,7 @@ RELEASE_EVERY = 64 << 20
 #: Index entries (and slots) the structure check reads at a time, and entries whose incoming
 #: links it counts in one pass over the links (8 bytes each: a hash, a count; the used slots
 #: are kept, 8 bytes each, while as few): its memory does not grow with the file. 4 Mi
-#: targets: the default index file's 20 M entries in 5 passes; the 3 M entries of a 1 M-send
+#: targets: the default index file's 20 M entries in five ranges; the 3 M entries of a 1 M-send
 #: store in one (with 2 Mi, two: the slot table read three times, 0.1 s more of 0.35 s).
 INDEX_CHUNK = 1 << 18
 INDEX_TARGETS = 1 << 22
