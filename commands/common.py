@@ -36,6 +36,7 @@ from rmqstore_cli.commands.options import (
     StoresOpt,
     TzOpt,
     VerifyBrokerVersion,
+    VerifyJobsOpt,
 )
 from rmqstore_cli.commands.which_store import CONF_ENV, DEFAULT_STORE, STORE_ENV, conf_path, pick_store, pick_stores
 
@@ -68,6 +69,7 @@ __all__ = [
     "StoresOpt",
     "TzOpt",
     "VerifyBrokerVersion",
+    "VerifyJobsOpt",
     "command",
     "complete_queue_id",
     "complete_topic",

@@ -43,6 +43,17 @@ JobsOpt = Annotated[
         "file (per part of a file larger than its share), then per queue and index file; the same answer.",
     ),
 ]
+VerifyJobsOpt = Annotated[
+    int,
+    typer.Option(
+        "--jobs",
+        "-j",
+        min=0,
+        help="Run on this many processes of this machine (0: every core it may use, or one when the commit logs "
+        "hold less than 64 MiB on disk): one task per commit-log file (per part of a file larger than its share), "
+        "then per queue and index file; the same answer.",
+    ),
+]
 #: The size options are Java ints in the broker's MessageStoreConfig.
 JAVA_INT_MAX = (1 << 31) - 1
 TzOpt = Annotated[

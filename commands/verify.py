@@ -86,7 +86,7 @@ def verify(
         ),
     ] = None,
     fmt: common.FormatOpt = common.Fmt.table,
-    jobs: common.JobsOpt = 0,
+    jobs: common.VerifyJobsOpt = 0,
     engine: common.EngineOpt = common.Engine.local,
     spark_master: common.SparkMasterOpt = None,
     spark_conf: common.SparkConfOpt = None,

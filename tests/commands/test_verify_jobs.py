@@ -50,3 +50,24 @@ def test_a_sound_store_is_sound_on_two_processes(damaged, tmp_path):
     r = cli("verify", "--store", sound, "--jobs", "2", "--format", "json")
     assert r.exit_code == 0 and json.loads(r.stdout)["summary"]["errors"] == 0
     shutil.rmtree(sound)
+
+
+def test_the_default_is_one_process_for_a_small_commit_log(damaged, monkeypatch):
+    """--jobs 0 forks only when the commit logs hold at least ONE_PROCESS_BELOW bytes on disk
+    (their files are sparse: 1 500 sends are a few hundred KiB of 1 GiB files)."""
+    from rmqstore_cli.pipeline import verify_job, workers
+    from rmqstore_cli.pipeline.stores import StoreSpec
+
+    spec = StoreSpec(str(damaged), "store")
+    monkeypatch.setattr(workers, "default_jobs", lambda: 7)
+    assert verify_job.default_jobs_for([spec]) == 1
+    monkeypatch.setattr(verify_job, "ONE_PROCESS_BELOW", 4096)
+    assert verify_job.default_jobs_for([spec]) == 7
+    assert verify_job.default_jobs_for([spec, spec]) == 7
+
+
+def test_help_states_the_one_process_threshold():
+    from rmqstore_cli.pipeline.verify_job import ONE_PROCESS_BELOW
+
+    r = cli("verify", "--help")
+    assert f"less than {ONE_PROCESS_BELOW >> 20} MiB on disk" in " ".join(r.stdout.split())

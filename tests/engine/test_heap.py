@@ -1,0 +1,34 @@
+"""verify's allocator setting (store/files/heap.py): glibc takes it; elsewhere nothing changes
+and nothing fails."""
+
+from __future__ import annotations
+
+import ctypes
+import platform
+
+import pytest
+
+from rmqstore_cli.store.files import heap
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="mallopt is glibc's")
+def test_glibc_takes_both_settings():
+    assert heap.reuse_freed_blocks() is True
+
+
+def test_a_libc_without_mallopt_is_left_alone(monkeypatch):
+    class NoMallopt:
+        def __init__(self, name):
+            pass
+
+    monkeypatch.setattr(ctypes, "CDLL", NoMallopt)
+    assert heap.reuse_freed_blocks() is False
+
+
+def test_a_refused_setting_is_reported(monkeypatch):
+    class Refusing:
+        def __init__(self, name):
+            self.mallopt = lambda param, value: 0
+
+    monkeypatch.setattr(ctypes, "CDLL", Refusing)
+    assert heap.reuse_freed_blocks() is False
