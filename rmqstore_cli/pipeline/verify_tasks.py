@@ -58,7 +58,6 @@ from rmqstore_cli.pipeline.verify_scan import (
     spans_task,
 )
 from rmqstore_cli.pipeline.workers import PARTS_PER_JOB, fork_map
-from rmqstore_cli.store.files.heap import reuse_freed_blocks
 
 __all__ = [
     "FileScan",
@@ -139,7 +138,6 @@ def verify_stores(
     ``findings`` each carrying the store, ``summary``, ``ok``), the findings and summary the
     whole-store Verifier's single pass gives (``Verifier.run``, the tests' reference)."""
     engine = engine or Forked(1)
-    reuse_freed_blocks()  # each batch's arrays on the pages the last one freed, not fresh zeroed ones
     keep = getattr(engine, "shares_memory", False)
     plans = [plan_store(s, crc, deep, max_findings, keep) for s in specs]
     ends = [p.queue_ends for p in plans]  # the driver keeps them for the start-up prediction:

@@ -1,4 +1,4 @@
-"""verify's allocator setting (store/files/heap.py): glibc takes it; elsewhere nothing changes
+"""the command line's allocator setting (store/files/heap.py): glibc takes it; elsewhere nothing changes
 and nothing fails."""
 
 from __future__ import annotations
