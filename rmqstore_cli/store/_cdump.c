@@ -17,11 +17,13 @@
 #include "_cdump.h"
 
 /* the int64 columns of out, each n items long, one after another (DUMP_COLS names them) */
-enum { DC_TID, DC_QUEUE_ID, DC_FLAG, DC_SYS_FLAG, DC_BORN_TS, DC_STORE_TS, DC_BORN_HOST, DC_STORE_HOST,
-       DC_RECONSUME, DC_PREPARED, DC_V2, DC_QUEUE_OFFSET, DC_PHYSICAL_OFFSET, DC_COLS };
+enum { DC_TID, DC_QUEUE_ID, DC_FLAG, DC_SYS_FLAG, DC_BORN_TS, DC_STORE_TS, DC_BORN_HOST, DC_BORN_PORT,
+       DC_STORE_HOST, DC_STORE_PORT, DC_RECONSUME, DC_PREPARED, DC_V2, DC_QUEUE_OFFSET, DC_PHYSICAL_OFFSET, DC_COLS };
 static const char *dc_names[DC_COLS] = {
-    "tid", "queue_id", "flag", "sys_flag", "born_timestamp", "store_timestamp", "born_host", "store_host",
-    "reconsume_times", "prepared_transaction_offset", "v2", "queue_offset", "physical_offset"};
+    "tid", "queue_id", "flag", "sys_flag", "born_timestamp", "store_timestamp", "born_host", "born_port",
+    "store_host", "store_port", "reconsume_times", "prepared_transaction_offset", "v2", "queue_offset",
+    "physical_offset"};
+#define MAX_PORT_DIGITS 9
 
 /* the keys read (the rest are skipped, after checking them) */
 enum { K_TOPIC, K_QUEUE_ID, K_STORE_TS, K_BORN_TS, K_BORN_HOST, K_STORE_HOST, K_FLAG, K_SYS_FLAG, K_RECONSUME,
@@ -99,6 +101,15 @@ static int utf8_len(const uint8_t *p, const uint8_t *e)
     return n;
 }
 
+#define ONES 0x0101010101010101ull
+#define HIGHS 0x8080808080808080ull
+/* Whether a word of eight bytes holds a byte a string must look at: '"', '\\', < 0x20 or >= 0x80. */
+static inline uint64_t word_special(uint64_t w)
+{
+    uint64_t q = w ^ (ONES * '"'), bs = w ^ (ONES * '\\');
+    return ((q - ONES) & ~q & HIGHS) | ((bs - ONES) & ~bs & HIGHS) | ((w - ONES * 0x20) & ~w & HIGHS) | (w & HIGHS);
+}
+
 /* A string at the cursor (its opening quote): its contents and whether they hold escapes; -1
  * for anything orjson refuses or this reader does not take (a lone surrogate escape). */
 static int scan_string(Cur *c, Val *v)
@@ -108,6 +119,15 @@ static int scan_string(Cur *c, Val *v)
     v->escaped = 0;
     v->s = p;
     while (p < e) {
+        while (e - p >= 8) { /* eight plain bytes at a time: no quote, backslash, control or high byte */
+            uint64_t w;
+            memcpy(&w, p, 8);
+            if (word_special(w))
+                break;
+            p += 8;
+        }
+        if (p >= e)
+            break;
         uint8_t b = *p;
         if (b == '"') {
             v->e = p;
@@ -259,8 +279,12 @@ static int key_of(const Val *k)
     size_t n = (size_t)(k->e - k->s);
     if (k->escaped)
         return -2;
+    static size_t lens[K_N];
+    if (!lens[0])
+        for (int i = 0; i < K_N; i++)
+            lens[i] = strlen(key_names[i]);
     for (int i = 0; i < K_N; i++)
-        if (strlen(key_names[i]) == n && !memcmp(key_names[i], k->s, n))
+        if (lens[i] == n && key_names[i][0] == k->s[0] && !memcmp(key_names[i], k->s, n))
             return i;
     return -1;
 }
@@ -368,14 +392,11 @@ static PyObject *string_bytes(const Val *v)
     return b;
 }
 
-/* A string value's id in `ids` (a dict from the str to its number, `names` the strs in order). */
-static int64_t intern(const Val *v, PyObject *ids, PyObject *names)
+/* The id in `ids` (a dict from the str to its number, `names` the strs in order) of the UTF-8
+ * text [p, p + n). */
+static int64_t intern_text(const char *p, Py_ssize_t n, PyObject *ids, PyObject *names)
 {
-    PyObject *b = string_bytes(v);
-    if (b == NULL)
-        return -1;
-    PyObject *s = PyUnicode_DecodeUTF8(PyBytes_AS_STRING(b), PyBytes_GET_SIZE(b), NULL);
-    Py_DECREF(b);
+    PyObject *s = PyUnicode_DecodeUTF8(p, n, NULL);
     if (s == NULL)
         return -1;
     PyObject *got = PyDict_GetItemWithError(ids, s);
@@ -390,6 +411,71 @@ static int64_t intern(const Val *v, PyObject *ids, PyObject *names)
     }
     Py_DECREF(s);
     return id;
+}
+
+/* A string value's id (intern_text). */
+static int64_t intern(const Val *v, PyObject *ids, PyObject *names)
+{
+    PyObject *b = string_bytes(v);
+    if (b == NULL)
+        return -1;
+    int64_t id = intern_text(PyBytes_AS_STRING(b), PyBytes_GET_SIZE(b), ids, names);
+    Py_DECREF(b);
+    return id;
+}
+
+/* message.py's split_host of a host text without escapes: "[addr]:port" (the first "]:") or
+ * "addr:port" (the last ':'), the port only ASCII digits; -1 for any other text (the twin's). */
+static int split_host(const Val *v, const uint8_t **addr, Py_ssize_t *addr_len, int64_t *port)
+{
+    const uint8_t *s = v->s, *e = v->e, *a = s, *k = NULL;
+    if (v->escaped || s == e)
+        return -1;
+    if (*s == '[') {
+        a = s + 1;
+        for (const uint8_t *q = a; q + 1 < e; q++)
+            if (q[0] == ']' && q[1] == ':') {
+                k = q;
+                break;
+            }
+        if (k == NULL)
+            return -1;
+        *addr_len = k - a;
+        k += 2;
+    } else {
+        for (const uint8_t *q = e - 1; q >= s; q--)
+            if (*q == ':') {
+                k = q;
+                break;
+            }
+        if (k == NULL)
+            return -1;
+        *addr_len = k - a;
+        k += 1;
+    }
+    if (k == e || e - k > MAX_PORT_DIGITS)
+        return -1;
+    int64_t x = 0;
+    for (; k < e; k++) {
+        if (*k < '0' || *k > '9')
+            return -1;
+        x = x * 10 + (*k - '0');
+    }
+    *addr = a;
+    *port = x;
+    return 0;
+}
+
+/* A host's address text id and port into the columns; 0 done, 1 a text left to the twin, -1 a
+ * Python error. */
+static int host_cols(const Val *v, PyObject *ids, PyObject *names, int64_t *id, int64_t *port)
+{
+    const uint8_t *a;
+    Py_ssize_t n;
+    if (split_host(v, &a, &n, port) < 0)
+        return 1;
+    *id = intern_text((const char *)a, n, ids, names);
+    return *id < 0 ? -1 : 0;
 }
 
 static const int8_t *b64_table(void)
@@ -498,10 +584,13 @@ static int dump_line(const uint8_t *s, Py_ssize_t len, int64_t i, int64_t n, int
     *col[DC_QUEUE_OFFSET] = int_or(&g[K_QUEUE_OFFSET], -1);
     *col[DC_PHYSICAL_OFFSET] = int_or(&g[K_PHYSICAL_OFFSET], -1);
     *col[DC_V2] = is_raw(&g[K_MAGIC], "v2");
-    if ((*col[DC_TID] = intern(&g[K_TOPIC], r->topic_ids, r->topics)) < 0 ||
-        (*col[DC_BORN_HOST] = intern(&g[K_BORN_HOST], r->born_ids, r->born)) < 0 ||
-        (*col[DC_STORE_HOST] = intern(&g[K_STORE_HOST], r->store_ids, r->store)) < 0)
+    if ((*col[DC_TID] = intern(&g[K_TOPIC], r->topic_ids, r->topics)) < 0)
         return -1;
+    int h = host_cols(&g[K_BORN_HOST], r->born_ids, r->born, col[DC_BORN_HOST], col[DC_BORN_PORT]);
+    if (h == 0)
+        h = host_cols(&g[K_STORE_HOST], r->store_ids, r->store, col[DC_STORE_HOST], col[DC_STORE_PORT]);
+    if (h != 0)
+        return h > 0 ? 0 : -1;
     PyObject *body = g[K_BODY].kind == -1 ? PyBytes_FromStringAndSize(NULL, 0) : body_bytes(&g[K_BODY]);
     if (body == NULL)
         return -1;
@@ -520,9 +609,9 @@ PyDoc_STRVAR(dump_cols_doc,
 "dump_cols(lines, out) -> (topics, born_hosts, store_hosts, bodies, props) or None\n\n"
 "The records of dump-commitlog jsonl lines (a list of bytes) as a block's columns: out (int64,\n"
 "DC_COLS columns of len(lines) items one after another, named by DUMP_COLS) gets the topic id,\n"
-"queue id, flag, sysflag, born and store times, the born and store host text ids, reconsume\n"
-"times, prepared offset, 1 for magic \"v2\", queue and physical offsets (-1: none); topics and\n"
-"the host texts are str in first-seen order, bodies base64-decoded and properties_string as\n"
+"queue id, flag, sysflag, born and store times, the born and store address text ids and ports,\n"
+"reconsume times, prepared offset, 1 for magic \"v2\", queue and physical offsets (-1: none);\n"
+"topics and address texts are str in first-seen order, bodies base64-decoded, properties_string as\n"
 "UTF-8 bytes. None (out partly written) when some line is not one it takes as the twin would.");
 
 static PyObject *k_dump_cols(PyObject *self, PyObject *args)

@@ -84,6 +84,29 @@ HOSTILE = [
 ]
 
 
+#: host texts at the edges of ``split_host`` (the C loop takes only ASCII-digit ports)
+HOSTS = [
+    b"[::1]:9",
+    b"[::ffff:10.0.0.1]:9",
+    b"a:b:5",
+    b"[x]:1]:2",
+    b"[x]:",
+    b"[",
+    b"1.2.3.4:+5",
+    b"1.2.3.4: 5",
+    b"1.2.3.4:\\u0665",
+    b"1.2.3.4:\\u0035",
+    b"1.2.3.4",
+    b"[::1]",
+    b":5",
+    b"1.2.3.4:0005",
+    b"1.2.3.4:123456789",
+    b"1.2.3.4:1234567890",
+    b"\\u00e9:1",
+    "\u00e9:1".encode(),
+]
+
+
 def _mutations(rnd: random.Random, line: bytes) -> list[bytes]:
     """Edits of a line at the edges of what the C loop takes."""
     swaps = [
@@ -118,6 +141,8 @@ def _mutations(rnd: random.Random, line: bytes) -> list[bytes]:
         (b'"properties_string":', b'"properties_base64":"QQ==","q":'),
         (b'"born_host":', b'"born_host":null,"h":'),
         (b'"born_host":"', b'"born_host":"nowhere'),
+        *((b'"born_host":', b'"born_host":"' + h + b'","h":') for h in HOSTS),
+        *((b'"store_host":', b'"store_host":"' + h + b'","h":') for h in HOSTS),
         (b'"keys":', b'"keys":NaN,"k":'),
         (b'"keys":', b'"keys":' + b"[" * 70 + b"1" + b"]" * 70 + b',"k":'),
         (b'"keys":', b'"keys":01,"k":'),

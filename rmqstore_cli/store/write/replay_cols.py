@@ -17,7 +17,7 @@ from rmqstore_cli.formats.commitlog import MAGIC_V1, MAGIC_V2
 from rmqstore_cli.formats.properties import serialize_properties
 
 from rmqstore_cli.store.files.kernels import DUMP_COLS
-from rmqstore_cli.store.records.message import host_bytes
+from rmqstore_cli.store.records.message import address_bytes, split_host
 
 #: The fields a record must have (``spec_from_record``).
 REQUIRED = ("topic", "queue_id", "store_timestamp", "born_timestamp", "born_host", "store_host")
@@ -62,10 +62,11 @@ def prop_bytes(r: dict) -> bytes:
 def dump_cols(lines: list, out: np.ndarray) -> tuple[list, list, list, list, list]:
     """The records of dump lines (bytes or str) as a block's columns: ``out`` (int64,
     ``len(DUMP_COLS)`` columns of ``len(lines)`` items one after another) gets the int fields,
-    topic and host text ids and 1 for magic "v2"; returns the topics and the born and store host
-    texts (first-seen order), the bodies and the raw PROPERTIES. Raises what the columns cannot
-    take as it is (a record that is not a dict with every required field, a topic not a str, an
-    offset not absent or a non-negative int, a bad body): the caller then goes line by line."""
+    topic ids, the hosts' address text ids and ports, and 1 for magic "v2"; returns the topics
+    and the born and store address texts (first-seen order), the bodies and the raw PROPERTIES.
+    Raises what the columns cannot take as it is (a record that is not a dict with every
+    required field, a topic not a str, an offset not absent or a non-negative int, a host or
+    body it cannot read): the caller then goes line by line."""
     import orjson
 
     recs = [orjson.loads(line) for line in lines]
@@ -78,7 +79,8 @@ def dump_cols(lines: list, out: np.ndarray) -> tuple[list, list, list, list, lis
     col = dict(zip(DUMP_COLS, out.reshape(len(DUMP_COLS), len(lines)), strict=True))
     topics: dict[str, int] = {}
     col["tid"][:] = [topics.setdefault(t, len(topics)) for t in names]
-    hosts = {k: _text_ids(col[k], [r[k] for r in recs]) for k in ("born_host", "store_host")}
+    born = _address_ids(col["born_host"], col["born_port"], [r["born_host"] for r in recs])
+    store = _address_ids(col["store_host"], col["store_port"], [r["store_host"] for r in recs])
     for k in _REQUIRED_INTS:
         col[k][:] = np.array([int(r[k]) for r in recs], np.int64)
     for k in _DEFAULTED:
@@ -87,7 +89,7 @@ def dump_cols(lines: list, out: np.ndarray) -> tuple[list, list, list, list, lis
         col[k][:] = [-1 if v is None else v for v in c]
     col["v2"][:] = [r.get("magic") == "v2" for r in recs]
     bodies = [record_body(r) for r in recs]
-    return list(topics), hosts["born_host"], hosts["store_host"], bodies, [prop_bytes(r) for r in recs]
+    return list(topics), born, store, bodies, [prop_bytes(r) for r in recs]
 
 
 def _offset_ok(v: object) -> bool:
@@ -95,30 +97,33 @@ def _offset_ok(v: object) -> bool:
     return v is None or (type(v) is int and v >= 0)
 
 
-def _text_ids(col: np.ndarray, texts: list) -> list:
-    """``col`` set to each text's number (first-seen order); the texts so numbered."""
+def _address_ids(col: np.ndarray, ports: np.ndarray, texts: list) -> list:
+    """``col`` set to the number of each host text's address text (first-seen order), ``ports``
+    to its port (``split_host``); the address texts so numbered."""
+    split = [split_host(t) for t in texts]
     ids: dict = {}
-    col[:] = [ids.setdefault(t, len(ids)) for t in texts]
+    col[:] = [ids.setdefault(a, len(ids)) for a, _ in split]
+    ports[:] = np.array([p for _, p in split], np.int64)
     return list(ids)
 
 
 def block_of(cols: tuple[list, list, list, list, list], out: np.ndarray, send_block):
-    """:func:`dump_cols`' columns (the C loop's or the twin's) as a ``SendBlock``: each host text
-    parsed once (``host_bytes``), the addresses numbered born column first, as they first come."""
+    """:func:`dump_cols`' columns (the C loop's or the twin's) as a ``SendBlock``: each address
+    text parsed once, the addresses numbered born column first, as they first come."""
     topics, born, store, bodies, props = cols
     c = dict(zip(DUMP_COLS, out.reshape(len(DUMP_COLS), len(bodies)), strict=True))
     addrs: dict[bytes, int] = {}
-    bh, bp = _host_columns(addrs, born, c["born_host"])
-    sh, sp = _host_columns(addrs, store, c["store_host"])
+    bh = _address_column(addrs, born, c["born_host"])
+    sh = _address_column(addrs, store, c["store_host"])
     return send_block(
         topics,
         list(addrs),
         c["tid"],
         *(c[k] for k in ("queue_id", "flag", "sys_flag", "born_timestamp", "store_timestamp")),
         bh,
-        bp,
+        c["born_port"],
         sh,
-        sp,
+        c["store_port"],
         c["reconsume_times"],
         c["prepared_transaction_offset"],
         np.where(c["v2"] != 0, MAGIC_V2, MAGIC_V1).astype(np.int64),
@@ -129,10 +134,7 @@ def block_of(cols: tuple[list, list, list, list, list], out: np.ndarray, send_bl
     )
 
 
-def _host_columns(addrs: dict[bytes, int], texts: list, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The address ids (numbered in ``addrs`` as first seen) and ports of a host column, from its
-    distinct texts and each record's text id."""
-    parsed = [host_bytes(t) for t in texts]
-    addr_id = np.array([addrs.setdefault(a, len(addrs)) for a, _ in parsed], np.int64)
-    port = np.array([p for _, p in parsed], np.int64)
-    return addr_id[ids], port[ids]
+def _address_column(addrs: dict[bytes, int], texts: list, ids: np.ndarray) -> np.ndarray:
+    """The address ids (numbered in ``addrs`` as first seen) of a host column, from its distinct
+    address texts (each parsed once, ``address_bytes``) and each record's text id."""
+    return np.array([addrs.setdefault(address_bytes(t), len(addrs)) for t in texts], np.int64)[ids]
