@@ -1,6 +1,6 @@
 /* The engine's compiled loops (rmqstore_cli/store/kernels.py): the commit-log record walk
  * (plain and DLedger), CRC-32 of small bodies, a join of byte ranges, the TAGS hash and the
- * index keys of a batch's PROPERTIES.
+ * index keys of a batch's PROPERTIES; and (_cdump.c) generate --from-jsonl's reader of dump lines.
  *
  * An optional extension (setup.py): when it does not build, kernels.py says so and every
  * caller runs its reference loop (Python/numpy), which gives the same results to the bit;
@@ -21,6 +21,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "_cdump.h"
 
 /* MessageDecoder: TOTALSIZE at 0, MAGICCODE at 4 (both big-endian int32) */
 #define TOTAL_AT 0
@@ -1383,6 +1385,10 @@ PyMODINIT_FUNC PyInit__ckernels(void)
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)
         return NULL;
+    if (PyModule_AddFunctions(m, dump_methods) < 0 || PyModule_AddObject(m, "DUMP_COLS", dump_cols_names()) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
     PyObject *layout = Py_BuildValue("{s:i,s:i,s:i,s:k,s:k,s:i,s:i,s:i,s:i,s:i,s:i,s:y,s:y,s:y}", "total_at", TOTAL_AT,
                                      "magic_at", MAGIC_AT, "prefix_size", PREFIX_SIZE,
                                      "magic_v1", (unsigned long)MAGIC_V1, "magic_v2", (unsigned long)MAGIC_V2,

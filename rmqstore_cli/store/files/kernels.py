@@ -18,7 +18,8 @@ one pass) and ``topic_ids`` (topic ids by a hash table; the twins of both:
 tagsCodes and keys of a batch's PROPERTIES, one pass; its twin:
 :mod:`~rmqstore_cli.store.records.props_fused`) and ``index_entries`` (a block of index
 entries chained by slot and laid out, one pass; its twin in
-:mod:`~rmqstore_cli.store.queues.index`); their
+:mod:`~rmqstore_cli.store.queues.index`) and ``dump_cols`` (generate --from-jsonl's dump lines
+as a block's columns, ``_cdump.c``; its twin in :mod:`~rmqstore_cli.store.write.replay_cols`); their
 docstrings and ``_ckernels.c`` say what each does; each checks its arguments and raises
 rather than read outside a buffer, and runs without the GIL).
 """
@@ -113,6 +114,27 @@ def index_entry_layout() -> tuple[int, ...]:
     return (INDEX_ENTRY_SIZE, *(field_offset(IndexEntry, k) for k in names))
 
 
+#: ``dump_cols``' int64 columns (generate --from-jsonl's reader, ``_cdump.c``), in the order of
+#: its ``out``; its twin (:mod:`~rmqstore_cli.store.write.replay_cols`) fills the same
+DUMP_COLS = (
+    "tid",
+    "queue_id",
+    "flag",
+    "sys_flag",
+    "born_timestamp",
+    "store_timestamp",
+    "born_host",
+    "born_port",
+    "store_host",
+    "store_port",
+    "reconsume_times",
+    "prepared_transaction_offset",
+    "v2",
+    "queue_offset",
+    "physical_offset",
+)
+
+
 def _load() -> Loaded:
     """The built extension, or None and why (not built, its import failed, or built for
     another layout: also one built from older sources, which lacks a layout it must state,
@@ -122,6 +144,7 @@ def _load() -> Loaded:
     if got.module is not None and (
         getattr(got.module, "LAYOUT", None) != layout()
         or getattr(got.module, "INDEX_ENTRY", None) != index_entry_layout()
+        or getattr(got.module, "DUMP_COLS", None) != DUMP_COLS
     ):
         return Loaded(got.name, None, OTHER_LAYOUT)
     return got
@@ -139,6 +162,7 @@ if BUILT:
     prop_keys, prop_scan = _EXT.prop_keys, _EXT.prop_scan
     record_cols, topic_ids = _EXT.record_cols, _EXT.topic_ids
     prop_fused, index_entries = _EXT.prop_fused, _EXT.index_entries
+    dump_cols = _EXT.dump_cols
     #: True when the CRC runs on carry-less multiplies (x86-64 with PCLMULQDQ; the tables
     #: otherwise, or with ``RMQSTORE_NO_CLMUL=1``): same numbers either way
     CLMUL = bool(_EXT.CLMUL)

@@ -77,11 +77,18 @@ def host_bytes(host: str) -> tuple[bytes, int]:
 
     An IPv4-mapped IPv6 address is an ``Inet4Address`` in Java and is stored as IPv4.
     """
+    addr_s, port = split_host(host)
+    return address_bytes(addr_s), port
+
+
+def split_host(host: str) -> tuple[str, int]:
+    """``ip:port`` / ``[v6]:port`` as the address's text and the port (:func:`host_bytes`'
+    first step: a replayed dump's reader parses each address text once)."""
     if host.startswith("["):
         addr_s, _, port_s = host[1:].partition("]:")
     else:
         addr_s, _, port_s = host.rpartition(":")
-    return address_bytes(addr_s), int(port_s)
+    return addr_s, int(port_s)
 
 
 @functools.lru_cache(maxsize=4096)

@@ -218,7 +218,8 @@ def replay(writer, from_jsonl: str, progress: Callable[[int], None] | None = Non
     """--from-jsonl: the records of a dump-commitlog file ('-': stdin) appended as they were."""
     from rmqstore_cli.store.write.replay import read_dump_blocks
 
-    src = sys.stdin if from_jsonl == "-" else open(from_jsonl, encoding="utf-8")
+    # 64 KiB reads: a dump is read line by line, and 8 KiB reads cost twice the CPU (issue 35)
+    src = sys.stdin if from_jsonl == "-" else open(from_jsonl, encoding="utf-8", buffering=1 << 16)
     with src:
         writer.append_blocks(ticking(read_dump_blocks(src, from_jsonl if from_jsonl != "-" else "<stdin>"), progress))
 
