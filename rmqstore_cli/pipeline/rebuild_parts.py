@@ -20,15 +20,15 @@ MIN_PART_BYTES = 32 << 20
 #: Records walked at a time while looking for the cuts.
 WALK_CHUNK = 1 << 16
 #: A step-1 task holds what it captured of its part (units and index keys, ~60 bytes a
-#: message) until it spills: files are cut into parts of at most this many bytes whatever
-#: the jobs, so rebuild-index's peak memory follows a part, not a file (issue 35).
+#: message) until it spills: a file's data is cut into parts of at most this many bytes
+#: whatever the jobs, so rebuild-index's peak memory follows a part, not a file (issue 35).
 MAX_PART_BYTES = 64 << 20
 
 
-def parts_wanted(names: list, jobs_parts: int) -> int:
-    """How many parts ``names`` (name, start, end) are cut into at least: the engine's
-    ``jobs_parts``, and enough that none is larger than :data:`MAX_PART_BYTES`."""
-    return max(jobs_parts, -(-sum(end - start for _, start, end in names) // MAX_PART_BYTES))
+def cut_any(names: list, want: int) -> bool:
+    """Whether :func:`cut_files` may cut any of ``names`` (name, start, end): the engine
+    wants ``want`` > 1 parts, or a file is larger than :data:`MAX_PART_BYTES`."""
+    return want > 1 or any(end - start > MAX_PART_BYTES for _, start, end in names)
 
 
 @dataclass(frozen=True)
@@ -55,11 +55,12 @@ def whole_files(names: list) -> Parts:
 
 def cut_files(config, names: list, want: int, run_map) -> Parts:
     """``names`` cut into about ``want`` parts of like bytes: each file larger than the log's
-    bytes over ``want`` (at least :data:`MIN_PART_BYTES`) at records its walk meets
-    (:func:`record_cuts`, one task a file through ``run_map``)."""
+    bytes over ``want`` (at least :data:`MIN_PART_BYTES`), and each whose data is larger
+    than :data:`MAX_PART_BYTES`, at records its walk meets (:func:`record_cuts`, one task
+    a file through ``run_map``)."""
     sizes = [end - start for _, start, end in names]
     share = max(MIN_PART_BYTES, -(-sum(sizes) // max(1, want)))
-    todo = [(i, -(-n // share)) for i, n in enumerate(sizes) if n > share]
+    todo = [(i, -(-n // share) if n > share else 1) for i, n in enumerate(sizes) if n > min(share, MAX_PART_BYTES)]
     cuts = dict(
         zip([i for i, _ in todo], run_map(lambda t: record_cuts(config, *t), todo) if todo else [], strict=True)
     )
@@ -74,8 +75,9 @@ def cut_files(config, names: list, want: int, run_map) -> Parts:
 
 
 def record_cuts(config, i: int, n: int) -> list[int]:
-    """Where commit-log file ``i`` is cut into about ``n`` parts of like bytes of its data:
-    the first record at or past each n-th (none past the walk's first stop)."""
+    """Where commit-log file ``i`` is cut into about ``n`` parts of like bytes of its data
+    (more if a part would be larger than :data:`MAX_PART_BYTES`): the first record at or
+    past each n-th (none past the walk's first stop)."""
     from rmqstore_cli.formats.commitlog import HEAD_SIZE
     from rmqstore_cli.store.commitlog import CommitLog
     from rmqstore_cli.store.commitlog.bulk import walk_records
@@ -89,6 +91,7 @@ def record_cuts(config, i: int, n: int) -> list[int]:
         buf = f.buffer()
         a = file_array(buf)
         data = data_end_guess(a)
+        n = max(n, -(-data // MAX_PART_BYTES))
         targets = [k * data // n for k in range(1, n)]
         cuts: list[int] = []
         pos, kind, released = 0, None, 0
