@@ -19,8 +19,8 @@ from dataclasses import dataclass
 MIN_PART_BYTES = 32 << 20
 #: Records walked at a time while looking for the cuts.
 WALK_CHUNK = 1 << 16
-#: A step-1 task holds what it captured of its part (units and index keys, ~60 bytes a
-#: message) until it spills: a file's data is cut into parts of at most this many bytes
+#: A step-1 task holds what it captured of its part (units and index keys, with their
+#: copies ~0.7 KB a small message) until it spills: a file's data is cut into parts of at most this many bytes
 #: whatever the jobs, so rebuild-index's peak memory follows a part, not a file (issue 35).
 MAX_PART_BYTES = 64 << 20
 
