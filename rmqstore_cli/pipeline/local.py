@@ -60,8 +60,8 @@ def rebuild_build(config, dest: Path, opts, progress=None, jobs: int = 1):
     to write; see rebuild_tasks.py ``rebuild_staged``), one after another in this process
     (``jobs`` 1) or on ``jobs`` forked processes (0: every core this process may use); the
     same files and report whatever ``jobs`` (on several, a commit-log file larger than its
-    share is dispatched in parts). ``progress`` (``rebuild.Progress``) hears each
-    commit-log file as its dispatch ends."""
+    share is dispatched in parts; on any, one larger than ``rebuild_parts.MAX_PART_BYTES``).
+    ``progress`` (``rebuild.Progress``) hears each commit-log file as its dispatch ends."""
     import time
 
     from rmqstore_cli.pipeline import rebuild_tasks as T

@@ -1,5 +1,6 @@
 """rebuild-index's commit-log files in parts, so that one large file is dispatched on several
-processes (the local engine's ``--jobs``): step 1's positions (``rebuild_tasks.py``) then
+processes (the local engine's ``--jobs``), and so that what one task holds until it spills
+follows a part, not a file (:data:`MAX_PART_BYTES`): step 1's positions (``rebuild_tasks.py``) then
 number parts of files, in log order, and every later step reads them as it reads files.
 
 A part starts at a record (an entry in a DLedger data file) the dispatch's own walk meets
@@ -18,6 +19,16 @@ from dataclasses import dataclass
 MIN_PART_BYTES = 32 << 20
 #: Records walked at a time while looking for the cuts.
 WALK_CHUNK = 1 << 16
+#: A step-1 task holds what it captured of its part (units and index keys, with their
+#: copies ~0.7 KB a small message) until it spills: a file's data is cut into parts of at most this many bytes
+#: whatever the jobs, so rebuild-index's peak memory follows a part, not a file (issue 35).
+MAX_PART_BYTES = 64 << 20
+
+
+def cut_any(names: list, want: int) -> bool:
+    """Whether :func:`cut_files` may cut any of ``names`` (name, start, end): the engine
+    wants ``want`` > 1 parts, or a file is larger than :data:`MAX_PART_BYTES`."""
+    return want > 1 or any(end - start > MAX_PART_BYTES for _, start, end in names)
 
 
 @dataclass(frozen=True)
@@ -44,11 +55,12 @@ def whole_files(names: list) -> Parts:
 
 def cut_files(config, names: list, want: int, run_map) -> Parts:
     """``names`` cut into about ``want`` parts of like bytes: each file larger than the log's
-    bytes over ``want`` (at least :data:`MIN_PART_BYTES`) at records its walk meets
-    (:func:`record_cuts`, one task a file through ``run_map``)."""
+    bytes over ``want`` (at least :data:`MIN_PART_BYTES`), and each whose data is larger
+    than :data:`MAX_PART_BYTES`, at records its walk meets (:func:`record_cuts`, one task
+    a file through ``run_map``)."""
     sizes = [end - start for _, start, end in names]
     share = max(MIN_PART_BYTES, -(-sum(sizes) // max(1, want)))
-    todo = [(i, -(-n // share)) for i, n in enumerate(sizes) if n > share]
+    todo = [(i, -(-n // share) if n > share else 1) for i, n in enumerate(sizes) if n > min(share, MAX_PART_BYTES)]
     cuts = dict(
         zip([i for i, _ in todo], run_map(lambda t: record_cuts(config, *t), todo) if todo else [], strict=True)
     )
@@ -63,12 +75,14 @@ def cut_files(config, names: list, want: int, run_map) -> Parts:
 
 
 def record_cuts(config, i: int, n: int) -> list[int]:
-    """Where commit-log file ``i`` is cut into about ``n`` parts of like bytes of its data:
-    the first record at or past each n-th (none past the walk's first stop)."""
+    """Where commit-log file ``i`` is cut into about ``n`` parts of like bytes of its data
+    (more if a part would be larger than :data:`MAX_PART_BYTES`): the first record at or
+    past each n-th (none past the walk's first stop)."""
     from rmqstore_cli.formats.commitlog import HEAD_SIZE
     from rmqstore_cli.store.commitlog import CommitLog
     from rmqstore_cli.store.commitlog.bulk import walk_records
     from rmqstore_cli.store.files.arrays import data_end_guess, file_array
+    from rmqstore_cli.store.files.mapped_files import release_pages
 
     cl = CommitLog(config)
     try:
@@ -77,16 +91,25 @@ def record_cuts(config, i: int, n: int) -> list[int]:
         buf = f.buffer()
         a = file_array(buf)
         data = data_end_guess(a)
+        n = max(n, -(-data // MAX_PART_BYTES))
         targets = [k * data // n for k in range(1, n)]
-        starts: list[int] = []
-        pos, kind = 0, None
+        cuts: list[int] = []
+        pos, kind, released = 0, None, 0
         while kind is None and targets and pos < targets[-1]:
             P, pos, kind = walk_records(buf, pos, len(buf), WALK_CHUNK, HEAD_SIZE, a, header=header)
-            starts += (P - header).tolist()
+            _take_cuts(cuts, targets, (P - header).tolist())
+            released = release_pages(buf, released, pos)  # walked: resident memory stays a chunk
         if kind is None:
-            starts.append(pos)  # the next record: where the walk would go on
+            _take_cuts(cuts, targets, [pos])  # the next record: where the walk would go on
         del a
-        cuts = [starts[j] for t in targets if (j := bisect.bisect_left(starts, t)) < len(starts)]
         return sorted(set(cuts) - {0})
     finally:
         cl.close()
+
+
+def _take_cuts(cuts: list[int], targets: list[int], starts: list[int]) -> None:
+    """The first of ``starts`` (the walk's next records, in order) at or past each target
+    not met yet (``cuts`` has one a target met): what a search over every start would pick,
+    without keeping them (a Python int a record of the file)."""
+    while len(cuts) < len(targets) and starts and starts[-1] >= targets[len(cuts)]:
+        cuts.append(starts[bisect.bisect_left(starts, targets[len(cuts)])])

@@ -24,7 +24,7 @@ from rmqstore_cli.pipeline.rebuild_dispatch import (
     rebuild_inputs,
     rebuild_report,
 )
-from rmqstore_cli.pipeline.rebuild_parts import Parts, cut_files, whole_files
+from rmqstore_cli.pipeline.rebuild_parts import Parts, cut_any, cut_files, whole_files
 from rmqstore_cli.pipeline.rebuild_queue_plan import plan_queues
 from rmqstore_cli.pipeline.rebuild_spill import (
     parts_dir,
@@ -375,7 +375,7 @@ def rebuild_staged(config, dest: Path, opts, run_map, t0: float, progress=None, 
     import time
 
     names, rec, gaps = rebuild_inputs(config)
-    cut = cut_files(config, names, parts, run_map) if parts > 1 else whole_files(names)
+    cut = cut_files(config, names, parts, run_map) if cut_any(names, parts) else whole_files(names)
     build_index, dry = opts.build_index, opts.dry_run
     d = str(dest)
     try:

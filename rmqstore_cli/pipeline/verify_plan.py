@@ -19,20 +19,41 @@ from rmqstore_cli.store.verify import Finding, IndexScan, Verifier, VerifyOption
 
 class Marks:
     """Stands in for a boolean array that is only ever set (``a[idx] = True``) during the
-    scan; the indices are handed back as [start, end) runs."""
+    scan; the indices are handed back as [start, end) runs.
+
+    The marks wait as they come (a list append: a queue of a many-queue store gets a few)
+    and are folded into runs every :attr:`PENDING` of them, so a task holds its runs (one
+    per queue or index file met in order) and at most that many marks, not 8 bytes per
+    unit and index entry of its commit-log file (issue 35)."""
+
+    #: Marks waiting at most before they are folded into :attr:`folded`.
+    PENDING = 1 << 16
 
     def __init__(self):
         self.parts: list[np.ndarray] = []
+        self.folded: np.ndarray | None = None  # (n, 2) runs of the marks folded so far
+        self._waiting = 0
 
     def __setitem__(self, idx, value) -> None:
         assert value is True
-        self.parts.append(np.asarray(idx, dtype=np.int64).ravel())
+        p = np.asarray(idx, dtype=np.int64).ravel()
+        self.parts.append(p)
+        self._waiting += p.size
+        if self._waiting >= self.PENDING:
+            self.folded, self.parts, self._waiting = self.runs(), [], 0
 
     #: Up to this many marks, :meth:`runs` is a Python loop: numpy's calls cost more than
     #: the work for the few units most queues of a many-queue store have in a file.
     FEW = 64
 
     def runs(self) -> np.ndarray:
+        got = self._waiting_runs()
+        if self.folded is None:
+            return got
+        return merge_runs(np.concatenate([self.folded, got]))
+
+    def _waiting_runs(self) -> np.ndarray:
+        """The runs of the marks not folded yet."""
         if not self.parts:
             return np.zeros((0, 2), np.int64)
         if sum(p.size for p in self.parts) <= self.FEW:
@@ -44,6 +65,19 @@ class Marks:
         starts = np.r_[u[:1], u[cut]]
         ends = np.r_[u[cut - 1], u[-1:]] + 1
         return np.stack([starts, ends], axis=1)
+
+
+def merge_runs(runs: np.ndarray) -> np.ndarray:
+    """[start, end) runs (n, 2) as the fewest disjoint runs in order: runs that overlap or
+    touch joined, as :meth:`Marks.runs` gives them for all their marks at once."""
+    if runs.shape[0] < 2:
+        return runs
+    runs = runs[np.argsort(runs[:, 0], kind="stable")]
+    s, e = runs[:, 0], np.maximum.accumulate(runs[:, 1])
+    new = np.ones(s.size, bool)
+    new[1:] = s[1:] > e[:-1]
+    first = np.flatnonzero(new)
+    return np.stack([s[first], e[np.r_[first[1:] - 1, s.size - 1]]], axis=1)
 
 
 def _few_runs(u: list[int]) -> np.ndarray:
@@ -282,14 +316,18 @@ def index_info_task(plan: StorePlan, k: int) -> SimpleNamespace:
 class IndexWindow(IndexScan):
     """An index file as one file task's scan reads it: only the entries whose offsets lie in
     ``[lo, hi)``, the task's commit-log file, when the entries are in offset order (as the
-    broker appends them; ``index_info_task`` saw the whole file). The arrays keep the
-    file's numbering (entries outside the window are allocated, never touched, so they
-    cost no memory), so marks and findings name the same entries as a whole-file load;
-    a task then costs and holds what its own file's entries need, not the index file's."""
+    broker appends them; ``index_info_task`` saw the whole file). They are streamed
+    (:meth:`IndexScan.entries_in`: a chunk at a time as the scan passes them, from the
+    window's first entry) in the file's numbering, so marks and findings name the same
+    entries as a whole-file load; a task holds what one batch of records points at, not 12
+    bytes an entry of its commit-log file (issue 35: that grew with the store up to ~160 MB)."""
 
     def __init__(self, path: Path, slots: int, max_num: int, root: Path, lo: int, hi: int):
         super().__init__(path, slots, max_num, root)
         self.window = (self._first_at_or_above(lo), self._first_at_or_above(hi))
+        self.stream = True
+        self.stream_span = self.window
+        self._wa = self._next = self.window[0]
 
     def _first_at_or_above(self, phy: int) -> int:
         """Binary search over the mapped entries' offsets (in order): a few pages read."""
@@ -301,16 +339,6 @@ class IndexWindow(IndexScan):
             else:
                 b = m
         return a
-
-    def load(self) -> None:
-        self.read_entries(*self.window)
-        self.order = None
-        self.sorted_phy = self.phy
-
-    def in_range(self, lo: int, hi: int) -> np.ndarray:
-        a, b = self.window
-        w = self.phy[a:b]
-        return np.arange(a + np.searchsorted(w, lo, "left"), a + np.searchsorted(w, hi, "left"))
 
 
 def index_open_task(plan: StorePlan, k: int) -> dict:

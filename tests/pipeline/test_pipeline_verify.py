@@ -284,16 +284,31 @@ def test_file_tasks_check_with_the_c_loops_unless_pure(master, tmp_path, monkeyp
 
 @pytest.mark.slow
 def test_file_tasks_load_only_their_window_of_an_ordered_index_file(master, tmp_path, monkeypatch):
-    """Each file task loads the entries pointing into its own file (windows that split each
-    index file's entries between the commit-log files), so a task's cost and memory follow
-    its file, not the index file; entries out of offset order fall back to the whole file.
-    The findings are the Verifier's either way."""
+    """Each file task streams the entries pointing into its own file (windows that split each
+    index file's entries between the commit-log files), a chunk at a time (never the
+    window's arrays whole: issue 35), so a task's cost and memory follow its batches, not
+    the index file; entries out of offset order fall back to the whole file. The findings
+    are the Verifier's either way."""
     from rmqstore_cli.pipeline import verify_plan as VP
+    from rmqstore_cli.store.verify import limits
 
-    windows = []
-    load = VP.IndexWindow.load
-    monkeypatch.setattr(VP.IndexWindow, "load", lambda self: windows.append((self.name, *self.window)) or load(self))
+    monkeypatch.setattr(limits, "INDEX_CHUNK", 16)
+    windows, held = [], []
+    init, entries_in = VP.IndexWindow.__init__, VP.IndexWindow.entries_in
+
+    def opened(self, *a):
+        init(self, *a)
+        windows.append((self.name, *self.window))
+
+    def streamed(self, lo, hi):
+        got = entries_in(self, lo, hi)
+        held.append((self._wphy.size - got[0].size, self.phy))  # read ahead of the batch; no whole arrays
+        return got
+
+    monkeypatch.setattr(VP.IndexWindow, "__init__", opened)
+    monkeypatch.setattr(VP.IndexWindow, "entries_in", streamed)
     want = _check([master], caps=(None,))
+    assert held and all(ahead <= 16 and phy is None for ahead, phy in held)
     assert want[0]["ok"]
     plan = VP.plan_store(_specs(master)[0], True, False, None)
     infos = {i.name: i for i in (VP.index_info_task(plan, k) for k in range(len(plan.index_paths)))}

@@ -68,6 +68,8 @@ class IndexScan:
         #: all at once: the window [_wa, _wa + len(_wphy)) and the next entry to read.
         self.stream = False
         self.retired = False
+        #: The entries a stream reads, [from, to): the whole file, or a task's window of it.
+        self.stream_span = (0, self.entry_count)
         self._wa = self._next = 0
         self._wphy = np.zeros(0, np.int64)
         self._whash = np.zeros(0, np.int32)
@@ -160,13 +162,13 @@ class IndexScan:
             run = slice(int(sel[0]), int(sel[-1]) + 1)  # entries in offset order: a run of them, sliced
             return sel, self.phy[run], self.hash[run]
         if self._wlo is not None and lo < self._wlo:  # the scan went back: read again from the start
-            self._wa = self._next = 0
+            self._wa = self._next = self.stream_span[0]
             self._wphy, self._whash = self._wphy[:0], self._whash[:0]
         self._wlo = lo
         k = int(np.searchsorted(self._wphy, lo, "left"))
         wphy, whash = self._wphy[k:], self._whash[k:]
         self._wa += k
-        E = self.entry_count
+        E = self.stream_span[1]
         while self._next < E and (not wphy.size or wphy[-1] < hi):
             a = self._next
             b = min(E, a + limits.INDEX_CHUNK)
