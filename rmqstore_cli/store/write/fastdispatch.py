@@ -367,11 +367,11 @@ class FastDispatcher:
         sch = np.fromiter((t.schedule for t in self.topic_list), dtype=bool, count=len(self.topic_list))
         if not sch[tids].any():
             return []
-        raw = pr.cat.tobytes()
+        cat = pr.cat  # each value's bytes alone: not the whole block's PROPERTIES copied
         o, x, y = pr.value(b"DELAY\x01")
         keep = sch[tids[o]]
         return [
-            (i, raw[u:v].decode("utf-8", "replace"))
+            (i, cat[u:v].tobytes().decode("utf-8", "replace"))
             for i, u, v in zip(o[keep].tolist(), x[keep].tolist(), y[keep].tolist(), strict=True)
         ]
 
