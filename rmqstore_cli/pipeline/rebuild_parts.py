@@ -11,7 +11,6 @@ parts of the file are not dispatched (``plan_dispatch``)."""
 
 from __future__ import annotations
 
-import bisect
 from dataclasses import dataclass
 
 #: A commit-log file is split into parts of at least this many bytes.
@@ -65,6 +64,8 @@ def cut_files(config, names: list, want: int, run_map) -> Parts:
 def record_cuts(config, i: int, n: int) -> list[int]:
     """Where commit-log file ``i`` is cut into about ``n`` parts of like bytes of its data:
     the first record at or past each n-th (none past the walk's first stop)."""
+    import numpy as np
+
     from rmqstore_cli.formats.commitlog import HEAD_SIZE
     from rmqstore_cli.store.commitlog import CommitLog
     from rmqstore_cli.store.commitlog.bulk import walk_records
@@ -78,15 +79,17 @@ def record_cuts(config, i: int, n: int) -> list[int]:
         a = file_array(buf)
         data = data_end_guess(a)
         targets = [k * data // n for k in range(1, n)]
-        starts: list[int] = []
-        pos, kind = 0, None
+        cuts: list[int] = []
+        pos, kind, t = 0, None, 0
         while kind is None and targets and pos < targets[-1]:
             P, pos, kind = walk_records(buf, pos, len(buf), WALK_CHUNK, HEAD_SIZE, a, header=header)
-            starts += (P - header).tolist()
+            S = P - header  # the chunk's record starts: only the cuts leave numpy, not every start
+            while t < len(targets) and S.size and targets[t] <= S[-1]:
+                cuts.append(int(S[np.searchsorted(S, targets[t])]))
+                t += 1
         if kind is None:
-            starts.append(pos)  # the next record: where the walk would go on
+            cuts += [pos] * (len(targets) - t)  # the next record: where the walk would go on
         del a
-        cuts = [starts[j] for t in targets if (j := bisect.bisect_left(starts, t)) < len(starts)]
         return sorted(set(cuts) - {0})
     finally:
         cl.close()
