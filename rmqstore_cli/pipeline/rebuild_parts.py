@@ -12,8 +12,9 @@ parts of the file are not dispatched (``plan_dispatch``)."""
 
 from __future__ import annotations
 
-import bisect
 from dataclasses import dataclass
+
+import numpy as np
 
 #: A commit-log file is split into parts of at least this many bytes.
 MIN_PART_BYTES = 32 << 20
@@ -97,19 +98,19 @@ def record_cuts(config, i: int, n: int) -> list[int]:
         pos, kind, released = 0, None, 0
         while kind is None and targets and pos < targets[-1]:
             P, pos, kind = walk_records(buf, pos, len(buf), WALK_CHUNK, HEAD_SIZE, a, header=header)
-            _take_cuts(cuts, targets, (P - header).tolist())
+            _take_cuts(cuts, targets, P - header)  # only the cuts leave numpy, not every start
             released = release_pages(buf, released, pos)  # walked: resident memory stays a chunk
         if kind is None:
-            _take_cuts(cuts, targets, [pos])  # the next record: where the walk would go on
+            _take_cuts(cuts, targets, np.array([pos]))  # the next record: where the walk would go on
         del a
         return sorted(set(cuts) - {0})
     finally:
         cl.close()
 
 
-def _take_cuts(cuts: list[int], targets: list[int], starts: list[int]) -> None:
+def _take_cuts(cuts: list[int], targets: list[int], starts: np.ndarray) -> None:
     """The first of ``starts`` (the walk's next records, in order) at or past each target
     not met yet (``cuts`` has one a target met): what a search over every start would pick,
     without keeping them (a Python int a record of the file)."""
-    while len(cuts) < len(targets) and starts and starts[-1] >= targets[len(cuts)]:
-        cuts.append(starts[bisect.bisect_left(starts, targets[len(cuts)])])
+    while len(cuts) < len(targets) and starts.size and starts[-1] >= targets[len(cuts)]:
+        cuts.append(int(starts[np.searchsorted(starts, targets[len(cuts)])]))

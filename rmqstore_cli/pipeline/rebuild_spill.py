@@ -81,6 +81,23 @@ def spilled_units(dest, s: FileSummary) -> dict:
     return out
 
 
+def spilled_packed(dest, s: FileSummary) -> tuple[memoryview, dict]:
+    """The units file ``s`` spilled as consume-queue units (``pack_units``, all queues at
+    once, in spill order) and per queue its (first unit there, units, first cq offset)."""
+    import numpy as np
+
+    from rmqstore_cli.store.queues.consume_queue import pack_units
+
+    if not s.queues:
+        return memoryview(b""), {}
+    arr = np.load(parts_dir(dest) / f"{s.position}.units.npy", mmap_mode="r").view(np.ndarray)
+    where, at = {}, 0
+    for key, (first, _, n) in s.queues.items():
+        where[key] = (at, n, first)
+        at += n
+    return memoryview(pack_units(arr[0], arr[1], arr[2])), where
+
+
 def spilled_batch(dest, s: FileSummary, key: tuple[str, int]):
     """Queue ``key``'s BatchCQ units that file ``s`` spilled: (6, n) int64 (``FileDispatch.batch``)."""
     import numpy as np

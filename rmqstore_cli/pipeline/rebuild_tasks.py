@@ -31,6 +31,7 @@ from rmqstore_cli.pipeline.rebuild_spill import (
     save_spill,
     spilled_batch,
     spilled_keys,
+    spilled_packed,
     spilled_units,
 )
 
@@ -171,14 +172,17 @@ def pre_blank(cq_root, key: tuple[str, int], first: int, file_size: int, below=N
 def write_spilled_units(dest, s: FileSummary, keys: list, file_size: int) -> int:
     """The units of the straight queues ``keys`` that file ``s`` spilled, at their cq
     offsets (the consume-queue root resolved and checked once, not per queue)."""
+    from rmqstore_cli.formats.consume_queue import CQ_STORE_UNIT_SIZE
     from rmqstore_cli.store.files.below import Below
+    from rmqstore_cli.store.queues.consume_queue import write_units
 
-    units = spilled_units(dest, s)
+    packed, where = spilled_packed(dest, s)  # every unit packed once, not a pack per queue
     cq_root = Path(dest) / "consumequeue"
     with Below(cq_root, [Path(dest)]) as below:
         for key in keys:
-            phy, size, tags, qoff = units[key]
-            write_units_at(cq_root, key, int(qoff[0]), phy, size, tags, file_size, below)
+            at, n, first = where[key]
+            data = packed[at * CQ_STORE_UNIT_SIZE : (at + n) * CQ_STORE_UNIT_SIZE]
+            write_units(cq_root, key[0], key[1], first * CQ_STORE_UNIT_SIZE, data, file_size, below)
     return 0
 
 
@@ -204,12 +208,24 @@ def _kept(dest, position: int, floor: int) -> tuple:
     return np.asarray(h)[sel], phy[sel], np.asarray(ts)[sel]
 
 
-def key_at(dest, g: int, included: list[int], counts: dict, start: dict, floors: dict) -> tuple[int, int]:
-    """(phy, store time) of key number ``g`` (in put order over the whole log)."""
+def key_at(
+    dest, g: int, included: list[int], counts: dict, start: dict, floors: dict, memo: dict | None = None
+) -> tuple[int, int]:
+    """(phy, store time) of key number ``g`` (in put order over the whole log); ``memo``:
+    the last file's spilled (phy, store time, kept keys' indexes) kept for the next call
+    (an index file asks for three keys, mostly of the same commit-log file)."""
+    import numpy as np
+
+    memo = {} if memo is None else memo
     for i in included:
         if start[i] <= g < start[i] + counts[i]:
-            _, phy, ts = _kept(dest, i, floors[i])
-            return int(phy[g - start[i]]), int(ts[g - start[i]])
+            if i not in memo:
+                memo.clear()  # one file's at a time: memory does not grow with the log
+                _, phy, ts = spilled_keys(dest, i)
+                memo[i] = (phy, ts, np.flatnonzero(kept_mask(np.asarray(phy), floors[i])))
+            phy, ts, sel = memo[i]
+            j = int(sel[g - start[i]])
+            return int(phy[j]), int(ts[j])
     raise IndexError(g)
 
 
@@ -277,13 +293,13 @@ def plan_index(dest, included, counts, start, floors, total: int, per: int, slot
     previous file) and say which keys of which commit-log file go where."""
     from rmqstore_cli.store.queues.index import IndexFile
 
-    files, pieces = {}, {}
+    files, pieces, memo = {}, {}, {}
     (Path(dest) / "index").mkdir(parents=True, exist_ok=True)
     for k in range(-(-total // per)):
         lo, hi = k * per, min(total, (k + 1) * per)
-        prev = key_at(dest, lo - 1, included, counts, start, floors) if k else (0, 0)
-        first = key_at(dest, lo, included, counts, start, floors)
-        last = key_at(dest, hi - 1, included, counts, start, floors)
+        prev = key_at(dest, lo - 1, included, counts, start, floors, memo) if k else (0, 0)
+        first = key_at(dest, lo, included, counts, start, floors, memo)
+        last = key_at(dest, hi - 1, included, counts, start, floors, memo)
         IndexFile.create(Path(dest) / "index" / f"{k:010d}.part", slot_num, index_num, *prev).close()
         files[k] = (hi - lo, prev[1], first, last)
         for i in included:

@@ -9,8 +9,7 @@ from collections import Counter
 import pytest
 
 from rmqstore_cli.store.files import mapguard
-from rmqstore_cli.store.records.topics import TopicIds
-from rmqstore_cli.store.verify.batch_fused import TopicTable
+from rmqstore_cli.store.records.topics import TopicIds, TopicTable
 from tests.helpers import cli, generate
 
 TOPICS = 300

@@ -20,7 +20,8 @@ from rmqstore_cli.formats.commitlog import BORNHOST_V6_FLAG, HEAD_SIZE, MAGIC_V1
 
 from rmqstore_cli.store.commitlog.bulk import RecordBatch, walk_records
 from rmqstore_cli.store.files.arrays import file_array
-from rmqstore_cli.store.verify.batch_fused import COLS, RecordColumns, TopicTable, record_cols, topic_ids
+from rmqstore_cli.store.records.topics import TopicTable, topic_ids
+from rmqstore_cli.store.verify.batch_fused import COLS, RecordColumns, record_cols
 from tests.helpers import generate, needs_c, run
 
 

@@ -55,33 +55,35 @@ class Below:
     def __exit__(self, *_exc) -> None:
         self.close()
 
-    def _dir(self, parent: int, name: str, path: Path) -> int:
-        """Directory ``name`` in ``parent`` (made if missing), opened through no link."""
+    def _dir(self, parent: int, name: str, parts: tuple[str, ...]) -> int:
+        """Directory ``name`` in ``parent`` (made if missing), opened through no link;
+        ``parts``: its path below the root, named only in an error (no path built per file)."""
         try:
             os.mkdir(name, 0o755, dir_fd=parent)
         except FileExistsError:
             pass
         except OSError as e:
-            raise os_error(e, path, "create directory") from None
+            raise os_error(e, self.root.joinpath(*parts), "create directory") from None
         try:
             return os.open(name, os.O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, dir_fd=parent)
         except OSError as e:
             if e.errno in (errno.ELOOP, errno.ENOTDIR):
                 raise StoreError(
-                    "a link or file is where a directory belongs; nothing is written through it", path=path
+                    "a link or file is where a directory belongs; nothing is written through it",
+                    path=self.root.joinpath(*parts),
                 ) from None
-            raise os_error(e, path, "open directory") from None
+            raise os_error(e, self.root.joinpath(*parts), "open directory") from None
 
     def write_at(self, parts: tuple[str, ...], name: str, size: int, at: int, data: bytes) -> None:
         """``data`` at byte ``at`` of file ``name`` in directory ``parts`` below the root, the
         file created (regular, through no link) and extended to ``size`` if shorter, never cut;
         the range allocated first (``safefs.write_reserved``), so a full disk is one error line."""
         fds: list[int] = []
-        path = self.root.joinpath(*parts, name)
+        path = _LazyPath(self.root, (*parts, name))  # built only when an error names it
         try:
             d = self.fd
             for i, part in enumerate(parts):
-                d = self._dir(d, part, self.root.joinpath(*parts[: i + 1]))
+                d = self._dir(d, part, parts[: i + 1])
                 fds.append(d)
             try:
                 fd = os.open(name, os.O_RDWR | os.O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0o644, dir_fd=d)
@@ -90,7 +92,7 @@ class Below:
             fds.append(fd)
             st = os.fstat(fd)
             if not stat.S_ISREG(st.st_mode):
-                raise StoreError(f"{kind_of(st.st_mode)} where a store file belongs", path=path)
+                raise StoreError(f"{kind_of(st.st_mode)} where a store file belongs", path=path.path())
             if st.st_size < size:
                 try:
                     os.ftruncate(fd, size)
@@ -100,3 +102,22 @@ class Below:
         finally:
             for f in reversed(fds):
                 os.close(f)
+
+
+class _LazyPath(os.PathLike):
+    """A file's path below a root, made into a :class:`Path` only when an error names it
+    (``os.fspath``/``str``): 20 000 queues' files written cost no ``joinpath`` each."""
+
+    __slots__ = ("root", "parts")
+
+    def __init__(self, root: Path, parts: tuple[str, ...]):
+        self.root, self.parts = root, parts
+
+    def path(self) -> Path:
+        return self.root.joinpath(*self.parts)
+
+    def __fspath__(self) -> str:
+        return str(self.path())
+
+    def __str__(self) -> str:
+        return str(self.path())

@@ -566,7 +566,13 @@ def pre_blank_fill(first_unit: int, file_size: int) -> tuple[int, bytes]:
 
 
 def write_units(
-    cq_root: Path, topic: str, queue_id: int, pos: int, data: bytes, file_size: int, below: Below | None = None
+    cq_root: Path,
+    topic: str,
+    queue_id: int,
+    pos: int,
+    data: bytes | memoryview,
+    file_size: int,
+    below: Below | None = None,
 ) -> None:
     """Units ``data`` at logical byte ``pos`` of queue (topic, queueId), creating the zero-filled
     ``file_size`` files it falls in, as :class:`ConsumeQueueWriter` leaves them. Safe for writers
@@ -576,16 +582,17 @@ def write_units(
     why = unsafe_topic(topic)
     if why is not None:
         raise StoreError(f"topic {topic!r} cannot name a consume-queue directory: {why}", path=cq_root)
-    d, roots = Path(cq_root) / topic / str(queue_id), [Path(cq_root)]
     if below is None:
+        d, roots = Path(cq_root) / topic / str(queue_id), [Path(cq_root)]
         safefs.make_dirs(d, roots)
+    parts = (topic, str(queue_id))
     view = memoryview(data)
     while len(view):
         start = pos - pos % file_size
         n = min(len(view), start + file_size - pos)
         name, chunk = offset2file_name(start), bytes(view[:n])
         if below is not None:
-            below.write_at((topic, str(queue_id)), name, file_size, pos - start, chunk)
+            below.write_at(parts, name, file_size, pos - start, chunk)
         else:
             fd = safefs.open_for_write(d / name, roots, create=True)
             try:

@@ -1,5 +1,8 @@
 """Topic ids of many records at once: the one table a bulk reader keeps of the topics
-it has seen (``TopicConfigManager`` has no ids; these are dense, in order of appearance)."""
+it has seen (``TopicConfigManager`` has no ids; these are dense, in order of appearance):
+with numpy (:class:`TopicIds`), or by the C loop ``topic_ids``'s hash table
+(:class:`TopicTable`; its twin :func:`topic_ids` a dict look-up), verify's batch check and
+rebuild-index's dispatch alike."""
 
 from __future__ import annotations
 
@@ -133,4 +136,55 @@ class TopicIds:
             inside = np.arange(W) < tl[long_][:, None]
             ok[long_[((got != want) & inside).any(1)]] = False
         out[ok] = cand[ok]
+        return out
+
+
+def topic_ids(a, ta: np.ndarray, tl: np.ndarray, names, noff: np.ndarray, slots: np.ndarray, out: np.ndarray) -> int:
+    """The reference of the C ``topic_ids``: ``out[i]`` = the id ``k`` of the name
+    ``names[noff[k]:noff[k+1]]`` equal to the topic ``a[ta[i]:ta[i]+tl[i]]``, -1 when none is
+    (or ``tl[i]`` < 0, or the range lies outside ``a``); returns how many -1. ``slots`` is the
+    C loop's own hash table: the reference needs none."""
+    raw = bytes(names)
+    ids = {raw[s:e]: k for k, (s, e) in enumerate(zip(noff[:-1].tolist(), noff[1:].tolist(), strict=True))}
+    mv, size = memoryview(a).cast("B"), len(a)
+    for i, (at, ln) in enumerate(zip(ta.tolist(), tl.tolist(), strict=True)):
+        ok = ln >= 0 and 0 <= at <= size and ln <= size - at
+        out[i] = ids.get(bytes(mv[at : at + ln]), -1) if ok else -1
+    return int((out[: ta.size] < 0).sum())
+
+
+class TopicTable:
+    """The topics verify has numbered, joined for the C loop ``topic_ids``, with its hash
+    table (grown to a power of two above twice the topics)."""
+
+    def __init__(self):
+        self._names = bytearray()
+        self._noff = [0]
+        self.count = 0
+        self._slots = np.full(17, -1, np.int64)
+        self._slots[0] = 0
+        self._arrays: tuple[np.ndarray, np.ndarray] | None = None  # names and noff as arrays, until an add
+
+    def add(self, name: bytes) -> None:
+        """Register the next id's topic bytes."""
+        self._names += name
+        self._noff.append(len(self._names))
+        self.count += 1
+        self._arrays = None
+
+    def lookup(self, kern, a: np.ndarray, ta: np.ndarray, tl: np.ndarray) -> np.ndarray:
+        """The id of each record's topic ``a[ta:ta+tl]``, -1 where not registered, by the C
+        loop (``kern``) or its twin (None)."""
+        size = self._slots.size - 1
+        if size <= 2 * self.count:
+            while size <= 2 * self.count:
+                size *= 2
+            self._slots = np.full(size + 1, -1, np.int64)
+            self._slots[0] = 0
+        out = np.empty(ta.size, np.int64)
+        if self._arrays is None:
+            self._arrays = (np.frombuffer(bytes(self._names), np.uint8), np.asarray(self._noff, np.int64))
+        names, noff = self._arrays
+        loop = topic_ids if kern is None else kern.topic_ids
+        loop(a, np.ascontiguousarray(ta, np.int64), np.ascontiguousarray(tl, np.int64), names, noff, self._slots, out)
         return out

@@ -1,13 +1,13 @@
-"""verify's per-batch columns and topic ids in one pass each: the reference twins of the C
-loops ``record_cols`` and ``topic_ids`` (``store/_ckernels.c``), and the objects verify
-keeps their results in.
+"""verify's per-batch columns in one pass: the reference twin of the C loop ``record_cols``
+(``store/_ckernels.c``), and the object verify keeps its results in (the topic ids' loop
+``topic_ids``, its twin and table: ``store/records/topics.py``, shared with rebuild-index's
+dispatch).
 
 :func:`record_cols` is :class:`~rmqstore_cli.store.commitlog.bulk.RecordBatch` (the fields
 ``MessageDecoder#decode`` lays out, ``CommitLog#calMsgLength``) plus the CRC of every small
 body (``UtilAll#crc32``): the C loop reads each record once instead of some twenty numpy
-gathers over the batch. :func:`topic_ids` is a dict look-up of each record's topic bytes;
-the C loop keeps a hash table of the topics met so far. Each twin gives its loop's result
-to the bit (tests/equivalence/test_ckernels_fused.py); ``RMQSTORE_PURE=1`` runs the twins
+gathers over the batch. The twin gives its loop's result to the bit
+(tests/equivalence/test_ckernels_fused.py); ``RMQSTORE_PURE=1`` runs the twins
 (:data:`~rmqstore_cli.store.files.fastpaths.FAST_PATHS`).
 """
 
@@ -99,54 +99,3 @@ class RecordColumns:
         """The first ``n`` records."""
         cols = {name: self.__dict__[name][:n] for name in COLS[:-1]}
         return RecordColumns(self.pos[:n], cols, None if self.crc is None else self.crc[:n])
-
-
-def topic_ids(a, ta: np.ndarray, tl: np.ndarray, names, noff: np.ndarray, slots: np.ndarray, out: np.ndarray) -> int:
-    """The reference of the C ``topic_ids``: ``out[i]`` = the id ``k`` of the name
-    ``names[noff[k]:noff[k+1]]`` equal to the topic ``a[ta[i]:ta[i]+tl[i]]``, -1 when none is
-    (or ``tl[i]`` < 0, or the range lies outside ``a``); returns how many -1. ``slots`` is the
-    C loop's own hash table: the reference needs none."""
-    raw = bytes(names)
-    ids = {raw[s:e]: k for k, (s, e) in enumerate(zip(noff[:-1].tolist(), noff[1:].tolist(), strict=True))}
-    mv, size = memoryview(a).cast("B"), len(a)
-    for i, (at, ln) in enumerate(zip(ta.tolist(), tl.tolist(), strict=True)):
-        ok = ln >= 0 and 0 <= at <= size and ln <= size - at
-        out[i] = ids.get(bytes(mv[at : at + ln]), -1) if ok else -1
-    return int((out[: ta.size] < 0).sum())
-
-
-class TopicTable:
-    """The topics verify has numbered, joined for the C loop ``topic_ids``, with its hash
-    table (grown to a power of two above twice the topics)."""
-
-    def __init__(self):
-        self._names = bytearray()
-        self._noff = [0]
-        self.count = 0
-        self._slots = np.full(17, -1, np.int64)
-        self._slots[0] = 0
-        self._arrays: tuple[np.ndarray, np.ndarray] | None = None  # names and noff as arrays, until an add
-
-    def add(self, name: bytes) -> None:
-        """Register the next id's topic bytes."""
-        self._names += name
-        self._noff.append(len(self._names))
-        self.count += 1
-        self._arrays = None
-
-    def lookup(self, kern, a: np.ndarray, ta: np.ndarray, tl: np.ndarray) -> np.ndarray:
-        """The id of each record's topic ``a[ta:ta+tl]``, -1 where not registered, by the C
-        loop (``kern``) or its twin (None)."""
-        size = self._slots.size - 1
-        if size <= 2 * self.count:
-            while size <= 2 * self.count:
-                size *= 2
-            self._slots = np.full(size + 1, -1, np.int64)
-            self._slots[0] = 0
-        out = np.empty(ta.size, np.int64)
-        if self._arrays is None:
-            self._arrays = (np.frombuffer(bytes(self._names), np.uint8), np.asarray(self._noff, np.int64))
-        names, noff = self._arrays
-        loop = topic_ids if kern is None else kern.topic_ids
-        loop(a, np.ascontiguousarray(ta, np.int64), np.ascontiguousarray(tl, np.int64), names, noff, self._slots, out)
-        return out

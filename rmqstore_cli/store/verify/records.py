@@ -34,8 +34,8 @@ from rmqstore_cli.store.javahash import java_hash
 from rmqstore_cli.store.records.message import SCHEDULE_TOPIC
 from rmqstore_cli.store.records.properties import CRC_MARK, Properties, pick_property
 from rmqstore_cli.store.records.props_fused import FusedProperties
-from rmqstore_cli.store.records.topics import TopicIds
-from rmqstore_cli.store.verify.batch_fused import RecordColumns, TopicTable
+from rmqstore_cli.store.records.topics import TopicIds, TopicTable
+from rmqstore_cli.store.verify.batch_fused import RecordColumns
 from rmqstore_cli.store.verify.checks import Delayed, props_problem
 from rmqstore_cli.store.write.dispatch import InvalidForDispatch, compute_tags_code
 from rmqstore_cli.store.write.lmq import MULTI_DISPATCH, MULTI_QUEUE_OFFSET

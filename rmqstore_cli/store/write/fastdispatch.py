@@ -49,7 +49,7 @@ from rmqstore_cli.store.records.kinds import deliver_timestamp
 from rmqstore_cli.store.records.message import SCHEDULE_TOPIC
 from rmqstore_cli.store.records.properties import Properties
 from rmqstore_cli.store.records.props_fused import FusedProperties
-from rmqstore_cli.store.records.topics import TopicIds
+from rmqstore_cli.store.records.topics import TopicIds, TopicTable
 from rmqstore_cli.store.write.dispatch import Dispatcher, InvalidForDispatch, parse_delay
 from rmqstore_cli.store.write.lmq import MULTI_DISPATCH, MULTI_QUEUE_OFFSET, fan_out, fan_out_units, multi_ranges
 
@@ -148,6 +148,7 @@ class FastDispatcher:
         self.d = dispatcher
         self.topics: dict[bytes, Topic] = {}
         self.topic_table = TopicIds()
+        self.topic_c = TopicTable()  # the same ids, for the C loop ``topic_ids``
         self.topic_list: list[Topic] = []
         self.units = 0
         self.keys = 0
@@ -319,10 +320,17 @@ class FastDispatcher:
             self._index(key_list, key_owner, tids[key_owner], phy, store_ts)
 
     def _topic_ids(self, buf, a, ta, tl) -> np.ndarray:
-        """Topic id per record: topics seen before found with numpy (:class:`batch.TopicIds`),
-        the others (new ones, registered in record order, and any whose key collides) by
-        their bytes."""
-        tid = self.topic_table.lookup(a, ta, tl)
+        """Topic id per record: topics seen before found by the C loop's hash table
+        (:class:`TopicTable`) or with numpy (:class:`TopicIds`), the others (new ones,
+        registered in record order, and any whose key collides) by their bytes."""
+        kern = FAST_PATHS.kernels()
+        if kern is not None:
+            tt = self.topic_c
+            while tt.count < len(self.topic_list):  # the topics registered since, in id order
+                tt.add(self.topic_list[tt.count].raw)
+            tid = tt.lookup(kern, a, ta, tl)
+        else:
+            tid = self.topic_table.lookup(a, ta, tl)
         miss = np.flatnonzero(tid < 0)
         if miss.size:
             topics, topic = self.topics, self.topic
@@ -367,11 +375,11 @@ class FastDispatcher:
         sch = np.fromiter((t.schedule for t in self.topic_list), dtype=bool, count=len(self.topic_list))
         if not sch[tids].any():
             return []
-        raw = pr.cat.tobytes()
+        cat = pr.cat  # each value's bytes alone: not the whole block's PROPERTIES copied
         o, x, y = pr.value(b"DELAY\x01")
         keep = sch[tids[o]]
         return [
-            (i, raw[u:v].decode("utf-8", "replace"))
+            (i, cat[u:v].tobytes().decode("utf-8", "replace"))
             for i, u, v in zip(o[keep].tolist(), x[keep].tolist(), y[keep].tolist(), strict=True)
         ]
 
