@@ -24,6 +24,9 @@ def default_jobs() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+#: ``prctl``'s option: the signal a process gets when its parent ends (linux/prctl.h)
+PR_SET_PDEATHSIG = 1
+
 #: The task and items of the :func:`fork_map` under way: forked workers inherit them, so
 #: neither is pickled (closures and plans included); only the results travel back.
 _FORKED: list[Any] = [None, ()]
@@ -51,11 +54,30 @@ def fork_map(
     workers = min(jobs, len(items))
     _FORKED[:] = [fn, items]
     try:
-        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as ex:
+        context = multiprocessing.get_context("fork")
+        with ProcessPoolExecutor(workers, context, initializer=die_with_parent, initargs=(os.getpid(),)) as ex:
             got = ex.map(_forked_task, range(len(items)), chunksize=max(1, len(items) // (4 * workers)))
             return _collect(got, each)
     finally:
         _FORKED[:] = [None, ()]
+
+
+def die_with_parent(parent: int) -> None:
+    """A forked worker ends when the process that forked it does, even by SIGKILL (Linux's
+    ``PR_SET_PDEATHSIG``): the workers inherit the task pipe's write end, so a parent's death
+    never reaches them as end of file; left alone they would wait on it for ever, each
+    holding its memory and the store's files open (a snapshot's volume then cannot be
+    unmounted), one more set for every killed cron run. A parent already gone before the
+    call (the worker was adopted) ends it at once; elsewhere than Linux nothing is set."""
+    import ctypes
+    import signal
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):  # not Linux: no prctl
+        pass
+    if os.getppid() != parent:
+        os._exit(1)
 
 
 def _collect(results: Iterable[Any], each: Callable[[Any], None] | None) -> list:
