@@ -183,15 +183,15 @@ static int scan_number(Cur *c, Val *v)
         p++;
     }
     const uint8_t *d = p;
-    int64_t x = 0;
+    uint64_t x = 0; /* unsigned: a run of digits too long to take wraps (defined), then is refused */
     while (p < e && *p >= '0' && *p <= '9')
-        x = x * 10 + (*p++ - '0');
+        x = x * 10 + (uint64_t)(*p++ - '0');
     if (p == d || p - d > MAX_DIGITS || (*d == '0' && p - d > 1))
         return -1;
     if (p < e && (*p == '.' || *p == 'e' || *p == 'E'))
         return -1;
     v->kind = V_INT;
-    v->i = neg ? -x : x;
+    v->i = neg ? -(int64_t)x : (int64_t)x; /* at most MAX_DIGITS digits: in range */
     c->p = p;
     return 0;
 }
