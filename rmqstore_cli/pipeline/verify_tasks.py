@@ -40,7 +40,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from rmqstore_cli.pipeline.verify_join import conclude, finish_keys, finish_task, finish_tasks, join_files
+from rmqstore_cli.pipeline.verify_join import (
+    conclude,
+    finish_keys,
+    finish_task,
+    finish_tasks,
+    join_files,
+    little_to_finish,
+)
 from rmqstore_cli.pipeline.verify_plan import (
     Recorder,
     StorePlan,
@@ -123,9 +130,10 @@ class Forked:
 
     def finish(self, handle, keys, ctxs):
         groups = list(grouped(handle[1], keys).items())
-        n = max(1, min(len(groups), self.jobs * FINISH_CHUNKS_PER_JOB if self.jobs > 1 else 1))
+        jobs = 1 if little_to_finish(ctxs, groups) else self.jobs  # then no processes forked for them
+        n = max(1, min(len(groups), jobs * FINISH_CHUNKS_PER_JOB if jobs > 1 else 1))
         chunks = [groups[c::n] for c in range(n)]  # every n-th: each chunk a like share of queues and index files
-        return [part for parts in fork_map(lambda g: finish_tasks(ctxs, g), chunks, self.jobs) for part in parts]
+        return [part for parts in fork_map(lambda g: finish_tasks(ctxs, g), chunks, jobs) for part in parts]
 
     def release(self, handle):
         pass
