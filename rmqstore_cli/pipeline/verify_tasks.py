@@ -27,7 +27,8 @@ the driver sorts them into that order and caps them per check as it does). The p
    findings within a batch). Units and index entries a file accounts for are kept as runs.
 3. one task per queue: ``finish_queues`` on that queue alone (missing units of every file,
    units matched by any file); one task per index file: ``finish_index``. On this machine
-   the tasks run a few chunks a process (:func:`finish_tasks`: what they share opened once).
+   the tasks run a few chunks a process (:func:`finish_tasks`: what they share opened once),
+   or all in the driver when they are few and read nothing (``little_to_finish``).
 4. driver: ``check_index_missing``, ``check_checkpoint`` and ``check_recovery`` from the
    per-file summaries, then the timer store, batch queues and ``check_configs``.
 
