@@ -52,8 +52,10 @@ def command(fn=None, *, mutating: bool = False, answer: bool = False, quiet_hush
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         from rmqstore_cli import stdio
+        from rmqstore_cli.store.files.heap import reuse_freed_blocks
         from rmqstore_cli.store.files.safefs import reset_hole_budget
 
+        reuse_freed_blocks()  # the CLI owns its process: each batch's arrays on the pages the last one freed
         reset_hole_budget()
         STATE["done"] = None
         stdio.keep_going_on_epipe(answer)

@@ -189,9 +189,7 @@ def main() -> None:
     for k, v in BLAS_THREADS.items():
         os.environ.setdefault(k, v)
     from rmqstore_cli import stdio
-    from rmqstore_cli.store.files.heap import reuse_freed_blocks
 
-    reuse_freed_blocks()  # the CLI owns its process: each batch's arrays on the pages the last one freed
     stdio.install()  # closed fds 0-2 held by /dev/null; stdout faults one exception, stderr never fails
     try:
         code = _run()

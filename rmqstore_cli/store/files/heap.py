@@ -10,10 +10,11 @@ walk. With mapping raised to :data:`MAP_ABOVE` and trimming to :data:`TRIM_ABOVE
 a freed column is reused by the next batch's: the same bytes, ~10 % less CPU, the same peak
 memory (the heap holds at most what one batch's arrays did, plus :data:`TRIM_ABOVE` free).
 
-The command line sets it as it starts (``app.main``: the CLI owns its process); a library
-never changes its caller's allocator, so a script that verifies big stores through the API
-may call :func:`reuse_freed_blocks` itself. Only glibc has ``mallopt``; elsewhere (or if
-``ctypes`` cannot find it) nothing changes. ``ctypes`` costs ~3 ms of the CLI's start-up.
+The command line sets it as a command starts (``commands/exits.command``: the CLI owns its
+process; ``--help`` does not pay the ``ctypes`` import); a library never changes its
+caller's allocator, so a script that verifies big stores through the API may call
+:func:`reuse_freed_blocks` itself. Only glibc has ``mallopt``; elsewhere (or if
+``ctypes`` cannot find it) nothing changes. ``ctypes`` costs ~3 ms (numpy loads it anyway).
 """
 
 from __future__ import annotations
