@@ -126,12 +126,14 @@ def naive(store: str) -> int:
 
 
 class Measured(NamedTuple):
-    """One child process's CPU and wall seconds, its stdout's first MiB and its peak RSS."""
+    """One child process's CPU and wall seconds, its stdout's first MiB, its peak RSS and the
+    system part of its CPU (the kernel's: file creation, page faults, pipe writes)."""
 
     cpu: float
     wall: float
     head: bytes
     rss_mb: float
+    sys: float = 0.0
 
 
 def measure(argv: list[str], env: dict | None = None, stdout=None) -> Measured:
@@ -153,7 +155,8 @@ def measure(argv: list[str], env: dict | None = None, stdout=None) -> Measured:
     p.returncode = os.waitstatus_to_exitcode(status)
     if p.returncode not in (0, 1) or (p.returncode == 1 and argv[len(CLI)] != "diff"):
         raise SystemExit(f"failed ({p.returncode}): {' '.join(argv)}\n{err.decode(errors='replace')[-2000:]}")
-    return Measured(usage.ru_utime + usage.ru_stime, time.perf_counter() - t, head, usage.ru_maxrss / 1024)
+    cpu, wall = usage.ru_utime + usage.ru_stime, time.perf_counter() - t
+    return Measured(cpu, wall, head, usage.ru_maxrss / 1024, usage.ru_stime)
 
 
 def run(argv: list[str], env: dict | None = None, stdout=None) -> tuple[float, float, bytes]:
@@ -312,7 +315,7 @@ def _prepare(name: str, d: Path) -> None:
         "many queues: rebuild-index": ["many-rebuilt"],
         "export (local, no body)": ["export"],
     }.get(name, []):
-        shutil.rmtree(d / sub, ignore_errors=True)
+        set_aside(d / sub, d)
     if name == "verify 16 KiB bodies" and not (d / "big-bodies").exists():
         sends = max(1000, incident_messages(d) // 8)
         run(CLI + ["generate", "--store", str(d / "big-bodies"), "--messages", str(sends), "--body-size", "16384"])
@@ -327,6 +330,33 @@ def _prepare(name: str, d: Path) -> None:
             run(
                 CLI + ["dump-commitlog", "--store", str(d / "store"), "--format", "jsonl", "--body", "base64"], stdout=f
             )
+
+
+#: Where a row's old output goes (:func:`set_aside`) until the run ends.
+TRASH = ".set-aside"
+
+
+def set_aside(path: Path, d: Path) -> None:
+    """Moves a row's old output out of its way, deleted only when the run ends: ext4 holds
+    freed inodes back from reuse for one to six minutes (``recently_deleted`` in
+    ``find_inode_bit``), and every file or directory created meanwhile pays a scan of them in
+    the kernel (200-300 us of system CPU each, measured) - a 20 000-queue store's 34 000
+    directories were 5-10 s of a row's CPU right after the same tree was removed."""
+    if path.exists():
+        (d / TRASH).mkdir(exist_ok=True)
+        path.rename(d / TRASH / f"{path.name}-{time.monotonic_ns()}")
+
+
+def mkdir_cost(d: Path, n: int = 400) -> float:
+    """Microseconds of CPU one ``mkdir`` takes on ``d``'s file system now (see
+    :func:`set_aside`): the context of the many-queue rows, printed with the header."""
+    probe = Path(tempfile.mkdtemp(prefix="mkdir-probe-", dir=d))
+    t = time.process_time()
+    for i in range(n):
+        (probe / str(i)).mkdir()
+    cost = (time.process_time() - t) / n * 1e6
+    shutil.rmtree(probe)
+    return cost
 
 
 def longer_copy(d: Path) -> None:
@@ -508,14 +538,16 @@ def main() -> None:
     out, records, warm = [], 0, {}
     loops = extensions()
     print("C extensions: " + ", ".join(f"{k} {v}" for k, v in loops.items()), flush=True)
+    mkdir_us = mkdir_cost(a.dir)
+    print(f"file system: one mkdir costs {mkdir_us:.0f} us of CPU now (a few us when no files were just deleted)")
     print(
-        f"{'row':42} {'CPU s':>7} {'wall s':>7} {'RSS MB':>7} {'records/s':>10} {'x naive':>8}  load   "
+        f"{'row':42} {'CPU s':>7} {'sys s':>6} {'wall s':>7} {'RSS MB':>7} {'records/s':>10} {'x naive':>8}  load   "
         f"({platform.node()}, {os.cpu_count()} cores, Python {platform.python_version()})",
         flush=True,
     )
     for name, argv, env, kind in rows(a, a.dir):
         _prepare(name, a.dir)
-        cpu, wall, head, rss = measure(argv, env)
+        cpu, wall, head, rss, sys_s = measure(argv, env)
         if name == "naive reader":
             records = int(head)
         row = {
@@ -523,6 +555,7 @@ def main() -> None:
             "cpu_s": round(cpu, 3),
             "wall_s": round(wall, 3),
             "rss_mb": round(rss),
+            "sys_s": round(sys_s, 3),
             "load": os.getloadavg()[0],
         }
         if kind == "fixed" and "forced" in name:
@@ -543,7 +576,7 @@ def main() -> None:
             row["before_cpu_s"] = round(before, 3)
         out.append(row)
         print(
-            f"{name:42} {cpu:7.2f} {wall:7.2f} {rss:7.0f} {row.get('records_per_s') or '':>10} "
+            f"{name:42} {cpu:7.2f} {sys_s:6.2f} {wall:7.2f} {rss:7.0f} {row.get('records_per_s') or '':>10} "
             f"{row.get('x_naive', ''):>8}  "
             f"{row['load']:.2f}"
             + (f"   compile +{row['compile_cpu_s']:.2f} s CPU" if "compile_cpu_s" in row else "")
@@ -569,12 +602,14 @@ def main() -> None:
                 "cpus": os.cpu_count(),
                 "python": platform.python_version(),
                 "c_extensions": loops,
+                "mkdir_us": round(mkdir_us, 1),
                 "rows": out,
             },
             indent=1,
         )
         + "\n"
     )
+    shutil.rmtree(a.dir / TRASH, ignore_errors=True)
     if not a.keep:
         shutil.rmtree(a.dir, ignore_errors=True)
 
