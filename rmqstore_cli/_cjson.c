@@ -479,7 +479,8 @@ static int64_t line_bound(const Job *J, const int64_t *nu, const int64_t *lo)
     return b;
 }
 
-static int64_t put_record(const Job *J, int64_t o, const int64_t *nu, const int64_t *lo, int64_t np, int64_t found[NFOUND][2])
+static int64_t put_record(const Job *J, int64_t o, const int64_t *nu, const int64_t *lo, int64_t np,
+                          int64_t found[NFOUND][2])
 {
     uint8_t *out = J->out;
     o = put_lit(J, o, 0);
