@@ -8,7 +8,9 @@
  * and every name and value of its PROPERTIES (MessageDecoder#string2messageProperties:
  * "name\x01value\x02" pairs) hold no byte JSON escapes and are valid UTF-8 with no
  * character a terminal acts on (render._UNSAFE_UTF8), and its PROPERTIES are empty or
- * every pair has a non-empty name and value, no name twice, at most PAIR_CAP pairs.
+ * every pair has a non-empty name and value, no name twice, at most PAIR_CAP pairs, and
+ * neither address is an IPv4-mapped IPv6 one (whose text Python's ipaddress changed between
+ * versions; every other address is written here, IPv6 as IPv6Address.compressed).
  * Otherwise ok[i] is cleared and the caller takes the reference for it.
  *
  * Every argument is checked (buffer kinds, item sizes, shapes, and each record's
@@ -31,13 +33,15 @@
 #define NFOUND 3      /* TAGS, KEYS, UNIQ_KEY */
 #define PAIR_CAP 256  /* more PROPERTIES pairs: the reference (keeps the duplicate check linear-ish) */
 #define NUM_MAX 20    /* "-9223372036854775808" */
-#define V4_TEXT 15    /* "255.255.255.255" */
+#define HOST_TEXT 41  /* "[ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff]" (IPv4: "255.255.255.255") */
 
 enum { N_PHY, N_TOTAL, N_V2, N_CRC, N_QID, N_FLAG, N_QOFF, N_SYSFLAG, N_BORN_TS, N_BORN_PORT,
        N_STORE_TS, N_STORE_PORT, N_RECONSUME, N_PREPARED, N_BODY_SIZE };
 enum { L_BORN_AT, L_BORN_LEN, L_STORE_AT, L_STORE_LEN, L_TOPIC_AT, L_TOPIC_LEN, L_PROPS_AT, L_PROPS_LEN,
        L_BODY_AT, L_PHY_AT };
 enum { BODY_NONE, BODY_BASE64, BODY_HEX };
+/* render's buffer arguments by position (8 and 9 are body_mode and props_on, numbers) */
+enum { A_A, A_NUMS, A_LOCS, A_OK, A_LITS, A_LIT_OFF, A_NAMES, A_NAME_LENS, A_OUT = 10, A_ENDS, NARGS };
 
 /* bytes by what a name or value may hold: 0 printable ASCII JSON leaves alone, 1 the others
  * (controls, '"', '\\', DEL), 2 the lead byte of a UTF-8 character */
@@ -49,11 +53,11 @@ static const char B64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0
 typedef struct {
     const uint8_t *a;
     int64_t alen, n;
-    const int64_t *nums, *locs, *host_off, *host_rows, *lit_off, *name_lens;
+    const int64_t *nums, *locs, *lit_off, *name_lens;
     uint8_t *ok, *out;
     int64_t *ends, *pairs;
-    const uint8_t *hosts, *lits, *names;
-    int64_t nhosts, name_w, out_len, lit_total, body_mode, port_size, phy_size;
+    const uint8_t *lits, *names;
+    int64_t name_w, out_len, lit_total, body_mode, port_size, phy_size;
     int props_on;
     int64_t bad;      /* the record that stopped the loop, or -1 */
     const char *why;  /* and why */
@@ -110,25 +114,23 @@ static int check_shapes(Job *J, Py_buffer *v)
     int64_t n = v[1].shape[0];
     if (v[1].shape[1] != NUMS || v[2].shape[0] != n || v[2].shape[1] != LOCS)
         return fail("nums must be (n, 15) and locs (n, 10)");
-    if (v[3].shape[0] != n || v[6].shape[0] != n || v[6].shape[1] != 2 || v[14].shape[0] != n)
-        return fail("ok, host_rows (n, 2) and ends must have a row per record");
-    if (v[5].shape[0] < 1 || v[8].shape[0] != NLITS + 1)
-        return fail("host_off must have a row at least and lit_off 26");
-    if (check_offsets(J->host_off, v[5].shape[0] - 1, v[4].shape[0], "host_off out of hosts") < 0
-        || check_offsets(J->lit_off, NLITS, v[7].shape[0], "lit_off out of lits") < 0)
+    if (v[3].shape[0] != n || v[A_ENDS].shape[0] != n)
+        return fail("ok and ends must have a row per record");
+    if (v[A_LIT_OFF].shape[0] != NLITS + 1)
+        return fail("lit_off must have 26 rows");
+    if (check_offsets(J->lit_off, NLITS, v[A_LITS].shape[0], "lit_off out of lits") < 0)
         return -1;
-    if (v[9].shape[0] != NFOUND || v[10].shape[0] != NFOUND)
+    if (v[A_NAMES].shape[0] != NFOUND || v[A_NAME_LENS].shape[0] != NFOUND)
         return fail("names must be (3, width) and name_lens (3,)");
     for (int s = 0; s < NFOUND; s++)
-        if (J->name_lens[s] < 1 || J->name_lens[s] > v[9].shape[1])
+        if (J->name_lens[s] < 1 || J->name_lens[s] > v[A_NAMES].shape[1])
             return fail("name_lens must be within names' width");
     if (J->body_mode < BODY_NONE || J->body_mode > BODY_HEX)
         return fail("body_mode must be 0, 1 or 2");
     if (J->port_size < 0 || J->port_size > 64 || J->phy_size < 0 || J->phy_size > 64)
         return fail("port_size and phy_size must be within 0..64");
     J->n = n;
-    J->nhosts = v[5].shape[0] - 1;
-    J->name_w = v[9].shape[1];
+    J->name_w = v[A_NAMES].shape[1];
     J->lit_total = J->lit_off[NLITS] - J->lit_off[0];
     return 0;
 }
@@ -336,11 +338,51 @@ static int64_t put_base64(uint8_t *out, int64_t o, const uint8_t *s, int64_t n)
     return o;
 }
 
-/* An address: row `row` of the IPv6 text table, or the IPv4 octets at a[at]. */
-static int64_t put_host(const Job *J, int64_t o, int64_t at, int64_t row)
+/* The IPv6 address at p is IPv4-mapped (::ffff:0:0/96), which Python's ipaddress writes in
+ * one form or another by version: such a record takes the reference. */
+static int v4_mapped(const uint8_t *p)
 {
-    if (row >= 0)
-        return put(J->out, o, J->hosts + J->host_off[row], J->host_off[row + 1] - J->host_off[row]);
+    static const uint8_t head[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF};
+    return memcmp(p, head, 12) == 0;
+}
+
+/* "[v6]" as ipaddress.IPv6Address(p).compressed writes it (RFC 5952): hextets in lower-case
+ * hex without leading zeros, the first longest run of two or more zero hextets as "::". */
+static int64_t put_v6(uint8_t *out, int64_t o, const uint8_t *p)
+{
+    int h[8], best = -1, best_len = 1, run = 0;
+    for (int k = 0; k < 8; k++) {
+        h[k] = p[2 * k] << 8 | p[2 * k + 1];
+        run = h[k] ? 0 : run + 1;
+        if (run > best_len)
+            best_len = run, best = k - run + 1;
+    }
+    out[o++] = '[';
+    for (int k = 0; k < 8; k++) {
+        if (k == best) {
+            out[o++] = ':';
+            if (k == 0)
+                out[o++] = ':';
+            k += best_len - 1;
+            continue;
+        }
+        int shift = 12;
+        while (shift > 0 && !(h[k] >> shift))
+            shift -= 4;
+        for (; shift >= 0; shift -= 4)
+            out[o++] = (uint8_t)HEXL[(h[k] >> shift) & 15];
+        if (k < 7)
+            out[o++] = ':';
+    }
+    out[o++] = ']';
+    return o;
+}
+
+/* An address: the `len` (4 or 16) bytes at a[at], "a.b.c.d" or "[v6]". */
+static int64_t put_host(const Job *J, int64_t o, int64_t at, int64_t len)
+{
+    if (len != 4)
+        return put_v6(J->out, o, J->a + at);
     for (int k = 0; k < 4; k++) {
         if (k)
             J->out[o++] = '.';
@@ -413,11 +455,11 @@ static int within(const Job *J, int64_t at, int64_t len)
     return at >= 0 && len >= 0 && at <= J->alen && len <= J->alen - at;
 }
 
-/* Every byte the record's line reads lies in the file, and its host rows are in the table. */
-static int record_in_bounds(const Job *J, const int64_t *nu, const int64_t *lo, const int64_t *rows)
+/* Every byte the record's line reads lies in the file, and each address is 4 or 16 bytes. */
+static int record_in_bounds(const Job *J, const int64_t *nu, const int64_t *lo)
 {
     for (int w = 0; w < 2; w++)
-        if (rows[w] < -1 || rows[w] >= J->nhosts || (rows[w] < 0 && !within(J, lo[2 * w], 4)))
+        if ((lo[2 * w + 1] != 4 && lo[2 * w + 1] != 16) || !within(J, lo[2 * w], lo[2 * w + 1]))
             return 0;
     return within(J, lo[L_TOPIC_AT], lo[L_TOPIC_LEN]) && within(J, lo[L_PROPS_AT], lo[L_PROPS_LEN])
         && within(J, lo[L_BODY_AT], nu[N_BODY_SIZE]) && within(J, lo[L_PHY_AT], J->phy_size)
@@ -426,11 +468,9 @@ static int record_in_bounds(const Job *J, const int64_t *nu, const int64_t *lo, 
 }
 
 /* The most bytes the record's line can take (see each writer). */
-static int64_t line_bound(const Job *J, const int64_t *nu, const int64_t *lo, const int64_t *rows)
+static int64_t line_bound(const Job *J, const int64_t *nu, const int64_t *lo)
 {
-    int64_t b = J->lit_total + 16 * (NUM_MAX + 1) + 64 + lo[L_TOPIC_LEN] + 16 * lo[L_PROPS_LEN];
-    for (int w = 0; w < 2; w++)
-        b += rows[w] >= 0 ? J->host_off[rows[w] + 1] - J->host_off[rows[w]] : V4_TEXT;
+    int64_t b = J->lit_total + 16 * (NUM_MAX + 1) + 64 + lo[L_TOPIC_LEN] + 16 * lo[L_PROPS_LEN] + 2 * HOST_TEXT;
     b += 2 * (lo[L_STORE_LEN] + J->port_size + J->phy_size);
     if (J->body_mode == BODY_BASE64)
         b += (nu[N_BODY_SIZE] + 2) / 3 * 4;
@@ -439,8 +479,8 @@ static int64_t line_bound(const Job *J, const int64_t *nu, const int64_t *lo, co
     return b;
 }
 
-static int64_t put_record(const Job *J, int64_t o, const int64_t *nu, const int64_t *lo, const int64_t *rows,
-                          int64_t np, int64_t found[NFOUND][2])
+static int64_t put_record(const Job *J, int64_t o, const int64_t *nu, const int64_t *lo, int64_t np,
+                          int64_t found[NFOUND][2])
 {
     uint8_t *out = J->out;
     o = put_lit(J, o, 0);
@@ -454,13 +494,13 @@ static int64_t put_record(const Job *J, int64_t o, const int64_t *nu, const int6
         o = put_int(out, o, nu[k]);
     }
     o = put_lit(J, o, 9);
-    o = put_host(J, o, lo[L_BORN_AT], rows[0]);
+    o = put_host(J, o, lo[L_BORN_AT], lo[L_BORN_LEN]);
     out[o++] = ':';
     o = put_int(out, o, nu[N_BORN_PORT]);
     o = put_lit(J, o, 10);
     o = put_int(out, o, nu[N_STORE_TS]);
     o = put_lit(J, o, 11);
-    o = put_host(J, o, lo[L_STORE_AT], rows[1]);
+    o = put_host(J, o, lo[L_STORE_AT], lo[L_STORE_LEN]);
     out[o++] = ':';
     o = put_int(out, o, nu[N_STORE_PORT]);
     for (int k = 12; k <= 13; k++) {  /* reconsume_times, prepared_transaction_offset */
@@ -493,20 +533,27 @@ static int64_t put_record(const Job *J, int64_t o, const int64_t *nu, const int6
     return put_lit(J, o, 24);
 }
 
+/* Whether an address of the record is an IPv4-mapped IPv6 one (see v4_mapped). */
+static int mapped_host(const Job *J, const int64_t *lo)
+{
+    return (lo[L_BORN_LEN] == 16 && v4_mapped(J->a + lo[L_BORN_AT]))
+        || (lo[L_STORE_LEN] == 16 && v4_mapped(J->a + lo[L_STORE_AT]));
+}
+
 /* Every record's line; returns the bytes written, or -1 with J->bad and J->why set. */
 static int64_t render_all(Job *J)
 {
     int64_t o = 0, found[NFOUND][2];
     for (int64_t i = 0; i < J->n; i++) {
-        const int64_t *nu = J->nums + NUMS * i, *lo = J->locs + LOCS * i, *rows = J->host_rows + 2 * i;
+        const int64_t *nu = J->nums + NUMS * i, *lo = J->locs + LOCS * i;
         int64_t np = -1;
         if (J->ok[i]) {
-            if (!record_in_bounds(J, nu, lo, rows)) {
-                J->bad = i, J->why = "a position outside the file or a host row outside the table";
+            if (!record_in_bounds(J, nu, lo)) {
+                J->bad = i, J->why = "a position outside the file or an address neither 4 nor 16 bytes";
                 return -1;
             }
             int64_t ta = lo[L_TOPIC_AT], te = ta + lo[L_TOPIC_LEN];
-            if (text_end(J->a, ta, te, 0) == te)
+            if (!mapped_host(J, lo) && text_end(J->a, ta, te, 0) == te)
                 np = split_properties(J, lo[L_PROPS_AT], lo[L_PROPS_LEN], found);
         }
         if (np < 0) {
@@ -514,11 +561,11 @@ static int64_t render_all(Job *J)
             J->ends[i] = o;
             continue;
         }
-        if (line_bound(J, nu, lo, rows) > J->out_len - o) {
+        if (line_bound(J, nu, lo) > J->out_len - o) {
             J->bad = i, J->why = "the out buffer is too small";
             return -1;
         }
-        o = put_record(J, o, nu, lo, rows, np, found);
+        o = put_record(J, o, nu, lo, np, found);
         J->ends[i] = o;
     }
     return o;
@@ -696,15 +743,13 @@ static PyObject *columns(PyObject *self, PyObject *args)
 
 /* ------------------------------------------------------------------ the module */
 
-#define NARGS 15
-
 PyDoc_STRVAR(render_doc,
-"render(a, nums, locs, ok, hosts, host_off, host_rows, lits, lit_off, names, name_lens, body_mode,\n"
-"       props_on, out, ends, port_size, phy_size) -> int\n\n"
+"render(a, nums, locs, ok, lits, lit_off, names, name_lens, body_mode, props_on, out, ends,\n"
+"       port_size, phy_size) -> int\n\n"
 "Write the JSON line of every record whose ok is set into out; ends[i] is where record i's\n"
 "line ends (the previous end for one left out). Records whose topic or PROPERTIES need the\n"
-"reference get ok[i] = False. Returns the bytes written. nums (n, 15), locs (n, 10) and\n"
-"host_rows (n, 2) are int64, a row per record; see rmqstore_cli/jsonblock.py.");
+"reference get ok[i] = False. Returns the bytes written. nums (n, 15) and locs (n, 10) are\n"
+"int64, a row per record; see rmqstore_cli/jsonblock.py.");
 
 static PyObject *render(PyObject *self, PyObject *args)
 {
@@ -713,15 +758,13 @@ static PyObject *render(PyObject *self, PyObject *args)
     Py_buffer v[NARGS];
     Job J;
     memset(&J, 0, sizeof J);
-    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOLpOOLL:render", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6],
-                          &o[7], &o[8], &o[9], &o[10], &J.body_mode, &J.props_on, &o[13], &o[14], &J.port_size,
-                          &J.phy_size))
+    if (!PyArg_ParseTuple(args, "OOOOOOOOLpOOLL:render", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6],
+                          &o[7], &J.body_mode, &J.props_on, &o[A_OUT], &o[A_ENDS], &J.port_size, &J.phy_size))
         return NULL;
     static const struct { int writable; const char *kinds; Py_ssize_t size; int ndim; const char *what; } spec[NARGS] = {
         {0, "B", 1, 1, "a"}, {0, "lq", 8, 2, "nums"}, {0, "lq", 8, 2, "locs"}, {1, "?B", 1, 1, "ok"},
-        {0, "B", 1, 1, "hosts"}, {0, "lq", 8, 1, "host_off"}, {0, "lq", 8, 2, "host_rows"}, {0, "B", 1, 1, "lits"},
-        {0, "lq", 8, 1, "lit_off"}, {0, "B", 1, 2, "names"}, {0, "lq", 8, 1, "name_lens"}, {0, 0, 0, 0, 0},
-        {0, 0, 0, 0, 0}, {1, "B", 1, 1, "out"}, {1, "lq", 8, 1, "ends"}};
+        {0, "B", 1, 1, "lits"}, {0, "lq", 8, 1, "lit_off"}, {0, "B", 1, 2, "names"}, {0, "lq", 8, 1, "name_lens"},
+        {0, 0, 0, 0, 0}, {0, 0, 0, 0, 0}, {1, "B", 1, 1, "out"}, {1, "lq", 8, 1, "ends"}};
     int held = 0, failed = 0;
     for (; held < NARGS && !failed; held++)
         if (spec[held].kinds && take(o[held], &v[held], spec[held].writable, spec[held].kinds, spec[held].size,
@@ -731,10 +774,10 @@ static PyObject *render(PyObject *self, PyObject *args)
         held--;  /* the one that failed was released by take */
     int64_t size = -1;
     if (!failed) {
-        J.a = v[0].buf, J.alen = v[0].len, J.nums = v[1].buf, J.locs = v[2].buf, J.ok = v[3].buf;
-        J.hosts = v[4].buf, J.host_off = v[5].buf, J.host_rows = v[6].buf, J.lits = v[7].buf;
-        J.lit_off = v[8].buf, J.names = v[9].buf, J.name_lens = v[10].buf, J.out = v[13].buf;
-        J.out_len = v[13].len, J.ends = v[14].buf, J.bad = -1;
+        J.a = v[A_A].buf, J.alen = v[A_A].len, J.nums = v[A_NUMS].buf, J.locs = v[A_LOCS].buf, J.ok = v[A_OK].buf;
+        J.lits = v[A_LITS].buf, J.lit_off = v[A_LIT_OFF].buf, J.names = v[A_NAMES].buf;
+        J.name_lens = v[A_NAME_LENS].buf, J.out = v[A_OUT].buf, J.out_len = v[A_OUT].len, J.ends = v[A_ENDS].buf;
+        J.bad = -1;
         if (check_shapes(&J, v) == 0) {
             J.pairs = PyMem_RawMalloc(sizeof(int64_t) * 4 * PAIR_CAP);
             if (!J.pairs) {

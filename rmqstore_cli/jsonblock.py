@@ -117,7 +117,7 @@ def block_lines(
         return b"".join(_reference(blk, take, body, properties))
     args = render_args(k, blk, take, body, properties)
     size = k.render(*args)
-    ok, out, ends = args[3], args[13], args[14]
+    ok, out, ends = args[3], args[10], args[11]
     if ok.all():
         return out[:size].tobytes() if copy else memoryview(out)[:size]
     return _with_reference(blk, out, ends, ok, take, body, properties)
@@ -125,14 +125,13 @@ def block_lines(
 
 def render_args(k: ModuleType, blk: MessageBlock, take: np.ndarray, body: str, properties: bool) -> tuple:
     """The arguments of ``k.render`` (``_cjson.c``) for records ``take`` of ``blk``: the
-    mapped file, ``nums`` and ``locs``, the ``ok`` flags (all set), the IPv6 host texts,
-    the literal texts, the property names it looks for, the body mode, the output buffer
-    and ``ends``, and the sizes the msgId is made of."""
+    mapped file, ``nums`` and ``locs``, the ``ok`` flags (all set), the literal texts, the
+    property names it looks for, the body mode, the output buffer and ``ends``, and the
+    sizes the msgId is made of (the hosts, IPv4 and IPv6, it writes from the file's bytes)."""
     every = take.size == blk.n
     rb = blk.rb if every else blk.rb.take(take)
     nums, locs = np.empty((take.size, len(NUMS)), np.int64), np.empty((take.size, len(LOCS)), np.int64)
     k.columns(blk.a, rb.pos, LAYOUT, nums, locs)
-    hosts, host_off, host_rows = _v6_hosts(blk, take, rb.sys_flag)
     mode = {"none": k.BODY_NONE, "base64": k.BODY_BASE64, "hex": k.BODY_HEX}[body]
     tail = (b'","body_encoding":"%s"' % body.encode(),) if mode else (b"",)
     lits = _LITERALS + tail + (b',"file":"%s"}\n' % blk.file_name.encode(),)
@@ -148,9 +147,6 @@ def render_args(k: ModuleType, blk: MessageBlock, take: np.ndarray, body: str, p
         nums,
         locs,
         np.ones(take.size, bool),
-        hosts,
-        host_off,
-        host_rows,
         np.frombuffer(b"".join(lits), np.uint8),
         lit_off,
         _FOUND_NAMES,
@@ -199,22 +195,6 @@ def _buffer(size: int) -> np.ndarray:
     if have is None or have.size < size:
         _OUT.buf = np.empty(max(size, 2 * (0 if have is None else have.size)), np.uint8)
     return _OUT.buf
-
-
-def _v6_hosts(blk: MessageBlock, take: np.ndarray, sys_flag: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The text of the block's IPv6 born and store addresses as one table (bytes, offsets),
-    and the rows of records ``take`` (their SYSFLAGs ``sys_flag``) in it (born, store; -1:
-    IPv4, which the C loop formats itself); no table to build when none is IPv6."""
-    if not (sys_flag & (BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG)).any():
-        return np.zeros(1, np.uint8), np.zeros(1, np.int64), np.full((take.size, 2), -1, np.int64)
-    texts: list[str] = []
-    cols = []
-    for which in ("born", "store"):
-        table, rows = blk.address_table(which, only_v6=True)
-        cols.append(np.where(rows >= 0, rows + len(texts), -1)[take])
-        texts += table
-    raw = [t.encode() for t in texts]
-    return np.frombuffer(b"".join(raw) or b"\0", np.uint8), np.cumsum([0] + [len(x) for x in raw]), np.stack(cols, 1)
 
 
 def _reference(blk: MessageBlock, take: np.ndarray, body: str, properties: bool) -> list[bytes]:
