@@ -216,8 +216,15 @@ def _spans(engine, plans: list[StorePlan]) -> dict:
 
 def _beside_index_checks(jobs: int, todo: list[tuple]) -> list[tuple]:
     """The split of a store's one commit-log file with the index files' checks it runs beside
-    (handed out first), each at :data:`SIDE_BYTES_PER_INDEX_ENTRY` an entry."""
-    return [(*t, jobs, tuple(x.entries * SIDE_BYTES_PER_INDEX_ENTRY for x in t[0].index_info)) for t in todo]
+    (handed out first), each at :data:`SIDE_BYTES_PER_INDEX_ENTRY` an entry: a part fewer for
+    each check with entries while every process still gets one (a part costs a task; the
+    process that runs a check is kept as busy by it as by a part)."""
+    out = []
+    for plan, s, i, n in todo:
+        side = tuple(x.entries * SIDE_BYTES_PER_INDEX_ENTRY for x in plan.index_info)
+        fewer = n - sum(1 for x in side if x)
+        out.append((plan, s, i, fewer if fewer >= jobs else n, jobs, side))
+    return out
 
 
 def _length(plan: StorePlan, i: int) -> int:
