@@ -181,10 +181,11 @@ def _part_scan(got: FileScan, v: Verifier, r: int, span: Span | None, end: tuple
         got.cl_end = None
 
 
-def spans_task(plan: StorePlan, store: int, i: int, n: int) -> list[Span]:
-    """Commit-log file ``i`` cut into about ``n`` parts of like bytes of its data where the
-    scan's batches start (``CommitLogScan#batch_starts``, walked only as far as the last
-    cut); one span, the whole file, when it has one batch."""
+def spans_task(plan: StorePlan, store: int, i: int, n: int, jobs: int = 1, side: tuple = ()) -> list[Span]:
+    """Commit-log file ``i`` cut into ``n`` parts of its data where the scan's batches start
+    (``CommitLogScan#batch_starts``, walked only as far as the last cut): of like bytes, or
+    beside ``side`` tasks handed out to ``jobs`` processes before them (:func:`part_shares`);
+    one span, the whole file, when it has one batch."""
     v = task_verifier(plan, Recorder(None, 0))
     v.index_files = []
     with v.muted():  # the plan's findings
@@ -192,21 +193,66 @@ def spans_task(plan: StorePlan, store: int, i: int, n: int) -> list[Span]:
     try:
         f = v.mfq.files[i]
         data = data_end_guess(file_array(f.buffer()))
-        starts, _ = v.batch_starts(f, (n - 1) * data // n)
+        shares = tuple(part_shares(jobs, n, list(side), data)) if side else (1,) * n
+        cuts = cut_points(data, shares)
+        starts, _ = v.batch_starts(f, cuts[-1] if cuts else 0)
     finally:
         v.mfq.close()
-    return cut_spans(starts, data, n)
+    return cut_spans(starts, data, shares)
 
 
-def cut_spans(starts: list[Span], end: int, n: int) -> list[Span]:
-    """``n`` spans (fewer if ``starts`` are too few) from the batch starts nearest each n-th
-    of ``end`` bytes, each to the next one's start, the last to the file's end."""
+def part_shares(jobs: int, n: int, side: list[float], total: float) -> list[float]:
+    """``n`` parts of ``total`` (a file's bytes) sized so that ``jobs`` processes end together,
+    in the order they are handed out, after the ``side`` tasks (their cost in the same unit):
+    the pool hands each task, in order, to the process free first (:func:`fork_map`), so the
+    side tasks go one each to the least loaded; then the log tops every process up to one
+    level, the least loaded first (what a process already carries over that level, it keeps),
+    its share cut into its parts, each part going to the process whose last one ends first."""
+    loads = [0.0] * jobs
+    for x in side:
+        loads[loads.index(min(loads))] += x
+    level = _level(loads, total)
+    takers = sorted((p for p in range(jobs) if loads[p] < level), key=lambda p: loads[p])
+    left = {p: n // len(takers) + (k < n % len(takers)) for k, p in enumerate(takers)}
+    out = []
+    while any(left.values()):
+        p = min((q for q in takers if left[q]), key=lambda q: loads[q])
+        out.append((level - loads[p]) / left[p])
+        loads[p] += out[-1]
+        left[p] -= 1
+    return out
+
+
+def _level(loads: list[float], total: float) -> float:
+    """The load every process that takes a share of ``total`` ends at, poured onto the least
+    loaded first (water-filling): a process loaded above it takes none."""
+    ordered = sorted(loads)
+    for k in range(len(ordered), 0, -1):
+        level = (sum(ordered[:k]) + total) / k
+        if level >= ordered[k - 1]:
+            return level
+    return total
+
+
+def cut_points(end: int, shares: tuple[float, ...]) -> list[int]:
+    """Where parts in the proportions ``shares`` of ``end`` bytes meet (one fewer than them)."""
+    total, at, out = sum(shares), 0.0, []
+    for x in shares[:-1]:
+        at += x
+        out.append(int(end * at / total))
+    return out
+
+
+def cut_spans(starts: list[Span], end: int, shares: tuple[float, ...]) -> list[Span]:
+    """Spans in the proportions ``shares`` of ``end`` bytes (fewer if ``starts`` are too few):
+    cut at the batch starts nearest each :func:`cut_points`, each to the next one's start,
+    the last to the file's end."""
     at = [s.start for s in starts]
     picked = {0}
-    for k in range(1, n):
-        j = bisect.bisect_left(at, k * end // n)
+    for cut in cut_points(end, shares):
+        j = bisect.bisect_left(at, cut)
         if j < len(at):
-            picked.add(j if j == 0 or at[j] - k * end // n <= k * end // n - at[j - 1] else j - 1)
+            picked.add(j if j == 0 or at[j] - cut <= cut - at[j - 1] else j - 1)
     cuts = sorted(picked)
     stops = [at[j] for j in cuts[1:]] + [None]
     return [Span(starts[j].start, starts[j].walked, stop) for j, stop in zip(cuts, stops, strict=True)]

@@ -87,6 +87,10 @@ FINISH_CHUNKS_PER_JOB = 4
 #: A commit-log file is split into parts of at least this many bytes (each part costs a
 #: task: a Verifier, its index windows, a mark per queue it met).
 MIN_PART_BYTES = 32 << 20
+#: What checking one index entry's structure (``index_open_task``, handed out before the scan
+#: parts) costs in the scan's commit-log bytes, to size the parts beside it: 1 M x 256 B
+#: sends, 0.135 s for 3.1 M entries against 0.69 s for the scan of 505 MB (~30 bytes).
+SIDE_BYTES_PER_INDEX_ENTRY = 32
 
 
 class Forked:
@@ -195,15 +199,32 @@ def _scan_items(plans: list[StorePlan], spans: dict) -> list[tuple]:
 def _spans(engine, plans: list[StorePlan]) -> dict:
     """The parts of each commit-log file split for ``engine`` ((store, file) -> spans): files
     larger than the commit log's bytes over the engine's :attr:`Forked.parts`, cut into that
-    share at the scan's batch starts (none: an engine that scans whole files)."""
+    share at the scan's batch starts (none: an engine that scans whole files). A store whose
+    log is one file has its parts sized beside the index files' checks
+    (:func:`~rmqstore_cli.pipeline.verify_scan.part_shares`)."""
     want = getattr(engine, "parts", 1)
     if want <= 1:
         return {}
     sizes = {(s, i): _length(p, i) for s, p in enumerate(plans) for i in range(len(p.files))}
     share = max(MIN_PART_BYTES, -(-sum(sizes.values()) // want))
     todo = [(plans[s], s, i, -(-n // share)) for (s, i), n in sizes.items() if n > share]
+    if len(sizes) == 1:
+        todo = _beside_index_checks(engine.jobs, todo)
     got = engine.map(spans_task, todo)
     return {(t[1], t[2]): g for t, g in zip(todo, got, strict=True) if len(g) > 1}
+
+
+def _beside_index_checks(jobs: int, todo: list[tuple]) -> list[tuple]:
+    """The split of a store's one commit-log file with the index files' checks it runs beside
+    (handed out first), each at :data:`SIDE_BYTES_PER_INDEX_ENTRY` an entry: a part fewer for
+    each check with entries while every process still gets one (a part costs a task; the
+    process that runs a check is kept as busy by it as by a part)."""
+    out = []
+    for plan, s, i, n in todo:
+        side = tuple(x.entries * SIDE_BYTES_PER_INDEX_ENTRY for x in plan.index_info)
+        fewer = n - sum(1 for x in side if x)
+        out.append((plan, s, i, fewer if fewer >= jobs else n, jobs, side))
+    return out
 
 
 def _length(plan: StorePlan, i: int) -> int:

@@ -186,8 +186,69 @@ def test_batch_starts_are_where_the_whole_scan_starts_its_batches(tmp_path, many
     whole.check_batch = lambda buf, arr, P, *rest: (checked.append(int(P[0])), check_batch(buf, arr, P, *rest))[1]
     list(whole.run())
     assert len(starts) > 10 and checked == [s.start for s in starts][: len(checked)] and len(checked) >= len(starts) - 1
-    spans = cut_spans(starts, end, 5)
+    spans = cut_spans(starts, end, (1,) * 5)
     assert len(spans) == 5 and spans[0].start == 0 and spans[-1].stop is None
     assert [s.stop for s in spans[:-1]] == [s.start for s in spans[1:]]
     assert {s.start for s in spans} <= {s.start for s in starts}
     assert all(s.walked[1] == s.start for s in spans)  # the bytes walked before a start: its position
+
+
+def _ends(jobs: int, side: list[float], parts: list[float]) -> list[float]:
+    """When each process ends if every task costs its size and each goes, in order, to the
+    process free first (the pool's hand-out: the side tasks first)."""
+    loads = [0.0] * jobs
+    for x in [*side, *parts]:
+        loads[loads.index(min(loads))] += x
+    return loads
+
+
+@pytest.mark.parametrize(
+    ("jobs", "n", "side"), [(2, 4, [20.0]), (2, 3, [35.0]), (3, 6, [20.0, 30.0]), (4, 8, [5.0, 30.0, 1.0])]
+)
+def test_parts_beside_the_index_checks_end_the_processes_together(jobs, n, side):
+    from rmqstore_cli.pipeline.verify_scan import part_shares
+
+    parts = part_shares(jobs, n, side, 100.0)
+    assert len(parts) == n and sum(parts) == pytest.approx(100.0)
+    ends = _ends(jobs, side, parts)
+    assert max(ends) - min(ends) == pytest.approx(0.0, abs=1e-9)
+    assert max(ends) < max(_ends(jobs, side, [100.0 / n] * n))  # equal parts would end later
+
+
+def test_parts_with_no_index_are_equal_and_an_index_check_heavier_than_a_share_gets_none():
+    from rmqstore_cli.pipeline.verify_scan import part_shares
+
+    assert part_shares(2, 4, [], 100.0) == [25.0] * 4
+    assert part_shares(2, 4, [300.0], 100.0) == [25.0] * 4  # all on the process without it
+    assert _ends(2, [300.0], part_shares(2, 4, [300.0], 100.0)) == [300.0, 100.0]
+
+
+def test_weighted_spans_cut_at_the_batch_start_nearest_each_share():
+    from rmqstore_cli.pipeline.verify_scan import cut_spans
+    from rmqstore_cli.store.verify import Span
+
+    starts = [Span(k * 100, (k, k * 100)) for k in range(10)]
+    spans = cut_spans(starts, 1000, (3.0, 1.0, 1.0))  # cuts wanted at 600 and 800
+    assert [(s.start, s.stop) for s in spans] == [(0, 600), (600, 800), (800, None)]
+    assert [(s.start, s.stop) for s in cut_spans(starts, 1000, (1,) * 2)] == [(0, 500), (500, None)]
+
+
+def test_one_file_is_cut_smaller_where_a_process_also_checks_the_index(tmp_path, many_parts, monkeypatch):
+    """A store of one commit-log file on two processes: three parts, not four (the index file's
+    check, the first task, is its process's other task); that process's one part (the second)
+    is less of the log than the other process's two, and the answer is the Verifier's."""
+    from rmqstore_cli.pipeline import verify_tasks
+    from rmqstore_cli.store.verify import VerifyOptions
+
+    monkeypatch.setattr(verify_tasks, "PARTS_PER_JOB", 2)
+    path = _one_file(tmp_path / "s")
+    cut: list = []
+    spans_task = verify_tasks.spans_task
+    monkeypatch.setattr(verify_tasks, "spans_task", lambda *a: cut.append(spans_task(*a)) or cut[-1])
+    opts = VerifyOptions(crc=True, max_findings=None)
+    got, scanned = _parts(path, opts, 2)
+    [spans] = cut
+    end = len((path / "commitlog" / "00000000000000000000").read_bytes().rstrip(b"\0"))
+    size = [b - a for a, b in zip([s.start for s in spans], [*(s.start for s in spans[1:]), end], strict=True)]
+    assert len(spans) == len(scanned) == 3 and 0 < size[1] < size[0] + size[2]
+    _same(got, _reference(path, opts))
