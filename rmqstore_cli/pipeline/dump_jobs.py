@@ -9,8 +9,9 @@ files' walks do not depend on each other, and a part that starts at a record of 
 file's chain of sizes walks what the whole walk does from there. Part k goes to worker
 k mod N, which renders its parts in order into a pipe of its own as frames (data, then the
 part's result: count, end, stops and how it ended); the driver reads the parts in order
-from the workers' pipes and writes them out. A worker is at most its pipe and a frame
-ahead of the driver (:data:`PIPE_BYTES`): memory stays bounded however large the log.
+from the workers' pipes and writes them out, reading the other pipes ahead while it waits
+on one. A worker's output is at most its pipe and :data:`AHEAD_BYTES` ahead of the
+driver's writes: memory stays bounded however large the log.
 
 The driver joins the parts as the one walk would: a part that ended its file (a stop, a
 BLANK) drops the file's later parts, one that ended the walk (the last file, the end
@@ -28,6 +29,7 @@ import pickle
 import signal
 import struct
 import sys
+from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -35,13 +37,18 @@ from typing import Any
 from rmqstore_cli.errors import RmqstoreError
 from rmqstore_cli.pipeline.workers import can_fork, die_with_parent, jobs_for_stored
 
-#: A commit-log file holding more than this is cut into parts of about this many bytes, so
-#: that a part's output fits in a worker's pipe (a 256-byte record's JSON line is ~ its size):
-#: the other workers then finish their parts while the driver writes one.
-PART_BYTES = 1 << 20
+#: A commit-log file holding more than this is cut into parts of about this many bytes: few
+#: enough that a part's fixed cost is small (a scan, its first block), small enough that its
+#: output (JSON lines ~ twice the log's bytes) fits in what the driver reads ahead
+#: (:data:`AHEAD_BYTES`), so that the other workers finish their parts while it writes one.
+PART_BYTES = 2 << 20
 #: Each worker's pipe (``F_SETPIPE_SZ``; at most ``/proc/sys/fs/pipe-max-size``, 1 MiB by
 #: default): how far its output may run ahead of the driver, with one frame.
 PIPE_BYTES = 1 << 20
+#: Bytes the driver reads ahead of each worker's pipe while it waits on another's: with the
+#: pipe, how far a worker's output may run ahead (a part's, :data:`PART_BYTES` of the log,
+#: is ~ twice that as JSON lines: the worker then goes on with its next part).
+AHEAD_BYTES = 8 << 20
 #: Bytes a worker gathers into one data frame.
 FRAME_BYTES = 1 << 18
 #: A frame's head: its data's bytes, or -1 - the bytes of the pickled result that ends a part.
@@ -175,15 +182,14 @@ def _add(r: tuple, got: Joined) -> Any:
 
 class Pool:
     """The workers of one :func:`print_parts` (or of a file's rest walked again): each a
-    forked process and the read end of its pipe."""
+    forked process and its pipe, read ahead (:class:`Ahead`) while the driver waits on another."""
 
     def __init__(self, w: Walk, files: list):
         self.walk, self.files = w, files
-        self.procs: list[tuple[int, int]] = []  # (pid, read fd)
+        self.procs: list[tuple[int, Ahead]] = []  # (pid, its pipe)
 
     def start(self, parts: list, jobs: int) -> None:
         """Fork ``jobs`` workers (at most one a part), worker j walking parts j, j + jobs, ..."""
-        self.stop()
         n = max(1, min(jobs, len(parts)))
         parent = os.getpid()
         sys.stdout.flush()
@@ -193,39 +199,91 @@ class Pool:
             pid = os.fork()
             if pid == 0:  # the worker: never returns
                 os.close(r)
-                for _, fd in self.procs:
-                    os.close(fd)
+                for _, a in self.procs:
+                    os.close(a.fd)
                 _work(self.walk, self.files, parts[j::n], wfd, parent)
             os.close(wfd)
-            self.procs.append((pid, r))
+            self.procs.append((pid, Ahead(r)))
 
     def read(self, k: int, out: Any) -> tuple:
         """Part ``k``'s frames from its worker: the data written to ``out`` (None: dropped),
         then its result."""
-        fd = self.procs[k % len(self.procs)][1]
+        a = self.procs[k % len(self.procs)][1]
         while True:
-            (n,) = HEAD.unpack(_read(fd, HEAD.size))
+            (n,) = HEAD.unpack(self._take(a, HEAD.size))
             if n < 0:
-                return pickle.loads(_read(fd, -1 - n))
+                return pickle.loads(self._take(a, -1 - n))
             while n:
-                b = os.read(fd, min(n, PIPE_BYTES))
-                if not b:
-                    raise _gone()
+                while not a.size:
+                    self._pump(a)
+                b = a.pop(n)
                 n -= len(b)
                 if out is not None:
                     out.write(b)
 
+    def _take(self, a: Ahead, n: int) -> bytes:
+        """``n`` bytes of ``a`` (a frame's head or result)."""
+        while a.size < n:
+            self._pump(a)
+        got = []
+        while n:
+            got.append(a.pop(n))
+            n -= len(got[-1])
+        return b"".join(got)
+
+    def _pump(self, need: Ahead) -> None:
+        """Wait for ``need``'s pipe, reading meanwhile every pipe that has something and room
+        (:data:`AHEAD_BYTES`): the other workers go on while the driver waits for this one."""
+        import select
+
+        if need.eof:  # the worker ended before its part's frames did
+            raise _gone()
+        ahead = [a for _, a in self.procs if a is need or (a.size < AHEAD_BYTES and not a.eof)]
+        ready, _, _ = select.select(ahead, [], [])
+        for a in ready:
+            a.fill()
+
     def stop(self) -> None:
         """Every worker ended and reaped, its pipe closed (a worker still writing is killed:
         the output was closed, or an error ended the walk)."""
-        for pid, fd in self.procs:
-            os.close(fd)
+        for pid, a in self.procs:
+            os.close(a.fd)
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
             os.waitpid(pid, 0)
         self.procs = []
+
+
+class Ahead:
+    """A worker's pipe and what the driver read of it ahead: chunks as ``os.read`` gave them."""
+
+    def __init__(self, fd: int):
+        self.fd = fd
+        self.chunks: deque[memoryview] = deque()
+        self.size = 0
+        self.eof = False
+
+    def fileno(self) -> int:
+        return self.fd
+
+    def fill(self) -> None:
+        b = os.read(self.fd, PIPE_BYTES)
+        self.eof = not b
+        if b:
+            self.chunks.append(memoryview(b))
+            self.size += len(b)
+
+    def pop(self, n: int) -> memoryview:
+        """At most ``n`` bytes from the front (those of one chunk)."""
+        c = self.chunks[0]
+        if len(c) <= n:
+            self.chunks.popleft()
+        else:
+            self.chunks[0], c = c[n:], c[:n]
+        self.size -= len(c)
+        return c
 
 
 def _widen(fd: int) -> None:
@@ -236,17 +294,6 @@ def _widen(fd: int) -> None:
         fcntl.fcntl(fd, F_SETPIPE_SZ, PIPE_BYTES)
     except OSError:  # a lower pipe-max-size: the default pipe, a worker less far ahead
         pass
-
-
-def _read(fd: int, n: int) -> bytes:
-    chunks = []
-    while n:
-        b = os.read(fd, n)
-        if not b:
-            raise _gone()
-        chunks.append(b)
-        n -= len(b)
-    return b"".join(chunks)
 
 
 def _gone() -> RmqstoreError:
@@ -328,7 +375,7 @@ class Lines:
         self.buf = sys.stdout.buffer
         sys.stdout.flush()
 
-    def write(self, b: bytes) -> None:
+    def write(self, b: Any) -> None:
         self.buf.write(b)
 
     def close(self) -> None:
@@ -344,7 +391,8 @@ class JsonJoin(Lines):
         self.started = False
         self.newline = False  # a line's newline held back: the comma goes before it
 
-    def write(self, b: bytes) -> None:
+    def write(self, data: Any) -> None:
+        b = bytes(data)
         if not b:
             return
         head = (b",\n" if self.newline else b"") if self.started else b"[\n"

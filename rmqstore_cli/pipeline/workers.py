@@ -22,14 +22,15 @@ PARTS_PER_JOB = 2
 ONE_PROCESS_BELOW = 64 << 20
 
 
-def jobs_for_stored(stats: Iterable[os.stat_result], below: int = ONE_PROCESS_BELOW) -> int:
+def jobs_for_stored(stats: Iterable[os.stat_result], below: int | None = None) -> int:
     """The default ``--jobs`` of commands that read the commit logs (verify, dump-commitlog):
     one process when the files of ``stats`` hold fewer than ``below`` bytes on disk, else
     every core this process may use. On disk, not their length: a new commit-log file is
     sparse until written (``MappedFile#init`` maps its whole size, which extends it; only
     ``warmMapedFileEnable`` writes it through first), so a store of a thousand messages is a
     1 GiB file of which a few hundred KiB are stored. Where ``stat`` has no blocks
-    (Windows), the length."""
+    (Windows), the length. ``below`` defaults to :data:`ONE_PROCESS_BELOW`."""
+    below = ONE_PROCESS_BELOW if below is None else below
     stored = sum(min(st.st_size, getattr(st, "st_blocks", st.st_size) * 512) for st in stats)
     return 1 if stored < below else default_jobs()
 

@@ -50,6 +50,7 @@ class LogScan:
         self.log = log
         self.opts = options
         self.outcome: str | tuple[str, int] = "file"  # how a part ended (:meth:`part`)
+        self.first_block = FIRST_BLOCK
         self.force = log.config.force_verify_prop_crc
         # a whole-record CRC is checked record by record
         self.blocks = options.blocks and not (options.check_crc and self.force)
@@ -91,6 +92,7 @@ class LogScan:
         cut itself when the walk met it (a record that ran past it: later)."""
         log = self.log
         log.end, log.stops, self.outcome = None, [], "file"
+        self.first_block = getattr(self, "max_block", FIRST_BLOCK)  # a part is walked whole: no short first read
         f = files[i]
         if pos == 0 and i > 0 and self._stopped_at_gap(files[i - 1], f):
             self.outcome = "end"
@@ -102,6 +104,7 @@ class LogScan:
             self.outcome = "end"
         elif last and self.outcome == "file":
             log.end, self.outcome = ScanEnd(f.end_offset, "end of the last file", f.name), "end"
+        release_pages(buf, pos, len(buf) if cut is None else cut)  # a process walks parts all over the file
 
     def _stopped_at_gap(self, prev: MappedFile, f: MappedFile) -> bool:
         """Records never span files, so a missing file ends the log; with ``every_file`` the scan
@@ -124,7 +127,7 @@ class LogScan:
         bound = stop if cut is None else min(stop, cut)
         released = pos - pos % RELEASE_EVERY
         arr = file_array(buf) if self.blocks else None
-        size = FIRST_BLOCK
+        size = self.first_block
         while True:
             if self._reached_end(f, pos, stop):
                 return True
@@ -133,7 +136,7 @@ class LogScan:
                 return False
             if pos - released >= RELEASE_EVERY:
                 released = release_pages(buf, released, pos)
-            blk = self._block_at(f, buf, arr, pos, bound, size, header)
+            blk = self._block_at(f, buf, arr, (pos, bound, cut), size, header)
             if blk is not None:
                 yield blk
                 pos, size = blk.next_pos, min(size * 2, self.max_block)
@@ -163,13 +166,15 @@ class LogScan:
         self.log.end = ScanEnd(f.file_from_offset + pos, "end offset reached", f.name)
         return True
 
-    def _block_at(self, f: MappedFile, buf, arr, pos: int, stop: int, size: int, header: int):
-        """The run of valid records at ``pos`` as one block (at most ``size`` records), or None
+    def _block_at(self, f: MappedFile, buf, arr, at: tuple, size: int, header: int):
+        """The run of valid records at ``pos`` as one block (at most ``size`` records, starting
+        before ``stop``, ending by ``cut`` if not None: ``at`` is (pos, stop, cut)), or None
         (block path off, or nothing it is sure of: the record is then read alone)."""
         if not self.blocks:
             return None
+        pos, stop, cut = at
         return self.valid_block(
-            buf, arr, pos, stop, f.file_from_offset, f.name, size, self.opts.check_crc, self.topic_table, header
+            buf, arr, pos, stop, f.file_from_offset, f.name, size, self.opts.check_crc, self.topic_table, header, cut
         )
 
     def _blank(self, f: MappedFile, buf, pos: int, header: int) -> Iterator[Blank]:
