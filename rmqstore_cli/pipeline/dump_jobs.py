@@ -23,6 +23,7 @@ lines. A worker's error reaches the driver after that part's output, raised ther
 
 from __future__ import annotations
 
+import errno
 import io
 import os
 import pickle
@@ -214,8 +215,9 @@ class Pool:
             if n < 0:
                 return pickle.loads(self._take(a, -1 - n))
             while n:
-                while not a.size:
-                    self._pump(a)
+                if not a.size:  # nothing read ahead: wait for the pipe (spliced straight out)
+                    n -= self._pump(a, out, n)
+                    continue
                 b = a.pop(n)
                 n -= len(b)
                 if out is not None:
@@ -231,17 +233,25 @@ class Pool:
             n -= len(got[-1])
         return b"".join(got)
 
-    def _pump(self, need: Ahead) -> None:
+    def _pump(self, need: Ahead, out: Any = None, n: int = 0) -> int:
         """Wait for ``need``'s pipe, reading meanwhile every pipe that has something and room
-        (:data:`AHEAD_BYTES`): the other workers go on while the driver waits for this one."""
+        (:data:`AHEAD_BYTES`): the other workers go on while the driver waits for this one.
+        Up to ``n`` bytes of ``need``'s are spliced straight to ``out`` where it can take them
+        (:meth:`Lines.splice`): how many."""
         import select
 
         if need.eof:  # the worker ended before its part's frames did
             raise _gone()
         ahead = [a for _, a in self.procs if a is need or (a.size < AHEAD_BYTES and not a.eof)]
         ready, _, _ = select.select(ahead, [], [])
+        moved = 0
         for a in ready:
-            a.fill()
+            got = out.splice(a.fd, n) if a is need and n and out is not None else None
+            if got is None:
+                a.fill()
+            else:
+                moved, a.eof = got, not got
+        return moved
 
     def stop(self) -> None:
         """Every worker ended and reaped, its pipe closed (a worker still writing is killed:
@@ -368,15 +378,47 @@ def _send(fd: int, bufs: list) -> None:
             views[0] = views[0][n:]
 
 
+def _splice_fd() -> int | None:
+    """stdout's descriptor where :meth:`Lines.splice` may write to it: the process's own
+    stdout (not a test's capture), open when it started."""
+    from rmqstore_cli import stdio
+
+    if not hasattr(os, "splice") or stdio.stdout_closed_at_start():
+        return None
+    try:
+        return sys.stdout.buffer.raw.fileno()
+    except (AttributeError, OSError, ValueError):  # a capture (tests' CliRunner): no descriptor
+        return None
+
+
 class Lines:
     """jsonl: the workers' lines as they are."""
 
     def __init__(self):
         self.buf = sys.stdout.buffer
         sys.stdout.flush()
+        self.fd = _splice_fd()
 
     def write(self, b: Any) -> None:
         self.buf.write(b)
+
+    def splice(self, fd: int, n: int) -> int | None:
+        """Up to ``n`` bytes of pipe ``fd`` moved to stdout in the kernel (``splice(2)``: not
+        copied through this process, a copy less of every byte); 0 at the pipe's end. None
+        where stdout cannot take them so (no descriptor, a terminal, a file opened to append):
+        then they are read and written. A failed write is the output fault any write's is."""
+        if self.fd is None:
+            return None
+        self.buf.flush()
+        try:
+            return os.splice(fd, self.fd, n)
+        except OSError as e:
+            if e.errno != errno.EINVAL:
+                from rmqstore_cli.stdio import OutputFault
+
+                raise OutputFault(e.errno or errno.EIO) from None
+            self.fd = None
+            return None
 
     def close(self) -> None:
         self.buf.flush()
@@ -388,6 +430,7 @@ class JsonJoin(Lines):
 
     def __init__(self):
         super().__init__()
+        self.fd = None  # each byte is looked at: never spliced
         self.started = False
         self.newline = False  # a line's newline held back: the comma goes before it
 

@@ -16,7 +16,7 @@ import pytest
 from rmqstore_cli.errors import StoreError
 from rmqstore_cli.pipeline import dump_jobs, rebuild_parts, workers
 from rmqstore_cli.store.answers import log_range
-from tests.helpers import cli, generate
+from tests.helpers import cli, generate, run
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the workers are forked")
 
@@ -216,3 +216,12 @@ def test_the_default_is_one_process_below_verifys_size(small_store_master, monke
 def test_help_says_which_modes_run_on_one_process():
     text = " ".join(cli("dump-commitlog", "--help").stdout.split())
     assert "less than 64 MiB on disk" in text and "One process for a table, --limit" in text
+
+
+def test_a_real_stdout_takes_the_workers_bytes_spliced(damaged):
+    """A process's own stdout (a pipe here) gets the workers' bytes moved in the kernel
+    (``Lines.splice``): the same bytes, stderr and exit code as one process."""
+    one = run(*_dump(damaged, "jsonl", "1", "--allow-odd-size"))
+    many = run(*_dump(damaged, "jsonl", "2", "--allow-odd-size"))
+    assert one.returncode == 0 and one.stdout.count(b"\n") > 500
+    assert (many.returncode, many.stdout, many.stderr) == (0, one.stdout, one.stderr)
