@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import typer
-from rmqstore_cli.commands.options import JOBS_BY_SIZE
+from rmqstore_cli.commands.options import JOBS_BY_SIZE, jobs_option
 
 from rmqstore_cli.render_commitlog import MAX_DECOMPRESSED, print_walk, print_walk_summary
 
@@ -63,13 +63,10 @@ TraceOpt = Annotated[
 
 JobsOpt = Annotated[
     int,
-    typer.Option(
-        "--jobs",
-        "-j",
-        min=0,
-        help=f"Render on this many processes of this machine ({JOBS_BY_SIZE}): a part per commit-log file "
-        "(per MiB of a larger one), written in log order, the same bytes. One process for a table, --limit, "
-        "--summary, --trace, --sample, --max-bytes, --compaction-log and a DLedger log.",
+    jobs_option(
+        f"Render on this many processes of this machine ({JOBS_BY_SIZE}): a part per commit-log file "
+        "(every 2 MiB of a larger one), written in log order, the same bytes. One process for a table, --limit, "
+        "--summary, --trace, --sample, --max-bytes, --compaction-log and a DLedger log."
     ),
 ]
 

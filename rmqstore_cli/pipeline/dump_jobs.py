@@ -28,11 +28,10 @@ import io
 import os
 import pickle
 import signal
-import struct
 import sys
 from collections import deque
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from rmqstore_cli.errors import RmqstoreError
@@ -53,7 +52,14 @@ AHEAD_BYTES = 8 << 20
 #: Bytes a worker gathers into one data frame.
 FRAME_BYTES = 1 << 18
 #: A frame's head: its data's bytes, or -1 - the bytes of the pickled result that ends a part.
-HEAD = struct.Struct("<q")
+HEAD_BYTES = 8
+
+
+def _head(n: int) -> bytes:
+    """A frame's head (a pipe between two processes of this machine, not a store format)."""
+    return n.to_bytes(HEAD_BYTES, "little", signed=True)
+
+
 #: ``fcntl``'s F_SETPIPE_SZ (linux/fcntl.h).
 F_SETPIPE_SZ = 1031
 
@@ -90,7 +96,7 @@ class Joined:
 
     shown: int = 0
     end: Any = None
-    stops: list | None = None
+    stops: list = field(default_factory=list)
 
 
 def plan_parts(cl: Any, rng: Any) -> tuple[list, list[tuple[int, int, int | None]]]:
@@ -130,10 +136,11 @@ def print_parts(w: Walk, fmt: str, jobs: int) -> int:
     files, parts = plan_parts(cl, w.rng)
     out = JsonJoin() if fmt == "json" else Lines()
     pool = Pool(w, files)
-    got = Joined(stops=[])
+    got = Joined()
     try:
-        pool.start(parts, jobs)
-        _join(pool, parts, got, out)
+        if parts:  # none: the walk starts past the last file
+            pool.start(parts, jobs)
+            _join(pool, parts, got, out)
     finally:
         pool.stop()
         out.close()
@@ -176,7 +183,6 @@ def _add(r: tuple, got: Joined) -> Any:
     _, shown, end, stops, outcome = r
     got.shown += shown
     got.end = end if end is not None else got.end
-    assert got.stops is not None
     got.stops += stops
     return outcome
 
@@ -211,7 +217,7 @@ class Pool:
         then its result."""
         a = self.procs[k % len(self.procs)][1]
         while True:
-            (n,) = HEAD.unpack(self._take(a, HEAD.size))
+            n = int.from_bytes(self._take(a, HEAD_BYTES), "little", signed=True)
             if n < 0:
                 return pickle.loads(self._take(a, -1 - n))
             while n:
@@ -361,11 +367,11 @@ class Frames(io.RawIOBase):
     def write(self, b) -> int:
         n = memoryview(b).nbytes
         if n:
-            _send(self.fd, [HEAD.pack(n), b])
+            _send(self.fd, [_head(n), b])
         return n
 
     def result(self, payload: bytes) -> None:
-        _send(self.fd, [HEAD.pack(-1 - len(payload)), payload])
+        _send(self.fd, [_head(-1 - len(payload)), payload])
 
 
 def _send(fd: int, bufs: list) -> None:
