@@ -21,8 +21,9 @@ Rows:
 
 * ``generate`` and ``generate --from-jsonl`` (the input, a ``dump-commitlog --format jsonl
   --body base64`` of the store, is written before, untimed);
-* ``verify``, ``rebuild-index --output``, ``dump-commitlog --format jsonl``, ``export``
-  (local engine, no body) over the store;
+* ``verify``, ``rebuild-index --output``, ``dump-commitlog --format jsonl`` (``--jobs 1``),
+  ``export`` (local engine, no body) over the store;
+* ``dump-commitlog jsonl --jobs 2 (wall)``: the dump on two processes, for its wall time;
 * ``verify --jobs 1`` and ``verify --jobs 2``: the same on one process and on two (the
   commit-log files split into parts, pipeline/verify_tasks.py); after the table, their wall
   times as a ratio (issue 35: "verify wall time on 2 cores / on 1 core");
@@ -239,7 +240,13 @@ def _rows(a, d: Path) -> list[tuple[str, list[str], dict, str]]:
         ),
         (
             "dump-commitlog --format jsonl",
-            CLI + ["dump-commitlog", "--store", s, "--format", "jsonl", "--tz", "UTC"],
+            CLI + ["dump-commitlog", "--store", s, "--format", "jsonl", "--tz", "UTC", "--jobs", "1"],
+            {},
+            "records",
+        ),
+        (
+            "dump-commitlog jsonl --jobs 2 (wall)",
+            CLI + ["dump-commitlog", "--store", s, "--format", "jsonl", "--tz", "UTC", "--jobs", "2"],
             {},
             "records",
         ),

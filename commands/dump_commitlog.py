@@ -71,6 +71,7 @@ def dump_commitlog(
     trace: o.TraceOpt = False,
     sample: SampleOpt = None,
     max_bytes: MaxBytesOpt = None,
+    jobs: o.JobsOpt = 0,
     fmt: FormatOpt = Fmt.table,
     tz: TzOpt = None,
 ) -> None:
@@ -125,7 +126,9 @@ def dump_commitlog(
         items = walk_items(ms, rng, flt, None, check_crc, False, True, narrowing)
         shown = print_traces(ms, items, topic, key, fmt.value, zone, limit)
     else:
-        shown = o.print_records(ms, rng, flt, (fmt.value, zone, limit, show), summary, show_blank, check_crc, narrowing)
+        walk = (summary, show_blank, check_crc)
+        jobs = 1 if compaction_log is not None else jobs
+        shown = o.print_records(ms, rng, flt, (fmt.value, zone, limit, show), walk, narrowing, jobs)
     _closing_lines(ms, narrowing, compaction_log is not None, show_blank and fmt is Fmt.table)
     if shown == 0 and flt.any():
         raise (topic is not None and no_such_topic(ms, topic)) or NotFound("no message matched the filters")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import typer
+from rmqstore_cli.commands.options import JOBS_BY_SIZE, jobs_option
 
 from rmqstore_cli.render_commitlog import MAX_DECOMPRESSED, print_walk, print_walk_summary
 
@@ -60,6 +61,15 @@ TraceOpt = Annotated[
     ),
 ]
 
+JobsOpt = Annotated[
+    int,
+    jobs_option(
+        f"Render on this many processes of this machine ({JOBS_BY_SIZE}): a part per commit-log file "
+        "(every 2 MiB of a larger one), written in log order, the same bytes. One process for a table, --limit, "
+        "--summary, --trace, --sample, --max-bytes, --compaction-log and a DLedger log."
+    ),
+]
+
 
 def seek_begin(begin: int | None, seek: bool, compaction_log: bool, every_byte: bool) -> int | None:
     """The --begin time --seek may start from, or None to walk every file.
@@ -70,14 +80,20 @@ def seek_begin(begin: int | None, seek: bool, compaction_log: bool, every_byte: 
     return begin if seek and not compaction_log and not every_byte else None
 
 
-def print_records(
-    ms: Any, rng: Any, flt: Any, out: tuple, summary: bool, show_blank: bool, check_crc: bool, narrowing: Any
-) -> int:
-    """--summary's per-topic counts, else the records themselves; ``out`` is (format, zone, limit, fields).
+def print_records(ms: Any, rng: Any, flt: Any, out: tuple, walk: tuple, narrowing: Any, jobs: int) -> int:
+    """--summary's per-topic counts, else the records themselves, on ``jobs`` processes where
+    they can be (``pipeline.dump_jobs.jobs_for``); ``out`` is (format, zone, limit, fields),
+    ``walk`` (summary, show_blank, check_crc).
 
     Returns how many were printed (0 with filters: exit 1).
     """
     fmt, zone, limit, show = out
+    summary, show_blank, check_crc = walk
     if summary:
         return print_walk_summary(ms, rng, flt, fmt, limit, check_crc, narrowing)
+    from rmqstore_cli.pipeline import dump_jobs
+
+    n = dump_jobs.jobs_for(ms, fmt, limit, narrowing, jobs)
+    if n > 1:
+        return dump_jobs.print_parts(dump_jobs.Walk(ms, rng, flt, zone, show, show_blank, check_crc), fmt, n)
     return print_walk(ms, rng, flt, fmt, zone, limit, show, show_blank, check_crc, narrowing)

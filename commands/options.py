@@ -33,25 +33,27 @@ class Fmt(str, Enum):
 
 
 FormatOpt = Annotated[Fmt, typer.Option("--format", "-f", help="Output: table for people, jsonl or json for scripts.")]
+#: ``--jobs 0`` of the commands that follow verify's rule (``pipeline.workers.jobs_for_stored``).
+JOBS_BY_SIZE = "0: every core it may use, or one when the commit logs hold less than 64 MiB on disk"
+
+
+def jobs_option(text: str) -> typer.models.OptionInfo:
+    """``--jobs``/``-j``, a count of processes (0 the default's own meaning), with ``text``."""
+    return typer.Option("--jobs", "-j", min=0, help=text)
+
+
 JobsOpt = Annotated[
     int,
-    typer.Option(
-        "--jobs",
-        "-j",
-        min=0,
-        help="Run on this many processes of this machine (0: every core it may use): one task per commit-log "
-        "file (per part of a file larger than its share), then per queue and index file; the same answer.",
+    jobs_option(
+        "Run on this many processes of this machine (0: every core it may use): one task per commit-log "
+        "file (per part of a file larger than its share), then per queue and index file; the same answer."
     ),
 ]
 VerifyJobsOpt = Annotated[
     int,
-    typer.Option(
-        "--jobs",
-        "-j",
-        min=0,
-        help="Run on this many processes of this machine (0: every core it may use, or one when the commit logs "
-        "hold less than 64 MiB on disk): one task per commit-log file (per part of a file larger than its share), "
-        "then per queue and index file; the same answer.",
+    jobs_option(
+        f"Run on this many processes of this machine ({JOBS_BY_SIZE}): one task per commit-log file (per part "
+        "of a file larger than its share), then per queue and index file; the same answer."
     ),
 ]
 #: The size options are Java ints in the broker's MessageStoreConfig.

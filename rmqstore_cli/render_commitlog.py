@@ -20,23 +20,11 @@ def print_walk(
     by ``narrowing``: store/answers/sampling.py); the count printed. Whole blocks of records go the
     columnar way (jsonblock, tableblock) unless a filter or an option needs each record
     decoded (:meth:`Printer.columnar`)."""
-    from rmqstore_cli.store.commitlog import Blank
-
     p = Printer(ms, fmt, zone, show)
-    shown = 0
     try:
-        for rec, take in walk_items(ms, rng, flt, limit, crc, blank, p.columnar(flt), narrowing):
-            if isinstance(rec, Blank):
-                p.blank(rec)
-            elif take is not None:  # a MessageBlock, these of its rows
-                p.block(rec, take)
-                shown += int(take.size)
-            else:
-                p.record(rec)
-                shown += 1
+        return p.items(walk_items(ms, rng, flt, limit, crc, blank, p.columnar(flt), narrowing))
     finally:
         p.out.close()
-    return shown
 
 
 def walk_items(ms, rng, flt, limit: int | None, crc: bool, blank: bool, blocks: bool, narrowing=None):
@@ -123,6 +111,22 @@ class Printer:
             else s.body != "text" and s.inflate_cap is None
         )
         return plain and flt.columnar() and not self.dledger
+
+    def items(self, items) -> int:
+        """Print a walk's (record, take) pairs (:func:`walk_items`); the count printed."""
+        from rmqstore_cli.store.commitlog import Blank
+
+        shown = 0
+        for rec, take in items:
+            if isinstance(rec, Blank):
+                self.blank(rec)
+            elif take is not None:  # a MessageBlock, these of its rows
+                self.block(rec, take)
+                shown += int(take.size)
+            else:
+                self.record(rec)
+                shown += 1
+        return shown
 
     def block(self, blk, take) -> None:
         if not take.size:

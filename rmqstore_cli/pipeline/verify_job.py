@@ -11,16 +11,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from rmqstore_cli.pipeline.workers import ONE_PROCESS_BELOW, jobs_for_stored
 from rmqstore_cli.store.checks.findings import VerifyOptions
 from rmqstore_cli.store.checks.startup import STARTUP_CHECKS, predict_start
 from rmqstore_cli.store.layout.config import StoreConfig
 from rmqstore_cli.store.verify.verifier import Verifier, open_for_verify
-
-#: The default ``--jobs`` (0) runs one process for stores whose commit logs hold fewer bytes
-#: than this (:func:`default_jobs_for`): forking the workers and joining their results costs
-#: more than a second process saves on a log this small (a 1 000-send store: 0.27 s of CPU by
-#: default against 0.23 s in one process). Two of the smallest scan parts (``MIN_PART_BYTES``).
-ONE_PROCESS_BELOW = 64 << 20
 
 
 def load(spec: Any) -> StoreConfig:
@@ -73,17 +68,9 @@ def verify_many(
 
 def default_jobs_for(specs: list) -> int:
     """The default ``--jobs``: one process when the stores' commit logs hold fewer than
-    :data:`ONE_PROCESS_BELOW` bytes on disk, else every core this process may use. On disk,
-    not their length: a new commit-log file is sparse until written (``MappedFile#init`` maps
-    its whole size, which extends it; only ``warmMapedFileEnable`` writes it through first),
-    so a store of a thousand messages is a 1 GiB file of which a few hundred KiB are stored.
-    Where ``stat`` has no blocks (Windows), the length."""
-    from rmqstore_cli.pipeline.workers import default_jobs
-
-    stored = sum(
-        min(st.st_size, getattr(st, "st_blocks", st.st_size) * 512) for s in specs for st in _commitlog_stats(s)
-    )
-    return 1 if stored < ONE_PROCESS_BELOW else default_jobs()
+    :data:`ONE_PROCESS_BELOW` bytes on disk, else every core this process may use
+    (:func:`~rmqstore_cli.pipeline.workers.jobs_for_stored`, dump-commitlog's rule too)."""
+    return jobs_for_stored((st for s in specs for st in _commitlog_stats(s)), ONE_PROCESS_BELOW)
 
 
 def _sized(spec: Any) -> StoreConfig:

@@ -139,18 +139,24 @@ def stop_warnings(cl: Any, compaction: bool) -> list[str]:
     return [f"{s.reason} at offset {s.offset} ({s.file}); the rest of that file was skipped" for s in cl.stops]
 
 
-def walk(cl: Any, rng: Range, flt: Any, limit: int | None, crc: bool, blank: bool, blocks: bool) -> Iterator[tuple]:
+def walk(
+    cl: Any, rng: Range, flt: Any, limit: int | None, crc: bool, blank: bool, blocks: bool, part: tuple | None = None
+) -> Iterator[tuple]:
     """What a walk of [rng.start, rng.stop) passes (``store.filters.MessageFilter``), at most
     ``limit`` records: (a BLANK, None), (a record, None) or, with ``blocks``, (a
     ``MessageBlock``, the indices of its rows that pass). ``crc``: check body CRCs, a
-    mismatch ending the log as in recovery; ``blank``: the BLANK records too."""
+    mismatch ending the log as in recovery; ``blank``: the BLANK records too. ``part``: only
+    that part of the walk (``CommitLog.scan_part``; dump-commitlog --jobs)."""
     passed = 0
     # records decoded one by one for a property filter: only the candidates of each block
     # (a DLedger log's records carry their entry's header: read one by one as before)
     sieve = not blocks and not flt.columnar() and not cl.is_dledger
-    scan = cl.scan_blocks(
-        rng.start, rng.stop, check_crc=crc, include_blank=blank, every_file=True, blocks=blocks or sieve
-    )
+    if part is not None:
+        scan = cl.scan_part(part, rng.stop, crc, blank, blocks or sieve)
+    else:
+        scan = cl.scan_blocks(
+            rng.start, rng.stop, check_crc=crc, include_blank=blank, every_file=True, blocks=blocks or sieve
+        )
     for rec in scan:
         room = None if limit is None else limit - passed
         if room is not None and room <= 0:

@@ -70,6 +70,7 @@ class CommitLog(LogWriter):
         self.file_size = config.mapped_file_size_commit_log
         self.end: ScanEnd | None = None
         self.stops: list[ScanEnd] = []
+        self.part_outcome: str | tuple[str, int] = "file"  # :meth:`scan_part`'s
         # writer state
         self.topic_queue_table: dict[str, int] = {}
         self._write_offset = 0
@@ -131,6 +132,16 @@ class CommitLog(LogWriter):
         walked: list = []
         options = ScanOptions(end, check_crc, include_blank, skip_mismatch, every_file, blocks)
         yield from LogScan(self, options).records(self.min_offset if start is None else start, walked)
+        mapguard.check(*walked)
+
+    def scan_part(self, part: tuple, end: int | None, check_crc: bool, include_blank: bool, blocks: bool) -> Iterator:
+        """One part of :meth:`scan_blocks`'s walk with ``every_file`` (:meth:`LogScan.part
+        <rmqstore_cli.store.commitlog.scan.LogScan.part>`; ``part`` is its (files, i, pos, cut)):
+        its records, ``end`` and ``stops``, and how it ended in :attr:`part_outcome`."""
+        walked: list = []
+        scan = LogScan(self, ScanOptions(end, check_crc, include_blank, False, True, blocks))
+        yield from scan.part(*part, walked)
+        self.part_outcome = scan.outcome
         mapguard.check(*walked)
 
     def header_of(self, f: MappedFile) -> int:

@@ -285,13 +285,16 @@ def valid_block(
     check_crc: bool,
     topic_table: TopicIds | None = None,
     header: int = 0,
+    walk_end: int | None = None,
 ) -> MessageBlock | None:
     """The longest run of records from ``pos`` that ``check_message`` would call VALID,
     judged by a test that implies its verdict: magic V1/V2, non-negative BODY, TOPIC and
     PROPERTIES lengths adding up to TOTALSIZE (``calMsgLength``) inside the file, and the
     body CRC when asked. None when the record at ``pos`` is not such a record. ``header``:
-    the DLedger entry header before each record (``pos`` is then an entry start)."""
-    starts = walk_records(buf, pos, len(buf), max_n, a=a, header=header).starts
+    the DLedger entry header before each record (``pos`` is then an entry start); ``walk_end``:
+    records end there at the latest (a part of a file, whose pages past it another process
+    reads), else at the file's end."""
+    starts = walk_records(buf, pos, len(buf) if walk_end is None else walk_end, max_n, a=a, header=header).starts
     if starts.size and starts[-1] >= min(stop, pos + MAX_BLOCK_BYTES):  # big records: fewer per block
         starts = starts[: max(np.searchsorted(starts, min(stop, pos + MAX_BLOCK_BYTES)), int(starts[0] < stop))]
     if not starts.size:

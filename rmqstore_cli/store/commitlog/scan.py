@@ -49,6 +49,8 @@ class LogScan:
     def __init__(self, log, options: ScanOptions):
         self.log = log
         self.opts = options
+        self.outcome: str | tuple[str, int] = "file"  # how a part ended (:meth:`part`)
+        self.first_block = FIRST_BLOCK
         self.force = log.config.force_verify_prop_crc
         # a whole-record CRC is checked record by record
         self.blocks = options.blocks and not (options.check_crc and self.force)
@@ -80,6 +82,30 @@ class LogScan:
         last = files[-1] if files else None
         log.end = ScanEnd(last.end_offset if last else start, "end of the last file", last.name if last else None)
 
+    def part(self, files: list[MappedFile], i: int, pos: int, cut: int | None, walked: list) -> Iterator:
+        """The records of ``files[i]`` from ``pos`` to ``cut`` (record starts of that file,
+        as bytes into it; None: its end) as :meth:`records` over ``files`` meets them, with the
+        ``end`` and ``stops`` it sets there: a part of one walk, walked on its own
+        (dump-commitlog --jobs). A DLedger file is not cut (its records start after a header).
+        Sets :attr:`outcome`: ``"end"`` when the whole walk ends in the part, ``"file"`` when
+        the rest of the file is skipped, else ``("cut", where)``: where the walk went on, the
+        cut itself when the walk met it (a record that ran past it: later)."""
+        log = self.log
+        log.end, log.stops, self.outcome = None, [], "file"
+        self.first_block = getattr(self, "max_block", FIRST_BLOCK)  # a part is walked whole: no short first read
+        f = files[i]
+        if pos == 0 and i > 0 and self._stopped_at_gap(files[i - 1], f):
+            self.outcome = "end"
+            return
+        buf = f.buffer()
+        walked.append(buf)
+        last = i == len(files) - 1
+        if (yield from self._file_records(f, buf, pos, log.header_of(f), last, cut)):
+            self.outcome = "end"
+        elif last and self.outcome == "file":
+            log.end, self.outcome = ScanEnd(f.end_offset, "end of the last file", f.name), "end"
+        release_pages(buf, pos, len(buf) if cut is None else cut)  # a process walks parts all over the file
+
     def _stopped_at_gap(self, prev: MappedFile, f: MappedFile) -> bool:
         """Records never span files, so a missing file ends the log; with ``every_file`` the scan
         notes the gap and goes on. True: the scan ends here."""
@@ -91,21 +117,26 @@ class LogScan:
         self.log.stops.append(self.log.end)
         return not self.opts.every_file
 
-    def _file_records(self, f: MappedFile, buf, pos: int, header: int, last: bool) -> Iterator:
-        """The records of one file from ``pos``; returns True when the whole scan ends in it."""
+    def _file_records(self, f: MappedFile, buf, pos: int, header: int, last: bool, cut: int | None = None) -> Iterator:
+        """The records of one file from ``pos`` (to ``cut``: :meth:`part`); returns True when
+        the whole scan ends in it."""
         from rmqstore_cli.store.files.arrays import file_array
 
         limit = len(buf)
         stop = limit if self.opts.end is None else self.opts.end - f.file_from_offset
+        bound = stop if cut is None else min(stop, cut)
         released = pos - pos % RELEASE_EVERY
         arr = file_array(buf) if self.blocks else None
-        size = FIRST_BLOCK
+        size = self.first_block
         while True:
             if self._reached_end(f, pos, stop):
                 return True
+            if cut is not None and pos >= cut:
+                self.outcome = ("cut", pos)
+                return False
             if pos - released >= RELEASE_EVERY:
                 released = release_pages(buf, released, pos)
-            blk = self._block_at(f, buf, arr, pos, stop, size, header)
+            blk = self._block_at(f, buf, arr, (pos, bound, cut), size, header)
             if blk is not None:
                 yield blk
                 pos, size = blk.next_pos, min(size * 2, self.max_block)
@@ -135,13 +166,15 @@ class LogScan:
         self.log.end = ScanEnd(f.file_from_offset + pos, "end offset reached", f.name)
         return True
 
-    def _block_at(self, f: MappedFile, buf, arr, pos: int, stop: int, size: int, header: int):
-        """The run of valid records at ``pos`` as one block (at most ``size`` records), or None
+    def _block_at(self, f: MappedFile, buf, arr, at: tuple, size: int, header: int):
+        """The run of valid records at ``pos`` as one block (at most ``size`` records, starting
+        before ``stop``, ending by ``cut`` if not None: ``at`` is (pos, stop, cut)), or None
         (block path off, or nothing it is sure of: the record is then read alone)."""
         if not self.blocks:
             return None
+        pos, stop, cut = at
         return self.valid_block(
-            buf, arr, pos, stop, f.file_from_offset, f.name, size, self.opts.check_crc, self.topic_table, header
+            buf, arr, pos, stop, f.file_from_offset, f.name, size, self.opts.check_crc, self.topic_table, header, cut
         )
 
     def _blank(self, f: MappedFile, buf, pos: int, header: int) -> Iterator[Blank]:
