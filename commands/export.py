@@ -65,6 +65,7 @@ def export(
     from_offset: fo.FromOffsetOpt = None,
     to_offset: fo.ToOffsetOpt = None,
     engine: opt.EngineOpt = opt.Engine.local,
+    jobs: opt.ExportJobsOpt = 0,
     body: Annotated[bool, typer.Option("--body/--no-body", help="Include message bodies (stored bytes).")] = False,
     compression: Annotated[
         Codec,
@@ -125,7 +126,7 @@ def export(
         export_run.start_local(output)
         try:
             with ProgressBar("exporting", total=sum(t.file_size for t in tasks), enabled=not quiet) as bar:
-                result = export_run.write_local(tasks, output, compression.value, lambda t: bar.advance(t.file_size))
+                result = export_run.write_local(tasks, output, compression.value, bar.advance, jobs)
         except RmqstoreError as e:  # the output's fault (exit 5), or raised while pyarrow's threads pulled the batches
             _die_after_pyarrow(e)
     work_done(f"the dataset in {output} is complete")

@@ -54,6 +54,18 @@ VerifyJobsOpt = Annotated[
         "then per queue and index file; the same answer.",
     ),
 ]
+ExportJobsOpt = Annotated[
+    int,
+    typer.Option(
+        "--jobs",
+        "-j",
+        min=0,
+        help="Local engine: write on this many processes of this machine (0: every core it may use, or one when "
+        "the commit logs hold less than 64 MiB on disk), one task per commit-log file (per part of a file larger "
+        "than its share), each writing its own files: the same rows, schema and partitions, in other files than "
+        "one process writes (--jobs 1 writes today's files).",
+    ),
+]
 #: The size options are Java ints in the broker's MessageStoreConfig.
 JAVA_INT_MAX = (1 << 31) - 1
 TzOpt = Annotated[

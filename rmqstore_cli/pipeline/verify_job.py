@@ -16,12 +16,6 @@ from rmqstore_cli.store.checks.startup import STARTUP_CHECKS, predict_start
 from rmqstore_cli.store.layout.config import StoreConfig
 from rmqstore_cli.store.verify.verifier import Verifier, open_for_verify
 
-#: The default ``--jobs`` (0) runs one process for stores whose commit logs hold fewer bytes
-#: than this (:func:`default_jobs_for`): forking the workers and joining their results costs
-#: more than a second process saves on a log this small (a 1 000-send store: 0.27 s of CPU by
-#: default against 0.23 s in one process). Two of the smallest scan parts (``MIN_PART_BYTES``).
-ONE_PROCESS_BELOW = 64 << 20
-
 
 def load(spec: Any) -> StoreConfig:
     """The store's config, checked to be a store (a clean error before any work)."""
@@ -73,17 +67,11 @@ def verify_many(
 
 def default_jobs_for(specs: list) -> int:
     """The default ``--jobs``: one process when the stores' commit logs hold fewer than
-    :data:`ONE_PROCESS_BELOW` bytes on disk, else every core this process may use. On disk,
-    not their length: a new commit-log file is sparse until written (``MappedFile#init`` maps
-    its whole size, which extends it; only ``warmMapedFileEnable`` writes it through first),
-    so a store of a thousand messages is a 1 GiB file of which a few hundred KiB are stored.
-    Where ``stat`` has no blocks (Windows), the length."""
-    from rmqstore_cli.pipeline.workers import default_jobs
+    ``workers.ONE_PROCESS_BELOW`` bytes on disk, else every core this process may use
+    (:func:`~rmqstore_cli.pipeline.workers.jobs_for`)."""
+    from rmqstore_cli.pipeline.workers import jobs_for, stored_bytes
 
-    stored = sum(
-        min(st.st_size, getattr(st, "st_blocks", st.st_size) * 512) for s in specs for st in _commitlog_stats(s)
-    )
-    return 1 if stored < ONE_PROCESS_BELOW else default_jobs()
+    return jobs_for(stored_bytes(st for s in specs for st in _commitlog_stats(s)))
 
 
 def _sized(spec: Any) -> StoreConfig:
