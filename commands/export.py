@@ -96,6 +96,7 @@ def export(
     Needs pyarrow: pip install 'rmqstore[export]' (PySpark only for --engine spark).
     Both engines run the same engine code, one task per commit-log file, and write the
     same rows; to a Hadoop file system URI (hdfs:, s3a:, gs:, …) Spark's own writer does.
+    --jobs: the local engine's tasks on N processes, the same rows in other files.
     Unreadable ranges are listed in the summary, as dump-commitlog warns. A dataset that
     cannot be written is exit 5; one written whose summary then cannot be is exit 6.
     """
