@@ -74,19 +74,11 @@ def export(
 def write_part(task: FileTask, output: str, tag: int, compression: str, buffer: int, size: int) -> PartDone:
     """One task's rows as Parquet files of the dataset (``part-<tag>-<i>.parquet``)."""
     from rmqstore_cli.pipeline.export_tasks import export_batches
-    from rmqstore_cli.pipeline.parquet_out import PartitionedWriter
+    from rmqstore_cli.pipeline.parquet_out import PartitionedWriter, fill
 
     stops: list[dict] = []
     w = PartitionedWriter(output, f"part-{tag:05d}-{{i}}.parquet", compression, buffer=buffer)
-    rows = 0
-    try:
-        for b in export_batches(task, stops, by_partition=True):
-            rows += b.num_rows
-            w.write(b)
-    except BaseException:
-        w.abort()
-        raise
-    w.close()
+    rows = fill(w, export_batches(task, stops, by_partition=True))
     return PartDone(rows, stops, w.files, size)
 
 

@@ -171,7 +171,12 @@ class PartitionedWriter:
 
 def write_batches(batches: Iterable, root: str, **kw) -> int:
     """Every batch of ``batches`` into the dataset under ``root``; returns the rows."""
-    w = PartitionedWriter(root, **kw)
+    return fill(PartitionedWriter(root, **kw), batches)
+
+
+def fill(w: PartitionedWriter, batches: Iterable) -> int:
+    """Every batch of ``batches`` written by ``w``, then ``w`` closed (on an error, its files
+    closed without what it holds); returns the rows."""
     rows = 0
     try:
         for b in batches:
