@@ -9,7 +9,7 @@ import json
 import pytest
 
 from tests.helpers import SMALL, generate, run
-from tests.helpers.pipeline import digest, parquet_rows
+from tests.helpers.pipeline import digest, left_after_kill, parquet_rows
 
 pa_ds = pytest.importorskip("pyarrow.dataset", reason="needs the export extra: pip install -e '.[export]'")
 
@@ -136,3 +136,33 @@ def test_a_rmqstore_error_in_a_worker(store, tmp_path, monkeypatch):
     tasks = file_tasks(store_specs([str(store)], None, dict(mapped_file_size_commit_log=65536)))
     with pytest.raises(OutputError, match="the disk is full"):
         export_run.write_local(tasks, tmp_path / "o", "snappy", jobs=2)
+
+
+#: A parent exporting on 2 processes whose tasks print their PIDs and wait.
+PARENT = """
+import os, sys, time
+from rmqstore_cli.pipeline import export_jobs, local
+from rmqstore_cli.pipeline.stores import file_tasks, store_specs
+
+def stuck(*a, **k):
+    os.write(1, b"%d\\n" % os.getpid())
+    time.sleep(600)
+
+export_jobs.write_part = stuck
+tasks = file_tasks(store_specs([sys.argv[1]], None, dict(mapped_file_size_commit_log=65536)))
+local.export(tasks, sys.argv[2], jobs=2)
+"""
+
+
+def test_a_killed_export_leaves_no_worker(store, tmp_path):
+    """The workers end with the export's process, even when it is SIGKILLed."""
+    import sys
+
+    assert left_after_kill([sys.executable, "-c", PARENT, str(store), str(tmp_path / "o")]) == []
+
+
+def test_help_states_the_one_process_threshold():
+    from rmqstore_cli.pipeline.workers import ONE_PROCESS_BELOW
+
+    r = run("export", "--help")
+    assert f"less than {ONE_PROCESS_BELOW >> 20} MiB on disk" in " ".join(r.stdout.decode().split())
