@@ -166,3 +166,23 @@ def test_help_states_the_one_process_threshold():
 
     r = run("export", "--help")
     assert f"less than {ONE_PROCESS_BELOW >> 20} MiB on disk" in " ".join(r.stdout.decode().split())
+
+
+@pytest.mark.parametrize("version", ["4.9.7", "5.3.3", "dledger"])
+def test_the_real_brokers_stores_in_parts(version, tmp_path, monkeypatch):
+    """The real brokers' stores, cut in parts of a few KiB (a DLedger log goes whole): the
+    rows and unreadable ranges of one process."""
+    from rmqstore_cli.pipeline import export_jobs, local, rebuild_parts
+    from rmqstore_cli.pipeline.stores import StoreSpec, file_tasks
+    from tests.helpers import extract_sample, fixture_dir
+
+    d = extract_sample(version, tmp_path) if version == "dledger" else fixture_dir(version)
+    tasks = file_tasks([StoreSpec(str(d / "store"), "s1", str(d / "broker.conf"))], body=True)
+    want = local.export(tasks, tmp_path / "one")
+    monkeypatch.setattr(rebuild_parts, "MIN_PART_BYTES", 2048)
+    monkeypatch.setattr(rebuild_parts, "MAX_PART_BYTES", 8192)
+    monkeypatch.setattr(export_jobs, "PARTS_PER_JOB", 32)
+    cut = len(export_jobs.split(tasks, 64, 1)) > 2 * len(tasks)
+    assert cut is (version != "dledger")
+    assert local.export(tasks, tmp_path / "n", jobs=2) == want
+    assert parquet_rows(tmp_path / "n") == parquet_rows(tmp_path / "one") and want["rows"] > 10
