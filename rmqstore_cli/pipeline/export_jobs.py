@@ -11,6 +11,7 @@ so that all of them together hold what one process does."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 from collections.abc import Callable
@@ -85,13 +86,16 @@ def write_part(task: FileTask, output: str, tag: int, compression: str, buffer: 
 def skipped_after_stops(parts: list[Part], done: list[PartDone]) -> list[PartDone]:
     """The results one pass over each file keeps: where a part's scan stopped (an
     unreadable range: the rest of that file is skipped), the file's later parts are dropped,
-    their files deleted. (The cuts lie before the walk's first stop, but the scan's checks
-    can reject a record the walk of sizes accepted.)"""
+    their files deleted (and a partition directory they alone made). (The cuts lie before
+    the walk's first stop, but the scan's checks can reject a record the walk of sizes
+    accepted.)"""
     kept, stopped = [], set()
     for p, d in zip(parts, done, strict=True):
         if p.file in stopped:
             for f in d.files:
                 os.unlink(f)
+                with contextlib.suppress(OSError):  # not empty: others' files
+                    os.rmdir(os.path.dirname(f))
             continue
         kept.append(d)
         if d.stops:

@@ -76,15 +76,16 @@ def test_parts_after_a_stop_are_dropped(tmp_path):
     rows, ranges and files are not kept."""
     from rmqstore_cli.pipeline.export_jobs import Part, PartDone, skipped_after_stops
 
-    files = [tmp_path / f"f{i}" for i in range(4)]
+    files = [tmp_path / f"d{i}" / "f" for i in range(4)]
     for f in files:
+        f.parent.mkdir()
         f.write_bytes(b"x")
     parts = [Part(None, 0, 1), Part(None, 0, 1), Part(None, 0, 1), Part(None, 1, 1)]  # type: ignore[arg-type]
     stop = {"offset": 9}
     done = [PartDone(5, [], [str(files[0])], 1), PartDone(3, [stop], [str(files[1])], 1)]
     done += [PartDone(4, [], [str(files[2])], 1), PartDone(7, [], [str(files[3])], 1)]
     assert skipped_after_stops(parts, done) == [done[0], done[1], done[3]]
-    assert [f.exists() for f in files] == [True, True, False, True]
+    assert [f.parent.exists() for f in files] == [True, True, False, True]
 
 
 def test_overwrite_gives_one_process_dataset(store, tmp_path):
