@@ -21,9 +21,12 @@ Rows:
 
 * ``generate`` and ``generate --from-jsonl`` (the input, a ``dump-commitlog --format jsonl
   --body base64`` of the store, is written before, untimed);
-* ``verify``, ``rebuild-index --output``, ``dump-commitlog --format jsonl`` (``--jobs 1``),
-  ``export`` (local engine, no body) over the store;
+* ``verify``, ``rebuild-index --output``, ``dump-commitlog --format jsonl`` and ``export``
+  (local engine, no body) over the store; dump and export with ``--jobs 1`` (the issue's
+  marks are one core's);
 * ``dump-commitlog jsonl --jobs 2 (wall)``: the dump on two processes, for its wall time;
+* ``export --jobs 2``: the same on two processes; after the table, its wall time over
+  ``export``'s;
 * ``verify --jobs 1`` and ``verify --jobs 2``: the same on one process and on two (the
   commit-log files split into parts, pipeline/verify_tasks.py); after the table, their wall
   times as a ratio (issue 35: "verify wall time on 2 cores / on 1 core");
@@ -252,7 +255,13 @@ def _rows(a, d: Path) -> list[tuple[str, list[str], dict, str]]:
         ),
         (
             "export (local, no body)",
-            CLI + ["export", "--store", s, "--output", str(d / "export"), "--format", "json"],
+            CLI + ["export", "--store", s, "--output", str(d / "export"), "--format", "json", "--jobs", "1"],
+            {},
+            "records",
+        ),
+        (
+            "export --jobs 2",
+            CLI + ["export", "--store", s, "--output", str(d / "export-2"), "--format", "json", "--jobs", "2"],
             {},
             "records",
         ),
@@ -321,6 +330,7 @@ def _prepare(name: str, d: Path) -> None:
         "many queues: generate": ["many"],
         "many queues: rebuild-index": ["many-rebuilt"],
         "export (local, no body)": ["export"],
+        "export --jobs 2": ["export-2"],
     }.get(name, []):
         set_aside(d / sub, d)
     if name == "verify 16 KiB bodies" and not (d / "big-bodies").exists():
@@ -439,17 +449,25 @@ def crc_speed(total: int = 1 << 30) -> tuple[str, float]:
     return name, total / (time.process_time() - t) / 1e9
 
 
+def wall_ratio(what: str, one: dict, two: dict) -> str:
+    """The line of ``what``'s wall time on 2 processes over 1 (kept in ``two``'s row)."""
+    r = two["wall_s"] / one["wall_s"]
+    two["wall_ratio_2_over_1"] = round(r, 3)
+    return f"{what} wall on 2 cores / 1 core: {two['wall_s']:.2f} / {one['wall_s']:.2f} s = {r:.2f}"
+
+
 def derived(out: list[dict], d: Path) -> list[str]:
-    """The issue's ratios from rows of this run: verify's wall time on 2 processes over 1,
+    """The issue's ratios from rows of this run: verify's and export's wall time on 2 processes over 1,
     and the 16 KiB-body verify's GB/s (records' bytes over CPU less the fixed cost) beside
     CRC-32's."""
     by = {r["row"]: r for r in out}
     lines = []
-    one, two = by.get("verify --jobs 1"), by.get("verify --jobs 2")
-    if one and two:
-        r = two["wall_s"] / one["wall_s"]
-        lines.append(f"verify wall on 2 cores / 1 core: {two['wall_s']:.2f} / {one['wall_s']:.2f} s = {r:.2f}")
-        two["wall_ratio_2_over_1"] = round(r, 3)
+    for what, one, two in (
+        ("verify", "verify --jobs 1", "verify --jobs 2"),
+        ("export", "export (local, no body)", "export --jobs 2"),
+    ):
+        if by.get(one) and by.get(two):
+            lines.append(wall_ratio(what, by[one], by[two]))
     big = by.get("verify 16 KiB bodies")
     if big and big.get("bytes"):
         fixed = min(

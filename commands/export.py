@@ -65,6 +65,7 @@ def export(
     from_offset: fo.FromOffsetOpt = None,
     to_offset: fo.ToOffsetOpt = None,
     engine: opt.EngineOpt = opt.Engine.local,
+    jobs: opt.ExportJobsOpt = 0,
     body: Annotated[bool, typer.Option("--body/--no-body", help="Include message bodies (stored bytes).")] = False,
     compression: Annotated[
         Codec,
@@ -95,6 +96,7 @@ def export(
     Needs pyarrow: pip install 'rmqstore[export]' (PySpark only for --engine spark).
     Both engines run the same engine code, one task per commit-log file, and write the
     same rows; to a Hadoop file system URI (hdfs:, s3a:, gs:, …) Spark's own writer does.
+    --jobs: the local engine's tasks on N processes, the same rows in other files.
     Unreadable ranges are listed in the summary, as dump-commitlog warns. A dataset that
     cannot be written is exit 5; one written whose summary then cannot be is exit 6.
     """
@@ -125,7 +127,7 @@ def export(
         export_run.start_local(output)
         try:
             with ProgressBar("exporting", total=sum(t.file_size for t in tasks), enabled=not quiet) as bar:
-                result = export_run.write_local(tasks, output, compression.value, lambda t: bar.advance(t.file_size))
+                result = export_run.write_local(tasks, output, compression.value, bar.advance, jobs)
         except RmqstoreError as e:  # the output's fault (exit 5), or raised while pyarrow's threads pulled the batches
             _die_after_pyarrow(e)
     work_done(f"the dataset in {output} is complete")

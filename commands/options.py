@@ -33,7 +33,7 @@ class Fmt(str, Enum):
 
 
 FormatOpt = Annotated[Fmt, typer.Option("--format", "-f", help="Output: table for people, jsonl or json for scripts.")]
-#: ``--jobs 0`` of the commands that follow verify's rule (``pipeline.workers.jobs_for_stored``).
+#: ``--jobs 0`` of the commands that follow verify's rule (``pipeline.workers.jobs_for``).
 JOBS_BY_SIZE = "0: every core it may use, or one when the commit logs hold less than 64 MiB on disk"
 
 
@@ -54,6 +54,18 @@ VerifyJobsOpt = Annotated[
     jobs_option(
         f"Run on this many processes of this machine ({JOBS_BY_SIZE}): one task per commit-log file (per part "
         "of a file larger than its share), then per queue and index file; the same answer."
+    ),
+]
+ExportJobsOpt = Annotated[
+    int,
+    typer.Option(
+        "--jobs",
+        "-j",
+        min=0,
+        help="Local engine: write on this many processes of this machine (0: every core it may use, or one when "
+        "the commit logs hold less than 64 MiB on disk), one task per commit-log file (per part of a file larger "
+        "than its share), each writing its own files: the same rows, schema and partitions as --jobs 1, in more, "
+        "smaller files.",
     ),
 ]
 #: The size options are Java ints in the broker's MessageStoreConfig.

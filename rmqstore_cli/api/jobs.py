@@ -127,6 +127,7 @@ class StoreJobs(StoreView):
         tag: str | None = None,
         from_offset: int | None = None,
         to_offset: int | None = None,
+        jobs: int = 1,
     ) -> ExportReport:
         """Write the store's commit-log messages as a Parquet dataset in ``out_dir`` (the
         columns of :meth:`batches`, partitioned ``store=…/topic_dir=…``), as ``rmqstore
@@ -135,8 +136,10 @@ class StoreJobs(StoreView):
         (default: the broker.conf's brokerName, else the store directory's name, the
         parent's for one named ``store``). Only the messages that pass the filters of
         :meth:`messages` (the same keywords) are written. A non-empty ``out_dir`` is refused
-        unless ``overwrite``. The store is only read. Needs pyarrow (the ``export`` extra); a
-        dataset that cannot be written is an :class:`~rmqstore_cli.errors.OutputError`."""
+        unless ``overwrite``. ``jobs``: write on this many processes (0: every core, or one
+        for commit logs under 64 MiB on disk), the same rows in other files than one process
+        writes. The store is only read. Needs pyarrow (the ``export`` extra); a dataset that
+        cannot be written is an :class:`~rmqstore_cli.errors.OutputError`."""
         import time
 
         from rmqstore_cli.pipeline import export_run
@@ -157,7 +160,7 @@ class StoreJobs(StoreView):
         tasks = file_tasks([spec], body, flt, from_offset, to_offset)
         t0 = time.monotonic()
         export_run.make_output_dir(output)
-        result = export_run.write_local(tasks, output, compression)
+        result = export_run.write_local(tasks, output, compression, jobs=jobs)
         s = export_run.summary(output, "local", 1, tasks, result, time.monotonic() - t0)
         return ExportReport(**s, unreadable=list(result["unreadable"]))
 

@@ -35,7 +35,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rmqstore_cli.errors import RmqstoreError
-from rmqstore_cli.pipeline.workers import can_fork, die_with_parent, jobs_for_stored
+from rmqstore_cli.pipeline import workers
+from rmqstore_cli.pipeline.workers import can_fork, die_with_parent
 
 #: A commit-log file holding more than this is cut into parts of about this many bytes: few
 #: enough that a part's fixed cost is small (a scan, its first block), small enough that its
@@ -66,7 +67,7 @@ F_SETPIPE_SZ = 1031
 
 def jobs_for(ms: Any, fmt: str, limit: int | None, narrowing: Any, jobs: int) -> int:
     """The processes a walk printed as ``fmt`` runs on for ``--jobs`` ``jobs`` (0: verify's
-    rule over the commit-log files, ``workers.jobs_for_stored``). One where the output of a
+    rule over the commit-log files, ``workers.jobs_for``). One where the output of a
     part depends on the others': a table (its widths settle on the first rows), a ``limit``,
     a narrowing (--sample, --max-bytes); and for a DLedger log (its parts are not cut)."""
     if fmt == "table" or limit is not None or narrowing.active or jobs == 1 or not can_fork():
@@ -74,7 +75,7 @@ def jobs_for(ms: Any, fmt: str, limit: int | None, narrowing: Any, jobs: int) ->
     cl = ms.commitlog
     if cl.is_dledger:
         return 1
-    return jobs or jobs_for_stored(os.stat(f.path) for f in cl.files)
+    return jobs or workers.jobs_for(workers.stored_bytes(os.stat(f.path) for f in cl.files))
 
 
 @dataclass(frozen=True)

@@ -46,15 +46,20 @@ def make_output_dir(output: Path) -> None:
 
 
 def write_local(
-    tasks: list[FileTask], output: Path, compression: str, progress: Callable[[FileTask], None] | None = None
+    tasks: list[FileTask],
+    output: Path,
+    compression: str,
+    progress: Callable[[int], None] | None = None,
+    jobs: int = 1,
 ) -> dict[str, Any]:
-    """The dataset written by the local engine: {"rows": …, "unreadable": […]}; ``progress``
-    hears of each commit-log file done. pyarrow's write errors (OSErrors) are the output's
+    """The dataset written by the local engine on ``jobs`` processes (0: ``--jobs``'s
+    default): {"rows": …, "unreadable": […]}; ``progress`` hears the commit-log bytes of
+    each task done. pyarrow's write errors (OSErrors, a worker's too) are the output's
     fault: :class:`OutputError`."""
     from rmqstore_cli.pipeline import local
 
     try:
-        return local.export(tasks, output, progress, compression=compression)
+        return local.export(tasks, output, progress, compression=compression, jobs=jobs)
     except OSError as e:
         raise OutputError(f"cannot write the dataset: {str(e).splitlines()[0][:300]}", path=output) from None
 

@@ -15,25 +15,33 @@ from rmqstore_cli.pipeline.workers import PARTS_PER_JOB, default_jobs, fork_map
 def export(
     tasks: list[FileTask],
     output: Path,
-    progress: Callable[[FileTask], None] | None = None,
+    progress: Callable[[int], None] | None = None,
     compression: str | None = None,
+    jobs: int = 1,
 ) -> dict:
     """Write the Parquet dataset (hive partitions store=…/topic_dir=…), streaming the
     RecordBatches of :func:`~rmqstore_cli.pipeline.export_tasks.export_batches`, file by
     file, through :func:`~rmqstore_cli.pipeline.parquet_out.write_batches`; a partition
     directory that already exists (``--overwrite``) is emptied first. ``compression``: one of
-    ``parquet_out.CODECS``, the first when None. (The export modules load here, not with this
-    module: rebuild-index's engine needs none of them.)"""
+    ``parquet_out.CODECS``, the first when None. ``jobs`` > 1 (0: ``export_jobs.default_jobs``):
+    the tasks on that many forked processes (:mod:`~rmqstore_cli.pipeline.export_jobs`), the
+    same rows in other files. ``progress`` hears the commit-log bytes of each task done.
+    (The export modules load here, not with this module: rebuild-index's engine needs none
+    of them.)"""
+    from rmqstore_cli.pipeline import export_jobs
     from rmqstore_cli.pipeline.export_tasks import export_batches
     from rmqstore_cli.pipeline.parquet_out import CODECS, write_batches
 
+    jobs = jobs or export_jobs.default_jobs(tasks)
+    if jobs > 1 and tasks:
+        return export_jobs.export(tasks, output, jobs, compression or CODECS[0], progress)
     stops: list[dict] = []
 
     def batches():
         for t in tasks:
             yield from export_batches(t, stops, by_partition=True)
             if progress:
-                progress(t)
+                progress(t.file_size)
 
     rows = write_batches(batches(), str(output), compression=compression or CODECS[0], clear=True)
     return {"rows": rows, "unreadable": stops}

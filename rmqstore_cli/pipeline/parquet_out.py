@@ -80,10 +80,17 @@ class PartitionedWriter:
     one Parquet file per partition, named from ``basename`` (``{i}``: a number counted
     over the files this writer opens). ``clear``: empty a partition's directory before its
     first file is written (``--overwrite`` of the local engine; a Spark task must not, it
-    shares directories with the other tasks)."""
+    shares directories with the other tasks). ``buffer``: the bytes held for all partitions
+    (:data:`BUFFER_BYTES` when None; each of ``export --jobs N``'s workers holds its share).
+    ``files``: the paths of the files opened, in order."""
 
     def __init__(
-        self, root: str, basename: str = "part-{i}.parquet", compression: str = CODECS[0], clear: bool = False
+        self,
+        root: str,
+        basename: str = "part-{i}.parquet",
+        compression: str = CODECS[0],
+        clear: bool = False,
+        buffer: int | None = None,
     ):
         import pyarrow as pa
 
@@ -104,6 +111,8 @@ class PartitionedWriter:
         self.writers: dict[tuple, object] = {}  # open files, least recently written first
         self.opened = 0
         self.cleared: set[str] = set()
+        self.buffer = BUFFER_BYTES if buffer is None else buffer
+        self.files: list[str] = []
 
     def write(self, batch) -> None:
         """Hold ``batch``'s rows under their partitions; write row groups that are full."""
@@ -119,7 +128,7 @@ class PartitionedWriter:
             self.held += size
             if got[0] >= ROW_GROUP_ROWS or got[1] >= ROW_GROUP_BYTES:
                 self._flush(key)
-        while self.held > BUFFER_BYTES:
+        while self.held > self.buffer:
             self._flush(max(self.sizes, key=lambda k: self.sizes[k][1]))
 
     def close(self) -> None:
@@ -153,7 +162,8 @@ class PartitionedWriter:
                 shutil.rmtree(d)
             self.cleared.add(d)
             os.makedirs(d, exist_ok=True)
-            w = pq.ParquetWriter(os.path.join(d, self.basename.format(i=self.opened)), self.schema, **self.options)
+            self.files.append(os.path.join(d, self.basename.format(i=self.opened)))
+            w = pq.ParquetWriter(self.files[-1], self.schema, **self.options)
             self.opened += 1
         self.writers[key] = w  # now the most recently written
         return w
@@ -161,7 +171,12 @@ class PartitionedWriter:
 
 def write_batches(batches: Iterable, root: str, **kw) -> int:
     """Every batch of ``batches`` into the dataset under ``root``; returns the rows."""
-    w = PartitionedWriter(root, **kw)
+    return fill(PartitionedWriter(root, **kw), batches)
+
+
+def fill(w: PartitionedWriter, batches: Iterable) -> int:
+    """Every batch of ``batches`` written by ``w``, then ``w`` closed (on an error, its files
+    closed without what it holds); returns the rows."""
     rows = 0
     try:
         for b in batches:

@@ -11,7 +11,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from rmqstore_cli.pipeline.workers import ONE_PROCESS_BELOW, jobs_for_stored
 from rmqstore_cli.store.checks.findings import VerifyOptions
 from rmqstore_cli.store.checks.startup import STARTUP_CHECKS, predict_start
 from rmqstore_cli.store.layout.config import StoreConfig
@@ -68,9 +67,11 @@ def verify_many(
 
 def default_jobs_for(specs: list) -> int:
     """The default ``--jobs``: one process when the stores' commit logs hold fewer than
-    :data:`ONE_PROCESS_BELOW` bytes on disk, else every core this process may use
-    (:func:`~rmqstore_cli.pipeline.workers.jobs_for_stored`, dump-commitlog's rule too)."""
-    return jobs_for_stored((st for s in specs for st in _commitlog_stats(s)), ONE_PROCESS_BELOW)
+    ``workers.ONE_PROCESS_BELOW`` bytes on disk, else every core this process may use
+    (:func:`~rmqstore_cli.pipeline.workers.jobs_for`)."""
+    from rmqstore_cli.pipeline.workers import jobs_for, stored_bytes
+
+    return jobs_for(stored_bytes(st for s in specs for st in _commitlog_stats(s)))
 
 
 def _sized(spec: Any) -> StoreConfig:

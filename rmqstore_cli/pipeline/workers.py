@@ -14,25 +14,13 @@ from typing import Any
 #: costs more (damage, a file's zero tail) leaves the others less idle.
 PARTS_PER_JOB = 2
 
-
-#: The default ``--jobs`` (0) runs one process for stores whose commit logs hold fewer bytes
-#: than this (:func:`jobs_for_stored`): forking the workers and joining their results costs
-#: more than a second process saves on a log this small (a 1 000-send store: verify took
-#: 0.27 s of CPU by default against 0.23 s in one process). Two of verify's smallest scan parts.
+#: The default ``--jobs`` (0) of verify, export and dump-commitlog runs one process for stores whose commit
+#: logs hold fewer bytes than this (:func:`jobs_for`): forking the workers and joining their
+#: results costs more than a second process saves on a log this small (a 1 000-send store:
+#: verify took 0.27 s of CPU by default against 0.23 s in one process). Two of the smallest
+#: scan parts (``MIN_PART_BYTES``).
 ONE_PROCESS_BELOW = 64 << 20
 
-
-def jobs_for_stored(stats: Iterable[os.stat_result], below: int | None = None) -> int:
-    """The default ``--jobs`` of commands that read the commit logs (verify, dump-commitlog):
-    one process when the files of ``stats`` hold fewer than ``below`` bytes on disk, else
-    every core this process may use. On disk, not their length: a new commit-log file is
-    sparse until written (``MappedFile#init`` maps its whole size, which extends it; only
-    ``warmMapedFileEnable`` writes it through first), so a store of a thousand messages is a
-    1 GiB file of which a few hundred KiB are stored. Where ``stat`` has no blocks
-    (Windows), the length. ``below`` defaults to :data:`ONE_PROCESS_BELOW`."""
-    below = ONE_PROCESS_BELOW if below is None else below
-    stored = sum(min(st.st_size, getattr(st, "st_blocks", st.st_size) * 512) for st in stats)
-    return 1 if stored < below else default_jobs()
 
 
 def default_jobs() -> int:
@@ -42,6 +30,21 @@ def default_jobs() -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # not Linux
         return max(1, os.cpu_count() or 1)
+
+
+def stored_bytes(stats: Iterable[os.stat_result]) -> int:
+    """The bytes files hold on disk, not their length: a new commit-log file is sparse until
+    written (``MappedFile#init`` maps its whole size, which extends it; only
+    ``warmMapedFileEnable`` writes it through first), so a store of a thousand messages is a
+    1 GiB file of which a few hundred KiB are stored. Where ``stat`` has no blocks (Windows),
+    the length."""
+    return sum(min(st.st_size, getattr(st, "st_blocks", st.st_size) * 512) for st in stats)
+
+
+def jobs_for(stored: int) -> int:
+    """The default ``--jobs`` for commit logs of ``stored`` bytes on disk (:func:`stored_bytes`):
+    one process below :data:`ONE_PROCESS_BELOW`, else every core this process may use."""
+    return 1 if stored < ONE_PROCESS_BELOW else default_jobs()
 
 
 #: ``prctl``'s option: the signal a process gets when its parent ends (linux/prctl.h)

@@ -61,13 +61,13 @@ def test_the_default_is_one_process_for_a_small_commit_log(damaged, monkeypatch)
     spec = StoreSpec(str(damaged), "store")
     monkeypatch.setattr(workers, "default_jobs", lambda: 7)
     assert verify_job.default_jobs_for([spec]) == 1
-    monkeypatch.setattr(verify_job, "ONE_PROCESS_BELOW", 4096)
+    monkeypatch.setattr(workers, "ONE_PROCESS_BELOW", 4096)
     assert verify_job.default_jobs_for([spec]) == 7
     assert verify_job.default_jobs_for([spec, spec]) == 7
 
 
 def test_help_states_the_one_process_threshold():
-    from rmqstore_cli.pipeline.verify_job import ONE_PROCESS_BELOW
+    from rmqstore_cli.pipeline.workers import ONE_PROCESS_BELOW
 
     r = cli("verify", "--help")
     assert f"less than {ONE_PROCESS_BELOW >> 20} MiB on disk" in " ".join(r.stdout.split())

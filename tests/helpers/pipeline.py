@@ -39,6 +39,39 @@ def parquet_rows(path) -> list[dict]:
     return sorted(rows, key=lambda r: (r["store"], r["physical_offset"]))
 
 
+def alive(pid: int) -> bool:
+    """Process ``pid`` is there and not a zombie (Linux's ``/proc``)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ", 1)[1][0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def left_after_kill(argv: list[str], n: int = 2) -> list[int]:
+    """Run ``argv``, a parent whose ``n`` workers each print their PID (in one write), SIGKILL
+    it once they have, and return the workers still running 30 s later (then killed)."""
+    import signal
+    import time
+
+    parent = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
+    workers: list[int] = []
+    try:
+        workers = [int(parent.stdout.readline()) for _ in range(n)]
+        assert all(alive(w) for w in workers)
+        parent.send_signal(signal.SIGKILL)
+        parent.wait()
+        deadline = time.monotonic() + 30  # a bound on a hang, not a speed
+        while any(alive(w) for w in workers) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return [w for w in workers if alive(w)]
+    finally:
+        parent.kill()
+        for w in workers:
+            if alive(w):
+                os.kill(w, signal.SIGKILL)
+
+
 def ours_only(stderr: bytes) -> None:
     """A run without --verbose says nothing but our own lines: no JVM warnings, no log4j,
     no "Setting default log level", no native-hadoop notice."""
