@@ -52,7 +52,7 @@ def _plain_properties(blk: MessageBlock) -> np.ndarray:
     NUL, which ends a record's text below)."""
     P = blk.properties
     plain = P.simple()
-    if P.tot:
+    if P.tot and np.count_nonzero(P.cat) < P.tot:  # a NUL somewhere (rare): which records hold one
         plain[P.owners(np.flatnonzero(P.cat == 0))] = False
     return plain
 
@@ -102,9 +102,11 @@ def block_batch(blk: MessageBlock, store: str, body: bool):
     cols["store"] = lookup([store], same)
     cols["topic_base64"] = pa.nulls(n, s)
     cols["properties_base64"] = pa.nulls(n, s)
-    ends = (rb.body_at + rb.body_len).tolist()
     cols["body"] = (
-        texts([bytes(buf[x:y]) for x, y in zip(rb.body_at.tolist(), ends, strict=True)], pa.binary())
+        texts(
+            [bytes(buf[x:y]) for x, y in zip(rb.body_at.tolist(), (rb.body_at + rb.body_len).tolist(), strict=True)],
+            pa.binary(),
+        )
         if body
         else pa.nulls(n, pa.binary())
     )
