@@ -19,43 +19,32 @@ its place. Tests compare both on every record of the fixtures and of built store
 
 from __future__ import annotations
 
+import binascii
+
 import numpy as np
 
-from rmqstore_cli.formats.commitlog import HEAD, HOST_ADDRESS_SIZE, HOST_SIZE, MAGIC_V2
+from rmqstore_cli.formats.commitlog import HEAD, MAGIC_V2, PORT
 from rmqstore_cli.store.commitlog.columns import MessageBlock
 from rmqstore_cli.store.files.arrays import byte_rows
 from rmqstore_cli.store.records.message_view import message_dict
 from rmqstore_cli.store.records.properties import compiled_join
 
-_HEX = np.frombuffer(b"0123456789ABCDEF", np.uint8)
-#: each byte value's two hex digits, as one 2-byte item (one lookup per byte of a msgId)
-_HEX2 = np.ascontiguousarray(np.c_[_HEX[np.arange(256) >> 4], _HEX[np.arange(256) & 15]]).view(np.uint16).ravel()
 _PHY = HEAD["physical_offset"]
-#: an offset msgId: the store host (address and port) then PHYSICALOFFSET, for each kind
-_ID_V4, _ID_V6 = HOST_SIZE[False] + _PHY.size, HOST_SIZE[True] + _PHY.size
 
 
 def _msg_ids(blk: MessageBlock):
     """``MessageDecoder#createMessageId`` of every record, upper-case hex: store address,
     port and the stored PHYSICALOFFSET (32 digits for IPv4 store hosts, 56 for IPv6), as a
-    pyarrow string array cut from one buffer of hex digits."""
+    pyarrow string array: each record's host and offset bytes joined (one C call for the
+    block), then hex digits of them all (one more: binascii), cut at each record's width."""
     store_at, store_size, _ = blk.host("store")
-    v6 = store_size != HOST_ADDRESS_SIZE[False]
-    if v6.any():
-        h4, h6, pad = HOST_SIZE[False], HOST_SIZE[True], _ID_V6 - _ID_V4
-        raw = np.zeros((blk.n, _ID_V6), np.uint8)  # right-aligned: IPv4 rows start at byte 12
-        host, phy = byte_rows(blk.a, store_at, h6), byte_rows(blk.a, blk.pos + _PHY.offset, _PHY.size)
-        raw[~v6, pad : pad + h4], raw[v6, :h6], raw[:, h6:] = host[~v6, :h4], host[v6], phy
-    else:
-        raw = blk.msg_id_bytes(np.arange(blk.n))
-    hexed = _HEX2[raw].view(np.uint8).reshape(blk.n, 2 * raw.shape[1])
-    w = hexed.shape[1]
-    rows = np.arange(blk.n + 1) * w
-    if not v6.any():
-        return _strings(hexed.ravel(), rows)
-    cuts = np.empty(2 * blk.n + 1, np.int64)  # row i: its left padding, then its digits
-    cuts[0::2], cuts[1::2] = rows, rows[1:] - np.where(v6, 2 * _ID_V6, 2 * _ID_V4)
-    return ranges(hexed.ravel(), cuts[1::2], cuts[2::2] - cuts[1::2])
+    at, ln = np.empty((blk.n, 2), np.int64), np.empty((blk.n, 2), np.int64)
+    at[:, 0], ln[:, 0] = store_at, store_size + PORT.size
+    at[:, 1], ln[:, 1] = blk.pos + _PHY.offset, _PHY.size
+    hexed = np.frombuffer(binascii.hexlify(_join(blk.a, at.ravel(), ln.ravel())).upper(), np.uint8)
+    offsets = np.zeros(blk.n + 1, np.int64)
+    np.cumsum(2 * ln.sum(axis=1), out=offsets[1:])
+    return _strings(hexed, offsets)
 
 
 def _plain_properties(blk: MessageBlock) -> np.ndarray:
@@ -63,7 +52,7 @@ def _plain_properties(blk: MessageBlock) -> np.ndarray:
     NUL, which ends a record's text below)."""
     P = blk.properties
     plain = P.simple()
-    if P.tot:
+    if P.tot and np.count_nonzero(P.cat) < P.tot:  # a NUL somewhere (rare): which records hold one
         plain[P.owners(np.flatnonzero(P.cat == 0))] = False
     return plain
 
@@ -103,7 +92,7 @@ def block_batch(blk: MessageBlock, store: str, body: bool):
         ("prepared_transaction_offset", blk.prepared_transaction_offset, i64),
         ("body_size", rb.body_len, i32),
     ):
-        cols[f] = numbers(col.astype(np.int32 if typ == i32 else np.int64), typ)
+        cols[f] = numbers(col.astype(np.int32 if typ == i32 else np.int64, copy=False), typ)
     cols["magic"] = lookup(["v1", "v2"], (rb.magic == MAGIC_V2).astype(np.int64))
     for w in ("born", "store"):
         cols[f"{w}_host"] = host_texts(*blk.address_table(w), blk.host(w)[2])
@@ -113,9 +102,11 @@ def block_batch(blk: MessageBlock, store: str, body: bool):
     cols["store"] = lookup([store], same)
     cols["topic_base64"] = pa.nulls(n, s)
     cols["properties_base64"] = pa.nulls(n, s)
-    ends = (rb.body_at + rb.body_len).tolist()
     cols["body"] = (
-        texts([bytes(buf[x:y]) for x, y in zip(rb.body_at.tolist(), ends, strict=True)], pa.binary())
+        texts(
+            [bytes(buf[x:y]) for x, y in zip(rb.body_at.tolist(), (rb.body_at + rb.body_len).tolist(), strict=True)],
+            pa.binary(),
+        )
         if body
         else pa.nulls(n, pa.binary())
     )
@@ -191,15 +182,21 @@ def ranges(src: np.ndarray, at: np.ndarray, ln: np.ndarray, mask: np.ndarray | N
     at, ln = np.ascontiguousarray(at, np.int64), np.ascontiguousarray(ln, np.int64)
     if mask is not None:
         at, ln = np.where(mask, 0, at), np.where(mask, 0, ln)
-    flat_at, flat_ln = at.ravel(), ln.ravel()
-    data = compiled_join(src, flat_at, flat_ln)
-    if data is None:
-        data = src[np.repeat(flat_at - (np.cumsum(flat_ln) - flat_ln), flat_ln) + np.arange(int(flat_ln.sum()))]
+    data = _join(src, at.ravel(), ln.ravel())
     per = ln.sum(axis=1) if ln.ndim == 2 else ln
     offsets = np.zeros(per.size + 1, np.int32)  # a block lies in one commit-log file: under 2 GiB
     np.cumsum(per, out=offsets[1:])
     valid = flags(~mask).buffers()[1] if mask is not None and mask.any() else None
     return pa.StringArray.from_buffers(per.size, pa.py_buffer(offsets), pa.py_buffer(data), valid)
+
+
+def _join(src: np.ndarray, at: np.ndarray, ln: np.ndarray) -> np.ndarray:
+    """The byte ranges ``src[at[i]:at[i] + ln[i]]`` one after another (int64 ``at``, ``ln``):
+    the C loop, or a numpy gather where it is not built."""
+    data = compiled_join(src, at, ln)
+    if data is None:
+        data = src[np.repeat(at - (np.cumsum(ln) - ln), ln) + np.arange(int(ln.sum()))]
+    return data
 
 
 def lookup(values: list, idx: np.ndarray):

@@ -210,3 +210,37 @@ def test_malformed_strings_hash_alike_when_the_cache_overflows(monkeypatch):
     want = [java_hash(b.decode("utf-8", "replace")) for b in bad]
     assert javahash.java_int(javahash.java_hashes(bad[:3])[0]).tolist() == want[:3]
     assert javahash.java_int(javahash.java_hashes(bad)[0]).tolist() == want
+
+
+def test_topic_ids_of_the_same_by_the_c_table_and_by_numpy(monkeypatch):
+    """``TopicIds.ids_of`` (export's and the block scan's topic ids) gives the same ids, new
+    topics registered in the same order, whether the C loop's table or the numpy keys find
+    the known ones: empty, long, colliding-looking and negative-length topics included."""
+    from rmqstore_cli.store.files.fastpaths import FAST_PATHS
+
+    rnd = random.Random(5)
+    names = [b"", b"a", b"Pay", b"PaymentTopic", b"x" * 300, b"%RETRY%g-1-very-long-x", b"%RETRY%g-2-very-long-x"]
+    names += [b"12345678", b"123456789", b"12345678901234567", "支付".encode(), b"\x00\xff"]
+    for trial in range(60):
+        recs = [rnd.choice(names) for _ in range(rnd.randint(0, 50))]
+        buf, ta, tl = b"", [], []
+        for r in recs:
+            buf += bytes(rnd.randrange(256) for _ in range(rnd.randint(0, 6)))
+            ta.append(len(buf))
+            tl.append(len(r))
+            buf += r
+        if recs and trial % 3 == 0:  # a negative TOPICLENGTH, as a corrupt record has
+            tl[rnd.randrange(len(tl))] = -1
+        a = np.frombuffer(buf, np.uint8)
+        ids = []
+        for pure in (False, True):
+            monkeypatch.setattr(FAST_PATHS, "pure", pure)
+            tt = topics.TopicIds()
+            got = [tt.ids_of(buf, a, np.array(x, np.int64), np.array(y, np.int64)).tolist() for x, y in ((ta, tl),) * 2]
+            ids.append((got, list(tt.names)))
+        assert ids[0] == ids[1], trial
+        want: list[int] = []  # ids in order of first appearance (a negative length reads as empty)
+        seen: dict[bytes, int] = {}
+        for at, ln in zip(ta, tl, strict=True):
+            want.append(seen.setdefault(buf[at : at + ln] if ln >= 0 else b"", len(seen)))
+        assert ids[0][0] == [want, want], trial

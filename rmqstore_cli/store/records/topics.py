@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from rmqstore_cli.store.files.arrays import BE_U64, byte_rows, gather
+from rmqstore_cli.store.files.fastpaths import FAST_PATHS
 
 _MIX1, _MIX2 = np.uint64(0x9E3779B97F4A7C15), np.uint64(0xC2B2AE3D27D4EB4F)
 _ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
@@ -33,6 +34,7 @@ class TopicIds:
         self._name_rows = np.zeros((0, 0), np.uint8)  # per id: the topic's bytes, zero-padded
         self._synced = 0  # ids in the arrays above; later ones wait for :meth:`_sync`
         self._keyset: set[int] = set()  # the mixed keys registered (a colliding one is not)
+        self._c_table = TopicTable()  # the same ids, for the C loop ``topic_ids``
 
     @staticmethod
     def _key_parts(a: np.ndarray, ta: np.ndarray, tl: np.ndarray):
@@ -104,8 +106,17 @@ class TopicIds:
         return self._names
 
     def ids_of(self, buf, a: np.ndarray, ta: np.ndarray, tl: np.ndarray) -> np.ndarray:
-        """Topic id of each record, registering new topics (ids in order of appearance)."""
-        tid = self.lookup(a, ta, tl)
+        """Topic id of each record, registering new topics (ids in order of appearance):
+        those seen before by the C loop's hash table where built (:class:`TopicTable`,
+        several times cheaper than the numpy keys of :meth:`lookup`), the others by their bytes."""
+        kern = FAST_PATHS.kernels()
+        if kern is None:
+            tid = self.lookup(a, ta, tl)
+        else:
+            tt = self._c_table
+            while tt.count < len(self._names):  # the topics registered since, in id order
+                tt.add(self._names[tt.count])
+            tid = tt.lookup(kern, a, ta, tl)
         for r in np.flatnonzero(tid < 0).tolist():
             raw = bytes(buf[int(ta[r]) : int(ta[r] + tl[r])])
             t = self.ids.get(raw)
