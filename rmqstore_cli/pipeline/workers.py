@@ -22,7 +22,6 @@ PARTS_PER_JOB = 2
 ONE_PROCESS_BELOW = 64 << 20
 
 
-
 def default_jobs() -> int:
     """Every core this process may run on (``sched_getaffinity``: a container's or taskset's
     share, not the machine's)."""
