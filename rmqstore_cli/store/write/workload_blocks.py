@@ -136,22 +136,21 @@ class Draw:
         self.reconsume = rng.integers(1, 17, m)
 
 
-def keys_column(o, idx: np.ndarray, d: Draw) -> list[bytes]:
+def keys_column(o, idx: np.ndarray, d: Draw) -> np.ndarray:
     """KEYS of each send (UTF-8): ``order-<i>``, then per extra key a shared one, a
     non-ASCII one or a random one (``Workload._keys``). One ``%`` a key and send: the sends
     of each case of a key formatted together, their column assembled by numpy."""
     if not d.key_r.shape[0]:
-        return [b"order-%d" % i for i in idx.tolist()]
-    out: np.ndarray | None = None
+        return objects([b"order-%d" % i for i in idx.tolist()])
+    out, p = idx, b"order-%d"  # the key so far: the send's number, then the keys made
     for r, s, x in zip(d.key_r, d.key_shared, d.key_rand, strict=True):
         col = np.empty(idx.size, object)
-        pre, p = (idx, b"order-%d") if out is None else (out, b"%s")
         for mask, fmt, args in _key_cases(o, r, p, (s,), (idx,), (idx, x)):
             rows = np.flatnonzero(mask)
-            cols = [pre[rows].tolist(), *(c[rows].tolist() for c in args)]
-            col[rows] = _objects([fmt % t for t in zip(*cols, strict=True)])
-        out = col
-    return out.tolist()
+            cols = [out[rows].tolist(), *(c[rows].tolist() for c in args)]
+            col[rows] = objects([fmt % t for t in zip(*cols, strict=True)])
+        out, p = col, b"%s"
+    return out
 
 
 def _key_cases(o, r: np.ndarray, p: bytes, shared: tuple, wide: tuple, rand: tuple) -> tuple:
@@ -165,7 +164,7 @@ def _key_cases(o, r: np.ndarray, p: bytes, shared: tuple, wide: tuple, rand: tup
     )
 
 
-def _objects(items: list) -> np.ndarray:
+def objects(items: list) -> np.ndarray:
     """``items`` as a numpy object array (never a bytes dtype numpy would pick)."""
     a = np.empty(len(items), object)
     a[:] = items
@@ -200,9 +199,9 @@ def draw_blocks(w) -> Iterator[SendBlock]:
         counter = w.counter + 1 + np.arange(m)
         w.counter += m
         sends = {
-            "uniq": uniq_keys(cat.uniq_prefix, d.uniq_producer, born - month_starts(born, o.tz), counter),
+            "uniq": objects(uniq_keys(cat.uniq_prefix, d.uniq_producer, born - month_starts(born, o.tz), counter)),
             "keys": keys_column(o, idx, d),
-            "tags": [cat.tag_bytes[t] for t in d.tag.tolist()],
+            "tags": cat.tag_bytes[d.tag],
         }
         yield build_block(cat, o, d, store, born, sends)
 
@@ -216,7 +215,7 @@ class Catalog:
 
         self.pool = pool  # the bodies' random hex digits (:class:`Draw`)
         self.tags = list(TAGS)
-        self.tag_bytes = [t.encode() for t in TAGS]
+        self.tag_bytes = objects([t.encode() for t in TAGS])
         self.topics = list(w.topic_names) + [SCHEDULE_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, w.retry_topic]
         self.schedule, self.half, self.op, self.retry = range(len(w.topic_names), len(self.topics))
         self.retry_topic = w.retry_topic
@@ -253,7 +252,7 @@ def build_block(cat: Catalog, o, d: Draw, store: np.ndarray, born: np.ndarray, s
     tags_multi = np.array([" " in t for t in cat.tags])[d.tag]
     base_sys = np.where(d.compress, COMPRESSED_FLAG, 0) | np.where(tag & tags_multi, MULTI_TAGS_FLAG, 0)
     pool = cat.pool
-    bodies = [pool[a : a + n] for a, n in zip(d.body_at.tolist(), d.body_len.tolist(), strict=True)]
+    bodies = objects([pool[a : a + n] for a, n in zip(d.body_at.tolist(), d.body_len.tolist(), strict=True)])
     for i in np.flatnonzero(d.compress).tolist():
         bodies[i] = zlib.compress(bodies[i], 5)
     tid = d.topic[send].copy()
@@ -286,7 +285,7 @@ def build_block(cat: Catalog, o, d: Draw, store: np.ndarray, born: np.ndarray, s
     kinds[ps + 1] = np.where(end == TRANSACTION_COMMIT_TYPE, "commit", "rollback")  # same link code
     props = np.empty(send.size, object)
     _fill_props(cat, o, d, sends, props, start, (delay, retry, half, tx & ~half, ~delay & ~tx & ~retry))
-    body_rows = [bodies[i] for i in send.tolist()]
+    body_rows = bodies[send].tolist()
     for i in (hs + 2).tolist():
         body_rows[i] = cat.op_body
     born_host = np.where(d.born_v6, 6 + d.born_last - 1, d.born_producer)
@@ -354,7 +353,7 @@ def _fill_props(cat: Catalog, o, d: Draw, sends: dict, props: np.ndarray, start:
             s = np.flatnonzero(mask & (d.has_tag == has))
             if not s.size:
                 continue
-            vals = _send_values(sends, s.tolist(), has) | _kind_values(cat, d, s, topic_names, client_extra, extra)
+            vals = _send_values(sends, s, has) | _kind_values(cat, d, s, topic_names, client_extra, extra)
             client = (
                 ((const.PROPERTY_TAGS,) if has else ())
                 + (const.PROPERTY_KEYS, const.PROPERTY_WAIT, const.PROPERTY_UNIQ_KEY)
@@ -366,18 +365,18 @@ def _fill_props(cat: Catalog, o, d: Draw, sends: dict, props: np.ndarray, start:
     props[start[np.flatnonzero(half)] + 2] = cat.op_props
 
 
-def _send_values(sends: dict, sl: list[int], has_tag: bool) -> dict:
+def _send_values(sends: dict, s: np.ndarray, has_tag: bool) -> dict:
     """The values every kind of send has (KEYS, WAIT, UNIQ_KEY, TAGS when the send has one)
     and the transaction constants (used only by the kinds that name them)."""
     vals: dict = {
-        const.PROPERTY_KEYS: [sends["keys"][i] for i in sl],
+        const.PROPERTY_KEYS: sends["keys"][s].tolist(),
         const.PROPERTY_WAIT: "true",
-        const.PROPERTY_UNIQ_KEY: [sends["uniq"][i] for i in sl],
+        const.PROPERTY_UNIQ_KEY: sends["uniq"][s].tolist(),
         const.PROPERTY_TRAN_MSG: "true",
         const.PROPERTY_PGROUP: "tx-group",
     }
     if has_tag:
-        vals[const.PROPERTY_TAGS] = [sends["tags"][i] for i in sl]
+        vals[const.PROPERTY_TAGS] = sends["tags"][s].tolist()
     return vals
 
 
