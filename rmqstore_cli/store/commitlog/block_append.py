@@ -46,7 +46,8 @@ def follows_on(block: SendBlock, write_offset: int) -> bool:
     given_phy = block.physical_offset >= 0
     if given_phy.any() and (not given_phy.all() or int(block.physical_offset[0]) != write_offset):
         return False
-    return len(set((block.queue_offset >= 0).tolist())) <= 1
+    given_q = block.queue_offset >= 0
+    return bool(given_q.all() or not given_q.any())
 
 
 def block_shape(

@@ -224,19 +224,14 @@ def replay(writer, from_jsonl: str, progress: Callable[[int], None] | None = Non
         writer.append_blocks(ticking(read_dump_blocks(src, from_jsonl if from_jsonl != "-" else "<stdin>"), progress))
 
 
-#: The records a transaction adds after its send (``Workload.specs``' kinds): not sends.
-FOLLOW_UPS = frozenset(("commit", "op", "rollback"))
-
-
 def ticking(blocks: Iterable, progress: Callable[[int], None] | None) -> Iterator:
     """``blocks`` as they are, ``progress`` told how many sends (``--messages`` counts them)
-    each held once the writer has taken the next one, so appended it; a block without kinds
-    (a replayed dump's) counts its records."""
+    each held once the writer has taken the next one, so appended it (``SendBlock.sends``: a
+    block without kinds, a replayed dump's, counts its records)."""
     for b in blocks:
         yield b
         if progress is not None:
-            kinds = getattr(b, "kinds", None)
-            progress(sum(1 for k in kinds if k not in FOLLOW_UPS) if kinds else len(b))
+            progress(b.sends())
 
 
 def declare_topics(writer, workload, cfg, compaction_run: bool) -> None:

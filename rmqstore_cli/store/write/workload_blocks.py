@@ -26,7 +26,7 @@ from rmqstore_cli.formats.commitlog import (
 )
 from rmqstore_cli.formats.message_id import UNIQ_KEY_TIME_COUNTER_SIZES
 
-from rmqstore_cli.store.commitlog.blocks import BLOCK_BYTES, SendBlock
+from rmqstore_cli.store.commitlog.blocks import BLOCK_BYTES, KIND_LINKS, SendBlock, row_bytes
 from rmqstore_cli.store.records import message as const
 from rmqstore_cli.store.records.message import SCHEDULE_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, month_start_ms
 from rmqstore_cli.store.write.send_path import STORE_V4, STORE_V6, TAGS, broker_map, stored_properties
@@ -136,18 +136,39 @@ class Draw:
         self.reconsume = rng.integers(1, 17, m)
 
 
-def keys_column(o, idx: list[int], d: Draw) -> list[bytes]:
+def keys_column(o, idx: np.ndarray, d: Draw) -> np.ndarray:
     """KEYS of each send (UTF-8): ``order-<i>``, then per extra key a shared one, a
-    non-ASCII one or a random one (``Workload._keys``)."""
-    out = [b"order-%d" % i for i in idx]
-    a, b = o.shared_key_ratio, o.shared_key_ratio + 0.05
-    wide = "订单-%d".encode()
-    for r, s, x in zip(d.key_r.tolist(), d.key_shared.tolist(), d.key_rand.tolist(), strict=True):
-        out = [
-            k + (b" shared-%d" % s_ if r_ < a else b" " + wide % i if r_ < b else b" k%d-%x" % (i, x_))
-            for k, i, r_, s_, x_ in zip(out, idx, r, s, x, strict=True)
-        ]
+    non-ASCII one or a random one (``Workload._keys``). One ``%`` a key and send: the sends
+    of each case of a key formatted together, their column assembled by numpy."""
+    if not d.key_r.shape[0]:
+        return objects([b"order-%d" % i for i in idx.tolist()])
+    out, p = idx, b"order-%d"  # the key so far: the send's number, then the keys made
+    for r, s, x in zip(d.key_r, d.key_shared, d.key_rand, strict=True):
+        col = np.empty(idx.size, object)
+        for mask, fmt, args in _key_cases(o, r, p, (s,), (idx,), (idx, x)):
+            rows = np.flatnonzero(mask)
+            cols = [out[rows].tolist(), *(c[rows].tolist() for c in args)]
+            col[rows] = objects([fmt % t for t in zip(*cols, strict=True)])
+        out, p = col, b"%s"
     return out
+
+
+def _key_cases(o, r: np.ndarray, p: bytes, shared: tuple, wide: tuple, rand: tuple) -> tuple:
+    """(sends, format, its arguments after the key so far) of an extra key's three cases:
+    shared (``shared-<n>``), non-ASCII (``订单-<i>``), random (``k<i>-<hex>``)."""
+    a, b = o.shared_key_ratio, o.shared_key_ratio + 0.05
+    return (
+        (r < a, p + b" shared-%d", shared),
+        ((r >= a) & (r < b), p + " 订单-%d".encode(), wide),
+        (r >= b, p + b" k%d-%x", rand),
+    )
+
+
+def objects(items: list) -> np.ndarray:
+    """``items`` as a numpy object array (never a bytes dtype numpy would pick)."""
+    a = np.empty(len(items), object)
+    a[:] = items
+    return a
 
 
 def uniq_keys(prefixes: list[str], producer: np.ndarray, span: np.ndarray, counter: np.ndarray) -> list[bytes]:
@@ -158,9 +179,7 @@ def uniq_keys(prefixes: list[str], producer: np.ndarray, span: np.ndarray, count
     shifts = np.arange(4 * (2 * (t_size + c_size) - 1), -1, -4)
     digits = _HEX_UPPER[(value[:, None] >> shifts) & 15]
     pfx = np.frombuffer("".join(prefixes).encode(), np.uint8).reshape(len(prefixes), -1)
-    rows = np.concatenate([pfx[producer], digits], axis=1)
-    raw, w = rows.tobytes(), rows.shape[1]
-    return [raw[x : x + w] for x in range(0, len(raw), w)]
+    return row_bytes(np.concatenate([pfx[producer], digits], axis=1))
 
 
 def draw_blocks(w) -> Iterator[SendBlock]:
@@ -180,9 +199,9 @@ def draw_blocks(w) -> Iterator[SendBlock]:
         counter = w.counter + 1 + np.arange(m)
         w.counter += m
         sends = {
-            "uniq": uniq_keys(cat.uniq_prefix, d.uniq_producer, born - month_starts(born, o.tz), counter),
-            "keys": keys_column(o, idx.tolist(), d),
-            "tags": [cat.tag_bytes[t] for t in d.tag.tolist()],
+            "uniq": objects(uniq_keys(cat.uniq_prefix, d.uniq_producer, born - month_starts(born, o.tz), counter)),
+            "keys": keys_column(o, idx, d),
+            "tags": cat.tag_bytes[d.tag],
         }
         yield build_block(cat, o, d, store, born, sends)
 
@@ -196,7 +215,7 @@ class Catalog:
 
         self.pool = pool  # the bodies' random hex digits (:class:`Draw`)
         self.tags = list(TAGS)
-        self.tag_bytes = [t.encode() for t in TAGS]
+        self.tag_bytes = objects([t.encode() for t in TAGS])
         self.topics = list(w.topic_names) + [SCHEDULE_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, w.retry_topic]
         self.schedule, self.half, self.op, self.retry = range(len(w.topic_names), len(self.topics))
         self.retry_topic = w.retry_topic
@@ -233,7 +252,7 @@ def build_block(cat: Catalog, o, d: Draw, store: np.ndarray, born: np.ndarray, s
     tags_multi = np.array([" " in t for t in cat.tags])[d.tag]
     base_sys = np.where(d.compress, COMPRESSED_FLAG, 0) | np.where(tag & tags_multi, MULTI_TAGS_FLAG, 0)
     pool = cat.pool
-    bodies = [pool[a : a + n] for a, n in zip(d.body_at.tolist(), d.body_len.tolist(), strict=True)]
+    bodies = objects([pool[a : a + n] for a, n in zip(d.body_at.tolist(), d.body_len.tolist(), strict=True)])
     for i in np.flatnonzero(d.compress).tolist():
         bodies[i] = zlib.compress(bodies[i], 5)
     tid = d.topic[send].copy()
@@ -241,6 +260,7 @@ def build_block(cat: Catalog, o, d: Draw, store: np.ndarray, born: np.ndarray, s
     sys_flag = base_sys[send].copy()
     reconsume = np.zeros(send.size, np.int64)
     kinds = np.full(send.size, "normal", object)
+    links = np.zeros(send.size, np.int8)  # SendBlock.link_codes of kinds, as a column
     rows_of = {k: start[np.flatnonzero(v)] for k, v in (("delay", delay), ("retry", retry))}
     tid[rows_of["delay"]], qid[rows_of["delay"]] = cat.schedule, d.level[delay] - 1
     tid[rows_of["retry"]], qid[rows_of["retry"]] = cat.retry, 0
@@ -259,12 +279,13 @@ def build_block(cat: Catalog, o, d: Draw, store: np.ndarray, born: np.ndarray, s
         ("commit", hs + 1),
         ("op", hs + 2),
         ("prepared", ps),
+        ("commit", ps + 1),
     ):
-        kinds[rows] = k
-    kinds[ps + 1] = np.where(end == TRANSACTION_COMMIT_TYPE, "commit", "rollback")
+        kinds[rows], links[rows] = k, KIND_LINKS.get(k, 0)
+    kinds[ps + 1] = np.where(end == TRANSACTION_COMMIT_TYPE, "commit", "rollback")  # same link code
     props = np.empty(send.size, object)
     _fill_props(cat, o, d, sends, props, start, (delay, retry, half, tx & ~half, ~delay & ~tx & ~retry))
-    body_rows = [bodies[i] for i in send.tolist()]
+    body_rows = bodies[send].tolist()
     for i in (hs + 2).tolist():
         body_rows[i] = cat.op_body
     born_host = np.where(d.born_v6, 6 + d.born_last - 1, d.born_producer)
@@ -293,6 +314,7 @@ def build_block(cat: Catalog, o, d: Draw, store: np.ndarray, born: np.ndarray, s
         kinds=kinds.tolist(),
         floor_store_ts=True,
         raw_props=False,
+        links=links,
     )
 
 
@@ -331,7 +353,7 @@ def _fill_props(cat: Catalog, o, d: Draw, sends: dict, props: np.ndarray, start:
             s = np.flatnonzero(mask & (d.has_tag == has))
             if not s.size:
                 continue
-            vals = _send_values(sends, s.tolist(), has) | _kind_values(cat, d, s, topic_names, client_extra, extra)
+            vals = _send_values(sends, s, has) | _kind_values(cat, d, s, topic_names, client_extra, extra)
             client = (
                 ((const.PROPERTY_TAGS,) if has else ())
                 + (const.PROPERTY_KEYS, const.PROPERTY_WAIT, const.PROPERTY_UNIQ_KEY)
@@ -343,18 +365,18 @@ def _fill_props(cat: Catalog, o, d: Draw, sends: dict, props: np.ndarray, start:
     props[start[np.flatnonzero(half)] + 2] = cat.op_props
 
 
-def _send_values(sends: dict, sl: list[int], has_tag: bool) -> dict:
+def _send_values(sends: dict, s: np.ndarray, has_tag: bool) -> dict:
     """The values every kind of send has (KEYS, WAIT, UNIQ_KEY, TAGS when the send has one)
     and the transaction constants (used only by the kinds that name them)."""
     vals: dict = {
-        const.PROPERTY_KEYS: [sends["keys"][i] for i in sl],
+        const.PROPERTY_KEYS: sends["keys"][s].tolist(),
         const.PROPERTY_WAIT: "true",
-        const.PROPERTY_UNIQ_KEY: [sends["uniq"][i] for i in sl],
+        const.PROPERTY_UNIQ_KEY: sends["uniq"][s].tolist(),
         const.PROPERTY_TRAN_MSG: "true",
         const.PROPERTY_PGROUP: "tx-group",
     }
     if has_tag:
-        vals[const.PROPERTY_TAGS] = [sends["tags"][i] for i in sl]
+        vals[const.PROPERTY_TAGS] = sends["tags"][s].tolist()
     return vals
 
 

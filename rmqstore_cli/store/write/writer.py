@@ -309,13 +309,15 @@ class StoreWriter:
         """What :meth:`append` counts per record (topics and queues, refused topics), per block."""
         import numpy as np
 
-        for t in np.unique(block.tid).tolist():
+        tids, inv, counts = np.unique(block.tid, return_inverse=True, return_counts=True)
+        top = np.full(tids.size, np.iinfo(np.int64).min, np.int64)
+        np.maximum.at(top, inv.ravel(), block.queue_id)  # each topic's highest queue id, one pass
+        for t, n, q in zip(tids.tolist(), counts.tolist(), top.tolist(), strict=True):
             name = block.topics[t]
-            rows = block.tid == t
             if name in self.refused_records or unsafe_topic(name) is not None:
-                self.refused_records[name] = self.refused_records.get(name, 0) + int(rows.sum())
+                self.refused_records[name] = self.refused_records.get(name, 0) + n
             else:
-                self.topics[name] = max(self.topics.get(name, 0), int(block.queue_id[rows].max()) + 1)
+                self.topics[name] = max(self.topics.get(name, 0), q + 1)
         self.last_store_timestamp = int(store_ts[-1])
         self.messages += len(block)
 
