@@ -323,20 +323,27 @@ class FastDispatcher:
         """Topic id per record: topics seen before found by the C loop's hash table
         (:class:`TopicTable`) or with numpy (:class:`TopicIds`), the others (new ones,
         registered in record order, and any whose key collides) by their bytes."""
-        kern = FAST_PATHS.kernels()
-        if kern is not None:
-            tt = self.topic_c
-            while tt.count < len(self.topic_list):  # the topics registered since, in id order
-                tt.add(self.topic_list[tt.count].raw)
-            tid = tt.lookup(kern, a, ta, tl)
-        else:
-            tid = self.topic_table.lookup(a, ta, tl)
-        miss = np.flatnonzero(tid < 0)
-        if miss.size:
-            topics, topic = self.topics, self.topic
-            raws = (bytes(buf[x : x + n]) for x, n in zip(ta[miss].tolist(), tl[miss].tolist(), strict=True))
-            tid[miss] = [(topics.get(raw) or topic(raw)).id for raw in raws]
+        tid = self._lookup_topics(a, ta, tl)
+        miss, step = np.flatnonzero(tid < 0), 64
+        topics, topic = self.topics, self.topic
+        while miss.size:  # a few misses by their bytes, then the rest looked up again: a block
+            now, miss = miss[:step], miss[step:]  # of one new topic costs no bytes per record
+            raws = (bytes(buf[x : x + n]) for x, n in zip(ta[now].tolist(), tl[now].tolist(), strict=True))
+            tid[now] = [(topics.get(raw) or topic(raw)).id for raw in raws]
+            if miss.size:
+                tid[miss] = self._lookup_topics(a, ta[miss], tl[miss])
+                miss, step = miss[tid[miss] < 0], step * 2
         return tid
+
+    def _lookup_topics(self, a, ta, tl) -> np.ndarray:
+        """Topic id per record, -1 where the topic is not registered (or its key collides)."""
+        kern = FAST_PATHS.kernels()
+        if kern is None:
+            return self.topic_table.lookup(a, ta, tl)
+        tt = self.topic_c
+        while tt.count < len(self.topic_list):  # the topics registered since, in id order
+            tt.add(self.topic_list[tt.count].raw)
+        return tt.lookup(kern, a, ta, tl)
 
     def _extract(self, buf, a, ta, tl, pa, pl, rollback):
         """Per record of a block: topic id, tagsCode (hashCode of TAGS), the index keys
