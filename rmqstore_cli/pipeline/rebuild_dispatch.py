@@ -135,9 +135,7 @@ def dispatch_file(
     s.multi_problems = dict(d.multi_problems)
     s.units = fd.units
     s.last_store_timestamp = fd.last_store_timestamp
-    units = _group_units(fd)
-    s.queues = {k: (int(v[3][0]), int(v[3][-1]), len(v[3])) for k, v in units.items()}
-    s.ends = {k: (int(v[0][0] + v[1][0]), int(v[0][-1] + v[1][-1])) for k, v in units.items()}
+    units = _group_units(fd, s)
     keys = tuple(
         np.concatenate([p[i] for p in fd.key_parts]) if fd.key_parts else np.empty(0, np.int64) for i in range(3)
     )
@@ -187,20 +185,45 @@ def _summarize_keys(s: FileSummary, phy) -> None:
     s.local_put_min_phy = int(kept.min()) if len(kept) else 0
 
 
-def _group_units(fd) -> dict:
+def _group_units(fd, s: FileSummary) -> dict:
+    """The captured units by queue, each queue's in dispatch order (slices of the units
+    sorted once); into ``s`` per queue its cq offsets' span, its first and last unit's end
+    and whether its units are consecutive (:func:`simple_runs`), for all queues at once."""
     import numpy as np
 
     if not fd.cq_parts:
+        s.queues, s.ends, s.simple = {}, {}, {}
         return {}
     tid, qid, phy, size, tags, qoff = (np.concatenate([p[i] for p in fd.cq_parts]).astype(np.int64) for i in range(6))
     key = tid * (1 << 32) + (qid & 0xFFFFFFFF)
     order = np.argsort(key, kind="stable")  # dispatch order kept within each queue
-    cuts = np.flatnonzero(np.diff(key[order])) + 1
+    phy, size, tags, qoff, key = phy[order], size[order], tags[order], qoff[order], key[order]
+    starts = np.concatenate(([0], np.flatnonzero(np.diff(key)) + 1))
+    bounds = np.append(starts, len(key)).tolist()
+    names = [fd.topic_list[t].name for t in (key[starts] >> 32).tolist()]
+    qids = qid[order][starts].tolist()
     out = {}
-    for grp in np.split(order, cuts):
-        g0 = int(grp[0])
-        out[(fd.topic_list[int(tid[g0])].name, int(qid[g0]))] = (phy[grp], size[grp], tags[grp], qoff[grp])
+    for j, (a, b) in enumerate(zip(bounds[:-1], bounds[1:], strict=True)):
+        out[(names[j], int(qids[j]))] = (phy[a:b], size[a:b], tags[a:b], qoff[a:b])
+    last, end = np.asarray(bounds[1:]) - 1, phy + size
+    spans = zip(qoff[starts].tolist(), qoff[last].tolist(), np.diff(bounds).tolist(), strict=True)
+    s.queues = dict(zip(out, spans, strict=True))
+    s.ends = dict(zip(out, zip(end[starts].tolist(), end[last].tolist(), strict=True), strict=True))
+    s.simple = dict(zip(out, simple_runs(phy, size, qoff, starts).tolist(), strict=True))
     return out
+
+
+def simple_runs(phy, size, qoff, starts):
+    """Per run of units (a queue's, from each of ``starts`` to the next): units that
+    ``putMessagePositionInfo`` appends one after another unchecked: consecutive cq offsets
+    (the first ≥ 0) and growing ends. All runs at once, no numpy call per queue."""
+    import numpy as np
+
+    end = phy + size
+    bad = np.zeros(len(qoff), dtype=np.int64)  # bad[i]: unit i does not follow unit i - 1
+    bad[1:] = (np.diff(qoff) != 1) | (np.diff(end) <= 0)
+    bad[starts] = 0  # a run's first unit follows nothing of its run
+    return (np.add.reduceat(bad, starts) == 0) & (qoff[starts] >= 0) if len(starts) else np.zeros(0, dtype=bool)
 
 
 def kept_mask(phy, last_end_phy: int):

@@ -58,16 +58,6 @@ from rmqstore_cli.pipeline.rebuild_spill import (
 #    (``finish_index``). Every task is idempotent (a retried task writes the same bytes).
 
 
-def _simple_units(phy, size, qoff) -> bool:
-    """Units of one queue that ``putMessagePositionInfo`` appends one after another
-    unchecked: consecutive cq offsets (≥ 0) and growing ends."""
-    import numpy as np
-
-    if not len(qoff) or int(qoff[0]) < 0:
-        return False
-    return len(qoff) == 1 or bool(np.all(np.diff(qoff) == 1) and np.all(np.diff(phy + size) > 0))
-
-
 def dispatch_and_spill(
     config,
     position: int,
@@ -85,7 +75,6 @@ def dispatch_and_spill(
     written into the consume-queue files)."""
     fd = dispatch_file(config, position, recovering, build_cq, build_index, topics, part)
     s = fd.summary
-    s.simple = {k: _simple_units(v[0], v[1], v[3]) for k, v in fd.units.items()}
     s.direct = []
     if dry:
         return s

@@ -1248,12 +1248,6 @@ static inline void put_be32(uint8_t *p, uint32_t v)
     p[0] = (uint8_t)(v >> 24), p[1] = (uint8_t)(v >> 16), p[2] = (uint8_t)(v >> 8), p[3] = (uint8_t)v;
 }
 
-static int cmp_i64(const void *x, const void *y)
-{
-    int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
-    return (a > b) - (a < b);
-}
-
 typedef struct {
     const int64_t *hash, *phy, *diff;
     int64_t k, n0, slot_num;
@@ -1261,49 +1255,79 @@ typedef struct {
     int64_t *slots, *heads, *tails;
 } IndexBlock;
 
+/* The block's key positions ordered by slot, stable (so by position within a slot): an LSD
+ * radix sort of at most 16 bits a digit into idx (tmp: as long). Costs O(k) whatever the
+ * slot count: no table of slot_num entries is made or touched. */
+static void sort_by_slot(const int64_t *sl, int64_t k, int64_t slot_num, uint32_t *idx, uint32_t *tmp,
+                         int64_t *count)
+{
+    int bits = 0;
+    while (bits < 63 && ((int64_t)1 << bits) < slot_num)
+        bits++;
+    int passes = bits ? (bits + 15) / 16 : 0, width = passes ? (bits + passes - 1) / passes : 0;
+    int64_t buckets = (int64_t)1 << width;
+    for (int64_t i = 0; i < k; i++)
+        idx[i] = (uint32_t)i;
+    for (int p = 0; p < passes; p++) {
+        int shift = p * width;
+        memset(count, 0, (size_t)buckets * sizeof(int64_t));
+        for (int64_t i = 0; i < k; i++)
+            count[(sl[i] >> shift) & (buckets - 1)]++;
+        for (int64_t d = 0, at = 0; d < buckets; d++) {
+            int64_t c = count[d];
+            count[d] = at, at += c;
+        }
+        for (int64_t i = 0; i < k; i++) {
+            uint32_t x = idx[i];
+            tmp[count[(sl[x] >> shift) & (buckets - 1)]++] = x;
+        }
+        uint32_t *t = idx;
+        idx = tmp, tmp = t;
+        if (p == passes - 1 && passes % 2)
+            memcpy(tmp, idx, (size_t)k * sizeof(uint32_t)); /* the result in the caller's idx */
+    }
+}
+
 /* Entries n0.. of a block, each chained to the previous entry of its slot in the block (0 for
  * the first), into out; the slots used, ascending, with their first and last entry. Returns
- * how many slots, or -1 when the tables could not be had. first/last hold position + 1. */
+ * how many slots, or -1 when the scratch memory could not be had. */
 static int64_t index_block(IndexBlock *c)
 {
-    uint32_t *first = calloc((size_t)c->slot_num, sizeof(uint32_t));
-    uint32_t *last = calloc((size_t)c->slot_num, sizeof(uint32_t));
-    int64_t used = 0;
-    if (first == NULL || last == NULL) {
-        free(first);
-        free(last);
+    int64_t k = c->k, used = 0;
+    int64_t *sl = malloc((size_t)(k ? k : 1) * sizeof(int64_t));
+    uint32_t *idx = malloc((size_t)(k ? k : 1) * sizeof(uint32_t));
+    uint32_t *tmp = malloc((size_t)(k ? k : 1) * sizeof(uint32_t));
+    int64_t *count = malloc(((size_t)1 << 16) * sizeof(int64_t));
+    if (sl == NULL || idx == NULL || tmp == NULL || count == NULL) {
+        free(sl), free(idx), free(tmp), free(count);
         return -1;
     }
-    for (int64_t i = 0; i < c->k; i++) {
-        int64_t sl = c->hash[i] % c->slot_num;
-        sl += sl < 0 ? c->slot_num : 0;
+    for (int64_t i = 0; i < k; i++) {
+        int64_t s = c->hash[i] % c->slot_num;
+        sl[i] = s + (s < 0 ? c->slot_num : 0);
+    }
+    sort_by_slot(sl, k, c->slot_num, idx, tmp, count);
+    uint32_t *prev = tmp; /* prevIndex per position, from the walk in slot order */
+    for (int64_t j = 0; j < k; j++) {
+        uint32_t i = idx[j];
+        if (j == 0 || sl[idx[j - 1]] != sl[i]) {
+            prev[i] = 0;
+            c->slots[used] = sl[i];
+            c->heads[used++] = c->n0 + i;
+        } else {
+            prev[i] = (uint32_t)(c->n0 + idx[j - 1]);
+        }
+        c->tails[used - 1] = c->n0 + i;
+    }
+    for (int64_t i = 0; i < k; i++) {
         uint8_t *e = c->out + i * IE_SIZE;
-        uint32_t p = last[sl];
         put_be32(e + IE_HASH_AT, (uint32_t)c->hash[i]);
         put_be32(e + IE_PHY_AT, (uint32_t)((uint64_t)c->phy[i] >> 32));
         put_be32(e + IE_PHY_AT + 4, (uint32_t)c->phy[i]);
         put_be32(e + IE_DIFF_AT, (uint32_t)c->diff[i]);
-        put_be32(e + IE_PREV_AT, p ? (uint32_t)(c->n0 + p - 1) : 0);
-        if (!p) {
-            first[sl] = (uint32_t)(i + 1);
-            c->slots[used++] = sl;
-        }
-        last[sl] = (uint32_t)(i + 1);
+        put_be32(e + IE_PREV_AT, prev[i]);
     }
-    if (used * 8 > c->slot_num) { /* many slots: read them in order from the table */
-        used = 0;
-        for (int64_t sl = 0; sl < c->slot_num; sl++)
-            if (first[sl])
-                c->slots[used++] = sl;
-    } else {
-        qsort(c->slots, (size_t)used, sizeof(int64_t), cmp_i64);
-    }
-    for (int64_t j = 0; j < used; j++) {
-        c->heads[j] = c->n0 + first[c->slots[j]] - 1;
-        c->tails[j] = c->n0 + last[c->slots[j]] - 1;
-    }
-    free(first);
-    free(last);
+    free(sl), free(idx), free(tmp), free(count);
     return used;
 }
 

@@ -9,19 +9,25 @@ import json
 
 import pytest
 
-from tests.helpers import run
+from tests.helpers import cli, run
 
 BAD = 12  # the record whose DELAY is "x"
 
 
-def _records(n: int) -> list[dict]:
+# DELAY texts Integer#parseInt reads, alike and not (a block's distinct values are parsed
+# once: fastdispatch._delay_values), above the highest level, below 1, and longer than the
+# bytes told apart at once
+DELAYS = ["3", "03", "+2", "-1", "0", "18", "19", "2147483647", "-2147483648", "0000000000000000004", "1", "+0"]
+
+
+def _records(n: int, delays: list[str] | None = None) -> list[dict]:
     out = []
     for i in range(n):
         schedule = i % 2 == 0
         level = 1 + i % 4
         props = f"UNIQ_KEY\x01U{i:04d}\x02KEYS\x01k{i}\x02"
         if schedule:
-            delay = "x" if i == BAD else str(level)
+            delay = delays[i % len(delays)] if delays else "x" if i == BAD else str(level)
             props += f"DELAY\x01{delay}\x02REAL_TOPIC\x01OrderTopic\x02REAL_QID\x010\x02"
         else:
             props += "TAGS\x01t\x02"
@@ -59,3 +65,20 @@ def test_rebuild_stops_at_a_non_int_delay_where_the_per_record_dispatch_did(tmp_
     want_cq, got_cq = _tree(store / "consumequeue"), _tree(out / "consumequeue")
     assert got_cq == want_cq and len(want_cq) == 3  # OrderTopic/0 and two delay levels' queues
     assert _tree(out / "index") == _tree(store / "index")
+
+
+@pytest.mark.parametrize("pure", ["0", "1"])
+def test_rebuild_gives_each_delay_text_the_tags_code_the_per_record_dispatch_did(tmp_path, monkeypatch, pure):
+    from rmqstore_cli.store.files.fastpaths import FAST_PATHS
+
+    src = tmp_path / "dump.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in _records(400, DELAYS)), encoding="utf-8")
+    store = tmp_path / "store"
+    monkeypatch.setattr(FAST_PATHS, "gen_block", 0)  # the reference: the reput send by send
+    r = cli("generate", "--store", store, "--from-jsonl", src, "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    out = tmp_path / "out"
+    r = run("rebuild-index", "--store", store, "--output", out, "--format", "json", env={"RMQSTORE_PURE": pure})
+    assert json.loads(r.stdout)["messages"] == 400
+    want_cq, got_cq = _tree(store / "consumequeue"), _tree(out / "consumequeue")
+    assert got_cq == want_cq and len(want_cq) == 3  # OrderTopic/0 and two queues of the schedule topic

@@ -10,6 +10,8 @@ import base64
 import json
 import random
 
+import pytest
+
 from tests.helpers import cli
 
 # long topics alike in their first, middle-8 and last bytes, non-ASCII topics, short ones
@@ -22,7 +24,7 @@ TOPICS = (
 KEYS = ["order-%d", "订单-%d", "k%d-🎉", "AaAa", "BBBB", "minhash-280000磁龟", "x\u07ff\u0800\uffff%d", ""]
 
 
-def _records(n: int, seed: int) -> list[dict]:
+def _records(n: int, seed: int, topics: list[str] = TOPICS) -> list[dict]:
     rnd = random.Random(seed)
     out = []
     for i in range(n):
@@ -34,7 +36,7 @@ def _records(n: int, seed: int) -> list[dict]:
             props.append(("TAGS\x01" + rnd.choice(["Pay", "支付标签", "t-🎉", "Tag With Blank", "AaBB"])).encode())
         out.append(
             {
-                "topic": rnd.choice(TOPICS) if i >= 3 else TOPICS[-1],
+                "topic": rnd.choice(topics) if i >= 3 else topics[-1],
                 "queue_id": rnd.randrange(4),
                 "store_timestamp": 1795317650000 + i * 41,
                 "born_timestamp": 1795317640000 + i,
@@ -53,9 +55,15 @@ def _tree(root) -> dict[str, bytes]:
     return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
-def test_block_paths_write_what_the_per_record_dispatch_writes(tmp_path):
+# a block's new topics are taken by their bytes a few at a time, the rest looked up again
+# (fastdispatch._topic_ids): hundreds of topics new in one block, interleaved, some alike
+MANY_TOPICS = TOPICS + [f"M{i}" for i in range(400)] + [f"LongTopicName-{i:04d}-shared-suffix" for i in range(80)]
+
+
+@pytest.mark.parametrize("topics", [TOPICS, MANY_TOPICS], ids=["few-topics", "many-new-topics"])
+def test_block_paths_write_what_the_per_record_dispatch_writes(tmp_path, topics):
     src = tmp_path / "in.jsonl"
-    src.write_text("".join(json.dumps(r) + "\n" for r in _records(2500, 5)), encoding="utf-8")
+    src.write_text("".join(json.dumps(r) + "\n" for r in _records(2500, 5, topics)), encoding="utf-8")
     store = tmp_path / "store"
     # one commit-log file holds every record (one block sees all topics appear); few slots
     # and small index files: chains inside a block and rolled files
@@ -84,6 +92,7 @@ def test_block_paths_write_what_the_per_record_dispatch_writes(tmp_path):
     assert r.exit_code == 0, r.stderr
     want_cq, got_cq = _tree(store / "consumequeue"), _tree(out / "consumequeue")
     assert got_cq == want_cq and len(want_cq) > len(TOPICS)
+    assert len({k.split("/")[0] for k in want_cq}) > (300 if topics is MANY_TOPICS else 15)
     want_ix, got_ix = _tree(store / "index"), _tree(out / "index")
     assert got_ix == want_ix and len(want_ix) > 2
     assert json.loads(r.stdout)["messages"] == 2500

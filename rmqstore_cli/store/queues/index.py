@@ -298,7 +298,7 @@ class IndexFile:
         Returns how many slots got a first entry (hashSlotCount)."""
         import numpy as np
 
-        last_of = np.zeros(self.slot_num, dtype=np.int64)
+        last_of = np.zeros(self.slot_num, dtype=np.int32)  # entry numbers: an int's, as the table's
         prev = self._entries(0, self.index_num)["prev_index"]
         used = 0
         for slot, head, tail in blocks:

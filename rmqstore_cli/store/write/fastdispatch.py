@@ -39,21 +39,24 @@ from rmqstore_cli.formats.commitlog import (
 )
 
 from rmqstore_cli.store.commitlog.bulk import RecordBatch
-from rmqstore_cli.store.files.arrays import stable_argsort
+from rmqstore_cli.store.files.arrays import byte_rows, stable_argsort
 from rmqstore_cli.store.files.fastpaths import FAST_PATHS
 from rmqstore_cli.store.javahash import java_hash
 from rmqstore_cli.store.javahash.bulk import concat_hashes, index_hash, java_hashes, java_int, java_range_hashes
 from rmqstore_cli.store.queues.consume_queue import ConsumeQueueWriter
 from rmqstore_cli.store.queues.index import build_key
-from rmqstore_cli.store.records.kinds import deliver_timestamp
+from rmqstore_cli.store.records.kinds import deliver_timestamp, parse_java_int
 from rmqstore_cli.store.records.message import SCHEDULE_TOPIC
 from rmqstore_cli.store.records.properties import Properties
 from rmqstore_cli.store.records.props_fused import FusedProperties
 from rmqstore_cli.store.records.topics import TopicIds, TopicTable
-from rmqstore_cli.store.write.dispatch import Dispatcher, InvalidForDispatch, parse_delay
+from rmqstore_cli.store.write.dispatch import Dispatcher
 from rmqstore_cli.store.write.lmq import MULTI_DISPATCH, MULTI_QUEUE_OFFSET, fan_out, fan_out_units, multi_ranges
 
 _SCHEDULE = SCHEDULE_TOPIC.encode()
+#: DELAY values up to this many bytes are told apart by their bytes at once (``_delay_values``).
+_DELAY_ROW = 15
+_NO_DELAYS = (np.zeros(0, np.int64), [], np.zeros(0, np.int64))
 #: The values dispatch reads of the PROPERTIES besides TAGS and the keys (the C loop's one
 #: pass gives them): the schedule topic's DELAY, the multi-dispatch listing.
 _VALUES = (b"DELAY\x01", *(f"{k}\x01".encode() for k in (MULTI_DISPATCH, MULTI_QUEUE_OFFSET)))
@@ -266,22 +269,26 @@ class FastDispatcher:
         d.last_store_timestamp = self.last_store_timestamp
         return None if stop is None else int(take[stop])
 
-    def _delay_tags(self, delay_fix: list, tags_code: np.ndarray, store_ts: np.ndarray) -> int | None:
+    def _delay_tags(self, delay_fix: tuple, tags_code: np.ndarray, store_ts: np.ndarray) -> int | None:
         """The schedule topic's tagsCode: the delivery time of the DELAY level, capped at the
         highest level (``CommitLog#checkMessageAndReturnSize``). Returns the index of the first
         record whose DELAY is not an int (invalid for dispatch: it and what follows are not
-        dispatched in this batch), or None."""
+        dispatched in this batch), or None. Each distinct DELAY text is parsed once."""
+        rec, texts, inv = delay_fix
+        if not rec.size:
+            return None
         delay_table = self.d.delay_table
         max_level = max(delay_table) if delay_table else 0
-        for i, delay in delay_fix:
-            try:
-                level = parse_delay(delay)
-            except InvalidForDispatch:
-                return i
-            level = min(level, max_level)
-            if level > 0:
-                tags_code[i] = deliver_timestamp(level, int(store_ts[i]), delay_table)
-        return None
+        parsed = [parse_java_int(t) for t in texts]
+        bad = np.array([v is None for v in parsed], dtype=bool)[inv]
+        stop = int(rec[np.argmax(bad)]) if bad.any() else None
+        level = np.array([min(v, max_level) if v is not None else 0 for v in parsed], dtype=np.int64)
+        add = np.array([deliver_timestamp(int(v), 0, delay_table) for v in level], dtype=np.int64)
+        sel = level[inv] > 0
+        if stop is not None:
+            sel &= rec < stop
+        tags_code[rec[sel]] = store_ts[rec[sel]] + add[inv[sel]]
+        return stop
 
     def _dispatch_queues(
         self, buf, c: _QueueColumns, tran: np.ndarray, multi_at, pa: np.ndarray, pl: np.ndarray
@@ -323,20 +330,27 @@ class FastDispatcher:
         """Topic id per record: topics seen before found by the C loop's hash table
         (:class:`TopicTable`) or with numpy (:class:`TopicIds`), the others (new ones,
         registered in record order, and any whose key collides) by their bytes."""
-        kern = FAST_PATHS.kernels()
-        if kern is not None:
-            tt = self.topic_c
-            while tt.count < len(self.topic_list):  # the topics registered since, in id order
-                tt.add(self.topic_list[tt.count].raw)
-            tid = tt.lookup(kern, a, ta, tl)
-        else:
-            tid = self.topic_table.lookup(a, ta, tl)
-        miss = np.flatnonzero(tid < 0)
-        if miss.size:
-            topics, topic = self.topics, self.topic
-            raws = (bytes(buf[x : x + n]) for x, n in zip(ta[miss].tolist(), tl[miss].tolist(), strict=True))
-            tid[miss] = [(topics.get(raw) or topic(raw)).id for raw in raws]
+        tid = self._lookup_topics(a, ta, tl)
+        miss, step = np.flatnonzero(tid < 0), 64
+        topics, topic = self.topics, self.topic
+        while miss.size:  # a few misses by their bytes, then the rest looked up again: a block
+            now, miss = miss[:step], miss[step:]  # of one new topic costs no bytes per record
+            raws = (bytes(buf[x : x + n]) for x, n in zip(ta[now].tolist(), tl[now].tolist(), strict=True))
+            tid[now] = [(topics.get(raw) or topic(raw)).id for raw in raws]
+            if miss.size:
+                tid[miss] = self._lookup_topics(a, ta[miss], tl[miss])
+                miss, step = miss[tid[miss] < 0], step * 2
         return tid
+
+    def _lookup_topics(self, a, ta, tl) -> np.ndarray:
+        """Topic id per record, -1 where the topic is not registered (or its key collides)."""
+        kern = FAST_PATHS.kernels()
+        if kern is None:
+            return self.topic_table.lookup(a, ta, tl)
+        tt = self.topic_c
+        while tt.count < len(self.topic_list):  # the topics registered since, in id order
+            tt.add(self.topic_list[tt.count].raw)
+        return tt.lookup(kern, a, ta, tl)
 
     def _extract(self, buf, a, ta, tl, pa, pl, rollback):
         """Per record of a block: topic id, tagsCode (hashCode of TAGS), the index keys
@@ -370,18 +384,31 @@ class FastDispatcher:
         tags_code, keys, owner = self._hashed_keys(pr, tids, len(tl), rollback)
         return tids, tags_code, keys, owner, delay_fix, multi_at
 
-    def _delay_values(self, pr: Properties, tids: np.ndarray) -> list[tuple[int, str]]:
-        """(record, DELAY text) of the block's schedule-topic records that carry a DELAY."""
+    def _delay_values(self, pr: Properties, tids: np.ndarray) -> tuple:
+        """The block's schedule-topic records that carry a DELAY: (their record numbers, the
+        distinct DELAY texts, each record's text among them); a block's delays are a few
+        levels, so each distinct value's bytes are decoded once, not once a record."""
         sch = np.fromiter((t.schedule for t in self.topic_list), dtype=bool, count=len(self.topic_list))
         if not sch[tids].any():
-            return []
-        cat = pr.cat  # each value's bytes alone: not the whole block's PROPERTIES copied
+            return _NO_DELAYS
         o, x, y = pr.value(b"DELAY\x01")
         keep = sch[tids[o]]
-        return [
-            (i, cat[u:v].tobytes().decode("utf-8", "replace"))
-            for i, u, v in zip(o[keep].tolist(), x[keep].tolist(), y[keep].tolist(), strict=True)
+        o, x, y = o[keep], x[keep], y[keep]
+        cat = pr.cat  # each value's bytes alone: not the whole block's PROPERTIES copied
+        n = y - x
+        if not o.size or int(n.max()) > _DELAY_ROW:  # long values: each by itself
+            texts = [cat[u:v].tobytes().decode("utf-8", "replace") for u, v in zip(x.tolist(), y.tolist(), strict=True)]
+            return o, texts, np.arange(len(texts))
+        rows = np.zeros((o.size, _DELAY_ROW + 1), np.uint8)  # the value's bytes, zero-padded, then its length
+        got = byte_rows(cat, x, _DELAY_ROW) if cat.size else rows[:, :_DELAY_ROW]
+        rows[:, :_DELAY_ROW] = np.where(np.arange(_DELAY_ROW) < n[:, None], got, 0)
+        rows[:, _DELAY_ROW] = n
+        uniq, inv = np.unique(rows.view(f"V{_DELAY_ROW + 1}").ravel(), return_inverse=True)
+        texts = [
+            r[: r[_DELAY_ROW]].decode("utf-8", "replace")
+            for r in map(bytes, uniq.view(np.uint8).reshape(-1, _DELAY_ROW + 1))
         ]
+        return o, texts, inv.ravel()
 
     def _hashed_keys(self, pr: Properties, tids: np.ndarray, n: int, rollback: np.ndarray):
         """tagsCode per record, the keys and their owners, hashed with numpy where the C loop
