@@ -71,7 +71,7 @@ def dump_commitlog(
     trace: o.TraceOpt = False,
     sample: SampleOpt = None,
     max_bytes: MaxBytesOpt = None,
-    jobs: o.JobsOpt = 0,
+    jobs: o.JobsOpt = 1,
     fmt: FormatOpt = Fmt.table,
     tz: TzOpt = None,
 ) -> None:

@@ -64,7 +64,7 @@ TraceOpt = Annotated[
 JobsOpt = Annotated[
     int,
     jobs_option(
-        f"Render on this many processes of this machine ({JOBS_BY_SIZE}): a part per commit-log file "
+        f"Render on this many processes of this machine (default one; {JOBS_BY_SIZE}): a part per commit-log file "
         "(every 2 MiB of a larger one), written in log order, the same bytes. One process for a table, --limit, "
         "--summary, --trace, --sample, --max-bytes, --compaction-log and a DLedger log."
     ),

@@ -58,14 +58,10 @@ VerifyJobsOpt = Annotated[
 ]
 ExportJobsOpt = Annotated[
     int,
-    typer.Option(
-        "--jobs",
-        "-j",
-        min=0,
-        help="Local engine: write on this many processes of this machine (0: every core it may use, or one when "
-        "the commit logs hold less than 64 MiB on disk), one task per commit-log file (per part of a file larger "
-        "than its share), each writing its own files: the same rows, schema and partitions as --jobs 1, in more, "
-        "smaller files.",
+    jobs_option(
+        f"Local engine: write on this many processes of this machine ({JOBS_BY_SIZE}), one task per commit-log "
+        "file (per part of a file larger than its share), each writing its own files: the same rows, schema and "
+        "partitions as --jobs 1, in more, smaller files."
     ),
 ]
 #: The size options are Java ints in the broker's MessageStoreConfig.
