@@ -106,14 +106,13 @@ class MessageBlock:
         address = size - PORT.size
         return at, address, gather_field(self.a, at + address + PORT.offset, PORT).astype(np.int64)
 
-    def address_table(self, which: str, only_v6: bool = False) -> tuple[list[str], np.ndarray]:
+    def address_table(self, which: str) -> tuple[list[str], np.ndarray]:
         """The text of each distinct born or store address (``ip``, ``[v6]``: the host part of
-        DESIGN.md's ``ip:port``) and each record's row in that table (-1 for an IPv4 address
-        when ``only_v6``)."""
+        DESIGN.md's ``ip:port``) and each record's row in that table."""
         at, size, _ = self.host(which)
         rows = np.full(self.n, -1, np.int64)
         table: list[str] = []
-        for width in (HOST_ADDRESS_SIZE[True],) if only_v6 else (HOST_ADDRESS_SIZE[False], HOST_ADDRESS_SIZE[True]):
+        for width in (HOST_ADDRESS_SIZE[False], HOST_ADDRESS_SIZE[True]):
             sel = np.flatnonzero(size == width)
             if sel.size:
                 raw = np.ascontiguousarray(byte_rows(self.a, at[sel], width))
