@@ -121,8 +121,7 @@ def plan_parts(cl: Any, rng: Any) -> tuple[list, list[tuple[int, int, int | None
 def _cuts(cl: Any, f: Any, stop: int) -> list[int]:
     """Where file ``f`` is cut (rebuild-index's record cuts), before ``stop``: none for a file
     holding at most :data:`PART_BYTES` on disk."""
-    st = os.stat(f.path)
-    stored = min(st.st_size, getattr(st, "st_blocks", st.st_size) * 512, stop - f.file_from_offset)
+    stored = min(workers.stored_bytes([os.stat(f.path)]), stop - f.file_from_offset)
     if stored <= PART_BYTES:
         return []
     from rmqstore_cli.pipeline.rebuild_parts import record_cuts
