@@ -65,7 +65,7 @@ from rmqstore_cli.pipeline.verify_scan import (
     shuffle_items,
     spans_task,
 )
-from rmqstore_cli.pipeline.workers import PARTS_PER_JOB, fork_map
+from rmqstore_cli.pipeline.workers import PARTS_PER_JOB, fork_map, fork_map_then
 
 __all__ = [
     "FileScan",
@@ -121,6 +121,11 @@ class Forked:
         got = fork_map(lambda t: t[0](*t[1]), tagged, self.jobs, self._scanned)
         return got[: len(side_items)], got[len(side_items) :]
 
+    def scan_then(self, fn, items, side_fn, side_items):
+        """:meth:`scan` whose scan tasks' arguments ``items()`` makes in this process once the
+        workers have the side tasks (``fn`` takes them as made: pickled, so never a plan)."""
+        return fork_map_then(lambda x: side_fn(*x), side_items, fn, items, self.jobs, self._scanned)
+
     def _scanned(self, result) -> None:
         if self.advance is not None and isinstance(result, FileScan):
             self.advance(result.scanned)
@@ -158,8 +163,7 @@ def verify_stores(
         p.broker_version, p.queue_ends = broker_version, {}
     keys = [(p, k) for p in plans for k in range(len(p.index_paths))]
     orders = _index_orders(engine, plans, keys)
-    spans = _spans(engine, plans)
-    handle = _scan(engine, plans, keys, spans)
+    handle, spans = _scan(engine, plans, keys)
     try:
         handle, side, light = _joined_up(engine, handle, plans, spans)
         parts = _opening_parts(plans, side, orders)
@@ -175,11 +179,22 @@ def verify_stores(
     ]
 
 
-def _scan(engine, plans: list[StorePlan], keys: list, spans: dict):
-    """The commit-log files' scans, the index files' checks beside them; then the queues the
-    plans kept open for the scans are closed."""
+def _scan(engine, plans: list[StorePlan], keys: list) -> tuple:
+    """The commit-log files' scans, the index files' checks beside them, and the parts of the
+    files split ((store, file) -> spans, :func:`_spans`); then the queues the plans kept open
+    for the scans are closed. An engine that splits files (:attr:`Forked.parts`) starts the
+    index files' checks first and walks to the cuts in this process meanwhile (~50 ms of a
+    1 M-message log that no longer wait for each other, nor for a pool of their own)."""
+    spans: dict = {}
     try:
-        return engine.scan(scan_task, _scan_items(plans, spans), index_open_task, keys)
+        if getattr(engine, "parts", 1) <= 1:
+            return engine.scan(scan_task, _scan_items(plans, spans), index_open_task, keys), spans
+
+        def parts() -> list[tuple]:
+            spans.update(_spans(engine, plans, lambda fn, todo: [fn(*t) for t in todo]))
+            return [item[1:] for item in _scan_items(plans, spans)]  # the plan: the workers' own
+
+        return engine.scan_then(lambda s, *a: scan_task(plans[s], s, *a), parts, index_open_task, keys), spans
     finally:
         for p in plans:
             p.release()
@@ -196,11 +211,12 @@ def _scan_items(plans: list[StorePlan], spans: dict) -> list[tuple]:
     ]
 
 
-def _spans(engine, plans: list[StorePlan]) -> dict:
+def _spans(engine, plans: list[StorePlan], walk) -> dict:
     """The parts of each commit-log file split for ``engine`` ((store, file) -> spans): files
     larger than the commit log's bytes over the engine's :attr:`Forked.parts`, cut into that
-    share at the scan's batch starts (none: an engine that scans whole files). A store whose
-    log is one file has its parts sized beside the index files' checks
+    share at the scan's batch starts (none: an engine that scans whole files), ``walk(fn,
+    todo)`` running ``spans_task`` over them. A store whose log is one file has its parts
+    sized beside the index files' checks
     (:func:`~rmqstore_cli.pipeline.verify_scan.part_shares`)."""
     want = getattr(engine, "parts", 1)
     if want <= 1:
@@ -210,7 +226,7 @@ def _spans(engine, plans: list[StorePlan]) -> dict:
     todo = [(plans[s], s, i, -(-n // share)) for (s, i), n in sizes.items() if n > share]
     if len(sizes) == 1:
         todo = _beside_index_checks(engine.jobs, todo)
-    got = engine.map(spans_task, todo)
+    got = walk(spans_task, todo)
     return {(t[1], t[2]): g for t, g in zip(todo, got, strict=True) if len(g) > 1}
 
 

@@ -49,14 +49,19 @@ def jobs_for(stored: int) -> int:
 #: ``prctl``'s option: the signal a process gets when its parent ends (linux/prctl.h)
 PR_SET_PDEATHSIG = 1
 
-#: The task and items of the :func:`fork_map` under way: forked workers inherit them, so
-#: neither is pickled (closures and plans included); only the results travel back.
-_FORKED: list[Any] = [None, ()]
+#: The task and items of the :func:`fork_map` under way, and :func:`fork_map_then`'s second
+#: task: forked workers inherit them, so none is pickled (closures and plans included); only
+#: the results travel back (and the second task's arguments, which are made after the fork).
+_FORKED: list[Any] = [None, (), None]
 
 
 def _forked_task(i: int):
-    fn, items = _FORKED
+    fn, items, _ = _FORKED
     return fn(items[i])
+
+
+def _forked_then(args: tuple):
+    return _FORKED[2](*args)
 
 
 def fork_map(
@@ -74,14 +79,46 @@ def fork_map(
     from concurrent.futures import ProcessPoolExecutor
 
     workers = min(jobs, len(items))
-    _FORKED[:] = [fn, items]
+    _FORKED[:] = [fn, items, None]
     try:
         context = multiprocessing.get_context("fork")
         with ProcessPoolExecutor(workers, context, initializer=die_with_parent, initargs=(os.getpid(),)) as ex:
             got = ex.map(_forked_task, range(len(items)), chunksize=max(1, len(items) // (4 * workers)))
             return _collect(got, each)
     finally:
-        _FORKED[:] = [None, ()]
+        _FORKED[:] = [None, (), None]
+
+
+def fork_map_then(
+    fn: Callable[[Any], Any],
+    items: Sequence[Any],
+    then: Callable[..., Any],
+    more: Callable[[], list[tuple]],
+    jobs: int,
+    each: Callable[[Any], None] | None = None,
+) -> tuple[list, list]:
+    """:func:`fork_map`'s ``[fn(x) for x in items]``, then ``[then(*y) for y in more()]`` on the
+    same workers: they are forked and handed ``items`` first, and ``more()`` runs in this
+    process meanwhile (verify's walk to where a commit-log file is cut into parts runs beside
+    the index files' checks instead of before them). ``more()``'s argument tuples are made
+    after the fork, so they are pickled: small ones (numbers, spans), never a plan. Results in
+    item order, each handed to ``each`` as it comes back."""
+    items = list(items)
+    if jobs <= 1 or not can_fork():
+        first = _collect((fn(x) for x in items), each)
+        return first, _collect((then(*y) for y in more()), each)
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    _FORKED[:] = [fn, items, then]
+    try:
+        context = multiprocessing.get_context("fork")
+        with ProcessPoolExecutor(jobs, context, initializer=die_with_parent, initargs=(os.getpid(),)) as ex:
+            first = [ex.submit(_forked_task, i) for i in range(len(items))]
+            later = [ex.submit(_forked_then, y) for y in more()]
+            return _collect((f.result() for f in first), each), _collect((f.result() for f in later), each)
+    finally:
+        _FORKED[:] = [None, (), None]
 
 
 def die_with_parent(parent: int) -> None:
