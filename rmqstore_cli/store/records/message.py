@@ -12,7 +12,6 @@ import ipaddress
 import struct
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from socket import inet_ntoa as _inet_ntoa
 
 from rmqstore_cli.formats.message_id import (
     ID_HEX_LENGTHS,
@@ -102,9 +101,10 @@ def address_bytes(addr_s: str) -> bytes:
 
 
 def format_host(address: bytes, port: int) -> str:
-    """``ip:port`` for IPv4, ``[compressed-v6]:port`` for IPv6 (DESIGN.md field names)."""
+    """``ip:port`` for IPv4, ``[compressed-v6]:port`` for IPv6 (DESIGN.md field names); IPv4
+    dotted as ``socket.inet_ntoa`` writes it, without ``socket``'s import at start-up."""
     if len(address) == 4:
-        return f"{_inet_ntoa(address)}:{port}"
+        return f"{address[0]}.{address[1]}.{address[2]}.{address[3]}:{port}"
     return f"[{ipaddress.IPv6Address(address).compressed}]:{port}"
 
 
