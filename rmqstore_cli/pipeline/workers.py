@@ -102,7 +102,8 @@ def fork_map_then(
     process meanwhile (verify's walk to where a commit-log file is cut into parts runs beside
     the index files' checks instead of before them). ``more()``'s argument tuples are made
     after the fork, so they are pickled: small ones (numbers, spans), never a plan. Results in
-    item order, each handed to ``each`` as it comes back."""
+    item order, each handed to ``each`` as it comes back; this process goes on while the
+    workers end (the interpreter's exit waits for them)."""
     items = list(items)
     if jobs <= 1 or not can_fork():
         first = _collect((fn(x) for x in items), each)
@@ -111,14 +112,20 @@ def fork_map_then(
     from concurrent.futures import ProcessPoolExecutor
 
     _FORKED[:] = [fn, items, then]
+    ex = ProcessPoolExecutor(
+        jobs, multiprocessing.get_context("fork"), initializer=die_with_parent, initargs=(os.getpid(),)
+    )
     try:
-        context = multiprocessing.get_context("fork")
-        with ProcessPoolExecutor(jobs, context, initializer=die_with_parent, initargs=(os.getpid(),)) as ex:
-            first = [ex.submit(_forked_task, i) for i in range(len(items))]
-            later = [ex.submit(_forked_then, y) for y in more()]
-            return _collect((f.result() for f in first), each), _collect((f.result() for f in later), each)
+        first = [ex.submit(_forked_task, i) for i in range(len(items))]
+        later = [ex.submit(_forked_then, y) for y in more()]
+        got = _collect((f.result() for f in first), each), _collect((f.result() for f in later), each)
+    except BaseException:
+        ex.shutdown(cancel_futures=True)
+        raise
     finally:
         _FORKED[:] = [None, (), None]
+    ex.shutdown(wait=False)  # every result is in: the workers' exit (unmapping what they mapped) goes on meanwhile
+    return got
 
 
 def die_with_parent(parent: int) -> None:
