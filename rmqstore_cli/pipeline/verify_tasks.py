@@ -17,7 +17,8 @@ the driver sorts them into that order and caps them per check as it does). The p
    ``check_index_order`` on the headers.
 2. one task per commit-log file: ``scan_file_at`` with fresh cross-file state; on this
    machine's processes a file larger than its share is split into parts (:func:`spans_task`:
-   where the scan's batches start, from a walk of the record sizes alone), one task each,
+   where the scan's batches start, from a walk of the record sizes alone, which the driver
+   runs while the workers already check the index files), one task each,
    joined like files (a part that does not join up with the next, after damage, has its
    file scanned again whole: the answer never depends on the split). What crosses
    files comes back as small summaries: each queue's first and next queue offset in the file

@@ -193,11 +193,15 @@ def test_batch_starts_are_where_the_whole_scan_starts_its_batches(tmp_path, many
     assert all(s.walked[1] == s.start for s in spans)  # the bytes walked before a start: its position
 
 
-def _ends(jobs: int, side: list[float], parts: list[float]) -> list[float]:
+def _ends(jobs: int, side: list[float], parts: list[float], walk: float = 0.0) -> list[float]:
     """When each process ends if every task costs its size and each goes, in order, to the
-    process free first (the pool's hand-out: the side tasks first)."""
+    process free first (the pool's hand-out: the side tasks first, the parts once the walk
+    to the cuts is done)."""
     loads = [0.0] * jobs
-    for x in [*side, *parts]:
+    for x in side:
+        loads[loads.index(min(loads))] += x
+    loads = [max(x, walk) for x in loads]
+    for x in parts:
         loads[loads.index(min(loads))] += x
     return loads
 
@@ -213,6 +217,16 @@ def test_parts_beside_the_index_checks_end_the_processes_together(jobs, n, side)
     ends = _ends(jobs, side, parts)
     assert max(ends) - min(ends) == pytest.approx(0.0, abs=1e-9)
     assert max(ends) < max(_ends(jobs, side, [100.0 / n] * n))  # equal parts would end later
+
+
+@pytest.mark.parametrize(("jobs", "n", "side", "walk"), [(2, 3, [35.0], 7.0), (2, 3, [5.0], 7.0), (3, 5, [20.0], 9.0)])
+def test_parts_wait_for_the_walk_to_the_cuts_and_still_end_together(jobs, n, side, walk):
+    from rmqstore_cli.pipeline.verify_scan import part_shares
+
+    parts = part_shares(jobs, n, side, 100.0, walk)
+    ends = _ends(jobs, side, parts, walk)
+    assert sum(parts) == pytest.approx(100.0) and max(ends) - min(ends) == pytest.approx(0.0, abs=1e-9)
+    assert max(ends) < max(_ends(jobs, side, part_shares(jobs, n, side, 100.0), walk))  # unaware of it: later
 
 
 def test_parts_with_no_index_are_equal_and_an_index_check_heavier_than_a_share_gets_none():
