@@ -289,14 +289,15 @@ def _index_paths(cfg) -> list[str]:
         return []
 
 
-def index_info_task(plan: StorePlan, k: int) -> SimpleNamespace:
+def index_info_task(plan: StorePlan, k: int, ranged: bool = True) -> SimpleNamespace:
     """What the scan needs of index file ``k``, without checking it: its header and the
-    range of its entries' offsets (one pass over one column), so that the structure check
-    (:func:`index_open_task`) can run beside the scan instead of before it."""
-    cfg = plan.config
-    f = IndexScan(Path(plan.index_paths[k]), cfg.max_hash_slot_num, cfg.max_index_num, cfg.root)
+    range of its entries' offsets (one pass over one column; ``ranged=False``: the header
+    alone, what :func:`index_order` reads, the range left to :func:`index_range_task`), so
+    that the structure check (:func:`index_open_task`) can run beside the scan instead of
+    before it."""
+    f = _index_scan(plan, k)
     try:
-        return SimpleNamespace(
+        info = SimpleNamespace(
             k=k,
             name=f.name,
             rel=f.rel,
@@ -305,12 +306,37 @@ def index_info_task(plan: StorePlan, k: int) -> SimpleNamespace:
             end_phy=f.end_phy,
             end_ts=f.end_ts,
             entries=f.entry_count,
-            phy_min=f.phy_min if f.entry_count else None,
-            phy_max=f.phy_max if f.entry_count else None,
-            ordered=bool(f.phy_ordered),
+            phy_min=None,
+            phy_max=None,
+            ordered=False,
         )
+        return _ranged(info, f) if ranged else info
     finally:
         f.close()
+
+
+def index_range_task(plan: StorePlan, info: SimpleNamespace) -> SimpleNamespace:
+    """``info`` (:func:`index_info_task`'s header alone) with the range of its file's entries'
+    offsets: on this machine's processes a first task, beside the walk to the cuts, not
+    before the workers start."""
+    f = _index_scan(plan, info.k)
+    try:
+        return _ranged(SimpleNamespace(**vars(info)), f)
+    finally:
+        f.close()
+
+
+def _index_scan(plan: StorePlan, k: int) -> IndexScan:
+    cfg = plan.config
+    return IndexScan(Path(plan.index_paths[k]), cfg.max_hash_slot_num, cfg.max_index_num, cfg.root)
+
+
+def _ranged(info: SimpleNamespace, f: IndexScan) -> SimpleNamespace:
+    """``info`` with its entries' smallest and largest offsets and whether they are in order."""
+    if f.entry_count:
+        info.phy_min, info.phy_max = f.phy_min, f.phy_max
+    info.ordered = bool(f.phy_ordered)
+    return info
 
 
 class IndexWindow(IndexScan):

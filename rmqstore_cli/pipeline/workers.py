@@ -93,21 +93,22 @@ def fork_map_then(
     fn: Callable[[Any], Any],
     items: Sequence[Any],
     then: Callable[..., Any],
-    more: Callable[[], list[tuple]],
+    more: Callable[[Callable[[int], Any]], Iterable[tuple]],
     jobs: int,
     each: Callable[[Any], None] | None = None,
 ) -> tuple[list, list]:
-    """:func:`fork_map`'s ``[fn(x) for x in items]``, then ``[then(*y) for y in more()]`` on the
-    same workers: they are forked and handed ``items`` first, and ``more()`` runs in this
+    """:func:`fork_map`'s ``[fn(x) for x in items]``, then ``[then(*y) for y in more(got)]`` on
+    the same workers: they are forked and handed ``items`` first, and ``more`` runs in this
     process meanwhile (verify's walk to where a commit-log file is cut into parts runs beside
-    the index files' checks instead of before them). ``more()``'s argument tuples are made
-    after the fork, so they are pickled: small ones (numbers, spans), never a plan. Results in
+    the index files' checks instead of before them), ``got(i)`` waiting for ``fn(items[i])``.
+    ``more``'s argument tuples are made after the fork, so they are pickled: small ones
+    (numbers, spans, index headers), never a plan; each goes to the workers as made. Results in
     item order, each handed to ``each`` as it comes back; this process goes on while the
     workers end (the interpreter's exit waits for them)."""
     items = list(items)
     if jobs <= 1 or not can_fork():
         first = _collect((fn(x) for x in items), each)
-        return first, _collect((then(*y) for y in more()), each)
+        return first, _collect((then(*y) for y in more(first.__getitem__)), each)
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
@@ -117,7 +118,7 @@ def fork_map_then(
     )
     try:
         first = [ex.submit(_forked_task, i) for i in range(len(items))]
-        later = [ex.submit(_forked_then, y) for y in more()]
+        later = [ex.submit(_forked_then, y) for y in more(lambda i: first[i].result())]
         got = _collect((f.result() for f in first), each), _collect((f.result() for f in later), each)
     except BaseException:
         ex.shutdown(cancel_futures=True)

@@ -99,14 +99,15 @@ def test_fork_map_then_runs_the_second_items_made_after_the_fork_on_the_same_wor
         lambda x: os.getpid(),
         range(4),
         lambda a, b: (a * b, made, os.getpid()),
-        lambda: made.extend([1]) or [(2, 3), (4, 5)],
+        lambda got: made.extend([got(3)]) or [(2, 3), (4, 5)],
         2,
     )
     assert [r[:2] for r in then] == [(6, []), (20, [])]  # in order; made was empty when forked
+    assert made == [first[3]]  # more() had the fourth first result, from a worker
     assert os.getpid() not in {*first, *(r[2] for r in then)} and len({*first, *(r[2] for r in then)}) <= 2
     seen: list = []
-    assert fork_map_then(lambda x: -x, [1], lambda a: a, lambda: [(7,)], 1, seen.append) == ([-1], [7])
-    assert seen == [-1, 7]  # one job: this process, each result handed on in order
+    assert fork_map_then(lambda x: -x, [1], lambda a: a, lambda got: [(got(0),)], 1, seen.append) == ([-1], [-1])
+    assert seen == [-1, -1]  # one job: this process, each result handed on in order
 
 
 def test_dry_run_reports_the_local_engine_counts_and_writes_nothing(stores, tmp_path):
