@@ -203,7 +203,9 @@ def _scan(engine, plans: list[StorePlan], keys: list) -> tuple:
             return [(item[1], plans[item[1]].index_info, *item[2:]) for item in _scan_items(plans, spans)]
 
         first = [*ranged, *((index_open_task, k) for k in keys)]
-        side, scans = engine.scan_then(first, lambda s, infos, *a: scan_task(_ranged(plans[s], infos), s, *a), parts)
+        side, scans = engine.scan_then(
+            first, lambda s, infos, *a: scan_task(_with_ranges(plans[s], infos), s, *a), parts
+        )
         return (side[len(ranged) :], scans), spans
     finally:
         for p in plans:
@@ -215,7 +217,7 @@ def _splits(engine) -> bool:
     return getattr(engine, "parts", 1) > 1
 
 
-def _ranged(plan: StorePlan, infos: list) -> StorePlan:
+def _with_ranges(plan: StorePlan, infos: list) -> StorePlan:
     """A worker's plan (forked with the index headers alone) with their ranges."""
     plan.index_info = infos
     return plan

@@ -306,8 +306,8 @@ def written_or_removed(fd: int, made: Path, path: Path, what: str) -> Iterator[N
 def temp_beside(path) -> Path:
     """A fresh name beside ``path`` for write-beside-and-rename (never a guessable name a
     planted link could wait at; created with ``O_EXCL`` anyway). ``os.urandom`` as
-    ``secrets.token_hex`` draws it, without ``secrets``' import (random, hmac, hashlib:
-    ~5 ms of every command's start-up)."""
+    ``secrets.token_hex`` draws it, without ``secrets``' import (random, hmac: a few ms of
+    every command's start-up)."""
     path = Path(path)
     return path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
 
