@@ -219,7 +219,7 @@ def test_index_info_without_the_check_is_what_the_check_reads(master, tmp_path, 
     """The scan's view of an index file (header, entries' offset range) comes from a cheap
     pass so the structure check can run beside the scan: it must equal what the check
     reads, for whole, damaged and short files."""
-    from rmqstore_cli.pipeline.verify_plan import Recorder, index_info_task, plan_store
+    from rmqstore_cli.pipeline.verify_plan import Recorder, index_info_task, index_range_task, plan_store
     from rmqstore_cli.store.verify import Verifier, VerifyOptions
 
     store = tmp_path / "s"
@@ -242,6 +242,8 @@ def test_index_info_without_the_check_is_what_the_check_reads(master, tmp_path, 
         )
         want = (checked.phy_min, checked.phy_max) if checked.entry_count else (None, None)
         assert (info.phy_min, info.phy_max) == want
+        header = index_info_task(plan, k, ranged=False)  # the range later, on a worker
+        assert (header.phy_min, header.phy_max) == (None, None) and vars(index_range_task(plan, header)) == vars(info)
         checked.close()
 
 
