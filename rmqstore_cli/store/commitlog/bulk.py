@@ -40,19 +40,6 @@ from rmqstore_cli.store.files.arrays import byte_rows, file_array, gather_field
 from rmqstore_cli.store.files.fastpaths import FAST_PATHS
 
 _V1_TOPIC_LENGTH, _V2_TOPIC_LENGTH = TOPIC_LENGTH[False], TOPIC_LENGTH[True]
-#: the columns :meth:`RecordBatch.read` takes as ``record_cols`` gives them (its REC_COLS names)
-_READ_COLS = (
-    "body_at",
-    "body_len",
-    "topic_len_size",
-    "topic_len_at",
-    "topic_len",
-    "topic_at",
-    "props_len_at",
-    "props_len",
-    "props_at",
-    "expected",
-)
 
 
 class RecordBatch:
@@ -118,8 +105,9 @@ class RecordBatch:
         rb.a, rb.pos = a, pos
         c = dict(zip(k.REC_COLS, cols, strict=True))
         rb.total, rb.sys_flag = c["total"], c["sys_flag"]
-        rb._hosts()
-        for name in _READ_COLS:
+        cls._hosts(rb)
+        names = k.REC_COLS  # from BODY's start to calMsgLength, as they are (the head's when asked for)
+        for name in names[names.index("body_at") : names.index("expected") + 1]:
             setattr(rb, name, c[name])
         rb.v2 = rb.topic_len_size == _V2_TOPIC_LENGTH.size  # record_cols: 2 bytes exactly for V2
         return rb
