@@ -19,7 +19,11 @@ def print_walk(
     """Print what the walk of [rng.start, rng.stop) passes (``store.log_range.walk``, narrowed
     by ``narrowing``: store/answers/sampling.py); the count printed. Whole blocks of records go the
     columnar way (jsonblock, tableblock) unless a filter or an option needs each record
-    decoded (:meth:`Printer.columnar`)."""
+    decoded (:meth:`Printer.columnar`). A pipe on stdout is widened first
+    (``stdio.widen_stdout_pipe``): hundreds of MB of lines go through it."""
+    from rmqstore_cli import stdio
+
+    stdio.widen_stdout_pipe()
     p = Printer(ms, fmt, zone, show)
     try:
         return p.items(walk_items(ms, rng, flt, limit, crc, blank, p.columnar(flt), narrowing))

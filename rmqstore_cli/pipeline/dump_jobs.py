@@ -34,6 +34,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from rmqstore_cli import stdio
 from rmqstore_cli.errors import RmqstoreError
 from rmqstore_cli.pipeline import workers
 from rmqstore_cli.pipeline.workers import can_fork, die_with_parent
@@ -59,10 +60,6 @@ HEAD_BYTES = 8
 def _head(n: int) -> bytes:
     """A frame's head (a pipe between two processes of this machine, not a store format)."""
     return n.to_bytes(HEAD_BYTES, "little", signed=True)
-
-
-#: ``fcntl``'s F_SETPIPE_SZ (linux/fcntl.h).
-F_SETPIPE_SZ = 1031
 
 
 def jobs_for(ms: Any, fmt: str, limit: int | None, narrowing: Any, jobs: int) -> int:
@@ -134,6 +131,7 @@ def print_parts(w: Walk, fmt: str, jobs: int) -> int:
     printed. Sets the log's ``end`` and ``stops`` as the one walk does."""
     cl = w.ms.commitlog
     files, parts = plan_parts(cl, w.rng)
+    stdio.widen_stdout_pipe()
     out = JsonJoin() if fmt == "json" else Lines()
     pool = Pool(w, files)
     got = Joined()
@@ -202,7 +200,7 @@ class Pool:
         sys.stdout.flush()
         for j in range(n):
             r, wfd = os.pipe()
-            _widen(r)
+            stdio.widen_pipe(r, PIPE_BYTES)  # a lower pipe-max-size: a worker less far ahead
             pid = os.fork()
             if pid == 0:  # the worker: never returns
                 os.close(r)
@@ -302,16 +300,6 @@ class Ahead:
         return c
 
 
-def _widen(fd: int) -> None:
-    """The pipe made :data:`PIPE_BYTES` large, where the system allows."""
-    import fcntl
-
-    try:
-        fcntl.fcntl(fd, F_SETPIPE_SZ, PIPE_BYTES)
-    except OSError:  # a lower pipe-max-size: the default pipe, a worker less far ahead
-        pass
-
-
 def _gone() -> RmqstoreError:
     return RmqstoreError("a dump-commitlog worker process ended before its part was written")
 
@@ -387,8 +375,6 @@ def _send(fd: int, bufs: list) -> None:
 def _splice_fd() -> int | None:
     """stdout's descriptor where :meth:`Lines.splice` may write to it: the process's own
     stdout (not a test's capture), open when it started."""
-    from rmqstore_cli import stdio
-
     if not hasattr(os, "splice") or stdio.stdout_closed_at_start():
         return None
     try:

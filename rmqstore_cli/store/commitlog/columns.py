@@ -298,7 +298,7 @@ def valid_block(
         starts = starts[: max(np.searchsorted(starts, min(stop, pos + MAX_BLOCK_BYTES)), int(starts[0] < stop))]
     if not starts.size:
         return None
-    rb = RecordBatch(a, starts)
+    rb = RecordBatch.read(a, starts)
     ok = (rb.body_len >= 0) & (rb.topic_len >= 0) & (rb.props_len >= 0) & (rb.expected == rb.total)
     if check_crc and ok.any():
         crc = body_crcs(buf, rb.body_at, np.maximum(rb.body_len, 0))
