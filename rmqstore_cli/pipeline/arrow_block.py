@@ -3,7 +3,9 @@
 The reference is :func:`~rmqstore_cli.pipeline.export_tasks.export_rows`: one
 :func:`~rmqstore_cli.store.records.message_view.message_dict` per record. Here the columns of a
 :class:`~rmqstore_cli.store.commitlog.columns.MessageBlock` become Arrow arrays directly: numbers
-without a Python object per value, hosts and topics once per distinct value, and the
+without a Python object per value, topics once per distinct value, the hosts and msgIds
+written by C loops straight from the mapped log into Arrow buffers (``host_texts``,
+``hex_ranges``; their twins in :mod:`~rmqstore_cli.store.records.texts`), and the
 PROPERTIES of the block cut into names and values where
 :class:`~rmqstore_cli.store.records.properties.Properties` found its pairs, Arrow strings over
 the bytes themselves (no Python object per value). Every string column is built as byte
@@ -19,32 +21,58 @@ its place. Tests compare both on every record of the fixtures and of built store
 
 from __future__ import annotations
 
-import binascii
-
 import numpy as np
 
 from rmqstore_cli.formats.commitlog import HEAD, MAGIC_V2, PORT
 from rmqstore_cli.store.commitlog.columns import MessageBlock
 from rmqstore_cli.store.files.arrays import byte_rows
+from rmqstore_cli.store.files.fastpaths import FAST_PATHS
+from rmqstore_cli.store.records import texts as texts_twin
+from rmqstore_cli.store.records.message import address_text
 from rmqstore_cli.store.records.message_view import message_dict
 from rmqstore_cli.store.records.properties import compiled_join
+from rmqstore_cli.store.records.texts import HOST_MAX
 
 _PHY = HEAD["physical_offset"]
+
+
+def _loop(name: str):
+    """The C loop ``name`` (:mod:`~rmqstore_cli.store.files.kernels`), or its twin of the same
+    name (:mod:`~rmqstore_cli.store.records.texts`) on the reference path."""
+    kern = FAST_PATHS.kernels()
+    return getattr(texts_twin if kern is None else kern, name)
 
 
 def _msg_ids(blk: MessageBlock):
     """``MessageDecoder#createMessageId`` of every record, upper-case hex: store address,
     port and the stored PHYSICALOFFSET (32 digits for IPv4 store hosts, 56 for IPv6), as a
-    pyarrow string array: each record's host and offset bytes joined (one C call for the
-    block), then hex digits of them all (one more: binascii), cut at each record's width."""
+    pyarrow string array: each record's host and offset bytes hexed one after another, one
+    C call for the block (``hex_ranges``)."""
     store_at, store_size, _ = blk.host("store")
     at, ln = np.empty((blk.n, 2), np.int64), np.empty((blk.n, 2), np.int64)
     at[:, 0], ln[:, 0] = store_at, store_size + PORT.size
     at[:, 1], ln[:, 1] = blk.pos + _PHY.offset, _PHY.size
-    hexed = np.frombuffer(binascii.hexlify(_join(blk.a, at.ravel(), ln.ravel())).upper(), np.uint8)
-    offsets = np.zeros(blk.n + 1, np.int64)
-    np.cumsum(2 * ln.sum(axis=1), out=offsets[1:])
-    return _strings(hexed, offsets)
+    out, offsets = np.empty(2 * int(ln.sum()), np.uint8), np.empty(blk.n + 1, np.int32)
+    _loop("hex_ranges")(blk.a, at.ravel(), ln.ravel(), out, offsets)
+    return _strings(out, offsets)
+
+
+def _hosts(blk: MessageBlock, which: str):
+    """``ip:port`` of every record's born or store host (DESIGN.md's host fields), one C call
+    for the block (``host_texts``); a block with an IPv4-mapped IPv6 address (rare) record by
+    record, as the record layer writes it."""
+    at, size, port = (np.ascontiguousarray(x, np.int64) for x in blk.host(which))
+    out, offsets = np.empty(blk.n * HOST_MAX, np.uint8), np.empty(blk.n + 1, np.int32)
+    got = _loop("host_texts")(blk.a, at, size, port, out, offsets)
+    if got < 0:
+        a = blk.a
+        return texts(
+            [
+                f"{address_text(bytes(a[p : p + s]))}:{q}"
+                for p, s, q in zip(at.tolist(), size.tolist(), port.tolist(), strict=True)
+            ]
+        )
+    return _strings(out[:got].copy(), offsets)
 
 
 def _plain_properties(blk: MessageBlock) -> np.ndarray:
@@ -95,7 +123,7 @@ def block_batch(blk: MessageBlock, store: str, body: bool):
         cols[f] = numbers(col.astype(np.int32 if typ == i32 else np.int64, copy=False), typ)
     cols["magic"] = lookup(["v1", "v2"], (rb.magic == MAGIC_V2).astype(np.int64))
     for w in ("born", "store"):
-        cols[f"{w}_host"] = host_texts(*blk.address_table(w), blk.host(w)[2])
+        cols[f"{w}_host"] = _hosts(blk, w)
     cols["msg_id"] = _msg_ids(blk)
     same = np.zeros(n, np.int64)
     cols["file"] = lookup([blk.file_name], same)
@@ -216,7 +244,9 @@ def _strings(data: np.ndarray, offsets: np.ndarray):
     ``data[offsets[i]:offsets[i + 1]]`` (valid UTF-8 wherever it is read)."""
     import pyarrow as pa
 
-    return pa.StringArray.from_buffers(offsets.size - 1, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(data))
+    return pa.StringArray.from_buffers(
+        offsets.size - 1, pa.py_buffer(offsets.astype(np.int32, copy=False)), pa.py_buffer(data)
+    )
 
 
 def _replace(arr, rows: list[int], values: list):
@@ -239,35 +269,6 @@ def _replace(arr, rows: list[int], values: list):
     at[rows], ln[rows] = off[-1] + np.cumsum(ln_new) - ln_new, ln_new
     null[rows] = [v is None for v in values]
     return ranges(np.concatenate([old, np.frombuffer(b"".join(raw), np.uint8)]), at, ln, null)
-
-
-#: The decimal text of every port 0..65535 (one buffer) and where each lies: a host field's
-#: port, looked up rather than formatted per record.
-_PORT_LEN = 1 + sum((np.arange(1 << 16) >= 10**k).astype(np.int64) for k in range(1, 5))
-_PORT_AT = np.cumsum(_PORT_LEN) - _PORT_LEN
-_PORT_TEXT = np.frombuffer("".join(map(str, range(1 << 16))).encode(), np.uint8)
-
-
-def host_texts(table: list[str], rows: np.ndarray, port: np.ndarray):
-    """``ip:port`` of every record (``address_text`` of the distinct addresses in ``table``,
-    ``rows`` into it, ``port`` as stored): each record's address and ``:``, then its port's
-    text, two byte ranges joined (:func:`ranges`); a port outside 0..65535 (a corrupt
-    record) formatted on its own."""
-    head = np.frombuffer("".join(t + ":" for t in table).encode(), np.uint8)
-    h_ln = np.array([len(t.encode()) + 1 for t in table], np.int64)
-    odd = (port < 0) | (port >= 1 << 16)
-    other = np.unique(port[odd]).tolist()
-    extra = np.frombuffer("".join(map(str, other)).encode(), np.uint8)
-    e_ln = np.array([len(str(x)) for x in other], np.int64)
-    base = head.size + _PORT_TEXT.size
-    at, ln = np.empty((rows.size, 2), np.int64), np.empty((rows.size, 2), np.int64)
-    at[:, 0], ln[:, 0] = (np.cumsum(h_ln) - h_ln)[rows], h_ln[rows]
-    p = np.where(odd, 0, port)
-    at[:, 1], ln[:, 1] = head.size + _PORT_AT[p], _PORT_LEN[p]
-    if other:
-        k = np.searchsorted(other, port[odd])
-        at[odd, 1], ln[odd, 1] = base + (np.cumsum(e_ln) - e_ln)[k], e_ln[k]
-    return ranges(np.concatenate([head, _PORT_TEXT, extra]), at, ln)
 
 
 def word_ranges(a: np.ndarray, b: np.ndarray, inside: np.ndarray, value: np.ndarray):
