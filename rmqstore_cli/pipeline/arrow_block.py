@@ -24,8 +24,15 @@ from __future__ import annotations
 import numpy as np
 
 from rmqstore_cli.formats.commitlog import HEAD, MAGIC_V2, PORT
+from rmqstore_cli.formats.properties import (
+    KEY_SEPARATOR,
+    NAME_VALUE_SEPARATOR,
+    PROPERTY_KEYS,
+    PROPERTY_SEPARATOR,
+    PROPERTY_TAGS,
+    PROPERTY_UNIQ_KEY,
+)
 from rmqstore_cli.store.commitlog.columns import MessageBlock
-from rmqstore_cli.store.files.arrays import byte_rows
 from rmqstore_cli.store.files.fastpaths import FAST_PATHS
 from rmqstore_cli.store.records import texts as texts_twin
 from rmqstore_cli.store.records.message import address_text
@@ -34,6 +41,9 @@ from rmqstore_cli.store.records.properties import compiled_join
 from rmqstore_cli.store.records.texts import HOST_MAX
 
 _PHY = HEAD["physical_offset"]
+#: ``prop_split``'s separators (name/value, pair, KEYS words) and names (TAGS, KEYS, UNIQ_KEY).
+_SEPS = np.frombuffer((NAME_VALUE_SEPARATOR + PROPERTY_SEPARATOR + KEY_SEPARATOR).encode(), np.uint8)
+_NAMES = tuple(x.encode() for x in (PROPERTY_TAGS, PROPERTY_KEYS, PROPERTY_UNIQ_KEY))
 
 
 def _loop(name: str):
@@ -75,16 +85,6 @@ def _hosts(blk: MessageBlock, which: str):
     return _strings(out[:got].copy(), offsets)
 
 
-def _plain_properties(blk: MessageBlock) -> np.ndarray:
-    """Records whose PROPERTIES the flat split reproduces (:meth:`Properties.simple`, and no
-    NUL, which ends a record's text below)."""
-    P = blk.properties
-    plain = P.simple()
-    if P.tot and np.count_nonzero(P.cat) < P.tot:  # a NUL somewhere (rare): which records hold one
-        plain[P.owners(np.flatnonzero(P.cat == 0))] = False
-    return plain
-
-
 def block_batch(blk: MessageBlock, store: str, body: bool):
     """The export rows of every record of ``blk`` (schema: :func:`~rmqstore_cli.pipeline.schema.arrow_schema`)."""
     import pyarrow as pa
@@ -95,14 +95,14 @@ def block_batch(blk: MessageBlock, store: str, body: bool):
     rb, n, buf = blk.rb, blk.n, blk.buf
     names, tid = blk.topics
     topic_text = []
-    plain = _plain_properties(blk)
     for t in names:
         try:
             topic_text.append(t.decode("utf-8"))
         except UnicodeDecodeError:
             topic_text.append(None)
     bad_topic = np.array([x is None for x in topic_text], bool)
-    plain &= ~bad_topic[tid]
+    props = _Properties(blk, ~bad_topic[tid])
+    plain = props.plain
     cols: dict = {}
     i32, i64, s = pa.int32(), pa.int64(), pa.string()
     ms = schema.field("store_timestamp").type  # epoch milliseconds, as they are stored
@@ -138,7 +138,6 @@ def block_batch(blk: MessageBlock, store: str, body: bool):
         if body
         else pa.nulls(n, pa.binary())
     )
-    props = _Properties(blk, plain)
     slow = np.flatnonzero(~plain).tolist()
     dicts = [message_dict(m, "none", True, blk.file_name) for m in blk.messages(np.asarray(slow))] if slow else []
     for i, d in zip(slow, dicts, strict=True):
@@ -271,53 +270,32 @@ def _replace(arr, rows: list[int], values: list):
     return ranges(np.concatenate([old, np.frombuffer(b"".join(raw), np.uint8)]), at, ln, null)
 
 
-def word_ranges(a: np.ndarray, b: np.ndarray, inside: np.ndarray, value: np.ndarray):
-    """(start, end, words per value) of the pieces of the ranges ``[a, b)`` (ascending, apart)
-    cut at the positions ``inside`` (ascending, each within the range ``value`` names): value
-    i's pieces start at ``a[i]`` and after each of its cuts and end at each cut and at
-    ``b[i]``. Laid out by counting, no sort: each value's pieces lie together, in order."""
-    per = np.bincount(value, minlength=a.size) + 1
-    first = np.cumsum(per) - per
-    cut = np.ones(int(per.sum()), bool)
-    cut[first] = False
-    start, end = np.empty(cut.size, np.int64), np.empty(cut.size, np.int64)
-    start[first], start[cut] = a, inside + 1
-    cut[first], cut[first + per - 1] = True, False
-    end[first + per - 1], end[cut] = b, inside
-    return start, end, per
-
-
 class _Properties:
     """The properties columns of a block, straight from the PROPERTIES bytes of its plain
-    records (:class:`~rmqstore_cli.store.records.properties.Properties` found the pairs): names,
-    values, TAGS, UNIQ_KEY and the KEYS words are byte ranges of those bytes joined at once
+    records in the mapped log: one pass (the C loop ``prop_split``; its twin in
+    :mod:`~rmqstore_cli.store.records.texts`) cuts each record's pairs, TAGS, UNIQ_KEY and
+    KEYS words as byte ranges, then each column is those ranges joined at once
     (:func:`ranges`), no Python string per pair; records patched in from the reference
-    (:meth:`patch`) replace theirs."""
+    (:meth:`patch`) replace theirs. ``eligible``: the records that may be plain (their topic
+    is UTF-8); :attr:`plain` those whose PROPERTIES the cut reproduces."""
 
-    def __init__(self, blk: MessageBlock, plain: np.ndarray):
-        import pyarrow as pa
-
+    def __init__(self, blk: MessageBlock, eligible: np.ndarray):
         n = blk.n
-        self.n = n
+        self.n, self.src = n, blk.a
         self.patched: dict[int, dict] = {}
-        P = blk.properties
-        self.P = P
-        empty = np.zeros(0, np.int64)
-        if not P.tot:
-            self.text = pa.nulls(n, pa.string())
-            self.owner = self.name_at = self.name_ln = self.val_at = self.val_ln = self.head = empty
-            return
-        self.text = _strings(P.cat, np.append(P.moff, P.tot))
-        # each kept pair: its name up to the \x01, its value from there to the pair's end
-        # (clipped so that malformed pairs of other records still give ordered ranges)
-        kept = plain[P.owner]
-        keep = slice(None) if kept.all() else np.flatnonzero(kept)  # every pair (usual): no copies
-        self.head = P.prefix4[keep]
-        starts, end = P.starts[keep], P.end[keep]
-        name_end = np.clip(P.first1[keep], starts, end)
-        self.owner, self.name_at, self.name_ln = P.owner[keep], starts, name_end - starts
-        self.val_at = np.minimum(name_end + 1, end)
-        self.val_ln = end - self.val_at
+        at, ln = (np.ascontiguousarray(x, np.int64) for x in (blk.rb.props_at, blk.rb.props_len))
+        self.at, self.ln = at, ln
+        tot = int(ln.sum())
+        plain = np.ascontiguousarray(eligible, np.uint8)
+        self.pairs, self.words = np.empty(n, np.int64), np.empty(n, np.int64)
+        self.tags, self.uniq = np.empty((n, 2), np.int64), np.empty((n, 2), np.int64)
+        # room for every pair (3 bytes at least: name, separator, value) and KEYS word
+        prow, wrow = np.empty((tot // 3 + 1, 4), np.int64), np.empty((tot // 2 + n, 2), np.int64)
+        got = _loop("prop_split")(
+            blk.a, at, ln, _SEPS, _NAMES, plain, self.pairs, self.words, self.tags, self.uniq, prow, wrow
+        )
+        self.prow, self.wrow = prow[: got[0]], wrow[: got[1]]
+        self.plain = plain.view(bool)
 
     def patch(self, i: int, d: dict) -> None:
         self.patched[i] = d
@@ -326,9 +304,11 @@ class _Properties:
         """(names, values, owner) of every record's pairs in record order, patched ones spliced in."""
         import pyarrow as pa
 
-        cat = self.P.cat if self.P.tot else np.zeros(0, np.uint8)
-        names, values = ranges(cat, self.name_at, self.name_ln), ranges(cat, self.val_at, self.val_ln)
-        owner = self.owner
+        names, values = (
+            ranges(self.src, self.prow[:, 0], self.prow[:, 1]),
+            ranges(self.src, self.prow[:, 2], self.prow[:, 3]),
+        )
+        owner = np.repeat(np.arange(self.n), self.pairs)
         if not self.patched:
             return names, values, owner
         rows = sorted(self.patched)
@@ -347,25 +327,15 @@ class _Properties:
             np.concatenate(parts_o + [owner[prev:]]).astype(np.int64),
         )
 
-    def _value(self, name: bytes) -> np.ndarray:
-        """The kept pair named ``name`` of each record, -1 where none (a plain record holds a
-        name once; patched records have none kept)."""
-        at = np.full(self.n, -1, np.int64)
-        if self.name_at.size:  # the first four bytes, then the rest of the name's
-            hit = np.flatnonzero((self.head == int.from_bytes(name[:4], "big")) & (self.name_ln == len(name)))
-            if hit.size and len(name) > 4:
-                rest = byte_rows(self.P.cat, self.name_at[hit] + 4, len(name) - 4)
-                hit = hit[(rest == np.frombuffer(name[4:], np.uint8)).all(1)]
-            at[self.owner[hit]] = hit
-        return at
-
     def columns(self, schema) -> dict:
         import pyarrow as pa
 
         n = self.n
         names, values, owner = self._pairs()
         rows = sorted(self.patched)
-        text = _replace(self.text, rows, [self.patched[i].get("properties_string") for i in rows])
+        text = _replace(
+            ranges(self.src, self.at, self.ln), rows, [self.patched[i].get("properties_string") for i in rows]
+        )
         offsets = np.zeros(n + 1, np.int32)
         np.cumsum(np.bincount(owner, minlength=n), out=offsets[1:])
         out = {
@@ -374,33 +344,19 @@ class _Properties:
             ),
             "properties_string": text,
         }
-        cat = self.P.cat if self.P.tot else np.zeros(0, np.uint8)
-        for col, name in (("tags", b"TAGS"), ("uniq_key", b"UNIQ_KEY")):
-            at = self._value(name)
-            got = (
-                ranges(cat, self.val_at[at], self.val_ln[at], at < 0) if self.val_at.size else pa.nulls(n, pa.string())
-            )
+        for col, where in (("tags", self.tags), ("uniq_key", self.uniq)):
+            got = ranges(self.src, where[:, 0], where[:, 1], where[:, 0] < 0)
             out[col] = _replace(got, rows, [self.patched[i].get(col) for i in rows])
-        out["keys"] = self._keys(cat, schema)
+        out["keys"] = self._keys(schema)
         return out
 
-    def _keys(self, cat: np.ndarray, schema):
-        """The KEYS column: each record's KEYS value cut at its spaces, empty words dropped
-        (``split_keys``, as ``IndexService#buildIndex`` splits), patched records' from their dicts."""
+    def _keys(self, schema):
+        """The KEYS column: each record's KEYS words (``split_keys``, as ``IndexService#buildIndex``
+        splits them, cut by ``prop_split``), patched records' from their dicts."""
         import pyarrow as pa
 
-        at = self._value(b"KEYS")
-        rec = np.flatnonzero(at >= 0)
-        a = self.val_at[at[rec]]
-        b = a + self.val_ln[at[rec]]
-        sp = self.P.spaces if a.size else np.zeros(0, np.int64)
-        k = np.searchsorted(a, sp, "right") - 1  # the KEYS value each space may lie in (values in cat order)
-        held = (k >= 0) & (sp < b[np.maximum(k, 0)])
-        w_at, w_end, per = word_ranges(a, b, sp[held], k[held])
-        w_owner = np.repeat(rec, per)
-        words = w_end > w_at
-        w_at, w_ln, w_owner = w_at[words], (w_end - w_at)[words], w_owner[words]
-        flat = ranges(cat, w_at, w_ln)
+        flat = ranges(self.src, self.wrow[:, 0], self.wrow[:, 1])
+        w_owner = np.repeat(np.arange(self.n), self.words)
         if self.patched:
             from rmqstore_cli.store.files.arrays import stable_argsort
 

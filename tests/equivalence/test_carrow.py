@@ -131,3 +131,84 @@ def test_hex_ranges_are_upper_hex_of_each_values_ranges(K):
         assert (c[0] == 0) if ln == [0] else ("range 0" in c[0])
     c, twin = _both("hex_ranges", K, a, np.zeros(3, np.int64), np.ones(3, np.int64), 8, 3)
     assert c == twin and "k ranges" in c[0]
+
+
+def _split_both(K, props: list[bytes], eligible=None, rows: tuple[int, int] | None = None):
+    """prop_split of the C loop and of the twin over records ``props`` laid end to end."""
+    from rmqstore_cli.pipeline.arrow_block import _NAMES, _SEPS
+
+    a = np.frombuffer(b"".join(props) + b"pad", np.uint8)
+    ln = np.array([len(p) for p in props], np.int64)
+    at = np.cumsum(ln) - ln
+    n, tot = len(props), int(ln.sum())
+    cap = rows or (tot // 3 + 1, tot // 2 + n)
+    got = []
+    for loop in (K.prop_split, texts.prop_split):
+        plain = np.ones(n, np.uint8) if eligible is None else np.array(eligible, np.uint8)
+        outs = [np.full(n, 7, np.int64), np.full(n, 7, np.int64), np.full((n, 2), 7, np.int64)]
+        outs.append(np.full((n, 2), 7, np.int64))
+        prow, wrow = np.full((cap[0], 4), 7, np.int64), np.full((cap[1], 2), 7, np.int64)
+        r = loop(a, at, ln, _SEPS, _NAMES, plain, *outs, prow, wrow)
+        got.append((r, plain.tolist(), [o.tolist() for o in outs], prow[: r[0]].tolist(), wrow[: r[1]].tolist()))
+    return got
+
+
+def test_prop_split_cuts_as_the_broker_and_leaves_what_it_cannot(K):
+    """Plain records (pairs kept as string2messageProperties keeps them, TAGS, UNIQ_KEY, KEYS words
+    with empty words dropped) and every kind the reference must take: a NUL, malformed UTF-8
+    (overlong, surrogate, past U+10FFFF, cut short), a name twice, more than PROPS_CAP pairs."""
+    rng = random.Random(5)
+    props = [
+        b"",
+        b"\x02",
+        b"KEYS\x01a  b \x02TAGS\x01t\x02UNIQ_KEY\x01U1\x02",
+        b"KEYS\x01 \x02TAGS\x01\xe6\x94\xaf\x02",
+        b"a\x01b\x02\x02\x01c\x02d\x01\x02e\x01f\x01g\x02x",
+        b"a\x01b\x02a\x01c",
+        b"ab\x01b\x02a\x01c\x02abc\x01d",
+        b"a\x01\x00",
+        b"a\x01\xc0\x80",
+        b"a\x01\xed\xa0\x80",
+        b"a\x01\xf4\x90\x80\x80",
+        b"a\x01\xe6\x94",
+        b"TAGS\x01\xf0\x9f\x98\x80x\x02KEYS\x01k1 k2",
+        b"".join(b"n%d\x01v\x02" % i for i in range(texts.PROPS_CAP)),
+        b"".join(b"n%d\x01v\x02" % i for i in range(texts.PROPS_CAP + 1)),
+        b"KEYS" * 3 + b"\x01long value without separators " * 3,
+    ]
+    alphabet = [b"\x01", b"\x02", b" ", b"a", b"K", b"KEYS", b"TAGS", b"\xc3\xa9", b"\xff", b"\x00", b"UNIQ_KEY"]
+    props += [b"".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 40))) for _ in range(400)]
+    c, twin = _split_both(K, props)
+    assert c == twin
+    plain = c[1]
+    assert plain[:5] == [1, 1, 1, 1, 1] and plain[5:12] == [0, 1, 0, 0, 0, 0, 0] and plain[12:15] == [1, 1, 0]
+    assert 0 < sum(plain[16:]) < 400
+    # a record not eligible (its topic is not UTF-8) gets no rows; too few rows leave records out
+    c, twin = _split_both(K, props[:5], eligible=[1, 0, 1, 0, 1])
+    assert c == twin and c[1] == [1, 0, 1, 0, 1]
+    c, twin = _split_both(K, props[2:5], rows=(4, 1))
+    assert c == twin and c[1] == [0, 1, 1]
+
+
+def test_prop_split_raises_on_a_record_outside_the_buffer(K):
+    from rmqstore_cli.pipeline.arrow_block import _NAMES, _SEPS
+
+    a = np.zeros(10, np.uint8)
+    for at, ln in (([8], [3]), ([-1], [1]), ([0], [-1])):
+        for loop in (K.prop_split, texts.prop_split):
+            one = np.zeros(1, np.int64)
+            with pytest.raises(ValueError, match="record 0: PROPERTIES outside a"):
+                loop(
+                    a,
+                    np.array(at, np.int64),
+                    np.array(ln, np.int64),
+                    _SEPS,
+                    _NAMES,
+                    np.ones(1, np.uint8),
+                    one,
+                    one.copy(),
+                    np.zeros((1, 2), np.int64),
+                    np.zeros((1, 2), np.int64),
+                    np.zeros((4, 4), np.int64),
+                    np.zeros((4, 2), np.int64),
+                )
