@@ -6,17 +6,17 @@ The reference is :func:`~rmqstore_cli.pipeline.export_tasks.export_rows`: one
 without a Python object per value, topics once per distinct value, the hosts and msgIds
 written by C loops straight from the mapped log into Arrow buffers (``host_texts``,
 ``hex_ranges``; their twins in :mod:`~rmqstore_cli.store.records.texts`), and the
-PROPERTIES of the block cut into names and values where
-:class:`~rmqstore_cli.store.records.properties.Properties` found its pairs, Arrow strings over
-the bytes themselves (no Python object per value). Every string column is built as byte
-ranges of one buffer joined at once (:func:`ranges`, the engine's C ``join_ranges``):
-no Arrow ``take`` or compute kernel per column (they cost several times more, and
-``pyarrow.compute`` is ~40 ms to import).
+PROPERTIES of the block cut into names, values, TAGS, UNIQ_KEY and KEYS words by one C pass
+over the mapped log (``prop_split``), Arrow strings over the bytes themselves (no Python
+object per value). Every string column is built as byte ranges of one buffer joined at once
+(:func:`ranges`, the engine's C ``join_ranges``): no Arrow ``take`` or compute kernel per
+column (they cost several times more, and ``pyarrow.compute`` is ~40 ms to import).
 
-That cut is exact for *plain* PROPERTIES — valid UTF-8, every pair ``name\\x01value``
-with both non-empty, no name twice — where the broker's parser keeps every pair in
-order. Any other record (and a topic that is not valid UTF-8) takes the reference path in
-its place. Tests compare both on every record of the fixtures and of built stores.
+That cut is exact for *plain* PROPERTIES — valid UTF-8, no NUL, no name kept twice — where
+the broker's parser (``string2messageProperties``: parts between ``\\x02``, cut at the first
+``\\x01``, empty names and values dropped) keeps every pair in order. Any other record (and a
+topic that is not valid UTF-8) takes the reference path in its place. Tests compare both on
+every record of the fixtures and of built stores.
 """
 
 from __future__ import annotations
