@@ -23,15 +23,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from rmqstore_cli.formats import properties as pf
 from rmqstore_cli.formats.commitlog import HEAD, MAGIC_V2, PORT
-from rmqstore_cli.formats.properties import (
-    KEY_SEPARATOR,
-    NAME_VALUE_SEPARATOR,
-    PROPERTY_KEYS,
-    PROPERTY_SEPARATOR,
-    PROPERTY_TAGS,
-    PROPERTY_UNIQ_KEY,
-)
 from rmqstore_cli.store.commitlog.columns import MessageBlock
 from rmqstore_cli.store.files.fastpaths import FAST_PATHS
 from rmqstore_cli.store.records import texts as texts_twin
@@ -42,8 +35,8 @@ from rmqstore_cli.store.records.texts import HOST_MAX
 
 _PHY = HEAD["physical_offset"]
 #: ``prop_split``'s separators (name/value, pair, KEYS words) and names (TAGS, KEYS, UNIQ_KEY).
-_SEPS = np.frombuffer((NAME_VALUE_SEPARATOR + PROPERTY_SEPARATOR + KEY_SEPARATOR).encode(), np.uint8)
-_NAMES = tuple(x.encode() for x in (PROPERTY_TAGS, PROPERTY_KEYS, PROPERTY_UNIQ_KEY))
+_SEPS = np.frombuffer((pf.NAME_VALUE_SEPARATOR + pf.PROPERTY_SEPARATOR + pf.KEY_SEPARATOR).encode(), np.uint8)
+_NAMES = tuple(x.encode() for x in (pf.PROPERTY_TAGS, pf.PROPERTY_KEYS, pf.PROPERTY_UNIQ_KEY))
 
 
 def _loop(name: str):

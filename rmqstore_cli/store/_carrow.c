@@ -16,12 +16,12 @@
 #include <string.h>
 
 #include "_carrow.h"
+#include "_v6text.h"
 
 /* "[ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff]:-2147483648" */
 #define HOST_MAX (41 + 1 + 11)
 
 static const char HEX_UPPER[] = "0123456789ABCDEF";
-static const char HEX_LOWER[] = "0123456789abcdef";
 
 /* A C-contiguous buffer of `itemsize`-byte items (writable when asked); 0, or -1 with the
  * error set and nothing held. */
@@ -66,38 +66,6 @@ static int64_t put_dec(uint8_t *out, int64_t o, int64_t v)
         out[o++] = '-';
     while (n)
         out[o++] = (uint8_t)tmp[--n];
-    return o;
-}
-
-/* "[v6]" as ipaddress.IPv6Address(p).compressed writes it (RFC 5952): hextets in lower-case
- * hex without leading zeros, the first longest run of two or more zero hextets as "::". */
-static int64_t put_v6(uint8_t *out, int64_t o, const uint8_t *p)
-{
-    int h[8], best = -1, best_len = 1, run = 0;
-    for (int k = 0; k < 8; k++) {
-        h[k] = p[2 * k] << 8 | p[2 * k + 1];
-        run = h[k] ? 0 : run + 1;
-        if (run > best_len)
-            best_len = run, best = k - run + 1;
-    }
-    out[o++] = '[';
-    for (int k = 0; k < 8; k++) {
-        if (k == best) {
-            out[o++] = ':';
-            if (k == 0)
-                out[o++] = ':';
-            k += best_len - 1;
-            continue;
-        }
-        int shift = 12;
-        while (shift > 0 && !(h[k] >> shift))
-            shift -= 4;
-        for (; shift >= 0; shift -= 4)
-            out[o++] = (uint8_t)HEX_LOWER[(h[k] >> shift) & 15];
-        if (k < 7)
-            out[o++] = ':';
-    }
-    out[o++] = ']';
     return o;
 }
 
