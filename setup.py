@@ -74,12 +74,18 @@ setup(
     ext_modules=[
         Extension(
             "rmqstore_cli.store._ckernels",
-            ["rmqstore_cli/store/_ckernels.c", "rmqstore_cli/store/_cdump.c"],
-            depends=["rmqstore_cli/store/_cdump.h"],
+            ["rmqstore_cli/store/_ckernels.c", "rmqstore_cli/store/_cdump.c", "rmqstore_cli/store/_carrow.c"],
+            depends=["rmqstore_cli/store/_cdump.h", "rmqstore_cli/store/_carrow.h", "rmqstore_cli/store/_v6text.h"],
             optional=True,
             extra_compile_args=["-O3"],
         ),
-        Extension("rmqstore_cli._cjson", ["rmqstore_cli/_cjson.c"], optional=True, extra_compile_args=["-O3"]),
+        Extension(
+            "rmqstore_cli._cjson",
+            ["rmqstore_cli/_cjson.c"],
+            depends=["rmqstore_cli/store/_v6text.h"],
+            optional=True,
+            extra_compile_args=["-O3"],
+        ),
         Extension(
             "rmqstore_cli.store._mapguard",
             ["rmqstore_cli/store/_mapguard.c"],

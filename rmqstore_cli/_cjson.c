@@ -27,6 +27,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "store/_v6text.h"
+
 #define NUMS 15       /* columns of nums, as jsonblock.NUMS */
 #define LOCS 10       /* columns of locs, as jsonblock.LOCS */
 #define NLITS 25      /* literal texts between the values */
@@ -344,38 +346,6 @@ static int v4_mapped(const uint8_t *p)
 {
     static const uint8_t head[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF};
     return memcmp(p, head, 12) == 0;
-}
-
-/* "[v6]" as ipaddress.IPv6Address(p).compressed writes it (RFC 5952): hextets in lower-case
- * hex without leading zeros, the first longest run of two or more zero hextets as "::". */
-static int64_t put_v6(uint8_t *out, int64_t o, const uint8_t *p)
-{
-    int h[8], best = -1, best_len = 1, run = 0;
-    for (int k = 0; k < 8; k++) {
-        h[k] = p[2 * k] << 8 | p[2 * k + 1];
-        run = h[k] ? 0 : run + 1;
-        if (run > best_len)
-            best_len = run, best = k - run + 1;
-    }
-    out[o++] = '[';
-    for (int k = 0; k < 8; k++) {
-        if (k == best) {
-            out[o++] = ':';
-            if (k == 0)
-                out[o++] = ':';
-            k += best_len - 1;
-            continue;
-        }
-        int shift = 12;
-        while (shift > 0 && !(h[k] >> shift))
-            shift -= 4;
-        for (; shift >= 0; shift -= 4)
-            out[o++] = (uint8_t)HEXL[(h[k] >> shift) & 15];
-        if (k < 7)
-            out[o++] = ':';
-    }
-    out[o++] = ']';
-    return o;
 }
 
 /* An address: the `len` (4 or 16) bytes at a[at], "a.b.c.d" or "[v6]". */

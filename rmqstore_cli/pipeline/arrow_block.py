@@ -3,58 +3,79 @@
 The reference is :func:`~rmqstore_cli.pipeline.export_tasks.export_rows`: one
 :func:`~rmqstore_cli.store.records.message_view.message_dict` per record. Here the columns of a
 :class:`~rmqstore_cli.store.commitlog.columns.MessageBlock` become Arrow arrays directly: numbers
-without a Python object per value, hosts and topics once per distinct value, and the
-PROPERTIES of the block cut into names and values where
-:class:`~rmqstore_cli.store.records.properties.Properties` found its pairs, Arrow strings over
-the bytes themselves (no Python object per value). Every string column is built as byte
-ranges of one buffer joined at once (:func:`ranges`, the engine's C ``join_ranges``):
-no Arrow ``take`` or compute kernel per column (they cost several times more, and
-``pyarrow.compute`` is ~40 ms to import).
+without a Python object per value, topics once per distinct value, the hosts and msgIds
+written by C loops straight from the mapped log into Arrow buffers (``host_texts``,
+``hex_ranges``; their twins in :mod:`~rmqstore_cli.store.records.texts`), and the
+PROPERTIES of the block cut into names, values, TAGS, UNIQ_KEY and KEYS words by one C pass
+over the mapped log (``prop_split``), Arrow strings over the bytes themselves (no Python
+object per value). Every string column is built as byte ranges of one buffer joined at once
+(:func:`ranges`, the engine's C ``join_ranges``): no Arrow ``take`` or compute kernel per
+column (they cost several times more, and ``pyarrow.compute`` is ~40 ms to import).
 
-That cut is exact for *plain* PROPERTIES — valid UTF-8, every pair ``name\\x01value``
-with both non-empty, no name twice — where the broker's parser keeps every pair in
-order. Any other record (and a topic that is not valid UTF-8) takes the reference path in
-its place. Tests compare both on every record of the fixtures and of built stores.
+That cut is exact for *plain* PROPERTIES — valid UTF-8, no NUL, no name kept twice — where
+the broker's parser (``string2messageProperties``: parts between ``\\x02``, cut at the first
+``\\x01``, empty names and values dropped) keeps every pair in order. Any other record (and a
+topic that is not valid UTF-8) takes the reference path in its place. Tests compare both on
+every record of the fixtures and of built stores.
 """
 
 from __future__ import annotations
 
-import binascii
-
 import numpy as np
 
+from rmqstore_cli.formats import properties as pf
 from rmqstore_cli.formats.commitlog import HEAD, MAGIC_V2, PORT
 from rmqstore_cli.store.commitlog.columns import MessageBlock
-from rmqstore_cli.store.files.arrays import byte_rows
+from rmqstore_cli.store.files.fastpaths import FAST_PATHS
+from rmqstore_cli.store.records import texts as texts_twin
+from rmqstore_cli.store.records.message import address_text
 from rmqstore_cli.store.records.message_view import message_dict
 from rmqstore_cli.store.records.properties import compiled_join
+from rmqstore_cli.store.records.texts import HOST_MAX
 
 _PHY = HEAD["physical_offset"]
+#: ``prop_split``'s separators (name/value, pair, KEYS words) and names (TAGS, KEYS, UNIQ_KEY).
+_SEPS = np.frombuffer((pf.NAME_VALUE_SEPARATOR + pf.PROPERTY_SEPARATOR + pf.KEY_SEPARATOR).encode(), np.uint8)
+_NAMES = tuple(x.encode() for x in (pf.PROPERTY_TAGS, pf.PROPERTY_KEYS, pf.PROPERTY_UNIQ_KEY))
+
+
+def _loop(name: str):
+    """The C loop ``name`` (:mod:`~rmqstore_cli.store.files.kernels`), or its twin of the same
+    name (:mod:`~rmqstore_cli.store.records.texts`) on the reference path."""
+    kern = FAST_PATHS.kernels()
+    return getattr(texts_twin if kern is None else kern, name)
 
 
 def _msg_ids(blk: MessageBlock):
     """``MessageDecoder#createMessageId`` of every record, upper-case hex: store address,
     port and the stored PHYSICALOFFSET (32 digits for IPv4 store hosts, 56 for IPv6), as a
-    pyarrow string array: each record's host and offset bytes joined (one C call for the
-    block), then hex digits of them all (one more: binascii), cut at each record's width."""
+    pyarrow string array: each record's host and offset bytes hexed one after another, one
+    C call for the block (``hex_ranges``)."""
     store_at, store_size, _ = blk.host("store")
     at, ln = np.empty((blk.n, 2), np.int64), np.empty((blk.n, 2), np.int64)
     at[:, 0], ln[:, 0] = store_at, store_size + PORT.size
     at[:, 1], ln[:, 1] = blk.pos + _PHY.offset, _PHY.size
-    hexed = np.frombuffer(binascii.hexlify(_join(blk.a, at.ravel(), ln.ravel())).upper(), np.uint8)
-    offsets = np.zeros(blk.n + 1, np.int64)
-    np.cumsum(2 * ln.sum(axis=1), out=offsets[1:])
-    return _strings(hexed, offsets)
+    out, offsets = np.empty(2 * int(ln.sum()), np.uint8), np.empty(blk.n + 1, np.int32)
+    _loop("hex_ranges")(blk.a, at.ravel(), ln.ravel(), out, offsets)
+    return _strings(out, offsets)
 
 
-def _plain_properties(blk: MessageBlock) -> np.ndarray:
-    """Records whose PROPERTIES the flat split reproduces (:meth:`Properties.simple`, and no
-    NUL, which ends a record's text below)."""
-    P = blk.properties
-    plain = P.simple()
-    if P.tot and np.count_nonzero(P.cat) < P.tot:  # a NUL somewhere (rare): which records hold one
-        plain[P.owners(np.flatnonzero(P.cat == 0))] = False
-    return plain
+def _hosts(blk: MessageBlock, which: str):
+    """``ip:port`` of every record's born or store host (DESIGN.md's host fields), one C call
+    for the block (``host_texts``); a block with an IPv4-mapped IPv6 address (rare) record by
+    record, as the record layer writes it."""
+    at, size, port = (np.ascontiguousarray(x, np.int64) for x in blk.host(which))
+    out, offsets = np.empty(blk.n * HOST_MAX, np.uint8), np.empty(blk.n + 1, np.int32)
+    got = _loop("host_texts")(blk.a, at, size, port, out, offsets)
+    if got < 0:
+        a = blk.a
+        return texts(
+            [
+                f"{address_text(bytes(a[p : p + s]))}:{q}"
+                for p, s, q in zip(at.tolist(), size.tolist(), port.tolist(), strict=True)
+            ]
+        )
+    return _strings(out[:got].copy(), offsets)
 
 
 def block_batch(blk: MessageBlock, store: str, body: bool):
@@ -67,14 +88,14 @@ def block_batch(blk: MessageBlock, store: str, body: bool):
     rb, n, buf = blk.rb, blk.n, blk.buf
     names, tid = blk.topics
     topic_text = []
-    plain = _plain_properties(blk)
     for t in names:
         try:
             topic_text.append(t.decode("utf-8"))
         except UnicodeDecodeError:
             topic_text.append(None)
     bad_topic = np.array([x is None for x in topic_text], bool)
-    plain &= ~bad_topic[tid]
+    props = _Properties(blk, ~bad_topic[tid])
+    plain = props.plain
     cols: dict = {}
     i32, i64, s = pa.int32(), pa.int64(), pa.string()
     ms = schema.field("store_timestamp").type  # epoch milliseconds, as they are stored
@@ -95,7 +116,7 @@ def block_batch(blk: MessageBlock, store: str, body: bool):
         cols[f] = numbers(col.astype(np.int32 if typ == i32 else np.int64, copy=False), typ)
     cols["magic"] = lookup(["v1", "v2"], (rb.magic == MAGIC_V2).astype(np.int64))
     for w in ("born", "store"):
-        cols[f"{w}_host"] = host_texts(*blk.address_table(w), blk.host(w)[2])
+        cols[f"{w}_host"] = _hosts(blk, w)
     cols["msg_id"] = _msg_ids(blk)
     same = np.zeros(n, np.int64)
     cols["file"] = lookup([blk.file_name], same)
@@ -110,7 +131,6 @@ def block_batch(blk: MessageBlock, store: str, body: bool):
         if body
         else pa.nulls(n, pa.binary())
     )
-    props = _Properties(blk, plain)
     slow = np.flatnonzero(~plain).tolist()
     dicts = [message_dict(m, "none", True, blk.file_name) for m in blk.messages(np.asarray(slow))] if slow else []
     for i, d in zip(slow, dicts, strict=True):
@@ -216,7 +236,9 @@ def _strings(data: np.ndarray, offsets: np.ndarray):
     ``data[offsets[i]:offsets[i + 1]]`` (valid UTF-8 wherever it is read)."""
     import pyarrow as pa
 
-    return pa.StringArray.from_buffers(offsets.size - 1, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(data))
+    return pa.StringArray.from_buffers(
+        offsets.size - 1, pa.py_buffer(offsets.astype(np.int32, copy=False)), pa.py_buffer(data)
+    )
 
 
 def _replace(arr, rows: list[int], values: list):
@@ -241,82 +263,32 @@ def _replace(arr, rows: list[int], values: list):
     return ranges(np.concatenate([old, np.frombuffer(b"".join(raw), np.uint8)]), at, ln, null)
 
 
-#: The decimal text of every port 0..65535 (one buffer) and where each lies: a host field's
-#: port, looked up rather than formatted per record.
-_PORT_LEN = 1 + sum((np.arange(1 << 16) >= 10**k).astype(np.int64) for k in range(1, 5))
-_PORT_AT = np.cumsum(_PORT_LEN) - _PORT_LEN
-_PORT_TEXT = np.frombuffer("".join(map(str, range(1 << 16))).encode(), np.uint8)
-
-
-def host_texts(table: list[str], rows: np.ndarray, port: np.ndarray):
-    """``ip:port`` of every record (``address_text`` of the distinct addresses in ``table``,
-    ``rows`` into it, ``port`` as stored): each record's address and ``:``, then its port's
-    text, two byte ranges joined (:func:`ranges`); a port outside 0..65535 (a corrupt
-    record) formatted on its own."""
-    head = np.frombuffer("".join(t + ":" for t in table).encode(), np.uint8)
-    h_ln = np.array([len(t.encode()) + 1 for t in table], np.int64)
-    odd = (port < 0) | (port >= 1 << 16)
-    other = np.unique(port[odd]).tolist()
-    extra = np.frombuffer("".join(map(str, other)).encode(), np.uint8)
-    e_ln = np.array([len(str(x)) for x in other], np.int64)
-    base = head.size + _PORT_TEXT.size
-    at, ln = np.empty((rows.size, 2), np.int64), np.empty((rows.size, 2), np.int64)
-    at[:, 0], ln[:, 0] = (np.cumsum(h_ln) - h_ln)[rows], h_ln[rows]
-    p = np.where(odd, 0, port)
-    at[:, 1], ln[:, 1] = head.size + _PORT_AT[p], _PORT_LEN[p]
-    if other:
-        k = np.searchsorted(other, port[odd])
-        at[odd, 1], ln[odd, 1] = base + (np.cumsum(e_ln) - e_ln)[k], e_ln[k]
-    return ranges(np.concatenate([head, _PORT_TEXT, extra]), at, ln)
-
-
-def word_ranges(a: np.ndarray, b: np.ndarray, inside: np.ndarray, value: np.ndarray):
-    """(start, end, words per value) of the pieces of the ranges ``[a, b)`` (ascending, apart)
-    cut at the positions ``inside`` (ascending, each within the range ``value`` names): value
-    i's pieces start at ``a[i]`` and after each of its cuts and end at each cut and at
-    ``b[i]``. Laid out by counting, no sort: each value's pieces lie together, in order."""
-    per = np.bincount(value, minlength=a.size) + 1
-    first = np.cumsum(per) - per
-    cut = np.ones(int(per.sum()), bool)
-    cut[first] = False
-    start, end = np.empty(cut.size, np.int64), np.empty(cut.size, np.int64)
-    start[first], start[cut] = a, inside + 1
-    cut[first], cut[first + per - 1] = True, False
-    end[first + per - 1], end[cut] = b, inside
-    return start, end, per
-
-
 class _Properties:
     """The properties columns of a block, straight from the PROPERTIES bytes of its plain
-    records (:class:`~rmqstore_cli.store.records.properties.Properties` found the pairs): names,
-    values, TAGS, UNIQ_KEY and the KEYS words are byte ranges of those bytes joined at once
+    records in the mapped log: one pass (the C loop ``prop_split``; its twin in
+    :mod:`~rmqstore_cli.store.records.texts`) cuts each record's pairs, TAGS, UNIQ_KEY and
+    KEYS words as byte ranges, then each column is those ranges joined at once
     (:func:`ranges`), no Python string per pair; records patched in from the reference
-    (:meth:`patch`) replace theirs."""
+    (:meth:`patch`) replace theirs. ``eligible``: the records that may be plain (their topic
+    is UTF-8); :attr:`plain` those whose PROPERTIES the cut reproduces."""
 
-    def __init__(self, blk: MessageBlock, plain: np.ndarray):
-        import pyarrow as pa
-
+    def __init__(self, blk: MessageBlock, eligible: np.ndarray):
         n = blk.n
-        self.n = n
+        self.n, self.src = n, blk.a
         self.patched: dict[int, dict] = {}
-        P = blk.properties
-        self.P = P
-        empty = np.zeros(0, np.int64)
-        if not P.tot:
-            self.text = pa.nulls(n, pa.string())
-            self.owner = self.name_at = self.name_ln = self.val_at = self.val_ln = self.head = empty
-            return
-        self.text = _strings(P.cat, np.append(P.moff, P.tot))
-        # each kept pair: its name up to the \x01, its value from there to the pair's end
-        # (clipped so that malformed pairs of other records still give ordered ranges)
-        kept = plain[P.owner]
-        keep = slice(None) if kept.all() else np.flatnonzero(kept)  # every pair (usual): no copies
-        self.head = P.prefix4[keep]
-        starts, end = P.starts[keep], P.end[keep]
-        name_end = np.clip(P.first1[keep], starts, end)
-        self.owner, self.name_at, self.name_ln = P.owner[keep], starts, name_end - starts
-        self.val_at = np.minimum(name_end + 1, end)
-        self.val_ln = end - self.val_at
+        at, ln = (np.ascontiguousarray(x, np.int64) for x in (blk.rb.props_at, blk.rb.props_len))
+        self.at, self.ln = at, ln
+        tot = int(ln.sum())
+        plain = np.ascontiguousarray(eligible, np.uint8)
+        self.pairs, self.words = np.empty(n, np.int64), np.empty(n, np.int64)
+        self.tags, self.uniq = np.empty((n, 2), np.int64), np.empty((n, 2), np.int64)
+        # room for every pair (3 bytes at least: name, separator, value) and KEYS word
+        prow, wrow = np.empty((tot // 3 + 1, 4), np.int64), np.empty((tot // 2 + n, 2), np.int64)
+        got = _loop("prop_split")(
+            blk.a, at, ln, _SEPS, _NAMES, plain, self.pairs, self.words, self.tags, self.uniq, prow, wrow
+        )
+        self.prow, self.wrow = prow[: got[0]], wrow[: got[1]]
+        self.plain = plain.view(bool)
 
     def patch(self, i: int, d: dict) -> None:
         self.patched[i] = d
@@ -325,9 +297,11 @@ class _Properties:
         """(names, values, owner) of every record's pairs in record order, patched ones spliced in."""
         import pyarrow as pa
 
-        cat = self.P.cat if self.P.tot else np.zeros(0, np.uint8)
-        names, values = ranges(cat, self.name_at, self.name_ln), ranges(cat, self.val_at, self.val_ln)
-        owner = self.owner
+        names, values = (
+            ranges(self.src, self.prow[:, 0], self.prow[:, 1]),
+            ranges(self.src, self.prow[:, 2], self.prow[:, 3]),
+        )
+        owner = np.repeat(np.arange(self.n), self.pairs)
         if not self.patched:
             return names, values, owner
         rows = sorted(self.patched)
@@ -346,25 +320,15 @@ class _Properties:
             np.concatenate(parts_o + [owner[prev:]]).astype(np.int64),
         )
 
-    def _value(self, name: bytes) -> np.ndarray:
-        """The kept pair named ``name`` of each record, -1 where none (a plain record holds a
-        name once; patched records have none kept)."""
-        at = np.full(self.n, -1, np.int64)
-        if self.name_at.size:  # the first four bytes, then the rest of the name's
-            hit = np.flatnonzero((self.head == int.from_bytes(name[:4], "big")) & (self.name_ln == len(name)))
-            if hit.size and len(name) > 4:
-                rest = byte_rows(self.P.cat, self.name_at[hit] + 4, len(name) - 4)
-                hit = hit[(rest == np.frombuffer(name[4:], np.uint8)).all(1)]
-            at[self.owner[hit]] = hit
-        return at
-
     def columns(self, schema) -> dict:
         import pyarrow as pa
 
         n = self.n
         names, values, owner = self._pairs()
         rows = sorted(self.patched)
-        text = _replace(self.text, rows, [self.patched[i].get("properties_string") for i in rows])
+        text = _replace(
+            ranges(self.src, self.at, self.ln), rows, [self.patched[i].get("properties_string") for i in rows]
+        )
         offsets = np.zeros(n + 1, np.int32)
         np.cumsum(np.bincount(owner, minlength=n), out=offsets[1:])
         out = {
@@ -373,33 +337,19 @@ class _Properties:
             ),
             "properties_string": text,
         }
-        cat = self.P.cat if self.P.tot else np.zeros(0, np.uint8)
-        for col, name in (("tags", b"TAGS"), ("uniq_key", b"UNIQ_KEY")):
-            at = self._value(name)
-            got = (
-                ranges(cat, self.val_at[at], self.val_ln[at], at < 0) if self.val_at.size else pa.nulls(n, pa.string())
-            )
+        for col, where in (("tags", self.tags), ("uniq_key", self.uniq)):
+            got = ranges(self.src, where[:, 0], where[:, 1], where[:, 0] < 0)
             out[col] = _replace(got, rows, [self.patched[i].get(col) for i in rows])
-        out["keys"] = self._keys(cat, schema)
+        out["keys"] = self._keys(schema)
         return out
 
-    def _keys(self, cat: np.ndarray, schema):
-        """The KEYS column: each record's KEYS value cut at its spaces, empty words dropped
-        (``split_keys``, as ``IndexService#buildIndex`` splits), patched records' from their dicts."""
+    def _keys(self, schema):
+        """The KEYS column: each record's KEYS words (``split_keys``, as ``IndexService#buildIndex``
+        splits them, cut by ``prop_split``), patched records' from their dicts."""
         import pyarrow as pa
 
-        at = self._value(b"KEYS")
-        rec = np.flatnonzero(at >= 0)
-        a = self.val_at[at[rec]]
-        b = a + self.val_ln[at[rec]]
-        sp = self.P.spaces if a.size else np.zeros(0, np.int64)
-        k = np.searchsorted(a, sp, "right") - 1  # the KEYS value each space may lie in (values in cat order)
-        held = (k >= 0) & (sp < b[np.maximum(k, 0)])
-        w_at, w_end, per = word_ranges(a, b, sp[held], k[held])
-        w_owner = np.repeat(rec, per)
-        words = w_end > w_at
-        w_at, w_ln, w_owner = w_at[words], (w_end - w_at)[words], w_owner[words]
-        flat = ranges(cat, w_at, w_ln)
+        flat = ranges(self.src, self.wrow[:, 0], self.wrow[:, 1])
+        w_owner = np.repeat(np.arange(self.n), self.words)
         if self.patched:
             from rmqstore_cli.store.files.arrays import stable_argsort
 

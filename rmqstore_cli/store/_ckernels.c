@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "_carrow.h"
 #include "_cdump.h"
 
 /* MessageDecoder: TOTALSIZE at 0, MAGICCODE at 4 (both big-endian int32) */
@@ -1409,7 +1410,8 @@ PyMODINIT_FUNC PyInit__ckernels(void)
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)
         return NULL;
-    if (PyModule_AddFunctions(m, dump_methods) < 0 || PyModule_AddObject(m, "DUMP_COLS", dump_cols_names()) < 0) {
+    if (PyModule_AddFunctions(m, dump_methods) < 0 || PyModule_AddFunctions(m, arrow_methods) < 0 ||
+        PyModule_AddObject(m, "DUMP_COLS", dump_cols_names()) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -627,36 +627,6 @@ def test_big_generated_store_dumps_as_the_reference(tmp_path, monkeypatch):
     assert r.stdout.splitlines() == want
 
 
-def test_distinct_rows_even_when_the_mix_collides():
-    from rmqstore_cli.store.files.arrays import distinct_rows
-
-    rng = np.random.default_rng(3)
-    raw = rng.integers(0, 4, (500, 16)).astype(np.uint8)
-    raw[:, :14] = 0  # few distinct rows
-    first, inv = distinct_rows(raw)
-    assert (raw[first[inv]] == raw).all() and len({r.tobytes() for r in raw}) == first.size
-    mix = 0x9E3779B97F4A7C15  # rows (0, 5) and (1, 5 ^ mix) mix to the same number
-    collide = np.array([[0, 5], [1, 5 ^ mix], [0, 5]], "<u8").view(np.uint8)
-    first, inv = distinct_rows(collide)
-    assert first.size == 2 and inv.tolist() == [0, 1, 0]
-    v4 = rng.integers(0, 3, (300, 4)).astype(np.uint8)  # IPv4 addresses: 4-byte rows
-    first, inv = distinct_rows(v4)
-    assert (v4[first[inv]] == v4).all() and len({r.tobytes() for r in v4}) == first.size
-
-
-@pytest.mark.parametrize("distinct", [1, 3, 143, 5000])
-def test_unique_first_is_numpys_unique(distinct):
-    """The first row and inverse of each distinct value, as ``np.unique`` gives them."""
-    from rmqstore_cli.store.files.arrays import unique_first
-
-    rng = np.random.default_rng(distinct)
-    key = rng.integers(0, 2**32, distinct, dtype=np.uint64)[rng.integers(0, distinct, 20_000)].astype(np.uint32)
-    _, want_first, want_inv = np.unique(key, return_index=True, return_inverse=True)
-    first, inv = unique_first(key)
-    assert np.array_equal(first, want_first) and np.array_equal(inv, want_inv.ravel())
-    assert unique_first(key[:0])[0].size == 0
-
-
 def _columns_of(fn, a, pos) -> tuple:
     """``fn``'s (nums, locs) of the records at ``pos``, or the ValueError it raised."""
     from rmqstore_cli.jsonblock import LAYOUT, LOCS, NUMS

@@ -19,12 +19,12 @@ import struct
 from functools import cached_property
 
 import numpy as np
-from rmqstore_cli.formats.commitlog import HEAD, HEAD_SIZE, HOST_ADDRESS_SIZE, HOST_SIZE, PORT
+from rmqstore_cli.formats.commitlog import HEAD, HEAD_SIZE, HOST_SIZE, PORT
 
 from rmqstore_cli.store.commitlog.bulk import RecordBatch, walk_records
-from rmqstore_cli.store.files.arrays import byte_rows, distinct_rows, gather_field
+from rmqstore_cli.store.files.arrays import byte_rows, gather_field
 from rmqstore_cli.store.files.crc import body_crcs
-from rmqstore_cli.store.records.message import Message, address_text
+from rmqstore_cli.store.records.message import Message
 from rmqstore_cli.store.records.properties import Properties, compiled_join
 from rmqstore_cli.store.records.topics import TopicIds
 
@@ -105,21 +105,6 @@ class MessageBlock:
         at, size = (rb.pos + HEAD_SIZE, rb.born_host_len) if which == "born" else (rb.store_host_at, rb.store_host_len)
         address = size - PORT.size
         return at, address, gather_field(self.a, at + address + PORT.offset, PORT).astype(np.int64)
-
-    def address_table(self, which: str) -> tuple[list[str], np.ndarray]:
-        """The text of each distinct born or store address (``ip``, ``[v6]``: the host part of
-        DESIGN.md's ``ip:port``) and each record's row in that table."""
-        at, size, _ = self.host(which)
-        rows = np.full(self.n, -1, np.int64)
-        table: list[str] = []
-        for width in (HOST_ADDRESS_SIZE[False], HOST_ADDRESS_SIZE[True]):
-            sel = np.flatnonzero(size == width)
-            if sel.size:
-                raw = np.ascontiguousarray(byte_rows(self.a, at[sel], width))
-                first, inv = distinct_rows(raw)
-                rows[sel] = inv + len(table)
-                table += [address_text(raw[i].tobytes()) for i in first.tolist()]
-        return table, rows
 
     @cached_property
     def topics(self) -> tuple[list[bytes], np.ndarray]:

@@ -9,12 +9,9 @@ from __future__ import annotations
 import numpy as np
 
 #: In-memory keys made of raw bytes (not a store layout): a 4-byte and an 8-byte row read
-#: as one number, big-endian so that numbers order as the bytes do, little-endian where
-#: only equality matters.
+#: as one number, big-endian so that numbers order as the bytes do.
 BE_U32 = np.dtype(np.uint32).newbyteorder(">")
 BE_U64 = np.dtype(np.uint64).newbyteorder(">")
-LE_U32 = np.dtype(np.uint32).newbyteorder("<")
-LE_U64 = np.dtype(np.uint64).newbyteorder("<")
 
 
 def bytes_base(cat: np.ndarray) -> bytes | None:
@@ -27,35 +24,6 @@ def bytes_base(cat: np.ndarray) -> bytes | None:
 def file_array(buf) -> np.ndarray:
     """A mapped file's bytes as a uint8 array (a view, never a copy; empty for an empty file)."""
     return np.frombuffer(buf, dtype=np.uint8) if len(buf) else np.empty(0, np.uint8)
-
-
-def unique_first(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``np.unique(key, return_index=True, return_inverse=True)``'s index and inverse (first
-    row of each distinct value, in value order; each row's distinct number) of a 1-D array,
-    cheaper for the few distinct values of many rows (hosts): the distinct values sorted
-    alone, each row found among them by a binary search, the first rows by one assignment
-    from the back (the last write to a repeated index is the one kept)."""
-    values = np.unique(key)
-    inv = np.searchsorted(values, key)
-    first = np.empty(values.size, np.int64)
-    first[inv[::-1]] = np.arange(key.size - 1, -1, -1)
-    return first, inv
-
-
-def distinct_rows(raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(first row of each distinct row, each row's distinct number) of a uint8 (n, 4) or
-    (n, 16) array (IPv4 / IPv6 addresses): 4-byte rows sorted as numbers; 16-byte rows
-    through a 64-bit mix of their halves, checked exactly (a 16-byte sort when two mix alike)."""
-    if raw.shape[1] == 4:
-        key = raw.view(LE_U32).ravel()
-    else:
-        u = raw.view(LE_U64)
-        key = u[:, 0] * np.uint64(0x9E3779B97F4A7C15) ^ u[:, 1]
-    first, inv = unique_first(key)
-    if raw.shape[1] != 4 and not (raw == raw[first[inv]]).all():  # two addresses mixed alike
-        _, first, inv = np.unique(raw.view("V16").ravel(), return_index=True, return_inverse=True)
-        inv = inv.ravel()
-    return first, inv
 
 
 def gather(a: np.ndarray, pos: np.ndarray, width: int, dtype: str) -> np.ndarray:

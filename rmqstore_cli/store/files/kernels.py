@@ -19,7 +19,10 @@ tagsCodes and keys of a batch's PROPERTIES, one pass; its twin:
 :mod:`~rmqstore_cli.store.records.props_fused`) and ``index_entries`` (a block of index
 entries chained by slot and laid out, one pass; its twin in
 :mod:`~rmqstore_cli.store.queues.index`) and ``dump_cols`` (generate --from-jsonl's dump lines
-as a block's columns, ``_cdump.c``; its twin in :mod:`~rmqstore_cli.store.write.replay_cols`); their
+as a block's columns, ``_cdump.c``; its twin in :mod:`~rmqstore_cli.store.write.replay_cols`) and
+``host_texts``, ``hex_ranges`` and ``prop_split`` (export's host, msgId and PROPERTIES
+columns of a block: Arrow string buffers, or the pairs, TAGS, UNIQ_KEY and KEYS words as
+byte ranges; ``_carrow.c``; their twins in :mod:`~rmqstore_cli.store.records.texts`); their
 docstrings and ``_ckernels.c`` say what each does; each checks its arguments and raises
 rather than read outside a buffer, and runs without the GIL).
 """
@@ -163,6 +166,7 @@ if BUILT:
     record_cols, topic_ids = _EXT.record_cols, _EXT.topic_ids
     prop_fused, index_entries = _EXT.prop_fused, _EXT.index_entries
     dump_cols = _EXT.dump_cols
+    host_texts, hex_ranges, prop_split = _EXT.host_texts, _EXT.hex_ranges, _EXT.prop_split
     #: True when the CRC runs on carry-less multiplies (x86-64 with PCLMULQDQ; the tables
     #: otherwise, or with ``RMQSTORE_NO_CLMUL=1``): same numbers either way
     CLMUL = bool(_EXT.CLMUL)

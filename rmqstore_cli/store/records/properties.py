@@ -285,10 +285,6 @@ class Properties:
         out[self.value(CRC_MARK)[0]] = True
         return out
 
-    def owners(self, at: np.ndarray) -> np.ndarray:
-        """The message holding each byte position ``at`` of :attr:`cat`."""
-        return np.searchsorted(self.moff, at, "right") - 1
-
     def simple(self) -> np.ndarray:
         """Messages (bool) whose parse keeps every pair, in order: non-empty, well formed,
         valid UTF-8, one \x01 per pair (none inside a value) and no name twice (names
