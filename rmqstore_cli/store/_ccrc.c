@@ -86,16 +86,16 @@ __attribute__((target(CLMUL_TARGET), always_inline)) static inline uint32_t fold
 __attribute__((target(CLMUL_TARGET))) static uint32_t crc32_clmul(const uint8_t *p, int64_t n, uint32_t c)
 {
     const __m128i k512 = K512, k128 = K128;
-    __m128i x1 = _mm_xor_si128(load16(p), _mm_cvtsi32_si128((int)c));
-    __m128i x2 = load16(p + 0x10), x3 = load16(p + 0x20), x4 = load16(p + 0x30);
-    for (p += 64, n -= 64; n >= 64; p += 64, n -= 64) {
-        x1 = fold16(x1, k512, load16(p));
-        x2 = fold16(x2, k512, load16(p + 0x10));
-        x3 = fold16(x3, k512, load16(p + 0x20));
-        x4 = fold16(x4, k512, load16(p + 0x30));
-    }
-    x1 = fold16(fold16(fold16(x1, k128, x2), k128, x3), k128, x4);
-    return fold_finish(x1, p, n);
+    __m128i x[4];
+    for (int j = 0; j < 4; j++)
+        x[j] = load16(p + 16 * j);
+    x[0] = _mm_xor_si128(x[0], _mm_cvtsi32_si128((int)c));
+    for (p += 64, n -= 64; n >= 64; p += 64, n -= 64)
+        for (int j = 0; j < 4; j++)
+            x[j] = fold16(x[j], k512, load16(p + 16 * j));
+    for (int j = 1; j < 4; j++)
+        x[0] = fold16(x[0], k128, x[j]);
+    return fold_finish(x[0], p, n);
 }
 
 /* d + the four 128-bit remainders of z, each carried forward by the distance of k. */
@@ -111,21 +111,21 @@ __attribute__((target(WIDE_TARGET))) static uint32_t crc32_clmul_wide(const uint
 {
     const __m512i k2048 = _mm512_broadcast_i32x4(K2048), k512 = _mm512_broadcast_i32x4(K512);
     const __m128i k128 = K128;
-    __m512i z0 = _mm512_loadu_si512(p), z1 = _mm512_loadu_si512(p + 64);
-    __m512i z2 = _mm512_loadu_si512(p + 128), z3 = _mm512_loadu_si512(p + 192);
-    z0 = _mm512_xor_si512(z0, _mm512_inserti32x4(_mm512_setzero_si512(), _mm_cvtsi32_si128((int)c), 0));
-    for (p += 256, n -= 256; n >= 256; p += 256, n -= 256) {
-        z0 = fold64(z0, k2048, _mm512_loadu_si512(p));
-        z1 = fold64(z1, k2048, _mm512_loadu_si512(p + 64));
-        z2 = fold64(z2, k2048, _mm512_loadu_si512(p + 128));
-        z3 = fold64(z3, k2048, _mm512_loadu_si512(p + 192));
-    }
-    z0 = fold64(fold64(fold64(z0, k512, z1), k512, z2), k512, z3);
+    __m512i z[4];
+    for (int j = 0; j < 4; j++)
+        z[j] = _mm512_loadu_si512(p + 64 * j);
+    z[0] = _mm512_xor_si512(z[0], _mm512_inserti32x4(_mm512_setzero_si512(), _mm_cvtsi32_si128((int)c), 0));
+    for (p += 256, n -= 256; n >= 256; p += 256, n -= 256)
+        for (int j = 0; j < 4; j++)
+            z[j] = fold64(z[j], k2048, _mm512_loadu_si512(p + 64 * j));
+    for (int j = 1; j < 4; j++)
+        z[0] = fold64(z[0], k512, z[j]);
     for (; n >= 64; p += 64, n -= 64)
-        z0 = fold64(z0, k512, _mm512_loadu_si512(p));
-    __m128i x = fold16(_mm512_extracti32x4_epi32(z0, 0), k128, _mm512_extracti32x4_epi32(z0, 1));
-    x = fold16(fold16(x, k128, _mm512_extracti32x4_epi32(z0, 2)), k128, _mm512_extracti32x4_epi32(z0, 3));
-    return fold_finish(x, p, n);
+        z[0] = fold64(z[0], k512, _mm512_loadu_si512(p));
+    __m128i x = _mm512_extracti32x4_epi32(z[0], 0);
+    x = fold16(x, k128, _mm512_extracti32x4_epi32(z[0], 1));
+    x = fold16(x, k128, _mm512_extracti32x4_epi32(z[0], 2));
+    return fold_finish(fold16(x, k128, _mm512_extracti32x4_epi32(z[0], 3)), p, n);
 }
 #endif
 
