@@ -117,7 +117,7 @@ static Py_ssize_t walk_loop(const uint8_t *a, int64_t pos, int64_t limit, int64_
          * past this record is asked for now, once, inside the buffer (a hint: never a fault;
          * the walk of a 1M-record log took a third of the time, measured); not the lines of
          * a long record's body, which the walk does not read (16 KiB bodies: each line was
-         * fetched twice, by these hints and again by the CRC once the batch's 32 MiB had left
+         * fetched twice, by these hints and again by the CRC once the batch's tens of MiB had left
          * the cache) */
         if (ahead < end)
             ahead = end;
