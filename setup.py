@@ -74,8 +74,13 @@ setup(
     ext_modules=[
         Extension(
             "rmqstore_cli.store._ckernels",
-            ["rmqstore_cli/store/_ckernels.c", "rmqstore_cli/store/_cdump.c", "rmqstore_cli/store/_carrow.c"],
-            depends=["rmqstore_cli/store/_cdump.h", "rmqstore_cli/store/_carrow.h", "rmqstore_cli/store/_v6text.h"],
+            ["rmqstore_cli/store/_ckernels.c", "rmqstore_cli/store/_cdump.c", "rmqstore_cli/store/_carrow.c", "rmqstore_cli/store/_ccrc.c"],
+            depends=[
+                "rmqstore_cli/store/_cdump.h",
+                "rmqstore_cli/store/_carrow.h",
+                "rmqstore_cli/store/_ccrc.h",
+                "rmqstore_cli/store/_v6text.h",
+            ],
             optional=True,
             extra_compile_args=["-O3"],
         ),

@@ -1,5 +1,5 @@
 /* The engine's compiled loops (rmqstore_cli/store/kernels.py): the commit-log record walk
- * (plain and DLedger), CRC-32 of small bodies, a join of byte ranges, the TAGS hash and the
+ * (plain and DLedger), CRC-32 of bodies (by _ccrc.c), a join of byte ranges, the TAGS hash and the
  * index keys of a batch's PROPERTIES; and (_cdump.c) generate --from-jsonl's reader of dump lines.
  *
  * An optional extension (setup.py): when it does not build, kernels.py says so and every
@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "_carrow.h"
+#include "_ccrc.h"
 #include "_cdump.h"
 
 /* MessageDecoder: TOTALSIZE at 0, MAGICCODE at 4 (both big-endian int32) */
@@ -35,8 +36,6 @@
 #define ENTRY_MAGIC 1
 #define ENTRY_MAGIC_AT 0
 #define ENTRY_SIZE_AT 4
-
-static uint32_t crc_table[8][256];
 
 static inline uint32_t be32(const uint8_t *p)
 {
@@ -117,7 +116,12 @@ static Py_ssize_t walk_loop(const uint8_t *a, int64_t pos, int64_t limit, int64_
         /* the walk reads one header per record, each a cache miss the hardware cannot guess
          * (the next place depends on this TOTALSIZE): every line up to PREFETCH_AHEAD bytes
          * past this record is asked for now, once, inside the buffer (a hint: never a fault;
-         * the walk of a 1M-record log took a third of the time, measured) */
+         * the walk of a 1M-record log took a third of the time, measured); not the lines of
+         * a long record's body, which the walk does not read (16 KiB bodies: each line was
+         * fetched twice, by these hints and again by the CRC once the batch's tens of MiB had left
+         * the cache) */
+        if (ahead < end)
+            ahead = end;
         for (; ahead < end + PREFETCH_AHEAD && ahead < limit; ahead += 64)
             __builtin_prefetch(a + ahead);
     }
@@ -188,118 +192,6 @@ static PyObject *k_walk_entries(PyObject *self, PyObject *args)
 }
 
 /* ------------------------------------------------------------------ ranges: CRC, join */
-
-/* CRC-32 of the reflected polynomial 0xEDB88320: zlib's crc32 (UtilAll#crc32), by slicing-by-8
- * tables, and on x86-64 CPUs with carry-less multiply 16 bytes at a time by folding (4x faster
- * for 256-byte bodies; crc32_clmul). */
-static void crc_init(void)
-{
-    for (uint32_t i = 0; i < 256; i++) {
-        uint32_t c = i;
-        for (int k = 0; k < 8; k++)
-            c = (c >> 1) ^ ((c & 1) ? 0xEDB88320u : 0);
-        crc_table[0][i] = c;
-    }
-    for (int k = 1; k < 8; k++)
-        for (int i = 0; i < 256; i++)
-            crc_table[k][i] = (crc_table[k - 1][i] >> 8) ^ crc_table[0][crc_table[k - 1][i] & 0xFF];
-}
-
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#include <immintrin.h>
-#define HAVE_CLMUL_CRC 1
-/* Whether this CPU has carry-less multiply (and SSE4.1): asked once at import. */
-static int clmul_ok;
-
-/* CRC-32 state c (pre-inverted, as crc32_bytes keeps it) over n bytes, n >= 64 and a multiple
- * of 16, by folding with carry-less multiplies (Intel, "Fast CRC Computation for Generic
- * Polynomials Using PCLMULQDQ", the reflected constants of 0xEDB88320 as zlib-ng and
- * Chromium's zlib use them). Reads exactly [p, p + n). */
-__attribute__((target("pclmul,sse4.1"))) static uint32_t crc32_clmul(const uint8_t *p, int64_t n, uint32_t c)
-{
-    const __m128i k1k2 = _mm_set_epi64x(0x01c6e41596, 0x0154442bd4);
-    const __m128i k3k4 = _mm_set_epi64x(0x00ccaa009e, 0x01751997d0);
-    const __m128i k5k0 = _mm_set_epi64x(0, 0x0163cd6124);
-    const __m128i poly = _mm_set_epi64x(0x01f7011641, 0x01db710641);
-    const __m128i low32 = _mm_setr_epi32(~0, 0, ~0, 0);
-    __m128i x1 = _mm_loadu_si128((const __m128i *)(p + 0x00)), x2 = _mm_loadu_si128((const __m128i *)(p + 0x10));
-    __m128i x3 = _mm_loadu_si128((const __m128i *)(p + 0x20)), x4 = _mm_loadu_si128((const __m128i *)(p + 0x30));
-    __m128i x0 = k1k2, x5;
-    x1 = _mm_xor_si128(x1, _mm_cvtsi32_si128((int)c));
-    for (p += 64, n -= 64; n >= 64; p += 64, n -= 64) {
-        __m128i x5a = _mm_clmulepi64_si128(x1, x0, 0x00), x6 = _mm_clmulepi64_si128(x2, x0, 0x00);
-        __m128i x7 = _mm_clmulepi64_si128(x3, x0, 0x00), x8 = _mm_clmulepi64_si128(x4, x0, 0x00);
-        x1 = _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(x1, x0, 0x11), x5a),
-                           _mm_loadu_si128((const __m128i *)(p + 0x00)));
-        x2 = _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(x2, x0, 0x11), x6),
-                           _mm_loadu_si128((const __m128i *)(p + 0x10)));
-        x3 = _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(x3, x0, 0x11), x7),
-                           _mm_loadu_si128((const __m128i *)(p + 0x20)));
-        x4 = _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(x4, x0, 0x11), x8),
-                           _mm_loadu_si128((const __m128i *)(p + 0x30)));
-    }
-    x0 = k3k4; /* four lanes folded into one */
-    x5 = _mm_clmulepi64_si128(x1, x0, 0x00);
-    x1 = _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(x1, x0, 0x11), x2), x5);
-    x5 = _mm_clmulepi64_si128(x1, x0, 0x00);
-    x1 = _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(x1, x0, 0x11), x3), x5);
-    x5 = _mm_clmulepi64_si128(x1, x0, 0x00);
-    x1 = _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(x1, x0, 0x11), x4), x5);
-    for (; n >= 16; p += 16, n -= 16) {
-        x5 = _mm_clmulepi64_si128(x1, x0, 0x00);
-        x1 = _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(x1, x0, 0x11), _mm_loadu_si128((const __m128i *)p)), x5);
-    }
-    /* 128 bits to 64, then Barrett reduction to 32 */
-    x2 = _mm_clmulepi64_si128(x1, x0, 0x10);
-    x1 = _mm_xor_si128(_mm_srli_si128(x1, 8), x2);
-    x2 = _mm_srli_si128(x1, 4);
-    x1 = _mm_xor_si128(_mm_clmulepi64_si128(_mm_and_si128(x1, low32), k5k0, 0x00), x2);
-    x2 = _mm_clmulepi64_si128(_mm_and_si128(x1, low32), poly, 0x10);
-    x2 = _mm_clmulepi64_si128(_mm_and_si128(x2, low32), poly, 0x00);
-    x1 = _mm_xor_si128(x1, x2);
-    return (uint32_t)_mm_extract_epi32(x1, 1);
-}
-#endif
-
-/* Whether the CRC runs on carry-less multiplies (the module's CLMUL; RMQSTORE_NO_CLMUL=1 at
- * import: the table, as on a CPU without them). */
-static int clmul_on(void)
-{
-#ifdef HAVE_CLMUL_CRC
-    return clmul_ok;
-#else
-    return 0;
-#endif
-}
-
-/* RMQSTORE_NO_CLMUL set and neither empty nor "0": the table only. */
-static int no_clmul(void)
-{
-    const char *v = getenv("RMQSTORE_NO_CLMUL");
-    return v != NULL && v[0] != '\0' && strcmp(v, "0") != 0;
-}
-
-static uint32_t crc32_bytes(const uint8_t *p, int64_t n)
-{
-    uint32_t c = 0xFFFFFFFFu;
-#ifdef HAVE_CLMUL_CRC
-    if (clmul_ok && n >= 64) {
-        int64_t chunk = n & ~(int64_t)15;
-        c = crc32_clmul(p, chunk, c);
-        p += chunk;
-        n -= chunk;
-    }
-#endif
-    for (; n >= 8; p += 8, n -= 8) {
-        c ^= (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
-        c = crc_table[7][c & 0xFF] ^ crc_table[6][(c >> 8) & 0xFF] ^ crc_table[5][(c >> 16) & 0xFF]
-            ^ crc_table[4][c >> 24] ^ crc_table[3][p[4]] ^ crc_table[2][p[5]] ^ crc_table[1][p[6]]
-            ^ crc_table[0][p[7]];
-    }
-    for (; n > 0; p++, n--)
-        c = crc_table[0][(c ^ *p) & 0xFF] ^ (c >> 8);
-    return c ^ 0xFFFFFFFFu;
-}
 
 /* The buffers of (a, at, ln, out): at and ln the same length, out at least as long (items). */
 typedef struct {
@@ -385,7 +277,7 @@ static PyObject *k_small_body_crcs(PyObject *self, PyObject *args)
             bad = i;
             break;
         } else {
-            out[i] = (int64_t)(crc32_bytes(a + at[i], ln[i]) & 0x7FFFFFFFu);
+            out[i] = (int64_t)(rmq_crc32(a + at[i], ln[i]) & 0x7FFFFFFFu);
         }
     }
     Py_END_ALLOW_THREADS
@@ -915,7 +807,7 @@ static int record_one(const uint8_t *a, int64_t len, int64_t p, int64_t i, int64
     out[RC_EXPECTED * n + i] = FIXED_SIZE + bhl + shl + tls + bl + (tl > 0 ? tl : 0) + (pl > 0 ? pl : 0);
     /* the body [body_at, topic_len_at) lies inside the buffer: TOPICLENGTH after it was read */
     if (small > 0 && bl < small)
-        out[RC_CRC * n + i] = (int64_t)(crc32_bytes(a + body_at, bl) & 0x7FFFFFFFu);
+        out[RC_CRC * n + i] = (int64_t)(rmq_crc32(a + body_at, bl) & 0x7FFFFFFFu);
     else {
         out[RC_CRC * n + i] = -1;
         *big += small > 0;
@@ -1402,11 +1294,7 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__ckernels(void)
 {
-    crc_init();
-#ifdef HAVE_CLMUL_CRC
-    __builtin_cpu_init();
-    clmul_ok = __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1") && !no_clmul();
-#endif
+    rmq_crc_init();
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)
         return NULL;
@@ -1442,7 +1330,7 @@ PyMODINIT_FUNC PyInit__ckernels(void)
     }
     if (layout == NULL || PyModule_AddObject(m, "LAYOUT", layout) < 0 ||
         PyModule_AddIntConstant(m, "KEY_COLS", KEY_COLS) < 0 || PyModule_AddIntConstant(m, "KEY_WORD", KEY_WORD) < 0 ||
-        PyModule_AddIntConstant(m, "KEY_WIDE", KEY_WIDE) < 0 || PyModule_AddIntConstant(m, "CLMUL", clmul_on()) < 0 ||  PyModule_AddIntConstant(m, "TAGS_WIDE", TAGS_WIDE) < 0 ||
+        PyModule_AddIntConstant(m, "KEY_WIDE", KEY_WIDE) < 0 || PyModule_AddIntConstant(m, "CLMUL", rmq_crc_clmul()) < 0 ||  PyModule_AddIntConstant(m, "TAGS_WIDE", TAGS_WIDE) < 0 ||
         PyModule_AddIntConstant(m, "PF_MALFORMED", PF_MALFORMED) < 0 || PyModule_AddIntConstant(m, "PF_HIGH", PF_HIGH) < 0 ||
         PyModule_AddIntConstant(m, "PF_BAD_UTF8", PF_BAD_UTF8) < 0 ||
         PyModule_AddObject(m, "INDEX_ENTRY", Py_BuildValue("(iiiii)", IE_SIZE, IE_HASH_AT, IE_PHY_AT, IE_DIFF_AT,

@@ -266,25 +266,31 @@ _CRC_CHECK = """
 import zlib
 import numpy as np
 from rmqstore_cli.store.files import kernels as K
-a = np.random.default_rng(3).integers(0, 256, 4096, dtype=np.uint8)
-at = np.array([s for n in range(0, 300) for s in (0, 1, 7, 13)], np.int64)
-ln = np.array([n for n in range(0, 300) for s in (0, 1, 7, 13)], np.int64)
-ln = np.r_[ln, 1000, 2048, 4000, 4096 - 5]
-at = np.r_[at, 5, 17, 3, 5]
+a = np.random.default_rng(3).integers(0, 256, 1 << 17, dtype=np.uint8)
+steps = (256, 512, 1024, 2048, 4096, 8192, 16384)
+lens = list(range(0, 300)) + [n + d for n in steps for d in (-17, -16, -1, 0, 1, 15, 16, 63)]
+lens += [100_000, (1 << 17) - 13]
+ln = np.array([n for n in lens for s in (0, 1, 7, 13, 63)], np.int64)
+at = np.array([s for n in lens for s in (0, 1, 7, 13, 63)], np.int64)
+ok = at + ln <= a.size
+at, ln = at[ok], ln[ok]
 out = np.empty(at.size, np.int64)
-assert K.small_body_crcs(a, at, ln, 1 << 20, out) == 0
-want = [zlib.crc32(a[x : x + n].tobytes()) & 0x7FFFFFFF for x, n in zip(at.tolist(), ln.tolist())]
+assert K.small_body_crcs(a, at, ln, 1 << 40, out) == 0
+b = a.tobytes()
+want = [zlib.crc32(b[x : x + n]) & 0x7FFFFFFF for x, n in zip(at.tolist(), ln.tolist())]
 assert out.tolist() == want
-print(int(K.CLMUL))
+print(K.CLMUL_BITS)
 """
 
 
-@pytest.mark.parametrize("table", ["", "1"])
-def test_crc_by_folding_and_by_table_equal_zlib_at_every_length_and_alignment(K, table):
+@pytest.mark.parametrize(("no_clmul", "no_wide"), [("", ""), ("", "1"), ("1", "")])
+def test_crc_by_folding_and_by_table_equal_zlib_at_every_length_and_alignment(K, no_clmul, no_wide):
+    """The tables, 128-bit folding and 512-bit folding (whichever this CPU has: CLMUL_BITS
+    says which ran), every length to 300 and those around each step, odd alignments."""
     import os
     import subprocess
     import sys
 
-    env = {**os.environ, "RMQSTORE_NO_CLMUL": table}
+    env = {**os.environ, "RMQSTORE_NO_CLMUL": no_clmul, "RMQSTORE_NO_VPCLMUL": no_wide}
     r = subprocess.run([sys.executable, "-c", _CRC_CHECK], env=env, capture_output=True, text=True, check=True)
-    assert r.stdout.strip() == ("0" if table else str(int(K.CLMUL)))
+    assert r.stdout.strip() == str(0 if no_clmul else min(K.CLMUL_BITS, 128) if no_wide else K.CLMUL_BITS)

@@ -62,8 +62,8 @@ from rmqstore_cli.store.files.extload import OTHER_LAYOUT, Loaded, load
 
 #: Bodies shorter than this get their CRC here; longer ones from zlib-ng (faster per byte,
 #: and its per-call cost no longer matters: measured, 512 B 170 ns here against 250 ns a
-#: zlib-ng call, 1 KiB 350 against 230); 8 KiB where the CRC runs on carry-less multiplies
-#: (:data:`CLMUL`).
+#: zlib-ng call, 1 KiB 350 against 230); every body where the CRC runs on carry-less
+#: multiplies (:data:`CLMUL`: as fast per byte as zlib-ng's, and no Python call per body).
 SMALL_BODY = 768
 
 
@@ -167,11 +167,14 @@ if BUILT:
     prop_fused, index_entries = _EXT.prop_fused, _EXT.index_entries
     dump_cols = _EXT.dump_cols
     host_texts, hex_ranges, prop_split = _EXT.host_texts, _EXT.hex_ranges, _EXT.prop_split
-    #: True when the CRC runs on carry-less multiplies (x86-64 with PCLMULQDQ; the tables
-    #: otherwise, or with ``RMQSTORE_NO_CLMUL=1``): same numbers either way
+    #: True when the CRC runs on carry-less multiplies (x86-64 with PCLMULQDQ, 512 bits at a
+    #: time with VPCLMULQDQ and AVX-512 unless ``RMQSTORE_NO_VPCLMUL=1``; the tables otherwise,
+    #: or with ``RMQSTORE_NO_CLMUL=1``): same numbers either way
     CLMUL = bool(_EXT.CLMUL)
-    if CLMUL:  # folding beats zlib-ng's per-call cost up to ~8 KiB (measured: 2 KiB 490 ns against 985)
-        SMALL_BODY = 8192
+    #: How many bits a step of that fold takes: 0 (the tables), 128 or 512
+    CLMUL_BITS = (0, 128, 512)[_EXT.CLMUL]
+    if CLMUL:  # 16 KiB bodies: 47 GB/s against zlib-ng's 40 (one cached body a call), 12.8 against 10.9 on 128 bits
+        SMALL_BODY = 1 << 62
     #: record_cols' columns, in the order of its out
     REC_COLS = _EXT.REC_COLS
     #: prop_keys' key rows: columns, flags (a KEYS word; malformed UTF-8 inside), and its
