@@ -194,9 +194,10 @@ def _group_units(fd, s: FileSummary) -> dict:
     if not fd.cq_parts:
         s.queues, s.ends, s.simple = {}, {}, {}
         return {}
-    tid, qid, phy, size, tags, qoff = (np.concatenate([p[i] for p in fd.cq_parts]).astype(np.int64) for i in range(6))
+    cols = (np.concatenate([p[i] for p in fd.cq_parts]).astype(np.int64, copy=False) for i in range(6))
+    tid, qid, phy, size, tags, qoff = cols
     key = tid * (1 << 32) + (qid & 0xFFFFFFFF)
-    order = np.argsort(key, kind="stable")  # dispatch order kept within each queue
+    order = queue_order(tid, qid & 0xFFFFFFFF, key)
     phy, size, tags, qoff, key = phy[order], size[order], tags[order], qoff[order], key[order]
     starts = np.concatenate(([0], np.flatnonzero(np.diff(key)) + 1))
     bounds = np.append(starts, len(key)).tolist()
@@ -211,6 +212,25 @@ def _group_units(fd, s: FileSummary) -> dict:
     s.ends = dict(zip(out, zip(end[starts].tolist(), end[last].tolist(), strict=True), strict=True))
     s.simple = dict(zip(out, simple_runs(phy, size, qoff, starts).tolist(), strict=True))
     return out
+
+
+#: Queues (topic ids x queue ids) whose units :func:`queue_order` sorts by a 16-bit code.
+SMALL_CODES = 1 << 16
+
+
+def queue_order(tid, uqid, key):
+    """``argsort(key, kind="stable")``: the units by queue (topic id, then queue id as an
+    unsigned int), dispatch order kept within each. When topic ids x queue ids fit in 16
+    bits (a store of a few topics), by a code that orders as ``key`` does, which numpy's
+    stable sort takes by radix (~5x faster than its merge of 64-bit keys on a million units)."""
+    import numpy as np
+
+    if not len(key):
+        return np.zeros(0, dtype=np.intp)
+    span = int(uqid.max()) + 1
+    if (int(tid.max()) + 1) * span > SMALL_CODES or int(tid.min()) < 0:
+        return np.argsort(key, kind="stable")
+    return np.argsort((tid * span + uqid).astype(np.uint16), kind="stable")
 
 
 def simple_runs(phy, size, qoff, starts):
