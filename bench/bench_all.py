@@ -24,6 +24,8 @@ Rows:
 * ``verify``, ``rebuild-index --output``, ``dump-commitlog --format jsonl`` and ``export``
   (local engine, no body) over the store; dump and export with ``--jobs 1`` (the issue's
   marks are one core's);
+* ``rebuild-index --jobs 1``: the rebuild in one process (the issue's mark, one core's; the
+  ``rebuild-index`` row is the default's, every core);
 * ``dump-commitlog jsonl --jobs 2 (wall)``: the dump on two processes, for its wall time;
 * ``export --jobs 2``: the same on two processes; after the table, its wall time over
   ``export``'s;
@@ -242,6 +244,14 @@ def _rows(a, d: Path) -> list[tuple[str, list[str], dict, str]]:
             "records",
         ),
         (
+            "rebuild-index --jobs 1",
+            CLI
+            + ["rebuild-index", "--store", s, "--output", str(d / "rebuilt-1"), "--format", "json", "--no-progress"]
+            + ["--jobs", "1"],
+            {},
+            "records",
+        ),
+        (
             "dump-commitlog --format jsonl",
             CLI + ["dump-commitlog", "--store", s, "--format", "jsonl", "--tz", "UTC", "--jobs", "1"],
             {},
@@ -327,6 +337,7 @@ def _prepare(name: str, d: Path) -> None:
         "generate": ["store"],
         "generate --from-jsonl": ["replay"],
         "rebuild-index": ["rebuilt"],
+        "rebuild-index --jobs 1": ["rebuilt-1"],
         "many queues: generate": ["many"],
         "many queues: rebuild-index": ["many-rebuilt"],
         "export (local, no body)": ["export"],
@@ -494,7 +505,8 @@ def derived(out: list[dict], d: Path) -> list[str]:
 MARKS = [
     ("verify (CRC on), one core", "verify --jobs 1", "x", 0.5, 0.13),
     ("verify, every core (CPU of all processes)", "verify", "x", 0.5, 0.13),
-    ("rebuild-index --output", "rebuild-index", "x", 0.5, 0.6),
+    ("rebuild-index --output, one core", "rebuild-index --jobs 1", "x", 0.5, 0.6),
+    ("rebuild-index --output, every core (CPU of all processes)", "rebuild-index", "x", 0.5, 0.6),
     ("dump-commitlog jsonl", "dump-commitlog --format jsonl", "x", 0.35, 0.22),
     ("export (Parquet, local)", "export (local, no body)", "x", 1.0, 0.5),
     ("generate", "generate", "x", 1.0, 1.2),

@@ -45,7 +45,7 @@ def jobs_option(text: str) -> typer.models.OptionInfo:
 JobsOpt = Annotated[
     int,
     jobs_option(
-        "Run on this many processes of this machine (0: every core it may use): one task per commit-log "
+        f"Run on this many processes of this machine ({JOBS_BY_SIZE}): one task per commit-log "
         "file (per part of a file larger than its share), then per queue and index file; the same answer."
     ),
 ]

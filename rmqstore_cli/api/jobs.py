@@ -81,8 +81,9 @@ class StoreJobs(StoreView):
         ``only`` "cq" or "index" rebuilds one set; ``topics`` only those topics' queues.
         ``dry_run`` scans and reports what would be written. Index files are named by their
         first entry's store time in the store's ``tz``. ``jobs``: run the rebuild on this
-        many processes (0: every core this process may use), one task per commit-log file,
-        then per queue and index file; the same files and report as one process."""
+        many processes (0: every core this process may use, one below 64 MiB of log on disk
+        as verify's), one task per commit-log file, then per queue and index file; the same
+        files and report as one process."""
         import functools
 
         from rmqstore_cli.pipeline.local import rebuild_build

@@ -180,7 +180,7 @@ def _summarize_keys(s: FileSummary, phy) -> None:
     if not s.keys:
         return
     s.key_max_phy = int(phy.max())
-    kept = phy[kept_mask(phy, 0)]
+    kept = phy[kept_sel(phy, 0)]
     s.local_put = len(kept)
     s.local_put_min_phy = int(kept.min()) if len(kept) else 0
 
@@ -194,9 +194,10 @@ def _group_units(fd, s: FileSummary) -> dict:
     if not fd.cq_parts:
         s.queues, s.ends, s.simple = {}, {}, {}
         return {}
-    tid, qid, phy, size, tags, qoff = (np.concatenate([p[i] for p in fd.cq_parts]).astype(np.int64) for i in range(6))
+    cols = (np.concatenate([p[i] for p in fd.cq_parts]).astype(np.int64, copy=False) for i in range(6))
+    tid, qid, phy, size, tags, qoff = cols
     key = tid * (1 << 32) + (qid & 0xFFFFFFFF)
-    order = np.argsort(key, kind="stable")  # dispatch order kept within each queue
+    order = queue_order(tid, qid & 0xFFFFFFFF, key)
     phy, size, tags, qoff, key = phy[order], size[order], tags[order], qoff[order], key[order]
     starts = np.concatenate(([0], np.flatnonzero(np.diff(key)) + 1))
     bounds = np.append(starts, len(key)).tolist()
@@ -211,6 +212,25 @@ def _group_units(fd, s: FileSummary) -> dict:
     s.ends = dict(zip(out, zip(end[starts].tolist(), end[last].tolist(), strict=True), strict=True))
     s.simple = dict(zip(out, simple_runs(phy, size, qoff, starts).tolist(), strict=True))
     return out
+
+
+#: Queues (topic ids x queue ids) whose units :func:`queue_order` sorts by a 16-bit code.
+SMALL_CODES = 1 << 16
+
+
+def queue_order(tid, uqid, key):
+    """``argsort(key, kind="stable")``: the units by queue (topic id, then queue id as an
+    unsigned int), dispatch order kept within each. When topic ids x queue ids fit in 16
+    bits (a store of a few topics), by a code that orders as ``key`` does, which numpy's
+    stable sort takes by radix (~5x faster than its merge of 64-bit keys on a million units)."""
+    import numpy as np
+
+    if not len(key):
+        return np.zeros(0, dtype=np.intp)
+    span = int(uqid.max()) + 1
+    if (int(tid.max()) + 1) * span > SMALL_CODES or int(tid.min()) < 0:
+        return np.argsort(key, kind="stable")
+    return np.argsort((tid * span + uqid).astype(np.uint16), kind="stable")
 
 
 def simple_runs(phy, size, qoff, starts):
@@ -233,6 +253,8 @@ def kept_mask(phy, last_end_phy: int):
 
     if not len(phy):
         return np.zeros(0, dtype=bool)
+    if rising(phy, last_end_phy):
+        return np.ones(len(phy), dtype=bool)
     prev = np.empty(len(phy), dtype=np.int64)
     prev[0] = last_end_phy
     if len(phy) > 1:
@@ -310,6 +332,21 @@ def key_floors(included: list[int], summaries: dict) -> dict:
         out[i] = floor
         floor = max(floor, summaries[i].key_max_phy)
     return out
+
+
+def rising(phy, last_end_phy: int) -> bool:
+    """Whether every key is kept (:func:`kept_mask`): offsets that never go back, from
+    ``last_end_phy`` on (a log dispatched in order: the usual case), told by one comparison
+    of neighbours, not the running maximum."""
+    return not len(phy) or (int(phy[0]) >= last_end_phy and not (phy[1:] < phy[:-1]).any())
+
+
+def kept_sel(phy, last_end_phy: int):
+    """The keys :func:`kept_mask` keeps, as what indexes them: every one (``slice(None)``,
+    no copy taken of 3 million keys) when offsets never go back, else their indexes."""
+    import numpy as np
+
+    return slice(None) if rising(phy, last_end_phy) else np.flatnonzero(kept_mask(phy, last_end_phy))
 
 
 def kept_count_if_simple(s: FileSummary, floor: int) -> int | None:

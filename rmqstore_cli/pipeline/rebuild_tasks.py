@@ -18,6 +18,7 @@ from rmqstore_cli.pipeline.rebuild_dispatch import (
     dry_counts,
     kept_keys,
     kept_mask,
+    kept_sel,
     name_index_files,
     plan_dispatch,
     plan_keys,
@@ -193,7 +194,7 @@ def _kept(dest, position: int, floor: int) -> tuple:
 
     h, phy, ts = spilled_keys(dest, position)
     phy = np.asarray(phy)
-    sel = np.flatnonzero(kept_mask(phy, floor))
+    sel = kept_sel(phy, floor)
     return np.asarray(h)[sel], phy[sel], np.asarray(ts)[sel]
 
 

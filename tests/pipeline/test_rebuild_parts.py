@@ -186,3 +186,23 @@ def test_one_job_cuts_files_larger_than_a_part(tmp_path, monkeypatch):
     assert got == want and want[0]["messages"] > 0
     ups = [u for u in released if u is not None]
     assert len(ups) >= 3 and ups == sorted(ups) and ups[0] > 0  # a block at a time, in order
+
+
+def test_the_default_is_one_process_for_a_small_commit_log(tmp_path, monkeypatch):
+    """jobs 0 follows verify's rule (``workers.jobs_for``): one process, no parts, for commit
+    logs of less than ``ONE_PROCESS_BELOW`` bytes on disk; every core (here 7) above; the
+    files and the report the same either way."""
+    from rmqstore_cli.pipeline import local, workers
+
+    store = _one_file(tmp_path / "s")
+    monkeypatch.setattr(workers, "default_jobs", lambda: 7)
+    ran: list = []
+    real = local.fork_map
+    monkeypatch.setattr(local, "fork_map", lambda fn, items, n, each=None: ran.append(n) or real(fn, items, n, each))
+    one = _built(functools.partial(local.rebuild_build, jobs=0), store, tmp_path / "one", False)
+    assert ran and set(ran) == {1}
+    ran.clear()
+    monkeypatch.setattr(workers, "ONE_PROCESS_BELOW", 4096)
+    seven = _built(functools.partial(local.rebuild_build, jobs=0), store, tmp_path / "seven", False)
+    assert ran and set(ran) == {7}
+    assert one == seven and one[0]["messages"] > 0

@@ -38,3 +38,21 @@ def test_simple_runs_match_the_rule_queue_by_queue(seed):
 def test_no_runs():
     e = np.zeros(0, np.int64)
     assert simple_runs(e, e, e, e).tolist() == []
+
+
+@pytest.mark.parametrize(("topics", "queues"), [(7, 8), (300, 200), (3, 30000), (1, 1)])
+def test_queue_order_is_the_stable_sort_of_the_keys(topics, queues, monkeypatch):
+    """By a 16-bit code where topics x queues fit (the radix path), else by the keys; a queue
+    id of -1 (unsigned: the last) sorts as the keys do."""
+    from rmqstore_cli.pipeline import rebuild_dispatch as D
+
+    rnd = np.random.default_rng(topics)
+    tid = rnd.integers(0, topics, 5000).astype(np.int64)
+    qid = rnd.integers(0, queues, 5000).astype(np.int64)
+    if topics == 1:
+        qid[::97] = -1
+    key = tid * (1 << 32) + (qid & 0xFFFFFFFF)
+    want = np.argsort(key, kind="stable")
+    assert np.array_equal(D.queue_order(tid, qid & 0xFFFFFFFF, key), want)
+    monkeypatch.setattr(D, "SMALL_CODES", 0)  # the keys' own sort
+    assert np.array_equal(D.queue_order(tid, qid & 0xFFFFFFFF, key), want)
