@@ -77,9 +77,11 @@ class FastPaths:
         return kernels
 
     def describe(self) -> str:
-        """Which loops run, in a few words (``rmqstore --version``'s first line)."""
-        if self.kernels() is not None:
-            return "C loops"
+        """Which loops run, in a few words (``rmqstore --version``'s first line), and how wide
+        the CRC-32 folds (``RMQSTORE_NO_VPCLMUL``/``RMQSTORE_NO_CLMUL`` narrow it)."""
+        k = self.kernels()
+        if k is not None:
+            return f"C loops, CRC-32 on {k.CLMUL_BITS}-bit carry-less multiplies" if k.CLMUL_BITS else "C loops"
         if self.pure:
             return "reference loops: RMQSTORE_PURE is set"
         from rmqstore_cli.store.files import kernels
