@@ -74,8 +74,8 @@ setup(
     ext_modules=[
         Extension(
             "rmqstore_cli.store._ckernels",
-            ["rmqstore_cli/store/_ckernels.c", "rmqstore_cli/store/_cdump.c"],
-            depends=["rmqstore_cli/store/_cdump.h"],
+            ["rmqstore_cli/store/_ckernels.c", "rmqstore_cli/store/_cdump.c", "rmqstore_cli/store/_cencode.c"],
+            depends=["rmqstore_cli/store/_cdump.h", "rmqstore_cli/store/_cencode.h"],
             optional=True,
             extra_compile_args=["-O3"],
         ),

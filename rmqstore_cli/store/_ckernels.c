@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "_cdump.h"
+#include "_cencode.h"
 
 /* MessageDecoder: TOTALSIZE at 0, MAGICCODE at 4 (both big-endian int32) */
 #define TOTAL_AT 0
@@ -298,6 +299,11 @@ static uint32_t crc32_bytes(const uint8_t *p, int64_t n)
     for (; n > 0; p++, n--)
         c = crc_table[0][(c ^ *p) & 0xFF] ^ (c >> 8);
     return c ^ 0xFFFFFFFFu;
+}
+
+uint32_t rmq_crc32(const uint8_t *p, int64_t n)
+{
+    return crc32_bytes(p, n);
 }
 
 /* The buffers of (a, at, ln, out): at and ln the same length, out at least as long (items). */
@@ -1409,7 +1415,7 @@ PyMODINIT_FUNC PyInit__ckernels(void)
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)
         return NULL;
-    if (PyModule_AddFunctions(m, dump_methods) < 0 || PyModule_AddObject(m, "DUMP_COLS", dump_cols_names()) < 0) {
+    if (PyModule_AddFunctions(m, dump_methods) < 0 || PyModule_AddFunctions(m, encode_methods) < 0 || PyModule_AddObject(m, "DUMP_COLS", dump_cols_names()) < 0) {
         Py_DECREF(m);
         return NULL;
     }

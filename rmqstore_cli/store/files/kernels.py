@@ -19,7 +19,9 @@ tagsCodes and keys of a batch's PROPERTIES, one pass; its twin:
 :mod:`~rmqstore_cli.store.records.props_fused`) and ``index_entries`` (a block of index
 entries chained by slot and laid out, one pass; its twin in
 :mod:`~rmqstore_cli.store.queues.index`) and ``dump_cols`` (generate --from-jsonl's dump lines
-as a block's columns, ``_cdump.c``; its twin in :mod:`~rmqstore_cli.store.write.replay_cols`); their
+as a block's columns, ``_cdump.c``; its twin in :mod:`~rmqstore_cli.store.write.replay_cols`) and
+``encode_join`` (generate's records joined into one bytes, their body CRCs computed on the
+way, ``_cencode.c``; its twin in :mod:`~rmqstore_cli.store.commitlog.blocks`); their
 docstrings and ``_ckernels.c`` say what each does; each checks its arguments and raises
 rather than read outside a buffer, and runs without the GIL).
 """
@@ -162,7 +164,7 @@ if BUILT:
     prop_keys, prop_scan = _EXT.prop_keys, _EXT.prop_scan
     record_cols, topic_ids = _EXT.record_cols, _EXT.topic_ids
     prop_fused, index_entries = _EXT.prop_fused, _EXT.index_entries
-    dump_cols = _EXT.dump_cols
+    dump_cols, encode_join = _EXT.dump_cols, _EXT.encode_join
     #: True when the CRC runs on carry-less multiplies (x86-64 with PCLMULQDQ; the tables
     #: otherwise, or with ``RMQSTORE_NO_CLMUL=1``): same numbers either way
     CLMUL = bool(_EXT.CLMUL)
