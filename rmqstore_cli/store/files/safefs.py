@@ -258,7 +258,8 @@ def open_for_write(
         fd = os.open(path, flags, 0o644)
     except OSError as e:
         raise os_error(e, path, "open for writing") from None
-    _check_regular(fd, path)
+    if not (create and exclusive):  # O_CREAT | O_EXCL made a new regular file: no fstat (one a new queue)
+        _check_regular(fd, path)
     return fd
 
 

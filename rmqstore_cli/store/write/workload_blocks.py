@@ -259,7 +259,7 @@ def build_block(cat: Catalog, o, d: Draw, store: np.ndarray, born: np.ndarray, s
     qid = d.qid[send].copy()
     sys_flag = base_sys[send].copy()
     reconsume = np.zeros(send.size, np.int64)
-    kinds = np.full(send.size, "normal", object)
+    kind = np.zeros(send.size, np.int8)  # an index into _KINDS: no str made a record
     links = np.zeros(send.size, np.int8)  # SendBlock.link_codes of kinds, as a column
     rows_of = {k: start[np.flatnonzero(v)] for k, v in (("delay", delay), ("retry", retry))}
     tid[rows_of["delay"]], qid[rows_of["delay"]] = cat.schedule, d.level[delay] - 1
@@ -281,8 +281,9 @@ def build_block(cat: Catalog, o, d: Draw, store: np.ndarray, born: np.ndarray, s
         ("prepared", ps),
         ("commit", ps + 1),
     ):
-        kinds[rows], links[rows] = k, KIND_LINKS.get(k, 0)
-    kinds[ps + 1] = np.where(end == TRANSACTION_COMMIT_TYPE, "commit", "rollback")  # same link code
+        kind[rows], links[rows] = _KINDS.index(k), KIND_LINKS.get(k, 0)
+    commit_or_rollback = np.where(end == TRANSACTION_COMMIT_TYPE, _KINDS.index("commit"), _KINDS.index("rollback"))
+    kind[ps + 1] = commit_or_rollback  # one link code
     props = np.empty(send.size, object)
     _fill_props(cat, o, d, sends, props, start, (delay, retry, half, tx & ~half, ~delay & ~tx & ~retry))
     body_rows = bodies[send].tolist()
@@ -311,11 +312,16 @@ def build_block(cat: Catalog, o, d: Draw, store: np.ndarray, born: np.ndarray, s
         z - 1,
         bodies=body_rows,
         props=props.tolist(),
-        kinds=kinds.tolist(),
+        kinds=_KIND_NAMES[kind].tolist(),
         floor_store_ts=True,
         raw_props=False,
         links=links,
     )
+
+
+#: The kinds of record a draw makes (SendBlock.kinds), by the index build_block keeps a record.
+_KINDS = ("normal", "delay", "retry", "half", "commit", "op", "prepared", "rollback")
+_KIND_NAMES = objects(list(_KINDS))
 
 
 def _fill_props(cat: Catalog, o, d: Draw, sends: dict, props: np.ndarray, start: np.ndarray, masks: tuple) -> None:
