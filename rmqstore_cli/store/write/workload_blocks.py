@@ -58,7 +58,7 @@ class Templates:
         if not names:
             n = len(next(iter(v for v in values.values() if not isinstance(v, str)), [])) or 1
             return [text % ()] * n
-        return [text % t for t in zip(*(values[k] for k in names), strict=True)]
+        return list(map(text.__mod__, zip(*(values[k] for k in names), strict=True)))
 
     def _template(self, client: tuple, extra: tuple, keep_wait: bool, values: dict) -> tuple[bytes, list]:
         """The ``%`` format of a key set (cached) and the names its ``%s`` stand for, in order."""
@@ -148,7 +148,7 @@ def keys_column(o, idx: np.ndarray, d: Draw) -> np.ndarray:
         for mask, fmt, args in _key_cases(o, r, p, (s,), (idx,), (idx, x)):
             rows = np.flatnonzero(mask)
             cols = [out[rows].tolist(), *(c[rows].tolist() for c in args)]
-            col[rows] = objects([fmt % t for t in zip(*cols, strict=True)])
+            col[rows] = objects(list(map(fmt.__mod__, zip(*cols, strict=True))))
         out, p = col, b"%s"
     return out
 
@@ -252,7 +252,7 @@ def build_block(cat: Catalog, o, d: Draw, store: np.ndarray, born: np.ndarray, s
     tags_multi = np.array([" " in t for t in cat.tags])[d.tag]
     base_sys = np.where(d.compress, COMPRESSED_FLAG, 0) | np.where(tag & tags_multi, MULTI_TAGS_FLAG, 0)
     pool = cat.pool
-    bodies = objects([pool[a : a + n] for a, n in zip(d.body_at.tolist(), d.body_len.tolist(), strict=True)])
+    bodies = objects(list(map(pool.__getitem__, map(slice, d.body_at.tolist(), (d.body_at + d.body_len).tolist()))))
     for i in np.flatnonzero(d.compress).tolist():
         bodies[i] = zlib.compress(bodies[i], 5)
     tid = d.topic[send].copy()
