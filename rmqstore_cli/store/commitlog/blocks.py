@@ -450,7 +450,7 @@ def encode_join(
         a = np.frombuffer(f, np.uint8).reshape(-1, size).copy() if size else np.empty((0, 0), np.uint8)
         if a.shape[0] != at.size or size < crc_at + 4:
             raise ValueError(f"encode_join: group {g} holds {a.shape[0]} rows of {size} bytes, needs {at.size}")
-        a[:, crc_at : crc_at + 4] = crc[at].astype(">u4").view(np.uint8).reshape(-1, 4)
+        a[:, crc_at : crc_at + 4] = _big_endian(crc[at], 4)
         rows[at] = row_bytes(a)
     lens = np.fromiter(map(len, props), np.int64, n)
     if np.any(lens >= 1 << (8 * plen_size - 1)) or np.any((pidx < 0) | (pidx >= len(parts))):
@@ -458,8 +458,13 @@ def encode_join(
     out: list = [b""] * (5 * n)
     out[0::5], out[1::5], out[4::5] = rows.tolist(), bodies, props
     out[2::5] = list(map(parts.__getitem__, pidx.tolist()))
-    out[3::5] = row_bytes(lens.astype(f">i{plen_size}").view(np.uint8).reshape(n, plen_size)) if n else []
+    out[3::5] = row_bytes(_big_endian(lens, plen_size)) if n else []
     return b"".join(out)
+
+
+def _big_endian(values: np.ndarray, size: int) -> np.ndarray:
+    """Each of ``values`` (non-negative, below ``256 ** size``) as ``size`` big-endian bytes, a row each."""
+    return ((values[:, None] >> (8 * np.arange(size - 1, -1, -1))) & 0xFF).astype(np.uint8)
 
 
 def row_bytes(rows: np.ndarray) -> list[bytes]:
