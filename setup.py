@@ -74,11 +74,18 @@ setup(
     ext_modules=[
         Extension(
             "rmqstore_cli.store._ckernels",
-            ["rmqstore_cli/store/_ckernels.c", "rmqstore_cli/store/_cdump.c", "rmqstore_cli/store/_carrow.c", "rmqstore_cli/store/_ccrc.c"],
+            [
+                "rmqstore_cli/store/_ckernels.c",
+                "rmqstore_cli/store/_cdump.c",
+                "rmqstore_cli/store/_carrow.c",
+                "rmqstore_cli/store/_ccrc.c",
+                "rmqstore_cli/store/_cencode.c",
+            ],
             depends=[
                 "rmqstore_cli/store/_cdump.h",
                 "rmqstore_cli/store/_carrow.h",
                 "rmqstore_cli/store/_ccrc.h",
+                "rmqstore_cli/store/_cencode.h",
                 "rmqstore_cli/store/_v6text.h",
             ],
             optional=True,

@@ -25,6 +25,7 @@
 #include "_carrow.h"
 #include "_ccrc.h"
 #include "_cdump.h"
+#include "_cencode.h"
 
 /* MessageDecoder: TOTALSIZE at 0, MAGICCODE at 4 (both big-endian int32) */
 #define TOTAL_AT 0
@@ -1299,7 +1300,7 @@ PyMODINIT_FUNC PyInit__ckernels(void)
     if (m == NULL)
         return NULL;
     if (PyModule_AddFunctions(m, dump_methods) < 0 || PyModule_AddFunctions(m, arrow_methods) < 0 ||
-        PyModule_AddObject(m, "DUMP_COLS", dump_cols_names()) < 0) {
+        PyModule_AddFunctions(m, encode_methods) < 0 || PyModule_AddObject(m, "DUMP_COLS", dump_cols_names()) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -4,8 +4,9 @@ The bulk twin of :func:`~rmqstore_cli.store.commitlog.encode_record` (one record
 ``MessageExtEncoder#encode``) and :meth:`CommitLog.append
 <rmqstore_cli.store.commitlog.CommitLog.append>` (``DefaultAppendMessageCallback#doAppend``):
 a :class:`SendBlock` holds sends as columns; :func:`encode_records` packs the fixed fields of
-every record with numpy (positions and dtypes from ``formats/commitlog.py``) and joins them
-with the bodies, topics and properties in one ``bytes.join``. Queue offsets, physical offsets
+every record with numpy (positions and dtypes from ``formats/commitlog.py``) and
+:func:`encode_join` (its C twin when built: one new ``bytes``, no object a record) joins them
+with their body CRCs, the bodies, topics and properties. Queue offsets, physical offsets
 and the file roll are assigned for the whole block by ``CommitLog.append_block``.
 """
 
@@ -42,6 +43,7 @@ from rmqstore_cli.formats.properties import MAX_PROPERTIES_LENGTH
 
 from rmqstore_cli.store.files.arrays import stable_argsort
 from rmqstore_cli.store.files.crc import crc32
+from rmqstore_cli.store.files.fastpaths import FAST_PATHS
 
 #: What a send is to the writer's transaction links (``StoreWriter.append_linked``): it
 #: sets the pending record (half, prepared), answers it (commit, rollback: its
@@ -366,21 +368,12 @@ def fixed_dtype(born_v6: bool, store_v6: bool) -> np.dtype:
     return dt
 
 
-@functools.lru_cache(maxsize=1)
-def _length_bytes() -> list[bytes]:
-    """PROPERTIESLENGTH's bytes for every length a record can have (0 … Short.MAX_VALUE)."""
-    k = PROPERTIES_LENGTH.size
-    b = np.arange(MAX_PROPERTIES_LENGTH + 1).astype(PROPERTIES_LENGTH.dtype).tobytes()
-    return [b[i : i + k] for i in range(0, len(b), k)]
-
-
 def encode_records(block: SendBlock, i: int, j: int, cols: dict, topic_parts: list[bytes]) -> tuple[bytes, np.ndarray]:
     """``MessageExtEncoder#encode`` of sends ``[i, j)`` with their ``cols`` (total, magic,
     sys_flag, queue_offset, phy, prepared, bv6, sv6, store_ts, body_len, props_len: per send
-    of the block): the records' bytes, one after the other, and where each starts."""
-    n = j - i
-    bodies, props = block.bodies[i:j], block.props[i:j]
-    bv6, sv6 = cols["bv6"][i:j], cols["sv6"][i:j]
+    of the block): the records' bytes, one after the other, and where each starts. The fixed
+    fields are packed by numpy, one array per pair of host kinds; :func:`encode_join` (the C
+    loop when built) adds the body CRCs and joins them with the bodies, topics and properties."""
     c = {
         "total_size": cols["total"],
         "magic": cols["magic"],
@@ -398,33 +391,80 @@ def encode_records(block: SendBlock, i: int, j: int, cols: dict, topic_parts: li
         "body_length": cols["body_len"],
     }
     c = {k: v[i:j] for k, v in c.items()}
-    c["body_crc"] = np.fromiter(map(crc32, bodies), np.int64, n) & 0x7FFFFFFF
     table = np.zeros((max(1, len(block.hosts)), _WIDE), np.uint8)
     for h, addr in enumerate(block.hosts):
         table[h, : len(addr)] = np.frombuffer(addr, np.uint8)
     born, store = block.born_host[i:j], block.store_host[i:j]
-    fixed = np.empty(n, object)
-    for b6 in (False, True):
-        for s6 in (False, True):
-            rows = np.flatnonzero((bv6 == b6) & (sv6 == s6))
-            if not rows.size:
-                continue
-            arr = np.empty(rows.size, fixed_dtype(b6, s6))
-            for name in arr.dtype.names:
-                if name == "born_address":
-                    arr[name] = table[born[rows], : HOST_ADDRESS_SIZE[b6]]
-                elif name == "store_address":
-                    arr[name] = table[store[rows], : HOST_ADDRESS_SIZE[s6]]
-                else:
-                    arr[name] = c[name][rows]
-            fixed[rows] = row_bytes(arr.view(np.uint8).reshape(rows.size, -1))
-    v2 = cols["magic"][i:j] == MAGIC_V2
-    parts: list = [b""] * (5 * n)
-    parts[0::5], parts[1::5], parts[4::5] = fixed.tolist(), bodies, props
-    parts[2::5] = list(map(topic_parts.__getitem__, (2 * block.tid[i:j] + v2).tolist()))
-    parts[3::5] = list(map(_length_bytes().__getitem__, cols["props_len"][i:j].tolist()))
+    grp = 2 * cols["bv6"][i:j].astype(np.int64) + cols["sv6"][i:j]
+    fixed = []
+    for g, (b6, s6) in enumerate(_HOST_PAIRS):
+        rows = np.flatnonzero(grp == g)
+        arr = np.zeros(rows.size, fixed_dtype(b6, s6))  # BODYCRC: the join's
+        for name in arr.dtype.names:
+            if name == "born_address":
+                arr[name] = table[born[rows], : HOST_ADDRESS_SIZE[b6]]
+            elif name == "store_address":
+                arr[name] = table[store[rows], : HOST_ADDRESS_SIZE[s6]]
+            elif name in c:
+                arr[name] = c[name][rows]
+        fixed.append(arr.view(np.uint8).reshape(-1))
+    gsize = np.array([fixed_dtype(b6, s6).itemsize for b6, s6 in _HOST_PAIRS], np.int64)
+    pidx = 2 * block.tid[i:j].astype(np.int64) + (cols["magic"][i:j] == MAGIC_V2)
+    k = FAST_PATHS.kernels()
+    join = encode_join if k is None else k.encode_join
+    data = join(fixed, gsize, grp, block.bodies[i:j], topic_parts, pidx, block.props[i:j], *_JOIN_LAYOUT)
     rec_start = np.concatenate([[0], np.cumsum(cols["total"][i:j])[:-1]]).astype(np.int64)
-    return b"".join(parts), rec_start
+    return data, rec_start
+
+
+#: The pairs of host kinds (born IPv6, store IPv6): group ``2 * born + store`` of encode_join.
+_HOST_PAIRS = ((False, False), (False, True), (True, False), (True, True))
+#: What encode_join writes besides the parts: where BODYCRC lies, PROPERTIESLENGTH's size.
+_JOIN_LAYOUT = (HEAD["body_crc"].offset, PROPERTIES_LENGTH.size)
+
+
+def encode_join(
+    fixed: list,
+    gsize: np.ndarray,
+    grp: np.ndarray,
+    bodies: list,
+    parts: list,
+    pidx: np.ndarray,
+    props: list,
+    crc_at: int,
+    plen_size: int,
+) -> bytes:
+    """The reference of the C ``encode_join``: record ``r`` is the next row of ``fixed[grp[r]]``
+    (rows of ``gsize[g]`` bytes, in order) with ``crc32(bodies[r]) & 0x7FFFFFFF`` (``UtilAll#crc32``)
+    big-endian at ``crc_at``, then ``bodies[r]``, ``parts[pidx[r]]`` (TOPICLENGTH + TOPIC),
+    PROPERTIESLENGTH (``plen_size`` big-endian bytes) and ``props[r]``."""
+    n = len(bodies)
+    if len(grp) != n or len(pidx) != n or len(props) != n or len(gsize) != len(fixed):
+        raise ValueError("encode_join: grp, pidx, bodies and props differ in length, or gsize is not one a group")
+    if n and (int(grp.min()) < 0 or int(grp.max()) >= len(fixed)):
+        raise ValueError("encode_join: a record's group is out of range")
+    crc = np.fromiter(map(crc32, bodies), np.int64, n) & 0x7FFFFFFF
+    rows = np.empty(n, object)
+    for g, (f, size) in enumerate(zip(fixed, gsize.tolist(), strict=True)):
+        at = np.flatnonzero(grp == g)
+        a = np.frombuffer(f, np.uint8).reshape(-1, size).copy() if size else np.empty((0, 0), np.uint8)
+        if a.shape[0] != at.size or size < crc_at + 4:
+            raise ValueError(f"encode_join: group {g} holds {a.shape[0]} rows of {size} bytes, needs {at.size}")
+        a[:, crc_at : crc_at + 4] = _big_endian(crc[at], 4)
+        rows[at] = row_bytes(a)
+    lens = np.fromiter(map(len, props), np.int64, n)
+    if np.any(lens >= 1 << (8 * plen_size - 1)) or np.any((pidx < 0) | (pidx >= len(parts))):
+        raise ValueError("encode_join: a topic part or properties length out of range")
+    out: list = [b""] * (5 * n)
+    out[0::5], out[1::5], out[4::5] = rows.tolist(), bodies, props
+    out[2::5] = list(map(parts.__getitem__, pidx.tolist()))
+    out[3::5] = row_bytes(_big_endian(lens, plen_size)) if n else []
+    return b"".join(out)
+
+
+def _big_endian(values: np.ndarray, size: int) -> np.ndarray:
+    """Each of ``values`` (non-negative, below ``256 ** size``) as ``size`` big-endian bytes, a row each."""
+    return ((values[:, None] >> (8 * np.arange(size - 1, -1, -1))) & 0xFF).astype(np.uint8)
 
 
 def row_bytes(rows: np.ndarray) -> list[bytes]:

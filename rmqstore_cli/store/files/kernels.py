@@ -22,7 +22,9 @@ entries chained by slot and laid out, one pass; its twin in
 as a block's columns, ``_cdump.c``; its twin in :mod:`~rmqstore_cli.store.write.replay_cols`) and
 ``host_texts``, ``hex_ranges`` and ``prop_split`` (export's host, msgId and PROPERTIES
 columns of a block: Arrow string buffers, or the pairs, TAGS, UNIQ_KEY and KEYS words as
-byte ranges; ``_carrow.c``; their twins in :mod:`~rmqstore_cli.store.records.texts`); their
+byte ranges; ``_carrow.c``; their twins in :mod:`~rmqstore_cli.store.records.texts`) and
+``encode_join`` (generate's records joined into one bytes, their body CRCs computed on the
+way, ``_cencode.c``; its twin in :mod:`~rmqstore_cli.store.commitlog.blocks`); their
 docstrings and ``_ckernels.c`` say what each does; each checks its arguments and raises
 rather than read outside a buffer, and runs without the GIL).
 """
@@ -165,7 +167,7 @@ if BUILT:
     prop_keys, prop_scan = _EXT.prop_keys, _EXT.prop_scan
     record_cols, topic_ids = _EXT.record_cols, _EXT.topic_ids
     prop_fused, index_entries = _EXT.prop_fused, _EXT.index_entries
-    dump_cols = _EXT.dump_cols
+    dump_cols, encode_join = _EXT.dump_cols, _EXT.encode_join
     host_texts, hex_ranges, prop_split = _EXT.host_texts, _EXT.hex_ranges, _EXT.prop_split
     #: True when the CRC runs on carry-less multiplies (x86-64 with PCLMULQDQ, 512 bits at a
     #: time with VPCLMULQDQ and AVX-512 unless ``RMQSTORE_NO_VPCLMUL=1``; the tables otherwise,

@@ -247,7 +247,7 @@ def open_for_write(
     goes to the end (``O_APPEND``). The directory's real path is checked against
     ``roots`` (``checked``: the caller has just done so, :func:`make_dirs`); the last
     component is opened ``O_NOFOLLOW``."""
-    path = Path(path)
+    path = path if isinstance(path, Path) else Path(path)  # no re-parse (one a new queue)
     if not checked:
         check_inside(path.parent, roots, f"write {path.name}")
     flags = os.O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | (os.O_APPEND if append else 0)
@@ -257,7 +257,8 @@ def open_for_write(
         fd = os.open(path, flags, 0o644)
     except OSError as e:
         raise os_error(e, path, "open for writing") from None
-    _check_regular(fd, path)
+    if not (create and exclusive):  # O_CREAT | O_EXCL made a new regular file: no fstat (one a new queue)
+        _check_regular(fd, path)
     return fd
 
 
@@ -277,7 +278,7 @@ def create_sized(
     written through the same descriptor as :func:`write_range` writes it (a consume-queue
     writer's first units: one open a new file, not two). On any failure the file is
     removed and one StoreError says what could not be created."""
-    path = Path(path)
+    path = path if isinstance(path, Path) else Path(path)  # no re-parse (one a new queue)
     if not dir_made:
         make_dirs(path.parent, roots)
     fd = open_for_write(path, roots, create=True, exclusive=True, checked=True)

@@ -264,16 +264,14 @@ class IndexFile:
             diff[0] = time_diff(int(ts[0]), b0)
         else:
             diff = time_diffs(ts, b0)
-        ss, order, nn, head, tail, prev_sorted = slot_chains(np.asarray(hashes, dtype=np.int64) % self.slot_num, c0)
+        out, ss, hn, tn = chained_entries(hashes, phy, diff, c0, self.slot_num)
         slots = self._slots()
-        hs, hn = ss[head], nn[head]
-        old = slots[hs].astype(np.int64)  # a slot's old value counts only if it is a valid entry (putKey)
+        old = slots[ss].astype(np.int64)  # a slot's old value counts only if it is a valid entry (putKey)
         old = np.where((old > 0) & (old <= hn), old, 0)
-        prev_sorted[head] = old
-        prev = np.empty(k, dtype=np.int64)
-        prev[order] = prev_sorted
-        self._entries(c0, k)[:] = entry_block(hashes, phy, diff, prev)
-        slots[ss[tail]] = nn[tail]
+        entries = out.view(entry_dtype())
+        entries["prev_index"][hn - c0] = old  # each slot's first entry of the block links to it
+        self._entries(c0, k)[:] = entries
+        slots[ss] = tn
         del slots
         if c0 <= 1:
             hdr.begin_phy_offset = int(phy[0])
@@ -505,11 +503,23 @@ def write_entries(path: Path, slot_num: int, n0: int, hashes, phy, diff):
     keys, by ``pwrite`` (``write_range``: allocated first), each chained to the previous
     entry of its slot in the block and its slot's first one left 0 for
     :meth:`IndexFile.link_blocks` (laid out by the C loop ``index_entries``, one pass, or
-    its twin). Returns that block's (slot, head, tail) per slot."""
+    its twin: :func:`chained_entries`). Returns that block's (slot, head, tail) per slot."""
+    from rmqstore_cli.store.files.safefs import write_range
+
+    out, slots, heads, tails = chained_entries(hashes, phy, diff, n0, slot_num)
+    at = index_layout.INDEX_HEADER_SIZE + slot_num * index_layout.HASH_SLOT_SIZE + n0 * index_layout.INDEX_ENTRY_SIZE
+    write_range(path, at, out, "index entries")
+    return slots, heads, tails
+
+
+def chained_entries(hashes, phy, diff, n0: int, slot_num: int) -> tuple:
+    """Entries ``n0 ..`` of a block of keys laid out (uint8), each chained to the previous
+    entry of its slot in the block and a slot's first one left 0, with the slots used
+    (ascending) and their first and last entry: the C loop ``index_entries`` (one pass) or
+    its twin, :func:`index_entries`."""
     import numpy as np
 
     from rmqstore_cli.store.files.fastpaths import FAST_PATHS
-    from rmqstore_cli.store.files.safefs import write_range
 
     kern = FAST_PATHS.kernels()
     k = len(hashes)
@@ -517,9 +527,7 @@ def write_entries(path: Path, slot_num: int, n0: int, hashes, phy, diff):
     out = np.empty(k * index_layout.INDEX_ENTRY_SIZE, np.uint8)
     slots, heads, tails = (np.empty(k, np.int64) for _ in range(3))
     used = (index_entries if kern is None else kern.index_entries)(*cols, n0, slot_num, out, slots, heads, tails)
-    at = index_layout.INDEX_HEADER_SIZE + slot_num * index_layout.HASH_SLOT_SIZE + n0 * index_layout.INDEX_ENTRY_SIZE
-    write_range(path, at, out, "index entries")
-    return slots[:used], heads[:used], tails[:used]
+    return out, slots[:used], heads[:used], tails[:used]
 
 
 def index_file_paths(index_dir: Path) -> list[Path]:

@@ -58,7 +58,7 @@ class Templates:
         if not names:
             n = len(next(iter(v for v in values.values() if not isinstance(v, str)), [])) or 1
             return [text % ()] * n
-        return [text % t for t in zip(*(values[k] for k in names), strict=True)]
+        return list(map(text.__mod__, zip(*(values[k] for k in names), strict=True)))
 
     def _template(self, client: tuple, extra: tuple, keep_wait: bool, values: dict) -> tuple[bytes, list]:
         """The ``%`` format of a key set (cached) and the names its ``%s`` stand for, in order."""
@@ -148,7 +148,7 @@ def keys_column(o, idx: np.ndarray, d: Draw) -> np.ndarray:
         for mask, fmt, args in _key_cases(o, r, p, (s,), (idx,), (idx, x)):
             rows = np.flatnonzero(mask)
             cols = [out[rows].tolist(), *(c[rows].tolist() for c in args)]
-            col[rows] = objects([fmt % t for t in zip(*cols, strict=True)])
+            col[rows] = objects(list(map(fmt.__mod__, zip(*cols, strict=True))))
         out, p = col, b"%s"
     return out
 
@@ -252,14 +252,14 @@ def build_block(cat: Catalog, o, d: Draw, store: np.ndarray, born: np.ndarray, s
     tags_multi = np.array([" " in t for t in cat.tags])[d.tag]
     base_sys = np.where(d.compress, COMPRESSED_FLAG, 0) | np.where(tag & tags_multi, MULTI_TAGS_FLAG, 0)
     pool = cat.pool
-    bodies = objects([pool[a : a + n] for a, n in zip(d.body_at.tolist(), d.body_len.tolist(), strict=True)])
+    bodies = objects(list(map(pool.__getitem__, map(slice, d.body_at.tolist(), (d.body_at + d.body_len).tolist()))))
     for i in np.flatnonzero(d.compress).tolist():
         bodies[i] = zlib.compress(bodies[i], 5)
     tid = d.topic[send].copy()
     qid = d.qid[send].copy()
     sys_flag = base_sys[send].copy()
     reconsume = np.zeros(send.size, np.int64)
-    kinds = np.full(send.size, "normal", object)
+    kind = np.zeros(send.size, np.int8)  # an index into _KINDS: no str made a record
     links = np.zeros(send.size, np.int8)  # SendBlock.link_codes of kinds, as a column
     rows_of = {k: start[np.flatnonzero(v)] for k, v in (("delay", delay), ("retry", retry))}
     tid[rows_of["delay"]], qid[rows_of["delay"]] = cat.schedule, d.level[delay] - 1
@@ -281,8 +281,9 @@ def build_block(cat: Catalog, o, d: Draw, store: np.ndarray, born: np.ndarray, s
         ("prepared", ps),
         ("commit", ps + 1),
     ):
-        kinds[rows], links[rows] = k, KIND_LINKS.get(k, 0)
-    kinds[ps + 1] = np.where(end == TRANSACTION_COMMIT_TYPE, "commit", "rollback")  # same link code
+        kind[rows], links[rows] = _KINDS.index(k), KIND_LINKS.get(k, 0)
+    commit_or_rollback = np.where(end == TRANSACTION_COMMIT_TYPE, _KINDS.index("commit"), _KINDS.index("rollback"))
+    kind[ps + 1] = commit_or_rollback  # one link code
     props = np.empty(send.size, object)
     _fill_props(cat, o, d, sends, props, start, (delay, retry, half, tx & ~half, ~delay & ~tx & ~retry))
     body_rows = bodies[send].tolist()
@@ -311,11 +312,16 @@ def build_block(cat: Catalog, o, d: Draw, store: np.ndarray, born: np.ndarray, s
         z - 1,
         bodies=body_rows,
         props=props.tolist(),
-        kinds=kinds.tolist(),
+        kinds=_KIND_NAMES[kind].tolist(),
         floor_store_ts=True,
         raw_props=False,
         links=links,
     )
+
+
+#: The kinds of record a draw makes (SendBlock.kinds), by the index build_block keeps a record.
+_KINDS = ("normal", "delay", "retry", "half", "commit", "op", "prepared", "rollback")
+_KIND_NAMES = objects(list(_KINDS))
 
 
 def _fill_props(cat: Catalog, o, d: Draw, sends: dict, props: np.ndarray, start: np.ndarray, masks: tuple) -> None:

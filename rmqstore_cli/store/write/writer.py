@@ -14,6 +14,7 @@ import stat
 from collections.abc import Iterable
 from pathlib import Path
 
+import orjson
 from rmqstore_cli.formats.sysflag import INNER_BATCH_FLAG
 from rmqstore_cli.formats.timer import TIMER_TOPIC
 
@@ -70,6 +71,8 @@ class StoreWriter:
         if config.index_geometry_error is not None and config.message_index_enable:
             raise config.index_geometry_error  # the index cannot be appended to at an unknown geometry
         self._preflight()
+        #: No topics.json was there: the table holds only what generate puts (str, int, bool).
+        self._topics_fresh = not os.path.lexists(self.config.root / TOPICS_JSON)
         self._topics_table = self._load_topics()
         cp_path = config.checkpoint_path
         self._checkpoint = StoreCheckpoint.read(cp_path) if os.path.lexists(cp_path) else StoreCheckpoint()
@@ -368,8 +371,20 @@ class StoreWriter:
                 attrs.update(self.compaction.attributes)
             if attrs:
                 table[topic]["attributes"] = attrs
-        text = json.dumps(data, indent=2, ensure_ascii=False)
-        replace_file(path, text.encode("utf-8"), self.roots)
+        replace_file(path, _topics_text(data, self._topics_fresh), self.roots)
+
+
+def _topics_text(data: dict, fresh: bool) -> bytes:
+    """The table as ``json.dumps(indent=2, ensure_ascii=False)`` writes it: by orjson (the
+    same bytes for str, int and bool values, ~10x faster: 20 000 topics) when the table is
+    generate's own; a table read from the store (any number it holds) and a name orjson
+    refuses (a lone surrogate) by json."""
+    if fresh:
+        try:
+            return orjson.dumps(data, option=orjson.OPT_INDENT_2)
+        except orjson.JSONEncodeError:
+            pass
+    return json.dumps(data, indent=2, ensure_ascii=False).encode("utf-8")
 
 
 def _topics_problem(data) -> str | None:
