@@ -21,6 +21,9 @@ every record of the fixtures and of built stores.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 import numpy as np
 
 from rmqstore_cli.formats import properties as pf
@@ -80,6 +83,44 @@ def _hosts(blk: MessageBlock, which: str):
 
 def block_batch(blk: MessageBlock, store: str, body: bool):
     """The export rows of every record of ``blk`` (schema: :func:`~rmqstore_cli.pipeline.schema.arrow_schema`)."""
+    return _block(blk, store, body)[0]
+
+
+@dataclass
+class Parted:
+    """A batch whose rows come as runs of one partition each (``store``, ``topic_dir``), no two
+    runs of the same partition: ``keys[k]`` the partition of rows ``cuts[k]:cuts[k + 1]``. What
+    the Parquet writer would otherwise find by dictionary-encoding both columns of every row
+    (:class:`~rmqstore_cli.pipeline.parquet_out.PartitionedWriter`)."""
+
+    batch: Any
+    keys: list[tuple]
+    cuts: list[int]
+
+    @property
+    def num_rows(self) -> int:
+        return self.batch.num_rows
+
+
+def block_parts(blk: MessageBlock, store: str, body: bool) -> Any:
+    """:func:`block_batch` of ``blk`` whose records are grouped by topic
+    (:func:`~rmqstore_cli.pipeline.export_tasks.by_topic`), as a :class:`Parted` with one run
+    per topic; the bare batch when its partitions are not known from the topics alone (a record
+    of the reference path, whose topic or ``topic_dir`` may differ) or two topics share one."""
+    batch, slow, dirs = _block(blk, store, body)
+    tid = blk.topics[1]
+    if slow or not tid.size:
+        return batch
+    heads = [0] + (np.flatnonzero(tid[1:] != tid[:-1]) + 1).tolist()
+    keys = [(store, dirs[t]) for t in tid[heads].tolist()]
+    if len(set(keys)) < len(keys):
+        return batch
+    return Parted(batch, keys, heads + [tid.size])
+
+
+def _block(blk: MessageBlock, store: str, body: bool) -> tuple[Any, bool, list]:
+    """(:func:`block_batch`, whether a record took the reference path, each topic's
+    ``topic_dir`` by topic id)."""
     import pyarrow as pa
 
     from rmqstore_cli.pipeline.schema import arrow_schema, topic_dir
@@ -139,10 +180,11 @@ def block_batch(blk: MessageBlock, store: str, body: bool):
     cols["topic"] = _replace(lookup(topic_text, tid), slow, [d["topic"] for d in dicts])
     cols["topic_base64"] = _replace(cols["topic_base64"], slow, t64)
     cols["properties_base64"] = _replace(cols["properties_base64"], slow, [d.get("properties_base64") for d in dicts])
-    dirs = lookup([None if t is None else topic_dir(t, None) for t in topic_text], tid)
-    cols["topic_dir"] = _replace(dirs, slow, [topic_dir(d["topic"], b) for d, b in zip(dicts, t64, strict=True)])
+    dirs = [None if t is None else topic_dir(t, None) for t in topic_text]
+    patched = [topic_dir(d["topic"], b) for d, b in zip(dicts, t64, strict=True)]
+    cols["topic_dir"] = _replace(lookup(dirs, tid), slow, patched)
     cols.update(props.columns(schema))
-    return pa.RecordBatch.from_arrays([cols[f.name] for f in schema], schema=schema)
+    return pa.RecordBatch.from_arrays([cols[f.name] for f in schema], schema=schema), bool(slow), dirs
 
 
 def numbers(a: np.ndarray, typ=None, mask: np.ndarray | None = None):

@@ -99,9 +99,10 @@ def export_batches(task: FileTask, stops: list | None = None, by_partition: bool
     serialisation). Runs of valid records are converted a block at a time
     (:func:`~rmqstore_cli.pipeline.arrow_block.block_batch`); anything else row by row.
     Where the file could not be read is appended to ``stops``. ``by_partition``: each
-    block's rows grouped by topic (:func:`by_topic`), as the Parquet writer takes them."""
+    block's rows grouped by topic (:func:`by_topic`), as the Parquet writer takes them, and
+    handed with their runs (:class:`~rmqstore_cli.pipeline.arrow_block.Parted`) where known."""
 
-    from rmqstore_cli.pipeline.arrow_block import block_batch
+    from rmqstore_cli.pipeline.arrow_block import block_batch, block_parts
     from rmqstore_cli.pipeline.schema import COLUMN_NAMES, arrow_schema
     from rmqstore_cli.store.commitlog.columns import MessageBlock
 
@@ -126,7 +127,10 @@ def export_batches(task: FileTask, stops: list | None = None, by_partition: bool
                 if rows:
                     yield batch(rows)
                     rows, size = [], 0
-                yield block_batch(by_topic(item) if by_partition else item, task.store.partition, task.body)
+                if by_partition:
+                    yield block_parts(by_topic(item), task.store.partition, task.body)
+                else:
+                    yield block_batch(item, task.store.partition, task.body)
                 continue
             if flt is not None and not flt.matches(item):
                 continue

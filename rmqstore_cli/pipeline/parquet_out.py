@@ -23,7 +23,7 @@ from urllib.parse import quote
 
 import numpy as np
 
-from rmqstore_cli.pipeline.arrow_block import as_numpy, numbers
+from rmqstore_cli.pipeline.arrow_block import Parted, as_numpy, numbers
 from rmqstore_cli.pipeline.schema import PARTITION_COLUMNS, arrow_schema
 from rmqstore_cli.store.files.arrays import stable_argsort
 
@@ -115,8 +115,10 @@ class PartitionedWriter:
         self.files: list[str] = []
 
     def write(self, batch) -> None:
-        """Hold ``batch``'s rows under their partitions; write row groups that are full."""
-        for key, part in _split(batch, self.at):
+        """Hold ``batch``'s rows under their partitions; write row groups that are full.
+        ``batch``: a RecordBatch, or a :class:`~rmqstore_cli.pipeline.arrow_block.Parted` one
+        whose runs are known."""
+        for key, part in _runs(batch) if isinstance(batch, Parted) else _split(batch, self.at):
             part = part.select(self.keep)
             if part.num_rows * 8 < batch.num_rows:  # a slice pins its whole batch: hold a copy
                 part = part.take(numbers(np.arange(part.num_rows)))
@@ -193,6 +195,14 @@ def _escape(value: str | None) -> str:
     return HIVE_NULL if value is None else quote(value, safe="")
 
 
+def _runs(parted: Parted):
+    """(partition values, rows) of each run of ``parted``: slices of its batch, as
+    :func:`_split` cuts a batch whose partitions come in runs."""
+    b, cuts = parted.batch, parted.cuts
+    for k, key in enumerate(parted.keys):
+        yield key, b.slice(cuts[k], cuts[k + 1] - cuts[k])
+
+
 def _split(batch, at: list[int]):
     """(partition values, rows of ``batch``) for each partition the batch holds: slices when
     each partition's rows are one run (as :func:`~rmqstore_cli.pipeline.export_tasks.by_topic`
@@ -205,8 +215,10 @@ def _split(batch, at: list[int]):
     key = codes[0]
     for c, v in zip(codes[1:], values[1:], strict=True):
         key = key * len(v) + c
+    if not key.size:
+        return
     cuts = np.flatnonzero(key[1:] != key[:-1]) + 1
-    if np.unique(key).size == cuts.size + 1:  # each partition's rows in one run (export_tasks.by_topic)
+    if np.unique(key[np.r_[0, cuts]]).size == cuts.size + 1:  # each partition's rows in one run (by_topic)
         for lo, hi in zip([0] + cuts.tolist(), cuts.tolist() + [key.size], strict=True):
             yield tuple(v[c[lo]] for v, c in zip(values, codes, strict=True)), batch.slice(lo, hi - lo)
         return

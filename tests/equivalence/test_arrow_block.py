@@ -24,6 +24,16 @@ def _rows_of(batches) -> list[tuple]:
     return out
 
 
+def _batch(b):
+    """The RecordBatch of an item of export_batches (a Parted one's own)."""
+    return getattr(b, "batch", b)
+
+
+def _runs(b):
+    """The partition runs an item of export_batches hands with its batch (None: none)."""
+    return (b.keys, b.cuts) if hasattr(b, "batch") else None
+
+
 def _millis(col):
     return col.cast(pa.int64()) if pa.types.is_timestamp(col.type) else col
 
@@ -75,6 +85,8 @@ def test_block_batches_same_with_the_reference_joins(tricky_store, small_store, 
                 monkeypatch.setattr(FAST_PATHS, "pure", pure)
                 got[pure] = list(export_batches(task, by_partition=by_partition))
             assert len(got[False]) == len(got[True])
+            assert [_runs(a) for a in got[False]] == [_runs(b) for b in got[True]], (root, task.file_name)
+            got = {k: [_batch(b) for b in v] for k, v in got.items()}
             assert all(a.equals(b) for a, b in zip(got[False], got[True], strict=True)), (root, task.file_name)
             if not by_partition:
                 assert _rows_of(got[True]) == _reference(task, False)
@@ -94,3 +106,25 @@ def test_hosts_of_a_block_the_loop_leaves_are_the_reference_rows(small_store, mo
     for task in file_tasks([StoreSpec(str(small_store), "s1")]):
         assert _rows_of(export_batches(task)) == _reference(task, False)
     assert left
+
+
+def test_writer_files_same_from_known_runs(tricky_store, small_store, tmp_path, monkeypatch):
+    """The partition runs block_parts hands the Parquet writer (by topic id) cut the same row
+    groups as the writer's own split of the bare batches: every file byte for byte. Topics
+    that share a partition directory hand no runs (the writer's split merges them)."""
+    from rmqstore_cli.pipeline import schema
+    from rmqstore_cli.pipeline.parquet_out import write_batches
+
+    for k, root in enumerate((fixture_dir("5.3.3") / "store", tricky_store, small_store)):
+        got = [b for t in file_tasks([StoreSpec(str(root), "s1")]) for b in export_batches(t, by_partition=True)]
+        assert any(_runs(b) for b in got) and all(r[1][-1] == b.num_rows for b in got if (r := _runs(b)))
+        runs, split = tmp_path / f"runs{k}", tmp_path / f"split{k}"
+        write_batches(got, str(runs))
+        write_batches([_batch(b) for b in got], str(split))
+        files = sorted(p.relative_to(runs) for p in runs.rglob("*.parquet"))
+        assert files and files == sorted(p.relative_to(split) for p in split.rglob("*.parquet"))
+        for f in files:
+            assert (runs / f).read_bytes() == (split / f).read_bytes(), (root, f)
+    monkeypatch.setattr(schema, "topic_dir", lambda t, b: "one")
+    tasks = file_tasks([StoreSpec(str(small_store), "s1")])
+    assert not any(_runs(b) for t in tasks for b in export_batches(t, by_partition=True))

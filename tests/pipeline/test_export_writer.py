@@ -143,7 +143,7 @@ def test_grouped_batches_hold_the_log_order_rows(version):
     plain, grouped = [], []
     for task in file_tasks([StoreSpec(str(fixture_dir(version) / "store"), "s1")], body=True):
         plain += [r for b in export_batches(task) for r in b.to_pylist()]
-        grouped += [r for b in export_batches(task, by_partition=True) for r in b.to_pylist()]
+        grouped += [r for b in export_batches(task, by_partition=True) for r in getattr(b, "batch", b).to_pylist()]
     assert len(plain) > 10 and len({r["topic"] for r in plain}) > 1
     assert sorted(grouped, key=lambda r: r["physical_offset"]) == plain
     assert [r["topic"] for r in grouped] != [r["topic"] for r in plain]
