@@ -336,43 +336,40 @@ class _Properties:
         self.patched[i] = d
 
     def _pairs(self):
-        """(names, values, owner) of every record's pairs in record order, patched ones spliced in."""
+        """(names, values, count) of every record's pairs in record order, patched ones spliced
+        in before the record's own (``count[i]``: record i's pairs)."""
         import pyarrow as pa
 
         names, values = (
             ranges(self.src, self.prow[:, 0], self.prow[:, 1]),
             ranges(self.src, self.prow[:, 2], self.prow[:, 3]),
         )
-        owner = np.repeat(np.arange(self.n), self.pairs)
         if not self.patched:
-            return names, values, owner
+            return names, values, self.pairs
         rows = sorted(self.patched)
-        cut = np.searchsorted(owner, rows)
-        parts_n, parts_v, parts_o = [], [], []
+        count = self.pairs.copy()
+        cut = (np.cumsum(count) - count)[rows]  # pairs of the records before each patched one
+        parts_n, parts_v = [], []
         prev = 0
         for i, c in zip(rows, cut.tolist(), strict=True):
             items = list(self.patched[i]["properties"].items())
             parts_n += [names.slice(prev, c - prev), texts([x for x, _ in items])]
             parts_v += [values.slice(prev, c - prev), texts([y for _, y in items])]
-            parts_o += [owner[prev:c], np.full(len(items), i)]
+            count[i] += len(items)
             prev = c
-        return (
-            pa.concat_arrays(parts_n + [names.slice(prev)]),
-            pa.concat_arrays(parts_v + [values.slice(prev)]),
-            np.concatenate(parts_o + [owner[prev:]]).astype(np.int64),
-        )
+        return pa.concat_arrays(parts_n + [names.slice(prev)]), pa.concat_arrays(parts_v + [values.slice(prev)]), count
 
     def columns(self, schema) -> dict:
         import pyarrow as pa
 
         n = self.n
-        names, values, owner = self._pairs()
+        names, values, count = self._pairs()
         rows = sorted(self.patched)
         text = _replace(
             ranges(self.src, self.at, self.ln), rows, [self.patched[i].get("properties_string") for i in rows]
         )
         offsets = np.zeros(n + 1, np.int32)
-        np.cumsum(np.bincount(owner, minlength=n), out=offsets[1:])
+        np.cumsum(count, out=offsets[1:])
         out = {
             "properties": pa.MapArray.from_arrays(
                 numbers(offsets), names, values, type=schema.field("properties").type
@@ -391,14 +388,16 @@ class _Properties:
         import pyarrow as pa
 
         flat = ranges(self.src, self.wrow[:, 0], self.wrow[:, 1])
-        w_owner = np.repeat(np.arange(self.n), self.words)
+        count = self.words
         if self.patched:
             from rmqstore_cli.store.files.arrays import stable_argsort
 
+            w_owner = np.repeat(np.arange(self.n), self.words)
             extra = [(i, w) for i in sorted(self.patched) for w in self.patched[i].get("keys") or []]
             w_owner = np.concatenate([w_owner, np.array([i for i, _ in extra], np.int64)])
             order = stable_argsort(w_owner)
-            flat, w_owner = pa.concat_arrays([flat, texts([w for _, w in extra])]).take(numbers(order)), w_owner[order]
+            flat = pa.concat_arrays([flat, texts([w for _, w in extra])]).take(numbers(order))
+            count = np.bincount(w_owner, minlength=self.n)
         koff = np.zeros(self.n + 1, np.int32)
-        np.cumsum(np.bincount(w_owner, minlength=self.n), out=koff[1:])
+        np.cumsum(count, out=koff[1:])
         return pa.ListArray.from_arrays(numbers(koff), flat, type=schema.field("keys").type)
