@@ -255,6 +255,13 @@ def kept_mask(phy, last_end_phy: int):
         return np.zeros(0, dtype=bool)
     if rising(phy, last_end_phy):
         return np.ones(len(phy), dtype=bool)
+    return _at_least_every_earlier(phy, last_end_phy)
+
+
+def _at_least_every_earlier(phy, last_end_phy: int):
+    """:func:`kept_mask`'s rule itself, by the running maximum (``phy`` not empty)."""
+    import numpy as np
+
     prev = np.empty(len(phy), dtype=np.int64)
     prev[0] = last_end_phy
     if len(phy) > 1:
@@ -346,7 +353,7 @@ def kept_sel(phy, last_end_phy: int):
     no copy taken of 3 million keys) when offsets never go back, else their indexes."""
     import numpy as np
 
-    return slice(None) if rising(phy, last_end_phy) else np.flatnonzero(kept_mask(phy, last_end_phy))
+    return slice(None) if rising(phy, last_end_phy) else np.flatnonzero(_at_least_every_earlier(phy, last_end_phy))
 
 
 def kept_count_if_simple(s: FileSummary, floor: int) -> int | None:
